@@ -1,0 +1,79 @@
+//! Numeric formats of weights, activations and KV cache.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Numeric format of weights and activations (vLLM's `--dtype` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    Float16,
+    Bfloat16,
+    Float32,
+    Fp8,
+    Int8,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::Float16 | Dtype::Bfloat16 => 2,
+            Dtype::Float32 => 4,
+            Dtype::Fp8 | Dtype::Int8 => 1,
+        }
+    }
+
+    /// Short name used in profile-bundle variant folders (`bf16`, `fp16`, ...).
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Dtype::Float16 => "fp16",
+            Dtype::Bfloat16 => "bf16",
+            Dtype::Float32 => "fp32",
+            Dtype::Fp8 => "fp8",
+            Dtype::Int8 => "int8",
+        }
+    }
+}
+
+impl FromStr for Dtype {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "float16" | "fp16" | "half" => Ok(Dtype::Float16),
+            "bfloat16" | "bf16" => Ok(Dtype::Bfloat16),
+            "float32" | "fp32" | "float" => Ok(Dtype::Float32),
+            "fp8" | "float8" | "float8_e4m3fn" => Ok(Dtype::Fp8),
+            "int8" => Ok(Dtype::Int8),
+            other => Err(format!(
+                "unknown dtype `{other}` (expected float16, bfloat16, float32, fp8 or int8)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dtype::Float16 => "float16",
+            Dtype::Bfloat16 => "bfloat16",
+            Dtype::Float32 => "float32",
+            Dtype::Fp8 => "fp8",
+            Dtype::Int8 => "int8",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_vllm_and_short_names() {
+        assert_eq!("bfloat16".parse::<Dtype>(), Ok(Dtype::Bfloat16));
+        assert_eq!("BF16".parse::<Dtype>(), Ok(Dtype::Bfloat16));
+        assert_eq!("float16".parse::<Dtype>(), Ok(Dtype::Float16));
+        assert_eq!("fp8".parse::<Dtype>().unwrap().bytes(), 1);
+        assert!("bf17".parse::<Dtype>().is_err());
+    }
+}

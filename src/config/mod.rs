@@ -1,0 +1,47 @@
+//! Static descriptions of what is simulated: model architectures, hardware, numeric formats,
+//! and the KV-cache memory model derived from them.
+//!
+//! Models are HuggingFace `config.json` files (bundled under `model_archs/` or given by path);
+//! hardware specs are TOML files (bundled under `hardware/` or given by path).
+
+mod dtype;
+mod hardware;
+mod memory;
+mod model;
+
+pub use dtype::Dtype;
+pub use hardware::Hardware;
+pub use memory::{KvCapacity, KvSizing, kv_capacity};
+pub use model::{ModelArch, MoeArch};
+
+use std::path::PathBuf;
+
+/// An error in a model, hardware or engine description. Always fatal for the run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could be read but its content is invalid; `field` names the offending key.
+    #[error("{source_name}: field `{field}`: {message}")]
+    Invalid {
+        source_name: String,
+        field: String,
+        message: String,
+    },
+    /// A name matched no bundled description.
+    #[error("unknown {kind} `{name}`; bundled: {known}. Or pass a path to a {hint}")]
+    Unknown {
+        kind: &'static str,
+        name: String,
+        known: String,
+        hint: &'static str,
+    },
+    /// The model does not fit the hardware as configured.
+    #[error("{0}")]
+    DoesNotFit(String),
+}

@@ -1,0 +1,82 @@
+//! The latency-backend seam: how long one scheduler step (one batch) takes.
+//!
+//! The scheduler never knows how time is computed. It hands a [`BatchDesc`] to a
+//! [`LatencyBackend`] and gets the step time back. Backends: [`Roofline`] (analytical, from
+//! the model architecture and hardware datasheet); the profile DB and ASTRA-Sim
+//! co-simulation plug into the same trait.
+
+mod roofline;
+
+pub use roofline::Roofline;
+
+use crate::Nanos;
+
+/// One request's share of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchItem {
+    /// Tokens computed for this request in this step (1 for a decode step).
+    pub new_tokens: u32,
+    /// Tokens already in the request's KV cache before this step (computed earlier or
+    /// served by the prefix cache).
+    pub context_tokens: u32,
+}
+
+impl BatchItem {
+    /// A decode step computes exactly one token (LLMServingSim's and vLLM's convention).
+    pub fn is_decode(&self) -> bool {
+        self.new_tokens == 1
+    }
+}
+
+/// The batch of one scheduler step on one instance.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchDesc<'a> {
+    /// The scheduled requests, in schedule order.
+    pub items: &'a [BatchItem],
+}
+
+impl BatchDesc<'_> {
+    /// Tokens computed in this step, over all requests.
+    pub fn total_tokens(&self) -> u64 {
+        self.items.iter().map(|i| u64::from(i.new_tokens)).sum()
+    }
+
+    /// Sequences in this step.
+    pub fn num_seqs(&self) -> u64 {
+        self.items.len() as u64
+    }
+}
+
+/// Time of one layer kind within a step, for debugging and breakdowns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerTiming {
+    /// Layer name (`qkv_proj`, `attention`, `allreduce`, ...).
+    pub name: &'static str,
+    /// How many times the layer runs per step (e.g. once per transformer block).
+    pub repeats: u64,
+    /// Time of one occurrence, ns.
+    pub time_ns: Nanos,
+    /// Whether the time is communication (collectives) rather than compute.
+    pub is_comm: bool,
+}
+
+/// A failure of a latency backend. Fatal for the run.
+#[derive(Debug, thiserror::Error)]
+pub enum LatencyError {
+    /// The backend could not price the batch; the message says why.
+    #[error("{0}")]
+    Backend(String),
+}
+
+/// Prices scheduler steps.
+pub trait LatencyBackend {
+    /// Short name of the backend for logs and summaries (`roofline`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Wall time of one step running `batch`, ns. Called once per step: must not allocate.
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError>;
+
+    /// The per-layer breakdown of the same step; the sum of `repeats × time_ns` over the
+    /// entries equals [`LatencyBackend::step_time`].
+    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError>;
+}

@@ -1,0 +1,24 @@
+//! blis-cosim: a discrete-event simulator of LLM inference serving.
+//!
+//! A workload of requests ([`workload`]) enters per-instance continuous-batching schedulers
+//! ([`scheduler`]); each formed batch is priced by a [`latency::LatencyBackend`]; the
+//! [`engine`] advances a deterministic clock in integer nanoseconds; [`metrics`] turns the
+//! finished requests into the per-request CSV and a vLLM-style summary.
+//!
+//! All simulated time is [`Nanos`]. The same inputs always produce byte-identical outputs.
+
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod latency;
+pub mod metrics;
+pub mod scheduler;
+pub mod workload;
+
+/// Simulated time and durations, in integer nanoseconds.
+pub type Nanos = u64;
+
+/// Bundled data files embedded at build time (see `build.rs`).
+pub mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+}

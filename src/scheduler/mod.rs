@@ -1,0 +1,1 @@
+//! Per-instance continuous batching (vLLM V1 semantics).

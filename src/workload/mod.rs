@@ -1,0 +1,1 @@
+//! Workloads: the requests that enter the simulator.
