@@ -11,7 +11,9 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod latency;
+pub mod logging;
 pub mod metrics;
+pub mod runner;
 pub mod scheduler;
 pub mod workload;
 

@@ -1,1 +1,400 @@
-//! Per-instance continuous batching (vLLM V1 semantics).
+//! Per-instance continuous batching with vLLM V1 semantics.
+//!
+//! Each step ([`Scheduler::schedule`]):
+//! 1. **Running requests first**, in admission order: each gets its next prefill chunk or one
+//!    decode token, within the step's token budget and the long-prefill threshold. When KV
+//!    blocks run out, the most recently admitted running request is preempted (its blocks
+//!    freed, its progress dropped: it is recomputed on readmission).
+//! 2. **Admission** from the waiting queue in FCFS order, only if nothing was preempted in
+//!    this step, while the budget, `max_num_seqs` and free KV blocks allow. A prefix-cache
+//!    lookup first skips prompt blocks already cached.
+//!
+//! [`Scheduler::complete_step`] then applies the step's results at its finish time: first
+//! tokens, inter-token gaps, finished requests (which free their blocks).
+
+mod kv;
+mod request;
+
+pub use kv::{BlockId, BlockPool, block_hashes};
+
+use crate::Nanos;
+use crate::latency::BatchItem;
+use crate::metrics::RequestRecord;
+use crate::workload::Request;
+use request::{Phase, RunningRequest};
+
+/// Scheduler limits and switches of one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Most requests running at once; `None` is unlimited.
+    pub max_num_seqs: Option<u32>,
+    /// Token budget of one step.
+    pub max_num_batched_tokens: u32,
+    /// Per-request cap on tokens in one step; 0 disables it.
+    pub long_prefill_token_threshold: u32,
+    /// Split prompts over several steps; when off, a prompt that does not fit the remaining
+    /// budget blocks the queue until it does.
+    pub enable_chunked_prefill: bool,
+    /// Admit a request only if its whole current sequence fits in free KV blocks.
+    pub reserve_full_isl: bool,
+    /// Reuse cached KV blocks of identical prompt prefixes.
+    pub enable_prefix_caching: bool,
+    /// Tokens per KV block.
+    pub block_size: u32,
+}
+
+/// Counters of one instance over a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SchedulerStats {
+    /// Preemptions.
+    pub preemptions: u64,
+    /// Tokens computed again after preemption.
+    pub recomputed_tokens: u64,
+    /// Prompt tokens looked up in the prefix cache (once per request).
+    pub prefix_requested_tokens: u64,
+    /// Of those, tokens found in the cache.
+    pub prefix_hit_tokens: u64,
+}
+
+/// A scheduled request of the current step.
+#[derive(Debug, Clone, Copy)]
+struct Scheduled {
+    slot: u32,
+    new_tokens: u32,
+}
+
+/// The scheduler of one instance.
+#[derive(Debug)]
+pub struct Scheduler {
+    config: SchedulerConfig,
+    pool: BlockPool,
+    slots: Vec<Option<RunningRequest>>,
+    free_slots: Vec<u32>,
+    waiting: std::collections::VecDeque<u32>,
+    running: Vec<u32>,
+    step: Vec<Scheduled>,
+    step_items: Vec<BatchItem>,
+    hit_scratch: Vec<BlockId>,
+    stats: SchedulerStats,
+}
+
+/// An internal inconsistency: always a bug, never a user error.
+#[derive(Debug, thiserror::Error)]
+#[error("scheduler invariant broken: {0}")]
+pub struct SchedulerBug(String);
+
+impl Scheduler {
+    /// A scheduler over `num_blocks` KV blocks.
+    pub fn new(config: SchedulerConfig, num_blocks: u32) -> Scheduler {
+        Scheduler {
+            config,
+            pool: BlockPool::new(num_blocks),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            waiting: std::collections::VecDeque::new(),
+            running: Vec::new(),
+            step: Vec::new(),
+            step_items: Vec::new(),
+            hit_scratch: Vec::new(),
+            stats: SchedulerStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    /// The KV block pool.
+    pub fn pool(&self) -> &BlockPool {
+        &self.pool
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> SchedulerStats {
+        self.stats
+    }
+
+    /// The batch formed by the last [`Scheduler::schedule`].
+    pub fn last_batch(&self) -> &[BatchItem] {
+        &self.step_items
+    }
+
+    /// Requests waiting for admission.
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Requests admitted and not finished.
+    pub fn num_running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether any request is waiting or running.
+    pub fn has_work(&self) -> bool {
+        !self.waiting.is_empty() || !self.running.is_empty()
+    }
+
+    /// Queues an arrived request at the back of the waiting queue.
+    pub fn enqueue(&mut self, request: &Request) {
+        let state = RunningRequest::new(request, &self.config);
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(state);
+                s
+            }
+            None => {
+                self.slots.push(Some(state));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.waiting.push_back(slot);
+    }
+
+    /// Forms the next step's batch at time `now`. Returns `None` when nothing can run.
+    pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
+        self.step.clear();
+        self.step_items.clear();
+        let mut budget = self.config.max_num_batched_tokens;
+        let preempted = self.schedule_running(&mut budget)?;
+        if !preempted {
+            self.admit_waiting(&mut budget);
+        }
+        if self.step.is_empty() {
+            return Ok(None);
+        }
+        for s in &self.step {
+            let req = self.slots[s.slot as usize].as_mut().expect("scheduled slot");
+            if req.phase == Phase::Prefill {
+                req.queuing_delay_ns = now - req.arrival_ns;
+            }
+            self.step_items.push(BatchItem {
+                new_tokens: s.new_tokens,
+                context_tokens: req.computed,
+            });
+            req.computed += s.new_tokens;
+        }
+        Ok(Some(&self.step_items))
+    }
+
+    /// Phase A: running requests in admission order. Returns whether anything was preempted.
+    fn schedule_running(&mut self, budget: &mut u32) -> Result<bool, SchedulerBug> {
+        let mut preempted = false;
+        let mut i = 0;
+        while i < self.running.len() && *budget > 0 {
+            let slot = self.running[i];
+            let req = self.slots[slot as usize].as_ref().expect("running slot");
+            let new_tokens = self.cap(req.reached - req.computed, *budget);
+            if new_tokens == 0 {
+                return Err(SchedulerBug(format!(
+                    "running request {} has nothing to compute",
+                    req.id
+                )));
+            }
+            loop {
+                if self.grow(slot, new_tokens) {
+                    self.step.push(Scheduled { slot, new_tokens });
+                    *budget -= new_tokens;
+                    break;
+                }
+                let victim = self.running.pop().expect("running is not empty");
+                self.preempt(victim);
+                preempted = true;
+                if victim == slot {
+                    return Ok(true);
+                }
+            }
+            i += 1;
+        }
+        Ok(preempted)
+    }
+
+    /// Phase B: admission from the waiting queue in FCFS order.
+    fn admit_waiting(&mut self, budget: &mut u32) {
+        let block = self.config.block_size;
+        while let Some(&slot) = self.waiting.front() {
+            if *budget == 0 {
+                break;
+            }
+            if let Some(max) = self.config.max_num_seqs
+                && self.running.len() >= max as usize
+            {
+                break;
+            }
+            let hit_tokens = self.lookup_prefix(slot);
+            let req = self.slots[slot as usize].as_ref().expect("waiting slot");
+            let remaining = self.cap(req.reached - hit_tokens, u32::MAX);
+            if !self.config.enable_chunked_prefill && remaining > *budget {
+                break;
+            }
+            let new_tokens = remaining.min(*budget);
+            if new_tokens == 0 {
+                break;
+            }
+            if self.config.reserve_full_isl {
+                let full = req.reached.max(hit_tokens).div_ceil(block) as usize;
+                if full > self.pool.num_free() {
+                    break;
+                }
+            }
+            if !self.admit(slot, hit_tokens, new_tokens) {
+                break;
+            }
+            self.waiting.pop_front();
+            self.running.push(slot);
+            self.step.push(Scheduled { slot, new_tokens });
+            *budget -= new_tokens;
+        }
+    }
+
+    /// Caps a request's tokens for this step by the long-prefill threshold and `limit`.
+    fn cap(&self, tokens: u32, limit: u32) -> u32 {
+        let threshold = self.config.long_prefill_token_threshold;
+        let capped = if threshold > 0 { tokens.min(threshold) } else { tokens };
+        capped.min(limit)
+    }
+
+    /// Finds the cached full prompt blocks of a waiting request that has computed nothing;
+    /// leaves their ids in `hit_scratch` and returns the hit tokens. At least one token is
+    /// always left to compute.
+    fn lookup_prefix(&mut self, slot: u32) -> u32 {
+        self.hit_scratch.clear();
+        let req = self.slots[slot as usize].as_ref().expect("waiting slot");
+        if !self.config.enable_prefix_caching || req.computed > 0 {
+            return req.computed;
+        }
+        let max_blocks = ((req.reached - 1) / self.config.block_size) as usize;
+        for &h in req.hashes.iter().take(max_blocks) {
+            match self.pool.lookup(h) {
+                Some(b) => self.hit_scratch.push(b),
+                None => break,
+            }
+        }
+        self.hit_scratch.len() as u32 * self.config.block_size
+    }
+
+    /// Allocates blocks for a waiting request (reusing the hits in `hit_scratch`) and marks it
+    /// admitted. Returns false, changing nothing, when blocks are short.
+    fn admit(&mut self, slot: u32, hit_tokens: u32, new_tokens: u32) -> bool {
+        let block = self.config.block_size;
+        let hits = &self.hit_scratch;
+        let reused_free = hits.iter().filter(|&&b| self.pool.ref_count(b) == 0).count();
+        let fresh = ((hit_tokens + new_tokens).div_ceil(block) as usize).saturating_sub(hits.len());
+        if fresh + reused_free > self.pool.num_free() {
+            return false;
+        }
+        let req = self.slots[slot as usize].as_mut().expect("waiting slot");
+        for &b in hits {
+            self.pool.touch(b);
+            req.blocks.push(b);
+        }
+        req.cached_blocks = hits.len();
+        for _ in 0..fresh {
+            req.blocks.push(self.pool.allocate().expect("checked free blocks"));
+        }
+        if req.was_preempted {
+            self.stats.recomputed_tokens += u64::from(req.reached - hit_tokens);
+        }
+        if !req.prefix_recorded && self.config.enable_prefix_caching {
+            req.prefix_recorded = true;
+            self.stats.prefix_requested_tokens += u64::from(req.input_toks);
+            self.stats.prefix_hit_tokens += u64::from(hit_tokens);
+        }
+        req.computed = hit_tokens;
+        Self::index_full_blocks(&mut self.pool, req, new_tokens, block);
+        true
+    }
+
+    /// Allocates the blocks a running request needs for `new_tokens` more tokens. Returns
+    /// false, changing nothing, when blocks are short.
+    fn grow(&mut self, slot: u32, new_tokens: u32) -> bool {
+        let block = self.config.block_size;
+        let req = self.slots[slot as usize].as_mut().expect("running slot");
+        let need = ((req.computed + new_tokens).div_ceil(block) as usize).saturating_sub(req.blocks.len());
+        if need > self.pool.num_free() {
+            return false;
+        }
+        for _ in 0..need {
+            req.blocks.push(self.pool.allocate().expect("checked free blocks"));
+        }
+        Self::index_full_blocks(&mut self.pool, req, new_tokens, block);
+        true
+    }
+
+    /// Indexes the request's blocks that are full once this step's tokens are in (up to the
+    /// tokens it has actually reached), so later requests can hit them.
+    fn index_full_blocks(pool: &mut BlockPool, req: &mut RunningRequest, new_tokens: u32, block: u32) {
+        let full = ((req.computed + new_tokens).min(req.reached) / block) as usize;
+        let upto = full.min(req.hashes.len());
+        while req.cached_blocks < upto {
+            pool.cache(req.blocks[req.cached_blocks], req.hashes[req.cached_blocks]);
+            req.cached_blocks += 1;
+        }
+    }
+
+    /// Frees a request's blocks (last block first) and sends it back to the head of the
+    /// waiting queue to be recomputed.
+    fn preempt(&mut self, slot: u32) {
+        let req = self.slots[slot as usize].as_mut().expect("running slot");
+        for &b in req.blocks.iter().rev() {
+            self.pool.release(b);
+        }
+        req.blocks.clear();
+        req.cached_blocks = 0;
+        req.computed = 0;
+        req.was_preempted = true;
+        self.stats.preemptions += 1;
+        self.waiting.push_front(slot);
+    }
+
+    /// Applies the results of the step formed by the last [`Scheduler::schedule`], which
+    /// finished at `finish`. Calls `on_finished` once for every request that completed.
+    pub fn complete_step<E>(
+        &mut self,
+        finish: Nanos,
+        model: &str,
+        instance_id: u32,
+        mut on_finished: impl FnMut(&RequestRecord<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut finished_any = false;
+        for s in &self.step {
+            let req = self.slots[s.slot as usize].as_mut().expect("scheduled slot");
+            let mut first_token = false;
+            if req.phase == Phase::Prefill && req.computed >= req.input_toks {
+                req.phase = Phase::Decode;
+                req.first_token_ns = finish;
+                first_token = true;
+            }
+            if req.computed >= req.reached {
+                req.reached += 1;
+                if !first_token {
+                    req.itl_ns.push(finish - req.last_token_ns);
+                }
+                req.last_token_ns = finish;
+            }
+            if req.reached >= req.target {
+                on_finished(&req.record(finish, model, instance_id))?;
+                for &b in req.blocks.iter().rev() {
+                    self.pool.release(b);
+                }
+                req.phase = Phase::Finished;
+                finished_any = true;
+            }
+        }
+        if finished_any {
+            let slots = &mut self.slots;
+            let free_slots = &mut self.free_slots;
+            self.running.retain(|&slot| {
+                let done = slots[slot as usize]
+                    .as_ref()
+                    .is_some_and(|r| r.phase == Phase::Finished);
+                if done {
+                    slots[slot as usize] = None;
+                    free_slots.push(slot);
+                }
+                !done
+            });
+        }
+        Ok(())
+    }
+}

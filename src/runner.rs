@@ -1,0 +1,171 @@
+//! The main job: load the workload, size the KV cache, run the engine, write the outputs.
+
+use crate::cli::SimConfig;
+use crate::config::{KvSizing, kv_capacity};
+use crate::engine::{self, InstanceSetup, Observer, StepEvent};
+use crate::latency::{LatencyBackend, Roofline};
+use crate::metrics::{PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary, SummaryCollector};
+use crate::workload::read_jsonl;
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
+/// are in place when this returns `Ok`; on error, none of them is touched.
+pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
+    let requests = read_jsonl(&config.dataset, config.num_reqs)?;
+    let capacity = kv_capacity(
+        &config.model,
+        &KvSizing {
+            memory_gib: config.hardware.memory_gib,
+            utilization: config.memory_utilization,
+            block_size: config.scheduler.block_size,
+            tp: config.tp,
+            dtype: config.dtype,
+            kv_dtype: config.dtype,
+        },
+    )?;
+    let num_blocks = u32::try_from(capacity.num_blocks)
+        .context("the KV cache has more than 2^32 blocks; raise --block-size")?;
+    log::info!(
+        "KV cache: {} tokens / {} blocks ({:.2} GiB per GPU at utilization {})",
+        capacity.num_blocks * u64::from(capacity.block_size),
+        capacity.num_blocks,
+        (capacity.num_blocks * u64::from(capacity.block_size) * capacity.kv_bytes_per_token) as f64
+            / f64::from(1u32 << 30),
+        config.memory_utilization
+    );
+    let setup = InstanceSetup {
+        model_name: config.model.name.clone(),
+        max_model_len: u32::try_from(config.model.max_position_embeddings).unwrap_or(u32::MAX),
+        num_blocks,
+        scheduler: config.scheduler.clone(),
+    };
+    let mut backend = Roofline::new(&config.model, &config.hardware, config.tp, config.dtype);
+    log::info!("latency backend: {} (analytical)", backend.name());
+
+    let csv = match &config.output {
+        Some(path) => Some(RequestCsv::create(path)?),
+        None => None,
+    };
+    let mut outputs = Outputs {
+        csv,
+        summary: SummaryCollector::new(),
+        progress: Progress::new(requests.len() as u64),
+    };
+    let outcome = engine::run(&requests, &setup, &mut backend, &mut outputs)?;
+    outputs.progress.finish();
+
+    let stats = outcome.stats;
+    let info = RunInfo {
+        model: config.model.name.clone(),
+        hardware: config.hardware.name.clone(),
+        backend: backend.name().to_owned(),
+        tp: config.tp,
+        seed: config.seed,
+        total_clocks_ns: outcome.total_clocks_ns,
+        num_kv_blocks: capacity.num_blocks,
+        block_size: capacity.block_size,
+        preemptions: stats.preemptions,
+        recomputed_tokens: stats.recomputed_tokens,
+        prefix_cache: config.scheduler.enable_prefix_caching.then_some(PrefixCacheStats {
+            requested_tokens: stats.prefix_requested_tokens,
+            hit_tokens: stats.prefix_hit_tokens,
+        }),
+    };
+    let summary = outputs.summary.finish(info);
+    if let Some(path) = &config.summary_json {
+        summary.write_json(path)?;
+    }
+    if let Some(csv) = outputs.csv {
+        csv.commit()?;
+    }
+    Ok(summary)
+}
+
+/// Receives the engine's results: CSV rows, summary samples, progress, debug logs.
+struct Outputs {
+    csv: Option<RequestCsv>,
+    summary: SummaryCollector,
+    progress: Progress,
+}
+
+impl Observer for Outputs {
+    fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
+        if let Some(csv) = &mut self.csv {
+            csv.write(record)?;
+        }
+        self.summary.record(record);
+        self.progress.advance();
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepEvent<'_>,
+        backend: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        if !log::log_enabled!(log::Level::Debug) {
+            return Ok(());
+        }
+        let decodes = step.batch.items.iter().filter(|i| i.is_decode()).count();
+        log::debug!(
+            "[t={} ns] step {} ns: {} seqs ({} decode), {} tokens; {} waiting, {} running",
+            step.end_ns,
+            step.end_ns - step.start_ns,
+            step.batch.num_seqs(),
+            decodes,
+            step.batch.total_tokens(),
+            step.waiting,
+            step.running
+        );
+        for layer in backend.breakdown(&step.batch)? {
+            log::debug!(
+                "    {:<16} {:>4} x {:>10} ns{}",
+                layer.name,
+                layer.repeats,
+                layer.time_ns,
+                if layer.is_comm { "  (comm)" } else { "" }
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A progress bar on stderr, shown only when stderr is a terminal and the run has lasted more
+/// than a second.
+struct Progress {
+    bar: ProgressBar,
+    started: Instant,
+    shown: bool,
+    enabled: bool,
+}
+
+impl Progress {
+    fn new(total: u64) -> Progress {
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} requests  {elapsed} (eta {eta})")
+                .expect("valid template"),
+        );
+        Progress {
+            bar,
+            started: Instant::now(),
+            shown: false,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn advance(&mut self) {
+        self.bar.inc(1);
+        if self.enabled && !self.shown && self.started.elapsed() > Duration::from_secs(1) {
+            self.shown = true;
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}

@@ -1,0 +1,311 @@
+//! The KV block pool: reference-counted blocks, a free list in eviction order, and the
+//! prefix-cache index from chained block hashes to blocks (a port of vLLM V1's `BlockPool`).
+//!
+//! A block is *pinned* while some request holds it (`ref_cnt > 0`) and *free* otherwise. Free
+//! blocks may still carry a hash and be found by the prefix index; they are evicted (their
+//! hash dropped) only when popped from the head of the free list to serve a new allocation.
+//! Freed blocks go to the tail, so eviction is least-recently-freed first.
+
+use std::collections::HashMap;
+
+/// Index of a KV block.
+pub type BlockId = u32;
+
+const NIL: u32 = u32::MAX;
+
+/// Seed of the hash chain (vLLM's `NONE_HASH`).
+const CHAIN_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Chained hashes of the full blocks of `tokens`: `h_i = H(h_{i-1}, tokens of block i)`.
+/// Two requests share block `i` only if they share every token up to the end of that block.
+pub fn block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>) {
+    out.clear();
+    let mut parent = CHAIN_SEED;
+    let mut bytes = Vec::with_capacity(8 + 4 * block_size as usize);
+    for block in tokens.chunks_exact(block_size as usize) {
+        bytes.clear();
+        bytes.extend_from_slice(&parent.to_le_bytes());
+        for t in block {
+            bytes.extend_from_slice(&t.to_le_bytes());
+        }
+        parent = xxhash_rust::xxh3::xxh3_64(&bytes);
+        out.push(parent);
+    }
+}
+
+/// The pool of KV blocks of one instance.
+#[derive(Debug)]
+pub struct BlockPool {
+    ref_cnt: Vec<u32>,
+    hash: Vec<Option<u64>>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    num_free: usize,
+    index: HashMap<u64, BlockId>,
+}
+
+impl BlockPool {
+    /// A pool of `num_blocks` free, empty blocks, in id order.
+    pub fn new(num_blocks: u32) -> BlockPool {
+        let n = num_blocks as usize;
+        let mut pool = BlockPool {
+            ref_cnt: vec![0; n],
+            hash: vec![None; n],
+            prev: vec![NIL; n],
+            next: vec![NIL; n],
+            head: NIL,
+            tail: NIL,
+            num_free: 0,
+            index: HashMap::new(),
+        };
+        for b in 0..num_blocks {
+            pool.push_tail(b);
+        }
+        pool
+    }
+
+    /// Total blocks.
+    pub fn num_blocks(&self) -> usize {
+        self.ref_cnt.len()
+    }
+
+    /// Blocks on the free list (including cached blocks nobody holds).
+    pub fn num_free(&self) -> usize {
+        self.num_free
+    }
+
+    /// Blocks held by at least one request.
+    pub fn num_pinned(&self) -> usize {
+        self.num_blocks() - self.num_free
+    }
+
+    /// The cached block holding the block with chained hash `hash`, if any.
+    pub fn lookup(&self, hash: u64) -> Option<BlockId> {
+        self.index.get(&hash).copied()
+    }
+
+    /// Reference count of a block.
+    pub fn ref_count(&self, block: BlockId) -> u32 {
+        self.ref_cnt[block as usize]
+    }
+
+    /// Pops the least recently freed block, evicting its cached hash. `None` when empty.
+    pub fn allocate(&mut self) -> Option<BlockId> {
+        let b = self.head;
+        if b == NIL {
+            return None;
+        }
+        self.unlink(b);
+        if let Some(h) = self.hash[b as usize].take()
+            && self.index.get(&h) == Some(&b)
+        {
+            self.index.remove(&h);
+        }
+        self.ref_cnt[b as usize] = 1;
+        Some(b)
+    }
+
+    /// Takes a reference on a cached block found by [`BlockPool::lookup`], pulling it off the
+    /// free list if nobody held it.
+    pub fn touch(&mut self, block: BlockId) {
+        if self.ref_cnt[block as usize] == 0 {
+            self.unlink(block);
+        }
+        self.ref_cnt[block as usize] += 1;
+    }
+
+    /// Drops one reference; a block nobody holds goes to the tail of the free list, keeping
+    /// its hash so that it can still be hit until evicted.
+    pub fn release(&mut self, block: BlockId) {
+        let rc = &mut self.ref_cnt[block as usize];
+        debug_assert!(*rc > 0, "release of a free block {block}");
+        *rc -= 1;
+        if *rc == 0 {
+            self.push_tail(block);
+        }
+    }
+
+    /// Records that `block` holds the full block with chained hash `hash`. The first block
+    /// indexed under a hash keeps it; a duplicate stays unindexed.
+    pub fn cache(&mut self, block: BlockId, hash: u64) {
+        if self.hash[block as usize].is_some() {
+            return;
+        }
+        if let std::collections::hash_map::Entry::Vacant(e) = self.index.entry(hash) {
+            e.insert(block);
+            self.hash[block as usize] = Some(hash);
+        }
+    }
+
+    /// Recounts the pool from scratch and checks its invariants: pinned + free = total, the
+    /// free list holds exactly the blocks nobody references, and every index entry points at
+    /// a block carrying that hash.
+    pub fn audit(&self) -> Result<(), String> {
+        let mut on_list = vec![false; self.num_blocks()];
+        let mut count = 0usize;
+        let mut b = self.head;
+        while b != NIL {
+            if on_list[b as usize] {
+                return Err(format!("block {b} is twice on the free list"));
+            }
+            on_list[b as usize] = true;
+            count += 1;
+            b = self.next[b as usize];
+        }
+        if count != self.num_free {
+            return Err(format!("free list has {count} blocks, counter says {}", self.num_free));
+        }
+        for (i, &rc) in self.ref_cnt.iter().enumerate() {
+            if (rc == 0) != on_list[i] {
+                return Err(format!("block {i} has ref_cnt {rc} but on_free_list={}", on_list[i]));
+            }
+        }
+        let pinned = self.ref_cnt.iter().filter(|&&rc| rc > 0).count();
+        if pinned + self.num_free != self.num_blocks() {
+            return Err(format!(
+                "pinned {pinned} + free {} != total {}",
+                self.num_free,
+                self.num_blocks()
+            ));
+        }
+        for (&h, &b) in &self.index {
+            if self.hash[b as usize] != Some(h) {
+                return Err(format!("index entry for block {b} does not match its hash"));
+            }
+        }
+        Ok(())
+    }
+
+    fn push_tail(&mut self, b: BlockId) {
+        self.prev[b as usize] = self.tail;
+        self.next[b as usize] = NIL;
+        if self.tail == NIL {
+            self.head = b;
+        } else {
+            self.next[self.tail as usize] = b;
+        }
+        self.tail = b;
+        self.num_free += 1;
+    }
+
+    fn unlink(&mut self, b: BlockId) {
+        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        self.prev[b as usize] = NIL;
+        self.next[b as usize] = NIL;
+        self.num_free -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_pool_has_every_block_free() {
+        let pool = BlockPool::new(4);
+        assert_eq!(pool.num_free(), 4);
+        assert_eq!(pool.num_pinned(), 0);
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn allocation_takes_blocks_in_free_list_order_and_runs_dry() {
+        let mut pool = BlockPool::new(2);
+        assert_eq!(pool.allocate(), Some(0));
+        assert_eq!(pool.allocate(), Some(1));
+        assert_eq!(pool.allocate(), None);
+        assert_eq!(pool.num_pinned(), 2);
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn freed_cached_blocks_stay_hittable_until_evicted_least_recently_freed_first() {
+        let mut pool = BlockPool::new(3);
+        let a = pool.allocate().unwrap();
+        let b = pool.allocate().unwrap();
+        pool.cache(a, 11);
+        pool.cache(b, 22);
+        // Free b first, then a: b is the least recently freed.
+        pool.release(b);
+        pool.release(a);
+        assert_eq!(pool.lookup(11), Some(a));
+        assert_eq!(pool.lookup(22), Some(b));
+        // Block 2 was never used and sits at the head: no eviction yet.
+        assert_eq!(pool.allocate(), Some(2));
+        assert_eq!(pool.lookup(22), Some(b));
+        // Next allocation evicts b (freed before a).
+        assert_eq!(pool.allocate(), Some(b));
+        assert_eq!(pool.lookup(22), None);
+        assert_eq!(pool.lookup(11), Some(a));
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn touching_a_free_cached_block_pins_it_and_protects_it_from_eviction() {
+        let mut pool = BlockPool::new(2);
+        let a = pool.allocate().unwrap();
+        pool.cache(a, 7);
+        pool.release(a);
+        pool.touch(a);
+        assert_eq!(pool.ref_count(a), 1);
+        assert_eq!(pool.num_free(), 1);
+        assert_eq!(pool.allocate(), Some(1));
+        assert_eq!(pool.allocate(), None);
+        assert_eq!(pool.lookup(7), Some(a));
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn a_shared_block_returns_to_the_free_list_only_when_the_last_holder_releases_it() {
+        let mut pool = BlockPool::new(1);
+        let a = pool.allocate().unwrap();
+        pool.touch(a);
+        pool.release(a);
+        assert_eq!(pool.num_free(), 0);
+        pool.release(a);
+        assert_eq!(pool.num_free(), 1);
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn a_duplicate_hash_keeps_the_first_block_indexed() {
+        let mut pool = BlockPool::new(2);
+        let a = pool.allocate().unwrap();
+        let b = pool.allocate().unwrap();
+        pool.cache(a, 5);
+        pool.cache(b, 5);
+        assert_eq!(pool.lookup(5), Some(a));
+        pool.release(b);
+        pool.release(a);
+        // Evicting b (unindexed) must not drop a's index entry.
+        assert_eq!(pool.allocate(), Some(b));
+        assert_eq!(pool.lookup(5), Some(a));
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn block_hashes_chain_over_full_blocks_only() {
+        let mut h1 = Vec::new();
+        let mut h2 = Vec::new();
+        block_hashes(&[1, 2, 3, 4, 5], 2, &mut h1);
+        assert_eq!(h1.len(), 2);
+        block_hashes(&[9, 2, 3, 4], 2, &mut h2);
+        // Same second block, different first block: the chain differs from the start.
+        assert_ne!(h1[0], h2[0]);
+        assert_ne!(h1[1], h2[1]);
+        block_hashes(&[1, 2, 3, 4, 6, 6], 2, &mut h2);
+        assert_eq!(h1[..2], h2[..2]);
+    }
+}

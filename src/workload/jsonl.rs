@@ -1,0 +1,189 @@
+//! The LLMServingSim JSONL workload format (flat requests).
+
+use super::Request;
+use serde::Deserialize;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+/// Largest prompt or output length accepted, tokens: far beyond any model's context, so a
+/// bigger value is a corrupt file rather than a workload.
+const MAX_TOKENS: u64 = 16 * 1024 * 1024;
+
+/// A workload file that cannot be used. Names the file, the 1-based line and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// The file could not be opened or read.
+    #[error("cannot read workload {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line is not a valid request.
+    #[error("{path}:{line}: {field}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: u64,
+        field: String,
+        message: String,
+    },
+    /// The file holds no request.
+    #[error("{path}: the workload holds no request")]
+    Empty { path: PathBuf },
+}
+
+/// One flat-request line. Unknown keys are ignored so that files carrying extra metadata load
+/// unchanged; the typed fields are checked strictly.
+#[derive(Deserialize)]
+struct Line {
+    input_toks: Option<serde_json::Value>,
+    output_toks: Option<serde_json::Value>,
+    arrival_time_ns: Option<serde_json::Value>,
+    #[serde(default)]
+    input_tok_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    output_tok_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    model: Option<serde_json::Value>,
+    #[serde(default)]
+    sub_requests: Option<serde_json::Value>,
+}
+
+/// Reads the first `limit` requests (all when `None`) of a JSONL workload, streaming the file
+/// line by line. Blank lines are skipped and do not count. The result is sorted by arrival.
+pub fn read_jsonl(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, WorkloadError> {
+    let file = File::open(path).map_err(|source| WorkloadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut reader = BufReader::new(file);
+    let mut requests = Vec::new();
+    let mut buf = String::new();
+    let mut line_no = 0u64;
+    while limit.is_none_or(|n| requests.len() < n) {
+        buf.clear();
+        let read = reader
+            .read_line(&mut buf)
+            .map_err(|source| WorkloadError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+        if read == 0 {
+            break;
+        }
+        line_no += 1;
+        if buf.trim().is_empty() {
+            continue;
+        }
+        let id = requests.len() as u64;
+        requests.push(parse_line(&buf, path, line_no, id)?);
+    }
+    if requests.is_empty() {
+        return Err(WorkloadError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    requests.sort_by_key(|r| r.arrival_ns);
+    Ok(requests)
+}
+
+fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<Request, WorkloadError> {
+    let invalid = |field: &str, message: String| WorkloadError::Invalid {
+        path: path.to_owned(),
+        line,
+        field: field.to_owned(),
+        message,
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed: Line = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_data() {
+            invalid(&field, inner.to_string())
+        } else {
+            invalid("(json)", format!("malformed JSON: {inner}"))
+        }
+    })?;
+    if parsed.sub_requests.is_some() {
+        return Err(invalid(
+            "sub_requests",
+            "agentic session lines are not supported yet; use flat requests".to_owned(),
+        ));
+    }
+    let input = token_count(parsed.input_toks, "input_toks", 1).map_err(|m| invalid("input_toks", m))?;
+    let output =
+        token_count(parsed.output_toks, "output_toks", 1).map_err(|m| invalid("output_toks", m))?;
+    let arrival = match parsed.arrival_time_ns {
+        None => return Err(invalid("arrival_time_ns", "missing required field".to_owned())),
+        Some(v) => non_negative_int(&v).map_err(|m| invalid("arrival_time_ns", m))?,
+    };
+    let model = match parsed.model {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(other) => return Err(invalid("model", format!("expected a string, got {other}"))),
+    };
+    let mut token_ids = Vec::new();
+    if let Some(ids) = parsed.input_tok_ids {
+        if ids.len() as u64 != u64::from(input) {
+            return Err(invalid(
+                "input_tok_ids",
+                format!("has {} ids but input_toks is {input}", ids.len()),
+            ));
+        }
+        token_ids.reserve(ids.len() + parsed.output_tok_ids.as_ref().map_or(0, Vec::len));
+        token_ids.extend_from_slice(&ids);
+        if let Some(out_ids) = parsed.output_tok_ids {
+            if out_ids.len() as u64 != u64::from(output) {
+                return Err(invalid(
+                    "output_tok_ids",
+                    format!("has {} ids but output_toks is {output}", out_ids.len()),
+                ));
+            }
+            token_ids.extend_from_slice(&out_ids);
+        }
+    } else if parsed.output_tok_ids.is_some() {
+        return Err(invalid(
+            "output_tok_ids",
+            "given without input_tok_ids".to_owned(),
+        ));
+    }
+    Ok(Request {
+        id,
+        line,
+        model,
+        arrival_ns: arrival,
+        input_toks: input,
+        output_toks: output,
+        token_ids,
+    })
+}
+
+fn non_negative_int(value: &serde_json::Value) -> Result<u64, String> {
+    match value {
+        serde_json::Value::Number(n) => {
+            if let Some(v) = n.as_u64() {
+                Ok(v)
+            } else if n.as_i64().is_some() {
+                Err(format!("must be non-negative, got {n}"))
+            } else {
+                Err(format!("must be an integer, got {n}"))
+            }
+        }
+        other => Err(format!("expected an integer, got {other}")),
+    }
+}
+
+fn token_count(value: Option<serde_json::Value>, name: &str, min: u64) -> Result<u32, String> {
+    let value = value.ok_or_else(|| "missing required field".to_owned())?;
+    let n = non_negative_int(&value)?;
+    if n < min {
+        return Err(format!("must be at least {min}, got {n}"));
+    }
+    if n > MAX_TOKENS {
+        return Err(format!(
+            "{name} = {n} is beyond any context length (limit {MAX_TOKENS})"
+        ));
+    }
+    Ok(n as u32)
+}
