@@ -1,7 +1,15 @@
 //! The per-request CSV (LLMServingSim's columns and order), written atomically.
+//!
+//! Rows are formatted byte for byte as Python's `csv.writer` (the writer LLMServingSim uses)
+//! emits them: `\r\n` line ends, and a field is quoted only when it holds a comma, a quote or
+//! a line break, so the ITL list is quoted once it has two or more entries.
 
 use super::RequestRecord;
-use std::path::Path;
+use anyhow::Context;
+use std::ffi::OsString;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use tempfile::NamedTempFile;
 
 /// The exact CSV header of LLMServingSim 2.0.
 pub const CSV_HEADER: [&str; 12] = [
@@ -19,24 +27,51 @@ pub const CSV_HEADER: [&str; 12] = [
     "ITL",
 ];
 
+/// Python's `csv.writer` default line terminator.
+const LINE_END: &[u8] = b"\r\n";
+
 /// Streams request rows into a temporary file beside the destination; [`RequestCsv::commit`]
 /// renames it into place, so an aborted run leaves no partial CSV.
-pub struct RequestCsv {}
+pub struct RequestCsv {
+    file: AtomicFile,
+    /// Reused for every row, so steady-state writing allocates nothing.
+    row: Vec<u8>,
+}
 
 impl RequestCsv {
     /// Creates the temporary file in `path`'s directory and writes the header.
     pub fn create(path: &Path) -> anyhow::Result<RequestCsv> {
-        todo!("{path:?}")
+        let mut csv = RequestCsv {
+            file: AtomicFile::create(path)?,
+            row: Vec::with_capacity(256),
+        };
+        for (i, name) in CSV_HEADER.iter().enumerate() {
+            if i > 0 {
+                csv.row.push(b',');
+            }
+            push_text_field(&mut csv.row, name);
+        }
+        csv.row.extend_from_slice(LINE_END);
+        csv.flush_row()?;
+        Ok(csv)
     }
 
     /// Appends one row.
     pub fn write(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
-        todo!("{record:?}")
+        format_row(&mut self.row, record);
+        self.flush_row()
     }
 
     /// Flushes and atomically renames the file to its destination.
     pub fn commit(self) -> anyhow::Result<()> {
-        todo!()
+        self.file.commit()
+    }
+
+    /// Hands the row buffer to the file and empties it.
+    fn flush_row(&mut self) -> anyhow::Result<()> {
+        let result = self.file.out.write_all(&self.row);
+        self.row.clear();
+        result.with_context(|| format!("writing {}", self.file.dest.display()))
     }
 }
 
@@ -46,6 +81,272 @@ pub fn write_atomically(
     path: &Path,
     fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
-    let _ = fill;
-    todo!("{path:?}")
+    let mut file = AtomicFile::create(path)?;
+    fill(&mut file.out).with_context(|| format!("writing {}", path.display()))?;
+    file.commit()
+}
+
+/// A buffered temporary file beside its destination. [`AtomicFile::commit`] renames it over
+/// the destination; dropped uncommitted, it deletes itself and the destination is untouched.
+struct AtomicFile {
+    dest: PathBuf,
+    out: BufWriter<NamedTempFile>,
+}
+
+impl AtomicFile {
+    fn create(dest: &Path) -> anyhow::Result<AtomicFile> {
+        let mut prefix = OsString::from(".");
+        if let Some(name) = dest.file_name() {
+            prefix.push(name);
+            prefix.push(".");
+        }
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        // Temporary files default to mode 0600; ask for what a plain `File::create` gets.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let file = builder
+            .tempfile_in(parent_dir(dest))
+            .with_context(|| format!("creating a temporary file for {}", dest.display()))?;
+        Ok(AtomicFile {
+            dest: dest.to_path_buf(),
+            out: BufWriter::new(file),
+        })
+    }
+
+    fn commit(self) -> anyhow::Result<()> {
+        let dest = self.dest;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|file| file.as_file().sync_all().map(|()| file))
+            .with_context(|| format!("writing {}", dest.display()))?;
+        file.persist(&dest)
+            .map_err(|e| e.error)
+            .with_context(|| format!("moving the finished file to {}", dest.display()))?;
+        Ok(())
+    }
+}
+
+/// The directory a file at `path` lives in; `.` for a bare file name.
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// Appends one CSV row for `r`, line end included.
+fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
+    let mut num = itoa::Buffer::new();
+    let mut int_field = |row: &mut Vec<u8>, value: u64| {
+        row.extend_from_slice(num.format(value).as_bytes());
+        row.push(b',');
+    };
+    int_field(row, r.instance_id.into());
+    int_field(row, r.request_id);
+    push_text_field(row, r.model);
+    row.push(b',');
+    int_field(row, r.input_toks.into());
+    int_field(row, r.output_toks.into());
+    int_field(row, r.arrival_ns);
+    int_field(row, r.end_ns);
+    int_field(row, r.latency_ns());
+    int_field(row, r.queuing_delay_ns);
+    int_field(row, r.ttft_ns());
+    int_field(row, r.tpot_ns());
+    push_itl_field(row, r.itl_ns);
+    row.extend_from_slice(LINE_END);
+}
+
+/// Appends `itl` as Python's list repr, `[a, b, c]`, quoted when it contains a comma.
+fn push_itl_field(row: &mut Vec<u8>, itl: &[u64]) {
+    let mut num = itoa::Buffer::new();
+    let quoted = itl.len() > 1;
+    if quoted {
+        row.push(b'"');
+    }
+    row.push(b'[');
+    for (i, &gap) in itl.iter().enumerate() {
+        if i > 0 {
+            row.extend_from_slice(b", ");
+        }
+        row.extend_from_slice(num.format(gap).as_bytes());
+    }
+    row.push(b']');
+    if quoted {
+        row.push(b'"');
+    }
+}
+
+/// Appends `text` with Python's `QUOTE_MINIMAL` rule: quoted, with quotes doubled, only when
+/// it contains a comma, a quote or a line break.
+fn push_text_field(row: &mut Vec<u8>, text: &str) {
+    if !text.contains([',', '"', '\r', '\n']) {
+        row.extend_from_slice(text.as_bytes());
+        return;
+    }
+    row.push(b'"');
+    for &byte in text.as_bytes() {
+        if byte == b'"' {
+            row.push(b'"');
+        }
+        row.push(byte);
+    }
+    row.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    const HEADER_LINE: &str = "instance id,request id,model,input,output,arrival,end_time,\
+                               latency,queuing_delay,TTFT,TPOT,ITL\r\n";
+
+    /// Request 7 of LLMServingSim's `example_single_run.csv`: first token at arrival + TTFT.
+    const REQUEST_7_ITL: [u64; 8] = [
+        11093643, 11093803, 11093675, 11093579, 11093483, 11093387, 11093259, 11695724,
+    ];
+
+    fn request_7() -> RequestRecord<'static> {
+        RequestRecord {
+            instance_id: 0,
+            request_id: 7,
+            model: "meta-llama/Llama-3.1-8B",
+            input_toks: 2,
+            output_toks: 9,
+            arrival_ns: 811_936_856,
+            first_token_ns: 811_936_856 + 17_056_385,
+            end_ns: 918_343_794,
+            queuing_delay_ns: 5_948_608,
+            itl_ns: &REQUEST_7_ITL,
+        }
+    }
+
+    fn row_of(record: &RequestRecord<'_>) -> String {
+        let mut row = Vec::new();
+        format_row(&mut row, record);
+        String::from_utf8(row).unwrap()
+    }
+
+    /// Names in `dir`, sorted.
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn row_reproduces_llmservingsim_request_7_exactly() {
+        assert_eq!(
+            row_of(&request_7()),
+            "0,7,meta-llama/Llama-3.1-8B,2,9,811936856,918343794,106406938,5948608,17056385,\
+             11168819,\"[11093643, 11093803, 11093675, 11093579, 11093483, 11093387, 11093259, \
+             11695724]\"\r\n"
+        );
+    }
+
+    #[test]
+    fn single_token_request_has_zero_tpot_and_an_unquoted_empty_itl() {
+        let record = RequestRecord {
+            output_toks: 1,
+            end_ns: request_7().first_token_ns,
+            itl_ns: &[],
+            ..request_7()
+        };
+        assert_eq!(
+            row_of(&record),
+            "0,7,meta-llama/Llama-3.1-8B,2,1,811936856,828993241,17056385,5948608,17056385,0,[]\r\n"
+        );
+    }
+
+    #[test]
+    fn one_gap_itl_has_no_comma_so_stays_unquoted() {
+        let record = RequestRecord {
+            itl_ns: &[42],
+            ..request_7()
+        };
+        assert!(row_of(&record).ends_with(",[42]\r\n"));
+    }
+
+    #[test]
+    fn model_name_with_comma_or_quote_is_quoted_like_python() {
+        let record = RequestRecord {
+            model: "a,\"b\"",
+            ..request_7()
+        };
+        assert!(row_of(&record).starts_with("0,7,\"a,\"\"b\"\"\",2,9,"));
+    }
+
+    #[test]
+    fn committed_csv_has_header_then_rows_in_write_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        let mut csv = RequestCsv::create(&path).unwrap();
+        let second = RequestRecord {
+            request_id: 3,
+            ..request_7()
+        };
+        csv.write(&request_7()).unwrap();
+        csv.write(&second).unwrap();
+        csv.commit().unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        let expected = format!("{HEADER_LINE}{}{}", row_of(&request_7()), row_of(&second));
+        assert_eq!(text, expected);
+        assert_eq!(entries(dir.path()), ["out.csv"]);
+    }
+
+    #[test]
+    fn dropping_without_commit_removes_the_temp_file_and_keeps_the_destination() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        fs::write(&path, "previous run\n").unwrap();
+        let mut csv = RequestCsv::create(&path).unwrap();
+        csv.write(&request_7()).unwrap();
+        assert_eq!(
+            entries(dir.path()).len(),
+            2,
+            "the temp file sits beside the CSV"
+        );
+        drop(csv);
+        assert_eq!(entries(dir.path()), ["out.csv"]);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "previous run\n");
+    }
+
+    #[test]
+    fn write_atomically_replaces_the_file_only_when_fill_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.json");
+        write_atomically(&path, |w| w.write_all(b"first")).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "first");
+
+        let failed = write_atomically(&path, |w| {
+            w.write_all(b"partial")?;
+            Err(std::io::Error::other("disk on fire"))
+        });
+        let message = format!("{:#}", failed.unwrap_err());
+        assert!(message.contains("summary.json"), "{message}");
+        assert!(message.contains("disk on fire"), "{message}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "first");
+        assert_eq!(entries(dir.path()), ["summary.json"]);
+    }
+
+    #[test]
+    fn errors_name_the_destination_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing-dir").join("out.csv");
+        let message = format!("{:#}", RequestCsv::create(&path).err().unwrap());
+        assert!(message.contains(&path.display().to_string()), "{message}");
+    }
+
+    #[test]
+    fn bare_file_name_uses_the_current_directory() {
+        assert_eq!(parent_dir(Path::new("out.csv")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("runs/out.csv")), Path::new("runs"));
+    }
 }

@@ -1,9 +1,11 @@
 //! Per-request records, the per-request CSV, and the vLLM-style run summary.
 
 mod csv_out;
+mod stats;
 mod summary;
 
 pub use csv_out::{CSV_HEADER, RequestCsv, write_atomically};
+pub use stats::LatencyStats;
 pub use summary::{PrefixCacheStats, RunInfo, Summary, SummaryCollector};
 
 use crate::Nanos;

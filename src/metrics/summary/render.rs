@@ -1,0 +1,144 @@
+//! The console layout of [`Summary`]: vLLM `benchmark_serving`'s result block, then the
+//! simulator's own facts in the same `label value` style.
+
+use super::{Section, Summary};
+use std::fmt;
+
+/// One `label value` line, as vLLM's `"{:<40} {:<10}".format(...)`.
+fn line(f: &mut fmt::Formatter<'_>, label: &str, value: impl fmt::Display) -> fmt::Result {
+    writeln!(f, "{label:<40} {value:<10}")
+}
+
+/// One `label value` line with two decimals, as vLLM's `"{:<40} {:<10.2f}".format(...)`.
+fn line_2dp(f: &mut fmt::Formatter<'_>, label: &str, value: f64) -> fmt::Result {
+    writeln!(f, "{label:<40} {value:<10.2}")
+}
+
+/// Renders [`Summary::render`]'s text.
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{:=^50}", " Serving Benchmark Result ")?;
+        line(f, "Successful requests:", self.completed)?;
+        line_2dp(f, "Benchmark duration (s):", self.duration_s)?;
+        line(f, "Total input tokens:", self.total_input_toks)?;
+        line(f, "Total generated tokens:", self.total_output_toks)?;
+        line_2dp(f, "Request throughput (req/s):", self.request_throughput)?;
+        line_2dp(
+            f,
+            "Output token throughput (tok/s):",
+            self.output_throughput,
+        )?;
+        line_2dp(
+            f,
+            "Total Token throughput (tok/s):",
+            self.total_token_throughput,
+        )?;
+        for Section {
+            name,
+            header,
+            when_empty,
+            stats,
+        } in self.sections()
+        {
+            writeln!(f, "{header:-^50}")?;
+            if stats.count == 0 {
+                writeln!(f, "({when_empty}: {name} reported as 0)")?;
+            }
+            line_2dp(f, &format!("Mean {name} (ms):"), stats.mean_ms)?;
+            line_2dp(f, &format!("Median {name} (ms):"), stats.median_ms)?;
+            line_2dp(f, &format!("P90 {name} (ms):"), stats.p90_ms)?;
+            line_2dp(f, &format!("P99 {name} (ms):"), stats.p99_ms)?;
+        }
+        writeln!(f, "{}", "=".repeat(50))?;
+
+        let info = &self.info;
+        writeln!(f, "{:=^50}", " Simulator ")?;
+        line(f, "Model:", &info.model)?;
+        line(f, "Hardware:", &info.hardware)?;
+        line(f, "Tensor parallel size:", info.tp)?;
+        line(f, "Latency backend:", &info.backend)?;
+        let blocks = format!("{} x {} tokens", info.num_kv_blocks, info.block_size);
+        line(f, "KV cache blocks:", blocks)?;
+        if info.preemptions != 0 {
+            line(f, "Preemptions:", info.preemptions)?;
+        }
+        if info.recomputed_tokens != 0 {
+            let label = "Recomputed prompt tokens (preemption):";
+            line(f, label, info.recomputed_tokens)?;
+        }
+        if let Some(cache) = &info.prefix_cache {
+            let tokens = format!("{} / {}", cache.hit_tokens, cache.requested_tokens);
+            line(f, "Prefix cache hit tokens / requested:", tokens)?;
+            line_2dp(f, "Prefix cache hit ratio (%):", cache.hit_ratio_percent())?;
+        }
+        line(f, "Total clocks (ns):", info.total_clocks_ns)?;
+        writeln!(f, "{}", "=".repeat(50))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{info, record, rendered, two_requests};
+    use crate::metrics::{PrefixCacheStats, RunInfo, SummaryCollector};
+
+    #[test]
+    fn render_follows_vllm_benchmark_serving_layout() {
+        let text = two_requests().render();
+        let lines: Vec<&str> = text.lines().collect();
+        let rule = "=".repeat(50);
+        for (index, expected) in [
+            (0, "============ Serving Benchmark Result ============"),
+            (1, "Successful requests:                     2         "),
+            (2, "Benchmark duration (s):                  2.00      "),
+            (8, "---------------Time to First Token----------------"),
+            (9, "Mean TTFT (ms):                          3.00      "),
+            (13, "-----Time per Output Token (excl. 1st token)------"),
+            (18, "---------------Inter-token Latency----------------"),
+            (23, "----------------End-to-end Latency----------------"),
+            (28, &rule),
+            (29, "=================== Simulator ===================="),
+        ] {
+            assert_eq!(lines[index], expected, "line {index}");
+        }
+        assert_eq!(rendered(&text, "KV cache blocks:"), "36578 x 16 tokens");
+        assert_eq!(rendered(&text, "Total clocks (ns):"), "2000000000");
+        assert_eq!(lines.last(), Some(&rule.as_str()));
+        assert!(!text.contains("Preemptions") && !text.contains("Prefix cache"));
+    }
+
+    #[test]
+    fn empty_metrics_are_noted_with_the_reason() {
+        let text = SummaryCollector::new().finish(info()).render();
+        assert!(text.contains("(no request completed: TTFT reported as 0)"));
+        let tpot_note = "(no request generated more than one token: TPOT reported as 0)";
+        assert!(text.contains(tpot_note));
+    }
+
+    #[test]
+    fn preemption_and_prefix_cache_lines_appear_when_relevant() {
+        let mut collector = SummaryCollector::new();
+        collector.record(&record(3, 2_000_000, &[1_000_000, 2_000_000]));
+        let summary = collector.finish(RunInfo {
+            preemptions: 194,
+            recomputed_tokens: 110_596,
+            prefix_cache: Some(PrefixCacheStats {
+                requested_tokens: 400,
+                hit_tokens: 30,
+            }),
+            ..info()
+        });
+        let text = summary.render();
+        assert_eq!(rendered(&text, "Preemptions:"), "194");
+        let recomputed = rendered(&text, "Recomputed prompt tokens (preemption):");
+        assert_eq!(recomputed, "110596");
+        assert_eq!(
+            rendered(&text, "Prefix cache hit tokens / requested:"),
+            "30 / 400"
+        );
+        assert_eq!(rendered(&text, "Prefix cache hit ratio (%):"), "7.50");
+        let simulator = &summary.to_json()["simulator"];
+        assert_eq!(simulator["prefix_cache_requested_tokens"], 400);
+        assert_eq!(simulator["prefix_cache_hit_tokens"], 30);
+        assert_eq!(simulator["prefix_cache_hit_ratio"], 7.5);
+    }
+}
