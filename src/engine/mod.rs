@@ -118,6 +118,17 @@ pub fn check_servable(requests: &[Request], setup: &InstanceSetup) -> Result<(),
                 r.input_toks, r.output_toks, setup.max_model_len
             )));
         }
+        let sched = &setup.scheduler;
+        let first_chunk = match sched.long_prefill_token_threshold {
+            0 => r.input_toks,
+            t => r.input_toks.min(t),
+        };
+        if !sched.enable_chunked_prefill && first_chunk > sched.max_num_batched_tokens {
+            return Err(fail(format!(
+                "prompt of {} tokens exceeds --max-num-batched-tokens {} with chunked prefill off",
+                r.input_toks, sched.max_num_batched_tokens
+            )));
+        }
         let what = if u64::from(r.input_toks).div_ceil(block) * block > capacity {
             "prompt"
         } else {

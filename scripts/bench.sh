@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Wall-time benchmark of the whole blis-cosim process on a release build.
+#   scripts/bench.sh            # ShareGPT 300-request case + scaling on generated workloads
+#   RUNS=20 scripts/bench.sh    # more repetitions
+# Prints the best and median wall time of RUNS runs per case (process start to exit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-10}
+DATA=../shared/data/llmservingsim/workloads
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+cargo build --release --quiet
+BIN=target/release/blis-cosim
+
+# time_case LABEL ARGS...: runs the binary RUNS times and prints best/median in ms.
+time_case() {
+    local label=$1
+    shift
+    local times=()
+    for _ in $(seq "$RUNS"); do
+        local t0=$EPOCHREALTIME
+        "$BIN" "$@" >/dev/null
+        local t1=$EPOCHREALTIME
+        times+=("$(echo "($t1 - $t0) * 1000" | bc -l)")
+    done
+    printf '%s\n' "${times[@]}" | sort -g | awk -v label="$label" '
+        { v[NR] = $1 } END { printf "%-44s best %8.1f ms   median %8.1f ms   (%d runs)\n", label, v[1], v[int((NR + 1) / 2)], NR }'
+}
+
+if [ -f "$DATA/sharegpt-llama-3.1-8b-300-sps10.jsonl" ]; then
+    time_case "ShareGPT 300 req, RTXPRO6000, Llama-3.1-8B" \
+        --dataset "$DATA/sharegpt-llama-3.1-8b-300-sps10.jsonl" --hardware RTXPRO6000 \
+        --output "$TMP/out.csv"
+fi
+
+# Scaling: generated workloads at a steady 20 req/s on one H100 (same load, growing length).
+for n in 10000 30000 100000; do
+    python3 scripts/gen_workload.py --num-requests "$n" --rate 20 --seed 7 --out "$TMP/w$n.jsonl"
+    RUNS=$(( RUNS > 3 ? 3 : RUNS )) time_case "generated $n req, H100-SXM, Llama-3.1-8B" \
+        --dataset "$TMP/w$n.jsonl" --output "$TMP/out$n.csv"
+done
