@@ -101,7 +101,7 @@ impl ModelArch {
             hf.num_key_value_heads.or(Some(num_heads)),
             "num_key_value_heads",
         )?;
-        if num_heads % num_kv_heads != 0 {
+        if !num_heads.is_multiple_of(num_kv_heads) {
             return Err(invalid(
                 "num_key_value_heads",
                 format!("{num_kv_heads} does not divide num_attention_heads = {num_heads}"),
@@ -109,7 +109,7 @@ impl ModelArch {
         }
         let head_dim = match hf.head_dim {
             Some(d) => required(Some(d), "head_dim")?,
-            None if hidden_size % num_heads == 0 => hidden_size / num_heads,
+            None if hidden_size.is_multiple_of(num_heads) => hidden_size / num_heads,
             None => {
                 return Err(invalid(
                     "head_dim",
