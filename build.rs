@@ -24,12 +24,26 @@ fn write_table(out: &mut impl Write, name: &str, root: &Path, ext: &str) {
     let mut files = Vec::new();
     collect(root, ext, &mut files);
     files.sort();
-    writeln!(out, "/// Bundled `{ext}` files under `{}/`: (relative path, contents).", root.display()).unwrap();
+    writeln!(
+        out,
+        "/// Bundled `{ext}` files under `{}/`: (relative path, contents).",
+        root.display()
+    )
+    .unwrap();
     writeln!(out, "pub static {name}: &[(&str, &str)] = &[").unwrap();
     for file in &files {
-        let rel = file.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+        let rel = file
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
         let abs = fs::canonicalize(file).unwrap();
-        writeln!(out, "    ({rel:?}, include_str!({:?})),", abs.display().to_string()).unwrap();
+        writeln!(
+            out,
+            "    ({rel:?}, include_str!({:?})),",
+            abs.display().to_string()
+        )
+        .unwrap();
     }
     writeln!(out, "];").unwrap();
 }
@@ -38,7 +52,12 @@ fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_path = PathBuf::from(env::var("OUT_DIR").unwrap()).join("embedded.rs");
     let mut out = fs::File::create(&out_path).unwrap();
-    write_table(&mut out, "MODEL_ARCHS", &manifest.join("model_archs"), "json");
+    write_table(
+        &mut out,
+        "MODEL_ARCHS",
+        &manifest.join("model_archs"),
+        "json",
+    );
     write_table(&mut out, "HARDWARE", &manifest.join("hardware"), "toml");
     println!("cargo:rerun-if-changed=model_archs");
     println!("cargo:rerun-if-changed=hardware");

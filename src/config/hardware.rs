@@ -1,6 +1,10 @@
 //! Accelerator datasheet specs, read from TOML files.
 
+use std::fs;
+use std::path::Path;
+
 use super::{ConfigError, Dtype};
+use crate::embedded::HARDWARE;
 
 /// One accelerator's datasheet numbers plus the efficiency factors the roofline applies.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
@@ -39,30 +43,244 @@ pub struct Hardware {
 }
 
 impl Hardware {
-    /// Resolves `spec` as a bundled hardware name (case-insensitive; `H100` is an alias of
-    /// `H100-SXM`) or as a path to a TOML file.
+    /// Resolves `spec` as a path to a TOML file (an existing file, or any name ending in
+    /// `.toml`) or as a bundled hardware name (case-insensitive; `H100` is an alias of
+    /// `H100-SXM`, `A100` of `A100-80G`).
     pub fn resolve(spec: &str) -> Result<Hardware, ConfigError> {
-        todo!("{spec}")
+        let path = Path::new(spec);
+        if path.is_file() || spec.ends_with(".toml") {
+            let text = fs::read_to_string(path).map_err(|source| ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            return Hardware::from_toml(&text, spec);
+        }
+        let wanted = ALIASES
+            .iter()
+            .find(|(alias, _)| alias.eq_ignore_ascii_case(spec))
+            .map_or(spec, |(_, name)| name);
+        match bundled().find(|(name, _)| name.eq_ignore_ascii_case(wanted)) {
+            Some((name, text)) => Hardware::from_toml(text, &format!("hardware/{name}.toml")),
+            None => Err(ConfigError::Unknown {
+                kind: "hardware",
+                name: spec.to_string(),
+                known: Hardware::bundled_names().join(", "),
+                hint: "hardware TOML file",
+            }),
+        }
     }
 
     /// Parses and validates a hardware TOML text; `source_name` is used in error messages.
+    /// Syntax, type, missing-key and unknown-key errors carry field `(toml)` and toml's
+    /// message (which names the key and its line and column).
     pub fn from_toml(text: &str, source_name: &str) -> Result<Hardware, ConfigError> {
-        todo!("{text}{source_name}")
+        let invalid = |field: &str, message: String| ConfigError::Invalid {
+            source_name: source_name.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        let hw: Hardware = toml::from_str(text).map_err(|e| invalid("(toml)", e.to_string()))?;
+        if hw.name.trim().is_empty() {
+            return Err(invalid("name", "must not be empty".into()));
+        }
+        let positive = [
+            ("peak_tflops_fp16", Some(hw.peak_tflops_fp16)),
+            ("peak_tflops_bf16", Some(hw.peak_tflops_bf16)),
+            ("peak_tflops_fp32", Some(hw.peak_tflops_fp32)),
+            ("peak_tflops_fp8", hw.peak_tflops_fp8),
+            ("peak_tops_int8", hw.peak_tops_int8),
+            ("memory_gib", Some(hw.memory_gib)),
+            ("memory_bw_gbps", Some(hw.memory_bw_gbps)),
+            ("link_bw_gbps", Some(hw.link_bw_gbps)),
+        ];
+        for (field, value) in positive {
+            if let Some(v) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(invalid(
+                    field,
+                    format!("must be a positive number, got {v}"),
+                ));
+            }
+        }
+        for (field, v) in [
+            ("link_latency_ns", hw.link_latency_ns),
+            ("kernel_launch_ns", hw.kernel_launch_ns),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(invalid(
+                    field,
+                    format!("must be a non-negative number, got {v}"),
+                ));
+            }
+        }
+        for (field, v) in [
+            ("compute_efficiency", hw.compute_efficiency),
+            ("memory_efficiency", hw.memory_efficiency),
+            ("link_efficiency", hw.link_efficiency),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(invalid(field, format!("must be in (0, 1], got {v}")));
+            }
+        }
+        Ok(hw)
     }
 
     /// Names of the bundled hardware, sorted.
     pub fn bundled_names() -> Vec<String> {
-        todo!()
+        let mut names: Vec<String> = bundled().map(|(name, _)| name.to_string()).collect();
+        names.sort();
+        names
     }
 
     /// The hardware used when none is given: one H100-SXM.
     pub fn default_hardware() -> Hardware {
-        todo!()
+        Hardware::resolve("H100-SXM").expect("bundled H100-SXM is valid")
     }
 
-    /// Peak dense tensor throughput for `dtype`, FLOP/s. Falls back to the 16-bit peak for
-    /// 8-bit formats on parts without 8-bit tensor cores.
+    /// Peak dense tensor throughput for `dtype`, FLOP/s. FP32 uses the TF32 tensor peak;
+    /// 8-bit formats fall back to the BF16 peak on parts without 8-bit tensor cores.
     pub fn peak_flops(&self, dtype: Dtype) -> f64 {
-        todo!("{dtype}")
+        let tflops = match dtype {
+            Dtype::Float16 => self.peak_tflops_fp16,
+            Dtype::Bfloat16 => self.peak_tflops_bf16,
+            Dtype::Float32 => self.peak_tflops_fp32,
+            Dtype::Fp8 => self.peak_tflops_fp8.unwrap_or(self.peak_tflops_bf16),
+            Dtype::Int8 => self.peak_tops_int8.unwrap_or(self.peak_tflops_bf16),
+        };
+        tflops * 1e12
+    }
+}
+
+/// Short names accepted for bundled hardware: (alias, bundled name).
+const ALIASES: &[(&str, &str)] = &[("H100", "H100-SXM"), ("A100", "A100-80G")];
+
+/// Bundled hardware as (name, TOML text); the name is the file stem under `hardware/`.
+fn bundled() -> impl Iterator<Item = (&'static str, &'static str)> {
+    HARDWARE
+        .iter()
+        .map(|(rel, text)| (rel.strip_suffix(".toml").unwrap_or(rel), *text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expect_invalid(result: Result<Hardware, ConfigError>) -> (String, String) {
+        match result {
+            Err(ConfigError::Invalid { field, message, .. }) => (field, message),
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    fn h100_text() -> &'static str {
+        bundled().find(|(name, _)| *name == "H100-SXM").unwrap().1
+    }
+
+    #[test]
+    fn every_bundled_file_parses_and_carries_its_file_name() {
+        let names = Hardware::bundled_names();
+        assert_eq!(
+            names,
+            [
+                "A100-80G",
+                "B200",
+                "H100-SXM",
+                "H200",
+                "RTX4090",
+                "RTXPRO6000"
+            ]
+        );
+        for name in names {
+            assert_eq!(Hardware::resolve(&name).unwrap().name, name);
+        }
+    }
+
+    #[test]
+    fn names_resolve_case_insensitively_and_through_aliases() {
+        assert_eq!(Hardware::resolve("h100").unwrap().name, "H100-SXM");
+        assert_eq!(Hardware::resolve("A100").unwrap().name, "A100-80G");
+        assert_eq!(Hardware::resolve("rtxpro6000").unwrap().name, "RTXPRO6000");
+        assert_eq!(Hardware::default_hardware().name, "H100-SXM");
+    }
+
+    #[test]
+    fn a_hardware_file_resolves_by_path() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/B200.toml");
+        assert_eq!(Hardware::resolve(path).unwrap().memory_gib, 180.0);
+        assert!(matches!(
+            Hardware::resolve("nope.toml"),
+            Err(ConfigError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_names_list_the_bundled_hardware() {
+        match Hardware::resolve("TPUv9") {
+            Err(ConfigError::Unknown { known, kind, .. }) => {
+                assert_eq!(kind, "hardware");
+                assert!(known.contains("RTX4090"), "{known}");
+            }
+            other => panic!("expected Unknown, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_is_an_error_naming_it_and_its_line() {
+        let text = format!("{}bogus_key = 1.0\n", h100_text());
+        let (field, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+        assert_eq!(field, "(toml)");
+        assert!(
+            message.contains("bogus_key") && message.contains("line"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_missing_key_is_an_error_naming_it() {
+        let text: String = h100_text()
+            .lines()
+            .filter(|l| !l.starts_with("memory_bw_gbps"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let (_, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+        assert!(message.contains("memory_bw_gbps"), "{message}");
+    }
+
+    #[test]
+    fn out_of_range_numbers_are_rejected() {
+        for (from, to, field) in [
+            (
+                "memory_efficiency = 0.9",
+                "memory_efficiency = 1.5",
+                "memory_efficiency",
+            ),
+            (
+                "compute_efficiency = 0.7",
+                "compute_efficiency = 0.0",
+                "compute_efficiency",
+            ),
+            ("memory_gib = 80.0", "memory_gib = -80.0", "memory_gib"),
+            (
+                "kernel_launch_ns = 500.0",
+                "kernel_launch_ns = -1.0",
+                "kernel_launch_ns",
+            ),
+        ] {
+            let text = h100_text().replace(from, to);
+            assert_eq!(
+                expect_invalid(Hardware::from_toml(&text, "x.toml")).0,
+                field
+            );
+        }
+    }
+
+    #[test]
+    fn peak_flops_picks_the_dtype_peak_and_falls_back_to_bf16() {
+        let h100 = Hardware::resolve("H100").unwrap();
+        assert_eq!(h100.peak_flops(Dtype::Bfloat16), 989.4e12);
+        assert_eq!(h100.peak_flops(Dtype::Float32), 494.7e12);
+        assert_eq!(h100.peak_flops(Dtype::Fp8), 1978.9e12);
+        let a100 = Hardware::resolve("A100").unwrap();
+        assert_eq!(a100.peak_flops(Dtype::Fp8), 312e12);
+        assert_eq!(a100.peak_flops(Dtype::Int8), 624e12);
     }
 }

@@ -1,6 +1,10 @@
 //! Model architectures, read from HuggingFace `config.json` files.
 
+use std::fs;
+use std::path::Path;
+
 use super::{ConfigError, Dtype};
+use crate::embedded::MODEL_ARCHS;
 
 /// Mixture-of-experts facts of a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,11 +39,33 @@ pub struct ModelArch {
 }
 
 impl ModelArch {
-    /// Resolves `spec` as a bundled model name (case-insensitive, with or without the
-    /// organisation, e.g. `Llama-3.1-8B` or `meta-llama/Llama-3.1-8B`) or as a path to a
-    /// HuggingFace `config.json`.
+    /// Resolves `spec` as a path to a HuggingFace `config.json` (an existing file, or any
+    /// name ending in `.json`) or as a bundled model name (case-insensitive, with or without
+    /// the organisation, e.g. `Llama-3.1-8B` or `meta-llama/Llama-3.1-8B`).
     pub fn resolve(spec: &str) -> Result<ModelArch, ConfigError> {
-        todo!("{spec}")
+        let path = Path::new(spec);
+        if path.is_file() || spec.ends_with(".json") {
+            let text = fs::read_to_string(path).map_err(|source| ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            return ModelArch::from_hf_json(&text, spec, &name_from_path(path));
+        }
+        let found = bundled().find(|(name, _)| {
+            let short = name.rsplit('/').next().unwrap_or(name);
+            name.eq_ignore_ascii_case(spec) || short.eq_ignore_ascii_case(spec)
+        });
+        match found {
+            Some((name, text)) => {
+                ModelArch::from_hf_json(text, &format!("model_archs/{name}.json"), name)
+            }
+            None => Err(ConfigError::Unknown {
+                kind: "model",
+                name: spec.to_string(),
+                known: ModelArch::bundled_names().join(", "),
+                hint: "HuggingFace config.json",
+            }),
+        }
     }
 
     /// Parses a HuggingFace `config.json`. `source_name` is used in error messages;
@@ -49,17 +75,119 @@ impl ModelArch {
         source_name: &str,
         default_name: &str,
     ) -> Result<ModelArch, ConfigError> {
-        todo!("{text}{source_name}{default_name}")
+        let invalid = |field: &str, message: String| ConfigError::Invalid {
+            source_name: source_name.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        let hf: HfConfig =
+            serde_json::from_str(text).map_err(|e| invalid("(json)", e.to_string()))?;
+        let required = |value: Option<u64>, field: &str| -> Result<u64, ConfigError> {
+            match value {
+                None => Err(invalid(field, "missing (required)".into())),
+                Some(0) => Err(invalid(field, "must be greater than 0".into())),
+                Some(v) => Ok(v),
+            }
+        };
+
+        let model_type = match hf.model_type {
+            Some(t) if !t.trim().is_empty() => t,
+            _ => return Err(invalid("model_type", "missing (required)".into())),
+        };
+        let hidden_size = required(hf.hidden_size, "hidden_size")?;
+        let num_layers = required(hf.num_hidden_layers, "num_hidden_layers")?;
+        let num_heads = required(hf.num_attention_heads, "num_attention_heads")?;
+        let num_kv_heads = required(
+            hf.num_key_value_heads.or(Some(num_heads)),
+            "num_key_value_heads",
+        )?;
+        if !num_heads.is_multiple_of(num_kv_heads) {
+            return Err(invalid(
+                "num_key_value_heads",
+                format!("{num_kv_heads} does not divide num_attention_heads = {num_heads}"),
+            ));
+        }
+        let head_dim = match hf.head_dim {
+            Some(d) => required(Some(d), "head_dim")?,
+            None if hidden_size.is_multiple_of(num_heads) => hidden_size / num_heads,
+            None => {
+                return Err(invalid(
+                    "head_dim",
+                    format!(
+                        "missing, and hidden_size = {hidden_size} is not divisible by \
+                         num_attention_heads = {num_heads}"
+                    ),
+                ));
+            }
+        };
+        let intermediate_size = required(hf.intermediate_size.or(hf.ffn_dim), "intermediate_size")?;
+        let vocab_size = required(hf.vocab_size, "vocab_size")?;
+        let max_position_embeddings =
+            required(hf.max_position_embeddings, "max_position_embeddings")?;
+        let torch_dtype = match hf.torch_dtype.or(hf.dtype) {
+            None => None,
+            Some(s) => Some(s.parse::<Dtype>().map_err(|e| invalid("torch_dtype", e))?),
+        };
+
+        let experts_field = if hf.num_local_experts.is_some() {
+            "num_local_experts"
+        } else {
+            "num_experts"
+        };
+        let moe = match hf.num_local_experts.or(hf.num_experts) {
+            None => None,
+            Some(experts) => {
+                let num_experts = required(Some(experts), experts_field)?;
+                let top_k = required(hf.num_experts_per_tok.or(Some(1)), "num_experts_per_tok")?;
+                if top_k > num_experts {
+                    return Err(invalid(
+                        "num_experts_per_tok",
+                        format!("{top_k} exceeds the {num_experts} experts"),
+                    ));
+                }
+                let moe_intermediate_size = required(
+                    hf.moe_intermediate_size.or(Some(intermediate_size)),
+                    "moe_intermediate_size",
+                )?;
+                Some(MoeArch {
+                    num_experts,
+                    top_k,
+                    moe_intermediate_size,
+                })
+            }
+        };
+
+        let name = [hf.name, hf.name_or_path]
+            .into_iter()
+            .flatten()
+            .find(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| default_name.to_string());
+        Ok(ModelArch {
+            name,
+            model_type,
+            hidden_size,
+            num_layers,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            intermediate_size,
+            vocab_size,
+            max_position_embeddings,
+            torch_dtype,
+            moe,
+        })
     }
 
     /// Names of the bundled models, sorted.
     pub fn bundled_names() -> Vec<String> {
-        todo!()
+        let mut names: Vec<String> = bundled().map(|(name, _)| name.to_string()).collect();
+        names.sort();
+        names
     }
 
     /// The model used when none is given: Llama-3.1-8B.
     pub fn default_model() -> ModelArch {
-        todo!()
+        ModelArch::resolve("meta-llama/Llama-3.1-8B").expect("bundled Llama-3.1-8B is valid")
     }
 
     /// Width of the query projection (`num_heads * head_dim`).
@@ -70,5 +198,228 @@ impl ModelArch {
     /// Width of one of the K or V projections (`num_kv_heads * head_dim`).
     pub fn kv_dim(&self) -> u64 {
         self.num_kv_heads * self.head_dim
+    }
+}
+
+/// The keys of a HuggingFace `config.json` that matter here; all others are ignored.
+#[derive(serde::Deserialize)]
+struct HfConfig {
+    name: Option<String>,
+    #[serde(rename = "_name_or_path")]
+    name_or_path: Option<String>,
+    model_type: Option<String>,
+    hidden_size: Option<u64>,
+    num_hidden_layers: Option<u64>,
+    num_attention_heads: Option<u64>,
+    num_key_value_heads: Option<u64>,
+    head_dim: Option<u64>,
+    intermediate_size: Option<u64>,
+    ffn_dim: Option<u64>,
+    vocab_size: Option<u64>,
+    max_position_embeddings: Option<u64>,
+    torch_dtype: Option<String>,
+    /// Newer transformers releases write `dtype` instead of `torch_dtype`.
+    dtype: Option<String>,
+    num_local_experts: Option<u64>,
+    num_experts: Option<u64>,
+    num_experts_per_tok: Option<u64>,
+    moe_intermediate_size: Option<u64>,
+}
+
+/// Bundled models as (name, JSON text); the name is the path under `model_archs/` without
+/// the `.json` extension, e.g. `meta-llama/Llama-3.1-8B`.
+fn bundled() -> impl Iterator<Item = (&'static str, &'static str)> {
+    MODEL_ARCHS
+        .iter()
+        .map(|(rel, text)| (rel.strip_suffix(".json").unwrap_or(rel), *text))
+}
+
+/// `<parent dir>/<file stem>` of a config path, e.g. `meta-llama/Llama-3.1-8B` for
+/// `configs/model/meta-llama/Llama-3.1-8B.json`; only the stem when there is no parent.
+fn name_from_path(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    match path.parent().and_then(Path::file_name) {
+        Some(dir) => format!("{}/{stem}", dir.to_string_lossy()),
+        None => stem.into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference HF configs shipped next to the repository (`../shared` in CI).
+    fn shared_config(rel: &str) -> String {
+        format!(
+            "{}/../shared/data/llmservingsim/configs/model/{rel}.json",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    }
+
+    fn expect_invalid(result: Result<ModelArch, ConfigError>) -> (String, String) {
+        match result {
+            Err(ConfigError::Invalid { field, message, .. }) => (field, message),
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    const MINIMAL: &str = r#"{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100,
+        "max_position_embeddings": 512}"#;
+
+    #[test]
+    fn bundled_models_match_the_upstream_hf_configs() {
+        for name in ModelArch::bundled_names() {
+            let bundled = ModelArch::resolve(&name).unwrap();
+            let upstream = ModelArch::resolve(&shared_config(&name)).unwrap();
+            assert_eq!(
+                bundled,
+                ModelArch {
+                    name: bundled.name.clone(),
+                    ..upstream
+                },
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn bundled_files_carry_their_path_as_name() {
+        assert_eq!(ModelArch::bundled_names().len(), 6);
+        for name in ModelArch::bundled_names() {
+            assert_eq!(ModelArch::resolve(&name).unwrap().name, name);
+        }
+    }
+
+    #[test]
+    fn a_config_path_without_name_is_named_after_its_folder_and_stem() {
+        let arch = ModelArch::resolve(&shared_config("meta-llama/Llama-3.1-8B")).unwrap();
+        assert_eq!(arch.name, "meta-llama/Llama-3.1-8B");
+        assert_eq!(arch.head_dim, 128);
+        assert_eq!(arch.torch_dtype, Some(Dtype::Bfloat16));
+        assert!(arch.moe.is_none());
+    }
+
+    #[test]
+    fn name_or_path_is_used_when_there_is_no_name_key() {
+        let arch = ModelArch::resolve(&shared_config("microsoft/Phi-mini-MoE-instruct")).unwrap();
+        assert_eq!(arch.name, "Phi-mini-MoE");
+    }
+
+    #[test]
+    fn bundled_names_resolve_case_insensitively_with_and_without_org() {
+        for spec in [
+            "meta-llama/Llama-3.1-8B",
+            "META-LLAMA/llama-3.1-8b",
+            "llama-3.1-8b",
+        ] {
+            assert_eq!(
+                ModelArch::resolve(spec).unwrap().name,
+                "meta-llama/Llama-3.1-8B"
+            );
+        }
+        let qwen = ModelArch::resolve("qwen3-30b-a3b-instruct-2507").unwrap();
+        let moe = qwen.moe.unwrap();
+        assert_eq!(
+            (moe.num_experts, moe.top_k, moe.moe_intermediate_size),
+            (128, 8, 768)
+        );
+        assert_eq!(ModelArch::default_model().name, "meta-llama/Llama-3.1-8B");
+    }
+
+    #[test]
+    fn mixtral_experts_default_to_the_dense_ffn_width() {
+        let moe = ModelArch::resolve("Mixtral-8x7B-v0.1")
+            .unwrap()
+            .moe
+            .unwrap();
+        assert_eq!(
+            (moe.num_experts, moe.top_k, moe.moe_intermediate_size),
+            (8, 2, 14336)
+        );
+    }
+
+    #[test]
+    fn missing_optional_keys_take_their_defaults() {
+        let arch = ModelArch::from_hf_json(MINIMAL, "t.json", "org/Tiny").unwrap();
+        assert_eq!(arch.name, "org/Tiny");
+        assert_eq!(arch.num_kv_heads, 4);
+        assert_eq!(arch.head_dim, 16);
+        assert_eq!(arch.torch_dtype, None);
+        assert!(arch.moe.is_none());
+
+        let moe_json = MINIMAL.replace("\"intermediate_size\"", "\"num_experts\": 8, \"ffn_dim\"");
+        let moe = ModelArch::from_hf_json(&moe_json, "t.json", "t")
+            .unwrap()
+            .moe
+            .unwrap();
+        assert_eq!(
+            (moe.num_experts, moe.top_k, moe.moe_intermediate_size),
+            (8, 1, 128)
+        );
+    }
+
+    #[test]
+    fn malformed_json_is_invalid_with_its_position() {
+        let (field, message) = expect_invalid(ModelArch::from_hf_json("{\n \"a\": ", "x", "x"));
+        assert_eq!(field, "(json)");
+        assert!(message.contains("line 2"), "{message}");
+    }
+
+    #[test]
+    fn missing_hidden_size_is_invalid_naming_the_field() {
+        let text = MINIMAL.replace("\"hidden_size\": 64,", "");
+        let (field, _) = expect_invalid(ModelArch::from_hf_json(&text, "x", "x"));
+        assert_eq!(field, "hidden_size");
+    }
+
+    #[test]
+    fn inconsistent_sizes_are_invalid() {
+        let cases = [
+            (
+                "\"num_attention_heads\": 4",
+                "\"num_attention_heads\": 4, \"num_key_value_heads\": 3",
+                "num_key_value_heads",
+            ),
+            ("\"vocab_size\": 100", "\"vocab_size\": 0", "vocab_size"),
+            (
+                "\"num_attention_heads\": 4",
+                "\"num_attention_heads\": 5",
+                "head_dim",
+            ),
+            (
+                "\"vocab_size\": 100",
+                "\"vocab_size\": 100, \"num_experts\": 2, \"num_experts_per_tok\": 3",
+                "num_experts_per_tok",
+            ),
+            (
+                "\"vocab_size\": 100",
+                "\"vocab_size\": 100, \"torch_dtype\": \"bf17\"",
+                "torch_dtype",
+            ),
+        ];
+        for (from, to, expected) in cases {
+            let (field, _) = expect_invalid(ModelArch::from_hf_json(
+                &MINIMAL.replace(from, to),
+                "x",
+                "x",
+            ));
+            assert_eq!(field, expected, "{to}");
+        }
+    }
+
+    #[test]
+    fn unknown_names_list_the_bundled_models() {
+        match ModelArch::resolve("gpt-5") {
+            Err(ConfigError::Unknown { known, .. }) => assert!(known.contains("Qwen/Qwen3-32B")),
+            other => panic!("expected Unknown, got {other:?}"),
+        }
+        assert!(matches!(
+            ModelArch::resolve("no/such/config.json"),
+            Err(ConfigError::Io { .. })
+        ));
     }
 }

@@ -1,4 +1,13 @@
 //! The analytical roofline backend.
+//!
+//! A step runs the model's layer sequence once: a prologue (`embedding`), `num_layers`
+//! transformer blocks, and a head (`final_layernorm`, `lm_head`, `sampler`). Every kernel is
+//! priced per GPU (its work divided by `tp`) as
+//! `max(FLOPs / (peak × compute_eff), bytes / (bandwidth × memory_eff)) + kernel_launch_ns`.
+//!
+//! Rounding: each layer occurrence is rounded to the nearest nanosecond, with a floor of
+//! 1 ns, before it is multiplied by its repeat count. [`Roofline::step_time`] and
+//! [`Roofline::breakdown`] share that rounding, so the breakdown sums exactly to the step time.
 
 use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
 use crate::Nanos;
@@ -7,12 +16,259 @@ use crate::config::{Dtype, Hardware, ModelArch};
 /// Prices each layer as `max(FLOPs / (peak × eff), bytes / (bw × eff)) + launch overhead`,
 /// with ring all-reduces after `o_proj` and `down_proj` when `tp > 1`.
 #[derive(Debug, Clone)]
-pub struct Roofline {}
+pub struct Roofline {
+    num_layers: u64,
+    /// Bytes per element of weights, activations and KV cache.
+    fp: f64,
+    hidden: f64,
+    head_dim: f64,
+    heads_per_gpu: f64,
+    /// KV heads whose cache one GPU reads (at least one: replicated when `tp > kv_heads`).
+    kv_heads_per_gpu: f64,
+    /// Output width of the sharded Q projection, `q_dim / tp`.
+    q_out: f64,
+    /// Output width of the sharded K (or V) projection, `kv_dim / tp`.
+    kv_out: f64,
+    vocab_per_gpu: f64,
+    mlp: Mlp,
+    qk_norm: bool,
+    flops_per_ns: f64,
+    bytes_per_ns: f64,
+    launch_ns: f64,
+    allreduce: Option<AllReduce>,
+}
+
+/// The per-GPU shape of the MLP of one block.
+#[derive(Debug, Clone, Copy)]
+enum Mlp {
+    Dense {
+        ffn_per_gpu: f64,
+    },
+    Moe {
+        experts: f64,
+        top_k: f64,
+        /// Weight bytes of one expert on one GPU (`3 × hidden × moe_ffn × fp / tp`).
+        expert_bytes: f64,
+        /// FLOPs of one routed token through one expert on one GPU.
+        flops_per_token_expert: f64,
+    },
+}
+
+/// Ring all-reduce constants: `time = bytes × ns_per_byte + fixed_ns`.
+#[derive(Debug, Clone, Copy)]
+struct AllReduce {
+    ns_per_byte: f64,
+    fixed_ns: f64,
+}
+
+/// FLOPs and bytes moved by one kernel (or one part of one).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Cost {
+    flops: f64,
+    bytes: f64,
+}
+
+impl Cost {
+    fn add(&mut self, flops: f64, bytes: f64) {
+        self.flops += flops;
+        self.bytes += bytes;
+    }
+}
+
+/// The work of one layer occurrence.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Work {
+    Kernel(Cost),
+    /// One attention launch whose prefill and decode parts are priced separately.
+    Attention {
+        prefill: Cost,
+        decode: Cost,
+    },
+    /// A ring all-reduce whose time is already known, ns.
+    AllReduce {
+        ns: f64,
+    },
+}
+
+/// Batch totals the layer costs depend on.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    tokens: f64,
+    seqs: f64,
+    prefill: Cost,
+    decode: Cost,
+}
 
 impl Roofline {
     /// A roofline for `model` on `hardware` with tensor parallelism `tp` and weights in `dtype`.
+    /// The KV cache is taken to be in `dtype` too. `tp = 0` is treated as 1.
     pub fn new(model: &ModelArch, hardware: &Hardware, tp: u32, dtype: Dtype) -> Roofline {
-        todo!("{model:?}{hardware:?}{tp}{dtype}")
+        let tp = u64::from(tp.max(1));
+        let fp = dtype.bytes() as f64;
+        let hidden = model.hidden_size as f64;
+        let mlp = match &model.moe {
+            None => Mlp::Dense {
+                ffn_per_gpu: (model.intermediate_size / tp) as f64,
+            },
+            Some(moe) => {
+                let per_gpu =
+                    (3 * model.hidden_size * moe.moe_intermediate_size) as f64 / tp as f64;
+                Mlp::Moe {
+                    experts: moe.num_experts as f64,
+                    top_k: moe.top_k as f64,
+                    expert_bytes: per_gpu * fp,
+                    flops_per_token_expert: 2.0 * per_gpu,
+                }
+            }
+        };
+        let allreduce = (tp > 1).then(|| {
+            let link_bytes_per_ns = hardware.link_bw_gbps * hardware.link_efficiency;
+            AllReduce {
+                ns_per_byte: 2.0 * (tp - 1) as f64 / tp as f64 / link_bytes_per_ns,
+                fixed_ns: 2.0 * (tp - 1) as f64 * hardware.link_latency_ns,
+            }
+        });
+        Roofline {
+            num_layers: model.num_layers,
+            fp,
+            hidden,
+            head_dim: model.head_dim as f64,
+            heads_per_gpu: (model.num_heads / tp) as f64,
+            kv_heads_per_gpu: (model.num_kv_heads / tp).max(1) as f64,
+            q_out: (model.q_dim() / tp) as f64,
+            kv_out: (model.kv_dim() / tp) as f64,
+            vocab_per_gpu: (model.vocab_size / tp) as f64,
+            mlp,
+            qk_norm: matches!(model.model_type.as_str(), "qwen3" | "qwen3_moe"),
+            flops_per_ns: hardware.peak_flops(dtype) * hardware.compute_efficiency / 1e9,
+            bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
+            launch_ns: hardware.kernel_launch_ns,
+            allreduce,
+        }
+    }
+
+    /// Sums the batch into the totals the layers need, without allocating.
+    fn step(&self, batch: &BatchDesc<'_>) -> Result<Step, LatencyError> {
+        if batch.items.is_empty() {
+            return Err(LatencyError::Backend("roofline: empty batch".into()));
+        }
+        let (hpg, hd, fp) = (self.heads_per_gpu, self.head_dim, self.fp);
+        let kv_row = self.kv_heads_per_gpu * hd * 2.0 * fp;
+        let mut step = Step {
+            tokens: 0.0,
+            seqs: batch.items.len() as f64,
+            prefill: Cost::default(),
+            decode: Cost::default(),
+        };
+        for (i, item) in batch.items.iter().enumerate() {
+            if item.new_tokens == 0 {
+                return Err(LatencyError::Backend(format!(
+                    "roofline: batch item {i} computes no tokens"
+                )));
+            }
+            let c = f64::from(item.new_tokens);
+            let p = f64::from(item.context_tokens);
+            step.tokens += c;
+            if item.is_decode() {
+                step.decode.add(
+                    4.0 * hpg * hd * (p + 1.0),
+                    (p + 1.0) * kv_row + 2.0 * hpg * hd * fp,
+                );
+            } else {
+                let causal_flops = 4.0 * hpg * hd * c * (p + (c + 1.0) / 2.0);
+                step.prefill
+                    .add(causal_flops, 2.0 * c * hpg * hd * fp + (p + c) * kv_row);
+            }
+        }
+        Ok(step)
+    }
+
+    /// Calls `visit(name, repeats, work)` for every layer of the step, in execution order.
+    fn for_each_layer(&self, s: &Step, mut visit: impl FnMut(&'static str, u64, Work)) {
+        let (t, h, fp) = (s.tokens, self.hidden, self.fp);
+        let kernel = |flops: f64, bytes: f64| Work::Kernel(Cost { flops, bytes });
+        // GEMM of an m×k activation with a k×n weight: weights plus input and output.
+        let gemm = |m: f64, k: f64, n: f64| kernel(2.0 * m * k * n, (k * n + m * k + m * n) * fp);
+        // RMSNorm over `elems` values with a weight of `width`: read, write, weight.
+        let norm = |elems: f64, width: f64| kernel(4.0 * elems, (2.0 * elems + width) * fp);
+        // Ring all-reduce of the full `t × hidden` activation.
+        let allreduce = self.allreduce.map(|ring| Work::AllReduce {
+            ns: t * h * fp * ring.ns_per_byte + ring.fixed_ns,
+        });
+        let l = self.num_layers;
+
+        visit("embedding", 1, kernel(0.0, 2.0 * t * h * fp));
+        visit("input_layernorm", l, norm(t * h, h));
+        visit("qkv_proj", l, gemm(t, h, self.q_out + 2.0 * self.kv_out));
+        let qk = t * (self.q_out + self.kv_out);
+        if self.qk_norm {
+            visit("qk_norm", l, norm(qk, 2.0 * self.head_dim));
+        }
+        // Rotates Q and K in place and gathers one cos/sin row per token.
+        visit(
+            "rotary_emb",
+            l,
+            kernel(3.0 * qk, (2.0 * qk + t * self.head_dim) * fp),
+        );
+        visit(
+            "attention",
+            l,
+            Work::Attention {
+                prefill: s.prefill,
+                decode: s.decode,
+            },
+        );
+        visit("o_proj", l, gemm(t, self.q_out, h));
+        if let Some(work) = allreduce {
+            visit("allreduce", l, work);
+        }
+        visit("post_attention_layernorm", l, norm(t * h, h));
+        match self.mlp {
+            Mlp::Dense { ffn_per_gpu: f } => {
+                visit("gate_up_proj", l, gemm(t, h, 2.0 * f));
+                // SiLU of the gate times the up projection.
+                visit("act_fn", l, kernel(5.0 * t * f, 3.0 * t * f * fp));
+                visit("down_proj", l, gemm(t, f, h));
+            }
+            Mlp::Moe {
+                experts,
+                top_k,
+                expert_bytes,
+                flops_per_token_expert,
+            } => {
+                visit("router", l, gemm(t, h, experts));
+                // Expected distinct experts hit by `t` tokens each choosing `top_k`; a
+                // grouped GEMM over the `t × top_k` routed rows (act_fn fused).
+                let active = experts * (1.0 - (1.0 - top_k / experts).powf(t));
+                let routed = t * top_k;
+                let bytes = active * expert_bytes + 2.0 * routed * h * fp;
+                visit("experts", l, kernel(routed * flops_per_token_expert, bytes));
+            }
+        }
+        if let Some(work) = allreduce {
+            visit("allreduce", l, work);
+        }
+        visit("final_layernorm", 1, norm(t * h, h));
+        // One logit row per sequence.
+        visit("lm_head", 1, gemm(s.seqs, h, self.vocab_per_gpu));
+        visit("sampler", 1, kernel(0.0, s.seqs * self.vocab_per_gpu * 4.0));
+    }
+
+    /// Unrounded time of a roofline-priced cost, without launch overhead, ns.
+    fn roofline_ns(&self, cost: Cost) -> f64 {
+        (cost.flops / self.flops_per_ns).max(cost.bytes / self.bytes_per_ns)
+    }
+
+    /// Time of one occurrence of a layer, rounded to the nearest ns, at least 1 ns.
+    fn layer_ns(&self, work: Work) -> Nanos {
+        let ns = match work {
+            Work::Kernel(cost) => self.roofline_ns(cost) + self.launch_ns,
+            Work::Attention { prefill, decode } => {
+                self.roofline_ns(prefill) + self.roofline_ns(decode) + self.launch_ns
+            }
+            Work::AllReduce { ns } => ns,
+        };
+        (ns.round() as Nanos).max(1)
     }
 }
 
@@ -22,10 +278,229 @@ impl LatencyBackend for Roofline {
     }
 
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        todo!("{batch:?}")
+        let step = self.step(batch)?;
+        let mut total: Nanos = 0;
+        self.for_each_layer(&step, |_, repeats, work| {
+            total += repeats * self.layer_ns(work)
+        });
+        Ok(total)
     }
 
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        todo!("{batch:?}")
+        let step = self.step(batch)?;
+        let mut layers = Vec::new();
+        self.for_each_layer(&step, |name, repeats, work| {
+            layers.push(LayerTiming {
+                name,
+                repeats,
+                time_ns: self.layer_ns(work),
+                is_comm: matches!(work, Work::AllReduce { .. }),
+            });
+        });
+        Ok(layers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::BatchItem;
+
+    fn roofline(model: &str, hardware: &str, tp: u32) -> Roofline {
+        let model = ModelArch::resolve(model).unwrap();
+        Roofline::new(
+            &model,
+            &Hardware::resolve(hardware).unwrap(),
+            tp,
+            Dtype::Bfloat16,
+        )
+    }
+
+    fn decodes(n: usize, context_tokens: u32) -> Vec<BatchItem> {
+        vec![
+            BatchItem {
+                new_tokens: 1,
+                context_tokens
+            };
+            n
+        ]
+    }
+
+    fn time(r: &mut Roofline, items: &[BatchItem]) -> Nanos {
+        r.step_time(&BatchDesc { items }).unwrap()
+    }
+
+    fn layers(r: &Roofline, items: &[BatchItem]) -> Vec<(&'static str, Work)> {
+        let step = r.step(&BatchDesc { items }).unwrap();
+        let mut out = Vec::new();
+        r.for_each_layer(&step, |name, _, work| out.push((name, work)));
+        out
+    }
+
+    #[test]
+    fn decode_step_time_grows_with_batch_size() {
+        let mut r = roofline("Llama-3.1-8B", "H100", 1);
+        let times: Vec<Nanos> = [1, 8, 64, 256]
+            .map(|n| time(&mut r, &decodes(n, 1000)))
+            .into();
+        assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    }
+
+    #[test]
+    fn decode_step_time_grows_with_context_length() {
+        let mut r = roofline("Llama-3.1-8B", "H100", 1);
+        let times: Vec<Nanos> = [10, 1000, 10_000]
+            .map(|c| time(&mut r, &decodes(8, c)))
+            .into();
+        assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    }
+
+    #[test]
+    fn a_long_prefill_is_compute_bound_in_its_gemms() {
+        let r = roofline("Llama-3.1-8B", "H100", 1);
+        let prefill = [BatchItem {
+            new_tokens: 2048,
+            context_tokens: 0,
+        }];
+        let gemms = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"];
+        let mut checked = 0;
+        for (name, work) in layers(&r, &prefill) {
+            let Work::Kernel(c) = work else { continue };
+            let compute_bound = c.flops / r.flops_per_ns > c.bytes / r.bytes_per_ns;
+            if gemms.contains(&name) {
+                assert!(compute_bound, "{name}");
+                checked += 1;
+            } else if name == "lm_head" {
+                // One logit row for the single sequence: weight streaming dominates.
+                assert!(!compute_bound);
+            }
+        }
+        assert_eq!(checked, 4);
+    }
+
+    #[test]
+    fn batch_one_decode_of_llama_8b_on_rtxpro6000_is_near_the_measured_11_ms() {
+        let measured = 11.1e6;
+        let t = time(
+            &mut roofline("Llama-3.1-8B", "RTXPRO6000", 1),
+            &decodes(1, 100),
+        ) as f64;
+        assert!((t - measured).abs() / measured < 0.10, "{t} ns");
+    }
+
+    #[test]
+    fn tensor_parallelism_adds_allreduces_and_cuts_per_gpu_compute() {
+        let batch = [
+            BatchItem {
+                new_tokens: 512,
+                context_tokens: 0,
+            },
+            BatchItem {
+                new_tokens: 1,
+                context_tokens: 300,
+            },
+        ];
+        let compute = |tp| {
+            let timings =
+                roofline("Llama-3.1-70B", "H100", tp).breakdown(&BatchDesc { items: &batch });
+            let timings = timings.unwrap();
+            let comms = timings.iter().filter(|l| l.is_comm).count();
+            let names_ok = timings.iter().all(|l| l.is_comm == (l.name == "allreduce"));
+            let busy: Nanos = timings
+                .iter()
+                .filter(|l| !l.is_comm)
+                .map(|l| l.repeats * l.time_ns)
+                .sum();
+            assert!(names_ok);
+            (comms, busy)
+        };
+        let (tp1_comms, tp1_busy) = compute(1);
+        let (tp2_comms, tp2_busy) = compute(2);
+        assert_eq!((tp1_comms, tp2_comms), (0, 2));
+        assert!(tp2_busy < tp1_busy, "{tp2_busy} vs {tp1_busy}");
+    }
+
+    #[test]
+    fn breakdown_sums_exactly_to_step_time() {
+        let mixed = [
+            BatchItem {
+                new_tokens: 700,
+                context_tokens: 128,
+            },
+            BatchItem {
+                new_tokens: 1,
+                context_tokens: 5000,
+            },
+            BatchItem {
+                new_tokens: 1,
+                context_tokens: 7,
+            },
+        ];
+        for (model, tp) in [
+            ("Llama-3.1-8B", 1),
+            ("Qwen3-32B", 4),
+            ("Qwen3-30B-A3B-Instruct-2507", 2),
+        ] {
+            let mut r = roofline(model, "B200", tp);
+            for items in [&mixed[..], &mixed[1..], &decodes(1, 0)] {
+                let batch = BatchDesc { items };
+                let sum: Nanos = r
+                    .breakdown(&batch)
+                    .unwrap()
+                    .iter()
+                    .map(|l| l.repeats * l.time_ns)
+                    .sum();
+                assert_eq!(sum, r.step_time(&batch).unwrap(), "{model} tp{tp}");
+            }
+        }
+    }
+
+    #[test]
+    fn qk_norm_runs_only_for_qwen3_models() {
+        let has_qk_norm = |model| {
+            let timings = roofline(model, "H200", 1).breakdown(&BatchDesc {
+                items: &decodes(1, 1),
+            });
+            timings.unwrap().iter().any(|l| l.name == "qk_norm")
+        };
+        assert!(has_qk_norm("Qwen3-32B") && has_qk_norm("Qwen3-30B-A3B-Instruct-2507"));
+        assert!(!has_qk_norm("Llama-3.1-8B") && !has_qk_norm("Mixtral-8x7B-v0.1"));
+    }
+
+    #[test]
+    fn a_single_decode_reads_only_its_top_k_experts() {
+        // Qwen3-30B-A3B: one token activates 8 of 128 experts of 3 x 2048 x 768 bf16 weights.
+        let r = roofline("Qwen3-30B-A3B-Instruct-2507", "H100", 1);
+        let (_, experts) = *layers(&r, &decodes(1, 10))
+            .iter()
+            .find(|(n, _)| *n == "experts")
+            .unwrap();
+        let Work::Kernel(cost) = experts else {
+            panic!("experts is a kernel")
+        };
+        let weights = 8.0 * 3.0 * 2048.0 * 768.0 * 2.0;
+        let activations = 2.0 * 8.0 * 2048.0 * 2.0;
+        assert!(
+            (cost.bytes - (weights + activations)).abs() < 1.0,
+            "{}",
+            cost.bytes
+        );
+        // A large batch touches (almost) all of them.
+        let big = layers(&r, &decodes(512, 10));
+        let Some((_, Work::Kernel(big))) = big.iter().find(|(n, _)| *n == "experts") else {
+            panic!()
+        };
+        assert!(big.bytes > 127.0 * 3.0 * 2048.0 * 768.0 * 2.0);
+    }
+
+    #[test]
+    fn empty_batches_and_zero_token_items_are_errors() {
+        let mut r = roofline("Llama-3.1-8B", "H100", 1);
+        assert!(r.step_time(&BatchDesc { items: &[] }).is_err());
+        let zero = [BatchItem {
+            new_tokens: 0,
+            context_tokens: 3,
+        }];
+        assert!(r.step_time(&BatchDesc { items: &zero }).is_err());
     }
 }
