@@ -27,7 +27,11 @@ pub struct Cli {
     pub num_reqs: usize,
 
     /// Model: a bundled name (e.g. Llama-3.1-8B, Qwen3-32B) or a HuggingFace config.json path.
-    #[arg(long, value_name = "NAME|PATH", default_value = "meta-llama/Llama-3.1-8B")]
+    #[arg(
+        long,
+        value_name = "NAME|PATH",
+        default_value = "meta-llama/Llama-3.1-8B"
+    )]
     pub model: String,
 
     /// Hardware: a bundled name (H100-SXM, H200, A100-80G, B200, RTXPRO6000, RTX4090) or a
@@ -168,7 +172,9 @@ fn parse_log_level(s: &str) -> Result<log::LevelFilter, String> {
         "WARNING" | "WARN" => Ok(log::LevelFilter::Warn),
         "INFO" => Ok(log::LevelFilter::Info),
         "DEBUG" => Ok(log::LevelFilter::Debug),
-        _ => Err(format!("unknown log level `{s}` (expected WARNING, INFO or DEBUG)")),
+        _ => Err(format!(
+            "unknown log level `{s}` (expected WARNING, INFO or DEBUG)"
+        )),
     }
 }
 
@@ -214,12 +220,21 @@ mod tests {
         assert!(parse(&["--max-num-seqs", "-1"]).is_err());
         assert!(parse(&["--dtype", "bf17"]).is_err());
         assert!(parse(&["--log-level", "LOUD"]).is_err());
-        assert!(Cli::try_parse_from(["blis-cosim"]).is_err(), "--dataset is required");
+        assert!(
+            Cli::try_parse_from(["blis-cosim"]).is_err(),
+            "--dataset is required"
+        );
     }
 
     #[test]
     fn log_levels_accept_llmservingsim_names_in_any_case() {
-        assert_eq!(parse(&["--log-level", "debug"]).unwrap().log_level, log::LevelFilter::Debug);
-        assert_eq!(parse(&["--log-level", "INFO"]).unwrap().log_level, log::LevelFilter::Info);
+        assert_eq!(
+            parse(&["--log-level", "debug"]).unwrap().log_level,
+            log::LevelFilter::Debug
+        );
+        assert_eq!(
+            parse(&["--log-level", "INFO"]).unwrap().log_level,
+            log::LevelFilter::Info
+        );
     }
 }

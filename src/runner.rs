@@ -4,7 +4,9 @@ use crate::cli::SimConfig;
 use crate::config::{KvSizing, kv_capacity};
 use crate::engine::{self, InstanceSetup, Observer, StepEvent};
 use crate::latency::{LatencyBackend, Roofline};
-use crate::metrics::{PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary, SummaryCollector};
+use crate::metrics::{
+    PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary, SummaryCollector,
+};
 use crate::workload::read_jsonl;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -69,10 +71,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         block_size: capacity.block_size,
         preemptions: stats.preemptions,
         recomputed_tokens: stats.recomputed_tokens,
-        prefix_cache: config.scheduler.enable_prefix_caching.then_some(PrefixCacheStats {
-            requested_tokens: stats.prefix_requested_tokens,
-            hit_tokens: stats.prefix_hit_tokens,
-        }),
+        prefix_cache: config
+            .scheduler
+            .enable_prefix_caching
+            .then_some(PrefixCacheStats {
+                requested_tokens: stats.prefix_requested_tokens,
+                hit_tokens: stats.prefix_hit_tokens,
+            }),
     };
     let summary = outputs.summary.finish(info);
     if let Some(path) = &config.summary_json {

@@ -33,7 +33,8 @@ fn request(id: u64, input: u32, output: u32) -> Request {
 fn with_ids(mut r: Request, prompt: &[u32]) -> Request {
     assert_eq!(prompt.len() as u32, r.input_toks);
     r.token_ids = prompt.to_vec();
-    r.token_ids.extend((0..r.output_toks).map(|i| 1_000_000 + i));
+    r.token_ids
+        .extend((0..r.output_toks).map(|i| 1_000_000 + i));
     r
 }
 
@@ -48,7 +49,11 @@ struct Done {
 
 /// Runs one step at `now`, finishing it `dt` later; returns the batch and finished requests.
 fn step(s: &mut Scheduler, now: u64, dt: u64) -> (Vec<BatchItem>, Vec<Done>) {
-    let batch = s.schedule(now).unwrap().map(<[_]>::to_vec).unwrap_or_default();
+    let batch = s
+        .schedule(now)
+        .unwrap()
+        .map(<[_]>::to_vec)
+        .unwrap_or_default();
     let mut done = Vec::new();
     if !batch.is_empty() {
         s.complete_step(now + dt, "m", 0, |r: &RequestRecord<'_>| {
@@ -86,7 +91,13 @@ fn the_token_budget_chunks_the_last_admitted_prompt() {
 
 #[test]
 fn max_num_seqs_caps_admission() {
-    let mut s = Scheduler::new(SchedulerConfig { max_num_seqs: Some(2), ..config() }, 1000);
+    let mut s = Scheduler::new(
+        SchedulerConfig {
+            max_num_seqs: Some(2),
+            ..config()
+        },
+        1000,
+    );
     for id in 0..3 {
         s.enqueue(&request(id, 10, 4));
     }
@@ -97,7 +108,13 @@ fn max_num_seqs_caps_admission() {
 
 #[test]
 fn unlimited_max_num_seqs_admits_everything_that_fits() {
-    let mut s = Scheduler::new(SchedulerConfig { max_num_seqs: None, ..config() }, 10_000);
+    let mut s = Scheduler::new(
+        SchedulerConfig {
+            max_num_seqs: None,
+            ..config()
+        },
+        10_000,
+    );
     for id in 0..500 {
         s.enqueue(&request(id, 4, 2));
     }
@@ -107,7 +124,10 @@ fn unlimited_max_num_seqs_admits_everything_that_fits() {
 
 #[test]
 fn without_chunked_prefill_a_prompt_that_does_not_fit_the_budget_waits() {
-    let cfg = SchedulerConfig { enable_chunked_prefill: false, ..config() };
+    let cfg = SchedulerConfig {
+        enable_chunked_prefill: false,
+        ..config()
+    };
     let mut s = Scheduler::new(cfg, 1000);
     s.enqueue(&request(0, 1500, 4));
     s.enqueue(&request(1, 1000, 4));
@@ -121,7 +141,10 @@ fn without_chunked_prefill_a_prompt_that_does_not_fit_the_budget_waits() {
 
 #[test]
 fn the_long_prefill_threshold_caps_each_request_per_step() {
-    let cfg = SchedulerConfig { long_prefill_token_threshold: 256, ..config() };
+    let cfg = SchedulerConfig {
+        long_prefill_token_threshold: 256,
+        ..config()
+    };
     let mut s = Scheduler::new(cfg, 1000);
     s.enqueue(&request(0, 600, 2));
     s.enqueue(&request(1, 100, 2));
@@ -140,10 +163,30 @@ fn a_request_makes_its_first_token_at_prefill_end_and_one_token_per_decode_step(
     assert_eq!(new_tokens(&b1), vec![20]);
     assert!(d1.is_empty());
     let (b2, _) = step(&mut s, 105, 30);
-    assert_eq!(b2, vec![BatchItem { new_tokens: 1, context_tokens: 20 }]);
+    assert_eq!(
+        b2,
+        vec![BatchItem {
+            new_tokens: 1,
+            context_tokens: 20
+        }]
+    );
     let (b3, d3) = step(&mut s, 135, 40);
-    assert_eq!(b3, vec![BatchItem { new_tokens: 1, context_tokens: 21 }]);
-    assert_eq!(d3, vec![Done { id: 7, first_token: 105, end: 175, itl: vec![30, 40] }]);
+    assert_eq!(
+        b3,
+        vec![BatchItem {
+            new_tokens: 1,
+            context_tokens: 21
+        }]
+    );
+    assert_eq!(
+        d3,
+        vec![Done {
+            id: 7,
+            first_token: 105,
+            end: 175,
+            itl: vec![30, 40]
+        }]
+    );
     assert!(!s.has_work());
     assert_eq!(s.pool().num_free(), 100);
 }
@@ -153,7 +196,15 @@ fn a_single_token_output_finishes_at_prefill_end() {
     let mut s = Scheduler::new(config(), 100);
     s.enqueue(&request(0, 20, 1));
     let (_, done) = step(&mut s, 0, 50);
-    assert_eq!(done, vec![Done { id: 0, first_token: 50, end: 50, itl: vec![] }]);
+    assert_eq!(
+        done,
+        vec![Done {
+            id: 0,
+            first_token: 50,
+            end: 50,
+            itl: vec![]
+        }]
+    );
 }
 
 #[test]
@@ -161,7 +212,11 @@ fn reserve_full_isl_holds_back_a_prompt_whose_whole_sequence_does_not_fit() {
     // 4 blocks of 16 tokens. A 40-token prompt needs 3 blocks; a budget of 16 admits one
     // chunk (1 block) but the whole prompt must fit first.
     let run = |reserve: bool| {
-        let cfg = SchedulerConfig { reserve_full_isl: reserve, max_num_batched_tokens: 16, ..config() };
+        let cfg = SchedulerConfig {
+            reserve_full_isl: reserve,
+            max_num_batched_tokens: 16,
+            ..config()
+        };
         let mut s = Scheduler::new(cfg, 4);
         s.enqueue(&request(0, 20, 30)); // takes 2 blocks in its first two steps
         step(&mut s, 0, 10);
@@ -171,14 +226,22 @@ fn reserve_full_isl_holds_back_a_prompt_whose_whole_sequence_does_not_fit() {
         batch.len()
     };
     assert_eq!(run(true), 1, "only the running decode");
-    assert_eq!(run(false), 2, "the chunk is admitted without the reservation");
+    assert_eq!(
+        run(false),
+        2,
+        "the chunk is admitted without the reservation"
+    );
 }
 
 #[test]
 fn when_blocks_run_out_the_latest_admitted_request_is_preempted_and_nothing_is_admitted() {
     // 4 blocks × 4 tokens = 16 tokens. Two requests of 6-token prompts take 2 blocks each;
     // as both decode past 8 tokens the pool runs dry and the later one is preempted.
-    let cfg = SchedulerConfig { block_size: 4, reserve_full_isl: false, ..config() };
+    let cfg = SchedulerConfig {
+        block_size: 4,
+        reserve_full_isl: false,
+        ..config()
+    };
     let mut s = Scheduler::new(cfg, 4);
     s.enqueue(&request(0, 6, 8));
     s.enqueue(&request(1, 6, 8));
@@ -216,7 +279,11 @@ fn when_blocks_run_out_the_latest_admitted_request_is_preempted_and_nothing_is_a
 
 #[test]
 fn a_preempted_request_produces_a_token_when_recomputed_and_keeps_its_ttft() {
-    let cfg = SchedulerConfig { block_size: 4, reserve_full_isl: false, ..config() };
+    let cfg = SchedulerConfig {
+        block_size: 4,
+        reserve_full_isl: false,
+        ..config()
+    };
     let mut s = Scheduler::new(cfg, 4);
     s.enqueue(&request(0, 6, 8));
     s.enqueue(&request(1, 6, 4));
@@ -245,7 +312,13 @@ fn a_cached_prefix_skips_prefill_compute_for_its_full_blocks() {
     prompt.extend(500..520);
     s.enqueue(&with_ids(request(1, 52, 2), &prompt));
     let (batch, _) = step(&mut s, 20, 10);
-    assert_eq!(batch, vec![BatchItem { new_tokens: 20, context_tokens: 32 }]);
+    assert_eq!(
+        batch,
+        vec![BatchItem {
+            new_tokens: 20,
+            context_tokens: 32
+        }]
+    );
     let stats = s.stats();
     assert_eq!(stats.prefix_requested_tokens, 92);
     assert_eq!(stats.prefix_hit_tokens, 32);
@@ -260,7 +333,13 @@ fn a_fully_cached_prompt_still_computes_its_last_token() {
     step(&mut s, 10, 10);
     s.enqueue(&with_ids(request(1, 32, 2), &prompt));
     let (batch, _) = step(&mut s, 20, 10);
-    assert_eq!(batch, vec![BatchItem { new_tokens: 16, context_tokens: 16 }]);
+    assert_eq!(
+        batch,
+        vec![BatchItem {
+            new_tokens: 16,
+            context_tokens: 16
+        }]
+    );
 }
 
 #[test]
@@ -271,7 +350,13 @@ fn concurrent_requests_share_cached_blocks_indexed_at_schedule_time() {
     step(&mut s, 0, 10);
     s.enqueue(&with_ids(request(1, 48, 4), &prompt));
     let (batch, _) = step(&mut s, 10, 10);
-    assert_eq!(batch[1], BatchItem { new_tokens: 16, context_tokens: 32 });
+    assert_eq!(
+        batch[1],
+        BatchItem {
+            new_tokens: 16,
+            context_tokens: 32
+        }
+    );
     // 3 prompt blocks shared + one block each for the second request's tail: 4 + 1 pinned.
     assert_eq!(s.pool().num_pinned(), 3 + 1 + 1);
 }
@@ -288,12 +373,24 @@ fn evicted_blocks_no_longer_hit() {
     step(&mut s, 20, 10);
     s.enqueue(&with_ids(request(2, 32, 2), &prompt));
     let (batch, _) = step(&mut s, 30, 10);
-    assert_eq!(batch, vec![BatchItem { new_tokens: 32, context_tokens: 0 }]);
+    assert_eq!(
+        batch,
+        vec![BatchItem {
+            new_tokens: 32,
+            context_tokens: 0
+        }]
+    );
 }
 
 #[test]
 fn without_prefix_caching_identical_prompts_are_computed_in_full() {
-    let mut s = Scheduler::new(SchedulerConfig { enable_prefix_caching: false, ..config() }, 100);
+    let mut s = Scheduler::new(
+        SchedulerConfig {
+            enable_prefix_caching: false,
+            ..config()
+        },
+        100,
+    );
     let prompt: Vec<u32> = (0..32).collect();
     s.enqueue(&with_ids(request(0, 32, 2), &prompt));
     step(&mut s, 0, 10);
@@ -306,7 +403,10 @@ fn without_prefix_caching_identical_prompts_are_computed_in_full() {
 
 #[test]
 fn queuing_delay_is_the_schedule_time_of_the_last_prefill_chunk() {
-    let cfg = SchedulerConfig { long_prefill_token_threshold: 10, ..config() };
+    let cfg = SchedulerConfig {
+        long_prefill_token_threshold: 10,
+        ..config()
+    };
     let mut s = Scheduler::new(cfg, 100);
     s.enqueue(&request(0, 25, 1));
     let mut delays = Vec::new();

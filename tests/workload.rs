@@ -14,7 +14,10 @@ fn error(text: &str) -> String {
     let f = file(text);
     let err = read_jsonl(f.path(), None).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains(&f.path().display().to_string()), "names the file: {msg}");
+    assert!(
+        msg.contains(&f.path().display().to_string()),
+        "names the file: {msg}"
+    );
     msg
 }
 
@@ -31,7 +34,10 @@ fn requests_get_file_order_ids_and_are_sorted_by_arrival() {
     assert_eq!((reqs[0].id, reqs[0].line, reqs[0].arrival_ns), (1, 3, 10));
     assert_eq!(reqs[0].token_ids, vec![7, 8, 9]);
     assert_eq!(reqs[0].model.as_deref(), Some("Llama-3.1-8B"));
-    assert_eq!((reqs[1].id, reqs[1].input_toks, reqs[1].output_toks), (0, 3, 2));
+    assert_eq!(
+        (reqs[1].id, reqs[1].input_toks, reqs[1].output_toks),
+        (0, 3, 2)
+    );
     assert!(reqs[1].token_ids.is_empty());
 }
 
@@ -45,8 +51,13 @@ fn num_reqs_loads_only_the_first_lines() {
 
 #[test]
 fn malformed_json_names_the_line() {
-    let msg = error("{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5}\n{\"input_toks\": 3,\n");
-    assert!(msg.contains(":2:") && msg.contains("malformed JSON"), "{msg}");
+    let msg = error(
+        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5}\n{\"input_toks\": 3,\n",
+    );
+    assert!(
+        msg.contains(":2:") && msg.contains("malformed JSON"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -60,46 +71,83 @@ fn a_missing_field_is_named() {
 #[test]
 fn negative_zero_fractional_and_absurd_values_are_rejected() {
     let msg = error(r#"{"input_toks": 3, "output_toks": 2, "arrival_time_ns": -5}"#);
-    assert!(msg.contains("arrival_time_ns: must be non-negative"), "{msg}");
+    assert!(
+        msg.contains("arrival_time_ns: must be non-negative"),
+        "{msg}"
+    );
     let msg = error(r#"{"input_toks": 0, "output_toks": 2, "arrival_time_ns": 5}"#);
     assert!(msg.contains("input_toks: must be at least 1"), "{msg}");
     let msg = error(r#"{"input_toks": 3, "output_toks": 2.5, "arrival_time_ns": 5}"#);
     assert!(msg.contains("output_toks: must be an integer"), "{msg}");
     let msg = error(r#"{"input_toks": 3000000000, "output_toks": 2, "arrival_time_ns": 5}"#);
-    assert!(msg.contains("input_toks") && msg.contains("beyond any context length"), "{msg}");
+    assert!(
+        msg.contains("input_toks") && msg.contains("beyond any context length"),
+        "{msg}"
+    );
     let msg = error(r#"{"input_toks": "3", "output_toks": 2, "arrival_time_ns": 5}"#);
     assert!(msg.contains("input_toks: expected an integer"), "{msg}");
 }
 
 #[test]
 fn token_ids_must_match_the_counts_and_be_token_ids() {
-    let msg = error(r#"{"input_toks": 3, "output_toks": 2, "arrival_time_ns": 5, "input_tok_ids": [1, 2]}"#);
-    assert!(msg.contains("input_tok_ids: has 2 ids but input_toks is 3"), "{msg}");
-    let msg = error(r#"{"input_toks": 2, "output_toks": 2, "arrival_time_ns": 5, "input_tok_ids": [1, -2]}"#);
+    let msg = error(
+        r#"{"input_toks": 3, "output_toks": 2, "arrival_time_ns": 5, "input_tok_ids": [1, 2]}"#,
+    );
+    assert!(
+        msg.contains("input_tok_ids: has 2 ids but input_toks is 3"),
+        "{msg}"
+    );
+    let msg = error(
+        r#"{"input_toks": 2, "output_toks": 2, "arrival_time_ns": 5, "input_tok_ids": [1, -2]}"#,
+    );
     assert!(msg.contains("input_tok_ids"), "{msg}");
-    let msg = error(r#"{"input_toks": 2, "output_toks": 2, "arrival_time_ns": 5, "output_tok_ids": [1, 2]}"#);
-    assert!(msg.contains("output_tok_ids: given without input_tok_ids"), "{msg}");
+    let msg = error(
+        r#"{"input_toks": 2, "output_toks": 2, "arrival_time_ns": 5, "output_tok_ids": [1, 2]}"#,
+    );
+    assert!(
+        msg.contains("output_tok_ids: given without input_tok_ids"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn agentic_session_lines_are_refused_clearly_for_now() {
-    let msg = error(r#"{"arrival_time_ns": 5, "sub_requests": [{"input_toks": 1, "output_toks": 1}]}"#);
-    assert!(msg.contains("sub_requests") && msg.contains("not supported yet"), "{msg}");
+    let msg =
+        error(r#"{"arrival_time_ns": 5, "sub_requests": [{"input_toks": 1, "output_toks": 1}]}"#);
+    assert!(
+        msg.contains("sub_requests") && msg.contains("not supported yet"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn an_empty_or_missing_file_is_an_error() {
-    assert!(matches!(read_jsonl(file("\n\n").path(), None), Err(WorkloadError::Empty { .. })));
+    assert!(matches!(
+        read_jsonl(file("\n\n").path(), None),
+        Err(WorkloadError::Empty { .. })
+    ));
     let err = read_jsonl(std::path::Path::new("/nonexistent/w.jsonl"), None).unwrap_err();
     assert!(err.to_string().contains("/nonexistent/w.jsonl"));
 }
 
 #[test]
 fn the_bundled_llmservingsim_workloads_load() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/llmservingsim/workloads");
-    let reqs = read_jsonl(&std::path::Path::new(root).join("sharegpt-llama-3.1-8b-300-sps10.jsonl"), None).unwrap();
+    let root = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/llmservingsim/workloads"
+    );
+    let reqs = read_jsonl(
+        &std::path::Path::new(root).join("sharegpt-llama-3.1-8b-300-sps10.jsonl"),
+        None,
+    )
+    .unwrap();
     assert_eq!(reqs.len(), 300);
     assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
     let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
-    assert_eq!(read_jsonl(std::path::Path::new(sample), None).unwrap().len(), 100);
+    assert_eq!(
+        read_jsonl(std::path::Path::new(sample), None)
+            .unwrap()
+            .len(),
+        100
+    );
 }

@@ -81,7 +81,9 @@ pub enum SimError {
     #[error(transparent)]
     Bug(#[from] SchedulerBug),
     /// Requests remain but no step can be formed: a bug, reported instead of spinning.
-    #[error("stuck at {now} ns: nothing can be scheduled with {waiting} waiting and {running} running")]
+    #[error(
+        "stuck at {now} ns: nothing can be scheduled with {waiting} waiting and {running} running"
+    )]
     Stuck {
         now: Nanos,
         waiting: usize,

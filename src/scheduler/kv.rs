@@ -155,11 +155,17 @@ impl BlockPool {
             b = self.next[b as usize];
         }
         if count != self.num_free {
-            return Err(format!("free list has {count} blocks, counter says {}", self.num_free));
+            return Err(format!(
+                "free list has {count} blocks, counter says {}",
+                self.num_free
+            ));
         }
         for (i, &rc) in self.ref_cnt.iter().enumerate() {
             if (rc == 0) != on_list[i] {
-                return Err(format!("block {i} has ref_cnt {rc} but on_free_list={}", on_list[i]));
+                return Err(format!(
+                    "block {i} has ref_cnt {rc} but on_free_list={}",
+                    on_list[i]
+                ));
             }
         }
         let pinned = self.ref_cnt.iter().filter(|&&rc| rc > 0).count();

@@ -164,7 +164,9 @@ impl Scheduler {
             return Ok(None);
         }
         for s in &self.step {
-            let req = self.slots[s.slot as usize].as_mut().expect("scheduled slot");
+            let req = self.slots[s.slot as usize]
+                .as_mut()
+                .expect("scheduled slot");
             if req.phase == Phase::Prefill {
                 req.queuing_delay_ns = now - req.arrival_ns;
             }
@@ -250,7 +252,11 @@ impl Scheduler {
     /// Caps a request's tokens for this step by the long-prefill threshold and `limit`.
     fn cap(&self, tokens: u32, limit: u32) -> u32 {
         let threshold = self.config.long_prefill_token_threshold;
-        let capped = if threshold > 0 { tokens.min(threshold) } else { tokens };
+        let capped = if threshold > 0 {
+            tokens.min(threshold)
+        } else {
+            tokens
+        };
         capped.min(limit)
     }
 
@@ -278,7 +284,10 @@ impl Scheduler {
     fn admit(&mut self, slot: u32, hit_tokens: u32, new_tokens: u32) -> bool {
         let block = self.config.block_size;
         let hits = &self.hit_scratch;
-        let reused_free = hits.iter().filter(|&&b| self.pool.ref_count(b) == 0).count();
+        let reused_free = hits
+            .iter()
+            .filter(|&&b| self.pool.ref_count(b) == 0)
+            .count();
         let fresh = ((hit_tokens + new_tokens).div_ceil(block) as usize).saturating_sub(hits.len());
         if fresh + reused_free > self.pool.num_free() {
             return false;
@@ -290,7 +299,8 @@ impl Scheduler {
         }
         req.cached_blocks = hits.len();
         for _ in 0..fresh {
-            req.blocks.push(self.pool.allocate().expect("checked free blocks"));
+            req.blocks
+                .push(self.pool.allocate().expect("checked free blocks"));
         }
         if req.was_preempted {
             self.stats.recomputed_tokens += u64::from(req.reached - hit_tokens);
@@ -310,12 +320,14 @@ impl Scheduler {
     fn grow(&mut self, slot: u32, new_tokens: u32) -> bool {
         let block = self.config.block_size;
         let req = self.slots[slot as usize].as_mut().expect("running slot");
-        let need = ((req.computed + new_tokens).div_ceil(block) as usize).saturating_sub(req.blocks.len());
+        let need =
+            ((req.computed + new_tokens).div_ceil(block) as usize).saturating_sub(req.blocks.len());
         if need > self.pool.num_free() {
             return false;
         }
         for _ in 0..need {
-            req.blocks.push(self.pool.allocate().expect("checked free blocks"));
+            req.blocks
+                .push(self.pool.allocate().expect("checked free blocks"));
         }
         Self::index_full_blocks(&mut self.pool, req, new_tokens, block);
         true
@@ -323,7 +335,12 @@ impl Scheduler {
 
     /// Indexes the request's blocks that are full once this step's tokens are in (up to the
     /// tokens it has actually reached), so later requests can hit them.
-    fn index_full_blocks(pool: &mut BlockPool, req: &mut RunningRequest, new_tokens: u32, block: u32) {
+    fn index_full_blocks(
+        pool: &mut BlockPool,
+        req: &mut RunningRequest,
+        new_tokens: u32,
+        block: u32,
+    ) {
         let full = ((req.computed + new_tokens).min(req.reached) / block) as usize;
         let upto = full.min(req.hashes.len());
         while req.cached_blocks < upto {
@@ -358,7 +375,9 @@ impl Scheduler {
     ) -> Result<(), E> {
         let mut finished_any = false;
         for s in &self.step {
-            let req = self.slots[s.slot as usize].as_mut().expect("scheduled slot");
+            let req = self.slots[s.slot as usize]
+                .as_mut()
+                .expect("scheduled slot");
             let mut first_token = false;
             if req.phase == Phase::Prefill && req.computed >= req.input_toks {
                 req.phase = Phase::Decode;

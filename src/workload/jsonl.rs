@@ -111,11 +111,17 @@ fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<Request, Wo
             "agentic session lines are not supported yet; use flat requests".to_owned(),
         ));
     }
-    let input = token_count(parsed.input_toks, "input_toks", 1).map_err(|m| invalid("input_toks", m))?;
+    let input =
+        token_count(parsed.input_toks, "input_toks", 1).map_err(|m| invalid("input_toks", m))?;
     let output =
         token_count(parsed.output_toks, "output_toks", 1).map_err(|m| invalid("output_toks", m))?;
     let arrival = match parsed.arrival_time_ns {
-        None => return Err(invalid("arrival_time_ns", "missing required field".to_owned())),
+        None => {
+            return Err(invalid(
+                "arrival_time_ns",
+                "missing required field".to_owned(),
+            ));
+        }
         Some(v) => non_negative_int(&v).map_err(|m| invalid("arrival_time_ns", m))?,
     };
     let model = match parsed.model {
