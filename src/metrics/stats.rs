@@ -1,5 +1,7 @@
 //! Distribution statistics with numpy's semantics (`np.mean`, `np.std`, `np.percentile`).
 
+use std::cmp::Ordering;
+
 /// Nanoseconds per millisecond.
 const NS_PER_MS: f64 = 1e6;
 
@@ -23,14 +25,20 @@ pub struct LatencyStats {
 }
 
 impl LatencyStats {
-    /// Statistics of `sorted_ns` (ascending, in ns, read through `to_f64`), converted to ms.
-    pub(super) fn from_sorted_ns<T: Copy>(sorted_ns: &[T], to_f64: impl Fn(T) -> f64) -> Self {
-        if sorted_ns.is_empty() {
+    /// Statistics of `values_ns` (in ns, read through `to_f64`, ordered by `cmp`), converted to
+    /// ms. The slice is reordered: percentiles are found by selection, not by a full sort,
+    /// because pooled inter-token latencies run to tens of millions of values.
+    pub(super) fn from_ns<T: Copy>(
+        values_ns: &mut [T],
+        cmp: impl Fn(&T, &T) -> Ordering,
+        to_f64: impl Fn(T) -> f64,
+    ) -> Self {
+        if values_ns.is_empty() {
             return LatencyStats::default();
         }
-        let n = sorted_ns.len() as f64;
-        let mean = sorted_ns.iter().map(|&v| to_f64(v)).sum::<f64>() / n;
-        let variance = sorted_ns
+        let n = values_ns.len() as f64;
+        let mean = values_ns.iter().map(|&v| to_f64(v)).sum::<f64>() / n;
+        let variance = values_ns
             .iter()
             .map(|&v| {
                 let d = to_f64(v) - mean;
@@ -39,28 +47,35 @@ impl LatencyStats {
             .sum::<f64>()
             / n;
         LatencyStats {
-            count: sorted_ns.len(),
+            count: values_ns.len(),
             mean_ms: mean / NS_PER_MS,
-            median_ms: percentile(sorted_ns, 50.0, &to_f64) / NS_PER_MS,
+            median_ms: percentile(values_ns, 50.0, &cmp, &to_f64) / NS_PER_MS,
             std_ms: variance.sqrt() / NS_PER_MS,
-            p90_ms: percentile(sorted_ns, 90.0, &to_f64) / NS_PER_MS,
-            p99_ms: percentile(sorted_ns, 99.0, &to_f64) / NS_PER_MS,
+            p90_ms: percentile(values_ns, 90.0, &cmp, &to_f64) / NS_PER_MS,
+            p99_ms: percentile(values_ns, 99.0, &cmp, &to_f64) / NS_PER_MS,
         }
     }
 }
 
-/// The `q`-th percentile (0–100) of ascending `sorted` values, numpy's default `linear`
-/// method: linear interpolation at index `q/100 · (n − 1)`, with numpy's two-sided lerp so
-/// results match `np.percentile` to the last bit. 0 for an empty slice.
-pub(super) fn percentile<T: Copy>(sorted: &[T], q: f64, to_f64: impl Fn(T) -> f64) -> f64 {
-    let Some(last) = sorted.len().checked_sub(1) else {
+/// The `q`-th percentile (0–100) of `values`, numpy's default `linear` method: linear
+/// interpolation between the order statistics around index `q/100 · (n − 1)`, with numpy's
+/// two-sided lerp so results match `np.percentile` to the last bit. 0 for an empty slice.
+/// Reorders `values` (selection in O(n)).
+pub(super) fn percentile<T: Copy>(
+    values: &mut [T],
+    q: f64,
+    cmp: impl Fn(&T, &T) -> Ordering,
+    to_f64: impl Fn(T) -> f64,
+) -> f64 {
+    let Some(last) = values.len().checked_sub(1) else {
         return 0.0;
     };
     let index = (q / 100.0) * last as f64;
     let below = (index.floor() as usize).min(last);
-    let above = (below + 1).min(last);
     let t = index - below as f64;
-    let (a, b) = (to_f64(sorted[below]), to_f64(sorted[above]));
+    let (_, &mut lo, higher) = values.select_nth_unstable_by(below, &cmp);
+    let hi = higher.iter().copied().min_by(&cmp).unwrap_or(lo);
+    let (a, b) = (to_f64(lo), to_f64(hi));
     let diff = b - a;
     if t >= 0.5 {
         b - diff * (1.0 - t)
@@ -77,6 +92,10 @@ mod tests {
         v as f64
     }
 
+    fn pct(values: &[u64], q: f64) -> f64 {
+        percentile(&mut values.to_vec(), q, u64::cmp, exact)
+    }
+
     fn assert_close(actual: f64, expected: f64) {
         assert!(
             (actual - expected).abs() < 1e-9,
@@ -87,26 +106,34 @@ mod tests {
     #[test]
     fn percentile_interpolates_linearly_like_numpy() {
         let values = [1u64, 2, 3, 4];
-        assert_close(percentile(&values, 90.0, exact), 3.7);
-        assert_close(percentile(&values, 50.0, exact), 2.5);
-        assert_close(percentile(&values, 99.0, exact), 3.97);
-        assert_close(percentile(&values, 0.0, exact), 1.0);
-        assert_close(percentile(&values, 100.0, exact), 4.0);
-        assert_close(percentile(&[15u64, 20, 35, 40, 50], 40.0, exact), 29.0);
+        assert_close(pct(&values, 90.0), 3.7);
+        assert_close(pct(&values, 50.0), 2.5);
+        assert_close(pct(&values, 99.0), 3.97);
+        assert_close(pct(&values, 0.0), 1.0);
+        assert_close(pct(&values, 100.0), 4.0);
+        assert_close(pct(&[15u64, 20, 35, 40, 50], 40.0), 29.0);
         let one_to_ten: Vec<u64> = (1..=10).collect();
-        assert_close(percentile(&one_to_ten, 90.0, exact), 9.1);
+        assert_close(pct(&one_to_ten, 90.0), 9.1);
+    }
+
+    #[test]
+    fn percentile_does_not_need_sorted_input() {
+        assert_close(pct(&[4, 1, 3, 2], 90.0), 3.7);
+        assert_close(pct(&[50, 15, 40, 20, 35], 40.0), 29.0);
+        let shuffled: Vec<u64> = (0..1000).map(|i| (i * 7919) % 1000).collect();
+        assert_close(pct(&shuffled, 99.0), 989.01);
     }
 
     #[test]
     fn percentile_of_one_value_is_that_value_and_of_none_is_zero() {
-        assert_eq!(percentile(&[7u64], 99.0, exact), 7.0);
-        assert_eq!(percentile(&[] as &[u64], 50.0, exact), 0.0);
+        assert_eq!(pct(&[7u64], 99.0), 7.0);
+        assert_eq!(pct(&[], 50.0), 0.0);
     }
 
     #[test]
     fn stats_are_in_milliseconds_with_population_std() {
-        let ns = [1_000_000u64, 2_000_000, 3_000_000, 4_000_000];
-        let stats = LatencyStats::from_sorted_ns(&ns, exact);
+        let mut ns = [4_000_000u64, 2_000_000, 1_000_000, 3_000_000];
+        let stats = LatencyStats::from_ns(&mut ns, u64::cmp, exact);
         assert_eq!(stats.count, 4);
         assert_close(stats.mean_ms, 2.5);
         assert_close(stats.median_ms, 2.5);
@@ -118,7 +145,7 @@ mod tests {
     #[test]
     fn stats_of_no_values_are_all_zero() {
         assert_eq!(
-            LatencyStats::from_sorted_ns(&[] as &[f64], |v| v),
+            LatencyStats::from_ns(&mut [] as &mut [f64], f64::total_cmp, |v| v),
             LatencyStats::default()
         );
     }

@@ -101,10 +101,6 @@ impl SummaryCollector {
                 0.0
             }
         };
-        self.ttft_ns.sort_unstable();
-        self.tpot_ns.sort_unstable_by(f64::total_cmp);
-        self.itl_ns.sort_unstable();
-        self.e2el_ns.sort_unstable();
         let exact = |ns: Nanos| ns as f64;
         Summary {
             completed: self.completed,
@@ -114,10 +110,10 @@ impl SummaryCollector {
             request_throughput: per_second(self.completed),
             output_throughput: per_second(self.total_output_toks),
             total_token_throughput: per_second(self.total_input_toks + self.total_output_toks),
-            ttft: LatencyStats::from_sorted_ns(&self.ttft_ns, exact),
-            tpot: LatencyStats::from_sorted_ns(&self.tpot_ns, |ns| ns),
-            itl: LatencyStats::from_sorted_ns(&self.itl_ns, exact),
-            e2el: LatencyStats::from_sorted_ns(&self.e2el_ns, exact),
+            ttft: LatencyStats::from_ns(&mut self.ttft_ns, u64::cmp, exact),
+            tpot: LatencyStats::from_ns(&mut self.tpot_ns, f64::total_cmp, |ns| ns),
+            itl: LatencyStats::from_ns(&mut self.itl_ns, u64::cmp, exact),
+            e2el: LatencyStats::from_ns(&mut self.e2el_ns, u64::cmp, exact),
             info,
         }
     }
