@@ -127,7 +127,7 @@ impl Observer for Outputs {
         );
         for layer in backend.breakdown(&step.batch)? {
             log::debug!(
-                "    {:<16} {:>4} x {:>10} ns{}",
+                "    {:<26} {:>4} x {:>10} ns{}",
                 layer.name,
                 layer.repeats,
                 layer.time_ns,
