@@ -34,9 +34,14 @@ if [ -f "$DATA/sharegpt-llama-3.1-8b-300-sps10.jsonl" ]; then
         --output "$TMP/out.csv"
 fi
 
-# Scaling: generated workloads at a steady 20 req/s on one H100 (same load, growing length).
+# Scaling: generated workloads at a steady 20 req/s on one H100 (same load, growing length),
+# without token ids (simulation cost) and with them (adds parsing ~4 KB of JSON per request).
 for n in 10000 30000 100000; do
-    python3 scripts/gen_workload.py --num-requests "$n" --rate 20 --seed 7 --out "$TMP/w$n.jsonl"
-    RUNS=$(( RUNS > 3 ? 3 : RUNS )) time_case "generated $n req, H100-SXM, Llama-3.1-8B" \
-        --dataset "$TMP/w$n.jsonl" --output "$TMP/out$n.csv"
+    for ids in no yes; do
+        flag=--no-token-ids
+        [ "$ids" = yes ] && flag=
+        python3 scripts/gen_workload.py --num-requests "$n" --rate 20 --seed 7 $flag --out "$TMP/w.jsonl"
+        RUNS=$(( RUNS > 3 ? 3 : RUNS )) time_case "generated $n req (token ids: $ids)" \
+            --dataset "$TMP/w.jsonl" --output "$TMP/out.csv"
+    done
 done
