@@ -3,7 +3,7 @@
 use std::cmp::Ordering;
 
 /// Nanoseconds per millisecond.
-const NS_PER_MS: f64 = 1e6;
+pub(super) const NS_PER_MS: f64 = 1e6;
 
 /// Mean, median, spread and tail percentiles of one latency metric, in milliseconds, as vLLM's
 /// `benchmark_serving` reports them.
@@ -37,7 +37,7 @@ impl LatencyStats {
             return LatencyStats::default();
         }
         let n = values_ns.len() as f64;
-        let mean = values_ns.iter().map(|&v| to_f64(v)).sum::<f64>() / n;
+        let mean = mean(values_ns, &to_f64);
         let variance = values_ns
             .iter()
             .map(|&v| {
@@ -55,6 +55,12 @@ impl LatencyStats {
             p99_ms: percentile(values_ns, 99.0, &cmp, &to_f64) / NS_PER_MS,
         }
     }
+}
+
+/// The arithmetic mean of `values` read through `to_f64`, summed in order (Python's
+/// `sum(xs) / len(xs)`); NaN for an empty slice.
+pub(super) fn mean<T: Copy>(values: &[T], to_f64: impl Fn(T) -> f64) -> f64 {
+    values.iter().map(|&v| to_f64(v)).sum::<f64>() / values.len() as f64
 }
 
 /// The `q`-th percentile (0–100) of `values`, numpy's default `linear` method: linear
