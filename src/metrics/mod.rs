@@ -1,12 +1,17 @@
-//! Per-request records, the per-request CSV, and the vLLM-style run summary.
+//! Per-request records, the per-request CSV, the vLLM-style run summary, and validation
+//! against a real vLLM run.
 
 mod csv_out;
+mod plots;
 mod stats;
 mod summary;
+mod validate;
 
 pub use csv_out::{CSV_HEADER, RequestCsv, write_atomically};
+pub use plots::PlotFormat;
 pub use stats::LatencyStats;
 pub use summary::{PrefixCacheStats, RunInfo, Summary, SummaryCollector};
+pub use validate::Validation;
 
 use crate::Nanos;
 

@@ -1,0 +1,157 @@
+//! Line charts comparing a real vLLM run with a simulated one, drawn with `plotters`: SVG, or
+//! PNG with its text rasterised from the embedded DejaVu Sans (no system fonts needed).
+
+use anyhow::{Context, anyhow, bail};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Image format of [`super::Validation::write_plots`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlotFormat {
+    /// Scalable vector graphics; text is left to the viewer's fonts.
+    Svg,
+    /// Portable network graphics; text is drawn with the embedded DejaVu Sans.
+    Png,
+}
+
+impl PlotFormat {
+    /// The file extension, without the dot.
+    fn extension(self) -> &'static str {
+        match self {
+            PlotFormat::Svg => "svg",
+            PlotFormat::Png => "png",
+        }
+    }
+}
+
+/// Image size in pixels.
+const SIZE: (u32, u32) = (1000, 600);
+/// matplotlib's `C0` and `C1`, the colours of LLMServingSim's validation plots.
+const REAL_COLOR: RGBColor = RGBColor(31, 119, 180);
+const SIM_COLOR: RGBColor = RGBColor(255, 127, 14);
+/// Font family name the charts ask for; the embedded font is registered under it.
+const FONT: &str = "sans-serif";
+
+/// One chart: the real run as a solid line, the simulated run dashed, with a legend.
+pub(super) struct Chart {
+    /// File stem.
+    pub name: &'static str,
+    pub title: &'static str,
+    pub x_desc: &'static str,
+    pub y_desc: &'static str,
+    pub legend: SeriesLabelPosition,
+    /// `(x, y)` points of the real run, in x order.
+    pub real: Vec<(f64, f64)>,
+    /// `(x, y)` points of the simulated run, in x order.
+    pub sim: Vec<(f64, f64)>,
+}
+
+/// Draws every chart into `dir` (created if missing) as `<name>.<ext>` and returns the paths.
+/// The charts are drawn into a temporary directory inside `dir` and moved into place only once
+/// all of them succeeded, so a failure leaves no partial images.
+pub(super) fn write_charts(
+    dir: &Path,
+    format: PlotFormat,
+    charts: &[Chart],
+) -> anyhow::Result<Vec<PathBuf>> {
+    register_embedded_font()?;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".plots")
+        .tempdir_in(dir)
+        .with_context(|| format!("creating a temporary directory in {}", dir.display()))?;
+    let mut staged = Vec::with_capacity(charts.len());
+    for chart in charts {
+        let file = format!("{}.{}", chart.name, format.extension());
+        let dest = dir.join(&file);
+        let tmp = staging.path().join(&file);
+        match format {
+            PlotFormat::Svg => draw(SVGBackend::new(&tmp, SIZE).into_drawing_area(), chart),
+            PlotFormat::Png => draw(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), chart),
+        }
+        .with_context(|| format!("drawing {}", dest.display()))?;
+        staged.push((tmp, dest));
+    }
+    staged
+        .into_iter()
+        .map(|(tmp, dest)| {
+            fs::rename(&tmp, &dest)
+                .with_context(|| format!("moving a plot to {}", dest.display()))?;
+            Ok(dest)
+        })
+        .collect()
+}
+
+/// Registers DejaVu Sans as [`FONT`] once per process; plotters needs it to lay out text for
+/// either format and to rasterise it for PNG.
+fn register_embedded_font() -> anyhow::Result<()> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED
+        .get_or_init(|| register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok());
+    if !ok {
+        bail!("the embedded DejaVu Sans font could not be loaded");
+    }
+    Ok(())
+}
+
+/// Draws `chart` on `root` and writes the image.
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> anyhow::Result<()> {
+    draw_on(root, chart).map_err(|e| anyhow!("{e}"))
+}
+
+/// Draws `chart` on `root`: white background, axes from 0 with a light grid, the two series
+/// and their legend.
+fn draw_on<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    chart: &Chart,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let points = || chart.real.iter().chain(&chart.sim);
+    let x_max = axis_max(points().map(|&(x, _)| x));
+    let y_max = axis_max(points().map(|&(_, y)| y)) * 1.05;
+    let mut plot = ChartBuilder::on(&root)
+        .caption(chart.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(72)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    plot.configure_mesh()
+        .x_desc(chart.x_desc)
+        .y_desc(chart.y_desc)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .light_line_style(BLACK.mix(0.05))
+        .draw()?;
+    plot.draw_series(LineSeries::new(
+        chart.real.iter().copied(),
+        REAL_COLOR.stroke_width(2),
+    ))?
+    .label("vLLM")
+    .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], REAL_COLOR.stroke_width(2)));
+    plot.draw_series(DashedLineSeries::new(
+        chart.sim.iter().copied(),
+        8,
+        5,
+        SIM_COLOR.stroke_width(2),
+    ))?
+    .label("Sim")
+    .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], SIM_COLOR.stroke_width(2)));
+    plot.configure_series_labels()
+        .position(chart.legend.clone())
+        .label_font((FONT, 16))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
+        .draw()?;
+    root.present()
+}
+
+/// The upper end of an axis starting at 0: the largest finite value, or 1 when there is no
+/// positive one (an empty or all-zero series still gets a drawable range).
+fn axis_max(values: impl Iterator<Item = f64>) -> f64 {
+    let max = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
+    if max > 0.0 { max } else { 1.0 }
+}

@@ -1,0 +1,458 @@
+//! Validation against a real vLLM run, as LLMServingSim's `python -m bench validate` does it:
+//! TTFT, TPOT and end-to-end latency from vLLM's `requests.jsonl` and from a simulator's
+//! per-request CSV, their mean and tail percentiles side by side with the relative difference,
+//! and plots of both runs.
+
+use super::plots::{self, Chart, PlotFormat};
+use super::stats::{NS_PER_MS, mean, percentile};
+use anyhow::{Context, bail};
+use plotters::chart::SeriesLabelPosition;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+/// Two timestamps further apart than this, in seconds, are on different clocks (vLLM's
+/// `arrival_time` is epoch time, its engine timestamps are monotonic).
+const SAME_CLOCK_MAX_GAP_S: f64 = 100_000.0;
+/// Longest run the throughput series accept, in seconds (one bucket per second).
+const MAX_RUN_S: f64 = 1e7;
+/// The table's metrics: row label and JSON key.
+const METRICS: [(&str, &str); 3] = [("TTFT", "ttft"), ("TPOT", "tpot"), ("Latency", "latency")];
+/// The table's statistics: row label, JSON key, and percentile (`None` for the mean).
+const STATS: [(&str, &str, Option<f64>); 5] = [
+    ("Mean", "mean", None),
+    ("Median", "median", Some(50.0)),
+    ("P90", "p90", Some(90.0)),
+    ("P95", "p95", Some(95.0)),
+    ("P99", "p99", Some(99.0)),
+];
+/// The simulator CSV columns the comparison reads.
+const SIM_COLUMNS: [&str; 5] = ["arrival", "latency", "TTFT", "TPOT", "ITL"];
+
+/// A real vLLM run compared with a simulated one: per-run samples and the Diff% table.
+#[derive(Debug, Clone)]
+pub struct Validation {
+    real: Run,
+    sim: Run,
+    /// `[metric][statistic]`, in [`METRICS`] × [`STATS`] order.
+    table: [[Cell; 5]; 3],
+}
+
+/// What the plots and the request counts need of one run.
+#[derive(Debug, Clone)]
+struct Run {
+    requests: usize,
+    /// End-to-end latencies, ms, ascending.
+    latency_ms: Vec<f64>,
+    /// Generated tokens per second: `(end of the 1 s bucket, tokens/s)`.
+    gen_throughput: Vec<(f64, f64)>,
+}
+
+/// One statistic of one metric on both sides, ms.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    real_ms: f64,
+    sim_ms: f64,
+}
+
+impl Cell {
+    /// `(sim − vLLM) / vLLM × 100`; NaN when the vLLM value is 0 or NaN.
+    fn diff_pct(self) -> f64 {
+        if self.real_ms == 0.0 {
+            f64::NAN
+        } else {
+            (self.sim_ms - self.real_ms) / self.real_ms * 100.0
+        }
+    }
+}
+
+/// TTFT, TPOT and latency samples of one run, ms, in [`METRICS`] order.
+type Samples = [Vec<f64>; 3];
+
+impl Validation {
+    /// Reads a real run's vLLM `requests.jsonl` and a simulator per-request CSV
+    /// (our/LLMServingSim format).
+    ///
+    /// The real throughput series comes from the `timeseries.csv` beside `requests.jsonl` when
+    /// there is one, else from spreading each request's tokens evenly between its first and
+    /// last token.
+    pub fn compare(real_requests: &Path, sim_csv: &Path) -> anyhow::Result<Validation> {
+        let requests = read_real_requests(real_requests)?;
+        let timeseries = real_requests.with_file_name("timeseries.csv");
+        let real_throughput = if timeseries.is_file() {
+            read_timeseries(&timeseries)?
+        } else {
+            spread_real_tokens(&requests, real_requests)?
+        };
+        let mut real = real_samples(&requests);
+        let (mut sim, sim_throughput) = read_sim_csv(sim_csv)?;
+        let table = std::array::from_fn(|m| {
+            std::array::from_fn(|s| Cell {
+                real_ms: statistic(&mut real[m], STATS[s].2),
+                sim_ms: statistic(&mut sim[m], STATS[s].2),
+            })
+        });
+        let [_, _, mut real_latency] = real;
+        let [_, _, mut sim_latency] = sim;
+        real_latency.sort_by(f64::total_cmp);
+        sim_latency.sort_by(f64::total_cmp);
+        Ok(Validation {
+            real: Run {
+                requests: requests.len(),
+                latency_ms: real_latency,
+                gen_throughput: real_throughput,
+            },
+            sim: Run {
+                requests: sim_latency.len(),
+                latency_ms: sim_latency,
+                gen_throughput: sim_throughput,
+            },
+            table,
+        })
+    }
+
+    /// The Diff% table, same layout as LLMServingSim's validation/summary.txt (Metric, vLLM,
+    /// Sim, Diff%; TTFT/TPOT/Latency × Mean, Median, P90, P95, P99; values in ms, 1 decimal).
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{:<25}{:>12}{:>12}{:>10}\n",
+            "Metric", "vLLM", "Sim", "Diff%"
+        );
+        out.push_str(&"-".repeat(59));
+        out.push('\n');
+        for (m, ((metric, _), cells)) in METRICS.iter().zip(&self.table).enumerate() {
+            if m > 0 {
+                out.push('\n');
+            }
+            for ((stat, _, _), cell) in STATS.iter().zip(cells) {
+                let _ = writeln!(
+                    out,
+                    "{:<25}{:>12}{:>12}{:>9}%",
+                    format!("{metric} {stat}"),
+                    python_fixed(cell.real_ms, false),
+                    python_fixed(cell.sim_ms, false),
+                    python_fixed(cell.diff_pct(), true),
+                );
+            }
+        }
+        out
+    }
+
+    /// The same numbers as JSON: `{"ttft": {"mean": {"real_ms":..,"sim_ms":..,"diff_pct":..},
+    /// ...}, "tpot": .., "latency": .., "num_requests": {"real":..,"sim":..}}`. A number that
+    /// does not exist (a side without values, or a Diff% over a vLLM value of 0) is `null`.
+    pub fn to_json(&self) -> Value {
+        let mut root = Map::new();
+        for ((_, metric), cells) in METRICS.iter().zip(&self.table) {
+            let stats = STATS
+                .iter()
+                .zip(cells)
+                .map(|((_, stat, _), cell)| {
+                    let entry = json!({
+                        "real_ms": cell.real_ms,
+                        "sim_ms": cell.sim_ms,
+                        "diff_pct": cell.diff_pct(),
+                    });
+                    (stat.to_string(), entry)
+                })
+                .collect();
+            root.insert(metric.to_string(), Value::Object(stats));
+        }
+        root.insert(
+            "num_requests".into(),
+            json!({"real": self.real.requests, "sim": self.sim.requests}),
+        );
+        Value::Object(root)
+    }
+
+    /// Largest |Diff%| over the 15 numbers. Differences that do not exist (see
+    /// [`Validation::to_json`]) are skipped.
+    pub fn worst_abs_diff_pct(&self) -> f64 {
+        self.table
+            .iter()
+            .flatten()
+            .map(|cell| cell.diff_pct().abs())
+            .filter(|d| !d.is_nan())
+            .fold(0.0, f64::max)
+    }
+
+    /// Writes `latency_cdf.<ext>` and `throughput.<ext>` into `dir` (created if missing) and
+    /// returns their paths; ext = svg or png per `format`.
+    pub fn write_plots(&self, dir: &Path, format: PlotFormat) -> anyhow::Result<Vec<PathBuf>> {
+        let charts = [
+            Chart {
+                name: "latency_cdf",
+                title: "End-to-end latency CDF",
+                x_desc: "Latency (s)",
+                y_desc: "CDF",
+                legend: SeriesLabelPosition::LowerRight,
+                real: latency_cdf(&self.real.latency_ms),
+                sim: latency_cdf(&self.sim.latency_ms),
+            },
+            Chart {
+                name: "throughput",
+                title: "Generation throughput",
+                x_desc: "Time (s)",
+                y_desc: "Generation tokens/s",
+                legend: SeriesLabelPosition::UpperRight,
+                real: self.real.gen_throughput.clone(),
+                sim: self.sim.gen_throughput.clone(),
+            },
+        ];
+        plots::write_charts(dir, format, &charts)
+    }
+}
+
+/// The empirical CDF of ascending latencies in ms: `(latency s, fraction ≤ it)`.
+fn latency_cdf(sorted_ms: &[f64]) -> Vec<(f64, f64)> {
+    let n = sorted_ms.len() as f64;
+    sorted_ms
+        .iter()
+        .enumerate()
+        .map(|(i, &ms)| (ms / 1000.0, (i + 1) as f64 / n))
+        .collect()
+}
+
+/// Mean (`q = None`) or `q`-th percentile of `values`; NaN for no values, as Python's
+/// validation prints it. Reorders `values`.
+fn statistic(values: &mut [f64], q: Option<f64>) -> f64 {
+    match q {
+        _ if values.is_empty() => f64::NAN,
+        None => mean(values, |v| v),
+        Some(q) => percentile(values, q, f64::total_cmp, |v| v),
+    }
+}
+
+/// `value` as Python's `f"{value:.1f}"` (`plus`: `f"{value:+.1f}"`), `nan` included.
+fn python_fixed(value: f64, plus: bool) -> String {
+    match (value.is_nan(), plus) {
+        (true, false) => "nan".into(),
+        (true, true) => "+nan".into(),
+        (false, false) => format!("{value:.1}"),
+        (false, true) => format!("{value:+.1}"),
+    }
+}
+
+/// One line of vLLM's `requests.jsonl` (timestamps in seconds).
+#[derive(Debug, Deserialize)]
+struct RealRequest {
+    output_toks: u64,
+    /// Epoch time in current vLLM, so usually on a different clock from the rest.
+    arrival_time: Option<f64>,
+    /// Engine (monotonic) clock, like the token timestamps.
+    queued_ts: Option<f64>,
+    first_token_ts: f64,
+    last_token_ts: f64,
+}
+
+/// A [`RealRequest`] with its arrival on the engine clock.
+#[derive(Debug)]
+struct RealTimes {
+    output_toks: u64,
+    arrival: f64,
+    first_token: f64,
+    last_token: f64,
+}
+
+/// Reads `requests.jsonl`, resolving each arrival with [`engine_arrival`].
+fn read_real_requests(path: &Path) -> anyhow::Result<Vec<RealTimes>> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut requests = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{} line {}", path.display(), i + 1);
+        let r: RealRequest = serde_json::from_str(line).with_context(at)?;
+        requests.push(RealTimes {
+            output_toks: r.output_toks,
+            arrival: engine_arrival(&r).with_context(at)?,
+            first_token: r.first_token_ts,
+            last_token: r.last_token_ts,
+        });
+    }
+    if requests.is_empty() {
+        bail!("{}: no requests", path.display());
+    }
+    Ok(requests)
+}
+
+/// The arrival on the clock of the token timestamps, per LLMServingSim's rule: `arrival_time`
+/// when it is within [`SAME_CLOCK_MAX_GAP_S`] of both token timestamps, else `queued_ts` when it
+/// is within that of either. Unlike LLMServingSim, which then falls back to `arrival_time`,
+/// an arrival on neither clock is an error.
+fn engine_arrival(r: &RealRequest) -> anyhow::Result<f64> {
+    let near = |a: f64, b: f64| (a - b).abs() < SAME_CLOCK_MAX_GAP_S;
+    if let Some(arrival) = r.arrival_time
+        && near(arrival, r.first_token_ts)
+        && near(arrival, r.last_token_ts)
+    {
+        return Ok(arrival);
+    }
+    match r.queued_ts {
+        Some(queued) if near(queued, r.first_token_ts) || near(queued, r.last_token_ts) => {
+            Ok(queued)
+        }
+        _ => bail!(
+            "neither `arrival_time` nor `queued_ts` is on the clock of \
+             `first_token_ts`/`last_token_ts` (within {SAME_CLOCK_MAX_GAP_S} s)"
+        ),
+    }
+}
+
+/// TTFT, TPOT (requests with more than one output token) and latency of the real run, ms.
+fn real_samples(requests: &[RealTimes]) -> Samples {
+    let mut samples: Samples = Default::default();
+    for r in requests {
+        samples[0].push((r.first_token - r.arrival) * 1000.0);
+        if r.output_toks > 1 {
+            samples[1].push((r.last_token - r.first_token) / (r.output_toks - 1) as f64 * 1000.0);
+        }
+        samples[2].push((r.last_token - r.arrival) * 1000.0);
+    }
+    samples
+}
+
+/// The real run's generation throughput with each request's tokens spread evenly from its
+/// first to its last token, time measured from the earliest arrival.
+fn spread_real_tokens(requests: &[RealTimes], path: &Path) -> anyhow::Result<Vec<(f64, f64)>> {
+    let start = requests
+        .iter()
+        .map(|r| r.arrival)
+        .fold(f64::INFINITY, f64::min);
+    let token_times = requests.iter().flat_map(|r| {
+        let gap = (r.last_token - r.first_token) / r.output_toks.saturating_sub(1).max(1) as f64;
+        (0..r.output_toks).map(move |k| r.first_token + k as f64 * gap - start)
+    });
+    per_second(token_times).with_context(|| format!("{}: token timestamps", path.display()))
+}
+
+/// Reads `t` and `gen_throughput` of vLLM's `timeseries.csv`.
+fn read_timeseries(path: &Path) -> anyhow::Result<Vec<(f64, f64)>> {
+    let (mut reader, columns) = open_csv(path, &["t", "gen_throughput"])?;
+    let mut series = Vec::new();
+    for record in reader.records() {
+        let record = record.with_context(|| format!("reading {}", path.display()))?;
+        let [t, gen_throughput] = std::array::from_fn(|i| number(&record, columns[i]));
+        series.push((
+            t.with_context(|| field_at(path, &record, "t"))?,
+            gen_throughput.with_context(|| field_at(path, &record, "gen_throughput"))?,
+        ));
+    }
+    Ok(series)
+}
+
+/// Reads a simulator per-request CSV: TTFT, TPOT (zeros included) and latency in ms, and the
+/// generation throughput rebuilt from each request's first token (arrival + TTFT) and ITLs.
+fn read_sim_csv(path: &Path) -> anyhow::Result<(Samples, Vec<(f64, f64)>)> {
+    let (mut reader, columns) = open_csv(path, &SIM_COLUMNS)?;
+    let mut samples: Samples = Default::default();
+    let mut token_times_ns = Vec::new();
+    for record in reader.records() {
+        let record = record.with_context(|| format!("reading {}", path.display()))?;
+        let value = |i: usize| {
+            number(&record, columns[i]).with_context(|| field_at(path, &record, SIM_COLUMNS[i]))
+        };
+        let (arrival, latency, ttft, tpot) = (value(0)?, value(1)?, value(2)?, value(3)?);
+        samples[0].push(ttft / NS_PER_MS);
+        samples[1].push(tpot / NS_PER_MS);
+        samples[2].push(latency / NS_PER_MS);
+        let mut t = arrival + ttft;
+        token_times_ns.push(t);
+        let itl = record.get(columns[4]).unwrap_or_default();
+        for gap in parse_list(itl).with_context(|| field_at(path, &record, "ITL"))? {
+            t += gap;
+            token_times_ns.push(t);
+        }
+    }
+    if samples[0].is_empty() {
+        bail!("{}: no requests", path.display());
+    }
+    let throughput = per_second(token_times_ns.into_iter().map(|ns| ns / 1e9))
+        .with_context(|| format!("{}: token times", path.display()))?;
+    Ok((samples, throughput))
+}
+
+/// Opens a CSV file with a header row; the index of each of `names` in it.
+fn open_csv(path: &Path, names: &[&str]) -> anyhow::Result<(csv::Reader<File>, Vec<usize>)> {
+    let mut reader =
+        csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
+    let header = reader
+        .headers()
+        .with_context(|| format!("reading the header of {}", path.display()))?
+        .clone();
+    let columns = names
+        .iter()
+        .map(|&name| match header.iter().position(|h| h == name) {
+            Some(i) => Ok(i),
+            None => bail!(
+                "{}: no `{name}` column (header: {})",
+                path.display(),
+                header.iter().collect::<Vec<_>>().join(",")
+            ),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((reader, columns))
+}
+
+/// Field `column` of `record` as a finite number.
+fn number(record: &csv::StringRecord, column: usize) -> anyhow::Result<f64> {
+    let text = record.get(column).unwrap_or_default();
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => bail!("not a number: {text:?}"),
+    }
+}
+
+/// `"<path> line <n>, column `<name>`"` for errors about one field.
+fn field_at(path: &Path, record: &csv::StringRecord, name: &str) -> String {
+    let line = record.position().map_or(0, |p| p.line());
+    format!("{} line {line}, column `{name}`", path.display())
+}
+
+/// A Python list repr of numbers, `[a, b, c]`.
+fn parse_list(text: &str) -> anyhow::Result<Vec<f64>> {
+    let Some(inner) = text
+        .trim()
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+    else {
+        bail!("not a list: {text:?}");
+    };
+    if inner.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    inner
+        .split(',')
+        .map(|item| match item.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            _ => bail!("not a number in the list: {item:?}"),
+        })
+        .collect()
+}
+
+/// Events per second in 1 s buckets of `times_s`, each labelled with its end (as vLLM's
+/// timeseries are), with empty seconds as zeros.
+fn per_second(times_s: impl Iterator<Item = f64>) -> anyhow::Result<Vec<(f64, f64)>> {
+    let mut counts: Vec<u64> = Vec::new();
+    for t in times_s {
+        if !(0.0..MAX_RUN_S).contains(&t) {
+            bail!("time {t} s is outside 0 to {MAX_RUN_S} s from the start of the run");
+        }
+        let bucket = t as usize;
+        if bucket >= counts.len() {
+            counts.resize(bucket + 1, 0);
+        }
+        counts[bucket] += 1;
+    }
+    Ok(counts
+        .into_iter()
+        .enumerate()
+        .map(|(i, count)| ((i + 1) as f64, count as f64))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests;

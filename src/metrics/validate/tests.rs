@@ -1,0 +1,128 @@
+use super::*;
+
+fn request(arrival_time: Option<f64>, queued_ts: Option<f64>) -> RealRequest {
+    RealRequest {
+        output_toks: 4,
+        arrival_time,
+        queued_ts,
+        first_token_ts: 479_748.5,
+        last_token_ts: 479_764.0,
+    }
+}
+
+#[test]
+fn diff_percent_prints_like_python_including_negative_zero() {
+    assert_eq!(python_fixed(0.6149, true), "+0.6");
+    assert_eq!(python_fixed(-8.5629, true), "-8.6");
+    // summary.txt's "TPOT Median ... -0.0%": a tiny negative difference keeps its sign.
+    assert_eq!(python_fixed(-0.0312, true), "-0.0");
+    assert_eq!(python_fixed(0.0, true), "+0.0");
+    assert_eq!(python_fixed(-13.61, true), "-13.6");
+    assert_eq!(python_fixed(f64::NAN, true), "+nan");
+    assert_eq!(python_fixed(f64::NAN, false), "nan");
+    // Python rounds the exact binary value, ties to even: 121121.65 is stored just below.
+    assert_eq!(python_fixed(121_121.65, false), "121121.6");
+    assert_eq!(python_fixed(0.25, false), "0.2");
+    assert_eq!(python_fixed(0.75, true), "+0.8");
+}
+
+#[test]
+fn diff_is_relative_to_vllm_and_undefined_over_zero() {
+    let cell = Cell {
+        real_ms: 200.0,
+        sim_ms: 150.0,
+    };
+    assert_eq!(cell.diff_pct(), -25.0);
+    let zero = Cell {
+        real_ms: 0.0,
+        sim_ms: 1.0,
+    };
+    assert!(zero.diff_pct().is_nan());
+}
+
+#[test]
+fn epoch_arrival_on_another_clock_falls_back_to_queued_ts() {
+    let r = request(Some(1_777_142_838.3), Some(479_748.3));
+    assert_eq!(engine_arrival(&r).unwrap(), 479_748.3);
+}
+
+#[test]
+fn arrival_on_the_engine_clock_is_used_as_is() {
+    let r = request(Some(479_748.2), Some(479_748.3));
+    assert_eq!(engine_arrival(&r).unwrap(), 479_748.2);
+}
+
+#[test]
+fn clock_rule_threshold_is_100000_seconds_from_both_token_timestamps() {
+    // 99,999 s before the first token but 100,014.5 s before the last: another clock.
+    let r = request(Some(479_748.5 - 99_999.0), Some(479_748.3));
+    assert_eq!(engine_arrival(&r).unwrap(), 479_748.3);
+    let r = request(Some(479_764.0 - 99_999.0), Some(479_748.3));
+    assert_eq!(engine_arrival(&r).unwrap(), 479_764.0 - 99_999.0);
+}
+
+#[test]
+fn missing_arrival_time_uses_queued_ts() {
+    assert_eq!(
+        engine_arrival(&request(None, Some(479_748.3))).unwrap(),
+        479_748.3
+    );
+}
+
+#[test]
+fn arrival_on_no_engine_clock_is_an_error() {
+    assert!(engine_arrival(&request(Some(1_777_142_838.3), None)).is_err());
+    assert!(engine_arrival(&request(Some(1_777_142_838.3), Some(1_777_142_838.4))).is_err());
+    assert!(engine_arrival(&request(None, None)).is_err());
+}
+
+#[test]
+fn statistics_are_mean_and_linear_percentiles_and_nan_without_values() {
+    let values = || vec![4.0, 1.0, 3.0, 2.0];
+    assert_eq!(statistic(&mut values(), None), 2.5);
+    assert!((statistic(&mut values(), Some(90.0)) - 3.7).abs() < 1e-12);
+    assert!((statistic(&mut values(), Some(95.0)) - 3.85).abs() < 1e-12);
+    assert!(statistic(&mut [], None).is_nan());
+    assert!(statistic(&mut [], Some(50.0)).is_nan());
+}
+
+#[test]
+fn python_list_repr_parses_including_empty() {
+    assert_eq!(
+        parse_list("[11506465, 46699285]").unwrap(),
+        [11506465.0, 46699285.0]
+    );
+    assert_eq!(parse_list("[42]").unwrap(), [42.0]);
+    assert!(parse_list("[]").unwrap().is_empty());
+    assert!(parse_list("11506465").is_err());
+    assert!(parse_list("[1, two]").is_err());
+}
+
+#[test]
+fn tokens_are_counted_per_second_with_empty_seconds_as_zero() {
+    let series = per_second([0.1, 0.9, 2.5, 2.0].into_iter()).unwrap();
+    assert_eq!(series, [(1.0, 2.0), (2.0, 0.0), (3.0, 2.0)]);
+    assert!(per_second([-0.5].into_iter()).is_err());
+    assert!(per_second([f64::NAN].into_iter()).is_err());
+}
+
+#[test]
+fn real_tokens_are_spread_evenly_between_first_and_last_token() {
+    let requests = [RealTimes {
+        output_toks: 5,
+        arrival: 100.0,
+        first_token: 100.5,
+        last_token: 102.5,
+    }];
+    // Tokens at 0.5, 1.0, 1.5, 2.0 and 2.5 s after the arrival.
+    let series = spread_real_tokens(&requests, Path::new("requests.jsonl")).unwrap();
+    assert_eq!(series, [(1.0, 1.0), (2.0, 2.0), (3.0, 2.0)]);
+}
+
+#[test]
+fn latency_cdf_is_in_seconds_and_reaches_one() {
+    assert_eq!(
+        latency_cdf(&[500.0, 1500.0, 2000.0, 4000.0]),
+        [(0.5, 0.25), (1.5, 0.5), (2.0, 0.75), (4.0, 1.0)]
+    );
+}
