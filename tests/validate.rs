@@ -1,0 +1,316 @@
+//! Validation against real vLLM runs: LLMServingSim's bundled `validation/summary.txt` files are
+//! reproduced number for number from the same inputs, bad inputs fail with the file and line,
+//! and the plots come out as real SVG and PNG files.
+
+use blis_cosim::metrics::{PlotFormat, Validation};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A file of LLMServingSim's bench example `case` (`<hardware>/<model>`).
+fn example(case: &str, file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/llmservingsim/bench/examples")
+        .join(case)
+        .join(file)
+}
+
+fn compare_example(case: &str) -> Validation {
+    Validation::compare(
+        &example(case, "vllm/requests.jsonl"),
+        &example(case, "outputs/sim.csv"),
+    )
+    .unwrap()
+}
+
+fn assert_reproduces_summary(case: &str) {
+    let expected = fs::read_to_string(example(case, "validation/summary.txt")).unwrap();
+    assert_eq!(compare_example(case).render(), expected);
+}
+
+#[test]
+fn rtxpro6000_llama_summary_is_reproduced_exactly() {
+    assert_reproduces_summary("RTXPRO6000/Llama-3.1-8B");
+}
+
+#[test]
+fn rtx4090_llama_summary_is_reproduced_exactly() {
+    assert_reproduces_summary("RTX4090/Llama-3.1-8B");
+}
+
+#[test]
+fn rtxpro6000_moe_summary_with_two_instances_is_reproduced_exactly() {
+    assert_reproduces_summary("RTXPRO6000/Qwen3-30B-A3B-Instruct-2507");
+}
+
+#[test]
+fn json_carries_the_table_numbers_and_request_counts() {
+    let validation = compare_example("RTXPRO6000/Llama-3.1-8B");
+    let json = validation.to_json();
+    let ttft_mean = &json["ttft"]["mean"];
+    assert_eq!(
+        format!("{:.1}", ttft_mean["real_ms"].as_f64().unwrap()),
+        "7097.2"
+    );
+    assert_eq!(
+        format!("{:.1}", ttft_mean["sim_ms"].as_f64().unwrap()),
+        "6815.7"
+    );
+    assert_eq!(
+        format!("{:+.1}", ttft_mean["diff_pct"].as_f64().unwrap()),
+        "-4.0"
+    );
+    let tpot_p99 = &json["tpot"]["p99"]["diff_pct"].as_f64().unwrap();
+    assert_eq!(format!("{tpot_p99:+.1}"), "+0.6");
+    for metric in ["ttft", "tpot", "latency"] {
+        for stat in ["mean", "median", "p90", "p95", "p99"] {
+            assert!(json[metric][stat]["diff_pct"].is_f64(), "{metric} {stat}");
+        }
+    }
+    assert_eq!(json["num_requests"]["real"], 300);
+    assert_eq!(json["num_requests"]["sim"], 300);
+}
+
+#[test]
+fn worst_abs_diff_is_the_largest_magnitude_in_the_table() {
+    let validation = compare_example("RTXPRO6000/Llama-3.1-8B");
+    // TTFT Median, -8.6% in summary.txt.
+    let worst = validation.worst_abs_diff_pct();
+    assert_eq!(format!("{worst:.1}"), "8.6");
+    let json = validation.to_json();
+    assert_eq!(json["ttft"]["median"]["diff_pct"].as_f64().unwrap(), -worst);
+}
+
+/// Writes `text` to `name` in `dir` and returns its path.
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    fs::write(&path, text).unwrap();
+    path
+}
+
+const SIM_HEADER: &str = "instance id,request id,model,input,output,arrival,end_time,latency,\
+                          queuing_delay,TTFT,TPOT,ITL\n";
+
+/// Two requests on one clock; the second has one output token, so no TPOT.
+const REAL_JSONL: &str = "\
+{\"output_toks\": 3, \"arrival_time\": 10.0, \"queued_ts\": 10.0, \"first_token_ts\": 10.5, \"last_token_ts\": 10.7}\n\
+\n\
+{\"output_toks\": 1, \"arrival_time\": 11.0, \"queued_ts\": 11.0, \"first_token_ts\": 11.25, \"last_token_ts\": 11.25}\n";
+
+fn sim_csv() -> String {
+    format!(
+        "{SIM_HEADER}0,0,m,5,3,0,700000000,700000000,0,500000000,100000000,\"[100000000, 100000000]\"\n\
+         0,1,m,5,1,1000000000,1250000000,250000000,0,250000000,0,[]\n"
+    )
+}
+
+fn error_of(real: &Path, sim: &Path) -> String {
+    format!("{:#}", Validation::compare(real, sim).unwrap_err())
+}
+
+#[test]
+fn single_token_requests_have_no_real_tpot_but_count_as_zero_on_the_sim_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    let json = Validation::compare(&real, &sim).unwrap().to_json();
+    let close = |v: &serde_json::Value, expected: f64| {
+        let v = v.as_f64().unwrap();
+        assert!((v - expected).abs() < 1e-9, "{v} is not {expected}");
+    };
+    close(&json["tpot"]["mean"]["real_ms"], 100.0);
+    close(&json["tpot"]["mean"]["sim_ms"], 50.0);
+    close(&json["ttft"]["mean"]["real_ms"], 375.0);
+    close(&json["ttft"]["mean"]["sim_ms"], 375.0);
+    close(&json["latency"]["p90"]["real_ms"], 655.0);
+    close(&json["latency"]["p90"]["diff_pct"], 0.0);
+    assert_eq!(json["num_requests"]["real"], 2);
+}
+
+#[test]
+fn malformed_json_line_is_reported_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = write(
+        dir.path(),
+        "requests.jsonl",
+        &format!("{REAL_JSONL}{{oops\n"),
+    );
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    let message = error_of(&real, &sim);
+    assert!(message.contains("requests.jsonl line 4"), "{message}");
+}
+
+#[test]
+fn missing_token_timestamp_is_reported_with_field_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "{\"output_toks\": 2, \"arrival_time\": 1.0, \"first_token_ts\": 2.0}\n";
+    let real = write(dir.path(), "requests.jsonl", &format!("{REAL_JSONL}{line}"));
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    let message = error_of(&real, &sim);
+    assert!(message.contains("requests.jsonl line 4"), "{message}");
+    assert!(message.contains("last_token_ts"), "{message}");
+}
+
+#[test]
+fn arrival_on_no_engine_clock_is_an_error_not_a_silent_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "{\"output_toks\": 2, \"arrival_time\": 1777142838.3, \"first_token_ts\": 2.0, \
+                \"last_token_ts\": 3.0}\n";
+    let real = write(dir.path(), "requests.jsonl", line);
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    let message = error_of(&real, &sim);
+    assert!(message.contains("requests.jsonl line 1"), "{message}");
+    assert!(message.contains("queued_ts"), "{message}");
+}
+
+#[test]
+fn empty_inputs_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    let no_real = write(dir.path(), "none.jsonl", "\n");
+    let no_sim = write(dir.path(), "none.csv", SIM_HEADER);
+    assert!(error_of(&no_real, &sim).contains("none.jsonl: no requests"));
+    assert!(error_of(&real, &no_sim).contains("none.csv: no requests"));
+    let missing = dir.path().join("missing.csv");
+    assert!(error_of(&real, &missing).contains("missing.csv"));
+}
+
+#[test]
+fn csv_without_an_expected_column_names_the_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
+    let sim = write(
+        dir.path(),
+        "sim.csv",
+        "arrival,latency,TTFT,ITL\n0,1,1,[]\n",
+    );
+    let message = error_of(&real, &sim);
+    assert!(message.contains("sim.csv: no `TPOT` column"), "{message}");
+}
+
+#[test]
+fn non_numeric_csv_field_is_reported_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
+    let bad_ttft = sim_csv().replace(",500000000,", ",soon,");
+    let sim = write(dir.path(), "sim.csv", &bad_ttft);
+    let message = error_of(&real, &sim);
+    assert!(
+        message.contains("sim.csv line 2, column `TTFT`"),
+        "{message}"
+    );
+    let bad_itl = sim_csv().replace("[]", "\"[1, x]\"");
+    let sim = write(dir.path(), "sim.csv", &bad_itl);
+    let message = error_of(&real, &sim);
+    assert!(
+        message.contains("sim.csv line 3, column `ITL`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn malformed_timeseries_beside_requests_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    write(
+        dir.path(),
+        "timeseries.csv",
+        "t,prompt_throughput\n1.0,5.0\n",
+    );
+    let message = error_of(&real, &sim);
+    assert!(
+        message.contains("timeseries.csv: no `gen_throughput` column"),
+        "{message}"
+    );
+}
+
+/// Names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn svg_plots_are_written_into_a_new_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plots/nested");
+    let paths = compare_example("RTX4090/Llama-3.1-8B")
+        .write_plots(&out, PlotFormat::Svg)
+        .unwrap();
+    assert_eq!(
+        paths,
+        [out.join("latency_cdf.svg"), out.join("throughput.svg")]
+    );
+    for path in &paths {
+        let svg = fs::read_to_string(path).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", path.display());
+        assert!(svg.trim_end().ends_with("</svg>"), "{}", path.display());
+        assert!(
+            svg.contains("vLLM") && svg.contains("Sim"),
+            "legend missing"
+        );
+    }
+    assert_eq!(entries(&out), ["latency_cdf.svg", "throughput.svg"]);
+}
+
+#[test]
+fn png_plots_are_png_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // No timeseries.csv here: the real throughput is spread from the token timestamps.
+    let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    let paths = Validation::compare(&real, &sim)
+        .unwrap()
+        .write_plots(dir.path(), PlotFormat::Png)
+        .unwrap();
+    assert_eq!(
+        paths,
+        [
+            dir.path().join("latency_cdf.png"),
+            dir.path().join("throughput.png")
+        ]
+    );
+    for path in &paths {
+        let png = fs::read(path).unwrap();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{}", path.display());
+        assert!(
+            png.len() > 1000,
+            "{} is {} bytes",
+            path.display(),
+            png.len()
+        );
+    }
+    assert_eq!(
+        entries(dir.path()),
+        [
+            "latency_cdf.png",
+            "requests.jsonl",
+            "sim.csv",
+            "throughput.png"
+        ]
+    );
+}
+
+#[test]
+fn plot_directory_that_cannot_be_created_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    let blocked = dir.path().join("sim.csv").join("plots");
+    let message = format!(
+        "{:#}",
+        Validation::compare(&real, &sim)
+            .unwrap()
+            .write_plots(&blocked, PlotFormat::Svg)
+            .unwrap_err()
+    );
+    assert!(
+        message.contains(&blocked.display().to_string()),
+        "{message}"
+    );
+}
