@@ -1,18 +1,81 @@
 //! Command-line flags (LLMServingSim's names where they exist) and their conversion, once,
 //! into a [`SimConfig`] that holds no CLI types.
 
-use crate::config::{ConfigError, Dtype, Hardware, ModelArch};
+use crate::config::{ClusterConfig, ConfigError, Dtype, Hardware, ModelArch};
 use crate::scheduler::SchedulerConfig;
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Simulate an LLM inference serving deployment on a workload.
 #[derive(Debug, Parser)]
-#[command(name = "blis-cosim", version, about, long_about = None)]
+#[command(
+    name = "blis-cosim",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub struct Cli {
-    /// Workload: LLMServingSim JSONL, one request per line.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Subcommands besides the main job.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compare a simulated run with a real vLLM run (Diff% table, plots).
+    Validate(ValidateArgs),
+}
+
+/// Flags of `blis-cosim validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The real run's per-request timestamps (vLLM bench `requests.jsonl`).
     #[arg(long, value_name = "PATH")]
-    pub dataset: PathBuf,
+    pub vllm: PathBuf,
+
+    /// The simulated run's per-request CSV.
+    #[arg(long, value_name = "PATH")]
+    pub sim: PathBuf,
+
+    /// Also write the table as JSON.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Write the latency CDF and throughput timeline plots into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+
+    /// Plot file format: svg or png.
+    #[arg(long, value_name = "FORMAT", default_value = "svg", value_parser = ["svg", "png"])]
+    pub plot_format: String,
+}
+
+/// Flags of the main job.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Workload: LLMServingSim JSONL, one request per line.
+    #[arg(long, value_name = "PATH", required = true)]
+    pub dataset: Option<PathBuf>,
+
+    /// LLMServingSim cluster config JSON (single node, single instance): model, hardware,
+    /// memory, TP and per-instance engine overrides come from it.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["model", "hardware", "tp"])]
+    pub cluster_config: Option<PathBuf>,
+
+    /// Profile root for the measured latency backend (`<root>/<hardware>/<org>/<model>/<variant>/`,
+    /// LLMServingSim bundle layout). Without it the analytical roofline is used.
+    #[arg(long, value_name = "DIR")]
+    pub profile_dir: Option<PathBuf>,
+
+    /// LLMServingSim architecture YAML (layer sequence) for the profile backend; default: the
+    /// bundled one for the model's `model_type`.
+    #[arg(long, value_name = "PATH", requires = "profile_dir")]
+    pub architecture: Option<PathBuf>,
 
     /// Per-request CSV to write (LLMServingSim columns), replaced atomically.
     #[arg(long, value_name = "PATH")]
@@ -26,27 +89,28 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub num_reqs: usize,
 
-    /// Model: a bundled name (e.g. Llama-3.1-8B, Qwen3-32B) or a HuggingFace config.json path.
-    #[arg(
-        long,
-        value_name = "NAME|PATH",
-        default_value = "meta-llama/Llama-3.1-8B"
-    )]
-    pub model: String,
+    /// Model: a bundled name (e.g. Llama-3.1-8B, Qwen3-32B) or a HuggingFace config.json path
+    /// [default: meta-llama/Llama-3.1-8B].
+    #[arg(long, value_name = "NAME|PATH")]
+    pub model: Option<String>,
 
     /// Hardware: a bundled name (H100-SXM, H200, A100-80G, B200, RTXPRO6000, RTX4090) or a
-    /// TOML path.
-    #[arg(long, value_name = "NAME|PATH", default_value = "H100-SXM")]
-    pub hardware: String,
+    /// TOML path [default: H100-SXM].
+    #[arg(long, value_name = "NAME|PATH")]
+    pub hardware: Option<String>,
 
-    /// Tensor-parallel degree (GPUs of the instance).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub tp: u32,
+    /// Tensor-parallel degree (GPUs of the instance) [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub tp: Option<u32>,
 
     /// Weight and activation dtype: float16, bfloat16, float32, fp8, int8 (default: the
     /// model's torch_dtype, else bfloat16).
     #[arg(long, value_name = "DTYPE", value_parser = parse_dtype)]
     pub dtype: Option<Dtype>,
+
+    /// KV-cache dtype: auto (same as --dtype) or fp8.
+    #[arg(long, value_name = "DTYPE", default_value = "auto", value_parser = ["auto", "fp8"])]
+    pub kv_cache_dtype: String,
 
     /// Most requests running at once (0 = unlimited).
     #[arg(long, value_name = "N", default_value_t = 128)]
@@ -108,45 +172,123 @@ pub struct SimConfig {
     /// Requests to load; `None` loads all.
     pub num_reqs: Option<usize>,
     pub model: ModelArch,
+    /// Hardware, with memory size and bandwidth from the cluster config when one is given.
     pub hardware: Hardware,
     pub tp: u32,
     pub dtype: Dtype,
+    /// Whether the KV cache is stored in fp8 (else in `dtype`).
+    pub kv_cache_fp8: bool,
     pub memory_utilization: f64,
+    /// Profile root for the measured latency backend; `None` selects the roofline.
+    pub profile_dir: Option<PathBuf>,
+    /// Architecture YAML overriding the bundled layer sequence.
+    pub architecture: Option<PathBuf>,
     pub scheduler: SchedulerConfig,
     pub seed: u64,
     pub log_level: log::LevelFilter,
 }
 
-impl Cli {
-    /// Resolves model and hardware names and applies defaults.
+impl RunArgs {
+    /// Resolves model, hardware and cluster config, and applies defaults and per-instance
+    /// overrides (instance value > flag > default, as in LLMServingSim).
     pub fn into_config(self) -> Result<SimConfig, ConfigError> {
-        let model = ModelArch::resolve(&self.model)?;
-        let hardware = Hardware::resolve(&self.hardware)?;
-        let dtype = self.dtype.or(model.torch_dtype).unwrap_or(Dtype::Bfloat16);
-        let max_len = u32::try_from(model.max_position_embeddings).unwrap_or(u32::MAX);
-        let max_num_batched_tokens = match self.max_num_batched_tokens {
-            0 => max_len,
-            n => n.min(max_len),
+        let dataset = self.dataset.ok_or_else(|| ConfigError::Invalid {
+            source_name: "command line".into(),
+            field: "--dataset".into(),
+            message: "is required".into(),
+        })?;
+        let mut dtype = self.dtype;
+        let mut kv_cache_dtype = self.kv_cache_dtype;
+        let mut memory_utilization = self.npu_memory_utilization;
+        let mut max_num_seqs = self.max_num_seqs;
+        let mut max_num_batched_tokens = self.max_num_batched_tokens;
+        let mut long_prefill_token_threshold = self.long_prefill_token_threshold;
+        let mut block_size = self.block_size;
+        let mut chunked = !self.no_enable_chunked_prefill;
+        let mut prefix_caching = !self.no_enable_prefix_caching;
+        let mut reserve_full_isl = !self.no_reserve_full_isl;
+        let (model, hardware, tp) = match &self.cluster_config {
+            None => (
+                ModelArch::resolve(self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B"))?,
+                Hardware::resolve(self.hardware.as_deref().unwrap_or("H100-SXM"))?,
+                self.tp.unwrap_or(1),
+            ),
+            Some(path) => {
+                let source = path.display().to_string();
+                let cluster = ClusterConfig::load(path)?;
+                let (_, inst) = cluster.single_instance(&source)?;
+                let model = ModelArch::resolve(&inst.model_name)?;
+                let mut hardware = Hardware::resolve(&inst.hardware)?;
+                hardware.memory_gib = inst.npu_mem.mem_size;
+                hardware.memory_bw_gbps = inst.npu_mem.mem_bw;
+                let o = &inst.overrides;
+                if let Some(d) = &o.dtype {
+                    dtype = Some(d.parse().map_err(|message| ConfigError::Invalid {
+                        source_name: source.clone(),
+                        field: "nodes[0].instances[0].dtype".into(),
+                        message,
+                    })?);
+                }
+                if let Some(k) = &o.kv_cache_dtype {
+                    kv_cache_dtype = k.clone();
+                }
+                memory_utilization = inst.npu_mem.mem_util.unwrap_or(memory_utilization);
+                max_num_seqs = o.max_num_seqs.unwrap_or(max_num_seqs);
+                max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(max_num_batched_tokens);
+                long_prefill_token_threshold =
+                    o.long_prefill_token_threshold.unwrap_or(long_prefill_token_threshold);
+                block_size = o.block_size.unwrap_or(block_size);
+                chunked = o.enable_chunked_prefill.unwrap_or(chunked);
+                prefix_caching = o.enable_prefix_caching.unwrap_or(prefix_caching);
+                reserve_full_isl = o.reserve_full_isl.unwrap_or(reserve_full_isl);
+                (model, hardware, inst.tp())
+            }
         };
+        let kv_cache_fp8 = match kv_cache_dtype.as_str() {
+            "auto" => false,
+            "fp8" => true,
+            other => {
+                return Err(ConfigError::Invalid {
+                    source_name: "configuration".into(),
+                    field: "kv_cache_dtype".into(),
+                    message: format!("must be auto or fp8, got `{other}`"),
+                });
+            }
+        };
+        if block_size == 0 {
+            return Err(ConfigError::Invalid {
+                source_name: "configuration".into(),
+                field: "block_size".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        let dtype = dtype.or(model.torch_dtype).unwrap_or(Dtype::Bfloat16);
+        let max_len = u32::try_from(model.max_position_embeddings).unwrap_or(u32::MAX);
         let scheduler = SchedulerConfig {
-            max_num_seqs: (self.max_num_seqs > 0).then_some(self.max_num_seqs),
-            max_num_batched_tokens,
-            long_prefill_token_threshold: self.long_prefill_token_threshold,
-            enable_chunked_prefill: !self.no_enable_chunked_prefill,
-            reserve_full_isl: !self.no_reserve_full_isl,
-            enable_prefix_caching: !self.no_enable_prefix_caching,
-            block_size: self.block_size,
+            max_num_seqs: (max_num_seqs > 0).then_some(max_num_seqs),
+            max_num_batched_tokens: match max_num_batched_tokens {
+                0 => max_len,
+                n => n.min(max_len),
+            },
+            long_prefill_token_threshold,
+            enable_chunked_prefill: chunked,
+            reserve_full_isl,
+            enable_prefix_caching: prefix_caching,
+            block_size,
         };
         Ok(SimConfig {
-            dataset: self.dataset,
+            dataset,
             output: self.output,
             summary_json: self.summary_json,
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),
             model,
             hardware,
-            tp: self.tp,
+            tp,
             dtype,
-            memory_utilization: self.npu_memory_utilization,
+            kv_cache_fp8,
+            memory_utilization,
+            profile_dir: self.profile_dir,
+            architecture: self.architecture,
             scheduler,
             seed: self.seed,
             log_level: self.log_level,
@@ -182,10 +324,14 @@ fn parse_log_level(s: &str) -> Result<log::LevelFilter, String> {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
         let mut full = vec!["blis-cosim", "--dataset", "w.jsonl"];
         full.extend_from_slice(args);
-        Cli::try_parse_from(full)
+        Cli::try_parse_from(full).map(|cli| cli.run)
+    }
+
+    fn shared(rel: &str) -> String {
+        format!("{}/../shared/data/llmservingsim/{rel}", env!("CARGO_MANIFEST_DIR"))
     }
 
     #[test]
@@ -224,6 +370,53 @@ mod tests {
             Cli::try_parse_from(["blis-cosim"]).is_err(),
             "--dataset is required"
         );
+        assert!(parse(&["--kv-cache-dtype", "fp4"]).is_err());
+        assert!(parse(&["--architecture", "a.yaml"]).is_err(), "needs --profile-dir");
+    }
+
+    #[test]
+    fn a_cluster_config_conflicts_with_model_hardware_and_tp_flags() {
+        assert!(parse(&["--cluster-config", "c.json", "--model", "Qwen3-32B"]).is_err());
+        assert!(parse(&["--cluster-config", "c.json", "--tp", "2"]).is_err());
+    }
+
+    #[test]
+    fn a_cluster_config_supplies_model_hardware_memory_and_overrides() {
+        let c = shared("bench/examples/RTX4090/Llama-3.1-8B/config.json");
+        let cfg = parse(&["--cluster-config", &c, "--max-num-seqs", "256"])
+            .unwrap()
+            .into_config()
+            .unwrap();
+        assert_eq!(cfg.model.name, "meta-llama/Llama-3.1-8B");
+        assert_eq!(cfg.hardware.name, "RTX4090");
+        assert_eq!(cfg.hardware.memory_gib, 24.0);
+        assert_eq!(cfg.memory_utilization, 0.833919);
+        assert_eq!(cfg.scheduler.max_num_seqs, Some(256));
+        let c = shared("configs/cluster/single_node_pd_per_instance_config.json");
+        let err = parse(&["--cluster-config", &c]).unwrap().into_config().unwrap_err();
+        assert!(err.to_string().contains("not supported yet"), "{err}");
+    }
+
+    #[test]
+    fn zero_means_unlimited_for_seqs_and_model_length_for_the_budget() {
+        let cfg = parse(&["--max-num-seqs", "0", "--max-num-batched-tokens", "0"])
+            .unwrap()
+            .into_config()
+            .unwrap();
+        assert_eq!(cfg.scheduler.max_num_seqs, None);
+        assert_eq!(cfg.scheduler.max_num_batched_tokens, 131_072);
+        assert_eq!(cfg.hardware.name, "H100-SXM");
+        assert_eq!(cfg.dtype, Dtype::Bfloat16);
+    }
+
+    #[test]
+    fn validate_is_a_subcommand_that_needs_no_dataset() {
+        let ok = ["blis-cosim", "validate", "--vllm", "r.jsonl", "--sim", "s.csv"];
+        let cli = Cli::try_parse_from(ok).unwrap();
+        assert!(matches!(cli.command, Some(Command::Validate(_))));
+        let mut bad = ok.to_vec();
+        bad.extend(["--plot-format", "gif"]);
+        assert!(Cli::try_parse_from(bad).is_err());
     }
 
     #[test]

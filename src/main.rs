@@ -1,21 +1,23 @@
 //! `blis-cosim`: parse flags, run, map errors to exit codes.
 
-use blis_cosim::cli::Cli;
+use blis_cosim::cli::{Cli, Command};
 use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    blis_cosim::logging::init(cli.log_level);
-    let result = cli
-        .into_config()
-        .map_err(anyhow::Error::from)
-        .and_then(|config| blis_cosim::runner::run(&config));
+    blis_cosim::logging::init(cli.run.log_level);
+    let result = match cli.command {
+        None => cli
+            .run
+            .into_config()
+            .map_err(anyhow::Error::from)
+            .and_then(|config| blis_cosim::runner::run(&config))
+            .map(|summary| print!("{}", summary.render())),
+        Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),
+    };
     match result {
-        Ok(summary) => {
-            print!("{}", summary.render());
-            ExitCode::SUCCESS
-        }
+        Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("blis-cosim: error: {err}");
             for cause in err.chain().skip(1) {

@@ -1,11 +1,12 @@
 //! The main job: load the workload, size the KV cache, run the engine, write the outputs.
 
-use crate::cli::SimConfig;
-use crate::config::{KvSizing, kv_capacity};
+use crate::cli::{SimConfig, ValidateArgs};
+use crate::config::{Dtype, KvSizing, kv_capacity};
 use crate::engine::{self, InstanceSetup, Observer, StepEvent};
 use crate::latency::{LatencyBackend, Roofline};
 use crate::metrics::{
-    PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary, SummaryCollector,
+    PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary, SummaryCollector,
+    Validation, write_atomically,
 };
 use crate::workload::read_jsonl;
 use anyhow::Context;
@@ -25,7 +26,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             block_size: config.scheduler.block_size,
             tp: config.tp,
             dtype: config.dtype,
-            kv_dtype: config.dtype,
+            kv_dtype: if config.kv_cache_fp8 { Dtype::Fp8 } else { config.dtype },
         },
     )?;
     let num_blocks = u32::try_from(capacity.num_blocks)
@@ -173,4 +174,26 @@ impl Progress {
     fn finish(&self) {
         self.bar.finish_and_clear();
     }
+}
+
+/// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
+/// and optionally writes it as JSON and draws the comparison plots.
+pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
+    let validation = Validation::compare(&args.vllm, &args.sim)?;
+    print!("{}", validation.render());
+    if let Some(path) = &args.json {
+        let mut text = serde_json::to_string_pretty(&validation.to_json())?;
+        text.push('\n');
+        write_atomically(path, |w| w.write_all(text.as_bytes()))?;
+    }
+    if let Some(dir) = &args.plots {
+        let format = match args.plot_format.as_str() {
+            "png" => PlotFormat::Png,
+            _ => PlotFormat::Svg,
+        };
+        for path in validation.write_plots(dir, format)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(())
 }

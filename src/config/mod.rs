@@ -4,11 +4,13 @@
 //! Models are HuggingFace `config.json` files (bundled under `model_archs/` or given by path);
 //! hardware specs are TOML files (bundled under `hardware/` or given by path).
 
+mod cluster;
 mod dtype;
 mod hardware;
 mod memory;
 mod model;
 
+pub use cluster::{ClusterConfig, InstanceSpec, MemorySpec, NodeSpec, PerDim, RuntimeOverrides};
 pub use dtype::Dtype;
 pub use hardware::Hardware;
 pub use memory::{KvCapacity, KvSizing, kv_capacity};

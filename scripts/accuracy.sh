@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Accuracy against real vLLM runs: for every case under bench/examples (LLMServingSim's
+# validation set), simulate it with the profile-DB backend and the engine settings recorded in
+# the case's vllm/meta.json, then print the Diff% table of `blis-cosim validate`.
+#   scripts/accuracy.sh                 # all cases
+#   scripts/accuracy.sh RTX4090         # cases whose path contains RTX4090
+#   PLOTS=1 scripts/accuracy.sh         # also write plots under target/accuracy/<case>/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=${DATA:-../shared/data/llmservingsim}
+FILTER=${1:-}
+OUT=target/accuracy
+mkdir -p "$OUT"
+cargo build --release --quiet
+BIN=target/release/blis-cosim
+
+for case in "$DATA"/bench/examples/*/*/; do
+    case=${case%/}
+    name=${case#"$DATA"/bench/examples/}
+    [[ -z "$FILTER" || "$name" == *"$FILTER"* ]] || continue
+    # Engine settings of the real run: dataset, request count, scheduler limits, dtypes.
+    read -r dataset num_reqs msq mnbt dtype kvdtype < <(python3 - "$case/vllm/meta.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+k = m["engine_kwargs"]
+print(m["dataset_path"], m["num_requests"], k["max_num_seqs"], k["max_num_batched_tokens"],
+      k.get("dtype") or "bfloat16", k.get("kv_cache_dtype") or "auto")
+PY
+)
+    dir="$OUT/${name//\//_}"
+    mkdir -p "$dir"
+    echo "=== $name  ($num_reqs requests, max-num-seqs $msq, max-num-batched-tokens $mnbt)"
+    start=$EPOCHREALTIME
+    if ! "$BIN" --cluster-config "$case/config.json" --profile-dir "$DATA/profiler/perf" \
+        --dataset "$DATA/$dataset" --num-reqs "$num_reqs" --max-num-seqs "$msq" \
+        --max-num-batched-tokens "$mnbt" --dtype "$dtype" --kv-cache-dtype "$kvdtype" \
+        --output "$dir/sim.csv" --summary-json "$dir/summary.json" >"$dir/summary.txt" 2>"$dir/stderr.txt"; then
+        echo "    not simulated: $(tail -n 3 "$dir/stderr.txt")"
+        continue
+    fi
+    end=$EPOCHREALTIME
+    printf '    simulated in %.0f ms wall\n' "$(echo "($end - $start) * 1000" | bc -l)"
+    plots=()
+    [ -n "${PLOTS:-}" ] && plots=(--plots "$dir")
+    "$BIN" validate --vllm "$case/vllm/requests.jsonl" --sim "$dir/sim.csv" \
+        --json "$dir/validation.json" "${plots[@]}"
+done

@@ -1,0 +1,339 @@
+//! LLMServingSim cluster config JSON (`--cluster-config`): nodes, instances, memories, links.
+//!
+//! The whole schema is read and checked; what the simulator cannot model yet (several
+//! instances, P/D roles, pipeline or data parallelism, placement, PIM, power, CXL) is refused
+//! with a message naming the key, never silently ignored.
+
+use super::ConfigError;
+use serde::Deserialize;
+use std::path::Path;
+
+/// One memory: device (`npu_mem`) or host (`cpu_mem`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySpec {
+    /// Capacity, GB (taken as GiB, like LLMServingSim).
+    pub mem_size: f64,
+    /// Bandwidth, GB/s.
+    pub mem_bw: f64,
+    /// Access latency, ns.
+    pub mem_latency: f64,
+    /// Fraction of device memory usable for weights + KV (device memory only).
+    #[serde(default)]
+    pub mem_util: Option<f64>,
+    /// PIM configuration stem (host memory only; not supported yet).
+    #[serde(default)]
+    pub pim_config: Option<String>,
+}
+
+/// Per-instance runtime overrides of the engine flags (LLMServingSim's 14 keys; `mem_util`
+/// lives in `npu_mem`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeOverrides {
+    pub max_num_seqs: Option<u32>,
+    pub max_num_batched_tokens: Option<u32>,
+    pub long_prefill_token_threshold: Option<u32>,
+    pub block_size: Option<u32>,
+    pub dtype: Option<String>,
+    pub kv_cache_dtype: Option<String>,
+    pub enable_chunked_prefill: Option<bool>,
+    pub enable_prefix_caching: Option<bool>,
+    pub reserve_full_isl: Option<bool>,
+    pub enable_local_offloading: Option<bool>,
+    pub enable_attn_offloading: Option<bool>,
+    pub enable_sub_batch_interleaving: Option<bool>,
+    pub enable_block_copy: Option<bool>,
+}
+
+/// One serving instance.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceSpec {
+    /// Model, e.g. `meta-llama/Llama-3.1-8B`.
+    pub model_name: String,
+    /// Hardware name (also the profile-bundle folder), e.g. `RTXPRO6000`.
+    pub hardware: String,
+    pub npu_mem: MemorySpec,
+    /// `prefill`, `decode` or null (colocated).
+    pub pd_type: Option<String>,
+    #[serde(default)]
+    pub num_npus: Option<u32>,
+    #[serde(default)]
+    pub tp_size: Option<u32>,
+    #[serde(default)]
+    pub pp_size: Option<u32>,
+    #[serde(default)]
+    pub ep_size: Option<u32>,
+    #[serde(default)]
+    pub dp_group: Option<String>,
+    #[serde(default)]
+    pub placement: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub overrides: RuntimeOverrides,
+}
+
+/// One node.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub num_instances: usize,
+    pub cpu_mem: MemorySpec,
+    pub instances: Vec<InstanceSpec>,
+    #[serde(default)]
+    pub power: Option<serde_json::Value>,
+}
+
+/// A link parameter: one value, or one per topology dimension.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum PerDim {
+    One(f64),
+    Many(Vec<f64>),
+}
+
+/// A whole cluster config file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub num_nodes: usize,
+    /// Link bandwidth, GB/s.
+    pub link_bw: PerDim,
+    /// Link latency, ns.
+    pub link_latency: PerDim,
+    pub nodes: Vec<NodeSpec>,
+    #[serde(default)]
+    pub cxl_mem: Option<serde_json::Value>,
+}
+
+impl ClusterConfig {
+    /// Reads and checks a cluster config file.
+    pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and checks a cluster config text; `source_name` is used in error messages.
+    pub fn parse(text: &str, source_name: &str) -> Result<ClusterConfig, ConfigError> {
+        let invalid = |field: String, message: String| ConfigError::Invalid {
+            source_name: source_name.to_owned(),
+            field,
+            message,
+        };
+        let mut de = serde_json::Deserializer::from_str(text);
+        let config: ClusterConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            let field = if inner.is_data() { field } else { "(json)".to_owned() };
+            invalid(field, inner.to_string())
+        })?;
+        if config.num_nodes != config.nodes.len() {
+            return Err(invalid(
+                "num_nodes".into(),
+                format!("is {} but {} nodes are listed", config.num_nodes, config.nodes.len()),
+            ));
+        }
+        for (n, node) in config.nodes.iter().enumerate() {
+            if node.num_instances != node.instances.len() {
+                return Err(invalid(
+                    format!("nodes[{n}].num_instances"),
+                    format!("is {} but {} instances are listed", node.num_instances, node.instances.len()),
+                ));
+            }
+            check_memory(&node.cpu_mem, &format!("nodes[{n}].cpu_mem"), &invalid)?;
+            for (i, inst) in node.instances.iter().enumerate() {
+                check_instance(inst, &format!("nodes[{n}].instances[{i}]"), &invalid)?;
+            }
+        }
+        for (name, v) in [("link_bw", &config.link_bw), ("link_latency", &config.link_latency)] {
+            let values = match v {
+                PerDim::One(x) => std::slice::from_ref(x),
+                PerDim::Many(xs) => xs.as_slice(),
+            };
+            if values.is_empty() || values.iter().any(|x| !x.is_finite() || *x < 0.0) {
+                return Err(invalid(name.into(), "must be non-negative numbers".into()));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The one instance of a single-instance cluster, refusing what is not supported yet.
+    pub fn single_instance(&self, source_name: &str) -> Result<(&NodeSpec, &InstanceSpec), ConfigError> {
+        let unsupported = |field: &str, what: &str| ConfigError::Invalid {
+            source_name: source_name.to_owned(),
+            field: field.to_owned(),
+            message: format!("{what} is not supported yet (single-node, single-instance configs only)"),
+        };
+        if self.nodes.len() != 1 {
+            return Err(unsupported("num_nodes", "more than one node"));
+        }
+        let node = &self.nodes[0];
+        if node.instances.len() != 1 {
+            return Err(unsupported("nodes[0].num_instances", "more than one instance"));
+        }
+        if self.cxl_mem.is_some() {
+            return Err(unsupported("cxl_mem", "CXL memory"));
+        }
+        if node.power.is_some() {
+            return Err(unsupported("nodes[0].power", "power modelling"));
+        }
+        if node.cpu_mem.pim_config.is_some() {
+            return Err(unsupported("nodes[0].cpu_mem.pim_config", "PIM"));
+        }
+        let inst = &node.instances[0];
+        let at = |key: &str| format!("nodes[0].instances[0].{key}");
+        if inst.pd_type.is_some() {
+            return Err(unsupported(&at("pd_type"), "prefill/decode disaggregation"));
+        }
+        if inst.pp_size.is_some_and(|p| p > 1) {
+            return Err(unsupported(&at("pp_size"), "pipeline parallelism"));
+        }
+        if inst.dp_group.is_some() {
+            return Err(unsupported(&at("dp_group"), "data parallelism"));
+        }
+        if inst.placement.is_some() {
+            return Err(unsupported(&at("placement"), "weight/KV placement"));
+        }
+        let o = &inst.overrides;
+        for (key, on) in [
+            ("enable_local_offloading", o.enable_local_offloading),
+            ("enable_attn_offloading", o.enable_attn_offloading),
+            ("enable_sub_batch_interleaving", o.enable_sub_batch_interleaving),
+        ] {
+            if on == Some(true) {
+                return Err(unsupported(&at(key), key));
+            }
+        }
+        Ok((node, inst))
+    }
+}
+
+impl InstanceSpec {
+    /// Tensor-parallel degree (`tp_size`, else `num_npus`, else 1).
+    pub fn tp(&self) -> u32 {
+        self.tp_size.or(self.num_npus).unwrap_or(1)
+    }
+}
+
+fn check_memory(
+    m: &MemorySpec,
+    at: &str,
+    invalid: &impl Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (key, v) in [("mem_size", m.mem_size), ("mem_bw", m.mem_bw)] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(invalid(format!("{at}.{key}"), format!("must be positive, got {v}")));
+        }
+    }
+    if !(m.mem_latency.is_finite() && m.mem_latency >= 0.0) {
+        return Err(invalid(format!("{at}.mem_latency"), "must be non-negative".into()));
+    }
+    if let Some(u) = m.mem_util
+        && !(u > 0.0 && u <= 1.0)
+    {
+        return Err(invalid(format!("{at}.mem_util"), format!("must be in (0, 1], got {u}")));
+    }
+    Ok(())
+}
+
+fn check_instance(
+    inst: &InstanceSpec,
+    at: &str,
+    invalid: &impl Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    check_memory(&inst.npu_mem, &format!("{at}.npu_mem"), invalid)?;
+    if let Some(pd) = &inst.pd_type
+        && pd != "prefill"
+        && pd != "decode"
+    {
+        return Err(invalid(
+            format!("{at}.pd_type"),
+            format!("must be \"prefill\", \"decode\" or null, got \"{pd}\""),
+        ));
+    }
+    for (key, v) in [("tp_size", inst.tp_size), ("pp_size", inst.pp_size), ("ep_size", inst.ep_size), ("num_npus", inst.num_npus)] {
+        if v == Some(0) {
+            return Err(invalid(format!("{at}.{key}"), "must be at least 1".into()));
+        }
+    }
+    let tp = inst.tp();
+    let pp = inst.pp_size.unwrap_or(1);
+    if let Some(n) = inst.num_npus
+        && n != tp * pp
+    {
+        return Err(invalid(
+            format!("{at}.num_npus"),
+            format!("is {n} but tp_size × pp_size = {}", tp * pp),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(rel: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/llmservingsim").join(rel)
+    }
+
+    #[test]
+    fn every_bundled_llmservingsim_cluster_config_parses() {
+        let dir = shared("configs/cluster");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            ClusterConfig::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            n += 1;
+        }
+        assert!(n >= 20);
+    }
+
+    #[test]
+    fn the_bench_configs_are_single_instances_with_their_memory() {
+        let path = shared("bench/examples/RTX4090/Llama-3.1-8B/config.json");
+        let config = ClusterConfig::load(&path).unwrap();
+        let (node, inst) = config.single_instance("x").unwrap();
+        assert_eq!(inst.model_name, "meta-llama/Llama-3.1-8B");
+        assert_eq!(inst.hardware, "RTX4090");
+        assert_eq!(inst.npu_mem.mem_util, Some(0.833919));
+        assert_eq!(inst.tp(), 1);
+        assert_eq!(node.cpu_mem.mem_bw, 50.0);
+    }
+
+    #[test]
+    fn what_is_not_supported_yet_is_refused_naming_the_key() {
+        for (file, key) in [
+            ("single_node_multi_instance.json", "num_instances"),
+            ("single_node_pd_instance.json", "num_instances"),
+            ("single_node_power_instance.json", "power"),
+            ("single_node_pp_instance.json", "pp_size"),
+            ("dual_node_multi_instance.json", "num_nodes"),
+        ] {
+            let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
+            let err = config.single_instance(file).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("not supported yet"), "{file}: {err}");
+        }
+    }
+
+    #[test]
+    fn bad_configs_name_the_field() {
+        let ok = std::fs::read_to_string(shared("configs/cluster/single_node_single_instance.json")).unwrap();
+        let cases = [
+            (ok.replace("\"num_nodes\": 1", "\"num_nodes\": 2"), "num_nodes"),
+            (ok.replace("\"mem_bw\": 1597", "\"mem_bw\": -1"), "nodes[0].instances[0].npu_mem.mem_bw"),
+            (ok.replace("\"tp_size\": 1", "\"tp_size\": 1, \"tpsize\": 2"), "tpsize"),
+            (ok.replace("\"pd_type\": null", "\"pd_type\": \"both\""), "pd_type"),
+            (ok.replace("\"num_npus\": 1", "\"num_npus\": 2"), "num_npus"),
+            (ok.replace("\"hardware\": \"RTXPRO6000\",", ""), "hardware"),
+            (ok[..60].to_string(), "(json)"),
+        ];
+        for (text, field) in cases {
+            let err = ClusterConfig::parse(&text, "c.json").unwrap_err().to_string();
+            assert!(err.contains("c.json") && err.contains(field), "{field}: {err}");
+        }
+    }
+}
