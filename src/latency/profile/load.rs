@@ -10,7 +10,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use super::ProfileError;
 use super::arch::{Architecture, Category};
@@ -31,7 +30,7 @@ pub(super) struct CsvFile<'p> {
 /// One data record of a [`CsvFile`], with typed access by column.
 pub(super) struct Record<'a> {
     path: &'a Path,
-    record: &'a csv::StringRecord,
+    record: &'a csv::ByteRecord,
     headers: &'a csv::StringRecord,
     /// 1-based line of the record in the file.
     pub line: u64,
@@ -49,9 +48,7 @@ impl<'p> CsvFile<'p> {
                 source,
             },
         })?;
-        let mut reader = csv::ReaderBuilder::new()
-            .trim(csv::Trim::All)
-            .from_reader(file);
+        let mut reader = csv::Reader::from_reader(file);
         let headers = reader.headers().map_err(|e| csv_error(path, e))?.clone();
         Ok(CsvFile {
             path,
@@ -76,7 +73,7 @@ impl<'p> CsvFile<'p> {
 
     /// Index of the column named `name`, if present.
     pub fn find_column(&self, name: &str) -> Option<usize> {
-        self.headers.iter().position(|h| h == name)
+        self.headers.iter().position(|h| h.trim() == name)
     }
 
     /// Calls `visit` on every data record, in file order.
@@ -84,10 +81,10 @@ impl<'p> CsvFile<'p> {
         mut self,
         mut visit: impl FnMut(&Record<'_>) -> Result<(), ProfileError>,
     ) -> Result<(), ProfileError> {
-        let mut record = csv::StringRecord::new();
+        let mut record = csv::ByteRecord::new();
         while self
             .reader
-            .read_record(&mut record)
+            .read_byte_record(&mut record)
             .map_err(|e| csv_error(self.path, e))?
         {
             let line = record.position().map_or(0, |p| p.line());
@@ -103,25 +100,37 @@ impl<'p> CsvFile<'p> {
 }
 
 impl Record<'_> {
-    /// The raw text of column `idx`.
-    pub fn text(&self, idx: usize) -> &str {
-        self.record.get(idx).unwrap_or("")
+    fn bytes(&self, idx: usize) -> &[u8] {
+        self.record.get(idx).unwrap_or(b"").trim_ascii()
     }
 
-    /// Column `idx` parsed as `T`, or a [`ProfileError::Malformed`] naming line and column.
-    pub fn parse<T: FromStr>(&self, idx: usize, expected: &str) -> Result<T, ProfileError> {
-        let text = self.text(idx);
-        text.parse()
-            .map_err(|_| self.malformed(idx, format!("`{text}` is not {expected}")))
+    /// The text of column `idx`, without surrounding whitespace.
+    pub fn text(&self, idx: usize) -> Result<&str, ProfileError> {
+        std::str::from_utf8(self.bytes(idx))
+            .map_err(|_| self.malformed(idx, "the text is not UTF-8".into()))
+    }
+
+    /// Column `idx` as a non-negative integer (decimal digits only).
+    pub fn integer(&self, idx: usize) -> Result<u64, ProfileError> {
+        let bytes = self.bytes(idx);
+        let mut value: Option<u64> = (!bytes.is_empty()).then_some(0);
+        for &b in bytes {
+            value = value
+                .filter(|_| b.is_ascii_digit())
+                .and_then(|v| v.checked_mul(10)?.checked_add(u64::from(b - b'0')));
+        }
+        value.ok_or_else(|| {
+            let text = String::from_utf8_lossy(bytes);
+            self.malformed(idx, format!("`{text}` is not a non-negative integer"))
+        })
     }
 
     /// Column `idx` as a finite number.
     pub fn finite(&self, idx: usize) -> Result<f64, ProfileError> {
-        let value: f64 = self.parse(idx, "a number")?;
-        if value.is_finite() {
-            Ok(value)
-        } else {
-            Err(self.malformed(idx, format!("`{value}` is not a finite number")))
+        let text = self.text(idx)?;
+        match text.parse::<f64>() {
+            Ok(value) if value.is_finite() => Ok(value),
+            _ => Err(self.malformed(idx, format!("`{text}` is not a finite number"))),
         }
     }
 
@@ -203,8 +212,8 @@ pub(super) fn load_1d(
     );
     let mut layers: Vec<(String, Vec<(u64, f64)>)> = Vec::new();
     csv.for_each(|r| {
-        let layer = r.text(layer_col);
-        let key: u64 = r.parse(key_col, "a non-negative integer")?;
+        let layer = r.text(layer_col)?;
+        let key = r.integer(key_col)?;
         let ns = r.latency(time_col)?;
         let points = match layers.iter_mut().find(|(name, _)| name == layer) {
             Some((_, points)) => points,
@@ -222,8 +231,12 @@ pub(super) fn load_1d(
                 &mut layers.last_mut().expect("pushed above").1
             }
         };
-        let order = format!("{key_column} of layer `{layer}`");
-        check_order(path, r.line, points.last().map(|p| &p.0), &key, &order)?;
+        if let Some(&(previous, _)) = points.last()
+            && previous >= key
+        {
+            let what = format!("{key_column} of layer `{layer}`");
+            check_order(path, r.line, Some(&previous), &key, &what)?;
+        }
         points.push((key, ns));
         Ok(())
     })?;
@@ -246,7 +259,7 @@ pub(super) fn load_attention(path: &Path) -> Result<AttentionTable, ProfileError
     csv.for_each(|r| {
         let mut key = [0u64; 4];
         for (k, &col) in key.iter_mut().zip(&cols) {
-            *k = r.parse(col, "a non-negative integer")?;
+            *k = r.integer(col)?;
         }
         let order = "(prefill_chunk, kv_prefill, n_decode, kv_decode)";
         check_order(path, r.line, points.last().map(|p| &p.0), &key, order)?;
@@ -271,10 +284,7 @@ pub(super) fn load_moe(path: &Path) -> Result<MoeTable, ProfileError> {
     );
     let mut points: Vec<(u64, u64, f64)> = Vec::new();
     csv.for_each(|r| {
-        let key: (u64, u64) = (
-            r.parse(tokens_col, "a non-negative integer")?,
-            r.parse(ae_col, "a non-negative integer")?,
-        );
+        let key: (u64, u64) = (r.integer(tokens_col)?, r.integer(ae_col)?);
         let previous = points.last().map(|&(t, a, _)| (t, a));
         check_order(
             path,

@@ -7,6 +7,8 @@
 //! point, one above extrapolates linearly from the last two. Final values are truncated like
 //! Python's `int()` with a floor of 1 ns ([`truncate_ns`]).
 
+use std::collections::BTreeMap;
+
 use crate::Nanos;
 
 /// Which grid edges the queries behind one result went past (see [`super::LookupCounts`]).
@@ -115,34 +117,29 @@ pub(super) struct AttentionTable {
 }
 
 impl AttentionTable {
-    /// Builds the grid from distinct points (at least one), in any order.
+    /// Builds the grid from distinct points (at least one), in any order; points already in
+    /// file order (increasing `(pc, kp, nd, kd)`) are not re-sorted.
     pub fn new(mut points: Vec<AttentionPoint>) -> AttentionTable {
-        debug_assert!(!points.is_empty());
-        // Slice by slice (pc, nd), then kp, then kd.
-        points.sort_unstable_by_key(|&([pc, kp, nd, kd], _)| (pc, nd, kp, kd));
-        let mut pairs: Vec<(u64, u64)> = Vec::new();
-        let mut slices: Vec<Slice> = Vec::new();
-        let mut start = 0;
-        while start < points.len() {
-            let [pc, kp, nd, _] = points[start].0;
-            let end = start
-                + points[start..]
-                    .iter()
-                    .take_while(|([p, k, n, _], _)| (*p, *k, *n) == (pc, kp, nd))
-                    .count();
-            let row = Table1d::new(points[start..end].iter().map(|(k, v)| (k[3], *v)).collect());
-            if pairs.last() != Some(&(pc, nd)) {
-                pairs.push((pc, nd));
-                slices.push(Slice {
-                    kp: Vec::new(),
-                    rows: Vec::new(),
-                });
-            }
-            let slice = slices.last_mut().expect("pushed above");
-            slice.kp.push(kp);
-            slice.rows.push(row);
-            start = end;
+        let file_order = |p: &AttentionPoint| p.0;
+        if !points.is_sorted_by_key(file_order) {
+            points.sort_unstable_by_key(file_order);
         }
+        debug_assert!(!points.is_empty() && points.windows(2).all(|w| w[0].0 < w[1].0));
+        // A kv_decode row is a run of equal (pc, kp, nd); in file order each slice receives
+        // its rows in increasing kp.
+        let mut by_pair: BTreeMap<(u64, u64), Slice> = BTreeMap::new();
+        for row in points.chunk_by(|a, b| a.0[..3] == b.0[..3]) {
+            let [pc, kp, nd, _] = row[0].0;
+            let slice = by_pair.entry((pc, nd)).or_insert_with(|| Slice {
+                kp: Vec::new(),
+                rows: Vec::new(),
+            });
+            slice.kp.push(kp);
+            slice
+                .rows
+                .push(Table1d::new(row.iter().map(|(k, v)| (k[3], *v)).collect()));
+        }
+        let (pairs, slices): (Vec<(u64, u64)>, Vec<Slice>) = by_pair.into_iter().unzip();
 
         let mut pc_axis: Vec<u64> = pairs.iter().map(|p| p.0).collect();
         let mut nd_axis: Vec<u64> = pairs.iter().map(|p| p.1).collect();

@@ -328,10 +328,10 @@ fn read_bucket_table(path: &Path) -> Result<HashMap<String, f64>, ProfileError> 
     .map(|name| (name, csv.find_column(name)));
     let mut alphas = HashMap::new();
     csv.for_each(|r| {
-        let mut key = match raw_col.map(|c| r.text(c)) {
-            Some(raw) if !raw.is_empty() => raw.to_string(),
-            _ => String::new(),
-        };
+        let mut key = String::with_capacity(64);
+        if let Some(c) = raw_col {
+            key.push_str(r.text(c)?);
+        }
         if key.is_empty() {
             for (i, (name, col)) in parts.iter().enumerate() {
                 let Some(col) = *col else {
@@ -344,10 +344,12 @@ fn read_bucket_table(path: &Path) -> Result<HashMap<String, f64>, ProfileError> 
                 };
                 if i == 0 {
                     // `int(pc)`: whole numbers written as floats are accepted too.
-                    let pc = r.finite(col)?.trunc();
-                    write!(key, "pc={}", pc as i64).expect("writing to a String");
+                    let pc = r.finite(col)?.trunc() as i64;
+                    key.push_str("pc=");
+                    key.push_str(itoa::Buffer::new().format(pc));
                 } else {
-                    write!(key, "|{}", r.text(col)).expect("writing to a String");
+                    key.push('|');
+                    key.push_str(r.text(col)?);
                 }
             }
         }
