@@ -4,19 +4,20 @@
 //! `.max_num_seqs`, `skew_fit.enabled`, `skew_fit.bucket_axes` and
 //! `skew_fit.per_tp[<tp>].{alpha_by_bucket | bucket_table, alpha_default, bucket_axes}`.
 //!
-//! Alpha for a batch comes from the bucket table under the key
-//! `pc={pc}|{n_label}|{skew_rate_label}|{kv_big_label}|{kp_label}`, else the TP's
-//! `alpha_default`, else 0 (no correction). A missing `bucket_table` file is a warning, as in
-//! LLMServingSim, and leaves `alpha_default`.
+//! The fit resolves as in LLMServingSim: disabled or absent → alpha 0; no entry for the TP →
+//! the block's `alpha_default` (else 0); an entry → its bucket table (inline
+//! `alpha_by_bucket`, else the `bucket_table` CSV) with its `alpha_default` as fallback, keyed
+//! on the entry's `bucket_axes`, else the block's, else the built-in defaults. A missing
+//! `bucket_table` file is a warning and leaves `alpha_default`.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Deserialize;
 
 use super::ProfileError;
 use super::load::CsvFile;
+use super::skew::{BucketAxis, SkewAxes, SkewFit};
 
 /// What the simulator uses from `meta.yaml`, resolved for one TP degree.
 #[derive(Debug, Clone)]
@@ -26,144 +27,6 @@ pub(super) struct Meta {
     /// `engine_effective.max_num_seqs`.
     pub max_num_seqs: Option<u64>,
     pub skew: SkewFit,
-}
-
-/// One bucket axis: a value gets label `i` for the first `i` with `value <= bins[i + 1]`
-/// (buckets are `(bins[i], bins[i + 1]]`), else the last label.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct BucketAxis {
-    bins: Vec<f64>,
-    labels: Vec<String>,
-}
-
-impl BucketAxis {
-    fn new(field: &str, bins: Vec<f64>, labels: Vec<String>) -> Result<BucketAxis, String> {
-        if labels.is_empty() || bins.len() != labels.len() + 1 {
-            return Err(format!(
-                "{field}: {} bins for {} labels (expected one more bin than labels, at least \
-                 one label)",
-                bins.len(),
-                labels.len()
-            ));
-        }
-        Ok(BucketAxis { bins, labels })
-    }
-
-    fn defaults(bins: &[f64], labels: &[&str]) -> BucketAxis {
-        BucketAxis {
-            bins: bins.to_vec(),
-            labels: labels.iter().map(|l| l.to_string()).collect(),
-        }
-    }
-
-    /// `_bucket_label`.
-    pub fn label(&self, value: f64) -> &str {
-        let i = (0..self.labels.len())
-            .find(|&i| value <= self.bins[i + 1])
-            .unwrap_or(self.labels.len() - 1);
-        &self.labels[i]
-    }
-
-    fn longest_label(&self) -> usize {
-        self.labels.iter().map(String::len).max().unwrap_or(0)
-    }
-}
-
-/// The four bucket axes of the skew-fit key.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct SkewAxes {
-    pub n: BucketAxis,
-    pub skew_rate: BucketAxis,
-    pub kv_big: BucketAxis,
-    pub kp: BucketAxis,
-}
-
-impl SkewAxes {
-    /// LLMServingSim's `_DEFAULT_SKEW_AXES`, for fits whose meta predates `bucket_axes`.
-    pub fn defaults() -> SkewAxes {
-        SkewAxes {
-            n: BucketAxis::defaults(
-                &[0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 1e6],
-                &[
-                    "n<=2", "n<=4", "n<=8", "n<=16", "n<=32", "n<=64", "n<=128", "n>128",
-                ],
-            ),
-            kv_big: BucketAxis::defaults(
-                &[0.0, 1024.0, 4096.0, 16384.0, 1e9],
-                &["kvB<=1k", "kvB<=4k", "kvB<=16k", "kvB>16k"],
-            ),
-            skew_rate: BucketAxis::defaults(
-                &[-0.01, 0.05, 0.15, 0.40, 0.70, 1.01],
-                &["sr<=5%", "sr<=15%", "sr<=40%", "sr<=70%", "sr>70%"],
-            ),
-            kp: BucketAxis::defaults(&[-1.0, 0.0, 2048.0, 1e9], &["kp=0", "kp<=2k", "kp>2k"]),
-        }
-    }
-}
-
-/// How the skew alpha of a batch is found.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum SkewFit {
-    /// The same alpha for every batch: 0 without an enabled fit, or the block-level
-    /// `alpha_default` when the fit has no entry for this TP.
-    Constant(f64),
-    /// A per-bucket table with a fallback.
-    Buckets(Box<BucketFit>),
-}
-
-/// A per-bucket alpha table.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct BucketFit {
-    axes: SkewAxes,
-    alphas: HashMap<String, f64>,
-    /// The TP's `alpha_default`, for batches whose bucket has no entry.
-    default: f64,
-    /// Reused buffer for the bucket key, so that a lookup does not allocate.
-    key: String,
-}
-
-impl SkewFit {
-    /// A bucket table; reserves the key buffer for the longest possible key.
-    pub fn buckets(axes: SkewAxes, alphas: HashMap<String, f64>, default: f64) -> SkewFit {
-        let longest = "pc=".len()
-            + 20
-            + 4
-            + [&axes.n, &axes.skew_rate, &axes.kv_big, &axes.kp]
-                .iter()
-                .map(|a| a.longest_label())
-                .sum::<usize>();
-        SkewFit::Buckets(Box::new(BucketFit {
-            axes,
-            alphas,
-            default,
-            key: String::with_capacity(longest),
-        }))
-    }
-
-    /// `_skew_alpha`: the alpha for a batch with prefill chunk `pc`, `n` decodes whose skew rate
-    /// is `skew_rate` (clipped to [0, 1] here), longest decode context `kv_big`, and prefill
-    /// history `kp`.
-    pub fn alpha(&mut self, pc: u64, n: u64, skew_rate: f64, kv_big: u64, kp: u64) -> f64 {
-        let fit = match self {
-            SkewFit::Constant(alpha) => return *alpha,
-            SkewFit::Buckets(fit) => fit,
-        };
-        let axes = &fit.axes;
-        fit.key.clear();
-        write!(
-            fit.key,
-            "pc={pc}|{}|{}|{}|{}",
-            axes.n.label(n as f64),
-            axes.skew_rate.label(skew_rate.clamp(0.0, 1.0)),
-            axes.kv_big.label(kv_big as f64),
-            axes.kp.label(kp as f64)
-        )
-        .expect("writing to a String cannot fail");
-        fit.alphas
-            .get(fit.key.as_str())
-            .copied()
-            .unwrap_or(fit.default)
-    }
 }
 
 #[derive(Deserialize)]
@@ -363,63 +226,154 @@ fn read_bucket_table(path: &Path) -> Result<HashMap<String, f64>, ProfileError> 
 mod tests {
     use super::*;
 
-    fn axis(bins: &[f64], labels: &[&str]) -> BucketAxis {
-        BucketAxis::defaults(bins, labels)
+    /// `meta.yaml` (and optional extra files) in a fresh folder, loaded for `tp`.
+    fn load(yaml: &str, files: &[(&str, &str)], tp: u32) -> Result<Meta, ProfileError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("meta.yaml"), yaml).unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        load_meta(dir.path(), tp)
+    }
+
+    const FIT: &str = "skew_fit:\n  enabled: true\n  alpha_default: 0.2\n  per_tp:\n    1:\n      \
+                       alpha_default: 0.05\n      bucket_table: tp1/skew_fit.csv\n";
+    const TABLE: (&str, &str) = (
+        "tp1/skew_fit.csv",
+        "pc,n_label,skew_rate_label,kv_big_label,kp_label,alpha,n_samples\n\
+         0,n<=4,sr<=15%,kvB<=4k,kp=0,0.25,3\n",
+    );
+
+    #[test]
+    fn alpha_comes_from_the_bucket_table_then_the_tps_default_then_the_blocks_default() {
+        let mut tp1 = load(FIT, &[TABLE], 1).unwrap().skew;
+        assert_eq!(tp1.alpha(0, 3, 0.1, 2000, 0), 0.25);
+        assert_eq!(tp1.alpha(0, 3, 0.1, 5000, 0), 0.05);
+        let mut tp2 = load(FIT, &[TABLE], 2).unwrap().skew;
+        assert_eq!(tp2, SkewFit::Constant(0.2));
+        assert_eq!(tp2.alpha(0, 3, 0.1, 2000, 0), 0.2);
     }
 
     #[test]
-    fn a_bucket_includes_its_upper_edge_and_the_last_label_takes_the_overflow() {
-        let n = SkewAxes::defaults().n;
-        assert_eq!(n.label(2.0), "n<=2");
-        assert_eq!(n.label(3.0), "n<=4");
-        assert_eq!(n.label(128.0), "n<=128");
-        assert_eq!(n.label(129.0), "n>128");
-        assert_eq!(n.label(2e6), "n>128");
-        let kp = SkewAxes::defaults().kp;
-        assert_eq!(kp.label(0.0), "kp=0");
-        assert_eq!(kp.label(1.0), "kp<=2k");
-    }
-
-    fn fit(alphas: &[(&str, f64)], default: f64) -> SkewFit {
-        SkewFit::buckets(
-            SkewAxes::defaults(),
-            alphas.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            default,
-        )
-    }
-
-    #[test]
-    fn alpha_comes_from_the_bucket_of_the_batch() {
-        let mut f = fit(&[("pc=0|n<=4|sr<=15%|kvB<=4k|kp=0", 0.25)], 0.05);
-        // n 3, skew rate 0.1, kv_big 2000, no prefill.
-        assert_eq!(f.alpha(0, 3, 0.1, 2000, 0), 0.25);
-        // kv_big 5000 is another bucket → default.
-        assert_eq!(f.alpha(0, 3, 0.1, 5000, 0), 0.05);
+    fn a_disabled_or_absent_fit_gives_no_correction() {
+        let disabled = FIT.replace("enabled: true", "enabled: false");
+        assert_eq!(
+            load(&disabled, &[TABLE], 1).unwrap().skew,
+            SkewFit::Constant(0.0)
+        );
+        let bare = load("engine_effective:\n  max_num_seqs: 8\n", &[], 1).unwrap();
+        assert_eq!(
+            (bare.skew, bare.max_num_seqs),
+            (SkewFit::Constant(0.0), Some(8))
+        );
+        let no_default = "skew_fit:\n  enabled: true\n";
+        assert_eq!(
+            load(no_default, &[], 1).unwrap().skew,
+            SkewFit::Constant(0.0)
+        );
     }
 
     #[test]
-    fn a_prefill_chunk_off_the_profiled_grid_misses_the_table_and_takes_the_default() {
-        let mut f = fit(&[("pc=16|n<=4|sr<=5%|kvB<=1k|kp<=2k", 0.5)], 0.07);
-        assert_eq!(f.alpha(16, 4, 0.0, 1000, 100), 0.5);
-        assert_eq!(f.alpha(17, 4, 0.0, 1000, 100), 0.07);
+    fn an_inline_alpha_by_bucket_map_is_used_instead_of_the_bucket_table() {
+        let inline =
+            format!("{FIT}      alpha_by_bucket:\n        pc=0|n<=4|sr<=15%|kvB<=4k|kp=0: 0.5\n");
+        assert_eq!(
+            load(&inline, &[TABLE], 1)
+                .unwrap()
+                .skew
+                .alpha(0, 3, 0.1, 2000, 0),
+            0.5
+        );
     }
 
     #[test]
-    fn a_skew_rate_outside_zero_to_one_is_clipped_before_bucketing() {
-        let mut f = fit(&[("pc=0|n<=2|sr>70%|kvB<=1k|kp=0", 0.9)], 0.0);
-        assert_eq!(f.alpha(0, 2, 1.7, 10, 0), 0.9);
+    fn a_missing_bucket_table_falls_back_to_the_tps_default() {
+        let mut fit = load(FIT, &[], 1).unwrap().skew;
+        assert_eq!(fit.alpha(0, 3, 0.1, 2000, 0), 0.05);
     }
 
     #[test]
-    fn a_constant_fit_ignores_the_batch() {
-        assert_eq!(SkewFit::Constant(0.0).alpha(16, 8, 0.5, 100, 0), 0.0);
+    fn a_raw_key_column_is_used_verbatim_and_a_later_row_replaces_an_earlier_one() {
+        let table = (
+            "tp1/skew_fit.csv",
+            "pc,n_label,skew_rate_label,kv_big_label,kp_label,alpha,raw_key\n\
+             0,n<=4,sr<=15%,kvB<=4k,kp=0,0.25,pc=0|n<=4|sr<=15%|kvB<=4k|kp<=2k\n\
+             0,n<=2,sr<=15%,kvB<=4k,kp=0,0.5,\n\
+             0,n<=2,sr<=15%,kvB<=4k,kp=0,0.75,\n",
+        );
+        let mut fit = load(FIT, &[table], 1).unwrap().skew;
+        assert_eq!(fit.alpha(0, 3, 0.1, 2000, 100), 0.25);
+        assert_eq!(fit.alpha(0, 3, 0.1, 2000, 0), 0.05);
+        assert_eq!(fit.alpha(0, 2, 0.1, 2000, 0), 0.75);
     }
 
     #[test]
-    fn bucket_axes_need_one_more_bin_than_labels() {
-        assert!(BucketAxis::new("x", vec![0.0, 1.0], vec!["a".into()]).is_ok());
-        let err = BucketAxis::new("x", vec![0.0, 1.0], vec!["a".into(), "b".into()]);
-        assert!(err.unwrap_err().contains("2 bins for 2 labels"));
-        assert_eq!(axis(&[0.0, 1.0, 2.0], &["a", "b"]).label(1.5), "b");
+    fn bucket_axes_in_the_meta_replace_the_defaults_and_a_tp_entry_overrides_the_block() {
+        let axes = |n_labels: &str| {
+            format!(
+                "n_bins: [0, 100, 1000000]\n    n_labels: [{n_labels}]\n    \
+                 skew_rate_bins: [-0.01, 1.01]\n    skew_rate_labels: [any]\n    \
+                 kv_big_bins: [0, 1000000000]\n    kv_big_labels: [kv]\n    \
+                 kp_bins: [-1, 1000000000]\n    kp_labels: [kp]\n"
+            )
+        };
+        let yaml = format!(
+            "skew_fit:\n  enabled: true\n  bucket_axes:\n    {}  per_tp:\n    \
+             1: {{alpha_default: 0.0, alpha_by_bucket: {{'pc=0|few|any|kv|kp': 0.3, \
+             'pc=0|some|any|kv|kp': 0.4}}}}\n    2: {{alpha_by_bucket: {{'pc=0|some|any|kv|kp': 0.6}}, \
+             bucket_axes: {{{}}}}}\n",
+            axes("few, many"),
+            axes("some, lots").replace("\n    ", ", ").trim_end()
+        );
+        assert_eq!(
+            load(&yaml, &[], 1).unwrap().skew.alpha(0, 50, 0.5, 9, 9),
+            0.3
+        );
+        assert_eq!(
+            load(&yaml, &[], 2).unwrap().skew.alpha(0, 50, 0.5, 9, 9),
+            0.6
+        );
+    }
+
+    #[test]
+    fn the_rtxpro6000_llama_fit_reads_its_bucket_table_per_tp() {
+        let bundle = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/data/llmservingsim/profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"
+        ));
+        let mut tp1 = load_meta(bundle, 1).unwrap();
+        assert_eq!(
+            (tp1.max_num_batched_tokens, tp1.max_num_seqs),
+            (Some(2048), Some(256))
+        );
+        // Decodes at kv 128, 128, 128, 512: mean 224, skew rate 0.25, kv_big 512.
+        assert_eq!(tp1.skew.alpha(0, 4, 0.25, 512, 0), 0.1277);
+        assert_eq!(tp1.skew.alpha(24, 4, 0.25, 512, 0), 0.0543);
+        assert_eq!(
+            load_meta(bundle, 2)
+                .unwrap()
+                .skew
+                .alpha(24, 4, 0.25, 512, 0),
+            0.0654
+        );
+    }
+
+    #[test]
+    fn bad_bucket_axes_and_wrongly_typed_keys_are_meta_errors_naming_the_field() {
+        let yaml = "skew_fit:\n  enabled: true\n  bucket_axes: {n_bins: [0], n_labels: [a], \
+                    skew_rate_bins: [0, 1], skew_rate_labels: [b], kv_big_bins: [0, 1], \
+                    kv_big_labels: [c], kp_bins: [0, 1], kp_labels: [d]}\n  per_tp: {1: {}}\n";
+        // An empty per-TP entry counts as none, so the axes are not needed...
+        assert!(load(yaml, &[], 1).is_ok());
+        // ...but a real entry resolves them.
+        let yaml = yaml.replace("{1: {}}", "{1: {alpha_default: 0.1}}");
+        let err = load(&yaml, &[], 1).unwrap_err().to_string();
+        assert!(err.contains("n_bins: 1 bins for 1 labels"), "{err}");
+        let err = load("engine_effective:\n  max_num_seqs: many\n", &[], 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("engine_effective.max_num_seqs"), "{err}");
     }
 }

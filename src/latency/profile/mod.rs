@@ -1,37 +1,28 @@
 //! The profile-DB backend: per-layer latencies measured on real GPUs (LLMServingSim 2.0
-//! profile bundles), interpolated to the batch at hand.
+//! profile bundles), interpolated to the batch at hand. See [`ProfileDb`].
 //!
-//! A bundle is `<root>/<hardware>/<org>/<model>/<variant>/` with `meta.yaml` and one
-//! `tp<N>/` folder per TP degree holding `dense.csv`, `per_sequence.csv`, `attention.csv` and,
-//! for mixture-of-experts models, `moe.csv`. The architecture YAML (ours in
-//! `model_archs/layers/`, or LLMServingSim's) gives the layer sequence of one step.
-//!
-//! A step is priced the way LLMServingSim prices a trace: the prologue once, the transformer
-//! block `num_hidden_layers` times, the head once, the step time being the sum of the rows.
-//! The batch maps onto LLMServingSim's batch context as: `total_len` = Σ new tokens; the
-//! items with more than one new token are collapsed into one prefill of `prefill_chunk` = Σ
-//! their new tokens over `kv_prefill` = Σ their contexts; the one-token items are the
-//! `n_decode` decodes, with mean (floored), max and min context; `lm_head_len` = item count.
-//! Dense layers are looked up at `max(total_len, 1)` tokens, per-sequence layers at
-//! `lm_head_len` sequences, attention on the 4D grid with the skew correction, the MoE block
-//! at BALANCED routing with EP 1.
-//!
-//! Everything is resolved at load: the rows of a step and the table each row reads, so
-//! [`LatencyBackend::step_time`] does no allocation and no name lookups.
+//! Files: `arch` (layer sequences), `load` (folders and CSVs), `meta` (`meta.yaml`), `skew`
+//! (the skew alpha), `lookup` (interpolation), `resolve` (sequence → priced rows), `error`.
 
 mod arch;
+mod error;
+#[cfg(test)]
+mod fixture_tests;
 mod load;
 mod lookup;
 mod meta;
+mod resolve;
+mod skew;
 #[cfg(test)]
 mod tests;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
-use arch::{Architecture, Category, Section};
-use lookup::{AttentionTable, Edges, MoeTable, Table1d, truncate_ns};
-use meta::SkewFit;
+use arch::Architecture;
+pub use error::ProfileError;
+use lookup::{AttentionTable, Edges, truncate_ns};
+use resolve::{Price, Resolver, Row};
+use skew::SkewFit;
 
 use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
 use crate::Nanos;
@@ -88,131 +79,32 @@ impl LookupCounts {
     }
 }
 
-/// Why a bundle could not be loaded. Every variant names the file, and the line, column,
-/// field or layer where one applies.
-#[derive(Debug, thiserror::Error)]
-pub enum ProfileError {
-    /// A file or folder exists but could not be read.
-    #[error("cannot read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    /// The bundle folder does not exist; `listing` says what the nearest existing folder holds.
-    #[error("no profile bundle at {} ({listing})", path.display())]
-    MissingBundle { path: PathBuf, listing: String },
-    /// The bundle has no folder for the requested TP degree.
-    #[error("profile bundle {} has no tp{tp}/ folder (TP folders there: {available})", bundle.display())]
-    MissingTp {
-        bundle: PathBuf,
-        tp: u32,
-        available: String,
-    },
-    /// A file the bundle needs does not exist.
-    #[error("missing profile file {}", path.display())]
-    MissingFile { path: PathBuf },
-    /// `meta.yaml` has a key of the wrong shape.
-    #[error("{}: {field}: {message}", path.display())]
-    Meta {
-        path: PathBuf,
-        field: String,
-        message: String,
-    },
-    /// The architecture YAML is invalid or does not fit the model.
-    #[error("architecture {file}: {message}")]
-    Architecture { file: String, message: String },
-    /// No bundled architecture for the model type, and none was given.
-    #[error(
-        "no bundled layer sequence for model_type `{model_type}` (bundled: {known}); \
-         give an architecture YAML"
-    )]
-    UnknownModelType { model_type: String, known: String },
-    /// A CSV row or header that cannot be read.
-    #[error("{}, line {line}, column `{column}`: {message}", path.display())]
-    Malformed {
-        path: PathBuf,
-        line: u64,
-        column: String,
-        message: String,
-    },
-    /// A `dense.csv` or `per_sequence.csv` layer that the catalog does not file there.
-    #[error(
-        "{}, line {line}: layer `{layer}` is not in the {category} catalog of {architecture}",
-        path.display()
-    )]
-    UnknownLayer {
-        path: PathBuf,
-        line: u64,
-        layer: String,
-        category: &'static str,
-        architecture: String,
-    },
-    /// A grid point that comes before the previous one.
-    #[error("{}, line {line}: {message}", path.display())]
-    Unsorted {
-        path: PathBuf,
-        line: u64,
-        message: String,
-    },
-    /// A grid point given twice.
-    #[error("{}, line {line}: duplicate grid point {point}", path.display())]
-    DuplicatePoint {
-        path: PathBuf,
-        line: u64,
-        point: String,
-    },
-    /// An attention or MoE table without data rows.
-    #[error("{} has no data rows", path.display())]
-    Empty { path: PathBuf },
-    /// A prologue or head layer with no rows in its table (LLMServingSim fails on these too;
-    /// block layers without rows are skipped with a warning instead).
-    #[error(
-        "{} has no rows for layer `{layer}`, which the {section} of {architecture} runs",
-        path.display()
-    )]
-    MissingLayer {
-        path: PathBuf,
-        layer: String,
-        section: &'static str,
-        architecture: String,
-    },
-}
-
-/// Per-layer latencies from a profile bundle; see the module documentation.
+/// Per-layer latencies from a profile bundle, priced the way LLMServingSim prices a trace.
+///
+/// A bundle is `<root>/<hardware>/<org>/<model>/<variant>/` with `meta.yaml` and one
+/// `tp<N>/` folder per TP degree holding `dense.csv`, `per_sequence.csv`, `attention.csv` and,
+/// for mixture-of-experts models, `moe.csv` (read from `tp1/`, else the lowest TP folder).
+/// Layers marked `tp_stable` are read from `tp1/` when it exists. The architecture YAML (ours
+/// in `model_archs/layers/`, or LLMServingSim's) gives the layer sequence of one step.
+///
+/// A step runs the prologue once, the transformer block `num_hidden_layers` times and the
+/// head once; its time is the sum of the rows. The batch maps onto LLMServingSim's batch
+/// context as: `total_len` = Σ new tokens; the items with more than one new token are
+/// collapsed into one prefill of `prefill_chunk` = Σ their new tokens over `kv_prefill` = Σ
+/// their contexts; the one-token items are the `n_decode` decodes, with mean (floored), max and
+/// min context; `lm_head_len` = item count. Dense layers are looked up at `max(total_len, 1)`
+/// tokens, per-sequence layers at `lm_head_len` sequences, attention on the 4D grid with the
+/// skew correction (the row is omitted without prefill and decodes, which a valid batch always
+/// has), the MoE block at BALANCED routing with EP 1. A block layer without rows in its table
+/// is skipped with a warning; a prologue or head layer without rows fails the load.
+///
+/// Everything is resolved at load: the rows of a step and the table each row reads, so
+/// [`LatencyBackend::step_time`] does no allocation and no name lookups.
 #[derive(Debug)]
 pub struct ProfileDb {
     bundle: PathBuf,
     rows: Vec<Row>,
     pricer: Pricer,
-}
-
-/// One priced row of a step, repeated `repeats` times.
-#[derive(Debug)]
-struct Row {
-    name: &'static str,
-    repeats: u64,
-    price: Price,
-}
-
-/// How a row is priced.
-#[derive(Debug)]
-enum Price {
-    /// A dense layer, keyed on the step's token count.
-    Tokens(Table1d),
-    /// A per-sequence layer, keyed on the step's sequence count.
-    Sequences(Table1d),
-    /// The attention layer (the grid lives in [`Pricer`]); omitted without prefill or decodes.
-    Attention,
-    /// The MoE block.
-    Moe(MoeBlock),
-}
-
-/// The MoE table with the routing facts it needs.
-#[derive(Debug)]
-struct MoeBlock {
-    table: MoeTable,
-    top_k: u64,
-    experts: u64,
 }
 
 /// The state shared by all rows: the attention grid, the skew fit and the counters.
@@ -323,19 +215,6 @@ impl Pricer {
     }
 }
 
-/// Layer names as `&'static str` for [`LayerTiming`]: each distinct name is leaked once per
-/// process, however many bundles are loaded.
-fn intern(name: &str) -> &'static str {
-    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(known) = names.iter().find(|n| **n == name) {
-        return known;
-    }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.push(leaked);
-    leaked
-}
-
 impl ProfileDb {
     /// Loads the bundle `spec` names and resolves the rows of a step.
     pub fn load(spec: &ProfileSpec<'_>) -> Result<ProfileDb, ProfileError> {
@@ -374,24 +253,7 @@ impl ProfileDb {
         warn_if_beyond_profiled(spec, &meta, &bundle);
 
         let attention = load::load_attention(&bundle.join(format!("tp{tp}/attention.csv")))?;
-        let mut resolver = Resolver {
-            spec,
-            arch: &arch,
-            bundle: &bundle,
-            tp,
-            tps: &tps,
-            files: Vec::new(),
-            moe: None,
-            warned: Vec::new(),
-        };
-        let mut rows = Vec::new();
-        for (section, layers) in arch.step_sections(spec.model.moe.is_some()) {
-            for layer in layers {
-                if let Some(row) = resolver.row(section, layer)? {
-                    rows.push(row);
-                }
-            }
-        }
+        let rows = Resolver::new(spec, &arch, &bundle, tp, &tps).rows()?;
         Ok(ProfileDb {
             bundle,
             rows,
@@ -436,145 +298,6 @@ fn warn_if_beyond_profiled(spec: &ProfileSpec<'_>, meta: &meta::Meta, bundle: &P
              lookups above it extrapolate",
             bundle.display()
         );
-    }
-}
-
-/// Turns sequence layers into rows, reading each table file once.
-struct Resolver<'a> {
-    spec: &'a ProfileSpec<'a>,
-    arch: &'a Architecture,
-    bundle: &'a Path,
-    tp: u32,
-    /// The TP degrees with a folder, ascending.
-    tps: &'a [u32],
-    /// Tables read so far, by file.
-    files: Vec<(PathBuf, Vec<(String, Table1d)>)>,
-    moe: Option<MoeTable>,
-    /// Block layers already reported as missing.
-    warned: Vec<String>,
-}
-
-impl Resolver<'_> {
-    /// `<bundle>/tp<N>/<file>`, where N is 1 for a `tp_stable` layer when `tp1/` exists, else
-    /// the run's TP degree.
-    fn file_of(&self, layer: &arch::Layer, file: &str) -> PathBuf {
-        let tp = if layer.tp_stable && self.tps.contains(&1) {
-            1
-        } else {
-            self.tp
-        };
-        self.bundle.join(format!("tp{tp}")).join(file)
-    }
-
-    fn row(&mut self, section: Section, layer: &arch::Layer) -> Result<Option<Row>, ProfileError> {
-        let per_block = section.per_block();
-        if per_block && layer.name == "rotary_emb" && self.spec.hardware.contains("TPU") {
-            return Ok(None);
-        }
-        let price = match layer.category {
-            Category::Attention => Price::Attention,
-            Category::Moe => Price::Moe(self.moe_block(layer)?),
-            category @ (Category::Dense | Category::PerSequence) => {
-                let file = self.file_of(
-                    layer,
-                    match category {
-                        Category::Dense => "dense.csv",
-                        _ => "per_sequence.csv",
-                    },
-                );
-                match self.table(&file, category, &layer.name)? {
-                    Some(t) if category == Category::Dense => Price::Tokens(t),
-                    Some(t) => Price::Sequences(t),
-                    None if per_block => {
-                        if !self.warned.contains(&layer.name) {
-                            log::warn!(
-                                "layer `{}` is in the sequence of {} but {} has no rows for it; \
-                                 skipping it",
-                                layer.name,
-                                self.arch.source,
-                                file.display()
-                            );
-                            self.warned.push(layer.name.clone());
-                        }
-                        return Ok(None);
-                    }
-                    None => {
-                        return Err(ProfileError::MissingLayer {
-                            path: file,
-                            layer: layer.name.clone(),
-                            section: if section == Section::Head {
-                                "head"
-                            } else {
-                                "prologue"
-                            },
-                            architecture: self.arch.source.clone(),
-                        });
-                    }
-                }
-            }
-        };
-        Ok(Some(Row {
-            name: intern(&layer.name),
-            repeats: if per_block {
-                self.spec.model.num_layers
-            } else {
-                1
-            },
-            price,
-        }))
-    }
-
-    /// The table of `layer` in `file`, reading the file on first use.
-    fn table(
-        &mut self,
-        file: &Path,
-        category: Category,
-        layer: &str,
-    ) -> Result<Option<Table1d>, ProfileError> {
-        let index = match self.files.iter().position(|(p, _)| p == file) {
-            Some(i) => i,
-            None => {
-                let tables = load::load_1d(file, category, self.arch)?;
-                self.files.push((file.to_path_buf(), tables));
-                self.files.len() - 1
-            }
-        };
-        Ok(self.files[index]
-            .1
-            .iter()
-            .find(|(name, _)| name == layer)
-            .map(|(_, t)| t.clone()))
-    }
-
-    fn moe_block(&mut self, layer: &arch::Layer) -> Result<MoeBlock, ProfileError> {
-        let Some(moe) = &self.spec.model.moe else {
-            return Err(ProfileError::Architecture {
-                file: self.arch.source.clone(),
-                message: format!(
-                    "layer `{}` is a moe layer, but {} has no experts",
-                    layer.name, self.spec.model.name
-                ),
-            });
-        };
-        let table = match &self.moe {
-            Some(table) => table.clone(),
-            None => {
-                // MoE is profiled at tp1 only: `tp1/`, else the lowest TP degree there is.
-                let tp = if self.tps.contains(&1) {
-                    1
-                } else {
-                    self.tps[0]
-                };
-                let table = load::load_moe(&self.bundle.join(format!("tp{tp}/moe.csv")))?;
-                self.moe = Some(table.clone());
-                table
-            }
-        };
-        Ok(MoeBlock {
-            table,
-            top_k: moe.top_k,
-            experts: moe.num_experts,
-        })
     }
 }
 
