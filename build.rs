@@ -1,5 +1,6 @@
-//! Embeds the bundled data files (`model_archs/**.json`, `hardware/*.toml`) into the binary so
-//! that `--model NAME` and `--hardware NAME` work from any directory without a data path.
+//! Embeds the bundled data files (`model_archs/**.json`, `model_archs/**.yaml`,
+//! `hardware/*.toml`) into the binary so that `--model NAME` and `--hardware NAME` work from any
+//! directory without a data path.
 
 use std::env;
 use std::fs;
@@ -57,6 +58,12 @@ fn main() {
         "MODEL_ARCHS",
         &manifest.join("model_archs"),
         "json",
+    );
+    write_table(
+        &mut out,
+        "LAYER_SEQUENCES",
+        &manifest.join("model_archs"),
+        "yaml",
     );
     write_table(&mut out, "HARDWARE", &manifest.join("hardware"), "toml");
     println!("cargo:rerun-if-changed=model_archs");

@@ -235,8 +235,9 @@ impl RunArgs {
                 memory_utilization = inst.npu_mem.mem_util.unwrap_or(memory_utilization);
                 max_num_seqs = o.max_num_seqs.unwrap_or(max_num_seqs);
                 max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(max_num_batched_tokens);
-                long_prefill_token_threshold =
-                    o.long_prefill_token_threshold.unwrap_or(long_prefill_token_threshold);
+                long_prefill_token_threshold = o
+                    .long_prefill_token_threshold
+                    .unwrap_or(long_prefill_token_threshold);
                 block_size = o.block_size.unwrap_or(block_size);
                 chunked = o.enable_chunked_prefill.unwrap_or(chunked);
                 prefix_caching = o.enable_prefix_caching.unwrap_or(prefix_caching);
@@ -331,7 +332,10 @@ mod tests {
     }
 
     fn shared(rel: &str) -> String {
-        format!("{}/../shared/data/llmservingsim/{rel}", env!("CARGO_MANIFEST_DIR"))
+        format!(
+            "{}/../shared/data/llmservingsim/{rel}",
+            env!("CARGO_MANIFEST_DIR")
+        )
     }
 
     #[test]
@@ -371,7 +375,10 @@ mod tests {
             "--dataset is required"
         );
         assert!(parse(&["--kv-cache-dtype", "fp4"]).is_err());
-        assert!(parse(&["--architecture", "a.yaml"]).is_err(), "needs --profile-dir");
+        assert!(
+            parse(&["--architecture", "a.yaml"]).is_err(),
+            "needs --profile-dir"
+        );
     }
 
     #[test]
@@ -393,7 +400,10 @@ mod tests {
         assert_eq!(cfg.memory_utilization, 0.833919);
         assert_eq!(cfg.scheduler.max_num_seqs, Some(256));
         let c = shared("configs/cluster/single_node_pd_per_instance_config.json");
-        let err = parse(&["--cluster-config", &c]).unwrap().into_config().unwrap_err();
+        let err = parse(&["--cluster-config", &c])
+            .unwrap()
+            .into_config()
+            .unwrap_err();
         assert!(err.to_string().contains("not supported yet"), "{err}");
     }
 
@@ -411,7 +421,14 @@ mod tests {
 
     #[test]
     fn validate_is_a_subcommand_that_needs_no_dataset() {
-        let ok = ["blis-cosim", "validate", "--vllm", "r.jsonl", "--sim", "s.csv"];
+        let ok = [
+            "blis-cosim",
+            "validate",
+            "--vllm",
+            "r.jsonl",
+            "--sim",
+            "s.csv",
+        ];
         let cli = Cli::try_parse_from(ok).unwrap();
         assert!(matches!(cli.command, Some(Command::Validate(_))));
         let mut bad = ok.to_vec();

@@ -3,7 +3,7 @@
 use crate::cli::{SimConfig, ValidateArgs};
 use crate::config::{Dtype, KvSizing, kv_capacity};
 use crate::engine::{self, InstanceSetup, Observer, StepEvent};
-use crate::latency::{LatencyBackend, Roofline};
+use crate::latency::{LatencyBackend, LookupCounts, ProfileDb, ProfileSpec, Roofline};
 use crate::metrics::{
     PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary, SummaryCollector,
     Validation, write_atomically,
@@ -26,7 +26,11 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             block_size: config.scheduler.block_size,
             tp: config.tp,
             dtype: config.dtype,
-            kv_dtype: if config.kv_cache_fp8 { Dtype::Fp8 } else { config.dtype },
+            kv_dtype: if config.kv_cache_fp8 {
+                Dtype::Fp8
+            } else {
+                config.dtype
+            },
         },
     )?;
     let num_blocks = u32::try_from(capacity.num_blocks)
@@ -45,8 +49,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         num_blocks,
         scheduler: config.scheduler.clone(),
     };
-    let mut backend = Roofline::new(&config.model, &config.hardware, config.tp, config.dtype);
-    log::info!("latency backend: {} (analytical)", backend.name());
+    let mut backend = Backend::new(config)?;
 
     let csv = match &config.output {
         Some(path) => Some(RequestCsv::create(path)?),
@@ -57,14 +60,14 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         summary: SummaryCollector::new(),
         progress: Progress::new(requests.len() as u64),
     };
-    let outcome = engine::run(&requests, &setup, &mut backend, &mut outputs)?;
+    let outcome = engine::run(&requests, &setup, backend.as_dyn(), &mut outputs)?;
     outputs.progress.finish();
 
     let stats = outcome.stats;
     let info = RunInfo {
         model: config.model.name.clone(),
         hardware: config.hardware.name.clone(),
-        backend: backend.name().to_owned(),
+        backend: backend.as_dyn().name().to_owned(),
         tp: config.tp,
         seed: config.seed,
         total_clocks_ns: outcome.total_clocks_ns,
@@ -79,6 +82,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                 requested_tokens: stats.prefix_requested_tokens,
                 hit_tokens: stats.prefix_hit_tokens,
             }),
+        profile_lookups: backend.profile_lookups(),
     };
     let summary = outputs.summary.finish(info);
     if let Some(path) = &config.summary_json {
@@ -88,6 +92,59 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         csv.commit()?;
     }
     Ok(summary)
+}
+
+/// The latency backend chosen by the configuration.
+enum Backend {
+    Roofline(Roofline),
+    Profile(Box<ProfileDb>),
+}
+
+impl Backend {
+    /// The profile DB when a profile root is given, else the analytical roofline.
+    fn new(config: &SimConfig) -> anyhow::Result<Backend> {
+        let Some(root) = &config.profile_dir else {
+            log::info!("latency backend: roofline (analytical)");
+            return Ok(Backend::Roofline(Roofline::new(
+                &config.model,
+                &config.hardware,
+                config.tp,
+                config.dtype,
+            )));
+        };
+        let started = Instant::now();
+        let db = ProfileDb::load(&ProfileSpec {
+            root,
+            hardware: &config.hardware.name,
+            model: &config.model,
+            dtype: config.dtype,
+            kv_cache_fp8: config.kv_cache_fp8,
+            tp: config.tp,
+            architecture: config.architecture.as_deref(),
+            max_num_batched_tokens: config.scheduler.max_num_batched_tokens,
+            max_num_seqs: config.scheduler.max_num_seqs,
+        })?;
+        log::info!(
+            "latency backend: profile DB {} (loaded in {:.1} ms)",
+            db.bundle_dir().display(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(Backend::Profile(Box::new(db)))
+    }
+
+    fn as_dyn(&mut self) -> &mut dyn LatencyBackend {
+        match self {
+            Backend::Roofline(r) => r,
+            Backend::Profile(p) => p.as_mut(),
+        }
+    }
+
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        match self {
+            Backend::Roofline(_) => None,
+            Backend::Profile(p) => Some(p.lookup_counts()),
+        }
+    }
 }
 
 /// Receives the engine's results: CSV rows, summary samples, progress, debug logs.

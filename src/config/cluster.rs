@@ -127,20 +127,32 @@ impl ClusterConfig {
         let config: ClusterConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let field = e.path().to_string();
             let inner = e.into_inner();
-            let field = if inner.is_data() { field } else { "(json)".to_owned() };
+            let field = if inner.is_data() {
+                field
+            } else {
+                "(json)".to_owned()
+            };
             invalid(field, inner.to_string())
         })?;
         if config.num_nodes != config.nodes.len() {
             return Err(invalid(
                 "num_nodes".into(),
-                format!("is {} but {} nodes are listed", config.num_nodes, config.nodes.len()),
+                format!(
+                    "is {} but {} nodes are listed",
+                    config.num_nodes,
+                    config.nodes.len()
+                ),
             ));
         }
         for (n, node) in config.nodes.iter().enumerate() {
             if node.num_instances != node.instances.len() {
                 return Err(invalid(
                     format!("nodes[{n}].num_instances"),
-                    format!("is {} but {} instances are listed", node.num_instances, node.instances.len()),
+                    format!(
+                        "is {} but {} instances are listed",
+                        node.num_instances,
+                        node.instances.len()
+                    ),
                 ));
             }
             check_memory(&node.cpu_mem, &format!("nodes[{n}].cpu_mem"), &invalid)?;
@@ -148,7 +160,10 @@ impl ClusterConfig {
                 check_instance(inst, &format!("nodes[{n}].instances[{i}]"), &invalid)?;
             }
         }
-        for (name, v) in [("link_bw", &config.link_bw), ("link_latency", &config.link_latency)] {
+        for (name, v) in [
+            ("link_bw", &config.link_bw),
+            ("link_latency", &config.link_latency),
+        ] {
             let values = match v {
                 PerDim::One(x) => std::slice::from_ref(x),
                 PerDim::Many(xs) => xs.as_slice(),
@@ -161,18 +176,26 @@ impl ClusterConfig {
     }
 
     /// The one instance of a single-instance cluster, refusing what is not supported yet.
-    pub fn single_instance(&self, source_name: &str) -> Result<(&NodeSpec, &InstanceSpec), ConfigError> {
+    pub fn single_instance(
+        &self,
+        source_name: &str,
+    ) -> Result<(&NodeSpec, &InstanceSpec), ConfigError> {
         let unsupported = |field: &str, what: &str| ConfigError::Invalid {
             source_name: source_name.to_owned(),
             field: field.to_owned(),
-            message: format!("{what} is not supported yet (single-node, single-instance configs only)"),
+            message: format!(
+                "{what} is not supported yet (single-node, single-instance configs only)"
+            ),
         };
         if self.nodes.len() != 1 {
             return Err(unsupported("num_nodes", "more than one node"));
         }
         let node = &self.nodes[0];
         if node.instances.len() != 1 {
-            return Err(unsupported("nodes[0].num_instances", "more than one instance"));
+            return Err(unsupported(
+                "nodes[0].num_instances",
+                "more than one instance",
+            ));
         }
         if self.cxl_mem.is_some() {
             return Err(unsupported("cxl_mem", "CXL memory"));
@@ -201,7 +224,10 @@ impl ClusterConfig {
         for (key, on) in [
             ("enable_local_offloading", o.enable_local_offloading),
             ("enable_attn_offloading", o.enable_attn_offloading),
-            ("enable_sub_batch_interleaving", o.enable_sub_batch_interleaving),
+            (
+                "enable_sub_batch_interleaving",
+                o.enable_sub_batch_interleaving,
+            ),
         ] {
             if on == Some(true) {
                 return Err(unsupported(&at(key), key));
@@ -225,16 +251,25 @@ fn check_memory(
 ) -> Result<(), ConfigError> {
     for (key, v) in [("mem_size", m.mem_size), ("mem_bw", m.mem_bw)] {
         if !(v.is_finite() && v > 0.0) {
-            return Err(invalid(format!("{at}.{key}"), format!("must be positive, got {v}")));
+            return Err(invalid(
+                format!("{at}.{key}"),
+                format!("must be positive, got {v}"),
+            ));
         }
     }
     if !(m.mem_latency.is_finite() && m.mem_latency >= 0.0) {
-        return Err(invalid(format!("{at}.mem_latency"), "must be non-negative".into()));
+        return Err(invalid(
+            format!("{at}.mem_latency"),
+            "must be non-negative".into(),
+        ));
     }
     if let Some(u) = m.mem_util
         && !(u > 0.0 && u <= 1.0)
     {
-        return Err(invalid(format!("{at}.mem_util"), format!("must be in (0, 1], got {u}")));
+        return Err(invalid(
+            format!("{at}.mem_util"),
+            format!("must be in (0, 1], got {u}"),
+        ));
     }
     Ok(())
 }
@@ -254,7 +289,12 @@ fn check_instance(
             format!("must be \"prefill\", \"decode\" or null, got \"{pd}\""),
         ));
     }
-    for (key, v) in [("tp_size", inst.tp_size), ("pp_size", inst.pp_size), ("ep_size", inst.ep_size), ("num_npus", inst.num_npus)] {
+    for (key, v) in [
+        ("tp_size", inst.tp_size),
+        ("pp_size", inst.pp_size),
+        ("ep_size", inst.ep_size),
+        ("num_npus", inst.num_npus),
+    ] {
         if v == Some(0) {
             return Err(invalid(format!("{at}.{key}"), "must be at least 1".into()));
         }
@@ -277,7 +317,9 @@ mod tests {
     use super::*;
 
     fn shared(rel: &str) -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/llmservingsim").join(rel)
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/data/llmservingsim")
+            .join(rel)
     }
 
     #[test]
@@ -315,25 +357,47 @@ mod tests {
         ] {
             let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
             let err = config.single_instance(file).unwrap_err().to_string();
-            assert!(err.contains(key) && err.contains("not supported yet"), "{file}: {err}");
+            assert!(
+                err.contains(key) && err.contains("not supported yet"),
+                "{file}: {err}"
+            );
         }
     }
 
     #[test]
     fn bad_configs_name_the_field() {
-        let ok = std::fs::read_to_string(shared("configs/cluster/single_node_single_instance.json")).unwrap();
+        let ok =
+            std::fs::read_to_string(shared("configs/cluster/single_node_single_instance.json"))
+                .unwrap();
         let cases = [
-            (ok.replace("\"num_nodes\": 1", "\"num_nodes\": 2"), "num_nodes"),
-            (ok.replace("\"mem_bw\": 1597", "\"mem_bw\": -1"), "nodes[0].instances[0].npu_mem.mem_bw"),
-            (ok.replace("\"tp_size\": 1", "\"tp_size\": 1, \"tpsize\": 2"), "tpsize"),
-            (ok.replace("\"pd_type\": null", "\"pd_type\": \"both\""), "pd_type"),
+            (
+                ok.replace("\"num_nodes\": 1", "\"num_nodes\": 2"),
+                "num_nodes",
+            ),
+            (
+                ok.replace("\"mem_bw\": 1597", "\"mem_bw\": -1"),
+                "nodes[0].instances[0].npu_mem.mem_bw",
+            ),
+            (
+                ok.replace("\"tp_size\": 1", "\"tp_size\": 1, \"tpsize\": 2"),
+                "tpsize",
+            ),
+            (
+                ok.replace("\"pd_type\": null", "\"pd_type\": \"both\""),
+                "pd_type",
+            ),
             (ok.replace("\"num_npus\": 1", "\"num_npus\": 2"), "num_npus"),
             (ok.replace("\"hardware\": \"RTXPRO6000\",", ""), "hardware"),
             (ok[..60].to_string(), "(json)"),
         ];
         for (text, field) in cases {
-            let err = ClusterConfig::parse(&text, "c.json").unwrap_err().to_string();
-            assert!(err.contains("c.json") && err.contains(field), "{field}: {err}");
+            let err = ClusterConfig::parse(&text, "c.json")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("c.json") && err.contains(field),
+                "{field}: {err}"
+            );
         }
     }
 }

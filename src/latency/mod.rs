@@ -2,11 +2,14 @@
 //!
 //! The scheduler never knows how time is computed. It hands a [`BatchDesc`] to a
 //! [`LatencyBackend`] and gets the step time back. Backends: [`Roofline`] (analytical, from
-//! the model architecture and hardware datasheet); the profile DB and ASTRA-Sim
-//! co-simulation plug into the same trait.
+//! the model architecture and hardware datasheet) and [`ProfileDb`] (per-layer latencies
+//! measured on real GPUs, LLMServingSim's profile bundles); ASTRA-Sim co-simulation plugs into
+//! the same trait.
 
+mod profile;
 mod roofline;
 
+pub use profile::{LookupCounts, ProfileDb, ProfileError, ProfileSpec};
 pub use roofline::Roofline;
 
 use crate::Nanos;

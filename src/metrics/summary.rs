@@ -4,6 +4,7 @@ use super::RequestRecord;
 use super::csv_out::write_atomically;
 use super::stats::LatencyStats;
 use crate::Nanos;
+use crate::latency::LookupCounts;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -54,6 +55,8 @@ pub struct RunInfo {
     pub recomputed_tokens: u64,
     /// Present when prefix caching is on.
     pub prefix_cache: Option<PrefixCacheStats>,
+    /// Present with the profile-DB backend: how many table lookups left the profiled grid.
+    pub profile_lookups: Option<LookupCounts>,
 }
 
 /// Accumulates finished requests for the summary.
@@ -193,6 +196,11 @@ impl Summary {
             simulator["prefix_cache_hit_tokens"] = cache.hit_tokens.into();
             simulator["prefix_cache_hit_ratio"] = cache.hit_ratio_percent().into();
         }
+        if let Some(l) = &info.profile_lookups {
+            simulator["profile_lookups"] = l.lookups.into();
+            simulator["profile_lookups_clamped"] = l.clamped.into();
+            simulator["profile_lookups_extrapolated"] = l.extrapolated.into();
+        }
         put("simulator".into(), simulator);
         Value::Object(root)
     }
@@ -289,6 +297,7 @@ mod tests {
             preemptions: 0,
             recomputed_tokens: 0,
             prefix_cache: None,
+            profile_lookups: None,
         }
     }
 

@@ -71,6 +71,10 @@ impl fmt::Display for Summary {
             line(f, "Prefix cache hit tokens / requested:", tokens)?;
             line_2dp(f, "Prefix cache hit ratio (%):", cache.hit_ratio_percent())?;
         }
+        if let Some(l) = &info.profile_lookups {
+            let counts = format!("{} / {} / {}", l.lookups, l.clamped, l.extrapolated);
+            line(f, "Profile lookups / clamped / extrapolated:", counts)?;
+        }
         line(f, "Total clocks (ns):", info.total_clocks_ns)?;
         writeln!(f, "{}", "=".repeat(50))
     }

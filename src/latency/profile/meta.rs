@@ -1,0 +1,379 @@
+//! `meta.yaml`: the engine limits the bundle was profiled at, and the skew-correction fit.
+//!
+//! Only the keys LLMServingSim reads are used: `engine_effective.max_num_batched_tokens` and
+//! `.max_num_seqs`, `skew_fit.enabled`, `skew_fit.bucket_axes` and
+//! `skew_fit.per_tp[<tp>].{alpha_by_bucket | bucket_table, alpha_default, bucket_axes}`.
+//!
+//! The fit resolves as in LLMServingSim: disabled or absent → alpha 0; no entry for the TP →
+//! the block's `alpha_default` (else 0); an entry → its bucket table (inline
+//! `alpha_by_bucket`, else the `bucket_table` CSV) with its `alpha_default` as fallback, keyed
+//! on the entry's `bucket_axes`, else the block's, else the built-in defaults. A missing
+//! `bucket_table` file is a warning and leaves `alpha_default`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::ProfileError;
+use super::load::CsvFile;
+use super::skew::{BucketAxis, SkewAxes, SkewFit};
+
+/// What the simulator uses from `meta.yaml`, resolved for one TP degree.
+#[derive(Debug, Clone)]
+pub(super) struct Meta {
+    /// `engine_effective.max_num_batched_tokens`: the largest step the grids cover.
+    pub max_num_batched_tokens: Option<u64>,
+    /// `engine_effective.max_num_seqs`.
+    pub max_num_seqs: Option<u64>,
+    pub skew: SkewFit,
+}
+
+#[derive(Deserialize)]
+struct MetaYaml {
+    engine_effective: Option<EngineYaml>,
+    skew_fit: Option<SkewFitYaml>,
+}
+
+#[derive(Deserialize)]
+struct EngineYaml {
+    max_num_batched_tokens: Option<u64>,
+    max_num_seqs: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct SkewFitYaml {
+    #[serde(default)]
+    enabled: bool,
+    bucket_axes: Option<AxesYaml>,
+    per_tp: Option<serde_yaml_ng::Mapping>,
+    alpha_default: Option<f64>,
+}
+
+/// `bucket_axes` as written (its informational `pc` entry is ignored).
+#[derive(Deserialize)]
+struct AxesYaml {
+    n_bins: Vec<f64>,
+    n_labels: Vec<String>,
+    skew_rate_bins: Vec<f64>,
+    skew_rate_labels: Vec<String>,
+    kv_big_bins: Vec<f64>,
+    kv_big_labels: Vec<String>,
+    kp_bins: Vec<f64>,
+    kp_labels: Vec<String>,
+}
+
+impl AxesYaml {
+    fn resolve(self, at: &str) -> Result<SkewAxes, String> {
+        Ok(SkewAxes {
+            n: BucketAxis::new(&format!("{at}.n_bins"), self.n_bins, self.n_labels)?,
+            skew_rate: BucketAxis::new(
+                &format!("{at}.skew_rate_bins"),
+                self.skew_rate_bins,
+                self.skew_rate_labels,
+            )?,
+            kv_big: BucketAxis::new(
+                &format!("{at}.kv_big_bins"),
+                self.kv_big_bins,
+                self.kv_big_labels,
+            )?,
+            kp: BucketAxis::new(&format!("{at}.kp_bins"), self.kp_bins, self.kp_labels)?,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct PerTpYaml {
+    alpha_default: Option<f64>,
+    bucket_table: Option<String>,
+    alpha_by_bucket: Option<HashMap<String, f64>>,
+    bucket_axes: Option<AxesYaml>,
+}
+
+/// Reads `<bundle>/meta.yaml` and resolves the skew fit for `tp`.
+pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
+    let path = bundle.join("meta.yaml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ProfileError::MissingFile { path });
+        }
+        Err(source) => return Err(ProfileError::Io { path, source }),
+    };
+    let invalid = |field: String, message: String| ProfileError::Meta {
+        path: path.clone(),
+        field,
+        message,
+    };
+    let meta: MetaYaml =
+        serde_path_to_error::deserialize(serde_yaml_ng::Deserializer::from_str(&text))
+            .map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?;
+
+    let (max_num_batched_tokens, max_num_seqs) = meta
+        .engine_effective
+        .map_or((None, None), |e| (e.max_num_batched_tokens, e.max_num_seqs));
+    let skew = match meta.skew_fit {
+        Some(fit) if fit.enabled => {
+            let entry = fit.per_tp.as_ref().and_then(|m| tp_entry(m, tp));
+            match entry {
+                None => SkewFit::Constant(fit.alpha_default.unwrap_or(0.0)),
+                Some(value) => {
+                    let at = format!("skew_fit.per_tp.{tp}");
+                    let entry: PerTpYaml = serde_yaml_ng::from_value(value.clone())
+                        .map_err(|e| invalid(at.clone(), e.to_string()))?;
+                    let axes = match entry.bucket_axes.or(fit.bucket_axes) {
+                        Some(axes) => axes
+                            .resolve("skew_fit.bucket_axes")
+                            .map_err(|m| invalid(at.clone(), m))?,
+                        None => SkewAxes::defaults(),
+                    };
+                    let alphas = match (entry.alpha_by_bucket, entry.bucket_table) {
+                        (Some(inline), _) if !inline.is_empty() => inline,
+                        (_, Some(table)) => read_bucket_table(&bundle.join(table))?,
+                        _ => HashMap::new(),
+                    };
+                    SkewFit::buckets(axes, alphas, entry.alpha_default.unwrap_or(0.0))
+                }
+            }
+        }
+        _ => SkewFit::Constant(0.0),
+    };
+    Ok(Meta {
+        max_num_batched_tokens,
+        max_num_seqs,
+        skew,
+    })
+}
+
+/// The `per_tp` entry for `tp`, keyed by the integer or its string; an empty entry counts as
+/// none (LLMServingSim tests it for truthiness).
+fn tp_entry(per_tp: &serde_yaml_ng::Mapping, tp: u32) -> Option<&serde_yaml_ng::Value> {
+    use serde_yaml_ng::Value;
+    let value = per_tp.iter().find_map(|(k, v)| {
+        let matches = match k {
+            Value::Number(n) => n.as_u64() == Some(u64::from(tp)),
+            Value::String(s) => s.trim() == tp.to_string(),
+            _ => false,
+        };
+        matches.then_some(v)
+    })?;
+    match value {
+        Value::Null => None,
+        Value::Mapping(m) if m.is_empty() => None,
+        v => Some(v),
+    }
+}
+
+/// `tp<N>/skew_fit.csv`: alpha by bucket key. The key is the `raw_key` column when present
+/// and non-empty, else `pc={int(pc)}|{n_label}|{skew_rate_label}|{kv_big_label}|{kp_label}`.
+/// A later row with the same key replaces an earlier one. A missing file is a warning.
+fn read_bucket_table(path: &Path) -> Result<HashMap<String, f64>, ProfileError> {
+    let csv = match CsvFile::open(path) {
+        Ok(csv) => csv,
+        Err(ProfileError::MissingFile { path }) => {
+            log::warn!(
+                "skew fit bucket table {} is missing; using alpha_default",
+                path.display()
+            );
+            return Ok(HashMap::new());
+        }
+        Err(e) => return Err(e),
+    };
+    let alpha_col = csv.column("alpha")?;
+    let raw_col = csv.find_column("raw_key");
+    let parts = [
+        "pc",
+        "n_label",
+        "skew_rate_label",
+        "kv_big_label",
+        "kp_label",
+    ]
+    .map(|name| (name, csv.find_column(name)));
+    let mut alphas = HashMap::new();
+    csv.for_each(|r| {
+        let mut key = String::with_capacity(64);
+        if let Some(c) = raw_col {
+            key.push_str(r.text(c)?);
+        }
+        if key.is_empty() {
+            for (i, (name, col)) in parts.iter().enumerate() {
+                let Some(col) = *col else {
+                    return Err(ProfileError::Malformed {
+                        path: path.to_path_buf(),
+                        line: r.line,
+                        column: name.to_string(),
+                        message: "missing column (and no raw_key)".into(),
+                    });
+                };
+                if i == 0 {
+                    // `int(pc)`: whole numbers written as floats are accepted too.
+                    let pc = r.finite(col)?.trunc() as i64;
+                    key.push_str("pc=");
+                    key.push_str(itoa::Buffer::new().format(pc));
+                } else {
+                    key.push('|');
+                    key.push_str(r.text(col)?);
+                }
+            }
+        }
+        alphas.insert(key, r.finite(alpha_col)?);
+        Ok(())
+    })?;
+    Ok(alphas)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `meta.yaml` (and optional extra files) in a fresh folder, loaded for `tp`.
+    fn load(yaml: &str, files: &[(&str, &str)], tp: u32) -> Result<Meta, ProfileError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("meta.yaml"), yaml).unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        load_meta(dir.path(), tp)
+    }
+
+    const FIT: &str = "skew_fit:\n  enabled: true\n  alpha_default: 0.2\n  per_tp:\n    1:\n      \
+                       alpha_default: 0.05\n      bucket_table: tp1/skew_fit.csv\n";
+    const TABLE: (&str, &str) = (
+        "tp1/skew_fit.csv",
+        "pc,n_label,skew_rate_label,kv_big_label,kp_label,alpha,n_samples\n\
+         0,n<=4,sr<=15%,kvB<=4k,kp=0,0.25,3\n",
+    );
+
+    #[test]
+    fn alpha_comes_from_the_bucket_table_then_the_tps_default_then_the_blocks_default() {
+        let mut tp1 = load(FIT, &[TABLE], 1).unwrap().skew;
+        assert_eq!(tp1.alpha(0, 3, 0.1, 2000, 0), 0.25);
+        assert_eq!(tp1.alpha(0, 3, 0.1, 5000, 0), 0.05);
+        let mut tp2 = load(FIT, &[TABLE], 2).unwrap().skew;
+        assert_eq!(tp2, SkewFit::Constant(0.2));
+        assert_eq!(tp2.alpha(0, 3, 0.1, 2000, 0), 0.2);
+    }
+
+    #[test]
+    fn a_disabled_or_absent_fit_gives_no_correction() {
+        let disabled = FIT.replace("enabled: true", "enabled: false");
+        assert_eq!(
+            load(&disabled, &[TABLE], 1).unwrap().skew,
+            SkewFit::Constant(0.0)
+        );
+        let bare = load("engine_effective:\n  max_num_seqs: 8\n", &[], 1).unwrap();
+        assert_eq!(
+            (bare.skew, bare.max_num_seqs),
+            (SkewFit::Constant(0.0), Some(8))
+        );
+        let no_default = "skew_fit:\n  enabled: true\n";
+        assert_eq!(
+            load(no_default, &[], 1).unwrap().skew,
+            SkewFit::Constant(0.0)
+        );
+    }
+
+    #[test]
+    fn an_inline_alpha_by_bucket_map_is_used_instead_of_the_bucket_table() {
+        let inline =
+            format!("{FIT}      alpha_by_bucket:\n        pc=0|n<=4|sr<=15%|kvB<=4k|kp=0: 0.5\n");
+        assert_eq!(
+            load(&inline, &[TABLE], 1)
+                .unwrap()
+                .skew
+                .alpha(0, 3, 0.1, 2000, 0),
+            0.5
+        );
+    }
+
+    #[test]
+    fn a_missing_bucket_table_falls_back_to_the_tps_default() {
+        let mut fit = load(FIT, &[], 1).unwrap().skew;
+        assert_eq!(fit.alpha(0, 3, 0.1, 2000, 0), 0.05);
+    }
+
+    #[test]
+    fn a_raw_key_column_is_used_verbatim_and_a_later_row_replaces_an_earlier_one() {
+        let table = (
+            "tp1/skew_fit.csv",
+            "pc,n_label,skew_rate_label,kv_big_label,kp_label,alpha,raw_key\n\
+             0,n<=4,sr<=15%,kvB<=4k,kp=0,0.25,pc=0|n<=4|sr<=15%|kvB<=4k|kp<=2k\n\
+             0,n<=2,sr<=15%,kvB<=4k,kp=0,0.5,\n\
+             0,n<=2,sr<=15%,kvB<=4k,kp=0,0.75,\n",
+        );
+        let mut fit = load(FIT, &[table], 1).unwrap().skew;
+        assert_eq!(fit.alpha(0, 3, 0.1, 2000, 100), 0.25);
+        assert_eq!(fit.alpha(0, 3, 0.1, 2000, 0), 0.05);
+        assert_eq!(fit.alpha(0, 2, 0.1, 2000, 0), 0.75);
+    }
+
+    #[test]
+    fn bucket_axes_in_the_meta_replace_the_defaults_and_a_tp_entry_overrides_the_block() {
+        let axes = |n_labels: &str| {
+            format!(
+                "n_bins: [0, 100, 1000000]\n    n_labels: [{n_labels}]\n    \
+                 skew_rate_bins: [-0.01, 1.01]\n    skew_rate_labels: [any]\n    \
+                 kv_big_bins: [0, 1000000000]\n    kv_big_labels: [kv]\n    \
+                 kp_bins: [-1, 1000000000]\n    kp_labels: [kp]\n"
+            )
+        };
+        let yaml = format!(
+            "skew_fit:\n  enabled: true\n  bucket_axes:\n    {}  per_tp:\n    \
+             1: {{alpha_default: 0.0, alpha_by_bucket: {{'pc=0|few|any|kv|kp': 0.3, \
+             'pc=0|some|any|kv|kp': 0.4}}}}\n    2: {{alpha_by_bucket: {{'pc=0|some|any|kv|kp': 0.6}}, \
+             bucket_axes: {{{}}}}}\n",
+            axes("few, many"),
+            axes("some, lots").replace("\n    ", ", ").trim_end()
+        );
+        assert_eq!(
+            load(&yaml, &[], 1).unwrap().skew.alpha(0, 50, 0.5, 9, 9),
+            0.3
+        );
+        assert_eq!(
+            load(&yaml, &[], 2).unwrap().skew.alpha(0, 50, 0.5, 9, 9),
+            0.6
+        );
+    }
+
+    #[test]
+    fn the_rtxpro6000_llama_fit_reads_its_bucket_table_per_tp() {
+        let bundle = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/data/llmservingsim/profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"
+        ));
+        let mut tp1 = load_meta(bundle, 1).unwrap();
+        assert_eq!(
+            (tp1.max_num_batched_tokens, tp1.max_num_seqs),
+            (Some(2048), Some(256))
+        );
+        // Decodes at kv 128, 128, 128, 512: mean 224, skew rate 0.25, kv_big 512.
+        assert_eq!(tp1.skew.alpha(0, 4, 0.25, 512, 0), 0.1277);
+        assert_eq!(tp1.skew.alpha(24, 4, 0.25, 512, 0), 0.0543);
+        assert_eq!(
+            load_meta(bundle, 2)
+                .unwrap()
+                .skew
+                .alpha(24, 4, 0.25, 512, 0),
+            0.0654
+        );
+    }
+
+    #[test]
+    fn bad_bucket_axes_and_wrongly_typed_keys_are_meta_errors_naming_the_field() {
+        let yaml = "skew_fit:\n  enabled: true\n  bucket_axes: {n_bins: [0], n_labels: [a], \
+                    skew_rate_bins: [0, 1], skew_rate_labels: [b], kv_big_bins: [0, 1], \
+                    kv_big_labels: [c], kp_bins: [0, 1], kp_labels: [d]}\n  per_tp: {1: {}}\n";
+        // An empty per-TP entry counts as none, so the axes are not needed...
+        assert!(load(yaml, &[], 1).is_ok());
+        // ...but a real entry resolves them.
+        let yaml = yaml.replace("{1: {}}", "{1: {alpha_default: 0.1}}");
+        let err = load(&yaml, &[], 1).unwrap_err().to_string();
+        assert!(err.contains("n_bins: 1 bins for 1 labels"), "{err}");
+        let err = load("engine_effective:\n  max_num_seqs: many\n", &[], 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("engine_effective.max_num_seqs"), "{err}");
+    }
+}

@@ -1,0 +1,335 @@
+//! The profile-DB backend: per-layer latencies measured on real GPUs (LLMServingSim 2.0
+//! profile bundles), interpolated to the batch at hand. See [`ProfileDb`].
+//!
+//! Files: `arch` (layer sequences), `load` (folders and CSVs), `meta` (`meta.yaml`), `skew`
+//! (the skew alpha), `lookup` (interpolation), `resolve` (sequence → priced rows), `error`.
+
+mod arch;
+mod error;
+#[cfg(test)]
+mod fixture_tests;
+mod load;
+mod lookup;
+mod meta;
+mod resolve;
+mod skew;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use arch::Architecture;
+pub use error::ProfileError;
+use lookup::{AttentionTable, Edges, truncate_ns};
+use resolve::{Price, Resolver, Row};
+use skew::SkewFit;
+
+use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+use crate::Nanos;
+use crate::config::{Dtype, ModelArch};
+
+/// What to load: which bundle, for which model and parallelism.
+#[derive(Debug, Clone, Copy)]
+pub struct ProfileSpec<'a> {
+    /// The profile root, e.g. `../shared/data/llmservingsim/profiler/perf`.
+    pub root: &'a Path,
+    /// Hardware folder name, e.g. `RTXPRO6000`. A name containing `TPU` drops `rotary_emb`
+    /// from the transformer block, as LLMServingSim does.
+    pub hardware: &'a str,
+    /// The model; its `name` (`org/model`) gives the folders under the hardware, its
+    /// `model_type` the bundled architecture, `num_layers` the block count.
+    pub model: &'a ModelArch,
+    /// Weight dtype; its short name (`bf16`, ...) is the variant folder.
+    pub dtype: Dtype,
+    /// An FP8 KV cache: the variant folder gets a `-kvfp8` suffix (e.g. `bf16-kvfp8`).
+    pub kv_cache_fp8: bool,
+    /// Tensor-parallel degree; `tp<tp>/` must exist (0 is treated as 1).
+    pub tp: u32,
+    /// An LLMServingSim architecture YAML; `None` uses ours for `model.model_type`.
+    pub architecture: Option<&'a Path>,
+    /// The runtime token budget per step; a warning is logged when it exceeds the profiled
+    /// one (lookups above it extrapolate).
+    pub max_num_batched_tokens: u32,
+    /// The runtime sequence limit, compared with the profiled one like the token budget.
+    pub max_num_seqs: Option<u32>,
+}
+
+/// How many layer lookups were made, and how many of them left the profiled grid.
+///
+/// A lookup is one priced row of one step (an attention row counts once even when the skew
+/// correction reads the grid twice). It is `clamped` when a query coordinate that carries
+/// weight in the result lay below the table's axis, or off an axis with a single point (the
+/// edge value was used), and `extrapolated` when one lay above an axis of two or more points.
+/// One lookup can be both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LookupCounts {
+    /// Lookups made by [`LatencyBackend::step_time`] and [`LatencyBackend::breakdown`].
+    pub lookups: u64,
+    /// Lookups pinned to a grid edge.
+    pub clamped: u64,
+    /// Lookups extrapolated beyond the grid.
+    pub extrapolated: u64,
+}
+
+impl LookupCounts {
+    fn record(&mut self, edges: Edges) {
+        self.lookups += 1;
+        self.clamped += u64::from(edges.clamped);
+        self.extrapolated += u64::from(edges.extrapolated);
+    }
+}
+
+/// Per-layer latencies from a profile bundle, priced the way LLMServingSim prices a trace.
+///
+/// A bundle is `<root>/<hardware>/<org>/<model>/<variant>/` with `meta.yaml` and one
+/// `tp<N>/` folder per TP degree holding `dense.csv`, `per_sequence.csv`, `attention.csv` and,
+/// for mixture-of-experts models, `moe.csv` (read from `tp1/`, else the lowest TP folder).
+/// Layers marked `tp_stable` are read from `tp1/` when it exists. The architecture YAML (ours
+/// in `model_archs/layers/`, or LLMServingSim's) gives the layer sequence of one step.
+///
+/// A step runs the prologue once, the transformer block `num_hidden_layers` times and the
+/// head once; its time is the sum of the rows. The batch maps onto LLMServingSim's batch
+/// context as: `total_len` = Σ new tokens; the items with more than one new token are
+/// collapsed into one prefill of `prefill_chunk` = Σ their new tokens over `kv_prefill` = Σ
+/// their contexts; the one-token items are the `n_decode` decodes, with mean (floored), max and
+/// min context; `lm_head_len` = item count. Dense layers are looked up at `max(total_len, 1)`
+/// tokens, per-sequence layers at `lm_head_len` sequences, attention on the 4D grid with the
+/// skew correction (the row is omitted without prefill and decodes, which a valid batch always
+/// has), the MoE block at BALANCED routing with EP 1. A block layer without rows in its table
+/// is skipped with a warning; a prologue or head layer without rows fails the load.
+///
+/// Everything is resolved at load: the rows of a step and the table each row reads, so
+/// [`LatencyBackend::step_time`] does no allocation and no name lookups.
+#[derive(Debug)]
+pub struct ProfileDb {
+    bundle: PathBuf,
+    rows: Vec<Row>,
+    pricer: Pricer,
+}
+
+/// The state shared by all rows: the attention grid, the skew fit and the counters.
+#[derive(Debug)]
+struct Pricer {
+    attention: AttentionTable,
+    skew: SkewFit,
+    counts: LookupCounts,
+}
+
+/// LLMServingSim's batch context, from a [`BatchDesc`].
+#[derive(Debug, Clone, Copy)]
+struct BatchStats {
+    total_len: u64,
+    prefill_chunk: u64,
+    kv_prefill: u64,
+    n_decode: u64,
+    kv_decode_mean: u64,
+    kv_decode_max: u64,
+    kv_decode_min: u64,
+    lm_head_len: u64,
+}
+
+impl BatchStats {
+    fn of(batch: &BatchDesc<'_>) -> Result<BatchStats, LatencyError> {
+        if batch.items.is_empty() {
+            return Err(LatencyError::Backend("profile: empty batch".into()));
+        }
+        let mut s = BatchStats {
+            total_len: 0,
+            prefill_chunk: 0,
+            kv_prefill: 0,
+            n_decode: 0,
+            kv_decode_mean: 0,
+            kv_decode_max: 0,
+            kv_decode_min: u64::MAX,
+            lm_head_len: batch.items.len() as u64,
+        };
+        let mut decode_sum = 0u64;
+        for (i, item) in batch.items.iter().enumerate() {
+            let (new, context) = (u64::from(item.new_tokens), u64::from(item.context_tokens));
+            if new == 0 {
+                return Err(LatencyError::Backend(format!(
+                    "profile: batch item {i} computes no tokens"
+                )));
+            }
+            s.total_len += new;
+            if item.is_decode() {
+                s.n_decode += 1;
+                decode_sum += context;
+                s.kv_decode_max = s.kv_decode_max.max(context);
+                s.kv_decode_min = s.kv_decode_min.min(context);
+            } else {
+                s.prefill_chunk += new;
+                s.kv_prefill += context;
+            }
+        }
+        if s.n_decode == 0 {
+            s.kv_decode_min = 0;
+        }
+        s.kv_decode_mean = decode_sum.checked_div(s.n_decode).unwrap_or(0);
+        Ok(s)
+    }
+}
+
+impl Pricer {
+    /// The time of one occurrence of a row, or `None` for an omitted attention row.
+    fn price(&mut self, price: &Price, s: &BatchStats) -> Option<Nanos> {
+        let mut edges = Edges::default();
+        let ns = match price {
+            Price::Tokens(t) => truncate_ns(t.interpolate(s.total_len.max(1), &mut edges)),
+            Price::Sequences(t) => truncate_ns(t.interpolate(s.lm_head_len.max(1), &mut edges)),
+            Price::Attention => self.attention(s, &mut edges)?,
+            // BALANCED routing at EP 1: every token stays on the one rank, which fires
+            // min(tokens × top_k, experts) experts.
+            Price::Moe(m) => {
+                let activated = s.total_len.saturating_mul(m.top_k).min(m.experts);
+                m.table.lookup(s.total_len, activated, &mut edges)
+            }
+        };
+        self.counts.record(edges);
+        Some(ns)
+    }
+
+    /// `_lookup_attention_with_skew`: the grid at the mean decode context, blended towards
+    /// the grid at the longest one by the skew alpha when decode contexts differ.
+    fn attention(&mut self, s: &BatchStats, edges: &mut Edges) -> Option<Nanos> {
+        let (pc, kp, nd) = (s.prefill_chunk, s.kv_prefill, s.n_decode);
+        if pc == 0 && nd == 0 {
+            return None;
+        }
+        let t_mean = self.attention.lookup(pc, kp, nd, s.kv_decode_mean, edges);
+        if nd <= 1 || s.kv_decode_max == s.kv_decode_mean {
+            return Some(t_mean);
+        }
+        let gap = s.kv_decode_max - s.kv_decode_min;
+        let skew_rate = (s.kv_decode_mean - s.kv_decode_min) as f64 / gap as f64;
+        let alpha = self.skew.alpha(pc, nd, skew_rate, s.kv_decode_max, kp);
+        if alpha == 0.0 {
+            return Some(t_mean);
+        }
+        let t_max = self.attention.lookup(pc, kp, nd, s.kv_decode_max, edges);
+        if t_max <= t_mean {
+            return Some(t_mean);
+        }
+        let blended = t_mean as f64 + alpha * (t_max - t_mean) as f64;
+        Some((blended.round_ties_even() as i64).max(1) as Nanos)
+    }
+}
+
+impl ProfileDb {
+    /// Loads the bundle `spec` names and resolves the rows of a step.
+    pub fn load(spec: &ProfileSpec<'_>) -> Result<ProfileDb, ProfileError> {
+        let variant = format!(
+            "{}{}",
+            spec.dtype.short_name(),
+            if spec.kv_cache_fp8 { "-kvfp8" } else { "" }
+        );
+        let bundle = spec
+            .root
+            .join(spec.hardware)
+            .join(&spec.model.name)
+            .join(&variant);
+        if !bundle.is_dir() {
+            return Err(load::missing_bundle(spec.root, &bundle));
+        }
+        let tp = spec.tp.max(1);
+        let tps = load::tp_folders(&bundle);
+        if !tps.contains(&tp) {
+            let available: Vec<String> = tps.iter().map(|t| format!("tp{t}")).collect();
+            return Err(ProfileError::MissingTp {
+                bundle,
+                tp,
+                available: if available.is_empty() {
+                    "none".into()
+                } else {
+                    available.join(", ")
+                },
+            });
+        }
+        let arch = match spec.architecture {
+            Some(path) => Architecture::from_file(path)?,
+            None => Architecture::bundled(&spec.model.model_type)?,
+        };
+        let meta = meta::load_meta(&bundle, tp)?;
+        warn_if_beyond_profiled(spec, &meta, &bundle);
+
+        let attention = load::load_attention(&bundle.join(format!("tp{tp}/attention.csv")))?;
+        let rows = Resolver::new(spec, &arch, &bundle, tp, &tps).rows()?;
+        Ok(ProfileDb {
+            bundle,
+            rows,
+            pricer: Pricer {
+                attention,
+                skew: meta.skew,
+                counts: LookupCounts::default(),
+            },
+        })
+    }
+
+    /// The bundle folder in use: `<root>/<hardware>/<org>/<model>/<variant>`.
+    pub fn bundle_dir(&self) -> &Path {
+        &self.bundle
+    }
+
+    /// Lookups made so far, and how many fell outside the profiled grid.
+    pub fn lookup_counts(&self) -> LookupCounts {
+        self.pricer.counts
+    }
+}
+
+/// Logs once per load when the runtime limits exceed the profiled ones.
+fn warn_if_beyond_profiled(spec: &ProfileSpec<'_>, meta: &meta::Meta, bundle: &Path) {
+    let runtime_tokens = u64::from(spec.max_num_batched_tokens);
+    if let Some(profiled) = meta.max_num_batched_tokens
+        && profiled > 0
+        && runtime_tokens > profiled
+    {
+        log::warn!(
+            "max-num-batched-tokens {runtime_tokens} exceeds the {profiled} profiled in {}; \
+             dense and attention lookups above it extrapolate",
+            bundle.display()
+        );
+    }
+    if let (Some(profiled), Some(runtime)) = (meta.max_num_seqs, spec.max_num_seqs)
+        && profiled > 0
+        && u64::from(runtime) > profiled
+    {
+        log::warn!(
+            "max-num-seqs {runtime} exceeds the {profiled} profiled in {}; per-sequence \
+             lookups above it extrapolate",
+            bundle.display()
+        );
+    }
+}
+
+impl LatencyBackend for ProfileDb {
+    fn name(&self) -> &'static str {
+        "profile"
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        let stats = BatchStats::of(batch)?;
+        let mut total: Nanos = 0;
+        for row in &self.rows {
+            if let Some(ns) = self.pricer.price(&row.price, &stats) {
+                total += row.repeats * ns;
+            }
+        }
+        Ok(total)
+    }
+
+    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        let stats = BatchStats::of(batch)?;
+        let mut layers = Vec::with_capacity(self.rows.len());
+        for row in &self.rows {
+            if let Some(time_ns) = self.pricer.price(&row.price, &stats) {
+                layers.push(LayerTiming {
+                    name: row.name,
+                    repeats: row.repeats,
+                    time_ns,
+                    is_comm: false,
+                });
+            }
+        }
+        Ok(layers)
+    }
+}

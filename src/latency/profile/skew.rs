@@ -1,0 +1,218 @@
+//! The skew correction's alpha: LLMServingSim's `_skew_alpha` and `_bucket_label`.
+//!
+//! A batch whose decodes have different contexts is priced between the grid at the mean
+//! context and the grid at the longest one, `t_mean + alpha·(t_max − t_mean)`. Alpha is read
+//! from a per-bucket table under the key
+//! `pc={pc}|{n_label}|{skew_rate_label}|{kv_big_label}|{kp_label}`, else the TP's
+//! `alpha_default`; a bundle without an enabled fit has alpha 0.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// One bucket axis: a value gets label `i` for the first `i` with `value <= bins[i + 1]`
+/// (buckets are `(bins[i], bins[i + 1]]`), else the last label.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct BucketAxis {
+    bins: Vec<f64>,
+    labels: Vec<String>,
+}
+
+impl BucketAxis {
+    /// An axis from `meta.yaml`; `field` names it in the error.
+    pub(super) fn new(
+        field: &str,
+        bins: Vec<f64>,
+        labels: Vec<String>,
+    ) -> Result<BucketAxis, String> {
+        if labels.is_empty() || bins.len() != labels.len() + 1 {
+            return Err(format!(
+                "{field}: {} bins for {} labels (expected one more bin than labels, at least \
+                 one label)",
+                bins.len(),
+                labels.len()
+            ));
+        }
+        Ok(BucketAxis { bins, labels })
+    }
+
+    fn defaults(bins: &[f64], labels: &[&str]) -> BucketAxis {
+        BucketAxis {
+            bins: bins.to_vec(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+        }
+    }
+
+    /// `_bucket_label`.
+    pub fn label(&self, value: f64) -> &str {
+        let i = (0..self.labels.len())
+            .find(|&i| value <= self.bins[i + 1])
+            .unwrap_or(self.labels.len() - 1);
+        &self.labels[i]
+    }
+
+    fn longest_label(&self) -> usize {
+        self.labels.iter().map(String::len).max().unwrap_or(0)
+    }
+}
+
+/// The four bucket axes of the skew-fit key.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct SkewAxes {
+    pub n: BucketAxis,
+    pub skew_rate: BucketAxis,
+    pub kv_big: BucketAxis,
+    pub kp: BucketAxis,
+}
+
+impl SkewAxes {
+    /// LLMServingSim's `_DEFAULT_SKEW_AXES`, for fits whose meta predates `bucket_axes`.
+    pub fn defaults() -> SkewAxes {
+        SkewAxes {
+            n: BucketAxis::defaults(
+                &[0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 1e6],
+                &[
+                    "n<=2", "n<=4", "n<=8", "n<=16", "n<=32", "n<=64", "n<=128", "n>128",
+                ],
+            ),
+            kv_big: BucketAxis::defaults(
+                &[0.0, 1024.0, 4096.0, 16384.0, 1e9],
+                &["kvB<=1k", "kvB<=4k", "kvB<=16k", "kvB>16k"],
+            ),
+            skew_rate: BucketAxis::defaults(
+                &[-0.01, 0.05, 0.15, 0.40, 0.70, 1.01],
+                &["sr<=5%", "sr<=15%", "sr<=40%", "sr<=70%", "sr>70%"],
+            ),
+            kp: BucketAxis::defaults(&[-1.0, 0.0, 2048.0, 1e9], &["kp=0", "kp<=2k", "kp>2k"]),
+        }
+    }
+}
+
+/// How the skew alpha of a batch is found.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum SkewFit {
+    /// The same alpha for every batch: 0 without an enabled fit, or the block-level
+    /// `alpha_default` when the fit has no entry for this TP.
+    Constant(f64),
+    /// A per-bucket table with a fallback.
+    Buckets(Box<BucketFit>),
+}
+
+/// A per-bucket alpha table.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct BucketFit {
+    axes: SkewAxes,
+    alphas: HashMap<String, f64>,
+    /// The TP's `alpha_default`, for batches whose bucket has no entry.
+    default: f64,
+    /// Reused buffer for the bucket key, so that a lookup does not allocate.
+    key: String,
+}
+
+impl SkewFit {
+    /// A bucket table; reserves the key buffer for the longest possible key.
+    pub fn buckets(axes: SkewAxes, alphas: HashMap<String, f64>, default: f64) -> SkewFit {
+        let longest = "pc=".len()
+            + 20
+            + 4
+            + [&axes.n, &axes.skew_rate, &axes.kv_big, &axes.kp]
+                .iter()
+                .map(|a| a.longest_label())
+                .sum::<usize>();
+        SkewFit::Buckets(Box::new(BucketFit {
+            axes,
+            alphas,
+            default,
+            key: String::with_capacity(longest),
+        }))
+    }
+
+    /// `_skew_alpha`: the alpha for a batch with prefill chunk `pc`, `n` decodes whose skew rate
+    /// is `skew_rate` (clipped to [0, 1] here), longest decode context `kv_big`, and prefill
+    /// history `kp`.
+    pub fn alpha(&mut self, pc: u64, n: u64, skew_rate: f64, kv_big: u64, kp: u64) -> f64 {
+        let fit = match self {
+            SkewFit::Constant(alpha) => return *alpha,
+            SkewFit::Buckets(fit) => fit,
+        };
+        let axes = &fit.axes;
+        fit.key.clear();
+        write!(
+            fit.key,
+            "pc={pc}|{}|{}|{}|{}",
+            axes.n.label(n as f64),
+            axes.skew_rate.label(skew_rate.clamp(0.0, 1.0)),
+            axes.kv_big.label(kv_big as f64),
+            axes.kp.label(kp as f64)
+        )
+        .expect("writing to a String cannot fail");
+        fit.alphas
+            .get(fit.key.as_str())
+            .copied()
+            .unwrap_or(fit.default)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn axis(bins: &[f64], labels: &[&str]) -> BucketAxis {
+        BucketAxis::defaults(bins, labels)
+    }
+
+    #[test]
+    fn a_bucket_includes_its_upper_edge_and_the_last_label_takes_the_overflow() {
+        let n = SkewAxes::defaults().n;
+        assert_eq!(n.label(2.0), "n<=2");
+        assert_eq!(n.label(3.0), "n<=4");
+        assert_eq!(n.label(128.0), "n<=128");
+        assert_eq!(n.label(129.0), "n>128");
+        assert_eq!(n.label(2e6), "n>128");
+        let kp = SkewAxes::defaults().kp;
+        assert_eq!(kp.label(0.0), "kp=0");
+        assert_eq!(kp.label(1.0), "kp<=2k");
+    }
+
+    fn fit(alphas: &[(&str, f64)], default: f64) -> SkewFit {
+        SkewFit::buckets(
+            SkewAxes::defaults(),
+            alphas.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            default,
+        )
+    }
+
+    #[test]
+    fn alpha_comes_from_the_bucket_of_the_batch() {
+        let mut f = fit(&[("pc=0|n<=4|sr<=15%|kvB<=4k|kp=0", 0.25)], 0.05);
+        // n 3, skew rate 0.1, kv_big 2000, no prefill.
+        assert_eq!(f.alpha(0, 3, 0.1, 2000, 0), 0.25);
+        // kv_big 5000 is another bucket → default.
+        assert_eq!(f.alpha(0, 3, 0.1, 5000, 0), 0.05);
+    }
+
+    #[test]
+    fn a_prefill_chunk_off_the_profiled_grid_misses_the_table_and_takes_the_default() {
+        let mut f = fit(&[("pc=16|n<=4|sr<=5%|kvB<=1k|kp<=2k", 0.5)], 0.07);
+        assert_eq!(f.alpha(16, 4, 0.0, 1000, 100), 0.5);
+        assert_eq!(f.alpha(17, 4, 0.0, 1000, 100), 0.07);
+    }
+
+    #[test]
+    fn a_skew_rate_outside_zero_to_one_is_clipped_before_bucketing() {
+        let mut f = fit(&[("pc=0|n<=2|sr>70%|kvB<=1k|kp=0", 0.9)], 0.0);
+        assert_eq!(f.alpha(0, 2, 1.7, 10, 0), 0.9);
+    }
+
+    #[test]
+    fn a_constant_fit_ignores_the_batch() {
+        assert_eq!(SkewFit::Constant(0.0).alpha(16, 8, 0.5, 100, 0), 0.0);
+    }
+
+    #[test]
+    fn bucket_axes_need_one_more_bin_than_labels() {
+        assert!(BucketAxis::new("x", vec![0.0, 1.0], vec!["a".into()]).is_ok());
+        let err = BucketAxis::new("x", vec![0.0, 1.0], vec!["a".into(), "b".into()]);
+        assert!(err.unwrap_err().contains("2 bins for 2 labels"));
+        assert_eq!(axis(&[0.0, 1.0, 2.0], &["a", "b"]).label(1.5), "b");
+    }
+}
