@@ -1,6 +1,8 @@
 //! Embeds the bundled data files (`model_archs/**.json`, `model_archs/**.yaml`,
 //! `hardware/*.toml`) into the binary so that `--model NAME` and `--hardware NAME` work from any
-//! directory without a data path.
+//! directory without a data path, and generates the Rust types of the Chakra execution-trace
+//! schema (`proto/et_def.proto`) with `prost-build`, parsing the schema with the pure-Rust
+//! `protox` compiler so that no system `protoc` is needed.
 
 use std::env;
 use std::fs;
@@ -66,6 +68,18 @@ fn main() {
         "yaml",
     );
     write_table(&mut out, "HARDWARE", &manifest.join("hardware"), "toml");
+    compile_chakra_schema(&manifest);
     println!("cargo:rerun-if-changed=model_archs");
     println!("cargo:rerun-if-changed=hardware");
+}
+
+/// Generates `ChakraProtoMsg.rs` in `OUT_DIR` from `proto/et_def.proto`.
+fn compile_chakra_schema(manifest: &Path) {
+    let proto_dir = manifest.join("proto");
+    let descriptors = protox::compile([proto_dir.join("et_def.proto")], [&proto_dir])
+        .unwrap_or_else(|e| panic!("proto/et_def.proto: {e}"));
+    prost_build::Config::new()
+        .compile_fds(descriptors)
+        .expect("generate the Chakra ET types");
+    println!("cargo:rerun-if-changed=proto/et_def.proto");
 }

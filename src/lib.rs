@@ -7,6 +7,7 @@
 //!
 //! All simulated time is [`Nanos`]. The same inputs always produce byte-identical outputs.
 
+pub mod chakra;
 pub mod cli;
 pub mod config;
 pub mod engine;
