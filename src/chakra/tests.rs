@@ -1,0 +1,305 @@
+//! File-level tests: round trips in both dialects, what distinguishes the dialects, and the
+//! reader's refusals of malformed files.
+
+use std::path::Path;
+
+use super::attr::{bool_attr, bool_list_attr, int64_attr, string_attr, uint32_attr, uint64_attr};
+use super::proto::Node;
+use super::*;
+
+fn node(id: u64, kind: NodeKind, duration_ns: u64, attrs: Vec<proto::AttributeProto>) -> EtNode {
+    EtNode {
+        id,
+        name: format!("node{id}.{}", kind.schema_name().to_lowercase()),
+        kind,
+        data_deps: id.checked_sub(1).into_iter().collect(),
+        ctrl_deps: Vec::new(),
+        duration_ns,
+        attrs,
+    }
+}
+
+/// One node of every kind both dialects have, with the attributes ASTRA-Sim reads.
+/// Durations are whole microseconds so that the upstream dialect keeps them exactly.
+fn sample_nodes() -> Vec<EtNode> {
+    let mut nodes = vec![
+        node(
+            0,
+            NodeKind::MemLoad,
+            0,
+            vec![
+                bool_attr("is_cpu_op", false),
+                uint64_attr("tensor_size", 1 << 40),
+                uint32_attr("tensor_loc", 2),
+                uint32_attr("tensor_device", 1),
+            ],
+        ),
+        node(
+            1,
+            NodeKind::Comp,
+            25_000,
+            vec![bool_attr("is_cpu_op", false)],
+        ),
+        node(
+            2,
+            NodeKind::CommColl,
+            0,
+            vec![
+                int64_attr("comm_type", 0),
+                int64_attr("comm_size", 8192),
+                bool_list_attr("involved_dim", &[true, false]),
+            ],
+        ),
+        node(
+            3,
+            NodeKind::CommSend,
+            0,
+            vec![int64_attr("comm_size", 64), string_attr("pg_name", "tp")],
+        ),
+        node(4, NodeKind::CommRecv, 0, vec![int64_attr("comm_size", 64)]),
+        node(
+            5,
+            NodeKind::MemStore,
+            0,
+            vec![uint64_attr("tensor_size", 12)],
+        ),
+        node(6, NodeKind::Metadata, 0, Vec::new()),
+        node(7, NodeKind::Invalid, 0, Vec::new()),
+    ];
+    nodes[4].ctrl_deps = vec![0, 2];
+    nodes[5].data_deps = vec![1, 3, 4];
+    nodes
+}
+
+fn parse(bytes: &[u8]) -> Result<EtFile, EtError> {
+    parse_et(bytes, Path::new("mem.et"))
+}
+
+#[test]
+fn nodes_round_trip_field_by_field_in_both_dialects() {
+    let dir = tempfile::tempdir().unwrap();
+    for dialect in [Dialect::Upstream, Dialect::LlmServingSim] {
+        let path = dir.path().join(format!("{dialect}.et"));
+        let nodes = sample_nodes();
+        write_et(&path, &nodes, dialect).unwrap();
+        let file = read_et(&path).unwrap();
+        assert_eq!(file.metadata, global_metadata());
+        assert_eq!(file.metadata.version, ET_VERSION);
+        let back = file.decode_nodes(dialect).unwrap();
+        assert_eq!(back.len(), nodes.len());
+        for (b, n) in back.iter().zip(&nodes) {
+            assert_eq!(b.id, n.id);
+            assert_eq!(b.name, n.name);
+            assert_eq!(b.kind, n.kind);
+            assert_eq!(b.data_deps, n.data_deps);
+            assert_eq!(b.ctrl_deps, n.ctrl_deps);
+            assert_eq!(b.duration_ns, n.duration_ns, "{dialect} {}", n.name);
+            assert_eq!(b.attrs, n.attrs);
+        }
+    }
+}
+
+#[test]
+fn pim_compute_round_trips_in_the_fork_and_does_not_exist_upstream() {
+    let pim = vec![node(
+        0,
+        NodeKind::PimComp,
+        1234,
+        vec![uint32_attr("tensor_channel", 3)],
+    )];
+    let bytes = encode_et(&pim, Dialect::LlmServingSim).unwrap();
+    let back = parse(&bytes).unwrap();
+    assert_eq!(back.nodes[0].r#type, 4);
+    assert_eq!(back.decode_nodes(Dialect::LlmServingSim).unwrap(), pim);
+    let err = encode_et(&pim, Dialect::Upstream).unwrap_err();
+    assert!(
+        matches!(err, EtError::Unrepresentable { id: 0, .. }),
+        "{err}"
+    );
+    // Read as upstream, the fork's PIM type 4 is a COMP node: the dialects are not
+    // interchangeable.
+    assert_eq!(
+        back.decode_nodes(Dialect::Upstream).unwrap()[0].kind,
+        NodeKind::Comp
+    );
+}
+
+#[test]
+fn the_dialects_differ_exactly_in_type_numbers_and_duration_units() {
+    let nodes = sample_nodes();
+    let up = parse(&encode_et(&nodes, Dialect::Upstream).unwrap()).unwrap();
+    let fork = parse(&encode_et(&nodes, Dialect::LlmServingSim).unwrap()).unwrap();
+    assert_eq!(up.metadata, fork.metadata);
+    let expected_codes = [
+        // (kind, upstream, fork)
+        (NodeKind::MemLoad, 2, 2),
+        (NodeKind::Comp, 4, 5),
+        (NodeKind::CommColl, 7, 8),
+        (NodeKind::CommSend, 5, 6),
+        (NodeKind::CommRecv, 6, 7),
+        (NodeKind::MemStore, 3, 3),
+        (NodeKind::Metadata, 1, 1),
+        (NodeKind::Invalid, 0, 0),
+    ];
+    for ((u, f), (n, (kind, up_code, fork_code))) in up
+        .nodes
+        .iter()
+        .zip(&fork.nodes)
+        .zip(nodes.iter().zip(expected_codes))
+    {
+        assert_eq!(n.kind, kind);
+        assert_eq!((u.r#type, f.r#type), (up_code, fork_code), "{kind}");
+        assert_eq!(u.duration_micros * 1000, n.duration_ns);
+        assert_eq!(f.duration_micros, n.duration_ns);
+        let same = Node {
+            r#type: f.r#type,
+            duration_micros: f.duration_micros,
+            ..u.clone()
+        };
+        assert_eq!(&same, f, "only type and duration differ");
+    }
+}
+
+#[test]
+fn upstream_durations_round_to_the_nearest_microsecond() {
+    let up = Dialect::Upstream;
+    let wire: Vec<u64> = [0, 499, 500, 1499, 1500, 25_000, u64::MAX]
+        .map(|ns| up.duration_to_wire(ns))
+        .into();
+    assert_eq!(wire, [0, 0, 1, 1, 2, 25, u64::MAX / 1000 + 1]);
+    assert_eq!(up.duration_from_wire(25), 25_000);
+    assert_eq!(up.duration_from_wire(u64::MAX), u64::MAX);
+    let fork = Dialect::LlmServingSim;
+    assert_eq!(fork.duration_to_wire(1499), 1499);
+    assert_eq!(fork.duration_from_wire(1499), 1499);
+}
+
+#[test]
+fn a_fork_collective_is_an_unknown_type_upstream() {
+    let nodes = vec![node(9, NodeKind::CommColl, 0, Vec::new())];
+    let file = parse(&encode_et(&nodes, Dialect::LlmServingSim).unwrap()).unwrap();
+    let err = file.decode_nodes(Dialect::Upstream).unwrap_err();
+    assert!(
+        matches!(err, EtError::UnknownType { id: 9, code: 8, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn dialect_names_parse_in_any_case_and_default_to_the_fork() {
+    assert_eq!("upstream".parse::<Dialect>(), Ok(Dialect::Upstream));
+    assert_eq!(
+        "LLMServingSim".parse::<Dialect>(),
+        Ok(Dialect::LlmServingSim)
+    );
+    assert!("astra".parse::<Dialect>().is_err());
+    assert_eq!(Dialect::default(), Dialect::LlmServingSim);
+    for kind in NodeKind::ALL {
+        let fork = Dialect::LlmServingSim;
+        assert_eq!(fork.kind_of(fork.type_code(kind).unwrap()), Some(kind));
+    }
+}
+
+#[test]
+fn an_idle_npu_file_reads_back_as_metadata_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = npu_file(&dir.path().join("llm"), 3);
+    assert_eq!(path, dir.path().join("llm.3.et"));
+    write_et(&path, &[], Dialect::LlmServingSim).unwrap();
+    let file = read_et(&path).unwrap();
+    assert!(file.nodes.is_empty());
+    assert!(!file.metadata.version.is_empty());
+    assert_eq!(file.metadata, global_metadata());
+}
+
+#[test]
+fn every_npu_of_an_instance_gets_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("batch0").join("llm");
+    std::fs::create_dir_all(prefix.parent().unwrap()).unwrap();
+    let paths = write_npu_files(&prefix, 4..6, &sample_nodes(), Dialect::Upstream).unwrap();
+    assert_eq!(paths, [npu_file(&prefix, 4), npu_file(&prefix, 5)]);
+    let a = std::fs::read(&paths[0]).unwrap();
+    assert_eq!(a, std::fs::read(&paths[1]).unwrap());
+    assert_eq!(a, encode_et(&sample_nodes(), Dialect::Upstream).unwrap());
+    let missing = write_npu_files(
+        &dir.path().join("no/such/llm"),
+        0..1,
+        &[],
+        Dialect::Upstream,
+    );
+    assert!(matches!(missing, Err(EtError::Io { .. })));
+}
+
+#[test]
+fn the_reader_rejects_empty_truncated_and_garbage_input() {
+    let good = encode_et(&sample_nodes(), Dialect::LlmServingSim).unwrap();
+    let metadata_len = 1 + usize::from(good[0]);
+
+    assert!(matches!(parse(&[]), Err(EtError::NoMetadata { .. })));
+    assert!(matches!(parse(&[0]), Err(EtError::EmptyMetadata { .. })));
+
+    // Cut inside the last message: the error points at that message's length prefix.
+    let last_start = {
+        let file = parse(&good).unwrap();
+        let last = file.nodes.last().unwrap();
+        good.len() - prost::Message::encoded_len(last) - 1
+    };
+    let err = parse(&good[..good.len() - 1]).unwrap_err();
+    assert!(
+        matches!(err, EtError::Truncated { offset, .. } if offset == last_start),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with("mem.et: truncated at byte") && text.contains(&last_start.to_string()),
+        "{text}"
+    );
+
+    // The file ends inside a length prefix.
+    let mut cut = good[..metadata_len].to_vec();
+    cut.push(0x80);
+    let err = parse(&cut).unwrap_err();
+    assert!(
+        matches!(err, EtError::Truncated { offset, .. } if offset == metadata_len),
+        "{err}"
+    );
+
+    // A length prefix longer than any 64-bit varint.
+    let mut long = good[..metadata_len].to_vec();
+    long.extend([0xff; 11]);
+    let err = parse(&long).unwrap_err();
+    assert!(
+        matches!(err, EtError::BadVarint { offset, .. } if offset == metadata_len),
+        "{err}"
+    );
+
+    // Bytes that are not a protobuf message (wire type 7 does not exist).
+    let err = parse(&[3, 0xff, 0xff, 0xff]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EtError::Decode {
+                offset: 0,
+                message: "GlobalMetadata",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut bad_node = good[..metadata_len].to_vec();
+    bad_node.extend([2, 0x0f, 0x00]);
+    let err = parse(&bad_node).unwrap_err();
+    assert!(
+        matches!(err, EtError::Decode { offset, message: "Node", .. } if offset == metadata_len),
+        "{err}"
+    );
+
+    // Text is not an .et file.
+    assert!(parse(b"this is not a trace\n").is_err());
+    let missing = read_et(Path::new("/nonexistent/llm.0.et")).unwrap_err();
+    assert!(
+        missing.to_string().contains("/nonexistent/llm.0.et"),
+        "{missing}"
+    );
+}
