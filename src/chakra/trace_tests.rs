@@ -1,0 +1,278 @@
+//! Trace-builder tests on Llama-3.1-8B with both compute backends.
+
+use std::path::PathBuf;
+
+use super::attr::{find, integer};
+use super::proto::attribute_proto::Value;
+use super::*;
+use crate::Nanos;
+use crate::config::{Dtype, Hardware, ModelArch};
+use crate::latency::{
+    BatchDesc, BatchItem, LatencyBackend, LayerTiming, ProfileDb, ProfileSpec, Roofline,
+};
+
+/// A 100-token prefill chunk over a 50-token prefix, and three decodes: 103 tokens.
+const ITEMS: [BatchItem; 4] = [
+    BatchItem {
+        new_tokens: 100,
+        context_tokens: 50,
+    },
+    BatchItem {
+        new_tokens: 1,
+        context_tokens: 300,
+    },
+    BatchItem {
+        new_tokens: 1,
+        context_tokens: 20,
+    },
+    BatchItem {
+        new_tokens: 1,
+        context_tokens: 4000,
+    },
+];
+const TOTAL_LEN: u64 = 103;
+
+fn llama() -> ModelArch {
+    ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap()
+}
+
+fn roofline_breakdown(model: &ModelArch, tp: u32) -> Vec<LayerTiming> {
+    let hw = Hardware::resolve("H100-SXM").unwrap();
+    let mut r = Roofline::new(model, &hw, tp, Dtype::Bfloat16);
+    r.breakdown(&BatchDesc { items: &ITEMS }).unwrap()
+}
+
+fn profile_breakdown(model: &ModelArch, tp: u32) -> Vec<LayerTiming> {
+    let root = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/llmservingsim/profiler/perf"
+    ));
+    let mut db = ProfileDb::load(&ProfileSpec {
+        root: &root,
+        hardware: "RTXPRO6000",
+        model,
+        dtype: Dtype::Bfloat16,
+        kv_cache_fp8: false,
+        tp,
+        architecture: None,
+        max_num_batched_tokens: 2048,
+        max_num_seqs: Some(256),
+    })
+    .unwrap();
+    db.breakdown(&BatchDesc { items: &ITEMS }).unwrap()
+}
+
+fn build(
+    model: &ModelArch,
+    tp: u32,
+    breakdown: &[LayerTiming],
+    dims: Option<&[bool]>,
+) -> Vec<EtNode> {
+    BatchTrace {
+        batch: &BatchDesc { items: &ITEMS },
+        model,
+        tp,
+        dtype: Dtype::Bfloat16,
+        breakdown,
+        involved_dim: dims,
+    }
+    .nodes()
+    .unwrap()
+}
+
+fn int_attr(node: &EtNode, name: &str) -> i128 {
+    integer(find(&node.attrs, name).unwrap_or_else(|| panic!("{}: no {name}", node.name))).unwrap()
+}
+
+/// Checks the structure every trace must have, and returns the compute time it carries.
+fn check_chain(nodes: &[EtNode], tp: u32) -> Nanos {
+    for (i, n) in nodes.iter().enumerate() {
+        assert_eq!(n.id, i as u64, "ids count up from 0");
+        let expected: Vec<u64> = (i as u64).checked_sub(1).into_iter().collect();
+        assert_eq!(
+            n.data_deps, expected,
+            "{} depends on its predecessor",
+            n.name
+        );
+        assert!(n.ctrl_deps.is_empty());
+        assert_eq!(
+            find(&n.attrs, "is_cpu_op"),
+            Some(&Value::BoolVal(false)),
+            "{}",
+            n.name
+        );
+    }
+    let (load, store) = (&nodes[0], nodes.last().unwrap());
+    assert_eq!(load.kind, NodeKind::MemLoad);
+    assert_eq!(load.name, "embedding.input.load");
+    assert_eq!(int_attr(load, "tensor_size"), (TOTAL_LEN * 2 * 2).into());
+    assert_eq!(int_attr(load, "tensor_loc"), 2);
+    assert_eq!(store.kind, NodeKind::MemStore);
+    assert_eq!(store.name, "sampler.output.store");
+    assert_eq!(int_attr(store, "tensor_size"), (TOTAL_LEN * 4).into());
+    let mut collectives = 0;
+    for pair in nodes.windows(2) {
+        let (before, coll) = (&pair[0], &pair[1]);
+        if coll.kind != NodeKind::CommColl {
+            continue;
+        }
+        collectives += 1;
+        assert!(tp > 1);
+        assert_eq!(before.kind, NodeKind::Comp);
+        assert!(
+            before.name.ends_with(".o_proj") || before.name.ends_with(".down_proj"),
+            "{}",
+            before.name
+        );
+        assert_eq!(coll.name, format!("{}.allreduce", before.name));
+        assert_eq!(int_attr(coll, "comm_type"), 0, "ALL_REDUCE");
+        assert_eq!(int_attr(coll, "comm_size"), (TOTAL_LEN * 4096 * 2).into());
+        assert_eq!(coll.duration_ns, 0, "ASTRA-Sim times collectives");
+    }
+    assert_eq!(collectives, if tp > 1 { 64 } else { 0 });
+    nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Comp)
+        .map(|n| n.duration_ns)
+        .sum()
+}
+
+fn compute_sum(breakdown: &[LayerTiming]) -> Nanos {
+    breakdown
+        .iter()
+        .filter(|l| !l.is_comm)
+        .map(|l| l.repeats * l.time_ns)
+        .sum()
+}
+
+#[test]
+fn llama_8b_tp2_from_the_roofline_has_one_node_per_layer_and_64_allreduces() {
+    let model = llama();
+    let breakdown = roofline_breakdown(&model, 2);
+    // The roofline prices its own all-reduces; they must not become compute nodes.
+    assert_eq!(breakdown.iter().filter(|l| l.is_comm).count(), 2);
+    let nodes = build(&model, 2, &breakdown, None);
+    // load + embedding + 32 blocks x 9 layers + 3 head layers + 64 all-reduces + store
+    assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 64 + 1);
+    assert_eq!(check_chain(&nodes, 2), compute_sum(&breakdown));
+    assert_eq!(nodes[1].name, "embedding");
+    assert_eq!(nodes[2].name, "layer0.input_layernorm");
+    let last_block = &nodes[nodes.len() - 5];
+    assert_eq!(last_block.name, "layer31.down_proj.allreduce");
+    assert!(
+        nodes
+            .iter()
+            .all(|n| find(&n.attrs, "involved_dim").is_none())
+    );
+}
+
+#[test]
+fn llama_8b_tp2_from_the_profile_has_the_same_shape_and_its_step_time() {
+    let model = llama();
+    let breakdown = profile_breakdown(&model, 2);
+    assert!(breakdown.iter().all(|l| !l.is_comm));
+    let nodes = build(&model, 2, &breakdown, None);
+    assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 64 + 1);
+    let compute = check_chain(&nodes, 2);
+    assert_eq!(compute, compute_sum(&breakdown));
+    let names: Vec<&str> = nodes[2..11].iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "layer0.layernorm",
+            "layer0.qkv_proj",
+            "layer0.rotary_emb",
+            "layer0.attention",
+            "layer0.o_proj",
+            "layer0.o_proj.allreduce",
+            "layer0.layernorm",
+            "layer0.gate_up_proj",
+            "layer0.act_fn",
+        ]
+    );
+}
+
+#[test]
+fn a_single_gpu_trace_has_no_collectives() {
+    let model = llama();
+    let breakdown = profile_breakdown(&model, 1);
+    let nodes = build(&model, 1, &breakdown, None);
+    assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 1);
+    check_chain(&nodes, 1);
+}
+
+#[test]
+fn involved_dims_are_attached_to_every_collective() {
+    let model = llama();
+    let nodes = build(
+        &model,
+        2,
+        &roofline_breakdown(&model, 2),
+        Some(&[true, false]),
+    );
+    let colls: Vec<&EtNode> = nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::CommColl)
+        .collect();
+    assert_eq!(colls.len(), 64);
+    for c in colls {
+        let Some(Value::BoolList(dims)) = find(&c.attrs, "involved_dim") else {
+            panic!("{}: no involved_dim bool_list", c.name);
+        };
+        assert_eq!(dims.values, [true, false]);
+    }
+}
+
+#[test]
+fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
+    let model = llama();
+    let mut breakdown = roofline_breakdown(&model, 1);
+    breakdown[3].repeats = 7;
+    let err = BatchTrace {
+        batch: &BatchDesc { items: &ITEMS },
+        model: &model,
+        tp: 1,
+        dtype: Dtype::Bfloat16,
+        breakdown: &breakdown,
+        involved_dim: None,
+    }
+    .nodes()
+    .unwrap_err();
+    assert!(err.to_string().contains("runs 7 times per step"), "{err}");
+    let only_comm: Vec<LayerTiming> = breakdown.into_iter().filter(|l| l.is_comm).collect();
+    let err = BatchTrace {
+        batch: &BatchDesc { items: &ITEMS },
+        model: &model,
+        tp: 1,
+        dtype: Dtype::Bfloat16,
+        breakdown: &only_comm,
+        involved_dim: None,
+    }
+    .nodes()
+    .unwrap_err();
+    assert!(err.to_string().contains("no compute layers"), "{err}");
+}
+
+#[test]
+fn a_batch_trace_is_written_once_per_tp_rank_and_reads_back() {
+    let model = llama();
+    let breakdown = roofline_breakdown(&model, 4);
+    let trace = BatchTrace {
+        batch: &BatchDesc { items: &ITEMS },
+        model: &model,
+        tp: 4,
+        dtype: Dtype::Bfloat16,
+        breakdown: &breakdown,
+        involved_dim: None,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("llm");
+    let paths = trace.write(&prefix, Dialect::LlmServingSim).unwrap();
+    assert_eq!(paths.len(), 4);
+    let nodes = trace.nodes().unwrap();
+    for path in &paths {
+        let back = read_et(path).unwrap();
+        assert_eq!(back.decode_nodes(Dialect::LlmServingSim).unwrap(), nodes);
+    }
+    assert_eq!(paths[3], npu_file(&prefix, 3));
+}
