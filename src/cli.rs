@@ -1,6 +1,7 @@
 //! Command-line flags (LLMServingSim's names where they exist) and their conversion, once,
 //! into a [`SimConfig`] that holds no CLI types.
 
+use crate::chakra::{Dialect, EmitEt};
 use crate::config::{ClusterConfig, ConfigError, Dtype, Hardware, ModelArch};
 use crate::scheduler::SchedulerConfig;
 use clap::{ArgAction, Args, Parser, Subcommand};
@@ -29,6 +30,30 @@ pub struct Cli {
 pub enum Command {
     /// Compare a simulated run with a real vLLM run (Diff% table, plots).
     Validate(ValidateArgs),
+    /// Chakra execution-trace (.et) files, the workload format of ASTRA-Sim.
+    #[command(subcommand)]
+    Et(EtCommand),
+}
+
+/// Subcommands of `blis-cosim et`.
+#[derive(Debug, Subcommand)]
+pub enum EtCommand {
+    /// Print an .et file readably: its metadata, then every node in file order with id, type,
+    /// name, duration, sizes, collective type, involved dimensions and dependencies.
+    Dump(EtDumpArgs),
+}
+
+/// Flags of `blis-cosim et dump`.
+#[derive(Debug, Args)]
+pub struct EtDumpArgs {
+    /// The .et file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// How to read node types and durations: llmservingsim (the ASTRA-Sim fork LLMServingSim
+    /// drives; durations in ns) or upstream (ASTRA-Sim and Chakra; durations in µs).
+    #[arg(long, value_name = "DIALECT", default_value = "llmservingsim")]
+    pub astra_dialect: Dialect,
 }
 
 /// Flags of `blis-cosim validate`.
@@ -157,6 +182,25 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
 
+    /// Write the Chakra execution traces of the run's first steps: step k (from 0) goes to
+    /// DIR/step<k>/llm.<npu>.et, one file per TP rank, built from the active latency backend.
+    #[arg(long, value_name = "DIR")]
+    pub emit_et: Option<PathBuf>,
+
+    /// How many steps, from the first, --emit-et writes.
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "emit_et")]
+    pub emit_et_limit: u64,
+
+    /// Dialect of the --emit-et files: llmservingsim (the ASTRA-Sim fork LLMServingSim drives;
+    /// durations in ns) or upstream (ASTRA-Sim and Chakra; durations in µs).
+    #[arg(
+        long,
+        value_name = "DIALECT",
+        default_value = "llmservingsim",
+        requires = "emit_et"
+    )]
+    pub astra_dialect: Dialect,
+
     /// Log level: WARNING, INFO or DEBUG (DEBUG prints every step with its per-layer
     /// latency breakdown).
     #[arg(long, value_name = "LEVEL", default_value = "WARNING", value_parser = parse_log_level)]
@@ -186,6 +230,8 @@ pub struct SimConfig {
     pub scheduler: SchedulerConfig,
     pub seed: u64,
     pub log_level: log::LevelFilter,
+    /// Execution traces of the first steps to write (`--emit-et`).
+    pub emit_et: Option<EmitEt>,
 }
 
 impl RunArgs {
@@ -293,6 +339,11 @@ impl RunArgs {
             scheduler,
             seed: self.seed,
             log_level: self.log_level,
+            emit_et: self.emit_et.map(|dir| EmitEt {
+                dir,
+                limit: self.emit_et_limit,
+                dialect: self.astra_dialect,
+            }),
         })
     }
 }

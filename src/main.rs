@@ -15,6 +15,7 @@ fn main() -> ExitCode {
             .and_then(|config| blis_cosim::runner::run(&config))
             .map(|summary| print!("{}", summary.render())),
         Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),
+        Some(Command::Et(command)) => blis_cosim::runner::et(&command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
 //! The main job: load the workload, size the KV cache, run the engine, write the outputs.
 
-use crate::cli::{SimConfig, ValidateArgs};
+use crate::chakra::{StepEmitter, read_et, render_dump};
+use crate::cli::{EtCommand, SimConfig, ValidateArgs};
 use crate::config::{Dtype, KvSizing, kv_capacity};
 use crate::engine::{self, InstanceSetup, Observer, StepEvent};
 use crate::latency::{LatencyBackend, LookupCounts, ProfileDb, ProfileSpec, Roofline};
@@ -59,6 +60,10 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         csv,
         summary: SummaryCollector::new(),
         progress: Progress::new(requests.len() as u64),
+        emit_et: config
+            .emit_et
+            .clone()
+            .map(|settings| StepEmitter::new(settings, &config.model, config.tp, config.dtype)),
     };
     let outcome = engine::run(&requests, &setup, backend.as_dyn(), &mut outputs)?;
     outputs.progress.finish();
@@ -147,11 +152,13 @@ impl Backend {
     }
 }
 
-/// Receives the engine's results: CSV rows, summary samples, progress, debug logs.
+/// Receives the engine's results: CSV rows, summary samples, progress, execution traces,
+/// debug logs.
 struct Outputs {
     csv: Option<RequestCsv>,
     summary: SummaryCollector,
     progress: Progress,
+    emit_et: Option<StepEmitter>,
 }
 
 impl Observer for Outputs {
@@ -169,6 +176,9 @@ impl Observer for Outputs {
         step: &StepEvent<'_>,
         backend: &mut dyn LatencyBackend,
     ) -> anyhow::Result<()> {
+        if let Some(emitter) = &mut self.emit_et {
+            emitter.step_finished(&step.batch, backend)?;
+        }
         if !log::log_enabled!(log::Level::Debug) {
             return Ok(());
         }
@@ -253,4 +263,15 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `blis-cosim et ...`: tools for Chakra execution-trace files.
+pub fn et(command: &EtCommand) -> anyhow::Result<()> {
+    match command {
+        EtCommand::Dump(args) => {
+            let file = read_et(&args.file)?;
+            print!("{}", render_dump(&args.file, &file, args.astra_dialect));
+            Ok(())
+        }
+    }
 }

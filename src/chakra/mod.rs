@@ -7,9 +7,13 @@
 //! - [`write_et`] / [`read_et`]: the file framing (a non-empty `GlobalMetadata`, then one
 //!   `Node` per length-delimited message); [`npu_file`] names the per-NPU files.
 //! - [`BatchTrace`]: the node graph of one batch on one instance, as LLMServingSim emits it.
+//! - [`render_dump`]: the readable listing behind `blis-cosim et dump`.
+//! - [`StepEmitter`]: writes the traces of a run's first steps (`--emit-et`).
 
 pub mod attr;
 mod dialect;
+mod dump;
+mod emit;
 mod error;
 mod io;
 mod node;
@@ -20,6 +24,8 @@ mod trace;
 mod trace_tests;
 
 pub use dialect::{Dialect, NodeKind};
+pub use dump::render_dump;
+pub use emit::{EmitEt, StepEmitter};
 pub use error::EtError;
 pub use io::{
     ET_SCHEMA, ET_VERSION, EtFile, encode_et, global_metadata, npu_file, parse_et, read_et,

@@ -1,0 +1,76 @@
+//! `--emit-et`: the execution traces of a run's first steps, for inspection or for feeding
+//! ASTRA-Sim by hand.
+
+use std::fs;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::{BatchTrace, Dialect};
+use crate::config::{Dtype, ModelArch};
+use crate::latency::{BatchDesc, LatencyBackend};
+
+/// What `--emit-et` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmitEt {
+    /// Root folder; step `k` goes to `dir/step<k>/llm.<npu>.et`.
+    pub dir: PathBuf,
+    /// How many steps, from the first, get files.
+    pub limit: u64,
+    /// Dialect of the files.
+    pub dialect: Dialect,
+}
+
+/// Writes the trace of each of the first [`EmitEt::limit`] steps of a run, one file per TP
+/// rank, built from the run's latency backend ([`BatchTrace`]).
+#[derive(Debug)]
+pub struct StepEmitter {
+    settings: EmitEt,
+    model: ModelArch,
+    tp: u32,
+    dtype: Dtype,
+    /// Steps seen so far (the index of the next step).
+    steps: u64,
+}
+
+impl StepEmitter {
+    /// An emitter for a run of `model` at tensor parallelism `tp` in `dtype`.
+    pub fn new(settings: EmitEt, model: &ModelArch, tp: u32, dtype: Dtype) -> StepEmitter {
+        StepEmitter {
+            settings,
+            model: model.clone(),
+            tp,
+            dtype,
+            steps: 0,
+        }
+    }
+
+    /// Records one finished step; while under the limit, writes its files, pricing the batch
+    /// again with `backend.breakdown`.
+    pub fn step_finished(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        backend: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        let step = self.steps;
+        self.steps += 1;
+        if step >= self.settings.limit {
+            return Ok(());
+        }
+        let dir = self.settings.dir.join(format!("step{step}"));
+        fs::create_dir_all(&dir).with_context(|| format!("--emit-et: {}", dir.display()))?;
+        let breakdown = backend.breakdown(batch)?;
+        let trace = BatchTrace {
+            batch,
+            model: &self.model,
+            tp: self.tp,
+            dtype: self.dtype,
+            breakdown: &breakdown,
+            involved_dim: None,
+        };
+        trace
+            .write(&dir.join("llm"), self.settings.dialect)
+            .with_context(|| format!("--emit-et: step {step}"))?;
+        Ok(())
+    }
+}
