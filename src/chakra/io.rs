@@ -22,7 +22,9 @@ pub const ET_SCHEMA: &str = "1.0.2-chakra.0.0.4";
 /// interpreted by [`EtFile::decode_nodes`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EtFile {
+    /// The first message of the file.
     pub metadata: GlobalMetadata,
+    /// The following messages, in file order.
     pub nodes: Vec<Node>,
 }
 

@@ -12,6 +12,7 @@ pub struct EtNode {
     pub id: u64,
     /// Free text, for people and logs.
     pub name: String,
+    /// What the node does; the dialect decides its wire number.
     pub kind: NodeKind,
     /// Nodes that must finish before this one starts (the edges ASTRA-Sim honours).
     pub data_deps: Vec<u64>,
