@@ -15,6 +15,11 @@ fn main() -> ExitCode {
             .and_then(|config| blis_cosim::runner::run(&config))
             .map(|summary| print!("{}", summary.render())),
         Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),
+        Some(Command::Generate(args)) => blis_cosim::runner::generate(&args),
+        Some(Command::Scenarios) => {
+            blis_cosim::runner::list_scenarios();
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,7 +4,9 @@
 //! and are returned sorted by arrival time (stable, so equal arrivals keep file order).
 
 mod jsonl;
+pub mod spec;
 
+pub(crate) use jsonl::MAX_TOKENS;
 pub use jsonl::{WorkloadError, read_jsonl};
 
 use crate::Nanos;
