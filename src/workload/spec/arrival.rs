@@ -179,7 +179,7 @@ fn shape_of(
 
 /// The Weibull shape `k` whose coefficient of variation is `cv`:
 /// `cv² = Γ(1 + 2/k) / Γ(1 + 1/k)² − 1`, decreasing in `k`, solved by bisection.
-fn weibull_shape(cv: f64) -> f64 {
+pub(super) fn weibull_shape(cv: f64) -> f64 {
     let cv_of = |k: f64| {
         (libm::lgamma(1.0 + 2.0 / k) - 2.0 * libm::lgamma(1.0 + 1.0 / k))
             .exp_m1()

@@ -154,13 +154,13 @@ impl TryFrom<RawDist> for LengthDist {
         let min = p.optional("min")?.unwrap_or(1.0);
         let max = p.optional("max")?.unwrap_or(MAX_TOKENS as f64);
         p.finish()?;
-        if min > max {
-            return Err(format!("{name}: min {min} is greater than max {max}"));
-        }
         if max < 1.0 || min > MAX_TOKENS as f64 {
             return Err(format!(
                 "{name}: the range [{min}, {max}] holds no token count in [1, {MAX_TOKENS}]"
             ));
+        }
+        if min > max {
+            return Err(format!("{name}: min {min} is greater than max {max}"));
         }
         Ok(LengthDist::bounded(kind, min, max))
     }

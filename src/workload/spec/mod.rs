@@ -111,3 +111,5 @@ where
     deserializer.deserialize_map(Checked(PhantomData))
 }
 
+#[cfg(test)]
+mod tests;
