@@ -491,39 +491,6 @@ mod tests {
     }
 
     #[test]
-    fn a_workload_spec_replaces_the_dataset_and_generate_takes_one_source() {
-        let cli = Cli::try_parse_from(["blis-cosim", "--workload-spec", "w.yaml"]).unwrap();
-        assert_eq!(
-            cli.run.into_config().unwrap().workload,
-            WorkloadSource::Spec("w.yaml".into())
-        );
-        let both = [
-            "blis-cosim",
-            "--workload-spec",
-            "w.yaml",
-            "--dataset",
-            "d.jsonl",
-        ];
-        assert!(Cli::try_parse_from(both).is_err());
-        let generate = [
-            "blis-cosim",
-            "generate",
-            "--scenario",
-            "mixed-slo",
-            "--out",
-            "o.jsonl",
-            "--seed",
-            "-3",
-        ];
-        let cli = Cli::try_parse_from(generate).unwrap();
-        assert!(matches!(cli.command, Some(Command::Generate(a)) if a.seed == Some(-3)));
-        let mut two_sources = generate.to_vec();
-        two_sources.extend(["--workload-spec", "w.yaml"]);
-        assert!(Cli::try_parse_from(two_sources).is_err());
-        assert!(Cli::try_parse_from(["blis-cosim", "generate", "--out", "o.jsonl"]).is_err());
-    }
-
-    #[test]
     fn log_levels_accept_llmservingsim_names_in_any_case() {
         assert_eq!(
             parse(&["--log-level", "debug"]).unwrap().log_level,

@@ -2,8 +2,10 @@
 //! byte-identical output for a seed, the JSONL round trip, the same simulation from a spec as
 //! from its generated file, and clean failures that leave no file behind.
 
+use blis_cosim::cli::{Cli, Command as Sub, WorkloadSource};
 use blis_cosim::workload::read_jsonl;
 use blis_cosim::workload::spec::{Overrides, WorkloadSpec, generate_requests};
+use clap::Parser;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -217,4 +219,37 @@ fn bad_specs_fail_cleanly_and_leave_no_file() {
     assert_eq!(both.status.code(), Some(2));
     let neither = run(&["--output", "x.csv"]);
     assert_eq!(neither.status.code(), Some(2));
+}
+
+#[test]
+fn a_workload_spec_replaces_the_dataset_and_generate_takes_one_source() {
+    let cli = Cli::try_parse_from(["blis-cosim", "--workload-spec", "w.yaml"]).unwrap();
+    assert_eq!(
+        cli.run.into_config().unwrap().workload,
+        WorkloadSource::Spec("w.yaml".into())
+    );
+    let both = [
+        "blis-cosim",
+        "--workload-spec",
+        "w.yaml",
+        "--dataset",
+        "d.jsonl",
+    ];
+    assert!(Cli::try_parse_from(both).is_err());
+    let generate = [
+        "blis-cosim",
+        "generate",
+        "--scenario",
+        "mixed-slo",
+        "--out",
+        "o.jsonl",
+        "--seed",
+        "-3",
+    ];
+    let cli = Cli::try_parse_from(generate).unwrap();
+    assert!(matches!(cli.command, Some(Sub::Generate(a)) if a.seed == Some(-3)));
+    let mut two_sources = generate.to_vec();
+    two_sources.extend(["--workload-spec", "w.yaml"]);
+    assert!(Cli::try_parse_from(two_sources).is_err());
+    assert!(Cli::try_parse_from(["blis-cosim", "generate", "--out", "o.jsonl"]).is_err());
 }

@@ -4,14 +4,20 @@ use super::arrival::ArrivalClock;
 use super::{SpecError, WorkloadSpec};
 use crate::Nanos;
 use crate::workload::Request;
-use rand::{RngExt, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Token ids are drawn from `[0, TOKEN_ID_SPACE)` (Llama-3's vocabulary size). Only their
-/// equality matters: they identify shared prefixes for prefix caching.
-pub const TOKEN_ID_SPACE: u32 = 128_256;
+/// Token ids are drawn uniformly from `[0, TOKEN_ID_SPACE)`, 17 bits (about Llama-3's
+/// vocabulary of 128,256). Only their equality matters: they identify shared prefixes for
+/// prefix caching.
+pub const TOKEN_ID_SPACE: u32 = 1 << 17;
+
+/// A uniform token id: the top 17 bits of one 32-bit draw.
+fn token_id(rng: &mut ChaCha8Rng) -> u32 {
+    rng.next_u32() >> (32 - TOKEN_ID_SPACE.trailing_zeros())
+}
 
 /// Settings that override the spec's own (command-line flags).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -116,9 +122,7 @@ impl<'a> Generator<'a> {
             .zip(&group_lengths)
             .map(|(name, &len)| {
                 let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, "prefix", name));
-                (0..len)
-                    .map(|_| rng.random_range(0..TOKEN_ID_SPACE))
-                    .collect()
+                (0..len).map(|_| token_id(&mut rng)).collect()
             })
             .collect();
         let rng = |stream: &str, id: &str| ChaCha8Rng::seed_from_u64(stream_seed(seed, stream, id));
@@ -217,6 +221,13 @@ impl<'a> Generator<'a> {
         })
     }
 
+    /// The shared prefix token ids of client `client`'s requests (as long as its
+    /// `prefix_length`), or `None` when it has no prefix group.
+    pub fn prefix_ids(&self, client: usize) -> Option<&[u32]> {
+        let group = self.clients[client].prefix_group?;
+        Some(&self.prefixes[group][..self.spec.clients[client].prefix_length as usize])
+    }
+
     /// `req` as an engine request (ids in arrival order; `line` is the line it has in
     /// `generate`'s JSONL output).
     pub fn request(&self, req: &GeneratedRequest) -> Request {
@@ -272,7 +283,7 @@ impl Iterator for TokenIds<'_> {
             return None;
         }
         self.suffix_left -= 1;
-        Some(self.suffix.random_range(0..TOKEN_ID_SPACE))
+        Some(token_id(&mut self.suffix))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -282,6 +293,16 @@ impl Iterator for TokenIds<'_> {
 }
 
 impl ExactSizeIterator for TokenIds<'_> {}
+
+impl<'a> TokenIds<'a> {
+    /// The ids after the shared prefix, those unique to the request.
+    pub fn into_suffix(self) -> TokenIds<'a> {
+        TokenIds {
+            prefix: [].iter(),
+            ..self
+        }
+    }
+}
 
 /// All requests of `spec` (with `overrides`) as engine requests, in arrival order. Fails when
 /// nothing ends the generation or no request arrives before the horizon.
