@@ -2,6 +2,7 @@
 //!
 //! [`read_jsonl`] reads LLMServingSim's JSONL workload format. Requests get ids in file order
 //! and are returned sorted by arrival time (stable, so equal arrivals keep file order).
+//! [`spec`] generates requests from a WorkloadSpec v2 YAML file (BLIS's format) instead.
 
 mod jsonl;
 pub mod spec;

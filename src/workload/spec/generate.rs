@@ -3,7 +3,7 @@
 use super::arrival::ArrivalClock;
 use super::{SpecError, WorkloadSpec};
 use crate::Nanos;
-use crate::workload::Request;
+use crate::workload::{MAX_TOKENS, Request};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -187,7 +187,11 @@ impl<'a> Generator<'a> {
         }
         let arrival_ns = arrival_ns as Nanos;
         let prefix_toks = spec.prefix_length;
-        let input = spec.input_distribution.sample(&mut state.input_rng);
+        // Validation keeps the prefix below the limit, so the prompt gets at least one token.
+        let input = spec
+            .input_distribution
+            .sample(&mut state.input_rng)
+            .min(MAX_TOKENS as u32 - prefix_toks);
         let streaming = match spec.streaming {
             p if p <= 0.0 => false,
             p if p >= 1.0 => true,
@@ -197,7 +201,7 @@ impl<'a> Generator<'a> {
             id: 0,
             arrival_ns,
             client: i as u32,
-            input_toks: input.saturating_add(prefix_toks),
+            input_toks: input + prefix_toks,
             output_toks: spec.output_distribution.sample(&mut state.output_rng),
             prefix_toks,
             streaming,
@@ -310,9 +314,8 @@ pub fn generate_requests(
     spec: &WorkloadSpec,
     overrides: Overrides,
 ) -> Result<Vec<Request>, SpecError> {
-    let generator = Generator::new(spec, overrides)?;
+    let mut generator = Generator::new(spec, overrides)?;
     let mut requests = Vec::new();
-    let mut generator = generator;
     while let Some(g) = generator.next() {
         requests.push(generator.request(&g));
     }

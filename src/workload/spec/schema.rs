@@ -1,6 +1,7 @@
 //! The spec's top level and its clients: parsing, validation, rate shares.
 
 use super::{ArrivalProcess, LengthDist, Location, SpecError, deserialize_checked};
+use crate::workload::MAX_TOKENS;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 use std::path::Path;
@@ -31,7 +32,7 @@ pub struct WorkloadSpec {
 pub enum Category {
     /// Text requests.
     Language,
-    /// Requests with images, audio or video (their token counts are given directly here).
+    /// Multimodal requests (the label only: `multimodal` inputs are not supported yet).
     Multimodal,
     /// Reasoning-model requests.
     Reasoning,
@@ -261,7 +262,12 @@ impl TryFrom<RawClient> for ClientSpec {
             }
             (None, None) => 0,
             (Some(_), None | Some(0)) => DEFAULT_PREFIX_LENGTH,
-            (Some(_), Some(n)) => n,
+            (Some(_), Some(n)) if u64::from(n) < MAX_TOKENS => n,
+            (Some(_), Some(n)) => {
+                return Err(format!(
+                    "{who}: prefix_length {n} leaves no room for a prompt (limit {MAX_TOKENS})"
+                ));
+            }
         };
         Ok(ClientSpec {
             id: raw.id.unwrap_or_default(),
