@@ -369,6 +369,10 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             "prefix_length needs a prefix_group",
         ),
         (
+            one("    prefix_group: g\n    prefix_length: 16777216\n"),
+            "prefix_length 16777216 leaves no room for a prompt",
+        ),
+        (
             one("    streaming: 2\n"),
             "streaming must be true, false or a probability",
         ),
