@@ -4,7 +4,9 @@
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::{ClusterConfig, ConfigError, Dtype, Hardware, ModelArch};
 use crate::scheduler::SchedulerConfig;
-use clap::{ArgAction, Args, Parser, Subcommand};
+use crate::workload::spec::SCENARIOS;
+use clap::builder::PossibleValuesParser;
+use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Simulate an LLM inference serving deployment on a workload.
@@ -33,6 +35,10 @@ pub enum Command {
     /// Chakra execution-trace (.et) files, the workload format of ASTRA-Sim.
     #[command(subcommand)]
     Et(EtCommand),
+    /// Write the requests of a workload spec or a built-in scenario as workload JSONL.
+    Generate(GenerateArgs),
+    /// List the built-in workload scenarios.
+    Scenarios,
 }
 
 /// Subcommands of `blis-cosim et`.
@@ -54,6 +60,32 @@ pub struct EtDumpArgs {
     /// drives; durations in ns) or upstream (ASTRA-Sim and Chakra; durations in µs).
     #[arg(long, value_name = "DIALECT", default_value = "llmservingsim")]
     pub astra_dialect: Dialect,
+}
+
+/// Flags of `blis-cosim generate`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["workload_spec", "scenario"])))]
+pub struct GenerateArgs {
+    /// WorkloadSpec v2 YAML file (BLIS format).
+    #[arg(long, value_name = "PATH")]
+    pub workload_spec: Option<PathBuf>,
+
+    /// A built-in scenario (`blis-cosim scenarios` lists them).
+    #[arg(long, value_name = "NAME",
+          value_parser = PossibleValuesParser::new(SCENARIOS.iter().map(|s| s.name)))]
+    pub scenario: Option<String>,
+
+    /// Workload JSONL to write, replaced atomically.
+    #[arg(long, value_name = "PATH")]
+    pub out: PathBuf,
+
+    /// Number of requests to generate (replaces the spec's num_requests).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub num_requests: Option<u64>,
+
+    /// Seed of the generator (replaces the spec's seed).
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    pub seed: Option<i64>,
 }
 
 /// Flags of `blis-cosim validate`.
@@ -82,10 +114,16 @@ pub struct ValidateArgs {
 
 /// Flags of the main job.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("workload").required(true).args(["dataset", "workload_spec"])))]
 pub struct RunArgs {
     /// Workload: LLMServingSim JSONL, one request per line.
-    #[arg(long, value_name = "PATH", required = true)]
+    #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
+
+    /// Workload generated in memory from a WorkloadSpec v2 YAML file (BLIS format), instead
+    /// of --dataset.
+    #[arg(long, value_name = "PATH")]
+    pub workload_spec: Option<PathBuf>,
 
     /// LLMServingSim cluster config JSON (single node, single instance): model, hardware,
     /// memory, TP and per-instance engine overrides come from it.
@@ -110,7 +148,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub summary_json: Option<PathBuf>,
 
-    /// Load only the first N requests of the dataset (0 = all).
+    /// Use only the first N requests of the workload (0 = all; with --workload-spec it
+    /// replaces the spec's num_requests).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub num_reqs: usize,
 
@@ -207,10 +246,19 @@ pub struct RunArgs {
     pub log_level: log::LevelFilter,
 }
 
+/// Where the main job's requests come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkloadSource {
+    /// An LLMServingSim JSONL file.
+    Dataset(PathBuf),
+    /// A WorkloadSpec YAML file, generated in memory.
+    Spec(PathBuf),
+}
+
 /// Everything a run needs, resolved and validated.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    pub dataset: PathBuf,
+    pub workload: WorkloadSource,
     pub output: Option<PathBuf>,
     pub summary_json: Option<PathBuf>,
     /// Requests to load; `None` loads all.
@@ -238,11 +286,17 @@ impl RunArgs {
     /// Resolves model, hardware and cluster config, and applies defaults and per-instance
     /// overrides (instance value > flag > default, as in LLMServingSim).
     pub fn into_config(self) -> Result<SimConfig, ConfigError> {
-        let dataset = self.dataset.ok_or_else(|| ConfigError::Invalid {
-            source_name: "command line".into(),
-            field: "--dataset".into(),
-            message: "is required".into(),
-        })?;
+        let workload = match (self.dataset, self.workload_spec) {
+            (Some(path), None) => WorkloadSource::Dataset(path),
+            (None, Some(path)) => WorkloadSource::Spec(path),
+            _ => {
+                return Err(ConfigError::Invalid {
+                    source_name: "command line".into(),
+                    field: "--dataset".into(),
+                    message: "give exactly one of --dataset and --workload-spec".into(),
+                });
+            }
+        };
         let mut dtype = self.dtype;
         let mut kv_cache_dtype = self.kv_cache_dtype;
         let mut memory_utilization = self.npu_memory_utilization;
@@ -324,7 +378,7 @@ impl RunArgs {
             block_size,
         };
         Ok(SimConfig {
-            dataset,
+            workload,
             output: self.output,
             summary_json: self.summary_json,
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),

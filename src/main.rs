@@ -16,6 +16,11 @@ fn main() -> ExitCode {
             .map(|summary| print!("{}", summary.render())),
         Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),
         Some(Command::Et(command)) => blis_cosim::runner::et(&command),
+        Some(Command::Generate(args)) => blis_cosim::runner::generate(&args),
+        Some(Command::Scenarios) => {
+            blis_cosim::runner::list_scenarios();
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

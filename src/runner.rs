@@ -1,7 +1,7 @@
 //! The main job: load the workload, size the KV cache, run the engine, write the outputs.
 
 use crate::chakra::{StepEmitter, read_et, render_dump};
-use crate::cli::{EtCommand, SimConfig, ValidateArgs};
+use crate::cli::{EtCommand, GenerateArgs, SimConfig, ValidateArgs, WorkloadSource};
 use crate::config::{Dtype, KvSizing, kv_capacity};
 use crate::engine::{self, InstanceSetup, Observer, StepEvent};
 use crate::latency::{LatencyBackend, LookupCounts, ProfileDb, ProfileSpec, Roofline};
@@ -10,6 +10,9 @@ use crate::metrics::{
     Validation, write_atomically,
 };
 use crate::workload::read_jsonl;
+use crate::workload::spec::{
+    Generator, Overrides, SCENARIOS, WorkloadSpec, generate_requests, scenario, write_jsonl,
+};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -18,7 +21,17 @@ use std::time::{Duration, Instant};
 /// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
-    let requests = read_jsonl(&config.dataset, config.num_reqs)?;
+    let requests = match &config.workload {
+        WorkloadSource::Dataset(path) => read_jsonl(path, config.num_reqs)?,
+        WorkloadSource::Spec(path) => {
+            let spec = WorkloadSpec::load(path)?;
+            let overrides = Overrides {
+                num_requests: config.num_reqs.map(|n| n as u64),
+                seed: None,
+            };
+            generate_requests(&spec, overrides)?
+        }
+    };
     let capacity = kv_capacity(
         &config.model,
         &KvSizing {
@@ -273,5 +286,42 @@ pub fn et(command: &EtCommand) -> anyhow::Result<()> {
             print!("{}", render_dump(&args.file, &file, args.astra_dialect));
             Ok(())
         }
+    }
+}
+
+/// `blis-cosim generate`: writes the requests of a workload spec or a built-in scenario as
+/// workload JSONL, atomically; refuses to write an empty workload.
+pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
+    let spec = match (&args.workload_spec, &args.scenario) {
+        (Some(path), _) => WorkloadSpec::load(path)?,
+        (None, Some(name)) => scenario(name)
+            .with_context(|| format!("unknown scenario `{name}`"))?
+            .spec()?,
+        (None, None) => anyhow::bail!("give --workload-spec or --scenario"),
+    };
+    let overrides = Overrides {
+        num_requests: args.num_requests,
+        seed: args.seed,
+    };
+    let generator = Generator::new(&spec, overrides)?;
+    let mut count = 0;
+    write_atomically(&args.out, |w| {
+        count = write_jsonl(generator, w)?;
+        if count == 0 {
+            return Err(std::io::Error::other(format!(
+                "{}: no request arrives before the horizon",
+                spec.source_name
+            )));
+        }
+        Ok(())
+    })?;
+    eprintln!("wrote {count} requests to {}", args.out.display());
+    Ok(())
+}
+
+/// `blis-cosim scenarios`: prints the built-in scenarios, one per line with its description.
+pub fn list_scenarios() {
+    for s in SCENARIOS {
+        println!("{:<16} {}", s.name, s.description);
     }
 }

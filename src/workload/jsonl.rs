@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Largest prompt or output length accepted, tokens: far beyond any model's context, so a
 /// bigger value is a corrupt file rather than a workload.
-const MAX_TOKENS: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_TOKENS: u64 = 16 * 1024 * 1024;
 
 /// A workload file that cannot be used. Names the file, the 1-based line and the field.
 #[derive(Debug, thiserror::Error)]

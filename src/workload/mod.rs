@@ -2,9 +2,12 @@
 //!
 //! [`read_jsonl`] reads LLMServingSim's JSONL workload format. Requests get ids in file order
 //! and are returned sorted by arrival time (stable, so equal arrivals keep file order).
+//! [`spec`] generates requests from a WorkloadSpec v2 YAML file (BLIS's format) instead.
 
 mod jsonl;
+pub mod spec;
 
+pub(crate) use jsonl::MAX_TOKENS;
 pub use jsonl::{WorkloadError, read_jsonl};
 
 use crate::Nanos;

@@ -1,0 +1,341 @@
+//! Arrival processes (a client's `arrival`) and their per-client clocks.
+
+use super::deserialize_checked;
+use rand::{Rng, RngExt};
+use rand_distr::{Distribution, Exp, Exp1, Gamma, Weibull};
+use serde::{Deserialize, Deserializer};
+
+/// How a client's requests arrive. Every process runs at the client's mean rate
+/// (`aggregate_rate × normalised rate_fraction`); the parameters only shape it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArrivalProcess {
+    /// Exponential gaps (coefficient of variation 1).
+    Poisson,
+    /// Equal gaps.
+    Constant,
+    /// Gamma-distributed gaps with this shape (`1 / cv²`); cv > 1 is bursty.
+    Gamma { shape: f64 },
+    /// Weibull-distributed gaps with this shape (solved from `cv` as BLIS does).
+    Weibull { shape: f64 },
+    /// Poisson whose rate is `burst_factor` times higher during the first
+    /// `burst_duration_us` of every `period_us`; the base rate is set so that the mean over a
+    /// period is the client's rate.
+    Bursty {
+        period_us: u64,
+        burst_duration_us: u64,
+        burst_factor: f64,
+    },
+    /// Poisson with a sinusoidal rate of period `period_us`, highest at `peak_time_us` (and
+    /// every period after), `peak_to_trough_ratio` times the lowest; the mean over a period is
+    /// the client's rate.
+    Diurnal {
+        period_us: u64,
+        peak_time_us: u64,
+        peak_to_trough_ratio: f64,
+    },
+}
+
+/// The YAML form: BLIS's `process`, `cv`, `shape`, `scale`, plus the bursty and diurnal
+/// parameters.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArrival {
+    process: String,
+    cv: Option<f64>,
+    shape: Option<f64>,
+    scale: Option<f64>,
+    period_us: Option<u64>,
+    burst_duration_us: Option<u64>,
+    burst_factor: Option<f64>,
+    peak_time_us: Option<u64>,
+    peak_to_trough_ratio: Option<f64>,
+}
+
+/// Default period of `diurnal`: one day.
+const DAY_US: u64 = 86_400_000_000;
+
+impl<'de> Deserialize<'de> for ArrivalProcess {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserialize_checked::<D, RawArrival, ArrivalProcess>(deserializer)
+    }
+}
+
+impl TryFrom<RawArrival> for ArrivalProcess {
+    type Error = String;
+
+    fn try_from(raw: RawArrival) -> Result<Self, String> {
+        let process = raw.process.as_str();
+        if raw.scale.is_some() {
+            return Err(format!(
+                "{process}: `scale` is set by the client's rate (aggregate_rate × \
+                 rate_fraction); give `cv` or `shape` instead"
+            ));
+        }
+        // Which optional fields each process takes, to reject the others by name.
+        let allowed: &[&str] = match process {
+            "poisson" | "constant" => &[],
+            "gamma" | "weibull" => &["cv", "shape"],
+            "bursty" => &["period_us", "burst_duration_us", "burst_factor"],
+            "diurnal" => &["period_us", "peak_time_us", "peak_to_trough_ratio"],
+            other => {
+                return Err(format!(
+                    "unknown arrival process `{other}`; known: poisson, constant, gamma, \
+                     weibull, bursty, diurnal"
+                ));
+            }
+        };
+        let given = [
+            ("cv", raw.cv.is_some()),
+            ("shape", raw.shape.is_some()),
+            ("period_us", raw.period_us.is_some()),
+            ("burst_duration_us", raw.burst_duration_us.is_some()),
+            ("burst_factor", raw.burst_factor.is_some()),
+            ("peak_time_us", raw.peak_time_us.is_some()),
+            ("peak_to_trough_ratio", raw.peak_to_trough_ratio.is_some()),
+        ];
+        if let Some((field, _)) = given.iter().find(|(f, g)| *g && !allowed.contains(f)) {
+            return Err(format!("`{field}` does not apply to process `{process}`"));
+        }
+        match process {
+            "poisson" => Ok(ArrivalProcess::Poisson),
+            "constant" => Ok(ArrivalProcess::Constant),
+            "gamma" => Ok(ArrivalProcess::Gamma {
+                shape: shape_of(process, raw.cv, raw.shape, (0.0, f64::INFINITY), |cv| {
+                    1.0 / (cv * cv)
+                })?,
+            }),
+            "weibull" => Ok(ArrivalProcess::Weibull {
+                shape: shape_of(process, raw.cv, raw.shape, (0.01, 10.4), weibull_shape)?,
+            }),
+            "bursty" => {
+                let period_us = raw.period_us.ok_or("bursty: missing field `period_us`")?;
+                let burst = raw
+                    .burst_duration_us
+                    .ok_or("bursty: missing field `burst_duration_us`")?;
+                let factor = raw
+                    .burst_factor
+                    .ok_or("bursty: missing field `burst_factor`")?;
+                if burst == 0 || burst >= period_us {
+                    return Err(format!(
+                        "bursty: burst_duration_us must be in (0, period_us = {period_us}), \
+                         got {burst}"
+                    ));
+                }
+                if !(factor.is_finite() && factor >= 1.0) {
+                    return Err(format!("bursty: burst_factor must be ≥ 1, got {factor}"));
+                }
+                Ok(ArrivalProcess::Bursty {
+                    period_us,
+                    burst_duration_us: burst,
+                    burst_factor: factor,
+                })
+            }
+            _ => {
+                let period_us = raw.period_us.unwrap_or(DAY_US);
+                let peak_time_us = raw.peak_time_us.unwrap_or(0);
+                let ratio = raw
+                    .peak_to_trough_ratio
+                    .ok_or("diurnal: missing field `peak_to_trough_ratio`")?;
+                if period_us == 0 {
+                    return Err("diurnal: period_us must be positive".into());
+                }
+                if !(ratio.is_finite() && ratio >= 1.0) {
+                    return Err(format!(
+                        "diurnal: peak_to_trough_ratio must be ≥ 1, got {ratio}"
+                    ));
+                }
+                Ok(ArrivalProcess::Diurnal {
+                    period_us,
+                    peak_time_us,
+                    peak_to_trough_ratio: ratio,
+                })
+            }
+        }
+    }
+}
+
+/// The shape of a gamma or Weibull process from `cv` (within `cv_range`) or an explicit
+/// `shape`; neither means cv = 1 (BLIS's default).
+fn shape_of(
+    process: &str,
+    cv: Option<f64>,
+    shape: Option<f64>,
+    cv_range: (f64, f64),
+    from_cv: fn(f64) -> f64,
+) -> Result<f64, String> {
+    let (lo, hi) = cv_range;
+    match (cv, shape) {
+        (Some(_), Some(_)) => Err(format!("{process}: give `cv` or `shape`, not both")),
+        (None, Some(k)) if k.is_finite() && k > 0.0 => Ok(k),
+        (None, Some(k)) => Err(format!("{process}: shape must be positive, got {k}")),
+        (Some(cv), None) if cv.is_finite() && cv > 0.0 && cv >= lo && cv <= hi => Ok(from_cv(cv)),
+        (Some(cv), None) if hi.is_infinite() => Err(format!(
+            "{process}: cv must be positive and finite, got {cv}"
+        )),
+        (Some(cv), None) => Err(format!("{process}: cv must be in [{lo}, {hi}], got {cv}")),
+        (None, None) => Ok(from_cv(1.0)),
+    }
+}
+
+/// The Weibull shape `k` whose coefficient of variation is `cv`:
+/// `cv² = Γ(1 + 2/k) / Γ(1 + 1/k)² − 1`, decreasing in `k`, solved by bisection.
+pub(super) fn weibull_shape(cv: f64) -> f64 {
+    let cv_of = |k: f64| {
+        (libm::lgamma(1.0 + 2.0 / k) - 2.0 * libm::lgamma(1.0 + 1.0 / k))
+            .exp_m1()
+            .sqrt()
+    };
+    let (mut lo, mut hi) = (0.05_f64, 1000.0_f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if cv_of(mid) > cv {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// One client's arrival clock: the time of its latest arrival (ns, continuous) and the
+/// sampler of the next one.
+#[derive(Debug, Clone)]
+pub(super) struct ArrivalClock {
+    t: f64,
+    kind: ClockKind,
+}
+
+#[derive(Debug, Clone)]
+enum ClockKind {
+    Poisson(Exp<f64>),
+    Constant(f64),
+    Gamma(Gamma<f64>),
+    Weibull(Weibull<f64>),
+    /// Piecewise-constant rate (per ns): the current segment ends at `seg_end`.
+    Bursty {
+        period: f64,
+        burst: f64,
+        base_rate: f64,
+        burst_rate: f64,
+        in_burst: bool,
+        period_index: u64,
+        seg_end: f64,
+    },
+    /// Thinning: candidates at `max_rate` (per ns), kept with probability rate(t) / max_rate.
+    Diurnal {
+        candidates: Exp<f64>,
+        mean_rate: f64,
+        amplitude: f64,
+        max_rate: f64,
+        omega: f64,
+        peak: f64,
+    },
+}
+
+impl ArrivalClock {
+    /// A clock at time 0 for `process` at `rate` requests per second (positive, finite).
+    pub(super) fn new(process: &ArrivalProcess, rate: f64) -> ArrivalClock {
+        let per_ns = rate / 1e9;
+        let mean_gap = 1.0 / per_ns;
+        let kind = match *process {
+            ArrivalProcess::Poisson => ClockKind::Poisson(Exp::new(per_ns).expect("rate > 0")),
+            ArrivalProcess::Constant => ClockKind::Constant(mean_gap),
+            ArrivalProcess::Gamma { shape } => {
+                ClockKind::Gamma(Gamma::new(shape, mean_gap / shape).expect("validated"))
+            }
+            ArrivalProcess::Weibull { shape } => {
+                let scale = mean_gap / libm::tgamma(1.0 + 1.0 / shape);
+                ClockKind::Weibull(Weibull::new(scale, shape).expect("validated"))
+            }
+            ArrivalProcess::Bursty {
+                period_us,
+                burst_duration_us,
+                burst_factor,
+            } => {
+                let period = period_us as f64 * 1e3;
+                let burst = burst_duration_us as f64 * 1e3;
+                let base_rate = per_ns / (1.0 + burst / period * (burst_factor - 1.0));
+                ClockKind::Bursty {
+                    period,
+                    burst,
+                    base_rate,
+                    burst_rate: base_rate * burst_factor,
+                    in_burst: true,
+                    period_index: 0,
+                    seg_end: burst,
+                }
+            }
+            ArrivalProcess::Diurnal {
+                period_us,
+                peak_time_us,
+                peak_to_trough_ratio: ratio,
+            } => {
+                let amplitude = (ratio - 1.0) / (ratio + 1.0);
+                let max_rate = per_ns * (1.0 + amplitude);
+                ClockKind::Diurnal {
+                    candidates: Exp::new(max_rate).expect("rate > 0"),
+                    mean_rate: per_ns,
+                    amplitude,
+                    max_rate,
+                    omega: std::f64::consts::TAU / (period_us as f64 * 1e3),
+                    peak: peak_time_us as f64 * 1e3,
+                }
+            }
+        };
+        ArrivalClock { t: 0.0, kind }
+    }
+
+    /// Advances to the next arrival and returns its time, ns (non-decreasing).
+    pub(super) fn next<R: Rng + ?Sized>(&mut self, rng: &mut R) -> f64 {
+        match &mut self.kind {
+            ClockKind::Poisson(d) => self.t += d.sample(rng),
+            ClockKind::Constant(gap) => self.t += *gap,
+            ClockKind::Gamma(d) => self.t += d.sample(rng),
+            ClockKind::Weibull(d) => self.t += d.sample(rng),
+            ClockKind::Bursty {
+                period,
+                burst,
+                base_rate,
+                burst_rate,
+                in_burst,
+                period_index,
+                seg_end,
+            } => {
+                // Invert the integrated rate: spend one Exp(1) of "work" across segments.
+                let mut work: f64 = Exp1.sample(rng);
+                loop {
+                    let rate = if *in_burst { *burst_rate } else { *base_rate };
+                    let capacity = rate * (*seg_end - self.t).max(0.0);
+                    if work <= capacity {
+                        self.t += work / rate;
+                        break;
+                    }
+                    work -= capacity;
+                    self.t = self.t.max(*seg_end);
+                    if *in_burst {
+                        *seg_end = (*period_index + 1) as f64 * *period;
+                    } else {
+                        *period_index += 1;
+                        *seg_end = *period_index as f64 * *period + *burst;
+                    }
+                    *in_burst = !*in_burst;
+                }
+            }
+            ClockKind::Diurnal {
+                candidates,
+                mean_rate,
+                amplitude,
+                max_rate,
+                omega,
+                peak,
+            } => loop {
+                self.t += candidates.sample(rng);
+                let rate = *mean_rate * (1.0 + *amplitude * (*omega * (self.t - *peak)).cos());
+                if rng.random::<f64>() * *max_rate < rate {
+                    break;
+                }
+            },
+        }
+        self.t
+    }
+}

@@ -1,0 +1,315 @@
+//! Token-length distributions (`input_distribution`, `output_distribution`), in BLIS's form:
+//! `type` plus a `params` map.
+
+use super::deserialize_checked;
+use crate::workload::MAX_TOKENS;
+use rand::{Rng, RngExt};
+use rand_distr::{Distribution, Exp, Gamma, LogNormal, Normal, Pareto, Weibull};
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+
+/// A validated token-length distribution.
+///
+/// A draw is rounded to the nearest integer and clamped to `[max(min, 1), max]`, where `min`
+/// and `max` are the optional `params.min` / `params.max` (the maximum defaults to the largest
+/// length the JSONL reader accepts, 16,777,216), so every count is at least 1.
+#[derive(Debug, Clone)]
+pub struct LengthDist {
+    kind: Kind,
+    lo: f64,
+    hi: f64,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Constant(f64),
+    /// Inclusive integer range.
+    Uniform(u32, u32),
+    Normal(Normal<f64>),
+    Exponential(Exp<f64>),
+    LogNormal(LogNormal<f64>),
+    Pareto(Pareto<f64>),
+    /// Pareto with probability `weight`, else log-normal (BLIS's `pareto_lognormal`).
+    ParetoLogNormal {
+        pareto: Pareto<f64>,
+        lognormal: LogNormal<f64>,
+        weight: f64,
+    },
+    Weibull(Weibull<f64>),
+    Gamma(Gamma<f64>),
+    /// Inverse-CDF table: `values[i]` with cumulative probability `cdf[i]`.
+    Empirical {
+        values: Vec<u32>,
+        cdf: Vec<f64>,
+    },
+}
+
+/// The YAML form, as BLIS writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDist {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    params: BTreeMap<String, f64>,
+    #[serde(default)]
+    file: Option<String>,
+}
+
+/// Distribution types and their parameters, for error messages.
+const TYPES: &str = "constant {value}, uniform {min, max}, gaussian (or normal) {mean, std_dev}, \
+    exponential {mean}, lognormal {mu, sigma}, pareto {alpha, xm}, \
+    pareto_lognormal {alpha, xm, mu, sigma, mix_weight}, weibull {shape, scale}, \
+    gamma {shape, scale}, empirical {<tokens>: <probability>, ...}; all but constant, \
+    uniform and empirical also take optional min and max";
+
+impl<'de> Deserialize<'de> for LengthDist {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserialize_checked::<D, RawDist, LengthDist>(deserializer)
+    }
+}
+
+impl TryFrom<RawDist> for LengthDist {
+    type Error = String;
+
+    fn try_from(raw: RawDist) -> Result<Self, String> {
+        let name = raw.kind.as_str();
+        if raw.file.is_some() {
+            return Err(format!(
+                "{name}: `file` is not supported (BLIS reserves it too); give the table inline \
+                 in `params`"
+            ));
+        }
+        if name == "empirical" {
+            return empirical(&raw.params);
+        }
+        let mut p = Params {
+            name,
+            map: raw.params,
+        };
+        let kind = match name {
+            "constant" => {
+                let value = p.required("value")?;
+                if value < 1.0 || value.fract() != 0.0 {
+                    return Err(format!(
+                        "constant: value must be a whole number ≥ 1, got {value}"
+                    ));
+                }
+                p.finish()?;
+                return Ok(LengthDist::bounded(Kind::Constant(value), value, value));
+            }
+            "uniform" => {
+                let (min, max) = (p.required("min")?, p.required("max")?);
+                p.finish()?;
+                let whole = |v: f64| v >= 1.0 && v.fract() == 0.0 && v <= MAX_TOKENS as f64;
+                if !whole(min) || !whole(max) || min > max {
+                    return Err(format!(
+                        "uniform: min and max must be whole numbers with 1 ≤ min ≤ max ≤ \
+                         {MAX_TOKENS}, got min {min}, max {max}"
+                    ));
+                }
+                let kind = Kind::Uniform(min as u32, max as u32);
+                return Ok(LengthDist::bounded(kind, min, max));
+            }
+            "gaussian" | "normal" => {
+                let mean = p.required("mean")?;
+                let std_dev = p.non_negative("std_dev")?;
+                Kind::Normal(Normal::new(mean, std_dev).map_err(|e| format!("{name}: {e}"))?)
+            }
+            "exponential" => {
+                let mean = p.positive("mean")?;
+                Kind::Exponential(Exp::new(1.0 / mean).map_err(|e| format!("{name}: {e}"))?)
+            }
+            "lognormal" => Kind::LogNormal(p.lognormal()?),
+            "pareto" => Kind::Pareto(p.pareto()?),
+            "pareto_lognormal" => {
+                let pareto = p.pareto()?;
+                let lognormal = p.lognormal()?;
+                let weight = p.required("mix_weight")?;
+                if !(0.0..=1.0).contains(&weight) {
+                    return Err(format!(
+                        "{name}: mix_weight must be in [0, 1], got {weight}"
+                    ));
+                }
+                Kind::ParetoLogNormal {
+                    pareto,
+                    lognormal,
+                    weight,
+                }
+            }
+            "weibull" => {
+                let (shape, scale) = (p.positive("shape")?, p.positive("scale")?);
+                Kind::Weibull(Weibull::new(scale, shape).map_err(|e| format!("{name}: {e}"))?)
+            }
+            "gamma" => {
+                let (shape, scale) = (p.positive("shape")?, p.positive("scale")?);
+                Kind::Gamma(Gamma::new(shape, scale).map_err(|e| format!("{name}: {e}"))?)
+            }
+            other => {
+                return Err(format!(
+                    "unknown distribution type `{other}`; known: {TYPES}"
+                ));
+            }
+        };
+        let min = p.optional("min")?.unwrap_or(1.0);
+        let max = p.optional("max")?.unwrap_or(MAX_TOKENS as f64);
+        p.finish()?;
+        if max < 1.0 || min > MAX_TOKENS as f64 {
+            return Err(format!(
+                "{name}: the range [{min}, {max}] holds no token count in [1, {MAX_TOKENS}]"
+            ));
+        }
+        if min > max {
+            return Err(format!("{name}: min {min} is greater than max {max}"));
+        }
+        Ok(LengthDist::bounded(kind, min, max))
+    }
+}
+
+impl LengthDist {
+    fn bounded(kind: Kind, min: f64, max: f64) -> LengthDist {
+        LengthDist {
+            kind,
+            lo: min.max(1.0).round(),
+            hi: max.min(MAX_TOKENS as f64).round(),
+        }
+    }
+
+    /// Draws a token count, in `[1, 16,777,216]`.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u32 {
+        let x = match &self.kind {
+            Kind::Constant(v) => *v,
+            Kind::Uniform(lo, hi) => return rng.random_range(*lo..=*hi),
+            Kind::Normal(d) => d.sample(rng),
+            Kind::Exponential(d) => d.sample(rng),
+            Kind::LogNormal(d) => d.sample(rng),
+            Kind::Pareto(d) => d.sample(rng),
+            Kind::ParetoLogNormal {
+                pareto,
+                lognormal,
+                weight,
+            } => {
+                if rng.random::<f64>() < *weight {
+                    pareto.sample(rng)
+                } else {
+                    lognormal.sample(rng)
+                }
+            }
+            Kind::Weibull(d) => d.sample(rng),
+            Kind::Gamma(d) => d.sample(rng),
+            Kind::Empirical { values, cdf } => {
+                let u = rng.random::<f64>();
+                let i = cdf.partition_point(|&c| c <= u).min(values.len() - 1);
+                return values[i];
+            }
+        };
+        x.clamp(self.lo, self.hi).round() as u32
+    }
+}
+
+/// The `params` map of one distribution, consumed parameter by parameter so that leftovers
+/// (typos, parameters of another type) are reported.
+struct Params<'a> {
+    name: &'a str,
+    map: BTreeMap<String, f64>,
+}
+
+impl Params<'_> {
+    fn optional(&mut self, key: &str) -> Result<Option<f64>, String> {
+        match self.map.remove(key) {
+            Some(v) if !v.is_finite() => Err(format!(
+                "{}: params.{key} must be a finite number, got {v}",
+                self.name
+            )),
+            v => Ok(v),
+        }
+    }
+
+    fn required(&mut self, key: &str) -> Result<f64, String> {
+        self.optional(key)?
+            .ok_or_else(|| format!("{}: missing parameter params.{key}", self.name))
+    }
+
+    fn positive(&mut self, key: &str) -> Result<f64, String> {
+        let v = self.required(key)?;
+        if v > 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("{}: {key} must be positive, got {v}", self.name))
+        }
+    }
+
+    fn non_negative(&mut self, key: &str) -> Result<f64, String> {
+        let v = self.required(key)?;
+        if v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("{}: {key} must be ≥ 0, got {v}", self.name))
+        }
+    }
+
+    fn lognormal(&mut self) -> Result<LogNormal<f64>, String> {
+        let mu = self.required("mu")?;
+        let sigma = self.non_negative("sigma")?;
+        LogNormal::new(mu, sigma).map_err(|e| format!("{}: {e}", self.name))
+    }
+
+    fn pareto(&mut self) -> Result<Pareto<f64>, String> {
+        let alpha = self.positive("alpha")?;
+        let xm = self.positive("xm")?;
+        Pareto::new(xm, alpha).map_err(|e| format!("{}: {e}", self.name))
+    }
+
+    /// Fails on any parameter left unconsumed.
+    fn finish(self) -> Result<(), String> {
+        match self.map.keys().next() {
+            None => Ok(()),
+            Some(key) => Err(format!(
+                "{}: unknown parameter params.{key}; known types and parameters: {TYPES}",
+                self.name
+            )),
+        }
+    }
+}
+
+/// BLIS's inline empirical table: token count → probability (normalised).
+fn empirical(params: &BTreeMap<String, f64>) -> Result<LengthDist, String> {
+    let mut bins = Vec::with_capacity(params.len());
+    for (key, &p) in params {
+        let tokens: u32 = key
+            .parse()
+            .ok()
+            .filter(|&t| t >= 1 && u64::from(t) <= MAX_TOKENS)
+            .ok_or_else(|| {
+                format!("empirical: key `{key}` must be a token count in [1, {MAX_TOKENS}]")
+            })?;
+        if !(p.is_finite() && p >= 0.0) {
+            return Err(format!(
+                "empirical: probability of {key} must be finite and ≥ 0, got {p}"
+            ));
+        }
+        if p > 0.0 {
+            bins.push((tokens, p));
+        }
+    }
+    bins.sort_unstable_by_key(|&(t, _)| t);
+    let total: f64 = bins.iter().map(|&(_, p)| p).sum();
+    if bins.is_empty() || total <= 0.0 {
+        return Err("empirical: params must give at least one positive probability".into());
+    }
+    let mut acc = 0.0;
+    let mut cdf: Vec<f64> = bins
+        .iter()
+        .map(|&(_, p)| {
+            acc += p / total;
+            acc
+        })
+        .collect();
+    *cdf.last_mut().expect("non-empty") = 1.0;
+    let values = bins.iter().map(|&(t, _)| t).collect();
+    Ok(LengthDist::bounded(
+        Kind::Empirical { values, cdf },
+        1.0,
+        MAX_TOKENS as f64,
+    ))
+}

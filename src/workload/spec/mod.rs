@@ -1,0 +1,115 @@
+//! Synthetic workloads from a WorkloadSpec v2 YAML file (BLIS's format, a compatible subset
+//! plus a few extensions).
+//!
+//! A spec names an aggregate arrival rate and a list of clients; each client takes a share of
+//! the rate (`rate_fraction`, normalised over all clients), an arrival process
+//! ([`ArrivalProcess`]), prompt and output length distributions ([`LengthDist`]) and optionally a
+//! shared prompt prefix (`prefix_group`). [`WorkloadSpec::load`] parses and validates a file
+//! strictly: unknown fields, malformed YAML and invalid parameters are errors naming the file,
+//! the line and column and the field path. [`Generator`] then draws the requests, merged over
+//! clients in arrival order; [`write_jsonl`] writes them in LLMServingSim's JSONL format and
+//! [`generate_requests`] hands them to the engine directly.
+//!
+//! Determinism: every client draws from its own ChaCha8 streams (one each for arrivals, prompt
+//! lengths, output lengths, streaming and token ids) seeded from the spec's seed and the
+//! client's id, so the same spec gives the same requests on every platform, and adding,
+//! removing or reordering other clients leaves a client's draws unchanged.
+//!
+//! Not supported yet, and refused with a message naming the client: multi-turn sessions
+//! (`reasoning.multi_turn`), agentic workflows (`agentic`), closed-loop clients
+//! (`concurrency`), cohorts, lifecycle windows, multimodal inputs, ServeGen and
+//! inference-perf sources. Follow-up rounds and workflow steps arrive when an earlier request
+//! completes, which needs session support in the engine.
+
+mod arrival;
+mod dist;
+mod generate;
+mod jsonl_out;
+mod scenarios;
+mod schema;
+
+pub use arrival::ArrivalProcess;
+pub use dist::LengthDist;
+pub use generate::{GeneratedRequest, Generator, Overrides, TOKEN_ID_SPACE, generate_requests};
+pub use jsonl_out::write_jsonl;
+pub use scenarios::{SCENARIOS, Scenario, scenario};
+pub use schema::{Category, ClientSpec, SloClass, WorkloadSpec};
+
+use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+
+/// A workload spec that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The file could not be read.
+    #[error("cannot read workload spec {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Malformed YAML, an unknown field or an invalid value, with its place in the file.
+    #[error("{source_name}{location}: {path}: {message}")]
+    Parse {
+        source_name: String,
+        location: Location,
+        path: String,
+        message: String,
+    },
+    /// A spec that parses but cannot be generated (a rule spanning several fields).
+    #[error("{source_name}: {path}: {message}")]
+    Invalid {
+        source_name: String,
+        path: String,
+        message: String,
+    },
+}
+
+/// Line and column (1-based) of a parse error, when the YAML parser knows them; displays as
+/// `:line:column` or nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location(pub Option<(usize, usize)>);
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some((line, column)) => write!(f, ":{line}:{column}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Deserializes a mapping as `Raw` and converts it with `TryFrom`, inside the mapping, so that
+/// a conversion error carries the mapping's line and column like a syntax error does.
+fn deserialize_checked<'de, D, Raw, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    Raw: Deserialize<'de>,
+    T: TryFrom<Raw, Error = String>,
+{
+    struct Checked<Raw, T>(PhantomData<(Raw, T)>);
+
+    impl<'de, Raw, T> Visitor<'de> for Checked<Raw, T>
+    where
+        Raw: Deserialize<'de>,
+        T: TryFrom<Raw, Error = String>,
+    {
+        type Value = T;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a mapping")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            let raw = Raw::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+            T::try_from(raw).map_err(A::Error::custom)
+        }
+    }
+
+    deserializer.deserialize_map(Checked(PhantomData))
+}
+
+#[cfg(test)]
+mod tests;
