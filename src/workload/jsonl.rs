@@ -95,16 +95,25 @@ fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<Request, Wo
         field: field.to_owned(),
         message,
     };
-    let mut de = serde_json::Deserializer::from_str(text);
-    let parsed: Line = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let field = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_data() {
-            invalid(&field, inner.to_string())
-        } else {
-            invalid("(json)", format!("malformed JSON: {inner}"))
+    // The plain parse is fast; only a line that fails is parsed again with path tracking, to
+    // name the offending field.
+    let parsed: Line = match serde_json::from_str(text) {
+        Ok(line) => line,
+        Err(_) => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let e = match serde_path_to_error::deserialize::<_, Line>(&mut de) {
+                Ok(_) => unreachable!("the same text parsed differently twice"),
+                Err(e) => e,
+            };
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            return Err(if inner.is_data() {
+                invalid(&field, inner.to_string())
+            } else {
+                invalid("(json)", format!("malformed JSON: {inner}"))
+            });
         }
-    })?;
+    };
     if parsed.sub_requests.is_some() {
         return Err(invalid(
             "sub_requests",
