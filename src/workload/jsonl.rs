@@ -99,11 +99,10 @@ fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<Request, Wo
     // name the offending field.
     let parsed: Line = match serde_json::from_str(text) {
         Ok(line) => line,
-        Err(_) => {
+        Err(plain) => {
             let mut de = serde_json::Deserializer::from_str(text);
-            let e = match serde_path_to_error::deserialize::<_, Line>(&mut de) {
-                Ok(_) => unreachable!("the same text parsed differently twice"),
-                Err(e) => e,
+            let Err(e) = serde_path_to_error::deserialize::<_, Line>(&mut de) else {
+                return Err(invalid("(json)", plain.to_string()));
             };
             let field = e.path().to_string();
             let inner = e.into_inner();
