@@ -6,7 +6,9 @@
 //! 300 lines; one channel message per chunk rather than per line keeps that cheap). Std threads
 //! rather than an async runtime: there is one child at a time, the engine is synchronous, and
 //! a blocking reader per pipe plus `recv_timeout` gives the same guarantees (timeouts, no
-//! deadlock on full pipes, kill at any point) with no extra dependency. Every byte counts
+//! deadlock on full pipes, kill at any point) with no extra dependency. Answers go through a
+//! writer thread too, so a process that stops reading its stdin cannot block the driver (its
+//! silence then runs into the deadline). Every byte counts
 //! towards the per-batch limit; lines are cut at 4 KiB. The process is killed and reaped on
 //! every error path and when dropped; the reader threads end when the pipes close or when the
 //! driver stops listening.
@@ -15,8 +17,8 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, channel, sync_channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,7 +38,8 @@ enum Event {
 /// A running ASTRA-Sim process.
 pub(crate) struct AstraProcess {
     child: Child,
-    stdin: Option<ChildStdin>,
+    /// Lines for the writer thread; dropping it closes the process's stdin.
+    stdin: Option<Sender<String>>,
     events: Receiver<Event>,
     stdout: LineSplitter,
     stderr: LineSplitter,
@@ -78,11 +81,25 @@ impl AstraProcess {
         let (tx, events) = sync_channel(64);
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
         let tx2 = tx.clone();
         thread::spawn(move || pump(stdout, false, tx));
         thread::spawn(move || pump(stderr, true, tx2));
+        let (answers, lines) = channel::<String>();
+        thread::spawn(move || {
+            for line in lines {
+                if stdin
+                    .write_all(line.as_bytes())
+                    .and_then(|()| stdin.flush())
+                    .is_err()
+                {
+                    // The process has gone; the driver learns it from its closed stdout.
+                    return;
+                }
+            }
+        });
         Ok(AstraProcess {
-            stdin: child.stdin.take(),
+            stdin: Some(answers),
             child,
             events,
             stdout: LineSplitter::default(),
@@ -169,21 +186,16 @@ impl AstraProcess {
         }
     }
 
-    /// Writes one line to the process's stdin. A process that has gone away is reported as
-    /// [`Fault::Exited`].
+    /// Queues one line for the process's stdin. A process that has gone away is reported as
+    /// [`Fault::Exited`] (here when its stdin has broken, else by the end of its stdout).
     pub fn send(&mut self, line: &str) -> Result<(), Fault> {
-        let Some(stdin) = self.stdin.as_mut() else {
+        let Some(stdin) = &self.stdin else {
             return Err(Fault::Io("its stdin is already closed".into()));
         };
-        let text = format!("{line}\n");
-        match stdin
-            .write_all(text.as_bytes())
-            .and_then(|()| stdin.flush())
-        {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::BrokenPipe => Err(self.exited()),
-            Err(e) => Err(Fault::Io(format!("writing to its stdin: {e}"))),
+        if stdin.send(format!("{line}\n")).is_err() {
+            return Err(self.exited());
         }
+        Ok(())
     }
 
     /// Closes stdin (the process sees end of input).
@@ -210,7 +222,10 @@ impl AstraProcess {
             }
             match self.events.recv_timeout(Duration::from_millis(2)) {
                 Ok(event) => {
-                    self.absorb(event)?;
+                    if let Err(fault) = self.absorb(event) {
+                        self.kill();
+                        return Err(fault);
+                    }
                     self.stdout_to_tail();
                 }
                 Err(RecvTimeoutError::Timeout) => {}
