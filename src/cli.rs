@@ -1,6 +1,7 @@
 //! Command-line flags (LLMServingSim's names where they exist) and their conversion, once,
 //! into a [`SimConfig`] that holds no CLI types.
 
+use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraOptions, InstanceNetwork};
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::{ClusterConfig, ConfigError, Dtype, Hardware, ModelArch};
 use crate::scheduler::SchedulerConfig;
@@ -244,6 +245,9 @@ pub struct RunArgs {
     /// latency breakdown).
     #[arg(long, value_name = "LEVEL", default_value = "WARNING", value_parser = parse_log_level)]
     pub log_level: log::LevelFilter,
+
+    #[command(flatten)]
+    pub astra: AstraArgs,
 }
 
 /// Where the main job's requests come from.
@@ -280,6 +284,8 @@ pub struct SimConfig {
     pub log_level: log::LevelFilter,
     /// Execution traces of the first steps to write (`--emit-et`).
     pub emit_et: Option<EmitEt>,
+    /// ASTRA-Sim network co-simulation; `None`: the analytical network backend.
+    pub astra: Option<AstraOptions>,
 }
 
 impl RunArgs {
@@ -307,6 +313,7 @@ impl RunArgs {
         let mut chunked = !self.no_enable_chunked_prefill;
         let mut prefix_caching = !self.no_enable_prefix_caching;
         let mut reserve_full_isl = !self.no_reserve_full_isl;
+        let mut network = None;
         let (model, hardware, tp) = match &self.cluster_config {
             None => (
                 ModelArch::resolve(self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B"))?,
@@ -316,7 +323,8 @@ impl RunArgs {
             Some(path) => {
                 let source = path.display().to_string();
                 let cluster = ClusterConfig::load(path)?;
-                let (_, inst) = cluster.single_instance(&source)?;
+                let (node, inst) = cluster.single_instance(&source)?;
+                network = Some(InstanceNetwork::from_cluster(&cluster, node, inst, &source));
                 let model = ModelArch::resolve(&inst.model_name)?;
                 let mut hardware = Hardware::resolve(&inst.hardware)?;
                 hardware.memory_gib = inst.npu_mem.mem_size;
@@ -364,6 +372,10 @@ impl RunArgs {
             });
         }
         let dtype = dtype.or(model.torch_dtype).unwrap_or(Dtype::Bfloat16);
+        let network = network.unwrap_or_else(|| InstanceNetwork::from_hardware(&hardware, tp));
+        let astra = self
+            .astra
+            .resolve(std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from), &network)?;
         let max_len = u32::try_from(model.max_position_embeddings).unwrap_or(u32::MAX);
         let scheduler = SchedulerConfig {
             max_num_seqs: (max_num_seqs > 0).then_some(max_num_seqs),
@@ -398,6 +410,7 @@ impl RunArgs {
                 limit: self.emit_et_limit,
                 dialect: self.astra_dialect,
             }),
+            astra,
         })
     }
 }

@@ -1,12 +1,14 @@
 //! blis-cosim: a discrete-event simulator of LLM inference serving.
 //!
 //! A workload of requests ([`workload`]) enters per-instance continuous-batching schedulers
-//! ([`scheduler`]); each formed batch is priced by a [`latency::LatencyBackend`]; the
-//! [`engine`] advances a deterministic clock in integer nanoseconds; [`metrics`] turns the
-//! finished requests into the per-request CSV and a vLLM-style summary.
+//! ([`scheduler`]); each formed batch is priced by a [`latency::LatencyBackend`] (or by
+//! ASTRA-Sim co-simulation, [`astra`]); the [`engine`] advances a deterministic clock in integer
+//! nanoseconds; [`metrics`] turns the finished requests into the per-request CSV and a
+//! vLLM-style summary.
 //!
 //! All simulated time is [`Nanos`]. The same inputs always produce byte-identical outputs.
 
+pub mod astra;
 pub mod chakra;
 pub mod cli;
 pub mod config;

@@ -25,9 +25,15 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("blis-cosim: error: {err}");
+            let mut shown = err.to_string();
+            eprintln!("blis-cosim: error: {shown}");
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                // Messages that embed their cause (`latency backend: <cause>`) already said it.
+                let text = cause.to_string();
+                if !shown.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                }
+                shown = text;
             }
             ExitCode::FAILURE
         }

@@ -1,10 +1,12 @@
 //! The main job: load the workload, size the KV cache, run the engine, write the outputs.
 
+use crate::Nanos;
+use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::chakra::{StepEmitter, read_et, render_dump};
 use crate::cli::{EtCommand, GenerateArgs, SimConfig, ValidateArgs, WorkloadSource};
 use crate::config::{Dtype, KvSizing, kv_capacity};
 use crate::engine::{self, InstanceSetup, Observer, StepEvent};
-use crate::latency::{LatencyBackend, LookupCounts, ProfileDb, ProfileSpec, Roofline};
+use crate::latency::{LatencyBackend, ProfileDb, ProfileSpec, Roofline};
 use crate::metrics::{
     PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary, SummaryCollector,
     Validation, write_atomically,
@@ -63,7 +65,8 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         num_blocks,
         scheduler: config.scheduler.clone(),
     };
-    let mut backend = Backend::new(config)?;
+    let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
+    let mut backend = Backend::new(config, first_arrival)?;
 
     let csv = match &config.output {
         Some(path) => Some(RequestCsv::create(path)?),
@@ -80,12 +83,15 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     };
     let outcome = engine::run(&requests, &setup, backend.as_dyn(), &mut outputs)?;
     outputs.progress.finish();
+    let profile_lookups = backend.as_dyn().profile_lookups();
+    let backend_name = backend.as_dyn().name().to_owned();
+    backend.finish()?;
 
     let stats = outcome.stats;
     let info = RunInfo {
         model: config.model.name.clone(),
         hardware: config.hardware.name.clone(),
-        backend: backend.as_dyn().name().to_owned(),
+        backend: backend_name,
         tp: config.tp,
         seed: config.seed,
         total_clocks_ns: outcome.total_clocks_ns,
@@ -100,7 +106,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                 requested_tokens: stats.prefix_requested_tokens,
                 hit_tokens: stats.prefix_hit_tokens,
             }),
-        profile_lookups: backend.profile_lookups(),
+        profile_lookups,
     };
     let summary = outputs.summary.finish(info);
     if let Some(path) = &config.summary_json {
@@ -114,16 +120,41 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
 
 /// The latency backend chosen by the configuration.
 enum Backend {
-    Roofline(Roofline),
-    Profile(Box<ProfileDb>),
+    /// The compute backend alone: the profile DB or the roofline.
+    Compute(Box<dyn LatencyBackend>),
+    /// ASTRA-Sim co-simulation over a compute backend.
+    Astra(Box<AstraBackend>),
 }
 
 impl Backend {
-    /// The profile DB when a profile root is given, else the analytical roofline.
-    fn new(config: &SimConfig) -> anyhow::Result<Backend> {
+    /// The compute backend (the profile DB when a profile root is given, else the analytical
+    /// roofline), wrapped by ASTRA-Sim when the network backend is astra; `first_arrival` is
+    /// where ASTRA-Sim's initial workload ends. Prints the network backend on stderr.
+    fn new(config: &SimConfig, first_arrival: Nanos) -> anyhow::Result<Backend> {
+        let compute = Backend::compute(config)?;
+        eprintln!("{}", astra::describe(config.astra.as_ref()));
+        let Some(options) = &config.astra else {
+            return Ok(Backend::Compute(compute));
+        };
+        let instance = AstraInstance {
+            model: &config.model,
+            tp: config.tp,
+            dtype: config.dtype,
+        };
+        let backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)?;
+        if options.keep_inputs {
+            eprintln!(
+                "ASTRA-Sim inputs kept in {}",
+                backend.inputs_dir().display()
+            );
+        }
+        Ok(Backend::Astra(Box::new(backend)))
+    }
+
+    fn compute(config: &SimConfig) -> anyhow::Result<Box<dyn LatencyBackend>> {
         let Some(root) = &config.profile_dir else {
             log::info!("latency backend: roofline (analytical)");
-            return Ok(Backend::Roofline(Roofline::new(
+            return Ok(Box::new(Roofline::new(
                 &config.model,
                 &config.hardware,
                 config.tp,
@@ -147,21 +178,23 @@ impl Backend {
             db.bundle_dir().display(),
             started.elapsed().as_secs_f64() * 1e3
         );
-        Ok(Backend::Profile(Box::new(db)))
+        Ok(Box::new(db))
     }
 
     fn as_dyn(&mut self) -> &mut dyn LatencyBackend {
         match self {
-            Backend::Roofline(r) => r,
-            Backend::Profile(p) => p.as_mut(),
+            Backend::Compute(c) => c.as_mut(),
+            Backend::Astra(a) => a.as_mut(),
         }
     }
 
-    fn profile_lookups(&self) -> Option<LookupCounts> {
-        match self {
-            Backend::Roofline(_) => None,
-            Backend::Profile(p) => Some(p.lookup_counts()),
+    /// Ends ASTRA-Sim (if any) and prints its report on stderr.
+    fn finish(self) -> anyhow::Result<()> {
+        if let Backend::Astra(a) = self {
+            let stats = a.finish()?;
+            eprintln!("{}", astra::report_line(&stats));
         }
+        Ok(())
     }
 }
 

@@ -3,8 +3,8 @@
 //! The scheduler never knows how time is computed. It hands a [`BatchDesc`] to a
 //! [`LatencyBackend`] and gets the step time back. Backends: [`Roofline`] (analytical, from
 //! the model architecture and hardware datasheet) and [`ProfileDb`] (per-layer latencies
-//! measured on real GPUs, LLMServingSim's profile bundles); ASTRA-Sim co-simulation plugs into
-//! the same trait.
+//! measured on real GPUs, LLMServingSim's profile bundles); ASTRA-Sim co-simulation
+//! ([`crate::astra::AstraBackend`]) wraps either of them behind the same trait.
 
 mod profile;
 mod roofline;
@@ -82,4 +82,10 @@ pub trait LatencyBackend {
     /// The per-layer breakdown of the same step; the sum of `repeats × time_ns` over the
     /// entries equals [`LatencyBackend::step_time`].
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError>;
+
+    /// Lookup counts of a backend that reads measured profile tables (or wraps one); `None`
+    /// for the others.
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        None
+    }
 }

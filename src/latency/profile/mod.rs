@@ -332,4 +332,8 @@ impl LatencyBackend for ProfileDb {
         }
         Ok(layers)
     }
+
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        Some(self.lookup_counts())
+    }
 }

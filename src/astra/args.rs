@@ -1,0 +1,224 @@
+//! The network co-simulation flags of the main job, and their resolution into
+//! [`AstraOptions`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::inputs::{DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS};
+use super::{AstraMode, AstraOptions, MemoryParams, NetworkConfig, OutputLimits};
+use crate::config::{ClusterConfig, ConfigError, Hardware, InstanceSpec, NodeSpec, PerDim};
+
+/// Environment variable naming the ASTRA-Sim binary when `--astra-sim` is not given.
+pub const ASTRA_SIM_ENV: &str = "BLIS_COSIM_ASTRA_SIM";
+
+/// Which model prices the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NetworkBackend {
+    /// ASTRA-Sim co-simulation: every batch becomes a Chakra trace that ASTRA-Sim times.
+    Astra,
+    /// No co-simulation: the latency backend's own estimate (roofline all-reduce, or the
+    /// profile tables).
+    Analytical,
+}
+
+/// Flags of the ASTRA-Sim network co-simulation.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Network co-simulation (ASTRA-Sim)")]
+pub struct AstraArgs {
+    /// ASTRA-Sim binary: the LLMServingSim fork's `AnalyticalAstra` (or, with --astra-mode
+    /// stock, `AstraSim_Analytical_Congestion_Unaware`). Default: $BLIS_COSIM_ASTRA_SIM.
+    #[arg(long, value_name = "PATH")]
+    pub astra_sim: Option<PathBuf>,
+
+    /// Network backend: astra (co-simulate with ASTRA-Sim) or analytical [default: astra when
+    /// an ASTRA-Sim binary is given, else analytical].
+    #[arg(long, value_name = "BACKEND")]
+    pub network_backend: Option<NetworkBackend>,
+
+    /// How ASTRA-Sim is driven: fork (the LLMServingSim fork's interactive protocol, one
+    /// process for the run) or stock (stock ASTRA-Sim 2.0, one process per distinct batch)
+    /// [default: fork].
+    #[arg(long, value_name = "MODE")]
+    pub astra_mode: Option<AstraMode>,
+
+    /// Seconds to wait for ASTRA-Sim to finish one batch before killing it [default: 60].
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    pub astra_timeout: Option<f64>,
+
+    /// Send every batch to ASTRA-Sim, even one whose trace was already priced.
+    #[arg(long)]
+    pub no_memo: bool,
+
+    /// Keep the generated ASTRA-Sim inputs (configs, traces) and print their directory.
+    #[arg(long)]
+    pub keep_astra_inputs: bool,
+
+    /// Your own ASTRA-Sim network.yml (topology, npus_count, bandwidth, latency; one entry per
+    /// dimension) instead of the one generated from the cluster config or hardware.
+    #[arg(long, value_name = "PATH")]
+    pub network_config: Option<PathBuf>,
+}
+
+/// The numbers of one instance from which its ASTRA-Sim inputs are generated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceNetwork {
+    /// NPUs of the instance (tensor-parallel degree).
+    pub tp: u32,
+    /// Link bandwidth, GB/s: one value, or one per network dimension.
+    pub link_bw: Vec<f64>,
+    /// Link latency, ns: one value, or one per network dimension.
+    pub link_latency: Vec<f64>,
+    /// Memory numbers.
+    pub memory: MemoryParams,
+    /// Where the numbers come from, for errors.
+    pub source_name: String,
+}
+
+impl InstanceNetwork {
+    /// From a cluster config (LLMServingSim: `link_bw`, `link_latency`, the node's `cpu_mem`,
+    /// the instance's `npu_mem.mem_bw`).
+    pub fn from_cluster(
+        cluster: &ClusterConfig,
+        node: &NodeSpec,
+        inst: &InstanceSpec,
+        source_name: &str,
+    ) -> InstanceNetwork {
+        let values = |v: &PerDim| match v {
+            PerDim::One(x) => vec![*x],
+            PerDim::Many(xs) => xs.clone(),
+        };
+        InstanceNetwork {
+            tp: inst.tp(),
+            link_bw: values(&cluster.link_bw),
+            link_latency: values(&cluster.link_latency),
+            memory: MemoryParams {
+                local_mem_bw_gbps: inst.npu_mem.mem_bw,
+                remote_mem_bw_gbps: node.cpu_mem.mem_bw,
+                remote_mem_latency_ns: node.cpu_mem.mem_latency,
+            },
+            source_name: source_name.to_owned(),
+        }
+    }
+
+    /// From the hardware file (link and device-memory numbers) and LLMServingSim's default
+    /// host memory (256 GB/s, 0 ns).
+    pub fn from_hardware(hardware: &Hardware, tp: u32) -> InstanceNetwork {
+        InstanceNetwork {
+            tp,
+            link_bw: vec![hardware.link_bw_gbps],
+            link_latency: vec![hardware.link_latency_ns],
+            memory: MemoryParams {
+                local_mem_bw_gbps: hardware.memory_bw_gbps,
+                remote_mem_bw_gbps: DEFAULT_HOST_MEM_BW_GBPS,
+                remote_mem_latency_ns: DEFAULT_HOST_MEM_LATENCY_NS,
+            },
+            source_name: format!("hardware {}", hardware.name),
+        }
+    }
+}
+
+impl AstraArgs {
+    /// The ASTRA-Sim settings, or `None` for the analytical network backend. `env_binary` is
+    /// the value of [`ASTRA_SIM_ENV`] (ignored when empty).
+    pub fn resolve(
+        &self,
+        env_binary: Option<PathBuf>,
+        instance: &InstanceNetwork,
+    ) -> Result<Option<AstraOptions>, ConfigError> {
+        let invalid = |field: &str, message: String| ConfigError::Invalid {
+            source_name: "command line".into(),
+            field: field.to_owned(),
+            message,
+        };
+        let binary = self
+            .astra_sim
+            .clone()
+            .or(env_binary.filter(|p| !p.as_os_str().is_empty()));
+        let backend = self.network_backend.unwrap_or(if binary.is_some() {
+            NetworkBackend::Astra
+        } else {
+            NetworkBackend::Analytical
+        });
+        if backend == NetworkBackend::Analytical {
+            let astra_only = [
+                ("--astra-mode", self.astra_mode.is_some()),
+                ("--astra-timeout", self.astra_timeout.is_some()),
+                ("--no-memo", self.no_memo),
+                ("--keep-astra-inputs", self.keep_astra_inputs),
+                ("--network-config", self.network_config.is_some()),
+            ];
+            if let Some((flag, _)) = astra_only.iter().find(|(_, given)| *given) {
+                return Err(invalid(
+                    flag,
+                    "needs the astra network backend (give --astra-sim PATH or set \
+                     BLIS_COSIM_ASTRA_SIM)"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        }
+        let Some(binary) = binary else {
+            return Err(invalid(
+                "--network-backend",
+                format!(
+                    "astra needs an ASTRA-Sim binary: give --astra-sim PATH or set {ASTRA_SIM_ENV}"
+                ),
+            ));
+        };
+        check_binary(&binary).map_err(|m| invalid("--astra-sim", m))?;
+        let network = match &self.network_config {
+            Some(path) => NetworkConfig::load(path)?,
+            None => NetworkConfig::for_instance(
+                instance.tp,
+                &instance.link_bw,
+                &instance.link_latency,
+                &instance.source_name,
+            )?,
+        };
+        if network.npus() != u64::from(instance.tp) {
+            return Err(invalid(
+                "--network-config",
+                format!(
+                    "the network has {} NPUs but the instance runs on {} (tensor parallelism); \
+                     they must match",
+                    network.npus(),
+                    instance.tp
+                ),
+            ));
+        }
+        Ok(Some(AstraOptions {
+            binary,
+            mode: self.astra_mode.unwrap_or_default(),
+            timeout: Duration::from_secs_f64(self.astra_timeout.unwrap_or(60.0)),
+            memo: !self.no_memo,
+            keep_inputs: self.keep_astra_inputs,
+            network,
+            memory: instance.memory,
+            limits: OutputLimits::default(),
+            temp_parent: None,
+        }))
+    }
+}
+
+/// A binary given as a path must be an existing file; a bare name is looked up in `PATH` when
+/// it is started.
+fn check_binary(binary: &Path) -> Result<(), String> {
+    if binary.components().count() > 1 && !binary.is_file() {
+        return Err(format!(
+            "ASTRA-Sim binary `{}` does not exist or is not a file",
+            binary.display()
+        ));
+    }
+    Ok(())
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v.is_finite() && v > 0.0 && v <= 1e6 {
+        Ok(v)
+    } else {
+        Err(format!("must be a positive number of seconds, got {s}"))
+    }
+}

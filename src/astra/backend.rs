@@ -1,0 +1,336 @@
+//! [`AstraBackend`]: a [`LatencyBackend`] whose step times come from ASTRA-Sim.
+//!
+//! Each step's batch is priced by the wrapped compute backend (its per-layer
+//! [`LatencyBackend::breakdown`]), turned into the batch's Chakra trace ([`BatchTrace`]: input
+//! load, one COMP node per layer, the TP all-reduces, output store) and handed to ASTRA-Sim,
+//! which times compute, memory and collectives together.
+//!
+//! **Memoisation.** A batch is keyed by the exact bytes of its trace (a 128-bit XXH3 hash of
+//! the encoded `.et` file, identical for every NPU, plus the NPU count). A key seen before
+//! reuses its step time without talking to ASTRA-Sim at all: the fork keeps its last prompt
+//! unanswered, so its clock simply does not advance for memoised steps (nor while the engine
+//! idles). Its clock is therefore the sum of the initial workload and the non-memoised step
+//! times, not the engine's time; nothing depends on the offset, because every step time is a
+//! difference of two reports that enclose exactly one batch. With a batch's time a function
+//! of its trace, `--no-memo` and memoisation give identical results.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use xxhash_rust::xxh3::xxh3_128;
+
+use super::fork::ForkSession;
+use super::stock::StockRun;
+use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
+use crate::Nanos;
+use crate::chakra::attr::bool_attr;
+use crate::chakra::{BatchTrace, EtNode, NodeKind, encode_et, npu_file, write_npu_files};
+use crate::config::{Dtype, ModelArch};
+use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
+
+/// The instance whose batches are priced.
+#[derive(Debug, Clone, Copy)]
+pub struct AstraInstance<'a> {
+    /// The served model.
+    pub model: &'a ModelArch,
+    /// Tensor-parallel degree: the NPUs of the instance.
+    pub tp: u32,
+    /// Activation dtype.
+    pub dtype: Dtype,
+}
+
+/// What the backend did, for the end-of-run report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AstraStats {
+    /// Steps priced.
+    pub steps: u64,
+    /// Batches sent to ASTRA-Sim (fork: round trips; stock: processes).
+    pub calls: u64,
+    /// Steps answered from the memo.
+    pub memo_hits: u64,
+    /// Wall time spent waiting for ASTRA-Sim on batches.
+    pub wall: Duration,
+}
+
+/// The memo key of a batch: the hash of its `.et` bytes and the NPU count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct MemoKey {
+    hash: u128,
+    npus: u32,
+}
+
+enum Driver {
+    Fork(Box<ForkSession>),
+    Stock,
+    /// A fault stopped ASTRA-Sim; every later step fails.
+    Failed,
+}
+
+/// Step times from ASTRA-Sim, for one instance. See the module documentation.
+pub struct AstraBackend {
+    // Declared before `inputs`: the process ends before its directory is removed.
+    driver: Driver,
+    inputs: AstraInputs,
+    compute: Box<dyn LatencyBackend>,
+    model: ModelArch,
+    tp: u32,
+    dtype: Dtype,
+    options: AstraOptions,
+    memo: HashMap<MemoKey, Nanos>,
+    /// The last step's key and time (for [`LatencyBackend::breakdown`] under `--no-memo`).
+    last: Option<(MemoKey, Nanos)>,
+    stats: AstraStats,
+}
+
+impl AstraBackend {
+    /// Writes the run's inputs and, for the fork, starts ASTRA-Sim with an initial workload of
+    /// one COMP node lasting `first_step_ns` (at least 1 ns; the first arrival, so that the
+    /// fork's clock starts where the engine's first step does), and reads its first prompt.
+    pub fn start(
+        options: AstraOptions,
+        instance: AstraInstance<'_>,
+        compute: Box<dyn LatencyBackend>,
+        first_step_ns: Nanos,
+    ) -> Result<AstraBackend, AstraError> {
+        let fail = |fault, last_lines| AstraError {
+            binary: options.binary.clone(),
+            stage: Stage::StartUp,
+            fault,
+            last_lines,
+        };
+        let inputs = AstraInputs::create(&options)
+            .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
+        let driver = match options.mode {
+            AstraMode::Stock => Driver::Stock,
+            AstraMode::Fork => {
+                let npus = u32::try_from(options.network.npus()).unwrap_or(u32::MAX);
+                let initial = inputs.dir().join("event");
+                let duration_ns = first_step_ns.max(1);
+                let event = EtNode {
+                    id: 0,
+                    name: format!("event_{duration_ns}ns"),
+                    kind: NodeKind::Comp,
+                    data_deps: Vec::new(),
+                    ctrl_deps: Vec::new(),
+                    duration_ns,
+                    attrs: vec![bool_attr("is_cpu_op", false)],
+                };
+                write_npu_files(&initial, 0..npus, &[event], options.mode.dialect())
+                    .map_err(|e| fail(Fault::Io(e.to_string()), Vec::new()))?;
+                let mut session = ForkSession::spawn(
+                    &options.binary,
+                    &inputs,
+                    &initial,
+                    npus,
+                    options.timeout,
+                    options.limits,
+                )
+                .map_err(|f| fail(f, Vec::new()))?;
+                if let Err(fault) = session.handshake() {
+                    let lines = session.last_lines();
+                    drop(session);
+                    return Err(fail(fault, lines));
+                }
+                Driver::Fork(Box::new(session))
+            }
+        };
+        Ok(AstraBackend {
+            driver,
+            inputs,
+            compute,
+            model: instance.model.clone(),
+            tp: instance.tp,
+            dtype: instance.dtype,
+            options,
+            memo: HashMap::new(),
+            last: None,
+            stats: AstraStats::default(),
+        })
+    }
+
+    /// What the backend has done so far.
+    pub fn stats(&self) -> AstraStats {
+        self.stats
+    }
+
+    /// The fork's clock after the last batch sent to it (absolute, ns); `None` in stock mode.
+    pub fn astra_clock_ns(&self) -> Option<Nanos> {
+        match &self.driver {
+            Driver::Fork(session) => Some(session.clock()),
+            Driver::Stock | Driver::Failed => None,
+        }
+    }
+
+    /// The run directory (configs and traces).
+    pub fn inputs_dir(&self) -> &Path {
+        self.inputs.dir()
+    }
+
+    /// Ends the run: the fork gets `done`/`exit` and must exit cleanly (a fork that exits
+    /// without confirming that all requests ended only logs a warning). Removes the run
+    /// directory unless it is kept.
+    pub fn finish(mut self) -> Result<AstraStats, AstraError> {
+        if let Driver::Fork(session) = &mut self.driver {
+            match session.shutdown() {
+                Ok(None) => {}
+                Ok(Some(warning)) => log::warn!("{warning}"),
+                Err(fault) => {
+                    let last_lines = session.last_lines();
+                    self.driver = Driver::Failed;
+                    return Err(self.error(Stage::ShutDown, fault, last_lines));
+                }
+            }
+        }
+        Ok(self.stats)
+    }
+
+    fn error(&self, stage: Stage, fault: Fault, last_lines: Vec<String>) -> AstraError {
+        AstraError {
+            binary: self.options.binary.clone(),
+            stage,
+            fault,
+            last_lines,
+        }
+    }
+
+    /// The encoded `.et` file of the batch (the same for every NPU).
+    fn encode(&self, batch: &BatchDesc<'_>, breakdown: &[LayerTiming]) -> Result<Vec<u8>, String> {
+        let trace = BatchTrace {
+            batch,
+            model: &self.model,
+            tp: self.tp,
+            dtype: self.dtype,
+            breakdown,
+            involved_dim: None,
+        };
+        let nodes = trace.nodes().map_err(|e| e.to_string())?;
+        encode_et(&nodes, self.options.mode.dialect()).map_err(|e| e.to_string())
+    }
+
+    /// Sends one batch to ASTRA-Sim and returns its time.
+    fn price(&mut self, step: u64, bytes: &[u8]) -> Result<Nanos, AstraError> {
+        let stage = Stage::Step {
+            step,
+            batch: self.stats.calls,
+        };
+        if matches!(self.driver, Driver::Failed) {
+            return Err(self.error(
+                stage,
+                Fault::Io("ASTRA-Sim was stopped by an earlier fault".into()),
+                Vec::new(),
+            ));
+        }
+        let prefix = self.inputs.dir().join(format!("b{}", self.stats.calls));
+        for npu in 0..self.tp.max(1) {
+            let path = npu_file(&prefix, npu);
+            if let Err(e) = fs::write(&path, bytes) {
+                let fault = Fault::Io(format!("writing {}: {e}", path.display()));
+                return Err(self.error(stage, fault, Vec::new()));
+            }
+        }
+        self.stats.calls += 1;
+        let started = Instant::now();
+        let result = match &mut self.driver {
+            Driver::Fork(session) => session
+                .run_batch(&prefix)
+                .map_err(|f| (f, session.last_lines())),
+            Driver::Stock => StockRun::spawn(
+                &self.options.binary,
+                &self.inputs,
+                &prefix,
+                self.tp.max(1),
+                self.options.timeout,
+                self.options.limits,
+            )
+            .map_err(|f| (f, Vec::new()))
+            .and_then(|mut run| run.finish().map_err(|f| (f, run.last_lines()))),
+            Driver::Failed => unreachable!("checked above"),
+        };
+        self.stats.wall += started.elapsed();
+        if !self.inputs.is_kept() {
+            for npu in 0..self.tp.max(1) {
+                // The directory goes at the end of the run in any case.
+                let _ = fs::remove_file(npu_file(&prefix, npu));
+            }
+        }
+        result.map_err(|(fault, last_lines)| {
+            // Dropping the session kills and reaps the process.
+            self.driver = Driver::Failed;
+            self.error(stage, fault, last_lines)
+        })
+    }
+}
+
+impl MemoKey {
+    fn of(bytes: &[u8], npus: u32) -> MemoKey {
+        MemoKey {
+            hash: xxh3_128(bytes),
+            npus,
+        }
+    }
+}
+
+impl LatencyBackend for AstraBackend {
+    fn name(&self) -> &'static str {
+        "astra"
+    }
+
+    /// Builds the batch's trace, reuses a memoised time or sends it to ASTRA-Sim. Allocates
+    /// (the trace, the files); the no-allocation rule of the trait holds for the analytical
+    /// backends only.
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        let step = self.stats.steps;
+        self.stats.steps += 1;
+        let breakdown = self.compute.breakdown(batch)?;
+        let bytes = self
+            .encode(batch, &breakdown)
+            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
+        let key = MemoKey::of(&bytes, self.tp);
+        if self.options.memo
+            && let Some(&time) = self.memo.get(&key)
+        {
+            self.stats.memo_hits += 1;
+            self.last = Some((key, time));
+            return Ok(time);
+        }
+        let time = self
+            .price(step, &bytes)
+            .map_err(|e| LatencyError::Backend(e.to_string()))?;
+        if self.options.memo {
+            self.memo.insert(key, time);
+        }
+        self.last = Some((key, time));
+        Ok(time)
+    }
+
+    /// The compute backend's compute layers, plus `astra_non_compute`: the rest of the
+    /// ASTRA-Sim step time (memory, collectives, waits). Only for a batch already priced.
+    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        let full = self.compute.breakdown(batch)?;
+        let bytes = self
+            .encode(batch, &full)
+            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace: {m}")))?;
+        let key = MemoKey::of(&bytes, self.tp);
+        let step = match self.last {
+            Some((k, time)) if k == key => time,
+            _ => self.memo.get(&key).copied().ok_or_else(|| {
+                LatencyError::Backend("ASTRA-Sim has not priced this batch".into())
+            })?,
+        };
+        let mut layers: Vec<LayerTiming> = full.into_iter().filter(|l| !l.is_comm).collect();
+        let compute: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
+        layers.push(LayerTiming {
+            name: "astra_non_compute",
+            repeats: 1,
+            time_ns: step.saturating_sub(compute),
+            is_comm: true,
+        });
+        Ok(layers)
+    }
+
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        self.compute.profile_lookups()
+    }
+}

@@ -1,0 +1,118 @@
+//! Failures of the ASTRA-Sim backend: what went wrong, at which batch, and what ASTRA-Sim
+//! printed last.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What went wrong.
+#[derive(Debug)]
+pub enum Fault {
+    /// The binary could not be started.
+    Spawn(std::io::Error),
+    /// The process ended (or closed its output) when the protocol expected more; the text
+    /// describes its exit status.
+    Exited(String),
+    /// Nothing that completes the batch arrived in time.
+    Stalled(Duration),
+    /// The process printed more than the per-batch limit.
+    Runaway {
+        /// Bytes read when the limit was crossed.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A line the protocol needs could not be parsed.
+    Unparseable(String),
+    /// The process answered out of protocol (wrong NPU, iteration or time).
+    Protocol(String),
+    /// Writing the inputs or talking to the process failed.
+    Io(String),
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Spawn(e) => write!(f, "cannot start it: {e}"),
+            Fault::Exited(status) => write!(f, "the process ended unexpectedly ({status})"),
+            Fault::Stalled(t) => write!(
+                f,
+                "no `Waiting` completing the batch within {:.3} s (--astra-timeout)",
+                t.as_secs_f64()
+            ),
+            Fault::Runaway { bytes, limit } => write!(
+                f,
+                "runaway output: {bytes} bytes while one batch ran (limit {limit})"
+            ),
+            Fault::Unparseable(m) => write!(f, "unparseable output: {m}"),
+            Fault::Protocol(m) => write!(f, "protocol error: {m}"),
+            Fault::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Where in the run a fault happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Starting the process and reading its first prompt.
+    StartUp,
+    /// Pricing a scheduler step; `batch` counts the batches sent to ASTRA-Sim (memo hits
+    /// are not sent).
+    Step {
+        /// The engine's step index, from 0.
+        step: u64,
+        /// The batch's index among those sent to ASTRA-Sim, from 0.
+        batch: u64,
+    },
+    /// Ending the process after the run.
+    ShutDown,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stage::StartUp => f.write_str("at start-up"),
+            Stage::Step { step, batch } => write!(f, "at step {step} (ASTRA-Sim batch {batch})"),
+            Stage::ShutDown => f.write_str("at shutdown"),
+        }
+    }
+}
+
+/// A failure of the ASTRA-Sim backend. By the time it is returned the process has been
+/// killed and reaped.
+#[derive(Debug, thiserror::Error)]
+pub struct AstraError {
+    /// The binary.
+    pub binary: PathBuf,
+    /// Where in the run.
+    pub stage: Stage,
+    /// What went wrong.
+    pub fault: Fault,
+    /// The last lines ASTRA-Sim printed (stderr lines marked), oldest first.
+    pub last_lines: Vec<String>,
+}
+
+impl fmt::Display for AstraError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ASTRA-Sim `{}` {}: {}",
+            self.binary.display(),
+            self.stage,
+            self.fault
+        )?;
+        if matches!(self.fault, Fault::Spawn(_)) {
+            return Ok(());
+        }
+        f.write_str("; the process was stopped")?;
+        if self.last_lines.is_empty() {
+            f.write_str("; it printed nothing")
+        } else {
+            write!(f, "; its last {} lines:", self.last_lines.len())?;
+            for line in &self.last_lines {
+                write!(f, "\n    | {line}")?;
+            }
+            Ok(())
+        }
+    }
+}

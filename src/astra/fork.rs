@@ -1,0 +1,245 @@
+//! The LLMServingSim fork's interactive protocol (spec §6, LLMServingSim §3f and §4.5) for one
+//! instance.
+//!
+//! The fork is started once with an initial workload. Whenever the start NPU (0) or, with
+//! several NPUs, the end NPU (`tp − 1`) has finished its workload it prints
+//! `sys[N] iteration I finished, C cycles, exposed communication X cycles.` and `Waiting`, then
+//! blocks on one stdin line. The driver answers strictly one line per prompt:
+//!
+//! - **Delivering a batch**: every prompting NPU gets the same workload prefix. The prompts
+//!   come in the fork's order (end NPU before start NPU at equal times), so NPUs that finished
+//!   together start together.
+//! - **Completing it**: the batch is done when every prompting NPU has reported it finished
+//!   (LLMServingSim's rule). Earlier finishers are answered `pass` and prompt again later; the
+//!   last prompt stays unanswered until the next batch (or the shutdown), so the fork's clock
+//!   does not move while the engine idles or reuses a memoised step. The step time is the
+//!   latest reported finish minus the previous one: `C` is absolute, so differences of `C`
+//!   are durations.
+//! - **Shutdown**: `done` to every prompting NPU, `exit` to the last one; the fork then prints
+//!   `All Request Has Been Exited` and exits.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::protocol::{Report, is_exit_check, is_waiting, parse_report};
+use super::{AstraInputs, AstraProcess, Fault, OutputLimits};
+
+/// A running fork serving one instance.
+pub(crate) struct ForkSession {
+    process: AstraProcess,
+    /// The NPUs that prompt: the start NPU, and the end NPU when there are several.
+    reporters: Vec<u32>,
+    /// The prompt left unanswered at the end of the last batch.
+    pending: Option<Report>,
+    /// Latest finish of the last batch (of the initial workload at first), ns.
+    clock: u64,
+    /// Batches sent so far.
+    batches: u64,
+    timeout: Duration,
+}
+
+impl ForkSession {
+    /// Starts the fork on an instance of `npus` NPUs (`--start-npu-ids=0,` and, with several
+    /// NPUs, `--end-npu-ids=<npus − 1>,`) with the initial workload at `initial_prefix`.
+    pub fn spawn(
+        binary: &Path,
+        inputs: &AstraInputs,
+        initial_prefix: &Path,
+        npus: u32,
+        timeout: Duration,
+        limits: OutputLimits,
+    ) -> Result<ForkSession, Fault> {
+        let arg = |key: &str, path: &Path| {
+            let mut a = OsString::from(format!("--{key}="));
+            a.push(path);
+            a
+        };
+        let mut args = vec![
+            arg("workload-configuration", initial_prefix),
+            arg("system-configuration", &inputs.system),
+            arg("network-configuration", &inputs.network),
+            arg("memory-configuration", &inputs.memory),
+            OsString::from("--start-npu-ids=0,"),
+        ];
+        let mut reporters = vec![0];
+        if npus > 1 {
+            args.push(OsString::from(format!("--end-npu-ids={},", npus - 1)));
+            reporters.push(npus - 1);
+        }
+        let process = AstraProcess::spawn(binary, &args, inputs.dir(), limits, timeout)?;
+        Ok(ForkSession {
+            process,
+            reporters,
+            pending: None,
+            clock: 0,
+            batches: 0,
+            timeout,
+        })
+    }
+
+    /// Reads the first prompt (the initial workload finished) and keeps it for the first
+    /// batch.
+    pub fn handshake(&mut self) -> Result<(), Fault> {
+        let poll = self.next_poll(Instant::now() + self.timeout)?;
+        if poll.iteration != 0 {
+            return Err(Fault::Protocol(format!(
+                "the first report (NPU {}) has iteration {}, expected 0",
+                poll.npu, poll.iteration
+            )));
+        }
+        self.clock = poll.cycles;
+        self.pending = Some(poll);
+        Ok(())
+    }
+
+    /// Runs one batch, whose files are `<prefix>.<npu>.et`, and returns its duration in ns.
+    pub fn run_batch(&mut self, prefix: &Path) -> Result<u64, Fault> {
+        let prefix = prefix.to_str().ok_or_else(|| {
+            Fault::Io(format!(
+                "the workload path {} is not valid UTF-8",
+                prefix.display()
+            ))
+        })?;
+        self.process.reset_budget();
+        let deadline = Instant::now() + self.timeout;
+        let k = self.batches;
+        let n = self.reporters.len();
+        let mut given = vec![false; n];
+        while given.contains(&false) {
+            let poll = match self.pending.take() {
+                Some(p) => p,
+                None => self.next_poll(deadline)?,
+            };
+            let i = self.check(&poll, Some(k))?;
+            if given[i] {
+                return Err(Fault::Protocol(format!(
+                    "NPU {} prompted again before every NPU of the instance received batch {k}",
+                    poll.npu
+                )));
+            }
+            self.process.send(prefix)?;
+            given[i] = true;
+        }
+        self.batches += 1;
+        let mut finished: Vec<Option<u64>> = vec![None; n];
+        loop {
+            let poll = self.next_poll(deadline)?;
+            let i = self.check(&poll, Some(k + 1))?;
+            finished[i].get_or_insert(poll.cycles);
+            if finished.iter().all(Option::is_some) {
+                self.pending = Some(poll);
+                break;
+            }
+            self.process.send("pass")?;
+        }
+        let end = finished.into_iter().flatten().max().unwrap_or(self.clock);
+        let step = end - self.clock;
+        self.clock = end;
+        Ok(step)
+    }
+
+    /// Which reporter `poll` comes from, after checking its time and (when given) its
+    /// iteration.
+    fn check(&self, poll: &Report, iteration: Option<u64>) -> Result<usize, Fault> {
+        let Some(i) = self.reporters.iter().position(|&r| r == poll.npu) else {
+            return Err(Fault::Protocol(format!(
+                "a prompt from NPU {}, which is neither the start nor the end NPU ({:?})",
+                poll.npu, self.reporters
+            )));
+        };
+        if let Some(expected) = iteration
+            && poll.iteration != expected
+        {
+            return Err(Fault::Protocol(format!(
+                "NPU {} reported iteration {}, expected {expected}",
+                poll.npu, poll.iteration
+            )));
+        }
+        if poll.cycles < self.clock {
+            return Err(Fault::Protocol(format!(
+                "NPU {} reported {} cycles, before the previous batch ended ({})",
+                poll.npu, poll.cycles, self.clock
+            )));
+        }
+        Ok(i)
+    }
+
+    /// Reads up to the next `Waiting` and parses the report line just before it.
+    fn next_poll(&mut self, deadline: Instant) -> Result<Report, Fault> {
+        let mut previous = String::new();
+        loop {
+            let Some(line) = self.process.next_line(deadline)? else {
+                return Err(self.process.exited());
+            };
+            if is_exit_check(line) {
+                return Err(Fault::Protocol(
+                    "it started its shutdown (`Checking Non-Exited Systems`) unasked".into(),
+                ));
+            }
+            if !is_waiting(line) {
+                if !line.trim().is_empty() {
+                    previous.clear();
+                    previous.push_str(line);
+                }
+                continue;
+            }
+            return parse_report(&previous).ok_or_else(|| {
+                Fault::Unparseable(format!(
+                    "expected `sys[N] iteration I finished, C cycles, exposed communication X \
+                     cycles.` before `Waiting`, got `{previous}`"
+                ))
+            });
+        }
+    }
+
+    /// Ends the run: `done` to every prompting NPU but the last, `exit` to the last, then
+    /// waits for the process to exit. Returns a warning when the fork did not confirm that
+    /// everything ended.
+    pub fn shutdown(&mut self) -> Result<Option<String>, Fault> {
+        self.process.reset_budget();
+        let deadline = Instant::now() + self.timeout;
+        let mut asleep = vec![false; self.reporters.len()];
+        loop {
+            let poll = match self.pending.take() {
+                Some(p) => p,
+                None => self.next_poll(deadline)?,
+            };
+            let i = self.check(&poll, None)?;
+            asleep[i] = true;
+            if asleep.iter().all(|&a| a) {
+                self.process.send("exit")?;
+                break;
+            }
+            self.process.send("done")?;
+        }
+        self.process.close_stdin();
+        let mut confirmed = None;
+        while let Some(line) = self.process.next_line(deadline)? {
+            if line.contains("All Request Has Been Exited") {
+                confirmed = Some(true);
+            } else if line.contains("Some Requests Remain") {
+                confirmed = Some(false);
+            }
+        }
+        let status = self.process.wait(deadline)?;
+        if !status.success() {
+            return Err(Fault::Exited(status.to_string()));
+        }
+        Ok(match confirmed {
+            Some(true) => None,
+            Some(false) => Some("ASTRA-Sim reported `ERROR: Some Requests Remain`".into()),
+            None => Some("ASTRA-Sim exited without `All Request Has Been Exited`".into()),
+        })
+    }
+
+    /// The fork's clock at the end of the last batch, ns.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// The last lines printed, oldest first.
+    pub fn last_lines(&self) -> Vec<String> {
+        self.process.last_lines()
+    }
+}

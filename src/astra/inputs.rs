@@ -1,0 +1,179 @@
+//! The configuration files ASTRA-Sim is started with, generated per run into a temporary
+//! directory from the templates in `astra-sim-configs/` (LLMServingSim §4.2–4.4).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+use tempfile::TempDir;
+
+use super::{AstraMode, AstraOptions, NetworkConfig};
+
+/// The `system.json` template (`astra-sim-configs/system.json`).
+pub const SYSTEM_TEMPLATE: &str = include_str!("../../astra-sim-configs/system.json");
+/// The fork's multi-level memory template (`astra-sim-configs/memory_expansion.json`).
+pub const MEMORY_TEMPLATE: &str = include_str!("../../astra-sim-configs/memory_expansion.json");
+/// Upstream ASTRA-Sim's remote-memory template (`astra-sim-configs/remote_memory.json`).
+pub const REMOTE_MEMORY_TEMPLATE: &str = include_str!("../../astra-sim-configs/remote_memory.json");
+/// The `network.yml` template (`astra-sim-configs/network.yml`): the format of the file
+/// generated per run and of `--network-config`.
+pub const NETWORK_TEMPLATE: &str = include_str!("../../astra-sim-configs/network.yml");
+
+/// Host-memory bandwidth when no cluster config gives `cpu_mem` (LLMServingSim's
+/// `single_node_single_instance.json`), GB/s.
+pub const DEFAULT_HOST_MEM_BW_GBPS: f64 = 256.0;
+/// Host-memory latency when no cluster config gives `cpu_mem`, ns.
+pub const DEFAULT_HOST_MEM_LATENCY_NS: f64 = 0.0;
+
+/// The memory numbers the generated `system.json` and memory file come from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryParams {
+    /// Device-memory bandwidth (`npu_mem.mem_bw`), GB/s: `local-mem-bw` of `system.json`.
+    pub local_mem_bw_gbps: f64,
+    /// Host-memory bandwidth (`cpu_mem.mem_bw`), GB/s: the remote memory of the trace's loads
+    /// and stores.
+    pub remote_mem_bw_gbps: f64,
+    /// Host-memory latency (`cpu_mem.mem_latency`), ns.
+    pub remote_mem_latency_ns: f64,
+}
+
+/// `system.json`: the template with `local-mem-bw = int(local_mem_bw)` and the four
+/// `*-implementation` lists set to `ring` once per network dimension.
+pub fn system_json(network: &NetworkConfig, memory: &MemoryParams) -> String {
+    let mut system: Map<String, Value> =
+        serde_json::from_str(SYSTEM_TEMPLATE).expect("the bundled system.json is valid");
+    system.insert(
+        "local-mem-bw".into(),
+        json!(memory.local_mem_bw_gbps.trunc() as u64),
+    );
+    let rings = vec!["ring"; network.dims.len()];
+    for key in [
+        "all-reduce-implementation",
+        "all-gather-implementation",
+        "reduce-scatter-implementation",
+        "all-to-all-implementation",
+    ] {
+        system.insert(key.into(), json!(rings));
+    }
+    pretty(&Value::Object(system))
+}
+
+/// The memory file: for the fork, the multi-level form whose `remote_mem` is host memory
+/// (`PER_NODE_MEMORY_EXPANSION`, one device); for stock ASTRA-Sim, its single remote-memory
+/// form over the `npus` NPUs of one node.
+pub fn memory_json(mode: AstraMode, memory: &MemoryParams, npus: u64) -> String {
+    let bw = number(memory.remote_mem_bw_gbps);
+    let latency = number(memory.remote_mem_latency_ns);
+    match mode {
+        AstraMode::Fork => {
+            let mut root: Map<String, Value> =
+                serde_json::from_str(MEMORY_TEMPLATE).expect("the bundled memory json is valid");
+            let remote = root
+                .get_mut("remote_mem")
+                .and_then(Value::as_object_mut)
+                .expect("the bundled memory json has remote_mem");
+            remote.insert("mem-bw".into(), bw);
+            remote.insert("mem-latency".into(), latency);
+            pretty(&Value::Object(root))
+        }
+        AstraMode::Stock => {
+            let mut root: Map<String, Value> = serde_json::from_str(REMOTE_MEMORY_TEMPLATE)
+                .expect("the bundled remote memory json is valid");
+            root.insert("remote-mem-bw".into(), bw);
+            root.insert("remote-mem-latency".into(), latency);
+            root.insert("num-npus-per-node".into(), json!(npus));
+            pretty(&Value::Object(root))
+        }
+    }
+}
+
+/// A whole number as a JSON integer (`256`, as LLMServingSim copies it from the cluster
+/// config), anything else as a float.
+fn number(v: f64) -> Value {
+    if v.fract() == 0.0 && (0.0..9.0e15).contains(&v) {
+        json!(v as u64)
+    } else {
+        json!(v)
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(v).expect("JSON values serialise");
+    text.push('\n');
+    text
+}
+
+/// The directory holding one run's ASTRA-Sim inputs and batch traces: removed when dropped,
+/// unless the options ask to keep it.
+#[derive(Debug)]
+pub struct AstraInputs {
+    dir: RunDir,
+    /// The generated `system.json`.
+    pub system: PathBuf,
+    /// The generated `network.yml` (rendered from `--network-config` when one is given).
+    pub network: PathBuf,
+    /// The generated memory file (`memory_expansion.json` or `remote_memory.json`).
+    pub memory: PathBuf,
+}
+
+#[derive(Debug)]
+enum RunDir {
+    Temp(TempDir),
+    Kept(PathBuf),
+}
+
+impl AstraInputs {
+    /// Creates the run directory (under `options.temp_parent`, else the system temporary
+    /// directory) and writes the three configuration files into it.
+    pub fn create(options: &AstraOptions) -> std::io::Result<AstraInputs> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("blis-astra-");
+        let temp = match &options.temp_parent {
+            Some(parent) => builder.tempdir_in(parent)?,
+            None => builder.tempdir()?,
+        };
+        let root = temp.path().to_owned();
+        let write = |name: &str, text: String| -> std::io::Result<PathBuf> {
+            let path = root.join(name);
+            fs::write(&path, text)?;
+            Ok(path)
+        };
+        let system = write(
+            "system.json",
+            system_json(&options.network, &options.memory),
+        )?;
+        let network = write("network.yml", options.network.render())?;
+        let memory_name = match options.mode {
+            AstraMode::Fork => "memory_expansion.json",
+            AstraMode::Stock => "remote_memory.json",
+        };
+        let memory = write(
+            memory_name,
+            memory_json(options.mode, &options.memory, options.network.npus()),
+        )?;
+        let dir = if options.keep_inputs {
+            RunDir::Kept(temp.keep())
+        } else {
+            RunDir::Temp(temp)
+        };
+        Ok(AstraInputs {
+            dir,
+            system,
+            network,
+            memory,
+        })
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        match &self.dir {
+            RunDir::Temp(t) => t.path(),
+            RunDir::Kept(p) => p,
+        }
+    }
+
+    /// Whether the directory outlives the run (`--keep-astra-inputs`).
+    pub fn is_kept(&self) -> bool {
+        matches!(self.dir, RunDir::Kept(_))
+    }
+}

@@ -1,0 +1,66 @@
+//! Network co-simulation with ASTRA-Sim, as LLMServingSim 2.0 does it.
+//!
+//! - [`AstraArgs`]: the main job's flags; [`AstraArgs::resolve`] turns them, with the
+//!   instance's numbers ([`InstanceNetwork`], from the cluster config or the hardware file),
+//!   into [`AstraOptions`], or `None` for the analytical network backend.
+//! - [`NetworkConfig`]: `network.yml`, generated or read from `--network-config`;
+//!   [`system_json`] and [`memory_json`]: the other inputs, from the templates in
+//!   `astra-sim-configs/`; [`AstraInputs`]: the run directory holding them.
+//! - [`AstraBackend`]: the [`LatencyBackend`](crate::latency::LatencyBackend) that prices each
+//!   step with ASTRA-Sim, with memoisation, over the fork's interactive protocol or one stock
+//!   process per batch.
+//! - [`protocol`]: the lines parsed from ASTRA-Sim's output.
+//! - [`AstraError`]: faults (missing binary, crash, stall, runaway or unparseable output), each
+//!   naming the step and quoting ASTRA-Sim's last lines; the process is always killed and
+//!   reaped and the run directory removed.
+
+mod args;
+mod backend;
+mod error;
+mod fork;
+mod inputs;
+mod lines;
+mod network;
+mod options;
+mod process;
+pub mod protocol;
+mod stock;
+#[cfg(test)]
+mod tests;
+
+pub use args::{ASTRA_SIM_ENV, AstraArgs, InstanceNetwork, NetworkBackend};
+pub use backend::{AstraBackend, AstraInstance, AstraStats};
+pub use error::{AstraError, Fault, Stage};
+pub use inputs::{
+    AstraInputs, DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS, MEMORY_TEMPLATE,
+    MemoryParams, NETWORK_TEMPLATE, REMOTE_MEMORY_TEMPLATE, SYSTEM_TEMPLATE, memory_json,
+    system_json,
+};
+pub use network::{NetworkConfig, NetworkDim, Topology};
+pub use options::{AstraMode, AstraOptions, OutputLimits};
+
+use process::AstraProcess;
+
+/// The startup line naming the network backend (printed on stderr by the main job).
+pub fn describe(options: Option<&AstraOptions>) -> String {
+    match options {
+        None => "network backend: analytical (collectives priced by the latency backend)".into(),
+        Some(o) => format!(
+            "network backend: astra (ASTRA-Sim {} mode, {}; memo {})",
+            o.mode,
+            o.binary.display(),
+            if o.memo { "on" } else { "off" }
+        ),
+    }
+}
+
+/// The end-of-run line of the ASTRA-Sim backend (printed on stderr by the main job).
+pub fn report_line(stats: &AstraStats) -> String {
+    format!(
+        "ASTRA-Sim: {} steps, {} ASTRA-Sim calls, {} memo hits, {:.3} s in ASTRA-Sim",
+        stats.steps,
+        stats.calls,
+        stats.memo_hits,
+        stats.wall.as_secs_f64()
+    )
+}

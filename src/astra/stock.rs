@@ -1,0 +1,87 @@
+//! Stock ASTRA-Sim 2.0 (not interactive): one process per batch, run to its end. It prints
+//! `sys[i] finished, T cycles, exposed communication E cycles.` for every NPU and exits; the
+//! batch takes the latest `T`.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::protocol::parse_final_report;
+use super::{AstraInputs, AstraProcess, Fault, OutputLimits};
+
+/// One stock ASTRA-Sim process running one batch.
+pub(crate) struct StockRun {
+    process: AstraProcess,
+    npus: u32,
+    timeout: Duration,
+}
+
+impl StockRun {
+    /// Starts the binary on the batch `<prefix>.<npu>.et` of `npus` NPUs, with upstream's
+    /// `--remote-memory-configuration`.
+    pub fn spawn(
+        binary: &Path,
+        inputs: &AstraInputs,
+        prefix: &Path,
+        npus: u32,
+        timeout: Duration,
+        limits: OutputLimits,
+    ) -> Result<StockRun, Fault> {
+        let arg = |key: &str, path: &Path| {
+            let mut a = OsString::from(format!("--{key}="));
+            a.push(path);
+            a
+        };
+        let args = [
+            arg("workload-configuration", prefix),
+            arg("system-configuration", &inputs.system),
+            arg("network-configuration", &inputs.network),
+            arg("remote-memory-configuration", &inputs.memory),
+        ];
+        let mut process = AstraProcess::spawn(binary, &args, inputs.dir(), limits, timeout)?;
+        process.close_stdin();
+        Ok(StockRun {
+            process,
+            npus,
+            timeout,
+        })
+    }
+
+    /// Reads the output to its end, waits for a successful exit, and returns the latest
+    /// finish time over the NPUs, ns.
+    pub fn finish(&mut self) -> Result<u64, Fault> {
+        let deadline = Instant::now() + self.timeout;
+        let mut times: Vec<Option<u64>> = vec![None; self.npus as usize];
+        while let Some(line) = self.process.next_line(deadline)? {
+            if let Some(report) = parse_final_report(line) {
+                let slot = times.get_mut(report.npu as usize).ok_or_else(|| {
+                    Fault::Protocol(format!(
+                        "a report for NPU {}, but the batch has {} NPUs",
+                        report.npu, self.npus
+                    ))
+                })?;
+                *slot = Some(report.cycles);
+            } else if line.contains("sys[") && line.contains(" finished") {
+                return Err(Fault::Unparseable(format!(
+                    "expected `sys[N] finished, T cycles, exposed communication E cycles.`, got \
+                     `{line}`"
+                )));
+            }
+        }
+        let status = self.process.wait(deadline)?;
+        if !status.success() {
+            return Err(Fault::Exited(status.to_string()));
+        }
+        if let Some(npu) = times.iter().position(Option::is_none) {
+            return Err(Fault::Unparseable(format!(
+                "no `sys[{npu}] finished, T cycles` line before it exited"
+            )));
+        }
+        Ok(times.into_iter().flatten().max().unwrap_or(0))
+    }
+
+    /// The last lines printed, oldest first.
+    pub fn last_lines(&self) -> Vec<String> {
+        self.process.last_lines()
+    }
+}

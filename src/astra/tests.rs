@@ -1,0 +1,288 @@
+//! Unit tests: output parsing, line splitting, generated configs, flag resolution.
+
+use std::path::PathBuf;
+
+use super::lines::{LineSplitter, MAX_LINE};
+use super::protocol::{FinalReport, Report, is_waiting, parse_final_report, parse_report};
+use super::*;
+use crate::config::{ClusterConfig, Hardware};
+
+#[test]
+fn report_lines_parse_with_any_log_prefix() {
+    let expected = Report {
+        npu: 1,
+        iteration: 1,
+        cycles: 1_476_024,
+        exposed: 81_024,
+    };
+    for line in [
+        "sys[1] iteration 1 finished, 1476024 cycles, exposed communication 81024 cycles.",
+        "[2025-01-01T00:00:00+0900] [I] <workload>: sys[1] iteration 1 finished, 1476024 cycles, \
+         exposed communication 81024 cycles.",
+        "[12:00:00] [workload] [info] sys[1] iteration 1 finished, 1476024 cycles, exposed \
+         communication 81024 cycles.\r",
+    ] {
+        assert_eq!(parse_report(line), Some(expected), "{line}");
+    }
+    for bad in [
+        "sys[1] iteration 1 finished, 1476024 cycles",
+        "sys[1] iteration x finished, 1476024 cycles, exposed communication 81024 cycles.",
+        "sys[1] iteration 1 finished, 1476024 cycles, exposed communication 81024 cycles. extra",
+        "sys[-1] iteration 1 finished, 1 cycles, exposed communication 0 cycles.",
+        "sys[99999999999] iteration 1 finished, 1 cycles, exposed communication 0 cycles.",
+        "Checking End NPU 1 ...",
+        "",
+    ] {
+        assert_eq!(parse_report(bad), None, "{bad}");
+    }
+    assert_eq!(
+        parse_final_report("[x] sys[3] finished, 42 cycles, exposed communication 2 cycles."),
+        Some(FinalReport {
+            npu: 3,
+            cycles: 42,
+            exposed: 2
+        })
+    );
+    assert_eq!(
+        parse_final_report(
+            "sys[3] iteration 1 finished, 42 cycles, exposed communication 2 cycles."
+        ),
+        None
+    );
+    assert!(is_waiting("[x] [workload] [info] Waiting"));
+    assert!(is_waiting("Waiting\r"));
+    assert!(!is_waiting("Checking End NPU 1 ..."));
+}
+
+#[test]
+fn lines_split_across_chunks_and_long_lines_are_cut() {
+    let mut s = LineSplitter::default();
+    let mut line = String::new();
+    s.push(b"one\r\ntw");
+    assert!(s.next_line(&mut line, false) && line == "one");
+    assert!(!s.next_line(&mut line, false));
+    s.push(b"o\nthree");
+    assert!(s.next_line(&mut line, false) && line == "two");
+    assert!(!s.next_line(&mut line, false));
+    assert!(s.next_line(&mut line, true) && line == "three");
+    assert!(!s.next_line(&mut line, true));
+
+    // A newline-free flood keeps MAX_LINE bytes and drops the rest up to its newline.
+    let mut s = LineSplitter::default();
+    for _ in 0..100 {
+        s.push(&[b'x'; 1000]);
+    }
+    s.push(b"xx\nafter\n");
+    assert!(s.next_line(&mut line, false));
+    assert_eq!(line.len(), MAX_LINE + " [...]".len());
+    assert!(line.ends_with("x [...]"));
+    assert!(s.next_line(&mut line, false) && line == "after");
+    // A long line inside one chunk is cut the same way; invalid UTF-8 is replaced.
+    let mut long = vec![b'y'; MAX_LINE + 10];
+    long.extend_from_slice(b"\n\xff\n");
+    s.push(&long);
+    assert!(s.next_line(&mut line, false) && line.ends_with("y [...]"));
+    assert!(s.next_line(&mut line, false) && line == "\u{fffd}");
+}
+
+#[test]
+fn the_generated_network_follows_llmservingsim() {
+    let n = NetworkConfig::for_instance(2, &[16.0], &[20000.0], "c.json").unwrap();
+    assert_eq!(
+        n.render(),
+        "topology: [ FullyConnected ]\nnpus_count: [ 2 ]\nbandwidth: [ 16.0 ]\nlatency: [ 20000.0 ]\n"
+    );
+    assert_eq!(n.npus(), 2);
+    let one = NetworkConfig::for_instance(1, &[450.0], &[1000.0], "h").unwrap();
+    assert_eq!(one.dims[0].npus, 1);
+    let err = NetworkConfig::for_instance(2, &[16.0, 8.0], &[1.0], "c.json").unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "c.json: field `link_bw`: has 2 values but the network of this instance has 1"
+        ),
+        "{err}"
+    );
+    let err = NetworkConfig::for_instance(2, &[0.0], &[1.0], "c.json").unwrap_err();
+    assert!(err.to_string().contains("bandwidth[0]"), "{err}");
+}
+
+#[test]
+fn network_files_parse_validate_and_round_trip() {
+    let template = NetworkConfig::parse(NETWORK_TEMPLATE, "network.yml").unwrap();
+    assert_eq!(template.dims[0].topology, Topology::FullyConnected);
+    let text =
+        "topology: [Ring, Switch]\nnpus_count: [2, 4]\nbandwidth: [50, 25.5]\nlatency: [500, 0]\n";
+    let n = NetworkConfig::parse(text, "n.yml").unwrap();
+    assert_eq!(n.npus(), 8);
+    assert_eq!(n.dims[1].topology, Topology::Switch);
+    assert_eq!(NetworkConfig::parse(&n.render(), "again").unwrap(), n);
+    for (text, expect) in [
+        (
+            "topology: []\nnpus_count: []\nbandwidth: []\nlatency: []\n",
+            "at least one dimension",
+        ),
+        (
+            "topology: [Ring]\nnpus_count: [2]\nbandwidth: [1]\n",
+            "missing field `latency`",
+        ),
+        (
+            "topology: [Ring]\nnpus_count: [2]\nbandwidth: [1]\nlatency: [1]\nfoo: 1\n",
+            "unknown field `foo`",
+        ),
+        (
+            "topology: [Mesh]\nnpus_count: [2]\nbandwidth: [1]\nlatency: [1]\n",
+            "`topology[0]`: unknown topology `Mesh`",
+        ),
+        (
+            "topology: [Ring]\nnpus_count: [0]\nbandwidth: [1]\nlatency: [1]\n",
+            "`npus_count[0]`: must be a positive integer, got 0",
+        ),
+        (
+            "topology: [Ring]\nnpus_count: [2]\nbandwidth: [.nan]\nlatency: [1]\n",
+            "`bandwidth[0]`",
+        ),
+        (
+            "topology: [Ring]\nnpus_count: [2]\nbandwidth: [1]\nlatency: [-5]\n",
+            "`latency[0]`: must be a non-negative number, got -5",
+        ),
+        (
+            "topology: [Ring, Ring]\nnpus_count: [2, 2]\nbandwidth: [1]\nlatency: [1, 1]\n",
+            "`bandwidth`: has 1 entries but `topology` has 2",
+        ),
+        ("topology: Ring\n", "(yaml)"),
+    ] {
+        let err = NetworkConfig::parse(text, "n.yml").unwrap_err().to_string();
+        assert!(
+            err.starts_with("n.yml: field ") && err.contains(expect),
+            "{expect}: {err}"
+        );
+    }
+}
+
+#[test]
+fn system_and_memory_files_follow_llmservingsim() {
+    let network = NetworkConfig::parse(
+        "topology: [Ring, Ring]\nnpus_count: [2, 2]\nbandwidth: [1, 1]\nlatency: [1, 1]\n",
+        "n",
+    )
+    .unwrap();
+    let memory = MemoryParams {
+        local_mem_bw_gbps: 3350.9,
+        remote_mem_bw_gbps: 256.0,
+        remote_mem_latency_ns: 12.5,
+    };
+    let system: serde_json::Value = serde_json::from_str(&system_json(&network, &memory)).unwrap();
+    assert_eq!(system["local-mem-bw"], 3350);
+    for key in ["all-reduce", "all-gather", "reduce-scatter", "all-to-all"] {
+        assert_eq!(
+            system[format!("{key}-implementation")],
+            serde_json::json!(["ring", "ring"])
+        );
+    }
+    assert_eq!(system["collective-optimization"], "localBWAware");
+    assert_eq!(system["endpoint-delay"], 10);
+    let fork: serde_json::Value =
+        serde_json::from_str(&memory_json(AstraMode::Fork, &memory, 4)).unwrap();
+    assert_eq!(
+        fork,
+        serde_json::json!({"remote_mem": {"memory-type": "PER_NODE_MEMORY_EXPANSION",
+            "mem-bw": 256, "mem-latency": 12.5, "num-devices": 1}})
+    );
+    let stock: serde_json::Value =
+        serde_json::from_str(&memory_json(AstraMode::Stock, &memory, 4)).unwrap();
+    assert_eq!(
+        stock,
+        serde_json::json!({"memory-type": "PER_NODE_MEMORY_EXPANSION", "remote-mem-bw": 256,
+            "remote-mem-latency": 12.5, "num-nodes": 1, "num-npus-per-node": 4})
+    );
+    for template in [SYSTEM_TEMPLATE, MEMORY_TEMPLATE, REMOTE_MEMORY_TEMPLATE] {
+        serde_json::from_str::<serde_json::Value>(template).unwrap();
+    }
+}
+
+fn hardware() -> Hardware {
+    Hardware::resolve("H100-SXM").unwrap()
+}
+
+#[test]
+fn the_backend_defaults_to_astra_exactly_when_a_binary_is_given() {
+    let hw = InstanceNetwork::from_hardware(&hardware(), 2);
+    assert_eq!(hw.link_bw, [450.0]);
+    assert_eq!(hw.memory.remote_mem_bw_gbps, DEFAULT_HOST_MEM_BW_GBPS);
+    assert_eq!(AstraArgs::default().resolve(None, &hw).unwrap(), None);
+    let bin = PathBuf::from("AnalyticalAstra");
+    let from_env = AstraArgs::default()
+        .resolve(Some(bin.clone()), &hw)
+        .unwrap()
+        .unwrap();
+    assert_eq!(from_env.binary, bin);
+    assert_eq!(from_env.mode, AstraMode::Fork);
+    assert_eq!(from_env.timeout.as_secs(), 60);
+    assert!(from_env.memo && !from_env.keep_inputs);
+    assert_eq!(from_env.network.dims[0].npus, 2);
+    assert_eq!(from_env.memory.local_mem_bw_gbps, 3350.0);
+    let empty_env = AstraArgs::default()
+        .resolve(Some(PathBuf::new()), &hw)
+        .unwrap();
+    assert_eq!(empty_env, None, "an empty variable is unset");
+    let flag = AstraArgs {
+        astra_sim: Some("other".into()),
+        ..AstraArgs::default()
+    };
+    let chosen = flag.resolve(Some(bin.clone()), &hw).unwrap().unwrap();
+    assert_eq!(
+        chosen.binary,
+        PathBuf::from("other"),
+        "the flag beats the variable"
+    );
+    let off = AstraArgs {
+        network_backend: Some(NetworkBackend::Analytical),
+        ..AstraArgs::default()
+    };
+    assert_eq!(off.resolve(Some(bin), &hw).unwrap(), None);
+}
+
+#[test]
+fn cluster_configs_supply_links_and_memories() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/llmservingsim/configs/cluster/single_node_single_instance.json");
+    let cluster = ClusterConfig::load(&path).unwrap();
+    let (node, inst) = cluster.single_instance("c").unwrap();
+    let n = InstanceNetwork::from_cluster(&cluster, node, inst, "c");
+    assert_eq!(
+        (n.tp, n.link_bw.as_slice(), n.link_latency.as_slice()),
+        (1, &[16.0][..], &[20000.0][..])
+    );
+    assert_eq!(
+        n.memory,
+        MemoryParams {
+            local_mem_bw_gbps: 1597.0,
+            remote_mem_bw_gbps: 256.0,
+            remote_mem_latency_ns: 0.0
+        }
+    );
+}
+
+#[test]
+fn describe_and_report_lines() {
+    assert!(describe(None).starts_with("network backend: analytical"));
+    let hw = InstanceNetwork::from_hardware(&hardware(), 1);
+    let o = AstraArgs::default()
+        .resolve(Some("astra".into()), &hw)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        describe(Some(&o)),
+        "network backend: astra (ASTRA-Sim fork mode, astra; memo on)"
+    );
+    let stats = AstraStats {
+        steps: 10,
+        calls: 7,
+        memo_hits: 3,
+        wall: std::time::Duration::from_millis(1500),
+    };
+    assert_eq!(
+        report_line(&stats),
+        "ASTRA-Sim: 10 steps, 7 ASTRA-Sim calls, 3 memo hits, 1.500 s in ASTRA-Sim"
+    );
+}

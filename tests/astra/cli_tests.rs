@@ -1,0 +1,409 @@
+//! The main job through the real binary with `--astra-sim <double>`: same results as the
+//! analytical backend when the double prices like it, memo on and off identical, generated
+//! inputs, flag errors, a fault leaving nothing behind, and a real ASTRA-Sim when one is given.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use blis_cosim::astra::ASTRA_SIM_ENV;
+
+use crate::support::{DoubleEnv, assert_gone, leftovers, pids};
+
+const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
+
+fn sample() -> String {
+    format!("{}/examples/sample.jsonl", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A single-instance cluster config (RTXPRO6000, Llama-3.1-8B, `tp` GPUs, 16 GB/s and 20 µs
+/// links) whose host memory is so fast that the trace's input load and output store cost 0 ns:
+/// then ASTRA-Sim's time of a TP-1 step is exactly the compute backend's.
+fn cluster(dir: &Path, tp: u32) -> PathBuf {
+    let text = format!(
+        r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 20000, "nodes": [{{
+            "num_instances": 1,
+            "cpu_mem": {{"mem_size": 512, "mem_bw": 1000000000000, "mem_latency": 0}},
+            "instances": [{{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "RTXPRO6000",
+                "npu_mem": {{"mem_size": 96, "mem_bw": 1597, "mem_latency": 0}},
+                "num_npus": {tp}, "tp_size": {tp}, "pd_type": null}}]}}]}}"#
+    );
+    let path = dir.join(format!("cluster-tp{tp}.json"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs the binary with the double (this executable) configured by `env`, its temporary
+/// files under `tmp`, and no ASTRA-Sim from the environment.
+fn run(args: &[&str], env: Option<&DoubleEnv>, tmp: &Path) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env("TMPDIR", tmp).env_remove(ASTRA_SIM_ENV);
+    if let Some(env) = env {
+        cmd.arg("--astra-sim").arg(std::env::current_exe().unwrap());
+        for (key, value) in env.vars() {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+    }
+    cmd.output().unwrap()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "{}", stderr(out));
+    stderr(out)
+}
+
+/// The `N memo hits` of the ASTRA-Sim report line.
+fn memo_hits(stderr: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("ASTRA-Sim: "))
+        .expect("report line");
+    let before = line.split(" memo hits").next().unwrap();
+    before.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// The whole sample at TP 1: the double prices the trace exactly like the roofline (no
+/// collectives, free memory), so the CSV is byte-identical to the analytical run's.
+pub fn sample_matches_the_analytical_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = cluster(dir.path(), 1);
+    let (a, b) = (
+        dir.path().join("analytical.csv"),
+        dir.path().join("astra.csv"),
+    );
+    let sample = sample();
+    let args = |out: &Path| -> Vec<String> {
+        let config = config.to_str().unwrap();
+        let out = out.to_str().unwrap();
+        [
+            "--cluster-config",
+            config,
+            "--dataset",
+            &sample,
+            "--output",
+            out,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let (a_args, b_args) = (args(&a), args(&b));
+    let err = ok(&run(&strs(&a_args), None, tmp.path()));
+    assert!(err.contains("network backend: analytical"), "{err}");
+    let err = ok(&run(
+        &strs(&b_args),
+        Some(&DoubleEnv::default()),
+        tmp.path(),
+    ));
+    assert!(
+        err.contains("network backend: astra (ASTRA-Sim fork mode"),
+        "{err}"
+    );
+    assert!(err.contains("ASTRA-Sim calls"), "{err}");
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// Memoised and unmemoised runs give identical CSVs at TP 2 (collectives priced by the
+/// double), on the sample and on a workload of identical requests that repeats batches.
+pub fn memo_and_no_memo_give_identical_csvs() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = cluster(dir.path(), 2);
+    let repeated = dir.path().join("repeated.jsonl");
+    let lines: Vec<String> = (0..6)
+        .map(|i| {
+            format!(
+                r#"{{"input_toks": 100, "output_toks": 8, "arrival_time_ns": {}}}"#,
+                i * 5_000_000_000u64
+            )
+        })
+        .collect();
+    std::fs::write(&repeated, lines.join("\n") + "\n").unwrap();
+    for (workload, num) in [(repeated.display().to_string(), "0"), (sample(), "40")] {
+        let mut csvs = Vec::new();
+        for memo in [true, false] {
+            let out = dir.path().join(format!("memo-{memo}.csv"));
+            let mut args = vec![
+                "--cluster-config",
+                config.to_str().unwrap(),
+                "--dataset",
+                &workload,
+                "--num-reqs",
+                num,
+                "--output",
+                out.to_str().unwrap(),
+            ];
+            if !memo {
+                args.push("--no-memo");
+            }
+            let err = ok(&run(&args, Some(&DoubleEnv::default()), tmp.path()));
+            let hits = memo_hits(&err);
+            if !memo {
+                assert_eq!(hits, 0, "{err}");
+            } else if workload != sample() {
+                assert!(hits > 0, "identical requests repeat batches: {err}");
+            }
+            csvs.push(std::fs::read(&out).unwrap());
+        }
+        assert_eq!(csvs[0], csvs[1], "{workload}");
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// `--keep-astra-inputs` keeps the generated configs and traces and prints where; a user
+/// network.yml is used as given.
+pub fn kept_inputs_hold_the_generated_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = cluster(dir.path(), 2);
+    let network = dir.path().join("ring.yml");
+    std::fs::write(
+        &network,
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [500]\n",
+    )
+    .unwrap();
+    let sample = sample();
+    let base = [
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        &sample,
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--num-reqs", "2", "--keep-astra-inputs"]);
+    let err = ok(&run(&args, Some(&DoubleEnv::default()), tmp.path()));
+    let kept = err
+        .lines()
+        .find_map(|l| l.strip_prefix("ASTRA-Sim inputs kept in "))
+        .expect("the kept directory is printed");
+    let kept = Path::new(kept);
+    let read = |name: &str| std::fs::read_to_string(kept.join(name)).unwrap();
+    let system: serde_json::Value = serde_json::from_str(&read("system.json")).unwrap();
+    assert_eq!(system["local-mem-bw"], 1597);
+    assert_eq!(
+        system["all-reduce-implementation"],
+        serde_json::json!(["ring"])
+    );
+    assert_eq!(system["scheduling-policy"], "LIFO");
+    assert_eq!(
+        read("network.yml"),
+        "topology: [ FullyConnected ]\nnpus_count: [ 2 ]\nbandwidth: [ 16.0 ]\nlatency: [ 20000.0 ]\n"
+    );
+    let memory: serde_json::Value = serde_json::from_str(&read("memory_expansion.json")).unwrap();
+    assert_eq!(memory["remote_mem"]["mem-bw"], 1_000_000_000_000u64);
+    assert_eq!(
+        memory["remote_mem"]["memory-type"],
+        "PER_NODE_MEMORY_EXPANSION"
+    );
+    for file in ["event.0.et", "event.1.et", "b0.0.et", "b0.1.et"] {
+        assert!(kept.join(file).is_file(), "{file}");
+    }
+    std::fs::remove_dir_all(kept).unwrap();
+
+    let mut args = base.to_vec();
+    args.extend(["--num-reqs", "2", "--keep-astra-inputs", "--network-config"]);
+    args.push(network.to_str().unwrap());
+    let err = ok(&run(&args, Some(&DoubleEnv::default()), tmp.path()));
+    let kept = err
+        .lines()
+        .find_map(|l| l.strip_prefix("ASTRA-Sim inputs kept in "))
+        .unwrap();
+    let yml = std::fs::read_to_string(Path::new(kept).join("network.yml")).unwrap();
+    assert!(
+        yml.starts_with("topology: [ Ring ]") && yml.contains("bandwidth: [ 50.0 ]"),
+        "{yml}"
+    );
+    std::fs::remove_dir_all(kept).unwrap();
+}
+
+/// Flag and network-config errors are clear and stop the run before it starts.
+pub fn flag_errors_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let sample = sample();
+    let bad_yml = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let unequal = bad_yml(
+        "a.yml",
+        "topology: [Ring, Ring]\nnpus_count: [2]\nbandwidth: [1, 1]\nlatency: [1, 1]\n",
+    );
+    let torus = bad_yml(
+        "b.yml",
+        "topology: [Torus]\nnpus_count: [2]\nbandwidth: [1]\nlatency: [1]\n",
+    );
+    let negative = bad_yml(
+        "c.yml",
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [-1]\nlatency: [1]\n",
+    );
+    let four = bad_yml(
+        "d.yml",
+        "topology: [Switch]\nnpus_count: [4]\nbandwidth: [1]\nlatency: [1]\n",
+    );
+    let cases: Vec<(Vec<&str>, bool, &str)> = vec![
+        (
+            vec!["--network-backend", "astra"],
+            false,
+            "astra needs an ASTRA-Sim binary",
+        ),
+        (
+            vec!["--astra-mode", "stock"],
+            false,
+            "`--astra-mode`: needs the astra network backend",
+        ),
+        (
+            vec!["--no-memo"],
+            false,
+            "`--no-memo`: needs the astra network backend",
+        ),
+        (
+            vec!["--astra-sim", "/nonexistent/astra"],
+            false,
+            "`/nonexistent/astra` does not exist",
+        ),
+        (
+            vec!["--network-config", &unequal],
+            true,
+            "`npus_count`: has 1 entries but `topology` has 2",
+        ),
+        (
+            vec!["--network-config", &torus],
+            true,
+            "unknown topology `Torus`",
+        ),
+        (
+            vec!["--network-config", &negative],
+            true,
+            "`bandwidth[0]`: must be a positive number, got -1",
+        ),
+        (
+            vec!["--tp", "2", "--network-config", &four],
+            true,
+            "the network has 4 NPUs but the instance runs on 2",
+        ),
+        (
+            vec!["--astra-timeout", "0"],
+            true,
+            "must be a positive number of seconds",
+        ),
+    ];
+    for (extra, with_double, expect) in cases {
+        let mut args = vec!["--dataset", sample.as_str(), "--num-reqs", "1"];
+        args.extend(extra);
+        let out = run(
+            &args,
+            with_double.then_some(&DoubleEnv::default()),
+            tmp.path(),
+        );
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// A crash in the middle of a run through the binary: exit status 1, the step named, no CSV,
+/// no temporary files, no surviving process.
+pub fn a_fault_through_the_binary_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out_csv = dir.path().join("out.csv");
+    let env = DoubleEnv {
+        fault: Some(("crash", 3)),
+        pid_file: Some(dir.path().join("pids")),
+        ..DoubleEnv::default()
+    };
+    let sample = sample();
+    let args = [
+        "--dataset",
+        &sample,
+        "--num-reqs",
+        "5",
+        "--tp",
+        "2",
+        "--output",
+        out_csv.to_str().unwrap(),
+    ];
+    let out = run(&args, Some(&env), tmp.path());
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("error: latency backend: ASTRA-Sim"), "{err}");
+    assert!(err.contains("at step 2 (ASTRA-Sim batch 2)"), "{err}");
+    assert!(err.contains("Segmentation fault"), "{err}");
+    assert!(!out_csv.exists());
+    assert!(
+        leftovers(tmp.path()).is_empty(),
+        "{:?}",
+        leftovers(tmp.path())
+    );
+    assert_gone(&pids(&dir.path().join("pids")));
+}
+
+/// Stock mode through the binary.
+pub fn stock_mode_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = cluster(dir.path(), 2);
+    let sample = sample();
+    let args = [
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        &sample,
+        "--num-reqs",
+        "3",
+        "--astra-mode",
+        "stock",
+    ];
+    let env = DoubleEnv {
+        stock: true,
+        ..DoubleEnv::default()
+    };
+    let err = ok(&run(&args, Some(&env), tmp.path()));
+    assert!(
+        err.contains("ASTRA-Sim stock mode") && err.contains("ASTRA-Sim calls"),
+        "{err}"
+    );
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one.
+pub fn real_astra_sim_when_available() {
+    let Some(binary) = std::env::var_os(ASTRA_SIM_ENV).filter(|b| !b.is_empty()) else {
+        println!(
+            "    skipped: set {ASTRA_SIM_ENV} to the LLMServingSim ASTRA-Sim fork binary to run it"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = cluster(dir.path(), 2);
+    let out = Command::new(BIN)
+        .args([
+            "--cluster-config",
+            config.to_str().unwrap(),
+            "--dataset",
+            &sample(),
+            "--num-reqs",
+            "5",
+        ])
+        .env(ASTRA_SIM_ENV, &binary)
+        .output()
+        .unwrap();
+    let err = ok(&out);
+    assert!(
+        err.contains("network backend: astra") && err.contains("ASTRA-Sim calls"),
+        "{err}"
+    );
+}

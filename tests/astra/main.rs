@@ -1,0 +1,71 @@
+//! ASTRA-Sim co-simulation tests, with a test double of ASTRA-Sim built from this target.
+//!
+//! This target has no libtest harness (`harness = false` in Cargo.toml): when the environment
+//! variable `BLIS_ASTRA_DOUBLE` is set, `main` *is* the double (see [`double`]), which the
+//! driver under test starts as its ASTRA-Sim binary (`std::env::current_exe()`); otherwise it
+//! runs the tests below one at a time, each under a time limit. Tests against a real
+//! ASTRA-Sim run only when `BLIS_COSIM_ASTRA_SIM` names one.
+
+mod cli_tests;
+mod double;
+mod double_sim;
+mod fork_tests;
+mod stock_tests;
+mod support;
+
+fn main() {
+    if let Ok(mode) = std::env::var(double::MODE_ENV) {
+        double::main(&mode);
+    }
+    support::run_all(&[
+        ("fork::hand_check_tp2", fork_tests::hand_check_tp2),
+        (
+            "fork::memo_hits_on_repeated_batches",
+            fork_tests::memo_hits_on_repeated_batches,
+        ),
+        (
+            "fork::breakdown_adds_astra_time",
+            fork_tests::breakdown_adds_astra_time,
+        ),
+        ("fork::fault_crash", fork_tests::fault_crash),
+        ("fork::fault_stall", fork_tests::fault_stall),
+        ("fork::fault_spam", fork_tests::fault_spam),
+        ("fork::fault_garbage", fork_tests::fault_garbage),
+        ("fork::fault_quit", fork_tests::fault_quit),
+        ("fork::fault_at_start_up", fork_tests::fault_at_start_up),
+        ("fork::missing_binary", fork_tests::missing_binary),
+        (
+            "stock::prices_the_hand_check_once_per_distinct_batch",
+            stock_tests::stock_prices_the_hand_check_once_per_distinct_batch,
+        ),
+        ("stock::faults", stock_tests::stock_faults),
+        (
+            "cli::sample_matches_the_analytical_run",
+            cli_tests::sample_matches_the_analytical_run,
+        ),
+        (
+            "cli::memo_and_no_memo_give_identical_csvs",
+            cli_tests::memo_and_no_memo_give_identical_csvs,
+        ),
+        (
+            "cli::kept_inputs_hold_the_generated_configs",
+            cli_tests::kept_inputs_hold_the_generated_configs,
+        ),
+        (
+            "cli::flag_errors_are_clear",
+            cli_tests::flag_errors_are_clear,
+        ),
+        (
+            "cli::a_fault_through_the_binary_leaves_nothing",
+            cli_tests::a_fault_through_the_binary_leaves_nothing,
+        ),
+        (
+            "cli::stock_mode_through_the_binary",
+            cli_tests::stock_mode_through_the_binary,
+        ),
+        (
+            "cli::real_astra_sim_when_available",
+            cli_tests::real_astra_sim_when_available,
+        ),
+    ]);
+}
