@@ -48,6 +48,7 @@ pub fn run_all(tests: &[Test]) -> ! {
         }
     });
     let mut failed = Vec::new();
+    let total = selected.len();
     for (name, test) in selected {
         *current.lock().unwrap() = Some((name, Instant::now()));
         let ok = panic::catch_unwind(AssertUnwindSafe(test)).is_ok();
@@ -57,11 +58,12 @@ pub fn run_all(tests: &[Test]) -> ! {
             failed.push(*name);
         }
     }
+    let counts = format!("{} passed; {} failed", total - failed.len(), failed.len());
     if failed.is_empty() {
-        println!("\ntest result: ok.");
+        println!("\ntest result: ok. {counts}");
         std::process::exit(0);
     }
-    println!("\nfailures: {failed:?}\ntest result: FAILED.");
+    println!("\nfailures: {failed:?}\ntest result: FAILED. {counts}");
     std::process::exit(101)
 }
 
