@@ -1,8 +1,8 @@
 //! blis-cosim: a discrete-event simulator of LLM inference serving.
 //!
-//! A workload of requests ([`workload`]) enters per-instance continuous-batching schedulers
-//! ([`scheduler`]); each formed batch is priced by a [`latency::LatencyBackend`]; the
-//! [`engine`] advances a deterministic clock in integer nanoseconds; [`metrics`] turns the
+//! A workload of requests ([`workload`]) is routed ([`router`]) to per-instance
+//! continuous-batching schedulers ([`scheduler`]); each formed batch is priced by the
+//! instance's [`latency::LatencyBackend`]; the [`engine`] advances a deterministic clock in integer nanoseconds; [`metrics`] turns the
 //! finished requests into the per-request CSV and a vLLM-style summary.
 //!
 //! All simulated time is [`Nanos`]. The same inputs always produce byte-identical outputs.
@@ -14,6 +14,7 @@ pub mod engine;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod router;
 pub mod runner;
 pub mod scheduler;
 pub mod workload;

@@ -19,16 +19,21 @@ const CHAIN_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Chained hashes of the full blocks of `tokens`: `h_i = H(h_{i-1}, tokens of block i)`.
 /// Two requests share block `i` only if they share every token up to the end of that block.
 pub fn block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>) {
+    block_hashes_with(tokens, block_size, out, &mut Vec::new());
+}
+
+/// [`block_hashes`] with a caller-owned byte buffer, so that repeated calls allocate nothing
+/// once the buffers have grown.
+pub fn block_hashes_with(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, bytes: &mut Vec<u8>) {
     out.clear();
     let mut parent = CHAIN_SEED;
-    let mut bytes = Vec::with_capacity(8 + 4 * block_size as usize);
     for block in tokens.chunks_exact(block_size as usize) {
         bytes.clear();
         bytes.extend_from_slice(&parent.to_le_bytes());
         for t in block {
             bytes.extend_from_slice(&t.to_le_bytes());
         }
-        parent = xxhash_rust::xxh3::xxh3_64(&bytes);
+        parent = xxhash_rust::xxh3::xxh3_64(bytes);
         out.push(parent);
     }
 }
