@@ -38,13 +38,39 @@ pub fn block_hashes_with(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, by
     }
 }
 
+/// One block's bookkeeping, kept together so that a free-list operation touches one cache
+/// line per block instead of one per field.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    /// Requests holding the block.
+    ref_cnt: u32,
+    /// Free-list neighbours (`NIL` at the ends or when not on the list).
+    prev: u32,
+    next: u32,
+    /// Whether `hash` is set.
+    hashed: bool,
+    /// Chained hash of the tokens the block holds, when indexed.
+    hash: u64,
+}
+
+impl Block {
+    const EMPTY: Block = Block {
+        ref_cnt: 0,
+        prev: NIL,
+        next: NIL,
+        hashed: false,
+        hash: 0,
+    };
+
+    fn hash(&self) -> Option<u64> {
+        self.hashed.then_some(self.hash)
+    }
+}
+
 /// The pool of KV blocks of one instance.
 #[derive(Debug)]
 pub struct BlockPool {
-    ref_cnt: Vec<u32>,
-    hash: Vec<Option<u64>>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    blocks: Vec<Block>,
     head: u32,
     tail: u32,
     num_free: usize,
@@ -54,12 +80,8 @@ pub struct BlockPool {
 impl BlockPool {
     /// A pool of `num_blocks` free, empty blocks, in id order.
     pub fn new(num_blocks: u32) -> BlockPool {
-        let n = num_blocks as usize;
         let mut pool = BlockPool {
-            ref_cnt: vec![0; n],
-            hash: vec![None; n],
-            prev: vec![NIL; n],
-            next: vec![NIL; n],
+            blocks: vec![Block::EMPTY; num_blocks as usize],
             head: NIL,
             tail: NIL,
             num_free: 0,
@@ -73,7 +95,7 @@ impl BlockPool {
 
     /// Total blocks.
     pub fn num_blocks(&self) -> usize {
-        self.ref_cnt.len()
+        self.blocks.len()
     }
 
     /// Blocks on the free list (including cached blocks nobody holds).
@@ -93,7 +115,7 @@ impl BlockPool {
 
     /// Reference count of a block.
     pub fn ref_count(&self, block: BlockId) -> u32 {
-        self.ref_cnt[block as usize]
+        self.blocks[block as usize].ref_cnt
     }
 
     /// Pops the least recently freed block, evicting its cached hash. `None` when empty.
@@ -103,28 +125,27 @@ impl BlockPool {
             return None;
         }
         self.unlink(b);
-        if let Some(h) = self.hash[b as usize].take()
-            && self.index.get(&h) == Some(&b)
-        {
-            self.index.remove(&h);
+        let block = &mut self.blocks[b as usize];
+        if std::mem::take(&mut block.hashed) && self.index.get(&block.hash) == Some(&b) {
+            self.index.remove(&block.hash);
         }
-        self.ref_cnt[b as usize] = 1;
+        block.ref_cnt = 1;
         Some(b)
     }
 
     /// Takes a reference on a cached block found by [`BlockPool::lookup`], pulling it off the
     /// free list if nobody held it.
     pub fn touch(&mut self, block: BlockId) {
-        if self.ref_cnt[block as usize] == 0 {
+        if self.blocks[block as usize].ref_cnt == 0 {
             self.unlink(block);
         }
-        self.ref_cnt[block as usize] += 1;
+        self.blocks[block as usize].ref_cnt += 1;
     }
 
     /// Drops one reference; a block nobody holds goes to the tail of the free list, keeping
     /// its hash so that it can still be hit until evicted.
     pub fn release(&mut self, block: BlockId) {
-        let rc = &mut self.ref_cnt[block as usize];
+        let rc = &mut self.blocks[block as usize].ref_cnt;
         debug_assert!(*rc > 0, "release of a free block {block}");
         *rc -= 1;
         if *rc == 0 {
@@ -135,12 +156,14 @@ impl BlockPool {
     /// Records that `block` holds the full block with chained hash `hash`. The first block
     /// indexed under a hash keeps it; a duplicate stays unindexed.
     pub fn cache(&mut self, block: BlockId, hash: u64) {
-        if self.hash[block as usize].is_some() {
+        let entry = &mut self.blocks[block as usize];
+        if entry.hashed {
             return;
         }
         if let std::collections::hash_map::Entry::Vacant(e) = self.index.entry(hash) {
             e.insert(block);
-            self.hash[block as usize] = Some(hash);
+            entry.hashed = true;
+            entry.hash = hash;
         }
     }
 
@@ -157,7 +180,7 @@ impl BlockPool {
             }
             on_list[b as usize] = true;
             count += 1;
-            b = self.next[b as usize];
+            b = self.blocks[b as usize].next;
         }
         if count != self.num_free {
             return Err(format!(
@@ -165,7 +188,7 @@ impl BlockPool {
                 self.num_free
             ));
         }
-        for (i, &rc) in self.ref_cnt.iter().enumerate() {
+        for (i, rc) in self.blocks.iter().map(|b| b.ref_cnt).enumerate() {
             if (rc == 0) != on_list[i] {
                 return Err(format!(
                     "block {i} has ref_cnt {rc} but on_free_list={}",
@@ -173,7 +196,7 @@ impl BlockPool {
                 ));
             }
         }
-        let pinned = self.ref_cnt.iter().filter(|&&rc| rc > 0).count();
+        let pinned = self.blocks.iter().filter(|b| b.ref_cnt > 0).count();
         if pinned + self.num_free != self.num_blocks() {
             return Err(format!(
                 "pinned {pinned} + free {} != total {}",
@@ -182,7 +205,7 @@ impl BlockPool {
             ));
         }
         for (&h, &b) in &self.index {
-            if self.hash[b as usize] != Some(h) {
+            if self.blocks[b as usize].hash() != Some(h) {
                 return Err(format!("index entry for block {b} does not match its hash"));
             }
         }
@@ -190,31 +213,34 @@ impl BlockPool {
     }
 
     fn push_tail(&mut self, b: BlockId) {
-        self.prev[b as usize] = self.tail;
-        self.next[b as usize] = NIL;
-        if self.tail == NIL {
+        let tail = self.tail;
+        let block = &mut self.blocks[b as usize];
+        block.prev = tail;
+        block.next = NIL;
+        if tail == NIL {
             self.head = b;
         } else {
-            self.next[self.tail as usize] = b;
+            self.blocks[tail as usize].next = b;
         }
         self.tail = b;
         self.num_free += 1;
     }
 
     fn unlink(&mut self, b: BlockId) {
-        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        let block = &mut self.blocks[b as usize];
+        let (p, n) = (block.prev, block.next);
+        block.prev = NIL;
+        block.next = NIL;
         if p == NIL {
             self.head = n;
         } else {
-            self.next[p as usize] = n;
+            self.blocks[p as usize].next = n;
         }
         if n == NIL {
             self.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            self.blocks[n as usize].prev = p;
         }
-        self.prev[b as usize] = NIL;
-        self.next[b as usize] = NIL;
         self.num_free -= 1;
     }
 }
