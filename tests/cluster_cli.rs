@@ -279,6 +279,57 @@ fn instances_on_different_hardware_take_different_step_times() {
 }
 
 #[test]
+fn each_instance_reads_the_profile_bundle_of_its_own_hardware() {
+    // One RTX4090 and one RTXPRO6000 instance of Llama-3.1-8B, each priced by its own bundle.
+    let config = r#"{"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [
+        {"num_instances": 2, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+         "instances": [
+           {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "RTX4090", "pd_type": null,
+            "npu_mem": {"mem_size": 24, "mem_bw": 1008, "mem_latency": 0, "mem_util": 0.833919}},
+           {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "RTXPRO6000", "pd_type": null,
+            "npu_mem": {"mem_size": 96, "mem_bw": 1597, "mem_latency": 0}}]}]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    std::fs::write(&path, config).unwrap();
+    let summary = dir.path().join("s.json");
+    ok(&[
+        "--cluster-config",
+        path.to_str().unwrap(),
+        "--profile-dir",
+        &shared("profiler/perf"),
+        "--dataset",
+        &shared("workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl"),
+        "--num-reqs",
+        "100",
+        "--request-routing-policy",
+        "RR",
+        "--summary-json",
+        summary.to_str().unwrap(),
+    ]);
+    let s = json(&summary);
+    let instances = s["instances"].as_array().unwrap();
+    assert_eq!(
+        instances[0]["num_kv_blocks"], 2588,
+        "LLMServingSim's RTX4090 sizing"
+    );
+    assert_eq!(
+        instances[1]["num_kv_blocks"], 36578,
+        "LLMServingSim's RTXPRO6000 sizing"
+    );
+    for i in instances {
+        assert_eq!(i["backend"], "profile");
+        assert!(i["profile_lookups"].as_u64().unwrap() > 0);
+    }
+    let tpot = |i: usize| instances[i]["mean_tpot_ms"].as_f64().unwrap();
+    assert!(
+        (tpot(0) - tpot(1)).abs() > 0.5,
+        "{} vs {}",
+        tpot(0),
+        tpot(1)
+    );
+}
+
+#[test]
 fn routing_flags_are_checked() {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample.jsonl");
     let sample = sample.to_str().unwrap();

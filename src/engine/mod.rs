@@ -131,12 +131,6 @@ pub enum SimError {
     Output(#[from] anyhow::Error),
 }
 
-/// Checks up front that one instance can serve every request, so that no run hangs on a
-/// request that can never fit.
-pub fn check_servable(requests: &[Request], setup: &InstanceSetup) -> Result<(), SimError> {
-    Eligibility::compute(requests, std::slice::from_ref(setup)).map(drop)
-}
-
 /// Runs `requests` (sorted by arrival) on one instance to completion.
 pub fn run(
     requests: &[Request],
