@@ -330,6 +330,29 @@ fn each_instance_reads_the_profile_bundle_of_its_own_hardware() {
 }
 
 #[test]
+fn emitted_execution_traces_are_kept_per_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample.jsonl");
+    ok(&[
+        "--cluster-config",
+        &shared("configs/cluster/single_node_4_instance_2TP.json"),
+        "--dataset",
+        sample.to_str().unwrap(),
+        "--emit-et",
+        dir.path().to_str().unwrap(),
+        "--emit-et-limit",
+        "1",
+    ]);
+    for i in 0..4 {
+        for rank in 0..2 {
+            let file = dir.path().join(format!("instance{i}/step0/llm.{rank}.et"));
+            assert!(file.is_file(), "{}", file.display());
+        }
+        assert!(!dir.path().join(format!("instance{i}/step1")).exists());
+    }
+}
+
+#[test]
 fn routing_flags_are_checked() {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample.jsonl");
     let sample = sample.to_str().unwrap();
