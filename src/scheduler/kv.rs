@@ -5,6 +5,12 @@
 //! blocks may still carry a hash and be found by the prefix index; they are evicted (their
 //! hash dropped) only when popped from the head of the free list to serve a new allocation.
 //! Freed blocks go to the tail, so eviction is least-recently-freed first.
+//!
+//! Until the first block is indexed no block carries a hash, so which free block an
+//! allocation takes cannot be observed; the pool then keeps its free blocks on a stack, which
+//! hands out the most recently freed block (the one most likely still in the CPU cache). The
+//! first [`BlockPool::cache`] turns the stack into the free list; from then on the order is
+//! vLLM's.
 
 use std::collections::HashMap;
 
@@ -71,6 +77,9 @@ impl Block {
 #[derive(Debug)]
 pub struct BlockPool {
     blocks: Vec<Block>,
+    /// The free blocks while no block has been indexed yet (see the module docs); `None`
+    /// once the free list is in use.
+    stack: Option<Vec<BlockId>>,
     head: u32,
     tail: u32,
     num_free: usize,
@@ -80,17 +89,14 @@ pub struct BlockPool {
 impl BlockPool {
     /// A pool of `num_blocks` free, empty blocks, in id order.
     pub fn new(num_blocks: u32) -> BlockPool {
-        let mut pool = BlockPool {
+        BlockPool {
             blocks: vec![Block::EMPTY; num_blocks as usize],
+            stack: Some((0..num_blocks).rev().collect()),
             head: NIL,
             tail: NIL,
-            num_free: 0,
+            num_free: num_blocks as usize,
             index: HashMap::new(),
-        };
-        for b in 0..num_blocks {
-            pool.push_tail(b);
         }
-        pool
     }
 
     /// Total blocks.
@@ -120,6 +126,12 @@ impl BlockPool {
 
     /// Pops the least recently freed block, evicting its cached hash. `None` when empty.
     pub fn allocate(&mut self) -> Option<BlockId> {
+        if let Some(stack) = &mut self.stack {
+            let b = stack.pop()?;
+            self.num_free -= 1;
+            self.blocks[b as usize].ref_cnt = 1;
+            return Some(b);
+        }
         let b = self.head;
         if b == NIL {
             return None;
@@ -137,6 +149,7 @@ impl BlockPool {
     /// free list if nobody held it.
     pub fn touch(&mut self, block: BlockId) {
         if self.blocks[block as usize].ref_cnt == 0 {
+            self.use_free_list();
             self.unlink(block);
         }
         self.blocks[block as usize].ref_cnt += 1;
@@ -149,13 +162,20 @@ impl BlockPool {
         debug_assert!(*rc > 0, "release of a free block {block}");
         *rc -= 1;
         if *rc == 0 {
-            self.push_tail(block);
+            match &mut self.stack {
+                Some(stack) => {
+                    stack.push(block);
+                    self.num_free += 1;
+                }
+                None => self.push_tail(block),
+            }
         }
     }
 
     /// Records that `block` holds the full block with chained hash `hash`. The first block
     /// indexed under a hash keeps it; a duplicate stays unindexed.
     pub fn cache(&mut self, block: BlockId, hash: u64) {
+        self.use_free_list();
         let entry = &mut self.blocks[block as usize];
         if entry.hashed {
             return;
@@ -173,14 +193,29 @@ impl BlockPool {
     pub fn audit(&self) -> Result<(), String> {
         let mut on_list = vec![false; self.num_blocks()];
         let mut count = 0usize;
-        let mut b = self.head;
-        while b != NIL {
-            if on_list[b as usize] {
+        let mut mark = |b: BlockId| {
+            if std::mem::replace(&mut on_list[b as usize], true) {
                 return Err(format!("block {b} is twice on the free list"));
             }
-            on_list[b as usize] = true;
             count += 1;
-            b = self.blocks[b as usize].next;
+            Ok(())
+        };
+        match &self.stack {
+            Some(stack) => {
+                if !self.index.is_empty() || self.head != NIL {
+                    return Err("the free stack is in use beside an index or a list".into());
+                }
+                for &b in stack {
+                    mark(b)?;
+                }
+            }
+            None => {
+                let mut b = self.head;
+                while b != NIL {
+                    mark(b)?;
+                    b = self.blocks[b as usize].next;
+                }
+            }
         }
         if count != self.num_free {
             return Err(format!(
@@ -210,6 +245,17 @@ impl BlockPool {
             }
         }
         Ok(())
+    }
+
+    /// Leaves stack mode: the free blocks, all without a hash and so interchangeable, form
+    /// the free list (oldest freed first).
+    fn use_free_list(&mut self) {
+        if let Some(stack) = self.stack.take() {
+            self.num_free = 0;
+            for b in stack {
+                self.push_tail(b);
+            }
+        }
     }
 
     fn push_tail(&mut self, b: BlockId) {
@@ -329,6 +375,29 @@ mod tests {
         // Evicting b (unindexed) must not drop a's index entry.
         assert_eq!(pool.allocate(), Some(b));
         assert_eq!(pool.lookup(5), Some(a));
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn before_any_hash_the_most_recently_freed_block_is_reused_and_after_the_oldest() {
+        let mut pool = BlockPool::new(4);
+        let (a, b) = (pool.allocate().unwrap(), pool.allocate().unwrap());
+        assert_eq!((a, b), (0, 1), "a new pool hands out blocks in id order");
+        pool.release(a);
+        pool.release(b);
+        pool.audit().unwrap();
+        assert_eq!(
+            pool.allocate(),
+            Some(b),
+            "no hash yet: the order is not observable"
+        );
+        pool.cache(b, 9);
+        pool.audit().unwrap();
+        pool.release(b);
+        // Free list now: 3, 2, a (the stack, oldest first), then b with its hash.
+        let order: Vec<BlockId> = (0..4).map(|_| pool.allocate().unwrap()).collect();
+        assert_eq!(order, [3, 2, a, b]);
+        assert_eq!(pool.lookup(9), None, "evicted when reused");
         pool.audit().unwrap();
     }
 
