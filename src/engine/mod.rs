@@ -27,7 +27,7 @@ pub use events::{Event, EventKind, EventQueue};
 use crate::Nanos;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
 use crate::metrics::RequestRecord;
-use crate::router::{InstanceView, Router, RoutingPolicy};
+use crate::router::{Router, RoutingPolicy};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
 use eligibility::Eligibility;
@@ -148,10 +148,9 @@ pub fn run(
     )
 }
 
-/// One instance's state in the loop.
+/// One instance's state in the loop, besides its scheduler.
 struct InstanceSim<'a> {
     setup: &'a InstanceSetup,
-    scheduler: Scheduler,
     /// A step is in flight.
     busy: bool,
     step_start: Nanos,
@@ -162,33 +161,6 @@ struct InstanceSim<'a> {
     finished: u64,
     /// Queued for a scheduling attempt at the end of the current instant.
     ready: bool,
-}
-
-impl InstanceView for InstanceSim<'_> {
-    fn num_waiting(&self) -> usize {
-        self.scheduler.num_waiting()
-    }
-    fn num_running(&self) -> usize {
-        self.scheduler.num_running()
-    }
-    fn max_num_seqs(&self) -> Option<u32> {
-        self.setup.scheduler.max_num_seqs
-    }
-    fn kv_blocks_used(&self) -> usize {
-        self.scheduler.pool().num_pinned()
-    }
-    fn kv_blocks_total(&self) -> usize {
-        self.scheduler.pool().num_blocks()
-    }
-    fn block_size(&self) -> u32 {
-        self.setup.scheduler.block_size
-    }
-    fn prefix_caching(&self) -> bool {
-        self.setup.scheduler.enable_prefix_caching
-    }
-    fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
-        self.scheduler.cached_prefix_blocks(hashes)
-    }
 }
 
 /// Runs `requests` (sorted by arrival) on the instances described by `setups`, priced by
@@ -206,11 +178,15 @@ pub fn run_cluster(
         "one backend per instance, at least one instance"
     );
     let eligibility = Eligibility::compute(requests, setups)?;
+    // Schedulers apart from the rest, so that the router can observe them as they are.
+    let mut schedulers: Vec<Scheduler> = setups
+        .iter()
+        .map(|setup| Scheduler::new(setup.scheduler.clone(), setup.num_blocks))
+        .collect();
     let mut instances: Vec<InstanceSim<'_>> = setups
         .iter()
         .map(|setup| InstanceSim {
             setup,
-            scheduler: Scheduler::new(setup.scheduler.clone(), setup.num_blocks),
             busy: false,
             step_start: 0,
             waiting: 0,
@@ -233,22 +209,23 @@ pub fn run_cluster(
         while let Some(event) = queue.pop_until(now) {
             match event.kind {
                 EventKind::StepEnd { instance } => {
-                    let inst = &mut instances[instance as usize];
+                    let i = instance as usize;
+                    let inst = &mut instances[i];
                     finish_step(
+                        &mut schedulers[i],
                         inst,
                         instance,
                         now,
-                        &mut *backends[instance as usize],
+                        &mut *backends[i],
                         observer,
                     )?;
                     mark_ready(inst, instance, &mut ready);
                 }
                 EventKind::Arrival => {
                     while let Some(r) = requests.get(next).filter(|r| r.arrival_ns <= now) {
-                        let id = router.route(r, eligibility.candidates(next), &instances);
-                        let inst = &mut instances[id as usize];
-                        inst.scheduler.enqueue(r);
-                        mark_ready(inst, id, &mut ready);
+                        let id = router.route(r, eligibility.candidates(next), &schedulers);
+                        schedulers[id as usize].enqueue(r);
+                        mark_ready(&mut instances[id as usize], id, &mut ready);
                         next += 1;
                     }
                     if let Some(r) = requests.get(next) {
@@ -259,10 +236,10 @@ pub fn run_cluster(
         }
         ready.sort_unstable();
         for &id in &ready {
-            let inst = &mut instances[id as usize];
+            let (inst, scheduler) = (&mut instances[id as usize], &mut schedulers[id as usize]);
             inst.ready = false;
-            if !inst.busy && inst.scheduler.has_work() {
-                let end = start_step(inst, id, now, &mut *backends[id as usize])?;
+            if !inst.busy && scheduler.has_work() {
+                let end = start_step(scheduler, inst, id, now, &mut *backends[id as usize])?;
                 queue.push(end, EventKind::StepEnd { instance: id });
             }
         }
@@ -278,8 +255,8 @@ pub fn run_cluster(
         .into());
     }
     let mut stats = SchedulerStats::default();
-    for inst in &instances {
-        stats += inst.scheduler.stats();
+    for scheduler in &schedulers {
+        stats += scheduler.stats();
     }
     Ok(RunOutcome {
         total_clocks_ns: now,
@@ -288,10 +265,11 @@ pub fn run_cluster(
         stats,
         instances: instances
             .iter()
-            .map(|i| InstanceOutcome {
+            .zip(&schedulers)
+            .map(|(i, scheduler)| InstanceOutcome {
                 steps: i.steps,
                 finished: i.finished,
-                stats: i.scheduler.stats(),
+                stats: scheduler.stats(),
             })
             .collect(),
     })
@@ -307,17 +285,18 @@ fn mark_ready(inst: &mut InstanceSim<'_>, id: u32, ready: &mut Vec<u32>) {
 
 /// Forms and prices the next step of idle instance `id` at `now`; returns when it ends.
 fn start_step(
+    scheduler: &mut Scheduler,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
     backend: &mut dyn LatencyBackend,
 ) -> Result<Nanos, SimError> {
-    let Some(items) = inst.scheduler.schedule(now)? else {
+    let Some(items) = scheduler.schedule(now)? else {
         return Err(SimError::Stuck {
             now,
             instance: id,
-            waiting: inst.scheduler.num_waiting(),
-            running: inst.scheduler.num_running(),
+            waiting: scheduler.num_waiting(),
+            running: scheduler.num_running(),
         });
     };
     let step_ns = backend.step_time(&BatchDesc { items })?;
@@ -326,14 +305,15 @@ fn start_step(
     }
     inst.busy = true;
     inst.step_start = now;
-    inst.waiting = inst.scheduler.num_waiting();
-    inst.running = inst.scheduler.num_running();
+    inst.waiting = scheduler.num_waiting();
+    inst.running = scheduler.num_running();
     inst.steps += 1;
     Ok(now + step_ns)
 }
 
 /// Applies the results of instance `id`'s step, which ends at `now`, and reports them.
 fn finish_step(
+    scheduler: &mut Scheduler,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
@@ -342,18 +322,17 @@ fn finish_step(
 ) -> Result<(), SimError> {
     inst.busy = false;
     let finished = &mut inst.finished;
-    inst.scheduler
-        .complete_step(now, &inst.setup.model_name, id, |rec| {
-            *finished += 1;
-            observer.request_finished(rec)
-        })?;
+    scheduler.complete_step(now, &inst.setup.model_name, id, |rec| {
+        *finished += 1;
+        observer.request_finished(rec)
+    })?;
     observer.step_finished(
         &StepEvent {
             instance: id,
             start_ns: inst.step_start,
             end_ns: now,
             batch: BatchDesc {
-                items: inst.scheduler.last_batch(),
+                items: scheduler.last_batch(),
             },
             waiting: inst.waiting,
             running: inst.running,

@@ -247,7 +247,7 @@ fn weighted_follows_its_weights_and_breaks_ties_by_lowest_id() {
     assert_eq!(route_seq(&mut weighted("queue=1"), &instances, 1), [1]);
     assert_eq!(route_seq(&mut weighted("running=1"), &instances, 1), [2]);
     assert_eq!(route_seq(&mut weighted("kv=1"), &instances, 1), [2]);
-    // queue 1·(1, 0.5) + running 1·(1−1/8·… ): b = 1 + 0 + 0.5 kv; c = 0.5 + 1 + 0.9.
+    // queue + running + kv: a = 0 + 0.875 + 0.1, b = 1 + 0 + 0.5, c = 0.5 + 1 + 0.9.
     assert_eq!(
         route_seq(&mut weighted("queue=1,running=1,kv=1"), &instances, 1),
         [2]
