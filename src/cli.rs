@@ -2,12 +2,17 @@
 //! into a [`SimConfig`] that holds no CLI types.
 
 use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraOptions, InstanceNetwork};
+mod instances;
+
+pub use instances::InstanceConfig;
+
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::{ClusterConfig, ConfigError, Dtype, Hardware, ModelArch};
-use crate::scheduler::SchedulerConfig;
+use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::workload::spec::SCENARIOS;
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
+use instances::EngineFlags;
 use std::path::PathBuf;
 
 /// Simulate an LLM inference serving deployment on a workload.
@@ -126,10 +131,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub workload_spec: Option<PathBuf>,
 
-    /// LLMServingSim cluster config JSON (single node, single instance): model, hardware,
-    /// memory, TP and per-instance engine overrides come from it.
+    /// LLMServingSim cluster config JSON (colocated instances on one or more nodes): each
+    /// instance's model, hardware, memory, TP and engine overrides come from it.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["model", "hardware", "tp"])]
     pub cluster_config: Option<PathBuf>,
+
+    /// How arriving requests are spread over the instances: LOAD (LLMServingSim), RR, RAND,
+    /// least-loaded, prefix-affinity or weighted.
+    #[arg(long, value_name = "POLICY", default_value = "LOAD", value_parser = parse_routing_policy)]
+    pub request_routing_policy: RoutingPolicy,
+
+    /// Weights of the weighted routing policy, e.g. queue=1,kv=0.5 (signals: queue, running,
+    /// kv, prefix; those left out weigh 0) [default: all 1].
+    #[arg(long, value_name = "SIGNAL=W,...", value_parser = parse_routing_weights)]
+    pub routing_weights: Option<RoutingWeights>,
 
     /// Profile root for the measured latency backend (`<root>/<hardware>/<org>/<model>/<variant>/`,
     /// LLMServingSim bundle layout). Without it the analytical roofline is used.
@@ -267,19 +282,16 @@ pub struct SimConfig {
     pub summary_json: Option<PathBuf>,
     /// Requests to load; `None` loads all.
     pub num_reqs: Option<usize>,
-    pub model: ModelArch,
-    /// Hardware, with memory size and bandwidth from the cluster config when one is given.
-    pub hardware: Hardware,
-    pub tp: u32,
-    pub dtype: Dtype,
-    /// Whether the KV cache is stored in fp8 (else in `dtype`).
-    pub kv_cache_fp8: bool,
-    pub memory_utilization: f64,
+    /// The instances, by global id (file order of the cluster config); at least one.
+    pub instances: Vec<InstanceConfig>,
+    /// Nodes the instances sit on.
+    pub num_nodes: usize,
+    /// How requests are routed to instances.
+    pub routing: RoutingPolicy,
     /// Profile root for the measured latency backend; `None` selects the roofline.
     pub profile_dir: Option<PathBuf>,
     /// Architecture YAML overriding the bundled layer sequence.
     pub architecture: Option<PathBuf>,
-    pub scheduler: SchedulerConfig,
     pub seed: u64,
     pub log_level: log::LevelFilter,
     /// Execution traces of the first steps to write (`--emit-et`).
@@ -292,117 +304,97 @@ impl RunArgs {
     /// Resolves model, hardware and cluster config, and applies defaults and per-instance
     /// overrides (instance value > flag > default, as in LLMServingSim).
     pub fn into_config(self) -> Result<SimConfig, ConfigError> {
+        let command_line = |field: &str, message: &str| ConfigError::Invalid {
+            source_name: "command line".into(),
+            field: field.into(),
+            message: message.into(),
+        };
         let workload = match (self.dataset, self.workload_spec) {
             (Some(path), None) => WorkloadSource::Dataset(path),
             (None, Some(path)) => WorkloadSource::Spec(path),
             _ => {
-                return Err(ConfigError::Invalid {
-                    source_name: "command line".into(),
-                    field: "--dataset".into(),
-                    message: "give exactly one of --dataset and --workload-spec".into(),
-                });
+                return Err(command_line(
+                    "--dataset",
+                    "give exactly one of --dataset and --workload-spec",
+                ));
             }
         };
-        let mut dtype = self.dtype;
-        let mut kv_cache_dtype = self.kv_cache_dtype;
-        let mut memory_utilization = self.npu_memory_utilization;
-        let mut max_num_seqs = self.max_num_seqs;
-        let mut max_num_batched_tokens = self.max_num_batched_tokens;
-        let mut long_prefill_token_threshold = self.long_prefill_token_threshold;
-        let mut block_size = self.block_size;
-        let mut chunked = !self.no_enable_chunked_prefill;
-        let mut prefix_caching = !self.no_enable_prefix_caching;
-        let mut reserve_full_isl = !self.no_reserve_full_isl;
-        let mut network = None;
-        let (model, hardware, tp) = match &self.cluster_config {
-            None => (
-                ModelArch::resolve(self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B"))?,
-                Hardware::resolve(self.hardware.as_deref().unwrap_or("H100-SXM"))?,
-                self.tp.unwrap_or(1),
-            ),
+        let routing = match (self.request_routing_policy, self.routing_weights) {
+            (RoutingPolicy::Weighted(_), Some(w)) => RoutingPolicy::Weighted(w),
+            (_, Some(_)) => {
+                return Err(command_line(
+                    "--routing-weights",
+                    "applies only to --request-routing-policy weighted",
+                ));
+            }
+            (policy, None) => policy,
+        };
+        let flags = EngineFlags {
+            dtype: self.dtype,
+            kv_cache_fp8: self.kv_cache_dtype == "fp8",
+            memory_utilization: self.npu_memory_utilization,
+            max_num_seqs: self.max_num_seqs,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            long_prefill_token_threshold: self.long_prefill_token_threshold,
+            block_size: self.block_size,
+            enable_chunked_prefill: !self.no_enable_chunked_prefill,
+            enable_prefix_caching: !self.no_enable_prefix_caching,
+            reserve_full_isl: !self.no_reserve_full_isl,
+        };
+        let (instances, num_nodes, network) = match &self.cluster_config {
+            None => {
+                let model = self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B");
+                let hardware = self.hardware.as_deref().unwrap_or("H100-SXM");
+                let instance = flags.instance(
+                    0,
+                    ModelArch::resolve(model)?,
+                    Hardware::resolve(hardware)?,
+                    self.tp.unwrap_or(1),
+                );
+                let network = InstanceNetwork::from_hardware(&instance.hardware, instance.tp);
+                (vec![instance], 1, network)
+            }
             Some(path) => {
                 let source = path.display().to_string();
                 let cluster = ClusterConfig::load(path)?;
-                let (node, inst) = cluster.single_instance(&source)?;
-                network = Some(InstanceNetwork::from_cluster(&cluster, node, inst, &source));
-                let model = ModelArch::resolve(&inst.model_name)?;
-                let mut hardware = Hardware::resolve(&inst.hardware)?;
-                hardware.memory_gib = inst.npu_mem.mem_size;
-                hardware.memory_bw_gbps = inst.npu_mem.mem_bw;
-                let o = &inst.overrides;
-                if let Some(d) = &o.dtype {
-                    dtype = Some(d.parse().map_err(|message| ConfigError::Invalid {
-                        source_name: source.clone(),
-                        field: "nodes[0].instances[0].dtype".into(),
-                        message,
-                    })?);
+                let placed = cluster.colocated_instances(&source)?;
+                let instances = placed
+                    .iter()
+                    .map(|placed| flags.cluster_instance(placed, &source))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if instances.is_empty() {
+                    return Err(ConfigError::Invalid {
+                        source_name: source,
+                        field: "nodes".into(),
+                        message: "lists no instance".into(),
+                    });
                 }
-                if let Some(k) = &o.kv_cache_dtype {
-                    kv_cache_dtype = k.clone();
-                }
-                memory_utilization = inst.npu_mem.mem_util.unwrap_or(memory_utilization);
-                max_num_seqs = o.max_num_seqs.unwrap_or(max_num_seqs);
-                max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(max_num_batched_tokens);
-                long_prefill_token_threshold = o
-                    .long_prefill_token_threshold
-                    .unwrap_or(long_prefill_token_threshold);
-                block_size = o.block_size.unwrap_or(block_size);
-                chunked = o.enable_chunked_prefill.unwrap_or(chunked);
-                prefix_caching = o.enable_prefix_caching.unwrap_or(prefix_caching);
-                reserve_full_isl = o.reserve_full_isl.unwrap_or(reserve_full_isl);
-                (model, hardware, inst.tp())
+                let first = &placed[0];
+                let node = &cluster.nodes[first.node_id as usize];
+                let network = InstanceNetwork::from_cluster(&cluster, node, first.spec, &source);
+                (instances, cluster.num_nodes, network)
             }
         };
-        let kv_cache_fp8 = match kv_cache_dtype.as_str() {
-            "auto" => false,
-            "fp8" => true,
-            other => {
-                return Err(ConfigError::Invalid {
-                    source_name: "configuration".into(),
-                    field: "kv_cache_dtype".into(),
-                    message: format!("must be auto or fp8, got `{other}`"),
-                });
-            }
-        };
-        if block_size == 0 {
-            return Err(ConfigError::Invalid {
-                source_name: "configuration".into(),
-                field: "block_size".into(),
-                message: "must be at least 1".into(),
-            });
-        }
-        let dtype = dtype.or(model.torch_dtype).unwrap_or(Dtype::Bfloat16);
-        let network = network.unwrap_or_else(|| InstanceNetwork::from_hardware(&hardware, tp));
         let astra = self
             .astra
             .resolve(std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from), &network)?;
-        let max_len = u32::try_from(model.max_position_embeddings).unwrap_or(u32::MAX);
-        let scheduler = SchedulerConfig {
-            max_num_seqs: (max_num_seqs > 0).then_some(max_num_seqs),
-            max_num_batched_tokens: match max_num_batched_tokens {
-                0 => max_len,
-                n => n.min(max_len),
-            },
-            long_prefill_token_threshold,
-            enable_chunked_prefill: chunked,
-            reserve_full_isl,
-            enable_prefix_caching: prefix_caching,
-            block_size,
-        };
+        if astra.is_some() && instances.len() > 1 {
+            return Err(command_line(
+                "--network-backend",
+                "ASTRA-Sim co-simulation supports a single instance for now; \
+                 use --network-backend analytical for a multi-instance cluster",
+            ));
+        }
         Ok(SimConfig {
             workload,
             output: self.output,
             summary_json: self.summary_json,
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),
-            model,
-            hardware,
-            tp,
-            dtype,
-            kv_cache_fp8,
-            memory_utilization,
+            instances,
+            num_nodes,
+            routing,
             profile_dir: self.profile_dir,
             architecture: self.architecture,
-            scheduler,
             seed: self.seed,
             log_level: self.log_level,
             emit_et: self.emit_et.map(|dir| EmitEt {
@@ -416,6 +408,14 @@ impl RunArgs {
 }
 
 fn parse_dtype(s: &str) -> Result<Dtype, String> {
+    s.parse()
+}
+
+fn parse_routing_policy(s: &str) -> Result<RoutingPolicy, String> {
+    s.parse()
+}
+
+fn parse_routing_weights(s: &str) -> Result<RoutingWeights, String> {
     s.parse()
 }
 
@@ -440,129 +440,4 @@ fn parse_log_level(s: &str) -> Result<log::LevelFilter, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
-        let mut full = vec!["blis-cosim", "--dataset", "w.jsonl"];
-        full.extend_from_slice(args);
-        Cli::try_parse_from(full).map(|cli| cli.run)
-    }
-
-    fn shared(rel: &str) -> String {
-        format!(
-            "{}/../shared/data/llmservingsim/{rel}",
-            env!("CARGO_MANIFEST_DIR")
-        )
-    }
-
-    #[test]
-    fn defaults_follow_llmservingsim() {
-        let cli = parse(&[]).unwrap();
-        assert_eq!(cli.max_num_seqs, 128);
-        assert_eq!(cli.max_num_batched_tokens, 2048);
-        assert_eq!(cli.block_size, 16);
-        assert_eq!(cli.npu_memory_utilization, 0.9);
-        assert!(!cli.no_enable_chunked_prefill && !cli.no_reserve_full_isl);
-        assert!(!cli.no_enable_prefix_caching);
-        assert_eq!(cli.log_level, log::LevelFilter::Warn);
-    }
-
-    #[test]
-    fn the_last_of_a_flag_pair_wins() {
-        let cli = parse(&["--no-enable-chunked-prefill", "--enable-chunked-prefill"]).unwrap();
-        assert!(!cli.no_enable_chunked_prefill);
-        let cli = parse(&["--enable-prefix-caching", "--no-enable-prefix-caching"]).unwrap();
-        assert!(cli.no_enable_prefix_caching);
-        let cli = parse(&["--no-reserve-full-isl"]).unwrap();
-        assert!(cli.no_reserve_full_isl);
-    }
-
-    #[test]
-    fn bad_values_are_rejected() {
-        assert!(parse(&["--npu-memory-utilization", "1.5"]).is_err());
-        assert!(parse(&["--npu-memory-utilization", "0"]).is_err());
-        assert!(parse(&["--npu-memory-utilization", "abc"]).is_err());
-        assert!(parse(&["--block-size", "0"]).is_err());
-        assert!(parse(&["--tp", "0"]).is_err());
-        assert!(parse(&["--max-num-seqs", "-1"]).is_err());
-        assert!(parse(&["--dtype", "bf17"]).is_err());
-        assert!(parse(&["--log-level", "LOUD"]).is_err());
-        assert!(
-            Cli::try_parse_from(["blis-cosim"]).is_err(),
-            "--dataset is required"
-        );
-        assert!(parse(&["--kv-cache-dtype", "fp4"]).is_err());
-        assert!(
-            parse(&["--architecture", "a.yaml"]).is_err(),
-            "needs --profile-dir"
-        );
-    }
-
-    #[test]
-    fn a_cluster_config_conflicts_with_model_hardware_and_tp_flags() {
-        assert!(parse(&["--cluster-config", "c.json", "--model", "Qwen3-32B"]).is_err());
-        assert!(parse(&["--cluster-config", "c.json", "--tp", "2"]).is_err());
-    }
-
-    #[test]
-    fn a_cluster_config_supplies_model_hardware_memory_and_overrides() {
-        let c = shared("bench/examples/RTX4090/Llama-3.1-8B/config.json");
-        let cfg = parse(&["--cluster-config", &c, "--max-num-seqs", "256"])
-            .unwrap()
-            .into_config()
-            .unwrap();
-        assert_eq!(cfg.model.name, "meta-llama/Llama-3.1-8B");
-        assert_eq!(cfg.hardware.name, "RTX4090");
-        assert_eq!(cfg.hardware.memory_gib, 24.0);
-        assert_eq!(cfg.memory_utilization, 0.833919);
-        assert_eq!(cfg.scheduler.max_num_seqs, Some(256));
-        let c = shared("configs/cluster/single_node_pd_per_instance_config.json");
-        let err = parse(&["--cluster-config", &c])
-            .unwrap()
-            .into_config()
-            .unwrap_err();
-        assert!(err.to_string().contains("not supported yet"), "{err}");
-    }
-
-    #[test]
-    fn zero_means_unlimited_for_seqs_and_model_length_for_the_budget() {
-        let cfg = parse(&["--max-num-seqs", "0", "--max-num-batched-tokens", "0"])
-            .unwrap()
-            .into_config()
-            .unwrap();
-        assert_eq!(cfg.scheduler.max_num_seqs, None);
-        assert_eq!(cfg.scheduler.max_num_batched_tokens, 131_072);
-        assert_eq!(cfg.hardware.name, "H100-SXM");
-        assert_eq!(cfg.dtype, Dtype::Bfloat16);
-    }
-
-    #[test]
-    fn validate_is_a_subcommand_that_needs_no_dataset() {
-        let ok = [
-            "blis-cosim",
-            "validate",
-            "--vllm",
-            "r.jsonl",
-            "--sim",
-            "s.csv",
-        ];
-        let cli = Cli::try_parse_from(ok).unwrap();
-        assert!(matches!(cli.command, Some(Command::Validate(_))));
-        let mut bad = ok.to_vec();
-        bad.extend(["--plot-format", "gif"]);
-        assert!(Cli::try_parse_from(bad).is_err());
-    }
-
-    #[test]
-    fn log_levels_accept_llmservingsim_names_in_any_case() {
-        assert_eq!(
-            parse(&["--log-level", "debug"]).unwrap().log_level,
-            log::LevelFilter::Debug
-        );
-        assert_eq!(
-            parse(&["--log-level", "INFO"]).unwrap().log_level,
-            log::LevelFilter::Info
-        );
-    }
-}
+mod tests;

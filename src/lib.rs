@@ -1,10 +1,10 @@
 //! blis-cosim: a discrete-event simulator of LLM inference serving.
 //!
-//! A workload of requests ([`workload`]) enters per-instance continuous-batching schedulers
-//! ([`scheduler`]); each formed batch is priced by a [`latency::LatencyBackend`] (or by
-//! ASTRA-Sim co-simulation, [`astra`]); the [`engine`] advances a deterministic clock in integer
-//! nanoseconds; [`metrics`] turns the finished requests into the per-request CSV and a
-//! vLLM-style summary.
+//! A workload of requests ([`workload`]) is routed ([`router`]) to per-instance
+//! continuous-batching schedulers ([`scheduler`]); each formed batch is priced by the
+//! instance's [`latency::LatencyBackend`] (or by ASTRA-Sim co-simulation, [`astra`]); the
+//! [`engine`] advances a deterministic clock in integer nanoseconds; [`metrics`] turns the
+//! finished requests into the per-request CSV and a vLLM-style summary.
 //!
 //! All simulated time is [`Nanos`]. The same inputs always produce byte-identical outputs.
 
@@ -16,6 +16,7 @@ pub mod engine;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod router;
 pub mod runner;
 pub mod scheduler;
 pub mod workload;

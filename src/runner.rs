@@ -3,14 +3,17 @@
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::chakra::{StepEmitter, read_et, render_dump};
-use crate::cli::{EtCommand, GenerateArgs, SimConfig, ValidateArgs, WorkloadSource};
+use crate::cli::{
+    EtCommand, GenerateArgs, InstanceConfig, SimConfig, ValidateArgs, WorkloadSource,
+};
 use crate::config::{Dtype, KvSizing, kv_capacity};
 use crate::engine::{self, InstanceSetup, Observer, StepEvent};
 use crate::latency::{LatencyBackend, ProfileDb, ProfileSpec, Roofline};
 use crate::metrics::{
-    PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary, SummaryCollector,
-    Validation, write_atomically,
+    InstanceInfo, PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary,
+    SummaryCollector, Validation, write_atomically,
 };
+use crate::router::Router;
 use crate::workload::read_jsonl;
 use crate::workload::spec::{
     Generator, Overrides, SCENARIOS, WorkloadSpec, generate_requests, scenario, write_jsonl,
@@ -34,79 +37,119 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             generate_requests(&spec, overrides)?
         }
     };
-    let capacity = kv_capacity(
-        &config.model,
-        &KvSizing {
-            memory_gib: config.hardware.memory_gib,
-            utilization: config.memory_utilization,
-            block_size: config.scheduler.block_size,
-            tp: config.tp,
-            dtype: config.dtype,
-            kv_dtype: if config.kv_cache_fp8 {
-                Dtype::Fp8
-            } else {
-                config.dtype
-            },
-        },
-    )?;
-    let num_blocks = u32::try_from(capacity.num_blocks)
-        .context("the KV cache has more than 2^32 blocks; raise --block-size")?;
-    log::info!(
-        "KV cache: {} tokens / {} blocks ({:.2} GiB per GPU at utilization {})",
-        capacity.num_blocks * u64::from(capacity.block_size),
-        capacity.num_blocks,
-        (capacity.num_blocks * u64::from(capacity.block_size) * capacity.kv_bytes_per_token) as f64
-            / f64::from(1u32 << 30),
-        config.memory_utilization
-    );
-    let setup = InstanceSetup {
-        model_name: config.model.name.clone(),
-        max_model_len: u32::try_from(config.model.max_position_embeddings).unwrap_or(u32::MAX),
-        num_blocks,
-        scheduler: config.scheduler.clone(),
-    };
+    let multi = config.instances.len() > 1;
     let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
-    let mut backend = Backend::new(config, first_arrival)?;
+    eprintln!("{}", astra::describe(config.astra.as_ref()));
+    let mut setups = Vec::with_capacity(config.instances.len());
+    let mut capacities = Vec::with_capacity(config.instances.len());
+    let mut backends = Vec::with_capacity(config.instances.len());
+    for (id, inst) in config.instances.iter().enumerate() {
+        let label = if multi {
+            format!("instance {id}: ")
+        } else {
+            String::new()
+        };
+        let capacity = kv_capacity(&inst.model, &kv_sizing(inst));
+        let capacity = if multi {
+            capacity.with_context(|| format!("instance {id}"))?
+        } else {
+            capacity?
+        };
+        let num_blocks = u32::try_from(capacity.num_blocks)
+            .context("the KV cache has more than 2^32 blocks; raise --block-size")?;
+        log::info!(
+            "{label}KV cache: {} tokens / {} blocks ({:.2} GiB per GPU at utilization {})",
+            capacity.num_blocks * u64::from(capacity.block_size),
+            capacity.num_blocks,
+            (capacity.num_blocks * u64::from(capacity.block_size) * capacity.kv_bytes_per_token)
+                as f64
+                / f64::from(1u32 << 30),
+            inst.memory_utilization
+        );
+        setups.push(InstanceSetup {
+            model_name: inst.model.name.clone(),
+            max_model_len: u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX),
+            num_blocks,
+            scheduler: inst.scheduler.clone(),
+        });
+        capacities.push(capacity);
+        backends.push(Backend::new(config, inst, &label, first_arrival)?);
+    }
 
     let csv = match &config.output {
         Some(path) => Some(RequestCsv::create(path)?),
         None => None,
     };
+    let emit_et = match &config.emit_et {
+        None => Vec::new(),
+        Some(settings) => config
+            .instances
+            .iter()
+            .enumerate()
+            .map(|(id, inst)| {
+                let mut settings = settings.clone();
+                if multi {
+                    settings.dir = settings.dir.join(format!("instance{id}"));
+                }
+                StepEmitter::new(settings, &inst.model, inst.tp, inst.dtype)
+            })
+            .collect(),
+    };
     let mut outputs = Outputs {
         csv,
         summary: SummaryCollector::new(),
         progress: Progress::new(requests.len() as u64),
-        emit_et: config
-            .emit_et
-            .clone()
-            .map(|settings| StepEmitter::new(settings, &config.model, config.tp, config.dtype)),
+        emit_et,
+        multi,
     };
-    let outcome = engine::run(&requests, &setup, backend.as_dyn(), &mut outputs)?;
+    let mut router = Router::new(config.routing.clone(), config.seed);
+    let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
+        backends.iter_mut().map(Backend::as_dyn).collect();
+    let outcome = engine::run_cluster(
+        &requests,
+        &setups,
+        &mut dyn_backends,
+        &mut router,
+        &mut outputs,
+    )?;
+    drop(dyn_backends);
     outputs.progress.finish();
-    let profile_lookups = backend.as_dyn().profile_lookups();
-    let backend_name = backend.as_dyn().name().to_owned();
-    backend.finish()?;
 
-    let stats = outcome.stats;
+    let instances = config
+        .instances
+        .iter()
+        .zip(&capacities)
+        .zip(&mut backends)
+        .zip(&outcome.instances)
+        .map(|(((inst, capacity), backend), out)| InstanceInfo {
+            node_id: inst.node_id,
+            model: inst.model.name.clone(),
+            hardware: inst.hardware.name.clone(),
+            backend: backend.as_dyn().name().to_owned(),
+            tp: inst.tp,
+            num_kv_blocks: capacity.num_blocks,
+            block_size: capacity.block_size,
+            preemptions: out.stats.preemptions,
+            recomputed_tokens: out.stats.recomputed_tokens,
+            prefix_cache: inst
+                .scheduler
+                .enable_prefix_caching
+                .then_some(PrefixCacheStats {
+                    requested_tokens: out.stats.prefix_requested_tokens,
+                    hit_tokens: out.stats.prefix_hit_tokens,
+                }),
+            profile_lookups: backend.as_dyn().profile_lookups(),
+        })
+        .collect();
+    for backend in backends {
+        backend.finish()?;
+    }
     let info = RunInfo {
-        model: config.model.name.clone(),
-        hardware: config.hardware.name.clone(),
-        backend: backend_name,
-        tp: config.tp,
         seed: config.seed,
         total_clocks_ns: outcome.total_clocks_ns,
-        num_kv_blocks: capacity.num_blocks,
-        block_size: capacity.block_size,
-        preemptions: stats.preemptions,
-        recomputed_tokens: stats.recomputed_tokens,
-        prefix_cache: config
-            .scheduler
-            .enable_prefix_caching
-            .then_some(PrefixCacheStats {
-                requested_tokens: stats.prefix_requested_tokens,
-                hit_tokens: stats.prefix_hit_tokens,
-            }),
-        profile_lookups,
+        routing_policy: config.routing.to_string(),
+        num_nodes: config.num_nodes,
+        instances,
     };
     let summary = outputs.summary.finish(info);
     if let Some(path) = &config.summary_json {
@@ -118,7 +161,23 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
-/// The latency backend chosen by the configuration.
+/// What sizes an instance's KV cache.
+fn kv_sizing(inst: &InstanceConfig) -> KvSizing {
+    KvSizing {
+        memory_gib: inst.hardware.memory_gib,
+        utilization: inst.memory_utilization,
+        block_size: inst.scheduler.block_size,
+        tp: inst.tp,
+        dtype: inst.dtype,
+        kv_dtype: if inst.kv_cache_fp8 {
+            Dtype::Fp8
+        } else {
+            inst.dtype
+        },
+    }
+}
+
+/// The latency backend of one instance.
 enum Backend {
     /// The compute backend alone: the profile DB or the roofline.
     Compute(Box<dyn LatencyBackend>),
@@ -127,19 +186,23 @@ enum Backend {
 }
 
 impl Backend {
-    /// The compute backend (the profile DB when a profile root is given, else the analytical
-    /// roofline), wrapped by ASTRA-Sim when the network backend is astra; `first_arrival` is
-    /// where ASTRA-Sim's initial workload ends. Prints the network backend on stderr.
-    fn new(config: &SimConfig, first_arrival: Nanos) -> anyhow::Result<Backend> {
-        let compute = Backend::compute(config)?;
-        eprintln!("{}", astra::describe(config.astra.as_ref()));
+    /// The compute backend of `inst` (the profile DB when a profile root is given, else the
+    /// analytical roofline), wrapped by ASTRA-Sim when the network backend is astra;
+    /// `first_arrival` is where ASTRA-Sim's initial workload ends; `label` prefixes log lines.
+    fn new(
+        config: &SimConfig,
+        inst: &InstanceConfig,
+        label: &str,
+        first_arrival: Nanos,
+    ) -> anyhow::Result<Backend> {
+        let compute = Backend::compute(config, inst, label)?;
         let Some(options) = &config.astra else {
             return Ok(Backend::Compute(compute));
         };
         let instance = AstraInstance {
-            model: &config.model,
-            tp: config.tp,
-            dtype: config.dtype,
+            model: &inst.model,
+            tp: inst.tp,
+            dtype: inst.dtype,
         };
         let backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)?;
         if options.keep_inputs {
@@ -151,30 +214,34 @@ impl Backend {
         Ok(Backend::Astra(Box::new(backend)))
     }
 
-    fn compute(config: &SimConfig) -> anyhow::Result<Box<dyn LatencyBackend>> {
+    fn compute(
+        config: &SimConfig,
+        inst: &InstanceConfig,
+        label: &str,
+    ) -> anyhow::Result<Box<dyn LatencyBackend>> {
         let Some(root) = &config.profile_dir else {
-            log::info!("latency backend: roofline (analytical)");
+            log::info!("{label}latency backend: roofline (analytical)");
             return Ok(Box::new(Roofline::new(
-                &config.model,
-                &config.hardware,
-                config.tp,
-                config.dtype,
+                &inst.model,
+                &inst.hardware,
+                inst.tp,
+                inst.dtype,
             )));
         };
         let started = Instant::now();
         let db = ProfileDb::load(&ProfileSpec {
             root,
-            hardware: &config.hardware.name,
-            model: &config.model,
-            dtype: config.dtype,
-            kv_cache_fp8: config.kv_cache_fp8,
-            tp: config.tp,
+            hardware: &inst.hardware.name,
+            model: &inst.model,
+            dtype: inst.dtype,
+            kv_cache_fp8: inst.kv_cache_fp8,
+            tp: inst.tp,
             architecture: config.architecture.as_deref(),
-            max_num_batched_tokens: config.scheduler.max_num_batched_tokens,
-            max_num_seqs: config.scheduler.max_num_seqs,
+            max_num_batched_tokens: inst.scheduler.max_num_batched_tokens,
+            max_num_seqs: inst.scheduler.max_num_seqs,
         })?;
         log::info!(
-            "latency backend: profile DB {} (loaded in {:.1} ms)",
+            "{label}latency backend: profile DB {} (loaded in {:.1} ms)",
             db.bundle_dir().display(),
             started.elapsed().as_secs_f64() * 1e3
         );
@@ -204,7 +271,10 @@ struct Outputs {
     csv: Option<RequestCsv>,
     summary: SummaryCollector,
     progress: Progress,
-    emit_et: Option<StepEmitter>,
+    /// One per instance when `--emit-et` is given, else none.
+    emit_et: Vec<StepEmitter>,
+    /// Several instances: log lines name the instance.
+    multi: bool,
 }
 
 impl Observer for Outputs {
@@ -222,15 +292,20 @@ impl Observer for Outputs {
         step: &StepEvent<'_>,
         backend: &mut dyn LatencyBackend,
     ) -> anyhow::Result<()> {
-        if let Some(emitter) = &mut self.emit_et {
+        if let Some(emitter) = self.emit_et.get_mut(step.instance as usize) {
             emitter.step_finished(&step.batch, backend)?;
         }
         if !log::log_enabled!(log::Level::Debug) {
             return Ok(());
         }
         let decodes = step.batch.items.iter().filter(|i| i.is_decode()).count();
+        let instance = if self.multi {
+            format!(" instance {}", step.instance)
+        } else {
+            String::new()
+        };
         log::debug!(
-            "[t={} ns] step {} ns: {} seqs ({} decode), {} tokens; {} waiting, {} running",
+            "[t={} ns]{instance} step {} ns: {} seqs ({} decode), {} tokens; {} waiting, {} running",
             step.end_ns,
             step.end_ns - step.start_ns,
             step.batch.num_seqs(),

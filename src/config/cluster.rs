@@ -1,8 +1,9 @@
 //! LLMServingSim cluster config JSON (`--cluster-config`): nodes, instances, memories, links.
 //!
-//! The whole schema is read and checked; what the simulator cannot model yet (several
-//! instances, P/D roles, pipeline or data parallelism, placement, PIM, power, CXL) is refused
-//! with a message naming the key, never silently ignored.
+//! The whole schema is read and checked; what the simulator cannot model yet (P/D roles,
+//! pipeline or data parallelism, placement, offloading, PIM, power, CXL) is refused with a
+//! message naming the key, never silently ignored. Several nodes and instances are fine as
+//! long as the instances are colocated (each serves requests start to finish on its own).
 
 use super::ConfigError;
 use serde::Deserialize;
@@ -175,66 +176,79 @@ impl ClusterConfig {
         Ok(config)
     }
 
-    /// The one instance of a single-instance cluster, refusing what is not supported yet.
-    pub fn single_instance(
+    /// Every instance, in file order (which is the order of global instance ids), refusing
+    /// what is not supported yet: anything but colocated instances.
+    pub fn colocated_instances(
         &self,
         source_name: &str,
-    ) -> Result<(&NodeSpec, &InstanceSpec), ConfigError> {
+    ) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
         let unsupported = |field: &str, what: &str| ConfigError::Invalid {
             source_name: source_name.to_owned(),
             field: field.to_owned(),
-            message: format!(
-                "{what} is not supported yet (single-node, single-instance configs only)"
-            ),
+            message: format!("{what} is not supported yet (colocated instances only)"),
         };
-        if self.nodes.len() != 1 {
-            return Err(unsupported("num_nodes", "more than one node"));
-        }
-        let node = &self.nodes[0];
-        if node.instances.len() != 1 {
-            return Err(unsupported(
-                "nodes[0].num_instances",
-                "more than one instance",
-            ));
-        }
         if self.cxl_mem.is_some() {
             return Err(unsupported("cxl_mem", "CXL memory"));
         }
-        if node.power.is_some() {
-            return Err(unsupported("nodes[0].power", "power modelling"));
-        }
-        if node.cpu_mem.pim_config.is_some() {
-            return Err(unsupported("nodes[0].cpu_mem.pim_config", "PIM"));
-        }
-        let inst = &node.instances[0];
-        let at = |key: &str| format!("nodes[0].instances[0].{key}");
-        if inst.pd_type.is_some() {
-            return Err(unsupported(&at("pd_type"), "prefill/decode disaggregation"));
-        }
-        if inst.pp_size.is_some_and(|p| p > 1) {
-            return Err(unsupported(&at("pp_size"), "pipeline parallelism"));
-        }
-        if inst.dp_group.is_some() {
-            return Err(unsupported(&at("dp_group"), "data parallelism"));
-        }
-        if inst.placement.is_some() {
-            return Err(unsupported(&at("placement"), "weight/KV placement"));
-        }
-        let o = &inst.overrides;
-        for (key, on) in [
-            ("enable_local_offloading", o.enable_local_offloading),
-            ("enable_attn_offloading", o.enable_attn_offloading),
-            (
-                "enable_sub_batch_interleaving",
-                o.enable_sub_batch_interleaving,
-            ),
-        ] {
-            if on == Some(true) {
-                return Err(unsupported(&at(key), key));
+        let mut placed = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            if node.power.is_some() {
+                return Err(unsupported(&format!("nodes[{n}].power"), "power modelling"));
+            }
+            if node.cpu_mem.pim_config.is_some() {
+                return Err(unsupported(
+                    &format!("nodes[{n}].cpu_mem.pim_config"),
+                    "PIM",
+                ));
+            }
+            for (i, inst) in node.instances.iter().enumerate() {
+                let path = format!("nodes[{n}].instances[{i}]");
+                let at = |key: &str| format!("{path}.{key}");
+                if inst.pd_type.is_some() {
+                    return Err(unsupported(&at("pd_type"), "prefill/decode disaggregation"));
+                }
+                if inst.pp_size.is_some_and(|p| p > 1) {
+                    return Err(unsupported(&at("pp_size"), "pipeline parallelism"));
+                }
+                if inst.dp_group.is_some() {
+                    return Err(unsupported(&at("dp_group"), "data parallelism"));
+                }
+                if inst.placement.is_some() {
+                    return Err(unsupported(&at("placement"), "weight/KV placement"));
+                }
+                let o = &inst.overrides;
+                for (key, on) in [
+                    ("enable_local_offloading", o.enable_local_offloading),
+                    ("enable_attn_offloading", o.enable_attn_offloading),
+                    (
+                        "enable_sub_batch_interleaving",
+                        o.enable_sub_batch_interleaving,
+                    ),
+                ] {
+                    if on == Some(true) {
+                        return Err(unsupported(&at(key), key));
+                    }
+                }
+                placed.push(PlacedInstance {
+                    node_id: n as u32,
+                    path,
+                    spec: inst,
+                });
             }
         }
-        Ok((node, inst))
+        Ok(placed)
     }
+}
+
+/// An instance of a cluster config with its place in the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacedInstance<'a> {
+    /// Index of its node.
+    pub node_id: u32,
+    /// Its field path, `nodes[n].instances[i]`, for error messages.
+    pub path: String,
+    /// The instance as written.
+    pub spec: &'a InstanceSpec,
 }
 
 impl InstanceSpec {
@@ -338,27 +352,70 @@ mod tests {
     fn the_bench_configs_are_single_instances_with_their_memory() {
         let path = shared("bench/examples/RTX4090/Llama-3.1-8B/config.json");
         let config = ClusterConfig::load(&path).unwrap();
-        let (node, inst) = config.single_instance("x").unwrap();
+        let placed = config.colocated_instances("x").unwrap();
+        assert_eq!(placed.len(), 1);
+        let inst = placed[0].spec;
         assert_eq!(inst.model_name, "meta-llama/Llama-3.1-8B");
         assert_eq!(inst.hardware, "RTX4090");
         assert_eq!(inst.npu_mem.mem_util, Some(0.833919));
         assert_eq!(inst.tp(), 1);
-        assert_eq!(node.cpu_mem.mem_bw, 50.0);
+        assert_eq!(config.nodes[0].cpu_mem.mem_bw, 50.0);
+    }
+
+    #[test]
+    fn colocated_multi_instance_configs_list_every_instance_in_file_order() {
+        for (file, nodes) in [
+            ("single_node_multi_instance.json", vec![0, 0]),
+            ("dual_node_multi_instance.json", vec![0, 0, 1, 1]),
+            ("rtx4090_multi_instance.json", vec![0, 0]),
+            ("single_node_4_instance_2TP.json", vec![0, 0, 0, 0]),
+            ("single_node_moe_multi_instance.json", vec![0, 0]),
+        ] {
+            let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
+            let placed = config.colocated_instances(file).unwrap();
+            let node_ids: Vec<u32> = placed.iter().map(|p| p.node_id).collect();
+            assert_eq!(node_ids, nodes, "{file}");
+        }
+        let config =
+            ClusterConfig::load(&shared("configs/cluster/dual_node_multi_instance.json")).unwrap();
+        let placed = config.colocated_instances("x").unwrap();
+        assert_eq!(placed[3].path, "nodes[1].instances[1]");
     }
 
     #[test]
     fn what_is_not_supported_yet_is_refused_naming_the_key() {
         for (file, key) in [
-            ("single_node_multi_instance.json", "num_instances"),
-            ("single_node_pd_instance.json", "num_instances"),
-            ("single_node_power_instance.json", "power"),
-            ("single_node_pp_instance.json", "pp_size"),
-            ("dual_node_multi_instance.json", "num_nodes"),
+            (
+                "single_node_pd_instance.json",
+                "nodes[0].instances[0].pd_type",
+            ),
+            (
+                "single_node_heterogeneous.json",
+                "nodes[0].instances[0].pd_type",
+            ),
+            ("single_node_power_instance.json", "nodes[0].power"),
+            (
+                "single_node_pp_instance.json",
+                "nodes[0].instances[0].pp_size",
+            ),
+            (
+                "single_node_dp_instance.json",
+                "nodes[0].instances[0].dp_group",
+            ),
+            (
+                "single_node_moe_dp_ep_instance.json",
+                "nodes[0].instances[0].dp_group",
+            ),
+            ("single_node_cxl_instance.json", "cxl_mem"),
+            (
+                "single_node_memory_instance.json",
+                "nodes[0].instances[0].placement",
+            ),
         ] {
             let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
-            let err = config.single_instance(file).unwrap_err().to_string();
+            let err = config.colocated_instances(file).unwrap_err().to_string();
             assert!(
-                err.contains(key) && err.contains("not supported yet"),
+                err.contains(&format!("`{key}`")) && err.contains("not supported yet"),
                 "{file}: {err}"
             );
         }

@@ -10,7 +10,9 @@ mod hardware;
 mod memory;
 mod model;
 
-pub use cluster::{ClusterConfig, InstanceSpec, MemorySpec, NodeSpec, PerDim, RuntimeOverrides};
+pub use cluster::{
+    ClusterConfig, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance, RuntimeOverrides,
+};
 pub use dtype::Dtype;
 pub use hardware::Hardware;
 pub use memory::{KvCapacity, KvSizing, kv_capacity};

@@ -1,45 +1,64 @@
-//! The discrete-event loop of one instance.
+//! The discrete-event loop: one or more instances behind a router.
 //!
-//! Loop, in order, at simulated time `now`:
-//! 1. Every request with `arrival ≤ now` joins the waiting queue (arrival order).
-//! 2. The scheduler forms a batch. If there is one, the latency backend prices it, the clock
-//!    advances by the step time, and the step's results (first tokens, inter-token gaps,
-//!    completions) are applied at the new time. The next batch starts at that same instant:
-//!    steps run back to back.
-//! 3. If no batch can be formed and nothing is waiting or running, the clock jumps exactly to
-//!    the next arrival; with no arrival left the run ends. Work that can never be scheduled is
-//!    a loud error, never a spin.
+//! Events live in one heap ordered by `(time ns, kind, sequence number)` ([`EventKind`]): the
+//! arrival cursor (the next request's arrival) and, per instance, the end of its step in
+//! flight (each instance runs at most one step at a time). At each instant `t`, taken from the
+//! earliest event, the loop:
+//! 1. Applies every step that finishes at `t`, in instance id order: first tokens, inter-token
+//!    gaps and completions (which free their KV blocks). The instance becomes idle.
+//! 2. Routes every request arriving at `t`, in arrival order (then file order), against the
+//!    instances' state at that moment (after step 1), and queues it on the chosen instance.
+//! 3. Lets every idle instance that has work start its next step, in instance id order: its
+//!    scheduler forms a batch, its latency backend prices it, and the step's end is scheduled
+//!    at `t + step time`. A busy instance's next step therefore starts at the very instant its
+//!    previous one ends (steps run back to back), and an idle one starts exactly at the
+//!    arrival that gives it work.
 //!
-//! One instance has exactly one kind of event (its step finishing) besides arrivals, so a
-//! cursor over the sorted arrivals and the step clock replace an event heap here.
+//! Only then does the clock move on to the next event; it never goes back. An idle instance
+//! with work that cannot form a batch is a loud error ([`SimError::Stuck`]), never a spin.
+//! Before the run, every request is checked against every instance; a request no instance can
+//! serve is refused ([`SimError::Unservable`]).
+
+mod eligibility;
+mod events;
+
+pub use events::{Event, EventKind, EventQueue};
 
 use crate::Nanos;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
 use crate::metrics::RequestRecord;
+use crate::router::{Router, RoutingPolicy};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
+use eligibility::Eligibility;
 
-/// What the engine needs to know about the instance beyond its scheduler.
+/// What the engine needs to know about an instance beyond its scheduler.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceSetup {
-    /// Model name, reported in the CSV; requests naming another model are rejected.
+    /// Model name, reported in the CSV; requests naming another model are not routed here.
     pub model_name: String,
     /// Longest sequence (prompt + output) the model accepts.
     pub max_model_len: u32,
     /// KV blocks of the instance.
     pub num_blocks: u32,
+    /// Scheduler limits and switches.
     pub scheduler: SchedulerConfig,
 }
 
 /// One finished step, for observers (logging, progress).
 #[derive(Debug, Clone, Copy)]
 pub struct StepEvent<'a> {
+    /// Instance that ran the step.
+    pub instance: u32,
     /// Step start time.
     pub start_ns: Nanos,
     /// Step finish time.
     pub end_ns: Nanos,
+    /// The step's batch.
     pub batch: BatchDesc<'a>,
+    /// Requests waiting on the instance when the step was formed.
     pub waiting: usize,
+    /// Requests running on the instance when the step was formed.
     pub running: usize,
 }
 
@@ -48,7 +67,8 @@ pub trait Observer {
     /// A request produced its last token.
     fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()>;
 
-    /// A step finished (called after its requests are recorded).
+    /// A step finished (called after its requests are recorded); `backend` is the latency
+    /// backend of the instance that ran it.
     fn step_finished(
         &mut self,
         step: &StepEvent<'_>,
@@ -56,16 +76,30 @@ pub trait Observer {
     ) -> anyhow::Result<()>;
 }
 
-/// The outcome of a run.
+/// What one instance did over a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunOutcome {
-    /// Simulated time when the last request finished.
-    pub total_clocks_ns: Nanos,
+pub struct InstanceOutcome {
     /// Steps executed.
     pub steps: u64,
     /// Requests finished.
     pub finished: u64,
+    /// Scheduler counters.
     pub stats: SchedulerStats,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// Simulated time when the last request finished.
+    pub total_clocks_ns: Nanos,
+    /// Steps executed, over all instances.
+    pub steps: u64,
+    /// Requests finished, over all instances.
+    pub finished: u64,
+    /// Scheduler counters summed over all instances.
+    pub stats: SchedulerStats,
+    /// Per instance, by id.
+    pub instances: Vec<InstanceOutcome>,
 }
 
 /// Why a run failed.
@@ -80,79 +114,21 @@ pub enum SimError {
     /// An internal invariant broke.
     #[error(transparent)]
     Bug(#[from] SchedulerBug),
-    /// Requests remain but no step can be formed: a bug, reported instead of spinning.
+    /// An idle instance has requests but no step can be formed: a bug, reported instead of
+    /// spinning.
     #[error(
-        "stuck at {now} ns: nothing can be scheduled with {waiting} waiting and {running} running"
+        "stuck at {now} ns on instance {instance}: nothing can be scheduled with {waiting} \
+         waiting and {running} running"
     )]
     Stuck {
         now: Nanos,
+        instance: u32,
         waiting: usize,
         running: usize,
     },
     /// Writing results failed.
     #[error(transparent)]
     Output(#[from] anyhow::Error),
-}
-
-/// Checks up front that every request can be served at all, so that no run hangs on a
-/// request that can never fit.
-pub fn check_servable(requests: &[Request], setup: &InstanceSetup) -> Result<(), SimError> {
-    let block = u64::from(setup.scheduler.block_size);
-    let capacity = u64::from(setup.num_blocks) * block;
-    for r in requests {
-        let fail = |message: String| SimError::Unservable {
-            id: r.id,
-            line: r.line,
-            message,
-        };
-        if let Some(m) = &r.model
-            && !model_matches(m, &setup.model_name)
-        {
-            return Err(fail(format!(
-                "asks for model `{m}` but the instance serves `{}`",
-                setup.model_name
-            )));
-        }
-        let total = u64::from(r.input_toks) + u64::from(r.output_toks);
-        if total > u64::from(setup.max_model_len) {
-            return Err(fail(format!(
-                "prompt {} + output {} = {total} tokens exceeds the model's maximum length {}",
-                r.input_toks, r.output_toks, setup.max_model_len
-            )));
-        }
-        let sched = &setup.scheduler;
-        let first_chunk = match sched.long_prefill_token_threshold {
-            0 => r.input_toks,
-            t => r.input_toks.min(t),
-        };
-        if !sched.enable_chunked_prefill && first_chunk > sched.max_num_batched_tokens {
-            return Err(fail(format!(
-                "prompt of {} tokens exceeds --max-num-batched-tokens {} with chunked prefill off",
-                r.input_toks, sched.max_num_batched_tokens
-            )));
-        }
-        let what = if u64::from(r.input_toks).div_ceil(block) * block > capacity {
-            "prompt"
-        } else {
-            "prompt + output"
-        };
-        if total.div_ceil(block) > u64::from(setup.num_blocks) {
-            return Err(fail(format!(
-                "{what} needs {} KV blocks but the cache holds only {} ({capacity} tokens); \
-                 raise --npu-memory-utilization or --tp, or use larger hardware",
-                total.div_ceil(block),
-                setup.num_blocks
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Whether a request's `model` field names the served model: equal ignoring case, or equal to
-/// the part after the organisation.
-fn model_matches(asked: &str, served: &str) -> bool {
-    let short = |s: &str| s.rsplit('/').next().unwrap_or(s).to_ascii_lowercase();
-    asked.eq_ignore_ascii_case(served) || short(asked) == short(served)
 }
 
 /// Runs `requests` (sorted by arrival) on one instance to completion.
@@ -162,63 +138,206 @@ pub fn run(
     backend: &mut dyn LatencyBackend,
     observer: &mut dyn Observer,
 ) -> Result<RunOutcome, SimError> {
-    check_servable(requests, setup)?;
-    let mut scheduler = Scheduler::new(setup.scheduler.clone(), setup.num_blocks);
-    let mut now: Nanos = 0;
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    run_cluster(
+        requests,
+        std::slice::from_ref(setup),
+        &mut [backend],
+        &mut router,
+        observer,
+    )
+}
+
+/// One instance's state in the loop, besides its scheduler.
+struct InstanceSim<'a> {
+    setup: &'a InstanceSetup,
+    /// A step is in flight.
+    busy: bool,
+    step_start: Nanos,
+    /// Queue lengths when the step in flight was formed.
+    waiting: usize,
+    running: usize,
+    steps: u64,
+    finished: u64,
+    /// Queued for a scheduling attempt at the end of the current instant.
+    ready: bool,
+}
+
+/// Runs `requests` (sorted by arrival) on the instances described by `setups`, priced by
+/// `backends` (one per instance, same order; instance ids are the indices), routed by
+/// `router`, to completion.
+pub fn run_cluster(
+    requests: &[Request],
+    setups: &[InstanceSetup],
+    backends: &mut [&mut dyn LatencyBackend],
+    router: &mut Router,
+    observer: &mut dyn Observer,
+) -> Result<RunOutcome, SimError> {
+    assert!(
+        !setups.is_empty() && setups.len() == backends.len(),
+        "one backend per instance, at least one instance"
+    );
+    let eligibility = Eligibility::compute(requests, setups)?;
+    // Schedulers apart from the rest, so that the router can observe them as they are.
+    let mut schedulers: Vec<Scheduler> = setups
+        .iter()
+        .map(|setup| Scheduler::new(setup.scheduler.clone(), setup.num_blocks))
+        .collect();
+    let mut instances: Vec<InstanceSim<'_>> = setups
+        .iter()
+        .map(|setup| InstanceSim {
+            setup,
+            busy: false,
+            step_start: 0,
+            waiting: 0,
+            running: 0,
+            steps: 0,
+            finished: 0,
+            ready: false,
+        })
+        .collect();
+    let mut queue = EventQueue::with_capacity(setups.len() + 1);
+    let mut ready: Vec<u32> = Vec::with_capacity(setups.len());
     let mut next = 0usize;
-    let mut steps = 0u64;
-    let mut finished = 0u64;
-    loop {
-        while next < requests.len() && requests[next].arrival_ns <= now {
-            scheduler.enqueue(&requests[next]);
-            next += 1;
-        }
-        let Some(items) = scheduler.schedule(now)? else {
-            if scheduler.has_work() {
-                return Err(SimError::Stuck {
-                    now,
-                    waiting: scheduler.num_waiting(),
-                    running: scheduler.num_running(),
-                });
-            }
-            match requests.get(next) {
-                Some(r) => {
-                    now = now.max(r.arrival_ns);
-                    continue;
+    let mut now: Nanos = 0;
+    if let Some(first) = requests.first() {
+        queue.push(first.arrival_ns, EventKind::Arrival);
+    }
+    while let Some(t) = queue.next_time() {
+        debug_assert!(t >= now, "the clock went back from {now} to {t}");
+        now = t;
+        while let Some(event) = queue.pop_until(now) {
+            match event.kind {
+                EventKind::StepEnd { instance } => {
+                    let i = instance as usize;
+                    let inst = &mut instances[i];
+                    finish_step(
+                        &mut schedulers[i],
+                        inst,
+                        instance,
+                        now,
+                        &mut *backends[i],
+                        observer,
+                    )?;
+                    mark_ready(inst, instance, &mut ready);
                 }
-                None => break,
+                EventKind::Arrival => {
+                    while let Some(r) = requests.get(next).filter(|r| r.arrival_ns <= now) {
+                        let id = router.route(r, eligibility.candidates(next), &schedulers);
+                        schedulers[id as usize].enqueue(r);
+                        mark_ready(&mut instances[id as usize], id, &mut ready);
+                        next += 1;
+                    }
+                    if let Some(r) = requests.get(next) {
+                        queue.push(r.arrival_ns, EventKind::Arrival);
+                    }
+                }
             }
-        };
-        let batch = BatchDesc { items };
-        let step_ns = backend.step_time(&batch)?;
-        if step_ns == 0 {
-            return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
         }
-        let start = now;
-        now += step_ns;
-        steps += 1;
-        let (waiting, running) = (scheduler.num_waiting(), scheduler.num_running());
-        scheduler.complete_step(now, &setup.model_name, 0, |rec| {
-            finished += 1;
-            observer.request_finished(rec)
-        })?;
-        observer.step_finished(
-            &StepEvent {
-                start_ns: start,
-                end_ns: now,
-                batch: BatchDesc {
-                    items: scheduler.last_batch(),
-                },
-                waiting,
-                running,
-            },
-            backend,
-        )?;
+        ready.sort_unstable();
+        for &id in &ready {
+            let (inst, scheduler) = (&mut instances[id as usize], &mut schedulers[id as usize]);
+            inst.ready = false;
+            if !inst.busy && scheduler.has_work() {
+                let end = start_step(scheduler, inst, id, now, &mut *backends[id as usize])?;
+                queue.push(end, EventKind::StepEnd { instance: id });
+            }
+        }
+        ready.clear();
+    }
+    let finished: u64 = instances.iter().map(|i| i.finished).sum();
+    if finished != requests.len() as u64 {
+        return Err(SchedulerBug::new(format!(
+            "{} of {} requests finished",
+            finished,
+            requests.len()
+        ))
+        .into());
+    }
+    let mut stats = SchedulerStats::default();
+    for scheduler in &schedulers {
+        stats += scheduler.stats();
     }
     Ok(RunOutcome {
         total_clocks_ns: now,
-        steps,
+        steps: instances.iter().map(|i| i.steps).sum(),
         finished,
-        stats: scheduler.stats(),
+        stats,
+        instances: instances
+            .iter()
+            .zip(&schedulers)
+            .map(|(i, scheduler)| InstanceOutcome {
+                steps: i.steps,
+                finished: i.finished,
+                stats: scheduler.stats(),
+            })
+            .collect(),
     })
+}
+
+/// Queues instance `id` for a scheduling attempt at the end of the current instant.
+fn mark_ready(inst: &mut InstanceSim<'_>, id: u32, ready: &mut Vec<u32>) {
+    if !inst.ready {
+        inst.ready = true;
+        ready.push(id);
+    }
+}
+
+/// Forms and prices the next step of idle instance `id` at `now`; returns when it ends.
+fn start_step(
+    scheduler: &mut Scheduler,
+    inst: &mut InstanceSim<'_>,
+    id: u32,
+    now: Nanos,
+    backend: &mut dyn LatencyBackend,
+) -> Result<Nanos, SimError> {
+    let Some(items) = scheduler.schedule(now)? else {
+        return Err(SimError::Stuck {
+            now,
+            instance: id,
+            waiting: scheduler.num_waiting(),
+            running: scheduler.num_running(),
+        });
+    };
+    let step_ns = backend.step_time(&BatchDesc { items })?;
+    if step_ns == 0 {
+        return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
+    }
+    inst.busy = true;
+    inst.step_start = now;
+    inst.waiting = scheduler.num_waiting();
+    inst.running = scheduler.num_running();
+    inst.steps += 1;
+    Ok(now + step_ns)
+}
+
+/// Applies the results of instance `id`'s step, which ends at `now`, and reports them.
+fn finish_step(
+    scheduler: &mut Scheduler,
+    inst: &mut InstanceSim<'_>,
+    id: u32,
+    now: Nanos,
+    backend: &mut dyn LatencyBackend,
+    observer: &mut dyn Observer,
+) -> Result<(), SimError> {
+    inst.busy = false;
+    let finished = &mut inst.finished;
+    scheduler.complete_step(now, &inst.setup.model_name, id, |rec| {
+        *finished += 1;
+        observer.request_finished(rec)
+    })?;
+    observer.step_finished(
+        &StepEvent {
+            instance: id,
+            start_ns: inst.step_start,
+            end_ns: now,
+            batch: BatchDesc {
+                items: scheduler.last_batch(),
+            },
+            waiting: inst.waiting,
+            running: inst.running,
+        },
+        backend,
+    )?;
+    Ok(())
 }

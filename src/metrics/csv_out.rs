@@ -30,11 +30,16 @@ pub const CSV_HEADER: [&str; 12] = [
 /// Python's `csv.writer` default line terminator.
 const LINE_END: &[u8] = b"\r\n";
 
+/// Rows are gathered and handed to the file in chunks of at least this many bytes, which the
+/// buffered writer passes straight through: each byte is copied once.
+const CHUNK: usize = 1 << 16;
+
 /// Streams request rows into a temporary file beside the destination; [`RequestCsv::commit`]
 /// renames it into place, so an aborted run leaves no partial CSV.
 pub struct RequestCsv {
     file: AtomicFile,
-    /// Reused for every row, so steady-state writing allocates nothing.
+    /// Formatted rows not yet handed to the file; reused, so steady-state writing allocates
+    /// nothing.
     row: Vec<u8>,
 }
 
@@ -43,7 +48,7 @@ impl RequestCsv {
     pub fn create(path: &Path) -> anyhow::Result<RequestCsv> {
         let mut csv = RequestCsv {
             file: AtomicFile::create(path)?,
-            row: Vec::with_capacity(256),
+            row: Vec::with_capacity(2 * CHUNK),
         };
         for (i, name) in CSV_HEADER.iter().enumerate() {
             if i > 0 {
@@ -52,22 +57,25 @@ impl RequestCsv {
             push_text_field(&mut csv.row, name);
         }
         csv.row.extend_from_slice(LINE_END);
-        csv.flush_row()?;
         Ok(csv)
     }
 
     /// Appends one row.
     pub fn write(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
         format_row(&mut self.row, record);
-        self.flush_row()
+        if self.row.len() >= CHUNK {
+            self.flush_row()?;
+        }
+        Ok(())
     }
 
     /// Flushes and atomically renames the file to its destination.
-    pub fn commit(self) -> anyhow::Result<()> {
+    pub fn commit(mut self) -> anyhow::Result<()> {
+        self.flush_row()?;
         self.file.commit()
     }
 
-    /// Hands the row buffer to the file and empties it.
+    /// Hands the gathered rows to the file and empties the buffer.
     fn flush_row(&mut self) -> anyhow::Result<()> {
         let result = self.file.out.write_all(&self.row);
         self.row.clear();

@@ -10,7 +10,9 @@ mod validate;
 pub use csv_out::{CSV_HEADER, RequestCsv, write_atomically};
 pub use plots::PlotFormat;
 pub use stats::LatencyStats;
-pub use summary::{PrefixCacheStats, RunInfo, Summary, SummaryCollector};
+pub use summary::{
+    InstanceInfo, InstanceSummary, PrefixCacheStats, RunInfo, Summary, SummaryCollector,
+};
 pub use validate::Validation;
 
 use crate::Nanos;

@@ -46,13 +46,18 @@ impl LatencyStats {
             })
             .sum::<f64>()
             / n;
+        // Each selection leaves the values below it in front, so the next, higher percentile
+        // only searches what lies above.
+        let (median, below_median) = percentile_above(values_ns, 0, 50.0, &cmp, &to_f64);
+        let (p90, below_p90) = percentile_above(values_ns, below_median, 90.0, &cmp, &to_f64);
+        let (p99, _) = percentile_above(values_ns, below_p90, 99.0, &cmp, &to_f64);
         LatencyStats {
             count: values_ns.len(),
             mean_ms: mean / NS_PER_MS,
-            median_ms: percentile(values_ns, 50.0, &cmp, &to_f64) / NS_PER_MS,
+            median_ms: median / NS_PER_MS,
             std_ms: variance.sqrt() / NS_PER_MS,
-            p90_ms: percentile(values_ns, 90.0, &cmp, &to_f64) / NS_PER_MS,
-            p99_ms: percentile(values_ns, 99.0, &cmp, &to_f64) / NS_PER_MS,
+            p90_ms: p90 / NS_PER_MS,
+            p99_ms: p99 / NS_PER_MS,
         }
     }
 }
@@ -73,21 +78,37 @@ pub(super) fn percentile<T: Copy>(
     cmp: impl Fn(&T, &T) -> Ordering,
     to_f64: impl Fn(T) -> f64,
 ) -> f64 {
+    percentile_above(values, 0, q, &cmp, &to_f64).0
+}
+
+/// [`percentile`] when `values[..start]` are already the `start` smallest values (in any
+/// order): only `values[start..]` is searched, so `q` must not fall below index `start`.
+/// Returns the percentile and the index of its lower order statistic, below which the values
+/// are then the smallest ones.
+fn percentile_above<T: Copy>(
+    values: &mut [T],
+    start: usize,
+    q: f64,
+    cmp: &impl Fn(&T, &T) -> Ordering,
+    to_f64: &impl Fn(T) -> f64,
+) -> (f64, usize) {
     let Some(last) = values.len().checked_sub(1) else {
-        return 0.0;
+        return (0.0, 0);
     };
     let index = (q / 100.0) * last as f64;
     let below = (index.floor() as usize).min(last);
+    debug_assert!(below >= start, "percentile below the searched range");
     let t = index - below as f64;
-    let (_, &mut lo, higher) = values.select_nth_unstable_by(below, &cmp);
-    let hi = higher.iter().copied().min_by(&cmp).unwrap_or(lo);
+    let (_, &mut lo, higher) = values[start..].select_nth_unstable_by(below - start, cmp);
+    let hi = higher.iter().copied().min_by(cmp).unwrap_or(lo);
     let (a, b) = (to_f64(lo), to_f64(hi));
     let diff = b - a;
-    if t >= 0.5 {
+    let value = if t >= 0.5 {
         b - diff * (1.0 - t)
     } else {
         a + diff * t
-    }
+    };
+    (value, below)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 mod kv;
 mod request;
 
-pub use kv::{BlockId, BlockPool, block_hashes};
+pub use kv::{BlockId, BlockPool, block_hashes, block_hashes_with};
 
 use crate::Nanos;
 use crate::latency::BatchItem;
@@ -83,6 +83,23 @@ pub struct Scheduler {
 #[error("scheduler invariant broken: {0}")]
 pub struct SchedulerBug(String);
 
+impl SchedulerBug {
+    /// An invariant broken elsewhere in the simulation, described by `message`.
+    pub fn new(message: String) -> SchedulerBug {
+        SchedulerBug(message)
+    }
+}
+
+impl std::ops::AddAssign for SchedulerStats {
+    /// Sums the counters (of several instances).
+    fn add_assign(&mut self, other: SchedulerStats) {
+        self.preemptions += other.preemptions;
+        self.recomputed_tokens += other.recomputed_tokens;
+        self.prefix_requested_tokens += other.prefix_requested_tokens;
+        self.prefix_hit_tokens += other.prefix_hit_tokens;
+    }
+}
+
 impl Scheduler {
     /// A scheduler over `num_blocks` KV blocks.
     pub fn new(config: SchedulerConfig, num_blocks: u32) -> Scheduler {
@@ -128,6 +145,16 @@ impl Scheduler {
     /// Requests admitted and not finished.
     pub fn num_running(&self) -> usize {
         self.running.len()
+    }
+
+    /// How many leading blocks of the chain `hashes` the prefix cache holds now (resident, in
+    /// use or free), stopping at the first miss. Read-only: eviction order and reference
+    /// counts are untouched.
+    pub fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
+        hashes
+            .iter()
+            .take_while(|&&h| self.pool.lookup(h).is_some())
+            .count()
     }
 
     /// Whether any request is waiting or running.

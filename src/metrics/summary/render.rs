@@ -5,12 +5,16 @@ use super::{Section, Summary};
 use std::fmt;
 
 /// One `label value` line, as vLLM's `"{:<40} {:<10}".format(...)`.
-fn line(f: &mut fmt::Formatter<'_>, label: &str, value: impl fmt::Display) -> fmt::Result {
+pub(super) fn line(
+    f: &mut fmt::Formatter<'_>,
+    label: &str,
+    value: impl fmt::Display,
+) -> fmt::Result {
     writeln!(f, "{label:<40} {value:<10}")
 }
 
 /// One `label value` line with two decimals, as vLLM's `"{:<40} {:<10.2f}".format(...)`.
-fn line_2dp(f: &mut fmt::Formatter<'_>, label: &str, value: f64) -> fmt::Result {
+pub(super) fn line_2dp(f: &mut fmt::Formatter<'_>, label: &str, value: f64) -> fmt::Result {
     writeln!(f, "{label:<40} {value:<10.2}")
 }
 
@@ -51,8 +55,10 @@ impl fmt::Display for Summary {
         }
         writeln!(f, "{}", "=".repeat(50))?;
 
-        let info = &self.info;
         writeln!(f, "{:=^50}", " Simulator ")?;
+        let [info] = self.info.instances.as_slice() else {
+            return self.fmt_cluster(f);
+        };
         line(f, "Model:", &info.model)?;
         line(f, "Hardware:", &info.hardware)?;
         line(f, "Tensor parallel size:", info.tp)?;
@@ -75,15 +81,15 @@ impl fmt::Display for Summary {
             let counts = format!("{} / {} / {}", l.lookups, l.clamped, l.extrapolated);
             line(f, "Profile lookups / clamped / extrapolated:", counts)?;
         }
-        line(f, "Total clocks (ns):", info.total_clocks_ns)?;
+        line(f, "Total clocks (ns):", self.info.total_clocks_ns)?;
         writeln!(f, "{}", "=".repeat(50))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{info, record, rendered, two_requests};
-    use crate::metrics::{PrefixCacheStats, RunInfo, SummaryCollector};
+    use super::super::tests::{info, instance_info, record, rendered, two_requests};
+    use crate::metrics::{InstanceInfo, PrefixCacheStats, RunInfo, SummaryCollector};
 
     #[test]
     fn render_follows_vllm_benchmark_serving_layout() {
@@ -123,12 +129,15 @@ mod tests {
         let mut collector = SummaryCollector::new();
         collector.record(&record(3, 2_000_000, &[1_000_000, 2_000_000]));
         let summary = collector.finish(RunInfo {
-            preemptions: 194,
-            recomputed_tokens: 110_596,
-            prefix_cache: Some(PrefixCacheStats {
-                requested_tokens: 400,
-                hit_tokens: 30,
-            }),
+            instances: vec![InstanceInfo {
+                preemptions: 194,
+                recomputed_tokens: 110_596,
+                prefix_cache: Some(PrefixCacheStats {
+                    requested_tokens: 400,
+                    hit_tokens: 30,
+                }),
+                ..instance_info()
+            }],
             ..info()
         });
         let text = summary.render();

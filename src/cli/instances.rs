@@ -1,0 +1,135 @@
+//! Resolving the served instances: from the flags alone (one instance), or from a cluster
+//! config whose per-instance keys override the flags (instance value > flag > default, as in
+//! LLMServingSim).
+
+use crate::config::{ConfigError, Dtype, Hardware, ModelArch, PlacedInstance};
+use crate::scheduler::SchedulerConfig;
+
+/// One instance, resolved and validated.
+#[derive(Debug, Clone)]
+pub struct InstanceConfig {
+    /// Node the instance sits on.
+    pub node_id: u32,
+    /// Served model.
+    pub model: ModelArch,
+    /// Hardware, with memory size and bandwidth from the cluster config when one is given.
+    pub hardware: Hardware,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Weight and activation dtype.
+    pub dtype: Dtype,
+    /// Whether the KV cache is stored in fp8 (else in `dtype`).
+    pub kv_cache_fp8: bool,
+    /// Fraction of device memory for weights + KV cache.
+    pub memory_utilization: f64,
+    /// Scheduler limits and switches.
+    pub scheduler: SchedulerConfig,
+}
+
+/// The engine settings of the command line (flag values or their defaults): what every
+/// instance gets unless its cluster-config entry says otherwise.
+#[derive(Debug, Clone)]
+pub(super) struct EngineFlags {
+    pub dtype: Option<Dtype>,
+    pub kv_cache_fp8: bool,
+    pub memory_utilization: f64,
+    pub max_num_seqs: u32,
+    pub max_num_batched_tokens: u32,
+    pub long_prefill_token_threshold: u32,
+    pub block_size: u32,
+    pub enable_chunked_prefill: bool,
+    pub enable_prefix_caching: bool,
+    pub reserve_full_isl: bool,
+}
+
+impl EngineFlags {
+    /// An instance of `model` on `hardware` at tensor parallelism `tp` with these settings.
+    pub fn instance(
+        &self,
+        node_id: u32,
+        model: ModelArch,
+        hardware: Hardware,
+        tp: u32,
+    ) -> InstanceConfig {
+        let dtype = self.dtype.or(model.torch_dtype).unwrap_or(Dtype::Bfloat16);
+        let max_len = u32::try_from(model.max_position_embeddings).unwrap_or(u32::MAX);
+        let scheduler = SchedulerConfig {
+            max_num_seqs: (self.max_num_seqs > 0).then_some(self.max_num_seqs),
+            max_num_batched_tokens: match self.max_num_batched_tokens {
+                0 => max_len,
+                n => n.min(max_len),
+            },
+            long_prefill_token_threshold: self.long_prefill_token_threshold,
+            enable_chunked_prefill: self.enable_chunked_prefill,
+            reserve_full_isl: self.reserve_full_isl,
+            enable_prefix_caching: self.enable_prefix_caching,
+            block_size: self.block_size,
+        };
+        InstanceConfig {
+            node_id,
+            model,
+            hardware,
+            tp,
+            dtype,
+            kv_cache_fp8: self.kv_cache_fp8,
+            memory_utilization: self.memory_utilization,
+            scheduler,
+        }
+    }
+
+    /// The instance of a cluster config: model, hardware, memory and TP from its entry, and
+    /// its runtime overrides applied over these settings.
+    pub fn cluster_instance(
+        &self,
+        placed: &PlacedInstance<'_>,
+        source: &str,
+    ) -> Result<InstanceConfig, ConfigError> {
+        let inst = placed.spec;
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            source_name: source.to_owned(),
+            field: format!("{}.{key}", placed.path),
+            message,
+        };
+        let model = ModelArch::resolve(&inst.model_name)?;
+        let mut hardware = Hardware::resolve(&inst.hardware)?;
+        hardware.memory_gib = inst.npu_mem.mem_size;
+        hardware.memory_bw_gbps = inst.npu_mem.mem_bw;
+        let o = &inst.overrides;
+        let mut flags = self.clone();
+        if let Some(d) = &o.dtype {
+            flags.dtype = Some(d.parse().map_err(|m| invalid("dtype", m))?);
+        }
+        if let Some(k) = &o.kv_cache_dtype {
+            flags.kv_cache_fp8 = match k.as_str() {
+                "auto" => false,
+                "fp8" => true,
+                other => {
+                    return Err(invalid(
+                        "kv_cache_dtype",
+                        format!("must be auto or fp8, got `{other}`"),
+                    ));
+                }
+            };
+        }
+        if o.block_size == Some(0) {
+            return Err(invalid("block_size", "must be at least 1".into()));
+        }
+        flags.memory_utilization = inst.npu_mem.mem_util.unwrap_or(flags.memory_utilization);
+        flags.max_num_seqs = o.max_num_seqs.unwrap_or(flags.max_num_seqs);
+        flags.max_num_batched_tokens = o
+            .max_num_batched_tokens
+            .unwrap_or(flags.max_num_batched_tokens);
+        flags.long_prefill_token_threshold = o
+            .long_prefill_token_threshold
+            .unwrap_or(flags.long_prefill_token_threshold);
+        flags.block_size = o.block_size.unwrap_or(flags.block_size);
+        flags.enable_chunked_prefill = o
+            .enable_chunked_prefill
+            .unwrap_or(flags.enable_chunked_prefill);
+        flags.enable_prefix_caching = o
+            .enable_prefix_caching
+            .unwrap_or(flags.enable_prefix_caching);
+        flags.reserve_full_isl = o.reserve_full_isl.unwrap_or(flags.reserve_full_isl);
+        Ok(flags.instance(placed.node_id, model, hardware, inst.tp()))
+    }
+}

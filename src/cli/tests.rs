@@ -1,0 +1,260 @@
+//! Flag parsing and their resolution into a `SimConfig`.
+
+use super::*;
+
+fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+    let mut full = vec!["blis-cosim", "--dataset", "w.jsonl"];
+    full.extend_from_slice(args);
+    Cli::try_parse_from(full).map(|cli| cli.run)
+}
+
+fn shared(rel: &str) -> String {
+    format!(
+        "{}/../shared/data/llmservingsim/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn defaults_follow_llmservingsim() {
+    let cli = parse(&[]).unwrap();
+    assert_eq!(cli.max_num_seqs, 128);
+    assert_eq!(cli.max_num_batched_tokens, 2048);
+    assert_eq!(cli.block_size, 16);
+    assert_eq!(cli.npu_memory_utilization, 0.9);
+    assert!(!cli.no_enable_chunked_prefill && !cli.no_reserve_full_isl);
+    assert!(!cli.no_enable_prefix_caching);
+    assert_eq!(cli.log_level, log::LevelFilter::Warn);
+}
+
+#[test]
+fn the_last_of_a_flag_pair_wins() {
+    let cli = parse(&["--no-enable-chunked-prefill", "--enable-chunked-prefill"]).unwrap();
+    assert!(!cli.no_enable_chunked_prefill);
+    let cli = parse(&["--enable-prefix-caching", "--no-enable-prefix-caching"]).unwrap();
+    assert!(cli.no_enable_prefix_caching);
+    let cli = parse(&["--no-reserve-full-isl"]).unwrap();
+    assert!(cli.no_reserve_full_isl);
+}
+
+#[test]
+fn bad_values_are_rejected() {
+    assert!(parse(&["--npu-memory-utilization", "1.5"]).is_err());
+    assert!(parse(&["--npu-memory-utilization", "0"]).is_err());
+    assert!(parse(&["--npu-memory-utilization", "abc"]).is_err());
+    assert!(parse(&["--block-size", "0"]).is_err());
+    assert!(parse(&["--tp", "0"]).is_err());
+    assert!(parse(&["--max-num-seqs", "-1"]).is_err());
+    assert!(parse(&["--dtype", "bf17"]).is_err());
+    assert!(parse(&["--log-level", "LOUD"]).is_err());
+    assert!(
+        Cli::try_parse_from(["blis-cosim"]).is_err(),
+        "--dataset is required"
+    );
+    assert!(parse(&["--kv-cache-dtype", "fp4"]).is_err());
+    assert!(
+        parse(&["--architecture", "a.yaml"]).is_err(),
+        "needs --profile-dir"
+    );
+}
+
+#[test]
+fn a_cluster_config_conflicts_with_model_hardware_and_tp_flags() {
+    assert!(parse(&["--cluster-config", "c.json", "--model", "Qwen3-32B"]).is_err());
+    assert!(parse(&["--cluster-config", "c.json", "--tp", "2"]).is_err());
+}
+
+#[test]
+fn a_cluster_config_supplies_model_hardware_memory_and_overrides() {
+    let c = shared("bench/examples/RTX4090/Llama-3.1-8B/config.json");
+    let cfg = parse(&["--cluster-config", &c, "--max-num-seqs", "256"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let inst = &cfg.instances[0];
+    assert_eq!(inst.model.name, "meta-llama/Llama-3.1-8B");
+    assert_eq!(inst.hardware.name, "RTX4090");
+    assert_eq!(inst.hardware.memory_gib, 24.0);
+    assert_eq!(inst.memory_utilization, 0.833919);
+    assert_eq!(inst.scheduler.max_num_seqs, Some(256));
+    let c = shared("configs/cluster/single_node_pd_per_instance_config.json");
+    let err = parse(&["--cluster-config", &c])
+        .unwrap()
+        .into_config()
+        .unwrap_err();
+    assert!(err.to_string().contains("not supported yet"), "{err}");
+}
+
+#[test]
+fn zero_means_unlimited_for_seqs_and_model_length_for_the_budget() {
+    let cfg = parse(&["--max-num-seqs", "0", "--max-num-batched-tokens", "0"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let inst = &cfg.instances[0];
+    assert_eq!(inst.scheduler.max_num_seqs, None);
+    assert_eq!(inst.scheduler.max_num_batched_tokens, 131_072);
+    assert_eq!(inst.hardware.name, "H100-SXM");
+    assert_eq!(inst.dtype, Dtype::Bfloat16);
+}
+
+#[test]
+fn validate_is_a_subcommand_that_needs_no_dataset() {
+    let ok = [
+        "blis-cosim",
+        "validate",
+        "--vllm",
+        "r.jsonl",
+        "--sim",
+        "s.csv",
+    ];
+    let cli = Cli::try_parse_from(ok).unwrap();
+    assert!(matches!(cli.command, Some(Command::Validate(_))));
+    let mut bad = ok.to_vec();
+    bad.extend(["--plot-format", "gif"]);
+    assert!(Cli::try_parse_from(bad).is_err());
+}
+
+#[test]
+fn log_levels_accept_llmservingsim_names_in_any_case() {
+    assert_eq!(
+        parse(&["--log-level", "debug"]).unwrap().log_level,
+        log::LevelFilter::Debug
+    );
+    assert_eq!(
+        parse(&["--log-level", "INFO"]).unwrap().log_level,
+        log::LevelFilter::Info
+    );
+}
+
+/// A two-instance cluster config: an H100 that overrides some engine keys, and an A100 at
+/// TP 2 that overrides nothing.
+const HETEROGENEOUS: &str = r#"{
+  "num_nodes": 2, "link_bw": 16, "link_latency": 0,
+  "nodes": [
+    {"num_instances": 1, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+     "instances": [{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM",
+                    "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0, "mem_util": 0.8},
+                    "pd_type": null, "tp_size": 1, "max_num_seqs": 32, "block_size": 32,
+                    "enable_prefix_caching": false, "kv_cache_dtype": "fp8"}]},
+    {"num_instances": 1, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+     "instances": [{"model_name": "Qwen/Qwen3-32B", "hardware": "A100-80G",
+                    "npu_mem": {"mem_size": 80, "mem_bw": 2039, "mem_latency": 0},
+                    "pd_type": null, "tp_size": 2}]}
+  ]
+}"#;
+
+#[test]
+fn each_instance_takes_its_own_value_then_the_flag_then_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    std::fs::write(&path, HETEROGENEOUS).unwrap();
+    let cfg = parse(&[
+        "--cluster-config",
+        path.to_str().unwrap(),
+        "--max-num-seqs",
+        "64",
+        "--max-num-batched-tokens",
+        "4096",
+    ])
+    .unwrap()
+    .into_config()
+    .unwrap();
+    assert_eq!(cfg.num_nodes, 2);
+    let [h100, a100] = &cfg.instances[..] else {
+        panic!("two instances")
+    };
+    assert_eq!((h100.node_id, a100.node_id), (0, 1));
+    assert_eq!(h100.hardware.name, "H100-SXM");
+    assert_eq!(a100.hardware.name, "A100-80G");
+    assert_eq!(a100.model.name, "Qwen/Qwen3-32B");
+    assert_eq!((h100.tp, a100.tp), (1, 2));
+    // Instance value beats the flag, the flag beats the default.
+    assert_eq!(h100.scheduler.max_num_seqs, Some(32));
+    assert_eq!(a100.scheduler.max_num_seqs, Some(64));
+    assert_eq!(h100.scheduler.max_num_batched_tokens, 4096);
+    assert_eq!(
+        (h100.scheduler.block_size, a100.scheduler.block_size),
+        (32, 16)
+    );
+    assert!(!h100.scheduler.enable_prefix_caching && a100.scheduler.enable_prefix_caching);
+    assert!(h100.kv_cache_fp8 && !a100.kv_cache_fp8);
+    assert_eq!(
+        (h100.memory_utilization, a100.memory_utilization),
+        (0.8, 0.9)
+    );
+    assert_eq!(a100.hardware.memory_bw_gbps, 2039.0);
+
+    let bad = HETEROGENEOUS.replace("\"fp8\"", "\"fp4\"");
+    std::fs::write(&path, bad).unwrap();
+    let err = parse(&["--cluster-config", path.to_str().unwrap()])
+        .unwrap()
+        .into_config()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nodes[0].instances[0].kv_cache_dtype"),
+        "{err}"
+    );
+}
+
+#[test]
+fn multi_instance_llmservingsim_configs_resolve_and_others_are_refused() {
+    for (file, n) in [
+        ("single_node_multi_instance.json", 2),
+        ("dual_node_multi_instance.json", 4),
+        ("single_node_4_instance_2TP.json", 4),
+    ] {
+        let c = shared(&format!("configs/cluster/{file}"));
+        let cfg = parse(&["--cluster-config", &c])
+            .unwrap()
+            .into_config()
+            .unwrap();
+        assert_eq!(cfg.instances.len(), n, "{file}");
+    }
+    let c = shared("configs/cluster/single_node_heterogeneous.json");
+    let err = parse(&["--cluster-config", &c])
+        .unwrap()
+        .into_config()
+        .unwrap_err();
+    assert!(err.to_string().contains("pd_type"), "{err}");
+}
+
+#[test]
+fn routing_flags_parse_and_weights_need_the_weighted_policy() {
+    let cfg = parse(&[]).unwrap().into_config().unwrap();
+    assert_eq!(cfg.routing, RoutingPolicy::Load, "LLMServingSim's default");
+    let cfg = parse(&["--request-routing-policy", "rr"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    assert_eq!(cfg.routing, RoutingPolicy::RoundRobin);
+    let cfg = parse(&[
+        "--request-routing-policy",
+        "weighted",
+        "--routing-weights",
+        "queue=2,prefix=1",
+    ])
+    .unwrap()
+    .into_config()
+    .unwrap();
+    let RoutingPolicy::Weighted(w) = cfg.routing else {
+        panic!("weighted")
+    };
+    assert_eq!((w.queue, w.running, w.kv, w.prefix), (2.0, 0.0, 0.0, 1.0));
+    let err = parse(&["--routing-weights", "queue=1"])
+        .unwrap()
+        .into_config()
+        .unwrap_err();
+    assert!(err.to_string().contains("--routing-weights"), "{err}");
+    assert!(parse(&["--request-routing-policy", "CUSTOM"]).is_err());
+    assert!(
+        parse(&[
+            "--request-routing-policy",
+            "weighted",
+            "--routing-weights",
+            "q=1"
+        ])
+        .is_err()
+    );
+}

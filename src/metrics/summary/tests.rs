@@ -1,0 +1,292 @@
+//! Summary statistics, JSON keys and files.
+
+use super::*;
+
+pub(super) fn instance_info() -> InstanceInfo {
+    InstanceInfo {
+        node_id: 0,
+        model: "meta-llama/Llama-3.1-8B".into(),
+        hardware: "RTXPRO6000".into(),
+        backend: "analytical".into(),
+        tp: 1,
+        num_kv_blocks: 36578,
+        block_size: 16,
+        preemptions: 0,
+        recomputed_tokens: 0,
+        prefix_cache: None,
+        profile_lookups: None,
+    }
+}
+
+pub(super) fn info() -> RunInfo {
+    RunInfo {
+        seed: 42,
+        total_clocks_ns: 2_000_000_000,
+        routing_policy: "LOAD".into(),
+        num_nodes: 1,
+        instances: vec![instance_info()],
+    }
+}
+
+pub(super) fn record(
+    output_toks: u32,
+    first_token_ns: Nanos,
+    itl_ns: &[Nanos],
+) -> RequestRecord<'_> {
+    RequestRecord {
+        instance_id: 0,
+        request_id: 0,
+        model: "m",
+        input_toks: 10,
+        output_toks,
+        arrival_ns: 0,
+        first_token_ns,
+        end_ns: first_token_ns + itl_ns.iter().sum::<Nanos>(),
+        queuing_delay_ns: 0,
+        itl_ns,
+    }
+}
+
+/// Two requests: one token at 4 ms; three tokens at 2 ms, then gaps of 1 ms and 2 ms.
+pub(super) fn two_requests() -> Summary {
+    let mut collector = SummaryCollector::new();
+    collector.record(&record(1, 4_000_000, &[]));
+    collector.record(&record(3, 2_000_000, &[1_000_000, 2_000_000]));
+    collector.finish(info())
+}
+
+/// The value printed after `label` in `text`.
+pub(super) fn rendered(text: &str, label: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label:?} in\n{text}"));
+    line[label.len()..].trim().to_string()
+}
+
+#[test]
+fn tpot_excludes_single_token_requests_and_is_not_floored() {
+    let summary = two_requests();
+    assert_eq!(summary.completed(), 2);
+    assert_eq!(summary.ttft().count, 2);
+    assert_eq!(summary.tpot().count, 1);
+    assert_eq!(summary.tpot().mean_ms, 1.5);
+    let mut collector = SummaryCollector::new();
+    collector.record(&record(4, 0, &[3, 3, 4]));
+    let tpot_ns = collector.finish(info()).tpot().mean_ms * 1e6;
+    assert!(
+        (tpot_ns - 10.0 / 3.0).abs() < 1e-9,
+        "{tpot_ns} ns is floored"
+    );
+}
+
+#[test]
+fn itl_pools_every_gap_and_e2el_is_end_minus_arrival() {
+    let summary = two_requests();
+    assert_eq!(summary.itl().count, 2);
+    assert_eq!(summary.itl().mean_ms, 1.5);
+    assert_eq!(summary.e2el().median_ms, 4.5);
+    assert!((summary.ttft().p90_ms - 3.8).abs() < 1e-12);
+}
+
+#[test]
+fn throughputs_divide_totals_by_simulated_duration() {
+    let json = two_requests().to_json();
+    assert_eq!(json["duration"], 2.0);
+    assert_eq!(json["total_input_tokens"], 20);
+    assert_eq!(json["total_output_tokens"], 4);
+    assert_eq!(json["request_throughput"], 1.0);
+    assert_eq!(json["output_throughput"], 2.0);
+    assert_eq!(json["total_token_throughput"], 12.0);
+}
+
+#[test]
+fn empty_run_reports_zeros_not_nan() {
+    let summary = SummaryCollector::new().finish(RunInfo {
+        total_clocks_ns: 0,
+        ..info()
+    });
+    let json = summary.to_json();
+    assert_eq!(json["request_throughput"], 0.0);
+    assert_eq!(json["mean_ttft_ms"], 0.0);
+}
+
+#[test]
+fn json_has_vllm_keys_and_agrees_with_render() {
+    let summary = two_requests();
+    let json = summary.to_json();
+    let text = summary.render();
+    for key in [
+        "completed",
+        "duration",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    for name in ["TTFT", "TPOT", "ITL", "E2EL"] {
+        let lower = name.to_ascii_lowercase();
+        assert!(json.get(format!("std_{lower}_ms")).is_some());
+        for (label, key) in [
+            ("Mean", "mean"),
+            ("Median", "median"),
+            ("P90", "p90"),
+            ("P99", "p99"),
+        ] {
+            let value = json[format!("{key}_{lower}_ms")].as_f64().unwrap();
+            let printed = rendered(&text, &format!("{label} {name} (ms):"));
+            assert_eq!(printed, format!("{value:.2}"), "{label} {name}");
+        }
+    }
+    let simulator = json["simulator"].as_object().unwrap();
+    let keys: Vec<&str> = simulator.keys().map(String::as_str).collect();
+    let mut expected = [
+        "model",
+        "hardware",
+        "backend",
+        "tp",
+        "seed",
+        "total_clocks_ns",
+        "num_kv_blocks",
+        "block_size",
+        "preemptions",
+        "recomputed_tokens",
+    ];
+    expected.sort_unstable();
+    let mut sorted_keys = keys.clone();
+    sorted_keys.sort_unstable();
+    assert_eq!(sorted_keys, expected);
+    assert_eq!(simulator["seed"], 42);
+    assert_eq!(
+        rendered(&text, "Successful requests:"),
+        json["completed"].to_string()
+    );
+}
+
+#[test]
+fn write_json_pretty_prints_with_a_trailing_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("summary.json");
+    let summary = two_requests();
+    summary.write_json(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("{\n  \""));
+    assert!(text.ends_with("}\n"));
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed, summary.to_json());
+}
+
+/// A two-instance run: instance 0 finishes the two requests of [`two_requests`], instance 1
+/// one request of 5 tokens (TTFT 6 ms, gaps of 1 ms).
+fn cluster() -> Summary {
+    let mut collector = SummaryCollector::new();
+    collector.record(&record(1, 4_000_000, &[]));
+    collector.record(&record(3, 2_000_000, &[1_000_000, 2_000_000]));
+    let gaps = [1_000_000; 4];
+    collector.record(&RequestRecord {
+        instance_id: 1,
+        ..record(5, 6_000_000, &gaps)
+    });
+    let second = InstanceInfo {
+        node_id: 1,
+        hardware: "H100-SXM".into(),
+        tp: 2,
+        num_kv_blocks: 1000,
+        preemptions: 3,
+        prefix_cache: Some(PrefixCacheStats {
+            requested_tokens: 10,
+            hit_tokens: 4,
+        }),
+        ..instance_info()
+    };
+    collector.finish(RunInfo {
+        num_nodes: 2,
+        instances: vec![instance_info(), second],
+        ..info()
+    })
+}
+
+#[test]
+fn a_cluster_summary_reports_each_instance_and_the_totals() {
+    let summary = cluster();
+    assert_eq!(summary.completed(), 3);
+    let [a, b] = summary.instances() else {
+        panic!("two instances")
+    };
+    assert_eq!((a.completed, b.completed), (2, 1));
+    assert_eq!(a.request_throughput, 1.0);
+    assert_eq!(b.output_throughput, 2.5);
+    assert_eq!(a.mean_ttft_ms, 3.0);
+    assert_eq!(
+        a.mean_tpot_ms, 1.5,
+        "vLLM's TPOT: one-token requests excluded"
+    );
+    assert_eq!((b.mean_ttft_ms, b.mean_tpot_ms), (6.0, 1.0));
+
+    let text = summary.render();
+    assert_eq!(rendered(&text, "Instances / nodes:"), "2 / 2");
+    assert_eq!(rendered(&text, "Routing policy:"), "LOAD");
+    assert_eq!(rendered(&text, "Hardware:"), "RTXPRO6000, H100-SXM");
+    assert_eq!(rendered(&text, "Model:"), "meta-llama/Llama-3.1-8B");
+    assert_eq!(rendered(&text, "KV cache blocks (all instances):"), "37578");
+    assert_eq!(rendered(&text, "Preemptions:"), "3");
+    assert_eq!(
+        rendered(&text, "Prefix cache hit tokens / requested:"),
+        "4 / 10"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("Instances-"))
+        .skip(2)
+        .take(2)
+        .collect();
+    let fields: Vec<Vec<&str>> = rows
+        .iter()
+        .map(|r| r.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        fields[0],
+        [
+            "0",
+            "0",
+            "RTXPRO6000",
+            "1",
+            "2",
+            "1.00",
+            "2.00",
+            "3.00",
+            "1.50",
+            "36578",
+            "0",
+            "-",
+            "meta-llama/Llama-3.1-8B"
+        ]
+    );
+    assert_eq!(fields[1][..4], ["1", "1", "H100-SXM", "2"]);
+    assert_eq!(fields[1][11], "40.00");
+    assert!(!text.contains("Tensor parallel size:"));
+
+    let json = summary.to_json();
+    assert_eq!(json["completed"], 3);
+    assert_eq!(json["simulator"]["num_instances"], 2);
+    assert_eq!(json["simulator"]["num_kv_blocks"], 37578);
+    assert_eq!(json["simulator"]["prefix_cache_hit_tokens"], 4);
+    let instances = json["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), 2);
+    assert_eq!(instances[1]["id"], 1);
+    assert_eq!(instances[1]["node"], 1);
+    assert_eq!(instances[1]["completed"], 1);
+    assert_eq!(instances[1]["mean_ttft_ms"], 6.0);
+    assert_eq!(instances[1]["prefix_cache_hit_ratio"], 40.0);
+    assert!(instances[0].get("prefix_cache_hit_ratio").is_none());
+}
+
+#[test]
+fn a_single_instance_summary_has_no_instances_array() {
+    let json = two_requests().to_json();
+    assert!(json.get("instances").is_none());
+    assert!(json["simulator"].get("num_instances").is_none());
+}

@@ -1,0 +1,289 @@
+//! The cluster router: picks, at a request's arrival, the instance that serves it.
+//!
+//! Routing is online: it sees each candidate instance's state at the arrival instant (after
+//! every step that finished at that instant has been applied, see [`crate::engine`]) through
+//! the read-only [`InstanceView`]. Candidates are the instances able to serve the request (its
+//! model, its length), in ascending instance id; every policy breaks ties by the lowest id
+//! except `LOAD`, whose scan order follows LLMServingSim.
+//!
+//! Policies ([`RoutingPolicy`]):
+//! - `LOAD` (LLMServingSim): scan the candidates starting at `counter % n`; score
+//!   `(4·waiting + running) / max_num_seqs` (raw when unlimited); the first strictly lower
+//!   score wins; `counter = best + 1`.
+//! - `RR`: candidate `counter % n`, then `counter = that + 1`.
+//! - `RAND`: a uniform draw from the router's own ChaCha8 stream, seeded from `--seed`.
+//! - `least-loaded`: fewest waiting + running, then fewest used KV blocks.
+//! - `prefix-affinity`: most prompt tokens already in the instance's prefix cache (the
+//!   longest cached leading run of the prompt's block hashes, at most all but the last
+//!   prompt token, as admission counts it); least-loaded when no candidate holds any.
+//! - `weighted`: highest `Σ weight × signal` ([`RoutingWeights`]).
+
+mod policy;
+#[cfg(test)]
+mod tests;
+
+pub use policy::{RoutingPolicy, RoutingWeights};
+
+use crate::scheduler::{Scheduler, block_hashes_with};
+use crate::workload::Request;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// What routing may observe of an instance. Read-only: observing changes nothing.
+pub trait InstanceView {
+    /// Requests waiting for admission (including preempted ones).
+    fn num_waiting(&self) -> usize;
+    /// Requests admitted and not finished.
+    fn num_running(&self) -> usize;
+    /// The instance's `max_num_seqs`; `None` is unlimited.
+    fn max_num_seqs(&self) -> Option<u32>;
+    /// KV blocks held by requests.
+    fn kv_blocks_used(&self) -> usize;
+    /// KV blocks of the instance.
+    fn kv_blocks_total(&self) -> usize;
+    /// Tokens per KV block.
+    fn block_size(&self) -> u32;
+    /// Whether the instance caches prefixes.
+    fn prefix_caching(&self) -> bool;
+    /// How many leading blocks of the hash chain `hashes` the instance's prefix cache holds.
+    fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize;
+}
+
+impl InstanceView for Scheduler {
+    fn num_waiting(&self) -> usize {
+        Scheduler::num_waiting(self)
+    }
+
+    fn num_running(&self) -> usize {
+        Scheduler::num_running(self)
+    }
+
+    fn max_num_seqs(&self) -> Option<u32> {
+        self.config().max_num_seqs
+    }
+
+    fn kv_blocks_used(&self) -> usize {
+        self.pool().num_pinned()
+    }
+
+    fn kv_blocks_total(&self) -> usize {
+        self.pool().num_blocks()
+    }
+
+    fn block_size(&self) -> u32 {
+        self.config().block_size
+    }
+
+    fn prefix_caching(&self) -> bool {
+        self.config().enable_prefix_caching
+    }
+
+    fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
+        Scheduler::cached_prefix_blocks(self, hashes)
+    }
+}
+
+/// Seed of the router's random stream: `--seed` hashed with the subsystem name, so that the
+/// router's draws are independent of every other stream of the run.
+fn stream_seed(seed: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(b"router", seed)
+}
+
+/// The router of one run, with the state its policy keeps between requests.
+#[derive(Debug)]
+pub struct Router {
+    policy: RoutingPolicy,
+    /// `LOAD` and `RR` rotation.
+    counter: usize,
+    rng: ChaCha8Rng,
+    prefix: PrefixScratch,
+}
+
+impl Router {
+    /// A router applying `policy`; `seed` seeds the `RAND` stream.
+    pub fn new(policy: RoutingPolicy, seed: u64) -> Router {
+        Router {
+            policy,
+            counter: 0,
+            rng: ChaCha8Rng::seed_from_u64(stream_seed(seed)),
+            prefix: PrefixScratch::default(),
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &RoutingPolicy {
+        &self.policy
+    }
+
+    /// Picks the instance for `request` among `candidates` (instance ids, ascending, not
+    /// empty), reading their state from `instances` (indexed by id).
+    pub fn route<S: InstanceView>(
+        &mut self,
+        request: &Request,
+        candidates: &[u32],
+        instances: &[S],
+    ) -> u32 {
+        assert!(!candidates.is_empty(), "routing needs a candidate");
+        let at = |pos: usize| &instances[candidates[pos] as usize];
+        let n = candidates.len();
+        let pos = match &self.policy {
+            RoutingPolicy::Load => {
+                let start = self.counter % n;
+                let mut best = start;
+                let mut best_score = load_score(at(start));
+                for k in 1..n {
+                    let pos = (start + k) % n;
+                    let score = load_score(at(pos));
+                    if score < best_score {
+                        best = pos;
+                        best_score = score;
+                    }
+                }
+                self.counter = (best + 1) % n;
+                best
+            }
+            RoutingPolicy::RoundRobin => {
+                let pos = self.counter % n;
+                self.counter = pos + 1;
+                pos
+            }
+            RoutingPolicy::Random => self.rng.random_range(0..n),
+            RoutingPolicy::LeastLoaded => least_loaded(candidates, instances),
+            RoutingPolicy::PrefixAffinity => {
+                self.prefix.start();
+                let mut best = 0;
+                let mut best_tokens = 0;
+                for pos in 0..n {
+                    let tokens = self.prefix.cached_tokens(request, at(pos));
+                    if tokens > best_tokens {
+                        best = pos;
+                        best_tokens = tokens;
+                    }
+                }
+                if best_tokens == 0 {
+                    least_loaded(candidates, instances)
+                } else {
+                    best
+                }
+            }
+            RoutingPolicy::Weighted(w) => {
+                let w = *w;
+                let max_waiting = (0..n).map(|p| at(p).num_waiting()).max().unwrap_or(0);
+                let max_running = (0..n).map(|p| at(p).num_running()).max().unwrap_or(0);
+                let inverse = |x: usize, max: usize| {
+                    if max == 0 {
+                        1.0
+                    } else {
+                        1.0 - x as f64 / max as f64
+                    }
+                };
+                self.prefix.start();
+                let mut best = 0;
+                let mut best_score = f64::NEG_INFINITY;
+                for pos in 0..n {
+                    let s = at(pos);
+                    let kv_free =
+                        1.0 - s.kv_blocks_used() as f64 / s.kv_blocks_total().max(1) as f64;
+                    let prefix = if w.prefix > 0.0 {
+                        f64::from(self.prefix.cached_tokens(request, s))
+                            / f64::from(request.input_toks.max(1))
+                    } else {
+                        0.0
+                    };
+                    let score = w.queue * inverse(s.num_waiting(), max_waiting)
+                        + w.running * inverse(s.num_running(), max_running)
+                        + w.kv * kv_free
+                        + w.prefix * prefix;
+                    if score > best_score {
+                        best = pos;
+                        best_score = score;
+                    }
+                }
+                best
+            }
+        };
+        candidates[pos]
+    }
+}
+
+/// LLMServingSim's `LOAD` score: `(4·waiting + running) / max_num_seqs`, raw when unlimited.
+fn load_score<S: InstanceView>(s: &S) -> f64 {
+    let raw = (4 * s.num_waiting() + s.num_running()) as f64;
+    match s.max_num_seqs() {
+        Some(m) if m > 0 => raw / f64::from(m),
+        _ => raw,
+    }
+}
+
+/// Position of the candidate with the fewest waiting + running requests, then the fewest
+/// used KV blocks, then the lowest id.
+fn least_loaded<S: InstanceView>(candidates: &[u32], instances: &[S]) -> usize {
+    let key = |pos: usize| {
+        let s = &instances[candidates[pos] as usize];
+        (s.num_waiting() + s.num_running(), s.kv_blocks_used())
+    };
+    (0..candidates.len())
+        .min_by_key(|&pos| key(pos))
+        .expect("candidates are not empty")
+}
+
+/// The prompt's block hashes for each block size met while routing one request, computed
+/// once per request and size into reused buffers.
+#[derive(Debug, Default)]
+struct PrefixScratch {
+    /// Routing call the entries were filled for.
+    call: u64,
+    entries: Vec<HashEntry>,
+    bytes: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct HashEntry {
+    block_size: u32,
+    call: u64,
+    hashes: Vec<u64>,
+}
+
+impl PrefixScratch {
+    /// Starts a new request: hashes of the previous one are stale.
+    fn start(&mut self) {
+        self.call += 1;
+    }
+
+    /// Prompt tokens of `request` the instance's prefix cache holds: the longest cached run
+    /// of leading prompt blocks, leaving at least the last prompt token to compute.
+    fn cached_tokens<S: InstanceView>(&mut self, request: &Request, s: &S) -> u32 {
+        if !s.prefix_caching() || request.token_ids.is_empty() {
+            return 0;
+        }
+        let bs = s.block_size();
+        let max_blocks = (request.input_toks.saturating_sub(1) / bs) as usize;
+        if max_blocks == 0 {
+            return 0;
+        }
+        let call = self.call;
+        let index = match self.entries.iter().position(|e| e.block_size == bs) {
+            Some(i) => i,
+            None => {
+                self.entries.push(HashEntry {
+                    block_size: bs,
+                    call: 0,
+                    hashes: Vec::new(),
+                });
+                self.entries.len() - 1
+            }
+        };
+        let entry = &mut self.entries[index];
+        if entry.call != call {
+            let end = (max_blocks * bs as usize).min(request.token_ids.len());
+            block_hashes_with(
+                &request.token_ids[..end],
+                bs,
+                &mut entry.hashes,
+                &mut self.bytes,
+            );
+            entry.call = call;
+        }
+        s.cached_prefix_blocks(&entry.hashes) as u32 * bs
+    }
+}
