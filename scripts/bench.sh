@@ -20,7 +20,7 @@ time_case() {
     local times=()
     for _ in $(seq "$RUNS"); do
         local t0=$EPOCHREALTIME
-        "$BIN" "$@" >/dev/null
+        "$BIN" "$@" >/dev/null 2>&1
         local t1=$EPOCHREALTIME
         times+=("$(echo "($t1 - $t0) * 1000" | bc -l)")
     done
