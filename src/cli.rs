@@ -7,7 +7,9 @@ mod instances;
 pub use instances::InstanceConfig;
 
 use crate::chakra::{Dialect, EmitEt};
-use crate::config::{ClusterConfig, ConfigError, Dtype, Hardware, ModelArch};
+use crate::config::{
+    ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
+};
 use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::workload::spec::SCENARIOS;
 use clap::builder::PossibleValuesParser;
@@ -131,13 +133,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub workload_spec: Option<PathBuf>,
 
-    /// LLMServingSim cluster config JSON (colocated instances on one or more nodes): each
-    /// instance's model, hardware, memory, TP and engine overrides come from it.
+    /// LLMServingSim cluster config JSON (colocated, prefill and decode instances on one or
+    /// more nodes): each instance's model, hardware, memory, TP, role and engine overrides
+    /// come from it.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["model", "hardware", "tp"])]
     pub cluster_config: Option<PathBuf>,
 
     /// How arriving requests are spread over the instances: LOAD (LLMServingSim), RR, RAND,
-    /// least-loaded, prefix-affinity or weighted.
+    /// least-loaded, prefix-affinity or weighted. With prefill/decode instances the same
+    /// policy also picks the decode instance of each prefilled request.
     #[arg(long, value_name = "POLICY", default_value = "LOAD", value_parser = parse_routing_policy)]
     pub request_routing_policy: RoutingPolicy,
 
@@ -286,6 +290,8 @@ pub struct SimConfig {
     pub instances: Vec<InstanceConfig>,
     /// Nodes the instances sit on.
     pub num_nodes: usize,
+    /// The links KV transfers take, when some instances are prefill or decode instances.
+    pub links: Option<ClusterLinks>,
     /// How requests are routed to instances.
     pub routing: RoutingPolicy,
     /// Profile root for the measured latency backend; `None` selects the roofline.
@@ -341,7 +347,7 @@ impl RunArgs {
             enable_prefix_caching: !self.no_enable_prefix_caching,
             reserve_full_isl: !self.no_reserve_full_isl,
         };
-        let (instances, num_nodes, network) = match &self.cluster_config {
+        let (instances, num_nodes, network, links) = match &self.cluster_config {
             None => {
                 let model = self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B");
                 let hardware = self.hardware.as_deref().unwrap_or("H100-SXM");
@@ -352,12 +358,12 @@ impl RunArgs {
                     self.tp.unwrap_or(1),
                 );
                 let network = InstanceNetwork::from_hardware(&instance.hardware, instance.tp);
-                (vec![instance], 1, network)
+                (vec![instance], 1, network, None)
             }
             Some(path) => {
                 let source = path.display().to_string();
                 let cluster = ClusterConfig::load(path)?;
-                let placed = cluster.colocated_instances(&source)?;
+                let placed = cluster.instances(&source)?;
                 let instances = placed
                     .iter()
                     .map(|placed| flags.cluster_instance(placed, &source))
@@ -372,7 +378,12 @@ impl RunArgs {
                 let first = &placed[0];
                 let node = &cluster.nodes[first.node_id as usize];
                 let network = InstanceNetwork::from_cluster(&cluster, node, first.spec, &source);
-                (instances, cluster.num_nodes, network)
+                let links = if placed.iter().any(|p| p.role != InstanceRole::Colocated) {
+                    Some(ClusterLinks::new(&cluster, &placed, &source)?)
+                } else {
+                    None
+                };
+                (instances, cluster.num_nodes, network, links)
             }
         };
         let astra = self
@@ -392,6 +403,7 @@ impl RunArgs {
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),
             instances,
             num_nodes,
+            links,
             routing,
             profile_dir: self.profile_dir,
             architecture: self.architecture,

@@ -6,8 +6,8 @@ use crate::chakra::{StepEmitter, read_et, render_dump};
 use crate::cli::{
     EtCommand, GenerateArgs, InstanceConfig, SimConfig, ValidateArgs, WorkloadSource,
 };
-use crate::config::{Dtype, KvSizing, kv_capacity};
-use crate::engine::{self, InstanceSetup, Observer, StepEvent};
+use crate::config::{Dtype, InstanceRole, KvSizing, full_kv_bytes_per_token, kv_capacity};
+use crate::engine::{self, Disaggregation, InstanceSetup, Observer, StepEvent};
 use crate::latency::{LatencyBackend, ProfileDb, ProfileSpec, Roofline};
 use crate::metrics::{
     InstanceInfo, PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary,
@@ -76,7 +76,9 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         backends.push(Backend::new(config, inst, &label, first_arrival)?);
     }
 
+    let disaggregation = disaggregation(config);
     let csv = match &config.output {
+        Some(path) if disaggregation.is_some() => Some(RequestCsv::create_pd(path)?),
         Some(path) => Some(RequestCsv::create(path)?),
         None => None,
     };
@@ -105,13 +107,23 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
         backends.iter_mut().map(Backend::as_dyn).collect();
-    let outcome = engine::run_cluster(
-        &requests,
-        &setups,
-        &mut dyn_backends,
-        &mut router,
-        &mut outputs,
-    )?;
+    let outcome = match disaggregation {
+        Some(pd) => engine::run_disaggregated(
+            &requests,
+            &setups,
+            pd,
+            &mut dyn_backends,
+            &mut router,
+            &mut outputs,
+        )?,
+        None => engine::run_cluster(
+            &requests,
+            &setups,
+            &mut dyn_backends,
+            &mut router,
+            &mut outputs,
+        )?,
+    };
     drop(dyn_backends);
     outputs.progress.finish();
 
@@ -139,6 +151,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                     hit_tokens: out.stats.prefix_hit_tokens,
                 }),
             profile_lookups: backend.as_dyn().profile_lookups(),
+            role: inst.role,
         })
         .collect();
     for backend in backends {
@@ -159,6 +172,26 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         csv.commit()?;
     }
     Ok(summary)
+}
+
+/// The prefill/decode setup of the run, when some instance is a prefill or decode instance:
+/// roles, the full-model KV bytes per token each prefill instance sends, the links of the
+/// cluster config, and a decode-side router applying the run's policy on its own stream.
+fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
+    let links = config.links.as_ref()?;
+    let instances = &config.instances;
+    if instances.iter().all(|i| i.role == InstanceRole::Colocated) {
+        return None;
+    }
+    Some(Disaggregation::new(
+        instances.iter().map(|i| i.role).collect(),
+        instances
+            .iter()
+            .map(|i| full_kv_bytes_per_token(&i.model, kv_sizing(i).kv_dtype))
+            .collect(),
+        Router::with_stream(config.routing.clone(), config.seed, b"router-decode"),
+        |from, to| links.link(from, to),
+    ))
 }
 
 /// What sizes an instance's KV cache.

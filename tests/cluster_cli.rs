@@ -139,16 +139,12 @@ fn bundled_multi_instance_configs_run_or_are_refused_naming_the_key() {
     }
     for (file, key) in [
         (
-            "single_node_heterogeneous.json",
-            "nodes[0].instances[0].pd_type",
-        ),
-        (
-            "single_node_pd_instance.json",
-            "nodes[0].instances[0].pd_type",
-        ),
-        (
             "single_node_moe_dp_ep_instance.json",
             "nodes[0].instances[0].dp_group",
+        ),
+        (
+            "single_node_pp_instance.json",
+            "nodes[0].instances[0].pp_size",
         ),
     ] {
         let out = run(&[

@@ -247,7 +247,7 @@ fn cluster_configs_supply_links_and_memories() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/data/llmservingsim/configs/cluster/single_node_single_instance.json");
     let cluster = ClusterConfig::load(&path).unwrap();
-    let placed = cluster.colocated_instances("c").unwrap();
+    let placed = cluster.instances("c").unwrap();
     let node = &cluster.nodes[placed[0].node_id as usize];
     let n = InstanceNetwork::from_cluster(&cluster, node, placed[0].spec, "c");
     assert_eq!(

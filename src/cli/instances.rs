@@ -2,7 +2,7 @@
 //! config whose per-instance keys override the flags (instance value > flag > default, as in
 //! LLMServingSim).
 
-use crate::config::{ConfigError, Dtype, Hardware, ModelArch, PlacedInstance};
+use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::scheduler::SchedulerConfig;
 
 /// One instance, resolved and validated.
@@ -10,6 +10,8 @@ use crate::scheduler::SchedulerConfig;
 pub struct InstanceConfig {
     /// Node the instance sits on.
     pub node_id: u32,
+    /// Colocated, or prefill / decode under disaggregation.
+    pub role: InstanceRole,
     /// Served model.
     pub model: ModelArch,
     /// Hardware, with memory size and bandwidth from the cluster config when one is given.
@@ -67,6 +69,7 @@ impl EngineFlags {
         };
         InstanceConfig {
             node_id,
+            role: InstanceRole::Colocated,
             model,
             hardware,
             tp,
@@ -130,6 +133,9 @@ impl EngineFlags {
             .enable_prefix_caching
             .unwrap_or(flags.enable_prefix_caching);
         flags.reserve_full_isl = o.reserve_full_isl.unwrap_or(flags.reserve_full_isl);
-        Ok(flags.instance(placed.node_id, model, hardware, inst.tp()))
+        Ok(InstanceConfig {
+            role: placed.role,
+            ..flags.instance(placed.node_id, model, hardware, inst.tp())
+        })
     }
 }

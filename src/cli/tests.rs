@@ -78,11 +78,22 @@ fn a_cluster_config_supplies_model_hardware_memory_and_overrides() {
     assert_eq!(inst.memory_utilization, 0.833919);
     assert_eq!(inst.scheduler.max_num_seqs, Some(256));
     let c = shared("configs/cluster/single_node_pd_per_instance_config.json");
-    let err = parse(&["--cluster-config", &c])
+    let cfg = parse(&["--cluster-config", &c])
         .unwrap()
         .into_config()
-        .unwrap_err();
-    assert!(err.to_string().contains("not supported yet"), "{err}");
+        .unwrap();
+    let [prefill, decode] = cfg.instances.as_slice() else {
+        panic!("two instances")
+    };
+    assert_eq!(
+        (prefill.role, decode.role),
+        (InstanceRole::Prefill, InstanceRole::Decode)
+    );
+    assert_eq!(prefill.scheduler.max_num_batched_tokens, 8192);
+    assert_eq!(prefill.scheduler.long_prefill_token_threshold, 2048);
+    assert_eq!(decode.scheduler.max_num_seqs, Some(256));
+    assert_eq!(decode.scheduler.max_num_batched_tokens, 256);
+    assert!(cfg.links.is_some(), "P/D runs get the cluster's links");
 }
 
 #[test]
@@ -213,11 +224,19 @@ fn multi_instance_llmservingsim_configs_resolve_and_others_are_refused() {
         assert_eq!(cfg.instances.len(), n, "{file}");
     }
     let c = shared("configs/cluster/single_node_heterogeneous.json");
+    let cfg = parse(&["--cluster-config", &c])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let roles: Vec<InstanceRole> = cfg.instances.iter().map(|i| i.role).collect();
+    assert_eq!(roles, [InstanceRole::Prefill, InstanceRole::Decode]);
+    assert_eq!(cfg.links.unwrap().dims(), [2, 3]);
+    let c = shared("configs/cluster/single_node_dp_instance.json");
     let err = parse(&["--cluster-config", &c])
         .unwrap()
         .into_config()
         .unwrap_err();
-    assert!(err.to_string().contains("pd_type"), "{err}");
+    assert!(err.to_string().contains("dp_group"), "{err}");
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! LLMServingSim cluster config JSON (`--cluster-config`): nodes, instances, memories, links.
 //!
-//! The whole schema is read and checked; what the simulator cannot model yet (P/D roles,
-//! pipeline or data parallelism, placement, offloading, PIM, power, CXL) is refused with a
-//! message naming the key, never silently ignored. Several nodes and instances are fine as
-//! long as the instances are colocated (each serves requests start to finish on its own).
+//! The whole schema is read and checked; what the simulator cannot model yet (pipeline or
+//! data parallelism, placement, offloading, PIM, power, CXL) is refused with a message naming
+//! the key, never silently ignored. Several nodes and instances are fine: colocated instances
+//! (each serves requests start to finish on its own) and prefill/decode instances
+//! (`pd_type`), see [`InstanceRole`].
 
 use super::ConfigError;
 use serde::Deserialize;
@@ -176,16 +177,15 @@ impl ClusterConfig {
         Ok(config)
     }
 
-    /// Every instance, in file order (which is the order of global instance ids), refusing
-    /// what is not supported yet: anything but colocated instances.
-    pub fn colocated_instances(
-        &self,
-        source_name: &str,
-    ) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
+    /// Every instance, in file order (which is the order of global instance ids), with its
+    /// role, refusing what is not supported yet (pipeline or data parallelism, placement,
+    /// offloading, PIM, power, CXL) and P/D roles without a partner: every model served by a
+    /// prefill instance needs a decode instance and the other way round.
+    pub fn instances(&self, source_name: &str) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
         let unsupported = |field: &str, what: &str| ConfigError::Invalid {
             source_name: source_name.to_owned(),
             field: field.to_owned(),
-            message: format!("{what} is not supported yet (colocated instances only)"),
+            message: format!("{what} is not supported yet"),
         };
         if self.cxl_mem.is_some() {
             return Err(unsupported("cxl_mem", "CXL memory"));
@@ -204,9 +204,6 @@ impl ClusterConfig {
             for (i, inst) in node.instances.iter().enumerate() {
                 let path = format!("nodes[{n}].instances[{i}]");
                 let at = |key: &str| format!("{path}.{key}");
-                if inst.pd_type.is_some() {
-                    return Err(unsupported(&at("pd_type"), "prefill/decode disaggregation"));
-                }
                 if inst.pp_size.is_some_and(|p| p > 1) {
                     return Err(unsupported(&at("pp_size"), "pipeline parallelism"));
                 }
@@ -231,13 +228,76 @@ impl ClusterConfig {
                 }
                 placed.push(PlacedInstance {
                     node_id: n as u32,
+                    role: InstanceRole::of(inst),
                     path,
                     spec: inst,
                 });
             }
         }
+        check_pd_partners(&placed, source_name)?;
         Ok(placed)
     }
+}
+
+/// What an instance does with the requests it serves (its `pd_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InstanceRole {
+    /// Serves requests start to finish (`pd_type` null).
+    #[default]
+    Colocated,
+    /// Runs prompts, then hands each request's KV cache to a decode instance (`"prefill"`).
+    Prefill,
+    /// Decodes requests whose prompts a prefill instance ran (`"decode"`).
+    Decode,
+}
+
+impl InstanceRole {
+    /// The role an instance entry asks for (`pd_type` is checked when the file is parsed).
+    fn of(inst: &InstanceSpec) -> InstanceRole {
+        match inst.pd_type.as_deref() {
+            Some("prefill") => InstanceRole::Prefill,
+            Some("decode") => InstanceRole::Decode,
+            _ => InstanceRole::Colocated,
+        }
+    }
+
+    /// The name used in the summary: `colocated`, `prefill` or `decode`.
+    pub fn name(self) -> &'static str {
+        match self {
+            InstanceRole::Colocated => "colocated",
+            InstanceRole::Prefill => "prefill",
+            InstanceRole::Decode => "decode",
+        }
+    }
+}
+
+/// Refuses a model that has prefill instances but no decode instance, or the other way round
+/// (colocated instances may sit beside P/D pairs: they serve requests start to finish).
+fn check_pd_partners(placed: &[PlacedInstance<'_>], source_name: &str) -> Result<(), ConfigError> {
+    let serves = |p: &PlacedInstance<'_>, role: InstanceRole, model: &str| {
+        p.role == role && p.spec.model_name.eq_ignore_ascii_case(model)
+    };
+    for p in placed {
+        let partner = match p.role {
+            InstanceRole::Colocated => continue,
+            InstanceRole::Prefill => InstanceRole::Decode,
+            InstanceRole::Decode => InstanceRole::Prefill,
+        };
+        let model = &p.spec.model_name;
+        if !placed.iter().any(|q| serves(q, partner, model)) {
+            return Err(ConfigError::Invalid {
+                source_name: source_name.to_owned(),
+                field: format!("{}.pd_type", p.path),
+                message: format!(
+                    "is \"{}\" but no instance serving `{model}` has pd_type \"{}\"; \
+                     prefill/decode disaggregation needs at least one of each per model",
+                    p.role.name(),
+                    partner.name()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// An instance of a cluster config with its place in the file.
@@ -245,6 +305,8 @@ impl ClusterConfig {
 pub struct PlacedInstance<'a> {
     /// Index of its node.
     pub node_id: u32,
+    /// Colocated, prefill or decode.
+    pub role: InstanceRole,
     /// Its field path, `nodes[n].instances[i]`, for error messages.
     pub path: String,
     /// The instance as written.
@@ -352,7 +414,7 @@ mod tests {
     fn the_bench_configs_are_single_instances_with_their_memory() {
         let path = shared("bench/examples/RTX4090/Llama-3.1-8B/config.json");
         let config = ClusterConfig::load(&path).unwrap();
-        let placed = config.colocated_instances("x").unwrap();
+        let placed = config.instances("x").unwrap();
         assert_eq!(placed.len(), 1);
         let inst = placed[0].spec;
         assert_eq!(inst.model_name, "meta-llama/Llama-3.1-8B");
@@ -372,27 +434,19 @@ mod tests {
             ("single_node_moe_multi_instance.json", vec![0, 0]),
         ] {
             let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
-            let placed = config.colocated_instances(file).unwrap();
+            let placed = config.instances(file).unwrap();
             let node_ids: Vec<u32> = placed.iter().map(|p| p.node_id).collect();
             assert_eq!(node_ids, nodes, "{file}");
         }
         let config =
             ClusterConfig::load(&shared("configs/cluster/dual_node_multi_instance.json")).unwrap();
-        let placed = config.colocated_instances("x").unwrap();
+        let placed = config.instances("x").unwrap();
         assert_eq!(placed[3].path, "nodes[1].instances[1]");
     }
 
     #[test]
     fn what_is_not_supported_yet_is_refused_naming_the_key() {
         for (file, key) in [
-            (
-                "single_node_pd_instance.json",
-                "nodes[0].instances[0].pd_type",
-            ),
-            (
-                "single_node_heterogeneous.json",
-                "nodes[0].instances[0].pd_type",
-            ),
             ("single_node_power_instance.json", "nodes[0].power"),
             (
                 "single_node_pp_instance.json",
@@ -413,7 +467,7 @@ mod tests {
             ),
         ] {
             let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
-            let err = config.colocated_instances(file).unwrap_err().to_string();
+            let err = config.instances(file).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("`{key}`")) && err.contains("not supported yet"),
                 "{file}: {err}"

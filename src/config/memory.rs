@@ -83,6 +83,13 @@ pub fn kv_capacity(model: &ModelArch, sizing: &KvSizing) -> Result<KvCapacity, C
     })
 }
 
+/// KV bytes of one token over the whole model (every layer, every KV head, all TP ranks
+/// together): `2 × kv_heads × head_dim × layers × kv_dtype bytes`, what a prefill instance
+/// sends to a decode instance per prompt token.
+pub fn full_kv_bytes_per_token(model: &ModelArch, kv_dtype: Dtype) -> u64 {
+    2 * model.num_kv_heads * model.head_dim * model.num_layers * kv_dtype.bytes()
+}
+
 /// Bytes in a GiB.
 const GIB: f64 = (1u64 << 30) as f64;
 

@@ -9,14 +9,17 @@ mod dtype;
 mod hardware;
 mod memory;
 mod model;
+mod topology;
 
 pub use cluster::{
-    ClusterConfig, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance, RuntimeOverrides,
+    ClusterConfig, InstanceRole, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance,
+    RuntimeOverrides,
 };
 pub use dtype::Dtype;
 pub use hardware::Hardware;
-pub use memory::{KvCapacity, KvSizing, kv_capacity};
+pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};
+pub use topology::{ClusterLinks, Link};
 
 use std::path::PathBuf;
 

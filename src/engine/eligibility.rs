@@ -1,8 +1,14 @@
 //! Which instances can serve each request: its model, its length against the instance's
 //! context and KV cache. Checked once, before the run, so that no run hangs on a request that
 //! can never be served and the router only ever sees instances that can take the request.
+//!
+//! With prefill/decode disaggregation a request has two candidate lists: where it may arrive
+//! (colocated instances that can serve it, and prefill instances that can run its prompt and
+//! have a decode instance of their model that can take it), and the decode instances that can
+//! take it after its prefill.
 
 use super::{InstanceSetup, SimError};
+use crate::config::InstanceRole;
 use crate::workload::Request;
 use std::collections::HashMap;
 
@@ -11,65 +17,89 @@ use std::collections::HashMap;
 #[derive(Debug)]
 pub(super) struct Eligibility {
     groups: Vec<Vec<u32>>,
-    group_of: Vec<u32>,
+    /// Per request: its arrival candidates and its decode candidates (indices in `groups`).
+    group_of: Vec<(u32, u32)>,
 }
 
 impl Eligibility {
-    /// Computes the candidates of every request; an error names the first request no
-    /// instance can serve.
+    /// Computes the candidates of every request on instances with these `roles`; an error
+    /// names the first request no instance can serve.
     pub fn compute(
         requests: &[Request],
         setups: &[InstanceSetup],
+        roles: &[InstanceRole],
     ) -> Result<Eligibility, SimError> {
-        // Instances with equal setups accept the same requests: check one of each.
+        // Instances with equal setups and roles accept the same requests: check one of each.
         let class_of: Vec<usize> = (0..setups.len())
             .map(|i| {
-                setups[..i]
-                    .iter()
-                    .position(|s| *s == setups[i])
+                (0..i)
+                    .position(|j| setups[j] == setups[i] && roles[j] == roles[i])
                     .unwrap_or(i)
             })
             .collect();
         let mut accepts = vec![false; setups.len()];
         let mut groups: Vec<Vec<u32>> = Vec::new();
         let mut index: HashMap<Vec<u32>, u32> = HashMap::new();
+        let mut intern = |list: &[u32]| match index.get(list) {
+            Some(&g) => g,
+            None => {
+                let g = groups.len() as u32;
+                groups.push(list.to_vec());
+                index.insert(list.to_vec(), g);
+                g
+            }
+        };
         let mut group_of = Vec::with_capacity(requests.len());
-        let mut scratch = Vec::with_capacity(setups.len());
+        let mut entry = Vec::with_capacity(setups.len());
+        let mut decode = Vec::with_capacity(setups.len());
         for r in requests {
-            scratch.clear();
+            entry.clear();
+            decode.clear();
             for (i, setup) in setups.iter().enumerate() {
                 if class_of[i] == i {
-                    accepts[i] = unservable(r, setup).is_none();
-                }
-                if accepts[class_of[i]] {
-                    scratch.push(i as u32);
+                    accepts[i] = unservable(r, setup, roles[i]).is_none();
                 }
             }
-            if scratch.is_empty() {
-                return Err(refusal(r, setups));
-            }
-            let group = match index.get(scratch.as_slice()) {
-                Some(&g) => g,
-                None => {
-                    let g = groups.len() as u32;
-                    groups.push(scratch.clone());
-                    index.insert(scratch.clone(), g);
-                    g
+            let accepted = |i: usize| accepts[class_of[i]];
+            for i in (0..setups.len()).filter(|&i| accepted(i)) {
+                match roles[i] {
+                    InstanceRole::Colocated => entry.push(i as u32),
+                    InstanceRole::Decode => decode.push(i as u32),
+                    InstanceRole::Prefill => {
+                        let partner = (0..setups.len()).any(|d| {
+                            roles[d] == InstanceRole::Decode
+                                && accepted(d)
+                                && setups[d].model_name == setups[i].model_name
+                        });
+                        if partner {
+                            entry.push(i as u32);
+                        }
+                    }
                 }
-            };
-            group_of.push(group);
+            }
+            if entry.is_empty() {
+                return Err(refusal(r, setups, roles));
+            }
+            group_of.push((intern(&entry), intern(&decode)));
         }
         Ok(Eligibility { groups, group_of })
     }
 
-    /// Candidate instance ids (ascending) of the request at `index` in the workload.
+    /// Instance ids (ascending) where the request at `index` in the workload may arrive.
     pub fn candidates(&self, index: usize) -> &[u32] {
-        &self.groups[self.group_of[index] as usize]
+        &self.groups[self.group_of[index].0 as usize]
+    }
+
+    /// Decode instance ids (ascending) that can take the request at `index` in the workload
+    /// after its prefill (of any model: the caller keeps those of the prefill's model).
+    pub fn decode_candidates(&self, index: usize) -> &[u32] {
+        &self.groups[self.group_of[index].1 as usize]
     }
 }
 
-/// Why no instance can serve `r`: the model, or the first instance serving the model.
-fn refusal(r: &Request, setups: &[InstanceSetup]) -> SimError {
+/// Why no instance can serve `r`: the model, or the first instance serving the model that
+/// refuses it.
+fn refusal(r: &Request, setups: &[InstanceSetup], roles: &[InstanceRole]) -> SimError {
     let fail = |message: String| SimError::Unservable {
         id: r.id,
         line: r.line,
@@ -81,8 +111,25 @@ fn refusal(r: &Request, setups: &[InstanceSetup]) -> SimError {
             .is_none_or(|m| model_matches(m, &s.model_name))
     });
     match (serving, &r.model) {
-        (Some(i), _) => {
-            let message = unservable(r, &setups[i]).expect("refused by every instance");
+        (Some(first), _) => {
+            let serves = |s: &InstanceSetup| {
+                r.model
+                    .as_deref()
+                    .is_none_or(|m| model_matches(m, &s.model_name))
+            };
+            let (i, message) = (first..setups.len())
+                .filter(|&i| serves(&setups[i]))
+                .find_map(|i| unservable(r, &setups[i], roles[i]).map(|m| (i, m)))
+                .unwrap_or_else(|| {
+                    (
+                        first,
+                        format!(
+                            "instance {first} runs prompts of `{}` but no decode instance \
+                             serves that model",
+                            setups[first].model_name
+                        ),
+                    )
+                });
             if setups.len() == 1 {
                 fail(message)
             } else {
@@ -111,8 +158,9 @@ fn refusal(r: &Request, setups: &[InstanceSetup]) -> SimError {
     }
 }
 
-/// Why `setup` can never serve `r`, or `None` when it can.
-pub(super) fn unservable(r: &Request, setup: &InstanceSetup) -> Option<String> {
+/// Why `setup`, in `role`, can never serve `r`, or `None` when it can. A prefill instance only
+/// holds the prompt; a decode instance never runs it in chunks (it receives its KV).
+pub(super) fn unservable(r: &Request, setup: &InstanceSetup, role: InstanceRole) -> Option<String> {
     if let Some(m) = &r.model
         && !model_matches(m, &setup.model_name)
     {
@@ -135,13 +183,21 @@ pub(super) fn unservable(r: &Request, setup: &InstanceSetup) -> Option<String> {
         0 => r.input_toks,
         t => r.input_toks.min(t),
     };
-    if !sched.enable_chunked_prefill && first_chunk > sched.max_num_batched_tokens {
+    if role != InstanceRole::Decode
+        && !sched.enable_chunked_prefill
+        && first_chunk > sched.max_num_batched_tokens
+    {
         return Some(format!(
             "prompt of {} tokens exceeds --max-num-batched-tokens {} with chunked prefill off",
             r.input_toks, sched.max_num_batched_tokens
         ));
     }
-    if total.div_ceil(block) > u64::from(setup.num_blocks) {
+    let held = if role == InstanceRole::Prefill {
+        u64::from(r.input_toks)
+    } else {
+        total
+    };
+    if held.div_ceil(block) > u64::from(setup.num_blocks) {
         let what = if u64::from(r.input_toks).div_ceil(block) * block > capacity {
             "prompt"
         } else {
@@ -150,7 +206,7 @@ pub(super) fn unservable(r: &Request, setup: &InstanceSetup) -> Option<String> {
         return Some(format!(
             "{what} needs {} KV blocks but the cache holds only {} ({capacity} tokens); \
              raise --npu-memory-utilization or --tp, or use larger hardware",
-            total.div_ceil(block),
+            held.div_ceil(block),
             setup.num_blocks
         ));
     }

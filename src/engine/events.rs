@@ -5,13 +5,20 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// What happens at an event. The variant order is the same-time processing order: every
-/// step completion (by instance id) before the arrival cursor.
+/// step completion (by instance id), then every KV transfer completion (by sending instance),
+/// before the arrival cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EventKind {
     /// The step in flight on `instance` finishes.
     StepEnd {
         /// Instance id.
         instance: u32,
+    },
+    /// The KV transfer in flight from prefill instance `sender` arrives at its decode
+    /// instance (prefill/decode disaggregation).
+    TransferEnd {
+        /// Sending instance id.
+        sender: u32,
     },
     /// The next request(s) of the workload arrive.
     Arrival,
@@ -94,6 +101,29 @@ mod tests {
                 (10, StepEnd { instance: 3 }, 2),
                 (10, Arrival, 1),
                 (20, Arrival, 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn transfer_ends_come_after_step_ends_and_before_arrivals() {
+        let mut q = EventQueue::with_capacity(4);
+        q.push(10, EventKind::Arrival);
+        q.push(10, EventKind::TransferEnd { sender: 0 });
+        q.push(10, EventKind::StepEnd { instance: 5 });
+        q.push(10, EventKind::TransferEnd { sender: 2 });
+        let mut order = Vec::new();
+        while let Some(e) = q.pop_until(10) {
+            order.push(e.kind);
+        }
+        use EventKind::{Arrival, StepEnd, TransferEnd};
+        assert_eq!(
+            order,
+            [
+                StepEnd { instance: 5 },
+                TransferEnd { sender: 0 },
+                TransferEnd { sender: 2 },
+                Arrival
             ]
         );
     }

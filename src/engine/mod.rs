@@ -15,22 +15,33 @@
 //!    arrival that gives it work.
 //!
 //! Only then does the clock move on to the next event; it never goes back. An idle instance
-//! with work that cannot form a batch is a loud error ([`SimError::Stuck`]), never a spin.
+//! with work that cannot form a batch is a loud error ([`SimError::Stuck`]), never a spin
+//! (except a prefill instance whose KV blocks are held by transfers still in flight: it
+//! retries when one ends).
+//!
+//! With prefill/decode disaggregation ([`run_disaggregated`], see [`Disaggregation`]),
+//! arrivals are routed among prefill and colocated instances; step 1 also hands off the
+//! requests whose prompt a prefill instance completed, and KV transfers ending at `t` deliver
+//! requests to decode instances (after the step completions, before the arrivals).
 //! Before the run, every request is checked against every instance; a request no instance can
 //! serve is refused ([`SimError::Unservable`]).
 
 mod eligibility;
 mod events;
+mod pd;
 
 pub use events::{Event, EventKind, EventQueue};
+pub use pd::{Disaggregation, TransferEvent};
 
 use crate::Nanos;
+use crate::config::InstanceRole;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
 use crate::metrics::RequestRecord;
 use crate::router::{Router, RoutingPolicy};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
 use eligibility::Eligibility;
+use pd::Transfers;
 
 /// What the engine needs to know about an instance beyond its scheduler.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +85,12 @@ pub trait Observer {
         step: &StepEvent<'_>,
         backend: &mut dyn LatencyBackend,
     ) -> anyhow::Result<()>;
+
+    /// A KV transfer from a prefill to a decode instance started or arrived. Ignored unless
+    /// implemented.
+    fn kv_transfer(&mut self, _event: &TransferEvent) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 /// What one instance did over a run.
@@ -173,16 +190,54 @@ pub fn run_cluster(
     router: &mut Router,
     observer: &mut dyn Observer,
 ) -> Result<RunOutcome, SimError> {
+    run_instances(requests, setups, None, backends, router, observer)
+}
+
+/// [`run_cluster`] with prefill/decode disaggregation: the instances have the roles of `pd`;
+/// `router` spreads arrivals over the prefill and colocated instances, `pd`'s router hands
+/// prefilled requests to decode instances.
+pub fn run_disaggregated(
+    requests: &[Request],
+    setups: &[InstanceSetup],
+    pd: Disaggregation,
+    backends: &mut [&mut dyn LatencyBackend],
+    router: &mut Router,
+    observer: &mut dyn Observer,
+) -> Result<RunOutcome, SimError> {
+    assert_eq!(pd.roles().len(), setups.len(), "one role per instance");
+    run_instances(requests, setups, Some(pd), backends, router, observer)
+}
+
+fn run_instances(
+    requests: &[Request],
+    setups: &[InstanceSetup],
+    pd: Option<Disaggregation>,
+    backends: &mut [&mut dyn LatencyBackend],
+    router: &mut Router,
+    observer: &mut dyn Observer,
+) -> Result<RunOutcome, SimError> {
     assert!(
         !setups.is_empty() && setups.len() == backends.len(),
         "one backend per instance, at least one instance"
     );
-    let eligibility = Eligibility::compute(requests, setups)?;
+    let roles = match &pd {
+        Some(pd) => pd.roles().to_vec(),
+        None => vec![InstanceRole::Colocated; setups.len()],
+    };
+    let eligibility = Eligibility::compute(requests, setups, &roles)?;
     // Schedulers apart from the rest, so that the router can observe them as they are.
     let mut schedulers: Vec<Scheduler> = setups
         .iter()
-        .map(|setup| Scheduler::new(setup.scheduler.clone(), setup.num_blocks))
+        .zip(&roles)
+        .map(|(setup, &role)| {
+            let mut scheduler = Scheduler::new(setup.scheduler.clone(), setup.num_blocks);
+            if role == InstanceRole::Prefill {
+                scheduler.hand_off_prefills();
+            }
+            scheduler
+        })
         .collect();
+    let mut transfers = pd.map(|pd| Transfers::new(pd, requests));
     let mut instances: Vec<InstanceSim<'_>> = setups
         .iter()
         .map(|setup| InstanceSim {
@@ -196,7 +251,7 @@ pub fn run_cluster(
             ready: false,
         })
         .collect();
-    let mut queue = EventQueue::with_capacity(setups.len() + 1);
+    let mut queue = EventQueue::with_capacity(2 * setups.len() + 1);
     let mut ready: Vec<u32> = Vec::with_capacity(setups.len());
     let mut next = 0usize;
     let mut now: Nanos = 0;
@@ -220,6 +275,19 @@ pub fn run_cluster(
                         observer,
                     )?;
                     mark_ready(inst, instance, &mut ready);
+                    if let Some(t) = &mut transfers {
+                        let (s, e) = (setups, &eligibility);
+                        t.hand_off(instance, now, &mut schedulers, s, e, &mut queue, observer)?;
+                    }
+                }
+                EventKind::TransferEnd { sender } => {
+                    let Some(t) = &mut transfers else {
+                        return Err(SchedulerBug::new("a transfer without P/D".into()).into());
+                    };
+                    let to = t.finish(sender, now, &mut schedulers, &mut queue, observer)?;
+                    // The decode instance has a request; the sender has blocks back.
+                    mark_ready(&mut instances[to as usize], to, &mut ready);
+                    mark_ready(&mut instances[sender as usize], sender, &mut ready);
                 }
                 EventKind::Arrival => {
                     while let Some(r) = requests.get(next).filter(|r| r.arrival_ns <= now) {
@@ -238,8 +306,11 @@ pub fn run_cluster(
         for &id in &ready {
             let (inst, scheduler) = (&mut instances[id as usize], &mut schedulers[id as usize]);
             inst.ready = false;
-            if !inst.busy && scheduler.has_work() {
-                let end = start_step(scheduler, inst, id, now, &mut *backends[id as usize])?;
+            if !inst.busy
+                && scheduler.has_work()
+                && let Some(end) =
+                    start_step(scheduler, inst, id, now, &mut *backends[id as usize])?
+            {
                 queue.push(end, EventKind::StepEnd { instance: id });
             }
         }
@@ -283,15 +354,19 @@ fn mark_ready(inst: &mut InstanceSim<'_>, id: u32, ready: &mut Vec<u32>) {
     }
 }
 
-/// Forms and prices the next step of idle instance `id` at `now`; returns when it ends.
+/// Forms and prices the next step of idle instance `id` at `now`; returns when it ends, or
+/// `None` when nothing can run until KV transfers from the instance free its blocks.
 fn start_step(
     scheduler: &mut Scheduler,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
     backend: &mut dyn LatencyBackend,
-) -> Result<Nanos, SimError> {
+) -> Result<Option<Nanos>, SimError> {
     let Some(items) = scheduler.schedule(now)? else {
+        if scheduler.num_handed_off() > 0 {
+            return Ok(None);
+        }
         return Err(SimError::Stuck {
             now,
             instance: id,
@@ -308,7 +383,7 @@ fn start_step(
     inst.waiting = scheduler.num_waiting();
     inst.running = scheduler.num_running();
     inst.steps += 1;
-    Ok(now + step_ns)
+    Ok(Some(now + step_ns))
 }
 
 /// Applies the results of instance `id`'s step, which ends at `now`, and reports them.

@@ -27,6 +27,12 @@ pub const CSV_HEADER: [&str; 12] = [
     "ITL",
 ];
 
+/// The columns appended after [`CSV_HEADER`] when prefill/decode disaggregation is on: the
+/// instance that ran the prompt (the row's own instance when one instance served the request
+/// start to finish) and the time from the end of the prefill to the arrival of the KV cache at
+/// the decode instance, ns (0 without a transfer).
+pub const PD_CSV_COLUMNS: [&str; 2] = ["prefill instance", "kv_transfer_ns"];
+
 /// Python's `csv.writer` default line terminator.
 const LINE_END: &[u8] = b"\r\n";
 
@@ -41,16 +47,31 @@ pub struct RequestCsv {
     /// Formatted rows not yet handed to the file; reused, so steady-state writing allocates
     /// nothing.
     row: Vec<u8>,
+    /// Whether rows carry the [`PD_CSV_COLUMNS`].
+    pd_columns: bool,
 }
 
 impl RequestCsv {
-    /// Creates the temporary file in `path`'s directory and writes the header.
+    /// Creates the temporary file in `path`'s directory and writes the header
+    /// (LLMServingSim's 12 columns).
     pub fn create(path: &Path) -> anyhow::Result<RequestCsv> {
+        RequestCsv::with_columns(path, false)
+    }
+
+    /// Like [`RequestCsv::create`], with the [`PD_CSV_COLUMNS`] after LLMServingSim's, for a
+    /// run with prefill/decode disaggregation.
+    pub fn create_pd(path: &Path) -> anyhow::Result<RequestCsv> {
+        RequestCsv::with_columns(path, true)
+    }
+
+    fn with_columns(path: &Path, pd_columns: bool) -> anyhow::Result<RequestCsv> {
         let mut csv = RequestCsv {
             file: AtomicFile::create(path)?,
             row: Vec::with_capacity(2 * CHUNK),
+            pd_columns,
         };
-        for (i, name) in CSV_HEADER.iter().enumerate() {
+        let extra: &[&str] = if pd_columns { &PD_CSV_COLUMNS } else { &[] };
+        for (i, name) in CSV_HEADER.iter().chain(extra).enumerate() {
             if i > 0 {
                 csv.row.push(b',');
             }
@@ -63,6 +84,9 @@ impl RequestCsv {
     /// Appends one row.
     pub fn write(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
         format_row(&mut self.row, record);
+        if self.pd_columns {
+            push_pd_columns(&mut self.row, record);
+        }
         if self.row.len() >= CHUNK {
             self.flush_row()?;
         }
@@ -168,6 +192,21 @@ fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     row.extend_from_slice(LINE_END);
 }
 
+/// Appends the [`PD_CSV_COLUMNS`] of `r` to the row [`format_row`] just ended.
+fn push_pd_columns(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
+    row.truncate(row.len() - LINE_END.len());
+    let mut num = itoa::Buffer::new();
+    let (prefill, transfer) = match &r.pd {
+        Some(pd) => (pd.prefill_instance, pd.kv_transfer_ns()),
+        None => (r.instance_id, 0),
+    };
+    row.push(b',');
+    row.extend_from_slice(num.format(prefill).as_bytes());
+    row.push(b',');
+    row.extend_from_slice(num.format(transfer).as_bytes());
+    row.extend_from_slice(LINE_END);
+}
+
 /// Appends `itl` as Python's list repr, `[a, b, c]`, quoted when it contains a comma.
 fn push_itl_field(row: &mut Vec<u8>, itl: &[u64]) {
     let mut num = itoa::Buffer::new();
@@ -230,6 +269,7 @@ mod tests {
             end_ns: 918_343_794,
             queuing_delay_ns: 5_948_608,
             itl_ns: &REQUEST_7_ITL,
+            pd: None,
         }
     }
 

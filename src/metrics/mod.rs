@@ -7,11 +7,11 @@ mod stats;
 mod summary;
 mod validate;
 
-pub use csv_out::{CSV_HEADER, RequestCsv, write_atomically};
+pub use csv_out::{CSV_HEADER, PD_CSV_COLUMNS, RequestCsv, write_atomically};
 pub use plots::PlotFormat;
 pub use stats::LatencyStats;
 pub use summary::{
-    InstanceInfo, InstanceSummary, PrefixCacheStats, RunInfo, Summary, SummaryCollector,
+    InstanceInfo, InstanceSummary, PdSummary, PrefixCacheStats, RunInfo, Summary, SummaryCollector,
 };
 pub use validate::Validation;
 
@@ -42,6 +42,49 @@ pub struct RequestRecord<'a> {
     pub queuing_delay_ns: Nanos,
     /// Gaps between consecutive tokens, ns; `output_toks − 1` entries.
     pub itl_ns: &'a [Nanos],
+    /// How the request went from a prefill to a decode instance; `None` when one instance
+    /// served it start to finish.
+    pub pd: Option<PdRecord>,
+}
+
+/// The hand-off of a request from the prefill instance that ran its prompt to the decode
+/// instance that decoded it (prefill/decode disaggregation). Times are absolute, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PdRecord {
+    /// Instance that ran the prompt.
+    pub prefill_instance: u32,
+    /// Completion of the step that finished the prompt on the prefill instance.
+    pub prefill_end_ns: Nanos,
+    /// When the KV transfer got the sender's link (after the transfers queued before it).
+    pub transfer_start_ns: Nanos,
+    /// When the KV cache arrived at the decode instance: the first token's time.
+    pub transfer_end_ns: Nanos,
+    /// When the decode instance admitted the request.
+    pub decode_admitted_ns: Nanos,
+    /// KV bytes transferred.
+    pub kv_bytes: u64,
+}
+
+impl PdRecord {
+    /// From the end of the prefill to the arrival of the KV cache (link wait included), ns.
+    pub fn kv_transfer_ns(&self) -> Nanos {
+        self.transfer_end_ns - self.prefill_end_ns
+    }
+
+    /// Time on the wire: latency plus bytes over bandwidth, ns.
+    pub fn wire_ns(&self) -> Nanos {
+        self.transfer_end_ns - self.transfer_start_ns
+    }
+
+    /// Time waiting for the sender's link to finish earlier transfers, ns.
+    pub fn link_wait_ns(&self) -> Nanos {
+        self.transfer_start_ns - self.prefill_end_ns
+    }
+
+    /// Time between the KV cache's arrival and admission on the decode instance, ns.
+    pub fn decode_queue_ns(&self) -> Nanos {
+        self.decode_admitted_ns - self.transfer_end_ns
+    }
 }
 
 impl RequestRecord<'_> {

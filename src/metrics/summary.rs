@@ -1,17 +1,19 @@
 //! The run summary: vLLM benchmark metric names, printed and as JSON.
 
-use super::RequestRecord;
 use super::csv_out::write_atomically;
 use super::stats::LatencyStats;
+use super::{PdRecord, RequestRecord};
 use crate::Nanos;
 use serde_json::{Map, Value};
 use std::path::Path;
 
 mod instances;
+mod pd;
 mod render;
 
 use instances::InstanceTally;
 pub use instances::{InstanceInfo, InstanceSummary};
+pub use pd::PdSummary;
 
 /// Prefix-cache effectiveness over a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,10 +86,15 @@ impl SummaryCollector {
         }
         self.itl_ns.extend_from_slice(record.itl_ns);
         let id = record.instance_id as usize;
-        if id >= self.instances.len() {
-            self.instances.resize_with(id + 1, InstanceTally::default);
+        let prefill = record.pd.map_or(0, |pd| pd.prefill_instance as usize);
+        if id.max(prefill) >= self.instances.len() {
+            self.instances
+                .resize_with(id.max(prefill) + 1, InstanceTally::default);
         }
         self.instances[id].record(record);
+        if let Some(pd) = &record.pd {
+            self.instances[prefill].pd.sent(pd);
+        }
     }
 
     /// Computes the summary.

@@ -31,7 +31,8 @@ use rand_chacha::ChaCha8Rng;
 
 /// What routing may observe of an instance. Read-only: observing changes nothing.
 pub trait InstanceView {
-    /// Requests waiting for admission (including preempted ones).
+    /// Requests waiting for admission (including preempted ones and, on a decode instance,
+    /// requests whose KV cache is on its way).
     fn num_waiting(&self) -> usize;
     /// Requests admitted and not finished.
     fn num_running(&self) -> usize;
@@ -51,7 +52,7 @@ pub trait InstanceView {
 
 impl InstanceView for Scheduler {
     fn num_waiting(&self) -> usize {
-        Scheduler::num_waiting(self)
+        Scheduler::num_waiting(self) + self.num_incoming()
     }
 
     fn num_running(&self) -> usize {
@@ -83,10 +84,10 @@ impl InstanceView for Scheduler {
     }
 }
 
-/// Seed of the router's random stream: `--seed` hashed with the subsystem name, so that the
+/// Seed of a router's random stream: `--seed` hashed with the stream's name, so that the
 /// router's draws are independent of every other stream of the run.
-fn stream_seed(seed: u64) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(b"router", seed)
+fn stream_seed(seed: u64, stream: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(stream, seed)
 }
 
 /// The router of one run, with the state its policy keeps between requests.
@@ -102,10 +103,17 @@ pub struct Router {
 impl Router {
     /// A router applying `policy`; `seed` seeds the `RAND` stream.
     pub fn new(policy: RoutingPolicy, seed: u64) -> Router {
+        Router::with_stream(policy, seed, b"router")
+    }
+
+    /// A router applying `policy` whose `RAND` stream is seeded by `seed` hashed with
+    /// `stream`, so that two routers of a run (arrivals, and hand-offs to decode instances)
+    /// draw independently. Its `LOAD` and `RR` rotation is its own too.
+    pub fn with_stream(policy: RoutingPolicy, seed: u64, stream: &[u8]) -> Router {
         Router {
             policy,
             counter: 0,
-            rng: ChaCha8Rng::seed_from_u64(stream_seed(seed)),
+            rng: ChaCha8Rng::seed_from_u64(stream_seed(seed, stream)),
             prefix: PrefixScratch::default(),
         }
     }

@@ -11,11 +11,17 @@
 //!
 //! [`Scheduler::complete_step`] then applies the step's results at its finish time: first
 //! tokens, inter-token gaps, finished requests (which free their blocks).
+//!
+//! Under prefill/decode disaggregation (`pd`), a prefill instance's scheduler hands each
+//! request off when its prompt completes, holding its blocks until the KV transfer ends, and
+//! a decode instance's scheduler receives requests whose prompt KV arrived.
 
 mod kv;
+mod pd;
 mod request;
 
 pub use kv::{BlockId, BlockPool, block_hashes, block_hashes_with};
+pub use pd::{Handoff, ReceivedKv};
 
 use crate::Nanos;
 use crate::latency::BatchItem;
@@ -76,6 +82,14 @@ pub struct Scheduler {
     step_items: Vec<BatchItem>,
     hit_scratch: Vec<BlockId>,
     stats: SchedulerStats,
+    /// A prefill instance: requests leave at the end of their prefill.
+    hand_off: bool,
+    /// Slots of requests handed off and not yet collected by [`Scheduler::pop_handoff`].
+    handoffs: std::collections::VecDeque<u32>,
+    /// Requests handed off whose blocks are still held (KV transfer not finished).
+    handed_off: usize,
+    /// Requests routed here whose KV cache is still on its way.
+    incoming: usize,
 }
 
 /// An internal inconsistency: always a bug, never a user error.
@@ -114,6 +128,10 @@ impl Scheduler {
             step_items: Vec::new(),
             hit_scratch: Vec::new(),
             stats: SchedulerStats::default(),
+            hand_off: false,
+            handoffs: std::collections::VecDeque::new(),
+            handed_off: 0,
+            incoming: 0,
         }
     }
 
@@ -165,6 +183,11 @@ impl Scheduler {
     /// Queues an arrived request at the back of the waiting queue.
     pub fn enqueue(&mut self, request: &Request) {
         let state = RunningRequest::new(request, &self.config);
+        self.push_waiting(state);
+    }
+
+    /// Gives `state` a slot and queues it at the back of the waiting queue.
+    fn push_waiting(&mut self, state: RunningRequest) {
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(state);
@@ -185,7 +208,7 @@ impl Scheduler {
         let mut budget = self.config.max_num_batched_tokens;
         let preempted = self.schedule_running(&mut budget)?;
         if !preempted {
-            self.admit_waiting(&mut budget);
+            self.admit_waiting(&mut budget, now);
         }
         if self.step.is_empty() {
             return Ok(None);
@@ -239,7 +262,7 @@ impl Scheduler {
     }
 
     /// Phase B: admission from the waiting queue in FCFS order.
-    fn admit_waiting(&mut self, budget: &mut u32) {
+    fn admit_waiting(&mut self, budget: &mut u32, now: Nanos) {
         let block = self.config.block_size;
         while let Some(&slot) = self.waiting.front() {
             if *budget == 0 {
@@ -250,9 +273,9 @@ impl Scheduler {
             {
                 break;
             }
-            let hit_tokens = self.lookup_prefix(slot);
+            let ready_tokens = self.lookup_prefix(slot);
             let req = self.slots[slot as usize].as_ref().expect("waiting slot");
-            let remaining = self.cap(req.reached - hit_tokens, u32::MAX);
+            let remaining = self.cap(req.reached - ready_tokens, u32::MAX);
             if !self.config.enable_chunked_prefill && remaining > *budget {
                 break;
             }
@@ -261,12 +284,12 @@ impl Scheduler {
                 break;
             }
             if self.config.reserve_full_isl {
-                let full = req.reached.max(hit_tokens).div_ceil(block) as usize;
+                let full = req.reached.max(ready_tokens).div_ceil(block) as usize;
                 if full > self.pool.num_free() {
                     break;
                 }
             }
-            if !self.admit(slot, hit_tokens, new_tokens) {
+            if !self.admit(slot, ready_tokens, new_tokens, now) {
                 break;
             }
             self.waiting.pop_front();
@@ -287,13 +310,14 @@ impl Scheduler {
         capped.min(limit)
     }
 
-    /// Finds the cached full prompt blocks of a waiting request that has computed nothing;
-    /// leaves their ids in `hit_scratch` and returns the hit tokens. At least one token is
-    /// always left to compute.
+    /// Finds the cached full prompt blocks of a waiting request; leaves their ids in
+    /// `hit_scratch` and returns the tokens whose KV needs no computing: the hits, or the
+    /// received prompt of a request a prefill instance handed over (its `computed`), whichever
+    /// is more. At least one token is always left to compute.
     fn lookup_prefix(&mut self, slot: u32) -> u32 {
         self.hit_scratch.clear();
         let req = self.slots[slot as usize].as_ref().expect("waiting slot");
-        if !self.config.enable_prefix_caching || req.computed > 0 {
+        if !self.config.enable_prefix_caching {
             return req.computed;
         }
         let max_blocks = ((req.reached - 1) / self.config.block_size) as usize;
@@ -303,12 +327,13 @@ impl Scheduler {
                 None => break,
             }
         }
-        self.hit_scratch.len() as u32 * self.config.block_size
+        (self.hit_scratch.len() as u32 * self.config.block_size).max(req.computed)
     }
 
-    /// Allocates blocks for a waiting request (reusing the hits in `hit_scratch`) and marks it
-    /// admitted. Returns false, changing nothing, when blocks are short.
-    fn admit(&mut self, slot: u32, hit_tokens: u32, new_tokens: u32) -> bool {
+    /// Allocates blocks for a waiting request (reusing the hits in `hit_scratch`) whose first
+    /// `hit_tokens` need no computing, and marks it admitted at `now`. Returns false, changing
+    /// nothing, when blocks are short.
+    fn admit(&mut self, slot: u32, hit_tokens: u32, new_tokens: u32, now: Nanos) -> bool {
         let block = self.config.block_size;
         let hits = &self.hit_scratch;
         let reused_free = hits
@@ -331,6 +356,13 @@ impl Scheduler {
         }
         if req.was_preempted {
             self.stats.recomputed_tokens += u64::from(req.reached - hit_tokens);
+        }
+        // A waiting request has computed nothing, unless it was received with its prompt's KV
+        // and this is its first admission (preemption resets `computed`).
+        if req.computed > 0
+            && let Some(pd) = req.pd.as_mut()
+        {
+            pd.decode_admitted_ns = now;
         }
         if !req.prefix_recorded && self.config.enable_prefix_caching {
             req.prefix_recorded = true;
@@ -392,7 +424,9 @@ impl Scheduler {
     }
 
     /// Applies the results of the step formed by the last [`Scheduler::schedule`], which
-    /// finished at `finish`. Calls `on_finished` once for every request that completed.
+    /// finished at `finish`. Calls `on_finished` once for every request that completed. On a
+    /// prefill instance, requests whose prompt completed (and that want more than one token)
+    /// are handed off instead (see [`Scheduler::pop_handoff`]).
     pub fn complete_step<E>(
         &mut self,
         finish: Nanos,
@@ -425,20 +459,27 @@ impl Scheduler {
                 }
                 req.phase = Phase::Finished;
                 finished_any = true;
+            } else if first_token && self.hand_off {
+                req.phase = Phase::HandedOff;
+                self.handoffs.push_back(s.slot);
+                self.handed_off += 1;
+                finished_any = true;
             }
         }
         if finished_any {
             let slots = &mut self.slots;
             let free_slots = &mut self.free_slots;
             self.running.retain(|&slot| {
-                let done = slots[slot as usize]
-                    .as_ref()
-                    .is_some_and(|r| r.phase == Phase::Finished);
-                if done {
-                    slots[slot as usize] = None;
-                    free_slots.push(slot);
+                match slots[slot as usize].as_ref().map(|r| r.phase) {
+                    Some(Phase::Finished) => {
+                        slots[slot as usize] = None;
+                        free_slots.push(slot);
+                        false
+                    }
+                    // Leaves the running set; the slot and blocks stay until the transfer ends.
+                    Some(Phase::HandedOff) => false,
+                    _ => true,
                 }
-                !done
             });
         }
         Ok(())

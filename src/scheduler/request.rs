@@ -3,7 +3,7 @@
 use super::SchedulerConfig;
 use super::kv::{BlockId, block_hashes};
 use crate::Nanos;
-use crate::metrics::RequestRecord;
+use crate::metrics::{PdRecord, RequestRecord};
 use crate::workload::Request;
 
 /// Where a request is in its life on an instance.
@@ -13,6 +13,9 @@ pub(super) enum Phase {
     Prefill,
     /// The first token is out; one token per step until the target length.
     Decode,
+    /// Prefill done on a prefill instance: out of the running set, its KV blocks held until
+    /// the transfer to a decode instance completes.
+    HandedOff,
     /// The last token is out; the slot is about to be released.
     Finished,
 }
@@ -43,6 +46,8 @@ pub(super) struct RunningRequest {
     pub first_token_ns: Nanos,
     pub last_token_ns: Nanos,
     pub itl_ns: Vec<Nanos>,
+    /// Set on a decode instance: where the prompt ran and how its KV cache came here.
+    pub pd: Option<PdRecord>,
 }
 
 impl RunningRequest {
@@ -68,6 +73,7 @@ impl RunningRequest {
             first_token_ns: 0,
             last_token_ns: 0,
             itl_ns: Vec::with_capacity(request.output_toks as usize - 1),
+            pd: None,
         }
     }
 
@@ -84,6 +90,7 @@ impl RunningRequest {
             end_ns: end,
             queuing_delay_ns: self.queuing_delay_ns,
             itl_ns: &self.itl_ns,
+            pd: self.pd,
         }
     }
 }

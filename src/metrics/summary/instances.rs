@@ -1,7 +1,9 @@
 //! Per-instance facts and results, and the cluster view of the summary (several instances).
 
+use super::pd::{PdSummary, PdTally};
 use super::render::{line, line_2dp};
 use super::{PrefixCacheStats, RequestRecord, Summary};
+use crate::config::InstanceRole;
 use crate::latency::LookupCounts;
 use crate::metrics::stats::NS_PER_MS;
 use serde_json::{Value, json};
@@ -32,6 +34,8 @@ pub struct InstanceInfo {
     pub prefix_cache: Option<PrefixCacheStats>,
     /// Present with the profile-DB backend: how many table lookups left the profiled grid.
     pub profile_lookups: Option<LookupCounts>,
+    /// Colocated, prefill or decode.
+    pub role: InstanceRole,
 }
 
 /// Running totals of the requests one instance finished.
@@ -44,6 +48,8 @@ pub(super) struct InstanceTally {
     /// Sum of vLLM's TPOT (unfloored) over requests with more than one output token.
     tpot_ns_sum: f64,
     tpot_count: u64,
+    /// KV transfers sent and received.
+    pub pd: PdTally,
 }
 
 impl InstanceTally {
@@ -56,6 +62,9 @@ impl InstanceTally {
         if r.output_toks > 1 {
             self.tpot_ns_sum += (r.end_ns - r.first_token_ns) as f64 / f64::from(r.output_toks - 1);
             self.tpot_count += 1;
+        }
+        if let Some(pd) = &r.pd {
+            self.pd.received(pd);
         }
     }
 
@@ -83,6 +92,7 @@ impl InstanceTally {
             output_throughput: per_second(self.output_toks),
             mean_ttft_ms: mean_ms(self.ttft_ns_sum as f64, self.completed),
             mean_tpot_ms: mean_ms(self.tpot_ns_sum, self.tpot_count),
+            pd: self.pd.finish(),
         }
     }
 }
@@ -104,6 +114,8 @@ pub struct InstanceSummary {
     pub mean_ttft_ms: f64,
     /// Mean time per output token after the first (vLLM's), ms.
     pub mean_tpot_ms: f64,
+    /// KV transfers sent and received (zeros without prefill/decode disaggregation).
+    pub pd: PdSummary,
 }
 
 /// Distinct values in first-seen order, joined by `, `.
@@ -188,6 +200,9 @@ impl Summary {
             "recomputed_tokens": t.recomputed_tokens,
         });
         put_counters(&mut simulator, t.prefix_cache, t.profile_lookups);
+        if self.disaggregated() {
+            simulator["pd"] = self.pd_json();
+        }
         simulator
     }
 
@@ -216,6 +231,9 @@ impl Summary {
                     "recomputed_tokens": i.recomputed_tokens,
                 });
                 put_counters(&mut v, i.prefix_cache, i.profile_lookups);
+                if self.disaggregated() {
+                    Summary::put_pd(&mut v, i.role, &s.pd);
+                }
                 v
             })
             .collect(),
@@ -294,6 +312,9 @@ impl Summary {
                 i.preemptions,
                 i.model
             )?;
+        }
+        if self.disaggregated() {
+            self.fmt_pd(f)?;
         }
         writeln!(f, "{}", "=".repeat(50))
     }

@@ -1,6 +1,7 @@
 //! Summary statistics, JSON keys and files.
 
 use super::*;
+use crate::config::InstanceRole;
 
 pub(super) fn instance_info() -> InstanceInfo {
     InstanceInfo {
@@ -15,6 +16,7 @@ pub(super) fn instance_info() -> InstanceInfo {
         recomputed_tokens: 0,
         prefix_cache: None,
         profile_lookups: None,
+        role: InstanceRole::Colocated,
     }
 }
 
@@ -44,6 +46,7 @@ pub(super) fn record(
         end_ns: first_token_ns + itl_ns.iter().sum::<Nanos>(),
         queuing_delay_ns: 0,
         itl_ns,
+        pd: None,
     }
 }
 

@@ -1,0 +1,246 @@
+//! The cluster network as LLMServingSim lays it out, and the link a KV transfer between two
+//! instances takes.
+//!
+//! NPU numbering (`build_cluster_config`): instances get contiguous NPU ids in file order,
+//! node by node; a prefill instance takes `2 × num_npus` ids (the second half are
+//! LLMServingSim's phantom KV-receiver NPUs, kept here so that ids and dimensions match its
+//! `network.yml`). Dimensions (`_compute_network_dims`, no DP groups, `pp = 1`):
+//! `[total_npus / n, n]` with `n` = instances + prefill instances, trailing 1s removed. NPU
+//! addresses are mixed-radix with dimension 0 innermost. A transfer from instance `a` to
+//! instance `b` uses the link of the first dimension in which their first NPUs differ
+//! (`link_bw[d]` GB/s, `link_latency[d]` ns; a scalar applies to every dimension).
+
+use super::{ClusterConfig, ConfigError, InstanceRole, PerDim, PlacedInstance};
+use crate::Nanos;
+
+/// One link: what a message between two NPUs pays.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    /// Bandwidth, GB/s (taken as GiB/s, like ASTRA-Sim's analytical network).
+    pub bandwidth_gbps: f64,
+    /// Latency, ns.
+    pub latency_ns: f64,
+}
+
+impl Link {
+    /// Time to move `bytes` over the link: `latency + bytes / (bandwidth · 2^30 / 1e9)` ns,
+    /// truncated to whole nanoseconds.
+    pub fn transfer_ns(&self, bytes: u64) -> Nanos {
+        let bytes_per_ns = self.bandwidth_gbps * f64::from(1u32 << 30) / 1e9;
+        (self.latency_ns + bytes as f64 / bytes_per_ns) as Nanos
+    }
+}
+
+/// The links between the instances of a cluster config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterLinks {
+    /// Topology dimensions (NPUs per dimension).
+    dims: Vec<u64>,
+    /// First NPU id of every instance, by instance id.
+    first_npu: Vec<u64>,
+    /// One link per dimension.
+    links: Vec<Link>,
+}
+
+impl ClusterLinks {
+    /// The network of `placed` (every instance of `cluster`, in file order). A per-dimension
+    /// `link_bw` or `link_latency` list must have one entry per dimension.
+    pub fn new(
+        cluster: &ClusterConfig,
+        placed: &[PlacedInstance<'_>],
+        source_name: &str,
+    ) -> Result<ClusterLinks, ConfigError> {
+        let mut first_npu = Vec::with_capacity(placed.len());
+        let mut total_npus = 0u64;
+        let mut slots = 0u64;
+        for p in placed {
+            let copies = if p.role == InstanceRole::Prefill {
+                2
+            } else {
+                1
+            };
+            first_npu.push(total_npus);
+            total_npus += copies * u64::from(p.spec.tp());
+            slots += copies;
+        }
+        let mut dims = vec![total_npus / slots.max(1), slots];
+        while dims.len() > 1 && dims.last() == Some(&1) {
+            dims.pop();
+        }
+        let per_dim = |name: &str, v: &PerDim| match v {
+            PerDim::One(x) => Ok(vec![*x; dims.len()]),
+            PerDim::Many(xs) if xs.len() == dims.len() => Ok(xs.clone()),
+            PerDim::Many(xs) => Err(ConfigError::Invalid {
+                source_name: source_name.to_owned(),
+                field: name.to_owned(),
+                message: format!(
+                    "has {} entries but the network has {} dimensions {dims:?} \
+                     (one entry per dimension, or one value for all)",
+                    xs.len(),
+                    dims.len()
+                ),
+            }),
+        };
+        let bandwidth = per_dim("link_bw", &cluster.link_bw)?;
+        let latency = per_dim("link_latency", &cluster.link_latency)?;
+        if let Some(d) = bandwidth.iter().position(|&bw| bw <= 0.0) {
+            return Err(ConfigError::Invalid {
+                source_name: source_name.to_owned(),
+                field: "link_bw".to_owned(),
+                message: format!("dimension {d} has no bandwidth; KV transfers need a link"),
+            });
+        }
+        let links = bandwidth
+            .into_iter()
+            .zip(latency)
+            .map(|(bandwidth_gbps, latency_ns)| Link {
+                bandwidth_gbps,
+                latency_ns,
+            })
+            .collect();
+        Ok(ClusterLinks {
+            dims,
+            first_npu,
+            links,
+        })
+    }
+
+    /// The topology dimensions.
+    pub fn dims(&self) -> &[u64] {
+        &self.dims
+    }
+
+    /// First NPU id of instance `id`.
+    pub fn first_npu(&self, id: usize) -> u64 {
+        self.first_npu[id]
+    }
+
+    /// The dimension whose link a transfer from instance `from` to instance `to` takes: the
+    /// first in which their first NPUs' addresses differ (the last one if none does).
+    pub fn dimension(&self, from: usize, to: usize) -> usize {
+        let (mut a, mut b) = (self.first_npu[from], self.first_npu[to]);
+        let last = self.dims.len() - 1;
+        for (d, &size) in self.dims.iter().enumerate() {
+            // The last coordinate is not wrapped, so that addresses stay distinct when the
+            // NPU count is not a multiple of the dimensions' product (mixed TP degrees).
+            let (ca, cb) = if d == last {
+                (a, b)
+            } else {
+                (a % size, b % size)
+            };
+            if ca != cb {
+                return d;
+            }
+            a /= size;
+            b /= size;
+        }
+        last
+    }
+
+    /// The link a transfer from instance `from` to instance `to` takes.
+    pub fn link(&self, from: usize, to: usize) -> Link {
+        self.links[self.dimension(from, to)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(link_bw: &str, link_latency: &str, instances: &[(&str, u32)]) -> ClusterConfig {
+        let entries: Vec<String> = instances
+            .iter()
+            .map(|(pd, tp)| {
+                format!(
+                    r#"{{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM",
+                        "npu_mem": {{"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}},
+                        "pd_type": {pd}, "tp_size": {tp}}}"#
+                )
+            })
+            .collect();
+        let text = format!(
+            r#"{{"num_nodes": 1, "link_bw": {link_bw}, "link_latency": {link_latency},
+                "nodes": [{{"num_instances": {}, "cpu_mem": {{"mem_size": 512, "mem_bw": 256,
+                "mem_latency": 0}}, "instances": [{}]}}]}}"#,
+            instances.len(),
+            entries.join(",")
+        );
+        ClusterConfig::parse(&text, "c.json").unwrap()
+    }
+
+    fn links(c: &ClusterConfig) -> Result<ClusterLinks, ConfigError> {
+        ClusterLinks::new(c, &c.instances("c.json").unwrap(), "c.json")
+    }
+
+    #[test]
+    fn llmservingsim_dimensions_and_npu_numbering() {
+        // P/D with 1 + 1 GPUs: the prefill instance takes NPUs 0 and 1 (its phantom receiver),
+        // the decode instance NPU 2; network dims [1, 3] (spec §4.3).
+        let c = config("16", "20000", &[("\"prefill\"", 1), ("\"decode\"", 1)]);
+        let l = links(&c).unwrap();
+        assert_eq!(l.dims(), [1, 3]);
+        assert_eq!((l.first_npu(0), l.first_npu(1)), (0, 2));
+        assert_eq!(l.dimension(0, 1), 1);
+        // TP 2 each (single_node_heterogeneous.json): 6 NPUs over 3 slots, dims [2, 3].
+        let c = config("16", "0", &[("\"prefill\"", 2), ("\"decode\"", 2)]);
+        let l = links(&c).unwrap();
+        assert_eq!(l.dims(), [2, 3]);
+        assert_eq!((l.first_npu(0), l.first_npu(1)), (0, 4));
+        assert_eq!(l.dimension(0, 1), 1);
+        // Trailing 1s go: one colocated TP-2 instance is [2].
+        let c = config("16", "0", &[("null", 2)]);
+        assert_eq!(links(&c).unwrap().dims(), [2]);
+    }
+
+    #[test]
+    fn the_first_differing_dimension_picks_the_link() {
+        // Prefill TP 2 (NPUs 0-3), decode TP 2 (4-5), decode TP 2 (6-7): dims [2, 4].
+        let c = config(
+            "[128, 16]",
+            "[500, 20000]",
+            &[("\"prefill\"", 2), ("\"decode\"", 2), ("\"decode\"", 2)],
+        );
+        let l = links(&c).unwrap();
+        assert_eq!(l.dims(), [2, 4]);
+        let link = l.link(0, 2);
+        assert_eq!((link.bandwidth_gbps, link.latency_ns), (16.0, 20000.0));
+        // Mixed TP: prefill TP 1 (NPUs 0-1), decode TP 2 (NPUs 2-3): dims [1, 3]; the decode's
+        // NPU 2 has address (0, 2).
+        let c = config(
+            "[128, 16]",
+            "[500, 20000]",
+            &[("\"prefill\"", 1), ("\"decode\"", 2)],
+        );
+        let l = links(&c).unwrap();
+        assert_eq!(l.dims(), [1, 3]);
+        assert_eq!(l.dimension(0, 1), 1);
+    }
+
+    #[test]
+    fn per_dimension_lists_must_match_the_dimensions() {
+        let c = config(
+            "[128, 16, 8]",
+            "20000",
+            &[("\"prefill\"", 1), ("\"decode\"", 1)],
+        );
+        let err = links(&c).unwrap_err().to_string();
+        assert!(
+            err.contains("`link_bw`") && err.contains("3 entries") && err.contains("[1, 3]"),
+            "{err}"
+        );
+        let c = config("0", "20000", &[("\"prefill\"", 1), ("\"decode\"", 1)]);
+        assert!(links(&c).unwrap_err().to_string().contains("no bandwidth"));
+    }
+
+    #[test]
+    fn transfer_time_is_latency_plus_bytes_over_gib_per_second() {
+        let link = Link {
+            bandwidth_gbps: 16.0,
+            latency_ns: 20_000.0,
+        };
+        // 16 GiB/s = 17.179869184 bytes/ns.
+        assert_eq!(link.transfer_ns(0), 20_000);
+        assert_eq!(link.transfer_ns(40), 20_002);
+        assert_eq!(link.transfer_ns(1_310_720), 20_000 + 76_293);
+    }
+}

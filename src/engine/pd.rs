@@ -1,0 +1,278 @@
+//! Prefill/decode disaggregation in the engine: hand-offs, KV transfers, delivery.
+//!
+//! When a step on a prefill instance completes a request's prompt, the request is handed off
+//! (its first token is sampled there; see [`crate::scheduler`]). At that instant the
+//! decode-side router picks a decode instance of the same model among those that can take
+//! the request, seeing their state then (requests already on their way to an instance count
+//! as waiting there). The prompt's KV cache, `prompt tokens × full-model KV bytes per token`,
+//! is sent over the link between the two instances ([`crate::config::ClusterLinks`]) and takes
+//! `latency + bytes / bandwidth`. Each prefill instance sends one transfer at a time, in
+//! hand-off order (a FIFO per sender: transfers contend for the sender's link); its KV blocks
+//! stay held until its own transfer ends. When the transfer ends the prefill blocks are freed
+//! and the decode instance queues the request; that instant is the request's first token
+//! (TTFT includes prefill queueing, the prefill, the link wait and the transfer, like
+//! LLMServingSim, whose prefill batch completes only once the KV has arrived).
+
+use super::eligibility::Eligibility;
+use super::{EventKind, EventQueue, InstanceSetup, Observer, SimError};
+use crate::Nanos;
+use crate::config::{InstanceRole, Link};
+use crate::metrics::PdRecord;
+use crate::router::Router;
+use crate::scheduler::{ReceivedKv, Scheduler, SchedulerBug};
+use crate::workload::Request;
+use std::collections::{HashMap, VecDeque};
+
+/// What a cluster with prefill and decode instances needs beyond its instances' setups.
+#[derive(Debug)]
+pub struct Disaggregation {
+    roles: Vec<InstanceRole>,
+    kv_bytes_per_token: Vec<u64>,
+    /// Row-major: the link from instance `i` to instance `j` is at `i · n + j`.
+    links: Vec<Link>,
+    router: Router,
+}
+
+impl Disaggregation {
+    /// `roles` and `kv_bytes_per_token` (full-model KV bytes per token, all TP ranks) give
+    /// one entry per instance, by id; `link(from, to)` is the link a transfer from instance
+    /// `from` to instance `to` takes; `router` picks decode instances (give it its own random
+    /// stream, [`Router::with_stream`]).
+    pub fn new(
+        roles: Vec<InstanceRole>,
+        kv_bytes_per_token: Vec<u64>,
+        router: Router,
+        link: impl Fn(usize, usize) -> Link,
+    ) -> Disaggregation {
+        let n = roles.len();
+        assert_eq!(n, kv_bytes_per_token.len(), "one KV size per instance");
+        let links = (0..n * n).map(|k| link(k / n, k % n)).collect();
+        Disaggregation {
+            roles,
+            kv_bytes_per_token,
+            links,
+            router,
+        }
+    }
+
+    /// The role of every instance, by id.
+    pub fn roles(&self) -> &[InstanceRole] {
+        &self.roles
+    }
+}
+
+/// A KV transfer starting or ending, for observers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferEvent {
+    /// Request id.
+    pub request_id: u64,
+    /// Prefill instance sending.
+    pub from: u32,
+    /// Decode instance receiving.
+    pub to: u32,
+    /// KV bytes moved.
+    pub bytes: u64,
+    /// When the request's prefill completed.
+    pub prefill_end_ns: Nanos,
+    /// When the transfer got the link.
+    pub start_ns: Nanos,
+    /// When it arrives (arrived, once `arrived` is set).
+    pub end_ns: Nanos,
+    /// False when the transfer starts, true when it has arrived.
+    pub arrived: bool,
+    /// KV blocks the request holds on the sender (freed when it arrives).
+    pub request_blocks: usize,
+    /// KV blocks in use on the sender after the event.
+    pub sender_blocks_used: usize,
+}
+
+/// A transfer waiting for, or holding, its sender's link.
+#[derive(Debug, Clone, Copy)]
+struct Transfer {
+    /// Index of the request in the workload.
+    index: u32,
+    /// Its slot on the prefill instance.
+    slot: u32,
+    to: u32,
+    bytes: u64,
+    duration: Nanos,
+    prefill_end: Nanos,
+    start: Nanos,
+    queuing_delay: Nanos,
+    blocks: usize,
+}
+
+/// One sender's link: the transfer on the wire and those queued behind it.
+#[derive(Debug, Default)]
+struct LinkQueue {
+    active: Option<Transfer>,
+    waiting: VecDeque<Transfer>,
+}
+
+/// The transfers of a run.
+pub(super) struct Transfers<'a> {
+    setup: Disaggregation,
+    requests: &'a [Request],
+    /// Workload index of every request id.
+    index_of: HashMap<u64, u32>,
+    /// By sending instance.
+    links: Vec<LinkQueue>,
+    candidates: Vec<u32>,
+}
+
+impl<'a> Transfers<'a> {
+    pub fn new(setup: Disaggregation, requests: &'a [Request]) -> Transfers<'a> {
+        let n = setup.roles.len();
+        Transfers {
+            setup,
+            requests,
+            index_of: (0..requests.len())
+                .map(|i| (requests[i].id, i as u32))
+                .collect(),
+            links: (0..n).map(|_| LinkQueue::default()).collect(),
+            candidates: Vec::with_capacity(n),
+        }
+    }
+
+    /// Takes over every request prefill instance `from` handed off in the step that ended at
+    /// `now`: routes it to a decode instance and queues its transfer on `from`'s link.
+    #[allow(clippy::too_many_arguments)]
+    pub fn hand_off(
+        &mut self,
+        from: u32,
+        now: Nanos,
+        schedulers: &mut [Scheduler],
+        setups: &[InstanceSetup],
+        eligibility: &Eligibility,
+        queue: &mut EventQueue,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let f = from as usize;
+        while let Some(h) = schedulers[f].pop_handoff() {
+            let index = self.index_of[&h.request_id];
+            let request = &self.requests[index as usize];
+            self.candidates.clear();
+            self.candidates.extend(
+                eligibility
+                    .decode_candidates(index as usize)
+                    .iter()
+                    .filter(|&&d| setups[d as usize].model_name == setups[f].model_name),
+            );
+            if self.candidates.is_empty() {
+                return Err(SchedulerBug::new(format!(
+                    "request {} was prefilled on instance {from} but no decode instance can take it",
+                    h.request_id
+                ))
+                .into());
+            }
+            let to = self
+                .setup
+                .router
+                .route(request, &self.candidates, schedulers);
+            schedulers[to as usize].expect_incoming();
+            let n = self.setup.roles.len();
+            let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
+            let transfer = Transfer {
+                index,
+                slot: h.slot,
+                to,
+                bytes,
+                duration: self.setup.links[f * n + to as usize].transfer_ns(bytes),
+                prefill_end: now,
+                start: now,
+                queuing_delay: h.queuing_delay_ns,
+                blocks: h.blocks,
+            };
+            if self.links[f].active.is_none() {
+                self.start(from, transfer, now, schedulers, queue, observer)?;
+            } else {
+                self.links[f].waiting.push_back(transfer);
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts `transfer` on `from`'s idle link at `now`.
+    fn start(
+        &mut self,
+        from: u32,
+        mut transfer: Transfer,
+        now: Nanos,
+        schedulers: &[Scheduler],
+        queue: &mut EventQueue,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        transfer.start = now;
+        queue.push(
+            now + transfer.duration,
+            EventKind::TransferEnd { sender: from },
+        );
+        self.links[from as usize].active = Some(transfer);
+        let event = self.event(from, &transfer, false, schedulers);
+        observer.kv_transfer(&event)?;
+        Ok(())
+    }
+
+    /// Completes the transfer on `from`'s link at `now`: frees its blocks on the prefill
+    /// instance, queues the request on its decode instance and starts the next transfer.
+    /// Returns the decode instance.
+    pub fn finish(
+        &mut self,
+        from: u32,
+        now: Nanos,
+        schedulers: &mut [Scheduler],
+        queue: &mut EventQueue,
+        observer: &mut dyn Observer,
+    ) -> Result<u32, SimError> {
+        let Some(t) = self.links[from as usize].active.take() else {
+            return Err(SchedulerBug::new(format!("no transfer in flight from {from}")).into());
+        };
+        let freed = schedulers[from as usize].release_handoff(t.slot)?;
+        if freed != t.blocks {
+            return Err(SchedulerBug::new(format!(
+                "transfer from {from} freed {freed} blocks, held {}",
+                t.blocks
+            ))
+            .into());
+        }
+        let received = ReceivedKv {
+            queuing_delay_ns: t.queuing_delay,
+            pd: PdRecord {
+                prefill_instance: from,
+                prefill_end_ns: t.prefill_end,
+                transfer_start_ns: t.start,
+                transfer_end_ns: now,
+                decode_admitted_ns: now,
+                kv_bytes: t.bytes,
+            },
+        };
+        schedulers[t.to as usize].receive(&self.requests[t.index as usize], received);
+        let event = self.event(from, &t, true, schedulers);
+        observer.kv_transfer(&event)?;
+        if let Some(next) = self.links[from as usize].waiting.pop_front() {
+            self.start(from, next, now, schedulers, queue, observer)?;
+        }
+        Ok(t.to)
+    }
+
+    fn event(
+        &self,
+        from: u32,
+        t: &Transfer,
+        arrived: bool,
+        schedulers: &[Scheduler],
+    ) -> TransferEvent {
+        TransferEvent {
+            request_id: self.requests[t.index as usize].id,
+            from,
+            to: t.to,
+            bytes: t.bytes,
+            prefill_end_ns: t.prefill_end,
+            start_ns: t.start,
+            end_ns: t.start + t.duration,
+            arrived,
+            request_blocks: t.blocks,
+            sender_blocks_used: schedulers[from as usize].pool().num_pinned(),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The scheduler's side of prefill/decode disaggregation.
+//!
+//! On a **prefill** instance ([`Scheduler::hand_off_prefills`]) a request whose prompt
+//! completes produces its first token and leaves the running set, but keeps its slot and KV
+//! blocks: the blocks are the transfer's source and are freed only when the engine reports
+//! the transfer done ([`Scheduler::release_handoff`]). A request that wants a single token is
+//! finished right there (nothing is left to decode, nothing is transferred).
+//!
+//! On a **decode** instance, [`Scheduler::receive`] queues a request whose prompt KV arrived:
+//! it waits at the back of the waiting queue and is admitted like any other request, under
+//! `max_num_seqs`, the token budget and the free KV blocks, needing blocks for the prompt plus
+//! the first token. Its prompt blocks may come from the decode instance's prefix cache (then
+//! they are shared, not allocated again); it computes nothing of the prompt: its first step
+//! decodes the first token (context = the prompt), exactly like a colocated request's first
+//! decode step. If it is preempted later, it is recomputed on the decode instance like any
+//! preempted request.
+
+use super::request::Phase;
+use super::{Scheduler, SchedulerBug, request::RunningRequest};
+use crate::Nanos;
+use crate::metrics::PdRecord;
+use crate::workload::Request;
+
+/// A request a prefill instance handed off at the end of its prefill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handoff {
+    /// The request's slot on the prefill instance, for [`Scheduler::release_handoff`].
+    pub slot: u32,
+    /// Request id.
+    pub request_id: u64,
+    /// Prompt tokens, whose KV is transferred.
+    pub prompt_tokens: u32,
+    /// KV blocks it holds on the prefill instance until the transfer ends.
+    pub blocks: usize,
+    /// Schedule time of its last prefill chunk minus arrival, ns.
+    pub queuing_delay_ns: Nanos,
+}
+
+/// A prompt KV cache arriving at a decode instance, with the request's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceivedKv {
+    /// Schedule time of the last prefill chunk minus arrival (on the prefill instance), ns.
+    pub queuing_delay_ns: Nanos,
+    /// Where the prompt ran and how the KV came; `decode_admitted_ns` is set on admission.
+    pub pd: PdRecord,
+}
+
+impl Scheduler {
+    /// Makes this a prefill instance's scheduler: requests leave when their prompt completes
+    /// and are collected with [`Scheduler::pop_handoff`].
+    pub fn hand_off_prefills(&mut self) {
+        self.hand_off = true;
+    }
+
+    /// The next request handed off by the steps completed so far, in completion order.
+    pub fn pop_handoff(&mut self) -> Option<Handoff> {
+        let slot = self.handoffs.pop_front()?;
+        let req = self.slots[slot as usize].as_ref().expect("handed-off slot");
+        Some(Handoff {
+            slot,
+            request_id: req.id,
+            prompt_tokens: req.input_toks,
+            blocks: req.blocks.len(),
+            queuing_delay_ns: req.queuing_delay_ns,
+        })
+    }
+
+    /// Requests handed off whose KV blocks are still held.
+    pub fn num_handed_off(&self) -> usize {
+        self.handed_off
+    }
+
+    /// Frees the KV blocks (last block first) and the slot of a handed-off request whose
+    /// transfer has ended; returns how many blocks were freed.
+    pub fn release_handoff(&mut self, slot: u32) -> Result<usize, SchedulerBug> {
+        let req = self.slots.get_mut(slot as usize).and_then(Option::take);
+        let Some(req) = req.filter(|r| r.phase == Phase::HandedOff) else {
+            return Err(SchedulerBug::new(format!(
+                "slot {slot} holds no handed-off request"
+            )));
+        };
+        for &b in req.blocks.iter().rev() {
+            self.pool.release(b);
+        }
+        self.free_slots.push(slot);
+        self.handed_off -= 1;
+        Ok(req.blocks.len())
+    }
+
+    /// Notes that a request was routed here and its KV cache is on its way; routing counts it
+    /// as waiting until [`Scheduler::receive`].
+    pub fn expect_incoming(&mut self) {
+        self.incoming += 1;
+    }
+
+    /// Requests routed here whose KV cache has not arrived yet.
+    pub fn num_incoming(&self) -> usize {
+        self.incoming
+    }
+
+    /// Queues `request`, whose prompt ran on a prefill instance and whose prompt KV has just
+    /// arrived (at `kv.pd.transfer_end_ns`, which is its first token's time), at the back of
+    /// the waiting queue.
+    pub fn receive(&mut self, request: &Request, kv: ReceivedKv) {
+        debug_assert!(
+            request.output_toks > 1,
+            "one-token requests are never handed off"
+        );
+        self.incoming = self.incoming.saturating_sub(1);
+        let mut state = RunningRequest::new(request, &self.config);
+        state.computed = request.input_toks;
+        state.reached = request.input_toks + 1;
+        state.phase = Phase::Decode;
+        state.first_token_ns = kv.pd.transfer_end_ns;
+        state.last_token_ns = kv.pd.transfer_end_ns;
+        state.queuing_delay_ns = kv.queuing_delay_ns;
+        // The prompt's prefix-cache lookup was counted where it ran.
+        state.prefix_recorded = true;
+        state.pd = Some(kv.pd);
+        self.push_waiting(state);
+    }
+}
