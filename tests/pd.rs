@@ -372,3 +372,44 @@ fn every_prefilled_request_is_decoded_exactly_once() {
     // P/D only, no colocated instance.
     check_conservation(&requests, &[Prefill, Decode], RoutingPolicy::Load);
 }
+
+#[test]
+fn received_prompts_reuse_blocks_cached_on_the_decode_instance() {
+    // Two 64-token prompts (4 full blocks) of 10 tokens on a decode instance of 8 blocks:
+    // each needs 5 blocks at admission. With the same prompt ids the second shares the first's
+    // 4 cached prompt blocks and is admitted at once; without ids it waits for the first.
+    let prompt: Vec<u32> = (0..64).collect();
+    let ids = |out: u32| {
+        prompt
+            .iter()
+            .copied()
+            .chain(out..out + 10)
+            .collect::<Vec<_>>()
+    };
+    let second_admission = |shared: bool| {
+        let (a, b) = if shared {
+            (ids(1_000), ids(2_000))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let requests = [request(0, 0, 64, 10, a), request(1, 0, 64, 10, b)];
+        let rec = run(
+            &requests,
+            &[setup("m", 100), setup("m", 8)],
+            &[Prefill, Decode],
+            RoutingPolicy::Load,
+        );
+        let first_end = find(&rec, 0).end;
+        (find(&rec, 1).pd.unwrap(), first_end)
+    };
+    let (pd, first_end) = second_admission(true);
+    assert!(
+        pd.decode_admitted_ns < first_end,
+        "admitted beside the first"
+    );
+    let (pd, first_end) = second_admission(false);
+    assert_eq!(
+        pd.decode_admitted_ns, first_end,
+        "waits for the first's blocks"
+    );
+}
