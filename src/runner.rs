@@ -7,7 +7,7 @@ use crate::cli::{
     EtCommand, GenerateArgs, InstanceConfig, SimConfig, ValidateArgs, WorkloadSource,
 };
 use crate::config::{Dtype, InstanceRole, KvSizing, full_kv_bytes_per_token, kv_capacity};
-use crate::engine::{self, Disaggregation, InstanceSetup, Observer, StepEvent};
+use crate::engine::{self, Disaggregation, InstanceSetup, Observer, StepEvent, TransferEvent};
 use crate::latency::{LatencyBackend, ProfileDb, ProfileSpec, Roofline};
 use crate::metrics::{
     InstanceInfo, PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary,
@@ -354,6 +354,25 @@ impl Observer for Outputs {
                 layer.repeats,
                 layer.time_ns,
                 if layer.is_comm { "  (comm)" } else { "" }
+            );
+        }
+        Ok(())
+    }
+
+    fn kv_transfer(&mut self, t: &TransferEvent) -> anyhow::Result<()> {
+        if t.arrived {
+            log::debug!(
+                "[t={} ns] KV of request {} arrived: instance {} -> {}, {} bytes, {} ns on the \
+                 wire after {} ns waiting for the link; {} blocks freed on instance {}",
+                t.end_ns,
+                t.request_id,
+                t.from,
+                t.to,
+                t.bytes,
+                t.end_ns - t.start_ns,
+                t.start_ns - t.prefill_end_ns,
+                t.request_blocks,
+                t.from
             );
         }
         Ok(())

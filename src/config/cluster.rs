@@ -274,8 +274,10 @@ impl InstanceRole {
 /// Refuses a model that has prefill instances but no decode instance, or the other way round
 /// (colocated instances may sit beside P/D pairs: they serve requests start to finish).
 fn check_pd_partners(placed: &[PlacedInstance<'_>], source_name: &str) -> Result<(), ConfigError> {
+    // Model names compare like a request's `model` field: ignoring case and organisation.
+    let short = |name: &str| name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
     let serves = |p: &PlacedInstance<'_>, role: InstanceRole, model: &str| {
-        p.role == role && p.spec.model_name.eq_ignore_ascii_case(model)
+        p.role == role && short(&p.spec.model_name) == short(model)
     };
     for p in placed {
         let partner = match p.role {
