@@ -350,6 +350,41 @@ mod tests {
     }
 
     #[test]
+    fn pd_csv_appends_the_prefill_instance_and_the_transfer_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        let mut csv = RequestCsv::create_pd(&path).unwrap();
+        let decoded = RequestRecord {
+            instance_id: 3,
+            pd: Some(crate::metrics::PdRecord {
+                prefill_instance: 1,
+                prefill_end_ns: 100,
+                transfer_start_ns: 150,
+                transfer_end_ns: 400,
+                decode_admitted_ns: 500,
+                kv_bytes: 7,
+            }),
+            ..request_7()
+        };
+        csv.write(&decoded).unwrap();
+        csv.write(&request_7()).unwrap();
+        csv.commit().unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.split("\r\n").collect();
+        assert_eq!(
+            lines[0],
+            format!("{},prefill instance,kv_transfer_ns", HEADER_LINE.trim_end())
+        );
+        let row = |r: &RequestRecord<'_>| row_of(r).trim_end().to_owned();
+        assert_eq!(lines[1], format!("{},1,300", row(&decoded)));
+        assert_eq!(
+            lines[2],
+            format!("{},0,0", row(&request_7())),
+            "served start to finish"
+        );
+    }
+
+    #[test]
     fn dropping_without_commit_removes_the_temp_file_and_keeps_the_destination() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.csv");
