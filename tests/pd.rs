@@ -413,3 +413,42 @@ fn received_prompts_reuse_blocks_cached_on_the_decode_instance() {
         "waits for the first's blocks"
     );
 }
+
+#[test]
+fn a_request_no_decode_instance_can_take_is_refused_up_front() {
+    let refusal = |setups: &[InstanceSetup], roles: &[InstanceRole]| {
+        let mut backends: Vec<LinearBackend> = setups
+            .iter()
+            .map(|_| LinearBackend { per_token: 10 })
+            .collect();
+        let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+            .iter_mut()
+            .map(|b| b as &mut dyn LatencyBackend)
+            .collect();
+        let pd = Disaggregation::new(
+            roles.to_vec(),
+            vec![100; roles.len()],
+            Router::new(RoutingPolicy::Load, 0),
+            |_, _| link(0.0),
+        );
+        let requests = [request(0, 0, 32, 10, Vec::new())];
+        let mut router = Router::new(RoutingPolicy::Load, 0);
+        let mut rec = Rec::default();
+        engine::run_disaggregated(&requests, setups, pd, &mut dyns, &mut router, &mut rec)
+            .unwrap_err()
+            .to_string()
+    };
+    // The prompt fits the prefill instance (2 blocks), prompt + output not the decode one.
+    let err = refusal(&[setup("m", 2), setup("m", 2)], &[Prefill, Decode]);
+    assert!(
+        err.contains("request 0")
+            && err.contains("needs 3 KV blocks")
+            && err.contains("instance 1"),
+        "{err}"
+    );
+    let err = refusal(&[setup("m", 100)], &[Prefill]);
+    assert!(
+        err.contains("no decode instance serves that model"),
+        "{err}"
+    );
+}

@@ -37,6 +37,15 @@ impl Eligibility {
                     .unwrap_or(i)
             })
             .collect();
+        // Instances serving the same model share the model's first instance id.
+        let model_of: Vec<usize> = (0..setups.len())
+            .map(|i| {
+                (0..i)
+                    .position(|j| setups[j].model_name == setups[i].model_name)
+                    .unwrap_or(i)
+            })
+            .collect();
+        let mut decodes_model = vec![false; setups.len()];
         let mut accepts = vec![false; setups.len()];
         let mut groups: Vec<Vec<u32>> = Vec::new();
         let mut index: HashMap<Vec<u32>, u32> = HashMap::new();
@@ -61,20 +70,18 @@ impl Eligibility {
                 }
             }
             let accepted = |i: usize| accepts[class_of[i]];
+            decodes_model.fill(false);
+            for d in (0..setups.len()).filter(|&d| roles[d] == InstanceRole::Decode) {
+                if accepted(d) {
+                    decode.push(d as u32);
+                    decodes_model[model_of[d]] = true;
+                }
+            }
             for i in (0..setups.len()).filter(|&i| accepted(i)) {
                 match roles[i] {
                     InstanceRole::Colocated => entry.push(i as u32),
-                    InstanceRole::Decode => decode.push(i as u32),
-                    InstanceRole::Prefill => {
-                        let partner = (0..setups.len()).any(|d| {
-                            roles[d] == InstanceRole::Decode
-                                && accepted(d)
-                                && setups[d].model_name == setups[i].model_name
-                        });
-                        if partner {
-                            entry.push(i as u32);
-                        }
-                    }
+                    InstanceRole::Prefill if decodes_model[model_of[i]] => entry.push(i as u32),
+                    InstanceRole::Prefill | InstanceRole::Decode => {}
                 }
             }
             if entry.is_empty() {

@@ -17,14 +17,13 @@
 //! Only then does the clock move on to the next event; it never goes back. An idle instance
 //! with work that cannot form a batch is a loud error ([`SimError::Stuck`]), never a spin
 //! (except a prefill instance whose KV blocks are held by transfers still in flight: it
-//! retries when one ends).
+//! retries when one ends). Before the run, every request is checked against every instance; a
+//! request no instance can serve is refused ([`SimError::Unservable`]).
 //!
 //! With prefill/decode disaggregation ([`run_disaggregated`], see [`Disaggregation`]),
 //! arrivals are routed among prefill and colocated instances; step 1 also hands off the
 //! requests whose prompt a prefill instance completed, and KV transfers ending at `t` deliver
 //! requests to decode instances (after the step completions, before the arrivals).
-//! Before the run, every request is checked against every instance; a request no instance can
-//! serve is refused ([`SimError::Unservable`]).
 
 mod eligibility;
 mod events;

@@ -76,7 +76,7 @@ pub struct TransferEvent {
     pub prefill_end_ns: Nanos,
     /// When the transfer got the link.
     pub start_ns: Nanos,
-    /// When it arrives (arrived, once `arrived` is set).
+    /// When it arrives (or arrived).
     pub end_ns: Nanos,
     /// False when the transfer starts, true when it has arrived.
     pub arrived: bool,
