@@ -7,6 +7,7 @@
 //! (`pd_type`), see [`InstanceRole`].
 
 use super::ConfigError;
+use super::roles::{InstanceRole, check_pd_partners};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -237,69 +238,6 @@ impl ClusterConfig {
         check_pd_partners(&placed, source_name)?;
         Ok(placed)
     }
-}
-
-/// What an instance does with the requests it serves (its `pd_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum InstanceRole {
-    /// Serves requests start to finish (`pd_type` null).
-    #[default]
-    Colocated,
-    /// Runs prompts, then hands each request's KV cache to a decode instance (`"prefill"`).
-    Prefill,
-    /// Decodes requests whose prompts a prefill instance ran (`"decode"`).
-    Decode,
-}
-
-impl InstanceRole {
-    /// The role an instance entry asks for (`pd_type` is checked when the file is parsed).
-    fn of(inst: &InstanceSpec) -> InstanceRole {
-        match inst.pd_type.as_deref() {
-            Some("prefill") => InstanceRole::Prefill,
-            Some("decode") => InstanceRole::Decode,
-            _ => InstanceRole::Colocated,
-        }
-    }
-
-    /// The name used in the summary: `colocated`, `prefill` or `decode`.
-    pub fn name(self) -> &'static str {
-        match self {
-            InstanceRole::Colocated => "colocated",
-            InstanceRole::Prefill => "prefill",
-            InstanceRole::Decode => "decode",
-        }
-    }
-}
-
-/// Refuses a model that has prefill instances but no decode instance, or the other way round
-/// (colocated instances may sit beside P/D pairs: they serve requests start to finish).
-fn check_pd_partners(placed: &[PlacedInstance<'_>], source_name: &str) -> Result<(), ConfigError> {
-    // Model names compare like a request's `model` field: ignoring case and organisation.
-    let short = |name: &str| name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
-    let serves = |p: &PlacedInstance<'_>, role: InstanceRole, model: &str| {
-        p.role == role && short(&p.spec.model_name) == short(model)
-    };
-    for p in placed {
-        let partner = match p.role {
-            InstanceRole::Colocated => continue,
-            InstanceRole::Prefill => InstanceRole::Decode,
-            InstanceRole::Decode => InstanceRole::Prefill,
-        };
-        let model = &p.spec.model_name;
-        if !placed.iter().any(|q| serves(q, partner, model)) {
-            return Err(ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: format!("{}.pd_type", p.path),
-                message: format!(
-                    "is \"{}\" but no instance serving `{model}` has pd_type \"{}\"; \
-                     prefill/decode disaggregation needs at least one of each per model",
-                    p.role.name(),
-                    partner.name()
-                ),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// An instance of a cluster config with its place in the file.

@@ -9,16 +9,17 @@ mod dtype;
 mod hardware;
 mod memory;
 mod model;
+mod roles;
 mod topology;
 
 pub use cluster::{
-    ClusterConfig, InstanceRole, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance,
-    RuntimeOverrides,
+    ClusterConfig, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance, RuntimeOverrides,
 };
 pub use dtype::Dtype;
 pub use hardware::Hardware;
 pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};
+pub use roles::InstanceRole;
 pub use topology::{ClusterLinks, Link};
 
 use std::path::PathBuf;
