@@ -66,6 +66,29 @@ impl Eligibility {
     pub fn candidates(&self, index: usize) -> &[u32] {
         &self.groups[self.group_of[index] as usize]
     }
+
+    /// Candidate instance ids (ascending) of `r`, a request released during the run; an
+    /// error when no instance can serve it.
+    pub fn candidates_for(
+        &mut self,
+        r: &Request,
+        setups: &[InstanceSetup],
+    ) -> Result<&[u32], SimError> {
+        let candidates: Vec<u32> = (0..setups.len() as u32)
+            .filter(|&i| unservable(r, &setups[i as usize]).is_none())
+            .collect();
+        if candidates.is_empty() {
+            return Err(refusal(r, setups));
+        }
+        let group = match self.groups.iter().position(|g| *g == candidates) {
+            Some(g) => g,
+            None => {
+                self.groups.push(candidates);
+                self.groups.len() - 1
+            }
+        };
+        Ok(&self.groups[group])
+    }
 }
 
 /// Why no instance can serve `r`: the model, or the first instance serving the model.

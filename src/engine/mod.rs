@@ -14,6 +14,11 @@
 //!    previous one ends (steps run back to back), and an idle one starts exactly at the
 //!    arrival that gives it work.
 //!
+//! A finished request is also reported to the run's [`Injector`] (the one hook for work
+//! released at run time, e.g. the next step of an agentic session), whose requests join the
+//! arrivals still to come at their arrival time, after the requests already pending for the
+//! same instant ([`run_cluster_with`]; see `inject.rs`).
+//!
 //! Only then does the clock move on to the next event; it never goes back. An idle instance
 //! with work that cannot form a batch is a loud error ([`SimError::Stuck`]), never a spin.
 //! Before the run, every request is checked against every instance; a request no instance can
@@ -21,8 +26,10 @@
 
 mod eligibility;
 mod events;
+mod inject;
 
 pub use events::{Event, EventKind, EventQueue};
+pub use inject::{Dynamics, Injector, NoInjection};
 
 use crate::Nanos;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
@@ -31,6 +38,7 @@ use crate::router::{Router, RoutingPolicy};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
 use eligibility::Eligibility;
+use inject::{Arrivals, Due, Hooked};
 
 /// What the engine needs to know about an instance beyond its scheduler.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,11 +181,31 @@ pub fn run_cluster(
     router: &mut Router,
     observer: &mut dyn Observer,
 ) -> Result<RunOutcome, SimError> {
+    let dynamics = Dynamics {
+        injector: &mut NoInjection,
+        max_in_flight: None,
+    };
+    run_cluster_with(requests, setups, backends, router, observer, dynamics)
+}
+
+/// [`run_cluster`], plus requests released as earlier ones finish and the concurrency gate
+/// of `dynamics` (see [`Injector`]).
+pub fn run_cluster_with(
+    requests: &[Request],
+    setups: &[InstanceSetup],
+    backends: &mut [&mut dyn LatencyBackend],
+    router: &mut Router,
+    observer: &mut dyn Observer,
+    dynamics: Dynamics<'_>,
+) -> Result<RunOutcome, SimError> {
     assert!(
         !setups.is_empty() && setups.len() == backends.len(),
         "one backend per instance, at least one instance"
     );
-    let eligibility = Eligibility::compute(requests, setups)?;
+    let mut eligibility = Eligibility::compute(requests, setups)?;
+    Eligibility::compute(dynamics.injector.deferred(), setups)?;
+    let mut arrivals = Arrivals::new(requests, dynamics.max_in_flight);
+    let observer = &mut Hooked::new(observer, dynamics.injector);
     // Schedulers apart from the rest, so that the router can observe them as they are.
     let mut schedulers: Vec<Scheduler> = setups
         .iter()
@@ -198,10 +226,9 @@ pub fn run_cluster(
         .collect();
     let mut queue = EventQueue::with_capacity(setups.len() + 1);
     let mut ready: Vec<u32> = Vec::with_capacity(setups.len());
-    let mut next = 0usize;
     let mut now: Nanos = 0;
-    if let Some(first) = requests.first() {
-        queue.push(first.arrival_ns, EventKind::Arrival);
+    if let Some(first) = arrivals.initial_event(None) {
+        queue.push(first, EventKind::Arrival);
     }
     while let Some(t) = queue.next_time() {
         debug_assert!(t >= now, "the clock went back from {now} to {t}");
@@ -220,16 +247,41 @@ pub fn run_cluster(
                         observer,
                     )?;
                     mark_ready(inst, instance, &mut ready);
+                    observer.collect(&mut arrivals, |t| queue.push(t, EventKind::Arrival));
+                    if arrivals.gated() && arrivals.has_waiting(now) {
+                        queue.push(now, EventKind::Arrival);
+                    }
                 }
                 EventKind::Arrival => {
-                    while let Some(r) = requests.get(next).filter(|r| r.arrival_ns <= now) {
-                        let id = router.route(r, eligibility.candidates(next), &schedulers);
+                    while let Some(due) = arrivals.next_due(now, observer.finished()) {
+                        // Arrivals are stamped with the time they enter: their own in trace
+                        // mode, the admission time in concurrency mode.
+                        let entered;
+                        let (r, candidates) = match due {
+                            Due::Initial(index, r) if r.arrival_ns == now => {
+                                (r, eligibility.candidates(index))
+                            }
+                            Due::Initial(index, r) => {
+                                entered = Request {
+                                    arrival_ns: now,
+                                    ..r.clone()
+                                };
+                                (&entered, eligibility.candidates(index))
+                            }
+                            Due::Released(r) => {
+                                entered = Request {
+                                    arrival_ns: now,
+                                    ..r
+                                };
+                                (&entered, eligibility.candidates_for(&entered, setups)?)
+                            }
+                        };
+                        let id = router.route(r, candidates, &schedulers);
                         schedulers[id as usize].enqueue(r);
                         mark_ready(&mut instances[id as usize], id, &mut ready);
-                        next += 1;
                     }
-                    if let Some(r) = requests.get(next) {
-                        queue.push(r.arrival_ns, EventKind::Arrival);
+                    if let Some(t) = arrivals.initial_event(Some(now)) {
+                        queue.push(t, EventKind::Arrival);
                     }
                 }
             }
@@ -246,13 +298,9 @@ pub fn run_cluster(
         ready.clear();
     }
     let finished: u64 = instances.iter().map(|i| i.finished).sum();
-    if finished != requests.len() as u64 {
-        return Err(SchedulerBug::new(format!(
-            "{} of {} requests finished",
-            finished,
-            requests.len()
-        ))
-        .into());
+    let arrived = requests.len() as u64 + arrivals.released();
+    if finished != arrived {
+        return Err(SchedulerBug::new(format!("{finished} of {arrived} requests finished")).into());
     }
     let mut stats = SchedulerStats::default();
     for scheduler in &schedulers {
