@@ -5,6 +5,7 @@
 //! [`spec`] generates requests from a WorkloadSpec v2 YAML file (BLIS's format) instead.
 
 mod jsonl;
+pub mod sessions;
 pub mod spec;
 
 pub(crate) use jsonl::MAX_TOKENS;
