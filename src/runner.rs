@@ -4,39 +4,51 @@ use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::chakra::{StepEmitter, read_et, render_dump};
 use crate::cli::{
-    EtCommand, GenerateArgs, InstanceConfig, SimConfig, ValidateArgs, WorkloadSource,
+    EtCommand, GenerateArgs, InstanceConfig, ReplayMode, SimConfig, ValidateArgs, WorkloadSource,
 };
 use crate::config::{Dtype, KvSizing, kv_capacity};
-use crate::engine::{self, InstanceSetup, Observer, StepEvent};
+use crate::engine::{self, Dynamics, InstanceSetup, Observer, StepEvent};
 use crate::latency::{LatencyBackend, ProfileDb, ProfileSpec, Roofline};
 use crate::metrics::{
-    InstanceInfo, PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, Summary,
-    SummaryCollector, Validation, write_atomically,
+    InstanceInfo, PlotFormat, PrefixCacheStats, RequestCsv, RequestRecord, RunInfo, SessionSummary,
+    Summary, SummaryCollector, Validation, write_atomically, write_sessions_csv,
 };
 use crate::router::Router;
-use crate::workload::read_jsonl;
+use crate::workload::sessions::{SessionRegistry, SessionSet};
 use crate::workload::spec::{
     Generator, Overrides, SCENARIOS, WorkloadSpec, generate_requests, scenario, write_jsonl,
 };
+use crate::workload::{Request, Workload, read_workload};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 /// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
-    let requests = match &config.workload {
-        WorkloadSource::Dataset(path) => read_jsonl(path, config.num_reqs)?,
+    let mut workload = match &config.workload {
+        WorkloadSource::Dataset(path) => read_workload(path, config.num_reqs)?,
         WorkloadSource::Spec(path) => {
             let spec = WorkloadSpec::load(path)?;
             let overrides = Overrides {
                 num_requests: config.num_reqs.map(|n| n as u64),
                 seed: None,
             };
-            generate_requests(&spec, overrides)?
+            Workload {
+                requests: generate_requests(&spec, overrides)?,
+                ..Workload::default()
+            }
         }
     };
+    let has_sessions = !workload.sessions.is_empty();
+    if config.sessions_output.is_some() && !has_sessions {
+        anyhow::bail!("--sessions-output: the workload has no sessions");
+    }
+    let max_in_flight = replay(&mut workload, config.replay);
+    let mut registry = SessionRegistry::new(&workload.sessions);
+    let requests = initial_requests(&workload, &mut registry);
     let multi = config.instances.len() > 1;
     let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
     eprintln!("{}", astra::describe(config.astra.as_ref()));
@@ -77,6 +89,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     }
 
     let csv = match &config.output {
+        Some(path) if has_sessions => Some(RequestCsv::create_with_sessions(path)?),
         Some(path) => Some(RequestCsv::create(path)?),
         None => None,
     };
@@ -98,19 +111,25 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut outputs = Outputs {
         csv,
         summary: SummaryCollector::new(),
-        progress: Progress::new(requests.len() as u64),
+        progress: Progress::new(workload.num_requests() as u64),
         emit_et,
         multi,
+        sessions: has_sessions.then_some(&workload.sessions),
     };
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
         backends.iter_mut().map(Backend::as_dyn).collect();
-    let outcome = engine::run_cluster(
+    let dynamics = Dynamics {
+        injector: &mut registry,
+        max_in_flight,
+    };
+    let outcome = engine::run_cluster_with(
         &requests,
         &setups,
         &mut dyn_backends,
         &mut router,
         &mut outputs,
+        dynamics,
     )?;
     drop(dyn_backends);
     outputs.progress.finish();
@@ -151,7 +170,14 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         num_nodes: config.num_nodes,
         instances,
     };
-    let summary = outputs.summary.finish(info);
+    let mut summary = outputs.summary.finish(info);
+    if has_sessions {
+        let outcomes = registry.outcomes();
+        summary.set_sessions(SessionSummary::new(&outcomes));
+        if let Some(path) = &config.sessions_output {
+            write_sessions_csv(path, &outcomes)?;
+        }
+    }
     if let Some(path) = &config.summary_json {
         summary.write_json(path)?;
     }
@@ -159,6 +185,38 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         csv.commit()?;
     }
     Ok(summary)
+}
+
+/// Applies the replay mode to the arrivals known before the run; returns the concurrency
+/// limit of concurrency mode.
+fn replay(workload: &mut Workload, mode: ReplayMode) -> Option<usize> {
+    let first = workload.first_arrival()?;
+    match mode {
+        ReplayMode::Trace => None,
+        ReplayMode::Speedup(f) => {
+            workload.retime(|t| first + ((t - first) as f64 / f).round() as Nanos);
+            None
+        }
+        ReplayMode::Concurrency(n) => {
+            workload.retime(|_| first);
+            Some(n)
+        }
+    }
+}
+
+/// The requests known before the run, sorted by arrival (then id): the flat ones and those
+/// the sessions start with.
+fn initial_requests<'w>(
+    workload: &'w Workload,
+    registry: &mut SessionRegistry<'_>,
+) -> Cow<'w, [Request]> {
+    if workload.sessions.is_empty() {
+        return Cow::Borrowed(&workload.requests);
+    }
+    let mut requests = workload.requests.clone();
+    registry.start(&mut requests);
+    requests.sort_by_key(|r| (r.arrival_ns, r.id));
+    Cow::Owned(requests)
 }
 
 /// What sizes an instance's KV cache.
@@ -267,7 +325,7 @@ impl Backend {
 
 /// Receives the engine's results: CSV rows, summary samples, progress, execution traces,
 /// debug logs.
-struct Outputs {
+struct Outputs<'w> {
     csv: Option<RequestCsv>,
     summary: SummaryCollector,
     progress: Progress,
@@ -275,12 +333,16 @@ struct Outputs {
     emit_et: Vec<StepEmitter>,
     /// Several instances: log lines name the instance.
     multi: bool,
+    /// The workload's sessions, when it has any: the CSV then names each request's session.
+    sessions: Option<&'w SessionSet>,
 }
 
-impl Observer for Outputs {
+impl Observer for Outputs<'_> {
     fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
-        if let Some(csv) = &mut self.csv {
-            csv.write(record)?;
+        match (&mut self.csv, self.sessions) {
+            (Some(csv), Some(set)) => csv.write_in_session(record, set.label(record.request_id))?,
+            (Some(csv), None) => csv.write(record)?,
+            (None, _) => {}
         }
         self.summary.record(record);
         self.progress.advance();

@@ -27,6 +27,11 @@ pub const CSV_HEADER: [&str; 12] = [
     "ITL",
 ];
 
+/// Columns appended to [`CSV_HEADER`] when the workload has sessions: the session of the
+/// request and its step (LLMServingSim's sub-request index, or the workflow step label);
+/// empty for a request outside any session.
+pub const SESSION_COLUMNS: [&str; 2] = ["session_id", "sub_request_index"];
+
 /// Python's `csv.writer` default line terminator.
 const LINE_END: &[u8] = b"\r\n";
 
@@ -46,11 +51,22 @@ pub struct RequestCsv {
 impl RequestCsv {
     /// Creates the temporary file in `path`'s directory and writes the header.
     pub fn create(path: &Path) -> anyhow::Result<RequestCsv> {
+        RequestCsv::with_header(path, &CSV_HEADER)
+    }
+
+    /// Like [`RequestCsv::create`], with the [`SESSION_COLUMNS`] after LLMServingSim's; rows
+    /// are then written with [`RequestCsv::write_in_session`].
+    pub fn create_with_sessions(path: &Path) -> anyhow::Result<RequestCsv> {
+        let header: Vec<&str> = CSV_HEADER.iter().chain(&SESSION_COLUMNS).copied().collect();
+        RequestCsv::with_header(path, &header)
+    }
+
+    fn with_header(path: &Path, header: &[&str]) -> anyhow::Result<RequestCsv> {
         let mut csv = RequestCsv {
             file: AtomicFile::create(path)?,
             row: Vec::with_capacity(2 * CHUNK),
         };
-        for (i, name) in CSV_HEADER.iter().enumerate() {
+        for (i, name) in header.iter().enumerate() {
             if i > 0 {
                 csv.row.push(b',');
             }
@@ -63,6 +79,31 @@ impl RequestCsv {
     /// Appends one row.
     pub fn write(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
         format_row(&mut self.row, record);
+        self.row.extend_from_slice(LINE_END);
+        self.flush_if_full()
+    }
+
+    /// Appends one row with the session columns: `session` is the request's session id and
+    /// step label, `None` for a request outside any session.
+    pub fn write_in_session(
+        &mut self,
+        record: &RequestRecord<'_>,
+        session: Option<(&str, &str)>,
+    ) -> anyhow::Result<()> {
+        format_row(&mut self.row, record);
+        self.row.push(b',');
+        if let Some((id, step)) = session {
+            push_text_field(&mut self.row, id);
+            self.row.push(b',');
+            push_text_field(&mut self.row, step);
+        } else {
+            self.row.push(b',');
+        }
+        self.row.extend_from_slice(LINE_END);
+        self.flush_if_full()
+    }
+
+    fn flush_if_full(&mut self) -> anyhow::Result<()> {
         if self.row.len() >= CHUNK {
             self.flush_row()?;
         }
@@ -145,7 +186,7 @@ fn parent_dir(path: &Path) -> &Path {
     }
 }
 
-/// Appends one CSV row for `r`, line end included.
+/// Appends the fields of `r`'s CSV row, without the line end.
 fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     let mut num = itoa::Buffer::new();
     let mut int_field = |row: &mut Vec<u8>, value: u64| {
@@ -165,7 +206,6 @@ fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     int_field(row, r.ttft_ns());
     int_field(row, r.tpot_ns());
     push_itl_field(row, r.itl_ns);
-    row.extend_from_slice(LINE_END);
 }
 
 /// Appends `itl` as Python's list repr, `[a, b, c]`, quoted when it contains a comma.
@@ -190,7 +230,7 @@ fn push_itl_field(row: &mut Vec<u8>, itl: &[u64]) {
 
 /// Appends `text` with Python's `QUOTE_MINIMAL` rule: quoted, with quotes doubled, only when
 /// it contains a comma, a quote or a line break.
-fn push_text_field(row: &mut Vec<u8>, text: &str) {
+pub(super) fn push_text_field(row: &mut Vec<u8>, text: &str) {
     if !text.contains([',', '"', '\r', '\n']) {
         row.extend_from_slice(text.as_bytes());
         return;
@@ -236,6 +276,7 @@ mod tests {
     fn row_of(record: &RequestRecord<'_>) -> String {
         let mut row = Vec::new();
         format_row(&mut row, record);
+        row.extend_from_slice(LINE_END);
         String::from_utf8(row).unwrap()
     }
 

@@ -83,6 +83,8 @@ pub struct SessionPlan {
     pub nodes: Vec<PlanNode>,
     /// Id of the first LLM node's request; the k-th LLM node has id `first_id + k`.
     pub first_id: u64,
+    /// Workload line it came from.
+    pub line: u64,
     /// Node index of each LLM node, in id order.
     pub llm_nodes: Vec<u32>,
 }
@@ -245,6 +247,7 @@ impl SessionSet {
             deadline_ns: header.deadline_ns,
             nodes,
             first_id: header.first_id,
+            line: header.line,
             llm_nodes,
         });
     }
