@@ -16,7 +16,7 @@ use crate::metrics::{
 use crate::router::Router;
 use crate::workload::sessions::{SessionRegistry, SessionSet};
 use crate::workload::spec::{
-    Generator, Overrides, SCENARIOS, WorkloadSpec, generate_requests, scenario, write_jsonl,
+    Generator, Overrides, SCENARIOS, WorkloadSpec, generate_workload, scenario, write_jsonl,
 };
 use crate::workload::{Request, Workload, read_workload};
 use anyhow::Context;
@@ -36,10 +36,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                 num_requests: config.num_reqs.map(|n| n as u64),
                 seed: None,
             };
-            Workload {
-                requests: generate_requests(&spec, overrides)?,
-                ..Workload::default()
-            }
+            generate_workload(&spec, overrides)?
         }
     };
     let has_sessions = !workload.sessions.is_empty();
@@ -485,7 +482,12 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })?;
-    eprintln!("wrote {count} requests to {}", args.out.display());
+    let what = if spec.clients.iter().any(|c| c.traffic.is_session()) {
+        "requests and sessions"
+    } else {
+        "requests"
+    };
+    eprintln!("wrote {count} {what} to {}", args.out.display());
     Ok(())
 }
 

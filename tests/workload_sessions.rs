@@ -58,7 +58,10 @@ fn sessions_reserve_consecutive_ids_in_file_order() {
     assert_eq!(ids, [1, 2, 3, 5]);
     let s = w.sessions.sessions();
     assert_eq!(s.len(), 2, "the empty session is skipped");
-    assert_eq!((s[0].id.as_str(), s[0].line, s[0].arrival_ns), ("session_1", 2, 10));
+    assert_eq!(
+        (s[0].id.as_str(), s[0].line, s[0].arrival_ns),
+        ("session_1", 2, 10)
+    );
     assert_eq!((s[1].id.as_str(), s[1].line), ("agent", 5));
     assert_eq!(w.sessions.label(2), Some(("session_1", "1")));
     assert_eq!(w.num_requests(), 6);
@@ -113,7 +116,11 @@ fn the_dag_extension_gives_dependencies_tools_and_think_times() {
             ("4", vec![4], NodeKind::Llm { request: 2 }),
         ]
     );
-    assert!(set.requests().iter().all(|r| r.model.as_deref() == Some("m")));
+    assert!(
+        set.requests()
+            .iter()
+            .all(|r| r.model.as_deref() == Some("m"))
+    );
 }
 
 #[test]

@@ -348,17 +348,25 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
     };
     for (yaml, want) in [
         (
-            one("    reasoning:\n      multi_turn: {max_rounds: 3, think_time_us: 1000}\n"),
-            "clients[0]: client `chat`: `reasoning` (multi-turn sessions) is not supported yet: \
-             needs completion-triggered arrivals",
+            one("    reasoning:\n      multi_turn: {max_rounds: 0, think_time_us: 1000}\n"),
+            "clients[0]: client `chat`: reasoning.multi_turn.max_rounds must be at least 1",
         ),
         (
-            one("    agentic:\n      workflow: react\n"),
-            "client `chat`: `agentic` workflows are not supported yet",
+            one(
+                "    closed_loop: false\n    follow_up: {probability: 0.5, max_turns: 3, \
+                 think_time: {type: constant, params: {value: 5}}}\n",
+            ),
+            "client `chat`: `closed_loop: false` (open-loop follow-ups at pre-stamped times) \
+             is not supported",
+        ),
+        (
+            one("    follow_up: {probability: 1.5, max_turns: 3, \
+                 think_time: {type: constant, params: {value: 5}}}\n"),
+            "client `chat`: follow_up.probability must be in [0, 1], got 1.5",
         ),
         (
             one("    concurrency: 4\n"),
-            "closed-loop clients (`concurrency`)",
+            "closed-loop clients (`concurrency`, `think_time_us`) are not supported yet",
         ),
         (
             one("    lifecycle: {windows: []}\n"),
@@ -393,8 +401,8 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             "w.yaml: cohorts: is not supported yet",
         ),
         (
-            format!("category: agentic\n{}", one("")),
-            "agentic workloads are not supported yet",
+            format!("category: chat\n{}", one("")),
+            "unknown category `chat`; known: language, multimodal, reasoning, agentic",
         ),
         (
             format!("version: \"3\"\n{}", one("")),

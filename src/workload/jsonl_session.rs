@@ -7,12 +7,13 @@
 //! that one's `tool_duration_ns` (the last one's has no effect). An empty list is skipped.
 //!
 //! Extensions, for workflows that are not chains (written by `generate`; LLMServingSim reads
-//! only chains): `model` and `deadline_ns` on the session (sub-requests that would arrive at
+//! only chains): `client`, `model` and `deadline_ns` on the session (sub-requests that would arrive at
 //! or after the deadline are not sent); per sub-request `step` (its label in the outputs),
 //! `depends_on` (indices of earlier sub-requests it waits for, all of them; default: the one
 //! before), `think: true` (its `tool_duration_ns` is a user's think time, not a tool call),
 //! and tool sub-requests `{"tool": NAME, "tool_duration_ns": N}` (a tool call in the
-//! workflow; no tokens, no request id).
+//! workflow, or a think time with `think: true`; no tokens, no request id); `loop_iteration`
+//! and `fan_out: true` mark loop iterations and fan-out branches for the session metrics.
 
 use super::WorkloadError;
 use super::jsonl::{model_field, non_negative_int, token_count, token_ids};
@@ -56,6 +57,8 @@ struct Sub {
     /// Delay after it (LLM) or its latency (tool), ns.
     duration_ns: u64,
     think: bool,
+    iteration: Option<u32>,
+    fan_out: bool,
 }
 
 /// Parses a session line; `None` when it has no sub-request.
@@ -95,6 +98,7 @@ pub(super) fn parse(
     }
     ids.0.insert(id.clone(), at.line);
     let model = model_field(obj.remove("model")).map_err(|m| at.invalid("model", m))?;
+    let client = model_field(obj.remove("client")).map_err(|m| at.invalid("client", m))?;
     let deadline_ns = match obj.remove("deadline_ns") {
         None | Some(Value::Null) => None,
         Some(v) => Some(non_negative_int(&v).map_err(|m| at.invalid("deadline_ns", m))?),
@@ -106,7 +110,7 @@ pub(super) fn parse(
         .collect::<Result<Vec<Sub>, _>>()?;
     let header = SessionHeader {
         id,
-        client: None,
+        client,
         arrival_ns,
         deadline_ns,
         first_id: at.first_id,
@@ -131,17 +135,28 @@ fn build(subs: Vec<Sub>) -> PlanBuilder {
     for (k, sub) in subs.into_iter().enumerate() {
         let parents = sub.depends_on.iter().map(|&d| exit[d as usize]).collect();
         let Some(request) = sub.request else {
-            exit.push(plan.push(sub.label, parents, Step::Tool(sub.duration_ns), None, false));
+            let step = if sub.think {
+                Step::Think(sub.duration_ns)
+            } else {
+                Step::Tool(sub.duration_ns)
+            };
+            exit.push(plan.push(sub.label, parents, step, sub.iteration, sub.fan_out));
             continue;
         };
-        let node = plan.push(sub.label.clone(), parents, Step::Llm(request), None, false);
+        let node = plan.push(
+            sub.label.clone(),
+            parents,
+            Step::Llm(request),
+            sub.iteration,
+            sub.fan_out,
+        );
         exit.push(if sub.duration_ns > 0 && has_dependents[k] {
             let (label, step) = if sub.think {
                 (format!("{}+think", sub.label), Step::Think(sub.duration_ns))
             } else {
                 (format!("{}+tool", sub.label), Step::Tool(sub.duration_ns))
             };
-            plan.push(label, vec![node], step, None, false)
+            plan.push(label, vec![node], step, sub.iteration, false)
         } else {
             node
         });
@@ -196,6 +211,23 @@ fn parse_sub(
             ));
         }
     };
+    let iteration = match obj.remove("loop_iteration") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let k = non_negative_int(&v).map_err(|m| at.invalid(field("loop_iteration"), m))?;
+            Some(u32::try_from(k).map_err(|_| at.invalid(field("loop_iteration"), "too large"))?)
+        }
+    };
+    let fan_out = match obj.remove("fan_out") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(other) => {
+            return Err(at.invalid(
+                field("fan_out"),
+                format!("expected true or false, got {other}"),
+            ));
+        }
+    };
     let think = match obj.remove("think") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => b,
@@ -219,15 +251,14 @@ fn parse_sub(
         if let Some(key) = tokens.into_iter().find(|key| obj.contains_key(*key)) {
             return Err(at.invalid(field(key), "a tool sub-request has no tokens"));
         }
-        if think {
-            return Err(at.invalid(field("think"), "a tool sub-request is not a think time"));
-        }
         return Ok(Sub {
             label,
             depends_on,
             request: None,
             duration_ns,
             think,
+            iteration,
+            fan_out,
         });
     }
     let request = llm_request(&mut obj, model, &field).map_err(|(f, m)| at.invalid(f, m))?;
@@ -237,6 +268,8 @@ fn parse_sub(
         request: Some(request),
         duration_ns,
         think,
+        iteration,
+        fan_out,
     })
 }
 

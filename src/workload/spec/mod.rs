@@ -21,19 +21,28 @@
 //! inference-perf sources. Follow-up rounds and workflow steps arrive when an earlier request
 //! completes, which needs session support in the engine.
 
+mod agentic;
 mod arrival;
+mod conversation;
 mod dist;
 mod generate;
 mod jsonl_out;
 mod scenarios;
 mod schema;
+mod session_gen;
+mod session_out;
+mod workflow;
 
+pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
 pub use arrival::ArrivalProcess;
-pub use dist::LengthDist;
-pub use generate::{GeneratedRequest, Generator, Overrides, TOKEN_ID_SPACE, generate_requests};
+pub use conversation::Conversation;
+pub use dist::{DurationDist, LengthDist};
+pub use generate::{
+    GeneratedRequest, Generator, Overrides, TOKEN_ID_SPACE, generate_requests, generate_workload,
+};
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
-pub use schema::{Category, ClientSpec, SloClass, WorkloadSpec};
+pub use schema::{Category, ClientSpec, SloClass, Traffic, WorkloadSpec};
 
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use std::fmt;

@@ -1,5 +1,7 @@
 //! The spec's top level and its clients: parsing, validation, rate shares.
 
+use super::agentic::{AgenticSpec, RawAgentic};
+use super::conversation::{Conversation, RawFollowUp, RawReasoning};
 use super::{ArrivalProcess, LengthDist, Location, SpecError, deserialize_checked};
 use crate::workload::MAX_TOKENS;
 use serde::de::IgnoredAny;
@@ -15,7 +17,7 @@ pub struct WorkloadSpec {
     pub version: u8,
     /// Seed of every random stream of the generator.
     pub seed: i64,
-    /// BLIS's workload label (`language`, `multimodal`, `reasoning`).
+    /// BLIS's workload label (`language`, `multimodal`, `reasoning`, `agentic`).
     pub category: Option<Category>,
     /// Total arrival rate, requests per second.
     pub aggregate_rate: f64,
@@ -36,6 +38,8 @@ pub enum Category {
     Multimodal,
     /// Reasoning-model requests.
     Reasoning,
+    /// Agentic workflow sessions.
+    Agentic,
 }
 
 /// SLO tier of a client (BLIS v2 names; v1's `realtime` and `interactive` are read as
@@ -65,12 +69,10 @@ pub struct ClientSpec {
     pub model: Option<String>,
     /// Share of `aggregate_rate` before normalisation (positive).
     pub rate_fraction: f64,
-    /// Arrival process.
+    /// Arrival process (of requests, or of sessions).
     pub arrival: ArrivalProcess,
-    /// Prompt length, tokens, not counting the shared prefix.
-    pub input_distribution: LengthDist,
-    /// Output length, tokens.
-    pub output_distribution: LengthDist,
+    /// What each arrival brings.
+    pub traffic: Traffic,
     /// Prefix group: clients of a group share the leading prompt tokens.
     pub prefix_group: Option<String>,
     /// Shared prefix tokens prepended to every prompt (0 without a group).
@@ -142,17 +144,19 @@ struct RawClient {
     priority: Option<i32>,
     #[serde(default)]
     streaming: Option<RawStreaming>,
+    #[serde(default)]
+    reasoning: Option<RawReasoning>,
+    #[serde(default)]
+    agentic: Option<RawAgentic>,
+    #[serde(default)]
+    follow_up: Option<RawFollowUp>,
+    #[serde(default)]
+    closed_loop: Option<bool>,
     // BLIS client features not supported yet: read only to refuse them by name.
-    #[serde(default)]
-    reasoning: Option<IgnoredAny>,
-    #[serde(default)]
-    agentic: Option<IgnoredAny>,
     #[serde(default)]
     concurrency: Option<IgnoredAny>,
     #[serde(default)]
     think_time_us: Option<IgnoredAny>,
-    #[serde(default)]
-    closed_loop: Option<IgnoredAny>,
     #[serde(default)]
     lifecycle: Option<IgnoredAny>,
     #[serde(default)]
@@ -165,6 +169,35 @@ struct RawClient {
     slo_target_us: Option<IgnoredAny>,
     #[serde(default)]
     adapter: Option<IgnoredAny>,
+}
+
+/// What one arrival of a client brings.
+#[derive(Debug, Clone)]
+pub enum Traffic {
+    /// A request, or the first turn of a conversation.
+    Requests {
+        /// Prompt length, tokens, not counting the shared prefix.
+        input: LengthDist,
+        /// Output length, tokens.
+        output: LengthDist,
+        /// Follow-up turns (`reasoning.multi_turn` or `follow_up`).
+        conversation: Option<Conversation>,
+    },
+    /// A session of an agentic workflow.
+    Agentic(Box<AgenticSpec>),
+}
+
+impl Traffic {
+    /// Whether each arrival starts a session.
+    pub fn is_session(&self) -> bool {
+        !matches!(
+            self,
+            Traffic::Requests {
+                conversation: None,
+                ..
+            }
+        )
+    }
 }
 
 /// `streaming: true|false` (BLIS) or a probability.
@@ -187,29 +220,24 @@ impl<'de> Deserialize<'de> for ClientSpec {
 impl TryFrom<RawClient> for ClientSpec {
     type Error = String;
 
-    fn try_from(raw: RawClient) -> Result<Self, String> {
+    fn try_from(mut raw: RawClient) -> Result<Self, String> {
         let who = match &raw.id {
             Some(id) => format!("client `{id}`"),
             None => "client".to_owned(),
         };
-        let session = "needs completion-triggered arrivals (session support in the engine), a \
-                       later issue";
-        let unsupported = [
-            (
-                raw.reasoning.is_some(),
-                format!("`reasoning` (multi-turn sessions) is not supported yet: {session}"),
-            ),
-            (
-                raw.agentic.is_some(),
-                format!("`agentic` workflows are not supported yet: {session}"),
-            ),
+        // Rule 9 of agentic workflows, before anything else is refused.
+        if raw.agentic.is_some() && (raw.reasoning.is_some() || raw.multimodal.is_some()) {
+            return Err(format!(
+                "{who}: `agentic` cannot be combined with `reasoning` or `multimodal`"
+            ));
+        }
+        let unsupported: [(bool, String); 7] = [
             (
                 raw.concurrency.is_some() || raw.think_time_us.is_some(),
-                format!("closed-loop clients (`concurrency`) are not supported yet: {session}"),
-            ),
-            (
-                raw.closed_loop.is_some(),
-                format!("`closed_loop` is not supported yet: {session}"),
+                "closed-loop clients (`concurrency`, `think_time_us`) are not supported yet; \
+                 `reasoning.multi_turn` or `follow_up` give follow-ups at completion + think \
+                 time, and --max-in-flight replays a workload at a fixed concurrency"
+                    .into(),
             ),
             (
                 raw.lifecycle.is_some(),
@@ -240,6 +268,7 @@ impl TryFrom<RawClient> for ClientSpec {
             return Err(format!("{who}: {message}"));
         }
         let missing = |field: &str| format!("{who}: missing field `{field}`");
+        let traffic = traffic(&mut raw, &who)?;
         let rate_fraction = raw.rate_fraction.ok_or_else(|| missing("rate_fraction"))?;
         if !(rate_fraction.is_finite() && rate_fraction > 0.0) {
             return Err(format!(
@@ -276,18 +305,74 @@ impl TryFrom<RawClient> for ClientSpec {
             model: raw.model,
             rate_fraction,
             arrival: raw.arrival.ok_or_else(|| missing("arrival"))?,
-            input_distribution: raw
-                .input_distribution
-                .ok_or_else(|| missing("input_distribution"))?,
-            output_distribution: raw
-                .output_distribution
-                .ok_or_else(|| missing("output_distribution"))?,
+            traffic,
             prefix_group: raw.prefix_group,
             prefix_length,
             priority: raw.priority.unwrap_or(0),
             streaming,
         })
     }
+}
+
+/// What a client's arrivals bring, taking its session fields out of `raw`.
+fn traffic(raw: &mut RawClient, who: &str) -> Result<Traffic, String> {
+    let at = |e: String| format!("{who}: {e}");
+    if let Some(agentic) = raw.agentic.take() {
+        if raw.follow_up.is_some() || raw.closed_loop.is_some() {
+            return Err(at(
+                "`follow_up` and `closed_loop` apply to conversations, not `agentic` workflows"
+                    .into(),
+            ));
+        }
+        if raw.input_distribution.is_some() || raw.output_distribution.is_some() {
+            return Err(at("an agentic client's input_distribution and \
+                           output_distribution belong on its llm_call steps"
+                .into()));
+        }
+        return Ok(Traffic::Agentic(Box::new(
+            AgenticSpec::try_from(agentic).map_err(at)?,
+        )));
+    }
+    let from_reasoning = match raw.reasoning.take() {
+        Some(r) => Conversation::from_reasoning(r).map_err(at)?,
+        None => None,
+    };
+    let conversation = match (from_reasoning, raw.follow_up.take()) {
+        (Some(_), Some(_)) => {
+            return Err(at(
+                "give follow-ups by `reasoning.multi_turn` or by `follow_up`, not both".into(),
+            ));
+        }
+        (Some(c), None) => Some(c),
+        (None, Some(f)) => Some(Conversation::from_follow_up(f).map_err(at)?),
+        (None, None) => None,
+    };
+    match (raw.closed_loop, &conversation) {
+        (Some(false), _) => {
+            return Err(at(
+                "`closed_loop: false` (open-loop follow-ups at pre-stamped \
+                           times) is not supported: follow-ups arrive at completion + think \
+                           time"
+                    .into(),
+            ));
+        }
+        (Some(true), None) => {
+            return Err(at("`closed_loop` applies to multi-turn clients".into()));
+        }
+        _ => {}
+    }
+    let missing = |field: &str| at(format!("missing field `{field}`"));
+    Ok(Traffic::Requests {
+        input: raw
+            .input_distribution
+            .take()
+            .ok_or_else(|| missing("input_distribution"))?,
+        output: raw
+            .output_distribution
+            .take()
+            .ok_or_else(|| missing("output_distribution"))?,
+        conversation,
+    })
 }
 
 impl WorkloadSpec {
@@ -381,16 +466,13 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         Some("language") => Some(Category::Language),
         Some("multimodal") => Some(Category::Multimodal),
         Some("reasoning") => Some(Category::Reasoning),
-        Some("agentic") => {
-            return Err(invalid(
-                "category",
-                "agentic workloads are not supported yet (a later issue)".into(),
-            ));
-        }
+        Some("agentic") => Some(Category::Agentic),
         Some(other) => {
             return Err(invalid(
                 "category",
-                format!("unknown category `{other}`; known: language, multimodal, reasoning"),
+                format!(
+                    "unknown category `{other}`; known: language, multimodal, reasoning, agentic"
+                ),
             ));
         }
     };
