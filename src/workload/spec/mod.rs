@@ -31,6 +31,7 @@ mod scenarios;
 mod schema;
 mod session_gen;
 mod session_out;
+mod traffic;
 mod workflow;
 
 pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
@@ -42,7 +43,8 @@ pub use generate::{
 };
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
-pub use schema::{Category, ClientSpec, SloClass, Traffic, WorkloadSpec};
+pub use schema::{Category, ClientSpec, SloClass, WorkloadSpec};
+pub use traffic::Traffic;
 
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use std::fmt;

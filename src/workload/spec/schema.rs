@@ -1,7 +1,8 @@
 //! The spec's top level and its clients: parsing, validation, rate shares.
 
-use super::agentic::{AgenticSpec, RawAgentic};
-use super::conversation::{Conversation, RawFollowUp, RawReasoning};
+use super::agentic::RawAgentic;
+use super::conversation::{RawFollowUp, RawReasoning};
+use super::traffic::{Traffic, traffic};
 use super::{ArrivalProcess, LengthDist, Location, SpecError, deserialize_checked};
 use crate::workload::MAX_TOKENS;
 use serde::de::IgnoredAny;
@@ -119,7 +120,7 @@ enum RawVersion {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawClient {
+pub(super) struct RawClient {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
@@ -133,9 +134,9 @@ struct RawClient {
     #[serde(default)]
     arrival: Option<ArrivalProcess>,
     #[serde(default)]
-    input_distribution: Option<LengthDist>,
+    pub(super) input_distribution: Option<LengthDist>,
     #[serde(default)]
-    output_distribution: Option<LengthDist>,
+    pub(super) output_distribution: Option<LengthDist>,
     #[serde(default)]
     prefix_group: Option<String>,
     #[serde(default)]
@@ -145,13 +146,13 @@ struct RawClient {
     #[serde(default)]
     streaming: Option<RawStreaming>,
     #[serde(default)]
-    reasoning: Option<RawReasoning>,
+    pub(super) reasoning: Option<RawReasoning>,
     #[serde(default)]
-    agentic: Option<RawAgentic>,
+    pub(super) agentic: Option<RawAgentic>,
     #[serde(default)]
-    follow_up: Option<RawFollowUp>,
+    pub(super) follow_up: Option<RawFollowUp>,
     #[serde(default)]
-    closed_loop: Option<bool>,
+    pub(super) closed_loop: Option<bool>,
     // BLIS client features not supported yet: read only to refuse them by name.
     #[serde(default)]
     concurrency: Option<IgnoredAny>,
@@ -169,35 +170,6 @@ struct RawClient {
     slo_target_us: Option<IgnoredAny>,
     #[serde(default)]
     adapter: Option<IgnoredAny>,
-}
-
-/// What one arrival of a client brings.
-#[derive(Debug, Clone)]
-pub enum Traffic {
-    /// A request, or the first turn of a conversation.
-    Requests {
-        /// Prompt length, tokens, not counting the shared prefix.
-        input: LengthDist,
-        /// Output length, tokens.
-        output: LengthDist,
-        /// Follow-up turns (`reasoning.multi_turn` or `follow_up`).
-        conversation: Option<Conversation>,
-    },
-    /// A session of an agentic workflow.
-    Agentic(Box<AgenticSpec>),
-}
-
-impl Traffic {
-    /// Whether each arrival starts a session.
-    pub fn is_session(&self) -> bool {
-        !matches!(
-            self,
-            Traffic::Requests {
-                conversation: None,
-                ..
-            }
-        )
-    }
 }
 
 /// `streaming: true|false` (BLIS) or a probability.
@@ -312,67 +284,6 @@ impl TryFrom<RawClient> for ClientSpec {
             streaming,
         })
     }
-}
-
-/// What a client's arrivals bring, taking its session fields out of `raw`.
-fn traffic(raw: &mut RawClient, who: &str) -> Result<Traffic, String> {
-    let at = |e: String| format!("{who}: {e}");
-    if let Some(agentic) = raw.agentic.take() {
-        if raw.follow_up.is_some() || raw.closed_loop.is_some() {
-            return Err(at(
-                "`follow_up` and `closed_loop` apply to conversations, not `agentic` workflows"
-                    .into(),
-            ));
-        }
-        if raw.input_distribution.is_some() || raw.output_distribution.is_some() {
-            return Err(at("an agentic client's input_distribution and \
-                           output_distribution belong on its llm_call steps"
-                .into()));
-        }
-        return Ok(Traffic::Agentic(Box::new(
-            AgenticSpec::try_from(agentic).map_err(at)?,
-        )));
-    }
-    let from_reasoning = match raw.reasoning.take() {
-        Some(r) => Conversation::from_reasoning(r).map_err(at)?,
-        None => None,
-    };
-    let conversation = match (from_reasoning, raw.follow_up.take()) {
-        (Some(_), Some(_)) => {
-            return Err(at(
-                "give follow-ups by `reasoning.multi_turn` or by `follow_up`, not both".into(),
-            ));
-        }
-        (Some(c), None) => Some(c),
-        (None, Some(f)) => Some(Conversation::from_follow_up(f).map_err(at)?),
-        (None, None) => None,
-    };
-    match (raw.closed_loop, &conversation) {
-        (Some(false), _) => {
-            return Err(at(
-                "`closed_loop: false` (open-loop follow-ups at pre-stamped \
-                           times) is not supported: follow-ups arrive at completion + think \
-                           time"
-                    .into(),
-            ));
-        }
-        (Some(true), None) => {
-            return Err(at("`closed_loop` applies to multi-turn clients".into()));
-        }
-        _ => {}
-    }
-    let missing = |field: &str| at(format!("missing field `{field}`"));
-    Ok(Traffic::Requests {
-        input: raw
-            .input_distribution
-            .take()
-            .ok_or_else(|| missing("input_distribution"))?,
-        output: raw
-            .output_distribution
-            .take()
-            .ok_or_else(|| missing("output_distribution"))?,
-        conversation,
-    })
 }
 
 impl WorkloadSpec {
