@@ -2,7 +2,7 @@
 //! stream independence, prefix groups, scenarios, and validation errors with their location.
 
 use blis_cosim::workload::spec::{
-    Generator, Overrides, SCENARIOS, SloClass, WorkloadSpec, generate_requests,
+    Generator, Overrides, SCENARIOS, SloClass, WorkloadSpec, generate_requests, generate_workload,
 };
 
 fn spec(yaml: &str) -> WorkloadSpec {
@@ -292,8 +292,9 @@ clients:
 fn every_scenario_parses_and_generates() {
     for s in SCENARIOS {
         let spec = s.spec().unwrap_or_else(|e| panic!("{}: {e}", s.name));
-        let reqs = generate_requests(&spec, Overrides::default()).unwrap();
-        assert!(reqs.len() >= 1000, "{}: {}", s.name, reqs.len());
+        let workload = generate_workload(&spec, Overrides::default()).unwrap();
+        let n = workload.num_requests();
+        assert!(n >= 1000, "{}: {n}", s.name);
         assert!(!s.description.is_empty() && !s.description.contains('\n'));
     }
     let prefix = SCENARIOS.iter().find(|s| s.name == "prefix-heavy").unwrap();
