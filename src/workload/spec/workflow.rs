@@ -126,8 +126,8 @@ pub(super) fn unroll(
             .filter(|&s| s < n)
             .collect();
         format!(
-            "agentic: {} both wait for loop.over steps and are waited for by them; put them in \
-             loop.over",
+            "agentic: steps outside loop.over both wait for its steps and are waited for by \
+             them (put them in loop.over): {}",
             names(steps, &outside)
         )
     })?;
@@ -237,10 +237,10 @@ fn check_connected(steps: &[StepSpec], body: &[usize]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "agentic: loop.over steps must form a connected subgraph, but {} are not linked to \
-             `{}` through depends_on",
-            names(steps, &apart),
-            steps[body[0]].id
+            "agentic: loop.over steps must form a connected subgraph; not linked to `{}` \
+             through depends_on: {}",
+            steps[body[0]].id,
+            names(steps, &apart)
         ))
     }
 }
