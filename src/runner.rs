@@ -210,10 +210,7 @@ fn initial_requests<'w>(
     if workload.sessions.is_empty() {
         return Cow::Borrowed(&workload.requests);
     }
-    let mut requests = workload.requests.clone();
-    registry.start(&mut requests);
-    requests.sort_by_key(|r| (r.arrival_ns, r.id));
-    Cow::Owned(requests)
+    Cow::Owned(registry.initial_requests(&workload.requests))
 }
 
 /// What sizes an instance's KV cache.

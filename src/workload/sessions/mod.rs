@@ -25,7 +25,7 @@ mod registry;
 mod tests;
 
 pub use outcome::SessionOutcome;
-pub use registry::SessionRegistry;
+pub use registry::{NodeStatus, NodeTiming, SessionRegistry};
 
 use super::Request;
 use crate::Nanos;

@@ -91,6 +91,15 @@ impl<'a> SessionRegistry<'a> {
         }
     }
 
+    /// The requests known before the run, sorted by arrival (then id), as the engine takes
+    /// them: the flat requests `flat` and those the sessions start with ([`Self::start`]).
+    pub fn initial_requests(&mut self, flat: &[Request]) -> Vec<Request> {
+        let mut requests = flat.to_vec();
+        self.start(&mut requests);
+        requests.sort_by_key(|r| (r.arrival_ns, r.id));
+        requests
+    }
+
     /// The sessions being run.
     pub fn set(&self) -> &'a SessionSet {
         self.set
