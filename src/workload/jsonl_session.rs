@@ -7,8 +7,9 @@
 //! that one's `tool_duration_ns` (the last one's has no effect). An empty list is skipped.
 //!
 //! Extensions, for workflows that are not chains (written by `generate`; LLMServingSim reads
-//! only chains): `client`, `model` and `deadline_ns` on the session (sub-requests that would arrive at
-//! or after the deadline are not sent); per sub-request `step` (its label in the outputs),
+//! only chains): `client`, `model` and `deadline_ns` on the session (sub-requests that would
+//! arrive at or after the deadline are not sent); per sub-request `model` (overriding the
+//! session's), `step` (its label in the outputs),
 //! `depends_on` (indices of earlier sub-requests it waits for, all of them; default: the one
 //! before), `think: true` (its `tool_duration_ns` is a user's think time, not a tool call),
 //! and tool sub-requests `{"tool": NAME, "tool_duration_ns": N}` (a tool call in the
@@ -279,6 +280,10 @@ fn llm_request(
     model: &Option<String>,
     field: &dyn Fn(&str) -> String,
 ) -> Result<Request, (String, String)> {
+    let model = match model_field(obj.remove("model")).map_err(|m| (field("model"), m))? {
+        Some(own) => Some(own),
+        None => model.clone(),
+    };
     let input = token_count(obj.remove("input_toks"), "input_toks", 1)
         .map_err(|m| (field("input_toks"), m))?;
     let output = token_count(obj.remove("output_toks"), "output_toks", 1)
@@ -298,7 +303,7 @@ fn llm_request(
     Ok(Request {
         id: 0,
         line: 0,
-        model: model.clone(),
+        model,
         arrival_ns: 0,
         input_toks: input,
         output_toks: output,

@@ -274,10 +274,14 @@ impl SessionSet {
 
     /// The session holding request `id` and the index of its node, if a session holds it.
     pub fn locate(&self, id: u64) -> Option<(usize, u32)> {
-        let s = self.sessions.partition_point(|s| s.first_id <= id);
-        let session = self.sessions.get(s.checked_sub(1)?)?;
-        let k = (id - session.first_id) as usize;
-        Some((s - 1, *session.llm_nodes.get(k)?))
+        // Sessions end in id order; skip those ending at or before `id` (sessions without an
+        // LLM call end where they start).
+        let s = self
+            .sessions
+            .partition_point(|s| s.first_id + s.llm_nodes.len() as u64 <= id);
+        let session = self.sessions.get(s)?;
+        let k = id.checked_sub(session.first_id)? as usize;
+        Some((s, *session.llm_nodes.get(k)?))
     }
 
     /// Session id and step label of request `id`, if a session holds it.

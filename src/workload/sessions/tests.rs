@@ -117,12 +117,19 @@ fn requests_are_located_by_id_across_sessions() {
     let t = b.push("think".into(), vec![a], Step::Think(50), None, false);
     b.push("1".into(), vec![t], Step::Llm(req(2)), None, false);
     set.add(header("chat", 0, 9, None), b);
+    let mut tools_only = PlanBuilder::new();
+    tools_only.push("t".into(), vec![], Step::Tool(5), None, false);
+    set.add(header("tools", 0, 11, None), tools_only);
+    let mut last = PlanBuilder::new();
+    last.push("0".into(), vec![], Step::Llm(req(3)), None, false);
+    set.add(header("last", 0, 11, None), last);
+    assert_eq!(set.label(11), Some(("last", "0")));
     assert_eq!(set.locate(4), None);
     assert_eq!(set.label(5), Some(("s", "plan")));
     assert_eq!(set.label(6), Some(("s", "synthesize")));
     assert_eq!(set.locate(7), None);
     assert_eq!(set.label(10), Some(("chat", "1")));
-    assert_eq!(set.locate(11), None);
+    assert_eq!(set.locate(12), None);
     assert_eq!(set.requests()[3].id, 10);
     assert_eq!(set.sessions()[1].nodes[0].children, vec![1]);
 }
