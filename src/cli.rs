@@ -3,8 +3,10 @@
 
 use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraOptions, InstanceNetwork};
 mod instances;
+mod replay;
 
 pub use instances::InstanceConfig;
+pub use replay::{ReplayArgs, ReplayMode};
 
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::{
@@ -267,6 +269,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub astra: AstraArgs,
+
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// Where the main job's requests come from.
@@ -284,6 +289,10 @@ pub struct SimConfig {
     pub workload: WorkloadSource,
     pub output: Option<PathBuf>,
     pub summary_json: Option<PathBuf>,
+    /// Per-session CSV (workloads with sessions).
+    pub sessions_output: Option<PathBuf>,
+    /// How arrivals are replayed.
+    pub replay: ReplayMode,
     /// Requests to load; `None` loads all.
     pub num_reqs: Option<usize>,
     /// The instances, by global id (file order of the cluster config); at least one.
@@ -400,6 +409,8 @@ impl RunArgs {
             workload,
             output: self.output,
             summary_json: self.summary_json,
+            sessions_output: self.replay.sessions_output.clone(),
+            replay: self.replay.mode(),
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),
             instances,
             num_nodes,

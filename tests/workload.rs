@@ -111,11 +111,11 @@ fn token_ids_must_match_the_counts_and_be_token_ids() {
 }
 
 #[test]
-fn agentic_session_lines_are_refused_clearly_for_now() {
+fn the_flat_reader_refuses_session_lines_which_read_workload_loads() {
     let msg =
         error(r#"{"arrival_time_ns": 5, "sub_requests": [{"input_toks": 1, "output_toks": 1}]}"#);
     assert!(
-        msg.contains("sub_requests") && msg.contains("not supported yet"),
+        msg.contains(":1: sub_requests: session `session_0`") && msg.contains("read_workload"),
         "{msg}"
     );
 }

@@ -2,7 +2,7 @@
 //! stream independence, prefix groups, scenarios, and validation errors with their location.
 
 use blis_cosim::workload::spec::{
-    Generator, Overrides, SCENARIOS, SloClass, WorkloadSpec, generate_requests,
+    Generator, Overrides, SCENARIOS, SloClass, WorkloadSpec, generate_requests, generate_workload,
 };
 
 fn spec(yaml: &str) -> WorkloadSpec {
@@ -292,8 +292,9 @@ clients:
 fn every_scenario_parses_and_generates() {
     for s in SCENARIOS {
         let spec = s.spec().unwrap_or_else(|e| panic!("{}: {e}", s.name));
-        let reqs = generate_requests(&spec, Overrides::default()).unwrap();
-        assert!(reqs.len() >= 1000, "{}: {}", s.name, reqs.len());
+        let workload = generate_workload(&spec, Overrides::default()).unwrap();
+        let n = workload.num_requests();
+        assert!(n >= 1000, "{}: {n}", s.name);
         assert!(!s.description.is_empty() && !s.description.contains('\n'));
     }
     let prefix = SCENARIOS.iter().find(|s| s.name == "prefix-heavy").unwrap();
@@ -348,17 +349,25 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
     };
     for (yaml, want) in [
         (
-            one("    reasoning:\n      multi_turn: {max_rounds: 3, think_time_us: 1000}\n"),
-            "clients[0]: client `chat`: `reasoning` (multi-turn sessions) is not supported yet: \
-             needs completion-triggered arrivals",
+            one("    reasoning:\n      multi_turn: {max_rounds: 0, think_time_us: 1000}\n"),
+            "clients[0]: client `chat`: reasoning.multi_turn.max_rounds must be at least 1",
         ),
         (
-            one("    agentic:\n      workflow: react\n"),
-            "client `chat`: `agentic` workflows are not supported yet",
+            one(
+                "    closed_loop: false\n    follow_up: {probability: 0.5, max_turns: 3, \
+                 think_time: {type: constant, params: {value: 5}}}\n",
+            ),
+            "client `chat`: `closed_loop: false` (open-loop follow-ups at pre-stamped times) \
+             is not supported",
+        ),
+        (
+            one("    follow_up: {probability: 1.5, max_turns: 3, \
+                 think_time: {type: constant, params: {value: 5}}}\n"),
+            "client `chat`: follow_up.probability must be in [0, 1], got 1.5",
         ),
         (
             one("    concurrency: 4\n"),
-            "closed-loop clients (`concurrency`)",
+            "closed-loop clients (`concurrency`, `think_time_us`) are not supported yet",
         ),
         (
             one("    lifecycle: {windows: []}\n"),
@@ -393,8 +402,8 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             "w.yaml: cohorts: is not supported yet",
         ),
         (
-            format!("category: agentic\n{}", one("")),
-            "agentic workloads are not supported yet",
+            format!("category: chat\n{}", one("")),
+            "unknown category `chat`; known: language, multimodal, reasoning, agentic",
         ),
         (
             format!("version: \"3\"\n{}", one("")),

@@ -188,9 +188,9 @@ fn bad_specs_fail_cleanly_and_leave_no_file() {
         (
             SPEC.replace(
                 "    streaming: 0.5\n",
-                "    reasoning: {multi_turn: {max_rounds: 2}}\n",
+                "    reasoning: {multi_turn: {max_rounds: 2, single_session: true}}\n",
             ),
-            "client `chat`: `reasoning` (multi-turn sessions) is not supported yet",
+            "client `chat`: reasoning.multi_turn.single_session is not supported",
         ),
         (
             SPEC.replace("num_requests: 300", "horizon: 1"),

@@ -6,6 +6,10 @@
 //! (colocated instances that can serve it, and prefill instances that can run its prompt and
 //! have a decode instance of their model that can take it), and the decode instances that can
 //! take it after its prefill.
+//!
+//! Requests an [`super::Injector`] may release are checked before the run too; a released
+//! request gets its lists (both of them under disaggregation) when it arrives, from the same
+//! rules, sharing the lists already known.
 
 use super::{InstanceSetup, SimError};
 use crate::config::InstanceRole;
@@ -16,91 +20,168 @@ use std::collections::HashMap;
 /// list; in a homogeneous cluster there is exactly one.
 #[derive(Debug)]
 pub(super) struct Eligibility {
+    roles: Vec<InstanceRole>,
+    /// Per instance: the first instance with an equal setup and role (instances of one class
+    /// accept the same requests, so one of each is checked).
+    class_of: Vec<usize>,
+    /// Per instance: the first instance serving the same model.
+    model_of: Vec<usize>,
     groups: Vec<Vec<u32>>,
-    /// Per request: its arrival candidates and its decode candidates (indices in `groups`).
-    group_of: Vec<(u32, u32)>,
+    index: HashMap<Vec<u32>, u32>,
+    /// Per request of the initial list: its candidate lists.
+    group_of: Vec<Groups>,
+    /// Scratch, reused for every request.
+    accepts: Vec<bool>,
+    decodes_model: Vec<bool>,
+    entry: Vec<u32>,
+    decode: Vec<u32>,
+}
+
+/// The candidate lists of one request: where it may arrive, and the decode instances that
+/// can take it after its prefill (empty without disaggregation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Groups {
+    arrival: u32,
+    decode: u32,
 }
 
 impl Eligibility {
-    /// Computes the candidates of every request on instances with these `roles`; an error
-    /// names the first request no instance can serve.
+    /// Computes the candidates of every request of the initial list `requests` on instances
+    /// with these `roles`; an error names the first request no instance can serve.
     pub fn compute(
         requests: &[Request],
         setups: &[InstanceSetup],
         roles: &[InstanceRole],
     ) -> Result<Eligibility, SimError> {
-        // Instances with equal setups and roles accept the same requests: check one of each.
-        let class_of: Vec<usize> = (0..setups.len())
+        let n = setups.len();
+        let class_of = (0..n)
             .map(|i| {
                 (0..i)
                     .position(|j| setups[j] == setups[i] && roles[j] == roles[i])
                     .unwrap_or(i)
             })
             .collect();
-        // Instances serving the same model share the model's first instance id.
-        let model_of: Vec<usize> = (0..setups.len())
+        let model_of = (0..n)
             .map(|i| {
                 (0..i)
                     .position(|j| setups[j].model_name == setups[i].model_name)
                     .unwrap_or(i)
             })
             .collect();
-        let mut decodes_model = vec![false; setups.len()];
-        let mut accepts = vec![false; setups.len()];
-        let mut groups: Vec<Vec<u32>> = Vec::new();
-        let mut index: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut intern = |list: &[u32]| match index.get(list) {
-            Some(&g) => g,
-            None => {
-                let g = groups.len() as u32;
-                groups.push(list.to_vec());
-                index.insert(list.to_vec(), g);
-                g
-            }
+        let mut eligibility = Eligibility {
+            roles: roles.to_vec(),
+            class_of,
+            model_of,
+            groups: Vec::new(),
+            index: HashMap::new(),
+            group_of: Vec::with_capacity(requests.len()),
+            accepts: vec![false; n],
+            decodes_model: vec![false; n],
+            entry: Vec::with_capacity(n),
+            decode: Vec::with_capacity(n),
         };
-        let mut group_of = Vec::with_capacity(requests.len());
-        let mut entry = Vec::with_capacity(setups.len());
-        let mut decode = Vec::with_capacity(setups.len());
         for r in requests {
-            entry.clear();
-            decode.clear();
-            for (i, setup) in setups.iter().enumerate() {
-                if class_of[i] == i {
-                    accepts[i] = unservable(r, setup, roles[i]).is_none();
-                }
-            }
-            let accepted = |i: usize| accepts[class_of[i]];
-            decodes_model.fill(false);
-            for d in (0..setups.len()).filter(|&d| roles[d] == InstanceRole::Decode) {
-                if accepted(d) {
-                    decode.push(d as u32);
-                    decodes_model[model_of[d]] = true;
-                }
-            }
-            for i in (0..setups.len()).filter(|&i| accepted(i)) {
-                match roles[i] {
-                    InstanceRole::Colocated => entry.push(i as u32),
-                    InstanceRole::Prefill if decodes_model[model_of[i]] => entry.push(i as u32),
-                    InstanceRole::Prefill | InstanceRole::Decode => {}
-                }
-            }
-            if entry.is_empty() {
-                return Err(refusal(r, setups, roles));
-            }
-            group_of.push((intern(&entry), intern(&decode)));
+            let groups = eligibility.classify(r, setups)?;
+            eligibility.group_of.push(groups);
         }
-        Ok(Eligibility { groups, group_of })
+        Ok(eligibility)
     }
 
-    /// Instance ids (ascending) where the request at `index` in the workload may arrive.
-    pub fn candidates(&self, index: usize) -> &[u32] {
-        &self.groups[self.group_of[index].0 as usize]
+    /// Checks requests that may join the run later (those an injector may release), so that
+    /// one no instance can serve is refused before the run; their lists are kept for
+    /// [`Eligibility::groups_for`].
+    pub fn check(
+        &mut self,
+        requests: &[Request],
+        setups: &[InstanceSetup],
+    ) -> Result<(), SimError> {
+        for r in requests {
+            self.classify(r, setups)?;
+        }
+        Ok(())
     }
 
-    /// Decode instance ids (ascending) that can take the request at `index` in the workload
-    /// after its prefill (of any model: the caller keeps those of the prefill's model).
+    /// The candidate lists of the request at `index` in the initial list.
+    pub fn groups(&self, index: usize) -> Groups {
+        self.group_of[index]
+    }
+
+    /// The candidate lists of `r`, a request released during the run (allocation-free once
+    /// a request with the same lists was seen); an error when no instance can serve it.
+    pub fn groups_for(
+        &mut self,
+        r: &Request,
+        setups: &[InstanceSetup],
+    ) -> Result<Groups, SimError> {
+        self.classify(r, setups)
+    }
+
+    /// Instance ids (ascending) where a request with these lists may arrive.
+    pub fn arrival(&self, groups: Groups) -> &[u32] {
+        &self.groups[groups.arrival as usize]
+    }
+
+    /// Decode instance ids (ascending) that can take a request with these lists after its
+    /// prefill (of any model: the caller keeps those of the prefill's model).
+    pub fn decode(&self, groups: Groups) -> &[u32] {
+        &self.groups[groups.decode as usize]
+    }
+
+    /// Decode instance ids (ascending) that can take the request at `index` in the initial
+    /// list after its prefill.
     pub fn decode_candidates(&self, index: usize) -> &[u32] {
-        &self.groups[self.group_of[index].1 as usize]
+        self.decode(self.groups(index))
+    }
+
+    /// The candidate lists of `r`, interned.
+    fn classify(&mut self, r: &Request, setups: &[InstanceSetup]) -> Result<Groups, SimError> {
+        let roles = &self.roles;
+        self.entry.clear();
+        self.decode.clear();
+        for (i, setup) in setups.iter().enumerate() {
+            if self.class_of[i] == i {
+                self.accepts[i] = unservable(r, setup, roles[i]).is_none();
+            }
+        }
+        let (accepts, class_of) = (&self.accepts, &self.class_of);
+        let accepted = |i: usize| accepts[class_of[i]];
+        self.decodes_model.fill(false);
+        for d in (0..setups.len()).filter(|&d| roles[d] == InstanceRole::Decode) {
+            if accepted(d) {
+                self.decode.push(d as u32);
+                self.decodes_model[self.model_of[d]] = true;
+            }
+        }
+        for i in (0..setups.len()).filter(|&i| accepted(i)) {
+            match roles[i] {
+                InstanceRole::Colocated => self.entry.push(i as u32),
+                InstanceRole::Prefill if self.decodes_model[self.model_of[i]] => {
+                    self.entry.push(i as u32)
+                }
+                InstanceRole::Prefill | InstanceRole::Decode => {}
+            }
+        }
+        if self.entry.is_empty() {
+            return Err(refusal(r, setups, roles));
+        }
+        let (groups, index) = (&mut self.groups, &mut self.index);
+        Ok(Groups {
+            arrival: intern(groups, index, &self.entry),
+            decode: intern(groups, index, &self.decode),
+        })
+    }
+}
+
+/// The id of `list` in `groups`, added when new.
+fn intern(groups: &mut Vec<Vec<u32>>, index: &mut HashMap<Vec<u32>, u32>, list: &[u32]) -> u32 {
+    match index.get(list) {
+        Some(&g) => g,
+        None => {
+            let g = groups.len() as u32;
+            groups.push(list.to_vec());
+            index.insert(list.to_vec(), g);
+            g
+        }
     }
 }
 

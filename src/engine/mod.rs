@@ -6,7 +6,8 @@
 //! earliest event, the loop:
 //! 1. Applies every step that finishes at `t`, in instance id order: first tokens, inter-token
 //!    gaps and completions (which free their KV blocks). The instance becomes idle.
-//! 2. Routes every request arriving at `t`, in arrival order (then file order), against the
+//! 2. Routes every request arriving at `t`, in arrival order (then file order; released
+//!    requests after the initial ones of the same instant, in release order), against the
 //!    instances' state at that moment (after step 1), and queues it on the chosen instance.
 //! 3. Lets every idle instance that has work start its next step, in instance id order: its
 //!    scheduler forms a batch, its latency backend prices it, and the step's end is scheduled
@@ -24,12 +25,28 @@
 //! arrivals are routed among prefill and colocated instances; step 1 also hands off the
 //! requests whose prompt a prefill instance completed, and KV transfers ending at `t` deliver
 //! requests to decode instances (after the step completions, before the arrivals).
+//!
+//! A finished request is also reported to the run's [`Injector`] (the one hook for work
+//! released at run time, e.g. the next step of an agentic session; [`run_cluster_with`], see
+//! `inject.rs`), whose requests join the arrivals still to come at their arrival time, after
+//! the requests already pending for the same instant. Only a true completion counts: the last
+//! token of a request on a colocated or decode instance (or a one-token request on a prefill
+//! instance), never the hand-off at the end of a prefill. Released requests are checked and
+//! routed like initial ones, under disaggregation too.
+//!
+//! The same-instant order is therefore, in full: step ends (by instance id; each collects the
+//! requests its completions release and the hand-offs of its prefills), then KV transfer ends
+//! (by sending instance), then arrivals (initial requests in list order, then released ones in
+//! release order); then idle instances start steps, by instance id. Every tie is broken by a
+//! fixed rule, so a run is deterministic.
 
 mod eligibility;
 mod events;
+mod inject;
 mod pd;
 
 pub use events::{Event, EventKind, EventQueue};
+pub use inject::{Dynamics, Injector, NoInjection};
 pub use pd::{Disaggregation, TransferEvent};
 
 use crate::Nanos;
@@ -40,7 +57,9 @@ use crate::router::{Router, RoutingPolicy};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
 use eligibility::Eligibility;
+use inject::{Arrivals, Due, Hooked};
 use pd::Transfers;
+use std::borrow::Cow;
 
 /// What the engine needs to know about an instance beyond its scheduler.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,7 +208,24 @@ pub fn run_cluster(
     router: &mut Router,
     observer: &mut dyn Observer,
 ) -> Result<RunOutcome, SimError> {
-    run_instances(requests, setups, None, backends, router, observer)
+    let dynamics = Dynamics {
+        injector: &mut NoInjection,
+        max_in_flight: None,
+    };
+    run_instances(requests, setups, None, backends, router, observer, dynamics)
+}
+
+/// [`run_cluster`], plus requests released as earlier ones finish and the concurrency gate
+/// of `dynamics` (see [`Injector`]).
+pub fn run_cluster_with(
+    requests: &[Request],
+    setups: &[InstanceSetup],
+    backends: &mut [&mut dyn LatencyBackend],
+    router: &mut Router,
+    observer: &mut dyn Observer,
+    dynamics: Dynamics<'_>,
+) -> Result<RunOutcome, SimError> {
+    run_instances(requests, setups, None, backends, router, observer, dynamics)
 }
 
 /// [`run_cluster`] with prefill/decode disaggregation: the instances have the roles of `pd`;
@@ -203,27 +239,50 @@ pub fn run_disaggregated(
     router: &mut Router,
     observer: &mut dyn Observer,
 ) -> Result<RunOutcome, SimError> {
-    assert_eq!(pd.roles().len(), setups.len(), "one role per instance");
-    run_instances(requests, setups, Some(pd), backends, router, observer)
+    let dynamics = Dynamics {
+        injector: &mut NoInjection,
+        max_in_flight: None,
+    };
+    run_instances(
+        requests,
+        setups,
+        Some(pd),
+        backends,
+        router,
+        observer,
+        dynamics,
+    )
 }
 
-fn run_instances(
+/// The general entry, which the others wrap: runs `requests` (sorted by arrival) on the
+/// instances described by `setups` to completion, with prefill/decode disaggregation when
+/// `pd` is given (the instances then have its roles) and the requests released at run time
+/// and concurrency gate of `dynamics`. `backends` has one latency backend per instance, same
+/// order (instance ids are the indices); `router` spreads arrivals, initial and released.
+pub fn run_instances(
     requests: &[Request],
     setups: &[InstanceSetup],
     pd: Option<Disaggregation>,
     backends: &mut [&mut dyn LatencyBackend],
     router: &mut Router,
     observer: &mut dyn Observer,
+    dynamics: Dynamics<'_>,
 ) -> Result<RunOutcome, SimError> {
     assert!(
         !setups.is_empty() && setups.len() == backends.len(),
         "one backend per instance, at least one instance"
     );
     let roles = match &pd {
-        Some(pd) => pd.roles().to_vec(),
+        Some(pd) => {
+            assert_eq!(pd.roles().len(), setups.len(), "one role per instance");
+            pd.roles().to_vec()
+        }
         None => vec![InstanceRole::Colocated; setups.len()],
     };
-    let eligibility = Eligibility::compute(requests, setups, &roles)?;
+    let mut eligibility = Eligibility::compute(requests, setups, &roles)?;
+    eligibility.check(dynamics.injector.deferred(), setups)?;
+    let mut arrivals = Arrivals::new(requests, dynamics.max_in_flight);
+    let observer = &mut Hooked::new(observer, dynamics.injector);
     // Schedulers apart from the rest, so that the router can observe them as they are.
     let mut schedulers: Vec<Scheduler> = setups
         .iter()
@@ -252,10 +311,9 @@ fn run_instances(
         .collect();
     let mut queue = EventQueue::with_capacity(2 * setups.len() + 1);
     let mut ready: Vec<u32> = Vec::with_capacity(setups.len());
-    let mut next = 0usize;
     let mut now: Nanos = 0;
-    if let Some(first) = requests.first() {
-        queue.push(first.arrival_ns, EventKind::Arrival);
+    if let Some(first) = arrivals.initial_event(None) {
+        queue.push(first, EventKind::Arrival);
     }
     while let Some(t) = queue.next_time() {
         debug_assert!(t >= now, "the clock went back from {now} to {t}");
@@ -278,6 +336,11 @@ fn run_instances(
                         let (s, e) = (setups, &eligibility);
                         t.hand_off(instance, now, &mut schedulers, s, e, &mut queue, observer)?;
                     }
+                    // Requests released by this step's completions (hand-offs release none).
+                    observer.collect(&mut arrivals, |t| queue.push(t, EventKind::Arrival));
+                    if arrivals.gated() && arrivals.has_waiting(now) {
+                        queue.push(now, EventKind::Arrival);
+                    }
                 }
                 EventKind::TransferEnd { sender } => {
                     let Some(t) = &mut transfers else {
@@ -289,14 +352,38 @@ fn run_instances(
                     mark_ready(&mut instances[sender as usize], sender, &mut ready);
                 }
                 EventKind::Arrival => {
-                    while let Some(r) = requests.get(next).filter(|r| r.arrival_ns <= now) {
-                        let id = router.route(r, eligibility.candidates(next), &schedulers);
-                        schedulers[id as usize].enqueue(r);
+                    while let Some(due) = arrivals.next_due(now, observer.finished()) {
+                        // Arrivals are stamped with the time they enter: their own in trace
+                        // mode, the admission time in concurrency mode.
+                        let (r, groups) = match due {
+                            Due::Initial(index, r) if r.arrival_ns == now => {
+                                (Cow::Borrowed(r), eligibility.groups(index))
+                            }
+                            Due::Initial(index, r) => {
+                                let r = Request {
+                                    arrival_ns: now,
+                                    ..r.clone()
+                                };
+                                (Cow::Owned(r), eligibility.groups(index))
+                            }
+                            Due::Released(r) => {
+                                let r = Request {
+                                    arrival_ns: now,
+                                    ..r
+                                };
+                                let groups = eligibility.groups_for(&r, setups)?;
+                                (Cow::Owned(r), groups)
+                            }
+                        };
+                        let id = router.route(&r, eligibility.arrival(groups), &schedulers);
+                        schedulers[id as usize].enqueue(&r);
                         mark_ready(&mut instances[id as usize], id, &mut ready);
-                        next += 1;
+                        if let (Some(t), Cow::Owned(r)) = (&mut transfers, r) {
+                            t.entered(id, r, groups);
+                        }
                     }
-                    if let Some(r) = requests.get(next) {
-                        queue.push(r.arrival_ns, EventKind::Arrival);
+                    if let Some(t) = arrivals.initial_event(Some(now)) {
+                        queue.push(t, EventKind::Arrival);
                     }
                 }
             }
@@ -316,13 +403,9 @@ fn run_instances(
         ready.clear();
     }
     let finished: u64 = instances.iter().map(|i| i.finished).sum();
-    if finished != requests.len() as u64 {
-        return Err(SchedulerBug::new(format!(
-            "{} of {} requests finished",
-            finished,
-            requests.len()
-        ))
-        .into());
+    let arrived = requests.len() as u64 + arrivals.released();
+    if finished != arrived {
+        return Err(SchedulerBug::new(format!("{finished} of {arrived} requests finished")).into());
     }
     let mut stats = SchedulerStats::default();
     for scheduler in &schedulers {

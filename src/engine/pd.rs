@@ -12,8 +12,12 @@
 //! and the decode instance queues the request; that instant is the request's first token
 //! (TTFT includes prefill queueing, the prefill, the link wait and the transfer, like
 //! LLMServingSim, whose prefill batch completes only once the KV has arrived).
+//!
+//! A hand-off is not a completion: observers (and the run's [`super::Injector`]) hear of the
+//! request only when its last token comes out on the decode instance. A request released at
+//! run time, or admitted late in concurrency mode, is handed over as it entered the run.
 
-use super::eligibility::Eligibility;
+use super::eligibility::{Eligibility, Groups};
 use super::{EventKind, EventQueue, InstanceSetup, Observer, SimError};
 use crate::Nanos;
 use crate::config::{InstanceRole, Link};
@@ -21,6 +25,7 @@ use crate::metrics::PdRecord;
 use crate::router::Router;
 use crate::scheduler::{ReceivedKv, Scheduler, SchedulerBug};
 use crate::workload::Request;
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 
 /// What a cluster with prefill and decode instances needs beyond its instances' setups.
@@ -89,8 +94,7 @@ pub struct TransferEvent {
 /// A transfer waiting for, or holding, its sender's link.
 #[derive(Debug, Clone, Copy)]
 struct Transfer {
-    /// Index of the request in the workload.
-    index: u32,
+    request_id: u64,
     /// Its slot on the prefill instance.
     slot: u32,
     to: u32,
@@ -112,9 +116,14 @@ struct LinkQueue {
 /// The transfers of a run.
 pub(super) struct Transfers<'a> {
     setup: Disaggregation,
+    /// The initial list of requests.
     requests: &'a [Request],
-    /// Workload index of every request id.
+    /// Index in `requests` of every request id.
     index_of: HashMap<u64, u32>,
+    /// Requests on prefill instances that entered the run otherwise than as listed in
+    /// `requests` (released at run time, or admitted after their arrival in concurrency mode),
+    /// by id, as they entered and with their candidate lists, until their KV arrives.
+    entered: HashMap<u64, (Request, Groups)>,
     /// By sending instance.
     links: Vec<LinkQueue>,
     candidates: Vec<u32>,
@@ -129,8 +138,18 @@ impl<'a> Transfers<'a> {
             index_of: (0..requests.len())
                 .map(|i| (requests[i].id, i as u32))
                 .collect(),
+            entered: HashMap::new(),
             links: (0..n).map(|_| LinkQueue::default()).collect(),
             candidates: Vec::with_capacity(n),
+        }
+    }
+
+    /// Notes `request`, just routed to instance `to` as it entered the run (not as listed in
+    /// the initial requests), with candidate lists `groups`: when `to` is a prefill instance
+    /// that will hand it off, the decode side needs it as it entered.
+    pub fn entered(&mut self, to: u32, request: Request, groups: Groups) {
+        if self.setup.roles[to as usize] == InstanceRole::Prefill && request.output_toks > 1 {
+            self.entered.insert(request.id, (request, groups));
         }
     }
 
@@ -149,12 +168,16 @@ impl<'a> Transfers<'a> {
     ) -> Result<(), SimError> {
         let f = from as usize;
         while let Some(h) = schedulers[f].pop_handoff() {
-            let index = self.index_of[&h.request_id];
-            let request = &self.requests[index as usize];
+            let (request, decode) = match self.entered.get(&h.request_id) {
+                Some((request, groups)) => (request, eligibility.decode(*groups)),
+                None => {
+                    let index = self.index_of[&h.request_id] as usize;
+                    (&self.requests[index], eligibility.decode_candidates(index))
+                }
+            };
             self.candidates.clear();
             self.candidates.extend(
-                eligibility
-                    .decode_candidates(index as usize)
+                decode
                     .iter()
                     .filter(|&&d| setups[d as usize].model_name == setups[f].model_name),
             );
@@ -173,7 +196,7 @@ impl<'a> Transfers<'a> {
             let n = self.setup.roles.len();
             let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
             let transfer = Transfer {
-                index,
+                request_id: h.request_id,
                 slot: h.slot,
                 to,
                 bytes,
@@ -246,7 +269,11 @@ impl<'a> Transfers<'a> {
                 kv_bytes: t.bytes,
             },
         };
-        schedulers[t.to as usize].receive(&self.requests[t.index as usize], received);
+        let request = match self.entered.remove(&t.request_id) {
+            Some((request, _)) => Cow::Owned(request),
+            None => Cow::Borrowed(&self.requests[self.index_of[&t.request_id] as usize]),
+        };
+        schedulers[t.to as usize].receive(&request, received);
         let event = self.event(from, &t, true, schedulers);
         observer.kv_transfer(&event)?;
         if let Some(next) = self.links[from as usize].waiting.pop_front() {
@@ -263,7 +290,7 @@ impl<'a> Transfers<'a> {
         schedulers: &[Scheduler],
     ) -> TransferEvent {
         TransferEvent {
-            request_id: self.requests[t.index as usize].id,
+            request_id: t.request_id,
             from,
             to: t.to,
             bytes: t.bytes,

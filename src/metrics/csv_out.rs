@@ -33,6 +33,33 @@ pub const CSV_HEADER: [&str; 12] = [
 /// the decode instance, ns (0 without a transfer).
 pub const PD_CSV_COLUMNS: [&str; 2] = ["prefill instance", "kv_transfer_ns"];
 
+/// The columns appended (after the [`PD_CSV_COLUMNS`] when those are on) when the workload has
+/// sessions: the session of the request and its step (LLMServingSim's sub-request index, or
+/// the workflow step label); empty for a request outside any session.
+pub const SESSION_COLUMNS: [&str; 2] = ["session_id", "sub_request_index"];
+
+/// Which column sets a [`RequestCsv`] carries after LLMServingSim's 12 [`CSV_HEADER`]
+/// columns, which always come first. The default is none: exactly LLMServingSim's file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CsvColumns {
+    /// The [`PD_CSV_COLUMNS`], next: the run has prefill/decode disaggregation.
+    pub pd: bool,
+    /// The [`SESSION_COLUMNS`], last: the workload has sessions.
+    pub sessions: bool,
+}
+
+impl CsvColumns {
+    /// The header, in column order.
+    pub fn header(self) -> impl Iterator<Item = &'static str> {
+        let pd: &[&str] = if self.pd { &PD_CSV_COLUMNS } else { &[] };
+        let sessions: &[&str] = if self.sessions { &SESSION_COLUMNS } else { &[] };
+        CSV_HEADER
+            .into_iter()
+            .chain(pd.iter().copied())
+            .chain(sessions.iter().copied())
+    }
+}
+
 /// Python's `csv.writer` default line terminator.
 const LINE_END: &[u8] = b"\r\n";
 
@@ -47,31 +74,20 @@ pub struct RequestCsv {
     /// Formatted rows not yet handed to the file; reused, so steady-state writing allocates
     /// nothing.
     row: Vec<u8>,
-    /// Whether rows carry the [`PD_CSV_COLUMNS`].
-    pd_columns: bool,
+    /// The column sets after LLMServingSim's.
+    columns: CsvColumns,
 }
 
 impl RequestCsv {
-    /// Creates the temporary file in `path`'s directory and writes the header
-    /// (LLMServingSim's 12 columns).
-    pub fn create(path: &Path) -> anyhow::Result<RequestCsv> {
-        RequestCsv::with_columns(path, false)
-    }
-
-    /// Like [`RequestCsv::create`], with the [`PD_CSV_COLUMNS`] after LLMServingSim's, for a
-    /// run with prefill/decode disaggregation.
-    pub fn create_pd(path: &Path) -> anyhow::Result<RequestCsv> {
-        RequestCsv::with_columns(path, true)
-    }
-
-    fn with_columns(path: &Path, pd_columns: bool) -> anyhow::Result<RequestCsv> {
+    /// Creates the temporary file in `path`'s directory and writes the header: LLMServingSim's
+    /// 12 columns, then the extra sets `columns` turns on.
+    pub fn create(path: &Path, columns: CsvColumns) -> anyhow::Result<RequestCsv> {
         let mut csv = RequestCsv {
             file: AtomicFile::create(path)?,
             row: Vec::with_capacity(2 * CHUNK),
-            pd_columns,
+            columns,
         };
-        let extra: &[&str] = if pd_columns { &PD_CSV_COLUMNS } else { &[] };
-        for (i, name) in CSV_HEADER.iter().chain(extra).enumerate() {
+        for (i, name) in columns.header().enumerate() {
             if i > 0 {
                 csv.row.push(b',');
             }
@@ -81,12 +97,22 @@ impl RequestCsv {
         Ok(csv)
     }
 
-    /// Appends one row.
-    pub fn write(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
+    /// Appends the row of `record`. `session` is the request's session id and step label,
+    /// `None` for a request outside any session; it is written only when the CSV has the
+    /// [`SESSION_COLUMNS`].
+    pub fn write(
+        &mut self,
+        record: &RequestRecord<'_>,
+        session: Option<(&str, &str)>,
+    ) -> anyhow::Result<()> {
         format_row(&mut self.row, record);
-        if self.pd_columns {
+        if self.columns.pd {
             push_pd_columns(&mut self.row, record);
         }
+        if self.columns.sessions {
+            push_session_columns(&mut self.row, session);
+        }
+        self.row.extend_from_slice(LINE_END);
         if self.row.len() >= CHUNK {
             self.flush_row()?;
         }
@@ -169,7 +195,7 @@ fn parent_dir(path: &Path) -> &Path {
     }
 }
 
-/// Appends one CSV row for `r`, line end included.
+/// Appends the fields of `r`'s CSV row, without the line end.
 fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     let mut num = itoa::Buffer::new();
     let mut int_field = |row: &mut Vec<u8>, value: u64| {
@@ -189,12 +215,10 @@ fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     int_field(row, r.ttft_ns());
     int_field(row, r.tpot_ns());
     push_itl_field(row, r.itl_ns);
-    row.extend_from_slice(LINE_END);
 }
 
-/// Appends the [`PD_CSV_COLUMNS`] of `r` to the row [`format_row`] just ended.
+/// Appends the [`PD_CSV_COLUMNS`] of `r`.
 fn push_pd_columns(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
-    row.truncate(row.len() - LINE_END.len());
     let mut num = itoa::Buffer::new();
     let (prefill, transfer) = match &r.pd {
         Some(pd) => (pd.prefill_instance, pd.kv_transfer_ns()),
@@ -204,7 +228,18 @@ fn push_pd_columns(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     row.extend_from_slice(num.format(prefill).as_bytes());
     row.push(b',');
     row.extend_from_slice(num.format(transfer).as_bytes());
-    row.extend_from_slice(LINE_END);
+}
+
+/// Appends the [`SESSION_COLUMNS`]: `session`'s id and step label, or two empty fields.
+fn push_session_columns(row: &mut Vec<u8>, session: Option<(&str, &str)>) {
+    row.push(b',');
+    if let Some((id, step)) = session {
+        push_text_field(row, id);
+        row.push(b',');
+        push_text_field(row, step);
+    } else {
+        row.push(b',');
+    }
 }
 
 /// Appends `itl` as Python's list repr, `[a, b, c]`, quoted when it contains a comma.
@@ -229,7 +264,7 @@ fn push_itl_field(row: &mut Vec<u8>, itl: &[u64]) {
 
 /// Appends `text` with Python's `QUOTE_MINIMAL` rule: quoted, with quotes doubled, only when
 /// it contains a comma, a quote or a line break.
-fn push_text_field(row: &mut Vec<u8>, text: &str) {
+pub(super) fn push_text_field(row: &mut Vec<u8>, text: &str) {
     if !text.contains([',', '"', '\r', '\n']) {
         row.extend_from_slice(text.as_bytes());
         return;
@@ -276,6 +311,7 @@ mod tests {
     fn row_of(record: &RequestRecord<'_>) -> String {
         let mut row = Vec::new();
         format_row(&mut row, record);
+        row.extend_from_slice(LINE_END);
         String::from_utf8(row).unwrap()
     }
 
@@ -335,13 +371,13 @@ mod tests {
     fn committed_csv_has_header_then_rows_in_write_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.csv");
-        let mut csv = RequestCsv::create(&path).unwrap();
+        let mut csv = RequestCsv::create(&path, CsvColumns::default()).unwrap();
         let second = RequestRecord {
             request_id: 3,
             ..request_7()
         };
-        csv.write(&request_7()).unwrap();
-        csv.write(&second).unwrap();
+        csv.write(&request_7(), None).unwrap();
+        csv.write(&second, None).unwrap();
         csv.commit().unwrap();
         let text = fs::read_to_string(&path).unwrap();
         let expected = format!("{HEADER_LINE}{}{}", row_of(&request_7()), row_of(&second));
@@ -353,7 +389,14 @@ mod tests {
     fn pd_csv_appends_the_prefill_instance_and_the_transfer_time() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.csv");
-        let mut csv = RequestCsv::create_pd(&path).unwrap();
+        let mut csv = RequestCsv::create(
+            &path,
+            CsvColumns {
+                pd: true,
+                sessions: false,
+            },
+        )
+        .unwrap();
         let decoded = RequestRecord {
             instance_id: 3,
             pd: Some(crate::metrics::PdRecord {
@@ -366,8 +409,8 @@ mod tests {
             }),
             ..request_7()
         };
-        csv.write(&decoded).unwrap();
-        csv.write(&request_7()).unwrap();
+        csv.write(&decoded, None).unwrap();
+        csv.write(&request_7(), None).unwrap();
         csv.commit().unwrap();
         let text = fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.split("\r\n").collect();
@@ -385,12 +428,45 @@ mod tests {
     }
 
     #[test]
+    fn session_columns_come_last_after_the_pd_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = HEADER_LINE.trim_end();
+        let row = row_of(&request_7());
+        let row = row.trim_end();
+        let cases = [
+            (false, "", ""),
+            (true, ",prefill instance,kv_transfer_ns", ",0,0"),
+        ];
+        for (pd, pd_header, pd_fields) in cases {
+            let path = dir.path().join(format!("out-{pd}.csv"));
+            let columns = CsvColumns { pd, sessions: true };
+            assert_eq!(columns.header().count(), if pd { 16 } else { 14 });
+            let mut csv = RequestCsv::create(&path, columns).unwrap();
+            csv.write(&request_7(), Some(("s,1", "0"))).unwrap();
+            csv.write(&request_7(), None).unwrap();
+            csv.commit().unwrap();
+            let text = fs::read_to_string(&path).unwrap();
+            let lines: Vec<&str> = text.split("\r\n").collect();
+            assert_eq!(
+                lines[0],
+                format!("{header}{pd_header},session_id,sub_request_index")
+            );
+            assert_eq!(lines[1], format!("{row}{pd_fields},\"s,1\",0"));
+            assert_eq!(
+                lines[2],
+                format!("{row}{pd_fields},,"),
+                "outside any session"
+            );
+        }
+    }
+
+    #[test]
     fn dropping_without_commit_removes_the_temp_file_and_keeps_the_destination() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.csv");
         fs::write(&path, "previous run\n").unwrap();
-        let mut csv = RequestCsv::create(&path).unwrap();
-        csv.write(&request_7()).unwrap();
+        let mut csv = RequestCsv::create(&path, CsvColumns::default()).unwrap();
+        csv.write(&request_7(), None).unwrap();
         assert_eq!(
             entries(dir.path()).len(),
             2,
@@ -423,7 +499,12 @@ mod tests {
     fn errors_name_the_destination_path() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("missing-dir").join("out.csv");
-        let message = format!("{:#}", RequestCsv::create(&path).err().unwrap());
+        let message = format!(
+            "{:#}",
+            RequestCsv::create(&path, CsvColumns::default())
+                .err()
+                .unwrap()
+        );
         assert!(message.contains(&path.display().to_string()), "{message}");
     }
 

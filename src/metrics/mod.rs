@@ -3,12 +3,16 @@
 
 mod csv_out;
 mod plots;
+mod sessions;
 mod stats;
 mod summary;
 mod validate;
 
-pub use csv_out::{CSV_HEADER, PD_CSV_COLUMNS, RequestCsv, write_atomically};
+pub use csv_out::{
+    CSV_HEADER, CsvColumns, PD_CSV_COLUMNS, RequestCsv, SESSION_COLUMNS, write_atomically,
+};
 pub use plots::PlotFormat;
+pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
 pub use stats::LatencyStats;
 pub use summary::{
     InstanceInfo, InstanceSummary, PdSummary, PrefixCacheStats, RunInfo, Summary, SummaryCollector,

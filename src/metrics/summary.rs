@@ -1,6 +1,7 @@
 //! The run summary: vLLM benchmark metric names, printed and as JSON.
 
 use super::csv_out::write_atomically;
+use super::sessions::SessionSummary;
 use super::stats::LatencyStats;
 use super::{PdRecord, RequestRecord};
 use crate::Nanos;
@@ -127,6 +128,7 @@ impl SummaryCollector {
             tpot: LatencyStats::from_ns(&mut self.tpot_ns, f64::total_cmp, |ns| ns),
             itl: LatencyStats::from_ns(&mut self.itl_ns, u64::cmp, exact),
             e2el: LatencyStats::from_ns(&mut self.e2el_ns, u64::cmp, exact),
+            sessions: None,
             info,
         }
     }
@@ -149,6 +151,8 @@ pub struct Summary {
     tpot: LatencyStats,
     itl: LatencyStats,
     e2el: LatencyStats,
+    /// Session metrics, when the workload has sessions.
+    sessions: Option<SessionSummary>,
 }
 
 /// One latency metric's place in the report.
@@ -190,6 +194,9 @@ impl Summary {
             put(format!("p90_{name}_ms"), s.p90_ms.into());
             put(format!("p99_{name}_ms"), s.p99_ms.into());
         }
+        if let Some(sessions) = &self.sessions {
+            put("sessions".into(), sessions.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -206,6 +213,16 @@ impl Summary {
             serde_json::to_writer_pretty(&mut *out, &json)?;
             out.write_all(b"\n")
         })
+    }
+
+    /// Adds the session metrics (a workload with sessions).
+    pub fn set_sessions(&mut self, sessions: SessionSummary) {
+        self.sessions = Some(sessions);
+    }
+
+    /// Session metrics, when the workload has sessions.
+    pub fn sessions(&self) -> Option<&SessionSummary> {
+        self.sessions.as_ref()
     }
 
     /// Per-instance results, by instance id.

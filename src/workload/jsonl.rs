@@ -1,6 +1,7 @@
-//! The LLMServingSim JSONL workload format (flat requests).
+//! The LLMServingSim JSONL workload format: flat requests and agentic session lines.
 
-use super::Request;
+use super::sessions::SessionSet;
+use super::{Request, Workload, jsonl_session};
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -50,18 +51,45 @@ struct Line {
     sub_requests: Option<serde_json::Value>,
 }
 
-/// Reads the first `limit` requests (all when `None`) of a JSONL workload, streaming the file
-/// line by line. Blank lines are skipped and do not count. The result is sorted by arrival.
+/// Reads the first `limit` requests (all when `None`) of a JSONL workload of flat requests,
+/// streaming the file line by line. Blank lines are skipped and do not count. The result is
+/// sorted by arrival. A session line is an error: read such files with [`read_workload`].
 pub fn read_jsonl(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, WorkloadError> {
+    let workload = read_workload(path, limit)?;
+    if let Some(s) = workload.sessions.sessions().first() {
+        return Err(WorkloadError::Invalid {
+            path: path.to_owned(),
+            line: s.line,
+            field: "sub_requests".into(),
+            message: format!(
+                "session `{}` is an agentic session; this reader takes flat requests only \
+                 (read_workload loads sessions)",
+                s.id
+            ),
+        });
+    }
+    Ok(workload.requests)
+}
+
+/// Reads the first `limit` entries (all when `None`) of a JSONL workload: flat requests and
+/// agentic session lines (a line with `sub_requests`; see the README). Entries get
+/// ids in file order: a flat request one, a session one per LLM sub-request, consecutively.
+/// Blank lines and sessions with no sub-request are skipped and do not count. The flat
+/// requests come sorted by arrival (stable).
+pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, WorkloadError> {
     let file = File::open(path).map_err(|source| WorkloadError::Io {
         path: path.to_owned(),
         source,
     })?;
     let mut reader = BufReader::new(file);
     let mut requests = Vec::new();
+    let mut sessions = SessionSet::new();
+    let mut session_ids = jsonl_session::SessionIds::default();
+    let mut next_id = 0u64;
+    let mut entries = 0usize;
     let mut buf = String::new();
     let mut line_no = 0u64;
-    while limit.is_none_or(|n| requests.len() < n) {
+    while limit.is_none_or(|n| entries < n) {
         buf.clear();
         let read = reader
             .read_line(&mut buf)
@@ -76,19 +104,44 @@ pub fn read_jsonl(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, Wor
         if buf.trim().is_empty() {
             continue;
         }
-        let id = requests.len() as u64;
-        requests.push(parse_line(&buf, path, line_no, id)?);
+        match parse_line(&buf, path, line_no, next_id)? {
+            Some(request) => requests.push(request),
+            None => {
+                let at = jsonl_session::At {
+                    path,
+                    line: line_no,
+                    first_id: next_id,
+                };
+                match jsonl_session::parse(&buf, &at, &mut session_ids)? {
+                    Some((header, plan)) => {
+                        next_id += plan.num_requests();
+                        sessions.add(header, plan);
+                    }
+                    None => continue,
+                }
+                entries += 1;
+                continue;
+            }
+        }
+        next_id += 1;
+        entries += 1;
     }
-    if requests.is_empty() {
+    if requests.is_empty() && sessions.is_empty() {
         return Err(WorkloadError::Empty {
             path: path.to_owned(),
         });
     }
     requests.sort_by_key(|r| r.arrival_ns);
-    Ok(requests)
+    Ok(Workload { requests, sessions })
 }
 
-fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<Request, WorkloadError> {
+/// Parses a flat-request line with id `id`; `None` for a session line.
+fn parse_line(
+    text: &str,
+    path: &Path,
+    line: u64,
+    id: u64,
+) -> Result<Option<Request>, WorkloadError> {
     let invalid = |field: &str, message: String| WorkloadError::Invalid {
         path: path.to_owned(),
         line,
@@ -114,10 +167,7 @@ fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<Request, Wo
         }
     };
     if parsed.sub_requests.is_some() {
-        return Err(invalid(
-            "sub_requests",
-            "agentic session lines are not supported yet; use flat requests".to_owned(),
-        ));
+        return Ok(None);
     }
     let input =
         token_count(parsed.input_toks, "input_toks", 1).map_err(|m| invalid("input_toks", m))?;
@@ -132,37 +182,10 @@ fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<Request, Wo
         }
         Some(v) => non_negative_int(&v).map_err(|m| invalid("arrival_time_ns", m))?,
     };
-    let model = match parsed.model {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => Some(s),
-        Some(other) => return Err(invalid("model", format!("expected a string, got {other}"))),
-    };
-    let mut token_ids = Vec::new();
-    if let Some(ids) = parsed.input_tok_ids {
-        if ids.len() as u64 != u64::from(input) {
-            return Err(invalid(
-                "input_tok_ids",
-                format!("has {} ids but input_toks is {input}", ids.len()),
-            ));
-        }
-        token_ids.reserve(ids.len() + parsed.output_tok_ids.as_ref().map_or(0, Vec::len));
-        token_ids.extend_from_slice(&ids);
-        if let Some(out_ids) = parsed.output_tok_ids {
-            if out_ids.len() as u64 != u64::from(output) {
-                return Err(invalid(
-                    "output_tok_ids",
-                    format!("has {} ids but output_toks is {output}", out_ids.len()),
-                ));
-            }
-            token_ids.extend_from_slice(&out_ids);
-        }
-    } else if parsed.output_tok_ids.is_some() {
-        return Err(invalid(
-            "output_tok_ids",
-            "given without input_tok_ids".to_owned(),
-        ));
-    }
-    Ok(Request {
+    let model = model_field(parsed.model).map_err(|m| invalid("model", m))?;
+    let token_ids = token_ids(parsed.input_tok_ids, parsed.output_tok_ids, input, output)
+        .map_err(|(field, m)| invalid(field, m))?;
+    Ok(Some(Request {
         id,
         line,
         model,
@@ -170,10 +193,53 @@ fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<Request, Wo
         input_toks: input,
         output_toks: output,
         token_ids,
-    })
+    }))
 }
 
-fn non_negative_int(value: &serde_json::Value) -> Result<u64, String> {
+/// The optional `model` field.
+pub(super) fn model_field(value: Option<serde_json::Value>) -> Result<Option<String>, String> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(format!("expected a string, got {other}")),
+    }
+}
+
+/// Prompt ids followed by output ids, checked against the token counts; the error names the
+/// field.
+pub(super) fn token_ids(
+    input_ids: Option<Vec<u32>>,
+    output_ids: Option<Vec<u32>>,
+    input: u32,
+    output: u32,
+) -> Result<Vec<u32>, (&'static str, String)> {
+    let mut token_ids = Vec::new();
+    if let Some(ids) = input_ids {
+        if ids.len() as u64 != u64::from(input) {
+            return Err((
+                "input_tok_ids",
+                format!("has {} ids but input_toks is {input}", ids.len()),
+            ));
+        }
+        token_ids.reserve(ids.len() + output_ids.as_ref().map_or(0, Vec::len));
+        token_ids.extend_from_slice(&ids);
+        if let Some(out_ids) = output_ids {
+            if out_ids.len() as u64 != u64::from(output) {
+                return Err((
+                    "output_tok_ids",
+                    format!("has {} ids but output_toks is {output}", out_ids.len()),
+                ));
+            }
+            token_ids.extend_from_slice(&out_ids);
+        }
+    } else if output_ids.is_some() {
+        return Err(("output_tok_ids", "given without input_tok_ids".to_owned()));
+    }
+    Ok(token_ids)
+}
+
+/// A non-negative integer.
+pub(super) fn non_negative_int(value: &serde_json::Value) -> Result<u64, String> {
     match value {
         serde_json::Value::Number(n) => {
             if let Some(v) = n.as_u64() {
@@ -188,7 +254,12 @@ fn non_negative_int(value: &serde_json::Value) -> Result<u64, String> {
     }
 }
 
-fn token_count(value: Option<serde_json::Value>, name: &str, min: u64) -> Result<u32, String> {
+/// A token count in `[min, MAX_TOKENS]`; `name` labels the error.
+pub(super) fn token_count(
+    value: Option<serde_json::Value>,
+    name: &str,
+    min: u64,
+) -> Result<u32, String> {
     let value = value.ok_or_else(|| "missing required field".to_owned())?;
     let n = non_negative_int(&value)?;
     if n < min {

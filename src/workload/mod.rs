@@ -1,16 +1,53 @@
 //! Workloads: the requests that enter the simulator.
 //!
-//! [`read_jsonl`] reads LLMServingSim's JSONL workload format. Requests get ids in file order
-//! and are returned sorted by arrival time (stable, so equal arrivals keep file order).
-//! [`spec`] generates requests from a WorkloadSpec v2 YAML file (BLIS's format) instead.
+//! [`read_workload`] reads LLMServingSim's JSONL workload format, flat requests and agentic
+//! session lines ([`read_jsonl`] reads files of flat requests only). Requests get ids in file
+//! order and flat requests are returned sorted by arrival time (stable, so equal arrivals keep
+//! file order). [`spec`] generates a workload from a WorkloadSpec v2 YAML file (BLIS's format)
+//! instead. [`sessions`] holds sessions, whose later requests arrive when earlier ones finish.
 
 mod jsonl;
+mod jsonl_session;
+pub mod sessions;
 pub mod spec;
 
 pub(crate) use jsonl::MAX_TOKENS;
-pub use jsonl::{WorkloadError, read_jsonl};
+pub use jsonl::{WorkloadError, read_jsonl, read_workload};
 
 use crate::Nanos;
+use sessions::SessionSet;
+
+/// A workload: flat requests and sessions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Workload {
+    /// Flat requests, sorted by arrival (then id).
+    pub requests: Vec<Request>,
+    /// Sessions, in id order.
+    pub sessions: SessionSet,
+}
+
+impl Workload {
+    /// Number of requests, flat and in sessions.
+    pub fn num_requests(&self) -> usize {
+        self.requests.len() + self.sessions.requests().len()
+    }
+
+    /// Moves every arrival known before the run (flat requests, session starts) through `f`,
+    /// which must keep their order; the order of the flat requests is kept.
+    pub fn retime(&mut self, mut f: impl FnMut(Nanos) -> Nanos) {
+        for r in &mut self.requests {
+            r.arrival_ns = f(r.arrival_ns);
+        }
+        self.sessions.retime(f);
+    }
+
+    /// Earliest arrival known before the run.
+    pub fn first_arrival(&self) -> Option<Nanos> {
+        let flat = self.requests.first().map(|r| r.arrival_ns);
+        let sessions = self.sessions.sessions().iter().map(|s| s.arrival_ns).min();
+        flat.into_iter().chain(sessions).min()
+    }
+}
 
 /// One inference request as it arrives at the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -54,6 +54,9 @@ impl fmt::Display for Summary {
             line_2dp(f, &format!("P99 {name} (ms):"), stats.p99_ms)?;
         }
         writeln!(f, "{}", "=".repeat(50))?;
+        if let Some(sessions) = &self.sessions {
+            write!(f, "{sessions}")?;
+        }
 
         writeln!(f, "{:=^50}", " Simulator ")?;
         let [info] = self.info.instances.as_slice() else {

@@ -1,5 +1,5 @@
-//! Token-length distributions (`input_distribution`, `output_distribution`), in BLIS's form:
-//! `type` plus a `params` map.
+//! Token-length distributions (`input_distribution`, `output_distribution`) and duration
+//! distributions (tool latencies, think times), in BLIS's form: `type` plus a `params` map.
 
 use super::deserialize_checked;
 use crate::workload::MAX_TOKENS;
@@ -63,6 +63,28 @@ const TYPES: &str = "constant {value}, uniform {min, max}, gaussian (or normal) 
     gamma {shape, scale}, empirical {<tokens>: <probability>, ...}; all but constant, \
     uniform and empirical also take optional min and max";
 
+/// The values a distribution may take.
+struct Domain {
+    lo: u32,
+    hi: u32,
+    /// What a value is, for messages.
+    what: &'static str,
+}
+
+/// Token counts.
+const TOKENS: Domain = Domain {
+    lo: 1,
+    hi: MAX_TOKENS as u32,
+    what: "token count",
+};
+
+/// Durations in µs (up to about 71 minutes).
+const MICROS: Domain = Domain {
+    lo: 0,
+    hi: u32::MAX,
+    what: "duration in µs",
+};
+
 impl<'de> Deserialize<'de> for LengthDist {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserialize_checked::<D, RawDist, LengthDist>(deserializer)
@@ -73,6 +95,45 @@ impl TryFrom<RawDist> for LengthDist {
     type Error = String;
 
     fn try_from(raw: RawDist) -> Result<Self, String> {
+        LengthDist::parse(raw, &TOKENS)
+    }
+}
+
+/// A validated distribution of durations in µs (tool latencies, think times): the same types
+/// and parameters as [`LengthDist`], with draws rounded to whole µs in `[0, 2³² − 1]` (the
+/// optional `min` defaults to 0), so a sampled duration is never negative.
+#[derive(Debug, Clone)]
+pub struct DurationDist(LengthDist);
+
+impl<'de> Deserialize<'de> for DurationDist {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserialize_checked::<D, RawDist, DurationDist>(deserializer)
+    }
+}
+
+impl TryFrom<RawDist> for DurationDist {
+    type Error = String;
+
+    fn try_from(raw: RawDist) -> Result<Self, String> {
+        LengthDist::parse(raw, &MICROS).map(DurationDist)
+    }
+}
+
+impl DurationDist {
+    /// A distribution that always gives `us`.
+    pub fn constant(us: u32) -> DurationDist {
+        let v = f64::from(us);
+        DurationDist(LengthDist::bounded(Kind::Constant(v), v, v, &MICROS))
+    }
+
+    /// Draws a duration, ns.
+    pub fn sample_ns<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        u64::from(self.0.sample(rng)) * 1_000
+    }
+}
+
+impl LengthDist {
+    fn parse(raw: RawDist, d: &Domain) -> Result<LengthDist, String> {
         let name = raw.kind.as_str();
         if raw.file.is_some() {
             return Err(format!(
@@ -81,7 +142,7 @@ impl TryFrom<RawDist> for LengthDist {
             ));
         }
         if name == "empirical" {
-            return empirical(&raw.params);
+            return empirical(&raw.params, d);
         }
         let mut p = Params {
             name,
@@ -90,26 +151,29 @@ impl TryFrom<RawDist> for LengthDist {
         let kind = match name {
             "constant" => {
                 let value = p.required("value")?;
-                if value < 1.0 || value.fract() != 0.0 {
+                if value < f64::from(d.lo) || value > f64::from(d.hi) || value.fract() != 0.0 {
                     return Err(format!(
-                        "constant: value must be a whole number ≥ 1, got {value}"
+                        "constant: value must be a whole number ≥ {}, got {value}",
+                        d.lo
                     ));
                 }
                 p.finish()?;
-                return Ok(LengthDist::bounded(Kind::Constant(value), value, value));
+                return Ok(LengthDist::bounded(Kind::Constant(value), value, value, d));
             }
             "uniform" => {
                 let (min, max) = (p.required("min")?, p.required("max")?);
                 p.finish()?;
-                let whole = |v: f64| v >= 1.0 && v.fract() == 0.0 && v <= MAX_TOKENS as f64;
+                let whole =
+                    |v: f64| v >= f64::from(d.lo) && v.fract() == 0.0 && v <= f64::from(d.hi);
                 if !whole(min) || !whole(max) || min > max {
                     return Err(format!(
-                        "uniform: min and max must be whole numbers with 1 ≤ min ≤ max ≤ \
-                         {MAX_TOKENS}, got min {min}, max {max}"
+                        "uniform: min and max must be whole numbers with {} ≤ min ≤ max ≤ {}, \
+                         got min {min}, max {max}",
+                        d.lo, d.hi
                     ));
                 }
                 let kind = Kind::Uniform(min as u32, max as u32);
-                return Ok(LengthDist::bounded(kind, min, max));
+                return Ok(LengthDist::bounded(kind, min, max, d));
             }
             "gaussian" | "normal" => {
                 let mean = p.required("mean")?;
@@ -151,27 +215,26 @@ impl TryFrom<RawDist> for LengthDist {
                 ));
             }
         };
-        let min = p.optional("min")?.unwrap_or(1.0);
-        let max = p.optional("max")?.unwrap_or(MAX_TOKENS as f64);
+        let min = p.optional("min")?.unwrap_or(f64::from(d.lo));
+        let max = p.optional("max")?.unwrap_or(f64::from(d.hi));
         p.finish()?;
-        if max < 1.0 || min > MAX_TOKENS as f64 {
+        if max < f64::from(d.lo) || min > f64::from(d.hi) {
             return Err(format!(
-                "{name}: the range [{min}, {max}] holds no token count in [1, {MAX_TOKENS}]"
+                "{name}: the range [{min}, {max}] holds no {} in [{}, {}]",
+                d.what, d.lo, d.hi
             ));
         }
         if min > max {
             return Err(format!("{name}: min {min} is greater than max {max}"));
         }
-        Ok(LengthDist::bounded(kind, min, max))
+        Ok(LengthDist::bounded(kind, min, max, d))
     }
-}
 
-impl LengthDist {
-    fn bounded(kind: Kind, min: f64, max: f64) -> LengthDist {
+    fn bounded(kind: Kind, min: f64, max: f64, d: &Domain) -> LengthDist {
         LengthDist {
             kind,
-            lo: min.max(1.0).round(),
-            hi: max.min(MAX_TOKENS as f64).round(),
+            lo: min.max(f64::from(d.lo)).round(),
+            hi: max.min(f64::from(d.hi)).round(),
         }
     }
 
@@ -273,15 +336,18 @@ impl Params<'_> {
 }
 
 /// BLIS's inline empirical table: token count → probability (normalised).
-fn empirical(params: &BTreeMap<String, f64>) -> Result<LengthDist, String> {
+fn empirical(params: &BTreeMap<String, f64>, d: &Domain) -> Result<LengthDist, String> {
     let mut bins = Vec::with_capacity(params.len());
     for (key, &p) in params {
         let tokens: u32 = key
             .parse()
             .ok()
-            .filter(|&t| t >= 1 && u64::from(t) <= MAX_TOKENS)
+            .filter(|&t| t >= d.lo && t <= d.hi)
             .ok_or_else(|| {
-                format!("empirical: key `{key}` must be a token count in [1, {MAX_TOKENS}]")
+                format!(
+                    "empirical: key `{key}` must be a {} in [{}, {}]",
+                    d.what, d.lo, d.hi
+                )
             })?;
         if !(p.is_finite() && p >= 0.0) {
             return Err(format!(
@@ -309,7 +375,8 @@ fn empirical(params: &BTreeMap<String, f64>) -> Result<LengthDist, String> {
     let values = bins.iter().map(|&(t, _)| t).collect();
     Ok(LengthDist::bounded(
         Kind::Empirical { values, cdf },
-        1.0,
-        MAX_TOKENS as f64,
+        f64::from(d.lo),
+        f64::from(d.hi),
+        d,
     ))
 }

@@ -1,9 +1,11 @@
 //! Drawing the requests of a spec: per-client streams merged in arrival order.
 
 use super::arrival::ArrivalClock;
-use super::{SpecError, WorkloadSpec};
+use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
+use super::{SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
-use crate::workload::{MAX_TOKENS, Request};
+use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet};
+use crate::workload::{MAX_TOKENS, Request, Workload};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -15,7 +17,7 @@ use std::collections::BinaryHeap;
 pub const TOKEN_ID_SPACE: u32 = 1 << 17;
 
 /// A uniform token id: the top 17 bits of one 32-bit draw.
-fn token_id(rng: &mut ChaCha8Rng) -> u32 {
+pub(super) fn token_id(rng: &mut ChaCha8Rng) -> u32 {
     rng.next_u32() >> (32 - TOKEN_ID_SPACE.trailing_zeros())
 }
 
@@ -28,24 +30,33 @@ pub struct Overrides {
     pub seed: Option<i64>,
 }
 
-/// One generated request.
+/// One generated arrival: a request, or the start of a session (whose plan
+/// [`Generator::session`] draws).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GeneratedRequest {
-    /// Id: position in arrival order, from 0.
+    /// Id of the request (of a session's first request): ids are reserved in arrival order,
+    /// one per request, consecutively for a session.
     pub id: u64,
+    /// Line of the arrival in `generate`'s JSONL output, from 1.
+    pub line: u64,
     /// Arrival on the simulated clock.
     pub arrival_ns: Nanos,
     /// Index of the client in the spec.
     pub client: u32,
-    /// Prompt tokens, the shared prefix included.
+    /// Whether it starts a session.
+    pub session: bool,
+    /// Ids it reserves: 1 for a request, the LLM calls of a session.
+    pub requests: u32,
+    /// Prompt tokens, the shared prefix included (0 for a session).
     pub input_toks: u32,
-    /// Tokens to generate.
+    /// Tokens to generate (0 for a session).
     pub output_toks: u32,
     /// Leading prompt tokens shared with the client's prefix group (0 without one).
     pub prefix_toks: u32,
     /// Whether the output is streamed.
     pub streaming: bool,
-    /// Position among the client's own requests: keys its unique token ids.
+    /// Position among the client's own arrivals: keys its unique token ids and a session's
+    /// random streams.
     seq: u64,
 }
 
@@ -62,6 +73,8 @@ pub struct Generator<'a> {
     remaining: u64,
     horizon_ns: Nanos,
     next_id: u64,
+    next_line: u64,
+    seed: i64,
 }
 
 /// One client's random streams and its next (already drawn) request.
@@ -86,6 +99,17 @@ fn stream_seed(seed: i64, stream: &str, client_id: &str) -> u64 {
     key.extend_from_slice(stream.as_bytes());
     key.push(0);
     key.extend_from_slice(client_id.as_bytes());
+    xxhash_rust::xxh3::xxh3_64_with_seed(&key, seed as u64)
+}
+
+/// Seed of one named stream of the session that is arrival `seq` of client `client_id`.
+fn session_seed(seed: i64, stream: &str, client_id: &str, seq: u64) -> u64 {
+    let mut key = Vec::with_capacity(stream.len() + client_id.len() + 10);
+    key.extend_from_slice(stream.as_bytes());
+    key.push(0);
+    key.extend_from_slice(client_id.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&seq.to_le_bytes());
     xxhash_rust::xxh3::xxh3_64_with_seed(&key, seed as u64)
 }
 
@@ -143,8 +167,11 @@ impl<'a> Generator<'a> {
                     .map(|g| group_names.iter().position(|n| n == g).expect("collected")),
                 next: GeneratedRequest {
                     id: 0,
+                    line: 0,
                     arrival_ns: 0,
                     client: i as u32,
+                    session: false,
+                    requests: 1,
                     input_toks: 0,
                     output_toks: 0,
                     prefix_toks: 0,
@@ -164,6 +191,8 @@ impl<'a> Generator<'a> {
                 .horizon_us
                 .map_or(Nanos::MAX, |h| h.saturating_mul(1000)),
             next_id: 0,
+            next_line: 1,
+            seed,
         };
         for i in 0..generator.clients.len() {
             generator.draw(i);
@@ -186,10 +215,30 @@ impl<'a> Generator<'a> {
             return;
         }
         let arrival_ns = arrival_ns as Nanos;
+        let (input, output) = match &spec.traffic {
+            Traffic::Requests {
+                input,
+                output,
+                conversation: None,
+            } => (input, output),
+            Traffic::Requests {
+                conversation: Some(c),
+                ..
+            } => {
+                let seed = session_seed(self.seed, "session", &spec.id, state.drawn);
+                let turns = c.turns(&mut ChaCha8Rng::seed_from_u64(seed));
+                self.queue_session(i, arrival_ns, turns);
+                return;
+            }
+            Traffic::Agentic(a) => {
+                let calls = a.num_llm_calls();
+                self.queue_session(i, arrival_ns, calls);
+                return;
+            }
+        };
         let prefix_toks = spec.prefix_length;
         // Validation keeps the prefix below the limit, so the prompt gets at least one token.
-        let input = spec
-            .input_distribution
+        let input = input
             .sample(&mut state.input_rng)
             .min(MAX_TOKENS as u32 - prefix_toks);
         let streaming = match spec.streaming {
@@ -199,16 +248,82 @@ impl<'a> Generator<'a> {
         };
         state.next = GeneratedRequest {
             id: 0,
+            line: 0,
             arrival_ns,
             client: i as u32,
+            session: false,
+            requests: 1,
             input_toks: input + prefix_toks,
-            output_toks: spec.output_distribution.sample(&mut state.output_rng),
+            output_toks: output.sample(&mut state.output_rng),
             prefix_toks,
             streaming,
             seq: state.drawn,
         };
         state.drawn += 1;
         self.queue.push(Reverse((arrival_ns, i as u32)));
+    }
+
+    /// Queues a session of client `i` arriving at `arrival_ns` with `requests` LLM calls.
+    fn queue_session(&mut self, i: usize, arrival_ns: Nanos, requests: u32) {
+        let state = &mut self.clients[i];
+        state.next = GeneratedRequest {
+            id: 0,
+            line: 0,
+            arrival_ns,
+            client: i as u32,
+            session: true,
+            requests,
+            input_toks: 0,
+            output_toks: 0,
+            prefix_toks: 0,
+            streaming: false,
+            seq: state.drawn,
+        };
+        state.drawn += 1;
+        self.queue.push(Reverse((arrival_ns, i as u32)));
+    }
+
+    /// The session `req` starts (`None` for a plain request): its header (id
+    /// `<client>/<k>` for the client's k-th session, deadline at the horizon) and its plan,
+    /// drawn from the session's own streams.
+    pub fn session(&self, req: &GeneratedRequest) -> Option<(SessionHeader, PlanBuilder)> {
+        if !req.session {
+            return None;
+        }
+        let spec = &self.spec.clients[req.client as usize];
+        let seed = |stream: &str| {
+            ChaCha8Rng::seed_from_u64(session_seed(self.seed, stream, &spec.id, req.seq))
+        };
+        let mut draw = SessionDraw {
+            rng: seed("session"),
+            ids: self
+                .prefix_ids(req.client as usize)
+                .map(|prefix| (prefix, seed("session-tokens"))),
+            model: spec.model.clone(),
+        };
+        let plan = match &spec.traffic {
+            Traffic::Requests {
+                input,
+                output,
+                conversation: Some(c),
+            } => {
+                let turns = c.turns(&mut draw.rng);
+                conversation_plan(c, turns, input, output, &mut draw)
+            }
+            Traffic::Agentic(a) => agentic_plan(a, &mut draw),
+            Traffic::Requests {
+                conversation: None, ..
+            } => return None,
+        };
+        let header = SessionHeader {
+            id: format!("{}/{}", spec.id, req.seq),
+            client: Some(spec.id.clone()),
+            arrival_ns: req.arrival_ns,
+            deadline_ns: (self.horizon_ns != Nanos::MAX).then_some(self.horizon_ns),
+            first_id: req.id,
+            line: req.line,
+        };
+        Some((header, plan))
     }
 
     /// The prompt token ids of `req` (the group's shared prefix, then ids unique to the
@@ -237,7 +352,7 @@ impl<'a> Generator<'a> {
     pub fn request(&self, req: &GeneratedRequest) -> Request {
         Request {
             id: req.id,
-            line: req.id + 1,
+            line: req.line,
             model: self.spec.clients[req.client as usize].model.clone(),
             arrival_ns: req.arrival_ns,
             input_toks: req.input_toks,
@@ -260,7 +375,9 @@ impl Iterator for Generator<'_> {
         let Reverse((_, client)) = self.queue.pop()?;
         let mut req = self.clients[client as usize].next;
         req.id = self.next_id;
-        self.next_id += 1;
+        req.line = self.next_line;
+        self.next_id += u64::from(req.requests);
+        self.next_line += 1;
         self.remaining -= 1;
         if self.remaining > 0 {
             self.draw(client as usize);
@@ -308,23 +425,45 @@ impl<'a> TokenIds<'a> {
     }
 }
 
-/// All requests of `spec` (with `overrides`) as engine requests, in arrival order. Fails when
-/// nothing ends the generation or no request arrives before the horizon.
+/// All requests of `spec` (with `overrides`) as engine requests, in arrival order, for a
+/// spec without sessions (see [`generate_workload`]). Fails when nothing ends the generation
+/// or no request arrives before the horizon.
 pub fn generate_requests(
     spec: &WorkloadSpec,
     overrides: Overrides,
 ) -> Result<Vec<Request>, SpecError> {
+    if let Some(c) = spec.clients.iter().find(|c| c.traffic.is_session()) {
+        return Err(SpecError::Invalid {
+            source_name: spec.source_name.clone(),
+            path: "clients".into(),
+            message: format!(
+                "client `{}` generates sessions; generate the workload with generate_workload",
+                c.id
+            ),
+        });
+    }
+    Ok(generate_workload(spec, overrides)?.requests)
+}
+
+/// The workload of `spec` (with `overrides`): flat requests in arrival order and sessions
+/// (each arrival `num_requests` counts once). Fails when nothing ends the generation or
+/// nothing arrives before the horizon.
+pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Workload, SpecError> {
     let mut generator = Generator::new(spec, overrides)?;
     let mut requests = Vec::new();
+    let mut sessions = SessionSet::new();
     while let Some(g) = generator.next() {
-        requests.push(generator.request(&g));
+        match generator.session(&g) {
+            Some((header, plan)) => sessions.add(header, plan),
+            None => requests.push(generator.request(&g)),
+        }
     }
-    if requests.is_empty() {
+    if requests.is_empty() && sessions.is_empty() {
         return Err(SpecError::Invalid {
             source_name: spec.source_name.clone(),
             path: "horizon".into(),
             message: "no request arrives before the horizon".into(),
         });
     }
-    Ok(requests)
+    Ok(Workload { requests, sessions })
 }

@@ -1,6 +1,7 @@
 //! Writing generated requests as LLMServingSim JSONL.
 
 use super::Generator;
+use super::session_out::write_session;
 use std::io::{self, Write};
 
 /// Flush the line buffer to the writer once it holds this many bytes.
@@ -8,7 +9,8 @@ const FLUSH_AT: usize = 1 << 20;
 
 /// Writes every request of `generator` as one JSONL line (`input_toks`, `output_toks`,
 /// `arrival_time_ns`, then `model` when the client names one and `input_tok_ids` when it has a
-/// prefix group) and returns how many were written. Lines are formatted into one reused buffer.
+/// prefix group) and every session as a session line, and returns how many lines were
+/// written. Lines are formatted into one reused buffer.
 pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Result<u64> {
     let mut int = itoa::Buffer::new();
     // Per client, the constant parts of its lines: the model, and the shared prefix ids
@@ -37,6 +39,18 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 4096);
     let mut written = 0u64;
     while let Some(req) = generator.next() {
+        if let Some((header, plan)) = generator.session(&req) {
+            let model = generator.spec().clients[req.client as usize]
+                .model
+                .as_deref();
+            write_session(&mut buf, &header, &plan, model)?;
+            written += 1;
+            if buf.len() >= FLUSH_AT {
+                out.write_all(&buf)?;
+                buf.clear();
+            }
+            continue;
+        }
         buf.extend_from_slice(b"{\"input_toks\":");
         buf.extend_from_slice(int.format(req.input_toks).as_bytes());
         buf.extend_from_slice(b",\"output_toks\":");

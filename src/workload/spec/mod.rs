@@ -3,37 +3,50 @@
 //!
 //! A spec names an aggregate arrival rate and a list of clients; each client takes a share of
 //! the rate (`rate_fraction`, normalised over all clients), an arrival process
-//! ([`ArrivalProcess`]), prompt and output length distributions ([`LengthDist`]) and optionally a
-//! shared prompt prefix (`prefix_group`). [`WorkloadSpec::load`] parses and validates a file
-//! strictly: unknown fields, malformed YAML and invalid parameters are errors naming the file,
-//! the line and column and the field path. [`Generator`] then draws the requests, merged over
-//! clients in arrival order; [`write_jsonl`] writes them in LLMServingSim's JSONL format and
-//! [`generate_requests`] hands them to the engine directly.
+//! ([`ArrivalProcess`]) and what each arrival brings ([`Traffic`]): a request (prompt and output
+//! length distributions, [`LengthDist`], and optionally a shared prompt prefix,
+//! `prefix_group`), a conversation ([`Conversation`]: follow-up turns after a think time) or a
+//! session of an agentic workflow ([`AgenticSpec`]: LLM and tool-call steps with dependencies,
+//! fan-out and a loop). [`WorkloadSpec::load`] parses and validates a file strictly: unknown
+//! fields, malformed YAML and invalid parameters are errors naming the file, the line and column
+//! and the field path. [`Generator`] then draws the arrivals, merged over clients in arrival
+//! order, and the plan of each session; [`write_jsonl`] writes them in LLMServingSim's JSONL
+//! format and [`generate_workload`] hands them to the engine directly.
 //!
 //! Determinism: every client draws from its own ChaCha8 streams (one each for arrivals, prompt
 //! lengths, output lengths, streaming and token ids) seeded from the spec's seed and the
-//! client's id, so the same spec gives the same requests on every platform, and adding,
+//! client's id, and every session from its own (seeded also by its position among the
+//! client's arrivals), so the same spec gives the same requests on every platform, and adding,
 //! removing or reordering other clients leaves a client's draws unchanged.
 //!
-//! Not supported yet, and refused with a message naming the client: multi-turn sessions
-//! (`reasoning.multi_turn`), agentic workflows (`agentic`), closed-loop clients
+//! Not supported yet, and refused with a message naming the client: closed-loop clients
 //! (`concurrency`), cohorts, lifecycle windows, multimodal inputs, ServeGen and
-//! inference-perf sources. Follow-up rounds and workflow steps arrive when an earlier request
-//! completes, which needs session support in the engine.
+//! inference-perf sources.
 
+mod agentic;
 mod arrival;
+mod conversation;
 mod dist;
 mod generate;
 mod jsonl_out;
 mod scenarios;
 mod schema;
+mod session_gen;
+mod session_out;
+mod traffic;
+mod workflow;
 
+pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
 pub use arrival::ArrivalProcess;
-pub use dist::LengthDist;
-pub use generate::{GeneratedRequest, Generator, Overrides, TOKEN_ID_SPACE, generate_requests};
+pub use conversation::Conversation;
+pub use dist::{DurationDist, LengthDist};
+pub use generate::{
+    GeneratedRequest, Generator, Overrides, TOKEN_ID_SPACE, generate_requests, generate_workload,
+};
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
 pub use schema::{Category, ClientSpec, SloClass, WorkloadSpec};
+pub use traffic::Traffic;
 
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use std::fmt;

@@ -52,6 +52,18 @@ pub const SCENARIOS: &[Scenario] = &[
         "mixed-slo",
         "equal thirds of critical, standard and batch traffic"
     ),
+    scenario!(
+        "react-search",
+        "ReAct agent sessions: reason, web search, observe (5 iterations), then answer"
+    ),
+    scenario!(
+        "mcts-code",
+        "tree search: decompose, 4 parallel candidates, evaluate, run tests, refine"
+    ),
+    scenario!(
+        "fork-join-research",
+        "plan, then web, database and document tools in parallel, then synthesize"
+    ),
 ];
 
 /// The built-in scenario called `name`.

@@ -1,5 +1,8 @@
 //! The spec's top level and its clients: parsing, validation, rate shares.
 
+use super::agentic::RawAgentic;
+use super::conversation::{RawFollowUp, RawReasoning};
+use super::traffic::{Traffic, traffic};
 use super::{ArrivalProcess, LengthDist, Location, SpecError, deserialize_checked};
 use crate::workload::MAX_TOKENS;
 use serde::de::IgnoredAny;
@@ -15,7 +18,7 @@ pub struct WorkloadSpec {
     pub version: u8,
     /// Seed of every random stream of the generator.
     pub seed: i64,
-    /// BLIS's workload label (`language`, `multimodal`, `reasoning`).
+    /// BLIS's workload label (`language`, `multimodal`, `reasoning`, `agentic`).
     pub category: Option<Category>,
     /// Total arrival rate, requests per second.
     pub aggregate_rate: f64,
@@ -36,6 +39,8 @@ pub enum Category {
     Multimodal,
     /// Reasoning-model requests.
     Reasoning,
+    /// Agentic workflow sessions.
+    Agentic,
 }
 
 /// SLO tier of a client (BLIS v2 names; v1's `realtime` and `interactive` are read as
@@ -65,12 +70,10 @@ pub struct ClientSpec {
     pub model: Option<String>,
     /// Share of `aggregate_rate` before normalisation (positive).
     pub rate_fraction: f64,
-    /// Arrival process.
+    /// Arrival process (of requests, or of sessions).
     pub arrival: ArrivalProcess,
-    /// Prompt length, tokens, not counting the shared prefix.
-    pub input_distribution: LengthDist,
-    /// Output length, tokens.
-    pub output_distribution: LengthDist,
+    /// What each arrival brings.
+    pub traffic: Traffic,
     /// Prefix group: clients of a group share the leading prompt tokens.
     pub prefix_group: Option<String>,
     /// Shared prefix tokens prepended to every prompt (0 without a group).
@@ -117,7 +120,7 @@ enum RawVersion {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawClient {
+pub(super) struct RawClient {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
@@ -131,9 +134,9 @@ struct RawClient {
     #[serde(default)]
     arrival: Option<ArrivalProcess>,
     #[serde(default)]
-    input_distribution: Option<LengthDist>,
+    pub(super) input_distribution: Option<LengthDist>,
     #[serde(default)]
-    output_distribution: Option<LengthDist>,
+    pub(super) output_distribution: Option<LengthDist>,
     #[serde(default)]
     prefix_group: Option<String>,
     #[serde(default)]
@@ -142,17 +145,19 @@ struct RawClient {
     priority: Option<i32>,
     #[serde(default)]
     streaming: Option<RawStreaming>,
+    #[serde(default)]
+    pub(super) reasoning: Option<RawReasoning>,
+    #[serde(default)]
+    pub(super) agentic: Option<RawAgentic>,
+    #[serde(default)]
+    pub(super) follow_up: Option<RawFollowUp>,
+    #[serde(default)]
+    pub(super) closed_loop: Option<bool>,
     // BLIS client features not supported yet: read only to refuse them by name.
-    #[serde(default)]
-    reasoning: Option<IgnoredAny>,
-    #[serde(default)]
-    agentic: Option<IgnoredAny>,
     #[serde(default)]
     concurrency: Option<IgnoredAny>,
     #[serde(default)]
     think_time_us: Option<IgnoredAny>,
-    #[serde(default)]
-    closed_loop: Option<IgnoredAny>,
     #[serde(default)]
     lifecycle: Option<IgnoredAny>,
     #[serde(default)]
@@ -187,29 +192,24 @@ impl<'de> Deserialize<'de> for ClientSpec {
 impl TryFrom<RawClient> for ClientSpec {
     type Error = String;
 
-    fn try_from(raw: RawClient) -> Result<Self, String> {
+    fn try_from(mut raw: RawClient) -> Result<Self, String> {
         let who = match &raw.id {
             Some(id) => format!("client `{id}`"),
             None => "client".to_owned(),
         };
-        let session = "needs completion-triggered arrivals (session support in the engine), a \
-                       later issue";
-        let unsupported = [
-            (
-                raw.reasoning.is_some(),
-                format!("`reasoning` (multi-turn sessions) is not supported yet: {session}"),
-            ),
-            (
-                raw.agentic.is_some(),
-                format!("`agentic` workflows are not supported yet: {session}"),
-            ),
+        // Rule 9 of agentic workflows, before anything else is refused.
+        if raw.agentic.is_some() && (raw.reasoning.is_some() || raw.multimodal.is_some()) {
+            return Err(format!(
+                "{who}: `agentic` cannot be combined with `reasoning` or `multimodal`"
+            ));
+        }
+        let unsupported: [(bool, String); 7] = [
             (
                 raw.concurrency.is_some() || raw.think_time_us.is_some(),
-                format!("closed-loop clients (`concurrency`) are not supported yet: {session}"),
-            ),
-            (
-                raw.closed_loop.is_some(),
-                format!("`closed_loop` is not supported yet: {session}"),
+                "closed-loop clients (`concurrency`, `think_time_us`) are not supported yet; \
+                 `reasoning.multi_turn` or `follow_up` give follow-ups at completion + think \
+                 time, and --max-in-flight replays a workload at a fixed concurrency"
+                    .into(),
             ),
             (
                 raw.lifecycle.is_some(),
@@ -240,6 +240,7 @@ impl TryFrom<RawClient> for ClientSpec {
             return Err(format!("{who}: {message}"));
         }
         let missing = |field: &str| format!("{who}: missing field `{field}`");
+        let traffic = traffic(&mut raw, &who)?;
         let rate_fraction = raw.rate_fraction.ok_or_else(|| missing("rate_fraction"))?;
         if !(rate_fraction.is_finite() && rate_fraction > 0.0) {
             return Err(format!(
@@ -276,12 +277,7 @@ impl TryFrom<RawClient> for ClientSpec {
             model: raw.model,
             rate_fraction,
             arrival: raw.arrival.ok_or_else(|| missing("arrival"))?,
-            input_distribution: raw
-                .input_distribution
-                .ok_or_else(|| missing("input_distribution"))?,
-            output_distribution: raw
-                .output_distribution
-                .ok_or_else(|| missing("output_distribution"))?,
+            traffic,
             prefix_group: raw.prefix_group,
             prefix_length,
             priority: raw.priority.unwrap_or(0),
@@ -381,16 +377,13 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         Some("language") => Some(Category::Language),
         Some("multimodal") => Some(Category::Multimodal),
         Some("reasoning") => Some(Category::Reasoning),
-        Some("agentic") => {
-            return Err(invalid(
-                "category",
-                "agentic workloads are not supported yet (a later issue)".into(),
-            ));
-        }
+        Some("agentic") => Some(Category::Agentic),
         Some(other) => {
             return Err(invalid(
                 "category",
-                format!("unknown category `{other}`; known: language, multimodal, reasoning"),
+                format!(
+                    "unknown category `{other}`; known: language, multimodal, reasoning, agentic"
+                ),
             ));
         }
     };

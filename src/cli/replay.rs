@@ -1,0 +1,54 @@
+//! Flags of the main job for sessions and replay modes.
+
+use clap::Args;
+use std::path::PathBuf;
+
+/// Session output and replay-mode flags (flattened into the main job's flags).
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Per-session CSV to write (workloads with sessions), replaced atomically.
+    #[arg(long, value_name = "PATH")]
+    pub sessions_output: Option<PathBuf>,
+
+    /// Trace mode: divide the gaps between the arrivals known before the run (flat requests,
+    /// session starts) and the first one by F (2 = twice as fast); tool and think times are
+    /// kept.
+    #[arg(long, value_name = "F", value_parser = parse_speedup, conflicts_with = "max_in_flight")]
+    pub arrival_speedup: Option<f64>,
+
+    /// Concurrency mode: keep at most N requests in the cluster, ignoring the spacing of
+    /// the arrivals known before the run (each enters when there is room); later session
+    /// steps still wait for their tool and think times.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_in_flight: Option<u64>,
+}
+
+/// How arrivals are replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum ReplayMode {
+    /// Every arrival at its time (the default).
+    #[default]
+    Trace,
+    /// Arrival gaps from the first arrival divided by this factor.
+    Speedup(f64),
+    /// At most this many requests in the cluster; arrivals enter as room frees.
+    Concurrency(usize),
+}
+
+impl ReplayArgs {
+    /// The replay mode the flags select.
+    pub fn mode(&self) -> ReplayMode {
+        match (self.arrival_speedup, self.max_in_flight) {
+            (_, Some(n)) => ReplayMode::Concurrency(usize::try_from(n).unwrap_or(usize::MAX)),
+            (Some(f), None) => ReplayMode::Speedup(f),
+            (None, None) => ReplayMode::Trace,
+        }
+    }
+}
+
+fn parse_speedup(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("must be a positive number, got {s}")),
+    }
+}

@@ -1,0 +1,259 @@
+//! Work that enters the run while it runs: requests released when earlier ones finish
+//! (agentic workflow steps, conversation follow-ups) and the concurrency gate of replay.
+//!
+//! The engine's one hook is [`Injector::request_finished`]: every finished request is reported
+//! to it, and it answers with zero or more new requests, each arriving at or after the finish.
+//! Finished means the last token: under prefill/decode disaggregation, on the decode instance
+//! (the hand-off at the end of a prefill is not reported; see `pd.rs`).
+//! They join the requests still to arrive in the order LLMServingSim uses: by arrival time,
+//! and at equal times after every request already pending (the initial list first, then
+//! released requests in release order).
+//!
+//! With [`Dynamics::max_in_flight`] the run is in concurrency mode: at most that many requests
+//! are in the cluster (arrived and not finished, a request whose KV cache is on its way to a
+//! decode instance included) at once. A request due while the cluster is full waits, in
+//! arrival order, for a completion, and its arrival is stamped with the time it is let in.
+//! Without it (trace mode) every request arrives exactly at its arrival time.
+
+use super::{Observer, StepEvent, TransferEvent};
+use crate::Nanos;
+use crate::latency::LatencyBackend;
+use crate::metrics::RequestRecord;
+use crate::workload::Request;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Releases requests at run time as earlier requests finish.
+pub trait Injector {
+    /// Every request this injector may release (arrival times not yet meaningful), checked
+    /// before the run like the initial requests, so that a request no instance can serve is
+    /// refused up front.
+    fn deferred(&self) -> &[Request];
+
+    /// The request of `record` produced its last token at `record.end_ns` (on its decode
+    /// instance under disaggregation). Appends to `out`
+    /// the requests this releases, each with `arrival_ns >= record.end_ns`.
+    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>);
+}
+
+/// Releases nothing: a workload fully known before the run.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoInjection;
+
+impl Injector for NoInjection {
+    fn deferred(&self) -> &[Request] {
+        &[]
+    }
+
+    fn request_finished(&mut self, _: &RequestRecord<'_>, _: &mut Vec<Request>) {}
+}
+
+/// What a run does beyond serving its initial, time-sorted requests.
+pub struct Dynamics<'a> {
+    /// Releases requests when earlier ones finish.
+    pub injector: &'a mut dyn Injector,
+    /// Concurrency mode: most requests in the cluster at once; `None` is trace mode.
+    pub max_in_flight: Option<usize>,
+}
+
+/// An observer that also hands every finished request to the injector and keeps what it
+/// releases until the loop collects it.
+pub(super) struct Hooked<'a> {
+    observer: &'a mut dyn Observer,
+    injector: &'a mut dyn Injector,
+    released: Vec<Request>,
+    finished: u64,
+}
+
+impl<'a> Hooked<'a> {
+    pub fn new(observer: &'a mut dyn Observer, injector: &'a mut dyn Injector) -> Hooked<'a> {
+        Hooked {
+            observer,
+            injector,
+            released: Vec::new(),
+            finished: 0,
+        }
+    }
+
+    /// Requests finished so far.
+    pub fn finished(&self) -> u64 {
+        self.finished
+    }
+
+    /// Moves the requests released since the last call into `arrivals`, calling `schedule`
+    /// with the arrival time of each.
+    pub fn collect(&mut self, arrivals: &mut Arrivals<'_>, mut schedule: impl FnMut(Nanos)) {
+        for request in self.released.drain(..) {
+            schedule(arrivals.release(request));
+        }
+    }
+}
+
+impl Observer for Hooked<'_> {
+    fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
+        self.finished += 1;
+        self.observer.request_finished(record)?;
+        let before = self.released.len();
+        self.injector.request_finished(record, &mut self.released);
+        if let Some(early) = self.released[before..]
+            .iter()
+            .find(|r| r.arrival_ns < record.end_ns)
+        {
+            anyhow::bail!(
+                "request {} was released by request {} finishing at {} ns but arrives earlier, \
+                 at {} ns",
+                early.id,
+                record.request_id,
+                record.end_ns,
+                early.arrival_ns
+            );
+        }
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepEvent<'_>,
+        backend: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        self.observer.step_finished(step, backend)
+    }
+
+    fn kv_transfer(&mut self, event: &TransferEvent) -> anyhow::Result<()> {
+        self.observer.kv_transfer(event)
+    }
+}
+
+/// A request whose turn to arrive has come.
+pub(super) enum Due<'r> {
+    /// The initial request at this index of the initial list.
+    Initial(usize, &'r Request),
+    /// A released request.
+    Released(Request),
+}
+
+/// The requests still to arrive: the initial list (sorted by arrival), the released ones, and
+/// the concurrency gate.
+pub(super) struct Arrivals<'r> {
+    initial: &'r [Request],
+    next: usize,
+    /// Released requests by slot; `None` once routed.
+    slots: Vec<Option<Request>>,
+    free: Vec<usize>,
+    /// (arrival, release order, slot) of every released request not yet routed.
+    pending: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
+    seq: u64,
+    limit: usize,
+    /// Arrival time of the initial request the pending arrival event is for.
+    scheduled: Option<Nanos>,
+    /// Requests routed so far.
+    routed: u64,
+    /// Requests released so far.
+    released: u64,
+}
+
+impl<'r> Arrivals<'r> {
+    pub fn new(initial: &'r [Request], max_in_flight: Option<usize>) -> Arrivals<'r> {
+        Arrivals {
+            initial,
+            next: 0,
+            slots: Vec::new(),
+            free: Vec::new(),
+            pending: BinaryHeap::new(),
+            seq: 0,
+            limit: max_in_flight.unwrap_or(usize::MAX),
+            scheduled: None,
+            routed: 0,
+            released: 0,
+        }
+    }
+
+    /// Whether the cluster may take another request, given `finished` requests so far.
+    fn has_room(&self, finished: u64) -> bool {
+        ((self.routed - finished) as usize) < self.limit
+    }
+
+    /// Whether the run is in concurrency mode.
+    pub fn gated(&self) -> bool {
+        self.limit != usize::MAX
+    }
+
+    /// Adds a released request; returns its arrival time (an arrival event is due then).
+    pub fn release(&mut self, request: Request) -> Nanos {
+        let arrival = request.arrival_ns;
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s] = Some(request);
+                s
+            }
+            None => {
+                self.slots.push(Some(request));
+                self.slots.len() - 1
+            }
+        };
+        self.pending.push(Reverse((arrival, self.seq, slot)));
+        self.seq += 1;
+        self.released += 1;
+        arrival
+    }
+
+    /// The next request due at `now` that the cluster may take (with `finished` requests
+    /// finished so far), counted as routed: initial requests before released ones at equal
+    /// arrival times.
+    pub fn next_due(&mut self, now: Nanos, finished: u64) -> Option<Due<'r>> {
+        if !self.has_room(finished) {
+            return None;
+        }
+        let initial = self.initial.get(self.next).filter(|r| r.arrival_ns <= now);
+        let released = self
+            .pending
+            .peek()
+            .map(|e| e.0)
+            .filter(|&(arrival, _, _)| arrival <= now);
+        let due = match (initial, released) {
+            (Some(r), Some((arrival, _, _))) if r.arrival_ns <= arrival => self.take_initial(r),
+            (Some(r), None) => self.take_initial(r),
+            (_, Some((_, _, slot))) => {
+                self.pending.pop();
+                self.free.push(slot);
+                Due::Released(
+                    self.slots[slot]
+                        .take()
+                        .expect("a pending slot holds a request"),
+                )
+            }
+            (None, None) => return None,
+        };
+        self.routed += 1;
+        Some(due)
+    }
+
+    fn take_initial(&mut self, r: &'r Request) -> Due<'r> {
+        self.next += 1;
+        Due::Initial(self.next - 1, r)
+    }
+
+    /// Requests released so far.
+    pub fn released(&self) -> u64 {
+        self.released
+    }
+
+    /// When an arrival event is needed for the next initial request (arriving after `now`,
+    /// at `None` before the run starts) and none is pending for it yet.
+    pub fn initial_event(&mut self, now: Option<Nanos>) -> Option<Nanos> {
+        let t = self.initial.get(self.next)?.arrival_ns;
+        if now.is_some_and(|now| t <= now) || self.scheduled == Some(t) {
+            return None;
+        }
+        self.scheduled = Some(t);
+        Some(t)
+    }
+
+    /// Whether a request is due but waits for room (concurrency mode).
+    pub fn has_waiting(&self, now: Nanos) -> bool {
+        self.initial
+            .get(self.next)
+            .is_some_and(|r| r.arrival_ns <= now)
+            || self.pending.peek().is_some_and(|e| e.0.0 <= now)
+    }
+}

@@ -1,0 +1,82 @@
+//! The subcommands besides `run`: validate, et, generate, scenarios.
+
+use crate::chakra::{read_et, render_dump};
+use crate::cli::{EtCommand, GenerateArgs, ValidateArgs};
+use crate::metrics::{PlotFormat, Validation, write_atomically};
+use crate::workload::spec::{Generator, Overrides, SCENARIOS, WorkloadSpec, scenario, write_jsonl};
+use anyhow::Context;
+
+/// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
+/// and optionally writes it as JSON and draws the comparison plots.
+pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
+    let validation = Validation::compare(&args.vllm, &args.sim)?;
+    print!("{}", validation.render());
+    if let Some(path) = &args.json {
+        let mut text = serde_json::to_string_pretty(&validation.to_json())?;
+        text.push('\n');
+        write_atomically(path, |w| w.write_all(text.as_bytes()))?;
+    }
+    if let Some(dir) = &args.plots {
+        let format = match args.plot_format.as_str() {
+            "png" => PlotFormat::Png,
+            _ => PlotFormat::Svg,
+        };
+        for path in validation.write_plots(dir, format)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// `blis-cosim et ...`: tools for Chakra execution-trace files.
+pub fn et(command: &EtCommand) -> anyhow::Result<()> {
+    match command {
+        EtCommand::Dump(args) => {
+            let file = read_et(&args.file)?;
+            print!("{}", render_dump(&args.file, &file, args.astra_dialect));
+            Ok(())
+        }
+    }
+}
+
+/// `blis-cosim generate`: writes the requests of a workload spec or a built-in scenario as
+/// workload JSONL, atomically; refuses to write an empty workload.
+pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
+    let spec = match (&args.workload_spec, &args.scenario) {
+        (Some(path), _) => WorkloadSpec::load(path)?,
+        (None, Some(name)) => scenario(name)
+            .with_context(|| format!("unknown scenario `{name}`"))?
+            .spec()?,
+        (None, None) => anyhow::bail!("give --workload-spec or --scenario"),
+    };
+    let overrides = Overrides {
+        num_requests: args.num_requests,
+        seed: args.seed,
+    };
+    let generator = Generator::new(&spec, overrides)?;
+    let mut count = 0;
+    write_atomically(&args.out, |w| {
+        count = write_jsonl(generator, w)?;
+        if count == 0 {
+            return Err(std::io::Error::other(format!(
+                "{}: no request arrives before the horizon",
+                spec.source_name
+            )));
+        }
+        Ok(())
+    })?;
+    let what = if spec.clients.iter().any(|c| c.traffic.is_session()) {
+        "requests and sessions"
+    } else {
+        "requests"
+    };
+    eprintln!("wrote {count} {what} to {}", args.out.display());
+    Ok(())
+}
+
+/// `blis-cosim scenarios`: prints the built-in scenarios, one per line with its description.
+pub fn list_scenarios() {
+    for s in SCENARIOS {
+        println!("{:<16} {}", s.name, s.description);
+    }
+}

@@ -1,0 +1,257 @@
+//! The main job: load the workload, size the KV cache, run the engine, write the outputs.
+
+mod backend;
+mod commands;
+mod outputs;
+
+pub use commands::{et, generate, list_scenarios, validate};
+
+use crate::Nanos;
+use crate::astra;
+use crate::chakra::StepEmitter;
+use crate::cli::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
+use crate::config::{Dtype, InstanceRole, KvSizing, full_kv_bytes_per_token, kv_capacity};
+use crate::engine::{self, Disaggregation, Dynamics, InstanceSetup};
+use crate::latency::LatencyBackend;
+use crate::metrics::{
+    CsvColumns, InstanceInfo, PrefixCacheStats, RequestCsv, RunInfo, SessionSummary, Summary,
+    SummaryCollector, write_sessions_csv,
+};
+use crate::router::Router;
+use crate::workload::sessions::SessionRegistry;
+use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload};
+use crate::workload::{Request, Workload, read_workload};
+use anyhow::Context;
+use backend::Backend;
+use outputs::{Outputs, Progress};
+use std::borrow::Cow;
+
+/// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
+/// are in place when this returns `Ok`; on error, none of them is touched.
+pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
+    let mut workload = match &config.workload {
+        WorkloadSource::Dataset(path) => read_workload(path, config.num_reqs)?,
+        WorkloadSource::Spec(path) => {
+            let spec = WorkloadSpec::load(path)?;
+            let overrides = Overrides {
+                num_requests: config.num_reqs.map(|n| n as u64),
+                seed: None,
+            };
+            generate_workload(&spec, overrides)?
+        }
+    };
+    let has_sessions = !workload.sessions.is_empty();
+    if config.sessions_output.is_some() && !has_sessions {
+        anyhow::bail!("--sessions-output: the workload has no sessions");
+    }
+    let max_in_flight = replay(&mut workload, config.replay);
+    let mut registry = SessionRegistry::new(&workload.sessions);
+    let requests = initial_requests(&workload, &mut registry);
+    let multi = config.instances.len() > 1;
+    let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
+    eprintln!("{}", astra::describe(config.astra.as_ref()));
+    let mut setups = Vec::with_capacity(config.instances.len());
+    let mut capacities = Vec::with_capacity(config.instances.len());
+    let mut backends = Vec::with_capacity(config.instances.len());
+    for (id, inst) in config.instances.iter().enumerate() {
+        let label = if multi {
+            format!("instance {id}: ")
+        } else {
+            String::new()
+        };
+        let capacity = kv_capacity(&inst.model, &kv_sizing(inst));
+        let capacity = if multi {
+            capacity.with_context(|| format!("instance {id}"))?
+        } else {
+            capacity?
+        };
+        let num_blocks = u32::try_from(capacity.num_blocks)
+            .context("the KV cache has more than 2^32 blocks; raise --block-size")?;
+        log::info!(
+            "{label}KV cache: {} tokens / {} blocks ({:.2} GiB per GPU at utilization {})",
+            capacity.num_blocks * u64::from(capacity.block_size),
+            capacity.num_blocks,
+            (capacity.num_blocks * u64::from(capacity.block_size) * capacity.kv_bytes_per_token)
+                as f64
+                / f64::from(1u32 << 30),
+            inst.memory_utilization
+        );
+        setups.push(InstanceSetup {
+            model_name: inst.model.name.clone(),
+            max_model_len: u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX),
+            num_blocks,
+            scheduler: inst.scheduler.clone(),
+        });
+        capacities.push(capacity);
+        backends.push(Backend::new(config, inst, &label, first_arrival)?);
+    }
+
+    let disaggregation = disaggregation(config);
+    let columns = CsvColumns {
+        pd: disaggregation.is_some(),
+        sessions: has_sessions,
+    };
+    let csv = match &config.output {
+        Some(path) => Some(RequestCsv::create(path, columns)?),
+        None => None,
+    };
+    let emit_et = match &config.emit_et {
+        None => Vec::new(),
+        Some(settings) => config
+            .instances
+            .iter()
+            .enumerate()
+            .map(|(id, inst)| {
+                let mut settings = settings.clone();
+                if multi {
+                    settings.dir = settings.dir.join(format!("instance{id}"));
+                }
+                StepEmitter::new(settings, &inst.model, inst.tp, inst.dtype)
+            })
+            .collect(),
+    };
+    let mut outputs = Outputs {
+        csv,
+        summary: SummaryCollector::new(),
+        progress: Progress::new(workload.num_requests() as u64),
+        emit_et,
+        multi,
+        sessions: has_sessions.then_some(&workload.sessions),
+    };
+    let mut router = Router::new(config.routing.clone(), config.seed);
+    let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
+        backends.iter_mut().map(Backend::as_dyn).collect();
+    let dynamics = Dynamics {
+        injector: &mut registry,
+        max_in_flight,
+    };
+    let outcome = engine::run_instances(
+        &requests,
+        &setups,
+        disaggregation,
+        &mut dyn_backends,
+        &mut router,
+        &mut outputs,
+        dynamics,
+    )?;
+    drop(dyn_backends);
+    outputs.progress.finish();
+
+    let instances = config
+        .instances
+        .iter()
+        .zip(&capacities)
+        .zip(&mut backends)
+        .zip(&outcome.instances)
+        .map(|(((inst, capacity), backend), out)| InstanceInfo {
+            node_id: inst.node_id,
+            model: inst.model.name.clone(),
+            hardware: inst.hardware.name.clone(),
+            backend: backend.as_dyn().name().to_owned(),
+            tp: inst.tp,
+            num_kv_blocks: capacity.num_blocks,
+            block_size: capacity.block_size,
+            preemptions: out.stats.preemptions,
+            recomputed_tokens: out.stats.recomputed_tokens,
+            prefix_cache: inst
+                .scheduler
+                .enable_prefix_caching
+                .then_some(PrefixCacheStats {
+                    requested_tokens: out.stats.prefix_requested_tokens,
+                    hit_tokens: out.stats.prefix_hit_tokens,
+                }),
+            profile_lookups: backend.as_dyn().profile_lookups(),
+            role: inst.role,
+        })
+        .collect();
+    for backend in backends {
+        backend.finish()?;
+    }
+    let info = RunInfo {
+        seed: config.seed,
+        total_clocks_ns: outcome.total_clocks_ns,
+        routing_policy: config.routing.to_string(),
+        num_nodes: config.num_nodes,
+        instances,
+    };
+    let mut summary = outputs.summary.finish(info);
+    if has_sessions {
+        let outcomes = registry.outcomes();
+        summary.set_sessions(SessionSummary::new(&outcomes));
+        if let Some(path) = &config.sessions_output {
+            write_sessions_csv(path, &outcomes)?;
+        }
+    }
+    if let Some(path) = &config.summary_json {
+        summary.write_json(path)?;
+    }
+    if let Some(csv) = outputs.csv {
+        csv.commit()?;
+    }
+    Ok(summary)
+}
+
+/// The prefill/decode setup of the run, when some instance is a prefill or decode instance:
+/// roles, the full-model KV bytes per token each prefill instance sends, the links of the
+/// cluster config, and a decode-side router applying the run's policy on its own stream.
+fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
+    let links = config.links.as_ref()?;
+    let instances = &config.instances;
+    if instances.iter().all(|i| i.role == InstanceRole::Colocated) {
+        return None;
+    }
+    Some(Disaggregation::new(
+        instances.iter().map(|i| i.role).collect(),
+        instances
+            .iter()
+            .map(|i| full_kv_bytes_per_token(&i.model, kv_sizing(i).kv_dtype))
+            .collect(),
+        Router::with_stream(config.routing.clone(), config.seed, b"router-decode"),
+        |from, to| links.link(from, to),
+    ))
+}
+
+/// Applies the replay mode to the arrivals known before the run; returns the concurrency
+/// limit of concurrency mode.
+fn replay(workload: &mut Workload, mode: ReplayMode) -> Option<usize> {
+    let first = workload.first_arrival()?;
+    match mode {
+        ReplayMode::Trace => None,
+        ReplayMode::Speedup(f) => {
+            workload.retime(|t| first + ((t - first) as f64 / f).round() as Nanos);
+            None
+        }
+        ReplayMode::Concurrency(n) => {
+            workload.retime(|_| first);
+            Some(n)
+        }
+    }
+}
+
+/// The requests known before the run, sorted by arrival (then id): the flat ones and those
+/// the sessions start with.
+fn initial_requests<'w>(
+    workload: &'w Workload,
+    registry: &mut SessionRegistry<'_>,
+) -> Cow<'w, [Request]> {
+    if workload.sessions.is_empty() {
+        return Cow::Borrowed(&workload.requests);
+    }
+    Cow::Owned(registry.initial_requests(&workload.requests))
+}
+
+/// What sizes an instance's KV cache.
+fn kv_sizing(inst: &InstanceConfig) -> KvSizing {
+    KvSizing {
+        memory_gib: inst.hardware.memory_gib,
+        utilization: inst.memory_utilization,
+        block_size: inst.scheduler.block_size,
+        tp: inst.tp,
+        dtype: inst.dtype,
+        kv_dtype: if inst.kv_cache_fp8 {
+            Dtype::Fp8
+        } else {
+            inst.dtype
+        },
+    }
+}

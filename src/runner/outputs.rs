@@ -1,0 +1,132 @@
+//! What the engine's results become: CSV rows, summary samples, progress, execution traces,
+//! debug logs.
+
+use crate::chakra::StepEmitter;
+use crate::engine::{Observer, StepEvent, TransferEvent};
+use crate::latency::LatencyBackend;
+use crate::metrics::{RequestCsv, RequestRecord, SummaryCollector};
+use crate::workload::sessions::SessionSet;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// Receives the engine's results: CSV rows, summary samples, progress, execution traces,
+/// debug logs.
+pub(super) struct Outputs<'w> {
+    pub csv: Option<RequestCsv>,
+    pub summary: SummaryCollector,
+    pub progress: Progress,
+    /// One per instance when `--emit-et` is given, else none.
+    pub emit_et: Vec<StepEmitter>,
+    /// Several instances: log lines name the instance.
+    pub multi: bool,
+    /// The workload's sessions, when it has any: the CSV then names each request's session.
+    pub sessions: Option<&'w SessionSet>,
+}
+
+impl Observer for Outputs<'_> {
+    fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
+        if let Some(csv) = &mut self.csv {
+            let session = self.sessions.and_then(|set| set.label(record.request_id));
+            csv.write(record, session)?;
+        }
+        self.summary.record(record);
+        self.progress.advance();
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepEvent<'_>,
+        backend: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        if let Some(emitter) = self.emit_et.get_mut(step.instance as usize) {
+            emitter.step_finished(&step.batch, backend)?;
+        }
+        if !log::log_enabled!(log::Level::Debug) {
+            return Ok(());
+        }
+        let decodes = step.batch.items.iter().filter(|i| i.is_decode()).count();
+        let instance = if self.multi {
+            format!(" instance {}", step.instance)
+        } else {
+            String::new()
+        };
+        log::debug!(
+            "[t={} ns]{instance} step {} ns: {} seqs ({} decode), {} tokens; {} waiting, {} running",
+            step.end_ns,
+            step.end_ns - step.start_ns,
+            step.batch.num_seqs(),
+            decodes,
+            step.batch.total_tokens(),
+            step.waiting,
+            step.running
+        );
+        for layer in backend.breakdown(&step.batch)? {
+            log::debug!(
+                "    {:<26} {:>4} x {:>10} ns{}",
+                layer.name,
+                layer.repeats,
+                layer.time_ns,
+                if layer.is_comm { "  (comm)" } else { "" }
+            );
+        }
+        Ok(())
+    }
+
+    fn kv_transfer(&mut self, t: &TransferEvent) -> anyhow::Result<()> {
+        if t.arrived {
+            log::debug!(
+                "[t={} ns] KV of request {} arrived: instance {} -> {}, {} bytes, {} ns on the \
+                 wire after {} ns waiting for the link; {} blocks freed on instance {}",
+                t.end_ns,
+                t.request_id,
+                t.from,
+                t.to,
+                t.bytes,
+                t.end_ns - t.start_ns,
+                t.start_ns - t.prefill_end_ns,
+                t.request_blocks,
+                t.from
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A progress bar on stderr, shown only when stderr is a terminal and the run has lasted more
+/// than a second.
+pub(super) struct Progress {
+    bar: ProgressBar,
+    started: Instant,
+    shown: bool,
+    enabled: bool,
+}
+
+impl Progress {
+    pub fn new(total: u64) -> Progress {
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} requests  {elapsed} (eta {eta})")
+                .expect("valid template"),
+        );
+        Progress {
+            bar,
+            started: Instant::now(),
+            shown: false,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+
+    pub fn advance(&mut self) {
+        self.bar.inc(1);
+        if self.enabled && !self.shown && self.started.elapsed() > Duration::from_secs(1) {
+            self.shown = true;
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}

@@ -1,0 +1,312 @@
+//! Agentic session lines of the JSONL workload.
+//!
+//! LLMServingSim's form: `session_id` (optional; default `session_<first id>`),
+//! `arrival_time_ns` (arrival of the first sub-request) and `sub_requests`, each with
+//! `input_toks`, `output_toks`, optional `tool_duration_ns` (default 0) and token ids. The
+//! sub-requests run one after the other: each arrives when the previous one has finished plus
+//! that one's `tool_duration_ns` (the last one's has no effect). An empty list is skipped.
+//!
+//! Extensions, for workflows that are not chains (written by `generate`; LLMServingSim reads
+//! only chains): `client`, `model` and `deadline_ns` on the session (sub-requests that would
+//! arrive at or after the deadline are not sent); per sub-request `model` (overriding the
+//! session's), `step` (its label in the outputs),
+//! `depends_on` (indices of earlier sub-requests it waits for, all of them; default: the one
+//! before), `think: true` (its `tool_duration_ns` is a user's think time, not a tool call),
+//! and tool sub-requests `{"tool": NAME, "tool_duration_ns": N}` (a tool call in the
+//! workflow, or a think time with `think: true`; no tokens, no request id); `loop_iteration`
+//! and `fan_out: true` mark loop iterations and fan-out branches for the session metrics.
+
+use super::WorkloadError;
+use super::jsonl::{model_field, non_negative_int, token_count, token_ids};
+use super::sessions::{PlanBuilder, SessionHeader, Step};
+use crate::workload::Request;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Where a session line is.
+pub(super) struct At<'a> {
+    pub path: &'a Path,
+    /// 1-based line.
+    pub line: u64,
+    /// Id its first LLM sub-request gets.
+    pub first_id: u64,
+}
+
+impl At<'_> {
+    fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> WorkloadError {
+        WorkloadError::Invalid {
+            path: self.path.to_owned(),
+            line: self.line,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Session ids seen so far, with their lines.
+#[derive(Debug, Default)]
+pub(super) struct SessionIds(HashMap<String, u64>);
+
+/// One parsed sub-request.
+struct Sub {
+    label: String,
+    /// Indices of the sub-requests it waits for.
+    depends_on: Vec<u32>,
+    /// Its request, or `None` for a tool sub-request.
+    request: Option<Request>,
+    /// Delay after it (LLM) or its latency (tool), ns.
+    duration_ns: u64,
+    think: bool,
+    iteration: Option<u32>,
+    fan_out: bool,
+}
+
+/// Parses a session line; `None` when it has no sub-request.
+pub(super) fn parse(
+    text: &str,
+    at: &At<'_>,
+    ids: &mut SessionIds,
+) -> Result<Option<(SessionHeader, PlanBuilder)>, WorkloadError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| at.invalid("(json)", e.to_string()))?;
+    let Value::Object(mut obj) = value else {
+        return Err(at.invalid("(json)", "expected an object"));
+    };
+    let subs = match obj.remove("sub_requests") {
+        Some(Value::Array(subs)) => subs,
+        _ => return Err(at.invalid("sub_requests", "expected a list of sub-requests")),
+    };
+    if subs.is_empty() {
+        return Ok(None);
+    }
+    let arrival_ns = match obj.remove("arrival_time_ns") {
+        None => return Err(at.invalid("arrival_time_ns", "missing required field")),
+        Some(v) => non_negative_int(&v).map_err(|m| at.invalid("arrival_time_ns", m))?,
+    };
+    let id = match obj.remove("session_id") {
+        None | Some(Value::Null) => format!("session_{}", at.first_id),
+        Some(Value::String(s)) => s,
+        Some(other) => {
+            return Err(at.invalid("session_id", format!("expected a string, got {other}")));
+        }
+    };
+    if let Some(first) = ids.0.get(&id) {
+        return Err(at.invalid(
+            "session_id",
+            format!("`{id}` is also the session of line {first}; session ids must be unique"),
+        ));
+    }
+    ids.0.insert(id.clone(), at.line);
+    let model = model_field(obj.remove("model")).map_err(|m| at.invalid("model", m))?;
+    let client = model_field(obj.remove("client")).map_err(|m| at.invalid("client", m))?;
+    let deadline_ns = match obj.remove("deadline_ns") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(non_negative_int(&v).map_err(|m| at.invalid("deadline_ns", m))?),
+    };
+    let subs = subs
+        .into_iter()
+        .enumerate()
+        .map(|(k, v)| parse_sub(k as u32, v, &model, at))
+        .collect::<Result<Vec<Sub>, _>>()?;
+    let header = SessionHeader {
+        id,
+        client,
+        arrival_ns,
+        deadline_ns,
+        first_id: at.first_id,
+        line: at.line,
+    };
+    Ok(Some((header, build(subs))))
+}
+
+/// The plan of a session's sub-requests: an LLM call per request, a tool call per tool
+/// sub-request, and a tool call (or think time) after an LLM call with a
+/// `tool_duration_ns` that something waits for.
+fn build(subs: Vec<Sub>) -> PlanBuilder {
+    let mut has_dependents = vec![false; subs.len()];
+    for s in &subs {
+        for &d in &s.depends_on {
+            has_dependents[d as usize] = true;
+        }
+    }
+    let mut plan = PlanBuilder::new();
+    // The node the dependents of each sub-request wait for.
+    let mut exit: Vec<u32> = Vec::with_capacity(subs.len());
+    for (k, sub) in subs.into_iter().enumerate() {
+        let parents = sub.depends_on.iter().map(|&d| exit[d as usize]).collect();
+        let Some(request) = sub.request else {
+            let step = if sub.think {
+                Step::Think(sub.duration_ns)
+            } else {
+                Step::Tool(sub.duration_ns)
+            };
+            exit.push(plan.push(sub.label, parents, step, sub.iteration, sub.fan_out));
+            continue;
+        };
+        let node = plan.push(
+            sub.label.clone(),
+            parents,
+            Step::Llm(request),
+            sub.iteration,
+            sub.fan_out,
+        );
+        exit.push(if sub.duration_ns > 0 && has_dependents[k] {
+            let (label, step) = if sub.think {
+                (format!("{}+think", sub.label), Step::Think(sub.duration_ns))
+            } else {
+                (format!("{}+tool", sub.label), Step::Tool(sub.duration_ns))
+            };
+            plan.push(label, vec![node], step, sub.iteration, false)
+        } else {
+            node
+        });
+    }
+    plan
+}
+
+fn parse_sub(
+    k: u32,
+    value: Value,
+    model: &Option<String>,
+    at: &At<'_>,
+) -> Result<Sub, WorkloadError> {
+    let field = |name: &str| format!("sub_requests[{k}].{name}");
+    let Value::Object(mut obj) = value else {
+        return Err(at.invalid(format!("sub_requests[{k}]"), "expected an object"));
+    };
+    let duration_ns = match obj.remove("tool_duration_ns") {
+        None | Some(Value::Null) => 0,
+        Some(v) => non_negative_int(&v).map_err(|m| at.invalid(field("tool_duration_ns"), m))?,
+    };
+    let label = match obj.remove("step") {
+        None | Some(Value::Null) => k.to_string(),
+        Some(Value::String(s)) => s,
+        Some(other) => {
+            return Err(at.invalid(field("step"), format!("expected a string, got {other}")));
+        }
+    };
+    let depends_on = match obj.remove("depends_on") {
+        None | Some(Value::Null) => k.checked_sub(1).into_iter().collect(),
+        Some(Value::Array(list)) => {
+            let mut deps: Vec<u32> = Vec::with_capacity(list.len());
+            for v in &list {
+                let d = non_negative_int(v).map_err(|m| at.invalid(field("depends_on"), m))?;
+                if d >= u64::from(k) {
+                    return Err(at.invalid(
+                        field("depends_on"),
+                        format!("{d} is not an earlier sub-request (this is sub-request {k})"),
+                    ));
+                }
+                if deps.contains(&(d as u32)) {
+                    return Err(at.invalid(field("depends_on"), format!("{d} is listed twice")));
+                }
+                deps.push(d as u32);
+            }
+            deps
+        }
+        Some(other) => {
+            return Err(at.invalid(
+                field("depends_on"),
+                format!("expected a list of sub-request indices, got {other}"),
+            ));
+        }
+    };
+    let iteration = match obj.remove("loop_iteration") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let k = non_negative_int(&v).map_err(|m| at.invalid(field("loop_iteration"), m))?;
+            Some(u32::try_from(k).map_err(|_| at.invalid(field("loop_iteration"), "too large"))?)
+        }
+    };
+    let fan_out = match obj.remove("fan_out") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(other) => {
+            return Err(at.invalid(
+                field("fan_out"),
+                format!("expected true or false, got {other}"),
+            ));
+        }
+    };
+    let think = match obj.remove("think") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(other) => {
+            return Err(at.invalid(
+                field("think"),
+                format!("expected true or false, got {other}"),
+            ));
+        }
+    };
+    if let Some(tool) = obj.remove("tool") {
+        if !tool.is_string() {
+            return Err(at.invalid(field("tool"), format!("expected a tool name, got {tool}")));
+        }
+        let tokens = [
+            "input_toks",
+            "output_toks",
+            "input_tok_ids",
+            "output_tok_ids",
+        ];
+        if let Some(key) = tokens.into_iter().find(|key| obj.contains_key(*key)) {
+            return Err(at.invalid(field(key), "a tool sub-request has no tokens"));
+        }
+        return Ok(Sub {
+            label,
+            depends_on,
+            request: None,
+            duration_ns,
+            think,
+            iteration,
+            fan_out,
+        });
+    }
+    let request = llm_request(&mut obj, model, &field).map_err(|(f, m)| at.invalid(f, m))?;
+    Ok(Sub {
+        label,
+        depends_on,
+        request: Some(request),
+        duration_ns,
+        think,
+        iteration,
+        fan_out,
+    })
+}
+
+/// The request of an LLM sub-request (id, line and arrival set later).
+fn llm_request(
+    obj: &mut Map<String, Value>,
+    model: &Option<String>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Request, (String, String)> {
+    let model = match model_field(obj.remove("model")).map_err(|m| (field("model"), m))? {
+        Some(own) => Some(own),
+        None => model.clone(),
+    };
+    let input = token_count(obj.remove("input_toks"), "input_toks", 1)
+        .map_err(|m| (field("input_toks"), m))?;
+    let output = token_count(obj.remove("output_toks"), "output_toks", 1)
+        .map_err(|m| (field("output_toks"), m))?;
+    let mut id_list = |name: &str| -> Result<Option<Vec<u32>>, (String, String)> {
+        match obj.remove(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => serde_json::from_value(v)
+                .map(Some)
+                .map_err(|e| (field(name), e.to_string())),
+        }
+    };
+    let input_ids = id_list("input_tok_ids")?;
+    let output_ids = id_list("output_tok_ids")?;
+    let token_ids =
+        token_ids(input_ids, output_ids, input, output).map_err(|(f, m)| (field(f), m))?;
+    Ok(Request {
+        id: 0,
+        line: 0,
+        model,
+        arrival_ns: 0,
+        input_toks: input,
+        output_toks: output,
+        token_ids,
+    })
+}

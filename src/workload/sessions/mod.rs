@@ -1,0 +1,306 @@
+//! Sessions: requests that depend on earlier requests of the same session (agentic
+//! workflows, conversations).
+//!
+//! A session is planned before the run ([`SessionPlan`]): its nodes, in an order where every
+//! node comes after its parents, are LLM calls (requests, whose prompt and output lengths are
+//! drawn up front), tool calls (a latency) and think times (a user's pause before a follow-up).
+//! Only the timing is left to the run: a node starts when all its parents are done (at the
+//! latest parent completion), a tool call or think time is done its duration later, an LLM
+//! call when the engine finishes its request. Nodes without parents start at the session's
+//! arrival. A node that would start at or after the session's deadline (the workload's
+//! horizon) is never started: the session is interrupted.
+//!
+//! [`SessionRegistry`] runs the plans: it hands the engine the requests known at the start
+//! and, through the engine's [`crate::engine::Injector`] hook, releases every later request
+//! when its parents complete. Because everything random is drawn when the plan is made, a
+//! session's requests are the same whatever hardware serves them; only their arrival times
+//! differ.
+//!
+//! Request ids: a session reserves one id per LLM node, consecutively, in node order (as
+//! LLMServingSim reserves ids for the sub-requests of a session line).
+
+mod outcome;
+mod registry;
+#[cfg(test)]
+mod tests;
+
+pub use outcome::SessionOutcome;
+pub use registry::{NodeStatus, NodeTiming, SessionRegistry};
+
+use super::Request;
+use crate::Nanos;
+
+/// What a node of a session does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// An LLM call: the request at this index of [`SessionSet::requests`].
+    Llm {
+        /// Index into [`SessionSet::requests`].
+        request: u32,
+    },
+    /// A tool call (external service) lasting `latency_ns`.
+    Tool {
+        /// Sampled latency, ns.
+        latency_ns: Nanos,
+    },
+    /// A user's think time before the next turn, `ns` long.
+    Think {
+        /// Duration, ns.
+        ns: Nanos,
+    },
+}
+
+/// One node of a session plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanNode {
+    /// Step label: the sub-request index for LLMServingSim sessions, the workflow step (with
+    /// `#<iteration>` inside a loop and `[<branch>]` for a fan-out branch) for generated ones.
+    pub label: String,
+    /// Indices of the nodes it waits for, all earlier in the plan; empty for a root.
+    pub parents: Vec<u32>,
+    /// Indices of the nodes waiting for it (filled in by [`SessionSet::add`]).
+    pub children: Vec<u32>,
+    /// What it does.
+    pub kind: NodeKind,
+    /// Loop iteration (from 0) of a step inside a workflow loop.
+    pub iteration: Option<u32>,
+    /// Whether it is one branch of a fan-out step.
+    pub fan_out: bool,
+}
+
+/// One planned session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPlan {
+    /// Session id, unique in the workload.
+    pub id: String,
+    /// Client of a generated session.
+    pub client: Option<String>,
+    /// When the session starts: its root nodes start then.
+    pub arrival_ns: Nanos,
+    /// Nodes that would start at or after this time are not started.
+    pub deadline_ns: Option<Nanos>,
+    /// The nodes, parents before children.
+    pub nodes: Vec<PlanNode>,
+    /// Id of the first LLM node's request; the k-th LLM node has id `first_id + k`.
+    pub first_id: u64,
+    /// Workload line it came from.
+    pub line: u64,
+    /// Node index of each LLM node, in id order.
+    pub llm_nodes: Vec<u32>,
+}
+
+/// Builds the nodes of one session in plan order.
+#[derive(Debug, Default)]
+pub struct PlanBuilder {
+    nodes: Vec<PlanNode>,
+    requests: Vec<Request>,
+}
+
+impl PlanBuilder {
+    /// An empty plan.
+    pub fn new() -> PlanBuilder {
+        PlanBuilder::default()
+    }
+
+    /// Adds a node and returns its index; `parents` must be earlier nodes. For an LLM node
+    /// give its `request` (its id, arrival and line are set when the session is added).
+    pub fn push(
+        &mut self,
+        label: String,
+        parents: Vec<u32>,
+        step: Step,
+        iteration: Option<u32>,
+        fan_out: bool,
+    ) -> u32 {
+        let index = self.nodes.len() as u32;
+        assert!(
+            parents.iter().all(|&p| p < index),
+            "a node's parents come before it"
+        );
+        let kind = match step {
+            Step::Llm(request) => {
+                self.requests.push(request);
+                NodeKind::Llm {
+                    request: self.requests.len() as u32 - 1,
+                }
+            }
+            Step::Tool(latency_ns) => NodeKind::Tool { latency_ns },
+            Step::Think(ns) => NodeKind::Think { ns },
+        };
+        self.nodes.push(PlanNode {
+            label,
+            parents,
+            children: Vec::new(),
+            kind,
+            iteration,
+            fan_out,
+        });
+        index
+    }
+
+    /// Nodes so far.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether no node was added.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Number of LLM nodes so far: the ids the session reserves.
+    pub fn num_requests(&self) -> u64 {
+        self.requests.len() as u64
+    }
+
+    /// The node at `index`.
+    pub fn node(&self, index: u32) -> &PlanNode {
+        &self.nodes[index as usize]
+    }
+
+    /// The request of the LLM node at `index`.
+    pub fn request(&self, index: u32) -> Option<&Request> {
+        match self.nodes[index as usize].kind {
+            NodeKind::Llm { request } => Some(&self.requests[request as usize]),
+            _ => None,
+        }
+    }
+}
+
+/// What a node does, as given to [`PlanBuilder::push`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// An LLM call with this request.
+    Llm(Request),
+    /// A tool call of this latency, ns.
+    Tool(Nanos),
+    /// A think time of this duration, ns.
+    Think(Nanos),
+}
+
+/// Where a session comes from, when it is added to a set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionHeader {
+    /// Session id.
+    pub id: String,
+    /// Client of a generated session.
+    pub client: Option<String>,
+    /// Start time, ns.
+    pub arrival_ns: Nanos,
+    /// Nodes that would start at or after this time are not started.
+    pub deadline_ns: Option<Nanos>,
+    /// Id of its first request.
+    pub first_id: u64,
+    /// Workload line it came from (for error messages).
+    pub line: u64,
+}
+
+/// Every session of a workload, with the requests of their LLM nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionSet {
+    sessions: Vec<SessionPlan>,
+    /// Requests of every LLM node, session by session in id order; their arrival is set when
+    /// they are released.
+    requests: Vec<Request>,
+}
+
+impl SessionSet {
+    /// No session.
+    pub fn new() -> SessionSet {
+        SessionSet::default()
+    }
+
+    /// Adds a session. Sessions must be added in increasing id order; the requests get ids
+    /// from `header.first_id` and the session's line.
+    pub fn add(&mut self, header: SessionHeader, plan: PlanBuilder) {
+        let PlanBuilder {
+            mut nodes,
+            requests,
+        } = plan;
+        assert!(
+            self.sessions
+                .last()
+                .is_none_or(|s| s.first_id + s.llm_nodes.len() as u64 <= header.first_id),
+            "sessions are added in id order"
+        );
+        let base = self.requests.len() as u32;
+        let mut llm_nodes = Vec::with_capacity(requests.len());
+        for i in 0..nodes.len() {
+            for p in nodes[i].parents.clone() {
+                nodes[p as usize].children.push(i as u32);
+            }
+            if let NodeKind::Llm { request } = &mut nodes[i].kind {
+                *request += base;
+                llm_nodes.push(i as u32);
+            }
+        }
+        for (k, mut r) in requests.into_iter().enumerate() {
+            r.id = header.first_id + k as u64;
+            r.line = header.line;
+            r.arrival_ns = header.arrival_ns;
+            self.requests.push(r);
+        }
+        self.sessions.push(SessionPlan {
+            id: header.id,
+            client: header.client,
+            arrival_ns: header.arrival_ns,
+            deadline_ns: header.deadline_ns,
+            nodes,
+            first_id: header.first_id,
+            line: header.line,
+            llm_nodes,
+        });
+    }
+
+    /// The sessions, in id order.
+    pub fn sessions(&self) -> &[SessionPlan] {
+        &self.sessions
+    }
+
+    /// Requests of every LLM node of every session.
+    pub fn requests(&self) -> &[Request] {
+        &self.requests
+    }
+
+    /// Whether there is no session.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Number of sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// The session holding request `id` and the index of its node, if a session holds it.
+    pub fn locate(&self, id: u64) -> Option<(usize, u32)> {
+        // Sessions end in id order; skip those ending at or before `id` (sessions without an
+        // LLM call end where they start).
+        let s = self
+            .sessions
+            .partition_point(|s| s.first_id + s.llm_nodes.len() as u64 <= id);
+        let session = self.sessions.get(s)?;
+        let k = id.checked_sub(session.first_id)? as usize;
+        Some((s, *session.llm_nodes.get(k)?))
+    }
+
+    /// Session id and step label of request `id`, if a session holds it.
+    pub fn label(&self, id: u64) -> Option<(&str, &str)> {
+        let (s, node) = self.locate(id)?;
+        let session = &self.sessions[s];
+        Some((&session.id, &session.nodes[node as usize].label))
+    }
+
+    /// Moves every session's arrival through `f`, e.g. to compress a trace; the requests
+    /// move with their sessions. Deadlines stay: they are the end of the experiment.
+    pub fn retime(&mut self, mut f: impl FnMut(Nanos) -> Nanos) {
+        for s in &mut self.sessions {
+            s.arrival_ns = f(s.arrival_ns);
+            for &n in &s.llm_nodes {
+                if let NodeKind::Llm { request } = s.nodes[n as usize].kind {
+                    self.requests[request as usize].arrival_ns = s.arrival_ns;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Running session plans: which node starts when.
+
+use super::{NodeKind, SessionSet};
+use crate::Nanos;
+use crate::engine::Injector;
+use crate::metrics::RequestRecord;
+use crate::workload::Request;
+use std::collections::VecDeque;
+
+/// Where a node is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeStatus {
+    /// Waiting for a parent (or never started because an ancestor was cut).
+    Pending,
+    /// An LLM call released to the engine and not finished.
+    Running,
+    /// Finished (a tool call or think time is finished when it starts: its end is known).
+    Done,
+    /// Would have started at or after the session's deadline: never started.
+    Cut,
+}
+
+/// The timing of one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeTiming {
+    /// Where it is.
+    pub status: NodeStatus,
+    /// Parents not yet done.
+    pub waiting: u32,
+    /// Latest completion among the parents done so far (the session's arrival for a root).
+    pub ready_ns: Nanos,
+    /// Start: the arrival of an LLM call's request as the engine admitted it, the start of a
+    /// tool call or think time.
+    pub start_ns: Nanos,
+    /// End: the LLM call's last token, the tool call's or think time's end.
+    pub end_ns: Nanos,
+}
+
+/// The run-time state of every session of a [`SessionSet`]: it starts each node when its
+/// parents are done, releasing LLM calls to the engine. The engine reports finished requests
+/// through [`Injector::request_finished`].
+#[derive(Debug)]
+pub struct SessionRegistry<'a> {
+    set: &'a SessionSet,
+    /// Index of each session's first node in `nodes`.
+    base: Vec<u32>,
+    nodes: Vec<NodeTiming>,
+    /// Nodes whose parents are all done, in the order they became ready: (session, node,
+    /// start time).
+    ready: VecDeque<(u32, u32, Nanos)>,
+    released: u64,
+    completed: u64,
+}
+
+impl<'a> SessionRegistry<'a> {
+    /// A registry over `set`, no session started yet.
+    pub fn new(set: &'a SessionSet) -> SessionRegistry<'a> {
+        let mut base = Vec::with_capacity(set.len());
+        let mut nodes = Vec::new();
+        for s in set.sessions() {
+            base.push(nodes.len() as u32);
+            nodes.extend(s.nodes.iter().map(|n| NodeTiming {
+                status: NodeStatus::Pending,
+                waiting: n.parents.len() as u32,
+                ready_ns: s.arrival_ns,
+                start_ns: 0,
+                end_ns: 0,
+            }));
+        }
+        SessionRegistry {
+            set,
+            base,
+            nodes,
+            ready: VecDeque::new(),
+            released: 0,
+            completed: 0,
+        }
+    }
+
+    /// Starts every session at its arrival: appends to `out` the requests known before the
+    /// run (the root LLM calls, and those whose parents are only tool calls or think times).
+    pub fn start(&mut self, out: &mut Vec<Request>) {
+        for (s, session) in self.set.sessions().iter().enumerate() {
+            for (n, node) in session.nodes.iter().enumerate() {
+                if node.parents.is_empty() {
+                    self.ready
+                        .push_back((s as u32, n as u32, session.arrival_ns));
+                }
+            }
+            self.run_ready(out);
+        }
+    }
+
+    /// The requests known before the run, sorted by arrival (then id), as the engine takes
+    /// them: the flat requests `flat` and those the sessions start with ([`Self::start`]).
+    pub fn initial_requests(&mut self, flat: &[Request]) -> Vec<Request> {
+        let mut requests = flat.to_vec();
+        self.start(&mut requests);
+        requests.sort_by_key(|r| (r.arrival_ns, r.id));
+        requests
+    }
+
+    /// The sessions being run.
+    pub fn set(&self) -> &'a SessionSet {
+        self.set
+    }
+
+    /// Timing of node `node` of session `session`.
+    pub fn timing(&self, session: usize, node: u32) -> NodeTiming {
+        self.nodes[(self.base[session] + node) as usize]
+    }
+
+    /// Requests released to the engine so far (at the start and at run time).
+    pub fn released(&self) -> u64 {
+        self.released
+    }
+
+    /// Requests reported finished so far.
+    pub fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    /// Nodes that will never start: cut at a deadline, or waiting on one that was.
+    pub fn not_started(&self) -> u64 {
+        self.nodes
+            .iter()
+            .filter(|n| matches!(n.status, NodeStatus::Pending | NodeStatus::Cut))
+            .count() as u64
+    }
+
+    /// Marks node `node` of session `s` done at `end` and readies the children it was the
+    /// last parent of.
+    fn finish(&mut self, s: u32, node: u32, end: Nanos) {
+        let session = &self.set.sessions()[s as usize];
+        let base = self.base[s as usize];
+        let state = &mut self.nodes[(base + node) as usize];
+        state.status = NodeStatus::Done;
+        state.end_ns = end;
+        for &c in &session.nodes[node as usize].children {
+            let child = &mut self.nodes[(base + c) as usize];
+            child.waiting -= 1;
+            child.ready_ns = child.ready_ns.max(end);
+            if child.waiting == 0 {
+                self.ready.push_back((s, c, child.ready_ns));
+            }
+        }
+    }
+
+    /// Starts every ready node, in the order they became ready; LLM calls go to `out`.
+    fn run_ready(&mut self, out: &mut Vec<Request>) {
+        while let Some((s, n, at)) = self.ready.pop_front() {
+            let session = &self.set.sessions()[s as usize];
+            let state = &mut self.nodes[(self.base[s as usize] + n) as usize];
+            if session.deadline_ns.is_some_and(|d| at >= d) {
+                state.status = NodeStatus::Cut;
+                continue;
+            }
+            state.start_ns = at;
+            match session.nodes[n as usize].kind {
+                NodeKind::Llm { request } => {
+                    state.status = NodeStatus::Running;
+                    self.released += 1;
+                    out.push(Request {
+                        arrival_ns: at,
+                        ..self.set.requests()[request as usize].clone()
+                    });
+                }
+                NodeKind::Tool { latency_ns: d } | NodeKind::Think { ns: d } => {
+                    self.finish(s, n, at + d);
+                }
+            }
+        }
+    }
+}
+
+impl Injector for SessionRegistry<'_> {
+    fn deferred(&self) -> &[Request] {
+        self.set.requests()
+    }
+
+    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>) {
+        let Some((s, node)) = self.set.locate(record.request_id) else {
+            return;
+        };
+        self.completed += 1;
+        let state = &mut self.nodes[(self.base[s] + node) as usize];
+        debug_assert_eq!(
+            state.status,
+            NodeStatus::Running,
+            "a released request finishes"
+        );
+        state.start_ns = record.arrival_ns;
+        self.finish(s as u32, node, record.end_ns);
+        self.run_ready(out);
+    }
+}

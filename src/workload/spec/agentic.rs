@@ -1,0 +1,319 @@
+//! Agentic workflows (`agentic` on a client): the schema and its nine validation rules.
+//!
+//! A workflow is a list of steps: `llm_call` steps (a request, with prompt and output length
+//! distributions) and `tool_call` steps (a tool of the `tools` section: a latency and the
+//! tokens it returns, which join the prompt of the LLM calls that wait for it). `depends_on`
+//! names the steps a step waits for (all of them), `fan_out: N` runs N parallel copies of a
+//! step (whose dependents wait for all N), and `loop` repeats the steps of `loop.over`
+//! `max_iterations` times: an iteration's entry steps wait for the previous iteration's last
+//! steps, and steps after the loop wait for its last iteration. Inside the loop,
+//! `context_growth: accumulate` makes an LLM call's prompt carry its previous iteration's
+//! prompt and output. A `depends_on` from a loop step to a step at or after it in
+//! `loop.over` is a loop-back edge: it states the loop and adds nothing.
+
+use super::dist::{DurationDist, LengthDist};
+use super::workflow::{TemplateNode, unroll};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The YAML form of `agentic`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgentic {
+    #[serde(default)]
+    workflow: Option<String>,
+    #[serde(default, rename = "loop")]
+    loop_spec: Option<RawLoop>,
+    #[serde(default)]
+    steps: Vec<RawStep>,
+    #[serde(default)]
+    tools: BTreeMap<String, RawTool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLoop {
+    over: Vec<String>,
+    max_iterations: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    id: String,
+    #[serde(rename = "type")]
+    kind: StepType,
+    #[serde(default)]
+    tool: Option<String>,
+    #[serde(default)]
+    depends_on: Vec<String>,
+    #[serde(default)]
+    fan_out: Option<u32>,
+    #[serde(default)]
+    context_growth: Option<ContextGrowth>,
+    #[serde(default)]
+    input_distribution: Option<LengthDist>,
+    #[serde(default)]
+    output_distribution: Option<LengthDist>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StepType {
+    LlmCall,
+    ToolCall,
+}
+
+/// `context_growth`: `accumulate`, or `""` / `none` for none (BLIS writes `""`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub(super) enum ContextGrowth {
+    #[serde(rename = "accumulate")]
+    Accumulate,
+    #[serde(rename = "", alias = "none")]
+    None,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    latency: DurationDist,
+    #[serde(default)]
+    output_tokens: Option<LengthDist>,
+}
+
+/// A validated agentic workflow.
+#[derive(Debug, Clone)]
+pub struct AgenticSpec {
+    /// The workflow's name (a label).
+    pub workflow: Option<String>,
+    /// The steps, in file order.
+    pub steps: Vec<StepSpec>,
+    /// The tools, by name.
+    pub tools: Vec<ToolSpec>,
+    /// The loop, if any.
+    pub loop_spec: Option<LoopSpec>,
+    /// The workflow unrolled: one node per step instance (fan-out branch, loop iteration),
+    /// parents first.
+    pub(super) template: Vec<TemplateNode>,
+}
+
+/// One validated step.
+#[derive(Debug, Clone)]
+pub struct StepSpec {
+    /// Step id.
+    pub id: String,
+    /// What it does.
+    pub action: Action,
+    /// Indices of the steps it waits for (loop-back edges removed).
+    pub depends_on: Vec<usize>,
+    /// Parallel copies (1 without `fan_out`).
+    pub fan_out: u32,
+    /// Carries its previous loop iteration's prompt and output.
+    pub accumulate: bool,
+}
+
+/// What a step does.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// An LLM call.
+    Llm {
+        /// Prompt tokens of its own (before tool outputs and accumulated context).
+        input: LengthDist,
+        /// Tokens to generate.
+        output: LengthDist,
+    },
+    /// A call of the tool at this index of [`AgenticSpec::tools`].
+    Tool(usize),
+}
+
+/// A tool of the `tools` section.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    /// Name.
+    pub name: String,
+    /// Latency, µs.
+    pub latency: DurationDist,
+    /// Tokens it returns (none when not given).
+    pub output_tokens: Option<LengthDist>,
+}
+
+/// The workflow's loop.
+#[derive(Debug, Clone)]
+pub struct LoopSpec {
+    /// Indices of the repeated steps, in `loop.over` order.
+    pub over: Vec<usize>,
+    /// Iterations run (the loop stops early only at the horizon).
+    pub max_iterations: u32,
+}
+
+impl AgenticSpec {
+    /// LLM calls of one session: the ids a session reserves.
+    pub fn num_llm_calls(&self) -> u32 {
+        self.template
+            .iter()
+            .filter(|n| matches!(self.steps[n.step as usize].action, Action::Llm { .. }))
+            .count() as u32
+    }
+}
+
+/// `step `id``, for messages.
+fn step_name(id: &str) -> String {
+    format!("agentic step `{id}`")
+}
+
+impl TryFrom<RawAgentic> for AgenticSpec {
+    type Error = String;
+
+    fn try_from(raw: RawAgentic) -> Result<Self, String> {
+        if raw.steps.is_empty() {
+            return Err("agentic: `steps` lists no step".into());
+        }
+        let ids: Vec<&str> = raw.steps.iter().map(|s| s.id.as_str()).collect();
+        for (i, id) in ids.iter().enumerate() {
+            if id.is_empty() {
+                return Err(format!("agentic: steps[{i}] has an empty id"));
+            }
+            if ids[..i].contains(id) {
+                return Err(format!("{}: the id is used by two steps", step_name(id)));
+            }
+        }
+        let index = |name: &str| ids.iter().position(|id| *id == name);
+        let tool_names: Vec<&String> = raw.tools.keys().collect();
+        let loop_spec = match &raw.loop_spec {
+            None => None,
+            Some(l) => Some(validate_loop(l, &index)?),
+        };
+        let in_loop = |s: usize| {
+            loop_spec
+                .as_ref()
+                .and_then(|l| l.over.iter().position(|&o| o == s))
+        };
+        let mut steps = Vec::with_capacity(raw.steps.len());
+        for (s, step) in raw.steps.iter().enumerate() {
+            let who = step_name(&step.id);
+            let action = match step.kind {
+                StepType::LlmCall => {
+                    if step.tool.is_some() {
+                        return Err(format!("{who}: an llm_call names no `tool`"));
+                    }
+                    // Rule 6.
+                    let missing = |f: &str| format!("{who}: an llm_call needs `{f}`");
+                    Action::Llm {
+                        input: step
+                            .input_distribution
+                            .clone()
+                            .ok_or_else(|| missing("input_distribution"))?,
+                        output: step
+                            .output_distribution
+                            .clone()
+                            .ok_or_else(|| missing("output_distribution"))?,
+                    }
+                }
+                StepType::ToolCall => {
+                    // Rule 7.
+                    if step.input_distribution.is_some() || step.output_distribution.is_some() {
+                        return Err(format!(
+                            "{who}: a tool_call takes no input_distribution or \
+                             output_distribution (its latency and output tokens come from \
+                             the `tools` section)"
+                        ));
+                    }
+                    // Rule 3.
+                    let name = step
+                        .tool
+                        .as_deref()
+                        .ok_or_else(|| format!("{who}: a tool_call needs `tool`"))?;
+                    let tool = tool_names.iter().position(|t| *t == name).ok_or_else(|| {
+                        let known: Vec<&str> = tool_names.iter().map(|t| t.as_str()).collect();
+                        format!(
+                            "{who}: tool `{name}` is not defined in `tools` (defined: {})",
+                            if known.is_empty() {
+                                "none".into()
+                            } else {
+                                known.join(", ")
+                            }
+                        )
+                    })?;
+                    Action::Tool(tool)
+                }
+            };
+            // Rule 4.
+            let fan_out = match step.fan_out {
+                None => 1,
+                Some(n) if n >= 2 => n,
+                Some(n) => return Err(format!("{who}: fan_out must be at least 2, got {n}")),
+            };
+            // Rule 8.
+            let accumulate = step.context_growth == Some(ContextGrowth::Accumulate);
+            if accumulate && in_loop(s).is_none() {
+                return Err(format!(
+                    "{who}: context_growth: accumulate is only valid on a step of loop.over"
+                ));
+            }
+            if accumulate && step.kind == StepType::ToolCall {
+                return Err(format!(
+                    "{who}: context_growth applies to llm_call steps, not tool calls"
+                ));
+            }
+            let mut depends_on = Vec::with_capacity(step.depends_on.len());
+            for name in &step.depends_on {
+                let p = index(name)
+                    .ok_or_else(|| format!("{who}: depends_on names no step `{name}`"))?;
+                if step.depends_on.iter().filter(|n| *n == name).count() > 1 {
+                    return Err(format!("{who}: depends_on lists `{name}` twice"));
+                }
+                let loop_back = matches!((in_loop(s), in_loop(p)), (Some(a), Some(b)) if b >= a);
+                if !loop_back {
+                    depends_on.push(p);
+                }
+            }
+            steps.push(StepSpec {
+                id: step.id.clone(),
+                action,
+                depends_on,
+                fan_out,
+                accumulate,
+            });
+        }
+        let tools = raw
+            .tools
+            .into_iter()
+            .map(|(name, t)| ToolSpec {
+                name,
+                latency: t.latency,
+                output_tokens: t.output_tokens,
+            })
+            .collect();
+        // Rules 1, 2 and 5.
+        let template = unroll(&steps, loop_spec.as_ref())?;
+        Ok(AgenticSpec {
+            workflow: raw.workflow,
+            steps,
+            tools,
+            loop_spec,
+            template,
+        })
+    }
+}
+
+/// The loop's steps exist, appear once, and iterate at least once.
+fn validate_loop(l: &RawLoop, index: &dyn Fn(&str) -> Option<usize>) -> Result<LoopSpec, String> {
+    if l.over.is_empty() {
+        return Err("agentic: loop.over names no step".into());
+    }
+    if l.max_iterations == 0 {
+        return Err("agentic: loop.max_iterations must be at least 1".into());
+    }
+    let mut over = Vec::with_capacity(l.over.len());
+    for name in &l.over {
+        let s = index(name).ok_or_else(|| format!("agentic: loop.over names no step `{name}`"))?;
+        if over.contains(&s) {
+            return Err(format!("agentic: loop.over lists `{name}` twice"));
+        }
+        over.push(s);
+    }
+    Ok(LoopSpec {
+        over,
+        max_iterations: l.max_iterations,
+    })
+}

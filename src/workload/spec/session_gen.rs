@@ -1,0 +1,194 @@
+//! Drawing the plan of one generated session: every size, latency and think time, in plan
+//! order, from the session's own random streams.
+//!
+//! An LLM call's prompt is, in order: the context (its previous iteration's or turn's prompt
+//! and output with `context_growth: accumulate`, else the client's shared prefix), the tokens
+//! returned by the tool calls it waits for, then its own drawn prompt tokens. Token ids are
+//! drawn only for clients in a prefix group (as for flat requests); a session's requests then
+//! carry prompt and output ids, so that accumulated context hits the prefix cache.
+
+use super::agentic::{Action, AgenticSpec};
+use super::conversation::Conversation;
+use super::dist::LengthDist;
+use super::generate::token_id;
+use crate::workload::sessions::{PlanBuilder, Step};
+use crate::workload::{MAX_TOKENS, Request};
+use rand_chacha::ChaCha8Rng;
+
+/// The random streams and fixed parts of one session's requests.
+pub(super) struct SessionDraw<'a> {
+    /// Sizes, latencies, think times and turn counts.
+    pub rng: ChaCha8Rng,
+    /// Token ids: the group's shared prefix and the stream of ids unique to the session.
+    pub ids: Option<(&'a [u32], ChaCha8Rng)>,
+    /// Model the requests name.
+    pub model: Option<String>,
+}
+
+/// An LLM call drawn so far: its counts and token ids (prompt, then output).
+struct Call {
+    input: u64,
+    output: u32,
+    ids: Vec<u32>,
+}
+
+impl SessionDraw<'_> {
+    /// The context of a first call: the shared prefix.
+    fn prefix(&self) -> Call {
+        let prefix = self.ids.as_ref().map_or(&[][..], |(p, _)| p);
+        Call {
+            input: prefix.len() as u64,
+            output: 0,
+            ids: prefix.to_vec(),
+        }
+    }
+
+    /// Appends `n` ids unique to the session (nothing without ids).
+    fn fresh(&mut self, n: u32, ids: &mut Vec<u32>) {
+        if let Some((_, rng)) = &mut self.ids {
+            ids.extend((0..n).map(|_| token_id(rng)));
+        }
+    }
+
+    /// An LLM call on `context` (counts and ids of what precedes its own tokens) with
+    /// `own` prompt tokens of its own and `output` to generate.
+    fn call(&mut self, context: Call, own: u32, output: u32) -> (Call, Request) {
+        let Call { input, mut ids, .. } = context;
+        let input = (input + u64::from(own)).min(MAX_TOKENS) as u32;
+        self.fresh(own, &mut ids);
+        ids.truncate(input as usize);
+        self.fresh(output, &mut ids);
+        let request = Request {
+            id: 0,
+            line: 0,
+            model: self.model.clone(),
+            arrival_ns: 0,
+            input_toks: input,
+            output_toks: output,
+            token_ids: ids.clone(),
+        };
+        let call = Call {
+            input: u64::from(input),
+            output,
+            ids,
+        };
+        (call, request)
+    }
+}
+
+/// The context `previous` leaves to the next call that accumulates it.
+fn carried(previous: &Call) -> Call {
+    Call {
+        input: previous.input + u64::from(previous.output),
+        output: 0,
+        ids: previous.ids.clone(),
+    }
+}
+
+/// A step instance's label: the step id, `#<iteration>` in a loop, `[<branch>]` in a fan-out.
+fn label(id: &str, iteration: Option<u32>, branch: Option<u32>) -> String {
+    let mut label = id.to_owned();
+    if let Some(k) = iteration {
+        label.push_str(&format!("#{k}"));
+    }
+    if let Some(b) = branch {
+        label.push_str(&format!("[{b}]"));
+    }
+    label
+}
+
+/// The plan of one session of an agentic workflow.
+pub(super) fn agentic_plan(spec: &AgenticSpec, draw: &mut SessionDraw<'_>) -> PlanBuilder {
+    let mut plan = PlanBuilder::new();
+    // Per node: the call drawn (LLM nodes), or the tokens returned (tool nodes).
+    let mut calls: Vec<Option<Call>> = Vec::with_capacity(spec.template.len());
+    let mut returned: Vec<Option<Call>> = Vec::with_capacity(spec.template.len());
+    for node in &spec.template {
+        let step = &spec.steps[node.step as usize];
+        let label = label(&step.id, node.iteration, node.branch);
+        let fan_out = node.branch.is_some();
+        match &step.action {
+            Action::Llm { input, output } => {
+                let own = input.sample(&mut draw.rng);
+                let out = output.sample(&mut draw.rng);
+                let mut context = match node.previous.filter(|_| step.accumulate) {
+                    Some(p) => carried(calls[p as usize].as_ref().expect("an LLM node")),
+                    None => draw.prefix(),
+                };
+                for &p in &node.parents {
+                    if let Some(tool) = &returned[p as usize] {
+                        context.input += tool.input;
+                        context.ids.extend_from_slice(&tool.ids);
+                    }
+                }
+                let (call, request) = draw.call(context, own, out);
+                let parents = node.parents.clone();
+                plan.push(label, parents, Step::Llm(request), node.iteration, fan_out);
+                calls.push(Some(call));
+                returned.push(None);
+            }
+            &Action::Tool(t) => {
+                let tool = &spec.tools[t];
+                let latency_ns = tool.latency.sample_ns(&mut draw.rng);
+                let tokens = tool
+                    .output_tokens
+                    .as_ref()
+                    .map_or(0, |d| d.sample(&mut draw.rng));
+                let mut ids = Vec::new();
+                draw.fresh(tokens, &mut ids);
+                let parents = node.parents.clone();
+                plan.push(
+                    label,
+                    parents,
+                    Step::Tool(latency_ns),
+                    node.iteration,
+                    fan_out,
+                );
+                calls.push(None);
+                returned.push(Some(Call {
+                    input: u64::from(tokens),
+                    output: 0,
+                    ids,
+                }));
+            }
+        }
+    }
+    plan
+}
+
+/// The plan of one conversation of `turns` turns (labelled `0`, `1`, ...), with a think
+/// time between consecutive turns.
+pub(super) fn conversation_plan(
+    conversation: &Conversation,
+    turns: u32,
+    input: &LengthDist,
+    output: &LengthDist,
+    draw: &mut SessionDraw<'_>,
+) -> PlanBuilder {
+    let mut plan = PlanBuilder::new();
+    let mut previous: Option<(u32, Call)> = None;
+    for k in 0..turns {
+        let own = input.sample(&mut draw.rng);
+        let out = output.sample(&mut draw.rng);
+        let context = match &previous {
+            Some((_, call)) if conversation.accumulate => carried(call),
+            _ => draw.prefix(),
+        };
+        let (call, request) = draw.call(context, own, out);
+        let parents = previous
+            .as_ref()
+            .map(|&(think, _)| think)
+            .into_iter()
+            .collect();
+        let node = plan.push(k.to_string(), parents, Step::Llm(request), None, false);
+        previous = (k + 1 < turns).then(|| {
+            let think = conversation.think_time.sample_ns(&mut draw.rng);
+            let label = format!("{k}+think");
+            (
+                plan.push(label, vec![node], Step::Think(think), None, false),
+                call,
+            )
+        });
+    }
+    plan
+}

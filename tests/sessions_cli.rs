@@ -1,0 +1,279 @@
+//! Sessions through the real binary: LLMServingSim session lines and their timeline in the
+//! per-request CSV, the session columns and files, the agentic scenarios and their generated
+//! files, and the replay modes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("binary runs")
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// CSV rows (header first), split on commas outside quotes.
+fn rows(path: &Path) -> Vec<Vec<String>> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_path(path)
+        .unwrap();
+    reader
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_owned).collect())
+        .collect()
+}
+
+/// `(arrival, end)` of each request id in a per-request CSV.
+fn timing(csv: &[Vec<String>]) -> std::collections::BTreeMap<u64, (u64, u64)> {
+    csv[1..]
+        .iter()
+        .map(|r| {
+            let n = |i: usize| r[i].parse::<u64>().unwrap();
+            (n(1), (n(5), n(6)))
+        })
+        .collect()
+}
+
+const WORKLOAD: &str = concat!(
+    r#"{"input_toks": 100, "output_toks": 20, "arrival_time_ns": 0}"#,
+    "\n",
+    r#"{"session_id": "agent", "arrival_time_ns": 1000, "sub_requests": [{"input_toks": 200, "output_toks": 30, "tool_duration_ns": 5000000}, {"input_toks": 300, "output_toks": 10, "tool_duration_ns": 1000}, {"input_toks": 50, "output_toks": 5, "tool_duration_ns": 99}]}"#,
+    "\n",
+    r#"{"input_toks": 10, "output_toks": 2, "arrival_time_ns": 5000}"#,
+    "\n",
+);
+
+#[test]
+fn llmservingsim_sessions_chain_their_sub_requests_in_the_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("w.jsonl");
+    std::fs::write(&data, WORKLOAD).unwrap();
+    let (csv, sessions, json) = (
+        dir.path().join("o.csv"),
+        dir.path().join("s.csv"),
+        dir.path().join("j.json"),
+    );
+    let out = ok(&[
+        "--dataset",
+        s(&data),
+        "--output",
+        s(&csv),
+        "--sessions-output",
+        s(&sessions),
+        "--summary-json",
+        s(&json),
+    ]);
+    let table = rows(&csv);
+    assert_eq!(table[0].len(), 14);
+    assert_eq!(table[0][12..], ["session_id", "sub_request_index"]);
+    let t = timing(&table);
+    // Ids in file order: the flat request 0, the session's 1..=3, the flat request 4.
+    assert_eq!(t.keys().copied().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    assert_eq!(t[&1].0, 1000);
+    assert_eq!(t[&2].0, t[&1].1 + 5_000_000);
+    assert_eq!(t[&3].0, t[&2].1 + 1000);
+    for r in &table[1..] {
+        let expected: [&str; 2] = match r[1].as_str() {
+            "1" => ["agent", "0"],
+            "2" => ["agent", "1"],
+            "3" => ["agent", "2"],
+            _ => ["", ""],
+        };
+        assert_eq!(r[12..], expected);
+    }
+    let per_session = rows(&sessions);
+    assert_eq!(per_session[0][..3], ["session_id", "client", "status"]);
+    assert_eq!(per_session[1][..3], ["agent", "", "complete"]);
+    let e2e = t[&3].1 - 1000;
+    assert_eq!(per_session[1][5], e2e.to_string());
+    assert_eq!(per_session[1][9], "5001000", "tool wait");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(summary["sessions"]["num_sessions"], 1);
+    assert_eq!(summary["sessions"]["llm_calls"], 3);
+    assert_eq!(summary["completed"], 5);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("==================== Sessions ===================="));
+}
+
+#[test]
+fn a_flat_workload_keeps_llmservingsims_columns_and_refuses_a_sessions_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
+    let csv = dir.path().join("o.csv");
+    let out = ok(&["--dataset", sample, "--output", s(&csv), "--num-reqs", "5"]);
+    assert_eq!(rows(&csv)[0].len(), 12);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Sessions"));
+    let sessions = dir.path().join("s.csv");
+    let bad = run(&["--dataset", sample, "--sessions-output", s(&sessions)]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("the workload has no sessions"));
+    assert!(!sessions.exists());
+}
+
+#[test]
+fn agentic_scenarios_generate_the_same_bytes_and_simulate_like_their_files() {
+    let listed = String::from_utf8(ok(&["scenarios"]).stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["react-search", "mcts-code", "fork-join-research"] {
+        assert!(listed.contains(name), "{listed}");
+        let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+        for out in [&a, &b] {
+            let args = [
+                "generate",
+                "--scenario",
+                name,
+                "--num-requests",
+                "20",
+                "--out",
+                s(out),
+            ];
+            ok(&args);
+        }
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            "{name}"
+        );
+        let spec = format!(
+            "{}/examples/scenarios/{name}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut results = Vec::new();
+        for source in [["--dataset", s(&a)], ["--workload-spec", spec.as_str()]] {
+            let files = ["o.csv", "s.csv", "j.json"].map(|f| dir.path().join(f));
+            let mut args = source.to_vec();
+            args.extend(["--num-reqs", "20", "--output", s(&files[0])]);
+            args.extend([
+                "--sessions-output",
+                s(&files[1]),
+                "--summary-json",
+                s(&files[2]),
+            ]);
+            ok(&args);
+            results.push(files.map(|f| std::fs::read(f).unwrap()));
+        }
+        assert!(
+            results[0] == results[1],
+            "{name}: spec and generated file differ"
+        );
+    }
+}
+
+#[test]
+fn arrival_speedup_compresses_session_starts_but_not_tool_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("w.jsonl");
+    ok(&[
+        "generate",
+        "--scenario",
+        "fork-join-research",
+        "--num-requests",
+        "10",
+        "--out",
+        s(&data),
+    ]);
+    let mut starts = Vec::new();
+    for speedup in ["1", "4"] {
+        let sessions = dir.path().join(format!("s{speedup}.csv"));
+        let csv = dir.path().join(format!("o{speedup}.csv"));
+        let args = [
+            "--dataset",
+            s(&data),
+            "--arrival-speedup",
+            speedup,
+            "--output",
+            s(&csv),
+        ];
+        let mut args = args.to_vec();
+        args.extend(["--sessions-output", s(&sessions)]);
+        ok(&args);
+        let table = rows(&sessions);
+        starts.push(
+            table[1..]
+                .iter()
+                .map(|r| r[3].parse::<u64>().unwrap())
+                .collect::<Vec<_>>(),
+        );
+        // Tool waits are the same at any speed.
+        assert!(table[1..].iter().all(|r| r[9] != "0"));
+    }
+    let first = starts[0][0];
+    for (slow, fast) in starts[0].iter().zip(&starts[1]) {
+        let expected = first + ((slow - first) as f64 / 4.0).round() as u64;
+        assert_eq!(*fast, expected);
+    }
+    let both = run(&[
+        "--dataset",
+        s(&data),
+        "--arrival-speedup",
+        "2",
+        "--max-in-flight",
+        "3",
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    let zero = run(&["--dataset", s(&data), "--arrival-speedup", "0"]);
+    assert_eq!(zero.status.code(), Some(2));
+}
+
+#[test]
+fn max_in_flight_keeps_n_requests_in_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("w.jsonl");
+    ok(&[
+        "generate",
+        "--scenario",
+        "mcts-code",
+        "--num-requests",
+        "6",
+        "--out",
+        s(&data),
+    ]);
+    let csv = dir.path().join("o.csv");
+    ok(&[
+        "--dataset",
+        s(&data),
+        "--max-in-flight",
+        "2",
+        "--output",
+        s(&csv),
+    ]);
+    let t = timing(&rows(&csv));
+    assert_eq!(t.len(), 6 * 7);
+    let mut events: Vec<(u64, i32)> = t.values().flat_map(|&(a, e)| [(a, 1), (e, -1)]).collect();
+    events.sort();
+    let mut in_flight = 0;
+    for (_, d) in events {
+        in_flight += d;
+        assert!(in_flight <= 2);
+    }
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
+    ok(&[
+        "--dataset",
+        sample,
+        "--max-in-flight",
+        "4",
+        "--num-reqs",
+        "12",
+        "--output",
+        s(&csv),
+    ]);
+    let t = timing(&rows(&csv));
+    let first = t.values().map(|&(a, _)| a).min().unwrap();
+    // The first four enter together at the first arrival; the others as room frees.
+    assert_eq!(t.values().filter(|&&(a, _)| a == first).count(), 4);
+}
