@@ -15,11 +15,13 @@
 //! arrival order, for a completion, and its arrival is stamped with the time it is let in.
 //! Without it (trace mode) every request arrives exactly at its arrival time.
 
-use super::{Observer, StepEvent, TransferEvent};
+use super::eligibility::{Eligibility, Groups};
+use super::{InstanceSetup, Observer, SimError, StepEvent, TransferEvent};
 use crate::Nanos;
 use crate::latency::LatencyBackend;
 use crate::metrics::RequestRecord;
 use crate::workload::Request;
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -130,6 +132,40 @@ pub(super) enum Due<'r> {
     Initial(usize, &'r Request),
     /// A released request.
     Released(Request),
+}
+
+impl<'r> Due<'r> {
+    /// The request as it enters the run at `now`, with its candidate lists. Arrivals are
+    /// stamped with the time they enter: their own in trace mode (an initial request is then
+    /// borrowed as listed), the admission time in concurrency mode; a released request gets
+    /// its lists (under the roles of a disaggregated run) here.
+    pub fn enter(
+        self,
+        now: Nanos,
+        eligibility: &mut Eligibility,
+        setups: &[InstanceSetup],
+    ) -> Result<(Cow<'r, Request>, Groups), SimError> {
+        Ok(match self {
+            Due::Initial(index, r) if r.arrival_ns == now => {
+                (Cow::Borrowed(r), eligibility.groups(index))
+            }
+            Due::Initial(index, r) => {
+                let r = Request {
+                    arrival_ns: now,
+                    ..r.clone()
+                };
+                (Cow::Owned(r), eligibility.groups(index))
+            }
+            Due::Released(r) => {
+                let r = Request {
+                    arrival_ns: now,
+                    ..r
+                };
+                let groups = eligibility.groups_for(&r, setups)?;
+                (Cow::Owned(r), groups)
+            }
+        })
+    }
 }
 
 /// The requests still to arrive: the initial list (sorted by arrival), the released ones, and

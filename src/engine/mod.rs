@@ -57,7 +57,7 @@ use crate::router::{Router, RoutingPolicy};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
 use eligibility::Eligibility;
-use inject::{Arrivals, Due, Hooked};
+use inject::{Arrivals, Hooked};
 use pd::Transfers;
 use std::borrow::Cow;
 
@@ -353,28 +353,7 @@ pub fn run_instances(
                 }
                 EventKind::Arrival => {
                     while let Some(due) = arrivals.next_due(now, observer.finished()) {
-                        // Arrivals are stamped with the time they enter: their own in trace
-                        // mode, the admission time in concurrency mode.
-                        let (r, groups) = match due {
-                            Due::Initial(index, r) if r.arrival_ns == now => {
-                                (Cow::Borrowed(r), eligibility.groups(index))
-                            }
-                            Due::Initial(index, r) => {
-                                let r = Request {
-                                    arrival_ns: now,
-                                    ..r.clone()
-                                };
-                                (Cow::Owned(r), eligibility.groups(index))
-                            }
-                            Due::Released(r) => {
-                                let r = Request {
-                                    arrival_ns: now,
-                                    ..r
-                                };
-                                let groups = eligibility.groups_for(&r, setups)?;
-                                (Cow::Owned(r), groups)
-                            }
-                        };
+                        let (r, groups) = due.enter(now, &mut eligibility, setups)?;
                         let id = router.route(&r, eligibility.arrival(groups), &schedulers);
                         schedulers[id as usize].enqueue(&r);
                         mark_ready(&mut instances[id as usize], id, &mut ready);
