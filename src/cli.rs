@@ -244,7 +244,7 @@ pub struct RunArgs {
     pub seed: u64,
 
     /// Write the Chakra execution traces of the run's first steps: step k (from 0) goes to
-    /// DIR/step<k>/llm.<npu>.et, one file per TP rank, built from the active latency backend.
+    /// `DIR/step<k>/llm.<npu>.et`, one file per TP rank, built from the active latency backend.
     #[arg(long, value_name = "DIR")]
     pub emit_et: Option<PathBuf>,
 

@@ -406,7 +406,7 @@ fn number(record: &csv::StringRecord, column: usize) -> anyhow::Result<f64> {
     }
 }
 
-/// `"<path> line <n>, column `<name>`"` for errors about one field.
+/// The location of one field for error messages: `<path> line <n>, column <name>`.
 fn field_at(path: &Path, record: &csv::StringRecord, name: &str) -> String {
     let line = record.position().map_or(0, |p| p.line());
     format!("{} line {line}, column `{name}`", path.display())
