@@ -2,55 +2,16 @@
 //! its two-instance example output, CSV order, determinism, heterogeneous hardware and the
 //! routing flags.
 
+#[path = "common/binary.rs"]
+mod binary;
+
+use binary::{ok, read_csv, run, shared};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
-
-fn shared(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/llmservingsim")
-        .join(rel)
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("binary runs")
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// CSV rows as maps from column name to value, in file order.
 fn rows(path: &Path) -> Vec<HashMap<String, String>> {
-    let mut reader = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = reader
-        .headers()
-        .unwrap()
-        .iter()
-        .map(str::to_owned)
-        .collect();
-    reader
-        .records()
-        .map(|r| {
-            let r = r.unwrap();
-            header
-                .iter()
-                .cloned()
-                .zip(r.iter().map(str::to_owned))
-                .collect()
-        })
-        .collect()
+    read_csv(path).1
 }
 
 fn num(row: &HashMap<String, String>, column: &str) -> u64 {

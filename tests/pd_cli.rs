@@ -1,57 +1,12 @@
 //! Prefill/decode disaggregation through the real binary: LLMServingSim's bundled P/D configs,
 //! its P/D example output, the CSV columns, the summary, determinism and config errors.
 
+#[path = "common/binary.rs"]
+mod binary;
+
+use binary::{ok, read_csv, run, shared};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
-
-fn shared(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/llmservingsim")
-        .join(rel)
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("binary runs")
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// The header and the rows (maps from column name to value) of a CSV file.
-fn read_csv(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
-    let mut reader = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = reader
-        .headers()
-        .unwrap()
-        .iter()
-        .map(str::to_owned)
-        .collect();
-    let rows = reader
-        .records()
-        .map(|r| {
-            let r = r.unwrap();
-            header
-                .iter()
-                .cloned()
-                .zip(r.iter().map(str::to_owned))
-                .collect()
-        })
-        .collect();
-    (header, rows)
-}
 
 fn num(row: &HashMap<String, String>, column: &str) -> u64 {
     row[column].parse().unwrap()

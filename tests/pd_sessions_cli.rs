@@ -4,58 +4,16 @@
 //! hand-off); the CSV has LLMServingSim's 12 columns, then the P/D pair, then the session
 //! pair; the replay modes run on P/D too.
 
+#[path = "common/binary.rs"]
+mod binary;
+
+use binary::{ok, read_csv, shared};
 use blis_cosim::metrics::{CSV_HEADER, PD_CSV_COLUMNS, SESSION_COLUMNS};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
-
-fn shared(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/llmservingsim")
-        .join(rel)
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = Command::new(BIN).args(args).output().expect("binary runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// The header and the rows (maps from column name to value) of a CSV file.
-fn read_csv(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
-    let mut reader = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = reader
-        .headers()
-        .unwrap()
-        .iter()
-        .map(str::to_owned)
-        .collect();
-    let rows = reader
-        .records()
-        .map(|r| {
-            let r = r.unwrap();
-            assert_eq!(r.len(), header.len());
-            header
-                .iter()
-                .cloned()
-                .zip(r.iter().map(str::to_owned))
-                .collect()
-        })
-        .collect();
-    (header, rows)
 }
 
 fn num(row: &HashMap<String, String>, column: &str) -> u64 {

@@ -1,0 +1,61 @@
+//! Helpers for tests that run the real `blis-cosim` binary. Include with
+//! `#[path = "common/binary.rs"] mod binary;`; each test file uses only some of them.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
+
+/// A path under `../shared/data/llmservingsim`, as a string argument.
+pub fn shared(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/llmservingsim")
+        .join(rel)
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Runs the binary with `args`.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("binary runs")
+}
+
+/// Runs the binary with `args`, asserting success (stderr in the message otherwise).
+pub fn ok(args: &[&str]) -> Output {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The header and the rows (maps from column name to value) of a CSV file; every row has as
+/// many fields as the header.
+pub fn read_csv(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header: Vec<String> = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let rows = reader
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            assert_eq!(r.len(), header.len());
+            header
+                .iter()
+                .cloned()
+                .zip(r.iter().map(str::to_owned))
+                .collect()
+        })
+        .collect();
+    (header, rows)
+}
