@@ -3,6 +3,7 @@
 
 use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraOptions, InstanceNetwork};
 mod instances;
+mod parallel;
 mod replay;
 
 pub use instances::InstanceConfig;
@@ -146,6 +147,11 @@ pub struct RunArgs {
     /// policy also picks the decode instance of each prefilled request.
     #[arg(long, value_name = "POLICY", default_value = "LOAD", value_parser = parse_routing_policy)]
     pub request_routing_policy: RoutingPolicy,
+
+    /// How the MoE gate spreads tokens over experts: BALANCED (closed-form, perfectly
+    /// balanced), RR (expert-token pairs cycle over the experts) or RAND (seeded draws).
+    #[arg(long, value_name = "POLICY", default_value = "BALANCED", value_parser = parse_expert_routing)]
+    pub expert_routing_policy: String,
 
     /// Weights of the weighted routing policy, e.g. queue=1,kv=0.5 (signals: queue, running,
     /// kv, prefix; those left out weigh 0) [default: all 1].
@@ -356,16 +362,23 @@ impl RunArgs {
             enable_prefix_caching: !self.no_enable_prefix_caching,
             reserve_full_isl: !self.no_reserve_full_isl,
         };
+        let astra_binary = std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from);
+        let pricing = if self.astra.selects_astra(astra_binary.as_deref()) {
+            parallel::CommPricing::Astra
+        } else {
+            parallel::CommPricing::Analytical
+        };
         let (instances, num_nodes, network, links) = match &self.cluster_config {
             None => {
                 let model = self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B");
                 let hardware = self.hardware.as_deref().unwrap_or("H100-SXM");
-                let instance = flags.instance(
+                let mut instance = flags.instance(
                     0,
                     ModelArch::resolve(model)?,
                     Hardware::resolve(hardware)?,
                     self.tp.unwrap_or(1),
                 );
+                parallel::standalone(&mut instance, pricing);
                 let network = InstanceNetwork::from_hardware(&instance.hardware, instance.tp);
                 (vec![instance], 1, network, None)
             }
@@ -373,10 +386,19 @@ impl RunArgs {
                 let source = path.display().to_string();
                 let cluster = ClusterConfig::load(path)?;
                 let placed = cluster.instances(&source)?;
-                let instances = placed
+                let mut instances = placed
                     .iter()
                     .map(|placed| flags.cluster_instance(placed, &source))
                     .collect::<Result<Vec<_>, _>>()?;
+                parallel::resolve(
+                    &cluster,
+                    &placed,
+                    &mut instances,
+                    &self.expert_routing_policy,
+                    self.seed,
+                    pricing,
+                    &source,
+                )?;
                 if instances.is_empty() {
                     return Err(ConfigError::Invalid {
                         source_name: source,
@@ -395,9 +417,14 @@ impl RunArgs {
                 (instances, cluster.num_nodes, network, links)
             }
         };
-        let astra = self
-            .astra
-            .resolve(std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from), &network)?;
+        let astra = self.astra.resolve(astra_binary, &network)?;
+        if astra.is_some() && instances.iter().any(|i| i.collectives.ep.total > 1) {
+            return Err(command_line(
+                "--network-backend",
+                "ASTRA-Sim co-simulation of expert parallelism is not supported yet; use \
+                 --network-backend analytical",
+            ));
+        }
         if astra.is_some() && instances.len() > 1 {
             return Err(command_line(
                 "--network-backend",
@@ -436,6 +463,11 @@ fn parse_dtype(s: &str) -> Result<Dtype, String> {
 
 fn parse_routing_policy(s: &str) -> Result<RoutingPolicy, String> {
     s.parse()
+}
+
+fn parse_expert_routing(s: &str) -> Result<String, String> {
+    crate::latency::ExpertRouting::parse(s, 0)?;
+    Ok(s.to_ascii_uppercase())
 }
 
 fn parse_routing_weights(s: &str) -> Result<RoutingWeights, String> {

@@ -72,6 +72,10 @@ fn bundled_multi_instance_configs_run_or_are_refused_naming_the_key() {
         ("rtx4090_multi_instance.json", &llama, 2, 1),
         ("single_node_4_instance_2TP.json", &llama, 4, 1),
         ("single_node_moe_multi_instance.json", &qwen, 2, 1),
+        ("single_node_moe_dp_ep_instance.json", &qwen, 2, 1),
+        ("single_node_moe_dp_tp_instance.json", &qwen, 2, 1),
+        ("dual_node_moe_dp_ep_intra_inter_instance.json", &qwen, 2, 2),
+        ("single_node_dp_instance.json", &llama, 2, 1),
     ] {
         ok(&[
             "--cluster-config",
@@ -100,8 +104,8 @@ fn bundled_multi_instance_configs_run_or_are_refused_naming_the_key() {
     }
     for (file, key) in [
         (
-            "single_node_moe_dp_ep_instance.json",
-            "nodes[0].instances[0].dp_group",
+            "single_node_moe_dp_pp_instance.json",
+            "nodes[0].instances[0].pp_size",
         ),
         (
             "single_node_pp_instance.json",

@@ -92,6 +92,7 @@ fn setup(num_blocks: u32, reserve_full_isl: bool) -> InstanceSetup {
             enable_prefix_caching: true,
             block_size: 16,
         },
+        dp_group: None,
     }
 }
 
@@ -189,9 +190,7 @@ fn kv_blocks_used_plus_free_equal_total_after_every_step() {
             now = requests[next].arrival_ns;
             continue;
         };
-        now += LinearBackend
-            .step_time(&BatchDesc { items: batch })
-            .unwrap();
+        now += LinearBackend.step_time(&BatchDesc::new(batch)).unwrap();
         s.complete_step(now, "m", 0, |_| {
             done += 1;
             Ok::<_, std::convert::Infallible>(())

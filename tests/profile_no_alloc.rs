@@ -31,6 +31,7 @@ fn pricing_a_step_does_not_allocate() {
             architecture: None,
             max_num_batched_tokens: 2048,
             max_num_seqs: Some(256),
+            collectives: blis_cosim::latency::Collectives::NONE,
         })
         .unwrap();
         let item = |new_tokens, context_tokens| BatchItem {
@@ -46,7 +47,7 @@ fn pricing_a_step_does_not_allocate() {
         let before = allocations();
         let mut total = 0;
         for batch in &batches {
-            total += db.step_time(&BatchDesc { items: batch }).unwrap();
+            total += db.step_time(&BatchDesc::new(batch)).unwrap();
         }
         assert_eq!(allocations() - before, 0, "{name}");
         assert!(total > 0);

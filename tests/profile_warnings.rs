@@ -44,6 +44,7 @@ fn spec<'a>(root: &'a Path, model: &'a ModelArch, tokens: u32, seqs: u32) -> Pro
         architecture: None,
         max_num_batched_tokens: tokens,
         max_num_seqs: Some(seqs),
+        collectives: blis_cosim::latency::Collectives::NONE,
     }
 }
 

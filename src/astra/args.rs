@@ -120,6 +120,18 @@ impl InstanceNetwork {
 }
 
 impl AstraArgs {
+    /// Whether the network backend is ASTRA-Sim: `--network-backend`, else astra when a
+    /// binary is given (`--astra-sim`, else `env_binary`).
+    pub fn selects_astra(&self, env_binary: Option<&Path>) -> bool {
+        let binary =
+            self.astra_sim.is_some() || env_binary.is_some_and(|p| !p.as_os_str().is_empty());
+        self.network_backend.unwrap_or(if binary {
+            NetworkBackend::Astra
+        } else {
+            NetworkBackend::Analytical
+        }) == NetworkBackend::Astra
+    }
+
     /// The ASTRA-Sim settings, or `None` for the analytical network backend. `env_binary` is
     /// the value of [`ASTRA_SIM_ENV`] (ignored when empty).
     pub fn resolve(
@@ -136,12 +148,7 @@ impl AstraArgs {
             .astra_sim
             .clone()
             .or(env_binary.filter(|p| !p.as_os_str().is_empty()));
-        let backend = self.network_backend.unwrap_or(if binary.is_some() {
-            NetworkBackend::Astra
-        } else {
-            NetworkBackend::Analytical
-        });
-        if backend == NetworkBackend::Analytical {
+        if !self.selects_astra(binary.as_deref()) {
             let astra_only = [
                 ("--astra-mode", self.astra_mode.is_some()),
                 ("--astra-timeout", self.astra_timeout.is_some()),

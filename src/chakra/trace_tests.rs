@@ -39,7 +39,7 @@ fn llama() -> ModelArch {
 fn roofline_breakdown(model: &ModelArch, tp: u32) -> Vec<LayerTiming> {
     let hw = Hardware::resolve("H100-SXM").unwrap();
     let mut r = Roofline::new(model, &hw, tp, Dtype::Bfloat16);
-    r.breakdown(&BatchDesc { items: &ITEMS }).unwrap()
+    r.breakdown(&BatchDesc::new(&ITEMS)).unwrap()
 }
 
 fn profile_breakdown(model: &ModelArch, tp: u32) -> Vec<LayerTiming> {
@@ -57,9 +57,10 @@ fn profile_breakdown(model: &ModelArch, tp: u32) -> Vec<LayerTiming> {
         architecture: None,
         max_num_batched_tokens: 2048,
         max_num_seqs: Some(256),
+        collectives: crate::latency::Collectives::NONE,
     })
     .unwrap();
-    db.breakdown(&BatchDesc { items: &ITEMS }).unwrap()
+    db.breakdown(&BatchDesc::new(&ITEMS)).unwrap()
 }
 
 fn build(
@@ -69,7 +70,7 @@ fn build(
     dims: Option<&[bool]>,
 ) -> Vec<EtNode> {
     BatchTrace {
-        batch: &BatchDesc { items: &ITEMS },
+        batch: &BatchDesc::new(&ITEMS),
         model,
         tp,
         dtype: Dtype::Bfloat16,
@@ -229,7 +230,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
     let mut breakdown = roofline_breakdown(&model, 1);
     breakdown[3].repeats = 7;
     let err = BatchTrace {
-        batch: &BatchDesc { items: &ITEMS },
+        batch: &BatchDesc::new(&ITEMS),
         model: &model,
         tp: 1,
         dtype: Dtype::Bfloat16,
@@ -241,7 +242,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
     assert!(err.to_string().contains("runs 7 times per step"), "{err}");
     let only_comm: Vec<LayerTiming> = breakdown.into_iter().filter(|l| l.is_comm).collect();
     let err = BatchTrace {
-        batch: &BatchDesc { items: &ITEMS },
+        batch: &BatchDesc::new(&ITEMS),
         model: &model,
         tp: 1,
         dtype: Dtype::Bfloat16,
@@ -258,7 +259,7 @@ fn a_batch_trace_is_written_once_per_tp_rank_and_reads_back() {
     let model = llama();
     let breakdown = roofline_breakdown(&model, 4);
     let trace = BatchTrace {
-        batch: &BatchDesc { items: &ITEMS },
+        batch: &BatchDesc::new(&ITEMS),
         model: &model,
         tp: 4,
         dtype: Dtype::Bfloat16,

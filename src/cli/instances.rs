@@ -3,6 +3,7 @@
 //! LLMServingSim).
 
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
+use crate::latency::Collectives;
 use crate::scheduler::SchedulerConfig;
 
 /// One instance, resolved and validated.
@@ -26,6 +27,10 @@ pub struct InstanceConfig {
     pub memory_utilization: f64,
     /// Scheduler limits and switches.
     pub scheduler: SchedulerConfig,
+    /// TP and EP collectives of its steps, and its expert parallelism.
+    pub collectives: Collectives,
+    /// The lock-step data-parallel group it belongs to (an index), if any.
+    pub dp_group: Option<u32>,
 }
 
 /// The engine settings of the command line (flag values or their defaults): what every
@@ -77,6 +82,8 @@ impl EngineFlags {
             kv_cache_fp8: self.kv_cache_fp8,
             memory_utilization: self.memory_utilization,
             scheduler,
+            collectives: Collectives::NONE,
+            dp_group: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Flag parsing and their resolution into a `SimConfig`.
 
 use super::*;
+use crate::latency::{CommLink, EpNetwork, ExpertRouting};
 
 fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
     let mut full = vec!["blis-cosim", "--dataset", "w.jsonl"];
@@ -231,12 +232,115 @@ fn multi_instance_llmservingsim_configs_resolve_and_others_are_refused() {
     let roles: Vec<InstanceRole> = cfg.instances.iter().map(|i| i.role).collect();
     assert_eq!(roles, [InstanceRole::Prefill, InstanceRole::Decode]);
     assert_eq!(cfg.links.unwrap().dims(), [2, 3]);
-    let c = shared("configs/cluster/single_node_dp_instance.json");
-    let err = parse(&["--cluster-config", &c])
+}
+
+#[test]
+fn dp_groups_and_expert_parallelism_resolve_as_llmservingsim_lays_them_out() {
+    // Two single-GPU members of a MoE DP group at EP 2: one rank each, across dimension 1.
+    let c = shared("configs/cluster/single_node_moe_dp_ep_instance.json");
+    let cfg = parse(&["--cluster-config", &c])
         .unwrap()
         .into_config()
-        .unwrap_err();
-    assert!(err.to_string().contains("dp_group"), "{err}");
+        .unwrap();
+    let link = CommLink {
+        bandwidth_gbps: 16.0,
+        latency_ns: 20_000.0,
+    };
+    for (id, inst) in cfg.instances.iter().enumerate() {
+        assert_eq!(inst.dp_group, Some(0));
+        let ep = inst.collectives.ep;
+        assert_eq!((ep.total, ep.local, ep.first_rank), (2, 1, id as u32));
+        assert_eq!(
+            ep.link,
+            Some(EpNetwork {
+                inner: (1, link),
+                outer: (2, link)
+            })
+        );
+        assert_eq!(ep.routing, ExpertRouting::Balanced);
+    }
+    // EP 4 over two TP-2 members on two nodes: 2 ranks inside each (128 GB/s, 500 ns), 2
+    // across (16 GB/s, 20 µs); TP all-reduces on the inner link.
+    let c = shared("configs/cluster/dual_node_moe_dp_ep_intra_inter_instance.json");
+    let cfg = parse(&["--cluster-config", &c, "--expert-routing-policy", "rand"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let fast = CommLink {
+        bandwidth_gbps: 128.0,
+        latency_ns: 500.0,
+    };
+    let second = &cfg.instances[1].collectives;
+    assert_eq!((second.tp, second.tp_link), (2, Some(fast)));
+    assert_eq!((second.ep.local, second.ep.first_rank), (2, 2));
+    assert_eq!(
+        second.ep.link,
+        Some(EpNetwork {
+            inner: (2, fast),
+            outer: (2, link)
+        })
+    );
+    assert!(matches!(second.ep.routing, ExpertRouting::Random { .. }));
+    // A dense model's DP group runs its members independently: no lock step, no EP.
+    let c = shared("configs/cluster/single_node_dp_instance.json");
+    let cfg = parse(&["--cluster-config", &c])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    assert!(cfg.instances.iter().all(|i| i.dp_group.is_none()));
+    assert!(cfg.instances.iter().all(|i| i.collectives.ep.total == 1));
+}
+
+#[test]
+fn bad_parallelism_is_refused_naming_the_key() {
+    let text = std::fs::read_to_string(shared(
+        "configs/cluster/single_node_moe_dp_ep_instance.json",
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        // EP beyond one instance without a DP group.
+        (
+            text.replace("\"dp_group\": \"A\",", ""),
+            "ep_size",
+            "needs a dp_group",
+        ),
+        // 3 does not divide 128 experts.
+        (
+            text.replace("\"ep_size\": 2", "\"ep_size\": 3"),
+            "ep_size",
+            "does not divide",
+        ),
+        // Members that disagree.
+        (
+            text.replacen("\"ep_size\": 2", "\"ep_size\": 4", 1),
+            "dp_group",
+            "must share",
+        ),
+        // EP 4 over 2 single-GPU members: 2 ranks each, more than tp 1.
+        (
+            text.replace("\"ep_size\": 2", "\"ep_size\": 4"),
+            "ep_size",
+            "at most tp_size",
+        ),
+    ];
+    for (i, (config, key, message)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("c{i}.json"));
+        std::fs::write(&path, config).unwrap();
+        let err = parse(&["--cluster-config", path.to_str().unwrap()])
+            .unwrap()
+            .into_config()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(key) && err.contains(message),
+            "case {i}: {err}"
+        );
+    }
+    let err = parse(&["--expert-routing-policy", "CUSTOM"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("BALANCED, RR or RAND"), "{err}");
 }
 
 #[test]

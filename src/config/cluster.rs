@@ -179,7 +179,7 @@ impl ClusterConfig {
     }
 
     /// Every instance, in file order (which is the order of global instance ids), with its
-    /// role, refusing what is not supported yet (pipeline or data parallelism, placement,
+    /// role, refusing what is not supported yet (pipeline parallelism, placement,
     /// offloading, PIM, power, CXL) and P/D roles without a partner: every model served by a
     /// prefill instance needs a decode instance and the other way round.
     pub fn instances(&self, source_name: &str) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
@@ -207,9 +207,6 @@ impl ClusterConfig {
                 let at = |key: &str| format!("{path}.{key}");
                 if inst.pp_size.is_some_and(|p| p > 1) {
                     return Err(unsupported(&at("pp_size"), "pipeline parallelism"));
-                }
-                if inst.dp_group.is_some() {
-                    return Err(unsupported(&at("dp_group"), "data parallelism"));
                 }
                 if inst.placement.is_some() {
                     return Err(unsupported(&at("placement"), "weight/KV placement"));
@@ -391,14 +388,6 @@ mod tests {
             (
                 "single_node_pp_instance.json",
                 "nodes[0].instances[0].pp_size",
-            ),
-            (
-                "single_node_dp_instance.json",
-                "nodes[0].instances[0].dp_group",
-            ),
-            (
-                "single_node_moe_dp_ep_instance.json",
-                "nodes[0].instances[0].dp_group",
             ),
             ("single_node_cxl_instance.json", "cxl_mem"),
             (

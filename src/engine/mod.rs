@@ -26,6 +26,11 @@
 //! requests whose prompt a prefill instance completed, and KV transfers ending at `t` deliver
 //! requests to decode instances (after the step completions, before the arrivals).
 //!
+//! The members of a data-parallel group ([`InstanceSetup::dp_group`]) step in lock step, as
+//! waves: in step 3 a wave starts when every member is idle and one has work; every member
+//! forms a batch (an idle one a dummy batch), the batches are padded to the widest, and all
+//! members' steps end when the slowest member's does (`dp.rs`).
+//!
 //! A finished request is also reported to the run's [`Injector`] (the one hook for work
 //! released at run time, e.g. the next step of an agentic session; [`run_cluster_with`], see
 //! `inject.rs`), whose requests join the arrivals still to come at their arrival time, after
@@ -40,6 +45,7 @@
 //! release order); then idle instances start steps, by instance id. Every tie is broken by a
 //! fixed rule, so a run is deterministic.
 
+mod dp;
 mod eligibility;
 mod events;
 mod inject;
@@ -72,6 +78,9 @@ pub struct InstanceSetup {
     pub num_blocks: u32,
     /// Scheduler limits and switches.
     pub scheduler: SchedulerConfig,
+    /// The lock-step data-parallel group of the instance (an index shared by its members),
+    /// if any: the group's steps run as waves (see the module docs).
+    pub dp_group: Option<u32>,
 }
 
 /// One finished step, for observers (logging, progress).
@@ -114,8 +123,10 @@ pub trait Observer {
 /// What one instance did over a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InstanceOutcome {
-    /// Steps executed.
+    /// Steps executed (dummy steps of an idle DP-group member not included).
     pub steps: u64,
+    /// Dummy steps run to keep pace with the other members of its DP group.
+    pub dummy_steps: u64,
     /// Requests finished.
     pub finished: u64,
     /// Scheduler counters.
@@ -193,6 +204,9 @@ struct InstanceSim<'a> {
     waiting: usize,
     running: usize,
     steps: u64,
+    dummy_steps: u64,
+    /// The step in flight is a DP dummy step (no request of the instance in it).
+    dummy: bool,
     finished: u64,
     /// Queued for a scheduling attempt at the end of the current instant.
     ready: bool,
@@ -305,10 +319,13 @@ pub fn run_instances(
             waiting: 0,
             running: 0,
             steps: 0,
+            dummy_steps: 0,
+            dummy: false,
             finished: 0,
             ready: false,
         })
         .collect();
+    let groups = dp::groups(setups);
     let mut queue = EventQueue::with_capacity(2 * setups.len() + 1);
     let mut ready: Vec<u32> = Vec::with_capacity(setups.len());
     let mut now: Nanos = 0;
@@ -369,8 +386,23 @@ pub fn run_instances(
         }
         ready.sort_unstable();
         for &id in &ready {
+            instances[id as usize].ready = false;
+            if let Some(g) = setups[id as usize].dp_group {
+                let members = &groups[g as usize];
+                let wave = dp::Wave {
+                    members,
+                    instances: &mut instances,
+                    schedulers: &mut schedulers,
+                    backends,
+                };
+                if let Some(end) = wave.start(now)? {
+                    for &m in members {
+                        queue.push(end, EventKind::StepEnd { instance: m });
+                    }
+                }
+                continue;
+            }
             let (inst, scheduler) = (&mut instances[id as usize], &mut schedulers[id as usize]);
-            inst.ready = false;
             if !inst.busy
                 && scheduler.has_work()
                 && let Some(end) =
@@ -400,6 +432,7 @@ pub fn run_instances(
             .zip(&schedulers)
             .map(|(i, scheduler)| InstanceOutcome {
                 steps: i.steps,
+                dummy_steps: i.dummy_steps,
                 finished: i.finished,
                 stats: scheduler.stats(),
             })
@@ -435,7 +468,7 @@ fn start_step(
             running: scheduler.num_running(),
         });
     };
-    let step_ns = backend.step_time(&BatchDesc { items })?;
+    let step_ns = backend.step_time(&BatchDesc::new(items))?;
     if step_ns == 0 {
         return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
     }
@@ -457,6 +490,9 @@ fn finish_step(
     observer: &mut dyn Observer,
 ) -> Result<(), SimError> {
     inst.busy = false;
+    if std::mem::take(&mut inst.dummy) {
+        return Ok(());
+    }
     let finished = &mut inst.finished;
     scheduler.complete_step(now, &inst.setup.model_name, id, |rec| {
         *finished += 1;
@@ -467,9 +503,7 @@ fn finish_step(
             instance: id,
             start_ns: inst.step_start,
             end_ns: now,
-            batch: BatchDesc {
-                items: scheduler.last_batch(),
-            },
+            batch: BatchDesc::new(scheduler.last_batch()),
             waiting: inst.waiting,
             running: inst.running,
         },

@@ -6,9 +6,14 @@
 //! measured on real GPUs, LLMServingSim's profile bundles); ASTRA-Sim co-simulation
 //! ([`crate::astra::AstraBackend`]) wraps either of them behind the same trait.
 
+mod collective;
 mod profile;
 mod roofline;
 
+pub use collective::{
+    Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
+    RankLoad,
+};
 pub use profile::{LookupCounts, ProfileDb, ProfileError, ProfileSpec};
 pub use roofline::Roofline;
 
@@ -36,17 +41,41 @@ impl BatchItem {
 pub struct BatchDesc<'a> {
     /// The scheduled requests, in schedule order.
     pub items: &'a [BatchItem],
+    /// Dummy one-token decodes added by data-parallel padding: a member of a DP group runs
+    /// its step at the token count of the group's largest batch (vLLM pads every rank to
+    /// `max(num_tokens_across_dp)`). Dense, per-sequence and MoE layers see them; attention
+    /// does not (a padded slot has no KV). 0 outside DP groups.
+    pub pad_tokens: u32,
+}
+
+impl<'a> BatchDesc<'a> {
+    /// An unpadded batch of `items`.
+    pub fn new(items: &'a [BatchItem]) -> BatchDesc<'a> {
+        BatchDesc {
+            items,
+            pad_tokens: 0,
+        }
+    }
+
+    /// `items` padded with `pad_tokens` dummy decodes (see [`BatchDesc::pad_tokens`]).
+    pub fn padded(items: &'a [BatchItem], pad_tokens: u32) -> BatchDesc<'a> {
+        BatchDesc { items, pad_tokens }
+    }
 }
 
 impl BatchDesc<'_> {
-    /// Tokens computed in this step, over all requests.
+    /// Tokens computed in this step, over all requests, padding included.
     pub fn total_tokens(&self) -> u64 {
-        self.items.iter().map(|i| u64::from(i.new_tokens)).sum()
+        self.items
+            .iter()
+            .map(|i| u64::from(i.new_tokens))
+            .sum::<u64>()
+            + u64::from(self.pad_tokens)
     }
 
-    /// Sequences in this step.
+    /// Sequences in this step (each padded token is a dummy sequence).
     pub fn num_seqs(&self) -> u64 {
-        self.items.len() as u64
+        self.items.len() as u64 + u64::from(self.pad_tokens)
     }
 }
 

@@ -9,7 +9,7 @@
 //! 1 ns, before it is multiplied by its repeat count. [`Roofline::step_time`] and
 //! [`Roofline::breakdown`] share that rounding, so the breakdown sums exactly to the step time.
 
-use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+use super::{BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape};
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, ModelArch};
 
@@ -36,6 +36,8 @@ pub struct Roofline {
     bytes_per_ns: f64,
     launch_ns: f64,
     allreduce: Option<AllReduce>,
+    /// Expert-parallel dispatch/combine (MoE models under EP), priced on the ring model.
+    expert_comm: Option<(Collectives, MoeShape)>,
 }
 
 /// The per-GPU shape of the MLP of one block.
@@ -47,6 +49,8 @@ enum Mlp {
     Moe {
         experts: f64,
         top_k: f64,
+        /// Expert-parallel ranks the experts are spread over (1 without EP).
+        ep: f64,
         /// Weight bytes of one expert on one GPU (`3 × hidden × moe_ffn × fp / tp`).
         expert_bytes: f64,
         /// FLOPs of one routed token through one expert on one GPU.
@@ -84,8 +88,8 @@ enum Work {
         prefill: Cost,
         decode: Cost,
     },
-    /// A ring all-reduce whose time is already known, ns.
-    AllReduce {
+    /// A collective whose time is already known, ns.
+    Comm {
         ns: f64,
     },
 }
@@ -116,6 +120,7 @@ impl Roofline {
                 Mlp::Moe {
                     experts: moe.num_experts as f64,
                     top_k: moe.top_k as f64,
+                    ep: 1.0,
                     expert_bytes: per_gpu * fp,
                     flops_per_token_expert: 2.0 * per_gpu,
                 }
@@ -144,7 +149,32 @@ impl Roofline {
             bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
             launch_ns: hardware.kernel_launch_ns,
             allreduce,
+            expert_comm: None,
         }
+    }
+
+    /// The same roofline with the expert parallelism of `collectives` (a MoE model at EP > 1):
+    /// each GPU holds `experts / ep` whole experts and computes its share of the routed
+    /// rows, and every MoE layer is framed by the EP dispatch and combine when
+    /// `collectives` has an EP link. Without EP (or for a dense model) nothing changes.
+    pub fn with_expert_parallel(mut self, model: &ModelArch, collectives: Collectives) -> Roofline {
+        let ep = collectives.ep.total;
+        let (Some(moe), true) = (&model.moe, ep > 1) else {
+            return self;
+        };
+        let whole = (3 * model.hidden_size * moe.moe_intermediate_size) as f64;
+        self.mlp = Mlp::Moe {
+            experts: moe.num_experts as f64,
+            top_k: moe.top_k as f64,
+            ep: f64::from(ep),
+            expert_bytes: whole * self.fp,
+            flops_per_token_expert: 2.0 * whole,
+        };
+        self.expert_comm = collectives
+            .ep
+            .link
+            .map(|_| (collectives, MoeShape::of(model, self.fp as u64)));
+        self
     }
 
     /// Sums the batch into the totals the layers need, without allocating.
@@ -154,9 +184,11 @@ impl Roofline {
         }
         let (hpg, hd, fp) = (self.heads_per_gpu, self.head_dim, self.fp);
         let kv_row = self.kv_heads_per_gpu * hd * 2.0 * fp;
+        // DP padding: dummy decodes every token-wise layer computes, without KV.
+        let pad = f64::from(batch.pad_tokens);
         let mut step = Step {
-            tokens: 0.0,
-            seqs: batch.items.len() as f64,
+            tokens: pad,
+            seqs: batch.items.len() as f64 + pad,
             prefill: Cost::default(),
             decode: Cost::default(),
         };
@@ -192,7 +224,7 @@ impl Roofline {
         // RMSNorm over `elems` values with a weight of `width`: read, write, weight.
         let norm = |elems: f64, width: f64| kernel(4.0 * elems, (2.0 * elems + width) * fp);
         // Ring all-reduce of the full `t × hidden` activation.
-        let allreduce = self.allreduce.map(|ring| Work::AllReduce {
+        let allreduce = self.allreduce.map(|ring| Work::Comm {
             ns: t * h * fp * ring.ns_per_byte + ring.fixed_ns,
         });
         let l = self.num_layers;
@@ -233,16 +265,33 @@ impl Roofline {
             Mlp::Moe {
                 experts,
                 top_k,
+                ep,
                 expert_bytes,
                 flops_per_token_expert,
             } => {
                 visit("router", l, gemm(t, h, experts));
-                // Expected distinct experts hit by `t` tokens each choosing `top_k`; a
-                // grouped GEMM over the `t × top_k` routed rows (act_fn fused).
-                let active = experts * (1.0 - (1.0 - top_k / experts).powf(t));
-                let routed = t * top_k;
+                let comm = self.expert_comm.map(|(c, shape)| {
+                    let (dispatch, combine) = c.ep_dispatch_combine_ns(t as u64, &shape);
+                    (
+                        Work::Comm {
+                            ns: dispatch as f64,
+                        },
+                        Work::Comm { ns: combine as f64 },
+                    )
+                });
+                if let Some((dispatch, _)) = comm {
+                    visit("ep_dispatch", l, dispatch);
+                }
+                // Expected distinct experts of this GPU hit by `t` tokens each choosing
+                // `top_k`; a grouped GEMM over its share of the `t × top_k` routed rows
+                // (act_fn fused).
+                let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(t));
+                let routed = t * top_k / ep;
                 let bytes = active * expert_bytes + 2.0 * routed * h * fp;
                 visit("experts", l, kernel(routed * flops_per_token_expert, bytes));
+                if let Some((_, combine)) = comm {
+                    visit("ep_combine", l, combine);
+                }
             }
         }
         if let Some(work) = allreduce {
@@ -266,7 +315,7 @@ impl Roofline {
             Work::Attention { prefill, decode } => {
                 self.roofline_ns(prefill) + self.roofline_ns(decode) + self.launch_ns
             }
-            Work::AllReduce { ns } => ns,
+            Work::Comm { ns } => ns,
         };
         (ns.round() as Nanos).max(1)
     }
@@ -294,7 +343,7 @@ impl LatencyBackend for Roofline {
                 name,
                 repeats,
                 time_ns: self.layer_ns(work),
-                is_comm: matches!(work, Work::AllReduce { .. }),
+                is_comm: matches!(work, Work::Comm { .. }),
             });
         });
         Ok(layers)
@@ -327,11 +376,11 @@ mod tests {
     }
 
     fn time(r: &mut Roofline, items: &[BatchItem]) -> Nanos {
-        r.step_time(&BatchDesc { items }).unwrap()
+        r.step_time(&BatchDesc::new(items)).unwrap()
     }
 
     fn layers(r: &Roofline, items: &[BatchItem]) -> Vec<(&'static str, Work)> {
-        let step = r.step(&BatchDesc { items }).unwrap();
+        let step = r.step(&BatchDesc::new(items)).unwrap();
         let mut out = Vec::new();
         r.for_each_layer(&step, |name, _, work| out.push((name, work)));
         out
@@ -401,8 +450,7 @@ mod tests {
             },
         ];
         let compute = |tp| {
-            let timings =
-                roofline("Llama-3.1-70B", "H100", tp).breakdown(&BatchDesc { items: &batch });
+            let timings = roofline("Llama-3.1-70B", "H100", tp).breakdown(&BatchDesc::new(&batch));
             let timings = timings.unwrap();
             let comms = timings.iter().filter(|l| l.is_comm).count();
             let names_ok = timings.iter().all(|l| l.is_comm == (l.name == "allreduce"));
@@ -443,7 +491,7 @@ mod tests {
         ] {
             let mut r = roofline(model, "B200", tp);
             for items in [&mixed[..], &mixed[1..], &decodes(1, 0)] {
-                let batch = BatchDesc { items };
+                let batch = BatchDesc::new(items);
                 let sum: Nanos = r
                     .breakdown(&batch)
                     .unwrap()
@@ -458,9 +506,7 @@ mod tests {
     #[test]
     fn qk_norm_runs_only_for_qwen3_models() {
         let has_qk_norm = |model| {
-            let timings = roofline(model, "H200", 1).breakdown(&BatchDesc {
-                items: &decodes(1, 1),
-            });
+            let timings = roofline(model, "H200", 1).breakdown(&BatchDesc::new(&decodes(1, 1)));
             timings.unwrap().iter().any(|l| l.name == "qk_norm")
         };
         assert!(has_qk_norm("Qwen3-32B") && has_qk_norm("Qwen3-30B-A3B-Instruct-2507"));
@@ -496,11 +542,11 @@ mod tests {
     #[test]
     fn empty_batches_and_zero_token_items_are_errors() {
         let mut r = roofline("Llama-3.1-8B", "H100", 1);
-        assert!(r.step_time(&BatchDesc { items: &[] }).is_err());
+        assert!(r.step_time(&BatchDesc::new(&[])).is_err());
         let zero = [BatchItem {
             new_tokens: 0,
             context_tokens: 3,
         }];
-        assert!(r.step_time(&BatchDesc { items: &zero }).is_err());
+        assert!(r.step_time(&BatchDesc::new(&zero)).is_err());
     }
 }

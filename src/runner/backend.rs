@@ -51,12 +51,10 @@ impl Backend {
     ) -> anyhow::Result<Box<dyn LatencyBackend>> {
         let Some(root) = &config.profile_dir else {
             log::info!("{label}latency backend: roofline (analytical)");
-            return Ok(Box::new(Roofline::new(
-                &inst.model,
-                &inst.hardware,
-                inst.tp,
-                inst.dtype,
-            )));
+            return Ok(Box::new(
+                Roofline::new(&inst.model, &inst.hardware, inst.tp, inst.dtype)
+                    .with_expert_parallel(&inst.model, inst.collectives),
+            ));
         };
         let started = Instant::now();
         let db = ProfileDb::load(&ProfileSpec {
@@ -69,6 +67,7 @@ impl Backend {
             architecture: config.architecture.as_deref(),
             max_num_batched_tokens: inst.scheduler.max_num_batched_tokens,
             max_num_seqs: inst.scheduler.max_num_seqs,
+            collectives: inst.collectives,
         })?;
         log::info!(
             "{label}latency backend: profile DB {} (loaded in {:.1} ms)",

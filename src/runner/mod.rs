@@ -81,6 +81,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             max_model_len: u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX),
             num_blocks,
             scheduler: inst.scheduler.clone(),
+            dp_group: inst.dp_group,
         });
         capacities.push(capacity);
         backends.push(Backend::new(config, inst, &label, first_arrival)?);

@@ -38,7 +38,7 @@ pub fn hand_check_tp2() {
     .apply();
     let mut backend = start(options(AstraMode::Fork, 2, runs.path()), 2, 1_000_000);
     let items = decodes(1);
-    let step = backend.step_time(&BatchDesc { items: &items }).unwrap();
+    let step = backend.step_time(&BatchDesc::new(&items)).unwrap();
     assert_eq!(step, 476_024);
     assert_eq!(backend.astra_clock_ns(), Some(1_476_024));
     let prefix = backend.inputs_dir().join("b0").display().to_string();
@@ -76,7 +76,7 @@ pub fn memo_hits_on_repeated_batches() {
         let mut backend = start(opts, 2, 1);
         let times: Vec<u64> = sequence
             .iter()
-            .map(|items| backend.step_time(&BatchDesc { items }).unwrap())
+            .map(|items| backend.step_time(&BatchDesc::new(items)).unwrap())
             .collect();
         let stats = backend.stats();
         backend.finish().unwrap();
@@ -97,7 +97,7 @@ pub fn breakdown_adds_astra_time() {
     DoubleEnv::default().apply();
     let mut backend = start(options(AstraMode::Fork, 2, runs.path()), 2, 1);
     let items = decodes(1);
-    let batch = BatchDesc { items: &items };
+    let batch = BatchDesc::new(&items);
     assert!(backend.breakdown(&batch).is_err(), "not priced yet");
     let step = backend.step_time(&batch).unwrap();
     let layers = backend.breakdown(&batch).unwrap();
@@ -129,10 +129,10 @@ fn fault_at_step_1(fault: &'static str, expect: &str, bound: Duration) {
     opts.limits.max_bytes_per_step = 1 << 20;
     let mut backend = start(opts, 2, 1);
     let (one, two) = (decodes(1), decodes(2));
-    backend.step_time(&BatchDesc { items: &one }).unwrap();
+    backend.step_time(&BatchDesc::new(&one)).unwrap();
     let started = Instant::now();
     let err = backend
-        .step_time(&BatchDesc { items: &two })
+        .step_time(&BatchDesc::new(&two))
         .unwrap_err()
         .to_string();
     assert!(
@@ -147,9 +147,7 @@ fn fault_at_step_1(fault: &'static str, expect: &str, bound: Duration) {
     assert!(err.contains(expect), "{fault}: {err}");
     assert!(err.contains("the process was stopped"), "{fault}: {err}");
     assert_gone(&pids(&pid_file));
-    let again = backend
-        .step_time(&BatchDesc { items: &decodes(3) })
-        .unwrap_err();
+    let again = backend.step_time(&BatchDesc::new(&decodes(3))).unwrap_err();
     assert!(again.to_string().contains("earlier fault"), "{again}");
     drop(backend);
     assert!(
@@ -250,7 +248,7 @@ pub fn missing_binary() {
             Err(e) => e.to_string(),
             // Stock mode starts a process per batch: the first step fails.
             Ok(mut backend) => backend
-                .step_time(&BatchDesc { items: &decodes(1) })
+                .step_time(&BatchDesc::new(&decodes(1)))
                 .unwrap_err()
                 .to_string(),
         };

@@ -38,7 +38,7 @@ pub fn stock_prices_the_hand_check_once_per_distinct_batch() {
     let (one, two) = (decodes(1), decodes(2));
     let times: Vec<u64> = [&one, &one, &two, &one]
         .iter()
-        .map(|items| backend.step_time(&BatchDesc { items }).unwrap())
+        .map(|items| backend.step_time(&BatchDesc::new(items)).unwrap())
         .collect();
     assert_eq!(times, [476_024, 476_024, 872_048, 476_024]);
     assert_eq!(backend.astra_clock_ns(), None);
@@ -75,7 +75,7 @@ pub fn stock_faults() {
         let mut backend = start(1, runs.path());
         let started = Instant::now();
         let err = backend
-            .step_time(&BatchDesc { items: &decodes(1) })
+            .step_time(&BatchDesc::new(&decodes(1)))
             .unwrap_err()
             .to_string();
         assert!(started.elapsed() < Duration::from_secs(10), "{fault}");

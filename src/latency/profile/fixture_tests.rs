@@ -102,6 +102,7 @@ fn spec<'a>(root: &'a Path, model: &'a ModelArch, tp: u32) -> ProfileSpec<'a> {
         architecture: None,
         max_num_batched_tokens: 4,
         max_num_seqs: Some(2),
+        collectives: crate::latency::Collectives::NONE,
     }
 }
 
@@ -114,7 +115,7 @@ fn decode() -> [BatchItem; 1] {
 
 /// Per-occurrence times by layer name, for one decode at kv 16.
 fn times(db: &mut ProfileDb) -> Vec<(&'static str, Nanos)> {
-    let layers = db.breakdown(&BatchDesc { items: &decode() }).unwrap();
+    let layers = db.breakdown(&BatchDesc::new(&decode())).unwrap();
     layers.into_iter().map(|l| (l.name, l.time_ns)).collect()
 }
 
@@ -188,7 +189,7 @@ fn moe_tables_come_from_tp1_or_else_the_lowest_tp_folder() {
         new_tokens: 3,
         context_tokens: 0,
     }];
-    let layers = db.breakdown(&BatchDesc { items: &prefill }).unwrap();
+    let layers = db.breakdown(&BatchDesc::new(&prefill)).unwrap();
     let moe = layers.iter().find(|l| l.name == "moe").unwrap();
     assert_eq!((moe.time_ns, moe.repeats), (22_000, 2));
 }

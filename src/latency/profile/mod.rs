@@ -24,7 +24,7 @@ use lookup::{AttentionTable, Edges, truncate_ns};
 use resolve::{Price, Resolver, Row};
 use skew::SkewFit;
 
-use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+use super::{BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape};
 use crate::Nanos;
 use crate::config::{Dtype, ModelArch};
 
@@ -52,6 +52,9 @@ pub struct ProfileSpec<'a> {
     pub max_num_batched_tokens: u32,
     /// The runtime sequence limit, compared with the profiled one like the token budget.
     pub max_num_seqs: Option<u32>,
+    /// TP all-reduces and EP dispatch/combine to price as rows of the step
+    /// ([`Collectives::NONE`] for none), and the expert parallelism the MoE layer runs at.
+    pub collectives: Collectives,
 }
 
 /// How many layer lookups were made, and how many of them left the profiled grid.
@@ -107,11 +110,14 @@ pub struct ProfileDb {
     pricer: Pricer,
 }
 
-/// The state shared by all rows: the attention grid, the skew fit and the counters.
+/// The state shared by all rows: the attention grid, the skew fit, the collectives and the
+/// counters.
 #[derive(Debug)]
 struct Pricer {
     attention: AttentionTable,
     skew: SkewFit,
+    collectives: Collectives,
+    shape: MoeShape,
     counts: LookupCounts,
 }
 
@@ -126,6 +132,8 @@ struct BatchStats {
     kv_decode_max: u64,
     kv_decode_min: u64,
     lm_head_len: u64,
+    /// A hash of the batch (salts random expert routing).
+    fingerprint: u64,
 }
 
 impl BatchStats {
@@ -133,15 +141,17 @@ impl BatchStats {
         if batch.items.is_empty() {
             return Err(LatencyError::Backend("profile: empty batch".into()));
         }
+        let pad = u64::from(batch.pad_tokens);
         let mut s = BatchStats {
-            total_len: 0,
+            total_len: pad,
             prefill_chunk: 0,
             kv_prefill: 0,
             n_decode: 0,
             kv_decode_mean: 0,
             kv_decode_max: 0,
             kv_decode_min: u64::MAX,
-            lm_head_len: batch.items.len() as u64,
+            lm_head_len: batch.items.len() as u64 + pad,
+            fingerprint: pad,
         };
         let mut decode_sum = 0u64;
         for (i, item) in batch.items.iter().enumerate() {
@@ -152,6 +162,7 @@ impl BatchStats {
                 )));
             }
             s.total_len += new;
+            s.fingerprint = mix(s.fingerprint ^ (new << 32 | context));
             if item.is_decode() {
                 s.n_decode += 1;
                 decode_sum += context;
@@ -170,19 +181,55 @@ impl BatchStats {
     }
 }
 
+/// SplitMix64's finaliser: a cheap, well-spread mix of a running batch hash.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 impl Pricer {
     /// The time of one occurrence of a row, or `None` for an omitted attention row.
-    fn price(&mut self, price: &Price, s: &BatchStats) -> Option<Nanos> {
+    fn price(&mut self, price: &mut Price, s: &BatchStats) -> Option<Nanos> {
         let mut edges = Edges::default();
         let ns = match price {
             Price::Tokens(t) => truncate_ns(t.interpolate(s.total_len.max(1), &mut edges)),
             Price::Sequences(t) => truncate_ns(t.interpolate(s.lm_head_len.max(1), &mut edges)),
             Price::Attention => self.attention(s, &mut edges)?,
-            // BALANCED routing at EP 1: every token stays on the one rank, which fires
-            // min(tokens × top_k, experts) experts.
+            // The instance's EP ranks run in parallel: the slowest one counts. A rank the
+            // gate sends no token costs nothing.
             Price::Moe(m) => {
-                let activated = s.total_len.saturating_mul(m.top_k).min(m.experts);
-                m.table.lookup(s.total_len, activated, &mut edges)
+                let mut slowest = 0;
+                for load in m.router.route(s.total_len, s.fingerprint) {
+                    if load.tokens > 0 {
+                        let ns = m.table.lookup(load.tokens, load.experts.max(1), &mut edges);
+                        slowest = slowest.max(ns);
+                    }
+                }
+                slowest
+            }
+            // Communication is arithmetic, not a table lookup: not counted.
+            Price::TpAllReduce => {
+                return Some(self.collectives.tp_all_reduce_ns(
+                    s.total_len,
+                    self.shape.hidden,
+                    self.shape.fp,
+                ));
+            }
+            Price::EpDispatch => {
+                return Some(
+                    self.collectives
+                        .ep_dispatch_combine_ns(s.total_len, &self.shape)
+                        .0,
+                );
+            }
+            Price::EpCombine => {
+                return Some(
+                    self.collectives
+                        .ep_dispatch_combine_ns(s.total_len, &self.shape)
+                        .1,
+                );
             }
         };
         self.counts.record(edges);
@@ -260,6 +307,8 @@ impl ProfileDb {
             pricer: Pricer {
                 attention,
                 skew: meta.skew,
+                collectives: spec.collectives,
+                shape: MoeShape::of(spec.model, spec.dtype.bytes()),
                 counts: LookupCounts::default(),
             },
         })
@@ -309,8 +358,8 @@ impl LatencyBackend for ProfileDb {
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
         let stats = BatchStats::of(batch)?;
         let mut total: Nanos = 0;
-        for row in &self.rows {
-            if let Some(ns) = self.pricer.price(&row.price, &stats) {
+        for row in &mut self.rows {
+            if let Some(ns) = self.pricer.price(&mut row.price, &stats) {
                 total += row.repeats * ns;
             }
         }
@@ -320,13 +369,13 @@ impl LatencyBackend for ProfileDb {
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
         let stats = BatchStats::of(batch)?;
         let mut layers = Vec::with_capacity(self.rows.len());
-        for row in &self.rows {
-            if let Some(time_ns) = self.pricer.price(&row.price, &stats) {
+        for row in &mut self.rows {
+            if let Some(time_ns) = self.pricer.price(&mut row.price, &stats) {
                 layers.push(LayerTiming {
                     name: row.name,
                     repeats: row.repeats,
                     time_ns,
-                    is_comm: false,
+                    is_comm: row.price.is_comm(),
                 });
             }
         }

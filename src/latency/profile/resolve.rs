@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use super::arch::{self, Architecture, Category, Section};
 use super::lookup::{MoeTable, Table1d};
 use super::{ProfileError, ProfileSpec, load};
+use crate::latency::ExpertRouter;
 
 /// One priced row of a step, repeated `repeats` times.
 #[derive(Debug)]
@@ -26,16 +27,34 @@ pub(super) enum Price {
     /// The attention layer (the grid is shared by all rows); omitted without prefill or decodes.
     Attention,
     /// The MoE block.
-    Moe(MoeBlock),
+    Moe(Box<MoeBlock>),
+    /// A tensor-parallel all-reduce of the step's activation.
+    TpAllReduce,
+    /// The expert-parallel dispatch before a MoE layer.
+    EpDispatch,
+    /// The expert-parallel combine after a MoE layer.
+    EpCombine,
 }
 
-/// The MoE table with the routing facts it needs.
+impl Price {
+    /// Whether the row is communication rather than compute.
+    pub fn is_comm(&self) -> bool {
+        matches!(
+            self,
+            Price::TpAllReduce | Price::EpDispatch | Price::EpCombine
+        )
+    }
+}
+
+/// The MoE table with the gate that spreads a step's tokens over the EP ranks.
 #[derive(Debug)]
 pub(super) struct MoeBlock {
     pub table: MoeTable,
-    pub top_k: u64,
-    pub experts: u64,
+    pub router: ExpertRouter,
 }
+
+/// The block layers followed by a TP all-reduce of their output.
+const TP_ALLREDUCE_AFTER: [&str; 2] = ["o_proj", "down_proj"];
 
 /// Layer names as `&'static str` for `LayerTiming`: each distinct name is leaked once per
 /// process, however many bundles are loaded.
@@ -91,10 +110,31 @@ impl<'a> Resolver<'a> {
     pub fn rows(mut self) -> Result<Vec<Row>, ProfileError> {
         let mut rows = Vec::new();
         let arch = self.arch;
+        let comm = &self.spec.collectives;
+        let tp_comm = comm.tp > 1 && comm.tp_link.is_some();
+        let ep_comm = comm.ep.total > 1 && comm.ep.link.is_some();
+        let layers_per_step = self.spec.model.num_layers;
+        let comm_row = |name: &str, price: Price| Row {
+            name: intern(name),
+            repeats: layers_per_step,
+            price,
+        };
         for (section, layers) in arch.step_sections(self.spec.model.moe.is_some()) {
             for layer in layers {
-                if let Some(row) = self.row(section, layer)? {
-                    rows.push(row);
+                let Some(row) = self.row(section, layer)? else {
+                    continue;
+                };
+                let moe = matches!(row.price, Price::Moe(_));
+                if moe && ep_comm {
+                    rows.push(comm_row("ep_dispatch", Price::EpDispatch));
+                }
+                let after = section.per_block() && TP_ALLREDUCE_AFTER.contains(&row.name);
+                rows.push(row);
+                if moe && ep_comm {
+                    rows.push(comm_row("ep_combine", Price::EpCombine));
+                }
+                if after && tp_comm {
+                    rows.push(comm_row("tp_allreduce", Price::TpAllReduce));
                 }
             }
         }
@@ -119,7 +159,7 @@ impl<'a> Resolver<'a> {
         }
         let price = match layer.category {
             Category::Attention => Price::Attention,
-            Category::Moe => Price::Moe(self.moe_block(layer)?),
+            Category::Moe => Price::Moe(Box::new(self.moe_block(layer)?)),
             category @ (Category::Dense | Category::PerSequence) => {
                 let file = self.file_of(
                     layer,
@@ -218,8 +258,7 @@ impl<'a> Resolver<'a> {
         };
         Ok(MoeBlock {
             table,
-            top_k: moe.top_k,
-            experts: moe.num_experts,
+            router: ExpertRouter::new(self.spec.collectives.ep, moe.num_experts, moe.top_k),
         })
     }
 }

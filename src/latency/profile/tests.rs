@@ -22,6 +22,7 @@ fn spec<'a>(root: &'a Path, hardware: &'a str, model: &'a ModelArch, tp: u32) ->
         architecture: None,
         max_num_batched_tokens: 2048,
         max_num_seqs: Some(256),
+        collectives: crate::latency::Collectives::NONE,
     }
 }
 
@@ -33,11 +34,11 @@ fn item(new_tokens: u32, context_tokens: u32) -> BatchItem {
 }
 
 fn step(db: &mut ProfileDb, items: &[BatchItem]) -> Nanos {
-    db.step_time(&BatchDesc { items }).unwrap()
+    db.step_time(&BatchDesc::new(items)).unwrap()
 }
 
 fn attention_ns(db: &mut ProfileDb, items: &[BatchItem]) -> Option<Nanos> {
-    let layers = db.breakdown(&BatchDesc { items }).unwrap();
+    let layers = db.breakdown(&BatchDesc::new(items)).unwrap();
     layers
         .iter()
         .find(|l| l.name == "attention")
@@ -189,7 +190,7 @@ fn llmservingsims_own_architecture_file_gives_the_same_steps_as_ours() {
 fn the_breakdown_repeats_block_rows_per_layer_and_sums_to_the_step_time() {
     let mut db = qwen3_moe_rtxpro6000(2);
     for batch in reference_batches() {
-        let layers = db.breakdown(&BatchDesc { items: &batch }).unwrap();
+        let layers = db.breakdown(&BatchDesc::new(&batch)).unwrap();
         let names: Vec<_> = layers.iter().map(|l| (l.name, l.repeats)).collect();
         assert_eq!(names.len(), 12);
         assert_eq!(names[0], ("embedding", 1));
@@ -228,11 +229,9 @@ fn lookup_counts_record_lookups_that_clamp_or_extrapolate() {
 #[test]
 fn empty_batches_and_items_without_tokens_are_refused() {
     let mut db = llama_rtxpro6000();
-    assert!(db.step_time(&BatchDesc { items: &[] }).is_err());
+    assert!(db.step_time(&BatchDesc::new(&[])).is_err());
     let err = db
-        .step_time(&BatchDesc {
-            items: &[item(1, 5), item(0, 5)],
-        })
+        .step_time(&BatchDesc::new(&[item(1, 5), item(0, 5)]))
         .unwrap_err();
     assert!(err.to_string().contains("item 1"), "{err}");
     assert_eq!(db.name(), "profile");

@@ -1,0 +1,194 @@
+//! Expert and data parallelism of the instances: DP groups, EP degrees, the links their
+//! collectives run over, and the expert routing policy (LLMServingSim's rules, §2.2).
+
+use super::InstanceConfig;
+use crate::config::{ClusterConfig, ConfigError, Hardware, PerDim, PlacedInstance};
+use crate::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
+
+/// How the instances' collectives are priced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CommPricing {
+    /// By the latency backend, on the analytical ring model.
+    Analytical,
+    /// By ASTRA-Sim from the trace: the backend prices compute only.
+    Astra,
+}
+
+/// The link of a standalone instance's TP all-reduces: the hardware's intra-node link.
+pub(super) fn hardware_link(hardware: &Hardware) -> CommLink {
+    CommLink {
+        bandwidth_gbps: hardware.link_bw_gbps,
+        latency_ns: hardware.link_latency_ns,
+    }
+}
+
+/// Link of network dimension `d` of a cluster config (a scalar applies to every dimension;
+/// a list shorter than `d + 1` gives its last entry).
+fn cluster_link(cluster: &ClusterConfig, d: usize) -> CommLink {
+    let pick = |v: &PerDim| match v {
+        PerDim::One(x) => *x,
+        PerDim::Many(xs) => xs.get(d).or(xs.last()).copied().unwrap_or(0.0),
+    };
+    CommLink {
+        bandwidth_gbps: pick(&cluster.link_bw),
+        latency_ns: pick(&cluster.link_latency),
+    }
+}
+
+/// Collectives of a standalone instance (no cluster config): TP all-reduces over the
+/// hardware's link, no expert parallelism.
+pub(super) fn standalone(inst: &mut InstanceConfig, pricing: CommPricing) {
+    inst.collectives = Collectives {
+        tp: inst.tp,
+        tp_link: (pricing == CommPricing::Analytical).then(|| hardware_link(&inst.hardware)),
+        ep: ExpertParallel::NONE,
+    };
+}
+
+/// Resolves DP groups and expert parallelism of the instances of a cluster config (`placed`
+/// and `instances` in the same order) and sets each instance's collectives and DP group.
+///
+/// Rules: `ep_size` defaults to `tp_size` for a MoE model and is 1 for a dense one; it must
+/// divide the expert count. Without a `dp_group`, `ep ≤ tp`. Members of one `dp_group` share
+/// model, `tp_size` and `ep_size`; their `ep_size` is the EP degree over the whole group, so
+/// each member holds `ep / members` ranks, at most `tp`. A group of a MoE model runs in lock
+/// step (its members meet at every MoE collective); a dense model's members run
+/// independently, as vLLM's data-parallel ranks do. TP all-reduces use the link of
+/// dimension 0; EP collectives run over dimension 0 inside an instance and dimension 1
+/// across the members of a DP group.
+pub(super) fn resolve(
+    cluster: &ClusterConfig,
+    placed: &[PlacedInstance<'_>],
+    instances: &mut [InstanceConfig],
+    routing: &str,
+    seed: u64,
+    pricing: CommPricing,
+    source: &str,
+) -> Result<(), ConfigError> {
+    let invalid = |path: &str, key: &str, message: String| ConfigError::Invalid {
+        source_name: source.to_owned(),
+        field: format!("{path}.{key}"),
+        message,
+    };
+    // Group names in order of first appearance; members by instance id.
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (id, p) in placed.iter().enumerate() {
+        if let Some(name) = &p.spec.dp_group {
+            match groups.iter_mut().find(|(n, _)| n == name) {
+                Some((_, members)) => members.push(id),
+                None => groups.push((name, vec![id])),
+            }
+        }
+    }
+    for (id, p) in placed.iter().enumerate() {
+        let inst = &instances[id];
+        let experts = inst.model.moe.as_ref().map_or(0, |m| m.num_experts);
+        let ep = if experts == 0 {
+            1
+        } else {
+            p.spec.ep_size.unwrap_or(inst.tp)
+        };
+        if experts > 0 && !experts.is_multiple_of(u64::from(ep)) {
+            return Err(invalid(
+                &p.path,
+                "ep_size",
+                format!(
+                    "{ep} does not divide the {experts} experts of {}",
+                    inst.model.name
+                ),
+            ));
+        }
+        let group = groups
+            .iter()
+            .position(|(name, _)| Some(*name) == p.spec.dp_group.as_deref());
+        let (local, first_rank) = match group {
+            None => {
+                if ep > inst.tp {
+                    return Err(invalid(
+                        &p.path,
+                        "ep_size",
+                        format!(
+                            "{ep} exceeds tp_size {} (expert parallelism beyond one instance \
+                             needs a dp_group)",
+                            inst.tp
+                        ),
+                    ));
+                }
+                (ep, 0)
+            }
+            // A dense model's members run independently: nothing to check or share.
+            Some(_) if experts == 0 => (1, 0),
+            Some(g) => {
+                let members = &groups[g].1;
+                let differs = |o: usize| {
+                    let other = &instances[o];
+                    other.model.name != inst.model.name
+                        || other.tp != inst.tp
+                        || placed[o].spec.ep_size != p.spec.ep_size
+                };
+                if let Some(&o) = members.iter().find(|&&o| differs(o)) {
+                    return Err(invalid(
+                        &p.path,
+                        "dp_group",
+                        format!(
+                            "members of dp_group \"{}\" must share model_name, tp_size and \
+                             ep_size ({} differs from {})",
+                            groups[g].0, p.path, placed[o].path
+                        ),
+                    ));
+                }
+                if inst.role != crate::config::InstanceRole::Colocated {
+                    return Err(invalid(
+                        &p.path,
+                        "pd_type",
+                        "a dp_group member must be colocated (P/D with DP is not supported yet)"
+                            .into(),
+                    ));
+                }
+                let n = members.len() as u32;
+                if !ep.is_multiple_of(n) || ep / n > inst.tp {
+                    return Err(invalid(
+                        &p.path,
+                        "ep_size",
+                        format!(
+                            "{ep} over the {n} members of dp_group \"{}\" must give each a \
+                             whole number of EP ranks, at most tp_size {}",
+                            groups[g].0, inst.tp
+                        ),
+                    ));
+                }
+                let member = members.iter().position(|&m| m == id).unwrap_or(0) as u32;
+                (ep / n, member * (ep / n))
+            }
+        };
+        let analytical = pricing == CommPricing::Analytical;
+        // EP ranks inside the instance on dimension 0, the rest across DP members on 1.
+        let network = EpNetwork {
+            inner: (local, cluster_link(cluster, 0)),
+            outer: (ep / local, cluster_link(cluster, 1)),
+        };
+        let routing =
+            ExpertRouting::parse(routing, expert_seed(seed, id)).unwrap_or(ExpertRouting::Balanced);
+        let inst = &mut instances[id];
+        inst.collectives = Collectives {
+            tp: inst.tp,
+            tp_link: analytical.then(|| cluster_link(cluster, 0)),
+            ep: ExpertParallel {
+                total: ep,
+                local,
+                first_rank,
+                routing,
+                link: (analytical && ep > 1).then_some(network),
+            },
+        };
+        inst.dp_group = group
+            .filter(|_| experts > 0)
+            .map(|g| u32::try_from(g).unwrap_or(u32::MAX));
+    }
+    Ok(())
+}
+
+/// Seed of instance `id`'s expert gate: `--seed` hashed with the stream's name and the id.
+fn expert_seed(seed: u64, id: usize) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(format!("expert-routing/{id}").as_bytes(), seed)
+}

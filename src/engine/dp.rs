@@ -1,0 +1,127 @@
+//! Data-parallel groups: instances of a MoE model that step in lock step.
+//!
+//! The members of a DP group meet at every MoE collective of a step (the expert-parallel
+//! dispatch and combine span the group), so they run their steps as *waves*: a wave starts
+//! when every member is idle and some member has work. Each member then forms its batch; a
+//! member with nothing to run contributes a dummy batch (one decode token with a one-token
+//! context, as LLMServingSim and vLLM's `execute_dummy_batch` do). Every batch is padded to the
+//! token count of the largest ([`BatchDesc::pad_tokens`]), each member's step is priced by its
+//! own backend (which also prices the collectives at the padded size), and the wave lasts as
+//! long as the slowest member: every member's step ends at `start + max(step times)`.
+//!
+//! Taking the slowest member's whole step is exact when the members differ only in attention
+//! (the case under BALANCED expert routing, since padding makes every other layer equal):
+//! then one member is the slowest between every pair of collectives. With RR or RAND routing
+//! the expert loads differ too, and a per-layer maximum would be slightly longer.
+//!
+//! The members are scheduled in id order at the wave's start, so a wave is deterministic.
+
+use super::{InstanceSetup, InstanceSim, SimError};
+use crate::Nanos;
+use crate::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError};
+use crate::scheduler::Scheduler;
+
+/// The batch of an idle member: one decode token over a one-token context.
+const DUMMY: [BatchItem; 1] = [BatchItem {
+    new_tokens: 1,
+    context_tokens: 1,
+}];
+
+/// The members of every DP group, by group index, each in instance id order.
+pub(super) fn groups(setups: &[InstanceSetup]) -> Vec<Vec<u32>> {
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    for (id, setup) in setups.iter().enumerate() {
+        if let Some(g) = setup.dp_group {
+            let g = g as usize;
+            if groups.len() <= g {
+                groups.resize_with(g + 1, Vec::new);
+            }
+            groups[g].push(id as u32);
+        }
+    }
+    groups
+}
+
+/// One attempt to start a wave of a DP group.
+pub(super) struct Wave<'w, 'a, 'b> {
+    /// The group's members, in id order.
+    pub members: &'w [u32],
+    pub instances: &'w mut [InstanceSim<'a>],
+    pub schedulers: &'w mut [Scheduler],
+    pub backends: &'w mut [&'b mut dyn LatencyBackend],
+}
+
+impl Wave<'_, '_, '_> {
+    /// Starts a wave at `now` if every member is idle and one has work; returns when it ends.
+    pub fn start(self, now: Nanos) -> Result<Option<Nanos>, SimError> {
+        let Wave {
+            members,
+            instances,
+            schedulers,
+            backends,
+        } = self;
+        let idle = members.iter().all(|&m| !instances[m as usize].busy);
+        let work = members.iter().any(|&m| schedulers[m as usize].has_work());
+        if !idle || !work {
+            return Ok(None);
+        }
+        // Form every member's batch; a member without one runs a dummy.
+        let mut widest = 0u64;
+        let mut real = false;
+        for &m in members {
+            let (scheduler, inst) = (&mut schedulers[m as usize], &mut instances[m as usize]);
+            let tokens = match scheduler.has_work().then(|| scheduler.schedule(now)) {
+                Some(result) => result?.map(|items| BatchDesc::new(items).total_tokens()),
+                None => None,
+            };
+            inst.dummy = tokens.is_none();
+            real |= tokens.is_some();
+            widest = widest.max(tokens.unwrap_or(1));
+        }
+        if !real {
+            let m = *members
+                .iter()
+                .find(|&&m| schedulers[m as usize].has_work())
+                .unwrap_or(&members[0]);
+            let s = &schedulers[m as usize];
+            return Err(SimError::Stuck {
+                now,
+                instance: m,
+                waiting: s.num_waiting(),
+                running: s.num_running(),
+            });
+        }
+        // Price each member at the padded width; the slowest sets the wave's length.
+        let mut wave_ns: Nanos = 0;
+        for &m in members {
+            let inst = &instances[m as usize];
+            let items = if inst.dummy {
+                &DUMMY[..]
+            } else {
+                schedulers[m as usize].last_batch()
+            };
+            let own = BatchDesc::new(items).total_tokens();
+            let pad = u32::try_from(widest - own).unwrap_or(u32::MAX);
+            let ns = backends[m as usize].step_time(&BatchDesc::padded(items, pad))?;
+            if ns == 0 {
+                return Err(
+                    LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
+                );
+            }
+            wave_ns = wave_ns.max(ns);
+        }
+        for &m in members {
+            let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
+            inst.busy = true;
+            inst.step_start = now;
+            inst.waiting = scheduler.num_waiting();
+            inst.running = scheduler.num_running();
+            if inst.dummy {
+                inst.dummy_steps += 1;
+            } else {
+                inst.steps += 1;
+            }
+        }
+        Ok(Some(now + wave_ns))
+    }
+}

@@ -1,0 +1,500 @@
+//! Collectives between the GPUs of a step, priced on the analytical network the way the
+//! ASTRA-Sim fork prices them (congestion-unaware ring, one chunk): tensor-parallel
+//! all-reduces after `o_proj` and `down_proj`, and the expert-parallel dispatch (all-gather)
+//! and combine (reduce-scatter) around every MoE layer, plus the expert routing that decides
+//! how many tokens and experts each EP rank computes.
+//!
+//! One ring step over a link costs `latency + bytes / bandwidth` ns (GB/s taken as bytes/ns,
+//! as the fork does for collectives). Over `n` ranks: all-reduce of `s` bytes = `2(n − 1)`
+//! steps of `s / n`; all-gather of a per-rank chunk `c` = `n − 1` steps of `c`;
+//! reduce-scatter of `s` = `n − 1` steps of `s / n`.
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::Nanos;
+use crate::config::ModelArch;
+
+/// The link a collective runs over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CommLink {
+    /// Bandwidth, GB/s (= bytes per ns).
+    pub bandwidth_gbps: f64,
+    /// Latency of one ring step, ns.
+    pub latency_ns: f64,
+}
+
+impl CommLink {
+    /// `steps` ring steps of `bytes` each, rounded to the nearest ns.
+    fn ring(&self, steps: u64, bytes: f64) -> Nanos {
+        let ns = steps as f64 * (self.latency_ns + bytes / self.bandwidth_gbps);
+        ns.round() as Nanos
+    }
+
+    /// All-reduce of `bytes` over `n` ranks.
+    pub fn all_reduce_ns(&self, n: u32, bytes: u64) -> Nanos {
+        let n = u64::from(n.max(1));
+        self.ring(2 * (n - 1), bytes as f64 / n as f64)
+    }
+
+    /// All-gather over `n` ranks, each contributing `chunk_bytes`.
+    pub fn all_gather_ns(&self, n: u32, chunk_bytes: u64) -> Nanos {
+        let n = u64::from(n.max(1));
+        self.ring(n - 1, chunk_bytes as f64)
+    }
+
+    /// Reduce-scatter of `bytes` over `n` ranks.
+    pub fn reduce_scatter_ns(&self, n: u32, bytes: u64) -> Nanos {
+        let n = u64::from(n.max(1));
+        self.ring(n - 1, bytes as f64 / n as f64)
+    }
+}
+
+/// How the MoE gate spreads tokens over experts (`--expert-routing-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertRouting {
+    /// A perfectly load-balanced gate, in closed form: every rank computes
+    /// `round(tokens × (1 − ((ep − 1)/ep)^k))` tokens on `min(round(tokens × k / ep), E / ep)`
+    /// experts.
+    Balanced,
+    /// Token `t` takes experts `(t·k + j) mod E`, `j < k`: the expert-token pairs cycle over
+    /// all experts.
+    RoundRobin,
+    /// Every token draws `k` distinct experts uniformly from a ChaCha8 stream seeded by the
+    /// run's seed and the batch itself, so that the same batch routes the same way whoever
+    /// prices it (a step, its breakdown, a memoised ASTRA-Sim trace).
+    Random {
+        /// Seed of the instance's gate.
+        seed: u64,
+    },
+}
+
+impl ExpertRouting {
+    /// Parses `BALANCED`, `RR` or `RAND` (any case); `RAND` gets `seed`.
+    pub fn parse(s: &str, seed: u64) -> Result<ExpertRouting, String> {
+        match s.to_ascii_uppercase().as_str() {
+            "BALANCED" => Ok(ExpertRouting::Balanced),
+            "RR" => Ok(ExpertRouting::RoundRobin),
+            "RAND" => Ok(ExpertRouting::Random { seed }),
+            other => Err(format!(
+                "unknown expert routing policy `{other}` (BALANCED, RR or RAND)"
+            )),
+        }
+    }
+}
+
+/// Expert parallelism of one instance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExpertParallel {
+    /// EP ranks in all (over the whole DP group for a member of one).
+    pub total: u32,
+    /// EP ranks on this instance.
+    pub local: u32,
+    /// The first of this instance's ranks among the `total` (member index × `local`).
+    pub first_rank: u32,
+    /// How tokens pick experts.
+    pub routing: ExpertRouting,
+    /// The network the dispatch and combine run over; `None` when `total` is 1 (or when
+    /// collectives are priced elsewhere).
+    pub link: Option<EpNetwork>,
+}
+
+/// The network dimensions an EP group spans: `inner` ranks over the inner link (inside an
+/// instance), then `outer` ranks over the outer link (across the members of a DP group);
+/// `inner × outer` = the EP degree. Collectives run hierarchically, one ring per dimension
+/// (all-gather inner first, reduce-scatter inner first on the full buffer).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpNetwork {
+    /// Ranks along the inner dimension, and its link.
+    pub inner: (u32, CommLink),
+    /// Ranks along the outer dimension, and its link.
+    pub outer: (u32, CommLink),
+}
+
+impl EpNetwork {
+    /// All-gather of a per-rank `chunk` over both dimensions.
+    fn all_gather_ns(&self, chunk: u64) -> Nanos {
+        let ((n0, l0), (n1, l1)) = (self.inner, self.outer);
+        l0.all_gather_ns(n0, chunk) + l1.all_gather_ns(n1, chunk * u64::from(n0.max(1)))
+    }
+
+    /// Reduce-scatter of `bytes` over both dimensions.
+    fn reduce_scatter_ns(&self, bytes: u64) -> Nanos {
+        let ((n0, l0), (n1, l1)) = (self.inner, self.outer);
+        l0.reduce_scatter_ns(n0, bytes) + l1.reduce_scatter_ns(n1, bytes / u64::from(n0.max(1)))
+    }
+}
+
+impl ExpertParallel {
+    /// No expert parallelism: one rank holding every expert.
+    pub const NONE: ExpertParallel = ExpertParallel {
+        total: 1,
+        local: 1,
+        first_rank: 0,
+        routing: ExpertRouting::Balanced,
+        link: None,
+    };
+}
+
+/// The communication of one instance's steps: TP all-reduces and EP dispatch/combine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Collectives {
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// The link TP all-reduces run over; `None` prices them at 0 (one GPU, or a backend
+    /// whose network is priced elsewhere, e.g. by ASTRA-Sim).
+    pub tp_link: Option<CommLink>,
+    /// Expert parallelism (MoE models).
+    pub ep: ExpertParallel,
+}
+
+impl Collectives {
+    /// One GPU, nothing to communicate.
+    pub const NONE: Collectives = Collectives {
+        tp: 1,
+        tp_link: None,
+        ep: ExpertParallel::NONE,
+    };
+
+    /// Time of one TP all-reduce of the `tokens × hidden` activation (0 at TP 1 or without
+    /// a link).
+    pub fn tp_all_reduce_ns(&self, tokens: u64, hidden: u64, fp: u64) -> Nanos {
+        match self.tp_link {
+            Some(link) if self.tp > 1 => link.all_reduce_ns(self.tp, tokens * hidden * fp),
+            _ => 0,
+        }
+    }
+
+    /// Times of one MoE dispatch (all-gather of `tokens / ep` rows of hidden + router
+    /// logits per rank) and combine (reduce-scatter of `tokens × hidden`), where `tokens` is
+    /// the step's token count after DP padding (the group's largest batch). 0 at EP 1.
+    pub fn ep_dispatch_combine_ns(&self, tokens: u64, model: &MoeShape) -> (Nanos, Nanos) {
+        let ep = self.ep;
+        let Some(net) = ep.link.filter(|_| ep.total > 1) else {
+            return (0, 0);
+        };
+        let per_rank = (tokens / u64::from(ep.total)).max(1);
+        let dispatch = per_rank * (model.hidden + model.experts) * model.fp;
+        let combine = tokens * model.hidden * model.fp;
+        (net.all_gather_ns(dispatch), net.reduce_scatter_ns(combine))
+    }
+}
+
+/// The model facts collectives and routing need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeShape {
+    /// Hidden size.
+    pub hidden: u64,
+    /// Experts (0 for a dense model).
+    pub experts: u64,
+    /// Experts per token.
+    pub top_k: u64,
+    /// Bytes per activation element.
+    pub fp: u64,
+}
+
+impl MoeShape {
+    /// The shape of `model` with activations of `fp` bytes.
+    pub fn of(model: &ModelArch, fp: u64) -> MoeShape {
+        let (experts, top_k) = model
+            .moe
+            .as_ref()
+            .map_or((0, 0), |m| (m.num_experts, m.top_k));
+        MoeShape {
+            hidden: model.hidden_size,
+            experts,
+            top_k,
+            fp,
+        }
+    }
+}
+
+/// What one EP rank computes in a MoE layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RankLoad {
+    /// Tokens with at least one of their experts on the rank.
+    pub tokens: u64,
+    /// Distinct experts of the rank that fire.
+    pub experts: u64,
+}
+
+/// Routes a step's tokens to experts and reports the load of the instance's own ranks.
+/// Allocation-free after construction.
+#[derive(Debug, Clone)]
+pub struct ExpertRouter {
+    ep: ExpertParallel,
+    experts: u64,
+    top_k: u64,
+    /// The gate's seed under `RAND`.
+    seed: Option<u64>,
+    /// Experts fired in the step (bitset).
+    fired: Vec<u64>,
+    /// The experts of the token being routed (bitset).
+    token: Vec<u64>,
+    /// Per own rank: whether the token being routed reaches it.
+    hit: Vec<bool>,
+    /// Per own rank: the load being accumulated.
+    loads: Vec<RankLoad>,
+}
+
+impl ExpertRouter {
+    /// A router for `experts` experts, `top_k` per token, under `ep`.
+    pub fn new(ep: ExpertParallel, experts: u64, top_k: u64) -> ExpertRouter {
+        let words = experts.div_ceil(64) as usize;
+        let own = ep.local.max(1) as usize;
+        ExpertRouter {
+            ep,
+            experts,
+            top_k: top_k.clamp(1, experts.max(1)),
+            seed: match ep.routing {
+                ExpertRouting::Random { seed } => Some(seed),
+                _ => None,
+            },
+            fired: vec![0; words],
+            token: vec![0; words],
+            hit: vec![false; own],
+            loads: vec![RankLoad::default(); own],
+        }
+    }
+
+    /// The rank owning expert `e`: experts are split evenly, in order.
+    fn owner(&self, e: u64) -> u64 {
+        (e * u64::from(self.ep.total) / self.experts).min(u64::from(self.ep.total) - 1)
+    }
+
+    /// The loads of this instance's ranks when `tokens` tokens pass the gate; `batch` (a
+    /// fingerprint of the batch) salts the `RAND` draws.
+    pub fn route(&mut self, tokens: u64, batch: u64) -> &[RankLoad] {
+        let ep = u64::from(self.ep.total.max(1));
+        if self.ep.routing == ExpertRouting::Balanced || self.experts == 0 {
+            let k = self.top_k;
+            let per_rank = (self.experts / ep).max(1);
+            let pairs = (tokens * k) as f64 / ep as f64;
+            let experts = (pairs.round_ties_even() as u64).min(per_rank);
+            let hit = if ep <= 1 {
+                1.0
+            } else {
+                1.0 - ((ep - 1) as f64 / ep as f64).powi(k as i32)
+            };
+            let load = RankLoad {
+                tokens: (tokens as f64 * hit).round_ties_even() as u64,
+                experts,
+            };
+            self.loads.fill(load);
+            return &self.loads;
+        }
+        self.fired.fill(0);
+        self.loads.fill(RankLoad::default());
+        let mut rng = self
+            .seed
+            .map(|seed| ChaCha8Rng::seed_from_u64(seed ^ batch.rotate_left(17)));
+        let first = u64::from(self.ep.first_rank);
+        for t in 0..tokens {
+            self.token.fill(0);
+            self.hit.fill(false);
+            for j in 0..self.top_k {
+                let e = match &mut rng {
+                    None => (t * self.top_k + j) % self.experts,
+                    Some(rng) => loop {
+                        let e = rng.random_range(0..self.experts);
+                        let (w, b) = ((e / 64) as usize, e % 64);
+                        if self.token[w] & (1 << b) == 0 {
+                            break e;
+                        }
+                    },
+                };
+                let (w, b) = ((e / 64) as usize, e % 64);
+                self.token[w] |= 1 << b;
+                let rank = self.owner(e);
+                if rank >= first && rank < first + self.hit.len() as u64 {
+                    self.hit[(rank - first) as usize] = true;
+                    self.fired[w] |= 1 << b;
+                }
+            }
+            for (load, &hit) in self.loads.iter_mut().zip(&self.hit) {
+                load.tokens += u64::from(hit);
+            }
+        }
+        for e in 0..self.experts {
+            if self.fired[(e / 64) as usize] & (1 << (e % 64)) != 0 {
+                let rank = (self.owner(e) - first) as usize;
+                self.loads[rank].experts += 1;
+            }
+        }
+        &self.loads
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINK: CommLink = CommLink {
+        bandwidth_gbps: 16.0,
+        latency_ns: 20_000.0,
+    };
+
+    #[test]
+    fn ring_collectives_match_the_hand_checked_tp2_example() {
+        // The spec's recorded TP=2 transcript: an 8,192-byte all-reduce on a 2-NPU ring at
+        // 16 GB/s and 20 µs costs 2 × (20,000 + 4,096 / 16) = 40,512 ns.
+        assert_eq!(LINK.all_reduce_ns(2, 8192), 40_512);
+        // 4 ranks: 6 steps of 2,048 bytes.
+        assert_eq!(LINK.all_reduce_ns(4, 8192), 6 * (20_000 + 128));
+        assert_eq!(LINK.all_gather_ns(2, 1600), 20_100);
+        assert_eq!(LINK.reduce_scatter_ns(4, 6400), 3 * (20_000 + 100));
+        assert_eq!(LINK.all_reduce_ns(1, 8192), 0);
+    }
+
+    #[test]
+    fn ep_comm_sizes_follow_vllms_allgather_reducescatter_backend() {
+        // Qwen3-30B-A3B: hidden 2048, 128 experts, bf16; 128 padded tokens over EP 2.
+        let shape = MoeShape {
+            hidden: 2048,
+            experts: 128,
+            top_k: 8,
+            fp: 2,
+        };
+        let c = Collectives {
+            tp: 1,
+            tp_link: None,
+            ep: ExpertParallel {
+                total: 2,
+                local: 1,
+                first_rank: 0,
+                routing: ExpertRouting::Balanced,
+                link: Some(EpNetwork {
+                    inner: (1, LINK),
+                    outer: (2, LINK),
+                }),
+            },
+        };
+        // Dispatch: 64 rows × (2048 + 128) × 2 B = 278,528 B, one step.
+        // Combine: 128 × 2048 × 2 B = 524,288 B, one step of half.
+        assert_eq!(
+            c.ep_dispatch_combine_ns(128, &shape),
+            (20_000 + 17_408, 20_000 + 16_384)
+        );
+        assert_eq!(
+            Collectives::NONE.ep_dispatch_combine_ns(128, &shape),
+            (0, 0)
+        );
+        // EP 4 = 2 ranks inside each instance (fast link) × 2 instances (slow link):
+        // dispatch chunk 32 rows = 139,264 B: inner 1 step of it, outer 1 step of twice it;
+        // combine 524,288 B: inner 1 step of half, outer 1 step of a quarter.
+        let fast = CommLink {
+            bandwidth_gbps: 128.0,
+            latency_ns: 500.0,
+        };
+        let mut four = c;
+        four.ep.total = 4;
+        four.ep.link = Some(EpNetwork {
+            inner: (2, fast),
+            outer: (2, LINK),
+        });
+        assert_eq!(
+            four.ep_dispatch_combine_ns(128, &shape),
+            (500 + 1088 + 20_000 + 17_408, 500 + 2048 + 20_000 + 8_192)
+        );
+    }
+
+    fn ep(total: u32, local: u32, first_rank: u32, routing: ExpertRouting) -> ExpertParallel {
+        ExpertParallel {
+            total,
+            local,
+            first_rank,
+            routing,
+            link: None,
+        }
+    }
+
+    #[test]
+    fn balanced_routing_is_the_closed_form() {
+        let mut r = ExpertRouter::new(ep(2, 1, 0, ExpertRouting::Balanced), 128, 8);
+        // 10 tokens: 40 pairs per rank -> 40 experts; tokens 10 × (1 − 2^-8) -> 10.
+        assert_eq!(
+            r.route(10, 0),
+            &[RankLoad {
+                tokens: 10,
+                experts: 40
+            }]
+        );
+        // Saturates at 64 experts per rank.
+        assert_eq!(r.route(100, 0)[0].experts, 64);
+        let mut one = ExpertRouter::new(ExpertParallel::NONE, 128, 8);
+        assert_eq!(
+            one.route(3, 0),
+            &[RankLoad {
+                tokens: 3,
+                experts: 24
+            }]
+        );
+    }
+
+    #[test]
+    fn round_robin_cycles_the_expert_token_pairs_over_all_experts() {
+        // 8 experts, top-2, EP 2 (rank 0 owns 0..4, rank 1 owns 4..8), both ranks local.
+        let mut r = ExpertRouter::new(ep(2, 2, 0, ExpertRouting::RoundRobin), 8, 2);
+        // Tokens pick {0,1}, {2,3}, {4,5}: rank 0 gets 2 tokens on 4 experts, rank 1 one
+        // token on 2 experts.
+        assert_eq!(
+            r.route(3, 0),
+            &[
+                RankLoad {
+                    tokens: 2,
+                    experts: 4
+                },
+                RankLoad {
+                    tokens: 1,
+                    experts: 2
+                }
+            ]
+        );
+        // A member holding only rank 1 sees rank 1's load.
+        let mut second = ExpertRouter::new(ep(2, 1, 1, ExpertRouting::RoundRobin), 8, 2);
+        assert_eq!(
+            second.route(3, 0),
+            &[RankLoad {
+                tokens: 1,
+                experts: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn random_routing_is_seeded_and_draws_distinct_experts() {
+        let routing = ExpertRouting::Random { seed: 7 };
+        let mut a = ExpertRouter::new(ep(1, 1, 0, routing), 16, 4);
+        let mut b = ExpertRouter::new(ep(1, 1, 0, routing), 16, 4);
+        let first = a.route(1, 42)[0];
+        // One token on one rank: exactly k distinct experts.
+        assert_eq!(
+            first,
+            RankLoad {
+                tokens: 1,
+                experts: 4
+            }
+        );
+        let (x, y) = (a.route(3, 43)[0], b.route(1, 42)[0]);
+        assert_eq!(y, first, "same seed and batch, same draw");
+        assert!(x.tokens == 3 && (4..=12).contains(&x.experts), "{x:?}");
+        // The same batch routes the same way however often it is priced.
+        let again: Vec<RankLoad> = (0..3).map(|_| a.route(50, 9)[0]).collect();
+        assert!(again.windows(2).all(|w| w[0] == w[1]), "{again:?}");
+        let mut c = ExpertRouter::new(ep(2, 2, 0, ExpertRouting::Random { seed: 8 }), 16, 4);
+        let loads = c.route(1000, 1).to_vec();
+        // 1000 tokens: every expert fires; each rank is hit by almost every token.
+        assert_eq!(loads.iter().map(|l| l.experts).sum::<u64>(), 16);
+        assert!(loads.iter().all(|l| l.tokens > 900), "{loads:?}");
+    }
+
+    #[test]
+    fn parses_the_policies() {
+        assert_eq!(ExpertRouting::parse("rr", 1), Ok(ExpertRouting::RoundRobin));
+        assert_eq!(
+            ExpertRouting::parse("RAND", 5),
+            Ok(ExpertRouting::Random { seed: 5 })
+        );
+        assert!(ExpertRouting::parse("CUSTOM", 0).is_err());
+    }
+}
