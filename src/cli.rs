@@ -230,6 +230,15 @@ pub struct RunArgs {
     #[arg(long, action = ArgAction::SetTrue)]
     pub no_reserve_full_isl: bool,
 
+    /// vLLM's asynchronous scheduling (its default since v0.11): each step is formed while
+    /// the previous one runs, so a request arriving mid-step joins the step after the next.
+    /// Off by default, as in LLMServingSim.
+    #[arg(long, overrides_with = "no_async_scheduling")]
+    pub async_scheduling: bool,
+    /// Form each step when the previous one ends (LLMServingSim's behaviour).
+    #[arg(long, action = ArgAction::SetTrue)]
+    pub no_async_scheduling: bool,
+
     /// Reuse KV blocks of identical prompt prefixes (default on; needs input_tok_ids).
     #[arg(long, overrides_with = "no_enable_prefix_caching")]
     pub enable_prefix_caching: bool,
@@ -361,6 +370,7 @@ impl RunArgs {
             enable_chunked_prefill: !self.no_enable_chunked_prefill,
             enable_prefix_caching: !self.no_enable_prefix_caching,
             reserve_full_isl: !self.no_reserve_full_isl,
+            async_scheduling: self.async_scheduling,
         };
         let astra_binary = std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from);
         let pricing = if self.astra.selects_astra(astra_binary.as_deref()) {

@@ -91,6 +91,7 @@ fn setup(num_blocks: u32, reserve_full_isl: bool) -> InstanceSetup {
             reserve_full_isl,
             enable_prefix_caching: true,
             block_size: 16,
+            async_scheduling: false,
         },
         dp_group: None,
     }

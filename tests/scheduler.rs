@@ -15,6 +15,7 @@ fn config() -> SchedulerConfig {
         reserve_full_isl: true,
         enable_prefix_caching: true,
         block_size: 16,
+        async_scheduling: false,
     }
 }
 

@@ -47,6 +47,7 @@ pub(super) struct EngineFlags {
     pub enable_chunked_prefill: bool,
     pub enable_prefix_caching: bool,
     pub reserve_full_isl: bool,
+    pub async_scheduling: bool,
 }
 
 impl EngineFlags {
@@ -71,6 +72,7 @@ impl EngineFlags {
             reserve_full_isl: self.reserve_full_isl,
             enable_prefix_caching: self.enable_prefix_caching,
             block_size: self.block_size,
+            async_scheduling: self.async_scheduling,
         };
         InstanceConfig {
             node_id,

@@ -318,6 +318,7 @@ fn scheduler_config() -> SchedulerConfig {
         reserve_full_isl: true,
         enable_prefix_caching: true,
         block_size: 4,
+        async_scheduling: false,
     }
 }
 

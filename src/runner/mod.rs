@@ -154,6 +154,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             block_size: capacity.block_size,
             preemptions: out.stats.preemptions,
             recomputed_tokens: out.stats.recomputed_tokens,
+            dummy_steps: out.dummy_steps,
             prefix_cache: inst
                 .scheduler
                 .enable_prefix_caching

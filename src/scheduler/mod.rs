@@ -47,6 +47,9 @@ pub struct SchedulerConfig {
     pub enable_prefix_caching: bool,
     /// Tokens per KV block.
     pub block_size: u32,
+    /// vLLM's asynchronous scheduling: the next step is formed while the current one runs,
+    /// so a request arriving during a step can join only the step after the next one.
+    pub async_scheduling: bool,
 }
 
 /// Counters of one instance over a run.
@@ -90,6 +93,10 @@ pub struct Scheduler {
     handed_off: usize,
     /// Requests routed here whose KV cache is still on its way.
     incoming: usize,
+    /// Steps formed so far.
+    formed: u64,
+    /// A formed step has not completed yet.
+    in_flight: bool,
 }
 
 /// An internal inconsistency: always a bug, never a user error.
@@ -132,6 +139,8 @@ impl Scheduler {
             handoffs: std::collections::VecDeque::new(),
             handed_off: 0,
             incoming: 0,
+            formed: 0,
+            in_flight: false,
         }
     }
 
@@ -180,9 +189,13 @@ impl Scheduler {
         !self.waiting.is_empty() || !self.running.is_empty()
     }
 
-    /// Queues an arrived request at the back of the waiting queue.
+    /// Queues an arrived request at the back of the waiting queue. Under async scheduling a
+    /// request arriving while a step runs waits out the step already formed behind it.
     pub fn enqueue(&mut self, request: &Request) {
-        let state = RunningRequest::new(request, &self.config);
+        let mut state = RunningRequest::new(request, &self.config);
+        if self.config.async_scheduling && self.in_flight {
+            state.eligible_step = self.formed + 2;
+        }
         self.push_waiting(state);
     }
 
@@ -208,11 +221,18 @@ impl Scheduler {
         let mut budget = self.config.max_num_batched_tokens;
         let preempted = self.schedule_running(&mut budget)?;
         if !preempted {
-            self.admit_waiting(&mut budget, now);
+            self.admit_waiting(&mut budget, now, self.formed + 1);
+            // Nothing else to run: the step formed ahead would have been empty, so requests
+            // held by async scheduling join this one.
+            if self.step.is_empty() && self.config.async_scheduling {
+                self.admit_waiting(&mut budget, now, u64::MAX);
+            }
         }
         if self.step.is_empty() {
             return Ok(None);
         }
+        self.formed += 1;
+        self.in_flight = true;
         for s in &self.step {
             let req = self.slots[s.slot as usize]
                 .as_mut()
@@ -261,11 +281,18 @@ impl Scheduler {
         Ok(preempted)
     }
 
-    /// Phase B: admission from the waiting queue in FCFS order.
-    fn admit_waiting(&mut self, budget: &mut u32, now: Nanos) {
+    /// Phase B: admission from the waiting queue in FCFS order, into step number `step`
+    /// (requests held for a later step stop it).
+    fn admit_waiting(&mut self, budget: &mut u32, now: Nanos, step: u64) {
         let block = self.config.block_size;
         while let Some(&slot) = self.waiting.front() {
             if *budget == 0 {
+                break;
+            }
+            if self.slots[slot as usize]
+                .as_ref()
+                .is_some_and(|r| r.eligible_step > step)
+            {
                 break;
             }
             if let Some(max) = self.config.max_num_seqs
@@ -434,6 +461,7 @@ impl Scheduler {
         instance_id: u32,
         mut on_finished: impl FnMut(&RequestRecord<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.in_flight = false;
         let mut finished_any = false;
         for s in &self.step {
             let req = self.slots[s.slot as usize]

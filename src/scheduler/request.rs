@@ -43,6 +43,8 @@ pub(super) struct RunningRequest {
     /// Whether this request's prefix lookup was counted in the stats.
     pub prefix_recorded: bool,
     pub queuing_delay_ns: Nanos,
+    /// The first step number it may join (async scheduling; 0: any).
+    pub eligible_step: u64,
     pub first_token_ns: Nanos,
     pub last_token_ns: Nanos,
     pub itl_ns: Vec<Nanos>,
@@ -70,6 +72,7 @@ impl RunningRequest {
             was_preempted: false,
             prefix_recorded: false,
             queuing_delay_ns: 0,
+            eligible_step: 0,
             first_token_ns: 0,
             last_token_ns: 0,
             itl_ns: Vec::with_capacity(request.output_toks as usize - 1),

@@ -108,6 +108,7 @@ pub fn setup(model: &str, num_blocks: u32) -> InstanceSetup {
             reserve_full_isl: false,
             enable_prefix_caching: true,
             block_size: 16,
+            async_scheduling: false,
         },
         dp_group: None,
     }

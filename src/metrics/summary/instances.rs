@@ -30,6 +30,8 @@ pub struct InstanceInfo {
     pub preemptions: u64,
     /// Prompt tokens computed again after preemption.
     pub recomputed_tokens: u64,
+    /// Dummy steps run to keep pace with the other members of its DP group.
+    pub dummy_steps: u64,
     /// Present when prefix caching is on.
     pub prefix_cache: Option<PrefixCacheStats>,
     /// Present with the profile-DB backend: how many table lookups left the profiled grid.
@@ -231,6 +233,9 @@ impl Summary {
                     "recomputed_tokens": i.recomputed_tokens,
                 });
                 put_counters(&mut v, i.prefix_cache, i.profile_lookups);
+                if i.dummy_steps > 0 {
+                    v["dummy_steps"] = json!(i.dummy_steps);
+                }
                 if self.disaggregated() {
                     Summary::put_pd(&mut v, i.role, &s.pd);
                 }
@@ -264,6 +269,10 @@ impl Summary {
         if t.recomputed_tokens != 0 {
             let label = "Recomputed prompt tokens (preemption):";
             line(f, label, t.recomputed_tokens)?;
+        }
+        let dummy: u64 = info.instances.iter().map(|i| i.dummy_steps).sum();
+        if dummy != 0 {
+            line(f, "DP dummy steps (idle members):", dummy)?;
         }
         if let Some(cache) = &t.prefix_cache {
             let tokens = format!("{} / {}", cache.hit_tokens, cache.requested_tokens);

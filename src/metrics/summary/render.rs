@@ -135,6 +135,7 @@ mod tests {
             instances: vec![InstanceInfo {
                 preemptions: 194,
                 recomputed_tokens: 110_596,
+                dummy_steps: 0,
                 prefix_cache: Some(PrefixCacheStats {
                     requested_tokens: 400,
                     hit_tokens: 30,

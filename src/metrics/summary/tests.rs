@@ -14,6 +14,7 @@ pub(super) fn instance_info() -> InstanceInfo {
         block_size: 16,
         preemptions: 0,
         recomputed_tokens: 0,
+        dummy_steps: 0,
         prefix_cache: None,
         profile_lookups: None,
         role: InstanceRole::Colocated,

@@ -1,0 +1,77 @@
+//! vLLM's asynchronous scheduling: a request arriving while a step runs joins the step after
+//! the next one; one arriving at an idle instance starts at once.
+
+#[path = "common/cluster_fixture.rs"]
+mod fixture;
+
+use blis_cosim::Nanos;
+use blis_cosim::engine::{InstanceSetup, run};
+use fixture::{LinearBackend, Recorder, request, setup};
+
+fn instance(async_scheduling: bool) -> InstanceSetup {
+    let mut s = setup("m", 1_000);
+    s.scheduler.async_scheduling = async_scheduling;
+    s
+}
+
+/// First-token times of a run where request 0 (10 prompt tokens, 6 outputs) starts at 0 and
+/// request 1 (5 prompt tokens, 2 outputs) arrives at `late` ns.
+fn first_tokens(async_scheduling: bool, late: Nanos) -> (Vec<Nanos>, Vec<(Nanos, Nanos)>) {
+    let requests = [
+        request(0, 0, 10, 6, Vec::new()),
+        request(1, late, 5, 2, Vec::new()),
+    ];
+    let mut backend = LinearBackend { per_token: 10 };
+    let mut rec = Recorder::default();
+    run(
+        &requests,
+        &instance(async_scheduling),
+        &mut backend,
+        &mut rec,
+    )
+    .unwrap();
+    let mut firsts: Vec<(u64, Nanos)> =
+        rec.finished.iter().map(|f| (f.id, f.first_token)).collect();
+    firsts.sort_unstable();
+    let steps = rec.steps.iter().map(|s| (s.start, s.end)).collect();
+    (firsts.into_iter().map(|(_, t)| t).collect(), steps)
+}
+
+#[test]
+fn a_request_arriving_mid_step_skips_the_step_formed_ahead() {
+    // Steps: prefill of request 0 = 1,000 + 10·10 + 100 = 1,200 ns; decodes 1,110 ns.
+    // Request 1 arrives at 1,500, inside the second step (1,200..2,310).
+    let (sync, steps) = first_tokens(false, 1_500);
+    assert_eq!(&steps[..2], [(0, 1_200), (1_200, 2_310)]);
+    // Synchronous: it joins the third step (2,310 + 1,000 + 6·10 + 200 = 3,570).
+    assert_eq!(sync, [1_200, 3_570]);
+    // Async: the third step was formed while the second ran; it joins the fourth.
+    let (asynch, steps) = first_tokens(true, 1_500);
+    assert_eq!(steps[2], (2_310, 3_420));
+    assert_eq!(asynch, [1_200, 3_420 + 1_260]);
+}
+
+#[test]
+fn an_idle_instance_takes_an_async_request_at_once() {
+    // Request 1 arrives long after request 0 finished: no step in flight, no extra wait.
+    let late = 100_000;
+    let (sync, _) = first_tokens(false, late);
+    let (asynch, _) = first_tokens(true, late);
+    assert_eq!(sync, asynch);
+    assert_eq!(asynch[1], late + 1_000 + 50 + 100);
+}
+
+#[test]
+fn a_held_request_runs_when_nothing_else_can() {
+    // Request 0 has a single output token: its prefill step (0..1,200) is its last. Request
+    // 1 arrives during it; with nothing else to run, the next step takes it anyway.
+    let requests = [
+        request(0, 0, 10, 1, Vec::new()),
+        request(1, 500, 5, 2, Vec::new()),
+    ];
+    let mut backend = LinearBackend { per_token: 10 };
+    let mut rec = Recorder::default();
+    run(&requests, &instance(true), &mut backend, &mut rec).unwrap();
+    let second = rec.finished.iter().find(|f| f.id == 1).unwrap();
+    assert_eq!(second.first_token, 1_200 + 1_150);
+}
