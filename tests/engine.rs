@@ -92,6 +92,7 @@ fn setup(num_blocks: u32, reserve_full_isl: bool) -> InstanceSetup {
             enable_prefix_caching: true,
             block_size: 16,
         },
+        lower_tier: None,
     }
 }
 

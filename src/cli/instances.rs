@@ -2,6 +2,7 @@
 //! config whose per-instance keys override the flags (instance value > flag > default, as in
 //! LLMServingSim).
 
+use super::TierPool;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::scheduler::SchedulerConfig;
 
@@ -26,6 +27,8 @@ pub struct InstanceConfig {
     pub memory_utilization: f64,
     /// Scheduler limits and switches.
     pub scheduler: SchedulerConfig,
+    /// The lower tier of the prefix cache (`--prefix-storage`), if any.
+    pub lower_tier: Option<TierPool>,
 }
 
 /// The engine settings of the command line (flag values or their defaults): what every
@@ -77,6 +80,7 @@ impl EngineFlags {
             kv_cache_fp8: self.kv_cache_fp8,
             memory_utilization: self.memory_utilization,
             scheduler,
+            lower_tier: None,
         }
     }
 

@@ -11,11 +11,11 @@ use crate::astra;
 use crate::chakra::StepEmitter;
 use crate::cli::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{Dtype, InstanceRole, KvSizing, full_kv_bytes_per_token, kv_capacity};
-use crate::engine::{self, Disaggregation, Dynamics, InstanceSetup};
+use crate::engine::{self, Disaggregation, Dynamics, InstanceSetup, LowerTierSetup};
 use crate::latency::LatencyBackend;
 use crate::metrics::{
-    CsvColumns, InstanceInfo, PrefixCacheStats, RequestCsv, RunInfo, SessionSummary, Summary,
-    SummaryCollector, write_sessions_csv,
+    CsvColumns, InstanceInfo, LowerTierStats, PrefixCacheStats, RequestCsv, RunInfo,
+    SessionSummary, Summary, SummaryCollector, write_sessions_csv,
 };
 use crate::router::Router;
 use crate::workload::sessions::SessionRegistry;
@@ -81,6 +81,11 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             max_model_len: u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX),
             num_blocks,
             scheduler: inst.scheduler.clone(),
+            lower_tier: inst.lower_tier.map(|pool| LowerTierSetup {
+                pool: pool.id,
+                memory: pool.memory,
+                kv_bytes_per_token: full_kv_bytes_per_token(&inst.model, kv_sizing(inst).kv_dtype),
+            }),
         });
         capacities.push(capacity);
         backends.push(Backend::new(config, inst, &label, first_arrival)?);
@@ -160,6 +165,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                     requested_tokens: out.stats.prefix_requested_tokens,
                     hit_tokens: out.stats.prefix_hit_tokens,
                 }),
+            lower_tier: config.prefix_storage.map(|storage| LowerTierStats {
+                storage,
+                hit_tokens: out.stats.lower_hit_tokens,
+                recalled_tokens: out.stats.recalled_tokens,
+                recalled_bytes: out.stats.recalled_bytes,
+                recall_ns: out.stats.recall_ns,
+            }),
             profile_lookups: backend.as_dyn().profile_lookups(),
             role: inst.role,
         })

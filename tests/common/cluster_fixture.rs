@@ -109,6 +109,7 @@ pub fn setup(model: &str, num_blocks: u32) -> InstanceSetup {
             enable_prefix_caching: true,
             block_size: 16,
         },
+        lower_tier: None,
     }
 }
 

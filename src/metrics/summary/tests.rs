@@ -15,6 +15,7 @@ pub(super) fn instance_info() -> InstanceInfo {
         preemptions: 0,
         recomputed_tokens: 0,
         prefix_cache: None,
+        lower_tier: None,
         profile_lookups: None,
         role: InstanceRole::Colocated,
     }
