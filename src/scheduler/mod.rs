@@ -179,11 +179,6 @@ impl Scheduler {
         self.lower = Some(LowerTier::new(pool, space, kv_bytes_per_token, block));
     }
 
-    /// The lower tier of the prefix cache, if any.
-    pub fn lower_tier(&self) -> Option<&LowerTier> {
-        self.lower.as_ref()
-    }
-
     /// Time to load what the last [`Scheduler::schedule`] recalled from the lower tier, ns (0
     /// when it recalled nothing): the step takes this much longer than its compute.
     pub fn last_recall_ns(&self) -> Nanos {
