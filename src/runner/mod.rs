@@ -76,6 +76,16 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                 / f64::from(1u32 << 30),
             inst.memory_utilization
         );
+        if let (Some(storage), Some(pool)) = (config.prefix_storage, inst.lower_tier) {
+            log::info!(
+                "{label}prefix storage: {} pool {} ({:.2} GiB, {} GB/s, {} ns)",
+                storage.name(),
+                pool.id,
+                pool.memory.capacity_bytes as f64 / f64::from(1u32 << 30),
+                pool.memory.bandwidth_gbps,
+                pool.memory.latency_ns
+            );
+        }
         setups.push(InstanceSetup {
             model_name: inst.model.name.clone(),
             max_model_len: u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX),
