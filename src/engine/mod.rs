@@ -12,9 +12,9 @@
 //! 3. Lets every idle instance that has work start its next step, in instance id order: its
 //!    scheduler forms a batch, its latency backend prices it, and the step's end is scheduled
 //!    at `t + step time` (plus the time to load the KV the step recalls from the lower tier
-//!    of the prefix cache, if any; see `tiers.rs`). A busy instance's next step therefore starts at the very instant its
-//!    previous one ends (steps run back to back), and an idle one starts exactly at the
-//!    arrival that gives it work.
+//!    of the prefix cache, if any; see `tiers.rs`). A busy instance's next step therefore
+//!    starts at the very instant its previous one ends (steps run back to back), and an idle
+//!    one starts exactly at the arrival that gives it work.
 //!
 //! Only then does the clock move on to the next event; it never goes back. An idle instance
 //! with work that cannot form a batch is a loud error ([`SimError::Stuck`]), never a spin
