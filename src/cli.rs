@@ -4,20 +4,24 @@
 use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraOptions, InstanceNetwork};
 mod instances;
 mod parallel;
+mod prefix_storage;
 mod replay;
 
 pub use instances::InstanceConfig;
+pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
 pub use replay::{ReplayArgs, ReplayMode};
 
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
+    PrefixStorage,
 };
 use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::workload::spec::SCENARIOS;
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 use instances::EngineFlags;
+use prefix_storage::Cluster;
 use std::path::PathBuf;
 
 /// Simulate an LLM inference serving deployment on a workload.
@@ -246,6 +250,9 @@ pub struct RunArgs {
     #[arg(long, action = ArgAction::SetTrue)]
     pub no_enable_prefix_caching: bool,
 
+    #[command(flatten)]
+    pub prefix: PrefixStorageArgs,
+
     /// Tokens per KV block.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub block_size: u32,
@@ -316,6 +323,9 @@ pub struct SimConfig {
     pub num_nodes: usize,
     /// The links KV transfers take, when some instances are prefill or decode instances.
     pub links: Option<ClusterLinks>,
+    /// The lower tier of the prefix cache (`--prefix-storage`); each instance's pool is in
+    /// its [`InstanceConfig::lower_tier`].
+    pub prefix_storage: Option<PrefixStorage>,
     /// How requests are routed to instances.
     pub routing: RoutingPolicy,
     /// Profile root for the measured latency backend; `None` selects the roofline.
@@ -378,19 +388,21 @@ impl RunArgs {
         } else {
             parallel::CommPricing::Analytical
         };
-        let (instances, num_nodes, network, links) = match &self.cluster_config {
+        let (instances, num_nodes, network, links, prefix_storage) = match &self.cluster_config {
             None => {
                 let model = self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B");
                 let hardware = self.hardware.as_deref().unwrap_or("H100-SXM");
-                let mut instance = flags.instance(
+                let mut instances = vec![flags.instance(
                     0,
                     ModelArch::resolve(model)?,
                     Hardware::resolve(hardware)?,
                     self.tp.unwrap_or(1),
-                );
-                parallel::standalone(&mut instance, pricing);
-                let network = InstanceNetwork::from_hardware(&instance.hardware, instance.tp);
-                (vec![instance], 1, network, None)
+                )];
+                parallel::standalone(&mut instances[0], pricing);
+                let storage = self.prefix.assign(None, &mut instances)?;
+                let network =
+                    InstanceNetwork::from_hardware(&instances[0].hardware, instances[0].tp);
+                (instances, 1, network, None, storage)
             }
             Some(path) => {
                 let source = path.display().to_string();
@@ -424,7 +436,13 @@ impl RunArgs {
                 } else {
                     None
                 };
-                (instances, cluster.num_nodes, network, links)
+                let layout = Cluster {
+                    config: &cluster,
+                    placed: &placed,
+                    source: &source,
+                };
+                let storage = self.prefix.assign(Some(&layout), &mut instances)?;
+                (instances, cluster.num_nodes, network, links, storage)
             }
         };
         let astra = self.astra.resolve(astra_binary, &network)?;
@@ -452,6 +470,7 @@ impl RunArgs {
             instances,
             num_nodes,
             links,
+            prefix_storage,
             routing,
             profile_dir: self.profile_dir,
             architecture: self.architecture,

@@ -94,6 +94,7 @@ fn setup(num_blocks: u32, reserve_full_isl: bool) -> InstanceSetup {
             async_scheduling: false,
         },
         dp_group: None,
+        lower_tier: None,
     }
 }
 

@@ -2,6 +2,7 @@
 //! config whose per-instance keys override the flags (instance value > flag > default, as in
 //! LLMServingSim).
 
+use super::TierPool;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::latency::Collectives;
 use crate::scheduler::SchedulerConfig;
@@ -31,6 +32,8 @@ pub struct InstanceConfig {
     pub collectives: Collectives,
     /// The lock-step data-parallel group it belongs to (an index), if any.
     pub dp_group: Option<u32>,
+    /// The lower tier of the prefix cache (`--prefix-storage`), if any.
+    pub lower_tier: Option<TierPool>,
 }
 
 /// The engine settings of the command line (flag values or their defaults): what every
@@ -86,6 +89,7 @@ impl EngineFlags {
             scheduler,
             collectives: Collectives::NONE,
             dp_group: None,
+            lower_tier: None,
         }
     }
 

@@ -381,3 +381,46 @@ fn routing_flags_parse_and_weights_need_the_weighted_policy() {
         .is_err()
     );
 }
+
+#[test]
+fn prefix_storage_gives_each_instance_its_pool() {
+    let cfg = parse(&[]).unwrap().into_config().unwrap();
+    assert_eq!(cfg.prefix_storage, None, "no lower tier by default");
+    assert!(cfg.instances.iter().all(|i| i.lower_tier.is_none()));
+    let c = shared("configs/cluster/dual_node_multi_instance.json");
+    let pools = |flags: &[&str]| {
+        let mut args = vec!["--cluster-config", c.as_str()];
+        args.extend_from_slice(flags);
+        let cfg = parse(&args).unwrap().into_config().unwrap();
+        assert_eq!(cfg.prefix_storage, Some(PrefixStorage::Cpu));
+        cfg.instances
+            .iter()
+            .map(|i| i.lower_tier.unwrap().id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(pools(&["--prefix-storage", "CPU"]), [0, 1, 2, 3]);
+    let shared_pools = ["--prefix-storage", "cpu", "--enable-prefix-sharing"];
+    assert_eq!(pools(&shared_pools), [0, 0, 1, 1], "one pool per node");
+    let cfg = parse(&["--cluster-config", &c, "--prefix-storage", "CPU"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let tier = cfg.instances[0].lower_tier.unwrap().memory;
+    let cluster = ClusterConfig::load(std::path::Path::new(&c)).unwrap();
+    let cpu = &cluster.nodes[0].cpu_mem;
+    assert_eq!(
+        tier.capacity_bytes,
+        (cpu.mem_size * f64::from(1u32 << 30)) as u64
+    );
+    assert_eq!(
+        (tier.bandwidth_gbps, tier.latency_ns),
+        (cpu.mem_bw, cpu.mem_latency)
+    );
+    let err = parse(&["--cluster-config", &c, "--prefix-storage", "CXL"])
+        .unwrap()
+        .into_config()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`cxl_mem`"), "{err}");
+    assert!(parse(&["--prefix-storage", "SSD"]).is_err());
+}

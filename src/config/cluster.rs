@@ -1,8 +1,9 @@
 //! LLMServingSim cluster config JSON (`--cluster-config`): nodes, instances, memories, links.
 //!
 //! The whole schema is read and checked; what the simulator cannot model yet (pipeline or
-//! data parallelism, placement, offloading, PIM, power, CXL) is refused with a message naming
-//! the key, never silently ignored. Several nodes and instances are fine: colocated instances
+//! data parallelism, placement, offloading, PIM, power) is refused with a message naming the
+//! key, never silently ignored. `cpu_mem` and `cxl_mem` hold the lower tier of the prefix cache
+//! (`--prefix-storage CPU|CXL`). Several nodes and instances are fine: colocated instances
 //! (each serves requests start to finish on its own) and prefill/decode instances
 //! (`pd_type`), see [`InstanceRole`].
 
@@ -27,6 +28,40 @@ pub struct MemorySpec {
     /// PIM configuration stem (host memory only; not supported yet).
     #[serde(default)]
     pub pim_config: Option<String>,
+}
+
+/// Where the lower tier of the prefix cache lives (`--prefix-storage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixStorage {
+    /// Host memory: each node's `cpu_mem`.
+    Cpu,
+    /// The cluster's `cxl_mem`.
+    Cxl,
+}
+
+impl PrefixStorage {
+    /// The name used in flags and summaries: `CPU` or `CXL`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrefixStorage::Cpu => "CPU",
+            PrefixStorage::Cxl => "CXL",
+        }
+    }
+}
+
+/// The cluster's CXL memory pool (`cxl_mem`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CxlMemSpec {
+    /// Capacity, GB (taken as GiB, and not multiplied by `num_devices`, like LLMServingSim).
+    pub mem_size: f64,
+    /// Bandwidth, GB/s.
+    pub mem_bw: f64,
+    /// Access latency, ns.
+    pub mem_latency: f64,
+    /// CXL devices (default 1).
+    #[serde(default)]
+    pub num_devices: Option<u32>,
 }
 
 /// Per-instance runtime overrides of the engine flags (LLMServingSim's 14 keys; `mem_util`
@@ -105,8 +140,9 @@ pub struct ClusterConfig {
     /// Link latency, ns.
     pub link_latency: PerDim,
     pub nodes: Vec<NodeSpec>,
+    /// CXL memory, the lower tier of the prefix cache under `--prefix-storage CXL`.
     #[serde(default)]
-    pub cxl_mem: Option<serde_json::Value>,
+    pub cxl_mem: Option<CxlMemSpec>,
 }
 
 impl ClusterConfig {
@@ -163,6 +199,9 @@ impl ClusterConfig {
                 check_instance(inst, &format!("nodes[{n}].instances[{i}]"), &invalid)?;
             }
         }
+        if let Some(cxl) = &config.cxl_mem {
+            check_cxl(cxl, &invalid)?;
+        }
         for (name, v) in [
             ("link_bw", &config.link_bw),
             ("link_latency", &config.link_latency),
@@ -180,7 +219,7 @@ impl ClusterConfig {
 
     /// Every instance, in file order (which is the order of global instance ids), with its
     /// role, refusing what is not supported yet (pipeline parallelism, placement,
-    /// offloading, PIM, power, CXL) and P/D roles without a partner: every model served by a
+    /// offloading, PIM, power) and P/D roles without a partner: every model served by a
     /// prefill instance needs a decode instance and the other way round.
     pub fn instances(&self, source_name: &str) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
         let unsupported = |field: &str, what: &str| ConfigError::Invalid {
@@ -188,9 +227,6 @@ impl ClusterConfig {
             field: field.to_owned(),
             message: format!("{what} is not supported yet"),
         };
-        if self.cxl_mem.is_some() {
-            return Err(unsupported("cxl_mem", "CXL memory"));
-        }
         let mut placed = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
             if node.power.is_some() {
@@ -282,6 +318,27 @@ fn check_memory(
         return Err(invalid(
             format!("{at}.mem_util"),
             format!("must be in (0, 1], got {u}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_cxl(
+    m: &CxlMemSpec,
+    invalid: &impl Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let as_memory = MemorySpec {
+        mem_size: m.mem_size,
+        mem_bw: m.mem_bw,
+        mem_latency: m.mem_latency,
+        mem_util: None,
+        pim_config: None,
+    };
+    check_memory(&as_memory, "cxl_mem", invalid)?;
+    if m.num_devices == Some(0) {
+        return Err(invalid(
+            "cxl_mem.num_devices".into(),
+            "must be at least 1".into(),
         ));
     }
     Ok(())
@@ -389,7 +446,11 @@ mod tests {
                 "single_node_pp_instance.json",
                 "nodes[0].instances[0].pp_size",
             ),
-            ("single_node_cxl_instance.json", "cxl_mem"),
+            // CXL memory itself is fine (the prefix cache's lower tier); weights in it are not.
+            (
+                "single_node_cxl_instance.json",
+                "nodes[0].instances[0].placement",
+            ),
             (
                 "single_node_memory_instance.json",
                 "nodes[0].instances[0].placement",

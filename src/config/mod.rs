@@ -13,7 +13,8 @@ mod roles;
 mod topology;
 
 pub use cluster::{
-    ClusterConfig, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance, RuntimeOverrides,
+    ClusterConfig, CxlMemSpec, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance,
+    PrefixStorage, RuntimeOverrides,
 };
 pub use dtype::Dtype;
 pub use hardware::Hardware;

@@ -108,7 +108,13 @@ impl Wave<'_, '_, '_> {
                     LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
                 );
             }
-            wave_ns = wave_ns.max(ns);
+            // KV recalled from the lower tier of the prefix cache loads before the step.
+            let recall = if inst.dummy {
+                0
+            } else {
+                schedulers[m as usize].last_recall_ns()
+            };
+            wave_ns = wave_ns.max(ns + recall);
         }
         for &m in members {
             let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);

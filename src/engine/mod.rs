@@ -11,9 +11,10 @@
 //!    instances' state at that moment (after step 1), and queues it on the chosen instance.
 //! 3. Lets every idle instance that has work start its next step, in instance id order: its
 //!    scheduler forms a batch, its latency backend prices it, and the step's end is scheduled
-//!    at `t + step time`. A busy instance's next step therefore starts at the very instant its
-//!    previous one ends (steps run back to back), and an idle one starts exactly at the
-//!    arrival that gives it work.
+//!    at `t + step time` (plus the time to load the KV the step recalls from the lower tier
+//!    of the prefix cache, if any; see `tiers.rs`). A busy instance's next step therefore
+//!    starts at the very instant its previous one ends (steps run back to back), and an idle
+//!    one starts exactly at the arrival that gives it work.
 //!
 //! Only then does the clock move on to the next event; it never goes back. An idle instance
 //! with work that cannot form a batch is a loud error ([`SimError::Stuck`]), never a spin
@@ -50,10 +51,12 @@ mod eligibility;
 mod events;
 mod inject;
 mod pd;
+mod tiers;
 
 pub use events::{Event, EventKind, EventQueue};
 pub use inject::{Dynamics, Injector, NoInjection};
 pub use pd::{Disaggregation, TransferEvent};
+pub use tiers::LowerTierSetup;
 
 use crate::Nanos;
 use crate::config::InstanceRole;
@@ -81,6 +84,8 @@ pub struct InstanceSetup {
     /// The lock-step data-parallel group of the instance (an index shared by its members),
     /// if any: the group's steps run as waves (see the module docs).
     pub dp_group: Option<u32>,
+    /// The lower tier of the instance's prefix cache (`--prefix-storage`), if any.
+    pub lower_tier: Option<LowerTierSetup>,
 }
 
 /// One finished step, for observers (logging, progress).
@@ -309,6 +314,7 @@ pub fn run_instances(
             scheduler
         })
         .collect();
+    tiers::attach(setups, &mut schedulers)?;
     let mut transfers = pd.map(|pd| Transfers::new(pd, requests));
     let mut instances: Vec<InstanceSim<'_>> = setups
         .iter()
@@ -468,10 +474,12 @@ fn start_step(
             running: scheduler.num_running(),
         });
     };
-    let step_ns = backend.step_time(&BatchDesc::new(items))?;
-    if step_ns == 0 {
+    let compute_ns = backend.step_time(&BatchDesc::new(items))?;
+    if compute_ns == 0 {
         return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
     }
+    // KV recalled from the lower tier of the prefix cache is loaded before the step computes.
+    let step_ns = compute_ns + scheduler.last_recall_ns();
     inst.busy = true;
     inst.step_start = now;
     inst.waiting = scheduler.num_waiting();

@@ -15,7 +15,8 @@ pub use plots::PlotFormat;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
 pub use stats::LatencyStats;
 pub use summary::{
-    InstanceInfo, InstanceSummary, PdSummary, PrefixCacheStats, RunInfo, Summary, SummaryCollector,
+    InstanceInfo, InstanceSummary, LowerTierStats, PdSummary, PrefixCacheStats, RunInfo, Summary,
+    SummaryCollector,
 };
 pub use validate::Validation;
 

@@ -11,10 +11,12 @@ use std::path::Path;
 mod instances;
 mod pd;
 mod render;
+mod tier;
 
 use instances::InstanceTally;
 pub use instances::{InstanceInfo, InstanceSummary};
 pub use pd::PdSummary;
+pub use tier::LowerTierStats;
 
 /// Prefix-cache effectiveness over a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

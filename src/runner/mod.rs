@@ -11,11 +11,11 @@ use crate::astra;
 use crate::chakra::StepEmitter;
 use crate::cli::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{Dtype, InstanceRole, KvSizing, full_kv_bytes_per_token, kv_capacity};
-use crate::engine::{self, Disaggregation, Dynamics, InstanceSetup};
+use crate::engine::{self, Disaggregation, Dynamics, InstanceSetup, LowerTierSetup};
 use crate::latency::LatencyBackend;
 use crate::metrics::{
-    CsvColumns, InstanceInfo, PrefixCacheStats, RequestCsv, RunInfo, SessionSummary, Summary,
-    SummaryCollector, write_sessions_csv,
+    CsvColumns, InstanceInfo, LowerTierStats, PrefixCacheStats, RequestCsv, RunInfo,
+    SessionSummary, Summary, SummaryCollector, write_sessions_csv,
 };
 use crate::router::Router;
 use crate::workload::sessions::SessionRegistry;
@@ -76,12 +76,27 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                 / f64::from(1u32 << 30),
             inst.memory_utilization
         );
+        if let (Some(storage), Some(pool)) = (config.prefix_storage, inst.lower_tier) {
+            log::info!(
+                "{label}prefix storage: {} pool {} ({:.2} GiB, {} GB/s, {} ns)",
+                storage.name(),
+                pool.id,
+                pool.memory.capacity_bytes as f64 / f64::from(1u32 << 30),
+                pool.memory.bandwidth_gbps,
+                pool.memory.latency_ns
+            );
+        }
         setups.push(InstanceSetup {
             model_name: inst.model.name.clone(),
             max_model_len: u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX),
             num_blocks,
             scheduler: inst.scheduler.clone(),
             dp_group: inst.dp_group,
+            lower_tier: inst.lower_tier.map(|pool| LowerTierSetup {
+                pool: pool.id,
+                memory: pool.memory,
+                kv_bytes_per_token: full_kv_bytes_per_token(&inst.model, kv_sizing(inst).kv_dtype),
+            }),
         });
         capacities.push(capacity);
         backends.push(Backend::new(config, inst, &label, first_arrival)?);
@@ -162,6 +177,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                     requested_tokens: out.stats.prefix_requested_tokens,
                     hit_tokens: out.stats.prefix_hit_tokens,
                 }),
+            lower_tier: config.prefix_storage.map(|storage| LowerTierStats {
+                storage,
+                hit_tokens: out.stats.lower_hit_tokens,
+                recalled_tokens: out.stats.recalled_tokens,
+                recalled_bytes: out.stats.recalled_bytes,
+                recall_ns: out.stats.recall_ns,
+            }),
             profile_lookups: backend.as_dyn().profile_lookups(),
             role: inst.role,
         })

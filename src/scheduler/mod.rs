@@ -12,15 +12,22 @@
 //! [`Scheduler::complete_step`] then applies the step's results at its finish time: first
 //! tokens, inter-token gaps, finished requests (which free their blocks).
 //!
+//! With a lower tier ([`Scheduler::attach_lower_tier`], see [`LowerTier`]) the prefix cache
+//! has a second level: indexed blocks are also written down into host or CXL memory, and an
+//! admission's prefix hit continues there; the recalled KV is loaded back into device blocks
+//! and its load time is reported with the step ([`Scheduler::last_recall_ns`]).
+//!
 //! Under prefill/decode disaggregation (`pd`), a prefill instance's scheduler hands each
 //! request off when its prompt completes, holding its blocks until the KV transfer ends, and
 //! a decode instance's scheduler receives requests whose prompt KV arrived.
 
 mod kv;
+mod lower_tier;
 mod pd;
 mod request;
 
 pub use kv::{BlockId, BlockPool, block_hashes, block_hashes_with};
+pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
 pub use pd::{Handoff, ReceivedKv};
 
 use crate::Nanos;
@@ -61,8 +68,16 @@ pub struct SchedulerStats {
     pub recomputed_tokens: u64,
     /// Prompt tokens looked up in the prefix cache (once per request).
     pub prefix_requested_tokens: u64,
-    /// Of those, tokens found in the cache.
+    /// Of those, tokens found in the device-side cache.
     pub prefix_hit_tokens: u64,
+    /// Of those, tokens found in the lower tier past the device-side hit (once per request).
+    pub lower_hit_tokens: u64,
+    /// Tokens recalled from the lower tier (on every admission, readmissions included).
+    pub recalled_tokens: u64,
+    /// Their KV bytes.
+    pub recalled_bytes: u64,
+    /// Time spent loading them, added to the steps that admitted them, ns.
+    pub recall_ns: u64,
 }
 
 /// A scheduled request of the current step.
@@ -84,6 +99,13 @@ pub struct Scheduler {
     step: Vec<Scheduled>,
     step_items: Vec<BatchItem>,
     hit_scratch: Vec<BlockId>,
+    /// Tokens of the last prefix lookup found in the lower tier (past the device hits).
+    lower_hit: u32,
+    /// The lower tier of the prefix cache, if any.
+    lower: Option<LowerTier>,
+    /// Tokens recalled from the lower tier by the step being formed, and their load time.
+    step_recall_tokens: u64,
+    step_recall_ns: Nanos,
     stats: SchedulerStats,
     /// A prefill instance: requests leave at the end of their prefill.
     hand_off: bool,
@@ -118,6 +140,10 @@ impl std::ops::AddAssign for SchedulerStats {
         self.recomputed_tokens += other.recomputed_tokens;
         self.prefix_requested_tokens += other.prefix_requested_tokens;
         self.prefix_hit_tokens += other.prefix_hit_tokens;
+        self.lower_hit_tokens += other.lower_hit_tokens;
+        self.recalled_tokens += other.recalled_tokens;
+        self.recalled_bytes += other.recalled_bytes;
+        self.recall_ns += other.recall_ns;
     }
 }
 
@@ -134,6 +160,10 @@ impl Scheduler {
             step: Vec::new(),
             step_items: Vec::new(),
             hit_scratch: Vec::new(),
+            lower_hit: 0,
+            lower: None,
+            step_recall_tokens: 0,
+            step_recall_ns: 0,
             stats: SchedulerStats::default(),
             hand_off: false,
             handoffs: std::collections::VecDeque::new(),
@@ -142,6 +172,26 @@ impl Scheduler {
             formed: 0,
             in_flight: false,
         }
+    }
+
+    /// Gives the prefix cache a lower tier in `pool`, this instance's KV being KV space
+    /// `space` there with `kv_bytes_per_token` bytes per token (every layer, head and TP rank).
+    /// Instances that share a pool and may hit each other's blocks must use the same space;
+    /// others, distinct ones.
+    pub fn attach_lower_tier(
+        &mut self,
+        pool: SharedLowerPool,
+        space: u32,
+        kv_bytes_per_token: u64,
+    ) {
+        let block = self.config.block_size;
+        self.lower = Some(LowerTier::new(pool, space, kv_bytes_per_token, block));
+    }
+
+    /// Time to load what the last [`Scheduler::schedule`] recalled from the lower tier, ns (0
+    /// when it recalled nothing): the step takes this much longer than its compute.
+    pub fn last_recall_ns(&self) -> Nanos {
+        self.step_recall_ns
     }
 
     /// The configuration.
@@ -218,6 +268,8 @@ impl Scheduler {
     pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
         self.step.clear();
         self.step_items.clear();
+        self.step_recall_tokens = 0;
+        self.step_recall_ns = 0;
         let mut budget = self.config.max_num_batched_tokens;
         let preempted = self.schedule_running(&mut budget)?;
         if !preempted {
@@ -233,6 +285,12 @@ impl Scheduler {
         }
         self.formed += 1;
         self.in_flight = true;
+        if let Some(tier) = &self.lower
+            && self.step_recall_tokens > 0
+        {
+            self.step_recall_ns = tier.load_ns(self.step_recall_tokens);
+            self.stats.recall_ns += self.step_recall_ns;
+        }
         for s in &self.step {
             let req = self.slots[s.slot as usize]
                 .as_mut()
@@ -338,11 +396,13 @@ impl Scheduler {
     }
 
     /// Finds the cached full prompt blocks of a waiting request; leaves their ids in
-    /// `hit_scratch` and returns the tokens whose KV needs no computing: the hits, or the
-    /// received prompt of a request a prefill instance handed over (its `computed`), whichever
-    /// is more. At least one token is always left to compute.
+    /// `hit_scratch`, and in `lower_hit` the tokens past them found in the lower tier, and
+    /// returns the tokens whose KV needs no computing: the hits of both tiers, or the received
+    /// prompt of a request a prefill instance handed over (its `computed`), whichever is more.
+    /// At least one token is always left to compute.
     fn lookup_prefix(&mut self, slot: u32) -> u32 {
         self.hit_scratch.clear();
+        self.lower_hit = 0;
         let req = self.slots[slot as usize].as_ref().expect("waiting slot");
         if !self.config.enable_prefix_caching {
             return req.computed;
@@ -354,10 +414,18 @@ impl Scheduler {
                 None => break,
             }
         }
-        (self.hit_scratch.len() as u32 * self.config.block_size).max(req.computed)
+        let npu_hit = self.hit_scratch.len() as u32 * self.config.block_size;
+        // A received prompt's KV is here already: nothing to recall for it.
+        if let Some(tier) = &self.lower
+            && req.computed == 0
+        {
+            self.lower_hit = tier.extend_hit(&req.hashes, npu_hit, req.reached);
+        }
+        (npu_hit + self.lower_hit).max(req.computed)
     }
 
-    /// Allocates blocks for a waiting request (reusing the hits in `hit_scratch`) whose first
+    /// Allocates blocks for a waiting request (reusing the hits in `hit_scratch`, and fresh
+    /// blocks for the `lower_hit` tokens recalled from the lower tier) whose first
     /// `hit_tokens` need no computing, and marks it admitted at `now`. Returns false, changing
     /// nothing, when blocks are short.
     fn admit(&mut self, slot: u32, hit_tokens: u32, new_tokens: u32, now: Nanos) -> bool {
@@ -391,13 +459,23 @@ impl Scheduler {
         {
             pd.decode_admitted_ns = now;
         }
+        let recalled = self.lower_hit;
+        if let Some(tier) = &self.lower
+            && recalled > 0
+        {
+            let tokens = u64::from(recalled);
+            self.step_recall_tokens += tokens;
+            self.stats.recalled_tokens += tokens;
+            self.stats.recalled_bytes += tier.bytes(tokens);
+        }
         if !req.prefix_recorded && self.config.enable_prefix_caching {
             req.prefix_recorded = true;
             self.stats.prefix_requested_tokens += u64::from(req.input_toks);
-            self.stats.prefix_hit_tokens += u64::from(hit_tokens);
+            self.stats.prefix_hit_tokens += u64::from(hit_tokens - recalled);
+            self.stats.lower_hit_tokens += u64::from(recalled);
         }
         req.computed = hit_tokens;
-        Self::index_full_blocks(&mut self.pool, req, new_tokens, block);
+        Self::index_full_blocks(&mut self.pool, self.lower.as_ref(), req, new_tokens, block);
         true
     }
 
@@ -415,23 +493,31 @@ impl Scheduler {
             req.blocks
                 .push(self.pool.allocate().expect("checked free blocks"));
         }
-        Self::index_full_blocks(&mut self.pool, req, new_tokens, block);
+        Self::index_full_blocks(&mut self.pool, self.lower.as_ref(), req, new_tokens, block);
         true
     }
 
     /// Indexes the request's blocks that are full once this step's tokens are in (up to the
-    /// tokens it has actually reached), so later requests can hit them.
+    /// tokens it has actually reached), so later requests can hit them, and writes the coarse
+    /// blocks they complete down to the lower tier.
     fn index_full_blocks(
         pool: &mut BlockPool,
+        lower: Option<&LowerTier>,
         req: &mut RunningRequest,
         new_tokens: u32,
         block: u32,
     ) {
         let full = ((req.computed + new_tokens).min(req.reached) / block) as usize;
         let upto = full.min(req.hashes.len());
+        let from = req.cached_blocks;
         while req.cached_blocks < upto {
             pool.cache(req.blocks[req.cached_blocks], req.hashes[req.cached_blocks]);
             req.cached_blocks += 1;
+        }
+        if let Some(tier) = lower
+            && from < upto
+        {
+            tier.write_down(&req.hashes, from, upto);
         }
     }
 

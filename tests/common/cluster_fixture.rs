@@ -111,6 +111,7 @@ pub fn setup(model: &str, num_blocks: u32) -> InstanceSetup {
             async_scheduling: false,
         },
         dp_group: None,
+        lower_tier: None,
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::pd::{PdSummary, PdTally};
 use super::render::{line, line_2dp};
-use super::{PrefixCacheStats, RequestRecord, Summary};
+use super::{LowerTierStats, PrefixCacheStats, RequestRecord, Summary};
 use crate::config::InstanceRole;
 use crate::latency::LookupCounts;
 use crate::metrics::stats::NS_PER_MS;
@@ -34,6 +34,8 @@ pub struct InstanceInfo {
     pub dummy_steps: u64,
     /// Present when prefix caching is on.
     pub prefix_cache: Option<PrefixCacheStats>,
+    /// Present when the prefix cache has a lower tier (`--prefix-storage`).
+    pub lower_tier: Option<LowerTierStats>,
     /// Present with the profile-DB backend: how many table lookups left the profiled grid.
     pub profile_lookups: Option<LookupCounts>,
     /// Colocated, prefill or decode.
@@ -137,6 +139,7 @@ struct Totals {
     preemptions: u64,
     recomputed_tokens: u64,
     prefix_cache: Option<PrefixCacheStats>,
+    lower_tier: Option<LowerTierStats>,
     profile_lookups: Option<LookupCounts>,
 }
 
@@ -148,6 +151,7 @@ impl Summary {
             preemptions: instances.iter().map(|i| i.preemptions).sum(),
             recomputed_tokens: instances.iter().map(|i| i.recomputed_tokens).sum(),
             prefix_cache: None,
+            lower_tier: None,
             profile_lookups: None,
         };
         for i in instances {
@@ -155,6 +159,12 @@ impl Summary {
                 let sum = t.prefix_cache.get_or_insert_with(PrefixCacheStats::default);
                 sum.requested_tokens += c.requested_tokens;
                 sum.hit_tokens += c.hit_tokens;
+            }
+            if let Some(l) = &i.lower_tier {
+                match &mut t.lower_tier {
+                    Some(sum) => sum.add(l),
+                    None => t.lower_tier = Some(*l),
+                }
             }
             if let Some(l) = i.profile_lookups {
                 let sum = t.profile_lookups.get_or_insert_with(LookupCounts::default);
@@ -180,7 +190,12 @@ impl Summary {
             "preemptions": i.preemptions,
             "recomputed_tokens": i.recomputed_tokens,
         });
-        put_counters(&mut simulator, i.prefix_cache, i.profile_lookups);
+        put_counters(
+            &mut simulator,
+            i.prefix_cache,
+            i.lower_tier,
+            i.profile_lookups,
+        );
         simulator
     }
 
@@ -201,7 +216,12 @@ impl Summary {
             "preemptions": t.preemptions,
             "recomputed_tokens": t.recomputed_tokens,
         });
-        put_counters(&mut simulator, t.prefix_cache, t.profile_lookups);
+        put_counters(
+            &mut simulator,
+            t.prefix_cache,
+            t.lower_tier,
+            t.profile_lookups,
+        );
         if self.disaggregated() {
             simulator["pd"] = self.pd_json();
         }
@@ -232,7 +252,7 @@ impl Summary {
                     "preemptions": i.preemptions,
                     "recomputed_tokens": i.recomputed_tokens,
                 });
-                put_counters(&mut v, i.prefix_cache, i.profile_lookups);
+                put_counters(&mut v, i.prefix_cache, i.lower_tier, i.profile_lookups);
                 if i.dummy_steps > 0 {
                     v["dummy_steps"] = json!(i.dummy_steps);
                 }
@@ -278,6 +298,9 @@ impl Summary {
             let tokens = format!("{} / {}", cache.hit_tokens, cache.requested_tokens);
             line(f, "Prefix cache hit tokens / requested:", tokens)?;
             line_2dp(f, "Prefix cache hit ratio (%):", cache.hit_ratio_percent())?;
+        }
+        if let Some(tier) = &t.lower_tier {
+            tier.fmt_lines(f, t.prefix_cache.as_ref())?;
         }
         if let Some(l) = &t.profile_lookups {
             let counts = format!("{} / {} / {}", l.lookups, l.clamped, l.extrapolated);
@@ -329,12 +352,20 @@ impl Summary {
     }
 }
 
-/// Adds the prefix-cache and profile-lookup keys to a JSON object, when present.
-fn put_counters(v: &mut Value, cache: Option<PrefixCacheStats>, lookups: Option<LookupCounts>) {
+/// Adds the prefix-cache (both tiers) and profile-lookup keys to a JSON object, when present.
+fn put_counters(
+    v: &mut Value,
+    cache: Option<PrefixCacheStats>,
+    tier: Option<LowerTierStats>,
+    lookups: Option<LookupCounts>,
+) {
     if let Some(cache) = cache {
         v["prefix_cache_requested_tokens"] = cache.requested_tokens.into();
         v["prefix_cache_hit_tokens"] = cache.hit_tokens.into();
         v["prefix_cache_hit_ratio"] = cache.hit_ratio_percent().into();
+    }
+    if let Some(tier) = tier {
+        tier.put_json(v, cache.as_ref());
     }
     if let Some(l) = lookups {
         v["profile_lookups"] = l.lookups.into();

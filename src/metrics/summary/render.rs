@@ -80,6 +80,9 @@ impl fmt::Display for Summary {
             line(f, "Prefix cache hit tokens / requested:", tokens)?;
             line_2dp(f, "Prefix cache hit ratio (%):", cache.hit_ratio_percent())?;
         }
+        if let Some(tier) = &info.lower_tier {
+            tier.fmt_lines(f, info.prefix_cache.as_ref())?;
+        }
         if let Some(l) = &info.profile_lookups {
             let counts = format!("{} / {} / {}", l.lookups, l.clamped, l.extrapolated);
             line(f, "Profile lookups / clamped / extrapolated:", counts)?;

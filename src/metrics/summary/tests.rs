@@ -16,6 +16,7 @@ pub(super) fn instance_info() -> InstanceInfo {
         recomputed_tokens: 0,
         dummy_steps: 0,
         prefix_cache: None,
+        lower_tier: None,
         profile_lookups: None,
         role: InstanceRole::Colocated,
     }

@@ -1,0 +1,153 @@
+//! The lower tier of the prefix cache (`--prefix-storage`) in the summary: its hits beside the
+//! device-side prefix cache's, and the KV recalled from it.
+
+use super::PrefixCacheStats;
+use super::render::{line, line_2dp};
+use crate::config::PrefixStorage;
+use crate::metrics::stats::NS_PER_MS;
+use serde_json::Value;
+use std::fmt;
+
+/// What the lower tier of the prefix cache did over a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LowerTierStats {
+    /// Where the tier lives.
+    pub storage: PrefixStorage,
+    /// Prompt tokens found in the tier past the device-side hit (once per request, at first
+    /// admission, like the prefix cache's hits).
+    pub hit_tokens: u64,
+    /// Tokens recalled from the tier, readmissions after preemption included.
+    pub recalled_tokens: u64,
+    /// Their KV bytes.
+    pub recalled_bytes: u64,
+    /// Time spent loading them (added to the steps that admitted them), ns.
+    pub recall_ns: u64,
+}
+
+impl LowerTierStats {
+    /// Adds another instance's counters (same storage).
+    pub(super) fn add(&mut self, other: &LowerTierStats) {
+        self.hit_tokens += other.hit_tokens;
+        self.recalled_tokens += other.recalled_tokens;
+        self.recalled_bytes += other.recalled_bytes;
+        self.recall_ns += other.recall_ns;
+    }
+
+    /// Tier hits and hits of both tiers, as percentages of the requested prompt tokens.
+    fn ratios(&self, cache: Option<&PrefixCacheStats>) -> (f64, f64) {
+        let (requested, device) = cache.map_or((0, 0), |c| (c.requested_tokens, c.hit_tokens));
+        if requested == 0 {
+            return (0.0, 0.0);
+        }
+        let percent = |n: u64| n as f64 / requested as f64 * 100.0;
+        (percent(self.hit_tokens), percent(self.hit_tokens + device))
+    }
+
+    /// The summary lines, after the prefix cache's (`cache`, over the same requests).
+    pub(super) fn fmt_lines(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        cache: Option<&PrefixCacheStats>,
+    ) -> fmt::Result {
+        let name = self.storage.name();
+        let (tier, both) = self.ratios(cache);
+        let requested = cache.map_or(0, |c| c.requested_tokens);
+        let tokens = format!("{} / {requested}", self.hit_tokens);
+        line(f, &format!("{name} tier hit tokens / requested:"), tokens)?;
+        line_2dp(f, &format!("{name} tier hit ratio (%):"), tier)?;
+        line_2dp(f, "Prefix hit ratio, both tiers (%):", both)?;
+        let recalled = format!("{} / {}", self.recalled_tokens, self.recalled_bytes);
+        line(
+            f,
+            &format!("{name} tier recalled tokens / bytes:"),
+            recalled,
+        )?;
+        let ms = self.recall_ns as f64 / NS_PER_MS;
+        line_2dp(f, &format!("{name} tier recall time (ms):"), ms)
+    }
+
+    /// The JSON keys, beside the prefix cache's (`cache`, over the same requests).
+    pub(super) fn put_json(&self, v: &mut Value, cache: Option<&PrefixCacheStats>) {
+        let (tier, both) = self.ratios(cache);
+        v["prefix_storage"] = self.storage.name().into();
+        v["prefix_storage_hit_tokens"] = self.hit_tokens.into();
+        v["prefix_storage_hit_ratio"] = tier.into();
+        v["prefix_total_hit_ratio"] = both.into();
+        v["prefix_storage_recalled_tokens"] = self.recalled_tokens.into();
+        v["prefix_storage_recalled_bytes"] = self.recalled_bytes.into();
+        v["prefix_storage_recall_ms"] = (self.recall_ns as f64 / NS_PER_MS).into();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{info, instance_info, record, rendered};
+    use super::*;
+    use crate::metrics::{InstanceInfo, RunInfo, SummaryCollector};
+
+    fn tiered(hit_tokens: u64) -> InstanceInfo {
+        InstanceInfo {
+            prefix_cache: Some(PrefixCacheStats {
+                requested_tokens: 400,
+                hit_tokens: 30,
+            }),
+            lower_tier: Some(LowerTierStats {
+                storage: PrefixStorage::Cpu,
+                hit_tokens,
+                recalled_tokens: hit_tokens + 10,
+                recalled_bytes: (hit_tokens + 10) * 1_000,
+                recall_ns: 2_500_000,
+            }),
+            ..instance_info()
+        }
+    }
+
+    #[test]
+    fn tier_hits_follow_the_prefix_cache_lines_and_keys() {
+        let mut collector = SummaryCollector::new();
+        collector.record(&record(3, 2_000_000, &[1_000_000, 2_000_000]));
+        let summary = collector.finish(RunInfo {
+            instances: vec![tiered(90)],
+            ..info()
+        });
+        let text = summary.render();
+        assert_eq!(
+            rendered(&text, "CPU tier hit tokens / requested:"),
+            "90 / 400"
+        );
+        assert_eq!(rendered(&text, "CPU tier hit ratio (%):"), "22.50");
+        assert_eq!(
+            rendered(&text, "Prefix hit ratio, both tiers (%):"),
+            "30.00"
+        );
+        let recalled = rendered(&text, "CPU tier recalled tokens / bytes:");
+        assert_eq!(recalled, "100 / 100000");
+        assert_eq!(rendered(&text, "CPU tier recall time (ms):"), "2.50");
+        let simulator = &summary.to_json()["simulator"];
+        assert_eq!(simulator["prefix_storage"], "CPU");
+        assert_eq!(simulator["prefix_storage_hit_tokens"], 90);
+        assert_eq!(simulator["prefix_storage_hit_ratio"], 22.5);
+        assert_eq!(simulator["prefix_total_hit_ratio"], 30.0);
+        assert_eq!(simulator["prefix_storage_recalled_tokens"], 100);
+        assert_eq!(simulator["prefix_storage_recalled_bytes"], 100_000);
+        assert_eq!(simulator["prefix_storage_recall_ms"], 2.5);
+    }
+
+    #[test]
+    fn a_cluster_sums_the_tier_over_its_instances() {
+        let summary = SummaryCollector::new().finish(RunInfo {
+            num_nodes: 1,
+            instances: vec![tiered(90), tiered(10)],
+            ..info()
+        });
+        let text = summary.render();
+        assert_eq!(
+            rendered(&text, "CPU tier hit tokens / requested:"),
+            "100 / 800"
+        );
+        let json = summary.to_json();
+        assert_eq!(json["simulator"]["prefix_storage_recalled_tokens"], 120);
+        assert_eq!(json["simulator"]["prefix_storage_recall_ms"], 5.0);
+        assert_eq!(json["instances"][1]["prefix_storage_hit_tokens"], 10);
+    }
+}

@@ -1,0 +1,518 @@
+//! The second tier of the prefix cache (`--prefix-storage CPU|CXL`): an inclusive victim cache
+//! in host (CPU) or CXL memory below an instance's KV blocks.
+//!
+//! The tier holds **coarse blocks**: runs of `C` prompt tokens, `C` being 256 rounded down to a
+//! multiple of the KV block size (at least one block). A coarse block is identified by the
+//! chained hash of its last KV block, which covers every token before it, so a hit means that
+//! the whole prefix up to the end of that coarse block is stored.
+//!
+//! - **Write-down.** When the scheduler indexes KV blocks in its prefix cache, every coarse
+//!   block they complete is copied into the tier (free of charge: the copy overlaps the
+//!   compute). A block already there becomes the most recently written.
+//! - **Eviction.** A full tier drops its least recently written coarse blocks first.
+//! - **Lookup.** After the device-side hit, consecutive coarse blocks found in the tier extend
+//!   the hit ([`LowerTier::extend_hit`]). The extension is recalled: its KV is loaded back into
+//!   freshly allocated device blocks, at `latency + bytes / bandwidth` of the tier's memory
+//!   ([`TierMemory::load_ns`]), added to the time of the step that admits the request.
+//!
+//! A pool is private to an instance or shared by several ([`SharedLowerPool`]); entries are
+//! keyed by a *KV space* as well as the hash, so that instances of different models (or KV
+//! layouts) sharing a pool never hit each other's blocks. The engine processes instances one
+//! at a time, in id order, so a shared pool sees a deterministic sequence of operations.
+
+use crate::Nanos;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Tokens of a coarse block before rounding to the KV block size.
+const COARSE_TOKENS: u32 = 256;
+
+/// Bytes in a GiB (the cluster config's "GB", as LLMServingSim reads it).
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The memory a lower-tier pool lives in: its size and how fast KV comes back from it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TierMemory {
+    /// Capacity, bytes.
+    pub capacity_bytes: u64,
+    /// Bandwidth, GB/s (decimal: bytes per ns).
+    pub bandwidth_gbps: f64,
+    /// Access latency, ns.
+    pub latency_ns: f64,
+}
+
+impl TierMemory {
+    /// A memory of `mem_size` GB (taken as GiB, like LLMServingSim), `mem_bw` GB/s and
+    /// `mem_latency` ns: the units of the cluster config's `cpu_mem` and `cxl_mem`.
+    pub fn from_config(mem_size: f64, mem_bw: f64, mem_latency: f64) -> TierMemory {
+        TierMemory {
+            capacity_bytes: (mem_size * GIB) as u64,
+            bandwidth_gbps: mem_bw,
+            latency_ns: mem_latency,
+        }
+    }
+
+    /// Time to load `bytes` from this memory: `latency + ⌊bytes / bandwidth⌋` ns (ASTRA-Sim's
+    /// analytical memory model, bandwidth in bytes per ns); 0 for nothing.
+    pub fn load_ns(&self, bytes: u64) -> Nanos {
+        if bytes == 0 {
+            return 0;
+        }
+        self.latency_ns.round() as Nanos + (bytes as f64 / self.bandwidth_gbps) as Nanos
+    }
+}
+
+/// Key of a stored coarse block: KV space, then the chained hash of its last KV block.
+type Key = (u32, u64);
+
+const NIL: u32 = u32::MAX;
+
+/// One stored coarse block, linked into the write order.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key: Key,
+    bytes: u64,
+    /// Neighbours in write order (`NIL` at the ends).
+    prev: u32,
+    next: u32,
+}
+
+/// A lower-tier pool: coarse blocks in write order (least recently written first), bounded by
+/// the capacity of its memory.
+#[derive(Debug)]
+pub struct LowerPool {
+    memory: TierMemory,
+    used_bytes: u64,
+    /// Entry slots; those in `vacant` hold nothing.
+    entries: Vec<Entry>,
+    vacant: Vec<u32>,
+    /// Least and most recently written entries.
+    head: u32,
+    tail: u32,
+    index: HashMap<Key, u32>,
+}
+
+/// A pool that several instances may hold (they run one at a time, never concurrently).
+pub type SharedLowerPool = Rc<RefCell<LowerPool>>;
+
+impl LowerPool {
+    /// An empty pool in `memory`.
+    pub fn new(memory: TierMemory) -> LowerPool {
+        LowerPool {
+            memory,
+            used_bytes: 0,
+            entries: Vec::new(),
+            vacant: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            index: HashMap::new(),
+        }
+    }
+
+    /// An empty pool in `memory`, ready to be shared.
+    pub fn shared(memory: TierMemory) -> SharedLowerPool {
+        Rc::new(RefCell::new(LowerPool::new(memory)))
+    }
+
+    /// The memory the pool lives in.
+    pub fn memory(&self) -> &TierMemory {
+        &self.memory
+    }
+
+    /// Coarse blocks stored.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Bytes stored.
+    pub fn used_bytes(&self) -> u64 {
+        self.used_bytes
+    }
+
+    /// Whether the coarse block ending with chained hash `hash` of KV space `space` is stored.
+    pub fn contains(&self, space: u32, hash: u64) -> bool {
+        self.index.contains_key(&(space, hash))
+    }
+
+    /// Stores a coarse block of `bytes` bytes, evicting the least recently written ones as
+    /// needed, or makes it the most recently written if already stored. A block larger than
+    /// the whole pool is not stored; returns whether the block is stored now.
+    pub fn store(&mut self, space: u32, hash: u64, bytes: u64) -> bool {
+        let key = (space, hash);
+        if let Some(&e) = self.index.get(&key) {
+            self.unlink(e);
+            self.push_tail(e);
+            return true;
+        }
+        if bytes > self.memory.capacity_bytes {
+            return false;
+        }
+        while self.used_bytes + bytes > self.memory.capacity_bytes {
+            self.evict_head();
+        }
+        let entry = Entry {
+            key,
+            bytes,
+            prev: NIL,
+            next: NIL,
+        };
+        let e = match self.vacant.pop() {
+            Some(e) => {
+                self.entries[e as usize] = entry;
+                e
+            }
+            None => {
+                self.entries.push(entry);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.index.insert(key, e);
+        self.used_bytes += bytes;
+        self.push_tail(e);
+        true
+    }
+
+    /// Checks the pool's invariants: the write order holds exactly the indexed entries, each
+    /// once, and their bytes add up to the used bytes, within the capacity.
+    pub fn audit(&self) -> Result<(), String> {
+        let mut seen = vec![false; self.entries.len()];
+        let (mut count, mut bytes) = (0usize, 0u64);
+        let mut e = self.head;
+        let mut prev = NIL;
+        while e != NIL {
+            if std::mem::replace(&mut seen[e as usize], true) {
+                return Err(format!("entry {e} is twice in the write order"));
+            }
+            let entry = &self.entries[e as usize];
+            if entry.prev != prev {
+                return Err(format!("entry {e} has a broken back link"));
+            }
+            if self.index.get(&entry.key) != Some(&e) {
+                return Err(format!("entry {e} is not indexed under its key"));
+            }
+            count += 1;
+            bytes += entry.bytes;
+            prev = e;
+            e = entry.next;
+        }
+        if prev != self.tail {
+            return Err("the tail is not the last entry".into());
+        }
+        if count != self.index.len() || count + self.vacant.len() != self.entries.len() {
+            return Err(format!(
+                "{count} entries in order, {} indexed, {} vacant of {}",
+                self.index.len(),
+                self.vacant.len(),
+                self.entries.len()
+            ));
+        }
+        if bytes != self.used_bytes || bytes > self.memory.capacity_bytes {
+            return Err(format!(
+                "entries hold {bytes} bytes, counter says {}, capacity {}",
+                self.used_bytes, self.memory.capacity_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    fn evict_head(&mut self) {
+        let e = self.head;
+        debug_assert!(e != NIL, "evicting from an empty pool");
+        self.unlink(e);
+        let entry = self.entries[e as usize];
+        self.index.remove(&entry.key);
+        self.used_bytes -= entry.bytes;
+        self.vacant.push(e);
+    }
+
+    fn push_tail(&mut self, e: u32) {
+        let tail = self.tail;
+        let entry = &mut self.entries[e as usize];
+        entry.prev = tail;
+        entry.next = NIL;
+        if tail == NIL {
+            self.head = e;
+        } else {
+            self.entries[tail as usize].next = e;
+        }
+        self.tail = e;
+    }
+
+    fn unlink(&mut self, e: u32) {
+        let entry = &mut self.entries[e as usize];
+        let (p, n) = (entry.prev, entry.next);
+        entry.prev = NIL;
+        entry.next = NIL;
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.entries[p as usize].next = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.entries[n as usize].prev = p;
+        }
+    }
+}
+
+/// One instance's view of its lower-tier pool: the pool, the instance's KV space in it, and the
+/// sizes that turn tokens into coarse blocks and bytes.
+#[derive(Debug, Clone)]
+pub struct LowerTier {
+    pool: SharedLowerPool,
+    space: u32,
+    /// KV bytes of one token over the whole instance (every layer, head and TP rank).
+    token_bytes: u64,
+    block_size: u32,
+    /// KV blocks per coarse block.
+    blocks_per_coarse: u32,
+}
+
+impl LowerTier {
+    /// The tier of an instance with KV blocks of `block_size` tokens and `kv_bytes_per_token`
+    /// KV bytes per token, storing into `pool` under KV space `space`.
+    pub fn new(
+        pool: SharedLowerPool,
+        space: u32,
+        kv_bytes_per_token: u64,
+        block_size: u32,
+    ) -> LowerTier {
+        assert!(block_size > 0, "KV blocks hold at least one token");
+        LowerTier {
+            pool,
+            space,
+            token_bytes: kv_bytes_per_token,
+            block_size,
+            blocks_per_coarse: (COARSE_TOKENS / block_size).max(1),
+        }
+    }
+
+    /// Tokens of a coarse block.
+    pub fn coarse_tokens(&self) -> u32 {
+        self.blocks_per_coarse * self.block_size
+    }
+
+    /// KV bytes of `tokens` tokens.
+    pub fn bytes(&self, tokens: u64) -> u64 {
+        tokens * self.token_bytes
+    }
+
+    /// Time to recall `tokens` tokens' KV from the tier.
+    pub fn load_ns(&self, tokens: u64) -> Nanos {
+        self.pool.borrow().memory.load_ns(self.bytes(tokens))
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &SharedLowerPool {
+        &self.pool
+    }
+
+    /// Prompt tokens the tier adds to a device-side hit of `npu_hit` tokens (a multiple of the
+    /// block size) for a request that has reached `reached` tokens with block hashes `hashes`.
+    ///
+    /// From the coarse block holding token `npu_hit`, consecutive coarse blocks (within the
+    /// reached tokens) found in the tier count. They are used only if the reached tokens hold
+    /// a whole coarse block past the device hit and the hit ends at least one coarse block
+    /// past it (LLMServingSim's rules). The total hit is then capped so that at least one
+    /// token is left to compute, rounded down to a block, like the device-side hit.
+    pub fn extend_hit(&self, hashes: &[u64], npu_hit: u32, reached: u32) -> u32 {
+        let coarse = self.coarse_tokens();
+        let in_reach = reached / coarse;
+        if in_reach * coarse < npu_hit + coarse {
+            return 0;
+        }
+        let pool = self.pool.borrow();
+        let per = self.blocks_per_coarse as usize;
+        let mut end = npu_hit / coarse;
+        while end < in_reach {
+            match hashes.get((end as usize + 1) * per - 1) {
+                Some(&h) if pool.contains(self.space, h) => end += 1,
+                _ => break,
+            }
+        }
+        let hit = end * coarse;
+        if hit < npu_hit + coarse {
+            return 0;
+        }
+        let cap = reached.saturating_sub(1) / self.block_size * self.block_size;
+        hit.min(cap).saturating_sub(npu_hit)
+    }
+
+    /// Copies into the tier the coarse blocks completed by indexing the KV blocks
+    /// `from..to` of a request with block hashes `hashes`.
+    pub fn write_down(&self, hashes: &[u64], from: usize, to: usize) {
+        let per = self.blocks_per_coarse as usize;
+        // The first block at or after `from` that ends a coarse block.
+        let first = (from + 1).div_ceil(per) * per - 1;
+        if first >= to {
+            return;
+        }
+        let bytes = self.bytes(u64::from(self.coarse_tokens()));
+        let mut pool = self.pool.borrow_mut();
+        for i in (first..to).step_by(per) {
+            pool.store(self.space, hashes[i], bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A memory holding `blocks` coarse blocks of `block_bytes` bytes, at 10 GB/s and 100 ns.
+    fn memory(blocks: u64, block_bytes: u64) -> TierMemory {
+        TierMemory {
+            capacity_bytes: blocks * block_bytes,
+            bandwidth_gbps: 10.0,
+            latency_ns: 100.0,
+        }
+    }
+
+    #[test]
+    fn a_stored_block_is_found_under_its_space_only() {
+        let mut pool = LowerPool::new(memory(4, 10));
+        assert!(pool.store(0, 7, 10));
+        assert!(pool.contains(0, 7));
+        assert!(!pool.contains(1, 7), "another KV space never hits");
+        assert_eq!((pool.len(), pool.used_bytes()), (1, 10));
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn a_full_pool_evicts_the_least_recently_written_block_first() {
+        let mut pool = LowerPool::new(memory(3, 10));
+        for h in [1, 2, 3] {
+            pool.store(0, h, 10);
+        }
+        // Writing 1 again makes it the most recent: 2 is now the oldest.
+        pool.store(0, 1, 10);
+        pool.store(0, 4, 10);
+        assert!(!pool.contains(0, 2));
+        assert!(pool.contains(0, 1) && pool.contains(0, 3) && pool.contains(0, 4));
+        pool.store(0, 5, 10);
+        assert!(!pool.contains(0, 3));
+        assert_eq!((pool.len(), pool.used_bytes()), (3, 30));
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn blocks_of_different_sizes_share_the_capacity_and_an_oversized_one_is_refused() {
+        let mut pool = LowerPool::new(memory(1, 100));
+        pool.store(0, 1, 40);
+        pool.store(1, 1, 40);
+        // 60 more bytes: the two oldest blocks go.
+        pool.store(0, 2, 60);
+        assert!(!pool.contains(0, 1) && pool.contains(1, 1) && pool.contains(0, 2));
+        assert!(!pool.store(0, 3, 101));
+        assert!(!pool.contains(0, 3));
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn loading_costs_latency_plus_bytes_over_bandwidth() {
+        let m = memory(1, 1);
+        assert_eq!(m.load_ns(0), 0);
+        assert_eq!(m.load_ns(1_000), 100 + 100);
+        assert_eq!(m.load_ns(1_005), 100 + 100, "whole ns, rounded down");
+        let m = TierMemory::from_config(512.0, 256.0, 0.0);
+        assert_eq!(m.capacity_bytes, 512 << 30);
+        assert_eq!(m.load_ns(256 * 131_072), 131_072);
+    }
+
+    /// A tier of 16-token blocks (coarse blocks of 256 tokens, 16 blocks), 2 bytes per token.
+    fn tier(coarse_capacity: u64) -> LowerTier {
+        let pool = LowerPool::shared(memory(coarse_capacity, 512));
+        LowerTier::new(pool, 0, 2, 16)
+    }
+
+    /// Block hashes 1, 2, 3, ... of `blocks` blocks.
+    fn hashes(blocks: u64) -> Vec<u64> {
+        (1..=blocks).collect()
+    }
+
+    #[test]
+    fn coarse_blocks_are_256_tokens_rounded_to_the_block_size() {
+        let pool = LowerPool::shared(memory(1, 1));
+        let coarse = |b| LowerTier::new(pool.clone(), 0, 1, b).coarse_tokens();
+        assert_eq!(
+            [coarse(16), coarse(48), coarse(100), coarse(512)],
+            [256, 240, 200, 512]
+        );
+    }
+
+    #[test]
+    fn write_down_stores_each_coarse_block_completed_by_the_indexed_blocks() {
+        let t = tier(8);
+        let h = hashes(40);
+        t.write_down(&h, 0, 15);
+        assert!(
+            t.pool().borrow().is_empty(),
+            "the first coarse block is not full yet"
+        );
+        t.write_down(&h, 15, 33);
+        t.write_down(&h, 16, 31);
+        let pool = t.pool().borrow();
+        // Blocks 16 and 32 (hashes at indices 15 and 31) end coarse blocks 0 and 1.
+        assert!(pool.contains(0, 16) && pool.contains(0, 32));
+        assert_eq!((pool.len(), pool.used_bytes()), (2, 2 * 512));
+    }
+
+    #[test]
+    fn lookup_extends_the_device_hit_by_consecutive_coarse_blocks() {
+        let t = tier(8);
+        let h = hashes(64);
+        t.write_down(&h, 0, 32); // coarse blocks 0 and 1
+        t.write_down(&h, 32, 48); // coarse block 2
+        // Nothing on the device: coarse blocks 0..3 are consecutive in the tier.
+        assert_eq!(t.extend_hit(&h, 0, 1024), 768);
+        // A device hit of 5 blocks: the tier takes it to the end of coarse block 2.
+        assert_eq!(t.extend_hit(&h, 80, 1024), 768 - 80);
+        // Only the reached tokens count: 600 reached holds two whole coarse blocks.
+        assert_eq!(t.extend_hit(&h, 0, 600), 512);
+        // The device already holds the first two coarse blocks and part of the third: the
+        // tier would add less than a coarse block, which is not worth a recall.
+        assert_eq!(t.extend_hit(&h, 560, 1024), 0);
+        // A miss in the first coarse block stops the run.
+        let other = hashes(64).iter().map(|x| x + 1000).collect::<Vec<_>>();
+        assert_eq!(t.extend_hit(&other, 0, 1024), 0);
+    }
+
+    #[test]
+    fn lookup_leaves_at_least_one_prompt_token_to_compute() {
+        let t = tier(8);
+        let h = hashes(32);
+        t.write_down(&h, 0, 32);
+        // A 512-token prompt fully in the tier: the last block is computed, not recalled.
+        assert_eq!(t.extend_hit(&h, 0, 512), 496);
+        // A 256-token prompt: 240 tokens recalled, the last block computed.
+        assert_eq!(t.extend_hit(&h, 0, 256), 240);
+        assert_eq!(t.extend_hit(&h, 0, 257), 256);
+    }
+
+    #[test]
+    fn lookup_stops_where_the_hashes_end() {
+        let t = tier(8);
+        let h = hashes(32);
+        t.write_down(&h, 0, 32);
+        // Token ids for 20 blocks only, while 1000 tokens are reached.
+        assert_eq!(t.extend_hit(&h[..20], 0, 1000), 256);
+    }
+
+    #[test]
+    fn an_evicted_coarse_block_ends_the_run() {
+        let t = tier(2);
+        let h = hashes(48);
+        t.write_down(&h, 0, 48); // three coarse blocks into room for two: block 0 goes
+        assert_eq!(t.extend_hit(&h, 0, 1024), 0);
+        // With the first coarse block on the device, blocks 1 and 2 extend the hit.
+        assert_eq!(t.extend_hit(&h, 256, 1024), 512);
+        t.pool().borrow().audit().unwrap();
+    }
+}
