@@ -165,18 +165,35 @@ impl Collectives {
         }
     }
 
-    /// Times of one MoE dispatch (all-gather of `tokens / ep` rows of hidden + router
-    /// logits per rank) and combine (reduce-scatter of `tokens × hidden`), where `tokens` is
-    /// the step's token count after DP padding (the group's largest batch). 0 at EP 1.
+    /// Time of one MoE dispatch: an all-gather of `tokens / ep` rows of hidden + router
+    /// logits per rank, where `tokens` is the step's token count after DP padding (the
+    /// group's largest batch). 0 at EP 1.
+    pub fn ep_dispatch_ns(&self, tokens: u64, model: &MoeShape) -> Nanos {
+        self.ep_network().map_or(0, |net| {
+            let per_rank = (tokens / u64::from(self.ep.total)).max(1);
+            net.all_gather_ns(per_rank * (model.hidden + model.experts) * model.fp)
+        })
+    }
+
+    /// Time of one MoE combine: a reduce-scatter of `tokens × hidden` (tokens as for
+    /// [`Collectives::ep_dispatch_ns`]). 0 at EP 1.
+    pub fn ep_combine_ns(&self, tokens: u64, model: &MoeShape) -> Nanos {
+        self.ep_network().map_or(0, |net| {
+            net.reduce_scatter_ns(tokens * model.hidden * model.fp)
+        })
+    }
+
+    /// Both [`Collectives::ep_dispatch_ns`] and [`Collectives::ep_combine_ns`].
     pub fn ep_dispatch_combine_ns(&self, tokens: u64, model: &MoeShape) -> (Nanos, Nanos) {
-        let ep = self.ep;
-        let Some(net) = ep.link.filter(|_| ep.total > 1) else {
-            return (0, 0);
-        };
-        let per_rank = (tokens / u64::from(ep.total)).max(1);
-        let dispatch = per_rank * (model.hidden + model.experts) * model.fp;
-        let combine = tokens * model.hidden * model.fp;
-        (net.all_gather_ns(dispatch), net.reduce_scatter_ns(combine))
+        (
+            self.ep_dispatch_ns(tokens, model),
+            self.ep_combine_ns(tokens, model),
+        )
+    }
+
+    /// The EP network, when there is more than one rank to talk to.
+    fn ep_network(&self) -> Option<EpNetwork> {
+        self.ep.link.filter(|_| self.ep.total > 1)
     }
 }
 

@@ -218,18 +218,10 @@ impl Pricer {
                 ));
             }
             Price::EpDispatch => {
-                return Some(
-                    self.collectives
-                        .ep_dispatch_combine_ns(s.total_len, &self.shape)
-                        .0,
-                );
+                return Some(self.collectives.ep_dispatch_ns(s.total_len, &self.shape));
             }
             Price::EpCombine => {
-                return Some(
-                    self.collectives
-                        .ep_dispatch_combine_ns(s.total_len, &self.shape)
-                        .1,
-                );
+                return Some(self.collectives.ep_combine_ns(s.total_len, &self.shape));
             }
         };
         self.counts.record(edges);
