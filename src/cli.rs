@@ -16,6 +16,7 @@ use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
     PrefixStorage,
 };
+use crate::metrics::VllmArrival;
 use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::workload::spec::SCENARIOS;
 use clap::builder::PossibleValuesParser;
@@ -125,6 +126,13 @@ pub struct ValidateArgs {
     /// Plot file format: svg or png.
     #[arg(long, value_name = "FORMAT", default_value = "svg", value_parser = ["svg", "png"])]
     pub plot_format: String,
+
+    /// Where vLLM's TTFT and latency start when its arrival times are on another clock than
+    /// its engine timestamps: `queued` (its queued_ts, LLMServingSim's rule, which leaves out
+    /// the wait in vLLM's input queue) or `client` (arrival_time moved onto the engine clock by
+    /// the run's smallest queued_ts - arrival_time: the TTFT a client sees, as simulated)
+    #[arg(long, value_name = "FROM", default_value = "queued", value_parser = parse_vllm_arrival)]
+    pub vllm_arrival: VllmArrival,
 }
 
 /// Flags of the main job.
@@ -509,6 +517,14 @@ fn parse_utilization(s: &str) -> Result<f64, String> {
         Ok(v)
     } else {
         Err(format!("must be in (0, 1], got {s}"))
+    }
+}
+
+fn parse_vllm_arrival(s: &str) -> Result<VllmArrival, String> {
+    match s {
+        "queued" => Ok(VllmArrival::Queued),
+        "client" => Ok(VllmArrival::Client),
+        _ => Err(format!("unknown `{s}` (expected queued or client)")),
     }
 }
 

@@ -2,7 +2,7 @@
 //! reproduced number for number from the same inputs, bad inputs fail with the file and line,
 //! and the plots come out as real SVG and PNG files.
 
-use blis_cosim::metrics::{PlotFormat, Validation};
+use blis_cosim::metrics::{PlotFormat, Validation, VllmArrival};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,7 @@ fn compare_example(case: &str) -> Validation {
     Validation::compare(
         &example(case, "vllm/requests.jsonl"),
         &example(case, "outputs/sim.csv"),
+        VllmArrival::Queued,
     )
     .unwrap()
 }
@@ -80,6 +81,96 @@ fn worst_abs_diff_is_the_largest_magnitude_in_the_table() {
     assert_eq!(json["ttft"]["median"]["diff_pct"].as_f64().unwrap(), -worst);
 }
 
+#[test]
+fn client_arrivals_add_the_input_queue_wait_to_the_real_ttft() {
+    let case = "RTXPRO6000/Qwen3-30B-A3B-Instruct-2507";
+    let real = example(case, "vllm/requests.jsonl");
+    let sim = example(case, "outputs/sim.csv");
+    let queued = Validation::compare(&real, &sim, VllmArrival::Queued).unwrap();
+    let client = Validation::compare(&real, &sim, VllmArrival::Client).unwrap();
+    assert_eq!(queued.clock_offset_s(), None);
+    // The offset is the smallest queued_ts - arrival_time over the 300 requests.
+    let text = fs::read_to_string(&real).unwrap();
+    let smallest = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["queued_ts"].as_f64().unwrap() - v["arrival_time"].as_f64().unwrap()
+        })
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(client.clock_offset_s(), Some(smallest));
+    let (q, c) = (queued.to_json(), client.to_json());
+    let ms = |j: &serde_json::Value, m: &str, s: &str, side: &str| j[m][s][side].as_f64().unwrap();
+    // vLLM's median TTFT from its queued_ts is 138.8 ms; from the client's arrival 170.2 ms.
+    assert_eq!(
+        format!("{:.1}", ms(&q, "ttft", "median", "real_ms")),
+        "138.8"
+    );
+    assert_eq!(
+        format!("{:.1}", ms(&c, "ttft", "median", "real_ms")),
+        "170.2"
+    );
+    for stat in ["mean", "median", "p90", "p95", "p99"] {
+        // Waits only lengthen real TTFT and latency; TPOT and the sim side do not move.
+        assert!(ms(&c, "ttft", stat, "real_ms") >= ms(&q, "ttft", stat, "real_ms"));
+        assert!(ms(&c, "latency", stat, "real_ms") >= ms(&q, "latency", stat, "real_ms"));
+        assert_eq!(
+            ms(&c, "tpot", stat, "real_ms"),
+            ms(&q, "tpot", stat, "real_ms")
+        );
+        assert_eq!(
+            ms(&c, "ttft", stat, "sim_ms"),
+            ms(&q, "ttft", stat, "sim_ms")
+        );
+    }
+}
+
+#[test]
+fn client_arrivals_use_hand_computed_offset_and_keep_same_clock_runs_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    // Epoch arrivals; the engine picked the requests up 0.01 s and 0.05 s after the client
+    // sent them (on its clock: offset 479,000 - 1,700,000,000 + 0.01).
+    let real = write(
+        dir.path(),
+        "requests.jsonl",
+        "{\"output_toks\": 3, \"arrival_time\": 1700000000.0, \"queued_ts\": 479000.01, \"first_token_ts\": 479000.51, \"last_token_ts\": 479000.71}\n\
+         {\"output_toks\": 1, \"arrival_time\": 1700000001.0, \"queued_ts\": 479001.05, \"first_token_ts\": 479001.25, \"last_token_ts\": 479001.25}\n",
+    );
+    let sim = write(dir.path(), "sim.csv", &sim_csv());
+    let client = Validation::compare(&real, &sim, VllmArrival::Client).unwrap();
+    let offset = client.clock_offset_s().unwrap();
+    assert!(
+        (offset - (479_000.01 - 1_700_000_000.0)).abs() < 1e-6,
+        "{offset}"
+    );
+    let json = client.to_json();
+    let close = |v: &serde_json::Value, expected: f64| {
+        let v = v.as_f64().unwrap();
+        assert!((v - expected).abs() < 1e-3, "{v} is not {expected}");
+    };
+    // TTFTs from the client: 500 ms, and 200 ms after queued_ts + 40 ms of input-queue wait.
+    close(&json["ttft"]["mean"]["real_ms"], (500.0 + 240.0) / 2.0);
+    close(&json["latency"]["mean"]["real_ms"], (700.0 + 240.0) / 2.0);
+    // Arrivals already on the engine clock are used as they are, with no offset.
+    let same = write(dir.path(), "same.jsonl", REAL_JSONL);
+    let client = Validation::compare(&same, &sim, VllmArrival::Client).unwrap();
+    assert_eq!(client.clock_offset_s(), None);
+    close(&client.to_json()["ttft"]["mean"]["real_ms"], 375.0);
+    // Another clock without queued_ts cannot be aligned.
+    let bad = write(
+        dir.path(),
+        "bad.jsonl",
+        "{\"output_toks\": 3, \"arrival_time\": 1700000000.0, \"queued_ts\": 479000.01, \"first_token_ts\": 479000.51, \"last_token_ts\": 479000.71}\n\
+         {\"output_toks\": 1, \"arrival_time\": 479001.0, \"first_token_ts\": 479001.25, \"last_token_ts\": 479001.25}\n",
+    );
+    let err = format!(
+        "{:#}",
+        Validation::compare(&bad, &sim, VllmArrival::Client).unwrap_err()
+    );
+    assert!(err.contains("bad.jsonl") && err.contains("line 2"), "{err}");
+    assert!(err.contains("queued_ts"), "{err}");
+}
+
 /// Writes `text` to `name` in `dir` and returns its path.
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
@@ -104,7 +195,10 @@ fn sim_csv() -> String {
 }
 
 fn error_of(real: &Path, sim: &Path) -> String {
-    format!("{:#}", Validation::compare(real, sim).unwrap_err())
+    format!(
+        "{:#}",
+        Validation::compare(real, sim, VllmArrival::Queued).unwrap_err()
+    )
 }
 
 #[test]
@@ -112,7 +206,9 @@ fn single_token_requests_have_no_real_tpot_but_count_as_zero_on_the_sim_side() {
     let dir = tempfile::tempdir().unwrap();
     let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
     let sim = write(dir.path(), "sim.csv", &sim_csv());
-    let json = Validation::compare(&real, &sim).unwrap().to_json();
+    let json = Validation::compare(&real, &sim, VllmArrival::Queued)
+        .unwrap()
+        .to_json();
     let close = |v: &serde_json::Value, expected: f64| {
         let v = v.as_f64().unwrap();
         assert!((v - expected).abs() < 1e-9, "{v} is not {expected}");
@@ -264,7 +360,7 @@ fn png_plots_are_png_files() {
     // No timeseries.csv here: the real throughput is spread from the token timestamps.
     let real = write(dir.path(), "requests.jsonl", REAL_JSONL);
     let sim = write(dir.path(), "sim.csv", &sim_csv());
-    let paths = Validation::compare(&real, &sim)
+    let paths = Validation::compare(&real, &sim, VllmArrival::Queued)
         .unwrap()
         .write_plots(dir.path(), PlotFormat::Png)
         .unwrap();
@@ -304,7 +400,7 @@ fn plot_directory_that_cannot_be_created_is_an_error_naming_it() {
     let blocked = dir.path().join("sim.csv").join("plots");
     let message = format!(
         "{:#}",
-        Validation::compare(&real, &sim)
+        Validation::compare(&real, &sim, VllmArrival::Queued)
             .unwrap()
             .write_plots(&blocked, PlotFormat::Svg)
             .unwrap_err()

@@ -121,10 +121,21 @@ fn validate_is_a_subcommand_that_needs_no_dataset() {
         "s.csv",
     ];
     let cli = Cli::try_parse_from(ok).unwrap();
-    assert!(matches!(cli.command, Some(Command::Validate(_))));
-    let mut bad = ok.to_vec();
-    bad.extend(["--plot-format", "gif"]);
-    assert!(Cli::try_parse_from(bad).is_err());
+    let Some(Command::Validate(args)) = cli.command else {
+        panic!("not validate");
+    };
+    assert_eq!(args.vllm_arrival, VllmArrival::Queued);
+    let mut client = ok.to_vec();
+    client.extend(["--vllm-arrival", "client"]);
+    let Some(Command::Validate(args)) = Cli::try_parse_from(client).unwrap().command else {
+        panic!("not validate");
+    };
+    assert_eq!(args.vllm_arrival, VllmArrival::Client);
+    for extra in [["--plot-format", "gif"], ["--vllm-arrival", "epoch"]] {
+        let mut bad = ok.to_vec();
+        bad.extend(extra);
+        assert!(Cli::try_parse_from(bad).is_err());
+    }
 }
 
 #[test]

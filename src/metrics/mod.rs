@@ -18,7 +18,7 @@ pub use summary::{
     InstanceInfo, InstanceSummary, LowerTierStats, PdSummary, PrefixCacheStats, RunInfo, Summary,
     SummaryCollector,
 };
-pub use validate::Validation;
+pub use validate::{Validation, VllmArrival};
 
 use crate::Nanos;
 

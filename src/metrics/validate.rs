@@ -28,6 +28,21 @@ const STATS: [(&str, &str, Option<f64>); 5] = [
     ("P95", "p95", Some(95.0)),
     ("P99", "p99", Some(99.0)),
 ];
+/// Where a real request's TTFT and latency start when its `arrival_time` is on another clock
+/// than the engine timestamps (as in vLLM's bench runs: epoch vs monotonic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VllmArrival {
+    /// At `queued_ts`, LLMServingSim's rule. That is when the engine core took the request
+    /// from its input queue, so the wait there (up to a step under async scheduling) is left
+    /// out of vLLM's TTFT while a simulator's TTFT counts it.
+    #[default]
+    Queued,
+    /// At `arrival_time` moved onto the engine clock by the smallest `queued_ts −
+    /// arrival_time` of the run (the request that waited least is taken to have waited
+    /// nothing): the TTFT a client sees, the quantity the simulator reports.
+    Client,
+}
+
 /// The simulator CSV columns the comparison reads.
 const SIM_COLUMNS: [&str; 5] = ["arrival", "latency", "TTFT", "TPOT", "ITL"];
 
@@ -38,6 +53,8 @@ pub struct Validation {
     sim: Run,
     /// `[metric][statistic]`, in [`METRICS`] × [`STATS`] order.
     table: [[Cell; 5]; 3],
+    /// See [`Validation::clock_offset_s`].
+    clock_offset_s: Option<f64>,
 }
 
 /// What the plots and the request counts need of one run.
@@ -77,9 +94,14 @@ impl Validation {
     ///
     /// The real throughput series comes from the `timeseries.csv` beside `requests.jsonl` when
     /// there is one, else from spreading each request's tokens evenly between its first and
-    /// last token.
-    pub fn compare(real_requests: &Path, sim_csv: &Path) -> anyhow::Result<Validation> {
-        let requests = read_real_requests(real_requests)?;
+    /// last token. `arrival` says where real TTFTs and latencies start when vLLM's arrival
+    /// times are on another clock.
+    pub fn compare(
+        real_requests: &Path,
+        sim_csv: &Path,
+        arrival: VllmArrival,
+    ) -> anyhow::Result<Validation> {
+        let (requests, clock_offset_s) = read_real_requests(real_requests, arrival)?;
         let timeseries = real_requests.with_file_name("timeseries.csv");
         let real_throughput = if timeseries.is_file() {
             read_timeseries(&timeseries)?
@@ -110,7 +132,14 @@ impl Validation {
                 gen_throughput: sim_throughput,
             },
             table,
+            clock_offset_s,
         })
+    }
+
+    /// With [`VllmArrival::Client`] on a run whose arrivals are on another clock: the shift,
+    /// s, that put `arrival_time` onto the engine clock.
+    pub fn clock_offset_s(&self) -> Option<f64> {
+        self.clock_offset_s
     }
 
     /// The Diff% table, same layout as LLMServingSim's validation/summary.txt (Metric, vLLM,
@@ -256,27 +285,66 @@ struct RealTimes {
     last_token: f64,
 }
 
-/// Reads `requests.jsonl`, resolving each arrival with [`engine_arrival`].
-fn read_real_requests(path: &Path) -> anyhow::Result<Vec<RealTimes>> {
+/// Reads `requests.jsonl`, resolving each arrival with [`engine_arrival`]; with
+/// [`VllmArrival::Client`], arrivals on another clock are then moved onto the engine clock by
+/// [`client_clock_offset`], which is returned.
+fn read_real_requests(
+    path: &Path,
+    arrival: VllmArrival,
+) -> anyhow::Result<(Vec<RealTimes>, Option<f64>)> {
     let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut requests = Vec::new();
+    let mut raw = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let at = || format!("{} line {}", path.display(), i + 1);
         let r: RealRequest = serde_json::from_str(line).with_context(at)?;
-        requests.push(RealTimes {
-            output_toks: r.output_toks,
-            arrival: engine_arrival(&r).with_context(at)?,
-            first_token: r.first_token_ts,
-            last_token: r.last_token_ts,
-        });
+        let engine = engine_arrival(&r).with_context(at)?;
+        raw.push((i + 1, r, engine));
     }
-    if requests.is_empty() {
+    if raw.is_empty() {
         bail!("{}: no requests", path.display());
     }
-    Ok(requests)
+    let offset = match arrival {
+        VllmArrival::Queued => None,
+        VllmArrival::Client => client_clock_offset(&raw)
+            .with_context(|| format!("{}: --vllm-arrival client", path.display()))?,
+    };
+    let requests = raw
+        .into_iter()
+        .map(|(_, r, engine)| RealTimes {
+            output_toks: r.output_toks,
+            arrival: match (offset, r.arrival_time) {
+                (Some(offset), Some(arrival_time)) => arrival_time + offset,
+                _ => engine,
+            },
+            first_token: r.first_token_ts,
+            last_token: r.last_token_ts,
+        })
+        .collect();
+    Ok((requests, offset))
+}
+
+/// The shift onto the engine clock of a run whose `arrival_time`s are on another clock: the
+/// smallest `queued_ts − arrival_time`. `None` when the arrivals already are on the engine
+/// clock (`engine` equals `arrival_time` for every request). Each entry is `(line, request,
+/// its arrival per [`engine_arrival`])`.
+fn client_clock_offset(raw: &[(usize, RealRequest, f64)]) -> anyhow::Result<Option<f64>> {
+    if raw
+        .iter()
+        .all(|(_, r, engine)| r.arrival_time == Some(*engine))
+    {
+        return Ok(None);
+    }
+    let mut offset = f64::INFINITY;
+    for (line, r, _) in raw {
+        let (Some(arrival), Some(queued)) = (r.arrival_time, r.queued_ts) else {
+            bail!("line {line}: needs both `arrival_time` and `queued_ts`");
+        };
+        offset = offset.min(queued - arrival);
+    }
+    Ok(Some(offset))
 }
 
 /// The arrival on the clock of the token timestamps, per LLMServingSim's rule: `arrival_time`

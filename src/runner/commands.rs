@@ -9,7 +9,13 @@ use anyhow::Context;
 /// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
 /// and optionally writes it as JSON and draws the comparison plots.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
-    let validation = Validation::compare(&args.vllm, &args.sim)?;
+    let validation = Validation::compare(&args.vllm, &args.sim, args.vllm_arrival)?;
+    if let Some(offset) = validation.clock_offset_s() {
+        println!(
+            "vLLM arrivals: client arrival_time moved onto the engine clock by {offset:.6} s \
+             (the smallest queued_ts - arrival_time)"
+        );
+    }
     print!("{}", validation.render());
     if let Some(path) = &args.json {
         let mut text = serde_json::to_string_pretty(&validation.to_json())?;
