@@ -156,12 +156,12 @@ fn client_arrivals_use_hand_computed_offset_and_keep_same_clock_runs_as_they_are
     let client = Validation::compare(&same, &sim, VllmArrival::Client).unwrap();
     assert_eq!(client.clock_offset_s(), None);
     close(&client.to_json()["ttft"]["mean"]["real_ms"], 375.0);
-    // Another clock without queued_ts cannot be aligned.
+    // A request without arrival_time cannot be aligned.
     let bad = write(
         dir.path(),
         "bad.jsonl",
         "{\"output_toks\": 3, \"arrival_time\": 1700000000.0, \"queued_ts\": 479000.01, \"first_token_ts\": 479000.51, \"last_token_ts\": 479000.71}\n\
-         {\"output_toks\": 1, \"arrival_time\": 479001.0, \"first_token_ts\": 479001.25, \"last_token_ts\": 479001.25}\n",
+         {\"output_toks\": 1, \"queued_ts\": 479001.05, \"first_token_ts\": 479001.25, \"last_token_ts\": 479001.25}\n",
     );
     let err = format!(
         "{:#}",
@@ -169,6 +169,21 @@ fn client_arrivals_use_hand_computed_offset_and_keep_same_clock_runs_as_they_are
     );
     assert!(err.contains("bad.jsonl") && err.contains("line 2"), "{err}");
     assert!(err.contains("queued_ts"), "{err}");
+    // Arrivals on two clocks in one file cannot be aligned either.
+    let mixed = write(
+        dir.path(),
+        "mixed.jsonl",
+        "{\"output_toks\": 3, \"arrival_time\": 479000.0, \"queued_ts\": 479000.01, \"first_token_ts\": 479000.51, \"last_token_ts\": 479000.71}\n\
+         {\"output_toks\": 1, \"arrival_time\": 1700000001.0, \"queued_ts\": 479001.05, \"first_token_ts\": 479001.25, \"last_token_ts\": 479001.25}\n",
+    );
+    let err = format!(
+        "{:#}",
+        Validation::compare(&mixed, &sim, VllmArrival::Client).unwrap_err()
+    );
+    assert!(
+        err.contains("mixed.jsonl") && err.contains("line 1") && err.contains("line 2"),
+        "{err}"
+    );
 }
 
 /// Writes `text` to `name` in `dir` and returns its path.

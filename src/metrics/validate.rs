@@ -331,11 +331,17 @@ fn read_real_requests(
 /// clock (`engine` equals `arrival_time` for every request). Each entry is `(line, request,
 /// its arrival per [`engine_arrival`])`.
 fn client_clock_offset(raw: &[(usize, RealRequest, f64)]) -> anyhow::Result<Option<f64>> {
-    if raw
-        .iter()
-        .all(|(_, r, engine)| r.arrival_time == Some(*engine))
-    {
-        return Ok(None);
+    let on_engine_clock =
+        |(_, r, engine): &&(usize, RealRequest, f64)| r.arrival_time == Some(*engine);
+    match (
+        raw.iter().find(on_engine_clock),
+        raw.iter().find(|e| !on_engine_clock(e)),
+    ) {
+        (_, None) => return Ok(None),
+        (Some((same, ..)), Some((other, ..))) => {
+            bail!("`arrival_time` is on the engine clock on line {same} but not on line {other}")
+        }
+        (None, Some(_)) => {}
     }
     let mut offset = f64::INFINITY;
     for (line, r, _) in raw {
