@@ -14,7 +14,7 @@ pub use replay::{ReplayArgs, ReplayMode};
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
-    PrefixStorage,
+    PlacedInstance, PrefixStorage,
 };
 use crate::metrics::VllmArrival;
 use crate::router::{RoutingPolicy, RoutingWeights};
@@ -344,8 +344,15 @@ pub struct SimConfig {
     pub log_level: log::LevelFilter,
     /// Execution traces of the first steps to write (`--emit-et`).
     pub emit_et: Option<EmitEt>,
-    /// ASTRA-Sim network co-simulation; `None`: the analytical network backend.
-    pub astra: Option<AstraOptions>,
+}
+
+impl SimConfig {
+    /// The ASTRA-Sim settings of the run (those of the first instance: binary, mode, memo and
+    /// the other flags are the same for every instance; each instance's own network is in its
+    /// [`InstanceConfig::astra`]); `None`: the analytical network backend.
+    pub fn astra(&self) -> Option<&AstraOptions> {
+        self.instances.first().and_then(|i| i.astra.as_ref())
+    }
 }
 
 impl RunArgs {
@@ -396,7 +403,9 @@ impl RunArgs {
         } else {
             parallel::CommPricing::Analytical
         };
-        let (instances, num_nodes, network, links, prefix_storage) = match &self.cluster_config {
+        let astra_selected = pricing == parallel::CommPricing::Astra;
+        let (mut instances, num_nodes, networks, links, prefix_storage) = match &self.cluster_config
+        {
             None => {
                 let model = self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B");
                 let hardware = self.hardware.as_deref().unwrap_or("H100-SXM");
@@ -410,7 +419,7 @@ impl RunArgs {
                 let storage = self.prefix.assign(None, &mut instances)?;
                 let network =
                     InstanceNetwork::from_hardware(&instances[0].hardware, instances[0].tp);
-                (instances, 1, network, None, storage)
+                (instances, 1, vec![network], None, storage)
             }
             Some(path) => {
                 let source = path.display().to_string();
@@ -436,9 +445,13 @@ impl RunArgs {
                         message: "lists no instance".into(),
                     });
                 }
-                let first = &placed[0];
-                let node = &cluster.nodes[first.node_id as usize];
-                let network = InstanceNetwork::from_cluster(&cluster, node, first.spec, &source);
+                // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
+                let networks = if astra_selected {
+                    refuse_for_astra(&placed, &source)?;
+                    InstanceNetwork::for_cluster(&cluster, &placed, &source)?
+                } else {
+                    Vec::new()
+                };
                 let links = if placed.iter().any(|p| p.role != InstanceRole::Colocated) {
                     Some(ClusterLinks::new(&cluster, &placed, &source)?)
                 } else {
@@ -450,10 +463,10 @@ impl RunArgs {
                     source: &source,
                 };
                 let storage = self.prefix.assign(Some(&layout), &mut instances)?;
-                (instances, cluster.num_nodes, network, links, storage)
+                (instances, cluster.num_nodes, networks, links, storage)
             }
         };
-        let astra = self.astra.resolve(astra_binary, &network)?;
+        let astra = self.astra.resolve_instances(astra_binary, &networks)?;
         if astra.is_some() && instances.iter().any(|i| i.collectives.ep.total > 1) {
             return Err(command_line(
                 "--network-backend",
@@ -461,12 +474,8 @@ impl RunArgs {
                  --network-backend analytical",
             ));
         }
-        if astra.is_some() && instances.len() > 1 {
-            return Err(command_line(
-                "--network-backend",
-                "ASTRA-Sim co-simulation supports a single instance for now; \
-                 use --network-backend analytical for a multi-instance cluster",
-            ));
+        for (inst, options) in instances.iter_mut().zip(astra.into_iter().flatten()) {
+            inst.astra = Some(options);
         }
         Ok(SimConfig {
             workload,
@@ -489,9 +498,35 @@ impl RunArgs {
                 limit: self.emit_et_limit,
                 dialect: self.astra_dialect,
             }),
-            astra,
         })
     }
+}
+
+/// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet: DP
+/// groups, and prefill/decode instances (their KV transfers would have to become Chakra
+/// SEND/RECV nodes between the instances' NPUs). Colocated instances exchange no traffic, so
+/// each gets its own ASTRA-Sim process. Expert parallelism is refused once it is resolved.
+fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), ConfigError> {
+    let refuse = |p: &PlacedInstance<'_>, key: &str, what: &str| ConfigError::Invalid {
+        source_name: source.to_owned(),
+        field: format!("{}.{key}", p.path),
+        message: format!(
+            "ASTRA-Sim co-simulation (--astra-sim, --network-backend astra) does not support \
+             {what} yet; use --network-backend analytical"
+        ),
+    };
+    if let Some(p) = placed.iter().find(|p| p.spec.dp_group.is_some()) {
+        return Err(refuse(p, "dp_group", "DP groups"));
+    }
+    if let Some(p) = placed.iter().find(|p| p.role != InstanceRole::Colocated) {
+        return Err(refuse(
+            p,
+            "pd_type",
+            "prefill/decode instances (their KV transfers would have to become Chakra \
+             SEND/RECV nodes between the instances' NPUs)",
+        ));
+    }
+    Ok(())
 }
 
 fn parse_dtype(s: &str) -> Result<Dtype, String> {

@@ -8,7 +8,10 @@ use clap::{Args, ValueEnum};
 
 use super::inputs::{DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS};
 use super::{AstraMode, AstraOptions, MemoryParams, NetworkConfig, OutputLimits};
-use crate::config::{ClusterConfig, ConfigError, Hardware, InstanceSpec, NodeSpec, PerDim};
+use crate::config::{
+    ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceSpec, NodeSpec, PerDim,
+    PlacedInstance,
+};
 
 /// Environment variable naming the ASTRA-Sim binary when `--astra-sim` is not given.
 pub const ASTRA_SIM_ENV: &str = "BLIS_COSIM_ASTRA_SIM";
@@ -102,6 +105,47 @@ impl InstanceNetwork {
         }
     }
 
+    /// The numbers of every instance of a cluster config (`placed`, in file order): each
+    /// instance's own TP degree and `npu_mem.mem_bw`, its own node's `cpu_mem`, and the link of
+    /// network dimension 0, on which the instance's tensor-parallel NPUs sit (the link the
+    /// analytical backend prices TP all-reduces on, too). A `link_bw` or `link_latency` list
+    /// must have one entry per dimension of the cluster's network as LLMServingSim lays it out
+    /// ([`ClusterLinks::dims_of`]: one dimension for a single instance).
+    pub fn for_cluster(
+        cluster: &ClusterConfig,
+        placed: &[PlacedInstance<'_>],
+        source_name: &str,
+    ) -> Result<Vec<InstanceNetwork>, ConfigError> {
+        let dims = ClusterLinks::dims_of(placed);
+        let first = |field: &str, v: &PerDim| match v {
+            PerDim::One(x) => Ok(*x),
+            PerDim::Many(xs) if xs.len() == dims.len() => Ok(xs[0]),
+            PerDim::Many(xs) => Err(ConfigError::Invalid {
+                source_name: source_name.to_owned(),
+                field: field.to_owned(),
+                message: format!(
+                    "has {} entries but the cluster's network has {} dimension(s) {dims:?} \
+                     (one entry per dimension, or one value for all)",
+                    xs.len(),
+                    dims.len()
+                ),
+            }),
+        };
+        let link_bw = first("link_bw", &cluster.link_bw)?;
+        let link_latency = first("link_latency", &cluster.link_latency)?;
+        Ok(placed
+            .iter()
+            .map(|p| {
+                let node = &cluster.nodes[p.node_id as usize];
+                InstanceNetwork {
+                    link_bw: vec![link_bw],
+                    link_latency: vec![link_latency],
+                    ..InstanceNetwork::from_cluster(cluster, node, p.spec, source_name)
+                }
+            })
+            .collect())
+    }
+
     /// From the hardware file (link and device-memory numbers) and LLMServingSim's default
     /// host memory (256 GB/s, 0 ns).
     pub fn from_hardware(hardware: &Hardware, tp: u32) -> InstanceNetwork {
@@ -132,13 +176,28 @@ impl AstraArgs {
         }) == NetworkBackend::Astra
     }
 
-    /// The ASTRA-Sim settings, or `None` for the analytical network backend. `env_binary` is
-    /// the value of [`ASTRA_SIM_ENV`] (ignored when empty).
+    /// The ASTRA-Sim settings of one instance, or `None` for the analytical network backend.
+    /// `env_binary` is the value of [`ASTRA_SIM_ENV`] (ignored when empty).
     pub fn resolve(
         &self,
         env_binary: Option<PathBuf>,
         instance: &InstanceNetwork,
     ) -> Result<Option<AstraOptions>, ConfigError> {
+        Ok(self
+            .resolve_instances(env_binary, std::slice::from_ref(instance))?
+            .and_then(|mut all| all.pop()))
+    }
+
+    /// The ASTRA-Sim settings of every instance (same order as `instances`), or `None` for
+    /// the analytical network backend: the shared flags, and each instance's own network and
+    /// memory numbers (its `network.yml` generated from its TP degree and links, or the one
+    /// `--network-config`, whose NPUs must match every instance's TP degree). `env_binary` is
+    /// the value of [`ASTRA_SIM_ENV`] (ignored when empty).
+    pub fn resolve_instances(
+        &self,
+        env_binary: Option<PathBuf>,
+        instances: &[InstanceNetwork],
+    ) -> Result<Option<Vec<AstraOptions>>, ConfigError> {
         let invalid = |field: &str, message: String| ConfigError::Invalid {
             source_name: "command line".into(),
             field: field.to_owned(),
@@ -175,37 +234,50 @@ impl AstraArgs {
             ));
         };
         check_binary(&binary).map_err(|m| invalid("--astra-sim", m))?;
-        let network = match &self.network_config {
-            Some(path) => NetworkConfig::load(path)?,
-            None => NetworkConfig::for_instance(
-                instance.tp,
-                &instance.link_bw,
-                &instance.link_latency,
-                &instance.source_name,
-            )?,
+        let given = match &self.network_config {
+            Some(path) => Some(NetworkConfig::load(path)?),
+            None => None,
         };
-        if network.npus() != u64::from(instance.tp) {
-            return Err(invalid(
-                "--network-config",
-                format!(
-                    "the network has {} NPUs but the instance runs on {} (tensor parallelism); \
-                     they must match",
-                    network.npus(),
-                    instance.tp
-                ),
-            ));
+        let mut all = Vec::with_capacity(instances.len());
+        for (id, instance) in instances.iter().enumerate() {
+            let network = match &given {
+                Some(network) => network.clone(),
+                None => NetworkConfig::for_instance(
+                    instance.tp,
+                    &instance.link_bw,
+                    &instance.link_latency,
+                    &instance.source_name,
+                )?,
+            };
+            if network.npus() != u64::from(instance.tp) {
+                let which = if instances.len() == 1 {
+                    "the instance".to_owned()
+                } else {
+                    format!("instance {id}")
+                };
+                return Err(invalid(
+                    "--network-config",
+                    format!(
+                        "the network has {} NPUs but {which} runs on {} (tensor parallelism); \
+                         they must match",
+                        network.npus(),
+                        instance.tp
+                    ),
+                ));
+            }
+            all.push(AstraOptions {
+                binary: binary.clone(),
+                mode: self.astra_mode.unwrap_or_default(),
+                timeout: Duration::from_secs_f64(self.astra_timeout.unwrap_or(60.0)),
+                memo: !self.no_memo,
+                keep_inputs: self.keep_astra_inputs,
+                network,
+                memory: instance.memory,
+                limits: OutputLimits::default(),
+                temp_parent: None,
+            });
         }
-        Ok(Some(AstraOptions {
-            binary,
-            mode: self.astra_mode.unwrap_or_default(),
-            timeout: Duration::from_secs_f64(self.astra_timeout.unwrap_or(60.0)),
-            memo: !self.no_memo,
-            keep_inputs: self.keep_astra_inputs,
-            network,
-            memory: instance.memory,
-            limits: OutputLimits::default(),
-            temp_parent: None,
-        }))
+        Ok(Some(all))
     }
 }
 

@@ -3,6 +3,7 @@
 //! LLMServingSim).
 
 use super::TierPool;
+use crate::astra::AstraOptions;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::latency::Collectives;
 use crate::scheduler::SchedulerConfig;
@@ -34,6 +35,11 @@ pub struct InstanceConfig {
     pub dp_group: Option<u32>,
     /// The lower tier of the prefix cache (`--prefix-storage`), if any.
     pub lower_tier: Option<TierPool>,
+    /// ASTRA-Sim co-simulation of this instance: the run's flags with the instance's own
+    /// network and memory numbers (its TP degree, its node's `cpu_mem`, its `npu_mem`). Each
+    /// instance gets its own ASTRA-Sim process, inputs and memo table. `None`: the analytical
+    /// network backend (then `None` for every instance).
+    pub astra: Option<AstraOptions>,
 }
 
 /// The engine settings of the command line (flag values or their defaults): what every
@@ -90,6 +96,7 @@ impl EngineFlags {
             collectives: Collectives::NONE,
             dp_group: None,
             lower_tier: None,
+            astra: None,
         }
     }
 

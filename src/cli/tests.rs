@@ -435,3 +435,143 @@ fn prefix_storage_gives_each_instance_its_pool() {
     assert!(err.contains("`cxl_mem`"), "{err}");
     assert!(parse(&["--prefix-storage", "SSD"]).is_err());
 }
+
+/// A cluster of three colocated instances (TP 2, 2 and 4; two hardware kinds, two models, two
+/// nodes) with per-dimension links `link_bw` / `link_latency`.
+fn three_instances(dir: &std::path::Path, link_bw: &str, link_latency: &str) -> String {
+    let inst = |model: &str, hardware: &str, mem_bw: u32, tp: u32| {
+        format!(
+            r#"{{"model_name": "{model}", "hardware": "{hardware}",
+                "npu_mem": {{"mem_size": 80, "mem_bw": {mem_bw}, "mem_latency": 0}},
+                "pd_type": null, "tp_size": {tp}}}"#
+        )
+    };
+    let text = format!(
+        r#"{{"num_nodes": 2, "link_bw": {link_bw}, "link_latency": {link_latency}, "nodes": [
+            {{"num_instances": 2, "cpu_mem": {{"mem_size": 512, "mem_bw": 256, "mem_latency": 0}},
+              "instances": [{}, {}]}},
+            {{"num_instances": 1, "cpu_mem": {{"mem_size": 512, "mem_bw": 128, "mem_latency": 50}},
+              "instances": [{}]}}]}}"#,
+        inst("meta-llama/Llama-3.1-8B", "RTXPRO6000", 1597, 2),
+        inst("meta-llama/Llama-3.1-8B", "H100-SXM", 3350, 2),
+        inst("Qwen/Qwen3-32B", "H100-SXM", 3000, 4),
+    );
+    let path = dir.join(format!("c{}.json", link_bw.len()));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = three_instances(dir.path(), "[64, 16]", "[1000, 20000]");
+    let cfg = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let got: Vec<(u64, f64, f64, f64, f64, f64)> = cfg
+        .instances
+        .iter()
+        .map(|i| {
+            let o = i.astra.as_ref().unwrap();
+            let dim = o.network.dims[0];
+            assert_eq!(o.network.dims.len(), 1);
+            assert_eq!(o.binary, PathBuf::from("astra"));
+            (
+                o.network.npus(),
+                dim.bandwidth_gbps,
+                dim.latency_ns,
+                o.memory.local_mem_bw_gbps,
+                o.memory.remote_mem_bw_gbps,
+                o.memory.remote_mem_latency_ns,
+            )
+        })
+        .collect();
+    // The cluster's network is [8 / 3, 3] = [2, 3]: the TP NPUs sit on dimension 0.
+    assert_eq!(
+        got,
+        [
+            (2, 64.0, 1000.0, 1597.0, 256.0, 0.0),
+            (2, 64.0, 1000.0, 3350.0, 256.0, 0.0),
+            (4, 64.0, 1000.0, 3000.0, 128.0, 50.0),
+        ]
+    );
+    assert_eq!(cfg.astra(), cfg.instances[0].astra.as_ref());
+
+    // Analytical: no ASTRA-Sim settings, and the link lists are not checked against the
+    // dimensions.
+    let bad = three_instances(dir.path(), "[64, 16, 8]", "0");
+    let cfg = parse(&["--cluster-config", &bad])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    assert!(cfg.astra().is_none() && cfg.instances.iter().all(|i| i.astra.is_none()));
+    let err = parse(&["--cluster-config", &bad, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("field `link_bw`: has 3 entries") && err.contains("[2, 3]"),
+        "{err}"
+    );
+
+    let yml = dir.path().join("n.yml");
+    std::fs::write(
+        &yml,
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [500]\n",
+    )
+    .unwrap();
+    let err = parse(&[
+        "--cluster-config",
+        &c,
+        "--astra-sim",
+        "astra",
+        "--network-config",
+        yml.to_str().unwrap(),
+    ])
+    .unwrap()
+    .into_config()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("the network has 2 NPUs but instance 2 runs on 4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn astra_refuses_pd_dp_and_ep_naming_the_key() {
+    for (file, key) in [
+        (
+            "single_node_pd_instance.json",
+            "nodes[0].instances[0].pd_type",
+        ),
+        (
+            "single_node_dp_instance.json",
+            "nodes[0].instances[0].dp_group",
+        ),
+        (
+            "dual_node_moe_dp_ep_intra_inter_instance.json",
+            "nodes[0].instances[0].dp_group",
+        ),
+        ("single_node_moe_single_instance.json", "--network-backend"),
+    ] {
+        let c = shared(&format!("configs/cluster/{file}"));
+        let err = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+            .unwrap()
+            .into_config()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("field `{key}`"))
+                && err.contains("yet; use --network-backend analytical"),
+            "{file}: {err}"
+        );
+        // The analytical network backend runs them.
+        parse(&["--cluster-config", &c])
+            .unwrap()
+            .into_config()
+            .unwrap();
+    }
+}

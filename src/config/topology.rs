@@ -50,23 +50,7 @@ impl ClusterLinks {
         placed: &[PlacedInstance<'_>],
         source_name: &str,
     ) -> Result<ClusterLinks, ConfigError> {
-        let mut first_npu = Vec::with_capacity(placed.len());
-        let mut total_npus = 0u64;
-        let mut slots = 0u64;
-        for p in placed {
-            let copies = if p.role == InstanceRole::Prefill {
-                2
-            } else {
-                1
-            };
-            first_npu.push(total_npus);
-            total_npus += copies * u64::from(p.spec.tp());
-            slots += copies;
-        }
-        let mut dims = vec![total_npus / slots.max(1), slots];
-        while dims.len() > 1 && dims.last() == Some(&1) {
-            dims.pop();
-        }
+        let (dims, first_npu) = layout(placed);
         let per_dim = |name: &str, v: &PerDim| match v {
             PerDim::One(x) => Ok(vec![*x; dims.len()]),
             PerDim::Many(xs) if xs.len() == dims.len() => Ok(xs.clone()),
@@ -105,6 +89,12 @@ impl ClusterLinks {
         })
     }
 
+    /// The topology dimensions of the network of `placed` (every instance of a cluster
+    /// config, in file order), without checking its links.
+    pub fn dims_of(placed: &[PlacedInstance<'_>]) -> Vec<u64> {
+        layout(placed).0
+    }
+
     /// The topology dimensions.
     pub fn dims(&self) -> &[u64] {
         &self.dims
@@ -141,6 +131,28 @@ impl ClusterLinks {
     pub fn link(&self, from: usize, to: usize) -> Link {
         self.links[self.dimension(from, to)]
     }
+}
+
+/// The dimensions of the network of `placed` and the first NPU id of every instance.
+fn layout(placed: &[PlacedInstance<'_>]) -> (Vec<u64>, Vec<u64>) {
+    let mut first_npu = Vec::with_capacity(placed.len());
+    let mut total_npus = 0u64;
+    let mut slots = 0u64;
+    for p in placed {
+        let copies = if p.role == InstanceRole::Prefill {
+            2
+        } else {
+            1
+        };
+        first_npu.push(total_npus);
+        total_npus += copies * u64::from(p.spec.tp());
+        slots += copies;
+    }
+    let mut dims = vec![total_npus / slots.max(1), slots];
+    while dims.len() > 1 && dims.last() == Some(&1) {
+        dims.pop();
+    }
+    (dims, first_npu)
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
 //! The latency backend of each instance: the profile DB or the roofline, optionally under
-//! ASTRA-Sim.
+//! ASTRA-Sim (one ASTRA-Sim process per instance).
 
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::cli::{InstanceConfig, SimConfig};
-use crate::latency::{LatencyBackend, ProfileDb, ProfileSpec, Roofline};
+use crate::latency::{
+    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, ProfileDb, ProfileSpec,
+    Roofline,
+};
 use std::time::Instant;
 
 /// The latency backend of one instance.
@@ -12,13 +15,50 @@ pub(super) enum Backend {
     /// The compute backend alone: the profile DB or the roofline.
     Compute(Box<dyn LatencyBackend>),
     /// ASTRA-Sim co-simulation over a compute backend.
-    Astra(Box<AstraBackend>),
+    Astra(Box<Labelled>),
+}
+
+/// An instance's ASTRA-Sim backend whose errors start with the instance's log label
+/// (`instance 1: `; empty for a single instance).
+pub(super) struct Labelled {
+    backend: AstraBackend,
+    label: String,
+}
+
+impl Labelled {
+    fn label(&self, e: LatencyError) -> LatencyError {
+        match e {
+            LatencyError::Backend(m) if !self.label.is_empty() => {
+                LatencyError::Backend(format!("{}{m}", self.label))
+            }
+            other => other,
+        }
+    }
+}
+
+impl LatencyBackend for Labelled {
+    fn name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        self.backend.step_time(batch).map_err(|e| self.label(e))
+    }
+
+    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        self.backend.breakdown(batch).map_err(|e| self.label(e))
+    }
+
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        self.backend.profile_lookups()
+    }
 }
 
 impl Backend {
     /// The compute backend of `inst` (the profile DB when a profile root is given, else the
-    /// analytical roofline), wrapped by ASTRA-Sim when the network backend is astra;
-    /// `first_arrival` is where ASTRA-Sim's initial workload ends; `label` prefixes log lines.
+    /// analytical roofline), wrapped by ASTRA-Sim, in a process of its own, when the network
+    /// backend is astra; `first_arrival` is where ASTRA-Sim's initial workload ends; `label`
+    /// prefixes log lines and errors.
     pub(super) fn new(
         config: &SimConfig,
         inst: &InstanceConfig,
@@ -26,7 +66,7 @@ impl Backend {
         first_arrival: Nanos,
     ) -> anyhow::Result<Backend> {
         let compute = Backend::compute(config, inst, label)?;
-        let Some(options) = &config.astra else {
+        let Some(options) = &inst.astra else {
             return Ok(Backend::Compute(compute));
         };
         let instance = AstraInstance {
@@ -34,14 +74,18 @@ impl Backend {
             tp: inst.tp,
             dtype: inst.dtype,
         };
-        let backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)?;
+        let backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)
+            .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
         if options.keep_inputs {
             eprintln!(
-                "ASTRA-Sim inputs kept in {}",
+                "{label}ASTRA-Sim inputs kept in {}",
                 backend.inputs_dir().display()
             );
         }
-        Ok(Backend::Astra(Box::new(backend)))
+        Ok(Backend::Astra(Box::new(Labelled {
+            backend,
+            label: label.to_owned(),
+        })))
     }
 
     fn compute(
@@ -84,11 +128,14 @@ impl Backend {
         }
     }
 
-    /// Ends ASTRA-Sim (if any) and prints its report on stderr.
+    /// Ends ASTRA-Sim (if any) and prints its report on stderr, after the instance's label.
     pub(super) fn finish(self) -> anyhow::Result<()> {
         if let Backend::Astra(a) = self {
-            let stats = a.finish()?;
-            eprintln!("{}", astra::report_line(&stats));
+            let Labelled { backend, label } = *a;
+            let stats = backend
+                .finish()
+                .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
+            eprintln!("{label}{}", astra::report_line(&stats));
         }
         Ok(())
     }

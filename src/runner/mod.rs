@@ -49,7 +49,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let requests = initial_requests(&workload, &mut registry);
     let multi = config.instances.len() > 1;
     let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
-    eprintln!("{}", astra::describe(config.astra.as_ref()));
+    eprintln!("{}", astra::describe(config.astra()));
     let mut setups = Vec::with_capacity(config.instances.len());
     let mut capacities = Vec::with_capacity(config.instances.len());
     let mut backends = Vec::with_capacity(config.instances.len());
@@ -188,9 +188,15 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             role: inst.role,
         })
         .collect();
+    // Every instance's ASTRA-Sim is ended (and reports) even when an earlier one fails.
+    let mut finished = Ok(());
     for backend in backends {
-        backend.finish()?;
+        let result = backend.finish();
+        if finished.is_ok() {
+            finished = result;
+        }
     }
+    finished?;
     let info = RunInfo {
         seed: config.seed,
         total_clocks_ns: outcome.total_clocks_ns,

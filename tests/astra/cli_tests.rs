@@ -34,7 +34,7 @@ fn cluster(dir: &Path, tp: u32) -> PathBuf {
 
 /// Runs the binary with the double (this executable) configured by `env`, its temporary
 /// files under `tmp`, and no ASTRA-Sim from the environment.
-fn run(args: &[&str], env: Option<&DoubleEnv>, tmp: &Path) -> Output {
+pub fn run(args: &[&str], env: Option<&DoubleEnv>, tmp: &Path) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args).env("TMPDIR", tmp).env_remove(ASTRA_SIM_ENV);
     if let Some(env) = env {
@@ -49,15 +49,15 @@ fn run(args: &[&str], env: Option<&DoubleEnv>, tmp: &Path) -> Output {
     cmd.output().unwrap()
 }
 
-fn strs(v: &[String]) -> Vec<&str> {
+pub fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-fn stderr(out: &Output) -> String {
+pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn ok(out: &Output) -> String {
+pub fn ok(out: &Output) -> String {
     assert!(out.status.success(), "{}", stderr(out));
     stderr(out)
 }

@@ -12,7 +12,8 @@
 //! Faults on request ([`FAULT_ENV`]): `crash` (exit 139), `stall` (sleep, silent), `spam`
 //! (endless noise lines), `garbage` (malformed reports from then on), `quit` (exit 0, silently).
 //! In fork mode they fire when the start NPU receives batch [`FAULT_AT_ENV`] (1 = the first;
-//! 0 = before the first prompt); in stock mode, in every process.
+//! 0 = before the first prompt); in stock mode, in every process. With [`FAULT_NPUS_ENV`] set,
+//! only a process whose network has that many NPUs fires it (one instance of a cluster).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufWriter, Write};
@@ -29,6 +30,8 @@ pub const MODE_ENV: &str = "BLIS_ASTRA_DOUBLE";
 pub const FAULT_ENV: &str = "BLIS_ASTRA_DOUBLE_FAULT";
 /// The batch (received by the start NPU, from 1) at which the fault fires; 0: at start-up.
 pub const FAULT_AT_ENV: &str = "BLIS_ASTRA_DOUBLE_FAULT_AT";
+/// Fire the fault only in a process whose network has this many NPUs.
+pub const FAULT_NPUS_ENV: &str = "BLIS_ASTRA_DOUBLE_FAULT_NPUS";
 /// A file to which the double appends its process id.
 pub const PID_FILE_ENV: &str = "BLIS_ASTRA_DOUBLE_PID_FILE";
 /// A file to which the double appends its report lines (`< ...`) and the answers (`> ...`).
@@ -57,7 +60,12 @@ pub fn main(mode: &str) -> ! {
     .unwrap_or_else(|e| die(&e));
     let workload =
         PathBuf::from(arg("workload-configuration").unwrap_or_else(|| die("no workload")));
-    let fault = std::env::var(FAULT_ENV).ok();
+    let fault = std::env::var(FAULT_ENV).ok().filter(|_| {
+        std::env::var(FAULT_NPUS_ENV)
+            .ok()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_none_or(|n| n == pricing.npus)
+    });
     let fault_at: u64 = std::env::var(FAULT_AT_ENV)
         .ok()
         .and_then(|v| v.parse().ok())

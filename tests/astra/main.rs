@@ -10,6 +10,7 @@ mod cli_tests;
 mod double;
 mod double_sim;
 mod fork_tests;
+mod multi_tests;
 mod stock_tests;
 mod support;
 
@@ -66,6 +67,34 @@ fn main() {
         (
             "cli::real_astra_sim_when_available",
             cli_tests::real_astra_sim_when_available,
+        ),
+        (
+            "multi::colocated_tp1_instances_match_the_analytical_run",
+            multi_tests::colocated_tp1_instances_match_the_analytical_run,
+        ),
+        (
+            "multi::heterogeneous_instances_get_their_own_inputs",
+            multi_tests::heterogeneous_instances_get_their_own_inputs,
+        ),
+        (
+            "multi::memo_and_no_memo_agree_on_several_instances",
+            multi_tests::memo_and_no_memo_agree_on_several_instances,
+        ),
+        (
+            "multi::llmservingsim_two_instance_example_matches_the_analytical_run",
+            multi_tests::llmservingsim_two_instance_example_matches_the_analytical_run,
+        ),
+        (
+            "multi::a_fault_in_one_instance_stops_them_all",
+            multi_tests::a_fault_in_one_instance_stops_them_all,
+        ),
+        (
+            "multi::pd_dp_and_ep_are_refused_naming_the_key",
+            multi_tests::pd_dp_and_ep_are_refused_naming_the_key,
+        ),
+        (
+            "multi::real_astra_sim_on_several_instances_when_available",
+            multi_tests::real_astra_sim_on_several_instances_when_available,
         ),
     ]);
 }

@@ -10,7 +10,9 @@ use blis_cosim::Nanos;
 use blis_cosim::astra::{AstraMode, AstraOptions, MemoryParams, NetworkConfig, OutputLimits};
 use blis_cosim::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming};
 
-use crate::double::{FAULT_AT_ENV, FAULT_ENV, MODE_ENV, PID_FILE_ENV, TRANSCRIPT_ENV};
+use crate::double::{
+    FAULT_AT_ENV, FAULT_ENV, FAULT_NPUS_ENV, MODE_ENV, PID_FILE_ENV, TRANSCRIPT_ENV,
+};
 
 /// Longest a single test may run before the whole target fails.
 const TEST_LIMIT: Duration = Duration::from_secs(120);
@@ -74,6 +76,8 @@ pub struct DoubleEnv {
     pub stock: bool,
     /// A fault and the batch at which it fires.
     pub fault: Option<(&'static str, u64)>,
+    /// Fire the fault only in the process whose network has this many NPUs.
+    pub fault_npus: Option<u32>,
     /// File receiving the double's process ids.
     pub pid_file: Option<PathBuf>,
     /// File receiving the protocol transcript.
@@ -91,6 +95,7 @@ impl DoubleEnv {
             ),
             (FAULT_ENV, self.fault.map(|(f, _)| f.to_owned())),
             (FAULT_AT_ENV, self.fault.map(|(_, at)| at.to_string())),
+            (FAULT_NPUS_ENV, self.fault_npus.map(|n| n.to_string())),
             (PID_FILE_ENV, path(&self.pid_file)),
             (TRANSCRIPT_ENV, path(&self.transcript)),
         ]

@@ -1,0 +1,530 @@
+//! Multi-instance clusters through the real binary with `--astra-sim <double>`: one ASTRA-Sim
+//! process per instance, each with inputs generated from its own TP degree, node and device
+//! memory; the same CSV as the analytical run where the double prices like it; memo on and
+//! off identical; faults in one instance leave nothing behind; what is still refused.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli_tests::{ok, run, stderr, strs};
+use crate::support::{DoubleEnv, assert_gone, leftovers, pids};
+
+/// One instance of a handmade cluster config: TP degree, hardware and device-memory
+/// bandwidth (GB/s).
+type Inst = (u32, &'static str, u32);
+
+/// A cluster config of colocated Llama-3.1-8B instances, node by node (host-memory bandwidth
+/// in GB/s and the node's instances), linked at 16 GB/s and 20 µs.
+fn cluster(dir: &Path, name: &str, nodes: &[(u64, &[Inst])]) -> PathBuf {
+    let nodes: Vec<String> = nodes
+        .iter()
+        .map(|(cpu_bw, instances)| {
+            let instances: Vec<String> = instances
+                .iter()
+                .map(|(tp, hardware, mem_bw)| {
+                    format!(
+                        r#"{{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "{hardware}",
+                            "npu_mem": {{"mem_size": 80, "mem_bw": {mem_bw}, "mem_latency": 0}},
+                            "num_npus": {tp}, "tp_size": {tp}, "pd_type": null}}"#
+                    )
+                })
+                .collect();
+            format!(
+                r#"{{"num_instances": {}, "cpu_mem": {{"mem_size": 512, "mem_bw": {cpu_bw},
+                    "mem_latency": 0}}, "instances": [{}]}}"#,
+                instances.len(),
+                instances.join(", ")
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"{{"num_nodes": {}, "link_bw": 16, "link_latency": 20000, "nodes": [{}]}}"#,
+        nodes.len(),
+        nodes.join(", ")
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Host memory so fast that the trace's input load and output store cost 0 ns.
+const FREE: u64 = 1_000_000_000_000;
+
+fn sample() -> String {
+    format!("{}/examples/sample.jsonl", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn shared(rel: &str) -> String {
+    format!(
+        "{}/../shared/data/llmservingsim/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// The lines of `stderr` that start with `prefix` after an `instance N: ` label, by instance.
+fn labelled<'a>(stderr: &'a str, prefix: &str) -> Vec<(usize, &'a str)> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("instance ")?;
+            let (id, text) = rest.split_once(": ")?;
+            text.starts_with(prefix)
+                .then(|| (id.parse().unwrap(), text))
+        })
+        .collect()
+}
+
+/// `N ASTRA-Sim calls` and `M memo hits` of a report line.
+fn calls_and_hits(line: &str) -> (u64, u64) {
+    let number = |suffix: &str| -> u64 {
+        let before = line.split(suffix).next().unwrap();
+        before.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    (number(" ASTRA-Sim calls"), number(" memo hits"))
+}
+
+/// Runs `args` (plus `--output <csv>`) analytically and through the double; returns both
+/// CSVs and the double run's stderr, after checking the start-up line, one report line and
+/// one process per instance, and that nothing is left behind.
+fn both(args: &[String], instances: usize, dir: &Path, tag: &str) -> (Vec<u8>, Vec<u8>, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        dir.join(format!("{tag}-analytical.csv")),
+        dir.join(format!("{tag}-astra.csv")),
+    );
+    let with = |out: &Path| {
+        let mut v = args.to_vec();
+        v.extend(["--output".to_owned(), out.display().to_string()]);
+        v
+    };
+    let err = ok(&run(&strs(&with(&a)), None, tmp.path()));
+    assert!(err.contains("network backend: analytical"), "{err}");
+    let pid_file = dir.join(format!("{tag}-pids"));
+    let env = DoubleEnv {
+        pid_file: Some(pid_file.clone()),
+        ..DoubleEnv::default()
+    };
+    let err = ok(&run(&strs(&with(&b)), Some(&env), tmp.path()));
+    assert_eq!(
+        err.matches("network backend: astra (ASTRA-Sim fork mode")
+            .count(),
+        1,
+        "one start-up line: {err}"
+    );
+    let reports = labelled(&err, "ASTRA-Sim: ");
+    assert_eq!(
+        reports.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        (0..instances).collect::<Vec<_>>(),
+        "one report per instance: {err}"
+    );
+    assert!(
+        !err.lines().any(|l| l.starts_with("ASTRA-Sim: ")),
+        "no unlabelled report: {err}"
+    );
+    let started = pids(&pid_file);
+    assert_eq!(
+        started.len(),
+        instances,
+        "one ASTRA-Sim process per instance"
+    );
+    assert_gone(&started);
+    assert!(
+        leftovers(tmp.path()).is_empty(),
+        "{:?}",
+        leftovers(tmp.path())
+    );
+    (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), err)
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Two TP-1 instances on one node (LLMServingSim's `single_node_multi_instance.json` with
+/// free host memory), and four on two nodes: at TP 1 the double prices each step exactly like
+/// the roofline, so the CSVs are byte-identical to the analytical run's, under every routing
+/// policy that spreads the requests.
+pub fn colocated_tp1_instances_match_the_analytical_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let two = cluster(
+        dir.path(),
+        "two.json",
+        &[(FREE, &[(1, "RTXPRO6000", 1597), (1, "RTXPRO6000", 1597)])],
+    );
+    let four = cluster(
+        dir.path(),
+        "four.json",
+        &[
+            (FREE, &[(1, "RTXPRO6000", 1597), (1, "RTXPRO6000", 1597)]),
+            (FREE, &[(1, "RTXPRO6000", 1597), (1, "RTXPRO6000", 1597)]),
+        ],
+    );
+    let sample = sample();
+    for (config, n, policy) in [(&two, 2, "LOAD"), (&two, 2, "RR"), (&four, 4, "LOAD")] {
+        let args = owned(&[
+            "--cluster-config",
+            config.to_str().unwrap(),
+            "--dataset",
+            &sample,
+            "--request-routing-policy",
+            policy,
+        ]);
+        let (a, b, _) = both(&args, n, dir.path(), &format!("{n}-{policy}"));
+        assert!(a == b, "{n} instances, {policy}: the same CSV");
+        for id in 0..n {
+            assert!(!rows_of(&b, id).is_empty(), "instance {id} served requests");
+        }
+    }
+}
+
+/// The CSV lines of instance `id` (the first column), in file order.
+fn rows_of(csv: &[u8], id: usize) -> Vec<String> {
+    String::from_utf8(csv.to_vec())
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').next() == Some(&id.to_string()))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Instances of different TP degrees, hardware and memories, on two nodes: each process gets
+/// its own `network.yml`, `system.json` and memory file (printed one directory per instance).
+/// With the profile backend, whose TP all-reduces are priced on the cluster's link with the
+/// double's ring formula, the run equals the analytical one byte for byte. The roofline prices
+/// its TP all-reduces on the hardware's own link (PCIe for the RTXPRO6000) instead, so there
+/// only the TP-1 instances' rows agree (RR routing keeps the instances independent).
+pub fn heterogeneous_instances_get_their_own_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mixed = cluster(
+        dir.path(),
+        "mixed.json",
+        &[
+            (FREE, &[(1, "RTXPRO6000", 1597), (2, "RTXPRO6000", 1800)]),
+            (FREE / 2, &[(1, "RTX4090", 1008)]),
+        ],
+    );
+    let sample = sample();
+    let profiles = shared("profiler/perf");
+    let roofline = owned(&[
+        "--cluster-config",
+        mixed.to_str().unwrap(),
+        "--dataset",
+        &sample,
+        "--request-routing-policy",
+        "RR",
+    ]);
+    let mut profile = roofline.clone();
+    profile.extend(owned(&["--profile-dir", &profiles]));
+    let (a, b, _) = both(&profile, 3, dir.path(), "mixed-profile");
+    assert!(a == b, "TP 1 and 2 priced like the profile backend");
+    let (a, b, _) = both(&roofline, 3, dir.path(), "mixed-roofline");
+    for id in [0, 2] {
+        assert_eq!(rows_of(&a, id), rows_of(&b, id), "TP-1 instance {id}");
+    }
+    let (ra, rb) = (rows_of(&a, 1), rows_of(&b, 1));
+    assert!(!ra.is_empty() && ra.len() == rb.len());
+    assert!(ra.iter().zip(&rb).all(|(x, y)| x != y), "TP-2 instance");
+
+    let mut kept_args = profile.clone();
+    kept_args.extend(owned(&["--num-reqs", "3", "--keep-astra-inputs"]));
+    let err = ok(&run(
+        &strs(&kept_args),
+        Some(&DoubleEnv::default()),
+        tmp.path(),
+    ));
+    let kept = labelled(&err, "ASTRA-Sim inputs kept in ");
+    assert_eq!(kept.len(), 3, "{err}");
+    let expected = [(1, 1597, FREE), (2, 1800, FREE), (1, 1008, FREE / 2)];
+    let mut dirs = Vec::new();
+    for ((id, line), (tp, local_bw, host_bw)) in kept.iter().zip(expected) {
+        let kept = PathBuf::from(line.strip_prefix("ASTRA-Sim inputs kept in ").unwrap());
+        let read = |name: &str| std::fs::read_to_string(kept.join(name)).unwrap();
+        assert_eq!(
+            read("network.yml"),
+            format!(
+                "topology: [ FullyConnected ]\nnpus_count: [ {tp} ]\nbandwidth: [ 16.0 ]\n\
+                 latency: [ 20000.0 ]\n"
+            ),
+            "instance {id}"
+        );
+        let system: serde_json::Value = serde_json::from_str(&read("system.json")).unwrap();
+        assert_eq!(system["local-mem-bw"], local_bw, "instance {id}");
+        let memory: serde_json::Value =
+            serde_json::from_str(&read("memory_expansion.json")).unwrap();
+        assert_eq!(memory["remote_mem"]["mem-bw"], host_bw, "instance {id}");
+        for npu in 0..tp {
+            assert!(
+                kept.join(format!("event.{npu}.et")).is_file(),
+                "instance {id}"
+            );
+        }
+        assert!(
+            !kept.join(format!("event.{tp}.et")).exists(),
+            "instance {id}"
+        );
+        dirs.push(kept);
+    }
+    dirs.sort();
+    dirs.dedup();
+    assert_eq!(dirs.len(), 3, "one directory per instance");
+    for d in dirs {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+
+    // One user network.yml for instances of different TP degrees cannot fit them all.
+    let network = dir.path().join("two.yml");
+    std::fs::write(
+        &network,
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [500]\n",
+    )
+    .unwrap();
+    let mut bad = roofline.clone();
+    bad.extend(owned(&["--network-config", network.to_str().unwrap()]));
+    let out = run(&strs(&bad), Some(&DoubleEnv::default()), tmp.path());
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the network has 2 NPUs but instance 0 runs on 1"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// Memoised and unmemoised multi-instance runs give identical CSVs; each instance keeps its own
+/// memo table, so the identical batches of two identical instances are each sent once per
+/// instance.
+pub fn memo_and_no_memo_agree_on_several_instances() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = cluster(
+        dir.path(),
+        "tp2.json",
+        &[(256, &[(2, "RTXPRO6000", 1597), (2, "RTXPRO6000", 1597)])],
+    );
+    let repeated = dir.path().join("repeated.jsonl");
+    let lines: Vec<String> = (0..8)
+        .map(|i| {
+            format!(
+                r#"{{"input_toks": 100, "output_toks": 8, "arrival_time_ns": {}}}"#,
+                i * 2_000_000_000u64
+            )
+        })
+        .collect();
+    std::fs::write(&repeated, lines.join("\n") + "\n").unwrap();
+    for (workload, num) in [(repeated.display().to_string(), "0"), (sample(), "40")] {
+        let mut csvs = Vec::new();
+        for memo in [true, false] {
+            let out = dir.path().join(format!("memo-{memo}.csv"));
+            let mut args = vec![
+                "--cluster-config",
+                config.to_str().unwrap(),
+                "--dataset",
+                &workload,
+                "--num-reqs",
+                num,
+                "--request-routing-policy",
+                "RR",
+                "--output",
+                out.to_str().unwrap(),
+            ];
+            if !memo {
+                args.push("--no-memo");
+            }
+            let err = ok(&run(&args, Some(&DoubleEnv::default()), tmp.path()));
+            let reports = labelled(&err, "ASTRA-Sim: ");
+            assert_eq!(reports.len(), 2, "{err}");
+            for (id, line) in reports {
+                let (calls, hits) = calls_and_hits(line);
+                if !memo {
+                    assert_eq!(hits, 0, "{err}");
+                } else if workload != sample() {
+                    // Each instance prices its own batches: the same 8 steps of a request
+                    // (its prefill and 7 decodes, alone) are sent once per instance.
+                    assert_eq!((calls, hits), (8, 24), "instance {id}: {err}");
+                }
+            }
+            csvs.push(std::fs::read(&out).unwrap());
+        }
+        assert_eq!(csvs[0], csvs[1], "{workload}");
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// LLMServingSim's two-instance example (`single_node_multi_instance.json`, its example trace,
+/// the profile backend) through the double: the same CSV as the analytical run (the trace's
+/// input load and output store are a few dozen bytes, 0 ns from 256 GB/s host memory).
+pub fn llmservingsim_two_instance_example_matches_the_analytical_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = owned(&[
+        "--cluster-config",
+        &shared("configs/cluster/single_node_multi_instance.json"),
+        "--profile-dir",
+        &shared("profiler/perf"),
+        "--dataset",
+        &shared("workloads/example_trace.jsonl"),
+    ]);
+    let (a, b, _) = both(&args, 2, dir.path(), "example");
+    assert_eq!(rows_of(&a, 0).len() + rows_of(&a, 1).len(), 10);
+    assert!(a == b, "the same CSV");
+}
+
+/// A fault in one instance's ASTRA-Sim (the TP-2 one of a TP-1 + TP-2 cluster): at start-up,
+/// after the other instance's process has started, and mid-run. The error names the instance;
+/// no CSV, no run directory and no process survives.
+pub fn a_fault_in_one_instance_stops_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = cluster(
+        dir.path(),
+        "mixed.json",
+        &[(FREE, &[(1, "RTXPRO6000", 1597), (2, "RTXPRO6000", 1597)])],
+    );
+    let out_csv = dir.path().join("out.csv");
+    let sample = sample();
+    for (at, expect) in [(0, "instance 1: ASTRA-Sim"), (3, "instance 1: ASTRA-Sim")] {
+        let pid_file = dir.path().join(format!("pids-{at}"));
+        let env = DoubleEnv {
+            fault: Some(("crash", at)),
+            fault_npus: Some(2),
+            pid_file: Some(pid_file.clone()),
+            ..DoubleEnv::default()
+        };
+        let args = [
+            "--cluster-config",
+            config.to_str().unwrap(),
+            "--dataset",
+            &sample,
+            "--num-reqs",
+            "10",
+            "--request-routing-policy",
+            "RR",
+            "--output",
+            out_csv.to_str().unwrap(),
+        ];
+        let out = run(&args, Some(&env), tmp.path());
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(err.contains(expect), "{err}");
+        assert!(err.contains("Segmentation fault"), "{err}");
+        if at == 0 {
+            assert!(err.contains("at start-up"), "{err}");
+        } else {
+            assert!(
+                err.contains("error: latency backend: instance 1: "),
+                "{err}"
+            );
+            assert!(err.contains("(ASTRA-Sim batch 2)"), "{err}");
+        }
+        assert!(!out_csv.exists());
+        assert!(
+            leftovers(tmp.path()).is_empty(),
+            "{:?}",
+            leftovers(tmp.path())
+        );
+        let started = pids(&pid_file);
+        assert_eq!(started.len(), 2, "both instances' processes were started");
+        assert_gone(&started);
+    }
+}
+
+/// What ASTRA-Sim co-simulation still refuses, naming the key or flag: prefill/decode
+/// instances, DP groups (dense or MoE), expert parallelism.
+pub fn pd_dp_and_ep_are_refused_naming_the_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sample = sample();
+    for (file, key, what) in [
+        (
+            "single_node_pd_instance.json",
+            "field `nodes[0].instances[0].pd_type`",
+            "prefill/decode instances",
+        ),
+        (
+            "single_node_heterogeneous.json",
+            "field `nodes[0].instances[0].pd_type`",
+            "SEND/RECV",
+        ),
+        (
+            "single_node_dp_instance.json",
+            "field `nodes[0].instances[0].dp_group`",
+            "DP groups",
+        ),
+        (
+            "single_node_moe_dp_ep_instance.json",
+            "field `nodes[0].instances[0].dp_group`",
+            "DP groups",
+        ),
+        (
+            "single_node_moe_single_instance.json",
+            "field `--network-backend`",
+            "expert parallelism",
+        ),
+    ] {
+        let args = [
+            "--cluster-config",
+            &shared(&format!("configs/cluster/{file}")),
+            "--dataset",
+            &sample,
+        ];
+        let out = run(&args, Some(&DoubleEnv::default()), tmp.path());
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{file}");
+        assert!(
+            err.contains(key) && err.contains(what) && err.contains("yet"),
+            "{file}: {err}"
+        );
+        assert!(
+            err.contains("--network-backend analytical"),
+            "{file}: {err}"
+        );
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one: a
+/// TP-1 and a TP-2 instance, one fork process each; memo on and off give identical CSVs.
+pub fn real_astra_sim_on_several_instances_when_available() {
+    let Some(binary) = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
+    else {
+        println!(
+            "    skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim ASTRA-Sim fork binary"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = cluster(
+        dir.path(),
+        "mixed.json",
+        &[(256, &[(1, "RTXPRO6000", 1597), (2, "RTXPRO6000", 1597)])],
+    );
+    let sample = sample();
+    let mut csvs = Vec::new();
+    for memo in [true, false] {
+        let out = dir.path().join(format!("memo-{memo}.csv"));
+        let mut args = vec![
+            "--cluster-config",
+            config.to_str().unwrap(),
+            "--dataset",
+            &sample,
+            "--num-reqs",
+            "20",
+            "--request-routing-policy",
+            "RR",
+            "--output",
+            out.to_str().unwrap(),
+        ];
+        if !memo {
+            args.push("--no-memo");
+        }
+        let out_run = std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
+            .args(&args)
+            .env(blis_cosim::astra::ASTRA_SIM_ENV, &binary)
+            .output()
+            .unwrap();
+        let err = ok(&out_run);
+        assert_eq!(labelled(&err, "ASTRA-Sim: ").len(), 2, "{err}");
+        csvs.push(std::fs::read(&out).unwrap());
+    }
+    assert_eq!(csvs[0], csvs[1]);
+}
