@@ -26,7 +26,7 @@ use super::stock::StockRun;
 use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
-use crate::chakra::{BatchTrace, EtNode, NodeKind, encode_et, npu_file, write_npu_files};
+use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, write_npu_files};
 use crate::config::{Dtype, ModelArch};
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
 
@@ -82,6 +82,8 @@ pub struct AstraBackend {
     /// The last step's key and time (for [`LatencyBackend::breakdown`] under `--no-memo`).
     last: Option<(MemoKey, Nanos)>,
     stats: AstraStats,
+    /// The encoded `.et` file of the batch being priced (reused from step to step).
+    et: Vec<u8>,
 }
 
 impl AstraBackend {
@@ -147,6 +149,7 @@ impl AstraBackend {
             memo: HashMap::new(),
             last: None,
             stats: AstraStats::default(),
+            et: Vec::new(),
         })
     }
 
@@ -195,8 +198,13 @@ impl AstraBackend {
         }
     }
 
-    /// The encoded `.et` file of the batch (the same for every NPU).
-    fn encode(&self, batch: &BatchDesc<'_>, breakdown: &[LayerTiming]) -> Result<Vec<u8>, String> {
+    /// Encodes the batch's `.et` file (the same for every NPU) into `self.et` and returns its
+    /// memo key.
+    fn encode(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        breakdown: &[LayerTiming],
+    ) -> Result<MemoKey, String> {
         let trace = BatchTrace {
             batch,
             model: &self.model,
@@ -205,8 +213,10 @@ impl AstraBackend {
             breakdown,
             involved_dim: None,
         };
-        let nodes = trace.nodes().map_err(|e| e.to_string())?;
-        encode_et(&nodes, self.options.mode.dialect()).map_err(|e| e.to_string())
+        trace
+            .encode_into(self.options.mode.dialect(), &mut self.et)
+            .map_err(|e| e.to_string())?;
+        Ok(MemoKey::of(&self.et, self.tp))
     }
 
     /// Sends one batch to ASTRA-Sim and returns its time.
@@ -284,10 +294,9 @@ impl LatencyBackend for AstraBackend {
         let step = self.stats.steps;
         self.stats.steps += 1;
         let breakdown = self.compute.breakdown(batch)?;
-        let bytes = self
+        let key = self
             .encode(batch, &breakdown)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
-        let key = MemoKey::of(&bytes, self.tp);
         if self.options.memo
             && let Some(&time) = self.memo.get(&key)
         {
@@ -295,9 +304,10 @@ impl LatencyBackend for AstraBackend {
             self.last = Some((key, time));
             return Ok(time);
         }
-        let time = self
-            .price(step, &bytes)
-            .map_err(|e| LatencyError::Backend(e.to_string()))?;
+        let bytes = std::mem::take(&mut self.et);
+        let priced = self.price(step, &bytes);
+        self.et = bytes;
+        let time = priced.map_err(|e| LatencyError::Backend(e.to_string()))?;
         if self.options.memo {
             self.memo.insert(key, time);
         }
@@ -309,10 +319,9 @@ impl LatencyBackend for AstraBackend {
     /// ASTRA-Sim step time (memory, collectives, waits). Only for a batch already priced.
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
         let full = self.compute.breakdown(batch)?;
-        let bytes = self
+        let key = self
             .encode(batch, &full)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace: {m}")))?;
-        let key = MemoKey::of(&bytes, self.tp);
         let step = match self.last {
             Some((k, time)) if k == key => time,
             _ => self.memo.get(&key).copied().ok_or_else(|| {
