@@ -1,17 +1,26 @@
 //! One ASTRA-Sim process with bounded waiting and bounded output.
 //!
-//! The driver thread talks to the process itself, with no helper threads: the three pipes
-//! are non-blocking on the driver's side, and every wait is one `poll(2)` on the open output
-//! pipes (plus stdin while an answer is still unwritten) with the time left to the deadline,
-//! so a silent process can never block the driver. Each wake-up reads what the ready pipes
-//! hold (up to 64 KiB each) into one reused buffer and splits it into lines there: the fork
-//! flushes every line (a Llama decode step prints about 300), so a wake-up often brings a
-//! single line, and costs two system calls and no allocation or thread hand-off. Answers are
-//! written at once; a pipe with no room (a process that stops reading its stdin) keeps the
-//! rest queued, written as the pipe drains during later waits, so the driver never blocks on
-//! it (the process's silence then runs into the deadline), and as the driver never blocks on a
-//! write, a process blocked on its full output pipe cannot deadlock it. Every byte (stdout and stderr) counts
-//! towards the per-batch limit; lines are cut at 4 KiB; the last lines, stderr included, are
+//! The driver thread talks to the process itself, with no helper threads. Its ends of the
+//! three pipes are non-blocking, and every wait is one `poll(2)` on the open output pipes
+//! (and on stdin while an answer is still unwritten) for at most the time left to the
+//! deadline, so a silent process can never block the driver. A wake-up reads what each ready
+//! pipe holds (up to 64 KiB) into one reused buffer and splits it into lines there: no
+//! allocation and no hand-off between threads per line.
+//!
+//! The fork flushes every line it prints (a Llama decode step prints about 300, a few µs
+//! apart), and a driver waiting in `poll` is woken for each one, which costs the fork a
+//! wake-up (often an interrupt to the other CPU) per line. So while the process is printing
+//! (the last wait brought output), [`AstraProcess::next_line`] sleeps [`BURST_PAUSE`] before
+//! it waits again, and then reads the lines that piled up in one go. That pause, plus the
+//! system's timer slack (50 µs by default), bounds how late the driver sees a prompt (a batch
+//! takes the fork about 1 ms); it never sleeps past the deadline.
+//!
+//! Answers are written at once. What a full stdin pipe does not take (a process that stops
+//! reading its stdin) stays queued and is written as the pipe drains during later waits, so
+//! the driver never blocks on a write: a process that stops reading cannot block it (its
+//! silence runs into the deadline), and a process blocked on a full output pipe cannot
+//! deadlock with it. Every byte, stdout and stderr, counts towards the per-batch limit
+//! ([`Fault::Runaway`]); lines are cut at 4 KiB; the last lines, stderr included, are
 //! remembered for error messages. The process is killed and reaped on every error path and
 //! when dropped; its pipes close with it.
 
@@ -35,6 +44,9 @@ const CHUNK: usize = 64 << 10;
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// How often [`AstraProcess::wait`] checks whether the process has exited.
 const EXIT_POLL: Duration = Duration::from_millis(2);
+/// How long [`AstraProcess::next_line`] lets output accumulate before it waits again, while
+/// the process is printing (see the module documentation).
+const BURST_PAUSE: Duration = Duration::from_micros(20);
 /// How long output is still read after the process exited (what it printed last).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
@@ -60,6 +72,8 @@ pub(crate) struct AstraProcess {
     limits: OutputLimits,
     timeout: Duration,
     bytes: u64,
+    /// The last wait in [`AstraProcess::next_line`] brought output.
+    printing: bool,
     reaped: bool,
 }
 
@@ -106,6 +120,7 @@ impl AstraProcess {
             limits,
             timeout,
             bytes: 0,
+            printing: false,
             reaped: false,
         };
         // Only the driver's ends: each end of a pipe is its own open file description, so
@@ -145,7 +160,12 @@ impl AstraProcess {
             if left.is_zero() {
                 return Err(Fault::Stalled(self.timeout));
             }
-            self.pump(left)?;
+            if self.printing {
+                thread::sleep(BURST_PAUSE.min(left));
+            }
+            let before = self.bytes;
+            self.pump(deadline.saturating_duration_since(Instant::now()))?;
+            self.printing = self.bytes > before;
         }
     }
 
@@ -155,8 +175,16 @@ impl AstraProcess {
     /// Fails when the output exceeds the limit.
     fn pump(&mut self, timeout: Duration) -> Result<(), Fault> {
         let candidates = [
-            (Pipe::Stdout, self.stdout.as_ref().map(AsFd::as_fd), PollFlags::IN),
-            (Pipe::Stderr, self.stderr.as_ref().map(AsFd::as_fd), PollFlags::IN),
+            (
+                Pipe::Stdout,
+                self.stdout.as_ref().map(AsFd::as_fd),
+                PollFlags::IN,
+            ),
+            (
+                Pipe::Stderr,
+                self.stderr.as_ref().map(AsFd::as_fd),
+                PollFlags::IN,
+            ),
             (
                 Pipe::Stdin,
                 self.stdin
@@ -187,7 +215,12 @@ impl AstraProcess {
         match poll(&mut fds[..n], Some(&timeout)) {
             Ok(_) => {}
             Err(Errno::INTR) => return Ok(()),
-            Err(e) => return Err(Fault::Io(format!("waiting for its output: {}", io_error(e)))),
+            Err(e) => {
+                return Err(Fault::Io(format!(
+                    "waiting for its output: {}",
+                    io_error(e)
+                )));
+            }
         }
         let revents = fds.map(|fd| fd.revents());
         let pipes = open.map(|(pipe, _, _)| pipe);
