@@ -207,7 +207,7 @@ impl AstraProcess {
             return Ok(());
         };
         let mut fds = open.map(|(_, fd, flags)| PollFd::from_borrowed_fd(fd.unwrap_or(any), flags));
-        // Saturates at 68 years.
+        // A timeout too long for a timespec (none in practice) waits 136 years instead.
         let timeout = Timespec::try_from(timeout).unwrap_or(Timespec {
             tv_sec: i64::from(u32::MAX),
             tv_nsec: 0,
