@@ -13,9 +13,19 @@
 //! times, not the engine's time; nothing depends on the offset, because every step time is a
 //! difference of two reports that enclose exactly one batch. With a batch's time a function
 //! of its trace, `--no-memo` and memoisation give identical results.
+//!
+//! **Batch files.** Batch `k` goes to `b<k>.<npu>.et` with `--keep-astra-inputs`. Otherwise
+//! two sets of files, `b0` and `b1`, take the batches in turn and are rewritten in place
+//! (creating and deleting files for every batch costs more than the fork's work on a small
+//! batch). ASTRA-Sim reads a whole file when an NPU loads it (an NPU still busy queues the
+//! prefix and loads it when it finishes), so a set may be rewritten once every NPU has loaded
+//! the batch it held; it is rewritten only after the next batch has completed. Deleting each
+//! batch's files as soon as it completed, as this did before, assumed more: that every NPU
+//! had loaded them by then.
 
 use std::collections::HashMap;
-use std::fs;
+use std::fs::{self, File};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -26,7 +36,7 @@ use super::stock::StockRun;
 use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
-use crate::chakra::{BatchTrace, EtNode, NodeKind, encode_et, npu_file, write_npu_files};
+use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, write_npu_files};
 use crate::config::{Dtype, ModelArch};
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
 
@@ -82,6 +92,49 @@ pub struct AstraBackend {
     /// The last step's key and time (for [`LatencyBackend::breakdown`] under `--no-memo`).
     last: Option<(MemoKey, Nanos)>,
     stats: AstraStats,
+    /// The encoded `.et` file of the batch being priced (reused from step to step).
+    et: Vec<u8>,
+    /// The two sets of batch files, when the run directory is not kept.
+    slots: [Slot; 2],
+}
+
+/// One set of batch files rewritten in place: per NPU, the open file and the length last
+/// written (`u64::MAX` after a failed write); empty until first used.
+#[derive(Default)]
+pub(super) struct Slot(Vec<(File, u64)>);
+
+impl Slot {
+    /// Writes `bytes` as the file `<prefix>.<npu>.et` of each of `npus` NPUs.
+    pub(super) fn write(&mut self, prefix: &Path, npus: u32, bytes: &[u8]) -> Result<(), String> {
+        let failed = |npu: u32, e: std::io::Error| {
+            format!("writing {}: {e}", npu_file(prefix, npu).display())
+        };
+        if self.0.is_empty() {
+            self.0 = (0..npus)
+                .map(|npu| {
+                    File::create(npu_file(prefix, npu))
+                        .map(|f| (f, 0))
+                        .map_err(|e| failed(npu, e))
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        let len = bytes.len() as u64;
+        for (npu, (file, written)) in (0..).zip(&mut self.0) {
+            let result = file
+                .seek(SeekFrom::Start(0))
+                .and_then(|_| file.write_all(bytes))
+                .and_then(|()| {
+                    if len < *written {
+                        file.set_len(len)
+                    } else {
+                        Ok(())
+                    }
+                });
+            *written = if result.is_ok() { len } else { u64::MAX };
+            result.map_err(|e| failed(npu, e))?;
+        }
+        Ok(())
+    }
 }
 
 impl AstraBackend {
@@ -147,6 +200,8 @@ impl AstraBackend {
             memo: HashMap::new(),
             last: None,
             stats: AstraStats::default(),
+            et: Vec::new(),
+            slots: Default::default(),
         })
     }
 
@@ -195,8 +250,13 @@ impl AstraBackend {
         }
     }
 
-    /// The encoded `.et` file of the batch (the same for every NPU).
-    fn encode(&self, batch: &BatchDesc<'_>, breakdown: &[LayerTiming]) -> Result<Vec<u8>, String> {
+    /// Encodes the batch's `.et` file (the same for every NPU) into `self.et` and returns its
+    /// memo key.
+    fn encode(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        breakdown: &[LayerTiming],
+    ) -> Result<MemoKey, String> {
         let trace = BatchTrace {
             batch,
             model: &self.model,
@@ -205,8 +265,10 @@ impl AstraBackend {
             breakdown,
             involved_dim: None,
         };
-        let nodes = trace.nodes().map_err(|e| e.to_string())?;
-        encode_et(&nodes, self.options.mode.dialect()).map_err(|e| e.to_string())
+        trace
+            .encode_into(self.options.mode.dialect(), &mut self.et)
+            .map_err(|e| e.to_string())?;
+        Ok(MemoKey::of(&self.et, self.tp))
     }
 
     /// Sends one batch to ASTRA-Sim and returns its time.
@@ -222,14 +284,26 @@ impl AstraBackend {
                 Vec::new(),
             ));
         }
-        let prefix = self.inputs.dir().join(format!("b{}", self.stats.calls));
-        for npu in 0..self.tp.max(1) {
-            let path = npu_file(&prefix, npu);
-            if let Err(e) = fs::write(&path, bytes) {
-                let fault = Fault::Io(format!("writing {}: {e}", path.display()));
-                return Err(self.error(stage, fault, Vec::new()));
-            }
-        }
+        let npus = self.tp.max(1);
+        let written = if self.inputs.is_kept() {
+            let prefix = self.inputs.dir().join(format!("b{}", self.stats.calls));
+            (0..npus)
+                .try_for_each(|npu| {
+                    let path = npu_file(&prefix, npu);
+                    fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))
+                })
+                .map(|()| prefix)
+        } else {
+            let slot = (self.stats.calls % 2) as usize;
+            let prefix = self.inputs.dir().join(format!("b{slot}"));
+            self.slots[slot]
+                .write(&prefix, npus, bytes)
+                .map(|()| prefix)
+        };
+        let prefix = match written {
+            Ok(prefix) => prefix,
+            Err(m) => return Err(self.error(stage, Fault::Io(m), Vec::new())),
+        };
         self.stats.calls += 1;
         let started = Instant::now();
         let result = match &mut self.driver {
@@ -240,7 +314,7 @@ impl AstraBackend {
                 &self.options.binary,
                 &self.inputs,
                 &prefix,
-                self.tp.max(1),
+                npus,
                 self.options.timeout,
                 self.options.limits,
             )
@@ -249,12 +323,6 @@ impl AstraBackend {
             Driver::Failed => unreachable!("checked above"),
         };
         self.stats.wall += started.elapsed();
-        if !self.inputs.is_kept() {
-            for npu in 0..self.tp.max(1) {
-                // The directory goes at the end of the run in any case.
-                let _ = fs::remove_file(npu_file(&prefix, npu));
-            }
-        }
         result.map_err(|(fault, last_lines)| {
             // Dropping the session kills and reaps the process.
             self.driver = Driver::Failed;
@@ -284,10 +352,9 @@ impl LatencyBackend for AstraBackend {
         let step = self.stats.steps;
         self.stats.steps += 1;
         let breakdown = self.compute.breakdown(batch)?;
-        let bytes = self
+        let key = self
             .encode(batch, &breakdown)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
-        let key = MemoKey::of(&bytes, self.tp);
         if self.options.memo
             && let Some(&time) = self.memo.get(&key)
         {
@@ -295,9 +362,10 @@ impl LatencyBackend for AstraBackend {
             self.last = Some((key, time));
             return Ok(time);
         }
-        let time = self
-            .price(step, &bytes)
-            .map_err(|e| LatencyError::Backend(e.to_string()))?;
+        let bytes = std::mem::take(&mut self.et);
+        let priced = self.price(step, &bytes);
+        self.et = bytes;
+        let time = priced.map_err(|e| LatencyError::Backend(e.to_string()))?;
         if self.options.memo {
             self.memo.insert(key, time);
         }
@@ -309,10 +377,9 @@ impl LatencyBackend for AstraBackend {
     /// ASTRA-Sim step time (memory, collectives, waits). Only for a batch already priced.
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
         let full = self.compute.breakdown(batch)?;
-        let bytes = self
+        let key = self
             .encode(batch, &full)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace: {m}")))?;
-        let key = MemoKey::of(&bytes, self.tp);
         let step = match self.last {
             Some((k, time)) if k == key => time,
             _ => self.memo.get(&key).copied().ok_or_else(|| {

@@ -33,6 +33,8 @@ mod lines;
 mod network;
 mod options;
 mod process;
+#[cfg(all(test, unix))]
+mod process_tests;
 pub mod protocol;
 mod stock;
 #[cfg(test)]

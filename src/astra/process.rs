@@ -1,56 +1,79 @@
 //! One ASTRA-Sim process with bounded waiting and bounded output.
 //!
-//! Two reader threads (stdout, stderr) hand the raw output over a bounded channel in chunks;
-//! the driver waits on that channel with a deadline (`recv_timeout`), so a silent process can
-//! never block it, and splits the chunks into lines itself (a Llama decode step prints about
-//! 300 lines; one channel message per chunk rather than per line keeps that cheap). Std threads
-//! rather than an async runtime: there is one child at a time, the engine is synchronous, and
-//! a blocking reader per pipe plus `recv_timeout` gives the same guarantees (timeouts, no
-//! deadlock on full pipes, kill at any point) with no extra dependency. Answers go through a
-//! writer thread too, so a process that stops reading its stdin cannot block the driver (its
-//! silence then runs into the deadline). Every byte counts
-//! towards the per-batch limit; lines are cut at 4 KiB. The process is killed and reaped on
-//! every error path and when dropped; the reader threads end when the pipes close or when the
-//! driver stops listening.
+//! The driver thread talks to the process itself, with no helper threads. Its ends of the
+//! three pipes are non-blocking, and every wait is one `poll(2)` on the open output pipes
+//! (and on stdin while an answer is still unwritten) for at most the time left to the
+//! deadline, so a silent process can never block the driver. A wake-up reads what each ready
+//! pipe holds (up to 64 KiB) into one reused buffer and splits it into lines there: no
+//! allocation and no hand-off between threads per line.
+//!
+//! The fork flushes every line it prints (a Llama decode step prints about 300, a few µs
+//! apart), and a driver waiting in `poll` is woken for each one, which costs the fork a
+//! wake-up (often an interrupt to the other CPU) per line. So while the process is printing
+//! (the last wait brought output), [`AstraProcess::next_line`] sleeps [`BURST_PAUSE`] before
+//! it waits again, and then reads the lines that piled up in one go. That pause, plus the
+//! system's timer slack (50 µs by default), bounds how late the driver sees a prompt (a batch
+//! takes the fork about 1 ms); it never sleeps past the deadline.
+//!
+//! Answers are written at once. What a full stdin pipe does not take (a process that stops
+//! reading its stdin) stays queued and is written as the pipe drains during later waits, so
+//! the driver never blocks on a write: a process that stops reading cannot block it (its
+//! silence runs into the deadline), and a process blocked on a full output pipe cannot
+//! deadlock with it. Every byte, stdout and stderr, counts towards the per-batch limit
+//! ([`Fault::Runaway`]); lines are cut at 4 KiB; the last lines, stderr included, are
+//! remembered for error messages. The process is killed and reaped on every error path and
+//! when dropped; its pipes close with it.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsFd;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, channel, sync_channel};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::io::{Errno, ioctl_fionbio, read, write};
 
 use super::lines::LineSplitter;
 use super::{Fault, OutputLimits};
 
-/// Largest chunk a reader thread sends at once.
+/// Largest chunk read from a pipe at once.
 const CHUNK: usize = 64 << 10;
 /// How long a process that closed its output gets to exit before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
-
-enum Event {
-    Data { bytes: Vec<u8>, stderr: bool },
-    End { stderr: bool },
-}
+/// How often [`AstraProcess::wait`] checks whether the process has exited.
+const EXIT_POLL: Duration = Duration::from_millis(2);
+/// How long [`AstraProcess::next_line`] lets output accumulate before it waits again, while
+/// the process is printing (see the module documentation).
+const BURST_PAUSE: Duration = Duration::from_micros(20);
+/// How long output is still read after the process exited (what it printed last).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
 /// A running ASTRA-Sim process.
 pub(crate) struct AstraProcess {
     child: Child,
-    /// Lines for the writer thread; dropping it closes the process's stdin.
-    stdin: Option<Sender<String>>,
-    events: Receiver<Event>,
-    stdout: LineSplitter,
-    stderr: LineSplitter,
+    /// The process's stdin (non-blocking); `None` once closed.
+    stdin: Option<ChildStdin>,
+    /// Answer bytes the stdin pipe had no room for yet.
+    unsent: Vec<u8>,
+    /// Close stdin as soon as `unsent` is written.
+    closing: bool,
+    /// The process's stdout and stderr (non-blocking); `None` once they reached their end.
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+    out_lines: LineSplitter,
+    err_lines: LineSplitter,
+    /// Read buffer, reused for every read.
+    buf: Vec<u8>,
     /// The line last returned by [`AstraProcess::next_line`].
     line: String,
     tail: VecDeque<String>,
     limits: OutputLimits,
     timeout: Duration,
     bytes: u64,
-    open_pipes: u8,
-    stdout_done: bool,
+    /// The last wait in [`AstraProcess::next_line`] brought output.
+    printing: bool,
     reaped: bool,
 }
 
@@ -78,41 +101,41 @@ impl AstraProcess {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(Fault::Spawn)?;
-        let (tx, events) = sync_channel(64);
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let tx2 = tx.clone();
-        thread::spawn(move || pump(stdout, false, tx));
-        thread::spawn(move || pump(stderr, true, tx2));
-        let (answers, lines) = channel::<String>();
-        thread::spawn(move || {
-            for line in lines {
-                if stdin
-                    .write_all(line.as_bytes())
-                    .and_then(|()| stdin.flush())
-                    .is_err()
-                {
-                    // The process has gone; the driver learns it from its closed stdout.
-                    return;
-                }
-            }
-        });
-        Ok(AstraProcess {
-            stdin: Some(answers),
+        let stdin = child.stdin.take().expect("stdin is piped");
+        // Dropped on an error below: kills and reaps the process.
+        let process = AstraProcess {
             child,
-            events,
-            stdout: LineSplitter::default(),
-            stderr: LineSplitter::default(),
+            stdin: Some(stdin),
+            unsent: Vec::new(),
+            closing: false,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            out_lines: LineSplitter::default(),
+            err_lines: LineSplitter::default(),
+            buf: vec![0; CHUNK],
             line: String::new(),
             tail: VecDeque::with_capacity(limits.tail_lines),
             limits,
             timeout,
             bytes: 0,
-            open_pipes: 2,
-            stdout_done: false,
+            printing: false,
             reaped: false,
-        })
+        };
+        // Only the driver's ends: each end of a pipe is its own open file description, so
+        // the process's ends stay blocking.
+        let fds = [
+            process.stdin.as_ref().map(AsFd::as_fd),
+            process.stdout.as_ref().map(AsFd::as_fd),
+            process.stderr.as_ref().map(AsFd::as_fd),
+        ];
+        for fd in fds.into_iter().flatten() {
+            ioctl_fionbio(fd, true).map_err(|e| {
+                Fault::Io(format!("making its pipes non-blocking: {}", io_error(e)))
+            })?;
+        }
+        Ok(process)
     }
 
     /// Starts counting output towards a new batch.
@@ -125,58 +148,142 @@ impl AstraProcess {
     /// output exceeds the limit.
     pub fn next_line(&mut self, deadline: Instant) -> Result<Option<&str>, Fault> {
         loop {
-            if self.stdout.next_line(&mut self.line, self.stdout_done) {
+            let at_end = self.stdout.is_none();
+            if self.out_lines.next_line(&mut self.line, at_end) {
                 remember(&mut self.tail, self.limits.tail_lines, "", &self.line);
                 return Ok(Some(&self.line));
             }
-            if self.stdout_done {
+            if at_end {
                 return Ok(None);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(Fault::Stalled(self.timeout));
             }
-            match self.events.recv_timeout(left) {
-                Ok(event) => self.absorb(event)?,
-                Err(RecvTimeoutError::Timeout) => return Err(Fault::Stalled(self.timeout)),
-                Err(RecvTimeoutError::Disconnected) => self.stdout_done = true,
+            if self.printing {
+                thread::sleep(BURST_PAUSE.min(left));
             }
+            let before = self.bytes;
+            self.pump(deadline.saturating_duration_since(Instant::now()))?;
+            self.printing = self.bytes > before;
         }
     }
 
-    /// Accounts for one event: counts its bytes, feeds the splitters, moves stderr lines to
-    /// the tail.
-    fn absorb(&mut self, event: Event) -> Result<(), Fault> {
-        match event {
-            Event::Data { bytes, stderr } => {
-                self.bytes += bytes.len() as u64;
-                if self.bytes > self.limits.max_bytes_per_step {
-                    return Err(Fault::Runaway {
-                        bytes: self.bytes,
-                        limit: self.limits.max_bytes_per_step,
-                    });
-                }
-                if stderr {
-                    self.stderr.push(&bytes);
-                    self.stderr_to_tail(false);
-                } else {
-                    self.stdout.push(&bytes);
-                }
+    /// Waits at most `timeout` until a pipe is ready, then reads each ready output pipe once
+    /// (counting the bytes, splitting them into lines, moving stderr lines to the tail) and
+    /// writes what stdin takes of the unsent answers. Returns at once when no pipe is open.
+    /// Fails when the output exceeds the limit.
+    fn pump(&mut self, timeout: Duration) -> Result<(), Fault> {
+        let candidates = [
+            (
+                Pipe::Stdout,
+                self.stdout.as_ref().map(AsFd::as_fd),
+                PollFlags::IN,
+            ),
+            (
+                Pipe::Stderr,
+                self.stderr.as_ref().map(AsFd::as_fd),
+                PollFlags::IN,
+            ),
+            (
+                Pipe::Stdin,
+                self.stdin
+                    .as_ref()
+                    .filter(|_| !self.unsent.is_empty())
+                    .map(AsFd::as_fd),
+                PollFlags::OUT,
+            ),
+        ];
+        // The open pipes first; the entries after them are never polled.
+        let mut open = [(Pipe::Stdout, None, PollFlags::empty()); 3];
+        let mut n = 0;
+        for (pipe, fd, flags) in candidates {
+            if fd.is_some() {
+                open[n] = (pipe, fd, flags);
+                n += 1;
             }
-            Event::End { stderr } => {
-                self.open_pipes = self.open_pipes.saturating_sub(1);
-                if stderr {
-                    self.stderr_to_tail(true);
-                } else {
-                    self.stdout_done = true;
+        }
+        let Some(any) = open[0].1 else {
+            return Ok(());
+        };
+        let mut fds = open.map(|(_, fd, flags)| PollFd::from_borrowed_fd(fd.unwrap_or(any), flags));
+        // A timeout too long for a timespec (none in practice) waits 136 years instead.
+        let timeout = Timespec::try_from(timeout).unwrap_or(Timespec {
+            tv_sec: i64::from(u32::MAX),
+            tv_nsec: 0,
+        });
+        match poll(&mut fds[..n], Some(&timeout)) {
+            Ok(_) => {}
+            Err(Errno::INTR) => return Ok(()),
+            Err(e) => {
+                return Err(Fault::Io(format!(
+                    "waiting for its output: {}",
+                    io_error(e)
+                )));
+            }
+        }
+        let revents = fds.map(|fd| fd.revents());
+        let pipes = open.map(|(pipe, _, _)| pipe);
+        for (pipe, revents) in pipes.into_iter().zip(revents).take(n) {
+            if revents.is_empty() {
+                continue;
+            }
+            match pipe {
+                Pipe::Stdout | Pipe::Stderr => self.read_pipe(pipe)?,
+                Pipe::Stdin => {
+                    // A broken stdin surfaces as the end of stdout.
+                    let _ = self.flush_stdin();
                 }
             }
         }
         Ok(())
     }
 
+    /// Reads `pipe` (stdout or stderr) once; closes it at its end or on an error.
+    fn read_pipe(&mut self, pipe: Pipe) -> Result<(), Fault> {
+        let fd = match pipe {
+            Pipe::Stdout => self.stdout.as_ref().map(AsFd::as_fd),
+            Pipe::Stderr => self.stderr.as_ref().map(AsFd::as_fd),
+            Pipe::Stdin => None,
+        };
+        let Some(fd) = fd else {
+            return Ok(());
+        };
+        let n = match read(fd, &mut self.buf[..]) {
+            Ok(n) => n,
+            Err(e) if e == Errno::INTR || would_block(e) => return Ok(()),
+            // Read errors end the stream like its end does.
+            Err(_) => 0,
+        };
+        if n == 0 {
+            match pipe {
+                Pipe::Stderr => {
+                    self.stderr = None;
+                    self.stderr_to_tail(true);
+                }
+                _ => self.stdout = None,
+            }
+            return Ok(());
+        }
+        self.bytes += n as u64;
+        if self.bytes > self.limits.max_bytes_per_step {
+            return Err(Fault::Runaway {
+                bytes: self.bytes,
+                limit: self.limits.max_bytes_per_step,
+            });
+        }
+        match pipe {
+            Pipe::Stderr => {
+                self.err_lines.push(&self.buf[..n]);
+                self.stderr_to_tail(false);
+            }
+            _ => self.out_lines.push(&self.buf[..n]),
+        }
+        Ok(())
+    }
+
     fn stderr_to_tail(&mut self, at_end: bool) {
-        while self.stderr.next_line(&mut self.line, at_end) {
+        while self.err_lines.next_line(&mut self.line, at_end) {
             remember(
                 &mut self.tail,
                 self.limits.tail_lines,
@@ -186,21 +293,54 @@ impl AstraProcess {
         }
     }
 
-    /// Queues one line for the process's stdin. A process that has gone away is reported as
-    /// [`Fault::Exited`] (here when its stdin has broken, else by the end of its stdout).
+    /// Queues one line for the process's stdin and writes what the pipe takes of it now. A
+    /// process that has gone away is reported as [`Fault::Exited`] (here when its stdin has
+    /// broken, else by the end of its stdout).
     pub fn send(&mut self, line: &str) -> Result<(), Fault> {
-        let Some(stdin) = &self.stdin else {
+        if self.stdin.is_none() || self.closing {
             return Err(Fault::Io("its stdin is already closed".into()));
-        };
-        if stdin.send(format!("{line}\n")).is_err() {
+        }
+        self.unsent.extend_from_slice(line.as_bytes());
+        self.unsent.push(b'\n');
+        if self.flush_stdin().is_err() {
             return Err(self.exited());
         }
         Ok(())
     }
 
-    /// Closes stdin (the process sees end of input).
+    /// Writes what the stdin pipe takes of the unsent answers, without blocking, and closes
+    /// stdin once they are written if asked to. Fails when stdin is broken (the process
+    /// closed it or exited); stdin is then closed and the answers dropped.
+    fn flush_stdin(&mut self) -> Result<(), ()> {
+        let Some(stdin) = &self.stdin else {
+            self.unsent.clear();
+            return Ok(());
+        };
+        while !self.unsent.is_empty() {
+            match write(stdin, &self.unsent) {
+                Ok(n) => {
+                    self.unsent.drain(..n);
+                }
+                Err(Errno::INTR) => {}
+                Err(e) if would_block(e) => break,
+                Err(_) => {
+                    self.stdin = None;
+                    self.unsent.clear();
+                    return Err(());
+                }
+            }
+        }
+        if self.closing && self.unsent.is_empty() {
+            self.stdin = None;
+        }
+        Ok(())
+    }
+
+    /// Closes stdin (the process sees end of input) once the answers queued so far are
+    /// written.
     pub fn close_stdin(&mut self) {
-        self.stdin = None;
+        self.closing = true;
+        let _ = self.flush_stdin();
     }
 
     /// Waits for the process to exit, reading what it still prints into the tail; kills it
@@ -216,37 +356,32 @@ impl AstraProcess {
                 Ok(None) => {}
                 Err(e) => return Err(Fault::Io(format!("waiting for it: {e}"))),
             }
-            if Instant::now() >= deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 self.kill();
                 return Err(Fault::Stalled(self.timeout));
             }
-            match self.events.recv_timeout(Duration::from_millis(2)) {
-                Ok(event) => {
-                    if let Err(fault) = self.absorb(event) {
-                        self.kill();
-                        return Err(fault);
-                    }
-                    self.stdout_to_tail();
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => thread::sleep(Duration::from_millis(2)),
+            let step = left.min(EXIT_POLL);
+            if self.stdout.is_none() && self.stderr.is_none() {
+                thread::sleep(step);
+                continue;
             }
+            if let Err(fault) = self.pump(step) {
+                self.kill();
+                return Err(fault);
+            }
+            self.stdout_to_tail();
         }
     }
 
-    /// Reads what the reader threads still hold after the process exited (its last lines),
-    /// for at most 200 ms.
+    /// Reads what the process printed last, after it exited, for at most
+    /// [`DRAIN_AFTER_EXIT`] (a child of its own may hold the pipes open).
     fn drain_after_exit(&mut self) {
-        let until = Instant::now() + Duration::from_millis(200);
-        while self.open_pipes > 0 {
+        let until = Instant::now() + DRAIN_AFTER_EXIT;
+        while self.stdout.is_some() || self.stderr.is_some() {
             let left = until.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(event) => {
-                    if self.absorb(event).is_err() {
-                        break;
-                    }
-                }
-                Err(_) => break,
+            if left.is_zero() || self.pump(left).is_err() {
+                break;
             }
         }
         self.stdout_to_tail();
@@ -254,7 +389,10 @@ impl AstraProcess {
 
     /// Moves the stdout lines nobody will read into the tail.
     fn stdout_to_tail(&mut self) {
-        while self.stdout.next_line(&mut self.line, self.stdout_done) {
+        while self
+            .out_lines
+            .next_line(&mut self.line, self.stdout.is_none())
+        {
             remember(&mut self.tail, self.limits.tail_lines, "", &self.line);
         }
     }
@@ -272,6 +410,7 @@ impl AstraProcess {
     /// Kills and reaps the process (nothing when it was already reaped).
     pub fn kill(&mut self) {
         self.stdin = None;
+        self.unsent.clear();
         if !self.reaped {
             // Fails only when the process has already exited; `wait` then reaps it.
             let _ = self.child.kill();
@@ -292,6 +431,22 @@ impl Drop for AstraProcess {
     }
 }
 
+/// One of the process's pipes.
+#[derive(Debug, Clone, Copy)]
+enum Pipe {
+    Stdout,
+    Stderr,
+    Stdin,
+}
+
+fn would_block(e: Errno) -> bool {
+    e == Errno::AGAIN || e == Errno::WOULDBLOCK
+}
+
+fn io_error(e: Errno) -> std::io::Error {
+    e.into()
+}
+
 /// Appends `prefix` + `line` to `tail`, keeping its last `keep` entries and reusing the
 /// oldest entry's buffer.
 fn remember(tail: &mut VecDeque<String>, keep: usize, prefix: &str, line: &str) {
@@ -307,23 +462,4 @@ fn remember(tail: &mut VecDeque<String>, keep: usize, prefix: &str, line: &str) 
     entry.push_str(prefix);
     entry.push_str(line);
     tail.push_back(entry);
-}
-
-/// Reader thread: sends `source` in chunks until the pipe closes or the receiver goes away.
-fn pump(mut source: impl Read, stderr: bool, tx: SyncSender<Event>) {
-    let mut buf = vec![0; CHUNK];
-    loop {
-        match source.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let bytes = buf[..n].to_vec();
-                if tx.send(Event::Data { bytes, stderr }).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    let _ = tx.send(Event::End { stderr });
 }

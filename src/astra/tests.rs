@@ -1,7 +1,8 @@
-//! Unit tests: output parsing, line splitting, generated configs, flag resolution.
+//! Unit tests: output parsing, line splitting, batch files, generated configs, flag resolution.
 
 use std::path::PathBuf;
 
+use super::backend::Slot;
 use super::lines::{LineSplitter, MAX_LINE};
 use super::protocol::{FinalReport, Report, is_waiting, parse_final_report, parse_report};
 use super::*;
@@ -285,5 +286,30 @@ fn describe_and_report_lines() {
     assert_eq!(
         report_line(&stats),
         "ASTRA-Sim: 10 steps, 7 ASTRA-Sim calls, 3 memo hits, 1.500 s in ASTRA-Sim"
+    );
+}
+
+#[test]
+fn a_batch_slot_is_rewritten_in_place_and_cut_to_the_new_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("b0");
+    let mut slot = Slot::default();
+    for bytes in [
+        &b"a longer first batch"[..],
+        b"short",
+        b"a longer third batch!",
+    ] {
+        slot.write(&prefix, 2, bytes).unwrap();
+        for npu in 0..2 {
+            let path = crate::chakra::npu_file(&prefix, npu);
+            assert_eq!(std::fs::read(path).unwrap(), bytes);
+        }
+    }
+    let err = Slot::default()
+        .write(&dir.path().join("missing/b1"), 1, b"x")
+        .unwrap_err();
+    assert!(
+        err.starts_with("writing ") && err.contains("missing/b1.0.et"),
+        "{err}"
     );
 }

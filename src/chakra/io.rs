@@ -5,6 +5,7 @@
 use std::fs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use prost::Message;
 
@@ -57,15 +58,19 @@ pub fn global_metadata() -> GlobalMetadata {
 /// valid file of an idle NPU).
 pub fn encode_et(nodes: &[EtNode], dialect: Dialect) -> Result<Vec<u8>, EtError> {
     let mut buf = Vec::with_capacity(64 + 40 * nodes.len());
-    global_metadata()
-        .encode_length_delimited(&mut buf)
-        .expect("a Vec grows as needed");
+    encode_metadata(&mut buf);
     for node in nodes {
         node.to_proto(dialect)?
             .encode_length_delimited(&mut buf)
             .expect("a Vec grows as needed");
     }
     Ok(buf)
+}
+
+/// Appends the length-delimited [`global_metadata`] that starts every file (encoded once).
+pub(super) fn encode_metadata(buf: &mut Vec<u8>) {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    buf.extend_from_slice(BYTES.get_or_init(|| global_metadata().encode_length_delimited_to_vec()));
 }
 
 /// Writes `nodes` to `path` in `dialect` (an empty slice writes an idle NPU's file).

@@ -2,11 +2,15 @@
 //! generator and Chakra converter build it (spec §3a and §4.7), from a latency backend's
 //! per-layer breakdown.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 
+use prost::Message;
+
 use super::attr::{bool_attr, bool_list_attr, int64_attr, uint32_attr, uint64_attr};
-use super::proto::{AttributeProto, CollectiveCommType};
-use super::{Dialect, EtError, EtNode, NodeKind, write_npu_files};
+use super::io::encode_metadata;
+use super::proto::{AttributeProto, CollectiveCommType, Node};
+use super::{Dialect, EtError, EtNode, NodeKind, npu_file};
 use crate::Nanos;
 use crate::config::{Dtype, ModelArch};
 use crate::latency::{BatchDesc, LayerTiming};
@@ -63,58 +67,145 @@ impl BatchTrace<'_> {
     /// into COMP nodes: the collectives come from rule 3 and ASTRA-Sim times them. Node ids
     /// count up from 0.
     pub fn nodes(&self) -> Result<Vec<EtNode>, TraceError> {
-        let layers = self.layer_sequence()?;
-        let (Some((first, _)), Some((last, _))) = (layers.first(), layers.last()) else {
-            return Err(TraceError::Breakdown("no compute layers".into()));
-        };
-        let (first, last) = (first.name, last.name);
-        let fp = self.dtype.bytes();
-        let total_len = self.batch.total_tokens();
-        let activation = total_len * self.model.hidden_size * fp;
-        let mut chain = Chain::default();
-
-        chain.push(
-            format!("{first}.input.load"),
-            NodeKind::MemLoad,
-            0,
-            memory_attrs(total_len * fp * 2),
-        );
-        for (layer, block) in &layers {
-            let name = match block {
-                Some(l) => format!("layer{l}.{}", layer.name),
-                None => layer.name.to_owned(),
-            };
-            let allreduce = self.tp > 1 && ALLREDUCE_AFTER.contains(&layer.name);
-            let collective = allreduce.then(|| format!("{name}.allreduce"));
-            chain.push(
+        let mut nodes = Vec::new();
+        self.layout(|slot| {
+            let id = nodes.len() as u64;
+            let mut name = String::new();
+            slot.name.write_to(&mut name);
+            nodes.push(EtNode {
+                id,
                 name,
-                NodeKind::Comp,
-                layer.time_ns,
-                vec![bool_attr("is_cpu_op", false)],
-            );
-            if let Some(name) = collective {
-                chain.push(
-                    name,
-                    NodeKind::CommColl,
-                    0,
-                    self.allreduce_attrs(activation),
-                );
+                kind: slot.role.kind(),
+                data_deps: id.checked_sub(1).into_iter().collect(),
+                ctrl_deps: Vec::new(),
+                duration_ns: slot.duration_ns,
+                attrs: self.attrs(slot.role),
+            });
+        })?;
+        Ok(nodes)
+    }
+
+    /// The bytes of the trace's `.et` file in `dialect`, written into `out` (cleared first):
+    /// exactly [`encode_et`](super::encode_et) of [`BatchTrace::nodes`], without building
+    /// the nodes. With `out` reused and one wire message per node role, refilled for each
+    /// node, it allocates a few times per call rather than per node (the ASTRA-Sim backend
+    /// encodes every step).
+    pub fn encode_into(&self, dialect: Dialect, out: &mut Vec<u8>) -> Result<(), TraceError> {
+        out.clear();
+        encode_metadata(out);
+        let mut messages = Role::ALL.map(|role| {
+            let code = dialect.type_code(role.kind());
+            let message = Node {
+                id: 0,
+                name: String::new(),
+                r#type: code.unwrap_or_default(),
+                ctrl_deps: Vec::new(),
+                data_deps: Vec::with_capacity(1),
+                start_time_micros: 0,
+                duration_micros: 0,
+                inputs: None,
+                outputs: None,
+                attr: self.attrs(role),
+            };
+            (code.is_some(), message)
+        });
+        let mut id = 0u64;
+        let mut unrepresentable = None;
+        self.layout(|slot| {
+            let (representable, message) = &mut messages[slot.role as usize];
+            if !*representable {
+                unrepresentable.get_or_insert(EtError::Unrepresentable {
+                    id,
+                    kind: slot.role.kind(),
+                    dialect,
+                });
+            } else if unrepresentable.is_none() {
+                message.id = id;
+                message.name.clear();
+                slot.name.write_to(&mut message.name);
+                message.data_deps.clear();
+                message.data_deps.extend(id.checked_sub(1));
+                message.duration_micros = dialect.duration_to_wire(slot.duration_ns);
+                message
+                    .encode_length_delimited(out)
+                    .expect("a Vec grows as needed");
             }
+            id += 1;
+        })?;
+        match unrepresentable {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
         }
-        chain.push(
-            format!("{last}.output.store"),
-            NodeKind::MemStore,
-            0,
-            memory_attrs(total_len * 4),
-        );
-        Ok(chain.nodes)
     }
 
     /// Builds the trace and writes it as the files `<prefix>.<npu>.et` of NPUs `0..tp` in
     /// `dialect`; returns the paths.
     pub fn write(&self, prefix: &Path, dialect: Dialect) -> Result<Vec<PathBuf>, TraceError> {
-        let nodes = self.nodes()?;
-        Ok(write_npu_files(prefix, 0..self.tp.max(1), &nodes, dialect)?)
+        let mut bytes = Vec::new();
+        self.encode_into(dialect, &mut bytes)?;
+        (0..self.tp.max(1))
+            .map(|npu| {
+                let path = npu_file(prefix, npu);
+                fs::write(&path, &bytes).map_err(|source| EtError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                Ok(path)
+            })
+            .collect()
+    }
+
+    /// Calls `visit` with every node of the trace in order (see [`BatchTrace::nodes`]).
+    fn layout(&self, mut visit: impl FnMut(Slot<'_>)) -> Result<(), TraceError> {
+        let layers = self.layer_sequence()?;
+        let (Some((first, _)), Some((last, _))) = (layers.first(), layers.last()) else {
+            return Err(TraceError::Breakdown("no compute layers".into()));
+        };
+        visit(Slot {
+            role: Role::Load,
+            name: Name::plain(first.name, ".input.load"),
+            duration_ns: 0,
+        });
+        for &(layer, block) in &layers {
+            let name = Name {
+                block,
+                layer: layer.name,
+                suffix: "",
+            };
+            visit(Slot {
+                role: Role::Comp,
+                name,
+                duration_ns: layer.time_ns,
+            });
+            if self.tp > 1 && ALLREDUCE_AFTER.contains(&layer.name) {
+                visit(Slot {
+                    role: Role::AllReduce,
+                    name: Name {
+                        suffix: ".allreduce",
+                        ..name
+                    },
+                    duration_ns: 0,
+                });
+            }
+        }
+        visit(Slot {
+            role: Role::Store,
+            name: Name::plain(last.name, ".output.store"),
+            duration_ns: 0,
+        });
+        Ok(())
+    }
+
+    /// The attributes of every node of `role` in this trace.
+    fn attrs(&self, role: Role) -> Vec<AttributeProto> {
+        let fp = self.dtype.bytes();
+        let total_len = self.batch.total_tokens();
+        match role {
+            Role::Load => memory_attrs(total_len * fp * 2),
+            Role::Comp => vec![bool_attr("is_cpu_op", false)],
+            Role::AllReduce => self.allreduce_attrs(total_len * self.model.hidden_size * fp),
+            Role::Store => memory_attrs(total_len * 4),
+        }
     }
 
     /// The compute entries of the breakdown expanded into occurrences, with the block index
@@ -171,29 +262,61 @@ fn saturating_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Nodes under construction, each depending on the one before.
-#[derive(Default)]
-struct Chain {
-    nodes: Vec<EtNode>,
+/// What a node does, which fixes its kind and attributes within one trace.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Load,
+    Comp,
+    AllReduce,
+    Store,
 }
 
-impl Chain {
-    fn push(
-        &mut self,
-        name: String,
-        kind: NodeKind,
-        duration_ns: Nanos,
-        attrs: Vec<AttributeProto>,
-    ) {
-        let id = self.nodes.len() as u64;
-        self.nodes.push(EtNode {
-            id,
-            name,
-            kind,
-            data_deps: id.checked_sub(1).into_iter().collect(),
-            ctrl_deps: Vec::new(),
-            duration_ns,
-            attrs,
-        });
+impl Role {
+    /// Every role, in discriminant order.
+    const ALL: [Role; 4] = [Role::Load, Role::Comp, Role::AllReduce, Role::Store];
+
+    fn kind(self) -> NodeKind {
+        match self {
+            Role::Load => NodeKind::MemLoad,
+            Role::Comp => NodeKind::Comp,
+            Role::AllReduce => NodeKind::CommColl,
+            Role::Store => NodeKind::MemStore,
+        }
     }
+}
+
+/// A node's name: `layer<L>.` for a block layer, the layer's name, a suffix.
+#[derive(Debug, Clone, Copy)]
+struct Name<'a> {
+    block: Option<u64>,
+    layer: &'a str,
+    suffix: &'static str,
+}
+
+impl<'a> Name<'a> {
+    fn plain(layer: &'a str, suffix: &'static str) -> Name<'a> {
+        Name {
+            block: None,
+            layer,
+            suffix,
+        }
+    }
+
+    /// Appends the name to `out`.
+    fn write_to(&self, out: &mut String) {
+        if let Some(block) = self.block {
+            out.push_str("layer");
+            out.push_str(itoa::Buffer::new().format(block));
+            out.push('.');
+        }
+        out.push_str(self.layer);
+        out.push_str(self.suffix);
+    }
+}
+
+/// One node of the trace as laid out, before it becomes an [`EtNode`] or a wire message.
+struct Slot<'a> {
+    role: Role,
+    name: Name<'a>,
+    duration_ns: Nanos,
 }

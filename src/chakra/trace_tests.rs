@@ -277,3 +277,44 @@ fn a_batch_trace_is_written_once_per_tp_rank_and_reads_back() {
     }
     assert_eq!(paths[3], npu_file(&prefix, 3));
 }
+
+#[test]
+fn encode_into_writes_exactly_the_encoded_nodes() {
+    let model = llama();
+    let mut out = vec![0xAA; 3];
+    for (tp, profiled) in [(1, false), (1, true), (2, false), (2, true), (4, false)] {
+        let breakdown = if profiled {
+            profile_breakdown(&model, tp)
+        } else {
+            roofline_breakdown(&model, tp)
+        };
+        for dims in [None, Some(&[true, false][..])] {
+            let trace = BatchTrace {
+                batch: &BatchDesc::new(&ITEMS),
+                model: &model,
+                tp,
+                dtype: Dtype::Bfloat16,
+                breakdown: &breakdown,
+                involved_dim: dims,
+            };
+            for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
+                trace.encode_into(dialect, &mut out).unwrap();
+                let expected = encode_et(&trace.nodes().unwrap(), dialect).unwrap();
+                assert_eq!(out, expected, "tp {tp}, {dialect:?}, {dims:?}");
+            }
+        }
+    }
+    let mut odd = roofline_breakdown(&model, 1);
+    odd[3].repeats = 7;
+    let err = BatchTrace {
+        batch: &BatchDesc::new(&ITEMS),
+        model: &model,
+        tp: 1,
+        dtype: Dtype::Bfloat16,
+        breakdown: &odd,
+        involved_dim: None,
+    }
+    .encode_into(Dialect::LlmServingSim, &mut out)
+    .unwrap_err();
+    assert!(err.to_string().contains("runs 7 times per step"), "{err}");
+}
