@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use blis_cosim::astra::ASTRA_SIM_ENV;
 
-use crate::support::{DoubleEnv, assert_gone, leftovers, pids};
+use crate::support::{DoubleEnv, assert_gone, leftovers, pids, repeated_workload};
 
 const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
 
@@ -120,16 +120,7 @@ pub fn memo_and_no_memo_give_identical_csvs() {
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let config = cluster(dir.path(), 2);
-    let repeated = dir.path().join("repeated.jsonl");
-    let lines: Vec<String> = (0..6)
-        .map(|i| {
-            format!(
-                r#"{{"input_toks": 100, "output_toks": 8, "arrival_time_ns": {}}}"#,
-                i * 5_000_000_000u64
-            )
-        })
-        .collect();
-    std::fs::write(&repeated, lines.join("\n") + "\n").unwrap();
+    let repeated = repeated_workload(dir.path(), 6, 5_000_000_000);
     for (workload, num) in [(repeated.display().to_string(), "0"), (sample(), "40")] {
         let mut csvs = Vec::new();
         for memo in [true, false] {

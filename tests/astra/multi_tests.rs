@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli_tests::{ok, run, stderr, strs};
-use crate::support::{DoubleEnv, assert_gone, leftovers, pids};
+use crate::support::{DoubleEnv, assert_gone, leftovers, pids, repeated_workload};
 
 /// One instance of a handmade cluster config: TP degree, hardware and device-memory
 /// bandwidth (GB/s).
@@ -303,16 +303,7 @@ pub fn memo_and_no_memo_agree_on_several_instances() {
         "tp2.json",
         &[(256, &[(2, "RTXPRO6000", 1597), (2, "RTXPRO6000", 1597)])],
     );
-    let repeated = dir.path().join("repeated.jsonl");
-    let lines: Vec<String> = (0..8)
-        .map(|i| {
-            format!(
-                r#"{{"input_toks": 100, "output_toks": 8, "arrival_time_ns": {}}}"#,
-                i * 2_000_000_000u64
-            )
-        })
-        .collect();
-    std::fs::write(&repeated, lines.join("\n") + "\n").unwrap();
+    let repeated = repeated_workload(dir.path(), 8, 2_000_000_000);
     for (workload, num) in [(repeated.display().to_string(), "0"), (sample(), "40")] {
         let mut csvs = Vec::new();
         for memo in [true, false] {

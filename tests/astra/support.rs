@@ -192,6 +192,22 @@ pub fn decodes(n: usize) -> Vec<BatchItem> {
 }
 
 /// The files and folders left in `dir`.
+/// Writes `n` identical requests (100 prompt tokens, 8 output tokens) `gap_ns` apart to
+/// `dir/repeated.jsonl`: a workload whose batches repeat, for memoisation tests.
+pub fn repeated_workload(dir: &Path, n: u64, gap_ns: u64) -> PathBuf {
+    let path = dir.join("repeated.jsonl");
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"input_toks": 100, "output_toks": 8, "arrival_time_ns": {}}}"#,
+                i * gap_ns
+            )
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
 pub fn leftovers(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.path()).collect())
