@@ -122,34 +122,43 @@ pub fn memo_and_no_memo_give_identical_csvs() {
     let config = cluster(dir.path(), 2);
     let repeated = repeated_workload(dir.path(), 6, 5_000_000_000);
     for (workload, num) in [(repeated.display().to_string(), "0"), (sample(), "40")] {
-        let mut csvs = Vec::new();
-        for memo in [true, false] {
-            let out = dir.path().join(format!("memo-{memo}.csv"));
-            let mut args = vec![
-                "--cluster-config",
-                config.to_str().unwrap(),
-                "--dataset",
-                &workload,
-                "--num-reqs",
-                num,
-                "--output",
-                out.to_str().unwrap(),
-            ];
-            if !memo {
-                args.push("--no-memo");
-            }
-            let err = ok(&run(&args, Some(&DoubleEnv::default()), tmp.path()));
-            let hits = memo_hits(&err);
+        let args = ["--dataset", &workload, "--num-reqs", num];
+        memo_on_and_off(&config, &args, dir.path(), tmp.path(), |memo, err| {
+            let hits = memo_hits(err);
             if !memo {
                 assert_eq!(hits, 0, "{err}");
             } else if workload != sample() {
                 assert!(hits > 0, "identical requests repeat batches: {err}");
             }
-            csvs.push(std::fs::read(&out).unwrap());
-        }
-        assert_eq!(csvs[0], csvs[1], "{workload}");
+        });
     }
     assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// Runs `config` with `args` through the double with and without `--no-memo` (outputs in
+/// `dir`, temporary files in `tmp`), hands `check` each run's memo flag and stderr, and asserts
+/// that both runs wrote the same CSV.
+pub fn memo_on_and_off(
+    config: &Path,
+    args: &[&str],
+    dir: &Path,
+    tmp: &Path,
+    mut check: impl FnMut(bool, &str),
+) {
+    let mut csvs = Vec::new();
+    for memo in [true, false] {
+        let out = dir.join(format!("memo-{memo}.csv"));
+        let mut all = vec!["--cluster-config", config.to_str().unwrap()];
+        all.extend(args);
+        all.extend(["--output", out.to_str().unwrap()]);
+        if !memo {
+            all.push("--no-memo");
+        }
+        let err = ok(&run(&all, Some(&DoubleEnv::default()), tmp));
+        check(memo, &err);
+        csvs.push(std::fs::read(&out).unwrap());
+    }
+    assert_eq!(csvs[0], csvs[1], "{args:?}");
 }
 
 /// `--keep-astra-inputs` keeps the generated configs and traces and prints where; a user
