@@ -467,13 +467,6 @@ impl RunArgs {
             }
         };
         let astra = self.astra.resolve_instances(astra_binary, &networks)?;
-        if astra.is_some() && instances.iter().any(|i| i.collectives.ep.total > 1) {
-            return Err(command_line(
-                "--network-backend",
-                "ASTRA-Sim co-simulation of expert parallelism is not supported yet; use \
-                 --network-backend analytical",
-            ));
-        }
         for (inst, options) in instances.iter_mut().zip(astra.into_iter().flatten()) {
             inst.astra = Some(options);
         }
@@ -505,7 +498,8 @@ impl RunArgs {
 /// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet: DP
 /// groups, and prefill/decode instances (their KV transfers would have to become Chakra
 /// SEND/RECV nodes between the instances' NPUs). Colocated instances exchange no traffic, so
-/// each gets its own ASTRA-Sim process. Expert parallelism is refused once it is resolved.
+/// each gets its own ASTRA-Sim process; expert parallelism inside one instance is priced
+/// there (its collectives are nodes of the instance's trace).
 fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), ConfigError> {
     let refuse = |p: &PlacedInstance<'_>, key: &str, what: &str| ConfigError::Invalid {
         source_name: source.to_owned(),

@@ -47,6 +47,8 @@ pub struct AstraInstance<'a> {
     pub model: &'a ModelArch,
     /// Tensor-parallel degree: the NPUs of the instance.
     pub tp: u32,
+    /// Expert-parallel degree (1 without expert parallelism).
+    pub ep: u32,
     /// Activation dtype.
     pub dtype: Dtype,
 }
@@ -86,6 +88,7 @@ pub struct AstraBackend {
     compute: Box<dyn LatencyBackend>,
     model: ModelArch,
     tp: u32,
+    ep: u32,
     dtype: Dtype,
     options: AstraOptions,
     memo: HashMap<MemoKey, Nanos>,
@@ -195,6 +198,7 @@ impl AstraBackend {
             compute,
             model: instance.model.clone(),
             tp: instance.tp,
+            ep: instance.ep,
             dtype: instance.dtype,
             options,
             memo: HashMap::new(),
@@ -261,6 +265,7 @@ impl AstraBackend {
             batch,
             model: &self.model,
             tp: self.tp,
+            ep: self.ep,
             dtype: self.dtype,
             breakdown,
             involved_dim: None,

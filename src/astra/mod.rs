@@ -15,14 +15,15 @@
 //!   reaped and the run directory removed.
 //!
 //! **Several instances.** A cluster of colocated instances (no prefill/decode roles, no DP
-//! groups, no expert parallelism) runs one [`AstraBackend`] per instance: its own ASTRA-Sim
+//! groups) runs one [`AstraBackend`] per instance: its own ASTRA-Sim
 //! process, run directory and memo table, with inputs generated from that instance's numbers
 //! ([`InstanceNetwork::for_cluster`], [`AstraArgs::resolve_instances`]). The network model
 //! driven here is ASTRA-Sim's congestion-unaware analytical one and colocated instances
 //! exchange no traffic, so one process per instance prices every step as one process holding
 //! all of the cluster's NPUs would: a batch's time depends only on its own trace and on the
-//! links and memories of its own instance. Prefill/decode instances (whose KV transfers would
-//! have to become Chakra SEND/RECV nodes), DP groups and expert parallelism are refused.
+//! links and memories of its own instance. Expert parallelism inside an instance is part of
+//! its trace (the MoE dispatch and combine collectives). Prefill/decode instances (whose KV
+//! transfers would have to become Chakra SEND/RECV nodes) and DP groups are refused.
 
 mod args;
 mod backend;

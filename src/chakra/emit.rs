@@ -28,18 +28,21 @@ pub struct StepEmitter {
     settings: EmitEt,
     model: ModelArch,
     tp: u32,
+    ep: u32,
     dtype: Dtype,
     /// Steps seen so far (the index of the next step).
     steps: u64,
 }
 
 impl StepEmitter {
-    /// An emitter for a run of `model` at tensor parallelism `tp` in `dtype`.
-    pub fn new(settings: EmitEt, model: &ModelArch, tp: u32, dtype: Dtype) -> StepEmitter {
+    /// An emitter for a run of `model` at tensor parallelism `tp` and expert parallelism
+    /// `ep` in `dtype`.
+    pub fn new(settings: EmitEt, model: &ModelArch, tp: u32, ep: u32, dtype: Dtype) -> StepEmitter {
         StepEmitter {
             settings,
             model: model.clone(),
             tp,
+            ep,
             dtype,
             steps: 0,
         }
@@ -64,6 +67,7 @@ impl StepEmitter {
             batch,
             model: &self.model,
             tp: self.tp,
+            ep: self.ep,
             dtype: self.dtype,
             breakdown: &breakdown,
             involved_dim: None,

@@ -19,6 +19,11 @@ use crate::latency::{BatchDesc, LayerTiming};
 /// (LLMServingSim's `_TP_ALLREDUCE_AFTER`).
 const ALLREDUCE_AFTER: [&str; 2] = ["o_proj", "down_proj"];
 
+/// Communication entries of a latency breakdown that become collective nodes: the MoE
+/// dispatch (an all-gather) and combine (a reduce-scatter) of expert parallelism.
+const EP_DISPATCH: &str = "ep_dispatch";
+const EP_COMBINE: &str = "ep_combine";
+
 /// `tensor_loc` of LLMServingSim's input load and output store: remote (host) memory.
 const REMOTE_MEMORY: u32 = 2;
 
@@ -43,11 +48,14 @@ pub struct BatchTrace<'a> {
     pub model: &'a ModelArch,
     /// Tensor-parallel degree: the NPUs of the instance, and whether collectives are emitted.
     pub tp: u32,
+    /// Expert-parallel degree (1 without expert parallelism): sizes the MoE dispatch and
+    /// combine collectives.
+    pub ep: u32,
     /// Activation dtype (bytes per element of the tensors).
     pub dtype: Dtype,
     /// The active backend's per-layer breakdown of this batch, in execution order.
     pub breakdown: &'a [LayerTiming],
-    /// `involved_dim` of the TP collectives on a multi-dimensional network (one entry per
+    /// `involved_dim` of the collectives on a multi-dimensional network (one entry per
     /// dimension); `None` leaves it out, which ASTRA-Sim reads as every dimension.
     pub involved_dim: Option<&'a [bool]>,
 }
@@ -61,10 +69,16 @@ impl BatchTrace<'_> {
     ///    the breakdown's time of one occurrence; block nodes are named `layer<L>.<layer>`;
     /// 3. when `tp > 1`, a COMM_COLL ALL_REDUCE of the full activation
     ///    (`total_len · hidden · fp` bytes) after every `o_proj` and `down_proj`;
-    /// 4. a MEM_STORE of the sampler output to remote memory, `total_len · 4` bytes.
+    /// 4. where the breakdown has the MoE `ep_dispatch` and `ep_combine` entries of expert
+    ///    parallelism (around every MoE layer), a COMM_COLL ALL_GATHER of the per-rank chunk
+    ///    `max(1, total_len / ep) · (hidden + experts) · fp` bytes and a COMM_COLL
+    ///    REDUCE_SCATTER of `total_len · hidden · fp` bytes (LLMServingSim's
+    ///    `allgather_reducescatter` sizes, §3a), whatever the number of NPUs;
+    /// 5. a MEM_STORE of the sampler output to remote memory, `total_len · 4` bytes.
     ///
-    /// Communication entries of the breakdown (the roofline's own all-reduces) are not turned
-    /// into COMP nodes: the collectives come from rule 3 and ASTRA-Sim times them. Node ids
+    /// Other communication entries of the breakdown (the backend's own TP all-reduces) are
+    /// not turned into nodes: the collectives come from rule 3. ASTRA-Sim times every
+    /// collective; the breakdown's times of communication entries are not used. Node ids
     /// count up from 0.
     pub fn nodes(&self) -> Result<Vec<EtNode>, TraceError> {
         let mut nodes = Vec::new();
@@ -172,6 +186,19 @@ impl BatchTrace<'_> {
                 layer: layer.name,
                 suffix: "",
             };
+            if layer.is_comm {
+                let role = if layer.name == EP_DISPATCH {
+                    Role::EpDispatch
+                } else {
+                    Role::EpCombine
+                };
+                visit(Slot {
+                    role,
+                    name,
+                    duration_ns: 0,
+                });
+                continue;
+            }
             visit(Slot {
                 role: Role::Comp,
                 name,
@@ -203,15 +230,31 @@ impl BatchTrace<'_> {
         match role {
             Role::Load => memory_attrs(total_len * fp * 2),
             Role::Comp => vec![bool_attr("is_cpu_op", false)],
-            Role::AllReduce => self.allreduce_attrs(total_len * self.model.hidden_size * fp),
+            Role::AllReduce => self.collective_attrs(
+                CollectiveCommType::AllReduce,
+                total_len * self.model.hidden_size * fp,
+            ),
+            Role::EpDispatch => {
+                let experts = self.model.moe.as_ref().map_or(0, |m| m.num_experts);
+                let rows = (total_len / u64::from(self.ep.max(1))).max(1);
+                self.collective_attrs(
+                    CollectiveCommType::AllGather,
+                    rows * (self.model.hidden_size + experts) * fp,
+                )
+            }
+            Role::EpCombine => self.collective_attrs(
+                CollectiveCommType::ReduceScatter,
+                total_len * self.model.hidden_size * fp,
+            ),
             Role::Store => memory_attrs(total_len * 4),
         }
     }
 
-    /// The compute entries of the breakdown expanded into occurrences, with the block index
-    /// of those in the repeated block.
+    /// The compute entries of the breakdown, and its EP dispatch and combine entries,
+    /// expanded into occurrences, with the block index of those in the repeated block.
     fn layer_sequence(&self) -> Result<Vec<(&LayerTiming, Option<u64>)>, TraceError> {
-        let compute: Vec<&LayerTiming> = self.breakdown.iter().filter(|l| !l.is_comm).collect();
+        let is_node = |l: &&LayerTiming| !l.is_comm || [EP_DISPATCH, EP_COMBINE].contains(&l.name);
+        let compute: Vec<&LayerTiming> = self.breakdown.iter().filter(is_node).collect();
         let repeated: Vec<usize> = (0..compute.len())
             .filter(|&i| compute[i].repeats != 1)
             .collect();
@@ -235,10 +278,10 @@ impl BatchTrace<'_> {
         Ok(layers)
     }
 
-    fn allreduce_attrs(&self, bytes: u64) -> Vec<AttributeProto> {
+    fn collective_attrs(&self, kind: CollectiveCommType, bytes: u64) -> Vec<AttributeProto> {
         let mut attrs = vec![
             bool_attr("is_cpu_op", false),
-            int64_attr("comm_type", CollectiveCommType::AllReduce as i64),
+            int64_attr("comm_type", kind as i64),
             int64_attr("comm_size", saturating_i64(bytes)),
         ];
         if let Some(dims) = self.involved_dim {
@@ -268,18 +311,27 @@ enum Role {
     Load,
     Comp,
     AllReduce,
+    EpDispatch,
+    EpCombine,
     Store,
 }
 
 impl Role {
     /// Every role, in discriminant order.
-    const ALL: [Role; 4] = [Role::Load, Role::Comp, Role::AllReduce, Role::Store];
+    const ALL: [Role; 6] = [
+        Role::Load,
+        Role::Comp,
+        Role::AllReduce,
+        Role::EpDispatch,
+        Role::EpCombine,
+        Role::Store,
+    ];
 
     fn kind(self) -> NodeKind {
         match self {
             Role::Load => NodeKind::MemLoad,
             Role::Comp => NodeKind::Comp,
-            Role::AllReduce => NodeKind::CommColl,
+            Role::AllReduce | Role::EpDispatch | Role::EpCombine => NodeKind::CommColl,
             Role::Store => NodeKind::MemStore,
         }
     }

@@ -73,6 +73,7 @@ fn build(
         batch: &BatchDesc::new(&ITEMS),
         model,
         tp,
+        ep: 1,
         dtype: Dtype::Bfloat16,
         breakdown,
         involved_dim: dims,
@@ -233,6 +234,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
         batch: &BatchDesc::new(&ITEMS),
         model: &model,
         tp: 1,
+        ep: 1,
         dtype: Dtype::Bfloat16,
         breakdown: &breakdown,
         involved_dim: None,
@@ -245,6 +247,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
         batch: &BatchDesc::new(&ITEMS),
         model: &model,
         tp: 1,
+        ep: 1,
         dtype: Dtype::Bfloat16,
         breakdown: &only_comm,
         involved_dim: None,
@@ -262,6 +265,7 @@ fn a_batch_trace_is_written_once_per_tp_rank_and_reads_back() {
         batch: &BatchDesc::new(&ITEMS),
         model: &model,
         tp: 4,
+        ep: 1,
         dtype: Dtype::Bfloat16,
         breakdown: &breakdown,
         involved_dim: None,
@@ -293,6 +297,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
                 batch: &BatchDesc::new(&ITEMS),
                 model: &model,
                 tp,
+                ep: 1,
                 dtype: Dtype::Bfloat16,
                 breakdown: &breakdown,
                 involved_dim: dims,
@@ -310,6 +315,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
         batch: &BatchDesc::new(&ITEMS),
         model: &model,
         tp: 1,
+        ep: 1,
         dtype: Dtype::Bfloat16,
         breakdown: &odd,
         involved_dim: None,
@@ -317,4 +323,125 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
     .encode_into(Dialect::LlmServingSim, &mut out)
     .unwrap_err();
     assert!(err.to_string().contains("runs 7 times per step"), "{err}");
+}
+
+/// Qwen3-30B-A3B at TP 2 with EP 2 from the RTXPRO6000 profile, with the EP collectives
+/// priced as rows (as both network backends set them up).
+fn moe_ep2_breakdown(model: &ModelArch) -> Vec<LayerTiming> {
+    use crate::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
+    let root = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/llmservingsim/profiler/perf"
+    ));
+    let link = CommLink {
+        bandwidth_gbps: 16.0,
+        latency_ns: 20_000.0,
+    };
+    let mut db = ProfileDb::load(&ProfileSpec {
+        root: &root,
+        hardware: "RTXPRO6000",
+        model,
+        dtype: Dtype::Bfloat16,
+        kv_cache_fp8: false,
+        tp: 2,
+        architecture: None,
+        max_num_batched_tokens: 2048,
+        max_num_seqs: None,
+        collectives: Collectives {
+            tp: 2,
+            tp_link: None,
+            ep: ExpertParallel {
+                total: 2,
+                local: 2,
+                first_rank: 0,
+                routing: ExpertRouting::Balanced,
+                link: Some(EpNetwork {
+                    inner: (2, link),
+                    outer: (1, link),
+                }),
+            },
+        },
+    })
+    .unwrap();
+    db.breakdown(&BatchDesc::new(&ITEMS)).unwrap()
+}
+
+#[test]
+fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_layer() {
+    let model = ModelArch::resolve("Qwen/Qwen3-30B-A3B-Instruct-2507").unwrap();
+    let breakdown = moe_ep2_breakdown(&model);
+    let nodes = BatchTrace {
+        batch: &BatchDesc::new(&ITEMS),
+        model: &model,
+        tp: 2,
+        ep: 2,
+        dtype: Dtype::Bfloat16,
+        breakdown: &breakdown,
+        involved_dim: None,
+    }
+    .nodes()
+    .unwrap();
+    let (hidden, experts, layers) = (2048u64, 128u64, 48usize);
+    assert_eq!(model.hidden_size, hidden);
+    assert_eq!(model.num_layers, layers as u64);
+    let colls: Vec<&EtNode> = nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::CommColl)
+        .collect();
+    let named = |suffix: &str| -> Vec<&&EtNode> {
+        colls.iter().filter(|n| n.name.ends_with(suffix)).collect()
+    };
+    // Every block: one dispatch, one combine, and the TP all-reduce after `o_proj` (the
+    // experts' down projection is inside `moe`: no all-reduce after it).
+    let (dispatch, combine) = (named(".ep_dispatch"), named(".ep_combine"));
+    assert_eq!(named(".o_proj.allreduce").len(), layers);
+    assert_eq!(colls.len(), 3 * layers);
+    assert_eq!(dispatch.len(), layers);
+    assert_eq!(combine.len(), layers);
+    for n in &dispatch {
+        assert_eq!(int_attr(n, "comm_type"), 2, "{}: ALL_GATHER", n.name);
+        // ⌊103 tokens / 2 ranks⌋ = 51 rows of hidden + router logits, bf16.
+        assert_eq!(
+            int_attr(n, "comm_size"),
+            (51 * (hidden + experts) * 2).into()
+        );
+        assert_eq!(n.duration_ns, 0);
+    }
+    for n in &combine {
+        assert_eq!(int_attr(n, "comm_type"), 7, "{}: REDUCE_SCATTER", n.name);
+        assert_eq!(int_attr(n, "comm_size"), (TOTAL_LEN * hidden * 2).into());
+    }
+    // Dispatch, the MoE layer, combine, in that order, in every block.
+    for block in 0..layers {
+        let at = |name: &str| {
+            nodes
+                .iter()
+                .position(|n| n.name == format!("layer{block}.{name}"))
+                .unwrap_or_else(|| panic!("layer{block}.{name}"))
+        };
+        assert_eq!(at("ep_dispatch") + 1, at("moe"));
+        assert_eq!(at("moe") + 1, at("ep_combine"));
+    }
+    // The breakdown's own communication times are not compute.
+    let compute: Nanos = nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Comp)
+        .map(|n| n.duration_ns)
+        .sum();
+    assert_eq!(compute, compute_sum(&breakdown));
+    // The reused-buffer encoder agrees with the node list.
+    for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
+        let trace = BatchTrace {
+            batch: &BatchDesc::new(&ITEMS),
+            model: &model,
+            tp: 2,
+            ep: 2,
+            dtype: Dtype::Bfloat16,
+            breakdown: &breakdown,
+            involved_dim: Some(&[true, false]),
+        };
+        let mut out = Vec::new();
+        trace.encode_into(dialect, &mut out).unwrap();
+        assert_eq!(out, encode_et(&trace.nodes().unwrap(), dialect).unwrap());
+    }
 }

@@ -178,7 +178,9 @@ pub(super) fn resolve(
                 local,
                 first_rank,
                 routing,
-                link: (analytical && ep > 1).then_some(network),
+                // Also under ASTRA-Sim: the breakdown's dispatch and combine entries mark
+                // where the trace's EP collectives go (ASTRA-Sim times them).
+                link: (ep > 1).then_some(network),
             },
         };
         inst.dp_group = group

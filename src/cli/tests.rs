@@ -541,7 +541,7 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
 }
 
 #[test]
-fn astra_refuses_pd_dp_and_ep_naming_the_key() {
+fn astra_refuses_pd_and_dp_naming_the_key() {
     for (file, key) in [
         (
             "single_node_pd_instance.json",
@@ -555,7 +555,6 @@ fn astra_refuses_pd_dp_and_ep_naming_the_key() {
             "dual_node_moe_dp_ep_intra_inter_instance.json",
             "nodes[0].instances[0].dp_group",
         ),
-        ("single_node_moe_single_instance.json", "--network-backend"),
     ] {
         let c = shared(&format!("configs/cluster/{file}"));
         let err = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
@@ -574,4 +573,12 @@ fn astra_refuses_pd_dp_and_ep_naming_the_key() {
             .into_config()
             .unwrap();
     }
+    // Expert parallelism inside an instance is co-simulated: its instance gets ASTRA-Sim.
+    let c = shared("configs/cluster/single_node_moe_single_instance.json");
+    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    assert_eq!(config.instances[0].collectives.ep.total, 2);
+    assert!(config.instances[0].astra.is_some());
 }

@@ -94,8 +94,9 @@ pub struct ExpertParallel {
     pub first_rank: u32,
     /// How tokens pick experts.
     pub routing: ExpertRouting,
-    /// The network the dispatch and combine run over; `None` when `total` is 1 (or when
-    /// collectives are priced elsewhere).
+    /// The network the dispatch and combine run over; `None` when `total` is 1. Under
+    /// ASTRA-Sim it is still set: the breakdown's dispatch and combine entries place the
+    /// trace's collectives, whose times ASTRA-Sim computes.
     pub link: Option<EpNetwork>,
 }
 

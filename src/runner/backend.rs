@@ -72,6 +72,7 @@ impl Backend {
         let instance = AstraInstance {
             model: &inst.model,
             tp: inst.tp,
+            ep: inst.collectives.ep.total,
             dtype: inst.dtype,
         };
         let backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)

@@ -122,7 +122,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                 if multi {
                     settings.dir = settings.dir.join(format!("instance{id}"));
                 }
-                StepEmitter::new(settings, &inst.model, inst.tp, inst.dtype)
+                StepEmitter::new(
+                    settings,
+                    &inst.model,
+                    inst.tp,
+                    inst.collectives.ep.total,
+                    inst.dtype,
+                )
             })
             .collect(),
     };

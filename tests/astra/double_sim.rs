@@ -1,8 +1,10 @@
 //! The timing model of the ASTRA-Sim double: the NPUs of one instance running Chakra traces.
 //!
 //! Prices exactly what the hand check of the spec prices: COMP nodes take their duration;
-//! memory nodes `latency + floor(bytes / bw)` (bw in GB/s = bytes/ns); an ALL_REDUCE over `n`
-//! NPUs is a ring of `2(n − 1)` steps of `link latency + size / n / bw` and starts when every
+//! memory nodes `latency + floor(bytes / bw)` (bw in GB/s = bytes/ns); a collective over the
+//! `n` NPUs is a ring (ALL_REDUCE: `2(n − 1)` steps of `link latency + size / n / bw`;
+//! ALL_GATHER: `n − 1` steps of `link latency + size / bw`, `size` being the per-rank chunk;
+//! REDUCE_SCATTER: `n − 1` steps of `link latency + size / n / bw`) and starts when every
 //! NPU has reached it. Nodes run in file order, one at a time per NPU (the driver's traces are
 //! chains). Any other node or collective type is refused loudly.
 
@@ -84,13 +86,21 @@ impl Pricing {
 
     /// Time of a collective over the instance's NPUs.
     fn collective(&self, node: &EtNode) -> Result<u64, String> {
-        if Self::attr(node, "comm_type") != 0 {
-            return Err(format!("node {}: only ALL_REDUCE is supported", node.id));
-        }
         let n = f64::from(self.npus);
         let size = Self::attr(node, "comm_size") as f64;
-        let steps = 2.0 * (n - 1.0);
-        Ok((steps * (self.link_latency + size / n / self.link_bw)).round() as u64)
+        let (steps, step_bytes) = match Self::attr(node, "comm_type") {
+            0 => (2.0 * (n - 1.0), size / n),
+            2 => (n - 1.0, size),
+            7 => (n - 1.0, size / n),
+            other => {
+                return Err(format!(
+                    "node {}: comm_type {other} is not supported (ALL_REDUCE, ALL_GATHER, \
+                     REDUCE_SCATTER)",
+                    node.id
+                ));
+            }
+        };
+        Ok((steps * (self.link_latency + step_bytes / self.link_bw)).round() as u64)
     }
 }
 

@@ -18,6 +18,7 @@ fn start(options: AstraOptions, tp: u32, initial: u64) -> AstraBackend {
     let instance = AstraInstance {
         model: &model,
         tp,
+        ep: 1,
         dtype: Dtype::Bfloat16,
     };
     AstraBackend::start(options, instance, Fixed::hand_check(), initial).unwrap()
@@ -216,6 +217,7 @@ pub fn fault_at_start_up() {
     let instance = AstraInstance {
         model: &model,
         tp: 1,
+        ep: 1,
         dtype: Dtype::Bfloat16,
     };
     let opts = options(AstraMode::Fork, 1, runs.path());
@@ -238,6 +240,7 @@ pub fn missing_binary() {
     let instance = AstraInstance {
         model: &model,
         tp: 1,
+        ep: 1,
         dtype: Dtype::Bfloat16,
     };
     for mode in [AstraMode::Fork, AstraMode::Stock] {

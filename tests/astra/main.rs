@@ -89,8 +89,16 @@ fn main() {
             multi_tests::a_fault_in_one_instance_stops_them_all,
         ),
         (
-            "multi::pd_dp_and_ep_are_refused_naming_the_key",
-            multi_tests::pd_dp_and_ep_are_refused_naming_the_key,
+            "multi::pd_and_dp_are_refused_naming_the_key",
+            multi_tests::pd_and_dp_are_refused_naming_the_key,
+        ),
+        (
+            "multi::expert_parallelism_inside_an_instance_matches_the_analytical_run",
+            multi_tests::expert_parallelism_inside_an_instance_matches_the_analytical_run,
+        ),
+        (
+            "multi::real_astra_sim_reproduces_the_published_moe_example_when_available",
+            multi_tests::real_astra_sim_reproduces_the_published_moe_example_when_available,
         ),
         (
             "multi::real_astra_sim_on_several_instances_when_available",

@@ -408,9 +408,107 @@ pub fn a_fault_in_one_instance_stops_them_all() {
     }
 }
 
-/// What ASTRA-Sim co-simulation still refuses, naming the key or flag: prefill/decode
-/// instances, DP groups (dense or MoE), expert parallelism.
-pub fn pd_dp_and_ep_are_refused_naming_the_key() {
+/// A MoE instance with expert parallelism inside it (Qwen3-30B-A3B, TP 2, EP 2, RTXPRO6000
+/// profile, free host memory): the trace carries the dispatch all-gather and the combine
+/// reduce-scatter around every MoE layer, which the double prices like the analytical ring,
+/// so the CSV is byte-identical to the analytical run's; with EP 1 (`ep_size` 1) it differs
+/// (no EP collectives), which shows the collectives are in the trace.
+pub fn expert_parallelism_inside_an_instance_matches_the_analytical_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |ep: u32| {
+        let path = dir.path().join(format!("moe-ep{ep}.json"));
+        let text = format!(
+            r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 20000, "nodes": [
+                {{"num_instances": 1,
+                  "cpu_mem": {{"mem_size": 512, "mem_bw": {FREE}, "mem_latency": 0}},
+                  "instances": [{{"model_name": "Qwen/Qwen3-30B-A3B-Instruct-2507",
+                    "hardware": "RTXPRO6000",
+                    "npu_mem": {{"mem_size": 96, "mem_bw": 1597, "mem_latency": 0}},
+                    "num_npus": 2, "tp_size": 2, "ep_size": {ep}, "pd_type": null}}]}}]}}"#
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let dataset = shared("workloads/example_trace.jsonl");
+    let profiles = shared("profiler/perf");
+    let mut csvs = Vec::new();
+    let tmp = tempfile::tempdir().unwrap();
+    for ep in [2, 1] {
+        let cfg = config(ep);
+        let mut outputs = Vec::new();
+        for env in [None, Some(DoubleEnv::default())] {
+            let out = dir.path().join(format!("ep{ep}-{}.csv", env.is_some()));
+            let args = [
+                "--cluster-config",
+                cfg.to_str().unwrap(),
+                "--dataset",
+                &dataset,
+                "--profile-dir",
+                &profiles,
+                "--output",
+                out.to_str().unwrap(),
+            ];
+            let err = ok(&run(&args, env.as_ref(), tmp.path()));
+            if env.is_some() {
+                assert!(err.contains("ASTRA-Sim: "), "{err}");
+            }
+            outputs.push(std::fs::read(&out).unwrap());
+        }
+        assert!(
+            outputs[0] == outputs[1],
+            "EP {ep}: the same CSV as the analytical run"
+        );
+        csvs.push(outputs.pop().unwrap());
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+    assert!(csvs[0] != csvs[1], "EP 2 and EP 1 price differently");
+}
+
+/// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one:
+/// LLMServingSim's MoE example (`single_node_moe_single_instance.json`: Qwen3-30B-A3B, TP 2,
+/// EP 2, `example_trace.jsonl`, 10 requests) gives its published `example_moe_run.csv`, every
+/// column of every row.
+pub fn real_astra_sim_reproduces_the_published_moe_example_when_available() {
+    let Some(binary) = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
+    else {
+        println!(
+            "    skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim ASTRA-Sim fork binary"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("moe.csv");
+    let run_out = std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
+        .args([
+            "--cluster-config",
+            &shared("configs/cluster/single_node_moe_single_instance.json"),
+            "--dataset",
+            &shared("workloads/example_trace.jsonl"),
+            "--num-reqs",
+            "10",
+            "--profile-dir",
+            &shared("profiler/perf"),
+            "--output",
+            out.to_str().unwrap(),
+        ])
+        .env(blis_cosim::astra::ASTRA_SIM_ENV, &binary)
+        .output()
+        .unwrap();
+    ok(&run_out);
+    let ours = std::fs::read_to_string(&out).unwrap();
+    let published = std::fs::read_to_string(shared("outputs/example_moe_run.csv")).unwrap();
+    let mut ours: Vec<&str> = ours.lines().collect();
+    let mut published: Vec<&str> = published.lines().collect();
+    assert_eq!(ours[0], published[0], "the same 12 columns");
+    // Row order: ours by completion, LLMServingSim's by its own retirement order.
+    ours.sort_unstable();
+    published.sort_unstable();
+    assert_eq!(ours, published);
+}
+
+/// What ASTRA-Sim co-simulation still refuses, naming the key: prefill/decode instances and
+/// DP groups (dense or MoE).
+pub fn pd_and_dp_are_refused_naming_the_key() {
     let tmp = tempfile::tempdir().unwrap();
     let sample = sample();
     for (file, key, what) in [
@@ -433,11 +531,6 @@ pub fn pd_dp_and_ep_are_refused_naming_the_key() {
             "single_node_moe_dp_ep_instance.json",
             "field `nodes[0].instances[0].dp_group`",
             "DP groups",
-        ),
-        (
-            "single_node_moe_single_instance.json",
-            "field `--network-backend`",
-            "expert parallelism",
         ),
     ] {
         let args = [

@@ -14,6 +14,7 @@ fn start(tp: u32, runs: &std::path::Path) -> AstraBackend {
     let instance = AstraInstance {
         model: &model,
         tp,
+        ep: 1,
         dtype: Dtype::Bfloat16,
     };
     let mut opts = options(AstraMode::Stock, tp, runs);
