@@ -4,10 +4,12 @@
 use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraOptions, InstanceNetwork};
 mod instances;
 mod parallel;
+mod placement;
 mod prefix_storage;
 mod replay;
 
 pub use instances::InstanceConfig;
+pub use placement::InstancePlacement;
 pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
 pub use replay::{ReplayArgs, ReplayMode};
 
@@ -429,6 +431,7 @@ impl RunArgs {
                     .iter()
                     .map(|placed| flags.cluster_instance(placed, &source))
                     .collect::<Result<Vec<_>, _>>()?;
+                placement::assign(&cluster, &placed, &mut instances, &source)?;
                 parallel::resolve(
                     &cluster,
                     &placed,
@@ -447,7 +450,7 @@ impl RunArgs {
                 }
                 // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
                 let networks = if astra_selected {
-                    refuse_for_astra(&placed, &source)?;
+                    refuse_for_astra(&placed, &instances, &source)?;
                     InstanceNetwork::for_cluster(&cluster, &placed, &source)?
                 } else {
                     Vec::new()
@@ -499,8 +502,14 @@ impl RunArgs {
 /// groups, and prefill/decode instances (their KV transfers would have to become Chakra
 /// SEND/RECV nodes between the instances' NPUs). Colocated instances exchange no traffic, so
 /// each gets its own ASTRA-Sim process; expert parallelism inside one instance is priced
-/// there (its collectives are nodes of the instance's trace).
-fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), ConfigError> {
+/// there (its collectives are nodes of the instance's trace). Weights streamed from host or
+/// CXL memory (a `placement` off the GPU) would need weight MEM_LOAD nodes and
+/// `memory_expansion.json` entries.
+fn refuse_for_astra(
+    placed: &[PlacedInstance<'_>],
+    instances: &[InstanceConfig],
+    source: &str,
+) -> Result<(), ConfigError> {
     let refuse = |p: &PlacedInstance<'_>, key: &str, what: &str| ConfigError::Invalid {
         source_name: source.to_owned(),
         field: format!("{}.{key}", p.path),
@@ -511,6 +520,14 @@ fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), C
     };
     if let Some(p) = placed.iter().find(|p| p.spec.dp_group.is_some()) {
         return Err(refuse(p, "dp_group", "DP groups"));
+    }
+    if let Some(p) = placement::first_streaming(placed, instances) {
+        return Err(refuse(
+            p,
+            "placement",
+            "weights outside the GPU (their per-layer weight loads would have to become Chakra \
+             MEM_LOAD nodes)",
+        ));
     }
     if let Some(p) = placed.iter().find(|p| p.role != InstanceRole::Colocated) {
         return Err(refuse(

@@ -2,7 +2,7 @@
 //! config whose per-instance keys override the flags (instance value > flag > default, as in
 //! LLMServingSim).
 
-use super::TierPool;
+use super::{InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::latency::Collectives;
@@ -35,6 +35,8 @@ pub struct InstanceConfig {
     pub dp_group: Option<u32>,
     /// The lower tier of the prefix cache (`--prefix-storage`), if any.
     pub lower_tier: Option<TierPool>,
+    /// Where its weights live (a cluster config's `placement`), if given.
+    pub placement: Option<InstancePlacement>,
     /// ASTRA-Sim co-simulation of this instance: the run's flags with the instance's own
     /// network and memory numbers (its TP degree, its node's `cpu_mem`, its `npu_mem`). Each
     /// instance gets its own ASTRA-Sim process, inputs and memo table. `None`: the analytical
@@ -96,6 +98,7 @@ impl EngineFlags {
             collectives: Collectives::NONE,
             dp_group: None,
             lower_tier: None,
+            placement: None,
             astra: None,
         }
     }

@@ -1,7 +1,7 @@
 //! LLMServingSim cluster config JSON (`--cluster-config`): nodes, instances, memories, links.
 //!
-//! The whole schema is read and checked; what the simulator cannot model yet (pipeline or
-//! data parallelism, placement, offloading, PIM, power) is refused with a message naming the
+//! The whole schema is read and checked; what the simulator cannot model yet (pipeline
+//! parallelism, offloading, PIM, power) is refused with a message naming the
 //! key, never silently ignored. `cpu_mem` and `cxl_mem` hold the lower tier of the prefix cache
 //! (`--prefix-storage CPU|CXL`). Several nodes and instances are fine: colocated instances
 //! (each serves requests start to finish on its own) and prefill/decode instances
@@ -105,6 +105,8 @@ pub struct InstanceSpec {
     pub ep_size: Option<u32>,
     #[serde(default)]
     pub dp_group: Option<String>,
+    /// Where weights and evicted KV live (checked against the model and `cxl_mem` when the
+    /// instance is resolved, see [`crate::config::Placement`]).
     #[serde(default)]
     pub placement: Option<serde_json::Value>,
     #[serde(flatten)]
@@ -140,7 +142,8 @@ pub struct ClusterConfig {
     /// Link latency, ns.
     pub link_latency: PerDim,
     pub nodes: Vec<NodeSpec>,
-    /// CXL memory, the lower tier of the prefix cache under `--prefix-storage CXL`.
+    /// CXL memory: the lower tier of the prefix cache under `--prefix-storage CXL`, and the
+    /// devices `cxl:<id>` a `placement` can put weights on.
     #[serde(default)]
     pub cxl_mem: Option<CxlMemSpec>,
 }
@@ -218,7 +221,7 @@ impl ClusterConfig {
     }
 
     /// Every instance, in file order (which is the order of global instance ids), with its
-    /// role, refusing what is not supported yet (pipeline parallelism, placement,
+    /// role, refusing what is not supported yet (pipeline parallelism,
     /// offloading, PIM, power) and P/D roles without a partner: every model served by a
     /// prefill instance needs a decode instance and the other way round.
     pub fn instances(&self, source_name: &str) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
@@ -243,9 +246,6 @@ impl ClusterConfig {
                 let at = |key: &str| format!("{path}.{key}");
                 if inst.pp_size.is_some_and(|p| p > 1) {
                     return Err(unsupported(&at("pp_size"), "pipeline parallelism"));
-                }
-                if inst.placement.is_some() {
-                    return Err(unsupported(&at("placement"), "weight/KV placement"));
                 }
                 let o = &inst.overrides;
                 for (key, on) in [
@@ -445,15 +445,6 @@ mod tests {
             (
                 "single_node_pp_instance.json",
                 "nodes[0].instances[0].pp_size",
-            ),
-            // CXL memory itself is fine (the prefix cache's lower tier); weights in it are not.
-            (
-                "single_node_cxl_instance.json",
-                "nodes[0].instances[0].placement",
-            ),
-            (
-                "single_node_memory_instance.json",
-                "nodes[0].instances[0].placement",
             ),
         ] {
             let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();

@@ -9,6 +9,7 @@ mod dtype;
 mod hardware;
 mod memory;
 mod model;
+mod placement;
 mod roles;
 mod topology;
 
@@ -20,6 +21,7 @@ pub use dtype::Dtype;
 pub use hardware::Hardware;
 pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};
+pub use placement::{Locations, MemLoc, PLACEMENT_LAYER_NAMES, Placement, PlacementContext};
 pub use roles::InstanceRole;
 pub use topology::{ClusterLinks, Link};
 

@@ -7,12 +7,16 @@
 //! ([`crate::astra::AstraBackend`]) wraps either of them behind the same trait.
 
 mod collective;
+mod placement;
 mod profile;
 mod roofline;
 
 pub use collective::{
     Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
     RankLoad,
+};
+pub use placement::{
+    StreamingSpec, WeightMemory, WeightStreaming, canonical_layer_name, layer_weight_bytes,
 };
 pub use profile::{LookupCounts, ProfileDb, ProfileError, ProfileSpec};
 pub use roofline::Roofline;
@@ -111,6 +115,21 @@ pub trait LatencyBackend {
     /// The per-layer breakdown of the same step; the sum of `repeats × time_ns` over the
     /// entries equals [`LatencyBackend::step_time`].
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError>;
+
+    /// The entries of [`LatencyBackend::breakdown`], in execution order, written into `out`
+    /// (cleared first). The default calls `breakdown`; the compute backends override it to
+    /// reuse `out`'s capacity, so that a wrapper pricing each step from the layers
+    /// ([`WeightStreaming`]) does not allocate.
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        let layers = self.breakdown(batch)?;
+        out.clear();
+        out.extend(layers);
+        Ok(())
+    }
 
     /// Lookup counts of a backend that reads measured profile tables (or wraps one); `None`
     /// for the others.

@@ -336,17 +336,27 @@ impl LatencyBackend for Roofline {
     }
 
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        let step = self.step(batch)?;
         let mut layers = Vec::new();
+        self.layer_times(batch, &mut layers)?;
+        Ok(layers)
+    }
+
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        let step = self.step(batch)?;
+        out.clear();
         self.for_each_layer(&step, |name, repeats, work| {
-            layers.push(LayerTiming {
+            out.push(LayerTiming {
                 name,
                 repeats,
                 time_ns: self.layer_ns(work),
                 is_comm: matches!(work, Work::Comm { .. }),
             });
         });
-        Ok(layers)
+        Ok(())
     }
 }
 

@@ -6,7 +6,7 @@ use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::cli::{InstanceConfig, SimConfig};
 use crate::latency::{
     BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, ProfileDb, ProfileSpec,
-    Roofline,
+    Roofline, StreamingSpec, WeightStreaming,
 };
 use std::time::Instant;
 
@@ -66,6 +66,26 @@ impl Backend {
         first_arrival: Nanos,
     ) -> anyhow::Result<Backend> {
         let compute = Backend::compute(config, inst, label)?;
+        let compute = match &inst.placement {
+            Some(p) if p.streams_weights() => {
+                log::info!("{label}weights streamed from host/CXL memory every step (placement)");
+                Box::new(
+                    WeightStreaming::new(
+                        compute,
+                        &StreamingSpec {
+                            placement: &p.placement,
+                            model: &inst.model,
+                            fp: inst.dtype.bytes(),
+                            tp: inst.tp,
+                            cpu: p.cpu,
+                            cxl: p.cxl,
+                        },
+                    )
+                    .map_err(|e| anyhow::anyhow!("{label}{e}"))?,
+                )
+            }
+            _ => compute,
+        };
         let Some(options) = &inst.astra else {
             return Ok(Backend::Compute(compute));
         };

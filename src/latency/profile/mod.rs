@@ -359,11 +359,21 @@ impl LatencyBackend for ProfileDb {
     }
 
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        let stats = BatchStats::of(batch)?;
         let mut layers = Vec::with_capacity(self.rows.len());
+        self.layer_times(batch, &mut layers)?;
+        Ok(layers)
+    }
+
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        let stats = BatchStats::of(batch)?;
+        out.clear();
         for row in &mut self.rows {
             if let Some(time_ns) = self.pricer.price(&mut row.price, &stats) {
-                layers.push(LayerTiming {
+                out.push(LayerTiming {
                     name: row.name,
                     repeats: row.repeats,
                     time_ns,
@@ -371,7 +381,7 @@ impl LatencyBackend for ProfileDb {
                 });
             }
         }
-        Ok(layers)
+        Ok(())
     }
 
     fn profile_lookups(&self) -> Option<LookupCounts> {

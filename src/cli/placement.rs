@@ -1,0 +1,228 @@
+//! Each instance's `placement` (cluster config), checked against its model and the cluster's
+//! `cxl_mem`, with the memories its weights stream from.
+
+use super::InstanceConfig;
+use crate::config::{ClusterConfig, ConfigError, PlacedInstance, Placement, PlacementContext};
+use crate::latency::WeightMemory;
+
+/// An instance's placement and the memories it names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstancePlacement {
+    /// The resolved rules.
+    pub placement: Placement,
+    /// The instance's node's host memory (`cpu_mem`).
+    pub cpu: WeightMemory,
+    /// The cluster's CXL memory and its device count, if any.
+    pub cxl: Option<(WeightMemory, u32)>,
+}
+
+impl InstancePlacement {
+    /// Whether some weights stream from host or CXL memory every step.
+    pub fn streams_weights(&self) -> bool {
+        self.placement.weights_off_gpu()
+    }
+}
+
+/// Parses the `placement` of every instance that has one into its
+/// [`InstanceConfig::placement`]. `instances` are `placed`'s, in the same order.
+pub(super) fn assign(
+    config: &ClusterConfig,
+    placed: &[PlacedInstance<'_>],
+    instances: &mut [InstanceConfig],
+    source: &str,
+) -> Result<(), ConfigError> {
+    let cxl = config.cxl_mem.as_ref().map(|m| {
+        (
+            WeightMemory {
+                bandwidth_gbps: m.mem_bw,
+                latency_ns: m.mem_latency,
+            },
+            m.num_devices.unwrap_or(1),
+        )
+    });
+    for (p, inst) in placed.iter().zip(instances.iter_mut()) {
+        let Some(value) = &p.spec.placement else {
+            continue;
+        };
+        let at = format!("{}.placement", p.path);
+        let placement = Placement::parse(
+            value,
+            &PlacementContext {
+                source,
+                at: &at,
+                num_blocks: inst.model.num_layers,
+                cxl_devices: cxl.map(|(_, n)| n),
+            },
+        )?;
+        if inst.model.moe.is_some() && placement.weights_off_gpu() {
+            return Err(ConfigError::Invalid {
+                source_name: source.to_owned(),
+                field: at,
+                message: "puts weights of a mixture-of-experts model outside the GPU, which is \
+                          not supported yet"
+                    .into(),
+            });
+        }
+        let cpu_mem = &config.nodes[p.node_id as usize].cpu_mem;
+        inst.placement = Some(InstancePlacement {
+            placement,
+            cpu: WeightMemory {
+                bandwidth_gbps: cpu_mem.mem_bw,
+                latency_ns: cpu_mem.mem_latency,
+            },
+            cxl,
+        });
+    }
+    Ok(())
+}
+
+/// The first instance whose weights stream from host or CXL memory.
+pub(super) fn first_streaming<'a>(
+    placed: &'a [PlacedInstance<'a>],
+    instances: &[InstanceConfig],
+) -> Option<&'a PlacedInstance<'a>> {
+    placed.iter().zip(instances).find_map(|(p, inst)| {
+        inst.placement
+            .as_ref()
+            .is_some_and(InstancePlacement::streams_weights)
+            .then_some(p)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::{Cli, SimConfig};
+    use clap::Parser;
+
+    fn shared(rel: &str) -> String {
+        format!(
+            "{}/../shared/data/llmservingsim/{rel}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    }
+
+    fn config(cluster: &str, extra: &[&str]) -> Result<SimConfig, String> {
+        let mut args = vec![
+            "blis-cosim",
+            "--dataset",
+            "w.jsonl",
+            "--cluster-config",
+            cluster,
+        ];
+        args.extend_from_slice(extra);
+        Cli::try_parse_from(args)
+            .unwrap()
+            .run
+            .into_config()
+            .map_err(|e| e.to_string())
+    }
+
+    /// An edit of a config's text.
+    type Edit = dyn Fn(String) -> String;
+
+    /// `config` of a modified copy of the bundled CXL example.
+    fn cxl_example_with(edit: impl Fn(String) -> String) -> Result<SimConfig, String> {
+        let text = std::fs::read_to_string(shared("configs/cluster/single_node_cxl_instance.json"))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        std::fs::write(&path, edit(text)).unwrap();
+        config(path.to_str().unwrap(), &[])
+    }
+
+    #[test]
+    fn the_cxl_example_streams_weights_and_the_memory_example_does_not() {
+        let cxl = config(
+            &shared("configs/cluster/single_node_cxl_instance.json"),
+            &[],
+        )
+        .unwrap();
+        let p = cxl.instances[0].placement.as_ref().unwrap();
+        assert!(p.streams_weights() && p.placement.block_mode());
+        assert_eq!(p.cxl.unwrap().1, 4);
+        assert_eq!(p.cxl.unwrap().0.bandwidth_gbps, 60.0);
+        assert_eq!(p.cpu.bandwidth_gbps, 256.0);
+        let mem = config(
+            &shared("configs/cluster/single_node_memory_instance.json"),
+            &[],
+        )
+        .unwrap();
+        let p = mem.instances[0].placement.as_ref().unwrap();
+        assert!(!p.streams_weights() && p.placement.block_mode());
+    }
+
+    #[test]
+    fn astra_refuses_weights_off_the_gpu_naming_placement() {
+        let c = shared("configs/cluster/single_node_cxl_instance.json");
+        let err = config(&c, &["--astra-sim", "astra"]).err().unwrap();
+        assert!(
+            err.contains("field `nodes[0].instances[0].placement`")
+                && err.contains("weights outside the GPU")
+                && err.contains("use --network-backend analytical"),
+            "{err}"
+        );
+        // Weights all on the GPU: nothing to refuse.
+        let c = shared("configs/cluster/single_node_memory_instance.json");
+        config(&c, &["--astra-sim", "astra"]).unwrap();
+    }
+
+    #[test]
+    fn placement_errors_name_the_file_and_field() {
+        let cases: [(&Edit, &str, &str); 4] = [
+            (
+                &|t| t.replace("\"cxl:3\"", "\"cxl:4\""),
+                "placement.blocks[3].weights",
+                "num_devices` is 4",
+            ),
+            (
+                &|t| t.replace("\"24-31\"", "\"24-32\""),
+                "placement.blocks[4].blocks",
+                "32 transformer blocks",
+            ),
+            (
+                &|t| {
+                    let i = t.find("\"cxl_mem\"").unwrap();
+                    let j = t[..i].rfind(',').unwrap();
+                    format!("{}\n}}", &t[..j])
+                },
+                "placement.default.weights",
+                "no `cxl_mem`",
+            ),
+            (
+                &|t| t.replace("\"lm_head\"", "\"lm_heads\""),
+                "placement.layers.lm_heads",
+                "unknown layer",
+            ),
+        ];
+        for (edit, field, message) in cases {
+            let err = cxl_example_with(edit).err().unwrap();
+            assert!(
+                err.contains("c.json: field `nodes[0].instances[0].")
+                    && err.contains(field)
+                    && err.contains(message),
+                "{field}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn moe_weights_off_the_gpu_are_refused() {
+        let text = std::fs::read_to_string(shared(
+            "configs/cluster/single_node_moe_single_instance.json",
+        ))
+        .unwrap();
+        let text = text.replace(
+            "\"pd_type\": null",
+            "\"pd_type\": null, \"placement\": {\"default\": {\"weights\": \"cpu\"}}",
+        );
+        assert!(text.contains("placement"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.json");
+        std::fs::write(&path, text).unwrap();
+        let err = config(path.to_str().unwrap(), &[]).err().unwrap();
+        assert!(
+            err.contains("nodes[0].instances[0].placement") && err.contains("mixture-of-experts"),
+            "{err}"
+        );
+    }
+}

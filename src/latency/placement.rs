@@ -1,0 +1,350 @@
+//! Weights held outside the GPU (a cluster config's `placement`), streamed in every step.
+//!
+//! LLMServingSim emits, for every layer whose weights are not `LOCAL`, a weight MEM_LOAD with
+//! no parent, and makes the layer's compute wait for it; ASTRA-Sim issues all of them at the
+//! start of the step, and its host memory (one FIFO per node) and CXL pool (one FIFO per
+//! device) serve them one after the other, each taking `latency + ⌊bytes / bandwidth⌋` ns
+//! (bandwidth in decimal GB/s, bytes per ns). So a step is a pipeline: the loads stream back
+//! to back on each memory device, in layer order, and layer *i* computes from
+//! `max(layer i−1 done, its weights loaded)`.
+//!
+//! [`WeightStreaming`] wraps the compute backend (profile DB or roofline) and prices that
+//! pipeline over its per-layer times. Every TP rank loads its own shard (the layer's weight
+//! bytes split as LLMServingSim's `calculate_sizes` splits them) through the same FIFO, and
+//! ASTRA-Sim issues each NPU's dependency-free nodes NPU after NPU, so rank *r*'s loads queue
+//! behind ranks 0..r's on every device; the last rank finishes last and, tied to the others by
+//! the per-layer collectives, sets the step time.
+//!
+//! Not modelled: loads of different instances contending for the same device (ASTRA-Sim's
+//! memories are shared by the whole cluster; here each instance has its own FIFOs), and
+//! the step's input load and output store (not priced by the compute backends either).
+
+use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
+use crate::Nanos;
+use crate::config::{MemLoc, ModelArch, Placement};
+
+/// A memory weights are loaded from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WeightMemory {
+    /// Bandwidth, GB/s (decimal: bytes per ns).
+    pub bandwidth_gbps: f64,
+    /// Access latency, ns.
+    pub latency_ns: f64,
+}
+
+impl WeightMemory {
+    /// `latency + ⌊bytes / bandwidth⌋` ns (ASTRA-Sim's analytical memory).
+    pub fn load_ns(&self, bytes: u64) -> Nanos {
+        self.latency_ns.round() as Nanos + (bytes as f64 / self.bandwidth_gbps) as Nanos
+    }
+}
+
+/// What [`WeightStreaming`] needs besides the compute backend.
+#[derive(Debug, Clone)]
+pub struct StreamingSpec<'a> {
+    /// The instance's placement.
+    pub placement: &'a Placement,
+    /// The served model (for the weight sizes and the block count).
+    pub model: &'a ModelArch,
+    /// Bytes per weight element.
+    pub fp: u64,
+    /// Tensor-parallel degree: each rank loads `1/tp` of the split layers.
+    pub tp: u32,
+    /// The node's host memory (`cpu_mem`).
+    pub cpu: WeightMemory,
+    /// The cluster's CXL memory (`cxl_mem`) and its device count, if any.
+    pub cxl: Option<(WeightMemory, u32)>,
+}
+
+/// The name of a layer as a placement rule writes it: the roofline's
+/// `input_layernorm`/`post_attention_layernorm` are LLMServingSim's `layernorm`.
+pub fn canonical_layer_name(name: &str) -> &str {
+    match name {
+        "input_layernorm" | "post_attention_layernorm" => "layernorm",
+        other => other,
+    }
+}
+
+/// Weight bytes one TP rank holds of a layer (LLMServingSim's `calculate_sizes` with
+/// `parallel = tp`); 0 for layers without weights. `None` for the MoE layers, whose expert
+/// weights are not supported off the GPU.
+pub fn layer_weight_bytes(model: &ModelArch, name: &str, fp: u64, tp: u32) -> Option<u64> {
+    let p = u64::from(tp.max(1));
+    let h = model.hidden_size;
+    let (q, kv) = (model.q_dim(), model.kv_dim());
+    let bytes = match canonical_layer_name(name) {
+        "embedding" | "lm_head" => (model.vocab_size / p) * h * fp,
+        "layernorm" | "final_layernorm" => h * fp,
+        "qk_norm" => 2 * model.head_dim * fp,
+        "qkv_proj" => h * ((q + 2 * kv) / p) * fp,
+        "o_proj" => (q / p) * h * fp,
+        "gate_up_proj" => h * 2 * (model.intermediate_size / p) * fp,
+        "down_proj" => (model.intermediate_size / p) * h * fp,
+        "moe" | "router" | "experts" => return None,
+        _ => 0,
+    };
+    Some(bytes)
+}
+
+/// Where an entry of the compute backend's breakdown sits in the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Segment {
+    Prologue,
+    Block,
+    Head,
+}
+
+/// How one breakdown entry loads its weights.
+#[derive(Debug, Clone, Copy)]
+struct EntryPlan {
+    name: &'static str,
+    segment: Segment,
+    /// Weight bytes per rank.
+    bytes: u64,
+    /// The location of a layer-name rule, which beats the block's and the default.
+    rule: Option<MemLoc>,
+}
+
+/// A compute backend whose layers wait for weights streamed from host or CXL memory.
+pub struct WeightStreaming {
+    inner: Box<dyn LatencyBackend>,
+    model: ModelArch,
+    fp: u64,
+    tp: u32,
+    num_blocks: u64,
+    /// Weight location of each transformer block outside layer rules.
+    block_weights: Vec<MemLoc>,
+    /// Weight location of prologue and head layers outside layer rules.
+    default_weights: MemLoc,
+    layer_rules: Vec<(String, MemLoc)>,
+    /// Device memories: index 0 the node's host memory, 1 + n CXL device n.
+    memories: Vec<WeightMemory>,
+    /// Per device: one rank's load time this step, then the FIFO's clock.
+    per_rank: Vec<Nanos>,
+    clock: Vec<Nanos>,
+    /// The inner backend's entries of the step being priced, and their plan.
+    entries: Vec<LayerTiming>,
+    plan: Vec<EntryPlan>,
+    /// Where the block entries are in `plan`: `blocks.0..blocks.1`.
+    blocks: (usize, usize),
+}
+
+/// Capacity reserved for a step's breakdown entries, so that pricing never grows a buffer.
+const MAX_ENTRIES: usize = 256;
+
+impl WeightStreaming {
+    /// Wraps `inner`. Fails for an MoE model with off-GPU weights.
+    pub fn new(
+        inner: Box<dyn LatencyBackend>,
+        spec: &StreamingSpec<'_>,
+    ) -> Result<WeightStreaming, LatencyError> {
+        let p = spec.placement;
+        if spec.model.moe.is_some() && p.weights_off_gpu() {
+            return Err(LatencyError::Backend(
+                "placement: weights of a mixture-of-experts model outside the GPU are not \
+                 supported yet"
+                    .into(),
+            ));
+        }
+        let num_blocks = spec.model.num_layers;
+        let block_weights = (0..num_blocks)
+            .map(|b| p.block_locations(Some(b)).weights)
+            .collect();
+        let layer_rules = crate::config::PLACEMENT_LAYER_NAMES
+            .iter()
+            .filter_map(|name| p.layer_rule(name).map(|l| ((*name).to_owned(), l.weights)))
+            .collect();
+        let mut memories = vec![spec.cpu];
+        if let Some((cxl, n)) = spec.cxl {
+            memories.extend(std::iter::repeat_n(cxl, n as usize));
+        }
+        let devices = memories.len();
+        Ok(WeightStreaming {
+            inner,
+            model: spec.model.clone(),
+            fp: spec.fp,
+            tp: spec.tp.max(1),
+            num_blocks,
+            block_weights,
+            default_weights: p.default.weights,
+            layer_rules,
+            memories,
+            per_rank: vec![0; devices],
+            clock: vec![0; devices],
+            entries: Vec::with_capacity(MAX_ENTRIES),
+            plan: Vec::with_capacity(MAX_ENTRIES),
+            blocks: (0, 0),
+        })
+    }
+
+    /// Rebuilds the plan when the inner backend's entries differ from the planned ones.
+    fn replan(&mut self) -> Result<(), LatencyError> {
+        let same = self.plan.len() == self.entries.len()
+            && self
+                .plan
+                .iter()
+                .zip(&self.entries)
+                .all(|(p, e)| p.name == e.name);
+        if same {
+            return Ok(());
+        }
+        self.plan.clear();
+        let l = self.num_blocks;
+        let mut seen_block = false;
+        let (mut start, mut end) = (0, 0);
+        for (i, e) in self.entries.iter().enumerate() {
+            let name = canonical_layer_name(e.name);
+            let segment = if l == 1 {
+                // One block: every entry runs once; tell the parts apart by name.
+                match name {
+                    "embedding" => Segment::Prologue,
+                    "final_layernorm" | "lm_head" | "sampler" => Segment::Head,
+                    _ => Segment::Block,
+                }
+            } else if e.repeats == l {
+                Segment::Block
+            } else if e.repeats == 1 {
+                if seen_block {
+                    Segment::Head
+                } else {
+                    Segment::Prologue
+                }
+            } else {
+                return Err(LatencyError::Backend(format!(
+                    "placement: layer {} runs {} times a step, expected 1 or {l}",
+                    e.name, e.repeats
+                )));
+            };
+            if segment == Segment::Block {
+                if !seen_block {
+                    start = i;
+                } else if end != i {
+                    return Err(LatencyError::Backend(format!(
+                        "placement: transformer-block layer {} after the head",
+                        e.name
+                    )));
+                }
+                seen_block = true;
+                end = i + 1;
+            }
+            let bytes = layer_weight_bytes(&self.model, e.name, self.fp, self.tp).unwrap_or(0);
+            let rule = self
+                .layer_rules
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, loc)| *loc);
+            self.plan.push(EntryPlan {
+                name: e.name,
+                segment,
+                bytes,
+                rule,
+            });
+        }
+        if !seen_block {
+            start = self
+                .plan
+                .iter()
+                .position(|p| p.segment == Segment::Head)
+                .unwrap_or(self.plan.len());
+            end = start;
+        }
+        self.blocks = (start, end);
+        Ok(())
+    }
+
+    /// Calls `visit(device, bytes, compute ns)` for every layer occurrence of the step, in
+    /// execution order; `device` is `None` for weights in GPU memory or no weights.
+    fn occurrences(&self, mut visit: impl FnMut(Option<usize>, u64, Nanos)) {
+        let device = |loc: MemLoc, bytes: u64| match loc {
+            _ if bytes == 0 => None,
+            MemLoc::Npu => None,
+            MemLoc::Cpu => Some(0),
+            MemLoc::Cxl(n) => Some(1 + n as usize),
+        };
+        let (start, end) = self.blocks;
+        let single = |i: usize, visit: &mut dyn FnMut(Option<usize>, u64, Nanos)| {
+            let (p, e) = (&self.plan[i], &self.entries[i]);
+            let loc = p.rule.unwrap_or(self.default_weights);
+            visit(device(loc, p.bytes), p.bytes, e.time_ns);
+        };
+        for i in 0..start {
+            single(i, &mut visit);
+        }
+        for &block_loc in &self.block_weights {
+            for i in start..end {
+                let (p, e) = (&self.plan[i], &self.entries[i]);
+                let loc = p.rule.unwrap_or(block_loc);
+                visit(device(loc, p.bytes), p.bytes, e.time_ns);
+            }
+        }
+        for i in end..self.plan.len() {
+            single(i, &mut visit);
+        }
+    }
+
+    /// The step time of the entries in `self.entries`: the load/compute pipeline of the last
+    /// TP rank.
+    fn pipeline(&mut self) -> Result<Nanos, LatencyError> {
+        self.replan()?;
+        let mut per_rank = std::mem::take(&mut self.per_rank);
+        let mut clock = std::mem::take(&mut self.clock);
+        per_rank.fill(0);
+        self.occurrences(|dev, bytes, _| {
+            if let Some(d) = dev {
+                per_rank[d] += self.memories[d].load_ns(bytes);
+            }
+        });
+        // Ranks 0..tp−1 queue their loads ahead of the last rank's.
+        let ahead = Nanos::from(self.tp - 1);
+        for (c, r) in clock.iter_mut().zip(&per_rank) {
+            *c = ahead * r;
+        }
+        let mut t: Nanos = 0;
+        self.occurrences(|dev, bytes, compute| {
+            if let Some(d) = dev {
+                clock[d] += self.memories[d].load_ns(bytes);
+                t = t.max(clock[d]);
+            }
+            t += compute;
+        });
+        self.per_rank = per_rank;
+        self.clock = clock;
+        Ok(t)
+    }
+}
+
+impl LatencyBackend for WeightStreaming {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        let mut entries = std::mem::take(&mut self.entries);
+        let priced = self.inner.layer_times(batch, &mut entries);
+        self.entries = entries;
+        priced?;
+        self.pipeline()
+    }
+
+    /// The inner backend's layers, then `weight_load_wait`: the time the step waited for
+    /// weights beyond its compute.
+    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        let step = self.step_time(batch)?;
+        let mut layers = self.entries.clone();
+        let compute: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
+        layers.push(LayerTiming {
+            name: "weight_load_wait",
+            repeats: 1,
+            time_ns: step - compute,
+            is_comm: false,
+        });
+        Ok(layers)
+    }
+
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        self.inner.profile_lookups()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,218 @@
+//! The load/compute pipeline on a tiny hand-made model, with the expected times worked out
+//! in the comments.
+
+use super::*;
+use crate::config::{Placement, PlacementContext};
+use crate::latency::BatchItem;
+use serde_json::json;
+
+/// Two blocks; with 1-byte weights: embedding and lm_head 10·4 = 40 B, qkv_proj
+/// 4·(4 + 2·2) = 32 B, down_proj 8·4 = 32 B (all halved at TP2).
+fn tiny_model() -> ModelArch {
+    ModelArch {
+        name: "tiny".into(),
+        model_type: "llama".into(),
+        hidden_size: 4,
+        num_layers: 2,
+        num_heads: 2,
+        num_kv_heads: 1,
+        head_dim: 2,
+        intermediate_size: 8,
+        vocab_size: 10,
+        max_position_embeddings: 1024,
+        torch_dtype: None,
+        moe: None,
+    }
+}
+
+/// A compute backend with fixed layer times: embedding 10, per block qkv_proj 20,
+/// attention 30, down_proj 20, then lm_head 25 ns: 175 ns a step.
+struct Fixed;
+
+impl LatencyBackend for Fixed {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        Ok(self
+            .breakdown(batch)?
+            .iter()
+            .map(|l| l.repeats * l.time_ns)
+            .sum())
+    }
+
+    fn breakdown(&mut self, _: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        let layer = |name, repeats, time_ns| LayerTiming {
+            name,
+            repeats,
+            time_ns,
+            is_comm: false,
+        };
+        Ok(vec![
+            layer("embedding", 1, 10),
+            layer("qkv_proj", 2, 20),
+            layer("attention", 2, 30),
+            layer("down_proj", 2, 20),
+            layer("lm_head", 1, 25),
+        ])
+    }
+}
+
+fn placement(value: serde_json::Value) -> Placement {
+    Placement::parse(
+        &value,
+        &PlacementContext {
+            source: "t",
+            at: "placement",
+            num_blocks: 2,
+            cxl_devices: Some(2),
+        },
+    )
+    .unwrap()
+}
+
+/// Host memory 1 B/ns with 2 ns latency; CXL 2 B/ns, no latency, two devices.
+fn streaming(p: &Placement, tp: u32) -> WeightStreaming {
+    let model = tiny_model();
+    WeightStreaming::new(
+        Box::new(Fixed),
+        &StreamingSpec {
+            placement: p,
+            model: &model,
+            fp: 1,
+            tp,
+            cpu: WeightMemory {
+                bandwidth_gbps: 1.0,
+                latency_ns: 2.0,
+            },
+            cxl: Some((
+                WeightMemory {
+                    bandwidth_gbps: 2.0,
+                    latency_ns: 0.0,
+                },
+                2,
+            )),
+        },
+    )
+    .unwrap()
+}
+
+fn step(backend: &mut WeightStreaming) -> Nanos {
+    let items = [BatchItem {
+        new_tokens: 1,
+        context_tokens: 7,
+    }];
+    backend.step_time(&BatchDesc::new(&items)).unwrap()
+}
+
+/// Default cpu, block 1 on cxl:0, lm_head on cxl:1.
+fn mixed() -> Placement {
+    placement(json!({
+        "default": {"weights": "cpu"},
+        "blocks": [{"blocks": "1", "weights": "cxl:0"}],
+        "layers": {"lm_head": {"weights": "cxl:1"}}
+    }))
+}
+
+#[test]
+fn weight_bytes_follow_llmservingsim_tensor_sizes() {
+    let m = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+    let w = |name, tp| layer_weight_bytes(&m, name, 2, tp).unwrap();
+    assert_eq!(w("qkv_proj", 1), 50_331_648);
+    assert_eq!(w("o_proj", 1), 33_554_432);
+    assert_eq!(w("gate_up_proj", 1), 234_881_024);
+    assert_eq!(w("down_proj", 1), 117_440_512);
+    assert_eq!(w("layernorm", 1), 8192);
+    assert_eq!(w("post_attention_layernorm", 2), 8192);
+    assert_eq!(w("lm_head", 1), 1_050_673_152);
+    assert_eq!(w("lm_head", 2), 525_336_576);
+    assert_eq!(w("attention", 1), 0);
+    assert_eq!(w("sampler", 1), 0);
+}
+
+#[test]
+fn a_step_is_the_pipeline_of_loads_per_device_and_compute() {
+    // Loads (latency + ⌊bytes / bw⌋), each device's FIFO in layer order:
+    //   cpu:   embedding 2+40 → done 42, block 0 qkv_proj 2+32 → 76, down_proj 2+32 → 110
+    //   cxl:0: block 1 qkv_proj 32/2 → 16, down_proj → 32
+    //   cxl:1: lm_head 40/2 → 20
+    // Compute, each layer from max(previous done, its load done):
+    //   embedding 42+10 = 52; qkv_proj(0) max(52,76)+20 = 96; attention 126;
+    //   down_proj(0) max(126,110)+20 = 146; qkv_proj(1) 166; attention 196; down_proj(1) 216;
+    //   lm_head max(216,20)+25 = 241.
+    let mut b = streaming(&mixed(), 1);
+    assert_eq!(step(&mut b), 241);
+    // Again: the FIFOs start empty every step.
+    assert_eq!(step(&mut b), 241);
+    let items = [BatchItem {
+        new_tokens: 1,
+        context_tokens: 7,
+    }];
+    let layers = b.breakdown(&BatchDesc::new(&items)).unwrap();
+    let last = layers.last().unwrap();
+    assert_eq!((last.name, last.time_ns), ("weight_load_wait", 241 - 175));
+    assert_eq!(
+        layers.iter().map(|l| l.repeats * l.time_ns).sum::<Nanos>(),
+        241
+    );
+}
+
+#[test]
+fn tp_ranks_queue_behind_each_other_on_the_same_device() {
+    // TP2 halves the weights: embedding, lm_head 20 B, qkv_proj and down_proj 16 B.
+    // One rank's loads: cpu 22 + 18 + 18 = 58; cxl:0 8 + 8 = 16; cxl:1 10. Rank 1 queues
+    // behind rank 0, so its loads finish at:
+    //   cpu:   embedding 58+22 = 80, qkv_proj(0) 98, down_proj(0) 116
+    //   cxl:0: qkv_proj(1) 16+8 = 24, down_proj(1) 32;  cxl:1: lm_head 10+10 = 20
+    // Compute: embedding 90; qkv_proj(0) max(90,98)+20 = 118; attention 148;
+    //   down_proj(0) max(148,116)+20 = 168; qkv_proj(1) 188; attention 218; down_proj(1) 238;
+    //   lm_head 263.
+    assert_eq!(step(&mut streaming(&mixed(), 2)), 263);
+}
+
+#[test]
+fn weights_on_the_gpu_cost_nothing_extra() {
+    let all_npu = placement(json!({
+        "blocks": [{"blocks": "0-1", "weights": "npu"}],
+        "layers": {"lm_head": {"weights": "npu"}}
+    }));
+    assert_eq!(step(&mut streaming(&all_npu, 1)), 175);
+}
+
+#[test]
+fn a_layer_rule_moves_that_layer_in_every_block() {
+    // Only qkv_proj on cpu: block 0's load 2+32 → 34, block 1's → 68.
+    // embedding 10; qkv_proj(0) max(10,34)+20 = 54; attention 84; down_proj 104;
+    // qkv_proj(1) max(104,68)+20 = 124; attention 154; down_proj 174; lm_head 199.
+    let p = placement(json!({"layers": {"qkv_proj": {"weights": "cpu"}}}));
+    assert_eq!(step(&mut streaming(&p, 1)), 199);
+}
+
+#[test]
+fn moe_weights_off_the_gpu_are_refused() {
+    let mut model = tiny_model();
+    model.moe = Some(crate::config::MoeArch {
+        num_experts: 4,
+        top_k: 2,
+        moe_intermediate_size: 8,
+    });
+    let p = mixed();
+    let err = WeightStreaming::new(
+        Box::new(Fixed),
+        &StreamingSpec {
+            placement: &p,
+            model: &model,
+            fp: 1,
+            tp: 1,
+            cpu: WeightMemory {
+                bandwidth_gbps: 1.0,
+                latency_ns: 0.0,
+            },
+            cxl: None,
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("mixture-of-experts"), "{err}");
+}
