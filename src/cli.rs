@@ -1,7 +1,7 @@
 //! Command-line flags (LLMServingSim's names where they exist) and their conversion, once,
 //! into a [`SimConfig`] that holds no CLI types.
 
-use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraOptions, InstanceNetwork};
+use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
 mod instances;
 mod parallel;
 mod placement;
@@ -450,7 +450,7 @@ impl RunArgs {
                 }
                 // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
                 let networks = if astra_selected {
-                    refuse_for_astra(&placed, &instances, &source)?;
+                    refuse_for_astra(&placed, &source)?;
                     InstanceNetwork::for_cluster(&cluster, &placed, &source)?
                 } else {
                     Vec::new()
@@ -471,6 +471,17 @@ impl RunArgs {
         };
         let astra = self.astra.resolve_instances(astra_binary, &networks)?;
         for (inst, options) in instances.iter_mut().zip(astra.into_iter().flatten()) {
+            let streams = inst
+                .placement
+                .as_ref()
+                .is_some_and(InstancePlacement::streams_weights);
+            if streams && options.mode == AstraMode::Stock {
+                return Err(command_line(
+                    "--astra-mode",
+                    "stock ASTRA-Sim has no CXL memory for the weights a `placement` keeps \
+                     outside the GPU; use the fork (--astra-mode fork)",
+                ));
+            }
             inst.astra = Some(options);
         }
         Ok(SimConfig {
@@ -502,14 +513,9 @@ impl RunArgs {
 /// groups, and prefill/decode instances (their KV transfers would have to become Chakra
 /// SEND/RECV nodes between the instances' NPUs). Colocated instances exchange no traffic, so
 /// each gets its own ASTRA-Sim process; expert parallelism inside one instance is priced
-/// there (its collectives are nodes of the instance's trace). Weights streamed from host or
-/// CXL memory (a `placement` off the GPU) would need weight MEM_LOAD nodes and
-/// `memory_expansion.json` entries.
-fn refuse_for_astra(
-    placed: &[PlacedInstance<'_>],
-    instances: &[InstanceConfig],
-    source: &str,
-) -> Result<(), ConfigError> {
+/// there (its collectives are nodes of the instance's trace), and so are weights a
+/// `placement` keeps in host or CXL memory (weight MEM_LOAD nodes).
+fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), ConfigError> {
     let refuse = |p: &PlacedInstance<'_>, key: &str, what: &str| ConfigError::Invalid {
         source_name: source.to_owned(),
         field: format!("{}.{key}", p.path),
@@ -520,14 +526,6 @@ fn refuse_for_astra(
     };
     if let Some(p) = placed.iter().find(|p| p.spec.dp_group.is_some()) {
         return Err(refuse(p, "dp_group", "DP groups"));
-    }
-    if let Some(p) = placement::first_streaming(placed, instances) {
-        return Err(refuse(
-            p,
-            "placement",
-            "weights outside the GPU (their per-layer weight loads would have to become Chakra \
-             MEM_LOAD nodes)",
-        ));
     }
     if let Some(p) = placed.iter().find(|p| p.role != InstanceRole::Colocated) {
         return Err(refuse(

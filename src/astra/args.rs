@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use super::inputs::{DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS};
-use super::{AstraMode, AstraOptions, MemoryParams, NetworkConfig, OutputLimits};
+use super::{AstraMode, AstraOptions, CxlParams, MemoryParams, NetworkConfig, OutputLimits};
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceSpec, NodeSpec, PerDim,
     PlacedInstance,
@@ -100,6 +100,11 @@ impl InstanceNetwork {
                 local_mem_bw_gbps: inst.npu_mem.mem_bw,
                 remote_mem_bw_gbps: node.cpu_mem.mem_bw,
                 remote_mem_latency_ns: node.cpu_mem.mem_latency,
+                cxl: cluster.cxl_mem.as_ref().map(|c| CxlParams {
+                    bw_gbps: c.mem_bw,
+                    latency_ns: c.mem_latency,
+                    devices: c.num_devices.unwrap_or(1),
+                }),
             },
             source_name: source_name.to_owned(),
         }
@@ -157,6 +162,7 @@ impl InstanceNetwork {
                 local_mem_bw_gbps: hardware.memory_bw_gbps,
                 remote_mem_bw_gbps: DEFAULT_HOST_MEM_BW_GBPS,
                 remote_mem_latency_ns: DEFAULT_HOST_MEM_LATENCY_NS,
+                cxl: None,
             },
             source_name: format!("hardware {}", hardware.name),
         }

@@ -37,7 +37,7 @@ use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
 use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, write_npu_files};
-use crate::config::{Dtype, ModelArch};
+use crate::config::{Dtype, ModelArch, Placement};
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
 
 /// The instance whose batches are priced.
@@ -51,6 +51,9 @@ pub struct AstraInstance<'a> {
     pub ep: u32,
     /// Activation dtype.
     pub dtype: Dtype,
+    /// Where the weights live, when a `placement` keeps some outside the GPU: the trace then
+    /// loads them every step.
+    pub placement: Option<&'a Placement>,
 }
 
 /// What the backend did, for the end-of-run report.
@@ -90,6 +93,7 @@ pub struct AstraBackend {
     tp: u32,
     ep: u32,
     dtype: Dtype,
+    placement: Option<Placement>,
     options: AstraOptions,
     memo: HashMap<MemoKey, Nanos>,
     /// The last step's key and time (for [`LatencyBackend::breakdown`] under `--no-memo`).
@@ -199,6 +203,7 @@ impl AstraBackend {
             model: instance.model.clone(),
             tp: instance.tp,
             ep: instance.ep,
+            placement: instance.placement.cloned(),
             dtype: instance.dtype,
             options,
             memo: HashMap::new(),
@@ -269,6 +274,7 @@ impl AstraBackend {
             dtype: self.dtype,
             breakdown,
             involved_dim: None,
+            placement: self.placement.as_ref(),
         };
         trace
             .encode_into(self.options.mode.dialect(), &mut self.et)

@@ -35,6 +35,19 @@ pub struct MemoryParams {
     pub remote_mem_bw_gbps: f64,
     /// Host-memory latency (`cpu_mem.mem_latency`), ns.
     pub remote_mem_latency_ns: f64,
+    /// The cluster's CXL memory (`cxl_mem`), if any: where a `placement` may keep weights.
+    pub cxl: Option<CxlParams>,
+}
+
+/// A CXL memory pool as ASTRA-Sim's `MEMORY_POOL` sees it: one FIFO per device.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CxlParams {
+    /// Bandwidth of one device, GB/s.
+    pub bw_gbps: f64,
+    /// Access latency, ns.
+    pub latency_ns: f64,
+    /// Devices (`num_devices`).
+    pub devices: u32,
 }
 
 /// `system.json`: the template with `local-mem-bw = int(local_mem_bw)` and the four
@@ -59,8 +72,9 @@ pub fn system_json(network: &NetworkConfig, memory: &MemoryParams) -> String {
 }
 
 /// The memory file: for the fork, the multi-level form whose `remote_mem` is host memory
-/// (`PER_NODE_MEMORY_EXPANSION`, one device); for stock ASTRA-Sim, its single remote-memory
-/// form over the `npus` NPUs of one node.
+/// (`PER_NODE_MEMORY_EXPANSION`, one device), plus `cxl_mem` (`MEMORY_POOL`) when the cluster
+/// has CXL memory; for stock ASTRA-Sim, its single remote-memory form over the `npus` NPUs of
+/// one node.
 pub fn memory_json(mode: AstraMode, memory: &MemoryParams, npus: u64) -> String {
     let bw = number(memory.remote_mem_bw_gbps);
     let latency = number(memory.remote_mem_latency_ns);
@@ -74,6 +88,17 @@ pub fn memory_json(mode: AstraMode, memory: &MemoryParams, npus: u64) -> String 
                 .expect("the bundled memory json has remote_mem");
             remote.insert("mem-bw".into(), bw);
             remote.insert("mem-latency".into(), latency);
+            if let Some(cxl) = memory.cxl {
+                root.insert(
+                    "cxl_mem".into(),
+                    json!({
+                        "memory-type": "MEMORY_POOL",
+                        "mem-bw": number(cxl.bw_gbps),
+                        "mem-latency": number(cxl.latency_ns),
+                        "num-devices": cxl.devices,
+                    }),
+                );
+            }
             pretty(&Value::Object(root))
         }
         AstraMode::Stock => {

@@ -45,7 +45,7 @@ pub use args::{ASTRA_SIM_ENV, AstraArgs, InstanceNetwork, NetworkBackend};
 pub use backend::{AstraBackend, AstraInstance, AstraStats};
 pub use error::{AstraError, Fault, Stage};
 pub use inputs::{
-    AstraInputs, DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS, MEMORY_TEMPLATE,
+    AstraInputs, CxlParams, DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS, MEMORY_TEMPLATE,
     MemoryParams, NETWORK_TEMPLATE, REMOTE_MEMORY_TEMPLATE, SYSTEM_TEMPLATE, memory_json,
     system_json,
 };

@@ -171,6 +171,7 @@ fn system_and_memory_files_follow_llmservingsim() {
         local_mem_bw_gbps: 3350.9,
         remote_mem_bw_gbps: 256.0,
         remote_mem_latency_ns: 12.5,
+        cxl: None,
     };
     let system: serde_json::Value = serde_json::from_str(&system_json(&network, &memory)).unwrap();
     assert_eq!(system["local-mem-bw"], 3350);
@@ -188,6 +189,22 @@ fn system_and_memory_files_follow_llmservingsim() {
         fork,
         serde_json::json!({"remote_mem": {"memory-type": "PER_NODE_MEMORY_EXPANSION",
             "mem-bw": 256, "mem-latency": 12.5, "num-devices": 1}})
+    );
+    // A cluster with CXL memory adds LLMServingSim's `cxl_mem` pool.
+    let with_cxl = MemoryParams {
+        cxl: Some(CxlParams {
+            bw_gbps: 60.0,
+            latency_ns: 250.0,
+            devices: 4,
+        }),
+        ..memory
+    };
+    let fork: serde_json::Value =
+        serde_json::from_str(&memory_json(AstraMode::Fork, &with_cxl, 1)).unwrap();
+    assert_eq!(
+        fork["cxl_mem"],
+        serde_json::json!({"memory-type": "MEMORY_POOL", "mem-bw": 60, "mem-latency": 250,
+            "num-devices": 4})
     );
     let stock: serde_json::Value =
         serde_json::from_str(&memory_json(AstraMode::Stock, &memory, 4)).unwrap();
@@ -260,7 +277,8 @@ fn cluster_configs_supply_links_and_memories() {
         MemoryParams {
             local_mem_bw_gbps: 1597.0,
             remote_mem_bw_gbps: 256.0,
-            remote_mem_latency_ns: 0.0
+            remote_mem_latency_ns: 0.0,
+            cxl: None,
         }
     );
 }

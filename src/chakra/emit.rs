@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::{BatchTrace, Dialect};
-use crate::config::{Dtype, ModelArch};
+use crate::config::{Dtype, ModelArch, Placement};
 use crate::latency::{BatchDesc, LatencyBackend};
 
 /// What `--emit-et` asks for.
@@ -30,20 +30,29 @@ pub struct StepEmitter {
     tp: u32,
     ep: u32,
     dtype: Dtype,
+    placement: Option<Placement>,
     /// Steps seen so far (the index of the next step).
     steps: u64,
 }
 
 impl StepEmitter {
     /// An emitter for a run of `model` at tensor parallelism `tp` and expert parallelism
-    /// `ep` in `dtype`.
-    pub fn new(settings: EmitEt, model: &ModelArch, tp: u32, ep: u32, dtype: Dtype) -> StepEmitter {
+    /// `ep` in `dtype`, with the weights where `placement` keeps them (`None`: on the GPU).
+    pub fn new(
+        settings: EmitEt,
+        model: &ModelArch,
+        tp: u32,
+        ep: u32,
+        dtype: Dtype,
+        placement: Option<&Placement>,
+    ) -> StepEmitter {
         StepEmitter {
             settings,
             model: model.clone(),
             tp,
             ep,
             dtype,
+            placement: placement.cloned(),
             steps: 0,
         }
     }
@@ -71,6 +80,7 @@ impl StepEmitter {
             dtype: self.dtype,
             breakdown: &breakdown,
             involved_dim: None,
+            placement: self.placement.as_ref(),
         };
         trace
             .write(&dir.join("llm"), self.settings.dialect)

@@ -12,8 +12,8 @@ use super::io::encode_metadata;
 use super::proto::{AttributeProto, CollectiveCommType, Node};
 use super::{Dialect, EtError, EtNode, NodeKind, npu_file};
 use crate::Nanos;
-use crate::config::{Dtype, ModelArch};
-use crate::latency::{BatchDesc, LayerTiming};
+use crate::config::{Dtype, MemLoc, ModelArch, Placement};
+use crate::latency::{BatchDesc, LayerTiming, canonical_layer_name, layer_weight_bytes};
 
 /// Layers followed by a tensor-parallel all-reduce of the full activation when `tp > 1`
 /// (LLMServingSim's `_TP_ALLREDUCE_AFTER`).
@@ -26,6 +26,8 @@ const EP_COMBINE: &str = "ep_combine";
 
 /// `tensor_loc` of LLMServingSim's input load and output store: remote (host) memory.
 const REMOTE_MEMORY: u32 = 2;
+/// `tensor_loc` of CXL memory.
+const CXL_MEMORY: u32 = 3;
 
 /// A breakdown that cannot be laid out as prologue, repeated block and head, or a failure
 /// writing the files.
@@ -58,6 +60,8 @@ pub struct BatchTrace<'a> {
     /// `involved_dim` of the collectives on a multi-dimensional network (one entry per
     /// dimension); `None` leaves it out, which ASTRA-Sim reads as every dimension.
     pub involved_dim: Option<&'a [bool]>,
+    /// Where the weights live (a cluster config's `placement`); `None`: all on the GPU.
+    pub placement: Option<&'a Placement>,
 }
 
 impl BatchTrace<'_> {
@@ -76,6 +80,13 @@ impl BatchTrace<'_> {
     ///    `allgather_reducescatter` sizes, §3a), whatever the number of NPUs;
     /// 5. a MEM_STORE of the sampler output to remote memory, `total_len · 4` bytes.
     ///
+    /// With a `placement` keeping a layer's weights in host or CXL memory, the layer's COMP
+    /// node is preceded by a MEM_LOAD of its weights (one TP rank's share, from host memory
+    /// device 0 or CXL device `n`) that depends on nothing, so ASTRA-Sim issues every such
+    /// load at the start of the step and its memory serves them in order; the COMP depends on
+    /// its load and on the node before the load (LLMServingSim's weight loads, §4.7). Without
+    /// one, every node depends on its predecessor.
+    ///
     /// Other communication entries of the breakdown (the backend's own TP all-reduces) are
     /// not turned into nodes: the collectives come from rule 3. ASTRA-Sim times every
     /// collective; the breakdown's times of communication entries are not used. Node ids
@@ -83,17 +94,19 @@ impl BatchTrace<'_> {
     pub fn nodes(&self) -> Result<Vec<EtNode>, TraceError> {
         let mut nodes = Vec::new();
         self.layout(|slot| {
-            let id = nodes.len() as u64;
             let mut name = String::new();
             slot.name.write_to(&mut name);
             nodes.push(EtNode {
-                id,
+                id: slot.id,
                 name,
                 kind: slot.role.kind(),
-                data_deps: id.checked_sub(1).into_iter().collect(),
+                data_deps: slot.deps.iter().flatten().copied().collect(),
                 ctrl_deps: Vec::new(),
                 duration_ns: slot.duration_ns,
-                attrs: self.attrs(slot.role),
+                attrs: match slot.weight {
+                    Some(w) => w.attrs(),
+                    None => self.attrs(slot.role),
+                },
             });
         })?;
         Ok(nodes)
@@ -103,7 +116,8 @@ impl BatchTrace<'_> {
     /// exactly [`encode_et`](super::encode_et) of [`BatchTrace::nodes`], without building
     /// the nodes. With `out` reused and one wire message per node role, refilled for each
     /// node, it allocates a few times per call rather than per node (the ASTRA-Sim backend
-    /// encodes every step).
+    /// encodes every step); only weight loads of a `placement` get their attributes built
+    /// per node.
     pub fn encode_into(&self, dialect: Dialect, out: &mut Vec<u8>) -> Result<(), TraceError> {
         out.clear();
         encode_metadata(out);
@@ -114,7 +128,7 @@ impl BatchTrace<'_> {
                 name: String::new(),
                 r#type: code.unwrap_or_default(),
                 ctrl_deps: Vec::new(),
-                data_deps: Vec::with_capacity(1),
+                data_deps: Vec::with_capacity(2),
                 start_time_micros: 0,
                 duration_micros: 0,
                 inputs: None,
@@ -123,28 +137,29 @@ impl BatchTrace<'_> {
             };
             (code.is_some(), message)
         });
-        let mut id = 0u64;
         let mut unrepresentable = None;
         self.layout(|slot| {
             let (representable, message) = &mut messages[slot.role as usize];
             if !*representable {
                 unrepresentable.get_or_insert(EtError::Unrepresentable {
-                    id,
+                    id: slot.id,
                     kind: slot.role.kind(),
                     dialect,
                 });
             } else if unrepresentable.is_none() {
-                message.id = id;
+                message.id = slot.id;
                 message.name.clear();
                 slot.name.write_to(&mut message.name);
                 message.data_deps.clear();
-                message.data_deps.extend(id.checked_sub(1));
+                message.data_deps.extend(slot.deps.iter().flatten());
                 message.duration_micros = dialect.duration_to_wire(slot.duration_ns);
+                if let Some(w) = slot.weight {
+                    message.attr = w.attrs();
+                }
                 message
                     .encode_length_delimited(out)
                     .expect("a Vec grows as needed");
             }
-            id += 1;
         })?;
         match unrepresentable {
             Some(e) => Err(e.into()),
@@ -175,11 +190,12 @@ impl BatchTrace<'_> {
         let (Some((first, _)), Some((last, _))) = (layers.first(), layers.last()) else {
             return Err(TraceError::Breakdown("no compute layers".into()));
         };
-        visit(Slot {
-            role: Role::Load,
-            name: Name::plain(first.name, ".input.load"),
-            duration_ns: 0,
-        });
+        let mut out = Emitter {
+            next: 0,
+            chain: None,
+            visit: &mut visit,
+        };
+        out.chained(Role::Load, Name::plain(first.name, ".input.load"), 0, None);
         for &(layer, block) in &layers {
             let name = Name {
                 block,
@@ -192,35 +208,60 @@ impl BatchTrace<'_> {
                 } else {
                     Role::EpCombine
                 };
-                visit(Slot {
-                    role,
-                    name,
-                    duration_ns: 0,
-                });
+                out.chained(role, name, 0, None);
                 continue;
             }
-            visit(Slot {
-                role: Role::Comp,
-                name,
-                duration_ns: layer.time_ns,
+            let weight_load = self.weight_load(block, layer.name)?.map(|load| {
+                let name = Name {
+                    suffix: ".weight.load",
+                    ..name
+                };
+                out.weight_load(name, load)
             });
+            out.chained(Role::Comp, name, layer.time_ns, weight_load);
             if self.tp > 1 && ALLREDUCE_AFTER.contains(&layer.name) {
-                visit(Slot {
-                    role: Role::AllReduce,
-                    name: Name {
-                        suffix: ".allreduce",
-                        ..name
-                    },
-                    duration_ns: 0,
-                });
+                let name = Name {
+                    suffix: ".allreduce",
+                    ..name
+                };
+                out.chained(Role::AllReduce, name, 0, None);
             }
         }
-        visit(Slot {
-            role: Role::Store,
-            name: Name::plain(last.name, ".output.store"),
-            duration_ns: 0,
-        });
+        out.chained(
+            Role::Store,
+            Name::plain(last.name, ".output.store"),
+            0,
+            None,
+        );
         Ok(())
+    }
+
+    /// The weight load of a layer occurrence whose weights the placement keeps outside the
+    /// GPU; `None` for weights on the GPU, layers without weights, or no placement.
+    fn weight_load(
+        &self,
+        block: Option<u64>,
+        layer: &str,
+    ) -> Result<Option<WeightLoad>, TraceError> {
+        let Some(placement) = self.placement else {
+            return Ok(None);
+        };
+        let (loc, device) = match placement
+            .resolve(block, canonical_layer_name(layer))
+            .weights
+        {
+            MemLoc::Npu => return Ok(None),
+            MemLoc::Cpu => (REMOTE_MEMORY, 0),
+            MemLoc::Cxl(n) => (CXL_MEMORY, n),
+        };
+        let fp = self.dtype.bytes();
+        let Some(bytes) = layer_weight_bytes(self.model, layer, fp, self.tp) else {
+            return Err(TraceError::Breakdown(format!(
+                "the weights of `{layer}` (a mixture-of-experts layer) cannot be placed \
+                 outside the GPU"
+            )));
+        };
+        Ok((bytes > 0).then_some(WeightLoad { loc, device, bytes }))
     }
 
     /// The attributes of every node of `role` in this trace.
@@ -229,6 +270,8 @@ impl BatchTrace<'_> {
         let total_len = self.batch.total_tokens();
         match role {
             Role::Load => memory_attrs(total_len * fp * 2),
+            // Set per node (see `WeightLoad`).
+            Role::WeightLoad => located_memory_attrs(0, REMOTE_MEMORY, 0),
             Role::Comp => vec![bool_attr("is_cpu_op", false)],
             Role::AllReduce => self.collective_attrs(
                 CollectiveCommType::AllReduce,
@@ -293,12 +336,34 @@ impl BatchTrace<'_> {
 
 /// Attributes of a load or store of `bytes` in remote memory device 0.
 fn memory_attrs(bytes: u64) -> Vec<AttributeProto> {
+    located_memory_attrs(bytes, REMOTE_MEMORY, 0)
+}
+
+/// Attributes of a load or store of `bytes` in memory `loc` (a `tensor_loc` code), device
+/// `device`.
+fn located_memory_attrs(bytes: u64, loc: u32, device: u32) -> Vec<AttributeProto> {
     vec![
         bool_attr("is_cpu_op", false),
         uint64_attr("tensor_size", bytes),
-        uint32_attr("tensor_loc", REMOTE_MEMORY),
-        uint32_attr("tensor_device", 0),
+        uint32_attr("tensor_loc", loc),
+        uint32_attr("tensor_device", device),
     ]
+}
+
+/// One TP rank's weights of a layer occurrence, loaded from host or CXL memory.
+#[derive(Debug, Clone, Copy)]
+struct WeightLoad {
+    /// `tensor_loc` code.
+    loc: u32,
+    /// Memory device.
+    device: u32,
+    bytes: u64,
+}
+
+impl WeightLoad {
+    fn attrs(self) -> Vec<AttributeProto> {
+        located_memory_attrs(self.bytes, self.loc, self.device)
+    }
 }
 
 fn saturating_i64(v: u64) -> i64 {
@@ -309,6 +374,7 @@ fn saturating_i64(v: u64) -> i64 {
 #[derive(Debug, Clone, Copy)]
 enum Role {
     Load,
+    WeightLoad,
     Comp,
     AllReduce,
     EpDispatch,
@@ -318,8 +384,9 @@ enum Role {
 
 impl Role {
     /// Every role, in discriminant order.
-    const ALL: [Role; 6] = [
+    const ALL: [Role; 7] = [
         Role::Load,
+        Role::WeightLoad,
         Role::Comp,
         Role::AllReduce,
         Role::EpDispatch,
@@ -329,7 +396,7 @@ impl Role {
 
     fn kind(self) -> NodeKind {
         match self {
-            Role::Load => NodeKind::MemLoad,
+            Role::Load | Role::WeightLoad => NodeKind::MemLoad,
             Role::Comp => NodeKind::Comp,
             Role::AllReduce | Role::EpDispatch | Role::EpCombine => NodeKind::CommColl,
             Role::Store => NodeKind::MemStore,
@@ -366,9 +433,60 @@ impl<'a> Name<'a> {
     }
 }
 
+/// Numbers the nodes of a layout in visiting order and tracks the dependency chain.
+struct Emitter<'v, F: FnMut(Slot<'_>)> {
+    next: u64,
+    /// The last node of the chain.
+    chain: Option<u64>,
+    visit: &'v mut F,
+}
+
+impl<F: FnMut(Slot<'_>)> Emitter<'_, F> {
+    /// A node of the chain: it depends on the previous one (and on `weight_load`, if any).
+    fn chained(
+        &mut self,
+        role: Role,
+        name: Name<'_>,
+        duration_ns: Nanos,
+        weight_load: Option<u64>,
+    ) {
+        let id = self.next;
+        self.next += 1;
+        (self.visit)(Slot {
+            id,
+            deps: [self.chain, weight_load],
+            role,
+            name,
+            duration_ns,
+            weight: None,
+        });
+        self.chain = Some(id);
+    }
+
+    /// A weight load, outside the chain and depending on nothing; returns its id.
+    fn weight_load(&mut self, name: Name<'_>, load: WeightLoad) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        (self.visit)(Slot {
+            id,
+            deps: [None, None],
+            role: Role::WeightLoad,
+            name,
+            duration_ns: 0,
+            weight: Some(load),
+        });
+        id
+    }
+}
+
 /// One node of the trace as laid out, before it becomes an [`EtNode`] or a wire message.
 struct Slot<'a> {
+    id: u64,
+    /// The node it follows in the chain, and its weight load.
+    deps: [Option<u64>; 2],
     role: Role,
     name: Name<'a>,
     duration_ns: Nanos,
+    /// The weights a weight-load node loads.
+    weight: Option<WeightLoad>,
 }

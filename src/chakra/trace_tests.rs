@@ -77,6 +77,7 @@ fn build(
         dtype: Dtype::Bfloat16,
         breakdown,
         involved_dim: dims,
+        placement: None,
     }
     .nodes()
     .unwrap()
@@ -238,6 +239,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
         dtype: Dtype::Bfloat16,
         breakdown: &breakdown,
         involved_dim: None,
+        placement: None,
     }
     .nodes()
     .unwrap_err();
@@ -251,6 +253,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
         dtype: Dtype::Bfloat16,
         breakdown: &only_comm,
         involved_dim: None,
+        placement: None,
     }
     .nodes()
     .unwrap_err();
@@ -269,6 +272,7 @@ fn a_batch_trace_is_written_once_per_tp_rank_and_reads_back() {
         dtype: Dtype::Bfloat16,
         breakdown: &breakdown,
         involved_dim: None,
+        placement: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("llm");
@@ -301,6 +305,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
                 dtype: Dtype::Bfloat16,
                 breakdown: &breakdown,
                 involved_dim: dims,
+                placement: None,
             };
             for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
                 trace.encode_into(dialect, &mut out).unwrap();
@@ -319,6 +324,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
         dtype: Dtype::Bfloat16,
         breakdown: &odd,
         involved_dim: None,
+        placement: None,
     }
     .encode_into(Dialect::LlmServingSim, &mut out)
     .unwrap_err();
@@ -378,6 +384,7 @@ fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_laye
         dtype: Dtype::Bfloat16,
         breakdown: &breakdown,
         involved_dim: None,
+        placement: None,
     }
     .nodes()
     .unwrap();
@@ -439,9 +446,113 @@ fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_laye
             dtype: Dtype::Bfloat16,
             breakdown: &breakdown,
             involved_dim: Some(&[true, false]),
+            placement: None,
         };
         let mut out = Vec::new();
         trace.encode_into(dialect, &mut out).unwrap();
         assert_eq!(out, encode_et(&trace.nodes().unwrap(), dialect).unwrap());
+    }
+}
+
+#[test]
+fn weights_a_placement_keeps_off_the_gpu_are_loaded_before_their_layers() {
+    use crate::config::{Placement, PlacementContext};
+    let model = llama();
+    let placement = Placement::parse(
+        &serde_json::json!({
+            "default": {"weights": "cxl:0"},
+            "blocks": [{"blocks": "1", "weights": "cpu"}],
+            "layers": {"lm_head": {"weights": "npu"}}
+        }),
+        &PlacementContext {
+            source: "test",
+            at: "placement",
+            num_blocks: 32,
+            cxl_devices: Some(2),
+        },
+    )
+    .unwrap();
+    let breakdown = profile_breakdown(&model, 1);
+    let trace = BatchTrace {
+        batch: &BatchDesc::new(&ITEMS),
+        model: &model,
+        tp: 1,
+        ep: 1,
+        dtype: Dtype::Bfloat16,
+        breakdown: &breakdown,
+        involved_dim: None,
+        placement: Some(&placement),
+    };
+    let nodes = trace.nodes().unwrap();
+    let loads: Vec<&EtNode> = nodes
+        .iter()
+        .filter(|n| n.name.ends_with(".weight.load"))
+        .collect();
+    // Layers with weights: embedding; per block two layernorms, qkv_proj, o_proj,
+    // gate_up_proj, down_proj; final_layernorm. lm_head stays on the GPU.
+    assert_eq!(loads.len(), 1 + 32 * 6 + 1);
+    let load = |name: &str| {
+        *loads
+            .iter()
+            .find(|n| n.name == format!("{name}.weight.load"))
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    let at = |name: &str| nodes.iter().position(|n| n.name == name).unwrap();
+    // (tensor_loc, tensor_device, tensor_size): CXL = 3, host memory = 2.
+    let where_ = |n: &EtNode| {
+        (
+            int_attr(n, "tensor_loc"),
+            int_attr(n, "tensor_device"),
+            int_attr(n, "tensor_size"),
+        )
+    };
+    // vocab × hidden × 2 B; hidden × (q + 2 kv) × 2 B.
+    assert_eq!(
+        where_(load("embedding")),
+        (3, 0, (128_256 * 4096 * 2).into())
+    );
+    assert_eq!(
+        where_(load("layer0.qkv_proj")),
+        (3, 0, (4096 * 6144 * 2).into())
+    );
+    assert_eq!(
+        where_(load("layer1.qkv_proj")),
+        (2, 0, (4096 * 6144 * 2).into())
+    );
+    assert!(!nodes.iter().any(|n| n.name == "lm_head.weight.load"));
+    assert!(
+        !nodes
+            .iter()
+            .any(|n| n.name == "layer0.attention.weight.load")
+    );
+    for l in &loads {
+        assert_eq!(l.kind, NodeKind::MemLoad);
+        assert!(l.data_deps.is_empty(), "{} is issued at the start", l.name);
+        // The next node is the layer's COMP, after its predecessor and its weights.
+        let comp = &nodes[l.id as usize + 1];
+        assert_eq!(comp.kind, NodeKind::Comp);
+        assert_eq!(format!("{}.weight.load", comp.name), l.name);
+        assert_eq!(comp.data_deps, [l.id - 1, l.id], "{}", comp.name);
+    }
+    // Nodes after a load skip it in the chain; the others follow their predecessor.
+    let after = &nodes[at("layer0.qkv_proj") + 1];
+    assert_eq!(after.data_deps, [at("layer0.qkv_proj") as u64]);
+    assert_eq!(nodes[1].name, "embedding.weight.load");
+    assert_eq!(
+        nodes[2].data_deps,
+        [0, 1],
+        "embedding: input load and weights"
+    );
+    // The compute is the backend's, and the reused-buffer encoder agrees.
+    let compute: Nanos = nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Comp)
+        .map(|n| n.duration_ns)
+        .sum();
+    assert_eq!(compute, compute_sum(&breakdown));
+    for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
+        let mut out = Vec::new();
+        trace.encode_into(dialect, &mut out).unwrap();
+        assert_eq!(out, encode_et(&nodes, dialect).unwrap());
     }
 }

@@ -76,19 +76,6 @@ pub(super) fn assign(
     Ok(())
 }
 
-/// The first instance whose weights stream from host or CXL memory.
-pub(super) fn first_streaming<'a>(
-    placed: &'a [PlacedInstance<'a>],
-    instances: &[InstanceConfig],
-) -> Option<&'a PlacedInstance<'a>> {
-    placed.iter().zip(instances).find_map(|(p, inst)| {
-        inst.placement
-            .as_ref()
-            .is_some_and(InstancePlacement::streams_weights)
-            .then_some(p)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use crate::cli::{Cli, SimConfig};
@@ -152,18 +139,25 @@ mod tests {
     }
 
     #[test]
-    fn astra_refuses_weights_off_the_gpu_naming_placement() {
+    fn astra_co_simulates_weights_off_the_gpu_in_fork_mode_only() {
         let c = shared("configs/cluster/single_node_cxl_instance.json");
-        let err = config(&c, &["--astra-sim", "astra"]).err().unwrap();
+        let fork = config(&c, &["--astra-sim", "astra"]).unwrap();
+        let inst = &fork.instances[0];
+        assert!(inst.placement.as_ref().unwrap().streams_weights());
+        let memory = inst.astra.as_ref().unwrap().memory;
+        let cxl = memory.cxl.unwrap();
+        assert_eq!((cxl.bw_gbps, cxl.latency_ns, cxl.devices), (60.0, 250.0, 4));
+        // Stock ASTRA-Sim has no CXL memory.
+        let err = config(&c, &["--astra-sim", "astra", "--astra-mode", "stock"])
+            .err()
+            .unwrap();
         assert!(
-            err.contains("field `nodes[0].instances[0].placement`")
-                && err.contains("weights outside the GPU")
-                && err.contains("use --network-backend analytical"),
+            err.contains("field `--astra-mode`") && err.contains("placement"),
             "{err}"
         );
-        // Weights all on the GPU: nothing to refuse.
+        // Weights all on the GPU: stock is fine.
         let c = shared("configs/cluster/single_node_memory_instance.json");
-        config(&c, &["--astra-sim", "astra"]).unwrap();
+        config(&c, &["--astra-sim", "astra", "--astra-mode", "stock"]).unwrap();
     }
 
     #[test]

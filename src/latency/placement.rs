@@ -326,8 +326,8 @@ impl LatencyBackend for WeightStreaming {
         self.pipeline()
     }
 
-    /// The inner backend's layers, then `weight_load_wait`: the time the step waited for
-    /// weights beyond its compute.
+    /// The inner backend's layers, then `weight_load_wait` (a transfer entry): the time the
+    /// step waited for weights beyond its compute.
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
         let step = self.step_time(batch)?;
         let mut layers = self.entries.clone();
@@ -336,7 +336,8 @@ impl LatencyBackend for WeightStreaming {
             name: "weight_load_wait",
             repeats: 1,
             time_ns: step - compute,
-            is_comm: false,
+            // A transfer, not compute: a Chakra trace of the step has the loads themselves.
+            is_comm: true,
         });
         Ok(layers)
     }

@@ -66,8 +66,11 @@ impl Backend {
         first_arrival: Nanos,
     ) -> anyhow::Result<Backend> {
         let compute = Backend::compute(config, inst, label)?;
-        let compute = match &inst.placement {
-            Some(p) if p.streams_weights() => {
+        // Weights outside the GPU: ASTRA-Sim loads them from its memories (weight MEM_LOAD
+        // nodes of the trace); without it, the compute backend is wrapped.
+        let streamed = inst.placement.as_ref().filter(|p| p.streams_weights());
+        let compute = match streamed {
+            Some(p) if inst.astra.is_none() => {
                 log::info!("{label}weights streamed from host/CXL memory every step (placement)");
                 Box::new(
                     WeightStreaming::new(
@@ -94,6 +97,7 @@ impl Backend {
             tp: inst.tp,
             ep: inst.collectives.ep.total,
             dtype: inst.dtype,
+            placement: streamed.map(|p| &p.placement),
         };
         let backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)
             .map_err(|e| anyhow::anyhow!("{label}{e}"))?;

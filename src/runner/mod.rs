@@ -128,6 +128,10 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                     inst.tp,
                     inst.collectives.ep.total,
                     inst.dtype,
+                    inst.placement
+                        .as_ref()
+                        .filter(|p| p.streams_weights())
+                        .map(|p| &p.placement),
                 )
             })
             .collect(),

@@ -6,7 +6,11 @@
 //! ALL_GATHER: `n − 1` steps of `link latency + size / bw`, `size` being the per-rank chunk;
 //! REDUCE_SCATTER: `n − 1` steps of `link latency + size / n / bw`) and starts when every
 //! NPU has reached it. Nodes run in file order, one at a time per NPU (the driver's traces are
-//! chains). Any other node or collective type is refused loudly.
+//! chains), except memory nodes that depend on nothing (the input load, a `placement`'s weight
+//! loads): those are issued when the workload is loaded, in file order, NPU after NPU, and
+//! queue in one FIFO per memory device (host memory, `tensor_loc` 2; CXL device `n`,
+//! `tensor_loc` 3, priced with the memory file's `cxl_mem`); a node starts when the nodes it
+//! depends on are done. Any other node or collective type is refused loudly.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -27,6 +31,8 @@ pub struct Pricing {
     pub mem_latency: f64,
     /// NPUs of the instance (the product of `npus_count`).
     pub npus: u32,
+    /// CXL bandwidth (bytes/ns) and latency (ns), when the memory file has `cxl_mem`.
+    pub cxl: Option<(f64, f64)>,
 }
 
 impl Pricing {
@@ -57,7 +63,14 @@ impl Pricing {
                 mem["remote-mem-latency"].as_f64(),
             ),
         };
+        let cxl = mem.get("cxl_mem").map(|c| {
+            (
+                c["mem-bw"].as_f64().unwrap_or(0.0),
+                c["mem-latency"].as_f64().unwrap_or(0.0),
+            )
+        });
         Ok(Pricing {
+            cxl,
             link_bw: first("bandwidth")?,
             link_latency: first("latency")?,
             mem_bw: bw.ok_or("memory json: no bandwidth")?,
@@ -66,7 +79,7 @@ impl Pricing {
         })
     }
 
-    fn attr(node: &EtNode, name: &str) -> u64 {
+    pub(crate) fn attr(node: &EtNode, name: &str) -> u64 {
         find(&node.attrs, name)
             .and_then(integer)
             .map_or(0, |v| v as u64)
@@ -78,7 +91,13 @@ impl Pricing {
             NodeKind::Comp => Ok(node.duration_ns),
             NodeKind::MemLoad | NodeKind::MemStore => {
                 let bytes = Self::attr(node, "tensor_size") as f64;
-                Ok(self.mem_latency as u64 + (bytes / self.mem_bw).floor() as u64)
+                let (bw, latency) = match Self::attr(node, "tensor_loc") {
+                    3 => self
+                        .cxl
+                        .ok_or_else(|| format!("node {}: CXL memory without cxl_mem", node.id))?,
+                    _ => (self.mem_bw, self.mem_latency),
+                };
+                Ok(latency as u64 + (bytes / bw).floor() as u64)
             }
             other => Err(format!("node {}: {other} is not supported", node.id)),
         }
@@ -113,6 +132,8 @@ struct Run {
     t: u64,
     /// Workloads loaded on this NPU, this one included.
     generation: u64,
+    /// When each node finished (for the nodes done so far, and the issued memory nodes).
+    done: Vec<Option<u64>>,
 }
 
 /// The NPUs of one instance.
@@ -122,6 +143,8 @@ pub struct Instance {
     generations: Vec<u64>,
     /// Total COMP time per NPU (for `exposed communication`).
     pub comp_total: Vec<u64>,
+    /// When each memory device's FIFO is free, by (`tensor_loc`, `tensor_device`).
+    fifos: std::collections::BTreeMap<(u64, u64), u64>,
 }
 
 impl Instance {
@@ -133,6 +156,7 @@ impl Instance {
             runs: (0..n).map(|_| None).collect(),
             generations: vec![0; n],
             comp_total: vec![0; n],
+            fifos: std::collections::BTreeMap::new(),
         }
     }
 
@@ -150,11 +174,26 @@ impl Instance {
         let nodes = file.decode_nodes(dialect).map_err(|e| e.to_string())?;
         let i = npu as usize;
         self.generations[i] += 1;
+        // Memory nodes that depend on nothing are issued now, in file order.
+        let mut done = vec![None; nodes.len()];
+        for (k, node) in nodes.iter().enumerate() {
+            let memory = matches!(node.kind, NodeKind::MemLoad | NodeKind::MemStore);
+            if memory && node.data_deps.is_empty() {
+                let key = (
+                    Pricing::attr(node, "tensor_loc"),
+                    Pricing::attr(node, "tensor_device"),
+                );
+                let fifo = self.fifos.entry(key).or_insert(0);
+                *fifo = (*fifo).max(now) + self.pricing.local(node)?;
+                done[k] = Some(*fifo);
+            }
+        }
         self.runs[i] = Some(Run {
             nodes,
             pos: 0,
             t: now,
             generation: self.generations[i],
+            done,
         });
         Ok(())
     }
@@ -174,10 +213,31 @@ impl Instance {
                     continue;
                 };
                 while let Some(node) = run.nodes.get(run.pos) {
+                    if let Some(issued) = run.done[run.pos] {
+                        // Issued at load time; its dependents wait for it.
+                        if node.id == 0 {
+                            // The input load heads the chain.
+                            if issued > now {
+                                events.insert(issued);
+                                break;
+                            }
+                            run.t = issued;
+                        }
+                        run.pos += 1;
+                        progressed = true;
+                        continue;
+                    }
                     if node.kind == NodeKind::CommColl {
                         break;
                     }
-                    let end = run.t + self.pricing.local(node)?;
+                    let mut start = run.t;
+                    for dep in &node.data_deps {
+                        let Some(Some(d)) = run.done.get(*dep as usize) else {
+                            return Err(format!("node {}: dependency {dep} not done", node.id));
+                        };
+                        start = start.max(*d);
+                    }
+                    let end = start + self.pricing.local(node)?;
                     if end > now {
                         events.insert(end);
                         break;
@@ -186,6 +246,7 @@ impl Instance {
                         self.comp_total[i] += node.duration_ns;
                     }
                     run.t = end;
+                    run.done[run.pos] = Some(end);
                     run.pos += 1;
                     progressed = true;
                 }
@@ -196,6 +257,7 @@ impl Instance {
                 } else {
                     for run in self.runs.iter_mut().flatten() {
                         run.t = end;
+                        run.done[run.pos] = Some(end);
                         run.pos += 1;
                     }
                     progressed = true;

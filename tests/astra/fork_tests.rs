@@ -20,6 +20,7 @@ fn start(options: AstraOptions, tp: u32, initial: u64) -> AstraBackend {
         tp,
         ep: 1,
         dtype: Dtype::Bfloat16,
+        placement: None,
     };
     AstraBackend::start(options, instance, Fixed::hand_check(), initial).unwrap()
 }
@@ -219,6 +220,7 @@ pub fn fault_at_start_up() {
         tp: 1,
         ep: 1,
         dtype: Dtype::Bfloat16,
+        placement: None,
     };
     let opts = options(AstraMode::Fork, 1, runs.path());
     let err = AstraBackend::start(opts, instance, Fixed::hand_check(), 1)
@@ -242,6 +244,7 @@ pub fn missing_binary() {
         tp: 1,
         ep: 1,
         dtype: Dtype::Bfloat16,
+        placement: None,
     };
     for mode in [AstraMode::Fork, AstraMode::Stock] {
         let mut opts = options(mode, 1, runs.path());

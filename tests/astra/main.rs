@@ -97,6 +97,10 @@ fn main() {
             multi_tests::expert_parallelism_inside_an_instance_matches_the_analytical_run,
         ),
         (
+            "multi::weights_streamed_from_cxl_match_the_analytical_run_and_the_published_example",
+            multi_tests::weights_streamed_from_cxl_match_the_analytical_run_and_the_published_example,
+        ),
+        (
             "multi::real_astra_sim_reproduces_the_published_moe_example_when_available",
             multi_tests::real_astra_sim_reproduces_the_published_moe_example_when_available,
         ),

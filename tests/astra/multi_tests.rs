@@ -506,6 +506,63 @@ pub fn real_astra_sim_reproduces_the_published_moe_example_when_available() {
     assert_eq!(ours, published);
 }
 
+/// LLMServingSim's CXL example (`single_node_cxl_instance.json`: Llama-3.1-8B, TP 1, weights on
+/// four 60 GB/s CXL devices by block and layer): the trace loads each layer's weights from its
+/// device before the layer computes; the double (loads issued at the start of the step, one
+/// FIFO per device) gives byte for byte the analytical run's CSV, which is LLMServingSim's
+/// published `example_cxl_run.csv`; with a real ASTRA-Sim fork (`BLIS_COSIM_ASTRA_SIM`), so does
+/// the fork.
+pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_example() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty());
+    let mut csvs = Vec::new();
+    for backend in ["analytical", "double", "real"] {
+        if backend == "real" && real.is_none() {
+            println!("    real fork skipped: set BLIS_COSIM_ASTRA_SIM to run it");
+            continue;
+        }
+        let out = dir.path().join(format!("{backend}.csv"));
+        let config = shared("configs/cluster/single_node_cxl_instance.json");
+        let dataset = shared("workloads/example_trace.jsonl");
+        let profiles = shared("profiler/perf");
+        let args = [
+            "--cluster-config",
+            &config,
+            "--dataset",
+            &dataset,
+            "--num-reqs",
+            "10",
+            "--profile-dir",
+            &profiles,
+            "--output",
+            out.to_str().unwrap(),
+        ];
+        let err = match backend {
+            "analytical" => ok(&run(&args, None, tmp.path())),
+            "double" => ok(&run(&args, Some(&DoubleEnv::default()), tmp.path())),
+            _ => ok(
+                &std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
+                    .args(args)
+                    .env(blis_cosim::astra::ASTRA_SIM_ENV, real.as_ref().unwrap())
+                    .output()
+                    .unwrap(),
+            ),
+        };
+        assert_eq!(
+            err.contains("ASTRA-Sim: "),
+            backend != "analytical",
+            "{backend}: {err}"
+        );
+        csvs.push((backend, std::fs::read_to_string(&out).unwrap()));
+    }
+    let published = std::fs::read_to_string(shared("outputs/example_cxl_run.csv")).unwrap();
+    for (backend, csv) in &csvs {
+        assert!(*csv == published, "{backend}: the published CSV");
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
 /// What ASTRA-Sim co-simulation still refuses, naming the key: prefill/decode instances and
 /// DP groups (dense or MoE).
 pub fn pd_and_dp_are_refused_naming_the_key() {

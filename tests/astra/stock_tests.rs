@@ -16,6 +16,7 @@ fn start(tp: u32, runs: &std::path::Path) -> AstraBackend {
         tp,
         ep: 1,
         dtype: Dtype::Bfloat16,
+        placement: None,
     };
     let mut opts = options(AstraMode::Stock, tp, runs);
     opts.timeout = Duration::from_secs(1);

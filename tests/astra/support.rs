@@ -131,6 +131,7 @@ pub fn options(mode: AstraMode, tp: u32, temp: &Path) -> AstraOptions {
             local_mem_bw_gbps: 1597.0,
             remote_mem_bw_gbps: 256.0,
             remote_mem_latency_ns: 0.0,
+            cxl: None,
         },
         limits: OutputLimits::default(),
         temp_parent: Some(temp.to_owned()),
