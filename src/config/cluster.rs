@@ -241,9 +241,6 @@ impl ClusterConfig {
             for (i, inst) in node.instances.iter().enumerate() {
                 let path = format!("nodes[{n}].instances[{i}]");
                 let at = |key: &str| format!("{path}.{key}");
-                if inst.pp_size.is_some_and(|p| p > 1) {
-                    return Err(unsupported(&at("pp_size"), "pipeline parallelism"));
-                }
                 if inst.placement.is_some() {
                     return Err(unsupported(&at("placement"), "weight/KV placement"));
                 }
@@ -287,9 +284,16 @@ pub struct PlacedInstance<'a> {
 }
 
 impl InstanceSpec {
-    /// Tensor-parallel degree (`tp_size`, else `num_npus`, else 1).
+    /// Tensor-parallel degree (`tp_size`, else `num_npus / pp_size`, else 1).
     pub fn tp(&self) -> u32 {
-        self.tp_size.or(self.num_npus).unwrap_or(1)
+        self.tp_size
+            .or(self.num_npus.map(|n| (n / self.pp()).max(1)))
+            .unwrap_or(1)
+    }
+
+    /// Pipeline-parallel degree (`pp_size`, else 1).
+    pub fn pp(&self) -> u32 {
+        self.pp_size.unwrap_or(1).max(1)
     }
 }
 
@@ -442,10 +446,6 @@ mod tests {
     fn what_is_not_supported_yet_is_refused_naming_the_key() {
         for (file, key) in [
             ("single_node_power_instance.json", "nodes[0].power"),
-            (
-                "single_node_pp_instance.json",
-                "nodes[0].instances[0].pp_size",
-            ),
             // CXL memory itself is fine (the prefix cache's lower tier); weights in it are not.
             (
                 "single_node_cxl_instance.json",
