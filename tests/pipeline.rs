@@ -319,3 +319,53 @@ fn kv_blocks_stay_whole_with_steps_in_flight() {
     assert_eq!(s.pool().num_free(), 30, "all blocks back at the end");
     assert!(s.stats().preemptions > 0 && s.stats().prefix_hit_tokens > 0);
 }
+
+#[test]
+fn a_pipelined_dp_group_runs_its_waves_through_shared_stages() {
+    use blis_cosim::router::{Router, RoutingPolicy};
+    // Two members of one DP group, 2 stages of one block each (see the hand-timed test).
+    // A (2-token prompt, 2 out) arrives at 0 and goes to member 0, B (1-token prompt, 2 out)
+    // at 50 to member 1 (round robin).
+    // - 0: wave 1 = [A's prefill, dummy padded to 2 tokens]: both members' stages cost the
+    //   same, stage 0 0..210, send (8 B) to 1217, stage 1 1217..1437: A's first token.
+    // - 1217 (stage 0 free): wave 2 = [dummy (A in flight), B's prefill]: 1 token, stage 0
+    //   1217..1327, send (4 B) to 2330, stage 1 2330..2450: B's first token.
+    // - 2330: wave 3 = [A's decode, dummy (B in flight)]: stage 0 2330..2440, send to 3443,
+    //   stage 1 3443..3563: A done.
+    // - 3443: wave 4 = [dummy (A finished, no work), B's decode]: B done at 4676.
+    let mut setups = vec![setup(100, 2, 2, 256), setup(100, 2, 2, 256)];
+    for s in &mut setups {
+        s.dp_group = Some(0);
+    }
+    let requests = [request(0, 0, 2, 2), request(1, 50, 1, 2)];
+    let mut rec = Recorder::default();
+    let (mut a, mut b) = (PerToken, PerToken);
+    let mut backends: Vec<&mut dyn LatencyBackend> = vec![&mut a, &mut b];
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let out =
+        engine::run_cluster(&requests, &setups, &mut backends, &mut router, &mut rec).unwrap();
+    let ends: Vec<(u64, Nanos, Nanos)> = rec
+        .finished
+        .iter()
+        .map(|d| (d.id, d.first_token_ns, d.end_ns))
+        .collect();
+    assert_eq!(ends, [(0, 1437, 3563), (1, 2450, 4676)]);
+    assert_eq!(out.instances[0].steps + out.instances[0].dummy_steps, 4);
+    assert_eq!((out.instances[0].steps, out.instances[1].steps), (2, 2));
+
+    // A larger random workload: every request ends exactly once.
+    let requests = workload(11, 200);
+    let mut setups = vec![setup(60, 8, 4, 128), setup(60, 8, 4, 128)];
+    for s in &mut setups {
+        s.dp_group = Some(0);
+    }
+    let mut rec = Recorder::default();
+    let (mut a, mut b) = (PerToken, PerToken);
+    let mut backends: Vec<&mut dyn LatencyBackend> = vec![&mut a, &mut b];
+    let out =
+        engine::run_cluster(&requests, &setups, &mut backends, &mut router, &mut rec).unwrap();
+    let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..200).collect::<Vec<_>>());
+    assert_eq!(out.finished, 200);
+}

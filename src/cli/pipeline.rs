@@ -1,6 +1,7 @@
 //! Pipeline parallelism of the instances of a cluster config (`pp_size > 1`): the stage
 //! split, the activation each stage sends and the link it takes, and the combinations not
-//! supported yet, refused naming `pp_size`.
+//! supported yet, refused naming `pp_size`. The members of a MoE model's DP group must share
+//! `pp_size` (their waves are pipelined together).
 
 use super::InstanceConfig;
 use super::parallel::cluster_link;
@@ -19,6 +20,24 @@ pub(super) fn resolve(
     instances: &mut [InstanceConfig],
     source: &str,
 ) -> Result<(), ConfigError> {
+    // The members of a (MoE) DP group step in lock step: one pipeline depth for all.
+    for (p, inst) in placed.iter().zip(instances.iter()) {
+        let other = instances
+            .iter()
+            .zip(placed)
+            .find(|(o, _)| o.dp_group.is_some() && o.dp_group == inst.dp_group && o.pp != inst.pp);
+        if let Some((o, op)) = other {
+            return Err(ConfigError::Invalid {
+                source_name: source.to_owned(),
+                field: format!("{}.pp_size", p.path),
+                message: format!(
+                    "is {} but {} of the same dp_group has {}: members of a dp_group must \
+                     share pp_size",
+                    inst.pp, op.path, o.pp
+                ),
+            });
+        }
+    }
     for (p, inst) in placed.iter().zip(instances.iter_mut()) {
         if inst.pp <= 1 {
             continue;
@@ -33,9 +52,6 @@ pub(super) fn resolve(
         };
         if inst.role != InstanceRole::Colocated {
             return Err(refuse("prefill/decode disaggregation (pd_type)"));
-        }
-        if inst.dp_group.is_some() {
-            return Err(refuse("a dp_group of a MoE model (lock-step DP waves)"));
         }
         if inst.scheduler.async_scheduling {
             return Err(refuse("--async-scheduling"));

@@ -32,6 +32,12 @@
 //! forms a batch (an idle one a dummy batch), the batches are padded to the widest, and all
 //! members' steps end when the slowest member's does (`dp.rs`).
 //!
+//! A pipelined instance ([`InstanceSetup::pipeline`], `pp > 1`) has up to `pp` steps in
+//! flight: in step 3 it forms a step when its stage 0 is free and fewer than `pp` are in
+//! flight, its end is scheduled when the step's last stage ends, and a `StageFree` event
+//! marks it ready again when stage 0 is free (`pipeline.rs`). A pipelined DP group does the
+//! same with its waves.
+//!
 //! A finished request is also reported to the run's [`Injector`] (the one hook for work
 //! released at run time, e.g. the next step of an agentic session; [`run_cluster_with`], see
 //! `inject.rs`), whose requests join the arrivals still to come at their arrival time, after
@@ -343,6 +349,17 @@ pub fn run_instances(
         })
         .collect();
     let groups = dp::groups(setups);
+    // The stages of each pipelined DP group (its members share them), by group index.
+    let mut group_stages: Vec<Option<pipeline::Stages<'_>>> = groups
+        .iter()
+        .map(|members| {
+            let first = members.first()?;
+            setups[*first as usize]
+                .pipeline
+                .as_ref()
+                .map(pipeline::Stages::new)
+        })
+        .collect();
     let mut queue = EventQueue::with_capacity(2 * setups.len() + 1);
     let mut ready: Vec<u32> = Vec::with_capacity(setups.len());
     let mut now: Nanos = 0;
@@ -415,6 +432,17 @@ pub fn run_instances(
                     schedulers: &mut schedulers,
                     backends,
                 };
+                if let Some(stages) = group_stages[g as usize].as_mut() {
+                    let pipelined = dp::PipelinedWave { wave, stages };
+                    if let Some(t) = pipelined.start(now)? {
+                        for &m in members {
+                            queue.push(t.end, EventKind::StepEnd { instance: m });
+                        }
+                        let first = members[0];
+                        queue.push(t.stage0_free, EventKind::StageFree { instance: first });
+                    }
+                    continue;
+                }
                 if let Some(end) = wave.start(now)? {
                     for &m in members {
                         queue.push(end, EventKind::StepEnd { instance: m });
@@ -548,9 +576,10 @@ fn start_pipelined(
         start: now,
         waiting: scheduler.num_waiting(),
         running: scheduler.num_running(),
+        dummy: false,
     };
-    let recall = scheduler.last_recall_ns();
-    let timing = stages.start(formed, now, &parts, tokens, recall);
+    stages.set_compute(&parts, scheduler.last_recall_ns());
+    let timing = stages.start(formed, now, tokens);
     inst.steps += 1;
     Ok(Some(timing))
 }
@@ -564,14 +593,15 @@ fn finish_step(
     backend: &mut dyn LatencyBackend,
     observer: &mut dyn Observer,
 ) -> Result<(), SimError> {
-    inst.busy = false;
-    if std::mem::take(&mut inst.dummy) {
-        return Ok(());
-    }
     if let Some(formed) = inst.stages.as_mut().and_then(|s| s.finish()) {
         inst.step_start = formed.start;
         inst.waiting = formed.waiting;
         inst.running = formed.running;
+        inst.dummy = formed.dummy;
+    }
+    inst.busy = false;
+    if std::mem::take(&mut inst.dummy) {
+        return Ok(());
     }
     let finished = &mut inst.finished;
     scheduler.complete_step(now, &inst.setup.model_name, id, |rec| {

@@ -72,6 +72,8 @@ pub(super) struct Formed {
     pub start: Nanos,
     pub waiting: usize,
     pub running: usize,
+    /// A DP dummy step (no request of the instance in it).
+    pub dummy: bool,
 }
 
 /// The run-time state of an instance's pipeline.
@@ -80,8 +82,12 @@ pub(super) struct Stages<'a> {
     pipeline: &'a Pipeline,
     /// When each stage's GPUs are free.
     free_at: Vec<Nanos>,
+    /// Compute time of each stage of the step being started.
+    compute: Vec<Nanos>,
     /// The steps in flight, oldest first.
     in_flight: VecDeque<Formed>,
+    /// The ends of a DP group's waves in flight (see [`Stages::run_wave`]).
+    wave_ends: VecDeque<Nanos>,
 }
 
 impl<'a> Stages<'a> {
@@ -90,7 +96,9 @@ impl<'a> Stages<'a> {
         Stages {
             pipeline,
             free_at: vec![0; pp],
+            compute: vec![0; pp],
             in_flight: VecDeque::with_capacity(pp),
+            wave_ends: VecDeque::with_capacity(pp),
         }
     }
 
@@ -104,36 +112,83 @@ impl<'a> Stages<'a> {
         self.in_flight.len()
     }
 
-    /// Runs a step formed at `now` through the stages: `parts` its compute, `tokens` its token
-    /// count (the activation sent between stages), `recall_ns` the KV load before stage 0.
-    pub fn start(
-        &mut self,
-        formed: Formed,
-        now: Nanos,
-        parts: &StepParts,
-        tokens: u64,
-        recall_ns: Nanos,
-    ) -> Timing {
-        let pp = self.free_at.len();
-        let send = self
-            .pipeline
+    /// The pipeline.
+    pub fn pipeline(&self) -> &'a Pipeline {
+        self.pipeline
+    }
+
+    /// Sets the compute time of every stage of the next step to start to 0, and returns them
+    /// to be filled (see [`Stages::start`]).
+    pub fn compute_mut(&mut self) -> &mut [Nanos] {
+        self.compute.fill(0);
+        &mut self.compute
+    }
+
+    /// Sets the next step's stage compute times to those of `parts`, plus `recall_ns` (the KV
+    /// loaded from the lower tier before stage 0 computes).
+    pub fn set_compute(&mut self, parts: &StepParts, recall_ns: Nanos) {
+        let pp = self.compute.len();
+        for (s, (c, &blocks)) in self
+            .compute
+            .iter_mut()
+            .zip(&self.pipeline.stage_blocks)
+            .enumerate()
+        {
+            *c = parts.stage_ns(s, pp, blocks);
+        }
+        self.compute[0] += recall_ns;
+    }
+
+    /// Time to send the activation of a step of `tokens` tokens to the next stage.
+    pub fn send_ns(&self, tokens: u64) -> Nanos {
+        self.pipeline
             .link
-            .transfer_ns(tokens * self.pipeline.activation_bytes_per_token);
+            .transfer_ns(tokens * self.pipeline.activation_bytes_per_token)
+    }
+
+    /// Runs a step formed at `now` through the stages, with the stage compute times set by
+    /// [`Stages::set_compute`] or [`Stages::compute_mut`] and `tokens` tokens (the activation
+    /// sent between stages); `formed` is queued for [`Stages::finish`].
+    pub fn start(&mut self, formed: Formed, now: Nanos, tokens: u64) -> Timing {
+        let timing = self.run(now, self.send_ns(tokens));
+        self.in_flight.push_back(formed);
+        timing
+    }
+
+    /// Runs the step through the stages (sends of `send` ns) without queueing anything.
+    pub fn run(&mut self, now: Nanos, send: Nanos) -> Timing {
+        let pp = self.free_at.len();
         let mut t = now;
-        for (s, &blocks) in self.pipeline.stage_blocks.iter().enumerate() {
-            let start = t.max(self.free_at[s]);
-            let mut end = start + parts.stage_ns(s, pp, blocks);
-            if s == 0 {
-                end += recall_ns;
-            }
+        for s in 0..pp {
+            let end = t.max(self.free_at[s]) + self.compute[s];
             t = if s + 1 < pp { end + send } else { end };
             self.free_at[s] = t;
         }
-        self.in_flight.push_back(formed);
         Timing {
             end: t,
             stage0_free: self.free_at[0],
         }
+    }
+
+    /// [`Stages::run`] for a DP group's wave, whose end is remembered (see
+    /// [`Stages::waves_in_flight`]).
+    pub fn run_wave(&mut self, now: Nanos, send: Nanos) -> Timing {
+        let timing = self.run(now, send);
+        self.wave_ends.push_back(timing.end);
+        timing
+    }
+
+    /// A DP group's waves still in flight at `now` (a wave ending at `now` is done).
+    pub fn waves_in_flight(&mut self, now: Nanos) -> usize {
+        while self.wave_ends.front().is_some_and(|&end| end <= now) {
+            self.wave_ends.pop_front();
+        }
+        self.wave_ends.len()
+    }
+
+    /// Queues a step for [`Stages::finish`] (a DP member of a group whose stages run it).
+    pub fn push(&mut self, formed: Formed) {
+        self.in_flight.push_back(formed);
     }
 
     /// The oldest step in flight, which ends now.
@@ -190,7 +245,19 @@ mod tests {
             start,
             waiting: 0,
             running: 0,
+            dummy: false,
         }
+    }
+
+    fn start(
+        stages: &mut Stages<'_>,
+        now: Nanos,
+        parts: &StepParts,
+        tokens: u64,
+        recall: Nanos,
+    ) -> Timing {
+        stages.set_compute(parts, recall);
+        stages.start(formed(now), now, tokens)
     }
 
     #[test]
@@ -199,7 +266,7 @@ mod tests {
         let mut stages = Stages::new(&p);
         // 1 GB/s is 2^30 / 1e9 = 1.073741824 B/ns: the send of 268 tokens × 4 B = 1072 B
         // takes 1000 + 1072 / 1.073741824 = 1998.36 → 1998 ns (truncated).
-        let t = stages.start(formed(0), 0, &PARTS, 268, 0);
+        let t = start(&mut stages, 0, &PARTS, 268, 0);
         // Stage 0: 0..110, send 110..2108; stage 1: 2108..2228.
         assert_eq!(
             t,
@@ -217,16 +284,16 @@ mod tests {
         let mut stages = Stages::new(&p);
         // One token: send = 1000 + 4 / 1.073741824 = 1003.73 → 1003 ns.
         // Step A formed at 0: stage 0 0..110, send to 1113, stage 1 1113..1233.
-        let a = stages.start(formed(0), 0, &PARTS, 1, 0);
+        let a = start(&mut stages, 0, &PARTS, 1, 0);
         assert_eq!((a.end, a.stage0_free), (1233, 1113));
         // Step B formed when stage 0 is free, at 1113: stage 0 1113..1223, send to 2226,
         // stage 1 (free since 1233) 2226..2346.
-        let b = stages.start(formed(1113), 1113, &PARTS, 1, 0);
+        let b = start(&mut stages, 1113, &PARTS, 1, 0);
         assert_eq!((b.end, b.stage0_free), (2346, 2226));
         // Step C formed at A's end, 1233, while stage 0 is still sending B (free at 2226):
         // stage 0 starts at 2226, ends 2336, send to 3339; stage 1 free at 2346: 3339..3459.
         assert_eq!(stages.finish().map(|f| f.start), Some(0));
-        let c = stages.start(formed(1233), 1233, &PARTS, 1, 0);
+        let c = start(&mut stages, 1233, &PARTS, 1, 0);
         assert_eq!((c.end, c.stage0_free), (3459, 3339));
         assert_eq!(stages.in_flight(), 2);
     }
@@ -241,14 +308,14 @@ mod tests {
             block_ns: 100,
             head_ns: 9_900,
         };
-        let a = stages.start(formed(0), 0, &parts, 1, 0);
+        let a = start(&mut stages, 0, &parts, 1, 0);
         // Stage 0 0..110, send to 1113, stage 1 1113..11113.
         assert_eq!(a.end, 11_113);
-        let b = stages.start(formed(a.stage0_free), a.stage0_free, &parts, 1, 0);
+        let b = start(&mut stages, a.stage0_free, &parts, 1, 0);
         // Stage 0 1113..1223, send to 2226, waits for stage 1 until 11113: ends 21113.
         assert_eq!(b.end, 21_113);
         // A recall of 50 ns delays stage 0 of the next step by that much.
-        let c = stages.start(formed(2226), 2226, &parts, 1, 50);
+        let c = start(&mut stages, 2226, &parts, 1, 50);
         assert_eq!(c.stage0_free, 2226 + 110 + 50 + 1003);
         assert_eq!(c.end, 31_113);
     }
