@@ -4,6 +4,7 @@
 use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
 mod instances;
 mod parallel;
+mod pipeline;
 mod placement;
 mod prefix_storage;
 mod replay;
@@ -441,6 +442,7 @@ impl RunArgs {
                     pricing,
                     &source,
                 )?;
+                pipeline::resolve(&cluster, &placed, &mut instances, &source)?;
                 if instances.is_empty() {
                     return Err(ConfigError::Invalid {
                         source_name: source,
@@ -510,7 +512,7 @@ impl RunArgs {
 }
 
 /// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet: DP
-/// groups, and prefill/decode instances (their KV transfers would have to become Chakra
+/// groups, pipeline parallelism, and prefill/decode instances (their KV transfers would have to become Chakra
 /// SEND/RECV nodes between the instances' NPUs). Colocated instances exchange no traffic, so
 /// each gets its own ASTRA-Sim process; expert parallelism inside one instance is priced
 /// there (its collectives are nodes of the instance's trace), and so are weights a
@@ -526,6 +528,14 @@ fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), C
     };
     if let Some(p) = placed.iter().find(|p| p.spec.dp_group.is_some()) {
         return Err(refuse(p, "dp_group", "DP groups"));
+    }
+    if let Some(p) = placed.iter().find(|p| p.spec.pp() > 1) {
+        return Err(refuse(
+            p,
+            "pp_size",
+            "pipeline parallelism (its stages would need stage-cut Chakra traces with \
+             SEND/RECV nodes between them)",
+        ));
     }
     if let Some(p) = placed.iter().find(|p| p.role != InstanceRole::Colocated) {
         return Err(refuse(

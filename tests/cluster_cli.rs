@@ -76,6 +76,8 @@ fn bundled_multi_instance_configs_run_or_are_refused_naming_the_key() {
         ("single_node_moe_dp_tp_instance.json", &qwen, 2, 1),
         ("dual_node_moe_dp_ep_intra_inter_instance.json", &qwen, 2, 2),
         ("single_node_dp_instance.json", &llama, 2, 1),
+        ("single_node_moe_dp_pp_instance.json", &qwen, 2, 1),
+        ("single_node_moe_dp_tp_pp_instance.json", &qwen, 2, 1),
     ] {
         ok(&[
             "--cluster-config",
@@ -101,29 +103,6 @@ fn bundled_multi_instance_configs_run_or_are_refused_naming_the_key() {
             .map(|i| i["completed"].as_u64().unwrap())
             .sum();
         assert_eq!(per, 60, "{file}");
-    }
-    for (file, key) in [
-        (
-            "single_node_moe_dp_pp_instance.json",
-            "nodes[0].instances[0].pp_size",
-        ),
-        (
-            "single_node_pp_instance.json",
-            "nodes[0].instances[0].pp_size",
-        ),
-    ] {
-        let out = run(&[
-            "--cluster-config",
-            &shared(&format!("configs/cluster/{file}")),
-            "--dataset",
-            &llama,
-        ]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{file}");
-        assert!(
-            err.contains(key) && err.contains("not supported yet"),
-            "{file}: {err}"
-        );
     }
 }
 

@@ -95,6 +95,7 @@ fn setup(num_blocks: u32, reserve_full_isl: bool) -> InstanceSetup {
         },
         dp_group: None,
         lower_tier: None,
+        pipeline: None,
     }
 }
 

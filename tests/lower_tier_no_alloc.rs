@@ -41,6 +41,7 @@ fn steps_with_a_shared_lower_tier_do_not_allocate() {
     };
     let setups: Vec<InstanceSetup> = (0..4)
         .map(|_| InstanceSetup {
+            pipeline: None,
             lower_tier: Some(LowerTierSetup {
                 pool: 0,
                 memory,

@@ -5,6 +5,7 @@
 use super::{InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
+use crate::engine::Pipeline;
 use crate::latency::Collectives;
 use crate::scheduler::SchedulerConfig;
 
@@ -21,6 +22,10 @@ pub struct InstanceConfig {
     pub hardware: Hardware,
     /// Tensor-parallel degree.
     pub tp: u32,
+    /// Pipeline-parallel degree (1: no pipeline).
+    pub pp: u32,
+    /// The pipeline stages of a `pp > 1` instance.
+    pub pipeline: Option<Pipeline>,
     /// Weight and activation dtype.
     pub dtype: Dtype,
     /// Whether the KV cache is stored in fp8 (else in `dtype`).
@@ -91,6 +96,8 @@ impl EngineFlags {
             model,
             hardware,
             tp,
+            pp: 1,
+            pipeline: None,
             dtype,
             kv_cache_fp8: self.kv_cache_fp8,
             memory_utilization: self.memory_utilization,
@@ -117,6 +124,16 @@ impl EngineFlags {
             message,
         };
         let model = ModelArch::resolve(&inst.model_name)?;
+        let pp = inst.pp();
+        if u64::from(pp) > model.num_layers {
+            return Err(invalid(
+                "pp_size",
+                format!(
+                    "is {pp} but {} has only {} hidden layers to split into stages",
+                    model.name, model.num_layers
+                ),
+            ));
+        }
         let mut hardware = Hardware::resolve(&inst.hardware)?;
         hardware.memory_gib = inst.npu_mem.mem_size;
         hardware.memory_bw_gbps = inst.npu_mem.mem_bw;
@@ -158,6 +175,7 @@ impl EngineFlags {
         flags.reserve_full_isl = o.reserve_full_isl.unwrap_or(flags.reserve_full_isl);
         Ok(InstanceConfig {
             role: placed.role,
+            pp,
             ..flags.instance(placed.node_id, model, hardware, inst.tp())
         })
     }

@@ -24,7 +24,7 @@ pub(super) fn hardware_link(hardware: &Hardware) -> CommLink {
 
 /// Link of network dimension `d` of a cluster config (a scalar applies to every dimension;
 /// a list shorter than `d + 1` gives its last entry).
-fn cluster_link(cluster: &ClusterConfig, d: usize) -> CommLink {
+pub(super) fn cluster_link(cluster: &ClusterConfig, d: usize) -> CommLink {
     let pick = |v: &PerDim| match v {
         PerDim::One(x) => *x,
         PerDim::Many(xs) => xs.get(d).or(xs.last()).copied().unwrap_or(0.0),

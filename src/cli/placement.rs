@@ -63,6 +63,17 @@ pub(super) fn assign(
                     .into(),
             });
         }
+        if inst.pp > 1 && placement.weights_off_gpu() {
+            return Err(ConfigError::Invalid {
+                source_name: source.to_owned(),
+                field: at,
+                message: format!(
+                    "puts weights outside the GPU of an instance with pp_size {}, which is not \
+                     supported yet (weights off the GPU need pp_size 1)",
+                    inst.pp
+                ),
+            });
+        }
         let cpu_mem = &config.nodes[p.node_id as usize].cpu_mem;
         inst.placement = Some(InstancePlacement {
             placement,
@@ -200,23 +211,25 @@ mod tests {
     }
 
     #[test]
-    fn moe_weights_off_the_gpu_are_refused() {
-        let text = std::fs::read_to_string(shared(
-            "configs/cluster/single_node_moe_single_instance.json",
-        ))
-        .unwrap();
-        let text = text.replace(
-            "\"pd_type\": null",
-            "\"pd_type\": null, \"placement\": {\"default\": {\"weights\": \"cpu\"}}",
-        );
-        assert!(text.contains("placement"));
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("m.json");
-        std::fs::write(&path, text).unwrap();
-        let err = config(path.to_str().unwrap(), &[]).err().unwrap();
-        assert!(
-            err.contains("nodes[0].instances[0].placement") && err.contains("mixture-of-experts"),
-            "{err}"
-        );
+    fn moe_or_pipelined_weights_off_the_gpu_are_refused() {
+        for (file, expected) in [
+            ("single_node_moe_single_instance.json", "mixture-of-experts"),
+            ("single_node_pp_instance.json", "pp_size 4"),
+        ] {
+            let text = std::fs::read_to_string(shared(&format!("configs/cluster/{file}"))).unwrap();
+            let text = text.replace(
+                "\"pd_type\": null",
+                "\"pd_type\": null, \"placement\": {\"default\": {\"weights\": \"cpu\"}}",
+            );
+            assert!(text.contains("placement"), "{file}");
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("m.json");
+            std::fs::write(&path, text).unwrap();
+            let err = config(path.to_str().unwrap(), &[]).err().unwrap();
+            assert!(
+                err.contains("nodes[0].instances[0].placement") && err.contains(expected),
+                "{file}: {err}"
+            );
+        }
     }
 }

@@ -13,6 +13,8 @@ pub struct KvSizing {
     pub block_size: u32,
     /// Tensor-parallel degree.
     pub tp: u32,
+    /// Pipeline-parallel degree (1: no pipeline).
+    pub pp: u32,
     /// Weight dtype.
     pub dtype: Dtype,
     /// KV-cache dtype (equal to `dtype` unless an fp8 KV cache is used).
@@ -38,13 +40,19 @@ pub struct KvCapacity {
 /// Weights follow LLMServingSim's heaviest-rank bound with integer division as written there;
 /// MoE experts are sharded with expert-parallel degree `tp`. KV heads are split over `tp`
 /// ranks but never below one head per rank (vLLM replicates KV heads when `tp > kv_heads`).
+///
+/// With pipeline parallelism (`pp > 1`) each GPU holds `num_layers / pp` blocks (integer
+/// division, as LLMServingSim's `get_weight` writes it, although a stage may hold one block
+/// more) plus the embedding, final norm and LM head (counted on every GPU, a bound), and its
+/// KV bytes per token are the whole model's divided by `pp` (LLMServingSim's
+/// `get_kv(1) // (tp·pp)`).
 pub fn kv_capacity(model: &ModelArch, sizing: &KvSizing) -> Result<KvCapacity, ConfigError> {
     validate(model, sizing)?;
-    let tp = u64::from(sizing.tp);
-    let weight_bytes = weight_bytes(model, tp, tp, sizing.dtype.bytes());
+    let (tp, pp) = (u64::from(sizing.tp), u64::from(sizing.pp));
+    let weight_bytes = weight_bytes(model, tp, tp, sizing.dtype.bytes(), pp);
     let kv_heads_per_gpu = (model.num_kv_heads / tp).max(1);
     let kv_bytes_per_token =
-        2 * kv_heads_per_gpu * model.head_dim * model.num_layers * sizing.kv_dtype.bytes();
+        2 * kv_heads_per_gpu * model.head_dim * model.num_layers * sizing.kv_dtype.bytes() / pp;
 
     let memory_bytes = sizing.memory_gib * GIB;
     if weight_bytes as f64 > memory_bytes {
@@ -117,6 +125,15 @@ fn validate(model: &ModelArch, sizing: &KvSizing) -> Result<(), ConfigError> {
     if sizing.tp == 0 {
         return invalid("tp", "must be at least 1".into());
     }
+    if sizing.pp == 0 || u64::from(sizing.pp) > model.num_layers {
+        return invalid(
+            "pp",
+            format!(
+                "must be in 1..={} (the hidden layers), got {}",
+                model.num_layers, sizing.pp
+            ),
+        );
+    }
     if !model.num_heads.is_multiple_of(u64::from(sizing.tp)) {
         return invalid(
             "tp",
@@ -129,9 +146,10 @@ fn validate(model: &ModelArch, sizing: &KvSizing) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Weight bytes on the most loaded GPU with tensor parallelism `tp` and expert parallelism
-/// `ep` (LLMServingSim's `get_weight`; `qk_norm` and rotary carry no counted weights).
-fn weight_bytes(model: &ModelArch, tp: u64, ep: u64, fp: u64) -> u64 {
+/// Weight bytes on the most loaded GPU with tensor parallelism `tp`, expert parallelism
+/// `ep` and `pp` pipeline stages (LLMServingSim's `get_weight`; `qk_norm` and rotary carry
+/// no counted weights).
+fn weight_bytes(model: &ModelArch, tp: u64, ep: u64, fp: u64, pp: u64) -> u64 {
     let hidden = model.hidden_size;
     let (q_dim, kv_dim) = (model.q_dim(), model.kv_dim());
     let vocab_per_gpu = model.vocab_size / tp;
@@ -151,7 +169,7 @@ fn weight_bytes(model: &ModelArch, tp: u64, ep: u64, fp: u64) -> u64 {
     let embedding = vocab_per_gpu * hidden * fp;
     let final_layernorm = hidden * fp;
     let lm_head = hidden * vocab_per_gpu * fp;
-    embedding + model.num_layers * block + final_layernorm + lm_head
+    embedding + model.num_layers / pp * block + final_layernorm + lm_head
 }
 
 #[cfg(test)]
@@ -164,6 +182,7 @@ mod tests {
             utilization,
             block_size: 16,
             tp,
+            pp: 1,
             dtype: Dtype::Bfloat16,
             kv_dtype: Dtype::Bfloat16,
         }
@@ -209,7 +228,7 @@ mod tests {
         // LLMServingSim's logged run is tp1 with ep2: attention unsharded (98,304 B of KV per
         // token), experts split in two, 38,590 blocks. The private helper reproduces it.
         let model = ModelArch::resolve("Qwen3-30B-A3B-Instruct-2507").unwrap();
-        let weights = weight_bytes(&model, 1, 2, 2);
+        let weights = weight_bytes(&model, 1, 2, 2, 1);
         let requested = (96.0 * GIB * 0.9) as u64;
         assert_eq!((requested - weights) / (98_304 * 16), 38_590);
 
@@ -220,6 +239,46 @@ mod tests {
         assert_eq!(cap.kv_bytes_per_token, 98_304 / 2);
         assert_eq!(cap.weight_bytes, 30_544_891_904);
         assert_eq!(cap.num_blocks, 79_124);
+    }
+
+    #[test]
+    fn pipeline_stages_hold_a_share_of_the_blocks_and_of_the_kv() {
+        // LLMServingSim's get_weight with pp: embedding + (32 // pp) blocks + final norm +
+        // lm_head. Llama-3.1-8B at tp1: embedding = lm_head = 128,256 × 4096 × 2 =
+        // 1,050,673,152 B, final norm 8,192 B, one block (16,060,522,496 − 2 × 1,050,673,152 −
+        // 8,192) / 32 = 436,224,000 B. KV per token: 131,072 // (tp·pp). Requested:
+        // int(96 GiB × 0.9) = 92,771,293,593 B.
+        let pp = |tp, pp| KvSizing {
+            pp,
+            ..sizing(96.0, 0.9, tp)
+        };
+        // pp4: 2,101,354,496 + 8,192 + 8 × 436,224,000 = 5,591,146,496 B of weights;
+        // (92,771,293,593 − 5,591,146,496) // (32,768 × 16) = 166,282 blocks.
+        let cap = capacity("Llama-3.1-8B", &pp(1, 4)).unwrap();
+        assert_eq!(cap.weight_bytes, 5_591_146_496);
+        assert_eq!(cap.kv_bytes_per_token, 32_768);
+        assert_eq!(cap.num_blocks, 166_282);
+        // tp2 pp2: per block 2 × 4096 × 2 + qkv 4096 × 3072 × 2 + o 2048 × 4096 × 2 + mlp
+        // 3 × 4096 × 7168 × 2 = 218,120,192 B; 16 of them + 2 × 525,336,576 + 8,192 =
+        // 4,540,604,416 B; (92,771,293,593 − 4,540,604,416) // 524,288 = 168,286 blocks.
+        let cap = capacity("Llama-3.1-8B", &pp(2, 2)).unwrap();
+        assert_eq!(cap.weight_bytes, 4_540_604_416);
+        assert_eq!(cap.kv_bytes_per_token, 32_768);
+        assert_eq!(cap.num_blocks, 168_286);
+        // pp3: 32 // 3 = 10 blocks counted (a stage holds 11: LLMServingSim's floor), KV
+        // 131,072 // 3 = 43,690 B per token; weights 6,463,594,496 B → 123,466 blocks.
+        let cap = capacity("Llama-3.1-8B", &pp(1, 3)).unwrap();
+        assert_eq!(cap.weight_bytes, 6_463_594_496);
+        assert_eq!(cap.kv_bytes_per_token, 43_690);
+        assert_eq!(cap.num_blocks, 123_466);
+        // Qwen3-30B-A3B tp2 pp2 (ep2, the single_node_moe_pp example): a block is 2 × 2048 ×
+        // 2 + qkv 2048 × 2560 × 2 + o 2048 × 2048 × 2 + router 2048 × 128 × 2 + 64 experts ×
+        // 3 × 2048 × 768 × 2 = 623,386,624 B; 24 blocks + 2 × 75,968 × 2048 × 2 + 4,096 =
+        // 15,583,612,928 B; KV 98,304 // 4 = 24,576 B per token → 196,298 blocks.
+        let cap = capacity("Qwen3-30B-A3B-Instruct-2507", &pp(2, 2)).unwrap();
+        assert_eq!(cap.weight_bytes, 15_583_612_928);
+        assert_eq!(cap.kv_bytes_per_token, 24_576);
+        assert_eq!(cap.num_blocks, 196_298);
     }
 
     #[test]
@@ -265,6 +324,20 @@ mod tests {
             (sizing(96.0, 1.1, 1), "utilization"),
             (sizing(96.0, 0.9, 0), "tp"),
             (sizing(96.0, 0.9, 3), "tp"),
+            (
+                KvSizing {
+                    pp: 0,
+                    ..sizing(96.0, 0.9, 1)
+                },
+                "pp",
+            ),
+            (
+                KvSizing {
+                    pp: 33,
+                    ..sizing(96.0, 0.9, 1)
+                },
+                "pp",
+            ),
             (
                 KvSizing {
                     block_size: 0,

@@ -15,7 +15,15 @@
 //! the expert loads differ too, and a per-layer maximum would be slightly longer.
 //!
 //! The members are scheduled in id order at the wave's start, so a wave is deterministic.
+//!
+//! With pipeline parallelism (every member has the same `pp` stages), the group's waves are
+//! pipelined like one instance's steps (`pipeline.rs`): a wave starts when the group's stage 0
+//! is free, fewer than `pp` waves are in flight and some member has work (a member whose running
+//! requests all have a token in flight contributes a dummy); each stage of a wave lasts as long
+//! as the slowest member's (the members meet at its MoE collectives), and the activation sent
+//! between stages is the padded width's.
 
+use super::pipeline::{Formed, Stages, Timing};
 use super::{InstanceSetup, InstanceSim, SimError};
 use crate::Nanos;
 use crate::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError};
@@ -49,6 +57,111 @@ pub(super) struct Wave<'w, 'a, 'b> {
     pub instances: &'w mut [InstanceSim<'a>],
     pub schedulers: &'w mut [Scheduler],
     pub backends: &'w mut [&'b mut dyn LatencyBackend],
+}
+
+/// One attempt to start a wave of a pipelined DP group, whose stages are `stages`.
+pub(super) struct PipelinedWave<'w, 'a, 'b> {
+    pub wave: Wave<'w, 'a, 'b>,
+    pub stages: &'w mut Stages<'a>,
+}
+
+impl PipelinedWave<'_, '_, '_> {
+    /// Starts a wave at `now` if the group's stage 0 is free, fewer than `pp` waves are in
+    /// flight and a member has work; returns when it ends and when stage 0 is free again.
+    pub fn start(self, now: Nanos) -> Result<Option<Timing>, SimError> {
+        let PipelinedWave { wave, stages } = self;
+        let Wave {
+            members,
+            instances,
+            schedulers,
+            backends,
+        } = wave;
+        let pp = stages.pipeline().stage_blocks.len();
+        let work = members.iter().any(|&m| schedulers[m as usize].has_work());
+        if !stages.stage0_free(now) || stages.waves_in_flight(now) >= pp || !work {
+            return Ok(None);
+        }
+        let mut widest = 0u64;
+        let mut real = false;
+        for &m in members {
+            let (scheduler, inst) = (&mut schedulers[m as usize], &mut instances[m as usize]);
+            let tokens = match scheduler.has_work().then(|| scheduler.schedule(now)) {
+                Some(result) => result?.map(|items| BatchDesc::new(items).total_tokens()),
+                None => None,
+            };
+            inst.dummy = tokens.is_none();
+            real |= tokens.is_some();
+            widest = widest.max(tokens.unwrap_or(1));
+        }
+        if !real {
+            for &m in members {
+                instances[m as usize].dummy = false;
+            }
+            // Every running request has its token in flight: a wave end brings work.
+            if stages.waves_in_flight(now) > 0 {
+                return Ok(None);
+            }
+            let m = *members
+                .iter()
+                .find(|&&m| schedulers[m as usize].has_work())
+                .unwrap_or(&members[0]);
+            let s = &schedulers[m as usize];
+            return Err(SimError::Stuck {
+                now,
+                instance: m,
+                waiting: s.num_waiting(),
+                running: s.num_running(),
+            });
+        }
+        // Each stage lasts as long as the slowest member's.
+        let blocks = &stages.pipeline().stage_blocks;
+        let compute = stages.compute_mut();
+        for &m in members {
+            let inst = &instances[m as usize];
+            let items = if inst.dummy {
+                &DUMMY[..]
+            } else {
+                schedulers[m as usize].last_batch()
+            };
+            let own = BatchDesc::new(items).total_tokens();
+            let pad = u32::try_from(widest - own).unwrap_or(u32::MAX);
+            let parts = backends[m as usize].step_parts(&BatchDesc::padded(items, pad))?;
+            if parts.prologue_ns + parts.block_ns + parts.head_ns == 0 {
+                return Err(
+                    LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
+                );
+            }
+            let recall = if inst.dummy {
+                0
+            } else {
+                schedulers[m as usize].last_recall_ns()
+            };
+            for (s, c) in compute.iter_mut().enumerate() {
+                let ns = parts.stage_ns(s, pp, blocks[s]) + if s == 0 { recall } else { 0 };
+                *c = (*c).max(ns);
+            }
+        }
+        let send = stages.send_ns(widest);
+        let timing = stages.run_wave(now, send);
+        for &m in members {
+            let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
+            let formed = Formed {
+                start: now,
+                waiting: scheduler.num_waiting(),
+                running: scheduler.num_running(),
+                dummy: std::mem::take(&mut inst.dummy),
+            };
+            if formed.dummy {
+                inst.dummy_steps += 1;
+            } else {
+                inst.steps += 1;
+            }
+            if let Some(own) = inst.stages.as_mut() {
+                own.push(formed);
+            }
+        }
+        Ok(Some(timing))
+    }
 }
 
 impl Wave<'_, '_, '_> {

@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 
 /// What happens at an event. The variant order is the same-time processing order: every
 /// step completion (by instance id), then every KV transfer completion (by sending instance),
-/// before the arrival cursor.
+/// then pipeline stage 0 becoming free (by instance id), before the arrival cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EventKind {
     /// The step in flight on `instance` finishes.
@@ -19,6 +19,12 @@ pub enum EventKind {
     TransferEnd {
         /// Sending instance id.
         sender: u32,
+    },
+    /// Stage 0 of pipelined `instance` has finished its part of a step (its send included)
+    /// and can take a new one.
+    StageFree {
+        /// Instance id.
+        instance: u32,
     },
     /// The next request(s) of the workload arrive.
     Arrival,

@@ -32,6 +32,12 @@
 //! forms a batch (an idle one a dummy batch), the batches are padded to the widest, and all
 //! members' steps end when the slowest member's does (`dp.rs`).
 //!
+//! A pipelined instance ([`InstanceSetup::pipeline`], `pp > 1`) has up to `pp` steps in
+//! flight: in step 3 it forms a step when its stage 0 is free and fewer than `pp` are in
+//! flight, its end is scheduled when the step's last stage ends, and a `StageFree` event
+//! marks it ready again when stage 0 is free (`pipeline.rs`). A pipelined DP group does the
+//! same with its waves.
+//!
 //! A finished request is also reported to the run's [`Injector`] (the one hook for work
 //! released at run time, e.g. the next step of an agentic session; [`run_cluster_with`], see
 //! `inject.rs`), whose requests join the arrivals still to come at their arrival time, after
@@ -51,11 +57,13 @@ mod eligibility;
 mod events;
 mod inject;
 mod pd;
+mod pipeline;
 mod tiers;
 
 pub use events::{Event, EventKind, EventQueue};
 pub use inject::{Dynamics, Injector, NoInjection};
 pub use pd::{Disaggregation, TransferEvent};
+pub use pipeline::{Pipeline, stage_blocks};
 pub use tiers::LowerTierSetup;
 
 use crate::Nanos;
@@ -86,6 +94,9 @@ pub struct InstanceSetup {
     pub dp_group: Option<u32>,
     /// The lower tier of the instance's prefix cache (`--prefix-storage`), if any.
     pub lower_tier: Option<LowerTierSetup>,
+    /// Pipeline parallelism (`pp > 1`): the stages its steps run through, up to `pp` steps
+    /// in flight (see `pipeline.rs`). `None`: one step at a time.
+    pub pipeline: Option<Pipeline>,
 }
 
 /// One finished step, for observers (logging, progress).
@@ -215,6 +226,8 @@ struct InstanceSim<'a> {
     finished: u64,
     /// Queued for a scheduling attempt at the end of the current instant.
     ready: bool,
+    /// The stages of a pipelined instance (then `busy` and `step_start` are unused).
+    stages: Option<pipeline::Stages<'a>>,
 }
 
 /// Runs `requests` (sorted by arrival) on the instances described by `setups`, priced by
@@ -308,6 +321,9 @@ pub fn run_instances(
         .zip(&roles)
         .map(|(setup, &role)| {
             let mut scheduler = Scheduler::new(setup.scheduler.clone(), setup.num_blocks);
+            if let Some(p) = &setup.pipeline {
+                scheduler.set_pipeline_depth(p.stage_blocks.len());
+            }
             if role == InstanceRole::Prefill {
                 scheduler.hand_off_prefills();
             }
@@ -329,9 +345,21 @@ pub fn run_instances(
             dummy: false,
             finished: 0,
             ready: false,
+            stages: setup.pipeline.as_ref().map(pipeline::Stages::new),
         })
         .collect();
     let groups = dp::groups(setups);
+    // The stages of each pipelined DP group (its members share them), by group index.
+    let mut group_stages: Vec<Option<pipeline::Stages<'_>>> = groups
+        .iter()
+        .map(|members| {
+            let first = members.first()?;
+            setups[*first as usize]
+                .pipeline
+                .as_ref()
+                .map(pipeline::Stages::new)
+        })
+        .collect();
     let mut queue = EventQueue::with_capacity(2 * setups.len() + 1);
     let mut ready: Vec<u32> = Vec::with_capacity(setups.len());
     let mut now: Nanos = 0;
@@ -374,6 +402,9 @@ pub fn run_instances(
                     mark_ready(&mut instances[to as usize], to, &mut ready);
                     mark_ready(&mut instances[sender as usize], sender, &mut ready);
                 }
+                EventKind::StageFree { instance } => {
+                    mark_ready(&mut instances[instance as usize], instance, &mut ready);
+                }
                 EventKind::Arrival => {
                     while let Some(due) = arrivals.next_due(now, observer.finished()) {
                         let (r, groups) = due.enter(now, &mut eligibility, setups)?;
@@ -401,6 +432,17 @@ pub fn run_instances(
                     schedulers: &mut schedulers,
                     backends,
                 };
+                if let Some(stages) = group_stages[g as usize].as_mut() {
+                    let pipelined = dp::PipelinedWave { wave, stages };
+                    if let Some(t) = pipelined.start(now)? {
+                        for &m in members {
+                            queue.push(t.end, EventKind::StepEnd { instance: m });
+                        }
+                        let first = members[0];
+                        queue.push(t.stage0_free, EventKind::StageFree { instance: first });
+                    }
+                    continue;
+                }
                 if let Some(end) = wave.start(now)? {
                     for &m in members {
                         queue.push(end, EventKind::StepEnd { instance: m });
@@ -409,6 +451,14 @@ pub fn run_instances(
                 continue;
             }
             let (inst, scheduler) = (&mut instances[id as usize], &mut schedulers[id as usize]);
+            if inst.stages.is_some() {
+                let backend = &mut *backends[id as usize];
+                if let Some(t) = start_pipelined(scheduler, inst, id, now, backend)? {
+                    queue.push(t.end, EventKind::StepEnd { instance: id });
+                    queue.push(t.stage0_free, EventKind::StageFree { instance: id });
+                }
+                continue;
+            }
             if !inst.busy
                 && scheduler.has_work()
                 && let Some(end) =
@@ -488,6 +538,52 @@ fn start_step(
     Ok(Some(now + step_ns))
 }
 
+/// Forms the next step of pipelined instance `id` at `now` if stage 0 is free, fewer than
+/// `pp` steps are in flight and a batch can be formed; returns when it ends and when stage 0
+/// is free again.
+fn start_pipelined(
+    scheduler: &mut Scheduler,
+    inst: &mut InstanceSim<'_>,
+    id: u32,
+    now: Nanos,
+    backend: &mut dyn LatencyBackend,
+) -> Result<Option<pipeline::Timing>, SimError> {
+    let Some(stages) = inst.stages.as_mut() else {
+        return Ok(None);
+    };
+    if !stages.stage0_free(now) || !scheduler.can_form_step() || !scheduler.has_work() {
+        return Ok(None);
+    }
+    let Some(items) = scheduler.schedule(now)? else {
+        // Every running request has its token in flight: the next step end brings work.
+        if stages.in_flight() > 0 || scheduler.num_handed_off() > 0 {
+            return Ok(None);
+        }
+        return Err(SimError::Stuck {
+            now,
+            instance: id,
+            waiting: scheduler.num_waiting(),
+            running: scheduler.num_running(),
+        });
+    };
+    let batch = BatchDesc::new(items);
+    let tokens = batch.total_tokens();
+    let parts = backend.step_parts(&batch)?;
+    if parts.prologue_ns + parts.block_ns + parts.head_ns == 0 {
+        return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
+    }
+    let formed = pipeline::Formed {
+        start: now,
+        waiting: scheduler.num_waiting(),
+        running: scheduler.num_running(),
+        dummy: false,
+    };
+    stages.set_compute(&parts, scheduler.last_recall_ns());
+    let timing = stages.start(formed, now, tokens);
+    inst.steps += 1;
+    Ok(Some(timing))
+}
+
 /// Applies the results of instance `id`'s step, which ends at `now`, and reports them.
 fn finish_step(
     scheduler: &mut Scheduler,
@@ -497,6 +593,12 @@ fn finish_step(
     backend: &mut dyn LatencyBackend,
     observer: &mut dyn Observer,
 ) -> Result<(), SimError> {
+    if let Some(formed) = inst.stages.as_mut().and_then(|s| s.finish()) {
+        inst.step_start = formed.start;
+        inst.waiting = formed.waiting;
+        inst.running = formed.running;
+        inst.dummy = formed.dummy;
+    }
     inst.busy = false;
     if std::mem::take(&mut inst.dummy) {
         return Ok(());
@@ -511,7 +613,7 @@ fn finish_step(
             instance: id,
             start_ns: inst.step_start,
             end_ns: now,
-            batch: BatchDesc::new(scheduler.last_batch()),
+            batch: BatchDesc::new(scheduler.completed_batch()),
             waiting: inst.waiting,
             running: inst.running,
         },

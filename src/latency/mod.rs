@@ -96,6 +96,36 @@ pub struct LayerTiming {
     pub is_comm: bool,
 }
 
+/// A step split the way pipeline parallelism cuts it: the prologue (embedding), one
+/// transformer block and the head (final norm, LM head, sampler). Every block of a step costs
+/// the same, so pipeline stage `s` holding `n_s` blocks computes
+/// `[s = 0]·prologue + n_s·block + [s = last]·head`; with every block in one stage this is
+/// [`LatencyBackend::step_time`]. A block's tensor-parallel and expert-parallel collectives are
+/// part of its time (they stay inside a stage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StepParts {
+    /// The rows before the first block, ns.
+    pub prologue_ns: Nanos,
+    /// One transformer block, ns.
+    pub block_ns: Nanos,
+    /// The rows after the last block, ns.
+    pub head_ns: Nanos,
+}
+
+impl StepParts {
+    /// Compute time of pipeline stage `stage` of `stages`, holding `blocks` blocks.
+    pub fn stage_ns(&self, stage: usize, stages: usize, blocks: u32) -> Nanos {
+        let mut ns = u64::from(blocks) * self.block_ns;
+        if stage == 0 {
+            ns += self.prologue_ns;
+        }
+        if stage + 1 == stages {
+            ns += self.head_ns;
+        }
+        ns
+    }
+}
+
 /// A failure of a latency backend. Fatal for the run.
 #[derive(Debug, thiserror::Error)]
 pub enum LatencyError {
@@ -129,6 +159,17 @@ pub trait LatencyBackend {
         out.clear();
         out.extend(layers);
         Ok(())
+    }
+
+    /// The same step split into prologue, one block and head (see [`StepParts`]), for
+    /// pipeline parallelism; `num_layers × block + prologue + head` equals
+    /// [`LatencyBackend::step_time`]. Called once per step of a pipelined instance: must not
+    /// allocate. Backends that cannot split a step refuse it (the default).
+    fn step_parts(&mut self, _batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
+        Err(LatencyError::Backend(format!(
+            "the {} backend cannot split a step into pipeline stages (pp_size > 1)",
+            self.name()
+        )))
     }
 
     /// Lookup counts of a backend that reads measured profile tables (or wraps one); `None`

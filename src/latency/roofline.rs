@@ -9,7 +9,9 @@
 //! 1 ns, before it is multiplied by its repeat count. [`Roofline::step_time`] and
 //! [`Roofline::breakdown`] share that rounding, so the breakdown sums exactly to the step time.
 
-use super::{BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape};
+use super::{
+    BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape, StepParts,
+};
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, ModelArch};
 
@@ -358,6 +360,20 @@ impl LatencyBackend for Roofline {
         });
         Ok(())
     }
+
+    fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
+        let step = self.step(batch)?;
+        let mut parts = StepParts::default();
+        self.for_each_layer(&step, |name, repeats, work| {
+            let ns = self.layer_ns(work);
+            match name {
+                "embedding" => parts.prologue_ns += repeats * ns,
+                "final_layernorm" | "lm_head" | "sampler" => parts.head_ns += repeats * ns,
+                _ => parts.block_ns += ns,
+            }
+        });
+        Ok(parts)
+    }
 }
 
 #[cfg(test)]
@@ -509,6 +525,11 @@ mod tests {
                     .map(|l| l.repeats * l.time_ns)
                     .sum();
                 assert_eq!(sum, r.step_time(&batch).unwrap(), "{model} tp{tp}");
+                let parts = r.step_parts(&batch).unwrap();
+                let layers = r.num_layers;
+                let split = parts.prologue_ns + layers * parts.block_ns + parts.head_ns;
+                assert_eq!(split, sum, "{model} tp{tp}: step parts");
+                assert!(parts.prologue_ns > 0 && parts.block_ns > 0 && parts.head_ns > 0);
             }
         }
     }

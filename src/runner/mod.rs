@@ -92,6 +92,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             num_blocks,
             scheduler: inst.scheduler.clone(),
             dp_group: inst.dp_group,
+            pipeline: inst.pipeline.clone(),
             lower_tier: inst.lower_tier.map(|pool| LowerTierSetup {
                 pool: pool.id,
                 memory: pool.memory,
@@ -287,6 +288,7 @@ fn kv_sizing(inst: &InstanceConfig) -> KvSizing {
         utilization: inst.memory_utilization,
         block_size: inst.scheduler.block_size,
         tp: inst.tp,
+        pp: inst.pp,
         dtype: inst.dtype,
         kv_dtype: if inst.kv_cache_fp8 {
             Dtype::Fp8

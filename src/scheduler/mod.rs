@@ -12,6 +12,13 @@
 //! [`Scheduler::complete_step`] then applies the step's results at its finish time: first
 //! tokens, inter-token gaps, finished requests (which free their blocks).
 //!
+//! With pipeline parallelism ([`Scheduler::set_pipeline_depth`]) up to `pp` steps are in
+//! flight at once and complete in the order they were formed. A request whose token is still
+//! in flight has nothing to compute and is skipped (LLMServingSim's and vLLM's `num_new ≤ 0`);
+//! a prompt may get its next chunk while the previous one is in flight. Each in-flight step
+//! remembers how far it takes each request, so a chunk's completion is judged by its own
+//! progress; a request preempted after a step was formed gets nothing from that step.
+//!
 //! With a lower tier ([`Scheduler::attach_lower_tier`], see [`LowerTier`]) the prefix cache
 //! has a second level: indexed blocks are also written down into host or CXL memory, and an
 //! admission's prefix hit continues there; the recalled KV is loaded back into device blocks
@@ -85,6 +92,17 @@ pub struct SchedulerStats {
 struct Scheduled {
     slot: u32,
     new_tokens: u32,
+    /// The request's computed tokens once this step is done.
+    upto: u32,
+    /// The request's preemption count when the step was formed.
+    epoch: u32,
+}
+
+/// A step in flight while later ones are formed (pipeline parallelism).
+#[derive(Debug, Default)]
+struct InFlight {
+    step: Vec<Scheduled>,
+    items: Vec<BatchItem>,
 }
 
 /// The scheduler of one instance.
@@ -119,6 +137,13 @@ pub struct Scheduler {
     formed: u64,
     /// A formed step has not completed yet.
     in_flight: bool,
+    /// Most steps in flight at once (the pipeline depth, `pp`; 1 without pipelining).
+    depth: usize,
+    /// With `depth > 1`: the steps in flight, oldest first.
+    pipeline: std::collections::VecDeque<InFlight>,
+    /// With `depth > 1`: the step completed last; buffers of completed steps for reuse.
+    completed: InFlight,
+    spare: Vec<InFlight>,
 }
 
 /// An internal inconsistency: always a bug, never a user error.
@@ -130,6 +155,17 @@ impl SchedulerBug {
     /// An invariant broken elsewhere in the simulation, described by `message`.
     pub fn new(message: String) -> SchedulerBug {
         SchedulerBug(message)
+    }
+}
+
+impl Scheduled {
+    fn new(slot: u32, new_tokens: u32) -> Scheduled {
+        Scheduled {
+            slot,
+            new_tokens,
+            upto: 0,
+            epoch: 0,
+        }
     }
 }
 
@@ -171,6 +207,41 @@ impl Scheduler {
             incoming: 0,
             formed: 0,
             in_flight: false,
+            depth: 1,
+            pipeline: std::collections::VecDeque::new(),
+            completed: InFlight::default(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Lets up to `depth` steps be in flight at once (pipeline parallelism with `depth`
+    /// stages; 1, the default, is one step at a time). Set before the first step.
+    pub fn set_pipeline_depth(&mut self, depth: usize) {
+        self.depth = depth.max(1);
+        self.pipeline = std::collections::VecDeque::with_capacity(self.depth);
+        self.spare = (0..self.depth).map(|_| InFlight::default()).collect();
+    }
+
+    /// Steps formed and not completed yet.
+    pub fn steps_in_flight(&self) -> usize {
+        if self.depth > 1 {
+            self.pipeline.len()
+        } else {
+            usize::from(self.in_flight)
+        }
+    }
+
+    /// Whether another step may be formed now: fewer than the pipeline depth are in flight.
+    pub fn can_form_step(&self) -> bool {
+        self.steps_in_flight() < self.depth
+    }
+
+    /// The batch of the step completed by the last [`Scheduler::complete_step`].
+    pub fn completed_batch(&self) -> &[BatchItem] {
+        if self.depth > 1 {
+            &self.completed.items
+        } else {
+            &self.step_items
         }
     }
 
@@ -291,7 +362,7 @@ impl Scheduler {
             self.step_recall_ns = tier.load_ns(self.step_recall_tokens);
             self.stats.recall_ns += self.step_recall_ns;
         }
-        for s in &self.step {
+        for s in &mut self.step {
             let req = self.slots[s.slot as usize]
                 .as_mut()
                 .expect("scheduled slot");
@@ -303,6 +374,16 @@ impl Scheduler {
                 context_tokens: req.computed,
             });
             req.computed += s.new_tokens;
+            s.upto = req.computed;
+            s.epoch = req.preemptions;
+        }
+        if self.depth > 1 {
+            let mut f = self.spare.pop().unwrap_or_default();
+            f.step.clear();
+            f.step.extend_from_slice(&self.step);
+            f.items.clear();
+            f.items.extend_from_slice(&self.step_items);
+            self.pipeline.push_back(f);
         }
         Ok(Some(&self.step_items))
     }
@@ -315,6 +396,11 @@ impl Scheduler {
             let slot = self.running[i];
             let req = self.slots[slot as usize].as_ref().expect("running slot");
             let new_tokens = self.cap(req.reached - req.computed, *budget);
+            // Its token is still in flight in an earlier step of the pipeline.
+            if new_tokens == 0 && self.depth > 1 {
+                i += 1;
+                continue;
+            }
             if new_tokens == 0 {
                 return Err(SchedulerBug(format!(
                     "running request {} has nothing to compute",
@@ -323,7 +409,7 @@ impl Scheduler {
             }
             loop {
                 if self.grow(slot, new_tokens) {
-                    self.step.push(Scheduled { slot, new_tokens });
+                    self.step.push(Scheduled::new(slot, new_tokens));
                     *budget -= new_tokens;
                     break;
                 }
@@ -379,7 +465,7 @@ impl Scheduler {
             }
             self.waiting.pop_front();
             self.running.push(slot);
-            self.step.push(Scheduled { slot, new_tokens });
+            self.step.push(Scheduled::new(slot, new_tokens));
             *budget -= new_tokens;
         }
     }
@@ -532,6 +618,7 @@ impl Scheduler {
         req.cached_blocks = 0;
         req.computed = 0;
         req.was_preempted = true;
+        req.preemptions += 1;
         self.stats.preemptions += 1;
         self.waiting.push_front(slot);
     }
@@ -547,19 +634,35 @@ impl Scheduler {
         instance_id: u32,
         mut on_finished: impl FnMut(&RequestRecord<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.in_flight = false;
+        let step = if self.depth > 1 {
+            let Some(done) = self.pipeline.pop_front() else {
+                // Completing a step that was never formed is the engine's bug; nothing to do.
+                return Ok(());
+            };
+            let previous = std::mem::replace(&mut self.completed, done);
+            self.spare.push(previous);
+            self.in_flight = !self.pipeline.is_empty();
+            &self.completed.step
+        } else {
+            self.in_flight = false;
+            &self.step
+        };
         let mut finished_any = false;
-        for s in &self.step {
+        for s in step {
             let req = self.slots[s.slot as usize]
                 .as_mut()
                 .expect("scheduled slot");
+            // Preempted since the step was formed: its work here is lost.
+            if req.preemptions != s.epoch {
+                continue;
+            }
             let mut first_token = false;
-            if req.phase == Phase::Prefill && req.computed >= req.input_toks {
+            if req.phase == Phase::Prefill && s.upto >= req.input_toks {
                 req.phase = Phase::Decode;
                 req.first_token_ns = finish;
                 first_token = true;
             }
-            if req.computed >= req.reached {
+            if s.upto >= req.reached {
                 req.reached += 1;
                 if !first_token {
                     req.itl_ns.push(finish - req.last_token_ns);

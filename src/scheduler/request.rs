@@ -40,6 +40,8 @@ pub(super) struct RunningRequest {
     /// Chained hashes of the full blocks of prompt + output token ids.
     pub hashes: Vec<u64>,
     pub was_preempted: bool,
+    /// Times preempted: a step formed before the last preemption no longer counts for it.
+    pub preemptions: u32,
     /// Whether this request's prefix lookup was counted in the stats.
     pub prefix_recorded: bool,
     pub queuing_delay_ns: Nanos,
@@ -70,6 +72,7 @@ impl RunningRequest {
             cached_blocks: 0,
             hashes,
             was_preempted: false,
+            preemptions: 0,
             prefix_recorded: false,
             queuing_delay_ns: 0,
             eligible_step: 0,

@@ -112,6 +112,7 @@ pub fn setup(model: &str, num_blocks: u32) -> InstanceSetup {
         },
         dp_group: None,
         lower_tier: None,
+        pipeline: None,
     }
 }
 

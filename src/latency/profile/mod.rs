@@ -21,10 +21,12 @@ use std::path::{Path, PathBuf};
 use arch::Architecture;
 pub use error::ProfileError;
 use lookup::{AttentionTable, Edges, truncate_ns};
-use resolve::{Price, Resolver, Row};
+use resolve::{Part, Price, Resolver, Row};
 use skew::SkewFit;
 
-use super::{BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape};
+use super::{
+    BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape, StepParts,
+};
 use crate::Nanos;
 use crate::config::{Dtype, ModelArch};
 
@@ -382,6 +384,21 @@ impl LatencyBackend for ProfileDb {
             }
         }
         Ok(())
+    }
+
+    fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
+        let stats = BatchStats::of(batch)?;
+        let mut parts = StepParts::default();
+        for row in &mut self.rows {
+            if let Some(ns) = self.pricer.price(&mut row.price, &stats) {
+                match row.part {
+                    Part::Prologue => parts.prologue_ns += row.repeats * ns,
+                    Part::Block => parts.block_ns += ns,
+                    Part::Head => parts.head_ns += row.repeats * ns,
+                }
+            }
+        }
+        Ok(parts)
     }
 
     fn profile_lookups(&self) -> Option<LookupCounts> {

@@ -15,6 +15,26 @@ pub(super) struct Row {
     pub name: &'static str,
     pub repeats: u64,
     pub price: Price,
+    /// Where the row sits: prologue, block or head (pipeline stages cut between blocks).
+    pub part: Part,
+}
+
+/// The part of a step a row belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    Prologue,
+    Block,
+    Head,
+}
+
+impl Part {
+    fn of(section: Section) -> Part {
+        match section {
+            Section::Prologue => Part::Prologue,
+            Section::Head => Part::Head,
+            _ => Part::Block,
+        }
+    }
 }
 
 /// How a row is priced.
@@ -118,6 +138,7 @@ impl<'a> Resolver<'a> {
             name: intern(name),
             repeats: layers_per_step,
             price,
+            part: Part::Block,
         };
         for (section, layers) in arch.step_sections(self.spec.model.moe.is_some()) {
             for layer in layers {
@@ -207,6 +228,7 @@ impl<'a> Resolver<'a> {
                 1
             },
             price,
+            part: Part::of(section),
         }))
     }
 

@@ -198,7 +198,26 @@ fn the_breakdown_repeats_block_rows_per_layer_and_sums_to_the_step_time() {
         assert_eq!(names[8], ("moe", 48));
         let sum: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
         assert_eq!(sum, step(&mut db, &batch));
+        // The pipeline split: the embedding, one block (its 48 repeats), the 3 head rows.
+        let parts = db.step_parts(&BatchDesc::new(&batch)).unwrap();
+        assert_eq!(parts.prologue_ns, layers[0].time_ns);
+        let block: Nanos = layers[1..9].iter().map(|l| l.time_ns).sum();
+        assert_eq!(parts.block_ns, block);
+        assert_eq!(parts.prologue_ns + 48 * parts.block_ns + parts.head_ns, sum);
     }
+}
+
+#[test]
+fn a_ten_token_prefill_splits_into_stages_that_sum_to_the_golden_ttft() {
+    let mut db = llama_rtxpro6000();
+    let parts = db.step_parts(&BatchDesc::new(&[item(10, 0)])).unwrap();
+    let stages: Vec<Nanos> = [8, 8, 8, 8]
+        .iter()
+        .enumerate()
+        .map(|(s, &b)| parts.stage_ns(s, 4, b))
+        .collect();
+    assert_eq!(stages.iter().sum::<Nanos>(), 10_998_250);
+    assert!(stages[3] > stages[1] && stages[0] > stages[1], "{stages:?}");
 }
 
 #[test]

@@ -1,0 +1,78 @@
+//! Pipeline parallelism of the instances of a cluster config (`pp_size > 1`): the stage
+//! split, the activation each stage sends and the link it takes, and the combinations not
+//! supported yet, refused naming `pp_size`. The members of a MoE model's DP group must share
+//! `pp_size` (their waves are pipelined together).
+
+use super::InstanceConfig;
+use super::parallel::cluster_link;
+use crate::config::{ClusterConfig, ConfigError, InstanceRole, Link, PlacedInstance};
+use crate::engine::{Pipeline, stage_blocks};
+
+/// Sets the pipeline of every instance of `placed` (same order as `instances`, after
+/// [`super::parallel::resolve`]) whose `pp_size` is above 1.
+///
+/// Stages send over the cluster's link of the dimension consecutive stages differ in, as in
+/// LLMServingSim's `network.yml` (`[tp, pp, …]`): dimension 1 when `tp > 1`, else 0 (a scalar
+/// `link_bw`/`link_latency` applies to every dimension).
+pub(super) fn resolve(
+    cluster: &ClusterConfig,
+    placed: &[PlacedInstance<'_>],
+    instances: &mut [InstanceConfig],
+    source: &str,
+) -> Result<(), ConfigError> {
+    // The members of a (MoE) DP group step in lock step: one pipeline depth for all.
+    for (p, inst) in placed.iter().zip(instances.iter()) {
+        let other = instances
+            .iter()
+            .zip(placed)
+            .find(|(o, _)| o.dp_group.is_some() && o.dp_group == inst.dp_group && o.pp != inst.pp);
+        if let Some((o, op)) = other {
+            return Err(ConfigError::Invalid {
+                source_name: source.to_owned(),
+                field: format!("{}.pp_size", p.path),
+                message: format!(
+                    "is {} but {} of the same dp_group has {}: members of a dp_group must \
+                     share pp_size",
+                    inst.pp, op.path, o.pp
+                ),
+            });
+        }
+    }
+    for (p, inst) in placed.iter().zip(instances.iter_mut()) {
+        if inst.pp <= 1 {
+            continue;
+        }
+        let refuse = |what: &str| ConfigError::Invalid {
+            source_name: source.to_owned(),
+            field: format!("{}.pp_size", p.path),
+            message: format!(
+                "is {} but pipeline parallelism is not supported with {what} yet",
+                inst.pp
+            ),
+        };
+        if inst.role != InstanceRole::Colocated {
+            return Err(refuse("prefill/decode disaggregation (pd_type)"));
+        }
+        if inst.scheduler.async_scheduling {
+            return Err(refuse("--async-scheduling"));
+        }
+        let link = cluster_link(cluster, usize::from(inst.tp > 1));
+        if link.bandwidth_gbps <= 0.0 {
+            return Err(ConfigError::Invalid {
+                source_name: source.to_owned(),
+                field: "link_bw".to_owned(),
+                message: "must be positive: pipeline stages send activations over it".into(),
+            });
+        }
+        let layers = u32::try_from(inst.model.num_layers).unwrap_or(u32::MAX);
+        inst.pipeline = Some(Pipeline {
+            stage_blocks: stage_blocks(layers, inst.pp),
+            activation_bytes_per_token: inst.model.hidden_size * inst.dtype.bytes(),
+            link: Link {
+                bandwidth_gbps: link.bandwidth_gbps,
+                latency_ns: link.latency_ns,
+            },
+        });
+    }
+    Ok(())
+}

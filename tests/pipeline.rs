@@ -1,0 +1,371 @@
+//! Pipeline parallelism in the engine and scheduler: a two-stage pipeline with two steps in
+//! flight timed by hand, and the invariants (every request ends exactly once, the clock never
+//! goes back, at most `pp` steps in flight, KV blocks used + free = total) on random workloads.
+
+use blis_cosim::Nanos;
+use blis_cosim::config::Link;
+use blis_cosim::engine::{self, InstanceSetup, Observer, Pipeline, StepEvent, stage_blocks};
+use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
+use blis_cosim::metrics::RequestRecord;
+use blis_cosim::scheduler::{Scheduler, SchedulerConfig};
+use blis_cosim::workload::Request;
+
+/// Prologue 10 ns, each block 100 ns per token of the step, head 20 ns.
+struct PerToken;
+
+impl PerToken {
+    const LAYERS: u64 = 2;
+}
+
+impl LatencyBackend for PerToken {
+    fn name(&self) -> &'static str {
+        "per-token"
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        let p = self.step_parts(batch)?;
+        Ok(p.prologue_ns + Self::LAYERS * p.block_ns + p.head_ns)
+    }
+
+    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        Ok(vec![LayerTiming {
+            name: "all",
+            repeats: 1,
+            time_ns: self.step_time(batch)?,
+            is_comm: false,
+        }])
+    }
+
+    fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
+        Ok(StepParts {
+            prologue_ns: 10,
+            block_ns: 100 * batch.total_tokens(),
+            head_ns: 20,
+        })
+    }
+}
+
+fn scheduler_config(max_num_batched_tokens: u32) -> SchedulerConfig {
+    SchedulerConfig {
+        max_num_seqs: Some(16),
+        max_num_batched_tokens,
+        long_prefill_token_threshold: 0,
+        enable_chunked_prefill: true,
+        reserve_full_isl: false,
+        enable_prefix_caching: true,
+        block_size: 16,
+        async_scheduling: false,
+    }
+}
+
+/// `layers` blocks over `pp` stages; 4 bytes of activation per token over a link of 1000 ns
+/// and 1 GB/s (2^30 / 1e9 = 1.073741824 bytes per ns).
+fn setup(num_blocks: u32, layers: u32, pp: u32, budget: u32) -> InstanceSetup {
+    InstanceSetup {
+        model_name: "m".to_owned(),
+        max_model_len: 100_000,
+        num_blocks,
+        scheduler: scheduler_config(budget),
+        dp_group: None,
+        lower_tier: None,
+        pipeline: Some(Pipeline {
+            stage_blocks: stage_blocks(layers, pp),
+            activation_bytes_per_token: 4,
+            link: Link {
+                bandwidth_gbps: 1.0,
+                latency_ns: 1_000.0,
+            },
+        }),
+    }
+}
+
+fn request(id: u64, arrival_ns: Nanos, input_toks: u32, output_toks: u32) -> Request {
+    Request {
+        id,
+        line: id + 1,
+        model: None,
+        arrival_ns,
+        input_toks,
+        output_toks,
+        token_ids: Vec::new(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Done {
+    id: u64,
+    first_token_ns: Nanos,
+    end_ns: Nanos,
+    queuing_delay_ns: Nanos,
+    itl_ns: Vec<Nanos>,
+}
+
+#[derive(Default)]
+struct Recorder {
+    finished: Vec<Done>,
+    /// (start, end, tokens) of every step, in completion order.
+    steps: Vec<(Nanos, Nanos, u64)>,
+}
+
+impl Observer for Recorder {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        assert_eq!(r.itl_ns.len() as u32, r.output_toks - 1);
+        assert!(r.arrival_ns < r.first_token_ns && r.first_token_ns <= r.end_ns);
+        self.finished.push(Done {
+            id: r.request_id,
+            first_token_ns: r.first_token_ns,
+            end_ns: r.end_ns,
+            queuing_delay_ns: r.queuing_delay_ns,
+            itl_ns: r.itl_ns.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        self.steps
+            .push((step.start_ns, step.end_ns, step.batch.total_tokens()));
+        Ok(())
+    }
+}
+
+#[test]
+fn two_steps_in_flight_on_a_two_stage_pipeline_match_the_hand_computed_timeline() {
+    // Two stages of one block each: stage 0 = 10 + 100·tokens, stage 1 = 100·tokens + 20.
+    // A send of b bytes takes trunc(1000 + b / 1.073741824) ns: 1007 for 8 B (2 tokens),
+    // 1003 for 4 B (1 token).
+    //
+    // A arrives at 0 (2-token prompt, 2 tokens out), B at 50 (1-token prompt, 2 tokens out).
+    // - 0: A's prefill. Stage 0 0..210, send to 1217; stage 1 1217..1437: A's first token.
+    // - 1217 (stage 0 free): B's prefill (A's token is in flight: skipped). Stage 0
+    //   1217..1327, send to 2330; stage 1 (free since 1437) 2330..2450: B's first token.
+    // - 1437: A's step ends; stage 0 is busy sending B until 2330.
+    // - 2330: A's decode (B in flight). Stage 0 2330..2440, send to 3443; stage 1
+    //   3443..3563: A's second token, A done (ITL 3563 − 1437 = 2126).
+    // - 3443: B's decode. Stage 0 3443..3553, send to 4556; stage 1 4556..4676: B done
+    //   (TTFT 2450 − 50 = 2400, ITL 4676 − 2450 = 2226, queued 1217 − 50 = 1167).
+    let requests = [request(0, 0, 2, 2), request(1, 50, 1, 2)];
+    let mut rec = Recorder::default();
+    let out = engine::run(&requests, &setup(100, 2, 2, 256), &mut PerToken, &mut rec).unwrap();
+    assert_eq!(
+        rec.finished,
+        [
+            Done {
+                id: 0,
+                first_token_ns: 1437,
+                end_ns: 3563,
+                queuing_delay_ns: 0,
+                itl_ns: vec![2126],
+            },
+            Done {
+                id: 1,
+                first_token_ns: 2450,
+                end_ns: 4676,
+                queuing_delay_ns: 1167,
+                itl_ns: vec![2226],
+            },
+        ]
+    );
+    assert_eq!(
+        rec.steps,
+        [
+            (0, 1437, 2),
+            (1217, 2450, 1),
+            (2330, 3563, 1),
+            (3443, 4676, 1)
+        ]
+    );
+    assert_eq!((out.steps, out.total_clocks_ns), (4, 4676));
+}
+
+#[test]
+fn one_stage_per_block_adds_one_send_per_stage_boundary() {
+    // A lone request on 4 stages of one block each (4 layers): stage compute sums to the
+    // unpipelined step (10 + 4·100 + 20 = 430 for one token), plus 3 sends of 4 B (1003 each).
+    let requests = [request(0, 0, 1, 3)];
+    let mut rec = Recorder::default();
+    engine::run(&requests, &setup(100, 4, 4, 256), &mut PerToken, &mut rec).unwrap();
+    let done = &rec.finished[0];
+    assert_eq!(done.first_token_ns, 430 + 3 * 1003);
+    assert_eq!(done.itl_ns, [430 + 3 * 1003; 2]);
+}
+
+/// xorshift64*: a tiny deterministic generator for test workloads.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+fn workload(seed: u64, n: u64) -> Vec<Request> {
+    let mut rng = Rng(seed | 1);
+    let mut t = 0;
+    (0..n)
+        .map(|id| {
+            t += rng.below(40_000);
+            let input = 1 + rng.below(300) as u32;
+            let output = 1 + rng.below(60) as u32;
+            let family = rng.below(3) as u32;
+            let token_ids = (0..input + output)
+                .map(|i| {
+                    if i < 64 {
+                        family * 100 + i
+                    } else {
+                        7_000 + id as u32 * 400 + i
+                    }
+                })
+                .collect();
+            Request {
+                token_ids,
+                ..request(id, t, input, output)
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_request_ends_once_and_at_most_pp_steps_are_in_flight() {
+    for (seed, blocks, layers, pp, budget) in [
+        (1, 10_000, 8, 2, 256),
+        (2, 40, 8, 4, 256),
+        (3, 30, 7, 3, 64),
+        (4, 25, 32, 4, 100),
+        (5, 60, 5, 5, 32),
+    ] {
+        let requests = workload(seed, 300);
+        let mut rec = Recorder::default();
+        let out = engine::run(
+            &requests,
+            &setup(blocks, layers, pp, budget),
+            &mut PerToken,
+            &mut rec,
+        )
+        .unwrap();
+        let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..300).collect::<Vec<_>>(), "seed {seed}");
+        assert_eq!(out.finished, 300);
+        // Steps end in the order they were formed, each after it started, and are formed in
+        // time order.
+        for w in rec.steps.windows(2) {
+            assert!(
+                w[0].0 < w[0].1 && w[0].1 <= w[1].1 && w[0].0 <= w[1].0,
+                "{w:?}"
+            );
+        }
+        for (i, &(start, _, _)) in rec.steps.iter().enumerate() {
+            let in_flight = rec.steps[..=i].iter().filter(|s| s.1 > start).count();
+            assert!(
+                in_flight <= pp as usize,
+                "seed {seed}: {in_flight} in flight"
+            );
+        }
+        assert!(
+            rec.steps.windows(2).any(|w| w[1].0 < w[0].1 && w[1].2 > 0),
+            "seed {seed}: the pipeline never overlapped two steps"
+        );
+        assert_eq!(out.total_clocks_ns, rec.steps.last().unwrap().1);
+        if blocks < 100 {
+            assert!(out.stats.preemptions > 0, "seed {seed}: must preempt");
+        }
+    }
+}
+
+#[test]
+fn kv_blocks_stay_whole_with_steps_in_flight() {
+    // The scheduler alone, 3 steps in flight at most: form steps until the pipeline is full or
+    // nothing can run, then complete the oldest; audit the pool after every operation.
+    let requests = workload(7, 300);
+    let mut s = Scheduler::new(scheduler_config(64), 30);
+    s.set_pipeline_depth(3);
+    let (mut now, mut next, mut done) = (0, 0, 0);
+    let mut ends = std::collections::VecDeque::new();
+    let mut most_in_flight = 0;
+    while next < requests.len() || s.has_work() {
+        while next < requests.len() && requests[next].arrival_ns <= now {
+            s.enqueue(&requests[next]);
+            next += 1;
+        }
+        let formed = s.can_form_step() && s.schedule(now).unwrap().is_some();
+        if formed {
+            ends.push_back(now + 1_000);
+            now += 100;
+            most_in_flight = most_in_flight.max(s.steps_in_flight());
+        } else if let Some(end) = ends.pop_front() {
+            now = now.max(end);
+            s.complete_step(now, "m", 0, |r| {
+                assert_eq!(r.itl_ns.len() as u32, r.output_toks - 1);
+                done += 1;
+                Ok::<_, std::convert::Infallible>(())
+            })
+            .unwrap();
+        } else {
+            now = requests[next].arrival_ns;
+        }
+        let pool = s.pool();
+        assert_eq!(pool.num_pinned() + pool.num_free(), pool.num_blocks());
+        pool.audit().unwrap();
+    }
+    assert_eq!(done, 300);
+    assert_eq!(most_in_flight, 3);
+    assert_eq!(s.pool().num_free(), 30, "all blocks back at the end");
+    assert!(s.stats().preemptions > 0 && s.stats().prefix_hit_tokens > 0);
+}
+
+#[test]
+fn a_pipelined_dp_group_runs_its_waves_through_shared_stages() {
+    use blis_cosim::router::{Router, RoutingPolicy};
+    // Two members of one DP group, 2 stages of one block each (see the hand-timed test).
+    // A (2-token prompt, 2 out) arrives at 0 and goes to member 0, B (1-token prompt, 2 out)
+    // at 50 to member 1 (round robin).
+    // - 0: wave 1 = [A's prefill, dummy padded to 2 tokens]: both members' stages cost the
+    //   same, stage 0 0..210, send (8 B) to 1217, stage 1 1217..1437: A's first token.
+    // - 1217 (stage 0 free): wave 2 = [dummy (A in flight), B's prefill]: 1 token, stage 0
+    //   1217..1327, send (4 B) to 2330, stage 1 2330..2450: B's first token.
+    // - 2330: wave 3 = [A's decode, dummy (B in flight)]: stage 0 2330..2440, send to 3443,
+    //   stage 1 3443..3563: A done.
+    // - 3443: wave 4 = [dummy (A finished, no work), B's decode]: B done at 4676.
+    let mut setups = vec![setup(100, 2, 2, 256), setup(100, 2, 2, 256)];
+    for s in &mut setups {
+        s.dp_group = Some(0);
+    }
+    let requests = [request(0, 0, 2, 2), request(1, 50, 1, 2)];
+    let mut rec = Recorder::default();
+    let (mut a, mut b) = (PerToken, PerToken);
+    let mut backends: Vec<&mut dyn LatencyBackend> = vec![&mut a, &mut b];
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let out =
+        engine::run_cluster(&requests, &setups, &mut backends, &mut router, &mut rec).unwrap();
+    let ends: Vec<(u64, Nanos, Nanos)> = rec
+        .finished
+        .iter()
+        .map(|d| (d.id, d.first_token_ns, d.end_ns))
+        .collect();
+    assert_eq!(ends, [(0, 1437, 3563), (1, 2450, 4676)]);
+    assert_eq!(out.instances[0].steps + out.instances[0].dummy_steps, 4);
+    assert_eq!((out.instances[0].steps, out.instances[1].steps), (2, 2));
+
+    // A larger random workload: every request ends exactly once.
+    let requests = workload(11, 200);
+    let mut setups = vec![setup(60, 8, 4, 128), setup(60, 8, 4, 128)];
+    for s in &mut setups {
+        s.dp_group = Some(0);
+    }
+    let mut rec = Recorder::default();
+    let (mut a, mut b) = (PerToken, PerToken);
+    let mut backends: Vec<&mut dyn LatencyBackend> = vec![&mut a, &mut b];
+    let out =
+        engine::run_cluster(&requests, &setups, &mut backends, &mut router, &mut rec).unwrap();
+    let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..200).collect::<Vec<_>>());
+    assert_eq!(out.finished, 200);
+}
