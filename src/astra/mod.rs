@@ -33,6 +33,7 @@ mod inputs;
 mod lines;
 mod network;
 mod options;
+mod pd;
 mod process;
 #[cfg(all(test, unix))]
 mod process_tests;
@@ -51,6 +52,7 @@ pub use inputs::{
 };
 pub use network::{NetworkConfig, NetworkDim, Topology};
 pub use options::{AstraMode, AstraOptions, OutputLimits};
+pub use pd::prefill_network;
 
 use process::AstraProcess;
 

@@ -4,6 +4,7 @@
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::cli::{InstanceConfig, SimConfig};
+use crate::config::InstanceRole;
 use crate::latency::{
     BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, ProfileDb, ProfileSpec,
     Roofline, StreamingSpec, WeightStreaming,
@@ -95,8 +96,14 @@ impl Backend {
             ep: inst.collectives.ep.total,
             dtype: inst.dtype,
         };
-        let backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)
+        let mut backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)
             .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
+        if inst.role == InstanceRole::Prefill {
+            // The KV transfer is part of every prefill batch (the engine does not add it).
+            backend = backend
+                .with_prefill(super::kv_sizing(inst).kv_dtype.bytes())
+                .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
+        }
         if options.keep_inputs {
             eprintln!(
                 "{label}ASTRA-Sim inputs kept in {}",
