@@ -1,7 +1,7 @@
 //! Command-line flags (LLMServingSim's names where they exist) and their conversion, once,
 //! into a [`SimConfig`] that holds no CLI types.
 
-use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
+use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
 mod instances;
 mod parallel;
 mod pipeline;
@@ -486,6 +486,7 @@ impl RunArgs {
             }
             inst.astra = Some(options);
         }
+        astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
         Ok(SimConfig {
             workload,
             output: self.output,
@@ -512,9 +513,9 @@ impl RunArgs {
 }
 
 /// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet: DP
-/// groups, pipeline parallelism, and prefill/decode instances (their KV transfers would have to become Chakra
-/// SEND/RECV nodes between the instances' NPUs). Colocated instances exchange no traffic, so
-/// each gets its own ASTRA-Sim process; expert parallelism inside one instance is priced
+/// groups and pipeline parallelism. Colocated and decode instances get an ASTRA-Sim process
+/// each; a prefill instance's process also holds its KV receivers (the KV transfer is part of
+/// its traces, [`astra_prefill_networks`]); expert parallelism inside one instance is priced
 /// there (its collectives are nodes of the instance's trace), and so are weights a
 /// `placement` keeps in host or CXL memory (weight MEM_LOAD nodes).
 fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), ConfigError> {
@@ -537,13 +538,37 @@ fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), C
              SEND/RECV nodes between them)",
         ));
     }
-    if let Some(p) = placed.iter().find(|p| p.role != InstanceRole::Colocated) {
-        return Err(refuse(
-            p,
-            "pd_type",
-            "prefill/decode instances (their KV transfers would have to become Chakra \
-             SEND/RECV nodes between the instances' NPUs)",
-        ));
+    Ok(())
+}
+
+/// Gives every prefill instance co-simulated by ASTRA-Sim the network of its process: its
+/// TP NPUs and their KV receivers, one hop away over the link LLMServingSim's cluster
+/// network puts between them ([`astra::prefill_network`]). A `--network-config` (one network
+/// for every instance) cannot describe that and is refused with prefill instances.
+fn astra_prefill_networks(
+    instances: &mut [InstanceConfig],
+    links: Option<&ClusterLinks>,
+    args: &AstraArgs,
+) -> Result<(), ConfigError> {
+    for (id, inst) in instances.iter_mut().enumerate() {
+        let (InstanceRole::Prefill, Some(options), Some(links)) =
+            (inst.role, inst.astra.as_mut(), links)
+        else {
+            continue;
+        };
+        if args.network_config.is_some() {
+            return Err(ConfigError::Invalid {
+                source_name: "command line".into(),
+                field: "--network-config".into(),
+                message: format!(
+                    "cannot be used with prefill instances (instance {id}): their ASTRA-Sim \
+                     network holds their KV receivers too and is generated from the cluster \
+                     config"
+                ),
+            });
+        }
+        options.network =
+            astra::prefill_network(&options.network, links.receiver_link(id, inst.tp));
     }
     Ok(())
 }

@@ -424,3 +424,27 @@ fn queuing_delay_is_the_schedule_time_of_the_last_prefill_chunk() {
     // Chunks scheduled at 100, 107, 114; arrival 0.
     assert_eq!(delays, vec![114]);
 }
+
+#[test]
+fn kv_send_tokens_count_computed_tokens_and_the_prefix_hit_of_admitted_requests() {
+    let mut s = Scheduler::new(config(), 1000);
+    let shared: Vec<u32> = (0..40).collect();
+    s.enqueue(&with_ids(request(0, 40, 2), &shared));
+    step(&mut s, 0, 10);
+    assert_eq!(s.last_kv_send_tokens(), 40);
+    step(&mut s, 10, 10); // a decode step
+    assert_eq!(s.last_kv_send_tokens(), 1);
+    // A 32-token prefix hit (sent with the first step) and a 2000-token prompt chunked over
+    // two steps: the hit counts once, each chunk in its own step.
+    let mut prompt = shared[..32].to_vec();
+    prompt.extend(500..520);
+    s.enqueue(&with_ids(request(1, 52, 2), &prompt));
+    s.enqueue(&request(2, 2100, 2));
+    let (batch, _) = step(&mut s, 20, 10);
+    assert_eq!(new_tokens(&batch), vec![20, 2028]);
+    assert_eq!(s.last_kv_send_tokens(), 32 + 20 + 2028);
+    let (batch, _) = step(&mut s, 30, 10);
+    assert_eq!(new_tokens(&batch), vec![1, 72]);
+    assert_eq!(batch[1].context_tokens, 2028);
+    assert_eq!(s.last_kv_send_tokens(), 1 + 72);
+}

@@ -36,7 +36,7 @@ use super::stock::StockRun;
 use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
-use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, write_npu_files};
+use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, prefill, write_npu_files};
 use crate::config::{Dtype, ModelArch, Placement};
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
 
@@ -103,7 +103,23 @@ pub struct AstraBackend {
     et: Vec<u8>,
     /// The two sets of batch files, when the run directory is not kept.
     slots: [Slot; 2],
+    /// Set on a prefill instance: its batches send their KV to receiver NPUs.
+    prefill: Option<PrefillSends>,
+    /// The per-NPU files of the batch being priced, on a prefill instance.
+    files: Vec<Vec<u8>>,
 }
+
+/// What a prefill instance's traces need beyond a colocated one's (see
+/// [`crate::chakra::prefill`]).
+#[derive(Debug, Clone, Copy)]
+struct PrefillSends {
+    /// Bytes per element of the KV cache.
+    kv_bytes: u64,
+}
+
+/// The `involved_dim` of a prefill instance's collectives: its TP NPUs (dimension 0), not
+/// the receivers (dimension 1).
+const PREFILL_INVOLVED_DIM: [bool; 2] = [true, false];
 
 /// One set of batch files rewritten in place: per NPU, the open file and the length last
 /// written (`u64::MAX` after a failed write); empty until first used.
@@ -112,7 +128,18 @@ pub(super) struct Slot(Vec<(File, u64)>);
 
 impl Slot {
     /// Writes `bytes` as the file `<prefix>.<npu>.et` of each of `npus` NPUs.
+    #[cfg(test)]
     pub(super) fn write(&mut self, prefix: &Path, npus: u32, bytes: &[u8]) -> Result<(), String> {
+        self.write_each(prefix, npus, |_| bytes)
+    }
+
+    /// Writes `bytes(npu)` as the file `<prefix>.<npu>.et` of each of `npus` NPUs.
+    pub(super) fn write_each<'b>(
+        &mut self,
+        prefix: &Path,
+        npus: u32,
+        bytes: impl Fn(u32) -> &'b [u8],
+    ) -> Result<(), String> {
         let failed = |npu: u32, e: std::io::Error| {
             format!("writing {}: {e}", npu_file(prefix, npu).display())
         };
@@ -125,8 +152,9 @@ impl Slot {
                 })
                 .collect::<Result<_, _>>()?;
         }
-        let len = bytes.len() as u64;
         for (npu, (file, written)) in (0..).zip(&mut self.0) {
+            let bytes = bytes(npu);
+            let len = bytes.len() as u64;
             let result = file
                 .seek(SeekFrom::Start(0))
                 .and_then(|_| file.write_all(bytes))
@@ -211,7 +239,32 @@ impl AstraBackend {
             stats: AstraStats::default(),
             et: Vec::new(),
             slots: Default::default(),
+            prefill: None,
+            files: Vec::new(),
         })
+    }
+
+    /// Makes this the backend of a prefill instance whose KV cache (`kv_bytes` per element)
+    /// goes to the decode side inside each batch ([`crate::chakra::prefill`]). Its network
+    /// must hold `2 · tp` NPUs: the TP NPUs on dimension 0 and the receivers one dimension
+    /// further, `[tp, 2]` (see [`super::prefill_network`]).
+    pub fn with_prefill(mut self, kv_bytes: u64) -> Result<AstraBackend, String> {
+        let dims: Vec<u32> = self.options.network.dims.iter().map(|d| d.npus).collect();
+        if dims != [self.tp.max(1), 2] {
+            return Err(format!(
+                "a prefill instance's ASTRA-Sim network must be [{}, 2] NPUs (its TP NPUs and \
+                 their KV receivers), got {dims:?}",
+                self.tp.max(1)
+            ));
+        }
+        self.prefill = Some(PrefillSends { kv_bytes });
+        Ok(self)
+    }
+
+    /// NPUs of the process: the TP NPUs, and their receivers on a prefill instance.
+    fn npus(&self) -> u32 {
+        let tp = self.tp.max(1);
+        if self.prefill.is_some() { 2 * tp } else { tp }
     }
 
     /// What the backend has done so far.
@@ -266,7 +319,8 @@ impl AstraBackend {
         batch: &BatchDesc<'_>,
         breakdown: &[LayerTiming],
     ) -> Result<MemoKey, String> {
-        let trace = BatchTrace {
+        let dialect = self.options.mode.dialect();
+        let mut trace = BatchTrace {
             batch,
             model: &self.model,
             tp: self.tp,
@@ -276,10 +330,23 @@ impl AstraBackend {
             involved_dim: None,
             placement: self.placement.as_ref(),
         };
-        trace
-            .encode_into(self.options.mode.dialect(), &mut self.et)
+        let Some(prefill) = self.prefill else {
+            trace
+                .encode_into(dialect, &mut self.et)
+                .map_err(|e| e.to_string())?;
+            return Ok(MemoKey::of(&self.et, self.tp));
+        };
+        trace.involved_dim = Some(&PREFILL_INVOLVED_DIM);
+        self.files = prefill::encode_prefill(&trace, prefill.kv_bytes, dialect)
             .map_err(|e| e.to_string())?;
-        Ok(MemoKey::of(&self.et, self.tp))
+        // The key covers every file: the senders' and receivers' differ.
+        self.et.clear();
+        for file in &self.files {
+            self.et
+                .extend_from_slice(&(file.len() as u64).to_le_bytes());
+            self.et.extend_from_slice(file);
+        }
+        Ok(MemoKey::of(&self.et, self.npus()))
     }
 
     /// Sends one batch to ASTRA-Sim and returns its time.
@@ -295,20 +362,26 @@ impl AstraBackend {
                 Vec::new(),
             ));
         }
-        let npus = self.tp.max(1);
+        let npus = self.npus();
+        let files = &self.files;
+        let file = |npu: u32| match files.get(npu as usize) {
+            Some(file) if self.prefill.is_some() => file.as_slice(),
+            _ => bytes,
+        };
         let written = if self.inputs.is_kept() {
             let prefix = self.inputs.dir().join(format!("b{}", self.stats.calls));
             (0..npus)
                 .try_for_each(|npu| {
                     let path = npu_file(&prefix, npu);
-                    fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))
+                    fs::write(&path, file(npu))
+                        .map_err(|e| format!("writing {}: {e}", path.display()))
                 })
                 .map(|()| prefix)
         } else {
             let slot = (self.stats.calls % 2) as usize;
             let prefix = self.inputs.dir().join(format!("b{slot}"));
             self.slots[slot]
-                .write(&prefix, npus, bytes)
+                .write_each(&prefix, npus, file)
                 .map(|()| prefix)
         };
         let prefix = match written {

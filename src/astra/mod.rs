@@ -14,16 +14,28 @@
 //!   naming the step and quoting ASTRA-Sim's last lines; the process is always killed and
 //!   reaped and the run directory removed.
 //!
-//! **Several instances.** A cluster of colocated instances (no prefill/decode roles, no DP
-//! groups) runs one [`AstraBackend`] per instance: its own ASTRA-Sim
+//! **Several instances.** A cluster of colocated instances (no DP groups) runs one
+//! [`AstraBackend`] per instance: its own ASTRA-Sim
 //! process, run directory and memo table, with inputs generated from that instance's numbers
 //! ([`InstanceNetwork::for_cluster`], [`AstraArgs::resolve_instances`]). The network model
 //! driven here is ASTRA-Sim's congestion-unaware analytical one and colocated instances
 //! exchange no traffic, so one process per instance prices every step as one process holding
 //! all of the cluster's NPUs would: a batch's time depends only on its own trace and on the
 //! links and memories of its own instance. Expert parallelism inside an instance is part of
-//! its trace (the MoE dispatch and combine collectives). Prefill/decode instances (whose KV
-//! transfers would have to become Chakra SEND/RECV nodes) and DP groups are refused.
+//! its trace (the MoE dispatch and combine collectives). DP groups are refused.
+//!
+//! **Prefill/decode instances.** A decode instance runs colocated-style traces in its own
+//! process. A prefill instance of TP `t` runs in a process of `2t` NPUs: its TP NPUs and their
+//! KV receivers, NPU `r + t` for rank `r`, LLMServingSim's phantom receivers standing for the
+//! decode side, one hop away over the link LLMServingSim's cluster network puts between them
+//! ([`prefill_network`]: dimensions `[t, 2]`; collectives scoped to dimension 0). Its traces
+//! ([`crate::chakra::prefill`]) send each layer's KV after `qkv_proj` and the sampler output to
+//! the receivers, whose files hold the matching RECVs; the end NPU is the last receiver, so a
+//! batch ends once the KV has arrived, and the engine hands its requests to their decode
+//! instances then, adding no transfer time of its own. Phantom receivers rather than the
+//! decode instance's NPUs in a shared process: that is what LLMServingSim simulates, and on the
+//! congestion-unaware network a RECV occupies neither compute nor the receiver's communication
+//! slot, so the decode NPUs would receive at the same instants while running their own batches.
 
 mod args;
 mod backend;
@@ -33,6 +45,7 @@ mod inputs;
 mod lines;
 mod network;
 mod options;
+mod pd;
 mod process;
 #[cfg(all(test, unix))]
 mod process_tests;
@@ -51,6 +64,7 @@ pub use inputs::{
 };
 pub use network::{NetworkConfig, NetworkDim, Topology};
 pub use options::{AstraMode, AstraOptions, OutputLimits};
+pub use pd::prefill_network;
 
 use process::AstraProcess;
 

@@ -17,6 +17,7 @@ mod emit;
 mod error;
 mod io;
 mod node;
+pub mod prefill;
 #[cfg(test)]
 mod tests;
 mod trace;

@@ -544,10 +544,6 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
 fn astra_refuses_pd_and_dp_naming_the_key() {
     for (file, key) in [
         (
-            "single_node_pd_instance.json",
-            "nodes[0].instances[0].pd_type",
-        ),
-        (
             "single_node_dp_instance.json",
             "nodes[0].instances[0].dp_group",
         ),
@@ -581,4 +577,46 @@ fn astra_refuses_pd_and_dp_naming_the_key() {
         .unwrap();
     assert_eq!(config.instances[0].collectives.ep.total, 2);
     assert!(config.instances[0].astra.is_some());
+    // Prefill/decode instances are co-simulated: the prefill instance's network holds its NPU
+    // and its KV receiver, over the cluster link ([1, 3] in LLMServingSim's numbering, the
+    // receiver one id up: dimension 1); the decode instance's is a colocated one.
+    let c = shared("configs/cluster/single_node_pd_instance.json");
+    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let dims = |i: usize| -> Vec<(u32, f64, f64)> {
+        let network = &config.instances[i].astra.as_ref().unwrap().network;
+        network
+            .dims
+            .iter()
+            .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
+            .collect()
+    };
+    assert_eq!(dims(0), [(1, 16.0, 20000.0), (2, 16.0, 20000.0)]);
+    assert_eq!(dims(1), [(1, 16.0, 20000.0)]);
+    // A per-dimension list: the receiver link is dimension 1's.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&c)
+        .unwrap()
+        .replace("\"link_bw\": 16", "\"link_bw\": [100, 16]")
+        .replace("\"link_latency\": 20000", "\"link_latency\": [500, 20000]");
+    let listed = dir.path().join("pd.json");
+    std::fs::write(&listed, text).unwrap();
+    let config = parse(&[
+        "--cluster-config",
+        listed.to_str().unwrap(),
+        "--astra-sim",
+        "astra",
+    ])
+    .unwrap()
+    .into_config()
+    .unwrap();
+    let network = &config.instances[0].astra.as_ref().unwrap().network;
+    let got: Vec<(u32, f64, f64)> = network
+        .dims
+        .iter()
+        .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
+        .collect();
+    assert_eq!(got, [(1, 100.0, 500.0), (2, 16.0, 20000.0)]);
 }

@@ -23,6 +23,13 @@ pub struct Link {
 }
 
 impl Link {
+    /// A link that moves any number of bytes in 0 ns: that of a transfer already priced as
+    /// part of the sender's step (prefill instances under ASTRA-Sim).
+    pub const IN_STEP: Link = Link {
+        bandwidth_gbps: f64::INFINITY,
+        latency_ns: 0.0,
+    };
+
     /// Time to move `bytes` over the link: `latency + bytes / (bandwidth · 2^30 / 1e9)` ns,
     /// truncated to whole nanoseconds.
     pub fn transfer_ns(&self, bytes: u64) -> Nanos {
@@ -108,7 +115,21 @@ impl ClusterLinks {
     /// The dimension whose link a transfer from instance `from` to instance `to` takes: the
     /// first in which their first NPUs' addresses differ (the last one if none does).
     pub fn dimension(&self, from: usize, to: usize) -> usize {
-        let (mut a, mut b) = (self.first_npu[from], self.first_npu[to]);
+        self.npu_dimension(self.first_npu[from], self.first_npu[to])
+    }
+
+    /// The link between prefill instance `id`, of `tp` NPUs, and its KV receivers, the NPUs
+    /// `tp` ids above its own in LLMServingSim's numbering (the phantom receivers a
+    /// prefill instance's second half of ids stands for): that of the first dimension in
+    /// which its first NPU and its first receiver differ.
+    pub fn receiver_link(&self, id: usize, tp: u32) -> Link {
+        let first = self.first_npu[id];
+        self.links[self.npu_dimension(first, first + u64::from(tp))]
+    }
+
+    /// The first dimension in which NPUs `a` and `b` differ.
+    fn npu_dimension(&self, a: u64, b: u64) -> usize {
+        let (mut a, mut b) = (a, b);
         let last = self.dims.len() - 1;
         for (d, &size) in self.dims.iter().enumerate() {
             // The last coordinate is not wrapped, so that addresses stay distinct when the

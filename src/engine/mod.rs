@@ -513,7 +513,7 @@ fn start_step(
     now: Nanos,
     backend: &mut dyn LatencyBackend,
 ) -> Result<Option<Nanos>, SimError> {
-    let Some(items) = scheduler.schedule(now)? else {
+    if scheduler.schedule(now)?.is_none() {
         if scheduler.num_handed_off() > 0 {
             return Ok(None);
         }
@@ -523,8 +523,10 @@ fn start_step(
             waiting: scheduler.num_waiting(),
             running: scheduler.num_running(),
         });
-    };
-    let compute_ns = backend.step_time(&BatchDesc::new(items))?;
+    }
+    let batch =
+        BatchDesc::new(scheduler.last_batch()).with_kv_send_tokens(scheduler.last_kv_send_tokens());
+    let compute_ns = backend.step_time(&batch)?;
     if compute_ns == 0 {
         return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
     }
@@ -613,7 +615,10 @@ fn finish_step(
             instance: id,
             start_ns: inst.step_start,
             end_ns: now,
-            batch: BatchDesc::new(scheduler.completed_batch()),
+            // A prefill instance's (KV-sending) steps run without pipelining (P/D with
+            // pp_size > 1 is refused), so the step completing is the last one formed.
+            batch: BatchDesc::new(scheduler.completed_batch())
+                .with_kv_send_tokens(scheduler.last_kv_send_tokens()),
             waiting: inst.waiting,
             running: inst.running,
         },

@@ -50,6 +50,11 @@ pub struct BatchDesc<'a> {
     /// `max(num_tokens_across_dp)`). Dense, per-sequence and MoE layers see them; attention
     /// does not (a padded slot has no KV). 0 outside DP groups.
     pub pad_tokens: u32,
+    /// Tokens whose KV cache a prefill instance sends to the decode side in this step (its
+    /// computed tokens, plus the prefix-cache hit of a request on its first step:
+    /// LLMServingSim's `pd_kv_send_tokens`). Only ASTRA-Sim's prefill traces read it; 0
+    /// unless set with [`BatchDesc::with_kv_send_tokens`].
+    pub kv_send_tokens: u64,
 }
 
 impl<'a> BatchDesc<'a> {
@@ -58,12 +63,25 @@ impl<'a> BatchDesc<'a> {
         BatchDesc {
             items,
             pad_tokens: 0,
+            kv_send_tokens: 0,
         }
     }
 
     /// `items` padded with `pad_tokens` dummy decodes (see [`BatchDesc::pad_tokens`]).
     pub fn padded(items: &'a [BatchItem], pad_tokens: u32) -> BatchDesc<'a> {
-        BatchDesc { items, pad_tokens }
+        BatchDesc {
+            items,
+            pad_tokens,
+            kv_send_tokens: 0,
+        }
+    }
+
+    /// The batch with [`BatchDesc::kv_send_tokens`] set to `tokens`.
+    pub fn with_kv_send_tokens(self, tokens: u64) -> BatchDesc<'a> {
+        BatchDesc {
+            kv_send_tokens: tokens,
+            ..self
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::cli::{InstanceConfig, SimConfig};
+use crate::config::InstanceRole;
 use crate::latency::{
     BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, ProfileDb, ProfileSpec,
     Roofline, StreamingSpec, WeightStreaming,
@@ -99,8 +100,14 @@ impl Backend {
             dtype: inst.dtype,
             placement: streamed.map(|p| &p.placement),
         };
-        let backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)
+        let mut backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)
             .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
+        if inst.role == InstanceRole::Prefill {
+            // The KV transfer is part of every prefill batch (the engine does not add it).
+            backend = backend
+                .with_prefill(super::kv_sizing(inst).kv_dtype.bytes())
+                .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
+        }
         if options.keep_inputs {
             eprintln!(
                 "{label}ASTRA-Sim inputs kept in {}",

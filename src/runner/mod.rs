@@ -10,7 +10,7 @@ use crate::Nanos;
 use crate::astra;
 use crate::chakra::StepEmitter;
 use crate::cli::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
-use crate::config::{Dtype, InstanceRole, KvSizing, full_kv_bytes_per_token, kv_capacity};
+use crate::config::{Dtype, InstanceRole, KvSizing, Link, full_kv_bytes_per_token, kv_capacity};
 use crate::engine::{self, Disaggregation, Dynamics, InstanceSetup, LowerTierSetup};
 use crate::latency::LatencyBackend;
 use crate::metrics::{
@@ -248,8 +248,21 @@ fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
             .map(|i| full_kv_bytes_per_token(&i.model, kv_sizing(i).kv_dtype))
             .collect(),
         Router::with_stream(config.routing.clone(), config.seed, b"router-decode"),
-        |from, to| links.link(from, to),
+        |from, to| {
+            if transfer_in_step(&instances[from]) {
+                Link::IN_STEP
+            } else {
+                links.link(from, to)
+            }
+        },
     ))
+}
+
+/// Whether the KV transfers of instance `inst` are part of its prefill steps: under ASTRA-Sim a
+/// prefill instance's batch sends its KV to the decode side and completes once it has arrived
+/// ([`crate::chakra::prefill`]), so the engine hands the request over when the step ends.
+fn transfer_in_step(inst: &InstanceConfig) -> bool {
+    inst.role == InstanceRole::Prefill && inst.astra.is_some()
 }
 
 /// Applies the replay mode to the arrivals known before the run; returns the concurrency

@@ -116,6 +116,9 @@ pub struct Scheduler {
     running: Vec<u32>,
     step: Vec<Scheduled>,
     step_items: Vec<BatchItem>,
+    /// KV tokens a prefill instance sends in the last formed step (see
+    /// [`Scheduler::last_kv_send_tokens`]).
+    step_kv_send_tokens: u64,
     hit_scratch: Vec<BlockId>,
     /// Tokens of the last prefix lookup found in the lower tier (past the device hits).
     lower_hit: u32,
@@ -195,6 +198,7 @@ impl Scheduler {
             running: Vec::new(),
             step: Vec::new(),
             step_items: Vec::new(),
+            step_kv_send_tokens: 0,
             hit_scratch: Vec::new(),
             lower_hit: 0,
             lower: None,
@@ -285,6 +289,13 @@ impl Scheduler {
         &self.step_items
     }
 
+    /// The KV tokens of the last formed batch that the decode side needs, had this instance
+    /// been a prefill instance: every token it computes, plus the prefix-cache hit (context)
+    /// of each request admitted by that step (LLMServingSim's `pd_kv_send_tokens`).
+    pub fn last_kv_send_tokens(&self) -> u64 {
+        self.step_kv_send_tokens
+    }
+
     /// Requests waiting for admission.
     pub fn num_waiting(&self) -> usize {
         self.waiting.len()
@@ -339,10 +350,13 @@ impl Scheduler {
     pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
         self.step.clear();
         self.step_items.clear();
+        self.step_kv_send_tokens = 0;
         self.step_recall_tokens = 0;
         self.step_recall_ns = 0;
         let mut budget = self.config.max_num_batched_tokens;
         let preempted = self.schedule_running(&mut budget)?;
+        // Requests from here on in `step` were admitted by this step.
+        let admitted_from = self.step.len();
         if !preempted {
             self.admit_waiting(&mut budget, now, self.formed + 1);
             // Nothing else to run: the step formed ahead would have been empty, so requests
@@ -362,10 +376,15 @@ impl Scheduler {
             self.step_recall_ns = tier.load_ns(self.step_recall_tokens);
             self.stats.recall_ns += self.step_recall_ns;
         }
-        for s in &mut self.step {
+        for (k, s) in self.step.iter_mut().enumerate() {
             let req = self.slots[s.slot as usize]
                 .as_mut()
                 .expect("scheduled slot");
+            self.step_kv_send_tokens += u64::from(s.new_tokens);
+            if k >= admitted_from {
+                // Admitted now: its context is a prefix-cache hit the decode side needs too.
+                self.step_kv_send_tokens += u64::from(req.computed);
+            }
             if req.phase == Phase::Prefill {
                 req.queuing_delay_ns = now - req.arrival_ns;
             }

@@ -134,8 +134,9 @@ fn stock(pricing: Pricing, prefix: &Path, fault: Option<&str>) -> i32 {
         .unwrap();
         return 0;
     }
+    let npus = pricing.npus;
     let mut instance = Instance::new(pricing);
-    for npu in 0..pricing.npus {
+    for npu in 0..npus {
         instance
             .load(npu, prefix, 0, Dialect::Upstream)
             .unwrap_or_else(|e| die(&e));
@@ -152,7 +153,7 @@ fn stock(pricing: Pricing, prefix: &Path, fault: Option<&str>) -> i32 {
         now = next;
         writeln!(out, "Checking End NPU 0 ...").unwrap();
     }
-    for npu in 0..pricing.npus {
+    for npu in 0..npus {
         let t = instance
             .finished(npu)
             .unwrap_or_else(|| die("a collective never completed"));

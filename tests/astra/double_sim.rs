@@ -4,27 +4,42 @@
 //! memory nodes `latency + floor(bytes / bw)` (bw in GB/s = bytes/ns); a collective over the
 //! `n` NPUs is a ring (ALL_REDUCE: `2(n − 1)` steps of `link latency + size / n / bw`;
 //! ALL_GATHER: `n − 1` steps of `link latency + size / bw`, `size` being the per-rank chunk;
-//! REDUCE_SCATTER: `n − 1` steps of `link latency + size / n / bw`) and starts when every
-//! NPU has reached it. Nodes run in file order, one at a time per NPU (the driver's traces are
-//! chains), except memory nodes that depend on nothing (the input load, a `placement`'s weight
-//! loads): those are issued when the workload is loaded, in file order, NPU after NPU, and
-//! queue in one FIFO per memory device (host memory, `tensor_loc` 2; CXL device `n`,
-//! `tensor_loc` 3, priced with the memory file's `cxl_mem`); a node starts when the nodes it
-//! depends on are done. Any other node or collective type is refused loudly.
+//! REDUCE_SCATTER: `n − 1` steps of `link latency + size / n / bw`) over dimension 0, and
+//! starts when every NPU of its group has reached it and its communication slot is free (the
+//! group: every NPU, or with `involved_dim` `[true, false, ...]` the NPUs of one dimension-0
+//! row). Nodes run in file order, one at a time per NPU (the driver's traces are chains),
+//! except COMM_SEND: it takes the NPU's one communication slot (sends and collectives are
+//! serialised there, as in ASTRA-Sim) and the NPU goes on at once; the message arrives
+//! `latency + floor(size / (bw · 2^30 / 1e9))` after it started, over the link of the first
+//! dimension in which sender and receiver differ (ASTRA-Sim's congestion-unaware point-to-point
+//! time, FullyConnected: one hop), and the SEND completes then. A COMM_RECV completes when its
+//! message (same source, destination and tag, same workload generation) has arrived. A
+//! workload is finished when its last node is and its sends have arrived. Memory nodes that
+//! depend on nothing (the input load, a `placement`'s weight loads) are issued when the
+//! workload is loaded, in file order, NPU after NPU, and queue in one FIFO per memory device
+//! (host memory, `tensor_loc` 2; CXL device `n`, `tensor_loc` 3, priced with the memory file's
+//! `cxl_mem`); any other node starts when the nodes it depends on are done. Any other node or
+//! collective type is refused loudly.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use blis_cosim::chakra::attr::{find, integer};
 use blis_cosim::chakra::{Dialect, EtNode, NodeKind, npu_file, read_et};
 
 /// Link and memory numbers, read from the configs ASTRA-Sim is started with.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Pricing {
     /// Link bandwidth of dimension 0, bytes/ns.
     pub link_bw: f64,
     /// Link latency of dimension 0, ns.
     pub link_latency: f64,
+    /// NPUs of every dimension, dimension 0 first.
+    pub dims: Vec<u32>,
+    /// Link bandwidth of every dimension, GB/s.
+    pub dim_bw: Vec<f64>,
+    /// Link latency of every dimension, ns.
+    pub dim_latency: Vec<f64>,
     /// Remote-memory bandwidth, bytes/ns.
     pub mem_bw: f64,
     /// Remote-memory latency, ns.
@@ -47,12 +62,16 @@ impl Pricing {
                 .as_f64()
                 .ok_or_else(|| format!("network.yml: no {key}"))
         };
-        let npus = net["npus_count"]
-            .as_sequence()
-            .ok_or("network.yml: no npus_count")?
-            .iter()
-            .map(|v| v.as_u64().unwrap_or(0) as u32)
-            .product();
+        let list = |key: &str| -> Result<Vec<f64>, String> {
+            Ok(net[key]
+                .as_sequence()
+                .ok_or_else(|| format!("network.yml: no {key}"))?
+                .iter()
+                .map(|v| v.as_f64().unwrap_or(0.0))
+                .collect())
+        };
+        let dims: Vec<u32> = list("npus_count")?.iter().map(|&n| n as u32).collect();
+        let npus = dims.iter().product();
         let mem: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(memory).map_err(|e| e.to_string())?)
                 .map_err(|e| e.to_string())?;
@@ -73,13 +92,16 @@ impl Pricing {
             cxl,
             link_bw: first("bandwidth")?,
             link_latency: first("latency")?,
+            dims,
+            dim_bw: list("bandwidth")?,
+            dim_latency: list("latency")?,
             mem_bw: bw.ok_or("memory json: no bandwidth")?,
             mem_latency: lat.ok_or("memory json: no latency")?,
             npus,
         })
     }
 
-    pub(crate) fn attr(node: &EtNode, name: &str) -> u64 {
+    fn attr(node: &EtNode, name: &str) -> u64 {
         find(&node.attrs, name)
             .and_then(integer)
             .map_or(0, |v| v as u64)
@@ -103,9 +125,51 @@ impl Pricing {
         }
     }
 
-    /// Time of a collective over the instance's NPUs.
-    fn collective(&self, node: &EtNode) -> Result<u64, String> {
-        let n = f64::from(self.npus);
+    /// The coordinates of `npu` (mixed radix, dimension 0 innermost).
+    fn coords(&self, mut npu: u32) -> Vec<u32> {
+        self.dims
+            .iter()
+            .map(|&d| {
+                let c = npu % d.max(1);
+                npu /= d.max(1);
+                c
+            })
+            .collect()
+    }
+
+    /// Time of a message of `bytes` from `src` to `dst`.
+    fn p2p(&self, src: u32, dst: u32, bytes: u64) -> Result<u64, String> {
+        let (a, b) = (self.coords(src), self.coords(dst));
+        let d = (0..a.len())
+            .find(|&d| a[d] != b[d])
+            .ok_or_else(|| format!("a message from NPU {src} to itself"))?;
+        let bytes_per_ns = self.dim_bw[d] * f64::from(1u32 << 30) / 1e9;
+        Ok((self.dim_latency[d] + bytes as f64 / bytes_per_ns) as u64)
+    }
+
+    /// The NPUs of the collective `node` of `npu`: all of them, or with `involved_dim`
+    /// `[true, false, ...]` those of `npu`'s dimension-0 row.
+    fn group(&self, npu: u32, node: &EtNode) -> Result<Vec<u32>, String> {
+        use blis_cosim::chakra::proto::attribute_proto::Value;
+        match find(&node.attrs, "involved_dim") {
+            None => Ok((0..self.npus).collect()),
+            Some(Value::BoolList(l))
+                if l.values.first() == Some(&true) && !l.values[1..].contains(&true) =>
+            {
+                let row = self.dims[0].max(1);
+                let first = npu / row * row;
+                Ok((first..first + row).collect())
+            }
+            Some(other) => Err(format!(
+                "node {}: involved_dim {other:?} is not supported (dimension 0 only)",
+                node.id
+            )),
+        }
+    }
+
+    /// Time of a collective over `n` NPUs of dimension 0.
+    fn collective(&self, node: &EtNode, n: usize) -> Result<u64, String> {
+        let n = n as f64;
         let size = Self::attr(node, "comm_size") as f64;
         let (steps, step_bytes) = match Self::attr(node, "comm_type") {
             0 => (2.0 * (n - 1.0), size / n),
@@ -128,10 +192,12 @@ struct Run {
     nodes: Vec<EtNode>,
     /// Index of the node running (or waited on); `nodes.len()` when finished.
     pos: usize,
-    /// When the node at `pos` started (or the NPU arrived at the collective at `pos`).
+    /// When the node at `pos` started (or the NPU arrived at the node at `pos`).
     t: u64,
     /// Workloads loaded on this NPU, this one included.
     generation: u64,
+    /// When the last of its sends arrives.
+    sends_done: u64,
     /// When each node finished (for the nodes done so far, and the issued memory nodes).
     done: Vec<Option<u64>>,
 }
@@ -143,8 +209,14 @@ pub struct Instance {
     generations: Vec<u64>,
     /// Total COMP time per NPU (for `exposed communication`).
     pub comp_total: Vec<u64>,
+    /// When each NPU's communication slot is free.
+    comm_free: Vec<u64>,
+    /// Arrival of every message sent: (src, dst, tag, sender's generation) → time.
+    messages: HashMap<(u32, u32, i128, u64), u64>,
+    /// The time of the last [`Instance::advance`].
+    now: u64,
     /// When each memory device's FIFO is free, by (`tensor_loc`, `tensor_device`).
-    fifos: std::collections::BTreeMap<(u64, u64), u64>,
+    fifos: BTreeMap<(u64, u64), u64>,
 }
 
 impl Instance {
@@ -156,7 +228,10 @@ impl Instance {
             runs: (0..n).map(|_| None).collect(),
             generations: vec![0; n],
             comp_total: vec![0; n],
-            fifos: std::collections::BTreeMap::new(),
+            comm_free: vec![0; n],
+            messages: HashMap::new(),
+            now: 0,
+            fifos: BTreeMap::new(),
         }
     }
 
@@ -193,25 +268,41 @@ impl Instance {
             pos: 0,
             t: now,
             generation: self.generations[i],
+            sends_done: now,
             done,
         });
         Ok(())
     }
 
-    /// The time `npu` finished its workload, if it has one and finished by `now`.
+    /// The time `npu` finished its workload, if it has one and finished by the last advance.
     pub fn finished(&self, npu: u32) -> Option<u64> {
         let run = self.runs[npu as usize].as_ref()?;
-        (run.pos == run.nodes.len()).then_some(run.t)
+        (run.pos == run.nodes.len() && run.sends_done <= self.now)
+            .then_some(run.t.max(run.sends_done))
+    }
+
+    fn key(node: &EtNode, generation: u64) -> (u32, u32, i128, u64) {
+        let get = |name: &str| find(&node.attrs, name).and_then(integer).unwrap_or(-1);
+        (
+            get("comm_src") as u32,
+            get("comm_dst") as u32,
+            get("comm_tag"),
+            generation,
+        )
     }
 
     /// Runs every NPU up to `now`, adding the end times of nodes still running to `events`.
     pub fn advance(&mut self, now: u64, events: &mut BTreeSet<u64>) -> Result<(), String> {
+        self.now = now;
         loop {
             let mut progressed = false;
             for i in 0..self.runs.len() {
                 let Some(run) = self.runs[i].as_mut() else {
                     continue;
                 };
+                if run.sends_done > now {
+                    events.insert(run.sends_done);
+                }
                 while let Some(node) = run.nodes.get(run.pos) {
                     if let Some(issued) = run.done[run.pos] {
                         // Issued at load time; its dependents wait for it.
@@ -227,17 +318,52 @@ impl Instance {
                         progressed = true;
                         continue;
                     }
-                    if node.kind == NodeKind::CommColl {
-                        break;
-                    }
-                    let mut start = run.t;
-                    for dep in &node.data_deps {
-                        let Some(Some(d)) = run.done.get(*dep as usize) else {
-                            return Err(format!("node {}: dependency {dep} not done", node.id));
-                        };
-                        start = start.max(*d);
-                    }
-                    let end = start + self.pricing.local(node)?;
+                    let end = match node.kind {
+                        NodeKind::CommColl => break,
+                        NodeKind::CommSend => {
+                            let start = run.t.max(self.comm_free[i]);
+                            let (src, dst, _, _) = Self::key(node, run.generation);
+                            if src as usize != i {
+                                return Err(format!(
+                                    "node {}: NPU {i} sends as NPU {src}",
+                                    node.id
+                                ));
+                            }
+                            let bytes = Pricing::attr(node, "comm_size");
+                            let arrival = start + self.pricing.p2p(src, dst, bytes)?;
+                            self.comm_free[i] = arrival;
+                            self.messages
+                                .insert(Self::key(node, run.generation), arrival);
+                            run.sends_done = run.sends_done.max(arrival);
+                            if arrival > now {
+                                events.insert(arrival);
+                            }
+                            // The NPU goes on at once.
+                            run.done[run.pos] = Some(arrival);
+                            run.pos += 1;
+                            progressed = true;
+                            continue;
+                        }
+                        NodeKind::CommRecv => {
+                            match self.messages.get(&Self::key(node, run.generation)) {
+                                Some(&arrival) => arrival.max(run.t),
+                                None => break,
+                            }
+                        }
+                        _ => {
+                            let mut start = run.t;
+                            for dep in &node.data_deps {
+                                let Some(Some(d)) = run.done.get(*dep as usize) else {
+                                    return Err(format!(
+                                        "node {}: dependency {dep} not done",
+                                        node.id
+                                    ));
+                                };
+                                start = start.max(*d);
+                            }
+                            start + self.pricing.local(node)?
+                        }
+                    };
                     if end > now {
                         events.insert(end);
                         break;
@@ -251,17 +377,22 @@ impl Instance {
                     progressed = true;
                 }
             }
-            if let Some(end) = self.collective_end()? {
+            for i in 0..self.runs.len() {
+                let Some((group, end)) = self.collective_end(i as u32)? else {
+                    continue;
+                };
                 if end > now {
                     events.insert(end);
-                } else {
-                    for run in self.runs.iter_mut().flatten() {
-                        run.t = end;
-                        run.done[run.pos] = Some(end);
-                        run.pos += 1;
-                    }
-                    progressed = true;
+                    continue;
                 }
+                for m in group {
+                    let run = self.runs[m as usize].as_mut().expect("in the collective");
+                    run.t = end;
+                    run.done[run.pos] = Some(end);
+                    run.pos += 1;
+                    self.comm_free[m as usize] = end;
+                }
+                progressed = true;
             }
             if !progressed {
                 return Ok(());
@@ -269,28 +400,33 @@ impl Instance {
         }
     }
 
-    /// The end of the collective every NPU waits at (same workload generation and node), if
-    /// they all do.
-    fn collective_end(&self) -> Result<Option<u64>, String> {
+    /// The group and end of the collective NPU `npu` waits at, if every NPU of its group
+    /// waits at it (same workload generation and node).
+    fn collective_end(&self, npu: u32) -> Result<Option<(Vec<u32>, u64)>, String> {
+        let Some(Some(run)) = self.runs.get(npu as usize) else {
+            return Ok(None);
+        };
+        let Some(node) = run.nodes.get(run.pos) else {
+            return Ok(None);
+        };
+        if node.kind != NodeKind::CommColl {
+            return Ok(None);
+        }
+        let group = self.pricing.group(npu, node)?;
         let mut arrived = 0u64;
-        let mut at: Option<(u64, usize)> = None;
-        for run in &self.runs {
-            let Some(run) = run else { return Ok(None) };
-            let Some(node) = run.nodes.get(run.pos) else {
+        for &m in &group {
+            let Some(other) = &self.runs[m as usize] else {
                 return Ok(None);
             };
-            if node.kind != NodeKind::CommColl || at.is_some_and(|a| a != (run.generation, run.pos))
+            let at = other.nodes.get(other.pos);
+            if at.is_none_or(|n| n.kind != NodeKind::CommColl)
+                || (other.generation, other.pos) != (run.generation, run.pos)
             {
                 return Ok(None);
             }
-            at = Some((run.generation, run.pos));
-            arrived = arrived.max(run.t);
+            arrived = arrived.max(other.t).max(self.comm_free[m as usize]);
         }
-        let Some(Some(run)) = self.runs.first() else {
-            return Ok(None);
-        };
-        Ok(Some(
-            arrived + self.pricing.collective(&run.nodes[run.pos])?,
-        ))
+        let end = arrived + self.pricing.collective(node, group.len())?;
+        Ok(Some((group, end)))
     }
 }

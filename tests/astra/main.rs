@@ -11,6 +11,7 @@ mod double;
 mod double_sim;
 mod fork_tests;
 mod multi_tests;
+mod pd_tests;
 mod stock_tests;
 mod support;
 
@@ -107,6 +108,26 @@ fn main() {
         (
             "multi::real_astra_sim_on_several_instances_when_available",
             multi_tests::real_astra_sim_on_several_instances_when_available,
+        ),
+        (
+            "pd::example_reproduces_llmservingsim_through_the_double",
+            pd_tests::example_reproduces_llmservingsim_through_the_double,
+        ),
+        (
+            "pd::tp2_prefill_and_decode_through_the_double",
+            pd_tests::tp2_prefill_and_decode_through_the_double,
+        ),
+        (
+            "pd::a_fault_in_the_prefill_process_stops_everything",
+            pd_tests::a_fault_in_the_prefill_process_stops_everything,
+        ),
+        (
+            "pd::network_config_is_refused_with_prefill_instances",
+            pd_tests::network_config_is_refused_with_prefill_instances,
+        ),
+        (
+            "pd::real_astra_sim_reproduces_the_published_pd_example_when_available",
+            pd_tests::real_astra_sim_reproduces_the_published_pd_example_when_available,
         ),
     ]);
 }

@@ -563,22 +563,12 @@ pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_exam
     assert!(leftovers(tmp.path()).is_empty());
 }
 
-/// What ASTRA-Sim co-simulation still refuses, naming the key: prefill/decode instances and
-/// DP groups (dense or MoE).
+/// What ASTRA-Sim co-simulation still refuses, naming the key: DP groups (dense or MoE).
+/// (Prefill/decode instances are co-simulated: `pd_tests`.)
 pub fn pd_and_dp_are_refused_naming_the_key() {
     let tmp = tempfile::tempdir().unwrap();
     let sample = sample();
     for (file, key, what) in [
-        (
-            "single_node_pd_instance.json",
-            "field `nodes[0].instances[0].pd_type`",
-            "prefill/decode instances",
-        ),
-        (
-            "single_node_heterogeneous.json",
-            "field `nodes[0].instances[0].pd_type`",
-            "SEND/RECV",
-        ),
         (
             "single_node_dp_instance.json",
             "field `nodes[0].instances[0].dp_group`",

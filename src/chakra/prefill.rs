@@ -1,0 +1,299 @@
+//! The execution traces of a prefill instance's batch under prefill/decode disaggregation:
+//! the KV cache leaves for the decode side inside the batch, as LLMServingSim's `PREFILL`
+//! traces do (spec §3c "P/D flow", §4.7 "PREFILL conversion").
+//!
+//! A prefill instance of `tp` NPUs is simulated with `2·tp` NPUs: the `tp` senders (ids
+//! `0..tp`) run the batch's [`BatchTrace`], and each sender `r` has a receiver, NPU `r + tp`,
+//! standing for the decode instance's NPU of the same rank (LLMServingSim's phantom "KV
+//! receiver" NPUs, `npu + num_npus`). Compared with the colocated trace of the same batch:
+//!
+//! - after every `qkv_proj` COMP node (the layer whose name contains `v_proj`), when the
+//!   batch sends any KV, a COMM_SEND node of that layer's KV to the receiver:
+//!   `2 · kv_heads · head_dim · tokens · kv_bytes / tp` bytes (integer division), `tokens`
+//!   being the batch's [`BatchDesc::kv_send_tokens`](crate::latency::BatchDesc). The SEND
+//!   depends on the COMP only; the next layer depends on the COMP, not on the SEND, so the
+//!   KV leaves while later layers compute (ASTRA-Sim serialises an NPU's sends and
+//!   collectives on its one communication slot);
+//! - the final MEM_STORE of the sampler output is replaced by a COMM_SEND of the same size to
+//!   the receiver, after the last node;
+//! - the receiver's file holds the matching COMM_RECV nodes, in the same order, without
+//!   dependencies.
+//!
+//! A batch completes when its start NPU (sender 0) and end NPU (the last receiver) have
+//! finished, i.e. once the receivers have got everything: the step's time includes the tail
+//! of the transfer. Every SEND/RECV pair carries `comm_type` 0, `comm_src`, `comm_dst`,
+//! `comm_size` and a `comm_tag` numbered as the converter numbers them (one per
+//! `(src, dst, layer)` in conversion order: sender 0's sends first, then sender 1's, ...).
+
+use super::attr::{bool_attr, find, int64_attr, integer};
+use super::proto::AttributeProto;
+use super::proto::attribute_proto::Value;
+use super::{BatchTrace, Dialect, EtNode, NodeKind, TraceError, encode_et};
+use crate::config::ModelArch;
+
+/// The layer after which a layer's KV is sent (LLMServingSim: names containing `v_proj`).
+const KV_LAYER: &str = "qkv_proj";
+
+/// KV bytes one rank sends per layer for `tokens` tokens:
+/// `2 · kv_heads · head_dim · tokens · kv_bytes / tp` (LLMServingSim's `_pd_kv_send_bytes`).
+pub fn kv_send_bytes(model: &ModelArch, kv_bytes: u64, tp: u32, tokens: u64) -> u64 {
+    2 * model.num_kv_heads * model.head_dim * tokens * kv_bytes / u64::from(tp.max(1))
+}
+
+/// The files of one prefill batch: sender `r`'s nodes at index `r`, its receiver's at
+/// `tp + r` (see the module documentation). `kv_bytes` is the KV cache's bytes per element.
+pub fn prefill_nodes(
+    trace: &BatchTrace<'_>,
+    kv_bytes: u64,
+) -> Result<Vec<Vec<EtNode>>, TraceError> {
+    let tp = trace.tp.max(1);
+    let base = trace.nodes()?;
+    let per_layer = kv_send_bytes(trace.model, kv_bytes, tp, trace.batch.kv_send_tokens);
+    let mut files: Vec<Vec<EtNode>> = (0..2 * tp).map(|_| Vec::new()).collect();
+    let mut tag = 0i64;
+    for rank in 0..tp {
+        let (src, dst) = (i64::from(rank), i64::from(rank + tp));
+        let mut sender: Vec<EtNode> = Vec::with_capacity(base.len() + 64);
+        let mut receiver: Vec<EtNode> = Vec::new();
+        // The sender's id of each base node (SENDs shift the ids; dependencies are remapped,
+        // so a placement's weight loads keep depending on nothing).
+        let mut moved: Vec<u64> = Vec::with_capacity(base.len());
+        let mut send = |name: String, bytes: u64, after: Option<u64>, sender: &mut Vec<EtNode>| {
+            let attrs = p2p_attrs(src, dst, bytes, tag);
+            tag += 1;
+            receiver.push(EtNode {
+                id: receiver.len() as u64,
+                name: format!("{name}.recv"),
+                kind: NodeKind::CommRecv,
+                data_deps: Vec::new(),
+                ctrl_deps: Vec::new(),
+                duration_ns: 0,
+                attrs: attrs.clone(),
+            });
+            sender.push(EtNode {
+                id: sender.len() as u64,
+                name: format!("{name}.send"),
+                kind: NodeKind::CommSend,
+                data_deps: after.into_iter().collect(),
+                ctrl_deps: Vec::new(),
+                duration_ns: 0,
+                attrs,
+            });
+        };
+        for node in &base {
+            let deps: Vec<u64> = node.data_deps.iter().map(|&d| moved[d as usize]).collect();
+            if node.kind == NodeKind::MemStore {
+                let bytes = find(&node.attrs, "tensor_size")
+                    .and_then(integer)
+                    .map_or(0, |v| u64::try_from(v).unwrap_or(0));
+                moved.push(sender.len() as u64);
+                send(
+                    "sampler.output".to_owned(),
+                    bytes,
+                    deps.first().copied(),
+                    &mut sender,
+                );
+                continue;
+            }
+            let id = sender.len() as u64;
+            moved.push(id);
+            let kv_layer = node.kind == NodeKind::Comp
+                && node.name.rsplit('.').next() == Some(KV_LAYER)
+                && per_layer > 0;
+            sender.push(EtNode {
+                id,
+                data_deps: deps,
+                ..node.clone()
+            });
+            if kv_layer {
+                send(
+                    format!("{}.kv", node.name),
+                    per_layer,
+                    Some(id),
+                    &mut sender,
+                );
+            }
+        }
+        files[rank as usize] = sender;
+        files[(rank + tp) as usize] = receiver;
+    }
+    Ok(files)
+}
+
+/// [`prefill_nodes`] encoded in `dialect`, one buffer per NPU.
+pub fn encode_prefill(
+    trace: &BatchTrace<'_>,
+    kv_bytes: u64,
+    dialect: Dialect,
+) -> Result<Vec<Vec<u8>>, TraceError> {
+    prefill_nodes(trace, kv_bytes)?
+        .iter()
+        .map(|nodes| encode_et(nodes, dialect).map_err(TraceError::from))
+        .collect()
+}
+
+fn p2p_attrs(src: i64, dst: i64, bytes: u64, tag: i64) -> Vec<AttributeProto> {
+    let int32 = |name: &str, v: i64| AttributeProto {
+        name: name.to_owned(),
+        doc_string: String::new(),
+        value: Some(Value::Int32Val(i32::try_from(v).unwrap_or(i32::MAX))),
+    };
+    vec![
+        bool_attr("is_cpu_op", false),
+        int64_attr("comm_type", 0),
+        int32("comm_src", src),
+        int32("comm_dst", dst),
+        int64_attr("comm_size", i64::try_from(bytes).unwrap_or(i64::MAX)),
+        int32("comm_tag", tag),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Dtype, Hardware};
+    use crate::latency::{BatchDesc, BatchItem, LatencyBackend, Roofline};
+
+    fn attr(node: &EtNode, name: &str) -> i128 {
+        find(&node.attrs, name).and_then(integer).unwrap()
+    }
+
+    /// A TP-2 prefill batch of Llama-3.1-8B: two prompts of 100 and 20 tokens, the first
+    /// with a 50-token prefix hit (170 KV tokens to send), bf16 KV.
+    fn files(kv_send_tokens: u64) -> (Vec<EtNode>, Vec<Vec<EtNode>>) {
+        let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+        let hw = Hardware::resolve("H100-SXM").unwrap();
+        let items = [
+            BatchItem {
+                new_tokens: 100,
+                context_tokens: 50,
+            },
+            BatchItem {
+                new_tokens: 20,
+                context_tokens: 0,
+            },
+        ];
+        let batch = BatchDesc::new(&items).with_kv_send_tokens(kv_send_tokens);
+        let breakdown = Roofline::new(&model, &hw, 2, Dtype::Bfloat16)
+            .breakdown(&batch)
+            .unwrap();
+        let trace = BatchTrace {
+            batch: &batch,
+            model: &model,
+            tp: 2,
+            ep: 1,
+            dtype: Dtype::Bfloat16,
+            breakdown: &breakdown,
+            involved_dim: Some(&[true, false]),
+            placement: None,
+        };
+        (trace.nodes().unwrap(), prefill_nodes(&trace, 2).unwrap())
+    }
+
+    #[test]
+    fn senders_send_each_layers_kv_and_the_sampler_output_to_their_receivers() {
+        let (colocated, files) = files(170);
+        assert_eq!(files.len(), 4, "2 senders, 2 receivers");
+        // 2 · 8 KV heads · 128 · 170 tokens · 2 bytes / TP 2.
+        let per_layer = 2 * 8 * 128 * 170 * 2 / 2;
+        let store = colocated.last().unwrap();
+        assert_eq!(store.kind, NodeKind::MemStore);
+        let sampler_bytes = attr(store, "tensor_size");
+        let mut tags = Vec::new();
+        for rank in 0..2u32 {
+            let sender = &files[rank as usize];
+            let receiver = &files[rank as usize + 2];
+            // The colocated trace without its store, plus 32 KV sends and the sampler send.
+            let sends: Vec<&EtNode> = sender
+                .iter()
+                .filter(|n| n.kind == NodeKind::CommSend)
+                .collect();
+            assert_eq!(sends.len(), 33);
+            assert_eq!(sender.len(), colocated.len() - 1 + 33);
+            assert!(sender.iter().all(|n| n.kind != NodeKind::MemStore));
+            let others: Vec<(&str, NodeKind)> = sender
+                .iter()
+                .filter(|n| n.kind != NodeKind::CommSend)
+                .map(|n| (n.name.as_str(), n.kind))
+                .collect();
+            let expected: Vec<(&str, NodeKind)> = colocated[..colocated.len() - 1]
+                .iter()
+                .map(|n| (n.name.as_str(), n.kind))
+                .collect();
+            assert_eq!(others, expected, "the colocated nodes, in order");
+            for (k, node) in sender.iter().enumerate() {
+                assert_eq!(node.id, k as u64);
+                if node.kind == NodeKind::CommSend {
+                    // A send depends on the node before it, which nothing after it waits for.
+                    assert_eq!(node.data_deps, vec![k as u64 - 1]);
+                    assert!(
+                        sender[k + 1..]
+                            .iter()
+                            .all(|n| !n.data_deps.contains(&node.id))
+                    );
+                } else if k > 0 {
+                    let previous = (0..k)
+                        .rev()
+                        .find(|&j| sender[j].kind != NodeKind::CommSend)
+                        .unwrap();
+                    assert_eq!(node.data_deps, vec![previous as u64], "{}", node.name);
+                }
+            }
+            for (k, send) in sends.iter().enumerate() {
+                let before = &sender[send.id as usize - 1];
+                if k < 32 {
+                    assert_eq!(before.name, format!("layer{k}.qkv_proj"));
+                    assert_eq!(attr(send, "comm_size"), per_layer);
+                } else {
+                    assert_eq!(before.id, sender.len() as u64 - 2, "after the last node");
+                    assert_eq!(attr(send, "comm_size"), sampler_bytes);
+                }
+                assert_eq!(attr(send, "comm_src"), i128::from(rank));
+                assert_eq!(attr(send, "comm_dst"), i128::from(rank + 2));
+                assert_eq!(attr(send, "comm_type"), 0);
+                tags.push(attr(send, "comm_tag"));
+            }
+            // The receiver: the matching RECVs, in order, without dependencies.
+            assert_eq!(receiver.len(), 33);
+            for (recv, send) in receiver.iter().zip(&sends) {
+                assert_eq!(recv.kind, NodeKind::CommRecv);
+                assert!(recv.data_deps.is_empty());
+                assert_eq!(recv.attrs, send.attrs);
+            }
+            // Collectives stay on the TP NPUs.
+            for coll in sender.iter().filter(|n| n.kind == NodeKind::CommColl) {
+                assert!(matches!(
+                    find(&coll.attrs, "involved_dim"),
+                    Some(Value::BoolList(l)) if l.values == [true, false]
+                ));
+            }
+        }
+        assert_eq!(tags, (0..66).collect::<Vec<i128>>(), "one tag per message");
+        // The files encode, in both dialects.
+        for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
+            for nodes in &files {
+                encode_et(nodes, dialect).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_sending_no_kv_still_sends_its_sampler_output() {
+        let (_, files) = files(0);
+        for rank in 0..2 {
+            let sends: Vec<&EtNode> = files[rank]
+                .iter()
+                .filter(|n| n.kind == NodeKind::CommSend)
+                .collect();
+            assert_eq!(sends.len(), 1);
+            assert_eq!(files[rank + 2].len(), 1);
+        }
+    }
+
+    #[test]
+    fn kv_send_bytes_follow_llmservingsim() {
+        let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+        assert_eq!(kv_send_bytes(&model, 2, 1, 10), 40_960);
+        assert_eq!(kv_send_bytes(&model, 1, 4, 3), 2 * 8 * 128 * 3 / 4);
+    }
+}
