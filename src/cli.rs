@@ -2,6 +2,7 @@
 //! into a [`SimConfig`] that holds no CLI types.
 
 use crate::astra::{ASTRA_SIM_ENV, AstraArgs, AstraOptions, InstanceNetwork};
+mod astra_dp;
 mod instances;
 mod parallel;
 mod placement;
@@ -469,10 +470,12 @@ impl RunArgs {
                 (instances, cluster.num_nodes, networks, links, storage)
             }
         };
+        astra_dp::refuse_network_config(&self.astra, &instances)?;
         let astra = self.astra.resolve_instances(astra_binary, &networks)?;
         for (inst, options) in instances.iter_mut().zip(astra.into_iter().flatten()) {
             inst.astra = Some(options);
         }
+        astra_dp::group_networks(&mut instances);
         Ok(SimConfig {
             workload,
             output: self.output,
@@ -498,10 +501,11 @@ impl RunArgs {
     }
 }
 
-/// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet: DP
-/// groups, and prefill/decode instances (their KV transfers would have to become Chakra
+/// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet:
+/// prefill/decode instances (their KV transfers would have to become Chakra
 /// SEND/RECV nodes between the instances' NPUs). Colocated instances exchange no traffic, so
-/// each gets its own ASTRA-Sim process; expert parallelism inside one instance is priced
+/// each gets its own ASTRA-Sim process (a MoE DP group one for all its members, whose
+/// collectives span them); expert parallelism inside one instance is priced
 /// there (its collectives are nodes of the instance's trace). Weights streamed from host or
 /// CXL memory (a `placement` off the GPU) would need weight MEM_LOAD nodes and
 /// `memory_expansion.json` entries.
@@ -518,9 +522,6 @@ fn refuse_for_astra(
              {what} yet; use --network-backend analytical"
         ),
     };
-    if let Some(p) = placed.iter().find(|p| p.spec.dp_group.is_some()) {
-        return Err(refuse(p, "dp_group", "DP groups"));
-    }
     if let Some(p) = placement::first_streaming(placed, instances) {
         return Err(refuse(
             p,

@@ -269,6 +269,7 @@ impl AstraBackend {
             dtype: self.dtype,
             breakdown,
             involved_dim: None,
+            ep_involved_dim: None,
         };
         trace
             .encode_into(self.options.mode.dialect(), &mut self.et)

@@ -50,6 +50,26 @@ impl ForkSession {
         timeout: Duration,
         limits: OutputLimits,
     ) -> Result<ForkSession, Fault> {
+        let ends: Vec<u32> = (npus > 1).then(|| npus - 1).into_iter().collect();
+        Self::spawn_instances(binary, inputs, initial_prefix, &[0], &ends, timeout, limits)
+    }
+
+    /// Starts the fork on several instances in one process (the members of a DP group): the
+    /// start NPU of each (`--start-npu-ids`, ascending) and the end NPU of each with several
+    /// NPUs (`--end-npu-ids`). Every one of them prompts for, and gets, each batch.
+    pub fn spawn_instances(
+        binary: &Path,
+        inputs: &AstraInputs,
+        initial_prefix: &Path,
+        starts: &[u32],
+        ends: &[u32],
+        timeout: Duration,
+        limits: OutputLimits,
+    ) -> Result<ForkSession, Fault> {
+        let ids = |key: &str, ids: &[u32]| {
+            let list: String = ids.iter().map(|id| format!("{id},")).collect();
+            OsString::from(format!("--{key}={list}"))
+        };
         let arg = |key: &str, path: &Path| {
             let mut a = OsString::from(format!("--{key}="));
             a.push(path);
@@ -60,12 +80,12 @@ impl ForkSession {
             arg("system-configuration", &inputs.system),
             arg("network-configuration", &inputs.network),
             arg("memory-configuration", &inputs.memory),
-            OsString::from("--start-npu-ids=0,"),
+            ids("start-npu-ids", starts),
         ];
-        let mut reporters = vec![0];
-        if npus > 1 {
-            args.push(OsString::from(format!("--end-npu-ids={},", npus - 1)));
-            reporters.push(npus - 1);
+        let mut reporters = starts.to_vec();
+        if !ends.is_empty() {
+            args.push(ids("end-npu-ids", ends));
+            reporters.extend_from_slice(ends);
         }
         let process = AstraProcess::spawn(binary, &args, inputs.dir(), limits, timeout)?;
         Ok(ForkSession {

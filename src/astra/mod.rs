@@ -29,6 +29,7 @@ mod args;
 mod backend;
 mod error;
 mod fork;
+mod group;
 mod inputs;
 mod lines;
 mod network;
@@ -44,6 +45,7 @@ mod tests;
 pub use args::{ASTRA_SIM_ENV, AstraArgs, InstanceNetwork, NetworkBackend};
 pub use backend::{AstraBackend, AstraInstance, AstraStats};
 pub use error::{AstraError, Fault, Stage};
+pub use group::{AstraGroup, AstraGroupSpec, group_dims, group_network};
 pub use inputs::{
     AstraInputs, DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS, MEMORY_TEMPLATE,
     MemoryParams, NETWORK_TEMPLATE, REMOTE_MEMORY_TEMPLATE, SYSTEM_TEMPLATE, memory_json,

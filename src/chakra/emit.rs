@@ -71,6 +71,7 @@ impl StepEmitter {
             dtype: self.dtype,
             breakdown: &breakdown,
             involved_dim: None,
+            ep_involved_dim: None,
         };
         trace
             .write(&dir.join("llm"), self.settings.dialect)

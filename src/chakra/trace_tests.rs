@@ -77,6 +77,7 @@ fn build(
         dtype: Dtype::Bfloat16,
         breakdown,
         involved_dim: dims,
+        ep_involved_dim: dims,
     }
     .nodes()
     .unwrap()
@@ -238,6 +239,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
         dtype: Dtype::Bfloat16,
         breakdown: &breakdown,
         involved_dim: None,
+        ep_involved_dim: None,
     }
     .nodes()
     .unwrap_err();
@@ -251,6 +253,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
         dtype: Dtype::Bfloat16,
         breakdown: &only_comm,
         involved_dim: None,
+        ep_involved_dim: None,
     }
     .nodes()
     .unwrap_err();
@@ -269,6 +272,7 @@ fn a_batch_trace_is_written_once_per_tp_rank_and_reads_back() {
         dtype: Dtype::Bfloat16,
         breakdown: &breakdown,
         involved_dim: None,
+        ep_involved_dim: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("llm");
@@ -301,6 +305,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
                 dtype: Dtype::Bfloat16,
                 breakdown: &breakdown,
                 involved_dim: dims,
+                ep_involved_dim: dims,
             };
             for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
                 trace.encode_into(dialect, &mut out).unwrap();
@@ -319,6 +324,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
         dtype: Dtype::Bfloat16,
         breakdown: &odd,
         involved_dim: None,
+        ep_involved_dim: None,
     }
     .encode_into(Dialect::LlmServingSim, &mut out)
     .unwrap_err();
@@ -378,6 +384,7 @@ fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_laye
         dtype: Dtype::Bfloat16,
         breakdown: &breakdown,
         involved_dim: None,
+        ep_involved_dim: None,
     }
     .nodes()
     .unwrap();
@@ -439,6 +446,7 @@ fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_laye
             dtype: Dtype::Bfloat16,
             breakdown: &breakdown,
             involved_dim: Some(&[true, false]),
+            ep_involved_dim: Some(&[true, false]),
         };
         let mut out = Vec::new();
         trace.encode_into(dialect, &mut out).unwrap();

@@ -42,23 +42,46 @@ pub(super) fn groups(setups: &[InstanceSetup]) -> Vec<Vec<u32>> {
     groups
 }
 
+/// Prices the waves of DP groups as wholes, instead of each member by its own backend (e.g.
+/// one ASTRA-Sim process holding every member's NPUs, whose collectives span the members).
+pub trait WavePricer {
+    /// The time of a wave of group `group` whose members (`members`, in id order) run
+    /// `batches` (one per member, same order, already padded to the group's widest; a dummy
+    /// for an idle member), or `None` when this pricer does not price that group (then each
+    /// member is priced by its own backend and the slowest sets the wave). `backends` are the
+    /// instances' own (by instance id), e.g. for each member's compute breakdown.
+    fn wave_ns(
+        &mut self,
+        group: u32,
+        members: &[u32],
+        batches: &[BatchDesc<'_>],
+        backends: &mut [&mut dyn LatencyBackend],
+    ) -> Result<Option<Nanos>, LatencyError>;
+}
+
 /// One attempt to start a wave of a DP group.
-pub(super) struct Wave<'w, 'a, 'b> {
+pub(super) struct Wave<'w, 'a, 'b, 'p> {
+    /// The group's index.
+    pub group: u32,
     /// The group's members, in id order.
     pub members: &'w [u32],
     pub instances: &'w mut [InstanceSim<'a>],
     pub schedulers: &'w mut [Scheduler],
     pub backends: &'w mut [&'b mut dyn LatencyBackend],
+    /// Prices whole waves of the groups it knows.
+    pub pricer: Option<&'w mut (dyn WavePricer + 'p)>,
 }
 
-impl Wave<'_, '_, '_> {
+impl Wave<'_, '_, '_, '_> {
     /// Starts a wave at `now` if every member is idle and one has work; returns when it ends.
     pub fn start(self, now: Nanos) -> Result<Option<Nanos>, SimError> {
         let Wave {
+            group,
             members,
             instances,
             schedulers,
             backends,
+            pricer,
         } = self;
         let idle = members.iter().all(|&m| !instances[m as usize].busy);
         let work = members.iter().any(|&m| schedulers[m as usize].has_work());
@@ -91,30 +114,47 @@ impl Wave<'_, '_, '_> {
                 running: s.num_running(),
             });
         }
-        // Price each member at the padded width; the slowest sets the wave's length.
-        let mut wave_ns: Nanos = 0;
-        for &m in members {
-            let inst = &instances[m as usize];
-            let items = if inst.dummy {
+        let padded = |m: u32| {
+            let items = if instances[m as usize].dummy {
                 &DUMMY[..]
             } else {
                 schedulers[m as usize].last_batch()
             };
             let own = BatchDesc::new(items).total_tokens();
-            let pad = u32::try_from(widest - own).unwrap_or(u32::MAX);
-            let ns = backends[m as usize].step_time(&BatchDesc::padded(items, pad))?;
+            BatchDesc::padded(items, u32::try_from(widest - own).unwrap_or(u32::MAX))
+        };
+        // KV recalled from the lower tier of the prefix cache loads before a member's step.
+        let recall = |m: u32| {
+            if instances[m as usize].dummy {
+                0
+            } else {
+                schedulers[m as usize].last_recall_ns()
+            }
+        };
+        // The whole wave at once, when a pricer takes the group: the members' recalls delay
+        // the wave (the members meet at every collective).
+        let whole = match pricer {
+            Some(pricer) => {
+                let batches: Vec<BatchDesc<'_>> = members.iter().map(|&m| padded(m)).collect();
+                pricer
+                    .wave_ns(group, members, &batches, backends)?
+                    .map(|ns| ns + members.iter().map(|&m| recall(m)).max().unwrap_or(0))
+            }
+            None => None,
+        };
+        // Else price each member at the padded width; the slowest sets the wave's length.
+        let mut wave_ns: Nanos = whole.unwrap_or(0);
+        for &m in members.iter().filter(|_| whole.is_none()) {
+            let ns = backends[m as usize].step_time(&padded(m))?;
             if ns == 0 {
                 return Err(
                     LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
                 );
             }
-            // KV recalled from the lower tier of the prefix cache loads before the step.
-            let recall = if inst.dummy {
-                0
-            } else {
-                schedulers[m as usize].last_recall_ns()
-            };
-            wave_ns = wave_ns.max(ns + recall);
+            wave_ns = wave_ns.max(ns + recall(m));
+        }
+        if wave_ns == 0 {
+            return Err(LatencyError::Backend("a wave priced at 0 ns".to_owned()).into());
         }
         for &m in members {
             let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);

@@ -5,29 +5,38 @@
 //! `n` NPUs is a ring (ALL_REDUCE: `2(n − 1)` steps of `link latency + size / n / bw`;
 //! ALL_GATHER: `n − 1` steps of `link latency + size / bw`, `size` being the per-rank chunk;
 //! REDUCE_SCATTER: `n − 1` steps of `link latency + size / n / bw`) and starts when every
-//! NPU has reached it. Nodes run in file order, one at a time per NPU (the driver's traces are
-//! chains). Any other node or collective type is refused loudly.
+//! NPU of its group has reached it. The group is every NPU of the process, or with an
+//! `involved_dim` attribute the NPUs that share their coordinates on the dimensions not
+//! involved (mixed radix, dimension 0 innermost, as ASTRA-Sim numbers them); the ring runs
+//! on the link of the one involved dimension with more than one NPU (a collective spanning
+//! several such dimensions, which ASTRA-Sim runs in hierarchical phases, is refused loudly).
+//! Nodes run in file order, one at a time per NPU (the driver's traces are chains). Any other
+//! node or collective type is refused loudly.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use blis_cosim::chakra::attr::{find, integer};
+use blis_cosim::chakra::proto::attribute_proto::Value;
 use blis_cosim::chakra::{Dialect, EtNode, NodeKind, npu_file, read_et};
 
 /// Link and memory numbers, read from the configs ASTRA-Sim is started with.
 #[derive(Debug, Clone, Copy)]
 pub struct Pricing {
-    /// Link bandwidth of dimension 0, bytes/ns.
-    pub link_bw: f64,
-    /// Link latency of dimension 0, ns.
-    pub link_latency: f64,
     /// Remote-memory bandwidth, bytes/ns.
     pub mem_bw: f64,
     /// Remote-memory latency, ns.
     pub mem_latency: f64,
     /// NPUs of the instance (the product of `npus_count`).
     pub npus: u32,
+    /// Per network dimension: NPUs, bandwidth (bytes/ns), latency (ns).
+    pub dims: [(u32, f64, f64); MAX_DIMS],
+    /// Dimensions in use in `dims`.
+    pub ndims: usize,
 }
+
+/// Network dimensions the double knows.
+pub const MAX_DIMS: usize = 4;
 
 impl Pricing {
     /// Reads `network.yml` and the memory file (`remote_mem.mem-bw` of the fork's form, or
@@ -36,17 +45,30 @@ impl Pricing {
         let text = std::fs::read_to_string(network).map_err(|e| format!("{e}"))?;
         let net: serde_yaml_ng::Value =
             serde_yaml_ng::from_str(&text).map_err(|e| e.to_string())?;
-        let first = |key: &str| {
-            net[key][0]
-                .as_f64()
-                .ok_or_else(|| format!("network.yml: no {key}"))
-        };
         let npus = net["npus_count"]
             .as_sequence()
             .ok_or("network.yml: no npus_count")?
             .iter()
             .map(|v| v.as_u64().unwrap_or(0) as u32)
             .product();
+        let list = |key: &str| -> Vec<f64> {
+            net[key]
+                .as_sequence()
+                .map(|v| v.iter().map(|x| x.as_f64().unwrap_or(0.0)).collect())
+                .unwrap_or_default()
+        };
+        let (counts, bws, lats) = (list("npus_count"), list("bandwidth"), list("latency"));
+        if counts.len() > MAX_DIMS {
+            return Err(format!("network.yml: more than {MAX_DIMS} dimensions"));
+        }
+        let mut dims = [(1, 1.0, 0.0); MAX_DIMS];
+        for d in 0..counts.len() {
+            dims[d] = (
+                counts[d] as u32,
+                bws.get(d).copied().unwrap_or(1.0),
+                lats.get(d).copied().unwrap_or(0.0),
+            );
+        }
         let mem: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(memory).map_err(|e| e.to_string())?)
                 .map_err(|e| e.to_string())?;
@@ -58,11 +80,11 @@ impl Pricing {
             ),
         };
         Ok(Pricing {
-            link_bw: first("bandwidth")?,
-            link_latency: first("latency")?,
             mem_bw: bw.ok_or("memory json: no bandwidth")?,
             mem_latency: lat.ok_or("memory json: no latency")?,
             npus,
+            dims,
+            ndims: counts.len(),
         })
     }
 
@@ -84,9 +106,53 @@ impl Pricing {
         }
     }
 
-    /// Time of a collective over the instance's NPUs.
+    /// The dimensions a collective involves (all without `involved_dim`).
+    fn involved(&self, node: &EtNode) -> [bool; MAX_DIMS] {
+        let mut involved = [false; MAX_DIMS];
+        match find(&node.attrs, "involved_dim") {
+            Some(Value::BoolList(l)) => {
+                for (d, &v) in l.values.iter().enumerate().take(self.ndims) {
+                    involved[d] = v;
+                }
+            }
+            _ => involved[..self.ndims].fill(true),
+        }
+        involved
+    }
+
+    /// The NPUs of `npu`'s group for a collective involving `involved`.
+    fn group(&self, npu: u32, involved: &[bool; MAX_DIMS]) -> Vec<u32> {
+        (0..self.npus)
+            .filter(|&other| {
+                let (mut a, mut b) = (npu, other);
+                (0..self.ndims).all(|d| {
+                    let size = self.dims[d].0.max(1);
+                    let same = involved[d] || a % size == b % size;
+                    a /= size;
+                    b /= size;
+                    same
+                })
+            })
+            .collect()
+    }
+
+    /// Time of a collective over the NPUs of its group.
     fn collective(&self, node: &EtNode) -> Result<u64, String> {
-        let n = f64::from(self.npus);
+        let involved = self.involved(node);
+        let active: Vec<usize> = (0..self.ndims)
+            .filter(|&d| involved[d] && self.dims[d].0 > 1)
+            .collect();
+        let (npus, link_bw, link_latency) = match active[..] {
+            [] => return Ok(0),
+            [d] => self.dims[d],
+            _ => {
+                return Err(format!(
+                    "node {}: a collective over several dimensions {active:?} is not supported",
+                    node.id
+                ));
+            }
+        };
+        let n = f64::from(npus);
         let size = Self::attr(node, "comm_size") as f64;
         let (steps, step_bytes) = match Self::attr(node, "comm_type") {
             0 => (2.0 * (n - 1.0), size / n),
@@ -100,7 +166,7 @@ impl Pricing {
                 ));
             }
         };
-        Ok((steps * (self.link_latency + step_bytes / self.link_bw)).round() as u64)
+        Ok((steps * (link_latency + step_bytes / link_bw)).round() as u64)
     }
 }
 
@@ -190,16 +256,23 @@ impl Instance {
                     progressed = true;
                 }
             }
-            if let Some(end) = self.collective_end()? {
+            for i in 0..self.runs.len() {
+                let Some(end) = self.collective_end(i as u32)? else {
+                    continue;
+                };
                 if end > now {
                     events.insert(end);
-                } else {
-                    for run in self.runs.iter_mut().flatten() {
-                        run.t = end;
-                        run.pos += 1;
-                    }
-                    progressed = true;
+                    continue;
                 }
+                let node = &self.runs[i].as_ref().expect("at a collective").nodes;
+                let pos = self.runs[i].as_ref().map_or(0, |r| r.pos);
+                let involved = self.pricing.involved(&node[pos]);
+                for m in self.pricing.group(i as u32, &involved) {
+                    let run = self.runs[m as usize].as_mut().expect("in the group");
+                    run.t = end;
+                    run.pos += 1;
+                }
+                progressed = true;
             }
             if !progressed {
                 return Ok(());
@@ -207,28 +280,33 @@ impl Instance {
         }
     }
 
-    /// The end of the collective every NPU waits at (same workload generation and node), if
-    /// they all do.
-    fn collective_end(&self) -> Result<Option<u64>, String> {
-        let mut arrived = 0u64;
-        let mut at: Option<(u64, usize)> = None;
-        for run in &self.runs {
-            let Some(run) = run else { return Ok(None) };
-            let Some(node) = run.nodes.get(run.pos) else {
-                return Ok(None);
-            };
-            if node.kind != NodeKind::CommColl || at.is_some_and(|a| a != (run.generation, run.pos))
-            {
-                return Ok(None);
-            }
-            at = Some((run.generation, run.pos));
-            arrived = arrived.max(run.t);
-        }
-        let Some(Some(run)) = self.runs.first() else {
+    /// The end of the collective NPU `npu` waits at, if every NPU of its group waits at it
+    /// (same workload generation and node).
+    fn collective_end(&self, npu: u32) -> Result<Option<u64>, String> {
+        let Some(run) = &self.runs[npu as usize] else {
             return Ok(None);
         };
-        Ok(Some(
-            arrived + self.pricing.collective(&run.nodes[run.pos])?,
-        ))
+        let Some(node) = run.nodes.get(run.pos) else {
+            return Ok(None);
+        };
+        if node.kind != NodeKind::CommColl {
+            return Ok(None);
+        }
+        let at = (run.generation, run.pos);
+        let mut arrived = run.t;
+        for m in self.pricing.group(npu, &self.pricing.involved(node)) {
+            let Some(other) = &self.runs[m as usize] else {
+                return Ok(None);
+            };
+            let waiting = other
+                .nodes
+                .get(other.pos)
+                .is_some_and(|n| n.kind == NodeKind::CommColl);
+            if !waiting || (other.generation, other.pos) != at {
+                return Ok(None);
+            }
+            arrived = arrived.max(other.t);
+        }
+        Ok(Some(arrived + self.pricing.collective(node)?))
     }
 }

@@ -9,6 +9,7 @@
 mod cli_tests;
 mod double;
 mod double_sim;
+mod dp_tests;
 mod fork_tests;
 mod multi_tests;
 mod stock_tests;
@@ -89,8 +90,8 @@ fn main() {
             multi_tests::a_fault_in_one_instance_stops_them_all,
         ),
         (
-            "multi::pd_and_dp_are_refused_naming_the_key",
-            multi_tests::pd_and_dp_are_refused_naming_the_key,
+            "multi::pd_is_refused_naming_the_key",
+            multi_tests::pd_is_refused_naming_the_key,
         ),
         (
             "multi::expert_parallelism_inside_an_instance_matches_the_analytical_run",
@@ -103,6 +104,22 @@ fn main() {
         (
             "multi::real_astra_sim_on_several_instances_when_available",
             multi_tests::real_astra_sim_on_several_instances_when_available,
+        ),
+        (
+            "dp::moe_groups_match_the_analytical_run",
+            dp_tests::moe_groups_match_the_analytical_run,
+        ),
+        (
+            "dp::dense_group_members_run_their_own_processes",
+            dp_tests::dense_group_members_run_their_own_processes,
+        ),
+        (
+            "dp::a_fault_in_a_group_stops_everything",
+            dp_tests::a_fault_in_a_group_stops_everything,
+        ),
+        (
+            "dp::network_config_with_a_group_is_refused",
+            dp_tests::network_config_with_a_group_is_refused,
         ),
     ]);
 }

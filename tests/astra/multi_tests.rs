@@ -506,9 +506,9 @@ pub fn real_astra_sim_reproduces_the_published_moe_example_when_available() {
     assert_eq!(ours, published);
 }
 
-/// What ASTRA-Sim co-simulation still refuses, naming the key: prefill/decode instances and
-/// DP groups (dense or MoE).
-pub fn pd_and_dp_are_refused_naming_the_key() {
+/// What ASTRA-Sim co-simulation still refuses, naming the key: prefill/decode instances (DP
+/// groups are co-simulated: see `dp_tests`).
+pub fn pd_is_refused_naming_the_key() {
     let tmp = tempfile::tempdir().unwrap();
     let sample = sample();
     for (file, key, what) in [
@@ -521,16 +521,6 @@ pub fn pd_and_dp_are_refused_naming_the_key() {
             "single_node_heterogeneous.json",
             "field `nodes[0].instances[0].pd_type`",
             "SEND/RECV",
-        ),
-        (
-            "single_node_dp_instance.json",
-            "field `nodes[0].instances[0].dp_group`",
-            "DP groups",
-        ),
-        (
-            "single_node_moe_dp_ep_instance.json",
-            "field `nodes[0].instances[0].dp_group`",
-            "DP groups",
         ),
     ] {
         let args = [
