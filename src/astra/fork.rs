@@ -115,6 +115,18 @@ impl ForkSession {
 
     /// Runs one batch, whose files are `<prefix>.<npu>.et`, and returns its duration in ns.
     pub fn run_batch(&mut self, prefix: &Path) -> Result<u64, Fault> {
+        Ok(self.run_batch_each(prefix)?.into_iter().max().unwrap_or(0))
+    }
+
+    /// The prompting NPUs: the start NPUs, then the end NPUs, as given at start-up.
+    pub fn reporters(&self) -> &[u32] {
+        &self.reporters
+    }
+
+    /// [`ForkSession::run_batch`], with the time from the previous batch's end to each
+    /// prompting NPU's first report of this one ([`ForkSession::reporters`] order), ns; the
+    /// batch's duration is the largest.
+    pub fn run_batch_each(&mut self, prefix: &Path) -> Result<Vec<u64>, Fault> {
         let prefix = prefix.to_str().ok_or_else(|| {
             Fault::Io(format!(
                 "the workload path {} is not valid UTF-8",
@@ -153,10 +165,11 @@ impl ForkSession {
             }
             self.process.send("pass")?;
         }
-        let end = finished.into_iter().flatten().max().unwrap_or(self.clock);
-        let step = end - self.clock;
+        let finished: Vec<u64> = finished.into_iter().flatten().collect();
+        let end = finished.iter().copied().max().unwrap_or(self.clock);
+        let steps = finished.iter().map(|&f| f - self.clock).collect();
         self.clock = end;
-        Ok(step)
+        Ok(steps)
     }
 
     /// Which reporter `poll` comes from, after checking its time and (when given) its

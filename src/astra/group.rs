@@ -10,8 +10,9 @@
 //! dispatch and combine carry the group's `ep_dim` (LLMServingSim's rule: `[T, F]` when the
 //! EP degree fits in the TP degree, else `[T, T]` with TP > 1, else `[F, T]`), so that the
 //! EP collectives of a group whose EP spans its members are collectives across the members'
-//! NPUs, which ASTRA-Sim synchronises. The wave lasts until the last member NPU reports it
-//! finished.
+//! NPUs, which ASTRA-Sim synchronises. Each member's step ends when the last of its NPUs
+//! reports the wave finished (its tokens are out then); the next wave starts when every
+//! member's has.
 //!
 //! **Memoisation**: a wave is keyed by every member's trace bytes (in member order) and the
 //! NPU count.
@@ -111,7 +112,8 @@ pub struct AstraGroup {
     /// `involved_dim` of the TP all-reduces and of the EP collectives.
     dims: Option<(Vec<bool>, Vec<bool>)>,
     options: AstraOptions,
-    memo: HashMap<(u128, u32), Nanos>,
+    /// Each member's step time of a wave, by the wave's key.
+    memo: HashMap<(u128, u32), Vec<Nanos>>,
     stats: AstraStats,
     /// Each member's encoded `.et` file of the wave being priced.
     ets: Vec<Vec<u8>>,
@@ -215,12 +217,14 @@ impl AstraGroup {
     }
 
     /// Prices one wave: `batches[m]` is member `m`'s padded batch, `breakdowns[m]` its
-    /// compute backend's breakdown of it. Allocates (traces, files).
+    /// compute backend's breakdown of it. Returns each member's step time: until the last of
+    /// its NPUs reports the wave finished (the fork's start and end NPUs; every NPU in stock
+    /// mode). Allocates (traces, files).
     pub fn wave_ns(
         &mut self,
         batches: &[BatchDesc<'_>],
         breakdowns: &[Vec<LayerTiming>],
-    ) -> Result<Nanos, AstraError> {
+    ) -> Result<Vec<Nanos>, AstraError> {
         let step = self.stats.steps;
         self.stats.steps += 1;
         let stage = Stage::Step {
@@ -265,20 +269,20 @@ impl AstraGroup {
         }
         let key = (xxh3_128(&hashes), self.tp * self.members);
         if self.options.memo
-            && let Some(&time) = self.memo.get(&key)
+            && let Some(times) = self.memo.get(&key)
         {
             self.stats.memo_hits += 1;
-            return Ok(time);
+            return Ok(times.clone());
         }
-        let time = self.price(stage)?;
+        let times = self.price(stage)?;
         if self.options.memo {
-            self.memo.insert(key, time);
+            self.memo.insert(key, times.clone());
         }
-        Ok(time)
+        Ok(times)
     }
 
-    /// Writes the members' files and runs the wave in ASTRA-Sim.
-    fn price(&mut self, stage: Stage) -> Result<Nanos, AstraError> {
+    /// Writes the members' files and runs the wave in ASTRA-Sim; returns each member's time.
+    fn price(&mut self, stage: Stage) -> Result<Vec<Nanos>, AstraError> {
         if matches!(self.driver, Driver::Failed) {
             return Err(self.error(
                 stage,
@@ -305,12 +309,24 @@ impl AstraGroup {
             return Err(self.error(stage, Fault::Io(m), Vec::new()));
         }
         self.stats.calls += 1;
-        let npus = self.tp * self.members;
+        let (tp, members) = (self.tp, self.members as usize);
+        let npus = tp * self.members;
+        // The member of an NPU.
+        let member = |npu: u32| (npu / tp) as usize;
+        let per_member = |npus: &[u32], times: Vec<u64>| {
+            let mut each = vec![0; members];
+            for (&npu, t) in npus.iter().zip(times) {
+                let m = member(npu).min(members - 1);
+                each[m] = each[m].max(t);
+            }
+            each
+        };
         let started = Instant::now();
         let result = match &mut self.driver {
-            Driver::Fork(session) => session
-                .run_batch(&prefix)
-                .map_err(|f| (f, session.last_lines())),
+            Driver::Fork(session) => match session.run_batch_each(&prefix) {
+                Ok(times) => Ok(per_member(session.reporters(), times)),
+                Err(f) => Err((f, session.last_lines())),
+            },
             Driver::Stock => StockRun::spawn(
                 &self.options.binary,
                 &self.inputs,
@@ -320,7 +336,8 @@ impl AstraGroup {
                 self.options.limits,
             )
             .map_err(|f| (f, Vec::new()))
-            .and_then(|mut run| run.finish().map_err(|f| (f, run.last_lines()))),
+            .and_then(|mut run| run.finish_each().map_err(|f| (f, run.last_lines())))
+            .map(|times| per_member(&(0..npus).collect::<Vec<_>>(), times)),
             Driver::Failed => unreachable!("checked above"),
         };
         self.stats.wall += started.elapsed();

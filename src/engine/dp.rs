@@ -45,18 +45,38 @@ pub(super) fn groups(setups: &[InstanceSetup]) -> Vec<Vec<u32>> {
 /// Prices the waves of DP groups as wholes, instead of each member by its own backend (e.g.
 /// one ASTRA-Sim process holding every member's NPUs, whose collectives span the members).
 pub trait WavePricer {
-    /// The time of a wave of group `group` whose members (`members`, in id order) run
-    /// `batches` (one per member, same order, already padded to the group's widest; a dummy
-    /// for an idle member), or `None` when this pricer does not price that group (then each
-    /// member is priced by its own backend and the slowest sets the wave). `backends` are the
-    /// instances' own (by instance id), e.g. for each member's compute breakdown.
+    /// Each member's step time in a wave of group `group` whose members (`members`, in id
+    /// order) run `batches` (one per member, same order, already padded to the group's
+    /// widest; a dummy for an idle member): when that member's own NPUs are done, its requests'
+    /// tokens are out; the next wave starts when the last member is done. `None` when this
+    /// pricer does not price that group (then each member is priced by its own backend and
+    /// every member's step lasts as long as the slowest). `backends` are the instances' own
+    /// (by instance id), e.g. for each member's compute breakdown.
     fn wave_ns(
         &mut self,
         group: u32,
         members: &[u32],
         batches: &[BatchDesc<'_>],
         backends: &mut [&mut dyn LatencyBackend],
-    ) -> Result<Option<Nanos>, LatencyError>;
+    ) -> Result<Option<Vec<Nanos>>, LatencyError>;
+}
+
+/// When the members' steps of a wave end.
+pub(super) enum WaveEnd {
+    /// Every member's at the same time.
+    All(Nanos),
+    /// Each member's (in member order).
+    Each(Vec<Nanos>),
+}
+
+impl WaveEnd {
+    /// The end of the step of the `i`-th member.
+    pub fn of(&self, i: usize) -> Nanos {
+        match self {
+            WaveEnd::All(end) => *end,
+            WaveEnd::Each(ends) => ends[i],
+        }
+    }
 }
 
 /// One attempt to start a wave of a DP group.
@@ -73,8 +93,9 @@ pub(super) struct Wave<'w, 'a, 'b, 'p> {
 }
 
 impl Wave<'_, '_, '_, '_> {
-    /// Starts a wave at `now` if every member is idle and one has work; returns when it ends.
-    pub fn start(self, now: Nanos) -> Result<Option<Nanos>, SimError> {
+    /// Starts a wave at `now` if every member is idle and one has work; returns when the
+    /// members' steps end.
+    pub fn start(self, now: Nanos) -> Result<Option<WaveEnd>, SimError> {
         let Wave {
             group,
             members,
@@ -136,14 +157,25 @@ impl Wave<'_, '_, '_, '_> {
         let whole = match pricer {
             Some(pricer) => {
                 let batches: Vec<BatchDesc<'_>> = members.iter().map(|&m| padded(m)).collect();
-                pricer
-                    .wave_ns(group, members, &batches, backends)?
-                    .map(|ns| ns + members.iter().map(|&m| recall(m)).max().unwrap_or(0))
+                let delay = members.iter().map(|&m| recall(m)).max().unwrap_or(0);
+                match pricer.wave_ns(group, members, &batches, backends)? {
+                    Some(each) if each.len() == members.len() && !each.contains(&0) => {
+                        Some(each.into_iter().map(|ns| now + ns + delay).collect())
+                    }
+                    Some(each) => {
+                        return Err(LatencyError::Backend(format!(
+                            "a wave of {} members priced as {each:?}",
+                            members.len()
+                        ))
+                        .into());
+                    }
+                    None => None,
+                }
             }
             None => None,
         };
         // Else price each member at the padded width; the slowest sets the wave's length.
-        let mut wave_ns: Nanos = whole.unwrap_or(0);
+        let mut wave_ns: Nanos = 0;
         for &m in members.iter().filter(|_| whole.is_none()) {
             let ns = backends[m as usize].step_time(&padded(m))?;
             if ns == 0 {
@@ -152,9 +184,6 @@ impl Wave<'_, '_, '_, '_> {
                 );
             }
             wave_ns = wave_ns.max(ns + recall(m));
-        }
-        if wave_ns == 0 {
-            return Err(LatencyError::Backend("a wave priced at 0 ns".to_owned()).into());
         }
         for &m in members {
             let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
@@ -168,6 +197,9 @@ impl Wave<'_, '_, '_, '_> {
                 inst.steps += 1;
             }
         }
-        Ok(Some(now + wave_ns))
+        Ok(Some(match whole {
+            Some(ends) => WaveEnd::Each(ends),
+            None => WaveEnd::All(now + wave_ns),
+        }))
     }
 }

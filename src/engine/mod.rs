@@ -420,8 +420,8 @@ pub fn run_priced(
                     pricer: waves.as_deref_mut(),
                 };
                 if let Some(end) = wave.start(now)? {
-                    for &m in members {
-                        queue.push(end, EventKind::StepEnd { instance: m });
+                    for (i, &m) in members.iter().enumerate() {
+                        queue.push(end.of(i), EventKind::StepEnd { instance: m });
                     }
                 }
                 continue;

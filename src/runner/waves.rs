@@ -88,7 +88,7 @@ impl WavePricer for AstraWaves {
         members: &[u32],
         batches: &[BatchDesc<'_>],
         backends: &mut [&mut dyn LatencyBackend],
-    ) -> Result<Option<Nanos>, LatencyError> {
+    ) -> Result<Option<Vec<Nanos>>, LatencyError> {
         let Some(Some(g)) = self.groups.get_mut(group as usize) else {
             return Ok(None);
         };

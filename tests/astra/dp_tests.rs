@@ -80,18 +80,16 @@ fn args_on(dataset: &str, config: &Path, out: &Path, extra: &[&str]) -> Vec<Stri
 }
 
 /// A MoE DP group of two members, in one ASTRA-Sim process (`DP group 0: ` report, one
-/// process started, network `[tp, 2]`, one `.et` file per NPU of the group), with a CSV
-/// byte-identical to the analytical run's, memo on and off, where the double prices like the
-/// analytical model:
-///
-/// - TP 2, EP 2 (`ep_dim = [T, F]`, LLMServingSim's rule: the EP collectives stay inside
-///   each member), on `example_trace.jsonl`: the members never meet, so the wave lasts as long
-///   as the slowest member, which is the analytical wave;
-/// - TP 1, EP 2 (`ep_dim = [F, T]`: the dispatch and combine span both members, on dimension
-///   1), on the paired trace: both members run the same batch, so meeting at every collective
-///   costs nothing extra. (With different batches the members are slowest in different layers
-///   — the real member in attention, a padded dummy in the LM head — and a wave that meets at
-///   every collective is slightly longer than the analytical slowest member.)
+/// process started, network `[tp, 2]`, one `.et` file per NPU of the group), TP 1 (EP 2
+/// across the members: `ep_dim = [F, T]`, the dispatch and combine on dimension 1) and TP 2
+/// (EP 2 inside each member: `ep_dim = [T, F]`, LLMServingSim's rule), on the paired trace
+/// with RR routing, where both members run the same batch in every wave: the CSV is
+/// byte-identical to the analytical run's, memo on and off (the double prices the
+/// collectives like the analytical ring). With different batches the two differ on purpose:
+/// under ASTRA-Sim a member's step ends when its own NPUs are done (the analytical wave ends
+/// every member's step with the slowest one's), and members that meet at every collective
+/// while being slowest in different layers (the real member in attention, a padded dummy in
+/// the LM head) make a wave slightly longer than the analytical slowest member.
 pub fn moe_groups_match_the_analytical_run() {
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -99,13 +97,9 @@ pub fn moe_groups_match_the_analytical_run() {
     for tp in [1, 2] {
         let config = group(dir.path(), QWEN, tp, Some(2), 2);
         let args = |config: &Path, out: &Path, extra: &[&str]| {
-            if tp == 1 {
-                let mut extra = extra.to_vec();
-                extra.extend(["--request-routing-policy", "RR"]);
-                args_on(pairs.to_str().unwrap(), config, out, &extra)
-            } else {
-                args(config, out, extra)
-            }
+            let mut extra = extra.to_vec();
+            extra.extend(["--request-routing-policy", "RR"]);
+            args_on(pairs.to_str().unwrap(), config, out, &extra)
         };
         let analytical = dir.path().join(format!("tp{tp}-analytical.csv"));
         ok(&run(
@@ -269,4 +263,131 @@ pub fn network_config_with_a_group_is_refused() {
         "{err}"
     );
     assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// A request's token times (first token, then every later one), ns.
+fn token_times(row: &csv_row::Row) -> Vec<u64> {
+    let mut t = row.arrival + row.ttft;
+    let mut times = vec![t];
+    for gap in &row.itl {
+        t += gap;
+        times.push(t);
+    }
+    times
+}
+
+/// The CSV columns these checks read.
+mod csv_row {
+    /// One row of a per-request CSV.
+    pub struct Row {
+        pub instance: u32,
+        pub request: u64,
+        pub arrival: u64,
+        pub ttft: u64,
+        pub itl: Vec<u64>,
+    }
+
+    /// The rows of a per-request CSV, by request id.
+    pub fn read(path: &str) -> Vec<Row> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut rows: Vec<Row> = text
+            .lines()
+            .skip(1)
+            .map(|line| {
+                let (head, itl) = line.split_once(",\"[").unwrap();
+                let f: Vec<&str> = head.split(',').collect();
+                let itl = itl.trim_end_matches("]\"");
+                Row {
+                    instance: f[0].parse().unwrap(),
+                    request: f[1].parse().unwrap(),
+                    arrival: f[5].parse().unwrap(),
+                    ttft: f[9].parse().unwrap(),
+                    itl: itl
+                        .split(", ")
+                        .filter(|s| !s.is_empty())
+                        .map(|s| s.parse().unwrap())
+                        .collect(),
+                }
+            })
+            .collect();
+        rows.sort_by_key(|r| r.request);
+        rows
+    }
+}
+
+/// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one:
+/// LLMServingSim's MoE DP examples (`single_node_moe_dp_tp_instance.json`, TP 2 × 2 members,
+/// EP 2; `dual_node_moe_dp_ep_intra_inter_instance.json`, TP 2 × 2 members on two nodes, EP
+/// 4 over `[128, 16]` GB/s links; Qwen3-30B-A3B, `example_trace.jsonl`, 10 requests) in one
+/// fork process per group. While one member is busy and the other runs dummies, the token
+/// times are LLMServingSim's published ones to the nanosecond: request 0's first 37 (49)
+/// tokens, and request 1's first token. From there on, LLMServingSim advances only one
+/// member per wave (its published decode gaps double and the two members' token times
+/// interleave), where ours advances both; see the README. Memo on and off agree.
+pub fn real_astra_sim_on_published_dp_examples_when_available() {
+    let Some(binary) = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
+    else {
+        println!(
+            "    skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim ASTRA-Sim fork binary"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (config, published, same_tokens, memo_off) in [
+        (
+            "single_node_moe_dp_tp_instance.json",
+            "example_moe_dp_tp_run.csv",
+            37,
+            true,
+        ),
+        (
+            "dual_node_moe_dp_ep_intra_inter_instance.json",
+            "example_dual_moe_dp_ep_run.csv",
+            49,
+            false,
+        ),
+    ] {
+        let mut csvs = Vec::new();
+        for memo in [true, false].into_iter().filter(|&m| m || memo_off) {
+            let out = dir.path().join(format!("{published}-{memo}"));
+            let mut args = vec![
+                "--cluster-config".to_owned(),
+                shared(&format!("configs/cluster/{config}")),
+                "--dataset".to_owned(),
+                shared("workloads/example_trace.jsonl"),
+                "--num-reqs".to_owned(),
+                "10".to_owned(),
+                "--profile-dir".to_owned(),
+                shared("profiler/perf"),
+                "--output".to_owned(),
+                out.display().to_string(),
+            ];
+            if !memo {
+                args.push("--no-memo".to_owned());
+            }
+            let run_out = std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
+                .args(&args)
+                .env(blis_cosim::astra::ASTRA_SIM_ENV, &binary)
+                .output()
+                .unwrap();
+            let err = ok(&run_out);
+            assert!(err.contains("DP group 0: ASTRA-Sim: "), "{err}");
+            csvs.push(std::fs::read(&out).unwrap());
+            if !memo {
+                continue;
+            }
+            let ours = csv_row::read(out.to_str().unwrap());
+            let theirs = csv_row::read(&shared(&format!("outputs/{published}")));
+            assert_eq!((ours[0].instance, ours[1].instance), (0, 1));
+            assert_eq!((theirs[0].instance, theirs[1].instance), (0, 1));
+            assert_eq!(
+                token_times(&ours[0])[..same_tokens],
+                token_times(&theirs[0])[..same_tokens],
+                "{published}: request 0"
+            );
+            assert_eq!(ours[0].ttft, theirs[0].ttft, "{published}");
+            assert_eq!(ours[1].ttft, theirs[1].ttft, "{published}: request 1");
+        }
+        assert!(csvs.windows(2).all(|w| w[0] == w[1]), "memo on and off");
+    }
 }

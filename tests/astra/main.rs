@@ -121,5 +121,9 @@ fn main() {
             "dp::network_config_with_a_group_is_refused",
             dp_tests::network_config_with_a_group_is_refused,
         ),
+        (
+            "dp::real_astra_sim_on_published_dp_examples_when_available",
+            dp_tests::real_astra_sim_on_published_dp_examples_when_available,
+        ),
     ]);
 }
