@@ -23,7 +23,17 @@
 //! all of the cluster's NPUs would: a batch's time depends only on its own trace and on the
 //! links and memories of its own instance. Expert parallelism inside an instance is part of
 //! its trace (the MoE dispatch and combine collectives). Prefill/decode instances (whose KV
-//! transfers would have to become Chakra SEND/RECV nodes) and DP groups are refused.
+//! transfers would have to become Chakra SEND/RECV nodes) are refused.
+//!
+//! **DP groups.** The members of a MoE model's DP group meet at every MoE collective, so a
+//! group runs in one process holding all of its members' NPUs: [`AstraGroup`] prices a whole
+//! wave (every member's padded batch as its own NPUs' `.et` files, network `[tp, members]`,
+//! [`group_network`]; TP all-reduces on dimension 0 and EP collectives on the group's
+//! `ep_dim`, [`group_dims`]), one start NPU (and end NPU) per member, and returns each
+//! member's step time. The engine calls it through its
+//! [`WavePricer`](crate::engine::WavePricer) seam instead of the members' own backends, which
+//! then price compute only. A dense model's DP group has no lock step: its members run as
+//! colocated instances, a process each.
 
 mod args;
 mod backend;

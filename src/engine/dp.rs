@@ -7,7 +7,10 @@
 //! context, as LLMServingSim and vLLM's `execute_dummy_batch` do). Every batch is padded to the
 //! token count of the largest ([`BatchDesc::pad_tokens`]), each member's step is priced by its
 //! own backend (which also prices the collectives at the padded size), and the wave lasts as
-//! long as the slowest member: every member's step ends at `start + max(step times)`.
+//! long as the slowest member: every member's step ends at `start + max(step times)`. A
+//! [`WavePricer`] may price a group's waves as wholes instead (ASTRA-Sim co-simulating the
+//! group in one process): then each member's step ends at its own time, and the next wave
+//! starts when the last member's has ended.
 //!
 //! Taking the slowest member's whole step is exact when the members differ only in attention
 //! (the case under BALANCED expert routing, since padding makes every other layer equal):
