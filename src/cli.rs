@@ -2,6 +2,7 @@
 //! into a [`SimConfig`] that holds no CLI types.
 
 use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
+mod astra_dp;
 mod instances;
 mod parallel;
 mod pipeline;
@@ -471,6 +472,7 @@ impl RunArgs {
                 (instances, cluster.num_nodes, networks, links, storage)
             }
         };
+        astra_dp::refuse_network_config(&self.astra, &instances)?;
         let astra = self.astra.resolve_instances(astra_binary, &networks)?;
         for (inst, options) in instances.iter_mut().zip(astra.into_iter().flatten()) {
             let streams = inst
@@ -487,6 +489,7 @@ impl RunArgs {
             inst.astra = Some(options);
         }
         astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
+        astra_dp::group_networks(&mut instances);
         Ok(SimConfig {
             workload,
             output: self.output,
@@ -512,12 +515,13 @@ impl RunArgs {
     }
 }
 
-/// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet: DP
-/// groups and pipeline parallelism. Colocated and decode instances get an ASTRA-Sim process
-/// each; a prefill instance's process also holds its KV receivers (the KV transfer is part of
-/// its traces, [`astra_prefill_networks`]); expert parallelism inside one instance is priced
-/// there (its collectives are nodes of the instance's trace), and so are weights a
-/// `placement` keeps in host or CXL memory (weight MEM_LOAD nodes).
+/// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet:
+/// pipeline parallelism. Colocated and decode instances get an ASTRA-Sim process each (a MoE
+/// DP group one for all its members, whose collectives span them); a prefill instance's
+/// process also holds its KV receivers (the KV transfer is part of its traces,
+/// [`astra_prefill_networks`]); expert parallelism inside one instance is priced there (its
+/// collectives are nodes of the instance's trace), and so are weights a `placement` keeps in
+/// host or CXL memory (weight MEM_LOAD nodes).
 fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), ConfigError> {
     let refuse = |p: &PlacedInstance<'_>, key: &str, what: &str| ConfigError::Invalid {
         source_name: source.to_owned(),
@@ -527,9 +531,6 @@ fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), C
              {what} yet; use --network-backend analytical"
         ),
     };
-    if let Some(p) = placed.iter().find(|p| p.spec.dp_group.is_some()) {
-        return Err(refuse(p, "dp_group", "DP groups"));
-    }
     if let Some(p) = placed.iter().find(|p| p.spec.pp() > 1) {
         return Err(refuse(
             p,

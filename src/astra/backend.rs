@@ -329,6 +329,7 @@ impl AstraBackend {
             breakdown,
             involved_dim: None,
             placement: self.placement.as_ref(),
+            ep_involved_dim: None,
         };
         let Some(prefill) = self.prefill else {
             trace
@@ -336,7 +337,9 @@ impl AstraBackend {
                 .map_err(|e| e.to_string())?;
             return Ok(MemoKey::of(&self.et, self.tp));
         };
+        // Every collective stays on the prefill NPUs (dimension 0), away from the receivers.
         trace.involved_dim = Some(&PREFILL_INVOLVED_DIM);
+        trace.ep_involved_dim = Some(&PREFILL_INVOLVED_DIM);
         self.files = prefill::encode_prefill(&trace, prefill.kv_bytes, dialect)
             .map_err(|e| e.to_string())?;
         // The key covers every file: the senders' and receivers' differ.

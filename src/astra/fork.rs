@@ -50,6 +50,26 @@ impl ForkSession {
         timeout: Duration,
         limits: OutputLimits,
     ) -> Result<ForkSession, Fault> {
+        let ends: Vec<u32> = (npus > 1).then(|| npus - 1).into_iter().collect();
+        Self::spawn_instances(binary, inputs, initial_prefix, &[0], &ends, timeout, limits)
+    }
+
+    /// Starts the fork on several instances in one process (the members of a DP group): the
+    /// start NPU of each (`--start-npu-ids`, ascending) and the end NPU of each with several
+    /// NPUs (`--end-npu-ids`). Every one of them prompts for, and gets, each batch.
+    pub fn spawn_instances(
+        binary: &Path,
+        inputs: &AstraInputs,
+        initial_prefix: &Path,
+        starts: &[u32],
+        ends: &[u32],
+        timeout: Duration,
+        limits: OutputLimits,
+    ) -> Result<ForkSession, Fault> {
+        let ids = |key: &str, ids: &[u32]| {
+            let list: String = ids.iter().map(|id| format!("{id},")).collect();
+            OsString::from(format!("--{key}={list}"))
+        };
         let arg = |key: &str, path: &Path| {
             let mut a = OsString::from(format!("--{key}="));
             a.push(path);
@@ -60,12 +80,12 @@ impl ForkSession {
             arg("system-configuration", &inputs.system),
             arg("network-configuration", &inputs.network),
             arg("memory-configuration", &inputs.memory),
-            OsString::from("--start-npu-ids=0,"),
+            ids("start-npu-ids", starts),
         ];
-        let mut reporters = vec![0];
-        if npus > 1 {
-            args.push(OsString::from(format!("--end-npu-ids={},", npus - 1)));
-            reporters.push(npus - 1);
+        let mut reporters = starts.to_vec();
+        if !ends.is_empty() {
+            args.push(ids("end-npu-ids", ends));
+            reporters.extend_from_slice(ends);
         }
         let process = AstraProcess::spawn(binary, &args, inputs.dir(), limits, timeout)?;
         Ok(ForkSession {
@@ -95,6 +115,18 @@ impl ForkSession {
 
     /// Runs one batch, whose files are `<prefix>.<npu>.et`, and returns its duration in ns.
     pub fn run_batch(&mut self, prefix: &Path) -> Result<u64, Fault> {
+        Ok(self.run_batch_each(prefix)?.into_iter().max().unwrap_or(0))
+    }
+
+    /// The prompting NPUs: the start NPUs, then the end NPUs, as given at start-up.
+    pub fn reporters(&self) -> &[u32] {
+        &self.reporters
+    }
+
+    /// [`ForkSession::run_batch`], with the time from the previous batch's end to each
+    /// prompting NPU's first report of this one ([`ForkSession::reporters`] order), ns; the
+    /// batch's duration is the largest.
+    pub fn run_batch_each(&mut self, prefix: &Path) -> Result<Vec<u64>, Fault> {
         let prefix = prefix.to_str().ok_or_else(|| {
             Fault::Io(format!(
                 "the workload path {} is not valid UTF-8",
@@ -133,10 +165,11 @@ impl ForkSession {
             }
             self.process.send("pass")?;
         }
-        let end = finished.into_iter().flatten().max().unwrap_or(self.clock);
-        let step = end - self.clock;
+        let finished: Vec<u64> = finished.into_iter().flatten().collect();
+        let end = finished.iter().copied().max().unwrap_or(self.clock);
+        let steps = finished.iter().map(|&f| f - self.clock).collect();
         self.clock = end;
-        Ok(step)
+        Ok(steps)
     }
 
     /// Which reporter `poll` comes from, after checking its time and (when given) its

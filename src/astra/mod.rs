@@ -22,7 +22,7 @@
 //! exchange no traffic, so one process per instance prices every step as one process holding
 //! all of the cluster's NPUs would: a batch's time depends only on its own trace and on the
 //! links and memories of its own instance. Expert parallelism inside an instance is part of
-//! its trace (the MoE dispatch and combine collectives). DP groups are refused.
+//! its trace (the MoE dispatch and combine collectives).
 //!
 //! **Prefill/decode instances.** A decode instance runs colocated-style traces in its own
 //! process. A prefill instance of TP `t` runs in a process of `2t` NPUs: its TP NPUs and their
@@ -36,11 +36,22 @@
 //! decode instance's NPUs in a shared process: that is what LLMServingSim simulates, and on the
 //! congestion-unaware network a RECV occupies neither compute nor the receiver's communication
 //! slot, so the decode NPUs would receive at the same instants while running their own batches.
+//!
+//! **DP groups.** The members of a MoE model's DP group meet at every MoE collective, so a
+//! group runs in one process holding all of its members' NPUs: [`AstraGroup`] prices a whole
+//! wave (every member's padded batch as its own NPUs' `.et` files, network `[tp, members]`,
+//! [`group_network`]; TP all-reduces on dimension 0 and EP collectives on the group's
+//! `ep_dim`, [`group_dims`]), one start NPU (and end NPU) per member, and returns each
+//! member's step time. The engine calls it through its
+//! [`WavePricer`](crate::engine::WavePricer) seam instead of the members' own backends, which
+//! then price compute only. A dense model's DP group has no lock step: its members run as
+//! colocated instances, a process each.
 
 mod args;
 mod backend;
 mod error;
 mod fork;
+mod group;
 mod inputs;
 mod lines;
 mod network;
@@ -57,6 +68,7 @@ mod tests;
 pub use args::{ASTRA_SIM_ENV, AstraArgs, InstanceNetwork, NetworkBackend};
 pub use backend::{AstraBackend, AstraInstance, AstraStats};
 pub use error::{AstraError, Fault, Stage};
+pub use group::{AstraGroup, AstraGroupSpec, group_dims, group_network};
 pub use inputs::{
     AstraInputs, CxlParams, DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS, MEMORY_TEMPLATE,
     MemoryParams, NETWORK_TEMPLATE, REMOTE_MEMORY_TEMPLATE, SYSTEM_TEMPLATE, memory_json,

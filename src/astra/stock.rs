@@ -50,6 +50,11 @@ impl StockRun {
     /// Reads the output to its end, waits for a successful exit, and returns the latest
     /// finish time over the NPUs, ns.
     pub fn finish(&mut self) -> Result<u64, Fault> {
+        Ok(self.finish_each()?.into_iter().max().unwrap_or(0))
+    }
+
+    /// [`StockRun::finish`], with the finish time of every NPU, ns (by NPU id).
+    pub fn finish_each(&mut self) -> Result<Vec<u64>, Fault> {
         let deadline = Instant::now() + self.timeout;
         let mut times: Vec<Option<u64>> = vec![None; self.npus as usize];
         while let Some(line) = self.process.next_line(deadline)? {
@@ -77,7 +82,7 @@ impl StockRun {
                 "no `sys[{npu}] finished, T cycles` line before it exited"
             )));
         }
-        Ok(times.into_iter().flatten().max().unwrap_or(0))
+        Ok(times.into_iter().flatten().collect())
     }
 
     /// The last lines printed, oldest first.

@@ -331,3 +331,23 @@ fn a_batch_slot_is_rewritten_in_place_and_cut_to_the_new_length() {
         "{err}"
     );
 }
+
+#[test]
+fn dp_group_dims_follow_llmservingsim() {
+    use super::{group_dims, group_network};
+    let (t, f) = (true, false);
+    // EP inside the TP degree stays on dimension 0, else it spans the members.
+    assert_eq!(group_dims(2, 2, 2), Some((vec![t, f], vec![t, f])));
+    assert_eq!(group_dims(2, 2, 4), Some((vec![t, f], vec![t, t])));
+    assert_eq!(group_dims(2, 1, 2), Some((vec![t, f], vec![f, t])));
+    assert_eq!(group_dims(1, 2, 2), None);
+    let net = group_network(2, 2, &[128.0, 16.0], &[500.0, 20000.0]);
+    assert_eq!(
+        net.render(),
+        "topology: [ FullyConnected, FullyConnected ]\nnpus_count: [ 2, 2 ]\n\
+         bandwidth: [ 128.0, 16.0 ]\nlatency: [ 500.0, 20000.0 ]\n"
+    );
+    // A one-member group loses its trailing 1; TP 1 keeps its leading one.
+    assert_eq!(group_network(2, 1, &[16.0], &[0.0]).dims.len(), 1);
+    assert_eq!(group_network(1, 2, &[16.0], &[0.0]).dims[0].npus, 1);
+}

@@ -81,6 +81,7 @@ impl StepEmitter {
             breakdown: &breakdown,
             involved_dim: None,
             placement: self.placement.as_ref(),
+            ep_involved_dim: None,
         };
         trace
             .write(&dir.join("llm"), self.settings.dialect)

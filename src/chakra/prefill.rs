@@ -186,6 +186,7 @@ mod tests {
             breakdown: &breakdown,
             involved_dim: Some(&[true, false]),
             placement: None,
+            ep_involved_dim: None,
         };
         (trace.nodes().unwrap(), prefill_nodes(&trace, 2).unwrap())
     }

@@ -57,11 +57,14 @@ pub struct BatchTrace<'a> {
     pub dtype: Dtype,
     /// The active backend's per-layer breakdown of this batch, in execution order.
     pub breakdown: &'a [LayerTiming],
-    /// `involved_dim` of the collectives on a multi-dimensional network (one entry per
+    /// `involved_dim` of the TP all-reduces on a multi-dimensional network (one entry per
     /// dimension); `None` leaves it out, which ASTRA-Sim reads as every dimension.
     pub involved_dim: Option<&'a [bool]>,
     /// Where the weights live (a cluster config's `placement`); `None`: all on the GPU.
     pub placement: Option<&'a Placement>,
+    /// `involved_dim` of the EP dispatch and combine (LLMServingSim's `ep_dim`: a DP group's
+    /// EP collectives may span its members); `None` leaves it out.
+    pub ep_involved_dim: Option<&'a [bool]>,
 }
 
 impl BatchTrace<'_> {
@@ -276,6 +279,7 @@ impl BatchTrace<'_> {
             Role::AllReduce => self.collective_attrs(
                 CollectiveCommType::AllReduce,
                 total_len * self.model.hidden_size * fp,
+                self.involved_dim,
             ),
             Role::EpDispatch => {
                 let experts = self.model.moe.as_ref().map_or(0, |m| m.num_experts);
@@ -283,11 +287,13 @@ impl BatchTrace<'_> {
                 self.collective_attrs(
                     CollectiveCommType::AllGather,
                     rows * (self.model.hidden_size + experts) * fp,
+                    self.ep_involved_dim,
                 )
             }
             Role::EpCombine => self.collective_attrs(
                 CollectiveCommType::ReduceScatter,
                 total_len * self.model.hidden_size * fp,
+                self.ep_involved_dim,
             ),
             Role::Store => memory_attrs(total_len * 4),
         }
@@ -321,13 +327,18 @@ impl BatchTrace<'_> {
         Ok(layers)
     }
 
-    fn collective_attrs(&self, kind: CollectiveCommType, bytes: u64) -> Vec<AttributeProto> {
+    fn collective_attrs(
+        &self,
+        kind: CollectiveCommType,
+        bytes: u64,
+        involved_dim: Option<&[bool]>,
+    ) -> Vec<AttributeProto> {
         let mut attrs = vec![
             bool_attr("is_cpu_op", false),
             int64_attr("comm_type", kind as i64),
             int64_attr("comm_size", saturating_i64(bytes)),
         ];
-        if let Some(dims) = self.involved_dim {
+        if let Some(dims) = involved_dim {
             attrs.push(bool_list_attr("involved_dim", dims));
         }
         attrs

@@ -78,6 +78,7 @@ fn build(
         breakdown,
         involved_dim: dims,
         placement: None,
+        ep_involved_dim: dims,
     }
     .nodes()
     .unwrap()
@@ -240,6 +241,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
         breakdown: &breakdown,
         involved_dim: None,
         placement: None,
+        ep_involved_dim: None,
     }
     .nodes()
     .unwrap_err();
@@ -254,6 +256,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
         breakdown: &only_comm,
         involved_dim: None,
         placement: None,
+        ep_involved_dim: None,
     }
     .nodes()
     .unwrap_err();
@@ -273,6 +276,7 @@ fn a_batch_trace_is_written_once_per_tp_rank_and_reads_back() {
         breakdown: &breakdown,
         involved_dim: None,
         placement: None,
+        ep_involved_dim: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("llm");
@@ -306,6 +310,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
                 breakdown: &breakdown,
                 involved_dim: dims,
                 placement: None,
+                ep_involved_dim: dims,
             };
             for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
                 trace.encode_into(dialect, &mut out).unwrap();
@@ -325,6 +330,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
         breakdown: &odd,
         involved_dim: None,
         placement: None,
+        ep_involved_dim: None,
     }
     .encode_into(Dialect::LlmServingSim, &mut out)
     .unwrap_err();
@@ -385,6 +391,7 @@ fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_laye
         breakdown: &breakdown,
         involved_dim: None,
         placement: None,
+        ep_involved_dim: None,
     }
     .nodes()
     .unwrap();
@@ -447,6 +454,7 @@ fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_laye
             breakdown: &breakdown,
             involved_dim: Some(&[true, false]),
             placement: None,
+            ep_involved_dim: Some(&[true, false]),
         };
         let mut out = Vec::new();
         trace.encode_into(dialect, &mut out).unwrap();
@@ -482,6 +490,7 @@ fn weights_a_placement_keeps_off_the_gpu_are_loaded_before_their_layers() {
         breakdown: &breakdown,
         involved_dim: None,
         placement: Some(&placement),
+        ep_involved_dim: None,
     };
     let nodes = trace.nodes().unwrap();
     let loads: Vec<&EtNode> = nodes

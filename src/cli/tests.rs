@@ -541,34 +541,27 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
 }
 
 #[test]
-fn astra_refuses_pd_and_dp_naming_the_key() {
-    for (file, key) in [
-        (
-            "single_node_dp_instance.json",
-            "nodes[0].instances[0].dp_group",
-        ),
-        (
-            "dual_node_moe_dp_ep_intra_inter_instance.json",
-            "nodes[0].instances[0].dp_group",
-        ),
-    ] {
-        let c = shared(&format!("configs/cluster/{file}"));
-        let err = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-            .unwrap()
-            .into_config()
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains(&format!("field `{key}`"))
-                && err.contains("yet; use --network-backend analytical"),
-            "{file}: {err}"
-        );
-        // The analytical network backend runs them.
-        parse(&["--cluster-config", &c])
-            .unwrap()
-            .into_config()
-            .unwrap();
-    }
+fn astra_refuses_pp_and_co_simulates_ep_and_pd() {
+    let (file, key) = (
+        "single_node_pp_instance.json",
+        "nodes[0].instances[0].pp_size",
+    );
+    let c = shared(&format!("configs/cluster/{file}"));
+    let err = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("field `{key}`"))
+            && err.contains("yet; use --network-backend analytical"),
+        "{file}: {err}"
+    );
+    // The analytical network backend runs it.
+    parse(&["--cluster-config", &c])
+        .unwrap()
+        .into_config()
+        .unwrap();
     // Expert parallelism inside an instance is co-simulated: its instance gets ASTRA-Sim.
     let c = shared("configs/cluster/single_node_moe_single_instance.json");
     let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
@@ -619,4 +612,49 @@ fn astra_refuses_pd_and_dp_naming_the_key() {
         .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
         .collect();
     assert_eq!(got, [(1, 100.0, 500.0), (2, 16.0, 20000.0)]);
+}
+
+#[test]
+fn astra_gives_a_moe_dp_group_its_network() {
+    use crate::astra::{NetworkDim, Topology};
+    let dim = |npus, bandwidth_gbps, latency_ns| NetworkDim {
+        topology: Topology::FullyConnected,
+        npus,
+        bandwidth_gbps,
+        latency_ns,
+    };
+    // A MoE group: every member's options carry the group's network [tp, members], with the
+    // links of dimensions 0 and 1.
+    let c = shared("configs/cluster/dual_node_moe_dp_ep_intra_inter_instance.json");
+    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    for inst in &config.instances {
+        assert_eq!(inst.dp_group, Some(0));
+        let network = &inst.astra.as_ref().unwrap().network;
+        assert_eq!(
+            network.dims,
+            [dim(2, 128.0, 500.0), dim(2, 16.0, 20000.0)],
+            "{network:?}"
+        );
+    }
+    let c = shared("configs/cluster/single_node_moe_dp_ep_instance.json");
+    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let network = &config.instances[1].astra.as_ref().unwrap().network;
+    assert_eq!(network.npus(), 2);
+    assert_eq!(network.dims[0].npus, 1);
+    // A dense group has no lock step: each member keeps its own TP network.
+    let c = shared("configs/cluster/single_node_dp_instance.json");
+    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    for inst in &config.instances {
+        assert_eq!(inst.dp_group, None);
+        assert_eq!(inst.astra.as_ref().unwrap().network.npus(), 2);
+    }
 }

@@ -7,7 +7,10 @@
 //! context, as LLMServingSim and vLLM's `execute_dummy_batch` do). Every batch is padded to the
 //! token count of the largest ([`BatchDesc::pad_tokens`]), each member's step is priced by its
 //! own backend (which also prices the collectives at the padded size), and the wave lasts as
-//! long as the slowest member: every member's step ends at `start + max(step times)`.
+//! long as the slowest member: every member's step ends at `start + max(step times)`. A
+//! [`WavePricer`] may price a group's waves as wholes instead (ASTRA-Sim co-simulating the
+//! group in one process): then each member's step ends at its own time, and the next wave
+//! starts when the last member's has ended.
 //!
 //! Taking the slowest member's whole step is exact when the members differ only in attention
 //! (the case under BALANCED expert routing, since padding makes every other layer equal):
@@ -21,7 +24,8 @@
 //! is free, fewer than `pp` waves are in flight and some member has work (a member whose running
 //! requests all have a token in flight contributes a dummy); each stage of a wave lasts as long
 //! as the slowest member's (the members meet at its MoE collectives), and the activation sent
-//! between stages is the padded width's.
+//! between stages is the padded width's. Pipelined groups are priced member by member (no
+//! [`WavePricer`]: ASTRA-Sim co-simulation of pipeline parallelism is refused).
 
 use super::pipeline::{Formed, Stages, Timing};
 use super::{InstanceSetup, InstanceSim, SimError};
@@ -50,22 +54,63 @@ pub(super) fn groups(setups: &[InstanceSetup]) -> Vec<Vec<u32>> {
     groups
 }
 
+/// Prices the waves of DP groups as wholes, instead of each member by its own backend (e.g.
+/// one ASTRA-Sim process holding every member's NPUs, whose collectives span the members).
+pub trait WavePricer {
+    /// Each member's step time in a wave of group `group` whose members (`members`, in id
+    /// order) run `batches` (one per member, same order, already padded to the group's
+    /// widest; a dummy for an idle member): when that member's own NPUs are done, its requests'
+    /// tokens are out; the next wave starts when the last member is done. `None` when this
+    /// pricer does not price that group (then each member is priced by its own backend and
+    /// every member's step lasts as long as the slowest). `backends` are the instances' own
+    /// (by instance id), e.g. for each member's compute breakdown.
+    fn wave_ns(
+        &mut self,
+        group: u32,
+        members: &[u32],
+        batches: &[BatchDesc<'_>],
+        backends: &mut [&mut dyn LatencyBackend],
+    ) -> Result<Option<Vec<Nanos>>, LatencyError>;
+}
+
+/// When the members' steps of a wave end.
+pub(super) enum WaveEnd {
+    /// Every member's at the same time.
+    All(Nanos),
+    /// Each member's (in member order).
+    Each(Vec<Nanos>),
+}
+
+impl WaveEnd {
+    /// The end of the step of the `i`-th member.
+    pub fn of(&self, i: usize) -> Nanos {
+        match self {
+            WaveEnd::All(end) => *end,
+            WaveEnd::Each(ends) => ends[i],
+        }
+    }
+}
+
 /// One attempt to start a wave of a DP group.
-pub(super) struct Wave<'w, 'a, 'b> {
+pub(super) struct Wave<'w, 'a, 'b, 'p> {
+    /// The group's index.
+    pub group: u32,
     /// The group's members, in id order.
     pub members: &'w [u32],
     pub instances: &'w mut [InstanceSim<'a>],
     pub schedulers: &'w mut [Scheduler],
     pub backends: &'w mut [&'b mut dyn LatencyBackend],
+    /// Prices whole waves of the groups it knows.
+    pub pricer: Option<&'w mut (dyn WavePricer + 'p)>,
 }
 
 /// One attempt to start a wave of a pipelined DP group, whose stages are `stages`.
-pub(super) struct PipelinedWave<'w, 'a, 'b> {
-    pub wave: Wave<'w, 'a, 'b>,
+pub(super) struct PipelinedWave<'w, 'a, 'b, 'p> {
+    pub wave: Wave<'w, 'a, 'b, 'p>,
     pub stages: &'w mut Stages<'a>,
 }
 
-impl PipelinedWave<'_, '_, '_> {
+impl PipelinedWave<'_, '_, '_, '_> {
     /// Starts a wave at `now` if the group's stage 0 is free, fewer than `pp` waves are in
     /// flight and a member has work; returns when it ends and when stage 0 is free again.
     pub fn start(self, now: Nanos) -> Result<Option<Timing>, SimError> {
@@ -75,6 +120,7 @@ impl PipelinedWave<'_, '_, '_> {
             instances,
             schedulers,
             backends,
+            ..
         } = wave;
         let pp = stages.pipeline().stage_blocks.len();
         let work = members.iter().any(|&m| schedulers[m as usize].has_work());
@@ -164,14 +210,17 @@ impl PipelinedWave<'_, '_, '_> {
     }
 }
 
-impl Wave<'_, '_, '_> {
-    /// Starts a wave at `now` if every member is idle and one has work; returns when it ends.
-    pub fn start(self, now: Nanos) -> Result<Option<Nanos>, SimError> {
+impl Wave<'_, '_, '_, '_> {
+    /// Starts a wave at `now` if every member is idle and one has work; returns when the
+    /// members' steps end.
+    pub fn start(self, now: Nanos) -> Result<Option<WaveEnd>, SimError> {
         let Wave {
+            group,
             members,
             instances,
             schedulers,
             backends,
+            pricer,
         } = self;
         let idle = members.iter().all(|&m| !instances[m as usize].busy);
         let work = members.iter().any(|&m| schedulers[m as usize].has_work());
@@ -204,30 +253,55 @@ impl Wave<'_, '_, '_> {
                 running: s.num_running(),
             });
         }
-        // Price each member at the padded width; the slowest sets the wave's length.
-        let mut wave_ns: Nanos = 0;
-        for &m in members {
-            let inst = &instances[m as usize];
-            let items = if inst.dummy {
+        let padded = |m: u32| {
+            let items = if instances[m as usize].dummy {
                 &DUMMY[..]
             } else {
                 schedulers[m as usize].last_batch()
             };
             let own = BatchDesc::new(items).total_tokens();
-            let pad = u32::try_from(widest - own).unwrap_or(u32::MAX);
-            let ns = backends[m as usize].step_time(&BatchDesc::padded(items, pad))?;
+            BatchDesc::padded(items, u32::try_from(widest - own).unwrap_or(u32::MAX))
+        };
+        // KV recalled from the lower tier of the prefix cache loads before a member's step.
+        let recall = |m: u32| {
+            if instances[m as usize].dummy {
+                0
+            } else {
+                schedulers[m as usize].last_recall_ns()
+            }
+        };
+        // The whole wave at once, when a pricer takes the group: the members' recalls delay
+        // the wave (the members meet at every collective).
+        let whole = match pricer {
+            Some(pricer) => {
+                let batches: Vec<BatchDesc<'_>> = members.iter().map(|&m| padded(m)).collect();
+                let delay = members.iter().map(|&m| recall(m)).max().unwrap_or(0);
+                match pricer.wave_ns(group, members, &batches, backends)? {
+                    Some(each) if each.len() == members.len() && !each.contains(&0) => {
+                        Some(each.into_iter().map(|ns| now + ns + delay).collect())
+                    }
+                    Some(each) => {
+                        return Err(LatencyError::Backend(format!(
+                            "a wave of {} members priced as {each:?}",
+                            members.len()
+                        ))
+                        .into());
+                    }
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        // Else price each member at the padded width; the slowest sets the wave's length.
+        let mut wave_ns: Nanos = 0;
+        for &m in members.iter().filter(|_| whole.is_none()) {
+            let ns = backends[m as usize].step_time(&padded(m))?;
             if ns == 0 {
                 return Err(
                     LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
                 );
             }
-            // KV recalled from the lower tier of the prefix cache loads before the step.
-            let recall = if inst.dummy {
-                0
-            } else {
-                schedulers[m as usize].last_recall_ns()
-            };
-            wave_ns = wave_ns.max(ns + recall);
+            wave_ns = wave_ns.max(ns + recall(m));
         }
         for &m in members {
             let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
@@ -241,6 +315,9 @@ impl Wave<'_, '_, '_> {
                 inst.steps += 1;
             }
         }
-        Ok(Some(now + wave_ns))
+        Ok(Some(match whole {
+            Some(ends) => WaveEnd::Each(ends),
+            None => WaveEnd::All(now + wave_ns),
+        }))
     }
 }

@@ -60,6 +60,7 @@ mod pd;
 mod pipeline;
 mod tiers;
 
+pub use dp::WavePricer;
 pub use events::{Event, EventKind, EventQueue};
 pub use inject::{Dynamics, Injector, NoInjection};
 pub use pd::{Disaggregation, TransferEvent};
@@ -300,6 +301,21 @@ pub fn run_instances(
     observer: &mut dyn Observer,
     dynamics: Dynamics<'_>,
 ) -> Result<RunOutcome, SimError> {
+    let run = (requests, setups, pd);
+    run_priced(run, backends, None, router, observer, dynamics)
+}
+
+/// [`run_instances`] (`run`: its requests, setups and disaggregation) with the waves of DP
+/// groups priced by `waves` where it takes them (see [`WavePricer`]).
+pub fn run_priced(
+    run: (&[Request], &[InstanceSetup], Option<Disaggregation>),
+    backends: &mut [&mut dyn LatencyBackend],
+    mut waves: Option<&mut dyn WavePricer>,
+    router: &mut Router,
+    observer: &mut dyn Observer,
+    dynamics: Dynamics<'_>,
+) -> Result<RunOutcome, SimError> {
+    let (requests, setups, pd) = run;
     assert!(
         !setups.is_empty() && setups.len() == backends.len(),
         "one backend per instance, at least one instance"
@@ -427,10 +443,12 @@ pub fn run_instances(
             if let Some(g) = setups[id as usize].dp_group {
                 let members = &groups[g as usize];
                 let wave = dp::Wave {
+                    group: g,
                     members,
                     instances: &mut instances,
                     schedulers: &mut schedulers,
                     backends,
+                    pricer: waves.as_deref_mut(),
                 };
                 if let Some(stages) = group_stages[g as usize].as_mut() {
                     let pipelined = dp::PipelinedWave { wave, stages };
@@ -444,8 +462,8 @@ pub fn run_instances(
                     continue;
                 }
                 if let Some(end) = wave.start(now)? {
-                    for &m in members {
-                        queue.push(end, EventKind::StepEnd { instance: m });
+                    for (i, &m) in members.iter().enumerate() {
+                        queue.push(end.of(i), EventKind::StepEnd { instance: m });
                     }
                 }
                 continue;

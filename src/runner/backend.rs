@@ -93,6 +93,10 @@ impl Backend {
         let Some(options) = &inst.astra else {
             return Ok(Backend::Compute(compute));
         };
+        // A DP group member prices compute only: its group's ASTRA-Sim process prices waves.
+        if inst.dp_group.is_some() {
+            return Ok(Backend::Compute(compute));
+        }
         let instance = AstraInstance {
             model: &inst.model,
             tp: inst.tp,

@@ -3,6 +3,7 @@
 mod backend;
 mod commands;
 mod outputs;
+mod waves;
 
 pub use commands::{et, generate, list_scenarios, validate};
 
@@ -152,15 +153,23 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         injector: &mut registry,
         max_in_flight,
     };
-    let outcome = engine::run_instances(
-        &requests,
-        &setups,
-        disaggregation,
+    let mut waves = waves::AstraWaves::start(config, first_arrival)?;
+    let outcome = engine::run_priced(
+        (&requests, &setups, disaggregation),
         &mut dyn_backends,
+        waves.as_mut().map(|w| w as &mut dyn engine::WavePricer),
         &mut router,
         &mut outputs,
         dynamics,
-    )?;
+    );
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // Stop every group's process (dropping it kills it) before reporting.
+            drop(waves);
+            return Err(e.into());
+        }
+    };
     drop(dyn_backends);
     outputs.progress.finish();
 
@@ -174,7 +183,12 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             node_id: inst.node_id,
             model: inst.model.name.clone(),
             hardware: inst.hardware.name.clone(),
-            backend: backend.as_dyn().name().to_owned(),
+            // A DP group member's ASTRA-Sim is its group's process.
+            backend: if inst.astra.is_some() && inst.dp_group.is_some() {
+                "astra".to_owned()
+            } else {
+                backend.as_dyn().name().to_owned()
+            },
             tp: inst.tp,
             num_kv_blocks: capacity.num_blocks,
             block_size: capacity.block_size,
@@ -203,6 +217,12 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut finished = Ok(());
     for backend in backends {
         let result = backend.finish();
+        if finished.is_ok() {
+            finished = result;
+        }
+    }
+    if let Some(waves) = waves {
+        let result = waves.finish();
         if finished.is_ok() {
             finished = result;
         }

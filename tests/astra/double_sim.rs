@@ -4,10 +4,12 @@
 //! memory nodes `latency + floor(bytes / bw)` (bw in GB/s = bytes/ns); a collective over the
 //! `n` NPUs is a ring (ALL_REDUCE: `2(n − 1)` steps of `link latency + size / n / bw`;
 //! ALL_GATHER: `n − 1` steps of `link latency + size / bw`, `size` being the per-rank chunk;
-//! REDUCE_SCATTER: `n − 1` steps of `link latency + size / n / bw`) over dimension 0, and
-//! starts when every NPU of its group has reached it and its communication slot is free (the
-//! group: every NPU, or with `involved_dim` `[true, false, ...]` the NPUs of one dimension-0
-//! row). Nodes run in file order, one at a time per NPU (the driver's traces are chains),
+//! REDUCE_SCATTER: `n − 1` steps of `link latency + size / n / bw`) that starts when every NPU of its group has reached it and its communication slot is free (the
+//! group: every NPU of the process, or with an `involved_dim` attribute the NPUs that share
+//! their coordinates on the dimensions not involved, mixed radix with dimension 0 innermost as
+//! ASTRA-Sim numbers them; the ring runs on the link of the one involved dimension with more
+//! than one NPU, and a collective spanning several such dimensions is refused loudly).
+//! Nodes run in file order, one at a time per NPU (the driver's traces are chains),
 //! except COMM_SEND: it takes the NPU's one communication slot (sends and collectives are
 //! serialised there, as in ASTRA-Sim) and the NPU goes on at once; the message arrives
 //! `latency + floor(size / (bw · 2^30 / 1e9))` after it started, over the link of the first
@@ -30,10 +32,6 @@ use blis_cosim::chakra::{Dialect, EtNode, NodeKind, npu_file, read_et};
 /// Link and memory numbers, read from the configs ASTRA-Sim is started with.
 #[derive(Debug, Clone)]
 pub struct Pricing {
-    /// Link bandwidth of dimension 0, bytes/ns.
-    pub link_bw: f64,
-    /// Link latency of dimension 0, ns.
-    pub link_latency: f64,
     /// NPUs of every dimension, dimension 0 first.
     pub dims: Vec<u32>,
     /// Link bandwidth of every dimension, GB/s.
@@ -57,11 +55,6 @@ impl Pricing {
         let text = std::fs::read_to_string(network).map_err(|e| format!("{e}"))?;
         let net: serde_yaml_ng::Value =
             serde_yaml_ng::from_str(&text).map_err(|e| e.to_string())?;
-        let first = |key: &str| {
-            net[key][0]
-                .as_f64()
-                .ok_or_else(|| format!("network.yml: no {key}"))
-        };
         let list = |key: &str| -> Result<Vec<f64>, String> {
             Ok(net[key]
                 .as_sequence()
@@ -90,8 +83,6 @@ impl Pricing {
         });
         Ok(Pricing {
             cxl,
-            link_bw: first("bandwidth")?,
-            link_latency: first("latency")?,
             dims,
             dim_bw: list("bandwidth")?,
             dim_latency: list("latency")?,
@@ -147,28 +138,49 @@ impl Pricing {
         Ok((self.dim_latency[d] + bytes as f64 / bytes_per_ns) as u64)
     }
 
-    /// The NPUs of the collective `node` of `npu`: all of them, or with `involved_dim`
-    /// `[true, false, ...]` those of `npu`'s dimension-0 row.
-    fn group(&self, npu: u32, node: &EtNode) -> Result<Vec<u32>, String> {
+    /// The dimensions the collective `node` involves: those its `involved_dim` marks, else
+    /// all.
+    fn involved(&self, node: &EtNode) -> Vec<bool> {
         use blis_cosim::chakra::proto::attribute_proto::Value;
         match find(&node.attrs, "involved_dim") {
-            None => Ok((0..self.npus).collect()),
-            Some(Value::BoolList(l))
-                if l.values.first() == Some(&true) && !l.values[1..].contains(&true) =>
-            {
-                let row = self.dims[0].max(1);
-                let first = npu / row * row;
-                Ok((first..first + row).collect())
-            }
-            Some(other) => Err(format!(
-                "node {}: involved_dim {other:?} is not supported (dimension 0 only)",
-                node.id
-            )),
+            Some(Value::BoolList(l)) => (0..self.dims.len())
+                .map(|d| l.values.get(d).copied().unwrap_or(false))
+                .collect(),
+            _ => vec![true; self.dims.len()],
         }
     }
 
-    /// Time of a collective over `n` NPUs of dimension 0.
+    /// The NPUs of the collective `node` of `npu`: those sharing `npu`'s coordinates on every
+    /// dimension the collective does not involve.
+    fn group(&self, npu: u32, node: &EtNode) -> Result<Vec<u32>, String> {
+        let involved = self.involved(node);
+        let own = self.coords(npu);
+        Ok((0..self.npus)
+            .filter(|&other| {
+                let c = self.coords(other);
+                (0..c.len()).all(|d| involved[d] || c[d] == own[d])
+            })
+            .collect())
+    }
+
+    /// Time of a collective over its `n` NPUs, a ring on the link of the one involved
+    /// dimension with more than one NPU (a collective over several such dimensions, which
+    /// ASTRA-Sim runs in hierarchical phases, is refused loudly).
     fn collective(&self, node: &EtNode, n: usize) -> Result<u64, String> {
+        let involved = self.involved(node);
+        let active: Vec<usize> = (0..self.dims.len())
+            .filter(|&d| involved[d] && self.dims[d] > 1)
+            .collect();
+        let (link_bw, link_latency) = match active[..] {
+            [] => return Ok(0),
+            [d] => (self.dim_bw[d], self.dim_latency[d]),
+            _ => {
+                return Err(format!(
+                    "node {}: a collective over several dimensions {active:?} is not supported",
+                    node.id
+                ));
+            }
+        };
         let n = n as f64;
         let size = Self::attr(node, "comm_size") as f64;
         let (steps, step_bytes) = match Self::attr(node, "comm_type") {
@@ -183,7 +195,7 @@ impl Pricing {
                 ));
             }
         };
-        Ok((steps * (self.link_latency + step_bytes / self.link_bw)).round() as u64)
+        Ok((steps * (link_latency + step_bytes / link_bw)).round() as u64)
     }
 }
 

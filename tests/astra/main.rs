@@ -9,6 +9,7 @@
 mod cli_tests;
 mod double;
 mod double_sim;
+mod dp_tests;
 mod fork_tests;
 mod multi_tests;
 mod pd_tests;
@@ -90,8 +91,8 @@ fn main() {
             multi_tests::a_fault_in_one_instance_stops_them_all,
         ),
         (
-            "multi::pd_and_dp_are_refused_naming_the_key",
-            multi_tests::pd_and_dp_are_refused_naming_the_key,
+            "multi::pp_is_refused_naming_the_key",
+            multi_tests::pp_is_refused_naming_the_key,
         ),
         (
             "multi::expert_parallelism_inside_an_instance_matches_the_analytical_run",
@@ -126,8 +127,32 @@ fn main() {
             pd_tests::network_config_is_refused_with_prefill_instances,
         ),
         (
+            "pd::moe_prefill_keeps_its_expert_collectives_off_the_receivers",
+            pd_tests::moe_prefill_keeps_its_expert_collectives_off_the_receivers,
+        ),
+        (
             "pd::real_astra_sim_reproduces_the_published_pd_example_when_available",
             pd_tests::real_astra_sim_reproduces_the_published_pd_example_when_available,
+        ),
+        (
+            "dp::moe_groups_match_the_analytical_run",
+            dp_tests::moe_groups_match_the_analytical_run,
+        ),
+        (
+            "dp::dense_group_members_run_their_own_processes",
+            dp_tests::dense_group_members_run_their_own_processes,
+        ),
+        (
+            "dp::a_fault_in_a_group_stops_everything",
+            dp_tests::a_fault_in_a_group_stops_everything,
+        ),
+        (
+            "dp::network_config_with_a_group_is_refused",
+            dp_tests::network_config_with_a_group_is_refused,
+        ),
+        (
+            "dp::real_astra_sim_on_published_dp_examples_when_available",
+            dp_tests::real_astra_sim_on_published_dp_examples_when_available,
         ),
     ]);
 }

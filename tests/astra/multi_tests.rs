@@ -563,21 +563,21 @@ pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_exam
     assert!(leftovers(tmp.path()).is_empty());
 }
 
-/// What ASTRA-Sim co-simulation still refuses, naming the key: DP groups (dense or MoE).
-/// (Prefill/decode instances are co-simulated: `pd_tests`.)
-pub fn pd_and_dp_are_refused_naming_the_key() {
+/// What ASTRA-Sim co-simulation still refuses, naming the key: pipeline parallelism (DP groups
+/// and prefill/decode instances are co-simulated: see `dp_tests` and `pd_tests`).
+pub fn pp_is_refused_naming_the_key() {
     let tmp = tempfile::tempdir().unwrap();
     let sample = sample();
     for (file, key, what) in [
         (
-            "single_node_dp_instance.json",
-            "field `nodes[0].instances[0].dp_group`",
-            "DP groups",
+            "single_node_pp_instance.json",
+            "field `nodes[0].instances[0].pp_size`",
+            "pipeline parallelism",
         ),
         (
-            "single_node_moe_dp_ep_instance.json",
-            "field `nodes[0].instances[0].dp_group`",
-            "DP groups",
+            "single_node_tp_pp_instance.json",
+            "field `nodes[0].instances[0].pp_size`",
+            "pipeline parallelism",
         ),
     ] {
         let args = [

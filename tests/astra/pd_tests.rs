@@ -280,3 +280,51 @@ pub fn tp2_prefill_and_decode_through_the_double() {
     }
     assert_eq!(csvs[0], csvs[1], "memo on and off");
 }
+
+/// A MoE model on TP-2, EP-2 prefill and decode instances (Qwen3-30B-A3B, RTXPRO6000
+/// profile): the prefill process holds 4 NPUs, and its EP dispatch and combine, like its
+/// all-reduces, stay on the two senders (`involved_dim`), so no collective waits for the KV
+/// receivers; every request ends on the decode instance.
+pub fn moe_prefill_keeps_its_expert_collectives_off_the_receivers() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let instance = |role: &str| {
+        format!(
+            r#"{{"model_name": "Qwen/Qwen3-30B-A3B-Instruct-2507", "hardware": "RTXPRO6000",
+                "npu_mem": {{"mem_size": 96, "mem_bw": 1597, "mem_latency": 0}},
+                "num_npus": 2, "tp_size": 2, "ep_size": 2, "pd_type": "{role}"}}"#
+        )
+    };
+    let config = dir.path().join("moe-pd.json");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 20000, "nodes": [
+                {{"num_instances": 2,
+                  "cpu_mem": {{"mem_size": 512, "mem_bw": 256, "mem_latency": 0}},
+                  "instances": [{}, {}]}}]}}"#,
+            instance("prefill"),
+            instance("decode")
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("moe-pd.csv");
+    let args = [
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        &shared("workloads/example_trace.jsonl"),
+        "--num-reqs",
+        "6",
+        "--profile-dir",
+        &shared("profiler/perf"),
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    let err = ok(&run(&args, Some(&DoubleEnv::default()), tmp.path()));
+    assert!(err.contains("ASTRA-Sim: "), "{err}");
+    assert!(leftovers(tmp.path()).is_empty());
+    let rows = rows(&out);
+    assert_eq!(rows.len(), 6);
+    assert!(rows.iter().all(|(_, r)| r[0] == "1" && r[12] == "0"));
+}

@@ -1,0 +1,60 @@
+//! ASTRA-Sim co-simulation of DP groups: the network of each group's one ASTRA-Sim process.
+//!
+//! The members of a MoE model's DP group share one process ([`crate::astra::AstraGroup`]),
+//! whose network LLMServingSim lays out as `[tp, members]` with the links of the cluster's
+//! dimensions 0 and 1. A dense model's DP group has no lock-step members (`dp_group` is
+//! `None` on them): each member keeps its own process, like any colocated instance.
+
+use super::InstanceConfig;
+use crate::astra::{AstraArgs, group_network};
+use crate::config::ConfigError;
+
+/// Refuses `--network-config` with a DP group under ASTRA-Sim: one file cannot be both the
+/// network of the group's process and that of the other instances.
+pub(super) fn refuse_network_config(
+    astra: &AstraArgs,
+    instances: &[InstanceConfig],
+) -> Result<(), ConfigError> {
+    if astra.network_config.is_some() && instances.iter().any(|i| i.dp_group.is_some()) {
+        return Err(ConfigError::Invalid {
+            source_name: "command line".into(),
+            field: "--network-config".into(),
+            message: "is not supported with DP groups under ASTRA-Sim (each group's network \
+                      is generated as [tp, members] from the cluster config's links)"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// Gives each member of a DP group, under ASTRA-Sim, its group's network: `[tp, members]`,
+/// with the links its expert parallelism runs over (dimension 0 inside a member, dimension 1
+/// across the members: the cluster config's `link_bw`/`link_latency` of those dimensions).
+pub(super) fn group_networks(instances: &mut [InstanceConfig]) {
+    let sizes: Vec<u32> = instances
+        .iter()
+        .map(|inst| {
+            inst.dp_group.map_or(0, |g| {
+                instances.iter().filter(|i| i.dp_group == Some(g)).count() as u32
+            })
+        })
+        .collect();
+    for (inst, members) in instances.iter_mut().zip(sizes) {
+        let (Some(_), Some(options)) = (inst.dp_group, &mut inst.astra) else {
+            continue;
+        };
+        // The instance's own network has the dimension-0 link.
+        let own = options.network.dims[0];
+        let (bw, latency) = match inst.collectives.ep.link {
+            Some(net) => (
+                [net.inner.1.bandwidth_gbps, net.outer.1.bandwidth_gbps],
+                [net.inner.1.latency_ns, net.outer.1.latency_ns],
+            ),
+            None => (
+                [own.bandwidth_gbps, own.bandwidth_gbps],
+                [own.latency_ns, own.latency_ns],
+            ),
+        };
+        options.network = group_network(inst.tp, members, &bw, &latency);
+    }
+}

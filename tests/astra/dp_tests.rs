@@ -1,0 +1,393 @@
+//! DP groups under ASTRA-Sim, through the real binary with `--astra-sim <double>`: a MoE
+//! group's waves in one process holding every member's NPUs (network `[tp, members]`), the
+//! same CSV as the analytical run where the double prices like it; a dense group's members
+//! in a process each; faults stop everything and leave nothing; LLMServingSim's published
+//! DP examples against the real fork when one is given.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli_tests::{ok, run, stderr, strs};
+use crate::support::{DoubleEnv, assert_gone, leftovers, pids};
+
+/// Host memory so fast that the trace's input load and output store cost 0 ns.
+const FREE: u64 = 1_000_000_000_000;
+
+fn shared(rel: &str) -> String {
+    format!(
+        "{}/../shared/data/llmservingsim/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// A DP group `A` of `members` instances of `model` (TP `tp`, `ep_size` `ep` when given) on
+/// one node with free host memory, linked at 16 GB/s and 20 µs.
+fn group(dir: &Path, model: &str, tp: u32, ep: Option<u32>, members: u32) -> PathBuf {
+    let ep = ep.map_or(String::new(), |ep| format!(r#""ep_size": {ep},"#));
+    let inst = format!(
+        r#"{{"model_name": "{model}", "hardware": "RTXPRO6000",
+            "npu_mem": {{"mem_size": 96, "mem_bw": 1597, "mem_latency": 0}},
+            "num_npus": {tp}, "tp_size": {tp}, {ep} "dp_group": "A", "pd_type": null}}"#
+    );
+    let text = format!(
+        r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 20000, "nodes": [
+            {{"num_instances": {members},
+              "cpu_mem": {{"mem_size": 512, "mem_bw": {FREE}, "mem_latency": 0}},
+              "instances": [{}]}}]}}"#,
+        vec![inst; members as usize].join(", ")
+    );
+    let path = dir.join(format!(
+        "{}-tp{tp}-x{members}.json",
+        model.replace('/', "_")
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const QWEN: &str = "Qwen/Qwen3-30B-A3B-Instruct-2507";
+const LLAMA: &str = "meta-llama/Llama-3.1-8B";
+
+/// LLMServingSim's `example_trace.jsonl` with every request twice, at the same arrival: with
+/// RR routing the two members of a group get the same requests, so every wave has the same
+/// batch on every member.
+fn paired(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(shared("workloads/example_trace.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().flat_map(|l| [l, l]).collect();
+    let path = dir.join("paired.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+fn args(config: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    args_on(&shared("workloads/example_trace.jsonl"), config, out, extra)
+}
+
+fn args_on(dataset: &str, config: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        dataset,
+        "--profile-dir",
+        &shared("profiler/perf"),
+        "--output",
+        out.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    v.extend(extra.iter().map(|s| (*s).to_owned()));
+    v
+}
+
+/// A MoE DP group of two members, in one ASTRA-Sim process (`DP group 0: ` report, one
+/// process started, network `[tp, 2]`, one `.et` file per NPU of the group), TP 1 (EP 2
+/// across the members: `ep_dim = [F, T]`, the dispatch and combine on dimension 1) and TP 2
+/// (EP 2 inside each member: `ep_dim = [T, F]`, LLMServingSim's rule), on the paired trace
+/// with RR routing, where both members run the same batch in every wave: the CSV is
+/// byte-identical to the analytical run's, memo on and off (the double prices the
+/// collectives like the analytical ring). With different batches the two differ on purpose:
+/// under ASTRA-Sim a member's step ends when its own NPUs are done (the analytical wave ends
+/// every member's step with the slowest one's), and members that meet at every collective
+/// while being slowest in different layers (the real member in attention, a padded dummy in
+/// the LM head) make a wave slightly longer than the analytical slowest member.
+pub fn moe_groups_match_the_analytical_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let pairs = paired(dir.path());
+    for tp in [1, 2] {
+        let config = group(dir.path(), QWEN, tp, Some(2), 2);
+        let args = |config: &Path, out: &Path, extra: &[&str]| {
+            let mut extra = extra.to_vec();
+            extra.extend(["--request-routing-policy", "RR"]);
+            args_on(pairs.to_str().unwrap(), config, out, &extra)
+        };
+        let analytical = dir.path().join(format!("tp{tp}-analytical.csv"));
+        ok(&run(
+            &strs(&args(&config, &analytical, &[])),
+            None,
+            tmp.path(),
+        ));
+        let expected = std::fs::read(&analytical).unwrap();
+        for memo in [true, false] {
+            let out = dir.path().join(format!("tp{tp}-{memo}.csv"));
+            let pid_file = dir.path().join(format!("tp{tp}-{memo}-pids"));
+            let env = DoubleEnv {
+                pid_file: Some(pid_file.clone()),
+                ..DoubleEnv::default()
+            };
+            let mut extra = vec!["--keep-astra-inputs"];
+            if !memo {
+                extra.push("--no-memo");
+            }
+            let err = ok(&run(
+                &strs(&args(&config, &out, &extra)),
+                Some(&env),
+                tmp.path(),
+            ));
+            let reports: Vec<&str> = err
+                .lines()
+                .filter(|l| l.contains("ASTRA-Sim: ") && l.contains(" steps"))
+                .collect();
+            assert_eq!(reports.len(), 1, "{err}");
+            assert!(reports[0].starts_with("DP group 0: ASTRA-Sim: "), "{err}");
+            if !memo {
+                assert!(reports[0].contains(" 0 memo hits"), "{err}");
+            }
+            let started = pids(&pid_file);
+            assert_eq!(started.len(), 1, "one ASTRA-Sim process for the group");
+            assert_gone(&started);
+            let kept = err
+                .lines()
+                .find_map(|l| l.strip_prefix("DP group 0: ASTRA-Sim inputs kept in "))
+                .unwrap_or_else(|| panic!("{err}"));
+            let network = std::fs::read_to_string(Path::new(kept).join("network.yml")).unwrap();
+            assert!(
+                network.contains(&format!("npus_count: [ {tp}, 2 ]")),
+                "{network}"
+            );
+            let et = std::fs::read_dir(kept)
+                .unwrap()
+                .filter(|e| {
+                    let name = e.as_ref().unwrap().file_name();
+                    let name = name.to_string_lossy();
+                    name.starts_with("b0.") && name.ends_with(".et")
+                })
+                .count();
+            assert_eq!(et, 2 * tp as usize, "one file per NPU of the group");
+            std::fs::remove_dir_all(kept).unwrap();
+            assert!(
+                std::fs::read(&out).unwrap() == expected,
+                "TP {tp}, memo {memo}: the same CSV as the analytical run"
+            );
+        }
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// A dense model's DP group (Llama-3.1-8B, TP 2 × 2 members) has no lock step: each member
+/// keeps its own ASTRA-Sim process (two started, `instance N: ` reports), and the CSV is the
+/// analytical run's.
+pub fn dense_group_members_run_their_own_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = group(dir.path(), LLAMA, 2, None, 2);
+    let analytical = dir.path().join("analytical.csv");
+    ok(&run(
+        &strs(&args(&config, &analytical, &[])),
+        None,
+        tmp.path(),
+    ));
+    let out = dir.path().join("astra.csv");
+    let pid_file = dir.path().join("pids");
+    let env = DoubleEnv {
+        pid_file: Some(pid_file.clone()),
+        ..DoubleEnv::default()
+    };
+    let err = ok(&run(
+        &strs(&args(&config, &out, &[])),
+        Some(&env),
+        tmp.path(),
+    ));
+    for id in 0..2 {
+        assert!(
+            err.contains(&format!("instance {id}: ASTRA-Sim: ")),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("DP group"), "{err}");
+    let started = pids(&pid_file);
+    assert_eq!(started.len(), 2, "one process per member");
+    assert_gone(&started);
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&analytical).unwrap());
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// A crash of the group's process (at start-up, or at its third wave) stops the run naming
+/// the group, writes no CSV, and leaves no process and no run directory.
+pub fn a_fault_in_a_group_stops_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = group(dir.path(), QWEN, 2, Some(2), 2);
+    let out = dir.path().join("out.csv");
+    for at in [0, 3] {
+        let pid_file = dir.path().join(format!("pids-{at}"));
+        let env = DoubleEnv {
+            fault: Some(("crash", at)),
+            pid_file: Some(pid_file.clone()),
+            ..DoubleEnv::default()
+        };
+        let result = run(&strs(&args(&config, &out, &[])), Some(&env), tmp.path());
+        assert_eq!(result.status.code(), Some(1));
+        let err = stderr(&result);
+        assert!(err.contains("DP group 0: ASTRA-Sim"), "{err}");
+        assert!(err.contains("Segmentation fault"), "{err}");
+        if at == 0 {
+            assert!(err.contains("at start-up"), "{err}");
+        } else {
+            assert!(err.contains("(ASTRA-Sim batch 2)"), "{err}");
+        }
+        assert!(!out.exists());
+        assert!(
+            leftovers(tmp.path()).is_empty(),
+            "{:?}",
+            leftovers(tmp.path())
+        );
+        let started = pids(&pid_file);
+        assert_eq!(started.len(), 1);
+        assert_gone(&started);
+    }
+}
+
+/// `--network-config` with a DP group is refused naming the flag.
+pub fn network_config_with_a_group_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = group(dir.path(), QWEN, 1, Some(2), 2);
+    let network = dir.path().join("n.yml");
+    std::fs::write(
+        &network,
+        "topology: [ FullyConnected ]\nnpus_count: [ 1 ]\nbandwidth: [ 16.0 ]\nlatency: [ 0.0 ]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.csv");
+    let extra = ["--network-config", network.to_str().unwrap()];
+    let result = run(
+        &strs(&args(&config, &out, &extra)),
+        Some(&DoubleEnv::default()),
+        tmp.path(),
+    );
+    assert!(!result.status.success());
+    let err = stderr(&result);
+    assert!(
+        err.contains("--network-config") && err.contains("DP groups"),
+        "{err}"
+    );
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// A request's token times (first token, then every later one), ns.
+fn token_times(row: &csv_row::Row) -> Vec<u64> {
+    let mut t = row.arrival + row.ttft;
+    let mut times = vec![t];
+    for gap in &row.itl {
+        t += gap;
+        times.push(t);
+    }
+    times
+}
+
+/// The CSV columns these checks read.
+mod csv_row {
+    /// One row of a per-request CSV.
+    pub struct Row {
+        pub instance: u32,
+        pub request: u64,
+        pub arrival: u64,
+        pub ttft: u64,
+        pub itl: Vec<u64>,
+    }
+
+    /// The rows of a per-request CSV, by request id.
+    pub fn read(path: &str) -> Vec<Row> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut rows: Vec<Row> = text
+            .lines()
+            .skip(1)
+            .map(|line| {
+                let (head, itl) = line.split_once(",\"[").unwrap();
+                let f: Vec<&str> = head.split(',').collect();
+                let itl = itl.trim_end_matches("]\"");
+                Row {
+                    instance: f[0].parse().unwrap(),
+                    request: f[1].parse().unwrap(),
+                    arrival: f[5].parse().unwrap(),
+                    ttft: f[9].parse().unwrap(),
+                    itl: itl
+                        .split(", ")
+                        .filter(|s| !s.is_empty())
+                        .map(|s| s.parse().unwrap())
+                        .collect(),
+                }
+            })
+            .collect();
+        rows.sort_by_key(|r| r.request);
+        rows
+    }
+}
+
+/// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one:
+/// LLMServingSim's MoE DP examples (`single_node_moe_dp_tp_instance.json`, TP 2 × 2 members,
+/// EP 2; `dual_node_moe_dp_ep_intra_inter_instance.json`, TP 2 × 2 members on two nodes, EP
+/// 4 over `[128, 16]` GB/s links; Qwen3-30B-A3B, `example_trace.jsonl`, 10 requests) in one
+/// fork process per group. While one member is busy and the other runs dummies, the token
+/// times are LLMServingSim's published ones to the nanosecond: request 0's first 37 (49)
+/// tokens, and request 1's first token. From there on, LLMServingSim advances only one
+/// member per wave (its published decode gaps double and the two members' token times
+/// interleave), where ours advances both; see the README. Memo on and off agree.
+pub fn real_astra_sim_on_published_dp_examples_when_available() {
+    let Some(binary) = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
+    else {
+        println!(
+            "    skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim ASTRA-Sim fork binary"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (config, published, same_tokens, memo_off) in [
+        (
+            "single_node_moe_dp_tp_instance.json",
+            "example_moe_dp_tp_run.csv",
+            37,
+            true,
+        ),
+        (
+            "dual_node_moe_dp_ep_intra_inter_instance.json",
+            "example_dual_moe_dp_ep_run.csv",
+            49,
+            false,
+        ),
+    ] {
+        let mut csvs = Vec::new();
+        for memo in [true, false].into_iter().filter(|&m| m || memo_off) {
+            let out = dir.path().join(format!("{published}-{memo}"));
+            let mut args = vec![
+                "--cluster-config".to_owned(),
+                shared(&format!("configs/cluster/{config}")),
+                "--dataset".to_owned(),
+                shared("workloads/example_trace.jsonl"),
+                "--num-reqs".to_owned(),
+                "10".to_owned(),
+                "--profile-dir".to_owned(),
+                shared("profiler/perf"),
+                "--output".to_owned(),
+                out.display().to_string(),
+            ];
+            if !memo {
+                args.push("--no-memo".to_owned());
+            }
+            let run_out = std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
+                .args(&args)
+                .env(blis_cosim::astra::ASTRA_SIM_ENV, &binary)
+                .output()
+                .unwrap();
+            let err = ok(&run_out);
+            assert!(err.contains("DP group 0: ASTRA-Sim: "), "{err}");
+            csvs.push(std::fs::read(&out).unwrap());
+            if !memo {
+                continue;
+            }
+            let ours = csv_row::read(out.to_str().unwrap());
+            let theirs = csv_row::read(&shared(&format!("outputs/{published}")));
+            assert_eq!((ours[0].instance, ours[1].instance), (0, 1));
+            assert_eq!((theirs[0].instance, theirs[1].instance), (0, 1));
+            assert_eq!(
+                token_times(&ours[0])[..same_tokens],
+                token_times(&theirs[0])[..same_tokens],
+                "{published}: request 0"
+            );
+            assert_eq!(ours[0].ttft, theirs[0].ttft, "{published}");
+            assert_eq!(ours[1].ttft, theirs[1].ttft, "{published}: request 1");
+        }
+        assert!(csvs.windows(2).all(|w| w[0] == w[1]), "memo on and off");
+    }
+}
