@@ -76,11 +76,47 @@ struct MemoKey {
     npus: u32,
 }
 
-enum Driver {
+/// How batches reach ASTRA-Sim (shared by [`AstraBackend`] and the DP-group pricer).
+pub(super) enum Driver {
     Fork(Box<ForkSession>),
     Stock,
-    /// A fault stopped ASTRA-Sim; every later step fails.
+    /// A fault stopped ASTRA-Sim; every later batch fails.
     Failed,
+}
+
+impl Driver {
+    /// Ends a fork session (`done`/`exit`; a fork that exits without confirming that all
+    /// requests ended only logs a warning). On a fault the driver is `Failed` and the fault
+    /// comes back with ASTRA-Sim's last lines.
+    pub(super) fn shut_down(&mut self) -> Result<(), (Fault, Vec<String>)> {
+        if let Driver::Fork(session) = self {
+            match session.shutdown() {
+                Ok(None) => {}
+                Ok(Some(warning)) => log::warn!("{warning}"),
+                Err(fault) => {
+                    let last_lines = session.last_lines();
+                    *self = Driver::Failed;
+                    return Err((fault, last_lines));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The error of `binary` at `stage`.
+pub(super) fn astra_error(
+    options: &AstraOptions,
+    stage: Stage,
+    fault: Fault,
+    last_lines: Vec<String>,
+) -> AstraError {
+    AstraError {
+        binary: options.binary.clone(),
+        stage,
+        fault,
+        last_lines,
+    }
 }
 
 /// Step times from ASTRA-Sim, for one instance. See the module documentation.
@@ -289,27 +325,14 @@ impl AstraBackend {
     /// without confirming that all requests ended only logs a warning). Removes the run
     /// directory unless it is kept.
     pub fn finish(mut self) -> Result<AstraStats, AstraError> {
-        if let Driver::Fork(session) = &mut self.driver {
-            match session.shutdown() {
-                Ok(None) => {}
-                Ok(Some(warning)) => log::warn!("{warning}"),
-                Err(fault) => {
-                    let last_lines = session.last_lines();
-                    self.driver = Driver::Failed;
-                    return Err(self.error(Stage::ShutDown, fault, last_lines));
-                }
-            }
-        }
+        self.driver
+            .shut_down()
+            .map_err(|(fault, last_lines)| self.error(Stage::ShutDown, fault, last_lines))?;
         Ok(self.stats)
     }
 
     fn error(&self, stage: Stage, fault: Fault, last_lines: Vec<String>) -> AstraError {
-        AstraError {
-            binary: self.options.binary.clone(),
-            stage,
-            fault,
-            last_lines,
-        }
+        astra_error(&self.options, stage, fault, last_lines)
     }
 
     /// Encodes the batch's `.et` file (the same for every NPU) into `self.et` and returns its

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use xxhash_rust::xxh3::xxh3_128;
 
+use super::backend::{Driver, astra_error};
 use super::fork::ForkSession;
 use super::stock::StockRun;
 use super::{AstraError, AstraInputs, AstraMode, AstraOptions, AstraStats, Fault, Stage};
@@ -90,13 +91,6 @@ pub fn group_dims(dims: usize, tp: u32, ep: u32) -> Option<(Vec<bool>, Vec<bool>
         [false, true]
     };
     Some((vec![true, false], ep_dim.to_vec()))
-}
-
-enum Driver {
-    Fork(Box<ForkSession>),
-    Stock,
-    /// A fault stopped ASTRA-Sim; every later wave fails.
-    Failed,
 }
 
 /// The waves of one DP group, priced by one ASTRA-Sim process. See the module documentation.
@@ -353,26 +347,13 @@ impl AstraGroup {
 
     /// Ends the run (see [`AstraBackend::finish`](super::AstraBackend::finish)).
     pub fn finish(mut self) -> Result<AstraStats, AstraError> {
-        if let Driver::Fork(session) = &mut self.driver {
-            match session.shutdown() {
-                Ok(None) => {}
-                Ok(Some(warning)) => log::warn!("{warning}"),
-                Err(fault) => {
-                    let last_lines = session.last_lines();
-                    self.driver = Driver::Failed;
-                    return Err(self.error(Stage::ShutDown, fault, last_lines));
-                }
-            }
-        }
+        self.driver
+            .shut_down()
+            .map_err(|(fault, last_lines)| self.error(Stage::ShutDown, fault, last_lines))?;
         Ok(self.stats)
     }
 
     fn error(&self, stage: Stage, fault: Fault, last_lines: Vec<String>) -> AstraError {
-        AstraError {
-            binary: self.options.binary.clone(),
-            stage,
-            fault,
-            last_lines,
-        }
+        astra_error(&self.options, stage, fault, last_lines)
     }
 }
