@@ -91,6 +91,44 @@ impl WaveEnd {
     }
 }
 
+/// Forms every member's batch at `now` (a member without one gets a dummy: `dummy` set);
+/// returns the widest batch's token count and whether any member has a real batch.
+fn form_batches(
+    members: &[u32],
+    instances: &mut [InstanceSim<'_>],
+    schedulers: &mut [Scheduler],
+    now: Nanos,
+) -> Result<(u64, bool), SimError> {
+    let mut widest = 0u64;
+    let mut real = false;
+    for &m in members {
+        let (scheduler, inst) = (&mut schedulers[m as usize], &mut instances[m as usize]);
+        let tokens = match scheduler.has_work().then(|| scheduler.schedule(now)) {
+            Some(result) => result?.map(|items| BatchDesc::new(items).total_tokens()),
+            None => None,
+        };
+        inst.dummy = tokens.is_none();
+        real |= tokens.is_some();
+        widest = widest.max(tokens.unwrap_or(1));
+    }
+    Ok((widest, real))
+}
+
+/// The error of a group with work but no batch to form: names the first member with work.
+fn stuck(members: &[u32], schedulers: &[Scheduler], now: Nanos) -> SimError {
+    let m = *members
+        .iter()
+        .find(|&&m| schedulers[m as usize].has_work())
+        .unwrap_or(&members[0]);
+    let s = &schedulers[m as usize];
+    SimError::Stuck {
+        now,
+        instance: m,
+        waiting: s.num_waiting(),
+        running: s.num_running(),
+    }
+}
+
 /// One attempt to start a wave of a DP group.
 pub(super) struct Wave<'w, 'a, 'b, 'p> {
     /// The group's index.
@@ -127,18 +165,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
         if !stages.stage0_free(now) || stages.waves_in_flight(now) >= pp || !work {
             return Ok(None);
         }
-        let mut widest = 0u64;
-        let mut real = false;
-        for &m in members {
-            let (scheduler, inst) = (&mut schedulers[m as usize], &mut instances[m as usize]);
-            let tokens = match scheduler.has_work().then(|| scheduler.schedule(now)) {
-                Some(result) => result?.map(|items| BatchDesc::new(items).total_tokens()),
-                None => None,
-            };
-            inst.dummy = tokens.is_none();
-            real |= tokens.is_some();
-            widest = widest.max(tokens.unwrap_or(1));
-        }
+        let (widest, real) = form_batches(members, instances, schedulers, now)?;
         if !real {
             for &m in members {
                 instances[m as usize].dummy = false;
@@ -147,17 +174,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
             if stages.waves_in_flight(now) > 0 {
                 return Ok(None);
             }
-            let m = *members
-                .iter()
-                .find(|&&m| schedulers[m as usize].has_work())
-                .unwrap_or(&members[0]);
-            let s = &schedulers[m as usize];
-            return Err(SimError::Stuck {
-                now,
-                instance: m,
-                waiting: s.num_waiting(),
-                running: s.num_running(),
-            });
+            return Err(stuck(members, schedulers, now));
         }
         // Each stage lasts as long as the slowest member's.
         let blocks = &stages.pipeline().stage_blocks;
@@ -228,30 +245,9 @@ impl Wave<'_, '_, '_, '_> {
             return Ok(None);
         }
         // Form every member's batch; a member without one runs a dummy.
-        let mut widest = 0u64;
-        let mut real = false;
-        for &m in members {
-            let (scheduler, inst) = (&mut schedulers[m as usize], &mut instances[m as usize]);
-            let tokens = match scheduler.has_work().then(|| scheduler.schedule(now)) {
-                Some(result) => result?.map(|items| BatchDesc::new(items).total_tokens()),
-                None => None,
-            };
-            inst.dummy = tokens.is_none();
-            real |= tokens.is_some();
-            widest = widest.max(tokens.unwrap_or(1));
-        }
+        let (widest, real) = form_batches(members, instances, schedulers, now)?;
         if !real {
-            let m = *members
-                .iter()
-                .find(|&&m| schedulers[m as usize].has_work())
-                .unwrap_or(&members[0]);
-            let s = &schedulers[m as usize];
-            return Err(SimError::Stuck {
-                now,
-                instance: m,
-                waiting: s.num_waiting(),
-                running: s.num_running(),
-            });
+            return Err(stuck(members, schedulers, now));
         }
         let padded = |m: u32| {
             let items = if instances[m as usize].dummy {
