@@ -85,6 +85,51 @@ pub(super) enum Driver {
 }
 
 impl Driver {
+    /// The driver of `options.mode`. For the fork: writes the initial workload (one COMP node
+    /// of `first_step_ns`, at least 1 ns, on each of `npus` NPUs) into `inputs`, starts the
+    /// fork with start NPUs `starts` and end NPUs `ends`, and reads its first prompts. A
+    /// failure comes back with ASTRA-Sim's last lines.
+    pub(super) fn start(
+        options: &AstraOptions,
+        inputs: &AstraInputs,
+        npus: u32,
+        (starts, ends): (&[u32], &[u32]),
+        first_step_ns: Nanos,
+    ) -> Result<Driver, (Fault, Vec<String>)> {
+        if options.mode == AstraMode::Stock {
+            return Ok(Driver::Stock);
+        }
+        let initial = inputs.dir().join("event");
+        let duration_ns = first_step_ns.max(1);
+        let event = EtNode {
+            id: 0,
+            name: format!("event_{duration_ns}ns"),
+            kind: NodeKind::Comp,
+            data_deps: Vec::new(),
+            ctrl_deps: Vec::new(),
+            duration_ns,
+            attrs: vec![bool_attr("is_cpu_op", false)],
+        };
+        write_npu_files(&initial, 0..npus, &[event], options.mode.dialect())
+            .map_err(|e| (Fault::Io(e.to_string()), Vec::new()))?;
+        let mut session = ForkSession::spawn(
+            &options.binary,
+            inputs,
+            &initial,
+            starts,
+            ends,
+            options.timeout,
+            options.limits,
+        )
+        .map_err(|f| (f, Vec::new()))?;
+        if let Err(fault) = session.handshake() {
+            let lines = session.last_lines();
+            drop(session);
+            return Err((fault, lines));
+        }
+        Ok(Driver::Fork(Box::new(session)))
+    }
+
     /// Ends a fork session (`done`/`exit`; a fork that exits without confirming that all
     /// requests ended only logs a warning). On a fault the driver is `Failed` and the fault
     /// comes back with ASTRA-Sim's last lines.
@@ -226,40 +271,10 @@ impl AstraBackend {
         };
         let inputs = AstraInputs::create(&options)
             .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
-        let driver = match options.mode {
-            AstraMode::Stock => Driver::Stock,
-            AstraMode::Fork => {
-                let npus = u32::try_from(options.network.npus()).unwrap_or(u32::MAX);
-                let initial = inputs.dir().join("event");
-                let duration_ns = first_step_ns.max(1);
-                let event = EtNode {
-                    id: 0,
-                    name: format!("event_{duration_ns}ns"),
-                    kind: NodeKind::Comp,
-                    data_deps: Vec::new(),
-                    ctrl_deps: Vec::new(),
-                    duration_ns,
-                    attrs: vec![bool_attr("is_cpu_op", false)],
-                };
-                write_npu_files(&initial, 0..npus, &[event], options.mode.dialect())
-                    .map_err(|e| fail(Fault::Io(e.to_string()), Vec::new()))?;
-                let mut session = ForkSession::spawn(
-                    &options.binary,
-                    &inputs,
-                    &initial,
-                    npus,
-                    options.timeout,
-                    options.limits,
-                )
-                .map_err(|f| fail(f, Vec::new()))?;
-                if let Err(fault) = session.handshake() {
-                    let lines = session.last_lines();
-                    drop(session);
-                    return Err(fail(fault, lines));
-                }
-                Driver::Fork(Box::new(session))
-            }
-        };
+        let npus = u32::try_from(options.network.npus()).unwrap_or(u32::MAX);
+        let ends: Vec<u32> = (npus > 1).then(|| npus - 1).into_iter().collect();
+        let driver = Driver::start(&options, &inputs, npus, (&[0], &ends), first_step_ns)
+            .map_err(|(fault, lines)| fail(fault, lines))?;
         Ok(AstraBackend {
             driver,
             inputs,

@@ -40,24 +40,11 @@ pub(crate) struct ForkSession {
 }
 
 impl ForkSession {
-    /// Starts the fork on an instance of `npus` NPUs (`--start-npu-ids=0,` and, with several
-    /// NPUs, `--end-npu-ids=<npus − 1>,`) with the initial workload at `initial_prefix`.
+    /// Starts the fork with the initial workload at `initial_prefix` on one instance or
+    /// several in one process (the members of a DP group): the start NPU of each
+    /// (`--start-npu-ids`, ascending) and the end NPU of each with several NPUs
+    /// (`--end-npu-ids`). Every one of them prompts for, and gets, each batch.
     pub fn spawn(
-        binary: &Path,
-        inputs: &AstraInputs,
-        initial_prefix: &Path,
-        npus: u32,
-        timeout: Duration,
-        limits: OutputLimits,
-    ) -> Result<ForkSession, Fault> {
-        let ends: Vec<u32> = (npus > 1).then(|| npus - 1).into_iter().collect();
-        Self::spawn_instances(binary, inputs, initial_prefix, &[0], &ends, timeout, limits)
-    }
-
-    /// Starts the fork on several instances in one process (the members of a DP group): the
-    /// start NPU of each (`--start-npu-ids`, ascending) and the end NPU of each with several
-    /// NPUs (`--end-npu-ids`). Every one of them prompts for, and gets, each batch.
-    pub fn spawn_instances(
         binary: &Path,
         inputs: &AstraInputs,
         initial_prefix: &Path,

@@ -25,12 +25,10 @@ use std::time::Instant;
 use xxhash_rust::xxh3::xxh3_128;
 
 use super::backend::{Driver, astra_error};
-use super::fork::ForkSession;
 use super::stock::StockRun;
-use super::{AstraError, AstraInputs, AstraMode, AstraOptions, AstraStats, Fault, Stage};
+use super::{AstraError, AstraInputs, AstraOptions, AstraStats, Fault, Stage};
 use crate::Nanos;
-use crate::chakra::attr::bool_attr;
-use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, write_npu_files};
+use crate::chakra::{BatchTrace, npu_file};
 use crate::config::{Dtype, ModelArch};
 use crate::latency::{BatchDesc, LayerTiming};
 
@@ -142,48 +140,16 @@ impl AstraGroup {
         }
         let inputs = AstraInputs::create(&options)
             .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
-        let driver = match options.mode {
-            AstraMode::Stock => Driver::Stock,
-            AstraMode::Fork => {
-                let initial = inputs.dir().join("event");
-                let duration_ns = first_step_ns.max(1);
-                let event = EtNode {
-                    id: 0,
-                    name: format!("event_{duration_ns}ns"),
-                    kind: NodeKind::Comp,
-                    data_deps: Vec::new(),
-                    ctrl_deps: Vec::new(),
-                    duration_ns,
-                    attrs: vec![bool_attr("is_cpu_op", false)],
-                };
-                write_npu_files(&initial, 0..npus, &[event], options.mode.dialect())
-                    .map_err(|e| fail(Fault::Io(e.to_string()), Vec::new()))?;
-                let starts: Vec<u32> = (0..group.members).map(|m| m * tp).collect();
-                let ends: Vec<u32> = if tp > 1 {
-                    (0..group.members).map(|m| m * tp + tp - 1).collect()
-                } else {
-                    Vec::new()
-                };
-                let mut session = ForkSession::spawn_instances(
-                    &options.binary,
-                    &inputs,
-                    &initial,
-                    &starts,
-                    &ends,
-                    options.timeout,
-                    options.limits,
-                )
-                .map_err(|f| fail(f, Vec::new()))?;
-                // One initial report per start and end NPU; the first is kept for the first
-                // wave, the others are answered `pass` and come back.
-                if let Err(fault) = session.handshake() {
-                    let lines = session.last_lines();
-                    drop(session);
-                    return Err(fail(fault, lines));
-                }
-                Driver::Fork(Box::new(session))
-            }
+        let starts: Vec<u32> = (0..group.members).map(|m| m * tp).collect();
+        let ends: Vec<u32> = if tp > 1 {
+            (0..group.members).map(|m| m * tp + tp - 1).collect()
+        } else {
+            Vec::new()
         };
+        // One initial report per start and end NPU; the first is kept for the first wave, the
+        // others are answered `pass` and come back.
+        let driver = Driver::start(&options, &inputs, npus, (&starts, &ends), first_step_ns)
+            .map_err(|(fault, lines)| fail(fault, lines))?;
         Ok(AstraGroup {
             driver,
             inputs,

@@ -381,10 +381,7 @@ pub fn stock_mode_through_the_binary() {
 
 /// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one.
 pub fn real_astra_sim_when_available() {
-    let Some(binary) = std::env::var_os(ASTRA_SIM_ENV).filter(|b| !b.is_empty()) else {
-        println!(
-            "    skipped: set {ASTRA_SIM_ENV} to the LLMServingSim ASTRA-Sim fork binary to run it"
-        );
+    let Some(binary) = crate::support::real_fork() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -325,11 +325,7 @@ mod csv_row {
 /// member per wave (its published decode gaps double and the two members' token times
 /// interleave), where ours advances both; see the README. Memo on and off agree.
 pub fn real_astra_sim_on_published_dp_examples_when_available() {
-    let Some(binary) = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
-    else {
-        println!(
-            "    skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim ASTRA-Sim fork binary"
-        );
+    let Some(binary) = crate::support::real_fork() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

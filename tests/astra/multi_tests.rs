@@ -469,11 +469,7 @@ pub fn expert_parallelism_inside_an_instance_matches_the_analytical_run() {
 /// EP 2, `example_trace.jsonl`, 10 requests) gives its published `example_moe_run.csv`, every
 /// column of every row.
 pub fn real_astra_sim_reproduces_the_published_moe_example_when_available() {
-    let Some(binary) = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
-    else {
-        println!(
-            "    skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim ASTRA-Sim fork binary"
-        );
+    let Some(binary) = crate::support::real_fork() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -515,11 +511,10 @@ pub fn real_astra_sim_reproduces_the_published_moe_example_when_available() {
 pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_example() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let real = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty());
+    let real = crate::support::real_fork();
     let mut csvs = Vec::new();
     for backend in ["analytical", "double", "real"] {
         if backend == "real" && real.is_none() {
-            println!("    real fork skipped: set BLIS_COSIM_ASTRA_SIM to run it");
             continue;
         }
         let out = dir.path().join(format!("{backend}.csv"));
@@ -604,11 +599,7 @@ pub fn pp_is_refused_naming_the_key() {
 /// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one: a
 /// TP-1 and a TP-2 instance, one fork process each; memo on and off give identical CSVs.
 pub fn real_astra_sim_on_several_instances_when_available() {
-    let Some(binary) = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
-    else {
-        println!(
-            "    skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim ASTRA-Sim fork binary"
-        );
+    let Some(binary) = crate::support::real_fork() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

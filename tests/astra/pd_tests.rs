@@ -214,11 +214,7 @@ pub fn network_config_is_refused_with_prefill_instances() {
 /// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one:
 /// the example reproduces LLMServingSim's published run as [`check_against_published`] says.
 pub fn real_astra_sim_reproduces_the_published_pd_example_when_available() {
-    let Some(binary) = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
-    else {
-        println!(
-            "    skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim ASTRA-Sim fork binary"
-        );
+    let Some(binary) = crate::support::real_fork() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

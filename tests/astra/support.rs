@@ -242,3 +242,15 @@ pub fn assert_gone(pids: &[u32]) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The real ASTRA-Sim (the LLMServingSim fork) named by `BLIS_COSIM_ASTRA_SIM`, if any; says
+/// on stdout that the test's real-fork part is skipped otherwise.
+pub fn real_fork() -> Option<std::ffi::OsString> {
+    let binary = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty());
+    if binary.is_none() {
+        println!(
+            "    real fork skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim fork binary"
+        );
+    }
+    binary
+}
