@@ -16,10 +16,15 @@ pub struct PowerSpec {
     pub base_node_power: f64,
     /// Per hardware name (an instance's `hardware`).
     pub npu: BTreeMap<String, NpuPower>,
+    /// The node's CPU.
     pub cpu: CpuPower,
+    /// The node's host memory.
     pub dram: DramPower,
+    /// The node's links.
     pub link: LinkPower,
+    /// The node's NICs.
     pub nic: NicPower,
+    /// The node's storage devices.
     pub storage: StoragePower,
 }
 
@@ -41,7 +46,9 @@ pub struct NpuPower {
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CpuPower {
+    /// W at 0 % utilization.
     pub idle_power: f64,
+    /// W at 100 % utilization.
     pub active_power: f64,
     /// Background utilization in [0, 1]; NPU compute raises it to 0.7.
     pub util: f64,
@@ -65,6 +72,7 @@ pub struct DramPower {
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkPower {
+    /// Links of the node.
     pub num_links: u32,
     /// W per link.
     pub idle_power: f64,
@@ -76,6 +84,7 @@ pub struct LinkPower {
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NicPower {
+    /// NICs of the node.
     pub num_nics: u32,
     /// W per NIC.
     pub idle_power: f64,
@@ -85,6 +94,7 @@ pub struct NicPower {
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoragePower {
+    /// Storage devices of the node.
     pub num_devices: u32,
     /// W per device.
     pub idle_power: f64,

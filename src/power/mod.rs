@@ -53,17 +53,25 @@ pub struct InstancePowerSetup {
 /// The shape of one instance's per-step traffic, for [`step_link_bytes`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Traffic {
+    /// Tensor-parallel degree.
     pub tp: u32,
+    /// Pipeline-parallel degree.
     pub pp: u32,
+    /// Expert-parallel ranks in all.
     pub ep_total: u32,
+    /// A prefill instance (sends its KV cache).
     pub prefill: bool,
+    /// Hidden size.
     pub hidden: u64,
+    /// Transformer blocks.
     pub num_layers: u64,
     /// Routed experts of an MoE model (0: dense).
     pub num_experts: u64,
     /// `num_kv_heads · head_dim`.
     pub kv_dim: u64,
+    /// Activation bytes per element.
     pub fp: u64,
+    /// KV-cache bytes per element.
     pub kv_fp: u64,
 }
 

@@ -15,24 +15,38 @@ pub struct NodeEnergy {
     pub npu_active: f64,
     /// The NPUs in standby after a batch, above idle.
     pub npu_standby: f64,
+    /// The CPU: idle and background utilization, plus its share while the NPUs compute.
     pub cpu: f64,
+    /// DRAM DIMMs idle, plus the bytes moved in host or CXL memory.
     pub dram: f64,
+    /// Links idle, plus the bytes moved over them.
     pub link: f64,
+    /// NICs idle.
     pub nic: f64,
+    /// Storage devices idle.
     pub storage: f64,
 }
 
 /// A component of a node's energy, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Component {
+    /// [`NodeEnergy::base_node`].
     BaseNode,
+    /// [`NodeEnergy::npu_idle`].
     NpuIdle,
+    /// [`NodeEnergy::npu_active`].
     NpuActive,
+    /// [`NodeEnergy::npu_standby`].
     NpuStandby,
+    /// [`NodeEnergy::cpu`].
     Cpu,
+    /// [`NodeEnergy::dram`].
     Dram,
+    /// [`NodeEnergy::link`].
     Link,
+    /// [`NodeEnergy::nic`].
     Nic,
+    /// [`NodeEnergy::storage`].
     Storage,
 }
 
