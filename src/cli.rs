@@ -7,11 +7,13 @@ mod instances;
 mod parallel;
 mod pipeline;
 mod placement;
+mod power;
 mod prefix_storage;
 mod replay;
 
 pub use instances::InstanceConfig;
 pub use placement::InstancePlacement;
+pub use power::PowerConfig;
 pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
 pub use replay::{ReplayArgs, ReplayMode};
 
@@ -301,6 +303,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "LEVEL", default_value = "WARNING", value_parser = parse_log_level)]
     pub log_level: log::LevelFilter,
 
+    /// Simulated seconds per interval of the power series (cluster configs with `power`
+    /// blocks).
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = power::parse_log_interval)]
+    pub log_interval: f64,
+
     #[command(flatten)]
     pub astra: AstraArgs,
 
@@ -348,6 +355,8 @@ pub struct SimConfig {
     pub log_level: log::LevelFilter,
     /// Execution traces of the first steps to write (`--emit-et`).
     pub emit_et: Option<EmitEt>,
+    /// The power model, when every node of the cluster config has a `power` block.
+    pub power: Option<PowerConfig>,
 }
 
 impl SimConfig {
@@ -408,6 +417,7 @@ impl RunArgs {
             parallel::CommPricing::Analytical
         };
         let astra_selected = pricing == parallel::CommPricing::Astra;
+        let mut power = None;
         let (mut instances, num_nodes, networks, links, prefix_storage) = match &self.cluster_config
         {
             None => {
@@ -469,6 +479,13 @@ impl RunArgs {
                     source: &source,
                 };
                 let storage = self.prefix.assign(Some(&layout), &mut instances)?;
+                power = power::resolve(
+                    &cluster,
+                    &placed,
+                    self.log_interval,
+                    astra_selected,
+                    &source,
+                )?;
                 (instances, cluster.num_nodes, networks, links, storage)
             }
         };
@@ -511,6 +528,7 @@ impl RunArgs {
                 limit: self.emit_et_limit,
                 dialect: self.astra_dialect,
             }),
+            power,
         })
     }
 }

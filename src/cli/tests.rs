@@ -658,3 +658,33 @@ fn astra_gives_a_moe_dp_group_its_network() {
         assert_eq!(inst.astra.as_ref().unwrap().network.npus(), 2);
     }
 }
+
+#[test]
+fn power_blocks_resolve_per_instance_and_are_refused_under_astra() {
+    let c = shared("configs/cluster/single_node_power_instance.json");
+    let config = parse(&["--cluster-config", &c, "--log-interval", "0.25"])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    let power = config.power.unwrap();
+    assert_eq!(power.interval_ns, 250_000_000);
+    assert_eq!(power.cpu_mem_gb, [512.0]);
+    assert_eq!(power.npus.len(), 1);
+    assert_eq!(power.npus[0].active_power, 600.0);
+    let plain = shared("configs/cluster/single_node_single_instance.json");
+    let config = parse(&["--cluster-config", &plain])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    assert!(config.power.is_none());
+    let err = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("field `nodes[0].power`") && err.contains("ASTRA-Sim"),
+        "{err}"
+    );
+    assert!(parse(&["--log-interval", "-1"]).is_err());
+}

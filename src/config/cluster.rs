@@ -1,12 +1,13 @@
 //! LLMServingSim cluster config JSON (`--cluster-config`): nodes, instances, memories, links.
 //!
 //! The whole schema is read and checked; what the simulator cannot model yet (offloading,
-//! PIM, power) is refused with a message naming the key, never silently ignored. `cpu_mem` and `cxl_mem` hold the lower tier of the prefix cache
+//! PIM) is refused with a message naming the key, never silently ignored. `cpu_mem` and `cxl_mem` hold the lower tier of the prefix cache
 //! (`--prefix-storage CPU|CXL`). Several nodes and instances are fine: colocated instances
 //! (each serves requests start to finish on its own) and prefill/decode instances
 //! (`pd_type`), see [`InstanceRole`].
 
 use super::ConfigError;
+use super::power::{PowerSpec, check_power};
 use super::roles::{InstanceRole, check_pd_partners};
 use serde::Deserialize;
 use std::path::Path;
@@ -119,8 +120,9 @@ pub struct NodeSpec {
     pub num_instances: usize,
     pub cpu_mem: MemorySpec,
     pub instances: Vec<InstanceSpec>,
+    /// The node's power model inputs; power is modelled only when every node has one.
     #[serde(default)]
-    pub power: Option<serde_json::Value>,
+    pub power: Option<PowerSpec>,
 }
 
 /// A link parameter: one value, or one per topology dimension.
@@ -200,6 +202,9 @@ impl ClusterConfig {
             for (i, inst) in node.instances.iter().enumerate() {
                 check_instance(inst, &format!("nodes[{n}].instances[{i}]"), &invalid)?;
             }
+            if let Some(power) = &node.power {
+                check_power(power, node, &format!("nodes[{n}].power"), &invalid)?;
+            }
         }
         if let Some(cxl) = &config.cxl_mem {
             check_cxl(cxl, &invalid)?;
@@ -219,9 +224,20 @@ impl ClusterConfig {
         Ok(config)
     }
 
+    /// The `power` block of every node, by node id, when every node has one (LLMServingSim
+    /// models power only then); `None` when some node has none.
+    pub fn power(&self) -> Option<Vec<&PowerSpec>> {
+        self.nodes.iter().map(|n| n.power.as_ref()).collect()
+    }
+
+    /// Whether some nodes, but not all, have a `power` block (power modelling is then off).
+    pub fn power_partial(&self) -> bool {
+        let with = self.nodes.iter().filter(|n| n.power.is_some()).count();
+        with > 0 && with < self.nodes.len()
+    }
+
     /// Every instance, in file order (which is the order of global instance ids), with its
-    /// role, refusing what is not supported yet (pipeline parallelism,
-    /// offloading, PIM, power) and P/D roles without a partner: every model served by a
+    /// role, refusing what is not supported yet (offloading, PIM) and P/D roles without a partner: every model served by a
     /// prefill instance needs a decode instance and the other way round.
     pub fn instances(&self, source_name: &str) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
         let unsupported = |field: &str, what: &str| ConfigError::Invalid {
@@ -231,9 +247,6 @@ impl ClusterConfig {
         };
         let mut placed = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
-            if node.power.is_some() {
-                return Err(unsupported(&format!("nodes[{n}].power"), "power modelling"));
-            }
             if node.cpu_mem.pim_config.is_some() {
                 return Err(unsupported(
                     &format!("nodes[{n}].cpu_mem.pim_config"),
@@ -443,16 +456,95 @@ mod tests {
 
     #[test]
     fn what_is_not_supported_yet_is_refused_naming_the_key() {
-        // Power modelling (and PIM, whose example config also has `power` blocks).
-        for file in [
-            "single_node_power_instance.json",
-            "single_node_pim_instance.json",
-        ] {
-            let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
-            let err = config.instances(file).unwrap_err().to_string();
+        // PIM (its example config also has a `power` block, which is accepted).
+        let file = "single_node_pim_instance.json";
+        let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
+        assert!(config.power().is_some());
+        let err = config.instances(file).unwrap_err().to_string();
+        assert!(
+            err.contains("`nodes[0].cpu_mem.pim_config`") && err.contains("not supported yet"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_power_example_is_accepted_with_its_block() {
+        let file = "single_node_power_instance.json";
+        let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
+        config.instances(file).unwrap();
+        let power = config.power().unwrap();
+        assert_eq!(power.len(), 1);
+        let p = power[0];
+        assert_eq!(p.base_node_power, 60.0);
+        assert_eq!(p.npu["RTXPRO6000"].standby_duration, 18.0);
+        assert_eq!(p.dram.idle_watts(512.0), 32.0);
+        assert_eq!(p.storage.num_devices, 2);
+        assert!(!config.power_partial());
+    }
+
+    #[test]
+    fn power_is_on_only_when_every_node_has_a_block() {
+        let two = std::fs::read_to_string(shared("configs/cluster/dual_node_multi_instance.json"))
+            .unwrap();
+        let config = ClusterConfig::parse(&two, "two.json").unwrap();
+        assert!(config.power().is_none() && !config.power_partial());
+        let block = r#""power": {"base_node_power": 1, "npu": {"RTXPRO6000": {"idle_power": 1,
+            "standby_power": 2, "active_power": 3, "standby_duration": 1}},
+            "cpu": {"idle_power": 1, "active_power": 2, "util": 0.5},
+            "dram": {"dimm_size": 32, "idle_power": 1, "energy_per_bit": 1},
+            "link": {"num_links": 1, "idle_power": 1, "energy_per_bit": 1},
+            "nic": {"num_nics": 1, "idle_power": 1},
+            "storage": {"num_devices": 1, "idle_power": 1}}, "instances""#;
+        let one = two.replacen("\"instances\"", block, 1);
+        let config = ClusterConfig::parse(&one, "one.json").unwrap();
+        assert!(config.power().is_none() && config.power_partial());
+        let both = two.replace("\"instances\"", block);
+        let config = ClusterConfig::parse(&both, "both.json").unwrap();
+        assert_eq!(config.power().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn bad_power_blocks_name_the_field() {
+        let ok = std::fs::read_to_string(shared("configs/cluster/single_node_power_instance.json"))
+            .unwrap();
+        let cases = [
+            (
+                ok.replace("\"RTXPRO6000\": {\n", "\"H100\": {\n"),
+                "nodes[0].power.npu.RTXPRO6000",
+            ),
+            (
+                ok.replace("\"base_node_power\": 60", "\"base_node_power\": -60"),
+                "nodes[0].power.base_node_power",
+            ),
+            (
+                ok.replace("\"active_power\": 600", "\"active_power\": \"600\""),
+                "nodes[0].power.npu.RTXPRO6000.active_power",
+            ),
+            (
+                ok.replace("\"num_links\": 1", "\"num_links\": -1"),
+                "nodes[0].power.link.num_links",
+            ),
+            (
+                ok.replace("\"util\": 0.15", "\"util\": 1.5"),
+                "nodes[0].power.cpu.util",
+            ),
+            (
+                ok.replace("\"dimm_size\": 32,", ""),
+                "nodes[0].power.dram.dimm_size",
+            ),
+            (
+                ok.replace("\"num_nics\": 1", "\"num_nic\": 1"),
+                "nodes[0].power.nic",
+            ),
+        ];
+        for (text, field) in cases {
+            assert_ne!(text, ok, "{field}: the edit did not apply");
+            let err = ClusterConfig::parse(&text, "p.json")
+                .unwrap_err()
+                .to_string();
             assert!(
-                err.contains("`nodes[0].power`") && err.contains("not supported yet"),
-                "{file}: {err}"
+                err.contains("p.json") && err.contains(&format!("`{field}")),
+                "{field}: {err}"
             );
         }
     }

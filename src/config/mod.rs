@@ -10,6 +10,7 @@ mod hardware;
 mod memory;
 mod model;
 mod placement;
+mod power;
 mod roles;
 mod topology;
 
@@ -22,6 +23,7 @@ pub use hardware::Hardware;
 pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};
 pub use placement::{Locations, MemLoc, PLACEMENT_LAYER_NAMES, Placement, PlacementContext};
+pub use power::{CpuPower, DramPower, LinkPower, NicPower, NpuPower, PowerSpec, StoragePower};
 pub use roles::InstanceRole;
 pub use topology::{ClusterLinks, Link};
 

@@ -190,6 +190,13 @@ pub trait LatencyBackend {
         )))
     }
 
+    /// Weight bytes per rank the last step priced loaded from host or CXL memory (a
+    /// `placement` keeping weights off the GPU); 0 for backends that keep every weight on the
+    /// GPU (the default).
+    fn streamed_weight_bytes(&self) -> u64 {
+        0
+    }
+
     /// Lookup counts of a backend that reads measured profile tables (or wraps one); `None`
     /// for the others.
     fn profile_lookups(&self) -> Option<LookupCounts> {

@@ -329,17 +329,39 @@ impl LatencyBackend for WeightStreaming {
     /// The inner backend's layers, then `weight_load_wait` (a transfer entry): the time the
     /// step waited for weights beyond its compute.
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        let mut layers = Vec::new();
+        self.layer_times(batch, &mut layers)?;
+        Ok(layers)
+    }
+
+    /// [`LatencyBackend::breakdown`] into `out`, reusing its capacity.
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
         let step = self.step_time(batch)?;
-        let mut layers = self.entries.clone();
-        let compute: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
-        layers.push(LayerTiming {
+        out.clear();
+        out.extend_from_slice(&self.entries);
+        let compute: Nanos = out.iter().map(|l| l.repeats * l.time_ns).sum();
+        out.push(LayerTiming {
             name: "weight_load_wait",
             repeats: 1,
             time_ns: step - compute,
             // A transfer, not compute: a Chakra trace of the step has the loads themselves.
             is_comm: true,
         });
-        Ok(layers)
+        Ok(())
+    }
+
+    fn streamed_weight_bytes(&self) -> u64 {
+        let mut total = 0;
+        self.occurrences(|dev, bytes, _| {
+            if dev.is_some() {
+                total += bytes;
+            }
+        });
+        total
     }
 
     fn profile_lookups(&self) -> Option<LookupCounts> {

@@ -5,6 +5,7 @@ use super::sessions::SessionSummary;
 use super::stats::LatencyStats;
 use super::{PdRecord, RequestRecord};
 use crate::Nanos;
+use crate::power::PowerReport;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -131,6 +132,7 @@ impl SummaryCollector {
             itl: LatencyStats::from_ns(&mut self.itl_ns, u64::cmp, exact),
             e2el: LatencyStats::from_ns(&mut self.e2el_ns, u64::cmp, exact),
             sessions: None,
+            power: None,
             info,
         }
     }
@@ -155,6 +157,8 @@ pub struct Summary {
     e2el: LatencyStats,
     /// Session metrics, when the workload has sessions.
     sessions: Option<SessionSummary>,
+    /// Energy and power, when the cluster config has `power` blocks.
+    power: Option<PowerReport>,
 }
 
 /// One latency metric's place in the report.
@@ -199,6 +203,9 @@ impl Summary {
         if let Some(sessions) = &self.sessions {
             put("sessions".into(), sessions.to_json());
         }
+        if let Some(power) = &self.power {
+            put("power".into(), power.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -220,6 +227,16 @@ impl Summary {
     /// Adds the session metrics (a workload with sessions).
     pub fn set_sessions(&mut self, sessions: SessionSummary) {
         self.sessions = Some(sessions);
+    }
+
+    /// Adds the energy and power of the run (a cluster config with `power` blocks).
+    pub fn set_power(&mut self, power: PowerReport) {
+        self.power = Some(power);
+    }
+
+    /// Energy and power, when the cluster config has `power` blocks.
+    pub fn power(&self) -> Option<&PowerReport> {
+        self.power.as_ref()
     }
 
     /// Session metrics, when the workload has sessions.

@@ -18,6 +18,7 @@ use crate::metrics::{
     CsvColumns, InstanceInfo, LowerTierStats, PrefixCacheStats, RequestCsv, RunInfo,
     SessionSummary, Summary, SummaryCollector, write_sessions_csv,
 };
+use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload};
@@ -145,6 +146,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         emit_et,
         multi,
         sessions: has_sessions.then_some(&workload.sessions),
+        power: power_model(config),
     };
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
@@ -236,6 +238,14 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         instances,
     };
     let mut summary = outputs.summary.finish(info);
+    if let Some(power) = outputs.power {
+        let recalled: Vec<u64> = outcome
+            .instances
+            .iter()
+            .map(|i| i.stats.recalled_bytes)
+            .collect();
+        summary.set_power(power.finish(outcome.total_clocks_ns, &recalled));
+    }
     if has_sessions {
         let outcomes = registry.outcomes();
         summary.set_sessions(SessionSummary::new(&outcomes));
@@ -250,6 +260,33 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         csv.commit()?;
     }
     Ok(summary)
+}
+
+/// The power model of the run, when its cluster config has `power` blocks.
+fn power_model(config: &SimConfig) -> Option<PowerModel> {
+    let power = config.power.as_ref()?;
+    let instances: Vec<InstancePowerSetup> = config
+        .instances
+        .iter()
+        .zip(&power.npus)
+        .map(|(inst, &npu)| InstancePowerSetup {
+            node_id: inst.node_id,
+            npu,
+            tp: inst.tp,
+            pp: inst.pp,
+            ep_total: inst.collectives.ep.total,
+            role: inst.role,
+            model: inst.model.clone(),
+            fp: inst.dtype.bytes(),
+            kv_fp: kv_sizing(inst).kv_dtype.bytes(),
+        })
+        .collect();
+    Some(PowerModel::new(
+        &power.nodes,
+        &power.cpu_mem_gb,
+        &instances,
+        power.interval_ns,
+    ))
 }
 
 /// The prefill/decode setup of the run, when some instance is a prefill or decode instance:

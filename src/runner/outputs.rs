@@ -5,6 +5,7 @@ use crate::chakra::StepEmitter;
 use crate::engine::{Observer, StepEvent, TransferEvent};
 use crate::latency::LatencyBackend;
 use crate::metrics::{RequestCsv, RequestRecord, SummaryCollector};
+use crate::power::PowerModel;
 use crate::workload::sessions::SessionSet;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -22,6 +23,8 @@ pub(super) struct Outputs<'w> {
     pub multi: bool,
     /// The workload's sessions, when it has any: the CSV then names each request's session.
     pub sessions: Option<&'w SessionSet>,
+    /// The power model, when the cluster config has `power` blocks.
+    pub power: Option<PowerModel>,
 }
 
 impl Observer for Outputs<'_> {
@@ -42,6 +45,15 @@ impl Observer for Outputs<'_> {
     ) -> anyhow::Result<()> {
         if let Some(emitter) = self.emit_et.get_mut(step.instance as usize) {
             emitter.step_finished(&step.batch, backend)?;
+        }
+        if let Some(power) = &mut self.power {
+            power.step(
+                step.instance,
+                step.start_ns,
+                step.end_ns,
+                &step.batch,
+                backend,
+            )?;
         }
         if !log::log_enabled!(log::Level::Debug) {
             return Ok(());

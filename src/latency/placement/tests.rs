@@ -159,6 +159,31 @@ fn a_step_is_the_pipeline_of_loads_per_device_and_compute() {
 }
 
 #[test]
+fn the_streamed_bytes_are_every_off_gpu_weight_of_the_step() {
+    // Mixed: everything off the GPU: embedding 40 + 2 blocks · (32 + 32) + lm_head 40 = 208 B
+    // (halved at TP2); only qkv_proj on cpu: 2 · 32 = 64 B; all on the GPU: nothing.
+    let mut b = streaming(&mixed(), 1);
+    step(&mut b);
+    assert_eq!(b.streamed_weight_bytes(), 208);
+    let mut b = streaming(&mixed(), 2);
+    step(&mut b);
+    assert_eq!(b.streamed_weight_bytes(), 104);
+    let qkv = placement(json!({"layers": {"qkv_proj": {"weights": "cpu"}}}));
+    let mut b = streaming(&qkv, 1);
+    step(&mut b);
+    assert_eq!(b.streamed_weight_bytes(), 64);
+    // layer_times reuses its buffer and lists the breakdown's entries.
+    let items = [BatchItem {
+        new_tokens: 1,
+        context_tokens: 7,
+    }];
+    let mut out = Vec::with_capacity(16);
+    b.layer_times(&BatchDesc::new(&items), &mut out).unwrap();
+    assert_eq!(out, b.breakdown(&BatchDesc::new(&items)).unwrap());
+    assert_eq!(out.capacity(), 16);
+}
+
+#[test]
 fn tp_ranks_queue_behind_each_other_on_the_same_device() {
     // TP2 halves the weights: embedding, lm_head 20 B, qkv_proj and down_proj 16 B.
     // One rank's loads: cpu 22 + 18 + 18 = 58; cxl:0 8 + 8 = 16; cxl:1 10. Rank 1 queues

@@ -57,6 +57,9 @@ impl fmt::Display for Summary {
         if let Some(sessions) = &self.sessions {
             write!(f, "{sessions}")?;
         }
+        if let Some(power) = &self.power {
+            write!(f, "{power}")?;
+        }
 
         writeln!(f, "{:=^50}", " Simulator ")?;
         let [info] = self.info.instances.as_slice() else {

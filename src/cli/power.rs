@@ -1,0 +1,68 @@
+//! The power model's inputs: every node's `power` block of the cluster config (LLMServingSim
+//! models power only when every node has one) and the interval of the power series
+//! (`--log-interval`).
+
+use crate::Nanos;
+use crate::config::{ClusterConfig, ConfigError, NpuPower, PlacedInstance, PowerSpec};
+
+/// The power model's inputs, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowerConfig {
+    /// Each node's `power` block, by node id.
+    pub nodes: Vec<PowerSpec>,
+    /// Each node's host memory (`cpu_mem.mem_size`), GB: its DRAM DIMM count.
+    pub cpu_mem_gb: Vec<f64>,
+    /// Each instance's NPU power (its hardware's entry on its node), by instance id.
+    pub npus: Vec<NpuPower>,
+    /// Interval of the power series, ns.
+    pub interval_ns: Nanos,
+}
+
+/// The power model of `cluster`, whose instances are `placed` (`source` names it in
+/// messages), or `None` when some node has
+/// no `power` block (with a warning when others have one). Refused under ASTRA-Sim
+/// (`astra_selected`).
+pub(super) fn resolve(
+    cluster: &ClusterConfig,
+    placed: &[PlacedInstance<'_>],
+    log_interval_s: f64,
+    astra_selected: bool,
+    source: &str,
+) -> Result<Option<PowerConfig>, ConfigError> {
+    if cluster.power_partial() {
+        log::warn!(
+            "{source}: some nodes have a `power` block and others do not; power modelling is \
+             off (it needs a block on every node)"
+        );
+    }
+    let Some(nodes) = cluster.power() else {
+        return Ok(None);
+    };
+    if astra_selected {
+        return Err(ConfigError::Invalid {
+            source_name: source.to_owned(),
+            field: "nodes[0].power".into(),
+            message: "power modelling under ASTRA-Sim co-simulation is not supported yet".into(),
+        });
+    }
+    Ok(Some(PowerConfig {
+        nodes: nodes.iter().map(|&p| p.clone()).collect(),
+        cpu_mem_gb: cluster.nodes.iter().map(|n| n.cpu_mem.mem_size).collect(),
+        // The config check found an entry for every instance's hardware.
+        npus: placed
+            .iter()
+            .map(|p| nodes[p.node_id as usize].npu[&p.spec.hardware])
+            .collect(),
+        interval_ns: (log_interval_s * 1e9).round() as Nanos,
+    }))
+}
+
+/// Parses `--log-interval`: positive seconds, at least 1 ns.
+pub(super) fn parse_log_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("not a number: {s}"))?;
+    if v.is_finite() && v >= 1e-9 {
+        Ok(v)
+    } else {
+        Err(format!("must be a positive number of seconds, got {s}"))
+    }
+}
