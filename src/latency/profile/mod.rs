@@ -68,7 +68,9 @@ pub struct ProfileSpec<'a> {
 /// One lookup can be both.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LookupCounts {
-    /// Lookups made by [`LatencyBackend::step_time`] and [`LatencyBackend::breakdown`].
+    /// Lookups made by pricing steps ([`LatencyBackend::step_time`],
+    /// [`LatencyBackend::step_parts`]); re-reading a step's layers for a report
+    /// ([`LatencyBackend::layer_times`]: debug log, traces, power) does not count.
     pub lookups: u64,
     /// Lookups pinned to a grid edge.
     pub clamped: u64,
@@ -373,6 +375,7 @@ impl LatencyBackend for ProfileDb {
     ) -> Result<(), LatencyError> {
         let stats = BatchStats::of(batch)?;
         out.clear();
+        let counted = self.pricer.counts;
         for row in &mut self.rows {
             if let Some(time_ns) = self.pricer.price(&mut row.price, &stats) {
                 out.push(LayerTiming {
@@ -383,6 +386,8 @@ impl LatencyBackend for ProfileDb {
                 });
             }
         }
+        // A report re-reads a priced step: its lookups were counted when it was priced.
+        self.pricer.counts = counted;
         Ok(())
     }
 

@@ -232,6 +232,9 @@ fn lookup_counts_record_lookups_that_clamp_or_extrapolate() {
         extrapolated: 0,
     };
     assert_eq!(db.lookup_counts(), after_decode);
+    // Re-reading the step's layers for a report (debug log, traces, power) counts nothing.
+    db.breakdown(&BatchDesc::new(&[item(1, 10)])).unwrap();
+    assert_eq!(db.lookup_counts(), after_decode);
     // 3000 tokens: the 10 dense rows (layernorm runs twice) and attention extrapolate beyond
     // the profiled 2048; lm_head and sampler see one sequence.
     step(&mut db, &[item(3000, 0)]);
