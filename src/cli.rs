@@ -5,12 +5,14 @@ use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, Inst
 mod astra_dp;
 mod instances;
 mod parallel;
+mod pim;
 mod pipeline;
 mod placement;
 mod prefix_storage;
 mod replay;
 
 pub use instances::InstanceConfig;
+pub use pim::{InstancePim, PimArgs};
 pub use placement::InstancePlacement;
 pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
 pub use replay::{ReplayArgs, ReplayMode};
@@ -265,6 +267,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub prefix: PrefixStorageArgs,
 
+    #[command(flatten)]
+    pub pim: PimArgs,
+
     /// Tokens per KV block.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub block_size: u32,
@@ -411,6 +416,7 @@ impl RunArgs {
         let (mut instances, num_nodes, networks, links, prefix_storage) = match &self.cluster_config
         {
             None => {
+                self.pim.check_standalone()?;
                 let model = self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B");
                 let hardware = self.hardware.as_deref().unwrap_or("H100-SXM");
                 let mut instances = vec![flags.instance(
@@ -427,7 +433,8 @@ impl RunArgs {
             }
             Some(path) => {
                 let source = path.display().to_string();
-                let cluster = ClusterConfig::load(path)?;
+                let mut cluster = ClusterConfig::load(path)?;
+                let pims = self.pim.resolve(&mut cluster, path, &source)?;
                 let placed = cluster.instances(&source)?;
                 let mut instances = placed
                     .iter()
@@ -444,6 +451,7 @@ impl RunArgs {
                     &source,
                 )?;
                 pipeline::resolve(&cluster, &placed, &mut instances, &source)?;
+                pim::assign(pims, &placed, &mut instances, astra_selected, &source)?;
                 if instances.is_empty() {
                     return Err(ConfigError::Invalid {
                         source_name: source,

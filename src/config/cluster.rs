@@ -1,7 +1,7 @@
 //! LLMServingSim cluster config JSON (`--cluster-config`): nodes, instances, memories, links.
 //!
 //! The whole schema is read and checked; what the simulator cannot model yet (offloading,
-//! PIM, power) is refused with a message naming the key, never silently ignored. `cpu_mem` and `cxl_mem` hold the lower tier of the prefix cache
+//! power) is refused with a message naming the key, never silently ignored. `cpu_mem` and `cxl_mem` hold the lower tier of the prefix cache
 //! (`--prefix-storage CPU|CXL`). Several nodes and instances are fine: colocated instances
 //! (each serves requests start to finish on its own) and prefill/decode instances
 //! (`pd_type`), see [`InstanceRole`].
@@ -24,7 +24,7 @@ pub struct MemorySpec {
     /// Fraction of device memory usable for weights + KV (device memory only).
     #[serde(default)]
     pub mem_util: Option<f64>,
-    /// PIM configuration stem (host memory only; not supported yet).
+    /// PIM configuration stem (host memory only): `<config dir>/../pim/<stem>.ini`.
     #[serde(default)]
     pub pim_config: Option<String>,
 }
@@ -221,7 +221,7 @@ impl ClusterConfig {
 
     /// Every instance, in file order (which is the order of global instance ids), with its
     /// role, refusing what is not supported yet (pipeline parallelism,
-    /// offloading, PIM, power) and P/D roles without a partner: every model served by a
+    /// local offloading, power) and P/D roles without a partner: every model served by a
     /// prefill instance needs a decode instance and the other way round.
     pub fn instances(&self, source_name: &str) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
         let unsupported = |field: &str, what: &str| ConfigError::Invalid {
@@ -234,28 +234,14 @@ impl ClusterConfig {
             if node.power.is_some() {
                 return Err(unsupported(&format!("nodes[{n}].power"), "power modelling"));
             }
-            if node.cpu_mem.pim_config.is_some() {
-                return Err(unsupported(
-                    &format!("nodes[{n}].cpu_mem.pim_config"),
-                    "PIM",
-                ));
-            }
             for (i, inst) in node.instances.iter().enumerate() {
-                let path = format!("nodes[{n}].instances[{i}]");
-                let at = |key: &str| format!("{path}.{key}");
-                let o = &inst.overrides;
-                for (key, on) in [
-                    ("enable_local_offloading", o.enable_local_offloading),
-                    ("enable_attn_offloading", o.enable_attn_offloading),
-                    (
-                        "enable_sub_batch_interleaving",
-                        o.enable_sub_batch_interleaving,
-                    ),
-                ] {
-                    if on == Some(true) {
-                        return Err(unsupported(&at(key), key));
-                    }
+                if inst.overrides.enable_local_offloading == Some(true) {
+                    return Err(unsupported(
+                        &format!("nodes[{n}].instances[{i}].enable_local_offloading"),
+                        "enable_local_offloading",
+                    ));
                 }
+                let path = format!("nodes[{n}].instances[{i}]");
                 placed.push(PlacedInstance {
                     node_id: n as u32,
                     role: InstanceRole::of(inst),

@@ -165,7 +165,9 @@ impl BatchStats {
             }
             s.total_len += new;
             s.fingerprint = mix(s.fingerprint ^ (new << 32 | context));
-            if item.is_decode() {
+            if item.is_decode() && batch.attention_offloaded {
+                // Its attention runs on PIM: only the dense layers see it.
+            } else if item.is_decode() {
                 s.n_decode += 1;
                 decode_sum += context;
                 s.kv_decode_max = s.kv_decode_max.max(context);
