@@ -498,6 +498,13 @@ impl RunArgs {
         }
         astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
         astra_dp::group_networks(&mut instances);
+        if self.emit_et.is_some() && instances.iter().any(|i| i.pim.is_some()) {
+            return Err(command_line(
+                "--emit-et",
+                "cannot write the traces of instances that offload attention to PIM yet (they \
+                 would need PIM_COMP nodes)",
+            ));
+        }
         Ok(SimConfig {
             workload,
             output: self.output,

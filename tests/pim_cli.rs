@@ -192,6 +192,15 @@ fn bad_pim_setups_are_refused_naming_the_key() {
         &no_pim.error(&["--enable-attn-offloading"]),
         &["nodes[0].cpu_mem.pim_config", "missing"],
     );
+    let emit = setup.path("et");
+    assert_names(
+        &setup.error(&[
+            "--enable-attn-offloading",
+            "--emit-et",
+            emit.to_str().unwrap(),
+        ]),
+        &["--emit-et", "PIM"],
+    );
     let standalone = run(&[
         "--dataset",
         &shared("workloads/example_trace.jsonl"),
