@@ -5,6 +5,7 @@ use std::path::Path;
 use blis_cosim::config::{Dtype, ModelArch};
 use blis_cosim::latency::{
     BatchDesc, BatchItem, Collectives, LatencyBackend, PimOffload, PimSpec, ProfileDb, ProfileSpec,
+    WeightMemory,
 };
 
 #[path = "common/counting_alloc.rs"]
@@ -50,8 +51,10 @@ fn pricing_steps_with_pim_attention_does_not_allocate() {
                 channels: 64,
                 slope_ns: 333.2538,
                 intercept_ns: 30675.2739,
-                mem_bw_gbps: 1638.4,
-                mem_latency_ns: 13,
+                memory: WeightMemory {
+                    bandwidth_gbps: 1638.4,
+                    latency_ns: 13.0,
+                },
                 heads: model.num_heads,
                 kv_heads: model.num_kv_heads,
                 head_dim: model.head_dim,

@@ -34,7 +34,9 @@
 //! **Sub-batches.** The requests, largest token count first, go to the lighter of two
 //! sub-batches (ties to the first); a one-request step is not split.
 
-use super::{BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
+use super::{
+    BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, LookupCounts, WeightMemory,
+};
 use crate::Nanos;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -48,10 +50,9 @@ pub struct PimSpec {
     pub slope_ns: f64,
     /// Attention model intercept, ns, for the Llama-3.1-8B shape.
     pub intercept_ns: f64,
-    /// Host memory bandwidth, GB/s (all channels together).
-    pub mem_bw_gbps: f64,
-    /// Host memory latency, ns (whole ns, as ASTRA-Sim's memory reads it).
-    pub mem_latency_ns: Nanos,
+    /// Host memory with PIM: all channels' bandwidth, and the read latency in whole ns (as
+    /// ASTRA-Sim's memory reads it).
+    pub memory: WeightMemory,
     /// Attention heads, KV heads and head size of the model.
     pub heads: u64,
     pub kv_heads: u64,
@@ -88,7 +89,7 @@ impl PimSpec {
 
     /// `latency + ⌊bytes / bandwidth⌋` of host memory.
     fn mem_ns(&self, bytes: u64) -> Nanos {
-        self.mem_latency_ns + (bytes as f64 / self.mem_bw_gbps) as Nanos
+        self.memory.load_ns(bytes)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::cli::{InstanceConfig, SimConfig};
 use crate::config::InstanceRole;
 use crate::latency::{
     BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload, PimSpec,
-    ProfileDb, ProfileSpec, Roofline, StreamingSpec, WeightStreaming,
+    ProfileDb, ProfileSpec, Roofline, StreamingSpec, WeightMemory, WeightStreaming,
 };
 use std::time::Instant;
 
@@ -112,8 +112,10 @@ impl Backend {
                             channels: pim.channels,
                             slope_ns: pim.device.slope_ns,
                             intercept_ns: pim.device.intercept_ns,
-                            mem_bw_gbps: pim.mem_bw_gbps,
-                            mem_latency_ns: pim.device.read_latency_ns as Nanos,
+                            memory: WeightMemory {
+                                bandwidth_gbps: pim.mem_bw_gbps,
+                                latency_ns: pim.device.read_latency_ns.trunc(),
+                            },
                             heads: m.num_heads,
                             kv_heads: m.num_kv_heads,
                             head_dim: m.head_dim,

@@ -50,8 +50,10 @@ fn spec(sub_batch: bool) -> PimSpec {
         channels: 4,
         slope_ns: 100.0,
         intercept_ns: 3200.0,
-        mem_bw_gbps: 32.0,
-        mem_latency_ns: 5,
+        memory: WeightMemory {
+            bandwidth_gbps: 32.0,
+            latency_ns: 5.0,
+        },
         heads: 8,
         kv_heads: 2,
         head_dim: 16,
