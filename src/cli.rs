@@ -5,6 +5,7 @@ use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, Inst
 mod astra_dp;
 mod instances;
 mod parallel;
+mod pim;
 mod pipeline;
 mod placement;
 mod power;
@@ -12,6 +13,7 @@ mod prefix_storage;
 mod replay;
 
 pub use instances::InstanceConfig;
+pub use pim::{InstancePim, PimArgs};
 pub use placement::InstancePlacement;
 pub use power::PowerConfig;
 pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
@@ -267,6 +269,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub prefix: PrefixStorageArgs,
 
+    #[command(flatten)]
+    pub pim: PimArgs,
+
     /// Tokens per KV block.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub block_size: u32,
@@ -421,6 +426,7 @@ impl RunArgs {
         let (mut instances, num_nodes, networks, links, prefix_storage) = match &self.cluster_config
         {
             None => {
+                self.pim.check_standalone()?;
                 let model = self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B");
                 let hardware = self.hardware.as_deref().unwrap_or("H100-SXM");
                 let mut instances = vec![flags.instance(
@@ -437,7 +443,8 @@ impl RunArgs {
             }
             Some(path) => {
                 let source = path.display().to_string();
-                let cluster = ClusterConfig::load(path)?;
+                let mut cluster = ClusterConfig::load(path)?;
+                let pims = self.pim.resolve(&mut cluster, path, &source)?;
                 let placed = cluster.instances(&source)?;
                 let mut instances = placed
                     .iter()
@@ -454,6 +461,7 @@ impl RunArgs {
                     &source,
                 )?;
                 pipeline::resolve(&cluster, &placed, &mut instances, &source)?;
+                pim::assign(pims, &placed, &mut instances, astra_selected, &source)?;
                 if instances.is_empty() {
                     return Err(ConfigError::Invalid {
                         source_name: source,
@@ -482,6 +490,7 @@ impl RunArgs {
                 power = power::resolve(
                     &cluster,
                     &placed,
+                    &instances,
                     self.log_interval,
                     astra_selected,
                     &source,
@@ -507,6 +516,13 @@ impl RunArgs {
         }
         astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
         astra_dp::group_networks(&mut instances);
+        if self.emit_et.is_some() && instances.iter().any(|i| i.pim.is_some()) {
+            return Err(command_line(
+                "--emit-et",
+                "cannot write the traces of instances that offload attention to PIM yet (they \
+                 would need PIM_COMP nodes)",
+            ));
+        }
         Ok(SimConfig {
             workload,
             output: self.output,

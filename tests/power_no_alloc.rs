@@ -43,6 +43,7 @@ fn accruing_a_step_does_not_allocate() {
         model,
         fp: 2,
         kv_fp: 2,
+        pim_active_w: 0.0,
     };
     let mut power = PowerModel::new(&[spec], &[512.0], &[setup], 1_000_000_000);
     let item = |new_tokens, context_tokens| BatchItem {

@@ -525,4 +525,8 @@ impl LatencyBackend for AstraBackend {
     fn profile_lookups(&self) -> Option<LookupCounts> {
         self.compute.profile_lookups()
     }
+
+    fn count_lookups(&mut self, on: bool) {
+        self.compute.count_lookups(on);
+    }
 }

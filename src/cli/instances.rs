@@ -2,7 +2,7 @@
 //! config whose per-instance keys override the flags (instance value > flag > default, as in
 //! LLMServingSim).
 
-use super::{InstancePlacement, TierPool};
+use super::{InstancePim, InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::engine::Pipeline;
@@ -42,6 +42,8 @@ pub struct InstanceConfig {
     pub lower_tier: Option<TierPool>,
     /// Where its weights live (a cluster config's `placement`), if given.
     pub placement: Option<InstancePlacement>,
+    /// Decode attention offloaded to its node's PIM channels, if enabled.
+    pub pim: Option<InstancePim>,
     /// ASTRA-Sim co-simulation of this instance: the run's flags with the instance's own
     /// network and memory numbers (its TP degree, its node's `cpu_mem`, its `npu_mem`). Each
     /// instance gets its own ASTRA-Sim process, inputs and memo table. `None`: the analytical
@@ -106,6 +108,7 @@ impl EngineFlags {
             dp_group: None,
             lower_tier: None,
             placement: None,
+            pim: None,
             astra: None,
         }
     }

@@ -2,6 +2,7 @@
 //! models power only when every node has one) and the interval of the power series
 //! (`--log-interval`).
 
+use super::InstanceConfig;
 use crate::Nanos;
 use crate::config::{ClusterConfig, ConfigError, NpuPower, PlacedInstance, PowerSpec};
 
@@ -18,13 +19,17 @@ pub struct PowerConfig {
     pub interval_ns: Nanos,
 }
 
-/// The power model of `cluster`, whose instances are `placed` (`source` names it in
-/// messages), or `None` when some node has
-/// no `power` block (with a warning when others have one). Refused under ASTRA-Sim
-/// (`astra_selected`).
+/// The power model of `cluster`, whose instances are `placed` and resolved as `instances`
+/// (`source` names it in messages), or `None` when some node has no `power` block (with a
+/// warning when others have one). Refused under ASTRA-Sim (`astra_selected`).
+///
+/// On a node whose instances offload decode attention to PIM, the DRAM DIMMs are the PIM
+/// channels at the PIM memory's idle power (LLMServingSim overrides `dram.dimm_size` and
+/// `dram.idle_power` from the PIM INI); elsewhere both keys are required.
 pub(super) fn resolve(
     cluster: &ClusterConfig,
     placed: &[PlacedInstance<'_>],
+    instances: &[InstanceConfig],
     log_interval_s: f64,
     astra_selected: bool,
     source: &str,
@@ -45,8 +50,35 @@ pub(super) fn resolve(
             message: "power modelling under ASTRA-Sim co-simulation is not supported yet".into(),
         });
     }
+    let mut specs: Vec<PowerSpec> = nodes.iter().map(|&p| p.clone()).collect();
+    for (n, spec) in specs.iter_mut().enumerate() {
+        let pim = placed
+            .iter()
+            .zip(instances)
+            .filter(|(p, _)| p.node_id as usize == n)
+            .find_map(|(_, inst)| inst.pim.as_ref());
+        if let Some(pim) = pim {
+            spec.dram.dimm_size = Some(pim.device.channel_gib);
+            spec.dram.idle_power = Some(pim.device.idle_power_w);
+            continue;
+        }
+        for (key, value) in [
+            ("dimm_size", spec.dram.dimm_size),
+            ("idle_power", spec.dram.idle_power),
+        ] {
+            if value.is_none() {
+                return Err(ConfigError::Invalid {
+                    source_name: source.to_owned(),
+                    field: format!("nodes[{n}].power.dram.{key}"),
+                    message: "is missing (it may be left out only when the node's instances \
+                              offload attention to PIM, which takes it from the PIM INI)"
+                        .into(),
+                });
+            }
+        }
+    }
     Ok(Some(PowerConfig {
-        nodes: nodes.iter().map(|&p| p.clone()).collect(),
+        nodes: specs,
         cpu_mem_gb: cluster.nodes.iter().map(|n| n.cpu_mem.mem_size).collect(),
         // The config check found an entry for every instance's hardware.
         npus: placed

@@ -1,8 +1,8 @@
 //! LLMServingSim cluster config JSON (`--cluster-config`): nodes, instances, memories, links.
 //!
-//! The whole schema is read and checked; what the simulator cannot model yet (offloading,
-//! PIM) is refused with a message naming the key, never silently ignored. `cpu_mem` and `cxl_mem` hold the lower tier of the prefix cache
-//! (`--prefix-storage CPU|CXL`). Several nodes and instances are fine: colocated instances
+//! The whole schema is read and checked; what the simulator cannot model yet (local
+//! offloading) is refused with a message naming the key, never silently ignored. `cpu_mem` and
+//! `cxl_mem` hold the lower tier of the prefix cache (`--prefix-storage CPU|CXL`). Several nodes and instances are fine: colocated instances
 //! (each serves requests start to finish on its own) and prefill/decode instances
 //! (`pd_type`), see [`InstanceRole`].
 
@@ -25,7 +25,7 @@ pub struct MemorySpec {
     /// Fraction of device memory usable for weights + KV (device memory only).
     #[serde(default)]
     pub mem_util: Option<f64>,
-    /// PIM configuration stem (host memory only; not supported yet).
+    /// PIM configuration stem (host memory only): `<config dir>/../pim/<stem>.ini`.
     #[serde(default)]
     pub pim_config: Option<String>,
 }
@@ -237,8 +237,9 @@ impl ClusterConfig {
     }
 
     /// Every instance, in file order (which is the order of global instance ids), with its
-    /// role, refusing what is not supported yet (offloading, PIM) and P/D roles without a partner: every model served by a
-    /// prefill instance needs a decode instance and the other way round.
+    /// role, refusing what is not supported yet (local offloading) and P/D roles without a
+    /// partner: every model served by a prefill instance needs a decode instance and the other
+    /// way round.
     pub fn instances(&self, source_name: &str) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
         let unsupported = |field: &str, what: &str| ConfigError::Invalid {
             source_name: source_name.to_owned(),
@@ -247,28 +248,14 @@ impl ClusterConfig {
         };
         let mut placed = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
-            if node.cpu_mem.pim_config.is_some() {
-                return Err(unsupported(
-                    &format!("nodes[{n}].cpu_mem.pim_config"),
-                    "PIM",
-                ));
-            }
             for (i, inst) in node.instances.iter().enumerate() {
-                let path = format!("nodes[{n}].instances[{i}]");
-                let at = |key: &str| format!("{path}.{key}");
-                let o = &inst.overrides;
-                for (key, on) in [
-                    ("enable_local_offloading", o.enable_local_offloading),
-                    ("enable_attn_offloading", o.enable_attn_offloading),
-                    (
-                        "enable_sub_batch_interleaving",
-                        o.enable_sub_batch_interleaving,
-                    ),
-                ] {
-                    if on == Some(true) {
-                        return Err(unsupported(&at(key), key));
-                    }
+                if inst.overrides.enable_local_offloading == Some(true) {
+                    return Err(unsupported(
+                        &format!("nodes[{n}].instances[{i}].enable_local_offloading"),
+                        "enable_local_offloading",
+                    ));
                 }
+                let path = format!("nodes[{n}].instances[{i}]");
                 placed.push(PlacedInstance {
                     node_id: n as u32,
                     role: InstanceRole::of(inst),
@@ -456,13 +443,25 @@ mod tests {
 
     #[test]
     fn what_is_not_supported_yet_is_refused_naming_the_key() {
-        // PIM (its example config also has a `power` block, which is accepted).
+        // The PIM example (with its `power` block) is accepted...
         let file = "single_node_pim_instance.json";
         let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
         assert!(config.power().is_some());
-        let err = config.instances(file).unwrap_err().to_string();
+        assert_eq!(config.instances(file).unwrap().len(), 1);
+        // ...local offloading is not.
+        let text =
+            std::fs::read_to_string(shared("configs/cluster/single_node_single_instance.json"))
+                .unwrap()
+                .replacen(
+                    "\"tp_size\"",
+                    "\"enable_local_offloading\": true, \"tp_size\"",
+                    1,
+                );
+        let config = ClusterConfig::parse(&text, "x.json").unwrap();
+        let err = config.instances("x.json").unwrap_err().to_string();
         assert!(
-            err.contains("`nodes[0].cpu_mem.pim_config`") && err.contains("not supported yet"),
+            err.contains("`nodes[0].instances[0].enable_local_offloading`")
+                && err.contains("not supported yet"),
             "{err}"
         );
     }

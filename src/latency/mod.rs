@@ -7,6 +7,7 @@
 //! ([`crate::astra::AstraBackend`]) wraps either of them behind the same trait.
 
 mod collective;
+mod pim;
 mod placement;
 mod profile;
 mod roofline;
@@ -15,6 +16,7 @@ pub use collective::{
     Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
     RankLoad,
 };
+pub use pim::{PimActivity, PimOffload, PimSpec};
 pub use placement::{
     StreamingSpec, WeightMemory, WeightStreaming, canonical_layer_name, layer_weight_bytes,
 };
@@ -55,6 +57,11 @@ pub struct BatchDesc<'a> {
     /// LLMServingSim's `pd_kv_send_tokens`). Only ASTRA-Sim's prefill traces read it; 0
     /// unless set with [`BatchDesc::with_kv_send_tokens`].
     pub kv_send_tokens: u64,
+    /// Decode attention runs off the GPU (PIM attention offloading): the attention layer
+    /// prices only the prefill chunks, as LLMServingSim's NPU attention sees `n_decode = 0`,
+    /// and is omitted when there are none. false unless set with
+    /// [`BatchDesc::with_attention_offloaded`].
+    pub attention_offloaded: bool,
 }
 
 impl<'a> BatchDesc<'a> {
@@ -64,6 +71,7 @@ impl<'a> BatchDesc<'a> {
             items,
             pad_tokens: 0,
             kv_send_tokens: 0,
+            attention_offloaded: false,
         }
     }
 
@@ -73,6 +81,7 @@ impl<'a> BatchDesc<'a> {
             items,
             pad_tokens,
             kv_send_tokens: 0,
+            attention_offloaded: false,
         }
     }
 
@@ -80,6 +89,14 @@ impl<'a> BatchDesc<'a> {
     pub fn with_kv_send_tokens(self, tokens: u64) -> BatchDesc<'a> {
         BatchDesc {
             kv_send_tokens: tokens,
+            ..self
+        }
+    }
+
+    /// The batch with its decode attention offloaded (see [`BatchDesc::attention_offloaded`]).
+    pub fn with_attention_offloaded(self) -> BatchDesc<'a> {
+        BatchDesc {
+            attention_offloaded: true,
             ..self
         }
     }
@@ -197,9 +214,20 @@ pub trait LatencyBackend {
         0
     }
 
+    /// The PIM attention work of the last step priced (decode attention offloaded to PIM
+    /// channels); none for backends without PIM (the default).
+    fn pim_activity(&self) -> PimActivity {
+        PimActivity::default()
+    }
+
     /// Lookup counts of a backend that reads measured profile tables (or wraps one); `None`
     /// for the others.
     fn profile_lookups(&self) -> Option<LookupCounts> {
         None
     }
+
+    /// Whether table lookups count towards [`LatencyBackend::profile_lookups`] (on at the
+    /// start). Reports that re-read an already priced step (debug log, execution traces, the
+    /// power model) turn it off so that each step is counted once. Wrappers forward it.
+    fn count_lookups(&mut self, _on: bool) {}
 }

@@ -367,6 +367,10 @@ impl LatencyBackend for WeightStreaming {
     fn profile_lookups(&self) -> Option<LookupCounts> {
         self.inner.profile_lookups()
     }
+
+    fn count_lookups(&mut self, on: bool) {
+        self.inner.count_lookups(on);
+    }
 }
 
 #[cfg(test)]

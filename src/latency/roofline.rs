@@ -203,7 +203,9 @@ impl Roofline {
             let c = f64::from(item.new_tokens);
             let p = f64::from(item.context_tokens);
             step.tokens += c;
-            if item.is_decode() {
+            if item.is_decode() && batch.attention_offloaded {
+                // Its attention runs on PIM: only the token-wise layers see it.
+            } else if item.is_decode() {
                 step.decode.add(
                     4.0 * hpg * hd * (p + 1.0),
                     (p + 1.0) * kv_row + 2.0 * hpg * hd * fp,
@@ -244,14 +246,17 @@ impl Roofline {
             l,
             kernel(3.0 * qk, (2.0 * qk + t * self.head_dim) * fp),
         );
-        visit(
-            "attention",
-            l,
-            Work::Attention {
-                prefill: s.prefill,
-                decode: s.decode,
-            },
-        );
+        // Omitted when it has nothing to compute (only with decode attention offloaded).
+        if s.prefill != Cost::default() || s.decode != Cost::default() {
+            visit(
+                "attention",
+                l,
+                Work::Attention {
+                    prefill: s.prefill,
+                    decode: s.decode,
+                },
+            );
+        }
         visit("o_proj", l, gemm(t, self.q_out, h));
         if let Some(work) = allreduce {
             visit("allreduce", l, work);

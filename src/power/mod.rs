@@ -11,7 +11,9 @@
 //! - link energy, `bytes · 8 · energy_per_bit` pJ, for the bytes the step's collectives and
 //!   sends move ([`step_link_bytes`]);
 //! - DRAM energy, `bytes · 8 · energy_per_bit` pJ, for the weight bytes the step streams from
-//!   host or CXL memory (`placement`);
+//!   host or CXL memory (`placement`) and the bytes its PIM attention rows load and store, plus
+//!   `(pim peak − pim idle) · PIM compute time` with decode attention offloaded to PIM (the
+//!   node's DIMMs are then the PIM channels, at the PIM memory's idle power);
 //! - NPU standby energy for the idle gap before the step, `(standby − idle) · min(gap,
 //!   standby_duration) · num_npus` (and for the gap between an instance's last step and the
 //!   end of the run).
@@ -48,6 +50,9 @@ pub struct InstancePowerSetup {
     pub fp: u64,
     /// KV-cache bytes per element.
     pub kv_fp: u64,
+    /// With decode attention offloaded to PIM: the PIM memory's peak minus idle power, W,
+    /// charged for the PIM compute of each step (0 without PIM).
+    pub pim_active_w: f64,
 }
 
 /// The shape of one instance's per-step traffic, for [`step_link_bytes`].
@@ -119,6 +124,8 @@ struct InstanceState {
     /// `(standby − idle) · num_npus`, W.
     standby_w: f64,
     standby_ns: Nanos,
+    /// PIM active power above idle, W.
+    pim_active_w: f64,
     traffic: Traffic,
     /// End of its last step.
     last_end: Option<Nanos>,
@@ -203,6 +210,7 @@ impl PowerModel {
                     cpu_w: (p.cpu.active_power - p.cpu.idle_power) * (0.7 - p.cpu.util).max(0.0),
                     standby_w: (npu.standby_power - npu.idle_power) * num_npus,
                     standby_ns: (npu.standby_duration * 1e9).round() as Nanos,
+                    pim_active_w: inst.pim_active_w,
                     traffic: Traffic {
                         tp: inst.tp,
                         pp: inst.pp,
@@ -285,13 +293,15 @@ impl PowerModel {
             .map(|l| l.repeats * l.time_ns)
             .sum();
         let streamed = backend.streamed_weight_bytes() as f64;
+        let pim = backend.pim_activity();
         let inst = &mut self.instances[id];
         inst.last_end = Some(inst.last_end.map_or(end, |e| e.max(end)));
         let node = &mut self.nodes[inst.node];
         let active = inst.active_w * seconds(compute_ns);
         let cpu = inst.cpu_w * seconds(compute_ns);
         let link = bit_energy(node.link_pj_per_bit, step_link_bytes(&inst.traffic, batch));
-        let dram = bit_energy(node.dram_pj_per_bit, streamed);
+        let dram = bit_energy(node.dram_pj_per_bit, streamed + pim.bytes as f64)
+            + inst.pim_active_w * seconds(pim.compute_ns);
         node.net_j.npu_active += active;
         node.net_j.cpu += cpu;
         node.net_j.link += link;

@@ -59,6 +59,7 @@ fn setup() -> InstancePowerSetup {
         model: ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap(),
         fp: 2,
         kv_fp: 2,
+        pim_active_w: 0.0,
     }
 }
 
@@ -201,6 +202,7 @@ fn link_bytes_follow_llmservingsim_for_pp_prefill_and_ep() {
         kv_dim: 1024,
         fp: 2,
         kv_fp: 2,
+        pim_active_w: 0.0,
     };
     assert_eq!(step_link_bytes(&base, &batch), 0.0);
     // PP4: 10 · 4096 · 3, no fp factor.

@@ -6,8 +6,8 @@ use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::cli::{InstanceConfig, SimConfig};
 use crate::config::InstanceRole;
 use crate::latency::{
-    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, ProfileDb, ProfileSpec,
-    Roofline, StreamingSpec, WeightStreaming,
+    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload, PimSpec,
+    ProfileDb, ProfileSpec, Roofline, StreamingSpec, WeightMemory, WeightStreaming,
 };
 use std::time::Instant;
 
@@ -53,6 +53,10 @@ impl LatencyBackend for Labelled {
     fn profile_lookups(&self) -> Option<LookupCounts> {
         self.backend.profile_lookups()
     }
+
+    fn count_lookups(&mut self, on: bool) {
+        self.backend.count_lookups(on);
+    }
 }
 
 impl Backend {
@@ -89,6 +93,46 @@ impl Backend {
                 )
             }
             _ => compute,
+        };
+        // Decode attention on PIM (never with ASTRA-Sim or streamed weights: refused when the
+        // config is resolved).
+        let compute = match &inst.pim {
+            Some(pim) => {
+                log::info!(
+                    "{label}decode attention offloaded to {} {} PIM channels{}",
+                    pim.channels,
+                    pim.device.stem,
+                    if pim.sub_batch {
+                        ", two interleaved sub-batches"
+                    } else {
+                        ""
+                    }
+                );
+                let m = &inst.model;
+                Box::new(
+                    PimOffload::new(
+                        compute,
+                        PimSpec {
+                            channels: pim.channels,
+                            slope_ns: pim.device.slope_ns,
+                            intercept_ns: pim.device.intercept_ns,
+                            memory: WeightMemory {
+                                bandwidth_gbps: pim.mem_bw_gbps,
+                                latency_ns: pim.device.read_latency_ns.trunc(),
+                            },
+                            heads: m.num_heads,
+                            kv_heads: m.num_kv_heads,
+                            head_dim: m.head_dim,
+                            tp: inst.tp,
+                            fp: inst.dtype.bytes(),
+                            num_layers: m.num_layers,
+                            sub_batch: pim.sub_batch,
+                        },
+                    )
+                    .map_err(|e| anyhow::anyhow!("{label}{e}"))?,
+                )
+            }
+            None => compute,
         };
         let Some(options) = &inst.astra else {
             return Ok(Backend::Compute(compute));

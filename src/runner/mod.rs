@@ -279,6 +279,10 @@ fn power_model(config: &SimConfig) -> Option<PowerModel> {
             model: inst.model.clone(),
             fp: inst.dtype.bytes(),
             kv_fp: kv_sizing(inst).kv_dtype.bytes(),
+            pim_active_w: inst
+                .pim
+                .as_ref()
+                .map_or(0.0, |p| p.device.peak_power_w - p.device.idle_power_w),
         })
         .collect();
     Some(PowerModel::new(

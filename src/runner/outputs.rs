@@ -43,6 +43,41 @@ impl Observer for Outputs<'_> {
         step: &StepEvent<'_>,
         backend: &mut dyn LatencyBackend,
     ) -> anyhow::Result<()> {
+        // The step was priced (and its lookups counted) before it ran; the reports below
+        // re-read it.
+        backend.count_lookups(false);
+        let reported = self.report_step(step, backend);
+        backend.count_lookups(true);
+        reported
+    }
+
+    fn kv_transfer(&mut self, t: &TransferEvent) -> anyhow::Result<()> {
+        if t.arrived {
+            log::debug!(
+                "[t={} ns] KV of request {} arrived: instance {} -> {}, {} bytes, {} ns on the \
+                 wire after {} ns waiting for the link; {} blocks freed on instance {}",
+                t.end_ns,
+                t.request_id,
+                t.from,
+                t.to,
+                t.bytes,
+                t.end_ns - t.start_ns,
+                t.start_ns - t.prefill_end_ns,
+                t.request_blocks,
+                t.from
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Outputs<'_> {
+    /// The step's execution trace, power and debug lines.
+    fn report_step(
+        &mut self,
+        step: &StepEvent<'_>,
+        backend: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
         if let Some(emitter) = self.emit_et.get_mut(step.instance as usize) {
             emitter.step_finished(&step.batch, backend)?;
         }
@@ -81,25 +116,6 @@ impl Observer for Outputs<'_> {
                 layer.repeats,
                 layer.time_ns,
                 if layer.is_comm { "  (comm)" } else { "" }
-            );
-        }
-        Ok(())
-    }
-
-    fn kv_transfer(&mut self, t: &TransferEvent) -> anyhow::Result<()> {
-        if t.arrived {
-            log::debug!(
-                "[t={} ns] KV of request {} arrived: instance {} -> {}, {} bytes, {} ns on the \
-                 wire after {} ns waiting for the link; {} blocks freed on instance {}",
-                t.end_ns,
-                t.request_id,
-                t.from,
-                t.to,
-                t.bytes,
-                t.end_ns - t.start_ns,
-                t.start_ns - t.prefill_end_ns,
-                t.request_blocks,
-                t.from
             );
         }
         Ok(())

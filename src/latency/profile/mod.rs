@@ -68,9 +68,8 @@ pub struct ProfileSpec<'a> {
 /// One lookup can be both.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LookupCounts {
-    /// Lookups made by pricing steps ([`LatencyBackend::step_time`],
-    /// [`LatencyBackend::step_parts`]); re-reading a step's layers for a report
-    /// ([`LatencyBackend::layer_times`]: debug log, traces, power) does not count.
+    /// Lookups made while pricing steps (a report re-reading a priced step does not count,
+    /// see [`LatencyBackend::count_lookups`]).
     pub lookups: u64,
     /// Lookups pinned to a grid edge.
     pub clamped: u64,
@@ -123,6 +122,8 @@ struct Pricer {
     collectives: Collectives,
     shape: MoeShape,
     counts: LookupCounts,
+    /// Whether lookups are counted (see [`LatencyBackend::count_lookups`]).
+    counting: bool,
 }
 
 /// LLMServingSim's batch context, from a [`BatchDesc`].
@@ -167,7 +168,9 @@ impl BatchStats {
             }
             s.total_len += new;
             s.fingerprint = mix(s.fingerprint ^ (new << 32 | context));
-            if item.is_decode() {
+            if item.is_decode() && batch.attention_offloaded {
+                // Its attention runs on PIM: only the dense layers see it.
+            } else if item.is_decode() {
                 s.n_decode += 1;
                 decode_sum += context;
                 s.kv_decode_max = s.kv_decode_max.max(context);
@@ -228,7 +231,9 @@ impl Pricer {
                 return Some(self.collectives.ep_combine_ns(s.total_len, &self.shape));
             }
         };
-        self.counts.record(edges);
+        if self.counting {
+            self.counts.record(edges);
+        }
         Some(ns)
     }
 
@@ -306,6 +311,7 @@ impl ProfileDb {
                 collectives: spec.collectives,
                 shape: MoeShape::of(spec.model, spec.dtype.bytes()),
                 counts: LookupCounts::default(),
+                counting: true,
             },
         })
     }
@@ -375,7 +381,6 @@ impl LatencyBackend for ProfileDb {
     ) -> Result<(), LatencyError> {
         let stats = BatchStats::of(batch)?;
         out.clear();
-        let counted = self.pricer.counts;
         for row in &mut self.rows {
             if let Some(time_ns) = self.pricer.price(&mut row.price, &stats) {
                 out.push(LayerTiming {
@@ -386,8 +391,6 @@ impl LatencyBackend for ProfileDb {
                 });
             }
         }
-        // A report re-reads a priced step: its lookups were counted when it was priced.
-        self.pricer.counts = counted;
         Ok(())
     }
 
@@ -408,5 +411,9 @@ impl LatencyBackend for ProfileDb {
 
     fn profile_lookups(&self) -> Option<LookupCounts> {
         Some(self.lookup_counts())
+    }
+
+    fn count_lookups(&mut self, on: bool) {
+        self.pricer.counting = on;
     }
 }

@@ -232,8 +232,10 @@ fn lookup_counts_record_lookups_that_clamp_or_extrapolate() {
         extrapolated: 0,
     };
     assert_eq!(db.lookup_counts(), after_decode);
-    // Re-reading the step's layers for a report (debug log, traces, power) counts nothing.
+    // A report re-reading the step with counting off (debug log, traces, power) counts nothing.
+    db.count_lookups(false);
     db.breakdown(&BatchDesc::new(&[item(1, 10)])).unwrap();
+    db.count_lookups(true);
     assert_eq!(db.lookup_counts(), after_decode);
     // 3000 tokens: the 10 dense rows (layernorm runs twice) and attention extrapolate beyond
     // the profiled 2048; lm_head and sampler see one sequence.

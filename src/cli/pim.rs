@@ -1,0 +1,217 @@
+//! PIM attention offloading (`--enable-attn-offloading`, `--enable-sub-batch-interleaving`,
+//! both also per-instance keys of a cluster config): each offloading instance's node PIM
+//! device, read from the INI its `cpu_mem.pim_config` names.
+
+use super::InstanceConfig;
+use crate::config::{ClusterConfig, ConfigError, PimDevice, PlacedInstance};
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+/// The PIM flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PimArgs {
+    /// Run decode attention on the PIM channels of the node's host memory (needs a cluster
+    /// config whose node's cpu_mem names a pim_config); per-instance key
+    /// enable_attn_offloading.
+    #[arg(long)]
+    pub enable_attn_offloading: bool,
+
+    /// Split each step into two sub-batches whose GPU work and PIM attention overlap (needs
+    /// attention offloading; not with pp_size > 1); per-instance key
+    /// enable_sub_batch_interleaving.
+    #[arg(long)]
+    pub enable_sub_batch_interleaving: bool,
+
+    /// Folder of the PIM INI files (default: `<cluster config dir>/../pim`, LLMServingSim's
+    /// layout).
+    #[arg(long, value_name = "DIR")]
+    pub pim_config_dir: Option<PathBuf>,
+}
+
+/// An instance's PIM attention offloading.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstancePim {
+    /// The node's PIM memory type.
+    pub device: PimDevice,
+    /// PIM channels of the node (whole channels in `cpu_mem.mem_size`).
+    pub channels: u32,
+    /// Host memory bandwidth with PIM, GB/s: `mem_size / channel size × channel bandwidth`.
+    pub mem_bw_gbps: f64,
+    /// Two interleaved sub-batches per step.
+    pub sub_batch: bool,
+}
+
+impl PimArgs {
+    /// Without a cluster config: the flags need one.
+    pub(super) fn check_standalone(&self) -> Result<(), ConfigError> {
+        if self.enable_attn_offloading || self.enable_sub_batch_interleaving {
+            return Err(ConfigError::Invalid {
+                source_name: "command line".into(),
+                field: if self.enable_attn_offloading {
+                    "--enable-attn-offloading".into()
+                } else {
+                    "--enable-sub-batch-interleaving".into()
+                },
+                message: "needs a --cluster-config whose node's cpu_mem names a pim_config".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Each instance's PIM offloading (file order), checking the flags and keys; the
+    /// `cpu_mem` of a node with an offloading instance gets the PIM memory's bandwidth and
+    /// latency, as in LLMServingSim.
+    pub(super) fn resolve(
+        &self,
+        cluster: &mut ClusterConfig,
+        config_path: &Path,
+        source: &str,
+    ) -> Result<Vec<Option<InstancePim>>, ConfigError> {
+        let invalid = |field: String, message: String| ConfigError::Invalid {
+            source_name: source.to_owned(),
+            field,
+            message,
+        };
+        let mut out = Vec::new();
+        for (n, node) in cluster.nodes.iter_mut().enumerate() {
+            let mut device: Option<PimDevice> = None;
+            for (i, inst) in node.instances.iter().enumerate() {
+                let path = format!("nodes[{n}].instances[{i}]");
+                let o = &inst.overrides;
+                let offload = o
+                    .enable_attn_offloading
+                    .unwrap_or(self.enable_attn_offloading);
+                let sub_batch = o
+                    .enable_sub_batch_interleaving
+                    .unwrap_or(self.enable_sub_batch_interleaving);
+                // Name the key that set it: the instance's, else the flag.
+                let key = |set: Option<bool>, key: &str, flag: &str| match set {
+                    Some(_) => format!("{path}.{key}"),
+                    None => flag.to_owned(),
+                };
+                let sub_key = key(
+                    o.enable_sub_batch_interleaving,
+                    "enable_sub_batch_interleaving",
+                    "--enable-sub-batch-interleaving",
+                );
+                if sub_batch && !offload {
+                    return Err(invalid(
+                        sub_key,
+                        format!(
+                            "needs attention offloading, which is off for {path} \
+                             (enable_attn_offloading / --enable-attn-offloading)"
+                        ),
+                    ));
+                }
+                if sub_batch && inst.pp() > 1 {
+                    return Err(invalid(
+                        sub_key,
+                        format!(
+                            "is not supported with pp_size > 1 ({path} has pp_size {}): an \
+                             interleaved step leaves both sub-batches mid-block where a \
+                             pipeline stage would hand its hidden state on",
+                            inst.pp()
+                        ),
+                    ));
+                }
+                if !offload {
+                    out.push(None);
+                    continue;
+                }
+                let offload_key = key(
+                    o.enable_attn_offloading,
+                    "enable_attn_offloading",
+                    "--enable-attn-offloading",
+                );
+                if inst.pp() > 1 {
+                    return Err(invalid(
+                        offload_key,
+                        format!(
+                            "with pp_size > 1 ({path} has pp_size {}) is not supported yet",
+                            inst.pp()
+                        ),
+                    ));
+                }
+                let Some(stem) = &node.cpu_mem.pim_config else {
+                    return Err(invalid(
+                        format!("nodes[{n}].cpu_mem.pim_config"),
+                        format!(
+                            "missing: {path} offloads decode attention to PIM ({offload_key}), \
+                             which needs its node's PIM config"
+                        ),
+                    ));
+                };
+                if device.is_none() {
+                    let file = PimDevice::locate(stem, config_path, self.pim_config_dir.as_deref())
+                        .map_err(|e| match e {
+                            ConfigError::Invalid { message, .. } => {
+                                invalid(format!("nodes[{n}].cpu_mem.pim_config"), message)
+                            }
+                            other => other,
+                        })?;
+                    device = Some(PimDevice::load(&file)?);
+                }
+                let d = device.clone().expect("loaded above");
+                let mem = &node.cpu_mem;
+                out.push(Some(InstancePim {
+                    channels: d.channels(mem.mem_size),
+                    mem_bw_gbps: mem.mem_size / d.channel_gib * d.channel_bw_gbps,
+                    sub_batch,
+                    device: d,
+                }));
+            }
+            if let Some(d) = device {
+                let mem = &mut node.cpu_mem;
+                mem.mem_bw = mem.mem_size / d.channel_gib * d.channel_bw_gbps;
+                mem.mem_latency = d.read_latency_ns;
+                if d.channels(mem.mem_size) == 0 {
+                    return Err(invalid(
+                        format!("nodes[{n}].cpu_mem.mem_size"),
+                        format!(
+                            "is {} GB, less than one {} PIM channel ({} GB)",
+                            mem.mem_size, d.stem, d.channel_gib
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Gives each instance its PIM offloading, refusing what cannot be combined with it yet:
+/// weights a `placement` streams from host or CXL memory, and ASTRA-Sim co-simulation.
+pub(super) fn assign(
+    pims: Vec<Option<InstancePim>>,
+    placed: &[PlacedInstance<'_>],
+    instances: &mut [InstanceConfig],
+    astra: bool,
+    source: &str,
+) -> Result<(), ConfigError> {
+    for ((pim, p), inst) in pims.into_iter().zip(placed).zip(instances.iter_mut()) {
+        let Some(pim) = pim else { continue };
+        let refuse = |message: &str| ConfigError::Invalid {
+            source_name: source.to_owned(),
+            field: format!("{}.enable_attn_offloading", p.path),
+            message: message.to_owned(),
+        };
+        if astra {
+            return Err(refuse(
+                "PIM attention offloading is not supported by ASTRA-Sim co-simulation \
+                 (--astra-sim, --network-backend astra) yet; use --network-backend analytical",
+            ));
+        }
+        if inst
+            .placement
+            .as_ref()
+            .is_some_and(|pl| pl.streams_weights())
+        {
+            return Err(refuse(
+                "PIM attention offloading together with a `placement` that keeps weights \
+                 outside the GPU is not supported yet",
+            ));
+        }
+        inst.pim = Some(pim);
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! PIM (processing-in-memory) devices: LLMServingSim's `configs/pim/<stem>.ini` files, the
+//! DRAMSim3-style INIs a node's `cpu_mem.pim_config` names.
+//!
+//! Only the keys the attention-offloading model reads are parsed: the DRAM structure
+//! (`bankgroups`, `banks_per_group`, `rows`, `columns`, `device_width`, `bus_width`,
+//! `channel_size`) for a channel's capacity, `data_rate` for its bandwidth, `CL` and `tCK` for
+//! its read latency, and `idle_power`/`peak_power` (mW). Sections are ignored (keys are
+//! unique across them in every bundled file); `#` starts a comment, `;` and `[` lines are
+//! skipped, as in LLMServingSim's `load_flat_config`.
+//!
+//! The attention latency is LLMServingSim's linear model, fitted per memory type for
+//! Llama-3.1-8B (32 heads, 8 KV heads, head_dim 128) and scaled to other shapes: the slope
+//! by the GQA ratio over 4, the intercept by `heads × head_dim / 4096`. The fit is keyed by
+//! the INI's stem (the memory type), so an INI under another name is refused.
+
+use super::ConfigError;
+use std::path::{Path, PathBuf};
+
+/// LLMServingSim's fitted PIM attention model: `(stem, slope ns/token, intercept ns)`.
+const ATTENTION_FITS: [(&str, f64, f64); 4] = [
+    ("LPDDR4X_2GB_4266_pim", 432.4458, 33918.1734),
+    ("DDR4_8GB_3200_pim", 333.2538, 30675.2739),
+    ("LPDDR5_2GB_6400_pim", 282.4338, 15996.7018),
+    ("HBM2_1GB_2000_pim", 242.0548, 14513.5015),
+];
+
+/// One PIM memory type, from its INI file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PimDevice {
+    /// The INI's stem (the memory type, e.g. `DDR4_8GB_3200_pim`).
+    pub stem: String,
+    /// Capacity of one channel (one DIMM), GiB.
+    pub channel_gib: f64,
+    /// Bandwidth of one channel, GB/s: `bus_width / 8 × data_rate / 1000`.
+    pub channel_bw_gbps: f64,
+    /// Read latency, ns: `CL × tCK`.
+    pub read_latency_ns: f64,
+    /// Idle power of the memory, W (`idle_power` mW).
+    pub idle_power_w: f64,
+    /// Peak (active) power of the memory, W (`peak_power` mW).
+    pub peak_power_w: f64,
+    /// Attention model slope, ns per context token (Llama-3.1-8B shape).
+    pub slope_ns: f64,
+    /// Attention model intercept, ns (Llama-3.1-8B shape).
+    pub intercept_ns: f64,
+}
+
+impl PimDevice {
+    /// The INI of `stem` for a cluster config at `cluster_config`: in `dir` when given, else
+    /// where LLMServingSim keeps them, `<config dir>/../pim/<stem>.ini`. A missing file is an
+    /// error listing the path tried.
+    pub fn locate(
+        stem: &str,
+        cluster_config: &Path,
+        dir: Option<&Path>,
+    ) -> Result<PathBuf, ConfigError> {
+        let file = format!("{stem}.ini");
+        let path = match dir {
+            Some(d) => d.join(&file),
+            None => cluster_config
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join("..")
+                .join("pim")
+                .join(&file),
+        };
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(ConfigError::Invalid {
+                source_name: cluster_config.display().to_string(),
+                field: "cpu_mem.pim_config".into(),
+                message: format!(
+                    "PIM config `{stem}` not found: tried {} (point --pim-config-dir at the \
+                     folder holding {file})",
+                    path.display()
+                ),
+            })
+        }
+    }
+
+    /// Reads and checks the INI at `path`; its stem selects the attention model.
+    pub fn load(path: &Path) -> Result<PimDevice, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        PimDevice::parse(&text, stem, &path.display().to_string())
+    }
+
+    /// Parses INI `text` of memory type `stem`; `source_name` is used in error messages.
+    pub fn parse(text: &str, stem: &str, source_name: &str) -> Result<PimDevice, ConfigError> {
+        let keys = Keys::read(text, source_name)?;
+        let int = |k: &str| keys.positive(k, source_name);
+        let banks = int("bankgroups")? * int("banks_per_group")?;
+        let bus_width = int("bus_width")?;
+        let device_width = int("device_width")?;
+        let columns = int("columns")?;
+        let rows = int("rows")?;
+        let channel_size = int("channel_size")?;
+        let data_rate = int("data_rate")?;
+        // LLMServingSim's PIMModel: a rank of `bus_width / device_width` devices; a channel
+        // holds whole ranks, at least one.
+        let devices_per_rank = bus_width / device_width;
+        let page_bytes = columns * device_width / 8.0;
+        let mib_per_bank = page_bytes * (rows / 1024.0) / 1024.0;
+        let mib_per_rank = mib_per_bank * banks * devices_per_rank;
+        let channel_mib = if mib_per_rank > channel_size {
+            mib_per_rank
+        } else {
+            (channel_size / mib_per_rank) * mib_per_rank
+        };
+        let Some(&(_, slope_ns, intercept_ns)) = ATTENTION_FITS.iter().find(|f| f.0 == stem) else {
+            let known: Vec<&str> = ATTENTION_FITS.iter().map(|f| f.0).collect();
+            return Err(ConfigError::Invalid {
+                source_name: source_name.to_owned(),
+                field: "(file name)".into(),
+                message: format!(
+                    "unknown PIM memory type `{stem}`: the attention latency model is fitted \
+                     only for {}",
+                    known.join(", ")
+                ),
+            });
+        };
+        Ok(PimDevice {
+            stem: stem.to_owned(),
+            channel_gib: channel_mib / 1024.0,
+            channel_bw_gbps: bus_width / 8.0 * data_rate / 1000.0,
+            read_latency_ns: int("CL")? * int("tCK")?,
+            idle_power_w: keys.non_negative("idle_power", source_name)? / 1000.0,
+            peak_power_w: keys.non_negative("peak_power", source_name)? / 1000.0,
+            slope_ns,
+            intercept_ns,
+        })
+    }
+
+    /// PIM channels of a memory of `mem_size_gib`: one per whole DIMM
+    /// (`int(mem_size // dimm_size)`).
+    pub fn channels(&self, mem_size_gib: f64) -> u32 {
+        (mem_size_gib / self.channel_gib).floor() as u32
+    }
+}
+
+/// The `key = value` lines of an INI, with their line numbers.
+struct Keys<'a> {
+    entries: Vec<(&'a str, &'a str, usize)>,
+}
+
+impl<'a> Keys<'a> {
+    fn read(text: &'a str, source_name: &str) -> Result<Keys<'a>, ConfigError> {
+        let mut entries = Vec::new();
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() || line.starts_with('[') || line.starts_with(';') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                return Err(ConfigError::Invalid {
+                    source_name: source_name.to_owned(),
+                    field: format!("line {}", n + 1),
+                    message: format!("expected `key = value`, got `{line}`"),
+                });
+            };
+            entries.push((key.trim(), value.trim(), n + 1));
+        }
+        Ok(Keys { entries })
+    }
+
+    /// The last value of `key` (later lines win, as in a dict) as a finite number `>= 0`.
+    fn non_negative(&self, key: &str, source_name: &str) -> Result<f64, ConfigError> {
+        let Some(&(_, value, line)) = self.entries.iter().rev().find(|e| e.0 == key) else {
+            return Err(ConfigError::Invalid {
+                source_name: source_name.to_owned(),
+                field: key.to_owned(),
+                message: "missing (needed by the PIM model)".into(),
+            });
+        };
+        match value.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            _ => Err(ConfigError::Invalid {
+                source_name: source_name.to_owned(),
+                field: format!("line {line}: {key}"),
+                message: format!("must be a non-negative number, got `{value}`"),
+            }),
+        }
+    }
+
+    /// The value of `key` as a finite number `> 0`.
+    fn positive(&self, key: &str, source_name: &str) -> Result<f64, ConfigError> {
+        let v = self.non_negative(key, source_name)?;
+        if v > 0.0 {
+            return Ok(v);
+        }
+        let line = self
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.0 == key)
+            .map_or(0, |e| e.2);
+        Err(ConfigError::Invalid {
+            source_name: source_name.to_owned(),
+            field: format!("line {line}: {key}"),
+            message: "must be positive, got 0".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys of LLMServingSim's `DDR4_8GB_3200_pim.ini` that the model reads.
+    const DDR4: &str = "[dram_structure]\nprotocol = DDR4\nbankgroups = 2\nbanks_per_group = 4\n\
+        rows = 65536\ncolumns = 1024\ndevice_width = 16\n\n[timing]\ntCK = 0.63\nCL = 22\n\n\
+        [system]\nchannel_size = 8192\nbus_width = 64\n\n[other]\n\
+        data_rate = 3200 # MT/s\nidle_power = 623 # mW\npeak_power = 3803 # mW\n";
+
+    #[test]
+    fn the_ddr4_facts_come_out_of_its_ini() {
+        // A rank: 64/16 = 4 devices of 8 banks of 2048 B pages × 64 Ki rows = 128 MiB a
+        // bank, 4096 MiB a rank; the channel holds 8192 MiB (2 ranks) = 8 GiB.
+        let d = PimDevice::parse(DDR4, "DDR4_8GB_3200_pim", "DDR4_8GB_3200_pim.ini").unwrap();
+        assert_eq!(d.channel_gib, 8.0);
+        assert_eq!(d.channel_bw_gbps, 25.6);
+        assert_eq!(d.read_latency_ns, 22.0 * 0.63);
+        assert_eq!((d.idle_power_w, d.peak_power_w), (0.623, 3.803));
+        assert_eq!((d.slope_ns, d.intercept_ns), (333.2538, 30675.2739));
+        assert_eq!(d.channels(512.0), 64);
+        assert_eq!(d.channels(60.0), 7);
+    }
+
+    #[test]
+    fn a_channel_holds_at_least_one_rank() {
+        // channel_size 1024 MiB < a 4096 MiB rank: the channel is one rank.
+        let ini = DDR4.replace("channel_size = 8192", "channel_size = 1024");
+        let d = PimDevice::parse(&ini, "DDR4_8GB_3200_pim", "x.ini").unwrap();
+        assert_eq!(d.channel_gib, 4.0);
+    }
+
+    #[test]
+    fn bad_inis_name_the_file_line_and_key() {
+        let stem = "DDR4_8GB_3200_pim";
+        let err = |ini: &str, stem: &str| {
+            PimDevice::parse(ini, stem, "pim/DDR4.ini")
+                .unwrap_err()
+                .to_string()
+        };
+        let missing = err(&DDR4.replace("CL = 22\n", ""), stem);
+        assert!(
+            missing.contains("pim/DDR4.ini")
+                && missing.contains("`CL`")
+                && missing.contains("missing"),
+            "{missing}"
+        );
+        let bad = err(&DDR4.replace("tCK = 0.63", "tCK = fast"), stem);
+        assert!(
+            bad.contains("pim/DDR4.ini")
+                && bad.contains("`line 10: tCK`")
+                && bad.contains("`fast`"),
+            "{bad}"
+        );
+        let zero = err(&DDR4.replace("bus_width = 64", "bus_width = 0"), stem);
+        assert!(
+            zero.contains("bus_width") && zero.contains("positive"),
+            "{zero}"
+        );
+        let garbage = err(&format!("{DDR4}oops\n"), stem);
+        assert!(
+            garbage.contains("`line 21`") && garbage.contains("key = value"),
+            "{garbage}"
+        );
+        let unknown = err(DDR4, "DDR5_16GB_pim");
+        assert!(
+            unknown.contains("unknown PIM memory type `DDR5_16GB_pim`")
+                && unknown.contains("HBM2_1GB_2000_pim"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn the_ini_is_found_beside_the_cluster_configs_or_in_the_given_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let cluster = dir.path().join("cluster");
+        let pim = dir.path().join("pim");
+        std::fs::create_dir_all(&cluster).unwrap();
+        std::fs::create_dir_all(&pim).unwrap();
+        std::fs::write(pim.join("DDR4_8GB_3200_pim.ini"), DDR4).unwrap();
+        let config = cluster.join("c.json");
+        let found = PimDevice::locate("DDR4_8GB_3200_pim", &config, None).unwrap();
+        assert_eq!(
+            found,
+            cluster.join("..").join("pim").join("DDR4_8GB_3200_pim.ini")
+        );
+        let err = PimDevice::locate("HBM2_1GB_2000_pim", &config, Some(&cluster))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "tried {}",
+                cluster.join("HBM2_1GB_2000_pim.ini").display()
+            )),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,76 @@
+//! Pricing steps with decode attention on PIM, plain and interleaved, does not touch the heap.
+
+use std::path::Path;
+
+use blis_cosim::config::{Dtype, ModelArch};
+use blis_cosim::latency::{
+    BatchDesc, BatchItem, Collectives, LatencyBackend, PimOffload, PimSpec, ProfileDb, ProfileSpec,
+    WeightMemory,
+};
+
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+
+use counting_alloc::allocations;
+
+#[test]
+fn pricing_steps_with_pim_attention_does_not_allocate() {
+    let root = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/llmservingsim/profiler/perf"
+    ));
+    let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+    let item = |new_tokens, context_tokens| BatchItem {
+        new_tokens,
+        context_tokens,
+    };
+    let batches: Vec<Vec<BatchItem>> = vec![
+        vec![item(10, 0)],
+        vec![item(1, 128), item(1, 128), item(1, 512)],
+        vec![item(300, 4096), item(1, 20), item(1, 9000)],
+        (0..200).map(|i| item(1, 100 + i)).collect(),
+    ];
+    for sub_batch in [false, true] {
+        let db = ProfileDb::load(&ProfileSpec {
+            root,
+            hardware: "RTXPRO6000",
+            model: &model,
+            dtype: Dtype::Bfloat16,
+            kv_cache_fp8: false,
+            tp: 1,
+            architecture: None,
+            max_num_batched_tokens: 2048,
+            max_num_seqs: Some(256),
+            collectives: Collectives::NONE,
+        })
+        .unwrap();
+        // LLMServingSim's DDR4 PIM in 512 GB of host memory: 64 channels.
+        let mut backend = PimOffload::new(
+            Box::new(db),
+            PimSpec {
+                channels: 64,
+                slope_ns: 333.2538,
+                intercept_ns: 30675.2739,
+                memory: WeightMemory {
+                    bandwidth_gbps: 1638.4,
+                    latency_ns: 13.0,
+                },
+                heads: model.num_heads,
+                kv_heads: model.num_kv_heads,
+                head_dim: model.head_dim,
+                tp: 1,
+                fp: 2,
+                num_layers: model.num_layers,
+                sub_batch,
+            },
+        )
+        .unwrap();
+        let before = allocations();
+        let mut total = 0;
+        for batch in &batches {
+            total += backend.step_time(&BatchDesc::new(batch)).unwrap();
+        }
+        assert_eq!(allocations() - before, 0, "sub_batch {sub_batch}");
+        assert!(total > 0);
+    }
+}
