@@ -202,7 +202,6 @@ fn link_bytes_follow_llmservingsim_for_pp_prefill_and_ep() {
         kv_dim: 1024,
         fp: 2,
         kv_fp: 2,
-        pim_active_w: 0.0,
     };
     assert_eq!(step_link_bytes(&base, &batch), 0.0);
     // PP4: 10 · 4096 · 3, no fp factor.
