@@ -453,7 +453,7 @@ impl RunArgs {
                 }
                 // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
                 let networks = if astra_selected {
-                    refuse_for_astra(&placed, &source)?;
+                    refuse_for_astra(&placed, &instances, &source)?;
                     InstanceNetwork::for_cluster(&cluster, &placed, &source)?
                 } else {
                     Vec::new()
@@ -489,6 +489,7 @@ impl RunArgs {
             inst.astra = Some(options);
         }
         astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
+        astra_pipeline_networks(&mut instances, &self.astra)?;
         astra_dp::group_networks(&mut instances);
         Ok(SimConfig {
             workload,
@@ -516,28 +517,61 @@ impl RunArgs {
 }
 
 /// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet:
-/// pipeline parallelism. Colocated and decode instances get an ASTRA-Sim process each (a MoE
-/// DP group one for all its members, whose collectives span them); a prefill instance's
-/// process also holds its KV receivers (the KV transfer is part of its traces,
-/// [`astra_prefill_networks`]); expert parallelism inside one instance is priced there (its
-/// collectives are nodes of the instance's trace), and so are weights a `placement` keeps in
-/// host or CXL memory (weight MEM_LOAD nodes).
-fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), ConfigError> {
-    let refuse = |p: &PlacedInstance<'_>, key: &str, what: &str| ConfigError::Invalid {
-        source_name: source.to_owned(),
-        field: format!("{}.{key}", p.path),
-        message: format!(
-            "ASTRA-Sim co-simulation (--astra-sim, --network-backend astra) does not support \
-             {what} yet; use --network-backend analytical"
-        ),
-    };
-    if let Some(p) = placed.iter().find(|p| p.spec.pp() > 1) {
-        return Err(refuse(
-            p,
-            "pp_size",
-            "pipeline parallelism (its stages would need stage-cut Chakra traces with \
-             SEND/RECV nodes between them)",
-        ));
+/// pipeline parallelism in a MoE model's DP group (whose members' waves one process prices).
+/// Colocated and decode instances get an ASTRA-Sim process each (a pipelined one holds every
+/// stage's NPUs, [`astra_pipeline_networks`]; a MoE DP group one for all its members, whose
+/// collectives span them); a prefill instance's process also holds its KV receivers (the KV
+/// transfer is part of its traces, [`astra_prefill_networks`]); expert parallelism inside one
+/// instance is priced there (its collectives are nodes of the instance's trace), and so are
+/// weights a `placement` keeps in host or CXL memory (weight MEM_LOAD nodes).
+fn refuse_for_astra(
+    placed: &[PlacedInstance<'_>],
+    instances: &[InstanceConfig],
+    source: &str,
+) -> Result<(), ConfigError> {
+    let lock_step_pipeline = placed
+        .iter()
+        .zip(instances)
+        .find(|(_, inst)| inst.pp > 1 && inst.dp_group.is_some());
+    if let Some((p, _)) = lock_step_pipeline {
+        return Err(ConfigError::Invalid {
+            source_name: source.to_owned(),
+            field: format!("{}.pp_size", p.path),
+            message: "ASTRA-Sim co-simulation (--astra-sim, --network-backend astra) does not \
+                      support pipeline parallelism in a MoE model's DP group yet (its waves \
+                      would need stage-cut traces of every member in one process); use \
+                      --network-backend analytical"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// Gives every pipelined instance co-simulated by ASTRA-Sim the network of its process: its
+/// stages of TP NPUs, `[tp, pp]` ([`astra::pipeline_network`]), the stages over the link its
+/// pipeline sends over. A `--network-config` (one network of TP NPUs for every instance)
+/// cannot describe that and is refused with pipelined instances.
+fn astra_pipeline_networks(
+    instances: &mut [InstanceConfig],
+    args: &AstraArgs,
+) -> Result<(), ConfigError> {
+    for (id, inst) in instances.iter_mut().enumerate() {
+        let (Some(pipeline), Some(options)) = (&inst.pipeline, inst.astra.as_mut()) else {
+            continue;
+        };
+        if args.network_config.is_some() {
+            return Err(ConfigError::Invalid {
+                source_name: "command line".into(),
+                field: "--network-config".into(),
+                message: format!(
+                    "cannot be used with pipelined instances (instance {id}, pp_size {}): \
+                     their ASTRA-Sim network holds every stage and is generated from the \
+                     cluster config",
+                    inst.pp
+                ),
+            });
+        }
+        options.network = astra::pipeline_network(&options.network, inst.pp, pipeline.link);
     }
     Ok(())
 }

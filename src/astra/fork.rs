@@ -100,19 +100,14 @@ impl ForkSession {
         Ok(())
     }
 
-    /// Runs one batch, whose files are `<prefix>.<npu>.et`, and returns its duration in ns.
-    pub fn run_batch(&mut self, prefix: &Path) -> Result<u64, Fault> {
-        Ok(self.run_batch_each(prefix)?.into_iter().max().unwrap_or(0))
-    }
-
     /// The prompting NPUs: the start NPUs, then the end NPUs, as given at start-up.
     pub fn reporters(&self) -> &[u32] {
         &self.reporters
     }
 
-    /// [`ForkSession::run_batch`], with the time from the previous batch's end to each
-    /// prompting NPU's first report of this one ([`ForkSession::reporters`] order), ns; the
-    /// batch's duration is the largest.
+    /// Runs one batch, whose files are `<prefix>.<npu>.et`; returns the time from the
+    /// previous batch's end to each prompting NPU's first report of this one
+    /// ([`ForkSession::reporters`] order), ns; the batch's duration is the largest.
     pub fn run_batch_each(&mut self, prefix: &Path) -> Result<Vec<u64>, Fault> {
         let prefix = prefix.to_str().ok_or_else(|| {
             Fault::Io(format!(
