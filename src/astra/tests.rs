@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::backend::Slot;
+use super::backend::{Slot, reporting_npus};
 use super::lines::{LineSplitter, MAX_LINE};
 use super::protocol::{FinalReport, Report, is_waiting, parse_final_report, parse_report};
 use super::*;
@@ -350,4 +350,45 @@ fn dp_group_dims_follow_llmservingsim() {
     // A one-member group loses its trailing 1; TP 1 keeps its leading one.
     assert_eq!(group_network(2, 1, &[16.0], &[0.0]).dims.len(), 1);
     assert_eq!(group_network(1, 2, &[16.0], &[0.0]).dims[0].npus, 1);
+}
+
+#[test]
+fn the_fork_reports_every_stage_but_the_last_at_its_first_npu_and_the_end_at_the_last() {
+    let cases: [((u32, u32, u32), (Vec<u32>, Vec<u32>)); 6] = [
+        ((1, 1, 1), (vec![0], vec![])),
+        ((2, 2, 1), (vec![0], vec![1])),
+        ((4, 1, 4), (vec![0, 1, 2], vec![3])),
+        ((4, 2, 2), (vec![0], vec![3])),
+        ((6, 2, 3), (vec![0, 2], vec![5])),
+        ((4, 2, 0), (vec![0], vec![3])),
+    ];
+    for ((npus, tp, stages), expected) in cases {
+        assert_eq!(
+            reporting_npus(npus, tp, stages),
+            expected,
+            "{npus} NPUs, tp {tp}, {stages} stages"
+        );
+    }
+}
+
+#[test]
+fn a_pipelined_network_adds_the_stages_over_their_link() {
+    let stages = crate::config::Link {
+        bandwidth_gbps: 50.0,
+        latency_ns: 700.0,
+    };
+    let own = NetworkConfig::for_instance(2, &[16.0], &[20000.0], "test").unwrap();
+    let dims = |n: &NetworkConfig| -> Vec<(u32, f64, f64)> {
+        n.dims
+            .iter()
+            .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
+            .collect()
+    };
+    assert_eq!(
+        dims(&pipeline_network(&own, 3, stages)),
+        [(2, 16.0, 20000.0), (3, 50.0, 700.0)]
+    );
+    // TP 1: the stages are the only dimension (LLMServingSim's `[pp]`).
+    let own = NetworkConfig::for_instance(1, &[16.0], &[20000.0], "test").unwrap();
+    assert_eq!(dims(&pipeline_network(&own, 4, stages)), [(4, 50.0, 700.0)]);
 }
