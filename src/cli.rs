@@ -18,7 +18,7 @@ pub use replay::{ReplayArgs, ReplayMode};
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
-    PlacedInstance, PrefixStorage,
+    PrefixStorage,
 };
 use crate::metrics::VllmArrival;
 use crate::router::{RoutingPolicy, RoutingWeights};
@@ -453,7 +453,6 @@ impl RunArgs {
                 }
                 // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
                 let networks = if astra_selected {
-                    refuse_for_astra(&placed, &instances, &source)?;
                     InstanceNetwork::for_cluster(&cluster, &placed, &source)?
                 } else {
                     Vec::new()
@@ -516,47 +515,19 @@ impl RunArgs {
     }
 }
 
-/// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet:
-/// pipeline parallelism in a MoE model's DP group (whose members' waves one process prices).
-/// Colocated and decode instances get an ASTRA-Sim process each (a pipelined one holds every
-/// stage's NPUs, [`astra_pipeline_networks`]; a MoE DP group one for all its members, whose
-/// collectives span them); a prefill instance's process also holds its KV receivers (the KV
-/// transfer is part of its traces, [`astra_prefill_networks`]); expert parallelism inside one
-/// instance is priced there (its collectives are nodes of the instance's trace), and so are
-/// weights a `placement` keeps in host or CXL memory (weight MEM_LOAD nodes).
-fn refuse_for_astra(
-    placed: &[PlacedInstance<'_>],
-    instances: &[InstanceConfig],
-    source: &str,
-) -> Result<(), ConfigError> {
-    let lock_step_pipeline = placed
-        .iter()
-        .zip(instances)
-        .find(|(_, inst)| inst.pp > 1 && inst.dp_group.is_some());
-    if let Some((p, _)) = lock_step_pipeline {
-        return Err(ConfigError::Invalid {
-            source_name: source.to_owned(),
-            field: format!("{}.pp_size", p.path),
-            message: "ASTRA-Sim co-simulation (--astra-sim, --network-backend astra) does not \
-                      support pipeline parallelism in a MoE model's DP group yet (its waves \
-                      would need stage-cut traces of every member in one process); use \
-                      --network-backend analytical"
-                .into(),
-        });
-    }
-    Ok(())
-}
-
 /// Gives every pipelined instance co-simulated by ASTRA-Sim the network of its process: its
 /// stages of TP NPUs, `[tp, pp]` ([`astra::pipeline_network`]), the stages over the link its
-/// pipeline sends over. A `--network-config` (one network of TP NPUs for every instance)
-/// cannot describe that and is refused with pipelined instances.
+/// pipeline sends over (a MoE DP group's members get their group's network afterwards,
+/// [`astra_dp::group_networks`]). A `--network-config` (one network of TP NPUs for every
+/// instance) cannot describe that and is refused with pipelined instances.
 fn astra_pipeline_networks(
     instances: &mut [InstanceConfig],
     args: &AstraArgs,
 ) -> Result<(), ConfigError> {
     for (id, inst) in instances.iter_mut().enumerate() {
-        let (Some(pipeline), Some(options)) = (&inst.pipeline, inst.astra.as_mut()) else {
+        let (Some(pipeline), Some(options), None) =
+            (&inst.pipeline, inst.astra.as_mut(), inst.dp_group)
+        else {
             continue;
         };
         if args.network_config.is_some() {

@@ -156,10 +156,7 @@ fn what_pipelining_does_not_support_yet_is_refused_naming_pp_size() {
     });
     let err = refused(&mixed, &[]);
     assert!(err.contains(key) && err.contains("share pp_size"), "{err}");
-    // ASTRA-Sim co-simulation would need stage-cut traces.
     let pp = shared("configs/cluster/single_node_pp_instance.json");
-    let err = refused(&pp, &["--network-backend", "astra"]);
-    assert!(err.contains(key) && err.contains("ASTRA-Sim"), "{err}");
     // More stages than layers.
     let too_deep = edited(dir.path(), "single_node_pp_instance.json", |c| {
         let inst = &mut c["nodes"][0]["instances"][0];

@@ -336,8 +336,11 @@ impl AstraBackend {
             ));
         }
         let (starts, ends) = reporting_npus(npus, instance.tp, stages);
-        let driver = Driver::start(&options, &inputs, npus, (&starts, &ends), first_step_ns)
+        let mut driver = Driver::start(&options, &inputs, npus, (&starts, &ends), first_step_ns)
             .map_err(|(fault, lines)| fail(fault, lines))?;
+        if let (true, Driver::Fork(session)) = (stages > 1, &mut driver) {
+            session.deliver_in_one_round();
+        }
         Ok(AstraBackend {
             driver,
             inputs,
@@ -456,7 +459,7 @@ impl AstraBackend {
                 trace.ep_involved_dim = Some(&PREFILL_INVOLVED_DIM);
             }
             self.files =
-                encode_stages(&trace, &self.stage_blocks, dialect).map_err(|e| e.to_string())?;
+                encode_stages(&trace, &self.stage_blocks, 0, dialect).map_err(|e| e.to_string())?;
         } else if let Some(prefill) = self.prefill {
             // Every collective stays on the prefill NPUs (dimension 0), away from the receivers.
             trace.involved_dim = Some(&PREFILL_INVOLVED_DIM);
@@ -573,31 +576,30 @@ impl AstraBackend {
             }
         }
     }
+}
 
-    /// Each stage's busy time of a pipelined step priced alone, from the NPUs' finishes
-    /// (`finished`, by NPU id): stage `s < pp − 1` until its first NPU has finished (its send
-    /// arrived), counted from the previous stage's; the last stage until the last report.
-    fn stage_busy(&self, finished: &[Option<Nanos>], out: &mut [Nanos]) -> Result<(), String> {
-        let tp = self.tp.max(1) as usize;
-        let end = finished.iter().flatten().copied().max().unwrap_or(0);
-        let mut previous = 0;
-        let last = out.len() - 1;
-        for (s, busy) in out.iter_mut().enumerate() {
-            let finish = if s == last {
-                end
-            } else {
-                finished.get(s * tp).copied().flatten().ok_or_else(|| {
-                    format!(
-                        "ASTRA-Sim did not report the finish of stage {s} (NPU {})",
-                        s * tp
-                    )
-                })?
-            };
-            *busy = finish.saturating_sub(previous);
-            previous = finish.max(previous);
-        }
-        Ok(())
+/// Each stage's busy time of a pipelined step priced alone (see the module documentation),
+/// written into `out`: stage `s` (not the last) finished at `stage_finish(s)` (its send
+/// arrived), the step at `end`, both counted from the step's start; a stage is busy from the
+/// previous stage's finish to its own.
+pub(super) fn stage_busy(
+    stage_finish: impl Fn(usize) -> Option<Nanos>,
+    end: Nanos,
+    out: &mut [Nanos],
+) -> Result<(), String> {
+    let last = out.len().saturating_sub(1);
+    let mut previous = 0;
+    for (s, busy) in out.iter_mut().enumerate() {
+        let finish = if s == last {
+            end
+        } else {
+            stage_finish(s)
+                .ok_or_else(|| format!("ASTRA-Sim did not report the finish of stage {s}"))?
+        };
+        *busy = finish.saturating_sub(previous);
+        previous = finish.max(previous);
     }
+    Ok(())
 }
 
 impl MemoKey {
@@ -705,7 +707,9 @@ impl LatencyBackend for AstraBackend {
         let finished = self
             .price_each(step, &[])
             .map_err(|e| LatencyError::Backend(e.to_string()))?;
-        self.stage_busy(&finished, out)
+        let tp = self.tp.max(1) as usize;
+        let end = finished.iter().flatten().copied().max().unwrap_or(0);
+        stage_busy(|s| finished.get(s * tp).copied().flatten(), end, out)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim, step {step}: {m}")))?;
         if self.options.memo {
             self.stage_memo.insert(key, out.to_vec());

@@ -341,15 +341,30 @@ fn dp_group_dims_follow_llmservingsim() {
     assert_eq!(group_dims(2, 2, 4), Some((vec![t, f], vec![t, t])));
     assert_eq!(group_dims(2, 1, 2), Some((vec![t, f], vec![f, t])));
     assert_eq!(group_dims(1, 2, 2), None);
-    let net = group_network(2, 2, &[128.0, 16.0], &[500.0, 20000.0]);
+    // Pipelined members, `[tp, pp, members]`: the stage dimension is never involved.
+    assert_eq!(group_dims(3, 2, 2), Some((vec![t, f, f], vec![t, f, f])));
+    assert_eq!(group_dims(3, 2, 4), Some((vec![t, f, f], vec![t, f, t])));
+    assert_eq!(group_dims(3, 1, 2), Some((vec![t, f, f], vec![f, f, t])));
+    let net = group_network(1, 2, 2, &[16.0, 50.0, 8.0], &[20000.0, 700.0, 9.0]);
+    let dims: Vec<(u32, f64, f64)> = net
+        .dims
+        .iter()
+        .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
+        .collect();
+    assert_eq!(
+        dims,
+        [(1, 16.0, 20000.0), (2, 50.0, 700.0), (2, 8.0, 9.0)],
+        "LLMServingSim's [1, 2, 2] for tp1 pp2 × 2 members"
+    );
+    let net = group_network(2, 1, 2, &[128.0, 16.0], &[500.0, 20000.0]);
     assert_eq!(
         net.render(),
         "topology: [ FullyConnected, FullyConnected ]\nnpus_count: [ 2, 2 ]\n\
          bandwidth: [ 128.0, 16.0 ]\nlatency: [ 500.0, 20000.0 ]\n"
     );
     // A one-member group loses its trailing 1; TP 1 keeps its leading one.
-    assert_eq!(group_network(2, 1, &[16.0], &[0.0]).dims.len(), 1);
-    assert_eq!(group_network(1, 2, &[16.0], &[0.0]).dims[0].npus, 1);
+    assert_eq!(group_network(2, 1, 1, &[16.0], &[0.0]).dims.len(), 1);
+    assert_eq!(group_network(1, 1, 2, &[16.0], &[0.0]).dims[0].npus, 1);
 }
 
 #[test]

@@ -16,17 +16,20 @@
 //!   nothing.
 //!
 //! Node ids are renumbered from 0 in each file. The message between rank `r` of stages `s` and
-//! `s + 1` carries `comm_tag` `s·tp + r` (one tag per message of the batch).
+//! `s + 1` carries `comm_tag` `s·tp + r` (one tag per message of the batch). An instance whose
+//! NPUs start at `first_npu` (a DP group member in its group's process) numbers its NPUs, in
+//! `comm_src` and `comm_dst`, from there.
 
 use super::prefill::p2p_attrs;
 use super::{BatchTrace, Dialect, EtNode, NodeKind, TraceError, encode_et};
 
-/// The files of one batch on a pipelined instance, NPU `s·tp + r` at that index (see the
-/// module documentation). `stage_blocks` must split the model's blocks (their sum is its
-/// layer count).
+/// The files of one batch on a pipelined instance whose NPUs start at `first_npu`, NPU
+/// `first_npu + s·tp + r` at index `s·tp + r` (see the module documentation). `stage_blocks`
+/// must split the model's blocks (their sum is its layer count).
 pub fn stage_nodes(
     trace: &BatchTrace<'_>,
     stage_blocks: &[u32],
+    first_npu: u32,
 ) -> Result<Vec<Vec<EtNode>>, TraceError> {
     let pp = stage_blocks.len();
     let total: u64 = stage_blocks.iter().map(|&b| u64::from(b)).sum();
@@ -61,7 +64,7 @@ pub fn stage_nodes(
     let mut moved: Vec<Option<u64>> = vec![None; base.len()];
     for s in 0..pp {
         for r in 0..tp {
-            let npu = i64::from(s as u32 * tp + r);
+            let npu = i64::from(first_npu) + i64::from(s as u32 * tp + r);
             let mut file: Vec<EtNode> = Vec::new();
             moved.fill(None);
             let recv = (s > 0).then(|| {
@@ -126,9 +129,10 @@ pub fn stage_nodes(
 pub fn encode_stages(
     trace: &BatchTrace<'_>,
     stage_blocks: &[u32],
+    first_npu: u32,
     dialect: Dialect,
 ) -> Result<Vec<Vec<u8>>, TraceError> {
-    stage_nodes(trace, stage_blocks)?
+    stage_nodes(trace, stage_blocks, first_npu)?
         .iter()
         .map(|nodes| encode_et(nodes, dialect).map_err(TraceError::from))
         .collect()
@@ -177,7 +181,7 @@ mod tests {
         };
         (
             trace.nodes().unwrap(),
-            stage_nodes(&trace, stage_blocks).unwrap(),
+            stage_nodes(&trace, stage_blocks, 0).unwrap(),
         )
     }
 
@@ -303,13 +307,21 @@ mod tests {
             placement: None,
             ep_involved_dim: None,
         };
-        let err = stage_nodes(&trace, &[16, 15]).unwrap_err().to_string();
+        let err = stage_nodes(&trace, &[16, 15], 0).unwrap_err().to_string();
         assert!(
             err.contains("[16, 15]") && err.contains("32 blocks"),
             "{err}"
         );
         for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
-            assert_eq!(encode_stages(&trace, &[16, 16], dialect).unwrap().len(), 2);
+            assert_eq!(
+                encode_stages(&trace, &[16, 16], 0, dialect).unwrap().len(),
+                2
+            );
         }
+        // A member whose NPUs start at 4 (in a DP group's process): from NPU 4 to NPU 5.
+        let files = stage_nodes(&trace, &[16, 16], 4).unwrap();
+        let send = files[0].last().unwrap();
+        assert_eq!((attr(send, "comm_src"), attr(send, "comm_dst")), (4, 5));
+        assert_eq!(files[1][0].attrs, send.attrs);
     }
 }

@@ -541,29 +541,24 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
 }
 
 #[test]
-fn astra_co_simulates_pp_ep_and_pd_and_refuses_pp_in_moe_dp_groups() {
-    // A MoE DP group of pipelined members is refused, naming the key.
-    let (file, key) = (
-        "single_node_moe_dp_pp_instance.json",
-        "nodes[0].instances[0].pp_size",
-    );
-    let c = shared(&format!("configs/cluster/{file}"));
-    let err = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains(&format!("field `{key}`"))
-            && err.contains("pipeline parallelism in a MoE model's DP group")
-            && err.contains("yet; use --network-backend analytical"),
-        "{file}: {err}"
-    );
-    // The analytical network backend runs it.
-    parse(&["--cluster-config", &c])
-        .unwrap()
-        .into_config()
-        .unwrap();
+fn astra_co_simulates_pp_ep_and_pd() {
+    // A MoE DP group of pipelined members runs in one process: `[tp, pp, members]`, with
+    // LLMServingSim's leading 1 at TP 1.
+    for (file, dims) in [
+        ("single_node_moe_dp_pp_instance.json", [1, 2, 2]),
+        ("single_node_moe_dp_tp_pp_instance.json", [2, 2, 2]),
+    ] {
+        let c = shared(&format!("configs/cluster/{file}"));
+        let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+            .unwrap()
+            .into_config()
+            .unwrap();
+        for inst in &config.instances {
+            let network = &inst.astra.as_ref().unwrap().network;
+            let got: Vec<u32> = network.dims.iter().map(|d| d.npus).collect();
+            assert_eq!(got, dims, "{file}");
+        }
+    }
     // A pipelined instance is co-simulated in a process holding every stage: `[tp, pp]`, or
     // `[pp]` at TP 1 (LLMServingSim's `[4]` and `[2, 2]` for these configs).
     let dir = tempfile::tempdir().unwrap();

@@ -135,10 +135,18 @@ fn main() {
             "pp::pipelined_instances_match_the_analytical_run",
             pp_tests::pipelined_instances_match_the_analytical_run,
         ),
+        (
+            "pp::moe_dp_group_with_pp_matches_the_analytical_run",
+            pp_tests::moe_dp_group_with_pp_matches_the_analytical_run,
+        ),
         ("pp::refusals_name_the_key", pp_tests::refusals_name_the_key),
         (
             "pp::real_astra_sim_reproduces_the_published_pp_examples_when_available",
             pp_tests::real_astra_sim_reproduces_the_published_pp_examples_when_available,
+        ),
+        (
+            "pp::real_astra_sim_on_the_published_moe_dp_pp_example_when_available",
+            pp_tests::real_astra_sim_on_the_published_moe_dp_pp_example_when_available,
         ),
         (
             "dp::moe_groups_match_the_analytical_run",
