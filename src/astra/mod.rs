@@ -41,7 +41,8 @@
 //! `tp · pp` NPUs ([`pipeline_network`]), its steps' traces cut into stages
 //! ([`crate::chakra::stages`]); the backend reports each stage's busy time and the engine's
 //! pipeline keeps up to `pp` steps in flight (see [`AstraBackend`]'s documentation for the
-//! timing contract). A MoE model's DP group of pipelined members is not supported yet.
+//! timing contract). A MoE model's DP group of pipelined members runs in its group's process
+//! ([`AstraGroup`], network `[tp, pp, members]`), which reports the group's stage times.
 //!
 //! **DP groups.** The members of a MoE model's DP group meet at every MoE collective, so a
 //! group runs in one process holding all of its members' NPUs: [`AstraGroup`] prices a whole

@@ -82,6 +82,9 @@ impl AstraWaves {
     }
 }
 
+/// A group's process and each member's compute breakdown of its batch.
+type Priced<'g> = (&'g mut Group, Vec<Vec<LayerTiming>>);
+
 impl AstraWaves {
     /// The group's process and each member's compute breakdown of its batch.
     fn group_and_breakdowns(
@@ -90,7 +93,7 @@ impl AstraWaves {
         members: &[u32],
         batches: &[BatchDesc<'_>],
         backends: &mut [&mut dyn LatencyBackend],
-    ) -> Result<Option<(&mut Group, Vec<Vec<LayerTiming>>)>, LatencyError> {
+    ) -> Result<Option<Priced<'_>>, LatencyError> {
         let Some(Some(g)) = self.groups.get_mut(group as usize) else {
             return Ok(None);
         };
