@@ -124,8 +124,9 @@ impl ForkSession {
         &self.reporters
     }
 
-    /// Runs one batch, whose files are `<prefix>.<npu>.et`; returns the time from the
-    /// previous batch's end to each prompting NPU's first report of this one
+    /// Runs one batch, whose files are `<prefix>.<npu>.et`; returns the time from the batch's
+    /// start (the first prompt that got it: the previous batch's end, or later after a
+    /// one-round delivery's wait) to each prompting NPU's first report of this one
     /// ([`ForkSession::reporters`] order), ns; the batch's duration is the largest.
     pub fn run_batch_each(&mut self, prefix: &Path) -> Result<Vec<u64>, Fault> {
         let prefix = prefix.to_str().ok_or_else(|| {

@@ -21,6 +21,11 @@
 //! comes only from up to `pp` consecutive steps in flight; there is no micro-batching inside
 //! a step. KV recalled from the lower tier of the prefix cache is loaded before stage 0
 //! computes.
+//!
+//! The stage times come from the backend's
+//! [`LatencyBackend::stage_times`](crate::latency::LatencyBackend::stage_times): compute only
+//! (the engine adds the sends, as above) or, under ASTRA-Sim, each stage's busy time with its
+//! send included (the engine adds nothing; see [`crate::astra::AstraBackend`]).
 
 use std::collections::VecDeque;
 
