@@ -22,7 +22,7 @@ pub use replay::{ReplayArgs, ReplayMode};
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
-    PlacedInstance, PrefixStorage,
+    PrefixStorage,
 };
 use crate::metrics::VllmArrival;
 use crate::router::{RoutingPolicy, RoutingWeights};
@@ -471,7 +471,6 @@ impl RunArgs {
                 }
                 // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
                 let networks = if astra_selected {
-                    refuse_for_astra(&placed, &source)?;
                     InstanceNetwork::for_cluster(&cluster, &placed, &source)?
                 } else {
                     Vec::new()
@@ -515,6 +514,7 @@ impl RunArgs {
             inst.astra = Some(options);
         }
         astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
+        astra_pipeline_networks(&mut instances, &self.astra)?;
         astra_dp::group_networks(&mut instances);
         if self.emit_et.is_some() && instances.iter().any(|i| i.pim.is_some()) {
             return Err(command_line(
@@ -549,29 +549,34 @@ impl RunArgs {
     }
 }
 
-/// Refuses, naming the key, what ASTRA-Sim co-simulation of a cluster cannot price yet:
-/// pipeline parallelism. Colocated and decode instances get an ASTRA-Sim process each (a MoE
-/// DP group one for all its members, whose collectives span them); a prefill instance's
-/// process also holds its KV receivers (the KV transfer is part of its traces,
-/// [`astra_prefill_networks`]); expert parallelism inside one instance is priced there (its
-/// collectives are nodes of the instance's trace), and so are weights a `placement` keeps in
-/// host or CXL memory (weight MEM_LOAD nodes).
-fn refuse_for_astra(placed: &[PlacedInstance<'_>], source: &str) -> Result<(), ConfigError> {
-    let refuse = |p: &PlacedInstance<'_>, key: &str, what: &str| ConfigError::Invalid {
-        source_name: source.to_owned(),
-        field: format!("{}.{key}", p.path),
-        message: format!(
-            "ASTRA-Sim co-simulation (--astra-sim, --network-backend astra) does not support \
-             {what} yet; use --network-backend analytical"
-        ),
-    };
-    if let Some(p) = placed.iter().find(|p| p.spec.pp() > 1) {
-        return Err(refuse(
-            p,
-            "pp_size",
-            "pipeline parallelism (its stages would need stage-cut Chakra traces with \
-             SEND/RECV nodes between them)",
-        ));
+/// Gives every pipelined instance co-simulated by ASTRA-Sim the network of its process: its
+/// stages of TP NPUs, `[tp, pp]` ([`astra::pipeline_network`]), the stages over the link its
+/// pipeline sends over (a MoE DP group's members get their group's network afterwards,
+/// [`astra_dp::group_networks`]). A `--network-config` (one network of TP NPUs for every
+/// instance) cannot describe that and is refused with pipelined instances.
+fn astra_pipeline_networks(
+    instances: &mut [InstanceConfig],
+    args: &AstraArgs,
+) -> Result<(), ConfigError> {
+    for (id, inst) in instances.iter_mut().enumerate() {
+        let (Some(pipeline), Some(options), None) =
+            (&inst.pipeline, inst.astra.as_mut(), inst.dp_group)
+        else {
+            continue;
+        };
+        if args.network_config.is_some() {
+            return Err(ConfigError::Invalid {
+                source_name: "command line".into(),
+                field: "--network-config".into(),
+                message: format!(
+                    "cannot be used with pipelined instances (instance {id}, pp_size {}): \
+                     their ASTRA-Sim network holds every stage and is generated from the \
+                     cluster config",
+                    inst.pp
+                ),
+            });
+        }
+        options.network = astra::pipeline_network(&options.network, inst.pp, pipeline.link);
     }
     Ok(())
 }

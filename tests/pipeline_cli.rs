@@ -1,11 +1,13 @@
 //! Pipeline parallelism through the real binary: LLMServingSim's published PP examples
 //! (`example_pp_run.csv`, tp1 pp4; `example_tp_pp_run.csv`, tp2 pp2; the MoE DP + PP ones)
-//! and the combinations refused naming `pp_size`.
+//! the combinations refused naming `pp_size`, and the stage-cut traces `--emit-et` writes.
 
 #[path = "common/binary.rs"]
 mod binary;
 
 use binary::{ok, read_csv, run, shared};
+use blis_cosim::chakra::attr::{find, integer};
+use blis_cosim::chakra::{Dialect, EtNode, NodeKind, read_et};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -156,10 +158,7 @@ fn what_pipelining_does_not_support_yet_is_refused_naming_pp_size() {
     });
     let err = refused(&mixed, &[]);
     assert!(err.contains(key) && err.contains("share pp_size"), "{err}");
-    // ASTRA-Sim co-simulation would need stage-cut traces.
     let pp = shared("configs/cluster/single_node_pp_instance.json");
-    let err = refused(&pp, &["--network-backend", "astra"]);
-    assert!(err.contains(key) && err.contains("ASTRA-Sim"), "{err}");
     // More stages than layers.
     let too_deep = edited(dir.path(), "single_node_pp_instance.json", |c| {
         let inst = &mut c["nodes"][0]["instances"][0];
@@ -188,4 +187,45 @@ fn what_pipelining_does_not_support_yet_is_refused_naming_pp_size() {
     // Async scheduling.
     let err = refused(&pp, &["--async-scheduling"]);
     assert!(err.contains(key) && err.contains("async"), "{err}");
+}
+
+#[test]
+fn emitted_traces_of_a_pipelined_instance_are_cut_into_stages() {
+    // tp2 pp2: step 0 is request 0's 10-token prompt; one file per rank of every stage.
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    ok(&[
+        "--cluster-config",
+        &shared("configs/cluster/single_node_tp_pp_instance.json"),
+        "--profile-dir",
+        &shared("profiler/perf"),
+        "--dataset",
+        &shared("workloads/example_trace.jsonl"),
+        "--num-reqs",
+        "1",
+        "--output",
+        dir.path().join("out.csv").to_str().unwrap(),
+        "--emit-et",
+        traces.to_str().unwrap(),
+        "--emit-et-limit",
+        "1",
+    ]);
+    let nodes = |npu: u32| {
+        read_et(&traces.join(format!("step0/llm.{npu}.et")))
+            .unwrap()
+            .decode_nodes(Dialect::LlmServingSim)
+            .unwrap()
+    };
+    assert!(!traces.join("step0/llm.4.et").exists());
+    let size = |n: &EtNode| find(&n.attrs, "comm_size").and_then(integer);
+    for rank in 0..2 {
+        let (first, second) = (nodes(rank), nodes(rank + 2));
+        let send = first.last().unwrap();
+        assert_eq!(send.kind, NodeKind::CommSend);
+        // 10 tokens × 4096 hidden × 2 bytes.
+        assert_eq!(size(send), Some(81_920));
+        assert_eq!(second[0].kind, NodeKind::CommRecv);
+        assert_eq!(second[0].attrs, send.attrs);
+        assert_eq!(second.last().unwrap().kind, NodeKind::MemStore);
+    }
 }

@@ -14,6 +14,27 @@
 //! difference of two reports that enclose exactly one batch. With a batch's time a function
 //! of its trace, `--no-memo` and memoisation give identical results.
 //!
+//! **Pipeline parallelism** (`pp > 1`, [`LatencyBackend::stage_times`]). The process holds
+//! the instance's `tp · pp` NPUs (network `[tp, pp]`, or `[pp]` with `tp = 1`), and a step's
+//! files are cut into stages ([`crate::chakra::stages`]: each stage's blocks, the activation
+//! sent point to point to the next stage). The first NPU of every stage but the last is one
+//! of the fork's start NPUs and the last NPU its end NPU ([`reporting_npus`]), so the step,
+//! priced alone, reports when each stage has finished: stage `s`'s busy time is its first
+//! NPU's finish minus stage `s − 1`'s (stage 0: from the step's start), the last stage's
+//! ends at the step's last report. The
+//! engine runs those times through its pipeline ([`crate::engine::Pipeline`]): stage `s` of a
+//! step starts when the previous stage's busy time is over (its activation has arrived) and
+//! stage `s` is free of the previous step, which is what the fork does with several steps in
+//! flight (LLMServingSim, §3f): each NPU runs its workloads in order; a stage's RECV posted
+//! after the activation arrived completes at once (the congestion-unaware network keeps
+//! early messages), one posted before waits for it; a SEND completes when it arrives; and the
+//! stages share nothing else (a congestion-unaware network has no link contention, and a
+//! pipelined instance keeps its weights on the GPU, so no memory queue is shared). Pricing a
+//! step alone keeps the memo exact: its stage times are a function of its traces. What one
+//! number per stage cannot carry: with `tp > 1` the ranks of a stage may finish a few ns apart
+//! (a stage's first rank stands for all of them); and a step's kv recall is added to stage 0
+//! by the engine, as for an unpipelined step.
+//!
 //! **Batch files.** Batch `k` goes to `b<k>.<npu>.et` with `--keep-astra-inputs`. Otherwise
 //! two sets of files, `b0` and `b1`, take the batches in turn and are rewritten in place
 //! (creating and deleting files for every batch costs more than the fork's work on a small
@@ -36,9 +57,12 @@ use super::stock::StockRun;
 use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
+use crate::chakra::stages::encode_stages;
 use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, prefill, write_npu_files};
 use crate::config::{Dtype, ModelArch, Placement};
-use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
+use crate::latency::{
+    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, StageSends,
+};
 
 /// The instance whose batches are priced.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +78,10 @@ pub struct AstraInstance<'a> {
     /// Where the weights live, when a `placement` keeps some outside the GPU: the trace then
     /// loads them every step.
     pub placement: Option<&'a Placement>,
+    /// The transformer blocks of each pipeline stage when `pp_size > 1` (empty otherwise):
+    /// the instance has `tp` NPUs per stage, and its steps are priced by
+    /// [`LatencyBackend::stage_times`] (see the module documentation).
+    pub stage_blocks: &'a [u32],
 }
 
 /// What the backend did, for the end-of-run report.
@@ -186,6 +214,10 @@ pub struct AstraBackend {
     slots: [Slot; 2],
     /// Set on a prefill instance: its batches send their KV to receiver NPUs.
     prefill: Option<PrefillSends>,
+    /// The blocks of each pipeline stage (empty without pipeline parallelism).
+    stage_blocks: Vec<u32>,
+    /// Each stage's busy time of a pipelined step, by the step's key.
+    stage_memo: HashMap<MemoKey, Vec<Nanos>>,
     /// The per-NPU files of the batch being priced, on a prefill instance.
     files: Vec<Vec<u8>>,
 }
@@ -199,8 +231,27 @@ struct PrefillSends {
 }
 
 /// The `involved_dim` of a prefill instance's collectives: its TP NPUs (dimension 0), not
-/// the receivers (dimension 1).
+/// the receivers (dimension 1). Also that of a pipelined instance's collectives on its
+/// `[tp, pp]` network: a stage's TP NPUs, not the other stages.
 const PREFILL_INVOLVED_DIM: [bool; 2] = [true, false];
+
+/// The fork's start NPUs and end NPUs of an instance of `npus` NPUs in `stages` stages of
+/// `tp` (1 stage without pipeline parallelism): the first NPU of every stage but the last,
+/// and the last NPU when there are several. Each start NPU hands every batch to the NPUs up
+/// to the next start or end NPU, so the last stage's other NPUs come with the one before it.
+///
+/// The last stage has no start NPU so that the end NPU is always the last to report a batch
+/// (every other reporter finishes when its stage's send has arrived, before the last stage
+/// computes): its prompt, the first of the fork's polling order, then takes the next batch,
+/// and every other reporter takes it in the same polling round. A start NPU of the last
+/// stage could report last; the next batch would reach it first, and its first node, a RECV,
+/// gives the fork no event: with nothing queued the fork idles a whole millisecond before
+/// the round that hands stage 0 the batch.
+pub(super) fn reporting_npus(npus: u32, tp: u32, stages: u32) -> (Vec<u32>, Vec<u32>) {
+    let starts = (0..stages.max(2) - 1).map(|s| s * tp.max(1)).collect();
+    let ends = (npus > 1).then(|| npus - 1).into_iter().collect();
+    (starts, ends)
+}
 
 /// One set of batch files rewritten in place: per NPU, the open file and the length last
 /// written (`u64::MAX` after a failed write); empty until first used.
@@ -272,9 +323,24 @@ impl AstraBackend {
         let inputs = AstraInputs::create(&options)
             .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
         let npus = u32::try_from(options.network.npus()).unwrap_or(u32::MAX);
-        let ends: Vec<u32> = (npus > 1).then(|| npus - 1).into_iter().collect();
-        let driver = Driver::start(&options, &inputs, npus, (&[0], &ends), first_step_ns)
+        let stages = instance.stage_blocks.len() as u32;
+        if stages > 1 && u64::from(npus) != u64::from(instance.tp.max(1)) * u64::from(stages) {
+            return Err(fail(
+                Fault::Io(format!(
+                    "a pipelined instance of {stages} stages of {} NPUs needs a network of {} \
+                     NPUs, got {npus}",
+                    instance.tp.max(1),
+                    instance.tp.max(1) * stages
+                )),
+                Vec::new(),
+            ));
+        }
+        let (starts, ends) = reporting_npus(npus, instance.tp, stages);
+        let mut driver = Driver::start(&options, &inputs, npus, (&starts, &ends), first_step_ns)
             .map_err(|(fault, lines)| fail(fault, lines))?;
+        if let (true, Driver::Fork(session)) = (stages > 1, &mut driver) {
+            session.deliver_in_one_round();
+        }
         Ok(AstraBackend {
             driver,
             inputs,
@@ -291,6 +357,12 @@ impl AstraBackend {
             et: Vec::new(),
             slots: Default::default(),
             prefill: None,
+            stage_blocks: if stages > 1 {
+                instance.stage_blocks.to_vec()
+            } else {
+                Vec::new()
+            },
+            stage_memo: HashMap::new(),
             files: Vec::new(),
         })
     }
@@ -312,10 +384,20 @@ impl AstraBackend {
         Ok(self)
     }
 
-    /// NPUs of the process: the TP NPUs, and their receivers on a prefill instance.
+    /// NPUs of the process: the TP NPUs (of every pipeline stage), and their receivers on a
+    /// prefill instance.
     fn npus(&self) -> u32 {
         let tp = self.tp.max(1);
-        if self.prefill.is_some() { 2 * tp } else { tp }
+        if self.prefill.is_some() {
+            2 * tp
+        } else {
+            tp * (self.stage_blocks.len() as u32).max(1)
+        }
+    }
+
+    /// Whether the instance's steps are cut into pipeline stages.
+    fn pipelined(&self) -> bool {
+        self.stage_blocks.len() > 1
     }
 
     /// What the backend has done so far.
@@ -369,17 +451,27 @@ impl AstraBackend {
             placement: self.placement.as_ref(),
             ep_involved_dim: None,
         };
-        let Some(prefill) = self.prefill else {
+        if self.pipelined() {
+            // Every collective stays in its stage (dimension 0 of `[tp, pp]`; `[pp]` has no
+            // collectives).
+            if self.tp > 1 {
+                trace.involved_dim = Some(&PREFILL_INVOLVED_DIM);
+                trace.ep_involved_dim = Some(&PREFILL_INVOLVED_DIM);
+            }
+            self.files =
+                encode_stages(&trace, &self.stage_blocks, 0, dialect).map_err(|e| e.to_string())?;
+        } else if let Some(prefill) = self.prefill {
+            // Every collective stays on the prefill NPUs (dimension 0), away from the receivers.
+            trace.involved_dim = Some(&PREFILL_INVOLVED_DIM);
+            trace.ep_involved_dim = Some(&PREFILL_INVOLVED_DIM);
+            self.files = prefill::encode_prefill(&trace, prefill.kv_bytes, dialect)
+                .map_err(|e| e.to_string())?;
+        } else {
             trace
                 .encode_into(dialect, &mut self.et)
                 .map_err(|e| e.to_string())?;
             return Ok(MemoKey::of(&self.et, self.tp));
-        };
-        // Every collective stays on the prefill NPUs (dimension 0), away from the receivers.
-        trace.involved_dim = Some(&PREFILL_INVOLVED_DIM);
-        trace.ep_involved_dim = Some(&PREFILL_INVOLVED_DIM);
-        self.files = prefill::encode_prefill(&trace, prefill.kv_bytes, dialect)
-            .map_err(|e| e.to_string())?;
+        }
         // The key covers every file: the senders' and receivers' differ.
         self.et.clear();
         for file in &self.files {
@@ -392,6 +484,18 @@ impl AstraBackend {
 
     /// Sends one batch to ASTRA-Sim and returns its time.
     fn price(&mut self, step: u64, bytes: &[u8]) -> Result<Nanos, AstraError> {
+        Ok(self
+            .price_each(step, bytes)?
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(0))
+    }
+
+    /// Sends one batch to ASTRA-Sim and returns, by NPU id, the time from its start to the
+    /// NPU's finish where ASTRA-Sim reports it (the fork: its start and end NPUs; stock: every
+    /// NPU).
+    fn price_each(&mut self, step: u64, bytes: &[u8]) -> Result<Vec<Option<Nanos>>, AstraError> {
         let stage = Stage::Step {
             step,
             batch: self.stats.calls,
@@ -405,8 +509,9 @@ impl AstraBackend {
         }
         let npus = self.npus();
         let files = &self.files;
+        let per_npu = self.prefill.is_some() || self.pipelined();
         let file = |npu: u32| match files.get(npu as usize) {
-            Some(file) if self.prefill.is_some() => file.as_slice(),
+            Some(file) if per_npu => file.as_slice(),
             _ => bytes,
         };
         let written = if self.inputs.is_kept() {
@@ -431,9 +536,17 @@ impl AstraBackend {
         };
         self.stats.calls += 1;
         let started = Instant::now();
+        let mut finished = vec![None; npus as usize];
         let result = match &mut self.driver {
             Driver::Fork(session) => session
-                .run_batch(&prefix)
+                .run_batch_each(&prefix)
+                .map(|times| {
+                    for (&npu, t) in session.reporters().iter().zip(times) {
+                        if let Some(slot) = finished.get_mut(npu as usize) {
+                            *slot = Some(t);
+                        }
+                    }
+                })
                 .map_err(|f| (f, session.last_lines())),
             Driver::Stock => StockRun::spawn(
                 &self.options.binary,
@@ -444,16 +557,49 @@ impl AstraBackend {
                 self.options.limits,
             )
             .map_err(|f| (f, Vec::new()))
-            .and_then(|mut run| run.finish().map_err(|f| (f, run.last_lines()))),
+            .and_then(|mut run| {
+                let times = run.finish_each().map_err(|f| (f, run.last_lines()))?;
+                for (slot, t) in finished.iter_mut().zip(times) {
+                    *slot = Some(t);
+                }
+                Ok(())
+            }),
             Driver::Failed => unreachable!("checked above"),
         };
         self.stats.wall += started.elapsed();
-        result.map_err(|(fault, last_lines)| {
-            // Dropping the session kills and reaps the process.
-            self.driver = Driver::Failed;
-            self.error(stage, fault, last_lines)
-        })
+        match result {
+            Ok(()) => Ok(finished),
+            Err((fault, last_lines)) => {
+                // Dropping the session kills and reaps the process.
+                self.driver = Driver::Failed;
+                Err(self.error(stage, fault, last_lines))
+            }
+        }
     }
+}
+
+/// Each stage's busy time of a pipelined step priced alone (see the module documentation),
+/// written into `out`: stage `s` (not the last) finished at `stage_finish(s)` (its send
+/// arrived), the step at `end`, both counted from the step's start; a stage is busy from the
+/// previous stage's finish to its own.
+pub(super) fn stage_busy(
+    stage_finish: impl Fn(usize) -> Option<Nanos>,
+    end: Nanos,
+    out: &mut [Nanos],
+) -> Result<(), String> {
+    let last = out.len().saturating_sub(1);
+    let mut previous = 0;
+    for (s, busy) in out.iter_mut().enumerate() {
+        let finish = if s == last {
+            end
+        } else {
+            stage_finish(s)
+                .ok_or_else(|| format!("ASTRA-Sim did not report the finish of stage {s}"))?
+        };
+        *busy = finish.saturating_sub(previous);
+        previous = finish.max(previous);
+    }
+    Ok(())
 }
 
 impl MemoKey {
@@ -507,9 +653,14 @@ impl LatencyBackend for AstraBackend {
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace: {m}")))?;
         let step = match self.last {
             Some((k, time)) if k == key => time,
-            _ => self.memo.get(&key).copied().ok_or_else(|| {
-                LatencyError::Backend("ASTRA-Sim has not priced this batch".into())
-            })?,
+            _ => self
+                .memo
+                .get(&key)
+                .copied()
+                .or_else(|| self.stage_memo.get(&key).map(|t| t.iter().sum()))
+                .ok_or_else(|| {
+                    LatencyError::Backend("ASTRA-Sim has not priced this batch".into())
+                })?,
         };
         let mut layers: Vec<LayerTiming> = full.into_iter().filter(|l| !l.is_comm).collect();
         let compute: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
@@ -520,6 +671,51 @@ impl LatencyBackend for AstraBackend {
             is_comm: true,
         });
         Ok(layers)
+    }
+
+    /// A pipelined step: its stage-cut traces ([`crate::chakra::stages`]) priced alone, as
+    /// one batch, by ASTRA-Sim (or the memo), which reports when each stage's first NPU has
+    /// finished; each stage's busy time runs from the previous stage's finish to its own, its
+    /// send included ([`StageSends::Included`]). See the module documentation for why this
+    /// equals the stages' times when several steps are in flight.
+    fn stage_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        stage_blocks: &[u32],
+        out: &mut [Nanos],
+    ) -> Result<StageSends, LatencyError> {
+        if stage_blocks != self.stage_blocks.as_slice() || out.len() != stage_blocks.len() {
+            return Err(LatencyError::Backend(format!(
+                "ASTRA-Sim was started for pipeline stages of {:?} blocks, asked for {:?}",
+                self.stage_blocks, stage_blocks
+            )));
+        }
+        let step = self.stats.steps;
+        self.stats.steps += 1;
+        let breakdown = self.compute.breakdown(batch)?;
+        let key = self
+            .encode(batch, &breakdown)
+            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
+        if self.options.memo
+            && let Some(times) = self.stage_memo.get(&key)
+        {
+            self.stats.memo_hits += 1;
+            out.copy_from_slice(times);
+            self.last = Some((key, out.iter().sum()));
+            return Ok(StageSends::Included);
+        }
+        let finished = self
+            .price_each(step, &[])
+            .map_err(|e| LatencyError::Backend(e.to_string()))?;
+        let tp = self.tp.max(1) as usize;
+        let end = finished.iter().flatten().copied().max().unwrap_or(0);
+        stage_busy(|s| finished.get(s * tp).copied().flatten(), end, out)
+            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim, step {step}: {m}")))?;
+        if self.options.memo {
+            self.stage_memo.insert(key, out.to_vec());
+        }
+        self.last = Some((key, out.iter().sum()));
+        Ok(StageSends::Included)
     }
 
     fn profile_lookups(&self) -> Option<LookupCounts> {

@@ -12,9 +12,12 @@
 //! - **Completing it**: the batch is done when every prompting NPU has reported it finished
 //!   (LLMServingSim's rule). Earlier finishers are answered `pass` and prompt again later; the
 //!   last prompt stays unanswered until the next batch (or the shutdown), so the fork's clock
-//!   does not move while the engine idles or reuses a memoised step. The step time is the
-//!   latest reported finish minus the previous one: `C` is absolute, so differences of `C`
-//!   are durations.
+//!   does not move while the engine idles or reuses a memoised step. With
+//!   [`ForkSession::deliver_in_one_round`], the prompt left unanswered is instead that of the
+//!   first NPU in the fork's polling order (the others are answered `pass` until it comes),
+//!   so that every prompting NPU gets the next batch in one polling round. A prompting NPU's
+//!   time is its reported finish minus the `C` of the first prompt that got the batch: `C` is
+//!   absolute, so differences of `C` are durations.
 //! - **Shutdown**: `done` to every prompting NPU, `exit` to the last one; the fork then prints
 //!   `All Request Has Been Exited` and exits.
 
@@ -37,6 +40,11 @@ pub(crate) struct ForkSession {
     /// Batches sent so far.
     batches: u64,
     timeout: Duration,
+    /// Whether the prompt kept for the next batch is the first NPU's in polling order.
+    one_round: bool,
+    /// The index in `reporters` of the first NPU the fork polls (its first end NPU, else its
+    /// first start NPU).
+    first_polled: usize,
 }
 
 impl ForkSession {
@@ -82,7 +90,18 @@ impl ForkSession {
             clock: 0,
             batches: 0,
             timeout,
+            one_round: false,
+            first_polled: if ends.is_empty() { 0 } else { starts.len() },
         })
+    }
+
+    /// Keeps, at the end of each batch, the prompt of the first NPU in the fork's polling order
+    /// (end NPUs, then start NPUs) for the next batch, so that every prompting NPU gets that
+    /// batch in the same polling round: an NPU whose batch starts with a RECV gives the fork
+    /// no event, and one that got the batch alone could leave it idling (a whole millisecond)
+    /// before the round that hands the batch to the NPUs that start it.
+    pub fn deliver_in_one_round(&mut self) {
+        self.one_round = true;
     }
 
     /// Reads the first prompt (the initial workload finished) and keeps it for the first
@@ -100,19 +119,15 @@ impl ForkSession {
         Ok(())
     }
 
-    /// Runs one batch, whose files are `<prefix>.<npu>.et`, and returns its duration in ns.
-    pub fn run_batch(&mut self, prefix: &Path) -> Result<u64, Fault> {
-        Ok(self.run_batch_each(prefix)?.into_iter().max().unwrap_or(0))
-    }
-
     /// The prompting NPUs: the start NPUs, then the end NPUs, as given at start-up.
     pub fn reporters(&self) -> &[u32] {
         &self.reporters
     }
 
-    /// [`ForkSession::run_batch`], with the time from the previous batch's end to each
-    /// prompting NPU's first report of this one ([`ForkSession::reporters`] order), ns; the
-    /// batch's duration is the largest.
+    /// Runs one batch, whose files are `<prefix>.<npu>.et`; returns the time from the batch's
+    /// start (the first prompt that got it: the previous batch's end, or later after a
+    /// one-round delivery's wait) to each prompting NPU's first report of this one
+    /// ([`ForkSession::reporters`] order), ns; the batch's duration is the largest.
     pub fn run_batch_each(&mut self, prefix: &Path) -> Result<Vec<u64>, Fault> {
         let prefix = prefix.to_str().ok_or_else(|| {
             Fault::Io(format!(
@@ -125,12 +140,14 @@ impl ForkSession {
         let k = self.batches;
         let n = self.reporters.len();
         let mut given = vec![false; n];
+        let mut start = None;
         while given.contains(&false) {
             let poll = match self.pending.take() {
                 Some(p) => p,
                 None => self.next_poll(deadline)?,
             };
             let i = self.check(&poll, Some(k))?;
+            start.get_or_insert(poll.cycles);
             if given[i] {
                 return Err(Fault::Protocol(format!(
                     "NPU {} prompted again before every NPU of the instance received batch {k}",
@@ -141,12 +158,13 @@ impl ForkSession {
             given[i] = true;
         }
         self.batches += 1;
+        let start = start.unwrap_or(self.clock);
         let mut finished: Vec<Option<u64>> = vec![None; n];
         loop {
             let poll = self.next_poll(deadline)?;
             let i = self.check(&poll, Some(k + 1))?;
             finished[i].get_or_insert(poll.cycles);
-            if finished.iter().all(Option::is_some) {
+            if finished.iter().all(Option::is_some) && (!self.one_round || i == self.first_polled) {
                 self.pending = Some(poll);
                 break;
             }
@@ -154,7 +172,7 @@ impl ForkSession {
         }
         let finished: Vec<u64> = finished.into_iter().flatten().collect();
         let end = finished.iter().copied().max().unwrap_or(self.clock);
-        let steps = finished.iter().map(|&f| f - self.clock).collect();
+        let steps = finished.iter().map(|&f| f - start).collect();
         self.clock = end;
         Ok(steps)
     }

@@ -14,6 +14,16 @@
 //! reports the wave finished (its tokens are out then); the next wave starts when every
 //! member's has.
 //!
+//! **Pipelined members** (`pp > 1`): the network is LLMServingSim's `[tp, pp, members]`,
+//! member `m` owning NPUs `m·tp·pp ..`, rank `r` of its stage `s` being NPU `m·tp·pp + s·tp +
+//! r`; the TP all-reduces carry `[T, F, F]` and the EP collectives `ep_dim` with the stage
+//! dimension left out (`[T, F, F]`, `[T, F, T]` or `[F, F, T]`). Each member's batch is cut
+//! into stages ([`crate::chakra::stages`]); each member's start NPUs are the first NPU of
+//! each of its stages but the last, its end NPU its last NPU (as for one pipelined instance,
+//! [`super::backend::reporting_npus`]). A wave is priced alone and the group's stage `s` is
+//! busy until the last member's stage `s` has finished ([`AstraGroup::wave_stage_times`]):
+//! the engine runs the group's waves through one pipeline, as the analytical pricing does.
+//!
 //! **Memoisation**: a wave is keyed by every member's trace bytes (in member order) and the
 //! NPU count.
 
@@ -24,10 +34,11 @@ use std::time::Instant;
 
 use xxhash_rust::xxh3::xxh3_128;
 
-use super::backend::{Driver, astra_error};
+use super::backend::{Driver, astra_error, reporting_npus, stage_busy};
 use super::stock::StockRun;
 use super::{AstraError, AstraInputs, AstraOptions, AstraStats, Fault, Stage};
 use crate::Nanos;
+use crate::chakra::stages::encode_stages;
 use crate::chakra::{BatchTrace, npu_file};
 use crate::config::{Dtype, ModelArch};
 use crate::latency::{BatchDesc, LayerTiming};
@@ -45,19 +56,27 @@ pub struct AstraGroupSpec<'a> {
     pub members: u32,
     /// Activation dtype.
     pub dtype: Dtype,
+    /// The transformer blocks of each pipeline stage of every member when `pp_size > 1`
+    /// (empty otherwise).
+    pub stage_blocks: &'a [u32],
 }
 
-/// The network LLMServingSim generates for a DP group: dimensions `[tp, members]`
-/// (`[tp, 1]` loses its trailing 1), FullyConnected, with the links of the cluster's
-/// dimensions 0 and 1 (`link_bw` and `link_latency`: one value for all dimensions, or one per
-/// dimension).
+/// The network LLMServingSim generates for a DP group: dimensions `[tp, members]`, or
+/// `[tp, pp, members]` with pipelined members (`pp > 1`; trailing 1s are removed),
+/// FullyConnected, dimension `d` with `link_bw[d]` and `link_latency[d]` (the last entry for
+/// the dimensions past the list).
 pub fn group_network(
     tp: u32,
+    pp: u32,
     members: u32,
     link_bw: &[f64],
     link_latency: &[f64],
 ) -> super::NetworkConfig {
-    let mut npus = vec![tp.max(1), members.max(1)];
+    let mut npus = vec![tp.max(1)];
+    if pp > 1 {
+        npus.push(pp);
+    }
+    npus.push(members.max(1));
     while npus.len() > 1 && npus.last() == Some(&1) {
         npus.pop();
     }
@@ -76,19 +95,24 @@ pub fn group_network(
 
 /// `involved_dim` of the TP all-reduces and of the EP collectives of a DP group on a network
 /// of `dims` dimensions (LLMServingSim's `_resolve_dp_groups`); `None` on a one-dimensional
-/// network (no suffix).
+/// network (no suffix). Three dimensions are `[tp, pp, members]`: the stage dimension is
+/// never involved.
 pub fn group_dims(dims: usize, tp: u32, ep: u32) -> Option<(Vec<bool>, Vec<bool>)> {
     if dims < 2 {
         return None;
     }
-    let ep_dim = if ep <= tp {
-        [true, false]
+    let (inside, across) = if ep <= tp {
+        (true, false)
     } else if tp > 1 {
-        [true, true]
+        (true, true)
     } else {
-        [false, true]
+        (false, true)
     };
-    Some((vec![true, false], ep_dim.to_vec()))
+    Some(if dims >= 3 {
+        (vec![true, false, false], vec![inside, false, across])
+    } else {
+        (vec![true, false], vec![inside, across])
+    })
 }
 
 /// The waves of one DP group, priced by one ASTRA-Sim process. See the module documentation.
@@ -109,6 +133,12 @@ pub struct AstraGroup {
     stats: AstraStats,
     /// Each member's encoded `.et` file of the wave being priced.
     ets: Vec<Vec<u8>>,
+    /// The blocks of each pipeline stage of every member (empty without pipelining).
+    stage_blocks: Vec<u32>,
+    /// Each NPU's encoded `.et` file of the pipelined wave being priced.
+    files: Vec<Vec<u8>>,
+    /// The group's stage busy times of a pipelined wave, by the wave's key.
+    stage_memo: HashMap<(u128, u32), Vec<Nanos>>,
 }
 
 impl AstraGroup {
@@ -127,11 +157,13 @@ impl AstraGroup {
             last_lines,
         };
         let tp = group.tp.max(1);
-        let npus = tp * group.members.max(1);
+        let pp = (group.stage_blocks.len() as u32).max(1);
+        let npus = tp * pp * group.members.max(1);
         if options.network.npus() != u64::from(npus) {
             return Err(fail(
                 Fault::Io(format!(
-                    "the network has {} NPUs but the DP group runs on {npus} ({} members of TP {tp})",
+                    "the network has {} NPUs but the DP group runs on {npus} ({} members of TP \
+                     {tp} × PP {pp})",
                     options.network.npus(),
                     group.members
                 )),
@@ -140,16 +172,20 @@ impl AstraGroup {
         }
         let inputs = AstraInputs::create(&options)
             .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
-        let starts: Vec<u32> = (0..group.members).map(|m| m * tp).collect();
-        let ends: Vec<u32> = if tp > 1 {
-            (0..group.members).map(|m| m * tp + tp - 1).collect()
-        } else {
-            Vec::new()
-        };
+        // Each member's: its stages' first NPUs but the last's, and its last NPU.
+        let (mut starts, mut ends) = (Vec::new(), Vec::new());
+        for m in 0..group.members {
+            let (s, e) = reporting_npus(tp * pp, tp, pp);
+            starts.extend(s.into_iter().map(|n| m * tp * pp + n));
+            ends.extend(e.into_iter().map(|n| m * tp * pp + n));
+        }
         // One initial report per start and end NPU; the first is kept for the first wave, the
         // others are answered `pass` and come back.
-        let driver = Driver::start(&options, &inputs, npus, (&starts, &ends), first_step_ns)
+        let mut driver = Driver::start(&options, &inputs, npus, (&starts, &ends), first_step_ns)
             .map_err(|(fault, lines)| fail(fault, lines))?;
+        if let (true, Driver::Fork(session)) = (pp > 1, &mut driver) {
+            session.deliver_in_one_round();
+        }
         Ok(AstraGroup {
             driver,
             inputs,
@@ -163,6 +199,13 @@ impl AstraGroup {
             memo: HashMap::new(),
             stats: AstraStats::default(),
             ets: vec![Vec::new(); group.members as usize],
+            stage_blocks: if pp > 1 {
+                group.stage_blocks.to_vec()
+            } else {
+                Vec::new()
+            },
+            files: Vec::new(),
+            stage_memo: HashMap::new(),
         })
     }
 
@@ -237,15 +280,128 @@ impl AstraGroup {
             self.stats.memo_hits += 1;
             return Ok(times.clone());
         }
-        let times = self.price(stage)?;
+        let finished = self.price(stage)?;
+        // Each member's time: until the last of its NPUs reported.
+        let npus_per_member = (finished.len() / self.members.max(1) as usize).max(1);
+        let times: Vec<Nanos> = finished
+            .chunks(npus_per_member)
+            .map(|npus| npus.iter().flatten().copied().max().unwrap_or(0))
+            .collect();
         if self.options.memo {
             self.memo.insert(key, times.clone());
         }
         Ok(times)
     }
 
-    /// Writes the members' files and runs the wave in ASTRA-Sim; returns each member's time.
-    fn price(&mut self, stage: Stage) -> Result<Vec<Nanos>, AstraError> {
+    /// Prices one wave of pipelined members (`batches[m]` member `m`'s padded batch,
+    /// `breakdowns[m]` its compute backend's breakdown of it) alone, and writes the group's
+    /// busy time of each stage into `out` (one per stage): stage `s` (not the last) is done
+    /// when every member's stage `s` has finished (its first NPU's send arrived), the last when
+    /// the last member's end NPU has; each is busy from the previous one's finish (see
+    /// [`super::AstraBackend`]'s timing contract). Allocates (traces, files).
+    pub fn wave_stage_times(
+        &mut self,
+        batches: &[BatchDesc<'_>],
+        breakdowns: &[Vec<LayerTiming>],
+        out: &mut [Nanos],
+    ) -> Result<(), AstraError> {
+        let step = self.stats.steps;
+        self.stats.steps += 1;
+        let stage = Stage::Step {
+            step,
+            batch: self.stats.calls,
+        };
+        let pp = self.stage_blocks.len();
+        if batches.len() != self.members as usize
+            || breakdowns.len() != batches.len()
+            || pp < 2
+            || out.len() != pp
+        {
+            return Err(self.error(
+                stage,
+                Fault::Io(format!(
+                    "a pipelined wave of {} batches and {} stages for a group of {} members \
+                     in {pp} stages",
+                    batches.len(),
+                    out.len(),
+                    self.members
+                )),
+                Vec::new(),
+            ));
+        }
+        let per_member = self.tp * pp as u32;
+        self.files.clear();
+        for (m, (batch, breakdown)) in batches.iter().zip(breakdowns).enumerate() {
+            let (tp_dim, ep_dim) = match &self.dims {
+                Some((t, e)) => (Some(&t[..]), Some(&e[..])),
+                None => (None, None),
+            };
+            let trace = BatchTrace {
+                batch,
+                model: &self.model,
+                tp: self.tp,
+                ep: self.ep,
+                dtype: self.dtype,
+                breakdown,
+                involved_dim: tp_dim,
+                ep_involved_dim: ep_dim,
+                placement: None,
+            };
+            let first_npu = m as u32 * per_member;
+            match encode_stages(
+                &trace,
+                &self.stage_blocks,
+                first_npu,
+                self.options.mode.dialect(),
+            ) {
+                Ok(files) => self.files.extend(files),
+                Err(e) => {
+                    let fault = Fault::Io(format!("the trace of member {m}: {e}"));
+                    return Err(self.error(stage, fault, Vec::new()));
+                }
+            }
+        }
+        let mut bytes = Vec::new();
+        for file in &self.files {
+            bytes.extend_from_slice(&(file.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(file);
+        }
+        let key = (xxh3_128(&bytes), per_member * self.members);
+        if self.options.memo
+            && let Some(times) = self.stage_memo.get(&key)
+        {
+            self.stats.memo_hits += 1;
+            out.copy_from_slice(times);
+            return Ok(());
+        }
+        let finished = self.price(stage)?;
+        let end = finished.iter().flatten().copied().max().unwrap_or(0);
+        let tp = self.tp as usize;
+        let stage_finish = |s: usize| {
+            (0..self.members as usize)
+                .map(|m| {
+                    finished
+                        .get(m * per_member as usize + s * tp)
+                        .copied()
+                        .flatten()
+                })
+                .collect::<Option<Vec<Nanos>>>()
+                .and_then(|each| each.into_iter().max())
+        };
+        if let Err(m) = stage_busy(stage_finish, end, out) {
+            return Err(self.error(stage, Fault::Protocol(m), Vec::new()));
+        }
+        if self.options.memo {
+            self.stage_memo.insert(key, out.to_vec());
+        }
+        Ok(())
+    }
+
+    /// Writes the wave's files (each member's for its NPUs, or each NPU's of a pipelined
+    /// wave) and runs the wave in ASTRA-Sim; returns, by NPU, the time from the wave's start to
+    /// the NPU's finish where ASTRA-Sim reports it (the fork: its start and end NPUs; stock:
+    /// every NPU).
+    fn price(&mut self, stage: Stage) -> Result<Vec<Option<Nanos>>, AstraError> {
         if matches!(self.driver, Driver::Failed) {
             return Err(self.error(
                 stage,
@@ -261,33 +417,35 @@ impl AstraGroup {
             format!("b{}", self.stats.calls % 2)
         };
         let prefix: PathBuf = self.inputs.dir().join(name);
-        let written = (0..self.members).try_for_each(|m| {
-            (m * self.tp..(m + 1) * self.tp).try_for_each(|npu| {
-                let path = npu_file(&prefix, npu);
-                fs::write(&path, &self.ets[m as usize])
-                    .map_err(|e| format!("writing {}: {e}", path.display()))
-            })
+        let pipelined = !self.stage_blocks.is_empty();
+        let npus = self.tp * (self.stage_blocks.len() as u32).max(1) * self.members;
+        let written = (0..npus).try_for_each(|npu| {
+            let path = npu_file(&prefix, npu);
+            let bytes = if pipelined {
+                &self.files[npu as usize]
+            } else {
+                &self.ets[(npu / self.tp) as usize]
+            };
+            fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))
         });
         if let Err(m) = written {
             return Err(self.error(stage, Fault::Io(m), Vec::new()));
         }
         self.stats.calls += 1;
-        let (tp, members) = (self.tp, self.members as usize);
-        let npus = tp * self.members;
-        // The member of an NPU.
-        let member = |npu: u32| (npu / tp) as usize;
-        let per_member = |npus: &[u32], times: Vec<u64>| {
-            let mut each = vec![0; members];
-            for (&npu, t) in npus.iter().zip(times) {
-                let m = member(npu).min(members - 1);
-                each[m] = each[m].max(t);
+        // Each NPU's finish, by NPU id.
+        let by_npu = |ids: &[u32], times: Vec<u64>| {
+            let mut each = vec![None; npus as usize];
+            for (&npu, t) in ids.iter().zip(times) {
+                if let Some(slot) = each.get_mut(npu as usize) {
+                    *slot = Some(t);
+                }
             }
             each
         };
         let started = Instant::now();
         let result = match &mut self.driver {
             Driver::Fork(session) => match session.run_batch_each(&prefix) {
-                Ok(times) => Ok(per_member(session.reporters(), times)),
+                Ok(times) => Ok(by_npu(session.reporters(), times)),
                 Err(f) => Err((f, session.last_lines())),
             },
             Driver::Stock => StockRun::spawn(
@@ -300,7 +458,7 @@ impl AstraGroup {
             )
             .map_err(|f| (f, Vec::new()))
             .and_then(|mut run| run.finish_each().map_err(|f| (f, run.last_lines())))
-            .map(|times| per_member(&(0..npus).collect::<Vec<_>>(), times)),
+            .map(|times| by_npu(&(0..npus).collect::<Vec<_>>(), times)),
             Driver::Failed => unreachable!("checked above"),
         };
         self.stats.wall += started.elapsed();

@@ -37,6 +37,13 @@
 //! congestion-unaware network a RECV occupies neither compute nor the receiver's communication
 //! slot, so the decode NPUs would receive at the same instants while running their own batches.
 //!
+//! **Pipeline parallelism.** A pipelined instance (`pp > 1`) runs in a process of its
+//! `tp · pp` NPUs ([`pipeline_network`]), its steps' traces cut into stages
+//! ([`crate::chakra::stages`]); the backend reports each stage's busy time and the engine's
+//! pipeline keeps up to `pp` steps in flight (see [`AstraBackend`]'s documentation for the
+//! timing contract). A MoE model's DP group of pipelined members runs in its group's process
+//! ([`AstraGroup`], network `[tp, pp, members]`), which reports the group's stage times.
+//!
 //! **DP groups.** The members of a MoE model's DP group meet at every MoE collective, so a
 //! group runs in one process holding all of its members' NPUs: [`AstraGroup`] prices a whole
 //! wave (every member's padded batch as its own NPUs' `.et` files, network `[tp, members]`,
@@ -76,7 +83,7 @@ pub use inputs::{
 };
 pub use network::{NetworkConfig, NetworkDim, Topology};
 pub use options::{AstraMode, AstraOptions, OutputLimits};
-pub use pd::prefill_network;
+pub use pd::{pipeline_network, prefill_network};
 
 use process::AstraProcess;
 

@@ -47,13 +47,8 @@ impl StockRun {
         })
     }
 
-    /// Reads the output to its end, waits for a successful exit, and returns the latest
-    /// finish time over the NPUs, ns.
-    pub fn finish(&mut self) -> Result<u64, Fault> {
-        Ok(self.finish_each()?.into_iter().max().unwrap_or(0))
-    }
-
-    /// [`StockRun::finish`], with the finish time of every NPU, ns (by NPU id).
+    /// Reads the output to its end, waits for a successful exit, and returns the finish time
+    /// of every NPU, ns (by NPU id); the batch's time is the latest.
     pub fn finish_each(&mut self) -> Result<Vec<u64>, Fault> {
         let deadline = Instant::now() + self.timeout;
         let mut times: Vec<Option<u64>> = vec![None; self.npus as usize];

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::backend::Slot;
+use super::backend::{Slot, reporting_npus};
 use super::lines::{LineSplitter, MAX_LINE};
 use super::protocol::{FinalReport, Report, is_waiting, parse_final_report, parse_report};
 use super::*;
@@ -341,13 +341,68 @@ fn dp_group_dims_follow_llmservingsim() {
     assert_eq!(group_dims(2, 2, 4), Some((vec![t, f], vec![t, t])));
     assert_eq!(group_dims(2, 1, 2), Some((vec![t, f], vec![f, t])));
     assert_eq!(group_dims(1, 2, 2), None);
-    let net = group_network(2, 2, &[128.0, 16.0], &[500.0, 20000.0]);
+    // Pipelined members, `[tp, pp, members]`: the stage dimension is never involved.
+    assert_eq!(group_dims(3, 2, 2), Some((vec![t, f, f], vec![t, f, f])));
+    assert_eq!(group_dims(3, 2, 4), Some((vec![t, f, f], vec![t, f, t])));
+    assert_eq!(group_dims(3, 1, 2), Some((vec![t, f, f], vec![f, f, t])));
+    let net = group_network(1, 2, 2, &[16.0, 50.0, 8.0], &[20000.0, 700.0, 9.0]);
+    let dims: Vec<(u32, f64, f64)> = net
+        .dims
+        .iter()
+        .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
+        .collect();
+    assert_eq!(
+        dims,
+        [(1, 16.0, 20000.0), (2, 50.0, 700.0), (2, 8.0, 9.0)],
+        "LLMServingSim's [1, 2, 2] for tp1 pp2 × 2 members"
+    );
+    let net = group_network(2, 1, 2, &[128.0, 16.0], &[500.0, 20000.0]);
     assert_eq!(
         net.render(),
         "topology: [ FullyConnected, FullyConnected ]\nnpus_count: [ 2, 2 ]\n\
          bandwidth: [ 128.0, 16.0 ]\nlatency: [ 500.0, 20000.0 ]\n"
     );
     // A one-member group loses its trailing 1; TP 1 keeps its leading one.
-    assert_eq!(group_network(2, 1, &[16.0], &[0.0]).dims.len(), 1);
-    assert_eq!(group_network(1, 2, &[16.0], &[0.0]).dims[0].npus, 1);
+    assert_eq!(group_network(2, 1, 1, &[16.0], &[0.0]).dims.len(), 1);
+    assert_eq!(group_network(1, 1, 2, &[16.0], &[0.0]).dims[0].npus, 1);
+}
+
+#[test]
+fn the_fork_reports_every_stage_but_the_last_at_its_first_npu_and_the_end_at_the_last() {
+    let check = |npus: u32, tp: u32, stages: u32, starts: &[u32], ends: &[u32]| {
+        let (s, e) = reporting_npus(npus, tp, stages);
+        assert_eq!(
+            (s.as_slice(), e.as_slice()),
+            (starts, ends),
+            "{npus} NPUs, tp {tp}, {stages} stages"
+        );
+    };
+    check(1, 1, 1, &[0], &[]);
+    check(2, 2, 1, &[0], &[1]);
+    check(4, 1, 4, &[0, 1, 2], &[3]);
+    check(4, 2, 2, &[0], &[3]);
+    check(6, 2, 3, &[0, 2], &[5]);
+    check(4, 2, 0, &[0], &[3]);
+}
+
+#[test]
+fn a_pipelined_network_adds_the_stages_over_their_link() {
+    let stages = crate::config::Link {
+        bandwidth_gbps: 50.0,
+        latency_ns: 700.0,
+    };
+    let own = NetworkConfig::for_instance(2, &[16.0], &[20000.0], "test").unwrap();
+    let dims = |n: &NetworkConfig| -> Vec<(u32, f64, f64)> {
+        n.dims
+            .iter()
+            .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
+            .collect()
+    };
+    assert_eq!(
+        dims(&pipeline_network(&own, 3, stages)),
+        [(2, 16.0, 20000.0), (3, 50.0, 700.0)]
+    );
+    // TP 1: the stages are the only dimension (LLMServingSim's `[pp]`).
+    let own = NetworkConfig::for_instance(1, &[16.0], &[20000.0], "test").unwrap();
+    assert_eq!(dims(&pipeline_network(&own, 4, stages)), [(4, 50.0, 700.0)]);
 }

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::{BatchTrace, Dialect};
+use super::stages::encode_stages;
+use super::{BatchTrace, Dialect, npu_file};
 use crate::config::{Dtype, ModelArch, Placement};
 use crate::latency::{BatchDesc, LatencyBackend};
 
@@ -22,7 +23,8 @@ pub struct EmitEt {
 }
 
 /// Writes the trace of each of the first [`EmitEt::limit`] steps of a run, one file per TP
-/// rank, built from the run's latency backend ([`BatchTrace`]).
+/// rank (per rank of every stage, cut into stages as [`super::stages`] does, on a pipelined
+/// instance), built from the run's latency backend ([`BatchTrace`]).
 #[derive(Debug)]
 pub struct StepEmitter {
     settings: EmitEt,
@@ -31,20 +33,23 @@ pub struct StepEmitter {
     ep: u32,
     dtype: Dtype,
     placement: Option<Placement>,
+    /// The blocks of each pipeline stage (empty without pipelining).
+    stage_blocks: Vec<u32>,
     /// Steps seen so far (the index of the next step).
     steps: u64,
 }
 
 impl StepEmitter {
     /// An emitter for a run of `model` at tensor parallelism `tp` and expert parallelism
-    /// `ep` in `dtype`, with the weights where `placement` keeps them (`None`: on the GPU).
+    /// `ep` in `dtype`, with the weights where `placement` keeps them (`None`: on the GPU),
+    /// in pipeline stages of `stage_blocks` blocks (empty, or one stage: no pipelining).
     pub fn new(
         settings: EmitEt,
         model: &ModelArch,
-        tp: u32,
-        ep: u32,
+        (tp, ep): (u32, u32),
         dtype: Dtype,
         placement: Option<&Placement>,
+        stage_blocks: &[u32],
     ) -> StepEmitter {
         StepEmitter {
             settings,
@@ -53,6 +58,11 @@ impl StepEmitter {
             ep,
             dtype,
             placement: placement.cloned(),
+            stage_blocks: if stage_blocks.len() > 1 {
+                stage_blocks.to_vec()
+            } else {
+                Vec::new()
+            },
             steps: 0,
         }
     }
@@ -83,9 +93,19 @@ impl StepEmitter {
             placement: self.placement.as_ref(),
             ep_involved_dim: None,
         };
-        trace
-            .write(&dir.join("llm"), self.settings.dialect)
+        let prefix = dir.join("llm");
+        if self.stage_blocks.is_empty() {
+            trace
+                .write(&prefix, self.settings.dialect)
+                .with_context(|| format!("--emit-et: step {step}"))?;
+            return Ok(());
+        }
+        let files = encode_stages(&trace, &self.stage_blocks, 0, self.settings.dialect)
             .with_context(|| format!("--emit-et: step {step}"))?;
+        for (npu, bytes) in (0..).zip(&files) {
+            let path = npu_file(&prefix, npu);
+            fs::write(&path, bytes).with_context(|| format!("--emit-et: {}", path.display()))?;
+        }
         Ok(())
     }
 }

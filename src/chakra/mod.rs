@@ -6,7 +6,9 @@
 //! - [`EtNode`]: one node in dialect-neutral form (durations in ns).
 //! - [`write_et`] / [`read_et`]: the file framing (a non-empty `GlobalMetadata`, then one
 //!   `Node` per length-delimited message); [`npu_file`] names the per-NPU files.
-//! - [`BatchTrace`]: the node graph of one batch on one instance, as LLMServingSim emits it.
+//! - [`BatchTrace`]: the node graph of one batch on one instance, as LLMServingSim emits it;
+//!   [`prefill`] and [`stages`] derive the per-NPU files of a prefill instance and of a
+//!   pipelined one.
 //! - [`render_dump`]: the readable listing behind `blis-cosim et dump`.
 //! - [`StepEmitter`]: writes the traces of a run's first steps (`--emit-et`).
 
@@ -18,6 +20,7 @@ mod error;
 mod io;
 mod node;
 pub mod prefill;
+pub mod stages;
 #[cfg(test)]
 mod tests;
 mod trace;

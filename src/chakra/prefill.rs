@@ -132,7 +132,8 @@ pub fn encode_prefill(
         .collect()
 }
 
-fn p2p_attrs(src: i64, dst: i64, bytes: u64, tag: i64) -> Vec<AttributeProto> {
+/// The attributes of a COMM_SEND or COMM_RECV of `bytes` from NPU `src` to `dst`, tag `tag`.
+pub(super) fn p2p_attrs(src: i64, dst: i64, bytes: u64, tag: i64) -> Vec<AttributeProto> {
     let int32 = |name: &str, v: i64| AttributeProto {
         name: name.to_owned(),
         doc_string: String::new(),

@@ -95,11 +95,17 @@ impl BatchTrace<'_> {
     /// collective; the breakdown's times of communication entries are not used. Node ids
     /// count up from 0.
     pub fn nodes(&self) -> Result<Vec<EtNode>, TraceError> {
+        Ok(self.block_nodes()?.into_iter().map(|(n, _)| n).collect())
+    }
+
+    /// [`BatchTrace::nodes`], each with the transformer block it belongs to (`None` for the
+    /// input load, the prologue, the head and the output store).
+    pub(super) fn block_nodes(&self) -> Result<Vec<(EtNode, Option<u64>)>, TraceError> {
         let mut nodes = Vec::new();
         self.layout(|slot| {
             let mut name = String::new();
             slot.name.write_to(&mut name);
-            nodes.push(EtNode {
+            let node = EtNode {
                 id: slot.id,
                 name,
                 kind: slot.role.kind(),
@@ -110,7 +116,8 @@ impl BatchTrace<'_> {
                     Some(w) => w.attrs(),
                     None => self.attrs(slot.role),
                 },
-            });
+            };
+            nodes.push((node, slot.name.block));
         })?;
         Ok(nodes)
     }

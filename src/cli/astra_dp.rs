@@ -2,7 +2,7 @@
 //!
 //! The members of a MoE model's DP group share one process ([`crate::astra::AstraGroup`]),
 //! whose network LLMServingSim lays out as `[tp, members]` with the links of the cluster's
-//! dimensions 0 and 1. A dense model's DP group has no lock-step members (`dp_group` is
+//! dimensions 0 and 1, or `[tp, pp, members]` with pipelined members. A dense model's DP group has no lock-step members (`dp_group` is
 //! `None` on them): each member keeps its own process, like any colocated instance.
 
 use super::InstanceConfig;
@@ -29,7 +29,9 @@ pub(super) fn refuse_network_config(
 
 /// Gives each member of a DP group, under ASTRA-Sim, its group's network: `[tp, members]`,
 /// with the links its expert parallelism runs over (dimension 0 inside a member, dimension 1
-/// across the members: the cluster config's `link_bw`/`link_latency` of those dimensions).
+/// across the members: the cluster config's `link_bw`/`link_latency` of those dimensions);
+/// with pipelined members `[tp, pp, members]`, the stage dimension over the link the
+/// members' pipeline sends over.
 pub(super) fn group_networks(instances: &mut [InstanceConfig]) {
     let sizes: Vec<u32> = instances
         .iter()
@@ -55,6 +57,15 @@ pub(super) fn group_networks(instances: &mut [InstanceConfig]) {
                 [own.latency_ns, own.latency_ns],
             ),
         };
-        options.network = group_network(inst.tp, members, &bw, &latency);
+        options.network = match &inst.pipeline {
+            Some(p) => group_network(
+                inst.tp,
+                inst.pp,
+                members,
+                &[bw[0], p.link.bandwidth_gbps, bw[1]],
+                &[latency[0], p.link.latency_ns, latency[1]],
+            ),
+            None => group_network(inst.tp, 1, members, &bw, &latency),
+        };
     }
 }

@@ -541,27 +541,73 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
 }
 
 #[test]
-fn astra_refuses_pp_and_co_simulates_ep_and_pd() {
-    let (file, key) = (
-        "single_node_pp_instance.json",
-        "nodes[0].instances[0].pp_size",
-    );
-    let c = shared(&format!("configs/cluster/{file}"));
-    let err = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+fn astra_co_simulates_pp_ep_and_pd() {
+    // A MoE DP group of pipelined members runs in one process: `[tp, pp, members]`, with
+    // LLMServingSim's leading 1 at TP 1.
+    for (file, dims) in [
+        ("single_node_moe_dp_pp_instance.json", [1, 2, 2]),
+        ("single_node_moe_dp_tp_pp_instance.json", [2, 2, 2]),
+    ] {
+        let c = shared(&format!("configs/cluster/{file}"));
+        let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+            .unwrap()
+            .into_config()
+            .unwrap();
+        for inst in &config.instances {
+            let network = &inst.astra.as_ref().unwrap().network;
+            let got: Vec<u32> = network.dims.iter().map(|d| d.npus).collect();
+            assert_eq!(got, dims, "{file}");
+        }
+    }
+    // A pipelined instance is co-simulated in a process holding every stage: `[tp, pp]`, or
+    // `[pp]` at TP 1 (LLMServingSim's `[4]` and `[2, 2]` for these configs).
+    let dir = tempfile::tempdir().unwrap();
+    for (file, dims) in [
+        ("single_node_pp_instance.json", vec![4]),
+        ("single_node_tp_pp_instance.json", vec![2, 2]),
+        ("single_node_moe_pp_instance.json", vec![2, 2]),
+    ] {
+        let c = shared(&format!("configs/cluster/{file}"));
+        let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+            .unwrap()
+            .into_config()
+            .unwrap();
+        let network = &config.instances[0].astra.as_ref().unwrap().network;
+        let got: Vec<(u32, f64, f64)> = network
+            .dims
+            .iter()
+            .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
+            .collect();
+        let expected: Vec<(u32, f64, f64)> = dims.iter().map(|&n| (n, 16.0, 20000.0)).collect();
+        assert_eq!(got, expected, "{file}");
+        // One network for every instance (of its TP NPUs) cannot hold the stages.
+        let yml = dir.path().join(format!("{file}.yml"));
+        std::fs::write(
+            &yml,
+            format!(
+                "topology: [FullyConnected]\nnpus_count: [{}]\nbandwidth: [16.0]\n\
+                 latency: [20000.0]\n",
+                config.instances[0].tp
+            ),
+        )
+        .unwrap();
+        let err = parse(&[
+            "--cluster-config",
+            &c,
+            "--astra-sim",
+            "astra",
+            "--network-config",
+            yml.to_str().unwrap(),
+        ])
         .unwrap()
         .into_config()
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains(&format!("field `{key}`"))
-            && err.contains("yet; use --network-backend analytical"),
-        "{file}: {err}"
-    );
-    // The analytical network backend runs it.
-    parse(&["--cluster-config", &c])
-        .unwrap()
-        .into_config()
-        .unwrap();
+        assert!(
+            err.contains("field `--network-config`") && err.contains("pipelined instances"),
+            "{file}: {err}"
+        );
+    }
     // Expert parallelism inside an instance is co-simulated: its instance gets ASTRA-Sim.
     let c = shared("configs/cluster/single_node_moe_single_instance.json");
     let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])

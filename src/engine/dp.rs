@@ -24,13 +24,13 @@
 //! is free, fewer than `pp` waves are in flight and some member has work (a member whose running
 //! requests all have a token in flight contributes a dummy); each stage of a wave lasts as long
 //! as the slowest member's (the members meet at its MoE collectives), and the activation sent
-//! between stages is the padded width's. Pipelined groups are priced member by member (no
-//! [`WavePricer`]: ASTRA-Sim co-simulation of pipeline parallelism is refused).
+//! between stages is the padded width's. A [`WavePricer`] may price a pipelined group's waves
+//! as wholes instead ([`WavePricer::wave_stage_times`]: the group's busy time of each stage).
 
 use super::pipeline::{Formed, Stages, Timing};
 use super::{InstanceSetup, InstanceSim, SimError};
 use crate::Nanos;
-use crate::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError};
+use crate::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError, StageSends};
 use crate::scheduler::Scheduler;
 
 /// The batch of an idle member: one decode token over a one-token context.
@@ -71,6 +71,22 @@ pub trait WavePricer {
         batches: &[BatchDesc<'_>],
         backends: &mut [&mut dyn LatencyBackend],
     ) -> Result<Option<Vec<Nanos>>, LatencyError>;
+
+    /// The busy time of each stage of a wave of pipelined group `group` (arguments as for
+    /// [`WavePricer::wave_ns`]), written into `out` (one per stage): the group's stage is busy
+    /// until every member's is done (see [`LatencyBackend::stage_times`]). `None` when this
+    /// pricer does not price that group (then each stage lasts as long as the slowest
+    /// member's, priced by its own backend).
+    fn wave_stage_times(
+        &mut self,
+        _group: u32,
+        _members: &[u32],
+        _batches: &[BatchDesc<'_>],
+        _backends: &mut [&mut dyn LatencyBackend],
+        _out: &mut [Nanos],
+    ) -> Result<Option<StageSends>, LatencyError> {
+        Ok(None)
+    }
 }
 
 /// When the members' steps of a wave end.
@@ -114,6 +130,31 @@ fn form_batches(
     Ok((widest, real))
 }
 
+/// A member's batch of a wave (a dummy for an idle member), padded to `widest` tokens.
+fn padded_batch<'s>(
+    inst: &InstanceSim<'_>,
+    scheduler: &'s Scheduler,
+    widest: u64,
+) -> BatchDesc<'s> {
+    let items = if inst.dummy {
+        &DUMMY[..]
+    } else {
+        scheduler.last_batch()
+    };
+    let own = BatchDesc::new(items).total_tokens();
+    BatchDesc::padded(items, u32::try_from(widest - own).unwrap_or(u32::MAX))
+}
+
+/// The KV a member recalls from the lower tier of the prefix cache before its step (none for
+/// a dummy), ns.
+fn recall_ns(inst: &InstanceSim<'_>, scheduler: &Scheduler) -> Nanos {
+    if inst.dummy {
+        0
+    } else {
+        scheduler.last_recall_ns()
+    }
+}
+
 /// The error of a group with work but no batch to form: names the first member with work.
 fn stuck(members: &[u32], schedulers: &[Scheduler], now: Nanos) -> SimError {
     let m = *members
@@ -154,11 +195,12 @@ impl PipelinedWave<'_, '_, '_, '_> {
     pub fn start(self, now: Nanos) -> Result<Option<Timing>, SimError> {
         let PipelinedWave { wave, stages } = self;
         let Wave {
+            group,
             members,
             instances,
             schedulers,
             backends,
-            ..
+            pricer,
         } = wave;
         let pp = stages.pipeline().stage_blocks.len();
         let work = members.iter().any(|&m| schedulers[m as usize].has_work());
@@ -176,35 +218,47 @@ impl PipelinedWave<'_, '_, '_, '_> {
             }
             return Err(stuck(members, schedulers, now));
         }
-        // Each stage lasts as long as the slowest member's.
         let blocks = &stages.pipeline().stage_blocks;
+        let padded = |m: u32| padded_batch(&instances[m as usize], &schedulers[m as usize], widest);
+        // The whole wave at once, when a pricer takes the group: the members' recalls delay
+        // the wave's stage 0 (the members meet at every collective).
         let compute = stages.compute_mut();
-        for &m in members {
-            let inst = &instances[m as usize];
-            let items = if inst.dummy {
-                &DUMMY[..]
-            } else {
-                schedulers[m as usize].last_batch()
-            };
-            let own = BatchDesc::new(items).total_tokens();
-            let pad = u32::try_from(widest - own).unwrap_or(u32::MAX);
-            let parts = backends[m as usize].step_parts(&BatchDesc::padded(items, pad))?;
+        let whole = match pricer {
+            Some(pricer) => {
+                let batches: Vec<BatchDesc<'_>> = members.iter().map(|&m| padded(m)).collect();
+                pricer.wave_stage_times(group, members, &batches, backends, compute)?
+            }
+            None => None,
+        };
+        if whole.is_some() {
+            if compute.iter().all(|&ns| ns == 0) {
+                return Err(LatencyError::Backend("a wave priced at 0 ns".to_owned()).into());
+            }
+            compute[0] += members
+                .iter()
+                .map(|&m| recall_ns(&instances[m as usize], &schedulers[m as usize]))
+                .max()
+                .unwrap_or(0);
+        }
+        // Else each stage lasts as long as the slowest member's.
+        for &m in members.iter().filter(|_| whole.is_none()) {
+            let (inst, scheduler) = (&instances[m as usize], &schedulers[m as usize]);
+            let parts = backends[m as usize].step_parts(&padded_batch(inst, scheduler, widest))?;
             if parts.prologue_ns + parts.block_ns + parts.head_ns == 0 {
                 return Err(
                     LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
                 );
             }
-            let recall = if inst.dummy {
-                0
-            } else {
-                schedulers[m as usize].last_recall_ns()
-            };
+            let recall = recall_ns(inst, scheduler);
             for (s, c) in compute.iter_mut().enumerate() {
                 let ns = parts.stage_ns(s, pp, blocks[s]) + if s == 0 { recall } else { 0 };
                 *c = (*c).max(ns);
             }
         }
-        let send = stages.send_ns(widest);
+        let send = match whole {
+            Some(StageSends::Included) => 0,
+            Some(StageSends::Separate) | None => stages.send_ns(widest),
+        };
         let timing = stages.run_wave(now, send);
         for &m in members {
             let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
@@ -249,23 +303,9 @@ impl Wave<'_, '_, '_, '_> {
         if !real {
             return Err(stuck(members, schedulers, now));
         }
-        let padded = |m: u32| {
-            let items = if instances[m as usize].dummy {
-                &DUMMY[..]
-            } else {
-                schedulers[m as usize].last_batch()
-            };
-            let own = BatchDesc::new(items).total_tokens();
-            BatchDesc::padded(items, u32::try_from(widest - own).unwrap_or(u32::MAX))
-        };
+        let padded = |m: u32| padded_batch(&instances[m as usize], &schedulers[m as usize], widest);
         // KV recalled from the lower tier of the prefix cache loads before a member's step.
-        let recall = |m: u32| {
-            if instances[m as usize].dummy {
-                0
-            } else {
-                schedulers[m as usize].last_recall_ns()
-            }
-        };
+        let recall = |m: u32| recall_ns(&instances[m as usize], &schedulers[m as usize]);
         // The whole wave at once, when a pricer takes the group: the members' recalls delay
         // the wave (the members meet at every collective).
         let whole = match pricer {

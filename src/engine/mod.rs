@@ -69,7 +69,7 @@ pub use tiers::LowerTierSetup;
 
 use crate::Nanos;
 use crate::config::InstanceRole;
-use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
+use crate::latency::{BatchDesc, LatencyBackend, LatencyError, StageSends};
 use crate::metrics::RequestRecord;
 use crate::router::{Router, RoutingPolicy};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
@@ -588,18 +588,25 @@ fn start_pipelined(
     };
     let batch = BatchDesc::new(items);
     let tokens = batch.total_tokens();
-    let parts = backend.step_parts(&batch)?;
-    if parts.prologue_ns + parts.block_ns + parts.head_ns == 0 {
+    let blocks = &stages.pipeline().stage_blocks;
+    let compute = stages.compute_mut();
+    let sends = backend.stage_times(&batch, blocks, compute)?;
+    if compute.iter().all(|&ns| ns == 0) {
         return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
     }
+    // KV recalled from the lower tier of the prefix cache is loaded before stage 0 computes.
+    compute[0] += scheduler.last_recall_ns();
     let formed = pipeline::Formed {
         start: now,
         waiting: scheduler.num_waiting(),
         running: scheduler.num_running(),
         dummy: false,
     };
-    stages.set_compute(&parts, scheduler.last_recall_ns());
-    let timing = stages.start(formed, now, tokens);
+    let send = match sends {
+        StageSends::Separate => stages.send_ns(tokens),
+        StageSends::Included => 0,
+    };
+    let timing = stages.start(formed, now, send);
     inst.steps += 1;
     Ok(Some(timing))
 }

@@ -21,12 +21,16 @@
 //! comes only from up to `pp` consecutive steps in flight; there is no micro-batching inside
 //! a step. KV recalled from the lower tier of the prefix cache is loaded before stage 0
 //! computes.
+//!
+//! The stage times come from the backend's
+//! [`LatencyBackend::stage_times`](crate::latency::LatencyBackend::stage_times): compute only
+//! (the engine adds the sends, as above) or, under ASTRA-Sim, each stage's busy time with its
+//! send included (the engine adds nothing; see [`crate::astra::AstraBackend`]).
 
 use std::collections::VecDeque;
 
 use crate::Nanos;
 use crate::config::Link;
-use crate::latency::StepParts;
 
 /// The pipeline of one instance.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,21 +128,6 @@ impl<'a> Stages<'a> {
         &mut self.compute
     }
 
-    /// Sets the next step's stage compute times to those of `parts`, plus `recall_ns` (the KV
-    /// loaded from the lower tier before stage 0 computes).
-    pub fn set_compute(&mut self, parts: &StepParts, recall_ns: Nanos) {
-        let pp = self.compute.len();
-        for (s, (c, &blocks)) in self
-            .compute
-            .iter_mut()
-            .zip(&self.pipeline.stage_blocks)
-            .enumerate()
-        {
-            *c = parts.stage_ns(s, pp, blocks);
-        }
-        self.compute[0] += recall_ns;
-    }
-
     /// Time to send the activation of a step of `tokens` tokens to the next stage.
     pub fn send_ns(&self, tokens: u64) -> Nanos {
         self.pipeline
@@ -146,11 +135,12 @@ impl<'a> Stages<'a> {
             .transfer_ns(tokens * self.pipeline.activation_bytes_per_token)
     }
 
-    /// Runs a step formed at `now` through the stages, with the stage compute times set by
-    /// [`Stages::set_compute`] or [`Stages::compute_mut`] and `tokens` tokens (the activation
-    /// sent between stages); `formed` is queued for [`Stages::finish`].
-    pub fn start(&mut self, formed: Formed, now: Nanos, tokens: u64) -> Timing {
-        let timing = self.run(now, self.send_ns(tokens));
+    /// Runs a step formed at `now` through the stages, with the stage compute times set
+    /// through [`Stages::compute_mut`] and sends of `send` ns between stages (0 when the stage
+    /// times include them, [`StageSends::Included`](crate::latency::StageSends));
+    /// `formed` is queued for [`Stages::finish`].
+    pub fn start(&mut self, formed: Formed, now: Nanos, send: Nanos) -> Timing {
+        let timing = self.run(now, send);
         self.in_flight.push_back(formed);
         timing
     }
@@ -200,6 +190,7 @@ impl<'a> Stages<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::latency::StepParts;
 
     #[test]
     fn stages_split_as_vllm_get_pp_indices() {
@@ -256,8 +247,29 @@ mod tests {
         tokens: u64,
         recall: Nanos,
     ) -> Timing {
-        stages.set_compute(parts, recall);
-        stages.start(formed(now), now, tokens)
+        let blocks = &stages.pipeline().stage_blocks;
+        let pp = blocks.len();
+        let compute = stages.compute_mut();
+        for (s, c) in compute.iter_mut().enumerate() {
+            *c = parts.stage_ns(s, pp, blocks[s]);
+        }
+        compute[0] += recall;
+        let send = stages.send_ns(tokens);
+        stages.start(formed(now), now, send)
+    }
+
+    #[test]
+    fn stage_times_that_include_the_sends_run_back_to_back() {
+        let p = two_stages();
+        let mut stages = Stages::new(&p);
+        // Stage 0 busy 1110 ns (its send included), stage 1 120 ns.
+        stages.compute_mut().copy_from_slice(&[1110, 120]);
+        let a = stages.start(formed(0), 0, 0);
+        assert_eq!((a.end, a.stage0_free), (1230, 1110));
+        stages.compute_mut().copy_from_slice(&[1110, 500]);
+        let b = stages.start(formed(1110), 1110, 0);
+        // Stage 1 free at 1230 < arrival 2220: 2220..2720.
+        assert_eq!((b.end, b.stage0_free), (2720, 2220));
     }
 
     #[test]

@@ -161,6 +161,16 @@ impl StepParts {
     }
 }
 
+/// Whether the stage times of [`LatencyBackend::stage_times`] include the sends between
+/// stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageSends {
+    /// Compute only: the engine adds each stage's send over the pipeline's link.
+    Separate,
+    /// Each stage's time runs until its send to the next stage has arrived.
+    Included,
+}
+
 /// A failure of a latency backend. Fatal for the run.
 #[derive(Debug, thiserror::Error)]
 pub enum LatencyError {
@@ -218,6 +228,25 @@ pub trait LatencyBackend {
     /// channels); none for backends without PIM (the default).
     fn pim_activity(&self) -> PimActivity {
         PimActivity::default()
+    }
+
+    /// The time each pipeline stage of the step keeps its GPUs busy, written into `out` (one
+    /// entry per stage; stage `s` holds `stage_blocks[s]` blocks), and whether those times
+    /// already include each stage's send of the activation to the next stage. The default
+    /// splits [`LatencyBackend::step_parts`] ([`StageSends::Separate`]: the engine adds the
+    /// sends); a backend that times the stage-cut step itself (ASTRA-Sim) overrides it. Called
+    /// once per step of a pipelined instance.
+    fn stage_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        stage_blocks: &[u32],
+        out: &mut [Nanos],
+    ) -> Result<StageSends, LatencyError> {
+        let parts = self.step_parts(batch)?;
+        for (s, (ns, &blocks)) in out.iter_mut().zip(stage_blocks).enumerate() {
+            *ns = parts.stage_ns(s, stage_blocks.len(), blocks);
+        }
+        Ok(StageSends::Separate)
     }
 
     /// Lookup counts of a backend that reads measured profile tables (or wraps one); `None`

@@ -7,7 +7,7 @@ use crate::cli::{InstanceConfig, SimConfig};
 use crate::config::InstanceRole;
 use crate::latency::{
     BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload, PimSpec,
-    ProfileDb, ProfileSpec, Roofline, StreamingSpec, WeightMemory, WeightStreaming,
+    ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory, WeightStreaming,
 };
 use std::time::Instant;
 
@@ -48,6 +48,17 @@ impl LatencyBackend for Labelled {
 
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
         self.backend.breakdown(batch).map_err(|e| self.label(e))
+    }
+
+    fn stage_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        stage_blocks: &[u32],
+        out: &mut [Nanos],
+    ) -> Result<StageSends, LatencyError> {
+        self.backend
+            .stage_times(batch, stage_blocks, out)
+            .map_err(|e| self.label(e))
     }
 
     fn profile_lookups(&self) -> Option<LookupCounts> {
@@ -147,6 +158,7 @@ impl Backend {
             ep: inst.collectives.ep.total,
             dtype: inst.dtype,
             placement: streamed.map(|p| &p.placement),
+            stage_blocks: inst.pipeline.as_ref().map_or(&[], |p| &p.stage_blocks),
         };
         let mut backend = AstraBackend::start(options.clone(), instance, compute, first_arrival)
             .map_err(|e| anyhow::anyhow!("{label}{e}"))?;

@@ -128,13 +128,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                 StepEmitter::new(
                     settings,
                     &inst.model,
-                    inst.tp,
-                    inst.collectives.ep.total,
+                    (inst.tp, inst.collectives.ep.total),
                     inst.dtype,
                     inst.placement
                         .as_ref()
                         .filter(|p| p.streams_weights())
                         .map(|p| &p.placement),
+                    inst.pipeline.as_ref().map_or(&[], |p| &p.stage_blocks),
                 )
             })
             .collect(),

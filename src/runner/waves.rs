@@ -5,7 +5,7 @@ use crate::Nanos;
 use crate::astra::{self, AstraGroup, AstraGroupSpec};
 use crate::cli::SimConfig;
 use crate::engine::WavePricer;
-use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
+use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StageSends};
 
 /// One [`AstraGroup`] per DP group whose members are co-simulated, by group index.
 pub(super) struct AstraWaves {
@@ -47,6 +47,7 @@ impl AstraWaves {
                 ep: inst.collectives.ep.total,
                 members,
                 dtype: inst.dtype,
+                stage_blocks: inst.pipeline.as_ref().map_or(&[], |p| &p.stage_blocks),
             };
             let astra = AstraGroup::start(options.clone(), spec, first_arrival)
                 .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
@@ -81,14 +82,18 @@ impl AstraWaves {
     }
 }
 
-impl WavePricer for AstraWaves {
-    fn wave_ns(
+/// A group's process and each member's compute breakdown of its batch.
+type Priced<'g> = (&'g mut Group, Vec<Vec<LayerTiming>>);
+
+impl AstraWaves {
+    /// The group's process and each member's compute breakdown of its batch.
+    fn group_and_breakdowns(
         &mut self,
         group: u32,
         members: &[u32],
         batches: &[BatchDesc<'_>],
         backends: &mut [&mut dyn LatencyBackend],
-    ) -> Result<Option<Vec<Nanos>>, LatencyError> {
+    ) -> Result<Option<Priced<'_>>, LatencyError> {
         let Some(Some(g)) = self.groups.get_mut(group as usize) else {
             return Ok(None);
         };
@@ -97,9 +102,43 @@ impl WavePricer for AstraWaves {
             .zip(batches)
             .map(|(&m, batch)| backends[m as usize].breakdown(batch))
             .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some((g, breakdowns)))
+    }
+}
+
+impl WavePricer for AstraWaves {
+    fn wave_ns(
+        &mut self,
+        group: u32,
+        members: &[u32],
+        batches: &[BatchDesc<'_>],
+        backends: &mut [&mut dyn LatencyBackend],
+    ) -> Result<Option<Vec<Nanos>>, LatencyError> {
+        let Some((g, breakdowns)) = self.group_and_breakdowns(group, members, batches, backends)?
+        else {
+            return Ok(None);
+        };
         g.astra
             .wave_ns(batches, &breakdowns)
             .map(Some)
+            .map_err(|e| LatencyError::Backend(format!("{}{e}", g.label)))
+    }
+
+    fn wave_stage_times(
+        &mut self,
+        group: u32,
+        members: &[u32],
+        batches: &[BatchDesc<'_>],
+        backends: &mut [&mut dyn LatencyBackend],
+        out: &mut [Nanos],
+    ) -> Result<Option<StageSends>, LatencyError> {
+        let Some((g, breakdowns)) = self.group_and_breakdowns(group, members, batches, backends)?
+        else {
+            return Ok(None);
+        };
+        g.astra
+            .wave_stage_times(batches, &breakdowns, out)
+            .map(|()| Some(StageSends::Included))
             .map_err(|e| LatencyError::Backend(format!("{}{e}", g.label)))
     }
 }

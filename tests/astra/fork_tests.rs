@@ -21,6 +21,7 @@ fn start(options: AstraOptions, tp: u32, initial: u64) -> AstraBackend {
         ep: 1,
         dtype: Dtype::Bfloat16,
         placement: None,
+        stage_blocks: &[],
     };
     AstraBackend::start(options, instance, Fixed::hand_check(), initial).unwrap()
 }
@@ -221,6 +222,7 @@ pub fn fault_at_start_up() {
         ep: 1,
         dtype: Dtype::Bfloat16,
         placement: None,
+        stage_blocks: &[],
     };
     let opts = options(AstraMode::Fork, 1, runs.path());
     let err = AstraBackend::start(opts, instance, Fixed::hand_check(), 1)
@@ -245,6 +247,7 @@ pub fn missing_binary() {
         ep: 1,
         dtype: Dtype::Bfloat16,
         placement: None,
+        stage_blocks: &[],
     };
     for mode in [AstraMode::Fork, AstraMode::Stock] {
         let mut opts = options(mode, 1, runs.path());

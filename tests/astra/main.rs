@@ -13,6 +13,7 @@ mod dp_tests;
 mod fork_tests;
 mod multi_tests;
 mod pd_tests;
+mod pp_tests;
 mod stock_tests;
 mod support;
 
@@ -91,10 +92,6 @@ fn main() {
             multi_tests::a_fault_in_one_instance_stops_them_all,
         ),
         (
-            "multi::pp_is_refused_naming_the_key",
-            multi_tests::pp_is_refused_naming_the_key,
-        ),
-        (
             "multi::expert_parallelism_inside_an_instance_matches_the_analytical_run",
             multi_tests::expert_parallelism_inside_an_instance_matches_the_analytical_run,
         ),
@@ -133,6 +130,23 @@ fn main() {
         (
             "pd::real_astra_sim_reproduces_the_published_pd_example_when_available",
             pd_tests::real_astra_sim_reproduces_the_published_pd_example_when_available,
+        ),
+        (
+            "pp::pipelined_instances_match_the_analytical_run",
+            pp_tests::pipelined_instances_match_the_analytical_run,
+        ),
+        (
+            "pp::moe_dp_group_with_pp_matches_the_analytical_run",
+            pp_tests::moe_dp_group_with_pp_matches_the_analytical_run,
+        ),
+        ("pp::refusals_name_the_key", pp_tests::refusals_name_the_key),
+        (
+            "pp::real_astra_sim_reproduces_the_published_pp_examples_when_available",
+            pp_tests::real_astra_sim_reproduces_the_published_pp_examples_when_available,
+        ),
+        (
+            "pp::real_astra_sim_on_the_published_moe_dp_pp_example_when_available",
+            pp_tests::real_astra_sim_on_the_published_moe_dp_pp_example_when_available,
         ),
         (
             "dp::moe_groups_match_the_analytical_run",

@@ -558,44 +558,6 @@ pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_exam
     assert!(leftovers(tmp.path()).is_empty());
 }
 
-/// What ASTRA-Sim co-simulation still refuses, naming the key: pipeline parallelism (DP groups
-/// and prefill/decode instances are co-simulated: see `dp_tests` and `pd_tests`).
-pub fn pp_is_refused_naming_the_key() {
-    let tmp = tempfile::tempdir().unwrap();
-    let sample = sample();
-    for (file, key, what) in [
-        (
-            "single_node_pp_instance.json",
-            "field `nodes[0].instances[0].pp_size`",
-            "pipeline parallelism",
-        ),
-        (
-            "single_node_tp_pp_instance.json",
-            "field `nodes[0].instances[0].pp_size`",
-            "pipeline parallelism",
-        ),
-    ] {
-        let args = [
-            "--cluster-config",
-            &shared(&format!("configs/cluster/{file}")),
-            "--dataset",
-            &sample,
-        ];
-        let out = run(&args, Some(&DoubleEnv::default()), tmp.path());
-        let err = stderr(&out);
-        assert!(!out.status.success(), "{file}");
-        assert!(
-            err.contains(key) && err.contains(what) && err.contains("yet"),
-            "{file}: {err}"
-        );
-        assert!(
-            err.contains("--network-backend analytical"),
-            "{file}: {err}"
-        );
-    }
-    assert!(leftovers(tmp.path()).is_empty());
-}
-
 /// Against a real ASTRA-Sim (the LLMServingSim fork) when `BLIS_COSIM_ASTRA_SIM` names one: a
 /// TP-1 and a TP-2 instance, one fork process each; memo on and off give identical CSVs.
 pub fn real_astra_sim_on_several_instances_when_available() {

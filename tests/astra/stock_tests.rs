@@ -17,6 +17,7 @@ fn start(tp: u32, runs: &std::path::Path) -> AstraBackend {
         ep: 1,
         dtype: Dtype::Bfloat16,
         placement: None,
+        stage_blocks: &[],
     };
     let mut opts = options(AstraMode::Stock, tp, runs);
     opts.timeout = Duration::from_secs(1);

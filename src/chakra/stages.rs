@@ -1,0 +1,327 @@
+//! The execution traces of one batch on a pipelined instance (`pp > 1`), cut into stages as
+//! LLMServingSim's Chakra converter cuts them (spec §4.7, `pp_stage_boundaries`).
+//!
+//! The instance has `pp · tp` NPUs: stage `s`, rank `r` is NPU `s·tp + r`. Every NPU of stage
+//! `s` runs the nodes of the batch's [`BatchTrace`] that belong to the stage's transformer
+//! blocks (`stage_blocks[s]` of them, in order), stage 0 also the input load and the prologue,
+//! the last stage also the head and the output store; a block's TP all-reduces and EP
+//! collectives stay in its stage. Between stages the activation moves point to point:
+//!
+//! - every NPU of a stage but the last ends with a COMM_SEND of `total_len · hidden · fp`
+//!   bytes (LLMServingSim: the stage's last row's output) to the same rank of the next stage,
+//!   depending on the stage's last node;
+//! - every NPU of a stage but the first starts with the matching COMM_RECV (LLMServingSim: the
+//!   stage's first row's input, the same size), on which the stage's first node depends in
+//!   place of the previous stage's last node; a placement's weight loads keep depending on
+//!   nothing.
+//!
+//! Node ids are renumbered from 0 in each file. The message between rank `r` of stages `s` and
+//! `s + 1` carries `comm_tag` `s·tp + r` (one tag per message of the batch). An instance whose
+//! NPUs start at `first_npu` (a DP group member in its group's process) numbers its NPUs, in
+//! `comm_src` and `comm_dst`, from there.
+
+use super::prefill::p2p_attrs;
+use super::{BatchTrace, Dialect, EtNode, NodeKind, TraceError, encode_et};
+
+/// The files of one batch on a pipelined instance whose NPUs start at `first_npu`, NPU
+/// `first_npu + s·tp + r` at index `s·tp + r` (see the module documentation). `stage_blocks`
+/// must split the model's blocks (their sum is its layer count).
+pub fn stage_nodes(
+    trace: &BatchTrace<'_>,
+    stage_blocks: &[u32],
+    first_npu: u32,
+) -> Result<Vec<Vec<EtNode>>, TraceError> {
+    let pp = stage_blocks.len();
+    let total: u64 = stage_blocks.iter().map(|&b| u64::from(b)).sum();
+    if pp == 0 || total != trace.model.num_layers {
+        return Err(TraceError::Breakdown(format!(
+            "pipeline stages of {stage_blocks:?} blocks do not split the {} blocks of {}",
+            trace.model.num_layers, trace.model.name
+        )));
+    }
+    // The stage of each block.
+    let mut block_stage = Vec::with_capacity(total as usize);
+    for (s, &blocks) in stage_blocks.iter().enumerate() {
+        block_stage.extend(std::iter::repeat_n(s, blocks as usize));
+    }
+    let base = trace.block_nodes()?;
+    let mut stage_of = Vec::with_capacity(base.len());
+    let mut seen_block = false;
+    for (_, block) in &base {
+        stage_of.push(match block {
+            Some(b) => {
+                seen_block = true;
+                block_stage[*b as usize]
+            }
+            None if seen_block => pp - 1,
+            None => 0,
+        });
+    }
+    let tp = trace.tp.max(1);
+    let bytes = trace.batch.total_tokens() * trace.model.hidden_size * trace.dtype.bytes();
+    let mut files = Vec::with_capacity(pp * tp as usize);
+    // The new id of each base node in the file being built (`None`: another stage's).
+    let mut moved: Vec<Option<u64>> = vec![None; base.len()];
+    for s in 0..pp {
+        for r in 0..tp {
+            let npu = i64::from(first_npu) + i64::from(s as u32 * tp + r);
+            let mut file: Vec<EtNode> = Vec::new();
+            moved.fill(None);
+            let recv = (s > 0).then(|| {
+                let tag = i64::from((s as u32 - 1) * tp + r);
+                file.push(EtNode {
+                    id: 0,
+                    name: format!("stage{}.activation.recv", s - 1),
+                    kind: NodeKind::CommRecv,
+                    data_deps: Vec::new(),
+                    ctrl_deps: Vec::new(),
+                    duration_ns: 0,
+                    attrs: p2p_attrs(npu - i64::from(tp), npu, bytes, tag),
+                });
+                0
+            });
+            for (i, (node, _)) in base.iter().enumerate() {
+                if stage_of[i] != s {
+                    continue;
+                }
+                let id = file.len() as u64;
+                moved[i] = Some(id);
+                let mut deps: Vec<u64> = Vec::with_capacity(node.data_deps.len());
+                for &d in &node.data_deps {
+                    // A dependency on an earlier stage becomes one on the activation's arrival.
+                    let dep = moved[d as usize].or(recv).ok_or_else(|| {
+                        TraceError::Breakdown(format!(
+                            "node `{}` of stage 0 depends on a later stage",
+                            node.name
+                        ))
+                    })?;
+                    if !deps.contains(&dep) {
+                        deps.push(dep);
+                    }
+                }
+                file.push(EtNode {
+                    id,
+                    data_deps: deps,
+                    ..node.clone()
+                });
+            }
+            if s + 1 < pp {
+                let id = file.len() as u64;
+                let last = id.checked_sub(1).into_iter().collect();
+                let tag = i64::from(s as u32 * tp + r);
+                file.push(EtNode {
+                    id,
+                    name: format!("stage{s}.activation.send"),
+                    kind: NodeKind::CommSend,
+                    data_deps: last,
+                    ctrl_deps: Vec::new(),
+                    duration_ns: 0,
+                    attrs: p2p_attrs(npu, npu + i64::from(tp), bytes, tag),
+                });
+            }
+            files.push(file);
+        }
+    }
+    Ok(files)
+}
+
+/// [`stage_nodes`] encoded in `dialect`, one buffer per NPU.
+pub fn encode_stages(
+    trace: &BatchTrace<'_>,
+    stage_blocks: &[u32],
+    first_npu: u32,
+    dialect: Dialect,
+) -> Result<Vec<Vec<u8>>, TraceError> {
+    stage_nodes(trace, stage_blocks, first_npu)?
+        .iter()
+        .map(|nodes| encode_et(nodes, dialect).map_err(TraceError::from))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chakra::attr::{find, integer};
+    use crate::config::{Dtype, Hardware, ModelArch};
+    use crate::latency::{BatchDesc, BatchItem, LatencyBackend, Roofline};
+
+    fn attr(node: &EtNode, name: &str) -> i128 {
+        find(&node.attrs, name).and_then(integer).unwrap()
+    }
+
+    /// The block of a node named `layer<L>.…`.
+    fn block(node: &EtNode) -> Option<u64> {
+        let rest = node.name.strip_prefix("layer")?;
+        rest.split('.').next()?.parse().ok()
+    }
+
+    /// A 10-token prefill of Llama-3.1-8B (32 blocks) at TP `tp`: the colocated trace and the
+    /// stage-cut files.
+    fn cut(tp: u32, stage_blocks: &[u32]) -> (Vec<EtNode>, Vec<Vec<EtNode>>) {
+        let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+        let hw = Hardware::resolve("H100-SXM").unwrap();
+        let items = [BatchItem {
+            new_tokens: 10,
+            context_tokens: 0,
+        }];
+        let batch = BatchDesc::new(&items);
+        let breakdown = Roofline::new(&model, &hw, tp, Dtype::Bfloat16)
+            .breakdown(&batch)
+            .unwrap();
+        let trace = BatchTrace {
+            batch: &batch,
+            model: &model,
+            tp,
+            ep: 1,
+            dtype: Dtype::Bfloat16,
+            breakdown: &breakdown,
+            involved_dim: (tp > 1).then_some(&[true, false][..]),
+            placement: None,
+            ep_involved_dim: None,
+        };
+        (
+            trace.nodes().unwrap(),
+            stage_nodes(&trace, stage_blocks, 0).unwrap(),
+        )
+    }
+
+    #[test]
+    fn tp2_pp2_stages_hold_their_blocks_and_pass_the_activation() {
+        let (full, files) = cut(2, &[16, 16]);
+        assert_eq!(files.len(), 4, "2 stages × 2 ranks");
+        // 10 tokens × 4096 hidden × 2 bytes.
+        let activation = 10 * 4096 * 2;
+        for r in 0..2usize {
+            let (first, second) = (&files[r], &files[2 + r]);
+            // Stage 0: the input load and the prologue, blocks 0..16, then the SEND.
+            assert_eq!(first[0].kind, NodeKind::MemLoad);
+            assert!(first.iter().filter_map(block).all(|b| b < 16));
+            assert_eq!(first.iter().filter_map(block).max(), Some(15));
+            let send = first.last().unwrap();
+            assert_eq!(send.kind, NodeKind::CommSend);
+            assert_eq!(send.data_deps, vec![send.id - 1]);
+            assert_eq!(
+                first[send.id as usize - 1].name,
+                "layer15.down_proj.allreduce"
+            );
+            assert_eq!(attr(send, "comm_size"), activation);
+            assert_eq!(attr(send, "comm_src"), r as i128);
+            assert_eq!(attr(send, "comm_dst"), r as i128 + 2);
+            assert_eq!(attr(send, "comm_tag"), r as i128);
+            // Stage 1: the matching RECV, blocks 16..32, the head and the output store.
+            let recv = &second[0];
+            assert_eq!(recv.kind, NodeKind::CommRecv);
+            assert!(recv.data_deps.is_empty());
+            assert_eq!(recv.attrs, send.attrs);
+            assert_eq!(
+                second[1].data_deps,
+                vec![0],
+                "the first layer waits for the RECV"
+            );
+            assert_eq!(block(&second[1]), Some(16));
+            assert!(second.iter().filter_map(block).all(|b| b >= 16));
+            assert_eq!(second.last().unwrap().kind, NodeKind::MemStore);
+            assert!(!second.iter().any(|n| n.kind == NodeKind::CommSend));
+            // Together: the colocated trace, plus the SEND and the RECV, in the same order.
+            assert_eq!(first.len() + second.len(), full.len() + 2);
+            let names: Vec<&str> = first[..first.len() - 1]
+                .iter()
+                .chain(&second[1..])
+                .map(|n| n.name.as_str())
+                .collect();
+            let expected: Vec<&str> = full.iter().map(|n| n.name.as_str()).collect();
+            assert_eq!(names, expected);
+            // 16 blocks × 2 all-reduces on each stage; ids count up from 0.
+            for file in [first, second] {
+                let colls = file.iter().filter(|n| n.kind == NodeKind::CommColl).count();
+                assert_eq!(colls, 32);
+                assert!(file.iter().enumerate().all(|(k, n)| n.id == k as u64));
+            }
+        }
+        // Every compute node lands on exactly one stage.
+        let comp = |nodes: &[EtNode]| -> u64 {
+            nodes
+                .iter()
+                .filter(|n| n.kind == NodeKind::Comp)
+                .map(|n| n.duration_ns)
+                .sum()
+        };
+        assert_eq!(comp(&files[0]) + comp(&files[2]), comp(&full));
+    }
+
+    #[test]
+    fn a_middle_stage_receives_then_sends() {
+        // 32 blocks over 3 stages: 11, 11, 10; TP 1 (no collectives).
+        let (full, files) = cut(1, &[11, 11, 10]);
+        assert_eq!(files.len(), 3);
+        let blocks = |f: &[EtNode]| {
+            let b: Vec<u64> = f.iter().filter_map(block).collect();
+            (b.first().copied(), b.last().copied())
+        };
+        assert_eq!(blocks(&files[0]), (Some(0), Some(10)));
+        assert_eq!(blocks(&files[1]), (Some(11), Some(21)));
+        assert_eq!(blocks(&files[2]), (Some(22), Some(31)));
+        let middle = &files[1];
+        assert_eq!(middle[0].kind, NodeKind::CommRecv);
+        let send = middle.last().unwrap();
+        assert_eq!(send.kind, NodeKind::CommSend);
+        // From stage 0 (NPU 0, tag 0) in, to stage 2 (NPU 2, tag 1) out.
+        assert_eq!(
+            (attr(&middle[0], "comm_src"), attr(&middle[0], "comm_dst")),
+            (0, 1)
+        );
+        assert_eq!(attr(&middle[0], "comm_tag"), 0);
+        assert_eq!((attr(send, "comm_src"), attr(send, "comm_dst")), (1, 2));
+        assert_eq!(attr(send, "comm_tag"), 1);
+        assert_eq!(files[2][0].attrs, send.attrs);
+        assert_eq!(attr(send, "comm_size"), 10 * 4096 * 2);
+        // 2 SENDs and 2 RECVs more than the colocated trace, no collective.
+        assert_eq!(files.iter().map(Vec::len).sum::<usize>(), full.len() + 4);
+        assert!(files.iter().flatten().all(|n| n.kind != NodeKind::CommColl));
+    }
+
+    #[test]
+    fn stages_must_split_the_blocks() {
+        let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+        let items = [BatchItem {
+            new_tokens: 1,
+            context_tokens: 0,
+        }];
+        let batch = BatchDesc::new(&items);
+        let breakdown = Roofline::new(
+            &model,
+            &Hardware::resolve("H100-SXM").unwrap(),
+            1,
+            Dtype::Bfloat16,
+        )
+        .breakdown(&batch)
+        .unwrap();
+        let trace = BatchTrace {
+            batch: &batch,
+            model: &model,
+            tp: 1,
+            ep: 1,
+            dtype: Dtype::Bfloat16,
+            breakdown: &breakdown,
+            involved_dim: None,
+            placement: None,
+            ep_involved_dim: None,
+        };
+        let err = stage_nodes(&trace, &[16, 15], 0).unwrap_err().to_string();
+        assert!(
+            err.contains("[16, 15]") && err.contains("32 blocks"),
+            "{err}"
+        );
+        for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
+            assert_eq!(
+                encode_stages(&trace, &[16, 16], 0, dialect).unwrap().len(),
+                2
+            );
+        }
+        // A member whose NPUs start at 4 (in a DP group's process): from NPU 4 to NPU 5.
+        let files = stage_nodes(&trace, &[16, 16], 4).unwrap();
+        let send = files[0].last().unwrap();
+        assert_eq!((attr(send, "comm_src"), attr(send, "comm_dst")), (4, 5));
+        assert_eq!(files[1][0].attrs, send.attrs);
+    }
+}
