@@ -565,20 +565,26 @@ fn astra_pipeline_networks(
             continue;
         };
         if args.network_config.is_some() {
-            return Err(ConfigError::Invalid {
-                source_name: "command line".into(),
-                field: "--network-config".into(),
-                message: format!(
-                    "cannot be used with pipelined instances (instance {id}, pp_size {}): \
+            return Err(network_config_refused(format!(
+                "cannot be used with pipelined instances (instance {id}, pp_size {}): \
                      their ASTRA-Sim network holds every stage and is generated from the \
                      cluster config",
-                    inst.pp
-                ),
-            });
+                inst.pp
+            )));
         }
         options.network = astra::pipeline_network(&options.network, inst.pp, pipeline.link);
     }
     Ok(())
+}
+
+/// `--network-config` refused: one network file cannot stand for the networks generated from
+/// the cluster config (`message` says which and why).
+fn network_config_refused(message: String) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: "command line".into(),
+        field: "--network-config".into(),
+        message,
+    }
 }
 
 /// Gives every prefill instance co-simulated by ASTRA-Sim the network of its process: its
@@ -597,15 +603,11 @@ fn astra_prefill_networks(
             continue;
         };
         if args.network_config.is_some() {
-            return Err(ConfigError::Invalid {
-                source_name: "command line".into(),
-                field: "--network-config".into(),
-                message: format!(
-                    "cannot be used with prefill instances (instance {id}): their ASTRA-Sim \
+            return Err(network_config_refused(format!(
+                "cannot be used with prefill instances (instance {id}): their ASTRA-Sim \
                      network holds their KV receivers too and is generated from the cluster \
                      config"
-                ),
-            });
+            )));
         }
         options.network =
             astra::prefill_network(&options.network, links.receiver_link(id, inst.tp));

@@ -1,24 +1,21 @@
 //! Pricing steps with decode attention on PIM, plain and interleaved, does not touch the heap.
 
-use std::path::Path;
-
-use blis_cosim::config::{Dtype, ModelArch};
+use blis_cosim::config::ModelArch;
 use blis_cosim::latency::{
-    BatchDesc, BatchItem, Collectives, LatencyBackend, PimOffload, PimSpec, ProfileDb, ProfileSpec,
-    WeightMemory,
+    BatchDesc, BatchItem, LatencyBackend, PimOffload, PimSpec, WeightMemory,
 };
 
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 
+#[path = "common/rtxpro6000_db.rs"]
+mod rtxpro6000_db;
+
 use counting_alloc::allocations;
+use rtxpro6000_db::rtxpro6000_db;
 
 #[test]
 fn pricing_steps_with_pim_attention_does_not_allocate() {
-    let root = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim/profiler/perf"
-    ));
     let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
     let item = |new_tokens, context_tokens| BatchItem {
         new_tokens,
@@ -31,19 +28,7 @@ fn pricing_steps_with_pim_attention_does_not_allocate() {
         (0..200).map(|i| item(1, 100 + i)).collect(),
     ];
     for sub_batch in [false, true] {
-        let db = ProfileDb::load(&ProfileSpec {
-            root,
-            hardware: "RTXPRO6000",
-            model: &model,
-            dtype: Dtype::Bfloat16,
-            kv_cache_fp8: false,
-            tp: 1,
-            architecture: None,
-            max_num_batched_tokens: 2048,
-            max_num_seqs: Some(256),
-            collectives: Collectives::NONE,
-        })
-        .unwrap();
+        let db = rtxpro6000_db(&model, 1);
         // LLMServingSim's DDR4 PIM in 512 GB of host memory: 64 channels.
         let mut backend = PimOffload::new(
             Box::new(db),

@@ -1,38 +1,23 @@
 //! Pricing a step with weights streamed from CXL memory does not touch the heap.
 
-use std::path::Path;
-
-use blis_cosim::config::{Dtype, ModelArch, Placement, PlacementContext};
+use blis_cosim::config::{ModelArch, Placement, PlacementContext};
 use blis_cosim::latency::{
-    BatchDesc, BatchItem, Collectives, LatencyBackend, ProfileDb, ProfileSpec, StreamingSpec,
-    WeightMemory, WeightStreaming,
+    BatchDesc, BatchItem, LatencyBackend, StreamingSpec, WeightMemory, WeightStreaming,
 };
 
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 
+#[path = "common/rtxpro6000_db.rs"]
+mod rtxpro6000_db;
+
 use counting_alloc::allocations;
+use rtxpro6000_db::rtxpro6000_db;
 
 #[test]
 fn pricing_a_step_with_streamed_weights_does_not_allocate() {
-    let root = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim/profiler/perf"
-    ));
     let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
-    let db = ProfileDb::load(&ProfileSpec {
-        root,
-        hardware: "RTXPRO6000",
-        model: &model,
-        dtype: Dtype::Bfloat16,
-        kv_cache_fp8: false,
-        tp: 1,
-        architecture: None,
-        max_num_batched_tokens: 2048,
-        max_num_seqs: Some(256),
-        collectives: Collectives::NONE,
-    })
-    .unwrap();
+    let db = rtxpro6000_db(&model, 1);
     let placement = Placement::parse(
         &serde_json::json!({
             "default": {"weights": "cpu"},

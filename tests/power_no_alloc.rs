@@ -1,38 +1,26 @@
 //! The power model accrues a step's energy without touching the heap.
 
-use blis_cosim::config::{ClusterConfig, Dtype, InstanceRole, ModelArch};
-use blis_cosim::latency::{BatchDesc, BatchItem, Collectives, ProfileDb, ProfileSpec};
+use blis_cosim::config::{ClusterConfig, InstanceRole, ModelArch};
+use blis_cosim::latency::{BatchDesc, BatchItem};
 use blis_cosim::power::{InstancePowerSetup, PowerModel};
-use std::path::Path;
 
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 
+#[path = "common/rtxpro6000_db.rs"]
+mod rtxpro6000_db;
+
 use counting_alloc::allocations;
+use rtxpro6000_db::{data_dir, rtxpro6000_db};
 
 #[test]
 fn accruing_a_step_does_not_allocate() {
-    let data = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim"
-    ));
     let cluster =
-        ClusterConfig::load(&data.join("configs/cluster/single_node_power_instance.json")).unwrap();
+        ClusterConfig::load(&data_dir().join("configs/cluster/single_node_power_instance.json"))
+            .unwrap();
     let spec = cluster.power().unwrap()[0].clone();
     let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
-    let mut db = ProfileDb::load(&ProfileSpec {
-        root: &data.join("profiler/perf"),
-        hardware: "RTXPRO6000",
-        model: &model,
-        dtype: Dtype::Bfloat16,
-        kv_cache_fp8: false,
-        tp: 1,
-        architecture: None,
-        max_num_batched_tokens: 2048,
-        max_num_seqs: Some(256),
-        collectives: Collectives::NONE,
-    })
-    .unwrap();
+    let mut db = rtxpro6000_db(&model, 1);
     let setup = InstancePowerSetup {
         node_id: 0,
         npu: spec.npu["RTXPRO6000"],

@@ -1,39 +1,25 @@
 //! `ProfileDb::step_time` prices a step without touching the heap, skewed batches included.
 
-use std::path::Path;
-
-use blis_cosim::config::{Dtype, ModelArch};
-use blis_cosim::latency::{BatchDesc, BatchItem, LatencyBackend, ProfileDb, ProfileSpec};
+use blis_cosim::config::ModelArch;
+use blis_cosim::latency::{BatchDesc, BatchItem, LatencyBackend};
 
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 
+#[path = "common/rtxpro6000_db.rs"]
+mod rtxpro6000_db;
+
 use counting_alloc::allocations;
+use rtxpro6000_db::rtxpro6000_db;
 
 #[test]
 fn pricing_a_step_does_not_allocate() {
-    let root = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim/profiler/perf"
-    ));
     for (name, tp) in [
         ("meta-llama/Llama-3.1-8B", 1),
         ("Qwen/Qwen3-30B-A3B-Instruct-2507", 2),
     ] {
         let model = ModelArch::resolve(name).unwrap();
-        let mut db = ProfileDb::load(&ProfileSpec {
-            root,
-            hardware: "RTXPRO6000",
-            model: &model,
-            dtype: Dtype::Bfloat16,
-            kv_cache_fp8: false,
-            tp,
-            architecture: None,
-            max_num_batched_tokens: 2048,
-            max_num_seqs: Some(256),
-            collectives: blis_cosim::latency::Collectives::NONE,
-        })
-        .unwrap();
+        let mut db = rtxpro6000_db(&model, tp);
         let item = |new_tokens, context_tokens| BatchItem {
             new_tokens,
             context_tokens,

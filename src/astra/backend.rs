@@ -602,6 +602,20 @@ pub(super) fn stage_busy(
     Ok(())
 }
 
+impl AstraBackend {
+    /// Counts a new step and encodes its trace into `self.et`: the step's number and its memo
+    /// key.
+    fn next_step(&mut self, batch: &BatchDesc<'_>) -> Result<(u64, MemoKey), LatencyError> {
+        let step = self.stats.steps;
+        self.stats.steps += 1;
+        let breakdown = self.compute.breakdown(batch)?;
+        let key = self
+            .encode(batch, &breakdown)
+            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
+        Ok((step, key))
+    }
+}
+
 impl MemoKey {
     fn of(bytes: &[u8], npus: u32) -> MemoKey {
         MemoKey {
@@ -620,12 +634,7 @@ impl LatencyBackend for AstraBackend {
     /// (the trace, the files); the no-allocation rule of the trait holds for the analytical
     /// backends only.
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        let step = self.stats.steps;
-        self.stats.steps += 1;
-        let breakdown = self.compute.breakdown(batch)?;
-        let key = self
-            .encode(batch, &breakdown)
-            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
+        let (step, key) = self.next_step(batch)?;
         if self.options.memo
             && let Some(&time) = self.memo.get(&key)
         {
@@ -690,12 +699,7 @@ impl LatencyBackend for AstraBackend {
                 self.stage_blocks, stage_blocks
             )));
         }
-        let step = self.stats.steps;
-        self.stats.steps += 1;
-        let breakdown = self.compute.breakdown(batch)?;
-        let key = self
-            .encode(batch, &breakdown)
-            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
+        let (step, key) = self.next_step(batch)?;
         if self.options.memo
             && let Some(times) = self.stage_memo.get(&key)
         {

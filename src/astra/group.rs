@@ -247,24 +247,8 @@ impl AstraGroup {
         }
         let mut hashes = Vec::with_capacity(16 * batches.len());
         for (m, (batch, breakdown)) in batches.iter().zip(breakdowns).enumerate() {
-            let (tp_dim, ep_dim) = match &self.dims {
-                Some((t, e)) => (Some(&t[..]), Some(&e[..])),
-                None => (None, None),
-            };
-            let trace = BatchTrace {
-                batch,
-                model: &self.model,
-                tp: self.tp,
-                ep: self.ep,
-                dtype: self.dtype,
-                breakdown,
-                involved_dim: tp_dim,
-                ep_involved_dim: ep_dim,
-                // A DP group serves a MoE model, whose weights stay on the GPU (a placement
-                // keeping them elsewhere is refused).
-                placement: None,
-            };
             let mut et = std::mem::take(&mut self.ets[m]);
+            let trace = self.member_trace(batch, breakdown);
             let encoded = trace.encode_into(self.options.mode.dialect(), &mut et);
             hashes.extend_from_slice(&xxh3_128(&et).to_le_bytes());
             self.ets[m] = et;
@@ -332,21 +316,7 @@ impl AstraGroup {
         let per_member = self.tp * pp as u32;
         self.files.clear();
         for (m, (batch, breakdown)) in batches.iter().zip(breakdowns).enumerate() {
-            let (tp_dim, ep_dim) = match &self.dims {
-                Some((t, e)) => (Some(&t[..]), Some(&e[..])),
-                None => (None, None),
-            };
-            let trace = BatchTrace {
-                batch,
-                model: &self.model,
-                tp: self.tp,
-                ep: self.ep,
-                dtype: self.dtype,
-                breakdown,
-                involved_dim: tp_dim,
-                ep_involved_dim: ep_dim,
-                placement: None,
-            };
+            let trace = self.member_trace(batch, breakdown);
             let first_npu = m as u32 * per_member;
             match encode_stages(
                 &trace,
@@ -395,6 +365,31 @@ impl AstraGroup {
             self.stage_memo.insert(key, out.to_vec());
         }
         Ok(())
+    }
+
+    /// The trace of one member's batch: its TP and EP collectives on the group's dimensions.
+    /// A DP group serves a MoE model, whose weights stay on the GPU (a placement keeping them
+    /// elsewhere is refused).
+    fn member_trace<'a>(
+        &'a self,
+        batch: &'a BatchDesc<'a>,
+        breakdown: &'a [LayerTiming],
+    ) -> BatchTrace<'a> {
+        let (tp_dim, ep_dim) = match &self.dims {
+            Some((t, e)) => (Some(&t[..]), Some(&e[..])),
+            None => (None, None),
+        };
+        BatchTrace {
+            batch,
+            model: &self.model,
+            tp: self.tp,
+            ep: self.ep,
+            dtype: self.dtype,
+            breakdown,
+            involved_dim: tp_dim,
+            ep_involved_dim: ep_dim,
+            placement: None,
+        }
     }
 
     /// Writes the wave's files (each member's for its NPUs, or each NPU's of a pipelined

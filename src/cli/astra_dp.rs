@@ -16,13 +16,11 @@ pub(super) fn refuse_network_config(
     instances: &[InstanceConfig],
 ) -> Result<(), ConfigError> {
     if astra.network_config.is_some() && instances.iter().any(|i| i.dp_group.is_some()) {
-        return Err(ConfigError::Invalid {
-            source_name: "command line".into(),
-            field: "--network-config".into(),
-            message: "is not supported with DP groups under ASTRA-Sim (each group's network \
-                      is generated as [tp, members] from the cluster config's links)"
+        return Err(super::network_config_refused(
+            "is not supported with DP groups under ASTRA-Sim (each group's network is \
+             generated as [tp, members] from the cluster config's links)"
                 .into(),
-        });
+        ));
     }
     Ok(())
 }
