@@ -548,7 +548,7 @@ impl AstraBackend {
                     }
                 })
                 .map_err(|f| (f, session.last_lines())),
-            Driver::Stock => StockRun::spawn(
+            Driver::Stock => StockRun::run_each(
                 &self.options.binary,
                 &self.inputs,
                 &prefix,
@@ -556,13 +556,10 @@ impl AstraBackend {
                 self.options.timeout,
                 self.options.limits,
             )
-            .map_err(|f| (f, Vec::new()))
-            .and_then(|mut run| {
-                let times = run.finish_each().map_err(|f| (f, run.last_lines()))?;
+            .map(|times| {
                 for (slot, t) in finished.iter_mut().zip(times) {
                     *slot = Some(t);
                 }
-                Ok(())
             }),
             Driver::Failed => unreachable!("checked above"),
         };

@@ -443,7 +443,7 @@ impl AstraGroup {
                 Ok(times) => Ok(by_npu(session.reporters(), times)),
                 Err(f) => Err((f, session.last_lines())),
             },
-            Driver::Stock => StockRun::spawn(
+            Driver::Stock => StockRun::run_each(
                 &self.options.binary,
                 &self.inputs,
                 &prefix,
@@ -451,8 +451,6 @@ impl AstraGroup {
                 self.options.timeout,
                 self.options.limits,
             )
-            .map_err(|f| (f, Vec::new()))
-            .and_then(|mut run| run.finish_each().map_err(|f| (f, run.last_lines())))
             .map(|times| by_npu(&(0..npus).collect::<Vec<_>>(), times)),
             Driver::Failed => unreachable!("checked above"),
         };

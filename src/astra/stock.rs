@@ -47,6 +47,22 @@ impl StockRun {
         })
     }
 
+    /// Runs the batch `<prefix>.<npu>.et` of `npus` NPUs to the end ([`StockRun::spawn`], then
+    /// [`StockRun::finish_each`]): each NPU's finish time, or the fault with the process's last
+    /// output lines.
+    pub fn run_each(
+        binary: &Path,
+        inputs: &AstraInputs,
+        prefix: &Path,
+        npus: u32,
+        timeout: Duration,
+        limits: OutputLimits,
+    ) -> Result<Vec<u64>, (Fault, Vec<String>)> {
+        let mut run = StockRun::spawn(binary, inputs, prefix, npus, timeout, limits)
+            .map_err(|f| (f, Vec::new()))?;
+        run.finish_each().map_err(|f| (f, run.last_lines()))
+    }
+
     /// Reads the output to its end, waits for a successful exit, and returns the finish time
     /// of every NPU, ns (by NPU id); the batch's time is the latest.
     pub fn finish_each(&mut self) -> Result<Vec<u64>, Fault> {
