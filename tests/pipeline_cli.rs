@@ -90,15 +90,29 @@ fn llmservingsim_tp1_pp4_example_is_reproduced_up_to_arrival_polling() {
 }
 
 #[test]
-fn llmservingsim_tp2_pp2_lone_decodes_are_reproduced() {
+fn llmservingsim_tp2_pp2_example_is_reproduced() {
     let pairs = ours_and_theirs("single_node_tp_pp_instance.json", "example_tp_pp_run.csv");
     let (ours, theirs) = pairs.iter().find(|(o, _)| o["request id"] == "0").unwrap();
     // Lone decodes (8,192 B all-reduces and one 8,192 B send) match to the ns.
     assert_eq!(itl(ours)[..7], [8_682_908; 7]);
-    assert_eq!(itl(ours)[..7], itl(theirs)[..7]);
-    // The 10-token prefill is 15,808 ns longer: our analytical TP all-reduce of the 81,920 B
-    // activation (64 of them) costs that much more than ASTRA-Sim's, as at pp1.
-    assert_eq!(num(ours, "TTFT") - num(theirs, "TTFT"), 15_808);
+    // Request 0 arrives at an idle instance: its prefill (64 all-reduces of 81,920 B priced
+    // as the fork prices them) ends at LLMServingSim's nanosecond.
+    assert_eq!(num(ours, "TTFT"), 8_972_159);
+    assert_eq!(num(ours, "TTFT"), num(theirs, "TTFT"));
+    for (ours, theirs) in &pairs {
+        // Every request: every ITL but the one whose step LLMServingSim starts late (it
+        // notices an arrival at its next ASTRA-Sim event, we at the arrival), and a latency
+        // at most that delay (14,336 ns here) shorter.
+        let (a, b) = (itl(ours), itl(theirs));
+        let same = a.iter().zip(&b).filter(|(x, y)| x == y).count();
+        assert!(same + 1 >= b.len(), "{}", ours["request id"]);
+        let late = num(theirs, "latency") as i64 - num(ours, "latency") as i64;
+        assert!(
+            (0..=14_336).contains(&late),
+            "{}: {late}",
+            ours["request id"]
+        );
+    }
 }
 
 #[test]

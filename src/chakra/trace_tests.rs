@@ -348,6 +348,7 @@ fn moe_ep2_breakdown(model: &ModelArch) -> Vec<LayerTiming> {
     let link = CommLink {
         bandwidth_gbps: 16.0,
         latency_ns: 20_000.0,
+        local_mem_gbps: 1597.0,
     };
     let mut db = ProfileDb::load(&ProfileSpec {
         root: &root,

@@ -14,17 +14,20 @@ pub(super) enum CommPricing {
     Astra,
 }
 
-/// The link of a standalone instance's TP all-reduces: the hardware's intra-node link.
+/// The link of a standalone instance's TP all-reduces: the hardware's intra-node link (its
+/// reductions at the hardware's memory bandwidth).
 pub(super) fn hardware_link(hardware: &Hardware) -> CommLink {
     CommLink {
         bandwidth_gbps: hardware.link_bw_gbps,
         latency_ns: hardware.link_latency_ns,
+        local_mem_gbps: hardware.memory_bw_gbps,
     }
 }
 
 /// Link of network dimension `d` of a cluster config (a scalar applies to every dimension;
-/// a list shorter than `d + 1` gives its last entry).
-pub(super) fn cluster_link(cluster: &ClusterConfig, d: usize) -> CommLink {
+/// a list shorter than `d + 1` gives its last entry), for collectives of GPUs whose memory
+/// runs at `local_mem_gbps` (their reductions).
+pub(super) fn cluster_link(cluster: &ClusterConfig, d: usize, local_mem_gbps: f64) -> CommLink {
     let pick = |v: &PerDim| match v {
         PerDim::One(x) => *x,
         PerDim::Many(xs) => xs.get(d).or(xs.last()).copied().unwrap_or(0.0),
@@ -32,6 +35,7 @@ pub(super) fn cluster_link(cluster: &ClusterConfig, d: usize) -> CommLink {
     CommLink {
         bandwidth_gbps: pick(&cluster.link_bw),
         latency_ns: pick(&cluster.link_latency),
+        local_mem_gbps,
     }
 }
 
@@ -162,17 +166,18 @@ pub(super) fn resolve(
             }
         };
         let analytical = pricing == CommPricing::Analytical;
+        let mem_bw = instances[id].hardware.memory_bw_gbps;
         // EP ranks inside the instance on dimension 0, the rest across DP members on 1.
         let network = EpNetwork {
-            inner: (local, cluster_link(cluster, 0)),
-            outer: (ep / local, cluster_link(cluster, 1)),
+            inner: (local, cluster_link(cluster, 0, mem_bw)),
+            outer: (ep / local, cluster_link(cluster, 1, mem_bw)),
         };
         let routing =
             ExpertRouting::parse(routing, expert_seed(seed, id)).unwrap_or(ExpertRouting::Balanced);
         let inst = &mut instances[id];
         inst.collectives = Collectives {
             tp: inst.tp,
-            tp_link: analytical.then(|| cluster_link(cluster, 0)),
+            tp_link: analytical.then(|| cluster_link(cluster, 0, mem_bw)),
             ep: ExpertParallel {
                 total: ep,
                 local,

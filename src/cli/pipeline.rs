@@ -56,7 +56,7 @@ pub(super) fn resolve(
         if inst.scheduler.async_scheduling {
             return Err(refuse("--async-scheduling"));
         }
-        let link = cluster_link(cluster, usize::from(inst.tp > 1));
+        let link = cluster_link(cluster, usize::from(inst.tp > 1), 0.0);
         if link.bandwidth_gbps <= 0.0 {
             return Err(ConfigError::Invalid {
                 source_name: source.to_owned(),

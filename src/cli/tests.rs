@@ -256,6 +256,7 @@ fn dp_groups_and_expert_parallelism_resolve_as_llmservingsim_lays_them_out() {
     let link = CommLink {
         bandwidth_gbps: 16.0,
         latency_ns: 20_000.0,
+        local_mem_gbps: 1597.0,
     };
     for (id, inst) in cfg.instances.iter().enumerate() {
         assert_eq!(inst.dp_group, Some(0));
@@ -280,6 +281,7 @@ fn dp_groups_and_expert_parallelism_resolve_as_llmservingsim_lays_them_out() {
     let fast = CommLink {
         bandwidth_gbps: 128.0,
         latency_ns: 500.0,
+        local_mem_gbps: 1597.0,
     };
     let second = &cfg.instances[1].collectives;
     assert_eq!((second.tp, second.tp_link), (2, Some(fast)));

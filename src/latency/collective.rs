@@ -4,10 +4,15 @@
 //! and combine (reduce-scatter) around every MoE layer, plus the expert routing that decides
 //! how many tokens and experts each EP rank computes.
 //!
-//! One ring step over a link costs `latency + bytes / bandwidth` ns (GB/s taken as bytes/ns,
-//! as the fork does for collectives). Over `n` ranks: all-reduce of `s` bytes = `2(n − 1)`
-//! steps of `s / n`; all-gather of a per-rank chunk `c` = `n − 1` steps of `c`;
-//! reduce-scatter of `s` = `n − 1` steps of `s / n`.
+//! One ring step moving `m` bytes over a link costs `floor(latency + m / bw)` ns, with the
+//! link's GB/s taken as `2^30` bytes per `10^9` ns (the analytical network backend's unit).
+//! A step that reduces what it received also reads, reads and writes its `m` bytes in local
+//! memory: `3 · floor(m / local_mem_bw)` ns, with `local-mem-bw` in (decimal) GB/s. Every
+//! collective adds the 10 ns endpoint delay once per step and once more. Over `n` ranks:
+//! all-reduce of `s` bytes = `2(n − 1)` steps of `s / n`, the first `n − 1` reducing;
+//! all-gather of a per-rank chunk `c` = `n − 1` steps of `c`; reduce-scatter of `s` = `n − 1`
+//! reducing steps of `s / n`. These are the times the fork reports (checked against it on
+//! TP 2 and TP 4 steps); they reproduce LLMServingSim's published TP 2 outputs.
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -15,38 +20,59 @@ use rand_chacha::ChaCha8Rng;
 use crate::Nanos;
 use crate::config::ModelArch;
 
-/// The link a collective runs over.
+/// The link a collective runs over, and the local memory its reducing steps go through.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CommLink {
-    /// Bandwidth, GB/s (= bytes per ns).
+    /// Bandwidth, GB/s (GB = 2^30 bytes, as ASTRA-Sim's analytical network counts it).
     pub bandwidth_gbps: f64,
     /// Latency of one ring step, ns.
     pub latency_ns: f64,
+    /// Bandwidth of the GPU memory a reducing step reads and writes, GB/s (GB = 10^9 bytes;
+    /// ASTRA-Sim's `local-mem-bw`, which LLMServingSim sets to `int(npu_mem.mem_bw)`). 0
+    /// makes reductions free.
+    pub local_mem_gbps: f64,
 }
 
+/// ASTRA-Sim's `endpoint-delay`, ns, paid once per ring step and once per collective.
+const ENDPOINT_DELAY_NS: Nanos = 10;
+
 impl CommLink {
-    /// `steps` ring steps of `bytes` each, rounded to the nearest ns.
-    fn ring(&self, steps: u64, bytes: f64) -> Nanos {
-        let ns = steps as f64 * (self.latency_ns + bytes / self.bandwidth_gbps);
-        ns.round() as Nanos
+    /// One ring step moving `bytes`, plus its reduction in local memory when `reduce`.
+    fn step(&self, bytes: u64, reduce: bool) -> Nanos {
+        let bytes_per_ns = self.bandwidth_gbps * f64::from(1u32 << 30) / 1e9;
+        let link = (self.latency_ns + bytes as f64 / bytes_per_ns) as Nanos;
+        let reduction = if reduce && self.local_mem_gbps > 0.0 {
+            3 * (bytes as f64 / (self.local_mem_gbps.trunc() * 1e9) * 1e9) as Nanos
+        } else {
+            0
+        };
+        link + reduction + ENDPOINT_DELAY_NS
+    }
+
+    /// A collective of `plain` ring steps and `reducing` ones, each moving `bytes`.
+    fn ring(&self, plain: u64, reducing: u64, bytes: u64) -> Nanos {
+        if plain + reducing == 0 {
+            return 0;
+        }
+        plain * self.step(bytes, false) + reducing * self.step(bytes, true) + ENDPOINT_DELAY_NS
     }
 
     /// All-reduce of `bytes` over `n` ranks.
     pub fn all_reduce_ns(&self, n: u32, bytes: u64) -> Nanos {
         let n = u64::from(n.max(1));
-        self.ring(2 * (n - 1), bytes as f64 / n as f64)
+        self.ring(n - 1, n - 1, bytes / n)
     }
 
     /// All-gather over `n` ranks, each contributing `chunk_bytes`.
     pub fn all_gather_ns(&self, n: u32, chunk_bytes: u64) -> Nanos {
         let n = u64::from(n.max(1));
-        self.ring(n - 1, chunk_bytes as f64)
+        self.ring(n - 1, 0, chunk_bytes)
     }
 
     /// Reduce-scatter of `bytes` over `n` ranks.
     pub fn reduce_scatter_ns(&self, n: u32, bytes: u64) -> Nanos {
         let n = u64::from(n.max(1));
-        self.ring(n - 1, bytes as f64 / n as f64)
+        self.ring(0, n - 1, bytes / n)
     }
 }
 
@@ -350,18 +376,33 @@ mod tests {
     const LINK: CommLink = CommLink {
         bandwidth_gbps: 16.0,
         latency_ns: 20_000.0,
+        local_mem_gbps: 1597.0,
     };
 
     #[test]
-    fn ring_collectives_match_the_hand_checked_tp2_example() {
-        // The spec's recorded TP=2 transcript: an 8,192-byte all-reduce on a 2-NPU ring at
-        // 16 GB/s and 20 µs costs 2 × (20,000 + 4,096 / 16) = 40,512 ns.
-        assert_eq!(LINK.all_reduce_ns(2, 8192), 40_512);
-        // 4 ranks: 6 steps of 2,048 bytes.
-        assert_eq!(LINK.all_reduce_ns(4, 8192), 6 * (20_000 + 128));
-        assert_eq!(LINK.all_gather_ns(2, 1600), 20_100);
-        assert_eq!(LINK.reduce_scatter_ns(4, 6400), 3 * (20_000 + 100));
+    fn ring_collectives_price_steps_as_the_fork_does() {
+        // 16 GB/s is 16 · 2^30 / 1e9 = 17.179869184 B/ns. An 8,192-byte all-reduce on 2
+        // ranks: 2 steps of 4,096 B, each ⌊20,000 + 238.4⌋ = 20,238 ns + 10 ns endpoint;
+        // the first reduces: 3 · ⌊4,096 / 1,597⌋ = 6 ns; plus 10 ns for the collective.
+        assert_eq!(LINK.all_reduce_ns(2, 8192), 2 * 20_248 + 6 + 10);
+        // The fork's TP-2 step of 2,048 Qwen3-32B tokens (hidden 5,120, bf16): 20,971,520 B,
+        // 2 steps of 10,485,760 B: ⌊20,000 + 610,351.56⌋ + 10 each, the reduction
+        // 3 · ⌊6,565.9⌋ = 19,695, +10: 1,280,427 ns, what the fork reports per all-reduce.
+        assert_eq!(LINK.all_reduce_ns(2, 20_971_520), 1_280_427);
+        // 4 ranks: 6 steps of 2,048 B (⌊20,119.2⌋ + 10), 3 of them reducing (3 · 1 ns).
+        assert_eq!(LINK.all_reduce_ns(4, 8192), 6 * 20_129 + 3 * 3 + 10);
+        // All-gather: no reduction. 1,600 B: ⌊20,093.1⌋ + 10, + 10.
+        assert_eq!(LINK.all_gather_ns(2, 1600), 20_093 + 10 + 10);
+        // Reduce-scatter of 6,400 B on 4 ranks: 3 reducing steps of 1,600 B (3 · 1 ns).
+        assert_eq!(LINK.reduce_scatter_ns(4, 6400), 3 * (20_093 + 3 + 10) + 10);
         assert_eq!(LINK.all_reduce_ns(1, 8192), 0);
+        assert_eq!(LINK.all_gather_ns(1, 8192), 0);
+        // Without a local-memory bandwidth reductions are free.
+        let free = CommLink {
+            local_mem_gbps: 0.0,
+            ..LINK
+        };
+        assert_eq!(free.all_reduce_ns(2, 8192), 2 * 20_248 + 10);
     }
 
     #[test]
@@ -387,11 +428,12 @@ mod tests {
                 }),
             },
         };
-        // Dispatch: 64 rows × (2048 + 128) × 2 B = 278,528 B, one step.
-        // Combine: 128 × 2048 × 2 B = 524,288 B, one step of half.
+        // Dispatch: 64 rows × (2048 + 128) × 2 B = 278,528 B, one step: ⌊20,000 + 16,212.3⌋
+        // + 10 + 10. Combine: 128 × 2048 × 2 B = 524,288 B, one reducing step of half:
+        // ⌊20,000 + 15,258.8⌋ + 3 · ⌊164.1⌋ + 10 + 10.
         assert_eq!(
             c.ep_dispatch_combine_ns(128, &shape),
-            (20_000 + 17_408, 20_000 + 16_384)
+            (36_212 + 20, 35_258 + 492 + 20)
         );
         assert_eq!(
             Collectives::NONE.ep_dispatch_combine_ns(128, &shape),
@@ -403,6 +445,7 @@ mod tests {
         let fast = CommLink {
             bandwidth_gbps: 128.0,
             latency_ns: 500.0,
+            local_mem_gbps: 1597.0,
         };
         let mut four = c;
         four.ep.total = 4;
@@ -410,9 +453,14 @@ mod tests {
             inner: (2, fast),
             outer: (2, LINK),
         });
+        // (128 GB/s = 137.44 B/ns): inner ⌊500 + 1,013.3⌋ + 20, outer as above; combine inner
+        // ⌊500 + 1,907.3⌋ + 492 + 20, outer 131,072 B: ⌊20,000 + 7,629.4⌋ + 3 · 82 + 20.
         assert_eq!(
             four.ep_dispatch_combine_ns(128, &shape),
-            (500 + 1088 + 20_000 + 17_408, 500 + 2048 + 20_000 + 8_192)
+            (
+                1_513 + 20 + 36_212 + 20,
+                2_407 + 492 + 20 + 27_629 + 246 + 20
+            )
         );
     }
 

@@ -53,9 +53,13 @@ pub fn main(mode: &str) -> ! {
         .collect();
     let arg = |key: &str| args.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let memory = arg("memory-configuration").or_else(|| arg("remote-memory-configuration"));
-    let pricing = match (arg("network-configuration"), memory) {
-        (Some(n), Some(m)) => Pricing::load(Path::new(&n), Path::new(&m)),
-        _ => Err("missing --network-configuration or memory configuration".into()),
+    let pricing = match (
+        arg("network-configuration"),
+        memory,
+        arg("system-configuration"),
+    ) {
+        (Some(n), Some(m), Some(s)) => Pricing::load(Path::new(&n), Path::new(&m), Path::new(&s)),
+        _ => Err("missing --network-configuration, memory or system configuration".into()),
     }
     .unwrap_or_else(|e| die(&e));
     let workload =

@@ -1,10 +1,12 @@
 //! The timing model of the ASTRA-Sim double: the NPUs of one instance running Chakra traces.
 //!
-//! Prices exactly what the hand check of the spec prices: COMP nodes take their duration;
-//! memory nodes `latency + floor(bytes / bw)` (bw in GB/s = bytes/ns); a collective over the
-//! `n` NPUs is a ring (ALL_REDUCE: `2(n − 1)` steps of `link latency + size / n / bw`;
-//! ALL_GATHER: `n − 1` steps of `link latency + size / bw`, `size` being the per-rank chunk;
-//! REDUCE_SCATTER: `n − 1` steps of `link latency + size / n / bw`) that starts when every NPU of its group has reached it and its communication slot is free (the
+//! Prices what the fork prices: COMP nodes take their duration; memory nodes
+//! `latency + floor(bytes / bw)` (bw in GB/s = bytes/ns); a collective over the `n` NPUs is a
+//! ring of steps that each cost `floor(link latency + bytes / (bw · 2^30 / 1e9))` plus the
+//! `endpoint-delay` of `system.json`, and for a reducing step `3 · floor(bytes / local-mem-bw)`
+//! more, plus one `endpoint-delay` per collective (ALL_REDUCE: `2(n − 1)` steps of `size / n`,
+//! the first `n − 1` reducing; ALL_GATHER: `n − 1` steps of `size`, the per-rank chunk;
+//! REDUCE_SCATTER: `n − 1` reducing steps of `size / n`), which starts when every NPU of its group has reached it and its communication slot is free (the
 //! group: every NPU of the process, or with an `involved_dim` attribute the NPUs that share
 //! their coordinates on the dimensions not involved, mixed radix with dimension 0 innermost as
 //! ASTRA-Sim numbers them; the ring runs on the link of the one involved dimension with more
@@ -46,12 +48,16 @@ pub struct Pricing {
     pub npus: u32,
     /// CXL bandwidth (bytes/ns) and latency (ns), when the memory file has `cxl_mem`.
     pub cxl: Option<(f64, f64)>,
+    /// `local-mem-bw` of `system.json`, GB/s: the memory a reducing ring step goes through.
+    pub local_mem_bw: f64,
+    /// `endpoint-delay` of `system.json`, ns.
+    pub endpoint_delay: u64,
 }
 
 impl Pricing {
-    /// Reads `network.yml` and the memory file (`remote_mem.mem-bw` of the fork's form, or
-    /// upstream's `remote-mem-bw`).
-    pub fn load(network: &Path, memory: &Path) -> Result<Pricing, String> {
+    /// Reads `network.yml`, the memory file (`remote_mem.mem-bw` of the fork's form, or
+    /// upstream's `remote-mem-bw`) and `system.json`.
+    pub fn load(network: &Path, memory: &Path, system: &Path) -> Result<Pricing, String> {
         let text = std::fs::read_to_string(network).map_err(|e| format!("{e}"))?;
         let net: serde_yaml_ng::Value =
             serde_yaml_ng::from_str(&text).map_err(|e| e.to_string())?;
@@ -81,7 +87,12 @@ impl Pricing {
                 c["mem-latency"].as_f64().unwrap_or(0.0),
             )
         });
+        let system: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(system).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
         Ok(Pricing {
+            local_mem_bw: system["local-mem-bw"].as_f64().unwrap_or(0.0),
+            endpoint_delay: system["endpoint-delay"].as_u64().unwrap_or(0),
             cxl,
             dims,
             dim_bw: list("bandwidth")?,
@@ -181,12 +192,12 @@ impl Pricing {
                 ));
             }
         };
-        let n = n as f64;
-        let size = Self::attr(node, "comm_size") as f64;
-        let (steps, step_bytes) = match Self::attr(node, "comm_type") {
-            0 => (2.0 * (n - 1.0), size / n),
-            2 => (n - 1.0, size),
-            7 => (n - 1.0, size / n),
+        let n = n as u64;
+        let size = Self::attr(node, "comm_size");
+        let (plain, reducing, step_bytes) = match Self::attr(node, "comm_type") {
+            0 => (n - 1, n - 1, size / n),
+            2 => (n - 1, 0, size),
+            7 => (0, n - 1, size / n),
             other => {
                 return Err(format!(
                     "node {}: comm_type {other} is not supported (ALL_REDUCE, ALL_GATHER, \
@@ -195,7 +206,14 @@ impl Pricing {
                 ));
             }
         };
-        Ok((steps * (link_latency + step_bytes / link_bw)).round() as u64)
+        let bytes_per_ns = link_bw * f64::from(1u32 << 30) / 1e9;
+        let step = (link_latency + step_bytes as f64 / bytes_per_ns) as u64 + self.endpoint_delay;
+        let reduction = if self.local_mem_bw > 0.0 {
+            3 * (step_bytes as f64 / (self.local_mem_bw * 1e9) * 1e9) as u64
+        } else {
+            0
+        };
+        Ok((plain + reducing) * step + reducing * reduction + self.endpoint_delay)
     }
 }
 

