@@ -129,7 +129,9 @@ pub struct ExpertParallel {
 /// The network dimensions an EP group spans: `inner` ranks over the inner link (inside an
 /// instance), then `outer` ranks over the outer link (across the members of a DP group);
 /// `inner × outer` = the EP degree. Collectives run hierarchically, one ring per dimension
-/// (all-gather inner first, reduce-scatter inner first on the full buffer).
+/// (all-gather outer first, as ASTRA-Sim's `localBWAware` orders the dimensions of a
+/// gather, so that the gathered buffer crosses the fast inner link; reduce-scatter inner
+/// first on the full buffer).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EpNetwork {
     /// Ranks along the inner dimension, and its link.
@@ -139,10 +141,11 @@ pub struct EpNetwork {
 }
 
 impl EpNetwork {
-    /// All-gather of a per-rank `chunk` over both dimensions.
+    /// All-gather of a per-rank `chunk` over both dimensions: the outer ring on the chunk, then
+    /// the inner ring on the `outer`-times larger gathered chunk.
     fn all_gather_ns(&self, chunk: u64) -> Nanos {
         let ((n0, l0), (n1, l1)) = (self.inner, self.outer);
-        l0.all_gather_ns(n0, chunk) + l1.all_gather_ns(n1, chunk * u64::from(n0.max(1)))
+        l1.all_gather_ns(n1, chunk) + l0.all_gather_ns(n0, chunk * u64::from(n1.max(1)))
     }
 
     /// Reduce-scatter of `bytes` over both dimensions.
@@ -440,7 +443,7 @@ mod tests {
             (0, 0)
         );
         // EP 4 = 2 ranks inside each instance (fast link) × 2 instances (slow link):
-        // dispatch chunk 32 rows = 139,264 B: inner 1 step of it, outer 1 step of twice it;
+        // dispatch chunk 32 rows = 139,264 B: outer 1 step of it, inner 1 step of twice it;
         // combine 524,288 B: inner 1 step of half, outer 1 step of a quarter.
         let fast = CommLink {
             bandwidth_gbps: 128.0,
@@ -453,12 +456,13 @@ mod tests {
             inner: (2, fast),
             outer: (2, LINK),
         });
-        // (128 GB/s = 137.44 B/ns): inner ⌊500 + 1,013.3⌋ + 20, outer as above; combine inner
-        // ⌊500 + 1,907.3⌋ + 492 + 20, outer 131,072 B: ⌊20,000 + 7,629.4⌋ + 3 · 82 + 20.
+        // (128 GB/s = 137.44 B/ns): outer first, ⌊20,000 + 8,106.2⌋ + 20, then inner on the
+        // gathered 278,528 B, ⌊500 + 2,026.6⌋ + 20; combine inner ⌊500 + 1,907.3⌋ + 492 + 20,
+        // outer 131,072 B: ⌊20,000 + 7,629.4⌋ + 3 · 82 + 20.
         assert_eq!(
             four.ep_dispatch_combine_ns(128, &shape),
             (
-                1_513 + 20 + 36_212 + 20,
+                28_106 + 20 + 2_526 + 20,
                 2_407 + 492 + 20 + 27_629 + 246 + 20
             )
         );
