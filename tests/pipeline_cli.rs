@@ -117,27 +117,32 @@ fn llmservingsim_tp2_pp2_example_is_reproduced() {
 
 #[test]
 fn llmservingsim_moe_dp_pp_examples_run_close_to_its_outputs() {
-    // tp2 pp2 ep4 over a DP group of two: latencies within 0.6% of LLMServingSim's (the
-    // MoE/EP pricing differences it has at pp1 too).
+    // tp2 pp2 ep4 over a DP group of two: the same member and tokens as LLMServingSim, and
+    // latencies no shorter than its own and at most 20% longer. Its pricing is ours but for
+    // the experts a rank reads: we fire them for the whole group's gathered tokens, it for
+    // the member's own only (before that change every latency was within 0.5% of its own).
     for (ours, theirs) in ours_and_theirs(
         "single_node_moe_dp_tp_pp_instance.json",
         "example_moe_dp_tp_pp_run.csv",
     ) {
         assert_eq!(ours["instance id"], theirs["instance id"]);
+        assert_eq!(itl(&ours).len(), itl(&theirs).len());
         let (a, b) = (num(&ours, "latency") as f64, num(&theirs, "latency") as f64);
         assert!(
-            (a / b - 1.0).abs() < 0.006,
+            (1.0..1.2).contains(&(a / b)),
             "{}: {a} vs {b}",
             ours["request id"]
         );
     }
-    // tp1 pp2 ep2: the same steps until LLMServingSim's members drift out of phase (see the
-    // README); every request still ends, on the same member.
-    for (ours, theirs) in ours_and_theirs(
+    // tp1 pp2 ep2: LLMServingSim's members drift out of phase (see the README) and our
+    // steps are longer (the group-wide experts), so arrivals can meet other loads and go to
+    // the other member; every request still ends once, with all its tokens.
+    let pairs = ours_and_theirs(
         "single_node_moe_dp_pp_instance.json",
         "example_moe_dp_pp_run.csv",
-    ) {
-        assert_eq!(ours["instance id"], theirs["instance id"]);
+    );
+    assert_eq!(pairs.len(), 10);
+    for (ours, theirs) in pairs {
         assert_eq!(itl(&ours).len(), itl(&theirs).len());
     }
 }

@@ -5,8 +5,10 @@
 //! when every member is idle and some member has work. Each member then forms its batch; a
 //! member with nothing to run contributes a dummy batch (one decode token with a one-token
 //! context, as LLMServingSim and vLLM's `execute_dummy_batch` do). Every batch is padded to the
-//! token count of the largest ([`BatchDesc::pad_tokens`]), each member's step is priced by its
-//! own backend (which also prices the collectives at the padded size), and the wave lasts as
+//! token count of the largest ([`BatchDesc::pad_tokens`]), every member's experts fire for the
+//! whole group's tokens (the dispatch gathers them: [`BatchDesc::gate_tokens`]), each member's
+//! step is priced by its own backend (which also prices the collectives at the padded size),
+//! and the wave lasts as
 //! long as the slowest member: every member's step ends at `start + max(step times)`. A
 //! [`WavePricer`] may price a group's waves as wholes instead (ASTRA-Sim co-simulating the
 //! group in one process): then each member's step ends at its own time, and the next wave
@@ -107,16 +109,27 @@ impl WaveEnd {
     }
 }
 
+/// The shape of a wave's batches, once every member has formed its own.
+#[derive(Debug, Clone, Copy)]
+struct WaveWidth {
+    /// The widest batch's token count, to which every member is padded.
+    widest: u64,
+    /// Tokens at the gate of every member's experts: all members' real tokens, plus one for
+    /// the padding and dummies if there are any (their identical rows pick the same
+    /// experts). See [`BatchDesc::gate_tokens`].
+    gate: u64,
+}
+
 /// Forms every member's batch at `now` (a member without one gets a dummy: `dummy` set);
-/// returns the widest batch's token count and whether any member has a real batch.
+/// returns the wave's width, or `None` when no member has a real batch.
 fn form_batches(
     members: &[u32],
     instances: &mut [InstanceSim<'_>],
     schedulers: &mut [Scheduler],
     now: Nanos,
-) -> Result<(u64, bool), SimError> {
-    let mut widest = 0u64;
-    let mut real = false;
+) -> Result<Option<WaveWidth>, SimError> {
+    let (mut widest, mut narrowest) = (0u64, u64::MAX);
+    let (mut real_tokens, mut dummies) = (0u64, false);
     for &m in members {
         let (scheduler, inst) = (&mut schedulers[m as usize], &mut instances[m as usize]);
         let tokens = match scheduler.has_work().then(|| scheduler.schedule(now)) {
@@ -124,17 +137,26 @@ fn form_batches(
             None => None,
         };
         inst.dummy = tokens.is_none();
-        real |= tokens.is_some();
+        real_tokens += tokens.unwrap_or(0);
+        dummies |= tokens.is_none();
         widest = widest.max(tokens.unwrap_or(1));
+        narrowest = narrowest.min(tokens.unwrap_or(1));
     }
-    Ok((widest, real))
+    if real_tokens == 0 {
+        return Ok(None);
+    }
+    let padded = dummies || narrowest < widest;
+    Ok(Some(WaveWidth {
+        widest,
+        gate: real_tokens + u64::from(padded),
+    }))
 }
 
-/// A member's batch of a wave (a dummy for an idle member), padded to `widest` tokens.
+/// A member's batch of a wave (a dummy for an idle member), padded to the wave's width.
 fn padded_batch<'s>(
     inst: &InstanceSim<'_>,
     scheduler: &'s Scheduler,
-    widest: u64,
+    width: WaveWidth,
 ) -> BatchDesc<'s> {
     let items = if inst.dummy {
         &DUMMY[..]
@@ -142,7 +164,8 @@ fn padded_batch<'s>(
         scheduler.last_batch()
     };
     let own = BatchDesc::new(items).total_tokens();
-    BatchDesc::padded(items, u32::try_from(widest - own).unwrap_or(u32::MAX))
+    BatchDesc::padded(items, u32::try_from(width.widest - own).unwrap_or(u32::MAX))
+        .with_gate_tokens(width.gate)
 }
 
 /// The KV a member recalls from the lower tier of the prefix cache before its step (none for
@@ -207,8 +230,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
         if !stages.stage0_free(now) || stages.waves_in_flight(now) >= pp || !work {
             return Ok(None);
         }
-        let (widest, real) = form_batches(members, instances, schedulers, now)?;
-        if !real {
+        let Some(width) = form_batches(members, instances, schedulers, now)? else {
             for &m in members {
                 instances[m as usize].dummy = false;
             }
@@ -217,9 +239,9 @@ impl PipelinedWave<'_, '_, '_, '_> {
                 return Ok(None);
             }
             return Err(stuck(members, schedulers, now));
-        }
+        };
         let blocks = &stages.pipeline().stage_blocks;
-        let padded = |m: u32| padded_batch(&instances[m as usize], &schedulers[m as usize], widest);
+        let padded = |m: u32| padded_batch(&instances[m as usize], &schedulers[m as usize], width);
         // The whole wave at once, when a pricer takes the group: the members' recalls delay
         // the wave's stage 0 (the members meet at every collective).
         let compute = stages.compute_mut();
@@ -243,7 +265,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
         // Else each stage lasts as long as the slowest member's.
         for &m in members.iter().filter(|_| whole.is_none()) {
             let (inst, scheduler) = (&instances[m as usize], &schedulers[m as usize]);
-            let parts = backends[m as usize].step_parts(&padded_batch(inst, scheduler, widest))?;
+            let parts = backends[m as usize].step_parts(&padded_batch(inst, scheduler, width))?;
             if parts.prologue_ns + parts.block_ns + parts.head_ns == 0 {
                 return Err(
                     LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
@@ -257,7 +279,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
         }
         let send = match whole {
             Some(StageSends::Included) => 0,
-            Some(StageSends::Separate) | None => stages.send_ns(widest),
+            Some(StageSends::Separate) | None => stages.send_ns(width.widest),
         };
         let timing = stages.run_wave(now, send);
         for &m in members {
@@ -299,11 +321,10 @@ impl Wave<'_, '_, '_, '_> {
             return Ok(None);
         }
         // Form every member's batch; a member without one runs a dummy.
-        let (widest, real) = form_batches(members, instances, schedulers, now)?;
-        if !real {
+        let Some(width) = form_batches(members, instances, schedulers, now)? else {
             return Err(stuck(members, schedulers, now));
-        }
-        let padded = |m: u32| padded_batch(&instances[m as usize], &schedulers[m as usize], widest);
+        };
+        let padded = |m: u32| padded_batch(&instances[m as usize], &schedulers[m as usize], width);
         // KV recalled from the lower tier of the prefix cache loads before a member's step.
         let recall = |m: u32| recall_ns(&instances[m as usize], &schedulers[m as usize]);
         // The whole wave at once, when a pricer takes the group: the members' recalls delay

@@ -164,6 +164,13 @@ impl ExpertParallel {
         routing: ExpertRouting::Balanced,
         link: None,
     };
+
+    /// The instances whose batches meet at this instance's experts: the members of its DP
+    /// group (1 outside one), whose padded batches vLLM's dispatch gathers before the
+    /// experts run.
+    pub fn group_members(&self) -> u64 {
+        u64::from((self.total / self.local.max(1)).max(1))
+    }
 }
 
 /// The communication of one instance's steps: TP all-reduces and EP dispatch/combine.
@@ -309,14 +316,22 @@ impl ExpertRouter {
         (e * u64::from(self.ep.total) / self.experts).min(u64::from(self.ep.total) - 1)
     }
 
-    /// The loads of this instance's ranks when `tokens` tokens pass the gate; `batch` (a
-    /// fingerprint of the batch) salts the `RAND` draws.
-    pub fn route(&mut self, tokens: u64, batch: u64) -> &[RankLoad] {
+    /// The loads of this instance's ranks when its step of `tokens` tokens (after DP
+    /// padding) runs while `gate_tokens` tokens pass the gate (more than `tokens` in a DP
+    /// group, whose dispatch gathers every member's batch: see
+    /// [`crate::latency::BatchDesc::gate_tokens`]); `batch` (a fingerprint of the batch)
+    /// salts the `RAND` draws.
+    ///
+    /// A rank's `tokens` are this instance's tokens with an expert on it (LLMServingSim's
+    /// `local_tokens`); its `experts` are the distinct experts the `gate_tokens` fire on it
+    /// (LLMServingSim routes only the instance's own tokens, which at small batches fires
+    /// about half the experts a DP-2 rank reads).
+    pub fn route(&mut self, tokens: u64, gate_tokens: u64, batch: u64) -> &[RankLoad] {
         let ep = u64::from(self.ep.total.max(1));
         if self.ep.routing == ExpertRouting::Balanced || self.experts == 0 {
             let k = self.top_k;
             let per_rank = (self.experts / ep).max(1);
-            let pairs = (tokens * k) as f64 / ep as f64;
+            let pairs = (gate_tokens * k) as f64 / ep as f64;
             let experts = (pairs.round_ties_even() as u64).min(per_rank);
             let hit = if ep <= 1 {
                 1.0
@@ -336,7 +351,9 @@ impl ExpertRouter {
             .seed
             .map(|seed| ChaCha8Rng::seed_from_u64(seed ^ batch.rotate_left(17)));
         let first = u64::from(self.ep.first_rank);
-        for t in 0..tokens {
+        // This instance's tokens come first: the first `tokens` count as its own, the first
+        // `gate_tokens` fire experts.
+        for t in 0..tokens.max(gate_tokens) {
             self.token.fill(0);
             self.hit.fill(false);
             for j in 0..self.top_k {
@@ -355,11 +372,15 @@ impl ExpertRouter {
                 let rank = self.owner(e);
                 if rank >= first && rank < first + self.hit.len() as u64 {
                     self.hit[(rank - first) as usize] = true;
-                    self.fired[w] |= 1 << b;
+                    if t < gate_tokens {
+                        self.fired[w] |= 1 << b;
+                    }
                 }
             }
-            for (load, &hit) in self.loads.iter_mut().zip(&self.hit) {
-                load.tokens += u64::from(hit);
+            if t < tokens {
+                for (load, &hit) in self.loads.iter_mut().zip(&self.hit) {
+                    load.tokens += u64::from(hit);
+                }
             }
         }
         for e in 0..self.experts {
@@ -480,25 +501,51 @@ mod tests {
 
     #[test]
     fn balanced_routing_is_the_closed_form() {
-        let mut r = ExpertRouter::new(ep(2, 1, 0, ExpertRouting::Balanced), 128, 8);
-        // 10 tokens: 40 pairs per rank -> 40 experts; tokens 10 × (1 − 2^-8) -> 10.
-        assert_eq!(
-            r.route(10, 0),
-            &[RankLoad {
-                tokens: 10,
-                experts: 40
-            }]
-        );
+        // EP 2 on one instance: 10 tokens, 40 pairs per rank -> 40 experts; tokens
+        // 10 × (1 − 2^-8) -> 10.
+        let mut r = ExpertRouter::new(ep(2, 2, 0, ExpertRouting::Balanced), 128, 8);
+        let load = RankLoad {
+            tokens: 10,
+            experts: 40,
+        };
+        assert_eq!(r.route(10, 10, 0), &[load, load]);
         // Saturates at 64 experts per rank.
-        assert_eq!(r.route(100, 0)[0].experts, 64);
+        assert_eq!(r.route(100, 100, 0)[0].experts, 64);
         let mut one = ExpertRouter::new(ExpertParallel::NONE, 128, 8);
         assert_eq!(
-            one.route(3, 0),
+            one.route(3, 3, 0),
             &[RankLoad {
                 tokens: 3,
                 experts: 24
             }]
         );
+    }
+
+    #[test]
+    fn a_dp_members_experts_fire_for_the_whole_groups_tokens() {
+        // A member of a DP-2 group holding one of 2 EP ranks: its 3 tokens and the other
+        // member's 3 pass the gate: 6 × 8 / 2 = 24 experts fire on the rank, twice what its
+        // own tokens fire; the tokens it computes stay its own.
+        let member = ep(2, 1, 0, ExpertRouting::Balanced);
+        assert_eq!(member.group_members(), 2);
+        let mut r = ExpertRouter::new(member, 128, 8);
+        let own = r.route(3, 3, 0)[0];
+        assert_eq!(
+            r.route(3, 6, 0),
+            &[RankLoad {
+                tokens: 3,
+                experts: 24
+            }]
+        );
+        assert_eq!(own.experts, 12);
+        assert_eq!(
+            r.route(3, 20, 0)[0].experts,
+            64,
+            "80 pairs saturate the 64 experts"
+        );
+        // Two members with two local ranks each (EP 4 over the group).
+        assert_eq!(ep(4, 2, 2, ExpertRouting::Balanced).group_members(), 2);
+        assert_eq!(ExpertParallel::NONE.group_members(), 1);
     }
 
     #[test]
@@ -508,7 +555,7 @@ mod tests {
         // Tokens pick {0,1}, {2,3}, {4,5}: rank 0 gets 2 tokens on 4 experts, rank 1 one
         // token on 2 experts.
         assert_eq!(
-            r.route(3, 0),
+            r.route(3, 3, 0),
             &[
                 RankLoad {
                     tokens: 2,
@@ -523,10 +570,19 @@ mod tests {
         // A member holding only rank 1 sees rank 1's load.
         let mut second = ExpertRouter::new(ep(2, 1, 1, ExpertRouting::RoundRobin), 8, 2);
         assert_eq!(
-            second.route(3, 0),
+            second.route(3, 3, 0),
             &[RankLoad {
                 tokens: 1,
                 experts: 2
+            }]
+        );
+        // With the other member's 3 tokens at the gate as well, the pairs go on to {6,7},
+        // {0,1}, {2,3}: rank 1's experts 4..8 all fire; its own token count is unchanged.
+        assert_eq!(
+            second.route(3, 6, 0),
+            &[RankLoad {
+                tokens: 1,
+                experts: 4
             }]
         );
     }
@@ -536,7 +592,7 @@ mod tests {
         let routing = ExpertRouting::Random { seed: 7 };
         let mut a = ExpertRouter::new(ep(1, 1, 0, routing), 16, 4);
         let mut b = ExpertRouter::new(ep(1, 1, 0, routing), 16, 4);
-        let first = a.route(1, 42)[0];
+        let first = a.route(1, 1, 42)[0];
         // One token on one rank: exactly k distinct experts.
         assert_eq!(
             first,
@@ -545,14 +601,14 @@ mod tests {
                 experts: 4
             }
         );
-        let (x, y) = (a.route(3, 43)[0], b.route(1, 42)[0]);
+        let (x, y) = (a.route(3, 3, 43)[0], b.route(1, 1, 42)[0]);
         assert_eq!(y, first, "same seed and batch, same draw");
         assert!(x.tokens == 3 && (4..=12).contains(&x.experts), "{x:?}");
         // The same batch routes the same way however often it is priced.
-        let again: Vec<RankLoad> = (0..3).map(|_| a.route(50, 9)[0]).collect();
+        let again: Vec<RankLoad> = (0..3).map(|_| a.route(50, 50, 9)[0]).collect();
         assert!(again.windows(2).all(|w| w[0] == w[1]), "{again:?}");
         let mut c = ExpertRouter::new(ep(2, 2, 0, ExpertRouting::Random { seed: 8 }), 16, 4);
-        let loads = c.route(1000, 1).to_vec();
+        let loads = c.route(1000, 1000, 1).to_vec();
         // 1000 tokens: every expert fires; each rank is hit by almost every token.
         assert_eq!(loads.iter().map(|l| l.experts).sum::<u64>(), 16);
         assert!(loads.iter().all(|l| l.tokens > 900), "{loads:?}");

@@ -62,6 +62,13 @@ pub struct BatchDesc<'a> {
     /// and is omitted when there are none. false unless set with
     /// [`BatchDesc::with_attention_offloaded`].
     pub attention_offloaded: bool,
+    /// Tokens whose gate decisions fire this instance's experts, when that is not the batch
+    /// itself: in a DP group the dispatch gathers every member's batch before the experts
+    /// run (vLLM's all-gather), so a member's experts fire for the whole group's tokens.
+    /// Padding and dummy batches add one token's worth (their identical rows pick the
+    /// same experts). 0 means the batch's own tokens; set with
+    /// [`BatchDesc::with_gate_tokens`].
+    pub gate_tokens: u64,
 }
 
 impl<'a> BatchDesc<'a> {
@@ -72,6 +79,7 @@ impl<'a> BatchDesc<'a> {
             pad_tokens: 0,
             kv_send_tokens: 0,
             attention_offloaded: false,
+            gate_tokens: 0,
         }
     }
 
@@ -82,6 +90,7 @@ impl<'a> BatchDesc<'a> {
             pad_tokens,
             kv_send_tokens: 0,
             attention_offloaded: false,
+            gate_tokens: 0,
         }
     }
 
@@ -89,6 +98,14 @@ impl<'a> BatchDesc<'a> {
     pub fn with_kv_send_tokens(self, tokens: u64) -> BatchDesc<'a> {
         BatchDesc {
             kv_send_tokens: tokens,
+            ..self
+        }
+    }
+
+    /// The batch with [`BatchDesc::gate_tokens`] set to `tokens`.
+    pub fn with_gate_tokens(self, tokens: u64) -> BatchDesc<'a> {
+        BatchDesc {
+            gate_tokens: tokens,
             ..self
         }
     }
@@ -110,6 +127,16 @@ impl BatchDesc<'_> {
             .map(|i| u64::from(i.new_tokens))
             .sum::<u64>()
             + u64::from(self.pad_tokens)
+    }
+
+    /// Tokens whose gate decisions fire this instance's experts (see
+    /// [`BatchDesc::gate_tokens`]).
+    pub fn expert_gate_tokens(&self) -> u64 {
+        if self.gate_tokens > 0 {
+            self.gate_tokens
+        } else {
+            self.total_tokens()
+        }
     }
 
     /// Sequences in this step (each padded token is a dummy sequence).

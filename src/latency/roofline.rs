@@ -53,6 +53,9 @@ enum Mlp {
         top_k: f64,
         /// Expert-parallel ranks the experts are spread over (1 without EP).
         ep: f64,
+        /// Instances whose batches the dispatch gathers before the experts run: the
+        /// members of a DP group (1 outside one).
+        group: f64,
         /// Weight bytes of one expert on one GPU (`3 × hidden × moe_ffn × fp / tp`).
         expert_bytes: f64,
         /// FLOPs of one routed token through one expert on one GPU.
@@ -101,6 +104,8 @@ enum Work {
 struct Step {
     tokens: f64,
     seqs: f64,
+    /// Tokens whose gate decisions fire the experts ([`BatchDesc::gate_tokens`]).
+    gate: f64,
     prefill: Cost,
     decode: Cost,
 }
@@ -123,6 +128,7 @@ impl Roofline {
                     experts: moe.num_experts as f64,
                     top_k: moe.top_k as f64,
                     ep: 1.0,
+                    group: 1.0,
                     expert_bytes: per_gpu * fp,
                     flops_per_token_expert: 2.0 * per_gpu,
                 }
@@ -169,6 +175,7 @@ impl Roofline {
             experts: moe.num_experts as f64,
             top_k: moe.top_k as f64,
             ep: f64::from(ep),
+            group: collectives.ep.group_members() as f64,
             expert_bytes: whole * self.fp,
             flops_per_token_expert: 2.0 * whole,
         };
@@ -191,6 +198,7 @@ impl Roofline {
         let mut step = Step {
             tokens: pad,
             seqs: batch.items.len() as f64 + pad,
+            gate: batch.expert_gate_tokens() as f64,
             prefill: Cost::default(),
             decode: Cost::default(),
         };
@@ -273,6 +281,7 @@ impl Roofline {
                 experts,
                 top_k,
                 ep,
+                group,
                 expert_bytes,
                 flops_per_token_expert,
             } => {
@@ -289,11 +298,12 @@ impl Roofline {
                 if let Some((dispatch, _)) = comm {
                     visit("ep_dispatch", l, dispatch);
                 }
-                // Expected distinct experts of this GPU hit by `t` tokens each choosing
-                // `top_k`; a grouped GEMM over its share of the `t × top_k` routed rows
-                // (act_fn fused).
-                let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(t));
-                let routed = t * top_k / ep;
+                // Expected distinct experts of this GPU hit by the tokens at the gate (the
+                // whole DP group's, gathered by the dispatch), each choosing `top_k`; a
+                // grouped GEMM over its share of the routed rows of the group's `group × t`
+                // padded tokens (act_fn fused).
+                let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(s.gate));
+                let routed = group * t * top_k / ep;
                 let bytes = active * expert_bytes + 2.0 * routed * h * fp;
                 visit("experts", l, kernel(routed * flops_per_token_expert, bytes));
                 if let Some((_, combine)) = comm {

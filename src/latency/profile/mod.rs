@@ -137,6 +137,8 @@ struct BatchStats {
     kv_decode_max: u64,
     kv_decode_min: u64,
     lm_head_len: u64,
+    /// Tokens whose gate decisions fire the instance's experts ([`BatchDesc::gate_tokens`]).
+    gate_tokens: u64,
     /// A hash of the batch (salts random expert routing).
     fingerprint: u64,
 }
@@ -156,6 +158,7 @@ impl BatchStats {
             kv_decode_max: 0,
             kv_decode_min: u64::MAX,
             lm_head_len: batch.items.len() as u64 + pad,
+            gate_tokens: batch.gate_tokens,
             fingerprint: pad,
         };
         let mut decode_sum = 0u64;
@@ -184,6 +187,9 @@ impl BatchStats {
             s.kv_decode_min = 0;
         }
         s.kv_decode_mean = decode_sum.checked_div(s.n_decode).unwrap_or(0);
+        if s.gate_tokens == 0 {
+            s.gate_tokens = s.total_len;
+        }
         Ok(s)
     }
 }
@@ -208,7 +214,7 @@ impl Pricer {
             // gate sends no token costs nothing.
             Price::Moe(m) => {
                 let mut slowest = 0;
-                for load in m.router.route(s.total_len, s.fingerprint) {
+                for load in m.router.route(s.total_len, s.gate_tokens, s.fingerprint) {
                     if load.tokens > 0 {
                         let ns = m.table.lookup(load.tokens, load.experts.max(1), &mut edges);
                         slowest = slowest.max(ns);
