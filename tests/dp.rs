@@ -10,10 +10,11 @@ use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
 use blis_cosim::router::{Router, RoutingPolicy};
 use fixture::{LinearBackend, Recorder, request, setup, workload};
 
-/// Records every batch it prices: (real tokens, padding, items) and prices it linearly.
+/// Records every batch it prices: (real tokens, padding, items, tokens at the experts' gate)
+/// and prices it linearly.
 struct Spy {
     per_token: u64,
-    seen: Vec<(u64, u32, usize)>,
+    seen: Vec<(u64, u32, usize, u64)>,
 }
 
 impl LatencyBackend for Spy {
@@ -23,7 +24,8 @@ impl LatencyBackend for Spy {
 
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
         let real = batch.total_tokens() - u64::from(batch.pad_tokens);
-        self.seen.push((real, batch.pad_tokens, batch.items.len()));
+        self.seen
+            .push((real, batch.pad_tokens, batch.items.len(), batch.gate_tokens));
         Ok(1_000 + self.per_token * batch.total_tokens())
     }
 
@@ -70,9 +72,10 @@ fn an_idle_member_runs_padded_dummy_steps_in_lock_step_with_the_busy_one() {
     )
     .unwrap();
     // Member 0: the prefill then two decodes. Member 1: a one-token dummy padded to the
-    // width of member 0's batch, each wave.
-    assert_eq!(a.seen, [(100, 0, 1), (1, 0, 1), (1, 0, 1)]);
-    assert_eq!(b.seen, [(1, 99, 1), (1, 0, 1), (1, 0, 1)]);
+    // width of member 0's batch, each wave. Both members' experts see member 0's real tokens
+    // plus one for the dummy and its padding (identical rows, the same experts).
+    assert_eq!(a.seen, [(100, 0, 1, 101), (1, 0, 1, 2), (1, 0, 1, 2)]);
+    assert_eq!(b.seen, [(1, 99, 1, 101), (1, 0, 1, 2), (1, 0, 1, 2)]);
     // Member 1 is slower per token (20 vs 10 ns): it sets every wave's length.
     let waves = [1_000 + 20 * 100, 1_000 + 20, 1_000 + 20];
     let ends: Vec<Nanos> = waves
@@ -124,8 +127,10 @@ fn members_pad_to_the_widest_batch_and_waves_start_together() {
         &mut rec,
     )
     .unwrap();
-    assert_eq!(a.seen, [(40, 0, 1), (1, 0, 1)]);
-    assert_eq!(b.seen, [(10, 30, 1), (1, 0, 1)]);
+    // Both gates see both members' tokens: 40 + 10 and one for the padding; then two real
+    // decodes of equal width, no padding.
+    assert_eq!(a.seen, [(40, 0, 1, 51), (1, 0, 1, 2)]);
+    assert_eq!(b.seen, [(10, 30, 1, 51), (1, 0, 1, 2)]);
     // Both first tokens at the end of the first wave (1,000 + 40 ns), both ends together.
     let mut firsts: Vec<Nanos> = rec.finished.iter().map(|f| f.first_token).collect();
     firsts.dedup();
