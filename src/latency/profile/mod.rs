@@ -158,7 +158,7 @@ impl BatchStats {
             kv_decode_max: 0,
             kv_decode_min: u64::MAX,
             lm_head_len: batch.items.len() as u64 + pad,
-            gate_tokens: batch.gate_tokens,
+            gate_tokens: batch.expert_gate_tokens(),
             fingerprint: pad,
         };
         let mut decode_sum = 0u64;
@@ -187,9 +187,6 @@ impl BatchStats {
             s.kv_decode_min = 0;
         }
         s.kv_decode_mean = decode_sum.checked_div(s.n_decode).unwrap_or(0);
-        if s.gate_tokens == 0 {
-            s.gate_tokens = s.total_len;
-        }
         Ok(s)
     }
 }
