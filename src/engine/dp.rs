@@ -8,8 +8,8 @@
 //! token count of the largest ([`BatchDesc::pad_tokens`]), every member's experts fire for the
 //! whole group's tokens (the dispatch gathers them: [`BatchDesc::gate_tokens`]), each member's
 //! step is priced by its own backend (which also prices the collectives at the padded size),
-//! and the wave lasts as
-//! long as the slowest member: every member's step ends at `start + max(step times)`. A
+//! and the wave lasts as long as the slowest member: every member's step ends at
+//! `start + max(step times)`. A
 //! [`WavePricer`] may price a group's waves as wholes instead (ASTRA-Sim co-simulating the
 //! group in one process): then each member's step ends at its own time, and the next wave
 //! starts when the last member's has ended.

@@ -394,7 +394,7 @@ impl LatencyBackend for Roofline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::latency::BatchItem;
+    use crate::latency::{BatchItem, ExpertParallel, ExpertRouting};
 
     fn roofline(model: &str, hardware: &str, tp: u32) -> Roofline {
         let model = ModelArch::resolve(model).unwrap();
@@ -425,6 +425,50 @@ mod tests {
         let mut out = Vec::new();
         r.for_each_layer(&step, |name, _, work| out.push((name, work)));
         out
+    }
+
+    #[test]
+    fn a_dp_members_experts_are_those_the_whole_groups_gate_tokens_fire() {
+        // Qwen3-30B-A3B (128 experts, top-8), EP 2 over a DP group of two members: one
+        // decode token here, one dummy row on the other member, so 2 tokens at the gate.
+        let model = ModelArch::resolve("Qwen3-30B-A3B-Instruct-2507").unwrap();
+        let ep = ExpertParallel {
+            total: 2,
+            local: 1,
+            first_rank: 0,
+            routing: ExpertRouting::Balanced,
+            link: None,
+        };
+        let collectives = Collectives {
+            ep,
+            ..Collectives::NONE
+        };
+        let r = roofline("Qwen3-30B-A3B-Instruct-2507", "H100", 1)
+            .with_expert_parallel(&model, collectives);
+        let items = decodes(1, 100);
+        let experts = |batch: &BatchDesc<'_>| {
+            let step = r.step(batch).unwrap();
+            let mut bytes = 0.0;
+            r.for_each_layer(&step, |name, _, work| {
+                if let ("experts", Work::Kernel(cost)) = (name, work) {
+                    bytes = cost.bytes;
+                }
+            });
+            bytes
+        };
+        // 3 × 2048 × 768 weights of 2 bytes per expert; both members' rows are computed
+        // (2 × 8 / 2 = 8 routed rows of 2 × 2048 × 2 bytes in and out).
+        let expert_bytes = 3.0 * 2048.0 * 768.0 * 2.0;
+        let rows = 8.0 * 2.0 * 2048.0 * 2.0;
+        // Own token only: 64 × (1 − (15/16)^1) = 4 experts; with the gate's 2 tokens,
+        // 64 × (1 − (15/16)^2) = 7.75.
+        let own = experts(&BatchDesc::new(&items));
+        let group = experts(&BatchDesc::new(&items).with_gate_tokens(2));
+        assert!((own - (4.0 * expert_bytes + rows)).abs() < 1.0, "{own}");
+        assert!(
+            (group - (7.75 * expert_bytes + rows)).abs() < 1.0,
+            "{group}"
+        );
     }
 
     #[test]
