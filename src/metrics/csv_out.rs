@@ -4,11 +4,13 @@
 //! emits them: `\r\n` line ends, and a field is quoted only when it holds a comma, a quote or
 //! a line break, so the ITL list is quoted once it has two or more entries.
 
-use super::RequestRecord;
+use super::{PdRecord, RequestRecord};
 use anyhow::Context;
 use std::ffi::OsString;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::thread::JoinHandle;
 use tempfile::NamedTempFile;
 
 /// The exact CSV header of LLMServingSim 2.0.
@@ -63,38 +65,73 @@ impl CsvColumns {
 /// Python's `csv.writer` default line terminator.
 const LINE_END: &[u8] = b"\r\n";
 
-/// Rows are gathered and handed to the file in chunks of at least this many bytes, which the
+/// Formatted rows are handed to the file in chunks of at least this many bytes, which the
 /// buffered writer passes straight through: each byte is copied once.
 const CHUNK: usize = 1 << 16;
 
+/// A batch of rows goes to the writer thread once it holds this many inter-token latencies
+/// (or [`BATCH_ROWS`] rows), so that a hand-over costs little next to the formatting.
+const BATCH_ITLS: usize = 1 << 14;
+
+/// See [`BATCH_ITLS`].
+const BATCH_ROWS: usize = 256;
+
+/// Full batches the simulation may run ahead of the writer thread before it waits: enough to
+/// cover the writer's pauses in [`AtomicFile::write`]'s periodic syncs.
+const BATCHES_IN_FLIGHT: usize = 64;
+
+/// The writer syncs the file to disk after every this many bytes, so that the sync before the
+/// rename, which the run waits for, has only the last of them left to write back.
+const SYNC_EVERY: u64 = 32 << 20;
+
 /// Streams request rows into a temporary file beside the destination; [`RequestCsv::commit`]
 /// renames it into place, so an aborted run leaves no partial CSV.
+///
+/// Formatting and writing happen on a writer thread, beside the simulation: the caller copies
+/// each record into a reused batch, which goes to the writer when full and comes back empty.
+/// Rows reach the file in the order they were written; steady-state writing allocates nothing.
 pub struct RequestCsv {
-    file: AtomicFile,
-    /// Formatted rows not yet handed to the file; reused, so steady-state writing allocates
-    /// nothing.
-    row: Vec<u8>,
+    dest: PathBuf,
+    /// Rows not yet handed to the writer thread.
+    batch: RowBatch,
+    /// Full batches, then the order to commit, for the writer thread; `None` once committed.
+    to_writer: Option<SyncSender<WriterMessage>>,
+    /// Batches the writer thread has emptied, for reuse.
+    emptied: Receiver<RowBatch>,
+    /// The writer thread; it returns the first error it met.
+    writer: Option<JoinHandle<anyhow::Result<()>>>,
     /// The column sets after LLMServingSim's.
     columns: CsvColumns,
 }
 
+/// What the writer thread is sent.
+enum WriterMessage {
+    /// Rows to format and write, in order.
+    Rows(RowBatch),
+    /// Every row has been sent: flush, sync and rename the file into place. A writer whose
+    /// channel closes without this deletes the temporary file.
+    Commit,
+}
+
 impl RequestCsv {
-    /// Creates the temporary file in `path`'s directory and writes the header: LLMServingSim's
-    /// 12 columns, then the extra sets `columns` turns on.
+    /// Creates the temporary file in `path`'s directory, starts the writer thread and has it
+    /// write the header: LLMServingSim's 12 columns, then the extra sets `columns` turns on.
     pub fn create(path: &Path, columns: CsvColumns) -> anyhow::Result<RequestCsv> {
-        let mut csv = RequestCsv {
-            file: AtomicFile::create(path)?,
-            row: Vec::with_capacity(2 * CHUNK),
+        let file = AtomicFile::create(path)?;
+        let (to_writer, from_caller) = mpsc::sync_channel(BATCHES_IN_FLIGHT);
+        let (to_caller, emptied) = mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("csv-writer".to_owned())
+            .spawn(move || write_rows(file, columns, &from_caller, &to_caller))
+            .context("starting the CSV writer thread")?;
+        Ok(RequestCsv {
+            dest: path.to_path_buf(),
+            batch: RowBatch::default(),
+            to_writer: Some(to_writer),
+            emptied,
+            writer: Some(writer),
             columns,
-        };
-        for (i, name) in columns.header().enumerate() {
-            if i > 0 {
-                csv.row.push(b',');
-            }
-            push_text_field(&mut csv.row, name);
-        }
-        csv.row.extend_from_slice(LINE_END);
-        Ok(csv)
+        })
     }
 
     /// Appends the row of `record`. `session` is the request's session id and step label,
@@ -105,31 +142,202 @@ impl RequestCsv {
         record: &RequestRecord<'_>,
         session: Option<(&str, &str)>,
     ) -> anyhow::Result<()> {
-        format_row(&mut self.row, record);
-        if self.columns.pd {
-            push_pd_columns(&mut self.row, record);
-        }
-        if self.columns.sessions {
-            push_session_columns(&mut self.row, session);
-        }
-        self.row.extend_from_slice(LINE_END);
-        if self.row.len() >= CHUNK {
-            self.flush_row()?;
+        let session = session.filter(|_| self.columns.sessions);
+        self.batch.push(record, session);
+        if self.batch.itls >= BATCH_ITLS || self.batch.len >= BATCH_ROWS {
+            let next = self.emptied.try_recv().unwrap_or_default();
+            let full = std::mem::replace(&mut self.batch, next);
+            self.send(WriterMessage::Rows(full))?;
         }
         Ok(())
     }
 
-    /// Flushes and atomically renames the file to its destination.
+    /// Hands the last rows to the writer thread and waits for it to flush, sync and
+    /// atomically rename the file to its destination.
     pub fn commit(mut self) -> anyhow::Result<()> {
-        self.flush_row()?;
-        self.file.commit()
+        let last = std::mem::take(&mut self.batch);
+        self.send(WriterMessage::Rows(last))?;
+        self.send(WriterMessage::Commit)?;
+        self.to_writer = None;
+        self.join_writer()
     }
 
-    /// Hands the gathered rows to the file and empties the buffer.
-    fn flush_row(&mut self) -> anyhow::Result<()> {
-        let result = self.file.out.write_all(&self.row);
-        self.row.clear();
-        result.with_context(|| format!("writing {}", self.file.dest.display()))
+    /// Sends `message` to the writer thread; when the thread has stopped on an error, returns
+    /// that error.
+    fn send(&mut self, message: WriterMessage) -> anyhow::Result<()> {
+        let sent = self
+            .to_writer
+            .as_ref()
+            .is_some_and(|to_writer| to_writer.send(message).is_ok());
+        if sent {
+            return Ok(());
+        }
+        self.to_writer = None;
+        self.join_writer()?;
+        anyhow::bail!(
+            "writing {}: the CSV writer stopped early",
+            self.dest.display()
+        )
+    }
+
+    /// Waits for the writer thread to end and returns its result.
+    fn join_writer(&mut self) -> anyhow::Result<()> {
+        match self.writer.take().map(JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => anyhow::bail!(
+                "writing {}: the CSV writer thread panicked",
+                self.dest.display()
+            ),
+        }
+    }
+}
+
+impl Drop for RequestCsv {
+    /// Uncommitted (the run failed): the writer thread sees its channel close without a
+    /// commit and deletes the temporary file; waiting for it leaves the directory clean.
+    fn drop(&mut self) {
+        self.to_writer = None;
+        let _ = self.join_writer();
+    }
+}
+
+/// The writer thread: writes the header, then formats and writes each batch's rows and sends
+/// the batch back for reuse, until told to commit. Returns the first error; its file, dropped
+/// uncommitted, deletes itself.
+fn write_rows(
+    mut file: AtomicFile,
+    columns: CsvColumns,
+    batches: &Receiver<WriterMessage>,
+    emptied: &Sender<RowBatch>,
+) -> anyhow::Result<()> {
+    let mut out = Vec::with_capacity(2 * CHUNK);
+    for (i, name) in columns.header().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_text_field(&mut out, name);
+    }
+    out.extend_from_slice(LINE_END);
+    while let Ok(message) = batches.recv() {
+        let mut batch = match message {
+            WriterMessage::Rows(batch) => batch,
+            WriterMessage::Commit => {
+                file.write(&out)?;
+                return file.commit();
+            }
+        };
+        for row in &batch.rows[..batch.len] {
+            format_row(&mut out, &row.record());
+            if columns.pd {
+                push_pd_columns(&mut out, &row.record());
+            }
+            if columns.sessions {
+                push_session_columns(&mut out, row.session());
+            }
+            out.extend_from_slice(LINE_END);
+            if out.len() >= CHUNK {
+                file.write(&out)?;
+                out.clear();
+            }
+        }
+        batch.clear();
+        // The caller may be gone already (it is committing); the batch is then just freed.
+        let _ = emptied.send(batch);
+    }
+    Ok(())
+}
+
+/// Rows on their way to the writer thread. Emptying keeps every row's buffers, so a reused
+/// batch copies records without allocating.
+#[derive(Default)]
+struct RowBatch {
+    /// The first `len` rows are filled; the rest are spare.
+    rows: Vec<OwnedRecord>,
+    len: usize,
+    /// Inter-token latencies in the filled rows.
+    itls: usize,
+}
+
+impl RowBatch {
+    fn push(&mut self, record: &RequestRecord<'_>, session: Option<(&str, &str)>) {
+        if self.len == self.rows.len() {
+            self.rows.push(OwnedRecord::default());
+        }
+        self.rows[self.len].copy_from(record, session);
+        self.len += 1;
+        self.itls += record.itl_ns.len();
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.itls = 0;
+    }
+}
+
+/// A [`RequestRecord`] and its session labels, copied into buffers of its own.
+#[derive(Default)]
+struct OwnedRecord {
+    instance_id: u32,
+    request_id: u64,
+    model: String,
+    input_toks: u32,
+    output_toks: u32,
+    arrival_ns: u64,
+    first_token_ns: u64,
+    end_ns: u64,
+    queuing_delay_ns: u64,
+    itl_ns: Vec<u64>,
+    pd: Option<PdRecord>,
+    /// Whether the request belongs to a session, whose id and step label follow.
+    in_session: bool,
+    session_id: String,
+    session_step: String,
+}
+
+impl OwnedRecord {
+    fn copy_from(&mut self, r: &RequestRecord<'_>, session: Option<(&str, &str)>) {
+        self.instance_id = r.instance_id;
+        self.request_id = r.request_id;
+        self.model.clear();
+        self.model.push_str(r.model);
+        self.input_toks = r.input_toks;
+        self.output_toks = r.output_toks;
+        self.arrival_ns = r.arrival_ns;
+        self.first_token_ns = r.first_token_ns;
+        self.end_ns = r.end_ns;
+        self.queuing_delay_ns = r.queuing_delay_ns;
+        self.itl_ns.clear();
+        self.itl_ns.extend_from_slice(r.itl_ns);
+        self.pd = r.pd;
+        self.in_session = session.is_some();
+        self.session_id.clear();
+        self.session_step.clear();
+        if let Some((id, step)) = session {
+            self.session_id.push_str(id);
+            self.session_step.push_str(step);
+        }
+    }
+
+    fn record(&self) -> RequestRecord<'_> {
+        RequestRecord {
+            instance_id: self.instance_id,
+            request_id: self.request_id,
+            model: &self.model,
+            input_toks: self.input_toks,
+            output_toks: self.output_toks,
+            arrival_ns: self.arrival_ns,
+            first_token_ns: self.first_token_ns,
+            end_ns: self.end_ns,
+            queuing_delay_ns: self.queuing_delay_ns,
+            itl_ns: &self.itl_ns,
+            pd: self.pd,
+        }
+    }
+
+    fn session(&self) -> Option<(&str, &str)> {
+        self.in_session
+            .then_some((self.session_id.as_str(), self.session_step.as_str()))
     }
 }
 
@@ -149,6 +357,8 @@ pub fn write_atomically(
 struct AtomicFile {
     dest: PathBuf,
     out: BufWriter<NamedTempFile>,
+    /// Bytes handed to the file since the last sync.
+    unsynced: u64,
 }
 
 impl AtomicFile {
@@ -169,7 +379,24 @@ impl AtomicFile {
         Ok(AtomicFile {
             dest: dest.to_path_buf(),
             out: BufWriter::new(file),
+            unsynced: 0,
         })
+    }
+
+    /// Writes `bytes`, syncing the file every [`SYNC_EVERY`] bytes.
+    fn write(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        self.out
+            .write_all(bytes)
+            .with_context(|| format!("writing {}", self.dest.display()))?;
+        self.unsynced += bytes.len() as u64;
+        if self.unsynced >= SYNC_EVERY {
+            self.unsynced = 0;
+            self.out
+                .flush()
+                .and_then(|()| self.out.get_ref().as_file().sync_data())
+                .with_context(|| format!("writing {}", self.dest.display()))?;
+        }
+        Ok(())
     }
 
     fn commit(self) -> anyhow::Result<()> {

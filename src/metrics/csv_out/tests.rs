@@ -232,3 +232,27 @@ fn bare_file_name_uses_the_current_directory() {
     assert_eq!(parent_dir(Path::new("out.csv")), Path::new("."));
     assert_eq!(parent_dir(Path::new("runs/out.csv")), Path::new("runs"));
 }
+
+#[test]
+fn rows_of_many_batches_reach_the_file_in_write_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.csv");
+    let mut csv = RequestCsv::create(&path, CsvColumns::default()).unwrap();
+    // Enough rows and gaps for several batches to the writer and several chunks to the file.
+    let gaps: Vec<u64> = (0..400).map(|i| 5_000_000 + i * 37).collect();
+    let mut expected = HEADER_LINE.to_owned();
+    for id in 0..2_000u64 {
+        let record = RequestRecord {
+            request_id: id,
+            output_toks: (id % 400) as u32 + 1,
+            itl_ns: &gaps[..(id % 400) as usize],
+            ..request_7()
+        };
+        csv.write(&record, None).unwrap();
+        expected.push_str(&row_of(&record));
+    }
+    assert!(expected.len() > 4 * CHUNK);
+    csv.commit().unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), expected);
+    assert_eq!(entries(dir.path()), ["out.csv"]);
+}
