@@ -66,10 +66,10 @@ impl SessionSummary {
     /// The metrics of `outcomes`.
     pub fn new(outcomes: &[SessionOutcome<'_>]) -> SessionSummary {
         let complete: Vec<&SessionOutcome<'_>> = outcomes.iter().filter(|o| o.complete).collect();
-        let mut e2e: Vec<Nanos> = complete.iter().map(|o| o.e2e_ns()).collect();
-        let mut critical: Vec<Nanos> = complete.iter().map(|o| o.critical_path_ns).collect();
-        let mut tool: Vec<Nanos> = outcomes.iter().map(|o| o.tool_wait_ns).collect();
-        let stats = |v: &mut Vec<Nanos>| LatencyStats::from_ns(v, u64::cmp, |ns| ns as f64);
+        let e2e: Vec<Nanos> = complete.iter().map(|o| o.e2e_ns()).collect();
+        let critical: Vec<Nanos> = complete.iter().map(|o| o.critical_path_ns).collect();
+        let tool: Vec<Nanos> = outcomes.iter().map(|o| o.tool_wait_ns).collect();
+        let stats = |v: &[Nanos]| LatencyStats::from_integer_ns(v);
         let steps: u64 = outcomes.iter().map(|o| u64::from(o.steps())).sum();
         let sum = |f: fn(&SessionOutcome<'_>) -> u32| -> u64 {
             outcomes.iter().map(|o| u64::from(f(o))).sum()
@@ -82,9 +82,9 @@ impl SessionSummary {
             sessions: outcomes.len() as u64,
             complete: complete.len() as u64,
             interrupted: (outcomes.len() - complete.len()) as u64,
-            e2e: stats(&mut e2e),
-            critical_path: stats(&mut critical),
-            tool_wait: stats(&mut tool),
+            e2e: stats(&e2e),
+            critical_path: stats(&critical),
+            tool_wait: stats(&tool),
             mean_steps: if outcomes.is_empty() {
                 0.0
             } else {

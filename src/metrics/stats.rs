@@ -60,6 +60,224 @@ impl LatencyStats {
             p99_ms: p99 / NS_PER_MS,
         }
     }
+
+    /// [`LatencyStats::from_ns`] of integer nanoseconds, without reordering `values_ns` and
+    /// with three sequential passes over it, which matters for tens of millions of pooled
+    /// inter-token latencies: exact integer sums give the mean (the in-order float sum's
+    /// whenever that sum is exact, below 2^53 ns) and the variance, radix selection the
+    /// percentiles.
+    pub(super) fn from_integer_ns(values_ns: &[u64]) -> Self {
+        if values_ns.is_empty() {
+            return LatencyStats::default();
+        }
+        let exact = |ns: u64| ns as f64;
+        let n = values_ns.len() as f64;
+        let moments = Moments::of(values_ns);
+        let mean = moments.sum as f64 / n;
+        let variance = moments.variance().unwrap_or_else(|| {
+            values_ns
+                .iter()
+                .map(|&v| {
+                    let d = exact(v) - mean;
+                    d * d
+                })
+                .sum::<f64>()
+                / n
+        });
+        let last = values_ns.len() - 1;
+        let quantiles = [50.0, 90.0, 99.0].map(|q| {
+            let index = (q / 100.0) * last as f64;
+            let below = (index.floor() as usize).min(last);
+            (below, index - below as f64)
+        });
+        // Each percentile needs the order statistics at its index and the next.
+        let mut ranks: Vec<usize> = quantiles
+            .iter()
+            .flat_map(|&(below, _)| [below, (below + 1).min(last)])
+            .collect();
+        ranks.dedup();
+        let mut ranked = vec![0; ranks.len()];
+        order_statistics(values_ns, moments.min, moments.max, &ranks, &mut ranked);
+        let value_at = |rank: usize| exact(ranked[ranks.binary_search(&rank).unwrap_or(0)]);
+        let [median, p90, p99] =
+            quantiles.map(|(below, t)| lerp(value_at(below), value_at((below + 1).min(last)), t));
+        LatencyStats {
+            count: values_ns.len(),
+            mean_ms: mean / NS_PER_MS,
+            median_ms: median / NS_PER_MS,
+            std_ms: variance.sqrt() / NS_PER_MS,
+            p90_ms: p90 / NS_PER_MS,
+            p99_ms: p99 / NS_PER_MS,
+        }
+    }
+}
+
+/// Count, exact sum and sum of squares, and range of integers, from one pass.
+struct Moments {
+    count: u128,
+    sum: u128,
+    /// `None` once the sum of squares overflows.
+    sum_of_squares: Option<u128>,
+    min: u64,
+    max: u64,
+}
+
+impl Moments {
+    fn of(values: &[u64]) -> Moments {
+        let (mut sum, mut squares, mut overflowed) = (0u128, 0u128, false);
+        let (mut min, mut max) = (u64::MAX, 0);
+        for &v in values {
+            let v128 = u128::from(v);
+            sum += v128;
+            let (next, carry) = squares.overflowing_add(v128 * v128);
+            squares = next;
+            overflowed |= carry;
+            min = min.min(v);
+            max = max.max(v);
+        }
+        Moments {
+            count: values.len() as u128,
+            sum,
+            sum_of_squares: (!overflowed).then_some(squares),
+            min,
+            max,
+        }
+    }
+
+    /// The population variance, `(n·Σx² − (Σx)²) / n²`, computed exactly and rounded once;
+    /// `None` when the integers involved overflow.
+    fn variance(&self) -> Option<f64> {
+        let scaled = self.count.checked_mul(self.sum_of_squares?)?;
+        let deviation = scaled.checked_sub(self.sum.checked_mul(self.sum)?)?;
+        let n = self.count as f64;
+        Some(deviation as f64 / (n * n))
+    }
+}
+
+/// Digits of a radix-selection pass: each pass counts values in 2^16 buckets of their offset
+/// from the minimum, so two passes resolve any range below 2^32.
+const RADIX_BITS: u32 = 16;
+
+/// Below this many values, selection sorts a copy instead of counting.
+const SORT_BELOW: usize = 4096;
+
+/// Marks a bucket no rank falls in.
+const UNWANTED: u8 = u8::MAX;
+
+/// Writes into `out[i]` the `ranks[i]`-th smallest (0-based) of `values`, all of which lie
+/// in `min..=max`. `ranks` is ascending, without repeats, each below `values.len()`, and
+/// there are fewer than [`UNWANTED`] of them.
+///
+/// One pass counts the values per bucket of their offset from `min`. When a bucket is wider
+/// than one value, a second pass counts the values of the buckets holding the ranks by their
+/// offset within the bucket, which resolves them when the range is below 2^32; beyond, those
+/// buckets' values are gathered and resolved the same way, recursively.
+fn order_statistics(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut [u64]) {
+    let range = max - min;
+    if range == 0 {
+        out.fill(min);
+        return;
+    }
+    if values.len() < SORT_BELOW {
+        let mut sorted = values.to_vec();
+        sorted.sort_unstable();
+        for (slot, &rank) in out.iter_mut().zip(ranks) {
+            *slot = sorted[rank];
+        }
+        return;
+    }
+    let shift = (u64::BITS - range.leading_zeros()).saturating_sub(RADIX_BITS);
+    let bucket_of = |v: u64| ((v - min) >> shift) as usize;
+    let mut counts = vec![0usize; bucket_of(max) + 1];
+    for &v in values {
+        counts[bucket_of(v)] += 1;
+    }
+    // Each rank's bucket and its rank among that bucket's values.
+    let targets = locate(&counts, ranks);
+    if shift == 0 {
+        // A bucket is a single value.
+        for (slot, &(bucket, _)) in out.iter_mut().zip(&targets) {
+            *slot = min + bucket as u64;
+        }
+        return;
+    }
+    let mut wanted: Vec<usize> = targets.iter().map(|&(bucket, _)| bucket).collect();
+    wanted.dedup();
+    let mut slot_of = vec![UNWANTED; counts.len()];
+    for (slot, &bucket) in wanted.iter().enumerate() {
+        slot_of[bucket] = slot as u8;
+    }
+    let bucket_low = |bucket: usize| min + ((bucket as u64) << shift);
+    if shift <= RADIX_BITS {
+        let width = 1usize << shift;
+        let mut within = vec![0usize; wanted.len() * width];
+        for &v in values {
+            let slot = slot_of[bucket_of(v)];
+            if slot != UNWANTED {
+                within[usize::from(slot) * width + ((v - min) as usize & (width - 1))] += 1;
+            }
+        }
+        for (out, &(bucket, rank)) in out.iter_mut().zip(&targets) {
+            let slot = usize::from(slot_of[bucket]);
+            let (offset, _) = locate(&within[slot * width..(slot + 1) * width], &[rank])[0];
+            *out = bucket_low(bucket) + offset as u64;
+        }
+        return;
+    }
+    let mut gathered: Vec<Vec<u64>> = wanted
+        .iter()
+        .map(|&bucket| Vec::with_capacity(counts[bucket]))
+        .collect();
+    for &v in values {
+        let slot = slot_of[bucket_of(v)];
+        if slot != UNWANTED {
+            gathered[usize::from(slot)].push(v);
+        }
+    }
+    let mut done = 0;
+    for (&bucket, members) in wanted.iter().zip(&gathered) {
+        let count = targets[done..]
+            .iter()
+            .take_while(|&&(b, _)| b == bucket)
+            .count();
+        let inner: Vec<usize> = targets[done..done + count]
+            .iter()
+            .map(|&(_, rank)| rank)
+            .collect();
+        let low = bucket_low(bucket);
+        let high = (low + ((1 << shift) - 1)).min(max);
+        order_statistics(members, low, high, &inner, &mut out[done..done + count]);
+        done += count;
+    }
+}
+
+/// For each of the ascending `ranks`, the bucket of `counts` holding that order statistic
+/// and its rank among the bucket's values.
+fn locate(counts: &[usize], ranks: &[usize]) -> Vec<(usize, usize)> {
+    let mut found = Vec::with_capacity(ranks.len());
+    let mut pending = ranks.iter().peekable();
+    let mut before = 0;
+    for (bucket, &count) in counts.iter().enumerate() {
+        while let Some(&rank) = pending.next_if(|&&rank| rank < before + count) {
+            found.push((bucket, rank - before));
+        }
+        if pending.peek().is_none() {
+            break;
+        }
+        before += count;
+    }
+    found
+}
+
+/// numpy's two-sided linear interpolation between order statistics `a` and `b` at fraction
+/// `t`, exact to the last bit.
+fn lerp(a: f64, b: f64, t: f64) -> f64 {
+    let diff = b - a;
+    if t >= 0.5 {
+        b - diff * (1.0 - t)
+    } else {
+        a + diff * t
+    }
 }
 
 /// The arithmetic mean of `values` read through `to_f64`, summed in order (Python's
@@ -101,14 +319,7 @@ fn percentile_above<T: Copy>(
     let t = index - below as f64;
     let (_, &mut lo, higher) = values[start..].select_nth_unstable_by(below - start, cmp);
     let hi = higher.iter().copied().min_by(cmp).unwrap_or(lo);
-    let (a, b) = (to_f64(lo), to_f64(hi));
-    let diff = b - a;
-    let value = if t >= 0.5 {
-        b - diff * (1.0 - t)
-    } else {
-        a + diff * t
-    };
-    (value, below)
+    (lerp(to_f64(lo), to_f64(hi), t), below)
 }
 
 #[cfg(test)]
@@ -167,6 +378,80 @@ mod tests {
         assert_close(stats.std_ms, 1.25f64.sqrt());
         assert_close(stats.p90_ms, 3.7);
         assert_close(stats.p99_ms, 3.97);
+    }
+
+    #[test]
+    fn integer_stats_are_those_of_the_generic_selection() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        // Small and large counts, narrow and wide ranges (one, two and four radix passes),
+        // heavy repeats, and a lone outlier far above a tight cluster.
+        let cases: Vec<Vec<u64>> = vec![
+            vec![5],
+            vec![9, 9, 9, 9],
+            (0..3_000).map(|_| rng.random_range(0..1_000_000)).collect(),
+            (0..50_000).map(|_| rng.random_range(0..100)).collect(),
+            (0..50_000)
+                .map(|_| rng.random_range(0..300_000_000))
+                .collect(),
+            (0..50_000).map(|_| rng.random::<u64>()).collect(),
+            (0..50_000)
+                .map(|i| if i == 7 { u64::MAX } else { 6_400_000 + i % 3 })
+                .collect(),
+            (0..20_001)
+                .map(|i| 1_000_000 + (i * 7919) % 20_001)
+                .collect(),
+        ];
+        for values in cases {
+            let expected = LatencyStats::from_ns(&mut values.clone(), u64::cmp, exact);
+            let actual = LatencyStats::from_integer_ns(&values);
+            let case = format!("{} values from {}", values.len(), values[0]);
+            assert_eq!(actual.count, expected.count, "{case}");
+            assert_eq!(
+                [actual.median_ms, actual.p90_ms, actual.p99_ms],
+                [expected.median_ms, expected.p90_ms, expected.p99_ms],
+                "{case}"
+            );
+            // The integer sums are exact; the float ones round at every step, by up to half
+            // an ulp of 2^64 (2^-53 relative) per value once an outlier near 2^64 is summed.
+            for (a, e) in [
+                (actual.mean_ms, expected.mean_ms),
+                (actual.std_ms, expected.std_ms),
+            ] {
+                assert!((a - e).abs() <= 1e-9 * e.abs(), "{case}: {a} vs {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn integer_order_statistics_match_a_sort() {
+        let values: Vec<u64> = (0..10_000u64)
+            .map(|i| ((i * 104_729) % 65_537) << 20)
+            .collect();
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        let ranks = [0, 1, 4_999, 5_000, 9_998, 9_999];
+        let mut out = [0; 6];
+        order_statistics(&values, sorted[0], sorted[9_999], &ranks, &mut out);
+        assert_eq!(out, ranks.map(|r| sorted[r]));
+    }
+
+    #[test]
+    fn integer_mean_and_variance_are_exact() {
+        // In floats, 2^53 + 1 is not representable: an in-order float sum would lose the 1s.
+        let big = 1u64 << 53;
+        let stats = LatencyStats::from_integer_ns(&[big, 1, 1, 1]);
+        let mean = (big as f64 + 3.0) / 4.0;
+        assert_eq!(stats.mean_ms, mean / NS_PER_MS);
+        let moments = Moments::of(&[1, 2, 3, 4]);
+        assert_eq!(moments.variance(), Some(1.25));
+        assert_eq!((moments.min, moments.max), (1, 4));
+        assert_eq!(Moments::of(&[u64::MAX, u64::MAX]).variance(), None);
+    }
+
+    #[test]
+    fn integer_stats_of_no_values_are_all_zero() {
+        assert_eq!(LatencyStats::from_integer_ns(&[]), LatencyStats::default());
     }
 
     #[test]

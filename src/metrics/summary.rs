@@ -111,7 +111,6 @@ impl SummaryCollector {
                 0.0
             }
         };
-        let exact = |ns: Nanos| ns as f64;
         self.instances
             .resize_with(info.instances.len(), InstanceTally::default);
         Summary {
@@ -127,10 +126,10 @@ impl SummaryCollector {
             request_throughput: per_second(self.completed),
             output_throughput: per_second(self.total_output_toks),
             total_token_throughput: per_second(self.total_input_toks + self.total_output_toks),
-            ttft: LatencyStats::from_ns(&mut self.ttft_ns, u64::cmp, exact),
+            ttft: LatencyStats::from_integer_ns(&self.ttft_ns),
             tpot: LatencyStats::from_ns(&mut self.tpot_ns, f64::total_cmp, |ns| ns),
-            itl: LatencyStats::from_ns(&mut self.itl_ns, u64::cmp, exact),
-            e2el: LatencyStats::from_ns(&mut self.e2el_ns, u64::cmp, exact),
+            itl: LatencyStats::from_integer_ns(&self.itl_ns),
+            e2el: LatencyStats::from_integer_ns(&self.e2el_ns),
             sessions: None,
             power: None,
             info,
