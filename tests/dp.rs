@@ -138,6 +138,14 @@ fn members_pad_to_the_widest_batch_and_waves_start_together() {
     let mut ends: Vec<Nanos> = rec.finished.iter().map(|f| f.end).collect();
     ends.dedup();
     assert_eq!(ends, [1_040 + 1_001]);
+    // The steps reported (to the execution trace, power and debug log) are the batches as
+    // priced: member 1's prefill padded to 40 tokens, both gates at the group's 51.
+    let reported: Vec<(u32, u64, u64)> = rec
+        .steps
+        .iter()
+        .map(|s| (s.instance, s.tokens, s.gate_tokens))
+        .collect();
+    assert_eq!(reported, [(0, 40, 51), (1, 40, 51), (0, 1, 2), (1, 1, 2)]);
 }
 
 #[test]

@@ -105,6 +105,8 @@ struct Recorder {
     finished: Vec<Done>,
     /// (start, end, tokens) of every step, in completion order.
     steps: Vec<(Nanos, Nanos, u64)>,
+    /// Tokens at the experts' gate of every step as priced, same order.
+    gates: Vec<u64>,
 }
 
 impl Observer for Recorder {
@@ -128,6 +130,7 @@ impl Observer for Recorder {
     ) -> anyhow::Result<()> {
         self.steps
             .push((step.start_ns, step.end_ns, step.batch.total_tokens()));
+        self.gates.push(step.batch.gate_tokens);
         Ok(())
     }
 }
@@ -350,6 +353,9 @@ fn a_pipelined_dp_group_runs_its_waves_through_shared_stages() {
         .map(|d| (d.id, d.first_token_ns, d.end_ns))
         .collect();
     assert_eq!(ends, [(0, 1437, 3563), (1, 2450, 4676)]);
+    // The real steps are reported as priced: every wave has a dummy, so each gate sees the
+    // real tokens plus one.
+    assert_eq!(rec.gates, [3, 2, 2, 2]);
     assert_eq!(out.instances[0].steps + out.instances[0].dummy_steps, 4);
     assert_eq!((out.instances[0].steps, out.instances[1].steps), (2, 2));
 

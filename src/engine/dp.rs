@@ -152,20 +152,47 @@ fn form_batches(
     }))
 }
 
+/// How a step is priced beyond its own batch: padded to its DP wave's widest batch, with its
+/// experts fired by the wave's gate tokens. The default, no padding and no gate tokens, is a
+/// step outside DP groups.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct StepShape {
+    pub pad_tokens: u32,
+    pub gate_tokens: u64,
+}
+
+impl StepShape {
+    /// The batch of `items` as the step was priced.
+    pub fn apply(self, items: &[BatchItem]) -> BatchDesc<'_> {
+        BatchDesc::padded(items, self.pad_tokens).with_gate_tokens(self.gate_tokens)
+    }
+}
+
+/// A member's batch of a wave (a dummy for an idle member).
+fn own_items<'s>(inst: &InstanceSim<'_>, scheduler: &'s Scheduler) -> &'s [BatchItem] {
+    if inst.dummy {
+        &DUMMY[..]
+    } else {
+        scheduler.last_batch()
+    }
+}
+
+/// The shape of a member's step in a wave of `width`.
+fn step_shape(inst: &InstanceSim<'_>, scheduler: &Scheduler, width: WaveWidth) -> StepShape {
+    let own = BatchDesc::new(own_items(inst, scheduler)).total_tokens();
+    StepShape {
+        pad_tokens: u32::try_from(width.widest - own).unwrap_or(u32::MAX),
+        gate_tokens: width.gate,
+    }
+}
+
 /// A member's batch of a wave (a dummy for an idle member), padded to the wave's width.
 fn padded_batch<'s>(
     inst: &InstanceSim<'_>,
     scheduler: &'s Scheduler,
     width: WaveWidth,
 ) -> BatchDesc<'s> {
-    let items = if inst.dummy {
-        &DUMMY[..]
-    } else {
-        scheduler.last_batch()
-    };
-    let own = BatchDesc::new(items).total_tokens();
-    BatchDesc::padded(items, u32::try_from(width.widest - own).unwrap_or(u32::MAX))
-        .with_gate_tokens(width.gate)
+    step_shape(inst, scheduler, width).apply(own_items(inst, scheduler))
 }
 
 /// The KV a member recalls from the lower tier of the prefix cache before its step (none for
@@ -284,11 +311,13 @@ impl PipelinedWave<'_, '_, '_, '_> {
         let timing = stages.run_wave(now, send);
         for &m in members {
             let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
+            let shape = step_shape(inst, scheduler, width);
             let formed = Formed {
                 start: now,
                 waiting: scheduler.num_waiting(),
                 running: scheduler.num_running(),
                 dummy: std::mem::take(&mut inst.dummy),
+                shape,
             };
             if formed.dummy {
                 inst.dummy_steps += 1;
@@ -362,6 +391,7 @@ impl Wave<'_, '_, '_, '_> {
         }
         for &m in members {
             let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
+            inst.shape = step_shape(inst, scheduler, width);
             inst.busy = true;
             inst.step_start = now;
             inst.waiting = scheduler.num_waiting();

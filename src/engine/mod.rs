@@ -74,6 +74,7 @@ use crate::metrics::RequestRecord;
 use crate::router::{Router, RoutingPolicy};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
+use dp::StepShape;
 use eligibility::Eligibility;
 use inject::{Arrivals, Hooked};
 use pd::Transfers;
@@ -224,6 +225,8 @@ struct InstanceSim<'a> {
     dummy_steps: u64,
     /// The step in flight is a DP dummy step (no request of the instance in it).
     dummy: bool,
+    /// The padding and gate tokens the step in flight was priced with (set by DP waves).
+    shape: StepShape,
     finished: u64,
     /// Queued for a scheduling attempt at the end of the current instant.
     ready: bool,
@@ -359,6 +362,7 @@ pub fn run_priced(
             steps: 0,
             dummy_steps: 0,
             dummy: false,
+            shape: StepShape::default(),
             finished: 0,
             ready: false,
             stages: setup.pipeline.as_ref().map(pipeline::Stages::new),
@@ -601,6 +605,7 @@ fn start_pipelined(
         waiting: scheduler.num_waiting(),
         running: scheduler.num_running(),
         dummy: false,
+        shape: StepShape::default(),
     };
     let send = match sends {
         StageSends::Separate => stages.send_ns(tokens),
@@ -625,6 +630,7 @@ fn finish_step(
         inst.waiting = formed.waiting;
         inst.running = formed.running;
         inst.dummy = formed.dummy;
+        inst.shape = formed.shape;
     }
     inst.busy = false;
     if std::mem::take(&mut inst.dummy) {
@@ -642,7 +648,9 @@ fn finish_step(
             end_ns: now,
             // A prefill instance's (KV-sending) steps run without pipelining (P/D with
             // pp_size > 1 is refused), so the step completing is the last one formed.
-            batch: BatchDesc::new(scheduler.completed_batch())
+            batch: inst
+                .shape
+                .apply(scheduler.completed_batch())
                 .with_kv_send_tokens(scheduler.last_kv_send_tokens()),
             waiting: inst.waiting,
             running: inst.running,

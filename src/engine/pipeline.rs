@@ -29,6 +29,7 @@
 
 use std::collections::VecDeque;
 
+use super::dp::StepShape;
 use crate::Nanos;
 use crate::config::Link;
 
@@ -78,6 +79,8 @@ pub(super) struct Formed {
     pub running: usize,
     /// A DP dummy step (no request of the instance in it).
     pub dummy: bool,
+    /// The padding and gate tokens the step was priced with.
+    pub shape: StepShape,
 }
 
 /// The run-time state of an instance's pipeline.
@@ -237,6 +240,7 @@ mod tests {
             waiting: 0,
             running: 0,
             dummy: false,
+            shape: StepShape::default(),
         }
     }
 

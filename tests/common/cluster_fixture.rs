@@ -132,7 +132,10 @@ pub struct Step {
     pub instance: u32,
     pub start: Nanos,
     pub end: Nanos,
+    /// Tokens priced, padding included.
     pub tokens: u64,
+    /// Tokens at the experts' gate as priced (0: the batch's own).
+    pub gate_tokens: u64,
 }
 
 #[derive(Debug, Default)]
@@ -164,6 +167,7 @@ impl Observer for Recorder {
             start: s.start_ns,
             end: s.end_ns,
             tokens: s.batch.total_tokens(),
+            gate_tokens: s.batch.gate_tokens,
         });
         Ok(())
     }
