@@ -139,6 +139,20 @@ impl BatchDesc<'_> {
         }
     }
 
+    /// [`BatchDesc::gate_tokens`] for `part` of this batch run on its own (PIM sub-batch
+    /// interleaving): the part's real tokens, one for its padding, and the other DP members'
+    /// tokens this batch's gate counts. 0 (the part's own tokens) when this batch's is.
+    pub fn part_gate_tokens(&self, part: &BatchDesc<'_>) -> u64 {
+        if self.gate_tokens == 0 {
+            return 0;
+        }
+        let gate_of = |b: &BatchDesc<'_>| {
+            b.total_tokens() - u64::from(b.pad_tokens) + u64::from(b.pad_tokens > 0)
+        };
+        let others = self.gate_tokens.saturating_sub(gate_of(self));
+        gate_of(part) + others
+    }
+
     /// Sequences in this step (each padded token is a dummy sequence).
     pub fn num_seqs(&self) -> u64 {
         self.items.len() as u64 + u64::from(self.pad_tokens)

@@ -612,7 +612,9 @@ impl LatencyBackend for PimOffload {
         if interleaved {
             let subs = std::mem::take(&mut self.subs);
             let first = BatchDesc::padded(&subs[0], batch.pad_tokens);
+            let first = first.with_gate_tokens(batch.part_gate_tokens(&first));
             let second = BatchDesc::new(&subs[1]);
+            let second = second.with_gate_tokens(batch.part_gate_tokens(&second));
             let priced = self.price(0, &first).and_then(|()| self.price(1, &second));
             tokens = [first.total_tokens(), second.total_tokens()];
             rows = [self.balance(0, &subs[0]), self.balance(1, &subs[1])];

@@ -184,3 +184,37 @@ fn the_breakdown_adds_the_pim_wait_to_the_gpu_layers() {
         ("pim_attention_wait", 1405 - 135)
     );
 }
+
+#[test]
+fn interleaved_sub_batches_of_a_dp_member_keep_the_other_members_gate_tokens() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    /// [`Fixed`], recording the tokens at the experts' gate of every batch it prices.
+    struct Gates(Rc<RefCell<Vec<u64>>>);
+    impl LatencyBackend for Gates {
+        fn name(&self) -> &'static str {
+            "gates"
+        }
+        fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+            Fixed.step_time(batch)
+        }
+        fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+            self.0.borrow_mut().push(batch.gate_tokens);
+            Fixed.breakdown(batch)
+        }
+    }
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let mut p = PimOffload::new(Box::new(Gates(Rc::clone(&seen))), spec(true)).unwrap();
+    // A member's 2 + 9 = 11 real tokens padded by 5 to the group's widest batch (16); the
+    // gate counts 11 + 16 + 1: the other member's 16 real tokens and one for the padding.
+    // Sub-batches {9 + padding} and {2}: 9 + 1 + 16 and 2 + 16.
+    let items = [prefill(2), prefill(9)];
+    let batch = BatchDesc::padded(&items, 5).with_gate_tokens(28);
+    p.step_time(&batch).unwrap();
+    assert_eq!(p.subs[0], [prefill(9)]);
+    assert_eq!(*seen.borrow(), [26, 18]);
+    // Outside DP groups the sub-batches keep their own tokens (0).
+    seen.borrow_mut().clear();
+    p.step_time(&BatchDesc::new(&items)).unwrap();
+    assert_eq!(*seen.borrow(), [0, 0]);
+}
