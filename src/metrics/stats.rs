@@ -36,29 +36,14 @@ impl LatencyStats {
         if values_ns.is_empty() {
             return LatencyStats::default();
         }
-        let n = values_ns.len() as f64;
         let mean = mean(values_ns, &to_f64);
-        let variance = values_ns
-            .iter()
-            .map(|&v| {
-                let d = to_f64(v) - mean;
-                d * d
-            })
-            .sum::<f64>()
-            / n;
+        let variance = variance(values_ns, mean, &to_f64);
         // Each selection leaves the values below it in front, so the next, higher percentile
         // only searches what lies above.
         let (median, below_median) = percentile_above(values_ns, 0, 50.0, &cmp, &to_f64);
         let (p90, below_p90) = percentile_above(values_ns, below_median, 90.0, &cmp, &to_f64);
         let (p99, _) = percentile_above(values_ns, below_p90, 99.0, &cmp, &to_f64);
-        LatencyStats {
-            count: values_ns.len(),
-            mean_ms: mean / NS_PER_MS,
-            median_ms: median / NS_PER_MS,
-            std_ms: variance.sqrt() / NS_PER_MS,
-            p90_ms: p90 / NS_PER_MS,
-            p99_ms: p99 / NS_PER_MS,
-        }
+        LatencyStats::in_ms(values_ns.len(), mean, variance, [median, p90, p99])
     }
 
     /// [`LatencyStats::from_ns`] of integer nanoseconds, without reordering `values_ns` and
@@ -71,25 +56,13 @@ impl LatencyStats {
             return LatencyStats::default();
         }
         let exact = |ns: u64| ns as f64;
-        let n = values_ns.len() as f64;
         let moments = Moments::of(values_ns);
-        let mean = moments.sum as f64 / n;
-        let variance = moments.variance().unwrap_or_else(|| {
-            values_ns
-                .iter()
-                .map(|&v| {
-                    let d = exact(v) - mean;
-                    d * d
-                })
-                .sum::<f64>()
-                / n
-        });
+        let mean = moments.sum as f64 / values_ns.len() as f64;
+        let variance = moments
+            .variance()
+            .unwrap_or_else(|| variance(values_ns, mean, exact));
         let last = values_ns.len() - 1;
-        let quantiles = [50.0, 90.0, 99.0].map(|q| {
-            let index = (q / 100.0) * last as f64;
-            let below = (index.floor() as usize).min(last);
-            (below, index - below as f64)
-        });
+        let quantiles = [50.0, 90.0, 99.0].map(|q| percentile_position(values_ns.len(), q));
         // Each percentile needs the order statistics at its index and the next.
         let mut ranks: Vec<usize> = quantiles
             .iter()
@@ -99,10 +72,16 @@ impl LatencyStats {
         let mut ranked = vec![0; ranks.len()];
         order_statistics(values_ns, moments.min, moments.max, &ranks, &mut ranked);
         let value_at = |rank: usize| exact(ranked[ranks.binary_search(&rank).unwrap_or(0)]);
-        let [median, p90, p99] =
+        let percentiles =
             quantiles.map(|(below, t)| lerp(value_at(below), value_at((below + 1).min(last)), t));
+        LatencyStats::in_ms(values_ns.len(), mean, variance, percentiles)
+    }
+
+    /// The statistics of `count` values from their mean, variance and 50th, 90th and 99th
+    /// percentiles in ns.
+    fn in_ms(count: usize, mean: f64, variance: f64, [median, p90, p99]: [f64; 3]) -> Self {
         LatencyStats {
-            count: values_ns.len(),
+            count,
             mean_ms: mean / NS_PER_MS,
             median_ms: median / NS_PER_MS,
             std_ms: variance.sqrt() / NS_PER_MS,
@@ -110,6 +89,27 @@ impl LatencyStats {
             p99_ms: p99 / NS_PER_MS,
         }
     }
+}
+
+/// The population variance of `values` read through `to_f64` about `mean`, summed in order.
+fn variance<T: Copy>(values: &[T], mean: f64, to_f64: impl Fn(T) -> f64) -> f64 {
+    let squares: f64 = values
+        .iter()
+        .map(|&v| {
+            let d = to_f64(v) - mean;
+            d * d
+        })
+        .sum();
+    squares / values.len() as f64
+}
+
+/// Where numpy's linear `q`-th percentile (0–100) of `len` values lies: the index of its
+/// lower order statistic, and the fraction of the way to the next.
+fn percentile_position(len: usize, q: f64) -> (usize, f64) {
+    let last = len.saturating_sub(1);
+    let index = (q / 100.0) * last as f64;
+    let below = (index.floor() as usize).min(last);
+    (below, index - below as f64)
 }
 
 /// Count, exact sum and sum of squares, and range of integers, from one pass.
@@ -310,13 +310,11 @@ fn percentile_above<T: Copy>(
     cmp: &impl Fn(&T, &T) -> Ordering,
     to_f64: &impl Fn(T) -> f64,
 ) -> (f64, usize) {
-    let Some(last) = values.len().checked_sub(1) else {
+    if values.is_empty() {
         return (0.0, 0);
-    };
-    let index = (q / 100.0) * last as f64;
-    let below = (index.floor() as usize).min(last);
+    }
+    let (below, t) = percentile_position(values.len(), q);
     debug_assert!(below >= start, "percentile below the searched range");
-    let t = index - below as f64;
     let (_, &mut lo, higher) = values[start..].select_nth_unstable_by(below - start, cmp);
     let hi = higher.iter().copied().min_by(cmp).unwrap_or(lo);
     (lerp(to_f64(lo), to_f64(hi), t), below)
