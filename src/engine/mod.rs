@@ -110,7 +110,8 @@ pub struct StepEvent<'a> {
     pub start_ns: Nanos,
     /// Step finish time.
     pub end_ns: Nanos,
-    /// The step's batch.
+    /// The step's batch as it was priced: a DP group member's is padded to its wave's widest
+    /// batch and carries the group's gate tokens.
     pub batch: BatchDesc<'a>,
     /// Requests waiting on the instance when the step was formed.
     pub waiting: usize,
