@@ -7,17 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli_tests::{ok, run, stderr, strs};
-use crate::support::{DoubleEnv, assert_gone, leftovers, pids};
+use crate::support::{DoubleEnv, assert_gone, cluster_args, leftovers, pids, shared};
 
 /// Host memory so fast that the trace's input load and output store cost 0 ns.
 const FREE: u64 = 1_000_000_000_000;
-
-fn shared(rel: &str) -> String {
-    format!(
-        "{}/../shared/data/llmservingsim/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
 
 /// A DP group `A` of `members` instances of `model` (TP `tp`, `ep_size` `ep` when given) on
 /// one node with free host memory, linked at 16 GB/s and 20 µs.
@@ -58,25 +51,7 @@ fn paired(dir: &Path) -> PathBuf {
 }
 
 fn args(config: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
-    args_on(&shared("workloads/example_trace.jsonl"), config, out, extra)
-}
-
-fn args_on(dataset: &str, config: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "--cluster-config",
-        config.to_str().unwrap(),
-        "--dataset",
-        dataset,
-        "--profile-dir",
-        &shared("profiler/perf"),
-        "--output",
-        out.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    v.extend(extra.iter().map(|s| (*s).to_owned()));
-    v
+    cluster_args(&shared("workloads/example_trace.jsonl"), config, out, extra)
 }
 
 /// A MoE DP group of two members, in one ASTRA-Sim process (`DP group 0: ` report, one
@@ -99,7 +74,7 @@ pub fn moe_groups_match_the_analytical_run() {
         let args = |config: &Path, out: &Path, extra: &[&str]| {
             let mut extra = extra.to_vec();
             extra.extend(["--request-routing-policy", "RR"]);
-            args_on(pairs.to_str().unwrap(), config, out, &extra)
+            cluster_args(pairs.to_str().unwrap(), config, out, &extra)
         };
         let analytical = dir.path().join(format!("tp{tp}-analytical.csv"));
         ok(&run(

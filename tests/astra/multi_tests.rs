@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli_tests::{memo_on_and_off, ok, run, stderr, strs};
-use crate::support::{DoubleEnv, assert_gone, leftovers, pids, repeated_workload};
+use crate::support::{DoubleEnv, assert_gone, leftovers, pids, repeated_workload, shared};
 
 /// One instance of a handmade cluster config: TP degree, hardware and device-memory
 /// bandwidth (GB/s).
@@ -51,13 +51,6 @@ const FREE: u64 = 1_000_000_000_000;
 
 fn sample() -> String {
     format!("{}/examples/sample.jsonl", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn shared(rel: &str) -> String {
-    format!(
-        "{}/../shared/data/llmservingsim/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
 }
 
 /// The lines of `stderr` that start with `prefix` after an `instance N: ` label, by instance.

@@ -7,14 +7,7 @@
 use std::path::Path;
 
 use crate::cli_tests::{ok, run, stderr};
-use crate::support::{DoubleEnv, assert_gone, leftovers, pids};
-
-fn shared(rel: &str) -> String {
-    format!(
-        "{}/../shared/data/llmservingsim/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
+use crate::support::{DoubleEnv, assert_gone, leftovers, pids, shared};
 
 /// LLMServingSim's P/D example: `single_node_pd_instance.json` (one prefill and one decode
 /// RTXPRO6000 / Llama-3.1-8B instance, 16 GB/s, 20 µs), `example_trace.jsonl`, 10 requests,

@@ -11,17 +11,10 @@ use blis_cosim::chakra::attr::{find, integer};
 use blis_cosim::chakra::{Dialect, EtNode, NodeKind, read_et};
 
 use crate::cli_tests::{ok, run, stderr, strs};
-use crate::support::{DoubleEnv, leftovers};
+use crate::support::{DoubleEnv, cluster_args, leftovers, shared};
 
 /// Host memory so fast that the trace's input load and output store cost 0 ns.
 const FREE: u64 = 1_000_000_000_000;
-
-fn shared(rel: &str) -> String {
-    format!(
-        "{}/../shared/data/llmservingsim/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
 
 /// LLMServingSim's cluster config `file`, with free host memory, written into `dir`.
 fn free_memory(dir: &Path, file: &str) -> PathBuf {
@@ -46,21 +39,31 @@ fn four_requests(dir: &Path) -> PathBuf {
 }
 
 fn args(config: &Path, dataset: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "--cluster-config",
-        config.to_str().unwrap(),
-        "--dataset",
-        dataset.to_str().unwrap(),
-        "--profile-dir",
-        &shared("profiler/perf"),
-        "--output",
-        out.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    v.extend(extra.iter().map(|s| (*s).to_owned()));
-    v
+    cluster_args(dataset.to_str().unwrap(), config, out, extra)
+}
+
+/// Runs `args` (with `--keep-astra-inputs`) against the double, checks that its CSV at `out`
+/// is `expected`, the analytical run's, and returns the kept inputs' directory, named on the
+/// `<report>ASTRA-Sim inputs kept in ` line.
+fn kept_after_matching_run(
+    args: &[String],
+    out: &Path,
+    expected: &[u8],
+    report: &str,
+    what: &str,
+    tmp: &Path,
+) -> PathBuf {
+    let err = ok(&run(&strs(args), Some(&DoubleEnv::default()), tmp));
+    assert!(err.contains(&format!("{report}ASTRA-Sim: ")), "{err}");
+    assert!(
+        std::fs::read(out).unwrap() == expected,
+        "{what}: the same CSV as the analytical run"
+    );
+    let kept = err
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{report}ASTRA-Sim inputs kept in ")))
+        .expect("the kept directory is printed");
+    PathBuf::from(kept)
 }
 
 fn attr(node: &EtNode, name: &str) -> i128 {
@@ -114,21 +117,9 @@ pub fn pipelined_instances_match_the_analytical_run() {
             if !memo {
                 extra.push("--no-memo");
             }
-            let err = ok(&run(
-                &strs(&args(&config, &dataset, &out, &extra)),
-                Some(&DoubleEnv::default()),
-                tmp.path(),
-            ));
-            assert!(err.contains("ASTRA-Sim: "), "{err}");
-            assert!(
-                std::fs::read(&out).unwrap() == expected,
-                "{file} (memo {memo}): the same CSV as the analytical run"
-            );
-            let kept = err
-                .lines()
-                .find_map(|l| l.strip_prefix("ASTRA-Sim inputs kept in "))
-                .expect("the kept directory is printed");
-            let kept = Path::new(kept);
+            let what = format!("{file} (memo {memo})");
+            let args = args(&config, &dataset, &out, &extra);
+            let kept = &kept_after_matching_run(&args, &out, &expected, "", &what, tmp.path());
             let yml = std::fs::read_to_string(kept.join("network.yml")).unwrap();
             assert!(yml.contains(network), "{file}: {yml}");
             if file == "single_node_tp_pp_instance.json" {
@@ -203,21 +194,10 @@ pub fn moe_dp_group_with_pp_matches_the_analytical_run() {
         if !memo {
             extra.push("--no-memo");
         }
-        let err = ok(&run(
-            &strs(&args(&config, &dataset, &out, &extra)),
-            Some(&DoubleEnv::default()),
-            tmp.path(),
-        ));
-        assert!(err.contains("DP group 0: ASTRA-Sim: "), "{err}");
-        assert!(
-            std::fs::read(&out).unwrap() == expected,
-            "memo {memo}: the same CSV as the analytical run"
-        );
-        let kept = err
-            .lines()
-            .find_map(|l| l.strip_prefix("DP group 0: ASTRA-Sim inputs kept in "))
-            .expect("the kept directory is printed");
-        let kept = Path::new(kept);
+        let what = format!("memo {memo}");
+        let args = args(&config, &dataset, &out, &extra);
+        let report = "DP group 0: ";
+        let kept = &kept_after_matching_run(&args, &out, &expected, report, &what, tmp.path());
         let yml = std::fs::read_to_string(kept.join("network.yml")).unwrap();
         assert!(yml.contains("npus_count: [ 1, 2, 2 ]"), "{yml}");
         let (sender, receiver) = (kept_nodes(kept, "b0", 2), kept_nodes(kept, "b0", 3));

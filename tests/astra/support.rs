@@ -254,3 +254,31 @@ pub fn real_fork() -> Option<std::ffi::OsString> {
     }
     binary
 }
+
+/// The path of `rel` in LLMServingSim's data under `../shared`.
+pub fn shared(rel: &str) -> String {
+    format!(
+        "{}/../shared/data/llmservingsim/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// The command line of a run of `dataset` on the cluster `config` with the shared profile
+/// bundles, writing `out`, then `extra`.
+pub fn cluster_args(dataset: &str, config: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        dataset,
+        "--profile-dir",
+        &shared("profiler/perf"),
+        "--output",
+        out.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    v.extend(extra.iter().map(|s| (*s).to_owned()));
+    v
+}
