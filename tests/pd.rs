@@ -33,6 +33,8 @@ struct Done {
 struct Rec {
     /// Preemptions per instance.
     preemptions: Vec<u64>,
+    /// Dummy steps per instance (idle members of DP groups).
+    dummy_steps: Vec<u64>,
     done: Vec<Done>,
     transfers: Vec<TransferEvent>,
     steps: Vec<Step>,
@@ -108,6 +110,7 @@ fn run(
     let out =
         engine::run_disaggregated(requests, setups, pd, &mut dyns, &mut router, &mut rec).unwrap();
     rec.preemptions = out.instances.iter().map(|i| i.stats.preemptions).collect();
+    rec.dummy_steps = out.instances.iter().map(|i| i.dummy_steps).collect();
     rec
 }
 
@@ -272,11 +275,24 @@ fn one_token_requests_finish_on_the_prefill_instance_without_a_transfer() {
 
 /// Checks one run on a random workload; returns the finished requests.
 fn check_conservation(requests: &[Request], roles: &[InstanceRole], policy: RoutingPolicy) -> Rec {
+    check_grouped_conservation(requests, roles, &[], policy)
+}
+
+/// [`check_conservation`] with instance `i` in DP group `groups[i]` (none past the list).
+fn check_grouped_conservation(
+    requests: &[Request],
+    roles: &[InstanceRole],
+    groups: &[Option<u32>],
+    policy: RoutingPolicy,
+) -> Rec {
     // Small pools force preemptions and prefill instances blocked by held blocks.
     let setups: Vec<InstanceSetup> = roles
         .iter()
         .enumerate()
-        .map(|(i, _)| setup("m", [60, 40, 2_000, 25, 3_000][i % 5]))
+        .map(|(i, _)| InstanceSetup {
+            dp_group: groups.get(i).copied().flatten(),
+            ..setup("m", [60, 40, 2_000, 25, 3_000][i % 5])
+        })
         .collect();
     let name = policy.name();
     let rec = run(requests, &setups, roles, policy);
@@ -371,6 +387,79 @@ fn every_prefilled_request_is_decoded_exactly_once() {
     }
     // P/D only, no colocated instance.
     check_conservation(&requests, &[Prefill, Decode], RoutingPolicy::Load);
+}
+
+#[test]
+fn a_prefill_dp_member_waits_for_its_transfers_while_its_partner_pads() {
+    // Prefill instances 0 and 1 form a DP group in front of decode instance 2. Member 0 has
+    // three blocks: A's prompt takes two, C's needs two more. RR: A and C to 0, B to 1.
+    let requests = [
+        request(0, 0, 32, 3, Vec::new()),
+        request(1, 0, 32, 3, Vec::new()),
+        request(2, 0, 32, 3, Vec::new()),
+    ];
+    let member = |blocks| InstanceSetup {
+        dp_group: Some(0),
+        ..setup("m", blocks)
+    };
+    let rec = run(
+        &requests,
+        &[member(3), member(100), setup("m", 100)],
+        &[Prefill, Prefill, Decode],
+        RoutingPolicy::RoundRobin,
+    );
+    // Wave 1: A on 0, B on 1, 1,000 + 320 + 100 = 1,420 ns each. Each sender's transfer
+    // takes 1,000 + 3,200 ns on its own link: both arrive at 5,620. Until then member 0 can
+    // form no batch and member 1 has none: no wave (and no error). Wave 2 at 5,620: C on 0
+    // (1,420 ns), a one-token dummy on 1 (not reported) padded to 32 tokens, the padding
+    // counted as decodes: 1,000 + 320 + 3,200 = 4,520 ns, the wave's length.
+    let prefill_steps: Vec<_> = rec.steps.iter().filter(|s| s.0 < 2).collect();
+    assert_eq!(
+        prefill_steps,
+        [
+            &(0, 0, 1_420, vec![(32, 0)]),
+            &(1, 0, 1_420, vec![(32, 0)]),
+            &(0, 5_620, 10_140, vec![(32, 0)]),
+        ]
+    );
+    assert_eq!(rec.dummy_steps[..2], [0, 1]);
+    let c = find(&rec, 2);
+    assert_eq!(c.queuing_delay, 5_620);
+    assert_eq!(c.first_token, 10_140 + 4_200);
+    assert_eq!(rec.done.len(), 3);
+}
+
+#[test]
+fn dp_groups_on_both_sides_of_disaggregation_step_in_lock_step_and_conserve_requests() {
+    let requests = workload(9, 400, true);
+    let roles = [Prefill, Prefill, Decode, Decode, Colocated];
+    let groups = [Some(0), Some(0), Some(1), Some(1)];
+    for policy in [RoutingPolicy::Load, RoutingPolicy::LeastLoaded] {
+        let name = policy.name();
+        let rec = check_grouped_conservation(&requests, &roles, &groups, policy.clone());
+        // Members' steps span the same intervals or none of each other's: the distinct
+        // intervals of a group never overlap.
+        for members in [[0, 1], [2, 3]] {
+            let mut spans: Vec<(Nanos, Nanos)> = rec
+                .steps
+                .iter()
+                .filter(|s| members.contains(&s.0))
+                .map(|s| (s.1, s.2))
+                .collect();
+            spans.sort_unstable();
+            spans.dedup();
+            for w in spans.windows(2) {
+                assert!(w[0].1 <= w[1].0, "{name}: {members:?} out of step: {w:?}");
+            }
+        }
+        assert!(rec.dummy_steps[..4].iter().all(|&d| d > 0), "{name}");
+        for id in [2, 3] {
+            let decoded = rec.done.iter().any(|d| d.instance == id && d.pd.is_some());
+            assert!(decoded, "{name}: decode member {id} served");
+        }
+        let again = check_grouped_conservation(&requests, &roles, &groups, policy);
+        assert_eq!(rec.done, again.done, "{name}: deterministic");
+    }
 }
 
 #[test]

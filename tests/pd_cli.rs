@@ -245,3 +245,119 @@ fn pd_config_errors_name_the_key() {
         );
     }
 }
+
+/// LLMServingSim's MoE P/D example (`single_node_moe_pd_instance.json`) with its prefill and
+/// its decode instance each made a DP group of two members (EP 2 across each group); the
+/// members' roles are `roles` (prefill group first), written to `dir`.
+fn moe_pd_groups(dir: &Path, roles: [&str; 4]) -> PathBuf {
+    let path = shared("configs/cluster/single_node_moe_pd_instance.json");
+    let mut config = json(Path::new(&path));
+    let node = &mut config["nodes"][0];
+    let template = node["instances"][0].clone();
+    let members: Vec<serde_json::Value> = roles
+        .iter()
+        .enumerate()
+        .map(|(i, role)| {
+            let mut inst = template.clone();
+            inst["pd_type"] = serde_json::json!(role);
+            inst["dp_group"] = serde_json::json!(if i < 2 { "P" } else { "D" });
+            inst["ep_size"] = serde_json::json!(2);
+            inst
+        })
+        .collect();
+    node["num_instances"] = serde_json::json!(members.len());
+    node["instances"] = serde_json::Value::Array(members);
+    let out = dir.join(format!("{}.json", roles.join("-")));
+    std::fs::write(&out, config.to_string()).unwrap();
+    out
+}
+
+#[test]
+fn moe_dp_groups_run_on_both_sides_of_disaggregation() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let csv = dir.path().join("out.csv");
+    let config = moe_pd_groups(dir.path(), ["prefill", "prefill", "decode", "decode"]);
+    let profiles = shared("profiler/perf");
+    let dataset = shared("workloads/sharegpt-qwen3-30b-a3b-300-sps10.jsonl");
+    let base = [
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--profile-dir",
+        &profiles,
+        "--dataset",
+        &dataset,
+        "--num-reqs",
+        "80",
+    ];
+    let mut args = base.to_vec();
+    args.extend([
+        "--summary-json",
+        summary.to_str().unwrap(),
+        "--output",
+        csv.to_str().unwrap(),
+    ]);
+    ok(&args);
+    let s = json(&summary);
+    assert_eq!(s["completed"], 80);
+    let instances = s["instances"].as_array().unwrap();
+    let (header, rows) = read_csv(&csv);
+    assert_eq!(header.len(), 14);
+    let one_token = rows.iter().filter(|r| r["output"] == "1").count() as u64;
+    let mut sent = 0;
+    for (id, inst) in instances.iter().enumerate() {
+        let role = if id < 2 { "prefill" } else { "decode" };
+        assert_eq!(inst["role"], role, "instance {id}");
+        // Each group's members run in waves: an idle member runs dummies.
+        assert!(inst["dummy_steps"].as_u64().unwrap() > 0, "instance {id}");
+        if id < 2 {
+            let n = inst["kv_transfers_sent"].as_u64().unwrap();
+            assert!(n > 0, "prefill member {id} sends");
+            sent += n;
+        } else {
+            assert!(
+                inst["completed"].as_u64().unwrap() > 0,
+                "decode member {id}"
+            );
+        }
+    }
+    assert_eq!(sent, 80 - one_token);
+    for r in &rows {
+        let prefill: u32 = r["prefill instance"].parse().unwrap();
+        let instance: u32 = r["instance id"].parse().unwrap();
+        assert!(prefill < 2);
+        if r["output"] == "1" {
+            assert_eq!(instance, prefill);
+        } else {
+            assert!(instance >= 2 && num(r, "kv_transfer_ns") > 0);
+        }
+    }
+
+    // A group mixing roles is refused naming the key.
+    let mixed = moe_pd_groups(dir.path(), ["prefill", "decode", "decode", "decode"]);
+    let out = run(&[
+        "--cluster-config",
+        mixed.to_str().unwrap(),
+        "--dataset",
+        &dataset,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("`nodes[0].instances[0].dp_group`")
+            && err.contains("must share model_name, tp_size, ep_size and pd_type"),
+        "{err}"
+    );
+    // Under ASTRA-Sim a prefill group is refused before any process starts.
+    let binary = std::env::current_exe().unwrap();
+    let mut args = base.to_vec();
+    args.extend(["--astra-sim", binary.to_str().unwrap()]);
+    let out = run(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("`nodes[0].instances[0].pd_type`")
+            && err.contains("prefill members of dp_group \"P\" are not supported under ASTRA-Sim"),
+        "{err}"
+    );
+}

@@ -2,7 +2,7 @@
 //! collectives run over, and the expert routing policy (LLMServingSim's rules, §2.2).
 
 use super::InstanceConfig;
-use crate::config::{ClusterConfig, ConfigError, Hardware, PerDim, PlacedInstance};
+use crate::config::{ClusterConfig, ConfigError, Hardware, InstanceRole, PerDim, PlacedInstance};
 use crate::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
 
 /// How the instances' collectives are priced.
@@ -129,24 +129,29 @@ pub(super) fn resolve(
                     other.model.name != inst.model.name
                         || other.tp != inst.tp
                         || placed[o].spec.ep_size != p.spec.ep_size
+                        || other.role != inst.role
                 };
                 if let Some(&o) = members.iter().find(|&&o| differs(o)) {
                     return Err(invalid(
                         &p.path,
                         "dp_group",
                         format!(
-                            "members of dp_group \"{}\" must share model_name, tp_size and \
-                             ep_size ({} differs from {})",
+                            "members of dp_group \"{}\" must share model_name, tp_size, \
+                             ep_size and pd_type ({} differs from {})",
                             groups[g].0, p.path, placed[o].path
                         ),
                     ));
                 }
-                if inst.role != crate::config::InstanceRole::Colocated {
+                if inst.role == InstanceRole::Prefill && pricing == CommPricing::Astra {
                     return Err(invalid(
                         &p.path,
                         "pd_type",
-                        "a dp_group member must be colocated (P/D with DP is not supported yet)"
-                            .into(),
+                        format!(
+                            "prefill members of dp_group \"{}\" are not supported under \
+                             ASTRA-Sim co-simulation yet (their KV sends would need receivers \
+                             in the group's process); use the analytical network backend",
+                            groups[g].0
+                        ),
                     ));
                 }
                 let n = members.len() as u32;

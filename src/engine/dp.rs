@@ -21,6 +21,11 @@
 //!
 //! The members are scheduled in id order at the wave's start, so a wave is deterministic.
 //!
+//! Under P/D disaggregation a group's members share a role. A prefill member hands off what
+//! its step prefilled like any prefill instance (each member sends over its own link) and
+//! its batch carries the KV it sends; when no member can form a batch because a member's
+//! blocks are held by its transfers, no wave starts until a transfer ends.
+//!
 //! With pipeline parallelism (every member has the same `pp` stages), the group's waves are
 //! pipelined like one instance's steps (`pipeline.rs`): a wave starts when the group's stage 0
 //! is free, fewer than `pp` waves are in flight and some member has work (a member whose running
@@ -186,13 +191,21 @@ fn step_shape(inst: &InstanceSim<'_>, scheduler: &Scheduler, width: WaveWidth) -
     }
 }
 
-/// A member's batch of a wave (a dummy for an idle member), padded to the wave's width.
+/// A member's batch of a wave (a dummy for an idle member), padded to the wave's width, with
+/// the KV a prefill member sends.
 fn padded_batch<'s>(
     inst: &InstanceSim<'_>,
     scheduler: &'s Scheduler,
     width: WaveWidth,
 ) -> BatchDesc<'s> {
-    step_shape(inst, scheduler, width).apply(own_items(inst, scheduler))
+    let kv_send_tokens = if inst.dummy {
+        0
+    } else {
+        scheduler.last_kv_send_tokens()
+    };
+    step_shape(inst, scheduler, width)
+        .apply(own_items(inst, scheduler))
+        .with_kv_send_tokens(kv_send_tokens)
 }
 
 /// The KV a member recalls from the lower tier of the prefix cache before its step (none for
@@ -351,6 +364,17 @@ impl Wave<'_, '_, '_, '_> {
         }
         // Form every member's batch; a member without one runs a dummy.
         let Some(width) = form_batches(members, instances, schedulers, now)? else {
+            for &m in members {
+                instances[m as usize].dummy = false;
+            }
+            // Prefill members whose blocks are held by their KV transfers: a transfer's end
+            // brings work.
+            if members
+                .iter()
+                .any(|&m| schedulers[m as usize].num_handed_off() > 0)
+            {
+                return Ok(None);
+            }
             return Err(stuck(members, schedulers, now));
         };
         let padded = |m: u32| padded_batch(&instances[m as usize], &schedulers[m as usize], width);

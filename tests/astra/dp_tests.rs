@@ -240,6 +240,77 @@ pub fn network_config_with_a_group_is_refused() {
     assert!(leftovers(tmp.path()).is_empty());
 }
 
+/// Under P/D, a decode-side DP group (two members, EP 2) behind a prefill instance: the
+/// prefill instance keeps its own process (its NPU and KV receiver), the group runs in one
+/// process; every request is prefilled on instance 0 and decoded on a member, as in the
+/// analytical run, and ends earlier than there (the prefill sends its KV layer by layer
+/// under ASTRA-Sim, in one message after the prefill analytically) by less than 1%.
+pub fn a_decode_group_behind_a_prefill_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let inst = |role: &str, group: &str| {
+        format!(
+            r#"{{"model_name": "{QWEN}", "hardware": "RTXPRO6000",
+                "npu_mem": {{"mem_size": 96, "mem_bw": 1597, "mem_latency": 0}},
+                "num_npus": 1, "tp_size": 1, {group} "pd_type": "{role}"}}"#
+        )
+    };
+    let member = inst("decode", r#""ep_size": 2, "dp_group": "D","#);
+    let text = format!(
+        r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 20000, "nodes": [
+            {{"num_instances": 3,
+              "cpu_mem": {{"mem_size": 512, "mem_bw": {FREE}, "mem_latency": 0}},
+              "instances": [{}, {member}, {member}]}}]}}"#,
+        inst("prefill", "")
+    );
+    let config = dir.path().join("pd-group.json");
+    std::fs::write(&config, text).unwrap();
+    let analytical = dir.path().join("analytical.csv");
+    ok(&run(
+        &strs(&args(&config, &analytical, &[])),
+        None,
+        tmp.path(),
+    ));
+    let out = dir.path().join("astra.csv");
+    let pid_file = dir.path().join("pids");
+    let env = DoubleEnv {
+        pid_file: Some(pid_file.clone()),
+        ..DoubleEnv::default()
+    };
+    let err = ok(&run(
+        &strs(&args(&config, &out, &[])),
+        Some(&env),
+        tmp.path(),
+    ));
+    assert!(err.contains("instance 0: ASTRA-Sim: "), "{err}");
+    assert!(err.contains("DP group 0: ASTRA-Sim: "), "{err}");
+    let started = pids(&pid_file);
+    assert_eq!(
+        started.len(),
+        2,
+        "the prefill instance's process and the group's"
+    );
+    assert_gone(&started);
+    assert!(leftovers(tmp.path()).is_empty());
+    let (a, b) = (
+        csv_row::read(analytical.to_str().unwrap()),
+        csv_row::read(out.to_str().unwrap()),
+    );
+    assert_eq!(a.len(), 10);
+    for (a, b) in a.iter().zip(&b) {
+        let id = a.request;
+        assert!([1, 2].contains(&b.instance), "request {id}");
+        assert_eq!(a.instance, b.instance, "request {id}: the same member");
+        let (end_a, end_b) = (token_times(a), token_times(b));
+        let (end_a, end_b) = (*end_a.last().unwrap(), *end_b.last().unwrap());
+        assert!(end_b < end_a, "request {id}: ends earlier");
+        assert!(
+            (end_a - end_b) * 100 < end_a - a.arrival,
+            "request {id}: by < 1%"
+        );
+    }
+}
+
 /// A request's token times (first token, then every later one), ns.
 fn token_times(row: &csv_row::Row) -> Vec<u64> {
     let mut t = row.arrival + row.ttft;
@@ -271,7 +342,8 @@ mod csv_row {
             .map(|line| {
                 let (head, itl) = line.split_once(",\"[").unwrap();
                 let f: Vec<&str> = head.split(',').collect();
-                let itl = itl.trim_end_matches("]\"");
+                // P/D runs have more columns after the ITL list.
+                let itl = itl.split_once("]\"").map_or(itl, |(list, _)| list);
                 Row {
                     instance: f[0].parse().unwrap(),
                     request: f[1].parse().unwrap(),

@@ -157,6 +157,10 @@ fn main() {
             dp_tests::dense_group_members_run_their_own_processes,
         ),
         (
+            "dp::a_decode_group_behind_a_prefill_instance",
+            dp_tests::a_decode_group_behind_a_prefill_instance,
+        ),
+        (
             "dp::a_fault_in_a_group_stops_everything",
             dp_tests::a_fault_in_a_group_stops_everything,
         ),
