@@ -486,14 +486,7 @@ impl RunArgs {
                     source: &source,
                 };
                 let storage = self.prefix.assign(Some(&layout), &mut instances)?;
-                power = power::resolve(
-                    &cluster,
-                    &placed,
-                    &instances,
-                    self.log_interval,
-                    astra_selected,
-                    &source,
-                )?;
+                power = power::resolve(&cluster, &placed, &instances, self.log_interval, &source)?;
                 (instances, cluster.num_nodes, networks, links, storage)
             }
         };

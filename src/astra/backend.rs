@@ -207,6 +207,8 @@ pub struct AstraBackend {
     memo: HashMap<MemoKey, Nanos>,
     /// The last step's key and time (for [`LatencyBackend::breakdown`] under `--no-memo`).
     last: Option<(MemoKey, Nanos)>,
+    /// Weight bytes per rank the last encoded trace loads from host or CXL memory.
+    streamed_bytes: u64,
     stats: AstraStats,
     /// The encoded `.et` file of the batch being priced (reused from step to step).
     et: Vec<u8>,
@@ -353,6 +355,7 @@ impl AstraBackend {
             options,
             memo: HashMap::new(),
             last: None,
+            streamed_bytes: 0,
             stats: AstraStats::default(),
             et: Vec::new(),
             slots: Default::default(),
@@ -451,6 +454,7 @@ impl AstraBackend {
             placement: self.placement.as_ref(),
             ep_involved_dim: None,
         };
+        self.streamed_bytes = trace.weight_load_bytes().map_err(|e| e.to_string())?;
         if self.pipelined() {
             // Every collective stays in its stage (dimension 0 of `[tp, pp]`; `[pp]` has no
             // collectives).
@@ -648,6 +652,12 @@ impl LatencyBackend for AstraBackend {
         }
         self.last = Some((key, time));
         Ok(time)
+    }
+
+    /// The weight bytes per rank the last trace built (by `step_time` or `breakdown`) loads
+    /// from host or CXL memory.
+    fn streamed_weight_bytes(&self) -> u64 {
+        self.streamed_bytes
     }
 
     /// The compute backend's compute layers, plus `astra_non_compute`: the rest of the

@@ -246,6 +246,21 @@ impl BatchTrace<'_> {
         Ok(())
     }
 
+    /// The weight bytes (per rank) the trace's weight loads move from host or CXL memory: 0
+    /// without a placement keeping weights outside the GPU.
+    pub fn weight_load_bytes(&self) -> Result<u64, TraceError> {
+        if self.placement.is_none() {
+            return Ok(0);
+        }
+        let mut total = 0;
+        for (layer, block) in self.layer_sequence()? {
+            if !layer.is_comm {
+                total += self.weight_load(block, layer.name)?.map_or(0, |w| w.bytes);
+            }
+        }
+        Ok(total)
+    }
+
     /// The weight load of a layer occurrence whose weights the placement keeps outside the
     /// GPU; `None` for weights on the GPU, layers without weights, or no placement.
     fn weight_load(

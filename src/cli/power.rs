@@ -21,7 +21,7 @@ pub struct PowerConfig {
 
 /// The power model of `cluster`, whose instances are `placed` and resolved as `instances`
 /// (`source` names it in messages), or `None` when some node has no `power` block (with a
-/// warning when others have one). Refused under ASTRA-Sim (`astra_selected`).
+/// warning when others have one).
 ///
 /// On a node whose instances offload decode attention to PIM, the DRAM DIMMs are the PIM
 /// channels at the PIM memory's idle power (LLMServingSim overrides `dram.dimm_size` and
@@ -31,7 +31,6 @@ pub(super) fn resolve(
     placed: &[PlacedInstance<'_>],
     instances: &[InstanceConfig],
     log_interval_s: f64,
-    astra_selected: bool,
     source: &str,
 ) -> Result<Option<PowerConfig>, ConfigError> {
     if cluster.power_partial() {
@@ -43,13 +42,6 @@ pub(super) fn resolve(
     let Some(nodes) = cluster.power() else {
         return Ok(None);
     };
-    if astra_selected {
-        return Err(ConfigError::Invalid {
-            source_name: source.to_owned(),
-            field: "nodes[0].power".into(),
-            message: "power modelling under ASTRA-Sim co-simulation is not supported yet".into(),
-        });
-    }
     let mut specs: Vec<PowerSpec> = nodes.iter().map(|&p| p.clone()).collect();
     for (n, spec) in specs.iter_mut().enumerate() {
         let pim = placed

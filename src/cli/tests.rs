@@ -708,7 +708,7 @@ fn astra_gives_a_moe_dp_group_its_network() {
 }
 
 #[test]
-fn power_blocks_resolve_per_instance_and_are_refused_under_astra() {
+fn power_blocks_resolve_per_instance_with_either_network_backend() {
     let c = shared("configs/cluster/single_node_power_instance.json");
     let config = parse(&["--cluster-config", &c, "--log-interval", "0.25"])
         .unwrap()
@@ -725,14 +725,11 @@ fn power_blocks_resolve_per_instance_and_are_refused_under_astra() {
         .into_config()
         .unwrap();
     assert!(config.power.is_none());
-    let err = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
+    let astra = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
         .unwrap()
         .into_config()
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("field `nodes[0].power`") && err.contains("ASTRA-Sim"),
-        "{err}"
-    );
+        .unwrap();
+    assert!(astra.instances[0].astra.is_some());
+    assert_eq!(astra.power.unwrap().npus[0].active_power, 600.0);
     assert!(parse(&["--log-interval", "-1"]).is_err());
 }

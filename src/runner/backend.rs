@@ -61,6 +61,10 @@ impl LatencyBackend for Labelled {
             .map_err(|e| self.label(e))
     }
 
+    fn streamed_weight_bytes(&self) -> u64 {
+        self.backend.streamed_weight_bytes()
+    }
+
     fn profile_lookups(&self) -> Option<LookupCounts> {
         self.backend.profile_lookups()
     }

@@ -13,6 +13,7 @@ mod dp_tests;
 mod fork_tests;
 mod multi_tests;
 mod pd_tests;
+mod power_tests;
 mod pp_tests;
 mod stock_tests;
 mod support;
@@ -130,6 +131,10 @@ fn main() {
         (
             "pd::real_astra_sim_reproduces_the_published_pd_example_when_available",
             pd_tests::real_astra_sim_reproduces_the_published_pd_example_when_available,
+        ),
+        (
+            "power::power_under_astra_sim_matches_the_analytical_run",
+            power_tests::power_under_astra_sim_matches_the_analytical_run,
         ),
         (
             "pp::pipelined_instances_match_the_analytical_run",
