@@ -158,18 +158,30 @@ fn form_batches(
 }
 
 /// How a step is priced beyond its own batch: padded to its DP wave's widest batch, with its
-/// experts fired by the wave's gate tokens. The default, no padding and no gate tokens, is a
-/// step outside DP groups.
+/// experts fired by the wave's gate tokens, sending the KV of the prompts it completes (a
+/// prefill instance's). The default, no padding, gate or sent tokens, is a colocated step
+/// outside DP groups.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct StepShape {
     pub pad_tokens: u32,
     pub gate_tokens: u64,
+    pub kv_send_tokens: u64,
 }
 
 impl StepShape {
+    /// The shape of the step `scheduler` just formed outside DP groups.
+    pub fn of_step(scheduler: &Scheduler) -> StepShape {
+        StepShape {
+            kv_send_tokens: scheduler.last_kv_send_tokens(),
+            ..StepShape::default()
+        }
+    }
+
     /// The batch of `items` as the step was priced.
     pub fn apply(self, items: &[BatchItem]) -> BatchDesc<'_> {
-        BatchDesc::padded(items, self.pad_tokens).with_gate_tokens(self.gate_tokens)
+        BatchDesc::padded(items, self.pad_tokens)
+            .with_gate_tokens(self.gate_tokens)
+            .with_kv_send_tokens(self.kv_send_tokens)
     }
 }
 
@@ -188,6 +200,11 @@ fn step_shape(inst: &InstanceSim<'_>, scheduler: &Scheduler, width: WaveWidth) -
     StepShape {
         pad_tokens: u32::try_from(width.widest - own).unwrap_or(u32::MAX),
         gate_tokens: width.gate,
+        kv_send_tokens: if inst.dummy {
+            0
+        } else {
+            scheduler.last_kv_send_tokens()
+        },
     }
 }
 
@@ -198,14 +215,7 @@ fn padded_batch<'s>(
     scheduler: &'s Scheduler,
     width: WaveWidth,
 ) -> BatchDesc<'s> {
-    let kv_send_tokens = if inst.dummy {
-        0
-    } else {
-        scheduler.last_kv_send_tokens()
-    };
-    step_shape(inst, scheduler, width)
-        .apply(own_items(inst, scheduler))
-        .with_kv_send_tokens(kv_send_tokens)
+    step_shape(inst, scheduler, width).apply(own_items(inst, scheduler))
 }
 
 /// The KV a member recalls from the lower tier of the prefix cache before its step (none for

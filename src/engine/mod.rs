@@ -547,9 +547,8 @@ fn start_step(
             running: scheduler.num_running(),
         });
     }
-    let batch =
-        BatchDesc::new(scheduler.last_batch()).with_kv_send_tokens(scheduler.last_kv_send_tokens());
-    let compute_ns = backend.step_time(&batch)?;
+    let shape = StepShape::of_step(scheduler);
+    let compute_ns = backend.step_time(&shape.apply(scheduler.last_batch()))?;
     if compute_ns == 0 {
         return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
     }
@@ -559,6 +558,7 @@ fn start_step(
     inst.step_start = now;
     inst.waiting = scheduler.num_waiting();
     inst.running = scheduler.num_running();
+    inst.shape = shape;
     inst.steps += 1;
     Ok(Some(now + step_ns))
 }
@@ -579,7 +579,7 @@ fn start_pipelined(
     if !stages.stage0_free(now) || !scheduler.can_form_step() || !scheduler.has_work() {
         return Ok(None);
     }
-    let Some(items) = scheduler.schedule(now)? else {
+    if scheduler.schedule(now)?.is_none() {
         // Every running request has its token in flight: the next step end brings work.
         if stages.in_flight() > 0 || scheduler.num_handed_off() > 0 {
             return Ok(None);
@@ -590,8 +590,9 @@ fn start_pipelined(
             waiting: scheduler.num_waiting(),
             running: scheduler.num_running(),
         });
-    };
-    let batch = BatchDesc::new(items);
+    }
+    let shape = StepShape::of_step(scheduler);
+    let batch = shape.apply(scheduler.last_batch());
     let tokens = batch.total_tokens();
     let blocks = &stages.pipeline().stage_blocks;
     let compute = stages.compute_mut();
@@ -606,7 +607,7 @@ fn start_pipelined(
         waiting: scheduler.num_waiting(),
         running: scheduler.num_running(),
         dummy: false,
-        shape: StepShape::default(),
+        shape,
     };
     let send = match sends {
         StageSends::Separate => stages.send_ns(tokens),
@@ -647,12 +648,7 @@ fn finish_step(
             instance: id,
             start_ns: inst.step_start,
             end_ns: now,
-            // A prefill instance's (KV-sending) steps run without pipelining (P/D with
-            // pp_size > 1 is refused), so the step completing is the last one formed.
-            batch: inst
-                .shape
-                .apply(scheduler.completed_batch())
-                .with_kv_send_tokens(scheduler.last_kv_send_tokens()),
+            batch: inst.shape.apply(scheduler.completed_batch()),
             waiting: inst.waiting,
             running: inst.running,
         },
