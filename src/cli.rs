@@ -460,7 +460,7 @@ impl RunArgs {
                     pricing,
                     &source,
                 )?;
-                pipeline::resolve(&cluster, &placed, &mut instances, &source)?;
+                pipeline::resolve(&cluster, &placed, &mut instances, astra_selected, &source)?;
                 pim::assign(pims, &placed, &mut instances, astra_selected, &source)?;
                 if instances.is_empty() {
                     return Err(ConfigError::Invalid {

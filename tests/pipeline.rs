@@ -6,7 +6,7 @@ use blis_cosim::Nanos;
 use blis_cosim::config::Link;
 use blis_cosim::engine::{self, InstanceSetup, Observer, Pipeline, StepEvent, stage_blocks};
 use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
-use blis_cosim::metrics::RequestRecord;
+use blis_cosim::metrics::{PdRecord, RequestRecord};
 use blis_cosim::scheduler::{Scheduler, SchedulerConfig};
 use blis_cosim::workload::Request;
 
@@ -103,10 +103,14 @@ struct Done {
 #[derive(Default)]
 struct Recorder {
     finished: Vec<Done>,
+    /// The instance each request finished on and its P/D record, same order.
+    where_: Vec<(u32, Option<PdRecord>)>,
     /// (start, end, tokens) of every step, in completion order.
     steps: Vec<(Nanos, Nanos, u64)>,
     /// Tokens at the experts' gate of every step as priced, same order.
     gates: Vec<u64>,
+    /// (instance, prompt tokens whose KV the step sends) of every step, same order.
+    sends: Vec<(u32, u64)>,
 }
 
 impl Observer for Recorder {
@@ -120,6 +124,7 @@ impl Observer for Recorder {
             queuing_delay_ns: r.queuing_delay_ns,
             itl_ns: r.itl_ns.to_vec(),
         });
+        self.where_.push((r.instance_id, r.pd));
         Ok(())
     }
 
@@ -131,6 +136,7 @@ impl Observer for Recorder {
         self.steps
             .push((step.start_ns, step.end_ns, step.batch.total_tokens()));
         self.gates.push(step.batch.gate_tokens);
+        self.sends.push((step.instance, step.batch.kv_send_tokens));
         Ok(())
     }
 }
@@ -374,4 +380,122 @@ fn a_pipelined_dp_group_runs_its_waves_through_shared_stages() {
     ids.sort_unstable();
     assert_eq!(ids, (0..200).collect::<Vec<_>>());
     assert_eq!(out.finished, 200);
+}
+
+/// Runs `requests` disaggregated over `setups` with `roles` (every instance priced by
+/// [`PerToken`]), 100 KV bytes per token over links of 1,000 ns + 1 byte/ns, LOAD routing.
+fn run_disaggregated(
+    requests: &[Request],
+    setups: &[InstanceSetup],
+    roles: &[blis_cosim::config::InstanceRole],
+) -> Recorder {
+    use blis_cosim::router::{Router, RoutingPolicy};
+    let mut per_token: Vec<PerToken> = setups.iter().map(|_| PerToken).collect();
+    let mut backends: Vec<&mut dyn LatencyBackend> = per_token
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let pd = engine::Disaggregation::new(
+        roles.to_vec(),
+        vec![100; roles.len()],
+        Router::with_stream(RoutingPolicy::Load, 3, b"decode"),
+        |_, _| Link {
+            bandwidth_gbps: 1e9 / f64::from(1u32 << 30),
+            latency_ns: 1_000.0,
+        },
+    );
+    let mut router = Router::new(RoutingPolicy::Load, 3);
+    let mut rec = Recorder::default();
+    engine::run_disaggregated(requests, setups, pd, &mut backends, &mut router, &mut rec).unwrap();
+    rec
+}
+
+#[test]
+fn a_pipelined_prefill_instance_hands_off_each_step_as_its_last_stage_ends() {
+    use blis_cosim::config::InstanceRole::{Decode, Prefill};
+    // Prefill instance 0: two stages of one block each (the hand-timed test's timeline);
+    // decode instance 1 unpipelined, 10 + 2·100·tokens + 20 ns a step.
+    // - A (2-token prompt, 2 out) at 0: stage 0 0..210, send to 1217, stage 1 1217..1437:
+    //   handed off at 1437; its KV (200 B) on the wire 1437..2637 (TTFT ends at 2637).
+    // - B (1-token prompt) at 50, formed at 1217 while A is in flight: stage 0 1217..1327,
+    //   send to 2330, stage 1 2330..2450: handed off at 2450; the link is A's until 2637,
+    //   then B's 100 B: 2637..3737.
+    // - Decode: A 2637..2867 (ITL 230); B 3737..3967.
+    let mut decode = setup(100, 2, 1, 256);
+    decode.pipeline = None;
+    let setups = [setup(100, 2, 2, 256), decode];
+    let requests = [request(0, 0, 2, 2), request(1, 50, 1, 2)];
+    let rec = run_disaggregated(&requests, &setups, &[Prefill, Decode]);
+    let ends: Vec<(u64, Nanos, Nanos, Vec<Nanos>)> = rec
+        .finished
+        .iter()
+        .map(|d| (d.id, d.first_token_ns, d.end_ns, d.itl_ns.clone()))
+        .collect();
+    assert_eq!(
+        ends,
+        [(0, 2637, 2867, vec![230]), (1, 3737, 3967, vec![230])]
+    );
+    let pd: Vec<(u32, Nanos, Nanos, Nanos)> = rec
+        .where_
+        .iter()
+        .map(|(i, pd)| {
+            let pd = pd.unwrap();
+            (
+                *i,
+                pd.prefill_end_ns,
+                pd.transfer_start_ns,
+                pd.transfer_end_ns,
+            )
+        })
+        .collect();
+    assert_eq!(pd, [(1, 1437, 1437, 2637), (1, 2450, 2637, 3737)]);
+    // Each prefill step reports the KV it sends, though B's step was formed before A's ended
+    // (the decode steps report what they would send: the token and the received prompt).
+    assert_eq!(rec.sends, [(0, 2), (0, 1), (1, 3), (1, 2)]);
+    assert_eq!(
+        rec.steps,
+        [
+            (0, 1437, 2),
+            (1217, 2450, 1),
+            (2637, 2867, 1),
+            (3737, 3967, 1)
+        ]
+    );
+}
+
+#[test]
+fn pipelined_prefill_and_decode_instances_decode_every_prefilled_request_once() {
+    use blis_cosim::config::InstanceRole::{Decode, Prefill};
+    // Small pools: prefill instances wait for their transfers, decode instances preempt.
+    let setups = [
+        setup(40, 8, 2, 128),
+        setup(30, 7, 3, 64),
+        setup(50, 8, 4, 128),
+        setup(5_000, 5, 1, 256),
+    ];
+    let mut setups = setups.to_vec();
+    setups[3].pipeline = None;
+    let roles = [Prefill, Prefill, Decode, Decode];
+    let requests = workload(13, 300);
+    let rec = run_disaggregated(&requests, &setups, &roles);
+    let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..300).collect::<Vec<_>>());
+    for ((done, (instance, pd)), r) in rec
+        .finished
+        .iter()
+        .zip(&rec.where_)
+        .map(|p| (p, &requests[p.0.id as usize]))
+    {
+        match pd {
+            Some(pd) => {
+                assert!(*instance >= 2 && pd.prefill_instance < 2, "{}", done.id);
+                assert_eq!(done.first_token_ns, pd.transfer_end_ns);
+                assert_eq!(pd.kv_bytes, 100 * u64::from(r.input_toks));
+            }
+            None => assert!(r.output_toks == 1 && *instance < 2, "{}", done.id),
+        }
+    }
+    let again = run_disaggregated(&requests, &setups, &roles);
+    assert_eq!(rec.finished, again.finished, "deterministic");
 }

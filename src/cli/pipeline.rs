@@ -9,7 +9,8 @@ use crate::config::{ClusterConfig, ConfigError, InstanceRole, Link, PlacedInstan
 use crate::engine::{Pipeline, stage_blocks};
 
 /// Sets the pipeline of every instance of `placed` (same order as `instances`, after
-/// [`super::parallel::resolve`]) whose `pp_size` is above 1.
+/// [`super::parallel::resolve`]) whose `pp_size` is above 1 (a pipelined prefill instance is
+/// refused under ASTRA-Sim, `astra_selected`).
 ///
 /// Stages send over the cluster's link of the dimension consecutive stages differ in, as in
 /// LLMServingSim's `network.yml` (`[tp, pp, …]`): dimension 1 when `tp > 1`, else 0 (a scalar
@@ -18,6 +19,7 @@ pub(super) fn resolve(
     cluster: &ClusterConfig,
     placed: &[PlacedInstance<'_>],
     instances: &mut [InstanceConfig],
+    astra_selected: bool,
     source: &str,
 ) -> Result<(), ConfigError> {
     // The members of a (MoE) DP group step in lock step: one pipeline depth for all.
@@ -50,8 +52,11 @@ pub(super) fn resolve(
                 inst.pp
             ),
         };
-        if inst.role != InstanceRole::Colocated {
-            return Err(refuse("prefill/decode disaggregation (pd_type)"));
+        if inst.role == InstanceRole::Prefill && astra_selected {
+            return Err(refuse(
+                "a prefill instance under ASTRA-Sim co-simulation (pd_type \"prefill\"; its \
+                 process would need its stages and its KV receivers)",
+            ));
         }
         if inst.scheduler.async_scheduling {
             return Err(refuse("--async-scheduling"));

@@ -230,9 +230,10 @@ pub fn moe_dp_group_with_pp_matches_the_analytical_run() {
     assert!(leftovers(tmp.path()).is_empty());
 }
 
-/// What stays refused under ASTRA-Sim names the key: pipelining a prefill instance (as with
-/// the analytical backend), and `--network-config` with a pipelined instance. Nothing is left
-/// behind.
+/// What stays refused under ASTRA-Sim names the key: pipelining a prefill instance (its
+/// process would need both its stages and its KV receivers; the analytical backend runs it),
+/// and `--network-config` with a pipelined instance; a pipelined decode instance runs.
+/// Nothing is left behind.
 pub fn refusals_name_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -247,21 +248,36 @@ pub fn refusals_name_the_key() {
         assert!(!output.status.success(), "{}", config.display());
         stderr(&output)
     };
-    let text = std::fs::read_to_string(shared("configs/cluster/single_node_pd_instance.json"))
-        .unwrap()
-        .replacen(
-            "\"tp_size\": 1",
-            "\"tp_size\": 1, \"pp_size\": 2, \"num_npus\": 2",
-            1,
-        );
+    let text =
+        std::fs::read_to_string(shared("configs/cluster/single_node_pd_instance.json")).unwrap();
+    let pipelined = "\"tp_size\": 1, \"pp_size\": 2, \"num_npus\": 2";
     let pd = dir.path().join("pd_pp.json");
-    std::fs::write(&pd, text).unwrap();
+    std::fs::write(&pd, text.replacen("\"tp_size\": 1", pipelined, 1)).unwrap();
     let err = refused(&pd, &[]);
     assert!(
         err.contains("field `nodes[0].instances[0].pp_size`")
-            && err.contains("prefill/decode disaggregation"),
+            && err.contains("a prefill instance under ASTRA-Sim"),
         "{err}"
     );
+    ok(&run(
+        &strs(&args(&pd, &dataset, &out, &[])),
+        None,
+        tmp.path(),
+    ));
+    // The decode instance is the second `tp_size` of the file.
+    let (head, tail) = text.split_at(text.rfind("\"tp_size\": 1").unwrap());
+    let decode = dir.path().join("pd_decode_pp.json");
+    std::fs::write(
+        &decode,
+        format!("{head}{}", tail.replacen("\"tp_size\": 1", pipelined, 1)),
+    )
+    .unwrap();
+    let err = ok(&run(
+        &strs(&args(&decode, &dataset, &out, &[])),
+        Some(&DoubleEnv::default()),
+        tmp.path(),
+    ));
+    assert!(err.contains("instance 1: ASTRA-Sim: "), "{err}");
     let network = dir.path().join("one.yml");
     std::fs::write(
         &network,
