@@ -166,7 +166,7 @@ fn edited(dir: &Path, file: &str, edit: impl Fn(&mut serde_json::Value)) -> Stri
 }
 
 #[test]
-fn what_pipelining_does_not_support_yet_is_refused_naming_pp_size() {
+fn what_pipelining_does_not_support_yet_is_refused_naming_pp_size_and_pd_runs() {
     let dir = tempfile::tempdir().unwrap();
     let key = "nodes[0].instances[0].pp_size";
     // The members of a MoE DP group pipeline their waves together: one pp_size for all.
@@ -195,14 +195,33 @@ fn what_pipelining_does_not_support_yet_is_refused_naming_pp_size() {
     });
     let err = refused(&wrong_npus, &[]);
     assert!(err.contains("nodes[0].instances[0].num_npus"), "{err}");
-    // Prefill/decode disaggregation.
+    // A pipelined prefill instance runs analytically, but not under ASTRA-Sim.
     let pd = edited(dir.path(), "single_node_pd_instance.json", |c| {
         let inst = &mut c["nodes"][0]["instances"][0];
         inst["pp_size"] = 2.into();
         inst["num_npus"] = serde_json::json!(2 * inst["num_npus"].as_u64().unwrap_or(1));
     });
-    let err = refused(&pd, &[]);
-    assert!(err.contains(key) && err.contains("pd_type"), "{err}");
+    let csv = dir.path().join("pd.csv");
+    ok(&[
+        "--cluster-config",
+        &pd,
+        "--dataset",
+        &shared("workloads/example_trace.jsonl"),
+        "--output",
+        csv.to_str().unwrap(),
+    ]);
+    let (_, rows) = read_csv(&csv);
+    assert_eq!(rows.len(), 10);
+    assert!(
+        rows.iter()
+            .all(|r| r["instance id"] == "1" && r["prefill instance"] == "0")
+    );
+    let binary = std::env::current_exe().unwrap();
+    let err = refused(&pd, &["--astra-sim", binary.to_str().unwrap()]);
+    assert!(
+        err.contains(key) && err.contains("a prefill instance under ASTRA-Sim"),
+        "{err}"
+    );
     // Async scheduling.
     let err = refused(&pp, &["--async-scheduling"]);
     assert!(err.contains(key) && err.contains("async"), "{err}");
