@@ -43,6 +43,7 @@ fn pricing_a_step_with_streamed_weights_does_not_allocate() {
             model: &model,
             fp: 2,
             tp: 1,
+            ep: 1,
             cpu: memory(256.0),
             cxl: Some((memory(60.0), 2)),
         },

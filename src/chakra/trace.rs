@@ -279,13 +279,7 @@ impl BatchTrace<'_> {
             MemLoc::Cpu => (REMOTE_MEMORY, 0),
             MemLoc::Cxl(n) => (CXL_MEMORY, n),
         };
-        let fp = self.dtype.bytes();
-        let Some(bytes) = layer_weight_bytes(self.model, layer, fp, self.tp) else {
-            return Err(TraceError::Breakdown(format!(
-                "the weights of `{layer}` (a mixture-of-experts layer) cannot be placed \
-                 outside the GPU"
-            )));
-        };
+        let bytes = layer_weight_bytes(self.model, layer, self.dtype.bytes(), self.tp, self.ep);
         Ok((bytes > 0).then_some(WeightLoad { loc, device, bytes }))
     }
 

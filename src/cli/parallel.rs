@@ -142,6 +142,20 @@ pub(super) fn resolve(
                         ),
                     ));
                 }
+                let streams = inst.placement.as_ref().is_some_and(|p| p.streams_weights());
+                if streams && pricing == CommPricing::Astra {
+                    return Err(invalid(
+                        &p.path,
+                        "placement",
+                        format!(
+                            "keeps weights of a member of dp_group \"{}\" outside the GPU, \
+                             which is not supported under ASTRA-Sim co-simulation yet (the \
+                             group's process has no weight loads); use the analytical network \
+                             backend",
+                            groups[g].0
+                        ),
+                    ));
+                }
                 if inst.role == InstanceRole::Prefill && pricing == CommPricing::Astra {
                     return Err(invalid(
                         &p.path,

@@ -54,15 +54,6 @@ pub(super) fn assign(
                 cxl_devices: cxl.map(|(_, n)| n),
             },
         )?;
-        if inst.model.moe.is_some() && placement.weights_off_gpu() {
-            return Err(ConfigError::Invalid {
-                source_name: source.to_owned(),
-                field: at,
-                message: "puts weights of a mixture-of-experts model outside the GPU, which is \
-                          not supported yet"
-                    .into(),
-            });
-        }
         if inst.pp > 1 && placement.weights_off_gpu() {
             return Err(ConfigError::Invalid {
                 source_name: source.to_owned(),
@@ -211,11 +202,8 @@ mod tests {
     }
 
     #[test]
-    fn moe_or_pipelined_weights_off_the_gpu_are_refused() {
-        for (file, expected) in [
-            ("single_node_moe_single_instance.json", "mixture-of-experts"),
-            ("single_node_pp_instance.json", "pp_size 4"),
-        ] {
+    fn pipelined_weights_off_the_gpu_are_refused() {
+        for (file, expected) in [("single_node_pp_instance.json", "pp_size 4")] {
             let text = std::fs::read_to_string(shared(&format!("configs/cluster/{file}"))).unwrap();
             let text = text.replace(
                 "\"pd_type\": null",

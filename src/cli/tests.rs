@@ -733,3 +733,32 @@ fn power_blocks_resolve_per_instance_with_either_network_backend() {
     assert_eq!(astra.power.unwrap().npus[0].active_power, 600.0);
     assert!(parse(&["--log-interval", "-1"]).is_err());
 }
+
+#[test]
+fn a_dp_group_member_streaming_weights_is_refused_under_astra_only() {
+    let text = std::fs::read_to_string(shared(
+        "configs/cluster/single_node_moe_dp_ep_instance.json",
+    ))
+    .unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    config["nodes"][0]["instances"][1]["placement"] =
+        serde_json::json!({"layers": {"moe": {"weights": "cpu"}}});
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let c = path.to_str().unwrap();
+    let analytical = parse(&["--cluster-config", c])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    assert!(analytical.instances[1].placement.is_some());
+    let err = parse(&["--cluster-config", c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nodes[0].instances[1].placement") && err.contains("dp_group"),
+        "{err}"
+    );
+}

@@ -50,6 +50,8 @@ pub struct StreamingSpec<'a> {
     pub fp: u64,
     /// Tensor-parallel degree: each rank loads `1/tp` of the split layers.
     pub tp: u32,
+    /// Expert-parallel ranks in all: each rank loads `1/ep` of the experts.
+    pub ep: u32,
     /// The node's host memory (`cpu_mem`).
     pub cpu: WeightMemory,
     /// The cluster's CXL memory (`cxl_mem`) and its device count, if any.
@@ -57,33 +59,41 @@ pub struct StreamingSpec<'a> {
 }
 
 /// The name of a layer as a placement rule writes it: the roofline's
-/// `input_layernorm`/`post_attention_layernorm` are LLMServingSim's `layernorm`.
+/// `input_layernorm`/`post_attention_layernorm` are LLMServingSim's `layernorm`, its `router`
+/// and `experts` LLMServingSim's `moe`.
 pub fn canonical_layer_name(name: &str) -> &str {
     match name {
         "input_layernorm" | "post_attention_layernorm" => "layernorm",
+        "router" | "experts" => "moe",
         other => other,
     }
 }
 
-/// Weight bytes one TP rank holds of a layer (LLMServingSim's `calculate_sizes` with
-/// `parallel = tp`); 0 for layers without weights. `None` for the MoE layers, whose expert
-/// weights are not supported off the GPU.
-pub fn layer_weight_bytes(model: &ModelArch, name: &str, fp: u64, tp: u32) -> Option<u64> {
+/// Weight bytes one rank holds of a layer (LLMServingSim's `calculate_sizes` with `parallel =
+/// tp`, and `parallel = ep` for the MoE layer: the router's full matrix plus the rank's
+/// `experts / ep` experts); 0 for layers without weights. The roofline's `router` and
+/// `experts` are the two parts of LLMServingSim's `moe`.
+pub fn layer_weight_bytes(model: &ModelArch, name: &str, fp: u64, tp: u32, ep: u32) -> u64 {
     let p = u64::from(tp.max(1));
     let h = model.hidden_size;
     let (q, kv) = (model.q_dim(), model.kv_dim());
-    let bytes = match canonical_layer_name(name) {
-        "embedding" | "lm_head" => (model.vocab_size / p) * h * fp,
-        "layernorm" | "final_layernorm" => h * fp,
-        "qk_norm" => 2 * model.head_dim * fp,
-        "qkv_proj" => h * ((q + 2 * kv) / p) * fp,
-        "o_proj" => (q / p) * h * fp,
-        "gate_up_proj" => h * 2 * (model.intermediate_size / p) * fp,
-        "down_proj" => (model.intermediate_size / p) * h * fp,
-        "moe" | "router" | "experts" => return None,
+    let router = |e: u64| h * e * fp;
+    let experts = |e: u64, ffn: u64| (e / u64::from(ep.max(1))) * 3 * h * ffn * fp;
+    match (name, &model.moe) {
+        ("embedding" | "lm_head", _) => (model.vocab_size / p) * h * fp,
+        ("layernorm" | "final_layernorm" | "input_layernorm" | "post_attention_layernorm", _) => {
+            h * fp
+        }
+        ("qk_norm", _) => 2 * model.head_dim * fp,
+        ("qkv_proj", _) => h * ((q + 2 * kv) / p) * fp,
+        ("o_proj", _) => (q / p) * h * fp,
+        ("gate_up_proj", _) => h * 2 * (model.intermediate_size / p) * fp,
+        ("down_proj", _) => (model.intermediate_size / p) * h * fp,
+        ("moe", Some(m)) => router(m.num_experts) + experts(m.num_experts, m.moe_intermediate_size),
+        ("router", Some(m)) => router(m.num_experts),
+        ("experts", Some(m)) => experts(m.num_experts, m.moe_intermediate_size),
         _ => 0,
-    };
-    Some(bytes)
+    }
 }
 
 /// Where an entry of the compute backend's breakdown sits in the step.
@@ -111,6 +121,7 @@ pub struct WeightStreaming {
     model: ModelArch,
     fp: u64,
     tp: u32,
+    ep: u32,
     num_blocks: u64,
     /// Weight location of each transformer block outside layer rules.
     block_weights: Vec<MemLoc>,
@@ -133,19 +144,12 @@ pub struct WeightStreaming {
 const MAX_ENTRIES: usize = 256;
 
 impl WeightStreaming {
-    /// Wraps `inner`. Fails for an MoE model with off-GPU weights.
+    /// Wraps `inner`.
     pub fn new(
         inner: Box<dyn LatencyBackend>,
         spec: &StreamingSpec<'_>,
     ) -> Result<WeightStreaming, LatencyError> {
         let p = spec.placement;
-        if spec.model.moe.is_some() && p.weights_off_gpu() {
-            return Err(LatencyError::Backend(
-                "placement: weights of a mixture-of-experts model outside the GPU are not \
-                 supported yet"
-                    .into(),
-            ));
-        }
         let num_blocks = spec.model.num_layers;
         let block_weights = (0..num_blocks)
             .map(|b| p.block_locations(Some(b)).weights)
@@ -164,6 +168,7 @@ impl WeightStreaming {
             model: spec.model.clone(),
             fp: spec.fp,
             tp: spec.tp.max(1),
+            ep: spec.ep.max(1),
             num_blocks,
             block_weights,
             default_weights: p.default.weights,
@@ -227,7 +232,7 @@ impl WeightStreaming {
                 seen_block = true;
                 end = i + 1;
             }
-            let bytes = layer_weight_bytes(&self.model, e.name, self.fp, self.tp).unwrap_or(0);
+            let bytes = layer_weight_bytes(&self.model, e.name, self.fp, self.tp, self.ep);
             let rule = self
                 .layer_rules
                 .iter()

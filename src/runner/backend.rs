@@ -100,6 +100,7 @@ impl Backend {
                             model: &inst.model,
                             fp: inst.dtype.bytes(),
                             tp: inst.tp,
+                            ep: inst.collectives.ep.total,
                             cpu: p.cpu,
                             cxl: p.cxl,
                         },

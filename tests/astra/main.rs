@@ -101,6 +101,10 @@ fn main() {
             multi_tests::weights_streamed_from_cxl_match_the_analytical_run_and_the_published_example,
         ),
         (
+            "multi::moe_experts_streamed_from_host_memory_match_the_analytical_run",
+            multi_tests::moe_experts_streamed_from_host_memory_match_the_analytical_run,
+        ),
+        (
             "multi::real_astra_sim_reproduces_the_published_moe_example_when_available",
             multi_tests::real_astra_sim_reproduces_the_published_moe_example_when_available,
         ),

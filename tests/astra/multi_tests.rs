@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli_tests::{memo_on_and_off, ok, run, stderr, strs};
-use crate::support::{DoubleEnv, assert_gone, leftovers, pids, repeated_workload, shared};
+use crate::support::{
+    DoubleEnv, assert_gone, cluster_args, leftovers, pids, repeated_workload, shared,
+};
 
 /// One instance of a handmade cluster config: TP degree, hardware and device-memory
 /// bandwidth (GB/s).
@@ -547,6 +549,62 @@ pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_exam
     let published = std::fs::read_to_string(shared("outputs/example_cxl_run.csv")).unwrap();
     for (backend, csv) in &csvs {
         assert!(*csv == published, "{backend}: the published CSV");
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// A MoE model's expert layers kept in host memory (`single_node_moe_single_instance.json`,
+/// TP 2 × EP 2, with `placement: {layers: {moe: cpu}}`): every step streams each rank's
+/// router and 64 experts (604,504,064 B a layer) through the node's 256 GB/s host memory, so a
+/// decode step takes about 48 · 2 · 604.5 MB / 256 GB/s = 227 ms (ranks queue on one FIFO).
+/// The double (and the real fork, when `BLIS_COSIM_ASTRA_SIM` names one) loads them from the
+/// trace's weight MEM_LOADs and gives the analytical run's CSV byte for byte.
+pub fn moe_experts_streamed_from_host_memory_match_the_analytical_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(shared(
+        "configs/cluster/single_node_moe_single_instance.json",
+    ))
+    .unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    config["nodes"][0]["instances"][0]["placement"] =
+        serde_json::json!({"layers": {"moe": {"weights": "cpu"}}});
+    let path = dir.path().join("moe-on-host.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let real = crate::support::real_fork();
+    let mut csvs = Vec::new();
+    for backend in ["analytical", "double", "real"] {
+        if backend == "real" && real.is_none() {
+            continue;
+        }
+        let out = dir.path().join(format!("{backend}.csv"));
+        let args = cluster_args(&shared("workloads/example_trace.jsonl"), &path, &out, &[]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let err = match backend {
+            "analytical" => ok(&run(&args, None, tmp.path())),
+            "double" => ok(&run(&args, Some(&DoubleEnv::default()), tmp.path())),
+            _ => ok(
+                &std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
+                    .args(&args)
+                    .env(blis_cosim::astra::ASTRA_SIM_ENV, real.as_ref().unwrap())
+                    .output()
+                    .unwrap(),
+            ),
+        };
+        assert_eq!(
+            err.contains("ASTRA-Sim: "),
+            backend != "analytical",
+            "{backend}: {err}"
+        );
+        csvs.push((backend, std::fs::read_to_string(&out).unwrap()));
+    }
+    // TPOT (column 10) of every request: the streamed experts set the pace.
+    for line in csvs[0].1.lines().skip(1) {
+        let tpot: f64 = line.split(',').nth(10).unwrap().parse().unwrap();
+        assert!((226e6..229e6).contains(&tpot), "{line}");
+    }
+    for (backend, csv) in &csvs[1..] {
+        assert!(*csv == csvs[0].1, "{backend}: the analytical CSV");
     }
     assert!(leftovers(tmp.path()).is_empty());
 }

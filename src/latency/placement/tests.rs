@@ -82,6 +82,7 @@ fn streaming(p: &Placement, tp: u32) -> WeightStreaming {
             model: &model,
             fp: 1,
             tp,
+            ep: 1,
             cpu: WeightMemory {
                 bandwidth_gbps: 1.0,
                 latency_ns: 2.0,
@@ -118,7 +119,7 @@ fn mixed() -> Placement {
 #[test]
 fn weight_bytes_follow_llmservingsim_tensor_sizes() {
     let m = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
-    let w = |name, tp| layer_weight_bytes(&m, name, 2, tp).unwrap();
+    let w = |name, tp| layer_weight_bytes(&m, name, 2, tp, 1);
     assert_eq!(w("qkv_proj", 1), 50_331_648);
     assert_eq!(w("o_proj", 1), 33_554_432);
     assert_eq!(w("gate_up_proj", 1), 234_881_024);
@@ -129,6 +130,7 @@ fn weight_bytes_follow_llmservingsim_tensor_sizes() {
     assert_eq!(w("lm_head", 2), 525_336_576);
     assert_eq!(w("attention", 1), 0);
     assert_eq!(w("sampler", 1), 0);
+    assert_eq!(w("moe", 1), 0, "a dense model has no MoE layer");
 }
 
 #[test]
@@ -215,29 +217,15 @@ fn a_layer_rule_moves_that_layer_in_every_block() {
 }
 
 #[test]
-fn moe_weights_off_the_gpu_are_refused() {
-    let mut model = tiny_model();
-    model.moe = Some(crate::config::MoeArch {
-        num_experts: 4,
-        top_k: 2,
-        moe_intermediate_size: 8,
-    });
-    let p = mixed();
-    let err = WeightStreaming::new(
-        Box::new(Fixed),
-        &StreamingSpec {
-            placement: &p,
-            model: &model,
-            fp: 1,
-            tp: 1,
-            cpu: WeightMemory {
-                bandwidth_gbps: 1.0,
-                latency_ns: 0.0,
-            },
-            cxl: None,
-        },
-    )
-    .err()
-    .unwrap();
-    assert!(err.to_string().contains("mixture-of-experts"), "{err}");
+fn moe_weight_bytes_are_the_router_and_the_ranks_experts() {
+    // Qwen3-30B-A3B: hidden 2,048, 128 experts of FFN 768, bf16. Router 2,048 · 128 · 2 =
+    // 524,288 B on every rank; experts (128 / ep) · 3 · 2,048 · 768 · 2 = 1,207,959,552 B at
+    // EP 1, half at EP 2. The roofline's `router` and `experts` are the two parts.
+    let m = ModelArch::resolve("Qwen/Qwen3-30B-A3B-Instruct-2507").unwrap();
+    let w = |name, ep| layer_weight_bytes(&m, name, 2, 2, ep);
+    assert_eq!(w("moe", 1), 524_288 + 1_207_959_552);
+    assert_eq!(w("moe", 2), 524_288 + 603_979_776);
+    assert_eq!(w("router", 2), 524_288);
+    assert_eq!(w("experts", 2), 603_979_776);
+    assert_eq!(canonical_layer_name("experts"), "moe");
 }
