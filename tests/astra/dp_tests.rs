@@ -146,23 +146,7 @@ pub fn dense_group_members_run_their_own_processes() {
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let config = group(dir.path(), LLAMA, 2, None, 2);
-    let analytical = dir.path().join("analytical.csv");
-    ok(&run(
-        &strs(&args(&config, &analytical, &[])),
-        None,
-        tmp.path(),
-    ));
-    let out = dir.path().join("astra.csv");
-    let pid_file = dir.path().join("pids");
-    let env = DoubleEnv {
-        pid_file: Some(pid_file.clone()),
-        ..DoubleEnv::default()
-    };
-    let err = ok(&run(
-        &strs(&args(&config, &out, &[])),
-        Some(&env),
-        tmp.path(),
-    ));
+    let (analytical, out, err, pid_file) = analytical_then_double(dir.path(), tmp.path(), &config);
     for id in 0..2 {
         assert!(
             err.contains(&format!("instance {id}: ASTRA-Sim: ")),
@@ -175,6 +159,25 @@ pub fn dense_group_members_run_their_own_processes() {
     assert_gone(&started);
     assert!(std::fs::read(&out).unwrap() == std::fs::read(&analytical).unwrap());
     assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// Runs `config` analytically, then through the double recording its processes; returns the
+/// two CSVs' paths, the double run's stderr and its pid file.
+fn analytical_then_double(
+    dir: &Path,
+    tmp: &Path,
+    config: &Path,
+) -> (PathBuf, PathBuf, String, PathBuf) {
+    let analytical = dir.join("analytical.csv");
+    ok(&run(&strs(&args(config, &analytical, &[])), None, tmp));
+    let out = dir.join("astra.csv");
+    let pid_file = dir.join("pids");
+    let env = DoubleEnv {
+        pid_file: Some(pid_file.clone()),
+        ..DoubleEnv::default()
+    };
+    let err = ok(&run(&strs(&args(config, &out, &[])), Some(&env), tmp));
+    (analytical, out, err, pid_file)
 }
 
 /// A crash of the group's process (at start-up, or at its third wave) stops the run naming
@@ -265,23 +268,7 @@ pub fn a_decode_group_behind_a_prefill_instance() {
     );
     let config = dir.path().join("pd-group.json");
     std::fs::write(&config, text).unwrap();
-    let analytical = dir.path().join("analytical.csv");
-    ok(&run(
-        &strs(&args(&config, &analytical, &[])),
-        None,
-        tmp.path(),
-    ));
-    let out = dir.path().join("astra.csv");
-    let pid_file = dir.path().join("pids");
-    let env = DoubleEnv {
-        pid_file: Some(pid_file.clone()),
-        ..DoubleEnv::default()
-    };
-    let err = ok(&run(
-        &strs(&args(&config, &out, &[])),
-        Some(&env),
-        tmp.path(),
-    ));
+    let (analytical, out, err, pid_file) = analytical_then_double(dir.path(), tmp.path(), &config);
     assert!(err.contains("instance 0: ASTRA-Sim: "), "{err}");
     assert!(err.contains("DP group 0: ASTRA-Sim: "), "{err}");
     let started = pids(&pid_file);

@@ -506,34 +506,41 @@ pub fn real_astra_sim_reproduces_the_published_moe_example_when_available() {
 pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_example() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let config = PathBuf::from(shared("configs/cluster/single_node_cxl_instance.json"));
+    let csvs = csv_of_each_backend(dir.path(), tmp.path(), &config);
+    let published = std::fs::read_to_string(shared("outputs/example_cxl_run.csv")).unwrap();
+    for (backend, csv) in &csvs {
+        assert!(*csv == published, "{backend}: the published CSV");
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// The CSV of `example_trace.jsonl` (10 requests) on `config` with the shared profiles, by
+/// backend: analytical, through the double, and through the real fork when
+/// `BLIS_COSIM_ASTRA_SIM` names one; each run is checked to use ASTRA-Sim exactly when it
+/// should.
+fn csv_of_each_backend(dir: &Path, tmp: &Path, config: &Path) -> Vec<(&'static str, String)> {
     let real = crate::support::real_fork();
     let mut csvs = Vec::new();
     for backend in ["analytical", "double", "real"] {
         if backend == "real" && real.is_none() {
             continue;
         }
-        let out = dir.path().join(format!("{backend}.csv"));
-        let config = shared("configs/cluster/single_node_cxl_instance.json");
-        let dataset = shared("workloads/example_trace.jsonl");
-        let profiles = shared("profiler/perf");
-        let args = [
-            "--cluster-config",
-            &config,
-            "--dataset",
-            &dataset,
-            "--num-reqs",
-            "10",
-            "--profile-dir",
-            &profiles,
-            "--output",
-            out.to_str().unwrap(),
-        ];
+        let out = dir.join(format!("{backend}.csv"));
+        let extra = ["--num-reqs", "10"];
+        let args = cluster_args(
+            &shared("workloads/example_trace.jsonl"),
+            config,
+            &out,
+            &extra,
+        );
+        let args = strs(&args);
         let err = match backend {
-            "analytical" => ok(&run(&args, None, tmp.path())),
-            "double" => ok(&run(&args, Some(&DoubleEnv::default()), tmp.path())),
+            "analytical" => ok(&run(&args, None, tmp)),
+            "double" => ok(&run(&args, Some(&DoubleEnv::default()), tmp)),
             _ => ok(
                 &std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
-                    .args(args)
+                    .args(&args)
                     .env(blis_cosim::astra::ASTRA_SIM_ENV, real.as_ref().unwrap())
                     .output()
                     .unwrap(),
@@ -546,11 +553,7 @@ pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_exam
         );
         csvs.push((backend, std::fs::read_to_string(&out).unwrap()));
     }
-    let published = std::fs::read_to_string(shared("outputs/example_cxl_run.csv")).unwrap();
-    for (backend, csv) in &csvs {
-        assert!(*csv == published, "{backend}: the published CSV");
-    }
-    assert!(leftovers(tmp.path()).is_empty());
+    csvs
 }
 
 /// A MoE model's expert layers kept in host memory (`single_node_moe_single_instance.json`,
@@ -571,33 +574,7 @@ pub fn moe_experts_streamed_from_host_memory_match_the_analytical_run() {
         serde_json::json!({"layers": {"moe": {"weights": "cpu"}}});
     let path = dir.path().join("moe-on-host.json");
     std::fs::write(&path, config.to_string()).unwrap();
-    let real = crate::support::real_fork();
-    let mut csvs = Vec::new();
-    for backend in ["analytical", "double", "real"] {
-        if backend == "real" && real.is_none() {
-            continue;
-        }
-        let out = dir.path().join(format!("{backend}.csv"));
-        let args = cluster_args(&shared("workloads/example_trace.jsonl"), &path, &out, &[]);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let err = match backend {
-            "analytical" => ok(&run(&args, None, tmp.path())),
-            "double" => ok(&run(&args, Some(&DoubleEnv::default()), tmp.path())),
-            _ => ok(
-                &std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
-                    .args(&args)
-                    .env(blis_cosim::astra::ASTRA_SIM_ENV, real.as_ref().unwrap())
-                    .output()
-                    .unwrap(),
-            ),
-        };
-        assert_eq!(
-            err.contains("ASTRA-Sim: "),
-            backend != "analytical",
-            "{backend}: {err}"
-        );
-        csvs.push((backend, std::fs::read_to_string(&out).unwrap()));
-    }
+    let csvs = csv_of_each_backend(dir.path(), tmp.path(), &path);
     // TPOT (column 10) of every request: the streamed experts set the pace.
     for line in csvs[0].1.lines().skip(1) {
         let tpot: f64 = line.split(',').nth(10).unwrap().parse().unwrap();
