@@ -80,18 +80,19 @@ pub fn layer_weight_bytes(model: &ModelArch, name: &str, fp: u64, tp: u32, ep: u
     let router = |e: u64| h * e * fp;
     let experts = |e: u64, ffn: u64| (e / u64::from(ep.max(1))) * 3 * h * ffn * fp;
     match (name, &model.moe) {
+        ("router", Some(m)) => return router(m.num_experts),
+        ("experts", Some(m)) => return experts(m.num_experts, m.moe_intermediate_size),
+        _ => {}
+    }
+    match (canonical_layer_name(name), &model.moe) {
         ("embedding" | "lm_head", _) => (model.vocab_size / p) * h * fp,
-        ("layernorm" | "final_layernorm" | "input_layernorm" | "post_attention_layernorm", _) => {
-            h * fp
-        }
+        ("layernorm" | "final_layernorm", _) => h * fp,
         ("qk_norm", _) => 2 * model.head_dim * fp,
         ("qkv_proj", _) => h * ((q + 2 * kv) / p) * fp,
         ("o_proj", _) => (q / p) * h * fp,
         ("gate_up_proj", _) => h * 2 * (model.intermediate_size / p) * fp,
         ("down_proj", _) => (model.intermediate_size / p) * h * fp,
         ("moe", Some(m)) => router(m.num_experts) + experts(m.num_experts, m.moe_intermediate_size),
-        ("router", Some(m)) => router(m.num_experts),
-        ("experts", Some(m)) => experts(m.num_experts, m.moe_intermediate_size),
         _ => 0,
     }
 }
