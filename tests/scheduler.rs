@@ -279,6 +279,38 @@ fn when_blocks_run_out_the_latest_admitted_request_is_preempted_and_nothing_is_a
 }
 
 #[test]
+fn inter_token_latencies_span_a_preemption() {
+    // The scenario above, steps of 10 ns back to back: request 1 makes tokens at 10 (first),
+    // 20 and 30, is preempted at 30, waits until request 0 finishes at 80, recomputes its
+    // 9 tokens in the step ending at 90 (a token) and decodes on to its 14th at 130.
+    let cfg = SchedulerConfig {
+        block_size: 4,
+        reserve_full_isl: false,
+        ..config()
+    };
+    let mut s = Scheduler::new(cfg, 4);
+    s.enqueue(&request(0, 6, 8));
+    s.enqueue(&request(1, 6, 8));
+    let mut now = 0;
+    let mut done = Vec::new();
+    while s.has_work() {
+        if now == 30 {
+            s.enqueue(&request(2, 2, 2));
+        }
+        done.extend(step(&mut s, now, 10).1);
+        now += 10;
+        assert!(now < 10_000, "no progress");
+    }
+    let one = done.iter().find(|d| d.id == 1).unwrap();
+    assert_eq!(one.first_token, 10);
+    assert_eq!(one.itl, vec![10, 10, 60, 10, 10, 10, 10]);
+    assert_eq!(one.end, 130);
+    let zero = done.iter().find(|d| d.id == 0).unwrap();
+    assert_eq!((zero.first_token, zero.end), (10, 80));
+    assert_eq!(zero.itl, vec![10; 7]);
+}
+
+#[test]
 fn a_preempted_request_produces_a_token_when_recomputed_and_keeps_its_ttft() {
     let cfg = SchedulerConfig {
         block_size: 4,

@@ -120,6 +120,11 @@ pub struct Scheduler {
     /// [`Scheduler::last_kv_send_tokens`]).
     step_kv_send_tokens: u64,
     hit_scratch: Vec<BlockId>,
+    /// The finish time of every completed step, in completion order: a request's token
+    /// times are indices into it ([`RunningRequest::note_token`]).
+    step_finish_ns: Vec<Nanos>,
+    /// The inter-token latencies of the request being reported.
+    itl_scratch: Vec<Nanos>,
     /// Tokens of the last prefix lookup found in the lower tier (past the device hits).
     lower_hit: u32,
     /// The lower tier of the prefix cache, if any.
@@ -200,6 +205,8 @@ impl Scheduler {
             step_items: Vec::new(),
             step_kv_send_tokens: 0,
             hit_scratch: Vec::new(),
+            step_finish_ns: Vec::new(),
+            itl_scratch: Vec::new(),
             lower_hit: 0,
             lower: None,
             step_recall_tokens: 0,
@@ -666,6 +673,8 @@ impl Scheduler {
             self.in_flight = false;
             &self.step
         };
+        let step_index = self.step_finish_ns.len() as u64;
+        self.step_finish_ns.push(finish);
         let mut finished_any = false;
         for s in step {
             let req = self.slots[s.slot as usize]
@@ -683,13 +692,11 @@ impl Scheduler {
             }
             if s.upto >= req.reached {
                 req.reached += 1;
-                if !first_token {
-                    req.itl_ns.push(finish - req.last_token_ns);
-                }
-                req.last_token_ns = finish;
+                req.note_token(step_index);
             }
             if req.reached >= req.target {
-                on_finished(&req.record(finish, model, instance_id))?;
+                req.write_itls(&self.step_finish_ns, &mut self.itl_scratch);
+                on_finished(&req.record(finish, model, instance_id, &self.itl_scratch))?;
                 for &b in req.blocks.iter().rev() {
                     self.pool.release(b);
                 }

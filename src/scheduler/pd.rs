@@ -112,7 +112,7 @@ impl Scheduler {
         state.reached = request.input_toks + 1;
         state.phase = Phase::Decode;
         state.first_token_ns = kv.pd.transfer_end_ns;
-        state.last_token_ns = kv.pd.transfer_end_ns;
+        state.itl_from_ns = Some(kv.pd.transfer_end_ns);
         state.queuing_delay_ns = kv.queuing_delay_ns;
         // The prompt's prefix-cache lookup was counted where it ran.
         state.prefix_recorded = true;

@@ -20,6 +20,24 @@ pub(super) enum Phase {
     Finished,
 }
 
+/// Completed steps of an instance, evenly spaced, in each of which a request produced a
+/// token: the `start`-th, then every `stride`-th after it, `len` in all. Decoding one token
+/// per step makes one run of stride 1; under pipeline parallelism a request skips the steps
+/// formed while its token is in flight, stride `pp` in steady state.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct TokenRun {
+    pub start: u64,
+    pub stride: u32,
+    pub len: u32,
+}
+
+impl TokenRun {
+    /// The step indices of the run.
+    fn steps(self) -> impl Iterator<Item = usize> {
+        (0..u64::from(self.len)).map(move |k| (self.start + k * u64::from(self.stride)) as usize)
+    }
+}
+
 /// Scheduler-side state of one request.
 #[derive(Debug)]
 pub(super) struct RunningRequest {
@@ -48,8 +66,14 @@ pub(super) struct RunningRequest {
     /// The first step number it may join (async scheduling; 0: any).
     pub eligible_step: u64,
     pub first_token_ns: Nanos,
-    pub last_token_ns: Nanos,
-    pub itl_ns: Vec<Nanos>,
+    /// A token this request produced before it came here (a received prompt's first token),
+    /// which its first token here counts its inter-token latency from.
+    pub itl_from_ns: Option<Nanos>,
+    /// The steps it produced a token in (indices into the scheduler's step finish times), as
+    /// runs: the current one, and those before it (rarely any: a run breaks only when the
+    /// request's spacing changes: a preemption, a step that left it out).
+    pub token_run: TokenRun,
+    pub earlier_runs: Vec<TokenRun>,
     /// Set on a decode instance: where the prompt ran and how its KV cache came here.
     pub pd: Option<PdRecord>,
 }
@@ -77,14 +101,61 @@ impl RunningRequest {
             queuing_delay_ns: 0,
             eligible_step: 0,
             first_token_ns: 0,
-            last_token_ns: 0,
-            itl_ns: Vec::with_capacity(request.output_toks as usize - 1),
+            itl_from_ns: None,
+            token_run: TokenRun::default(),
+            earlier_runs: Vec::new(),
             pd: None,
         }
     }
 
-    /// The CSV record of this request, finished at `end`.
-    pub fn record<'a>(&'a self, end: Nanos, model: &'a str, instance_id: u32) -> RequestRecord<'a> {
+    /// Notes a token produced by the instance's `step`-th completed step.
+    pub fn note_token(&mut self, step: u64) {
+        let run = &mut self.token_run;
+        let next = run.start + u64::from(run.stride) * u64::from(run.len);
+        match run.len {
+            1 if let Ok(stride) = u32::try_from(step - run.start) => {
+                run.stride = stride;
+                run.len = 2;
+            }
+            2.. if step == next && run.len < u32::MAX => run.len += 1,
+            _ => {
+                if run.len > 0 {
+                    self.earlier_runs.push(*run);
+                }
+                *run = TokenRun {
+                    start: step,
+                    stride: 1,
+                    len: 1,
+                };
+            }
+        }
+    }
+
+    /// Writes the request's inter-token latencies into `out` (cleared first), from
+    /// `step_finish_ns`, the finish time of each completed step of its instance.
+    pub fn write_itls(&self, step_finish_ns: &[Nanos], out: &mut Vec<Nanos>) {
+        out.clear();
+        let mut previous = self.itl_from_ns;
+        let current = (self.token_run.len > 0).then_some(self.token_run);
+        for run in self.earlier_runs.iter().copied().chain(current) {
+            for step in run.steps() {
+                let t = step_finish_ns[step];
+                if let Some(p) = previous {
+                    out.push(t - p);
+                }
+                previous = Some(t);
+            }
+        }
+    }
+
+    /// The CSV record of this request, finished at `end`, with inter-token latencies `itl_ns`.
+    pub fn record<'a>(
+        &'a self,
+        end: Nanos,
+        model: &'a str,
+        instance_id: u32,
+        itl_ns: &'a [Nanos],
+    ) -> RequestRecord<'a> {
         RequestRecord {
             instance_id,
             request_id: self.id,
@@ -95,7 +166,7 @@ impl RunningRequest {
             first_token_ns: self.first_token_ns,
             end_ns: end,
             queuing_delay_ns: self.queuing_delay_ns,
-            itl_ns: &self.itl_ns,
+            itl_ns,
             pd: self.pd,
         }
     }
