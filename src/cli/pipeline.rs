@@ -58,9 +58,6 @@ pub(super) fn resolve(
                  process would need its stages and its KV receivers)",
             ));
         }
-        if inst.scheduler.async_scheduling {
-            return Err(refuse("--async-scheduling"));
-        }
         let link = cluster_link(cluster, usize::from(inst.tp > 1), 0.0);
         if link.bandwidth_gbps <= 0.0 {
             return Err(ConfigError::Invalid {

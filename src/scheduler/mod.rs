@@ -329,10 +329,14 @@ impl Scheduler {
     }
 
     /// Queues an arrived request at the back of the waiting queue. Under async scheduling a
-    /// request arriving while a step runs waits out the step already formed behind it.
+    /// request arriving while a step runs waits out the step already formed behind it. With
+    /// pipeline parallelism the flag changes nothing: vLLM's engine then keeps `pp` steps in
+    /// flight whether or not it schedules asynchronously (its V1 model runner's
+    /// `max_concurrent_batches`), and, as here, never gives a request a step while its token
+    /// is in flight.
     pub fn enqueue(&mut self, request: &Request) {
         let mut state = RunningRequest::new(request, &self.config);
-        if self.config.async_scheduling && self.in_flight {
+        if self.config.async_scheduling && self.depth == 1 && self.in_flight {
             state.eligible_step = self.formed + 2;
         }
         self.push_waiting(state);
