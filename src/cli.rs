@@ -508,7 +508,7 @@ impl RunArgs {
         }
         astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
         astra_pipeline_networks(&mut instances, &self.astra)?;
-        astra_dp::group_networks(&mut instances);
+        astra_dp::group_networks(&mut instances, links.as_ref());
         if self.emit_et.is_some() && instances.iter().any(|i| i.pim.is_some()) {
             return Err(command_line(
                 "--emit-et",

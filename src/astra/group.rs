@@ -24,8 +24,15 @@
 //! busy until the last member's stage `s` has finished ([`AstraGroup::wave_stage_times`]):
 //! the engine runs the group's waves through one pipeline, as the analytical pricing does.
 //!
-//! **Memoisation**: a wave is keyed by every member's trace bytes (in member order) and the
-//! NPU count.
+//! **Prefill members** (a group of `pd_type` prefill instances): the network has one more
+//! dimension of 2, `[tp, members, 2]`, over the link to the KV receivers; member `m`'s rank `r`
+//! (NPU `m·tp + r`) sends each layer's KV and its sampler output to its receiver, NPU
+//! `m·tp + r + tp·members` ([`crate::chakra::prefill`]; message tags numbered on through the
+//! members), and no collective involves that dimension. Each member's end NPU is its last
+//! receiver, so its step lasts until its KV has arrived; every NPU gets a file of its own.
+//!
+//! **Memoisation**: a wave is keyed by every member's trace bytes (in member order; every
+//! NPU's file for pipelined and prefill waves) and the NPU count.
 
 use std::collections::HashMap;
 use std::fs;
@@ -38,8 +45,9 @@ use super::backend::{Driver, astra_error, reporting_npus, stage_busy};
 use super::stock::StockRun;
 use super::{AstraError, AstraInputs, AstraOptions, AstraStats, Fault, Stage};
 use crate::Nanos;
+use crate::chakra::prefill::{Senders, prefill_nodes_at};
 use crate::chakra::stages::encode_stages;
-use crate::chakra::{BatchTrace, npu_file};
+use crate::chakra::{BatchTrace, TraceError, encode_et, npu_file};
 use crate::config::{Dtype, ModelArch};
 use crate::latency::{BatchDesc, LayerTiming};
 
@@ -59,18 +67,23 @@ pub struct AstraGroupSpec<'a> {
     /// The transformer blocks of each pipeline stage of every member when `pp_size > 1`
     /// (empty otherwise).
     pub stage_blocks: &'a [u32],
+    /// Set on a group of prefill instances: the KV cache's bytes per element. Each member's
+    /// batches then send their KV to receivers one network dimension further (see the module
+    /// documentation).
+    pub prefill_kv_bytes: Option<u64>,
 }
 
 /// The network LLMServingSim generates for a DP group: dimensions `[tp, members]`, or
 /// `[tp, pp, members]` with pipelined members (`pp > 1`; trailing 1s are removed),
 /// FullyConnected, dimension `d` with `link_bw[d]` and `link_latency[d]` (the last entry for
-/// the dimensions past the list).
+/// the dimensions past the list). A group of prefill instances gets one more dimension of 2
+/// over `receivers`, the link to their KV receivers (see the module documentation).
 pub fn group_network(
     tp: u32,
     pp: u32,
     members: u32,
-    link_bw: &[f64],
-    link_latency: &[f64],
+    (link_bw, link_latency): (&[f64], &[f64]),
+    receivers: Option<crate::config::Link>,
 ) -> super::NetworkConfig {
     let mut npus = vec![tp.max(1)];
     if pp > 1 {
@@ -81,16 +94,23 @@ pub fn group_network(
         npus.pop();
     }
     let pick = |v: &[f64], d: usize| v.get(d).or(v.last()).copied().unwrap_or(0.0);
-    super::NetworkConfig {
-        dims: (0..npus.len())
-            .map(|d| super::NetworkDim {
-                topology: super::Topology::FullyConnected,
-                npus: npus[d],
-                bandwidth_gbps: pick(link_bw, d),
-                latency_ns: pick(link_latency, d),
-            })
-            .collect(),
+    let mut dims: Vec<super::NetworkDim> = (0..npus.len())
+        .map(|d| super::NetworkDim {
+            topology: super::Topology::FullyConnected,
+            npus: npus[d],
+            bandwidth_gbps: pick(link_bw, d),
+            latency_ns: pick(link_latency, d),
+        })
+        .collect();
+    if let Some(link) = receivers {
+        dims.push(super::NetworkDim {
+            topology: super::Topology::FullyConnected,
+            npus: 2,
+            bandwidth_gbps: link.bandwidth_gbps,
+            latency_ns: link.latency_ns,
+        });
     }
+    super::NetworkConfig { dims }
 }
 
 /// `involved_dim` of the TP all-reduces and of the EP collectives of a DP group on a network
@@ -139,6 +159,8 @@ pub struct AstraGroup {
     files: Vec<Vec<u8>>,
     /// The group's stage busy times of a pipelined wave, by the wave's key.
     stage_memo: HashMap<(u128, u32), Vec<Nanos>>,
+    /// Set on a group of prefill instances: the KV cache's bytes per element.
+    prefill_kv_bytes: Option<u64>,
 }
 
 impl AstraGroup {
@@ -158,14 +180,27 @@ impl AstraGroup {
         };
         let tp = group.tp.max(1);
         let pp = (group.stage_blocks.len() as u32).max(1);
-        let npus = tp * pp * group.members.max(1);
+        let prefill = group.prefill_kv_bytes.is_some();
+        if prefill && pp > 1 {
+            return Err(fail(
+                Fault::Io("a DP group of pipelined prefill instances is not supported".into()),
+                Vec::new(),
+            ));
+        }
+        let senders = tp * pp * group.members.max(1);
+        let npus = senders * if prefill { 2 } else { 1 };
         if options.network.npus() != u64::from(npus) {
             return Err(fail(
                 Fault::Io(format!(
                     "the network has {} NPUs but the DP group runs on {npus} ({} members of TP \
-                     {tp} × PP {pp})",
+                     {tp} × PP {pp}{})",
                     options.network.npus(),
-                    group.members
+                    group.members,
+                    if prefill {
+                        ", and their KV receivers"
+                    } else {
+                        ""
+                    }
                 )),
                 Vec::new(),
             ));
@@ -177,7 +212,12 @@ impl AstraGroup {
         for m in 0..group.members {
             let (s, e) = reporting_npus(tp * pp, tp, pp);
             starts.extend(s.into_iter().map(|n| m * tp * pp + n));
-            ends.extend(e.into_iter().map(|n| m * tp * pp + n));
+            if prefill {
+                // Its last receiver: the wave is over for the member once its KV has arrived.
+                ends.push(senders + m * tp + tp - 1);
+            } else {
+                ends.extend(e.into_iter().map(|n| m * tp * pp + n));
+            }
         }
         // One initial report per start and end NPU; the first is kept for the first wave, the
         // others are answered `pass` and come back.
@@ -194,7 +234,20 @@ impl AstraGroup {
             ep: group.ep,
             members: group.members,
             dtype: group.dtype,
-            dims: group_dims(options.network.dims.len(), tp, group.ep),
+            dims: group_dims(
+                options.network.dims.len() - usize::from(prefill),
+                tp,
+                group.ep,
+            )
+            .or(prefill.then(|| (vec![true], vec![true])))
+            .map(|(mut tp_dim, mut ep_dim)| {
+                // The receivers' dimension takes part in no collective.
+                if prefill {
+                    tp_dim.push(false);
+                    ep_dim.push(false);
+                }
+                (tp_dim, ep_dim)
+            }),
             options,
             memo: HashMap::new(),
             stats: AstraStats::default(),
@@ -206,6 +259,7 @@ impl AstraGroup {
             },
             files: Vec::new(),
             stage_memo: HashMap::new(),
+            prefill_kv_bytes: group.prefill_kv_bytes,
         })
     }
 
@@ -245,6 +299,9 @@ impl AstraGroup {
                 Vec::new(),
             ));
         }
+        if let Some(kv_bytes) = self.prefill_kv_bytes {
+            return self.prefill_wave_ns(batches, breakdowns, kv_bytes, stage);
+        }
         let mut hashes = Vec::with_capacity(16 * batches.len());
         for (m, (batch, breakdown)) in batches.iter().zip(breakdowns).enumerate() {
             let mut et = std::mem::take(&mut self.ets[m]);
@@ -271,6 +328,73 @@ impl AstraGroup {
             .chunks(npus_per_member)
             .map(|npus| npus.iter().flatten().copied().max().unwrap_or(0))
             .collect();
+        if self.options.memo {
+            self.memo.insert(key, times.clone());
+        }
+        Ok(times)
+    }
+
+    /// [`AstraGroup::wave_ns`] of a group of prefill instances: member `m`'s rank `r` is NPU
+    /// `m·tp + r` and sends its KV to NPU `m·tp + r + tp·members`; a member's step lasts until
+    /// its last receiver has everything.
+    fn prefill_wave_ns(
+        &mut self,
+        batches: &[BatchDesc<'_>],
+        breakdowns: &[Vec<LayerTiming>],
+        kv_bytes: u64,
+        stage: Stage,
+    ) -> Result<Vec<Nanos>, AstraError> {
+        let senders = self.tp * self.members;
+        let mut files: Vec<Vec<u8>> = vec![Vec::new(); 2 * senders as usize];
+        let mut tag = 0;
+        for (m, (batch, breakdown)) in batches.iter().zip(breakdowns).enumerate() {
+            let trace = self.member_trace(batch, breakdown);
+            let at = Senders {
+                first: m as u32 * self.tp,
+                receiver_offset: senders,
+            };
+            let dialect = self.options.mode.dialect();
+            let encoded = prefill_nodes_at(&trace, kv_bytes, at, &mut tag).and_then(|nodes| {
+                nodes
+                    .iter()
+                    .map(|n| encode_et(n, dialect).map_err(TraceError::from))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            let member_files = match encoded {
+                Ok(f) => f,
+                Err(e) => {
+                    let fault = Fault::Io(format!("the trace of member {m}: {e}"));
+                    return Err(self.error(stage, fault, Vec::new()));
+                }
+            };
+            let (own, theirs) = member_files.split_at(self.tp as usize);
+            for (r, (sender, receiver)) in own.iter().zip(theirs).enumerate() {
+                let npu = at.first as usize + r;
+                files[npu] = sender.clone();
+                files[npu + senders as usize] = receiver.clone();
+            }
+        }
+        let mut bytes = Vec::new();
+        for file in &files {
+            bytes.extend_from_slice(&(file.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(file);
+        }
+        let key = (xxh3_128(&bytes), 2 * senders);
+        if self.options.memo
+            && let Some(times) = self.memo.get(&key)
+        {
+            self.stats.memo_hits += 1;
+            return Ok(times.clone());
+        }
+        self.files = files;
+        let finished = self.price(stage)?;
+        let mut times = vec![0; self.members as usize];
+        for (npu, t) in finished.iter().enumerate() {
+            let member = (npu % senders as usize) / self.tp as usize;
+            if let (Some(t), Some(slot)) = (t, times.get_mut(member)) {
+                *slot = (*slot).max(*t);
+            }
+        }
         if self.options.memo {
             self.memo.insert(key, times.clone());
         }
@@ -412,11 +536,19 @@ impl AstraGroup {
             format!("b{}", self.stats.calls % 2)
         };
         let prefix: PathBuf = self.inputs.dir().join(name);
-        let pipelined = !self.stage_blocks.is_empty();
-        let npus = self.tp * (self.stage_blocks.len() as u32).max(1) * self.members;
+        // Pipelined and prefill waves have a file per NPU.
+        let per_npu = !self.stage_blocks.is_empty() || self.prefill_kv_bytes.is_some();
+        let npus = self.tp
+            * (self.stage_blocks.len() as u32).max(1)
+            * self.members
+            * if self.prefill_kv_bytes.is_some() {
+                2
+            } else {
+                1
+            };
         let written = (0..npus).try_for_each(|npu| {
             let path = npu_file(&prefix, npu);
-            let bytes = if pipelined {
+            let bytes = if per_npu {
                 &self.files[npu as usize]
             } else {
                 &self.ets[(npu / self.tp) as usize]

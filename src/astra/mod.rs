@@ -51,8 +51,9 @@
 //! `ep_dim`, [`group_dims`]), one start NPU (and end NPU) per member, and returns each
 //! member's step time. The engine calls it through its
 //! [`WavePricer`](crate::engine::WavePricer) seam instead of the members' own backends, which
-//! then price compute only. A dense model's DP group has no lock step: its members run as
-//! colocated instances, a process each.
+//! then price compute only. A group of prefill instances also holds its members' KV receivers,
+//! one dimension further (`[tp, members, 2]`). A dense model's DP group has no lock step: its
+//! members run as colocated instances, a process each.
 
 mod args;
 mod backend;

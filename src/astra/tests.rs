@@ -345,7 +345,7 @@ fn dp_group_dims_follow_llmservingsim() {
     assert_eq!(group_dims(3, 2, 2), Some((vec![t, f, f], vec![t, f, f])));
     assert_eq!(group_dims(3, 2, 4), Some((vec![t, f, f], vec![t, f, t])));
     assert_eq!(group_dims(3, 1, 2), Some((vec![t, f, f], vec![f, f, t])));
-    let net = group_network(1, 2, 2, &[16.0, 50.0, 8.0], &[20000.0, 700.0, 9.0]);
+    let net = group_network(1, 2, 2, (&[16.0, 50.0, 8.0], &[20000.0, 700.0, 9.0]), None);
     let dims: Vec<(u32, f64, f64)> = net
         .dims
         .iter()
@@ -356,15 +356,39 @@ fn dp_group_dims_follow_llmservingsim() {
         [(1, 16.0, 20000.0), (2, 50.0, 700.0), (2, 8.0, 9.0)],
         "LLMServingSim's [1, 2, 2] for tp1 pp2 × 2 members"
     );
-    let net = group_network(2, 1, 2, &[128.0, 16.0], &[500.0, 20000.0]);
+    let net = group_network(2, 1, 2, (&[128.0, 16.0], &[500.0, 20000.0]), None);
     assert_eq!(
         net.render(),
         "topology: [ FullyConnected, FullyConnected ]\nnpus_count: [ 2, 2 ]\n\
          bandwidth: [ 128.0, 16.0 ]\nlatency: [ 500.0, 20000.0 ]\n"
     );
     // A one-member group loses its trailing 1; TP 1 keeps its leading one.
-    assert_eq!(group_network(2, 1, 1, &[16.0], &[0.0]).dims.len(), 1);
-    assert_eq!(group_network(1, 1, 2, &[16.0], &[0.0]).dims[0].npus, 1);
+    assert_eq!(
+        group_network(2, 1, 1, (&[16.0], &[0.0]), None).dims.len(),
+        1
+    );
+    assert_eq!(
+        group_network(1, 1, 2, (&[16.0], &[0.0]), None).dims[0].npus,
+        1
+    );
+    // Prefill members: their KV receivers one dimension further, over their own link.
+    let receivers = crate::config::Link {
+        bandwidth_gbps: 64.0,
+        latency_ns: 1000.0,
+    };
+    let net = group_network(
+        2,
+        1,
+        2,
+        (&[128.0, 16.0], &[500.0, 20000.0]),
+        Some(receivers),
+    );
+    assert_eq!(
+        net.render(),
+        "topology: [ FullyConnected, FullyConnected, FullyConnected ]\n\
+         npus_count: [ 2, 2, 2 ]\nbandwidth: [ 128.0, 16.0, 64.0 ]\n\
+         latency: [ 500.0, 20000.0, 1000.0 ]\n"
+    );
 }
 
 #[test]

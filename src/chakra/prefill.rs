@@ -47,20 +47,50 @@ pub fn prefill_nodes(
     kv_bytes: u64,
 ) -> Result<Vec<Vec<EtNode>>, TraceError> {
     let tp = trace.tp.max(1);
+    prefill_nodes_at(
+        trace,
+        kv_bytes,
+        Senders {
+            first: 0,
+            receiver_offset: tp,
+        },
+        &mut 0,
+    )
+}
+
+/// Where a prefill batch's senders and receivers are in a process holding more NPUs (a DP
+/// group's): rank `r` is NPU `first + r`, its receiver NPU `first + r + receiver_offset`.
+#[derive(Debug, Clone, Copy)]
+pub struct Senders {
+    /// The NPU of rank 0.
+    pub first: u32,
+    /// How far above its sender a receiver is.
+    pub receiver_offset: u32,
+}
+
+/// [`prefill_nodes`] for the senders at `at`: the senders' files (rank order), then their
+/// receivers'. Message tags continue from `tag`, which is left past the last one used.
+pub fn prefill_nodes_at(
+    trace: &BatchTrace<'_>,
+    kv_bytes: u64,
+    at: Senders,
+    tag: &mut i64,
+) -> Result<Vec<Vec<EtNode>>, TraceError> {
+    let tp = trace.tp.max(1);
     let base = trace.nodes()?;
     let per_layer = kv_send_bytes(trace.model, kv_bytes, tp, trace.batch.kv_send_tokens);
     let mut files: Vec<Vec<EtNode>> = (0..2 * tp).map(|_| Vec::new()).collect();
-    let mut tag = 0i64;
     for rank in 0..tp {
-        let (src, dst) = (i64::from(rank), i64::from(rank + tp));
+        let src = i64::from(at.first + rank);
+        let dst = src + i64::from(at.receiver_offset);
         let mut sender: Vec<EtNode> = Vec::with_capacity(base.len() + 64);
         let mut receiver: Vec<EtNode> = Vec::new();
         // The sender's id of each base node (SENDs shift the ids; dependencies are remapped,
         // so a placement's weight loads keep depending on nothing).
         let mut moved: Vec<u64> = Vec::with_capacity(base.len());
         let mut send = |name: String, bytes: u64, after: Option<u64>, sender: &mut Vec<EtNode>| {
-            let attrs = p2p_attrs(src, dst, bytes, tag);
-            tag += 1;
+            let attrs = p2p_attrs(src, dst, bytes, *tag);
+            *tag += 1;
             receiver.push(EtNode {
                 id: receiver.len() as u64,
                 name: format!("{name}.recv"),

@@ -7,7 +7,7 @@
 
 use super::InstanceConfig;
 use crate::astra::{AstraArgs, group_network};
-use crate::config::ConfigError;
+use crate::config::{ClusterLinks, ConfigError, InstanceRole, Link};
 
 /// Refuses `--network-config` with a DP group under ASTRA-Sim: one file cannot be both the
 /// network of the group's process and that of the other instances.
@@ -29,8 +29,10 @@ pub(super) fn refuse_network_config(
 /// with the links its expert parallelism runs over (dimension 0 inside a member, dimension 1
 /// across the members: the cluster config's `link_bw`/`link_latency` of those dimensions);
 /// with pipelined members `[tp, pp, members]`, the stage dimension over the link the
-/// members' pipeline sends over.
-pub(super) fn group_networks(instances: &mut [InstanceConfig]) {
+/// members' pipeline sends over. A group of prefill instances has its KV receivers one
+/// dimension further, over the link LLMServingSim's cluster network puts between a prefill
+/// instance and its receivers.
+pub(super) fn group_networks(instances: &mut [InstanceConfig], links: Option<&ClusterLinks>) {
     let sizes: Vec<u32> = instances
         .iter()
         .map(|inst| {
@@ -39,7 +41,22 @@ pub(super) fn group_networks(instances: &mut [InstanceConfig]) {
             })
         })
         .collect();
-    for (inst, members) in instances.iter_mut().zip(sizes) {
+    // Each prefill member's receiver link. It is the same for every member of a group: the
+    // members share tp_size, so in LLMServingSim's numbering each member's receivers sit as
+    // far from it, across the same dimension.
+    let receivers: Vec<Option<Link>> = instances
+        .iter()
+        .enumerate()
+        .map(
+            |(id, inst)| match (inst.dp_group, &inst.astra, inst.role, links) {
+                (Some(_), Some(_), InstanceRole::Prefill, Some(links)) => {
+                    Some(links.receiver_link(id, inst.tp))
+                }
+                _ => None,
+            },
+        )
+        .collect();
+    for ((inst, members), receiver) in instances.iter_mut().zip(sizes).zip(receivers) {
         let (Some(_), Some(options)) = (inst.dp_group, &mut inst.astra) else {
             continue;
         };
@@ -60,10 +77,13 @@ pub(super) fn group_networks(instances: &mut [InstanceConfig]) {
                 inst.tp,
                 inst.pp,
                 members,
-                &[bw[0], p.link.bandwidth_gbps, bw[1]],
-                &[latency[0], p.link.latency_ns, latency[1]],
+                (
+                    &[bw[0], p.link.bandwidth_gbps, bw[1]],
+                    &[latency[0], p.link.latency_ns, latency[1]],
+                ),
+                receiver,
             ),
-            None => group_network(inst.tp, 1, members, &bw, &latency),
+            None => group_network(inst.tp, 1, members, (&bw, &latency), receiver),
         };
     }
 }

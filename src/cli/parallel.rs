@@ -2,7 +2,7 @@
 //! collectives run over, and the expert routing policy (LLMServingSim's rules, §2.2).
 
 use super::InstanceConfig;
-use crate::config::{ClusterConfig, ConfigError, Hardware, InstanceRole, PerDim, PlacedInstance};
+use crate::config::{ClusterConfig, ConfigError, Hardware, PerDim, PlacedInstance};
 use crate::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
 
 /// How the instances' collectives are priced.
@@ -152,18 +152,6 @@ pub(super) fn resolve(
                              which is not supported under ASTRA-Sim co-simulation yet (the \
                              group's process has no weight loads); use the analytical network \
                              backend",
-                            groups[g].0
-                        ),
-                    ));
-                }
-                if inst.role == InstanceRole::Prefill && pricing == CommPricing::Astra {
-                    return Err(invalid(
-                        &p.path,
-                        "pd_type",
-                        format!(
-                            "prefill members of dp_group \"{}\" are not supported under \
-                             ASTRA-Sim co-simulation yet (their KV sends would need receivers \
-                             in the group's process); use the analytical network backend",
                             groups[g].0
                         ),
                     ));

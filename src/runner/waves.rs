@@ -4,6 +4,7 @@
 use crate::Nanos;
 use crate::astra::{self, AstraGroup, AstraGroupSpec};
 use crate::cli::SimConfig;
+use crate::config::InstanceRole;
 use crate::engine::WavePricer;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StageSends};
 
@@ -48,6 +49,9 @@ impl AstraWaves {
                 members,
                 dtype: inst.dtype,
                 stage_blocks: inst.pipeline.as_ref().map_or(&[], |p| &p.stage_blocks),
+                // The KV transfer is part of every prefill wave (the engine does not add it).
+                prefill_kv_bytes: (inst.role == InstanceRole::Prefill)
+                    .then(|| super::kv_sizing(inst).kv_dtype.bytes()),
             };
             let astra = AstraGroup::start(options.clone(), spec, first_arrival)
                 .map_err(|e| anyhow::anyhow!("{label}{e}"))?;

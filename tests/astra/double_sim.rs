@@ -6,7 +6,7 @@
 //! `endpoint-delay` of `system.json`, and for a reducing step `3 · floor(bytes / local-mem-bw)`
 //! more, plus one `endpoint-delay` per collective (ALL_REDUCE: `2(n − 1)` steps of `size / n`,
 //! the first `n − 1` reducing; ALL_GATHER: `n − 1` steps of `size`, the per-rank chunk;
-//! REDUCE_SCATTER: `n − 1` reducing steps of `size / n`), which starts when every NPU of its group has reached it and its communication slot is free (the
+//! REDUCE_SCATTER: `n − 1` reducing steps of `size / n`), which starts when every NPU of its group has reached it (an NPU's k-th collective meets the others' k-th) and its communication slot is free (the
 //! group: every NPU of the process, or with an `involved_dim` attribute the NPUs that share
 //! their coordinates on the dimensions not involved, mixed radix with dimension 0 innermost as
 //! ASTRA-Sim numbers them; the ring runs on the link of the one involved dimension with more
@@ -230,6 +230,9 @@ struct Run {
     sends_done: u64,
     /// When each node finished (for the nodes done so far, and the issued memory nodes).
     done: Vec<Option<u64>>,
+    /// For each node, how many collectives come before it in the file: NPUs meet at their
+    /// k-th collective, wherever other nodes (a prefill member's KV sends) put it.
+    collectives_before: Vec<u32>,
 }
 
 /// The NPUs of one instance.
@@ -293,7 +296,16 @@ impl Instance {
                 done[k] = Some(*fifo);
             }
         }
+        let collectives_before = nodes
+            .iter()
+            .scan(0u32, |seen, node| {
+                let before = *seen;
+                *seen += u32::from(node.kind == NodeKind::CommColl);
+                Some(before)
+            })
+            .collect();
         self.runs[i] = Some(Run {
+            collectives_before,
             nodes,
             pos: 0,
             t: now,
@@ -431,7 +443,7 @@ impl Instance {
     }
 
     /// The group and end of the collective NPU `npu` waits at, if every NPU of its group
-    /// waits at it (same workload generation and node).
+    /// waits at it (same workload generation, and as many collectives before it).
     fn collective_end(&self, npu: u32) -> Result<Option<(Vec<u32>, u64)>, String> {
         let Some(Some(run)) = self.runs.get(npu as usize) else {
             return Ok(None);
@@ -450,7 +462,8 @@ impl Instance {
             };
             let at = other.nodes.get(other.pos);
             if at.is_none_or(|n| n.kind != NodeKind::CommColl)
-                || (other.generation, other.pos) != (run.generation, run.pos)
+                || (other.generation, other.collectives_before[other.pos])
+                    != (run.generation, run.collectives_before[run.pos])
             {
                 return Ok(None);
             }

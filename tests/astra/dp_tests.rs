@@ -298,6 +298,151 @@ pub fn a_decode_group_behind_a_prefill_instance() {
     }
 }
 
+/// A MoE DP group `P` of two prefill instances (TP `tp`, EP 2) in front of a decode
+/// instance of TP `tp` (or, `decode_group`, a group `D` of two such instances, EP 2), on one
+/// node with free host memory, linked at 16 GB/s and 20 µs.
+fn prefill_group(dir: &Path, tp: u32, decode_group: bool) -> PathBuf {
+    let inst = |role: &str, group: &str| {
+        format!(
+            r#"{{"model_name": "{QWEN}", "hardware": "RTXPRO6000",
+                "npu_mem": {{"mem_size": 96, "mem_bw": 1597, "mem_latency": 0}},
+                "num_npus": {tp}, "tp_size": {tp}, {group} "pd_type": "{role}"}}"#
+        )
+    };
+    let member = inst("prefill", r#""ep_size": 2, "dp_group": "P","#);
+    let decode = if decode_group {
+        let d = inst("decode", r#""ep_size": 2, "dp_group": "D","#);
+        format!("{d}, {d}")
+    } else {
+        inst("decode", "")
+    };
+    let text = format!(
+        r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 20000, "nodes": [
+            {{"num_instances": {},
+              "cpu_mem": {{"mem_size": 512, "mem_bw": {FREE}, "mem_latency": 0}},
+              "instances": [{member}, {member}, {decode}]}}]}}"#,
+        if decode_group { 4 } else { 3 }
+    );
+    let config = dir.join(format!("prefill-group-tp{tp}-{decode_group}.json"));
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// `ours` (a run under ASTRA-Sim) against `analytical` of a P/D run: the same prefill and
+/// decode instance for every request, both prefill members used, and every TTFT and end
+/// within `percent` % of the analytical run's (the KV leaves layer by layer inside the
+/// prefill step under ASTRA-Sim, on the link after it analytically; and it shares each
+/// NPU's communication slot with the expert collectives there).
+fn assert_pd_close(analytical: &Path, ours: &Path, percent: u64) {
+    let read = |p: &Path| {
+        let text = std::fs::read_to_string(p).unwrap();
+        let mut rows: Vec<Vec<String>> = csv_rows(&text);
+        rows.sort_by_key(|r| r[1].parse::<u64>().unwrap());
+        rows
+    };
+    let (a, b) = (read(analytical), read(ours));
+    assert_eq!(a.len(), 10);
+    assert_eq!(b.len(), 10);
+    let mut prefill_used = Vec::new();
+    for (a, b) in a.iter().zip(&b) {
+        let id = &a[1];
+        // instance id, prefill instance.
+        assert_eq!(
+            (&a[0], &a[12]),
+            (&b[0], &b[12]),
+            "request {id}: the same instances"
+        );
+        prefill_used.push(b[12].clone());
+        let num = |r: &Vec<String>, i: usize| r[i].parse::<u64>().unwrap();
+        let (ttft_a, ttft_b) = (num(a, 9), num(b, 9));
+        assert!(
+            ttft_a.abs_diff(ttft_b) * 100 <= ttft_a * percent,
+            "request {id}: TTFT {ttft_b} against {ttft_a}"
+        );
+        let (end_a, end_b, arrival) = (num(a, 6), num(b, 6), num(a, 5));
+        assert!(
+            end_a.abs_diff(end_b) * 100 <= (end_a - arrival) * percent,
+            "request {id}: end {end_b} against {end_a}"
+        );
+    }
+    prefill_used.sort();
+    prefill_used.dedup();
+    assert_eq!(prefill_used, ["0", "1"], "both prefill members prefill");
+}
+
+/// The fields of each row of a CSV whose ITL list is quoted.
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .skip(1)
+        .map(|line| {
+            let (head, rest) = line.split_once(",\"[").unwrap();
+            let (itl, tail) = rest.split_once("]\"").unwrap();
+            let mut fields: Vec<String> = head.split(',').map(str::to_owned).collect();
+            fields.push(itl.to_owned());
+            fields.extend(tail.split(',').skip(1).map(str::to_owned));
+            fields
+        })
+        .collect()
+}
+
+/// A MoE DP group of prefill instances (TP 1 and 2, EP 2 across the members) in one
+/// ASTRA-Sim process with its KV receivers (network `[tp, 2, 2]`), in front of a decode
+/// instance with a process of its own, or (TP 1) of a decode group in a process of its own:
+/// two processes, both gone afterwards with their run directories; the same routing as the
+/// analytical run, every TTFT and every end within 1% of it (the double is within 0.1% of
+/// the real fork here).
+pub fn a_prefill_group_in_front_of_a_decode_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for (tp, decode_group) in [(1, false), (2, false), (1, true)] {
+        let dir = dir.path().join(format!("tp{tp}-{decode_group}"));
+        std::fs::create_dir(&dir).unwrap();
+        let config = prefill_group(&dir, tp, decode_group);
+        let (analytical, out, err, pid_file) = analytical_then_double(&dir, tmp.path(), &config);
+        assert!(err.contains("DP group 0: ASTRA-Sim: "), "{err}");
+        let decode = if decode_group {
+            "DP group 1: ASTRA-Sim: "
+        } else {
+            "instance 2: ASTRA-Sim: "
+        };
+        assert!(err.contains(decode), "{err}");
+        let started = pids(&pid_file);
+        assert_eq!(
+            started.len(),
+            2,
+            "the prefill group's process and the decode side's"
+        );
+        assert_gone(&started);
+        assert!(leftovers(tmp.path()).is_empty());
+        assert_pd_close(&analytical, &out, 1);
+    }
+}
+
+/// [`a_prefill_group_in_front_of_a_decode_instance`] against the real fork when
+/// `BLIS_COSIM_ASTRA_SIM` names one.
+pub fn real_astra_sim_runs_a_prefill_group_when_available() {
+    let Some(binary) = crate::support::real_fork() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for (tp, decode_group) in [(1, false), (2, false), (1, true)] {
+        let config = prefill_group(dir.path(), tp, decode_group);
+        let analytical = dir
+            .path()
+            .join(format!("analytical-{tp}-{decode_group}.csv"));
+        ok(&run(
+            &strs(&args(&config, &analytical, &[])),
+            None,
+            tmp.path(),
+        ));
+        let out = dir.path().join(format!("fork-{tp}-{decode_group}.csv"));
+        let fork = ["--astra-sim", binary.to_str().unwrap()];
+        ok(&run(&strs(&args(&config, &out, &fork)), None, tmp.path()));
+        assert_pd_close(&analytical, &out, 1);
+    }
+}
+
 /// A request's token times (first token, then every later one), ns.
 fn token_times(row: &csv_row::Row) -> Vec<u64> {
     let mut t = row.arrival + row.ttft;

@@ -170,6 +170,14 @@ fn main() {
             dp_tests::a_decode_group_behind_a_prefill_instance,
         ),
         (
+            "dp::a_prefill_group_in_front_of_a_decode_instance",
+            dp_tests::a_prefill_group_in_front_of_a_decode_instance,
+        ),
+        (
+            "dp::real_astra_sim_runs_a_prefill_group_when_available",
+            dp_tests::real_astra_sim_runs_a_prefill_group_when_available,
+        ),
+        (
             "dp::a_fault_in_a_group_stops_everything",
             dp_tests::a_fault_in_a_group_stops_everything,
         ),
