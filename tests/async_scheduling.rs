@@ -75,3 +75,68 @@ fn a_held_request_runs_when_nothing_else_can() {
     let second = rec.finished.iter().find(|f| f.id == 1).unwrap();
     assert_eq!(second.first_token, 1_200 + 1_150);
 }
+
+/// The first-token time of each request (by id) of a run of `requests` on one async instance
+/// with `num_blocks` KV blocks of 16 tokens and at most `max_num_seqs` running requests.
+fn async_first_tokens(
+    requests: &[blis_cosim::workload::Request],
+    num_blocks: u32,
+    max_num_seqs: u32,
+) -> Vec<Nanos> {
+    let mut s = instance(true);
+    s.num_blocks = num_blocks;
+    s.scheduler.max_num_seqs = Some(max_num_seqs);
+    let mut backend = LinearBackend { per_token: 10 };
+    let mut rec = Recorder::default();
+    run(requests, &s, &mut backend, &mut rec).unwrap();
+    let mut firsts: Vec<(u64, Nanos)> =
+        rec.finished.iter().map(|f| (f.id, f.first_token)).collect();
+    firsts.sort_unstable();
+    firsts.into_iter().map(|(_, t)| t).collect()
+}
+
+#[test]
+fn a_finished_requests_place_serves_the_step_after_next() {
+    // max_num_seqs 2: requests 0 and 1 prefill together (0..1,400); request 0's second and
+    // last token ends the decode step 1,400..2,620. vLLM formed the step after it while it
+    // ran, with request 0 still in its place: 2,620..3,730 decodes request 1 alone
+    // (1,000 + 10 + 100), and request 2 (5 prompt tokens) joins the step after, 3,730 +
+    // 1,000 + 6·10 + 200 = 4,990. Synchronously it would have joined at 2,620 (first token
+    // at 3,880).
+    let requests = [
+        request(0, 0, 10, 2, Vec::new()),
+        request(1, 0, 10, 10, Vec::new()),
+        request(2, 0, 5, 2, Vec::new()),
+    ];
+    assert_eq!(
+        async_first_tokens(&requests, 1_000, 2),
+        [1_400, 1_400, 4_990]
+    );
+}
+
+#[test]
+fn a_finished_requests_kv_blocks_serve_the_step_after_next() {
+    // Three blocks: request 0 (20 prompt tokens, 2 blocks) and request 1 (10, 1 block) take
+    // them all in the first step (0..1,500); request 2 (20 tokens) waits for request 0's, which
+    // finishes with the decode step 1,500..2,720. The step formed while that one ran still
+    // had them held: 2,720..3,830 decodes request 1 alone, and request 2 prefills in the next,
+    // 3,830 + 1,000 + 21·10 + 200 = 5,240.
+    let requests = [
+        request(0, 0, 20, 2, Vec::new()),
+        request(1, 0, 10, 6, Vec::new()),
+        request(2, 0, 20, 2, Vec::new()),
+    ];
+    assert_eq!(async_first_tokens(&requests, 3, 16), [1_500, 1_500, 5_240]);
+}
+
+#[test]
+fn a_finished_requests_place_serves_the_next_step_when_nothing_else_runs() {
+    // max_num_seqs 1: request 0 ends with the decode step 1,200..2,310; with nothing else to
+    // run, vLLM formed no step ahead, so request 1 takes the freed place at once: 2,310 +
+    // 1,000 + 5·10 + 100 = 3,460.
+    let requests = [
+        request(0, 0, 10, 2, Vec::new()),
+        request(1, 0, 5, 2, Vec::new()),
+    ];
+    assert_eq!(async_first_tokens(&requests, 1_000, 1), [1_200, 3_460]);
+}

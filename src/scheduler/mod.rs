@@ -12,6 +12,10 @@
 //! [`Scheduler::complete_step`] then applies the step's results at its finish time: first
 //! tokens, inter-token gaps, finished requests (which free their blocks).
 //!
+//! Under async scheduling (`async_scheduling`), vLLM forms each step while the previous one
+//! runs: a request arriving during a step, and the place and blocks of a request finishing
+//! with one, serve the step after the next (unless nothing else would run).
+//!
 //! With pipeline parallelism ([`Scheduler::set_pipeline_depth`]) up to `pp` steps are in
 //! flight at once and complete in the order they were formed. A request whose token is still
 //! in flight has nothing to compute and is skipped (LLMServingSim's and vLLM's `num_new ≤ 0`);
@@ -62,7 +66,8 @@ pub struct SchedulerConfig {
     /// Tokens per KV block.
     pub block_size: u32,
     /// vLLM's asynchronous scheduling: the next step is formed while the current one runs,
-    /// so a request arriving during a step can join only the step after the next one.
+    /// so a request arriving during a step can join only the step after the next one, and a
+    /// request finishing with a step frees its place and blocks for that one too.
     pub async_scheduling: bool,
 }
 
@@ -145,6 +150,9 @@ pub struct Scheduler {
     formed: u64,
     /// A formed step has not completed yet.
     in_flight: bool,
+    /// Under async scheduling: what the step completed last freed, still held while the next
+    /// step is formed.
+    freed_late: FreedLate,
     /// Most steps in flight at once (the pipeline depth, `pp`; 1 without pipelining).
     depth: usize,
     /// With `depth > 1`: the steps in flight, oldest first.
@@ -152,6 +160,18 @@ pub struct Scheduler {
     /// With `depth > 1`: the step completed last; buffers of completed steps for reuse.
     completed: InFlight,
     spare: Vec<InFlight>,
+}
+
+/// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
+/// with step `k` still hold their places (`max_num_seqs`) and KV blocks when step `k + 1` is
+/// formed, and what they free serves step `k + 2` on. The scheduler here forms `k + 1` when
+/// `k` completes, so it keeps them until `k + 1` is formed (or found empty).
+#[derive(Debug, Default)]
+struct FreedLate {
+    /// How many requests finished with it.
+    requests: usize,
+    /// Their KV blocks, each request's last block first.
+    blocks: Vec<BlockId>,
 }
 
 /// An internal inconsistency: always a bug, never a user error.
@@ -218,6 +238,7 @@ impl Scheduler {
             incoming: 0,
             formed: 0,
             in_flight: false,
+            freed_late: FreedLate::default(),
             depth: 1,
             pipeline: std::collections::VecDeque::new(),
             completed: InFlight::default(),
@@ -370,12 +391,15 @@ impl Scheduler {
         let admitted_from = self.step.len();
         if !preempted {
             self.admit_waiting(&mut budget, now, self.formed + 1);
-            // Nothing else to run: the step formed ahead would have been empty, so requests
-            // held by async scheduling join this one.
-            if self.step.is_empty() && self.config.async_scheduling {
-                self.admit_waiting(&mut budget, now, u64::MAX);
-            }
         }
+        // Nothing else to run: vLLM would have formed no step ahead, and forms this one once
+        // the step in flight is done, with what it freed and the requests held by async
+        // scheduling.
+        if self.step.is_empty() && self.config.async_scheduling {
+            self.release_freed_late();
+            self.admit_waiting(&mut budget, now, u64::MAX);
+        }
+        self.release_freed_late();
         if self.step.is_empty() {
             return Ok(None);
         }
@@ -470,7 +494,7 @@ impl Scheduler {
                 break;
             }
             if let Some(max) = self.config.max_num_seqs
-                && self.running.len() >= max as usize
+                && self.running.len() + self.freed_late.requests >= max as usize
             {
                 break;
             }
@@ -497,6 +521,15 @@ impl Scheduler {
             self.running.push(slot);
             self.step.push(Scheduled::new(slot, new_tokens));
             *budget -= new_tokens;
+        }
+    }
+
+    /// Gives the places and KV blocks of the requests that finished with the last completed
+    /// step back.
+    fn release_freed_late(&mut self) {
+        self.freed_late.requests = 0;
+        for b in self.freed_late.blocks.drain(..) {
+            self.pool.release(b);
         }
     }
 
@@ -680,6 +713,8 @@ impl Scheduler {
         let step_index = self.step_finish_ns.len() as u64;
         self.step_finish_ns.push(finish);
         let mut finished_any = false;
+        // vLLM formed the next step while this one ran (async scheduling, no pipeline).
+        let freed_late = self.config.async_scheduling && self.depth == 1;
         for s in step {
             let req = self.slots[s.slot as usize]
                 .as_mut()
@@ -701,8 +736,13 @@ impl Scheduler {
             if req.reached >= req.target {
                 req.write_itls(&self.step_finish_ns, &mut self.itl_scratch);
                 on_finished(&req.record(finish, model, instance_id, &self.itl_scratch))?;
-                for &b in req.blocks.iter().rev() {
-                    self.pool.release(b);
+                if freed_late {
+                    self.freed_late.requests += 1;
+                    self.freed_late.blocks.extend(req.blocks.iter().rev());
+                } else {
+                    for &b in req.blocks.iter().rev() {
+                        self.pool.release(b);
+                    }
                 }
                 req.phase = Phase::Finished;
                 finished_any = true;
