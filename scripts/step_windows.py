@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Step-level comparison of a simulated run with a real vLLM run (async scheduling).
 
+Runs on one instance or on one DP group, whose engines step together.
+
 vLLM's bench records, per request, when the engine took it from its input queue (queued_ts),
 scheduled it (scheduled_ts), and emitted its first and last tokens. Under asynchronous
 scheduling each of these is a step end, and a request scheduled at a step end runs in the step
@@ -27,7 +29,7 @@ import re
 import statistics
 
 STEP = re.compile(
-    r"\[t=(\d+) ns\] step (\d+) ns: (\d+) seqs \((\d+) decode\), (\d+) tokens; (\d+) waiting, (\d+) running"
+    r"\[t=(\d+) ns\] (?:instance (\d+) )?step (\d+) ns: (\d+) seqs \((\d+) decode\), (\d+) tokens; (\d+) waiting, (\d+) running"
 )
 
 
@@ -39,17 +41,19 @@ def main():
     ap.add_argument("--max-num-batched-tokens", type=int, default=2048)
     args = ap.parse_args()
 
-    # Simulated steps: (end ns, duration ns, seqs, decodes, tokens, running).
+    # Simulated steps: (end ns, duration ns, seqs, decodes, tokens, running), by (instance, end).
     steps = []
+    by_end = {}
     with open(args.sim_log) as f:
         for line in f:
             m = STEP.search(line)
             if m:
-                end, dur, seqs, dec, tok, _waiting, running = (int(x) for x in m.groups())
+                end, instance = int(m.group(1)), int(m.group(2) or 0)
+                dur, seqs, dec, tok, _waiting, running = (int(x) for x in m.groups()[2:])
                 steps.append((end, dur, seqs, dec, tok, running))
+                by_end[(instance, end)] = steps[-1]
     if not steps:
         raise SystemExit(f"{args.sim_log}: no DEBUG step lines (run with --log-level DEBUG)")
-    by_end = {s[0]: s for s in steps}
     decode_only = {}
     for _end, dur, seqs, dec, _tok, _running in steps:
         if seqs == dec:
@@ -86,7 +90,7 @@ def main():
         if any(o["scheduled_ts"] < s - 0.002 and o["first_token_ts"] > s + 0.002 for o in real):
             continue  # another prompt was still being prefilled: the first step holds a chunk
         sim_first = int(row["arrival"]) + int(row["TTFT"])
-        sim_step = by_end.get(sim_first)
+        sim_step = by_end.get((int(row["instance id"]), sim_first))
         if sim_step is None:
             continue
         running = sim_step[5]
