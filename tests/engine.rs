@@ -125,21 +125,20 @@ impl Observer for Recorder {
 
 #[test]
 fn every_request_ends_exactly_once_and_the_clock_never_goes_back() {
-    for (seed, blocks, reserve) in [
-        (1, 10_000, true),
-        (2, 40, false),
-        (3, 40, true),
-        (4, 25, false),
+    for (seed, blocks, reserve, async_scheduling) in [
+        (1, 10_000, true, false),
+        (2, 40, false, false),
+        (3, 40, true, false),
+        (4, 25, false, false),
+        (5, 10_000, true, true),
+        (6, 40, false, true),
+        (7, 25, false, true),
     ] {
         let requests = workload(seed, 400, seed % 2 == 0);
         let mut rec = Recorder::default();
-        let out = engine::run(
-            &requests,
-            &setup(blocks, reserve),
-            &mut LinearBackend,
-            &mut rec,
-        )
-        .unwrap();
+        let mut instance = setup(blocks, reserve);
+        instance.scheduler.async_scheduling = async_scheduling;
+        let out = engine::run(&requests, &instance, &mut LinearBackend, &mut rec).unwrap();
         let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.0).collect();
         ids.sort_unstable();
         assert_eq!(ids, (0..400).collect::<Vec<_>>(), "seed {seed}");
@@ -180,8 +179,16 @@ fn an_idle_instance_starts_exactly_at_the_next_arrival() {
 
 #[test]
 fn kv_blocks_used_plus_free_equal_total_after_every_step() {
+    for async_scheduling in [false, true] {
+        kv_blocks_stay_whole(async_scheduling);
+    }
+}
+
+/// Runs 300 requests over 30 KV blocks step by step, auditing the pool after every step.
+fn kv_blocks_stay_whole(async_scheduling: bool) {
     let requests = workload(5, 300, true);
-    let cfg = setup(30, false).scheduler;
+    let mut cfg = setup(30, false).scheduler;
+    cfg.async_scheduling = async_scheduling;
     let mut s = Scheduler::new(cfg, 30);
     let (mut now, mut next, mut done) = (0, 0, 0);
     while next < requests.len() || s.has_work() {
@@ -204,6 +211,10 @@ fn kv_blocks_used_plus_free_equal_total_after_every_step() {
         pool.audit().unwrap();
     }
     assert_eq!(done, 300);
+    if async_scheduling {
+        // The last requests' blocks serve the step formed after theirs: there is none.
+        assert!(s.schedule(now).unwrap().is_none());
+    }
     assert_eq!(
         s.pool().num_free(),
         30,
