@@ -30,11 +30,16 @@ fn first_tokens(async_scheduling: bool, late: Nanos) -> (Vec<Nanos>, Vec<(Nanos,
         &mut rec,
     )
     .unwrap();
+    let steps = rec.steps.iter().map(|s| (s.start, s.end)).collect();
+    (first_token_times(&rec), steps)
+}
+
+/// Each finished request's first-token time, by request id.
+fn first_token_times(rec: &Recorder) -> Vec<Nanos> {
     let mut firsts: Vec<(u64, Nanos)> =
         rec.finished.iter().map(|f| (f.id, f.first_token)).collect();
     firsts.sort_unstable();
-    let steps = rec.steps.iter().map(|s| (s.start, s.end)).collect();
-    (firsts.into_iter().map(|(_, t)| t).collect(), steps)
+    firsts.into_iter().map(|(_, t)| t).collect()
 }
 
 #[test]
@@ -89,10 +94,7 @@ fn async_first_tokens(
     let mut backend = LinearBackend { per_token: 10 };
     let mut rec = Recorder::default();
     run(requests, &s, &mut backend, &mut rec).unwrap();
-    let mut firsts: Vec<(u64, Nanos)> =
-        rec.finished.iter().map(|f| (f.id, f.first_token)).collect();
-    firsts.sort_unstable();
-    firsts.into_iter().map(|(_, t)| t).collect()
+    first_token_times(&rec)
 }
 
 #[test]

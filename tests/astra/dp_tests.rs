@@ -334,55 +334,41 @@ fn prefill_group(dir: &Path, tp: u32, decode_group: bool) -> PathBuf {
 /// prefill step under ASTRA-Sim, on the link after it analytically; and it shares each
 /// NPU's communication slot with the expert collectives there).
 fn assert_pd_close(analytical: &Path, ours: &Path, percent: u64) {
-    let read = |p: &Path| {
-        let text = std::fs::read_to_string(p).unwrap();
-        let mut rows: Vec<Vec<String>> = csv_rows(&text);
-        rows.sort_by_key(|r| r[1].parse::<u64>().unwrap());
-        rows
-    };
-    let (a, b) = (read(analytical), read(ours));
+    let (a, b) = (
+        csv_row::read(analytical.to_str().unwrap()),
+        csv_row::read(ours.to_str().unwrap()),
+    );
     assert_eq!(a.len(), 10);
     assert_eq!(b.len(), 10);
     let mut prefill_used = Vec::new();
     for (a, b) in a.iter().zip(&b) {
-        let id = &a[1];
-        // instance id, prefill instance.
+        let id = a.request;
         assert_eq!(
-            (&a[0], &a[12]),
-            (&b[0], &b[12]),
+            (a.instance, a.prefill),
+            (b.instance, b.prefill),
             "request {id}: the same instances"
         );
-        prefill_used.push(b[12].clone());
-        let num = |r: &Vec<String>, i: usize| r[i].parse::<u64>().unwrap();
-        let (ttft_a, ttft_b) = (num(a, 9), num(b, 9));
+        prefill_used.push(b.prefill);
         assert!(
-            ttft_a.abs_diff(ttft_b) * 100 <= ttft_a * percent,
-            "request {id}: TTFT {ttft_b} against {ttft_a}"
+            a.ttft.abs_diff(b.ttft) * 100 <= a.ttft * percent,
+            "request {id}: TTFT {} against {}",
+            b.ttft,
+            a.ttft
         );
-        let (end_a, end_b, arrival) = (num(a, 6), num(b, 6), num(a, 5));
         assert!(
-            end_a.abs_diff(end_b) * 100 <= (end_a - arrival) * percent,
-            "request {id}: end {end_b} against {end_a}"
+            a.end.abs_diff(b.end) * 100 <= (a.end - a.arrival) * percent,
+            "request {id}: end {} against {}",
+            b.end,
+            a.end
         );
     }
     prefill_used.sort();
     prefill_used.dedup();
-    assert_eq!(prefill_used, ["0", "1"], "both prefill members prefill");
-}
-
-/// The fields of each row of a CSV whose ITL list is quoted.
-fn csv_rows(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .skip(1)
-        .map(|line| {
-            let (head, rest) = line.split_once(",\"[").unwrap();
-            let (itl, tail) = rest.split_once("]\"").unwrap();
-            let mut fields: Vec<String> = head.split(',').map(str::to_owned).collect();
-            fields.push(itl.to_owned());
-            fields.extend(tail.split(',').skip(1).map(str::to_owned));
-            fields
-        })
-        .collect()
+    assert_eq!(
+        prefill_used,
+        [Some(0), Some(1)],
+        "both prefill members prefill"
+    );
 }
 
 /// A MoE DP group of prefill instances (TP 1 and 2, EP 2 across the members) in one
@@ -461,8 +447,11 @@ mod csv_row {
         pub instance: u32,
         pub request: u64,
         pub arrival: u64,
+        pub end: u64,
         pub ttft: u64,
         pub itl: Vec<u64>,
+        /// The `prefill instance` column of a P/D run.
+        pub prefill: Option<u32>,
     }
 
     /// The rows of a per-request CSV, by request id.
@@ -474,13 +463,15 @@ mod csv_row {
             .map(|line| {
                 let (head, itl) = line.split_once(",\"[").unwrap();
                 let f: Vec<&str> = head.split(',').collect();
-                // P/D runs have more columns after the ITL list.
-                let itl = itl.split_once("]\"").map_or(itl, |(list, _)| list);
+                // P/D runs have more columns after the ITL list, the prefill instance first.
+                let (itl, pd) = itl.split_once("]\"").unwrap_or((itl, ""));
                 Row {
                     instance: f[0].parse().unwrap(),
                     request: f[1].parse().unwrap(),
                     arrival: f[5].parse().unwrap(),
+                    end: f[6].parse().unwrap(),
                     ttft: f[9].parse().unwrap(),
+                    prefill: pd.split(',').nth(1).and_then(|p| p.parse().ok()),
                     itl: itl
                         .split(", ")
                         .filter(|s| !s.is_empty())
