@@ -6,6 +6,8 @@
 #   scripts/accuracy.sh RTX4090         # cases whose path contains RTX4090
 #   PLOTS=1 scripts/accuracy.sh         # also write plots under target/accuracy/<case>/
 #   ARRIVAL=queued scripts/accuracy.sh  # vLLM TTFTs from queued_ts (LLMServingSim's tables)
+#   BACKENDS=roofline scripts/accuracy.sh   # one latency backend (default: profile roofline)
+#   EXTRA="--host-model off" scripts/accuracy.sh  # extra flags for every simulation
 # Asynchronous scheduling follows the real run: its resolved scheduler config when recorded,
 # else vLLM's default (on since v0.11). vLLM TTFTs and latencies start at the client's arrival
 # (validate --vllm-arrival client) unless ARRIVAL=queued.
@@ -38,14 +40,18 @@ print(m["dataset_path"], m["num_requests"], k["max_num_seqs"], k["max_num_batche
       "--async-scheduling" if on else "--no-async-scheduling")
 PY
 )
-    dir="$OUT/${name//\//_}"
+    for backend in ${BACKENDS:-profile roofline}; do
+    dir="$OUT/${name//\//_}/$backend"
     mkdir -p "$dir"
-    echo "=== $name  ($num_reqs requests, max-num-seqs $msq, max-num-batched-tokens $mnbt, $async)"
+    latency=()
+    [ "$backend" = profile ] && latency=(--profile-dir "$DATA/profiler/perf")
+    echo "=== $name, $backend backend  ($num_reqs requests, max-num-seqs $msq, max-num-batched-tokens $mnbt, $async)"
     start=$EPOCHREALTIME
-    if ! "$BIN" --cluster-config "$case/config.json" --profile-dir "$DATA/profiler/perf" \
+    # shellcheck disable=SC2086 # EXTRA is a list of flags
+    if ! "$BIN" --cluster-config "$case/config.json" "${latency[@]}" \
         --dataset "$DATA/$dataset" --num-reqs "$num_reqs" --max-num-seqs "$msq" \
         --max-num-batched-tokens "$mnbt" --dtype "$dtype" --kv-cache-dtype "$kvdtype" "$async" \
-        --output "$dir/sim.csv" --summary-json "$dir/summary.json" >"$dir/summary.txt" 2>"$dir/stderr.txt"; then
+        ${EXTRA:-} --output "$dir/sim.csv" --summary-json "$dir/summary.json" >"$dir/summary.txt" 2>"$dir/stderr.txt"; then
         echo "    not simulated: $(tail -n 3 "$dir/stderr.txt")"
         continue
     fi
@@ -55,4 +61,5 @@ PY
     [ -n "${PLOTS:-}" ] && plots=(--plots "$dir")
     "$BIN" validate --vllm "$case/vllm/requests.jsonl" --sim "$dir/sim.csv" \
         --vllm-arrival "${ARRIVAL:-client}" --json "$dir/validation.json" "${plots[@]}"
+    done
 done

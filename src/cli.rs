@@ -3,6 +3,7 @@
 
 use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
 mod astra_dp;
+mod host;
 mod instances;
 mod parallel;
 mod pim;
@@ -12,6 +13,7 @@ mod power;
 mod prefix_storage;
 mod replay;
 
+pub use host::{HostArgs, HostModelSwitch};
 pub use instances::InstanceConfig;
 pub use pim::{InstancePim, PimArgs};
 pub use placement::InstancePlacement;
@@ -318,6 +320,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub replay: ReplayArgs,
+
+    #[command(flatten)]
+    pub host: HostArgs,
 }
 
 /// Where the main job's requests come from.
@@ -509,6 +514,7 @@ impl RunArgs {
         astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
         astra_pipeline_networks(&mut instances, &self.astra)?;
         astra_dp::group_networks(&mut instances, links.as_ref());
+        self.host.assign(&mut instances)?;
         if self.emit_et.is_some() && instances.iter().any(|i| i.pim.is_some()) {
             return Err(command_line(
                 "--emit-et",

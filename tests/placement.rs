@@ -16,8 +16,12 @@ mod binary;
 
 use binary::{ok, shared};
 
+/// Runs LLMServingSim's example with the GPU time alone (`--host-model off`), as LLMServingSim
+/// prices steps.
 fn run(config: &str, out: &Path) -> String {
     ok(&[
+        "--host-model",
+        "off",
         "--cluster-config",
         &shared(&format!("configs/cluster/{config}")),
         "--profile-dir",

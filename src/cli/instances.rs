@@ -6,7 +6,7 @@ use super::{InstancePim, InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::engine::Pipeline;
-use crate::latency::Collectives;
+use crate::latency::{Collectives, GraphPolicy};
 use crate::scheduler::SchedulerConfig;
 
 /// One instance, resolved and validated.
@@ -49,6 +49,9 @@ pub struct InstanceConfig {
     /// instance gets its own ASTRA-Sim process, inputs and memo table. `None`: the analytical
     /// network backend (then `None` for every instance).
     pub astra: Option<AstraOptions>,
+    /// How its steps execute when the host model is on (`--host-model`); `None`: the
+    /// latency backend's GPU time alone.
+    pub host_model: Option<GraphPolicy>,
 }
 
 /// The engine settings of the command line (flag values or their defaults): what every
@@ -110,6 +113,7 @@ impl EngineFlags {
             placement: None,
             pim: None,
             astra: None,
+            host_model: None,
         }
     }
 

@@ -40,6 +40,54 @@ pub struct Hardware {
     pub link_efficiency: f64,
     /// Fixed cost per kernel launch, ns.
     pub kernel_launch_ns: f64,
+    /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
+    #[serde(default)]
+    pub host: HostSpec,
+}
+
+/// What the host (CPU) spends on a step of vLLM, ns: the launches it issues per mode and the
+/// CPU work of the step. The defaults are public measurements (see `hardware/*.toml` and
+/// the README's host-model section for the sources).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostSpec {
+    /// One driver launch: a CUDA graph (or graph piece), ns.
+    pub launch_ns: f64,
+    /// One kernel of the compiled model launched without a graph (Inductor's Python wrapper
+    /// plus the driver launch), ns.
+    pub compiled_kernel_ns: f64,
+    /// One eagerly launched PyTorch op (Python dispatch plus the launch), ns.
+    pub eager_op_ns: f64,
+    /// The CPU work of a step outside the forward pass (scheduling, input preparation,
+    /// output processing), ns.
+    pub step_cpu_ns: f64,
+    /// The same work per scheduled request, ns.
+    pub seq_cpu_ns: f64,
+}
+
+impl Default for HostSpec {
+    fn default() -> HostSpec {
+        HostSpec {
+            launch_ns: 3_000.0,
+            compiled_kernel_ns: 7_000.0,
+            eager_op_ns: 22_600.0,
+            step_cpu_ns: 400_000.0,
+            seq_cpu_ns: 12_700.0,
+        }
+    }
+}
+
+impl HostSpec {
+    /// Every field as `(key, value)`, for validation.
+    fn fields(&self) -> [(&'static str, f64); 5] {
+        [
+            ("host.launch_ns", self.launch_ns),
+            ("host.compiled_kernel_ns", self.compiled_kernel_ns),
+            ("host.eager_op_ns", self.eager_op_ns),
+            ("host.step_cpu_ns", self.step_cpu_ns),
+            ("host.seq_cpu_ns", self.seq_cpu_ns),
+        ]
+    }
 }
 
 impl Hardware {
@@ -101,14 +149,16 @@ impl Hardware {
                 ));
             }
         }
-        for (field, v) in [
+        let non_negative = [
             ("link_latency_ns", hw.link_latency_ns),
             ("kernel_launch_ns", hw.kernel_launch_ns),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
+        ];
+        for (field, v) in non_negative.into_iter().chain(hw.host.fields()) {
+            // A second of host time per launch or step is no physical host.
+            if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
                 return Err(invalid(
                     field,
-                    format!("must be a non-negative number, got {v}"),
+                    format!("must be a number of ns in [0, 1e9], got {v}"),
                 ));
             }
         }

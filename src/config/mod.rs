@@ -20,7 +20,7 @@ pub use cluster::{
     PrefixStorage, RuntimeOverrides,
 };
 pub use dtype::Dtype;
-pub use hardware::Hardware;
+pub use hardware::{Hardware, HostSpec};
 pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};
 pub use pim::PimDevice;

@@ -137,6 +137,7 @@ fn form_batches(
     let (mut real_tokens, mut dummies) = (0u64, false);
     for &m in members {
         let (scheduler, inst) = (&mut schedulers[m as usize], &mut instances[m as usize]);
+        inst.back_to_back = inst.last_end == Some(now);
         let tokens = match scheduler.has_work().then(|| scheduler.schedule(now)) {
             Some(result) => result?.map(|items| BatchDesc::new(items).total_tokens()),
             None => None,
@@ -166,6 +167,8 @@ pub(super) struct StepShape {
     pub pad_tokens: u32,
     pub gate_tokens: u64,
     pub kv_send_tokens: u64,
+    /// The step starts as the instance's previous step ends ([`BatchDesc::back_to_back`]).
+    pub back_to_back: bool,
 }
 
 impl StepShape {
@@ -182,6 +185,7 @@ impl StepShape {
         BatchDesc::padded(items, self.pad_tokens)
             .with_gate_tokens(self.gate_tokens)
             .with_kv_send_tokens(self.kv_send_tokens)
+            .with_back_to_back(self.back_to_back)
     }
 }
 
@@ -205,6 +209,7 @@ fn step_shape(inst: &InstanceSim<'_>, scheduler: &Scheduler, width: WaveWidth) -
         } else {
             scheduler.last_kv_send_tokens()
         },
+        back_to_back: inst.back_to_back,
     }
 }
 

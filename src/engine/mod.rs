@@ -233,6 +233,10 @@ struct InstanceSim<'a> {
     ready: bool,
     /// The stages of a pipelined instance (then `busy` and `step_start` are unused).
     stages: Option<pipeline::Stages<'a>>,
+    /// When its last step ended (`None` before the first).
+    last_end: Option<Nanos>,
+    /// The step being formed starts as the previous one ends ([`BatchDesc::back_to_back`]).
+    back_to_back: bool,
 }
 
 /// Runs `requests` (sorted by arrival) on the instances described by `setups`, priced by
@@ -367,6 +371,8 @@ pub fn run_priced(
             finished: 0,
             ready: false,
             stages: setup.pipeline.as_ref().map(pipeline::Stages::new),
+            last_end: None,
+            back_to_back: false,
         })
         .collect();
     let groups = dp::groups(setups);
@@ -547,7 +553,10 @@ fn start_step(
             running: scheduler.num_running(),
         });
     }
-    let shape = StepShape::of_step(scheduler);
+    let shape = StepShape {
+        back_to_back: inst.last_end == Some(now),
+        ..StepShape::of_step(scheduler)
+    };
     let compute_ns = backend.step_time(&shape.apply(scheduler.last_batch()))?;
     if compute_ns == 0 {
         return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
@@ -635,6 +644,7 @@ fn finish_step(
         inst.shape = formed.shape;
     }
     inst.busy = false;
+    inst.last_end = Some(now);
     if std::mem::take(&mut inst.dummy) {
         return Ok(());
     }

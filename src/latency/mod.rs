@@ -7,6 +7,7 @@
 //! ([`crate::astra::AstraBackend`]) wraps either of them behind the same trait.
 
 mod collective;
+mod host;
 mod pim;
 mod placement;
 mod profile;
@@ -16,6 +17,7 @@ pub use collective::{
     Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
     RankLoad,
 };
+pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, StepMode};
 pub use pim::{PimActivity, PimOffload, PimSpec};
 pub use placement::{
     StreamingSpec, WeightMemory, WeightStreaming, canonical_layer_name, layer_weight_bytes,
@@ -69,6 +71,11 @@ pub struct BatchDesc<'a> {
     /// same experts). 0 means the batch's own tokens; set with
     /// [`BatchDesc::with_gate_tokens`].
     pub gate_tokens: u64,
+    /// The step starts the instant the instance's previous step ended (the instance was
+    /// busy, not idle): under asynchronous scheduling the host prepared it while that step
+    /// ran. Only the host model ([`HostModel`]) reads it; false unless set with
+    /// [`BatchDesc::with_back_to_back`].
+    pub back_to_back: bool,
 }
 
 impl<'a> BatchDesc<'a> {
@@ -80,6 +87,7 @@ impl<'a> BatchDesc<'a> {
             kv_send_tokens: 0,
             attention_offloaded: false,
             gate_tokens: 0,
+            back_to_back: false,
         }
     }
 
@@ -91,6 +99,15 @@ impl<'a> BatchDesc<'a> {
             kv_send_tokens: 0,
             attention_offloaded: false,
             gate_tokens: 0,
+            back_to_back: false,
+        }
+    }
+
+    /// The batch with [`BatchDesc::back_to_back`] set to `on`.
+    pub fn with_back_to_back(self, on: bool) -> BatchDesc<'a> {
+        BatchDesc {
+            back_to_back: on,
+            ..self
         }
     }
 

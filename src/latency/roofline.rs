@@ -15,6 +15,50 @@ use super::{
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, ModelArch};
 
+/// Fixed GPU time of one attention kernel (metadata, launch of its blocks, the last wave),
+/// ns: the intercept of `t = t0 + work / rate` fitted, weighted by relative error, to the
+/// decode rows of LLMServingSim's attention tables of Llama-3.1-8B on RTX 4090 (12.7 µs) and
+/// RTX PRO 6000 (12.4 µs); `scripts/derive_roofline.py` reproduces the fit.
+const ATTENTION_FIXED_NS: f64 = 12_500.0;
+/// Fraction of peak memory bandwidth decode attention reaches reading the KV cache: the same
+/// fit's rate (0.866 and 0.875 of the two GPUs' datasheet bandwidth).
+const DECODE_ATTENTION_EFFICIENCY: f64 = 0.87;
+/// Fraction of peak dense FLOP/s prefill (causal) attention reaches: the same fit over the
+/// tables' prefill rows of at least 256 tokens (0.733 on RTX 4090, 0.450 on RTX PRO 6000;
+/// their median).
+const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.59;
+/// Fraction of peak bandwidth at which a *mixed* batch's attention reads the KV cache of its
+/// decodes, by the number of decodes (1, 2, 4, … 128; more: the last), interpolated on log2:
+/// the varlen prefill kernel gives each decode few thread blocks, so a few decodes cannot
+/// fill the GPU and many contend. Measured as (mixed time − the same prefill alone) against
+/// the decodes' KV bytes in LLMServingSim's attention tables of Llama-3.1-8B, the median per
+/// decode count of RTX 4090 and RTX PRO 6000 averaged (`scripts/derive_roofline.py`); the two
+/// GPUs agree within 0.1 at every count.
+const MIXED_DECODE_EFFICIENCY: [f64; 8] = [0.138, 0.267, 0.428, 0.477, 0.535, 0.513, 0.419, 0.275];
+
+/// [`MIXED_DECODE_EFFICIENCY`] at `decodes` decodes.
+fn mixed_decode_efficiency(decodes: f64) -> f64 {
+    let x = decodes.max(1.0).log2();
+    let i = (x.floor() as usize).min(MIXED_DECODE_EFFICIENCY.len() - 1);
+    let j = (i + 1).min(MIXED_DECODE_EFFICIENCY.len() - 1);
+    let f = (x - i as f64).min(1.0);
+    MIXED_DECODE_EFFICIENCY[i] + f * (MIXED_DECODE_EFFICIENCY[j] - MIXED_DECODE_EFFICIENCY[i])
+}
+
+/// The fused-MoE (grouped GEMM) kernel of vLLM: fixed time, ns, fraction of peak bandwidth
+/// reading the active experts' weights, and fraction of peak dense FLOP/s at large token
+/// counts. Fitted to LLMServingSim's `moe.csv` of Qwen3-30B-A3B on RTX PRO 6000 (the one MoE
+/// table in the bundles): rows of at most 128 tokens, weighted by relative error, give
+/// 6.4 µs + bytes / (0.855 × bandwidth) (median error 9%); the compute-bound 2,048-token rows
+/// reach 0.51–0.53 of peak FLOP/s (`scripts/derive_roofline.py`).
+const MOE_FIXED_NS: f64 = 6_400.0;
+const MOE_MEMORY_EFFICIENCY: f64 = 0.855;
+const MOE_COMPUTE_EFFICIENCY: f64 = 0.52;
+
+/// Least GPU time of any kernel, ns: the median kernel-only time of a one-token RMSNorm in
+/// Frontier's operator profiles (1.76 µs RTX PRO 6000, 2.98 and 2.53 µs H800; the median).
+const KERNEL_FLOOR_NS: f64 = 2_530.0;
+
 /// Prices each layer as `max(FLOPs / (peak × eff), bytes / (bw × eff)) + launch overhead`,
 /// with ring all-reduces after `o_proj` and `down_proj` when `tp > 1`.
 #[derive(Debug, Clone)]
@@ -36,6 +80,12 @@ pub struct Roofline {
     qk_norm: bool,
     flops_per_ns: f64,
     bytes_per_ns: f64,
+    /// Attention's rates: peak FLOP/s and bandwidth times the attention efficiencies.
+    attention_flops_per_ns: f64,
+    attention_bytes_per_ns: f64,
+    /// The fused-MoE kernel's rates (see [`MOE_MEMORY_EFFICIENCY`]).
+    moe_flops_per_ns: f64,
+    moe_bytes_per_ns: f64,
     launch_ns: f64,
     allreduce: Option<AllReduce>,
     /// Expert-parallel dispatch/combine (MoE models under EP), priced on the ring model.
@@ -92,7 +142,11 @@ enum Work {
     Attention {
         prefill: Cost,
         decode: Cost,
+        /// Decodes in the batch (their KV reads slow down next to a prefill).
+        decodes: f64,
     },
+    /// The fused-MoE grouped GEMM (its own efficiencies).
+    Experts(Cost),
     /// A collective whose time is already known, ns.
     Comm {
         ns: f64,
@@ -108,6 +162,8 @@ struct Step {
     gate: f64,
     prefill: Cost,
     decode: Cost,
+    /// Decodes whose attention runs on the GPU.
+    decodes: f64,
 }
 
 impl Roofline {
@@ -155,6 +211,10 @@ impl Roofline {
             qk_norm: matches!(model.model_type.as_str(), "qwen3" | "qwen3_moe"),
             flops_per_ns: hardware.peak_flops(dtype) * hardware.compute_efficiency / 1e9,
             bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
+            attention_flops_per_ns: hardware.peak_flops(dtype) * PREFILL_ATTENTION_EFFICIENCY / 1e9,
+            attention_bytes_per_ns: hardware.memory_bw_gbps * DECODE_ATTENTION_EFFICIENCY,
+            moe_flops_per_ns: hardware.peak_flops(dtype) * MOE_COMPUTE_EFFICIENCY / 1e9,
+            moe_bytes_per_ns: hardware.memory_bw_gbps * MOE_MEMORY_EFFICIENCY,
             launch_ns: hardware.kernel_launch_ns,
             allreduce,
             expert_comm: None,
@@ -201,6 +261,7 @@ impl Roofline {
             gate: batch.expert_gate_tokens() as f64,
             prefill: Cost::default(),
             decode: Cost::default(),
+            decodes: 0.0,
         };
         for (i, item) in batch.items.iter().enumerate() {
             if item.new_tokens == 0 {
@@ -214,6 +275,7 @@ impl Roofline {
             if item.is_decode() && batch.attention_offloaded {
                 // Its attention runs on PIM: only the token-wise layers see it.
             } else if item.is_decode() {
+                step.decodes += 1.0;
                 step.decode.add(
                     4.0 * hpg * hd * (p + 1.0),
                     (p + 1.0) * kv_row + 2.0 * hpg * hd * fp,
@@ -262,6 +324,7 @@ impl Roofline {
                 Work::Attention {
                     prefill: s.prefill,
                     decode: s.decode,
+                    decodes: s.decodes,
                 },
             );
         }
@@ -305,7 +368,11 @@ impl Roofline {
                 let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(s.gate));
                 let routed = group * t * top_k / ep;
                 let bytes = active * expert_bytes + 2.0 * routed * h * fp;
-                visit("experts", l, kernel(routed * flops_per_token_expert, bytes));
+                let cost = Cost {
+                    flops: routed * flops_per_token_expert,
+                    bytes,
+                };
+                visit("experts", l, Work::Experts(cost));
                 if let Some((_, combine)) = comm {
                     visit("ep_combine", l, combine);
                 }
@@ -328,9 +395,27 @@ impl Roofline {
     /// Time of one occurrence of a layer, rounded to the nearest ns, at least 1 ns.
     fn layer_ns(&self, work: Work) -> Nanos {
         let ns = match work {
-            Work::Kernel(cost) => self.roofline_ns(cost) + self.launch_ns,
-            Work::Attention { prefill, decode } => {
-                self.roofline_ns(prefill) + self.roofline_ns(decode) + self.launch_ns
+            Work::Kernel(cost) => (self.roofline_ns(cost) + self.launch_ns).max(KERNEL_FLOOR_NS),
+            Work::Attention {
+                prefill,
+                decode,
+                decodes,
+            } => {
+                let rate = |c: Cost| {
+                    (c.flops / self.attention_flops_per_ns)
+                        .max(c.bytes / self.attention_bytes_per_ns)
+                };
+                let decode_ns = if prefill == Cost::default() {
+                    rate(decode)
+                } else {
+                    let bw = self.attention_bytes_per_ns / DECODE_ATTENTION_EFFICIENCY;
+                    decode.bytes / (bw * mixed_decode_efficiency(decodes))
+                };
+                ATTENTION_FIXED_NS + rate(prefill) + decode_ns
+            }
+            Work::Experts(c) => {
+                MOE_FIXED_NS
+                    + (c.flops / self.moe_flops_per_ns).max(c.bytes / self.moe_bytes_per_ns)
             }
             Work::Comm { ns } => ns,
         };
@@ -450,7 +535,7 @@ mod tests {
             let step = r.step(batch).unwrap();
             let mut bytes = 0.0;
             r.for_each_layer(&step, |name, _, work| {
-                if let ("experts", Work::Kernel(cost)) = (name, work) {
+                if let ("experts", Work::Experts(cost)) = (name, work) {
                     bytes = cost.bytes;
                 }
             });
@@ -611,7 +696,7 @@ mod tests {
             .iter()
             .find(|(n, _)| *n == "experts")
             .unwrap();
-        let Work::Kernel(cost) = experts else {
+        let Work::Experts(cost) = experts else {
             panic!("experts is a kernel")
         };
         let weights = 8.0 * 3.0 * 2048.0 * 768.0 * 2.0;
@@ -623,7 +708,7 @@ mod tests {
         );
         // A large batch touches (almost) all of them.
         let big = layers(&r, &decodes(512, 10));
-        let Some((_, Work::Kernel(big))) = big.iter().find(|(n, _)| *n == "experts") else {
+        let Some((_, Work::Experts(big))) = big.iter().find(|(n, _)| *n == "experts") else {
             panic!()
         };
         assert!(big.bytes > 127.0 * 3.0 * 2048.0 * 768.0 * 2.0);

@@ -6,8 +6,9 @@ use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::cli::{InstanceConfig, SimConfig};
 use crate::config::InstanceRole;
 use crate::latency::{
-    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload, PimSpec,
-    ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory, WeightStreaming,
+    BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload,
+    PimSpec, ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory,
+    WeightStreaming,
 };
 use std::time::Instant;
 
@@ -151,7 +152,15 @@ impl Backend {
             None => compute,
         };
         let Some(options) = &inst.astra else {
-            return Ok(Backend::Compute(compute));
+            let Some(policy) = &inst.host_model else {
+                return Ok(Backend::Compute(compute));
+            };
+            return Ok(Backend::Compute(Box::new(HostModel::new(
+                compute,
+                inst.hardware.host.clone(),
+                policy.clone(),
+                inst.scheduler.async_scheduling,
+            ))));
         };
         // A DP group member prices compute only: its group's ASTRA-Sim process prices waves.
         if inst.dp_group.is_some() {

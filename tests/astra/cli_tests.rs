@@ -87,6 +87,8 @@ pub fn sample_matches_the_analytical_run() {
         let config = config.to_str().unwrap();
         let out = out.to_str().unwrap();
         [
+            "--host-model",
+            "off",
             "--cluster-config",
             config,
             "--dataset",
@@ -148,7 +150,12 @@ pub fn memo_on_and_off(
     let mut csvs = Vec::new();
     for memo in [true, false] {
         let out = dir.join(format!("memo-{memo}.csv"));
-        let mut all = vec!["--cluster-config", config.to_str().unwrap()];
+        let mut all = vec![
+            "--host-model",
+            "off",
+            "--cluster-config",
+            config.to_str().unwrap(),
+        ];
         all.extend(args);
         all.extend(["--output", out.to_str().unwrap()]);
         if !memo {
@@ -175,6 +182,8 @@ pub fn kept_inputs_hold_the_generated_configs() {
     .unwrap();
     let sample = sample();
     let base = [
+        "--host-model",
+        "off",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",
@@ -358,6 +367,8 @@ pub fn stock_mode_through_the_binary() {
     let config = cluster(dir.path(), 2);
     let sample = sample();
     let args = [
+        "--host-model",
+        "off",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",
@@ -388,6 +399,8 @@ pub fn real_astra_sim_when_available() {
     let config = cluster(dir.path(), 2);
     let out = Command::new(BIN)
         .args([
+            "--host-model",
+            "off",
             "--cluster-config",
             config.to_str().unwrap(),
             "--dataset",

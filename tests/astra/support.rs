@@ -268,6 +268,8 @@ pub fn shared(rel: &str) -> String {
 /// bundles, writing `out`, then `extra`.
 pub fn cluster_args(dataset: &str, config: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = [
+        "--host-model",
+        "off",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Derives the roofline's attention efficiencies and kernel floor from measured kernel data.
+
+Reads (never copies) two independent sets of GPU kernel timings:
+- LLMServingSim profile bundles (`../shared/data/llmservingsim/profiler/perf`): per-layer GPU
+  time of an `enforce_eager` model, attention by (prefill chunk, its KV prefix, decodes, decode
+  KV), on RTX 4090 and RTX PRO 6000;
+- Frontier's operator profiles (`../shared/data/frontier/profiling/compute`): kernel-only
+  (`KERNEL_ONLY`) elementwise-op times on H800 and RTX PRO 6000 (its attention files count
+  the KV cache differently per backend and are not used).
+
+For every GPU it fits, by least squares on the rows named below,
+- decode attention: `t = t0 + KV bytes / (peak bandwidth × eta_decode)` (pure-decode rows);
+- prefill attention: `t = t0 + causal FLOPs / (peak dense FLOP/s × eta_prefill)` (pure-prefill
+  rows of at least 256 tokens);
+- the kernel floor: the median kernel-only time of a one-token RMSNorm (the smallest kernel
+  every step runs);
+- the fused-MoE kernel (Qwen3-30B-A3B's `moe.csv`, RTX PRO 6000): `t0 + bytes / (bw × eta)`
+  over rows of at most 128 tokens, and the fraction of peak FLOP/s of the 2,048-token rows;
+- the mixed-batch decode efficiency by decode count;
+- the host cost of an eager op (host model): the wall time of launch-bound ops.
+and prints each GPU's values and their median over GPUs, which the roofline uses for every
+GPU (`src/latency/roofline.rs`, `ATTENTION_*` and `KERNEL_FLOOR_NS`). No validation run is read.
+
+Usage: scripts/derive_roofline.py [DATA_DIR]   (default ../shared/data)
+"""
+import csv
+import glob
+import os
+import statistics
+import sys
+
+DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../shared/data")
+LSS = os.path.join(DATA, "llmservingsim/profiler/perf")
+FRONTIER = os.path.join(DATA, "frontier/profiling/compute")
+
+# Datasheet peaks (the roofline's hardware files).
+GPUS = {
+    "RTX4090": {"bw": 1008e9, "flops": 165.2e12},
+    "RTXPRO6000": {"bw": 1597e9, "flops": 503.8e12},
+}
+# Llama-3.1-8B attention per GPU at TP 1: 32 query heads, 8 KV heads of 128, bf16.
+LLAMA = {"heads": 32, "kv_heads": 8, "head_dim": 128, "bytes": 2}
+
+
+def fit(rows):
+    """`t = t0 + x / rate` over (x, t), least squares of the relative error (weights 1/t^2,
+    so that small kernels count as much as large ones); returns (t0 seconds, rate per second)."""
+    w = [1.0 / (t * t) for _, t in rows]
+    sw = sum(w)
+    sx = sum(wi * x for wi, (x, _) in zip(w, rows))
+    st_ = sum(wi * t for wi, (_, t) in zip(w, rows))
+    sxx = sum(wi * x * x for wi, (x, _) in zip(w, rows))
+    sxt = sum(wi * x * t for wi, (x, t) in zip(w, rows))
+    slope = (sw * sxt - sx * st_) / (sw * sxx - sx * sx)
+    return (st_ - slope * sx) / sw, 1.0 / slope
+
+
+def kv_bytes(m, tokens):
+    return tokens * m["kv_heads"] * m["head_dim"] * 2 * m["bytes"]
+
+
+def causal_flops(m, chunk, prefix):
+    return 4.0 * m["heads"] * m["head_dim"] * chunk * (prefix + (chunk + 1) / 2.0)
+
+
+def bundle_attention(gpu):
+    path = os.path.join(LSS, gpu, "meta-llama/Llama-3.1-8B/bf16/tp1/attention.csv")
+    if not os.path.exists(path):
+        return None
+    decode, prefill = [], []
+    for r in csv.DictReader(open(path)):
+        pc, kp, nd, kd = (int(r[k]) for k in ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode"))
+        t = float(r["time_us"]) * 1e-6
+        if pc == 0 and nd > 0:
+            decode.append((kv_bytes(LLAMA, nd * kd), t))
+        elif nd == 0 and pc >= 256:
+            prefill.append((causal_flops(LLAMA, pc, kp), t))
+    return decode, prefill
+
+
+def mixed_decode(gpu):
+    """Median, per decode count, of the decodes' KV bytes / (mixed time - same prefill alone)
+    over the peak bandwidth (rows reading over 20 MB)."""
+    path = os.path.join(LSS, gpu, "meta-llama/Llama-3.1-8B/bf16/tp1/attention.csv")
+    rows = list(csv.DictReader(open(path)))
+    alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
+    by_count = {}
+    for r in rows:
+        key, nd = (r["prefill_chunk"], r["kv_prefill"]), int(r["n_decode"])
+        if int(r["prefill_chunk"]) == 0 or nd == 0 or key not in alone:
+            continue
+        extra = (float(r["time_us"]) - alone[key]) * 1e-6
+        b = kv_bytes(LLAMA, nd * int(r["kv_decode"]))
+        if b > 20e6 and extra > 0:
+            by_count.setdefault(nd, []).append(b / extra / GPUS[gpu]["bw"])
+    return {n: statistics.median(v) for n, v in sorted(by_count.items())}
+
+
+def moe_fit():
+    """The fused-MoE kernel of Qwen3-30B-A3B on RTX PRO 6000 (3 x 2048 x 768 bf16 experts)."""
+    path = os.path.join(LSS, "RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/moe.csv")
+    rows = list(csv.DictReader(open(path)))
+    expert = 3 * 2048 * 768 * 2
+    small = [(int(r["activated_experts"]) * expert, float(r["time_us"]) * 1e-6)
+             for r in rows if int(r["tokens"]) <= 128]
+    t0, rate = fit(small)
+    big = [2 * 2048 * 8 * 3 * 2048 * 768 / (float(r["time_us"]) * 1e-6) / GPUS["RTXPRO6000"]["flops"]
+           for r in rows if int(r["tokens"]) == 2048 and int(r["activated_experts"]) <= 32]
+    return t0, rate / GPUS["RTXPRO6000"]["bw"], min(big), max(big)
+
+
+def floor_us(gpu, model):
+    path = os.path.join(FRONTIER, gpu, model, "linear_op_kernel_only.csv")
+    if not os.path.exists(path):
+        return None
+    times = [float(r["time_stats.input_layernorm.median"]) * 1e3
+             for r in csv.DictReader(open(path))
+             if int(r["num_tokens"]) == 1 and r["time_stats.input_layernorm.median"]]
+    return statistics.median(times) if times else None
+
+
+def eager_op_wall_us():
+    """Median wall time (CUDA_EVENT) of eager ops whose kernel-only time is under 5 us (the op
+    is launch-bound, so its wall time is the host's cost of issuing it), at <= 64 tokens, over
+    every model Frontier profiled both ways on RTX PRO 6000 and H800."""
+    walls = []
+    for kernel_path in glob.glob(os.path.join(FRONTIER, "*", "*", "linear_op_kernel_only.csv")):
+        event_path = kernel_path.replace("_kernel_only", "")
+        if not os.path.exists(event_path):
+            continue
+        events = {r["num_tokens"]: r for r in csv.DictReader(open(event_path))}
+        for k in csv.DictReader(open(kernel_path)):
+            e = events.get(k["num_tokens"])
+            if e is None or int(k["num_tokens"]) > 64:
+                continue
+            for col, value in k.items():
+                if not (col.startswith("time_stats.") and col.endswith(".median")) or not value:
+                    continue
+                wall = e.get(col)
+                if wall and float(value) * 1e3 < 5.0:
+                    walls.append(float(wall) * 1e3)
+    return statistics.median(walls), len(walls)
+
+
+def main():
+    sources = [
+        ("RTX4090", "bundle", bundle_attention("RTX4090")),
+        ("RTXPRO6000", "bundle", bundle_attention("RTXPRO6000")),
+    ]
+    eta_d, eta_p, t0_d, t0_p = [], [], [], []
+    print(f"{'gpu':14} {'source':34} {'rows d/p':>9} {'eta_decode':>10} {'t0_d us':>8} {'eta_prefill':>11} {'t0_p us':>8}")
+    for gpu, source, data in sources:
+        if data is None:
+            print(f"{gpu:14} {source:34} missing")
+            continue
+        decode, prefill = data
+        peak = GPUS[gpu]
+        d0, drate = fit(decode) if len(decode) > 2 else (float("nan"), float("nan"))
+        p0, prate = fit(prefill) if len(prefill) > 2 else (float("nan"), float("nan"))
+        ed, ep = drate / peak["bw"], prate / peak["flops"]
+        print(f"{gpu:14} {source:34} {len(decode):4}/{len(prefill):<4} {ed:10.3f} {d0*1e6:8.2f} {ep:11.3f} {p0*1e6:8.2f}")
+        if ed == ed:
+            eta_d.append(ed)
+            t0_d.append(d0 * 1e6)
+        if ep == ep:
+            eta_p.append(ep)
+            t0_p.append(p0 * 1e6)
+    floors = [f for f in (floor_us("rtx_pro_6000", "qwen2_dense_test"),
+                          floor_us("h800", "llama2_7b_dense_example"),
+                          floor_us("h800", "Qwen3-30B-A3B-tiny")) if f]
+    print()
+    print(f"median over GPUs: eta_decode {statistics.median(eta_d):.3f} (t0 {statistics.median(t0_d):.2f} us), "
+          f"eta_prefill {statistics.median(eta_p):.3f} (t0 {statistics.median(t0_p):.2f} us)")
+    print(f"kernel floor (one-token RMSNorm, kernel only): {', '.join(f'{f:.2f}' for f in floors)} us; "
+          f"median {statistics.median(floors):.2f} us")
+    counts = [mixed_decode(g) for g in ("RTX4090", "RTXPRO6000")]
+    print("mixed-batch decode efficiency by decode count (RTX4090, RTXPRO6000, mean):")
+    for n in counts[0]:
+        a, b = counts[0][n], counts[1].get(n, float("nan"))
+        print(f"  {n:4}: {a:.3f} {b:.3f} {(a + b) / 2:.3f}")
+    t0, eta, lo, hi = moe_fit()
+    print(f"fused MoE: t0 {t0 * 1e6:.1f} us, eta_memory {eta:.3f}, compute-bound 2048-token rows (<= 32 experts) at {lo:.2f}-{hi:.2f} of peak FLOP/s")
+    wall, n = eager_op_wall_us()
+    print(f"eager op host cost (launch-bound ops' CUDA_EVENT wall time): median {wall:.1f} us over {n} ops")
+
+
+if __name__ == "__main__":
+    main()

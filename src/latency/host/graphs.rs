@@ -1,0 +1,306 @@
+//! How vLLM (V1, 0.19) executes a step: CUDA-graph mode, capture sizes and padding.
+//!
+//! vLLM picks an execution mode per step from its compilation config:
+//! - `--enforce-eager`: no compilation, no graphs: every op is launched eagerly from Python.
+//! - `cudagraph_mode` (default `FULL_AND_PIECEWISE`): a *uniform decode* batch (every request
+//!   computes one token) of at most `max_num_seqs` tokens replays one FULL graph; any other
+//!   batch of at most the largest capture size replays PIECEWISE graphs (one per piece
+//!   between attention calls, attention itself eager); a larger batch runs the compiled model
+//!   without graphs (each kernel launched from the host).
+//! - A graph-replayed batch is padded up to the next capture size: the dummy tokens are
+//!   computed by every token-wise layer.
+//!
+//! Capture sizes (vLLM's default): `1, 2, 4`, then multiples of 8 below 256, then multiples of
+//! 16 up to `max_cudagraph_capture_size`, whose default is `min(2 × max_num_seqs, 512)`; every
+//! size is clamped to `max_num_batched_tokens`. The RTX 4090 bench run's `meta.json` records
+//! exactly this list for `max_num_seqs` 256 (1 … 512).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// vLLM's `compilation_config.cudagraph_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CudaGraphMode {
+    /// No graphs: the compiled model runs with every kernel launched from the host.
+    None,
+    /// Piecewise graphs for every batch up to the largest capture size.
+    Piecewise,
+    /// One full graph for every batch up to the largest capture size.
+    Full,
+    /// Full graphs for uniform decode batches only; everything else runs without graphs.
+    FullDecodeOnly,
+    /// Full graphs for uniform decode batches, piecewise graphs for the rest (vLLM's default).
+    #[default]
+    FullAndPiecewise,
+}
+
+impl CudaGraphMode {
+    /// vLLM's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            CudaGraphMode::None => "NONE",
+            CudaGraphMode::Piecewise => "PIECEWISE",
+            CudaGraphMode::Full => "FULL",
+            CudaGraphMode::FullDecodeOnly => "FULL_DECODE_ONLY",
+            CudaGraphMode::FullAndPiecewise => "FULL_AND_PIECEWISE",
+        }
+    }
+}
+
+impl fmt::Display for CudaGraphMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CudaGraphMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        const ALL: [CudaGraphMode; 5] = [
+            CudaGraphMode::None,
+            CudaGraphMode::Piecewise,
+            CudaGraphMode::Full,
+            CudaGraphMode::FullDecodeOnly,
+            CudaGraphMode::FullAndPiecewise,
+        ];
+        ALL.into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!(
+                    "unknown cudagraph mode {s:?} (expected one of {})",
+                    ALL.map(CudaGraphMode::name).join(", ")
+                )
+            })
+    }
+}
+
+/// How one step is executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepMode {
+    /// `--enforce-eager`: every op launched eagerly from Python.
+    Eager,
+    /// Compiled model, no graph: every kernel launched from the host.
+    Compiled,
+    /// Piecewise graphs: one graph launch per piece, attention eager between them.
+    Piecewise,
+    /// One full graph for the whole forward pass.
+    Full,
+}
+
+impl StepMode {
+    /// Lower-case name for logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            StepMode::Eager => "eager",
+            StepMode::Compiled => "compiled",
+            StepMode::Piecewise => "piecewise",
+            StepMode::Full => "full",
+        }
+    }
+}
+
+/// The compilation settings of an instance, as given (vLLM's names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GraphOptions {
+    /// `--enforce-eager`.
+    pub enforce_eager: bool,
+    /// `cudagraph_mode`.
+    pub mode: CudaGraphMode,
+    /// `cudagraph_capture_sizes`, if given.
+    pub capture_sizes: Option<Vec<u32>>,
+    /// `max_cudagraph_capture_size`, if given.
+    pub max_capture_size: Option<u32>,
+}
+
+/// The resolved execution rules of an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphPolicy {
+    enforce_eager: bool,
+    mode: CudaGraphMode,
+    /// Capture sizes, ascending, without duplicates (empty: no graphs).
+    sizes: Vec<u32>,
+    /// Largest uniform decode batch a FULL graph replays (`max_num_seqs`).
+    max_decode: u32,
+}
+
+impl GraphPolicy {
+    /// Resolves `options` for an instance with these scheduler limits (0 = unlimited),
+    /// following vLLM's defaults.
+    pub fn resolve(
+        options: &GraphOptions,
+        max_num_seqs: u32,
+        max_num_batched_tokens: u32,
+    ) -> Result<GraphPolicy, String> {
+        let budget = if max_num_batched_tokens == 0 {
+            u32::MAX
+        } else {
+            max_num_batched_tokens
+        };
+        let seqs = if max_num_seqs == 0 { 256 } else { max_num_seqs };
+        let mut sizes = match &options.capture_sizes {
+            Some(given) => {
+                if given.contains(&0) {
+                    return Err("cudagraph capture sizes must be positive".to_owned());
+                }
+                let mut s = given.clone();
+                s.sort_unstable();
+                s.dedup();
+                if let Some(max) = options.max_capture_size {
+                    s.retain(|&x| x <= max);
+                }
+                s
+            }
+            None => {
+                let max = options
+                    .max_capture_size
+                    .unwrap_or_else(|| seqs.saturating_mul(2).min(512));
+                default_sizes(max)
+            }
+        };
+        sizes.retain(|&s| s <= budget);
+        Ok(GraphPolicy {
+            enforce_eager: options.enforce_eager,
+            mode: options.mode,
+            sizes,
+            max_decode: seqs,
+        })
+    }
+
+    /// The capture sizes, ascending.
+    pub fn capture_sizes(&self) -> &[u32] {
+        &self.sizes
+    }
+
+    /// The execution mode of a step of `tokens` tokens (`uniform_decode`: every request
+    /// computes exactly one token) and the token count it runs at (padded to the capture size
+    /// for graph modes).
+    pub fn mode_of(&self, tokens: u32, uniform_decode: bool) -> (StepMode, u32) {
+        if self.enforce_eager {
+            return (StepMode::Eager, tokens);
+        }
+        let padded = self.sizes.iter().copied().find(|&s| s >= tokens);
+        let full_decode = uniform_decode && tokens <= self.max_decode;
+        let chosen = match self.mode {
+            CudaGraphMode::None => None,
+            CudaGraphMode::Piecewise => Some(StepMode::Piecewise),
+            CudaGraphMode::Full => Some(StepMode::Full),
+            CudaGraphMode::FullDecodeOnly => full_decode.then_some(StepMode::Full),
+            CudaGraphMode::FullAndPiecewise if full_decode => Some(StepMode::Full),
+            CudaGraphMode::FullAndPiecewise => Some(StepMode::Piecewise),
+        };
+        match (chosen, padded) {
+            (Some(mode), Some(size)) => (mode, size),
+            _ => (StepMode::Compiled, tokens),
+        }
+    }
+}
+
+/// vLLM's default capture sizes up to `max`: 1, 2, 4, multiples of 8 below 256, multiples of
+/// 16 from 256.
+fn default_sizes(max: u32) -> Vec<u32> {
+    let small = [1, 2, 4].into_iter();
+    let by8 = (8..256).step_by(8);
+    let by16 = (256..=max.max(256)).step_by(16);
+    small.chain(by8).chain(by16).filter(|&s| s <= max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(mode: CudaGraphMode, seqs: u32, budget: u32) -> GraphPolicy {
+        let options = GraphOptions {
+            mode,
+            ..GraphOptions::default()
+        };
+        GraphPolicy::resolve(&options, seqs, budget).unwrap()
+    }
+
+    #[test]
+    fn default_sizes_match_the_list_vllm_recorded_for_max_num_seqs_256() {
+        // RTX4090 bench run, meta.json: resolved cudagraph_capture_sizes.
+        let mut expected = vec![1, 2, 4];
+        expected.extend((8..=248).step_by(8));
+        expected.extend((256..=512).step_by(16));
+        let p = policy(CudaGraphMode::FullAndPiecewise, 256, 2048);
+        assert_eq!(p.capture_sizes(), expected.as_slice());
+        assert_eq!(expected.len(), 51);
+    }
+
+    #[test]
+    fn the_largest_size_is_twice_max_num_seqs_capped_at_512_and_by_the_budget() {
+        let p = policy(CudaGraphMode::FullAndPiecewise, 128, 2048);
+        assert_eq!(p.capture_sizes().last(), Some(&256));
+        let p = policy(CudaGraphMode::FullAndPiecewise, 1024, 8192);
+        assert_eq!(p.capture_sizes().last(), Some(&512));
+        let p = policy(CudaGraphMode::FullAndPiecewise, 256, 100);
+        assert_eq!(p.capture_sizes().last(), Some(&96));
+    }
+
+    #[test]
+    fn given_sizes_are_sorted_deduplicated_and_clamped() {
+        let options = GraphOptions {
+            capture_sizes: Some(vec![64, 8, 8, 1, 4096]),
+            ..GraphOptions::default()
+        };
+        let p = GraphPolicy::resolve(&options, 128, 2048).unwrap();
+        assert_eq!(p.capture_sizes(), &[1, 8, 64]);
+        let options = GraphOptions {
+            max_capture_size: Some(40),
+            ..GraphOptions::default()
+        };
+        let p = GraphPolicy::resolve(&options, 128, 2048).unwrap();
+        assert_eq!(p.capture_sizes(), &[1, 2, 4, 8, 16, 24, 32, 40]);
+        let zero = GraphOptions {
+            capture_sizes: Some(vec![0]),
+            ..GraphOptions::default()
+        };
+        assert!(GraphPolicy::resolve(&zero, 128, 2048).is_err());
+    }
+
+    #[test]
+    fn full_and_piecewise_follows_vllms_rules() {
+        let p = policy(CudaGraphMode::FullAndPiecewise, 128, 2048);
+        // Uniform decode up to max_num_seqs: one full graph, padded to the capture size.
+        assert_eq!(p.mode_of(1, true), (StepMode::Full, 1));
+        assert_eq!(p.mode_of(3, true), (StepMode::Full, 4));
+        assert_eq!(p.mode_of(100, true), (StepMode::Full, 104));
+        assert_eq!(p.mode_of(128, true), (StepMode::Full, 128));
+        // A mixed batch up to the largest size: piecewise, padded.
+        assert_eq!(p.mode_of(129, false), (StepMode::Piecewise, 136));
+        assert_eq!(p.mode_of(250, false), (StepMode::Piecewise, 256));
+        assert_eq!(p.mode_of(256, false), (StepMode::Piecewise, 256));
+        // Larger: compiled, no graph, no padding.
+        assert_eq!(p.mode_of(257, false), (StepMode::Compiled, 257));
+        assert_eq!(p.mode_of(2048, false), (StepMode::Compiled, 2048));
+    }
+
+    #[test]
+    fn the_other_modes_and_enforce_eager() {
+        let none = policy(CudaGraphMode::None, 128, 2048);
+        assert_eq!(none.mode_of(8, true), (StepMode::Compiled, 8));
+        let piecewise = policy(CudaGraphMode::Piecewise, 128, 2048);
+        assert_eq!(piecewise.mode_of(5, true), (StepMode::Piecewise, 8));
+        let full = policy(CudaGraphMode::Full, 128, 2048);
+        assert_eq!(full.mode_of(200, false), (StepMode::Full, 200));
+        let decode_only = policy(CudaGraphMode::FullDecodeOnly, 128, 2048);
+        assert_eq!(decode_only.mode_of(7, true), (StepMode::Full, 8));
+        assert_eq!(decode_only.mode_of(7, false), (StepMode::Compiled, 7));
+        let eager = GraphPolicy::resolve(
+            &GraphOptions {
+                enforce_eager: true,
+                ..GraphOptions::default()
+            },
+            128,
+            2048,
+        )
+        .unwrap();
+        assert_eq!(eager.mode_of(1, true), (StepMode::Eager, 1));
+        assert_eq!(
+            "full_and_piecewise".parse(),
+            Ok(CudaGraphMode::FullAndPiecewise)
+        );
+        assert!("sometimes".parse::<CudaGraphMode>().is_err());
+    }
+}

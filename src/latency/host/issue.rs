@@ -1,0 +1,155 @@
+//! The host side of a step: which launches the host issues for each layer, and the two-stage
+//! pipeline in which the host issues kernels while the GPU runs them.
+
+use super::graphs::StepMode;
+use crate::config::HostSpec;
+
+/// Kernels (eager: PyTorch ops) one occurrence of a layer runs, by canonical layer name:
+/// vLLM's fused RMSNorm, rotary and SiLU-and-mul are one kernel each; attention writes the KV
+/// cache and then attends (two); a fused-MoE layer routes (gate GEMM, top-k softmax), aligns
+/// and sorts the routed rows, runs two grouped GEMMs and sums the top-k outputs (seven); the
+/// sampler of a greedy batch takes a few kernels (softmax, argmax, gathers: four). Every
+/// other layer (GEMMs, collectives, embedding) is one kernel.
+pub fn kernels_of(layer: &str) -> u32 {
+    match layer {
+        "attention" => 2,
+        "moe" | "experts" => 6,
+        "sampler" => 4,
+        _ => 1,
+    }
+}
+
+/// Whether a layer runs eagerly even when the model is compiled or graph-replayed: attention
+/// (vLLM splits the compiled graph at it; it runs eagerly between the pieces, except inside a
+/// FULL graph) and the head that vLLM runs outside the model's forward (`lm_head`, sampler).
+fn outside_graph(layer: &str, mode: StepMode) -> bool {
+    match layer {
+        "lm_head" | "sampler" => true,
+        "attention" => mode != StepMode::Full,
+        _ => false,
+    }
+}
+
+/// Whether `layer` runs inside a CUDA graph in `mode` (its kernels cost the host nothing
+/// beyond their graph's launch).
+pub fn in_graph(layer: &str, mode: StepMode) -> bool {
+    matches!(mode, StepMode::Full | StepMode::Piecewise) && !outside_graph(layer, mode)
+}
+
+/// Host cost of issuing one kernel of `layer` in `mode`, ns (0 inside a graph).
+pub fn issue_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
+    if outside_graph(layer, mode) {
+        return host.eager_op_ns;
+    }
+    match mode {
+        StepMode::Eager => host.eager_op_ns,
+        StepMode::Compiled => host.compiled_kernel_ns,
+        StepMode::Piecewise | StepMode::Full => 0.0,
+    }
+}
+
+/// The two-stage pipeline of one step: the host issues kernels one after the other; a kernel
+/// starts on the GPU once it has been issued and the previous kernel has finished.
+#[derive(Debug, Clone, Copy)]
+pub struct Pipeline {
+    /// When the host has issued the last kernel so far, ns from the step's start.
+    pub issued: f64,
+    /// When the GPU finishes the last kernel so far, ns from the step's start.
+    pub gpu: f64,
+}
+
+impl Pipeline {
+    /// A pipeline whose host starts issuing at `host_start` ns from the step's start
+    /// (negative: the host is ahead of the GPU, as under asynchronous scheduling).
+    pub fn starting_at(host_start: f64) -> Pipeline {
+        Pipeline {
+            issued: host_start,
+            gpu: 0.0,
+        }
+    }
+
+    /// Issues `count` kernels costing `issue_ns` each on the host and `gpu_ns` in total on the
+    /// GPU (split evenly).
+    pub fn run(&mut self, count: u32, issue_ns: f64, gpu_ns: f64) {
+        let per_kernel = gpu_ns / f64::from(count.max(1));
+        for _ in 0..count.max(1) {
+            self.issued += issue_ns;
+            self.gpu = self.gpu.max(self.issued) + per_kernel;
+        }
+    }
+
+    /// Issues one graph launch: the host pays `ns`; the graph's kernels (issued at no further
+    /// host cost) start once it is done.
+    pub fn launch_graph(&mut self, ns: f64) {
+        self.issued += ns;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_bound_list_ends_with_the_last_issue_plus_its_kernel() {
+        // Three kernels of 2 µs on the GPU, each issued in 10 µs from t = 0.
+        let mut p = Pipeline::starting_at(0.0);
+        p.run(3, 10_000.0, 6_000.0);
+        // Issued at 10, 20, 30 µs; each runs 2 µs after its issue.
+        assert_eq!(p.issued, 30_000.0);
+        assert_eq!(p.gpu, 32_000.0);
+    }
+
+    #[test]
+    fn a_gpu_bound_list_ends_with_the_gpu_sum_after_the_first_issue() {
+        // Kernels of 50 µs issued every 5 µs: only the first issue shows.
+        let mut p = Pipeline::starting_at(0.0);
+        p.run(4, 5_000.0, 200_000.0);
+        assert_eq!(p.gpu, 205_000.0);
+    }
+
+    #[test]
+    fn a_mixed_list_waits_only_where_the_host_falls_behind() {
+        // A 100 µs kernel issued at 5 µs, then ten 1 µs kernels issued every 20 µs: the GPU is
+        // busy until 105, the host issues the ten at 25 … 205, each runs 1 µs.
+        let mut p = Pipeline::starting_at(0.0);
+        p.run(1, 5_000.0, 100_000.0);
+        p.run(10, 20_000.0, 10_000.0);
+        assert_eq!(p.gpu, 206_000.0);
+        // With the host 1 ms ahead, every kernel is issued before the GPU needs it.
+        let mut ahead = Pipeline::starting_at(-1_000_000.0);
+        ahead.run(1, 5_000.0, 100_000.0);
+        ahead.run(10, 20_000.0, 10_000.0);
+        assert_eq!(ahead.gpu, 110_000.0);
+    }
+
+    #[test]
+    fn a_graph_launch_holds_back_its_kernels() {
+        let mut p = Pipeline::starting_at(0.0);
+        p.launch_graph(3_000.0);
+        p.run(2, 0.0, 8_000.0);
+        assert_eq!(p.gpu, 11_000.0);
+    }
+
+    #[test]
+    fn kernel_counts_and_issue_costs_by_mode() {
+        let host = HostSpec::default();
+        assert_eq!(kernels_of("attention"), 2);
+        assert_eq!(kernels_of("qkv_proj"), 1);
+        assert_eq!(issue_ns(&host, "qkv_proj", StepMode::Full), 0.0);
+        assert_eq!(issue_ns(&host, "qkv_proj", StepMode::Piecewise), 0.0);
+        assert_eq!(
+            issue_ns(&host, "qkv_proj", StepMode::Compiled),
+            host.compiled_kernel_ns
+        );
+        assert_eq!(
+            issue_ns(&host, "qkv_proj", StepMode::Eager),
+            host.eager_op_ns
+        );
+        assert_eq!(issue_ns(&host, "attention", StepMode::Full), 0.0);
+        assert_eq!(
+            issue_ns(&host, "attention", StepMode::Piecewise),
+            host.eager_op_ns
+        );
+        assert_eq!(issue_ns(&host, "lm_head", StepMode::Full), host.eager_op_ns);
+    }
+}

@@ -1,0 +1,230 @@
+//! The host model: a step's time is the GPU time of its kernels *and* what the host does to
+//! get them there.
+//!
+//! [`HostModel`] wraps a compute backend (profile tables or roofline: GPU time per layer)
+//! and prices each step as vLLM runs it:
+//! 1. **Execution mode** ([`GraphPolicy`]): eager, compiled without graphs, piecewise graphs
+//!    or one full graph, with graph-replayed batches padded to the capture size (the padding
+//!    is computed by every token-wise layer of the compute backend).
+//! 2. **Issue pipeline** ([`issue::Pipeline`]): the host issues the step's kernels in order
+//!    (per-kernel costs by mode: a graph launch per graph or piece, an Inductor launch per
+//!    compiled kernel, a Python dispatch per eager op and for the layers that run outside
+//!    graphs: attention between pieces, `lm_head` and the sampler); a kernel starts once
+//!    issued and once the previous kernel is done. The step ends when the last kernel ends.
+//! 3. **CPU step work** (`step_cpu_ns + seq_cpu_ns × requests`: scheduling, input
+//!    preparation, output processing) before the first launch. With synchronous scheduling
+//!    it follows the previous step's end. With asynchronous scheduling the host prepares and
+//!    launches step k+1 while step k runs, after processing step k−1's outputs: it starts
+//!    `max(end of k's launches, start of k) + cpu` (taken from step k+1's start,
+//!    `− duration of k`), when step k+1 starts the instant step k ends; after an idle gap the
+//!    host starts at the step's start.
+//!
+//! A step whose host keeps ahead of its GPU costs exactly the compute backend's time; the
+//! model only adds the time the GPU waits for the host. Pipelined instances (`pp > 1`) are
+//! priced by the compute backend alone.
+
+mod graphs;
+mod issue;
+
+pub use graphs::{CudaGraphMode, GraphOptions, GraphPolicy, StepMode};
+
+use super::{
+    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimActivity, StageSends,
+    StepParts,
+};
+use crate::Nanos;
+use crate::config::HostSpec;
+use issue::Pipeline;
+
+/// The host's timing of the last step priced.
+#[derive(Debug, Clone, Copy)]
+struct Priced {
+    /// When the host finished issuing the step's launches, ns from the step's start.
+    issued: f64,
+    /// The step's duration, ns.
+    duration: Nanos,
+    /// The time the GPU waited for the host, ns.
+    wait: Nanos,
+    mode: StepMode,
+}
+
+/// A compute backend with the host side of vLLM's steps (see the module docs).
+pub struct HostModel {
+    inner: Box<dyn LatencyBackend>,
+    host: HostSpec,
+    policy: GraphPolicy,
+    async_scheduling: bool,
+    layers: Vec<LayerTiming>,
+    last: Option<Priced>,
+}
+
+impl HostModel {
+    /// `inner` with the host side of `host`, executing steps as `policy` says, under
+    /// asynchronous scheduling if `async_scheduling`.
+    pub fn new(
+        inner: Box<dyn LatencyBackend>,
+        host: HostSpec,
+        policy: GraphPolicy,
+        async_scheduling: bool,
+    ) -> HostModel {
+        HostModel {
+            inner,
+            host,
+            policy,
+            async_scheduling,
+            layers: Vec::new(),
+            last: None,
+        }
+    }
+
+    /// The batch as the GPU runs it: padded to the capture size of its mode.
+    fn run_batch<'a>(&self, batch: &BatchDesc<'a>) -> (BatchDesc<'a>, StepMode) {
+        let tokens = u32::try_from(batch.total_tokens()).unwrap_or(u32::MAX);
+        let uniform_decode = batch.items.iter().all(|i| i.is_decode());
+        let (mode, run_tokens) = self.policy.mode_of(tokens, uniform_decode);
+        let pad = run_tokens.saturating_sub(tokens);
+        let run = BatchDesc {
+            pad_tokens: batch.pad_tokens.saturating_add(pad),
+            ..*batch
+        };
+        (run, mode)
+    }
+
+    /// When the host starts issuing the step, ns from its start (see the module docs).
+    fn host_start(&self, batch: &BatchDesc<'_>) -> f64 {
+        let cpu = self.host.step_cpu_ns + self.host.seq_cpu_ns * batch.items.len() as f64;
+        match self.last {
+            Some(prev) if self.async_scheduling && batch.back_to_back => {
+                prev.issued.max(0.0) + cpu - prev.duration as f64
+            }
+            _ => cpu,
+        }
+    }
+
+    /// Runs the issue pipeline over `self.layers` (prologue, `repeats ×` the block, head).
+    fn issue(&self, host_start: f64, mode: StepMode) -> Pipeline {
+        let mut pipeline = Pipeline::starting_at(host_start);
+        let mut in_graph = false;
+        let mut each = |layer: &LayerTiming| {
+            let cost = issue::issue_ns(&self.host, layer.name, mode);
+            let graph_side = issue::in_graph(layer.name, mode);
+            if graph_side && !in_graph {
+                pipeline.launch_graph(self.host.launch_ns);
+            }
+            in_graph = graph_side;
+            pipeline.run(issue::kernels_of(layer.name), cost, layer.time_ns as f64);
+        };
+        let layers = &self.layers;
+        let first = layers.iter().position(|l| l.repeats > 1);
+        let Some(first) = first else {
+            layers.iter().for_each(&mut each);
+            return pipeline;
+        };
+        let repeats = layers[first].repeats;
+        let end = layers[first..]
+            .iter()
+            .position(|l| l.repeats != repeats)
+            .map_or(layers.len(), |n| first + n);
+        layers[..first].iter().for_each(&mut each);
+        for _ in 0..repeats {
+            layers[first..end].iter().for_each(&mut each);
+        }
+        layers[end..].iter().for_each(&mut each);
+        pipeline
+    }
+
+    /// Prices `batch` into `self.last`.
+    fn price(&mut self, batch: &BatchDesc<'_>) -> Result<Priced, LatencyError> {
+        let (run, mode) = self.run_batch(batch);
+        let mut layers = std::mem::take(&mut self.layers);
+        let priced = self.inner.layer_times(&run, &mut layers);
+        self.layers = layers;
+        priced?;
+        let gpu: Nanos = self.layers.iter().map(|l| l.repeats * l.time_ns).sum();
+        let pipeline = self.issue(self.host_start(batch), mode);
+        let wait = (pipeline.gpu - gpu as f64).round().max(0.0) as Nanos;
+        Ok(Priced {
+            issued: pipeline.issued,
+            duration: gpu.saturating_add(wait),
+            wait,
+            mode,
+        })
+    }
+}
+
+/// The breakdown entry of the GPU's wait for the host, named by the step's mode.
+fn wait_entry(mode: StepMode, wait: Nanos) -> LayerTiming {
+    let name = match mode {
+        StepMode::Eager => "host_wait (eager)",
+        StepMode::Compiled => "host_wait (compiled, no graph)",
+        StepMode::Piecewise => "host_wait (piecewise graphs)",
+        StepMode::Full => "host_wait (full graph)",
+    };
+    LayerTiming {
+        name,
+        repeats: 1,
+        time_ns: wait,
+        is_comm: true,
+    }
+}
+
+impl LatencyBackend for HostModel {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        let priced = self.price(batch)?;
+        self.last = Some(priced);
+        Ok(priced.duration)
+    }
+
+    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        let mut layers = Vec::new();
+        self.layer_times(batch, &mut layers)?;
+        Ok(layers)
+    }
+
+    /// The compute backend's layers at the padded batch, then the GPU's wait for the host of
+    /// the step last priced (a report re-reads the step it just priced).
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        let (run, mode) = self.run_batch(batch);
+        self.inner.layer_times(&run, out)?;
+        let wait = self.last.map_or(0, |p| p.wait);
+        out.push(wait_entry(self.last.map_or(mode, |p| p.mode), wait));
+        Ok(())
+    }
+
+    fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
+        self.inner.step_parts(batch)
+    }
+
+    fn stage_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        stage_blocks: &[u32],
+        out: &mut [Nanos],
+    ) -> Result<StageSends, LatencyError> {
+        self.inner.stage_times(batch, stage_blocks, out)
+    }
+
+    fn streamed_weight_bytes(&self) -> u64 {
+        self.inner.streamed_weight_bytes()
+    }
+
+    fn pim_activity(&self) -> PimActivity {
+        self.inner.pim_activity()
+    }
+
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        self.inner.profile_lookups()
+    }
+
+    fn count_lookups(&mut self, on: bool) {
+        self.inner.count_lookups(on);
+    }
+}
