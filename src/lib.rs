@@ -22,6 +22,10 @@ pub mod runner;
 pub mod scheduler;
 pub mod workload;
 
+#[cfg(test)]
+#[path = "../tests/common/shared_data.rs"]
+pub(crate) mod shared_data;
+
 /// Simulated time and durations, in integer nanoseconds.
 pub type Nanos = u64;
 
