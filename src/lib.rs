@@ -16,6 +16,7 @@ pub mod engine;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod paths;
 pub mod power;
 pub mod router;
 pub mod runner;

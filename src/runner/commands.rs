@@ -9,6 +9,7 @@ use anyhow::Context;
 /// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
 /// and optionally writes it as JSON and draws the comparison plots.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
+    crate::paths::check(&args.paths())?;
     let validation = Validation::compare(&args.vllm, &args.sim, args.vllm_arrival)?;
     if let Some(offset) = validation.clock_offset_s() {
         println!(
@@ -48,6 +49,7 @@ pub fn et(command: &EtCommand) -> anyhow::Result<()> {
 /// `blis-cosim generate`: writes the requests of a workload spec or a built-in scenario as
 /// workload JSONL, atomically; refuses to write an empty workload.
 pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
+    crate::paths::check(&args.paths())?;
     let spec = match (&args.workload_spec, &args.scenario) {
         (Some(path), _) => WorkloadSpec::load(path)?,
         (None, Some(name)) => scenario(name)

@@ -11,6 +11,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
 
 #[path = "shared_data.rs"]
 pub mod shared_data;
+#[allow(unused_imports)]
 pub use shared_data::shared;
 
 /// Runs the binary with `args`.
