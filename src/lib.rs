@@ -21,6 +21,7 @@ pub mod power;
 pub mod router;
 pub mod runner;
 pub mod scheduler;
+mod serde_messages;
 pub mod workload;
 
 #[cfg(test)]

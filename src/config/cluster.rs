@@ -156,7 +156,8 @@ impl ClusterConfig {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text, &path.display().to_string())
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        Self::parse(text, &path.display().to_string())
     }
 
     /// Parses and checks a cluster config text; `source_name` is used in error messages.
@@ -166,6 +167,12 @@ impl ClusterConfig {
             field,
             message,
         };
+        if let Some(kind) = crate::serde_messages::non_object_json(text) {
+            return Err(invalid(
+                "(top level)".into(),
+                format!("expected a JSON object {{...}}, found {kind}"),
+            ));
+        }
         let mut de = serde_json::Deserializer::from_str(text);
         let config: ClusterConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let field = e.path().to_string();
@@ -175,7 +182,10 @@ impl ClusterConfig {
             } else {
                 "(json)".to_owned()
             };
-            invalid(field, inner.to_string())
+            invalid(
+                field,
+                crate::serde_messages::in_user_terms(&inner.to_string()),
+            )
         })?;
         if config.num_nodes != config.nodes.len() {
             return Err(invalid(

@@ -80,8 +80,13 @@ impl ModelArch {
             field: field.to_string(),
             message,
         };
-        let hf: HfConfig =
-            serde_json::from_str(text).map_err(|e| invalid("(json)", e.to_string()))?;
+        let hf: HfConfig = serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text))
+            .map_err(|e| {
+                invalid(
+                    "(json)",
+                    crate::serde_messages::in_user_terms(&e.to_string()),
+                )
+            })?;
         let required = |value: Option<u64>, field: &str| -> Result<u64, ConfigError> {
             match value {
                 None => Err(invalid(field, "missing (required)".into())),

@@ -3,7 +3,9 @@
 use crate::chakra::{read_et, render_dump};
 use crate::cli::{EtCommand, GenerateArgs, ValidateArgs};
 use crate::metrics::{PlotFormat, Validation, write_atomically};
-use crate::workload::spec::{Generator, Overrides, SCENARIOS, WorkloadSpec, scenario, write_jsonl};
+use crate::workload::spec::{
+    Generator, Overrides, SCENARIOS, WorkloadSpec, nothing_generated, scenario, write_jsonl,
+};
 use anyhow::Context;
 
 /// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
@@ -66,10 +68,7 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     write_atomically(&args.out, |w| {
         count = write_jsonl(generator, w)?;
         if count == 0 {
-            return Err(std::io::Error::other(format!(
-                "{}: no request arrives before the horizon",
-                spec.source_name
-            )));
+            return Err(std::io::Error::other(nothing_generated(&spec)));
         }
         Ok(())
     })?;
