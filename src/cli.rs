@@ -3,6 +3,7 @@
 
 use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
 mod astra_dp;
+mod command_paths;
 mod host;
 mod instances;
 mod parallel;

@@ -16,11 +16,17 @@ pub mod engine;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod paths;
 pub mod power;
 pub mod router;
 pub mod runner;
 pub mod scheduler;
+mod serde_messages;
 pub mod workload;
+
+#[cfg(test)]
+#[path = "../tests/common/shared_data.rs"]
+pub(crate) mod shared_data;
 
 /// Simulated time and durations, in integer nanoseconds.
 pub type Nanos = u64;

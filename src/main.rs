@@ -8,10 +8,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     blis_cosim::logging::init(cli.run.log_level);
     let result = match cli.command {
-        None => cli
-            .run
-            .into_config()
-            .map_err(anyhow::Error::from)
+        None => blis_cosim::paths::check(&cli.run.paths())
+            .and_then(|()| cli.run.into_config().map_err(anyhow::Error::from))
             .and_then(|config| blis_cosim::runner::run(&config))
             .map(|summary| print!("{}", summary.render())),
         Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),

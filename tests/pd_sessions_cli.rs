@@ -4,6 +4,8 @@
 //! hand-off); the CSV has LLMServingSim's 12 columns, then the P/D pair, then the session
 //! pair; the replay modes run on P/D too.
 
+use binary::shared_data;
+
 #[path = "common/binary.rs"]
 mod binary;
 
@@ -83,6 +85,9 @@ fn run_pd(dir: &Path, extra: &[&str]) -> (Vec<String>, Vec<HashMap<String, Strin
 
 #[test]
 fn session_chains_on_a_pd_cluster_advance_on_decode_completion() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let (header, rows, json) = run_pd(dir.path(), &[]);
     // LLMServingSim's 12 columns, then the P/D pair, then the session pair.
@@ -156,6 +161,9 @@ fn session_chains_on_a_pd_cluster_advance_on_decode_completion() {
 
 #[test]
 fn replay_modes_run_sessions_on_a_pd_cluster() {
+    if !shared_data::available() {
+        return;
+    }
     for mode in [["--max-in-flight", "2"], ["--arrival-speedup", "4"]] {
         let dir = tempfile::tempdir().unwrap();
         let (header, rows, _) = run_pd(dir.path(), &mode);

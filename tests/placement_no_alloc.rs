@@ -1,5 +1,7 @@
 //! Pricing a step with weights streamed from CXL memory does not touch the heap.
 
+use rtxpro6000_db::shared_data;
+
 use blis_cosim::config::{ModelArch, Placement, PlacementContext};
 use blis_cosim::latency::{
     BatchDesc, BatchItem, LatencyBackend, StreamingSpec, WeightMemory, WeightStreaming,
@@ -16,6 +18,9 @@ use rtxpro6000_db::rtxpro6000_db;
 
 #[test]
 fn pricing_a_step_with_streamed_weights_does_not_allocate() {
+    if !shared_data::available() {
+        return;
+    }
     let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
     let db = rtxpro6000_db(&model, 1);
     let placement = Placement::parse(

@@ -1,6 +1,8 @@
 //! LLMServingSim's power model through the real binary: its `single_node_power_instance.json`
 //! example (RTXPRO6000 / Llama-3.1-8B / TP1, profile backend).
 
+use binary::shared_data;
+
 #[path = "common/binary.rs"]
 mod binary;
 
@@ -54,6 +56,9 @@ fn energy(power: &Value, component: &str) -> f64 {
 
 #[test]
 fn the_power_example_reports_energy_without_changing_timing() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let trace = shared("workloads/example_trace.jsonl");
     let plain = shared("configs/cluster/single_node_single_instance.json");
@@ -119,6 +124,9 @@ fn the_power_example_reports_energy_without_changing_timing() {
 
 #[test]
 fn an_idle_gap_after_a_batch_draws_standby_power_up_to_standby_duration() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     // Two short requests 40 s apart: the NPU idles far longer than the 18 s standby.
     let workload = dir.path().join("gap.jsonl");
@@ -140,6 +148,9 @@ fn an_idle_gap_after_a_batch_draws_standby_power_up_to_standby_duration() {
 
 #[test]
 fn power_is_off_unless_every_node_has_a_block() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let two =
         std::fs::read_to_string(shared("configs/cluster/dual_node_multi_instance.json")).unwrap();

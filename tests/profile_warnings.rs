@@ -1,6 +1,9 @@
 //! The profile DB's warnings: runtime limits above the profiled ones, and sequence layers
 //! without profile rows (reported once however often the sequence runs them).
 
+#[path = "common/shared_data.rs"]
+mod shared_data;
+
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -51,12 +54,12 @@ fn spec<'a>(root: &'a Path, model: &'a ModelArch, tokens: u32, seqs: u32) -> Pro
 /// One test, so that no other test of this binary logs in between.
 #[test]
 fn limits_beyond_the_profile_and_layers_without_rows_are_each_warned_once() {
+    if !shared_data::available() {
+        return;
+    }
     log::set_logger(&CAPTURE).unwrap();
     log::set_max_level(LevelFilter::Warn);
-    let root = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim/profiler/perf"
-    ));
+    let root = &shared_data::shared_path("profiler/perf");
     let llama = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
 
     ProfileDb::load(&spec(root, &llama, 2048, 256)).unwrap();

@@ -2,14 +2,16 @@
 //! reproduced number for number from the same inputs, bad inputs fail with the file and line,
 //! and the plots come out as real SVG and PNG files.
 
+#[path = "common/shared_data.rs"]
+mod shared_data;
+
 use blis_cosim::metrics::{PlotFormat, Validation, VllmArrival};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// A file of LLMServingSim's bench example `case` (`<hardware>/<model>`).
 fn example(case: &str, file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/llmservingsim/bench/examples")
+    shared_data::shared_path("bench/examples")
         .join(case)
         .join(file)
 }
@@ -30,21 +32,33 @@ fn assert_reproduces_summary(case: &str) {
 
 #[test]
 fn rtxpro6000_llama_summary_is_reproduced_exactly() {
+    if !shared_data::available() {
+        return;
+    }
     assert_reproduces_summary("RTXPRO6000/Llama-3.1-8B");
 }
 
 #[test]
 fn rtx4090_llama_summary_is_reproduced_exactly() {
+    if !shared_data::available() {
+        return;
+    }
     assert_reproduces_summary("RTX4090/Llama-3.1-8B");
 }
 
 #[test]
 fn rtxpro6000_moe_summary_with_two_instances_is_reproduced_exactly() {
+    if !shared_data::available() {
+        return;
+    }
     assert_reproduces_summary("RTXPRO6000/Qwen3-30B-A3B-Instruct-2507");
 }
 
 #[test]
 fn json_carries_the_table_numbers_and_request_counts() {
+    if !shared_data::available() {
+        return;
+    }
     let validation = compare_example("RTXPRO6000/Llama-3.1-8B");
     let json = validation.to_json();
     let ttft_mean = &json["ttft"]["mean"];
@@ -73,6 +87,9 @@ fn json_carries_the_table_numbers_and_request_counts() {
 
 #[test]
 fn worst_abs_diff_is_the_largest_magnitude_in_the_table() {
+    if !shared_data::available() {
+        return;
+    }
     let validation = compare_example("RTXPRO6000/Llama-3.1-8B");
     // TTFT Median, -8.6% in summary.txt.
     let worst = validation.worst_abs_diff_pct();
@@ -83,6 +100,9 @@ fn worst_abs_diff_is_the_largest_magnitude_in_the_table() {
 
 #[test]
 fn client_arrivals_add_the_input_queue_wait_to_the_real_ttft() {
+    if !shared_data::available() {
+        return;
+    }
     let case = "RTXPRO6000/Qwen3-30B-A3B-Instruct-2507";
     let real = example(case, "vllm/requests.jsonl");
     let sim = example(case, "outputs/sim.csv");
@@ -348,6 +368,9 @@ fn entries(dir: &Path) -> Vec<String> {
 
 #[test]
 fn svg_plots_are_written_into_a_new_directory() {
+    if !shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("plots/nested");
     let paths = compare_example("RTX4090/Llama-3.1-8B")

@@ -262,8 +262,10 @@ fn the_backend_defaults_to_astra_exactly_when_a_binary_is_given() {
 
 #[test]
 fn cluster_configs_supply_links_and_memories() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/llmservingsim/configs/cluster/single_node_single_instance.json");
+    if !crate::shared_data::available() {
+        return;
+    }
+    let path = crate::shared_data::shared_path("configs/cluster/single_node_single_instance.json");
     let cluster = ClusterConfig::load(&path).unwrap();
     let placed = cluster.instances("c").unwrap();
     let node = &cluster.nodes[placed[0].node_id as usize];

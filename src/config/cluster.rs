@@ -156,7 +156,8 @@ impl ClusterConfig {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text, &path.display().to_string())
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        Self::parse(text, &path.display().to_string())
     }
 
     /// Parses and checks a cluster config text; `source_name` is used in error messages.
@@ -166,6 +167,12 @@ impl ClusterConfig {
             field,
             message,
         };
+        if let Some(kind) = crate::serde_messages::non_object_json(text) {
+            return Err(invalid(
+                "(top level)".into(),
+                format!("expected a JSON object {{...}}, found {kind}"),
+            ));
+        }
         let mut de = serde_json::Deserializer::from_str(text);
         let config: ClusterConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let field = e.path().to_string();
@@ -175,7 +182,10 @@ impl ClusterConfig {
             } else {
                 "(json)".to_owned()
             };
-            invalid(field, inner.to_string())
+            invalid(
+                field,
+                crate::serde_messages::in_user_terms(&inner.to_string()),
+            )
         })?;
         if config.num_nodes != config.nodes.len() {
             return Err(invalid(
@@ -389,14 +399,13 @@ fn check_instance(
 mod tests {
     use super::*;
 
-    fn shared(rel: &str) -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/data/llmservingsim")
-            .join(rel)
-    }
+    use crate::shared_data::shared_path as shared;
 
     #[test]
     fn every_bundled_llmservingsim_cluster_config_parses() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let dir = shared("configs/cluster");
         let mut n = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
@@ -409,6 +418,9 @@ mod tests {
 
     #[test]
     fn the_bench_configs_are_single_instances_with_their_memory() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let path = shared("bench/examples/RTX4090/Llama-3.1-8B/config.json");
         let config = ClusterConfig::load(&path).unwrap();
         let placed = config.instances("x").unwrap();
@@ -423,6 +435,9 @@ mod tests {
 
     #[test]
     fn colocated_multi_instance_configs_list_every_instance_in_file_order() {
+        if !crate::shared_data::available() {
+            return;
+        }
         for (file, nodes) in [
             ("single_node_multi_instance.json", vec![0, 0]),
             ("dual_node_multi_instance.json", vec![0, 0, 1, 1]),
@@ -443,6 +458,9 @@ mod tests {
 
     #[test]
     fn what_is_not_supported_yet_is_refused_naming_the_key() {
+        if !crate::shared_data::available() {
+            return;
+        }
         // The PIM example (with its `power` block) is accepted...
         let file = "single_node_pim_instance.json";
         let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
@@ -468,6 +486,9 @@ mod tests {
 
     #[test]
     fn the_power_example_is_accepted_with_its_block() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let file = "single_node_power_instance.json";
         let config = ClusterConfig::load(&shared(&format!("configs/cluster/{file}"))).unwrap();
         config.instances(file).unwrap();
@@ -483,6 +504,9 @@ mod tests {
 
     #[test]
     fn power_is_on_only_when_every_node_has_a_block() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let two = std::fs::read_to_string(shared("configs/cluster/dual_node_multi_instance.json"))
             .unwrap();
         let config = ClusterConfig::parse(&two, "two.json").unwrap();
@@ -504,6 +528,9 @@ mod tests {
 
     #[test]
     fn bad_power_blocks_name_the_field() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let ok = std::fs::read_to_string(shared("configs/cluster/single_node_power_instance.json"))
             .unwrap();
         let cases = [
@@ -550,6 +577,9 @@ mod tests {
 
     #[test]
     fn bad_configs_name_the_field() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let ok =
             std::fs::read_to_string(shared("configs/cluster/single_node_single_instance.json"))
                 .unwrap();

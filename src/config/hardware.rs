@@ -127,7 +127,13 @@ impl Hardware {
             field: field.to_string(),
             message,
         };
-        let hw: Hardware = toml::from_str(text).map_err(|e| invalid("(toml)", e.to_string()))?;
+        let hw: Hardware =
+            toml::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).map_err(|e| {
+                invalid(
+                    "(toml)",
+                    crate::serde_messages::in_user_terms(&e.to_string()),
+                )
+            })?;
         if hw.name.trim().is_empty() {
             return Err(invalid("name", "must not be empty".into()));
         }

@@ -80,8 +80,13 @@ impl ModelArch {
             field: field.to_string(),
             message,
         };
-        let hf: HfConfig =
-            serde_json::from_str(text).map_err(|e| invalid("(json)", e.to_string()))?;
+        let hf: HfConfig = serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text))
+            .map_err(|e| {
+                invalid(
+                    "(json)",
+                    crate::serde_messages::in_user_terms(&e.to_string()),
+                )
+            })?;
         let required = |value: Option<u64>, field: &str| -> Result<u64, ConfigError> {
             match value {
                 None => Err(invalid(field, "missing (required)".into())),
@@ -253,10 +258,7 @@ mod tests {
 
     /// The reference HF configs shipped next to the repository (`../shared` in CI).
     fn shared_config(rel: &str) -> String {
-        format!(
-            "{}/../shared/data/llmservingsim/configs/model/{rel}.json",
-            env!("CARGO_MANIFEST_DIR")
-        )
+        crate::shared_data::shared(&format!("configs/model/{rel}.json"))
     }
 
     fn expect_invalid(result: Result<ModelArch, ConfigError>) -> (String, String) {
@@ -272,6 +274,9 @@ mod tests {
 
     #[test]
     fn bundled_models_match_the_upstream_hf_configs() {
+        if !crate::shared_data::available() {
+            return;
+        }
         for name in ModelArch::bundled_names() {
             let bundled = ModelArch::resolve(&name).unwrap();
             let upstream = ModelArch::resolve(&shared_config(&name)).unwrap();
@@ -296,6 +301,9 @@ mod tests {
 
     #[test]
     fn a_config_path_without_name_is_named_after_its_folder_and_stem() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let arch = ModelArch::resolve(&shared_config("meta-llama/Llama-3.1-8B")).unwrap();
         assert_eq!(arch.name, "meta-llama/Llama-3.1-8B");
         assert_eq!(arch.head_dim, 128);
@@ -305,6 +313,9 @@ mod tests {
 
     #[test]
     fn name_or_path_is_used_when_there_is_no_name_key() {
+        if !crate::shared_data::available() {
+            return;
+        }
         let arch = ModelArch::resolve(&shared_config("microsoft/Phi-mini-MoE-instruct")).unwrap();
         assert_eq!(arch.name, "Phi-mini-MoE");
     }

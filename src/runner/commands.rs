@@ -3,12 +3,15 @@
 use crate::chakra::{read_et, render_dump};
 use crate::cli::{EtCommand, GenerateArgs, ValidateArgs};
 use crate::metrics::{PlotFormat, Validation, write_atomically};
-use crate::workload::spec::{Generator, Overrides, SCENARIOS, WorkloadSpec, scenario, write_jsonl};
+use crate::workload::spec::{
+    Generator, Overrides, SCENARIOS, WorkloadSpec, nothing_generated, scenario, write_jsonl,
+};
 use anyhow::Context;
 
 /// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
 /// and optionally writes it as JSON and draws the comparison plots.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
+    crate::paths::check(&args.paths())?;
     let validation = Validation::compare(&args.vllm, &args.sim, args.vllm_arrival)?;
     if let Some(offset) = validation.clock_offset_s() {
         println!(
@@ -48,6 +51,7 @@ pub fn et(command: &EtCommand) -> anyhow::Result<()> {
 /// `blis-cosim generate`: writes the requests of a workload spec or a built-in scenario as
 /// workload JSONL, atomically; refuses to write an empty workload.
 pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
+    crate::paths::check(&args.paths())?;
     let spec = match (&args.workload_spec, &args.scenario) {
         (Some(path), _) => WorkloadSpec::load(path)?,
         (None, Some(name)) => scenario(name)
@@ -64,10 +68,7 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     write_atomically(&args.out, |w| {
         count = write_jsonl(generator, w)?;
         if count == 0 {
-            return Err(std::io::Error::other(format!(
-                "{}: no request arrives before the horizon",
-                spec.source_name
-            )));
+            return Err(std::io::Error::other(nothing_generated(&spec)));
         }
         Ok(())
     })?;

@@ -169,7 +169,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         Err(e) => {
             // Stop every group's process (dropping it kills it) before reporting.
             drop(waves);
-            return Err(e.into());
+            return Err(engine_error(e, &config.workload));
         }
     };
     drop(dyn_backends);
@@ -260,6 +260,21 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         csv.commit()?;
     }
     Ok(summary)
+}
+
+/// A failure of the engine. A request of a generated workload has no workload line: it is
+/// named by the spec and its line in `generate`'s output.
+fn engine_error(e: engine::SimError, source: &WorkloadSource) -> anyhow::Error {
+    match (e, source) {
+        (engine::SimError::Unservable { id, line, message }, WorkloadSource::Spec(spec)) => {
+            anyhow::anyhow!(
+                "{}: generated request {id} (line {line} of `blis-cosim generate`'s output): \
+                 {message}",
+                spec.display()
+            )
+        }
+        (e, _) => e.into(),
+    }
 }
 
 /// The power model of the run, when its cluster config has `power` blocks.

@@ -101,6 +101,9 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
             break;
         }
         line_no += 1;
+        if line_no == 1 && buf.starts_with('\u{feff}') {
+            buf.drain(..'\u{feff}'.len_utf8());
+        }
         if buf.trim().is_empty() {
             continue;
         }
@@ -148,6 +151,12 @@ fn parse_line(
         field: field.to_owned(),
         message,
     };
+    if let Some(kind) = crate::serde_messages::non_object_json(text) {
+        return Err(invalid(
+            "(line)",
+            format!("expected a JSON object {{...}}, found {kind}"),
+        ));
+    }
     // The plain parse is fast; only a line that fails is parsed again with path tracking, to
     // name the offending field.
     let parsed: Line = match serde_json::from_str(text) {
@@ -160,7 +169,10 @@ fn parse_line(
             let field = e.path().to_string();
             let inner = e.into_inner();
             return Err(if inner.is_data() {
-                invalid(&field, inner.to_string())
+                invalid(
+                    &field,
+                    crate::serde_messages::in_user_terms(&inner.to_string()),
+                )
             } else {
                 invalid("(json)", format!("malformed JSON: {inner}"))
             });

@@ -68,8 +68,12 @@ pub(super) fn parse(
     at: &At<'_>,
     ids: &mut SessionIds,
 ) -> Result<Option<(SessionHeader, PlanBuilder)>, WorkloadError> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| at.invalid("(json)", e.to_string()))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        at.invalid(
+            "(json)",
+            crate::serde_messages::in_user_terms(&e.to_string()),
+        )
+    })?;
     let Value::Object(mut obj) = value else {
         return Err(at.invalid("(json)", "expected an object"));
     };
@@ -291,9 +295,12 @@ fn llm_request(
     let mut id_list = |name: &str| -> Result<Option<Vec<u32>>, (String, String)> {
         match obj.remove(name) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v)
-                .map(Some)
-                .map_err(|e| (field(name), e.to_string())),
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
+                (
+                    field(name),
+                    crate::serde_messages::in_user_terms(&e.to_string()),
+                )
+            }),
         }
     };
     let input_ids = id_list("input_tok_ids")?;

@@ -66,6 +66,9 @@ fn args(config: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
 /// while being slowest in different layers (the real member in attention, a padded dummy in
 /// the LM head) make a wave slightly longer than the analytical slowest member.
 pub fn moe_groups_match_the_analytical_run() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let pairs = paired(dir.path());
@@ -143,6 +146,9 @@ pub fn moe_groups_match_the_analytical_run() {
 /// keeps its own ASTRA-Sim process (two started, `instance N: ` reports), and the CSV is the
 /// analytical run's.
 pub fn dense_group_members_run_their_own_processes() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let config = group(dir.path(), LLAMA, 2, None, 2);
@@ -183,6 +189,9 @@ fn analytical_then_double(
 /// A crash of the group's process (at start-up, or at its third wave) stops the run naming
 /// the group, writes no CSV, and leaves no process and no run directory.
 pub fn a_fault_in_a_group_stops_everything() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let config = group(dir.path(), QWEN, 2, Some(2), 2);
@@ -249,6 +258,9 @@ pub fn network_config_with_a_group_is_refused() {
 /// analytical run, and ends earlier than there (the prefill sends its KV layer by layer
 /// under ASTRA-Sim, in one message after the prefill analytically) by less than 1%.
 pub fn a_decode_group_behind_a_prefill_instance() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let inst = |role: &str, group: &str| {
@@ -378,6 +390,9 @@ fn assert_pd_close(analytical: &Path, ours: &Path, percent: u64) {
 /// analytical run, every TTFT and every end within 1% of it (the double is within 0.1% of
 /// the real fork here).
 pub fn a_prefill_group_in_front_of_a_decode_instance() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     for (tp, decode_group) in [(1, false), (2, false), (1, true)] {

@@ -15,6 +15,8 @@ mod multi_tests;
 mod pd_tests;
 mod power_tests;
 mod pp_tests;
+#[path = "../common/shared_data.rs"]
+mod shared_data;
 mod stock_tests;
 mod support;
 

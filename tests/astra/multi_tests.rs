@@ -191,6 +191,9 @@ fn rows_of(csv: &[u8], id: usize) -> Vec<String> {
 /// its TP all-reduces on the hardware's own link (PCIe for the RTXPRO6000) instead, so there
 /// only the TP-1 instances' rows agree (RR routing keeps the instances independent).
 pub fn heterogeneous_instances_get_their_own_inputs() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mixed = cluster(
@@ -334,6 +337,9 @@ pub fn memo_and_no_memo_agree_on_several_instances() {
 /// the profile backend) through the double: the same CSV as the analytical run (the trace's
 /// input load and output store are a few dozen bytes, 0 ns from 256 GB/s host memory).
 pub fn llmservingsim_two_instance_example_matches_the_analytical_run() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let args = owned(&[
         "--host-model",
@@ -417,6 +423,9 @@ pub fn a_fault_in_one_instance_stops_them_all() {
 /// so the CSV is byte-identical to the analytical run's; with EP 1 (`ep_size` 1) it differs
 /// (no EP collectives), which shows the collectives are in the trace.
 pub fn expert_parallelism_inside_an_instance_matches_the_analytical_run() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let config = |ep: u32| {
         let path = dir.path().join(format!("moe-ep{ep}.json"));
@@ -516,6 +525,9 @@ pub fn real_astra_sim_reproduces_the_published_moe_example_when_available() {
 /// published `example_cxl_run.csv`; with a real ASTRA-Sim fork (`BLIS_COSIM_ASTRA_SIM`), so does
 /// the fork.
 pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_example() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = PathBuf::from(shared("configs/cluster/single_node_cxl_instance.json"));
@@ -575,6 +587,9 @@ fn csv_of_each_backend(dir: &Path, tmp: &Path, config: &Path) -> Vec<(&'static s
 /// The double (and the real fork, when `BLIS_COSIM_ASTRA_SIM` names one) loads them from the
 /// trace's weight MEM_LOADs and gives the analytical run's CSV byte for byte.
 pub fn moe_experts_streamed_from_host_memory_match_the_analytical_run() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(shared(

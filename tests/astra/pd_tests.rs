@@ -102,6 +102,9 @@ fn check_against_published(ours: &Path) -> usize {
 /// KV receiver), nothing left behind; memo on and off give the same bytes; the analytical run
 /// (which moves the KV in one message after the prefill) ends every request later.
 pub fn example_reproduces_llmservingsim_through_the_double() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut csvs = Vec::new();
@@ -154,6 +157,9 @@ pub fn example_reproduces_llmservingsim_through_the_double() {
 /// A fault in the prefill instance's process (the one with 2 NPUs) at start-up or mid-run
 /// stops both processes, removes both run directories and writes no CSV.
 pub fn a_fault_in_the_prefill_process_stops_everything() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.csv");
@@ -187,6 +193,9 @@ pub fn a_fault_in_the_prefill_process_stops_everything() {
 /// `--network-config` describes one network for every instance; a prefill instance's process
 /// also holds its receivers, so the two are refused together, naming the flag.
 pub fn network_config_is_refused_with_prefill_instances() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let network = dir.path().join("n.yml");
     std::fs::write(
@@ -228,6 +237,9 @@ pub fn real_astra_sim_reproduces_the_published_pd_example_when_available() {
 /// on the senders through `involved_dim`), the decode one 2; memo on and off give the same
 /// bytes, and every request ends on the decode instance.
 pub fn tp2_prefill_and_decode_through_the_double() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut csvs = Vec::new();
@@ -279,6 +291,9 @@ pub fn tp2_prefill_and_decode_through_the_double() {
 /// all-reduces, stay on the two senders (`involved_dim`), so no collective waits for the KV
 /// receivers; every request ends on the decode instance.
 pub fn moe_prefill_keeps_its_expert_collectives_off_the_receivers() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let instance = |role: &str| {

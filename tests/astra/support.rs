@@ -257,12 +257,7 @@ pub fn real_fork() -> Option<std::ffi::OsString> {
 }
 
 /// The path of `rel` in LLMServingSim's data under `../shared`.
-pub fn shared(rel: &str) -> String {
-    format!(
-        "{}/../shared/data/llmservingsim/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
+pub use crate::shared_data::shared;
 
 /// The command line of a run of `dataset` on the cluster `config` with the shared profile
 /// bundles, writing `out`, then `extra`.

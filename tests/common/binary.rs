@@ -9,15 +9,10 @@ use std::process::{Command, Output};
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
 
-/// A path under `../shared/data/llmservingsim`, as a string argument.
-pub fn shared(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/llmservingsim")
-        .join(rel)
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
+#[path = "shared_data.rs"]
+pub mod shared_data;
+#[allow(unused_imports)]
+pub use shared_data::shared;
 
 /// Runs the binary with `args`.
 pub fn run(args: &[&str]) -> Output {

@@ -3,14 +3,14 @@
 
 use blis_cosim::config::{Dtype, ModelArch};
 use blis_cosim::latency::{Collectives, ProfileDb, ProfileSpec};
-use std::path::Path;
+use std::path::PathBuf;
 
-/// The shared data folder (`../shared/data/llmservingsim` beside the repository).
-pub fn data_dir() -> &'static Path {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim"
-    ))
+#[path = "shared_data.rs"]
+pub mod shared_data;
+
+/// The shared data folder (see `shared_data.rs`).
+pub fn data_dir() -> PathBuf {
+    shared_data::shared_path("")
 }
 
 /// The RTXPRO6000 bundle of `model` at tensor parallelism `tp`.

@@ -339,10 +339,12 @@ mod tests {
 
     #[test]
     fn the_rtxpro6000_llama_fit_reads_its_bucket_table_per_tp() {
-        let bundle = Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/data/llmservingsim/profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"
-        ));
+        if !crate::shared_data::available() {
+            return;
+        }
+        let bundle = &crate::shared_data::shared_path(
+            "profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16",
+        );
         let mut tp1 = load_meta(bundle, 1).unwrap();
         assert_eq!(
             (tp1.max_num_batched_tokens, tp1.max_num_seqs),

@@ -5,10 +5,7 @@ use super::*;
 use crate::latency::BatchItem;
 
 fn perf_root() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim/profiler/perf"
-    ))
+    crate::shared_data::shared_path("profiler/perf")
 }
 
 fn spec<'a>(root: &'a Path, hardware: &'a str, model: &'a ModelArch, tp: u32) -> ProfileSpec<'a> {
@@ -52,6 +49,9 @@ fn llama_rtxpro6000() -> ProfileDb {
 
 #[test]
 fn a_ten_token_prefill_takes_llmservingsims_golden_ttft() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let mut db = llama_rtxpro6000();
     assert_eq!(step(&mut db, &[item(10, 0)]), 10_998_250);
     assert_eq!(attention_ns(&mut db, &[item(10, 0)]), Some(7_985));
@@ -59,6 +59,9 @@ fn a_ten_token_prefill_takes_llmservingsims_golden_ttft() {
 
 #[test]
 fn single_decodes_take_llmservingsims_golden_itls() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let mut db = llama_rtxpro6000();
     for context in 10..=16 {
         assert_eq!(step(&mut db, &[item(1, context)]), 11_146_817, "{context}");
@@ -110,6 +113,9 @@ fn reference_batches() -> Vec<Vec<BatchItem>> {
 /// the BALANCED router at EP 1 for the MoE model).
 #[test]
 fn steps_match_llmservingsims_own_lookups_on_every_shipped_bundle() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let llama = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
     let root = perf_root();
     let cases: [(ProfileDb, [Nanos; 6]); 5] = [
@@ -145,6 +151,9 @@ fn steps_match_llmservingsims_own_lookups_on_every_shipped_bundle() {
 
 #[test]
 fn skewed_decodes_blend_towards_the_longest_context_by_their_bucket_alpha() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let mut db = llama_rtxpro6000();
     let batches = reference_batches();
     // t_mean 38,881, t_max 140,039, alpha_default 0.0543 (no bucket for pc=100) → 44,374.
@@ -157,6 +166,9 @@ fn skewed_decodes_blend_towards_the_longest_context_by_their_bucket_alpha() {
 
 #[test]
 fn the_rtx4090_bundle_applies_no_skew_correction_as_its_fit_is_disabled() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
     let mut db = ProfileDb::load(&spec(&perf_root(), "RTX4090", &model, 1)).unwrap();
     let mean_only = [item(1, 224), item(1, 224), item(1, 224), item(1, 224)];
@@ -169,11 +181,11 @@ fn the_rtx4090_bundle_applies_no_skew_correction_as_its_fit_is_disabled() {
 
 #[test]
 fn llmservingsims_own_architecture_file_gives_the_same_steps_as_ours() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let model = ModelArch::resolve("Qwen/Qwen3-30B-A3B-Instruct-2507").unwrap();
-    let theirs = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/llmservingsim/profiler/models/qwen3_moe.yaml"
-    ));
+    let theirs = crate::shared_data::shared_path("profiler/models/qwen3_moe.yaml");
     let root = perf_root();
     let mut db = ProfileDb::load(&ProfileSpec {
         architecture: Some(&theirs),
@@ -188,6 +200,9 @@ fn llmservingsims_own_architecture_file_gives_the_same_steps_as_ours() {
 
 #[test]
 fn the_breakdown_repeats_block_rows_per_layer_and_sums_to_the_step_time() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let mut db = qwen3_moe_rtxpro6000(2);
     for batch in reference_batches() {
         let layers = db.breakdown(&BatchDesc::new(&batch)).unwrap();
@@ -209,6 +224,9 @@ fn the_breakdown_repeats_block_rows_per_layer_and_sums_to_the_step_time() {
 
 #[test]
 fn a_ten_token_prefill_splits_into_stages_that_sum_to_the_golden_ttft() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let mut db = llama_rtxpro6000();
     let parts = db.step_parts(&BatchDesc::new(&[item(10, 0)])).unwrap();
     let stages: Vec<Nanos> = [8, 8, 8, 8]
@@ -222,6 +240,9 @@ fn a_ten_token_prefill_splits_into_stages_that_sum_to_the_golden_ttft() {
 
 #[test]
 fn lookup_counts_record_lookups_that_clamp_or_extrapolate() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let mut db = llama_rtxpro6000();
     assert_eq!(db.lookup_counts(), LookupCounts::default());
     // 13 rows; the attention row clamps kv_decode 10 up to the first profiled 16.
@@ -252,6 +273,9 @@ fn lookup_counts_record_lookups_that_clamp_or_extrapolate() {
 
 #[test]
 fn empty_batches_and_items_without_tokens_are_refused() {
+    if !crate::shared_data::available() {
+        return;
+    }
     let mut db = llama_rtxpro6000();
     assert!(db.step_time(&BatchDesc::new(&[])).is_err());
     let err = db

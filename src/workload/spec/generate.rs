@@ -425,6 +425,23 @@ impl<'a> TokenIds<'a> {
     }
 }
 
+/// The error for a spec that generates no request: none arrives before its horizon, or (with
+/// no horizon) nothing is generated at all.
+pub fn nothing_generated(spec: &WorkloadSpec) -> SpecError {
+    let (path, message) = match spec.horizon_us {
+        Some(h) => (
+            "horizon",
+            format!("no request arrives before the horizon ({h} µs)"),
+        ),
+        None => ("clients", "the spec generates no request".to_owned()),
+    };
+    SpecError::Invalid {
+        source_name: spec.source_name.clone(),
+        path: path.into(),
+        message,
+    }
+}
+
 /// All requests of `spec` (with `overrides`) as engine requests, in arrival order, for a
 /// spec without sessions (see [`generate_workload`]). Fails when nothing ends the generation
 /// or no request arrives before the horizon.
@@ -459,11 +476,7 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
         }
     }
     if requests.is_empty() && sessions.is_empty() {
-        return Err(SpecError::Invalid {
-            source_name: spec.source_name.clone(),
-            path: "horizon".into(),
-            message: "no request arrives before the horizon".into(),
-        });
+        return Err(nothing_generated(spec));
     }
     Ok(Workload { requests, sessions })
 }

@@ -42,6 +42,7 @@ pub use conversation::Conversation;
 pub use dist::{DurationDist, LengthDist};
 pub use generate::{
     GeneratedRequest, Generator, Overrides, TOKEN_ID_SPACE, generate_requests, generate_workload,
+    nothing_generated,
 };
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};

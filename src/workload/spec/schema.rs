@@ -293,7 +293,8 @@ impl WorkloadSpec {
             path: path.to_owned(),
             source,
         })?;
-        WorkloadSpec::from_yaml(&text, &path.display().to_string())
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        WorkloadSpec::from_yaml(text, &path.display().to_string())
     }
 
     /// Parses and validates spec text; `source_name` names it in errors.
@@ -326,7 +327,7 @@ impl WorkloadSpec {
 /// out of the message, which is reported with `path`.
 fn yaml_error(source_name: &str, path: String, err: &serde_yaml_ng::Error) -> SpecError {
     let location = Location(err.location().map(|l| (l.line(), l.column())));
-    let mut message = err.to_string();
+    let mut message = crate::serde_messages::in_user_terms(&err.to_string());
     if let Some((line, column)) = location.0 {
         message = message.replace(&format!(" at line {line} column {column}"), "");
     }

@@ -1,0 +1,84 @@
+//! Serde's error messages in the terms of the file being read: the names of the simulator's
+//! own types ("struct Line with 7 elements", "untagged enum PerDim") mean nothing to a user.
+
+/// `message` with the internal type names replaced by what the file should hold.
+pub(crate) fn in_user_terms(message: &str) -> String {
+    const UNTAGGED: &str = "data did not match any variant of untagged enum ";
+    if let Some(at) = message.find(UNTAGGED) {
+        let rest = &message[at + UNTAGGED.len()..];
+        let name_end = rest
+            .find(|c: char| !c.is_alphanumeric() && c != '_')
+            .unwrap_or(rest.len());
+        let expected = match &rest[..name_end] {
+            "PerDim" => "expected a number or a list of numbers (one per dimension)",
+            "RawVersion" => "expected a version such as \"2\"",
+            "RawStreaming" => "expected true, false or a probability",
+            _ => "has a value of the wrong type",
+        };
+        return format!("{}{expected}{}", &message[..at], &rest[name_end..]);
+    }
+    replace_structs(message)
+}
+
+/// What `text` holds when it is well-formed JSON but not an object ("an array", "a
+/// string", ...); `None` for an object or malformed JSON (which the parser then reports).
+pub(crate) fn non_object_json(text: &str) -> Option<&'static str> {
+    if text.trim_start().starts_with('{') {
+        return None;
+    }
+    match serde_json::from_str::<serde_json::Value>(text).ok()? {
+        serde_json::Value::Array(_) => Some("an array"),
+        serde_json::Value::String(_) => Some("a string"),
+        serde_json::Value::Number(_) => Some("a number"),
+        serde_json::Value::Bool(_) => Some("a boolean"),
+        serde_json::Value::Null => Some("null"),
+        serde_json::Value::Object(_) => None,
+    }
+}
+
+/// Replaces every `struct Name` (and `struct Name with N elements`) by "a JSON object".
+fn replace_structs(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("struct ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "struct ".len()..];
+        let name_end = after
+            .find(|c: char| !c.is_alphanumeric() && c != '_')
+            .unwrap_or(after.len());
+        let mut tail = &after[name_end..];
+        if let Some(count) = tail.strip_prefix(" with ")
+            && let Some(end) = count.find(" element")
+            && count[..end].bytes().all(|b| b.is_ascii_digit())
+        {
+            let plural = count[end..].strip_prefix(" elements").is_some();
+            tail = &count[end + if plural { 9 } else { 8 }..];
+        }
+        out.push_str("an object");
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_user_terms;
+
+    #[test]
+    fn type_names_become_what_the_file_should_hold() {
+        assert_eq!(
+            in_user_terms("invalid type: sequence, expected struct Line"),
+            "invalid type: sequence, expected an object"
+        );
+        assert_eq!(
+            in_user_terms("invalid length 3, expected struct Line with 7 elements at line 1"),
+            "invalid length 3, expected an object at line 1"
+        );
+        assert_eq!(
+            in_user_terms("data did not match any variant of untagged enum PerDim at line 1"),
+            "expected a number or a list of numbers (one per dimension) at line 1"
+        );
+        assert_eq!(in_user_terms("missing field `x`"), "missing field `x`");
+    }
+}
