@@ -17,7 +17,7 @@ For every GPU it fits, by least squares on the rows named below,
   every step runs);
 - the fused-MoE kernel (Qwen3-30B-A3B's `moe.csv`, RTX PRO 6000): `t0 + bytes / (bw × eta)`
   over rows of at most 128 tokens, and the fraction of peak FLOP/s of the 2,048-token rows;
-- the mixed-batch decode efficiency by decode count;
+- the mixed-batch decode efficiency by decode thread blocks (decodes x KV heads);
 - the host cost of an eager op (host model): the wall time of launch-bound ops.
 and prints each GPU's values and their median over GPUs, which the roofline uses for every
 GPU (`src/latency/roofline.rs`, `ATTENTION_*` and `KERNEL_FLOOR_NS`). No validation run is read.
@@ -79,22 +79,29 @@ def bundle_attention(gpu):
     return decode, prefill
 
 
-def mixed_decode(gpu):
-    """Median, per decode count, of the decodes' KV bytes / (mixed time - same prefill alone)
-    over the peak bandwidth (rows reading over 20 MB)."""
-    path = os.path.join(LSS, gpu, "meta-llama/Llama-3.1-8B/bf16/tp1/attention.csv")
+MIXED_SOURCES = [
+    ("RTX4090", "meta-llama/Llama-3.1-8B", 8),
+    ("RTXPRO6000", "meta-llama/Llama-3.1-8B", 8),
+    ("RTXPRO6000", "Qwen/Qwen3-30B-A3B-Instruct-2507", 4),
+]
+
+
+def mixed_decode(gpu, model, kv_heads):
+    """Median, per decode thread-block count (decodes x KV heads), of the decodes' KV bytes /
+    (mixed time - the same prefill alone) over the peak bandwidth (rows reading over 10 MB)."""
+    path = os.path.join(LSS, gpu, model, "bf16/tp1/attention.csv")
     rows = list(csv.DictReader(open(path)))
     alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
-    by_count = {}
+    by_units = {}
     for r in rows:
         key, nd = (r["prefill_chunk"], r["kv_prefill"]), int(r["n_decode"])
         if int(r["prefill_chunk"]) == 0 or nd == 0 or key not in alone:
             continue
         extra = (float(r["time_us"]) - alone[key]) * 1e-6
-        b = kv_bytes(LLAMA, nd * int(r["kv_decode"]))
-        if b > 20e6 and extra > 0:
-            by_count.setdefault(nd, []).append(b / extra / GPUS[gpu]["bw"])
-    return {n: statistics.median(v) for n, v in sorted(by_count.items())}
+        b = nd * int(r["kv_decode"]) * kv_heads * 128 * 2 * 2
+        if b > 10e6 and extra > 0:
+            by_units.setdefault(nd * kv_heads, []).append(b / extra / GPUS[gpu]["bw"])
+    return {u: statistics.median(v) for u, v in sorted(by_units.items())}
 
 
 def moe_fit():
@@ -174,11 +181,12 @@ def main():
           f"eta_prefill {statistics.median(eta_p):.3f} (t0 {statistics.median(t0_p):.2f} us)")
     print(f"kernel floor (one-token RMSNorm, kernel only): {', '.join(f'{f:.2f}' for f in floors)} us; "
           f"median {statistics.median(floors):.2f} us")
-    counts = [mixed_decode(g) for g in ("RTX4090", "RTXPRO6000")]
-    print("mixed-batch decode efficiency by decode count (RTX4090, RTXPRO6000, mean):")
-    for n in counts[0]:
-        a, b = counts[0][n], counts[1].get(n, float("nan"))
-        print(f"  {n:4}: {a:.3f} {b:.3f} {(a + b) / 2:.3f}")
+    print("mixed-batch decode efficiency by decodes x KV heads (per source, then the median):")
+    tables = [mixed_decode(*src) for src in MIXED_SOURCES]
+    for units in sorted(set().union(*tables)):
+        values = [t[units] for t in tables if units in t]
+        cells = " ".join(f"{t[units]:.3f}" if units in t else "  -  " for t in tables)
+        print(f"  {units:5}: {cells}  median {statistics.median(values):.3f}")
     t0, eta, lo, hi = moe_fit()
     print(f"fused MoE: t0 {t0 * 1e6:.1f} us, eta_memory {eta:.3f}, compute-bound 2048-token rows (<= 32 experts) at {lo:.2f}-{hi:.2f} of peak FLOP/s")
     wall, n = eager_op_wall_us()

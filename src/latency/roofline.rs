@@ -28,22 +28,37 @@ const DECODE_ATTENTION_EFFICIENCY: f64 = 0.87;
 /// their median).
 const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.59;
 /// Fraction of peak bandwidth at which a *mixed* batch's attention reads the KV cache of its
-/// decodes, by the number of decodes (1, 2, 4, … 128; more: the last), interpolated on log2:
-/// the varlen prefill kernel gives each decode few thread blocks, so a few decodes cannot
-/// fill the GPU and many contend. Measured as (mixed time − the same prefill alone) against
-/// the decodes' KV bytes in LLMServingSim's attention tables of Llama-3.1-8B, the median per
-/// decode count of RTX 4090 and RTX PRO 6000 averaged (`scripts/derive_roofline.py`); the two
-/// GPUs agree within 0.1 at every count.
-const MIXED_DECODE_EFFICIENCY: [f64; 8] = [0.138, 0.267, 0.428, 0.477, 0.535, 0.513, 0.419, 0.275];
+/// decodes, by the decodes' thread blocks (decodes × KV heads per GPU: 4, 8, … 1,024; fewer:
+/// proportionally less; more: the last), interpolated on log2. The varlen prefill kernel
+/// gives each decode one block per KV head, so a few decodes cannot fill the GPU and many
+/// contend. Measured as (mixed time − the same prefill alone) against the decodes' KV bytes in
+/// LLMServingSim's attention tables (Llama-3.1-8B on RTX 4090 and RTX PRO 6000, Qwen3-30B-A3B
+/// on RTX PRO 6000): the median of the three per block count (`scripts/derive_roofline.py`);
+/// the three agree within 0.02 up to 16 blocks.
+const MIXED_DECODE_EFFICIENCY: [f64; 9] = [
+    0.070, 0.136, 0.263, 0.352, 0.415, 0.440, 0.417, 0.348, 0.274,
+];
 
-/// [`MIXED_DECODE_EFFICIENCY`] at `decodes` decodes.
-fn mixed_decode_efficiency(decodes: f64) -> f64 {
-    let x = decodes.max(1.0).log2();
-    let i = (x.floor() as usize).min(MIXED_DECODE_EFFICIENCY.len() - 1);
-    let j = (i + 1).min(MIXED_DECODE_EFFICIENCY.len() - 1);
+/// [`MIXED_DECODE_EFFICIENCY`] at `blocks` decode thread blocks.
+fn mixed_decode_efficiency(blocks: f64) -> f64 {
+    const FIRST: f64 = 4.0;
+    if blocks < FIRST {
+        return MIXED_DECODE_EFFICIENCY[0] * blocks.max(1.0) / FIRST;
+    }
+    let x = (blocks / FIRST).log2();
+    let last = MIXED_DECODE_EFFICIENCY.len() - 1;
+    let i = (x.floor() as usize).min(last);
+    let j = (i + 1).min(last);
     let f = (x - i as f64).min(1.0);
     MIXED_DECODE_EFFICIENCY[i] + f * (MIXED_DECODE_EFFICIENCY[j] - MIXED_DECODE_EFFICIENCY[i])
 }
+
+/// Share of the gap between a decode batch's time at its mean context and at its longest
+/// context that the batch pays (the longest requests' blocks finish last): LLMServingSim's
+/// skew fit, `alpha_default` of the RTX PRO 6000 bundles at TP 1 (0.0543 Llama-3.1-8B, 0.0645
+/// Qwen3-30B-A3B; their mean), fitted by its profiler to skewed batches measured against
+/// uniform ones (`skew.csv`). The RTX 4090 bundle has no fit.
+const DECODE_SKEW_ALPHA: f64 = 0.059;
 
 /// The fused-MoE (grouped GEMM) kernel of vLLM: fixed time, ns, fraction of peak bandwidth
 /// reading the active experts' weights, and fraction of peak dense FLOP/s at large token
@@ -144,6 +159,8 @@ enum Work {
         decode: Cost,
         /// Decodes in the batch (their KV reads slow down next to a prefill).
         decodes: f64,
+        /// See [`Step::decode_skew_bytes`].
+        skew_bytes: f64,
     },
     /// The fused-MoE grouped GEMM (its own efficiencies).
     Experts(Cost),
@@ -164,6 +181,8 @@ struct Step {
     decode: Cost,
     /// Decodes whose attention runs on the GPU.
     decodes: f64,
+    /// KV bytes the decodes would read beyond theirs if every one had the longest context.
+    decode_skew_bytes: f64,
 }
 
 impl Roofline {
@@ -262,7 +281,9 @@ impl Roofline {
             prefill: Cost::default(),
             decode: Cost::default(),
             decodes: 0.0,
+            decode_skew_bytes: 0.0,
         };
+        let (mut longest, mut context) = (0.0f64, 0.0f64);
         for (i, item) in batch.items.iter().enumerate() {
             if item.new_tokens == 0 {
                 return Err(LatencyError::Backend(format!(
@@ -276,6 +297,8 @@ impl Roofline {
                 // Its attention runs on PIM: only the token-wise layers see it.
             } else if item.is_decode() {
                 step.decodes += 1.0;
+                longest = longest.max(p + 1.0);
+                context += p + 1.0;
                 step.decode.add(
                     4.0 * hpg * hd * (p + 1.0),
                     (p + 1.0) * kv_row + 2.0 * hpg * hd * fp,
@@ -286,6 +309,8 @@ impl Roofline {
                     .add(causal_flops, 2.0 * c * hpg * hd * fp + (p + c) * kv_row);
             }
         }
+        // The KV the decodes would read if each had the longest context.
+        step.decode_skew_bytes = (step.decodes * longest - context) * kv_row;
         Ok(step)
     }
 
@@ -325,6 +350,7 @@ impl Roofline {
                     prefill: s.prefill,
                     decode: s.decode,
                     decodes: s.decodes,
+                    skew_bytes: s.decode_skew_bytes,
                 },
             );
         }
@@ -400,17 +426,23 @@ impl Roofline {
                 prefill,
                 decode,
                 decodes,
+                skew_bytes,
             } => {
                 let rate = |c: Cost| {
                     (c.flops / self.attention_flops_per_ns)
                         .max(c.bytes / self.attention_bytes_per_ns)
                 };
+                let decode_bw = if prefill == Cost::default() {
+                    self.attention_bytes_per_ns
+                } else {
+                    let peak = self.attention_bytes_per_ns / DECODE_ATTENTION_EFFICIENCY;
+                    peak * mixed_decode_efficiency(decodes * self.kv_heads_per_gpu)
+                };
                 let decode_ns = if prefill == Cost::default() {
                     rate(decode)
                 } else {
-                    let bw = self.attention_bytes_per_ns / DECODE_ATTENTION_EFFICIENCY;
-                    decode.bytes / (bw * mixed_decode_efficiency(decodes))
-                };
+                    decode.bytes / decode_bw
+                } + DECODE_SKEW_ALPHA * skew_bytes / decode_bw;
                 ATTENTION_FIXED_NS + rate(prefill) + decode_ns
             }
             Work::Experts(c) => {
@@ -712,6 +744,47 @@ mod tests {
             panic!()
         };
         assert!(big.bytes > 127.0 * 3.0 * 2048.0 * 768.0 * 2.0);
+    }
+
+    #[test]
+    fn mixed_decode_efficiency_interpolates_on_log2_of_the_thread_blocks() {
+        assert_eq!(mixed_decode_efficiency(4.0), 0.070);
+        assert_eq!(mixed_decode_efficiency(8.0), 0.136);
+        let six = 0.070 + (1.5f64).log2() * (0.136 - 0.070);
+        assert!((mixed_decode_efficiency(6.0) - six).abs() < 1e-12);
+        // Fewer blocks than the first entry: proportionally less; more than the last: the last.
+        assert!((mixed_decode_efficiency(2.0) - 0.035).abs() < 1e-12);
+        assert_eq!(mixed_decode_efficiency(1e6), 0.274);
+    }
+
+    #[test]
+    fn a_skewed_decode_batch_pays_alpha_of_the_gap_to_its_longest_context() {
+        // Llama-3.1-8B on H100: two decodes at contexts 100 and 200 (KV read 100 + 1 and
+        // 200 + 1 tokens) against two at the mean, 150: the same KV bytes, plus alpha times
+        // the 100 tokens the shorter one would read at the longest context.
+        let r = roofline("Llama-3.1-8B", "H100", 1);
+        let attention = |items: &[BatchItem]| {
+            let step = r.step(&BatchDesc::new(items)).unwrap();
+            let mut ns = 0;
+            r.for_each_layer(&step, |name, _, work| {
+                if name == "attention" {
+                    ns = r.layer_ns(work);
+                }
+            });
+            ns as f64
+        };
+        let item = |context_tokens| BatchItem {
+            new_tokens: 1,
+            context_tokens,
+        };
+        let skewed = attention(&[item(100), item(200)]);
+        let uniform = attention(&[item(150), item(150)]);
+        let kv_row = 8.0 * 128.0 * 2.0 * 2.0;
+        let expected = DECODE_SKEW_ALPHA * 100.0 * kv_row / r.attention_bytes_per_ns;
+        assert!(
+            (skewed - uniform - expected).abs() <= 1.0,
+            "{skewed} {uniform} {expected}"
+        );
     }
 
     #[test]
