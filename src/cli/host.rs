@@ -60,13 +60,13 @@ impl HostArgs {
         for inst in instances.iter_mut().filter(|i| i.astra.is_none()) {
             let s = &inst.scheduler;
             let policy = GraphPolicy::resolve(
-                &options,
+                &inst.graph_overrides.apply(&options),
                 s.max_num_seqs.unwrap_or(0),
                 s.max_num_batched_tokens,
             )
             .map_err(|message| ConfigError::Invalid {
-                source_name: "command line".into(),
-                field: "--cudagraph-capture-sizes".into(),
+                source_name: "command line or cluster config".into(),
+                field: "cudagraph_capture_sizes".into(),
                 message,
             })?;
             inst.host_model = Some(policy);

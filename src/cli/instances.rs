@@ -6,7 +6,7 @@ use super::{InstancePim, InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::engine::Pipeline;
-use crate::latency::{Collectives, GraphPolicy};
+use crate::latency::{Collectives, CudaGraphMode, GraphOptions, GraphPolicy};
 use crate::scheduler::SchedulerConfig;
 
 /// One instance, resolved and validated.
@@ -52,6 +52,32 @@ pub struct InstanceConfig {
     /// How its steps execute when the host model is on (`--host-model`); `None`: the
     /// latency backend's GPU time alone.
     pub host_model: Option<GraphPolicy>,
+    /// The compilation settings its cluster-config entry gives (over the flags').
+    pub graph_overrides: GraphOverrides,
+}
+
+/// vLLM compilation settings of one instance's cluster-config entry; `None`: the flag's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GraphOverrides {
+    pub enforce_eager: Option<bool>,
+    pub mode: Option<CudaGraphMode>,
+    pub capture_sizes: Option<Vec<u32>>,
+    pub max_capture_size: Option<u32>,
+}
+
+impl GraphOverrides {
+    /// `flags` with these overrides applied.
+    pub fn apply(&self, flags: &GraphOptions) -> GraphOptions {
+        GraphOptions {
+            enforce_eager: self.enforce_eager.unwrap_or(flags.enforce_eager),
+            mode: self.mode.unwrap_or(flags.mode),
+            capture_sizes: self
+                .capture_sizes
+                .clone()
+                .or_else(|| flags.capture_sizes.clone()),
+            max_capture_size: self.max_capture_size.or(flags.max_capture_size),
+        }
+    }
 }
 
 /// The engine settings of the command line (flag values or their defaults): what every
@@ -114,6 +140,7 @@ impl EngineFlags {
             pim: None,
             astra: None,
             host_model: None,
+            graph_overrides: GraphOverrides::default(),
         }
     }
 
@@ -180,9 +207,21 @@ impl EngineFlags {
             .enable_prefix_caching
             .unwrap_or(flags.enable_prefix_caching);
         flags.reserve_full_isl = o.reserve_full_isl.unwrap_or(flags.reserve_full_isl);
+        let graph_overrides = GraphOverrides {
+            enforce_eager: o.enforce_eager,
+            mode: o
+                .cudagraph_mode
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|m| invalid("cudagraph_mode", m))?,
+            capture_sizes: o.cudagraph_capture_sizes.clone(),
+            max_capture_size: o.max_cudagraph_capture_size,
+        };
         Ok(InstanceConfig {
             role: placed.role,
             pp,
+            graph_overrides,
             ..flags.instance(placed.node_id, model, hardware, inst.tp())
         })
     }

@@ -64,8 +64,8 @@ pub struct CxlMemSpec {
     pub num_devices: Option<u32>,
 }
 
-/// Per-instance runtime overrides of the engine flags (LLMServingSim's 14 keys; `mem_util`
-/// lives in `npu_mem`).
+/// Per-instance runtime overrides of the engine flags (LLMServingSim's 14 keys, `mem_util`
+/// living in `npu_mem`, and vLLM's compilation settings for the host model).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeOverrides {
@@ -82,6 +82,14 @@ pub struct RuntimeOverrides {
     pub enable_attn_offloading: Option<bool>,
     pub enable_sub_batch_interleaving: Option<bool>,
     pub enable_block_copy: Option<bool>,
+    /// vLLM's `--enforce-eager` for this instance (host model).
+    pub enforce_eager: Option<bool>,
+    /// vLLM's `cudagraph_mode` for this instance (host model).
+    pub cudagraph_mode: Option<String>,
+    /// vLLM's `cudagraph_capture_sizes` for this instance (host model).
+    pub cudagraph_capture_sizes: Option<Vec<u32>>,
+    /// vLLM's `max_cudagraph_capture_size` for this instance (host model).
+    pub max_cudagraph_capture_size: Option<u32>,
 }
 
 /// One serving instance.
