@@ -133,6 +133,19 @@ impl HostModel {
         pipeline
     }
 
+    /// An upper bound of the host's issue time of `self.layers` in `mode` (as if every layer
+    /// opened a graph), ns.
+    fn issue_bound(&self, mode: StepMode) -> f64 {
+        self.layers
+            .iter()
+            .map(|l| {
+                let kernels = f64::from(issue::kernels_of(l.name));
+                let per_pass = kernels * issue::issue_ns(&self.host, l.name, mode);
+                l.repeats as f64 * (per_pass + self.host.launch_ns)
+            })
+            .sum()
+    }
+
     /// Prices `batch` into `self.last`.
     fn price(&mut self, batch: &BatchDesc<'_>) -> Result<Priced, LatencyError> {
         let (run, mode) = self.run_batch(batch);
@@ -141,7 +154,18 @@ impl HostModel {
         self.layers = layers;
         priced?;
         let gpu: Nanos = self.layers.iter().map(|l| l.repeats * l.time_ns).sum();
-        let pipeline = self.issue(self.host_start(batch), mode);
+        let host_start = self.host_start(batch);
+        // A host that has issued everything before the step starts never holds the GPU back.
+        let bound = host_start + self.issue_bound(mode);
+        if bound <= 0.0 {
+            return Ok(Priced {
+                issued: bound,
+                duration: gpu,
+                wait: 0,
+                mode,
+            });
+        }
+        let pipeline = self.issue(host_start, mode);
         let wait = (pipeline.gpu - gpu as f64).round().max(0.0) as Nanos;
         Ok(Priced {
             issued: pipeline.issued,
