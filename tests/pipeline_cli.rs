@@ -145,7 +145,7 @@ fn llmservingsim_moe_dp_pp_examples_run_close_to_its_outputs() {
             ours["request id"]
         );
     }
-    // tp1 pp2 ep2: LLMServingSim's members drift out of phase (see the README) and our
+    // tp1 pp2 ep2: LLMServingSim's members drift out of phase (see docs/src/cluster.md) and our
     // steps are longer (the group-wide experts), so arrivals can meet other loads and go to
     // the other member; every request still ends once, with all its tokens.
     let pairs = ours_and_theirs(

@@ -17,9 +17,10 @@ pub enum HostModelSwitch {
 
 /// The host-model flags of the main command.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Host model (vLLM's execution of a step)")]
 pub struct HostArgs {
     /// The host side of each step (CUDA-graph mode, kernel launches, CPU step work; see the
-    /// README's host-model section): on, or off for the latency backend's GPU time alone
+    /// guide's host-model section): on, or off for the latency backend's GPU time alone
     /// (LLMServingSim's step times). Not applied under ASTRA-Sim.
     #[arg(long, value_name = "on|off", default_value = "on")]
     pub host_model: HostModelSwitch,

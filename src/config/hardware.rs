@@ -47,7 +47,7 @@ pub struct Hardware {
 
 /// What the host (CPU) spends on a step of vLLM, ns: the launches it issues per mode and the
 /// CPU work of the step. The defaults are public measurements (see `hardware/*.toml` and
-/// the README's host-model section for the sources).
+/// the guide's host-model section, docs/src/modelling.md, for the sources).
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HostSpec {

@@ -9,7 +9,7 @@
 //! else the default; the prologue and head layers (`embedding`, `final_layernorm`, `lm_head`,
 //! `sampler`) belong to no block. Defaults: weights `npu`, `kv_loc` `npu`, `kv_evict_loc`
 //! `cpu`. Only `weights` changes timing here (`kv_loc` is read but unused, as in
-//! LLMServingSim; `kv_evict_loc` is validated, see the README).
+//! LLMServingSim; `kv_evict_loc` is validated, see the guide, docs/src/modelling.md).
 //!
 //! Stricter than LLMServingSim, which silently skips bad block ranges and lets a later block
 //! rule win: a malformed or out-of-range range, two block rules naming the same block, an

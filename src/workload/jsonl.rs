@@ -72,7 +72,7 @@ pub fn read_jsonl(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, Wor
 }
 
 /// Reads the first `limit` entries (all when `None`) of a JSONL workload: flat requests and
-/// agentic session lines (a line with `sub_requests`; see the README). Entries get
+/// agentic session lines (a line with `sub_requests`; see docs/src/inputs.md). Entries get
 /// ids in file order: a flat request one, a session one per LLM sub-request, consecutively.
 /// Blank lines and sessions with no sub-request are skipped and do not count. The flat
 /// requests come sorted by arrival (stable).

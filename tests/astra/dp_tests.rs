@@ -512,7 +512,7 @@ mod csv_row {
 /// 2, i.e. 48 layers × (300,380 − 275,789) ns of the MoE table at 10 tokens = 1,180,368 ns;
 /// 22 instead of 20 at EP 4 (9 tokens per rank), 48 × 12,351 = 592,848 ns. From there on, LLMServingSim advances only one
 /// member per wave (its published decode gaps double and the two members' token times
-/// interleave), where ours advances both; see the README. Memo on and off agree.
+/// interleave), where ours advances both; see docs/src/cluster.md. Memo on and off agree.
 pub fn real_astra_sim_on_published_dp_examples_when_available() {
     let Some(binary) = crate::support::real_fork() else {
         return;

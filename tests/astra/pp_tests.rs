@@ -417,7 +417,7 @@ fn token_times(arrival: i64, ttft: i64, itl: &[i64]) -> Vec<i64> {
 /// too: 44 instead of 40 per rank, 48 layers × 24,591 ns = 1,180,368 ns), and the first 62 of
 /// request 0's 70 token times are within 50 µs of theirs shifted by that constant (later, with
 /// both members busy, our experts fire for both members' tokens and the waves lengthen). Later LLMServingSim's members drift out of phase (see the
-/// README's pipeline section), so the rest is printed, not asserted.
+/// guide's pipeline section, docs/src/cluster.md), so the rest is printed, not asserted.
 pub fn real_astra_sim_on_the_published_moe_dp_pp_example_when_available() {
     let Some(binary) = crate::support::real_fork() else {
         return;

@@ -9,7 +9,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 use std::path::Path;
 
-/// A validated workload spec (BLIS WorkloadSpec v2, the subset documented in the README).
+/// A validated workload spec (BLIS WorkloadSpec v2, the subset documented in docs/src/workload-specs.md).
 #[derive(Debug, Clone)]
 pub struct WorkloadSpec {
     /// Where the spec came from (a path or a scenario name), for messages.
