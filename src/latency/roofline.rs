@@ -105,6 +105,8 @@ pub struct Roofline {
     allreduce: Option<AllReduce>,
     /// Expert-parallel dispatch/combine (MoE models under EP), priced on the ring model.
     expert_comm: Option<(Collectives, MoeShape)>,
+    /// TP all-reduces priced on the instance's link ([`Roofline::with_tp_link`]).
+    tp_collectives: Option<Collectives>,
 }
 
 /// The per-GPU shape of the MLP of one block.
@@ -237,7 +239,19 @@ impl Roofline {
             launch_ns: hardware.kernel_launch_ns,
             allreduce,
             expert_comm: None,
+            tp_collectives: None,
         }
+    }
+
+    /// The same roofline with its TP all-reduces priced on `collectives`' link (the cluster
+    /// config's dimension 0, or the hardware's link without one), with the ring model of the
+    /// ASTRA-Sim fork that the profile backend uses too. Without a link (TP 1, or collectives
+    /// priced by ASTRA-Sim) nothing changes.
+    pub fn with_tp_link(mut self, collectives: Collectives) -> Roofline {
+        if collectives.tp > 1 && collectives.tp_link.is_some() {
+            self.tp_collectives = Some(collectives);
+        }
+        self
     }
 
     /// The same roofline with the expert parallelism of `collectives` (a MoE model at EP > 1):
@@ -322,10 +336,16 @@ impl Roofline {
         let gemm = |m: f64, k: f64, n: f64| kernel(2.0 * m * k * n, (k * n + m * k + m * n) * fp);
         // RMSNorm over `elems` values with a weight of `width`: read, write, weight.
         let norm = |elems: f64, width: f64| kernel(4.0 * elems, (2.0 * elems + width) * fp);
-        // Ring all-reduce of the full `t × hidden` activation.
-        let allreduce = self.allreduce.map(|ring| Work::Comm {
-            ns: t * h * fp * ring.ns_per_byte + ring.fixed_ns,
-        });
+        // Ring all-reduce of the full `t × hidden` activation: over the instance's link as the
+        // ASTRA-Sim fork prices it when the run names one, else the datasheet's.
+        let allreduce = match self.tp_collectives {
+            Some(c) => Some(Work::Comm {
+                ns: c.tp_all_reduce_ns(t as u64, h as u64, fp as u64) as f64,
+            }),
+            None => self.allreduce.map(|ring| Work::Comm {
+                ns: t * h * fp * ring.ns_per_byte + ring.fixed_ns,
+            }),
+        };
         let l = self.num_layers;
 
         visit("embedding", 1, kernel(0.0, 2.0 * t * h * fp));
@@ -744,6 +764,47 @@ mod tests {
             panic!()
         };
         assert!(big.bytes > 127.0 * 3.0 * 2048.0 * 768.0 * 2.0);
+    }
+
+    #[test]
+    fn tp_all_reduces_run_over_the_instances_link_when_it_has_one() {
+        // Llama-3.1-8B at TP 2 on a 16 GB/s, 20 µs link (LLMServingSim's PCIe numbers): each
+        // all-reduce costs what the ring model of the collectives prices, not the datasheet's.
+        let model = ModelArch::resolve("Llama-3.1-8B").unwrap();
+        let link = crate::latency::CommLink {
+            bandwidth_gbps: 16.0,
+            latency_ns: 20_000.0,
+            local_mem_gbps: 1597.0,
+        };
+        let collectives = Collectives {
+            tp: 2,
+            tp_link: Some(link),
+            ..Collectives::NONE
+        };
+        let items = decodes(64, 500);
+        let allreduce = |r: &mut Roofline| {
+            let layers = r.breakdown(&BatchDesc::new(&items)).unwrap();
+            layers
+                .iter()
+                .find(|l| l.name == "allreduce")
+                .unwrap()
+                .time_ns
+        };
+        let mut datasheet = roofline("Llama-3.1-8B", "RTXPRO6000", 2);
+        let mut linked = roofline("Llama-3.1-8B", "RTXPRO6000", 2)
+            .with_expert_parallel(&model, collectives)
+            .with_tp_link(collectives);
+        assert_eq!(
+            allreduce(&mut linked),
+            collectives.tp_all_reduce_ns(64, 4096, 2)
+        );
+        assert!(allreduce(&mut linked) > 2 * allreduce(&mut datasheet));
+        // Without a link (collectives priced by ASTRA-Sim) the datasheet's stays.
+        let mut unlinked = roofline("Llama-3.1-8B", "RTXPRO6000", 2).with_tp_link(Collectives {
+            tp: 2,
+            ..Collectives::NONE
+        });
+        assert_eq!(allreduce(&mut unlinked), allreduce(&mut datasheet));
     }
 
     #[test]

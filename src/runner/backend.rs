@@ -203,7 +203,8 @@ impl Backend {
             log::info!("{label}latency backend: roofline (analytical)");
             return Ok(Box::new(
                 Roofline::new(&inst.model, &inst.hardware, inst.tp, inst.dtype)
-                    .with_expert_parallel(&inst.model, inst.collectives),
+                    .with_expert_parallel(&inst.model, inst.collectives)
+                    .with_tp_link(inst.collectives),
             ));
         };
         let started = Instant::now();
