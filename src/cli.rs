@@ -102,8 +102,8 @@ pub struct GenerateArgs {
           value_parser = PossibleValuesParser::new(SCENARIOS.iter().map(|s| s.name)))]
     pub scenario: Option<String>,
 
-    /// Workload JSONL to write, replaced atomically.
-    #[arg(long, value_name = "PATH")]
+    /// Workload JSONL to write, replaced atomically. `--out` is an alias.
+    #[arg(long = "output", visible_alias = "out", value_name = "PATH")]
     pub out: PathBuf,
 
     /// Number of requests to generate (replaces the spec's num_requests).
@@ -148,7 +148,7 @@ pub struct ValidateArgs {
 
 /// Flags of the main job.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("workload").required(true).args(["dataset", "workload_spec"])))]
+#[command(group(ArgGroup::new("workload").required(true).args(["dataset", "workload_spec", "scenario"])))]
 pub struct RunArgs {
     /// Workload: LLMServingSim JSONL, one request per line.
     #[arg(long, value_name = "PATH")]
@@ -158,6 +158,12 @@ pub struct RunArgs {
     /// of --dataset.
     #[arg(long, value_name = "PATH")]
     pub workload_spec: Option<PathBuf>,
+
+    /// Workload generated in memory from a built-in scenario (`blis-cosim scenarios` lists
+    /// them), instead of --dataset.
+    #[arg(long, value_name = "NAME",
+          value_parser = PossibleValuesParser::new(SCENARIOS.iter().map(|s| s.name)))]
+    pub scenario: Option<String>,
 
     /// LLMServingSim cluster config JSON (colocated, prefill and decode instances on one or
     /// more nodes): each instance's model, hardware, memory, TP, role and engine overrides
@@ -199,9 +205,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub summary_json: Option<PathBuf>,
 
-    /// Use only the first N requests of the workload (0 = all; with --workload-spec it
-    /// replaces the spec's num_requests).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// Use only the first N requests of the workload (0 = all; with --workload-spec or
+    /// --scenario it replaces the spec's num_requests). `--num-reqs` (LLMServingSim's name) is
+    /// an alias.
+    #[arg(
+        long = "num-requests",
+        visible_alias = "num-reqs",
+        value_name = "N",
+        default_value_t = 0
+    )]
     pub num_reqs: usize,
 
     /// Model: a bundled name (e.g. Llama-3.1-8B, Qwen3-32B) or a HuggingFace config.json path
@@ -333,6 +345,8 @@ pub enum WorkloadSource {
     Dataset(PathBuf),
     /// A WorkloadSpec YAML file, generated in memory.
     Spec(PathBuf),
+    /// A built-in scenario, generated in memory.
+    Scenario(String),
 }
 
 /// Everything a run needs, resolved and validated.
@@ -388,13 +402,14 @@ impl RunArgs {
             field: field.into(),
             message: message.into(),
         };
-        let workload = match (self.dataset, self.workload_spec) {
-            (Some(path), None) => WorkloadSource::Dataset(path),
-            (None, Some(path)) => WorkloadSource::Spec(path),
+        let workload = match (self.dataset, self.workload_spec, self.scenario) {
+            (Some(path), None, None) => WorkloadSource::Dataset(path),
+            (None, Some(path), None) => WorkloadSource::Spec(path),
+            (None, None, Some(name)) => WorkloadSource::Scenario(name),
             _ => {
                 return Err(command_line(
                     "--dataset",
-                    "give exactly one of --dataset and --workload-spec",
+                    "give exactly one of --dataset, --workload-spec and --scenario",
                 ));
             }
         };

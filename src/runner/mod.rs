@@ -21,7 +21,7 @@ use crate::metrics::{
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
 use crate::workload::sessions::SessionRegistry;
-use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload};
+use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
 use crate::workload::{Request, Workload, read_workload};
 use anyhow::Context;
 use backend::Backend;
@@ -33,13 +33,10 @@ use std::borrow::Cow;
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut workload = match &config.workload {
         WorkloadSource::Dataset(path) => read_workload(path, config.num_reqs)?,
-        WorkloadSource::Spec(path) => {
-            let spec = WorkloadSpec::load(path)?;
-            let overrides = Overrides {
-                num_requests: config.num_reqs.map(|n| n as u64),
-                seed: None,
-            };
-            generate_workload(&spec, overrides)?
+        WorkloadSource::Spec(path) => generated(&WorkloadSpec::load(path)?, config)?,
+        WorkloadSource::Scenario(name) => {
+            let scenario = scenario(name).with_context(|| format!("unknown scenario `{name}`"))?;
+            generated(&scenario.spec()?, config)?
         }
     };
     let has_sessions = !workload.sessions.is_empty();
@@ -262,17 +259,28 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
+/// The workload `spec` generates, with the run's request count.
+fn generated(spec: &WorkloadSpec, config: &SimConfig) -> anyhow::Result<Workload> {
+    let overrides = Overrides {
+        num_requests: config.num_reqs.map(|n| n as u64),
+        seed: None,
+    };
+    Ok(generate_workload(spec, overrides)?)
+}
+
 /// A failure of the engine. A request of a generated workload has no workload line: it is
-/// named by the spec and its line in `generate`'s output.
+/// named by the spec (or scenario) and its line in `generate`'s output.
 fn engine_error(e: engine::SimError, source: &WorkloadSource) -> anyhow::Error {
-    match (e, source) {
-        (engine::SimError::Unservable { id, line, message }, WorkloadSource::Spec(spec)) => {
-            anyhow::anyhow!(
-                "{}: generated request {id} (line {line} of `blis-cosim generate`'s output): \
-                 {message}",
-                spec.display()
-            )
-        }
+    let spec = match source {
+        WorkloadSource::Dataset(_) => None,
+        WorkloadSource::Spec(path) => Some(path.display().to_string()),
+        WorkloadSource::Scenario(name) => Some(format!("scenario {name}")),
+    };
+    match (e, spec) {
+        (engine::SimError::Unservable { id, line, message }, Some(spec)) => anyhow::anyhow!(
+            "{spec}: generated request {id} (line {line} of `blis-cosim generate`'s output): \
+             {message}"
+        ),
         (e, _) => e.into(),
     }
 }

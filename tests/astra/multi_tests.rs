@@ -220,13 +220,10 @@ pub fn heterogeneous_instances_get_their_own_inputs() {
     profile.extend(owned(&["--profile-dir", &profiles]));
     let (a, b, _) = both(&profile, 3, dir.path(), "mixed-profile");
     assert!(a == b, "TP 1 and 2 priced like the profile backend");
+    // The roofline prices its TP all-reduces over the cluster's link too, as ASTRA-Sim does.
     let (a, b, _) = both(&roofline, 3, dir.path(), "mixed-roofline");
-    for id in [0, 2] {
-        assert_eq!(rows_of(&a, id), rows_of(&b, id), "TP-1 instance {id}");
-    }
-    let (ra, rb) = (rows_of(&a, 1), rows_of(&b, 1));
-    assert!(!ra.is_empty() && ra.len() == rb.len());
-    assert!(ra.iter().zip(&rb).all(|(x, y)| x != y), "TP-2 instance");
+    assert!(!rows_of(&a, 1).is_empty());
+    assert!(a == b, "TP 1 and 2 priced like ASTRA-Sim");
 
     let mut kept_args = profile.clone();
     kept_args.extend(owned(&["--num-reqs", "3", "--keep-astra-inputs"]));
