@@ -205,6 +205,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub summary_json: Option<PathBuf>,
 
+    /// Time series of the run as CSV, replaced atomically: per interval and instance, prompt
+    /// and generated tokens per second, running and waiting requests, KV cache use, finished
+    /// requests and steps (vLLM bench's timeseries.csv names).
+    #[arg(long, value_name = "PATH")]
+    pub timeseries: Option<PathBuf>,
+
+    /// Simulated seconds per row of --timeseries.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "timeseries",
+          value_parser = parse_timeseries_interval)]
+    pub timeseries_interval: f64,
+
     /// Use only the first N requests of the workload (0 = all; with --workload-spec or
     /// --scenario it replaces the spec's num_requests). `--num-reqs` (LLMServingSim's name) is
     /// an alias.
@@ -338,6 +349,26 @@ pub struct RunArgs {
     pub host: HostArgs,
 }
 
+/// The time series of a run: where it goes and its interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeSeriesOutput {
+    pub path: PathBuf,
+    /// Simulated ns per row.
+    pub interval_ns: u64,
+}
+
+/// `--timeseries-interval`: seconds in [1 µs, 1 day].
+fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (1e-6..=86_400.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "must be between 0.000001 and 86400 seconds, got {s}"
+        ))
+    }
+}
+
 /// Where the main job's requests come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkloadSource {
@@ -355,6 +386,8 @@ pub struct SimConfig {
     pub workload: WorkloadSource,
     pub output: Option<PathBuf>,
     pub summary_json: Option<PathBuf>,
+    /// The time series to write (`--timeseries`).
+    pub timeseries: Option<TimeSeriesOutput>,
     /// Per-session CSV (workloads with sessions).
     pub sessions_output: Option<PathBuf>,
     /// How arrivals are replayed.
@@ -542,6 +575,10 @@ impl RunArgs {
             workload,
             output: self.output,
             summary_json: self.summary_json,
+            timeseries: self.timeseries.map(|path| TimeSeriesOutput {
+                path,
+                interval_ns: (self.timeseries_interval * 1e9).round() as u64,
+            }),
             sessions_output: self.replay.sessions_output.clone(),
             replay: self.replay.mode(),
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),

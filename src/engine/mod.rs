@@ -72,7 +72,7 @@ use crate::config::InstanceRole;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, StageSends};
 use crate::metrics::RequestRecord;
 use crate::router::{Router, RoutingPolicy};
-use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats};
+use crate::scheduler::{Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats, StepTokens};
 use crate::workload::Request;
 use dp::StepShape;
 use eligibility::Eligibility;
@@ -117,6 +117,11 @@ pub struct StepEvent<'a> {
     pub waiting: usize,
     /// Requests running on the instance when the step was formed.
     pub running: usize,
+    /// The tokens the step computed.
+    pub tokens: StepTokens,
+    /// KV blocks held by requests once the step is done, and the instance's total.
+    pub kv_blocks_used: usize,
+    pub kv_blocks: usize,
 }
 
 /// Receives the run's results as they happen.
@@ -661,6 +666,9 @@ fn finish_step(
             batch: inst.shape.apply(scheduler.completed_batch()),
             waiting: inst.waiting,
             running: inst.running,
+            tokens: scheduler.last_step_tokens(),
+            kv_blocks_used: scheduler.pool().num_pinned(),
+            kv_blocks: scheduler.pool().num_blocks(),
         },
         backend,
     )?;

@@ -6,6 +6,7 @@ mod plots;
 mod sessions;
 mod stats;
 mod summary;
+mod timeseries;
 mod validate;
 
 pub use csv_out::{
@@ -18,6 +19,7 @@ pub use summary::{
     InstanceInfo, InstanceSummary, LowerTierStats, PdSummary, PrefixCacheStats, RunInfo, Summary,
     SummaryCollector,
 };
+pub use timeseries::TimeSeries;
 pub use validate::{Validation, VllmArrival};
 
 use crate::Nanos;

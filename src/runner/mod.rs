@@ -5,6 +5,7 @@ mod commands;
 mod outputs;
 mod waves;
 
+use crate::metrics::TimeSeries;
 pub use commands::{et, generate, list_scenarios, validate};
 
 use crate::Nanos;
@@ -144,6 +145,10 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         multi,
         sessions: has_sessions.then_some(&workload.sessions),
         power: power_model(config),
+        timeseries: config
+            .timeseries
+            .as_ref()
+            .map(|t| TimeSeries::new(t.interval_ns, config.instances.len())),
     };
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
@@ -252,6 +257,9 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     }
     if let Some(path) = &config.summary_json {
         summary.write_json(path)?;
+    }
+    if let (Some(series), Some(t)) = (&outputs.timeseries, &config.timeseries) {
+        series.write(&t.path)?;
     }
     if let Some(csv) = outputs.csv {
         csv.commit()?;

@@ -4,7 +4,7 @@
 use crate::chakra::StepEmitter;
 use crate::engine::{Observer, StepEvent, TransferEvent};
 use crate::latency::LatencyBackend;
-use crate::metrics::{RequestCsv, RequestRecord, SummaryCollector};
+use crate::metrics::{RequestCsv, RequestRecord, SummaryCollector, TimeSeries};
 use crate::power::PowerModel;
 use crate::workload::sessions::SessionSet;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -25,6 +25,8 @@ pub(super) struct Outputs<'w> {
     pub sessions: Option<&'w SessionSet>,
     /// The power model, when the cluster config has `power` blocks.
     pub power: Option<PowerModel>,
+    /// The time series (`--timeseries`), if asked for.
+    pub timeseries: Option<TimeSeries>,
 }
 
 impl Observer for Outputs<'_> {
@@ -34,6 +36,9 @@ impl Observer for Outputs<'_> {
             csv.write(record, session)?;
         }
         self.summary.record(record);
+        if let Some(series) = &mut self.timeseries {
+            series.request_finished(record.instance_id, record.end_ns);
+        }
         self.progress.advance();
         Ok(())
     }
@@ -43,6 +48,9 @@ impl Observer for Outputs<'_> {
         step: &StepEvent<'_>,
         backend: &mut dyn LatencyBackend,
     ) -> anyhow::Result<()> {
+        if let Some(series) = &mut self.timeseries {
+            series.step(step);
+        }
         // The step was priced (and its lookups counted) before it ran; the reports below
         // re-read it.
         backend.count_lookups(false);

@@ -103,6 +103,15 @@ struct Scheduled {
     epoch: u32,
 }
 
+/// The tokens one completed step computed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepTokens {
+    /// Prompt tokens computed (prefill chunks, and recomputation after a preemption).
+    pub prompt: u64,
+    /// Tokens generated (one per request whose next token the step produced).
+    pub generated: u64,
+}
+
 /// A step in flight while later ones are formed (pipeline parallelism).
 #[derive(Debug, Default)]
 struct InFlight {
@@ -130,6 +139,9 @@ pub struct Scheduler {
     step_finish_ns: Vec<Nanos>,
     /// The inter-token latencies of the request being reported.
     itl_scratch: Vec<Nanos>,
+    /// What the step completed last computed: prompt tokens (prefill and recompute work) and
+    /// generated tokens.
+    last_step_tokens: StepTokens,
     /// Tokens of the last prefix lookup found in the lower tier (past the device hits).
     lower_hit: u32,
     /// The lower tier of the prefix cache, if any.
@@ -227,6 +239,7 @@ impl Scheduler {
             hit_scratch: Vec::new(),
             step_finish_ns: Vec::new(),
             itl_scratch: Vec::new(),
+            last_step_tokens: StepTokens::default(),
             lower_hit: 0,
             lower: None,
             step_recall_tokens: 0,
@@ -322,6 +335,11 @@ impl Scheduler {
     /// of each request admitted by that step (LLMServingSim's `pd_kv_send_tokens`).
     pub fn last_kv_send_tokens(&self) -> u64 {
         self.step_kv_send_tokens
+    }
+
+    /// The tokens the step completed last computed.
+    pub fn last_step_tokens(&self) -> StepTokens {
+        self.last_step_tokens
     }
 
     /// Requests waiting for admission.
@@ -713,6 +731,7 @@ impl Scheduler {
         let step_index = self.step_finish_ns.len() as u64;
         self.step_finish_ns.push(finish);
         let mut finished_any = false;
+        let mut tokens = StepTokens::default();
         // vLLM formed the next step while this one ran (async scheduling, no pipeline).
         let freed_late = self.config.async_scheduling && self.depth == 1;
         for s in step {
@@ -723,6 +742,9 @@ impl Scheduler {
             if req.preemptions != s.epoch {
                 continue;
             }
+            if req.phase == Phase::Prefill {
+                tokens.prompt += u64::from(s.new_tokens);
+            }
             let mut first_token = false;
             if req.phase == Phase::Prefill && s.upto >= req.input_toks {
                 req.phase = Phase::Decode;
@@ -730,6 +752,7 @@ impl Scheduler {
                 first_token = true;
             }
             if s.upto >= req.reached {
+                tokens.generated += 1;
                 req.reached += 1;
                 req.note_token(step_index);
             }
@@ -753,6 +776,7 @@ impl Scheduler {
                 finished_any = true;
             }
         }
+        self.last_step_tokens = tokens;
         if finished_any {
             let slots = &mut self.slots;
             let free_slots = &mut self.free_slots;

@@ -1,0 +1,115 @@
+//! The time series of a run (`--timeseries`): per interval of simulated time and instance, the
+//! quantities vLLM's bench writes to its `timeseries.csv` (`prompt_throughput`,
+//! `gen_throughput`, `running`, `waiting`, `kv_cache_pct`) plus finished requests and steps.
+//!
+//! A step counts in the interval its end falls in (`(end − 1) / interval`, so a step ending
+//! exactly on a boundary belongs to the interval it closes): its prompt and generated tokens
+//! add to the interval's throughput; `running`, `waiting` and `kv_cache_pct` are those of the
+//! interval's last step (when it was formed, and once it is done); an interval without a step
+//! repeats the previous interval's counts with no tokens. A request counts as finished in the
+//! interval of its last token.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::Nanos;
+use crate::engine::StepEvent;
+use crate::metrics::write_atomically;
+
+/// One interval of one instance.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cell {
+    prompt_tokens: u64,
+    generated_tokens: u64,
+    finished: u64,
+    steps: u64,
+    /// The interval's last step: running and waiting when formed, KV blocks used after.
+    last: Option<(usize, usize, usize, usize)>,
+}
+
+/// The time series being collected.
+#[derive(Debug)]
+pub struct TimeSeries {
+    interval_ns: Nanos,
+    instances: usize,
+    /// `cells[interval × instances + instance]`.
+    cells: Vec<Cell>,
+}
+
+impl TimeSeries {
+    /// A series of `instances` instances at one row per `interval_ns` (at least 1 ns).
+    pub fn new(interval_ns: Nanos, instances: usize) -> TimeSeries {
+        TimeSeries {
+            interval_ns: interval_ns.max(1),
+            instances: instances.max(1),
+            cells: Vec::new(),
+        }
+    }
+
+    fn cell(&mut self, at_ns: Nanos, instance: u32) -> &mut Cell {
+        let interval = (at_ns.saturating_sub(1) / self.interval_ns) as usize;
+        let index = interval * self.instances + instance as usize;
+        if index >= self.cells.len() {
+            self.cells
+                .resize((interval + 1) * self.instances, Cell::default());
+        }
+        &mut self.cells[index]
+    }
+
+    /// Records a finished step.
+    pub fn step(&mut self, step: &StepEvent<'_>) {
+        let cell = self.cell(step.end_ns, step.instance);
+        cell.prompt_tokens += step.tokens.prompt;
+        cell.generated_tokens += step.tokens.generated;
+        cell.steps += 1;
+        cell.last = Some((
+            step.running,
+            step.waiting,
+            step.kv_blocks_used,
+            step.kv_blocks,
+        ));
+    }
+
+    /// Records a request whose last token came out at `end_ns` on `instance`.
+    pub fn request_finished(&mut self, instance: u32, end_ns: Nanos) {
+        self.cell(end_ns, instance).finished += 1;
+    }
+
+    /// Writes the series as CSV, atomically: `t` (end of the interval, s), `instance`, then
+    /// tokens per second and the counts.
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        write_atomically(path, |w| self.write_rows(w))
+    }
+
+    fn write_rows(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        writeln!(
+            w,
+            "t,instance,prompt_throughput,gen_throughput,running,waiting,kv_cache_pct,\
+             finished,steps"
+        )?;
+        let seconds = self.interval_ns as f64 / 1e9;
+        let mut last = vec![(0, 0, 0, 0); self.instances];
+        for (i, cell) in self.cells.iter().enumerate() {
+            let (interval, instance) = (i / self.instances, i % self.instances);
+            if let Some(state) = cell.last {
+                last[instance] = state;
+            }
+            let (running, waiting, used, total) = last[instance];
+            let kv_pct = if total == 0 {
+                0.0
+            } else {
+                100.0 * used as f64 / total as f64
+            };
+            writeln!(
+                w,
+                "{},{instance},{},{},{running},{waiting},{kv_pct:.2},{},{}",
+                (interval + 1) as f64 * seconds,
+                cell.prompt_tokens as f64 / seconds,
+                cell.generated_tokens as f64 / seconds,
+                cell.finished,
+                cell.steps
+            )?;
+        }
+        Ok(())
+    }
+}
