@@ -15,6 +15,9 @@ use super::ProfileError;
 use super::arch::{Architecture, Category};
 use super::lookup::{AttentionTable, MoeTable, Table1d};
 
+/// Longest time one profiled operation may take, µs (1000 s): more is a damaged file.
+const MAX_TIME_US: f64 = 1e9;
+
 /// `latency_ns = max(1, round(time_us × 1000))`, rounding half to even.
 pub(super) fn latency_ns(time_us: f64) -> f64 {
     (time_us * 1000.0).round_ties_even().max(1.0)
@@ -134,9 +137,17 @@ impl Record<'_> {
         }
     }
 
-    /// Column `idx` as a time in µs, converted to ns.
+    /// Column `idx` as a time in µs within `(0, MAX_TIME_US]`, converted to ns.
     pub fn latency(&self, idx: usize) -> Result<f64, ProfileError> {
-        self.finite(idx).map(latency_ns)
+        let us = self.finite(idx)?;
+        if us > 0.0 && us <= MAX_TIME_US {
+            Ok(latency_ns(us))
+        } else {
+            Err(self.malformed(
+                idx,
+                format!("time {us} µs is outside (0, {MAX_TIME_US:e}] µs"),
+            ))
+        }
     }
 
     /// A [`ProfileError::Malformed`] for column `idx` of this record.
