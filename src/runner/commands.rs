@@ -13,6 +13,9 @@ use anyhow::Context;
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     crate::paths::check(&args.paths())?;
     let validation = Validation::compare(&args.vllm, &args.sim, args.vllm_arrival)?;
+    for difference in validation.differences() {
+        eprintln!("blis-cosim: warning: the runs differ: {difference}");
+    }
     if let Some(offset) = validation.clock_offset_s() {
         println!(
             "vLLM arrivals: client arrival_time moved onto the engine clock by {offset:.6} s \
