@@ -23,6 +23,19 @@ pub(super) fn latency_ns(time_us: f64) -> f64 {
     (time_us * 1000.0).round_ties_even().max(1.0)
 }
 
+/// Refuses a `path` that exists but is not a regular file (after links): a device such as
+/// `/dev/zero` would be read without end, a FIFO would block. A missing path is left to the
+/// reader, which reports it.
+pub(super) fn regular_file(path: &Path) -> Result<(), ProfileError> {
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Err(ProfileError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other("not a regular file"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A CSV file being read record by record, with its named columns located.
 pub(super) struct CsvFile<'p> {
     path: &'p Path,
@@ -42,6 +55,7 @@ pub(super) struct Record<'a> {
 impl<'p> CsvFile<'p> {
     /// Opens `path`; a file that does not exist is [`ProfileError::MissingFile`].
     pub fn open(path: &'p Path) -> Result<CsvFile<'p>, ProfileError> {
+        regular_file(path)?;
         let file = fs::File::open(path).map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => ProfileError::MissingFile {
                 path: path.to_path_buf(),
