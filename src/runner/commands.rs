@@ -65,6 +65,7 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     let overrides = Overrides {
         num_requests: args.num_requests,
         seed: args.seed,
+        max_requests: args.max_requests,
     };
     let generator = Generator::new(&spec, overrides)?;
     let mut count = 0;

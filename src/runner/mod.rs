@@ -38,6 +38,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             let overrides = Overrides {
                 num_requests: config.num_reqs.map(|n| n as u64),
                 seed: None,
+                max_requests: config.max_requests,
             };
             generate_workload(&spec, overrides)?
         }
