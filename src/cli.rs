@@ -113,6 +113,10 @@ pub struct GenerateArgs {
     /// Seed of the generator (replaces the spec's seed).
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub seed: Option<i64>,
+
+    /// Most requests the spec may plan [default: 10000000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_requests: Option<u64>,
 }
 
 /// Flags of `blis-cosim validate`.
@@ -226,6 +230,10 @@ pub struct RunArgs {
         default_value_t = 0
     )]
     pub num_reqs: usize,
+
+    /// With --workload-spec: most requests the spec may plan [default: 10000000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_requests: Option<u64>,
 
     /// Model: a bundled name (e.g. Llama-3.1-8B, Qwen3-32B) or a HuggingFace config.json path
     /// [default: meta-llama/Llama-3.1-8B].
@@ -394,6 +402,8 @@ pub struct SimConfig {
     pub replay: ReplayMode,
     /// Requests to load; `None` loads all.
     pub num_reqs: Option<usize>,
+    /// Most requests a workload spec may plan (`--max-requests`); `None`: the default.
+    pub max_requests: Option<u64>,
     /// The instances, by global id (file order of the cluster config); at least one.
     pub instances: Vec<InstanceConfig>,
     /// Nodes the instances sit on.
@@ -582,6 +592,7 @@ impl RunArgs {
             sessions_output: self.replay.sessions_output.clone(),
             replay: self.replay.mode(),
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),
+            max_requests: self.max_requests,
             instances,
             num_nodes,
             links,

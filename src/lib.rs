@@ -13,6 +13,7 @@ pub mod chakra;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod interrupt;
 pub mod latency;
 pub mod logging;
 pub mod metrics;

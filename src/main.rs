@@ -7,6 +7,10 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     blis_cosim::logging::init(cli.run.log_level);
+    if let Err(e) = blis_cosim::interrupt::install() {
+        eprintln!("blis-cosim: error: cannot handle interruption signals: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         None => blis_cosim::paths::check(&cli.run.paths())
             .and_then(|()| cli.run.into_config().map_err(anyhow::Error::from))

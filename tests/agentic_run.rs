@@ -25,6 +25,7 @@ fn scenario_workload(name: &str, sessions: u64, horizon_us: Option<u64>) -> Work
     let overrides = Overrides {
         num_requests: Some(sessions),
         seed: None,
+        max_requests: None,
     };
     generate_workload(&spec, overrides).unwrap()
 }
@@ -388,6 +389,7 @@ fn the_same_seed_gives_the_same_run() {
         Overrides {
             num_requests: Some(6),
             seed: None,
+            max_requests: None,
         },
     )
     .unwrap();

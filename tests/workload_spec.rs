@@ -99,6 +99,7 @@ fn generation_stops_at_num_requests_or_the_horizon_whichever_comes_first() {
     let cli = Overrides {
         num_requests: Some(7),
         seed: None,
+        max_requests: None,
     };
     assert_eq!(requests(&both(50, 1_000_000), cli).len(), 7);
     let horizon_only = spec(&format!(
@@ -130,6 +131,7 @@ fn draws_of(s: &WorkloadSpec, id: &str, seed: Option<i64>) -> Vec<(u64, u32, u32
     let overrides = Overrides {
         num_requests: None,
         seed,
+        max_requests: None,
     };
     let mut generator = Generator::new(s, overrides).unwrap();
     let mut out = Vec::new();

@@ -40,6 +40,7 @@ fn overrides(n: u64) -> Overrides {
     Overrides {
         num_requests: Some(n),
         seed: None,
+        max_requests: None,
     }
 }
 

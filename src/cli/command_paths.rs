@@ -14,7 +14,7 @@ impl RunArgs {
                 .filter(|p| p.is_file())
                 .map(|p| CommandPath::new(flag, p, Role::Input))
         }
-        let flags: [(&'static str, Option<&Path>, Role); 10] = [
+        let flags: [(&'static str, Option<&Path>, Role); 11] = [
             ("--dataset", self.dataset.as_deref(), Role::Input),
             (
                 "--workload-spec",
@@ -35,6 +35,7 @@ impl RunArgs {
             ("--astra-sim", self.astra.astra_sim.as_deref(), Role::Input),
             ("--output", self.output.as_deref(), Role::Output),
             ("--summary-json", self.summary_json.as_deref(), Role::Output),
+            ("--timeseries", self.timeseries.as_deref(), Role::Output),
             (
                 "--sessions-output",
                 self.replay.sessions_output.as_deref(),
@@ -54,7 +55,7 @@ impl RunArgs {
 impl GenerateArgs {
     /// The spec read and the JSONL written.
     pub fn paths(&self) -> Vec<CommandPath<'_>> {
-        let mut paths = vec![CommandPath::new("--out", &self.out, Role::Output)];
+        let mut paths = vec![CommandPath::new("--output", &self.out, Role::Output)];
         if let Some(spec) = &self.workload_spec {
             paths.insert(0, CommandPath::new("--workload-spec", spec, Role::Input));
         }

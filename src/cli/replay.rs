@@ -46,9 +46,16 @@ impl ReplayArgs {
     }
 }
 
+/// Slowest and fastest replay `--arrival-speedup` accepts.
+const SPEEDUP_RANGE: std::ops::RangeInclusive<f64> = 1e-3..=1e6;
+
 fn parse_speedup(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("must be a positive number, got {s}")),
+        Ok(v) if SPEEDUP_RANGE.contains(&v) => Ok(v),
+        _ => Err(format!(
+            "must be a number in [{}, {}], got {s}",
+            SPEEDUP_RANGE.start(),
+            SPEEDUP_RANGE.end()
+        )),
     }
 }

@@ -227,16 +227,19 @@ impl ClusterConfig {
         if let Some(cxl) = &config.cxl_mem {
             check_cxl(cxl, &invalid)?;
         }
-        for (name, v) in [
-            ("link_bw", &config.link_bw),
-            ("link_latency", &config.link_latency),
+        for (name, v, range) in [
+            ("link_bw", &config.link_bw, BANDWIDTH_GBPS),
+            ("link_latency", &config.link_latency, LATENCY_NS),
         ] {
             let values = match v {
                 PerDim::One(x) => std::slice::from_ref(x),
                 PerDim::Many(xs) => xs.as_slice(),
             };
-            if values.is_empty() || values.iter().any(|x| !x.is_finite() || *x < 0.0) {
-                return Err(invalid(name.into(), "must be non-negative numbers".into()));
+            if values.is_empty() {
+                return Err(invalid(name.into(), "must hold at least one value".into()));
+            }
+            for &x in values {
+                check_range(x, range).map_err(|m| invalid(name.into(), m))?;
             }
         }
         Ok(config)
@@ -314,25 +317,34 @@ impl InstanceSpec {
     }
 }
 
+/// Bandwidths a link or memory may have, GB/s: 1 MB/s up to 10^12 GB/s (what the tests use
+/// for a memory that costs nothing).
+const BANDWIDTH_GBPS: (f64, f64, &str) = (1e-3, 1e12, "GB/s");
+/// Latencies a link or memory may have, ns: up to one second.
+const LATENCY_NS: (f64, f64, &str) = (0.0, 1e9, "ns");
+
+/// `v` within `(min, max, unit)`, as a message naming the range.
+fn check_range(v: f64, (min, max, unit): (f64, f64, &str)) -> Result<(), String> {
+    if v.is_finite() && (min..=max).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("must be in [{min}, {max}] {unit}, got {v}"))
+    }
+}
+
 fn check_memory(
     m: &MemorySpec,
     at: &str,
     invalid: &impl Fn(String, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    for (key, v) in [("mem_size", m.mem_size), ("mem_bw", m.mem_bw)] {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(invalid(
-                format!("{at}.{key}"),
-                format!("must be positive, got {v}"),
-            ));
-        }
-    }
-    if !(m.mem_latency.is_finite() && m.mem_latency >= 0.0) {
+    if !(m.mem_size.is_finite() && m.mem_size > 0.0) {
         return Err(invalid(
-            format!("{at}.mem_latency"),
-            "must be non-negative".into(),
+            format!("{at}.mem_size"),
+            format!("must be positive, got {}", m.mem_size),
         ));
     }
+    check_range(m.mem_bw, BANDWIDTH_GBPS).map_err(|e| invalid(format!("{at}.mem_bw"), e))?;
+    check_range(m.mem_latency, LATENCY_NS).map_err(|e| invalid(format!("{at}.mem_latency"), e))?;
     if let Some(u) = m.mem_util
         && !(u > 0.0 && u <= 1.0)
     {

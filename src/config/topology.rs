@@ -74,13 +74,6 @@ impl ClusterLinks {
         };
         let bandwidth = per_dim("link_bw", &cluster.link_bw)?;
         let latency = per_dim("link_latency", &cluster.link_latency)?;
-        if let Some(d) = bandwidth.iter().position(|&bw| bw <= 0.0) {
-            return Err(ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: "link_bw".to_owned(),
-                message: format!("dimension {d} has no bandwidth; KV transfers need a link"),
-            });
-        }
         let links = bandwidth
             .into_iter()
             .zip(latency)
@@ -181,6 +174,10 @@ mod tests {
     use super::*;
 
     fn config(link_bw: &str, link_latency: &str, instances: &[(&str, u32)]) -> ClusterConfig {
+        ClusterConfig::parse(&config_text(link_bw, link_latency, instances), "c.json").unwrap()
+    }
+
+    fn config_text(link_bw: &str, link_latency: &str, instances: &[(&str, u32)]) -> String {
         let entries: Vec<String> = instances
             .iter()
             .map(|(pd, tp)| {
@@ -191,14 +188,13 @@ mod tests {
                 )
             })
             .collect();
-        let text = format!(
+        format!(
             r#"{{"num_nodes": 1, "link_bw": {link_bw}, "link_latency": {link_latency},
                 "nodes": [{{"num_instances": {}, "cpu_mem": {{"mem_size": 512, "mem_bw": 256,
                 "mem_latency": 0}}, "instances": [{}]}}]}}"#,
             instances.len(),
             entries.join(",")
-        );
-        ClusterConfig::parse(&text, "c.json").unwrap()
+        )
     }
 
     fn links(c: &ClusterConfig) -> Result<ClusterLinks, ConfigError> {
@@ -261,8 +257,12 @@ mod tests {
             err.contains("`link_bw`") && err.contains("3 entries") && err.contains("[1, 3]"),
             "{err}"
         );
-        let c = config("0", "20000", &[("\"prefill\"", 1), ("\"decode\"", 1)]);
-        assert!(links(&c).unwrap_err().to_string().contains("no bandwidth"));
+        // A link without bandwidth is refused with the config.
+        let text = config_text("0", "20000", &[("\"prefill\"", 1), ("\"decode\"", 1)]);
+        let err = ClusterConfig::parse(&text, "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`link_bw`: must be in [0.001"), "{err}");
     }
 
     #[test]

@@ -403,7 +403,11 @@ impl Wave<'_, '_, '_, '_> {
                 let delay = members.iter().map(|&m| recall(m)).max().unwrap_or(0);
                 match pricer.wave_ns(group, members, &batches, backends)? {
                     Some(each) if each.len() == members.len() && !each.contains(&0) => {
-                        Some(each.into_iter().map(|ns| now + ns + delay).collect())
+                        let ends: Result<Vec<Nanos>, SimError> = each
+                            .into_iter()
+                            .map(|ns| super::clock_add(now, ns.saturating_add(delay)))
+                            .collect();
+                        Some(ends?)
                     }
                     Some(each) => {
                         return Err(LatencyError::Backend(format!(
@@ -426,7 +430,7 @@ impl Wave<'_, '_, '_, '_> {
                     LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
                 );
             }
-            wave_ns = wave_ns.max(ns + recall(m));
+            wave_ns = wave_ns.max(ns.saturating_add(recall(m)));
         }
         for &m in members {
             let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
@@ -443,7 +447,7 @@ impl Wave<'_, '_, '_, '_> {
         }
         Ok(Some(match whole {
             Some(ends) => WaveEnd::Each(ends),
-            None => WaveEnd::All(now + wave_ns),
+            None => WaveEnd::All(super::clock_add(now, wave_ns)?),
         }))
     }
 }

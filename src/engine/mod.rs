@@ -196,6 +196,12 @@ pub enum SimError {
         waiting: usize,
         running: usize,
     },
+    /// The simulated clock would pass its limit: an input far outside any real deployment.
+    #[error(
+        "at {now} ns a step or transfer of {ns} ns would end past the latest simulated time \
+         (10^18 ns, about 31 years): check the workload's times, the latency tables and the configs"
+    )]
+    ClockOverflow { now: Nanos, ns: Nanos },
     /// Writing results failed.
     #[error(transparent)]
     Output(#[from] anyhow::Error),
@@ -567,14 +573,24 @@ fn start_step(
         return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
     }
     // KV recalled from the lower tier of the prefix cache is loaded before the step computes.
-    let step_ns = compute_ns + scheduler.last_recall_ns();
+    let step_ns = compute_ns.saturating_add(scheduler.last_recall_ns());
+    let end = clock_add(now, step_ns)?;
     inst.busy = true;
     inst.step_start = now;
     inst.waiting = scheduler.num_waiting();
     inst.running = scheduler.num_running();
     inst.shape = shape;
     inst.steps += 1;
-    Ok(Some(now + step_ns))
+    Ok(Some(end))
+}
+
+/// `now + ns`, refused past [`crate::workload::MAX_TIME_NS`] (where sums of times could
+/// wrap) rather than wrapping into a wrong result.
+pub(crate) fn clock_add(now: Nanos, ns: Nanos) -> Result<Nanos, SimError> {
+    match now.checked_add(ns) {
+        Some(t) if t <= crate::workload::MAX_TIME_NS => Ok(t),
+        _ => Err(SimError::ClockOverflow { now, ns }),
+    }
 }
 
 /// Forms the next step of pipelined instance `id` at `now` if stage 0 is free, fewer than

@@ -227,7 +227,7 @@ impl<'a> Transfers<'a> {
     ) -> Result<(), SimError> {
         transfer.start = now;
         queue.push(
-            now + transfer.duration,
+            super::clock_add(now, transfer.duration)?,
             EventKind::TransferEnd { sender: from },
         );
         self.links[from as usize].active = Some(transfer);

@@ -153,8 +153,12 @@ impl<'a> Stages<'a> {
         let pp = self.free_at.len();
         let mut t = now;
         for s in 0..pp {
-            let end = t.max(self.free_at[s]) + self.compute[s];
-            t = if s + 1 < pp { end + send } else { end };
+            let end = t.max(self.free_at[s]).saturating_add(self.compute[s]);
+            t = if s + 1 < pp {
+                end.saturating_add(send)
+            } else {
+                end
+            };
             self.free_at[s] = t;
         }
         Timing {

@@ -359,6 +359,8 @@ struct AtomicFile {
     out: BufWriter<NamedTempFile>,
     /// Bytes handed to the file since the last sync.
     unsynced: u64,
+    /// The temporary file, removed if the process is interrupted.
+    _pending: crate::interrupt::Pending,
 }
 
 impl AtomicFile {
@@ -378,6 +380,7 @@ impl AtomicFile {
             .with_context(|| format!("creating a temporary file for {}", dest.display()))?;
         Ok(AtomicFile {
             dest: dest.to_path_buf(),
+            _pending: crate::interrupt::register(file.path()),
             out: BufWriter::new(file),
             unsynced: 0,
         })
@@ -410,6 +413,7 @@ impl AtomicFile {
         file.persist(&dest)
             .map_err(|e| e.error)
             .with_context(|| format!("moving the finished file to {}", dest.display()))?;
+        crate::interrupt::committed();
         Ok(())
     }
 }

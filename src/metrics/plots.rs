@@ -64,6 +64,7 @@ pub(super) fn write_charts(
         .prefix(".plots")
         .tempdir_in(dir)
         .with_context(|| format!("creating a temporary directory in {}", dir.display()))?;
+    let _pending = crate::interrupt::register(staging.path());
     let mut staged = Vec::with_capacity(charts.len());
     for chart in charts {
         let file = format!("{}.{}", chart.name, format.extension());
@@ -76,14 +77,16 @@ pub(super) fn write_charts(
         .with_context(|| format!("drawing {}", dest.display()))?;
         staged.push((tmp, dest));
     }
-    staged
+    let paths = staged
         .into_iter()
         .map(|(tmp, dest)| {
             fs::rename(&tmp, &dest)
                 .with_context(|| format!("moving a plot to {}", dest.display()))?;
             Ok(dest)
         })
-        .collect()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    crate::interrupt::committed();
+    Ok(paths)
 }
 
 /// Registers DejaVu Sans as [`FONT`] once per process; plotters needs it to lay out text for

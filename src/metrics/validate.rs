@@ -3,9 +3,12 @@
 //! per-request CSV, their mean and tail percentiles side by side with the relative difference,
 //! and plots of both runs.
 
+mod matching;
+
 use super::plots::{self, Chart, PlotFormat};
 use super::stats::{NS_PER_MS, mean, percentile};
 use anyhow::{Context, bail};
+use matching::Served;
 use plotters::chart::SeriesLabelPosition;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -55,6 +58,8 @@ pub struct Validation {
     table: [[Cell; 5]; 3],
     /// See [`Validation::clock_offset_s`].
     clock_offset_s: Option<f64>,
+    /// See [`Validation::differences`].
+    differences: Vec<String>,
 }
 
 /// What the plots and the request counts need of one run.
@@ -109,7 +114,17 @@ impl Validation {
             spread_real_tokens(&requests, real_requests)?
         };
         let mut real = real_samples(&requests);
-        let (mut sim, sim_throughput) = read_sim_csv(sim_csv)?;
+        let (mut sim, sim_throughput, sim_served) = read_sim_csv(sim_csv)?;
+        let real_served: Vec<Served> = requests.iter().map(|r| r.served).collect();
+        let differences = match sim_served {
+            Some(sim_served) => matching::differences(&real_served, &sim_served),
+            None if real_served.len() != sim[0].len() => vec![format!(
+                "the vLLM run has {} requests, the simulation {}",
+                real_served.len(),
+                sim[0].len()
+            )],
+            None => Vec::new(),
+        };
         let table = std::array::from_fn(|m| {
             std::array::from_fn(|s| Cell {
                 real_ms: statistic(&mut real[m], STATS[s].2),
@@ -133,7 +148,14 @@ impl Validation {
             },
             table,
             clock_offset_s,
+            differences,
         })
+    }
+
+    /// How the two runs' requests differ (counts, ids, token counts); empty when they served
+    /// the same requests. The table compares each run's own requests regardless.
+    pub fn differences(&self) -> &[String] {
+        &self.differences
     }
 
     /// With [`VllmArrival::Client`] on a run whose arrivals are on another clock: the shift,
@@ -267,6 +289,11 @@ fn python_fixed(value: f64, plus: bool) -> String {
 /// One line of vLLM's `requests.jsonl` (timestamps in seconds).
 #[derive(Debug, Deserialize)]
 struct RealRequest {
+    /// `bench-<n>` in LLMServingSim's bench runs: the request's id is the number.
+    #[serde(default)]
+    request_id: Option<String>,
+    #[serde(default)]
+    input_toks: Option<u64>,
     output_toks: u64,
     /// Epoch time in current vLLM, so usually on a different clock from the rest.
     arrival_time: Option<f64>,
@@ -279,6 +306,7 @@ struct RealRequest {
 /// A [`RealRequest`] with its arrival on the engine clock.
 #[derive(Debug)]
 struct RealTimes {
+    served: Served,
     output_toks: u64,
     arrival: f64,
     first_token: f64,
@@ -313,7 +341,17 @@ fn read_real_requests(
     };
     let requests = raw
         .into_iter()
-        .map(|(_, r, engine)| RealTimes {
+        .enumerate()
+        .map(|(k, (_, r, engine))| RealTimes {
+            served: Served {
+                id: r
+                    .request_id
+                    .as_deref()
+                    .and_then(matching::trailing_id)
+                    .unwrap_or(k as u64),
+                input: r.input_toks,
+                output: r.output_toks,
+            },
             output_toks: r.output_toks,
             arrival: match (offset, r.arrival_time) {
                 (Some(offset), Some(arrival_time)) => arrival_time + offset,
@@ -420,8 +458,17 @@ fn read_timeseries(path: &Path) -> anyhow::Result<Vec<(f64, f64)>> {
 
 /// Reads a simulator per-request CSV: TTFT, TPOT (zeros included) and latency in ms, and the
 /// generation throughput rebuilt from each request's first token (arrival + TTFT) and ITLs.
-fn read_sim_csv(path: &Path) -> anyhow::Result<(Samples, Vec<(f64, f64)>)> {
+/// The simulated run's samples, throughput series and, when the CSV has the `request id`,
+/// `input` and `output` columns, its requests.
+fn read_sim_csv(path: &Path) -> anyhow::Result<SimRun> {
     let (mut reader, columns) = open_csv(path, &SIM_COLUMNS)?;
+    let header = reader.headers()?.clone();
+    let find = |name: &str| header.iter().position(|h| h == name);
+    let id_columns = match (find("request id"), find("input"), find("output")) {
+        (Some(id), Some(input), Some(output)) => Some([id, input, output]),
+        _ => None,
+    };
+    let mut served = Vec::new();
     let mut samples: Samples = Default::default();
     let mut token_times_ns = Vec::new();
     for record in reader.records() {
@@ -430,6 +477,19 @@ fn read_sim_csv(path: &Path) -> anyhow::Result<(Samples, Vec<(f64, f64)>)> {
             number(&record, columns[i]).with_context(|| field_at(path, &record, SIM_COLUMNS[i]))
         };
         let (arrival, latency, ttft, tpot) = (value(0)?, value(1)?, value(2)?, value(3)?);
+        if let Some([id, input, output]) = id_columns {
+            let int = |c: usize, name: &str| -> anyhow::Result<u64> {
+                let text = record.get(c).unwrap_or_default();
+                text.trim()
+                    .parse()
+                    .with_context(|| field_at(path, &record, name))
+            };
+            served.push(Served {
+                id: int(id, "request id")?,
+                input: Some(int(input, "input")?),
+                output: int(output, "output")?,
+            });
+        }
         samples[0].push(ttft / NS_PER_MS);
         samples[1].push(tpot / NS_PER_MS);
         samples[2].push(latency / NS_PER_MS);
@@ -446,8 +506,11 @@ fn read_sim_csv(path: &Path) -> anyhow::Result<(Samples, Vec<(f64, f64)>)> {
     }
     let throughput = per_second(token_times_ns.into_iter().map(|ns| ns / 1e9))
         .with_context(|| format!("{}: token times", path.display()))?;
-    Ok((samples, throughput))
+    Ok((samples, throughput, id_columns.map(|_| served)))
 }
+
+/// What [`read_sim_csv`] reads: samples, throughput series, requests (with their ids).
+type SimRun = (Samples, Vec<(f64, f64)>, Option<Vec<Served>>);
 
 /// Opens a CSV file with a header row; the index of each of `names` in it.
 fn open_csv(path: &Path, names: &[&str]) -> anyhow::Result<(csv::Reader<File>, Vec<usize>)> {

@@ -13,6 +13,9 @@ use anyhow::Context;
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     crate::paths::check(&args.paths())?;
     let validation = Validation::compare(&args.vllm, &args.sim, args.vllm_arrival)?;
+    for difference in validation.differences() {
+        eprintln!("blis-cosim: warning: the runs differ: {difference}");
+    }
     if let Some(offset) = validation.clock_offset_s() {
         println!(
             "vLLM arrivals: client arrival_time moved onto the engine clock by {offset:.6} s \
@@ -62,6 +65,7 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     let overrides = Overrides {
         num_requests: args.num_requests,
         seed: args.seed,
+        max_requests: args.max_requests,
     };
     let generator = Generator::new(&spec, overrides)?;
     let mut count = 0;

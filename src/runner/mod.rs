@@ -23,7 +23,7 @@ use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
-use crate::workload::{Request, Workload, read_workload};
+use crate::workload::{MAX_TIME_NS, Request, Workload, read_workload};
 use anyhow::Context;
 use backend::Backend;
 use outputs::{Outputs, Progress};
@@ -44,7 +44,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     if config.sessions_output.is_some() && !has_sessions {
         anyhow::bail!("--sessions-output: the workload has no sessions");
     }
-    let max_in_flight = replay(&mut workload, config.replay);
+    let max_in_flight = replay(&mut workload, config.replay)?;
     let mut registry = SessionRegistry::new(&workload.sessions);
     let requests = initial_requests(&workload, &mut registry);
     let multi = config.instances.len() > 1;
@@ -272,6 +272,7 @@ fn generated(spec: &WorkloadSpec, config: &SimConfig) -> anyhow::Result<Workload
     let overrides = Overrides {
         num_requests: config.num_reqs.map(|n| n as u64),
         seed: None,
+        max_requests: config.max_requests,
     };
     Ok(generate_workload(spec, overrides)?)
 }
@@ -358,18 +359,31 @@ fn transfer_in_step(inst: &InstanceConfig) -> bool {
 }
 
 /// Applies the replay mode to the arrivals known before the run; returns the concurrency
-/// limit of concurrency mode.
-fn replay(workload: &mut Workload, mode: ReplayMode) -> Option<usize> {
-    let first = workload.first_arrival()?;
+/// limit of concurrency mode. Fails when a slowed-down arrival would pass [`MAX_TIME_NS`].
+fn replay(workload: &mut Workload, mode: ReplayMode) -> anyhow::Result<Option<usize>> {
+    let Some(first) = workload.first_arrival() else {
+        return Ok(None);
+    };
     match mode {
-        ReplayMode::Trace => None,
+        ReplayMode::Trace => Ok(None),
         ReplayMode::Speedup(f) => {
-            workload.retime(|t| first + ((t - first) as f64 / f).round() as Nanos);
-            None
+            let mut latest = 0.0f64;
+            workload.retime(|t| {
+                let at = first as f64 + ((t - first) as f64 / f).round();
+                latest = latest.max(at);
+                at.min(MAX_TIME_NS as f64) as Nanos
+            });
+            if latest > MAX_TIME_NS as f64 {
+                anyhow::bail!(
+                    "--arrival-speedup {f}: an arrival would come at {latest:e} ns, beyond the \
+                     latest simulated time (10^18 ns, about 31 years)"
+                );
+            }
+            Ok(None)
         }
         ReplayMode::Concurrency(n) => {
             workload.retime(|_| first);
-            Some(n)
+            Ok(Some(n))
         }
     }
 }

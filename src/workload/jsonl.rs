@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 /// bigger value is a corrupt file rather than a workload.
 pub(crate) const MAX_TOKENS: u64 = 16 * 1024 * 1024;
 
+/// Latest time or longest duration a workload may give, ns: 10^18 (about 31 years), so that
+/// sums of times stay far below 2^64.
+pub const MAX_TIME_NS: u64 = 1_000_000_000_000_000_000;
+
 /// A workload file that cannot be used. Names the file, the 1-based line and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -192,7 +196,7 @@ fn parse_line(
                 "missing required field".to_owned(),
             ));
         }
-        Some(v) => non_negative_int(&v).map_err(|m| invalid("arrival_time_ns", m))?,
+        Some(v) => time_ns(&v).map_err(|m| invalid("arrival_time_ns", m))?,
     };
     let model = model_field(parsed.model).map_err(|m| invalid("model", m))?;
     let token_ids = token_ids(parsed.input_tok_ids, parsed.output_tok_ids, input, output)
@@ -264,6 +268,17 @@ pub(super) fn non_negative_int(value: &serde_json::Value) -> Result<u64, String>
         }
         other => Err(format!("expected an integer, got {other}")),
     }
+}
+
+/// A time or duration in `[0, MAX_TIME_NS]`, ns.
+pub(super) fn time_ns(value: &serde_json::Value) -> Result<u64, String> {
+    let v = non_negative_int(value)?;
+    if v > MAX_TIME_NS {
+        return Err(format!(
+            "{v} ns is beyond any simulated time (limit 10^18 ns, about 31 years)"
+        ));
+    }
+    Ok(v)
 }
 
 /// A token count in `[min, MAX_TOKENS]`; `name` labels the error.

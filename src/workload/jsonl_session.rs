@@ -17,7 +17,7 @@
 //! and `fan_out: true` mark loop iterations and fan-out branches for the session metrics.
 
 use super::WorkloadError;
-use super::jsonl::{model_field, non_negative_int, token_count, token_ids};
+use super::jsonl::{model_field, non_negative_int, time_ns, token_count, token_ids};
 use super::sessions::{PlanBuilder, SessionHeader, Step};
 use crate::workload::Request;
 use serde_json::{Map, Value};
@@ -86,7 +86,7 @@ pub(super) fn parse(
     }
     let arrival_ns = match obj.remove("arrival_time_ns") {
         None => return Err(at.invalid("arrival_time_ns", "missing required field")),
-        Some(v) => non_negative_int(&v).map_err(|m| at.invalid("arrival_time_ns", m))?,
+        Some(v) => time_ns(&v).map_err(|m| at.invalid("arrival_time_ns", m))?,
     };
     let id = match obj.remove("session_id") {
         None | Some(Value::Null) => format!("session_{}", at.first_id),
@@ -106,7 +106,7 @@ pub(super) fn parse(
     let client = model_field(obj.remove("client")).map_err(|m| at.invalid("client", m))?;
     let deadline_ns = match obj.remove("deadline_ns") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(non_negative_int(&v).map_err(|m| at.invalid("deadline_ns", m))?),
+        Some(v) => Some(time_ns(&v).map_err(|m| at.invalid("deadline_ns", m))?),
     };
     let subs = subs
         .into_iter()
@@ -181,7 +181,7 @@ fn parse_sub(
     };
     let duration_ns = match obj.remove("tool_duration_ns") {
         None | Some(Value::Null) => 0,
-        Some(v) => non_negative_int(&v).map_err(|m| at.invalid(field("tool_duration_ns"), m))?,
+        Some(v) => time_ns(&v).map_err(|m| at.invalid(field("tool_duration_ns"), m))?,
     };
     let label = match obj.remove("step") {
         None | Some(Value::Null) => k.to_string(),

@@ -12,7 +12,7 @@ pub mod sessions;
 pub mod spec;
 
 pub(crate) use jsonl::MAX_TOKENS;
-pub use jsonl::{WorkloadError, read_jsonl, read_workload};
+pub use jsonl::{MAX_TIME_NS, WorkloadError, read_jsonl, read_workload};
 
 use crate::Nanos;
 use sessions::SessionSet;

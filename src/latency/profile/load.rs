@@ -15,9 +15,25 @@ use super::ProfileError;
 use super::arch::{Architecture, Category};
 use super::lookup::{AttentionTable, MoeTable, Table1d};
 
+/// Longest time one profiled operation may take, µs (1000 s): more is a damaged file.
+const MAX_TIME_US: f64 = 1e9;
+
 /// `latency_ns = max(1, round(time_us × 1000))`, rounding half to even.
 pub(super) fn latency_ns(time_us: f64) -> f64 {
     (time_us * 1000.0).round_ties_even().max(1.0)
+}
+
+/// Refuses a `path` that exists but is not a regular file (after links): a device such as
+/// `/dev/zero` would be read without end, a FIFO would block. A missing path is left to the
+/// reader, which reports it.
+pub(super) fn regular_file(path: &Path) -> Result<(), ProfileError> {
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Err(ProfileError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other("not a regular file"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// A CSV file being read record by record, with its named columns located.
@@ -39,6 +55,7 @@ pub(super) struct Record<'a> {
 impl<'p> CsvFile<'p> {
     /// Opens `path`; a file that does not exist is [`ProfileError::MissingFile`].
     pub fn open(path: &'p Path) -> Result<CsvFile<'p>, ProfileError> {
+        regular_file(path)?;
         let file = fs::File::open(path).map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => ProfileError::MissingFile {
                 path: path.to_path_buf(),
@@ -134,9 +151,17 @@ impl Record<'_> {
         }
     }
 
-    /// Column `idx` as a time in µs, converted to ns.
+    /// Column `idx` as a time in µs within `(0, MAX_TIME_US]`, converted to ns.
     pub fn latency(&self, idx: usize) -> Result<f64, ProfileError> {
-        self.finite(idx).map(latency_ns)
+        let us = self.finite(idx)?;
+        if us > 0.0 && us <= MAX_TIME_US {
+            Ok(latency_ns(us))
+        } else {
+            Err(self.malformed(
+                idx,
+                format!("time {us} µs is outside (0, {MAX_TIME_US:e}] µs"),
+            ))
+        }
     }
 
     /// A [`ProfileError::Malformed`] for column `idx` of this record.

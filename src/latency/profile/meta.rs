@@ -31,6 +31,7 @@ pub(super) struct Meta {
 
 #[derive(Deserialize)]
 struct MetaYaml {
+    tp_degrees: Option<Vec<u32>>,
     engine_effective: Option<EngineYaml>,
     skew_fit: Option<SkewFitYaml>,
 }
@@ -93,6 +94,7 @@ struct PerTpYaml {
 /// Reads `<bundle>/meta.yaml` and resolves the skew fit for `tp`.
 pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
     let path = bundle.join("meta.yaml");
+    super::load::regular_file(&path)?;
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -109,6 +111,14 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
         serde_path_to_error::deserialize(serde_yaml_ng::Deserializer::from_str(&text))
             .map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?;
 
+    if let Some(degrees) = &meta.tp_degrees
+        && !degrees.contains(&tp)
+    {
+        return Err(invalid(
+            "tp_degrees".into(),
+            format!("{degrees:?} does not list tp {tp}, whose tp{tp}/ folder is used"),
+        ));
+    }
     let (max_num_batched_tokens, max_num_seqs) = meta
         .engine_effective
         .map_or((None, None), |e| (e.max_num_batched_tokens, e.max_num_seqs));
@@ -129,7 +139,11 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
                     };
                     let alphas = match (entry.alpha_by_bucket, entry.bucket_table) {
                         (Some(inline), _) if !inline.is_empty() => inline,
-                        (_, Some(table)) => read_bucket_table(&bundle.join(table))?,
+                        (_, Some(table)) => {
+                            let table = inside_bundle(&table)
+                                .map_err(|m| invalid(format!("{at}.bucket_table"), m))?;
+                            read_bucket_table(&bundle.join(table))?
+                        }
                         _ => HashMap::new(),
                     };
                     SkewFit::buckets(axes, alphas, entry.alpha_default.unwrap_or(0.0))
@@ -143,6 +157,20 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
         max_num_seqs,
         skew,
     })
+}
+
+/// A `bucket_table` path, relative and without `..`, so that it names a file inside the
+/// bundle.
+fn inside_bundle(table: &str) -> Result<&Path, String> {
+    use std::path::Component;
+    let path = Path::new(table);
+    if path.components().all(|c| matches!(c, Component::Normal(_))) {
+        Ok(path)
+    } else {
+        Err(format!(
+            "`{table}` must be a relative path inside the bundle, without `..`"
+        ))
+    }
 }
 
 /// The `per_tp` entry for `tp`, keyed by the integer or its string; an empty entry counts as

@@ -2,6 +2,8 @@ use super::*;
 
 fn request(arrival_time: Option<f64>, queued_ts: Option<f64>) -> RealRequest {
     RealRequest {
+        request_id: None,
+        input_toks: None,
         output_toks: 4,
         arrival_time,
         queued_ts,
@@ -109,6 +111,11 @@ fn tokens_are_counted_per_second_with_empty_seconds_as_zero() {
 #[test]
 fn real_tokens_are_spread_evenly_between_first_and_last_token() {
     let requests = [RealTimes {
+        served: Served {
+            id: 0,
+            input: None,
+            output: 5,
+        },
         output_toks: 5,
         arrival: 100.0,
         first_token: 100.5,

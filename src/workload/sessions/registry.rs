@@ -166,7 +166,8 @@ impl<'a> SessionRegistry<'a> {
                     });
                 }
                 NodeKind::Tool { latency_ns: d } | NodeKind::Think { ns: d } => {
-                    self.finish(s, n, at + d);
+                    // Saturates: the engine refuses a clock this late.
+                    self.finish(s, n, at.saturating_add(d));
                 }
             }
         }

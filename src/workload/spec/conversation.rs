@@ -67,6 +67,7 @@ impl Conversation {
         if m.max_rounds == 0 {
             return Err("reasoning.multi_turn.max_rounds must be at least 1".into());
         }
+        super::limits::check_turns("reasoning.multi_turn.max_rounds", m.max_rounds)?;
         if m.single_session {
             return Err(
                 "reasoning.multi_turn.single_session is not supported: each arrival \
@@ -93,6 +94,7 @@ impl Conversation {
         if raw.max_turns == 0 {
             return Err("follow_up.max_turns must be at least 1".into());
         }
+        super::limits::check_turns("follow_up.max_turns", raw.max_turns)?;
         Ok(Conversation {
             max_turns: raw.max_turns,
             follow_up_probability: raw.probability,

@@ -1,6 +1,7 @@
 //! Drawing the requests of a spec: per-client streams merged in arrival order.
 
 use super::arrival::ArrivalClock;
+use super::limits::{DEFAULT_MAX_REQUESTS, check_requests};
 use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
 use super::{SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
@@ -28,6 +29,8 @@ pub struct Overrides {
     pub num_requests: Option<u64>,
     /// Replaces `seed`.
     pub seed: Option<i64>,
+    /// Most arrivals the spec may plan (default [`DEFAULT_MAX_REQUESTS`]).
+    pub max_requests: Option<u64>,
 }
 
 /// One generated arrival: a request, or the start of a session (whose plan
@@ -128,6 +131,14 @@ impl<'a> Generator<'a> {
                     .into(),
             });
         }
+        let limit = overrides.max_requests.unwrap_or(DEFAULT_MAX_REQUESTS);
+        check_requests(num_requests, spec.aggregate_rate, spec.horizon_us, limit).map_err(
+            |(path, message)| SpecError::Invalid {
+                source_name: spec.source_name.clone(),
+                path: path.into(),
+                message,
+            },
+        )?;
         let mut group_names: Vec<&str> = Vec::new();
         let mut group_lengths: Vec<u32> = Vec::new();
         for c in &spec.clients {

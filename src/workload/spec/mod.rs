@@ -29,6 +29,7 @@ mod conversation;
 mod dist;
 mod generate;
 mod jsonl_out;
+mod limits;
 mod scenarios;
 mod schema;
 mod session_gen;

@@ -1,0 +1,82 @@
+//! Interruption (Ctrl-C, SIGTERM, SIGHUP): the temporary files of outputs not yet finished are
+//! removed, the user is told, and the process exits with 128 + the signal's number.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Temporary files and folders of outputs being written.
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Whether some output has been put in place.
+static COMMITTED: AtomicBool = AtomicBool::new(false);
+
+/// Starts a thread that handles SIGINT, SIGTERM and SIGHUP for the rest of the process.
+pub fn install() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            let name = match signal {
+                SIGINT => "SIGINT",
+                SIGTERM => "SIGTERM",
+                _ => "SIGHUP",
+            };
+            clean_up();
+            let kept = if COMMITTED.load(Ordering::SeqCst) {
+                "outputs finished before it were kept, unfinished ones removed"
+            } else {
+                "no output was written"
+            };
+            // Written past stderr's lock, which the interrupted thread may hold.
+            let message = format!("blis-cosim: interrupted by {name}: {kept}\n");
+            let _ = rustix::io::write(
+                std::os::fd::AsFd::as_fd(&std::io::stderr()),
+                message.as_bytes(),
+            );
+            std::process::exit(128 + signal);
+        }
+    });
+    Ok(())
+}
+
+/// Records `path` (a temporary file or folder) for removal on interruption, until the
+/// returned guard is dropped.
+pub fn register(path: &Path) -> Pending {
+    lock().push(path.to_path_buf());
+    Pending(path.to_path_buf())
+}
+
+/// Notes that an output has been put in place.
+pub fn committed() {
+    COMMITTED.store(true, Ordering::SeqCst);
+}
+
+/// A registered temporary path; dropping it forgets the path.
+#[derive(Debug)]
+pub struct Pending(PathBuf);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut pending = lock();
+        if let Some(i) = pending.iter().position(|p| *p == self.0) {
+            pending.swap_remove(i);
+        }
+    }
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    PENDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Removes every registered path; those already gone are ignored.
+fn clean_up() {
+    for path in lock().drain(..) {
+        let _ = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+    }
+}

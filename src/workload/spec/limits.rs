@@ -1,0 +1,86 @@
+//! Size limits of a spec, checked before anything is generated: a session's step instances
+//! and dependencies, and the requests a spec plans. A spec beyond them would fill the memory
+//! or the disk rather than describe a workload.
+
+use super::agentic::{LoopSpec, StepSpec};
+
+/// Most step instances (fan-out branches, loop iterations, turns) in one session.
+pub const MAX_SESSION_STEPS: u64 = 100_000;
+/// Most dependencies between the step instances of one session (a fan-out step waiting for
+/// another has one per pair of branches).
+pub const MAX_SESSION_DEPENDENCIES: u64 = 1_000_000;
+/// Most arrivals a spec may plan unless `--max-requests` raises it.
+pub const DEFAULT_MAX_REQUESTS: u64 = 10_000_000;
+
+/// The step instances and dependencies of one session of a workflow, refused past the limits.
+pub(super) fn check_workflow(
+    steps: &[StepSpec],
+    loop_spec: Option<&LoopSpec>,
+) -> Result<(), String> {
+    let iterations = |s: usize| {
+        loop_spec
+            .filter(|l| l.over.contains(&s))
+            .map_or(1, |l| u128::from(l.max_iterations))
+    };
+    let instances = |s: usize| u128::from(steps[s].fan_out) * iterations(s);
+    let nodes: u128 = (0..steps.len()).map(instances).sum();
+    let edges: u128 = (0..steps.len())
+        .map(|s| {
+            let parents: u128 = steps[s]
+                .depends_on
+                .iter()
+                .map(|&d| u128::from(steps[d].fan_out))
+                .sum();
+            instances(s) * parents
+        })
+        .sum();
+    if nodes > u128::from(MAX_SESSION_STEPS) {
+        return Err(format!(
+            "agentic: a session would have {nodes} step instances (fan_out × loop iterations, \
+             summed over the steps); at most {MAX_SESSION_STEPS}"
+        ));
+    }
+    if edges > u128::from(MAX_SESSION_DEPENDENCIES) {
+        return Err(format!(
+            "agentic: a session would have {edges} dependencies between its step instances \
+             (each fan_out branch waits for every branch of the steps it depends on); at most \
+             {MAX_SESSION_DEPENDENCIES}"
+        ));
+    }
+    Ok(())
+}
+
+/// A conversation's most turns, refused past [`MAX_SESSION_STEPS`]; `field` names it.
+pub(super) fn check_turns(field: &str, turns: u32) -> Result<(), String> {
+    if u64::from(turns) > MAX_SESSION_STEPS {
+        return Err(format!("{field} is {turns}; at most {MAX_SESSION_STEPS}"));
+    }
+    Ok(())
+}
+
+/// The arrivals a spec plans: `num_requests`, else (or when fewer) its rate over its
+/// horizon; refused past `limit`. The error names the field and the flag that raises it.
+pub(super) fn check_requests(
+    num_requests: Option<u64>,
+    aggregate_rate: f64,
+    horizon_us: Option<u64>,
+    limit: u64,
+) -> Result<(), (&'static str, String)> {
+    let by_horizon = horizon_us.map(|h| aggregate_rate * h as f64 / 1e6);
+    let (field, planned) = match (num_requests, by_horizon) {
+        (Some(n), Some(h)) if h < n as f64 => ("horizon", h),
+        (Some(n), _) => ("num_requests", n as f64),
+        (None, Some(h)) => ("horizon", h),
+        (None, None) => return Ok(()),
+    };
+    if planned > limit as f64 {
+        return Err((
+            field,
+            format!(
+                "the spec plans about {planned:.0} requests, more than the limit of {limit}; \
+                 raise it with --max-requests"
+            ),
+        ));
+    }
+    Ok(())
+}
