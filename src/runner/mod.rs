@@ -5,6 +5,7 @@ mod commands;
 mod outputs;
 mod waves;
 
+use commands::detected;
 pub use commands::{et, generate, list_scenarios, validate};
 
 use crate::Nanos;
@@ -22,7 +23,7 @@ use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload};
-use crate::workload::{Request, Workload, read_workload};
+use crate::workload::{DatasetFormat, Request, Workload, read_dataset};
 use anyhow::Context;
 use backend::Backend;
 use outputs::{Outputs, Progress};
@@ -32,7 +33,13 @@ use std::borrow::Cow;
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut workload = match &config.workload {
-        WorkloadSource::Dataset(path) => read_workload(path, config.num_reqs)?,
+        WorkloadSource::Dataset(path, options) => {
+            let (workload, format) = read_dataset(path, *options, config.num_reqs)?;
+            if options.format == DatasetFormat::Auto {
+                eprintln!("{}", detected(path, format));
+            }
+            workload
+        }
         WorkloadSource::Spec(path) => {
             let spec = WorkloadSpec::load(path)?;
             let overrides = Overrides {
