@@ -406,7 +406,12 @@ impl RunArgs {
         };
         let workload = match (self.dataset, self.workload_spec) {
             (Some(path), None) => WorkloadSource::Dataset(path, self.dataset_args.options()),
-            (None, Some(path)) => WorkloadSource::Spec(path),
+            (None, Some(path)) => {
+                if let Some(flag) = self.dataset_args.given_without_dataset() {
+                    return Err(command_line(flag, "applies only to --dataset"));
+                }
+                WorkloadSource::Spec(path)
+            }
             _ => {
                 return Err(command_line(
                     "--dataset",

@@ -289,3 +289,35 @@ fn trace_runs_are_deterministic_and_their_jsonl_conversion_simulates_identically
         assert!(String::from_utf8_lossy(&out.stderr).contains("already LLMServingSim JSONL"));
     }
 }
+
+#[test]
+fn the_format_flags_need_a_dataset_and_a_known_format() {
+    let cases: [&[&str]; 4] = [
+        &["--workload-spec", "w.yaml", "--dataset-format", "mooncake"],
+        &["--workload-spec", "w.yaml", "--trace-block-size", "256"],
+        &[
+            "generate",
+            "--scenario",
+            "prefix-heavy",
+            "--out",
+            "w.jsonl",
+            "--dataset-format",
+            "azure",
+        ],
+        &["--dataset", "w.csv", "--dataset-format", "sharegpt"],
+    ];
+    for args in cases {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (code, expected) = if args.contains(&"sharegpt") {
+            (
+                2,
+                "unknown format `sharegpt` (expected auto, llmservingsim, mooncake or azure)",
+            )
+        } else {
+            (1, "applies only to --dataset")
+        };
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}

@@ -57,6 +57,9 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.dataset {
         return convert(path, args);
     }
+    if let Some(flag) = args.dataset_args.given_without_dataset() {
+        anyhow::bail!("{flag}: applies only to --dataset");
+    }
     let spec = match (&args.workload_spec, &args.scenario) {
         (Some(path), _) => WorkloadSpec::load(path)?,
         (None, Some(name)) => scenario(name)
