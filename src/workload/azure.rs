@@ -1,6 +1,6 @@
 //! Azure's LLM inference traces (AzurePublicDataset, the Splitwise paper): CSV with columns
-//! `TIMESTAMP` (wall clock, `YYYY-MM-DD HH:MM:SS.fffffff`), `ContextTokens` and
-//! `GeneratedTokens`, in any order; other columns are ignored.
+//! `TIMESTAMP` (wall clock, `YYYY-MM-DD HH:MM:SS.fffffff`, optionally with an offset from
+//! UTC), `ContextTokens` and `GeneratedTokens`, in any order; other columns are ignored.
 
 use super::jsonl::MAX_TOKENS;
 use super::{Request, WorkloadError};
@@ -114,31 +114,61 @@ fn tokens(text: &str) -> Result<u32, String> {
     }
 }
 
-/// `YYYY-MM-DD HH:MM:SS[.f...]` (a `T` may separate date and time; up to 9 fraction digits)
-/// as ns since 1970-01-01 00:00:00.
+/// `YYYY-MM-DD HH:MM:SS[.f...][Z|±HH:MM]` (a `T` may separate date and time; up to 9
+/// fraction digits; an offset from UTC, as Azure's 2024 traces write, is taken off) as ns since
+/// 1970-01-01 00:00:00 UTC.
 pub(crate) fn wall_clock_ns(text: &str) -> Result<Nanos, String> {
     let bad = || format!("expected YYYY-MM-DD HH:MM:SS[.fffffff], got `{text}`");
     let (date, time) = text.split_once([' ', 'T']).ok_or_else(bad)?;
+    let (time, offset_s) = utc_offset(time).ok_or_else(bad)?;
     let (clock, fraction) = time.split_once('.').unwrap_or((time, ""));
     let [year, month, day] = fields(date, '-').ok_or_else(bad)?;
     let [hour, minute, second] = fields(clock, ':').ok_or_else(bad)?;
-    if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
+    let nanos = fraction_ns(fraction).ok_or_else(bad)?;
     let valid = (1970..=2200).contains(&year)
         && (1..=12).contains(&month)
         && (1..=days_in_month(year, month)).contains(&day)
         && hour < 24
         && minute < 60
         && second < 60;
-    if !valid {
-        return Err(format!(
-            "`{text}` is not a date and time (years 1970 to 2200)"
-        ));
-    }
-    let nanos = format!("{fraction:0<9}").parse::<u64>().unwrap_or(0);
     let seconds = days_since_epoch(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-    Ok(seconds * 1_000_000_000 + nanos)
+    match seconds.checked_add_signed(-offset_s) {
+        Some(utc) if valid => Ok(utc * 1_000_000_000 + nanos),
+        _ => Err(format!(
+            "`{text}` is not a date and time (years 1970 to 2200)"
+        )),
+    }
+}
+
+/// The time of day without its offset from UTC, and the offset in seconds (0 without one).
+fn utc_offset(time: &str) -> Option<(&str, i64)> {
+    if let Some(local) = time.strip_suffix('Z') {
+        return Some((local, 0));
+    }
+    let Some(at) = time.find(['+', '-']) else {
+        return Some((time, 0));
+    };
+    let (hours, minutes) = time[at + 1..].split_once(':')?;
+    let digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(hours) || !digits(minutes) {
+        return None;
+    }
+    let offset = hours.parse::<i64>().ok()? * 3600 + minutes.parse::<i64>().ok()? * 60;
+    let sign = if time.as_bytes()[at] == b'-' { -1 } else { 1 };
+    Some((&time[..at], sign * offset))
+}
+
+/// Up to 9 fraction-of-a-second digits as ns.
+fn fraction_ns(digits: &str) -> Option<u64> {
+    if digits.len() > 9 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let value = if digits.is_empty() {
+        0
+    } else {
+        digits.parse::<u64>().ok()?
+    };
+    Some(value * 10u64.pow(9 - digits.len() as u32))
 }
 
 /// Three unsigned numbers separated by `sep`.
@@ -195,6 +225,14 @@ mod tests {
             wall_clock_ns("2023-11-16 18:17:03.9799600").unwrap(),
             1_700_158_623_979_960_000
         );
+        // Azure's 2024 traces carry an offset from UTC.
+        let utc = wall_clock_ns("2024-05-10 00:00:00.004").unwrap();
+        assert_eq!(wall_clock_ns("2024-05-10 00:00:00.004+00:00").unwrap(), utc);
+        assert_eq!(wall_clock_ns("2024-05-10T00:00:00.004Z").unwrap(), utc);
+        let east = wall_clock_ns("2024-05-10 02:30:00.004+02:30").unwrap();
+        assert_eq!(east, utc);
+        let west = wall_clock_ns("2024-05-09 23:00:00.004-01:00").unwrap();
+        assert_eq!(west, utc);
         let feb29 = wall_clock_ns("2024-02-29 23:59:59.999999999").unwrap();
         assert_eq!(wall_clock_ns("2024-03-01 00:00:00").unwrap() - feb29, 1);
         assert_eq!(
@@ -214,6 +252,9 @@ mod tests {
             "2023-11-16 18:17:03.12a",
             "1969-12-31 23:59:59",
             "2023-11--16 18:17:03",
+            "2023-11-16 18:17:03+1:00",
+            "2023-11-16 18:17:03+01",
+            "1970-01-01 00:30:00+01:00",
         ] {
             assert!(wall_clock_ns(bad).is_err(), "{bad}");
         }
