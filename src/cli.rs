@@ -4,6 +4,7 @@
 use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
 mod astra_dp;
 mod command_paths;
+mod dataset;
 mod host;
 mod instances;
 mod parallel;
@@ -14,6 +15,7 @@ mod power;
 mod prefix_storage;
 mod replay;
 
+pub use dataset::DatasetArgs;
 pub use host::{HostArgs, HostModelSwitch};
 pub use instances::InstanceConfig;
 pub use pim::{InstancePim, PimArgs};
@@ -29,6 +31,7 @@ use crate::config::{
 };
 use crate::metrics::VllmArrival;
 use crate::router::{RoutingPolicy, RoutingWeights};
+use crate::workload::DatasetOptions;
 use crate::workload::spec::SCENARIOS;
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
@@ -62,7 +65,8 @@ pub enum Command {
     /// Chakra execution-trace (.et) files, the workload format of ASTRA-Sim.
     #[command(subcommand)]
     Et(EtCommand),
-    /// Write the requests of a workload spec or a built-in scenario as workload JSONL.
+    /// Write the requests of a workload spec, a built-in scenario or a trace as workload
+    /// JSONL.
     Generate(GenerateArgs),
     /// List the built-in workload scenarios.
     Scenarios,
@@ -91,7 +95,7 @@ pub struct EtDumpArgs {
 
 /// Flags of `blis-cosim generate`.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("source").required(true).args(["workload_spec", "scenario"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["workload_spec", "scenario", "dataset"])))]
 pub struct GenerateArgs {
     /// WorkloadSpec v2 YAML file (BLIS format).
     #[arg(long, value_name = "PATH")]
@@ -101,6 +105,14 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "NAME",
           value_parser = PossibleValuesParser::new(SCENARIOS.iter().map(|s| s.name)))]
     pub scenario: Option<String>,
+
+    /// A trace to convert (Mooncake or Azure; see --dataset-format); --num-requests keeps
+    /// its first N requests.
+    #[arg(long, value_name = "PATH", conflicts_with = "seed")]
+    pub dataset: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub dataset_args: DatasetArgs,
 
     /// Workload JSONL to write, replaced atomically. `--out` is an alias.
     #[arg(long = "output", visible_alias = "out", value_name = "PATH")]
@@ -154,9 +166,13 @@ pub struct ValidateArgs {
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("workload").required(true).args(["dataset", "workload_spec", "scenario"])))]
 pub struct RunArgs {
-    /// Workload: LLMServingSim JSONL, one request per line.
+    /// Workload: LLMServingSim JSONL, one request per line, or a Mooncake or Azure trace
+    /// (see --dataset-format).
     #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub dataset_args: DatasetArgs,
 
     /// Workload generated in memory from a WorkloadSpec v2 YAML file (BLIS format), instead
     /// of --dataset.
@@ -380,8 +396,8 @@ fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
 /// Where the main job's requests come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkloadSource {
-    /// An LLMServingSim JSONL file.
-    Dataset(PathBuf),
+    /// A dataset file (LLMServingSim JSONL or a trace) and how to read it.
+    Dataset(PathBuf, DatasetOptions),
     /// A WorkloadSpec YAML file, generated in memory.
     Spec(PathBuf),
     /// A built-in scenario, generated in memory.
@@ -445,10 +461,21 @@ impl RunArgs {
             field: field.into(),
             message: message.into(),
         };
+        let dataset_args = &self.dataset_args;
+        let without_dataset = || match dataset_args.given_without_dataset() {
+            Some(flag) => Err(command_line(flag, "applies only to --dataset")),
+            None => Ok(()),
+        };
         let workload = match (self.dataset, self.workload_spec, self.scenario) {
-            (Some(path), None, None) => WorkloadSource::Dataset(path),
-            (None, Some(path), None) => WorkloadSource::Spec(path),
-            (None, None, Some(name)) => WorkloadSource::Scenario(name),
+            (Some(path), None, None) => WorkloadSource::Dataset(path, self.dataset_args.options()),
+            (None, Some(path), None) => {
+                without_dataset()?;
+                WorkloadSource::Spec(path)
+            }
+            (None, None, Some(name)) => {
+                without_dataset()?;
+                WorkloadSource::Scenario(name)
+            }
             _ => {
                 return Err(command_line(
                     "--dataset",

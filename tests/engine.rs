@@ -73,6 +73,7 @@ fn workload(seed: u64, n: u64, with_ids: bool) -> Vec<Request> {
                 input_toks: input,
                 output_toks: output,
                 token_ids,
+                prompt_blocks: None,
             }
         })
         .collect()

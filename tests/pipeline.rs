@@ -88,6 +88,7 @@ fn request(id: u64, arrival_ns: Nanos, input_toks: u32, output_toks: u32) -> Req
         input_toks,
         output_toks,
         token_ids: Vec::new(),
+        prompt_blocks: None,
     }
 }
 
@@ -234,6 +235,7 @@ fn workload(seed: u64, n: u64) -> Vec<Request> {
                 .collect();
             Request {
                 token_ids,
+                prompt_blocks: None,
                 ..request(id, t, input, output)
             }
         })

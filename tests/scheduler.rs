@@ -28,6 +28,7 @@ fn request(id: u64, input: u32, output: u32) -> Request {
         input_toks: input,
         output_toks: output,
         token_ids: Vec::new(),
+        prompt_blocks: None,
     }
 }
 

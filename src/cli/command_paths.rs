@@ -53,11 +53,14 @@ impl RunArgs {
 }
 
 impl GenerateArgs {
-    /// The spec read and the JSONL written.
+    /// The spec or trace read and the JSONL written.
     pub fn paths(&self) -> Vec<CommandPath<'_>> {
         let mut paths = vec![CommandPath::new("--output", &self.out, Role::Output)];
         if let Some(spec) = &self.workload_spec {
             paths.insert(0, CommandPath::new("--workload-spec", spec, Role::Input));
+        }
+        if let Some(dataset) = &self.dataset {
+            paths.insert(0, CommandPath::new("--dataset", dataset, Role::Input));
         }
         paths
     }

@@ -24,7 +24,7 @@ mod tests;
 
 pub use policy::{RoutingPolicy, RoutingWeights};
 
-use crate::scheduler::{Scheduler, block_hashes_with};
+use crate::scheduler::{Scheduler, request_block_hashes};
 use crate::workload::Request;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -261,7 +261,7 @@ impl PrefixScratch {
     /// Prompt tokens of `request` the instance's prefix cache holds: the longest cached run
     /// of leading prompt blocks, leaving at least the last prompt token to compute.
     fn cached_tokens<S: InstanceView>(&mut self, request: &Request, s: &S) -> u32 {
-        if !s.prefix_caching() || request.token_ids.is_empty() {
+        if !s.prefix_caching() || !request.has_token_ids() {
             return 0;
         }
         let bs = s.block_size();
@@ -283,13 +283,8 @@ impl PrefixScratch {
         };
         let entry = &mut self.entries[index];
         if entry.call != call {
-            let end = (max_blocks * bs as usize).min(request.token_ids.len());
-            block_hashes_with(
-                &request.token_ids[..end],
-                bs,
-                &mut entry.hashes,
-                &mut self.bytes,
-            );
+            let end = max_blocks * bs as usize;
+            request_block_hashes(request, bs, end, &mut entry.hashes, &mut self.bytes);
             entry.call = call;
         }
         s.cached_prefix_blocks(&entry.hashes) as u32 * bs

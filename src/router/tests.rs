@@ -69,6 +69,7 @@ fn request(input_toks: u32, token_ids: Vec<u32>) -> Request {
         input_toks,
         output_toks: 1,
         token_ids,
+        prompt_blocks: None,
     }
 }
 

@@ -6,7 +6,9 @@ use crate::metrics::{PlotFormat, Validation, write_atomically};
 use crate::workload::spec::{
     Generator, Overrides, SCENARIOS, WorkloadSpec, nothing_generated, scenario, write_jsonl,
 };
+use crate::workload::{DatasetFormat, read_dataset, write_requests_jsonl};
 use anyhow::Context;
+use std::path::Path;
 
 /// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
 /// and optionally writes it as JSON and draws the comparison plots.
@@ -51,16 +53,22 @@ pub fn et(command: &EtCommand) -> anyhow::Result<()> {
     }
 }
 
-/// `blis-cosim generate`: writes the requests of a workload spec or a built-in scenario as
-/// workload JSONL, atomically; refuses to write an empty workload.
+/// `blis-cosim generate`: writes the requests of a workload spec, a built-in scenario or a
+/// trace as workload JSONL, atomically; refuses to write an empty workload.
 pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     crate::paths::check(&args.paths())?;
+    if let Some(path) = &args.dataset {
+        return convert(path, args);
+    }
+    if let Some(flag) = args.dataset_args.given_without_dataset() {
+        anyhow::bail!("{flag}: applies only to --dataset");
+    }
     let spec = match (&args.workload_spec, &args.scenario) {
         (Some(path), _) => WorkloadSpec::load(path)?,
         (None, Some(name)) => scenario(name)
             .with_context(|| format!("unknown scenario `{name}`"))?
             .spec()?,
-        (None, None) => anyhow::bail!("give --workload-spec or --scenario"),
+        (None, None) => anyhow::bail!("give --workload-spec, --scenario or --dataset"),
     };
     let overrides = Overrides {
         num_requests: args.num_requests,
@@ -83,6 +91,41 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     };
     eprintln!("wrote {count} {what} to {}", args.out.display());
     Ok(())
+}
+
+/// `generate --dataset`: converts the first `--num-requests` requests (all by default) of the
+/// trace at `path` to LLMServingSim JSONL; a file already in that format is refused.
+fn convert(path: &Path, args: &GenerateArgs) -> anyhow::Result<()> {
+    let options = args.dataset_args.options();
+    let limit = args
+        .num_requests
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let (workload, format) = read_dataset(path, options, limit)?;
+    if options.format == DatasetFormat::Auto {
+        eprintln!("{}", detected(path, format));
+    }
+    if format == DatasetFormat::LlmServingSim {
+        anyhow::bail!(
+            "{}: already LLMServingSim JSONL; nothing to convert",
+            path.display()
+        );
+    }
+    let mut count = 0;
+    write_atomically(&args.out, |w| {
+        count = write_requests_jsonl(&workload.requests, w)?;
+        Ok(())
+    })?;
+    eprintln!("wrote {count} requests to {}", args.out.display());
+    Ok(())
+}
+
+/// The line saying which format `--dataset-format auto` read `path` as.
+pub(super) fn detected(path: &Path, format: DatasetFormat) -> String {
+    format!(
+        "dataset {}: read as {} (detected; --dataset-format names it)",
+        path.display(),
+        format.name()
+    )
 }
 
 /// `blis-cosim scenarios`: prints the built-in scenarios, one per line with its description.

@@ -6,6 +6,7 @@ mod outputs;
 mod waves;
 
 use crate::metrics::TimeSeries;
+use commands::detected;
 pub use commands::{et, generate, list_scenarios, validate};
 
 use crate::Nanos;
@@ -23,7 +24,7 @@ use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
-use crate::workload::{MAX_TIME_NS, Request, Workload, read_workload};
+use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, read_dataset};
 use anyhow::Context;
 use backend::Backend;
 use outputs::{Outputs, Progress};
@@ -33,7 +34,13 @@ use std::borrow::Cow;
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut workload = match &config.workload {
-        WorkloadSource::Dataset(path) => read_workload(path, config.num_reqs)?,
+        WorkloadSource::Dataset(path, options) => {
+            let (workload, format) = read_dataset(path, *options, config.num_reqs)?;
+            if options.format == DatasetFormat::Auto {
+                eprintln!("{}", detected(path, format));
+            }
+            workload
+        }
         WorkloadSource::Spec(path) => generated(&WorkloadSpec::load(path)?, config)?,
         WorkloadSource::Scenario(name) => {
             let scenario = scenario(name).with_context(|| format!("unknown scenario `{name}`"))?;
@@ -281,7 +288,7 @@ fn generated(spec: &WorkloadSpec, config: &SimConfig) -> anyhow::Result<Workload
 /// named by the spec (or scenario) and its line in `generate`'s output.
 fn engine_error(e: engine::SimError, source: &WorkloadSource) -> anyhow::Error {
     let spec = match source {
-        WorkloadSource::Dataset(_) => None,
+        WorkloadSource::Dataset(..) => None,
         WorkloadSource::Spec(path) => Some(path.display().to_string()),
         WorkloadSource::Scenario(name) => Some(format!("scenario {name}")),
     };

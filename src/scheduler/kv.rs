@@ -12,6 +12,7 @@
 //! first [`BlockPool::cache`] turns the stack into the free list; from then on the order is
 //! vLLM's.
 
+use crate::workload::Request;
 use std::collections::HashMap;
 
 /// Index of a KV block.
@@ -37,6 +38,35 @@ pub fn block_hashes_with(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, by
         bytes.clear();
         bytes.extend_from_slice(&parent.to_le_bytes());
         for t in block {
+            bytes.extend_from_slice(&t.to_le_bytes());
+        }
+        parent = xxhash_rust::xxh3::xxh3_64(bytes);
+        out.push(parent);
+    }
+}
+
+/// Chained hashes of the full blocks of the first `max_tokens` token ids of `request`, listed
+/// or made from its prompt blocks (the same hashes either way), with a caller-owned byte
+/// buffer.
+pub fn request_block_hashes(
+    request: &Request,
+    block_size: u32,
+    max_tokens: usize,
+    out: &mut Vec<u64>,
+    bytes: &mut Vec<u8>,
+) {
+    let Some(blocks) = &request.prompt_blocks else {
+        let end = max_tokens.min(request.token_ids.len());
+        return block_hashes_with(&request.token_ids[..end], block_size, out, bytes);
+    };
+    let len = max_tokens.min(request.input_toks as usize);
+    let mut tokens = blocks.tokens(len);
+    out.clear();
+    let mut parent = CHAIN_SEED;
+    for _ in 0..len / block_size as usize {
+        bytes.clear();
+        bytes.extend_from_slice(&parent.to_le_bytes());
+        for t in tokens.by_ref().take(block_size as usize) {
             bytes.extend_from_slice(&t.to_le_bytes());
         }
         parent = xxhash_rust::xxh3::xxh3_64(bytes);
@@ -399,6 +429,33 @@ mod tests {
         assert_eq!(order, [3, 2, a, b]);
         assert_eq!(pool.lookup(9), None, "evicted when reused");
         pool.audit().unwrap();
+    }
+
+    #[test]
+    fn prompt_blocks_hash_like_their_listed_token_ids() {
+        use crate::workload::PromptBlocks;
+        let listed = Request {
+            id: 0,
+            line: 1,
+            model: None,
+            arrival_ns: 0,
+            input_toks: 1300,
+            output_toks: 1,
+            token_ids: (0..512).chain(3584..4096).chain(1024..1300).collect(),
+            prompt_blocks: None,
+        };
+        let blocks = Request {
+            token_ids: Vec::new(),
+            prompt_blocks: Some(PromptBlocks::new(&[0, 7, 2], 512).unwrap()),
+            ..listed.clone()
+        };
+        let (mut a, mut b, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+        for (bs, max) in [(16, usize::MAX), (16, 1299), (512, usize::MAX), (7, 100)] {
+            request_block_hashes(&listed, bs, max, &mut a, &mut bytes);
+            request_block_hashes(&blocks, bs, max, &mut b, &mut bytes);
+            assert_eq!(a, b, "block size {bs}, {max} tokens");
+            assert_eq!(a.len(), max.min(1300) / bs as usize);
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A request's state inside one instance's scheduler.
 
 use super::SchedulerConfig;
-use super::kv::{BlockId, block_hashes};
+use super::kv::{BlockId, request_block_hashes};
 use crate::Nanos;
 use crate::metrics::{PdRecord, RequestRecord};
 use crate::workload::Request;
@@ -81,8 +81,9 @@ pub(super) struct RunningRequest {
 impl RunningRequest {
     pub fn new(request: &Request, config: &SchedulerConfig) -> RunningRequest {
         let mut hashes = Vec::new();
-        if config.enable_prefix_caching && !request.token_ids.is_empty() {
-            block_hashes(&request.token_ids, config.block_size, &mut hashes);
+        if config.enable_prefix_caching && request.has_token_ids() {
+            let bs = config.block_size;
+            request_block_hashes(request, bs, usize::MAX, &mut hashes, &mut Vec::new());
         }
         RunningRequest {
             id: request.id,

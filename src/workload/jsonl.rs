@@ -209,6 +209,7 @@ fn parse_line(
         input_toks: input,
         output_toks: output,
         token_ids,
+        prompt_blocks: None,
     }))
 }
 

@@ -315,5 +315,6 @@ fn llm_request(
         input_toks: input,
         output_toks: output,
         token_ids,
+        prompt_blocks: None,
     })
 }

@@ -5,14 +5,27 @@
 //! order and flat requests are returned sorted by arrival time (stable, so equal arrivals keep
 //! file order). [`spec`] generates a workload from a WorkloadSpec v2 YAML file (BLIS's format)
 //! instead. [`sessions`] holds sessions, whose later requests arrive when earlier ones finish.
+//! [`read_dataset`] also reads public production traces (Mooncake's JSONL, Azure's CSV), and
+//! [`write_requests_jsonl`] writes flat requests back as LLMServingSim JSONL.
 
+mod azure;
+mod blocks;
+mod dataset;
 mod jsonl;
 mod jsonl_session;
+mod jsonl_write;
+mod lines;
+mod mooncake;
 pub mod sessions;
 pub mod spec;
 
+pub use azure::read_azure;
+pub use blocks::PromptBlocks;
+pub use dataset::{DatasetFormat, DatasetOptions, detect_format, read_dataset};
 pub(crate) use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, WorkloadError, read_jsonl, read_workload};
+pub use jsonl_write::write_requests_jsonl;
+pub use mooncake::{MOONCAKE_BLOCK_SIZE, read_mooncake};
 
 use crate::Nanos;
 use sessions::SessionSet;
@@ -67,4 +80,14 @@ pub struct Request {
     /// Prompt token ids followed by output token ids, when given: used only to hash KV blocks
     /// for prefix caching. Empty when the workload carries no ids.
     pub token_ids: Vec<u32>,
+    /// The prompt's token ids as block ids (Mooncake traces), when given instead of
+    /// `token_ids`.
+    pub prompt_blocks: Option<PromptBlocks>,
+}
+
+impl Request {
+    /// Whether the request carries token ids (listed or as prompt blocks).
+    pub fn has_token_ids(&self) -> bool {
+        !self.token_ids.is_empty() || self.prompt_blocks.is_some()
+    }
 }

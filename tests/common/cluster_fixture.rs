@@ -92,6 +92,7 @@ pub fn request(
         input_toks: input,
         output_toks: output,
         token_ids,
+        prompt_blocks: None,
     }
 }
 

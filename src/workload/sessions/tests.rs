@@ -12,6 +12,7 @@ fn req(input: u32) -> Request {
         input_toks: input,
         output_toks: 4,
         token_ids: Vec::new(),
+        prompt_blocks: None,
     }
 }
 

@@ -372,6 +372,7 @@ impl<'a> Generator<'a> {
                 .token_ids(req)
                 .map(Iterator::collect)
                 .unwrap_or_default(),
+            prompt_blocks: None,
         }
     }
 }

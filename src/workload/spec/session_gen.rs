@@ -66,6 +66,7 @@ impl SessionDraw<'_> {
             input_toks: input,
             output_toks: output,
             token_ids: ids.clone(),
+            prompt_blocks: None,
         };
         let call = Call {
             input: u64::from(input),

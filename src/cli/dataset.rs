@@ -1,0 +1,42 @@
+//! Flags saying how to read `--dataset`.
+
+use crate::workload::{DatasetFormat, DatasetOptions, MOONCAKE_BLOCK_SIZE};
+use clap::Args;
+
+/// The format of `--dataset` (flattened into the main job's and `generate`'s flags).
+#[derive(Debug, Args)]
+pub struct DatasetArgs {
+    /// Format of --dataset: auto (detected from its first line, and said on stderr),
+    /// llmservingsim (JSONL), mooncake (Mooncake trace JSONL: timestamp, input_length,
+    /// output_length, hash_ids) or azure (Azure LLM inference trace CSV) [default: auto].
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub dataset_format: Option<DatasetFormat>,
+
+    /// Tokens per `hash_ids` block of a Mooncake trace [default: 512].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    pub trace_block_size: Option<u32>,
+}
+
+impl DatasetArgs {
+    /// The first of these flags given, which is an error without `--dataset` (clap's
+    /// `requires` does not hold for an argument of a satisfied group).
+    pub fn given_without_dataset(&self) -> Option<&'static str> {
+        if self.dataset_format.is_some() {
+            Some("--dataset-format")
+        } else {
+            self.trace_block_size.map(|_| "--trace-block-size")
+        }
+    }
+
+    /// The reader's options.
+    pub fn options(&self) -> DatasetOptions {
+        DatasetOptions {
+            format: self.dataset_format.unwrap_or_default(),
+            trace_block_size: self.trace_block_size.unwrap_or(MOONCAKE_BLOCK_SIZE),
+        }
+    }
+}
+
+fn parse_format(s: &str) -> Result<DatasetFormat, String> {
+    s.parse()
+}

@@ -1,0 +1,133 @@
+//! `--dataset` files in any of the formats read: LLMServingSim JSONL, Mooncake traces, Azure
+//! traces; the format named, or detected from the file's first line.
+
+use super::azure::read_azure;
+use super::lines::for_each_line;
+use super::mooncake::{MOONCAKE_BLOCK_SIZE, read_mooncake};
+use super::{Workload, WorkloadError, read_workload};
+use std::path::Path;
+
+/// The format of a dataset file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DatasetFormat {
+    /// Detected from the first non-blank line.
+    #[default]
+    Auto,
+    /// LLMServingSim JSONL (flat requests and sessions).
+    LlmServingSim,
+    /// Mooncake trace JSONL (`timestamp`, `input_length`, `output_length`, `hash_ids`).
+    Mooncake,
+    /// Azure LLM inference trace CSV (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`).
+    Azure,
+}
+
+impl DatasetFormat {
+    /// The name `--dataset-format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            DatasetFormat::Auto => "auto",
+            DatasetFormat::LlmServingSim => "llmservingsim",
+            DatasetFormat::Mooncake => "mooncake",
+            DatasetFormat::Azure => "azure",
+        }
+    }
+}
+
+impl std::str::FromStr for DatasetFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            DatasetFormat::Auto,
+            DatasetFormat::LlmServingSim,
+            DatasetFormat::Mooncake,
+            DatasetFormat::Azure,
+        ]
+        .into_iter()
+        .find(|f| f.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| {
+            format!("unknown format `{s}` (expected auto, llmservingsim, mooncake or azure)")
+        })
+    }
+}
+
+/// How to read a dataset file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatasetOptions {
+    pub format: DatasetFormat,
+    /// Tokens per `hash_ids` block of a Mooncake trace.
+    pub trace_block_size: u32,
+}
+
+impl Default for DatasetOptions {
+    fn default() -> Self {
+        DatasetOptions {
+            format: DatasetFormat::Auto,
+            trace_block_size: MOONCAKE_BLOCK_SIZE,
+        }
+    }
+}
+
+/// Reads the first `limit` entries (all when `None`) of the dataset at `path`, and returns
+/// them with the format they were read as (the detected one under [`DatasetFormat::Auto`]).
+pub fn read_dataset(
+    path: &Path,
+    options: DatasetOptions,
+    limit: Option<usize>,
+) -> Result<(Workload, DatasetFormat), WorkloadError> {
+    let format = match options.format {
+        DatasetFormat::Auto => detect_format(path)?,
+        named => named,
+    };
+    let flat = |requests| Workload {
+        requests,
+        sessions: Default::default(),
+    };
+    let workload = match format {
+        DatasetFormat::Auto | DatasetFormat::LlmServingSim => read_workload(path, limit)?,
+        DatasetFormat::Mooncake => flat(read_mooncake(path, options.trace_block_size, limit)?),
+        DatasetFormat::Azure => flat(read_azure(path, limit)?),
+    };
+    Ok((workload, format))
+}
+
+/// The format of the file at `path`, from its first non-blank line: a JSON object with
+/// `hash_ids` or `input_length` is a Mooncake trace, another line starting with `{` is
+/// LLMServingSim JSONL, a CSV header naming `TIMESTAMP` and `ContextTokens` is an Azure trace.
+pub fn detect_format(path: &Path) -> Result<DatasetFormat, WorkloadError> {
+    let mut found = None;
+    for_each_line(path, |text, line| {
+        found = Some(classify(text).ok_or_else(|| {
+            WorkloadError::Invalid {
+                path: path.to_owned(),
+                line,
+                field: "(format)".to_owned(),
+                message:
+                    "neither LLMServingSim or Mooncake JSONL nor an Azure trace's CSV header; \
+                      name the format with --dataset-format"
+                        .to_owned(),
+            }
+        })?);
+        Ok(false)
+    })?;
+    found.ok_or_else(|| WorkloadError::Empty {
+        path: path.to_owned(),
+    })
+}
+
+/// The format a first line belongs to, if any.
+fn classify(text: &str) -> Option<DatasetFormat> {
+    let text = text.trim();
+    if text.starts_with('{') {
+        let mooncake = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+            .is_ok_and(|m| m.contains_key("hash_ids") || m.contains_key("input_length"));
+        return Some(if mooncake {
+            DatasetFormat::Mooncake
+        } else {
+            DatasetFormat::LlmServingSim
+        });
+    }
+    let columns: Vec<&str> = text.split(',').map(str::trim).collect();
+    (columns.contains(&"TIMESTAMP") && columns.contains(&"ContextTokens"))
+        .then_some(DatasetFormat::Azure)
+}

@@ -1,0 +1,135 @@
+//! Mooncake's trace format (FAST'25 traces; also what Dynamo's mocker and AIPerf replay): one
+//! JSON object per line with `timestamp` (ms from the start), `input_length`, `output_length`
+//! and `hash_ids`, the ids of the prompt's blocks of `block_size` tokens, equal ids marking
+//! equal (reusable) prefix blocks.
+//!
+//! Prompts get token ids made from the block ids ([`PromptBlocks`]): block id `h` stands for
+//! the tokens `h * block_size .. (h + 1) * block_size`, so two prompts share a token prefix
+//! exactly where their `hash_ids` agree, whatever block size the instance hashes its KV blocks
+//! with. The last block of a prompt that is not a multiple of `block_size` holds the first
+//! tokens of its id's block (as many as the prompt has left).
+
+use super::jsonl::{non_negative_int, token_count};
+use super::lines::{for_each_line, parse_object};
+use super::{PromptBlocks, Request, WorkloadError};
+use crate::Nanos;
+use serde::Deserialize;
+use std::path::Path;
+
+/// Tokens per `hash_ids` block in Mooncake's traces.
+pub const MOONCAKE_BLOCK_SIZE: u32 = 512;
+
+/// One line; unknown keys are ignored.
+#[derive(Deserialize)]
+struct Line {
+    timestamp: Option<serde_json::Value>,
+    input_length: Option<serde_json::Value>,
+    output_length: Option<serde_json::Value>,
+    hash_ids: Option<Vec<u64>>,
+}
+
+/// Reads the first `limit` requests (all when `None`) of a Mooncake trace whose `hash_ids`
+/// blocks hold `block_size` tokens, streaming it line by line. Requests get ids in file order
+/// and come sorted by arrival (stable); blank lines are skipped. `block_size` must be at
+/// least 1.
+pub fn read_mooncake(
+    path: &Path,
+    block_size: u32,
+    limit: Option<usize>,
+) -> Result<Vec<Request>, WorkloadError> {
+    assert!(block_size > 0, "Mooncake block size 0");
+    let mut requests = Vec::new();
+    for_each_line(path, |text, line| {
+        if limit.is_some_and(|n| requests.len() >= n) {
+            return Ok(false);
+        }
+        let id = requests.len() as u64;
+        requests.push(parse_line(text, path, line, id, block_size)?);
+        Ok(true)
+    })?;
+    if requests.is_empty() {
+        return Err(WorkloadError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    requests.sort_by_key(|r| r.arrival_ns);
+    Ok(requests)
+}
+
+/// Parses line `line` as the request with id `id`.
+fn parse_line(
+    text: &str,
+    path: &Path,
+    line: u64,
+    id: u64,
+    block_size: u32,
+) -> Result<Request, WorkloadError> {
+    let invalid = |field: &str, message: String| WorkloadError::Invalid {
+        path: path.to_owned(),
+        line,
+        field: field.to_owned(),
+        message,
+    };
+    let parsed: Line = parse_object(text, path, line)?;
+    let input = token_count(parsed.input_length, "input_length", 1)
+        .map_err(|m| invalid("input_length", m))?;
+    let output = token_count(parsed.output_length, "output_length", 1)
+        .map_err(|m| invalid("output_length", m))?;
+    let arrival_ns = match parsed.timestamp {
+        None => return Err(invalid("timestamp", "missing required field".to_owned())),
+        Some(v) => arrival_ns(&v).map_err(|m| invalid("timestamp", m))?,
+    };
+    let hash_ids = parsed
+        .hash_ids
+        .ok_or_else(|| invalid("hash_ids", "missing required field".to_owned()))?;
+    let blocks =
+        prompt_blocks(&hash_ids, input, block_size).map_err(|(field, m)| invalid(&field, m))?;
+    Ok(Request {
+        id,
+        line,
+        model: None,
+        arrival_ns,
+        input_toks: input,
+        output_toks: output,
+        token_ids: Vec::new(),
+        prompt_blocks: Some(blocks),
+    })
+}
+
+/// A `timestamp` in ms as ns on the simulated clock.
+fn arrival_ns(value: &serde_json::Value) -> Result<Nanos, String> {
+    let ms = non_negative_int(value)?;
+    ms.checked_mul(1_000_000)
+        .ok_or_else(|| format!("{ms} ms is beyond the simulated clock"))
+}
+
+/// The prompt blocks of a request of `input` tokens whose blocks of `block_size` tokens have
+/// ids `hash_ids`; the error names the field.
+fn prompt_blocks(
+    hash_ids: &[u64],
+    input: u32,
+    block_size: u32,
+) -> Result<PromptBlocks, (String, String)> {
+    let blocks = input.div_ceil(block_size) as usize;
+    if hash_ids.len() != blocks {
+        return Err((
+            "hash_ids".to_owned(),
+            format!(
+                "has {} block ids but input_length {input} needs {blocks} at {block_size} \
+                 tokens per block (--trace-block-size)",
+                hash_ids.len()
+            ),
+        ));
+    }
+    PromptBlocks::new(hash_ids, block_size).map_err(|k| {
+        (
+            format!("hash_ids[{k}]"),
+            format!(
+                "block id {} does not fit the 32-bit token ids at {block_size} tokens per \
+                 block (largest {})",
+                hash_ids[k],
+                PromptBlocks::max_id(block_size)
+            ),
+        )
+    })
+}
