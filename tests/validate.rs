@@ -448,3 +448,19 @@ fn plot_directory_that_cannot_be_created_is_an_error_naming_it() {
         "{message}"
     );
 }
+
+#[test]
+fn the_generated_token_series_error_compares_with_vllms_timeseries() {
+    if !shared_data::available() {
+        return;
+    }
+    // LLMServingSim's own simulation of the RTX PRO 6000 run against vLLM's timeseries.csv:
+    // close (its TPOT is within 2%) but not equal second by second.
+    let error = compare_example("RTXPRO6000/Llama-3.1-8B").gen_series_error_pct();
+    assert!(error > 0.5 && error < 25.0, "{error}");
+    let json = compare_example("RTXPRO6000/Llama-3.1-8B").to_json();
+    assert_eq!(
+        json["gen_throughput_series_error_pct"].as_f64(),
+        Some(error)
+    );
+}

@@ -12,6 +12,7 @@ use matching::Served;
 use plotters::chart::SeriesLabelPosition;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -215,7 +216,19 @@ impl Validation {
             "num_requests".into(),
             json!({"real": self.real.requests, "sim": self.sim.requests}),
         );
+        root.insert(
+            "gen_throughput_series_error_pct".into(),
+            json!(self.gen_series_error_pct()),
+        );
         Value::Object(root)
+    }
+
+    /// The generated-token series' error: the weighted absolute percentage error of the
+    /// simulated tokens per second against vLLM's, second by second, `Σ|sim − vLLM| / Σ vLLM ×
+    /// 100` over every second either run has (a second one lacks counts 0); NaN when vLLM
+    /// generated nothing.
+    pub fn gen_series_error_pct(&self) -> f64 {
+        series_error_pct(&self.real.gen_throughput, &self.sim.gen_throughput)
     }
 
     /// Largest |Diff%| over the 15 numbers. Differences that do not exist (see
@@ -253,6 +266,24 @@ impl Validation {
             },
         ];
         plots::write_charts(dir, format, &charts)
+    }
+}
+
+/// `Σ|sim − real| / Σ real × 100` over the seconds (`t` rounded) either series has.
+fn series_error_pct(real: &[(f64, f64)], sim: &[(f64, f64)]) -> f64 {
+    let mut by_second: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+    for &(t, v) in real {
+        by_second.entry(t.round() as i64).or_default().0 += v;
+    }
+    for &(t, v) in sim {
+        by_second.entry(t.round() as i64).or_default().1 += v;
+    }
+    let total: f64 = by_second.values().map(|&(r, _)| r).sum();
+    let error: f64 = by_second.values().map(|&(r, s)| (s - r).abs()).sum();
+    if total > 0.0 {
+        error / total * 100.0
+    } else {
+        f64::NAN
     }
 }
 

@@ -25,6 +25,10 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         );
     }
     print!("{}", validation.render());
+    println!(
+        "\nGeneration throughput series: {}% error (weighted absolute, second by second)",
+        python_fixed_pct(validation.gen_series_error_pct())
+    );
     if let Some(path) = &args.json {
         let mut text = serde_json::to_string_pretty(&validation.to_json())?;
         text.push('\n');
@@ -40,6 +44,15 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A percentage with one decimal, `nan` when it does not exist.
+fn python_fixed_pct(value: f64) -> String {
+    if value.is_nan() {
+        "nan".to_owned()
+    } else {
+        format!("{value:.1}")
+    }
 }
 
 /// `blis-cosim et ...`: tools for Chakra execution-trace files.

@@ -133,3 +133,14 @@ fn latency_cdf_is_in_seconds_and_reaches_one() {
         [(0.5, 0.25), (1.5, 0.5), (2.0, 0.75), (4.0, 1.0)]
     );
 }
+
+#[test]
+fn the_series_error_weighs_every_second_by_the_real_tokens() {
+    // vLLM: 100, 200, 100 tokens/s; sim: 110, 180 and nothing in the third second but 50 in a
+    // fourth: |10| + |20| + |100| + |50| = 180 over 400 real tokens.
+    let real = [(1.0, 100.0), (2.0, 200.0), (3.0, 100.0)];
+    let sim = [(1.0, 110.0), (2.0, 180.0), (4.0, 50.0)];
+    assert_eq!(series_error_pct(&real, &sim), 45.0);
+    assert_eq!(series_error_pct(&real, &real), 0.0);
+    assert!(series_error_pct(&[], &sim).is_nan());
+}
