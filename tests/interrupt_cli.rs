@@ -102,6 +102,9 @@ fn an_interrupted_generate_leaves_no_temporary_file() {
         "generate",
         "--workload-spec",
         spec.to_str().unwrap(),
+        // Above the planned-requests limit on purpose: a long write to interrupt.
+        "--max-requests",
+        "100000000",
         "--out",
         out.to_str().unwrap(),
     ]);

@@ -101,7 +101,7 @@ fn generate_and_validate_refuse_to_overwrite_their_inputs() {
     std::fs::write(&spec, "version: \"2\"\n").unwrap();
     let err = refused(&["generate", "--workload-spec", s(&spec), "--out", s(&spec)]);
     assert!(
-        err.contains("--workload-spec and --out name the same file"),
+        err.contains("--workload-spec and --output name the same file"),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&spec).unwrap(), "version: \"2\"\n");
