@@ -81,3 +81,21 @@ fn a_scenario_and_a_dataset_together_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--scenario"), "{stderr}");
 }
+
+#[test]
+fn trace_flags_apply_only_to_a_dataset() {
+    let out = run(&[
+        "--scenario",
+        "mixed-slo",
+        "--dataset-format",
+        "mooncake",
+        "--output",
+        "unused.csv",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--dataset-format") && stderr.contains("applies only to --dataset"),
+        "{stderr}"
+    );
+}
