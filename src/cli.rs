@@ -29,7 +29,7 @@ use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
     PrefixStorage,
 };
-use crate::metrics::VllmArrival;
+use crate::metrics::{SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::workload::DatasetOptions;
 use crate::workload::spec::SCENARIOS;
@@ -231,6 +231,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub timeseries: Option<PathBuf>,
 
+    /// SLO target on time to first token, ms: the summary reports attainment and goodput.
+    #[arg(long, value_name = "MS", value_parser = parse_slo_ms)]
+    pub slo_ttft: Option<f64>,
+
+    /// SLO target on time per output token, ms.
+    #[arg(long, value_name = "MS", value_parser = parse_slo_ms)]
+    pub slo_tpot: Option<f64>,
+
+    /// SLO target on end-to-end latency, ms.
+    #[arg(long, value_name = "MS", value_parser = parse_slo_ms)]
+    pub slo_e2e: Option<f64>,
+
     /// Simulated seconds per row of --timeseries.
     #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "timeseries",
           value_parser = parse_timeseries_interval)]
@@ -381,6 +393,16 @@ pub struct TimeSeriesOutput {
     pub interval_ns: u64,
 }
 
+/// An SLO target: ms in (0, 10⁹].
+fn parse_slo_ms(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v > 0.0 && v <= 1e9 {
+        Ok(v)
+    } else {
+        Err(format!("must be a number of ms in (0, 1e9], got {s}"))
+    }
+}
+
 /// `--timeseries-interval`: seconds in [1 µs, 1 day].
 fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
@@ -412,6 +434,8 @@ pub struct SimConfig {
     pub summary_json: Option<PathBuf>,
     /// The time series to write (`--timeseries`).
     pub timeseries: Option<TimeSeriesOutput>,
+    /// SLO targets (`--slo-ttft`, `--slo-tpot`, `--slo-e2e`).
+    pub slo_targets: SloTargets,
     /// Per-session CSV (workloads with sessions).
     pub sessions_output: Option<PathBuf>,
     /// How arrivals are replayed.
@@ -612,6 +636,11 @@ impl RunArgs {
             workload,
             output: self.output,
             summary_json: self.summary_json,
+            slo_targets: SloTargets {
+                ttft_ms: self.slo_ttft,
+                tpot_ms: self.slo_tpot,
+                e2e_ms: self.slo_e2e,
+            },
             timeseries: self.timeseries.map(|path| TimeSeriesOutput {
                 path,
                 interval_ns: (self.timeseries_interval * 1e9).round() as u64,

@@ -4,6 +4,7 @@
 mod csv_out;
 mod plots;
 mod sessions;
+mod slo;
 mod stats;
 mod summary;
 mod timeseries;
@@ -14,6 +15,7 @@ pub use csv_out::{
 };
 pub use plots::PlotFormat;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
+pub use slo::{SloCollector, SloReport, SloTargets, jain};
 pub use stats::LatencyStats;
 pub use summary::{
     InstanceInfo, InstanceSummary, LowerTierStats, PdSummary, PrefixCacheStats, RunInfo, Summary,

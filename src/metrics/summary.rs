@@ -2,6 +2,7 @@
 
 use super::csv_out::write_atomically;
 use super::sessions::SessionSummary;
+use super::slo::SloReport;
 use super::stats::LatencyStats;
 use super::{PdRecord, RequestRecord};
 use crate::Nanos;
@@ -132,6 +133,7 @@ impl SummaryCollector {
             e2el: LatencyStats::from_integer_ns(&self.e2el_ns),
             sessions: None,
             power: None,
+            slo: None,
             info,
         }
     }
@@ -158,6 +160,8 @@ pub struct Summary {
     sessions: Option<SessionSummary>,
     /// Energy and power, when the cluster config has `power` blocks.
     power: Option<PowerReport>,
+    /// SLO metrics, when the workload has classes or tenants, or targets were given.
+    slo: Option<SloReport>,
 }
 
 /// One latency metric's place in the report.
@@ -205,6 +209,9 @@ impl Summary {
         if let Some(power) = &self.power {
             put("power".into(), power.to_json());
         }
+        if let Some(slo) = &self.slo {
+            put("slo".into(), slo.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -226,6 +233,11 @@ impl Summary {
     /// Adds the session metrics (a workload with sessions).
     pub fn set_sessions(&mut self, sessions: SessionSummary) {
         self.sessions = Some(sessions);
+    }
+
+    /// Adds the SLO metrics of the run.
+    pub fn set_slo(&mut self, slo: SloReport) {
+        self.slo = Some(slo);
     }
 
     /// Adds the energy and power of the run (a cluster config with `power` blocks).

@@ -5,7 +5,7 @@ mod commands;
 mod outputs;
 mod waves;
 
-use crate::metrics::TimeSeries;
+use crate::metrics::{SloCollector, TimeSeries};
 use commands::detected;
 pub use commands::{et, generate, list_scenarios, validate};
 
@@ -156,6 +156,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             .timeseries
             .as_ref()
             .map(|t| TimeSeries::new(t.interval_ns, config.instances.len())),
+        slo: SloCollector::new(workload.classes.as_ref(), config.slo_targets),
     };
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
@@ -247,6 +248,9 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         instances,
     };
     let mut summary = outputs.summary.finish(info);
+    if let Some(slo) = outputs.slo {
+        summary.set_slo(slo.finish(summary.duration_s()));
+    }
     if let Some(power) = outputs.power {
         let recalled: Vec<u64> = outcome
             .instances

@@ -4,7 +4,7 @@
 use crate::chakra::StepEmitter;
 use crate::engine::{Observer, StepEvent, TransferEvent};
 use crate::latency::LatencyBackend;
-use crate::metrics::{RequestCsv, RequestRecord, SummaryCollector, TimeSeries};
+use crate::metrics::{RequestCsv, RequestRecord, SloCollector, SummaryCollector, TimeSeries};
 use crate::power::PowerModel;
 use crate::workload::sessions::SessionSet;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -27,6 +27,8 @@ pub(super) struct Outputs<'w> {
     pub power: Option<PowerModel>,
     /// The time series (`--timeseries`), if asked for.
     pub timeseries: Option<TimeSeries>,
+    /// SLO metrics, when the run has classes, tenants or targets.
+    pub slo: Option<SloCollector>,
 }
 
 impl Observer for Outputs<'_> {
@@ -38,6 +40,9 @@ impl Observer for Outputs<'_> {
         self.summary.record(record);
         if let Some(series) = &mut self.timeseries {
             series.request_finished(record.instance_id, record.end_ns);
+        }
+        if let Some(slo) = &mut self.slo {
+            slo.record(record);
         }
         self.progress.advance();
         Ok(())

@@ -82,6 +82,7 @@ pub fn read_dataset(
     let flat = |requests| Workload {
         requests,
         sessions: Default::default(),
+        classes: None,
     };
     let workload = match format {
         DatasetFormat::Auto | DatasetFormat::LlmServingSim => read_workload(path, limit)?,

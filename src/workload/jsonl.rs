@@ -139,7 +139,11 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
         });
     }
     requests.sort_by_key(|r| r.arrival_ns);
-    Ok(Workload { requests, sessions })
+    Ok(Workload {
+        requests,
+        sessions,
+        classes: None,
+    })
 }
 
 /// Parses a flat-request line with id `id`; `None` for a session line.

@@ -10,6 +10,7 @@
 
 mod azure;
 mod blocks;
+mod classes;
 mod dataset;
 mod jsonl;
 mod jsonl_session;
@@ -21,6 +22,7 @@ pub mod spec;
 
 pub use azure::read_azure;
 pub use blocks::PromptBlocks;
+pub use classes::RequestClasses;
 pub use dataset::{DatasetFormat, DatasetOptions, detect_format, read_dataset};
 pub(crate) use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, WorkloadError, read_jsonl, read_workload};
@@ -37,6 +39,8 @@ pub struct Workload {
     pub requests: Vec<Request>,
     /// Sessions, in id order.
     pub sessions: SessionSet,
+    /// Each request's tenant and SLO class, when the workload names them (workload specs).
+    pub classes: Option<RequestClasses>,
 }
 
 impl Workload {

@@ -60,6 +60,9 @@ impl fmt::Display for Summary {
         if let Some(power) = &self.power {
             write!(f, "{power}")?;
         }
+        if let Some(slo) = &self.slo {
+            write!(f, "{slo}")?;
+        }
 
         writeln!(f, "{:=^50}", " Simulator ")?;
         let [info] = self.info.instances.as_slice() else {

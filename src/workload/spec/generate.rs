@@ -3,10 +3,10 @@
 use super::arrival::ArrivalClock;
 use super::limits::{DEFAULT_MAX_REQUESTS, check_requests};
 use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
-use super::{SpecError, Traffic, WorkloadSpec};
+use super::{ClientSpec, SloClass, SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
 use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet};
-use crate::workload::{MAX_TOKENS, Request, Workload};
+use crate::workload::{MAX_TOKENS, Request, RequestClasses, Workload};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -481,7 +481,10 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     let mut generator = Generator::new(spec, overrides)?;
     let mut requests = Vec::new();
     let mut sessions = SessionSet::new();
+    let mut classes = RequestClasses::default();
     while let Some(g) = generator.next() {
+        let client = &spec.clients[g.client as usize];
+        classes.assign(g.id, g.requests, tenant_name(client), class_name(client));
         match generator.session(&g) {
             Some((header, plan)) => sessions.add(header, plan),
             None => requests.push(generator.request(&g)),
@@ -490,5 +493,26 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     if requests.is_empty() && sessions.is_empty() {
         return Err(nothing_generated(spec));
     }
-    Ok(Workload { requests, sessions })
+    Ok(Workload {
+        requests,
+        sessions,
+        classes: Some(classes),
+    })
+}
+
+/// A client's tenant as reported: its `tenant_id`, else `default`.
+fn tenant_name(client: &ClientSpec) -> &str {
+    client.tenant_id.as_deref().unwrap_or("default")
+}
+
+/// A client's SLO class as reported: BLIS's lower-case name, else `default`.
+fn class_name(client: &ClientSpec) -> &'static str {
+    match client.slo_class {
+        Some(SloClass::Critical) => "critical",
+        Some(SloClass::Standard) => "standard",
+        Some(SloClass::Sheddable) => "sheddable",
+        Some(SloClass::Batch) => "batch",
+        Some(SloClass::Background) => "background",
+        None => "default",
+    }
 }
