@@ -29,7 +29,7 @@ use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
     PrefixStorage,
 };
-use crate::metrics::{SloTargets, VllmArrival};
+use crate::metrics::{PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::workload::DatasetOptions;
 use crate::workload::spec::SCENARIOS;
@@ -231,6 +231,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub timeseries: Option<PathBuf>,
 
+    /// Draw the run into this folder (created if missing): throughput, running and waiting
+    /// requests and KV cache use over time (at --timeseries-interval), and TTFT, TPOT and
+    /// end-to-end latency CDFs.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+
+    /// Picture format of --plots: svg or png.
+    #[arg(long, value_name = "FORMAT", default_value = "svg", value_parser = ["svg", "png"], requires = "plots")]
+    pub plot_format: String,
+
     /// SLO target on time to first token, ms: the summary reports attainment and goodput.
     #[arg(long, value_name = "MS", value_parser = parse_slo_ms)]
     pub slo_ttft: Option<f64>,
@@ -393,6 +403,13 @@ pub struct TimeSeriesOutput {
     pub interval_ns: u64,
 }
 
+/// Pictures of a run: where they go and their format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlotsOutput {
+    pub dir: PathBuf,
+    pub format: PlotFormat,
+}
+
 /// An SLO target: ms in (0, 10⁹].
 fn parse_slo_ms(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
@@ -436,6 +453,8 @@ pub struct SimConfig {
     pub timeseries: Option<TimeSeriesOutput>,
     /// SLO targets (`--slo-ttft`, `--slo-tpot`, `--slo-e2e`).
     pub slo_targets: SloTargets,
+    /// Pictures of the run (`--plots`).
+    pub plots: Option<PlotsOutput>,
     /// Per-session CSV (workloads with sessions).
     pub sessions_output: Option<PathBuf>,
     /// How arrivals are replayed.
@@ -636,6 +655,13 @@ impl RunArgs {
             workload,
             output: self.output,
             summary_json: self.summary_json,
+            plots: self.plots.map(|dir| PlotsOutput {
+                dir,
+                format: match self.plot_format.as_str() {
+                    "png" => PlotFormat::Png,
+                    _ => PlotFormat::Svg,
+                },
+            }),
             slo_targets: SloTargets {
                 ttft_ms: self.slo_ttft,
                 tpot_ms: self.slo_tpot,

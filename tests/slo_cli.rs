@@ -38,7 +38,10 @@ fn a_two_tenant_workload_gets_per_class_and_per_tenant_metrics() {
     let slo = &json["slo"];
     let tenants = slo["by_tenant"].as_object().unwrap();
     assert_eq!(tenants.len(), 2, "{slo}");
-    let completed: u64 = tenants.values().map(|t| t["completed"].as_u64().unwrap()).sum();
+    let completed: u64 = tenants
+        .values()
+        .map(|t| t["completed"].as_u64().unwrap())
+        .sum();
     assert_eq!(completed, 300);
     assert_eq!(slo["all"]["completed"], 300);
     // Attainment is a share; goodput the attaining requests over the run's duration.

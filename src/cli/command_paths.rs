@@ -14,7 +14,7 @@ impl RunArgs {
                 .filter(|p| p.is_file())
                 .map(|p| CommandPath::new(flag, p, Role::Input))
         }
-        let flags: [(&'static str, Option<&Path>, Role); 11] = [
+        let flags: [(&'static str, Option<&Path>, Role); 12] = [
             ("--dataset", self.dataset.as_deref(), Role::Input),
             (
                 "--workload-spec",
@@ -42,6 +42,7 @@ impl RunArgs {
                 Role::Output,
             ),
             ("--emit-et", self.emit_et.as_deref(), Role::OutputDir),
+            ("--plots", self.plots.as_deref(), Role::OutputDir),
         ];
         flags
             .into_iter()

@@ -3,6 +3,7 @@
 
 mod csv_out;
 mod plots;
+mod run_plots;
 mod sessions;
 mod slo;
 mod stats;
@@ -14,6 +15,7 @@ pub use csv_out::{
     CSV_HEADER, CsvColumns, PD_CSV_COLUMNS, RequestCsv, SESSION_COLUMNS, write_atomically,
 };
 pub use plots::PlotFormat;
+pub use run_plots::RunPlots;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
 pub use slo::{SloCollector, SloReport, SloTargets, jain};
 pub use stats::LatencyStats;

@@ -1,5 +1,6 @@
-//! Line charts comparing a real vLLM run with a simulated one, drawn with `plotters`: SVG, or
-//! PNG with its text rasterised from the embedded DejaVu Sans (no system fonts needed).
+//! Line charts drawn with `plotters` (a real vLLM run against a simulated one, or the time
+//! series of a run): SVG, or PNG with its text rasterised from the embedded DejaVu Sans (no
+//! system fonts needed).
 
 use anyhow::{Context, anyhow, bail};
 use plotters::coord::Shift;
@@ -30,24 +31,57 @@ impl PlotFormat {
 
 /// Image size in pixels.
 const SIZE: (u32, u32) = (1000, 600);
-/// matplotlib's `C0` and `C1`, the colours of LLMServingSim's validation plots.
-const REAL_COLOR: RGBColor = RGBColor(31, 119, 180);
-const SIM_COLOR: RGBColor = RGBColor(255, 127, 14);
+/// matplotlib's default cycle (`C0`, `C1`, ...): `C0` and `C1` are the colours of
+/// LLMServingSim's validation plots.
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
 /// Font family name the charts ask for; the embedded font is registered under it.
 const FONT: &str = "sans-serif";
 
-/// One chart: the real run as a solid line, the simulated run dashed, with a legend.
+/// One line of a chart.
+pub(super) struct Series {
+    pub label: String,
+    /// `(x, y)` points, in x order.
+    pub points: Vec<(f64, f64)>,
+    pub dashed: bool,
+}
+
+impl Series {
+    /// A solid line.
+    pub fn solid(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            label: label.into(),
+            points,
+            dashed: false,
+        }
+    }
+
+    /// A dashed line.
+    pub fn dashed(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            dashed: true,
+            ..Series::solid(label, points)
+        }
+    }
+}
+
+/// One chart: its lines in the default colour cycle, with a legend.
 pub(super) struct Chart {
     /// File stem.
     pub name: &'static str,
-    pub title: &'static str,
+    pub title: String,
     pub x_desc: &'static str,
     pub y_desc: &'static str,
     pub legend: SeriesLabelPosition,
-    /// `(x, y)` points of the real run, in x order.
-    pub real: Vec<(f64, f64)>,
-    /// `(x, y)` points of the simulated run, in x order.
-    pub sim: Vec<(f64, f64)>,
+    pub series: Vec<Series>,
 }
 
 /// Draws every chart into `dir` (created if missing) as `<name>.<ext>` and returns the paths.
@@ -106,18 +140,18 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> anyh
     draw_on(root, chart).map_err(|e| anyhow!("{e}"))
 }
 
-/// Draws `chart` on `root`: white background, axes from 0 with a light grid, the two series
-/// and their legend.
+/// Draws `chart` on `root`: white background, axes from 0 with a light grid, the series and
+/// their legend.
 fn draw_on<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     chart: &Chart,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
-    let points = || chart.real.iter().chain(&chart.sim);
+    let points = || chart.series.iter().flat_map(|s| &s.points);
     let x_max = axis_max(points().map(|&(x, _)| x));
     let y_max = axis_max(points().map(|&(_, y)| y)) * 1.05;
     let mut plot = ChartBuilder::on(&root)
-        .caption(chart.title, (FONT, 24))
+        .caption(&chart.title, (FONT, 20))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72)
@@ -129,20 +163,18 @@ fn draw_on<DB: DrawingBackend>(
         .axis_desc_style((FONT, 16))
         .light_line_style(BLACK.mix(0.05))
         .draw()?;
-    plot.draw_series(LineSeries::new(
-        chart.real.iter().copied(),
-        REAL_COLOR.stroke_width(2),
-    ))?
-    .label("vLLM")
-    .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], REAL_COLOR.stroke_width(2)));
-    plot.draw_series(DashedLineSeries::new(
-        chart.sim.iter().copied(),
-        8,
-        5,
-        SIM_COLOR.stroke_width(2),
-    ))?
-    .label("Sim")
-    .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], SIM_COLOR.stroke_width(2)));
+    for (series, color) in chart.series.iter().zip(COLORS.iter().cycle()) {
+        let style = color.stroke_width(2);
+        let points = series.points.iter().copied();
+        let drawn = if series.dashed {
+            plot.draw_series(DashedLineSeries::new(points, 8, 5, style))?
+        } else {
+            plot.draw_series(LineSeries::new(points, style))?
+        };
+        drawn
+            .label(series.label.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], style));
+    }
     plot.configure_series_labels()
         .position(chart.legend.clone())
         .label_font((FONT, 16))

@@ -81,6 +81,51 @@ impl TimeSeries {
         write_atomically(path, |w| self.write_rows(w))
     }
 
+    /// The cluster's totals per interval, `(t s, value)`: prompt tokens/s, generated
+    /// tokens/s, running and waiting requests (each instance's as in [`TimeSeries::write`]).
+    pub fn totals(&self) -> [Vec<(f64, f64)>; 4] {
+        let seconds = self.interval_ns as f64 / 1e9;
+        let mut out: [Vec<(f64, f64)>; 4] = Default::default();
+        let mut last = vec![(0, 0, 0, 0); self.instances];
+        for (interval, row) in self.cells.chunks(self.instances).enumerate() {
+            let t = (interval + 1) as f64 * seconds;
+            let (mut prompt, mut generated, mut running, mut waiting) = (0.0, 0.0, 0.0, 0.0);
+            for (instance, cell) in row.iter().enumerate() {
+                if let Some(state) = cell.last {
+                    last[instance] = state;
+                }
+                prompt += cell.prompt_tokens as f64 / seconds;
+                generated += cell.generated_tokens as f64 / seconds;
+                running += last[instance].0 as f64;
+                waiting += last[instance].1 as f64;
+            }
+            for (series, value) in out.iter_mut().zip([prompt, generated, running, waiting]) {
+                series.push((t, value));
+            }
+        }
+        out
+    }
+
+    /// KV cache use per interval, %, of each instance: `(t s, %)` by instance id.
+    pub fn kv_use(&self) -> Vec<Vec<(f64, f64)>> {
+        let seconds = self.interval_ns as f64 / 1e9;
+        let mut out = vec![Vec::new(); self.instances];
+        let mut last = vec![0.0; self.instances];
+        for (interval, row) in self.cells.chunks(self.instances).enumerate() {
+            for (instance, cell) in row.iter().enumerate() {
+                if let Some((_, _, used, total)) = cell.last {
+                    last[instance] = if total == 0 {
+                        0.0
+                    } else {
+                        100.0 * used as f64 / total as f64
+                    };
+                }
+                out[instance].push(((interval + 1) as f64 * seconds, last[instance]));
+            }
+        }
+        out
+    }
+
     fn write_rows(&self, w: &mut dyn Write) -> std::io::Result<()> {
         writeln!(
             w,

@@ -5,7 +5,7 @@
 
 mod matching;
 
-use super::plots::{self, Chart, PlotFormat};
+use super::plots::{self, Chart, PlotFormat, Series};
 use super::stats::{NS_PER_MS, mean, percentile};
 use anyhow::{Context, bail};
 use matching::Served;
@@ -248,21 +248,25 @@ impl Validation {
         let charts = [
             Chart {
                 name: "latency_cdf",
-                title: "End-to-end latency CDF",
+                title: "End-to-end latency CDF".into(),
                 x_desc: "Latency (s)",
                 y_desc: "CDF",
                 legend: SeriesLabelPosition::LowerRight,
-                real: latency_cdf(&self.real.latency_ms),
-                sim: latency_cdf(&self.sim.latency_ms),
+                series: vec![
+                    Series::solid("vLLM", latency_cdf(&self.real.latency_ms)),
+                    Series::dashed("Sim", latency_cdf(&self.sim.latency_ms)),
+                ],
             },
             Chart {
                 name: "throughput",
-                title: "Generation throughput",
+                title: "Generation throughput".into(),
                 x_desc: "Time (s)",
                 y_desc: "Generation tokens/s",
                 legend: SeriesLabelPosition::UpperRight,
-                real: self.real.gen_throughput.clone(),
-                sim: self.sim.gen_throughput.clone(),
+                series: vec![
+                    Series::solid("vLLM", self.real.gen_throughput.clone()),
+                    Series::dashed("Sim", self.sim.gen_throughput.clone()),
+                ],
             },
         ];
         plots::write_charts(dir, format, &charts)

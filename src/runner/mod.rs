@@ -5,7 +5,7 @@ mod commands;
 mod outputs;
 mod waves;
 
-use crate::metrics::{SloCollector, TimeSeries};
+use crate::metrics::{RunPlots, SloCollector, TimeSeries};
 use commands::detected;
 pub use commands::{et, generate, list_scenarios, validate};
 
@@ -152,10 +152,17 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         multi,
         sessions: has_sessions.then_some(&workload.sessions),
         power: power_model(config),
-        timeseries: config
-            .timeseries
+        timeseries: (config.timeseries.is_some() || config.plots.is_some()).then(|| {
+            let interval = config
+                .timeseries
+                .as_ref()
+                .map_or(NS_PER_S, |t| t.interval_ns);
+            TimeSeries::new(interval, config.instances.len())
+        }),
+        plots: config
+            .plots
             .as_ref()
-            .map(|t| TimeSeries::new(t.interval_ns, config.instances.len())),
+            .map(|_| RunPlots::new(run_title(config))),
         slo: SloCollector::new(workload.classes.as_ref(), config.slo_targets),
     };
     let mut router = Router::new(config.routing.clone(), config.seed);
@@ -272,10 +279,47 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     if let (Some(series), Some(t)) = (&outputs.timeseries, &config.timeseries) {
         series.write(&t.path)?;
     }
+    if let (Some(series), Some(pictures), Some(p)) =
+        (&outputs.timeseries, outputs.plots, &config.plots)
+    {
+        for path in pictures.write(series, &p.dir, p.format)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     if let Some(csv) = outputs.csv {
         csv.commit()?;
     }
     Ok(summary)
+}
+
+/// One simulated second, ns.
+const NS_PER_S: u64 = 1_000_000_000;
+
+/// What a run is, for the titles of its pictures: the first instance's model and hardware
+/// (with the instance count), and the workload's file or scenario name.
+fn run_title(config: &SimConfig) -> String {
+    let first = &config.instances[0];
+    let count = match config.instances.len() {
+        1 => String::new(),
+        n => format!(" × {n}"),
+    };
+    let model = first
+        .model
+        .name
+        .rsplit('/')
+        .next()
+        .unwrap_or(&first.model.name);
+    let file = |p: &std::path::Path| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    let workload = match &config.workload {
+        WorkloadSource::Dataset(path, _) | WorkloadSource::Spec(path) => file(path),
+        WorkloadSource::Scenario(name) => name.clone(),
+    };
+    format!("{model} on {}{count}, {workload}", first.hardware.name)
 }
 
 /// The workload `spec` generates, with the run's request count.

@@ -4,7 +4,9 @@
 use crate::chakra::StepEmitter;
 use crate::engine::{Observer, StepEvent, TransferEvent};
 use crate::latency::LatencyBackend;
-use crate::metrics::{RequestCsv, RequestRecord, SloCollector, SummaryCollector, TimeSeries};
+use crate::metrics::{
+    RequestCsv, RequestRecord, RunPlots, SloCollector, SummaryCollector, TimeSeries,
+};
 use crate::power::PowerModel;
 use crate::workload::sessions::SessionSet;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -29,6 +31,8 @@ pub(super) struct Outputs<'w> {
     pub timeseries: Option<TimeSeries>,
     /// SLO metrics, when the run has classes, tenants or targets.
     pub slo: Option<SloCollector>,
+    /// The latencies of the run's pictures (`--plots`).
+    pub plots: Option<RunPlots>,
 }
 
 impl Observer for Outputs<'_> {
@@ -43,6 +47,9 @@ impl Observer for Outputs<'_> {
         }
         if let Some(slo) = &mut self.slo {
             slo.record(record);
+        }
+        if let Some(pictures) = &mut self.plots {
+            pictures.record(record);
         }
         self.progress.advance();
         Ok(())
