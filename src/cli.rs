@@ -168,7 +168,7 @@ pub struct ValidateArgs {
 pub struct RunArgs {
     /// Workload: LLMServingSim JSONL, one request per line, or a Mooncake or Azure trace
     /// (see --dataset-format).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Workload", long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
 
     #[command(flatten)]
@@ -176,85 +176,90 @@ pub struct RunArgs {
 
     /// Workload generated in memory from a WorkloadSpec v2 YAML file (BLIS format), instead
     /// of --dataset.
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Workload", long, value_name = "PATH")]
     pub workload_spec: Option<PathBuf>,
 
     /// Workload generated in memory from a built-in scenario (`blis-cosim scenarios` lists
     /// them), instead of --dataset.
-    #[arg(long, value_name = "NAME",
+    #[arg(help_heading = "Workload", long, value_name = "NAME",
           value_parser = PossibleValuesParser::new(SCENARIOS.iter().map(|s| s.name)))]
     pub scenario: Option<String>,
 
     /// LLMServingSim cluster config JSON (colocated, prefill and decode instances on one or
     /// more nodes): each instance's model, hardware, memory, TP, role and engine overrides
     /// come from it.
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["model", "hardware", "tp"])]
+    #[arg(help_heading = "Deployment", long, value_name = "PATH", conflicts_with_all = ["model", "hardware", "tp"])]
     pub cluster_config: Option<PathBuf>,
 
     /// How arriving requests are spread over the instances: LOAD (LLMServingSim), RR, RAND,
     /// least-loaded, prefix-affinity or weighted. With prefill/decode instances the same
     /// policy also picks the decode instance of each prefilled request.
-    #[arg(long, value_name = "POLICY", default_value = "LOAD", value_parser = parse_routing_policy)]
+    #[arg(help_heading = "Cluster", long, value_name = "POLICY", default_value = "LOAD", value_parser = parse_routing_policy)]
     pub request_routing_policy: RoutingPolicy,
 
     /// How the MoE gate spreads tokens over experts: BALANCED (closed-form, perfectly
     /// balanced), RR (expert-token pairs cycle over the experts) or RAND (seeded draws).
-    #[arg(long, value_name = "POLICY", default_value = "BALANCED", value_parser = parse_expert_routing)]
+    #[arg(help_heading = "Cluster", long, value_name = "POLICY", default_value = "BALANCED", value_parser = parse_expert_routing)]
     pub expert_routing_policy: String,
 
     /// Weights of the weighted routing policy, e.g. queue=1,kv=0.5 (signals: queue, running,
     /// kv, prefix; those left out weigh 0) [default: all 1].
-    #[arg(long, value_name = "SIGNAL=W,...", value_parser = parse_routing_weights)]
+    #[arg(help_heading = "Cluster", long, value_name = "SIGNAL=W,...", value_parser = parse_routing_weights)]
     pub routing_weights: Option<RoutingWeights>,
 
     /// Profile root for the measured latency backend (`<root>/<hardware>/<org>/<model>/<variant>/`,
     /// LLMServingSim bundle layout). Without it the analytical roofline is used.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Deployment", long, value_name = "DIR")]
     pub profile_dir: Option<PathBuf>,
 
     /// LLMServingSim architecture YAML (layer sequence) for the profile backend; default: the
     /// bundled one for the model's `model_type`.
-    #[arg(long, value_name = "PATH", requires = "profile_dir")]
+    #[arg(
+        help_heading = "Deployment",
+        long,
+        value_name = "PATH",
+        requires = "profile_dir"
+    )]
     pub architecture: Option<PathBuf>,
 
     /// Per-request CSV to write (LLMServingSim columns), replaced atomically.
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Outputs", long, value_name = "PATH")]
     pub output: Option<PathBuf>,
 
     /// Run summary as JSON (vLLM benchmark keys), replaced atomically.
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Outputs", long, value_name = "PATH")]
     pub summary_json: Option<PathBuf>,
 
     /// Time series of the run as CSV, replaced atomically: per interval and instance, prompt
     /// and generated tokens per second, running and waiting requests, KV cache use, finished
     /// requests and steps (vLLM bench's timeseries.csv names).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Outputs", long, value_name = "PATH")]
     pub timeseries: Option<PathBuf>,
 
     /// Draw the run into this folder (created if missing): throughput, running and waiting
     /// requests and KV cache use over time (at --timeseries-interval), and TTFT, TPOT and
     /// end-to-end latency CDFs.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Outputs", long, value_name = "DIR")]
     pub plots: Option<PathBuf>,
 
     /// Picture format of --plots: svg or png.
-    #[arg(long, value_name = "FORMAT", default_value = "svg", value_parser = ["svg", "png"], requires = "plots")]
+    #[arg(help_heading = "Outputs", long, value_name = "FORMAT", default_value = "svg", value_parser = ["svg", "png"], requires = "plots")]
     pub plot_format: String,
 
     /// SLO target on time to first token, ms: the summary reports attainment and goodput.
-    #[arg(long, value_name = "MS", value_parser = parse_slo_ms)]
+    #[arg(help_heading = "Outputs", long, value_name = "MS", value_parser = parse_slo_ms)]
     pub slo_ttft: Option<f64>,
 
     /// SLO target on time per output token, ms.
-    #[arg(long, value_name = "MS", value_parser = parse_slo_ms)]
+    #[arg(help_heading = "Outputs", long, value_name = "MS", value_parser = parse_slo_ms)]
     pub slo_tpot: Option<f64>,
 
     /// SLO target on end-to-end latency, ms.
-    #[arg(long, value_name = "MS", value_parser = parse_slo_ms)]
+    #[arg(help_heading = "Outputs", long, value_name = "MS", value_parser = parse_slo_ms)]
     pub slo_e2e: Option<f64>,
 
     /// Simulated seconds per row of --timeseries.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "timeseries",
+    #[arg(help_heading = "Outputs", long, value_name = "SECS", default_value_t = 1.0, requires = "timeseries",
           value_parser = parse_timeseries_interval)]
     pub timeseries_interval: f64,
 
@@ -262,6 +267,7 @@ pub struct RunArgs {
     /// --scenario it replaces the spec's num_requests). `--num-reqs` (LLMServingSim's name) is
     /// an alias.
     #[arg(
+        help_heading = "Workload",
         long = "num-requests",
         visible_alias = "num-reqs",
         value_name = "N",
@@ -270,72 +276,103 @@ pub struct RunArgs {
     pub num_reqs: usize,
 
     /// With --workload-spec: most requests the spec may plan [default: 10000000].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Workload", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_requests: Option<u64>,
 
     /// Model: a bundled name (e.g. Llama-3.1-8B, Qwen3-32B) or a HuggingFace config.json path
     /// [default: meta-llama/Llama-3.1-8B].
-    #[arg(long, value_name = "NAME|PATH")]
+    #[arg(help_heading = "Deployment", long, value_name = "NAME|PATH")]
     pub model: Option<String>,
 
     /// Hardware: a bundled name (H100-SXM, H200, A100-80G, B200, RTXPRO6000, RTX4090) or a
     /// TOML path [default: H100-SXM].
-    #[arg(long, value_name = "NAME|PATH")]
+    #[arg(help_heading = "Deployment", long, value_name = "NAME|PATH")]
     pub hardware: Option<String>,
 
     /// Tensor-parallel degree (GPUs of the instance) [default: 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(help_heading = "Deployment", long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub tp: Option<u32>,
 
     /// Weight and activation dtype: float16, bfloat16, float32, fp8, int8 (default: the
     /// model's torch_dtype, else bfloat16).
-    #[arg(long, value_name = "DTYPE", value_parser = parse_dtype)]
+    #[arg(help_heading = "Deployment", long, value_name = "DTYPE", value_parser = parse_dtype)]
     pub dtype: Option<Dtype>,
 
     /// KV-cache dtype: auto (same as --dtype) or fp8.
-    #[arg(long, value_name = "DTYPE", default_value = "auto", value_parser = ["auto", "fp8"])]
+    #[arg(help_heading = "Deployment", long, value_name = "DTYPE", default_value = "auto", value_parser = ["auto", "fp8"])]
     pub kv_cache_dtype: String,
 
     /// Most requests running at once (0 = unlimited).
-    #[arg(long, value_name = "N", default_value_t = 128)]
+    #[arg(
+        help_heading = "Scheduler",
+        long,
+        value_name = "N",
+        default_value_t = 128
+    )]
     pub max_num_seqs: u32,
 
     /// Token budget of one scheduler step (0 = the model's maximum length).
-    #[arg(long, value_name = "N", default_value_t = 2048)]
+    #[arg(
+        help_heading = "Scheduler",
+        long,
+        value_name = "N",
+        default_value_t = 2048
+    )]
     pub max_num_batched_tokens: u32,
 
     /// Per-request cap on prompt tokens in one step (0 = off).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(
+        help_heading = "Scheduler",
+        long,
+        value_name = "N",
+        default_value_t = 0
+    )]
     pub long_prefill_token_threshold: u32,
 
     /// Split long prompts over several steps (default on).
-    #[arg(long, overrides_with = "no_enable_chunked_prefill")]
+    #[arg(
+        help_heading = "Scheduler",
+        long,
+        overrides_with = "no_enable_chunked_prefill"
+    )]
     pub enable_chunked_prefill: bool,
     /// Disable chunked prefill: a prompt larger than the remaining budget waits.
-    #[arg(long, action = ArgAction::SetTrue)]
+    #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_enable_chunked_prefill: bool,
 
     /// Admit a request only if its whole sequence fits in free KV blocks (default on).
-    #[arg(long, overrides_with = "no_reserve_full_isl")]
+    #[arg(
+        help_heading = "Scheduler",
+        long,
+        overrides_with = "no_reserve_full_isl"
+    )]
     pub reserve_full_isl: bool,
     /// Admit as soon as this step's tokens fit.
-    #[arg(long, action = ArgAction::SetTrue)]
+    #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_reserve_full_isl: bool,
 
     /// vLLM's asynchronous scheduling (its default since v0.11): each step is formed while
     /// the previous one runs, so a request arriving mid-step joins the step after the next.
     /// Off by default, as in LLMServingSim.
-    #[arg(long, overrides_with = "no_async_scheduling")]
+    #[arg(
+        help_heading = "Scheduler",
+        long,
+        overrides_with = "no_async_scheduling"
+    )]
     pub async_scheduling: bool,
     /// Form each step when the previous one ends (LLMServingSim's behaviour).
-    #[arg(long, action = ArgAction::SetTrue)]
+    #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_async_scheduling: bool,
 
     /// Reuse KV blocks of identical prompt prefixes (default on; needs input_tok_ids).
-    #[arg(long, overrides_with = "no_enable_prefix_caching")]
+    #[arg(
+        help_heading = "Scheduler",
+        long,
+        overrides_with = "no_enable_prefix_caching"
+    )]
     pub enable_prefix_caching: bool,
     /// Disable prefix caching.
-    #[arg(long, action = ArgAction::SetTrue)]
+    #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_enable_prefix_caching: bool,
 
     #[command(flatten)]
@@ -345,29 +382,45 @@ pub struct RunArgs {
     pub pim: PimArgs,
 
     /// Tokens per KV block.
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(help_heading = "Deployment", long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub block_size: u32,
 
     /// Fraction of GPU memory for weights + KV cache, in (0, 1].
-    #[arg(long, value_name = "F", default_value_t = 0.9, value_parser = parse_utilization)]
+    #[arg(help_heading = "Deployment", long, value_name = "F", default_value_t = 0.9, value_parser = parse_utilization)]
     pub npu_memory_utilization: f64,
 
     /// Seed of the run's random streams (recorded in the summary).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(
+        help_heading = "Deployment",
+        long,
+        value_name = "N",
+        default_value_t = 0
+    )]
     pub seed: u64,
 
     /// Write the Chakra execution traces of the run's first steps: step k (from 0) goes to
     /// `DIR/step<k>/llm.<npu>.et`, one file per TP rank, built from the active latency backend.
-    #[arg(long, value_name = "DIR")]
+    #[arg(
+        help_heading = "Co-simulation and execution traces",
+        long,
+        value_name = "DIR"
+    )]
     pub emit_et: Option<PathBuf>,
 
     /// How many steps, from the first, --emit-et writes.
-    #[arg(long, value_name = "N", default_value_t = 16, requires = "emit_et")]
+    #[arg(
+        help_heading = "Co-simulation and execution traces",
+        long,
+        value_name = "N",
+        default_value_t = 16,
+        requires = "emit_et"
+    )]
     pub emit_et_limit: u64,
 
     /// Dialect of the --emit-et files: llmservingsim (the ASTRA-Sim fork LLMServingSim drives;
     /// durations in ns) or upstream (ASTRA-Sim and Chakra; durations in µs).
     #[arg(
+        help_heading = "Co-simulation and execution traces",
         long,
         value_name = "DIALECT",
         default_value = "llmservingsim",
@@ -377,12 +430,12 @@ pub struct RunArgs {
 
     /// Log level: WARNING, INFO or DEBUG (DEBUG prints every step with its per-layer
     /// latency breakdown).
-    #[arg(long, value_name = "LEVEL", default_value = "WARNING", value_parser = parse_log_level)]
+    #[arg(help_heading = "Outputs", long, value_name = "LEVEL", default_value = "WARNING", value_parser = parse_log_level)]
     pub log_level: log::LevelFilter,
 
     /// Simulated seconds per interval of the power series (cluster configs with `power`
     /// blocks).
-    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = power::parse_log_interval)]
+    #[arg(help_heading = "Outputs", long, value_name = "SECS", default_value_t = 1.0, value_parser = power::parse_log_interval)]
     pub log_interval: f64,
 
     #[command(flatten)]

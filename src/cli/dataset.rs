@@ -5,6 +5,7 @@ use clap::Args;
 
 /// The format of `--dataset` (flattened into the main job's and `generate`'s flags).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Workload")]
 pub struct DatasetArgs {
     /// Format of --dataset: auto (detected from its first line, and said on stderr),
     /// llmservingsim (JSONL), mooncake (Mooncake trace JSONL: timestamp, input_length,

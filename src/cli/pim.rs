@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The PIM flags.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Prefix cache tiers and PIM")]
 pub struct PimArgs {
     /// Run decode attention on the PIM channels of the node's host memory (needs a cluster
     /// config whose node's cpu_mem names a pim_config); per-instance key

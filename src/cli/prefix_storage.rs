@@ -22,6 +22,7 @@ pub enum StorageFlag {
 
 /// Lower-tier flags (flattened into the main job's flags).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Prefix cache tiers and PIM")]
 pub struct PrefixStorageArgs {
     /// Second tier of the prefix cache, below the GPUs' KV blocks: NONE, CPU (each node's
     /// cpu_mem of --cluster-config) or CXL (its cxl_mem). Cached prompt prefixes are copied

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// Session output and replay-mode flags (flattened into the main job's flags).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Workload replay")]
 pub struct ReplayArgs {
     /// Per-session CSV to write (workloads with sessions), replaced atomically.
     #[arg(long, value_name = "PATH")]
