@@ -66,3 +66,38 @@ fn a_plain_run_reports_no_slo_metrics() {
     let (json, _) = summary(&["--dataset", sample, "--slo-e2e", "1000000000"]);
     assert_eq!(json["slo"]["all"]["attainment"], 1.0);
 }
+
+#[test]
+fn jsonl_lines_name_their_tenant_and_slo_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("w.jsonl");
+    std::fs::write(
+        &data,
+        concat!(
+            r#"{"input_toks":100,"output_toks":5,"arrival_time_ns":0,"tenant":"web","slo_class":"critical"}"#,
+            "\n",
+            r#"{"input_toks":100,"output_toks":5,"arrival_time_ns":1000,"tenant":"bulk"}"#,
+            "\n",
+            r#"{"session_id":"s","arrival_time_ns":0,"tenant":"bulk","slo_class":"batch","sub_requests":[{"input_toks":50,"output_toks":3},{"input_toks":60,"output_toks":3}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let (json, _) = summary(&["--dataset", data.to_str().unwrap()]);
+    let slo = &json["slo"];
+    assert_eq!(slo["by_tenant"]["web"]["completed"], 1);
+    assert_eq!(slo["by_tenant"]["bulk"]["completed"], 3);
+    assert_eq!(slo["by_slo_class"]["critical"]["completed"], 1);
+    assert_eq!(slo["by_slo_class"]["default"]["completed"], 1);
+    assert_eq!(slo["by_slo_class"]["batch"]["completed"], 2);
+    // A label that is not a string is named by its line and field.
+    std::fs::write(
+        &data,
+        "{\"input_toks\":10,\"output_toks\":5,\"arrival_time_ns\":0,\"tenant\":7}\n",
+    )
+    .unwrap();
+    let out = binary::run(&["--dataset", data.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(":1: tenant:"), "{stderr}");
+}

@@ -1,7 +1,7 @@
 //! The LLMServingSim JSONL workload format: flat requests and agentic session lines.
 
 use super::sessions::SessionSet;
-use super::{Request, Workload, jsonl_session};
+use super::{Request, RequestClasses, Workload, jsonl_session};
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -53,6 +53,49 @@ struct Line {
     model: Option<serde_json::Value>,
     #[serde(default)]
     sub_requests: Option<serde_json::Value>,
+    #[serde(default)]
+    tenant: Option<serde_json::Value>,
+    #[serde(default)]
+    slo_class: Option<serde_json::Value>,
+}
+
+/// The tenant and SLO class a line names (documented extensions; `generate` writes them).
+#[derive(Debug, Default, serde::Deserialize)]
+struct LabelFields {
+    #[serde(default)]
+    tenant: Option<serde_json::Value>,
+    #[serde(default)]
+    slo_class: Option<serde_json::Value>,
+}
+
+/// A line's tenant and SLO class, checked.
+#[derive(Debug, Default)]
+struct Labels {
+    tenant: Option<String>,
+    slo_class: Option<String>,
+}
+
+impl Labels {
+    fn of(
+        fields: LabelFields,
+        invalid: impl Fn(&str, String) -> WorkloadError,
+    ) -> Result<Labels, WorkloadError> {
+        Ok(Labels {
+            tenant: model_field(fields.tenant).map_err(|m| invalid("tenant", m))?,
+            slo_class: model_field(fields.slo_class).map_err(|m| invalid("slo_class", m))?,
+        })
+    }
+
+    /// Gives `count` ids from `first` these labels in `classes`; whether the line had any.
+    fn assign(&self, classes: &mut RequestClasses, first: u64, count: u32) -> bool {
+        classes.assign(
+            first,
+            count,
+            self.tenant.as_deref().unwrap_or("default"),
+            self.slo_class.as_deref().unwrap_or("default"),
+        );
+        self.tenant.is_some() || self.slo_class.is_some()
+    }
 }
 
 /// Reads the first `limit` requests (all when `None`) of a JSONL workload of flat requests,
@@ -90,6 +133,8 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
     let mut sessions = SessionSet::new();
     let mut session_ids = jsonl_session::SessionIds::default();
     let mut next_id = 0u64;
+    let mut classes = RequestClasses::default();
+    let mut labelled = false;
     let mut entries = 0usize;
     let mut buf = String::new();
     let mut line_no = 0u64;
@@ -112,7 +157,10 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
             continue;
         }
         match parse_line(&buf, path, line_no, next_id)? {
-            Some(request) => requests.push(request),
+            Some((request, labels)) => {
+                labelled |= labels.assign(&mut classes, next_id, 1);
+                requests.push(request);
+            }
             None => {
                 let at = jsonl_session::At {
                     path,
@@ -121,6 +169,9 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
                 };
                 match jsonl_session::parse(&buf, &at, &mut session_ids)? {
                     Some((header, plan)) => {
+                        let labels = session_labels(&buf, path, line_no)?;
+                        let count = u32::try_from(plan.num_requests()).unwrap_or(u32::MAX);
+                        labelled |= labels.assign(&mut classes, next_id, count);
                         next_id += plan.num_requests();
                         sessions.add(header, plan);
                     }
@@ -142,17 +193,29 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
     Ok(Workload {
         requests,
         sessions,
-        classes: None,
+        classes: labelled.then_some(classes),
     })
 }
 
-/// Parses a flat-request line with id `id`; `None` for a session line.
+/// The tenant and SLO class of a session line (they apply to all its sub-requests).
+fn session_labels(text: &str, path: &Path, line: u64) -> Result<Labels, WorkloadError> {
+    let invalid = |field: &str, message: String| WorkloadError::Invalid {
+        path: path.to_owned(),
+        line,
+        field: field.to_owned(),
+        message,
+    };
+    let fields: LabelFields = serde_json::from_str(text).unwrap_or_default();
+    Labels::of(fields, invalid)
+}
+
+/// Parses a flat-request line with id `id` and its labels; `None` for a session line.
 fn parse_line(
     text: &str,
     path: &Path,
     line: u64,
     id: u64,
-) -> Result<Option<Request>, WorkloadError> {
+) -> Result<Option<(Request, Labels)>, WorkloadError> {
     let invalid = |field: &str, message: String| WorkloadError::Invalid {
         path: path.to_owned(),
         line,
@@ -205,7 +268,14 @@ fn parse_line(
     let model = model_field(parsed.model).map_err(|m| invalid("model", m))?;
     let token_ids = token_ids(parsed.input_tok_ids, parsed.output_tok_ids, input, output)
         .map_err(|(field, m)| invalid(field, m))?;
-    Ok(Some(Request {
+    let labels = Labels::of(
+        LabelFields {
+            tenant: parsed.tenant,
+            slo_class: parsed.slo_class,
+        },
+        invalid,
+    )?;
+    let request = Request {
         id,
         line,
         model,
@@ -214,7 +284,8 @@ fn parse_line(
         output_toks: output,
         token_ids,
         prompt_blocks: None,
-    }))
+    };
+    Ok(Some((request, labels)))
 }
 
 /// The optional `model` field.

@@ -506,7 +506,7 @@ fn tenant_name(client: &ClientSpec) -> &str {
 }
 
 /// A client's SLO class as reported: BLIS's lower-case name, else `default`.
-fn class_name(client: &ClientSpec) -> &'static str {
+pub(super) fn class_name(client: &ClientSpec) -> &'static str {
     match client.slo_class {
         Some(SloClass::Critical) => "critical",
         Some(SloClass::Standard) => "standard",

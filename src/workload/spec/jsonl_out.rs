@@ -17,13 +17,22 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
     // (formatted once; a line then formats only the ids unique to its request).
     let mut fixed: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
     for (i, c) in generator.spec().clients.iter().enumerate() {
-        let model = match &c.model {
-            Some(m) => format!(
-                ",\"model\":{}",
-                serde_json::to_string(m).map_err(io::Error::other)?
-            ),
-            None => String::new(),
-        };
+        let quoted = |s: &str| serde_json::to_string(s).map_err(io::Error::other);
+        let mut model = String::new();
+        if let Some(m) = &c.model {
+            model.push_str(&format!(",\"model\":{}", quoted(m)?));
+        }
+        // The tenant and SLO class a client gives its requests (read back by the JSONL
+        // reader, so that a spec and its generated file report the same SLO metrics).
+        if let Some(t) = &c.tenant_id {
+            model.push_str(&format!(",\"tenant\":{}", quoted(t)?));
+        }
+        if c.slo_class.is_some() {
+            model.push_str(&format!(
+                ",\"slo_class\":{}",
+                quoted(super::generate::class_name(c))?
+            ));
+        }
         let prefix = generator.prefix_ids(i).map(|ids| {
             let mut text = b",\"input_tok_ids\":[".to_vec();
             for (k, &id) in ids.iter().enumerate() {
@@ -40,10 +49,7 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
     let mut written = 0u64;
     while let Some(req) = generator.next() {
         if let Some((header, plan)) = generator.session(&req) {
-            let model = generator.spec().clients[req.client as usize]
-                .model
-                .as_deref();
-            write_session(&mut buf, &header, &plan, model)?;
+            write_session(&mut buf, &header, &plan, &fixed[req.client as usize].0)?;
             written += 1;
             if buf.len() >= FLUSH_AT {
                 out.write_all(&buf)?;

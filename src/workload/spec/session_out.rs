@@ -34,7 +34,7 @@ pub(super) fn write_session(
     buf: &mut Vec<u8>,
     header: &SessionHeader,
     plan: &PlanBuilder,
-    model: Option<&str>,
+    client_fields: &[u8],
 ) -> io::Result<()> {
     let n = plan.len() as u32;
     let mut children = vec![0u32; n as usize];
@@ -71,10 +71,8 @@ pub(super) fn write_session(
         buf.extend_from_slice(b",\"client\":");
         string(buf, client)?;
     }
-    if let Some(m) = model {
-        buf.extend_from_slice(b",\"model\":");
-        string(buf, m)?;
-    }
+    // The client's model, tenant and SLO class, formatted once per client.
+    buf.extend_from_slice(client_fields);
     if let Some(d) = header.deadline_ns {
         buf.extend_from_slice(b",\"deadline_ns\":");
         int(buf, d);
