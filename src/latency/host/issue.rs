@@ -56,6 +56,11 @@ pub struct Pipeline {
     pub issued: f64,
     /// When the GPU finishes the last kernel so far, ns from the step's start.
     pub gpu: f64,
+    /// The current block (see [`Pipeline::begin_block`]): host time, GPU time, and the lead
+    /// of the GPU over the host it needs at its start for no kernel of it to wait.
+    block_issue: f64,
+    block_gpu: f64,
+    block_need: f64,
 }
 
 impl Pipeline {
@@ -65,7 +70,31 @@ impl Pipeline {
         Pipeline {
             issued: host_start,
             gpu: 0.0,
+            block_issue: 0.0,
+            block_gpu: 0.0,
+            block_need: f64::NEG_INFINITY,
         }
+    }
+
+    /// Starts measuring a block of kernels; returns the GPU's lead over the host now.
+    pub fn begin_block(&mut self) -> f64 {
+        self.block_issue = 0.0;
+        self.block_gpu = 0.0;
+        self.block_need = f64::NEG_INFINITY;
+        self.gpu - self.issued
+    }
+
+    /// Whether the block just run, begun with the GPU `lead` ahead, held no kernel back and
+    /// left the GPU at least as far ahead: then so does every identical block after it.
+    pub fn block_keeps_up(&self, lead: f64) -> bool {
+        lead >= self.block_need && self.block_gpu >= self.block_issue
+    }
+
+    /// Adds `count` more runs of the block just measured, none of which waits for the host.
+    pub fn repeat_block(&mut self, count: u64) {
+        let n = count as f64;
+        self.issued += n * self.block_issue;
+        self.gpu += n * self.block_gpu;
     }
 
     /// Issues `count` kernels costing `issue_ns` each on the host and `gpu_ns` in total on the
@@ -75,6 +104,9 @@ impl Pipeline {
         for _ in 0..count.max(1) {
             self.issued += issue_ns;
             self.gpu = self.gpu.max(self.issued) + per_kernel;
+            self.block_issue += issue_ns;
+            self.block_need = self.block_need.max(self.block_issue - self.block_gpu);
+            self.block_gpu += per_kernel;
         }
     }
 
@@ -82,6 +114,7 @@ impl Pipeline {
     /// host cost) start once it is done.
     pub fn launch_graph(&mut self, ns: f64) {
         self.issued += ns;
+        self.block_issue += ns;
     }
 }
 
@@ -120,6 +153,42 @@ mod tests {
         ahead.run(1, 5_000.0, 100_000.0);
         ahead.run(10, 20_000.0, 10_000.0);
         assert_eq!(ahead.gpu, 110_000.0);
+    }
+
+    /// Runs `blocks` blocks of `(count, issue, gpu)` kernels from `host_start`, one by one or
+    /// adding the blocks after the second in one go when they keep up.
+    fn blocks(host_start: f64, block: &[(u32, f64, f64)], n: u64, skip: bool) -> Pipeline {
+        let mut p = Pipeline::starting_at(host_start);
+        for b in 0..n {
+            let lead = p.begin_block();
+            for &(count, issue, gpu) in block {
+                p.run(count, issue, gpu);
+            }
+            if skip && b > 0 && p.block_keeps_up(lead) {
+                p.repeat_block(n - b - 1);
+                break;
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn repeated_blocks_added_in_one_go_end_where_the_recurrence_ends() {
+        let gpu_bound = [(1, 5_000.0, 100_000.0), (3, 7_000.0, 9_000.0)];
+        let host_bound = [(1, 5_000.0, 1_000.0), (4, 20_000.0, 2_000.0)];
+        // A big kernel, then tiny ones the host falls behind on within the block.
+        let mixed = [(1, 7_000.0, 60_000.0), (8, 7_000.0, 4_000.0)];
+        for block in [&gpu_bound[..], &host_bound, &mixed] {
+            for start in [-1_000_000.0, -30_000.0, 0.0, 400_000.0] {
+                let slow = blocks(start, block, 32, false);
+                let fast = blocks(start, block, 32, true);
+                assert!((slow.gpu - fast.gpu).abs() < 1e-6, "{block:?} {start}");
+                assert!(
+                    (slow.issued - fast.issued).abs() < 1e-6,
+                    "{block:?} {start}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -102,10 +102,13 @@ impl HostModel {
     }
 
     /// Runs the issue pipeline over `self.layers` (prologue, `repeats ×` the block, head).
+    /// Once a block (from the second on, which all start in the same graph state) ran
+    /// without holding the GPU back and issues no slower than the GPU runs it, every later
+    /// block does the same: they are added in one go.
     fn issue(&self, host_start: f64, mode: StepMode) -> Pipeline {
         let mut pipeline = Pipeline::starting_at(host_start);
         let mut in_graph = false;
-        let mut each = |layer: &LayerTiming| {
+        let mut each = |pipeline: &mut Pipeline, layer: &LayerTiming| {
             let cost = issue::issue_ns(&self.host, layer.name, mode);
             let graph_side = issue::in_graph(layer.name, mode);
             if graph_side && !in_graph {
@@ -115,9 +118,8 @@ impl HostModel {
             pipeline.run(issue::kernels_of(layer.name), cost, layer.time_ns as f64);
         };
         let layers = &self.layers;
-        let first = layers.iter().position(|l| l.repeats > 1);
-        let Some(first) = first else {
-            layers.iter().for_each(&mut each);
+        let Some(first) = layers.iter().position(|l| l.repeats > 1) else {
+            layers.iter().for_each(|l| each(&mut pipeline, l));
             return pipeline;
         };
         let repeats = layers[first].repeats;
@@ -125,11 +127,18 @@ impl HostModel {
             .iter()
             .position(|l| l.repeats != repeats)
             .map_or(layers.len(), |n| first + n);
-        layers[..first].iter().for_each(&mut each);
-        for _ in 0..repeats {
-            layers[first..end].iter().for_each(&mut each);
+        layers[..first].iter().for_each(|l| each(&mut pipeline, l));
+        for block in 0..repeats {
+            let lead = pipeline.begin_block();
+            layers[first..end]
+                .iter()
+                .for_each(|l| each(&mut pipeline, l));
+            if block > 0 && pipeline.block_keeps_up(lead) {
+                pipeline.repeat_block(repeats - block - 1);
+                break;
+            }
         }
-        layers[end..].iter().for_each(&mut each);
+        layers[end..].iter().for_each(|l| each(&mut pipeline, l));
         pipeline
     }
 
