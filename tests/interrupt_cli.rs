@@ -104,6 +104,8 @@ fn an_interrupted_generate_leaves_no_temporary_file() {
         spec.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
+        "--max-requests",
+        "50000000",
     ]);
     let (code, stderr) = interrupt_once_writing(child, dir.path(), "-INT");
     assert_eq!(code, Some(130), "{stderr}");
