@@ -102,11 +102,10 @@ fn an_interrupted_generate_leaves_no_temporary_file() {
         "generate",
         "--workload-spec",
         spec.to_str().unwrap(),
-        // Above the planned-requests limit on purpose: a long write to interrupt.
-        "--max-requests",
-        "100000000",
         "--out",
         out.to_str().unwrap(),
+        "--max-requests",
+        "50000000",
     ]);
     let (code, stderr) = interrupt_once_writing(child, dir.path(), "-INT");
     assert_eq!(code, Some(130), "{stderr}");

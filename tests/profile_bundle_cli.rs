@@ -116,3 +116,49 @@ fn a_meta_yaml_not_listing_the_tp_degree_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn skew_buckets_with_labels_the_axes_lack_are_warned_about() {
+    if !shared_data::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = "RTXPRO6000/meta-llama/Llama-3.1-8B/bf16";
+    let ours = dir.path().join("perf").join(bundle);
+    std::fs::create_dir_all(ours.join("tp1")).unwrap();
+    let theirs = shared_data::shared_path("profiler/perf").join(bundle);
+    std::fs::copy(theirs.join("meta.yaml"), ours.join("meta.yaml")).unwrap();
+    for entry in std::fs::read_dir(theirs.join("tp1")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), ours.join("tp1").join(entry.file_name())).unwrap();
+    }
+    let table = ours.join("tp1/skew_fit.csv");
+    let text = std::fs::read_to_string(&table).unwrap();
+    let w = dir.path().join("w.jsonl");
+    std::fs::write(
+        &w,
+        "{\"input_toks\":30,\"output_toks\":4,\"arrival_time_ns\":0}\n",
+    )
+    .unwrap();
+    let perf = dir.path().join("perf");
+    let args = [
+        "--dataset",
+        s(&w),
+        "--profile-dir",
+        s(&perf),
+        "--hardware",
+        "RTXPRO6000",
+    ];
+    let stderr = |args: &[&str]| String::from_utf8(binary::ok(args).stderr).unwrap();
+    assert!(!stderr(&args).contains("skew fit"));
+    // Two rows' labels garbled: their alphas could never apply.
+    let garbled = text
+        .replacen("0,n<=128,sr<=15%", "0,n<=1e9,sr<=15%", 1)
+        .replacen(",kvB<=1k,", ",kvB<=?,", 1);
+    std::fs::write(&table, garbled).unwrap();
+    let err = stderr(&args);
+    assert!(
+        err.contains("meta.yaml: skew fit for tp 1: 2 of 3982 bucket keys name labels not in its bucket axes and are never used"),
+        "{err}"
+    );
+}

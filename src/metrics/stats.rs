@@ -77,6 +77,58 @@ impl LatencyStats {
         LatencyStats::in_ms(values_ns.len(), mean, variance, percentiles)
     }
 
+    /// [`LatencyStats::from_integer_ns`] of the values `counts` holds, with the same results:
+    /// exact integer moments and order statistics found by walking the distinct values in
+    /// order. (Only when the sum of squares overflows 2^128 does the variance, then summed
+    /// per distinct value, differ in its last bits.)
+    pub(super) fn from_counts(counts: &IntegerCounts) -> Self {
+        let mut distinct: Vec<(u64, u64)> = counts.counts.iter().map(|(&v, &c)| (v, c)).collect();
+        distinct.sort_unstable();
+        let n = counts.len;
+        if n == 0 {
+            return LatencyStats::default();
+        }
+        let (mut sum, mut squares) = (0u128, Some(0u128));
+        for &(v, c) in &distinct {
+            let (v, c) = (u128::from(v), u128::from(c));
+            sum += v * c;
+            squares = squares.and_then(|s| s.checked_add(v.checked_mul(v)?.checked_mul(c)?));
+        }
+        let moments = Moments {
+            count: u128::from(n),
+            sum,
+            sum_of_squares: squares,
+            min: distinct[0].0,
+            max: distinct[distinct.len() - 1].0,
+        };
+        let mean = sum as f64 / n as f64;
+        let variance = moments.variance().unwrap_or_else(|| {
+            let squares: f64 = distinct
+                .iter()
+                .map(|&(v, c)| (v as f64 - mean).powi(2) * c as f64)
+                .sum();
+            squares / n as f64
+        });
+        let len = usize::try_from(n).unwrap_or(usize::MAX);
+        let last = len - 1;
+        // The value at each rank, from the cumulative counts of the distinct values in order.
+        let value_at = |rank: usize| {
+            let mut seen = 0u64;
+            for &(v, c) in &distinct {
+                seen += c;
+                if rank < seen as usize {
+                    return v as f64;
+                }
+            }
+            moments.max as f64
+        };
+        let percentiles = [50.0, 90.0, 99.0].map(|q| {
+            let (below, t) = percentile_position(len, q);
+            lerp(value_at(below), value_at((below + 1).min(last)), t)
+        });
+        LatencyStats::in_ms(len, mean, variance, percentiles)
+    }
+
     /// The statistics of `count` values from their mean, variance and 50th, 90th and 99th
     /// percentiles in ns.
     fn in_ms(count: usize, mean: f64, variance: f64, [median, p90, p99]: [f64; 3]) -> Self {
@@ -101,6 +153,24 @@ fn variance<T: Copy>(values: &[T], mean: f64, to_f64: impl Fn(T) -> f64) -> f64 
         })
         .sum();
     squares / values.len() as f64
+}
+
+/// A multiset of integers held as a count per distinct value: memory grows with the distinct
+/// values (for inter-token latencies, bounded by the distinct step times), not with the values.
+#[derive(Debug, Clone, Default)]
+pub struct IntegerCounts {
+    counts: std::collections::HashMap<u64, u64, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
+    len: u64,
+}
+
+impl IntegerCounts {
+    /// Adds every value of `values`.
+    pub fn extend(&mut self, values: &[u64]) {
+        for &v in values {
+            *self.counts.entry(v).or_insert(0) += 1;
+        }
+        self.len += values.len() as u64;
+    }
 }
 
 /// Where numpy's linear `q`-th percentile (0–100) of `len` values lies: the index of its
@@ -418,6 +488,30 @@ mod tests {
             ] {
                 assert!((a - e).abs() <= 1e-9 * e.abs(), "{case}: {a} vs {e}");
             }
+            // Counts per distinct value give the same numbers (the variance to rounding only
+            // when the sum of squares overflows, as with values near 2^64).
+            let mut counts = IntegerCounts::default();
+            counts.extend(&values[..values.len() / 2]);
+            counts.extend(&values[values.len() / 2..]);
+            let counted = LatencyStats::from_counts(&counts);
+            assert_eq!(
+                [
+                    counted.mean_ms,
+                    counted.median_ms,
+                    counted.p90_ms,
+                    counted.p99_ms
+                ],
+                [
+                    actual.mean_ms,
+                    actual.median_ms,
+                    actual.p90_ms,
+                    actual.p99_ms
+                ],
+                "{case}"
+            );
+            assert_eq!(counted.count, actual.count, "{case}");
+            let (a, e) = (counted.std_ms, actual.std_ms);
+            assert!((a - e).abs() <= 1e-9 * e.abs(), "{case}: {a} vs {e}");
         }
     }
 

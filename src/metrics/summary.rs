@@ -3,7 +3,7 @@
 use super::csv_out::write_atomically;
 use super::sessions::SessionSummary;
 use super::slo::SloReport;
-use super::stats::LatencyStats;
+use super::stats::{IntegerCounts, LatencyStats};
 use super::{PdRecord, RequestRecord};
 use crate::Nanos;
 use crate::power::PowerReport;
@@ -64,8 +64,8 @@ pub struct SummaryCollector {
     ttft_ns: Vec<Nanos>,
     /// vLLM's TPOT, unfloored, of requests that generated more than one token.
     tpot_ns: Vec<f64>,
-    /// Every inter-token gap of every request, pooled.
-    itl_ns: Vec<Nanos>,
+    /// Every inter-token gap of every request, pooled, as counts per distinct gap.
+    itl_ns: IntegerCounts,
     e2el_ns: Vec<Nanos>,
     /// Per instance, by id.
     instances: Vec<InstanceTally>,
@@ -89,7 +89,7 @@ impl SummaryCollector {
             self.tpot_ns
                 .push(decode_ns / f64::from(record.output_toks - 1));
         }
-        self.itl_ns.extend_from_slice(record.itl_ns);
+        self.itl_ns.extend(record.itl_ns);
         let id = record.instance_id as usize;
         let prefill = record.pd.map_or(0, |pd| pd.prefill_instance as usize);
         if id.max(prefill) >= self.instances.len() {
@@ -129,7 +129,7 @@ impl SummaryCollector {
             total_token_throughput: per_second(self.total_input_toks + self.total_output_toks),
             ttft: LatencyStats::from_integer_ns(&self.ttft_ns),
             tpot: LatencyStats::from_ns(&mut self.tpot_ns, f64::total_cmp, |ns| ns),
-            itl: LatencyStats::from_integer_ns(&self.itl_ns),
+            itl: LatencyStats::from_counts(&self.itl_ns),
             e2el: LatencyStats::from_integer_ns(&self.e2el_ns),
             sessions: None,
             power: None,

@@ -146,6 +146,7 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
                         }
                         _ => HashMap::new(),
                     };
+                    warn_unknown_buckets(&path, tp, &axes, &alphas);
                     SkewFit::buckets(axes, alphas, entry.alpha_default.unwrap_or(0.0))
                 }
             }
@@ -157,6 +158,21 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
         max_num_seqs,
         skew,
     })
+}
+
+/// Warns when bucket keys of the fit for `tp` name labels its axes do not have: those
+/// alphas can never apply, which a damaged or mismatched table would otherwise hide.
+fn warn_unknown_buckets(path: &Path, tp: u32, axes: &SkewAxes, alphas: &HashMap<String, f64>) {
+    let unknown: Vec<&String> = alphas.keys().filter(|k| !axes.knows(k)).collect();
+    if let Some(first) = unknown.iter().min() {
+        log::warn!(
+            "{}: skew fit for tp {tp}: {} of {} bucket keys name labels not in its bucket \
+             axes and are never used (first: `{first}`)",
+            path.display(),
+            unknown.len(),
+            alphas.len()
+        );
+    }
 }
 
 /// A `bucket_table` path, relative and without `..`, so that it names a file inside the

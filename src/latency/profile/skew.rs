@@ -87,6 +87,26 @@ impl SkewAxes {
     }
 }
 
+impl SkewAxes {
+    /// Whether `key` is a bucket these axes can produce: `pc=<integer>` and one label of each
+    /// axis, in key order.
+    pub fn knows(&self, key: &str) -> bool {
+        let mut parts = key.split('|');
+        let pc_ok = parts
+            .next()
+            .and_then(|pc| pc.strip_prefix("pc="))
+            .is_some_and(|pc| pc.parse::<i64>().is_ok());
+        let labels_ok = [&self.n, &self.skew_rate, &self.kv_big, &self.kp]
+            .iter()
+            .all(|axis| {
+                parts
+                    .next()
+                    .is_some_and(|l| axis.labels.iter().any(|a| a == l))
+            });
+        pc_ok && labels_ok && parts.next().is_none()
+    }
+}
+
 /// How the skew alpha of a batch is found.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum SkewFit {

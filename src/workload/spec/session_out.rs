@@ -52,6 +52,11 @@ pub(super) fn write_session(
             && children[node.parents[0] as usize] == 1
             && children[i as usize] > 0
     };
+    // The delay folded into each LLM call, if any (the first, as nodes go).
+    let mut folded_into = vec![None; n as usize];
+    for c in (0..n).filter(|&c| folded(c)) {
+        folded_into[plan.node(c).parents[0] as usize].get_or_insert(c);
+    }
     // The sub-request each node is written as (a folded node: its LLM call's).
     let mut entry = vec![0u32; n as usize];
     let mut written = 0u32;
@@ -91,8 +96,7 @@ pub(super) fn write_session(
                 int(buf, r.input_toks);
                 buf.extend_from_slice(b",\"output_toks\":");
                 int(buf, r.output_toks);
-                let after = (0..n).find(|&c| folded(c) && plan.node(c).parents[0] == i);
-                if let Some(c) = after {
+                if let Some(c) = folded_into[i as usize] {
                     let (NodeKind::Tool { latency_ns: d } | NodeKind::Think { ns: d }) =
                         plan.node(c).kind
                     else {
