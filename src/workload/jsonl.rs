@@ -222,33 +222,7 @@ fn parse_line(
         field: field.to_owned(),
         message,
     };
-    if let Some(kind) = crate::serde_messages::non_object_json(text) {
-        return Err(invalid(
-            "(line)",
-            format!("expected a JSON object {{...}}, found {kind}"),
-        ));
-    }
-    // The plain parse is fast; only a line that fails is parsed again with path tracking, to
-    // name the offending field.
-    let parsed: Line = match serde_json::from_str(text) {
-        Ok(line) => line,
-        Err(plain) => {
-            let mut de = serde_json::Deserializer::from_str(text);
-            let Err(e) = serde_path_to_error::deserialize::<_, Line>(&mut de) else {
-                return Err(invalid("(json)", plain.to_string()));
-            };
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            return Err(if inner.is_data() {
-                invalid(
-                    &field,
-                    crate::serde_messages::in_user_terms(&inner.to_string()),
-                )
-            } else {
-                invalid("(json)", format!("malformed JSON: {inner}"))
-            });
-        }
-    };
+    let parsed: Line = super::lines::parse_object(text, path, line)?;
     if parsed.sub_requests.is_some() {
         return Ok(None);
     }
