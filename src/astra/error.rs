@@ -99,7 +99,7 @@ impl fmt::Display for AstraError {
             "ASTRA-Sim `{}` {}: {}",
             self.binary.display(),
             self.stage,
-            self.fault
+            Escaped(&self.fault.to_string())
         )?;
         if matches!(self.fault, Fault::Spawn(_)) {
             return Ok(());
@@ -110,9 +110,26 @@ impl fmt::Display for AstraError {
         } else {
             write!(f, "; its last {} lines:", self.last_lines.len())?;
             for line in &self.last_lines {
-                write!(f, "\n    | {line}")?;
+                write!(f, "\n    | {}", Escaped(line))?;
             }
             Ok(())
         }
+    }
+}
+
+/// Text quoted from the process, its control characters (escape sequences, carriage returns,
+/// NULs) written escaped (`\u{1b}`, `\r`, `\0`) so that they cannot act on a terminal.
+struct Escaped<'a>(&'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_debug())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }

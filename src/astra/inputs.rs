@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use tempfile::TempDir;
 
 use super::{AstraMode, AstraOptions, NetworkConfig};
+use crate::interrupt::{Pending, register};
 
 /// The `system.json` template (`astra-sim-configs/system.json`).
 pub const SYSTEM_TEMPLATE: &str = include_str!("../../astra-sim-configs/system.json");
@@ -129,10 +130,12 @@ fn pretty(v: &Value) -> String {
 }
 
 /// The directory holding one run's ASTRA-Sim inputs and batch traces: removed when dropped,
-/// unless the options ask to keep it.
+/// or by [`crate::interrupt`] on Ctrl-C or SIGTERM, unless the options ask to keep it.
 #[derive(Debug)]
 pub struct AstraInputs {
     dir: RunDir,
+    /// The directory's registration for removal on interruption (none when kept).
+    _pending: Option<Pending>,
     /// The generated `system.json`.
     pub system: PathBuf,
     /// The generated `network.yml` (rendered from `--network-config` when one is given).
@@ -157,6 +160,7 @@ impl AstraInputs {
             Some(parent) => builder.tempdir_in(parent)?,
             None => builder.tempdir()?,
         };
+        let pending = register(temp.path());
         let root = temp.path().to_owned();
         let write = |name: &str, text: String| -> std::io::Result<PathBuf> {
             let path = root.join(name);
@@ -176,13 +180,14 @@ impl AstraInputs {
             memory_name,
             memory_json(options.mode, &options.memory, options.network.npus()),
         )?;
-        let dir = if options.keep_inputs {
-            RunDir::Kept(temp.keep())
+        let (dir, pending) = if options.keep_inputs {
+            (RunDir::Kept(temp.keep()), None)
         } else {
-            RunDir::Temp(temp)
+            (RunDir::Temp(temp), Some(pending))
         };
         Ok(AstraInputs {
             dir,
+            _pending: pending,
             system,
             network,
             memory,

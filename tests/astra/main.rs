@@ -11,6 +11,7 @@ mod double;
 mod double_sim;
 mod dp_tests;
 mod fork_tests;
+mod hygiene_tests;
 mod multi_tests;
 mod pd_tests;
 mod power_tests;
@@ -41,6 +42,14 @@ fn main() {
         ("fork::fault_quit", fork_tests::fault_quit),
         ("fork::fault_at_start_up", fork_tests::fault_at_start_up),
         ("fork::missing_binary", fork_tests::missing_binary),
+        (
+            "hygiene::a_wrappers_pipeline_and_background_job_end_on_a_timeout",
+            hygiene_tests::a_wrappers_pipeline_and_background_job_end_on_a_timeout,
+        ),
+        (
+            "hygiene::an_interrupted_run_leaves_no_run_directory_and_no_process",
+            hygiene_tests::an_interrupted_run_leaves_no_run_directory_and_no_process,
+        ),
         (
             "stock::prices_the_hand_check_once_per_distinct_batch",
             stock_tests::stock_prices_the_hand_check_once_per_distinct_batch,
