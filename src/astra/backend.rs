@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use xxhash_rust::xxh3::xxh3_128;
 
 use super::fork::ForkSession;
-use super::stock::StockRun;
+use super::stock::{StockRun, check_network};
 use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
@@ -113,7 +113,8 @@ pub(super) enum Driver {
 }
 
 impl Driver {
-    /// The driver of `options.mode`. For the fork: writes the initial workload (one COMP node
+    /// The driver of `options.mode`. Stock: refuses a network upstream would refuse
+    /// ([`check_network`]). For the fork: writes the initial workload (one COMP node
     /// of `first_step_ns`, at least 1 ns, on each of `npus` NPUs) into `inputs`, starts the
     /// fork with start NPUs `starts` and end NPUs `ends`, and reads its first prompts. A
     /// failure comes back with ASTRA-Sim's last lines.
@@ -125,6 +126,7 @@ impl Driver {
         first_step_ns: Nanos,
     ) -> Result<Driver, (Fault, Vec<String>)> {
         if options.mode == AstraMode::Stock {
+            check_network(&options.network).map_err(|f| (f, Vec::new()))?;
             return Ok(Driver::Stock);
         }
         let initial = inputs.dir().join("event");

@@ -28,6 +28,8 @@ pub enum Fault {
     Protocol(String),
     /// Writing the inputs or talking to the process failed.
     Io(String),
+    /// The run is one the binary would refuse or crash on; nothing was started.
+    Refused(String),
 }
 
 impl fmt::Display for Fault {
@@ -47,6 +49,7 @@ impl fmt::Display for Fault {
             Fault::Unparseable(m) => write!(f, "unparseable output: {m}"),
             Fault::Protocol(m) => write!(f, "protocol error: {m}"),
             Fault::Io(m) => f.write_str(m),
+            Fault::Refused(m) => write!(f, "refused before starting it: {m}"),
         }
     }
 }
@@ -101,7 +104,7 @@ impl fmt::Display for AstraError {
             self.stage,
             Escaped(&self.fault.to_string())
         )?;
-        if matches!(self.fault, Fault::Spawn(_)) {
+        if matches!(self.fault, Fault::Spawn(_) | Fault::Refused(_)) {
             return Ok(());
         }
         f.write_str("; the process was stopped")?;

@@ -26,6 +26,12 @@ pub const DEFAULT_HOST_MEM_BW_GBPS: f64 = 256.0;
 /// Host-memory latency when no cluster config gives `cpu_mem`, ns.
 pub const DEFAULT_HOST_MEM_LATENCY_NS: f64 = 0.0;
 
+/// The smallest host-memory latency of stock mode's memory file, ns: upstream ASTRA-Sim aborts
+/// on an event at time 0 (`current_event_list.get_event_time() > current_time`), which a batch
+/// whose first node, the input load, costs 0 ns would schedule. A latency of 0 is raised to
+/// this; the fork keeps the configured latency.
+pub const STOCK_MIN_MEM_LATENCY_NS: f64 = 1.0;
+
 /// The memory numbers the generated `system.json` and memory file come from.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MemoryParams {
@@ -75,10 +81,13 @@ pub fn system_json(network: &NetworkConfig, memory: &MemoryParams) -> String {
 /// The memory file: for the fork, the multi-level form whose `remote_mem` is host memory
 /// (`PER_NODE_MEMORY_EXPANSION`, one device), plus `cxl_mem` (`MEMORY_POOL`) when the cluster
 /// has CXL memory; for stock ASTRA-Sim, its single remote-memory form over the `npus` NPUs of
-/// one node.
+/// one node, with a latency of at least [`STOCK_MIN_MEM_LATENCY_NS`].
 pub fn memory_json(mode: AstraMode, memory: &MemoryParams, npus: u64) -> String {
     let bw = number(memory.remote_mem_bw_gbps);
-    let latency = number(memory.remote_mem_latency_ns);
+    let latency = match mode {
+        AstraMode::Fork => number(memory.remote_mem_latency_ns),
+        AstraMode::Stock => number(memory.remote_mem_latency_ns.max(STOCK_MIN_MEM_LATENCY_NS)),
+    };
     match mode {
         AstraMode::Fork => {
             let mut root: Map<String, Value> =

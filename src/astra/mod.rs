@@ -79,8 +79,8 @@ pub use error::{AstraError, Fault, Stage};
 pub use group::{AstraGroup, AstraGroupSpec, group_dims, group_network};
 pub use inputs::{
     AstraInputs, CxlParams, DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS, MEMORY_TEMPLATE,
-    MemoryParams, NETWORK_TEMPLATE, REMOTE_MEMORY_TEMPLATE, SYSTEM_TEMPLATE, memory_json,
-    system_json,
+    MemoryParams, NETWORK_TEMPLATE, REMOTE_MEMORY_TEMPLATE, STOCK_MIN_MEM_LATENCY_NS,
+    SYSTEM_TEMPLATE, memory_json, system_json,
 };
 pub use network::{NetworkConfig, NetworkDim, Topology};
 pub use options::{AstraMode, AstraOptions, OutputLimits};

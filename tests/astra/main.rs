@@ -56,6 +56,10 @@ fn main() {
         ),
         ("stock::faults", stock_tests::stock_faults),
         (
+            "stock::follows_upstreams_input_rules",
+            stock_tests::stock_follows_upstreams_input_rules,
+        ),
+        (
             "cli::sample_matches_the_analytical_run",
             cli_tests::sample_matches_the_analytical_run,
         ),
