@@ -24,7 +24,10 @@ pub(crate) fn check_network(network: &NetworkConfig) -> Result<(), Fault> {
     match dims.iter().find(|&&n| n < 2) {
         None => Ok(()),
         Some(n) => Err(Fault::Refused(format!(
-            "stock ASTRA-Sim 2.0 exits on a network dimension of {n} NPU (its network parser:              `npus_count ({n}) should be larger than 1`), and this network's dimensions are              {dims:?}: a TP-1 instance (alone, as a prefill instance or in a DP group) runs              with `--astra-mode fork` only"
+            "stock ASTRA-Sim 2.0 exits on a network dimension of {n} NPU (its network parser: \
+             `npus_count ({n}) should be larger than 1`), and this network's dimensions are \
+             {dims:?}: a TP-1 instance (alone, as a prefill instance or in a DP group) runs \
+             with `--astra-mode fork` only"
         ))),
     }
 }
