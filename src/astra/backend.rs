@@ -6,7 +6,15 @@
 //! which times compute, memory and collectives together.
 //!
 //! **Memoisation.** A batch is keyed by the exact bytes of its trace (a 128-bit XXH3 hash of
-//! the encoded `.et` file, identical for every NPU, plus the NPU count). A key seen before
+//! the encoded `.et` file, identical for every NPU, plus the NPU count), with one exception:
+//! a colocated instance's trace without weight loads is a chain (every node depends on the one
+//! before it) whose NPUs run in lock step, so ASTRA-Sim's time of it is the sum of its COMP
+//! durations plus the time of everything else (memory accesses and collectives, which on the
+//! congestion-unaware network do not depend on when they start). Such a batch is keyed by its
+//! *skeleton*, the trace with every COMP duration 0, and the memo keeps the time less the
+//! COMP sum: a batch with the same tensors and collectives but other compute times (decode
+//! steps whose contexts differ) reuses it, adding its own COMP sum (as written: rounded to µs
+//! per node in stock mode). A key seen before
 //! reuses its step time without talking to ASTRA-Sim at all: the fork keeps its last prompt
 //! unanswered, so its clock simply does not advance for memoised steps (nor while the engine
 //! idles). Its clock is therefore the sum of the initial workload and the non-memoised step
@@ -206,9 +214,15 @@ pub struct AstraBackend {
     dtype: Dtype,
     placement: Option<Placement>,
     options: AstraOptions,
+    /// Each key's time less its COMP sum (see the module documentation).
     memo: HashMap<MemoKey, Nanos>,
-    /// The last step's key and time (for [`LatencyBackend::breakdown`] under `--no-memo`).
+    /// The last step's key and time less its COMP sum (for [`LatencyBackend::breakdown`]
+    /// under `--no-memo`).
     last: Option<(MemoKey, Nanos)>,
+    /// The encoded skeleton of the batch being priced (reused from step to step).
+    skeleton: Vec<u8>,
+    /// The breakdown with every time 0, from which the skeleton is encoded.
+    zeroed: Vec<LayerTiming>,
     /// Weight bytes per rank the last encoded trace loads from host or CXL memory.
     streamed_bytes: u64,
     stats: AstraStats,
@@ -357,6 +371,8 @@ impl AstraBackend {
             options,
             memo: HashMap::new(),
             last: None,
+            skeleton: Vec::new(),
+            zeroed: Vec::new(),
             streamed_bytes: 0,
             stats: AstraStats::default(),
             et: Vec::new(),
@@ -438,12 +454,13 @@ impl AstraBackend {
     }
 
     /// Encodes the batch's `.et` file (the same for every NPU) into `self.et` and returns its
-    /// memo key.
+    /// memo key and the part of its time the key leaves out: the COMP sum of a chain keyed by
+    /// its skeleton, else 0 (see the module documentation).
     fn encode(
         &mut self,
         batch: &BatchDesc<'_>,
         breakdown: &[LayerTiming],
-    ) -> Result<MemoKey, String> {
+    ) -> Result<(MemoKey, Nanos), String> {
         let dialect = self.options.mode.dialect();
         let mut trace = BatchTrace {
             batch,
@@ -476,7 +493,23 @@ impl AstraBackend {
             trace
                 .encode_into(dialect, &mut self.et)
                 .map_err(|e| e.to_string())?;
-            return Ok(MemoKey::of(&self.et, self.tp));
+            if self.placement.is_some() {
+                return Ok((MemoKey::of(&self.et, self.tp), 0));
+            }
+            let compute = trace.compute_ns(dialect).map_err(|e| e.to_string())?;
+            self.zeroed.clear();
+            self.zeroed.extend(breakdown.iter().map(|l| LayerTiming {
+                time_ns: 0,
+                ..l.clone()
+            }));
+            let skeleton = BatchTrace {
+                breakdown: &self.zeroed,
+                ..trace
+            };
+            skeleton
+                .encode_into(dialect, &mut self.skeleton)
+                .map_err(|e| e.to_string())?;
+            return Ok((MemoKey::of(&self.skeleton, self.tp), compute));
         }
         // The key covers every file: the senders' and receivers' differ.
         self.et.clear();
@@ -485,7 +518,7 @@ impl AstraBackend {
                 .extend_from_slice(&(file.len() as u64).to_le_bytes());
             self.et.extend_from_slice(file);
         }
-        Ok(MemoKey::of(&self.et, self.npus()))
+        Ok((MemoKey::of(&self.et, self.npus()), 0))
     }
 
     /// Sends one batch to ASTRA-Sim and returns its time.
@@ -606,16 +639,16 @@ pub(super) fn stage_busy(
 }
 
 impl AstraBackend {
-    /// Counts a new step and encodes its trace into `self.et`: the step's number and its memo
-    /// key.
-    fn next_step(&mut self, batch: &BatchDesc<'_>) -> Result<(u64, MemoKey), LatencyError> {
+    /// Counts a new step and encodes its trace into `self.et`: the step's number, its memo
+    /// key and the COMP sum the key leaves out.
+    fn next_step(&mut self, batch: &BatchDesc<'_>) -> Result<(u64, MemoKey, Nanos), LatencyError> {
         let step = self.stats.steps;
         self.stats.steps += 1;
         let breakdown = self.compute.breakdown(batch)?;
-        let key = self
+        let (key, compute) = self
             .encode(batch, &breakdown)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
-        Ok((step, key))
+        Ok((step, key, compute))
     }
 }
 
@@ -637,22 +670,28 @@ impl LatencyBackend for AstraBackend {
     /// (the trace, the files); the no-allocation rule of the trait holds for the analytical
     /// backends only.
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        let (step, key) = self.next_step(batch)?;
+        let (step, key, compute) = self.next_step(batch)?;
         if self.options.memo
-            && let Some(&time) = self.memo.get(&key)
+            && let Some(&rest) = self.memo.get(&key)
         {
             self.stats.memo_hits += 1;
-            self.last = Some((key, time));
-            return Ok(time);
+            self.last = Some((key, rest));
+            return Ok(rest + compute);
         }
         let bytes = std::mem::take(&mut self.et);
         let priced = self.price(step, &bytes);
         self.et = bytes;
         let time = priced.map_err(|e| LatencyError::Backend(e.to_string()))?;
+        let rest = time.checked_sub(compute).ok_or_else(|| {
+            LatencyError::Backend(format!(
+                "ASTRA-Sim priced step {step} at {time} ns, less than its {compute} ns of COMP \
+                 nodes in a chain"
+            ))
+        })?;
         if self.options.memo {
-            self.memo.insert(key, time);
+            self.memo.insert(key, rest);
         }
-        self.last = Some((key, time));
+        self.last = Some((key, rest));
         Ok(time)
     }
 
@@ -666,11 +705,11 @@ impl LatencyBackend for AstraBackend {
     /// ASTRA-Sim step time (memory, collectives, waits). Only for a batch already priced.
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
         let full = self.compute.breakdown(batch)?;
-        let key = self
+        let (key, astra_compute) = self
             .encode(batch, &full)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace: {m}")))?;
-        let step = match self.last {
-            Some((k, time)) if k == key => time,
+        let rest = match self.last {
+            Some((k, rest)) if k == key => rest,
             _ => self
                 .memo
                 .get(&key)
@@ -680,6 +719,7 @@ impl LatencyBackend for AstraBackend {
                     LatencyError::Backend("ASTRA-Sim has not priced this batch".into())
                 })?,
         };
+        let step = rest + astra_compute;
         let mut layers: Vec<LayerTiming> = full.into_iter().filter(|l| !l.is_comm).collect();
         let compute: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
         layers.push(LayerTiming {
@@ -708,7 +748,8 @@ impl LatencyBackend for AstraBackend {
                 self.stage_blocks, stage_blocks
             )));
         }
-        let (step, key) = self.next_step(batch)?;
+        // A pipelined step's key covers its whole trace: nothing is left out.
+        let (step, key, _) = self.next_step(batch)?;
         if self.options.memo
             && let Some(times) = self.stage_memo.get(&key)
         {

@@ -104,10 +104,12 @@ pub fn describe(options: Option<&AstraOptions>) -> String {
 /// The end-of-run line of the ASTRA-Sim backend (printed on stderr by the main job).
 pub fn report_line(stats: &AstraStats) -> String {
     format!(
-        "ASTRA-Sim: {} steps, {} ASTRA-Sim calls, {} memo hits, {:.3} s in ASTRA-Sim",
+        "ASTRA-Sim: {} steps, {} ASTRA-Sim calls, {} memo hits ({:.1}% of steps), {:.3} s in \
+         ASTRA-Sim",
         stats.steps,
         stats.calls,
         stats.memo_hits,
+        100.0 * stats.memo_hits as f64 / stats.steps.max(1) as f64,
         stats.wall.as_secs_f64()
     )
 }

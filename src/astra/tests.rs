@@ -305,7 +305,8 @@ fn describe_and_report_lines() {
     };
     assert_eq!(
         report_line(&stats),
-        "ASTRA-Sim: 10 steps, 7 ASTRA-Sim calls, 3 memo hits, 1.500 s in ASTRA-Sim"
+        "ASTRA-Sim: 10 steps, 7 ASTRA-Sim calls, 3 memo hits (30.0% of steps), 1.500 s in \
+         ASTRA-Sim"
     );
 }
 
