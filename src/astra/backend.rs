@@ -3,7 +3,9 @@
 //! Each step's batch is priced by the wrapped compute backend (its per-layer
 //! [`LatencyBackend::breakdown`]), turned into the batch's Chakra trace ([`BatchTrace`]: input
 //! load, one COMP node per layer, the TP all-reduces, output store) and handed to ASTRA-Sim,
-//! which times compute, memory and collectives together.
+//! which times compute, memory and collectives together. A colocated instance's chain is sent
+//! lean ([`lean_nodes`]: each run of COMP nodes between communications as one node, the same
+//! times), unless `--astra-detailed-traces` asks for one node per layer.
 //!
 //! **Memoisation.** A batch is keyed by the exact bytes of its trace (a 128-bit XXH3 hash of
 //! the encoded `.et` file, identical for every NPU, plus the NPU count), with one exception:
@@ -66,7 +68,9 @@ use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
 use crate::chakra::stages::encode_stages;
-use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, prefill, write_npu_files};
+use crate::chakra::{
+    BatchTrace, EtNode, NodeKind, encode_et, lean_nodes, npu_file, prefill, write_npu_files,
+};
 use crate::config::{Dtype, ModelArch, Placement};
 use crate::latency::{
     BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, StageSends,
@@ -223,6 +227,9 @@ pub struct AstraBackend {
     skeleton: Vec<u8>,
     /// The breakdown with every time 0, from which the skeleton is encoded.
     zeroed: Vec<LayerTiming>,
+    /// The breakdown of the chain trace whose file [`AstraBackend::encode`] left unwritten
+    /// (written only when the batch is sent: [`AstraBackend::write_chain`]).
+    chain: Option<Vec<LayerTiming>>,
     /// Weight bytes per rank the last encoded trace loads from host or CXL memory.
     streamed_bytes: u64,
     stats: AstraStats,
@@ -373,6 +380,7 @@ impl AstraBackend {
             last: None,
             skeleton: Vec::new(),
             zeroed: Vec::new(),
+            chain: None,
             streamed_bytes: 0,
             stats: AstraStats::default(),
             et: Vec::new(),
@@ -453,9 +461,10 @@ impl AstraBackend {
         astra_error(&self.options, stage, fault, last_lines)
     }
 
-    /// Encodes the batch's `.et` file (the same for every NPU) into `self.et` and returns its
-    /// memo key and the part of its time the key leaves out: the COMP sum of a chain keyed by
-    /// its skeleton, else 0 (see the module documentation).
+    /// Encodes the batch's `.et` file (the same for every NPU) into `self.et`, except a chain's,
+    /// left to [`AstraBackend::write_chain`], and returns its memo key and the part of its
+    /// time the key leaves out: the COMP sum of a chain keyed by its skeleton, else 0 (see the
+    /// module documentation).
     fn encode(
         &mut self,
         batch: &BatchDesc<'_>,
@@ -490,10 +499,11 @@ impl AstraBackend {
             self.files = prefill::encode_prefill(&trace, prefill.kv_bytes, dialect)
                 .map_err(|e| e.to_string())?;
         } else {
-            trace
-                .encode_into(dialect, &mut self.et)
-                .map_err(|e| e.to_string())?;
+            self.chain = None;
             if self.placement.is_some() {
+                trace
+                    .encode_into(dialect, &mut self.et)
+                    .map_err(|e| e.to_string())?;
                 return Ok((MemoKey::of(&self.et, self.tp), 0));
             }
             let compute = trace.compute_ns(dialect).map_err(|e| e.to_string())?;
@@ -509,6 +519,7 @@ impl AstraBackend {
             skeleton
                 .encode_into(dialect, &mut self.skeleton)
                 .map_err(|e| e.to_string())?;
+            self.chain = Some(breakdown.to_vec());
             return Ok((MemoKey::of(&self.skeleton, self.tp), compute));
         }
         // The key covers every file: the senders' and receivers' differ.
@@ -519,6 +530,34 @@ impl AstraBackend {
             self.et.extend_from_slice(file);
         }
         Ok((MemoKey::of(&self.et, self.npus()), 0))
+    }
+
+    /// Writes the `.et` file of the chain [`AstraBackend::encode`] left unwritten into
+    /// `self.et`: lean, or detailed with `--astra-detailed-traces`.
+    fn write_chain(&mut self, batch: &BatchDesc<'_>) -> Result<(), String> {
+        let Some(breakdown) = self.chain.take() else {
+            return Ok(());
+        };
+        let dialect = self.options.mode.dialect();
+        let trace = BatchTrace {
+            batch,
+            model: &self.model,
+            tp: self.tp,
+            ep: self.ep,
+            dtype: self.dtype,
+            breakdown: &breakdown,
+            involved_dim: None,
+            placement: None,
+            ep_involved_dim: None,
+        };
+        if self.options.detailed_traces {
+            return trace
+                .encode_into(dialect, &mut self.et)
+                .map_err(|e| e.to_string());
+        }
+        let nodes = trace.nodes().map_err(|e| e.to_string())?;
+        self.et = encode_et(&lean_nodes(&nodes, dialect), dialect).map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     /// Sends one batch to ASTRA-Sim and returns its time.
@@ -678,6 +717,8 @@ impl LatencyBackend for AstraBackend {
             self.last = Some((key, rest));
             return Ok(rest + compute);
         }
+        self.write_chain(batch)
+            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
         let bytes = std::mem::take(&mut self.et);
         let priced = self.price(step, &bytes);
         self.et = bytes;

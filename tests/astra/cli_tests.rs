@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use blis_cosim::astra::ASTRA_SIM_ENV;
+use blis_cosim::chakra::{Dialect, NodeKind};
 
 use crate::support::{DoubleEnv, assert_gone, leftovers, pids, repeated_workload};
 
@@ -172,6 +173,78 @@ pub fn memo_and_no_memo_give_identical_csvs() {
         },
     );
     assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// Lean traces (consecutive compute layers as one node, the default) and detailed ones
+/// (`--astra-detailed-traces`) give identical CSVs at TP 2 in fork and stock mode, every batch
+/// sent (`--no-memo`); the kept lean trace of a Llama step has one COMP node per stretch
+/// between collectives.
+pub fn lean_and_detailed_traces_give_identical_csvs() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = cluster(dir.path(), 2);
+    let sample = sample();
+    for (mode, stock) in [("fork", false), ("stock", true)] {
+        let env = DoubleEnv {
+            stock,
+            ..DoubleEnv::default()
+        };
+        let mut csvs = Vec::new();
+        for detailed in [false, true] {
+            let out = dir.path().join(format!("{mode}-{detailed}.csv"));
+            let mut args = vec![
+                "--host-model",
+                "off",
+                "--cluster-config",
+                config.to_str().unwrap(),
+                "--dataset",
+                &sample,
+                "--num-reqs",
+                "20",
+                "--astra-mode",
+                mode,
+                "--no-memo",
+                "--output",
+                out.to_str().unwrap(),
+            ];
+            if detailed {
+                args.push("--astra-detailed-traces");
+            }
+            ok(&run(&args, Some(&env), tmp.path()));
+            csvs.push(std::fs::read(&out).unwrap());
+        }
+        assert_eq!(csvs[0], csvs[1], "{mode}");
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+    let mut args = vec![
+        "--host-model",
+        "off",
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        &sample,
+        "--num-reqs",
+        "1",
+        "--keep-astra-inputs",
+    ];
+    let kinds = |args: &[&str]| {
+        let err = ok(&run(args, Some(&DoubleEnv::default()), tmp.path()));
+        let kept = err
+            .lines()
+            .find_map(|l| l.strip_prefix("ASTRA-Sim inputs kept in "))
+            .expect("the kept directory is printed")
+            .to_owned();
+        let file = blis_cosim::chakra::read_et(&Path::new(&kept).join("b0.0.et")).unwrap();
+        let nodes = file.decode_nodes(Dialect::LlmServingSim).unwrap();
+        let count = |kind| nodes.iter().filter(|n| n.kind == kind).count();
+        (count(NodeKind::Comp), count(NodeKind::CommColl))
+    };
+    // Llama-3.1-8B: 32 blocks of two all-reduces; the embedding, norm and head join the
+    // stretches around them.
+    assert_eq!(kinds(&args), (65, 64));
+    args.push("--astra-detailed-traces");
+    // One COMP node per layer: 9 per block, and 4 around them.
+    assert_eq!(kinds(&args), (292, 64));
 }
 
 /// Runs `config` with `args` through the double with and without `--no-memo` (outputs in

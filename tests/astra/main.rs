@@ -68,6 +68,10 @@ fn main() {
             cli_tests::memo_and_no_memo_give_identical_csvs,
         ),
         (
+            "cli::lean_and_detailed_traces_give_identical_csvs",
+            cli_tests::lean_and_detailed_traces_give_identical_csvs,
+        ),
+        (
             "cli::kept_inputs_hold_the_generated_configs",
             cli_tests::kept_inputs_hold_the_generated_configs,
         ),

@@ -127,6 +127,7 @@ pub fn options(mode: AstraMode, tp: u32, temp: &Path) -> AstraOptions {
         timeout: Duration::from_secs(20),
         memo: true,
         keep_inputs: false,
+        detailed_traces: false,
         network: NetworkConfig::for_instance(tp, &[16.0], &[20000.0], "test").unwrap(),
         memory: MemoryParams {
             local_mem_bw_gbps: 1597.0,
