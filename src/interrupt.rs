@@ -1,5 +1,6 @@
-//! Interruption (Ctrl-C, SIGTERM, SIGHUP): the temporary files of outputs not yet finished are
-//! removed, the user is told, and the process exits with 128 + the signal's number.
+//! Interruption (Ctrl-C, SIGTERM, SIGHUP): the process groups of running children (ASTRA-Sim)
+//! are killed, the temporary files of outputs not yet finished are removed, the user is told,
+//! and the process exits with 128 + the signal's number.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -7,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Temporary files and folders of outputs being written.
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Process groups of running children, killed on interruption.
+static GROUPS: Mutex<Vec<rustix::process::Pid>> = Mutex::new(Vec::new());
 /// Whether some output has been put in place.
 static COMMITTED: AtomicBool = AtomicBool::new(false);
 
@@ -42,8 +45,15 @@ pub fn install() -> std::io::Result<()> {
 /// Records `path` (a temporary file or folder) for removal on interruption, until the
 /// returned guard is dropped.
 pub fn register(path: &Path) -> Pending {
-    lock().push(path.to_path_buf());
+    lock(&PENDING).push(path.to_path_buf());
     Pending(path.to_path_buf())
+}
+
+/// Records the process group `group` (a child started as a group leader) for killing on
+/// interruption, until the returned guard is dropped.
+pub fn register_group(group: rustix::process::Pid) -> PendingGroup {
+    lock(&GROUPS).push(group);
+    PendingGroup(group)
 }
 
 /// Notes that an output has been put in place.
@@ -57,22 +67,46 @@ pub struct Pending(PathBuf);
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let mut pending = lock();
-        if let Some(i) = pending.iter().position(|p| *p == self.0) {
-            pending.swap_remove(i);
-        }
+        forget(&PENDING, &self.0);
     }
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    PENDING
-        .lock()
+/// A registered process group; dropping it forgets the group.
+#[derive(Debug)]
+pub struct PendingGroup(rustix::process::Pid);
+
+impl PendingGroup {
+    /// The group's id.
+    pub fn id(&self) -> rustix::process::Pid {
+        self.0
+    }
+}
+
+impl Drop for PendingGroup {
+    fn drop(&mut self) {
+        forget(&GROUPS, &self.0);
+    }
+}
+
+fn forget<T: PartialEq>(list: &'static Mutex<Vec<T>>, item: &T) {
+    let mut list = lock(list);
+    if let Some(i) = list.iter().position(|p| p == item) {
+        list.swap_remove(i);
+    }
+}
+
+fn lock<T>(list: &'static Mutex<Vec<T>>) -> std::sync::MutexGuard<'static, Vec<T>> {
+    list.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Removes every registered path; those already gone are ignored.
+/// Kills every registered process group, then removes every registered path; those already
+/// gone are ignored.
 fn clean_up() {
-    for path in lock().drain(..) {
+    for group in lock(&GROUPS).drain(..) {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    for path in lock(&PENDING).drain(..) {
         let _ = if path.is_dir() {
             std::fs::remove_dir_all(&path)
         } else {

@@ -58,6 +58,11 @@ pub struct AstraArgs {
     #[arg(long)]
     pub keep_astra_inputs: bool,
 
+    /// Send ASTRA-Sim one COMP node per layer (the traces --emit-et writes) instead of lean
+    /// traces, whose consecutive compute layers are one node; the times are the same.
+    #[arg(long)]
+    pub astra_detailed_traces: bool,
+
     /// Your own ASTRA-Sim network.yml (topology, npus_count, bandwidth, latency; one entry per
     /// dimension) instead of the one generated from the cluster config or hardware.
     #[arg(long, value_name = "PATH")]
@@ -219,6 +224,7 @@ impl AstraArgs {
                 ("--astra-timeout", self.astra_timeout.is_some()),
                 ("--no-memo", self.no_memo),
                 ("--keep-astra-inputs", self.keep_astra_inputs),
+                ("--astra-detailed-traces", self.astra_detailed_traces),
                 ("--network-config", self.network_config.is_some()),
             ];
             if let Some((flag, _)) = astra_only.iter().find(|(_, given)| *given) {
@@ -277,6 +283,7 @@ impl AstraArgs {
                 timeout: Duration::from_secs_f64(self.astra_timeout.unwrap_or(60.0)),
                 memo: !self.no_memo,
                 keep_inputs: self.keep_astra_inputs,
+                detailed_traces: self.astra_detailed_traces,
                 network,
                 memory: instance.memory,
                 limits: OutputLimits::default(),

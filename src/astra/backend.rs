@@ -3,10 +3,20 @@
 //! Each step's batch is priced by the wrapped compute backend (its per-layer
 //! [`LatencyBackend::breakdown`]), turned into the batch's Chakra trace ([`BatchTrace`]: input
 //! load, one COMP node per layer, the TP all-reduces, output store) and handed to ASTRA-Sim,
-//! which times compute, memory and collectives together.
+//! which times compute, memory and collectives together. A colocated instance's chain is sent
+//! lean ([`lean_nodes`]: each run of COMP nodes between communications as one node, the same
+//! times), unless `--astra-detailed-traces` asks for one node per layer.
 //!
 //! **Memoisation.** A batch is keyed by the exact bytes of its trace (a 128-bit XXH3 hash of
-//! the encoded `.et` file, identical for every NPU, plus the NPU count). A key seen before
+//! the encoded `.et` file, identical for every NPU, plus the NPU count), with one exception:
+//! a colocated instance's trace without weight loads is a chain (every node depends on the one
+//! before it) whose NPUs run in lock step, so ASTRA-Sim's time of it is the sum of its COMP
+//! durations plus the time of everything else (memory accesses and collectives, which on the
+//! congestion-unaware network do not depend on when they start). Such a batch is keyed by its
+//! *skeleton*, the trace with every COMP duration 0, and the memo keeps the time less the
+//! COMP sum: a batch with the same tensors and collectives but other compute times (decode
+//! steps whose contexts differ) reuses it, adding its own COMP sum (as written: rounded to µs
+//! per node in stock mode). A key seen before
 //! reuses its step time without talking to ASTRA-Sim at all: the fork keeps its last prompt
 //! unanswered, so its clock simply does not advance for memoised steps (nor while the engine
 //! idles). Its clock is therefore the sum of the initial workload and the non-memoised step
@@ -53,12 +63,14 @@ use std::time::{Duration, Instant};
 use xxhash_rust::xxh3::xxh3_128;
 
 use super::fork::ForkSession;
-use super::stock::StockRun;
+use super::stock::{StockRun, check_network};
 use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
 use crate::chakra::stages::encode_stages;
-use crate::chakra::{BatchTrace, EtNode, NodeKind, npu_file, prefill, write_npu_files};
+use crate::chakra::{
+    BatchTrace, EtNode, NodeKind, encode_et, lean_nodes, npu_file, prefill, write_npu_files,
+};
 use crate::config::{Dtype, ModelArch, Placement};
 use crate::latency::{
     BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, StageSends,
@@ -113,7 +125,8 @@ pub(super) enum Driver {
 }
 
 impl Driver {
-    /// The driver of `options.mode`. For the fork: writes the initial workload (one COMP node
+    /// The driver of `options.mode`. Stock: refuses a network upstream would refuse
+    /// ([`check_network`]). For the fork: writes the initial workload (one COMP node
     /// of `first_step_ns`, at least 1 ns, on each of `npus` NPUs) into `inputs`, starts the
     /// fork with start NPUs `starts` and end NPUs `ends`, and reads its first prompts. A
     /// failure comes back with ASTRA-Sim's last lines.
@@ -125,6 +138,7 @@ impl Driver {
         first_step_ns: Nanos,
     ) -> Result<Driver, (Fault, Vec<String>)> {
         if options.mode == AstraMode::Stock {
+            check_network(&options.network).map_err(|f| (f, Vec::new()))?;
             return Ok(Driver::Stock);
         }
         let initial = inputs.dir().join("event");
@@ -204,9 +218,18 @@ pub struct AstraBackend {
     dtype: Dtype,
     placement: Option<Placement>,
     options: AstraOptions,
+    /// Each key's time less its COMP sum (see the module documentation).
     memo: HashMap<MemoKey, Nanos>,
-    /// The last step's key and time (for [`LatencyBackend::breakdown`] under `--no-memo`).
+    /// The last step's key and time less its COMP sum (for [`LatencyBackend::breakdown`]
+    /// under `--no-memo`).
     last: Option<(MemoKey, Nanos)>,
+    /// The encoded skeleton of the batch being priced (reused from step to step).
+    skeleton: Vec<u8>,
+    /// The breakdown with every time 0, from which the skeleton is encoded.
+    zeroed: Vec<LayerTiming>,
+    /// The breakdown of the chain trace whose file [`AstraBackend::encode`] left unwritten
+    /// (written only when the batch is sent: [`AstraBackend::write_chain`]).
+    chain: Option<Vec<LayerTiming>>,
     /// Weight bytes per rank the last encoded trace loads from host or CXL memory.
     streamed_bytes: u64,
     stats: AstraStats,
@@ -355,6 +378,9 @@ impl AstraBackend {
             options,
             memo: HashMap::new(),
             last: None,
+            skeleton: Vec::new(),
+            zeroed: Vec::new(),
+            chain: None,
             streamed_bytes: 0,
             stats: AstraStats::default(),
             et: Vec::new(),
@@ -435,13 +461,15 @@ impl AstraBackend {
         astra_error(&self.options, stage, fault, last_lines)
     }
 
-    /// Encodes the batch's `.et` file (the same for every NPU) into `self.et` and returns its
-    /// memo key.
+    /// Encodes the batch's `.et` file (the same for every NPU) into `self.et`, except a chain's,
+    /// left to [`AstraBackend::write_chain`], and returns its memo key and the part of its
+    /// time the key leaves out: the COMP sum of a chain keyed by its skeleton, else 0 (see the
+    /// module documentation).
     fn encode(
         &mut self,
         batch: &BatchDesc<'_>,
         breakdown: &[LayerTiming],
-    ) -> Result<MemoKey, String> {
+    ) -> Result<(MemoKey, Nanos), String> {
         let dialect = self.options.mode.dialect();
         let mut trace = BatchTrace {
             batch,
@@ -471,10 +499,28 @@ impl AstraBackend {
             self.files = prefill::encode_prefill(&trace, prefill.kv_bytes, dialect)
                 .map_err(|e| e.to_string())?;
         } else {
-            trace
-                .encode_into(dialect, &mut self.et)
+            self.chain = None;
+            if self.placement.is_some() {
+                trace
+                    .encode_into(dialect, &mut self.et)
+                    .map_err(|e| e.to_string())?;
+                return Ok((MemoKey::of(&self.et, self.tp), 0));
+            }
+            let compute = trace.compute_ns(dialect).map_err(|e| e.to_string())?;
+            self.zeroed.clear();
+            self.zeroed.extend(breakdown.iter().map(|l| LayerTiming {
+                time_ns: 0,
+                ..l.clone()
+            }));
+            let skeleton = BatchTrace {
+                breakdown: &self.zeroed,
+                ..trace
+            };
+            skeleton
+                .encode_into(dialect, &mut self.skeleton)
                 .map_err(|e| e.to_string())?;
-            return Ok(MemoKey::of(&self.et, self.tp));
+            self.chain = Some(breakdown.to_vec());
+            return Ok((MemoKey::of(&self.skeleton, self.tp), compute));
         }
         // The key covers every file: the senders' and receivers' differ.
         self.et.clear();
@@ -483,7 +529,35 @@ impl AstraBackend {
                 .extend_from_slice(&(file.len() as u64).to_le_bytes());
             self.et.extend_from_slice(file);
         }
-        Ok(MemoKey::of(&self.et, self.npus()))
+        Ok((MemoKey::of(&self.et, self.npus()), 0))
+    }
+
+    /// Writes the `.et` file of the chain [`AstraBackend::encode`] left unwritten into
+    /// `self.et`: lean, or detailed with `--astra-detailed-traces`.
+    fn write_chain(&mut self, batch: &BatchDesc<'_>) -> Result<(), String> {
+        let Some(breakdown) = self.chain.take() else {
+            return Ok(());
+        };
+        let dialect = self.options.mode.dialect();
+        let trace = BatchTrace {
+            batch,
+            model: &self.model,
+            tp: self.tp,
+            ep: self.ep,
+            dtype: self.dtype,
+            breakdown: &breakdown,
+            involved_dim: None,
+            placement: None,
+            ep_involved_dim: None,
+        };
+        if self.options.detailed_traces {
+            return trace
+                .encode_into(dialect, &mut self.et)
+                .map_err(|e| e.to_string());
+        }
+        let nodes = trace.nodes().map_err(|e| e.to_string())?;
+        self.et = encode_et(&lean_nodes(&nodes, dialect), dialect).map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     /// Sends one batch to ASTRA-Sim and returns its time.
@@ -604,16 +678,16 @@ pub(super) fn stage_busy(
 }
 
 impl AstraBackend {
-    /// Counts a new step and encodes its trace into `self.et`: the step's number and its memo
-    /// key.
-    fn next_step(&mut self, batch: &BatchDesc<'_>) -> Result<(u64, MemoKey), LatencyError> {
+    /// Counts a new step and encodes its trace into `self.et`: the step's number, its memo
+    /// key and the COMP sum the key leaves out.
+    fn next_step(&mut self, batch: &BatchDesc<'_>) -> Result<(u64, MemoKey, Nanos), LatencyError> {
         let step = self.stats.steps;
         self.stats.steps += 1;
         let breakdown = self.compute.breakdown(batch)?;
-        let key = self
+        let (key, compute) = self
             .encode(batch, &breakdown)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
-        Ok((step, key))
+        Ok((step, key, compute))
     }
 }
 
@@ -635,22 +709,30 @@ impl LatencyBackend for AstraBackend {
     /// (the trace, the files); the no-allocation rule of the trait holds for the analytical
     /// backends only.
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        let (step, key) = self.next_step(batch)?;
+        let (step, key, compute) = self.next_step(batch)?;
         if self.options.memo
-            && let Some(&time) = self.memo.get(&key)
+            && let Some(&rest) = self.memo.get(&key)
         {
             self.stats.memo_hits += 1;
-            self.last = Some((key, time));
-            return Ok(time);
+            self.last = Some((key, rest));
+            return Ok(rest + compute);
         }
+        self.write_chain(batch)
+            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
         let bytes = std::mem::take(&mut self.et);
         let priced = self.price(step, &bytes);
         self.et = bytes;
         let time = priced.map_err(|e| LatencyError::Backend(e.to_string()))?;
+        let rest = time.checked_sub(compute).ok_or_else(|| {
+            LatencyError::Backend(format!(
+                "ASTRA-Sim priced step {step} at {time} ns, less than its {compute} ns of COMP \
+                 nodes in a chain"
+            ))
+        })?;
         if self.options.memo {
-            self.memo.insert(key, time);
+            self.memo.insert(key, rest);
         }
-        self.last = Some((key, time));
+        self.last = Some((key, rest));
         Ok(time)
     }
 
@@ -664,11 +746,11 @@ impl LatencyBackend for AstraBackend {
     /// ASTRA-Sim step time (memory, collectives, waits). Only for a batch already priced.
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
         let full = self.compute.breakdown(batch)?;
-        let key = self
+        let (key, astra_compute) = self
             .encode(batch, &full)
             .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace: {m}")))?;
-        let step = match self.last {
-            Some((k, time)) if k == key => time,
+        let rest = match self.last {
+            Some((k, rest)) if k == key => rest,
             _ => self
                 .memo
                 .get(&key)
@@ -678,6 +760,7 @@ impl LatencyBackend for AstraBackend {
                     LatencyError::Backend("ASTRA-Sim has not priced this batch".into())
                 })?,
         };
+        let step = rest + astra_compute;
         let mut layers: Vec<LayerTiming> = full.into_iter().filter(|l| !l.is_comm).collect();
         let compute: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
         layers.push(LayerTiming {
@@ -706,7 +789,8 @@ impl LatencyBackend for AstraBackend {
                 self.stage_blocks, stage_blocks
             )));
         }
-        let (step, key) = self.next_step(batch)?;
+        // A pipelined step's key covers its whole trace: nothing is left out.
+        let (step, key, _) = self.next_step(batch)?;
         if self.options.memo
             && let Some(times) = self.stage_memo.get(&key)
         {

@@ -28,6 +28,8 @@ pub enum Fault {
     Protocol(String),
     /// Writing the inputs or talking to the process failed.
     Io(String),
+    /// The run is one the binary would refuse or crash on; nothing was started.
+    Refused(String),
 }
 
 impl fmt::Display for Fault {
@@ -47,6 +49,7 @@ impl fmt::Display for Fault {
             Fault::Unparseable(m) => write!(f, "unparseable output: {m}"),
             Fault::Protocol(m) => write!(f, "protocol error: {m}"),
             Fault::Io(m) => f.write_str(m),
+            Fault::Refused(m) => write!(f, "refused before starting it: {m}"),
         }
     }
 }
@@ -99,9 +102,9 @@ impl fmt::Display for AstraError {
             "ASTRA-Sim `{}` {}: {}",
             self.binary.display(),
             self.stage,
-            self.fault
+            Escaped(&self.fault.to_string())
         )?;
-        if matches!(self.fault, Fault::Spawn(_)) {
+        if matches!(self.fault, Fault::Spawn(_) | Fault::Refused(_)) {
             return Ok(());
         }
         f.write_str("; the process was stopped")?;
@@ -110,9 +113,26 @@ impl fmt::Display for AstraError {
         } else {
             write!(f, "; its last {} lines:", self.last_lines.len())?;
             for line in &self.last_lines {
-                write!(f, "\n    | {line}")?;
+                write!(f, "\n    | {}", Escaped(line))?;
             }
             Ok(())
         }
+    }
+}
+
+/// Text quoted from the process, its control characters (escape sequences, carriage returns,
+/// NULs) written escaped (`\u{1b}`, `\r`, `\0`) so that they cannot act on a terminal.
+struct Escaped<'a>(&'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_debug())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }

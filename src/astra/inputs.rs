@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use tempfile::TempDir;
 
 use super::{AstraMode, AstraOptions, NetworkConfig};
+use crate::interrupt::{Pending, register};
 
 /// The `system.json` template (`astra-sim-configs/system.json`).
 pub const SYSTEM_TEMPLATE: &str = include_str!("../../astra-sim-configs/system.json");
@@ -24,6 +25,12 @@ pub const NETWORK_TEMPLATE: &str = include_str!("../../astra-sim-configs/network
 pub const DEFAULT_HOST_MEM_BW_GBPS: f64 = 256.0;
 /// Host-memory latency when no cluster config gives `cpu_mem`, ns.
 pub const DEFAULT_HOST_MEM_LATENCY_NS: f64 = 0.0;
+
+/// The smallest host-memory latency of stock mode's memory file, ns: upstream ASTRA-Sim aborts
+/// on an event at time 0 (`current_event_list.get_event_time() > current_time`), which a batch
+/// whose first node, the input load, costs 0 ns would schedule. A latency of 0 is raised to
+/// this; the fork keeps the configured latency.
+pub const STOCK_MIN_MEM_LATENCY_NS: f64 = 1.0;
 
 /// The memory numbers the generated `system.json` and memory file come from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,10 +81,13 @@ pub fn system_json(network: &NetworkConfig, memory: &MemoryParams) -> String {
 /// The memory file: for the fork, the multi-level form whose `remote_mem` is host memory
 /// (`PER_NODE_MEMORY_EXPANSION`, one device), plus `cxl_mem` (`MEMORY_POOL`) when the cluster
 /// has CXL memory; for stock ASTRA-Sim, its single remote-memory form over the `npus` NPUs of
-/// one node.
+/// one node, with a latency of at least [`STOCK_MIN_MEM_LATENCY_NS`].
 pub fn memory_json(mode: AstraMode, memory: &MemoryParams, npus: u64) -> String {
     let bw = number(memory.remote_mem_bw_gbps);
-    let latency = number(memory.remote_mem_latency_ns);
+    let latency = match mode {
+        AstraMode::Fork => number(memory.remote_mem_latency_ns),
+        AstraMode::Stock => number(memory.remote_mem_latency_ns.max(STOCK_MIN_MEM_LATENCY_NS)),
+    };
     match mode {
         AstraMode::Fork => {
             let mut root: Map<String, Value> =
@@ -129,10 +139,12 @@ fn pretty(v: &Value) -> String {
 }
 
 /// The directory holding one run's ASTRA-Sim inputs and batch traces: removed when dropped,
-/// unless the options ask to keep it.
+/// or by [`crate::interrupt`] on Ctrl-C or SIGTERM, unless the options ask to keep it.
 #[derive(Debug)]
 pub struct AstraInputs {
     dir: RunDir,
+    /// The directory's registration for removal on interruption (none when kept).
+    _pending: Option<Pending>,
     /// The generated `system.json`.
     pub system: PathBuf,
     /// The generated `network.yml` (rendered from `--network-config` when one is given).
@@ -157,6 +169,7 @@ impl AstraInputs {
             Some(parent) => builder.tempdir_in(parent)?,
             None => builder.tempdir()?,
         };
+        let pending = register(temp.path());
         let root = temp.path().to_owned();
         let write = |name: &str, text: String| -> std::io::Result<PathBuf> {
             let path = root.join(name);
@@ -176,13 +189,14 @@ impl AstraInputs {
             memory_name,
             memory_json(options.mode, &options.memory, options.network.npus()),
         )?;
-        let dir = if options.keep_inputs {
-            RunDir::Kept(temp.keep())
+        let (dir, pending) = if options.keep_inputs {
+            (RunDir::Kept(temp.keep()), None)
         } else {
-            RunDir::Temp(temp)
+            (RunDir::Temp(temp), Some(pending))
         };
         Ok(AstraInputs {
             dir,
+            _pending: pending,
             system,
             network,
             memory,

@@ -79,8 +79,8 @@ pub use error::{AstraError, Fault, Stage};
 pub use group::{AstraGroup, AstraGroupSpec, group_dims, group_network};
 pub use inputs::{
     AstraInputs, CxlParams, DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS, MEMORY_TEMPLATE,
-    MemoryParams, NETWORK_TEMPLATE, REMOTE_MEMORY_TEMPLATE, SYSTEM_TEMPLATE, memory_json,
-    system_json,
+    MemoryParams, NETWORK_TEMPLATE, REMOTE_MEMORY_TEMPLATE, STOCK_MIN_MEM_LATENCY_NS,
+    SYSTEM_TEMPLATE, memory_json, system_json,
 };
 pub use network::{NetworkConfig, NetworkDim, Topology};
 pub use options::{AstraMode, AstraOptions, OutputLimits};
@@ -104,10 +104,12 @@ pub fn describe(options: Option<&AstraOptions>) -> String {
 /// The end-of-run line of the ASTRA-Sim backend (printed on stderr by the main job).
 pub fn report_line(stats: &AstraStats) -> String {
     format!(
-        "ASTRA-Sim: {} steps, {} ASTRA-Sim calls, {} memo hits, {:.3} s in ASTRA-Sim",
+        "ASTRA-Sim: {} steps, {} ASTRA-Sim calls, {} memo hits ({:.1}% of steps), {:.3} s in \
+         ASTRA-Sim",
         stats.steps,
         stats.calls,
         stats.memo_hits,
+        100.0 * stats.memo_hits as f64 / stats.steps.max(1) as f64,
         stats.wall.as_secs_f64()
     )
 }

@@ -78,6 +78,9 @@ pub struct AstraOptions {
     pub memo: bool,
     /// Keep the run directory (configs and traces) after the run.
     pub keep_inputs: bool,
+    /// Send a colocated instance's batches as detailed traces (one COMP node per layer) rather
+    /// than lean ones ([`crate::chakra::lean_nodes`]).
+    pub detailed_traces: bool,
     /// The network (`network.yml`).
     pub network: NetworkConfig,
     /// Memory numbers of `system.json` and the memory file.

@@ -23,10 +23,17 @@
 //! ([`Fault::Runaway`]); lines are cut at 4 KiB; the last lines, stderr included, are
 //! remembered for error messages. The process is killed and reaped on every error path and
 //! when dropped; its pipes close with it.
+//!
+//! The process leads a process group of its own, and the whole group is killed before the
+//! process is reaped (on every path: an exit, a fault, a drop), so that what a wrapper script
+//! started (a pipeline, a background job) ends with it; the group is also registered with
+//! [`crate::interrupt`], which kills it on Ctrl-C or SIGTERM. A process of its own group gets
+//! no terminal signals.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::thread;
@@ -34,9 +41,11 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::io::{Errno, ioctl_fionbio, read, write};
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
 use super::lines::LineSplitter;
 use super::{Fault, OutputLimits};
+use crate::interrupt::{PendingGroup, register_group};
 
 /// Largest chunk read from a pipe at once.
 const CHUNK: usize = 64 << 10;
@@ -53,6 +62,8 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 /// A running ASTRA-Sim process.
 pub(crate) struct AstraProcess {
     child: Child,
+    /// The process's group, registered for killing on interruption.
+    group: PendingGroup,
     /// The process's stdin (non-blocking); `None` once closed.
     stdin: Option<ChildStdin>,
     /// Answer bytes the stdin pipe had no room for yet.
@@ -99,14 +110,17 @@ impl AstraProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .spawn()
             .map_err(Fault::Spawn)?;
+        let group = register_group(Pid::from_child(&child));
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let stdin = child.stdin.take().expect("stdin is piped");
         // Dropped on an error below: kills and reaps the process.
         let process = AstraProcess {
             child,
+            group,
             stdin: Some(stdin),
             unsent: Vec::new(),
             closing: false,
@@ -347,14 +361,15 @@ impl AstraProcess {
     /// when `deadline` passes.
     pub fn wait(&mut self, deadline: Instant) -> Result<ExitStatus, Fault> {
         loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => {
-                    self.reaped = true;
-                    self.drain_after_exit();
-                    return Ok(status);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(Fault::Io(format!("waiting for it: {e}"))),
+            if self.reaped || self.has_exited()? {
+                // Returns the status kept at the reaping when already reaped.
+                let status = if self.reaped {
+                    self.child.wait()
+                } else {
+                    self.end_group_and_reap()
+                };
+                self.drain_after_exit();
+                return status.map_err(|e| Fault::Io(format!("waiting for it: {e}")));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -407,16 +422,32 @@ impl AstraProcess {
         }
     }
 
-    /// Kills and reaps the process (nothing when it was already reaped).
+    /// Whether the process has exited, without reaping it (its group stays valid).
+    fn has_exited(&self) -> Result<bool, Fault> {
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        match waitid(WaitId::Pid(Pid::from_child(&self.child)), options) {
+            Ok(status) => Ok(status.is_some()),
+            Err(e) => Err(Fault::Io(format!("waiting for it: {}", io_error(e)))),
+        }
+    }
+
+    /// Kills the process's whole group and reaps the process (nothing when it was already
+    /// reaped).
     pub fn kill(&mut self) {
         self.stdin = None;
         self.unsent.clear();
         if !self.reaped {
-            // Fails only when the process has already exited; `wait` then reaps it.
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            self.reaped = true;
+            let _ = self.end_group_and_reap();
         }
+    }
+
+    /// Kills the process's group (the process included, unless it has exited), then reaps the
+    /// process. The group outlives its leader until the leader is reaped, so killing it first
+    /// cannot hit another group that reused the id; it fails only when the group is gone.
+    fn end_group_and_reap(&mut self) -> std::io::Result<ExitStatus> {
+        let _ = kill_process_group(self.group.id(), Signal::KILL);
+        self.reaped = true;
+        self.child.wait()
     }
 
     /// The last lines printed, oldest first.

@@ -177,3 +177,76 @@ fn an_answer_to_a_process_that_closed_its_stdin_reports_its_exit() {
         Err(other) => panic!("{other:?}"),
     }
 }
+
+/// Whether `pid` is still running (a zombie waiting for a parent other than this process, the
+/// grandchild of a killed wrapper, counts as ended). Linux's `/proc`.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            Some(state != 'Z' && state != 'X')
+        })
+        .unwrap_or(false)
+}
+
+/// Runs `script` as a wrapper that starts a long-sleeping grandchild (its pid written to a
+/// file) and then ends as `end`; returns the grandchild's pid once the process is dropped.
+fn grandchild_after(end: impl FnOnce(&mut AstraProcess)) -> u32 {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild");
+    let script = format!(
+        "sleep 600 & echo $! > {}; echo started; wait",
+        pid_file.display()
+    );
+    let mut p = sh(&script, 1 << 20, 5);
+    assert_eq!(line(&mut p).as_deref(), Some("started"));
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(running(pid), "the grandchild runs");
+    end(&mut p);
+    drop(p);
+    pid
+}
+
+/// Waits up to 5 s for `pid` to stop running.
+fn assert_ends(pid: u32, case: &str) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while running(pid) {
+        assert!(Instant::now() < until, "{case}: grandchild {pid} survives");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_wrappers_grandchild_ends_with_it_on_a_timeout_a_fault_and_a_drop() {
+    let timeout = grandchild_after(|p| {
+        assert!(matches!(p.next_line(soon(100)), Err(Fault::Stalled(_))));
+    });
+    assert_ends(timeout, "timeout");
+    let waited = grandchild_after(|p| {
+        assert!(matches!(p.wait(soon(100)), Err(Fault::Stalled(_))));
+    });
+    assert_ends(waited, "wait past its deadline");
+    let dropped = grandchild_after(|_| {});
+    assert_ends(dropped, "drop");
+}
+
+#[test]
+fn a_wrapper_that_exits_leaves_no_background_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild");
+    let script = format!("sleep 600 & echo $! > {}; exit 0", pid_file.display());
+    let mut p = sh(&script, 1 << 20, 5);
+    // The background job holds the output pipes open: the exit, not their end, tells.
+    assert!(p.wait(soon(5000)).unwrap().success());
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ends(pid, "normal exit");
+}

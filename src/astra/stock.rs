@@ -1,13 +1,36 @@
 //! Stock ASTRA-Sim 2.0 (not interactive): one process per batch, run to its end. It prints
 //! `sys[i] finished, T cycles, exposed communication E cycles.` for every NPU and exits; the
 //! batch takes the latest `T`.
+//!
+//! Upstream's input rules, kept by what stock mode generates or refused before a process is
+//! started: every network dimension holds at least 2 NPUs (its network parser exits on
+//! `npus_count (1) should be larger than 1`; [`check_network`]); no event at time 0 (it
+//! asserts `get_event_time() > current_time`, so a first node that costs 0 ns aborts it: the
+//! memory file's latency is at least [`super::STOCK_MIN_MEM_LATENCY_NS`], which makes the
+//! input load that starts every batch cost at least 1 ns); COMP durations in whole µs (the
+//! upstream Chakra dialect).
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::protocol::parse_final_report;
-use super::{AstraInputs, AstraProcess, Fault, OutputLimits};
+use super::{AstraInputs, AstraProcess, Fault, NetworkConfig, OutputLimits};
+
+/// Refuses a network stock ASTRA-Sim 2.0 would refuse: one with a dimension of fewer than 2
+/// NPUs (a TP-1 instance, or a TP-1 prefill instance or DP group).
+pub(crate) fn check_network(network: &NetworkConfig) -> Result<(), Fault> {
+    let dims: Vec<u32> = network.dims.iter().map(|d| d.npus).collect();
+    match dims.iter().find(|&&n| n < 2) {
+        None => Ok(()),
+        Some(n) => Err(Fault::Refused(format!(
+            "stock ASTRA-Sim 2.0 exits on a network dimension of {n} NPU (its network parser: \
+             `npus_count ({n}) should be larger than 1`), and this network's dimensions are \
+             {dims:?}: a TP-1 instance (alone, as a prefill instance or in a DP group) runs \
+             with `--astra-mode fork` only"
+        ))),
+    }
+}
 
 /// One stock ASTRA-Sim process running one batch.
 pub(crate) struct StockRun {

@@ -305,7 +305,8 @@ fn describe_and_report_lines() {
     };
     assert_eq!(
         report_line(&stats),
-        "ASTRA-Sim: 10 steps, 7 ASTRA-Sim calls, 3 memo hits, 1.500 s in ASTRA-Sim"
+        "ASTRA-Sim: 10 steps, 7 ASTRA-Sim calls, 3 memo hits (30.0% of steps), 1.500 s in \
+         ASTRA-Sim"
     );
 }
 
@@ -431,4 +432,20 @@ fn a_pipelined_network_adds_the_stages_over_their_link() {
     // TP 1: the stages are the only dimension (LLMServingSim's `[pp]`).
     let own = NetworkConfig::for_instance(1, &[16.0], &[20000.0], "test").unwrap();
     assert_eq!(dims(&pipeline_network(&own, 4, stages)), [(4, 50.0, 700.0)]);
+}
+
+#[test]
+fn errors_quote_the_process_with_its_control_characters_escaped() {
+    let err = AstraError {
+        binary: PathBuf::from("astra"),
+        stage: Stage::Step { step: 3, batch: 2 },
+        fault: Fault::Unparseable("got `\u{1b}[31mred\u{7}`".into()),
+        last_lines: vec!["\u{1b}]0;title\u{7}ok\rover\0".into(), "plain é".into()],
+    };
+    assert_eq!(
+        err.to_string(),
+        "ASTRA-Sim `astra` at step 3 (ASTRA-Sim batch 2): unparseable output: got \
+         `\\u{1b}[31mred\\u{7}`; the process was stopped; its last 2 lines:\n    \
+         | \\u{1b}]0;title\\u{7}ok\\rover\\0\n    | plain é"
+    );
 }

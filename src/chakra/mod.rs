@@ -9,6 +9,8 @@
 //! - [`BatchTrace`]: the node graph of one batch on one instance, as LLMServingSim emits it;
 //!   [`prefill`] and [`stages`] derive the per-NPU files of a prefill instance and of a
 //!   pipelined one.
+//! - [`lean_nodes`]: a trace with every run of consecutive COMP nodes as one node, what the
+//!   ASTRA-Sim backend sends (the same times, far fewer nodes to parse).
 //! - [`render_dump`]: the readable listing behind `blis-cosim et dump`.
 //! - [`StepEmitter`]: writes the traces of a run's first steps (`--emit-et`).
 
@@ -18,6 +20,7 @@ mod dump;
 mod emit;
 mod error;
 mod io;
+mod lean;
 mod node;
 pub mod prefill;
 pub mod stages;
@@ -35,6 +38,7 @@ pub use io::{
     ET_SCHEMA, ET_VERSION, EtFile, encode_et, global_metadata, npu_file, parse_et, read_et,
     write_et, write_npu_files,
 };
+pub use lean::lean_nodes;
 pub use node::EtNode;
 pub use trace::{BatchTrace, TraceError};
 

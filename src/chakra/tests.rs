@@ -303,3 +303,87 @@ fn the_reader_rejects_empty_truncated_and_garbage_input() {
         "{missing}"
     );
 }
+
+/// A chain: load, three COMP, a collective, two COMP, store; the COMP durations round
+/// differently to µs one by one than summed.
+fn chain() -> Vec<EtNode> {
+    let comp = vec![bool_attr("is_cpu_op", false)];
+    let kinds = [
+        (NodeKind::MemLoad, 0),
+        (NodeKind::Comp, 1_400),
+        (NodeKind::Comp, 1_400),
+        (NodeKind::Comp, 2_600),
+        (NodeKind::CommColl, 0),
+        (NodeKind::Comp, 700),
+        (NodeKind::Comp, 900),
+        (NodeKind::MemStore, 0),
+    ];
+    (0..)
+        .zip(kinds)
+        .map(|(id, (kind, ns))| node(id, kind, ns, comp.clone()))
+        .collect()
+}
+
+#[test]
+fn lean_traces_merge_consecutive_comp_nodes_of_a_chain() {
+    let lean = lean_nodes(&chain(), Dialect::LlmServingSim);
+    let shape: Vec<(u64, NodeKind, u64, Vec<u64>)> = lean
+        .iter()
+        .map(|n| (n.id, n.kind, n.duration_ns, n.data_deps.clone()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (0, NodeKind::MemLoad, 0, vec![]),
+            (1, NodeKind::Comp, 5_400, vec![0]),
+            (2, NodeKind::CommColl, 0, vec![1]),
+            (3, NodeKind::Comp, 1_600, vec![2]),
+            (4, NodeKind::MemStore, 0, vec![3]),
+        ]
+    );
+    assert_eq!(lean[1].name, "node1.comp_node..node3.comp_node");
+    // Upstream: the sum of the µs each node is written with (1 + 1 + 3, 1 + 1), not the
+    // rounded sum (5, 2).
+    let upstream: Vec<u64> = lean_nodes(&chain(), Dialect::Upstream)
+        .iter()
+        .map(|n| n.duration_ns)
+        .collect();
+    assert_eq!(upstream, [0, 5_000, 0, 2_000, 0]);
+}
+
+#[test]
+fn lean_traces_keep_comp_nodes_with_other_dependents_or_dependencies() {
+    // A weight load (node 3, depending on nothing) feeds node 4, which also follows node 2.
+    let mut nodes = chain();
+    nodes[3] = EtNode {
+        kind: NodeKind::MemLoad,
+        data_deps: Vec::new(),
+        duration_ns: 0,
+        ..nodes[3].clone()
+    };
+    nodes[4] = EtNode {
+        kind: NodeKind::Comp,
+        data_deps: vec![2, 3],
+        duration_ns: 800,
+        ..nodes[4].clone()
+    };
+    // Node 5 also depends on node 1: node 1 has two dependents.
+    nodes[5].data_deps = vec![1, 4];
+    let lean = lean_nodes(&nodes, Dialect::LlmServingSim);
+    let shape: Vec<(NodeKind, u64, Vec<u64>)> = lean
+        .iter()
+        .map(|n| (n.kind, n.duration_ns, n.data_deps.clone()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (NodeKind::MemLoad, 0, vec![]),
+            (NodeKind::Comp, 1_400, vec![0]),
+            (NodeKind::Comp, 1_400, vec![1]),
+            (NodeKind::MemLoad, 0, vec![]),
+            (NodeKind::Comp, 800, vec![2, 3]),
+            (NodeKind::Comp, 1_600, vec![1, 4]),
+            (NodeKind::MemStore, 0, vec![5]),
+        ]
+    );
+}

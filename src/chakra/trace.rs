@@ -177,6 +177,19 @@ impl BatchTrace<'_> {
         }
     }
 
+    /// The sum of the trace's COMP durations as `dialect` writes them (each rounded to µs
+    /// upstream), ns.
+    pub fn compute_ns(&self, dialect: Dialect) -> Result<Nanos, TraceError> {
+        let mut total: Nanos = 0;
+        self.layout(|slot| {
+            if slot.role == Role::Comp {
+                let wire = dialect.duration_to_wire(slot.duration_ns);
+                total = total.saturating_add(dialect.duration_from_wire(wire));
+            }
+        })?;
+        Ok(total)
+    }
+
     /// Builds the trace and writes it as the files `<prefix>.<npu>.et` of NPUs `0..tp` in
     /// `dialect`; returns the paths.
     pub fn write(&self, prefix: &Path, dialect: Dialect) -> Result<Vec<PathBuf>, TraceError> {
@@ -398,7 +411,7 @@ fn saturating_i64(v: u64) -> i64 {
 }
 
 /// What a node does, which fixes its kind and attributes within one trace.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
     Load,
     WeightLoad,

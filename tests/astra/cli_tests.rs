@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use blis_cosim::astra::ASTRA_SIM_ENV;
+use blis_cosim::chakra::{Dialect, NodeKind};
 
 use crate::support::{DoubleEnv, assert_gone, leftovers, pids, repeated_workload};
 
@@ -116,8 +117,20 @@ pub fn sample_matches_the_analytical_run() {
     assert!(leftovers(tmp.path()).is_empty());
 }
 
+/// The `P` of the report line's `(P% of steps)`.
+fn hit_rate(stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("ASTRA-Sim: "))
+        .expect("report line");
+    let before = line.split("% of steps").next().unwrap();
+    before.rsplit('(').next().unwrap().parse().unwrap()
+}
+
 /// Memoised and unmemoised runs give identical CSVs at TP 2 (collectives priced by the
-/// double), on the sample and on a workload of identical requests that repeats batches.
+/// double), on the sample and on a workload of identical requests that repeats batches. On
+/// the sample, in fork and stock mode, most steps are memo hits: decode steps differ in their
+/// attention times only, and a chain's key leaves its COMP durations out.
 pub fn memo_and_no_memo_give_identical_csvs() {
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -131,16 +144,125 @@ pub fn memo_and_no_memo_give_identical_csvs() {
                 assert_eq!(hits, 0, "{err}");
             } else if workload != sample() {
                 assert!(hits > 0, "identical requests repeat batches: {err}");
+            } else {
+                assert!(hit_rate(err) > 80.0, "{err}");
             }
         });
     }
+    let sample = sample();
+    let stock = DoubleEnv {
+        stock: true,
+        ..DoubleEnv::default()
+    };
+    let args = [
+        "--dataset",
+        &sample,
+        "--num-reqs",
+        "40",
+        "--astra-mode",
+        "stock",
+    ];
+    memo_on_and_off_with(
+        &stock,
+        &config,
+        &args,
+        dir.path(),
+        tmp.path(),
+        |memo, err| {
+            assert!(!memo || hit_rate(err) > 80.0, "{err}");
+        },
+    );
     assert!(leftovers(tmp.path()).is_empty());
+}
+
+/// Lean traces (consecutive compute layers as one node, the default) and detailed ones
+/// (`--astra-detailed-traces`) give identical CSVs at TP 2 in fork and stock mode, every batch
+/// sent (`--no-memo`); the kept lean trace of a Llama step has one COMP node per stretch
+/// between collectives.
+pub fn lean_and_detailed_traces_give_identical_csvs() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = cluster(dir.path(), 2);
+    let sample = sample();
+    for (mode, stock) in [("fork", false), ("stock", true)] {
+        let env = DoubleEnv {
+            stock,
+            ..DoubleEnv::default()
+        };
+        let mut csvs = Vec::new();
+        for detailed in [false, true] {
+            let out = dir.path().join(format!("{mode}-{detailed}.csv"));
+            let mut args = vec![
+                "--host-model",
+                "off",
+                "--cluster-config",
+                config.to_str().unwrap(),
+                "--dataset",
+                &sample,
+                "--num-reqs",
+                "20",
+                "--astra-mode",
+                mode,
+                "--no-memo",
+                "--output",
+                out.to_str().unwrap(),
+            ];
+            if detailed {
+                args.push("--astra-detailed-traces");
+            }
+            ok(&run(&args, Some(&env), tmp.path()));
+            csvs.push(std::fs::read(&out).unwrap());
+        }
+        assert_eq!(csvs[0], csvs[1], "{mode}");
+    }
+    assert!(leftovers(tmp.path()).is_empty());
+    let mut args = vec![
+        "--host-model",
+        "off",
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        &sample,
+        "--num-reqs",
+        "1",
+        "--keep-astra-inputs",
+    ];
+    let kinds = |args: &[&str]| {
+        let err = ok(&run(args, Some(&DoubleEnv::default()), tmp.path()));
+        let kept = err
+            .lines()
+            .find_map(|l| l.strip_prefix("ASTRA-Sim inputs kept in "))
+            .expect("the kept directory is printed")
+            .to_owned();
+        let file = blis_cosim::chakra::read_et(&Path::new(&kept).join("b0.0.et")).unwrap();
+        let nodes = file.decode_nodes(Dialect::LlmServingSim).unwrap();
+        let count = |kind| nodes.iter().filter(|n| n.kind == kind).count();
+        (count(NodeKind::Comp), count(NodeKind::CommColl))
+    };
+    // Llama-3.1-8B: 32 blocks of two all-reduces; the embedding, norm and head join the
+    // stretches around them.
+    assert_eq!(kinds(&args), (65, 64));
+    args.push("--astra-detailed-traces");
+    // One COMP node per layer: 9 per block, and 4 around them.
+    assert_eq!(kinds(&args), (292, 64));
 }
 
 /// Runs `config` with `args` through the double with and without `--no-memo` (outputs in
 /// `dir`, temporary files in `tmp`), hands `check` each run's memo flag and stderr, and asserts
 /// that both runs wrote the same CSV.
 pub fn memo_on_and_off(
+    config: &Path,
+    args: &[&str],
+    dir: &Path,
+    tmp: &Path,
+    check: impl FnMut(bool, &str),
+) {
+    memo_on_and_off_with(&DoubleEnv::default(), config, args, dir, tmp, check);
+}
+
+/// [`memo_on_and_off`] with the double configured by `env`.
+pub fn memo_on_and_off_with(
+    env: &DoubleEnv,
     config: &Path,
     args: &[&str],
     dir: &Path,
@@ -161,7 +283,7 @@ pub fn memo_on_and_off(
         if !memo {
             all.push("--no-memo");
         }
-        let err = ok(&run(&all, Some(&DoubleEnv::default()), tmp));
+        let err = ok(&run(&all, Some(env), tmp));
         check(memo, &err);
         csvs.push(std::fs::read(&out).unwrap());
     }
@@ -349,7 +471,8 @@ pub fn a_fault_through_the_binary_leaves_nothing() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("error: latency backend: ASTRA-Sim"), "{err}");
-    assert!(err.contains("at step 2 (ASTRA-Sim batch 2)"), "{err}");
+    // Batches 0 and 1 priced most of the steps before it from the memo.
+    assert!(err.contains(" (ASTRA-Sim batch 2): "), "{err}");
     assert!(err.contains("Segmentation fault"), "{err}");
     assert!(!out_csv.exists());
     assert!(
@@ -360,7 +483,7 @@ pub fn a_fault_through_the_binary_leaves_nothing() {
     assert_gone(&pids(&dir.path().join("pids")));
 }
 
-/// Stock mode through the binary.
+/// Stock mode through the binary; a TP-1 instance refused.
 pub fn stock_mode_through_the_binary() {
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -385,6 +508,21 @@ pub fn stock_mode_through_the_binary() {
     let err = ok(&run(&args, Some(&env), tmp.path()));
     assert!(
         err.contains("ASTRA-Sim stock mode") && err.contains("ASTRA-Sim calls"),
+        "{err}"
+    );
+    assert!(leftovers(tmp.path()).is_empty());
+    // A TP-1 instance: refused before a process is started, naming why.
+    let tp1 = cluster(dir.path(), 1);
+    let mut args = args;
+    args[3] = tp1.to_str().unwrap();
+    let out = run(&args, Some(&env), tmp.path());
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "refused before starting it: stock ASTRA-Sim 2.0 exits on a network \
+                      dimension of 1 NPU"
+        ) && err.contains("--astra-mode fork"),
         "{err}"
     );
     assert!(leftovers(tmp.path()).is_empty());

@@ -7,7 +7,8 @@
 //! communication X cycles.` with `C` absolute) and `Waiting`, then reads one stdin line: a
 //! workload prefix (loaded at once on that NPU and the NPUs it manages), `pass`, `done` or
 //! `exit`. With no event queued the clock jumps 1 ms, as the fork's does. `stock` mode runs the
-//! given workload on every NPU from time 0 and prints upstream's final lines.
+//! given workload on every NPU from time 0 and prints upstream's final lines, refusing what
+//! upstream refuses (see [`stock`]).
 //!
 //! Faults on request ([`FAULT_ENV`]): `crash` (exit 139), `stall` (sleep, silent), `spam`
 //! (endless noise lines), `garbage` (malformed reports from then on), `quit` (exit 0, silently).
@@ -126,7 +127,10 @@ fn fire(fault: &str, out: &mut impl Write) {
     }
 }
 
-/// Stock ASTRA-Sim: every NPU runs the workload from time 0; one final line per NPU.
+/// Stock ASTRA-Sim: every NPU runs the workload from time 0; one final line per NPU. Upstream's
+/// rules hold: a network dimension of fewer than 2 NPUs exits as its parser does (status 255),
+/// and a node that ends at time 0 (an event at time 0) aborts as its event queue's assertion
+/// does (SIGABRT).
 fn stock(pricing: Pricing, prefix: &Path, fault: Option<&str>) -> i32 {
     let mut out = BufWriter::new(std::io::stdout().lock());
     if let Some(f) = fault {
@@ -137,6 +141,10 @@ fn stock(pricing: Pricing, prefix: &Path, fault: Option<&str>) -> i32 {
         )
         .unwrap();
         return 0;
+    }
+    if let Some(n) = pricing.dims.iter().find(|&&n| n < 2) {
+        eprintln!("[Error] (network/analytical) npus_count ({n}) should be larger than 1");
+        return 255;
     }
     let npus = pricing.npus;
     let mut instance = Instance::new(pricing);
@@ -151,6 +159,13 @@ fn stock(pricing: Pricing, prefix: &Path, fault: Option<&str>) -> i32 {
         instance
             .advance(now, &mut events)
             .unwrap_or_else(|e| die(&e));
+        if now == 0 && instance.any_node_done_at(0) {
+            eprintln!(
+                "EventQueue.cpp:31: void NetworkAnalytical::EventQueue::proceed(): Assertion \
+                 `current_event_list.get_event_time() > current_time' failed."
+            );
+            std::process::abort();
+        }
         let Some(next) = events.pop_first() else {
             break;
         };

@@ -316,6 +316,15 @@ impl Instance {
         Ok(())
     }
 
+    /// Whether some node (an issued memory node included) ended at `t`: stock ASTRA-Sim
+    /// schedules an event then.
+    pub fn any_node_done_at(&self, t: u64) -> bool {
+        self.runs
+            .iter()
+            .flatten()
+            .any(|run| run.done.contains(&Some(t)))
+    }
+
     /// The time `npu` finished its workload, if it has one and finished by the last advance.
     pub fn finished(&self, npu: u32) -> Option<u64> {
         let run = self.runs[npu as usize].as_ref()?;

@@ -249,14 +249,14 @@ pub fn missing_binary() {
     let model = llama();
     let instance = AstraInstance {
         model: &model,
-        tp: 1,
+        tp: 2,
         ep: 1,
         dtype: Dtype::Bfloat16,
         placement: None,
         stage_blocks: &[],
     };
     for mode in [AstraMode::Fork, AstraMode::Stock] {
-        let mut opts = options(mode, 1, runs.path());
+        let mut opts = options(mode, 2, runs.path());
         opts.binary = "/nonexistent/AnalyticalAstra".into();
         let result = AstraBackend::start(opts, instance, Fixed::hand_check(), 1);
         let err = match result {

@@ -11,6 +11,7 @@ mod double;
 mod double_sim;
 mod dp_tests;
 mod fork_tests;
+mod hygiene_tests;
 mod multi_tests;
 mod pd_tests;
 mod power_tests;
@@ -42,10 +43,22 @@ fn main() {
         ("fork::fault_at_start_up", fork_tests::fault_at_start_up),
         ("fork::missing_binary", fork_tests::missing_binary),
         (
+            "hygiene::a_wrappers_pipeline_and_background_job_end_on_a_timeout",
+            hygiene_tests::a_wrappers_pipeline_and_background_job_end_on_a_timeout,
+        ),
+        (
+            "hygiene::an_interrupted_run_leaves_no_run_directory_and_no_process",
+            hygiene_tests::an_interrupted_run_leaves_no_run_directory_and_no_process,
+        ),
+        (
             "stock::prices_the_hand_check_once_per_distinct_batch",
             stock_tests::stock_prices_the_hand_check_once_per_distinct_batch,
         ),
         ("stock::faults", stock_tests::stock_faults),
+        (
+            "stock::follows_upstreams_input_rules",
+            stock_tests::stock_follows_upstreams_input_rules,
+        ),
         (
             "cli::sample_matches_the_analytical_run",
             cli_tests::sample_matches_the_analytical_run,
@@ -53,6 +66,10 @@ fn main() {
         (
             "cli::memo_and_no_memo_give_identical_csvs",
             cli_tests::memo_and_no_memo_give_identical_csvs,
+        ),
+        (
+            "cli::lean_and_detailed_traces_give_identical_csvs",
+            cli_tests::lean_and_detailed_traces_give_identical_csvs,
         ),
         (
             "cli::kept_inputs_hold_the_generated_configs",

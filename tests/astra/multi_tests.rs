@@ -321,8 +321,9 @@ pub fn memo_and_no_memo_agree_on_several_instances() {
                     assert_eq!(hits, 0, "{err}");
                 } else if workload != sample() {
                     // Each instance prices its own batches: the same 8 steps of a request
-                    // (its prefill and 7 decodes, alone) are sent once per instance.
-                    assert_eq!((calls, hits), (8, 24), "instance {id}: {err}");
+                    // (its prefill and 7 decodes, alone) are sent once per instance, the
+                    // decodes as one skeleton (they differ in attention time only).
+                    assert_eq!((calls, hits), (2, 30), "instance {id}: {err}");
                 }
             }
         });

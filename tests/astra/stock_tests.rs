@@ -1,5 +1,5 @@
 //! The driver against the double in stock mode: one process per distinct batch, final lines
-//! parsed, faults.
+//! parsed, faults, and upstream's input rules (which the double enforces in stock mode).
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,9 @@ fn start(tp: u32, runs: &std::path::Path) -> AstraBackend {
 }
 
 /// The hand-check batch in stock mode takes the latest `sys[i] finished` time (no initial
-/// workload: 476,024 ns); a repeated batch starts no process.
+/// workload: the fork's 476,024 ns plus 3 ns from stock mode's smallest memory latency, 1 ns:
+/// the second NPU's input load queues behind the first's on the node's host memory, then the
+/// store); a repeated batch starts no process.
 pub fn stock_prices_the_hand_check_once_per_distinct_batch() {
     let temp = tempfile::tempdir().unwrap();
     let runs = tempfile::tempdir().unwrap();
@@ -43,7 +45,7 @@ pub fn stock_prices_the_hand_check_once_per_distinct_batch() {
         .iter()
         .map(|items| backend.step_time(&BatchDesc::new(items)).unwrap())
         .collect();
-    assert_eq!(times, [476_024, 476_024, 871_994, 476_024]);
+    assert_eq!(times, [476_027, 476_027, 871_997, 476_027]);
     assert_eq!(backend.astra_clock_ns(), None);
     let stats = backend.finish().unwrap();
     assert_eq!((stats.calls, stats.memo_hits), (2, 2));
@@ -75,7 +77,7 @@ pub fn stock_faults() {
             ..DoubleEnv::default()
         }
         .apply();
-        let mut backend = start(1, runs.path());
+        let mut backend = start(2, runs.path());
         let started = Instant::now();
         let err = backend
             .step_time(&BatchDesc::new(&decodes(1)))
@@ -90,4 +92,89 @@ pub fn stock_faults() {
         drop(backend);
         assert!(leftovers(runs.path()).is_empty(), "{fault}");
     }
+}
+
+/// Upstream's rules: a TP-1 network (a dimension of 1 NPU) is refused before any process is
+/// started, naming why; a batch whose input load would cost 0 ns (host memory of 0 ns latency)
+/// runs because stock mode's memory file raises the latency to 1 ns, while the same files with
+/// the configured 0 ns make the double abort as upstream does.
+pub fn stock_follows_upstreams_input_rules() {
+    let temp = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let pid_file = temp.path().join("pids");
+    DoubleEnv {
+        stock: true,
+        pid_file: Some(pid_file.clone()),
+        ..DoubleEnv::default()
+    }
+    .apply();
+    let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+    let instance = AstraInstance {
+        model: &model,
+        tp: 1,
+        ep: 1,
+        dtype: Dtype::Bfloat16,
+        placement: None,
+        stage_blocks: &[],
+    };
+    let opts = options(AstraMode::Stock, 1, runs.path());
+    let Err(err) = AstraBackend::start(opts, instance, Fixed::hand_check(), 1) else {
+        panic!("a TP-1 stock run started");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("at start-up: refused before starting it")
+            && err.contains("`npus_count (1) should be larger than 1`")
+            && err.contains("[1]")
+            && err.contains("--astra-mode fork"),
+        "{err}"
+    );
+    assert!(pids(&pid_file).is_empty(), "no process was started");
+    assert!(leftovers(runs.path()).is_empty());
+
+    let mut opts = options(AstraMode::Stock, 2, runs.path());
+    opts.keep_inputs = true;
+    let tp2 = AstraInstance { tp: 2, ..instance };
+    let mut backend = AstraBackend::start(opts, tp2, Fixed::hand_check(), 1).unwrap();
+    // One decode token: a 4-byte input load, 0 ns at 256 GB/s.
+    let time = backend.step_time(&BatchDesc::new(&decodes(1))).unwrap();
+    assert_eq!(time, 476_027, "the hand check plus 3 ns, as above");
+    let kept = backend.inputs_dir().to_owned();
+    backend.finish().unwrap();
+    let memory = std::fs::read_to_string(kept.join("remote_memory.json")).unwrap();
+    assert!(memory.contains("\"remote-mem-latency\": 1"), "{memory}");
+    std::fs::write(
+        kept.join("remote_memory.json"),
+        memory.replace("\"remote-mem-latency\": 1", "\"remote-mem-latency\": 0"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .arg(format!(
+            "--workload-configuration={}",
+            kept.join("b0").display()
+        ))
+        .arg(format!(
+            "--system-configuration={}",
+            kept.join("system.json").display()
+        ))
+        .arg(format!(
+            "--network-configuration={}",
+            kept.join("network.yml").display()
+        ))
+        .arg(format!(
+            "--remote-memory-configuration={}",
+            kept.join("remote_memory.json").display()
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(6),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("get_event_time() > current_time"),
+        "{stderr}"
+    );
 }

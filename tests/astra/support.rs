@@ -127,6 +127,7 @@ pub fn options(mode: AstraMode, tp: u32, temp: &Path) -> AstraOptions {
         timeout: Duration::from_secs(20),
         memo: true,
         keep_inputs: false,
+        detailed_traces: false,
         network: NetworkConfig::for_instance(tp, &[16.0], &[20000.0], "test").unwrap(),
         memory: MemoryParams {
             local_mem_bw_gbps: 1597.0,
@@ -240,6 +241,24 @@ pub fn assert_gone(pids: &[u32]) {
             Instant::now() < until,
             "a double process survives: {pids:?}"
         );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits up to 5 s for every process in `pids` to stop running; a zombie left for a parent
+/// other than this process (a killed grandchild, or a child of an interrupted run) counts as
+/// stopped. Linux's `/proc`.
+pub fn assert_stopped(pids: &[u32]) {
+    let running = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| stat.rsplit_once(") ")?.1.chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    };
+    assert!(!pids.is_empty(), "no pid was written");
+    let until = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| running(p)) {
+        assert!(Instant::now() < until, "a process survives: {pids:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
