@@ -135,7 +135,11 @@ fn check_workload_bounds(w: &Workload) -> Result<(), TestCaseError> {
             "input {}",
             r.input_toks
         );
-        prop_assert!(r.output_toks <= MAX_TOKENS, "output {}", r.output_toks);
+        prop_assert!(
+            (1..=MAX_TOKENS).contains(&r.output_toks),
+            "output {}",
+            r.output_toks
+        );
     }
     for s in w.sessions.sessions() {
         prop_assert!(
