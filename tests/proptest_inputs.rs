@@ -29,13 +29,15 @@ fn config(cases: u32) -> ProptestConfig {
 }
 
 /// Values that sit on or past the bounds the readers check.
-const EDGE_NUMBERS: [&str; 14] = [
+const EDGE_NUMBERS: [&str; 16] = [
     "0",
     "-1",
     "1",
     "1e30",
     "-1e30",
     "1e-12",
+    "1e308",
+    "1e-300",
     "4000000000",
     "18446744073709551615",
     "18446744073709551616",
