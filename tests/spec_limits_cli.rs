@@ -160,3 +160,40 @@ fn a_fan_out_at_the_limit_is_generated_in_linear_time() {
     assert_eq!(subs.len(), 99_002);
     assert_eq!(subs[99_001]["depends_on"].as_array().unwrap().len(), 99_000);
 }
+
+/// A spec with `clients` (each `id: fraction`) at `aggregate_rate` 8 and the gamma process.
+fn gamma_spec(dir: &Path, cv: &str, clients: &[(&str, &str)]) -> std::path::PathBuf {
+    let path = dir.join("g.yaml");
+    let mut text = "version: \"2\"\naggregate_rate: 8\nnum_requests: 20\nclients:\n".to_owned();
+    for (id, fraction) in clients {
+        text += &format!(
+            "  - id: {id}\n    rate_fraction: {fraction}\n    arrival: {{process: gamma, cv: {cv}}}\n{LENGTHS}"
+        );
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Found by scripts/fuzz.sh: a gamma cv of 1e308 (shape 0) and a rate_fraction of 1e308
+/// (its share of aggregate_rate overflowed) panicked building the arrival clock.
+#[test]
+fn extreme_gamma_cvs_and_rate_fractions_are_refused_or_normalised_without_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = refused(&gamma_spec(dir.path(), "1e308", &[("c", "1")]), &[]);
+    assert!(
+        err.contains("clients[0].arrival: gamma: cv must be in [0.001, 1000]"),
+        "{err}"
+    );
+    let err = refused(
+        &gamma_spec(dir.path(), "2", &[("a", "1e308"), ("b", "1e308")]),
+        &[],
+    );
+    assert!(
+        err.contains("clients[0].rate_fraction: gives client `a` 0e0 requests per second"),
+        "{err}"
+    );
+    // One huge fraction is its whole share: the run sees aggregate_rate.
+    let huge = gamma_spec(dir.path(), "2", &[("a", "1e308")]);
+    let out = ok(&["--workload-spec", s(&huge)]);
+    assert!(!String::from_utf8(out.stderr).unwrap().contains("panicked"));
+}

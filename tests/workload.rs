@@ -150,3 +150,18 @@ fn the_bundled_llmservingsim_workloads_load() {
         100
     );
 }
+
+#[test]
+fn bytes_that_are_not_utf8_are_refused_naming_the_line() {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(b"{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5}\n{\"in\x80\n")
+        .unwrap();
+    let msg = read_jsonl(f.path(), None).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "{}:2: (text): not UTF-8 text (invalid byte at column 5)",
+            f.path().display()
+        )
+    );
+}

@@ -136,27 +136,17 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
     let mut classes = RequestClasses::default();
     let mut labelled = false;
     let mut entries = 0usize;
-    let mut buf = String::new();
+    let mut raw = Vec::new();
     let mut line_no = 0u64;
     while limit.is_none_or(|n| entries < n) {
-        buf.clear();
-        let read = reader
-            .read_line(&mut buf)
-            .map_err(|source| WorkloadError::Io {
-                path: path.to_owned(),
-                source,
-            })?;
-        if read == 0 {
-            break;
-        }
         line_no += 1;
-        if line_no == 1 && buf.starts_with('\u{feff}') {
-            buf.drain(..'\u{feff}'.len_utf8());
-        }
+        let Some(buf) = next_line(&mut reader, &mut raw, path, line_no)? else {
+            break;
+        };
         if buf.trim().is_empty() {
             continue;
         }
-        match parse_line(&buf, path, line_no, next_id)? {
+        match parse_line(buf, path, line_no, next_id)? {
             Some((request, labels)) => {
                 labelled |= labels.assign(&mut classes, next_id, 1);
                 requests.push(request);
@@ -167,9 +157,9 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
                     line: line_no,
                     first_id: next_id,
                 };
-                match jsonl_session::parse(&buf, &at, &mut session_ids)? {
+                match jsonl_session::parse(buf, &at, &mut session_ids)? {
                     Some((header, plan)) => {
-                        let labels = session_labels(&buf, path, line_no)?;
+                        let labels = session_labels(buf, path, line_no)?;
                         let count = u32::try_from(plan.num_requests()).unwrap_or(u32::MAX);
                         labelled |= labels.assign(&mut classes, next_id, count);
                         next_id += plan.num_requests();
@@ -195,6 +185,41 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
         sessions,
         classes: labelled.then_some(classes),
     })
+}
+
+/// Reads line `line_no` into `raw` and returns it as text (without a UTF-8 byte-order mark on
+/// line 1), or `None` at the end of the file. Bytes that are not UTF-8 are refused naming the
+/// line.
+fn next_line<'a>(
+    reader: &mut impl BufRead,
+    raw: &'a mut Vec<u8>,
+    path: &Path,
+    line_no: u64,
+) -> Result<Option<&'a str>, WorkloadError> {
+    raw.clear();
+    let read = reader
+        .read_until(b'\n', raw)
+        .map_err(|source| WorkloadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    if read == 0 {
+        return Ok(None);
+    }
+    let text = std::str::from_utf8(raw).map_err(|e| WorkloadError::Invalid {
+        path: path.to_owned(),
+        line: line_no,
+        field: "(text)".into(),
+        message: format!(
+            "not UTF-8 text (invalid byte at column {})",
+            e.valid_up_to() + 1
+        ),
+    })?;
+    let text = match line_no {
+        1 => text.strip_prefix('\u{feff}').unwrap_or(text),
+        _ => text,
+    };
+    Ok(Some(text))
 }
 
 /// The tenant and SLO class of a session line (they apply to all its sub-requests).

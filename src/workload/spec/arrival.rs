@@ -100,9 +100,7 @@ impl TryFrom<RawArrival> for ArrivalProcess {
             "poisson" => Ok(ArrivalProcess::Poisson),
             "constant" => Ok(ArrivalProcess::Constant),
             "gamma" => Ok(ArrivalProcess::Gamma {
-                shape: shape_of(process, raw.cv, raw.shape, (0.0, f64::INFINITY), |cv| {
-                    1.0 / (cv * cv)
-                })?,
+                shape: shape_of(process, raw.cv, raw.shape, GAMMA_CV, |cv| 1.0 / (cv * cv))?,
             }),
             "weibull" => Ok(ArrivalProcess::Weibull {
                 shape: shape_of(process, raw.cv, raw.shape, (0.01, 10.4), weibull_shape)?,
@@ -154,8 +152,13 @@ impl TryFrom<RawArrival> for ArrivalProcess {
     }
 }
 
+/// The coefficients of variation a gamma process accepts: its shape `1 / cv²` then lies in
+/// [10^-6, 10^6], where the gap distribution can be built and sampled.
+const GAMMA_CV: (f64, f64) = (1e-3, 1e3);
+
 /// The shape of a gamma or Weibull process from `cv` (within `cv_range`) or an explicit
-/// `shape`; neither means cv = 1 (BLIS's default).
+/// `shape` (within the shapes of that range, `from_cv` being decreasing); neither means cv = 1
+/// (BLIS's default).
 fn shape_of(
     process: &str,
     cv: Option<f64>,
@@ -164,14 +167,14 @@ fn shape_of(
     from_cv: fn(f64) -> f64,
 ) -> Result<f64, String> {
     let (lo, hi) = cv_range;
+    let (k_lo, k_hi) = (from_cv(hi), from_cv(lo));
     match (cv, shape) {
         (Some(_), Some(_)) => Err(format!("{process}: give `cv` or `shape`, not both")),
-        (None, Some(k)) if k.is_finite() && k > 0.0 => Ok(k),
-        (None, Some(k)) => Err(format!("{process}: shape must be positive, got {k}")),
-        (Some(cv), None) if cv.is_finite() && cv > 0.0 && cv >= lo && cv <= hi => Ok(from_cv(cv)),
-        (Some(cv), None) if hi.is_infinite() => Err(format!(
-            "{process}: cv must be positive and finite, got {cv}"
+        (None, Some(k)) if k >= k_lo && k <= k_hi => Ok(k),
+        (None, Some(k)) => Err(format!(
+            "{process}: shape must be in [{k_lo:e}, {k_hi:e}], got {k}"
         )),
+        (Some(cv), None) if cv >= lo && cv <= hi => Ok(from_cv(cv)),
         (Some(cv), None) => Err(format!("{process}: cv must be in [{lo}, {hi}], got {cv}")),
         (None, None) => Ok(from_cv(1.0)),
     }

@@ -318,8 +318,29 @@ impl WorkloadSpec {
     /// Client `index`'s mean arrival rate, requests per second: its share of
     /// `aggregate_rate` after normalising the rate fractions to sum to 1.
     pub fn client_rate(&self, index: usize) -> f64 {
-        let total: f64 = self.clients.iter().map(|c| c.rate_fraction).sum();
-        self.aggregate_rate * self.clients[index].rate_fraction / total
+        share_rate(
+            self.aggregate_rate,
+            self.clients[index].rate_fraction,
+            self.total_fraction(),
+        )
+    }
+
+    fn total_fraction(&self) -> f64 {
+        self.clients.iter().map(|c| c.rate_fraction).sum()
+    }
+}
+
+/// The lowest mean arrival rate a client may get, requests per second (one a million
+/// seconds): below it the mean gap between arrivals nears the time bound and overflows.
+const MIN_CLIENT_RATE: f64 = 1e-6;
+
+/// A client's share of `aggregate` when its `fraction` is out of `total`; divided first
+/// where the product overflows (huge fractions).
+fn share_rate(aggregate: f64, fraction: f64, total: f64) -> f64 {
+    let rate = aggregate * fraction / total;
+    match rate.is_finite() {
+        true => rate,
+        false => aggregate * (fraction / total),
     }
 }
 
@@ -430,6 +451,20 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         ));
     }
     let total: f64 = clients.iter().map(|c| c.rate_fraction).sum();
+    for (i, c) in clients.iter().enumerate() {
+        let rate = share_rate(raw.aggregate_rate, c.rate_fraction, total);
+        if !(rate.is_finite() && rate >= MIN_CLIENT_RATE) {
+            return Err(invalid(
+                &format!("clients[{i}].rate_fraction"),
+                format!(
+                    "gives client `{}` {rate:e} requests per second (aggregate_rate × its share \
+                     of the rate_fraction sum {total:e}); must be finite and at least \
+                     {MIN_CLIENT_RATE:e}",
+                    c.id
+                ),
+            ));
+        }
+    }
     if (total - 1.0).abs() > 1e-9 {
         log::warn!(
             "{source_name}: the clients' rate_fraction values sum to {total}; normalised to \

@@ -349,14 +349,22 @@ fn arrival_parameters_are_validated() {
     for (yaml, want) in [
         ("{process: uniform}", "unknown arrival process `uniform`"),
         ("{process: poisson, cv: 2}", "`cv` does not apply"),
-        ("{process: gamma, cv: 0}", "cv must be positive"),
+        (
+            "{process: gamma, cv: 0}",
+            "cv must be in [0.001, 1000], got 0",
+        ),
+        ("{process: gamma, cv: 1e308}", "cv must be in [0.001, 1000]"),
+        (
+            "{process: gamma, shape: 1e-300}",
+            "shape must be in [1e-6, 1e6]",
+        ),
         ("{process: gamma, cv: 2, shape: 1}", "not both"),
         (
             "{process: gamma, scale: 5}",
             "`scale` is set by the client's rate",
         ),
         ("{process: weibull, cv: 11}", "cv must be in [0.01, 10.4]"),
-        ("{process: weibull, shape: -1}", "shape must be positive"),
+        ("{process: weibull, shape: -1}", "shape must be in ["),
         (
             "{process: bursty, period_us: 10}",
             "missing field `burst_duration_us`",

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Scale benchmark (issue 19): N generated requests (default 1,000,000; Poisson, no token ids)
+# on one H100 instance at 20 req/s and on 16 H100 instances (2 nodes x 8, scripts/bench_cluster.sh's
+# cluster) at 320 req/s; prints each run's wall time and peak RSS (GNU time), with and without
+# the per-request CSV. The issue's bound: peak RSS under 500 MB.
+#   scripts/bench_scale.sh              # 1,000,000 requests
+#   CSV=0 scripts/bench_scale.sh 10000000   # without the CSV cases (10M rows: ~26 GB)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-1000000}
+CSV=${CSV:-1}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+cargo build --release --quiet
+BIN=target/release/blis-cosim
+
+python3 scripts/gen_workload.py --num-requests "$N" --rate 20 --seed 7 --no-token-ids \
+    --out "$TMP/one.jsonl"
+python3 scripts/gen_workload.py --num-requests "$N" --rate 320 --seed 7 --no-token-ids \
+    --out "$TMP/sixteen.jsonl"
+python3 - "$TMP/cluster.json" <<'PY'
+import json, sys
+instance = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "pd_type": None,
+            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
+node = {"num_instances": 8, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+        "instances": [instance] * 8}
+json.dump({"num_nodes": 2, "link_bw": 16, "link_latency": 0, "nodes": [node, node]},
+          open(sys.argv[1], "w"), indent=1)
+PY
+
+# measure LABEL ARGS...: one run under GNU time; prints wall time and peak RSS.
+measure() {
+    local label=$1
+    shift
+    /usr/bin/time -f '%e %M' -o "$TMP/time" "$BIN" "$@" >/dev/null 2>"$TMP/stderr" || {
+        cat "$TMP/stderr" >&2
+        exit 1
+    }
+    read -r wall kb <"$TMP/time"
+    printf '%-46s wall %8.1f s   peak RSS %6d MB\n' "$label" "$wall" $((kb / 1024))
+    rm -f "$TMP/out.csv"
+}
+
+measure "$N req, 1 instance, no CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM
+if [ "$CSV" = 1 ]; then
+    measure "$N req, 1 instance, CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM \
+        --output "$TMP/out.csv"
+fi
+rm "$TMP/one.jsonl"
+measure "$N req, 16 instances, no CSV" --cluster-config "$TMP/cluster.json" \
+    --dataset "$TMP/sixteen.jsonl"
+if [ "$CSV" = 1 ]; then
+    measure "$N req, 16 instances, CSV" --cluster-config "$TMP/cluster.json" \
+        --dataset "$TMP/sixteen.jsonl" --output "$TMP/out.csv"
+fi

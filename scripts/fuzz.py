@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Mutation fuzzer for blis-cosim's inputs (driven by scripts/fuzz.sh).
+
+For MINUTES per input kind, mutates a valid input (the bundled examples, a cluster config,
+a profile bundle), runs the release binary on it under a timeout and an address-space limit,
+and reports panics (exit 101 or 'panicked' in stderr), hangs (timeout), memory outliers (peak
+RSS above 2 GB, or killed at the address-space limit) and any other exit but 0 or 1. The
+offending inputs are kept under OUT/<kind>/. Standard library only.
+"""
+
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TIMEOUT_S = 20
+RSS_LIMIT = 2 << 30  # an outlier above this
+AS_LIMIT = 8 << 30  # address space the binary may map
+EDGE = [b"0", b"-1", b"1e30", b"-1e30", b"1e-12", b"4000000000", b"18446744073709551615",
+        b"18446744073709551616", b"9223372036854775807", b"1000000000000000001", b"0.5",
+        b"null", b'"x"', b"[]", b"{}", b"nan", b"1e308"]
+REQUEST = b'{"input_toks":30,"output_toks":4,"arrival_time_ns":0}\n'
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    """One to four edits: an edge value for a number, a deleted span, an inserted, flipped
+    or duplicated byte, a duplicated or dropped line."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        if not b:
+            break
+        at = rng.randrange(len(b))
+        kind = rng.randrange(7)
+        if kind == 0:
+            start = next((i for i in range(at, len(b)) if chr(b[i]).isdigit()), None)
+            if start is not None:
+                end = start
+                while end < len(b) and (chr(b[end]).isdigit() or b[end] in b".e-+"):
+                    end += 1
+                b[start:end] = rng.choice(EDGE)
+        elif kind == 1:
+            del b[at:at + rng.randint(1, 32)]
+        elif kind == 2:
+            b.insert(at, rng.randrange(256))
+        elif kind == 3:
+            b[at] ^= 1 << rng.randrange(8)
+        elif kind == 4:
+            b.insert(at, b[at])
+        else:
+            start = b.rfind(b"\n", 0, at) + 1
+            end = b.find(b"\n", at)
+            end = len(b) if end < 0 else end + 1
+            line = bytes(b[start:end])
+            b[start:end] = line * 2 if kind == 5 else b""
+    return bytes(b)
+
+
+def mutate_json(data: bytes, rng: random.Random) -> bytes:
+    """Replaces one to three values of a JSON document by edge values (half the time), else
+    mutates its text."""
+    if rng.random() < 0.5:
+        return mutate(data, rng)
+    doc = json.loads(data)
+    for _ in range(rng.randint(1, 3)):
+        slots = []
+
+        def walk(v):
+            items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else []
+            for k, c in items:
+                slots.append((v, k))
+                walk(c)
+        walk(doc)
+        parent, key = rng.choice(slots)
+        parent[key] = json.loads(rng.choice(EDGE).replace(b"nan", b"1e400").decode())
+    return json.dumps(doc).encode()
+
+
+class Kind:
+    """An input kind: its base files, how to mutate one and the command that reads it."""
+
+    def __init__(self, name, bases, command, mutator=mutate, in_place=False):
+        self.name, self.bases, self.command, self.mutator = name, bases, command, mutator
+        self.in_place = in_place
+
+
+def run_one(cmd, cwd):
+    """Runs `cmd` with limits; returns (exit code or 'timeout', peak RSS bytes, stderr)."""
+    def limits():
+        resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=limits)
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return "timeout", 0, b""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return proc.returncode, usage.ru_maxrss * 1024, err
+
+
+def verdict(code, rss, err):
+    """'panic', 'hang', 'memory', 'crash' or None (a clean acceptance or refusal)."""
+    if code == "timeout":
+        return "hang"
+    if code == 101 or b"panicked" in err:
+        return "panic"
+    if rss > RSS_LIMIT or b"memory allocation" in err:
+        return "memory"
+    if code not in (0, 1):
+        return "crash"
+    return None
+
+
+def fuzz(kind, minutes, work, out, rng):
+    """Fuzzes `kind` for `minutes`; returns counts by verdict."""
+    counts = {"runs": 0, "accepted": 0, "panic": 0, "hang": 0, "memory": 0, "crash": 0}
+    peak = 0
+    deadline = time.monotonic() + 60 * minutes
+    keep = out / kind.name
+    while time.monotonic() < deadline:
+        base = rng.choice(kind.bases)
+        mutant = kind.mutator(base.read_bytes(), rng)
+        # A profile file is mutated in place (the binary reads the whole bundle); the others
+        # are written beside their base.
+        target = base if kind.in_place else work / kind.name / base.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        original = base.read_bytes()
+        target.write_bytes(mutant)
+        # Each run starts a fresh process, so RUSAGE_CHILDREN's peak is the largest so far:
+        # measure through a wrapper instead (the child's own rusage).
+        code, rss, err = run_measured(kind.command(target), work)
+        target.write_bytes(original)
+        counts["runs"] += 1
+        counts["accepted"] += code == 0
+        peak = max(peak, rss)
+        v = verdict(code, rss, err)
+        if v:
+            counts[v] += 1
+            keep.mkdir(parents=True, exist_ok=True)
+            n = counts[v]
+            (keep / f"{v}-{n}-{base.name}").write_bytes(mutant)
+            (keep / f"{v}-{n}-{base.name}.stderr").write_bytes(err[-4000:])
+    counts["peak_rss_mb"] = peak >> 20
+    return counts
+
+
+def run_measured(cmd, cwd):
+    """run_one in a forked helper so that its RUSAGE_CHILDREN peak is this run's alone."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            code, rss, err = run_one(cmd, cwd)
+        except OSError as e:
+            code, rss, err = f"cannot run: {e}", 0, b""
+        os.write(w, json.dumps([code, rss, err[-4000:].decode("utf-8", "replace")]).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    code, rss, err = json.loads(data)
+    return code, rss, err.encode()
+
+
+def kinds(binary, repo, work, perf):
+    """The input kinds: jsonl, spec, cluster, profile."""
+    w = work / "one.jsonl"
+    w.write_bytes(REQUEST * 3)
+    cluster = work / "cluster.json"
+    instance = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM",
+                "pd_type": None, "tp_size": 1,
+                "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
+    node = {"num_instances": 2, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+            "instances": [instance, instance]}
+    cluster.write_text(json.dumps({"num_nodes": 2, "link_bw": 16, "link_latency": 0,
+                                   "nodes": [node, node]}, indent=1))
+    sample = work / "sample.jsonl"
+    sample.write_bytes(b"".join((repo / "examples/sample.jsonl").read_bytes()
+                                .splitlines(keepends=True)[:50]))
+    b = str(binary)
+    result = [
+        Kind("jsonl", [sample], lambda p: [b, "--dataset", str(p)]),
+        Kind("spec", sorted((repo / "examples/scenarios").glob("*.yaml")),
+             lambda p: [b, "--workload-spec", str(p), "--max-requests", "20000"]),
+        Kind("cluster", [cluster], lambda p: [b, "--cluster-config", str(p), "--dataset", str(w)],
+             mutate_json),
+    ]
+    if perf:
+        bundle = work / "perf/RTX4090/meta-llama/Llama-3.1-8B/bf16"
+        shutil.copytree(perf / "RTX4090/meta-llama/Llama-3.1-8B/bf16", bundle)
+        files = [bundle / "meta.yaml"] + sorted((bundle / "tp1").glob("*.csv"))
+        result.append(Kind("profile", files, lambda p: [
+            b, "--dataset", str(w), "--profile-dir", str(work / "perf"), "--hardware", "RTX4090"], in_place=True))
+    return result
+
+
+def main():
+    binary, repo, minutes, which, out = sys.argv[1:6]
+    binary, repo, out = Path(binary).resolve(), Path(repo).resolve(), Path(out).resolve()
+    perf = repo.parent / "shared/data/llmservingsim/profiler/perf"
+    perf = perf if perf.is_dir() else None
+    rng = random.Random(int(os.environ.get("FUZZ_SEED", "1")))
+    total_bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for kind in kinds(binary, repo, work, perf):
+            if which not in ("all", kind.name):
+                continue
+            counts = fuzz(kind, float(minutes), work, out, rng)
+            bad = counts["panic"] + counts["hang"] + counts["memory"] + counts["crash"]
+            total_bad += bad
+            print(f"{kind.name:8} runs {counts['runs']:6} (accepted {counts['accepted']:5})  panics {counts['panic']}  hangs "
+                  f"{counts['hang']}  memory>2GB {counts['memory']}  other crashes "
+                  f"{counts['crash']}  peak RSS {counts['peak_rss_mb']} MB", flush=True)
+        if perf is None and which in ("all", "profile"):
+            print("profile  skipped: no ../shared/data/llmservingsim/profiler/perf")
+    if total_bad:
+        print(f"findings kept under {out}")
+    sys.exit(1 if total_bad else 0)
+
+
+if __name__ == "__main__":
+    main()
