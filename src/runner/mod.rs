@@ -33,20 +33,7 @@ use std::borrow::Cow;
 /// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
-    let mut workload = match &config.workload {
-        WorkloadSource::Dataset(path, options) => {
-            let (workload, format) = read_dataset(path, *options, config.num_reqs)?;
-            if options.format == DatasetFormat::Auto {
-                eprintln!("{}", detected(path, format));
-            }
-            workload
-        }
-        WorkloadSource::Spec(path) => generated(&WorkloadSpec::load(path)?, config)?,
-        WorkloadSource::Scenario(name) => {
-            let scenario = scenario(name).with_context(|| format!("unknown scenario `{name}`"))?;
-            generated(&scenario.spec()?, config)?
-        }
-    };
+    let mut workload = load_workload(config)?;
     let has_sessions = !workload.sessions.is_empty();
     if config.sessions_output.is_some() && !has_sessions {
         anyhow::bail!("--sessions-output: the workload has no sessions");
@@ -152,13 +139,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         multi,
         sessions: has_sessions.then_some(&workload.sessions),
         power: power_model(config),
-        timeseries: (config.timeseries.is_some() || config.plots.is_some()).then(|| {
-            let interval = config
-                .timeseries
-                .as_ref()
-                .map_or(NS_PER_S, |t| t.interval_ns);
-            TimeSeries::new(interval, config.instances.len())
-        }),
+        timeseries: time_series(config),
         plots: config
             .plots
             .as_ref()
@@ -276,20 +257,60 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     if let Some(path) = &config.summary_json {
         summary.write_json(path)?;
     }
-    if let (Some(series), Some(t)) = (&outputs.timeseries, &config.timeseries) {
-        series.write(&t.path)?;
-    }
-    if let (Some(series), Some(pictures), Some(p)) =
-        (&outputs.timeseries, outputs.plots, &config.plots)
-    {
-        for path in pictures.write(series, &p.dir, p.format)? {
-            eprintln!("wrote {}", path.display());
-        }
+    if let Some(series) = &outputs.timeseries {
+        write_series(series, outputs.plots, config)?;
     }
     if let Some(csv) = outputs.csv {
         csv.commit()?;
     }
     Ok(summary)
+}
+
+/// The run's workload: read from its dataset, or generated from its spec or scenario.
+fn load_workload(config: &SimConfig) -> anyhow::Result<Workload> {
+    Ok(match &config.workload {
+        WorkloadSource::Dataset(path, options) => {
+            let (workload, format) = read_dataset(path, *options, config.num_reqs)?;
+            if options.format == DatasetFormat::Auto {
+                eprintln!("{}", detected(path, format));
+            }
+            workload
+        }
+        WorkloadSource::Spec(path) => generated(&WorkloadSpec::load(path)?, config)?,
+        WorkloadSource::Scenario(name) => {
+            let scenario = scenario(name).with_context(|| format!("unknown scenario `{name}`"))?;
+            generated(&scenario.spec()?, config)?
+        }
+    })
+}
+
+/// The time series the run collects: for `--timeseries` (at its interval) or for `--plots`
+/// (at 1 s unless `--timeseries-interval` says otherwise).
+fn time_series(config: &SimConfig) -> Option<TimeSeries> {
+    (config.timeseries.is_some() || config.plots.is_some()).then(|| {
+        let interval = config
+            .timeseries
+            .as_ref()
+            .map_or(NS_PER_S, |t| t.interval_ns);
+        TimeSeries::new(interval, config.instances.len())
+    })
+}
+
+/// Writes the time series CSV and the pictures the run asked for.
+fn write_series(
+    series: &TimeSeries,
+    pictures: Option<RunPlots>,
+    config: &SimConfig,
+) -> anyhow::Result<()> {
+    if let Some(t) = &config.timeseries {
+        series.write(&t.path)?;
+    }
+    if let (Some(pictures), Some(p)) = (pictures, &config.plots) {
+        for path in pictures.write(series, &p.dir, p.format)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(())
 }
 
 /// One simulated second, ns.
