@@ -8,7 +8,7 @@
 mod fixture;
 
 use blis_cosim::Nanos;
-use blis_cosim::engine::{self, Dynamics, RunOutcome};
+use blis_cosim::engine::{self, RunOutcome};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::router::{Router, RoutingPolicy};
 use blis_cosim::workload::Workload;
@@ -58,17 +58,10 @@ fn simulate(w: &Workload, max_in_flight: Option<usize>) -> Run<'_> {
     let mut registry = SessionRegistry::new(&w.sessions);
     let initial = registry.initial_requests(&w.requests);
     let mut rec = Recorder::default();
-    let dynamics = Dynamics {
-        injector: &mut registry,
-        max_in_flight,
-    };
-    let outcome = engine::run_cluster_with(
-        &initial,
-        &setups,
-        &mut dyns,
-        &mut router,
-        &mut rec,
-        dynamics,
+    let (dyn_injector, dyn_max_in_flight) = (&mut registry, max_in_flight);
+    let outcome = blis_cosim::engine::simulate(
+        blis_cosim::engine::Run::new(&initial, &setups).max_in_flight(dyn_max_in_flight),
+        engine::Services::new(&mut dyns, &mut router, &mut rec).with_injector(dyn_injector),
     )
     .unwrap();
     let mut finished = BTreeMap::new();

@@ -4,7 +4,8 @@
 #[path = "common/cluster_fixture.rs"]
 mod fixture;
 
-use blis_cosim::engine::{self, InstanceSetup, RunOutcome, SimError};
+use blis_cosim::engine::{InstanceSetup, RunOutcome, SimError};
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::router::{Router, RoutingPolicy};
 use blis_cosim::workload::Request;
@@ -38,12 +39,9 @@ fn run(
         .map(|b| b as &mut dyn LatencyBackend)
         .collect();
     let mut rec = Recorder::default();
-    let out = engine::run_cluster(
-        requests,
-        setups,
-        &mut dyns,
-        &mut Router::new(policy, seed),
-        &mut rec,
+    let out = simulate(
+        Run::new(requests, setups),
+        Services::new(&mut dyns, &mut Router::new(policy, seed), &mut rec),
     )?;
     Ok((out, rec))
 }

@@ -6,7 +6,7 @@ mod counting_alloc;
 #[path = "common/cluster_fixture.rs"]
 mod fixture;
 
-use blis_cosim::engine;
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::router::{Router, RoutingPolicy};
 use counting_alloc::allocations;
@@ -45,8 +45,11 @@ fn steps_and_routing_do_not_allocate() {
         rec.finished.reserve(requests.len());
         rec.steps.reserve(40_000);
         let before = allocations();
-        let out =
-            engine::run_cluster(&requests, &setups, &mut dyns, &mut router, &mut rec).unwrap();
+        let out = simulate(
+            Run::new(&requests, &setups),
+            Services::new(&mut dyns, &mut router, &mut rec),
+        )
+        .unwrap();
         let made = allocations() - before;
         assert!(out.steps > 10_000, "{}", out.steps);
         // Per request: its scheduler state (hashes, KV block list, gaps); plus the setup and

@@ -5,7 +5,8 @@
 mod fixture;
 
 use blis_cosim::Nanos;
-use blis_cosim::engine::{InstanceSetup, run_cluster};
+use blis_cosim::engine::InstanceSetup;
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
 use blis_cosim::router::{Router, RoutingPolicy};
 use fixture::{LinearBackend, Recorder, request, setup, workload};
@@ -63,12 +64,9 @@ fn an_idle_member_runs_padded_dummy_steps_in_lock_step_with_the_busy_one() {
     );
     let mut rec = Recorder::default();
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
-    let out = run_cluster(
-        &requests,
-        &setups,
-        &mut [&mut a, &mut b],
-        &mut router,
-        &mut rec,
+    let out = simulate(
+        Run::new(&requests, &setups),
+        Services::new(&mut [&mut a, &mut b], &mut router, &mut rec),
     )
     .unwrap();
     // Member 0: the prefill then two decodes. Member 1: a one-token dummy padded to the
@@ -119,12 +117,9 @@ fn members_pad_to_the_widest_batch_and_waves_start_together() {
     };
     let mut rec = Recorder::default();
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
-    run_cluster(
-        &requests,
-        &setups,
-        &mut [&mut a, &mut b],
-        &mut router,
-        &mut rec,
+    simulate(
+        Run::new(&requests, &setups),
+        Services::new(&mut [&mut a, &mut b], &mut router, &mut rec),
     )
     .unwrap();
     // Both gates see both members' tokens: 40 + 10 and one for the padding; then two real
@@ -171,7 +166,11 @@ fn groups_conserve_requests_beside_independent_instances_and_are_deterministic()
             .collect();
         let mut rec = Recorder::default();
         let mut router = Router::new(RoutingPolicy::Load, 0);
-        let out = run_cluster(&requests, &setups, &mut dyns, &mut router, &mut rec).unwrap();
+        let out = simulate(
+            Run::new(&requests, &setups),
+            Services::new(&mut dyns, &mut router, &mut rec),
+        )
+        .unwrap();
         (out, rec)
     };
     let (out, rec) = run();

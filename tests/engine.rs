@@ -2,11 +2,28 @@
 //! back, an idle instance starts exactly at the next arrival, and KV accounting stays whole.
 
 use blis_cosim::Nanos;
-use blis_cosim::engine::{self, InstanceSetup, Observer, StepEvent};
+use blis_cosim::engine::{InstanceSetup, Observer, StepEvent};
 use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::scheduler::{Scheduler, SchedulerConfig};
 use blis_cosim::workload::Request;
+
+/// Runs `requests` on the one instance of `setup` to completion.
+fn run_one(
+    requests: &[blis_cosim::workload::Request],
+    setup: &InstanceSetup,
+    backend: &mut dyn blis_cosim::latency::LatencyBackend,
+    observer: &mut dyn blis_cosim::engine::Observer,
+) -> Result<blis_cosim::engine::RunOutcome, blis_cosim::engine::SimError> {
+    use blis_cosim::engine::{Run, Services, simulate};
+    use blis_cosim::router::{Router, RoutingPolicy};
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let setups = std::slice::from_ref(setup);
+    simulate(
+        Run::new(requests, setups),
+        Services::new(&mut [backend], &mut router, observer),
+    )
+}
 
 /// A deterministic test backend: a fixed cost plus a cost per token and per sequence.
 struct LinearBackend;
@@ -139,7 +156,7 @@ fn every_request_ends_exactly_once_and_the_clock_never_goes_back() {
         let mut rec = Recorder::default();
         let mut instance = setup(blocks, reserve);
         instance.scheduler.async_scheduling = async_scheduling;
-        let out = engine::run(&requests, &instance, &mut LinearBackend, &mut rec).unwrap();
+        let out = run_one(&requests, &instance, &mut LinearBackend, &mut rec).unwrap();
         let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.0).collect();
         ids.sort_unstable();
         assert_eq!(ids, (0..400).collect::<Vec<_>>(), "seed {seed}");
@@ -169,7 +186,7 @@ fn an_idle_instance_starts_exactly_at_the_next_arrival() {
     requests[0].arrival_ns = 12_345;
     requests[1].arrival_ns = 987_654_321;
     let mut rec = Recorder::default();
-    engine::run(&requests, &setup(1_000, true), &mut LinearBackend, &mut rec).unwrap();
+    run_one(&requests, &setup(1_000, true), &mut LinearBackend, &mut rec).unwrap();
     assert_eq!(rec.steps[0].0, 12_345);
     let second = rec.steps.iter().find(|s| s.0 >= 987_654_321).unwrap();
     assert_eq!(
@@ -228,7 +245,7 @@ fn kv_blocks_stay_whole(async_scheduling: bool) {
 fn a_request_that_can_never_fit_is_refused_before_the_run() {
     let mut requests = workload(6, 3, false);
     requests[2].input_toks = 2_000;
-    let err = engine::run(
+    let err = run_one(
         &requests,
         &setup(100, true),
         &mut LinearBackend,
@@ -244,6 +261,6 @@ fn without_chunked_prefill_a_prompt_above_the_budget_is_refused() {
     requests[1].input_toks = 300;
     let mut s = setup(1_000, true);
     s.scheduler.enable_chunked_prefill = false;
-    let err = engine::run(&requests, &s, &mut LinearBackend, &mut Recorder::default()).unwrap_err();
+    let err = run_one(&requests, &s, &mut LinearBackend, &mut Recorder::default()).unwrap_err();
     assert!(err.to_string().contains("chunked prefill off"), "{err}");
 }

@@ -6,7 +6,8 @@
 mod fixture;
 
 use blis_cosim::Nanos;
-use blis_cosim::engine::{self, Dynamics, Injector, NoInjection, RunOutcome, SimError};
+use blis_cosim::engine::{Injector, NoInjection, RunOutcome, SimError};
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{Router, RoutingPolicy};
@@ -60,17 +61,10 @@ fn run(
         .collect();
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
     let mut rec = Recorder::default();
-    let dynamics = Dynamics {
-        injector,
-        max_in_flight,
-    };
-    let out = engine::run_cluster_with(
-        requests,
-        &setups,
-        &mut dyns,
-        &mut router,
-        &mut rec,
-        dynamics,
+    let (dyn_injector, dyn_max_in_flight) = (injector, max_in_flight);
+    let out = simulate(
+        Run::new(requests, &setups).max_in_flight(dyn_max_in_flight),
+        Services::new(&mut dyns, &mut router, &mut rec).with_injector(dyn_injector),
     )?;
     Ok((out, rec))
 }
@@ -104,7 +98,11 @@ fn a_run_without_releases_is_unchanged_by_the_hook() {
         .collect();
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
     let mut rec = Recorder::default();
-    let plain = engine::run_cluster(&requests, &setups, &mut dyns, &mut router, &mut rec).unwrap();
+    let plain = simulate(
+        Run::new(&requests, &setups),
+        Services::new(&mut dyns, &mut router, &mut rec),
+    )
+    .unwrap();
     assert_eq!(with_hook, plain);
     assert_eq!(rec_hook.finished, rec.finished);
     assert_eq!(rec_hook.steps, rec.steps);
@@ -126,17 +124,10 @@ fn a_released_request_arrives_after_initial_requests_of_the_same_instant() {
     let mut rec = Recorder::default();
     let mut chain = Chain::new(1, |_| 0);
     let requests = [request(0, 0, 40, 5, vec![]), request(2, t, 40, 5, vec![])];
-    let dynamics = Dynamics {
-        injector: &mut chain,
-        max_in_flight: None,
-    };
-    engine::run_cluster_with(
-        &requests,
-        std::slice::from_ref(&s),
-        &mut dyns,
-        &mut router,
-        &mut rec,
-        dynamics,
+    let (dyn_injector, dyn_max_in_flight) = (&mut chain, None);
+    simulate(
+        Run::new(&requests, std::slice::from_ref(&s)).max_in_flight(dyn_max_in_flight),
+        Services::new(&mut dyns, &mut router, &mut rec).with_injector(dyn_injector),
     )
     .unwrap();
     let (released, initial) = (by_id(&rec, 1), by_id(&rec, 2));

@@ -7,7 +7,8 @@
 mod fixture;
 
 use blis_cosim::Nanos;
-use blis_cosim::engine::{self, InstanceSetup, LowerTierSetup, RunOutcome};
+use blis_cosim::engine::{InstanceSetup, LowerTierSetup, RunOutcome};
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::{BatchItem, LatencyBackend};
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{Router, RoutingPolicy};
@@ -200,7 +201,11 @@ fn run(requests: &[Request], setups: &[InstanceSetup]) -> (RunOutcome, Recorder)
         .collect();
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
     let mut rec = Recorder::default();
-    let out = engine::run_cluster(requests, setups, &mut dyns, &mut router, &mut rec).unwrap();
+    let out = simulate(
+        Run::new(requests, setups),
+        Services::new(&mut dyns, &mut router, &mut rec),
+    )
+    .unwrap();
     (out, rec)
 }
 

@@ -6,7 +6,8 @@ mod counting_alloc;
 #[path = "common/cluster_fixture.rs"]
 mod fixture;
 
-use blis_cosim::engine::{self, InstanceSetup, LowerTierSetup};
+use blis_cosim::engine::{InstanceSetup, LowerTierSetup};
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::router::{Router, RoutingPolicy};
 use blis_cosim::scheduler::TierMemory;
@@ -61,7 +62,11 @@ fn steps_with_a_shared_lower_tier_do_not_allocate() {
     rec.finished.reserve(requests.len());
     rec.steps.reserve(40_000);
     let before = allocations();
-    let out = engine::run_cluster(&requests, &setups, &mut dyns, &mut router, &mut rec).unwrap();
+    let out = simulate(
+        Run::new(&requests, &setups),
+        Services::new(&mut dyns, &mut router, &mut rec),
+    )
+    .unwrap();
     let made = allocations() - before;
     assert!(out.steps > 10_000, "{}", out.steps);
     assert!(out.stats.recalled_tokens > 10_000, "{:?}", out.stats);

@@ -8,7 +8,8 @@ mod fixture;
 
 use blis_cosim::Nanos;
 use blis_cosim::config::{InstanceRole, Link};
-use blis_cosim::engine::{self, Disaggregation, InstanceSetup, Observer, StepEvent, TransferEvent};
+use blis_cosim::engine::{Disaggregation, InstanceSetup, Observer, StepEvent, TransferEvent};
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::{PdRecord, RequestRecord};
 use blis_cosim::router::{Router, RoutingPolicy};
@@ -107,8 +108,11 @@ fn run(
     );
     let mut rec = Rec::default();
     let mut router = Router::new(policy, 7);
-    let out =
-        engine::run_disaggregated(requests, setups, pd, &mut dyns, &mut router, &mut rec).unwrap();
+    let out = simulate(
+        Run::new(requests, setups).disaggregated(pd),
+        Services::new(&mut dyns, &mut router, &mut rec),
+    )
+    .unwrap();
     rec.preemptions = out.instances.iter().map(|i| i.stats.preemptions).collect();
     rec.dummy_steps = out.instances.iter().map(|i| i.dummy_steps).collect();
     rec
@@ -523,9 +527,12 @@ fn a_request_no_decode_instance_can_take_is_refused_up_front() {
         let requests = [request(0, 0, 32, 10, Vec::new())];
         let mut router = Router::new(RoutingPolicy::Load, 0);
         let mut rec = Rec::default();
-        engine::run_disaggregated(&requests, setups, pd, &mut dyns, &mut router, &mut rec)
-            .unwrap_err()
-            .to_string()
+        simulate(
+            Run::new(&requests, setups).disaggregated(pd),
+            Services::new(&mut dyns, &mut router, &mut rec),
+        )
+        .unwrap_err()
+        .to_string()
     };
     // The prompt fits the prefill instance (2 blocks), prompt + output not the decode one.
     let err = refusal(&[setup("m", 2), setup("m", 2)], &[Prefill, Decode]);

@@ -7,7 +7,8 @@ mod counting_alloc;
 mod fixture;
 
 use blis_cosim::config::{InstanceRole, Link};
-use blis_cosim::engine::{self, Disaggregation};
+use blis_cosim::engine::Disaggregation;
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::router::{Router, RoutingPolicy};
 use counting_alloc::allocations;
@@ -52,9 +53,11 @@ fn steps_hand_offs_and_transfers_do_not_allocate() {
                 latency_ns: 20_000.0,
             },
         );
-        let out =
-            engine::run_disaggregated(&requests, &setups, pd, &mut dyns, &mut router, &mut rec)
-                .unwrap();
+        let out = simulate(
+            Run::new(&requests, &setups).disaggregated(pd),
+            Services::new(&mut dyns, &mut router, &mut rec),
+        )
+        .unwrap();
         let made = allocations() - before;
         assert!(out.steps > 10_000, "{}", out.steps);
         // Per request: its scheduler state on both sides (hashes, KV block list, gaps); plus

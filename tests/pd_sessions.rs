@@ -10,9 +10,10 @@ mod fixture;
 use blis_cosim::Nanos;
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::engine::{
-    self, Disaggregation, Dynamics, Injector, InstanceSetup, Observer, RunOutcome, SimError,
-    StepEvent, TransferEvent,
+    Disaggregation, Injector, InstanceSetup, Observer, RunOutcome, SimError, StepEvent,
+    TransferEvent,
 };
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::{PdRecord, RequestRecord};
 use blis_cosim::router::{Router, RoutingPolicy};
@@ -130,18 +131,15 @@ fn run(
     );
     let mut rec = Rec::default();
     let mut router = Router::new(RoutingPolicy::RoundRobin, 7);
-    let dynamics = Dynamics {
-        injector: chains,
-        max_in_flight,
-    };
-    let out = engine::run_instances(
-        requests,
-        setups,
-        Some(pd),
-        &mut dyns,
-        &mut router,
-        &mut rec,
-        dynamics,
+    let (dyn_injector, dyn_max_in_flight) = (chains, max_in_flight);
+    let out = simulate(
+        Run {
+            requests,
+            setups,
+            disaggregation: Some(pd),
+            max_in_flight: dyn_max_in_flight,
+        },
+        Services::new(&mut dyns, &mut router, &mut rec).with_injector(dyn_injector),
     )?;
     Ok((out, rec))
 }

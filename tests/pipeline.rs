@@ -5,6 +5,7 @@
 use blis_cosim::Nanos;
 use blis_cosim::config::Link;
 use blis_cosim::engine::{self, InstanceSetup, Observer, Pipeline, StepEvent, stage_blocks};
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
 use blis_cosim::metrics::{PdRecord, RequestRecord};
 use blis_cosim::scheduler::{Scheduler, SchedulerConfig};
@@ -159,7 +160,15 @@ fn two_steps_in_flight_on_a_two_stage_pipeline_match_the_hand_computed_timeline(
     //   (TTFT 2450 − 50 = 2400, ITL 4676 − 2450 = 2226, queued 1217 − 50 = 1167).
     let requests = [request(0, 0, 2, 2), request(1, 50, 1, 2)];
     let mut rec = Recorder::default();
-    let out = engine::run(&requests, &setup(100, 2, 2, 256), &mut PerToken, &mut rec).unwrap();
+    let out = simulate(
+        Run::new(&requests, std::slice::from_ref(&setup(100, 2, 2, 256))),
+        Services::new(
+            &mut [&mut PerToken as &mut dyn blis_cosim::latency::LatencyBackend],
+            &mut blis_cosim::router::Router::new(blis_cosim::router::RoutingPolicy::RoundRobin, 0),
+            &mut rec,
+        ),
+    )
+    .unwrap();
     assert_eq!(
         rec.finished,
         [
@@ -197,7 +206,15 @@ fn one_stage_per_block_adds_one_send_per_stage_boundary() {
     // unpipelined step (10 + 4·100 + 20 = 430 for one token), plus 3 sends of 4 B (1003 each).
     let requests = [request(0, 0, 1, 3)];
     let mut rec = Recorder::default();
-    engine::run(&requests, &setup(100, 4, 4, 256), &mut PerToken, &mut rec).unwrap();
+    simulate(
+        Run::new(&requests, std::slice::from_ref(&setup(100, 4, 4, 256))),
+        Services::new(
+            &mut [&mut PerToken as &mut dyn blis_cosim::latency::LatencyBackend],
+            &mut blis_cosim::router::Router::new(blis_cosim::router::RoutingPolicy::RoundRobin, 0),
+            &mut rec,
+        ),
+    )
+    .unwrap();
     let done = &rec.finished[0];
     assert_eq!(done.first_token_ns, 430 + 3 * 1003);
     assert_eq!(done.itl_ns, [430 + 3 * 1003; 2]);
@@ -253,11 +270,19 @@ fn every_request_ends_once_and_at_most_pp_steps_are_in_flight() {
     ] {
         let requests = workload(seed, 300);
         let mut rec = Recorder::default();
-        let out = engine::run(
-            &requests,
-            &setup(blocks, layers, pp, budget),
-            &mut PerToken,
-            &mut rec,
+        let out = simulate(
+            Run::new(
+                &requests,
+                std::slice::from_ref(&setup(blocks, layers, pp, budget)),
+            ),
+            Services::new(
+                &mut [&mut PerToken as &mut dyn blis_cosim::latency::LatencyBackend],
+                &mut blis_cosim::router::Router::new(
+                    blis_cosim::router::RoutingPolicy::RoundRobin,
+                    0,
+                ),
+                &mut rec,
+            ),
         )
         .unwrap();
         let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.id).collect();
@@ -353,8 +378,11 @@ fn a_pipelined_dp_group_runs_its_waves_through_shared_stages() {
     let (mut a, mut b) = (PerToken, PerToken);
     let mut backends: Vec<&mut dyn LatencyBackend> = vec![&mut a, &mut b];
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
-    let out =
-        engine::run_cluster(&requests, &setups, &mut backends, &mut router, &mut rec).unwrap();
+    let out = simulate(
+        Run::new(&requests, &setups),
+        Services::new(&mut backends, &mut router, &mut rec),
+    )
+    .unwrap();
     let ends: Vec<(u64, Nanos, Nanos)> = rec
         .finished
         .iter()
@@ -376,8 +404,11 @@ fn a_pipelined_dp_group_runs_its_waves_through_shared_stages() {
     let mut rec = Recorder::default();
     let (mut a, mut b) = (PerToken, PerToken);
     let mut backends: Vec<&mut dyn LatencyBackend> = vec![&mut a, &mut b];
-    let out =
-        engine::run_cluster(&requests, &setups, &mut backends, &mut router, &mut rec).unwrap();
+    let out = simulate(
+        Run::new(&requests, &setups),
+        Services::new(&mut backends, &mut router, &mut rec),
+    )
+    .unwrap();
     let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.id).collect();
     ids.sort_unstable();
     assert_eq!(ids, (0..200).collect::<Vec<_>>());
@@ -408,7 +439,11 @@ fn run_disaggregated(
     );
     let mut router = Router::new(RoutingPolicy::Load, 3);
     let mut rec = Recorder::default();
-    engine::run_disaggregated(requests, setups, pd, &mut backends, &mut router, &mut rec).unwrap();
+    simulate(
+        Run::new(requests, setups).disaggregated(pd),
+        Services::new(&mut backends, &mut router, &mut rec),
+    )
+    .unwrap();
     rec
 }
 

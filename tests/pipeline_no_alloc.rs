@@ -8,7 +8,8 @@ mod fixture;
 
 use blis_cosim::Nanos;
 use blis_cosim::config::Link;
-use blis_cosim::engine::{self, Pipeline, stage_blocks};
+use blis_cosim::engine::{Pipeline, stage_blocks};
+use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
 use blis_cosim::router::{Router, RoutingPolicy};
 use counting_alloc::allocations;
@@ -83,8 +84,11 @@ fn pipelined_steps_and_waves_do_not_allocate() {
         rec.finished.reserve(requests.len());
         rec.steps.reserve(40_000);
         let before = allocations();
-        let out =
-            engine::run_cluster(&requests, &setups, &mut dyns, &mut router, &mut rec).unwrap();
+        let out = simulate(
+            Run::new(&requests, &setups),
+            Services::new(&mut dyns, &mut router, &mut rec),
+        )
+        .unwrap();
         let made = allocations() - before;
         assert_eq!(out.finished, 64);
         assert!(out.steps > 1_000, "{}", out.steps);

@@ -1,13 +1,39 @@
-//! The engine's event queue: a min-heap in a total, deterministic order.
+//! The engine's event queue: a min-heap in a total, deterministic order, and the one place
+//! that states the same-instant order ([`Phase`]).
 
 use crate::Nanos;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// What happens at an event. The variant order is the same-time processing order: every
-/// step completion (by instance id), then every KV transfer completion (by sending instance),
-/// then pipeline stage 0 becoming free (by instance id), before the arrival cursor.
+/// The phases of one simulated instant, in the order the loop settles them. Events at the
+/// same time are applied phase by phase, and within a phase by instance id (the subject of
+/// the event), then in the order they were scheduled; once every event of the instant is
+/// applied, idle instances with work start their steps, by instance id.
+///
+/// Decision (issue 27): completions come before arrivals. The design seed (§E.3) put
+/// arrivals first; we keep completions first because (1) a router polling real engines sees
+/// a step's results as soon as the engine has processed them, so a request arriving at the
+/// instant a step ends is routed on the state after it (freed KV blocks, finished requests
+/// gone from the running count); (2) released requests (an agentic session's next call) can
+/// then arrive at the very instant their parent finishes and be routed in that instant; and
+/// (3) it is the order of LLMServingSim, whose outputs the golden tests reproduce exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Steps that end now: tokens out, requests finished, prefills handed off.
+    StepEnds,
+    /// KV transfers that arrive now deliver requests to decode instances.
+    TransferEnds,
+    /// Stage 0 of pipelined instances frees up.
+    StagesFree,
+    /// Requests due now (initial, released, admitted, retried from the gateway) are routed.
+    Arrivals,
+    /// Idle instances with work form and price their next step (not an event: it closes
+    /// every instant).
+    StartSteps,
+}
+
+/// What happens at an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
     /// The step in flight on `instance` finishes.
     StepEnd {
@@ -30,9 +56,30 @@ pub enum EventKind {
     Arrival,
 }
 
-/// One scheduled event. Ordered by `(time, kind, seq)`: earlier first, then by kind (see
-/// [`EventKind`]), then by insertion order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+impl EventKind {
+    /// The phase of the instant in which the event is applied.
+    pub fn phase(self) -> Phase {
+        match self {
+            EventKind::StepEnd { .. } => Phase::StepEnds,
+            EventKind::TransferEnd { .. } => Phase::TransferEnds,
+            EventKind::StageFree { .. } => Phase::StagesFree,
+            EventKind::Arrival => Phase::Arrivals,
+        }
+    }
+
+    /// The instance the event is about (the sender of a transfer; none for arrivals).
+    fn subject(self) -> u32 {
+        match self {
+            EventKind::StepEnd { instance } | EventKind::StageFree { instance } => instance,
+            EventKind::TransferEnd { sender } => sender,
+            EventKind::Arrival => 0,
+        }
+    }
+}
+
+/// One scheduled event. Ordered by `(time, phase, instance, seq)`: earlier first, then by
+/// [`Phase`], then by the instance it is about, then by insertion order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
     /// When, ns.
     pub time: Nanos,
@@ -40,6 +87,24 @@ pub struct Event {
     pub kind: EventKind,
     /// Insertion number: the last tie-breaker.
     pub seq: u64,
+}
+
+impl Event {
+    fn key(&self) -> (Nanos, Phase, u32, u64) {
+        (self.time, self.kind.phase(), self.kind.subject(), self.seq)
+    }
+}
+
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// Pending events, popped in [`Event`] order.
@@ -131,6 +196,35 @@ mod tests {
                 TransferEnd { sender: 2 },
                 Arrival
             ]
+        );
+    }
+
+    /// The same-instant order, as a table: each kind of event at one instant, scheduled in
+    /// reverse, comes out phase by phase and by instance within a phase.
+    #[test]
+    fn same_instant_order_table() {
+        use EventKind::{Arrival, StageFree, StepEnd, TransferEnd};
+        let table = [
+            (StepEnd { instance: 0 }, Phase::StepEnds),
+            (StepEnd { instance: 2 }, Phase::StepEnds),
+            (TransferEnd { sender: 1 }, Phase::TransferEnds),
+            (TransferEnd { sender: 3 }, Phase::TransferEnds),
+            (StageFree { instance: 0 }, Phase::StagesFree),
+            (StageFree { instance: 4 }, Phase::StagesFree),
+            (Arrival, Phase::Arrivals),
+        ];
+        let mut q = EventQueue::with_capacity(table.len());
+        for (kind, phase) in table.iter().rev() {
+            assert_eq!(kind.phase(), *phase);
+            q.push(100, *kind);
+        }
+        let order: Vec<EventKind> = std::iter::from_fn(|| q.pop_until(100))
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(order, table.map(|(kind, _)| kind));
+        assert!(
+            Phase::Arrivals < Phase::StartSteps,
+            "steps start after every event"
         );
     }
 

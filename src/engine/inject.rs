@@ -9,16 +9,15 @@
 //! and at equal times after every request already pending (the initial list first, then
 //! released requests in release order).
 //!
-//! With [`Dynamics::max_in_flight`] the run is in concurrency mode: at most that many requests
+//! With [`super::Run::max_in_flight`] the run is in concurrency mode: at most that many requests
 //! are in the cluster (arrived and not finished, a request whose KV cache is on its way to a
 //! decode instance included) at once. A request due while the cluster is full waits, in
 //! arrival order, for a completion, and its arrival is stamped with the time it is let in.
 //! Without it (trace mode) every request arrives exactly at its arrival time.
 
 use super::eligibility::{Eligibility, Groups};
-use super::{InstanceSetup, Observer, SimError, StepEvent, TransferEvent};
+use super::{InstanceSetup, SimError};
 use crate::Nanos;
-use crate::latency::LatencyBackend;
 use crate::metrics::RequestRecord;
 use crate::workload::Request;
 use std::borrow::Cow;
@@ -48,82 +47,6 @@ impl Injector for NoInjection {
     }
 
     fn request_finished(&mut self, _: &RequestRecord<'_>, _: &mut Vec<Request>) {}
-}
-
-/// What a run does beyond serving its initial, time-sorted requests.
-pub struct Dynamics<'a> {
-    /// Releases requests when earlier ones finish.
-    pub injector: &'a mut dyn Injector,
-    /// Concurrency mode: most requests in the cluster at once; `None` is trace mode.
-    pub max_in_flight: Option<usize>,
-}
-
-/// An observer that also hands every finished request to the injector and keeps what it
-/// releases until the loop collects it.
-pub(super) struct Hooked<'a> {
-    observer: &'a mut dyn Observer,
-    injector: &'a mut dyn Injector,
-    released: Vec<Request>,
-    finished: u64,
-}
-
-impl<'a> Hooked<'a> {
-    pub fn new(observer: &'a mut dyn Observer, injector: &'a mut dyn Injector) -> Hooked<'a> {
-        Hooked {
-            observer,
-            injector,
-            released: Vec::new(),
-            finished: 0,
-        }
-    }
-
-    /// Requests finished so far.
-    pub fn finished(&self) -> u64 {
-        self.finished
-    }
-
-    /// Moves the requests released since the last call into `arrivals`, calling `schedule`
-    /// with the arrival time of each.
-    pub fn collect(&mut self, arrivals: &mut Arrivals<'_>, mut schedule: impl FnMut(Nanos)) {
-        for request in self.released.drain(..) {
-            schedule(arrivals.release(request));
-        }
-    }
-}
-
-impl Observer for Hooked<'_> {
-    fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
-        self.finished += 1;
-        self.observer.request_finished(record)?;
-        let before = self.released.len();
-        self.injector.request_finished(record, &mut self.released);
-        if let Some(early) = self.released[before..]
-            .iter()
-            .find(|r| r.arrival_ns < record.end_ns)
-        {
-            anyhow::bail!(
-                "request {} was released by request {} finishing at {} ns but arrives earlier, \
-                 at {} ns",
-                early.id,
-                record.request_id,
-                record.end_ns,
-                early.arrival_ns
-            );
-        }
-        Ok(())
-    }
-
-    fn step_finished(
-        &mut self,
-        step: &StepEvent<'_>,
-        backend: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
-        self.observer.step_finished(step, backend)
-    }
-
-    fn kv_transfer(&mut self, event: &TransferEvent) -> anyhow::Result<()> {
-        self.observer.kv_transfer(event)
-    }
 }
 
 /// A request whose turn to arrive has come.
@@ -204,9 +127,10 @@ impl<'r> Arrivals<'r> {
         }
     }
 
-    /// Whether the cluster may take another request, given `finished` requests so far.
-    fn has_room(&self, finished: u64) -> bool {
-        ((self.routed - finished) as usize) < self.limit
+    /// Whether the cluster may take another request, given `ended` requests so far
+    /// (finished or rejected).
+    fn has_room(&self, ended: u64) -> bool {
+        ((self.routed - ended) as usize) < self.limit
     }
 
     /// Whether the run is in concurrency mode.
@@ -233,11 +157,11 @@ impl<'r> Arrivals<'r> {
         arrival
     }
 
-    /// The next request due at `now` that the cluster may take (with `finished` requests
-    /// finished so far), counted as routed: initial requests before released ones at equal
-    /// arrival times.
-    pub fn next_due(&mut self, now: Nanos, finished: u64) -> Option<Due<'r>> {
-        if !self.has_room(finished) {
+    /// The next request due at `now` that the cluster may take (with `ended` requests
+    /// finished or rejected so far), counted as routed: initial requests before released ones
+    /// at equal arrival times.
+    pub fn next_due(&mut self, now: Nanos, ended: u64) -> Option<Due<'r>> {
+        if !self.has_room(ended) {
             return None;
         }
         let initial = self.initial.get(self.next).filter(|r| r.arrival_ns <= now);

@@ -18,7 +18,7 @@
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
 
 use super::eligibility::{Eligibility, Groups};
-use super::{EventKind, EventQueue, InstanceSetup, Observer, SimError};
+use super::{InstanceSetup, SimError};
 use crate::Nanos;
 use crate::config::{InstanceRole, Link};
 use crate::metrics::PdRecord;
@@ -91,6 +91,16 @@ pub struct TransferEvent {
     pub sender_blocks_used: usize,
 }
 
+/// What the transfers did that the loop must act on, in the order it happened: transfer
+/// ends to schedule and transfer events to report. Drained by the loop after each call.
+#[derive(Debug, Default)]
+pub(super) struct TransferEffects {
+    /// Transfer ends to schedule: (time, sending instance).
+    pub ends: Vec<(Nanos, u32)>,
+    /// Transfers that started or arrived, for observers.
+    pub events: Vec<TransferEvent>,
+}
+
 /// A transfer waiting for, or holding, its sender's link.
 #[derive(Debug, Clone, Copy)]
 struct Transfer {
@@ -155,7 +165,6 @@ impl<'a> Transfers<'a> {
 
     /// Takes over every request prefill instance `from` handed off in the step that ended at
     /// `now`: routes it to a decode instance and queues its transfer on `from`'s link.
-    #[allow(clippy::too_many_arguments)]
     pub fn hand_off(
         &mut self,
         from: u32,
@@ -163,8 +172,7 @@ impl<'a> Transfers<'a> {
         schedulers: &mut [Scheduler],
         setups: &[InstanceSetup],
         eligibility: &Eligibility,
-        queue: &mut EventQueue,
-        observer: &mut dyn Observer,
+        effects: &mut TransferEffects,
     ) -> Result<(), SimError> {
         let f = from as usize;
         while let Some(h) = schedulers[f].pop_handoff() {
@@ -191,7 +199,7 @@ impl<'a> Transfers<'a> {
             let to = self
                 .setup
                 .router
-                .route(request, &self.candidates, schedulers);
+                .route(request, &self.candidates, &*schedulers);
             schedulers[to as usize].expect_incoming();
             let n = self.setup.roles.len();
             let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
@@ -207,7 +215,7 @@ impl<'a> Transfers<'a> {
                 blocks: h.blocks,
             };
             if self.links[f].active.is_none() {
-                self.start(from, transfer, now, schedulers, queue, observer)?;
+                self.start(from, transfer, now, schedulers, effects)?;
             } else {
                 self.links[f].waiting.push_back(transfer);
             }
@@ -222,17 +230,14 @@ impl<'a> Transfers<'a> {
         mut transfer: Transfer,
         now: Nanos,
         schedulers: &[Scheduler],
-        queue: &mut EventQueue,
-        observer: &mut dyn Observer,
+        effects: &mut TransferEffects,
     ) -> Result<(), SimError> {
         transfer.start = now;
-        queue.push(
-            super::clock_add(now, transfer.duration)?,
-            EventKind::TransferEnd { sender: from },
-        );
+        let end = super::clock_add(now, transfer.duration)?;
+        effects.ends.push((end, from));
         self.links[from as usize].active = Some(transfer);
         let event = self.event(from, &transfer, false, schedulers);
-        observer.kv_transfer(&event)?;
+        effects.events.push(event);
         Ok(())
     }
 
@@ -244,8 +249,7 @@ impl<'a> Transfers<'a> {
         from: u32,
         now: Nanos,
         schedulers: &mut [Scheduler],
-        queue: &mut EventQueue,
-        observer: &mut dyn Observer,
+        effects: &mut TransferEffects,
     ) -> Result<u32, SimError> {
         let Some(t) = self.links[from as usize].active.take() else {
             return Err(SchedulerBug::new(format!("no transfer in flight from {from}")).into());
@@ -275,9 +279,9 @@ impl<'a> Transfers<'a> {
         };
         schedulers[t.to as usize].receive(&request, received);
         let event = self.event(from, &t, true, schedulers);
-        observer.kv_transfer(&event)?;
+        effects.events.push(event);
         if let Some(next) = self.links[from as usize].waiting.pop_front() {
-            self.start(from, next, now, schedulers, queue, observer)?;
+            self.start(from, next, now, schedulers, effects)?;
         }
         Ok(t.to)
     }

@@ -2,7 +2,7 @@
 //!
 //! Routing is online: it sees each candidate instance's state at the arrival instant (after
 //! every step that finished at that instant has been applied, see [`crate::engine`]) through
-//! the read-only [`InstanceView`]. Candidates are the instances able to serve the request (its
+//! the read-only [`ClusterView`] of [`InstanceSnapshot`]s. Candidates are the instances able to serve the request (its
 //! model, its length), in ascending instance id; every policy breaks ties by the lowest id
 //! except `LOAD`, whose scan order follows LLMServingSim.
 //!
@@ -29,58 +29,106 @@ use crate::workload::Request;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// What routing may observe of an instance. Read-only: observing changes nothing.
-pub trait InstanceView {
+/// What routing sees of one instance at the moment it routes: plain numbers, copied out of
+/// the instance, so that observing changes nothing. The engine hands the router immediate
+/// snapshots (the instance as it is at that instant); the prefix cache, too large to copy,
+/// is asked through [`ClusterView::cached_prefix_blocks`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InstanceSnapshot {
     /// Requests waiting for admission (including preempted ones and, on a decode instance,
     /// requests whose KV cache is on its way).
-    fn num_waiting(&self) -> usize;
+    pub waiting: usize,
     /// Requests admitted and not finished.
-    fn num_running(&self) -> usize;
+    pub running: usize,
     /// The instance's `max_num_seqs`; `None` is unlimited.
-    fn max_num_seqs(&self) -> Option<u32>;
+    pub max_num_seqs: Option<u32>,
     /// KV blocks held by requests.
-    fn kv_blocks_used(&self) -> usize;
+    pub kv_blocks_used: usize,
     /// KV blocks of the instance.
-    fn kv_blocks_total(&self) -> usize;
+    pub kv_blocks_total: usize,
     /// Tokens per KV block.
-    fn block_size(&self) -> u32;
+    pub block_size: u32,
     /// Whether the instance caches prefixes.
-    fn prefix_caching(&self) -> bool;
-    /// How many leading blocks of the hash chain `hashes` the instance's prefix cache holds.
-    fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize;
+    pub prefix_caching: bool,
 }
 
-impl InstanceView for Scheduler {
-    fn num_waiting(&self) -> usize {
-        Scheduler::num_waiting(self) + self.num_incoming()
+impl InstanceSnapshot {
+    /// The snapshot of `scheduler` as it is now.
+    pub fn of(scheduler: &Scheduler) -> InstanceSnapshot {
+        InstanceSnapshot {
+            waiting: scheduler.num_waiting() + scheduler.num_incoming(),
+            running: scheduler.num_running(),
+            max_num_seqs: scheduler.config().max_num_seqs,
+            kv_blocks_used: scheduler.pool().num_pinned(),
+            kv_blocks_total: scheduler.pool().num_blocks(),
+            block_size: scheduler.config().block_size,
+            prefix_caching: scheduler.config().enable_prefix_caching,
+        }
+    }
+}
+
+/// What routing may observe of the cluster's instances, by instance id. Read-only.
+pub trait ClusterView {
+    /// The snapshot of instance `id`.
+    fn snapshot(&self, id: u32) -> InstanceSnapshot;
+    /// How many leading blocks of the hash chain `hashes` instance `id`'s prefix cache holds.
+    fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize;
+}
+
+/// The immediate view of a cluster: its instances' schedulers as they are.
+impl ClusterView for [Scheduler] {
+    fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        InstanceSnapshot::of(&self[id as usize])
     }
 
-    fn num_running(&self) -> usize {
-        Scheduler::num_running(self)
+    fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {
+        self[id as usize].cached_prefix_blocks(hashes)
+    }
+}
+
+impl ClusterView for Vec<Scheduler> {
+    fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        self[..].snapshot(id)
     }
 
-    fn max_num_seqs(&self) -> Option<u32> {
-        self.config().max_num_seqs
+    fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {
+        self[..].cached_prefix_blocks(id, hashes)
     }
+}
 
-    fn kv_blocks_used(&self) -> usize {
-        self.pool().num_pinned()
-    }
+/// What the router decided for an arriving request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteDecision {
+    /// Queue it on this instance (one of the candidates).
+    To(u32),
+    /// Hold it at the gateway; the engine asks again, in arrival order, at every later
+    /// instant at which a step or a KV transfer ended.
+    Queue,
+    /// Refuse it: the request ends, rejected, at its arrival.
+    Reject,
+}
 
-    fn kv_blocks_total(&self) -> usize {
-        self.pool().num_blocks()
-    }
+/// Decides where arriving requests go. [`Router`] is the policy-driven implementation; the
+/// control plane wraps it.
+pub trait Routing {
+    /// The decision for `request` among `candidates` (instance ids that can serve it,
+    /// ascending, not empty), seeing the instances through `view`.
+    fn decide(
+        &mut self,
+        request: &Request,
+        candidates: &[u32],
+        view: &dyn ClusterView,
+    ) -> RouteDecision;
+}
 
-    fn block_size(&self) -> u32 {
-        self.config().block_size
-    }
-
-    fn prefix_caching(&self) -> bool {
-        self.config().enable_prefix_caching
-    }
-
-    fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
-        Scheduler::cached_prefix_blocks(self, hashes)
+impl Routing for Router {
+    fn decide(
+        &mut self,
+        request: &Request,
+        candidates: &[u32],
+        view: &dyn ClusterView,
+    ) -> RouteDecision {
+        RouteDecision::To(self.route(request, candidates, view))
     }
 }
 
@@ -124,24 +172,24 @@ impl Router {
     }
 
     /// Picks the instance for `request` among `candidates` (instance ids, ascending, not
-    /// empty), reading their state from `instances` (indexed by id).
-    pub fn route<S: InstanceView>(
+    /// empty), seeing them through `view`.
+    pub fn route<V: ClusterView + ?Sized>(
         &mut self,
         request: &Request,
         candidates: &[u32],
-        instances: &[S],
+        view: &V,
     ) -> u32 {
         assert!(!candidates.is_empty(), "routing needs a candidate");
-        let at = |pos: usize| &instances[candidates[pos] as usize];
+        let at = |pos: usize| view.snapshot(candidates[pos]);
         let n = candidates.len();
         let pos = match &self.policy {
             RoutingPolicy::Load => {
                 let start = self.counter % n;
                 let mut best = start;
-                let mut best_score = load_score(at(start));
+                let mut best_score = load_score(&at(start));
                 for k in 1..n {
                     let pos = (start + k) % n;
-                    let score = load_score(at(pos));
+                    let score = load_score(&at(pos));
                     if score < best_score {
                         best = pos;
                         best_score = score;
@@ -156,28 +204,28 @@ impl Router {
                 pos
             }
             RoutingPolicy::Random => self.rng.random_range(0..n),
-            RoutingPolicy::LeastLoaded => least_loaded(candidates, instances),
+            RoutingPolicy::LeastLoaded => least_loaded(candidates, view),
             RoutingPolicy::PrefixAffinity => {
                 self.prefix.start();
                 let mut best = 0;
                 let mut best_tokens = 0;
-                for pos in 0..n {
-                    let tokens = self.prefix.cached_tokens(request, at(pos));
+                for (pos, &id) in candidates.iter().enumerate() {
+                    let tokens = self.prefix.cached_tokens(request, id, view);
                     if tokens > best_tokens {
                         best = pos;
                         best_tokens = tokens;
                     }
                 }
                 if best_tokens == 0 {
-                    least_loaded(candidates, instances)
+                    least_loaded(candidates, view)
                 } else {
                     best
                 }
             }
             RoutingPolicy::Weighted(w) => {
                 let w = *w;
-                let max_waiting = (0..n).map(|p| at(p).num_waiting()).max().unwrap_or(0);
-                let max_running = (0..n).map(|p| at(p).num_running()).max().unwrap_or(0);
+                let max_waiting = (0..n).map(|p| at(p).waiting).max().unwrap_or(0);
+                let max_running = (0..n).map(|p| at(p).running).max().unwrap_or(0);
                 let inverse = |x: usize, max: usize| {
                     if max == 0 {
                         1.0
@@ -188,18 +236,17 @@ impl Router {
                 self.prefix.start();
                 let mut best = 0;
                 let mut best_score = f64::NEG_INFINITY;
-                for pos in 0..n {
-                    let s = at(pos);
-                    let kv_free =
-                        1.0 - s.kv_blocks_used() as f64 / s.kv_blocks_total().max(1) as f64;
+                for (pos, &id) in candidates.iter().enumerate() {
+                    let s = view.snapshot(id);
+                    let kv_free = 1.0 - s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64;
                     let prefix = if w.prefix > 0.0 {
-                        f64::from(self.prefix.cached_tokens(request, s))
+                        f64::from(self.prefix.cached_tokens(request, id, view))
                             / f64::from(request.input_toks.max(1))
                     } else {
                         0.0
                     };
-                    let score = w.queue * inverse(s.num_waiting(), max_waiting)
-                        + w.running * inverse(s.num_running(), max_running)
+                    let score = w.queue * inverse(s.waiting, max_waiting)
+                        + w.running * inverse(s.running, max_running)
                         + w.kv * kv_free
                         + w.prefix * prefix;
                     if score > best_score {
@@ -215,9 +262,9 @@ impl Router {
 }
 
 /// LLMServingSim's `LOAD` score: `(4·waiting + running) / max_num_seqs`, raw when unlimited.
-fn load_score<S: InstanceView>(s: &S) -> f64 {
-    let raw = (4 * s.num_waiting() + s.num_running()) as f64;
-    match s.max_num_seqs() {
+fn load_score(s: &InstanceSnapshot) -> f64 {
+    let raw = (4 * s.waiting + s.running) as f64;
+    match s.max_num_seqs {
         Some(m) if m > 0 => raw / f64::from(m),
         _ => raw,
     }
@@ -225,10 +272,10 @@ fn load_score<S: InstanceView>(s: &S) -> f64 {
 
 /// Position of the candidate with the fewest waiting + running requests, then the fewest
 /// used KV blocks, then the lowest id.
-fn least_loaded<S: InstanceView>(candidates: &[u32], instances: &[S]) -> usize {
+fn least_loaded<V: ClusterView + ?Sized>(candidates: &[u32], view: &V) -> usize {
     let key = |pos: usize| {
-        let s = &instances[candidates[pos] as usize];
-        (s.num_waiting() + s.num_running(), s.kv_blocks_used())
+        let s = view.snapshot(candidates[pos]);
+        (s.waiting + s.running, s.kv_blocks_used)
     };
     (0..candidates.len())
         .min_by_key(|&pos| key(pos))
@@ -260,11 +307,17 @@ impl PrefixScratch {
 
     /// Prompt tokens of `request` the instance's prefix cache holds: the longest cached run
     /// of leading prompt blocks, leaving at least the last prompt token to compute.
-    fn cached_tokens<S: InstanceView>(&mut self, request: &Request, s: &S) -> u32 {
-        if !s.prefix_caching() || !request.has_token_ids() {
+    fn cached_tokens<V: ClusterView + ?Sized>(
+        &mut self,
+        request: &Request,
+        id: u32,
+        view: &V,
+    ) -> u32 {
+        let s = view.snapshot(id);
+        if !s.prefix_caching || !request.has_token_ids() {
             return 0;
         }
-        let bs = s.block_size();
+        let bs = s.block_size;
         let max_blocks = (request.input_toks.saturating_sub(1) / bs) as usize;
         if max_blocks == 0 {
             return 0;
@@ -287,6 +340,6 @@ impl PrefixScratch {
             request_block_hashes(request, bs, end, &mut entry.hashes, &mut self.bytes);
             entry.call = call;
         }
-        s.cached_prefix_blocks(&entry.hashes) as u32 * bs
+        view.cached_prefix_blocks(id, &entry.hashes) as u32 * bs
     }
 }

@@ -30,32 +30,23 @@ fn fake(waiting: usize, running: usize) -> Fake {
     }
 }
 
-impl InstanceView for Fake {
-    fn num_waiting(&self) -> usize {
-        self.waiting
+impl ClusterView for [Fake] {
+    fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        let f = &self[id as usize];
+        InstanceSnapshot {
+            waiting: f.waiting,
+            running: f.running,
+            max_num_seqs: f.max_num_seqs,
+            kv_blocks_used: f.used,
+            kv_blocks_total: f.total,
+            block_size: f.block_size,
+            prefix_caching: f.caching,
+        }
     }
-    fn num_running(&self) -> usize {
-        self.running
-    }
-    fn max_num_seqs(&self) -> Option<u32> {
-        self.max_num_seqs
-    }
-    fn kv_blocks_used(&self) -> usize {
-        self.used
-    }
-    fn kv_blocks_total(&self) -> usize {
-        self.total
-    }
-    fn block_size(&self) -> u32 {
-        self.block_size
-    }
-    fn prefix_caching(&self) -> bool {
-        self.caching
-    }
-    fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
+    fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {
         hashes
             .iter()
-            .take_while(|h| self.cached.contains(h))
+            .take_while(|h| self[id as usize].cached.contains(h))
             .count()
     }
 }
@@ -134,7 +125,7 @@ fn round_robin_cycles_over_the_candidates() {
     let r = request(8, Vec::new());
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
     let picks: Vec<u32> = (0..4)
-        .map(|_| router.route(&r, &[0, 2], &instances))
+        .map(|_| router.route(&r, &[0, 2], &instances[..]))
         .collect();
     assert_eq!(picks, [0, 2, 0, 2], "only the candidates");
 }
@@ -161,7 +152,7 @@ fn random_is_seeded_uniform_and_stays_within_the_candidates() {
     }
     let r = request(8, Vec::new());
     let mut router = Router::new(RoutingPolicy::Random, 1);
-    assert!((0..100).all(|_| [1, 3].contains(&router.route(&r, &[1, 3], &instances))));
+    assert!((0..100).all(|_| [1, 3].contains(&router.route(&r, &[1, 3], &instances[..]))));
 }
 
 #[test]
@@ -185,37 +176,40 @@ fn least_loaded_counts_requests_then_kv_blocks_then_lowest_id() {
 #[test]
 fn prefix_affinity_picks_the_longest_cached_prefix() {
     let tokens: Vec<u32> = (0..20).collect();
-    let mut instances = vec![fake(0, 0), fake(5, 5), fake(9, 9)];
+    let mut instances = [fake(0, 0), fake(5, 5), fake(9, 9)];
     cache_prefix(&mut instances[1], &tokens, 2);
     cache_prefix(&mut instances[2], &tokens, 3);
     let r = request(20, tokens.clone());
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
-    assert_eq!(router.route(&r, &all(3), &instances), 2);
+    assert_eq!(router.route(&r, &all(3), &instances[..]), 2);
     // Equal prefixes: the lowest id.
     cache_prefix(&mut instances[1], &tokens, 3);
-    assert_eq!(router.route(&r, &all(3), &instances), 1);
+    assert_eq!(router.route(&r, &all(3), &instances[..]), 1);
     // A request sharing nothing falls back to least-loaded.
     let other = request(20, (100..120).collect());
-    assert_eq!(router.route(&other, &all(3), &instances), 0);
+    assert_eq!(router.route(&other, &all(3), &instances[..]), 0);
     // Without token ids, or on an instance with caching off, nothing is cached.
     assert_eq!(
-        router.route(&request(20, Vec::new()), &all(3), &instances),
+        router.route(&request(20, Vec::new()), &all(3), &instances[..]),
         0
     );
     instances[1].caching = false;
     instances[2].caching = false;
-    assert_eq!(router.route(&r, &all(3), &instances), 0);
+    assert_eq!(router.route(&r, &all(3), &instances[..]), 0);
 }
 
 #[test]
 fn prefix_affinity_leaves_the_last_prompt_token_to_compute() {
     // An 8-token prompt of block size 4 can reuse at most 1 block, as admission would.
     let tokens: Vec<u32> = (0..8).collect();
-    let mut instances = vec![fake(0, 0), fake(1, 0)];
+    let mut instances = [fake(0, 0), fake(1, 0)];
     cache_prefix(&mut instances[0], &tokens, 1);
     cache_prefix(&mut instances[1], &tokens, 2);
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
-    assert_eq!(router.route(&request(8, tokens), &all(2), &instances), 0);
+    assert_eq!(
+        router.route(&request(8, tokens), &all(2), &instances[..]),
+        0
+    );
 }
 
 #[test]
@@ -229,10 +223,10 @@ fn prefix_affinity_compares_tokens_across_block_sizes() {
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
     let r = request(40, tokens);
     assert_eq!(
-        router.route(&r, &all(2), &[small.clone(), large.clone()]),
+        router.route(&r, &all(2), &[small.clone(), large.clone()][..]),
         1
     );
-    assert_eq!(router.route(&r, &all(2), &[large, small]), 0);
+    assert_eq!(router.route(&r, &all(2), &[large, small][..]), 0);
 }
 
 #[test]
@@ -257,18 +251,18 @@ fn weighted_follows_its_weights_and_breaks_ties_by_lowest_id() {
     assert_eq!(route_seq(&mut weighted("queue=1,kv=2"), &same, 1), [0]);
 
     let tokens: Vec<u32> = (0..20).collect();
-    let mut instances = vec![fake(0, 0), fake(3, 3)];
+    let mut instances = [fake(0, 0), fake(3, 3)];
     cache_prefix(&mut instances[1], &tokens, 4);
     let r = request(20, tokens);
     let mut router = weighted("queue=1,prefix=3");
     assert_eq!(
-        router.route(&r, &all(2), &instances),
+        router.route(&r, &all(2), &instances[..]),
         1,
         "prefix outweighs queue"
     );
     let mut router = weighted("queue=1,prefix=0.5");
     assert_eq!(
-        router.route(&r, &all(2), &instances),
+        router.route(&r, &all(2), &instances[..]),
         0,
         "queue outweighs prefix"
     );
@@ -353,9 +347,9 @@ fn real_schedulers_report_their_cached_prefix_to_the_router() {
     let second = request(13, (0..14).collect());
     let instances = [cold, warm];
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
-    assert_eq!(router.route(&second, &[0, 1], &instances), 1);
+    assert_eq!(router.route(&second, &[0, 1], &instances[..]), 1);
     let mut router = Router::new(RoutingPolicy::Weighted("prefix=1".parse().unwrap()), 0);
-    assert_eq!(router.route(&second, &[0, 1], &instances), 1);
+    assert_eq!(router.route(&second, &[0, 1], &instances[..]), 1);
     assert_eq!(
         instances[1].pool().num_free(),
         free,

@@ -14,7 +14,7 @@ use crate::astra;
 use crate::chakra::StepEmitter;
 use crate::cli::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{Dtype, InstanceRole, KvSizing, Link, full_kv_bytes_per_token, kv_capacity};
-use crate::engine::{self, Disaggregation, Dynamics, InstanceSetup, LowerTierSetup};
+use crate::engine::{self, Disaggregation, InstanceSetup, LowerTierSetup, Run, Services};
 use crate::latency::LatencyBackend;
 use crate::metrics::{
     CsvColumns, InstanceInfo, LowerTierStats, PrefixCacheStats, RequestCsv, RunInfo,
@@ -149,19 +149,17 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
         backends.iter_mut().map(Backend::as_dyn).collect();
-    let dynamics = Dynamics {
-        injector: &mut registry,
+    let mut waves = waves::AstraWaves::start(config, first_arrival)?;
+    let run = Run {
+        requests: &requests,
+        setups: &setups,
+        disaggregation,
         max_in_flight,
     };
-    let mut waves = waves::AstraWaves::start(config, first_arrival)?;
-    let outcome = engine::run_priced(
-        (&requests, &setups, disaggregation),
-        &mut dyn_backends,
-        waves.as_mut().map(|w| w as &mut dyn engine::WavePricer),
-        &mut router,
-        &mut outputs,
-        dynamics,
-    );
+    let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
+        .with_injector(&mut registry)
+        .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer));
+    let outcome = engine::simulate(run, services);
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(e) => {

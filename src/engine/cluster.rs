@@ -1,0 +1,559 @@
+//! The cluster as a stepping state machine: [`Cluster`] owns a run's state (clock, event
+//! queue, instances and their schedulers, arrivals, transfers, the gateway queue) and
+//! advances it one instant at a time ([`Cluster::step`], [`Cluster::step_until`],
+//! [`Cluster::run`]). The services it calls (latency backends, router, observer, injector,
+//! wave pricer) are passed to each call ([`Services`]), so that borrows stay simple and a
+//! test can stop the run at any instant and look.
+//!
+//! Components return their effects as values and the loop alone schedules events: a step's
+//! start returns when it ends, transfers return [`TransferEffects`], finished requests give
+//! back what they release, the router returns a [`RouteDecision`].
+
+use super::dp;
+use super::eligibility::{Eligibility, Groups};
+use super::events::{EventKind, EventQueue};
+use super::inject::{Arrivals, Injector};
+use super::instance::{self, InstanceSim, Release};
+use super::pd::{Disaggregation, TransferEffects, Transfers};
+use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer};
+use super::{pipeline, tiers};
+use crate::Nanos;
+use crate::config::InstanceRole;
+use crate::latency::LatencyBackend;
+use crate::router::{InstanceSnapshot, RouteDecision, Routing};
+use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
+use crate::workload::Request;
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+/// What a run is: its requests, its instances and how work enters.
+pub struct Run<'r> {
+    /// The initial requests, sorted by arrival.
+    pub requests: &'r [Request],
+    /// The instances (instance ids are the indices).
+    pub setups: &'r [InstanceSetup],
+    /// Prefill/decode disaggregation: the instances then have its roles.
+    pub disaggregation: Option<Disaggregation>,
+    /// Concurrency mode: most requests in the cluster at once; `None` is trace mode (see
+    /// `inject.rs`).
+    pub max_in_flight: Option<usize>,
+}
+
+impl<'r> Run<'r> {
+    /// `requests` (sorted by arrival) on the instances of `setups`, in trace mode, colocated.
+    pub fn new(requests: &'r [Request], setups: &'r [InstanceSetup]) -> Run<'r> {
+        Run {
+            requests,
+            setups,
+            disaggregation: None,
+            max_in_flight: None,
+        }
+    }
+
+    /// The same run with prefill/decode disaggregation `pd`.
+    pub fn disaggregated(self, pd: Disaggregation) -> Run<'r> {
+        Run {
+            disaggregation: Some(pd),
+            ..self
+        }
+    }
+
+    /// The same run with at most `limit` requests in the cluster at once (`None`: trace mode).
+    pub fn max_in_flight(self, limit: Option<usize>) -> Run<'r> {
+        Run {
+            max_in_flight: limit,
+            ..self
+        }
+    }
+}
+
+/// What a run calls out to: one latency backend per instance (same order as the setups),
+/// the router of arrivals, the observer of results, and optionally an injector of requests
+/// released at run time and a pricer of whole DP waves.
+pub struct Services<'s, 'b> {
+    pub backends: &'s mut [&'b mut dyn LatencyBackend],
+    pub router: &'s mut dyn Routing,
+    pub observer: &'s mut dyn Observer,
+    pub injector: Option<&'s mut dyn Injector>,
+    pub waves: Option<&'s mut dyn WavePricer>,
+}
+
+impl<'s, 'b> Services<'s, 'b> {
+    /// The services of a run with neither injector nor wave pricer.
+    pub fn new(
+        backends: &'s mut [&'b mut dyn LatencyBackend],
+        router: &'s mut dyn Routing,
+        observer: &'s mut dyn Observer,
+    ) -> Services<'s, 'b> {
+        Services {
+            backends,
+            router,
+            observer,
+            injector: None,
+            waves: None,
+        }
+    }
+
+    /// The same services, with requests released at run time by `injector`.
+    pub fn with_injector(self, injector: &'s mut dyn Injector) -> Services<'s, 'b> {
+        Services {
+            injector: Some(injector),
+            ..self
+        }
+    }
+
+    /// The same services, with the waves of DP groups priced by `waves` where it takes them.
+    pub fn with_waves(self, waves: Option<&'s mut dyn WavePricer>) -> Services<'s, 'b> {
+        Services { waves, ..self }
+    }
+}
+
+/// A request the router held at the gateway.
+struct Held {
+    request: Request,
+    groups: Groups,
+    /// When it was (last) held: it is asked about again only at a later instant.
+    since: Nanos,
+}
+
+/// A run's state between instants. See the module docs of [`crate::engine`] for what one
+/// instant does.
+pub struct Cluster<'r> {
+    setups: &'r [InstanceSetup],
+    requests: &'r [Request],
+    eligibility: Eligibility,
+    arrivals: Arrivals<'r>,
+    schedulers: Vec<Scheduler>,
+    instances: Vec<InstanceSim<'r>>,
+    /// The members of each DP group, by group index.
+    groups: Vec<Vec<u32>>,
+    /// The stages of each pipelined DP group (its members share them), by group index.
+    group_stages: Vec<Option<pipeline::Stages<'r>>>,
+    transfers: Option<Transfers<'r>>,
+    effects: TransferEffects,
+    queue: EventQueue,
+    /// Instances to try to start at the end of the instant.
+    ready: Vec<u32>,
+    /// Requests released by the completions being applied, not yet among the arrivals.
+    released: Vec<Request>,
+    /// Requests the router holds, in the order they were held.
+    gateway: VecDeque<Held>,
+    /// The instant for which an arrival event to ask about the gateway is scheduled.
+    gateway_event: Option<Nanos>,
+    finished: u64,
+    rejected: u64,
+    now: Nanos,
+}
+
+impl<'r> Cluster<'r> {
+    /// The state of `run` before its first instant: every request (and every request the
+    /// injector of `services` may release) checked against every instance, the instances
+    /// idle, the first arrival scheduled.
+    pub fn new(run: Run<'r>, services: &Services<'_, '_>) -> Result<Cluster<'r>, SimError> {
+        let Run {
+            requests,
+            setups,
+            disaggregation,
+            max_in_flight,
+        } = run;
+        assert!(
+            !setups.is_empty() && setups.len() == services.backends.len(),
+            "one backend per instance, at least one instance"
+        );
+        let roles = match &disaggregation {
+            Some(pd) => {
+                assert_eq!(pd.roles().len(), setups.len(), "one role per instance");
+                pd.roles().to_vec()
+            }
+            None => vec![InstanceRole::Colocated; setups.len()],
+        };
+        let mut eligibility = Eligibility::compute(requests, setups, &roles)?;
+        if let Some(injector) = &services.injector {
+            eligibility.check(injector.deferred(), setups)?;
+        }
+        let mut schedulers = new_schedulers(setups, &roles);
+        tiers::attach(setups, &mut schedulers)?;
+        let groups = dp::groups(setups);
+        let group_stages = groups
+            .iter()
+            .map(|members| {
+                let first = members.first()?;
+                let pipeline = setups[*first as usize].pipeline.as_ref();
+                pipeline.map(pipeline::Stages::new)
+            })
+            .collect();
+        let mut cluster = Cluster {
+            setups,
+            requests,
+            eligibility,
+            arrivals: Arrivals::new(requests, max_in_flight),
+            schedulers,
+            instances: setups.iter().map(InstanceSim::new).collect(),
+            groups,
+            group_stages,
+            transfers: disaggregation.map(|pd| Transfers::new(pd, requests)),
+            effects: TransferEffects::default(),
+            queue: EventQueue::with_capacity(2 * setups.len() + 1),
+            ready: Vec::with_capacity(setups.len()),
+            released: Vec::new(),
+            gateway: VecDeque::new(),
+            gateway_event: None,
+            finished: 0,
+            rejected: 0,
+            now: 0,
+        };
+        if let Some(first) = cluster.arrivals.initial_event(None) {
+            cluster.queue.push(first, EventKind::Arrival);
+        }
+        Ok(cluster)
+    }
+
+    /// The simulated time: the last instant settled (0 before the first).
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// When the next instant is, if anything is left to happen.
+    pub fn next_instant(&self) -> Option<Nanos> {
+        self.queue.next_time()
+    }
+
+    /// Instance `id`'s scheduler, as it is now.
+    pub fn scheduler(&self, id: u32) -> &Scheduler {
+        &self.schedulers[id as usize]
+    }
+
+    /// What a router would see of instance `id` now.
+    pub fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        InstanceSnapshot::of(&self.schedulers[id as usize])
+    }
+
+    /// Requests finished so far.
+    pub fn finished(&self) -> u64 {
+        self.finished
+    }
+
+    /// Requests the router rejected so far.
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    /// Requests the router holds at the gateway now.
+    pub fn held(&self) -> usize {
+        self.gateway.len()
+    }
+
+    /// Settles the next instant: applies every event due then, phase by phase
+    /// ([`super::Phase`]), then starts the steps of the instances that can. Returns the
+    /// instant, or `None` when nothing is left to happen.
+    pub fn step(&mut self, s: &mut Services<'_, '_>) -> Result<Option<Nanos>, SimError> {
+        let Some(t) = self.queue.next_time() else {
+            return Ok(None);
+        };
+        if t < self.now {
+            let message = format!("the clock went back from {} to {t}", self.now);
+            return Err(SchedulerBug::new(message).into());
+        }
+        self.now = t;
+        while let Some(event) = self.queue.pop_until(t) {
+            match event.kind {
+                EventKind::StepEnd { instance } => self.on_step_end(instance, s)?,
+                EventKind::TransferEnd { sender } => self.on_transfer_end(sender, s)?,
+                EventKind::StageFree { instance } => self.mark_ready(instance),
+                EventKind::Arrival => self.on_arrivals(s)?,
+            }
+        }
+        self.start_ready_instances(s)?;
+        Ok(Some(t))
+    }
+
+    /// Settles every instant up to and including `t`; the clock is then at the last of them.
+    pub fn step_until(&mut self, t: Nanos, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        while self.queue.next_time().is_some_and(|next| next <= t) {
+            self.step(s)?;
+        }
+        Ok(())
+    }
+
+    /// Runs to completion and returns the outcome.
+    pub fn run(mut self, mut s: Services<'_, '_>) -> Result<RunOutcome, SimError> {
+        while self.step(&mut s)?.is_some() {}
+        self.outcome()
+    }
+
+    /// The outcome of a run with nothing left to happen; an error if a request was lost.
+    fn outcome(&self) -> Result<RunOutcome, SimError> {
+        if !self.gateway.is_empty() {
+            return Err(SimError::Stranded {
+                now: self.now,
+                held: self.gateway.len(),
+            });
+        }
+        let arrived = self.requests.len() as u64 + self.arrivals.released();
+        if self.finished + self.rejected != arrived {
+            let message = format!(
+                "{} of {arrived} requests finished and {} were rejected",
+                self.finished, self.rejected
+            );
+            return Err(SchedulerBug::new(message).into());
+        }
+        let mut stats = SchedulerStats::default();
+        for scheduler in &self.schedulers {
+            stats += scheduler.stats();
+        }
+        Ok(RunOutcome {
+            total_clocks_ns: self.now,
+            steps: self.instances.iter().map(|i| i.steps).sum(),
+            finished: self.finished,
+            rejected: self.rejected,
+            stats,
+            instances: self
+                .instances
+                .iter()
+                .zip(&self.schedulers)
+                .map(|(i, scheduler)| InstanceOutcome {
+                    steps: i.steps,
+                    dummy_steps: i.dummy_steps,
+                    finished: i.finished,
+                    stats: scheduler.stats(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Queues instance `id` for a scheduling attempt at the end of the current instant.
+    fn mark_ready(&mut self, id: u32) {
+        let inst = &mut self.instances[id as usize];
+        if !inst.ready {
+            inst.ready = true;
+            self.ready.push(id);
+        }
+    }
+
+    /// Phase 1: instance `id`'s step ends now. Its results are applied and reported, its
+    /// prefills handed off, and the requests its completions release join the arrivals.
+    fn on_step_end(&mut self, id: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let i = id as usize;
+        let before = self.instances[i].finished;
+        let release = Release {
+            injector: s.injector.as_deref_mut(),
+            released: &mut self.released,
+        };
+        let (scheduler, inst) = (&mut self.schedulers[i], &mut self.instances[i]);
+        instance::finish_step(
+            scheduler,
+            inst,
+            id,
+            self.now,
+            &mut *s.backends[i],
+            &mut *s.observer,
+            release,
+        )?;
+        self.finished += self.instances[i].finished - before;
+        self.mark_ready(id);
+        if let Some(t) = &mut self.transfers {
+            let (setups, eligibility) = (self.setups, &self.eligibility);
+            let effects = &mut self.effects;
+            t.hand_off(
+                id,
+                self.now,
+                &mut self.schedulers,
+                setups,
+                eligibility,
+                effects,
+            )?;
+            self.apply_transfer_effects(s)?;
+        }
+        // Requests released by this step's completions (hand-offs release none).
+        for request in self.released.drain(..) {
+            let t = self.arrivals.release(request);
+            self.queue.push(t, EventKind::Arrival);
+        }
+        if self.arrivals.gated() && self.arrivals.has_waiting(self.now) {
+            self.queue.push(self.now, EventKind::Arrival);
+        }
+        self.ask_gateway_again();
+        Ok(())
+    }
+
+    /// Phase 2: the KV transfer from `sender` arrives now at its decode instance.
+    fn on_transfer_end(&mut self, sender: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let Some(t) = &mut self.transfers else {
+            return Err(SchedulerBug::new("a transfer without P/D".into()).into());
+        };
+        let to = t.finish(sender, self.now, &mut self.schedulers, &mut self.effects)?;
+        self.apply_transfer_effects(s)?;
+        // The decode instance has a request; the sender has blocks back.
+        self.mark_ready(to);
+        self.mark_ready(sender);
+        self.ask_gateway_again();
+        Ok(())
+    }
+
+    /// Schedules the transfer ends and reports the transfer events the last transfer call
+    /// produced.
+    fn apply_transfer_effects(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        for (end, sender) in self.effects.ends.drain(..) {
+            self.queue.push(end, EventKind::TransferEnd { sender });
+        }
+        for event in self.effects.events.drain(..) {
+            s.observer.kv_transfer(&event)?;
+        }
+        Ok(())
+    }
+
+    /// Something ended now: if the router holds requests, it is asked again in this
+    /// instant's arrival phase.
+    fn ask_gateway_again(&mut self) {
+        if !self.gateway.is_empty() && self.gateway_event != Some(self.now) {
+            self.gateway_event = Some(self.now);
+            self.queue.push(self.now, EventKind::Arrival);
+        }
+    }
+
+    /// Phase 4: the requests the router held before now are asked about again (in the order
+    /// they were held), then every request due now enters the run and is routed.
+    fn on_arrivals(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let now = self.now;
+        for _ in 0..self.gateway.len() {
+            if self.gateway.front().is_none_or(|held| held.since >= now) {
+                break;
+            }
+            if let Some(held) = self.gateway.pop_front() {
+                self.dispatch(Cow::Owned(held.request), held.groups, s)?;
+            }
+        }
+        while let Some(due) = self.arrivals.next_due(now, self.finished + self.rejected) {
+            let (request, groups) = due.enter(now, &mut self.eligibility, self.setups)?;
+            self.dispatch(request, groups, s)?;
+        }
+        if let Some(t) = self.arrivals.initial_event(Some(now)) {
+            self.queue.push(t, EventKind::Arrival);
+        }
+        Ok(())
+    }
+
+    /// Routes `request` (with its candidate lists `groups`) and acts on the decision.
+    fn dispatch(
+        &mut self,
+        request: Cow<'r, Request>,
+        groups: Groups,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let candidates = self.eligibility.arrival(groups);
+        let decision = s.router.decide(&request, candidates, &self.schedulers);
+        match decision {
+            RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
+                self.schedulers[id as usize].enqueue(&request);
+                self.mark_ready(id);
+                if let (Some(t), Cow::Owned(r)) = (&mut self.transfers, request) {
+                    t.entered(id, r, groups);
+                }
+            }
+            RouteDecision::To(id) => {
+                let message = format!(
+                    "the router sent request {} to instance {id}, which cannot serve it",
+                    request.id
+                );
+                return Err(SchedulerBug::new(message).into());
+            }
+            RouteDecision::Queue => self.gateway.push_back(Held {
+                request: request.into_owned(),
+                groups,
+                since: self.now,
+            }),
+            RouteDecision::Reject => {
+                self.rejected += 1;
+                s.observer.request_rejected(&request, self.now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closing phase: every instance queued for an attempt, by id, starts a step (or its DP
+    /// group a wave) if it can.
+    fn start_ready_instances(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        self.ready.sort_unstable();
+        for k in 0..self.ready.len() {
+            let id = self.ready[k];
+            self.instances[id as usize].ready = false;
+            match self.setups[id as usize].dp_group {
+                Some(group) => self.start_wave(group, s)?,
+                None => self.start_instance(id, s)?,
+            }
+        }
+        self.ready.clear();
+        Ok(())
+    }
+
+    /// Starts a wave of DP group `group` if it can (see `dp.rs`).
+    fn start_wave(&mut self, group: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let members = &self.groups[group as usize];
+        let wave = dp::Wave {
+            group,
+            members,
+            instances: &mut self.instances,
+            schedulers: &mut self.schedulers,
+            backends: s.backends,
+            pricer: s.waves.as_deref_mut(),
+        };
+        if let Some(stages) = self.group_stages[group as usize].as_mut() {
+            let pipelined = dp::PipelinedWave { wave, stages };
+            if let Some(t) = pipelined.start(self.now)? {
+                for &m in members {
+                    self.queue.push(t.end, EventKind::StepEnd { instance: m });
+                }
+                let first = members[0];
+                let kind = EventKind::StageFree { instance: first };
+                self.queue.push(t.stage0_free, kind);
+            }
+        } else if let Some(end) = wave.start(self.now)? {
+            for (i, &m) in members.iter().enumerate() {
+                self.queue
+                    .push(end.of(i), EventKind::StepEnd { instance: m });
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the next step of instance `id` (outside DP groups) if it can.
+    fn start_instance(&mut self, id: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let i = id as usize;
+        let (inst, scheduler) = (&mut self.instances[i], &mut self.schedulers[i]);
+        let backend = &mut *s.backends[i];
+        let now = self.now;
+        if inst.stages.is_some() {
+            if let Some(t) = instance::start_pipelined(scheduler, inst, id, now, backend)? {
+                self.queue.push(t.end, EventKind::StepEnd { instance: id });
+                let kind = EventKind::StageFree { instance: id };
+                self.queue.push(t.stage0_free, kind);
+            }
+            return Ok(());
+        }
+        if !inst.busy
+            && scheduler.has_work()
+            && let Some(end) = instance::start_step(scheduler, inst, id, now, backend)?
+        {
+            self.queue.push(end, EventKind::StepEnd { instance: id });
+        }
+        Ok(())
+    }
+}
+
+/// One scheduler per instance, set up for its pipeline depth and role.
+fn new_schedulers(setups: &[InstanceSetup], roles: &[InstanceRole]) -> Vec<Scheduler> {
+    setups
+        .iter()
+        .zip(roles)
+        .map(|(setup, &role)| {
+            let mut scheduler = Scheduler::new(setup.scheduler.clone(), setup.num_blocks);
+            if let Some(p) = &setup.pipeline {
+                scheduler.set_pipeline_depth(p.stage_blocks.len());
+            }
+            if role == InstanceRole::Prefill {
+                scheduler.hand_off_prefills();
+            }
+            scheduler
+        })
+        .collect()
+}

@@ -1,0 +1,249 @@
+//! One instance in the loop: its state beside its scheduler, and starting and finishing its
+//! steps (alone, or pipelined). DP groups start theirs as waves (`dp.rs`).
+
+use super::dp::StepShape;
+use super::inject::Injector;
+use super::{InstanceSetup, Observer, SimError, StepEvent, pipeline};
+use crate::Nanos;
+use crate::latency::{LatencyBackend, LatencyError, StageSends};
+use crate::metrics::RequestRecord;
+use crate::scheduler::Scheduler;
+use crate::workload::Request;
+
+/// One instance's state in the loop, besides its scheduler.
+pub(super) struct InstanceSim<'a> {
+    pub setup: &'a InstanceSetup,
+    /// A step is in flight.
+    pub busy: bool,
+    pub step_start: Nanos,
+    /// Queue lengths when the step in flight was formed.
+    pub waiting: usize,
+    pub running: usize,
+    pub steps: u64,
+    pub dummy_steps: u64,
+    /// The step in flight is a DP dummy step (no request of the instance in it).
+    pub dummy: bool,
+    /// The padding and gate tokens the step in flight was priced with (set by DP waves).
+    pub shape: StepShape,
+    pub finished: u64,
+    /// Queued for a scheduling attempt at the end of the current instant.
+    pub ready: bool,
+    /// The stages of a pipelined instance (then `busy` and `step_start` are unused).
+    pub stages: Option<pipeline::Stages<'a>>,
+    /// When its last step ended (`None` before the first).
+    pub last_end: Option<Nanos>,
+    /// The step being formed starts as the previous one ends ([`BatchDesc::back_to_back`]).
+    pub back_to_back: bool,
+}
+
+impl<'a> InstanceSim<'a> {
+    /// An idle instance of `setup` that has run nothing yet.
+    pub fn new(setup: &'a InstanceSetup) -> InstanceSim<'a> {
+        InstanceSim {
+            setup,
+            busy: false,
+            step_start: 0,
+            waiting: 0,
+            running: 0,
+            steps: 0,
+            dummy_steps: 0,
+            dummy: false,
+            shape: StepShape::default(),
+            finished: 0,
+            ready: false,
+            stages: setup.pipeline.as_ref().map(pipeline::Stages::new),
+            last_end: None,
+            back_to_back: false,
+        }
+    }
+}
+
+/// Where the requests that finished requests release go: the run's injector, if any, and the
+/// loop's buffer of released requests.
+pub(super) struct Release<'a, 'i> {
+    pub injector: Option<&'a mut (dyn Injector + 'i)>,
+    pub released: &'a mut Vec<Request>,
+}
+
+/// Hands the finished request of `record` to `injector`, appending what it releases to
+/// `released`; a released request arriving before the finish is an error.
+fn release_after(
+    injector: &mut dyn Injector,
+    record: &RequestRecord<'_>,
+    released: &mut Vec<Request>,
+) -> anyhow::Result<()> {
+    let before = released.len();
+    injector.request_finished(record, released);
+    if let Some(early) = released[before..]
+        .iter()
+        .find(|r| r.arrival_ns < record.end_ns)
+    {
+        anyhow::bail!(
+            "request {} was released by request {} finishing at {} ns but arrives earlier, \
+             at {} ns",
+            early.id,
+            record.request_id,
+            record.end_ns,
+            early.arrival_ns
+        );
+    }
+    Ok(())
+}
+
+/// Forms and prices the next step of idle instance `id` at `now`; returns when it ends, or
+/// `None` when nothing can run until KV transfers from the instance free its blocks.
+pub(super) fn start_step(
+    scheduler: &mut Scheduler,
+    inst: &mut InstanceSim<'_>,
+    id: u32,
+    now: Nanos,
+    backend: &mut dyn LatencyBackend,
+) -> Result<Option<Nanos>, SimError> {
+    if scheduler.schedule(now)?.is_none() {
+        if scheduler.num_handed_off() > 0 {
+            return Ok(None);
+        }
+        return Err(SimError::Stuck {
+            now,
+            instance: id,
+            waiting: scheduler.num_waiting(),
+            running: scheduler.num_running(),
+        });
+    }
+    let shape = StepShape {
+        back_to_back: inst.last_end == Some(now),
+        ..StepShape::of_step(scheduler)
+    };
+    let compute_ns = backend.step_time(&shape.apply(scheduler.last_batch()))?;
+    if compute_ns == 0 {
+        return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
+    }
+    // KV recalled from the lower tier of the prefix cache is loaded before the step computes.
+    let step_ns = compute_ns.saturating_add(scheduler.last_recall_ns());
+    let end = clock_add(now, step_ns)?;
+    inst.busy = true;
+    inst.step_start = now;
+    inst.waiting = scheduler.num_waiting();
+    inst.running = scheduler.num_running();
+    inst.shape = shape;
+    inst.steps += 1;
+    Ok(Some(end))
+}
+
+/// `now + ns`, refused past [`crate::workload::MAX_TIME_NS`] (where sums of times could
+/// wrap) rather than wrapping into a wrong result.
+pub(crate) fn clock_add(now: Nanos, ns: Nanos) -> Result<Nanos, SimError> {
+    match now.checked_add(ns) {
+        Some(t) if t <= crate::workload::MAX_TIME_NS => Ok(t),
+        _ => Err(SimError::ClockOverflow { now, ns }),
+    }
+}
+
+/// Forms the next step of pipelined instance `id` at `now` if stage 0 is free, fewer than
+/// `pp` steps are in flight and a batch can be formed; returns when it ends and when stage 0
+/// is free again.
+pub(super) fn start_pipelined(
+    scheduler: &mut Scheduler,
+    inst: &mut InstanceSim<'_>,
+    id: u32,
+    now: Nanos,
+    backend: &mut dyn LatencyBackend,
+) -> Result<Option<pipeline::Timing>, SimError> {
+    let Some(stages) = inst.stages.as_mut() else {
+        return Ok(None);
+    };
+    if !stages.stage0_free(now) || !scheduler.can_form_step() || !scheduler.has_work() {
+        return Ok(None);
+    }
+    if scheduler.schedule(now)?.is_none() {
+        // Every running request has its token in flight: the next step end brings work.
+        if stages.in_flight() > 0 || scheduler.num_handed_off() > 0 {
+            return Ok(None);
+        }
+        return Err(SimError::Stuck {
+            now,
+            instance: id,
+            waiting: scheduler.num_waiting(),
+            running: scheduler.num_running(),
+        });
+    }
+    let shape = StepShape::of_step(scheduler);
+    let batch = shape.apply(scheduler.last_batch());
+    let tokens = batch.total_tokens();
+    let blocks = &stages.pipeline().stage_blocks;
+    let compute = stages.compute_mut();
+    let sends = backend.stage_times(&batch, blocks, compute)?;
+    if compute.iter().all(|&ns| ns == 0) {
+        return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
+    }
+    // KV recalled from the lower tier of the prefix cache is loaded before stage 0 computes.
+    compute[0] += scheduler.last_recall_ns();
+    let formed = pipeline::Formed {
+        start: now,
+        waiting: scheduler.num_waiting(),
+        running: scheduler.num_running(),
+        dummy: false,
+        shape,
+    };
+    let send = match sends {
+        StageSends::Separate => stages.send_ns(tokens),
+        StageSends::Included => 0,
+    };
+    let timing = stages.start(formed, now, send);
+    inst.steps += 1;
+    Ok(Some(timing))
+}
+
+/// Applies the results of instance `id`'s step, which ends at `now`, and reports them:
+/// each finished request to `observer` and then to `injector`, which appends what it
+/// releases to `released` (checked to arrive no earlier than the finish).
+pub(super) fn finish_step(
+    scheduler: &mut Scheduler,
+    inst: &mut InstanceSim<'_>,
+    id: u32,
+    now: Nanos,
+    backend: &mut dyn LatencyBackend,
+    observer: &mut dyn Observer,
+    release: Release<'_, '_>,
+) -> Result<(), SimError> {
+    if let Some(formed) = inst.stages.as_mut().and_then(|s| s.finish()) {
+        inst.step_start = formed.start;
+        inst.waiting = formed.waiting;
+        inst.running = formed.running;
+        inst.dummy = formed.dummy;
+        inst.shape = formed.shape;
+    }
+    inst.busy = false;
+    inst.last_end = Some(now);
+    if std::mem::take(&mut inst.dummy) {
+        return Ok(());
+    }
+    let finished = &mut inst.finished;
+    let Release {
+        mut injector,
+        released,
+    } = release;
+    scheduler.complete_step(now, &inst.setup.model_name, id, |rec| {
+        *finished += 1;
+        observer.request_finished(rec)?;
+        if let Some(injector) = injector.as_deref_mut() {
+            release_after(injector, rec, released)?;
+        }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    observer.step_finished(
+        &StepEvent {
+            instance: id,
+            start_ns: inst.step_start,
+            end_ns: now,
+            batch: inst.shape.apply(scheduler.completed_batch()),
+            waiting: inst.waiting,
+            running: inst.running,
+            tokens: scheduler.last_step_tokens(),
+            kv_blocks_used: scheduler.pool().num_pinned(),
+            kv_blocks: scheduler.pool().num_blocks(),
+        },
+        backend,
+    )?;
+    Ok(())
+}
