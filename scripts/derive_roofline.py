@@ -19,6 +19,8 @@ For every GPU it fits, by least squares on the rows named below,
   over rows of at most 128 tokens, and the fraction of peak FLOP/s of the 2,048-token rows;
 - the mixed-batch decode efficiency by decode thread blocks (decodes x KV heads);
 - the host cost of an eager op (host model): the wall time of launch-bound ops.
+- for information, not used yet: the fixed time and bandwidth of memory-bound GEMMs (the bundles'
+  dense tables and our H200 measurement, data/measured/H200-2026-11-26.json).
 and prints each GPU's values and their median over GPUs, which the roofline uses for every
 GPU (`src/latency/roofline.rs`, `ATTENTION_*` and `KERNEL_FLOOR_NS`). No validation run is read.
 
@@ -150,6 +152,38 @@ def eager_op_wall_us():
     return statistics.median(walls), len(walls)
 
 
+LLAMA_GEMMS = {"qkv_proj": (4096, 6144), "o_proj": (4096, 4096), "gate_up_proj": (4096, 28672), "down_proj": (14336, 4096)}
+MEASURED_H200 = os.path.join(os.path.dirname(__file__), "../data/measured/H200-2026-11-26.json")
+
+
+def gemm_fixed_fits():
+    """Memory-bound GEMMs (<= 16 tokens) of Llama-3.1-8B: `t = t0 + bytes / (bw x eta)` per GPU,
+    from the bundles' dense tables and from our H200 measurement (scripts/gpu/measure_host.py).
+    Informational: the roofline does not use it yet (its GEMMs take 0.5 us + bytes / (0.9 x bw);
+    see the guide's "Measured on an H200")."""
+    out = []
+    for gpu in ("RTX4090", "RTXPRO6000"):
+        path = os.path.join(LSS, gpu, "meta-llama/Llama-3.1-8B/bf16/tp1/dense.csv")
+        if not os.path.exists(path):
+            continue
+        rows = []
+        for r in csv.DictReader(open(path)):
+            if r["layer"] in LLAMA_GEMMS and int(r["tokens"]) <= 16:
+                (k, n), m = LLAMA_GEMMS[r["layer"]], int(r["tokens"])
+                rows.append((2.0 * (k * n + m * k + m * n), float(r["time_us"]) * 1e-6))
+        t0, rate = fit(rows)
+        out.append((gpu, len(rows), t0, rate / GPUS[gpu]["bw"]))
+    if os.path.exists(MEASURED_H200):
+        import json
+
+        gemm = json.load(open(MEASURED_H200))["pass1"]["gemm"]
+        rows = [(2.0 * (g["K"] * g["N"] + g["M"] * g["K"] + g["M"] * g["N"]), g["gpu_ns"] * 1e-9)
+                for g in gemm if g["op"] in LLAMA_GEMMS and g["M"] <= 16]
+        t0, rate = fit(rows)
+        out.append(("H200 (ours)", len(rows), t0, rate / 4800e9))
+    return out
+
+
 def main():
     sources = [
         ("RTX4090", "bundle", bundle_attention("RTX4090")),
@@ -191,6 +225,9 @@ def main():
     print(f"fused MoE: t0 {t0 * 1e6:.1f} us, eta_memory {eta:.3f}, compute-bound 2048-token rows (<= 32 experts) at {lo:.2f}-{hi:.2f} of peak FLOP/s")
     wall, n = eager_op_wall_us()
     print(f"eager op host cost (launch-bound ops' CUDA_EVENT wall time): median {wall:.1f} us over {n} ops")
+    print("memory-bound GEMMs (<= 16 tokens), t0 + bytes / (eta x peak bandwidth); not used yet:")
+    for gpu, n, t0, eta in gemm_fixed_fits():
+        print(f"  {gpu:12} {n:3} rows: t0 {t0 * 1e6:.2f} us, eta {eta:.3f}")
 
 
 if __name__ == "__main__":
