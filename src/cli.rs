@@ -1,42 +1,27 @@
-//! Command-line flags (LLMServingSim's names where they exist) and their conversion, once,
-//! into a [`SimConfig`] that holds no CLI types.
+//! Command-line flags (LLMServingSim's names where they exist) and their plain conversion,
+//! once, into [`RunOptions`]; the library resolves those into a [`SimConfig`]
+//! ([`config::run::resolve`]).
 
-use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
-mod astra_dp;
 mod command_paths;
 mod dataset;
-mod host;
-mod instances;
-mod parallel;
-mod pim;
-mod pipeline;
-mod placement;
-mod power;
-mod prefix_storage;
 mod replay;
 
 pub use dataset::DatasetArgs;
-pub use host::{HostArgs, HostModelSwitch};
-pub use instances::InstanceConfig;
-pub use pim::{InstancePim, PimArgs};
-pub use placement::InstancePlacement;
-pub use power::PowerConfig;
-pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
-pub use replay::{ReplayArgs, ReplayMode};
+pub use replay::ReplayArgs;
 
+use crate::astra::AstraArgs;
 use crate::chakra::{Dialect, EmitEt};
-use crate::config::{
-    ClusterConfig, ClusterLinks, ConfigError, Dtype, Hardware, InstanceRole, ModelArch,
-    PrefixStorage,
+use crate::config::run::{
+    Deployment, EngineFlags, HostArgs, PimArgs, PlotsOutput, PrefixStorageArgs, RunOptions,
+    SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
 };
+use crate::config::{self, ConfigError, Dtype, KvCacheDtype};
+use crate::latency::ExpertRouting;
 use crate::metrics::{PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
-use crate::workload::DatasetOptions;
 use crate::workload::spec::SCENARIOS;
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
-use instances::EngineFlags;
-use prefix_storage::Cluster;
 use std::path::PathBuf;
 
 /// Simulate an LLM inference serving deployment on a workload.
@@ -200,7 +185,7 @@ pub struct RunArgs {
     /// How the MoE gate spreads tokens over experts: BALANCED (closed-form, perfectly
     /// balanced), RR (expert-token pairs cycle over the experts) or RAND (seeded draws).
     #[arg(help_heading = "Cluster", long, value_name = "POLICY", default_value = "BALANCED", value_parser = parse_expert_routing)]
-    pub expert_routing_policy: String,
+    pub expert_routing_policy: ExpertRouting,
 
     /// Weights of the weighted routing policy, e.g. queue=1,kv=0.5 (signals: queue, running,
     /// kv, prefix; those left out weigh 0) [default: all 1].
@@ -243,8 +228,14 @@ pub struct RunArgs {
     pub plots: Option<PathBuf>,
 
     /// Picture format of --plots: svg or png.
-    #[arg(help_heading = "Outputs", long, value_name = "FORMAT", default_value = "svg", value_parser = ["svg", "png"], requires = "plots")]
-    pub plot_format: String,
+    #[arg(
+        help_heading = "Outputs",
+        long,
+        value_name = "FORMAT",
+        default_value = "svg",
+        requires = "plots"
+    )]
+    pub plot_format: PlotFormat,
 
     /// SLO target on time to first token, ms: the summary reports attainment and goodput.
     #[arg(help_heading = "Outputs", long, value_name = "MS", value_parser = parse_slo_ms)]
@@ -299,8 +290,13 @@ pub struct RunArgs {
     pub dtype: Option<Dtype>,
 
     /// KV-cache dtype: auto (same as --dtype) or fp8.
-    #[arg(help_heading = "Deployment", long, value_name = "DTYPE", default_value = "auto", value_parser = ["auto", "fp8"])]
-    pub kv_cache_dtype: String,
+    #[arg(
+        help_heading = "Deployment",
+        long,
+        value_name = "DTYPE",
+        default_value = "auto"
+    )]
+    pub kv_cache_dtype: KvCacheDtype,
 
     /// Most requests running at once (0 = unlimited).
     #[arg(
@@ -435,7 +431,7 @@ pub struct RunArgs {
 
     /// Simulated seconds per interval of the power series (cluster configs with `power`
     /// blocks).
-    #[arg(help_heading = "Outputs", long, value_name = "SECS", default_value_t = 1.0, value_parser = power::parse_log_interval)]
+    #[arg(help_heading = "Outputs", long, value_name = "SECS", default_value_t = 1.0, value_parser = parse_log_interval)]
     pub log_interval: f64,
 
     #[command(flatten)]
@@ -446,21 +442,6 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub host: HostArgs,
-}
-
-/// The time series of a run: where it goes and its interval.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TimeSeriesOutput {
-    pub path: PathBuf,
-    /// Simulated ns per row.
-    pub interval_ns: u64,
-}
-
-/// Pictures of a run: where they go and their format.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlotsOutput {
-    pub dir: PathBuf,
-    pub format: PlotFormat,
 }
 
 /// An SLO target: ms in (0, 10⁹].
@@ -485,100 +466,16 @@ fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Where the main job's requests come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkloadSource {
-    /// A dataset file (LLMServingSim JSONL or a trace) and how to read it.
-    Dataset(PathBuf, DatasetOptions),
-    /// A WorkloadSpec YAML file, generated in memory.
-    Spec(PathBuf),
-    /// A built-in scenario, generated in memory.
-    Scenario(String),
-}
-
-/// Everything a run needs, resolved and validated.
-#[derive(Debug, Clone)]
-pub struct SimConfig {
-    pub workload: WorkloadSource,
-    pub output: Option<PathBuf>,
-    pub summary_json: Option<PathBuf>,
-    /// The time series to write (`--timeseries`).
-    pub timeseries: Option<TimeSeriesOutput>,
-    /// SLO targets (`--slo-ttft`, `--slo-tpot`, `--slo-e2e`).
-    pub slo_targets: SloTargets,
-    /// Pictures of the run (`--plots`).
-    pub plots: Option<PlotsOutput>,
-    /// Per-session CSV (workloads with sessions).
-    pub sessions_output: Option<PathBuf>,
-    /// How arrivals are replayed.
-    pub replay: ReplayMode,
-    /// Requests to load; `None` loads all.
-    pub num_reqs: Option<usize>,
-    /// Most requests a workload spec may plan (`--max-requests`); `None`: the default.
-    pub max_requests: Option<u64>,
-    /// The instances, by global id (file order of the cluster config); at least one.
-    pub instances: Vec<InstanceConfig>,
-    /// Nodes the instances sit on.
-    pub num_nodes: usize,
-    /// The links KV transfers take, when some instances are prefill or decode instances.
-    pub links: Option<ClusterLinks>,
-    /// The lower tier of the prefix cache (`--prefix-storage`); each instance's pool is in
-    /// its [`InstanceConfig::lower_tier`].
-    pub prefix_storage: Option<PrefixStorage>,
-    /// How requests are routed to instances.
-    pub routing: RoutingPolicy,
-    /// Profile root for the measured latency backend; `None` selects the roofline.
-    pub profile_dir: Option<PathBuf>,
-    /// Architecture YAML overriding the bundled layer sequence.
-    pub architecture: Option<PathBuf>,
-    pub seed: u64,
-    pub log_level: log::LevelFilter,
-    /// Execution traces of the first steps to write (`--emit-et`).
-    pub emit_et: Option<EmitEt>,
-    /// The power model, when every node of the cluster config has a `power` block.
-    pub power: Option<PowerConfig>,
-}
-
-impl SimConfig {
-    /// The ASTRA-Sim settings of the run (those of the first instance: binary, mode, memo and
-    /// the other flags are the same for every instance; each instance's own network is in its
-    /// [`InstanceConfig::astra`]); `None`: the analytical network backend.
-    pub fn astra(&self) -> Option<&AstraOptions> {
-        self.instances.first().and_then(|i| i.astra.as_ref())
-    }
-}
-
 impl RunArgs {
-    /// Resolves model, hardware and cluster config, and applies defaults and per-instance
-    /// overrides (instance value > flag > default, as in LLMServingSim).
+    /// The run these flags describe, resolved and validated ([`config::run::resolve`]).
     pub fn into_config(self) -> Result<SimConfig, ConfigError> {
-        let command_line = |field: &str, message: &str| ConfigError::Invalid {
-            source_name: "command line".into(),
-            field: field.into(),
-            message: message.into(),
-        };
-        let dataset_args = &self.dataset_args;
-        let without_dataset = || match dataset_args.given_without_dataset() {
-            Some(flag) => Err(command_line(flag, "applies only to --dataset")),
-            None => Ok(()),
-        };
-        let workload = match (self.dataset, self.workload_spec, self.scenario) {
-            (Some(path), None, None) => WorkloadSource::Dataset(path, self.dataset_args.options()),
-            (None, Some(path), None) => {
-                without_dataset()?;
-                WorkloadSource::Spec(path)
-            }
-            (None, None, Some(name)) => {
-                without_dataset()?;
-                WorkloadSource::Scenario(name)
-            }
-            _ => {
-                return Err(command_line(
-                    "--dataset",
-                    "give exactly one of --dataset, --workload-spec and --scenario",
-                ));
-            }
-        };
+        config::run::resolve(self.into_options()?)
+    }
+
+    /// The plain options these flags give, after the checks that concern flags alone (which
+    /// combinations make sense).
+    pub fn into_options(self) -> Result<RunOptions, ConfigError> {
+        let workload = self.workload_source()?;
         let routing = match (self.request_routing_policy, self.routing_weights) {
             (RoutingPolicy::Weighted(_), Some(w)) => RoutingPolicy::Weighted(w),
             (_, Some(_)) => {
@@ -589,9 +486,17 @@ impl RunArgs {
             }
             (policy, None) => policy,
         };
-        let flags = EngineFlags {
+        let deployment = match self.cluster_config {
+            Some(path) => Deployment::ClusterConfig(path),
+            None => Deployment::Standalone {
+                model: self.model,
+                hardware: self.hardware,
+                tp: self.tp,
+            },
+        };
+        let engine = EngineFlags {
             dtype: self.dtype,
-            kv_cache_fp8: self.kv_cache_dtype == "fp8",
+            kv_cache_fp8: self.kv_cache_dtype == KvCacheDtype::Fp8,
             memory_utilization: self.npu_memory_utilization,
             max_num_seqs: self.max_num_seqs,
             max_num_batched_tokens: self.max_num_batched_tokens,
@@ -602,215 +507,82 @@ impl RunArgs {
             reserve_full_isl: !self.no_reserve_full_isl,
             async_scheduling: self.async_scheduling,
         };
-        let astra_binary = std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from);
-        let pricing = if self.astra.selects_astra(astra_binary.as_deref()) {
-            parallel::CommPricing::Astra
-        } else {
-            parallel::CommPricing::Analytical
-        };
-        let astra_selected = pricing == parallel::CommPricing::Astra;
-        let mut power = None;
-        let (mut instances, num_nodes, networks, links, prefix_storage) = match &self.cluster_config
-        {
-            None => {
-                self.pim.check_standalone()?;
-                let model = self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B");
-                let hardware = self.hardware.as_deref().unwrap_or("H100-SXM");
-                let mut instances = vec![flags.instance(
-                    0,
-                    ModelArch::resolve(model)?,
-                    Hardware::resolve(hardware)?,
-                    self.tp.unwrap_or(1),
-                )];
-                parallel::standalone(&mut instances[0], pricing);
-                let storage = self.prefix.assign(None, &mut instances)?;
-                let network =
-                    InstanceNetwork::from_hardware(&instances[0].hardware, instances[0].tp);
-                (instances, 1, vec![network], None, storage)
-            }
-            Some(path) => {
-                let source = path.display().to_string();
-                let mut cluster = ClusterConfig::load(path)?;
-                let pims = self.pim.resolve(&mut cluster, path, &source)?;
-                let placed = cluster.instances(&source)?;
-                let mut instances = placed
-                    .iter()
-                    .map(|placed| flags.cluster_instance(placed, &source))
-                    .collect::<Result<Vec<_>, _>>()?;
-                placement::assign(&cluster, &placed, &mut instances, &source)?;
-                parallel::resolve(
-                    &cluster,
-                    &placed,
-                    &mut instances,
-                    &self.expert_routing_policy,
-                    self.seed,
-                    pricing,
-                    &source,
-                )?;
-                pipeline::resolve(&cluster, &placed, &mut instances, astra_selected, &source)?;
-                pim::assign(pims, &placed, &mut instances, astra_selected, &source)?;
-                if instances.is_empty() {
-                    return Err(ConfigError::Invalid {
-                        source_name: source,
-                        field: "nodes".into(),
-                        message: "lists no instance".into(),
-                    });
-                }
-                // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
-                let networks = if astra_selected {
-                    InstanceNetwork::for_cluster(&cluster, &placed, &source)?
-                } else {
-                    Vec::new()
-                };
-                let links = if placed.iter().any(|p| p.role != InstanceRole::Colocated) {
-                    Some(ClusterLinks::new(&cluster, &placed, &source)?)
-                } else {
-                    None
-                };
-                let layout = Cluster {
-                    config: &cluster,
-                    placed: &placed,
-                    source: &source,
-                };
-                let storage = self.prefix.assign(Some(&layout), &mut instances)?;
-                power = power::resolve(&cluster, &placed, &instances, self.log_interval, &source)?;
-                (instances, cluster.num_nodes, networks, links, storage)
-            }
-        };
-        astra_dp::refuse_network_config(&self.astra, &instances)?;
-        let astra = self.astra.resolve_instances(astra_binary, &networks)?;
-        for (inst, options) in instances.iter_mut().zip(astra.into_iter().flatten()) {
-            let streams = inst
-                .placement
-                .as_ref()
-                .is_some_and(InstancePlacement::streams_weights);
-            if streams && options.mode == AstraMode::Stock {
-                return Err(command_line(
-                    "--astra-mode",
-                    "stock ASTRA-Sim has no CXL memory for the weights a `placement` keeps \
-                     outside the GPU; use the fork (--astra-mode fork)",
-                ));
-            }
-            inst.astra = Some(options);
-        }
-        astra_prefill_networks(&mut instances, links.as_ref(), &self.astra)?;
-        astra_pipeline_networks(&mut instances, &self.astra)?;
-        astra_dp::group_networks(&mut instances, links.as_ref());
-        self.host.assign(&mut instances)?;
-        if self.emit_et.is_some() && instances.iter().any(|i| i.pim.is_some()) {
-            return Err(command_line(
-                "--emit-et",
-                "cannot write the traces of instances that offload attention to PIM yet (they \
-                 would need PIM_COMP nodes)",
-            ));
-        }
-        Ok(SimConfig {
+        Ok(RunOptions {
             workload,
+            deployment,
+            engine,
+            routing,
+            expert_routing: self.expert_routing_policy,
+            profile_dir: self.profile_dir,
+            architecture: self.architecture,
             output: self.output,
             summary_json: self.summary_json,
+            timeseries: self.timeseries.map(|path| TimeSeriesOutput {
+                path,
+                interval_ns: (self.timeseries_interval * 1e9).round() as u64,
+            }),
             plots: self.plots.map(|dir| PlotsOutput {
                 dir,
-                format: match self.plot_format.as_str() {
-                    "png" => PlotFormat::Png,
-                    _ => PlotFormat::Svg,
-                },
+                format: self.plot_format,
             }),
             slo_targets: SloTargets {
                 ttft_ms: self.slo_ttft,
                 tpot_ms: self.slo_tpot,
                 e2e_ms: self.slo_e2e,
             },
-            timeseries: self.timeseries.map(|path| TimeSeriesOutput {
-                path,
-                interval_ns: (self.timeseries_interval * 1e9).round() as u64,
-            }),
             sessions_output: self.replay.sessions_output.clone(),
             replay: self.replay.mode(),
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),
             max_requests: self.max_requests,
-            instances,
-            num_nodes,
-            links,
-            prefix_storage,
-            routing,
-            profile_dir: self.profile_dir,
-            architecture: self.architecture,
             seed: self.seed,
             log_level: self.log_level,
+            log_interval: self.log_interval,
             emit_et: self.emit_et.map(|dir| EmitEt {
                 dir,
                 limit: self.emit_et_limit,
                 dialect: self.astra_dialect,
             }),
-            power,
+            prefix: self.prefix,
+            pim: self.pim,
+            astra: self.astra,
+            host: self.host,
         })
     }
-}
 
-/// Gives every pipelined instance co-simulated by ASTRA-Sim the network of its process: its
-/// stages of TP NPUs, `[tp, pp]` ([`astra::pipeline_network`]), the stages over the link its
-/// pipeline sends over (a MoE DP group's members get their group's network afterwards,
-/// [`astra_dp::group_networks`]). A `--network-config` (one network of TP NPUs for every
-/// instance) cannot describe that and is refused with pipelined instances.
-fn astra_pipeline_networks(
-    instances: &mut [InstanceConfig],
-    args: &AstraArgs,
-) -> Result<(), ConfigError> {
-    for (id, inst) in instances.iter_mut().enumerate() {
-        let (Some(pipeline), Some(options), None) =
-            (&inst.pipeline, inst.astra.as_mut(), inst.dp_group)
-        else {
-            continue;
+    /// The one workload source the flags name; dataset-reading flags only with a dataset.
+    fn workload_source(&self) -> Result<WorkloadSource, ConfigError> {
+        let without_dataset = || match self.dataset_args.given_without_dataset() {
+            Some(flag) => Err(command_line(flag, "applies only to --dataset")),
+            None => Ok(()),
         };
-        if args.network_config.is_some() {
-            return Err(network_config_refused(format!(
-                "cannot be used with pipelined instances (instance {id}, pp_size {}): \
-                     their ASTRA-Sim network holds every stage and is generated from the \
-                     cluster config",
-                inst.pp
-            )));
+        match (&self.dataset, &self.workload_spec, &self.scenario) {
+            (Some(path), None, None) => Ok(WorkloadSource::Dataset(
+                path.clone(),
+                self.dataset_args.options(),
+            )),
+            (None, Some(path), None) => {
+                without_dataset()?;
+                Ok(WorkloadSource::Spec(path.clone()))
+            }
+            (None, None, Some(name)) => {
+                without_dataset()?;
+                Ok(WorkloadSource::Scenario(name.clone()))
+            }
+            _ => Err(command_line(
+                "--dataset",
+                "give exactly one of --dataset, --workload-spec and --scenario",
+            )),
         }
-        options.network = astra::pipeline_network(&options.network, inst.pp, pipeline.link);
     }
-    Ok(())
 }
 
-/// `--network-config` refused: one network file cannot stand for the networks generated from
-/// the cluster config (`message` says which and why).
-fn network_config_refused(message: String) -> ConfigError {
+/// An error of the command line's `flag`.
+fn command_line(flag: &str, message: &str) -> ConfigError {
     ConfigError::Invalid {
         source_name: "command line".into(),
-        field: "--network-config".into(),
-        message,
+        field: flag.into(),
+        message: message.into(),
     }
-}
-
-/// Gives every prefill instance co-simulated by ASTRA-Sim the network of its process: its
-/// TP NPUs and their KV receivers, one hop away over the link LLMServingSim's cluster
-/// network puts between them ([`astra::prefill_network`]). A `--network-config` (one network
-/// for every instance) cannot describe that and is refused with prefill instances.
-fn astra_prefill_networks(
-    instances: &mut [InstanceConfig],
-    links: Option<&ClusterLinks>,
-    args: &AstraArgs,
-) -> Result<(), ConfigError> {
-    for (id, inst) in instances.iter_mut().enumerate() {
-        let (InstanceRole::Prefill, Some(options), Some(links)) =
-            (inst.role, inst.astra.as_mut(), links)
-        else {
-            continue;
-        };
-        if args.network_config.is_some() {
-            return Err(network_config_refused(format!(
-                "cannot be used with prefill instances (instance {id}): their ASTRA-Sim \
-                     network holds their KV receivers too and is generated from the cluster \
-                     config"
-            )));
-        }
-        options.network =
-            astra::prefill_network(&options.network, links.receiver_link(id, inst.tp));
-    }
-    Ok(())
 }
 
 fn parse_dtype(s: &str) -> Result<Dtype, String> {
@@ -821,9 +593,8 @@ fn parse_routing_policy(s: &str) -> Result<RoutingPolicy, String> {
     s.parse()
 }
 
-fn parse_expert_routing(s: &str) -> Result<String, String> {
-    crate::latency::ExpertRouting::parse(s, 0)?;
-    Ok(s.to_ascii_uppercase())
+fn parse_expert_routing(s: &str) -> Result<ExpertRouting, String> {
+    ExpertRouting::parse(s, 0)
 }
 
 fn parse_routing_weights(s: &str) -> Result<RoutingWeights, String> {

@@ -2,7 +2,8 @@
 //! byte-identical output for a seed, the JSONL round trip, the same simulation from a spec as
 //! from its generated file, and clean failures that leave no file behind.
 
-use blis_cosim::cli::{Cli, Command as Sub, WorkloadSource};
+use blis_cosim::cli::{Cli, Command as Sub};
+use blis_cosim::config::run::WorkloadSource;
 use blis_cosim::workload::read_jsonl;
 use blis_cosim::workload::spec::{Overrides, WorkloadSpec, generate_requests};
 use clap::Parser;

@@ -1,5 +1,6 @@
 //! Flags of the main job for sessions and replay modes.
 
+use crate::config::run::ReplayMode;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -22,18 +23,6 @@ pub struct ReplayArgs {
     /// steps still wait for their tool and think times.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_in_flight: Option<u64>,
-}
-
-/// How arrivals are replayed.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum ReplayMode {
-    /// Every arrival at its time (the default).
-    #[default]
-    Trace,
-    /// Arrival gaps from the first arrival divided by this factor.
-    Speedup(f64),
-    /// At most this many requests in the cluster; arrivals enter as room frees.
-    Concurrency(usize),
 }
 
 impl ReplayArgs {

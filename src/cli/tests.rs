@@ -1,6 +1,7 @@
 //! Flag parsing and their resolution into a `SimConfig`.
 
 use super::*;
+use crate::config::{ClusterConfig, InstanceRole, PrefixStorage};
 use crate::latency::{CommLink, EpNetwork, ExpertRouting};
 
 fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
@@ -21,6 +22,18 @@ fn defaults_follow_llmservingsim() {
     assert!(!cli.no_enable_chunked_prefill && !cli.no_reserve_full_isl);
     assert!(!cli.no_enable_prefix_caching);
     assert_eq!(cli.log_level, log::LevelFilter::Warn);
+}
+
+/// The library's defaults (a run built without the command line) are the flags' defaults.
+#[test]
+fn run_options_without_flags_match_the_flag_defaults() {
+    let from_flags = parse(&[]).unwrap().into_options().unwrap();
+    let built = RunOptions::new(from_flags.workload.clone());
+    assert_eq!(format!("{built:?}"), format!("{from_flags:?}"));
+    // And a run resolves from them without clap.
+    let config = config::run::resolve(built).unwrap();
+    assert_eq!(config.instances.len(), 1);
+    assert_eq!(config.instances[0].scheduler.max_num_seqs, Some(128));
 }
 
 #[test]

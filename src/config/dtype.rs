@@ -77,3 +77,13 @@ mod tests {
         assert!("bf17".parse::<Dtype>().is_err());
     }
 }
+
+/// How the KV cache is stored (`--kv-cache-dtype`): in the model's dtype, or in fp8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum KvCacheDtype {
+    /// The model's dtype.
+    #[default]
+    Auto,
+    /// One byte per value.
+    Fp8,
+}

@@ -13,13 +13,14 @@ mod pim;
 mod placement;
 mod power;
 mod roles;
+pub mod run;
 mod topology;
 
 pub use cluster::{
     ClusterConfig, CxlMemSpec, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance,
     PrefixStorage, RuntimeOverrides,
 };
-pub use dtype::Dtype;
+pub use dtype::{Dtype, KvCacheDtype};
 pub use hardware::{Hardware, HostSpec};
 pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};

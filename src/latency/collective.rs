@@ -96,6 +96,15 @@ pub enum ExpertRouting {
 }
 
 impl ExpertRouting {
+    /// The same policy with its random draws seeded by `seed` (a deterministic policy is
+    /// unchanged).
+    pub fn reseeded(self, seed: u64) -> ExpertRouting {
+        match self {
+            ExpertRouting::Random { .. } => ExpertRouting::Random { seed },
+            other => other,
+        }
+    }
+
     /// Parses `BALANCED`, `RR` or `RAND` (any case); `RAND` gets `seed`.
     pub fn parse(s: &str, seed: u64) -> Result<ExpertRouting, String> {
         match s.to_ascii_uppercase().as_str() {

@@ -3,8 +3,8 @@
 
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
-use crate::cli::{InstanceConfig, SimConfig};
 use crate::config::InstanceRole;
+use crate::config::run::{InstanceConfig, SimConfig};
 use crate::latency::{
     BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload,
     PimSpec, ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory,

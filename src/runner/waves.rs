@@ -3,8 +3,8 @@
 
 use crate::Nanos;
 use crate::astra::{self, AstraGroup, AstraGroupSpec};
-use crate::cli::SimConfig;
 use crate::config::InstanceRole;
+use crate::config::run::SimConfig;
 use crate::engine::WavePricer;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StageSends};
 

@@ -45,6 +45,19 @@ pub struct HostArgs {
     pub max_cudagraph_capture_size: Option<u32>,
 }
 
+impl Default for HostArgs {
+    /// The host model on, vLLM 0.19's default compilation settings: the flags' defaults.
+    fn default() -> Self {
+        HostArgs {
+            host_model: HostModelSwitch::On,
+            enforce_eager: false,
+            cudagraph_mode: CudaGraphMode::FullAndPiecewise,
+            cudagraph_capture_sizes: None,
+            max_cudagraph_capture_size: None,
+        }
+    }
+}
+
 impl HostArgs {
     /// Gives every instance that runs without ASTRA-Sim its execution policy when the host
     /// model is on (resolved against its own scheduler limits).

@@ -80,7 +80,8 @@ pub(super) fn assign(
 
 #[cfg(test)]
 mod tests {
-    use crate::cli::{Cli, SimConfig};
+    use crate::cli::Cli;
+    use crate::config::run::SimConfig;
     use clap::Parser;
 
     use crate::shared_data::shared;

@@ -64,8 +64,7 @@ pub(super) fn resolve(
     cluster: &ClusterConfig,
     placed: &[PlacedInstance<'_>],
     instances: &mut [InstanceConfig],
-    routing: &str,
-    seed: u64,
+    (routing, seed): (ExpertRouting, u64),
     pricing: CommPricing,
     source: &str,
 ) -> Result<(), ConfigError> {
@@ -179,8 +178,7 @@ pub(super) fn resolve(
             inner: (local, cluster_link(cluster, 0, mem_bw)),
             outer: (ep / local, cluster_link(cluster, 1, mem_bw)),
         };
-        let routing =
-            ExpertRouting::parse(routing, expert_seed(seed, id)).unwrap_or(ExpertRouting::Balanced);
+        let routing = routing.reseeded(expert_seed(seed, id));
         let inst = &mut instances[id];
         inst.collectives = Collectives {
             tp: inst.tp,

@@ -21,7 +21,7 @@ pub enum StorageFlag {
 }
 
 /// Lower-tier flags (flattened into the main job's flags).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Prefix cache tiers and PIM")]
 pub struct PrefixStorageArgs {
     /// Second tier of the prefix cache, below the GPUs' KV blocks: NONE, CPU (each node's
@@ -42,6 +42,16 @@ pub struct PrefixStorageArgs {
     /// (default: a pool per instance).
     #[arg(long)]
     pub enable_prefix_sharing: bool,
+}
+
+impl Default for PrefixStorageArgs {
+    /// No lower tier, no sharing: the flags' defaults.
+    fn default() -> Self {
+        PrefixStorageArgs {
+            prefix_storage: StorageFlag::None,
+            enable_prefix_sharing: false,
+        }
+    }
 }
 
 /// Where an instance's lower tier lives.

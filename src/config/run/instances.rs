@@ -83,7 +83,7 @@ impl GraphOverrides {
 /// The engine settings of the command line (flag values or their defaults): what every
 /// instance gets unless its cluster-config entry says otherwise.
 #[derive(Debug, Clone)]
-pub(super) struct EngineFlags {
+pub struct EngineFlags {
     pub dtype: Option<Dtype>,
     pub kv_cache_fp8: bool,
     pub memory_utilization: f64,

@@ -82,7 +82,7 @@ pub(super) fn resolve(
 }
 
 /// Parses `--log-interval`: positive seconds, at least 1 ns.
-pub(super) fn parse_log_interval(s: &str) -> Result<f64, String> {
+pub fn parse_log_interval(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("not a number: {s}"))?;
     if v.is_finite() && v >= 1e-9 {
         Ok(v)

@@ -1,0 +1,479 @@
+//! A run, resolved: [`RunOptions`] (plain, typed values: what the flags, a sweep point or a
+//! policy bundle say) become a [`SimConfig`] (everything a run needs, validated) through
+//! [`resolve`], with no command-line types involved. Resolution applies the domain rules:
+//! model and hardware, the cluster config's instances with their per-instance overrides
+//! (instance value > flag > default, as in LLMServingSim), parallelism and expert layout,
+//! pipelines, weight placement, PIM, the prefix cache's lower tier, power, ASTRA-Sim
+//! networks and the host model.
+
+mod astra_dp;
+mod host;
+mod instances;
+mod parallel;
+mod pim;
+mod pipeline;
+mod placement;
+mod power;
+mod prefix_storage;
+
+pub use host::{HostArgs, HostModelSwitch};
+pub use instances::{EngineFlags, InstanceConfig};
+pub use pim::{InstancePim, PimArgs};
+pub use placement::InstancePlacement;
+pub use power::{PowerConfig, parse_log_interval};
+pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
+
+use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
+use crate::chakra::EmitEt;
+use crate::config::{
+    ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, ModelArch, PrefixStorage,
+};
+use crate::latency::ExpertRouting;
+use crate::metrics::{PlotFormat, SloTargets};
+use crate::router::RoutingPolicy;
+use crate::workload::DatasetOptions;
+use prefix_storage::Cluster;
+use std::path::PathBuf;
+
+/// Where the main job's requests come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkloadSource {
+    /// A dataset file (LLMServingSim JSONL or a trace) and how to read it.
+    Dataset(PathBuf, DatasetOptions),
+    /// A WorkloadSpec YAML file, generated in memory.
+    Spec(PathBuf),
+    /// A built-in scenario, generated in memory.
+    Scenario(String),
+}
+
+/// How arrivals are replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum ReplayMode {
+    /// Every arrival at its time (the default).
+    #[default]
+    Trace,
+    /// Arrival gaps from the first arrival divided by this factor.
+    Speedup(f64),
+    /// At most this many requests in the cluster; arrivals enter as room frees.
+    Concurrency(usize),
+}
+
+/// A time series of the run (`--timeseries`): where it goes and its row interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeSeriesOutput {
+    pub path: PathBuf,
+    /// Simulated ns per row.
+    pub interval_ns: u64,
+}
+
+/// Pictures of a run: where they go and their format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlotsOutput {
+    pub dir: PathBuf,
+    pub format: PlotFormat,
+}
+
+/// What is deployed: one instance from model, hardware and TP, or a cluster config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deployment {
+    /// One instance (`None`: the defaults, Llama-3.1-8B on an H100-SXM at TP 1).
+    Standalone {
+        model: Option<String>,
+        hardware: Option<String>,
+        tp: Option<u32>,
+    },
+    /// The instances of an LLMServingSim cluster config.
+    ClusterConfig(PathBuf),
+}
+
+/// A run as its options describe it, before resolution: plain typed values, no command-line
+/// types. The command line builds one from its flags; a sweep or a policy bundle can build
+/// one directly.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub workload: WorkloadSource,
+    pub deployment: Deployment,
+    /// Engine settings every instance starts from (a cluster config may override them).
+    pub engine: EngineFlags,
+    pub routing: RoutingPolicy,
+    /// How MoE tokens pick experts (a random policy is reseeded per instance).
+    pub expert_routing: ExpertRouting,
+    pub profile_dir: Option<PathBuf>,
+    pub architecture: Option<PathBuf>,
+    pub output: Option<PathBuf>,
+    pub summary_json: Option<PathBuf>,
+    pub timeseries: Option<TimeSeriesOutput>,
+    pub plots: Option<PlotsOutput>,
+    pub slo_targets: SloTargets,
+    pub sessions_output: Option<PathBuf>,
+    pub replay: ReplayMode,
+    pub num_reqs: Option<usize>,
+    pub max_requests: Option<u64>,
+    pub seed: u64,
+    pub log_level: log::LevelFilter,
+    /// Seconds between power log lines.
+    pub log_interval: f64,
+    pub emit_et: Option<EmitEt>,
+    pub prefix: PrefixStorageArgs,
+    pub pim: PimArgs,
+    pub astra: AstraArgs,
+    pub host: HostArgs,
+}
+
+impl RunOptions {
+    /// The options of a run of `workload` with every setting at the default of its flag
+    /// (LLMServingSim's where it has one): one Llama-3.1-8B instance on an H100-SXM, TP 1,
+    /// max-num-seqs 128, max-num-batched-tokens 2048, `LOAD` routing, seed 0.
+    pub fn new(workload: WorkloadSource) -> RunOptions {
+        RunOptions {
+            workload,
+            deployment: Deployment::Standalone {
+                model: None,
+                hardware: None,
+                tp: None,
+            },
+            engine: EngineFlags {
+                dtype: None,
+                kv_cache_fp8: false,
+                memory_utilization: 0.9,
+                max_num_seqs: 128,
+                max_num_batched_tokens: 2048,
+                long_prefill_token_threshold: 0,
+                block_size: 16,
+                enable_chunked_prefill: true,
+                enable_prefix_caching: true,
+                reserve_full_isl: true,
+                async_scheduling: false,
+            },
+            routing: RoutingPolicy::Load,
+            expert_routing: ExpertRouting::Balanced,
+            profile_dir: None,
+            architecture: None,
+            output: None,
+            summary_json: None,
+            timeseries: None,
+            plots: None,
+            slo_targets: SloTargets::default(),
+            sessions_output: None,
+            replay: ReplayMode::Trace,
+            num_reqs: None,
+            max_requests: None,
+            seed: 0,
+            log_level: log::LevelFilter::Warn,
+            log_interval: 1.0,
+            emit_et: None,
+            prefix: PrefixStorageArgs::default(),
+            pim: PimArgs::default(),
+            astra: AstraArgs::default(),
+            host: HostArgs::default(),
+        }
+    }
+}
+
+/// Everything a run needs, resolved and validated.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub workload: WorkloadSource,
+    pub output: Option<PathBuf>,
+    pub summary_json: Option<PathBuf>,
+    /// The time series to write (`--timeseries`).
+    pub timeseries: Option<TimeSeriesOutput>,
+    /// SLO targets (`--slo-ttft`, `--slo-tpot`, `--slo-e2e`).
+    pub slo_targets: SloTargets,
+    /// Pictures of the run (`--plots`).
+    pub plots: Option<PlotsOutput>,
+    /// Per-session CSV (workloads with sessions).
+    pub sessions_output: Option<PathBuf>,
+    /// How arrivals are replayed.
+    pub replay: ReplayMode,
+    /// Requests to load; `None` loads all.
+    pub num_reqs: Option<usize>,
+    /// Most requests a workload spec may plan (`--max-requests`); `None`: the default.
+    pub max_requests: Option<u64>,
+    /// The instances, by global id (file order of the cluster config); at least one.
+    pub instances: Vec<InstanceConfig>,
+    /// Nodes the instances sit on.
+    pub num_nodes: usize,
+    /// The links KV transfers take, when some instances are prefill or decode instances.
+    pub links: Option<ClusterLinks>,
+    /// The lower tier of the prefix cache (`--prefix-storage`); each instance's pool is in
+    /// its [`InstanceConfig::lower_tier`].
+    pub prefix_storage: Option<PrefixStorage>,
+    /// How requests are routed to instances.
+    pub routing: RoutingPolicy,
+    /// Profile root for the measured latency backend; `None` selects the roofline.
+    pub profile_dir: Option<PathBuf>,
+    /// Architecture YAML overriding the bundled layer sequence.
+    pub architecture: Option<PathBuf>,
+    pub seed: u64,
+    pub log_level: log::LevelFilter,
+    /// Execution traces of the first steps to write (`--emit-et`).
+    pub emit_et: Option<EmitEt>,
+    /// The power model, when every node of the cluster config has a `power` block.
+    pub power: Option<PowerConfig>,
+}
+
+impl SimConfig {
+    /// The ASTRA-Sim settings of the run (those of the first instance: binary, mode, memo and
+    /// the other flags are the same for every instance; each instance's own network is in its
+    /// [`InstanceConfig::astra`]); `None`: the analytical network backend.
+    pub fn astra(&self) -> Option<&AstraOptions> {
+        self.instances.first().and_then(|i| i.astra.as_ref())
+    }
+}
+
+/// The instances of a deployment and what the cluster around them holds.
+struct Deployed {
+    instances: Vec<InstanceConfig>,
+    num_nodes: usize,
+    /// Per-instance ASTRA-Sim networks (empty unless ASTRA-Sim prices the run).
+    networks: Vec<InstanceNetwork>,
+    links: Option<ClusterLinks>,
+    prefix_storage: Option<PrefixStorage>,
+    power: Option<PowerConfig>,
+}
+
+/// Resolves and validates `options` into the configuration of a run.
+pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
+    let astra_binary = std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from);
+    let pricing = if options.astra.selects_astra(astra_binary.as_deref()) {
+        parallel::CommPricing::Astra
+    } else {
+        parallel::CommPricing::Analytical
+    };
+    let mut deployed = match &options.deployment {
+        Deployment::Standalone {
+            model,
+            hardware,
+            tp,
+        } => standalone(
+            &options,
+            model.as_deref(),
+            hardware.as_deref(),
+            *tp,
+            pricing,
+        )?,
+        Deployment::ClusterConfig(path) => cluster(&options, path, pricing)?,
+    };
+    attach_astra(&options, astra_binary, &mut deployed)?;
+    options.host.assign(&mut deployed.instances)?;
+    if options.emit_et.is_some() && deployed.instances.iter().any(|i| i.pim.is_some()) {
+        return Err(command_line(
+            "--emit-et",
+            "cannot write the traces of instances that offload attention to PIM yet (they \
+             would need PIM_COMP nodes)",
+        ));
+    }
+    Ok(SimConfig {
+        workload: options.workload,
+        output: options.output,
+        summary_json: options.summary_json,
+        timeseries: options.timeseries,
+        slo_targets: options.slo_targets,
+        plots: options.plots,
+        sessions_output: options.sessions_output,
+        replay: options.replay,
+        num_reqs: options.num_reqs,
+        max_requests: options.max_requests,
+        instances: deployed.instances,
+        num_nodes: deployed.num_nodes,
+        links: deployed.links,
+        prefix_storage: deployed.prefix_storage,
+        routing: options.routing,
+        profile_dir: options.profile_dir,
+        architecture: options.architecture,
+        seed: options.seed,
+        log_level: options.log_level,
+        emit_et: options.emit_et,
+        power: deployed.power,
+    })
+}
+
+/// An error of the command line's `flag`.
+fn command_line(flag: &str, message: &str) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: "command line".into(),
+        field: flag.into(),
+        message: message.into(),
+    }
+}
+
+/// One instance from model, hardware and TP (defaults: Llama-3.1-8B, H100-SXM, 1).
+fn standalone(
+    options: &RunOptions,
+    model: Option<&str>,
+    hardware: Option<&str>,
+    tp: Option<u32>,
+    pricing: parallel::CommPricing,
+) -> Result<Deployed, ConfigError> {
+    options.pim.check_standalone()?;
+    let model = ModelArch::resolve(model.unwrap_or("meta-llama/Llama-3.1-8B"))?;
+    let hardware = Hardware::resolve(hardware.unwrap_or("H100-SXM"))?;
+    let mut instances = vec![options.engine.instance(0, model, hardware, tp.unwrap_or(1))];
+    parallel::standalone(&mut instances[0], pricing);
+    let prefix_storage = options.prefix.assign(None, &mut instances)?;
+    let network = InstanceNetwork::from_hardware(&instances[0].hardware, instances[0].tp);
+    Ok(Deployed {
+        instances,
+        num_nodes: 1,
+        networks: vec![network],
+        links: None,
+        prefix_storage,
+        power: None,
+    })
+}
+
+/// The instances of the cluster config at `path`, with everything the config sets for them.
+fn cluster(
+    options: &RunOptions,
+    path: &std::path::Path,
+    pricing: parallel::CommPricing,
+) -> Result<Deployed, ConfigError> {
+    let source = path.display().to_string();
+    let astra_selected = pricing == parallel::CommPricing::Astra;
+    let mut cluster = ClusterConfig::load(path)?;
+    let pims = options.pim.resolve(&mut cluster, path, &source)?;
+    let placed = cluster.instances(&source)?;
+    let mut instances = placed
+        .iter()
+        .map(|placed| options.engine.cluster_instance(placed, &source))
+        .collect::<Result<Vec<_>, _>>()?;
+    placement::assign(&cluster, &placed, &mut instances, &source)?;
+    let expert = (options.expert_routing, options.seed);
+    parallel::resolve(&cluster, &placed, &mut instances, expert, pricing, &source)?;
+    pipeline::resolve(&cluster, &placed, &mut instances, astra_selected, &source)?;
+    pim::assign(pims, &placed, &mut instances, astra_selected, &source)?;
+    if instances.is_empty() {
+        return Err(ConfigError::Invalid {
+            source_name: source,
+            field: "nodes".into(),
+            message: "lists no instance".into(),
+        });
+    }
+    // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
+    let networks = if astra_selected {
+        InstanceNetwork::for_cluster(&cluster, &placed, &source)?
+    } else {
+        Vec::new()
+    };
+    let links = if placed.iter().any(|p| p.role != InstanceRole::Colocated) {
+        Some(ClusterLinks::new(&cluster, &placed, &source)?)
+    } else {
+        None
+    };
+    let layout = Cluster {
+        config: &cluster,
+        placed: &placed,
+        source: &source,
+    };
+    let prefix_storage = options.prefix.assign(Some(&layout), &mut instances)?;
+    let power = power::resolve(&cluster, &placed, &instances, options.log_interval, &source)?;
+    Ok(Deployed {
+        instances,
+        num_nodes: cluster.num_nodes,
+        networks,
+        links,
+        prefix_storage,
+        power,
+    })
+}
+
+/// Gives every instance its ASTRA-Sim settings when ASTRA-Sim prices the run: the run's
+/// flags with the instance's own network (pipelined, prefill and DP-group instances get the
+/// networks of their processes).
+fn attach_astra(
+    options: &RunOptions,
+    astra_binary: Option<PathBuf>,
+    deployed: &mut Deployed,
+) -> Result<(), ConfigError> {
+    let instances = &mut deployed.instances;
+    astra_dp::refuse_network_config(&options.astra, instances)?;
+    let astra = options
+        .astra
+        .resolve_instances(astra_binary, &deployed.networks)?;
+    for (inst, settings) in instances.iter_mut().zip(astra.into_iter().flatten()) {
+        let streams = inst
+            .placement
+            .as_ref()
+            .is_some_and(InstancePlacement::streams_weights);
+        if streams && settings.mode == AstraMode::Stock {
+            return Err(command_line(
+                "--astra-mode",
+                "stock ASTRA-Sim has no CXL memory for the weights a `placement` keeps \
+                 outside the GPU; use the fork (--astra-mode fork)",
+            ));
+        }
+        inst.astra = Some(settings);
+    }
+    let links = deployed.links.as_ref();
+    astra_prefill_networks(instances, links, &options.astra)?;
+    astra_pipeline_networks(instances, &options.astra)?;
+    astra_dp::group_networks(instances, links);
+    Ok(())
+}
+
+/// Gives every pipelined instance co-simulated by ASTRA-Sim the network of its process: its
+/// stages of TP NPUs, `[tp, pp]` ([`astra::pipeline_network`]), the stages over the link its
+/// pipeline sends over (a MoE DP group's members get their group's network afterwards,
+/// [`astra_dp::group_networks`]). A `--network-config` (one network of TP NPUs for every
+/// instance) cannot describe that and is refused with pipelined instances.
+fn astra_pipeline_networks(
+    instances: &mut [InstanceConfig],
+    args: &AstraArgs,
+) -> Result<(), ConfigError> {
+    for (id, inst) in instances.iter_mut().enumerate() {
+        let (Some(pipeline), Some(options), None) =
+            (&inst.pipeline, inst.astra.as_mut(), inst.dp_group)
+        else {
+            continue;
+        };
+        if args.network_config.is_some() {
+            return Err(network_config_refused(format!(
+                "cannot be used with pipelined instances (instance {id}, pp_size {}): \
+                     their ASTRA-Sim network holds every stage and is generated from the \
+                     cluster config",
+                inst.pp
+            )));
+        }
+        options.network = astra::pipeline_network(&options.network, inst.pp, pipeline.link);
+    }
+    Ok(())
+}
+
+/// `--network-config` refused: one network file cannot stand for the networks generated from
+/// the cluster config (`message` says which and why).
+pub(super) fn network_config_refused(message: String) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: "command line".into(),
+        field: "--network-config".into(),
+        message,
+    }
+}
+
+/// Gives every prefill instance co-simulated by ASTRA-Sim the network of its process: its
+/// TP NPUs and their KV receivers, one hop away over the link LLMServingSim's cluster
+/// network puts between them ([`astra::prefill_network`]). A `--network-config` (one network
+/// for every instance) cannot describe that and is refused with prefill instances.
+fn astra_prefill_networks(
+    instances: &mut [InstanceConfig],
+    links: Option<&ClusterLinks>,
+    args: &AstraArgs,
+) -> Result<(), ConfigError> {
+    for (id, inst) in instances.iter_mut().enumerate() {
+        let (InstanceRole::Prefill, Some(options), Some(links)) =
+            (inst.role, inst.astra.as_mut(), links)
+        else {
+            continue;
+        };
+        if args.network_config.is_some() {
+            return Err(network_config_refused(format!(
+                "cannot be used with prefill instances (instance {id}): their ASTRA-Sim \
+                     network holds their KV receivers too and is generated from the cluster \
+                     config"
+            )));
+        }
+        options.network =
+            astra::prefill_network(&options.network, links.receiver_link(id, inst.tp));
+    }
+    Ok(())
+}
