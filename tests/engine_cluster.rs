@@ -5,7 +5,9 @@
 mod fixture;
 
 use blis_cosim::Nanos;
-use blis_cosim::engine::{Cluster, Observer, Run, RunOutcome, Services, SimError, StepEvent};
+use blis_cosim::engine::{
+    Cluster, ErrorCause, Observer, Run, RunOutcome, Services, SimError, StepEvent,
+};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{ClusterView, RouteDecision, Router, Routing, RoutingPolicy};
@@ -171,6 +173,7 @@ fn requests_held_with_nothing_in_flight_are_a_loud_error() {
         matches!(err, SimError::Stranded { held: 3, now: 20 }),
         "{err}"
     );
+    assert_eq!(err.cause(), ErrorCause::Input);
 }
 
 /// Records which instance each request was sent to, choosing the least loaded.

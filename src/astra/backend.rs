@@ -722,7 +722,7 @@ impl LatencyBackend for AstraBackend {
         let bytes = std::mem::take(&mut self.et);
         let priced = self.price(step, &bytes);
         self.et = bytes;
-        let time = priced.map_err(|e| LatencyError::Backend(e.to_string()))?;
+        let time = priced?;
         let rest = time.checked_sub(compute).ok_or_else(|| {
             LatencyError::Backend(format!(
                 "ASTRA-Sim priced step {step} at {time} ns, less than its {compute} ns of COMP \
@@ -799,9 +799,7 @@ impl LatencyBackend for AstraBackend {
             self.last = Some((key, out.iter().sum()));
             return Ok(StageSends::Included);
         }
-        let finished = self
-            .price_each(step, &[])
-            .map_err(|e| LatencyError::Backend(e.to_string()))?;
+        let finished = self.price_each(step, &[])?;
         let tp = self.tp.max(1) as usize;
         let end = finished.iter().flatten().copied().max().unwrap_or(0);
         stage_busy(|s| finished.get(s * tp).copied().flatten(), end, out)

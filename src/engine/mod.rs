@@ -87,6 +87,35 @@ use crate::scheduler::{SchedulerBug, SchedulerConfig, SchedulerStats, StepTokens
 use crate::workload::Request;
 use instance::InstanceSim;
 
+/// What a failed run's error is about, for callers that run many (a sweep records an
+/// input or backend failure against its point and goes on; output failures and bugs are
+/// worth stopping for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCause {
+    /// The workload or configuration cannot be simulated as given.
+    Input,
+    /// The latency backend failed (e.g. ASTRA-Sim).
+    Backend,
+    /// Writing results failed.
+    Output,
+    /// An internal invariant broke: a bug of the simulator.
+    Bug,
+}
+
+impl SimError {
+    /// What the error is about.
+    pub fn cause(&self) -> ErrorCause {
+        match self {
+            SimError::Unservable { .. }
+            | SimError::ClockOverflow { .. }
+            | SimError::Stranded { .. } => ErrorCause::Input,
+            SimError::Latency(_) => ErrorCause::Backend,
+            SimError::Output(_) => ErrorCause::Output,
+            SimError::Bug(_) | SimError::Stuck { .. } => ErrorCause::Bug,
+        }
+    }
+}
+
 /// Runs `run` with `services` to completion: the one entry point ([`Cluster`] steps a run
 /// instant by instant).
 pub fn simulate(run: Run<'_>, services: Services<'_, '_>) -> Result<RunOutcome, SimError> {

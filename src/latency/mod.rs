@@ -235,6 +235,43 @@ pub enum LatencyError {
     /// The backend could not price the batch; the message says why.
     #[error("{0}")]
     Backend(String),
+    /// ASTRA-Sim failed (its process has been killed and reaped): what, where, and what it
+    /// printed last.
+    #[error(transparent)]
+    Astra(Box<crate::astra::AstraError>),
+    /// The failure of one instance (or DP group) of a run of several; `of` names it
+    /// (`instance 1`, `DP group 0`).
+    #[error("{of}: {source}")]
+    Of {
+        of: String,
+        #[source]
+        source: Box<LatencyError>,
+    },
+}
+
+impl From<crate::astra::AstraError> for LatencyError {
+    fn from(e: crate::astra::AstraError) -> Self {
+        LatencyError::Astra(Box::new(e))
+    }
+}
+
+impl LatencyError {
+    /// This error, as the failure of `of` (an instance or DP group).
+    pub fn of(self, of: &str) -> LatencyError {
+        LatencyError::Of {
+            of: of.to_owned(),
+            source: Box::new(self),
+        }
+    }
+
+    /// ASTRA-Sim's error, if ASTRA-Sim is what failed.
+    pub fn astra(&self) -> Option<&crate::astra::AstraError> {
+        match self {
+            LatencyError::Astra(e) => Some(e),
+            LatencyError::Of { source, .. } => source.astra(),
+            LatencyError::Backend(_) => None,
+        }
+    }
 }
 
 /// Prices scheduler steps.
@@ -317,4 +354,34 @@ pub trait LatencyBackend {
     /// start). Reports that re-read an already priced step (debug log, execution traces, the
     /// power model) turn it off so that each step is counted once. Wrappers forward it.
     fn count_lookups(&mut self, _on: bool) {}
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::LatencyError;
+    use crate::astra::{AstraError, Fault, Stage};
+
+    #[test]
+    fn an_instance_label_keeps_astra_sims_error_typed() {
+        let astra = AstraError {
+            binary: "astra_sim".into(),
+            stage: Stage::Step { step: 3, batch: 1 },
+            fault: Fault::Protocol("wrong NPU".into()),
+            last_lines: Vec::new(),
+        };
+        let e = LatencyError::from(astra).of("instance 1");
+        let kept = e.astra().expect("ASTRA-Sim's error is kept");
+        assert_eq!(kept.stage, Stage::Step { step: 3, batch: 1 });
+        assert!(matches!(kept.fault, Fault::Protocol(_)));
+        assert!(
+            e.to_string()
+                .starts_with("instance 1: ASTRA-Sim `astra_sim` at step 3")
+        );
+        assert!(
+            LatencyError::Backend("x".into())
+                .of("instance 0")
+                .astra()
+                .is_none()
+        );
+    }
 }

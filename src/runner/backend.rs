@@ -29,11 +29,9 @@ pub(super) struct Labelled {
 
 impl Labelled {
     fn label(&self, e: LatencyError) -> LatencyError {
-        match e {
-            LatencyError::Backend(m) if !self.label.is_empty() => {
-                LatencyError::Backend(format!("{}{m}", self.label))
-            }
-            other => other,
+        match self.label.strip_suffix(": ") {
+            Some(of) => e.of(of),
+            None => e,
         }
     }
 }

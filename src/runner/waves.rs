@@ -125,7 +125,7 @@ impl WavePricer for AstraWaves {
         g.astra
             .wave_ns(batches, &breakdowns)
             .map(Some)
-            .map_err(|e| LatencyError::Backend(format!("{}{e}", g.label)))
+            .map_err(|e| LatencyError::from(e).of(g.label.trim_end_matches(": ")))
     }
 
     fn wave_stage_times(
@@ -143,6 +143,6 @@ impl WavePricer for AstraWaves {
         g.astra
             .wave_stage_times(batches, &breakdowns, out)
             .map(|()| Some(StageSends::Included))
-            .map_err(|e| LatencyError::Backend(format!("{}{e}", g.label)))
+            .map_err(|e| LatencyError::from(e).of(g.label.trim_end_matches(": ")))
     }
 }
