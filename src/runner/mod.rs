@@ -13,8 +13,12 @@ use crate::Nanos;
 use crate::astra;
 use crate::chakra::StepEmitter;
 use crate::config::run::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
-use crate::config::{Dtype, InstanceRole, KvSizing, Link, full_kv_bytes_per_token, kv_capacity};
-use crate::engine::{self, Disaggregation, InstanceSetup, LowerTierSetup, Run, Services};
+use crate::config::{
+    Dtype, InstanceRole, KvCapacity, KvSizing, Link, full_kv_bytes_per_token, kv_capacity,
+};
+use crate::engine::{
+    self, Disaggregation, InstanceSetup, LowerTierSetup, Run, RunOutcome, Services,
+};
 use crate::latency::LatencyBackend;
 use crate::metrics::{
     CsvColumns, InstanceInfo, LowerTierStats, PrefixCacheStats, RequestCsv, RunInfo,
@@ -41,126 +45,25 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let max_in_flight = replay(&mut workload, config.replay)?;
     let mut registry = SessionRegistry::new(&workload.sessions);
     let requests = initial_requests(&workload, &mut registry);
-    let multi = config.instances.len() > 1;
     let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
     eprintln!("{}", astra::describe(config.astra()));
-    let mut setups = Vec::with_capacity(config.instances.len());
-    let mut capacities = Vec::with_capacity(config.instances.len());
-    let mut backends = Vec::with_capacity(config.instances.len());
-    for (id, inst) in config.instances.iter().enumerate() {
-        let label = if multi {
-            format!("instance {id}: ")
-        } else {
-            String::new()
-        };
-        let capacity = kv_capacity(&inst.model, &kv_sizing(inst));
-        let capacity = if multi {
-            capacity.with_context(|| format!("instance {id}"))?
-        } else {
-            capacity?
-        };
-        let num_blocks = u32::try_from(capacity.num_blocks)
-            .context("the KV cache has more than 2^32 blocks; raise --block-size")?;
-        log::info!(
-            "{label}KV cache: {} tokens / {} blocks ({:.2} GiB per GPU at utilization {})",
-            capacity.num_blocks * u64::from(capacity.block_size),
-            capacity.num_blocks,
-            (capacity.num_blocks * u64::from(capacity.block_size) * capacity.kv_bytes_per_token)
-                as f64
-                / f64::from(1u32 << 30),
-            inst.memory_utilization
-        );
-        if let (Some(storage), Some(pool)) = (config.prefix_storage, inst.lower_tier) {
-            log::info!(
-                "{label}prefix storage: {} pool {} ({:.2} GiB, {} GB/s, {} ns)",
-                storage.name(),
-                pool.id,
-                pool.memory.capacity_bytes as f64 / f64::from(1u32 << 30),
-                pool.memory.bandwidth_gbps,
-                pool.memory.latency_ns
-            );
-        }
-        setups.push(InstanceSetup {
-            model_name: inst.model.name.clone(),
-            max_model_len: u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX),
-            num_blocks,
-            scheduler: inst.scheduler.clone(),
-            dp_group: inst.dp_group,
-            pipeline: inst.pipeline.clone(),
-            lower_tier: inst.lower_tier.map(|pool| LowerTierSetup {
-                pool: pool.id,
-                memory: pool.memory,
-                kv_bytes_per_token: full_kv_bytes_per_token(&inst.model, kv_sizing(inst).kv_dtype),
-            }),
-        });
-        capacities.push(capacity);
-        backends.push(Backend::new(config, inst, &label, first_arrival)?);
-    }
-
+    let mut instances = build_instances(config, first_arrival)?;
     let disaggregation = disaggregation(config);
-    let columns = CsvColumns {
-        pd: disaggregation.is_some(),
-        sessions: has_sessions,
-    };
-    let csv = match &config.output {
-        Some(path) => Some(RequestCsv::create(path, columns)?),
-        None => None,
-    };
-    let emit_et = match &config.emit_et {
-        None => Vec::new(),
-        Some(settings) => config
-            .instances
-            .iter()
-            .enumerate()
-            .map(|(id, inst)| {
-                let mut settings = settings.clone();
-                if multi {
-                    settings.dir = settings.dir.join(format!("instance{id}"));
-                }
-                StepEmitter::new(
-                    settings,
-                    &inst.model,
-                    (inst.tp, inst.collectives.ep.total),
-                    inst.dtype,
-                    inst.placement
-                        .as_ref()
-                        .filter(|p| p.streams_weights())
-                        .map(|p| &p.placement),
-                    inst.pipeline.as_ref().map_or(&[], |p| &p.stage_blocks),
-                )
-            })
-            .collect(),
-    };
-    let mut outputs = Outputs {
-        csv,
-        summary: SummaryCollector::new(),
-        progress: Progress::new(workload.num_requests() as u64),
-        emit_et,
-        multi,
-        sessions: has_sessions.then_some(&workload.sessions),
-        power: power_model(config),
-        timeseries: time_series(config),
-        plots: config
-            .plots
-            .as_ref()
-            .map(|_| RunPlots::new(run_title(config))),
-        slo: SloCollector::new(workload.classes.as_ref(), config.slo_targets),
-    };
+    let mut outputs = open_outputs(config, &workload, disaggregation.is_some())?;
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
-        backends.iter_mut().map(Backend::as_dyn).collect();
+        instances.backends.iter_mut().map(Backend::as_dyn).collect();
     let mut waves = waves::AstraWaves::start(config, first_arrival)?;
     let run = Run {
         requests: &requests,
-        setups: &setups,
+        setups: &instances.setups,
         disaggregation,
         max_in_flight,
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
         .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer));
-    let outcome = engine::simulate(run, services);
-    let outcome = match outcome {
+    let outcome = match engine::simulate(run, services) {
         Ok(outcome) => outcome,
         Err(e) => {
             // Stop every group's process (dropping it kills it) before reporting.
@@ -170,12 +73,171 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     };
     drop(dyn_backends);
     outputs.progress.finish();
+    let infos = instance_infos(config, &mut instances, &outcome);
+    finish_backends(instances.backends, waves)?;
+    let info = RunInfo {
+        seed: config.seed,
+        total_clocks_ns: outcome.total_clocks_ns,
+        routing_policy: config.routing.to_string(),
+        num_nodes: config.num_nodes,
+        instances: infos,
+    };
+    let sessions = has_sessions.then_some(&registry);
+    write_results(config, outputs, info, &outcome, sessions)
+}
 
-    let instances = config
+/// The instances of a run as the engine needs them: their setups, KV capacities and latency
+/// backends (by instance id).
+struct Instances {
+    setups: Vec<InstanceSetup>,
+    capacities: Vec<KvCapacity>,
+    backends: Vec<Backend>,
+}
+
+/// Sizes every instance's KV cache and starts its latency backend.
+fn build_instances(config: &SimConfig, first_arrival: Nanos) -> anyhow::Result<Instances> {
+    let n = config.instances.len();
+    let mut built = Instances {
+        setups: Vec::with_capacity(n),
+        capacities: Vec::with_capacity(n),
+        backends: Vec::with_capacity(n),
+    };
+    for (id, inst) in config.instances.iter().enumerate() {
+        let label = if n > 1 {
+            format!("instance {id}: ")
+        } else {
+            String::new()
+        };
+        let capacity = kv_capacity(&inst.model, &kv_sizing(inst));
+        let capacity = if n > 1 {
+            capacity.with_context(|| format!("instance {id}"))?
+        } else {
+            capacity?
+        };
+        log_memory(config, inst, &capacity, &label);
+        built.setups.push(instance_setup(inst, &capacity)?);
+        built.capacities.push(capacity);
+        built
+            .backends
+            .push(Backend::new(config, inst, &label, first_arrival)?);
+    }
+    Ok(built)
+}
+
+/// Logs (INFO) an instance's KV cache and lower tier.
+fn log_memory(config: &SimConfig, inst: &InstanceConfig, capacity: &KvCapacity, label: &str) {
+    let tokens = capacity.num_blocks * u64::from(capacity.block_size);
+    log::info!(
+        "{label}KV cache: {tokens} tokens / {} blocks ({:.2} GiB per GPU at utilization {})",
+        capacity.num_blocks,
+        (tokens * capacity.kv_bytes_per_token) as f64 / f64::from(1u32 << 30),
+        inst.memory_utilization
+    );
+    if let (Some(storage), Some(pool)) = (config.prefix_storage, inst.lower_tier) {
+        log::info!(
+            "{label}prefix storage: {} pool {} ({:.2} GiB, {} GB/s, {} ns)",
+            storage.name(),
+            pool.id,
+            pool.memory.capacity_bytes as f64 / f64::from(1u32 << 30),
+            pool.memory.bandwidth_gbps,
+            pool.memory.latency_ns
+        );
+    }
+}
+
+/// What the engine needs to know of instance `inst` with KV capacity `capacity`.
+fn instance_setup(inst: &InstanceConfig, capacity: &KvCapacity) -> anyhow::Result<InstanceSetup> {
+    let num_blocks = u32::try_from(capacity.num_blocks)
+        .context("the KV cache has more than 2^32 blocks; raise --block-size")?;
+    Ok(InstanceSetup {
+        model_name: inst.model.name.clone(),
+        max_model_len: u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX),
+        num_blocks,
+        scheduler: inst.scheduler.clone(),
+        dp_group: inst.dp_group,
+        pipeline: inst.pipeline.clone(),
+        lower_tier: inst.lower_tier.map(|pool| LowerTierSetup {
+            pool: pool.id,
+            memory: pool.memory,
+            kv_bytes_per_token: full_kv_bytes_per_token(&inst.model, kv_sizing(inst).kv_dtype),
+        }),
+    })
+}
+
+/// The run's observers: the request CSV, summary, progress, traces, power, time series,
+/// pictures and SLO metrics the configuration asks for.
+fn open_outputs<'w>(
+    config: &SimConfig,
+    workload: &'w Workload,
+    pd: bool,
+) -> anyhow::Result<Outputs<'w>> {
+    let has_sessions = !workload.sessions.is_empty();
+    let columns = CsvColumns {
+        pd,
+        sessions: has_sessions,
+    };
+    let csv = match &config.output {
+        Some(path) => Some(RequestCsv::create(path, columns)?),
+        None => None,
+    };
+    Ok(Outputs {
+        csv,
+        summary: SummaryCollector::new(),
+        progress: Progress::new(workload.num_requests() as u64),
+        emit_et: step_emitters(config),
+        multi: config.instances.len() > 1,
+        sessions: has_sessions.then_some(&workload.sessions),
+        power: power_model(config),
+        timeseries: time_series(config),
+        plots: config
+            .plots
+            .as_ref()
+            .map(|_| RunPlots::new(run_title(config))),
+        slo: SloCollector::new(workload.classes.as_ref(), config.slo_targets),
+    })
+}
+
+/// One execution-trace writer per instance when `--emit-et` is given, else none.
+fn step_emitters(config: &SimConfig) -> Vec<StepEmitter> {
+    let Some(settings) = &config.emit_et else {
+        return Vec::new();
+    };
+    let multi = config.instances.len() > 1;
+    config
         .instances
         .iter()
-        .zip(&capacities)
-        .zip(&mut backends)
+        .enumerate()
+        .map(|(id, inst)| {
+            let mut settings = settings.clone();
+            if multi {
+                settings.dir = settings.dir.join(format!("instance{id}"));
+            }
+            StepEmitter::new(
+                settings,
+                &inst.model,
+                (inst.tp, inst.collectives.ep.total),
+                inst.dtype,
+                inst.placement
+                    .as_ref()
+                    .filter(|p| p.streams_weights())
+                    .map(|p| &p.placement),
+                inst.pipeline.as_ref().map_or(&[], |p| &p.stage_blocks),
+            )
+        })
+        .collect()
+}
+
+/// What the summary reports of each instance after the run.
+fn instance_infos(
+    config: &SimConfig,
+    instances: &mut Instances,
+    outcome: &RunOutcome,
+) -> Vec<InstanceInfo> {
+    config
+        .instances
+        .iter()
+        .zip(&instances.capacities)
+        .zip(&mut instances.backends)
         .zip(&outcome.instances)
         .map(|(((inst, capacity), backend), out)| InstanceInfo {
             node_id: inst.node_id,
@@ -210,8 +272,15 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             profile_lookups: backend.as_dyn().profile_lookups(),
             role: inst.role,
         })
-        .collect();
-    // Every instance's ASTRA-Sim is ended (and reports) even when an earlier one fails.
+        .collect()
+}
+
+/// Ends every instance's ASTRA-Sim (each reports) and the DP groups' processes, even when an
+/// earlier one fails; the first failure is returned.
+fn finish_backends(
+    backends: Vec<Backend>,
+    waves: Option<waves::AstraWaves>,
+) -> anyhow::Result<()> {
     let mut finished = Ok(());
     for backend in backends {
         let result = backend.finish();
@@ -225,14 +294,18 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             finished = result;
         }
     }
-    finished?;
-    let info = RunInfo {
-        seed: config.seed,
-        total_clocks_ns: outcome.total_clocks_ns,
-        routing_policy: config.routing.to_string(),
-        num_nodes: config.num_nodes,
-        instances,
-    };
+    finished
+}
+
+/// Completes the summary (SLO, power, sessions) and writes the run's files: the summary JSON,
+/// the time series and pictures, the sessions CSV and, last, the request CSV.
+fn write_results(
+    config: &SimConfig,
+    outputs: Outputs<'_>,
+    info: RunInfo,
+    outcome: &RunOutcome,
+    sessions: Option<&SessionRegistry>,
+) -> anyhow::Result<Summary> {
     let mut summary = outputs.summary.finish(info);
     if let Some(slo) = outputs.slo {
         summary.set_slo(slo.finish(summary.duration_s()));
@@ -245,7 +318,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             .collect();
         summary.set_power(power.finish(outcome.total_clocks_ns, &recalled));
     }
-    if has_sessions {
+    if let Some(registry) = sessions {
         let outcomes = registry.outcomes();
         summary.set_sessions(SessionSummary::new(&outcomes));
         if let Some(path) = &config.sessions_output {
