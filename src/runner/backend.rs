@@ -85,70 +85,9 @@ impl Backend {
         first_arrival: Nanos,
     ) -> anyhow::Result<Backend> {
         let compute = Backend::compute(config, inst, label)?;
-        // Weights outside the GPU: ASTRA-Sim loads them from its memories (weight MEM_LOAD
-        // nodes of the trace); without it, the compute backend is wrapped.
         let streamed = inst.placement.as_ref().filter(|p| p.streams_weights());
-        let compute = match streamed {
-            Some(p) if inst.astra.is_none() => {
-                log::info!("{label}weights streamed from host/CXL memory every step (placement)");
-                Box::new(
-                    WeightStreaming::new(
-                        compute,
-                        &StreamingSpec {
-                            placement: &p.placement,
-                            model: &inst.model,
-                            fp: inst.dtype.bytes(),
-                            tp: inst.tp,
-                            ep: inst.collectives.ep.total,
-                            cpu: p.cpu,
-                            cxl: p.cxl,
-                        },
-                    )
-                    .map_err(|e| anyhow::anyhow!("{label}{e}"))?,
-                )
-            }
-            _ => compute,
-        };
-        // Decode attention on PIM (never with ASTRA-Sim or streamed weights: refused when the
-        // config is resolved).
-        let compute = match &inst.pim {
-            Some(pim) => {
-                log::info!(
-                    "{label}decode attention offloaded to {} {} PIM channels{}",
-                    pim.channels,
-                    pim.device.stem,
-                    if pim.sub_batch {
-                        ", two interleaved sub-batches"
-                    } else {
-                        ""
-                    }
-                );
-                let m = &inst.model;
-                Box::new(
-                    PimOffload::new(
-                        compute,
-                        PimSpec {
-                            channels: pim.channels,
-                            slope_ns: pim.device.slope_ns,
-                            intercept_ns: pim.device.intercept_ns,
-                            memory: WeightMemory {
-                                bandwidth_gbps: pim.mem_bw_gbps,
-                                latency_ns: pim.device.read_latency_ns.trunc(),
-                            },
-                            heads: m.num_heads,
-                            kv_heads: m.num_kv_heads,
-                            head_dim: m.head_dim,
-                            tp: inst.tp,
-                            fp: inst.dtype.bytes(),
-                            num_layers: m.num_layers,
-                            sub_batch: pim.sub_batch,
-                        },
-                    )
-                    .map_err(|e| anyhow::anyhow!("{label}{e}"))?,
-                )
-            }
-            None => compute,
-        };
+        let compute = with_streaming(compute, inst, label)?;
+        let compute = with_pim(compute, inst, label)?;
         let Some(options) = &inst.astra else {
             let Some(policy) = &inst.host_model else {
                 return Ok(Backend::Compute(compute));
@@ -244,4 +183,83 @@ impl Backend {
         }
         Ok(())
     }
+}
+
+/// `compute` wrapped to stream the weights `inst`'s placement keeps outside the GPU every
+/// step, unless ASTRA-Sim prices the instance (it loads them from its memories instead:
+/// weight MEM_LOAD nodes of the trace).
+fn with_streaming(
+    compute: Box<dyn LatencyBackend>,
+    inst: &InstanceConfig,
+    label: &str,
+) -> anyhow::Result<Box<dyn LatencyBackend>> {
+    let streamed = inst.placement.as_ref().filter(|p| p.streams_weights());
+    Ok(match streamed {
+        Some(p) if inst.astra.is_none() => {
+            log::info!("{label}weights streamed from host/CXL memory every step (placement)");
+            Box::new(
+                WeightStreaming::new(
+                    compute,
+                    &StreamingSpec {
+                        placement: &p.placement,
+                        model: &inst.model,
+                        fp: inst.dtype.bytes(),
+                        tp: inst.tp,
+                        ep: inst.collectives.ep.total,
+                        cpu: p.cpu,
+                        cxl: p.cxl,
+                    },
+                )
+                .map_err(|e| anyhow::anyhow!("{label}{e}"))?,
+            )
+        }
+        _ => compute,
+    })
+}
+
+/// `compute` with `inst`'s decode attention offloaded to PIM, when it is (never with
+/// ASTRA-Sim or streamed weights: refused when the config is resolved).
+fn with_pim(
+    compute: Box<dyn LatencyBackend>,
+    inst: &InstanceConfig,
+    label: &str,
+) -> anyhow::Result<Box<dyn LatencyBackend>> {
+    Ok(match &inst.pim {
+        Some(pim) => {
+            log::info!(
+                "{label}decode attention offloaded to {} {} PIM channels{}",
+                pim.channels,
+                pim.device.stem,
+                if pim.sub_batch {
+                    ", two interleaved sub-batches"
+                } else {
+                    ""
+                }
+            );
+            let m = &inst.model;
+            Box::new(
+                PimOffload::new(
+                    compute,
+                    PimSpec {
+                        channels: pim.channels,
+                        slope_ns: pim.device.slope_ns,
+                        intercept_ns: pim.device.intercept_ns,
+                        memory: WeightMemory {
+                            bandwidth_gbps: pim.mem_bw_gbps,
+                            latency_ns: pim.device.read_latency_ns.trunc(),
+                        },
+                        heads: m.num_heads,
+                        kv_heads: m.num_kv_heads,
+                        head_dim: m.head_dim,
+                        tp: inst.tp,
+                        fp: inst.dtype.bytes(),
+                        num_layers: m.num_layers,
+                        sub_batch: pim.sub_batch,
+                    },
+                )
+                .map_err(|e| anyhow::anyhow!("{label}{e}"))?,
+            )
+        }
+        None => compute,
+    })
 }

@@ -277,10 +277,7 @@ fn instance_infos(
 
 /// Ends every instance's ASTRA-Sim (each reports) and the DP groups' processes, even when an
 /// earlier one fails; the first failure is returned.
-fn finish_backends(
-    backends: Vec<Backend>,
-    waves: Option<waves::AstraWaves>,
-) -> anyhow::Result<()> {
+fn finish_backends(backends: Vec<Backend>, waves: Option<waves::AstraWaves>) -> anyhow::Result<()> {
     let mut finished = Ok(());
     for backend in backends {
         let result = backend.finish();
