@@ -337,26 +337,38 @@ impl PipelinedWave<'_, '_, '_, '_> {
             Some(StageSends::Separate) | None => stages.send_ns(width.widest),
         };
         let timing = stages.run_wave(now, send);
-        for &m in members {
-            let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
-            let shape = step_shape(inst, scheduler, width);
-            let formed = Formed {
-                start: now,
-                waiting: scheduler.num_waiting(),
-                running: scheduler.num_running(),
-                dummy: std::mem::take(&mut inst.dummy),
-                shape,
-            };
-            if formed.dummy {
-                inst.dummy_steps += 1;
-            } else {
-                inst.steps += 1;
-            }
-            if let Some(own) = inst.stages.as_mut() {
-                own.push(formed);
-            }
-        }
+        push_formed(members, instances, schedulers, width, now);
         Ok(Some(timing))
+    }
+}
+
+/// Records, in each member's own stages, the step it formed at `now` in a pipelined wave of
+/// `width`, and counts it (a dummy apart).
+fn push_formed(
+    members: &[u32],
+    instances: &mut [InstanceSim<'_>],
+    schedulers: &[Scheduler],
+    width: WaveWidth,
+    now: Nanos,
+) {
+    for &m in members {
+        let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
+        let shape = step_shape(inst, scheduler, width);
+        let formed = Formed {
+            start: now,
+            waiting: scheduler.num_waiting(),
+            running: scheduler.num_running(),
+            dummy: std::mem::take(&mut inst.dummy),
+            shape,
+        };
+        if formed.dummy {
+            inst.dummy_steps += 1;
+        } else {
+            inst.steps += 1;
+        }
+        if let Some(own) = inst.stages.as_mut() {
+            own.push(formed);
+        }
     }
 }
 
@@ -432,22 +444,34 @@ impl Wave<'_, '_, '_, '_> {
             }
             wave_ns = wave_ns.max(ns.saturating_add(recall(m)));
         }
-        for &m in members {
-            let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
-            inst.shape = step_shape(inst, scheduler, width);
-            inst.busy = true;
-            inst.step_start = now;
-            inst.waiting = scheduler.num_waiting();
-            inst.running = scheduler.num_running();
-            if inst.dummy {
-                inst.dummy_steps += 1;
-            } else {
-                inst.steps += 1;
-            }
-        }
+        mark_started(members, instances, schedulers, width, now);
         Ok(Some(match whole {
             Some(ends) => WaveEnd::Each(ends),
             None => WaveEnd::All(super::clock_add(now, wave_ns)?),
         }))
+    }
+}
+
+/// Marks every member busy with the step it formed at `now` in a wave of `width`, and
+/// counts it (a dummy apart).
+fn mark_started(
+    members: &[u32],
+    instances: &mut [InstanceSim<'_>],
+    schedulers: &[Scheduler],
+    width: WaveWidth,
+    now: Nanos,
+) {
+    for &m in members {
+        let (inst, scheduler) = (&mut instances[m as usize], &schedulers[m as usize]);
+        inst.shape = step_shape(inst, scheduler, width);
+        inst.busy = true;
+        inst.step_start = now;
+        inst.waiting = scheduler.num_waiting();
+        inst.running = scheduler.num_running();
+        if inst.dummy {
+            inst.dummy_steps += 1;
+        } else {
+            inst.steps += 1;
+        }
     }
 }
