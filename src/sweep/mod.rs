@@ -144,3 +144,6 @@ pub fn parse_ids(text: &str, count: usize) -> anyhow::Result<Vec<usize>> {
     ids.dedup();
     Ok(ids)
 }
+
+#[cfg(test)]
+mod tests;
