@@ -56,7 +56,7 @@ def run_chunk(binary, space, ids):
         with open(os.path.join(out, "timings.csv"), newline="") as f:
             timings = list(csv.reader(f))[1:]
         files = {}
-        for sub in ("points", "configs"):
+        for sub in ("points", "configs", "workloads"):
             folder = os.path.join(out, sub)
             for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
                 with open(os.path.join(folder, name), "rb") as f:

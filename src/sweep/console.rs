@@ -65,7 +65,10 @@ struct Console(Mutex<File>);
 
 impl Console {
     fn put(&self, s: &str) -> std::io::Result<()> {
-        let mut f = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut f = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f.write_all(s.as_bytes())
     }
 }
@@ -75,16 +78,32 @@ impl TermLike for Console {
         100
     }
     fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
-        if n > 0 { self.put(&format!("\x1b[{n}A")) } else { Ok(()) }
+        if n > 0 {
+            self.put(&format!("\x1b[{n}A"))
+        } else {
+            Ok(())
+        }
     }
     fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
-        if n > 0 { self.put(&format!("\x1b[{n}B")) } else { Ok(()) }
+        if n > 0 {
+            self.put(&format!("\x1b[{n}B"))
+        } else {
+            Ok(())
+        }
     }
     fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
-        if n > 0 { self.put(&format!("\x1b[{n}C")) } else { Ok(()) }
+        if n > 0 {
+            self.put(&format!("\x1b[{n}C"))
+        } else {
+            Ok(())
+        }
     }
     fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
-        if n > 0 { self.put(&format!("\x1b[{n}D")) } else { Ok(()) }
+        if n > 0 {
+            self.put(&format!("\x1b[{n}D"))
+        } else {
+            Ok(())
+        }
     }
     fn write_line(&self, s: &str) -> std::io::Result<()> {
         self.put(&format!("{s}\n"))
@@ -96,6 +115,9 @@ impl TermLike for Console {
         self.put("\r\x1b[2K")
     }
     fn flush(&self) -> std::io::Result<()> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).flush()
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .flush()
     }
 }

@@ -68,7 +68,9 @@ impl FlagInfo {
     pub fn check_value(&self, value: &Value, dir: &Path) -> anyhow::Result<Value> {
         match value {
             Value::Bool(_) if self.is_bool => Ok(value.clone()),
-            _ if self.is_bool => bail!("--{} is on/off: give true or false, not {value}", self.long),
+            _ if self.is_bool => {
+                bail!("--{} is on/off: give true or false, not {value}", self.long)
+            }
             Value::String(_) | Value::Number(_) => Ok(Value::String(self.resolve(value, dir))),
             _ => bail!("--{}: give a string or a number, not {value}", self.long),
         }
@@ -126,7 +128,10 @@ pub fn run_point(args: &[String]) -> anyhow::Result<PointRun> {
         bail!("a point's flags name a subcommand");
     }
     crate::paths::check(&cli.run.paths())?;
-    let config = cli.run.into_config().context("resolving the run's config")?;
+    let config = cli
+        .run
+        .into_config()
+        .context("resolving the run's config")?;
     let gpus = config
         .instances
         .iter()
@@ -144,4 +149,17 @@ pub fn default_value(long: &str) -> String {
         .and_then(|a| a.get_default_values().first())
         .map(|v| v.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// Checks a configuration's cluster config and workload spec as the main command would read
+/// them, so that a bad value fails the sweep before any run.
+pub fn check_documents(cluster: Option<&Value>, workload: Option<&Value>) -> anyhow::Result<()> {
+    if let Some(c) = cluster {
+        crate::config::ClusterConfig::parse(&c.to_string(), "cluster config")?;
+    }
+    if let Some(w) = workload {
+        let text = serde_yaml_ng::to_string(w)?;
+        crate::workload::spec::WorkloadSpec::from_yaml(&text, "workload spec")?;
+    }
+    Ok(())
 }

@@ -279,8 +279,16 @@ mod tests {
     fn errors_name_the_problem() {
         assert!(parse_expr("tp *").unwrap_err().contains("ends too early"));
         assert!(parse_expr("tp $ 2").unwrap_err().contains("unexpected `$`"));
-        assert!(parse_expr("sqrt(tp)").unwrap_err().contains("unknown function"));
-        assert!(parse_comparison("tp + 1").unwrap_err().contains("comparison"));
+        assert!(
+            parse_expr("sqrt(tp)")
+                .unwrap_err()
+                .contains("unknown function")
+        );
+        assert!(
+            parse_comparison("tp + 1")
+                .unwrap_err()
+                .contains("comparison")
+        );
         let e = parse_expr("gpus / 0").unwrap();
         assert!(e.eval(&vars()).unwrap_err().contains("no numeric value"));
         let e = parse_expr("tp / 0").unwrap();

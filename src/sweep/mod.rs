@@ -73,10 +73,18 @@ pub struct SweepArgs {
 /// Runs `blis-cosim sweep`.
 pub fn main(args: &SweepArgs) -> anyhow::Result<()> {
     let opts = report::ReportOptions {
-        objectives: args.objectives.as_deref().map(pareto::parse_objectives).transpose()?,
+        objectives: args
+            .objectives
+            .as_deref()
+            .map(pareto::parse_objectives)
+            .transpose()?,
         slo: args.slo.as_deref().map(pareto::parse_slo).transpose()?,
         cost: args.cost.clone(),
-        format: if args.plot_format == "png" { PlotFormat::Png } else { PlotFormat::Svg },
+        format: if args.plot_format == "png" {
+            PlotFormat::Png
+        } else {
+            PlotFormat::Svg
+        },
     };
     if let Some(dir) = &args.report {
         let folder = results::Folder { dir: dir.clone() };
@@ -85,7 +93,8 @@ pub fn main(args: &SweepArgs) -> anyhow::Result<()> {
     }
     let space = args.space.as_ref().context("--space is required")?;
     let spec = spec::Spec::load(space)?;
-    let points = points::expand(&spec).with_context(|| format!("sweep spec {}", space.display()))?;
+    let points =
+        points::expand(&spec).with_context(|| format!("sweep spec {}", space.display()))?;
     if args.list_points {
         return list(&points);
     }

@@ -124,13 +124,23 @@ mod tests {
         assert_eq!(o[1].column, "output_throughput");
         assert!(o[1].maximize && !o[0].maximize);
         assert!(parse_objectives("p99_ttft_ms").is_err());
-        assert!(parse_objectives("a:up").unwrap_err().to_string().contains("min nor max"));
+        assert!(
+            parse_objectives("a:up")
+                .unwrap_err()
+                .to_string()
+                .contains("min nor max")
+        );
         assert!(parse_objectives("a:min,a:max").is_err());
         let s = parse_slo("p99_ttft_ms<=500, output_throughput>100").unwrap();
         assert_eq!(s[0].op, "<=");
         assert!(s[0].meets(500.0) && !s[0].meets(501.0));
         assert!(s[1].meets(101.0) && !s[1].meets(100.0));
         assert!(parse_slo("p99_ttft_ms=5").is_err());
-        assert!(parse_slo("p99<=x").unwrap_err().to_string().contains("not a number"));
+        assert!(
+            parse_slo("p99<=x")
+                .unwrap_err()
+                .to_string()
+                .contains("not a number")
+        );
     }
 }

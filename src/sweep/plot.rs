@@ -29,7 +29,11 @@ pub(super) fn draw(
     let mut paths = Vec::new();
     for (i, x) in objectives.iter().enumerate() {
         for y in &objectives[i + 1..] {
-            let ext = if format == PlotFormat::Png { "png" } else { "svg" };
+            let ext = if format == PlotFormat::Png {
+                "png"
+            } else {
+                "svg"
+            };
             let dest = dir.join(format!("pareto_{}_vs_{}.{ext}", y.column, x.column));
             let tmp = tempfile::Builder::new()
                 .prefix(".pareto")
@@ -41,8 +45,20 @@ pub(super) fn draw(
             let pts = points(configs, on_front, x, y);
             let title = format!("{} vs {}", y.column, x.column);
             match format {
-                PlotFormat::Svg => chart(SVGBackend::new(&tmp, SIZE).into_drawing_area(), &pts, x, y, &title),
-                PlotFormat::Png => chart(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), &pts, x, y, &title),
+                PlotFormat::Svg => chart(
+                    SVGBackend::new(&tmp, SIZE).into_drawing_area(),
+                    &pts,
+                    x,
+                    y,
+                    &title,
+                ),
+                PlotFormat::Png => chart(
+                    BitMapBackend::new(&tmp, SIZE).into_drawing_area(),
+                    &pts,
+                    x,
+                    y,
+                    &title,
+                ),
             }
             .with_context(|| format!("drawing {}", dest.display()))?;
             tmp.persist(&dest)
@@ -55,12 +71,22 @@ pub(super) fn draw(
 
 fn register() -> anyhow::Result<()> {
     static OK: OnceLock<bool> = OnceLock::new();
-    let ok = *OK.get_or_init(|| register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok());
-    if ok { Ok(()) } else { Err(anyhow!("the embedded DejaVu Sans font could not be loaded")) }
+    let ok =
+        *OK.get_or_init(|| register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(anyhow!("the embedded DejaVu Sans font could not be loaded"))
+    }
 }
 
 /// `(x, y, on_front)` of each configuration.
-fn points(configs: &[Config], on_front: &[bool], x: &Objective, y: &Objective) -> Vec<(f64, f64, bool)> {
+fn points(
+    configs: &[Config],
+    on_front: &[bool],
+    x: &Objective,
+    y: &Objective,
+) -> Vec<(f64, f64, bool)> {
     configs
         .iter()
         .zip(on_front)
@@ -75,7 +101,11 @@ fn span(values: impl Iterator<Item = f64> + Clone) -> std::ops::Range<f64> {
     if !lo.is_finite() {
         return 0.0..1.0;
     }
-    let pad = if hi > lo { (hi - lo) * 0.05 } else { lo.abs().max(1.0) * 0.05 };
+    let pad = if hi > lo {
+        (hi - lo) * 0.05
+    } else {
+        lo.abs().max(1.0) * 0.05
+    };
     (lo - pad)..(hi + pad)
 }
 
@@ -114,13 +144,19 @@ fn draw_on<DB: DrawingBackend>(
         .axis_desc_style((FONT, 16))
         .light_line_style(BLACK.mix(0.05))
         .draw()?;
-    let others = pts.iter().filter(|p| !p.2).map(|p| Circle::new((p.0, p.1), 3, OTHERS.filled()));
+    let others = pts
+        .iter()
+        .filter(|p| !p.2)
+        .map(|p| Circle::new((p.0, p.1), 3, OTHERS.filled()));
     plot.draw_series(others)?
         .label("configurations")
         .legend(|(a, b)| Circle::new((a + 8, b), 3, OTHERS.filled()));
     let mut front: Vec<(f64, f64)> = pts.iter().filter(|p| p.2).map(|p| (p.0, p.1)).collect();
     front.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    plot.draw_series(LineSeries::new(front.iter().copied(), FRONT.stroke_width(1)))?;
+    plot.draw_series(LineSeries::new(
+        front.iter().copied(),
+        FRONT.stroke_width(1),
+    ))?;
     plot.draw_series(front.iter().map(|&p| Circle::new(p, 5, FRONT.filled())))?
         .label("Pareto front")
         .legend(|(a, b)| Circle::new((a + 8, b), 5, FRONT.filled()));

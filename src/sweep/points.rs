@@ -30,6 +30,9 @@ pub struct Point {
     /// The point's cluster config, when the sweep has one.
     #[serde(skip)]
     pub cluster_config: Option<Value>,
+    /// The point's workload spec, when the sweep edits one.
+    #[serde(skip)]
+    pub workload: Option<Value>,
 }
 
 /// The points of `spec`, by id.
@@ -47,14 +50,19 @@ pub fn expand(spec: &Spec) -> anyhow::Result<Vec<Point>> {
         .base_flags
         .iter()
         .find(|(f, _)| f.long == "seed")
-        .map_or_else(|| super::exec::default_value("seed"), |(_, v)| scalar_text(v));
+        .map_or_else(
+            || super::exec::default_value("seed"),
+            |(_, v)| scalar_text(v),
+        );
     let mut points = Vec::new();
     let mut config = 0;
     for values in drawn {
         let Some(derived) = derive(spec, &values)? else {
             continue;
         };
-        let (args, cluster) = build_run(spec, &values, &derived)?;
+        let (args, cluster, workload) = build_run(spec, &values, &derived)?;
+        super::exec::check_documents(cluster.as_ref(), workload.as_ref())
+            .with_context(|| format!("configuration {}", show(spec, &values)))?;
         let params = params(spec, &values, &derived);
         for seed in &seeds {
             let mut args = args.clone();
@@ -68,6 +76,7 @@ pub fn expand(spec: &Spec) -> anyhow::Result<Vec<Point>> {
                 params: params.clone(),
                 args,
                 cluster_config: cluster.clone(),
+                workload: workload.clone(),
             });
         }
         config += 1;
@@ -174,14 +183,21 @@ fn derive(spec: &Spec, values: &[Value]) -> anyhow::Result<Option<Vec<f64>>> {
     let mut derived = Vec::with_capacity(spec.derived.len());
     for d in &spec.derived {
         let x = d.expr.eval(&vars).map_err(|e| {
-            anyhow::anyhow!("derived {}: {e} (configuration {})", d.name, show(spec, values))
+            anyhow::anyhow!(
+                "derived {}: {e} (configuration {})",
+                d.name,
+                show(spec, values)
+            )
         })?;
         vars.insert(d.name.clone(), x);
         derived.push(x);
     }
     for (text, c) in &spec.constraints {
         let holds = c.holds(&vars).map_err(|e| {
-            anyhow::anyhow!("constraint `{text}`: {e} (configuration {})", show(spec, values))
+            anyhow::anyhow!(
+                "constraint `{text}`: {e} (configuration {})",
+                show(spec, values)
+            )
         })?;
         if !holds {
             return Ok(None);
@@ -205,7 +221,11 @@ fn derived_value(x: f64) -> Value {
 }
 
 fn params(spec: &Spec, values: &[Value], derived: &[f64]) -> Vec<(String, String)> {
-    let axes = spec.axes.iter().zip(values).map(|(a, v)| (a.name.clone(), scalar_text(v)));
+    let axes = spec
+        .axes
+        .iter()
+        .zip(values)
+        .map(|(a, v)| (a.name.clone(), scalar_text(v)));
     let derived = spec
         .derived
         .iter()
@@ -214,21 +234,29 @@ fn params(spec: &Spec, values: &[Value], derived: &[f64]) -> Vec<(String, String
     axes.chain(derived).collect()
 }
 
-/// A configuration's flags and cluster config.
-fn build_run(
-    spec: &Spec,
-    values: &[Value],
-    derived: &[f64],
-) -> anyhow::Result<(Vec<String>, Option<Value>)> {
+/// A configuration's flags, cluster config and workload spec.
+type Run = (Vec<String>, Option<Value>, Option<Value>);
+
+/// A configuration's flags, cluster config and workload spec.
+fn build_run(spec: &Spec, values: &[Value], derived: &[f64]) -> anyhow::Result<Run> {
     let mut args: Vec<String> = Vec::new();
     for (f, v) in &spec.base_flags {
-        args.extend(f.args(v, &spec.dir));
+        // An edited workload spec replaces the base's --workload-spec or --scenario.
+        let replaced =
+            spec.workload.is_some() && (f.long == "workload-spec" || f.long == "scenario");
+        if !replaced {
+            args.extend(f.args(v, &spec.dir));
+        }
     }
     let mut cluster = spec.cluster_config.clone();
+    let mut workload = spec.workload.clone();
     let mut replicate = Vec::new();
     let targets = spec.axes.iter().map(|a| (&a.name, Some(&a.target)));
     let targets = targets.chain(spec.derived.iter().map(|d| (&d.name, d.target.as_ref())));
-    let all_values = values.iter().cloned().chain(derived.iter().map(|&x| derived_value(x)));
+    let all_values = values
+        .iter()
+        .cloned()
+        .chain(derived.iter().map(|&x| derived_value(x)));
     for ((name, target), value) in targets.zip(all_values) {
         match target {
             None => {}
@@ -240,6 +268,12 @@ fn build_run(
                         .with_context(|| format!("axis {name}"))?;
                 }
             }
+            Some(Target::Workload(ptrs)) => {
+                let doc = workload.as_mut().context("no workload spec")?;
+                for p in ptrs {
+                    set_pointer(doc, p, value.clone()).with_context(|| format!("axis {name}"))?;
+                }
+            }
             Some(Target::Replicate(p)) => replicate.push((name, p, value)),
         }
     }
@@ -248,7 +282,7 @@ fn build_run(
         let count = value.as_u64().unwrap_or(1) as usize;
         replicate_element(config, p, count).with_context(|| format!("axis {name}"))?;
     }
-    Ok((args, cluster))
+    Ok((args, cluster, workload))
 }
 
 /// Sets the field at `ptr` (creating its last key in an object) to `value`.
@@ -290,4 +324,3 @@ fn replicate_element(config: &mut Value, ptr: &str, count: usize) -> anyhow::Res
     }
     Ok(())
 }
-

@@ -37,7 +37,10 @@ pub fn finalize(folder: &Folder, opts: &ReportOptions) -> anyhow::Result<String>
     table.sort_by_point();
     for name in ["point", "config", "seed", "gpus", "status"] {
         if table.column(name).is_none() {
-            bail!("{}: no `{name}` column; not a sweep's results", folder.results().display());
+            bail!(
+                "{}: no `{name}` column; not a sweep's results",
+                folder.results().display()
+            );
         }
     }
     let configs = configs(&table, opts)?;
@@ -94,8 +97,14 @@ fn configs(table: &Table, opts: &ReportOptions) -> anyhow::Result<Vec<Config>> {
             .with_context(|| format!("column {name} is not in results.csv"))?;
         cols.push((name.clone(), i));
     }
-    let (config, status) = (table.column("config").unwrap_or(1), table.column("status").unwrap_or(0));
-    let (first_param, gpus) = (table.column("seed").unwrap_or(2) + 1, table.column("gpus").unwrap_or(3));
+    let (config, status) = (
+        table.column("config").unwrap_or(1),
+        table.column("status").unwrap_or(0),
+    );
+    let (first_param, gpus) = (
+        table.column("seed").unwrap_or(2) + 1,
+        table.column("gpus").unwrap_or(3),
+    );
     let mut by_id: BTreeMap<u64, Config> = BTreeMap::new();
     for (i, row) in table.rows.iter().enumerate() {
         let id: u64 = row[config].parse().unwrap_or(u64::MAX);
@@ -114,11 +123,21 @@ fn configs(table: &Table, opts: &ReportOptions) -> anyhow::Result<Vec<Config>> {
     }
     for c in by_id.values_mut() {
         for (name, i) in &cols {
-            let values: Vec<f64> = c.rows.iter().filter_map(|&r| table.rows[r][*i].parse().ok()).collect();
+            let values: Vec<f64> = c
+                .rows
+                .iter()
+                .filter_map(|&r| table.rows[r][*i].parse().ok())
+                .collect();
             if values.len() != c.rows.len() {
-                bail!("column {name}: config {} has a value that is not a number", c.id);
+                bail!(
+                    "column {name}: config {} has a value that is not a number",
+                    c.id
+                );
             }
-            c.means.insert(name.clone(), values.iter().sum::<f64>() / values.len() as f64);
+            c.means.insert(
+                name.clone(),
+                values.iter().sum::<f64>() / values.len() as f64,
+            );
         }
     }
     Ok(by_id.into_values().collect())
@@ -177,7 +196,12 @@ fn describe(c: &Config, columns: impl Iterator<Item = String>) -> String {
     let values: Vec<String> = columns
         .map(|col| format!("{col}={}", round(c.means[&col])))
         .collect();
-    format!("  config {}: {}  ->  {}\n", c.id, params.join(" "), values.join(" "))
+    format!(
+        "  config {}: {}  ->  {}\n",
+        c.id,
+        params.join(" "),
+        values.join(" ")
+    )
 }
 
 fn round(x: f64) -> String {
@@ -191,7 +215,11 @@ fn describe_front(configs: &[Config], on_front: &[bool], objectives: &[Objective
         .iter()
         .map(|o| format!("{}:{}", o.column, if o.maximize { "max" } else { "min" }))
         .collect();
-    let mut text = format!("Pareto front ({}): {n} of {} configurations\n", names.join(","), configs.len());
+    let mut text = format!(
+        "Pareto front ({}): {n} of {} configurations\n",
+        names.join(","),
+        configs.len()
+    );
     for (c, _) in configs.iter().zip(on_front).filter(|(_, on)| **on) {
         text += &describe(c, objectives.iter().map(|o| o.column.clone()));
     }
@@ -201,7 +229,11 @@ fn describe_front(configs: &[Config], on_front: &[bool], objectives: &[Objective
 fn cheapest(configs: &[Config], meets: &[bool], slo: &[SloRule], cost: &str) -> String {
     let rules: Vec<String> = slo.iter().map(ToString::to_string).collect();
     let n = meets.iter().filter(|&&b| b).count();
-    let mut text = format!("SLO {}: {n} of {} configurations meet it\n", rules.join(","), configs.len());
+    let mut text = format!(
+        "SLO {}: {n} of {} configurations meet it\n",
+        rules.join(","),
+        configs.len()
+    );
     let best = configs
         .iter()
         .zip(meets)

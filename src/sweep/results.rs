@@ -168,7 +168,10 @@ impl Table {
                 .collect()
         };
         self.header = filter(std::mem::take(&mut self.header));
-        self.rows = std::mem::take(&mut self.rows).into_iter().map(filter).collect();
+        self.rows = std::mem::take(&mut self.rows)
+            .into_iter()
+            .map(filter)
+            .collect();
         self
     }
 
@@ -223,6 +226,10 @@ impl Folder {
     pub fn configs(&self) -> PathBuf {
         self.dir.join("configs")
     }
+    /// `workloads/`: the workload spec of each configuration, when the sweep edits one.
+    pub fn workloads(&self) -> PathBuf {
+        self.dir.join("workloads")
+    }
     /// `sweep.log`: what the points' runs said on stderr.
     pub fn log(&self) -> PathBuf {
         self.dir.join("sweep.log")
@@ -254,7 +261,10 @@ pub fn finished(folder: &Folder, header: &[String], points: &[Point]) -> anyhow:
             .parse()
             .with_context(|| format!("{}: point `{}` is not a number", path.display(), row[0]))?;
         let Some(point) = points.get(id) else {
-            bail!("{}: point {id} is not in this sweep; give another --out", path.display());
+            bail!(
+                "{}: point {id} is not in this sweep; give another --out",
+                path.display()
+            );
         };
         let expected = super::results::row(point, &Outcome::Failed(String::new()));
         if row[..3 + point.params.len()] != expected[..3 + point.params.len()] {

@@ -42,7 +42,10 @@ pub fn run_all(
     write_configs(folder, &pending)?;
     let skipped = points.iter().filter(wanted).count() - pending.len();
     if skipped > 0 {
-        eprintln!("{skipped} point(s) already finished in {}", folder.results().display());
+        eprintln!(
+            "{skipped} point(s) already finished in {}",
+            folder.results().display()
+        );
     }
     let quiet = Quiet::start(&folder.log())?;
     let bar = quiet.progress(pending.len() as u64);
@@ -98,7 +101,17 @@ fn run_one(point: &Point, folder: &Folder) -> Outcome {
     let mut args = point.args.clone();
     if point.cluster_config.is_some() {
         let path = config_path(folder, point.config);
-        args.extend(["--cluster-config".to_owned(), path.to_string_lossy().into_owned()]);
+        args.extend([
+            "--cluster-config".to_owned(),
+            path.to_string_lossy().into_owned(),
+        ]);
+    }
+    if point.workload.is_some() {
+        let path = workload_path(folder, point.config);
+        args.extend([
+            "--workload-spec".to_owned(),
+            path.to_string_lossy().into_owned(),
+        ]);
     }
     let ran = std::panic::catch_unwind(|| -> anyhow::Result<Outcome> {
         let run = run_point(&args)?;
@@ -127,23 +140,35 @@ fn config_path(folder: &Folder, config: usize) -> std::path::PathBuf {
     folder.configs().join(format!("{config}.json"))
 }
 
-/// Writes the cluster config of each configuration among `pending` (atomically).
+fn workload_path(folder: &Folder, config: usize) -> std::path::PathBuf {
+    folder.workloads().join(format!("{config}.yaml"))
+}
+
+/// Writes the cluster config and the workload spec of each configuration among `pending`
+/// that has them (atomically).
 fn write_configs(folder: &Folder, pending: &[&Point]) -> anyhow::Result<()> {
     let mut written = BTreeSet::new();
     for p in pending {
-        let Some(config) = &p.cluster_config else { continue };
         if !written.insert(p.config) {
             continue;
         }
-        std::fs::create_dir_all(folder.configs())
-            .with_context(|| format!("creating {}", folder.configs().display()))?;
-        let text = serde_json::to_string_pretty(config)?;
-        crate::metrics::write_atomically(&config_path(folder, p.config), |out| {
-            out.write_all(text.as_bytes())?;
-            out.write_all(b"\n")
-        })?;
+        if let Some(config) = &p.cluster_config {
+            let text = serde_json::to_string_pretty(config)? + "\n";
+            write_file(&config_path(folder, p.config), &text)?;
+        }
+        if let Some(workload) = &p.workload {
+            let text = serde_yaml_ng::to_string(workload)?;
+            write_file(&workload_path(folder, p.config), &text)?;
+        }
     }
     Ok(())
+}
+
+fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    crate::metrics::write_atomically(path, |out| out.write_all(text.as_bytes()))
 }
 
 /// timings.csv restarted with the rows of the points already finished.
@@ -156,7 +181,11 @@ fn timings_stream(folder: &Folder, finished: &BTreeSet<String>) -> anyhow::Resul
     if path.exists() {
         let old = Table::read(&path)?;
         if old.header == table.header {
-            table.rows = old.rows.into_iter().filter(|r| finished.contains(&r[0])).collect();
+            table.rows = old
+                .rows
+                .into_iter()
+                .filter(|r| finished.contains(&r[0]))
+                .collect();
         }
     }
     Stream::start(Path::new(&path), &table)

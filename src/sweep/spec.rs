@@ -83,7 +83,7 @@ struct AxisFile {
     flag: Option<String>,
     pointer: Option<OneOrMany>,
     replicate: Option<String>,
-    workload: Option<String>,
+    workload: Option<OneOrMany>,
     policy: Option<String>,
     values: Option<Vec<Value>>,
     range: Option<RangeFile>,
@@ -117,6 +117,7 @@ struct DerivedFile {
     expr: String,
     flag: Option<String>,
     pointer: Option<OneOrMany>,
+    workload: Option<OneOrMany>,
 }
 
 /// How configurations are drawn from the axes.
@@ -137,6 +138,9 @@ pub enum Target {
     Flag(FlagInfo),
     /// Fields of the cluster config, by JSON pointer; each gets the value.
     Pointer(Vec<String>),
+    /// Keys of the base workload spec (`clients.0.rate_fraction`, as JSON pointers); each gets
+    /// the value.
+    Workload(Vec<String>),
     /// An element of an array in the cluster config (`/nodes/0/instances/0`): the array becomes
     /// that many copies of it, and its `num_<array>` sibling is set to the count.
     Replicate(String),
@@ -183,6 +187,9 @@ pub struct Spec {
     pub base_flags: Vec<(FlagInfo, Value)>,
     /// The base cluster config, when there is one.
     pub cluster_config: Option<Value>,
+    /// The base workload spec (of `--workload-spec` or `--scenario`), when an axis or a
+    /// derived field sets one of its keys; each configuration then runs its own copy.
+    pub workload: Option<Value>,
     pub method: Method,
     /// Seed of the random and Latin-hypercube draws.
     pub seed: u64,
@@ -234,16 +241,31 @@ fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
         Some(p) => Some(read_json(&dir.join(p))?),
     };
     let base_flags = base_flags(&file.base.flags, dir)?;
+    let sweeps_workload = file.axes.iter().any(|a| a.workload.is_some())
+        || file.derived.iter().any(|d| d.workload.is_some());
+    let workload = if sweeps_workload {
+        Some(base_workload(&base_flags, dir)?)
+    } else {
+        None
+    };
+    let docs = Docs {
+        cluster: cluster_config.as_ref(),
+        workload: workload.as_ref(),
+    };
     let repeats = repeats(file.repeats.as_ref(), &base_flags)?;
     let mut names: Vec<String> = Vec::new();
     let mut axes = Vec::with_capacity(file.axes.len());
     for (i, a) in file.axes.iter().enumerate() {
-        let axis = axis(a, i, method, cluster_config.as_ref(), dir)?;
+        let axis = axis(a, i, method, docs, dir)?;
         check_name(&axis.name, &names, &format!("axes[{i}]"))?;
         if let Target::Flag(f) = &axis.target
             && base_flags.iter().any(|(b, _)| b.long == f.long)
         {
-            bail!("axis {}: flag --{} is also in base.flags", axis.name, f.long);
+            bail!(
+                "axis {}: flag --{} is also in base.flags",
+                axis.name,
+                f.long
+            );
         }
         names.push(axis.name.clone());
         axes.push(axis);
@@ -255,7 +277,7 @@ fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
     let mut known: Vec<String> = names.iter().cloned().chain(numeric_base).collect();
     let mut derived = Vec::new();
     for (i, d) in file.derived.iter().enumerate() {
-        let rule = derived_rule(d, &known, &names, cluster_config.as_ref())
+        let rule = derived_rule(d, &known, &names, docs)
             .with_context(|| format!("derived[{i}] ({})", d.name))?;
         names.push(rule.name.clone());
         known.push(rule.name.clone());
@@ -266,6 +288,7 @@ fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
         dir: dir.to_path_buf(),
         base_flags,
         cluster_config,
+        workload,
         method,
         seed: file.seed,
         repeats,
@@ -292,7 +315,10 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
         .with_context(|| format!("base.cluster_config: {} is not JSON", path.display()))
 }
 
-fn base_flags(flags: &BTreeMap<String, Value>, dir: &Path) -> anyhow::Result<Vec<(FlagInfo, Value)>> {
+fn base_flags(
+    flags: &BTreeMap<String, Value>,
+    dir: &Path,
+) -> anyhow::Result<Vec<(FlagInfo, Value)>> {
     let mut out: Vec<(FlagInfo, Value)> = Vec::new();
     for (name, value) in flags {
         let info = checked_flag(name).with_context(|| format!("base.flags.{name}"))?;
@@ -324,7 +350,10 @@ fn checked_flag(name: &str) -> anyhow::Result<FlagInfo> {
     Ok(info)
 }
 
-fn repeats(r: Option<&RepeatsFile>, base: &[(FlagInfo, Value)]) -> anyhow::Result<Option<Vec<u64>>> {
+fn repeats(
+    r: Option<&RepeatsFile>,
+    base: &[(FlagInfo, Value)],
+) -> anyhow::Result<Option<Vec<u64>>> {
     let Some(r) = r else { return Ok(None) };
     if base.iter().any(|(f, _)| f.long == "seed") {
         bail!("repeats: the run seeds come from repeats; remove base.flags.seed");
@@ -347,7 +376,10 @@ fn repeats(r: Option<&RepeatsFile>, base: &[(FlagInfo, Value)]) -> anyhow::Resul
 }
 
 fn check_name(name: &str, taken: &[String], at: &str) -> anyhow::Result<()> {
-    let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid {
         bail!("{at}: name `{name}` must be letters, digits and _ (not starting with a digit)");
@@ -365,18 +397,25 @@ fn axis(
     a: &AxisFile,
     i: usize,
     method: Method,
-    config: Option<&Value>,
+    docs: Docs<'_>,
     dir: &Path,
 ) -> anyhow::Result<Axis> {
     let label = a
         .name
         .clone()
-        .or_else(|| a.flag.as_ref().map(|f| f.trim_start_matches("--").replace('-', "_")))
+        .or_else(|| {
+            a.flag
+                .as_ref()
+                .map(|f| f.trim_start_matches("--").replace('-', "_"))
+        })
         .unwrap_or_else(|| format!("axes[{i}]"));
     let what = || format!("axis {label}");
-    let target = target(a, config).with_context(what)?;
+    let target = target(a, docs).with_context(what)?;
     if a.name.is_none() && !matches!(target, Target::Flag(_)) {
-        bail!("{}: a pointer or replicate axis needs a name (its column)", what());
+        bail!(
+            "{}: a pointer or replicate axis needs a name (its column)",
+            what()
+        );
     }
     let domain = domain(a, method).with_context(what)?;
     check_domain(&target, &domain, dir).with_context(what)?;
@@ -387,32 +426,79 @@ fn axis(
     })
 }
 
-fn target(a: &AxisFile, config: Option<&Value>) -> anyhow::Result<Target> {
-    if let Some(key) = &a.workload {
-        bail!(
-            "workload-spec keys ({key}) cannot be swept yet; sweep a flag (e.g. \
-             --num-requests, --workload-spec with a list of files) or a cluster-config pointer"
-        );
-    }
+/// The base documents axes may edit.
+#[derive(Debug, Clone, Copy)]
+struct Docs<'a> {
+    cluster: Option<&'a Value>,
+    workload: Option<&'a Value>,
+}
+
+fn target(a: &AxisFile, docs: Docs<'_>) -> anyhow::Result<Target> {
     if let Some(key) = &a.policy {
         bail!("policy-bundle keys ({key}) cannot be swept: this simulator has no policy bundles");
     }
-    match (&a.flag, &a.pointer, &a.replicate) {
-        (Some(f), None, None) => Ok(Target::Flag(checked_flag(f)?)),
-        (None, Some(p), None) => pointer_target(p, config),
-        (None, None, Some(r)) => replicate_target(r, config),
-        _ => bail!("give exactly one of flag, pointer or replicate"),
+    match (&a.flag, &a.pointer, &a.replicate, &a.workload) {
+        (Some(f), None, None, None) => Ok(Target::Flag(checked_flag(f)?)),
+        (None, Some(p), None, None) => pointer_target(p, docs.cluster),
+        (None, None, Some(r), None) => replicate_target(r, docs.cluster),
+        (None, None, None, Some(w)) => workload_target(w, docs.workload),
+        _ => bail!("give exactly one of flag, pointer, replicate or workload"),
     }
+}
+
+/// The keys `w` (dot paths, `clients.0.rate_fraction`) of the base workload spec, as JSON
+/// pointers.
+fn workload_target(w: &OneOrMany, workload: Option<&Value>) -> anyhow::Result<Target> {
+    let Some(workload) = workload else {
+        bail!("a workload axis needs base.flags.workload-spec or base.flags.scenario");
+    };
+    let mut pointers = Vec::new();
+    for key in list(w) {
+        let ptr: String = key
+            .split('.')
+            .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
+            .collect();
+        check_pointer(workload, &ptr).map_err(|_| {
+            anyhow::anyhow!("workload key {key} names no field of the base workload spec")
+        })?;
+        pointers.push(ptr);
+    }
+    Ok(Target::Workload(pointers))
+}
+
+fn list(p: &OneOrMany) -> Vec<String> {
+    match p {
+        OneOrMany::One(s) => vec![s.clone()],
+        OneOrMany::Many(v) => v.clone(),
+    }
+}
+
+/// The workload spec of `--workload-spec` or `--scenario` in the base flags, as a value.
+fn base_workload(base: &[(FlagInfo, Value)], dir: &Path) -> anyhow::Result<Value> {
+    let flag = |name: &str| base.iter().find(|(f, _)| f.long == name).map(|(_, v)| v);
+    let (text, what) = match (flag("workload-spec"), flag("scenario")) {
+        (Some(path), None) => {
+            let path = dir.join(super::exec::scalar_text(path));
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("base.flags.workload-spec: reading {}", path.display()))?;
+            (text, path.display().to_string())
+        }
+        (None, Some(name)) => {
+            let name = super::exec::scalar_text(name);
+            let found = crate::workload::spec::scenario(&name)
+                .with_context(|| format!("base.flags.scenario: no scenario `{name}`"))?;
+            (found.yaml.to_owned(), format!("scenario {name}"))
+        }
+        _ => bail!("a workload axis needs base.flags.workload-spec or base.flags.scenario"),
+    };
+    serde_yaml_ng::from_str(&text).with_context(|| format!("{what}: not YAML"))
 }
 
 fn pointer_target(p: &OneOrMany, config: Option<&Value>) -> anyhow::Result<Target> {
     let Some(config) = config else {
         bail!("a pointer axis needs base.cluster_config");
     };
-    let list = match p {
-        OneOrMany::One(s) => vec![s.clone()],
-        OneOrMany::Many(v) => v.clone(),
-    };
+    let list = list(p);
     if list.is_empty() {
         bail!("pointer: empty list");
     }
@@ -539,7 +625,7 @@ fn check_domain(target: &Target, domain: &Domain, dir: &Path) -> anyhow::Result<
                     bail!("replicate counts must be whole numbers >= 1 (got {v})");
                 }
             }
-            Target::Pointer(_) => {}
+            Target::Pointer(_) | Target::Workload(_) => {}
         }
     }
     Ok(())
@@ -549,20 +635,24 @@ fn derived_rule(
     d: &DerivedFile,
     known: &[String],
     taken: &[String],
-    config: Option<&Value>,
+    docs: Docs<'_>,
 ) -> anyhow::Result<Derived> {
     check_name(&d.name, taken, "name")?;
     let expr = parse_expr(&d.expr).map_err(|e| anyhow::anyhow!("expr `{}`: {e}", d.expr))?;
     let mut used = Vec::new();
     expr.names(&mut used);
     if let Some(unknown) = used.iter().find(|n| !known.contains(n)) {
-        bail!("expr `{}`: `{unknown}` is no axis, earlier derived field or numeric base flag", d.expr);
+        bail!(
+            "expr `{}`: `{unknown}` is no axis, earlier derived field or numeric base flag",
+            d.expr
+        );
     }
-    let target = match (&d.flag, &d.pointer) {
-        (None, None) => None,
-        (Some(f), None) => Some(Target::Flag(checked_flag(f)?)),
-        (None, Some(p)) => Some(pointer_target(p, config)?),
-        _ => bail!("give at most one of flag or pointer"),
+    let target = match (&d.flag, &d.pointer, &d.workload) {
+        (None, None, None) => None,
+        (Some(f), None, None) => Some(Target::Flag(checked_flag(f)?)),
+        (None, Some(p), None) => Some(pointer_target(p, docs.cluster)?),
+        (None, None, Some(w)) => Some(workload_target(w, docs.workload)?),
+        _ => bail!("give at most one of flag, pointer or workload"),
     };
     if let Some(Target::Flag(f)) = &target
         && f.is_bool
@@ -579,9 +669,12 @@ fn derived_rule(
 fn constraints(texts: &[String], known: &[String]) -> anyhow::Result<Vec<(String, Comparison)>> {
     let mut out = Vec::with_capacity(texts.len());
     for (i, text) in texts.iter().enumerate() {
-        let c = parse_comparison(text).map_err(|e| anyhow::anyhow!("constraints[{i}] `{text}`: {e}"))?;
+        let c = parse_comparison(text)
+            .map_err(|e| anyhow::anyhow!("constraints[{i}] `{text}`: {e}"))?;
         if let Some(unknown) = c.names().iter().find(|n| !known.contains(n)) {
-            bail!("constraints[{i}] `{text}`: `{unknown}` is no axis, derived field or numeric base flag");
+            bail!(
+                "constraints[{i}] `{text}`: `{unknown}` is no axis, derived field or numeric base flag"
+            );
         }
         out.push((text.clone(), c));
     }

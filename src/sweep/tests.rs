@@ -23,7 +23,13 @@ fn error(yaml: &str) -> String {
 const BASE: &str = "base:\n  flags:\n    scenario: mixed-slo\n    num-requests: 50\n";
 
 fn param(p: &Point, name: &str) -> f64 {
-    p.params.iter().find(|(n, _)| n == name).unwrap().1.parse().unwrap()
+    p.params
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap()
+        .1
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -45,7 +51,9 @@ fn grid_is_every_combination_first_axis_slowest() {
 
 #[test]
 fn float_range_is_inclusive_and_rounded() {
-    let y = format!("{BASE}axes:\n  - flag: npu-memory-utilization\n    range: {{start: 0.5, stop: 0.8, step: 0.1}}\n");
+    let y = format!(
+        "{BASE}axes:\n  - flag: npu-memory-utilization\n    range: {{start: 0.5, stop: 0.8, step: 0.1}}\n"
+    );
     let p = points(&y);
     let v: Vec<&str> = p.iter().map(|p| p.params[0].1.as_str()).collect();
     assert_eq!(v, ["0.5", "0.6", "0.7", "0.8"]);
@@ -68,10 +76,21 @@ fn random_and_lhs_are_deterministic_counted_and_bounded() {
     for method in ["random", "latin-hypercube"] {
         let a = sampled(method, 50, 3);
         assert_eq!(a.len(), 50);
-        assert_eq!(a, sampled(method, 50, 3), "{method}: same seed, same points");
-        assert_ne!(a, sampled(method, 50, 4), "{method}: another seed, other points");
+        assert_eq!(
+            a,
+            sampled(method, 50, 3),
+            "{method}: same seed, same points"
+        );
+        assert_ne!(
+            a,
+            sampled(method, 50, 4),
+            "{method}: another seed, other points"
+        );
         for &(seqs, util) in &a {
-            assert!((4.0..=100.0).contains(&seqs) && seqs.fract() == 0.0, "{seqs}");
+            assert!(
+                (4.0..=100.0).contains(&seqs) && seqs.fract() == 0.0,
+                "{seqs}"
+            );
             assert!((0.1..=0.9).contains(&util), "{util}");
         }
     }
@@ -86,8 +105,14 @@ fn lhs_uses_every_stratum_once() {
     let mut seqs: Vec<f64> = pts.iter().map(|&(s, _)| s).collect();
     seqs.sort_by(f64::total_cmp);
     for (k, s) in seqs.iter().enumerate() {
-        let (lo, hi) = (4.0 + 97.0 * k as f64 / n as f64, 4.0 + 97.0 * (k + 1) as f64 / n as f64);
-        assert!(*s >= lo.floor() && *s <= hi.ceil(), "stratum {k}: {s} not in [{lo}, {hi}]");
+        let (lo, hi) = (
+            4.0 + 97.0 * k as f64 / n as f64,
+            4.0 + 97.0 * (k + 1) as f64 / n as f64,
+        );
+        assert!(
+            *s >= lo.floor() && *s <= hi.ceil(),
+            "stratum {k}: {s} not in [{lo}, {hi}]"
+        );
     }
     // npu-memory-utilization is log-uniform: its strata are exact.
     let mut strata: Vec<usize> = pts
@@ -108,15 +133,25 @@ fn derived_fields_and_constraints() {
     let p = points(&y);
     let budgets: Vec<f64> = p.iter().map(|p| param(p, "budget")).collect();
     assert_eq!(budgets, [128.0, 256.0, 256.0, 512.0, 512.0]);
-    assert!(p[4].args.windows(2).any(|w| w == ["--max-num-batched-tokens", "512"]));
-    assert_eq!(p.iter().map(|p| p.config).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    assert!(
+        p[4].args
+            .windows(2)
+            .any(|w| w == ["--max-num-batched-tokens", "512"])
+    );
+    assert_eq!(
+        p.iter().map(|p| p.config).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4]
+    );
 }
 
 #[test]
 fn pointer_and_replicate_axes_edit_the_cluster_config() {
     let dir = tempfile::tempdir().unwrap();
-    let config = r#"{"num_nodes": 1, "nodes": [{"num_instances": 1, "instances": [{"tp_size": 1, "num_npus": 1}]}]}"#;
-    std::fs::write(dir.path().join("c.json"), config).unwrap();
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/sweeps/cluster-h100.json"
+    );
+    std::fs::copy(example, dir.path().join("c.json")).unwrap();
     let y = "base:\n  cluster_config: c.json\n  flags: {scenario: mixed-slo}\naxes:\n  - name: tp\n    \
              pointer: [/nodes/0/instances/0/tp_size, /nodes/0/instances/0/num_npus]\n    values: [2]\n  \
              - name: replicas\n    replicate: /nodes/0/instances/0\n    values: [3]\n";
@@ -125,7 +160,11 @@ fn pointer_and_replicate_axes_edit_the_cluster_config() {
     assert_eq!(c["nodes"][0]["num_instances"], 3);
     let instances = c["nodes"][0]["instances"].as_array().unwrap();
     assert_eq!(instances.len(), 3);
-    assert!(instances.iter().all(|i| i["tp_size"] == 2 && i["num_npus"] == 2));
+    assert!(
+        instances
+            .iter()
+            .all(|i| i["tp_size"] == 2 && i["num_npus"] == 2)
+    );
 }
 
 #[test]
@@ -136,7 +175,11 @@ fn bool_flags_and_paths() {
     assert!(p[1].args.contains(&"--no-enable-prefix-caching".to_owned()));
     let y = "base:\n  flags:\n    workload-spec: w.yaml\n";
     let p = expand(&Spec::parse(y, Path::new("/data/specs")).unwrap()).unwrap();
-    assert!(p[0].args.contains(&"/data/specs/w.yaml".to_owned()), "{:?}", p[0].args);
+    assert!(
+        p[0].args.contains(&"/data/specs/w.yaml".to_owned()),
+        "{:?}",
+        p[0].args
+    );
 }
 
 #[test]
@@ -157,7 +200,9 @@ fn every_bad_spec_is_refused_with_its_axis_and_reason() {
         (axes("  - flag: num-requests\n    values: [1]\n"), "also in base.flags"),
         (axes("  - flag: enable-prefix-caching\n    values: [1]\n"), "is on/off"),
         (axes("  - name: x\n    pointer: /a\n    values: [1]\n"), "axis x: a pointer axis needs base.cluster_config"),
-        (axes("  - name: x\n    workload: clients.0.rate\n    values: [1]\n"), "axis x: workload-spec keys"),
+        (axes("  - name: x\n    workload: clients.0.rate\n    values: [1]\n"), "configuration x=1: workload spec"),
+        ("base:\n  flags: {dataset: w.jsonl}\naxes:\n  - name: s\n    workload: seed\n    values: [1]\n".to_owned(), "needs base.flags.workload-spec or base.flags.scenario"),
+        (axes("  - name: x\n    policy: admission.threshold\n    values: [1]\n"), "no policy bundles"),
         (axes("  - name: x\n    flag: max-num-seqs\n    pointer: /a\n    values: [1]\n"), "exactly one of"),
         (axes("  - name: gpus\n    flag: max-num-seqs\n    values: [1]\n"), "built-in column"),
         (axes("  - name: a\n    flag: max-num-seqs\n    values: [1]\n  - name: a\n    flag: block-size\n    values: [16]\n"), "used twice"),
@@ -167,9 +212,38 @@ fn every_bad_spec_is_refused_with_its_axis_and_reason() {
         (format!("{BASE}repeats: {{seeds: [1, 1]}}\n"), "listed twice"),
         ("base:\n  flags: {seed: 3}\nrepeats: {count: 2}\n".to_owned(), "remove base.flags.seed"),
         ("base:\n  cluster_config: missing.json\n".to_owned(), "missing.json"),
+        (
+            format!("base:\n  cluster_config: {}/examples/sweeps/cluster-h100.json\naxes:\n  - name: n\n    \
+                     pointer: /nodes/0/num_instances\n    values: [1, 2]\n", env!("CARGO_MANIFEST_DIR")),
+            "configuration n=2: cluster config: field `nodes[0].num_instances`",
+        ),
     ];
     for (yaml, want) in cases {
         let got = error(&yaml);
         assert!(got.contains(want), "{yaml}\n  wanted `{want}` in: {got}");
     }
+}
+
+#[test]
+fn workload_axes_edit_a_copy_of_the_base_workload_spec() {
+    let y = "base:\n  flags: {scenario: mixed-slo, num-requests: 20}\naxes:\n  - name: wseed\n    \
+             workload: seed\n    values: [1, 2]\n  - name: rate\n    workload: aggregate_rate\n    \
+             values: [4.5]\n";
+    let p = points(y);
+    assert_eq!(p.len(), 2);
+    let w = p[1].workload.as_ref().unwrap();
+    assert_eq!(
+        (w["seed"].as_u64(), w["aggregate_rate"].as_f64()),
+        (Some(2), Some(4.5))
+    );
+    assert_eq!(
+        w["clients"][0]["id"], "critical",
+        "the rest of the scenario is kept"
+    );
+    assert!(
+        !p[0].args.contains(&"--scenario".to_owned()),
+        "{:?}",
+        p[0].args
+    );
+    assert!(p[0].args.contains(&"--num-requests".to_owned()));
 }
