@@ -95,11 +95,15 @@ fn points(
         .collect()
 }
 
-fn span(values: impl Iterator<Item = f64> + Clone) -> std::ops::Range<f64> {
-    let lo = values.clone().fold(f64::INFINITY, f64::min);
-    let hi = values.fold(f64::NEG_INFINITY, f64::max);
+/// The axis range of `values`, with a margin (multiplicative on a log axis).
+fn span(values: &[f64], log: bool) -> std::ops::Range<f64> {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if !lo.is_finite() {
         return 0.0..1.0;
+    }
+    if log {
+        return (lo / 1.3)..(hi * 1.3);
     }
     let pad = if hi > lo {
         (hi - lo) * 0.05
@@ -109,8 +113,10 @@ fn span(values: impl Iterator<Item = f64> + Clone) -> std::ops::Range<f64> {
     (lo - pad)..(hi + pad)
 }
 
-fn label(o: &Objective) -> String {
-    format!("{} ({})", o.column, if o.maximize { "max" } else { "min" })
+fn label(o: &Objective, log: bool) -> String {
+    let sense = if o.maximize { "max" } else { "min" };
+    let scale = if log { ", log scale" } else { "" };
+    format!("{} ({sense}{scale})", o.column)
 }
 
 fn chart<DB: DrawingBackend>(
@@ -131,15 +137,50 @@ fn draw_on<DB: DrawingBackend>(
     title: &str,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
-    let mut plot = ChartBuilder::on(&root)
+    let mut builder = ChartBuilder::on(&root);
+    builder
         .caption(title, (FONT, 20))
         .margin(16)
+        .margin_right(48)
         .x_label_area_size(48)
-        .y_label_area_size(80)
-        .build_cartesian_2d(span(pts.iter().map(|p| p.0)), span(pts.iter().map(|p| p.1)))?;
+        .y_label_area_size(80);
+    let (xs, ys): (Vec<f64>, Vec<f64>) = pts.iter().map(|p| (p.0, p.1)).unzip();
+    let (x_log, y_log) = (wide(&xs), wide(&ys));
+    let (xr, yr) = (span(&xs, x_log), span(&ys, y_log));
+    let labels = (label(x, x_log), label(y, y_log));
+    match (x_log, y_log) {
+        (false, false) => fill(builder.build_cartesian_2d(xr, yr)?, pts, labels),
+        (true, false) => fill(builder.build_cartesian_2d(xr.log_scale(), yr)?, pts, labels),
+        (false, true) => fill(builder.build_cartesian_2d(xr, yr.log_scale())?, pts, labels),
+        (true, true) => fill(
+            builder.build_cartesian_2d(xr.log_scale(), yr.log_scale())?,
+            pts,
+            labels,
+        ),
+    }?;
+    root.present()
+}
+
+/// Whether values span more than two decades, all positive: drawn on a log axis.
+fn wide(values: &[f64]) -> bool {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    lo > 0.0 && hi / lo > 100.0
+}
+
+fn fill<'a, DB, X, Y>(
+    mut plot: ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    pts: &[(f64, f64, bool)],
+    (x_desc, y_desc): (String, String),
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
     plot.configure_mesh()
-        .x_desc(label(x))
-        .y_desc(label(y))
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .label_style((FONT, 14))
         .axis_desc_style((FONT, 16))
         .light_line_style(BLACK.mix(0.05))
@@ -166,5 +207,5 @@ fn draw_on<DB: DrawingBackend>(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK.mix(0.3))
         .draw()?;
-    root.present()
+    Ok(())
 }
