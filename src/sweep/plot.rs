@@ -35,9 +35,12 @@ pub(super) fn draw(
                 "svg"
             };
             let dest = dir.join(format!("pareto_{}_vs_{}.{ext}", y.column, x.column));
-            let tmp = tempfile::Builder::new()
-                .prefix(".pareto")
-                .suffix(&format!(".{ext}"))
+            let mut builder = tempfile::Builder::new();
+            let suffix = format!(".{ext}");
+            builder.prefix(".pareto").suffix(&suffix);
+            // Temporary files default to mode 0600; ask for what a plain `File::create` gets.
+            builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+            let tmp = builder
                 .tempfile_in(dir)
                 .context("creating a temporary plot file")?
                 .into_temp_path();
