@@ -161,16 +161,10 @@ impl Table {
             .iter()
             .map(|h| !ANNOTATIONS.contains(&h.as_str()))
             .collect();
-        let filter = |row: Vec<String>| -> Vec<String> {
-            row.into_iter()
-                .zip(&keep)
-                .filter_map(|(v, &k)| k.then_some(v))
-                .collect()
-        };
-        self.header = filter(std::mem::take(&mut self.header));
+        self.header = kept(std::mem::take(&mut self.header), &keep);
         self.rows = std::mem::take(&mut self.rows)
             .into_iter()
-            .map(filter)
+            .map(|row| kept(row, &keep))
             .collect();
         self
     }
@@ -306,4 +300,12 @@ impl Stream {
         self.file.flush()?;
         Ok(())
     }
+}
+
+/// The fields of `row` whose `keep` is true.
+fn kept(row: Vec<String>, keep: &[bool]) -> Vec<String> {
+    row.into_iter()
+        .zip(keep)
+        .filter_map(|(v, &k)| k.then_some(v))
+        .collect()
 }

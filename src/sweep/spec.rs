@@ -621,7 +621,7 @@ fn check_domain(target: &Target, domain: &Domain, dir: &Path) -> anyhow::Result<
                 f.check_value(v, dir)?;
             }
             Target::Replicate(_) => {
-                if !v.as_u64().is_some_and(|n| n >= 1) {
+                if v.as_u64().is_none_or(|n| n < 1) {
                     bail!("replicate counts must be whole numbers >= 1 (got {v})");
                 }
             }
