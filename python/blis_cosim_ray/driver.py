@@ -116,6 +116,15 @@ def run_sweep(binary, space, out, chunk=10, report_flags=()):
     space = os.path.abspath(space)
     os.makedirs(out, exist_ok=True)
     ids = _point_ids(binary, space)
+    if os.path.exists(os.path.join(out, "results.csv")):
+        # Runs no point: checks that `out` holds this spec's results (refused otherwise).
+        check = subprocess.run(
+            [binary, "sweep", "--space", space, "--out", out, "--only-points", ""],
+            capture_output=True,
+            text=True,
+        )
+        if check.returncode != 0:
+            raise SystemExit(check.stderr.strip())
     header, rows = _finished(os.path.join(out, "results.csv"))
     timings = {}
     if os.path.exists(os.path.join(out, "timings.csv")):
