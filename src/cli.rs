@@ -55,6 +55,9 @@ pub enum Command {
     Generate(GenerateArgs),
     /// List the built-in workload scenarios.
     Scenarios,
+    /// Run many points of a sweep spec in parallel (one worker thread per core), into one
+    /// results table; mark the Pareto front and the configurations meeting an SLO.
+    Sweep(crate::sweep::SweepArgs),
 }
 
 /// Subcommands of `blis-cosim et`.

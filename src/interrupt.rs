@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// Temporary files and folders of outputs being written.
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -12,6 +12,9 @@ static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static GROUPS: Mutex<Vec<rustix::process::Pid>> = Mutex::new(Vec::new());
 /// Whether some output has been put in place.
 static COMMITTED: AtomicBool = AtomicBool::new(false);
+/// The file descriptor the interruption message goes to: stderr, or the terminal of before
+/// while a sweep sends stderr to its log.
+static CONSOLE: AtomicI32 = AtomicI32::new(2);
 
 /// Starts a thread that handles SIGINT, SIGTERM and SIGHUP for the rest of the process.
 pub fn install() -> std::io::Result<()> {
@@ -32,10 +35,11 @@ pub fn install() -> std::io::Result<()> {
             };
             // Written past stderr's lock, which the interrupted thread may hold.
             let message = format!("blis-cosim: interrupted by {name}: {kept}\n");
-            let _ = rustix::io::write(
-                std::os::fd::AsFd::as_fd(&std::io::stderr()),
-                message.as_bytes(),
-            );
+            let console = CONSOLE.load(Ordering::SeqCst);
+            // SAFETY: `set_console`'s caller keeps the descriptor open while it is set, and
+            // the process exits right after this write.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(console) };
+            let _ = rustix::io::write(fd, message.as_bytes());
             std::process::exit(128 + signal);
         }
     });
@@ -54,6 +58,12 @@ pub fn register(path: &Path) -> Pending {
 pub fn register_group(group: rustix::process::Pid) -> PendingGroup {
     lock(&GROUPS).push(group);
     PendingGroup(group)
+}
+
+/// Sends the interruption message to the open descriptor `fd` (2, stderr, by default); the
+/// caller keeps `fd` open until it sets it back to 2.
+pub fn set_console(fd: i32) {
+    CONSOLE.store(fd, Ordering::SeqCst);
 }
 
 /// Notes that an output has been put in place.

@@ -23,6 +23,7 @@ pub mod router;
 pub mod runner;
 pub mod scheduler;
 mod serde_messages;
+pub mod sweep;
 pub mod workload;
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),
         Some(Command::Et(command)) => blis_cosim::runner::et(&command),
         Some(Command::Generate(args)) => blis_cosim::runner::generate(&args),
+        Some(Command::Sweep(args)) => blis_cosim::sweep::main(&args),
         Some(Command::Scenarios) => {
             blis_cosim::runner::list_scenarios();
             Ok(())

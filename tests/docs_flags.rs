@@ -13,6 +13,7 @@ const COMMANDS: &[&[&str]] = &[
     &["validate"],
     &["generate"],
     &["scenarios"],
+    &["sweep"],
     &["et", "dump"],
 ];
 
