@@ -17,12 +17,17 @@ For every GPU it fits, by least squares on the rows named below,
   every step runs);
 - the fused-MoE kernel (Qwen3-30B-A3B's `moe.csv`, RTX PRO 6000): `t0 + bytes / (bw × eta)`
   over rows of at most 128 tokens, and the fraction of peak FLOP/s of the 2,048-token rows;
-- the mixed-batch decode efficiency by decode thread blocks (decodes x KV heads);
+- the mixed-batch decode efficiency by decode thread blocks (decodes x query heads), the KV
+  bytes counted once per query head (a mixed batch's varlen kernel runs one block per query
+  head for each decode);
 - the host cost of an eager op (host model): the wall time of launch-bound ops.
-- for information, not used yet: the fixed time and bandwidth of memory-bound GEMMs (the bundles'
-  dense tables and our H200 measurement, data/measured/H200-2026-11-26.json).
+- the fixed time and bandwidth of memory-bound GEMMs, `t0 + bytes / (bw x eta)` over
+  Llama-3.1-8B's four GEMMs at <= 16 tokens (the bundles' dense tables and our H200
+  measurement, data/measured/H200-2026-11-26.json), and their median over the three sources;
 and prints each GPU's values and their median over GPUs, which the roofline uses for every
-GPU (`src/latency/roofline.rs`, `ATTENTION_*` and `KERNEL_FLOOR_NS`). No validation run is read.
+GPU (`src/latency/roofline.rs`). No validation run is read. The last lines ("constants held
+by src/latency/roofline.rs") print the values the code holds, rounded as it rounds them;
+`tests/derive_roofline.rs` checks that the two agree.
 
 Usage: scripts/derive_roofline.py [DATA_DIR]   (default ../shared/data)
 """
@@ -81,16 +86,20 @@ def bundle_attention(gpu):
     return decode, prefill
 
 
+# (gpu, model, KV heads, query heads): the attention tables are at TP 1.
 MIXED_SOURCES = [
-    ("RTX4090", "meta-llama/Llama-3.1-8B", 8),
-    ("RTXPRO6000", "meta-llama/Llama-3.1-8B", 8),
-    ("RTXPRO6000", "Qwen/Qwen3-30B-A3B-Instruct-2507", 4),
+    ("RTX4090", "meta-llama/Llama-3.1-8B", 8, 32),
+    ("RTXPRO6000", "meta-llama/Llama-3.1-8B", 8, 32),
+    ("RTXPRO6000", "Qwen/Qwen3-30B-A3B-Instruct-2507", 4, 32),
 ]
 
 
-def mixed_decode(gpu, model, kv_heads):
-    """Median, per decode thread-block count (decodes x KV heads), of the decodes' KV bytes /
-    (mixed time - the same prefill alone) over the peak bandwidth (rows reading over 10 MB)."""
+def mixed_decode(gpu, model, kv_heads, q_heads, per_query_head=True):
+    """Median, per decode thread-block count, of the decodes' KV bytes / (mixed time - the same
+    prefill alone) over the peak bandwidth (rows reading over 10 MB of KV). With
+    `per_query_head` (what the roofline uses) blocks are decodes x query heads and the KV
+    bytes are counted once per query head (x query heads / KV heads); without, decodes x KV
+    heads and the KV bytes once (the earlier parametrisation, printed for comparison)."""
     path = os.path.join(LSS, gpu, model, "bf16/tp1/attention.csv")
     rows = list(csv.DictReader(open(path)))
     alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
@@ -102,7 +111,10 @@ def mixed_decode(gpu, model, kv_heads):
         extra = (float(r["time_us"]) - alone[key]) * 1e-6
         b = nd * int(r["kv_decode"]) * kv_heads * 128 * 2 * 2
         if b > 10e6 and extra > 0:
-            by_units.setdefault(nd * kv_heads, []).append(b / extra / GPUS[gpu]["bw"])
+            if per_query_head:
+                by_units.setdefault(nd * q_heads, []).append(b * q_heads / kv_heads / extra / GPUS[gpu]["bw"])
+            else:
+                by_units.setdefault(nd * kv_heads, []).append(b / extra / GPUS[gpu]["bw"])
     return {u: statistics.median(v) for u, v in sorted(by_units.items())}
 
 
@@ -158,9 +170,9 @@ MEASURED_H200 = os.path.join(os.path.dirname(__file__), "../data/measured/H200-2
 
 def gemm_fixed_fits():
     """Memory-bound GEMMs (<= 16 tokens) of Llama-3.1-8B: `t = t0 + bytes / (bw x eta)` per GPU,
-    from the bundles' dense tables and from our H200 measurement (scripts/gpu/measure_host.py).
-    Informational: the roofline does not use it yet (its GEMMs take 0.5 us + bytes / (0.9 x bw);
-    see the guide's "Measured on an H200")."""
+    from the bundles' dense tables (kernel-only CUDA time) and from our H200 measurement
+    (scripts/gpu/measure_host.py; graph replay, so with the <= 0.8 us between kernels). The
+    roofline takes the median of the three per constant."""
     out = []
     for gpu in ("RTX4090", "RTXPRO6000"):
         path = os.path.join(LSS, gpu, "meta-llama/Llama-3.1-8B/bf16/tp1/dense.csv")
@@ -215,19 +227,38 @@ def main():
           f"eta_prefill {statistics.median(eta_p):.3f} (t0 {statistics.median(t0_p):.2f} us)")
     print(f"kernel floor (one-token RMSNorm, kernel only): {', '.join(f'{f:.2f}' for f in floors)} us; "
           f"median {statistics.median(floors):.2f} us")
-    print("mixed-batch decode efficiency by decodes x KV heads (per source, then the median):")
+    print("mixed-batch decode efficiency by decodes x query heads, KV bytes per query head (per source, then the median):")
     tables = [mixed_decode(*src) for src in MIXED_SOURCES]
+    mixed = []
     for units in sorted(set().union(*tables)):
         values = [t[units] for t in tables if units in t]
         cells = " ".join(f"{t[units]:.3f}" if units in t else "  -  " for t in tables)
+        mixed.append(round(statistics.median(values), 3))
         print(f"  {units:5}: {cells}  median {statistics.median(values):.3f}")
+    print("  (per KV head, the earlier parametrisation, for comparison:)")
+    old_tables = [mixed_decode(*src, per_query_head=False) for src in MIXED_SOURCES]
+    for units in sorted(set().union(*old_tables)):
+        cells = " ".join(f"{t[units]:.3f}" if units in t else "  -  " for t in old_tables)
+        print(f"  {units:5}: {cells}")
     t0, eta, lo, hi = moe_fit()
     print(f"fused MoE: t0 {t0 * 1e6:.1f} us, eta_memory {eta:.3f}, compute-bound 2048-token rows (<= 32 experts) at {lo:.2f}-{hi:.2f} of peak FLOP/s")
     wall, n = eager_op_wall_us()
     print(f"eager op host cost (launch-bound ops' CUDA_EVENT wall time): median {wall:.1f} us over {n} ops")
-    print("memory-bound GEMMs (<= 16 tokens), t0 + bytes / (eta x peak bandwidth); not used yet:")
-    for gpu, n, t0, eta in gemm_fixed_fits():
-        print(f"  {gpu:12} {n:3} rows: t0 {t0 * 1e6:.2f} us, eta {eta:.3f}")
+    print("memory-bound GEMMs (<= 16 tokens), t0 + bytes / (eta x peak bandwidth):")
+    gemms = gemm_fixed_fits()
+    for gpu, n, g0, geta in gemms:
+        print(f"  {gpu:12} {n:3} rows: t0 {g0 * 1e6:.2f} us, eta {geta:.3f}")
+    gemm_t0 = statistics.median(g[2] for g in gemms)
+    gemm_eta = statistics.median(g[3] for g in gemms)
+    print(f"  median over the {len(gemms)} sources: t0 {gemm_t0 * 1e6:.2f} us, eta {gemm_eta:.3f}")
+    print()
+    print("constants held by src/latency/roofline.rs:")
+    print(f"GEMM_FIXED_NS = {round(gemm_t0 * 1e8) * 10}")
+    print(f"GEMM_MEMORY_EFFICIENCY = {gemm_eta:.3f}")
+    print(f"MIXED_DECODE_EFFICIENCY = {', '.join(f'{m:.3f}' for m in mixed)}")
+    print(f"MOE_FIXED_NS = {round(t0 * 1e7) * 100}")
+    print(f"MOE_MEMORY_EFFICIENCY = {eta:.3f}")
+    print(f"KERNEL_FLOOR_NS = {round(statistics.median(floors) * 100) * 10}")
 
 
 if __name__ == "__main__":
