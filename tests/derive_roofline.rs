@@ -36,12 +36,17 @@ fn the_roofline_holds_the_constants_the_script_derives() {
         eprintln!("skipped: LLMServingSim data not found");
         return;
     };
+    // The script reads `<dir>/llmservingsim` and `<dir>/frontier` (the shared data's layout).
+    let dir = data.parent().unwrap();
+    if !data.ends_with("llmservingsim") || !dir.join("frontier").is_dir() {
+        eprintln!(
+            "skipped: {} is not beside Frontier's profiles",
+            data.display()
+        );
+        return;
+    }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/derive_roofline.py");
-    let out = match Command::new("python3")
-        .arg(script)
-        .arg(data.parent().unwrap())
-        .output()
-    {
+    let out = match Command::new("python3").arg(script).arg(dir).output() {
         Ok(out) => out,
         Err(e) => {
             eprintln!("skipped: python3 not runnable: {e}");
