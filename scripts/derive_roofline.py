@@ -16,13 +16,19 @@ For every GPU it fits, by least squares on the rows named below,
 - the kernel floor: the median kernel-only time of a one-token RMSNorm (the smallest kernel
   every step runs);
 - the fused-MoE kernel (Qwen3-30B-A3B's `moe.csv`, RTX PRO 6000): `t0 + bytes / (bw × eta)`
-  over rows of at most 128 tokens, and the fraction of peak FLOP/s of the 2,048-token rows;
-- the mixed-batch decode efficiency by decode thread blocks (decodes x KV heads);
+  over rows of at most 128 tokens, the fraction of peak FLOP/s of the 2,048-token rows, and
+  the share of the shorter of its compute and weight stream that the longer does not hide;
+- the mixed-batch decode efficiency by decode thread blocks (decodes x query heads) and decode
+  context, the KV bytes counted once per query head (a mixed batch's varlen kernel runs one
+  block per query head for each decode);
 - the host cost of an eager op (host model): the wall time of launch-bound ops.
-- for information, not used yet: the fixed time and bandwidth of memory-bound GEMMs (the bundles'
-  dense tables and our H200 measurement, data/measured/H200-2026-11-26.json).
+- the fixed time and bandwidth of memory-bound GEMMs, `t0 + bytes / (bw x eta)` over
+  Llama-3.1-8B's four GEMMs at <= 16 tokens (the bundles' dense tables and our H200
+  measurement, data/measured/H200-2026-11-26.json), and their median over the three sources;
 and prints each GPU's values and their median over GPUs, which the roofline uses for every
-GPU (`src/latency/roofline.rs`, `ATTENTION_*` and `KERNEL_FLOOR_NS`). No validation run is read.
+GPU (`src/latency/roofline.rs`). No validation run is read. The last lines ("constants held
+by src/latency/roofline.rs") print the values the code holds, rounded as it rounds them;
+`tests/derive_roofline.rs` checks that the two agree.
 
 Usage: scripts/derive_roofline.py [DATA_DIR]   (default ../shared/data)
 """
@@ -81,16 +87,44 @@ def bundle_attention(gpu):
     return decode, prefill
 
 
+# (gpu, model, KV heads, query heads): the attention tables are at TP 1.
 MIXED_SOURCES = [
-    ("RTX4090", "meta-llama/Llama-3.1-8B", 8),
-    ("RTXPRO6000", "meta-llama/Llama-3.1-8B", 8),
-    ("RTXPRO6000", "Qwen/Qwen3-30B-A3B-Instruct-2507", 4),
+    ("RTX4090", "meta-llama/Llama-3.1-8B", 8, 32),
+    ("RTXPRO6000", "meta-llama/Llama-3.1-8B", 8, 32),
+    ("RTXPRO6000", "Qwen/Qwen3-30B-A3B-Instruct-2507", 4, 32),
 ]
 
 
-def mixed_decode(gpu, model, kv_heads):
-    """Median, per decode thread-block count (decodes x KV heads), of the decodes' KV bytes /
-    (mixed time - the same prefill alone) over the peak bandwidth (rows reading over 10 MB)."""
+MIXED_DECODES = [4, 8, 16, 32, 64, 128]
+MIXED_KV = [16 << i for i in range(11)]
+
+
+def mixed_decode_grid(gpu, model, kv_heads, q_heads):
+    """Per (decodes, decode KV) cell of the attention table: the decodes' KV bytes, counted once
+    per query head (x query heads / KV heads), over the median of (mixed time - the same
+    prefill alone) across the cell's prefill shapes, over the peak bandwidth."""
+    path = os.path.join(LSS, gpu, model, "bf16/tp1/attention.csv")
+    rows = list(csv.DictReader(open(path)))
+    alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
+    extra = {}
+    for r in rows:
+        key, nd, kv = (r["prefill_chunk"], r["kv_prefill"]), int(r["n_decode"]), int(r["kv_decode"])
+        if int(r["prefill_chunk"]) == 0 or nd not in MIXED_DECODES or kv not in MIXED_KV or key not in alone:
+            continue
+        extra.setdefault((nd, kv), []).append((float(r["time_us"]) - alone[key]) * 1e-6)
+    return {cell: nd_kv_bytes(cell, q_heads) / statistics.median(v) / GPUS[gpu]["bw"]
+            for cell, v in extra.items() for nd in [cell[0]]}
+
+
+def nd_kv_bytes(cell, q_heads):
+    nd, kv = cell
+    return nd * kv * q_heads * 128 * 2 * 2
+
+
+def mixed_decode(gpu, model, kv_heads, per_query_head=False):
+    """The earlier parametrisation, for comparison: median, per decodes x KV heads, of the
+    decodes' KV bytes (once) / (mixed time - the same prefill alone) over the peak bandwidth
+    (rows reading over 10 MB)."""
     path = os.path.join(LSS, gpu, model, "bf16/tp1/attention.csv")
     rows = list(csv.DictReader(open(path)))
     alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
@@ -117,6 +151,29 @@ def moe_fit():
     big = [2 * 2048 * 8 * 3 * 2048 * 768 / (float(r["time_us"]) * 1e-6) / GPUS["RTXPRO6000"]["flops"]
            for r in rows if int(r["tokens"]) == 2048 and int(r["activated_experts"]) <= 32]
     return t0, rate / GPUS["RTXPRO6000"]["bw"], min(big), max(big)
+
+
+def moe_overlap(t0_ns, eta_memory, eta_compute):
+    """How much of the shorter of the fused-MoE kernel's weight stream and its MMA work the
+    longer one fails to hide: `t = t0 + max(c, m) + k x min(c, m)`, with the roofline's t0 and
+    efficiencies (as it rounds them) and its FLOPs and bytes (weights of the active experts,
+    routed rows in and out), k by least squares of the relative error over every row of
+    `moe.csv` (0.01 steps). Returns (k, median |error| with k = 0, the same with k)."""
+    path = os.path.join(LSS, "RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/moe.csv")
+    hidden, ffn, top_k, fp = 2048, 768, 8, 2
+    peak = GPUS["RTXPRO6000"]
+    parts = []
+    for r in csv.DictReader(open(path)):
+        routed = int(r["tokens"]) * top_k
+        m = (int(r["activated_experts"]) * 3 * hidden * ffn * fp + 2 * routed * hidden * fp) / (eta_memory * peak["bw"])
+        c = routed * 2 * 3 * hidden * ffn / (eta_compute * peak["flops"])
+        parts.append((max(c, m), min(c, m), float(r["time_us"]) * 1e-6))
+
+    def errors(k):
+        return [(t0_ns * 1e-9 + hi + k * lo) / t - 1 for hi, lo, t in parts]
+
+    k = min((i / 100 for i in range(101)), key=lambda k: sum(e * e for e in errors(k)))
+    return k, statistics.median(map(abs, errors(0.0))), statistics.median(map(abs, errors(k)))
 
 
 def floor_us(gpu, model):
@@ -158,9 +215,9 @@ MEASURED_H200 = os.path.join(os.path.dirname(__file__), "../data/measured/H200-2
 
 def gemm_fixed_fits():
     """Memory-bound GEMMs (<= 16 tokens) of Llama-3.1-8B: `t = t0 + bytes / (bw x eta)` per GPU,
-    from the bundles' dense tables and from our H200 measurement (scripts/gpu/measure_host.py).
-    Informational: the roofline does not use it yet (its GEMMs take 0.5 us + bytes / (0.9 x bw);
-    see the guide's "Measured on an H200")."""
+    from the bundles' dense tables (kernel-only CUDA time) and from our H200 measurement
+    (scripts/gpu/measure_host.py; graph replay, so with the <= 0.8 us between kernels). The
+    roofline takes the median of the three per constant."""
     out = []
     for gpu in ("RTX4090", "RTXPRO6000"):
         path = os.path.join(LSS, gpu, "meta-llama/Llama-3.1-8B/bf16/tp1/dense.csv")
@@ -215,19 +272,48 @@ def main():
           f"eta_prefill {statistics.median(eta_p):.3f} (t0 {statistics.median(t0_p):.2f} us)")
     print(f"kernel floor (one-token RMSNorm, kernel only): {', '.join(f'{f:.2f}' for f in floors)} us; "
           f"median {statistics.median(floors):.2f} us")
-    print("mixed-batch decode efficiency by decodes x KV heads (per source, then the median):")
-    tables = [mixed_decode(*src) for src in MIXED_SOURCES]
-    for units in sorted(set().union(*tables)):
-        values = [t[units] for t in tables if units in t]
-        cells = " ".join(f"{t[units]:.3f}" if units in t else "  -  " for t in tables)
-        print(f"  {units:5}: {cells}  median {statistics.median(values):.3f}")
+    print("mixed-batch decode efficiency, KV bytes per query head, by decodes x query heads (rows)")
+    print("and decode context (columns); per source (RTX4090 Llama, RTXPRO6000 Llama, RTXPRO6000 Qwen3-30B), then the median:")
+    grids = [mixed_decode_grid(*src) for src in MIXED_SOURCES]
+    mixed = []
+    print("  blocks  " + " ".join(f"{kv:6}" for kv in MIXED_KV))
+    for nd in MIXED_DECODES:
+        q_heads = MIXED_SOURCES[0][3]
+        for i, g in enumerate(grids):
+            print(f"  {nd * q_heads:5}.{i} " + " ".join(f"{g[(nd, kv)]:6.3f}" for kv in MIXED_KV))
+        row = [round(statistics.median(g[(nd, kv)] for g in grids), 3) for kv in MIXED_KV]
+        mixed.append(row)
+        print(f"  {nd * q_heads:5}.M " + " ".join(f"{m:6.3f}" for m in row))
+    print("  (per KV head, by decodes x KV heads, the earlier 1-D parametrisation, for comparison:)")
+    old_tables = [mixed_decode(*src[:3]) for src in MIXED_SOURCES]
+    for units in sorted(set().union(*old_tables)):
+        cells = " ".join(f"{t[units]:.3f}" if units in t else "  -  " for t in old_tables)
+        print(f"  {units:5}: {cells}")
     t0, eta, lo, hi = moe_fit()
     print(f"fused MoE: t0 {t0 * 1e6:.1f} us, eta_memory {eta:.3f}, compute-bound 2048-token rows (<= 32 experts) at {lo:.2f}-{hi:.2f} of peak FLOP/s")
+    moe_t0_ns = round(t0 * 1e7) * 100
+    overlap, before, after = moe_overlap(moe_t0_ns, round(eta, 3), round((lo + hi) / 2, 2))
+    print(f"fused MoE overlap: t0 + max(compute, memory) + {overlap:.2f} x min(...) over every row: "
+          f"median |error| {before:.1%} with 0, {after:.1%} with {overlap:.2f}")
     wall, n = eager_op_wall_us()
     print(f"eager op host cost (launch-bound ops' CUDA_EVENT wall time): median {wall:.1f} us over {n} ops")
-    print("memory-bound GEMMs (<= 16 tokens), t0 + bytes / (eta x peak bandwidth); not used yet:")
-    for gpu, n, t0, eta in gemm_fixed_fits():
-        print(f"  {gpu:12} {n:3} rows: t0 {t0 * 1e6:.2f} us, eta {eta:.3f}")
+    print("memory-bound GEMMs (<= 16 tokens), t0 + bytes / (eta x peak bandwidth):")
+    gemms = gemm_fixed_fits()
+    for gpu, n, g0, geta in gemms:
+        print(f"  {gpu:12} {n:3} rows: t0 {g0 * 1e6:.2f} us, eta {geta:.3f}")
+    gemm_t0 = statistics.median(g[2] for g in gemms)
+    gemm_eta = statistics.median(g[3] for g in gemms)
+    print(f"  median over the {len(gemms)} sources: t0 {gemm_t0 * 1e6:.2f} us, eta {gemm_eta:.3f}")
+    print()
+    print("constants held by src/latency/roofline.rs:")
+    print(f"GEMM_FIXED_NS = {round(gemm_t0 * 1e8) * 10}")
+    print(f"GEMM_MEMORY_EFFICIENCY = {gemm_eta:.3f}")
+    print(f"MIXED_DECODE_EFFICIENCY = {', '.join(f'{m:.3f}' for row in mixed for m in row)}")
+    print(f"MOE_FIXED_NS = {round(t0 * 1e7) * 100}")
+    print(f"MOE_MEMORY_EFFICIENCY = {eta:.3f}")
+    print(f"MOE_COMPUTE_EFFICIENCY = {round((lo + hi) / 2, 2):.2f}")
+    print(f"MOE_UNHIDDEN = {overlap:.2f}")
+    print(f"KERNEL_FLOOR_NS = {round(statistics.median(floors) * 100) * 10}")
 
 
 if __name__ == "__main__":

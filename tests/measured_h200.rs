@@ -2,7 +2,9 @@
 //! `data/measured/H200-2026-11-26.json`, issue 28):
 //! - the `[host]` table of `hardware/H200.toml` is the statistic of them that its comments
 //!   name, so the two cannot drift apart;
-//! - the roofline's blind check on that GPU (no constant of the roofline was derived from it):
+//! - the roofline's blind check on that GPU (no constant of the roofline was derived from it
+//!   but the GEMMs' fixed time and bandwidth, of which it is one of three sources, and not the
+//!   median one):
 //!   predicted against measured kernel time per op family, printed as the guide's tables with
 //!   `cargo test --release --test measured_h200 -- --nocapture`, and held to today's error
 //!   bands so that a change of the roofline that moves them shows here.
@@ -307,13 +309,13 @@ fn the_roofline_blind_check_on_h200_stays_in_todays_bands() {
     // Today's bands (prediction / measurement - 1), a little wider than measured: a change
     // of the roofline that moves a family out of its band must update the guide's table.
     for (family, low, high) in [
-        ("gemm_small_m", -0.50, 0.0),
-        ("gemm_large_m", -0.45, 0.20),
+        ("gemm_small_m", -0.25, 0.0),
+        ("gemm_large_m", -0.25, 0.20),
         ("prefill_attention_cudnn", -0.25, 0.60),
         ("decode_attention_best", -0.25, 0.30),
-        ("moe_grouped_mm", -0.60, -0.20),
-        ("layer", -0.45, -0.05),
-        ("layer_like_for_like", -0.25, 0.15),
+        ("moe_grouped_mm", -0.60, -0.10),
+        ("layer", -0.40, -0.05),
+        ("layer_like_for_like", -0.15, 0.20),
     ] {
         let (lo, hi) = band(family);
         assert!(lo >= low && hi <= high, "{family}: {lo:+.3} .. {hi:+.3}");

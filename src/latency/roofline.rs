@@ -3,7 +3,9 @@
 //! A step runs the model's layer sequence once: a prologue (`embedding`), `num_layers`
 //! transformer blocks, and a head (`final_layernorm`, `lm_head`, `sampler`). Every kernel is
 //! priced per GPU (its work divided by `tp`) as
-//! `max(FLOPs / (peak × compute_eff), bytes / (bandwidth × memory_eff)) + kernel_launch_ns`.
+//! `max(FLOPs / (peak × compute_eff), bytes / (bandwidth × memory_eff)) + kernel_launch_ns`;
+//! GEMMs add a fixed time and stream their weights at their own measured efficiency
+//! ([`GEMM_FIXED_NS`]), and attention and the fused-MoE kernel have their own fits.
 //!
 //! Rounding: each layer occurrence is rounded to the nearest nanosecond, with a floor of
 //! 1 ns, before it is multiplied by its repeat count. [`Roofline::step_time`] and
@@ -27,30 +29,65 @@ const DECODE_ATTENTION_EFFICIENCY: f64 = 0.87;
 /// tables' prefill rows of at least 256 tokens (0.733 on RTX 4090, 0.450 on RTX PRO 6000;
 /// their median).
 const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.59;
-/// Fraction of peak bandwidth at which a *mixed* batch's attention reads the KV cache of its
-/// decodes, by the decodes' thread blocks (decodes × KV heads per GPU: 4, 8, … 1,024; fewer:
-/// proportionally less; more: the last), interpolated on log2. The varlen prefill kernel
-/// gives each decode one block per KV head, so a few decodes cannot fill the GPU and many
-/// contend. Measured as (mixed time − the same prefill alone) against the decodes' KV bytes in
-/// LLMServingSim's attention tables (Llama-3.1-8B on RTX 4090 and RTX PRO 6000, Qwen3-30B-A3B
-/// on RTX PRO 6000): the median of the three per block count (`scripts/derive_roofline.py`);
-/// the three agree within 0.02 up to 16 blocks.
-const MIXED_DECODE_EFFICIENCY: [f64; 9] = [
-    0.070, 0.136, 0.263, 0.352, 0.415, 0.440, 0.417, 0.348, 0.274,
+/// Rate at which a *mixed* batch's attention reads the KV cache of its decodes, as a
+/// fraction of peak bandwidth with the KV bytes counted once per *query* head, by the decodes'
+/// thread blocks (rows: decodes × query heads per GPU, 128, 256, … 4,096; fewer: the first row
+/// times blocks / 128; more: the last) and their mean context (columns: 16, 32, … 16,384 KV
+/// tokens, clamped), interpolated on log2 of both. In a batch with a prefill the varlen kernel
+/// gives every decode one block per query head (only a pure-decode batch packs a GQA group
+/// into one block per KV head), and each block reads its KV head's cache: the work grows with
+/// the query heads; the re-reads of a GQA group partly hit L2 (hence values above 1) until
+/// the decodes' KV outgrows it (the drop at 4,096 blocks beyond 1,024 tokens); short contexts
+/// pay a fixed time per block. Measured as (mixed time − the same prefill alone), median over
+/// each cell's prefill shapes, against the decodes' KV bytes × query heads / KV heads in
+/// LLMServingSim's attention tables (Llama-3.1-8B on RTX 4090 and RTX PRO 6000, GQA 4;
+/// Qwen3-30B-A3B on RTX PRO 6000, GQA 8): the median of the three per cell
+/// (`scripts/derive_roofline.py`). Counted per query head, the two models on RTX PRO 6000
+/// agree within a few per cent cell by cell; per KV head (the 1-D table this replaced) they
+/// differed by 2×.
+const MIXED_DECODE_EFFICIENCY: [[f64; 11]; 6] = [
+    [
+        0.449, 0.858, 1.641, 1.326, 1.917, 2.089, 1.994, 1.928, 1.886, 1.903, 1.928,
+    ],
+    [
+        0.237, 0.468, 0.914, 1.163, 1.455, 1.825, 1.904, 2.027, 2.010, 1.984, 1.997,
+    ],
+    [
+        0.201, 0.397, 0.773, 1.049, 1.458, 1.864, 2.166, 2.371, 2.464, 2.453, 2.492,
+    ],
+    [
+        0.203, 0.401, 0.780, 1.034, 1.500, 1.889, 2.142, 2.339, 2.406, 2.313, 2.328,
+    ],
+    [
+        0.197, 0.390, 0.764, 0.996, 1.427, 1.855, 2.174, 2.418, 1.888, 1.853, 1.793,
+    ],
+    [
+        0.193, 0.381, 0.738, 0.959, 1.340, 1.678, 1.990, 1.761, 1.253, 1.239, 0.999,
+    ],
 ];
 
-/// [`MIXED_DECODE_EFFICIENCY`] at `blocks` decode thread blocks.
-fn mixed_decode_efficiency(blocks: f64) -> f64 {
-    const FIRST: f64 = 4.0;
-    if blocks < FIRST {
-        return MIXED_DECODE_EFFICIENCY[0] * blocks.max(1.0) / FIRST;
+/// [`MIXED_DECODE_EFFICIENCY`] at `blocks` decode thread blocks whose decodes read `context`
+/// KV tokens on average.
+fn mixed_decode_efficiency(blocks: f64, context: f64) -> f64 {
+    // Position on a log2 axis of `n` points from `first`: (index below, weight of the next).
+    fn axis(v: f64, first: f64, n: usize) -> (usize, usize, f64) {
+        let x = (v.max(first) / first).log2();
+        let i = (x.floor() as usize).min(n - 1);
+        let j = (i + 1).min(n - 1);
+        (i, j, (x - i as f64).min(1.0))
     }
-    let x = (blocks / FIRST).log2();
-    let last = MIXED_DECODE_EFFICIENCY.len() - 1;
-    let i = (x.floor() as usize).min(last);
-    let j = (i + 1).min(last);
-    let f = (x - i as f64).min(1.0);
-    MIXED_DECODE_EFFICIENCY[i] + f * (MIXED_DECODE_EFFICIENCY[j] - MIXED_DECODE_EFFICIENCY[i])
+    const FIRST_BLOCKS: f64 = 128.0;
+    const FIRST_CONTEXT: f64 = 16.0;
+    let t = &MIXED_DECODE_EFFICIENCY;
+    let (r0, r1, fr) = axis(blocks, FIRST_BLOCKS, t.len());
+    let (c0, c1, fc) = axis(context, FIRST_CONTEXT, t[0].len());
+    let row = |r: usize| t[r][c0] + fc * (t[r][c1] - t[r][c0]);
+    let eff = row(r0) + fr * (row(r1) - row(r0));
+    if blocks < FIRST_BLOCKS {
+        eff * blocks.max(1.0) / FIRST_BLOCKS
+    } else {
+        eff
+    }
 }
 
 /// Share of the gap between a decode batch's time at its mean context and at its longest
@@ -69,6 +106,27 @@ const DECODE_SKEW_ALPHA: f64 = 0.059;
 const MOE_FIXED_NS: f64 = 6_400.0;
 const MOE_MEMORY_EFFICIENCY: f64 = 0.855;
 const MOE_COMPUTE_EFFICIENCY: f64 = 0.52;
+/// Share of the shorter of the fused-MoE kernel's compute and weight stream that the longer
+/// does not hide: the kernel takes `MOE_FIXED_NS + max(c, m) + MOE_UNHIDDEN × min(c, m)`.
+/// Fitted with the three constants above, by least squares of the relative error, to every
+/// row of the same `moe.csv` (1–2,048 tokens × 8–128 experts): median error 8.3% with full
+/// overlap, 6.1% with 0.24; the rows it corrects are those of 256–2,048 tokens, where both
+/// weights and MMA work count (`scripts/derive_roofline.py`).
+const MOE_UNHIDDEN: f64 = 0.24;
+
+/// Fixed GPU time of one GEMM (cuBLAS/CUTLASS: ramp-up, tail wave, split-K reduction), ns,
+/// and the fraction of peak bandwidth at which a memory-bound GEMM streams its weights: a GEMM
+/// costs `GEMM_FIXED_NS + max(FLOPs / (peak × compute_eff), bytes / (bandwidth ×
+/// GEMM_MEMORY_EFFICIENCY)) + kernel_launch_ns`. Fitted (`t = t0 + bytes / (η × bandwidth)`,
+/// weighted by relative error) per source to Llama-3.1-8B's four GEMMs at ≤ 16 tokens:
+/// LLMServingSim's kernel-only dense tables on RTX 4090 (4.84 µs, 0.947) and RTX PRO 6000
+/// (3.44 µs, 0.950), and our H200 measurement (`data/measured/H200-2026-11-26.json`, graph
+/// replay, so with ≤ 0.8 µs of inter-kernel gap: 7.14 µs, 0.920); the median of the three per
+/// constant (`scripts/derive_roofline.py`). With it every source's rows are within −19% to
+/// +7% (H200 −3% to −19%), where 0.5 µs + bytes / (0.9 × bandwidth) was up to 46% fast on
+/// the H200.
+pub(crate) const GEMM_FIXED_NS: f64 = 4_840.0;
+pub(crate) const GEMM_MEMORY_EFFICIENCY: f64 = 0.947;
 
 /// Least GPU time of any kernel, ns: the median kernel-only time of a one-token RMSNorm in
 /// Frontier's operator profiles (1.76 µs RTX PRO 6000, 2.98 and 2.53 µs H800; the median).
@@ -95,6 +153,8 @@ pub struct Roofline {
     qk_norm: bool,
     flops_per_ns: f64,
     bytes_per_ns: f64,
+    /// A GEMM's bandwidth ([`GEMM_MEMORY_EFFICIENCY`]).
+    gemm_bytes_per_ns: f64,
     /// Attention's rates: peak FLOP/s and bandwidth times the attention efficiencies.
     attention_flops_per_ns: f64,
     attention_bytes_per_ns: f64,
@@ -155,12 +215,16 @@ impl Cost {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Work {
     Kernel(Cost),
+    /// A GEMM (its fixed time and weight-streaming efficiency: [`GEMM_FIXED_NS`]).
+    Gemm(Cost),
     /// One attention launch whose prefill and decode parts are priced separately.
     Attention {
         prefill: Cost,
         decode: Cost,
         /// Decodes in the batch (their KV reads slow down next to a prefill).
         decodes: f64,
+        /// Their mean context, KV tokens read per decode.
+        context: f64,
         /// See [`Step::decode_skew_bytes`].
         skew_bytes: f64,
     },
@@ -183,6 +247,8 @@ struct Step {
     decode: Cost,
     /// Decodes whose attention runs on the GPU.
     decodes: f64,
+    /// KV tokens those decodes read, summed.
+    decode_context: f64,
     /// KV bytes the decodes would read beyond theirs if every one had the longest context.
     decode_skew_bytes: f64,
 }
@@ -232,6 +298,7 @@ impl Roofline {
             qk_norm: matches!(model.model_type.as_str(), "qwen3" | "qwen3_moe"),
             flops_per_ns: hardware.peak_flops(dtype) * hardware.compute_efficiency / 1e9,
             bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
+            gemm_bytes_per_ns: hardware.memory_bw_gbps * GEMM_MEMORY_EFFICIENCY,
             attention_flops_per_ns: hardware.peak_flops(dtype) * PREFILL_ATTENTION_EFFICIENCY / 1e9,
             attention_bytes_per_ns: hardware.memory_bw_gbps * DECODE_ATTENTION_EFFICIENCY,
             moe_flops_per_ns: hardware.peak_flops(dtype) * MOE_COMPUTE_EFFICIENCY / 1e9,
@@ -295,6 +362,7 @@ impl Roofline {
             prefill: Cost::default(),
             decode: Cost::default(),
             decodes: 0.0,
+            decode_context: 0.0,
             decode_skew_bytes: 0.0,
         };
         let (mut longest, mut context) = (0.0f64, 0.0f64);
@@ -325,6 +393,7 @@ impl Roofline {
         }
         // The KV the decodes would read if each had the longest context.
         step.decode_skew_bytes = (step.decodes * longest - context) * kv_row;
+        step.decode_context = context;
         Ok(step)
     }
 
@@ -333,7 +402,12 @@ impl Roofline {
         let (t, h, fp) = (s.tokens, self.hidden, self.fp);
         let kernel = |flops: f64, bytes: f64| Work::Kernel(Cost { flops, bytes });
         // GEMM of an m×k activation with a k×n weight: weights plus input and output.
-        let gemm = |m: f64, k: f64, n: f64| kernel(2.0 * m * k * n, (k * n + m * k + m * n) * fp);
+        let gemm = |m: f64, k: f64, n: f64| {
+            Work::Gemm(Cost {
+                flops: 2.0 * m * k * n,
+                bytes: (k * n + m * k + m * n) * fp,
+            })
+        };
         // RMSNorm over `elems` values with a weight of `width`: read, write, weight.
         let norm = |elems: f64, width: f64| kernel(4.0 * elems, (2.0 * elems + width) * fp);
         // Ring all-reduce of the full `t × hidden` activation: over the instance's link as the
@@ -370,6 +444,7 @@ impl Roofline {
                     prefill: s.prefill,
                     decode: s.decode,
                     decodes: s.decodes,
+                    context: s.decode_context / s.decodes.max(1.0),
                     skew_bytes: s.decode_skew_bytes,
                 },
             );
@@ -442,10 +517,15 @@ impl Roofline {
     fn layer_ns(&self, work: Work) -> Nanos {
         let ns = match work {
             Work::Kernel(cost) => (self.roofline_ns(cost) + self.launch_ns).max(KERNEL_FLOOR_NS),
+            Work::Gemm(c) => {
+                let busy = (c.flops / self.flops_per_ns).max(c.bytes / self.gemm_bytes_per_ns);
+                (GEMM_FIXED_NS + busy + self.launch_ns).max(KERNEL_FLOOR_NS)
+            }
             Work::Attention {
                 prefill,
                 decode,
                 decodes,
+                context,
                 skew_bytes,
             } => {
                 let rate = |c: Cost| {
@@ -455,8 +535,11 @@ impl Roofline {
                 let decode_bw = if prefill == Cost::default() {
                     self.attention_bytes_per_ns
                 } else {
+                    // KV bytes per query head: the rate per KV byte is the table's over the
+                    // GQA group size.
                     let peak = self.attention_bytes_per_ns / DECODE_ATTENTION_EFFICIENCY;
-                    peak * mixed_decode_efficiency(decodes * self.kv_heads_per_gpu)
+                    let group = self.heads_per_gpu / self.kv_heads_per_gpu;
+                    peak * mixed_decode_efficiency(decodes * self.heads_per_gpu, context) / group
                 };
                 let decode_ns = if prefill == Cost::default() {
                     rate(decode)
@@ -466,8 +549,11 @@ impl Roofline {
                 ATTENTION_FIXED_NS + rate(prefill) + decode_ns
             }
             Work::Experts(c) => {
-                MOE_FIXED_NS
-                    + (c.flops / self.moe_flops_per_ns).max(c.bytes / self.moe_bytes_per_ns)
+                let (compute, memory) = (
+                    c.flops / self.moe_flops_per_ns,
+                    c.bytes / self.moe_bytes_per_ns,
+                );
+                MOE_FIXED_NS + compute.max(memory) + MOE_UNHIDDEN * compute.min(memory)
             }
             Work::Comm { ns } => ns,
         };
@@ -636,8 +722,8 @@ mod tests {
         let gemms = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"];
         let mut checked = 0;
         for (name, work) in layers(&r, &prefill) {
-            let Work::Kernel(c) = work else { continue };
-            let compute_bound = c.flops / r.flops_per_ns > c.bytes / r.bytes_per_ns;
+            let Work::Gemm(c) = work else { continue };
+            let compute_bound = c.flops / r.flops_per_ns > c.bytes / r.gemm_bytes_per_ns;
             if gemms.contains(&name) {
                 assert!(compute_bound, "{name}");
                 checked += 1;
@@ -808,14 +894,18 @@ mod tests {
     }
 
     #[test]
-    fn mixed_decode_efficiency_interpolates_on_log2_of_the_thread_blocks() {
-        assert_eq!(mixed_decode_efficiency(4.0), 0.070);
-        assert_eq!(mixed_decode_efficiency(8.0), 0.136);
-        let six = 0.070 + (1.5f64).log2() * (0.136 - 0.070);
-        assert!((mixed_decode_efficiency(6.0) - six).abs() < 1e-12);
-        // Fewer blocks than the first entry: proportionally less; more than the last: the last.
-        assert!((mixed_decode_efficiency(2.0) - 0.035).abs() < 1e-12);
-        assert_eq!(mixed_decode_efficiency(1e6), 0.274);
+    fn mixed_decode_efficiency_interpolates_on_log2_of_blocks_and_context() {
+        let t = &MIXED_DECODE_EFFICIENCY;
+        assert_eq!(mixed_decode_efficiency(128.0, 16.0), t[0][0]);
+        assert_eq!(mixed_decode_efficiency(256.0, 1024.0), t[1][6]);
+        // Halfway (on log2) between two rows and two columns: the mean of the four corners.
+        let mid = mixed_decode_efficiency(128.0 * 2f64.sqrt(), 16.0 * 2f64.sqrt());
+        let corners = (t[0][0] + t[0][1] + t[1][0] + t[1][1]) / 4.0;
+        assert!((mid - corners).abs() < 1e-12, "{mid} {corners}");
+        // Fewer blocks than the first row: proportionally less; beyond the table: its edge.
+        assert!((mixed_decode_efficiency(64.0, 16.0) - t[0][0] / 2.0).abs() < 1e-12);
+        assert_eq!(mixed_decode_efficiency(1e6, 1e6), t[5][10]);
+        assert_eq!(mixed_decode_efficiency(4096.0, 1.0), t[5][0]);
     }
 
     #[test]

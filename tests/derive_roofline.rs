@@ -1,0 +1,77 @@
+//! The roofline's measured constants are what `scripts/derive_roofline.py` derives: the script
+//! prints, last, the values `src/latency/roofline.rs` holds ("constants held by ..."), and this
+//! test reads both and checks that they agree, so neither can drift from the other. Needs the
+//! shared data (LLMServingSim's bundles and Frontier's profiles, beside it) and `python3`.
+
+#[path = "common/shared_data.rs"]
+mod shared_data;
+
+use std::process::Command;
+
+const SOURCE: &str = include_str!("../src/latency/roofline.rs");
+
+/// The numbers of `const NAME: TYPE = VALUE;` in the roofline's source (an array's entries in
+/// order), underscores removed.
+fn held(name: &str) -> Vec<f64> {
+    let start = SOURCE
+        .find(&format!("const {name}:"))
+        .unwrap_or_else(|| panic!("no const {name} in roofline.rs"));
+    let rest = &SOURCE[start..];
+    let value = &rest[rest.find('=').unwrap() + 1..];
+    let value = &value[..value.find(';').unwrap()];
+    value
+        .split(|c: char| c == ',' || c == '[' || c == ']' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: {s}"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_roofline_holds_the_constants_the_script_derives() {
+    let Some(data) = shared_data::shared_data() else {
+        eprintln!("skipped: LLMServingSim data not found");
+        return;
+    };
+    // The script reads `<dir>/llmservingsim` and `<dir>/frontier` (the shared data's layout).
+    let dir = data.parent().unwrap();
+    if !data.ends_with("llmservingsim") || !dir.join("frontier").is_dir() {
+        eprintln!(
+            "skipped: {} is not beside Frontier's profiles",
+            data.display()
+        );
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/derive_roofline.py");
+    let out = match Command::new("python3").arg(script).arg(dir).output() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("skipped: python3 not runnable: {e}");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let block = stdout
+        .split("constants held by src/latency/roofline.rs:")
+        .nth(1)
+        .expect("the script prints the constants block");
+    let mut checked = 0;
+    for line in block.lines().filter(|l| l.contains(" = ")) {
+        let (name, values) = line.split_once(" = ").unwrap();
+        let derived: Vec<f64> = values
+            .split(", ")
+            .map(|v| v.trim().parse().unwrap())
+            .collect();
+        assert_eq!(held(name.trim()), derived, "{name}");
+        checked += 1;
+    }
+    assert!(checked >= 6, "{checked} constants checked");
+}
