@@ -73,16 +73,7 @@ pub(super) fn resolve(
         field: format!("{path}.{key}"),
         message,
     };
-    // Group names in order of first appearance; members by instance id.
-    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
-    for (id, p) in placed.iter().enumerate() {
-        if let Some(name) = &p.spec.dp_group {
-            match groups.iter_mut().find(|(n, _)| n == name) {
-                Some((_, members)) => members.push(id),
-                None => groups.push((name, vec![id])),
-            }
-        }
-    }
+    let groups = dp_groups(placed);
     for (id, p) in placed.iter().enumerate() {
         let inst = &instances[id];
         let experts = inst.model.moe.as_ref().map_or(0, |m| m.num_experts);
@@ -122,53 +113,11 @@ pub(super) fn resolve(
             // A dense model's members run independently: nothing to check or share.
             Some(_) if experts == 0 => (1, 0),
             Some(g) => {
-                let members = &groups[g].1;
-                let differs = |o: usize| {
-                    let other = &instances[o];
-                    other.model.name != inst.model.name
-                        || other.tp != inst.tp
-                        || placed[o].spec.ep_size != p.spec.ep_size
-                        || other.role != inst.role
+                let group = Group {
+                    name: groups[g].0,
+                    members: &groups[g].1,
                 };
-                if let Some(&o) = members.iter().find(|&&o| differs(o)) {
-                    return Err(invalid(
-                        &p.path,
-                        "dp_group",
-                        format!(
-                            "members of dp_group \"{}\" must share model_name, tp_size, \
-                             ep_size and pd_type ({} differs from {})",
-                            groups[g].0, p.path, placed[o].path
-                        ),
-                    ));
-                }
-                let streams = inst.placement.as_ref().is_some_and(|p| p.streams_weights());
-                if streams && pricing == CommPricing::Astra {
-                    return Err(invalid(
-                        &p.path,
-                        "placement",
-                        format!(
-                            "keeps weights of a member of dp_group \"{}\" outside the GPU, \
-                             which is not supported under ASTRA-Sim co-simulation yet (the \
-                             group's process has no weight loads); use the analytical network \
-                             backend",
-                            groups[g].0
-                        ),
-                    ));
-                }
-                let n = members.len() as u32;
-                if !ep.is_multiple_of(n) || ep / n > inst.tp {
-                    return Err(invalid(
-                        &p.path,
-                        "ep_size",
-                        format!(
-                            "{ep} over the {n} members of dp_group \"{}\" must give each a \
-                             whole number of EP ranks, at most tp_size {}",
-                            groups[g].0, inst.tp
-                        ),
-                    ));
-                }
-                let member = members.iter().position(|&m| m == id).unwrap_or(0) as u32;
-                (ep / n, member * (ep / n))
+                member_ranks(group, id, ep, placed, instances, pricing, source)?
             }
         };
         let analytical = pricing == CommPricing::Analytical;
@@ -198,6 +147,93 @@ pub(super) fn resolve(
             .map(|g| u32::try_from(g).unwrap_or(u32::MAX));
     }
     Ok(())
+}
+
+/// A DP group: its name and its members' instance ids.
+#[derive(Clone, Copy)]
+struct Group<'g> {
+    name: &'g str,
+    members: &'g [usize],
+}
+
+/// DP group names in order of first appearance, with their members by instance id.
+fn dp_groups<'p>(placed: &'p [PlacedInstance<'_>]) -> Vec<(&'p str, Vec<usize>)> {
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (id, p) in placed.iter().enumerate() {
+        if let Some(name) = &p.spec.dp_group {
+            match groups.iter_mut().find(|(n, _)| n == name) {
+                Some((_, members)) => members.push(id),
+                None => groups.push((name, vec![id])),
+            }
+        }
+    }
+    groups
+}
+
+/// The EP ranks of instance `id`, a member of MoE DP group `group` whose EP degree over the
+/// group is `ep`: (ranks on the instance, its first rank). The members must agree on model,
+/// TP, EP and role, and share the ranks evenly.
+fn member_ranks(
+    group: Group<'_>,
+    id: usize,
+    ep: u32,
+    placed: &[PlacedInstance<'_>],
+    instances: &[InstanceConfig],
+    pricing: CommPricing,
+    source: &str,
+) -> Result<(u32, u32), ConfigError> {
+    let invalid = |path: &str, key: &str, message: String| ConfigError::Invalid {
+        source_name: source.to_owned(),
+        field: format!("{path}.{key}"),
+        message,
+    };
+    let (inst, p, members) = (&instances[id], &placed[id], group.members);
+    let differs = |o: usize| {
+        let other = &instances[o];
+        other.model.name != inst.model.name
+            || other.tp != inst.tp
+            || placed[o].spec.ep_size != p.spec.ep_size
+            || other.role != inst.role
+    };
+    if let Some(&o) = members.iter().find(|&&o| differs(o)) {
+        return Err(invalid(
+            &p.path,
+            "dp_group",
+            format!(
+                "members of dp_group \"{}\" must share model_name, tp_size, \
+                 ep_size and pd_type ({} differs from {})",
+                group.name, p.path, placed[o].path
+            ),
+        ));
+    }
+    let streams = inst.placement.as_ref().is_some_and(|p| p.streams_weights());
+    if streams && pricing == CommPricing::Astra {
+        return Err(invalid(
+            &p.path,
+            "placement",
+            format!(
+                "keeps weights of a member of dp_group \"{}\" outside the GPU, \
+                 which is not supported under ASTRA-Sim co-simulation yet (the \
+                 group's process has no weight loads); use the analytical network \
+                 backend",
+                group.name
+            ),
+        ));
+    }
+    let n = members.len() as u32;
+    if !ep.is_multiple_of(n) || ep / n > inst.tp {
+        return Err(invalid(
+            &p.path,
+            "ep_size",
+            format!(
+                "{ep} over the {n} members of dp_group \"{}\" must give each a \
+                 whole number of EP ranks, at most tp_size {}",
+                group.name, inst.tp
+            ),
+        ));
+    }
+    let member = members.iter().position(|&m| m == id).unwrap_or(0) as u32;
+    Ok((ep / n, member * (ep / n)))
 }
 
 /// Seed of instance `id`'s expert gate: `--seed` hashed with the stream's name and the id.
