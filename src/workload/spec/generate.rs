@@ -569,7 +569,6 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     let mut requests = Vec::new();
     let mut sessions = SessionSet::new();
     let mut classes = RequestClasses::default();
-    set_goodput_targets(spec, &mut classes);
     while let Some(g) = generator.next() {
         let client = &spec.clients[g.client as usize];
         let (tenant, class) = (tenant_name(client), class_name(client));
@@ -582,6 +581,7 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     if requests.is_empty() && sessions.is_empty() {
         return Err(nothing_generated(spec));
     }
+    set_goodput_targets(spec, &mut classes);
     Ok(Workload {
         requests,
         sessions,
@@ -589,11 +589,12 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     })
 }
 
-/// Gives the spec's `goodput_slo_targets` to the classes its clients use (a target for a
-/// class no client has is ignored, with a warning).
+/// Gives the spec's `goodput_slo_targets` to the classes its requests use (a target for a
+/// class no request has is ignored, with a warning), after the requests so that classes keep
+/// the order of their first request, as the JSONL reader sees them.
 fn set_goodput_targets(spec: &WorkloadSpec, classes: &mut RequestClasses) {
     for (class, targets) in &spec.goodput_targets {
-        if spec.clients.iter().any(|c| class_name(c) == class) {
+        if classes.classes().iter().any(|c| c == class) {
             classes
                 .set_targets(class, *targets)
                 .expect("one entry per class");
