@@ -24,7 +24,7 @@ fn s(p: &Path) -> &str {
 
 const EXAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/examples/blis-closed-loop-cohorts.yaml"
+    "/examples/scenarios/coding-assistant.yaml"
 );
 
 /// A closed-loop client: 3 users, 1 ms think time, fixed sizes, 12 requests in all.
