@@ -412,7 +412,11 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             "client `chat`: `population` belongs to cohorts, not clients",
         ),
         (
-            format!("{}cohorts:\n{}", one(""), client("co", 1.0, "    population: 0\n")),
+            format!(
+                "{}cohorts:\n{}",
+                one(""),
+                client("co", 1.0, "    population: 0\n")
+            ),
             "cohort `co`: population must be in [1, 100000], got 0",
         ),
         (
@@ -427,7 +431,11 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             format!(
                 "{}cohorts:\n{}",
                 one(""),
-                client("co", 1.0, "    population: 2\n    diurnal: {peak_hour: 24, peak_to_trough_ratio: 2}\n")
+                client(
+                    "co",
+                    1.0,
+                    "    population: 2\n    diurnal: {peak_hour: 24, peak_to_trough_ratio: 2}\n"
+                )
             ),
             "diurnal.peak_hour must be an hour in [0, 23], got 24",
         ),
@@ -435,7 +443,11 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             format!(
                 "{}cohorts:\n{}",
                 one(""),
-                client("co", 1.0, "    population: 2\n    spike: {start_time_us: 0, duration_us: 5, trace_rate: 3}\n")
+                client(
+                    "co",
+                    1.0,
+                    "    population: 2\n    spike: {start_time_us: 0, duration_us: 5, trace_rate: 3}\n"
+                )
             ),
             "spike.trace_rate (absolute-rate mode, aggregate_rate: 0) is not supported yet",
         ),
@@ -443,12 +455,19 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             format!(
                 "{}cohorts:\n{}",
                 one(""),
-                client("co", 1.0, "    population: 2\n    prefix_sharing: per_member\n")
+                client(
+                    "co",
+                    1.0,
+                    "    population: 2\n    prefix_sharing: per_member\n"
+                )
             ),
             "cohort `co`: prefix_sharing `per_member` needs a prefix_group",
         ),
         (
-            format!("goodput_slo_targets: {{batch: {{ttft_ms: -3}}}}\n{}", one("")),
+            format!(
+                "goodput_slo_targets: {{batch: {{ttft_ms: -3}}}}\n{}",
+                one("")
+            ),
             "goodput_slo_targets.batch.ttft_ms: must be a positive number of ms",
         ),
         (

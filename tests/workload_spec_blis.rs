@@ -154,7 +154,11 @@ fn a_client_sends_nothing_outside_its_windows_and_its_rate_inside() {
         .iter()
         .filter(|&&t| (2_000_000_000..3_000_000_000).contains(&t))
         .count();
-    assert_eq!(in_first + in_second, arrivals.len(), "none outside the windows");
+    assert_eq!(
+        in_first + in_second,
+        arrivals.len(),
+        "none outside the windows"
+    );
     // Poisson at 1000/s for 1 s: 1000 ± 5σ (σ ≈ 32).
     for n in [in_first, in_second] {
         assert!((842..=1158).contains(&n), "{n}");
@@ -190,7 +194,10 @@ fn rate_fractions_are_normalised_per_phase_as_in_blis() {
         assert!((s.client_rate(i) - want).abs() < 1e-9, "{i}");
     }
     let reqs: Vec<_> = Generator::new(&s, Overrides::default()).unwrap().collect();
-    let in_second = reqs.iter().filter(|r| r.arrival_ns >= 50_000_000_000).count();
+    let in_second = reqs
+        .iter()
+        .filter(|r| r.arrival_ns >= 50_000_000_000)
+        .count();
     // 2000 expected in each phase (±5σ ≈ 224).
     assert!((1776..=2224).contains(&in_second), "{in_second}");
     assert!(
@@ -225,18 +232,32 @@ fn a_cohort_expands_into_members_with_blis_diurnal_windows() {
     let hour = 3_600_000_000_000u64;
     let windows = s.clients[0].lifecycle.as_ref().unwrap().windows().to_vec();
     assert_eq!(windows.len(), 24);
-    assert_eq!(windows[14], (14 * hour, 15 * hour), "the peak hour is active throughout");
-    assert_eq!(windows[2], (2 * hour, 2 * hour + hour / 4), "the trough: 1/4 of the hour");
+    assert_eq!(
+        windows[14],
+        (14 * hour, 15 * hour),
+        "the peak hour is active throughout"
+    );
+    assert_eq!(
+        windows[2],
+        (2 * hour, 2 * hour + hour / 4),
+        "the trough: 1/4 of the hour"
+    );
     let mut per_hour = [0u64; 24];
     for r in Generator::new(&s, Overrides::default()).unwrap() {
         let h = (r.arrival_ns / hour) as usize;
-        assert!(r.arrival_ns < windows[h].1, "outside the hour's active part");
+        assert!(
+            r.arrival_ns < windows[h].1,
+            "outside the hour's active part"
+        );
         per_hour[h] += 1;
     }
     // 1 req/s while active: 3600 × the active share of each hour, ±5σ.
     for (h, &n) in per_hour.iter().enumerate() {
         let want = (windows[h].1 - windows[h].0) as f64 / 1e9;
-        assert!((n as f64 - want).abs() <= 5.0 * want.sqrt(), "hour {h}: {n} vs {want}");
+        assert!(
+            (n as f64 - want).abs() <= 5.0 * want.sqrt(),
+            "hour {h}: {n} vs {want}"
+        );
     }
 }
 
@@ -262,7 +283,12 @@ fn spike_and_drain_cohorts_follow_their_windows() {
         "    drain: {start_time_us: 1000000, ramp_duration_us: 10000000}\n",
         20_000_000,
     ));
-    let windows = drain.clients[0].lifecycle.as_ref().unwrap().windows().to_vec();
+    let windows = drain.clients[0]
+        .lifecycle
+        .as_ref()
+        .unwrap()
+        .windows()
+        .to_vec();
     let want: Vec<(u64, u64)> = std::iter::once((0, 1_000_000_000))
         .chain((0..10u64).map(|k| {
             let start = 1_000_000_000 + k * 1_000_000_000;
@@ -298,7 +324,11 @@ fn generate_both(spec: &WorkloadSpec) -> (Workload, Workload, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.jsonl");
     let mut out = Vec::new();
-    write_jsonl(Generator::new(spec, Overrides::default()).unwrap(), &mut out).unwrap();
+    write_jsonl(
+        Generator::new(spec, Overrides::default()).unwrap(),
+        &mut out,
+    )
+    .unwrap();
     std::fs::write(&path, &out).unwrap();
     let reread = read_workload(&path, None).unwrap();
     (direct, reread, String::from_utf8(out).unwrap())
@@ -310,7 +340,10 @@ fn the_blis_example_generates_jsonl_that_reads_back_as_the_same_workload() {
     let (direct, reread, text) = generate_both(&example);
     assert_eq!(direct.requests, reread.requests);
     assert_eq!(direct.sessions, reread.sessions);
-    assert_eq!(direct.classes, reread.classes, "tenants, classes, profiles, targets");
+    assert_eq!(
+        direct.classes, reread.classes,
+        "tenants, classes, profiles, targets"
+    );
     for field in [
         "\"timeout_us\":30000000",
         "\"slo_target_us\":400000",
@@ -325,7 +358,10 @@ fn the_blis_example_generates_jsonl_that_reads_back_as_the_same_workload() {
     // The closed-loop client's 8 users, the cohorts' members, the windows respected.
     assert_eq!(direct.sessions.len(), 8);
     let classes = direct.classes.as_ref().unwrap();
-    assert_eq!(classes.classes(), ["critical", "standard", "batch", "sheddable"]);
+    assert_eq!(
+        classes.classes(),
+        ["critical", "standard", "batch", "sheddable"]
+    );
     let spike: Vec<u64> = direct
         .requests
         .iter()
@@ -333,7 +369,11 @@ fn the_blis_example_generates_jsonl_that_reads_back_as_the_same_workload() {
         .map(|r| r.arrival_ns)
         .collect();
     assert!(!spike.is_empty());
-    assert!(spike.iter().all(|t| (20_000_000_000..25_000_000_000).contains(t)));
+    assert!(
+        spike
+            .iter()
+            .all(|t| (20_000_000_000..25_000_000_000).contains(t))
+    );
 }
 
 #[test]
@@ -353,13 +393,19 @@ fn the_blis_example_runs_and_reports_client_seen_latency_and_goodput() {
     let slo = &summary["slo"];
     assert_eq!(slo["goodput_slo_targets_ms"]["critical"]["ttft"], 500.0);
     assert!(slo["by_slo_class"]["critical"]["attainment"].is_f64());
-    assert!(slo["by_slo_class"]["batch"]["attainment"].is_null(), "no target");
+    assert!(
+        slo["by_slo_class"]["batch"]["attainment"].is_null(),
+        "no target"
+    );
     assert!(slo["client_seen"]["ttft_ms"]["p50"].is_f64());
     assert!(String::from_utf8_lossy(&out.stdout).contains("Client-seen (network) ms"));
     // In flight per closed-loop user: one at a time.
     let rows = read_csv(&csv).1;
     let mut per_user: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r["session_id"].starts_with("ide-agents/")) {
+    for r in rows
+        .iter()
+        .filter(|r| r["session_id"].starts_with("ide-agents/"))
+    {
         per_user
             .entry(r["session_id"].clone())
             .or_default()
@@ -390,8 +436,14 @@ fn client_seen_latency_adds_the_round_trip_and_the_transfers() {
     let e2e = slo["all"]["e2e_ms"]["p50"].as_f64().unwrap();
     let client_ttft = slo["client_seen"]["ttft_ms"]["p50"].as_f64().unwrap();
     let client_e2e = slo["client_seen"]["e2e_ms"]["p50"].as_f64().unwrap();
-    assert!((client_ttft - ttft - 40.32).abs() < 1e-6, "{client_ttft} {ttft}");
-    assert!((client_e2e - e2e - 40.3232).abs() < 1e-6, "{client_e2e} {e2e}");
+    assert!(
+        (client_ttft - ttft - 40.32).abs() < 1e-6,
+        "{client_ttft} {ttft}"
+    );
+    assert!(
+        (client_e2e - e2e - 40.3232).abs() < 1e-6,
+        "{client_e2e} {e2e}"
+    );
 }
 
 #[test]
@@ -454,7 +506,8 @@ fn bad_new_jsonl_fields_are_refused_naming_the_line_and_field() {
             "w.jsonl:2: goodput_slo: SLO class `default` already has other goodput targets",
         ),
     ] {
-        let first = r#"{"input_toks":10,"output_toks":5,"arrival_time_ns":0,"goodput_slo":{"ttft_ms":4}}"#;
+        let first =
+            r#"{"input_toks":10,"output_toks":5,"arrival_time_ns":0,"goodput_slo":{"ttft_ms":4}}"#;
         std::fs::write(&data, format!("{first}\n{line}\n")).unwrap();
         let out = run(&["--dataset", s(&data)]);
         assert!(!out.status.success());

@@ -65,6 +65,31 @@ pub struct GeneratedRequest {
     seq: u64,
 }
 
+/// The first arrival of `state`'s clock in a window of `lifecycle`, from `t` (outside them)
+/// on: arrivals outside the windows are drawn and dropped, as BLIS does; `None` once past the
+/// last window or the horizon.
+#[inline(never)]
+fn in_window(
+    state: &mut ClientState,
+    lifecycle: &super::Lifecycle,
+    mut t: Nanos,
+    horizon_ns: Nanos,
+) -> Option<Nanos> {
+    loop {
+        if t >= lifecycle.end_ns() {
+            return None;
+        }
+        let next = state.clock.next(&mut state.arrival_rng).round();
+        if next >= horizon_ns as f64 {
+            return None;
+        }
+        t = next as Nanos;
+        if lifecycle.contains(t) {
+            return Some(t);
+        }
+    }
+}
+
 /// An iterator over a spec's requests in arrival order (ties: client order), with ids
 /// assigned in that order. Stops after `num_requests` requests or at the horizon, whichever
 /// comes first. Drawing a request allocates nothing.
@@ -95,6 +120,8 @@ struct ClientState {
     prefix_group: Option<usize>,
     /// Turns of each user of a closed-loop client (empty for other clients).
     turns: Vec<u32>,
+    /// Whether the client is closed-loop (read on every draw, kept with the streams).
+    closed: bool,
     next: GeneratedRequest,
     drawn: u64,
 }
@@ -212,6 +239,7 @@ impl<'a> Generator<'a> {
                     seq: 0,
                 },
                 turns: Vec::new(),
+                closed: c.closed_loop.is_some(),
                 drawn: 0,
             })
             .collect();
@@ -246,27 +274,25 @@ impl<'a> Generator<'a> {
 
     /// Draws client `i`'s next request and queues it, unless it falls at or past the horizon.
     fn draw(&mut self, i: usize) {
-        let spec = &self.spec.clients[i];
-        if let Some(users) = spec.closed_loop {
-            self.draw_user(i, users);
+        if self.clients[i].closed {
+            self.draw_user(i);
             return;
         }
+        let spec = &self.spec.clients[i];
         let state = &mut self.clients[i];
-        // The next arrival in an active window (every arrival without windows): arrivals
-        // outside the windows are drawn and dropped, as BLIS does.
-        let arrival_ns = loop {
-            let t = state.clock.next(&mut state.arrival_rng).round();
-            if t >= self.horizon_ns as f64 {
-                return;
+        let t = state.clock.next(&mut state.arrival_rng).round();
+        if t >= self.horizon_ns as f64 {
+            return;
+        }
+        let mut arrival_ns = t as Nanos;
+        if let Some(l) = &spec.lifecycle
+            && !l.contains(arrival_ns)
+        {
+            match in_window(state, l, arrival_ns, self.horizon_ns) {
+                Some(t) => arrival_ns = t,
+                None => return,
             }
-            let t = t as Nanos;
-            match &spec.lifecycle {
-                None => break t,
-                Some(l) if l.contains(t) => break t,
-                Some(l) if t >= l.end_ns() => return,
-                Some(_) => {}
-            }
-        };
+        }
         let (input, output) = match &spec.traffic {
             Traffic::Requests {
                 input,
@@ -324,7 +350,11 @@ impl<'a> Generator<'a> {
     /// Queues the next user of closed-loop client `i` that has turns (its first request
     /// arrives staggered over one think time), unless none is left or it arrives at or past
     /// the horizon.
-    fn draw_user(&mut self, i: usize, users: super::ClosedLoop) {
+    #[inline(never)]
+    fn draw_user(&mut self, i: usize) {
+        let users = self.spec.clients[i]
+            .closed_loop
+            .expect("a closed-loop client");
         let state = &mut self.clients[i];
         while let Some(&turns) = state.turns.get(state.drawn as usize) {
             if turns > 0 {
@@ -465,7 +495,7 @@ impl Iterator for Generator<'_> {
     fn next(&mut self) -> Option<GeneratedRequest> {
         loop {
             let Reverse((_, client)) = self.queue.pop()?;
-            let closed = self.spec.clients[client as usize].closed_loop.is_some();
+            let closed = self.clients[client as usize].closed;
             if !closed && self.remaining == 0 {
                 continue;
             }

@@ -46,6 +46,12 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
         });
         fixed.push((model.into_bytes(), prefix));
     }
+    let multimodal: Vec<bool> = generator
+        .spec()
+        .clients
+        .iter()
+        .map(|c| c.multimodal.is_some())
+        .collect();
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 4096);
     let mut written = 0u64;
     while let Some(req) = generator.next() {
@@ -66,10 +72,7 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
         buf.extend_from_slice(int.format(req.arrival_ns).as_bytes());
         let (model, prefix) = &fixed[req.client as usize];
         buf.extend_from_slice(model);
-        if generator.spec().clients[req.client as usize]
-            .multimodal
-            .is_some()
-        {
+        if multimodal[req.client as usize] {
             for (name, tokens) in MEDIA.iter().zip(req.media) {
                 buf.extend_from_slice(name);
                 buf.extend_from_slice(int.format(tokens).as_bytes());
