@@ -86,7 +86,7 @@ fn each_users_next_request_arrives_one_think_time_after_its_previous_one_ends() 
         now += d;
         most = most.max(now);
     }
-    assert!(most <= 3 && most >= 2, "in flight at most 3, got {most}");
+    assert!((2..=3).contains(&most), "in flight at most 3, got {most}");
 }
 
 #[test]
