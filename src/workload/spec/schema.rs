@@ -535,15 +535,21 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         path: path.to_owned(),
         message,
     };
-    let unsupported = [
-        ("servegen_data", raw.servegen_data.is_some()),
-        ("inference_perf", raw.inference_perf.is_some()),
-    ];
-    if let Some((field, _)) = unsupported.iter().find(|(_, present)| *present) {
+    if raw.servegen_data.is_some() {
         return Err(invalid(
-            field,
-            "is not supported yet (it reads data files whose format BLIS defines in its own \
-             code)"
+            "servegen_data",
+            "is not supported yet: it reads a ServeGen data directory (chunk-*-trace.csv, \
+             dataset.json) into fitted per-window distributions; convert it to clients (or to \
+             JSONL) first"
+                .into(),
+        ));
+    }
+    if raw.inference_perf.is_some() {
+        return Err(invalid(
+            "inference_perf",
+            "is not supported yet: BLIS expands it into per-user clients with its own \
+             samplers; write the clients (one per system prompt and user, lifecycle windows \
+             for the stages) instead"
                 .into(),
         ));
     }
