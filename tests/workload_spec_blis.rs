@@ -90,6 +90,48 @@ fn each_users_next_request_arrives_one_think_time_after_its_previous_one_ends() 
 }
 
 #[test]
+fn a_think_time_distribution_is_drawn_before_every_next_request() {
+    let yaml = CLOSED.replace(
+        "think_time_us: 1000",
+        "think_time: {type: uniform, params: {min: 1000, max: 2000}}",
+    );
+    let rows = run_spec(&yaml, &[]);
+    assert_eq!(rows.len(), 12);
+    let mut users: BTreeMap<String, Vec<(u64, u64, u64)>> = BTreeMap::new();
+    for r in &rows {
+        users.entry(r["session_id"].clone()).or_default().push((
+            num(r, "sub_request_index"),
+            num(r, "arrival"),
+            num(r, "end_time"),
+        ));
+    }
+    let mut gaps = Vec::new();
+    for (u, turns) in users.values_mut().enumerate() {
+        turns.sort();
+        // Staggered over the shortest think time.
+        assert_eq!(turns[0].1, u as u64 * 1000 / 3 * 1000);
+        gaps.extend(turns.windows(2).map(|w| w[1].1 - w[0].2));
+    }
+    assert_eq!(gaps.len(), 9);
+    assert!(
+        gaps.iter()
+            .all(|g| (1_000_000..=2_000_000).contains(g) && g % 1000 == 0)
+    );
+    assert!(
+        gaps.iter().any(|&g| g != gaps[0]),
+        "drawn, not constant: {gaps:?}"
+    );
+    assert_eq!(run_spec(&yaml, &[]), rows, "deterministic");
+    let both = format!("{yaml}    think_time_us: 5\n");
+    assert!(
+        WorkloadSpec::from_yaml(&both, "w.yaml")
+            .unwrap_err()
+            .to_string()
+            .contains("give think_time_us or think_time, not both")
+    );
+}
+
+#[test]
 fn closed_loop_users_stop_at_the_horizon_and_need_a_bound() {
     let yaml = CLOSED.replace("num_requests: 12", "horizon: 20000");
     let rows = run_spec(&yaml, &[]);
@@ -102,7 +144,10 @@ fn closed_loop_users_stop_at_the_horizon_and_need_a_bound() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("clients[0].think_time_us: client `users`: closed-loop users without a think time need num_requests"),
+        err.contains(
+            "clients[0].think_time_us: client `users`: closed-loop users whose think time can \
+             be 0 need num_requests"
+        ),
         "{err}"
     );
 }

@@ -25,7 +25,7 @@ pub(super) fn user_turns(
     let users: u64 = spec
         .clients
         .iter()
-        .filter_map(|c| c.closed_loop)
+        .filter_map(|c| c.closed_loop.as_ref())
         .map(|c| u64::from(c.users))
         .sum();
     if users == 0 {
@@ -44,11 +44,12 @@ pub(super) fn user_turns(
     let mut global = 0u64;
     let mut out = Vec::with_capacity(spec.clients.len());
     for (i, c) in spec.clients.iter().enumerate() {
-        let Some(loop_) = c.closed_loop else {
+        let Some(loop_) = &c.closed_loop else {
             out.push(Vec::new());
             continue;
         };
-        let think_ns = u64::from(loop_.think_time_us) * 1000;
+        // Turns are bounded by the shortest think time.
+        let think_ns = u64::from(loop_.think.min_us()) * 1000;
         let mut turns = Vec::with_capacity(loop_.users as usize);
         for u in 0..loop_.users {
             let share = budget.map(|b| b / users + u64::from(global < b % users));
@@ -67,7 +68,7 @@ pub(super) fn user_turns(
                     return Err(invalid(
                         format!("clients[{i}].think_time_us"),
                         format!(
-                            "client `{}`: closed-loop users without a think time need \
+                            "client `{}`: closed-loop users whose think time can be 0 need \
                              num_requests (or --num-requests) to bound their requests: each \
                              user's requests are planned before the run",
                             c.id

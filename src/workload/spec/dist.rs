@@ -126,6 +126,11 @@ impl DurationDist {
         DurationDist(LengthDist::bounded(Kind::Constant(v), v, v, &MICROS))
     }
 
+    /// The shortest duration it gives, µs.
+    pub fn min_us(&self) -> u32 {
+        self.0.lo as u32
+    }
+
     /// Draws a duration, ns.
     pub fn sample_ns<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         u64::from(self.0.sample(rng)) * 1_000

@@ -2,28 +2,31 @@
 //! `think_time_us`), lifecycle windows, multimodal inputs, and what the requests carry for
 //! the metrics and the control plane (`timeout`, `slo_target_us`, `network`).
 
-use super::LengthDist;
 use super::dist::CountDist;
+use super::{DurationDist, LengthDist};
 use crate::workload::{MAX_TIME_NS, MAX_TOKENS, RequestProfile};
 use rand::Rng;
 use serde::Deserialize;
 use std::sync::Arc;
 
-/// A closed-loop client: `users` users, each sending its next request `think_time_us` after
-/// its previous one completes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A closed-loop client: `users` users, each sending its next request a think time after its
+/// previous one completes.
+#[derive(Debug, Clone)]
 pub struct ClosedLoop {
     /// Users (BLIS's `concurrency`), at least 1.
     pub users: u32,
-    /// Pause between a request's completion and the same user's next request, µs.
-    pub think_time_us: u32,
+    /// Pause between a request's completion and the same user's next request, µs: BLIS's
+    /// constant `think_time_us`, or the `think_time` distribution (extension), drawn anew
+    /// before every request.
+    pub think: DurationDist,
 }
 
 impl ClosedLoop {
-    /// Arrival of user `u`'s first request, ns: the users are staggered evenly over one think
-    /// time (`u × think / users`, in µs as BLIS does; all at 0 with no think time).
+    /// Arrival of user `u`'s first request, ns: the users are staggered evenly over one
+    /// (shortest) think time (`u × think / users`, in µs as BLIS does; all at 0 with no think
+    /// time).
     pub fn first_arrival_ns(&self, u: u32) -> u64 {
-        let us = u64::from(u) * u64::from(self.think_time_us) / u64::from(self.users);
+        let us = u64::from(u) * u64::from(self.think.min_us()) / u64::from(self.users);
         us * 1_000
     }
 }

@@ -354,6 +354,7 @@ impl<'a> Generator<'a> {
     fn draw_user(&mut self, i: usize) {
         let users = self.spec.clients[i]
             .closed_loop
+            .as_ref()
             .expect("a closed-loop client");
         let state = &mut self.clients[i];
         while let Some(&turns) = state.turns.get(state.drawn as usize) {
@@ -414,11 +415,11 @@ impl<'a> Generator<'a> {
                 output,
                 conversation: None,
             } if spec.closed_loop.is_some() => {
-                let users = spec.closed_loop.expect("checked");
+                let users = spec.closed_loop.as_ref().expect("checked");
                 let chain = super::Conversation {
                     max_turns: req.requests,
                     follow_up_probability: 1.0,
-                    think_time: super::DurationDist::constant(users.think_time_us),
+                    think_time: users.think.clone(),
                     accumulate: false,
                 };
                 conversation_plan(&chain, req.requests, input, output, &mut draw)

@@ -8,7 +8,7 @@ use super::extras::{
     ClosedLoop, Lifecycle, Multimodal, RawLifecycle, RawMultimodal, RawNetwork, profile,
 };
 use super::traffic::{Traffic, traffic};
-use super::{ArrivalProcess, LengthDist, Location, SpecError, deserialize_checked};
+use super::{ArrivalProcess, DurationDist, LengthDist, Location, SpecError, deserialize_checked};
 use crate::workload::MAX_TOKENS;
 use crate::workload::{ClassTargets, RequestProfile};
 use serde::de::IgnoredAny;
@@ -192,6 +192,8 @@ pub(super) struct RawClient {
     #[serde(default)]
     think_time_us: Option<i64>,
     #[serde(default)]
+    think_time: Option<DurationDist>,
+    #[serde(default)]
     lifecycle: Option<RawLifecycle>,
     #[serde(default)]
     multimodal: Option<RawMultimodal>,
@@ -224,6 +226,7 @@ impl RawClient {
             ("lifecycle", self.lifecycle.is_some()),
             ("concurrency", self.concurrency.is_some()),
             ("think_time_us", self.think_time_us.is_some()),
+            ("think_time", self.think_time.is_some()),
         ]
         .into_iter()
         .find(|(_, given)| *given)
@@ -283,7 +286,14 @@ impl TryFrom<RawClient> for ClientSpec {
 /// `who` names it in errors.
 pub(super) fn client_spec(mut raw: RawClient, who: &str) -> Result<ClientSpec, String> {
     let at = |e: String| format!("{who}: {e}");
-    let closed_loop = closed_loop(raw.concurrency, raw.think_time_us).map_err(at)?;
+    let think = match (raw.think_time_us, raw.think_time.take()) {
+        (Some(_), Some(_)) => {
+            return Err(at("give think_time_us or think_time, not both".into()));
+        }
+        (us, None) => Think::Micros(us),
+        (None, Some(d)) => Think::Dist(d),
+    };
+    let closed_loop = closed_loop(raw.concurrency, think).map_err(at)?;
     let lifecycle = raw
         .lifecycle
         .take()
@@ -339,13 +349,26 @@ pub(super) fn client_spec(mut raw: RawClient, who: &str) -> Result<ClientSpec, S
     })
 }
 
-/// BLIS's `concurrency` and `think_time_us`: closed-loop users (none without `concurrency`,
-/// or with 0 as BLIS reads it).
-fn closed_loop(concurrency: Option<i64>, think: Option<i64>) -> Result<Option<ClosedLoop>, String> {
+/// A closed-loop client's think time as given: BLIS's `think_time_us`, or a `think_time`
+/// distribution (extension).
+enum Think {
+    Micros(Option<i64>),
+    Dist(DurationDist),
+}
+
+/// BLIS's `concurrency` and `think_time_us` (or `think_time`): closed-loop users (none
+/// without `concurrency`, or with 0 as BLIS reads it).
+fn closed_loop(concurrency: Option<i64>, think: Think) -> Result<Option<ClosedLoop>, String> {
     let users = match concurrency {
         None | Some(0) => {
-            if think.is_some_and(|t| t != 0) {
-                return Err("think_time_us needs concurrency (closed-loop users)".into());
+            match think {
+                Think::Micros(Some(t)) if t != 0 => {
+                    return Err("think_time_us needs concurrency (closed-loop users)".into());
+                }
+                Think::Dist(_) => {
+                    return Err("think_time needs concurrency (closed-loop users)".into());
+                }
+                Think::Micros(_) => {}
             }
             return Ok(None);
         }
@@ -356,19 +379,19 @@ fn closed_loop(concurrency: Option<i64>, think: Option<i64>) -> Result<Option<Cl
             ));
         }
     };
-    let think_time_us = match think.unwrap_or(0) {
-        t if (0..=i64::from(u32::MAX)).contains(&t) => t as u32,
-        t => {
-            return Err(format!(
-                "think_time_us must be in [0, {}] µs, got {t}",
-                u32::MAX
-            ));
-        }
+    let think = match think {
+        Think::Dist(d) => d,
+        Think::Micros(t) => match t.unwrap_or(0) {
+            t if (0..=i64::from(u32::MAX)).contains(&t) => DurationDist::constant(t as u32),
+            t => {
+                return Err(format!(
+                    "think_time_us must be in [0, {}] µs, got {t}",
+                    u32::MAX
+                ));
+            }
+        },
     };
-    Ok(Some(ClosedLoop {
-        users,
-        think_time_us,
-    }))
+    Ok(Some(ClosedLoop { users, think }))
 }
 
 /// Most closed-loop users of one client.
