@@ -465,6 +465,20 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
         ),
         (
             format!(
+                "{}cohorts:\n{}",
+                one(""),
+                client(
+                    "co",
+                    1.0,
+                    "    population: 2\n    drain: {start_time_us: 18446744073709551615, \
+                     ramp_duration_us: 18446744073709551615}\n"
+                )
+            ),
+            "lifecycle.windows[0]: end_us (18446744073709551615) must be greater than start_us \
+             (0) and at most 1000000000000000",
+        ),
+        (
+            format!(
                 "goodput_slo_targets: {{batch: {{ttft_ms: -3}}}}\n{}",
                 one("")
             ),

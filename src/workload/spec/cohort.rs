@@ -203,9 +203,10 @@ pub(super) fn drain_windows(d: &RawDrain) -> Vec<(u64, u64)> {
     }
     for k in 0..SEGMENTS {
         let fraction = (SEGMENTS - k) as f64 / SEGMENTS as f64;
-        let start = d.start_time_us + k * segment;
+        // Saturating: a time past the bound is refused when the windows are checked.
+        let start = d.start_time_us.saturating_add(k.saturating_mul(segment));
         let active = ((segment as f64 * fraction) as u64).max(1);
-        windows.push((start, start + active));
+        windows.push((start, start.saturating_add(active)));
     }
     windows
 }

@@ -66,7 +66,7 @@ pub const SCENARIOS: &[Scenario] = &[
     ),
     scenario!(
         "coding-assistant",
-        "BLIS closed-loop users, lifecycle windows and drain/spike cohorts over one minute"
+        "BLIS closed-loop users, lifecycle windows and drain/spike cohorts over two minutes"
     ),
 ];
 
