@@ -195,8 +195,9 @@ proptest! {
 
 // ---- workload specs ----------------------------------------------------------------------
 
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "bursty-traffic",
+    "coding-assistant",
     "diurnal-cycle",
     "fork-join-research",
     "mcts-code",

@@ -20,7 +20,7 @@ fn scenario_names() -> Vec<String> {
 fn every_builtin_scenario_runs_on_the_main_command() {
     let dir = tempfile::tempdir().unwrap();
     let names = scenario_names();
-    assert_eq!(names.len(), 8, "{names:?}");
+    assert_eq!(names.len(), 9, "{names:?}");
     for name in &names {
         let out = dir.path().join(format!("{name}.csv"));
         ok(&[

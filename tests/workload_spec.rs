@@ -369,11 +369,128 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
         ),
         (
             one("    concurrency: 4\n"),
-            "closed-loop clients (`concurrency`, `think_time_us`) are not supported yet",
+            "client `chat`: `rate_fraction` cannot be combined with `concurrency`",
+        ),
+        (
+            one("    think_time_us: 5\n"),
+            "client `chat`: think_time_us needs concurrency",
         ),
         (
             one("    lifecycle: {windows: []}\n"),
-            "`lifecycle` windows are not supported yet",
+            "client `chat`: lifecycle: at least one window is required",
+        ),
+        (
+            one("    lifecycle: {windows: [{start_us: 5, end_us: 5}]}\n"),
+            "lifecycle.windows[0]: end_us (5) must be greater than start_us (5)",
+        ),
+        (
+            one("    lifecycle: {windows: [{start_us: 0, end_us: 5, trace_rate: 2}]}\n"),
+            "lifecycle.windows[0].trace_rate: per-window overrides are not supported yet",
+        ),
+        (
+            one("    multimodal: {image_distribution: {type: constant, params: {value: 576}}}\n"),
+            "multimodal: image_distribution needs image_count_distribution",
+        ),
+        (
+            one("    network: {rtt_ms: -1}\n"),
+            "network.rtt_ms must be a number of ms in [0, 1e9], got -1",
+        ),
+        (
+            one("    network: {rtt_ms: 1, bandwidth_mbps: .nan}\n"),
+            "network.bandwidth_mbps must be in [1e-6, 1e9]",
+        ),
+        (
+            one("    timeout: -5\n"),
+            "client `chat`: timeout must be a number of µs",
+        ),
+        (
+            one("    slo_target_us: -1\n"),
+            "client `chat`: slo_target_us must be a number of µs",
+        ),
+        (
+            one("    population: 3\n"),
+            "client `chat`: `population` belongs to cohorts, not clients",
+        ),
+        (
+            format!(
+                "{}cohorts:\n{}",
+                one(""),
+                client("co", 1.0, "    population: 0\n")
+            ),
+            "cohort `co`: population must be in [1, 100000], got 0",
+        ),
+        (
+            format!(
+                "{}cohorts:\n{}",
+                one(""),
+                client("co", 1.0, "    population: 2\n    concurrency: 2\n")
+            ),
+            "cohort `co`: `concurrency` does not apply to cohorts",
+        ),
+        (
+            format!(
+                "{}cohorts:\n{}",
+                one(""),
+                client(
+                    "co",
+                    1.0,
+                    "    population: 2\n    diurnal: {peak_hour: 24, peak_to_trough_ratio: 2}\n"
+                )
+            ),
+            "diurnal.peak_hour must be an hour in [0, 23], got 24",
+        ),
+        (
+            format!(
+                "{}cohorts:\n{}",
+                one(""),
+                client(
+                    "co",
+                    1.0,
+                    "    population: 2\n    spike: {start_time_us: 0, duration_us: 5, trace_rate: 3}\n"
+                )
+            ),
+            "spike.trace_rate (absolute-rate mode, aggregate_rate: 0) is not supported yet",
+        ),
+        (
+            format!(
+                "{}cohorts:\n{}",
+                one(""),
+                client(
+                    "co",
+                    1.0,
+                    "    population: 2\n    prefix_sharing: per_member\n"
+                )
+            ),
+            "cohort `co`: prefix_sharing `per_member` needs a prefix_group",
+        ),
+        (
+            format!(
+                "{}cohorts:\n{}",
+                one(""),
+                client(
+                    "co",
+                    1.0,
+                    "    population: 2\n    drain: {start_time_us: 18446744073709551615, \
+                     ramp_duration_us: 18446744073709551615}\n"
+                )
+            ),
+            "lifecycle.windows[0]: end_us (18446744073709551615) must be greater than start_us \
+             (0) and at most 1000000000000000",
+        ),
+        (
+            format!(
+                "goodput_slo_targets: {{batch: {{ttft_ms: -3}}}}\n{}",
+                one("")
+            ),
+            "goodput_slo_targets.batch.ttft_ms: must be a positive number of ms",
+        ),
+        (
+            one("").replace("aggregate_rate: 1", "aggregate_rate: 0"),
+            "aggregate_rate: 0 (BLIS's absolute-rate mode",
+        ),
+        (
+            one("").replace("aggregate_rate: 1\n", ""),
+            "aggregate_rate: missing: required unless every client is closed-loop",
         ),
         (
             one("    prefix_length: 10\n"),
@@ -400,8 +517,8 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             "missing field `arrival`",
         ),
         (
-            format!("{}cohorts: []\n", one("")),
-            "w.yaml: cohorts: is not supported yet",
+            format!("{}servegen_data: {{path: x}}\n", one("")),
+            "w.yaml: servegen_data: is not supported yet",
         ),
         (
             format!("category: chat\n{}", one("")),
@@ -429,7 +546,7 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
                 client("a", 1.0, "    slo_class: batch\n"),
                 client("b", 1.0, "")
             ),
-            "clients[1].slo_class: missing: set slo_class on every client or on none",
+            "clients[1].slo_class: missing: set slo_class on every client and cohort or on none",
         ),
     ] {
         let err = error(&yaml);

@@ -12,6 +12,12 @@
 //! - *Jain's fairness index* over tenants, `(Σx)² / (n·Σx²)`, 1 when every tenant gets the same,
 //!   `1/n` when one gets everything: of the tokens served per tenant (prompt + generated), and
 //!   of the tenants' attainments (with targets).
+//!
+//! Targets of a request, metric by metric: the command line's (`--slo-*`), else its SLO
+//! class's `goodput_slo_targets` (ITL as TPOT), else (TTFT only) its client's
+//! `slo_target_us`. Requests without any target do not count in attainment and goodput.
+//! With a client network (`network`), the client-seen TTFT and end-to-end latency (server
+//! latency plus the round trip and the transfers, [`RequestProfile`]) are reported too.
 
 use std::fmt;
 
@@ -19,7 +25,7 @@ use serde_json::{Map, Value, json};
 
 use super::RequestRecord;
 use super::stats::NS_PER_MS;
-use crate::workload::RequestClasses;
+use crate::workload::{RequestClasses, RequestProfile};
 
 /// SLO targets, ms; `None`: no target on that metric.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -54,6 +60,12 @@ struct Sample {
     tpot_ms: Option<f64>,
     e2e_ms: f64,
     tokens: u64,
+    /// Whether it has a target, and whether it met all of them.
+    judged: bool,
+    met: bool,
+    /// As its client sees them (with a network; else the server's).
+    client_ttft_ms: f64,
+    client_e2e_ms: f64,
 }
 
 /// Collects the completed requests of a run.
@@ -70,7 +82,8 @@ impl SloCollector {
     pub fn new(classes: Option<&RequestClasses>, targets: SloTargets) -> Option<SloCollector> {
         let classes = classes.cloned().unwrap_or_default();
         let grouped = classes.tenants().len() > 1 || classes.classes().len() > 1;
-        (grouped || targets.any()).then(|| SloCollector {
+        let carried = classes.has_profiles() || classes.has_targets();
+        (grouped || carried || targets.any()).then(|| SloCollector {
             classes,
             targets,
             samples: Vec::new(),
@@ -80,19 +93,39 @@ impl SloCollector {
     /// Records a completed request.
     pub fn record(&mut self, r: &RequestRecord<'_>) {
         let (tenant, class) = self.classes.of(r.request_id).unwrap_or((0, 0));
+        let profile = self.classes.profile(r.request_id);
         let ms = |ns: u64| ns as f64 / NS_PER_MS;
         let ttft_ns = r.first_token_ns - r.arrival_ns;
         let e2e_ns = r.end_ns - r.arrival_ns;
         let tpot_ms =
             (r.output_toks > 1).then(|| ms(e2e_ns - ttft_ns) / f64::from(r.output_toks - 1));
-        self.samples.push(Sample {
+        let mut sample = Sample {
             tenant,
             class,
             ttft_ms: ms(ttft_ns),
             tpot_ms,
             e2e_ms: ms(e2e_ns),
             tokens: u64::from(r.input_toks) + u64::from(r.output_toks),
-        });
+            judged: false,
+            met: false,
+            client_ttft_ms: ms(ttft_ns + profile.ttft_extra_ns(r.input_toks)),
+            client_e2e_ms: ms(e2e_ns + profile.e2e_extra_ns(r.input_toks, r.output_toks)),
+        };
+        let targets = self.targets_of(class, &profile);
+        sample.judged = targets.any();
+        sample.met = sample.judged && targets.met(&sample);
+        self.samples.push(sample);
+    }
+
+    /// The targets of a request of class index `class` with `profile`: see the module.
+    fn targets_of(&self, class: u32, profile: &RequestProfile) -> SloTargets {
+        let by_class = self.classes.targets(class).unwrap_or_default();
+        let client_ttft = profile.slo_target_us.map(|us| us as f64 / 1e3);
+        SloTargets {
+            ttft_ms: self.targets.ttft_ms.or(by_class.ttft_ms).or(client_ttft),
+            tpot_ms: self.targets.tpot_ms.or(by_class.itl_ms),
+            e2e_ms: self.targets.e2e_ms.or(by_class.e2e_ms),
+        }
     }
 
     /// The report of a run that lasted `duration_s`.
@@ -106,7 +139,7 @@ impl SloCollector {
         };
         let (tenants, classes) = (names(self.classes.tenants()), names(self.classes.classes()));
         let group = |name: String, pick: &dyn Fn(&Sample) -> bool| {
-            Group::of(name, &self.samples, pick, &self.targets, duration_s)
+            Group::of(name, &self.samples, pick, duration_s)
         };
         let overall = group("all".into(), &|_| true);
         let by_class: Vec<Group> = (0..classes.len() as u32)
@@ -122,8 +155,17 @@ impl SloCollector {
             })
             .collect();
         let attainments: Option<Vec<f64>> = by_tenant.iter().map(|g| g.attainment).collect();
+        let client_seen = self.classes.has_network().then(|| ClientSeen {
+            ttft: Dist::of(self.samples.iter().map(|s| s.client_ttft_ms).collect()),
+            e2e: Dist::of(self.samples.iter().map(|s| s.client_e2e_ms).collect()),
+        });
+        let class_targets = (0..classes.len() as u32)
+            .filter_map(|c| Some((classes[c as usize].clone(), self.classes.targets(c)?)))
+            .collect();
         SloReport {
             targets: self.targets,
+            class_targets,
+            client_seen,
             overall,
             by_class,
             by_tenant,
@@ -200,20 +242,20 @@ impl Group {
         name: String,
         samples: &[Sample],
         pick: &dyn Fn(&Sample) -> bool,
-        targets: &SloTargets,
         duration_s: f64,
     ) -> Group {
         let picked: Vec<&Sample> = samples.iter().filter(|s| pick(s)).collect();
-        let met = picked.iter().filter(|s| targets.met(s)).count();
-        let with_targets = targets.any() && !picked.is_empty();
+        let judged = picked.iter().filter(|s| s.judged).count();
+        let met = picked.iter().filter(|s| s.met).count();
+        let any_targets = samples.iter().any(|s| s.judged);
         Group {
             name,
             completed: picked.len(),
             ttft: Dist::of(picked.iter().map(|s| s.ttft_ms).collect()),
             tpot: Dist::of(picked.iter().filter_map(|s| s.tpot_ms).collect()),
             e2e: Dist::of(picked.iter().map(|s| s.e2e_ms).collect()),
-            attainment: with_targets.then(|| met as f64 / picked.len() as f64),
-            goodput: (targets.any() && duration_s > 0.0).then(|| met as f64 / duration_s),
+            attainment: (judged > 0).then(|| met as f64 / judged as f64),
+            goodput: (any_targets && duration_s > 0.0).then(|| met as f64 / duration_s),
         }
     }
 
@@ -229,10 +271,20 @@ impl Group {
     }
 }
 
+/// Latencies as the clients see them (with a client network).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ClientSeen {
+    ttft: Dist,
+    e2e: Dist,
+}
+
 /// The SLO metrics of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SloReport {
     targets: SloTargets,
+    /// Goodput targets by class name (`goodput_slo_targets`).
+    class_targets: Vec<(String, crate::workload::ClassTargets)>,
+    client_seen: Option<ClientSeen>,
     overall: Group,
     by_class: Vec<Group>,
     by_tenant: Vec<Group>,
@@ -250,7 +302,7 @@ impl SloReport {
                     .collect::<Map<_, _>>(),
             )
         };
-        json!({
+        let mut out = json!({
             "targets_ms": {
                 "ttft": self.targets.ttft_ms,
                 "tpot": self.targets.tpot_ms,
@@ -261,7 +313,22 @@ impl SloReport {
             "by_tenant": groups(&self.by_tenant),
             "jain_fairness_tokens": self.jain_tokens,
             "jain_fairness_attainment": self.jain_attainment,
-        })
+        });
+        if !self.class_targets.is_empty() {
+            let by_class: Map<String, Value> = self
+                .class_targets
+                .iter()
+                .map(|(c, t)| {
+                    let t = json!({"ttft": t.ttft_ms, "itl": t.itl_ms, "e2e": t.e2e_ms});
+                    (c.clone(), t)
+                })
+                .collect();
+            out["goodput_slo_targets_ms"] = Value::Object(by_class);
+        }
+        if let Some(c) = &self.client_seen {
+            out["client_seen"] = json!({"ttft_ms": c.ttft.to_json(), "e2e_ms": c.e2e.to_json()});
+        }
+        out
     }
 }
 
@@ -303,6 +370,13 @@ impl fmt::Display for SloReport {
                 f,
                 "{kind:<12} {:<width$} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {attained:>9}",
                 g.name, g.completed, g.ttft.p50, g.ttft.p99, g.tpot.p50, g.tpot.p99, g.e2e.p99
+            )?;
+        }
+        if let Some(c) = &self.client_seen {
+            writeln!(
+                f,
+                "Client-seen (network) ms: TTFT p50 {:.2}, p99 {:.2}; E2E p50 {:.2}, p99 {:.2}",
+                c.ttft.p50, c.ttft.p99, c.e2e.p50, c.e2e.p99
             )?;
         }
         if let Some(goodput) = self.overall.goodput {

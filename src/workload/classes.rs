@@ -1,22 +1,120 @@
-//! Who each request belongs to: its tenant and SLO class, from the clients of a workload spec.
+//! Who each request belongs to: its tenant and SLO class, from the clients of a workload spec,
+//! and what its client asks of it (timeout, SLO target, network), in small per-client tables
+//! indexed by request id.
 
-/// The tenant and SLO class of every request of a workload, by request id.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a request's client asks of it beyond its tokens (BLIS client fields), as given.
+/// Read by the metrics (network, SLO target) and carried for the control plane (timeout).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RequestProfile {
+    /// Per-request timeout, µs (`Some(0)`: none); not enforced by the engine yet.
+    pub timeout_us: Option<u64>,
+    /// TTFT target, µs (BLIS `slo_target_us`; 0 is read as none).
+    pub slo_target_us: Option<u64>,
+    /// Client round-trip time, ms.
+    pub rtt_ms: Option<f64>,
+    /// Client link bandwidth, Mbit/s (none: no transfer time).
+    pub bandwidth_mbps: Option<f64>,
+}
+
+impl RequestProfile {
+    /// Whether it gives nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == RequestProfile::default()
+    }
+
+    /// What the client sees beyond the server's TTFT: the round trip plus the prompt's upload
+    /// (4 bytes per token over the bandwidth), ns, rounded; 0 without a network.
+    pub fn ttft_extra_ns(&self, input_toks: u32) -> u64 {
+        match self.rtt_ms {
+            None => 0,
+            Some(rtt) => (rtt * 1e6).round() as u64 + self.transfer_ns(input_toks),
+        }
+    }
+
+    /// What the client sees beyond the server's end-to-end latency: the TTFT extra plus the
+    /// output's download (4 bytes per token), ns; 0 without a network.
+    pub fn e2e_extra_ns(&self, input_toks: u32, output_toks: u32) -> u64 {
+        match self.rtt_ms {
+            None => 0,
+            Some(_) => self.ttft_extra_ns(input_toks) + self.transfer_ns(output_toks),
+        }
+    }
+
+    /// Time to send `tokens` token ids of 4 bytes at the bandwidth, ns (0 without one).
+    fn transfer_ns(&self, tokens: u32) -> u64 {
+        match self.bandwidth_mbps {
+            Some(mbps) if mbps > 0.0 => (f64::from(tokens) * 32.0 / mbps * 1e3).round() as u64,
+            _ => 0,
+        }
+    }
+
+    /// A key equal for equal profiles (interning).
+    fn key(&self) -> [u64; 4] {
+        let opt = |v: Option<u64>| v.map_or(u64::MAX, |x| x);
+        let f = |v: Option<f64>| v.map_or(u64::MAX, f64::to_bits);
+        [
+            opt(self.timeout_us),
+            opt(self.slo_target_us),
+            f(self.rtt_ms),
+            f(self.bandwidth_mbps),
+        ]
+    }
+}
+
+/// Goodput targets of one SLO class (BLIS `goodput_slo_targets`), ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClassTargets {
+    pub ttft_ms: Option<f64>,
+    pub itl_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+/// The tenant and SLO class of every request of a workload, by request id, and its client's
+/// [`RequestProfile`].
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RequestClasses {
     tenants: Vec<String>,
     classes: Vec<String>,
-    /// `(tenant, class)` indices by request id; `NONE` for an id no client gave.
-    of: Vec<(u32, u32)>,
+    /// Goodput targets by class index (none for a class without).
+    targets: Vec<Option<ClassTargets>>,
+    /// Profiles, by index; index 0 is the empty profile.
+    profiles: Vec<RequestProfile>,
+    /// `(tenant, class, profile)` indices by request id; `NONE` for an id no client gave.
+    of: Vec<(u32, u32, u32)>,
 }
 
-const NONE: (u32, u32) = (u32::MAX, u32::MAX);
+const NONE: (u32, u32, u32) = (u32::MAX, u32::MAX, u32::MAX);
 
 impl RequestClasses {
     /// Gives the `count` request ids from `first_id` to `tenant` and `class`.
     pub fn assign(&mut self, first_id: u64, count: u32, tenant: &str, class: &str) {
+        self.assign_profile(first_id, count, tenant, class, &RequestProfile::default());
+    }
+
+    /// Gives the `count` request ids from `first_id` to `tenant` and `class` with `profile`.
+    pub fn assign_profile(
+        &mut self,
+        first_id: u64,
+        count: u32,
+        tenant: &str,
+        class: &str,
+        profile: &RequestProfile,
+    ) {
+        if self.profiles.is_empty() {
+            self.profiles.push(RequestProfile::default());
+        }
+        let key = profile.key();
+        let p = match self.profiles.iter().position(|q| q.key() == key) {
+            Some(p) => p,
+            None => {
+                self.profiles.push(*profile);
+                self.profiles.len() - 1
+            }
+        };
         let pair = (
             intern(&mut self.tenants, tenant),
             intern(&mut self.classes, class),
+            u32::try_from(p).unwrap_or(0),
         );
         let end = first_id as usize + count as usize;
         if self.of.len() < end {
@@ -27,7 +125,56 @@ impl RequestClasses {
 
     /// The tenant and class indices of request `id`, if it has them.
     pub fn of(&self, id: u64) -> Option<(u32, u32)> {
-        self.of.get(id as usize).copied().filter(|&p| p != NONE)
+        self.of
+            .get(id as usize)
+            .filter(|&&p| p != NONE)
+            .map(|&(t, c, _)| (t, c))
+    }
+
+    /// The profile of request `id` (empty when it has none).
+    pub fn profile(&self, id: u64) -> RequestProfile {
+        match self.of.get(id as usize) {
+            Some(&(_, _, p)) if p != u32::MAX => self.profiles[p as usize],
+            _ => RequestProfile::default(),
+        }
+    }
+
+    /// Whether some request has a non-empty profile.
+    pub fn has_profiles(&self) -> bool {
+        self.profiles.iter().any(|p| !p.is_empty())
+    }
+
+    /// Whether some request's client has a network.
+    pub fn has_network(&self) -> bool {
+        self.profiles.iter().any(|p| p.rtt_ms.is_some())
+    }
+
+    /// Sets the goodput targets of class `class` (added when new). Fails, naming the class,
+    /// when it already has different ones.
+    pub fn set_targets(&mut self, class: &str, targets: ClassTargets) -> Result<(), String> {
+        let c = intern(&mut self.classes, class) as usize;
+        if self.targets.len() <= c {
+            self.targets.resize(c + 1, None);
+        }
+        match self.targets[c] {
+            Some(t) if t != targets => Err(format!(
+                "SLO class `{class}` already has other goodput targets ({t:?})"
+            )),
+            _ => {
+                self.targets[c] = Some(targets);
+                Ok(())
+            }
+        }
+    }
+
+    /// The goodput targets of class index `class`, if it has them.
+    pub fn targets(&self, class: u32) -> Option<ClassTargets> {
+        self.targets.get(class as usize).copied().flatten()
+    }
+
+    /// Whether some class has goodput targets.
+    pub fn has_targets(&self) -> bool {
+        self.targets.iter().any(Option::is_some)
     }
 
     /// Tenant names, by index (first seen first).
@@ -66,5 +213,34 @@ mod tests {
         assert_eq!(c.of(6), None);
         assert_eq!(c.tenants(), ["bulk", "web"]);
         assert_eq!(c.classes(), ["batch", "critical"]);
+    }
+
+    #[test]
+    fn profiles_are_interned_per_client_and_price_the_network() {
+        let mut c = RequestClasses::default();
+        let net = RequestProfile {
+            rtt_ms: Some(40.0),
+            bandwidth_mbps: Some(100.0),
+            ..RequestProfile::default()
+        };
+        c.assign_profile(0, 2, "t", "a", &net);
+        c.assign(2, 1, "t", "a");
+        c.assign_profile(3, 1, "t", "a", &net);
+        assert_eq!(c.profile(1), net);
+        assert_eq!(c.profile(2), RequestProfile::default());
+        assert_eq!(c.profiles.len(), 2, "one entry per distinct profile");
+        assert!(c.has_network());
+        // 40 ms + 1000 tokens × 32 bits at 100 Mbit/s (0.32 ms); + 10 tokens (3.2 µs).
+        assert_eq!(net.ttft_extra_ns(1000), 40_320_000);
+        assert_eq!(net.e2e_extra_ns(1000, 10), 40_323_200);
+        assert_eq!(RequestProfile::default().e2e_extra_ns(1000, 10), 0);
+        let t = ClassTargets {
+            ttft_ms: Some(5.0),
+            ..ClassTargets::default()
+        };
+        c.set_targets("a", t).unwrap();
+        assert!(c.set_targets("a", t).is_ok());
+        assert!(c.set_targets("a", ClassTargets::default()).is_err());
+        assert_eq!(c.targets(0), Some(t));
     }
 }

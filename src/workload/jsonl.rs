@@ -1,7 +1,7 @@
 //! The LLMServingSim JSONL workload format: flat requests and agentic session lines.
 
 use super::sessions::SessionSet;
-use super::{Request, RequestClasses, Workload, jsonl_session};
+use super::{ClassTargets, Request, RequestClasses, RequestProfile, Workload, jsonl_session};
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -57,22 +57,52 @@ struct Line {
     tenant: Option<serde_json::Value>,
     #[serde(default)]
     slo_class: Option<serde_json::Value>,
+    #[serde(default)]
+    timeout_us: Option<serde_json::Value>,
+    #[serde(default)]
+    slo_target_us: Option<serde_json::Value>,
+    #[serde(default)]
+    rtt_ms: Option<serde_json::Value>,
+    #[serde(default)]
+    bandwidth_mbps: Option<serde_json::Value>,
+    #[serde(default)]
+    goodput_slo: Option<serde_json::Value>,
+    #[serde(default)]
+    image_tokens: Option<serde_json::Value>,
+    #[serde(default)]
+    audio_tokens: Option<serde_json::Value>,
+    #[serde(default)]
+    video_tokens: Option<serde_json::Value>,
 }
 
-/// The tenant and SLO class a line names (documented extensions; `generate` writes them).
+/// What a line says of its requests beyond their tokens (documented extensions; `generate`
+/// writes them): tenant, SLO class, and the client's timeout, SLO target, network and class
+/// goodput targets.
 #[derive(Debug, Default, serde::Deserialize)]
 struct LabelFields {
     #[serde(default)]
     tenant: Option<serde_json::Value>,
     #[serde(default)]
     slo_class: Option<serde_json::Value>,
+    #[serde(default)]
+    timeout_us: Option<serde_json::Value>,
+    #[serde(default)]
+    slo_target_us: Option<serde_json::Value>,
+    #[serde(default)]
+    rtt_ms: Option<serde_json::Value>,
+    #[serde(default)]
+    bandwidth_mbps: Option<serde_json::Value>,
+    #[serde(default)]
+    goodput_slo: Option<serde_json::Value>,
 }
 
-/// A line's tenant and SLO class, checked.
+/// A line's labels, checked.
 #[derive(Debug, Default)]
 struct Labels {
     tenant: Option<String>,
     slo_class: Option<String>,
+    profile: RequestProfile,
+    goodput: Option<ClassTargets>,
 }
 
 impl Labels {
@@ -80,22 +110,121 @@ impl Labels {
         fields: LabelFields,
         invalid: impl Fn(&str, String) -> WorkloadError,
     ) -> Result<Labels, WorkloadError> {
+        let micros = |field: &str, v| micros_field(v).map_err(|m| invalid(field, m));
+        let ms = |field: &str, v, lo| ms_field(v, lo).map_err(|m| invalid(field, m));
         Ok(Labels {
             tenant: model_field(fields.tenant).map_err(|m| invalid("tenant", m))?,
             slo_class: model_field(fields.slo_class).map_err(|m| invalid("slo_class", m))?,
+            profile: RequestProfile {
+                timeout_us: micros("timeout_us", fields.timeout_us)?,
+                slo_target_us: micros("slo_target_us", fields.slo_target_us)?.filter(|&t| t > 0),
+                rtt_ms: ms("rtt_ms", fields.rtt_ms, 0.0)?,
+                bandwidth_mbps: ms("bandwidth_mbps", fields.bandwidth_mbps, 1e-6)?,
+            },
+            goodput: goodput_field(fields.goodput_slo).map_err(|m| invalid("goodput_slo", m))?,
         })
     }
 
     /// Gives `count` ids from `first` these labels in `classes`; whether the line had any.
-    fn assign(&self, classes: &mut RequestClasses, first: u64, count: u32) -> bool {
-        classes.assign(
+    /// Fails (the message for the `goodput_slo` field) when the class already has other
+    /// goodput targets.
+    fn assign(&self, classes: &mut RequestClasses, first: u64, count: u32) -> Result<bool, String> {
+        let class = self.slo_class.as_deref().unwrap_or("default");
+        classes.assign_profile(
             first,
             count,
             self.tenant.as_deref().unwrap_or("default"),
-            self.slo_class.as_deref().unwrap_or("default"),
+            class,
+            &self.profile,
         );
-        self.tenant.is_some() || self.slo_class.is_some()
+        if let Some(t) = self.goodput {
+            classes.set_targets(class, t)?;
+        }
+        Ok(self.tenant.is_some()
+            || self.slo_class.is_some()
+            || !self.profile.is_empty()
+            || self.goodput.is_some())
     }
+}
+
+/// An optional duration in µs (`timeout_us`, `slo_target_us`): a whole number in
+/// `[0, MAX_TIME_NS / 1000]`.
+fn micros_field(value: Option<serde_json::Value>) -> Result<Option<u64>, String> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(us) if us <= MAX_TIME_NS / 1000 => Ok(Some(us)),
+            _ => Err(format!(
+                "expected a whole number of µs in [0, {}], got {v}",
+                MAX_TIME_NS / 1000
+            )),
+        },
+    }
+}
+
+/// An optional number in `[lo, 1e9]` (`rtt_ms`, `bandwidth_mbps`); 0 is read as none for a
+/// positive `lo` (no bandwidth: no transfer time).
+fn ms_field(value: Option<serde_json::Value>, lo: f64) -> Result<Option<f64>, String> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(0.0) if lo > 0.0 => Ok(None),
+            Some(x) if x.is_finite() && (lo..=1e9).contains(&x) => Ok(Some(x)),
+            _ => Err(format!("expected a number in [{lo}, 1e9], got {v}")),
+        },
+    }
+}
+
+/// The optional `goodput_slo` object: `ttft_ms`, `itl_ms`, `e2e_ms`, each a positive number.
+fn goodput_field(value: Option<serde_json::Value>) -> Result<Option<ClassTargets>, String> {
+    let map = match value {
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(serde_json::Value::Object(map)) => map,
+        Some(other) => return Err(format!("expected an object, got {other}")),
+    };
+    let mut t = ClassTargets::default();
+    for (key, v) in map {
+        let x = v
+            .as_f64()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| format!("{key}: expected a positive number of ms, got {v}"))?;
+        match key.as_str() {
+            "ttft_ms" => t.ttft_ms = Some(x),
+            "itl_ms" => t.itl_ms = Some(x),
+            "e2e_ms" => t.e2e_ms = Some(x),
+            other => {
+                return Err(format!(
+                    "unknown key `{other}`; known: ttft_ms, itl_ms, e2e_ms"
+                ));
+            }
+        }
+    }
+    Ok(Some(t))
+}
+
+/// The image, audio and video tokens of a multimodal request: whole numbers whose sum is at
+/// most the prompt's length (they are counted in `input_toks`; only checked, not kept).
+fn check_media(
+    fields: [(&str, Option<serde_json::Value>); 3],
+    input: u32,
+) -> Result<(), (String, String)> {
+    let mut sum = 0u64;
+    for (name, v) in fields {
+        match v {
+            None | Some(serde_json::Value::Null) => {}
+            Some(v) => match v.as_u64() {
+                Some(n) => sum += n,
+                None => return Err((name.into(), format!("expected a token count, got {v}"))),
+            },
+        }
+    }
+    if sum > u64::from(input) {
+        return Err((
+            "image_tokens".into(),
+            format!("image, audio and video tokens sum to {sum}, more than input_toks ({input})"),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads the first `limit` requests (all when `None`) of a JSONL workload of flat requests,
@@ -148,7 +277,9 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
         }
         match parse_line(buf, path, line_no, next_id)? {
             Some((request, labels)) => {
-                labelled |= labels.assign(&mut classes, next_id, 1);
+                labelled |= labels
+                    .assign(&mut classes, next_id, 1)
+                    .map_err(|m| invalid_at(path, line_no, "goodput_slo", m))?;
                 requests.push(request);
             }
             None => {
@@ -161,7 +292,9 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
                     Some((header, plan)) => {
                         let labels = session_labels(buf, path, line_no)?;
                         let count = u32::try_from(plan.num_requests()).unwrap_or(u32::MAX);
-                        labelled |= labels.assign(&mut classes, next_id, count);
+                        labelled |= labels
+                            .assign(&mut classes, next_id, count)
+                            .map_err(|m| invalid_at(path, line_no, "goodput_slo", m))?;
                         next_id += plan.num_requests();
                         sessions.add(header, plan);
                     }
@@ -185,6 +318,16 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
         sessions,
         classes: labelled.then_some(classes),
     })
+}
+
+/// The error for `field` of line `line` of `path`.
+fn invalid_at(path: &Path, line: u64, field: &str, message: String) -> WorkloadError {
+    WorkloadError::Invalid {
+        path: path.to_owned(),
+        line,
+        field: field.to_owned(),
+        message,
+    }
 }
 
 /// Reads line `line_no` into `raw` and returns it as text (without a UTF-8 byte-order mark on
@@ -267,10 +410,24 @@ fn parse_line(
     let model = model_field(parsed.model).map_err(|m| invalid("model", m))?;
     let token_ids = token_ids(parsed.input_tok_ids, parsed.output_tok_ids, input, output)
         .map_err(|(field, m)| invalid(field, m))?;
+    check_media(
+        [
+            ("image_tokens", parsed.image_tokens),
+            ("audio_tokens", parsed.audio_tokens),
+            ("video_tokens", parsed.video_tokens),
+        ],
+        input,
+    )
+    .map_err(|(field, m)| invalid(&field, m))?;
     let labels = Labels::of(
         LabelFields {
             tenant: parsed.tenant,
             slo_class: parsed.slo_class,
+            timeout_us: parsed.timeout_us,
+            slo_target_us: parsed.slo_target_us,
+            rtt_ms: parsed.rtt_ms,
+            bandwidth_mbps: parsed.bandwidth_mbps,
+            goodput_slo: parsed.goodput_slo,
         },
         invalid,
     )?;

@@ -22,7 +22,7 @@ pub mod spec;
 
 pub use azure::read_azure;
 pub use blocks::PromptBlocks;
-pub use classes::RequestClasses;
+pub use classes::{ClassTargets, RequestClasses, RequestProfile};
 pub use dataset::{DatasetFormat, DatasetOptions, detect_format, read_dataset};
 pub(crate) use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, WorkloadError, read_jsonl, read_workload};
@@ -33,7 +33,7 @@ use crate::Nanos;
 use sessions::SessionSet;
 
 /// A workload: flat requests and sessions.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Workload {
     /// Flat requests, sorted by arrival (then id).
     pub requests: Vec<Request>,

@@ -126,9 +126,48 @@ impl DurationDist {
         DurationDist(LengthDist::bounded(Kind::Constant(v), v, v, &MICROS))
     }
 
+    /// The shortest duration it gives, µs.
+    pub fn min_us(&self) -> u32 {
+        self.0.lo as u32
+    }
+
     /// Draws a duration, ns.
     pub fn sample_ns<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         u64::from(self.0.sample(rng)) * 1_000
+    }
+}
+
+/// Items per request (images, audio or video segments of a multimodal prompt): the same
+/// types and parameters as [`LengthDist`], with draws rounded to whole counts in
+/// `[0, 100,000]` (the optional `min` defaults to 0).
+#[derive(Debug, Clone)]
+pub struct CountDist(LengthDist);
+
+/// Item counts.
+const COUNTS: Domain = Domain {
+    lo: 0,
+    hi: 100_000,
+    what: "count",
+};
+
+impl<'de> Deserialize<'de> for CountDist {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserialize_checked::<D, RawDist, CountDist>(deserializer)
+    }
+}
+
+impl TryFrom<RawDist> for CountDist {
+    type Error = String;
+
+    fn try_from(raw: RawDist) -> Result<Self, String> {
+        LengthDist::parse(raw, &COUNTS).map(CountDist)
+    }
+}
+
+impl CountDist {
+    /// Draws a count.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u32 {
+        self.0.sample(rng)
     }
 }
 
@@ -236,6 +275,12 @@ impl LengthDist {
             lo: min.max(f64::from(d.lo)).round(),
             hi: max.min(f64::from(d.hi)).round(),
         }
+    }
+
+    /// A constant one token: stands for the `input_distribution` of a multimodal client,
+    /// whose prompt is drawn from its `multimodal` distributions instead.
+    pub(super) fn placeholder() -> LengthDist {
+        LengthDist::bounded(Kind::Constant(1.0), 1.0, 1.0, &TOKENS)
     }
 
     /// Draws a token count, in `[1, 16,777,216]`.

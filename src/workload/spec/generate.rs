@@ -58,9 +58,36 @@ pub struct GeneratedRequest {
     pub prefix_toks: u32,
     /// Whether the output is streamed.
     pub streaming: bool,
+    /// Image, audio and video tokens among the prompt's (multimodal clients; else 0).
+    pub media: [u32; 3],
     /// Position among the client's own arrivals: keys its unique token ids and a session's
     /// random streams.
     seq: u64,
+}
+
+/// The first arrival of `state`'s clock in a window of `lifecycle`, from `t` (outside them)
+/// on: arrivals outside the windows are drawn and dropped, as BLIS does; `None` once past the
+/// last window or the horizon.
+#[inline(never)]
+fn in_window(
+    state: &mut ClientState,
+    lifecycle: &super::Lifecycle,
+    mut t: Nanos,
+    horizon_ns: Nanos,
+) -> Option<Nanos> {
+    loop {
+        if t >= lifecycle.end_ns() {
+            return None;
+        }
+        let next = state.clock.next(&mut state.arrival_rng).round();
+        if next >= horizon_ns as f64 {
+            return None;
+        }
+        t = next as Nanos;
+        if lifecycle.contains(t) {
+            return Some(t);
+        }
+    }
 }
 
 /// An iterator over a spec's requests in arrival order (ties: client order), with ids
@@ -91,6 +118,10 @@ struct ClientState {
     token_seed: u64,
     /// Index into `Generator::prefixes`.
     prefix_group: Option<usize>,
+    /// Turns of each user of a closed-loop client (empty for other clients).
+    turns: Vec<u32>,
+    /// Whether the client is closed-loop (read on every draw, kept with the streams).
+    closed: bool,
     next: GeneratedRequest,
     drawn: u64,
 }
@@ -120,6 +151,17 @@ impl<'a> Generator<'a> {
     /// Prepares the streams of every client. Fails when nothing would end the generation
     /// (neither `num_requests` nor `horizon`).
     pub fn new(spec: &'a WorkloadSpec, overrides: Overrides) -> Result<Generator<'a>, SpecError> {
+        let turns = super::closed_loop::user_turns(spec, overrides)?;
+        Generator::with_turns(spec, overrides, turns)
+    }
+
+    /// [`Generator::new`] with the turns of every closed-loop client's users given (per
+    /// client; none at all: such clients send nothing).
+    pub(super) fn with_turns(
+        spec: &'a WorkloadSpec,
+        overrides: Overrides,
+        closed_loop_turns: Vec<Vec<u32>>,
+    ) -> Result<Generator<'a>, SpecError> {
         let seed = overrides.seed.unwrap_or(spec.seed);
         let num_requests = overrides.num_requests.or(spec.num_requests);
         if num_requests.is_none() && spec.horizon_us.is_none() {
@@ -166,7 +208,13 @@ impl<'a> Generator<'a> {
             .iter()
             .enumerate()
             .map(|(i, c)| ClientState {
-                clock: ArrivalClock::new(&c.arrival, spec.client_rate(i)),
+                // A closed-loop client has no rate and never reads its clock.
+                clock: ArrivalClock::new(
+                    &c.arrival,
+                    Some(spec.client_rate(i))
+                        .filter(|&r| r > 0.0)
+                        .unwrap_or(1.0),
+                ),
                 arrival_rng: rng("arrival", &c.id),
                 input_rng: rng("input", &c.id),
                 output_rng: rng("output", &c.id),
@@ -187,8 +235,11 @@ impl<'a> Generator<'a> {
                     output_toks: 0,
                     prefix_toks: 0,
                     streaming: false,
+                    media: [0; 3],
                     seq: 0,
                 },
+                turns: Vec::new(),
+                closed: c.closed_loop.is_some(),
                 drawn: 0,
             })
             .collect();
@@ -205,6 +256,11 @@ impl<'a> Generator<'a> {
             next_line: 1,
             seed,
         };
+        if !closed_loop_turns.is_empty() {
+            for (state, turns) in generator.clients.iter_mut().zip(closed_loop_turns) {
+                state.turns = turns;
+            }
+        }
         for i in 0..generator.clients.len() {
             generator.draw(i);
         }
@@ -218,14 +274,25 @@ impl<'a> Generator<'a> {
 
     /// Draws client `i`'s next request and queues it, unless it falls at or past the horizon.
     fn draw(&mut self, i: usize) {
-        let spec = &self.spec.clients[i];
-        let state = &mut self.clients[i];
-        let t = state.clock.next(&mut state.arrival_rng);
-        let arrival_ns = t.round();
-        if arrival_ns >= self.horizon_ns as f64 {
+        if self.clients[i].closed {
+            self.draw_user(i);
             return;
         }
-        let arrival_ns = arrival_ns as Nanos;
+        let spec = &self.spec.clients[i];
+        let state = &mut self.clients[i];
+        let t = state.clock.next(&mut state.arrival_rng).round();
+        if t >= self.horizon_ns as f64 {
+            return;
+        }
+        let mut arrival_ns = t as Nanos;
+        if let Some(l) = &spec.lifecycle
+            && !l.contains(arrival_ns)
+        {
+            match in_window(state, l, arrival_ns, self.horizon_ns) {
+                Some(t) => arrival_ns = t,
+                None => return,
+            }
+        }
         let (input, output) = match &spec.traffic {
             Traffic::Requests {
                 input,
@@ -248,10 +315,15 @@ impl<'a> Generator<'a> {
             }
         };
         let prefix_toks = spec.prefix_length;
+        let (own, media) = match &spec.multimodal {
+            None => (input.sample(&mut state.input_rng), [0; 3]),
+            Some(m) => {
+                let tokens = m.sample(&mut state.input_rng);
+                (tokens.total(), tokens.media)
+            }
+        };
         // Validation keeps the prefix below the limit, so the prompt gets at least one token.
-        let input = input
-            .sample(&mut state.input_rng)
-            .min(MAX_TOKENS as u32 - prefix_toks);
+        let input = own.min(MAX_TOKENS as u32 - prefix_toks);
         let streaming = match spec.streaming {
             p if p <= 0.0 => false,
             p if p >= 1.0 => true,
@@ -268,10 +340,34 @@ impl<'a> Generator<'a> {
             output_toks: output.sample(&mut state.output_rng),
             prefix_toks,
             streaming,
+            media,
             seq: state.drawn,
         };
         state.drawn += 1;
         self.queue.push(Reverse((arrival_ns, i as u32)));
+    }
+
+    /// Queues the next user of closed-loop client `i` that has turns (its first request
+    /// arrives staggered over one think time), unless none is left or it arrives at or past
+    /// the horizon.
+    #[inline(never)]
+    fn draw_user(&mut self, i: usize) {
+        let users = self.spec.clients[i]
+            .closed_loop
+            .as_ref()
+            .expect("a closed-loop client");
+        let state = &mut self.clients[i];
+        while let Some(&turns) = state.turns.get(state.drawn as usize) {
+            if turns > 0 {
+                let arrival_ns = users.first_arrival_ns(state.drawn as u32);
+                if arrival_ns >= self.horizon_ns {
+                    return;
+                }
+                self.queue_session(i, arrival_ns, turns);
+                return;
+            }
+            state.drawn += 1;
+        }
     }
 
     /// Queues a session of client `i` arriving at `arrival_ns` with `requests` LLM calls.
@@ -288,6 +384,7 @@ impl<'a> Generator<'a> {
             output_toks: 0,
             prefix_toks: 0,
             streaming: false,
+            media: [0; 3],
             seq: state.drawn,
         };
         state.drawn += 1;
@@ -313,6 +410,20 @@ impl<'a> Generator<'a> {
             model: spec.model.clone(),
         };
         let plan = match &spec.traffic {
+            Traffic::Requests {
+                input,
+                output,
+                conversation: None,
+            } if spec.closed_loop.is_some() => {
+                let users = spec.closed_loop.as_ref().expect("checked");
+                let chain = super::Conversation {
+                    max_turns: req.requests,
+                    follow_up_probability: 1.0,
+                    think_time: users.think.clone(),
+                    accumulate: false,
+                };
+                conversation_plan(&chain, req.requests, input, output, &mut draw)
+            }
             Traffic::Requests {
                 input,
                 output,
@@ -380,21 +491,28 @@ impl<'a> Generator<'a> {
 impl Iterator for Generator<'_> {
     type Item = GeneratedRequest;
 
+    /// The next arrival. `num_requests` counts the open-loop clients' arrivals; closed-loop
+    /// users come whatever is left of it (their turns were planned within it).
     fn next(&mut self) -> Option<GeneratedRequest> {
-        if self.remaining == 0 {
-            return None;
+        loop {
+            let Reverse((_, client)) = self.queue.pop()?;
+            let closed = self.clients[client as usize].closed;
+            if !closed && self.remaining == 0 {
+                continue;
+            }
+            let mut req = self.clients[client as usize].next;
+            req.id = self.next_id;
+            req.line = self.next_line;
+            self.next_id += u64::from(req.requests);
+            self.next_line += 1;
+            if !closed {
+                self.remaining -= 1;
+            }
+            if closed || self.remaining > 0 {
+                self.draw(client as usize);
+            }
+            return Some(req);
         }
-        let Reverse((_, client)) = self.queue.pop()?;
-        let mut req = self.clients[client as usize].next;
-        req.id = self.next_id;
-        req.line = self.next_line;
-        self.next_id += u64::from(req.requests);
-        self.next_line += 1;
-        self.remaining -= 1;
-        if self.remaining > 0 {
-            self.draw(client as usize);
-        }
-        Some(req)
     }
 }
 
@@ -484,7 +602,8 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     let mut classes = RequestClasses::default();
     while let Some(g) = generator.next() {
         let client = &spec.clients[g.client as usize];
-        classes.assign(g.id, g.requests, tenant_name(client), class_name(client));
+        let (tenant, class) = (tenant_name(client), class_name(client));
+        classes.assign_profile(g.id, g.requests, tenant, class, &client.profile);
         match generator.session(&g) {
             Some((header, plan)) => sessions.add(header, plan),
             None => requests.push(generator.request(&g)),
@@ -493,11 +612,30 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     if requests.is_empty() && sessions.is_empty() {
         return Err(nothing_generated(spec));
     }
+    set_goodput_targets(spec, &mut classes);
     Ok(Workload {
         requests,
         sessions,
         classes: Some(classes),
     })
+}
+
+/// Gives the spec's `goodput_slo_targets` to the classes its requests use (a target for a
+/// class no request has is ignored, with a warning), after the requests so that classes keep
+/// the order of their first request, as the JSONL reader sees them.
+fn set_goodput_targets(spec: &WorkloadSpec, classes: &mut RequestClasses) {
+    for (class, targets) in &spec.goodput_targets {
+        if classes.classes().iter().any(|c| c == class) {
+            classes
+                .set_targets(class, *targets)
+                .expect("one entry per class");
+        } else {
+            log::warn!(
+                "{}: goodput_slo_targets.{class}: no client has SLO class `{class}`; ignored",
+                spec.source_name
+            );
+        }
+    }
 }
 
 /// A client's tenant as reported: its `tenant_id`, else `default`.

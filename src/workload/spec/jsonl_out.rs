@@ -33,6 +33,7 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
                 quoted(super::generate::class_name(c))?
             ));
         }
+        model.push_str(&profile_fields(generator.spec(), c)?);
         let prefix = generator.prefix_ids(i).map(|ids| {
             let mut text = b",\"input_tok_ids\":[".to_vec();
             for (k, &id) in ids.iter().enumerate() {
@@ -45,6 +46,12 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
         });
         fixed.push((model.into_bytes(), prefix));
     }
+    let multimodal: Vec<bool> = generator
+        .spec()
+        .clients
+        .iter()
+        .map(|c| c.multimodal.is_some())
+        .collect();
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 4096);
     let mut written = 0u64;
     while let Some(req) = generator.next() {
@@ -65,6 +72,12 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
         buf.extend_from_slice(int.format(req.arrival_ns).as_bytes());
         let (model, prefix) = &fixed[req.client as usize];
         buf.extend_from_slice(model);
+        if multimodal[req.client as usize] {
+            for (name, tokens) in MEDIA.iter().zip(req.media) {
+                buf.extend_from_slice(name);
+                buf.extend_from_slice(int.format(tokens).as_bytes());
+            }
+        }
         if let (Some(prefix), Some(ids)) = (prefix, generator.token_ids(&req)) {
             buf.extend_from_slice(prefix);
             let mut first = req.prefix_toks == 0;
@@ -86,4 +99,47 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
     }
     out.write_all(&buf)?;
     Ok(written)
+}
+
+/// The fields of a multimodal request's image, audio and video tokens.
+const MEDIA: [&[u8]; 3] = [
+    b",\"image_tokens\":",
+    b",\"audio_tokens\":",
+    b",\"video_tokens\":",
+];
+
+/// The fields a client's profile and its class's goodput targets add to each of its lines
+/// (documented extensions the JSONL reader reads back): `timeout_us`, `slo_target_us`,
+/// `rtt_ms`, `bandwidth_mbps`, `goodput_slo`.
+fn profile_fields(spec: &super::WorkloadSpec, c: &super::ClientSpec) -> io::Result<String> {
+    let number = |v: f64| serde_json::to_string(&v).map_err(io::Error::other);
+    let p = &c.profile;
+    let mut out = String::new();
+    if let Some(t) = p.timeout_us {
+        out.push_str(&format!(",\"timeout_us\":{t}"));
+    }
+    if let Some(t) = p.slo_target_us {
+        out.push_str(&format!(",\"slo_target_us\":{t}"));
+    }
+    if let Some(rtt) = p.rtt_ms {
+        out.push_str(&format!(",\"rtt_ms\":{}", number(rtt)?));
+    }
+    if let Some(bw) = p.bandwidth_mbps {
+        out.push_str(&format!(",\"bandwidth_mbps\":{}", number(bw)?));
+    }
+    let class = super::generate::class_name(c);
+    if let Some((_, t)) = spec.goodput_targets.iter().find(|(name, _)| name == class) {
+        let mut fields = Vec::new();
+        for (name, v) in [
+            ("ttft_ms", t.ttft_ms),
+            ("itl_ms", t.itl_ms),
+            ("e2e_ms", t.e2e_ms),
+        ] {
+            if let Some(v) = v {
+                fields.push(format!("\"{name}\":{}", number(v)?));
+            }
+        }
+        out.push_str(&format!(",\"goodput_slo\":{{{}}}", fields.join(",")));
+    }
+    Ok(out)
 }

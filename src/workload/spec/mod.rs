@@ -19,14 +19,22 @@
 //! client's arrivals), so the same spec gives the same requests on every platform, and adding,
 //! removing or reordering other clients leaves a client's draws unchanged.
 //!
-//! Not supported yet, and refused with a message naming the client: closed-loop clients
-//! (`concurrency`), cohorts, lifecycle windows, multimodal inputs, ServeGen and
-//! inference-perf sources.
+//! Closed-loop clients (`concurrency`, `think_time_us`) become one session per user, a chain
+//! of requests each arriving one think time after the previous one completes; cohorts expand
+//! into one client per member with BLIS's lifecycle windows; a client with windows sends
+//! nothing outside them. Multimodal prompts, timeouts, SLO targets and network delays ride on
+//! the requests ([`crate::workload::RequestProfile`]).
+//!
+//! Not supported yet, and refused with a message naming the field: per-window overrides and
+//! absolute-rate mode (`trace_rate`), LoRA adapters, ServeGen and inference-perf sources.
 
 mod agentic;
 mod arrival;
+mod closed_loop;
+mod cohort;
 mod conversation;
 mod dist;
+mod extras;
 mod generate;
 mod jsonl_out;
 mod limits;
@@ -39,8 +47,10 @@ mod workflow;
 
 pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
 pub use arrival::ArrivalProcess;
+pub use cohort::CohortSpec;
 pub use conversation::Conversation;
-pub use dist::{DurationDist, LengthDist};
+pub use dist::{CountDist, DurationDist, LengthDist};
+pub use extras::{ClosedLoop, Lifecycle, ModalTokens, Multimodal};
 pub use generate::{
     GeneratedRequest, Generator, Overrides, TOKEN_ID_SPACE, generate_requests, generate_workload,
     nothing_generated,

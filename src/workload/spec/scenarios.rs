@@ -64,6 +64,10 @@ pub const SCENARIOS: &[Scenario] = &[
         "fork-join-research",
         "plan, then web, database and document tools in parallel, then synthesize"
     ),
+    scenario!(
+        "coding-assistant",
+        "BLIS closed-loop users, lifecycle windows and drain/spike cohorts over two minutes"
+    ),
 ];
 
 /// The built-in scenario called `name`.

@@ -1,12 +1,19 @@
 //! The spec's top level and its clients: parsing, validation, rate shares.
 
 use super::agentic::RawAgentic;
+use super::cohort::CohortSpec;
+use super::cohort::{RawDiurnal, RawDrain, RawSpike};
 use super::conversation::{RawFollowUp, RawReasoning};
+use super::extras::{
+    ClosedLoop, Lifecycle, Multimodal, RawLifecycle, RawMultimodal, RawNetwork, profile,
+};
 use super::traffic::{Traffic, traffic};
-use super::{ArrivalProcess, LengthDist, Location, SpecError, deserialize_checked};
+use super::{ArrivalProcess, DurationDist, LengthDist, Location, SpecError, deserialize_checked};
 use crate::workload::MAX_TOKENS;
+use crate::workload::{ClassTargets, RequestProfile};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 /// A validated workload spec (BLIS WorkloadSpec v2, the subset documented in docs/src/workload-specs.md).
@@ -20,13 +27,18 @@ pub struct WorkloadSpec {
     pub seed: i64,
     /// BLIS's workload label (`language`, `multimodal`, `reasoning`, `agentic`).
     pub category: Option<Category>,
-    /// Total arrival rate, requests per second.
+    /// Total arrival rate, requests per second (0 when every client is closed-loop).
     pub aggregate_rate: f64,
+    /// Each client's mean arrival rate while active, requests per second (0 for a closed-loop
+    /// client): its share of `aggregate_rate` among the clients active with it.
+    pub rates: Vec<f64>,
+    /// Goodput targets per SLO class (`goodput_slo_targets`), in file order.
+    pub goodput_targets: Vec<(String, ClassTargets)>,
     /// No request arrives at or after this time, µs (BLIS's unit).
     pub horizon_us: Option<u64>,
     /// Total requests to generate (the first ones in arrival order).
     pub num_requests: Option<u64>,
-    /// The traffic sources, in file order.
+    /// The traffic sources, in file order, then every cohort's members.
     pub clients: Vec<ClientSpec>,
 }
 
@@ -82,6 +94,15 @@ pub struct ClientSpec {
     pub priority: i32,
     /// Probability that a request streams its output (`streaming: true` is 1).
     pub streaming: f64,
+    /// Closed-loop users (`concurrency`, `think_time_us`); such a client has no rate
+    /// (`rate_fraction` 0, `arrival` unused).
+    pub closed_loop: Option<ClosedLoop>,
+    /// Windows the client is active in (`lifecycle`, or a cohort's pattern).
+    pub lifecycle: Option<Lifecycle>,
+    /// Multimodal prompts (`multimodal`): replace `input_distribution`.
+    pub multimodal: Option<Multimodal>,
+    /// Timeout, SLO target and network of its requests.
+    pub profile: RequestProfile,
 }
 
 #[derive(Deserialize)]
@@ -93,7 +114,8 @@ struct RawSpec {
     seed: i64,
     #[serde(default)]
     category: Option<String>,
-    aggregate_rate: f64,
+    #[serde(default)]
+    aggregate_rate: Option<f64>,
     #[serde(default)]
     horizon: Option<u64>,
     #[serde(default)]
@@ -101,13 +123,25 @@ struct RawSpec {
     #[serde(default)]
     clients: Vec<ClientSpec>,
     #[serde(default)]
-    cohorts: Option<IgnoredAny>,
+    cohorts: Vec<CohortSpec>,
     #[serde(default)]
     servegen_data: Option<IgnoredAny>,
     #[serde(default)]
     inference_perf: Option<IgnoredAny>,
     #[serde(default)]
-    goodput_slo_targets: Option<IgnoredAny>,
+    goodput_slo_targets: Option<BTreeMap<String, RawTargets>>,
+}
+
+/// One class's `goodput_slo_targets` entry, ms.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTargets {
+    #[serde(default)]
+    ttft_ms: Option<f64>,
+    #[serde(default)]
+    itl_ms: Option<f64>,
+    #[serde(default)]
+    e2e_ms: Option<f64>,
 }
 
 /// `version: "2"` or `version: 2`.
@@ -122,7 +156,7 @@ enum RawVersion {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawClient {
     #[serde(default)]
-    id: Option<String>,
+    pub(super) id: Option<String>,
     #[serde(default)]
     tenant_id: Option<String>,
     #[serde(default)]
@@ -138,7 +172,7 @@ pub(super) struct RawClient {
     #[serde(default)]
     pub(super) output_distribution: Option<LengthDist>,
     #[serde(default)]
-    prefix_group: Option<String>,
+    pub(super) prefix_group: Option<String>,
     #[serde(default)]
     prefix_length: Option<u32>,
     #[serde(default)]
@@ -153,23 +187,51 @@ pub(super) struct RawClient {
     pub(super) follow_up: Option<RawFollowUp>,
     #[serde(default)]
     pub(super) closed_loop: Option<bool>,
+    #[serde(default)]
+    concurrency: Option<i64>,
+    #[serde(default)]
+    think_time_us: Option<i64>,
+    #[serde(default)]
+    think_time: Option<DurationDist>,
+    #[serde(default)]
+    lifecycle: Option<RawLifecycle>,
+    #[serde(default)]
+    multimodal: Option<RawMultimodal>,
+    #[serde(default)]
+    network: Option<RawNetwork>,
+    #[serde(default)]
+    timeout: Option<i64>,
+    #[serde(default)]
+    slo_target_us: Option<i64>,
+    // Cohort fields (a cohort is read as a client with these).
+    #[serde(default)]
+    pub(super) population: Option<i64>,
+    #[serde(default)]
+    pub(super) prefix_sharing: Option<String>,
+    #[serde(default)]
+    pub(super) diurnal: Option<RawDiurnal>,
+    #[serde(default)]
+    pub(super) spike: Option<RawSpike>,
+    #[serde(default)]
+    pub(super) drain: Option<RawDrain>,
     // BLIS client features not supported yet: read only to refuse them by name.
     #[serde(default)]
-    concurrency: Option<IgnoredAny>,
-    #[serde(default)]
-    think_time_us: Option<IgnoredAny>,
-    #[serde(default)]
-    lifecycle: Option<IgnoredAny>,
-    #[serde(default)]
-    multimodal: Option<IgnoredAny>,
-    #[serde(default)]
-    network: Option<IgnoredAny>,
-    #[serde(default)]
-    timeout: Option<IgnoredAny>,
-    #[serde(default)]
-    slo_target_us: Option<IgnoredAny>,
-    #[serde(default)]
     adapter: Option<IgnoredAny>,
+}
+
+impl RawClient {
+    /// A field of a client that a cohort does not take, if given.
+    pub(super) fn client_only_field(&self) -> Option<&'static str> {
+        [
+            ("lifecycle", self.lifecycle.is_some()),
+            ("concurrency", self.concurrency.is_some()),
+            ("think_time_us", self.think_time_us.is_some()),
+            ("think_time", self.think_time.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given)
+        .map(|(field, _)| field)
+    }
 }
 
 /// `streaming: true|false` (BLIS) or a probability.
@@ -192,7 +254,7 @@ impl<'de> Deserialize<'de> for ClientSpec {
 impl TryFrom<RawClient> for ClientSpec {
     type Error = String;
 
-    fn try_from(mut raw: RawClient) -> Result<Self, String> {
+    fn try_from(raw: RawClient) -> Result<Self, String> {
         let who = match &raw.id {
             Some(id) => format!("client `{id}`"),
             None => "client".to_owned(),
@@ -203,87 +265,216 @@ impl TryFrom<RawClient> for ClientSpec {
                 "{who}: `agentic` cannot be combined with `reasoning` or `multimodal`"
             ));
         }
-        let unsupported: [(bool, String); 7] = [
-            (
-                raw.concurrency.is_some() || raw.think_time_us.is_some(),
-                "closed-loop clients (`concurrency`, `think_time_us`) are not supported yet; \
-                 `reasoning.multi_turn` or `follow_up` give follow-ups at completion + think \
-                 time, and --max-in-flight replays a workload at a fixed concurrency"
-                    .into(),
-            ),
-            (
-                raw.lifecycle.is_some(),
-                "`lifecycle` windows are not supported yet".into(),
-            ),
-            (
-                raw.multimodal.is_some(),
-                "`multimodal` inputs are not supported yet".into(),
-            ),
-            (
-                raw.network.is_some(),
-                "`network` is not supported yet".into(),
-            ),
-            (
-                raw.timeout.is_some(),
-                "`timeout` is not supported yet".into(),
-            ),
-            (
-                raw.slo_target_us.is_some(),
-                "`slo_target_us` is not supported yet".into(),
-            ),
-            (
-                raw.adapter.is_some(),
-                "`adapter` (LoRA) is not supported yet".into(),
-            ),
-        ];
-        if let Some((_, message)) = unsupported.into_iter().find(|(present, _)| *present) {
-            return Err(format!("{who}: {message}"));
+        if raw.adapter.is_some() {
+            return Err(format!("{who}: `adapter` (LoRA) is not supported yet"));
         }
-        let missing = |field: &str| format!("{who}: missing field `{field}`");
-        let traffic = traffic(&mut raw, &who)?;
-        let rate_fraction = raw.rate_fraction.ok_or_else(|| missing("rate_fraction"))?;
-        if !(rate_fraction.is_finite() && rate_fraction > 0.0) {
+        let cohort_only = [
+            ("population", raw.population.is_some()),
+            ("prefix_sharing", raw.prefix_sharing.is_some()),
+            ("diurnal", raw.diurnal.is_some()),
+            ("spike", raw.spike.is_some()),
+            ("drain", raw.drain.is_some()),
+        ];
+        if let Some((field, _)) = cohort_only.iter().find(|(_, given)| *given) {
+            return Err(format!("{who}: `{field}` belongs to cohorts, not clients"));
+        }
+        client_spec(raw, &who)
+    }
+}
+
+/// The client of `raw` (a client, or a cohort's template once its own fields are taken out);
+/// `who` names it in errors.
+pub(super) fn client_spec(mut raw: RawClient, who: &str) -> Result<ClientSpec, String> {
+    let at = |e: String| format!("{who}: {e}");
+    let think = match (raw.think_time_us, raw.think_time.take()) {
+        (Some(_), Some(_)) => {
+            return Err(at("give think_time_us or think_time, not both".into()));
+        }
+        (us, None) => Think::Micros(us),
+        (None, Some(d)) => Think::Dist(d),
+    };
+    let closed_loop = closed_loop(raw.concurrency, think).map_err(at)?;
+    let lifecycle = raw
+        .lifecycle
+        .take()
+        .map(Lifecycle::parse)
+        .transpose()
+        .map_err(at)?;
+    let multimodal = raw
+        .multimodal
+        .take()
+        .map(Multimodal::parse)
+        .transpose()
+        .map_err(at)?;
+    let profile = profile(raw.timeout, raw.slo_target_us, raw.network.take()).map_err(at)?;
+    if multimodal.is_some() && raw.input_distribution.is_none() {
+        // BLIS requires input_distribution on every client; a multimodal prompt replaces it.
+        raw.input_distribution = Some(LengthDist::placeholder());
+    }
+    if closed_loop.is_some() {
+        return closed_loop_client(raw, who, closed_loop, lifecycle, multimodal, profile);
+    }
+    let missing = |field: &str| format!("{who}: missing field `{field}`");
+    let traffic = traffic(&mut raw, who)?;
+    if multimodal.is_some() && traffic.is_session() {
+        return Err(format!(
+            "{who}: `multimodal` applies to single requests, not to sessions \
+             (conversations, agentic workflows)"
+        ));
+    }
+    let rate_fraction = raw.rate_fraction.ok_or_else(|| missing("rate_fraction"))?;
+    if !(rate_fraction.is_finite() && rate_fraction > 0.0) {
+        return Err(format!(
+            "{who}: rate_fraction must be positive, got {rate_fraction}"
+        ));
+    }
+    let prefix_length = prefix_length(&raw, who)?;
+    let streaming = streaming(raw.streaming, who)?;
+    Ok(ClientSpec {
+        id: raw.id.unwrap_or_default(),
+        tenant_id: raw.tenant_id,
+        slo_class: raw.slo_class,
+        model: raw.model,
+        rate_fraction,
+        arrival: raw.arrival.ok_or_else(|| missing("arrival"))?,
+        traffic,
+        prefix_group: raw.prefix_group,
+        prefix_length,
+        priority: raw.priority.unwrap_or(0),
+        streaming,
+        closed_loop: None,
+        lifecycle,
+        multimodal,
+        profile,
+    })
+}
+
+/// A closed-loop client's think time as given: BLIS's `think_time_us`, or a `think_time`
+/// distribution (extension).
+enum Think {
+    Micros(Option<i64>),
+    Dist(DurationDist),
+}
+
+/// BLIS's `concurrency` and `think_time_us` (or `think_time`): closed-loop users (none
+/// without `concurrency`, or with 0 as BLIS reads it).
+fn closed_loop(concurrency: Option<i64>, think: Think) -> Result<Option<ClosedLoop>, String> {
+    let users = match concurrency {
+        None | Some(0) => {
+            match think {
+                Think::Micros(Some(t)) if t != 0 => {
+                    return Err("think_time_us needs concurrency (closed-loop users)".into());
+                }
+                Think::Dist(_) => {
+                    return Err("think_time needs concurrency (closed-loop users)".into());
+                }
+                Think::Micros(_) => {}
+            }
+            return Ok(None);
+        }
+        Some(c) if (1..=MAX_USERS).contains(&c) => c as u32,
+        Some(c) => {
             return Err(format!(
-                "{who}: rate_fraction must be positive, got {rate_fraction}"
+                "concurrency must be a number of users in [1, {MAX_USERS}], got {c}"
             ));
         }
-        let streaming = match raw.streaming {
-            None | Some(RawStreaming::Flag(false)) => 0.0,
-            Some(RawStreaming::Flag(true)) => 1.0,
-            Some(RawStreaming::Probability(p)) if (0.0..=1.0).contains(&p) => p,
-            Some(RawStreaming::Probability(p)) => {
+    };
+    let think = match think {
+        Think::Dist(d) => d,
+        Think::Micros(t) => match t.unwrap_or(0) {
+            t if (0..=i64::from(u32::MAX)).contains(&t) => DurationDist::constant(t as u32),
+            t => {
                 return Err(format!(
-                    "{who}: streaming must be true, false or a probability in [0, 1], got {p}"
+                    "think_time_us must be in [0, {}] µs, got {t}",
+                    u32::MAX
                 ));
             }
-        };
-        let prefix_length = match (&raw.prefix_group, raw.prefix_length) {
-            (None, Some(_)) => {
-                return Err(format!("{who}: prefix_length needs a prefix_group"));
-            }
-            (None, None) => 0,
-            (Some(_), None | Some(0)) => DEFAULT_PREFIX_LENGTH,
-            (Some(_), Some(n)) if u64::from(n) < MAX_TOKENS => n,
-            (Some(_), Some(n)) => {
-                return Err(format!(
-                    "{who}: prefix_length {n} leaves no room for a prompt (limit {MAX_TOKENS})"
-                ));
-            }
-        };
-        Ok(ClientSpec {
-            id: raw.id.unwrap_or_default(),
-            tenant_id: raw.tenant_id,
-            slo_class: raw.slo_class,
-            model: raw.model,
-            rate_fraction,
-            arrival: raw.arrival.ok_or_else(|| missing("arrival"))?,
-            traffic,
-            prefix_group: raw.prefix_group,
-            prefix_length,
-            priority: raw.priority.unwrap_or(0),
-            streaming,
-        })
+        },
+    };
+    Ok(Some(ClosedLoop { users, think }))
+}
+
+/// Most closed-loop users of one client.
+const MAX_USERS: i64 = 100_000;
+
+/// A closed-loop client: requests of the input and output distributions, no rate, no arrival
+/// process (BLIS: `concurrency` and `rate_fraction` exclude each other).
+fn closed_loop_client(
+    mut raw: RawClient,
+    who: &str,
+    closed_loop: Option<ClosedLoop>,
+    lifecycle: Option<Lifecycle>,
+    multimodal: Option<Multimodal>,
+    profile: RequestProfile,
+) -> Result<ClientSpec, String> {
+    let refused = [
+        ("rate_fraction", raw.rate_fraction.is_some_and(|f| f != 0.0)),
+        ("lifecycle", lifecycle.is_some()),
+        ("multimodal", multimodal.is_some()),
+        ("agentic", raw.agentic.is_some()),
+        ("reasoning", raw.reasoning.is_some()),
+        ("follow_up", raw.follow_up.is_some()),
+        ("closed_loop", raw.closed_loop.is_some()),
+    ];
+    if let Some((field, _)) = refused.iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "{who}: `{field}` cannot be combined with `concurrency` (closed-loop users send \
+             single requests of the input and output distributions)"
+        ));
     }
+    let traffic = traffic(&mut raw, who)?;
+    let prefix_length = prefix_length(&raw, who)?;
+    let streaming = streaming(raw.streaming, who)?;
+    Ok(ClientSpec {
+        id: raw.id.unwrap_or_default(),
+        tenant_id: raw.tenant_id,
+        slo_class: raw.slo_class,
+        model: raw.model,
+        rate_fraction: 0.0,
+        arrival: raw.arrival.unwrap_or(ArrivalProcess::Poisson),
+        traffic,
+        prefix_group: raw.prefix_group,
+        prefix_length,
+        priority: raw.priority.unwrap_or(0),
+        streaming,
+        closed_loop,
+        lifecycle: None,
+        multimodal: None,
+        profile,
+    })
+}
+
+/// `streaming` as a probability.
+fn streaming(raw: Option<RawStreaming>, who: &str) -> Result<f64, String> {
+    let streaming = match raw {
+        None | Some(RawStreaming::Flag(false)) => 0.0,
+        Some(RawStreaming::Flag(true)) => 1.0,
+        Some(RawStreaming::Probability(p)) if (0.0..=1.0).contains(&p) => p,
+        Some(RawStreaming::Probability(p)) => {
+            return Err(format!(
+                "{who}: streaming must be true, false or a probability in [0, 1], got {p}"
+            ));
+        }
+    };
+    Ok(streaming)
+}
+
+/// The shared prefix length of a client (0 without a group).
+fn prefix_length(raw: &RawClient, who: &str) -> Result<u32, String> {
+    let prefix_length = match (&raw.prefix_group, raw.prefix_length) {
+        (None, Some(_)) => {
+            return Err(format!("{who}: prefix_length needs a prefix_group"));
+        }
+        (None, None) => 0,
+        (Some(_), None | Some(0)) => DEFAULT_PREFIX_LENGTH,
+        (Some(_), Some(n)) if u64::from(n) < MAX_TOKENS => n,
+        (Some(_), Some(n)) => {
+            return Err(format!(
+                "{who}: prefix_length {n} leaves no room for a prompt (limit {MAX_TOKENS})"
+            ));
+        }
+    };
+    Ok(prefix_length)
 }
 
 impl WorkloadSpec {
@@ -315,18 +506,11 @@ impl WorkloadSpec {
         validate(raw, source_name)
     }
 
-    /// Client `index`'s mean arrival rate, requests per second: its share of
-    /// `aggregate_rate` after normalising the rate fractions to sum to 1.
+    /// Client `index`'s mean arrival rate while active, requests per second: its share of
+    /// `aggregate_rate` among the clients active with it (all clients without lifecycle
+    /// windows; BLIS's per-phase normalisation with them); 0 for a closed-loop client.
     pub fn client_rate(&self, index: usize) -> f64 {
-        share_rate(
-            self.aggregate_rate,
-            self.clients[index].rate_fraction,
-            self.total_fraction(),
-        )
-    }
-
-    fn total_fraction(&self) -> f64 {
-        self.clients.iter().map(|c| c.rate_fraction).sum()
+        self.rates[index]
     }
 }
 
@@ -374,14 +558,23 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         path: path.to_owned(),
         message,
     };
-    let unsupported = [
-        ("cohorts", raw.cohorts.is_some()),
-        ("servegen_data", raw.servegen_data.is_some()),
-        ("inference_perf", raw.inference_perf.is_some()),
-        ("goodput_slo_targets", raw.goodput_slo_targets.is_some()),
-    ];
-    if let Some((field, _)) = unsupported.iter().find(|(_, present)| *present) {
-        return Err(invalid(field, "is not supported yet".into()));
+    if raw.servegen_data.is_some() {
+        return Err(invalid(
+            "servegen_data",
+            "is not supported yet: it reads a ServeGen data directory (chunk-*-trace.csv, \
+             dataset.json) into fitted per-window distributions; convert it to clients (or to \
+             JSONL) first"
+                .into(),
+        ));
+    }
+    if raw.inference_perf.is_some() {
+        return Err(invalid(
+            "inference_perf",
+            "is not supported yet: BLIS expands it into per-user clients with its own \
+             samplers; write the clients (one per system prompt and user, lifecycle windows \
+             for the stages) instead"
+                .into(),
+        ));
     }
     let version = match raw.version {
         None => 2,
@@ -394,47 +587,38 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
             return Err(invalid("version", format!("must be 1 or 2, got {v}")));
         }
     };
-    let category = match raw.category.as_deref() {
-        None | Some("") => None,
-        Some("language") => Some(Category::Language),
-        Some("multimodal") => Some(Category::Multimodal),
-        Some("reasoning") => Some(Category::Reasoning),
-        Some("agentic") => Some(Category::Agentic),
-        Some(other) => {
-            return Err(invalid(
-                "category",
-                format!(
-                    "unknown category `{other}`; known: language, multimodal, reasoning, agentic"
-                ),
-            ));
-        }
-    };
-    if !(raw.aggregate_rate.is_finite() && raw.aggregate_rate > 0.0) {
-        return Err(invalid(
-            "aggregate_rate",
-            format!(
-                "must be a positive number of requests per second, got {}",
-                raw.aggregate_rate
-            ),
-        ));
-    }
+    let category = category(raw.category.as_deref()).map_err(|m| invalid("category", m))?;
+    let goodput_targets =
+        goodput_targets(raw.goodput_slo_targets).map_err(|(path, m)| invalid(&path, m))?;
+    let explicit = raw.clients.len();
     let mut clients = raw.clients;
+    for cohort in &raw.cohorts {
+        cohort.expand(&mut clients);
+    }
     if clients.is_empty() {
-        return Err(invalid("clients", "at least one client is required".into()));
+        return Err(invalid(
+            "clients",
+            "at least one client or cohort is required".into(),
+        ));
     }
     for (i, c) in clients.iter_mut().enumerate() {
         if c.id.is_empty() {
             c.id = format!("client-{i}");
         }
     }
+    let place = |i: usize| match i < explicit {
+        true => format!("clients[{i}]"),
+        false => format!("cohorts (member `{}`)", clients[i].id),
+    };
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(clients.len());
     for (i, c) in clients.iter().enumerate() {
-        if let Some(j) = clients[..i].iter().position(|d| d.id == c.id) {
+        if let Some(j) = seen.insert(&c.id, i) {
             return Err(invalid(
-                &format!("clients[{i}].id"),
+                &format!("{}.id", place(i)),
                 format!(
-                    "`{}` is also the id of clients[{j}]; ids seed the random streams and must \
-                     be unique",
-                    c.id
+                    "`{}` is also the id of {}; ids seed the random streams and must be unique",
+                    c.id,
+                    place(j)
                 ),
             ));
         }
@@ -446,26 +630,53 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
             .position(|c| c.slo_class.is_none())
             .expect("some client lacks one");
         return Err(invalid(
-            &format!("clients[{i}].slo_class"),
-            "missing: set slo_class on every client or on none".into(),
+            &format!("{}.slo_class", place(i)),
+            "missing: set slo_class on every client and cohort or on none".into(),
         ));
     }
-    let total: f64 = clients.iter().map(|c| c.rate_fraction).sum();
-    for (i, c) in clients.iter().enumerate() {
-        let rate = share_rate(raw.aggregate_rate, c.rate_fraction, total);
-        if !(rate.is_finite() && rate >= MIN_CLIENT_RATE) {
+    let any_rate = clients.iter().any(|c| c.closed_loop.is_none());
+    let aggregate_rate = match raw.aggregate_rate {
+        Some(r) if r.is_finite() && r > 0.0 => r,
+        None | Some(0.0) if !any_rate => 0.0,
+        Some(0.0) => {
             return Err(invalid(
-                &format!("clients[{i}].rate_fraction"),
+                "aggregate_rate",
+                "0 (BLIS's absolute-rate mode, windows' trace_rate) is not supported yet; give \
+                 a positive number of requests per second"
+                    .into(),
+            ));
+        }
+        Some(r) => {
+            return Err(invalid(
+                "aggregate_rate",
+                format!("must be a positive number of requests per second, got {r}"),
+            ));
+        }
+        None => {
+            return Err(invalid(
+                "aggregate_rate",
+                "missing: required unless every client is closed-loop (`concurrency`)".into(),
+            ));
+        }
+    };
+    let rates = client_rates(&clients, aggregate_rate);
+    for (i, c) in clients.iter().enumerate() {
+        let rate = rates[i];
+        if c.closed_loop.is_none() && !(rate.is_finite() && rate >= MIN_CLIENT_RATE) {
+            return Err(invalid(
+                &format!("{}.rate_fraction", place(i)),
                 format!(
                     "gives client `{}` {rate:e} requests per second (aggregate_rate × its share \
-                     of the rate_fraction sum {total:e}); must be finite and at least \
-                     {MIN_CLIENT_RATE:e}",
+                     of the rate_fraction sum of the clients active with it); must be finite \
+                     and at least {MIN_CLIENT_RATE:e}",
                     c.id
                 ),
             ));
         }
     }
-    if (total - 1.0).abs() > 1e-9 {
+    let total: f64 = clients.iter().map(|c| c.rate_fraction).sum();
+    let phased = clients.iter().any(|c| c.lifecycle.is_some());
+    if any_rate && !phased && (total - 1.0).abs() > 1e-9 {
         log::warn!(
             "{source_name}: the clients' rate_fraction values sum to {total}; normalised to \
              shares of aggregate_rate"
@@ -476,9 +687,97 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         version,
         seed: raw.seed,
         category,
-        aggregate_rate: raw.aggregate_rate,
+        aggregate_rate,
+        rates,
+        goodput_targets,
         horizon_us: raw.horizon.filter(|&h| h > 0),
         num_requests: raw.num_requests.filter(|&n| n > 0),
         clients,
     })
+}
+
+/// The `category` label.
+fn category(name: Option<&str>) -> Result<Option<Category>, String> {
+    Ok(match name {
+        None | Some("") => None,
+        Some("language") => Some(Category::Language),
+        Some("multimodal") => Some(Category::Multimodal),
+        Some("reasoning") => Some(Category::Reasoning),
+        Some("agentic") => Some(Category::Agentic),
+        Some(other) => {
+            return Err(format!(
+                "unknown category `{other}`; known: language, multimodal, reasoning, agentic"
+            ));
+        }
+    })
+}
+
+/// `goodput_slo_targets`, checked: every target positive and finite; the error names the
+/// field's path.
+fn goodput_targets(
+    raw: Option<BTreeMap<String, RawTargets>>,
+) -> Result<Vec<(String, ClassTargets)>, (String, String)> {
+    let mut out = Vec::new();
+    for (class, t) in raw.unwrap_or_default() {
+        // 0 is BLIS's "no target".
+        let check = |field: &str, v: Option<f64>| match v {
+            Some(0.0) => Ok(None),
+            Some(x) if !(x.is_finite() && x > 0.0) => Err((
+                format!("goodput_slo_targets.{class}.{field}"),
+                format!("must be a positive number of ms (or 0: none), got {x}"),
+            )),
+            other => Ok(other),
+        };
+        let targets = ClassTargets {
+            ttft_ms: check("ttft_ms", t.ttft_ms)?,
+            itl_ms: check("itl_ms", t.itl_ms)?,
+            e2e_ms: check("e2e_ms", t.e2e_ms)?,
+        };
+        out.push((class, targets));
+    }
+    Ok(out)
+}
+
+/// Each client's rate while active, requests per second (0 for closed-loop clients). Without
+/// lifecycle windows, the rate fractions are shares of their sum; with them (BLIS's
+/// per-phase normalisation), of the sum over the clients whose windows overlap the client's
+/// (a client without windows overlaps every client). Clients sharing one lifecycle (a
+/// cohort's members) are summed once per group, so a large cohort costs no more than one
+/// client.
+fn client_rates(clients: &[ClientSpec], aggregate: f64) -> Vec<f64> {
+    // Groups of clients with the same windows: (lifecycle, sum of their fractions).
+    let mut groups: Vec<(Option<&Lifecycle>, f64)> = Vec::new();
+    let mut group_of = Vec::with_capacity(clients.len());
+    let mut index: HashMap<usize, usize> = HashMap::new();
+    for c in clients {
+        let key = c.lifecycle.as_ref().map_or(0, Lifecycle::id);
+        let g = *index.entry(key).or_insert_with(|| {
+            groups.push((c.lifecycle.as_ref(), 0.0));
+            groups.len() - 1
+        });
+        groups[g].1 += c.rate_fraction;
+        group_of.push(g);
+    }
+    let overlap = |a: Option<&Lifecycle>, b: Option<&Lifecycle>| match (a, b) {
+        (Some(a), Some(b)) => a.overlaps(b),
+        _ => true,
+    };
+    let co_active: Vec<f64> = groups
+        .iter()
+        .map(|&(l, _)| {
+            groups
+                .iter()
+                .filter(|&&(m, _)| overlap(l, m))
+                .map(|&(_, sum)| sum)
+                .sum()
+        })
+        .collect();
+    clients
+        .iter()
+        .zip(&group_of)
+        .map(|(c, &g)| match c.closed_loop {
+            Some(_) => 0.0,
+            None => share_rate(aggregate, c.rate_fraction, co_active[g]),
+        })
+        .collect()
 }

@@ -1,0 +1,291 @@
+//! A client's BLIS fields beyond its traffic: closed-loop users (`concurrency`,
+//! `think_time_us`), lifecycle windows, multimodal inputs, and what the requests carry for
+//! the metrics and the control plane (`timeout`, `slo_target_us`, `network`).
+
+use super::dist::CountDist;
+use super::{DurationDist, LengthDist};
+use crate::workload::{MAX_TIME_NS, MAX_TOKENS, RequestProfile};
+use rand::Rng;
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// A closed-loop client: `users` users, each sending its next request a think time after its
+/// previous one completes.
+#[derive(Debug, Clone)]
+pub struct ClosedLoop {
+    /// Users (BLIS's `concurrency`), at least 1.
+    pub users: u32,
+    /// Pause between a request's completion and the same user's next request, µs: BLIS's
+    /// constant `think_time_us`, or the `think_time` distribution (extension), drawn anew
+    /// before every request.
+    pub think: DurationDist,
+}
+
+impl ClosedLoop {
+    /// Arrival of user `u`'s first request, ns: the users are staggered evenly over one
+    /// (shortest) think time (`u × think / users`, in µs as BLIS does; all at 0 with no think
+    /// time).
+    pub fn first_arrival_ns(&self, u: u32) -> u64 {
+        let us = u64::from(u) * u64::from(self.think.min_us()) / u64::from(self.users);
+        us * 1_000
+    }
+}
+
+/// `lifecycle` (BLIS): the windows a client is active in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLifecycle {
+    windows: Vec<RawWindow>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWindow {
+    start_us: u64,
+    end_us: u64,
+    // Per-window overrides, read only to refuse them by name.
+    #[serde(default)]
+    trace_rate: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    arrival: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    input_distribution: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    output_distribution: Option<serde::de::IgnoredAny>,
+}
+
+/// A client's active windows `[start, end)`, ns, in the order given. A client with windows
+/// sends nothing outside them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lifecycle {
+    windows: Arc<[(u64, u64)]>,
+    /// The latest window end, ns: no arrival at or after it.
+    end_ns: u64,
+}
+
+impl Lifecycle {
+    /// Windows given in µs, `[start, end)`; each must be non-empty.
+    pub fn from_us(windows: &[(u64, u64)]) -> Result<Lifecycle, String> {
+        if windows.is_empty() {
+            return Err("lifecycle: at least one window is required".into());
+        }
+        let limit = MAX_TIME_NS / 1_000;
+        let mut ns = Vec::with_capacity(windows.len());
+        for (j, &(start, end)) in windows.iter().enumerate() {
+            if end <= start || end > limit {
+                return Err(format!(
+                    "lifecycle.windows[{j}]: end_us ({end}) must be greater than start_us \
+                     ({start}) and at most {limit}"
+                ));
+            }
+            ns.push((start * 1_000, end * 1_000));
+        }
+        let end_ns = ns.iter().map(|w| w.1).max().expect("non-empty");
+        Ok(Lifecycle {
+            windows: ns.into(),
+            end_ns,
+        })
+    }
+
+    pub(super) fn parse(raw: RawLifecycle) -> Result<Lifecycle, String> {
+        for (j, w) in raw.windows.iter().enumerate() {
+            let overrides = [
+                ("trace_rate", w.trace_rate.is_some()),
+                ("arrival", w.arrival.is_some()),
+                ("input_distribution", w.input_distribution.is_some()),
+                ("output_distribution", w.output_distribution.is_some()),
+            ];
+            if let Some((field, _)) = overrides.iter().find(|(_, given)| *given) {
+                return Err(format!(
+                    "lifecycle.windows[{j}].{field}: per-window overrides are not supported \
+                     yet (a window only gates the client's own arrivals)"
+                ));
+            }
+        }
+        let windows: Vec<(u64, u64)> = raw.windows.iter().map(|w| (w.start_us, w.end_us)).collect();
+        Lifecycle::from_us(&windows)
+    }
+
+    /// An identity shared by clones (a cohort's members share one lifecycle); never 0.
+    pub fn id(&self) -> usize {
+        self.windows.as_ptr() as usize
+    }
+
+    /// Whether time `ns` lies in a window.
+    pub fn contains(&self, ns: u64) -> bool {
+        self.windows.iter().any(|&(s, e)| s <= ns && ns < e)
+    }
+
+    /// The latest window end, ns.
+    pub fn end_ns(&self) -> u64 {
+        self.end_ns
+    }
+
+    /// The windows, ns.
+    pub fn windows(&self) -> &[(u64, u64)] {
+        &self.windows
+    }
+
+    /// Whether some window of `self` overlaps some window of `other`.
+    pub fn overlaps(&self, other: &Lifecycle) -> bool {
+        self.windows
+            .iter()
+            .any(|&(s, e)| other.windows.iter().any(|&(s2, e2)| s < e2 && s2 < e))
+    }
+}
+
+/// BLIS's `multimodal`: seven distributions.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMultimodal {
+    #[serde(default)]
+    text_distribution: Option<LengthDist>,
+    #[serde(default)]
+    image_distribution: Option<LengthDist>,
+    #[serde(default)]
+    image_count_distribution: Option<CountDist>,
+    #[serde(default)]
+    audio_distribution: Option<LengthDist>,
+    #[serde(default)]
+    audio_count_distribution: Option<CountDist>,
+    #[serde(default)]
+    video_distribution: Option<LengthDist>,
+    #[serde(default)]
+    video_count_distribution: Option<CountDist>,
+}
+
+/// A validated multimodal input: text tokens, and for each of image, audio and video a
+/// count of items and the tokens of each item.
+#[derive(Debug, Clone)]
+pub struct Multimodal {
+    text: Option<LengthDist>,
+    /// Image, audio, video: (tokens per item, items per request).
+    media: [Option<(LengthDist, CountDist)>; 3],
+}
+
+/// The token counts of one multimodal prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModalTokens {
+    pub text: u32,
+    /// Image, audio and video tokens.
+    pub media: [u32; 3],
+}
+
+impl ModalTokens {
+    /// The prompt's length: text + image + audio + video, at least 1 (as BLIS).
+    pub fn total(&self) -> u32 {
+        let sum = u64::from(self.text) + self.media.iter().map(|&m| u64::from(m)).sum::<u64>();
+        sum.clamp(1, MAX_TOKENS) as u32
+    }
+}
+
+impl Multimodal {
+    pub(super) fn parse(raw: RawMultimodal) -> Result<Multimodal, String> {
+        let pair = |name: &str, tokens: Option<LengthDist>, count: Option<CountDist>| match (
+            tokens, count,
+        ) {
+            (Some(t), Some(c)) => Ok(Some((t, c))),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(format!(
+                "multimodal: {name}_distribution needs {name}_count_distribution"
+            )),
+            (None, Some(_)) => Err(format!(
+                "multimodal: {name}_count_distribution needs {name}_distribution"
+            )),
+        };
+        let media = [
+            pair(
+                "image",
+                raw.image_distribution,
+                raw.image_count_distribution,
+            )?,
+            pair(
+                "audio",
+                raw.audio_distribution,
+                raw.audio_count_distribution,
+            )?,
+            pair(
+                "video",
+                raw.video_distribution,
+                raw.video_count_distribution,
+            )?,
+        ];
+        if raw.text_distribution.is_none() && media.iter().all(Option::is_none) {
+            return Err("multimodal: give text_distribution or a modality".into());
+        }
+        Ok(Multimodal {
+            text: raw.text_distribution,
+            media,
+        })
+    }
+
+    /// Draws one prompt: the text tokens, then per modality the item count and each item's
+    /// tokens (BLIS's order).
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> ModalTokens {
+        let mut tokens = ModalTokens {
+            text: self.text.as_ref().map_or(0, |d| d.sample(rng)),
+            media: [0; 3],
+        };
+        for (k, m) in self.media.iter().enumerate() {
+            if let Some((per_item, count)) = m {
+                let items = count.sample(rng);
+                let sum: u64 = (0..items).map(|_| u64::from(per_item.sample(rng))).sum();
+                tokens.media[k] = sum.min(MAX_TOKENS) as u32;
+            }
+        }
+        tokens
+    }
+}
+
+/// BLIS's `network`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNetwork {
+    rtt_ms: f64,
+    #[serde(default)]
+    bandwidth_mbps: Option<f64>,
+}
+
+/// The request fields of a client that only the metrics and the control plane read, checked.
+pub(super) fn profile(
+    timeout_us: Option<i64>,
+    slo_target_us: Option<i64>,
+    network: Option<RawNetwork>,
+) -> Result<RequestProfile, String> {
+    let micros = |field: &str, v: Option<i64>| match v {
+        Some(us) if us < 0 || us as u64 > MAX_TIME_NS / 1_000 => Err(format!(
+            "{field} must be a number of µs in [0, {}], got {us}",
+            MAX_TIME_NS / 1_000
+        )),
+        other => Ok(other.map(|us| us as u64)),
+    };
+    let timeout_us = micros("timeout", timeout_us)?;
+    let slo_target_us = micros("slo_target_us", slo_target_us)?.filter(|&t| t > 0);
+    let (rtt_ms, bandwidth_mbps) = match network {
+        None => (None, None),
+        Some(n) => {
+            if !(n.rtt_ms.is_finite() && (0.0..=1e9).contains(&n.rtt_ms)) {
+                return Err(format!(
+                    "network.rtt_ms must be a number of ms in [0, 1e9], got {}",
+                    n.rtt_ms
+                ));
+            }
+            let bw = n.bandwidth_mbps.filter(|&b| b != 0.0);
+            if let Some(b) = bw
+                && !(b.is_finite() && (1e-6..=1e9).contains(&b))
+            {
+                return Err(format!(
+                    "network.bandwidth_mbps must be in [1e-6, 1e9] Mbit/s (or 0: no \
+                     transfer time), got {b}"
+                ));
+            }
+            (Some(n.rtt_ms), bw)
+        }
+    };
+    Ok(RequestProfile {
+        timeout_us,
+        slo_target_us,
+        rtt_ms,
+        bandwidth_mbps,
+    })
+}
