@@ -8,10 +8,12 @@ mod arch;
 mod error;
 #[cfg(test)]
 mod fixture_tests;
+mod identity;
 mod load;
 mod lookup;
 mod meta;
 mod resolve;
+mod shape;
 mod skew;
 #[cfg(test)]
 mod tests;
@@ -301,6 +303,7 @@ impl ProfileDb {
             None => Architecture::bundled(&spec.model.model_type)?,
         };
         let meta = meta::load_meta(&bundle, tp)?;
+        identity::check(spec, &meta.identity, &bundle)?;
         warn_if_beyond_profiled(spec, &meta, &bundle);
 
         let attention = load::load_attention(&bundle.join(format!("tp{tp}/attention.csv")))?;
@@ -333,18 +336,16 @@ impl ProfileDb {
 /// Logs once per load when the runtime limits exceed the profiled ones.
 fn warn_if_beyond_profiled(spec: &ProfileSpec<'_>, meta: &meta::Meta, bundle: &Path) {
     let runtime_tokens = u64::from(spec.max_num_batched_tokens);
-    if let Some(profiled) = meta.max_num_batched_tokens
-        && profiled > 0
-        && runtime_tokens > profiled
-    {
+    let profiled = meta.max_num_batched_tokens;
+    if runtime_tokens > profiled {
         log::warn!(
             "max-num-batched-tokens {runtime_tokens} exceeds the {profiled} profiled in {}; \
              dense and attention lookups above it extrapolate",
             bundle.display()
         );
     }
-    if let (Some(profiled), Some(runtime)) = (meta.max_num_seqs, spec.max_num_seqs)
-        && profiled > 0
+    let profiled = meta.max_num_seqs;
+    if let Some(runtime) = spec.max_num_seqs
         && u64::from(runtime) > profiled
     {
         log::warn!(
