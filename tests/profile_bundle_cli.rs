@@ -489,3 +489,55 @@ fn a_moe_table_with_a_hole_is_refused_naming_the_row_and_the_missing_tokens() {
     );
     assert!(err.contains(&named), "{named}\n{err}");
 }
+
+#[test]
+fn skew_alphas_that_are_not_finite_or_beyond_ten_thousand_are_refused_naming_them() {
+    if !shared_data::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = copy_of(dir.path(), "RTXPRO6000/meta-llama/Llama-3.1-8B/bf16");
+    let w = dir.path().join("w.jsonl");
+    std::fs::write(
+        &w,
+        "{\"input_toks\":30,\"output_toks\":4,\"arrival_time_ns\":0}\n",
+    )
+    .unwrap();
+    let perf = dir.path().join("perf");
+    let attempt = || {
+        let out = run(&[
+            "--dataset",
+            s(&w),
+            "--profile-dir",
+            s(&perf),
+            "--hardware",
+            "RTXPRO6000",
+        ]);
+        (out.status.code(), String::from_utf8(out.stderr).unwrap())
+    };
+    // The real fits reach −735: they load.
+    assert_eq!(attempt().0, Some(0));
+    let table = bundle.join("tp1/skew_fit.csv");
+    let text = std::fs::read_to_string(&table).unwrap();
+    let row = "0,n<=128,sr<=15%,kvB<=1k,kp=0,0.035,";
+    assert!(text.contains(row));
+    for (value, why) in [
+        ("1e30", "alpha 1e30 is outside [-1e4, 1e4]"),
+        ("nan", "`nan` is not a finite number"),
+    ] {
+        let bad = row.replace("0.035", value);
+        std::fs::write(&table, text.replacen(row, &bad, 1)).unwrap();
+        let (code, err) = attempt();
+        assert_eq!(code, Some(1), "{err}");
+        let named = format!("{}, line 3, column `alpha`: {why}", table.display());
+        assert!(err.contains(&named), "{named}\n{err}");
+    }
+    std::fs::write(&table, text).unwrap();
+    edit_meta(&bundle, "alpha_default: 0.0543", "alpha_default: -2e4");
+    let (code, err) = attempt();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("meta.yaml: skew_fit.per_tp.1.alpha_default: alpha -20000 is outside"),
+        "{err}"
+    );
+}

@@ -440,3 +440,20 @@ fn rotary_embedding_is_dropped_on_tpu_hardware() {
     );
     assert!(t.iter().all(|(n, _)| *n != "rotary_emb"));
 }
+
+#[test]
+fn a_step_extrapolated_far_off_the_grid_saturates_instead_of_wrapping() {
+    let tmp = fixture(&["bf16"], &[1]);
+    // qkv_proj from 2 µs at 2 tokens to 10^9 µs at 4: 5·10^11 ns more per token.
+    edit(&tmp, "tp1/dense.csv", "qkv_proj,4,12\n", "qkv_proj,4,1000000000\n");
+    let mut db = ProfileDb::load(&spec(tmp.path(), &tiny(), 1)).unwrap();
+    let prefill = [BatchItem {
+        new_tokens: u32::MAX,
+        context_tokens: 0,
+    }];
+    // Each of the two blocks' qkv_proj rows alone is at i64::MAX ns: the sum must not wrap.
+    let step = db.step_time(&BatchDesc::new(&prefill)).unwrap();
+    assert_eq!(step, u64::MAX);
+    let parts = db.step_parts(&BatchDesc::new(&prefill)).unwrap();
+    assert!(parts.block_ns >= i64::MAX as u64, "{parts:?}");
+}

@@ -161,7 +161,9 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
         Some(fit) if fit.enabled => {
             let entry = fit.per_tp.as_ref().and_then(|m| tp_entry(m, tp));
             match entry {
-                None => SkewFit::Constant(fit.alpha_default.unwrap_or(0.0)),
+                None => SkewFit::Constant(
+                    alpha(fit.alpha_default, "skew_fit.alpha_default").map_err(required)?,
+                ),
                 Some(value) => {
                     let at = format!("skew_fit.per_tp.{tp}");
                     let entry: PerTpYaml = serde_yaml_ng::from_value(value.clone())
@@ -173,7 +175,13 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
                         None => SkewAxes::defaults(),
                     };
                     let alphas = match (entry.alpha_by_bucket, entry.bucket_table) {
-                        (Some(inline), _) if !inline.is_empty() => inline,
+                        (Some(inline), _) if !inline.is_empty() => {
+                            for (key, &value) in &inline {
+                                let field = format!("{at}.alpha_by_bucket.{key}");
+                                alpha(Some(value), &field).map_err(required)?;
+                            }
+                            inline
+                        }
                         (_, Some(table)) => {
                             let table = inside_bundle(&table)
                                 .map_err(|m| invalid(format!("{at}.bucket_table"), m))?;
@@ -182,7 +190,9 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
                         _ => HashMap::new(),
                     };
                     warn_unknown_buckets(&path, tp, &axes, &alphas);
-                    SkewFit::buckets(axes, alphas, entry.alpha_default.unwrap_or(0.0))
+                    let default = alpha(entry.alpha_default, &format!("{at}.alpha_default"))
+                        .map_err(required)?;
+                    SkewFit::buckets(axes, alphas, default)
                 }
             }
         }
@@ -210,6 +220,29 @@ fn parse(text: &str) -> Result<MetaYaml, (String, String)> {
         serde_yaml_ng::Value::Mapping(_) => serde_path_to_error::deserialize(value)
             .map_err(|e| (e.path().to_string(), e.inner().to_string())),
         _ => Err(whole("not a mapping of keys")),
+    }
+}
+
+/// The largest skew alpha accepted, either sign. Alphas are fits of
+/// `(t_skew − t_mean) / (t_max − t_mean)` and unclamped: LLMServingSim's bundles reach −735.
+const MAX_ALPHA: f64 = 1e4;
+
+/// An optional alpha (0 when absent), finite and within [`MAX_ALPHA`].
+fn alpha(value: Option<f64>, field: &str) -> Result<f64, (String, String)> {
+    match value {
+        None => Ok(0.0),
+        Some(a) if a.is_finite() && a.abs() <= MAX_ALPHA => Ok(a),
+        Some(a) => {
+            let shown = if a.abs() < 1e15 {
+                a.to_string()
+            } else {
+                format!("{a:e}")
+            };
+            Err((
+                field.into(),
+                format!("alpha {shown} is outside [-{MAX_ALPHA:e}, {MAX_ALPHA:e}]"),
+            ))
+        }
     }
 }
 
@@ -331,7 +364,9 @@ fn read_bucket_table(path: &Path) -> Result<HashMap<String, f64>, ProfileError> 
                 }
             }
         }
-        alphas.insert(key, r.finite(alpha_col)?);
+        let value = r.finite(alpha_col)?;
+        alpha(Some(value), "alpha").map_err(|(_, m)| r.malformed(alpha_col, m))?;
+        alphas.insert(key, value);
         Ok(())
     })?;
     Ok(alphas)

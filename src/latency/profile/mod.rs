@@ -366,7 +366,9 @@ impl LatencyBackend for ProfileDb {
         let mut total: Nanos = 0;
         for row in &mut self.rows {
             if let Some(ns) = self.pricer.price(&mut row.price, &stats) {
-                total += row.repeats * ns;
+                // Saturating: an extrapolated time far off the grid must not wrap the sum
+                // into a short step (the engine refuses a clock that would overflow).
+                total = total.saturating_add(row.repeats.saturating_mul(ns));
             }
         }
         Ok(total)
@@ -404,9 +406,16 @@ impl LatencyBackend for ProfileDb {
         for row in &mut self.rows {
             if let Some(ns) = self.pricer.price(&mut row.price, &stats) {
                 match row.part {
-                    Part::Prologue => parts.prologue_ns += row.repeats * ns,
-                    Part::Block => parts.block_ns += ns,
-                    Part::Head => parts.head_ns += row.repeats * ns,
+                    Part::Prologue => {
+                        parts.prologue_ns = parts
+                            .prologue_ns
+                            .saturating_add(row.repeats.saturating_mul(ns));
+                    }
+                    Part::Block => parts.block_ns = parts.block_ns.saturating_add(ns),
+                    Part::Head => {
+                        parts.head_ns =
+                            parts.head_ns.saturating_add(row.repeats.saturating_mul(ns));
+                    }
                 }
             }
         }
