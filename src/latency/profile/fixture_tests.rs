@@ -445,7 +445,12 @@ fn rotary_embedding_is_dropped_on_tpu_hardware() {
 fn a_step_extrapolated_far_off_the_grid_saturates_instead_of_wrapping() {
     let tmp = fixture(&["bf16"], &[1]);
     // qkv_proj from 2 µs at 2 tokens to 10^9 µs at 4: 5·10^11 ns more per token.
-    edit(&tmp, "tp1/dense.csv", "qkv_proj,4,12\n", "qkv_proj,4,1000000000\n");
+    edit(
+        &tmp,
+        "tp1/dense.csv",
+        "qkv_proj,4,12\n",
+        "qkv_proj,4,1000000000\n",
+    );
     let mut db = ProfileDb::load(&spec(tmp.path(), &tiny(), 1)).unwrap();
     let prefill = [BatchItem {
         new_tokens: u32::MAX,
