@@ -356,6 +356,9 @@ fn another_architecture_is_refused_and_a_different_checksum_model_or_hardware_wa
     }
 }
 
+/// Which lines of a table to keep, by 1-based number and text.
+type KeepLine = dyn Fn(usize, &str) -> bool;
+
 /// Rewrites `file` of the bundle copy's `tp1/` keeping only the lines `keep` accepts (by
 /// 1-based number and text).
 fn keep_lines(bundle: &Path, file: &str, keep: impl Fn(usize, &str) -> bool) {
@@ -387,7 +390,7 @@ fn tables_without_the_grid_shapes_the_lookups_need_are_refused_naming_what_is_mi
             std::fs::write(path, bytes).unwrap();
         }
     };
-    let cases: [(&str, Box<dyn Fn(usize, &str) -> bool>, String); 5] = [
+    let cases: [(&str, Box<KeepLine>, String); 5] = [
         // A one-row attention table.
         (
             "attention.csv",
