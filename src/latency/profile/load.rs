@@ -1,10 +1,13 @@
 //! Reading a profile bundle from disk: folder discovery and the category CSVs.
 //!
-//! Every `time_us` becomes `max(1, round(time_us × 1000))` ns at load, with ties to even
-//! (pandas' `round`). Grid points must come in the order the profiler writes them, with no
-//! duplicates: `dense.csv`/`per_sequence.csv` in increasing key within each layer,
-//! `attention.csv` in increasing `(prefill_chunk, kv_prefill, n_decode, kv_decode)`, `moe.csv` in
-//! increasing `(tokens, activated_experts)`. LLMServingSim sorts and de-duplicates silently
+//! Every `time_us` must be a finite number in (0, 10^9] µs (zero, negative or non-finite
+//! times are refused naming the line) and becomes `max(1, round(time_us × 1000))` ns at load,
+//! with ties to even (pandas' `round`); the 1 ns floor only catches times below 0.5 ns.
+//!
+//! Grid points must come in the order the profiler writes them, with no duplicates:
+//! `dense.csv`/`per_sequence.csv` in increasing key within each layer, `attention.csv` in
+//! increasing `(prefill_chunk, kv_prefill, n_decode, kv_decode)`, `moe.csv` in increasing
+//! `(tokens, activated_experts)`. LLMServingSim sorts and de-duplicates silently
 //! instead; every bundle it ships is already in this order, so a violation means a damaged or
 //! hand-edited file and is reported with its line.
 
