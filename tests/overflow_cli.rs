@@ -160,7 +160,7 @@ fn profile_times_outside_a_physical_range_are_refused_naming_file_line_and_colum
         "RTX4090",
     ];
     for (time, expected) in [
-        ("1e30", "time 1000000000000000000000000000000 µs"),
+        ("1e30", "time 1e30 µs"),
         ("0", "time 0 µs"),
         ("-5", "time -5 µs"),
     ] {

@@ -83,7 +83,12 @@ fn limits_beyond_the_profile_and_layers_without_rows_are_each_warned_once() {
     .unwrap();
     let tp1 = tmp.path().join("RTXPRO6000/org/Tiny/bf16/tp1");
     std::fs::create_dir_all(&tp1).unwrap();
-    std::fs::write(tp1.join("../meta.yaml"), "{}\n").unwrap();
+    std::fs::write(
+        tp1.join("../meta.yaml"),
+        "model: org/Tiny\narchitecture: llama\ntp_degrees: [1]\n\
+         engine_effective: {max_num_batched_tokens: 2048, max_num_seqs: 256}\n",
+    )
+    .unwrap();
     let dense: String = [
         "embedding",
         "qkv_proj",
@@ -95,7 +100,7 @@ fn limits_beyond_the_profile_and_layers_without_rows_are_each_warned_once() {
         "final_layernorm",
     ]
     .iter()
-    .map(|layer| format!("{layer},1,1.0\n"))
+    .map(|layer| format!("{layer},1,1.0\n{layer},2,2.0\n"))
     .collect();
     std::fs::write(
         tp1.join("dense.csv"),
@@ -104,12 +109,13 @@ fn limits_beyond_the_profile_and_layers_without_rows_are_each_warned_once() {
     .unwrap();
     std::fs::write(
         tp1.join("per_sequence.csv"),
-        "layer,sequences,time_us\nlm_head,1,1.0\nsampler,1,1.0\n",
+        "layer,sequences,time_us\nlm_head,1,1.0\nlm_head,2,2.0\nsampler,1,1.0\nsampler,2,2.0\n",
     )
     .unwrap();
     std::fs::write(
         tp1.join("attention.csv"),
-        "prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n0,0,1,16,1.0\n",
+        "prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n0,0,1,16,1.0\n0,0,2,32,1.0\n\
+         16,0,0,0,1.0\n",
     )
     .unwrap();
     ProfileDb::load(&spec(tmp.path(), &tiny, 1, 1)).unwrap();

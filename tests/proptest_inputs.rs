@@ -29,8 +29,12 @@ fn config(cases: u32) -> ProptestConfig {
 }
 
 /// Values that sit on or past the bounds the readers check.
-const EDGE_NUMBERS: [&str; 16] = [
+const EDGE_NUMBERS: [&str; 20] = [
     "0",
+    "-0",
+    "nan",
+    "inf",
+    ".nan",
     "-1",
     "1",
     "1e30",
@@ -456,11 +460,13 @@ fn bundle_files() -> Vec<(&'static str, String)> {
     let per_seq =
         "layer,sequences,time_us\nlm_head,1,100\nlm_head,2,200\nsampler,1,200\nsampler,2,400\n";
     let attention = "prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n0,0,1,16,5\n0,0,1,32,6\n\
-                     16,0,0,0,20\n16,16,0,0,30\n";
+                     0,0,2,16,8\n16,0,0,0,20\n16,16,0,0,30\n";
     vec![
         (
             "meta.yaml",
-            "engine_effective:\n  max_num_batched_tokens: 4\n  max_num_seqs: 2\n".into(),
+            "model: org/Tiny\narchitecture: llama\ntp_degrees: [1]\n\
+             engine_effective:\n  max_num_batched_tokens: 4\n  max_num_seqs: 2\n"
+                .into(),
         ),
         ("tp1/dense.csv", dense),
         ("tp1/per_sequence.csv", per_seq.into()),

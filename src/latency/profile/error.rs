@@ -75,6 +75,9 @@ pub enum ProfileError {
         line: u64,
         point: String,
     },
+    /// A table whose grid lacks a shape the lookups need (see `shape`).
+    #[error("{}: {message}", path.display())]
+    Grid { path: PathBuf, message: String },
     /// An attention or MoE table without data rows.
     #[error("{} has no data rows", path.display())]
     Empty { path: PathBuf },

@@ -65,12 +65,21 @@ fn write_tp(dir: &Path, dense_layers: &[&str], scale: u32) {
     write(&dir.join("per_sequence.csv"), &per_seq);
     let attention = format!(
         "prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n0,0,1,16,{}\n0,0,1,32,{}\n\
-         16,0,0,0,{}\n",
+         0,0,2,16,{}\n16,0,0,0,{}\n",
         5 * scale,
         6 * scale,
+        8 * scale,
         20 * scale
     );
     write(&dir.join("attention.csv"), &attention);
+}
+
+/// A `meta.yaml` with the keys a bundle must have, for `architecture` at `tps`.
+fn meta_yaml(architecture: &str, tps: &[u32]) -> String {
+    format!(
+        "model: org/Tiny\narchitecture: {architecture}\ntp_degrees: {tps:?}\n\
+         engine_effective:\n  max_num_batched_tokens: 4\n  max_num_seqs: 2\n"
+    )
 }
 
 /// `<tmp>/HW/org/Tiny/<variant>/` with `meta.yaml` and the given TP folders (TP `t` scaled by
@@ -79,10 +88,7 @@ fn fixture(variants: &[&str], tps: &[u32]) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     for variant in variants {
         let bundle = tmp.path().join("HW/org/Tiny").join(variant);
-        write(
-            &bundle.join("meta.yaml"),
-            "engine_effective:\n  max_num_batched_tokens: 4\n  max_num_seqs: 2\n",
-        );
+        write(&bundle.join("meta.yaml"), &meta_yaml("llama", tps));
         let extra = if variant.ends_with("-kvfp8") { 10 } else { 1 };
         for &tp in tps {
             write_tp(&bundle.join(format!("tp{tp}")), &LLAMA_DENSE, tp * extra);
@@ -168,7 +174,7 @@ fn without_a_tp1_folder_tp_stable_layers_come_from_the_runs_tp_folder() {
 fn moe_tables_come_from_tp1_or_else_the_lowest_tp_folder() {
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("HW/org/Tiny/bf16");
-    write(&bundle.join("meta.yaml"), "{}\n");
+    write(&bundle.join("meta.yaml"), &meta_yaml("mixtral", &[2, 4]));
     for tp in [2, 4] {
         write_tp(&bundle.join(format!("tp{tp}")), &MIXTRAL_DENSE, tp);
     }
@@ -197,7 +203,7 @@ fn moe_tables_come_from_tp1_or_else_the_lowest_tp_folder() {
 #[test]
 fn a_dense_model_running_a_moe_layer_is_an_architecture_error() {
     let tmp = fixture(&["bf16"], &[1]);
-    let arch = tmp.path().join("arch.yaml");
+    let arch = tmp.path().join("llama.yaml");
     write(
         &arch,
         "sequence:\n  pre_attn: [attention, moe]\n  head: [lm_head]\ncatalog:\n  attention:\n    \
@@ -357,10 +363,10 @@ fn grid_points_out_of_order_are_an_error_naming_their_line() {
         "{err:?}"
     );
     let tmp = fixture(&["bf16"], &[1]);
-    edit(&tmp, "tp1/attention.csv", "16,0,0,0,", "0,0,0,0,");
+    edit(&tmp, "tp1/attention.csv", "16,0,0,0,", "0,0,1,64,");
     let err = load_err(tmp.path(), &tiny(), 1);
     assert!(
-        matches!(err, ProfileError::Unsorted { line: 4, .. }),
+        matches!(err, ProfileError::Unsorted { line: 5, .. }),
         "{err:?}"
     );
 }
@@ -433,4 +439,26 @@ fn rotary_embedding_is_dropped_on_tpu_hardware() {
         .unwrap(),
     );
     assert!(t.iter().all(|(n, _)| *n != "rotary_emb"));
+}
+
+#[test]
+fn a_step_extrapolated_far_off_the_grid_saturates_instead_of_wrapping() {
+    let tmp = fixture(&["bf16"], &[1]);
+    // qkv_proj from 2 µs at 2 tokens to 10^9 µs at 4: 5·10^11 ns more per token.
+    edit(
+        &tmp,
+        "tp1/dense.csv",
+        "qkv_proj,4,12\n",
+        "qkv_proj,4,1000000000\n",
+    );
+    let mut db = ProfileDb::load(&spec(tmp.path(), &tiny(), 1)).unwrap();
+    let prefill = [BatchItem {
+        new_tokens: u32::MAX,
+        context_tokens: 0,
+    }];
+    // Each of the two blocks' qkv_proj rows alone is at i64::MAX ns: the sum must not wrap.
+    let step = db.step_time(&BatchDesc::new(&prefill)).unwrap();
+    assert_eq!(step, u64::MAX);
+    let parts = db.step_parts(&BatchDesc::new(&prefill)).unwrap();
+    assert!(parts.block_ns >= i64::MAX as u64, "{parts:?}");
 }

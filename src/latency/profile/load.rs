@@ -1,10 +1,13 @@
 //! Reading a profile bundle from disk: folder discovery and the category CSVs.
 //!
-//! Every `time_us` becomes `max(1, round(time_us × 1000))` ns at load, with ties to even
-//! (pandas' `round`). Grid points must come in the order the profiler writes them, with no
-//! duplicates: `dense.csv`/`per_sequence.csv` in increasing key within each layer,
-//! `attention.csv` in increasing `(prefill_chunk, kv_prefill, n_decode, kv_decode)`, `moe.csv` in
-//! increasing `(tokens, activated_experts)`. LLMServingSim sorts and de-duplicates silently
+//! Every `time_us` must be a finite number in (0, 10^9] µs (zero, negative or non-finite
+//! times are refused naming the line) and becomes `max(1, round(time_us × 1000))` ns at load,
+//! with ties to even (pandas' `round`); the 1 ns floor only catches times below 0.5 ns.
+//!
+//! Grid points must come in the order the profiler writes them, with no duplicates:
+//! `dense.csv`/`per_sequence.csv` in increasing key within each layer, `attention.csv` in
+//! increasing `(prefill_chunk, kv_prefill, n_decode, kv_decode)`, `moe.csv` in increasing
+//! `(tokens, activated_experts)`. LLMServingSim sorts and de-duplicates silently
 //! instead; every bundle it ships is already in this order, so a violation means a damaged or
 //! hand-edited file and is reported with its line.
 
@@ -65,8 +68,18 @@ impl<'p> CsvFile<'p> {
                 source,
             },
         })?;
-        let mut reader = csv::Reader::from_reader(file);
-        let headers = reader.headers().map_err(|e| csv_error(path, e))?.clone();
+        // Records end at `\n` alone: with the default CRLF terminator a record ends at the `\r`
+        // and its `\n` is counted into the next one, so every line number in a CRLF file (as
+        // LLMServingSim writes them) would be one short. A field's trailing `\r` is trimmed.
+        let mut reader = csv::ReaderBuilder::new()
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_reader(file);
+        let headers: csv::StringRecord = reader
+            .headers()
+            .map_err(|e| csv_error(path, e))?
+            .iter()
+            .map(str::trim)
+            .collect();
         Ok(CsvFile {
             path,
             reader,
@@ -157,9 +170,14 @@ impl Record<'_> {
         if us > 0.0 && us <= MAX_TIME_US {
             Ok(latency_ns(us))
         } else {
+            let shown = if us.abs() < 1e15 {
+                us.to_string()
+            } else {
+                format!("{us:e}")
+            };
             Err(self.malformed(
                 idx,
-                format!("time {us} µs is outside (0, {MAX_TIME_US:e}] µs"),
+                format!("time {shown} µs is outside (0, {MAX_TIME_US:e}] µs"),
             ))
         }
     }
@@ -265,6 +283,7 @@ pub(super) fn load_1d(
         points.push((key, ns));
         Ok(())
     })?;
+    super::shape::check_1d(path, key_column, &layers)?;
     Ok(layers
         .into_iter()
         .map(|(name, points)| (name, Table1d::new(points)))
@@ -286,6 +305,9 @@ pub(super) fn load_attention(path: &Path) -> Result<AttentionTable, ProfileError
         for (k, &col) in key.iter_mut().zip(&cols) {
             *k = r.integer(col)?;
         }
+        if let Some((idx, why)) = super::shape::attention_row(key) {
+            return Err(r.malformed(cols[idx], why.into()));
+        }
         let order = "(prefill_chunk, kv_prefill, n_decode, kv_decode)";
         check_order(path, r.line, points.last().map(|p| &p.0), &key, order)?;
         points.push((key, r.latency(time_col)?));
@@ -296,6 +318,8 @@ pub(super) fn load_attention(path: &Path) -> Result<AttentionTable, ProfileError
             path: path.to_path_buf(),
         });
     }
+    let keys: Vec<[u64; 4]> = points.iter().map(|p| p.0).collect();
+    super::shape::check_attention(path, &keys)?;
     Ok(AttentionTable::new(points))
 }
 
@@ -326,6 +350,7 @@ pub(super) fn load_moe(path: &Path) -> Result<MoeTable, ProfileError> {
             path: path.to_path_buf(),
         });
     }
+    super::shape::check_moe(path, &points)?;
     Ok(MoeTable::new(points))
 }
 

@@ -23,26 +23,51 @@ use super::skew::{BucketAxis, SkewAxes, SkewFit};
 #[derive(Debug, Clone)]
 pub(super) struct Meta {
     /// `engine_effective.max_num_batched_tokens`: the largest step the grids cover.
-    pub max_num_batched_tokens: Option<u64>,
+    pub max_num_batched_tokens: u64,
     /// `engine_effective.max_num_seqs`.
-    pub max_num_seqs: Option<u64>,
+    pub max_num_seqs: u64,
     pub skew: SkewFit,
+    /// What the bundle says it measured: `model`, `hardware`, `architecture`,
+    /// `architecture_sha256`.
+    pub identity: Identity,
 }
 
+/// The `meta.yaml` keys that say what was profiled, checked against the run by `identity`.
+#[derive(Debug, Clone)]
+pub(super) struct Identity {
+    /// `model`, e.g. `meta-llama/Llama-3.1-8B`.
+    pub model: String,
+    /// `hardware`, e.g. `RTX4090` (optional).
+    pub hardware: Option<String>,
+    /// `architecture`: the stem of the profiler's `models/<architecture>.yaml`.
+    pub architecture: String,
+    /// `architecture_sha256`: that file's SHA-256, 64 lowercase hex digits (optional).
+    pub architecture_sha256: Option<String>,
+}
+
+/// The keys this reader uses; LLMServingSim's profiler writes all but `skew_fit` (older
+/// bundles) and more (versions, `attention_grid`, ...), which are ignored.
 #[derive(Deserialize)]
+#[serde(expecting = "a mapping of meta.yaml keys")]
 struct MetaYaml {
+    model: Option<String>,
+    hardware: Option<String>,
+    architecture: Option<String>,
+    architecture_sha256: Option<String>,
     tp_degrees: Option<Vec<u32>>,
     engine_effective: Option<EngineYaml>,
     skew_fit: Option<SkewFitYaml>,
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a mapping with max_num_batched_tokens and max_num_seqs")]
 struct EngineYaml {
     max_num_batched_tokens: Option<u64>,
     max_num_seqs: Option<u64>,
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a mapping")]
 struct SkewFitYaml {
     #[serde(default)]
     enabled: bool,
@@ -53,6 +78,7 @@ struct SkewFitYaml {
 
 /// `bucket_axes` as written (its informational `pc` entry is ignored).
 #[derive(Deserialize)]
+#[serde(expecting = "a mapping of bins and labels")]
 struct AxesYaml {
     n_bins: Vec<f64>,
     n_labels: Vec<String>,
@@ -84,6 +110,7 @@ impl AxesYaml {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a mapping")]
 struct PerTpYaml {
     alpha_default: Option<f64>,
     bucket_table: Option<String>,
@@ -107,26 +134,36 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
         field,
         message,
     };
-    let meta: MetaYaml =
-        serde_path_to_error::deserialize(serde_yaml_ng::Deserializer::from_str(&text))
-            .map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?;
-
-    if let Some(degrees) = &meta.tp_degrees
-        && !degrees.contains(&tp)
-    {
+    let meta = parse(&text).map_err(|(field, message)| invalid(field, message))?;
+    let required = |(field, message): (String, String)| invalid(field, message);
+    let identity = Identity {
+        model: present(meta.model, "model").map_err(required)?,
+        hardware: meta.hardware,
+        architecture: present(meta.architecture, "architecture").map_err(required)?,
+        architecture_sha256: meta.architecture_sha256,
+    };
+    let degrees = present(meta.tp_degrees, "tp_degrees").map_err(required)?;
+    if !degrees.contains(&tp) {
         return Err(invalid(
             "tp_degrees".into(),
             format!("{degrees:?} does not list tp {tp}, whose tp{tp}/ folder is used"),
         ));
     }
-    let (max_num_batched_tokens, max_num_seqs) = meta
-        .engine_effective
-        .map_or((None, None), |e| (e.max_num_batched_tokens, e.max_num_seqs));
+    let engine = present(meta.engine_effective, "engine_effective").map_err(required)?;
+    let max_num_batched_tokens = positive(
+        engine.max_num_batched_tokens,
+        "engine_effective.max_num_batched_tokens",
+    )
+    .map_err(required)?;
+    let max_num_seqs =
+        positive(engine.max_num_seqs, "engine_effective.max_num_seqs").map_err(required)?;
     let skew = match meta.skew_fit {
         Some(fit) if fit.enabled => {
             let entry = fit.per_tp.as_ref().and_then(|m| tp_entry(m, tp));
             match entry {
-                None => SkewFit::Constant(fit.alpha_default.unwrap_or(0.0)),
+                None => SkewFit::Constant(
+                    alpha(fit.alpha_default, "skew_fit.alpha_default").map_err(required)?,
+                ),
                 Some(value) => {
                     let at = format!("skew_fit.per_tp.{tp}");
                     let entry: PerTpYaml = serde_yaml_ng::from_value(value.clone())
@@ -138,7 +175,13 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
                         None => SkewAxes::defaults(),
                     };
                     let alphas = match (entry.alpha_by_bucket, entry.bucket_table) {
-                        (Some(inline), _) if !inline.is_empty() => inline,
+                        (Some(inline), _) if !inline.is_empty() => {
+                            for (key, &value) in &inline {
+                                let field = format!("{at}.alpha_by_bucket.{key}");
+                                alpha(Some(value), &field).map_err(required)?;
+                            }
+                            inline
+                        }
                         (_, Some(table)) => {
                             let table = inside_bundle(&table)
                                 .map_err(|m| invalid(format!("{at}.bucket_table"), m))?;
@@ -147,7 +190,9 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
                         _ => HashMap::new(),
                     };
                     warn_unknown_buckets(&path, tp, &axes, &alphas);
-                    SkewFit::buckets(axes, alphas, entry.alpha_default.unwrap_or(0.0))
+                    let default = alpha(entry.alpha_default, &format!("{at}.alpha_default"))
+                        .map_err(required)?;
+                    SkewFit::buckets(axes, alphas, default)
                 }
             }
         }
@@ -157,7 +202,66 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
         max_num_batched_tokens,
         max_num_seqs,
         skew,
+        identity,
     })
+}
+
+/// The YAML text as [`MetaYaml`]; an error is `(field, message)`. An empty file (or one of
+/// comments only) and a document that is not a mapping are named as such.
+fn parse(text: &str) -> Result<MetaYaml, (String, String)> {
+    let whole = |m: &str| ("(file)".to_string(), m.to_string());
+    let value: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| whole(&e.to_string()))?;
+    match value {
+        serde_yaml_ng::Value::Null => Err(whole(
+            "empty: a bundle's meta.yaml records model, architecture, tp_degrees and \
+             engine_effective",
+        )),
+        serde_yaml_ng::Value::Mapping(_) => serde_path_to_error::deserialize(value)
+            .map_err(|e| (e.path().to_string(), e.inner().to_string())),
+        _ => Err(whole("not a mapping of keys")),
+    }
+}
+
+/// The largest skew alpha accepted, either sign. Alphas are fits of
+/// `(t_skew − t_mean) / (t_max − t_mean)` and unclamped: LLMServingSim's bundles reach −735.
+const MAX_ALPHA: f64 = 1e4;
+
+/// An optional alpha (0 when absent), finite and within [`MAX_ALPHA`].
+fn alpha(value: Option<f64>, field: &str) -> Result<f64, (String, String)> {
+    match value {
+        None => Ok(0.0),
+        Some(a) if a.is_finite() && a.abs() <= MAX_ALPHA => Ok(a),
+        Some(a) => {
+            let shown = if a.abs() < 1e15 {
+                a.to_string()
+            } else {
+                format!("{a:e}")
+            };
+            Err((
+                field.into(),
+                format!("alpha {shown} is outside [-{MAX_ALPHA:e}, {MAX_ALPHA:e}]"),
+            ))
+        }
+    }
+}
+
+/// A required key's value; its absence is `(field, why it is needed)`.
+fn present<T>(value: Option<T>, field: &str) -> Result<T, (String, String)> {
+    value.ok_or_else(|| {
+        let why = "missing: LLMServingSim's profiler records model, architecture, tp_degrees \
+                   and engine_effective's max_num_batched_tokens and max_num_seqs in every \
+                   bundle; without them the bundle cannot be checked against the run";
+        (field.to_string(), why.to_string())
+    })
+}
+
+/// A required count of at least 1.
+fn positive(value: Option<u64>, field: &str) -> Result<u64, (String, String)> {
+    match present(value, field)? {
+        0 => Err((field.into(), "0: must be at least 1".into())),
+        n => Ok(n),
+    }
 }
 
 /// Warns when bucket keys of the fit for `tp` name labels its axes do not have: those
@@ -260,7 +364,9 @@ fn read_bucket_table(path: &Path) -> Result<HashMap<String, f64>, ProfileError> 
                 }
             }
         }
-        alphas.insert(key, r.finite(alpha_col)?);
+        let value = r.finite(alpha_col)?;
+        alpha(Some(value), "alpha").map_err(|(_, m)| r.malformed(alpha_col, m))?;
+        alphas.insert(key, value);
         Ok(())
     })?;
     Ok(alphas)
@@ -270,8 +376,18 @@ fn read_bucket_table(path: &Path) -> Result<HashMap<String, f64>, ProfileError> 
 mod tests {
     use super::*;
 
-    /// `meta.yaml` (and optional extra files) in a fresh folder, loaded for `tp`.
+    /// The keys every bundle's `meta.yaml` must have.
+    const HEAD: &str = "model: org/Tiny\narchitecture: llama\ntp_degrees: [1, 2]\n\
+                        engine_effective: {max_num_batched_tokens: 4, max_num_seqs: 8}\n";
+
+    /// [`HEAD`] and `yaml` as `meta.yaml` (and optional extra files) in a fresh folder,
+    /// loaded for `tp`.
     fn load(yaml: &str, files: &[(&str, &str)], tp: u32) -> Result<Meta, ProfileError> {
+        load_raw(&format!("{HEAD}{yaml}"), files, tp)
+    }
+
+    /// `yaml` alone as `meta.yaml`, loaded like [`load`].
+    fn load_raw(yaml: &str, files: &[(&str, &str)], tp: u32) -> Result<Meta, ProfileError> {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("meta.yaml"), yaml).unwrap();
         for (name, text) in files {
@@ -307,11 +423,8 @@ mod tests {
             load(&disabled, &[TABLE], 1).unwrap().skew,
             SkewFit::Constant(0.0)
         );
-        let bare = load("engine_effective:\n  max_num_seqs: 8\n", &[], 1).unwrap();
-        assert_eq!(
-            (bare.skew, bare.max_num_seqs),
-            (SkewFit::Constant(0.0), Some(8))
-        );
+        let bare = load("", &[], 1).unwrap();
+        assert_eq!((bare.skew, bare.max_num_seqs), (SkewFit::Constant(0.0), 8));
         let no_default = "skew_fit:\n  enabled: true\n";
         assert_eq!(
             load(no_default, &[], 1).unwrap().skew,
@@ -390,10 +503,7 @@ mod tests {
             "profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16",
         );
         let mut tp1 = load_meta(bundle, 1).unwrap();
-        assert_eq!(
-            (tp1.max_num_batched_tokens, tp1.max_num_seqs),
-            (Some(2048), Some(256))
-        );
+        assert_eq!((tp1.max_num_batched_tokens, tp1.max_num_seqs), (2048, 256));
         // Decodes at kv 128, 128, 128, 512: mean 224, skew rate 0.25, kv_big 512.
         assert_eq!(tp1.skew.alpha(0, 4, 0.25, 512, 0), 0.1277);
         assert_eq!(tp1.skew.alpha(24, 4, 0.25, 512, 0), 0.0543);
@@ -417,9 +527,50 @@ mod tests {
         let yaml = yaml.replace("{1: {}}", "{1: {alpha_default: 0.1}}");
         let err = load(&yaml, &[], 1).unwrap_err().to_string();
         assert!(err.contains("n_bins: 1 bins for 1 labels"), "{err}");
-        let err = load("engine_effective:\n  max_num_seqs: many\n", &[], 1)
-            .unwrap_err()
-            .to_string();
+        let many = HEAD.replace("max_num_seqs: 8", "max_num_seqs: many");
+        let err = load_raw(&many, &[], 1).unwrap_err().to_string();
         assert!(err.contains("engine_effective.max_num_seqs"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_meta_or_one_without_a_required_key_is_an_error_naming_the_key() {
+        for empty in ["", "# only a comment\n", "null\n"] {
+            let err = load_raw(empty, &[], 1).unwrap_err().to_string();
+            assert!(
+                err.ends_with(
+                    "meta.yaml: (file): empty: a bundle's meta.yaml records \
+                                   model, architecture, tp_degrees and engine_effective"
+                ),
+                "{err}"
+            );
+        }
+        let err = load_raw("[1, 2]\n", &[], 1).unwrap_err().to_string();
+        assert!(
+            err.ends_with("meta.yaml: (file): not a mapping of keys"),
+            "{err}"
+        );
+        for (key, field) in [
+            ("model: org/Tiny\n", "model"),
+            ("architecture: llama\n", "architecture"),
+            ("tp_degrees: [1, 2]\n", "tp_degrees"),
+            (
+                "max_num_batched_tokens: 4, ",
+                "engine_effective.max_num_batched_tokens",
+            ),
+        ] {
+            let err = load_raw(&HEAD.replace(key, ""), &[], 1)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("meta.yaml: {field}: missing")),
+                "{err}"
+            );
+        }
+        let zero = HEAD.replace("max_num_seqs: 8", "max_num_seqs: 0");
+        let err = load_raw(&zero, &[], 1).unwrap_err().to_string();
+        assert!(
+            err.contains("engine_effective.max_num_seqs: 0: must be at least 1"),
+            "{err}"
+        );
     }
 }

@@ -8,10 +8,12 @@ mod arch;
 mod error;
 #[cfg(test)]
 mod fixture_tests;
+mod identity;
 mod load;
 mod lookup;
 mod meta;
 mod resolve;
+mod shape;
 mod skew;
 #[cfg(test)]
 mod tests;
@@ -301,6 +303,7 @@ impl ProfileDb {
             None => Architecture::bundled(&spec.model.model_type)?,
         };
         let meta = meta::load_meta(&bundle, tp)?;
+        identity::check(spec, &meta.identity, &bundle)?;
         warn_if_beyond_profiled(spec, &meta, &bundle);
 
         let attention = load::load_attention(&bundle.join(format!("tp{tp}/attention.csv")))?;
@@ -333,18 +336,16 @@ impl ProfileDb {
 /// Logs once per load when the runtime limits exceed the profiled ones.
 fn warn_if_beyond_profiled(spec: &ProfileSpec<'_>, meta: &meta::Meta, bundle: &Path) {
     let runtime_tokens = u64::from(spec.max_num_batched_tokens);
-    if let Some(profiled) = meta.max_num_batched_tokens
-        && profiled > 0
-        && runtime_tokens > profiled
-    {
+    let profiled = meta.max_num_batched_tokens;
+    if runtime_tokens > profiled {
         log::warn!(
             "max-num-batched-tokens {runtime_tokens} exceeds the {profiled} profiled in {}; \
              dense and attention lookups above it extrapolate",
             bundle.display()
         );
     }
-    if let (Some(profiled), Some(runtime)) = (meta.max_num_seqs, spec.max_num_seqs)
-        && profiled > 0
+    let profiled = meta.max_num_seqs;
+    if let Some(runtime) = spec.max_num_seqs
         && u64::from(runtime) > profiled
     {
         log::warn!(
@@ -365,7 +366,9 @@ impl LatencyBackend for ProfileDb {
         let mut total: Nanos = 0;
         for row in &mut self.rows {
             if let Some(ns) = self.pricer.price(&mut row.price, &stats) {
-                total += row.repeats * ns;
+                // Saturating: an extrapolated time far off the grid must not wrap the sum
+                // into a short step (the engine refuses a clock that would overflow).
+                total = total.saturating_add(row.repeats.saturating_mul(ns));
             }
         }
         Ok(total)
@@ -403,9 +406,16 @@ impl LatencyBackend for ProfileDb {
         for row in &mut self.rows {
             if let Some(ns) = self.pricer.price(&mut row.price, &stats) {
                 match row.part {
-                    Part::Prologue => parts.prologue_ns += row.repeats * ns,
-                    Part::Block => parts.block_ns += ns,
-                    Part::Head => parts.head_ns += row.repeats * ns,
+                    Part::Prologue => {
+                        parts.prologue_ns = parts
+                            .prologue_ns
+                            .saturating_add(row.repeats.saturating_mul(ns));
+                    }
+                    Part::Block => parts.block_ns = parts.block_ns.saturating_add(ns),
+                    Part::Head => {
+                        parts.head_ns =
+                            parts.head_ns.saturating_add(row.repeats.saturating_mul(ns));
+                    }
                 }
             }
         }
