@@ -14,6 +14,7 @@ mod placement;
 mod power;
 mod prefix_storage;
 mod replay;
+mod routing;
 
 pub use dataset::DatasetArgs;
 pub use host::{HostArgs, HostModelSwitch};
@@ -192,7 +193,8 @@ pub struct RunArgs {
     pub cluster_config: Option<PathBuf>,
 
     /// How arriving requests are spread over the instances: LOAD (LLMServingSim), RR, RAND,
-    /// least-loaded, prefix-affinity or weighted. With prefill/decode instances the same
+    /// least-loaded, prefix-affinity, weighted or always-busiest (pathological: the busiest
+    /// instance). With prefill/decode instances the same
     /// policy also picks the decode instance of each prefilled request.
     #[arg(help_heading = "Cluster", long, value_name = "POLICY", default_value = "LOAD", value_parser = parse_routing_policy)]
     pub request_routing_policy: RoutingPolicy,
@@ -206,6 +208,9 @@ pub struct RunArgs {
     /// kv, prefix; those left out weigh 0) [default: all 1].
     #[arg(help_heading = "Cluster", long, value_name = "SIGNAL=W,...", value_parser = parse_routing_weights)]
     pub routing_weights: Option<RoutingWeights>,
+
+    #[command(flatten)]
+    pub routing: routing::RoutingArgs,
 
     /// Profile root for the measured latency backend (`<root>/<hardware>/<org>/<model>/<variant>/`,
     /// LLMServingSim bundle layout). Without it the analytical roofline is used.
@@ -527,6 +532,8 @@ pub struct SimConfig {
     pub prefix_storage: Option<PrefixStorage>,
     /// How requests are routed to instances.
     pub routing: RoutingPolicy,
+    /// What the router sees of the instances and how stale.
+    pub signals: crate::router::SignalConfig,
     /// Profile root for the measured latency backend; `None` selects the roofline.
     pub profile_dir: Option<PathBuf>,
     /// Architecture YAML overriding the bundled layer sequence.
@@ -579,6 +586,7 @@ impl RunArgs {
                 ));
             }
         };
+        let weights_given = self.routing_weights.is_some();
         let routing = match (self.request_routing_policy, self.routing_weights) {
             (RoutingPolicy::Weighted(_), Some(w)) => RoutingPolicy::Weighted(w),
             (_, Some(_)) => {
@@ -589,6 +597,7 @@ impl RunArgs {
             }
             (policy, None) => policy,
         };
+        let (routing, signals) = self.routing.resolve(routing, weights_given)?;
         let flags = EngineFlags {
             dtype: self.dtype,
             kv_cache_fp8: self.kv_cache_dtype == "fp8",
@@ -733,6 +742,7 @@ impl RunArgs {
             links,
             prefix_storage,
             routing,
+            signals,
             profile_dir: self.profile_dir,
             architecture: self.architecture,
             seed: self.seed,

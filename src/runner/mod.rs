@@ -155,6 +155,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         setups: &setups,
         disaggregation,
         max_in_flight,
+        signals: config.signals,
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
