@@ -25,8 +25,8 @@
 //! - `vllm-dp`: vLLM's data-parallel balancer, `4·waiting + running`, inverted min-max.
 
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
+use crate::scheduler::BlockHashMap;
 use crate::workload::Request;
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -379,7 +379,7 @@ const NIL: u32 = u32::MAX;
 #[derive(Debug)]
 pub(super) struct LruBlocks {
     capacity: usize,
-    lookup: HashMap<u64, u32>,
+    lookup: BlockHashMap<u32>,
     nodes: Vec<LruNode>,
     head: u32,
     tail: u32,
@@ -398,7 +398,7 @@ impl LruBlocks {
         assert!(capacity > 0, "an LRU set needs room");
         LruBlocks {
             capacity,
-            lookup: HashMap::new(),
+            lookup: BlockHashMap::default(),
             nodes: Vec::new(),
             head: NIL,
             tail: NIL,

@@ -19,6 +19,30 @@ use std::collections::{HashMap, VecDeque};
 /// Index of a KV block.
 pub type BlockId = u32;
 
+/// A hasher for keys that are already well-mixed 64-bit hashes (chained block hashes, xxh3
+/// outputs): it passes the key through instead of hashing it again.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PassThroughHasher(u64);
+
+impl std::hash::Hasher for PassThroughHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by block hashes ([`PassThroughHasher`]).
+pub type BlockHashMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<PassThroughHasher>>;
+
 const NIL: u32 = u32::MAX;
 
 /// Seed of the hash chain (vLLM's `NONE_HASH`).
@@ -134,7 +158,7 @@ struct CacheHistory {
     evicted: VecDeque<Evicted>,
     first: u64,
     /// Per hash: the sequence number of its latest eviction still in `evicted`.
-    latest: HashMap<u64, u64>,
+    latest: BlockHashMap<u64>,
 }
 
 /// One eviction from the prefix index.

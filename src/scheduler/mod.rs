@@ -37,7 +37,10 @@ mod lower_tier;
 mod pd;
 mod request;
 
-pub use kv::{BlockId, BlockPool, block_hashes, block_hashes_with, request_block_hashes};
+pub use kv::{
+    BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
+    request_block_hashes,
+};
 pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
 pub use pd::{Handoff, ReceivedKv};
 
