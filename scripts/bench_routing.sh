@@ -10,14 +10,17 @@
 # prompt a shared prefix (so that the prefix signals have something to find).
 #   scripts/bench_routing.sh            # best/median of RUNS runs per case
 #   RUNS=5 scripts/bench_routing.sh
+#   BIN=path/to/blis-cosim scripts/bench_routing.sh   # a binary built elsewhere, no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-cargo build --release --quiet
-BIN=target/release/blis-cosim
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --quiet
+    BIN=target/release/blis-cosim
+fi
 
 python3 scripts/gen_workload.py --num-requests 100000 --rate 320 --seed 7 --no-token-ids \
     --out "$TMP/plain.jsonl"
@@ -33,21 +36,29 @@ json.dump({"num_nodes": 2, "link_bw": 16, "link_latency": 0, "nodes": [node, nod
           open(sys.argv[1], "w"), indent=1)
 PY
 
-# time_case LABEL ARGS...: runs the binary RUNS times; prints best/median in ms and keeps the
-# best in $BEST.
+# time_case LABEL ARGS...: runs the binary RUNS times; prints the best and median wall time and
+# the best CPU time (user + system, steadier than the wall time on a shared machine) in ms, and
+# keeps the best wall and CPU times in $BEST and $BEST_CPU.
 time_case() {
     local label=$1
     shift
-    local times=()
+    local walls=() cpus=()
     for _ in $(seq "$RUNS"); do
-        local t0=$EPOCHREALTIME
-        "$BIN" "$@" >/dev/null
-        local t1=$EPOCHREALTIME
-        times+=("$(echo "($t1 - $t0) * 1000" | bc -l)")
+        /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$BIN" "$@" >/dev/null 2>&1
+        read -r wall user sys <"$TMP/time"
+        walls+=("$(python3 -c "print($wall * 1000)")")
+        cpus+=("$(python3 -c "print(($user + $sys) * 1000)")")
     done
-    BEST=$(printf '%s\n' "${times[@]}" | sort -g | head -1)
-    printf '%s\n' "${times[@]}" | sort -g | awk -v label="$label" '
-        { v[NR] = $1 } END { printf "%-58s best %8.1f ms   median %8.1f ms   (%d runs)\n", label, v[1], v[int((NR + 1) / 2)], NR }'
+    BEST=$(printf '%s\n' "${walls[@]}" | sort -g | head -1)
+    BEST_CPU=$(printf '%s\n' "${cpus[@]}" | sort -g | head -1)
+    printf '%s\n' "${walls[@]}" | sort -g | awk -v label="$label" -v cpu="$BEST_CPU" '
+        { v[NR] = $1 } END { printf "%-62s wall best %8.0f median %8.0f ms, CPU best %8.0f ms (%d runs)\n", label, v[1], v[int((NR + 1) / 2)], cpu, NR }'
+}
+
+# ratio WHAT: the last case against the reference, wall and CPU.
+ratio() {
+    printf '  %s / least-loaded fresh: wall %.3f, CPU %.3f\n' "$1" \
+        "$(python3 -c "print($BEST / $REF)")" "$(python3 -c "print($BEST_CPU / $REF_CPU)")"
 }
 
 affinity=prefix-affinity:2,queue-depth:1,kv-utilization:1
@@ -56,15 +67,17 @@ stale=(--snapshot-refresh-interval 50ms --cache-signal-delay 50ms)
 for w in plain prefix; do
     common=(--cluster-config "$TMP/cluster.json" --dataset "$TMP/$w.jsonl" --output "$TMP/out.csv")
     time_case "$w: least-loaded, fresh" "${common[@]}" --request-routing-policy least-loaded
-    ref=$BEST
+    REF=$BEST
+    REF_CPU=$BEST_CPU
     time_case "$w: $affinity, fresh" "${common[@]}" \
         --request-routing-policy weighted --routing-scorers "$affinity"
+    ratio "fresh scorers"
     time_case "$w: $affinity, 50 ms stale" "${common[@]}" \
         --request-routing-policy weighted --routing-scorers "$affinity" "${stale[@]}"
-    printf '  stale scorers / least-loaded fresh (best): %.3f\n' "$(echo "$BEST / $ref" | bc -l)"
+    ratio "stale scorers"
     time_case "$w: $precise, fresh" "${common[@]}" \
         --request-routing-policy weighted --routing-scorers "$precise"
     time_case "$w: $precise, 50 ms stale" "${common[@]}" \
         --request-routing-policy weighted --routing-scorers "$precise" "${stale[@]}"
-    printf '  stale precise / least-loaded fresh (best): %.3f\n' "$(echo "$BEST / $ref" | bc -l)"
+    ratio "stale precise"
 done

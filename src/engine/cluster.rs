@@ -237,7 +237,8 @@ impl<'r> Cluster<'r> {
         &self.schedulers[id as usize]
     }
 
-    /// What a router would see of instance `id` now.
+    /// Instance `id` as it is now (live; the router sees each signal as stale as its refresh
+    /// mode says, see [`crate::router::SignalConfig`]).
     pub fn snapshot(&self, id: u32) -> InstanceSnapshot {
         InstanceSnapshot::of(&self.schedulers[id as usize])
     }

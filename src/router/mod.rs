@@ -270,18 +270,7 @@ impl Router {
                     best
                 }
             }
-            RoutingPolicy::AlwaysBusiest => {
-                let mut best = 0;
-                let mut best_load = at(0).effective_load();
-                for pos in 1..n {
-                    let load = at(pos).effective_load();
-                    if load > best_load {
-                        best = pos;
-                        best_load = load;
-                    }
-                }
-                best
-            }
+            RoutingPolicy::AlwaysBusiest => busiest(candidates, view),
             RoutingPolicy::Scorers(set) => {
                 self.scores
                     .pick(set, request, candidates, view, &mut self.prefix)
@@ -344,6 +333,20 @@ fn least_loaded<V: ClusterView + ?Sized>(candidates: &[u32], view: &V) -> usize 
     (0..candidates.len())
         .min_by_key(|&pos| key(pos))
         .expect("candidates are not empty")
+}
+
+/// Position of the candidate with the highest effective load, the first (lowest id) on ties.
+fn busiest<V: ClusterView + ?Sized>(candidates: &[u32], view: &V) -> usize {
+    let mut best = 0;
+    let mut best_load = view.snapshot(candidates[0]).effective_load();
+    for (pos, &id) in candidates.iter().enumerate().skip(1) {
+        let load = view.snapshot(id).effective_load();
+        if load > best_load {
+            best = pos;
+            best_load = load;
+        }
+    }
+    best
 }
 
 /// The prompt's block hashes for each block size met while routing one request, computed

@@ -272,42 +272,41 @@ impl ScoreScratch {
         prefix: &mut PrefixScratch,
     ) {
         self.raw.clear();
-        if scorer == Scorer::PrefixAffinity {
-            for (pos, &id) in candidates.iter().enumerate() {
-                let s = self.affinity(request, id, self.snaps[pos].block_size);
-                self.raw.push(s);
-            }
-            return;
-        }
-        let snaps = &self.snaps;
+        let (snaps, raw) = (&self.snaps, &mut self.raw);
         match scorer {
-            Scorer::PrefixAffinity => unreachable!("scored above"),
+            Scorer::PrefixAffinity => {
+                for (pos, &id) in candidates.iter().enumerate() {
+                    let s = self.affinity(request, id, self.snaps[pos].block_size);
+                    self.raw.push(s);
+                }
+            }
             Scorer::PrecisePrefixCache => {
                 for &id in candidates {
-                    self.raw
-                        .push(f64::from(prefix.cached_tokens(request, id, view)));
+                    raw.push(f64::from(prefix.cached_tokens(request, id, view)));
                 }
-                min_max(&mut self.raw, false);
+                min_max(raw, false);
             }
             Scorer::QueueDepth => {
-                self.raw.extend(snaps.iter().map(|s| s.waiting as f64));
-                min_max(&mut self.raw, true);
+                raw.extend(snaps.iter().map(|s| s.waiting as f64));
+                min_max(raw, true);
             }
             Scorer::KvUtilization => {
-                self.raw
-                    .extend(snaps.iter().map(|s| 1.0 - s.kv_utilization()));
+                raw.extend(snaps.iter().map(|s| 1.0 - s.kv_utilization()));
             }
             Scorer::LoadBalance => {
-                let score = |s: &InstanceSnapshot| 1.0 / (1.0 + s.effective_load() as f64);
-                self.raw.extend(snaps.iter().map(score));
+                raw.extend(
+                    snaps
+                        .iter()
+                        .map(|s| 1.0 / (1.0 + s.effective_load() as f64)),
+                );
             }
             Scorer::RunningRequests => {
-                self.raw.extend(snaps.iter().map(|s| s.running as f64));
-                min_max(&mut self.raw, true);
+                raw.extend(snaps.iter().map(|s| s.running as f64));
+                min_max(raw, true);
             }
             Scorer::ActiveRequests => {
                 let max = snaps.iter().map(|s| s.in_flight).max().unwrap_or(0);
-                self.raw.extend(snaps.iter().map(|s| {
+                raw.extend(snaps.iter().map(|s| {
                     if s.in_flight == 0 || max == 0 {
                         1.0
                     } else {
@@ -316,9 +315,8 @@ impl ScoreScratch {
                 }));
             }
             Scorer::VllmDp => {
-                self.raw
-                    .extend(snaps.iter().map(|s| (4 * s.waiting + s.running) as f64));
-                min_max(&mut self.raw, true);
+                raw.extend(snaps.iter().map(|s| (4 * s.waiting + s.running) as f64));
+                min_max(raw, true);
             }
         }
     }
