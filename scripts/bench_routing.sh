@@ -36,48 +36,42 @@ json.dump({"num_nodes": 2, "link_bw": 16, "link_latency": 0, "nodes": [node, nod
           open(sys.argv[1], "w"), indent=1)
 PY
 
-# time_case LABEL ARGS...: runs the binary RUNS times; prints the best and median wall time and
-# the best CPU time (user + system, steadier than the wall time on a shared machine) in ms, and
-# keeps the best wall and CPU times in $BEST and $BEST_CPU.
-time_case() {
-    local label=$1
-    shift
-    local walls=() cpus=()
-    for _ in $(seq "$RUNS"); do
-        /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$BIN" "$@" >/dev/null 2>&1
-        read -r wall user sys <"$TMP/time"
-        walls+=("$(python3 -c "print($wall * 1000)")")
-        cpus+=("$(python3 -c "print(($user + $sys) * 1000)")")
-    done
-    BEST=$(printf '%s\n' "${walls[@]}" | sort -g | head -1)
-    BEST_CPU=$(printf '%s\n' "${cpus[@]}" | sort -g | head -1)
-    printf '%s\n' "${walls[@]}" | sort -g | awk -v label="$label" -v cpu="$BEST_CPU" '
-        { v[NR] = $1 } END { printf "%-62s wall best %8.0f median %8.0f ms, CPU best %8.0f ms (%d runs)\n", label, v[1], v[int((NR + 1) / 2)], cpu, NR }'
-}
-
-# ratio WHAT: the last case against the reference, wall and CPU.
-ratio() {
-    printf '  %s / least-loaded fresh: wall %.3f, CPU %.3f\n' "$1" \
-        "$(python3 -c "print($BEST / $REF)")" "$(python3 -c "print($BEST_CPU / $REF_CPU)")"
-}
-
+# The cases of one workload, interleaved: each round times every case once (so that a busy
+# spell of a shared machine hits every case alike); per case, the best and median wall time
+# and the best CPU time (user + system) over RUNS rounds, in ms, and each case's best against
+# the reference (least-loaded, fresh).
 affinity=prefix-affinity:2,queue-depth:1,kv-utilization:1
 precise=precise-prefix-cache:2,queue-depth:1,kv-utilization:1
-stale=(--snapshot-refresh-interval 50ms --cache-signal-delay 50ms)
+stale="--snapshot-refresh-interval 50ms --cache-signal-delay 50ms"
+labels=("least-loaded, fresh" "$affinity, fresh" "$affinity, 50 ms stale"
+        "$precise, fresh" "$precise, 50 ms stale")
+flags=("--request-routing-policy least-loaded"
+       "--request-routing-policy weighted --routing-scorers $affinity"
+       "--request-routing-policy weighted --routing-scorers $affinity $stale"
+       "--request-routing-policy weighted --routing-scorers $precise"
+       "--request-routing-policy weighted --routing-scorers $precise $stale")
 for w in plain prefix; do
-    common=(--cluster-config "$TMP/cluster.json" --dataset "$TMP/$w.jsonl" --output "$TMP/out.csv")
-    time_case "$w: least-loaded, fresh" "${common[@]}" --request-routing-policy least-loaded
-    REF=$BEST
-    REF_CPU=$BEST_CPU
-    time_case "$w: $affinity, fresh" "${common[@]}" \
-        --request-routing-policy weighted --routing-scorers "$affinity"
-    ratio "fresh scorers"
-    time_case "$w: $affinity, 50 ms stale" "${common[@]}" \
-        --request-routing-policy weighted --routing-scorers "$affinity" "${stale[@]}"
-    ratio "stale scorers"
-    time_case "$w: $precise, fresh" "${common[@]}" \
-        --request-routing-policy weighted --routing-scorers "$precise"
-    time_case "$w: $precise, 50 ms stale" "${common[@]}" \
-        --request-routing-policy weighted --routing-scorers "$precise" "${stale[@]}"
-    ratio "stale precise"
+    : >"$TMP/times"
+    for _ in $(seq "$RUNS"); do
+        for k in "${!labels[@]}"; do
+            # shellcheck disable=SC2086 # the flags are words
+            /usr/bin/time -f "$k %e %U %S" -a -o "$TMP/times" "$BIN" \
+                --cluster-config "$TMP/cluster.json" --dataset "$TMP/$w.jsonl" \
+                --output "$TMP/out.csv" ${flags[$k]} >/dev/null 2>&1
+        done
+    done
+    python3 - "$TMP/times" "$w" "${labels[@]}" <<'PY'
+import sys
+path, workload, labels = sys.argv[1], sys.argv[2], sys.argv[3:]
+walls, cpus = {}, {}
+for line in open(path):
+    k, wall, user, sys_ = line.split()
+    walls.setdefault(int(k), []).append(float(wall) * 1000)
+    cpus.setdefault(int(k), []).append((float(user) + float(sys_)) * 1000)
+for k, label in enumerate(labels):
+    w, c = sorted(walls[k]), sorted(cpus[k])
+    print(f"{workload}: {label:<58} wall best {w[0]:6.0f} median {w[(len(w) - 1) // 2]:6.0f} ms,"
+          f" CPU best {c[0]:6.0f} ms; vs least-loaded: wall {w[0] / min(walls[0]):.3f},"
+          f" CPU {c[0] / min(cpus[0]):.3f}")
+PY
 done
