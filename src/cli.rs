@@ -5,6 +5,7 @@
 mod command_paths;
 mod dataset;
 mod replay;
+mod routing;
 
 pub use dataset::DatasetArgs;
 pub use replay::ReplayArgs;
@@ -180,7 +181,8 @@ pub struct RunArgs {
     pub cluster_config: Option<PathBuf>,
 
     /// How arriving requests are spread over the instances: LOAD (LLMServingSim), RR, RAND,
-    /// least-loaded, prefix-affinity or weighted. With prefill/decode instances the same
+    /// least-loaded, prefix-affinity, weighted or always-busiest (pathological: the busiest
+    /// instance). With prefill/decode instances the same
     /// policy also picks the decode instance of each prefilled request.
     #[arg(help_heading = "Cluster", long, value_name = "POLICY", default_value = "LOAD", value_parser = parse_routing_policy)]
     pub request_routing_policy: RoutingPolicy,
@@ -194,6 +196,9 @@ pub struct RunArgs {
     /// kv, prefix; those left out weigh 0) [default: all 1].
     #[arg(help_heading = "Cluster", long, value_name = "SIGNAL=W,...", value_parser = parse_routing_weights)]
     pub routing_weights: Option<RoutingWeights>,
+
+    #[command(flatten)]
+    pub routing: routing::RoutingArgs,
 
     /// Profile root for the measured latency backend (`<root>/<hardware>/<org>/<model>/<variant>/`,
     /// LLMServingSim bundle layout). Without it the analytical roofline is used.
@@ -479,6 +484,7 @@ impl RunArgs {
     /// combinations make sense).
     pub fn into_options(self) -> Result<RunOptions, ConfigError> {
         let workload = self.workload_source()?;
+        let weights_given = self.routing_weights.is_some();
         let routing = match (self.request_routing_policy, self.routing_weights) {
             (RoutingPolicy::Weighted(_), Some(w)) => RoutingPolicy::Weighted(w),
             (_, Some(_)) => {
@@ -489,6 +495,7 @@ impl RunArgs {
             }
             (policy, None) => policy,
         };
+        let (routing, signals) = self.routing.resolve(routing, weights_given)?;
         let deployment = match self.cluster_config {
             Some(path) => Deployment::ClusterConfig(path),
             None => Deployment::Standalone {
@@ -515,6 +522,7 @@ impl RunArgs {
             deployment,
             engine,
             routing,
+            signals,
             expert_routing: self.expert_routing_policy,
             profile_dir: self.profile_dir,
             architecture: self.architecture,

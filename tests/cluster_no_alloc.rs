@@ -8,7 +8,7 @@ mod fixture;
 
 use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
-use blis_cosim::router::{Router, RoutingPolicy};
+use blis_cosim::router::{Router, RoutingPolicy, SignalConfig};
 use counting_alloc::allocations;
 use fixture::{LinearBackend, Recorder, request, setup};
 
@@ -29,10 +29,18 @@ fn steps_and_routing_do_not_allocate() {
         setup("m", 500),
         setup("m", 500),
     ];
-    for policy in [
-        RoutingPolicy::Load,
-        RoutingPolicy::PrefixAffinity,
-        RoutingPolicy::Weighted("queue=1,prefix=1".parse().unwrap()),
+    let stale = SignalConfig::default()
+        .with_snapshot_refresh(50_000)
+        .with_cache_signal_delay(50_000);
+    let scorers = "prefix-affinity:2,precise-prefix-cache:1,queue-depth:1,kv-utilization:1";
+    for (policy, signals) in [
+        (RoutingPolicy::Load, SignalConfig::default()),
+        (RoutingPolicy::PrefixAffinity, SignalConfig::default()),
+        (
+            RoutingPolicy::Weighted("queue=1,prefix=1".parse().unwrap()),
+            SignalConfig::default(),
+        ),
+        (RoutingPolicy::Scorers(scorers.parse().unwrap()), stale),
     ] {
         let mut backends: Vec<LinearBackend> =
             (0..4).map(|_| LinearBackend { per_token: 10 }).collect();
@@ -46,7 +54,7 @@ fn steps_and_routing_do_not_allocate() {
         rec.steps.reserve(40_000);
         let before = allocations();
         let out = simulate(
-            Run::new(&requests, &setups),
+            Run::new(&requests, &setups).signals(signals),
             Services::new(&mut dyns, &mut router, &mut rec),
         )
         .unwrap();

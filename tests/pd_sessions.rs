@@ -138,6 +138,7 @@ fn run(
             setups,
             disaggregation: Some(pd),
             max_in_flight: dyn_max_in_flight,
+            signals: Default::default(),
         },
         Services::new(&mut dyns, &mut router, &mut rec).with_injector(dyn_injector),
     )?;

@@ -15,12 +15,13 @@ use super::events::{EventKind, EventQueue};
 use super::inject::{Arrivals, Injector};
 use super::instance::{self, InstanceSim, Release};
 use super::pd::{Disaggregation, TransferEffects, Transfers};
+use super::signals::Signals;
 use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer};
 use super::{pipeline, tiers};
 use crate::Nanos;
 use crate::config::InstanceRole;
 use crate::latency::LatencyBackend;
-use crate::router::{InstanceSnapshot, RouteDecision, Routing};
+use crate::router::{InstanceSnapshot, RouteDecision, Routing, SignalConfig};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
 use crate::workload::Request;
 use std::borrow::Cow;
@@ -37,6 +38,8 @@ pub struct Run<'r> {
     /// Concurrency mode: most requests in the cluster at once; `None` is trace mode (see
     /// `inject.rs`).
     pub max_in_flight: Option<usize>,
+    /// What the router sees of the instances and how stale (`signals.rs`).
+    pub signals: SignalConfig,
 }
 
 impl<'r> Run<'r> {
@@ -47,6 +50,7 @@ impl<'r> Run<'r> {
             setups,
             disaggregation: None,
             max_in_flight: None,
+            signals: SignalConfig::default(),
         }
     }
 
@@ -56,6 +60,11 @@ impl<'r> Run<'r> {
             disaggregation: Some(pd),
             ..self
         }
+    }
+
+    /// The same run with the router seeing the instances as `signals` says.
+    pub fn signals(self, signals: SignalConfig) -> Run<'r> {
+        Run { signals, ..self }
     }
 
     /// The same run with at most `limit` requests in the cluster at once (`None`: trace mode).
@@ -140,6 +149,8 @@ pub struct Cluster<'r> {
     gateway: VecDeque<Held>,
     /// The instant for which an arrival event to ask about the gateway is scheduled.
     gateway_event: Option<Nanos>,
+    /// What the router sees of the instances.
+    signals: Signals,
     finished: u64,
     rejected: u64,
     now: Nanos,
@@ -155,6 +166,7 @@ impl<'r> Cluster<'r> {
             setups,
             disaggregation,
             max_in_flight,
+            signals,
         } = run;
         assert!(
             !setups.is_empty() && setups.len() == services.backends.len(),
@@ -173,6 +185,7 @@ impl<'r> Cluster<'r> {
         }
         let mut schedulers = new_schedulers(setups, &roles);
         tiers::attach(setups, &mut schedulers)?;
+        let signals = Signals::new(signals, &mut schedulers);
         let groups = dp::groups(setups);
         let group_stages = groups
             .iter()
@@ -198,6 +211,7 @@ impl<'r> Cluster<'r> {
             released: Vec::new(),
             gateway: VecDeque::new(),
             gateway_event: None,
+            signals,
             finished: 0,
             rejected: 0,
             now: 0,
@@ -223,9 +237,17 @@ impl<'r> Cluster<'r> {
         &self.schedulers[id as usize]
     }
 
-    /// What a router would see of instance `id` now.
+    /// Instance `id` as it is now (live; the router sees each signal as stale as its refresh
+    /// mode says, see [`crate::router::SignalConfig`]).
     pub fn snapshot(&self, id: u32) -> InstanceSnapshot {
         InstanceSnapshot::of(&self.schedulers[id as usize])
+    }
+
+    /// Re-reads every signal of every instance now, whatever its refresh mode (an explicit
+    /// probe: how `on-demand` signals are refreshed).
+    pub fn refresh_signals(&mut self) {
+        let (schedulers, instances) = (&mut self.schedulers, &self.instances);
+        self.signals.refresh_all(self.now, schedulers, instances);
     }
 
     /// Requests finished so far.
@@ -440,8 +462,11 @@ impl<'r> Cluster<'r> {
         groups: Groups,
         s: &mut Services<'_, '_>,
     ) -> Result<(), SimError> {
+        let (schedulers, instances) = (&mut self.schedulers, &self.instances);
+        self.signals.refresh_due(self.now, schedulers, instances);
         let candidates = self.eligibility.arrival(groups);
-        let decision = s.router.decide(&request, candidates, &self.schedulers);
+        let view = self.signals.view(&self.schedulers);
+        let decision = s.router.decide(&request, candidates, &view);
         match decision {
             RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
                 self.schedulers[id as usize].enqueue(&request);

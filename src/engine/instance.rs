@@ -3,6 +3,7 @@
 
 use super::dp::StepShape;
 use super::inject::Injector;
+use super::signals::Recent;
 use super::{InstanceSetup, Observer, SimError, StepEvent, pipeline};
 use crate::Nanos;
 use crate::latency::{LatencyBackend, LatencyError, StageSends};
@@ -34,6 +35,8 @@ pub(super) struct InstanceSim<'a> {
     pub last_end: Option<Nanos>,
     /// The step being formed starts as the previous one ends ([`BatchDesc::back_to_back`]).
     pub back_to_back: bool,
+    /// Recent statistics the router may see (`signals.rs`).
+    pub recent: Recent,
 }
 
 impl<'a> InstanceSim<'a> {
@@ -54,6 +57,7 @@ impl<'a> InstanceSim<'a> {
             stages: setup.pipeline.as_ref().map(pipeline::Stages::new),
             last_end: None,
             back_to_back: false,
+            recent: Recent::default(),
         }
     }
 }
@@ -219,18 +223,21 @@ pub(super) fn finish_step(
         return Ok(());
     }
     let finished = &mut inst.finished;
+    let recent = &mut inst.recent;
     let Release {
         mut injector,
         released,
     } = release;
     scheduler.complete_step(now, &inst.setup.model_name, id, |rec| {
         *finished += 1;
+        recent.request_finished(rec);
         observer.request_finished(rec)?;
         if let Some(injector) = injector.as_deref_mut() {
             release_after(injector, rec, released)?;
         }
         Ok::<(), anyhow::Error>(())
     })?;
+    inst.recent.step_finished(&scheduler.stats());
     observer.step_finished(
         &StepEvent {
             instance: id,

@@ -70,6 +70,7 @@ mod inject;
 mod instance;
 mod pd;
 mod pipeline;
+mod signals;
 mod tiers;
 
 pub use cluster::{Cluster, Run, Services};

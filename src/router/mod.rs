@@ -16,24 +16,37 @@
 //! - `prefix-affinity`: most prompt tokens already in the instance's prefix cache (the
 //!   longest cached leading run of the prompt's block hashes, at most all but the last
 //!   prompt token, as admission counts it); least-loaded when no candidate holds any.
-//! - `weighted`: highest `Σ weight × signal` ([`RoutingWeights`]).
+//! - `weighted`: highest `Σ weight × signal` ([`RoutingWeights`]); with `--routing-scorers`,
+//!   BLIS's weighted sum of named scorers ([`ScorerSet`], see `scorers.rs`).
+//! - `always-busiest` (pathological, BLIS's test policy): the highest effective load
+//!   (waiting + running + in flight), lowest id on ties.
+//!
+//! What the router sees, and how stale each signal is, is set per signal ([`SignalConfig`],
+//! `signals.rs`); the engine refreshes the snapshots it hands the router accordingly.
 
 mod policy;
+#[cfg(test)]
+mod scorer_tests;
+mod scorers;
+mod signals;
 #[cfg(test)]
 mod tests;
 
 pub use policy::{RoutingPolicy, RoutingWeights};
+pub use scorers::{PREFIX_INDEX_BLOCKS, Scorer, ScorerSet};
+pub use signals::{Refresh, Signal, SignalConfig, parse_duration_ns};
 
+use crate::Nanos;
 use crate::scheduler::{Scheduler, request_block_hashes};
 use crate::workload::Request;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// What routing sees of one instance at the moment it routes: plain numbers, copied out of
-/// the instance, so that observing changes nothing. The engine hands the router immediate
-/// snapshots (the instance as it is at that instant); the prefix cache, too large to copy,
-/// is asked through [`ClusterView::cached_prefix_blocks`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// the instance, so that observing changes nothing. Each signal may be stale by its refresh
+/// mode ([`SignalConfig`]); the prefix cache, too large to copy, is asked through
+/// [`ClusterView::cached_prefix_blocks`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct InstanceSnapshot {
     /// Requests waiting for admission (including preempted ones and, on a decode instance,
     /// requests whose KV cache is on its way).
@@ -50,20 +63,53 @@ pub struct InstanceSnapshot {
     pub block_size: u32,
     /// Whether the instance caches prefixes.
     pub prefix_caching: bool,
+    /// Requests the router sent to the instance that have not finished (the router's own
+    /// count: always fresh).
+    pub in_flight: usize,
+    /// Recent time to first token of the requests the instance finished, ns (0 before any).
+    pub recent_ttft_ns: Nanos,
+    /// Recent time per output token, ns (0 before any).
+    pub recent_tpot_ns: Nanos,
+    /// Recent share of looked-up prompt tokens found in the prefix cache, in [0, 1].
+    pub cache_hit_rate: f64,
+    /// Estimated wait before a new request is scheduled: the recent queueing delay, ns.
+    pub estimated_wait_ns: Nanos,
+    /// When the stalest of its signals was read from the instance, ns.
+    pub taken_at: Nanos,
 }
 
 impl InstanceSnapshot {
-    /// The snapshot of `scheduler` as it is now.
+    /// The snapshot of `scheduler` as it is now (load signals only; the recent statistics
+    /// are the engine's, see `engine::signals`).
     pub fn of(scheduler: &Scheduler) -> InstanceSnapshot {
+        let waiting = scheduler.num_waiting() + scheduler.num_incoming();
+        let running = scheduler.num_running();
         InstanceSnapshot {
-            waiting: scheduler.num_waiting() + scheduler.num_incoming(),
-            running: scheduler.num_running(),
+            waiting,
+            running,
             max_num_seqs: scheduler.config().max_num_seqs,
             kv_blocks_used: scheduler.pool().num_pinned(),
             kv_blocks_total: scheduler.pool().num_blocks(),
             block_size: scheduler.config().block_size,
             prefix_caching: scheduler.config().enable_prefix_caching,
+            in_flight: waiting + running,
+            ..InstanceSnapshot::default()
         }
+    }
+
+    /// Share of the KV blocks in use, in [0, 1].
+    pub fn kv_utilization(&self) -> f64 {
+        self.kv_blocks_used as f64 / self.kv_blocks_total.max(1) as f64
+    }
+
+    /// KV blocks nobody holds.
+    pub fn free_kv_blocks(&self) -> usize {
+        self.kv_blocks_total.saturating_sub(self.kv_blocks_used)
+    }
+
+    /// BLIS's effective load: waiting + running (as observed) + in flight (always fresh).
+    pub fn effective_load(&self) -> usize {
+        self.waiting + self.running + self.in_flight
     }
 }
 
@@ -146,6 +192,7 @@ pub struct Router {
     counter: usize,
     rng: ChaCha8Rng,
     prefix: PrefixScratch,
+    scores: scorers::ScoreScratch,
 }
 
 impl Router {
@@ -163,6 +210,7 @@ impl Router {
             counter: 0,
             rng: ChaCha8Rng::seed_from_u64(stream_seed(seed, stream)),
             prefix: PrefixScratch::default(),
+            scores: scorers::ScoreScratch::default(),
         }
     }
 
@@ -222,6 +270,11 @@ impl Router {
                     best
                 }
             }
+            RoutingPolicy::AlwaysBusiest => busiest(candidates, view),
+            RoutingPolicy::Scorers(set) => {
+                self.scores
+                    .pick(set, request, candidates, view, &mut self.prefix)
+            }
             RoutingPolicy::Weighted(w) => {
                 let w = *w;
                 let max_waiting = (0..n).map(|p| at(p).waiting).max().unwrap_or(0);
@@ -280,6 +333,20 @@ fn least_loaded<V: ClusterView + ?Sized>(candidates: &[u32], view: &V) -> usize 
     (0..candidates.len())
         .min_by_key(|&pos| key(pos))
         .expect("candidates are not empty")
+}
+
+/// Position of the candidate with the highest effective load, the first (lowest id) on ties.
+fn busiest<V: ClusterView + ?Sized>(candidates: &[u32], view: &V) -> usize {
+    let mut best = 0;
+    let mut best_load = view.snapshot(candidates[0]).effective_load();
+    for (pos, &id) in candidates.iter().enumerate().skip(1) {
+        let load = view.snapshot(id).effective_load();
+        if load > best_load {
+            best = pos;
+            best_load = load;
+        }
+    }
+    best
 }
 
 /// The prompt's block hashes for each block size met while routing one request, computed

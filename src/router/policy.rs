@@ -1,5 +1,6 @@
 //! Routing policy names and weights, as given on the command line.
 
+use super::ScorerSet;
 use std::fmt;
 use std::str::FromStr;
 
@@ -20,6 +21,11 @@ pub enum RoutingPolicy {
     PrefixAffinity,
     /// Highest weighted sum of normalised signals (see [`RoutingWeights`]).
     Weighted(RoutingWeights),
+    /// BLIS's weighted routing: highest weighted sum of named scorers (`--routing-scorers`).
+    Scorers(ScorerSet),
+    /// Pathological: the highest effective load (waiting + running + in flight), lowest id
+    /// on ties (BLIS's `always-busiest`).
+    AlwaysBusiest,
 }
 
 impl RoutingPolicy {
@@ -31,7 +37,8 @@ impl RoutingPolicy {
             RoutingPolicy::Random => "RAND",
             RoutingPolicy::LeastLoaded => "least-loaded",
             RoutingPolicy::PrefixAffinity => "prefix-affinity",
-            RoutingPolicy::Weighted(_) => "weighted",
+            RoutingPolicy::Weighted(_) | RoutingPolicy::Scorers(_) => "weighted",
+            RoutingPolicy::AlwaysBusiest => "always-busiest",
         }
     }
 }
@@ -40,6 +47,7 @@ impl fmt::Display for RoutingPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RoutingPolicy::Weighted(w) => write!(f, "weighted ({w})"),
+            RoutingPolicy::Scorers(set) => write!(f, "weighted ({set})"),
             other => f.write_str(other.name()),
         }
     }
@@ -57,18 +65,19 @@ impl FromStr for RoutingPolicy {
             "least-loaded" => RoutingPolicy::LeastLoaded,
             "prefix-affinity" => RoutingPolicy::PrefixAffinity,
             "weighted" => RoutingPolicy::Weighted(RoutingWeights::default()),
+            "always-busiest" => RoutingPolicy::AlwaysBusiest,
             "custom" => {
                 return Err(
                     "CUSTOM is not implemented (LLMServingSim does not implement it \
-                            either); use LOAD, RR, RAND, least-loaded, prefix-affinity or \
-                            weighted"
+                            either); use LOAD, RR, RAND, least-loaded, prefix-affinity, \
+                            weighted or always-busiest"
                         .into(),
                 );
             }
             _ => {
                 return Err(format!(
                     "unknown routing policy `{s}` (expected LOAD, RR, RAND, least-loaded, \
-                     prefix-affinity or weighted)"
+                     prefix-affinity, weighted or always-busiest)"
                 ));
             }
         })

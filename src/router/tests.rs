@@ -41,6 +41,8 @@ impl ClusterView for [Fake] {
             kv_blocks_total: f.total,
             block_size: f.block_size,
             prefix_caching: f.caching,
+            in_flight: f.waiting + f.running,
+            ..InstanceSnapshot::default()
         }
     }
     fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {

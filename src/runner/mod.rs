@@ -59,6 +59,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         setups: &instances.setups,
         disaggregation,
         max_in_flight,
+        signals: config.signals,
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)

@@ -12,11 +12,36 @@
 //! first [`BlockPool::cache`] turns the stack into the free list; from then on the order is
 //! vLLM's.
 
+use crate::Nanos;
 use crate::workload::Request;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// Index of a KV block.
 pub type BlockId = u32;
+
+/// A hasher for keys that are already well-mixed 64-bit hashes (chained block hashes, xxh3
+/// outputs): it passes the key through instead of hashing it again.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PassThroughHasher(u64);
+
+impl std::hash::Hasher for PassThroughHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by block hashes ([`PassThroughHasher`]).
+pub type BlockHashMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<PassThroughHasher>>;
 
 const NIL: u32 = u32::MAX;
 
@@ -114,6 +139,82 @@ pub struct BlockPool {
     tail: u32,
     num_free: usize,
     index: HashMap<u64, BlockId>,
+    /// When the prefix index changed, for routers that see it late (`None`: not kept).
+    history: Option<Box<CacheHistory>>,
+}
+
+/// The prefix index's past, kept so that a router can ask what the index held at an earlier
+/// time without anyone copying it: when each indexed block got its hash, and the hashes
+/// evicted since the oldest time still asked about, each with when it was indexed and
+/// evicted. Index changes happen only while steps are formed, so "the index as a router saw
+/// it at `t`" is every hash indexed before `t` and not evicted before `t`.
+#[derive(Debug, Default)]
+struct CacheHistory {
+    /// The time of the pool's current changes (set when a step is formed).
+    clock: Nanos,
+    /// Per block: when its current hash was indexed.
+    since: Vec<Nanos>,
+    /// Evictions, oldest first; entry `k` has sequence number `first + k`.
+    evicted: VecDeque<Evicted>,
+    first: u64,
+    /// Per hash: the sequence number of its latest eviction still in `evicted`.
+    latest: BlockHashMap<u64>,
+}
+
+/// One eviction from the prefix index.
+#[derive(Debug, Clone, Copy)]
+struct Evicted {
+    hash: u64,
+    since: Nanos,
+    at: Nanos,
+    /// Sequence number of the previous eviction of the same hash (`u64::MAX`: none).
+    prev: u64,
+}
+
+impl CacheHistory {
+    /// Whether `hash` was in the index as seen at `t`, given its current entry.
+    fn held_at(&self, current: Option<BlockId>, hash: u64, t: Nanos) -> bool {
+        if current.is_some_and(|b| self.since[b as usize] < t) {
+            return true;
+        }
+        let mut seq = self.latest.get(&hash).copied().unwrap_or(u64::MAX);
+        while seq != u64::MAX && seq >= self.first {
+            let e = &self.evicted[(seq - self.first) as usize];
+            if e.at < t {
+                return false;
+            }
+            if e.since < t {
+                return true;
+            }
+            seq = e.prev;
+        }
+        false
+    }
+
+    fn record_eviction(&mut self, hash: u64, block: BlockId) {
+        let seq = self.first + self.evicted.len() as u64;
+        let prev = self.latest.insert(hash, seq).unwrap_or(u64::MAX);
+        self.evicted.push_back(Evicted {
+            hash,
+            since: self.since[block as usize],
+            at: self.clock,
+            prev,
+        });
+    }
+
+    /// Drops the evictions before `t`: nobody asks about earlier times any more.
+    fn forget_before(&mut self, t: Nanos) {
+        while let Some(e) = self.evicted.front().copied() {
+            if e.at >= t {
+                break;
+            }
+            if self.latest.get(&e.hash) == Some(&self.first) {
+                self.latest.remove(&e.hash);
+            }
+            self.evicted.pop_front();
+            self.first += 1;
+        }
+    }
 }
 
 impl BlockPool {
@@ -126,6 +227,43 @@ impl BlockPool {
             tail: NIL,
             num_free: num_blocks as usize,
             index: HashMap::new(),
+            history: None,
+        }
+    }
+
+    /// Starts keeping the prefix index's history (see [`BlockPool::held_at`]); before its
+    /// first change, so that the history is complete.
+    pub fn keep_history(&mut self) {
+        if self.history.is_none() {
+            self.history = Some(Box::new(CacheHistory {
+                since: vec![0; self.blocks.len()],
+                ..CacheHistory::default()
+            }));
+        }
+    }
+
+    /// Stamps the changes that follow with time `now` (a no-op without history).
+    pub fn set_clock(&mut self, now: Nanos) {
+        if let Some(h) = &mut self.history {
+            h.clock = now;
+        }
+    }
+
+    /// Forgets the history before `t` (no later question is about an earlier time).
+    pub fn forget_before(&mut self, t: Nanos) {
+        if let Some(h) = &mut self.history {
+            h.forget_before(t);
+        }
+    }
+
+    /// Whether the block with chained hash `hash` was in the prefix index as a router saw it
+    /// at `t` (indexed before `t`, not evicted before `t`); without history, whether it is
+    /// now. `t` must not be older than the last [`BlockPool::forget_before`].
+    pub fn held_at(&self, hash: u64, t: Nanos) -> bool {
+        let current = self.lookup(hash);
+        match &self.history {
+            Some(h) => h.held_at(current, hash, t),
+            None => current.is_some(),
         }
     }
 
@@ -170,6 +308,9 @@ impl BlockPool {
         let block = &mut self.blocks[b as usize];
         if std::mem::take(&mut block.hashed) && self.index.get(&block.hash) == Some(&b) {
             self.index.remove(&block.hash);
+            if let Some(h) = &mut self.history {
+                h.record_eviction(block.hash, b);
+            }
         }
         block.ref_cnt = 1;
         Some(b)
@@ -214,6 +355,9 @@ impl BlockPool {
             e.insert(block);
             entry.hashed = true;
             entry.hash = hash;
+            if let Some(h) = &mut self.history {
+                h.since[block as usize] = h.clock;
+            }
         }
     }
 
@@ -324,6 +468,7 @@ impl BlockPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     #[test]
     fn a_new_pool_has_every_block_free() {
@@ -470,5 +615,96 @@ mod tests {
         assert_ne!(h1[1], h2[1]);
         block_hashes(&[1, 2, 3, 4, 6, 6], 2, &mut h2);
         assert_eq!(h1[..2], h2[..2]);
+    }
+
+    #[test]
+    fn the_history_answers_what_the_index_held_at_an_earlier_time() {
+        let mut pool = BlockPool::new(2);
+        pool.keep_history();
+        pool.set_clock(10);
+        let a = pool.allocate().unwrap();
+        pool.cache(a, 7);
+        pool.release(a);
+        // Indexed at 10: a router at 10 decided before it was (steps form after routing).
+        assert!(!pool.held_at(7, 10));
+        assert!(pool.held_at(7, 11));
+        pool.set_clock(20);
+        let b = pool.allocate().unwrap();
+        let c = pool.allocate().unwrap();
+        assert!(pool.lookup(7).is_none(), "evicted at 20");
+        // Seen at 20 it was still there; from 21 on it is gone.
+        assert!(pool.held_at(7, 20) && pool.held_at(7, 15));
+        assert!(!pool.held_at(7, 21));
+        // Indexed again at 30, evicted again at 40: both spans are answered.
+        pool.set_clock(30);
+        pool.cache(b, 7);
+        pool.release(b);
+        pool.release(c);
+        pool.set_clock(40);
+        let _ = pool.allocate().unwrap();
+        let _ = pool.allocate().unwrap();
+        for (t, held) in [
+            (10, false),
+            (15, true),
+            (20, true),
+            (25, false),
+            (30, false),
+        ] {
+            assert_eq!(pool.held_at(7, t), held, "at {t}");
+        }
+        assert!(pool.held_at(7, 35) && pool.held_at(7, 40) && !pool.held_at(7, 41));
+        // Forgetting before 25 drops the first span only.
+        pool.forget_before(25);
+        assert!(pool.held_at(7, 35));
+        pool.audit().unwrap();
+    }
+
+    /// The history answers exactly what a copy of the index taken at each time would.
+    #[test]
+    fn the_history_matches_copies_of_the_index_on_random_traffic() {
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut pool = BlockPool::new(16);
+        pool.keep_history();
+        let mut held: Vec<BlockId> = Vec::new();
+        let mut copies: Vec<(Nanos, HashSet<u64>)> = Vec::new();
+        for t in 1..400u64 {
+            // What a router at `t` sees: the index before anything at `t` happens.
+            copies.push((t, pool.index.keys().copied().collect()));
+            pool.set_clock(t);
+            for _ in 0..next(4) {
+                if next(3) == 0 && !held.is_empty() {
+                    let k = next(held.len() as u64) as usize;
+                    pool.release(held.swap_remove(k));
+                } else if let Some(b) = pool.allocate() {
+                    pool.cache(b, next(40));
+                    held.push(b);
+                }
+            }
+        }
+        for (t, copy) in &copies {
+            for h in 0..40 {
+                assert_eq!(pool.held_at(h, *t), copy.contains(&h), "hash {h} at {t}");
+            }
+        }
+        pool.forget_before(200);
+        for (t, copy) in copies.iter().filter(|(t, _)| *t >= 200) {
+            for h in 0..40 {
+                assert_eq!(pool.held_at(h, *t), copy.contains(&h), "hash {h} at {t}");
+            }
+        }
+        assert!(
+            pool.history
+                .as_ref()
+                .unwrap()
+                .evicted
+                .iter()
+                .all(|e| e.at >= 200)
+        );
     }
 }

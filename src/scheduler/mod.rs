@@ -37,7 +37,10 @@ mod lower_tier;
 mod pd;
 mod request;
 
-pub use kv::{BlockId, BlockPool, block_hashes, block_hashes_with, request_block_hashes};
+pub use kv::{
+    BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
+    request_block_hashes,
+};
 pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
 pub use pd::{Handoff, ReceivedKv};
 
@@ -362,6 +365,26 @@ impl Scheduler {
             .count()
     }
 
+    /// How many leading blocks of the chain `hashes` the prefix cache held as a router saw
+    /// it at `t` (see [`BlockPool::held_at`]; needs [`Scheduler::keep_cache_history`], else
+    /// the cache as it is now).
+    pub fn cached_prefix_blocks_at(&self, hashes: &[u64], t: Nanos) -> usize {
+        hashes
+            .iter()
+            .take_while(|&&h| self.pool.held_at(h, t))
+            .count()
+    }
+
+    /// Keeps the prefix cache's history from now on, for routers that see it late.
+    pub fn keep_cache_history(&mut self) {
+        self.pool.keep_history();
+    }
+
+    /// Forgets the prefix cache's history before `t`.
+    pub fn forget_cache_history_before(&mut self, t: Nanos) {
+        self.pool.forget_before(t);
+    }
+
     /// Whether any request is waiting or running.
     pub fn has_work(&self) -> bool {
         !self.waiting.is_empty() || !self.running.is_empty()
@@ -398,6 +421,7 @@ impl Scheduler {
 
     /// Forms the next step's batch at time `now`. Returns `None` when nothing can run.
     pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
+        self.pool.set_clock(now);
         self.step.clear();
         self.step_items.clear();
         self.step_kv_send_tokens = 0;

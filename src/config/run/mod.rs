@@ -30,7 +30,7 @@ use crate::config::{
 };
 use crate::latency::ExpertRouting;
 use crate::metrics::{PlotFormat, SloTargets};
-use crate::router::RoutingPolicy;
+use crate::router::{RoutingPolicy, SignalConfig};
 use crate::workload::DatasetOptions;
 use prefix_storage::Cluster;
 use std::path::PathBuf;
@@ -96,6 +96,8 @@ pub struct RunOptions {
     /// Engine settings every instance starts from (a cluster config may override them).
     pub engine: EngineFlags,
     pub routing: RoutingPolicy,
+    /// What the router sees of the instances and how stale.
+    pub signals: SignalConfig,
     /// How MoE tokens pick experts (a random policy is reseeded per instance).
     pub expert_routing: ExpertRouting,
     pub profile_dir: Option<PathBuf>,
@@ -146,6 +148,7 @@ impl RunOptions {
                 async_scheduling: false,
             },
             routing: RoutingPolicy::Load,
+            signals: SignalConfig::default(),
             expert_routing: ExpertRouting::Balanced,
             profile_dir: None,
             architecture: None,
@@ -201,6 +204,8 @@ pub struct SimConfig {
     pub prefix_storage: Option<PrefixStorage>,
     /// How requests are routed to instances.
     pub routing: RoutingPolicy,
+    /// What the router sees of the instances and how stale.
+    pub signals: SignalConfig,
     /// Profile root for the measured latency backend; `None` selects the roofline.
     pub profile_dir: Option<PathBuf>,
     /// Architecture YAML overriding the bundled layer sequence.
@@ -280,6 +285,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         links: deployed.links,
         prefix_storage: deployed.prefix_storage,
         routing: options.routing,
+        signals: options.signals,
         profile_dir: options.profile_dir,
         architecture: options.architecture,
         seed: options.seed,

@@ -1,0 +1,242 @@
+//! What the router sees of the instances: per-instance snapshots refreshed by each signal's
+//! mode ([`SignalConfig`], see `router/signals.rs`), and the prefix cache as it was at its
+//! last refresh.
+//!
+//! Cost by design. Before each routing decision every instance's due signals are re-read
+//! (a handful of counters; no signal is ever copied more than that). The prefix cache is
+//! never copied: each pool keeps, only when the prefix signal is stale, the time each
+//! indexed block got its hash and a log of the evictions since the router's last refresh
+//! (`scheduler/kv.rs`), so "was block `h` cached as the router saw it at `t`" is one hash
+//! lookup plus, for an evicted block, a walk along that hash's evictions. A refresh is then
+//! one number (the time the router's view is of) and the eviction log's trim. BLIS instead
+//! copies every instance's cache map at each refresh.
+//!
+//! Refresh instants. A periodic signal is re-read at the first routing decision at or after
+//! its interval has passed since its last read (BLIS's lazy `Periodic`), and reads the
+//! instance as it is at that decision; the prefix cache is refreshed the same way, for all
+//! instances at once (as BLIS does). The router's decisions at an instant all come before
+//! the steps formed at that instant, so the prefix cache "as seen at `t`" holds the blocks
+//! indexed before `t` and not evicted before `t`.
+
+use super::instance::InstanceSim;
+use crate::Nanos;
+use crate::metrics::RequestRecord;
+use crate::router::{ClusterView, InstanceSnapshot, Refresh, Signal, SignalConfig};
+use crate::scheduler::{Scheduler, SchedulerStats};
+
+/// An instance's recent statistics, updated as its steps end: exponentially weighted means
+/// (weight 1/8 to each new sample) of the time to first token, time per output token and
+/// queueing delay of the requests it finishes, and of its prefix cache hit rate by step.
+/// Integers only, no allocation.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Recent {
+    ttft_ns: Option<Nanos>,
+    tpot_ns: Option<Nanos>,
+    wait_ns: Option<Nanos>,
+    /// Decayed sums of prompt tokens looked up and found in the prefix cache.
+    looked_up: u64,
+    hit: u64,
+    /// The scheduler's totals at the last step end.
+    last_looked_up: u64,
+    last_hit: u64,
+}
+
+/// `mean` moved 1/8 of the way to `sample` (the sample itself for the first).
+fn ewma(mean: Option<Nanos>, sample: Nanos) -> Option<Nanos> {
+    Some(match mean {
+        None => sample,
+        Some(m) if sample >= m => m + (sample - m) / 8,
+        Some(m) => m - (m - sample) / 8,
+    })
+}
+
+impl Recent {
+    /// A request finished on the instance.
+    pub(crate) fn request_finished(&mut self, rec: &RequestRecord<'_>) {
+        let ttft = rec.first_token_ns.saturating_sub(rec.arrival_ns);
+        self.ttft_ns = ewma(self.ttft_ns, ttft);
+        if rec.output_toks > 1 {
+            let decode = rec.end_ns.saturating_sub(rec.first_token_ns);
+            self.tpot_ns = ewma(self.tpot_ns, decode / u64::from(rec.output_toks - 1));
+        }
+        self.wait_ns = ewma(self.wait_ns, rec.queuing_delay_ns);
+    }
+
+    /// A step of the instance ended; `stats` are its scheduler's totals now.
+    pub(crate) fn step_finished(&mut self, stats: &SchedulerStats) {
+        let looked_up = stats.prefix_requested_tokens - self.last_looked_up;
+        let hit = stats.prefix_hit_tokens - self.last_hit;
+        self.last_looked_up = stats.prefix_requested_tokens;
+        self.last_hit = stats.prefix_hit_tokens;
+        if looked_up > 0 {
+            self.looked_up = self.looked_up - self.looked_up / 8 + looked_up;
+            self.hit = self.hit - self.hit / 8 + hit;
+        }
+    }
+
+    fn hit_rate(&self) -> f64 {
+        if self.looked_up == 0 {
+            0.0
+        } else {
+            self.hit as f64 / self.looked_up as f64
+        }
+    }
+}
+
+/// The instance's snapshot as it is now, at `now`.
+fn observe(scheduler: &Scheduler, recent: &Recent, now: Nanos) -> InstanceSnapshot {
+    InstanceSnapshot {
+        recent_ttft_ns: recent.ttft_ns.unwrap_or(0),
+        recent_tpot_ns: recent.tpot_ns.unwrap_or(0),
+        estimated_wait_ns: recent.wait_ns.unwrap_or(0),
+        cache_hit_rate: recent.hit_rate(),
+        taken_at: now,
+        ..InstanceSnapshot::of(scheduler)
+    }
+}
+
+/// Copies `signal`'s fields from `live` into `held`.
+fn copy_signal(signal: Signal, live: &InstanceSnapshot, held: &mut InstanceSnapshot) {
+    match signal {
+        Signal::Queue => held.waiting = live.waiting,
+        Signal::Running => held.running = live.running,
+        Signal::Kv => held.kv_blocks_used = live.kv_blocks_used,
+        Signal::HitRate => held.cache_hit_rate = live.cache_hit_rate,
+        Signal::Ttft => held.recent_ttft_ns = live.recent_ttft_ns,
+        Signal::Tpot => held.recent_tpot_ns = live.recent_tpot_ns,
+        Signal::Wait => held.estimated_wait_ns = live.estimated_wait_ns,
+        Signal::Prefix => {}
+    }
+}
+
+/// Whether a signal last read at `last` is re-read at a decision at `now`.
+fn due(mode: Refresh, last: Nanos, now: Nanos) -> bool {
+    match mode {
+        Refresh::Immediate => true,
+        Refresh::Periodic(interval) => now - last >= interval,
+        Refresh::OnDemand => false,
+    }
+}
+
+/// The router's view of every instance, refreshed by each signal's mode.
+pub(crate) struct Signals {
+    config: SignalConfig,
+    /// Per instance: what the router holds.
+    held: Vec<InstanceSnapshot>,
+    /// Per instance and signal: when it was last read.
+    read_at: Vec<[Nanos; 8]>,
+    /// The time the prefix cache signal is of (`None`: live).
+    prefix_at: Option<Nanos>,
+}
+
+impl Signals {
+    /// The view of `schedulers` at the start of a run under `config`; a stale prefix signal
+    /// makes every scheduler keep its cache history.
+    pub(crate) fn new(config: SignalConfig, schedulers: &mut [Scheduler]) -> Signals {
+        let recent = Recent::default();
+        let held = schedulers.iter().map(|s| observe(s, &recent, 0)).collect();
+        let prefix_at = match config.mode(Signal::Prefix) {
+            Refresh::Immediate => None,
+            _ => {
+                for s in schedulers.iter_mut() {
+                    s.keep_cache_history();
+                }
+                Some(0)
+            }
+        };
+        Signals {
+            config,
+            held,
+            read_at: vec![[0; 8]; schedulers.len()],
+            prefix_at,
+        }
+    }
+
+    /// Before a routing decision at `now`: re-reads every instance's due signals.
+    pub(crate) fn refresh_due(
+        &mut self,
+        now: Nanos,
+        schedulers: &mut [Scheduler],
+        instances: &[InstanceSim<'_>],
+    ) {
+        self.refresh(now, schedulers, instances, |mode, last| {
+            due(mode, last, now)
+        });
+    }
+
+    /// Re-reads every signal of every instance now, whatever its mode (an explicit probe).
+    pub(crate) fn refresh_all(
+        &mut self,
+        now: Nanos,
+        schedulers: &mut [Scheduler],
+        instances: &[InstanceSim<'_>],
+    ) {
+        self.refresh(now, schedulers, instances, |_, _| true);
+    }
+
+    fn refresh(
+        &mut self,
+        now: Nanos,
+        schedulers: &mut [Scheduler],
+        instances: &[InstanceSim<'_>],
+        due: impl Fn(Refresh, Nanos) -> bool,
+    ) {
+        let config = self.config;
+        for (i, scheduler) in schedulers.iter().enumerate() {
+            let live = observe(scheduler, &instances[i].recent, now);
+            let (held, read_at) = (&mut self.held[i], &mut self.read_at[i]);
+            for signal in Signal::ALL {
+                let k = signal.index();
+                if signal != Signal::Prefix && due(config.mode(signal), read_at[k]) {
+                    copy_signal(signal, &live, held);
+                    read_at[k] = now;
+                }
+            }
+            held.in_flight = live.in_flight;
+            held.taken_at = read_at[..7].iter().copied().min().unwrap_or(now);
+        }
+        if self.prefix_at.is_none() {
+            return;
+        }
+        let last = self
+            .read_at
+            .first()
+            .map_or(0, |r| r[Signal::Prefix.index()]);
+        if due(config.mode(Signal::Prefix), last) {
+            self.prefix_at = Some(now);
+            for (scheduler, read_at) in schedulers.iter_mut().zip(&mut self.read_at) {
+                scheduler.forget_cache_history_before(now);
+                read_at[Signal::Prefix.index()] = now;
+            }
+        }
+    }
+
+    /// The view over `schedulers` (the live prefix caches, asked at the signal's time).
+    pub(crate) fn view<'a>(&'a self, schedulers: &'a [Scheduler]) -> SignalView<'a> {
+        SignalView {
+            signals: self,
+            schedulers,
+        }
+    }
+}
+
+/// What the router sees: the held snapshots, and the prefix caches as of their signal's
+/// time.
+pub(crate) struct SignalView<'a> {
+    signals: &'a Signals,
+    schedulers: &'a [Scheduler],
+}
+
+impl ClusterView for SignalView<'_> {
+    fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        self.signals.held[id as usize]
+    }
+
+    fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {
+        let scheduler = &self.schedulers[id as usize];
+        match self.signals.prefix_at {
+            None => scheduler.cached_prefix_blocks(hashes),
+            Some(t) => scheduler.cached_prefix_blocks_at(hashes, t),
+        }
+    }
+}

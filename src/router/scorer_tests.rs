@@ -1,0 +1,357 @@
+//! BLIS's scorers, weighted sums and `always-busiest` on hand-built instance states; the
+//! parsing of scorer lists and signal refresh modes.
+
+use super::scorers::{LruBlocks, ScoreScratch};
+use super::*;
+use crate::scheduler::block_hashes;
+use std::collections::HashSet;
+
+/// Hand-built snapshots, and the prefix blocks each instance caches.
+struct Hand {
+    snaps: Vec<InstanceSnapshot>,
+    cached: Vec<HashSet<u64>>,
+}
+
+fn snap(waiting: usize, running: usize, in_flight: usize, kv_used: usize) -> InstanceSnapshot {
+    InstanceSnapshot {
+        waiting,
+        running,
+        in_flight,
+        kv_blocks_used: kv_used,
+        kv_blocks_total: 100,
+        block_size: 4,
+        prefix_caching: true,
+        max_num_seqs: Some(128),
+        ..InstanceSnapshot::default()
+    }
+}
+
+fn hand(snaps: Vec<InstanceSnapshot>) -> Hand {
+    let n = snaps.len();
+    Hand {
+        snaps,
+        cached: vec![HashSet::new(); n],
+    }
+}
+
+impl ClusterView for Hand {
+    fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        self.snaps[id as usize]
+    }
+    fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {
+        hashes
+            .iter()
+            .take_while(|h| self.cached[id as usize].contains(h))
+            .count()
+    }
+}
+
+fn prompt(id: u64, tokens: Vec<u32>) -> Request {
+    Request {
+        id,
+        line: id + 1,
+        model: None,
+        arrival_ns: 0,
+        input_toks: tokens.len() as u32,
+        output_toks: 1,
+        token_ids: tokens,
+        prompt_blocks: None,
+    }
+}
+
+fn no_ids() -> Request {
+    Request {
+        token_ids: Vec::new(),
+        input_toks: 8,
+        ..prompt(0, Vec::new())
+    }
+}
+
+fn scores(scorer: Scorer, view: &Hand, request: &Request) -> Vec<f64> {
+    let candidates: Vec<u32> = (0..view.snaps.len() as u32).collect();
+    ScoreScratch::default().scores_of(scorer, request, &candidates, view)
+}
+
+fn scorers(spec: &str) -> Router {
+    Router::new(RoutingPolicy::Scorers(spec.parse().unwrap()), 0)
+}
+
+#[test]
+fn queue_depth_is_min_max_normalised_fewer_waiting_better() {
+    let view = hand(vec![snap(4, 9, 0, 0), snap(0, 0, 0, 0), snap(2, 1, 0, 0)]);
+    assert_eq!(
+        scores(Scorer::QueueDepth, &view, &no_ids()),
+        [0.0, 1.0, 0.5]
+    );
+    let equal = hand(vec![snap(3, 0, 0, 0), snap(3, 5, 0, 0)]);
+    assert_eq!(scores(Scorer::QueueDepth, &equal, &no_ids()), [1.0, 1.0]);
+}
+
+#[test]
+fn kv_utilization_scores_the_free_share() {
+    let view = hand(vec![
+        snap(0, 0, 0, 50),
+        snap(0, 0, 0, 0),
+        snap(0, 0, 0, 100),
+    ]);
+    assert_eq!(
+        scores(Scorer::KvUtilization, &view, &no_ids()),
+        [0.5, 1.0, 0.0]
+    );
+}
+
+#[test]
+fn load_balance_inverts_the_effective_load() {
+    // Effective load = waiting + running + in flight: 0, 1 + 2 + 1 = 4, 9.
+    let view = hand(vec![snap(0, 0, 0, 0), snap(1, 2, 1, 0), snap(3, 3, 3, 0)]);
+    assert_eq!(
+        scores(Scorer::LoadBalance, &view, &no_ids()),
+        [1.0, 0.2, 0.1]
+    );
+}
+
+#[test]
+fn running_requests_is_min_max_normalised() {
+    let view = hand(vec![snap(9, 8, 0, 0), snap(0, 2, 0, 0), snap(0, 5, 0, 0)]);
+    assert_eq!(
+        scores(Scorer::RunningRequests, &view, &no_ids()),
+        [0.0, 1.0, 0.5]
+    );
+}
+
+#[test]
+fn active_requests_is_max_normalised_and_idle_scores_one() {
+    let view = hand(vec![snap(0, 0, 0, 0), snap(0, 0, 2, 0), snap(0, 0, 4, 0)]);
+    assert_eq!(
+        scores(Scorer::ActiveRequests, &view, &no_ids()),
+        [1.0, 0.5, 0.0]
+    );
+    // All equal and busy: no one is preferred, all 0 (llm-d's rule).
+    let equal = hand(vec![snap(0, 0, 3, 0), snap(0, 0, 3, 0)]);
+    assert_eq!(
+        scores(Scorer::ActiveRequests, &equal, &no_ids()),
+        [0.0, 0.0]
+    );
+}
+
+#[test]
+fn vllm_dp_weighs_waiting_four_times_running() {
+    // Raw 4·waiting + running: 4, 2, 0.
+    let view = hand(vec![snap(1, 0, 0, 0), snap(0, 2, 0, 0), snap(0, 0, 0, 0)]);
+    assert_eq!(scores(Scorer::VllmDp, &view, &no_ids()), [0.0, 0.5, 1.0]);
+}
+
+#[test]
+fn precise_prefix_cache_is_min_max_over_the_cached_prefix() {
+    let tokens: Vec<u32> = (0..17).collect();
+    let mut hashes = Vec::new();
+    block_hashes(&tokens, 4, &mut hashes);
+    let mut view = hand(vec![snap(0, 0, 0, 0); 3]);
+    view.cached[0].extend(hashes.iter().take(4));
+    view.cached[2].extend(hashes.iter().take(2));
+    let r = prompt(1, tokens);
+    assert_eq!(
+        scores(Scorer::PrecisePrefixCache, &view, &r),
+        [1.0, 0.0, 0.5]
+    );
+    // Nothing cached anywhere: all equal, all 1.
+    let cold = hand(vec![snap(0, 0, 0, 0); 3]);
+    assert_eq!(
+        scores(Scorer::PrecisePrefixCache, &cold, &r),
+        [1.0, 1.0, 1.0]
+    );
+}
+
+#[test]
+fn prefix_affinity_learns_from_the_routers_own_decisions() {
+    // Nothing learnt yet: queue-depth alone sends the first prompt to idle instance 1.
+    let view = hand(vec![snap(1, 0, 0, 0), snap(0, 0, 0, 0)]);
+    let mut router = scorers("prefix-affinity:3,queue-depth:1");
+    let first = prompt(1, (0..16).collect());
+    assert_eq!(router.route(&first, &[0, 1], &view), 1);
+    // Instance 1 now looks busier, but the router remembers where the prompt's 4 blocks
+    // went: 3/4 · 1 + 1/4 · 0 = 0.75 against 0 + 1/4 · 1 = 0.25.
+    let busy = hand(vec![snap(0, 0, 0, 0), snap(2, 0, 0, 0)]);
+    assert_eq!(router.route(&first, &[0, 1], &busy), 1);
+    // A prompt sharing its first 2 of 4 blocks: the matched share of its full blocks.
+    let mut shared: Vec<u32> = (0..8).collect();
+    shared.extend(100..108);
+    let second = prompt(2, shared);
+    let s = router
+        .scores
+        .scores_of(Scorer::PrefixAffinity, &second, &[0, 1], &busy);
+    assert_eq!(s, [0.0, 0.5]);
+    // A prompt shorter than a block, or without token ids, scores 0 everywhere.
+    let short = prompt(3, (0..3).collect());
+    let s = router
+        .scores
+        .scores_of(Scorer::PrefixAffinity, &short, &[0, 1], &busy);
+    assert_eq!(s, [0.0, 0.0]);
+    let s = router
+        .scores
+        .scores_of(Scorer::PrefixAffinity, &no_ids(), &[0, 1], &busy);
+    assert_eq!(s, [0.0, 0.0]);
+}
+
+#[test]
+fn the_router_side_index_forgets_the_least_recent_block_at_capacity() {
+    let mut lru = LruBlocks::new(3);
+    for h in [1, 2, 3] {
+        lru.touch(h);
+    }
+    lru.touch(1); // 1 is now the most recent; 2 the least.
+    lru.touch(4);
+    assert!(!lru.contains(2));
+    assert!(lru.contains(1) && lru.contains(3) && lru.contains(4));
+    assert_eq!(lru.len(), 3);
+    lru.touch(5);
+    assert!(!lru.contains(3), "3 was the least recent");
+    assert_eq!(lru.len(), 3);
+}
+
+#[test]
+fn weighted_scorers_sum_normalised_weights_and_break_ties_by_lowest_id() {
+    // queue-depth: [0, 1, 0.5]; kv-utilization: [0.9, 0.1, 0.5].
+    let view = hand(vec![
+        snap(4, 0, 0, 10),
+        snap(0, 0, 0, 90),
+        snap(2, 0, 0, 50),
+    ]);
+    let c = [0, 1, 2];
+    // Queue first: 1 wins; KV first: 0 wins; equal weights: 0.45, 0.55, 0.5 → 1.
+    assert_eq!(
+        scorers("queue-depth:3,kv-utilization:1").route(&no_ids(), &c, &view),
+        1
+    );
+    assert_eq!(
+        scorers("queue-depth:1,kv-utilization:3").route(&no_ids(), &c, &view),
+        0
+    );
+    assert_eq!(
+        scorers("queue-depth:1,kv-utilization:1").route(&no_ids(), &c, &view),
+        1
+    );
+    // Scaling every weight changes nothing (they are normalised).
+    assert_eq!(
+        scorers("queue-depth:10,kv-utilization:30").route(&no_ids(), &c, &view),
+        0
+    );
+    // Identical instances: the lowest candidate id.
+    let same = hand(vec![snap(1, 1, 2, 5); 3]);
+    assert_eq!(
+        scorers("queue-depth:1,load-balance:1").route(&no_ids(), &[1, 2], &same),
+        1
+    );
+}
+
+#[test]
+fn the_blis_profile_prefers_the_cached_prefix_over_a_short_queue() {
+    let tokens: Vec<u32> = (0..33).collect();
+    let mut hashes = Vec::new();
+    block_hashes(&tokens, 4, &mut hashes);
+    // Instance 0 holds the prefix but has a queue; instance 1 is idle.
+    let mut view = hand(vec![snap(3, 1, 4, 20), snap(0, 0, 0, 0)]);
+    view.cached[0].extend(hashes.iter().copied());
+    let r = prompt(1, tokens);
+    let mut router = Router::new(RoutingPolicy::Scorers(ScorerSet::blis_default()), 0);
+    // 2/4 · 1 + 1/4 · 0 + 1/4 · 0.8 = 0.7 against 0 + 1/4 + 1/4 = 0.5.
+    assert_eq!(router.route(&r, &[0, 1], &view), 0);
+    assert_eq!(
+        ScorerSet::blis_default().to_string(),
+        "precise-prefix-cache:2,queue-depth:1,kv-utilization:1"
+    );
+}
+
+#[test]
+fn always_busiest_picks_the_highest_effective_load() {
+    let view = hand(vec![snap(1, 1, 2, 0), snap(0, 5, 5, 0), snap(3, 2, 5, 0)]);
+    let mut router = Router::new("always-busiest".parse().unwrap(), 0);
+    assert_eq!(router.policy().name(), "always-busiest");
+    // Effective loads 4, 10, 10: the lowest id of the busiest.
+    for _ in 0..3 {
+        assert_eq!(router.route(&no_ids(), &[0, 1, 2], &view), 1);
+    }
+    assert_eq!(router.route(&no_ids(), &[0, 2], &view), 2);
+}
+
+#[test]
+fn scorer_lists_parse_and_refuse_bad_input() {
+    let set: ScorerSet = " prefix-affinity:2, queue-depth:1 ,kv-utilization:0.5"
+        .parse()
+        .unwrap();
+    assert_eq!(
+        set.scorers(),
+        [
+            (Scorer::PrefixAffinity, 2.0),
+            (Scorer::QueueDepth, 1.0),
+            (Scorer::KvUtilization, 0.5)
+        ]
+    );
+    assert_eq!(set.to_string().parse::<ScorerSet>().unwrap(), set);
+    for name in Scorer::ALL {
+        let one: ScorerSet = format!("{}:1", name.name()).parse().unwrap();
+        assert!(one.has(name));
+    }
+    for (bad, says) in [
+        ("queue-depth", "not name:weight"),
+        ("queue:1", "unknown scorer `queue`"),
+        ("queue-depth:0", "finite and positive"),
+        ("queue-depth:-1", "finite and positive"),
+        ("queue-depth:inf", "finite and positive"),
+        ("queue-depth:x", "not a number"),
+        ("queue-depth:1,queue-depth:2", "given twice"),
+        ("queue-depth:1,", "empty entry"),
+        ("", "empty entry"),
+    ] {
+        let err = bad.parse::<ScorerSet>().unwrap_err();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn signal_refresh_modes_parse_and_the_blis_flags_map_onto_them() {
+    const MS: Nanos = 1_000_000;
+    assert_eq!(parse_duration_ns("50ms"), Ok(50 * MS));
+    assert_eq!(
+        parse_duration_ns("50000"),
+        Ok(50 * MS),
+        "bare: microseconds"
+    );
+    assert_eq!(parse_duration_ns("200us"), Ok(200_000));
+    assert_eq!(parse_duration_ns("7ns"), Ok(7));
+    assert_eq!(parse_duration_ns("2s"), Ok(2_000 * MS));
+    for bad in ["", "-1ms", "1.5ms", "5x", "99999999999999s"] {
+        assert!(parse_duration_ns(bad).is_err(), "{bad}");
+    }
+    let default = SignalConfig::default();
+    for s in [Signal::Queue, Signal::Running, Signal::Kv, Signal::Prefix] {
+        assert_eq!(default.mode(s), Refresh::Immediate);
+    }
+    assert_eq!(default.mode(Signal::HitRate), Refresh::Periodic(10 * MS));
+    assert_eq!(default.mode(Signal::Ttft), Refresh::Periodic(100 * MS));
+    let blis = default
+        .with_snapshot_refresh(50 * MS)
+        .with_cache_signal_delay(20 * MS);
+    for s in [Signal::Queue, Signal::Running, Signal::Kv, Signal::HitRate] {
+        assert_eq!(blis.mode(s), Refresh::Periodic(50 * MS));
+    }
+    assert_eq!(blis.mode(Signal::Prefix), Refresh::Periodic(20 * MS));
+    assert_eq!(default.with_snapshot_refresh(0), default, "0 = live");
+    let custom = blis
+        .with_overrides("kv=immediate, queue=on-demand,prefix=periodic:0")
+        .unwrap();
+    assert_eq!(custom.mode(Signal::Kv), Refresh::Immediate);
+    assert_eq!(custom.mode(Signal::Queue), Refresh::OnDemand);
+    assert_eq!(custom.mode(Signal::Prefix), Refresh::Immediate);
+    assert_eq!(custom.mode(Signal::Running), Refresh::Periodic(50 * MS));
+    for (bad, says) in [
+        ("queue", "not signal=mode"),
+        ("depth=immediate", "unknown signal"),
+        ("kv=sometimes", "not a refresh mode"),
+        ("kv=periodic:5y", "not a duration"),
+        ("kv=immediate,kv=on-demand", "given twice"),
+    ] {
+        let err = default.with_overrides(bad).unwrap_err();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+}

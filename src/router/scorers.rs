@@ -1,0 +1,468 @@
+//! Weighted routing as a sum of named scorers (BLIS's `--routing-scorers`), and the
+//! router-side prefix index the `prefix-affinity` scorer keeps.
+//!
+//! Each scorer gives every candidate a score in [0, 1], higher meaning a better target; the
+//! router sums `weight × clamp(score, 0, 1)` with the weights normalised to sum to 1, and picks
+//! the highest sum, the lowest instance id on exact ties (BLIS draws among exact ties from its
+//! router stream; we keep this project's rule, so that a run does not depend on the draw).
+//!
+//! The scorers and their normalisation are BLIS's (`sim/routing_scorers.go`,
+//! `routing_prefix_scorer.go`, `routing_precise_prefix_scorer.go`):
+//! - `prefix-affinity`: leading prompt blocks found in a router-side LRU index of the blocks
+//!   of the prompts the router sent to the instance (10,000 blocks per instance), over the
+//!   prompt's full blocks. The index learns from the router's own decisions, never from the
+//!   instances, so it is as fresh as the router.
+//! - `precise-prefix-cache`: leading prompt blocks in the instance's real prefix cache, as the
+//!   prefix signal shows it (fresh or delayed, `--cache-signal-delay`), min-max normalised
+//!   (most → 1, least → 0, all equal → 1).
+//! - `queue-depth`: waiting requests, min-max normalised, fewer is better (all equal → 1).
+//! - `kv-utilization`: `1 − used KV blocks / KV blocks`.
+//! - `load-balance`: `1 / (1 + effective load)`, effective load = waiting + running +
+//!   in flight ([`InstanceSnapshot::effective_load`]).
+//! - `running-requests`: running requests, min-max normalised, fewer is better.
+//! - `active-requests`: in-flight requests, `(max − n) / max`; 0 in flight scores 1 (all
+//!   equal and non-zero → 0, as llm-d's active-request scorer).
+//! - `vllm-dp`: vLLM's data-parallel balancer, `4·waiting + running`, inverted min-max.
+
+use super::{ClusterView, InstanceSnapshot, PrefixScratch};
+use crate::scheduler::BlockHashMap;
+use crate::workload::Request;
+use std::fmt;
+use std::str::FromStr;
+
+/// One scorer of weighted routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scorer {
+    /// Router-side LRU index of the prompt blocks it routed (synchronous).
+    PrefixAffinity,
+    /// The instance's real prefix cache, through the prefix signal.
+    PrecisePrefixCache,
+    /// Waiting requests, min-max normalised.
+    QueueDepth,
+    /// `1 − KV utilisation`.
+    KvUtilization,
+    /// `1 / (1 + effective load)`.
+    LoadBalance,
+    /// Running requests, min-max normalised.
+    RunningRequests,
+    /// In-flight requests, max normalised.
+    ActiveRequests,
+    /// vLLM's DP balancer: `4·waiting + running`, inverted min-max.
+    VllmDp,
+}
+
+impl Scorer {
+    /// Every scorer, in the order their names are listed.
+    pub const ALL: [Scorer; 8] = [
+        Scorer::PrefixAffinity,
+        Scorer::PrecisePrefixCache,
+        Scorer::QueueDepth,
+        Scorer::KvUtilization,
+        Scorer::LoadBalance,
+        Scorer::RunningRequests,
+        Scorer::ActiveRequests,
+        Scorer::VllmDp,
+    ];
+
+    /// The scorer's name, as `--routing-scorers` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scorer::PrefixAffinity => "prefix-affinity",
+            Scorer::PrecisePrefixCache => "precise-prefix-cache",
+            Scorer::QueueDepth => "queue-depth",
+            Scorer::KvUtilization => "kv-utilization",
+            Scorer::LoadBalance => "load-balance",
+            Scorer::RunningRequests => "running-requests",
+            Scorer::ActiveRequests => "active-requests",
+            Scorer::VllmDp => "vllm-dp",
+        }
+    }
+}
+
+impl FromStr for Scorer {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Scorer, String> {
+        Scorer::ALL
+            .into_iter()
+            .find(|sc| sc.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Scorer::ALL.iter().map(|s| s.name()).collect();
+                format!(
+                    "unknown scorer `{s}` (expected one of {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// The scorers of weighted routing and their weights, as given (`name:weight,...`); the
+/// weights are normalised to sum to 1 when scoring.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScorerSet {
+    scorers: Vec<(Scorer, f64)>,
+}
+
+impl ScorerSet {
+    /// BLIS's default profile (llm-d's): `precise-prefix-cache:2,queue-depth:1,kv-utilization:1`.
+    pub fn blis_default() -> ScorerSet {
+        ScorerSet {
+            scorers: vec![
+                (Scorer::PrecisePrefixCache, 2.0),
+                (Scorer::QueueDepth, 1.0),
+                (Scorer::KvUtilization, 1.0),
+            ],
+        }
+    }
+
+    /// The scorers and their weights as given.
+    pub fn scorers(&self) -> &[(Scorer, f64)] {
+        &self.scorers
+    }
+
+    /// Whether `scorer` is in the set.
+    pub fn has(&self, scorer: Scorer) -> bool {
+        self.scorers.iter().any(|&(s, _)| s == scorer)
+    }
+}
+
+impl fmt::Display for ScorerSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (k, (s, w)) in self.scorers.iter().enumerate() {
+            if k > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{}:{w}", s.name())?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses `name:weight,...`: known names, each at most once, weights finite and positive.
+impl FromStr for ScorerSet {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ScorerSet, String> {
+        let mut scorers: Vec<(Scorer, f64)> = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            if part.is_empty() {
+                return Err(format!(
+                    "`{s}` has an empty entry (expected name:weight,...)"
+                ));
+            }
+            let (name, weight) = part
+                .split_once(':')
+                .ok_or_else(|| format!("`{part}` is not name:weight"))?;
+            let scorer: Scorer = name.trim().parse()?;
+            let weight: f64 = weight
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{}` (weight of {name}) is not a number", weight.trim()))?;
+            if !(weight.is_finite() && weight > 0.0) {
+                return Err(format!(
+                    "weight of {name} must be finite and positive, got {weight}"
+                ));
+            }
+            if scorers.iter().any(|&(s, _)| s == scorer) {
+                return Err(format!("scorer `{name}` is given twice"));
+            }
+            scorers.push((scorer, weight));
+        }
+        Ok(ScorerSet { scorers })
+    }
+}
+
+/// Blocks the router-side prefix index remembers per instance (BLIS's default).
+pub const PREFIX_INDEX_BLOCKS: usize = 10_000;
+
+/// What weighted scoring reuses from one request to the next, so that routing allocates
+/// nothing once warm.
+#[derive(Debug, Default)]
+pub(super) struct ScoreScratch {
+    snaps: Vec<InstanceSnapshot>,
+    raw: Vec<f64>,
+    total: Vec<f64>,
+    /// Router-side prefix index, per instance id (grown on first use).
+    index: Vec<LruBlocks>,
+    hashes: Vec<u64>,
+    /// The block size `hashes` were computed at for the request being routed.
+    hashed_at: Option<u32>,
+    bytes: Vec<u8>,
+}
+
+/// Min-max normalisation of `raw` in place: `lower_better` maps the least to 1 and the most
+/// to 0, otherwise the most to 1; all equal → 1.
+fn min_max(raw: &mut [f64], lower_better: bool) {
+    let min = raw.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = raw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    for x in raw.iter_mut() {
+        *x = if max == min {
+            1.0
+        } else if lower_better {
+            (max - *x) / (max - min)
+        } else {
+            (*x - min) / (max - min)
+        };
+    }
+}
+
+impl ScoreScratch {
+    /// The position among `candidates` of the best target for `request` under `set`.
+    pub(super) fn pick<V: ClusterView + ?Sized>(
+        &mut self,
+        set: &ScorerSet,
+        request: &Request,
+        candidates: &[u32],
+        view: &V,
+        prefix: &mut PrefixScratch,
+    ) -> usize {
+        let n = candidates.len();
+        self.snaps.clear();
+        self.snaps
+            .extend(candidates.iter().map(|&id| view.snapshot(id)));
+        self.total.clear();
+        self.total.resize(n, 0.0);
+        let sum: f64 = set.scorers.iter().map(|&(_, w)| w).sum();
+        prefix.start();
+        self.hashed_at = None;
+        for &(scorer, weight) in &set.scorers {
+            self.raw_scores(scorer, request, candidates, view, prefix);
+            for (t, &s) in self.total.iter_mut().zip(&self.raw) {
+                *t += weight / sum * s.clamp(0.0, 1.0);
+            }
+        }
+        let mut best = 0;
+        for pos in 1..n {
+            if self.total[pos] > self.total[best] {
+                best = pos;
+            }
+        }
+        if set.has(Scorer::PrefixAffinity) {
+            self.record_prefix(request, candidates[best], self.snaps[best].block_size);
+        }
+        best
+    }
+
+    /// `scorer`'s normalised score of each candidate (for tests).
+    #[cfg(test)]
+    pub(super) fn scores_of<V: ClusterView + ?Sized>(
+        &mut self,
+        scorer: Scorer,
+        request: &Request,
+        candidates: &[u32],
+        view: &V,
+    ) -> Vec<f64> {
+        self.snaps.clear();
+        self.snaps
+            .extend(candidates.iter().map(|&id| view.snapshot(id)));
+        self.hashed_at = None;
+        let mut prefix = PrefixScratch::default();
+        prefix.start();
+        self.raw_scores(scorer, request, candidates, view, &mut prefix);
+        self.raw.clone()
+    }
+
+    /// Fills `self.raw` with `scorer`'s normalised score of each candidate.
+    fn raw_scores<V: ClusterView + ?Sized>(
+        &mut self,
+        scorer: Scorer,
+        request: &Request,
+        candidates: &[u32],
+        view: &V,
+        prefix: &mut PrefixScratch,
+    ) {
+        self.raw.clear();
+        let (snaps, raw) = (&self.snaps, &mut self.raw);
+        match scorer {
+            Scorer::PrefixAffinity => {
+                for (pos, &id) in candidates.iter().enumerate() {
+                    let s = self.affinity(request, id, self.snaps[pos].block_size);
+                    self.raw.push(s);
+                }
+            }
+            Scorer::PrecisePrefixCache => {
+                for &id in candidates {
+                    raw.push(f64::from(prefix.cached_tokens(request, id, view)));
+                }
+                min_max(raw, false);
+            }
+            Scorer::QueueDepth => {
+                raw.extend(snaps.iter().map(|s| s.waiting as f64));
+                min_max(raw, true);
+            }
+            Scorer::KvUtilization => {
+                raw.extend(snaps.iter().map(|s| 1.0 - s.kv_utilization()));
+            }
+            Scorer::LoadBalance => {
+                raw.extend(
+                    snaps
+                        .iter()
+                        .map(|s| 1.0 / (1.0 + s.effective_load() as f64)),
+                );
+            }
+            Scorer::RunningRequests => {
+                raw.extend(snaps.iter().map(|s| s.running as f64));
+                min_max(raw, true);
+            }
+            Scorer::ActiveRequests => {
+                let max = snaps.iter().map(|s| s.in_flight).max().unwrap_or(0);
+                raw.extend(snaps.iter().map(|s| {
+                    if s.in_flight == 0 || max == 0 {
+                        1.0
+                    } else {
+                        (max - s.in_flight) as f64 / max as f64
+                    }
+                }));
+            }
+            Scorer::VllmDp => {
+                raw.extend(snaps.iter().map(|s| (4 * s.waiting + s.running) as f64));
+                min_max(raw, true);
+            }
+        }
+    }
+
+    /// Hashes of the full blocks of `request`'s prompt at `block_size` into `self.hashes`.
+    fn prompt_hashes(&mut self, request: &Request, block_size: u32) {
+        if self.hashed_at == Some(block_size) {
+            return;
+        }
+        self.hashed_at = Some(block_size);
+        self.hashes.clear();
+        if !request.has_token_ids() || block_size == 0 {
+            return;
+        }
+        let end = request.input_toks as usize;
+        crate::scheduler::request_block_hashes(
+            request,
+            block_size,
+            end,
+            &mut self.hashes,
+            &mut self.bytes,
+        );
+    }
+
+    /// `prefix-affinity`'s score of instance `id`: leading prompt blocks in its router-side
+    /// index over the prompt's full blocks (0 for a prompt without a full block).
+    fn affinity(&mut self, request: &Request, id: u32, block_size: u32) -> f64 {
+        self.prompt_hashes(request, block_size);
+        if self.hashes.is_empty() {
+            return 0.0;
+        }
+        let Some(lru) = self.index.get(id as usize) else {
+            return 0.0;
+        };
+        let matched = self.hashes.iter().take_while(|h| lru.contains(**h)).count();
+        matched as f64 / self.hashes.len() as f64
+    }
+
+    /// Records in the router-side index that `id` now holds the prompt's blocks.
+    fn record_prefix(&mut self, request: &Request, id: u32, block_size: u32) {
+        self.prompt_hashes(request, block_size);
+        let i = id as usize;
+        if self.index.len() <= i {
+            self.index
+                .resize_with(i + 1, || LruBlocks::new(PREFIX_INDEX_BLOCKS));
+        }
+        for k in 0..self.hashes.len() {
+            let h = self.hashes[k];
+            self.index[i].touch(h);
+        }
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// A fixed-capacity LRU set of block hashes: a hash map into an arena of doubly linked
+/// nodes (most recent at the head). Allocates only while growing to its capacity.
+#[derive(Debug)]
+pub(super) struct LruBlocks {
+    capacity: usize,
+    lookup: BlockHashMap<u32>,
+    nodes: Vec<LruNode>,
+    head: u32,
+    tail: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LruNode {
+    hash: u64,
+    prev: u32,
+    next: u32,
+}
+
+impl LruBlocks {
+    /// An empty set remembering at most `capacity` hashes.
+    pub(super) fn new(capacity: usize) -> LruBlocks {
+        assert!(capacity > 0, "an LRU set needs room");
+        LruBlocks {
+            capacity,
+            lookup: BlockHashMap::default(),
+            nodes: Vec::new(),
+            head: NIL,
+            tail: NIL,
+        }
+    }
+
+    /// Whether `hash` is in the set (recency unchanged).
+    pub(super) fn contains(&self, hash: u64) -> bool {
+        self.lookup.contains_key(&hash)
+    }
+
+    /// Hashes in the set.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.lookup.len()
+    }
+
+    /// Adds `hash` or makes it the most recent, evicting the least recent at capacity.
+    pub(super) fn touch(&mut self, hash: u64) {
+        if let Some(&node) = self.lookup.get(&hash) {
+            self.unlink(node);
+            self.push_head(node);
+            return;
+        }
+        let node = if self.nodes.len() < self.capacity {
+            self.nodes.push(LruNode {
+                hash,
+                prev: NIL,
+                next: NIL,
+            });
+            (self.nodes.len() - 1) as u32
+        } else {
+            let victim = self.tail;
+            self.unlink(victim);
+            self.lookup.remove(&self.nodes[victim as usize].hash);
+            self.nodes[victim as usize].hash = hash;
+            victim
+        };
+        self.lookup.insert(hash, node);
+        self.push_head(node);
+    }
+
+    fn unlink(&mut self, node: u32) {
+        let LruNode { prev, next, .. } = self.nodes[node as usize];
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.nodes[next as usize].prev = prev;
+        }
+    }
+
+    fn push_head(&mut self, node: u32) {
+        let head = self.head;
+        let n = &mut self.nodes[node as usize];
+        n.prev = NIL;
+        n.next = head;
+        if head == NIL {
+            self.tail = node;
+        } else {
+            self.nodes[head as usize].prev = node;
+        }
+        self.head = node;
+    }
+}
