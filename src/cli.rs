@@ -4,6 +4,7 @@
 use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
 mod astra_dp;
 mod command_paths;
+mod control;
 mod dataset;
 mod host;
 mod instances;
@@ -15,6 +16,7 @@ mod power;
 mod prefix_storage;
 mod replay;
 
+pub use control::ControlArgs;
 pub use dataset::DatasetArgs;
 pub use host::{HostArgs, HostModelSwitch};
 pub use instances::InstanceConfig;
@@ -381,6 +383,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub pim: PimArgs,
 
+    #[command(flatten)]
+    pub control: ControlArgs,
+
     /// Tokens per KV block.
     #[arg(help_heading = "Deployment", long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub block_size: u32,
@@ -512,6 +517,9 @@ pub struct SimConfig {
     pub sessions_output: Option<PathBuf>,
     /// How arrivals are replayed.
     pub replay: ReplayMode,
+    /// The cluster control plane (admission, priority, gateway queue, latencies, instance
+    /// scheduling policies).
+    pub control: crate::control::ControlConfig,
     /// Requests to load; `None` loads all.
     pub num_reqs: Option<usize>,
     /// Most requests a workload spec may plan (`--max-requests`); `None`: the default.
@@ -589,6 +597,7 @@ impl RunArgs {
             }
             (policy, None) => policy,
         };
+        let (control, routing) = self.control.resolve(routing)?;
         let flags = EngineFlags {
             dtype: self.dtype,
             kv_cache_fp8: self.kv_cache_dtype == "fp8",
@@ -726,6 +735,7 @@ impl RunArgs {
             }),
             sessions_output: self.replay.sessions_output.clone(),
             replay: self.replay.mode(),
+            control,
             num_reqs: (self.num_reqs > 0).then_some(self.num_reqs),
             max_requests: self.max_requests,
             instances,

@@ -81,6 +81,7 @@ pub use pipeline::{Pipeline, stage_blocks};
 pub use tiers::LowerTierSetup;
 
 use crate::Nanos;
+use crate::control::{Dropped, Stage};
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
 use crate::metrics::RequestRecord;
 use crate::scheduler::{SchedulerBug, SchedulerConfig, SchedulerStats, StepTokens};
@@ -163,6 +164,22 @@ pub trait Observer {
     fn request_rejected(&mut self, _request: &Request, _now: Nanos) -> anyhow::Result<()> {
         Ok(())
     }
+
+    /// `request` ended at `now` without being served, for the reason `why` (rejected,
+    /// shed or expired; the stage and the policy): its end. Every request ends exactly once,
+    /// here or in [`Observer::request_finished`]. By default a rejection by the router is
+    /// passed on to [`Observer::request_rejected`] and anything else is ignored.
+    fn request_dropped(
+        &mut self,
+        request: &Request,
+        now: Nanos,
+        why: Dropped,
+    ) -> anyhow::Result<()> {
+        if why.stage == Stage::Routing {
+            self.request_rejected(request, now)?;
+        }
+        Ok(())
+    }
 }
 
 /// What one instance did over a run.
@@ -189,6 +206,8 @@ pub struct RunOutcome {
     pub finished: u64,
     /// Requests the router rejected.
     pub rejected: u64,
+    /// Requests the control plane ended unserved (rejected, shed, expired).
+    pub dropped: u64,
     /// Scheduler counters summed over all instances.
     pub stats: SchedulerStats,
     /// Per instance, by id.

@@ -12,6 +12,7 @@ pub use commands::{et, generate, list_scenarios, validate};
 use crate::Nanos;
 use crate::astra;
 use crate::chakra::StepEmitter;
+use crate::control::{ControlPlane, OutcomeCollector};
 use crate::cli::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{Dtype, InstanceRole, KvSizing, Link, full_kv_bytes_per_token, kv_capacity};
 use crate::engine::{self, Disaggregation, InstanceSetup, LowerTierSetup, Run, Services};
@@ -145,7 +146,15 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             .as_ref()
             .map(|_| RunPlots::new(run_title(config))),
         slo: SloCollector::new(workload.classes.as_ref(), config.slo_targets),
+        outcomes: None,
     };
+    // Without admission, delays, gateway queue or scheduling policies the control plane
+    // changes nothing: the engine then runs without one, exactly as before it existed.
+    let mut control = (!config.control.is_passive())
+        .then(|| ControlPlane::new(config.control.clone(), workload.classes.as_ref()));
+    if control.is_some() {
+        outputs.outcomes = Some(OutcomeCollector::new(workload.classes.as_ref()));
+    }
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
         backends.iter_mut().map(Backend::as_dyn).collect();
@@ -158,7 +167,8 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
-        .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer));
+        .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer))
+        .with_control(control.as_mut());
     let outcome = engine::simulate(run, services);
     let outcome = match outcome {
         Ok(outcome) => outcome,
@@ -236,6 +246,9 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut summary = outputs.summary.finish(info);
     if let Some(slo) = outputs.slo {
         summary.set_slo(slo.finish(summary.duration_s()));
+    }
+    if let Some(outcomes) = outputs.outcomes {
+        summary.set_outcomes(outcomes.finish());
     }
     if let Some(power) = outputs.power {
         let recalled: Vec<u64> = outcome

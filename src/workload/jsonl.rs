@@ -1,7 +1,7 @@
 //! The LLMServingSim JSONL workload format: flat requests and agentic session lines.
 
 use super::sessions::SessionSet;
-use super::{Request, RequestClasses, Workload, jsonl_session};
+use super::{Request, RequestClasses, RequestExtras, Workload, jsonl_session};
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -57,6 +57,10 @@ struct Line {
     tenant: Option<serde_json::Value>,
     #[serde(default)]
     slo_class: Option<serde_json::Value>,
+    #[serde(default)]
+    priority: Option<serde_json::Value>,
+    #[serde(default)]
+    slo_target_ns: Option<serde_json::Value>,
 }
 
 /// The tenant and SLO class a line names (documented extensions; `generate` writes them).
@@ -66,13 +70,18 @@ struct LabelFields {
     tenant: Option<serde_json::Value>,
     #[serde(default)]
     slo_class: Option<serde_json::Value>,
+    #[serde(default)]
+    priority: Option<serde_json::Value>,
+    #[serde(default)]
+    slo_target_ns: Option<serde_json::Value>,
 }
 
-/// A line's tenant and SLO class, checked.
+/// A line's tenant, SLO class, priority and SLO target, checked.
 #[derive(Debug, Default)]
 struct Labels {
     tenant: Option<String>,
     slo_class: Option<String>,
+    extras: RequestExtras,
 }
 
 impl Labels {
@@ -83,18 +92,33 @@ impl Labels {
         Ok(Labels {
             tenant: model_field(fields.tenant).map_err(|m| invalid("tenant", m))?,
             slo_class: model_field(fields.slo_class).map_err(|m| invalid("slo_class", m))?,
+            extras: RequestExtras {
+                priority: fields
+                    .priority
+                    .filter(|v| !v.is_null())
+                    .map(|v| priority_field(&v))
+                    .transpose()
+                    .map_err(|m| invalid("priority", m))?,
+                slo_target_ns: fields
+                    .slo_target_ns
+                    .filter(|v| !v.is_null())
+                    .map(|v| time_ns(&v))
+                    .transpose()
+                    .map_err(|m| invalid("slo_target_ns", m))?,
+            },
         })
     }
 
     /// Gives `count` ids from `first` these labels in `classes`; whether the line had any.
     fn assign(&self, classes: &mut RequestClasses, first: u64, count: u32) -> bool {
-        classes.assign(
+        classes.assign_with(
             first,
             count,
             self.tenant.as_deref().unwrap_or("default"),
             self.slo_class.as_deref().unwrap_or("default"),
+            self.extras,
         );
-        self.tenant.is_some() || self.slo_class.is_some()
+        self.tenant.is_some() || self.slo_class.is_some() || self.extras != RequestExtras::default()
     }
 }
 
@@ -271,6 +295,8 @@ fn parse_line(
         LabelFields {
             tenant: parsed.tenant,
             slo_class: parsed.slo_class,
+            priority: parsed.priority,
+            slo_target_ns: parsed.slo_target_ns,
         },
         invalid,
     )?;
@@ -327,6 +353,14 @@ pub(super) fn token_ids(
         return Err(("output_tok_ids", "given without input_tok_ids".to_owned()));
     }
     Ok(token_ids)
+}
+
+/// A priority: an integer that fits 32 bits (higher is more urgent).
+fn priority_field(value: &serde_json::Value) -> Result<i32, String> {
+    value
+        .as_i64()
+        .and_then(|v| i32::try_from(v).ok())
+        .ok_or_else(|| format!("expected an integer between -2^31 and 2^31-1, got {value}"))
 }
 
 /// A non-negative integer.

@@ -6,7 +6,7 @@ use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
 use super::{ClientSpec, SloClass, SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
 use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet};
-use crate::workload::{MAX_TOKENS, Request, RequestClasses, Workload};
+use crate::workload::{MAX_TOKENS, Request, RequestClasses, RequestExtras, Workload};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -484,7 +484,13 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     let mut classes = RequestClasses::default();
     while let Some(g) = generator.next() {
         let client = &spec.clients[g.client as usize];
-        classes.assign(g.id, g.requests, tenant_name(client), class_name(client));
+        // A client's nonzero `priority` is its requests' own (0 leaves the class's).
+        let extras = RequestExtras {
+            priority: (client.priority != 0).then_some(client.priority),
+            slo_target_ns: None,
+        };
+        let (tenant, class) = (tenant_name(client), class_name(client));
+        classes.assign_with(g.id, g.requests, tenant, class, extras);
         match generator.session(&g) {
             Some((header, plan)) => sessions.add(header, plan),
             None => requests.push(generator.request(&g)),
