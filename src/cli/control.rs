@@ -53,7 +53,7 @@ pub struct ControlArgs {
     /// tenant-quota: each tenant's share of the cluster's capacity (instances ×
     /// max_num_seqs), e.g. `bulk:0.5,web:0.5` (unnamed tenants are unlimited).
     #[arg(long, value_name = "TENANT:SHARE,...", value_parser = parse_shares)]
-    pub tenant_quotas: Option<Vec<(String, f64)>>,
+    pub tenant_quotas: Option<Named<f64>>,
 
     /// tenant-quota: over-quota tenants' requests below this priority are shed [default: 0,
     /// the sheddable classes].
@@ -72,7 +72,7 @@ pub struct ControlArgs {
     /// Priorities of SLO classes, replacing the defaults (critical 4, standard 3, batch -1,
     /// sheddable -2, background -3), e.g. `batch:0`.
     #[arg(long, value_name = "CLASS:P,...", value_parser = parse_priorities)]
-    pub slo_priorities: Option<Vec<(String, i32)>>,
+    pub slo_priorities: Option<Named<i32>>,
 
     /// Priority policy: static (the class map, a request's own priority first; default),
     /// constant, slo-based, tenant-priority, deadline-aware or inverted-slo.
@@ -85,12 +85,12 @@ pub struct ControlArgs {
 
     /// tenant-priority: each tenant's priority, e.g. `web:5,bulk:1`.
     #[arg(long, value_name = "TENANT:P,...", value_parser = parse_priorities)]
-    pub tenant_priorities: Option<Vec<(String, i32)>>,
+    pub tenant_priorities: Option<Named<i32>>,
 
     /// SLO targets per class (deadline = arrival + target, for deadline-aware priority and
     /// slo-deadline dispatch), e.g. `critical:200ms,standard:2s`.
     #[arg(long, value_name = "CLASS:DURATION,...", value_parser = parse_targets)]
-    pub slo_targets: Option<Vec<(String, Nanos)>>,
+    pub slo_targets: Option<Named<Nanos>>,
 
     /// Hold admitted requests in a gateway queue (one band per priority) while the
     /// cluster is saturated.
@@ -149,6 +149,10 @@ pub struct ControlArgs {
     pub preemption_policy: Option<PreemptionOrder>,
 }
 
+/// `name:value` pairs given as one flag value, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named<T>(pub Vec<(String, T)>);
+
 /// `name:value,...` pairs, in the order given.
 fn pairs<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<(String, T)>, String> {
     text.split(',')
@@ -165,19 +169,20 @@ fn pairs<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<(String, T)
         .collect()
 }
 
-fn parse_shares(text: &str) -> Result<Vec<(String, f64)>, String> {
-    pairs(text, "SHARE")
+fn parse_shares(text: &str) -> Result<Named<f64>, String> {
+    pairs(text, "SHARE").map(Named)
 }
 
-fn parse_priorities(text: &str) -> Result<Vec<(String, i32)>, String> {
-    pairs(text, "PRIORITY")
+fn parse_priorities(text: &str) -> Result<Named<i32>, String> {
+    pairs(text, "PRIORITY").map(Named)
 }
 
-fn parse_targets(text: &str) -> Result<Vec<(String, Nanos)>, String> {
+fn parse_targets(text: &str) -> Result<Named<Nanos>, String> {
     let raw: Vec<(String, String)> = pairs(text, "DURATION")?;
     raw.into_iter()
         .map(|(class, t)| Ok((class, parse_duration(&t)?)))
-        .collect()
+        .collect::<Result<_, String>>()
+        .map(Named)
 }
 
 impl ControlArgs {
@@ -190,15 +195,15 @@ impl ControlArgs {
             per_tenant: self.admission_per_tenant.then_some(true),
             rate_limit_rps: self.rate_limit_rps,
             rate_limit_burst: self.rate_limit_burst,
-            tenant_quotas: self.tenant_quotas.clone(),
+            tenant_quotas: self.tenant_quotas.clone().map(|n| n.0),
             quota_min_priority: self.tenant_quota_min_priority,
             tier_shed_threshold: self.tier_shed_threshold,
             tier_shed_min_priority: self.tier_shed_min_priority,
-            slo_priorities: self.slo_priorities.clone(),
+            slo_priorities: self.slo_priorities.clone().map(|n| n.0),
             priority: self.priority_policy.clone(),
             priority_value: self.priority_value,
-            tenant_priorities: self.tenant_priorities.clone(),
-            slo_targets: self.slo_targets.clone(),
+            tenant_priorities: self.tenant_priorities.clone().map(|n| n.0),
+            slo_targets: self.slo_targets.clone().map(|n| n.0),
             flow_control: self.flow_control.then_some(true),
             saturation_detector: self.saturation_detector.clone(),
             queue_depth_threshold: self.queue_depth_threshold,

@@ -22,7 +22,8 @@ pub enum AdmissionKind {
     /// A request-rate limit: a bucket where every request costs 1.
     RateLimit,
     /// Per-tenant shares of the cluster's capacity; over-quota tenants' requests below a
-    /// priority are shed.
+    /// priority are shed. (Quotas, when given, also apply in front of any other policy, as
+    /// BLIS's `tenant_budgets` do.)
     TenantQuota,
     /// Shed requests below a priority while the busiest instance is over a load threshold.
     TierShed,
@@ -192,6 +193,7 @@ impl Admission {
     pub fn decide(&mut self, now: Nanos, t: &Ticket, load: &Load<'_>) -> Result<(), Dropped> {
         let name = self.config.kind.name();
         let reject = Dropped::rejected(Stage::Admission, name);
+        self.check_quota(t, load)?;
         match self.config.kind {
             AdmissionKind::AlwaysAdmit => Ok(()),
             AdmissionKind::RejectAll => Err(reject),
@@ -219,18 +221,23 @@ impl Admission {
                     Ok(())
                 }
             }
-            AdmissionKind::TenantQuota => {
-                let share = self.quotas.get(t.tenant as usize).copied().flatten();
-                let over = share.is_some_and(|s| {
-                    let budget = (s * load.capacity() as f64).floor() as u64;
-                    load.tenant_in_flight(t.tenant) >= budget
-                });
-                if over && t.priority < self.config.quota_min_priority {
-                    Err(Dropped::shed(Stage::Admission, name))
-                } else {
-                    Ok(())
-                }
-            }
+            AdmissionKind::TenantQuota => Ok(()),
+        }
+    }
+
+    /// Tenant quotas (`tenant-quota`, or BLIS's `tenant_budgets` around any policy): a
+    /// request of a tenant holding its share of the capacity or more is shed when its
+    /// priority is below the protected minimum.
+    fn check_quota(&self, t: &Ticket, load: &Load<'_>) -> Result<(), Dropped> {
+        let share = self.quotas.get(t.tenant as usize).copied().flatten();
+        let over = share.is_some_and(|s| {
+            let budget = (s * load.capacity() as f64).floor() as u64;
+            load.tenant_in_flight(t.tenant) >= budget
+        });
+        if over && t.priority < self.config.quota_min_priority {
+            Err(Dropped::shed(Stage::Admission, "tenant-quota"))
+        } else {
+            Ok(())
         }
     }
 
