@@ -33,7 +33,11 @@ impl Observer for Ends {
         Ok(())
     }
 
-    fn step_finished(&mut self, _: &StepEvent<'_>, _: &mut dyn LatencyBackend) -> anyhow::Result<()> {
+    fn step_finished(
+        &mut self,
+        _: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
         Ok(())
     }
 
@@ -55,9 +59,12 @@ fn run(
     let mut s = setup("m", 1_000);
     s.scheduler.max_num_seqs = Some(max_seqs);
     let setups = vec![s; n];
-    let mut backends: Vec<LinearBackend> = (0..n).map(|_| LinearBackend { per_token: 10 }).collect();
-    let mut dyns: Vec<&mut dyn LatencyBackend> =
-        backends.iter_mut().map(|b| b as &mut dyn LatencyBackend).collect();
+    let mut backends: Vec<LinearBackend> =
+        (0..n).map(|_| LinearBackend { per_token: 10 }).collect();
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
     let mut router = Router::new(RoutingPolicy::LeastLoaded, 0);
     let mut ends = Ends::default();
     let mut control = config.map(|c| ControlPlane::new(c, classes));
@@ -100,7 +107,12 @@ fn priority_fcfs_serves_the_urgent_request_first_on_a_hand_timed_queue() {
     assert_eq!(order_of(&ends), [0, 2, 1]);
     // Request 2 starts exactly when 0 ends: its first token is one prefill step later.
     let end0 = ends.finished.iter().find(|f| f.id == 0).unwrap().end;
-    let first2 = ends.finished.iter().find(|f| f.id == 2).unwrap().first_token;
+    let first2 = ends
+        .finished
+        .iter()
+        .find(|f| f.id == 2)
+        .unwrap()
+        .first_token;
     assert_eq!(first2, end0 + 1_000 + 10 * 100 + 100);
     // A request's own priority beats its class: make 1 more urgent than critical.
     classes.assign_with(
@@ -152,7 +164,10 @@ fn routing_latency_adds_exactly_that_much_to_each_ttft_on_an_idle_cluster() {
     assert_eq!(plain.finished.len(), 5);
     for (a, b) in plain.finished.iter().zip(&late.finished) {
         assert_eq!(a.id, b.id);
-        assert_eq!(b.first_token - b.arrival, a.first_token - a.arrival + 200_000);
+        assert_eq!(
+            b.first_token - b.arrival,
+            a.first_token - a.arrival + 200_000
+        );
     }
     // Admission latency adds up with it.
     let both = ControlConfig {
@@ -168,7 +183,9 @@ fn routing_latency_adds_exactly_that_much_to_each_ttft_on_an_idle_cluster() {
 
 #[test]
 fn the_concurrency_gate_runs_one_request_at_a_time() {
-    let requests: Vec<Request> = (0..6).map(|i| request(i, i * 10, 64, 3, Vec::new())).collect();
+    let requests: Vec<Request> = (0..6)
+        .map(|i| request(i, i * 10, 64, 3, Vec::new()))
+        .collect();
     let gated = ControlConfig {
         flow: Some(FlowConfig {
             detector: Detector::Concurrency { max_concurrency: 1 },
@@ -197,13 +214,26 @@ fn reject_all_ends_every_request_and_the_run_cleanly() {
         ..ControlConfig::default()
     };
     let (outcome, ends) = run(&requests, None, 2, 16, Some(config));
-    assert_eq!((outcome.finished, outcome.dropped, outcome.steps), (0, 40, 0));
+    assert_eq!(
+        (outcome.finished, outcome.dropped, outcome.steps),
+        (0, 40, 0)
+    );
     assert_eq!(ends.dropped.len(), 40);
-    assert!(ends.dropped.iter().all(|(_, _, why)| why.policy == "reject-all"));
+    assert!(
+        ends.dropped
+            .iter()
+            .all(|(_, _, why)| why.policy == "reject-all")
+    );
 }
 
 /// A control plane that drops requests in every way it can.
-fn lossy(capacity: u64, ttl: Nanos, depth: usize, order: DispatchOrder, admit: AdmissionKind) -> ControlConfig {
+fn lossy(
+    capacity: u64,
+    ttl: Nanos,
+    depth: usize,
+    order: DispatchOrder,
+    admit: AdmissionKind,
+) -> ControlConfig {
     ControlConfig {
         admission: blis_cosim::control::admission::AdmissionConfig {
             kind: admit,

@@ -2,6 +2,7 @@
 //! instance scheduling) and `--policy-config`, resolved into one
 //! [`crate::control::ControlConfig`]: flags laid over the bundle file, defaults under both.
 
+use crate::Nanos;
 use crate::config::ConfigError;
 use crate::control::ControlConfig;
 use crate::control::admission::AdmissionKind;
@@ -11,7 +12,6 @@ use crate::control::bundle::{
 use crate::control::flow::DispatchOrder;
 use crate::router::RoutingPolicy;
 use crate::scheduler::{PreemptionOrder, QueueOrder};
-use crate::Nanos;
 use clap::Args;
 use std::path::PathBuf;
 

@@ -4,7 +4,7 @@
 //! refill continuously by simulated time, in exact integer arithmetic).
 
 use super::outcome::{Dropped, Stage};
-use super::{Ticket, Load};
+use super::{Load, Ticket};
 use crate::Nanos;
 
 /// Pico-tokens per token: bucket levels are kept in pico-tokens so that a refill rate given
@@ -61,7 +61,10 @@ impl AdmissionKind {
             .find(|k| k.name() == name)
             .ok_or_else(|| {
                 let names: Vec<&str> = AdmissionKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown admission policy `{name}` (expected {})", names.join(", "))
+                format!(
+                    "unknown admission policy `{name}` (expected {})",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -175,7 +178,13 @@ impl Admission {
     pub fn new(config: AdmissionConfig, tenants: &[String]) -> Admission {
         let quotas = tenants
             .iter()
-            .map(|t| config.tenant_quotas.iter().find(|(n, _)| n == t).map(|q| q.1))
+            .map(|t| {
+                config
+                    .tenant_quotas
+                    .iter()
+                    .find(|(n, _)| n == t)
+                    .map(|q| q.1)
+            })
             .collect();
         Admission {
             config,

@@ -69,13 +69,37 @@ impl Settings {
     /// These settings laid over `base`: a value given here wins.
     pub fn over(self, base: Settings) -> Settings {
         lay_over!(
-            self, base, admission, token_bucket_capacity, token_bucket_refill_rate,
-            per_tenant, rate_limit_rps, rate_limit_burst, tenant_quotas, quota_min_priority,
-            tier_shed_threshold, tier_shed_min_priority, slo_priorities, priority,
-            priority_value, tenant_priorities, slo_targets, flow_control, saturation_detector,
-            queue_depth_threshold, kv_cache_util_threshold, max_concurrency, dispatch_order,
-            per_band_capacity, max_gateway_queue_depth, request_ttl, admission_latency,
-            routing_latency, scheduler, preemption, routing,
+            self,
+            base,
+            admission,
+            token_bucket_capacity,
+            token_bucket_refill_rate,
+            per_tenant,
+            rate_limit_rps,
+            rate_limit_burst,
+            tenant_quotas,
+            quota_min_priority,
+            tier_shed_threshold,
+            tier_shed_min_priority,
+            slo_priorities,
+            priority,
+            priority_value,
+            tenant_priorities,
+            slo_targets,
+            flow_control,
+            saturation_detector,
+            queue_depth_threshold,
+            kv_cache_util_threshold,
+            max_concurrency,
+            dispatch_order,
+            per_band_capacity,
+            max_gateway_queue_depth,
+            request_ttl,
+            admission_latency,
+            routing_latency,
+            scheduler,
+            preemption,
+            routing,
         )
     }
 
@@ -87,13 +111,19 @@ impl Settings {
             if v.is_finite() && v > 0.0 {
                 Ok(v)
             } else {
-                Err((name.to_owned(), format!("must be a positive number, got {v}")))
+                Err((
+                    name.to_owned(),
+                    format!("must be a positive number, got {v}"),
+                ))
             }
         };
         if let Some(quotas) = &self.tenant_quotas
             && let Some((t, q)) = quotas.iter().find(|(_, q)| !(0.0..=1.0).contains(q))
         {
-            return Err(("tenant_budgets".into(), format!("{t}: {q} is not in [0, 1]")));
+            return Err((
+                "tenant_budgets".into(),
+                format!("{t}: {q} is not in [0, 1]"),
+            ));
         }
         let admission = AdmissionConfig {
             kind: self.admission.unwrap_or(d.kind),
@@ -169,7 +199,9 @@ impl Settings {
             other => {
                 return Err((
                     "saturation_detector".into(),
-                    format!("unknown detector `{other}` (expected never, utilization or concurrency)"),
+                    format!(
+                        "unknown detector `{other}` (expected never, utilization or concurrency)"
+                    ),
                 ));
             }
         };
@@ -345,13 +377,19 @@ pub fn parse_bundle(text: &str) -> Result<Settings, KeyError> {
             .location()
             .map(|l| format!("line {}: ", l.line()))
             .unwrap_or_default();
-        (format!("{at}{path}"), crate::serde_messages::in_user_terms(&inner.to_string()))
+        (
+            format!("{at}{path}"),
+            crate::serde_messages::in_user_terms(&inner.to_string()),
+        )
     })?;
     settings_of(raw)
 }
 
 fn unsupported(key: &str, what: &str) -> KeyError {
-    (key.to_owned(), format!("not supported by this simulator ({what}); remove the key"))
+    (
+        key.to_owned(),
+        format!("not supported by this simulator ({what}); remove the key"),
+    )
 }
 
 /// The settings a parsed bundle gives.
@@ -363,7 +401,8 @@ fn settings_of(raw: RawBundle) -> Result<Settings, KeyError> {
         return Err(unsupported("instance_lifecycle", "instances are always up"));
     }
     let duration = |key: &str, v: Option<String>| -> Result<Option<Nanos>, KeyError> {
-        v.map(|t| parse_duration(&t).map_err(|m| (key.to_owned(), m))).transpose()
+        v.map(|t| parse_duration(&t).map_err(|m| (key.to_owned(), m)))
+            .transpose()
     };
     let mut s = Settings::default();
     if let Some(a) = raw.admission {
@@ -384,7 +423,10 @@ fn settings_of(raw: RawBundle) -> Result<Settings, KeyError> {
     }
     if let Some(r) = raw.routing {
         if r.scorers.is_some() {
-            return Err(unsupported("routing.scorers", "use --routing-weights with `weighted`"));
+            return Err(unsupported(
+                "routing.scorers",
+                "use --routing-weights with `weighted`",
+            ));
         }
         s.routing = r
             .policy
@@ -429,7 +471,9 @@ fn settings_of(raw: RawBundle) -> Result<Settings, KeyError> {
         s.max_concurrency = f.max_concurrency;
         s.dispatch_order = f
             .dispatch_order
-            .map(|o| DispatchOrder::parse(&o).map_err(|m| ("flow_control.dispatch_order".to_owned(), m)))
+            .map(|o| {
+                DispatchOrder::parse(&o).map_err(|m| ("flow_control.dispatch_order".to_owned(), m))
+            })
             .transpose()?;
         s.per_band_capacity = f.per_band_capacity;
         s.max_gateway_queue_depth = f.max_gateway_queue_depth;

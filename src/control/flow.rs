@@ -129,9 +129,17 @@ impl FlowQueue {
 
     /// Queues `t` at `now` with SLO target `target_ns`, or rejects it when its band or the
     /// queue is full.
-    pub fn enqueue(&mut self, now: Nanos, t: Ticket, target_ns: Option<Nanos>) -> Result<(), Dropped> {
+    pub fn enqueue(
+        &mut self,
+        now: Nanos,
+        t: Ticket,
+        target_ns: Option<Nanos>,
+    ) -> Result<(), Dropped> {
         if self.config.max_depth.is_some_and(|m| self.len >= m) {
-            return Err(Dropped::rejected(Stage::FlowControl, "max-gateway-queue-depth"));
+            return Err(Dropped::rejected(
+                Stage::FlowControl,
+                "max-gateway-queue-depth",
+            ));
         }
         let at = match self.bands.binary_search_by(|b| t.priority.cmp(&b.priority)) {
             Ok(at) => at,

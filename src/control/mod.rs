@@ -157,7 +157,10 @@ impl<'a> Load<'a> {
 
     /// Admitted requests of `tenant` not ended.
     pub fn tenant_in_flight(&self, tenant: u32) -> u64 {
-        self.tenant_in_flight.get(tenant as usize).copied().unwrap_or(0)
+        self.tenant_in_flight
+            .get(tenant as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Waiting + running requests of the busiest instance.
@@ -288,7 +291,11 @@ impl ControlPlane {
             names.get(i as usize).map_or("default", String::as_str)
         }
         let input = PriorityInput {
-            class_priority: self.class_priority.get(class as usize).copied().unwrap_or(3),
+            class_priority: self
+                .class_priority
+                .get(class as usize)
+                .copied()
+                .unwrap_or(3),
             own,
             class: name(self.classes.classes(), class),
             tenant: name(self.classes.tenants(), tenant),
@@ -327,7 +334,13 @@ impl ControlPlane {
     /// appends the decisions to `out`. The engine carries them out and calls again until a
     /// call decides nothing (a dispatch from the gateway queue changes what the next one
     /// sees).
-    pub fn poll(&mut self, now: Nanos, view: &dyn ClusterView, instances: u32, out: &mut Vec<Action>) {
+    pub fn poll(
+        &mut self,
+        now: Nanos,
+        view: &dyn ClusterView,
+        instances: u32,
+        out: &mut Vec<Action>,
+    ) {
         while let Some(&(due, t)) = self.admitting.front() {
             if due > now {
                 break;
@@ -359,7 +372,14 @@ impl ControlPlane {
 
     /// The admission decision for `t`; an admitted request moves on to the gateway queue
     /// or to routing.
-    fn admit(&mut self, now: Nanos, t: Ticket, view: &dyn ClusterView, n: u32, out: &mut Vec<Action>) {
+    fn admit(
+        &mut self,
+        now: Nanos,
+        t: Ticket,
+        view: &dyn ClusterView,
+        n: u32,
+        out: &mut Vec<Action>,
+    ) {
         let pending = self.routing.len() as u64;
         let load = Load::new(view, n, self.in_flight, pending, &self.tenant_in_flight);
         if let Err(why) = self.admission.decide(now, &t, &load) {
@@ -378,7 +398,7 @@ impl ControlPlane {
                     out.push(Action::Drop { slot: t.slot, why });
                 }
             }
-            None => self.to_routing(now, t),
+            None => self.send_to_routing(now, t),
         }
     }
 
@@ -399,7 +419,7 @@ impl ControlPlane {
             let Some(t) = self.flow.as_mut().and_then(FlowQueue::pop) else {
                 return;
             };
-            self.to_routing(now, t);
+            self.send_to_routing(now, t);
             if self.routing_latency == 0 {
                 return;
             }
@@ -407,7 +427,7 @@ impl ControlPlane {
     }
 
     /// Sends `t` to routing, due after the routing latency.
-    fn to_routing(&mut self, now: Nanos, t: Ticket) {
+    fn send_to_routing(&mut self, now: Nanos, t: Ticket) {
         self.in_flight += 1;
         let due = now.saturating_add(self.routing_latency);
         self.routing.push_back((due, t));

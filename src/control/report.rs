@@ -86,8 +86,14 @@ impl OutcomeCollector {
         OutcomeReport {
             total,
             reasons,
-            by_class: names(self.classes.classes()).into_iter().zip(self.by_class).collect(),
-            by_tenant: names(self.classes.tenants()).into_iter().zip(self.by_tenant).collect(),
+            by_class: names(self.classes.classes())
+                .into_iter()
+                .zip(self.by_class)
+                .collect(),
+            by_tenant: names(self.classes.tenants())
+                .into_iter()
+                .zip(self.by_tenant)
+                .collect(),
         }
     }
 }
@@ -123,7 +129,11 @@ impl OutcomeReport {
     /// The report as JSON (the summary's `outcomes` object).
     pub fn to_json(&self) -> Value {
         let groups = |gs: &[(String, Counts)]| -> Value {
-            Value::Object(gs.iter().map(|(n, c)| (n.clone(), counts_json(c))).collect())
+            Value::Object(
+                gs.iter()
+                    .map(|(n, c)| (n.clone(), counts_json(c)))
+                    .collect(),
+            )
         };
         let mut out = match counts_json(&self.total) {
             Value::Object(m) => m,
@@ -166,8 +176,16 @@ impl fmt::Display for OutcomeReport {
             "group", "name", "completed", "rejected", "shed", "expired"
         )?;
         let rows = std::iter::once(("all", "all", &self.total))
-            .chain(self.by_class.iter().map(|(n, c)| ("slo class", n.as_str(), c)))
-            .chain(self.by_tenant.iter().map(|(n, c)| ("tenant", n.as_str(), c)));
+            .chain(
+                self.by_class
+                    .iter()
+                    .map(|(n, c)| ("slo class", n.as_str(), c)),
+            )
+            .chain(
+                self.by_tenant
+                    .iter()
+                    .map(|(n, c)| ("tenant", n.as_str(), c)),
+            );
         for (kind, name, c) in rows {
             writeln!(
                 f,

@@ -84,11 +84,20 @@ fn admission_policies_decide_on_hand_built_states() {
     let _ = tenants;
 
     let mut always = admission(AdmissionKind::AlwaysAdmit, |_| {});
-    assert!(always.decide(0, &ticket(0, -3, 0, 1 << 20), &load(busy)).is_ok());
+    assert!(
+        always
+            .decide(0, &ticket(0, -3, 0, 1 << 20), &load(busy))
+            .is_ok()
+    );
 
     let mut none = admission(AdmissionKind::RejectAll, |_| {});
-    let why = none.decide(0, &ticket(0, 4, 0, 1), &load(idle)).unwrap_err();
-    assert_eq!((why.outcome, why.stage, why.policy), (Outcome::Rejected, Stage::Admission, "reject-all"));
+    let why = none
+        .decide(0, &ticket(0, 4, 0, 1), &load(idle))
+        .unwrap_err();
+    assert_eq!(
+        (why.outcome, why.stage, why.policy),
+        (Outcome::Rejected, Stage::Admission, "reject-all")
+    );
 
     // Token bucket: 100 tokens; a 60-token prompt passes, the next 60 does not.
     let mut tb = admission(AdmissionKind::TokenBucket, |c| {
@@ -98,7 +107,10 @@ fn admission_policies_decide_on_hand_built_states() {
     assert!(tb.decide(0, &ticket(0, 3, 0, 60), &load(idle)).is_ok());
     assert!(tb.decide(0, &ticket(1, 3, 0, 60), &load(idle)).is_err());
     // 20 ms later 20 tokens came back: 60 is there.
-    assert!(tb.decide(20_000_000, &ticket(2, 3, 0, 60), &load(idle)).is_ok());
+    assert!(
+        tb.decide(20_000_000, &ticket(2, 3, 0, 60), &load(idle))
+            .is_ok()
+    );
 
     // Per tenant: tenant b has its own bucket.
     let mut per = admission(AdmissionKind::TokenBucket, |c| {
@@ -117,14 +129,19 @@ fn admission_policies_decide_on_hand_built_states() {
     assert!(rl.decide(0, &ticket(0, 3, 0, 9), &load(idle)).is_ok());
     assert!(rl.decide(0, &ticket(1, 3, 0, 9), &load(idle)).is_ok());
     assert!(rl.decide(0, &ticket(2, 3, 0, 9), &load(idle)).is_err());
-    assert!(rl.decide(1_000_000_000, &ticket(3, 3, 0, 9), &load(idle)).is_ok());
+    assert!(
+        rl.decide(1_000_000_000, &ticket(3, 3, 0, 9), &load(idle))
+            .is_ok()
+    );
 
     // Tier shed: busiest load 5 > threshold 4 sheds priority < 3 only.
     let mut shed = admission(AdmissionKind::TierShed, |c| {
         c.tier_shed_threshold = 4;
         c.tier_shed_min_priority = 3;
     });
-    let why = shed.decide(0, &ticket(0, -1, 0, 1), &load(busy)).unwrap_err();
+    let why = shed
+        .decide(0, &ticket(0, -1, 0, 1), &load(busy))
+        .unwrap_err();
     assert_eq!((why.outcome, why.policy), (Outcome::Shed, "tier-shed"));
     assert!(shed.decide(0, &ticket(1, 3, 0, 1), &load(busy)).is_ok());
     assert!(shed.decide(0, &ticket(2, -1, 0, 1), &load(idle)).is_ok());
@@ -150,7 +167,12 @@ fn tenant_quota_sheds_only_low_priority_requests_of_over_quota_tenants() {
     assert!(q.decide(0, &ticket(3, -2, 1, 1), &l(over)).is_ok());
 }
 
-fn input<'a>(class: &'a str, class_priority: i32, own: Option<i32>, deadline: Option<u64>) -> PriorityInput<'a> {
+fn input<'a>(
+    class: &'a str,
+    class_priority: i32,
+    own: Option<i32>,
+    deadline: Option<u64>,
+) -> PriorityInput<'a> {
     PriorityInput {
         class_priority,
         own,
@@ -209,7 +231,12 @@ fn drain(q: &mut FlowQueue) -> Vec<u64> {
 #[test]
 fn flow_control_dispatch_orders() {
     // (id, priority, enqueue time, SLO target)
-    let reqs = [(0, 1, 0, Some(50)), (1, 5, 1, None), (2, 1, 2, Some(10)), (3, 5, 3, Some(100))];
+    let reqs = [
+        (0, 1, 0, Some(50)),
+        (1, 5, 1, None),
+        (2, 1, 2, Some(10)),
+        (3, 5, 3, Some(100)),
+    ];
     let fill = |q: &mut FlowQueue| {
         for (id, p, t, target) in reqs {
             q.enqueue(t, ticket(id, p, 0, 1), target).unwrap();
@@ -236,7 +263,10 @@ fn flow_control_depth_limits_reject_when_full() {
     assert!(q.enqueue(0, ticket(0, 1, 0, 1), None).is_ok());
     assert!(q.enqueue(0, ticket(1, 1, 0, 1), None).is_ok());
     let band_full = q.enqueue(0, ticket(2, 1, 0, 1), None).unwrap_err();
-    assert_eq!((band_full.stage, band_full.policy), (Stage::FlowControl, "per-band-capacity"));
+    assert_eq!(
+        (band_full.stage, band_full.policy),
+        (Stage::FlowControl, "per-band-capacity")
+    );
     assert!(q.enqueue(0, ticket(3, 2, 0, 1), None).is_ok());
     let full = q.enqueue(0, ticket(4, 9, 0, 1), None).unwrap_err();
     assert_eq!(full.policy, "max-gateway-queue-depth");
@@ -313,7 +343,13 @@ fn control_plane_latencies_delay_the_stages() {
     assert!(out.is_empty());
     assert_eq!(cp.next_wake(), Some(1210));
     cp.poll(1210, &view, 1, &mut out);
-    assert_eq!(out, [Action::Route { slot: 0, priority: 3 }]);
+    assert_eq!(
+        out,
+        [Action::Route {
+            slot: 0,
+            priority: 3
+        }]
+    );
     assert_eq!(cp.held(), 0);
 }
 

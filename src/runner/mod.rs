@@ -12,9 +12,9 @@ pub use commands::{et, generate, list_scenarios, validate};
 use crate::Nanos;
 use crate::astra;
 use crate::chakra::StepEmitter;
-use crate::control::{ControlPlane, OutcomeCollector};
 use crate::cli::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{Dtype, InstanceRole, KvSizing, Link, full_kv_bytes_per_token, kv_capacity};
+use crate::control::{ControlPlane, OutcomeCollector};
 use crate::engine::{self, Disaggregation, InstanceSetup, LowerTierSetup, Run, Services};
 use crate::latency::LatencyBackend;
 use crate::metrics::{

@@ -4,13 +4,13 @@
 use crate::Nanos;
 use crate::chakra::StepEmitter;
 use crate::control::{Dropped, OutcomeCollector};
-use crate::workload::Request;
 use crate::engine::{Observer, StepEvent, TransferEvent};
 use crate::latency::LatencyBackend;
 use crate::metrics::{
     RequestCsv, RequestRecord, RunPlots, SloCollector, SummaryCollector, TimeSeries,
 };
 use crate::power::PowerModel;
+use crate::workload::Request;
 use crate::workload::sessions::SessionSet;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -63,7 +63,12 @@ impl Observer for Outputs<'_> {
         Ok(())
     }
 
-    fn request_dropped(&mut self, request: &Request, now: Nanos, why: Dropped) -> anyhow::Result<()> {
+    fn request_dropped(
+        &mut self,
+        request: &Request,
+        now: Nanos,
+        why: Dropped,
+    ) -> anyhow::Result<()> {
         log::debug!("[t={now} ns] request {} {why}", request.id);
         if let Some(outcomes) = &mut self.outcomes {
             outcomes.dropped(request.id, why);

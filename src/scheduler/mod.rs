@@ -479,7 +479,10 @@ impl Scheduler {
                     self.slots[slot as usize].as_ref().map_or(0, |r| r.priority)
                 };
                 // Lowest priority; the latest admitted among equals.
-                (0..=last).rev().min_by_key(|&p| priority(p)).unwrap_or(last)
+                (0..=last)
+                    .rev()
+                    .min_by_key(|&p| priority(p))
+                    .unwrap_or(last)
             }
         }
     }

@@ -133,7 +133,10 @@ mod tests {
         c.assign(1, 1, "a", "critical");
         c.assign_with(2, 1, "a", "critical", urgent);
         assert_eq!(c.profile(0).map(|p| p.extras), Some(urgent));
-        assert_eq!(c.profile(1).map(|p| p.extras), Some(RequestExtras::default()));
+        assert_eq!(
+            c.profile(1).map(|p| p.extras),
+            Some(RequestExtras::default())
+        );
         assert_eq!(c.profiles.len(), 2);
         assert_eq!(c.of(2), Some((0, 0)));
     }
