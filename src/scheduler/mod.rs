@@ -555,7 +555,7 @@ impl Scheduler {
     fn schedule_running(&mut self, budget: &mut u32) -> Result<bool, SchedulerBug> {
         let mut preempted = false;
         let mut i = 0;
-        while i < self.running.len() && *budget > 0 {
+        'running: while i < self.running.len() && *budget > 0 {
             let slot = self.running[i];
             let req = self.slots[slot as usize].as_ref().expect("running slot");
             let new_tokens = self.cap(req.reached - req.computed, *budget);
@@ -591,7 +591,12 @@ impl Scheduler {
                 self.preempt(victim);
                 preempted = true;
                 if victim == slot {
-                    return Ok(true);
+                    // LIFO: it was the last running request. Under priority preemption the
+                    // requests after it still get their share (rather than an empty step).
+                    if i >= self.running.len() {
+                        return Ok(true);
+                    }
+                    continue 'running;
                 }
             }
             i += 1;
