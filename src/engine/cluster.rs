@@ -161,8 +161,9 @@ pub struct Cluster<'r> {
     free_parked: Vec<u32>,
     /// The control plane's decisions being carried out (a reused buffer).
     actions: Vec<Action>,
-    /// The instants for which a control event is scheduled.
-    control_wakes: std::collections::BTreeSet<Nanos>,
+    /// The earliest instant for which a control event is scheduled and not yet applied
+    /// (later ones may be pending too: a control event with nothing due does nothing).
+    control_wake: Option<Nanos>,
     /// Ids of the requests the step being applied finished (with a control plane).
     done: Vec<u64>,
     now: Nanos,
@@ -233,7 +234,7 @@ impl<'r> Cluster<'r> {
             parked: Vec::new(),
             free_parked: Vec::new(),
             actions: Vec::new(),
-            control_wakes: std::collections::BTreeSet::new(),
+            control_wake: None,
             done: Vec::new(),
             now: 0,
         };
@@ -307,7 +308,9 @@ impl<'r> Cluster<'r> {
                 EventKind::StageFree { instance } => self.mark_ready(instance),
                 EventKind::Arrival => self.on_arrivals(s)?,
                 EventKind::Control => {
-                    self.control_wakes.remove(&t);
+                    if self.control_wake == Some(t) {
+                        self.control_wake = None;
+                    }
                     self.drain_control(s)?;
                 }
             }
@@ -472,9 +475,11 @@ impl<'r> Cluster<'r> {
         }
     }
 
-    /// Schedules a control event at `t` unless one is.
+    /// Schedules a control event at `t` unless one is due by then (that one schedules the
+    /// next when it is applied).
     fn wake_control(&mut self, t: Nanos) {
-        if self.control_wakes.insert(t) {
+        if self.control_wake.is_none_or(|w| t < w) {
+            self.control_wake = Some(t);
             self.queue.push(t, EventKind::Control);
         }
     }
