@@ -275,3 +275,41 @@ fn jsonl_lines_carry_priorities_and_slo_targets() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(":2:") && err.contains("priority"), "{err}");
 }
+
+#[test]
+fn a_hundred_reruns_with_every_stage_on_are_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--scenario",
+        "unfair-tenants",
+        "--num-requests",
+        "60",
+        "--admission-policy",
+        "tier-shed",
+        "--tier-shed-threshold",
+        "3",
+        "--flow-control",
+        "--dispatch-order",
+        "slo-deadline",
+        "--slo-targets",
+        "critical:300ms,batch:5s",
+        "--request-ttl",
+        "4s",
+        "--priority-policy",
+        "deadline-aware",
+        "--scheduler",
+        "priority-fcfs",
+        "--preemption-policy",
+        "priority",
+        "--admission-latency",
+        "10us",
+        "--routing-latency",
+        "50us",
+    ];
+    let first = run_in(dir.path(), "first", &args);
+    assert_eq!(first.1["outcomes"]["requests"], 60);
+    for k in 0..100 {
+        let again = run_in(dir.path(), "again", &args);
+        assert!(again == first, "rerun {k} differs");
+    }
+}
