@@ -3,10 +3,12 @@
 //! ([`config::run::resolve`]).
 
 mod command_paths;
+mod control;
 mod dataset;
 mod replay;
 mod routing;
 
+pub use control::ControlArgs;
 pub use dataset::DatasetArgs;
 pub use replay::ReplayArgs;
 
@@ -199,6 +201,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub routing: routing::RoutingArgs,
+
+    #[command(flatten)]
+    pub control: ControlArgs,
 
     /// Profile root for the measured latency backend (`<root>/<hardware>/<org>/<model>/<variant>/`,
     /// LLMServingSim bundle layout). Without it the analytical roofline is used.
@@ -495,6 +500,7 @@ impl RunArgs {
             }
             (policy, None) => policy,
         };
+        let (control, routing) = self.control.resolve(routing)?;
         let (routing, signals) = self.routing.resolve(routing, weights_given)?;
         let deployment = match self.cluster_config {
             Some(path) => Deployment::ClusterConfig(path),
@@ -523,6 +529,7 @@ impl RunArgs {
             engine,
             routing,
             signals,
+            control,
             expert_routing: self.expert_routing_policy,
             profile_dir: self.profile_dir,
             architecture: self.architecture,

@@ -12,6 +12,7 @@ pub mod astra;
 pub mod chakra;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod engine;
 pub mod interrupt;
 pub mod latency;

@@ -481,3 +481,62 @@ fn kv_send_tokens_count_computed_tokens_and_the_prefix_hit_of_admitted_requests(
     assert_eq!(batch[1].context_tokens, 2028);
     assert_eq!(s.last_kv_send_tokens(), 1 + 72);
 }
+
+#[test]
+fn priority_preemption_evicts_the_least_urgent_request_even_if_admitted_first() {
+    use blis_cosim::scheduler::{PreemptionOrder, QueueOrder};
+    // As above: 4 blocks × 4 tokens, two 6-token prompts that run out of blocks at their
+    // ninth token. Request 0 (priority -1) was admitted first, request 1 (priority 5) second.
+    let cfg = SchedulerConfig {
+        block_size: 4,
+        reserve_full_isl: false,
+        ..config()
+    };
+    let mut s = Scheduler::new(cfg, 4);
+    s.set_policies(QueueOrder::PriorityFcfs, PreemptionOrder::Priority);
+    s.enqueue_with_priority(&request(0, 6, 8), -1);
+    s.enqueue_with_priority(&request(1, 6, 8), 5);
+    assert_eq!(new_tokens(&step(&mut s, 0, 10).0), vec![6, 6]);
+    step(&mut s, 10, 10);
+    step(&mut s, 20, 10);
+    assert_eq!(s.pool().num_free(), 0);
+    // Request 0 needs a third block: the least urgent request is itself, so it is preempted
+    // and request 1 still decodes in this step (LIFO would have evicted request 1).
+    let (batch, _) = step(&mut s, 30, 10);
+    assert_eq!(new_tokens(&batch), vec![1]);
+    assert_eq!(s.stats().preemptions, 1);
+    assert_eq!(s.num_running(), 1);
+    // Request 1 runs to its end before request 0 is readmitted.
+    let mut now = 40;
+    let mut order = Vec::new();
+    while s.has_work() {
+        let (_, done) = step(&mut s, now, 10);
+        order.extend(done.into_iter().map(|d| d.id));
+        now += 10;
+        assert!(now < 10_000, "no progress");
+    }
+    assert_eq!(order, vec![1, 0]);
+}
+
+#[test]
+fn a_priority_queue_admits_the_most_urgent_waiting_request_first() {
+    use blis_cosim::scheduler::{PreemptionOrder, QueueOrder};
+    let cfg = SchedulerConfig {
+        max_num_seqs: Some(1),
+        ..config()
+    };
+    let mut s = Scheduler::new(cfg, 64);
+    s.set_policies(QueueOrder::PriorityFcfs, PreemptionOrder::Lifo);
+    s.enqueue_with_priority(&request(0, 8, 1), 0);
+    s.enqueue_with_priority(&request(1, 8, 1), -2);
+    s.enqueue_with_priority(&request(2, 8, 1), 4);
+    s.enqueue_with_priority(&request(3, 8, 1), 4);
+    let mut order = Vec::new();
+    let mut now = 0;
+    while s.has_work() {
+        order.extend(step(&mut s, now, 10).1.into_iter().map(|d| d.id));
+        now += 10;
+    }
+    // Equal priorities keep their arrival (then id) order.
+    assert_eq!(order, vec![2, 3, 0, 1]);
+}

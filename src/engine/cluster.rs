@@ -20,6 +20,7 @@ use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, Wave
 use super::{pipeline, tiers};
 use crate::Nanos;
 use crate::config::InstanceRole;
+use crate::control::{Action, ControlPlane, Dropped, Stage};
 use crate::latency::LatencyBackend;
 use crate::router::{InstanceSnapshot, RouteDecision, Routing, SignalConfig};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
@@ -78,13 +79,16 @@ impl<'r> Run<'r> {
 
 /// What a run calls out to: one latency backend per instance (same order as the setups),
 /// the router of arrivals, the observer of results, and optionally an injector of requests
-/// released at run time and a pricer of whole DP waves.
+/// released at run time, a pricer of whole DP waves and the cluster's control plane
+/// (admission, priorities, gateway queue, control-plane latencies; without one, requests
+/// are routed at their arrival).
 pub struct Services<'s, 'b> {
     pub backends: &'s mut [&'b mut dyn LatencyBackend],
     pub router: &'s mut dyn Routing,
     pub observer: &'s mut dyn Observer,
     pub injector: Option<&'s mut dyn Injector>,
     pub waves: Option<&'s mut dyn WavePricer>,
+    pub control: Option<&'s mut ControlPlane>,
 }
 
 impl<'s, 'b> Services<'s, 'b> {
@@ -100,7 +104,13 @@ impl<'s, 'b> Services<'s, 'b> {
             observer,
             injector: None,
             waves: None,
+            control: None,
         }
+    }
+
+    /// The same services, with arrivals going through `control` (see [`crate::control`]).
+    pub fn with_control(self, control: Option<&'s mut ControlPlane>) -> Services<'s, 'b> {
+        Services { control, ..self }
     }
 
     /// The same services, with requests released at run time by `injector`.
@@ -121,6 +131,8 @@ impl<'s, 'b> Services<'s, 'b> {
 struct Held {
     request: Request,
     groups: Groups,
+    /// Its control-plane priority (0 without a control plane).
+    priority: i32,
     /// When it was (last) held: it is asked about again only at a later instant.
     since: Nanos,
 }
@@ -153,6 +165,18 @@ pub struct Cluster<'r> {
     signals: Signals,
     finished: u64,
     rejected: u64,
+    /// Requests the control plane ended unserved.
+    dropped: u64,
+    /// Requests in the control plane's hands (parked by slot), and the free slots.
+    parked: Vec<Option<(Cow<'r, Request>, Groups)>>,
+    free_parked: Vec<u32>,
+    /// The control plane's decisions being carried out (a reused buffer).
+    actions: Vec<Action>,
+    /// The earliest instant for which a control event is scheduled and not yet applied
+    /// (later ones may be pending too: a control event with nothing due does nothing).
+    control_wake: Option<Nanos>,
+    /// Ids of the requests the step being applied finished (with a control plane).
+    done: Vec<u64>,
     now: Nanos,
 }
 
@@ -184,6 +208,12 @@ impl<'r> Cluster<'r> {
             eligibility.check(injector.deferred(), setups)?;
         }
         let mut schedulers = new_schedulers(setups, &roles);
+        if let Some(control) = &services.control {
+            let (order, preemption) = control.scheduling();
+            for scheduler in &mut schedulers {
+                scheduler.set_policies(order, preemption);
+            }
+        }
         tiers::attach(setups, &mut schedulers)?;
         let signals = Signals::new(signals, &mut schedulers);
         let groups = dp::groups(setups);
@@ -214,6 +244,12 @@ impl<'r> Cluster<'r> {
             signals,
             finished: 0,
             rejected: 0,
+            dropped: 0,
+            parked: Vec::new(),
+            free_parked: Vec::new(),
+            actions: Vec::new(),
+            control_wake: None,
+            done: Vec::new(),
             now: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
@@ -260,9 +296,19 @@ impl<'r> Cluster<'r> {
         self.rejected
     }
 
+    /// Requests the control plane ended unserved so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
     /// Requests the router holds at the gateway now.
     pub fn held(&self) -> usize {
         self.gateway.len()
+    }
+
+    /// Requests that ended so far, served or not.
+    fn ended(&self) -> u64 {
+        self.finished + self.rejected + self.dropped
     }
 
     /// Settles the next instant: applies every event due then, phase by phase
@@ -283,6 +329,12 @@ impl<'r> Cluster<'r> {
                 EventKind::TransferEnd { sender } => self.on_transfer_end(sender, s)?,
                 EventKind::StageFree { instance } => self.mark_ready(instance),
                 EventKind::Arrival => self.on_arrivals(s)?,
+                EventKind::Control => {
+                    if self.control_wake == Some(t) {
+                        self.control_wake = None;
+                    }
+                    self.drain_control(s)?;
+                }
             }
         }
         self.start_ready_instances(s)?;
@@ -305,17 +357,19 @@ impl<'r> Cluster<'r> {
 
     /// The outcome of a run with nothing left to happen; an error if a request was lost.
     fn outcome(&self) -> Result<RunOutcome, SimError> {
-        if !self.gateway.is_empty() {
+        let parked = self.parked.len() - self.free_parked.len();
+        if !self.gateway.is_empty() || parked > 0 {
             return Err(SimError::Stranded {
                 now: self.now,
-                held: self.gateway.len(),
+                held: self.gateway.len() + parked,
             });
         }
         let arrived = self.requests.len() as u64 + self.arrivals.released();
-        if self.finished + self.rejected != arrived {
+        if self.ended() != arrived {
             let message = format!(
-                "{} of {arrived} requests finished and {} were rejected",
-                self.finished, self.rejected
+                "{} of {arrived} requests finished, {} were rejected by the router and {} \
+                 ended in the control plane",
+                self.finished, self.rejected, self.dropped
             );
             return Err(SchedulerBug::new(message).into());
         }
@@ -328,6 +382,7 @@ impl<'r> Cluster<'r> {
             steps: self.instances.iter().map(|i| i.steps).sum(),
             finished: self.finished,
             rejected: self.rejected,
+            dropped: self.dropped,
             stats,
             instances: self
                 .instances
@@ -360,6 +415,7 @@ impl<'r> Cluster<'r> {
         let release = Release {
             injector: s.injector.as_deref_mut(),
             released: &mut self.released,
+            done: s.control.is_some().then_some(&mut self.done),
         };
         let (scheduler, inst) = (&mut self.schedulers[i], &mut self.instances[i]);
         instance::finish_step(
@@ -372,6 +428,11 @@ impl<'r> Cluster<'r> {
             release,
         )?;
         self.finished += self.instances[i].finished - before;
+        if let Some(control) = s.control.as_deref_mut() {
+            for id in self.done.drain(..) {
+                control.request_left(id);
+            }
+        }
         self.mark_ready(id);
         if let Some(t) = &mut self.transfers {
             let (setups, eligibility) = (self.setups, &self.eligibility);
@@ -394,7 +455,7 @@ impl<'r> Cluster<'r> {
         if self.arrivals.gated() && self.arrivals.has_waiting(self.now) {
             self.queue.push(self.now, EventKind::Arrival);
         }
-        self.ask_gateway_again();
+        self.ask_gateway_again(s);
         Ok(())
     }
 
@@ -408,7 +469,7 @@ impl<'r> Cluster<'r> {
         // The decode instance has a request; the sender has blocks back.
         self.mark_ready(to);
         self.mark_ready(sender);
-        self.ask_gateway_again();
+        self.ask_gateway_again(s);
         Ok(())
     }
 
@@ -426,10 +487,22 @@ impl<'r> Cluster<'r> {
 
     /// Something ended now: if the router holds requests, it is asked again in this
     /// instant's arrival phase.
-    fn ask_gateway_again(&mut self) {
+    fn ask_gateway_again(&mut self, s: &Services<'_, '_>) {
         if !self.gateway.is_empty() && self.gateway_event != Some(self.now) {
             self.gateway_event = Some(self.now);
             self.queue.push(self.now, EventKind::Arrival);
+        }
+        if s.control.as_ref().is_some_and(|c| c.waiting_for_capacity()) {
+            self.wake_control(self.now);
+        }
+    }
+
+    /// Schedules a control event at `t` unless one is due by then (that one schedules the
+    /// next when it is applied).
+    fn wake_control(&mut self, t: Nanos) {
+        if self.control_wake.is_none_or(|w| t < w) {
+            self.control_wake = Some(t);
+            self.queue.push(t, EventKind::Control);
         }
     }
 
@@ -442,12 +515,26 @@ impl<'r> Cluster<'r> {
                 break;
             }
             if let Some(held) = self.gateway.pop_front() {
-                self.dispatch(Cow::Owned(held.request), held.groups, s)?;
+                self.dispatch(Cow::Owned(held.request), held.groups, held.priority, s)?;
             }
         }
-        while let Some(due) = self.arrivals.next_due(now, self.finished + self.rejected) {
+        while let Some(due) = self.arrivals.next_due(now, self.ended()) {
             let (request, groups) = due.enter(now, &mut self.eligibility, self.setups)?;
-            self.dispatch(request, groups, s)?;
+            match s.control.as_deref_mut() {
+                None => self.dispatch(request, groups, 0, s)?,
+                Some(control) => {
+                    let slot = match self.free_parked.pop() {
+                        Some(slot) => slot,
+                        None => {
+                            self.parked.push(None);
+                            (self.parked.len() - 1) as u32
+                        }
+                    };
+                    control.arrive(now, slot, &request);
+                    self.parked[slot as usize] = Some((request, groups));
+                    self.drain_control(s)?;
+                }
+            }
         }
         if let Some(t) = self.arrivals.initial_event(Some(now)) {
             self.queue.push(t, EventKind::Arrival);
@@ -455,11 +542,59 @@ impl<'r> Cluster<'r> {
         Ok(())
     }
 
-    /// Routes `request` (with its candidate lists `groups`) and acts on the decision.
+    /// Phase [`super::Phase::Control`] (and after each arrival): carries out the control
+    /// plane's decisions due now until it has none left, then schedules its next wake-up.
+    fn drain_control(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let n = self.schedulers.len() as u32;
+        loop {
+            let mut actions = std::mem::take(&mut self.actions);
+            if let Some(control) = s.control.as_deref_mut() {
+                control.poll(self.now, &self.schedulers, n, &mut actions);
+            }
+            if actions.is_empty() {
+                self.actions = actions;
+                break;
+            }
+            for action in actions.drain(..) {
+                self.act(action, s)?;
+            }
+            self.actions = actions;
+        }
+        let wake = s.control.as_ref().and_then(|c| c.next_wake());
+        if let Some(t) = wake.filter(|&t| t > self.now) {
+            self.wake_control(t);
+        }
+        Ok(())
+    }
+
+    /// Carries out one control-plane decision on a parked request.
+    fn act(&mut self, action: Action, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let slot = match action {
+            Action::Route { slot, .. } | Action::Drop { slot, .. } => slot,
+        };
+        let Some((request, groups)) = self.parked.get_mut(slot as usize).and_then(Option::take)
+        else {
+            let message = format!("the control plane named an empty slot {slot}");
+            return Err(SchedulerBug::new(message).into());
+        };
+        self.free_parked.push(slot);
+        match action {
+            Action::Route { priority, .. } => self.dispatch(request, groups, priority, s),
+            Action::Drop { why, .. } => {
+                self.dropped += 1;
+                s.observer.request_dropped(&request, self.now, why)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Routes `request` (with its candidate lists `groups` and control-plane `priority`)
+    /// and acts on the decision.
     fn dispatch(
         &mut self,
         request: Cow<'r, Request>,
         groups: Groups,
+        priority: i32,
         s: &mut Services<'_, '_>,
     ) -> Result<(), SimError> {
         let (schedulers, instances) = (&mut self.schedulers, &self.instances);
@@ -469,7 +604,7 @@ impl<'r> Cluster<'r> {
         let decision = s.router.decide(&request, candidates, &view);
         match decision {
             RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
-                self.schedulers[id as usize].enqueue(&request);
+                self.schedulers[id as usize].enqueue_with_priority(&request, priority);
                 self.mark_ready(id);
                 if let (Some(t), Cow::Owned(r)) = (&mut self.transfers, request) {
                     t.entered(id, r, groups);
@@ -485,11 +620,16 @@ impl<'r> Cluster<'r> {
             RouteDecision::Queue => self.gateway.push_back(Held {
                 request: request.into_owned(),
                 groups,
+                priority,
                 since: self.now,
             }),
             RouteDecision::Reject => {
                 self.rejected += 1;
-                s.observer.request_rejected(&request, self.now)?;
+                if let Some(control) = s.control.as_deref_mut() {
+                    control.request_left(request.id);
+                }
+                let why = Dropped::rejected(Stage::Routing, "router");
+                s.observer.request_dropped(&request, self.now, why)?;
             }
         }
         Ok(())

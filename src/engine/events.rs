@@ -25,6 +25,13 @@ pub enum Phase {
     TransferEnds,
     /// Stage 0 of pipelined instances frees up.
     StagesFree,
+    /// The control plane's decisions due now (`crate::control`): admissions whose latency
+    /// ran out, requests expiring in or dispatched from the gateway queue, routings whose
+    /// latency ran out. Before the arrivals of the instant, for the reason the router's
+    /// held requests are asked first: these requests came earlier. (The seed's §E.3 orders
+    /// cluster arrival < admission < routing; we keep completions first, above, and settle
+    /// older requests before newer ones.)
+    Control,
     /// Requests due now (initial, released, admitted, retried from the gateway) are routed.
     Arrivals,
     /// Idle instances with work form and price their next step (not an event: it closes
@@ -54,6 +61,9 @@ pub enum EventKind {
     },
     /// The next request(s) of the workload arrive.
     Arrival,
+    /// A control-plane decision falls due (a latency or a time to live runs out), or the
+    /// gateway queue may dispatch after something ended.
+    Control,
 }
 
 impl EventKind {
@@ -64,6 +74,7 @@ impl EventKind {
             EventKind::TransferEnd { .. } => Phase::TransferEnds,
             EventKind::StageFree { .. } => Phase::StagesFree,
             EventKind::Arrival => Phase::Arrivals,
+            EventKind::Control => Phase::Control,
         }
     }
 
@@ -72,7 +83,7 @@ impl EventKind {
         match self {
             EventKind::StepEnd { instance } | EventKind::StageFree { instance } => instance,
             EventKind::TransferEnd { sender } => sender,
-            EventKind::Arrival => 0,
+            EventKind::Arrival | EventKind::Control => 0,
         }
     }
 }
@@ -203,7 +214,7 @@ mod tests {
     /// reverse, comes out phase by phase and by instance within a phase.
     #[test]
     fn same_instant_order_table() {
-        use EventKind::{Arrival, StageFree, StepEnd, TransferEnd};
+        use EventKind::{Arrival, Control, StageFree, StepEnd, TransferEnd};
         let table = [
             (StepEnd { instance: 0 }, Phase::StepEnds),
             (StepEnd { instance: 2 }, Phase::StepEnds),
@@ -211,6 +222,7 @@ mod tests {
             (TransferEnd { sender: 3 }, Phase::TransferEnds),
             (StageFree { instance: 0 }, Phase::StagesFree),
             (StageFree { instance: 4 }, Phase::StagesFree),
+            (Control, Phase::Control),
             (Arrival, Phase::Arrivals),
         ];
         let mut q = EventQueue::with_capacity(table.len());

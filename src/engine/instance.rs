@@ -67,6 +67,8 @@ impl<'a> InstanceSim<'a> {
 pub(super) struct Release<'a, 'i> {
     pub injector: Option<&'a mut (dyn Injector + 'i)>,
     pub released: &'a mut Vec<Request>,
+    /// Where the ids of finished requests go, when someone (the control plane) counts them.
+    pub done: Option<&'a mut Vec<u64>>,
 }
 
 /// Hands the finished request of `record` to `injector`, appending what it releases to
@@ -227,10 +229,14 @@ pub(super) fn finish_step(
     let Release {
         mut injector,
         released,
+        mut done,
     } = release;
     scheduler.complete_step(now, &inst.setup.model_name, id, |rec| {
         *finished += 1;
         recent.request_finished(rec);
+        if let Some(done) = done.as_deref_mut() {
+            done.push(rec.request_id);
+        }
         observer.request_finished(rec)?;
         if let Some(injector) = injector.as_deref_mut() {
             release_after(injector, rec, released)?;

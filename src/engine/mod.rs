@@ -55,12 +55,21 @@
 //! instance), never the hand-off at the end of a prefill. Released requests are checked and
 //! routed like initial ones, under disaggregation too.
 //!
+//! With a control plane ([`Services::with_control`], see [`crate::control`]) an arriving
+//! request is parked and handed to it instead of the router: admission, priority, the gateway
+//! queue and the control-plane latencies decide when (and whether) it is routed. Its
+//! decisions falling due at `t` are settled in their own phase, after the pipeline stages
+//! freed and before the arrivals; a request it ends unserved goes to
+//! [`Observer::request_dropped`]. The instances then order their waiting queues and pick
+//! preemption victims by its policies ([`crate::scheduler::QueueOrder`]).
+//!
 //! The same-instant order is therefore, in full ([`Phase`]): step ends (by instance id; each
 //! collects the requests its completions release and the hand-offs of its prefills), then KV
-//! transfer ends (by sending instance), then pipeline stages freed, then arrivals (requests
-//! held at the gateway in the order they were held, then initial requests in list order, then
-//! released ones in release order); then idle instances start steps, by instance id. Every
-//! tie is broken by a fixed rule, so a run is deterministic.
+//! transfer ends (by sending instance), then pipeline stages freed, then the control plane's
+//! decisions due, then arrivals (requests held at the gateway in the order they were held,
+//! then initial requests in list order, then released ones in release order); then idle
+//! instances start steps, by instance id. Every tie is broken by a fixed rule, so a run is
+//! deterministic.
 
 mod cluster;
 mod dp;
@@ -82,6 +91,7 @@ pub use pipeline::{Pipeline, stage_blocks};
 pub use tiers::LowerTierSetup;
 
 use crate::Nanos;
+use crate::control::{Dropped, Stage};
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
 use crate::metrics::RequestRecord;
 use crate::scheduler::{SchedulerBug, SchedulerConfig, SchedulerStats, StepTokens};
@@ -193,6 +203,22 @@ pub trait Observer {
     fn request_rejected(&mut self, _request: &Request, _now: Nanos) -> anyhow::Result<()> {
         Ok(())
     }
+
+    /// `request` ended at `now` without being served, for the reason `why` (rejected,
+    /// shed or expired; the stage and the policy): its end. Every request ends exactly once,
+    /// here or in [`Observer::request_finished`]. By default a rejection by the router is
+    /// passed on to [`Observer::request_rejected`] and anything else is ignored.
+    fn request_dropped(
+        &mut self,
+        request: &Request,
+        now: Nanos,
+        why: Dropped,
+    ) -> anyhow::Result<()> {
+        if why.stage == Stage::Routing {
+            self.request_rejected(request, now)?;
+        }
+        Ok(())
+    }
 }
 
 /// What one instance did over a run.
@@ -219,6 +245,8 @@ pub struct RunOutcome {
     pub finished: u64,
     /// Requests the router rejected.
     pub rejected: u64,
+    /// Requests the control plane ended unserved (rejected, shed, expired).
+    pub dropped: u64,
     /// Scheduler counters summed over all instances.
     pub stats: SchedulerStats,
     /// Per instance, by id.

@@ -134,6 +134,7 @@ impl SummaryCollector {
             sessions: None,
             power: None,
             slo: None,
+            outcomes: None,
             info,
         }
     }
@@ -162,6 +163,8 @@ pub struct Summary {
     power: Option<PowerReport>,
     /// SLO metrics, when the workload has classes or tenants, or targets were given.
     slo: Option<SloReport>,
+    /// How every request ended, when the run has a control plane.
+    outcomes: Option<crate::control::OutcomeReport>,
 }
 
 /// One latency metric's place in the report.
@@ -212,6 +215,9 @@ impl Summary {
         if let Some(slo) = &self.slo {
             put("slo".into(), slo.to_json());
         }
+        if let Some(outcomes) = &self.outcomes {
+            put("outcomes".into(), outcomes.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -233,6 +239,16 @@ impl Summary {
     /// Adds the session metrics (a workload with sessions).
     pub fn set_sessions(&mut self, sessions: SessionSummary) {
         self.sessions = Some(sessions);
+    }
+
+    /// Adds how every request of the run ended (a run with a control plane).
+    pub fn set_outcomes(&mut self, outcomes: crate::control::OutcomeReport) {
+        self.outcomes = Some(outcomes);
+    }
+
+    /// How every request ended, when the run had a control plane.
+    pub fn outcomes(&self) -> Option<&crate::control::OutcomeReport> {
+        self.outcomes.as_ref()
     }
 
     /// Adds the SLO metrics of the run.

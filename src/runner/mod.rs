@@ -16,6 +16,7 @@ use crate::config::run::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{
     Dtype, InstanceRole, KvCapacity, KvSizing, Link, full_kv_bytes_per_token, kv_capacity,
 };
+use crate::control::{ControlPlane, OutcomeCollector};
 use crate::engine::{
     self, Disaggregation, InstanceSetup, LowerTierSetup, Run, RunOutcome, Services,
 };
@@ -50,6 +51,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut instances = build_instances(config, first_arrival)?;
     let disaggregation = disaggregation(config);
     let mut outputs = open_outputs(config, &workload, disaggregation.is_some())?;
+    // Without admission, delays, gateway queue or scheduling policies the control plane
+    // changes nothing: the engine then runs without one, exactly as before it existed.
+    let mut control = (!config.control.is_passive())
+        .then(|| ControlPlane::new(config.control.clone(), workload.classes.as_ref()));
+    if control.is_some() {
+        outputs.outcomes = Some(OutcomeCollector::new(workload.classes.as_ref()));
+    }
     let mut router = Router::new(config.routing.clone(), config.seed);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
         instances.backends.iter_mut().map(Backend::as_dyn).collect();
@@ -63,7 +71,8 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
-        .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer));
+        .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer))
+        .with_control(control.as_mut());
     let outcome = match engine::simulate(run, services) {
         Ok(outcome) => outcome,
         Err(e) => {
@@ -195,6 +204,7 @@ fn open_outputs<'w>(
             .as_ref()
             .map(|_| RunPlots::new(run_title(config))),
         slo: SloCollector::new(workload.classes.as_ref(), config.slo_targets),
+        outcomes: None,
     })
 }
 
@@ -307,6 +317,9 @@ fn write_results(
     let mut summary = outputs.summary.finish(info);
     if let Some(slo) = outputs.slo {
         summary.set_slo(slo.finish(summary.duration_s()));
+    }
+    if let Some(outcomes) = outputs.outcomes {
+        summary.set_outcomes(outcomes.finish());
     }
     if let Some(power) = outputs.power {
         let recalled: Vec<u64> = outcome

@@ -1,13 +1,16 @@
 //! What the engine's results become: CSV rows, summary samples, progress, execution traces,
 //! debug logs.
 
+use crate::Nanos;
 use crate::chakra::StepEmitter;
+use crate::control::{Dropped, OutcomeCollector};
 use crate::engine::{Observer, StepEvent, TransferEvent};
 use crate::latency::LatencyBackend;
 use crate::metrics::{
     RequestCsv, RequestRecord, RunPlots, SloCollector, SummaryCollector, TimeSeries,
 };
 use crate::power::PowerModel;
+use crate::workload::Request;
 use crate::workload::sessions::SessionSet;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -33,6 +36,8 @@ pub(super) struct Outputs<'w> {
     pub slo: Option<SloCollector>,
     /// The latencies of the run's pictures (`--plots`).
     pub plots: Option<RunPlots>,
+    /// How every request ended, when the run has a control plane.
+    pub outcomes: Option<OutcomeCollector>,
 }
 
 impl Observer for Outputs<'_> {
@@ -50,6 +55,23 @@ impl Observer for Outputs<'_> {
         }
         if let Some(pictures) = &mut self.plots {
             pictures.record(record);
+        }
+        if let Some(outcomes) = &mut self.outcomes {
+            outcomes.completed(record.request_id);
+        }
+        self.progress.advance();
+        Ok(())
+    }
+
+    fn request_dropped(
+        &mut self,
+        request: &Request,
+        now: Nanos,
+        why: Dropped,
+    ) -> anyhow::Result<()> {
+        log::debug!("[t={now} ns] request {} {why}", request.id);
+        if let Some(outcomes) = &mut self.outcomes {
+            outcomes.dropped(request.id, why);
         }
         self.progress.advance();
         Ok(())

@@ -50,6 +50,31 @@ use crate::metrics::RequestRecord;
 use crate::workload::Request;
 use request::{Phase, RunningRequest};
 
+/// How an instance orders its waiting queue (`--scheduler`). Ties are broken by arrival
+/// time, then request id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueOrder {
+    /// First come, first served (vLLM's default; a preempted request goes back to the head).
+    #[default]
+    Fcfs,
+    /// Most urgent first (highest control-plane priority).
+    PriorityFcfs,
+    /// Shortest prompt first.
+    Sjf,
+    /// Least urgent first (pathological, for testing).
+    ReversePriority,
+}
+
+/// Which running request a scheduler preempts when KV blocks run out (`--preemption-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreemptionOrder {
+    /// The most recently admitted (vLLM's default).
+    #[default]
+    Lifo,
+    /// The least urgent (lowest priority), the most recently admitted among equals.
+    Priority,
+}
+
 /// Scheduler limits and switches of one instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedulerConfig {
@@ -175,6 +200,9 @@ pub struct Scheduler {
     /// With `depth > 1`: the step completed last; buffers of completed steps for reuse.
     completed: InFlight,
     spare: Vec<InFlight>,
+    /// Waiting-queue order and preemption victim choice.
+    order: QueueOrder,
+    preemption: PreemptionOrder,
 }
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
@@ -259,7 +287,16 @@ impl Scheduler {
             pipeline: std::collections::VecDeque::new(),
             completed: InFlight::default(),
             spare: Vec::new(),
+            order: QueueOrder::Fcfs,
+            preemption: PreemptionOrder::Lifo,
         }
+    }
+
+    /// Sets how the waiting queue is ordered and which request is preempted first (before
+    /// any request is queued).
+    pub fn set_policies(&mut self, order: QueueOrder, preemption: PreemptionOrder) {
+        self.order = order;
+        self.preemption = preemption;
     }
 
     /// Lets up to `depth` steps be in flight at once (pipeline parallelism with `depth`
@@ -397,7 +434,14 @@ impl Scheduler {
     /// `max_concurrent_batches`), and, as here, never gives a request a step while its token
     /// is in flight.
     pub fn enqueue(&mut self, request: &Request) {
+        self.enqueue_with_priority(request, 0);
+    }
+
+    /// [`Scheduler::enqueue`] with the control plane's `priority` (higher is more urgent),
+    /// which places the request in a priority-ordered waiting queue.
+    pub fn enqueue_with_priority(&mut self, request: &Request, priority: i32) {
         let mut state = RunningRequest::new(request, &self.config);
+        state.priority = priority;
         if self.config.async_scheduling && self.depth == 1 && self.in_flight {
             state.eligible_step = self.formed + 2;
         }
@@ -416,7 +460,54 @@ impl Scheduler {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.waiting.push_back(slot);
+        self.queue_waiting(slot, false);
+    }
+
+    /// Puts `slot` in the waiting queue: at the back (or, `preempted`, the front) under
+    /// FCFS, else at its place in the queue's order (after its equals).
+    fn queue_waiting(&mut self, slot: u32, preempted: bool) {
+        if self.order == QueueOrder::Fcfs {
+            if preempted {
+                self.waiting.push_front(slot);
+            } else {
+                self.waiting.push_back(slot);
+            }
+            return;
+        }
+        let key = self.wait_key(slot);
+        let at = self.waiting.partition_point(|&s| self.wait_key(s) <= key);
+        self.waiting.insert(at, slot);
+    }
+
+    /// The waiting-queue key of `slot` under a non-FCFS order (smaller first).
+    fn wait_key(&self, slot: u32) -> (i64, Nanos, u64) {
+        let r = self.slots[slot as usize].as_ref().expect("waiting slot");
+        let first = match self.order {
+            QueueOrder::Fcfs => 0,
+            QueueOrder::PriorityFcfs => -i64::from(r.priority),
+            QueueOrder::Sjf => i64::from(r.input_toks),
+            QueueOrder::ReversePriority => i64::from(r.priority),
+        };
+        (first, r.arrival_ns, r.id)
+    }
+
+    /// Position in `running` of the request to preempt.
+    fn victim_position(&self) -> usize {
+        let last = self.running.len() - 1;
+        match self.preemption {
+            PreemptionOrder::Lifo => last,
+            PreemptionOrder::Priority => {
+                let priority = |pos: usize| {
+                    let slot = self.running[pos];
+                    self.slots[slot as usize].as_ref().map_or(0, |r| r.priority)
+                };
+                // Lowest priority; the latest admitted among equals.
+                (0..=last)
+                    .rev()
+                    .min_by_key(|&p| priority(p))
+                    .unwrap_or(last)
+            }
+        }
     }
 
     /// Forms the next step's batch at time `now`. Returns `None` when nothing can run.
@@ -488,7 +579,7 @@ impl Scheduler {
     fn schedule_running(&mut self, budget: &mut u32) -> Result<bool, SchedulerBug> {
         let mut preempted = false;
         let mut i = 0;
-        while i < self.running.len() && *budget > 0 {
+        'running: while i < self.running.len() && *budget > 0 {
             let slot = self.running[i];
             let req = self.slots[slot as usize].as_ref().expect("running slot");
             let new_tokens = self.cap(req.reached - req.computed, *budget);
@@ -509,11 +600,27 @@ impl Scheduler {
                     *budget -= new_tokens;
                     break;
                 }
-                let victim = self.running.pop().expect("running is not empty");
+                if self.running.is_empty() {
+                    return Err(SchedulerBug("nothing left to preempt".into()));
+                }
+                let pos = self.victim_position();
+                let victim = self.running.remove(pos);
+                if pos < i {
+                    // Scheduled earlier in this step: it gives its tokens back.
+                    i -= 1;
+                    if let Some(k) = self.step.iter().position(|s| s.slot == victim) {
+                        *budget += self.step.remove(k).new_tokens;
+                    }
+                }
                 self.preempt(victim);
                 preempted = true;
                 if victim == slot {
-                    return Ok(true);
+                    // LIFO: it was the last running request. Under priority preemption the
+                    // requests after it still get their share (rather than an empty step).
+                    if i >= self.running.len() {
+                        return Ok(true);
+                    }
+                    continue 'running;
                 }
             }
             i += 1;
@@ -725,7 +832,7 @@ impl Scheduler {
         req.was_preempted = true;
         req.preemptions += 1;
         self.stats.preemptions += 1;
-        self.waiting.push_front(slot);
+        self.queue_waiting(slot, true);
     }
 
     /// Applies the results of the step formed by the last [`Scheduler::schedule`], which

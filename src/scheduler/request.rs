@@ -44,6 +44,8 @@ pub(super) struct RunningRequest {
     pub id: u64,
     pub arrival_ns: Nanos,
     pub input_toks: u32,
+    /// Priority given by the control plane (higher is more urgent; 0 without one).
+    pub priority: i32,
     /// Sequence length at completion: prompt plus output tokens.
     pub target: u32,
     /// Tokens of the sequence so far (prompt plus produced tokens).
@@ -89,6 +91,7 @@ impl RunningRequest {
             id: request.id,
             arrival_ns: request.arrival_ns,
             input_toks: request.input_toks,
+            priority: 0,
             target: request.input_toks + request.output_toks,
             reached: request.input_toks,
             computed: 0,

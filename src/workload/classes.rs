@@ -6,6 +6,11 @@
 /// Read by the metrics (network, SLO target) and carried for the control plane (timeout).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RequestProfile {
+    /// Its own priority (higher is more urgent), replacing its class's.
+    pub priority: Option<i32>,
+    /// Its deadline's distance from its arrival, ns (JSONL `slo_target_ns`), for the control
+    /// plane's deadline-aware policies; else its TTFT target below serves.
+    pub deadline_ns: Option<u64>,
     /// Per-request timeout, µs (`Some(0)`: none); not enforced by the engine yet.
     pub timeout_us: Option<u64>,
     /// TTFT target, µs (BLIS `slo_target_us`; 0 is read as none).
@@ -49,10 +54,12 @@ impl RequestProfile {
     }
 
     /// A key equal for equal profiles (interning).
-    fn key(&self) -> [u64; 4] {
+    fn key(&self) -> [u64; 6] {
         let opt = |v: Option<u64>| v.map_or(u64::MAX, |x| x);
         let f = |v: Option<f64>| v.map_or(u64::MAX, f64::to_bits);
         [
+            self.priority.map_or(u64::MAX, |p| u64::from(p as u32)),
+            opt(self.deadline_ns),
             opt(self.timeout_us),
             opt(self.slo_target_us),
             f(self.rtt_ms),
@@ -67,6 +74,27 @@ pub struct ClassTargets {
     pub ttft_ms: Option<f64>,
     pub itl_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
+}
+
+/// What the control plane reads of a request beyond its tenant and class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RequestExtras {
+    /// Its own priority (higher is more urgent), replacing its class's.
+    pub priority: Option<i32>,
+    /// Its SLO target: the time from arrival by which it should be served (its deadline is
+    /// arrival + target).
+    pub slo_target_ns: Option<u64>,
+}
+
+/// A request's tenant and class (indices into the name tables) and its extras.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Profile {
+    /// Index into [`RequestClasses::tenants`].
+    pub tenant: u32,
+    /// Index into [`RequestClasses::classes`].
+    pub class: u32,
+    /// Its own priority and SLO target, if given.
+    pub extras: RequestExtras,
 }
 
 /// The tenant and SLO class of every request of a workload, by request id, and its client's
@@ -121,6 +149,42 @@ impl RequestClasses {
             self.of.resize(end, NONE);
         }
         self.of[first_id as usize..end].fill(pair);
+    }
+
+    /// Gives the `count` request ids from `first_id` to `tenant` and `class`, with the
+    /// control plane's `extras`.
+    pub fn assign_with(
+        &mut self,
+        first_id: u64,
+        count: u32,
+        tenant: &str,
+        class: &str,
+        extras: RequestExtras,
+    ) {
+        let profile = RequestProfile {
+            priority: extras.priority,
+            deadline_ns: extras.slo_target_ns,
+            ..RequestProfile::default()
+        };
+        self.assign_profile(first_id, count, tenant, class, &profile);
+    }
+
+    /// What the control plane reads of request `id`: tenant, class, priority and SLO target
+    /// (its own deadline, else its client's TTFT target), if it has them.
+    pub fn labels(&self, id: u64) -> Option<Profile> {
+        let (tenant, class) = self.of(id)?;
+        let p = self.profile(id);
+        let target = p
+            .deadline_ns
+            .or_else(|| p.slo_target_us.map(|us| us.saturating_mul(1_000)));
+        Some(Profile {
+            tenant,
+            class,
+            extras: RequestExtras {
+                priority: p.priority,
+                slo_target_ns: target,
+            },
+        })
     }
 
     /// The tenant and class indices of request `id`, if it has them.
@@ -242,5 +306,24 @@ mod tests {
         assert!(c.set_targets("a", t).is_ok());
         assert!(c.set_targets("a", ClassTargets::default()).is_err());
         assert_eq!(c.targets(0), Some(t));
+    }
+
+    #[test]
+    fn extras_are_stored_once_per_distinct_profile() {
+        let mut c = RequestClasses::default();
+        let urgent = RequestExtras {
+            priority: Some(7),
+            slo_target_ns: Some(1_000),
+        };
+        c.assign_with(0, 1, "a", "critical", urgent);
+        c.assign(1, 1, "a", "critical");
+        c.assign_with(2, 1, "a", "critical", urgent);
+        assert_eq!(c.labels(0).map(|p| p.extras), Some(urgent));
+        assert_eq!(
+            c.labels(1).map(|p| p.extras),
+            Some(RequestExtras::default())
+        );
+        assert_eq!(c.profiles.len(), 2);
+        assert_eq!(c.of(2), Some((0, 0)));
     }
 }

@@ -73,6 +73,10 @@ struct Line {
     audio_tokens: Option<serde_json::Value>,
     #[serde(default)]
     video_tokens: Option<serde_json::Value>,
+    #[serde(default)]
+    priority: Option<serde_json::Value>,
+    #[serde(default)]
+    slo_target_ns: Option<serde_json::Value>,
 }
 
 /// What a line says of its requests beyond their tokens (documented extensions; `generate`
@@ -94,6 +98,10 @@ struct LabelFields {
     bandwidth_mbps: Option<serde_json::Value>,
     #[serde(default)]
     goodput_slo: Option<serde_json::Value>,
+    #[serde(default)]
+    priority: Option<serde_json::Value>,
+    #[serde(default)]
+    slo_target_ns: Option<serde_json::Value>,
 }
 
 /// A line's labels, checked.
@@ -120,6 +128,18 @@ impl Labels {
                 slo_target_us: micros("slo_target_us", fields.slo_target_us)?.filter(|&t| t > 0),
                 rtt_ms: ms("rtt_ms", fields.rtt_ms, 0.0)?,
                 bandwidth_mbps: ms("bandwidth_mbps", fields.bandwidth_mbps, 1e-6)?,
+                priority: fields
+                    .priority
+                    .filter(|v| !v.is_null())
+                    .map(|v| priority_field(&v))
+                    .transpose()
+                    .map_err(|m| invalid("priority", m))?,
+                deadline_ns: fields
+                    .slo_target_ns
+                    .filter(|v| !v.is_null())
+                    .map(|v| time_ns(&v))
+                    .transpose()
+                    .map_err(|m| invalid("slo_target_ns", m))?,
             },
             goodput: goodput_field(fields.goodput_slo).map_err(|m| invalid("goodput_slo", m))?,
         })
@@ -428,6 +448,8 @@ fn parse_line(
             rtt_ms: parsed.rtt_ms,
             bandwidth_mbps: parsed.bandwidth_mbps,
             goodput_slo: parsed.goodput_slo,
+            priority: parsed.priority,
+            slo_target_ns: parsed.slo_target_ns,
         },
         invalid,
     )?;
@@ -484,6 +506,14 @@ pub(super) fn token_ids(
         return Err(("output_tok_ids", "given without input_tok_ids".to_owned()));
     }
     Ok(token_ids)
+}
+
+/// A priority: an integer that fits 32 bits (higher is more urgent).
+fn priority_field(value: &serde_json::Value) -> Result<i32, String> {
+    value
+        .as_i64()
+        .and_then(|v| i32::try_from(v).ok())
+        .ok_or_else(|| format!("expected an integer between -2^31 and 2^31-1, got {value}"))
 }
 
 /// A non-negative integer.

@@ -22,7 +22,7 @@ pub mod spec;
 
 pub use azure::read_azure;
 pub use blocks::PromptBlocks;
-pub use classes::{ClassTargets, RequestClasses, RequestProfile};
+pub use classes::{ClassTargets, Profile, RequestClasses, RequestExtras, RequestProfile};
 pub use dataset::{DatasetFormat, DatasetOptions, detect_format, read_dataset};
 pub(crate) use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, WorkloadError, read_jsonl, read_workload};

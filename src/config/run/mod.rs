@@ -28,6 +28,7 @@ use crate::chakra::EmitEt;
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, ModelArch, PrefixStorage,
 };
+use crate::control::ControlConfig;
 use crate::latency::ExpertRouting;
 use crate::metrics::{PlotFormat, SloTargets};
 use crate::router::{RoutingPolicy, SignalConfig};
@@ -98,6 +99,9 @@ pub struct RunOptions {
     pub routing: RoutingPolicy,
     /// What the router sees of the instances and how stale.
     pub signals: SignalConfig,
+    /// The cluster control plane (admission, priority, gateway queue, latencies, instance
+    /// scheduling policies).
+    pub control: ControlConfig,
     /// How MoE tokens pick experts (a random policy is reseeded per instance).
     pub expert_routing: ExpertRouting,
     pub profile_dir: Option<PathBuf>,
@@ -149,6 +153,7 @@ impl RunOptions {
             },
             routing: RoutingPolicy::Load,
             signals: SignalConfig::default(),
+            control: ControlConfig::default(),
             expert_routing: ExpertRouting::Balanced,
             profile_dir: None,
             architecture: None,
@@ -206,6 +211,9 @@ pub struct SimConfig {
     pub routing: RoutingPolicy,
     /// What the router sees of the instances and how stale.
     pub signals: SignalConfig,
+    /// The cluster control plane (admission, priority, gateway queue, latencies, instance
+    /// scheduling policies).
+    pub control: ControlConfig,
     /// Profile root for the measured latency backend; `None` selects the roofline.
     pub profile_dir: Option<PathBuf>,
     /// Architecture YAML overriding the bundled layer sequence.
@@ -286,6 +294,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         prefix_storage: deployed.prefix_storage,
         routing: options.routing,
         signals: options.signals,
+        control: options.control,
         profile_dir: options.profile_dir,
         architecture: options.architecture,
         seed: options.seed,

@@ -63,6 +63,9 @@ impl fmt::Display for Summary {
         if let Some(slo) = &self.slo {
             write!(f, "{slo}")?;
         }
+        if let Some(outcomes) = &self.outcomes {
+            write!(f, "{outcomes}")?;
+        }
 
         writeln!(f, "{:=^50}", " Simulator ")?;
         let [info] = self.info.instances.as_slice() else {

@@ -287,5 +287,6 @@ pub(super) fn profile(
         slo_target_us,
         rtt_ms,
         bandwidth_mbps,
+        ..RequestProfile::default()
     })
 }

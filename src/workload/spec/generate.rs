@@ -6,7 +6,7 @@ use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
 use super::{ClientSpec, SloClass, SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
 use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet};
-use crate::workload::{MAX_TOKENS, Request, RequestClasses, Workload};
+use crate::workload::{MAX_TOKENS, Request, RequestClasses, RequestProfile, Workload};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -603,7 +603,12 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     while let Some(g) = generator.next() {
         let client = &spec.clients[g.client as usize];
         let (tenant, class) = (tenant_name(client), class_name(client));
-        classes.assign_profile(g.id, g.requests, tenant, class, &client.profile);
+        // A client's nonzero `priority` is its requests' own (0 leaves the class's).
+        let profile = RequestProfile {
+            priority: (client.priority != 0).then_some(client.priority),
+            ..client.profile
+        };
+        classes.assign_profile(g.id, g.requests, tenant, class, &profile);
         match generator.session(&g) {
             Some((header, plan)) => sessions.add(header, plan),
             None => requests.push(generator.request(&g)),

@@ -34,6 +34,10 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
             ));
         }
         model.push_str(&profile_fields(generator.spec(), c)?);
+        // A nonzero priority is the requests' own (the control plane reads it back).
+        if c.priority != 0 {
+            model.push_str(&format!(",\"priority\":{}", c.priority));
+        }
         let prefix = generator.prefix_ids(i).map(|ids| {
             let mut text = b",\"input_tok_ids\":[".to_vec();
             for (k, &id) in ids.iter().enumerate() {

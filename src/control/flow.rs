@@ -1,0 +1,249 @@
+//! Flow control (`--flow-control`): the gateway queue. Admitted requests wait in one FIFO
+//! per priority band and are dispatched to routing only while the cluster is not saturated
+//! (a saturation detector), in a dispatch order; a full band or a full queue rejects, and a
+//! request that waits longer than its time to live expires.
+
+use super::outcome::{Dropped, Outcome, Stage};
+use super::{Load, Ticket};
+use crate::Nanos;
+use std::collections::VecDeque;
+
+/// When the cluster counts as saturated (dispatch pauses).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Detector {
+    /// Never: the queue dispatches at once (it still enforces capacities and order).
+    Never,
+    /// GAIE's utilization detector: the mean over instances of
+    /// `max(waiting / queue_depth_threshold, kv_used / kv_util_threshold)` reaches 1.
+    Utilization {
+        queue_depth_threshold: f64,
+        kv_util_threshold: f64,
+    },
+    /// Requests in flight (dispatched, not finished) reach `max_concurrency` per instance.
+    Concurrency { max_concurrency: u64 },
+}
+
+/// The order in which queued requests are dispatched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DispatchOrder {
+    /// Earliest enqueued first, over all bands.
+    #[default]
+    Fifo,
+    /// Highest band first, FIFO within a band.
+    Priority,
+    /// Earliest deadline first (enqueue + SLO target; none: last), then earliest enqueued.
+    SloDeadline,
+}
+
+impl DispatchOrder {
+    /// The order named `name`.
+    pub fn parse(name: &str) -> Result<DispatchOrder, String> {
+        match name {
+            "fifo" => Ok(DispatchOrder::Fifo),
+            "priority" => Ok(DispatchOrder::Priority),
+            "slo-deadline" => Ok(DispatchOrder::SloDeadline),
+            _ => Err(format!(
+                "unknown dispatch order `{name}` (expected fifo, priority or slo-deadline)"
+            )),
+        }
+    }
+}
+
+/// The gateway queue's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowConfig {
+    /// Saturation detector.
+    pub detector: Detector,
+    /// Dispatch order.
+    pub order: DispatchOrder,
+    /// Most requests queued in one band (`None`: unlimited).
+    pub per_band_capacity: Option<usize>,
+    /// Most requests queued in all (`None`: unlimited).
+    pub max_depth: Option<usize>,
+    /// Longest a request may wait in the queue (`None`: forever).
+    pub ttl_ns: Option<Nanos>,
+}
+
+impl Default for FlowConfig {
+    fn default() -> FlowConfig {
+        FlowConfig {
+            detector: Detector::Utilization {
+                queue_depth_threshold: 5.0,
+                kv_util_threshold: 0.8,
+            },
+            order: DispatchOrder::Fifo,
+            per_band_capacity: None,
+            max_depth: None,
+            ttl_ns: None,
+        }
+    }
+}
+
+/// A queued request.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    ticket: Ticket,
+    seq: u64,
+    enqueued: Nanos,
+    /// Enqueue + SLO target; `Nanos::MAX` without a target.
+    deadline: Nanos,
+}
+
+/// One priority band: its requests in enqueue order.
+#[derive(Debug)]
+struct Band {
+    priority: i32,
+    queue: VecDeque<Queued>,
+}
+
+/// The gateway queue of a run.
+#[derive(Debug)]
+pub struct FlowQueue {
+    config: FlowConfig,
+    /// Bands by priority, highest first.
+    bands: Vec<Band>,
+    len: usize,
+    seq: u64,
+}
+
+impl FlowQueue {
+    /// An empty queue.
+    pub fn new(config: FlowConfig) -> FlowQueue {
+        FlowQueue {
+            config,
+            bands: Vec::new(),
+            len: 0,
+            seq: 0,
+        }
+    }
+
+    /// Requests queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Queues `t` at `now` with SLO target `target_ns`, or rejects it when its band or the
+    /// queue is full.
+    pub fn enqueue(
+        &mut self,
+        now: Nanos,
+        t: Ticket,
+        target_ns: Option<Nanos>,
+    ) -> Result<(), Dropped> {
+        if self.config.max_depth.is_some_and(|m| self.len >= m) {
+            return Err(Dropped::rejected(
+                Stage::FlowControl,
+                "max-gateway-queue-depth",
+            ));
+        }
+        let at = match self.bands.binary_search_by(|b| t.priority.cmp(&b.priority)) {
+            Ok(at) => at,
+            Err(at) => {
+                self.bands.insert(
+                    at,
+                    Band {
+                        priority: t.priority,
+                        queue: VecDeque::new(),
+                    },
+                );
+                at
+            }
+        };
+        let band = &mut self.bands[at];
+        if self
+            .config
+            .per_band_capacity
+            .is_some_and(|c| band.queue.len() >= c)
+        {
+            return Err(Dropped::rejected(Stage::FlowControl, "per-band-capacity"));
+        }
+        band.queue.push_back(Queued {
+            ticket: t,
+            seq: self.seq,
+            enqueued: now,
+            deadline: target_ns.map_or(Nanos::MAX, |d| now.saturating_add(d)),
+        });
+        self.seq += 1;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Removes the requests whose time to live has run out by `now`, passing each to
+    /// `expired` (by band, highest first, then enqueue order).
+    pub fn expire(&mut self, now: Nanos, mut expired: impl FnMut(Ticket, Dropped)) {
+        let Some(ttl) = self.config.ttl_ns else {
+            return;
+        };
+        let why = Dropped {
+            outcome: Outcome::Expired,
+            stage: Stage::FlowControl,
+            policy: "request-ttl",
+        };
+        for band in &mut self.bands {
+            while band
+                .queue
+                .front()
+                .is_some_and(|q| q.enqueued.saturating_add(ttl) <= now)
+            {
+                if let Some(q) = band.queue.pop_front() {
+                    self.len -= 1;
+                    expired(q.ticket, why);
+                }
+            }
+        }
+    }
+
+    /// When the next queued request expires, if any does.
+    pub fn next_expiry(&self) -> Option<Nanos> {
+        let ttl = self.config.ttl_ns?;
+        let fronts = self.bands.iter().filter_map(|b| b.queue.front());
+        fronts.map(|q| q.enqueued.saturating_add(ttl)).min()
+    }
+
+    /// Whether the cluster is saturated: dispatch pauses.
+    pub fn saturated(&self, load: &Load<'_>) -> bool {
+        match self.config.detector {
+            Detector::Never => false,
+            Detector::Concurrency { max_concurrency } => {
+                load.in_flight() >= max_concurrency.saturating_mul(load.instances() as u64)
+            }
+            Detector::Utilization {
+                queue_depth_threshold,
+                kv_util_threshold,
+            } => load.utilization(queue_depth_threshold, kv_util_threshold) >= 1.0,
+        }
+    }
+
+    /// Takes the next request to dispatch, in the dispatch order.
+    pub fn pop(&mut self) -> Option<Ticket> {
+        let (band, pos) = match self.config.order {
+            DispatchOrder::Priority => (self.bands.iter().position(|b| !b.queue.is_empty())?, 0),
+            DispatchOrder::Fifo => {
+                let fronts = self.bands.iter().enumerate();
+                let firsts = fronts.filter_map(|(i, b)| b.queue.front().map(|q| (q.seq, i)));
+                (firsts.min()?.1, 0)
+            }
+            DispatchOrder::SloDeadline => {
+                let mut best: Option<((Nanos, u64), usize, usize)> = None;
+                for (i, b) in self.bands.iter().enumerate() {
+                    for (k, q) in b.queue.iter().enumerate() {
+                        let key = (q.deadline, q.seq);
+                        if best.is_none_or(|(bk, _, _)| key < bk) {
+                            best = Some((key, i, k));
+                        }
+                    }
+                }
+                let (_, i, k) = best?;
+                (i, k)
+            }
+        };
+        let q = self.bands[band].queue.remove(pos)?;
+        self.len -= 1;
+        Some(q.ticket)
+    }
+}

@@ -1,0 +1,90 @@
+//! How a request ends when it is not served: the outcome, the stage and the policy.
+
+use std::fmt;
+
+/// How a request that was not served ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    /// Refused outright (admission, a full gateway queue, the router).
+    Rejected,
+    /// Dropped to protect more urgent traffic (`tier-shed`, over-quota tenants).
+    Shed,
+    /// Waited in the gateway queue longer than its time to live.
+    Expired,
+}
+
+impl Outcome {
+    /// Lower-case name, as reported.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Rejected => "rejected",
+            Outcome::Shed => "shed",
+            Outcome::Expired => "expired",
+        }
+    }
+}
+
+/// The stage of the control plane where a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// The admission policy (`--admission-policy`).
+    Admission,
+    /// The gateway queue (`--flow-control`): full, or the request's TTL ran out.
+    FlowControl,
+    /// The router.
+    Routing,
+}
+
+impl Stage {
+    /// Name, as reported.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Admission => "admission",
+            Stage::FlowControl => "flow-control",
+            Stage::Routing => "routing",
+        }
+    }
+}
+
+/// Why a request ended without being served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Dropped {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Where.
+    pub stage: Stage,
+    /// Which policy or limit decided it (`token-bucket`, `max-depth`, `ttl`, ...).
+    pub policy: &'static str,
+}
+
+impl Dropped {
+    /// Rejected at `stage` by `policy`.
+    pub fn rejected(stage: Stage, policy: &'static str) -> Dropped {
+        Dropped {
+            outcome: Outcome::Rejected,
+            stage,
+            policy,
+        }
+    }
+
+    /// Shed at `stage` by `policy`.
+    pub fn shed(stage: Stage, policy: &'static str) -> Dropped {
+        Dropped {
+            outcome: Outcome::Shed,
+            stage,
+            policy,
+        }
+    }
+}
+
+impl fmt::Display for Dropped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at {} ({})",
+            self.outcome.name(),
+            self.stage.name(),
+            self.policy
+        )
+    }
+}

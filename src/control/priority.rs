@@ -1,0 +1,129 @@
+//! Priority (`--priority-policy`): the number that orders requests in the gateway queue and
+//! on the instances (higher is more urgent). Computed once, when the request is admitted.
+
+use crate::Nanos;
+
+/// BLIS's (GAIE's) priorities of the SLO classes: critical 4, standard 3, batch −1,
+/// sheddable −2, background −3; any other class (and none) is standard. Negative =
+/// sheddable.
+pub fn default_class_priority(class: &str) -> i32 {
+    match class {
+        "critical" => 4,
+        "batch" => -1,
+        "sheddable" => -2,
+        "background" => -3,
+        _ => 3,
+    }
+}
+
+/// The priority policies.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum PriorityPolicy {
+    /// A request's own priority, else its SLO class's (the class map, overridable with
+    /// `slo_priorities`). The default.
+    #[default]
+    Static,
+    /// Every request gets the same priority.
+    Constant(i32),
+    /// Seed template: critical requests `realtime_score`, batch, sheddable and background
+    /// ones `batch_score`, the others `default_score`.
+    SloBased {
+        realtime: i32,
+        batch: i32,
+        default: i32,
+    },
+    /// Each tenant's priority (`tenant_priorities`); unnamed tenants get `default`.
+    TenantPriority {
+        tenants: Vec<(String, i32)>,
+        default: i32,
+    },
+    /// Earliest deadline first: minus the deadline in ms (arrival + SLO target); requests
+    /// without a target are least urgent.
+    DeadlineAware,
+    /// The static priority negated (pathological, for testing).
+    InvertedSlo,
+}
+
+impl PriorityPolicy {
+    /// The flag value naming it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PriorityPolicy::Static => "static",
+            PriorityPolicy::Constant(_) => "constant",
+            PriorityPolicy::SloBased { .. } => "slo-based",
+            PriorityPolicy::TenantPriority { .. } => "tenant-priority",
+            PriorityPolicy::DeadlineAware => "deadline-aware",
+            PriorityPolicy::InvertedSlo => "inverted-slo",
+        }
+    }
+
+    /// The policy named `name` with default parameters.
+    pub fn parse(name: &str) -> Result<PriorityPolicy, String> {
+        Ok(match name {
+            "static" | "slo-class" => PriorityPolicy::Static,
+            "constant" => PriorityPolicy::Constant(0),
+            "slo-based" => PriorityPolicy::SloBased {
+                realtime: 100,
+                batch: 10,
+                default: 50,
+            },
+            "tenant-priority" => PriorityPolicy::TenantPriority {
+                tenants: Vec::new(),
+                default: 0,
+            },
+            "deadline-aware" => PriorityPolicy::DeadlineAware,
+            "inverted-slo" => PriorityPolicy::InvertedSlo,
+            _ => {
+                return Err(format!(
+                    "unknown priority policy `{name}` (expected static, constant, slo-based, \
+                     tenant-priority, deadline-aware or inverted-slo)"
+                ));
+            }
+        })
+    }
+}
+
+/// What a priority policy looks at: the request's class's static priority, its own
+/// priority, class name, tenant name and deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct PriorityInput<'a> {
+    /// The class's priority in the (overridden) class map.
+    pub class_priority: i32,
+    /// The request's own priority, if it has one.
+    pub own: Option<i32>,
+    /// Its SLO class name.
+    pub class: &'a str,
+    /// Its tenant name.
+    pub tenant: &'a str,
+    /// Arrival + SLO target, if it has a target.
+    pub deadline_ns: Option<Nanos>,
+}
+
+impl PriorityPolicy {
+    /// The priority of a request.
+    pub fn priority(&self, input: &PriorityInput<'_>) -> i32 {
+        let static_priority = input.own.unwrap_or(input.class_priority);
+        match self {
+            PriorityPolicy::Static => static_priority,
+            PriorityPolicy::Constant(v) => *v,
+            PriorityPolicy::SloBased {
+                realtime,
+                batch,
+                default,
+            } => match input.class {
+                "critical" => *realtime,
+                "batch" | "sheddable" | "background" => *batch,
+                _ => *default,
+            },
+            PriorityPolicy::TenantPriority { tenants, default } => tenants
+                .iter()
+                .find(|(t, _)| t == input.tenant)
+                .map_or(*default, |t| t.1),
+            PriorityPolicy::DeadlineAware => match input.deadline_ns {
+                Some(d) => i32::try_from(d / 1_000_000).map_or(i32::MIN + 1, |ms| -ms),
+                None => i32::MIN,
+            },
+            PriorityPolicy::InvertedSlo => static_priority.saturating_neg(),
+        }
+    }
+}

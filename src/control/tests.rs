@@ -1,0 +1,400 @@
+//! Each policy's decision on hand-built states.
+
+use super::admission::{Admission, AdmissionConfig, AdmissionKind, TokenBucket};
+use super::bundle::{parse_bundle, parse_duration};
+use super::flow::{Detector, DispatchOrder, FlowConfig, FlowQueue};
+use super::priority::{PriorityInput, PriorityPolicy};
+use super::*;
+use crate::router::InstanceSnapshot;
+
+/// A cluster seen as fixed snapshots.
+struct Fixed(Vec<InstanceSnapshot>);
+
+impl ClusterView for Fixed {
+    fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        self.0[id as usize]
+    }
+    fn cached_prefix_blocks(&self, _id: u32, _hashes: &[u64]) -> usize {
+        0
+    }
+}
+
+fn inst(waiting: usize, running: usize, kv_used: usize) -> InstanceSnapshot {
+    InstanceSnapshot {
+        waiting,
+        running,
+        max_num_seqs: Some(10),
+        kv_blocks_used: kv_used,
+        kv_blocks_total: 100,
+        block_size: 16,
+        prefix_caching: false,
+        ..InstanceSnapshot::default()
+    }
+}
+
+fn ticket(id: u64, priority: i32, tenant: u32, input_toks: u32) -> Ticket {
+    Ticket {
+        slot: id as u32,
+        id,
+        arrival_ns: 0,
+        input_toks,
+        tenant,
+        class: 0,
+        priority,
+        target_ns: None,
+    }
+}
+
+#[test]
+fn token_bucket_refills_continuously_in_exact_arithmetic() {
+    // 100 tokens, 1000 tokens/s = 1 token per ms.
+    let mut b = TokenBucket::new(100, 1000.0);
+    assert!(b.try_take(0, 100));
+    assert!(!b.try_take(0, 1));
+    // 37.5 ms later: exactly 37.5 tokens.
+    assert_eq!(b.level_pico(37_500_000), 37_500_000_000_000);
+    assert!(!b.try_take(37_500_000, 38));
+    assert!(b.try_take(37_500_000, 37));
+    assert_eq!(b.level_pico(37_500_000), 500_000_000_000);
+    // Never above capacity.
+    assert_eq!(b.level_pico(10_000_000_000), 100 * 1_000_000_000_000);
+    // A fractional rate: 0.5 tokens/s refills one token in 2 s.
+    let mut slow = TokenBucket::new(1, 0.5);
+    assert!(slow.try_take(0, 1));
+    assert!(!slow.try_take(1_999_999_999, 1));
+    assert!(slow.try_take(2_000_000_000, 1));
+}
+
+fn admission(kind: AdmissionKind, f: impl FnOnce(&mut AdmissionConfig)) -> Admission {
+    let mut c = AdmissionConfig {
+        kind,
+        ..AdmissionConfig::default()
+    };
+    f(&mut c);
+    Admission::new(c, &["a".to_owned(), "b".to_owned()])
+}
+
+#[test]
+fn admission_policies_decide_on_hand_built_states() {
+    let idle = Fixed(vec![inst(0, 0, 0), inst(0, 0, 0)]);
+    let busy = Fixed(vec![inst(3, 2, 0), inst(0, 1, 0)]);
+    let tenants = [0u64, 0];
+    let load = |v: &'static Fixed| Load::new(v, 2, 0, 0, &[]);
+    let idle: &'static Fixed = Box::leak(Box::new(idle));
+    let busy: &'static Fixed = Box::leak(Box::new(busy));
+    let _ = tenants;
+
+    let mut always = admission(AdmissionKind::AlwaysAdmit, |_| {});
+    assert!(
+        always
+            .decide(0, &ticket(0, -3, 0, 1 << 20), &load(busy))
+            .is_ok()
+    );
+
+    let mut none = admission(AdmissionKind::RejectAll, |_| {});
+    let why = none
+        .decide(0, &ticket(0, 4, 0, 1), &load(idle))
+        .unwrap_err();
+    assert_eq!(
+        (why.outcome, why.stage, why.policy),
+        (Outcome::Rejected, Stage::Admission, "reject-all")
+    );
+
+    // Token bucket: 100 tokens; a 60-token prompt passes, the next 60 does not.
+    let mut tb = admission(AdmissionKind::TokenBucket, |c| {
+        c.bucket_capacity = 100;
+        c.bucket_refill_per_s = 1000.0;
+    });
+    assert!(tb.decide(0, &ticket(0, 3, 0, 60), &load(idle)).is_ok());
+    assert!(tb.decide(0, &ticket(1, 3, 0, 60), &load(idle)).is_err());
+    // 20 ms later 20 tokens came back: 60 is there.
+    assert!(
+        tb.decide(20_000_000, &ticket(2, 3, 0, 60), &load(idle))
+            .is_ok()
+    );
+
+    // Per tenant: tenant b has its own bucket.
+    let mut per = admission(AdmissionKind::TokenBucket, |c| {
+        c.bucket_capacity = 100;
+        c.per_tenant = true;
+    });
+    assert!(per.decide(0, &ticket(0, 3, 0, 100), &load(idle)).is_ok());
+    assert!(per.decide(0, &ticket(1, 3, 1, 100), &load(idle)).is_ok());
+    assert!(per.decide(0, &ticket(2, 3, 0, 1), &load(idle)).is_err());
+
+    // Rate limit: burst 2 at 1 req/s.
+    let mut rl = admission(AdmissionKind::RateLimit, |c| {
+        c.rate_limit_rps = 1.0;
+        c.rate_limit_burst = 2;
+    });
+    assert!(rl.decide(0, &ticket(0, 3, 0, 9), &load(idle)).is_ok());
+    assert!(rl.decide(0, &ticket(1, 3, 0, 9), &load(idle)).is_ok());
+    assert!(rl.decide(0, &ticket(2, 3, 0, 9), &load(idle)).is_err());
+    assert!(
+        rl.decide(1_000_000_000, &ticket(3, 3, 0, 9), &load(idle))
+            .is_ok()
+    );
+
+    // Tier shed: busiest load 5 > threshold 4 sheds priority < 3 only.
+    let mut shed = admission(AdmissionKind::TierShed, |c| {
+        c.tier_shed_threshold = 4;
+        c.tier_shed_min_priority = 3;
+    });
+    let why = shed
+        .decide(0, &ticket(0, -1, 0, 1), &load(busy))
+        .unwrap_err();
+    assert_eq!((why.outcome, why.policy), (Outcome::Shed, "tier-shed"));
+    assert!(shed.decide(0, &ticket(1, 3, 0, 1), &load(busy)).is_ok());
+    assert!(shed.decide(0, &ticket(2, -1, 0, 1), &load(idle)).is_ok());
+}
+
+#[test]
+fn tenant_quota_sheds_only_low_priority_requests_of_over_quota_tenants() {
+    let view = Fixed(vec![inst(0, 0, 0), inst(0, 0, 0)]);
+    // Capacity 2 × 10 = 20; tenant a may hold 0.25 × 20 = 5.
+    let mut q = admission(AdmissionKind::TenantQuota, |c| {
+        c.tenant_quotas = vec![("a".into(), 0.25)];
+    });
+    let under = [4u64, 100];
+    let over = [5u64, 100];
+    let l = |t: &'static [u64]| Load::new(&view, 2, 0, 0, t);
+    let under: &'static [u64] = Box::leak(Box::new(under));
+    let over: &'static [u64] = Box::leak(Box::new(over));
+    assert!(q.decide(0, &ticket(0, -2, 0, 1), &l(under)).is_ok());
+    let why = q.decide(0, &ticket(1, -2, 0, 1), &l(over)).unwrap_err();
+    assert_eq!((why.outcome, why.policy), (Outcome::Shed, "tenant-quota"));
+    // Non-sheddable traffic is protected; tenant b has no quota.
+    assert!(q.decide(0, &ticket(2, 3, 0, 1), &l(over)).is_ok());
+    assert!(q.decide(0, &ticket(3, -2, 1, 1), &l(over)).is_ok());
+}
+
+fn input<'a>(
+    class: &'a str,
+    class_priority: i32,
+    own: Option<i32>,
+    deadline: Option<u64>,
+) -> PriorityInput<'a> {
+    PriorityInput {
+        class_priority,
+        own,
+        class,
+        tenant: "web",
+        deadline_ns: deadline,
+    }
+}
+
+#[test]
+fn priority_policies_on_hand_built_requests() {
+    let crit = input("critical", 4, None, None);
+    let batch = input("batch", -1, None, None);
+    let own = input("batch", -1, Some(9), None);
+    assert_eq!(PriorityPolicy::Static.priority(&crit), 4);
+    assert_eq!(PriorityPolicy::Static.priority(&batch), -1);
+    assert_eq!(PriorityPolicy::Static.priority(&own), 9);
+    assert_eq!(PriorityPolicy::Constant(7).priority(&crit), 7);
+    assert_eq!(PriorityPolicy::InvertedSlo.priority(&crit), -4);
+    assert_eq!(PriorityPolicy::InvertedSlo.priority(&batch), 1);
+    let slo = PriorityPolicy::parse("slo-based").unwrap();
+    assert_eq!(slo.priority(&crit), 100);
+    assert_eq!(slo.priority(&batch), 10);
+    assert_eq!(slo.priority(&input("standard", 3, None, None)), 50);
+    let tp = PriorityPolicy::TenantPriority {
+        tenants: vec![("web".into(), 8)],
+        default: 1,
+    };
+    assert_eq!(tp.priority(&crit), 8);
+    let mut other = crit;
+    other.tenant = "bulk";
+    assert_eq!(tp.priority(&other), 1);
+    let dl = PriorityPolicy::DeadlineAware;
+    let soon = dl.priority(&input("x", 0, None, Some(5_000_000)));
+    let late = dl.priority(&input("x", 0, None, Some(90_000_000)));
+    let never = dl.priority(&input("x", 0, None, None));
+    assert!(soon > late && late > never, "{soon} {late} {never}");
+    assert_eq!(super::priority::default_class_priority("sheddable"), -2);
+    assert_eq!(super::priority::default_class_priority("unknown"), 3);
+}
+
+fn flow(order: DispatchOrder, f: impl FnOnce(&mut FlowConfig)) -> FlowQueue {
+    let mut c = FlowConfig {
+        detector: Detector::Never,
+        order,
+        ..FlowConfig::default()
+    };
+    f(&mut c);
+    FlowQueue::new(c)
+}
+
+fn drain(q: &mut FlowQueue) -> Vec<u64> {
+    std::iter::from_fn(|| q.pop()).map(|t| t.id).collect()
+}
+
+#[test]
+fn flow_control_dispatch_orders() {
+    // (id, priority, enqueue time, SLO target)
+    let reqs = [
+        (0, 1, 0, Some(50)),
+        (1, 5, 1, None),
+        (2, 1, 2, Some(10)),
+        (3, 5, 3, Some(100)),
+    ];
+    let fill = |q: &mut FlowQueue| {
+        for (id, p, t, target) in reqs {
+            q.enqueue(t, ticket(id, p, 0, 1), target).unwrap();
+        }
+    };
+    let mut fifo = flow(DispatchOrder::Fifo, |_| {});
+    fill(&mut fifo);
+    assert_eq!(drain(&mut fifo), [0, 1, 2, 3]);
+    let mut prio = flow(DispatchOrder::Priority, |_| {});
+    fill(&mut prio);
+    assert_eq!(drain(&mut prio), [1, 3, 0, 2]);
+    // Deadlines: 0 → 50, 1 → none, 2 → 12, 3 → 103.
+    let mut edf = flow(DispatchOrder::SloDeadline, |_| {});
+    fill(&mut edf);
+    assert_eq!(drain(&mut edf), [2, 0, 3, 1]);
+}
+
+#[test]
+fn flow_control_depth_limits_reject_when_full() {
+    let mut q = flow(DispatchOrder::Fifo, |c| {
+        c.per_band_capacity = Some(2);
+        c.max_depth = Some(3);
+    });
+    assert!(q.enqueue(0, ticket(0, 1, 0, 1), None).is_ok());
+    assert!(q.enqueue(0, ticket(1, 1, 0, 1), None).is_ok());
+    let band_full = q.enqueue(0, ticket(2, 1, 0, 1), None).unwrap_err();
+    assert_eq!(
+        (band_full.stage, band_full.policy),
+        (Stage::FlowControl, "per-band-capacity")
+    );
+    assert!(q.enqueue(0, ticket(3, 2, 0, 1), None).is_ok());
+    let full = q.enqueue(0, ticket(4, 9, 0, 1), None).unwrap_err();
+    assert_eq!(full.policy, "max-gateway-queue-depth");
+    assert_eq!(q.len(), 3);
+}
+
+#[test]
+fn flow_control_ttl_expires_requests_that_waited_too_long() {
+    let mut q = flow(DispatchOrder::Fifo, |c| c.ttl_ns = Some(100));
+    q.enqueue(0, ticket(0, 1, 0, 1), None).unwrap();
+    q.enqueue(30, ticket(1, 2, 0, 1), None).unwrap();
+    q.enqueue(60, ticket(2, 1, 0, 1), None).unwrap();
+    assert_eq!(q.next_expiry(), Some(100));
+    let mut gone = Vec::new();
+    q.expire(99, |t, _| gone.push(t.id));
+    assert!(gone.is_empty());
+    q.expire(130, |t, why| {
+        assert_eq!(why.outcome, Outcome::Expired);
+        gone.push(t.id);
+    });
+    assert_eq!(gone, [1, 0]);
+    assert_eq!(q.next_expiry(), Some(160));
+    assert_eq!(drain(&mut q), [2]);
+}
+
+#[test]
+fn saturation_detectors() {
+    let view = Fixed(vec![inst(5, 0, 0), inst(4, 0, 90)]);
+    let sat = |d: Detector, in_flight: u64| {
+        let q = FlowQueue::new(FlowConfig {
+            detector: d,
+            ..FlowConfig::default()
+        });
+        q.saturated(&Load::new(&view, 2, in_flight, 0, &[]))
+    };
+    let util = |qd: f64, kv: f64| Detector::Utilization {
+        queue_depth_threshold: qd,
+        kv_util_threshold: kv,
+    };
+    // mean(max(5/5, 0), max(4/5, 0.9/0.8)) = mean(1, 1.125) ≥ 1.
+    assert!(sat(util(5.0, 0.8), 0));
+    // mean(max(5/10, 0), max(0.4, 0.9/0.95)) < 1.
+    assert!(!sat(util(10.0, 0.95), 0));
+    assert!(sat(Detector::Concurrency { max_concurrency: 3 }, 6));
+    assert!(!sat(Detector::Concurrency { max_concurrency: 3 }, 5));
+    assert!(!sat(Detector::Never, 1 << 40));
+}
+
+#[test]
+fn control_plane_latencies_delay_the_stages() {
+    let config = ControlConfig {
+        admission_latency_ns: 10,
+        routing_latency_ns: 200,
+        ..ControlConfig::default()
+    };
+    let mut cp = ControlPlane::new(config, None);
+    let view = Fixed(vec![inst(0, 0, 0)]);
+    let request = crate::workload::Request {
+        id: 0,
+        line: 1,
+        model: None,
+        arrival_ns: 1000,
+        input_toks: 5,
+        output_toks: 1,
+        token_ids: Vec::new(),
+        prompt_blocks: None,
+    };
+    cp.arrive(1000, 0, &request);
+    let mut out = Vec::new();
+    cp.poll(1000, &view, 1, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(cp.next_wake(), Some(1010));
+    cp.poll(1010, &view, 1, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(cp.next_wake(), Some(1210));
+    cp.poll(1210, &view, 1, &mut out);
+    assert_eq!(
+        out,
+        [Action::Route {
+            slot: 0,
+            priority: 3
+        }]
+    );
+    assert_eq!(cp.held(), 0);
+}
+
+#[test]
+fn durations_need_units() {
+    assert_eq!(parse_duration("200us"), Ok(200_000));
+    assert_eq!(parse_duration("1.5ms"), Ok(1_500_000));
+    assert_eq!(parse_duration("2s"), Ok(2_000_000_000));
+    assert_eq!(parse_duration("7ns"), Ok(7));
+    assert!(parse_duration("200").is_err());
+    assert!(parse_duration("3h").is_err());
+}
+
+#[test]
+fn a_blis_policy_bundle_reads_unchanged_and_unknown_keys_are_named() {
+    let blis = "admission:\n  policy: \"token-bucket\"\n  token_bucket_capacity: 5000.0\n  \
+                token_bucket_refill_rate: 250.0\nrouting:\n  policy: \"least-loaded\"\n\
+                priority:\n  policy: \"constant\"\nscheduler: \"priority-fcfs\"\n\
+                preemption:\n  policy: \"priority\"\n";
+    let s = parse_bundle(blis).unwrap();
+    let c = s.build().unwrap();
+    assert_eq!(c.admission.kind, AdmissionKind::TokenBucket);
+    assert_eq!(c.admission.bucket_capacity, 5000);
+    assert_eq!(c.admission.bucket_refill_per_s, 250.0);
+    assert_eq!(c.scheduler, QueueOrder::PriorityFcfs);
+    assert_eq!(c.preemption, PreemptionOrder::Priority);
+    assert_eq!(c.priority, PriorityPolicy::Constant(0));
+    let (key, message) = parse_bundle("admission:\n  polcy: always-admit\n").unwrap_err();
+    assert!(key.contains("admission"), "{key}");
+    assert!(message.contains("polcy"), "{message}");
+    let (key, _) = parse_bundle("node_pools: []\n").unwrap_err();
+    assert_eq!(key, "node_pools");
+    let (key, _) = parse_bundle("flow_control:\n  dispatch_order: lifo\n").unwrap_err();
+    assert_eq!(key, "flow_control.dispatch_order");
+}
+
+#[test]
+fn flags_override_the_bundle() {
+    let file = parse_bundle("admission:\n  policy: reject-all\nscheduler: sjf\n").unwrap();
+    let flags = super::bundle::Settings {
+        admission: Some(AdmissionKind::AlwaysAdmit),
+        ..Default::default()
+    };
+    let c = flags.over(file).build().unwrap();
+    assert_eq!(c.admission.kind, AdmissionKind::AlwaysAdmit);
+    assert_eq!(c.scheduler, QueueOrder::Sjf);
+}
