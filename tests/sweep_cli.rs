@@ -390,3 +390,52 @@ fn workload_axes_run_edited_copies_of_the_scenario() {
         "{copy}"
     );
 }
+
+#[test]
+fn policy_axes_run_edited_copies_of_the_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let space = Path::new(EXAMPLES).join("policy-bucket.yaml");
+    let out = sweep(&space, dir.path(), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, rows) = read_csv(&dir.path().join("results.csv"));
+    assert_eq!(rows.len(), 3);
+    // A smaller bucket turns more requests away: fewer complete.
+    let completed = |r: usize| rows[r]["completed"].parse::<u64>().unwrap();
+    assert!(
+        completed(0) < completed(2),
+        "{} vs {}",
+        completed(0),
+        completed(2)
+    );
+    let copy = read(&dir.path().join("policies/0.yaml"));
+    assert!(copy.contains("token_bucket_capacity: 5000"), "{copy}");
+    assert!(
+        copy.contains("scheduler: priority-fcfs"),
+        "the rest of the bundle is kept: {copy}"
+    );
+}
+
+#[test]
+fn a_policy_axis_naming_no_bundle_key_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.yaml");
+    std::fs::write(&policy, "admission:\n  policy: token-bucket\n").unwrap();
+    let space = write_spec(
+        dir.path(),
+        &format!(
+            "base:\n  flags:\n    scenario: mixed-slo\n    num-requests: 20\n    policy-config: {}\n\
+             axes:\n  - name: x\n    policy: admission.frobnicate\n    values: [1]\n",
+            policy.display()
+        ),
+    );
+    let out_dir = dir.path().join("out");
+    let out = sweep(&space, &out_dir, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("frobnicate"), "{err}");
+    assert!(!out_dir.join("results.csv").exists());
+}

@@ -151,15 +151,24 @@ pub fn default_value(long: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Checks a configuration's cluster config and workload spec as the main command would read
-/// them, so that a bad value fails the sweep before any run.
-pub fn check_documents(cluster: Option<&Value>, workload: Option<&Value>) -> anyhow::Result<()> {
+/// Checks a configuration's cluster config, workload spec and policy bundle as the main
+/// command would read them, so that a bad value fails the sweep before any run.
+pub fn check_documents(
+    cluster: Option<&Value>,
+    workload: Option<&Value>,
+    policy: Option<&Value>,
+) -> anyhow::Result<()> {
     if let Some(c) = cluster {
         crate::config::ClusterConfig::parse(&c.to_string(), "cluster config")?;
     }
     if let Some(w) = workload {
         let text = serde_yaml_ng::to_string(w)?;
         crate::workload::spec::WorkloadSpec::from_yaml(&text, "workload spec")?;
+    }
+    if let Some(p) = policy {
+        let text = serde_yaml_ng::to_string(p)?;
+        crate::control::bundle::parse_bundle(&text)
+            .map_err(|(key, message)| anyhow::anyhow!("policy bundle: {key}: {message}"))?;
     }
     Ok(())
 }

@@ -33,6 +33,9 @@ pub struct Point {
     /// The point's workload spec, when the sweep edits one.
     #[serde(skip)]
     pub workload: Option<Value>,
+    /// The point's policy bundle, when the sweep edits one.
+    #[serde(skip)]
+    pub policy: Option<Value>,
 }
 
 /// The points of `spec`, by id.
@@ -60,8 +63,13 @@ pub fn expand(spec: &Spec) -> anyhow::Result<Vec<Point>> {
         let Some(derived) = derive(spec, &values)? else {
             continue;
         };
-        let (args, cluster, workload) = build_run(spec, &values, &derived)?;
-        super::exec::check_documents(cluster.as_ref(), workload.as_ref())
+        let Documents {
+            args,
+            cluster,
+            workload,
+            policy,
+        } = build_run(spec, &values, &derived)?;
+        super::exec::check_documents(cluster.as_ref(), workload.as_ref(), policy.as_ref())
             .with_context(|| format!("configuration {}", show(spec, &values)))?;
         let params = params(spec, &values, &derived);
         for seed in &seeds {
@@ -77,6 +85,7 @@ pub fn expand(spec: &Spec) -> anyhow::Result<Vec<Point>> {
                 args,
                 cluster_config: cluster.clone(),
                 workload: workload.clone(),
+                policy: policy.clone(),
             });
         }
         config += 1;
@@ -234,22 +243,29 @@ fn params(spec: &Spec, values: &[Value], derived: &[f64]) -> Vec<(String, String
     axes.chain(derived).collect()
 }
 
-/// A configuration's flags, cluster config and workload spec.
-type Run = (Vec<String>, Option<Value>, Option<Value>);
+/// A configuration's flags, cluster config, workload spec and policy bundle.
+struct Documents {
+    args: Vec<String>,
+    cluster: Option<Value>,
+    workload: Option<Value>,
+    policy: Option<Value>,
+}
 
-/// A configuration's flags, cluster config and workload spec.
-fn build_run(spec: &Spec, values: &[Value], derived: &[f64]) -> anyhow::Result<Run> {
+/// A configuration's flags, cluster config, workload spec and policy bundle.
+fn build_run(spec: &Spec, values: &[Value], derived: &[f64]) -> anyhow::Result<Documents> {
     let mut args: Vec<String> = Vec::new();
     for (f, v) in &spec.base_flags {
         // An edited workload spec replaces the base's --workload-spec or --scenario.
-        let replaced =
-            spec.workload.is_some() && (f.long == "workload-spec" || f.long == "scenario");
+        let replaced = (spec.workload.is_some()
+            && (f.long == "workload-spec" || f.long == "scenario"))
+            || (spec.policy.is_some() && f.long == "policy-config");
         if !replaced {
             args.extend(f.args(v, &spec.dir));
         }
     }
     let mut cluster = spec.cluster_config.clone();
     let mut workload = spec.workload.clone();
+    let mut policy = spec.policy.clone();
     let mut replicate = Vec::new();
     let targets = spec.axes.iter().map(|a| (&a.name, Some(&a.target)));
     let targets = targets.chain(spec.derived.iter().map(|d| (&d.name, d.target.as_ref())));
@@ -274,6 +290,12 @@ fn build_run(spec: &Spec, values: &[Value], derived: &[f64]) -> anyhow::Result<R
                     set_pointer(doc, p, value.clone()).with_context(|| format!("axis {name}"))?;
                 }
             }
+            Some(Target::Policy(ptrs)) => {
+                let doc = policy.as_mut().context("no policy bundle")?;
+                for p in ptrs {
+                    set_pointer(doc, p, value.clone()).with_context(|| format!("axis {name}"))?;
+                }
+            }
             Some(Target::Replicate(p)) => replicate.push((name, p, value)),
         }
     }
@@ -282,7 +304,12 @@ fn build_run(spec: &Spec, values: &[Value], derived: &[f64]) -> anyhow::Result<R
         let count = value.as_u64().unwrap_or(1) as usize;
         replicate_element(config, p, count).with_context(|| format!("axis {name}"))?;
     }
-    Ok((args, cluster, workload))
+    Ok(Documents {
+        args,
+        cluster,
+        workload,
+        policy,
+    })
 }
 
 /// Sets the field at `ptr` (creating its last key in an object) to `value`.

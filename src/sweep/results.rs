@@ -224,6 +224,11 @@ impl Folder {
     pub fn workloads(&self) -> PathBuf {
         self.dir.join("workloads")
     }
+
+    /// `policies/`: the policy bundle of each configuration, when the sweep edits one.
+    pub fn policies(&self) -> PathBuf {
+        self.dir.join("policies")
+    }
     /// `sweep.log`: what the points' runs said on stderr.
     pub fn log(&self) -> PathBuf {
         self.dir.join("sweep.log")

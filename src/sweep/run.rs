@@ -113,6 +113,13 @@ fn run_one(point: &Point, folder: &Folder) -> Outcome {
             path.to_string_lossy().into_owned(),
         ]);
     }
+    if point.policy.is_some() {
+        let path = policy_path(folder, point.config);
+        args.extend([
+            "--policy-config".to_owned(),
+            path.to_string_lossy().into_owned(),
+        ]);
+    }
     let ran = std::panic::catch_unwind(|| -> anyhow::Result<Outcome> {
         let run = run_point(&args)?;
         let json_path = folder.points().join(format!("{}.json", point.id));
@@ -144,8 +151,12 @@ fn workload_path(folder: &Folder, config: usize) -> std::path::PathBuf {
     folder.workloads().join(format!("{config}.yaml"))
 }
 
-/// Writes the cluster config and the workload spec of each configuration among `pending`
-/// that has them (atomically).
+fn policy_path(folder: &Folder, config: usize) -> std::path::PathBuf {
+    folder.policies().join(format!("{config}.yaml"))
+}
+
+/// Writes the cluster config, workload spec and policy bundle of each configuration among
+/// `pending` that has them (atomically).
 fn write_configs(folder: &Folder, pending: &[&Point]) -> anyhow::Result<()> {
     let mut written = BTreeSet::new();
     for p in pending {
@@ -159,6 +170,10 @@ fn write_configs(folder: &Folder, pending: &[&Point]) -> anyhow::Result<()> {
         if let Some(workload) = &p.workload {
             let text = serde_yaml_ng::to_string(workload)?;
             write_file(&workload_path(folder, p.config), &text)?;
+        }
+        if let Some(policy) = &p.policy {
+            let text = serde_yaml_ng::to_string(policy)?;
+            write_file(&policy_path(folder, p.config), &text)?;
         }
     }
     Ok(())

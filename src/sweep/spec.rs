@@ -141,6 +141,9 @@ pub enum Target {
     /// Keys of the base workload spec (`clients.0.rate_fraction`, as JSON pointers); each gets
     /// the value.
     Workload(Vec<String>),
+    /// Keys of the base policy bundle (`admission.token_bucket_capacity`, as JSON pointers);
+    /// each gets the value.
+    Policy(Vec<String>),
     /// An element of an array in the cluster config (`/nodes/0/instances/0`): the array becomes
     /// that many copies of it, and its `num_<array>` sibling is set to the count.
     Replicate(String),
@@ -190,6 +193,9 @@ pub struct Spec {
     /// The base workload spec (of `--workload-spec` or `--scenario`), when an axis or a
     /// derived field sets one of its keys; each configuration then runs its own copy.
     pub workload: Option<Value>,
+    /// The base policy bundle (of `--policy-config`), when an axis sets one of its keys; each
+    /// configuration then runs its own copy.
+    pub policy: Option<Value>,
     pub method: Method,
     /// Seed of the random and Latin-hypercube draws.
     pub seed: u64,
@@ -248,9 +254,15 @@ fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
     } else {
         None
     };
+    let policy = if file.axes.iter().any(|a| a.policy.is_some()) {
+        Some(base_policy(&base_flags, dir)?)
+    } else {
+        None
+    };
     let docs = Docs {
         cluster: cluster_config.as_ref(),
         workload: workload.as_ref(),
+        policy: policy.as_ref(),
     };
     let repeats = repeats(file.repeats.as_ref(), &base_flags)?;
     let mut names: Vec<String> = Vec::new();
@@ -289,6 +301,7 @@ fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
         base_flags,
         cluster_config,
         workload,
+        policy,
         method,
         seed: file.seed,
         repeats,
@@ -431,19 +444,35 @@ fn axis(
 struct Docs<'a> {
     cluster: Option<&'a Value>,
     workload: Option<&'a Value>,
+    policy: Option<&'a Value>,
 }
 
 fn target(a: &AxisFile, docs: Docs<'_>) -> anyhow::Result<Target> {
-    if let Some(key) = &a.policy {
-        bail!("policy-bundle keys ({key}) cannot be swept: this simulator has no policy bundles");
+    match (&a.flag, &a.pointer, &a.replicate, &a.workload, &a.policy) {
+        (Some(f), None, None, None, None) => Ok(Target::Flag(checked_flag(f)?)),
+        (None, Some(p), None, None, None) => pointer_target(p, docs.cluster),
+        (None, None, Some(r), None, None) => replicate_target(r, docs.cluster),
+        (None, None, None, Some(w), None) => workload_target(w, docs.workload),
+        (None, None, None, None, Some(k)) => policy_target(k, docs.policy),
+        _ => bail!("give exactly one of flag, pointer, replicate, workload or policy"),
     }
-    match (&a.flag, &a.pointer, &a.replicate, &a.workload) {
-        (Some(f), None, None, None) => Ok(Target::Flag(checked_flag(f)?)),
-        (None, Some(p), None, None) => pointer_target(p, docs.cluster),
-        (None, None, Some(r), None) => replicate_target(r, docs.cluster),
-        (None, None, None, Some(w)) => workload_target(w, docs.workload),
-        _ => bail!("give exactly one of flag, pointer, replicate or workload"),
+}
+
+/// The key `key` (a dot path, `admission.token_bucket_capacity`) of the base policy bundle,
+/// as a JSON pointer. The key may be absent from the base (a bundle names only what it
+/// changes); the bundle reader checks every configuration's keys before any run.
+fn policy_target(key: &str, policy: Option<&Value>) -> anyhow::Result<Target> {
+    if policy.is_none() {
+        bail!("a policy axis needs base.flags.policy-config");
     }
+    Ok(Target::Policy(vec![dot_pointer(key)]))
+}
+
+/// A dot path (`a.b.0`) as a JSON pointer (`/a/b/0`).
+fn dot_pointer(key: &str) -> String {
+    key.split('.')
+        .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
+        .collect()
 }
 
 /// The keys `w` (dot paths, `clients.0.rate_fraction`) of the base workload spec, as JSON
@@ -492,6 +521,21 @@ fn base_workload(base: &[(FlagInfo, Value)], dir: &Path) -> anyhow::Result<Value
         _ => bail!("a workload axis needs base.flags.workload-spec or base.flags.scenario"),
     };
     serde_yaml_ng::from_str(&text).with_context(|| format!("{what}: not YAML"))
+}
+
+/// The policy bundle of `--policy-config` in the base flags, as a value (an empty file is an
+/// empty mapping).
+fn base_policy(base: &[(FlagInfo, Value)], dir: &Path) -> anyhow::Result<Value> {
+    let Some((_, path)) = base.iter().find(|(f, _)| f.long == "policy-config") else {
+        bail!("a policy axis needs base.flags.policy-config");
+    };
+    let path = dir.join(super::exec::scalar_text(path));
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("base.flags.policy-config: reading {}", path.display()))?;
+    if text.trim().is_empty() {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    serde_yaml_ng::from_str(&text).with_context(|| format!("{}: not YAML", path.display()))
 }
 
 fn pointer_target(p: &OneOrMany, config: Option<&Value>) -> anyhow::Result<Target> {
@@ -625,7 +669,7 @@ fn check_domain(target: &Target, domain: &Domain, dir: &Path) -> anyhow::Result<
                     bail!("replicate counts must be whole numbers >= 1 (got {v})");
                 }
             }
-            Target::Pointer(_) | Target::Workload(_) => {}
+            Target::Pointer(_) | Target::Workload(_) | Target::Policy(_) => {}
         }
     }
     Ok(())

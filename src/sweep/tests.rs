@@ -202,7 +202,7 @@ fn every_bad_spec_is_refused_with_its_axis_and_reason() {
         (axes("  - name: x\n    pointer: /a\n    values: [1]\n"), "axis x: a pointer axis needs base.cluster_config"),
         (axes("  - name: x\n    workload: clients.0.rate\n    values: [1]\n"), "configuration x=1: workload spec"),
         ("base:\n  flags: {dataset: w.jsonl}\naxes:\n  - name: s\n    workload: seed\n    values: [1]\n".to_owned(), "needs base.flags.workload-spec or base.flags.scenario"),
-        (axes("  - name: x\n    policy: admission.threshold\n    values: [1]\n"), "no policy bundles"),
+        (axes("  - name: x\n    policy: admission.threshold\n    values: [1]\n"), "needs base.flags.policy-config"),
         (axes("  - name: x\n    flag: max-num-seqs\n    pointer: /a\n    values: [1]\n"), "exactly one of"),
         (axes("  - name: gpus\n    flag: max-num-seqs\n    values: [1]\n"), "built-in column"),
         (axes("  - name: a\n    flag: max-num-seqs\n    values: [1]\n  - name: a\n    flag: block-size\n    values: [16]\n"), "used twice"),
