@@ -6,24 +6,7 @@ mod fixture;
 
 use blis_cosim::Nanos;
 use blis_cosim::engine::InstanceSetup;
-use fixture::{LinearBackend, Recorder, request, setup};
-
-/// Runs `requests` on the one instance of `setup` to completion.
-fn run(
-    requests: &[blis_cosim::workload::Request],
-    setup: &InstanceSetup,
-    backend: &mut dyn blis_cosim::latency::LatencyBackend,
-    observer: &mut dyn blis_cosim::engine::Observer,
-) -> Result<blis_cosim::engine::RunOutcome, blis_cosim::engine::SimError> {
-    use blis_cosim::engine::{Run, Services, simulate};
-    use blis_cosim::router::{Router, RoutingPolicy};
-    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
-    let setups = std::slice::from_ref(setup);
-    simulate(
-        Run::new(requests, setups),
-        Services::new(&mut [backend], &mut router, observer),
-    )
-}
+use fixture::{LinearBackend, Recorder, request, run_one as run, setup};
 
 fn instance(async_scheduling: bool) -> InstanceSetup {
     let mut s = setup("m", 1_000);

@@ -8,22 +8,9 @@ use blis_cosim::metrics::RequestRecord;
 use blis_cosim::scheduler::{Scheduler, SchedulerConfig};
 use blis_cosim::workload::Request;
 
-/// Runs `requests` on the one instance of `setup` to completion.
-fn run_one(
-    requests: &[blis_cosim::workload::Request],
-    setup: &InstanceSetup,
-    backend: &mut dyn blis_cosim::latency::LatencyBackend,
-    observer: &mut dyn blis_cosim::engine::Observer,
-) -> Result<blis_cosim::engine::RunOutcome, blis_cosim::engine::SimError> {
-    use blis_cosim::engine::{Run, Services, simulate};
-    use blis_cosim::router::{Router, RoutingPolicy};
-    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
-    let setups = std::slice::from_ref(setup);
-    simulate(
-        Run::new(requests, setups),
-        Services::new(&mut [backend], &mut router, observer),
-    )
-}
+#[path = "common/cluster_fixture.rs"]
+mod fixture;
+use fixture::run_one;
 
 /// A deterministic test backend: a fixed cost plus a cost per token and per sequence.
 struct LinearBackend;

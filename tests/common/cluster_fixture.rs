@@ -117,6 +117,23 @@ pub fn setup(model: &str, num_blocks: u32) -> InstanceSetup {
     }
 }
 
+/// Runs `requests` on the one instance of `setup` to completion, routed round-robin.
+pub fn run_one(
+    requests: &[Request],
+    setup: &InstanceSetup,
+    backend: &mut dyn LatencyBackend,
+    observer: &mut dyn Observer,
+) -> Result<blis_cosim::engine::RunOutcome, blis_cosim::engine::SimError> {
+    use blis_cosim::engine::{Run, Services, simulate};
+    use blis_cosim::router::{Router, RoutingPolicy};
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let setups = std::slice::from_ref(setup);
+    simulate(
+        Run::new(requests, setups),
+        Services::new(&mut [backend], &mut router, observer),
+    )
+}
+
 /// One finished request as seen by the observer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Finished {
