@@ -2,12 +2,14 @@
 //! queue, instances and their schedulers, arrivals, transfers, the gateway queue) and
 //! advances it one instant at a time ([`Cluster::step`], [`Cluster::step_until`],
 //! [`Cluster::run`]). The services it calls (latency backends, router, observer, injector,
-//! wave pricer) are passed to each call ([`Services`]), so that borrows stay simple and a
-//! test can stop the run at any instant and look.
+//! wave pricer, control plane) are passed to each call ([`Services`]), so that borrows stay
+//! simple and a test can stop the run at any instant and look.
 //!
 //! Components return their effects as values and the loop alone schedules events: a step's
 //! start returns when it ends, transfers return [`TransferEffects`], finished requests give
-//! back what they release, the router returns a [`RouteDecision`].
+//! back what they release, the control plane returns its actions, the router returns a
+//! [`RouteDecision`]. The router sees the instances through the run's signals
+//! (`signals.rs`: immediate, periodic or on-demand snapshots), never their live state.
 
 use super::dp;
 use super::eligibility::{Eligibility, Groups};
