@@ -1,7 +1,7 @@
 //! `blis-cosim sweep`: many runs of the main command from one spec, in parallel worker threads
 //! of this process, into one results table; then the Pareto front and the SLO answer.
 //!
-//! [`spec`] reads the YAML, [`points`] expands it, [`exec`] runs one point, [`run`] runs them
+//! [`spec`] reads the YAML, [`points`] expands it, [`exec`] runs one point, `run` runs them
 //! all, [`results`] keeps the table, [`report`] and [`pareto`] answer from it.
 
 mod console;
