@@ -39,23 +39,9 @@ fn copy_of(dir: &Path, bundle: &str) -> PathBuf {
 
 /// Runs one request on the bundle copy; expects failure and returns stderr.
 fn refused(dir: &Path) -> String {
-    let w = dir.join("w.jsonl");
-    std::fs::write(
-        &w,
-        "{\"input_toks\":30,\"output_toks\":4,\"arrival_time_ns\":0}\n",
-    )
-    .unwrap();
-    let perf = dir.join("perf");
-    let out = run(&[
-        "--dataset",
-        s(&w),
-        "--profile-dir",
-        s(&perf),
-        "--hardware",
-        "RTX4090",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    String::from_utf8(out.stderr).unwrap()
+    let (code, err) = attempt(dir);
+    assert_eq!(code, Some(1), "{err}");
+    err
 }
 
 /// Replaces `old` by `new` in the copy's `meta.yaml`.
@@ -174,6 +160,7 @@ fn skew_buckets_with_labels_the_axes_lack_are_warned_about() {
 }
 
 /// Runs one request on the RTX4090 bundle copy under `dir`: `(exit code, stderr)`.
+/// Runs one request on the bundle copy; returns the exit code and stderr.
 fn attempt(dir: &Path) -> (Option<i32>, String) {
     let w = dir.join("w.jsonl");
     std::fs::write(

@@ -558,107 +558,21 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         path: path.to_owned(),
         message,
     };
-    if raw.servegen_data.is_some() {
-        return Err(invalid(
-            "servegen_data",
-            "is not supported yet: it reads a ServeGen data directory (chunk-*-trace.csv, \
-             dataset.json) into fitted per-window distributions; convert it to clients (or to \
-             JSONL) first"
-                .into(),
-        ));
-    }
-    if raw.inference_perf.is_some() {
-        return Err(invalid(
-            "inference_perf",
-            "is not supported yet: BLIS expands it into per-user clients with its own \
-             samplers; write the clients (one per system prompt and user, lifecycle windows \
-             for the stages) instead"
-                .into(),
-        ));
-    }
-    let version = match raw.version {
-        None => 2,
-        Some(RawVersion::Text(v)) if v == "1" || v == "2" => v.parse().expect("a digit"),
-        Some(RawVersion::Number(v @ (1 | 2))) => v as u8,
-        Some(RawVersion::Text(v)) => {
-            return Err(invalid("version", format!("must be 1 or 2, got `{v}`")));
-        }
-        Some(RawVersion::Number(v)) => {
-            return Err(invalid("version", format!("must be 1 or 2, got {v}")));
-        }
-    };
+    refuse_unsupported_sources(&raw).map_err(|(path, m)| invalid(path, m))?;
+    let version = spec_version(raw.version).map_err(|m| invalid("version", m))?;
     let category = category(raw.category.as_deref()).map_err(|m| invalid("category", m))?;
     let goodput_targets =
         goodput_targets(raw.goodput_slo_targets).map_err(|(path, m)| invalid(&path, m))?;
     let explicit = raw.clients.len();
-    let mut clients = raw.clients;
-    for cohort in &raw.cohorts {
-        cohort.expand(&mut clients);
-    }
-    if clients.is_empty() {
-        return Err(invalid(
-            "clients",
-            "at least one client or cohort is required".into(),
-        ));
-    }
-    for (i, c) in clients.iter_mut().enumerate() {
-        if c.id.is_empty() {
-            c.id = format!("client-{i}");
-        }
-    }
+    let clients = named_clients(raw.clients, &raw.cohorts).map_err(|m| invalid("clients", m))?;
     let place = |i: usize| match i < explicit {
         true => format!("clients[{i}]"),
         false => format!("cohorts (member `{}`)", clients[i].id),
     };
-    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(clients.len());
-    for (i, c) in clients.iter().enumerate() {
-        if let Some(j) = seen.insert(&c.id, i) {
-            return Err(invalid(
-                &format!("{}.id", place(i)),
-                format!(
-                    "`{}` is also the id of {}; ids seed the random streams and must be unique",
-                    c.id,
-                    place(j)
-                ),
-            ));
-        }
-    }
-    let with_slo = clients.iter().filter(|c| c.slo_class.is_some()).count();
-    if with_slo != 0 && with_slo != clients.len() {
-        let i = clients
-            .iter()
-            .position(|c| c.slo_class.is_none())
-            .expect("some client lacks one");
-        return Err(invalid(
-            &format!("{}.slo_class", place(i)),
-            "missing: set slo_class on every client and cohort or on none".into(),
-        ));
-    }
+    check_clients(&clients, &place).map_err(|(path, m)| invalid(&path, m))?;
     let any_rate = clients.iter().any(|c| c.closed_loop.is_none());
-    let aggregate_rate = match raw.aggregate_rate {
-        Some(r) if r.is_finite() && r > 0.0 => r,
-        None | Some(0.0) if !any_rate => 0.0,
-        Some(0.0) => {
-            return Err(invalid(
-                "aggregate_rate",
-                "0 (BLIS's absolute-rate mode, windows' trace_rate) is not supported yet; give \
-                 a positive number of requests per second"
-                    .into(),
-            ));
-        }
-        Some(r) => {
-            return Err(invalid(
-                "aggregate_rate",
-                format!("must be a positive number of requests per second, got {r}"),
-            ));
-        }
-        None => {
-            return Err(invalid(
-                "aggregate_rate",
-                "missing: required unless every client is closed-loop (`concurrency`)".into(),
-            ));
-        }
-    };
+    let aggregate_rate =
+        aggregate_rate(raw.aggregate_rate, any_rate).map_err(|m| invalid("aggregate_rate", m))?;
     let rates = client_rates(&clients, aggregate_rate);
     for (i, c) in clients.iter().enumerate() {
         let rate = rates[i];
@@ -694,6 +608,111 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         num_requests: raw.num_requests.filter(|&n| n > 0),
         clients,
     })
+}
+
+/// Refuses the BLIS sources that need what this reader cannot do: (field, reason).
+fn refuse_unsupported_sources(raw: &RawSpec) -> Result<(), (&'static str, String)> {
+    if raw.servegen_data.is_some() {
+        return Err((
+            "servegen_data",
+            "is not supported yet: it reads a ServeGen data directory (chunk-*-trace.csv, \
+             dataset.json) into fitted per-window distributions; convert it to clients (or to \
+             JSONL) first"
+                .into(),
+        ));
+    }
+    if raw.inference_perf.is_some() {
+        return Err((
+            "inference_perf",
+            "is not supported yet: BLIS expands it into per-user clients with its own \
+             samplers; write the clients (one per system prompt and user, lifecycle windows \
+             for the stages) instead"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The spec's format version: 1 or 2 (2 when absent).
+fn spec_version(version: Option<RawVersion>) -> Result<u8, String> {
+    match version {
+        None => Ok(2),
+        Some(RawVersion::Text(v)) if v == "1" || v == "2" => Ok(v.parse().expect("a digit")),
+        Some(RawVersion::Number(v @ (1 | 2))) => Ok(v as u8),
+        Some(RawVersion::Text(v)) => Err(format!("must be 1 or 2, got `{v}`")),
+        Some(RawVersion::Number(v)) => Err(format!("must be 1 or 2, got {v}")),
+    }
+}
+
+/// The explicit clients followed by the cohorts' members, each with an id (`client-<i>`
+/// when it has none); at least one.
+fn named_clients(
+    mut clients: Vec<ClientSpec>,
+    cohorts: &[CohortSpec],
+) -> Result<Vec<ClientSpec>, String> {
+    for cohort in cohorts {
+        cohort.expand(&mut clients);
+    }
+    if clients.is_empty() {
+        return Err("at least one client or cohort is required".into());
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        if c.id.is_empty() {
+            c.id = format!("client-{i}");
+        }
+    }
+    Ok(clients)
+}
+
+/// Ids unique, and `slo_class` on every client or on none: (field path, reason), with each
+/// client named by `place` (its index).
+fn check_clients(
+    clients: &[ClientSpec],
+    place: &dyn Fn(usize) -> String,
+) -> Result<(), (String, String)> {
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(clients.len());
+    for (i, c) in clients.iter().enumerate() {
+        if let Some(j) = seen.insert(&c.id, i) {
+            return Err((
+                format!("{}.id", place(i)),
+                format!(
+                    "`{}` is also the id of {}; ids seed the random streams and must be unique",
+                    c.id,
+                    place(j)
+                ),
+            ));
+        }
+    }
+    let with_slo = clients.iter().filter(|c| c.slo_class.is_some()).count();
+    if with_slo != 0 && with_slo != clients.len() {
+        let i = clients
+            .iter()
+            .position(|c| c.slo_class.is_none())
+            .expect("some client lacks one");
+        return Err((
+            format!("{}.slo_class", place(i)),
+            "missing: set slo_class on every client and cohort or on none".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `aggregate_rate`, requests per second: positive, or absent (or 0) when every client is
+/// closed-loop.
+fn aggregate_rate(rate: Option<f64>, any_rate: bool) -> Result<f64, String> {
+    match rate {
+        Some(r) if r.is_finite() && r > 0.0 => Ok(r),
+        None | Some(0.0) if !any_rate => Ok(0.0),
+        Some(0.0) => Err(
+            "0 (BLIS's absolute-rate mode, windows' trace_rate) is not supported yet; give a \
+             positive number of requests per second"
+                .into(),
+        ),
+        Some(r) => Err(format!(
+            "must be a positive number of requests per second, got {r}"
+        )),
+        None => Err("missing: required unless every client is closed-loop (`concurrency`)".into()),
+    }
 }
 
 /// The `category` label.
