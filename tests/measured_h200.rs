@@ -155,14 +155,25 @@ fn blind_check() -> Vec<(&'static str, u32, f64)> {
     let p = &d["pass1"];
     let mut out = Vec::new();
     let mut llama = roofline("Llama-3.1-8B");
+    check_gemms(p, &mut llama, &mut out);
+    check_attention(p, &mut llama, &mut out);
+    check_moe(p, &mut out);
+    check_layers(p, &mut llama, &mut out);
+    out
+}
 
+/// Error rows of the blind check.
+type Rows = Vec<(&'static str, u32, f64)>;
+
+/// GEMMs at Llama-3.1-8B shapes by token count.
+fn check_gemms(p: &Value, llama: &mut Roofline, out: &mut Rows) {
     println!("\n| GEMM | M | measured µs | TFLOP/s | GB/s | roofline µs | error |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for row in rows(&p["gemm"]) {
         let op = row["op"].as_str().unwrap();
         let m = num(&row["M"]) as u32;
         let measured = num(&row["gpu_ns"]);
-        let predicted = layer_ns(&mut llama, &decodes(m, 0), op);
+        let predicted = layer_ns(llama, &decodes(m, 0), op);
         let e = err(predicted, measured);
         let family = if m <= 64 {
             "gemm_small_m"
@@ -179,7 +190,10 @@ fn blind_check() -> Vec<(&'static str, u32, f64)> {
             pct(e)
         );
     }
+}
 
+/// Prefill (against cuDNN) and decode attention (against the faster kernel).
+fn check_attention(p: &Value, llama: &mut Roofline, out: &mut Rows) {
     println!(
         "\n| attention | size | measured µs (FA2 / cuDNN) | roofline µs | error vs FA2 | error vs cuDNN |"
     );
@@ -190,7 +204,7 @@ fn blind_check() -> Vec<(&'static str, u32, f64)> {
             num(&row["flash_enable_gqa_ns"]),
             num(&row["cudnn_enable_gqa_ns"]),
         );
-        let predicted = layer_ns(&mut llama, &prefill(l), "attention");
+        let predicted = layer_ns(llama, &prefill(l), "attention");
         out.push(("prefill_attention_cudnn", l, err(predicted, cudnn)));
         println!(
             "| prefill | {l} tokens | {} / {} | {} | {} | {} |",
@@ -204,7 +218,7 @@ fn blind_check() -> Vec<(&'static str, u32, f64)> {
     for row in rows(&p["attention"]["decode"]) {
         let (b, kv) = (num(&row["batch"]) as u32, num(&row["kv"]) as u32);
         let (fa, cudnn) = (num(&row["flash_ns"]), num(&row["cudnn_ns"]));
-        let predicted = layer_ns(&mut llama, &decodes(b, kv - 1), "attention");
+        let predicted = layer_ns(llama, &decodes(b, kv - 1), "attention");
         out.push(("decode_attention_best", b, err(predicted, fa.min(cudnn))));
         println!(
             "| decode | {b} × {kv} KV | {} / {} | {} | {} | {} |",
@@ -215,7 +229,10 @@ fn blind_check() -> Vec<(&'static str, u32, f64)> {
             pct(err(predicted, cudnn))
         );
     }
+}
 
+/// Qwen3-30B-A3B's experts against `torch._grouped_mm`.
+fn check_moe(p: &Value, out: &mut Rows) {
     let mut qwen = roofline("Qwen3-30B-A3B-Instruct-2507");
     println!(
         "\n| MoE experts (Qwen3-30B-A3B) | tokens | active experts | measured µs (torch._grouped_mm) | roofline µs | error |"
@@ -235,7 +252,10 @@ fn blind_check() -> Vec<(&'static str, u32, f64)> {
             pct(e)
         );
     }
+}
 
+/// Whole Llama-3.1-8B decoder layers, and the kernels both sides have.
+fn check_layers(p: &Value, llama: &mut Roofline, out: &mut Rows) {
     println!(
         "\n| decoder layer (Llama-3.1-8B) | measured µs (graph replay) | eager wall µs | roofline block µs | error | norms+GEMMs+attention measured µs | roofline µs | error |"
     );
@@ -293,7 +313,6 @@ fn blind_check() -> Vec<(&'static str, u32, f64)> {
             pct(err(subset, kernels))
         );
     }
-    out
 }
 
 #[test]
