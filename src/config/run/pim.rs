@@ -3,7 +3,9 @@
 //! device, read from the INI its `cpu_mem.pim_config` names.
 
 use super::InstanceConfig;
-use crate::config::{ClusterConfig, ConfigError, PimDevice, PlacedInstance};
+use crate::config::{
+    ClusterConfig, ConfigError, InstanceSpec, MemorySpec, PimDevice, PlacedInstance,
+};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -68,115 +70,185 @@ impl PimArgs {
         config_path: &Path,
         source: &str,
     ) -> Result<Vec<Option<InstancePim>>, ConfigError> {
-        let invalid = |field: String, message: String| ConfigError::Invalid {
-            source_name: source.to_owned(),
-            field,
-            message,
-        };
         let mut out = Vec::new();
         for (n, node) in cluster.nodes.iter_mut().enumerate() {
             let mut device: Option<PimDevice> = None;
             for (i, inst) in node.instances.iter().enumerate() {
                 let path = format!("nodes[{n}].instances[{i}]");
-                let o = &inst.overrides;
-                let offload = o
-                    .enable_attn_offloading
-                    .unwrap_or(self.enable_attn_offloading);
-                let sub_batch = o
-                    .enable_sub_batch_interleaving
-                    .unwrap_or(self.enable_sub_batch_interleaving);
-                // Name the key that set it: the instance's, else the flag.
-                let key = |set: Option<bool>, key: &str, flag: &str| match set {
-                    Some(_) => format!("{path}.{key}"),
-                    None => flag.to_owned(),
-                };
-                let sub_key = key(
-                    o.enable_sub_batch_interleaving,
-                    "enable_sub_batch_interleaving",
-                    "--enable-sub-batch-interleaving",
-                );
-                if sub_batch && !offload {
-                    return Err(invalid(
-                        sub_key,
-                        format!(
-                            "needs attention offloading, which is off for {path} \
-                             (enable_attn_offloading / --enable-attn-offloading)"
-                        ),
-                    ));
-                }
-                if sub_batch && inst.pp() > 1 {
-                    return Err(invalid(
-                        sub_key,
-                        format!(
-                            "is not supported with pp_size > 1 ({path} has pp_size {}): an \
-                             interleaved step leaves both sub-batches mid-block where a \
-                             pipeline stage would hand its hidden state on",
-                            inst.pp()
-                        ),
-                    ));
-                }
-                if !offload {
+                let Some(switches) = self.switches(inst, &path, source)? else {
                     out.push(None);
                     continue;
-                }
-                let offload_key = key(
-                    o.enable_attn_offloading,
-                    "enable_attn_offloading",
-                    "--enable-attn-offloading",
-                );
-                if inst.pp() > 1 {
-                    return Err(invalid(
-                        offload_key,
-                        format!(
-                            "with pp_size > 1 ({path} has pp_size {}) is not supported yet",
-                            inst.pp()
-                        ),
-                    ));
-                }
-                let Some(stem) = &node.cpu_mem.pim_config else {
-                    return Err(invalid(
-                        format!("nodes[{n}].cpu_mem.pim_config"),
-                        format!(
-                            "missing: {path} offloads decode attention to PIM ({offload_key}), \
-                             which needs its node's PIM config"
-                        ),
-                    ));
                 };
-                if device.is_none() {
-                    let file = PimDevice::locate(stem, config_path, self.pim_config_dir.as_deref())
-                        .map_err(|e| match e {
-                            ConfigError::Invalid { message, .. } => {
-                                invalid(format!("nodes[{n}].cpu_mem.pim_config"), message)
-                            }
-                            other => other,
-                        })?;
-                    device = Some(PimDevice::load(&file)?);
-                }
-                let d = device.clone().expect("loaded above");
+                let d = match &device {
+                    Some(d) => d.clone(),
+                    None => {
+                        let d = self.load_device(
+                            &node.cpu_mem,
+                            n,
+                            &path,
+                            &switches,
+                            config_path,
+                            source,
+                        )?;
+                        device.insert(d).clone()
+                    }
+                };
                 let mem = &node.cpu_mem;
                 out.push(Some(InstancePim {
                     channels: d.channels(mem.mem_size),
                     mem_bw_gbps: mem.mem_size / d.channel_gib * d.channel_bw_gbps,
-                    sub_batch,
+                    sub_batch: switches.sub_batch,
                     device: d,
                 }));
             }
             if let Some(d) = device {
-                let mem = &mut node.cpu_mem;
-                mem.mem_bw = mem.mem_size / d.channel_gib * d.channel_bw_gbps;
-                mem.mem_latency = d.read_latency_ns;
-                if d.channels(mem.mem_size) == 0 {
-                    return Err(invalid(
-                        format!("nodes[{n}].cpu_mem.mem_size"),
-                        format!(
-                            "is {} GB, less than one {} PIM channel ({} GB)",
-                            mem.mem_size, d.stem, d.channel_gib
-                        ),
-                    ));
-                }
+                give_node_pim_memory(&mut node.cpu_mem, &d, n, source)?;
             }
         }
         Ok(out)
+    }
+
+    /// Whether `inst` offloads attention (`None`: it does not), checking that its
+    /// sub-batch interleaving and pipeline stages go with it.
+    fn switches(
+        &self,
+        inst: &InstanceSpec,
+        path: &str,
+        source: &str,
+    ) -> Result<Option<Switches>, ConfigError> {
+        let o = &inst.overrides;
+        let offload = o
+            .enable_attn_offloading
+            .unwrap_or(self.enable_attn_offloading);
+        let sub_batch = o
+            .enable_sub_batch_interleaving
+            .unwrap_or(self.enable_sub_batch_interleaving);
+        // Name the key that set it: the instance's, else the flag.
+        let key = |set: Option<bool>, key: &str, flag: &str| match set {
+            Some(_) => format!("{path}.{key}"),
+            None => flag.to_owned(),
+        };
+        let sub_key = key(
+            o.enable_sub_batch_interleaving,
+            "enable_sub_batch_interleaving",
+            "--enable-sub-batch-interleaving",
+        );
+        if sub_batch && !offload {
+            return Err(invalid(
+                source,
+                sub_key,
+                format!(
+                    "needs attention offloading, which is off for {path} \
+                     (enable_attn_offloading / --enable-attn-offloading)"
+                ),
+            ));
+        }
+        if sub_batch && inst.pp() > 1 {
+            return Err(invalid(
+                source,
+                sub_key,
+                format!(
+                    "is not supported with pp_size > 1 ({path} has pp_size {}): an \
+                     interleaved step leaves both sub-batches mid-block where a \
+                     pipeline stage would hand its hidden state on",
+                    inst.pp()
+                ),
+            ));
+        }
+        if !offload {
+            return Ok(None);
+        }
+        let offload_key = key(
+            o.enable_attn_offloading,
+            "enable_attn_offloading",
+            "--enable-attn-offloading",
+        );
+        if inst.pp() > 1 {
+            return Err(invalid(
+                source,
+                offload_key,
+                format!(
+                    "with pp_size > 1 ({path} has pp_size {}) is not supported yet",
+                    inst.pp()
+                ),
+            ));
+        }
+        Ok(Some(Switches {
+            offload_key,
+            sub_batch,
+        }))
+    }
+
+    /// The PIM device of node `n`, from the INI its `cpu_mem.pim_config` names (the
+    /// instance at `path` is the first of the node to offload).
+    fn load_device(
+        &self,
+        mem: &MemorySpec,
+        n: usize,
+        path: &str,
+        switches: &Switches,
+        config_path: &Path,
+        source: &str,
+    ) -> Result<PimDevice, ConfigError> {
+        let field = format!("nodes[{n}].cpu_mem.pim_config");
+        let Some(stem) = &mem.pim_config else {
+            return Err(invalid(
+                source,
+                field,
+                format!(
+                    "missing: {path} offloads decode attention to PIM ({}), which needs its \
+                     node's PIM config",
+                    switches.offload_key
+                ),
+            ));
+        };
+        let file =
+            PimDevice::locate(stem, config_path, self.pim_config_dir.as_deref()).map_err(|e| {
+                match e {
+                    ConfigError::Invalid { message, .. } => invalid(source, field, message),
+                    other => other,
+                }
+            })?;
+        PimDevice::load(&file)
+    }
+}
+
+/// How an offloading instance uses PIM.
+struct Switches {
+    /// The key or flag that turned offloading on, as errors name it.
+    offload_key: String,
+    /// Two interleaved sub-batches per step.
+    sub_batch: bool,
+}
+
+/// The host memory of node `n` becomes the PIM memory `d`: its bandwidth and read latency.
+fn give_node_pim_memory(
+    mem: &mut MemorySpec,
+    d: &PimDevice,
+    n: usize,
+    source: &str,
+) -> Result<(), ConfigError> {
+    mem.mem_bw = mem.mem_size / d.channel_gib * d.channel_bw_gbps;
+    mem.mem_latency = d.read_latency_ns;
+    if d.channels(mem.mem_size) == 0 {
+        return Err(invalid(
+            source,
+            format!("nodes[{n}].cpu_mem.mem_size"),
+            format!(
+                "is {} GB, less than one {} PIM channel ({} GB)",
+                mem.mem_size, d.stem, d.channel_gib
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A configuration error in `source` at `field`.
+fn invalid(source: &str, field: String, message: String) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: source.to_owned(),
+        field,
+        message,
     }
 }
 
