@@ -78,24 +78,9 @@ impl PrefixStorageArgs {
         cluster: Option<&Cluster<'_>>,
         instances: &mut [InstanceConfig],
     ) -> Result<Option<PrefixStorage>, ConfigError> {
-        let command_line = |field: &str, message: String| ConfigError::Invalid {
-            source_name: "command line".into(),
-            field: field.into(),
-            message,
+        let Some(storage) = self.requested()? else {
+            return Ok(None);
         };
-        let storage = match self.prefix_storage {
-            StorageFlag::None if self.enable_prefix_sharing => {
-                return Err(command_line(
-                    "--enable-prefix-sharing",
-                    "shares the lower tier of the prefix cache: give --prefix-storage CPU or CXL"
-                        .into(),
-                ));
-            }
-            StorageFlag::None => return Ok(None),
-            StorageFlag::Cpu => PrefixStorage::Cpu,
-            StorageFlag::Cxl => PrefixStorage::Cxl,
-        };
-        let name = storage.name();
         let Some(cluster) = cluster else {
             let key = match storage {
                 PrefixStorage::Cpu => "each node's cpu_mem",
@@ -104,60 +89,107 @@ impl PrefixStorageArgs {
             return Err(command_line(
                 "--prefix-storage",
                 format!(
-                    "{name} needs --cluster-config: the tier's size, bandwidth and latency are \
-                     {key}"
+                    "{} needs --cluster-config: the tier's size, bandwidth and latency are {key}",
+                    storage.name()
                 ),
             ));
         };
-        for (inst, placed) in instances.iter().zip(cluster.placed) {
-            if inst.scheduler.enable_prefix_caching {
-                continue;
-            }
-            if placed.spec.overrides.enable_prefix_caching == Some(false) {
-                return Err(ConfigError::Invalid {
-                    source_name: cluster.source.to_owned(),
-                    field: format!("{}.enable_prefix_caching", placed.path),
-                    message: format!(
-                        "is false, but --prefix-storage {name} needs prefix caching on every \
-                         instance"
-                    ),
-                });
-            }
-            return Err(command_line(
-                "--prefix-storage",
-                format!("{name} needs prefix caching: drop --no-enable-prefix-caching"),
-            ));
-        }
-        let shared = self.enable_prefix_sharing;
+        check_prefix_caching(cluster, instances, storage)?;
         for (id, inst) in instances.iter_mut().enumerate() {
-            let (pool, memory) = match storage {
-                PrefixStorage::Cpu => {
-                    let m = &cluster.config.nodes[inst.node_id as usize].cpu_mem;
-                    let pool = if shared { inst.node_id } else { id as u32 };
-                    (
-                        pool,
-                        TierMemory::from_config(m.mem_size, m.mem_bw, m.mem_latency),
-                    )
-                }
-                PrefixStorage::Cxl => {
-                    let Some(m) = &cluster.config.cxl_mem else {
-                        return Err(ConfigError::Invalid {
-                            source_name: cluster.source.to_owned(),
-                            field: "cxl_mem".into(),
-                            message: "is missing: --prefix-storage CXL keeps the prefix cache's \
-                                      lower tier there ({mem_size GB, mem_bw GB/s, mem_latency ns})"
-                                .into(),
-                        });
-                    };
-                    let pool = if shared { 0 } else { id as u32 };
-                    (
-                        pool,
-                        TierMemory::from_config(m.mem_size, m.mem_bw, m.mem_latency),
-                    )
-                }
-            };
-            inst.lower_tier = Some(TierPool { id: pool, memory });
+            let pool = tier_pool(
+                cluster,
+                inst,
+                id as u32,
+                storage,
+                self.enable_prefix_sharing,
+            )?;
+            inst.lower_tier = Some(pool);
         }
         Ok(Some(storage))
+    }
+
+    /// The lower tier the flags name, if any.
+    fn requested(&self) -> Result<Option<PrefixStorage>, ConfigError> {
+        match self.prefix_storage {
+            StorageFlag::None if self.enable_prefix_sharing => Err(command_line(
+                "--enable-prefix-sharing",
+                "shares the lower tier of the prefix cache: give --prefix-storage CPU or CXL"
+                    .into(),
+            )),
+            StorageFlag::None => Ok(None),
+            StorageFlag::Cpu => Ok(Some(PrefixStorage::Cpu)),
+            StorageFlag::Cxl => Ok(Some(PrefixStorage::Cxl)),
+        }
+    }
+}
+
+/// A lower tier needs prefix caching on every instance: names the first instance without it
+/// (its cluster-config key, else the flag).
+fn check_prefix_caching(
+    cluster: &Cluster<'_>,
+    instances: &[InstanceConfig],
+    storage: PrefixStorage,
+) -> Result<(), ConfigError> {
+    let name = storage.name();
+    let Some((_, placed)) = instances
+        .iter()
+        .zip(cluster.placed)
+        .find(|(inst, _)| !inst.scheduler.enable_prefix_caching)
+    else {
+        return Ok(());
+    };
+    if placed.spec.overrides.enable_prefix_caching == Some(false) {
+        return Err(ConfigError::Invalid {
+            source_name: cluster.source.to_owned(),
+            field: format!("{}.enable_prefix_caching", placed.path),
+            message: format!(
+                "is false, but --prefix-storage {name} needs prefix caching on every instance"
+            ),
+        });
+    }
+    Err(command_line(
+        "--prefix-storage",
+        format!("{name} needs prefix caching: drop --no-enable-prefix-caching"),
+    ))
+}
+
+/// Instance `id`'s pool of the lower tier: its node's CPU memory (shared by the node with
+/// `shared`) or the cluster's CXL memory (shared by all with `shared`).
+fn tier_pool(
+    cluster: &Cluster<'_>,
+    inst: &InstanceConfig,
+    id: u32,
+    storage: PrefixStorage,
+    shared: bool,
+) -> Result<TierPool, ConfigError> {
+    let (pool, memory) = match storage {
+        PrefixStorage::Cpu => {
+            let m = &cluster.config.nodes[inst.node_id as usize].cpu_mem;
+            let memory = TierMemory::from_config(m.mem_size, m.mem_bw, m.mem_latency);
+            (if shared { inst.node_id } else { id }, memory)
+        }
+        PrefixStorage::Cxl => {
+            let Some(m) = &cluster.config.cxl_mem else {
+                return Err(ConfigError::Invalid {
+                    source_name: cluster.source.to_owned(),
+                    field: "cxl_mem".into(),
+                    message: "is missing: --prefix-storage CXL keeps the prefix cache's lower \
+                              tier there ({mem_size GB, mem_bw GB/s, mem_latency ns})"
+                        .into(),
+                });
+            };
+            let memory = TierMemory::from_config(m.mem_size, m.mem_bw, m.mem_latency);
+            (if shared { 0 } else { id }, memory)
+        }
+    };
+    Ok(TierPool { id: pool, memory })
+}
+
+/// A command-line error at `field`.
+fn command_line(field: &str, message: String) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: "command line".into(),
+        field: field.into(),
+        message,
     }
 }
