@@ -165,116 +165,23 @@ impl TryFrom<RawAgentic> for AgenticSpec {
     type Error = String;
 
     fn try_from(raw: RawAgentic) -> Result<Self, String> {
-        if raw.steps.is_empty() {
-            return Err("agentic: `steps` lists no step".into());
-        }
-        let ids: Vec<&str> = raw.steps.iter().map(|s| s.id.as_str()).collect();
-        for (i, id) in ids.iter().enumerate() {
-            if id.is_empty() {
-                return Err(format!("agentic: steps[{i}] has an empty id"));
-            }
-            if ids[..i].contains(id) {
-                return Err(format!("{}: the id is used by two steps", step_name(id)));
-            }
-        }
+        let ids = step_ids(&raw.steps)?;
         let index = |name: &str| ids.iter().position(|id| *id == name);
-        let tool_names: Vec<&String> = raw.tools.keys().collect();
         let loop_spec = match &raw.loop_spec {
             None => None,
             Some(l) => Some(validate_loop(l, &index)?),
         };
-        let in_loop = |s: usize| {
-            loop_spec
-                .as_ref()
-                .and_then(|l| l.over.iter().position(|&o| o == s))
+        let graph = StepGraph {
+            ids: &ids,
+            tool_names: raw.tools.keys().map(String::as_str).collect(),
+            loop_spec: loop_spec.as_ref(),
         };
-        let mut steps = Vec::with_capacity(raw.steps.len());
-        for (s, step) in raw.steps.iter().enumerate() {
-            let who = step_name(&step.id);
-            let action = match step.kind {
-                StepType::LlmCall => {
-                    if step.tool.is_some() {
-                        return Err(format!("{who}: an llm_call names no `tool`"));
-                    }
-                    // Rule 6.
-                    let missing = |f: &str| format!("{who}: an llm_call needs `{f}`");
-                    Action::Llm {
-                        input: step
-                            .input_distribution
-                            .clone()
-                            .ok_or_else(|| missing("input_distribution"))?,
-                        output: step
-                            .output_distribution
-                            .clone()
-                            .ok_or_else(|| missing("output_distribution"))?,
-                    }
-                }
-                StepType::ToolCall => {
-                    // Rule 7.
-                    if step.input_distribution.is_some() || step.output_distribution.is_some() {
-                        return Err(format!(
-                            "{who}: a tool_call takes no input_distribution or \
-                             output_distribution (its latency and output tokens come from \
-                             the `tools` section)"
-                        ));
-                    }
-                    // Rule 3.
-                    let name = step
-                        .tool
-                        .as_deref()
-                        .ok_or_else(|| format!("{who}: a tool_call needs `tool`"))?;
-                    let tool = tool_names.iter().position(|t| *t == name).ok_or_else(|| {
-                        let known: Vec<&str> = tool_names.iter().map(|t| t.as_str()).collect();
-                        format!(
-                            "{who}: tool `{name}` is not defined in `tools` (defined: {})",
-                            if known.is_empty() {
-                                "none".into()
-                            } else {
-                                known.join(", ")
-                            }
-                        )
-                    })?;
-                    Action::Tool(tool)
-                }
-            };
-            // Rule 4.
-            let fan_out = match step.fan_out {
-                None => 1,
-                Some(n) if n >= 2 => n,
-                Some(n) => return Err(format!("{who}: fan_out must be at least 2, got {n}")),
-            };
-            // Rule 8.
-            let accumulate = step.context_growth == Some(ContextGrowth::Accumulate);
-            if accumulate && in_loop(s).is_none() {
-                return Err(format!(
-                    "{who}: context_growth: accumulate is only valid on a step of loop.over"
-                ));
-            }
-            if accumulate && step.kind == StepType::ToolCall {
-                return Err(format!(
-                    "{who}: context_growth applies to llm_call steps, not tool calls"
-                ));
-            }
-            let mut depends_on = Vec::with_capacity(step.depends_on.len());
-            for name in &step.depends_on {
-                let p = index(name)
-                    .ok_or_else(|| format!("{who}: depends_on names no step `{name}`"))?;
-                if step.depends_on.iter().filter(|n| *n == name).count() > 1 {
-                    return Err(format!("{who}: depends_on lists `{name}` twice"));
-                }
-                let loop_back = matches!((in_loop(s), in_loop(p)), (Some(a), Some(b)) if b >= a);
-                if !loop_back {
-                    depends_on.push(p);
-                }
-            }
-            steps.push(StepSpec {
-                id: step.id.clone(),
-                action,
-                depends_on,
-                fan_out,
-                accumulate,
-            });
-        }
+        let steps = raw
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(s, step)| graph.step(s, step))
+            .collect::<Result<Vec<_>, _>>()?;
         let tools = raw
             .tools
             .into_iter()
@@ -295,6 +202,137 @@ impl TryFrom<RawAgentic> for AgenticSpec {
             template,
         })
     }
+}
+
+/// The steps' ids: at least one step, none empty, none repeated.
+fn step_ids(steps: &[RawStep]) -> Result<Vec<&str>, String> {
+    if steps.is_empty() {
+        return Err("agentic: `steps` lists no step".into());
+    }
+    let ids: Vec<&str> = steps.iter().map(|s| s.id.as_str()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        if id.is_empty() {
+            return Err(format!("agentic: steps[{i}] has an empty id"));
+        }
+        if ids[..i].contains(id) {
+            return Err(format!("{}: the id is used by two steps", step_name(id)));
+        }
+    }
+    Ok(ids)
+}
+
+/// What a step is checked against: the other steps, the tools and the loop.
+struct StepGraph<'a> {
+    ids: &'a [&'a str],
+    tool_names: Vec<&'a str>,
+    loop_spec: Option<&'a LoopSpec>,
+}
+
+impl StepGraph<'_> {
+    /// Step `s` (`step` in the file), checked.
+    fn step(&self, s: usize, step: &RawStep) -> Result<StepSpec, String> {
+        let who = step_name(&step.id);
+        let action = match step.kind {
+            StepType::LlmCall => llm_action(step, &who)?,
+            StepType::ToolCall => self.tool_action(step, &who)?,
+        };
+        // Rule 4.
+        let fan_out = match step.fan_out {
+            None => 1,
+            Some(n) if n >= 2 => n,
+            Some(n) => return Err(format!("{who}: fan_out must be at least 2, got {n}")),
+        };
+        // Rule 8.
+        let accumulate = step.context_growth == Some(ContextGrowth::Accumulate);
+        if accumulate && self.in_loop(s).is_none() {
+            return Err(format!(
+                "{who}: context_growth: accumulate is only valid on a step of loop.over"
+            ));
+        }
+        if accumulate && step.kind == StepType::ToolCall {
+            return Err(format!(
+                "{who}: context_growth applies to llm_call steps, not tool calls"
+            ));
+        }
+        Ok(StepSpec {
+            id: step.id.clone(),
+            action,
+            depends_on: self.parents(s, step, &who)?,
+            fan_out,
+            accumulate,
+        })
+    }
+
+    /// A tool call's tool (rules 3 and 7).
+    fn tool_action(&self, step: &RawStep, who: &str) -> Result<Action, String> {
+        // Rule 7.
+        if step.input_distribution.is_some() || step.output_distribution.is_some() {
+            return Err(format!(
+                "{who}: a tool_call takes no input_distribution or output_distribution (its \
+                 latency and output tokens come from the `tools` section)"
+            ));
+        }
+        // Rule 3.
+        let name = step
+            .tool
+            .as_deref()
+            .ok_or_else(|| format!("{who}: a tool_call needs `tool`"))?;
+        let tool = self.tool_names.iter().position(|t| *t == name);
+        tool.map(Action::Tool).ok_or_else(|| {
+            let known = if self.tool_names.is_empty() {
+                "none".into()
+            } else {
+                self.tool_names.join(", ")
+            };
+            format!("{who}: tool `{name}` is not defined in `tools` (defined: {known})")
+        })
+    }
+
+    /// The steps `step` (step `s`) waits for: its `depends_on`, less the loop's back edges
+    /// (a step of the loop depending on one at or after it, in `loop.over` order).
+    fn parents(&self, s: usize, step: &RawStep, who: &str) -> Result<Vec<usize>, String> {
+        let mut depends_on = Vec::with_capacity(step.depends_on.len());
+        for name in &step.depends_on {
+            let p = self
+                .ids
+                .iter()
+                .position(|id| id == name)
+                .ok_or_else(|| format!("{who}: depends_on names no step `{name}`"))?;
+            if step.depends_on.iter().filter(|n| *n == name).count() > 1 {
+                return Err(format!("{who}: depends_on lists `{name}` twice"));
+            }
+            let loop_back =
+                matches!((self.in_loop(s), self.in_loop(p)), (Some(a), Some(b)) if b >= a);
+            if !loop_back {
+                depends_on.push(p);
+            }
+        }
+        Ok(depends_on)
+    }
+
+    /// Step `s`'s position in `loop.over`, if it is in the loop.
+    fn in_loop(&self, s: usize) -> Option<usize> {
+        self.loop_spec
+            .and_then(|l| l.over.iter().position(|&o| o == s))
+    }
+}
+
+/// An LLM call's prompt and output distributions (rule 6).
+fn llm_action(step: &RawStep, who: &str) -> Result<Action, String> {
+    if step.tool.is_some() {
+        return Err(format!("{who}: an llm_call names no `tool`"));
+    }
+    let missing = |f: &str| format!("{who}: an llm_call needs `{f}`");
+    Ok(Action::Llm {
+        input: step
+            .input_distribution
+            .clone()
+            .ok_or_else(|| missing("input_distribution"))?,
+        output: step
+            .output_distribution
+            .clone()
+            .ok_or_else(|| missing("output_distribution"))?,
+    })
 }
 
 /// The loop's steps exist, appear once, and iterate at least once.
