@@ -177,7 +177,8 @@ impl Fitness {
                 contribution,
             });
         }
-        let total = terms.iter().map(|t| t.contribution).sum();
+        // Σ w·v ≤ Σ w term by term, and rounding keeps the order: the total stays ≤ 1.
+        let total = terms.iter().map(|t| t.weight * t.value).sum::<f64>() / sum;
         Ok(Fitness { total, terms })
     }
 
