@@ -64,12 +64,18 @@ fn a_policy_run_writes_an_evaluation_that_validates() {
     assert_eq!(json["schema_version"], 1);
     let fitness = &json["fitness"];
     let terms = fitness["terms"].as_object().unwrap();
-    let total: f64 = terms.values().map(|t| t["contribution"].as_f64().unwrap()).sum();
+    let total: f64 = terms
+        .values()
+        .map(|t| t["contribution"].as_f64().unwrap())
+        .sum();
     assert!((total - fitness["total"].as_f64().unwrap()).abs() < 1e-12);
     // attainment and completion as the raw metrics give them.
     let slo = &json["metrics"]["slo"];
     assert_eq!(terms["attainment"]["value"], slo["all"]["attainment"]);
-    let (requests, completed) = (&json["outcomes"]["requests"], &json["outcomes"]["completed"]);
+    let (requests, completed) = (
+        &json["outcomes"]["requests"],
+        &json["outcomes"]["completed"],
+    );
     assert_eq!(requests, 150);
     let completion = completed.as_f64().unwrap() / 150.0;
     assert_eq!(terms["completion"]["value"].as_f64().unwrap(), completion);
@@ -82,7 +88,9 @@ fn a_policy_run_writes_an_evaluation_that_validates() {
     assert_eq!(json["metadata"]["workload"]["source"], "spec");
     // The fitness is printed, its terms in the order given.
     let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
-    assert!(at("Fitness ") < at("attainment              2") && at("jain_tokens") > at("completion"));
+    assert!(
+        at("Fitness ") < at("attainment              2") && at("jain_tokens") > at("completion")
+    );
 }
 
 /// SHA-256 through the system's `sha256sum`, an implementation independent of the crate's.
@@ -90,7 +98,10 @@ fn sha256_of(bytes: &[u8]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("f");
     std::fs::write(&file, bytes).unwrap();
-    let out = std::process::Command::new("sha256sum").arg(&file).output().unwrap();
+    let out = std::process::Command::new("sha256sum")
+        .arg(&file)
+        .output()
+        .unwrap();
     String::from_utf8(out.stdout).unwrap()[..64].to_owned()
 }
 
@@ -99,18 +110,31 @@ fn a_dataset_run_with_default_weights_validates() {
     let dir = tempfile::tempdir().unwrap();
     let (json, text) = evaluation(dir.path(), &["--dataset", "examples/sample.jsonl"]);
     assert_valid(&json);
-    let terms: Vec<&String> = json["fitness"]["terms"].as_object().unwrap().keys().collect();
+    let terms: Vec<&String> = json["fitness"]["terms"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
     assert_eq!(terms, ["completion", "e2e_p99", "ttft_p99"]);
-    assert_eq!(json["outcomes"]["by_slo_class"]["default"]["completed"], 100);
+    assert_eq!(
+        json["outcomes"]["by_slo_class"]["default"]["completed"],
+        100
+    );
     assert_eq!(json["metadata"]["policy"]["bundle"], Value::Null);
-    assert!(!text.contains("Fitness"), "no --fitness-weights: nothing printed");
+    assert!(
+        !text.contains("Fitness"),
+        "no --fitness-weights: nothing printed"
+    );
     // A document that breaks the schema is caught (an unknown key, a missing one).
     let mut broken = json.clone();
     broken["metrics"]["surprise"] = 1.into();
     let validator = jsonschema::validator_for(&schema()).unwrap();
     assert!(!validator.is_valid(&broken));
     let mut missing = json;
-    missing["anomalies"].as_object_mut().unwrap().remove("kv_thrashing");
+    missing["anomalies"]
+        .as_object_mut()
+        .unwrap()
+        .remove("kv_thrashing");
     assert!(!validator.is_valid(&missing));
 }
 
@@ -127,7 +151,11 @@ fn plain_outputs(dir: &Path, extra: &[&str]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     ];
     args.extend_from_slice(extra);
     let out = ok(&args);
-    (out.stdout, std::fs::read(&json).unwrap(), std::fs::read(&csv).unwrap())
+    (
+        out.stdout,
+        std::fs::read(&json).unwrap(),
+        std::fs::read(&csv).unwrap(),
+    )
 }
 
 #[test]
@@ -143,10 +171,18 @@ fn an_evaluation_leaves_the_other_outputs_of_a_plain_run_unchanged() {
 
 #[test]
 fn bad_weights_and_missing_targets_are_refused() {
-    let out = run(&["--dataset", "examples/sample.jsonl", "--fitness-weights", "speed=1"]);
+    let out = run(&[
+        "--dataset",
+        "examples/sample.jsonl",
+        "--fitness-weights",
+        "speed=1",
+    ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("unknown metric `speed` (valid: attainment, goodput"), "{stderr}");
+    assert!(
+        stderr.contains("unknown metric `speed` (valid: attainment, goodput"),
+        "{stderr}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let eval = dir.path().join("e.json");
     let out = run(&[
@@ -159,7 +195,10 @@ fn bad_weights_and_missing_targets_are_refused() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("metric `attainment` needs SLO targets"), "{stderr}");
+    assert!(
+        stderr.contains("metric `attainment` needs SLO targets"),
+        "{stderr}"
+    );
     assert!(!eval.exists(), "nothing written on error");
 }
 
@@ -197,6 +236,9 @@ fn a_hundred_reruns_are_byte_identical_but_for_the_wall_time() {
     ];
     let first = evaluated_once(&args, &path);
     for rerun in 1..100 {
-        assert!(evaluated_once(&args, &path) == first, "rerun {rerun} differs");
+        assert!(
+            evaluated_once(&args, &path) == first,
+            "rerun {rerun} differs"
+        );
     }
 }

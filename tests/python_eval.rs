@@ -49,5 +49,8 @@ fn the_openevolve_and_gepa_evaluators_return_the_frameworks_shapes() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("Ran 7 tests") && stderr.contains("OK"), "{stderr}");
+    assert!(
+        stderr.contains("Ran 7 tests") && stderr.contains("OK"),
+        "{stderr}"
+    );
 }

@@ -166,7 +166,7 @@ impl Fitness {
                 anyhow::anyhow!(
                     "--fitness-weights: metric `{metric}` needs SLO targets, and no request \
                      of the run has one (--slo-ttft/--slo-tpot/--slo-e2e, the policy \
-                     bundle's slo_targets, or the workload's)"
+                     bundle's slo_targets or --slo-targets, or the workload's)"
                 )
             })?;
             let contribution = weight * value / sum;

@@ -4,7 +4,7 @@
 //!
 //! Reported only when there is something to say: a workload whose requests belong to more
 //! than one class or tenant (a workload spec's clients), or SLO targets (`--slo-ttft`,
-//! `--slo-tpot`, `--slo-e2e`, the policy bundle's `slo_targets`, the workload's). Definitions:
+//! `--slo-tpot`, `--slo-e2e`, the control plane's `slo_targets`, the workload's). Definitions:
 //! - a request *attains* its SLO when it meets every given target: TTFT ≤ target, TPOT ≤
 //!   target (TPOT as vLLM defines it, `(e2e − ttft) / (output − 1)`; a one-token request meets
 //!   any TPOT target), end-to-end latency ≤ target;
@@ -18,8 +18,9 @@
 //!   the share of looked-up prompt tokens served from the cache (instances with caching).
 //!
 //! Targets of a request, metric by metric: the command line's (`--slo-*`), else (TTFT only)
-//! its class's in the policy bundle's `slo_targets`, else its SLO class's
-//! `goodput_slo_targets` (ITL as TPOT), else (TTFT only) its client's `slo_target_us`.
+//! its class's in the control plane's `slo_targets` (policy bundle or `--slo-targets`), else
+//! its SLO class's `goodput_slo_targets` (ITL as TPOT), else (TTFT only) its client's
+//! `slo_target_us`.
 //! Requests without any target do not count in attainment and goodput.
 //! With a client network (`network`), the client-seen TTFT and end-to-end latency (server
 //! latency plus the round trip and the transfers, [`RequestProfile`]) are reported too.
@@ -91,7 +92,7 @@ struct ItlCounts {
 pub struct SloCollector {
     classes: RequestClasses,
     targets: SloTargets,
-    /// TTFT target of each class (by index) from the policy bundle's `slo_targets`, ms.
+    /// TTFT target of each class (by index) from the control plane's `slo_targets`, ms.
     bundle_ttft_ms: Vec<Option<f64>>,
     /// Names of the models that served requests, first seen first.
     models: Vec<String>,
