@@ -7,7 +7,7 @@
 #[path = "common/binary.rs"]
 mod binary;
 
-use binary::{ok, run};
+use binary::{ok, read_csv, run};
 use clap::Parser;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -241,4 +241,84 @@ fn a_hundred_reruns_are_byte_identical_but_for_the_wall_time() {
             "rerun {rerun} differs"
         );
     }
+}
+
+/// Six requests arriving together, 0–2 of class critical (tenant web), 3–5 batch (bulk).
+fn two_class_dataset(path: &Path) {
+    let line = |class: &str, tenant: &str| {
+        format!(
+            r#"{{"input_toks":1500,"output_toks":4,"arrival_time_ns":0,"tenant":"{tenant}","slo_class":"{class}"}}"#
+        )
+    };
+    let lines: Vec<String> = (0..6)
+        .map(|i| {
+            if i < 3 {
+                line("critical", "web")
+            } else {
+                line("batch", "bulk")
+            }
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn control_plane_class_targets_judge_ttft_as_hand_computed_from_the_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, csv, json) = (
+        dir.path().join("w.jsonl"),
+        dir.path().join("o.csv"),
+        dir.path().join("s.json"),
+    );
+    two_class_dataset(&data);
+    let base = [
+        "--dataset",
+        data.to_str().unwrap(),
+        "--output",
+        csv.to_str().unwrap(),
+        "--summary-json",
+        json.to_str().unwrap(),
+    ];
+    ok(&base);
+    // The critical requests' TTFTs (ns), from the per-request CSV.
+    let (_, rows) = read_csv(&csv);
+    let mut critical: Vec<u64> = rows
+        .iter()
+        .filter(|r| r["request id"].parse::<u64>().unwrap() < 3)
+        .map(|r| r["TTFT"].parse().unwrap())
+        .collect();
+    critical.sort_unstable();
+    assert!(
+        critical[0] < critical[1] && critical[1] < critical[2],
+        "{critical:?}"
+    );
+    // A target at the middle TTFT: two of the three critical requests meet it.
+    let target = format!("critical:{}ns", critical[1]);
+    let mut args = base.to_vec();
+    args.extend_from_slice(&[
+        "--slo-targets",
+        &target,
+        "--fitness-weights",
+        "attainment=1",
+    ]);
+    let text = String::from_utf8(ok(&args).stdout).unwrap();
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let slo = &summary["slo"];
+    let target_ms = critical[1] as f64 / 1e6;
+    assert_eq!(slo["class_targets_ms"]["critical"]["ttft"], target_ms);
+    assert!(slo["class_targets_ms"].get("batch").is_none());
+    assert_eq!(slo["by_slo_class"]["critical"]["attainment"], 2.0 / 3.0);
+    assert_eq!(slo["by_slo_class"]["batch"]["attainment"], Value::Null);
+    // Only the critical requests have a target: overall attainment 2/3, and so the fitness.
+    assert_eq!(slo["all"]["attainment"], 2.0 / 3.0);
+    assert_eq!(summary["fitness"]["total"], 2.0 / 3.0);
+    // numpy's median of three TTFTs is the middle one; its p90 is 80% of the way up.
+    let ttft = &slo["by_slo_class"]["critical"]["ttft_ms"];
+    assert_eq!(ttft["p50"], target_ms);
+    let p90 = target_ms + 0.8 * (critical[2] - critical[1]) as f64 / 1e6;
+    assert!((ttft["p90"].as_f64().unwrap() - p90).abs() < 1e-9);
+    assert!(text.contains(&format!(
+        "Targets of class critical (ms): TTFT {target_ms}, TPOT -"
+    )));
+    assert!(text.contains("Latency distributions (ms):"));
 }
