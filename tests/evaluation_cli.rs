@@ -322,3 +322,37 @@ fn control_plane_class_targets_judge_ttft_as_hand_computed_from_the_csv() {
     )));
     assert!(text.contains("Latency distributions (ms):"));
 }
+
+#[test]
+fn every_model_gets_its_own_metrics() {
+    // Four instances, the second running Qwen3-32B; round robin gives each 25 of 100 requests.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string("examples/policy-search/cluster-4xh100.json").unwrap();
+    let mut cluster: Value = serde_json::from_str(&text).unwrap();
+    cluster["nodes"][0]["instances"][1]["model_name"] = "Qwen/Qwen3-32B".into();
+    let config = dir.path().join("cluster.json");
+    std::fs::write(&config, cluster.to_string()).unwrap();
+    let (json, text) = evaluation(
+        dir.path(),
+        &[
+            "--cluster-config",
+            config.to_str().unwrap(),
+            "--dataset",
+            "examples/sample.jsonl",
+            "--request-routing-policy",
+            "RR",
+            "--slo-ttft",
+            "200",
+        ],
+    );
+    assert_valid(&json);
+    let models = &json["metrics"]["slo"]["by_model"];
+    assert_eq!(models["meta-llama/Llama-3.1-8B"]["completed"], 75);
+    assert_eq!(models["Qwen/Qwen3-32B"]["completed"], 25);
+    let itl = |m: &str| models[m]["itl_ms"]["mean"].as_f64().unwrap();
+    assert!(
+        itl("Qwen/Qwen3-32B") > itl("meta-llama/Llama-3.1-8B"),
+        "a 4× larger model"
+    );
+    assert!(text.contains("model        Qwen/Qwen3-32B"), "{text}");
+}
