@@ -47,6 +47,8 @@ pub(super) fn finish(
     if !evaluation.requested() {
         return Ok(None);
     }
+    // Filled by the run's anomaly detector and decision-trace summary when the run has them;
+    // without: zero anomalies and no trace summary.
     let signals = RunSignals::default();
     let document = evaluate(
         config,
