@@ -19,8 +19,9 @@ use crate::config::run::{
     SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
 };
 use crate::config::{self, ConfigError, Dtype, KvCacheDtype};
+use crate::evaluation::EvaluationConfig;
 use crate::latency::ExpertRouting;
-use crate::metrics::{PlotFormat, SloTargets, VllmArrival};
+use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::workload::spec::SCENARIOS;
 use clap::builder::PossibleValuesParser;
@@ -261,6 +262,20 @@ pub struct RunArgs {
     /// SLO target on end-to-end latency, ms.
     #[arg(help_heading = "Outputs", long, value_name = "MS", value_parser = parse_slo_ms)]
     pub slo_e2e: Option<f64>,
+
+    /// Fitness of the run, printed and in the summary JSON: a weighted mean of named
+    /// metrics normalised to [0, 1] (higher is better), e.g. `attainment=2,completion=1`.
+    /// Metrics: attainment, goodput, completion, ttft_p99, tpot_p99, itl_p99, e2e_p99,
+    /// jain_tokens, jain_attainment, prefix_hit_rate, preemption_free, anomaly_free.
+    #[arg(help_heading = "Outputs", long, value_name = "METRIC=W,...",
+          value_parser = FitnessWeights::parse)]
+    pub fitness_weights: Option<FitnessWeights>,
+
+    /// Evaluation result as JSON (schema in docs/src/evaluation.md), replaced atomically:
+    /// fitness (--fitness-weights, else completion=1,ttft_p99=1,e2e_p99=1), raw metrics,
+    /// anomaly and outcome counts, trace summary, and the run's identity.
+    #[arg(help_heading = "Outputs", long, value_name = "PATH")]
+    pub evaluation_json: Option<PathBuf>,
 
     /// Simulated seconds per row of --timeseries.
     #[arg(help_heading = "Outputs", long, value_name = "SECS", default_value_t = 1.0, requires = "timeseries",
@@ -547,6 +562,11 @@ impl RunArgs {
                 ttft_ms: self.slo_ttft,
                 tpot_ms: self.slo_tpot,
                 e2e_ms: self.slo_e2e,
+            },
+            evaluation: EvaluationConfig {
+                weights: self.fitness_weights,
+                json: self.evaluation_json,
+                policy_config: self.control.policy_config.clone(),
             },
             sessions_output: self.replay.sessions_output.clone(),
             replay: self.replay.mode(),

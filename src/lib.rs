@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod evaluation;
 pub mod interrupt;
 pub mod latency;
 pub mod logging;

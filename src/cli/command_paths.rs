@@ -14,7 +14,7 @@ impl RunArgs {
                 .filter(|p| p.is_file())
                 .map(|p| CommandPath::new(flag, p, Role::Input))
         }
-        let flags: [(&'static str, Option<&Path>, Role); 12] = [
+        let flags: [(&'static str, Option<&Path>, Role); 13] = [
             ("--dataset", self.dataset.as_deref(), Role::Input),
             (
                 "--workload-spec",
@@ -35,6 +35,11 @@ impl RunArgs {
             ("--astra-sim", self.astra.astra_sim.as_deref(), Role::Input),
             ("--output", self.output.as_deref(), Role::Output),
             ("--summary-json", self.summary_json.as_deref(), Role::Output),
+            (
+                "--evaluation-json",
+                self.evaluation_json.as_deref(),
+                Role::Output,
+            ),
             ("--timeseries", self.timeseries.as_deref(), Role::Output),
             (
                 "--sessions-output",

@@ -2,6 +2,7 @@
 //! against a real vLLM run.
 
 mod csv_out;
+mod fitness;
 mod plots;
 mod run_plots;
 mod sessions;
@@ -14,10 +15,13 @@ mod validate;
 pub use csv_out::{
     CSV_HEADER, CsvColumns, PD_CSV_COLUMNS, RequestCsv, SESSION_COLUMNS, write_atomically,
 };
+pub use fitness::{
+    DEFAULT_WEIGHTS, Fitness, FitnessInputs, FitnessTerm, FitnessWeights, METRICS, REFERENCE_MS,
+};
 pub use plots::PlotFormat;
 pub use run_plots::RunPlots;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
-pub use slo::{SloCollector, SloReport, SloTargets, jain};
+pub use slo::{SloCollector, SloHeadline, SloReport, SloTargets, jain};
 pub use stats::LatencyStats;
 pub use summary::{
     InstanceInfo, InstanceSummary, LowerTierStats, PdSummary, PrefixCacheStats, RunInfo, Summary,

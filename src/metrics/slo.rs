@@ -1,9 +1,10 @@
-//! SLO metrics (policy research): latency distributions per SLO class and per tenant, SLO
-//! attainment and goodput against targets, and Jain's fairness index over tenants.
+//! SLO metrics (policy research): latency distributions per SLO class, per tenant and per
+//! model, SLO attainment and goodput against targets, Jain's fairness index over tenants, and
+//! the cluster's preemption rate and prefix-cache hit rate.
 //!
 //! Reported only when there is something to say: a workload whose requests belong to more
 //! than one class or tenant (a workload spec's clients), or SLO targets (`--slo-ttft`,
-//! `--slo-tpot`, `--slo-e2e`). Definitions:
+//! `--slo-tpot`, `--slo-e2e`, the control plane's `slo_targets`, the workload's). Definitions:
 //! - a request *attains* its SLO when it meets every given target: TTFT ≤ target, TPOT ≤
 //!   target (TPOT as vLLM defines it, `(e2e − ttft) / (output − 1)`; a one-token request meets
 //!   any TPOT target), end-to-end latency ≤ target;
@@ -11,21 +12,27 @@
 //!   number that do per second of the run's duration;
 //! - *Jain's fairness index* over tenants, `(Σx)² / (n·Σx²)`, 1 when every tenant gets the same,
 //!   `1/n` when one gets everything: of the tokens served per tenant (prompt + generated), and
-//!   of the tenants' attainments (with targets).
+//!   of the tenants' attainments (with targets);
+//! - *ITL* pools every gap between consecutive tokens of the group's requests;
+//! - the *preemption rate* is preemptions per completed request, the *prefix-cache hit rate*
+//!   the share of looked-up prompt tokens served from the cache (instances with caching).
 //!
-//! Targets of a request, metric by metric: the command line's (`--slo-*`), else its SLO
-//! class's `goodput_slo_targets` (ITL as TPOT), else (TTFT only) its client's
-//! `slo_target_us`. Requests without any target do not count in attainment and goodput.
+//! Targets of a request, metric by metric: the command line's (`--slo-*`), else (TTFT only)
+//! its class's in the control plane's `slo_targets` (policy bundle or `--slo-targets`), else
+//! its SLO class's `goodput_slo_targets` (ITL as TPOT), else (TTFT only) its client's
+//! `slo_target_us`.
+//! Requests without any target do not count in attainment and goodput.
 //! With a client network (`network`), the client-seen TTFT and end-to-end latency (server
 //! latency plus the round trip and the transfers, [`RequestProfile`]) are reported too.
 
-use std::fmt;
+mod dist;
+mod render;
 
-use serde_json::{Map, Value, json};
-
-use super::RequestRecord;
-use super::stats::NS_PER_MS;
-use crate::workload::{RequestClasses, RequestProfile};
+use super::stats::{IntegerCounts, NS_PER_MS};
+use super::{InstanceInfo, RequestRecord};
+use crate::Nanos;
+use crate::workload::{ClassTargets, RequestClasses, RequestProfile};
+use dist::Dist;
 
 /// SLO targets, ms; `None`: no target on that metric.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -36,7 +43,8 @@ pub struct SloTargets {
 }
 
 impl SloTargets {
-    fn any(&self) -> bool {
+    /// Whether any metric has a target.
+    pub fn any(&self) -> bool {
         self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some()
     }
 
@@ -56,6 +64,8 @@ impl SloTargets {
 struct Sample {
     tenant: u32,
     class: u32,
+    /// Index into the models seen.
+    model: u32,
     ttft_ms: f64,
     tpot_ms: Option<f64>,
     e2e_ms: f64,
@@ -68,31 +78,73 @@ struct Sample {
     client_e2e_ms: f64,
 }
 
+/// The inter-token gaps of every group, as counts per distinct gap.
+#[derive(Debug, Default)]
+struct ItlCounts {
+    all: IntegerCounts,
+    by_class: Vec<IntegerCounts>,
+    by_tenant: Vec<IntegerCounts>,
+    by_model: Vec<IntegerCounts>,
+}
+
 /// Collects the completed requests of a run.
 #[derive(Debug)]
 pub struct SloCollector {
     classes: RequestClasses,
     targets: SloTargets,
+    /// TTFT target of each class (by index) from the control plane's `slo_targets`, ms.
+    bundle_ttft_ms: Vec<Option<f64>>,
+    /// Names of the models that served requests, first seen first.
+    models: Vec<String>,
     samples: Vec<Sample>,
+    itl: ItlCounts,
 }
 
 impl SloCollector {
-    /// A collector for a run whose requests belong to `classes` with `targets`; `None` when
-    /// there is nothing to report (one class and one tenant at most, and no target).
-    pub fn new(classes: Option<&RequestClasses>, targets: SloTargets) -> Option<SloCollector> {
+    /// A collector for a run whose requests belong to `classes`, with the command line's
+    /// `targets` and the policy bundle's per-class TTFT targets `bundle_targets`.
+    pub fn new(
+        classes: Option<&RequestClasses>,
+        targets: SloTargets,
+        bundle_targets: &[(String, Nanos)],
+    ) -> SloCollector {
         let classes = classes.cloned().unwrap_or_default();
-        let grouped = classes.tenants().len() > 1 || classes.classes().len() > 1;
-        let carried = classes.has_profiles() || classes.has_targets();
-        (grouped || carried || targets.any()).then(|| SloCollector {
+        let bundle_ttft_ms = classes
+            .classes()
+            .iter()
+            .map(|c| {
+                let target = bundle_targets.iter().find(|(name, _)| name == c);
+                target.map(|&(_, ns)| ns as f64 / NS_PER_MS)
+            })
+            .collect();
+        let groups = |n: usize| (0..n.max(1)).map(|_| IntegerCounts::default()).collect();
+        SloCollector {
+            itl: ItlCounts {
+                by_class: groups(classes.classes().len()),
+                by_tenant: groups(classes.tenants().len()),
+                ..ItlCounts::default()
+            },
             classes,
             targets,
+            bundle_ttft_ms,
+            models: Vec::new(),
             samples: Vec::new(),
-        })
+        }
+    }
+
+    /// Whether the run has something to report: more than one class or tenant, client
+    /// profiles, or targets. Without, the console and summary JSON stay as they were.
+    pub fn worth_reporting(&self) -> bool {
+        let classes = &self.classes;
+        let grouped = classes.tenants().len() > 1 || classes.classes().len() > 1;
+        let carried = classes.has_profiles() || classes.has_targets();
+        grouped || carried || self.targets.any() || self.bundle_ttft_ms.iter().any(Option::is_some)
     }
 
     /// Records a completed request.
     pub fn record(&mut self, r: &RequestRecord<'_>) {
         let (tenant, class) = self.classes.of(r.request_id).unwrap_or((0, 0));
+        let model = self.model_index(r.model);
         let profile = self.classes.profile(r.request_id);
         let ms = |ns: u64| ns as f64 / NS_PER_MS;
         let ttft_ns = r.first_token_ns - r.arrival_ns;
@@ -102,6 +154,7 @@ impl SloCollector {
         let mut sample = Sample {
             tenant,
             class,
+            model,
             ttft_ms: ms(ttft_ns),
             tpot_ms,
             e2e_ms: ms(e2e_ns),
@@ -115,39 +168,78 @@ impl SloCollector {
         sample.judged = targets.any();
         sample.met = sample.judged && targets.met(&sample);
         self.samples.push(sample);
+        self.record_itl(&sample, r.itl_ns);
+    }
+
+    /// The index of model `name`, added when new.
+    fn model_index(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.models.iter().position(|m| m == name) {
+            return i as u32;
+        }
+        self.models.push(name.to_owned());
+        self.itl.by_model.push(IntegerCounts::default());
+        (self.models.len() - 1) as u32
+    }
+
+    /// Adds a request's inter-token gaps to its groups.
+    fn record_itl(&mut self, s: &Sample, gaps_ns: &[Nanos]) {
+        let itl = &mut self.itl;
+        itl.all.extend(gaps_ns);
+        for (groups, i) in [
+            (&mut itl.by_class, s.class),
+            (&mut itl.by_tenant, s.tenant),
+            (&mut itl.by_model, s.model),
+        ] {
+            if let Some(group) = groups.get_mut(i as usize) {
+                group.extend(gaps_ns);
+            }
+        }
     }
 
     /// The targets of a request of class index `class` with `profile`: see the module.
     fn targets_of(&self, class: u32, profile: &RequestProfile) -> SloTargets {
-        let by_class = self.classes.targets(class).unwrap_or_default();
+        let class_targets = self.class_targets(class);
         let client_ttft = profile.slo_target_us.map(|us| us as f64 / 1e3);
         SloTargets {
-            ttft_ms: self.targets.ttft_ms.or(by_class.ttft_ms).or(client_ttft),
+            ttft_ms: class_targets.ttft_ms.or(client_ttft),
+            ..class_targets
+        }
+    }
+
+    /// The targets every request of class index `class` has: the command line's, the
+    /// policy bundle's, the workload's (see the module).
+    fn class_targets(&self, class: u32) -> SloTargets {
+        let by_class = self.classes.targets(class).unwrap_or_default();
+        let bundle = self.bundle_ttft_ms.get(class as usize).copied().flatten();
+        SloTargets {
+            ttft_ms: self.targets.ttft_ms.or(bundle).or(by_class.ttft_ms),
             tpot_ms: self.targets.tpot_ms.or(by_class.itl_ms),
             e2e_ms: self.targets.e2e_ms.or(by_class.e2e_ms),
         }
     }
 
-    /// The report of a run that lasted `duration_s`.
-    pub fn finish(self, duration_s: f64) -> SloReport {
-        let names = |names: &[String]| -> Vec<String> {
-            if names.is_empty() {
-                vec!["default".to_owned()]
-            } else {
-                names.to_vec()
-            }
-        };
+    /// The report of a run that lasted `duration_s` on `instances`.
+    pub fn finish(self, duration_s: f64, instances: &[InstanceInfo]) -> SloReport {
         let (tenants, classes) = (names(self.classes.tenants()), names(self.classes.classes()));
-        let group = |name: String, pick: &dyn Fn(&Sample) -> bool| {
-            Group::of(name, &self.samples, pick, duration_s)
+        let groups = |names: &[String], itl: &[IntegerCounts], key: fn(&Sample) -> u32| {
+            let of = |(i, name): (usize, &String)| {
+                let pick = |s: &Sample| key(s) as usize == i;
+                let gaps = itl.get(i).map(Dist::of_counts).unwrap_or_default();
+                Group::of(name.clone(), &self.samples, &pick, gaps, duration_s)
+            };
+            names.iter().enumerate().map(of).collect::<Vec<Group>>()
         };
-        let overall = group("all".into(), &|_| true);
-        let by_class: Vec<Group> = (0..classes.len() as u32)
-            .map(|c| group(classes[c as usize].clone(), &|s| s.class == c))
-            .collect();
-        let by_tenant: Vec<Group> = (0..tenants.len() as u32)
-            .map(|t| group(tenants[t as usize].clone(), &|s| s.tenant == t))
-            .collect();
+        let overall_itl = Dist::of_counts(&self.itl.all);
+        let overall = Group::of(
+            "all".into(),
+            &self.samples,
+            &|_| true,
+            overall_itl,
+            duration_s,
+        );
+        let by_class = groups(&classes, &self.itl.by_class, |s| s.class);
+        let by_tenant = groups(&tenants, &self.itl.by_tenant, |s| s.tenant);
+        let by_model = groups(&self.models, &self.itl.by_model, |s| s.model);
         let tokens: Vec<f64> = (0..tenants.len() as u32)
             .map(|t| {
                 let served = self.samples.iter().filter(|s| s.tenant == t);
@@ -162,16 +254,32 @@ impl SloCollector {
         let class_targets = (0..classes.len() as u32)
             .filter_map(|c| Some((classes[c as usize].clone(), self.classes.targets(c)?)))
             .collect();
+        let effective_targets = (0..classes.len() as u32)
+            .map(|c| (classes[c as usize].clone(), self.class_targets(c)))
+            .filter(|(_, t)| t.any())
+            .collect();
         SloReport {
             targets: self.targets,
+            effective_targets,
             class_targets,
             client_seen,
+            cluster: ClusterRates::of(instances, overall.completed),
             overall,
             by_class,
             by_tenant,
+            by_model,
             jain_tokens: jain(&tokens),
             jain_attainment: attainments.map(|a| jain(&a)),
         }
+    }
+}
+
+/// Group names as given, or `default` for none.
+fn names(names: &[String]) -> Vec<String> {
+    if names.is_empty() {
+        vec!["default".to_owned()]
+    } else {
+        names.to_vec()
     }
 }
 
@@ -186,54 +294,20 @@ pub fn jain(x: &[f64]) -> f64 {
     }
 }
 
-/// Mean and percentiles of one latency, ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct Dist {
-    mean: f64,
-    p50: f64,
-    p90: f64,
-    p95: f64,
-    p99: f64,
-}
-
-impl Dist {
-    /// numpy's mean and linear percentiles of `values` (0 for none).
-    fn of(mut values: Vec<f64>) -> Dist {
-        if values.is_empty() {
-            return Dist::default();
-        }
-        values.sort_by(f64::total_cmp);
-        let at = |q: f64| {
-            let index = q / 100.0 * (values.len() - 1) as f64;
-            let below = index.floor() as usize;
-            let above = (below + 1).min(values.len() - 1);
-            values[below] + (index - below as f64) * (values[above] - values[below])
-        };
-        Dist {
-            mean: values.iter().sum::<f64>() / values.len() as f64,
-            p50: at(50.0),
-            p90: at(90.0),
-            p95: at(95.0),
-            p99: at(99.0),
-        }
-    }
-
-    fn to_json(self) -> Value {
-        json!({"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99})
-    }
-}
-
-/// The metrics of one group of requests (all, one class, one tenant).
+/// The metrics of one group of requests (all, one class, one tenant, one model).
 #[derive(Debug, Clone, PartialEq)]
 struct Group {
     name: String,
     completed: usize,
     ttft: Dist,
     tpot: Dist,
+    itl: Dist,
     e2e: Dist,
-    /// Share of the group's requests that met every target (with targets).
+    /// Requests that met every target.
+    attained: usize,
+    /// Share of the group's requests with targets that met every one (with targets).
     attainment: Option<f64>,
-    /// Such requests per second of the run (with targets).
+    /// Requests that met every target per second of the run (with targets).
     goodput: Option<f64>,
 }
 
@@ -242,6 +316,7 @@ impl Group {
         name: String,
         samples: &[Sample],
         pick: &dyn Fn(&Sample) -> bool,
+        itl: Dist,
         duration_s: f64,
     ) -> Group {
         let picked: Vec<&Sample> = samples.iter().filter(|s| pick(s)).collect();
@@ -253,21 +328,12 @@ impl Group {
             completed: picked.len(),
             ttft: Dist::of(picked.iter().map(|s| s.ttft_ms).collect()),
             tpot: Dist::of(picked.iter().filter_map(|s| s.tpot_ms).collect()),
+            itl,
             e2e: Dist::of(picked.iter().map(|s| s.e2e_ms).collect()),
+            attained: met,
             attainment: (judged > 0).then(|| met as f64 / judged as f64),
             goodput: (any_targets && duration_s > 0.0).then(|| met as f64 / duration_s),
         }
-    }
-
-    fn to_json(&self) -> Value {
-        json!({
-            "completed": self.completed,
-            "ttft_ms": self.ttft.to_json(),
-            "tpot_ms": self.tpot.to_json(),
-            "e2e_ms": self.e2e.to_json(),
-            "attainment": self.attainment,
-            "goodput": self.goodput,
-        })
     }
 }
 
@@ -278,128 +344,105 @@ struct ClientSeen {
     e2e: Dist,
 }
 
+/// Preemptions and prefix-cache hits over the cluster's instances.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ClusterRates {
+    preemptions: u64,
+    /// Preemptions per completed request (0 when none completed).
+    preemption_rate: f64,
+    /// Hit tokens over looked-up prompt tokens, instances with prefix caching only; `None`
+    /// when no instance caches prefixes or none looked anything up.
+    prefix_hit_rate: Option<f64>,
+}
+
+impl ClusterRates {
+    fn of(instances: &[InstanceInfo], completed: usize) -> ClusterRates {
+        let preemptions: u64 = instances.iter().map(|i| i.preemptions).sum();
+        let caches = instances.iter().filter_map(|i| i.prefix_cache);
+        let (requested, hit) = caches.fold((0u64, 0u64), |(r, h), c| {
+            (r + c.requested_tokens, h + c.hit_tokens)
+        });
+        ClusterRates {
+            preemptions,
+            preemption_rate: if completed == 0 {
+                0.0
+            } else {
+                preemptions as f64 / completed as f64
+            },
+            prefix_hit_rate: (requested > 0).then(|| hit as f64 / requested as f64),
+        }
+    }
+}
+
 /// The SLO metrics of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SloReport {
     targets: SloTargets,
+    /// The targets of each class that has any (command line, bundle, workload), by name.
+    effective_targets: Vec<(String, SloTargets)>,
     /// Goodput targets by class name (`goodput_slo_targets`).
-    class_targets: Vec<(String, crate::workload::ClassTargets)>,
+    class_targets: Vec<(String, ClassTargets)>,
     client_seen: Option<ClientSeen>,
+    cluster: ClusterRates,
     overall: Group,
     by_class: Vec<Group>,
     by_tenant: Vec<Group>,
+    by_model: Vec<Group>,
     jain_tokens: f64,
     jain_attainment: Option<f64>,
 }
 
-impl SloReport {
-    /// The report as JSON (the summary's `slo` object).
-    pub fn to_json(&self) -> Value {
-        let groups = |gs: &[Group]| -> Value {
-            Value::Object(
-                gs.iter()
-                    .map(|g| (g.name.clone(), g.to_json()))
-                    .collect::<Map<_, _>>(),
-            )
-        };
-        let mut out = json!({
-            "targets_ms": {
-                "ttft": self.targets.ttft_ms,
-                "tpot": self.targets.tpot_ms,
-                "e2e": self.targets.e2e_ms,
-            },
-            "all": self.overall.to_json(),
-            "by_slo_class": groups(&self.by_class),
-            "by_tenant": groups(&self.by_tenant),
-            "jain_fairness_tokens": self.jain_tokens,
-            "jain_fairness_attainment": self.jain_attainment,
-        });
-        if !self.class_targets.is_empty() {
-            let by_class: Map<String, Value> = self
-                .class_targets
-                .iter()
-                .map(|(c, t)| {
-                    let t = json!({"ttft": t.ttft_ms, "itl": t.itl_ms, "e2e": t.e2e_ms});
-                    (c.clone(), t)
-                })
-                .collect();
-            out["goodput_slo_targets_ms"] = Value::Object(by_class);
-        }
-        if let Some(c) = &self.client_seen {
-            out["client_seen"] = json!({"ttft_ms": c.ttft.to_json(), "e2e_ms": c.e2e.to_json()});
-        }
-        out
-    }
+/// The run-wide numbers a fitness is computed from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SloHeadline {
+    /// The command line's targets.
+    pub targets: SloTargets,
+    /// Completed requests.
+    pub completed: u64,
+    /// Completed requests that met every target.
+    pub attained: u64,
+    /// Share of the requests with targets that met them all; `None` without targets.
+    pub attainment: Option<f64>,
+    /// p99 latencies, ms (0 without samples).
+    pub ttft_p99_ms: f64,
+    pub tpot_p99_ms: f64,
+    pub itl_p99_ms: f64,
+    pub e2e_p99_ms: f64,
+    /// Jain's index over tenants of the tokens served, and of the attainments.
+    pub jain_tokens: f64,
+    pub jain_attainment: Option<f64>,
+    /// Preemptions per completed request.
+    pub preemption_rate: f64,
+    /// Prefix-cache hit rate (instances with caching), when any looked up.
+    pub prefix_hit_rate: Option<f64>,
 }
 
-impl fmt::Display for SloReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{:=^50}", " SLO metrics ")?;
-        let target = |t: Option<f64>| t.map_or("-".to_owned(), |v| format!("{v}"));
-        writeln!(
-            f,
-            "Targets (ms): TTFT {}, TPOT {}, E2E {}",
-            target(self.targets.ttft_ms),
-            target(self.targets.tpot_ms),
-            target(self.targets.e2e_ms)
-        )?;
-        let rows = || {
-            std::iter::once(("all", &self.overall))
-                .chain(self.by_class.iter().map(|g| ("slo class", g)))
-                .chain(self.by_tenant.iter().map(|g| ("tenant", g)))
-        };
-        let width = rows().map(|(_, g)| g.name.len()).max().unwrap_or(0).max(12);
-        writeln!(
-            f,
-            "{:<12} {:<width$} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
-            "group",
-            "name",
-            "done",
-            "TTFT p50",
-            "TTFT p99",
-            "TPOT p50",
-            "TPOT p99",
-            "E2E p99",
-            "attained"
-        )?;
-        for (kind, g) in rows() {
-            let attained = g
-                .attainment
-                .map_or("-".to_owned(), |a| format!("{:.1}%", 100.0 * a));
-            writeln!(
-                f,
-                "{kind:<12} {:<width$} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {attained:>9}",
-                g.name, g.completed, g.ttft.p50, g.ttft.p99, g.tpot.p50, g.tpot.p99, g.e2e.p99
-            )?;
+impl SloReport {
+    /// The run-wide numbers.
+    pub fn headline(&self) -> SloHeadline {
+        let all = &self.overall;
+        SloHeadline {
+            targets: self.targets,
+            completed: all.completed as u64,
+            attained: all.attained as u64,
+            attainment: all.attainment,
+            ttft_p99_ms: all.ttft.p99,
+            tpot_p99_ms: all.tpot.p99,
+            itl_p99_ms: all.itl.p99,
+            e2e_p99_ms: all.e2e.p99,
+            jain_tokens: self.jain_tokens,
+            jain_attainment: self.jain_attainment,
+            preemption_rate: self.cluster.preemption_rate,
+            prefix_hit_rate: self.cluster.prefix_hit_rate,
         }
-        if let Some(c) = &self.client_seen {
-            writeln!(
-                f,
-                "Client-seen (network) ms: TTFT p50 {:.2}, p99 {:.2}; E2E p50 {:.2}, p99 {:.2}",
-                c.ttft.p50, c.ttft.p99, c.e2e.p50, c.e2e.p99
-            )?;
-        }
-        if let Some(goodput) = self.overall.goodput {
-            writeln!(
-                f,
-                "Goodput (req/s):                         {goodput:<10.2}"
-            )?;
-        }
-        writeln!(
-            f,
-            "Jain fairness, tokens over tenants:      {:<10.4}",
-            self.jain_tokens
-        )?;
-        if let Some(j) = self.jain_attainment {
-            writeln!(f, "Jain fairness, attainment over tenants:  {j:<10.4}")?;
-        }
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::PrefixCacheStats;
+    use serde_json::Value;
 
     fn record(id: u64, ttft_ms: u64, e2e_ms: u64, output_toks: u32) -> RequestRecord<'static> {
         RequestRecord {
@@ -421,8 +464,14 @@ mod tests {
     fn nothing_is_reported_for_one_class_and_no_target() {
         let mut one = RequestClasses::default();
         one.assign(0, 5, "t", "standard");
-        assert!(SloCollector::new(Some(&one), SloTargets::default()).is_none());
-        assert!(SloCollector::new(None, SloTargets::default()).is_none());
+        let none = SloTargets::default();
+        assert!(!SloCollector::new(Some(&one), none, &[]).worth_reporting());
+        assert!(!SloCollector::new(None, none, &[]).worth_reporting());
+        // A bundle target for a class the workload does not have changes nothing.
+        let elsewhere = [("critical".to_owned(), 1_000_000)];
+        assert!(!SloCollector::new(Some(&one), none, &elsewhere).worth_reporting());
+        let own = [("standard".to_owned(), 1_000_000)];
+        assert!(SloCollector::new(Some(&one), none, &own).worth_reporting());
     }
 
     #[test]
@@ -436,13 +485,13 @@ mod tests {
             tpot_ms: Some(10.0),
             e2e_ms: None,
         };
-        let mut c = SloCollector::new(Some(&classes), targets).unwrap();
+        let mut c = SloCollector::new(Some(&classes), targets, &[]);
         // TPOT = (e2e − ttft) / (output − 1).
         c.record(&record(0, 50, 140, 10)); // TPOT 10: attains
         c.record(&record(1, 150, 240, 10)); // TTFT 150: misses
         c.record(&record(2, 90, 190, 11)); // TPOT 10: attains
         c.record(&record(3, 80, 80, 1)); // one token: TPOT met; attains
-        let report = c.finish(2.0);
+        let report = c.finish(2.0, &[]);
         assert_eq!(report.overall.attainment, Some(0.75));
         assert_eq!(report.overall.goodput, Some(1.5));
         assert_eq!(report.by_tenant[0].attainment, Some(0.5));
@@ -465,5 +514,73 @@ mod tests {
         assert_eq!(jain(&[3.0, 3.0, 3.0]), 1.0);
         assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
         assert_eq!(jain(&[]), 1.0);
+    }
+
+    #[test]
+    fn bundle_targets_models_itl_and_cluster_rates() {
+        // Class critical (ids 0, 1) has a 100 ms TTFT target in the bundle; batch none.
+        let mut classes = RequestClasses::default();
+        classes.assign(0, 2, "a", "critical");
+        classes.assign(2, 1, "b", "batch");
+        let bundle = [("critical".to_owned(), 100_000_000)];
+        let mut c = SloCollector::new(Some(&classes), SloTargets::default(), &bundle);
+        let gaps_x = [2_000_000, 4_000_000];
+        let gaps_y = [6_000_000];
+        let mut r0 = record(0, 50, 56, 3); // TTFT 50 ≤ 100: attains
+        r0.itl_ns = &gaps_x;
+        let mut r1 = record(1, 150, 156, 2); // TTFT 150 > 100: misses
+        r1.model = "y";
+        r1.itl_ns = &gaps_y;
+        c.record(&r0);
+        c.record(&r1);
+        c.record(&record(2, 500, 500, 1)); // no target: not judged
+        let cache = PrefixCacheStats {
+            requested_tokens: 400,
+            hit_tokens: 100,
+        };
+        let instance = |preemptions, prefix_cache| InstanceInfo {
+            node_id: 0,
+            model: "m".into(),
+            hardware: "H100".into(),
+            backend: "analytical".into(),
+            tp: 1,
+            num_kv_blocks: 1000,
+            block_size: 16,
+            preemptions,
+            recomputed_tokens: 0,
+            dummy_steps: 0,
+            prefix_cache,
+            lower_tier: None,
+            profile_lookups: None,
+            role: crate::config::InstanceRole::Colocated,
+        };
+        let report = c.finish(4.0, &[instance(3, Some(cache)), instance(1, None)]);
+        let h = report.headline();
+        assert_eq!((h.completed, h.attained, h.attainment), (3, 1, Some(0.5)));
+        assert_eq!(report.overall.goodput, Some(0.25));
+        // Preemptions 4 over 3 completed requests; 100 of 400 looked-up tokens hit.
+        assert!((h.preemption_rate - 4.0 / 3.0).abs() < 1e-12);
+        assert_eq!(h.prefix_hit_rate, Some(0.25));
+        // Models m (ids 0, 2) and y (id 1); ITL of m pools 2 and 4 ms, of all also 6.
+        let models: Vec<&str> = report.by_model.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(models, ["m", "y"]);
+        assert_eq!(report.by_model[0].completed, 2);
+        assert_eq!(
+            (report.by_model[0].itl.mean, report.by_model[0].itl.p50),
+            (3.0, 3.0)
+        );
+        assert_eq!(
+            (report.overall.itl.mean, report.overall.itl.p50),
+            (4.0, 4.0)
+        );
+        assert_eq!(report.by_class[1].itl, Dist::default());
+        let json = report.to_json();
+        assert_eq!(json["class_targets_ms"]["critical"]["ttft"], 100.0);
+        assert!(json["class_targets_ms"].get("batch").is_none());
+        assert_eq!(json["by_model"]["y"]["itl_ms"]["p99"], 6.0);
+        assert_eq!(json["by_slo_class"]["batch"]["attainment"], Value::Null);
+        let text = report.to_string();
+        assert!(text.contains("Targets of class critical (ms): TTFT 100, TPOT -, E2E -"));
+        assert!(text.contains("Prefix-cache hit rate:                   0.25"));
     }
 }

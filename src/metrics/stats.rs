@@ -82,8 +82,7 @@ impl LatencyStats {
     /// order. (Only when the sum of squares overflows 2^128 does the variance, then summed
     /// per distinct value, differ in its last bits.)
     pub(super) fn from_counts(counts: &IntegerCounts) -> Self {
-        let mut distinct: Vec<(u64, u64)> = counts.counts.iter().map(|(&v, &c)| (v, c)).collect();
-        distinct.sort_unstable();
+        let distinct = counts.sorted();
         let n = counts.len;
         if n == 0 {
             return LatencyStats::default();
@@ -170,6 +169,13 @@ impl IntegerCounts {
             *self.counts.entry(v).or_insert(0) += 1;
         }
         self.len += values.len() as u64;
+    }
+
+    /// Each distinct value with its count, smallest first.
+    pub(super) fn sorted(&self) -> Vec<(u64, u64)> {
+        let mut distinct: Vec<(u64, u64)> = self.counts.iter().map(|(&v, &c)| (v, c)).collect();
+        distinct.sort_unstable();
+        distinct
     }
 }
 

@@ -1,6 +1,7 @@
 //! The run summary: vLLM benchmark metric names, printed and as JSON.
 
 use super::csv_out::write_atomically;
+use super::fitness::Fitness;
 use super::sessions::SessionSummary;
 use super::slo::SloReport;
 use super::stats::{IntegerCounts, LatencyStats};
@@ -135,6 +136,7 @@ impl SummaryCollector {
             power: None,
             slo: None,
             outcomes: None,
+            fitness: None,
             info,
         }
     }
@@ -165,6 +167,8 @@ pub struct Summary {
     slo: Option<SloReport>,
     /// How every request ended, when the run has a control plane.
     outcomes: Option<crate::control::OutcomeReport>,
+    /// The run's fitness, when `--fitness-weights` is given.
+    fitness: Option<Fitness>,
 }
 
 /// One latency metric's place in the report.
@@ -218,6 +222,9 @@ impl Summary {
         if let Some(outcomes) = &self.outcomes {
             put("outcomes".into(), outcomes.to_json());
         }
+        if let Some(fitness) = &self.fitness {
+            put("fitness".into(), fitness.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -249,6 +256,11 @@ impl Summary {
     /// How every request ended, when the run had a control plane.
     pub fn outcomes(&self) -> Option<&crate::control::OutcomeReport> {
         self.outcomes.as_ref()
+    }
+
+    /// Adds the run's fitness (`--fitness-weights`).
+    pub fn set_fitness(&mut self, fitness: Fitness) {
+        self.fitness = Some(fitness);
     }
 
     /// Adds the SLO metrics of the run.

@@ -2,6 +2,7 @@
 
 mod backend;
 mod commands;
+mod evaluate;
 mod outputs;
 mod waves;
 
@@ -38,6 +39,7 @@ use std::borrow::Cow;
 /// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
+    let started = std::time::Instant::now();
     let mut workload = load_workload(config)?;
     let has_sessions = !workload.sessions.is_empty();
     if config.sessions_output.is_some() && !has_sessions {
@@ -55,7 +57,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     // changes nothing: the engine then runs without one, exactly as before it existed.
     let mut control = (!config.control.is_passive())
         .then(|| ControlPlane::new(config.control.clone(), workload.classes.as_ref()));
-    if control.is_some() {
+    if control.is_some() || config.evaluation.requested() {
         outputs.outcomes = Some(OutcomeCollector::new(workload.classes.as_ref()));
     }
     let mut router = Router::new(config.routing.clone(), config.seed);
@@ -93,7 +95,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         instances: infos,
     };
     let sessions = has_sessions.then_some(&registry);
-    write_results(config, outputs, info, &outcome, sessions)
+    write_results(config, outputs, info, &outcome, sessions, started)
 }
 
 /// The instances of a run as the engine needs them: their setups, KV capacities and latency
@@ -203,9 +205,19 @@ fn open_outputs<'w>(
             .plots
             .as_ref()
             .map(|_| RunPlots::new(run_title(config))),
-        slo: SloCollector::new(workload.classes.as_ref(), config.slo_targets),
+        slo: slo_collector(config, workload),
         outcomes: None,
     })
+}
+
+/// The SLO metrics' collector, when they are worth reporting or the run is evaluated.
+fn slo_collector(config: &SimConfig, workload: &Workload) -> Option<SloCollector> {
+    let collector = SloCollector::new(
+        workload.classes.as_ref(),
+        config.slo_targets,
+        &config.control.slo_targets,
+    );
+    (collector.worth_reporting() || config.evaluation.requested()).then_some(collector)
 }
 
 /// One execution-trace writer per instance when `--emit-et` is given, else none.
@@ -305,22 +317,24 @@ fn finish_backends(backends: Vec<Backend>, waves: Option<waves::AstraWaves>) -> 
     finished
 }
 
-/// Completes the summary (SLO, power, sessions) and writes the run's files: the summary JSON,
-/// the time series and pictures, the sessions CSV and, last, the request CSV.
+/// Completes the summary (SLO, outcomes, fitness, power, sessions) and writes the run's
+/// files: the evaluation and summary JSON, the time series and pictures, the sessions CSV
+/// and, last, the request CSV.
 fn write_results(
     config: &SimConfig,
-    outputs: Outputs<'_>,
+    mut outputs: Outputs<'_>,
     info: RunInfo,
     outcome: &RunOutcome,
     sessions: Option<&SessionRegistry>,
+    started: std::time::Instant,
 ) -> anyhow::Result<Summary> {
     let mut summary = outputs.summary.finish(info);
-    if let Some(slo) = outputs.slo {
-        summary.set_slo(slo.finish(summary.duration_s()));
-    }
-    if let Some(outcomes) = outputs.outcomes {
-        summary.set_outcomes(outcomes.finish());
-    }
+    let collected = evaluate::Collected {
+        slo: outputs.slo.take(),
+        outcomes: outputs.outcomes.take(),
+        started,
+    };
+    let evaluation = evaluate::finish(config, collected, &mut summary)?;
     if let Some(power) = outputs.power {
         let recalled: Vec<u64> = outcome
             .instances
@@ -335,6 +349,9 @@ fn write_results(
         if let Some(path) = &config.sessions_output {
             write_sessions_csv(path, &outcomes)?;
         }
+    }
+    if let (Some(path), Some(document)) = (&config.evaluation.json, &evaluation) {
+        crate::evaluation::write(path, document)?;
     }
     if let Some(path) = &config.summary_json {
         summary.write_json(path)?;

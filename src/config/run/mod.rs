@@ -29,6 +29,7 @@ use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, ModelArch, PrefixStorage,
 };
 use crate::control::ControlConfig;
+use crate::evaluation::EvaluationConfig;
 use crate::latency::ExpertRouting;
 use crate::metrics::{PlotFormat, SloTargets};
 use crate::router::{RoutingPolicy, SignalConfig};
@@ -111,6 +112,8 @@ pub struct RunOptions {
     pub timeseries: Option<TimeSeriesOutput>,
     pub plots: Option<PlotsOutput>,
     pub slo_targets: SloTargets,
+    /// Fitness and evaluation result (`--fitness-weights`, `--evaluation-json`).
+    pub evaluation: EvaluationConfig,
     pub sessions_output: Option<PathBuf>,
     pub replay: ReplayMode,
     pub num_reqs: Option<usize>,
@@ -162,6 +165,7 @@ impl RunOptions {
             timeseries: None,
             plots: None,
             slo_targets: SloTargets::default(),
+            evaluation: EvaluationConfig::default(),
             sessions_output: None,
             replay: ReplayMode::Trace,
             num_reqs: None,
@@ -188,6 +192,8 @@ pub struct SimConfig {
     pub timeseries: Option<TimeSeriesOutput>,
     /// SLO targets (`--slo-ttft`, `--slo-tpot`, `--slo-e2e`).
     pub slo_targets: SloTargets,
+    /// Fitness and evaluation result (`--fitness-weights`, `--evaluation-json`).
+    pub evaluation: EvaluationConfig,
     /// Pictures of the run (`--plots`).
     pub plots: Option<PlotsOutput>,
     /// Per-session CSV (workloads with sessions).
@@ -283,6 +289,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         summary_json: options.summary_json,
         timeseries: options.timeseries,
         slo_targets: options.slo_targets,
+        evaluation: options.evaluation,
         plots: options.plots,
         sessions_output: options.sessions_output,
         replay: options.replay,

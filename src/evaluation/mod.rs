@@ -1,0 +1,141 @@
+//! The evaluation result of a run (`--evaluation-json PATH`): what a policy-search framework
+//! reads of one simulation — its fitness (`--fitness-weights`), the raw metrics behind it,
+//! anomaly and outcome counts, a trace summary and the run's identity. The layout is the
+//! versioned schema `docs/src/evaluation-schema.json` ([`SCHEMA_VERSION`]).
+
+mod identity;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::config::run::SimConfig;
+use crate::control::OutcomeReport;
+use crate::metrics::{
+    Fitness, FitnessInputs, FitnessWeights, SloReport, Summary, write_atomically,
+};
+
+/// Version of the evaluation JSON's layout; raised on any change a reader could notice.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What the command line asks of the evaluation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvaluationConfig {
+    /// `--fitness-weights`: the fitness is then printed and in the summary JSON.
+    pub weights: Option<FitnessWeights>,
+    /// `--evaluation-json`.
+    pub json: Option<PathBuf>,
+    /// The policy bundle (`--policy-config`), whose content names the policy.
+    pub policy_config: Option<PathBuf>,
+}
+
+impl EvaluationConfig {
+    /// Whether the run computes a fitness or writes an evaluation.
+    pub fn requested(&self) -> bool {
+        self.weights.is_some() || self.json.is_some()
+    }
+}
+
+/// The anomaly counters of a run (seed §D.8).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnomalyCounts {
+    pub priority_inversions: u64,
+    pub hol_blocking: u64,
+    pub kv_thrashing: u64,
+    pub scale_oscillations: u64,
+}
+
+impl AnomalyCounts {
+    /// All anomalies.
+    pub fn total(&self) -> u64 {
+        self.priority_inversions + self.hol_blocking + self.kv_thrashing + self.scale_oscillations
+    }
+
+    fn to_json(self) -> Value {
+        json!({
+            "priority_inversions": self.priority_inversions,
+            "hol_blocking": self.hol_blocking,
+            "kv_thrashing": self.kv_thrashing,
+            "scale_oscillations": self.scale_oscillations,
+        })
+    }
+}
+
+/// What the evaluation reads from the run's anomaly detector and decision-trace summary,
+/// filled by them when present; a run without them reports zero anomalies and no trace
+/// summary (`null`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSignals {
+    pub anomalies: AnomalyCounts,
+    /// The trace summary as JSON, when the run wrote decision traces.
+    pub trace_summary: Option<Value>,
+}
+
+/// Everything an evaluation is made of.
+pub struct EvaluationInputs<'a> {
+    pub config: &'a SimConfig,
+    pub summary: &'a Summary,
+    pub slo: &'a SloReport,
+    pub outcomes: &'a OutcomeReport,
+    pub signals: &'a RunSignals,
+}
+
+impl EvaluationInputs<'_> {
+    /// The run's fitness under `weights` (see [`crate::metrics::Fitness`]).
+    pub fn fitness(&self, weights: &FitnessWeights) -> anyhow::Result<Fitness> {
+        let inputs = FitnessInputs {
+            slo: self.slo.headline(),
+            requests: self.outcomes.requests(),
+            anomalies: self.signals.anomalies.total(),
+        };
+        Fitness::of(weights, &inputs)
+    }
+
+    /// The evaluation document with fitness `fitness`, the run having taken `wall_time_s`.
+    pub fn document(&self, fitness: &Fitness, wall_time_s: f64) -> anyhow::Result<Value> {
+        let s = self.summary;
+        let per_second = |n: u64| {
+            if s.duration_s() > 0.0 {
+                n as f64 / s.duration_s()
+            } else {
+                0.0
+            }
+        };
+        Ok(json!({
+            "schema_version": SCHEMA_VERSION,
+            "fitness": fitness.to_json(),
+            "metrics": {
+                "requests": self.outcomes.requests(),
+                "completed": s.completed(),
+                "duration_s": s.duration_s(),
+                "request_throughput": per_second(s.completed()),
+                "slo": self.slo.to_json(),
+            },
+            "anomalies": self.signals.anomalies.to_json(),
+            "outcomes": self.outcomes.to_json(),
+            "trace_summary": self.signals.trace_summary,
+            "metadata": self.metadata(wall_time_s)?,
+        }))
+    }
+
+    fn metadata(&self, wall_time_s: f64) -> anyhow::Result<Value> {
+        let config = self.config;
+        Ok(json!({
+            "simulator": "blis-cosim",
+            "version": env!("CARGO_PKG_VERSION"),
+            "seed": config.seed,
+            "simulated_duration_s": self.summary.duration_s(),
+            "wall_time_s": wall_time_s,
+            "policy": identity::policy(config)?,
+            "workload": identity::workload(&config.workload)?,
+        }))
+    }
+}
+
+/// Writes `document` to `path` atomically, pretty-printed.
+pub fn write(path: &Path, document: &Value) -> anyhow::Result<()> {
+    write_atomically(path, |out| {
+        serde_json::to_writer_pretty(&mut *out, document)?;
+        out.write_all(b"\n")
+    })
+}

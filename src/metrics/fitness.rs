@@ -1,0 +1,313 @@
+//! Fitness: one number in [0, 1] that ranks a run, a weighted mean of named metrics each
+//! normalised so that higher is better and its value lies in [0, 1]
+//! (`--fitness-weights metric=w,...`).
+//!
+//! The metrics ([`METRICS`]); `requests` counts every request of the workload, served or not:
+//! - `attainment`: share of the completed requests with SLO targets that met every one;
+//! - `goodput`: goodput over the offered load, i.e. requests that met every target over
+//!   `requests` (a dropped request offered load and earned nothing);
+//! - `completion`: completed over `requests` (1 − the share rejected, shed or expired);
+//! - `ttft_p99`, `tpot_p99`, `itl_p99`, `e2e_p99`: `1 / (1 + p99 / reference)`, 1 at zero
+//!   latency, ½ at the reference: the reference is the run's target on that metric
+//!   (`--slo-ttft`, `--slo-tpot` for TPOT and ITL, `--slo-e2e`) when given, else
+//!   [`REFERENCE_MS`] (TTFT 1 s, TPOT and ITL 100 ms, E2E 10 s);
+//! - `jain_tokens`, `jain_attainment`: Jain's index over tenants of the tokens served and of
+//!   the attainments (1 for a single tenant);
+//! - `prefix_hit_rate`: prefix-cache hit tokens over looked-up prompt tokens (0 without
+//!   caching);
+//! - `preemption_free`: `1 / (1 + preemptions per completed request)`;
+//! - `anomaly_free`: `1 / (1 + anomalies per request)` (the anomaly counters' total).
+//!
+//! Fitness is `Σ wᵢ·mᵢ / Σ wᵢ`: weights are finite and non-negative, at least one positive.
+//! `attainment`, `goodput` and `jain_attainment` need SLO targets: weighting one in a run
+//! whose requests have none is an error.
+
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+
+use super::slo::SloHeadline;
+
+/// Every metric a fitness can weigh, in report order.
+pub const METRICS: [&str; 12] = [
+    "attainment",
+    "goodput",
+    "completion",
+    "ttft_p99",
+    "tpot_p99",
+    "itl_p99",
+    "e2e_p99",
+    "jain_tokens",
+    "jain_attainment",
+    "prefix_hit_rate",
+    "preemption_free",
+    "anomaly_free",
+];
+
+/// References of the latency metrics without a target, ms: TTFT, TPOT, ITL, E2E.
+pub const REFERENCE_MS: [f64; 4] = [1000.0, 100.0, 100.0, 10_000.0];
+
+/// The weights used when an evaluation is asked for without `--fitness-weights`.
+pub const DEFAULT_WEIGHTS: &str = "completion=1,ttft_p99=1,e2e_p99=1";
+
+/// Weights of named metrics, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitnessWeights(Vec<(&'static str, f64)>);
+
+impl FitnessWeights {
+    /// Parses `metric=w,...`; the error says which entry is wrong and lists the metrics.
+    pub fn parse(text: &str) -> Result<FitnessWeights, String> {
+        let mut weights: Vec<(&'static str, f64)> = Vec::new();
+        for entry in text.split(',').map(str::trim) {
+            let (name, weight) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("`{entry}`: expected metric=weight"))?;
+            let name = name.trim();
+            let metric = METRICS.iter().find(|m| **m == name).ok_or_else(|| {
+                format!("unknown metric `{name}` (valid: {})", METRICS.join(", "))
+            })?;
+            let w: f64 = weight
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{entry}`: the weight is not a number"))?;
+            if !w.is_finite() || w < 0.0 {
+                return Err(format!("`{entry}`: weights must be finite and ≥ 0"));
+            }
+            if weights.iter().any(|(m, _)| m == metric) {
+                return Err(format!("metric `{name}` is given twice"));
+            }
+            weights.push((metric, w));
+        }
+        if weights.iter().all(|&(_, w)| w == 0.0) {
+            return Err("at least one weight must be positive".to_owned());
+        }
+        Ok(FitnessWeights(weights))
+    }
+
+    /// The weights used when none are given ([`DEFAULT_WEIGHTS`]).
+    pub fn default_weights() -> FitnessWeights {
+        FitnessWeights::parse(DEFAULT_WEIGHTS).expect("valid default weights")
+    }
+}
+
+/// What a fitness is computed from.
+#[derive(Debug, Clone, Copy)]
+pub struct FitnessInputs {
+    /// The SLO metrics of the run.
+    pub slo: SloHeadline,
+    /// Every request of the workload, served or not.
+    pub requests: u64,
+    /// Anomalies detected over the run (all counters).
+    pub anomalies: u64,
+}
+
+/// One weighted metric of a fitness.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitnessTerm {
+    pub metric: &'static str,
+    pub weight: f64,
+    /// The normalised metric, in [0, 1].
+    pub value: f64,
+    /// `weight · value / Σ weights`: the terms add up to the fitness.
+    pub contribution: f64,
+}
+
+/// A run's fitness and its terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitness {
+    pub total: f64,
+    pub terms: Vec<FitnessTerm>,
+}
+
+/// `count / of`, 0 when `of` is 0.
+fn share(count: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        count as f64 / of as f64
+    }
+}
+
+/// `1 / (1 + value / reference)`.
+fn closeness(value: f64, reference: f64) -> f64 {
+    1.0 / (1.0 + value / reference)
+}
+
+/// The value of `metric` in [0, 1]; `None` for a metric that needs SLO targets the run lacks.
+fn normalised(metric: &str, x: &FitnessInputs) -> Option<f64> {
+    let s = &x.slo;
+    let [ttft_ref, tpot_ref, itl_ref, e2e_ref] = REFERENCE_MS;
+    let t = s.targets;
+    Some(match metric {
+        "attainment" => s.attainment?,
+        "goodput" => s.attainment.map(|_| share(s.attained, x.requests))?,
+        "completion" => share(s.completed, x.requests),
+        "ttft_p99" => closeness(s.ttft_p99_ms, t.ttft_ms.unwrap_or(ttft_ref)),
+        "tpot_p99" => closeness(s.tpot_p99_ms, t.tpot_ms.unwrap_or(tpot_ref)),
+        "itl_p99" => closeness(s.itl_p99_ms, t.tpot_ms.unwrap_or(itl_ref)),
+        "e2e_p99" => closeness(s.e2e_p99_ms, t.e2e_ms.unwrap_or(e2e_ref)),
+        "jain_tokens" => s.jain_tokens,
+        "jain_attainment" => s.jain_attainment?,
+        "prefix_hit_rate" => s.prefix_hit_rate.unwrap_or(0.0),
+        "preemption_free" => 1.0 / (1.0 + s.preemption_rate),
+        "anomaly_free" => 1.0 / (1.0 + share(x.anomalies, x.requests)),
+        other => unreachable!("metric `{other}` is not in METRICS"),
+    })
+}
+
+impl Fitness {
+    /// The fitness of a run with `inputs` under `weights`; fails when a weighted metric needs
+    /// SLO targets the run's requests lack.
+    pub fn of(weights: &FitnessWeights, inputs: &FitnessInputs) -> anyhow::Result<Fitness> {
+        let sum: f64 = weights.0.iter().map(|&(_, w)| w).sum();
+        let mut terms = Vec::with_capacity(weights.0.len());
+        for &(metric, weight) in &weights.0 {
+            let value = normalised(metric, inputs).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--fitness-weights: metric `{metric}` needs SLO targets, and no request \
+                     of the run has one (--slo-ttft/--slo-tpot/--slo-e2e, the policy \
+                     bundle's slo_targets or --slo-targets, or the workload's)"
+                )
+            })?;
+            let contribution = weight * value / sum;
+            terms.push(FitnessTerm {
+                metric,
+                weight,
+                value,
+                contribution,
+            });
+        }
+        // Σ w·v ≤ Σ w term by term, and rounding keeps the order: the total stays ≤ 1.
+        let total = terms.iter().map(|t| t.weight * t.value).sum::<f64>() / sum;
+        Ok(Fitness { total, terms })
+    }
+
+    /// As JSON: `total` and `terms`, each metric's `weight`, `value` and `contribution`.
+    pub fn to_json(&self) -> Value {
+        let terms: Map<String, Value> = self
+            .terms
+            .iter()
+            .map(|t| {
+                let term =
+                    json!({"weight": t.weight, "value": t.value, "contribution": t.contribution});
+                (t.metric.to_owned(), term)
+            })
+            .collect();
+        json!({"total": self.total, "terms": terms})
+    }
+}
+
+impl fmt::Display for Fitness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{:=^50}", " Fitness ")?;
+        writeln!(
+            f,
+            "{:<16} {:>8} {:>8} {:>13}",
+            "metric", "weight", "value", "contribution"
+        )?;
+        for t in &self.terms {
+            writeln!(
+                f,
+                "{:<16} {:>8} {:>8.4} {:>13.4}",
+                t.metric, t.weight, t.value, t.contribution
+            )?;
+        }
+        writeln!(
+            f,
+            "Fitness:                                 {:<10.4}",
+            self.total
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::SloTargets;
+
+    fn inputs() -> FitnessInputs {
+        FitnessInputs {
+            slo: SloHeadline {
+                targets: SloTargets {
+                    ttft_ms: Some(200.0),
+                    tpot_ms: None,
+                    e2e_ms: None,
+                },
+                completed: 8,
+                attained: 6,
+                attainment: Some(0.75),
+                ttft_p99_ms: 200.0,
+                tpot_p99_ms: 300.0,
+                itl_p99_ms: 100.0,
+                e2e_p99_ms: 10_000.0,
+                jain_tokens: 0.9,
+                jain_attainment: None,
+                preemption_rate: 0.25,
+                prefix_hit_rate: None,
+            },
+            requests: 10,
+            anomalies: 10,
+        }
+    }
+
+    #[test]
+    fn each_metric_is_normalised_as_documented() {
+        let x = inputs();
+        let value = |m| normalised(m, &x);
+        assert_eq!(value("attainment"), Some(0.75));
+        assert_eq!(value("goodput"), Some(0.6)); // 6 of 10 offered
+        assert_eq!(value("completion"), Some(0.8));
+        assert_eq!(value("ttft_p99"), Some(0.5)); // p99 at the 200 ms target
+        assert_eq!(value("tpot_p99"), Some(0.25)); // 300 ms against 100 ms
+        assert_eq!(value("itl_p99"), Some(0.5));
+        assert_eq!(value("e2e_p99"), Some(0.5));
+        assert_eq!(value("jain_tokens"), Some(0.9));
+        assert_eq!(value("jain_attainment"), None);
+        assert_eq!(value("prefix_hit_rate"), Some(0.0));
+        assert_eq!(value("preemption_free"), Some(0.8));
+        assert_eq!(value("anomaly_free"), Some(0.5));
+    }
+
+    #[test]
+    fn fitness_is_the_weighted_mean() {
+        let w = FitnessWeights::parse("attainment=3, completion=1").unwrap();
+        let f = Fitness::of(&w, &inputs()).unwrap();
+        // (3 · 0.75 + 1 · 0.8) / 4 = 0.7625.
+        assert!((f.total - 0.7625).abs() < 1e-12);
+        assert!((f.terms[0].contribution - 0.5625).abs() < 1e-12);
+        let json = f.to_json();
+        assert_eq!(json["terms"]["completion"]["value"], 0.8);
+        let needs = FitnessWeights::parse("jain_attainment=1").unwrap();
+        let err = Fitness::of(&needs, &inputs()).unwrap_err().to_string();
+        assert!(err.contains("`jain_attainment` needs SLO targets"), "{err}");
+    }
+
+    #[test]
+    fn bad_weights_are_refused_with_the_reason() {
+        let err = FitnessWeights::parse("latency=1").unwrap_err();
+        assert!(err.contains("unknown metric `latency` (valid: attainment, goodput"));
+        assert!(
+            FitnessWeights::parse("completion")
+                .unwrap_err()
+                .contains("metric=weight")
+        );
+        assert!(
+            FitnessWeights::parse("completion=x")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(
+            FitnessWeights::parse("completion=-1")
+                .unwrap_err()
+                .contains("≥ 0")
+        );
+        assert!(
+            FitnessWeights::parse("completion=0")
+                .unwrap_err()
+                .contains("positive")
+        );
+        let twice = FitnessWeights::parse("completion=1,completion=2").unwrap_err();
+        assert!(twice.contains("given twice"));
+        assert_eq!(FitnessWeights::default_weights().0.len(), 3);
+    }
+}

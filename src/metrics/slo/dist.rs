@@ -1,0 +1,119 @@
+//! Latency distributions of a group of requests: mean and numpy's linear percentiles.
+
+use serde_json::{Value, json};
+
+use crate::metrics::stats::{IntegerCounts, NS_PER_MS};
+
+/// Mean and percentiles of one latency, ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Dist {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+/// The percentiles every distribution reports.
+const QUANTILES: [f64; 4] = [50.0, 90.0, 95.0, 99.0];
+
+/// Where numpy's linear `q`-th percentile of `len` values lies: the rank of its lower order
+/// statistic and the fraction of the way to the next.
+fn position(len: usize, q: f64) -> (usize, f64) {
+    let index = q / 100.0 * (len - 1) as f64;
+    let below = index.floor() as usize;
+    (below, index - below as f64)
+}
+
+impl Dist {
+    /// numpy's mean and linear percentiles of `values`, ms (0 for none).
+    pub fn of(mut values: Vec<f64>) -> Dist {
+        if values.is_empty() {
+            return Dist::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let last = values.len() - 1;
+        let [p50, p90, p95, p99] = QUANTILES.map(|q| {
+            let (below, t) = position(values.len(), q);
+            let above = (below + 1).min(last);
+            values[below] + t * (values[above] - values[below])
+        });
+        Dist {
+            mean: values.iter().sum::<f64>() / values.len() as f64,
+            p50,
+            p90,
+            p95,
+            p99,
+        }
+    }
+
+    /// The same of integer nanoseconds held as counts per distinct value, in ms.
+    pub fn of_counts(counts: &IntegerCounts) -> Dist {
+        let distinct = counts.sorted();
+        let len: u64 = distinct.iter().map(|&(_, c)| c).sum();
+        if len == 0 {
+            return Dist::default();
+        }
+        let sum: u128 = distinct
+            .iter()
+            .map(|&(v, c)| u128::from(v) * u128::from(c))
+            .sum();
+        let value_at = |rank: u64| {
+            let mut seen = 0;
+            for &(v, c) in &distinct {
+                seen += c;
+                if rank < seen {
+                    return v as f64;
+                }
+            }
+            distinct[distinct.len() - 1].0 as f64
+        };
+        let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
+        let [p50, p90, p95, p99] = QUANTILES.map(|q| {
+            let (below, t) = position(len_usize, q);
+            let (lo, hi) = (
+                value_at(below as u64),
+                value_at((below as u64 + 1).min(len - 1)),
+            );
+            (lo + t * (hi - lo)) / NS_PER_MS
+        });
+        Dist {
+            mean: sum as f64 / len as f64 / NS_PER_MS,
+            p50,
+            p90,
+            p95,
+            p99,
+        }
+    }
+
+    /// As JSON: `mean`, `p50`, `p90`, `p95`, `p99`.
+    pub fn to_json(self) -> Value {
+        json!({"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_values_give_numpy_percentiles() {
+        // numpy: values 1..=5 ms -> p50 3, p90 4.6, p95 4.8, p99 4.96, mean 3.
+        let d = Dist::of(vec![5.0, 1.0, 4.0, 2.0, 3.0]);
+        assert_eq!((d.mean, d.p50), (3.0, 3.0));
+        assert!((d.p90 - 4.6).abs() < 1e-12 && (d.p95 - 4.8).abs() < 1e-12);
+        assert!((d.p99 - 4.96).abs() < 1e-12);
+        let mut counts = IntegerCounts::default();
+        counts.extend(&[1_000_000, 2_000_000, 3_000_000, 4_000_000, 5_000_000]);
+        let c = Dist::of_counts(&counts);
+        assert_eq!((c.mean, c.p50), (3.0, 3.0));
+        assert!((c.p90 - 4.6).abs() < 1e-12 && (c.p99 - 4.96).abs() < 1e-12);
+        // Repeated values: 1, 1, 1, 9 ms -> p50 1, p90 6.6.
+        let mut repeated = IntegerCounts::default();
+        repeated.extend(&[1_000_000, 9_000_000, 1_000_000, 1_000_000]);
+        let r = Dist::of_counts(&repeated);
+        assert_eq!((r.mean, r.p50), (3.0, 1.0));
+        assert!((r.p90 - 6.6).abs() < 1e-12);
+        assert_eq!(Dist::of_counts(&IntegerCounts::default()), Dist::default());
+    }
+}

@@ -1,0 +1,95 @@
+//! The policy-research results of a run: SLO metrics and outcomes into the summary, the
+//! fitness (`--fitness-weights`) and the evaluation result (`--evaluation-json`).
+
+use std::time::Instant;
+
+use crate::config::run::SimConfig;
+use crate::control::{OutcomeCollector, OutcomeReport};
+use crate::evaluation::{EvaluationInputs, RunSignals};
+use crate::metrics::{FitnessWeights, SloCollector, SloReport, Summary};
+
+/// What the run collected for the research results.
+pub(super) struct Collected {
+    pub slo: Option<SloCollector>,
+    pub outcomes: Option<OutcomeCollector>,
+    /// When the run started (wall clock).
+    pub started: Instant,
+}
+
+/// Adds the SLO metrics (when worth reporting), the outcomes (a run with a control plane)
+/// and the fitness (`--fitness-weights`) to `summary`; returns the evaluation document when
+/// `--evaluation-json` asks for one. Writes nothing.
+pub(super) fn finish(
+    config: &SimConfig,
+    collected: Collected,
+    summary: &mut Summary,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    let slo = collected.slo.map(|c| {
+        let shown = c.worth_reporting();
+        (
+            c.finish(summary.duration_s(), &summary.info().instances),
+            shown,
+        )
+    });
+    let outcomes = collected.outcomes.map(OutcomeCollector::finish);
+    if let Some((report, true)) = &slo {
+        summary.set_slo(report.clone());
+    }
+    if let Some(report) = &outcomes
+        && !config.control.is_passive()
+    {
+        summary.set_outcomes(report.clone());
+    }
+    let evaluation = &config.evaluation;
+    let (Some((slo, _)), Some(outcomes)) = (slo, outcomes) else {
+        return Ok(None);
+    };
+    if !evaluation.requested() {
+        return Ok(None);
+    }
+    // Filled by the run's anomaly detector and decision-trace summary when the run has them;
+    // without: zero anomalies and no trace summary.
+    let signals = RunSignals::default();
+    let document = evaluate(
+        config,
+        summary,
+        &slo,
+        &outcomes,
+        &signals,
+        collected.started,
+    )?;
+    Ok(document)
+}
+
+/// The fitness into `summary` (with `--fitness-weights`) and the evaluation document (with
+/// `--evaluation-json`).
+fn evaluate(
+    config: &SimConfig,
+    summary: &mut Summary,
+    slo: &SloReport,
+    outcomes: &OutcomeReport,
+    signals: &RunSignals,
+    started: Instant,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    let evaluation = &config.evaluation;
+    let weights = evaluation
+        .weights
+        .clone()
+        .unwrap_or_else(FitnessWeights::default_weights);
+    let inputs = EvaluationInputs {
+        config,
+        summary,
+        slo,
+        outcomes,
+        signals,
+    };
+    let fitness = inputs.fitness(&weights)?;
+    let document = match &evaluation.json {
+        Some(_) => Some(inputs.document(&fitness, started.elapsed().as_secs_f64())?),
+        None => None,
+    };
+    if evaluation.weights.is_some() {
+        summary.set_fitness(fitness);
+    }
+    Ok(document)
+}
