@@ -135,6 +135,8 @@ impl SummaryCollector {
             power: None,
             slo: None,
             outcomes: None,
+            anomalies: None,
+            trace: None,
             info,
         }
     }
@@ -165,6 +167,10 @@ pub struct Summary {
     slo: Option<SloReport>,
     /// How every request ended, when the run has a control plane.
     outcomes: Option<crate::control::OutcomeReport>,
+    /// The anomaly counters, when the run has a control plane or several SLO classes.
+    anomalies: Option<super::AnomalyCounts>,
+    /// The decision trace's summary (`--summarize-trace`).
+    trace: Option<crate::trace::TraceSummary>,
 }
 
 /// One latency metric's place in the report.
@@ -218,6 +224,12 @@ impl Summary {
         if let Some(outcomes) = &self.outcomes {
             put("outcomes".into(), outcomes.to_json());
         }
+        if let Some(anomalies) = &self.anomalies {
+            put("anomalies".into(), anomalies.to_json());
+        }
+        if let Some(trace) = &self.trace {
+            put("trace_summary".into(), trace.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -244,6 +256,26 @@ impl Summary {
     /// Adds how every request of the run ended (a run with a control plane).
     pub fn set_outcomes(&mut self, outcomes: crate::control::OutcomeReport) {
         self.outcomes = Some(outcomes);
+    }
+
+    /// Adds the anomaly counters (a run with a control plane or several SLO classes).
+    pub fn set_anomalies(&mut self, anomalies: super::AnomalyCounts) {
+        self.anomalies = Some(anomalies);
+    }
+
+    /// The anomaly counters, when the run counted them.
+    pub fn anomalies(&self) -> Option<&super::AnomalyCounts> {
+        self.anomalies.as_ref()
+    }
+
+    /// Adds the decision trace's summary (`--summarize-trace`).
+    pub fn set_trace(&mut self, trace: crate::trace::TraceSummary) {
+        self.trace = Some(trace);
+    }
+
+    /// The decision trace's summary, when asked for.
+    pub fn trace(&self) -> Option<&crate::trace::TraceSummary> {
+        self.trace.as_ref()
     }
 
     /// How every request ended, when the run had a control plane.

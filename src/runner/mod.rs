@@ -16,9 +16,10 @@ use crate::config::run::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{
     Dtype, InstanceRole, KvCapacity, KvSizing, Link, full_kv_bytes_per_token, kv_capacity,
 };
+use crate::control::priority::NominalPriority;
 use crate::control::{ControlPlane, OutcomeCollector};
 use crate::engine::{
-    self, Disaggregation, InstanceSetup, LowerTierSetup, Run, RunOutcome, Services,
+    self, AnomalyWatch, Disaggregation, InstanceSetup, LowerTierSetup, Run, RunOutcome, Services,
 };
 use crate::latency::LatencyBackend;
 use crate::metrics::{
@@ -27,6 +28,7 @@ use crate::metrics::{
 };
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
+use crate::trace::{Diagnostics, TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
 use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, read_dataset};
@@ -59,6 +61,16 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         outputs.outcomes = Some(OutcomeCollector::new(workload.classes.as_ref()));
     }
     let mut router = Router::new(config.routing.clone(), config.seed);
+    let diagnostics = &config.diagnostics;
+    if diagnostics.trace_level != TraceLevel::None {
+        router.explain_top(diagnostics.counterfactual_k);
+        if let Some(control) = &mut control {
+            control.trace_decisions();
+        }
+    }
+    let classes = workload.classes.as_ref();
+    outputs.watch_anomalies = control.is_some() || classes.is_some_and(|c| c.classes().len() > 1);
+    let nominal = NominalPriority::new(classes, &config.control.slo_priorities);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
         instances.backends.iter_mut().map(Backend::as_dyn).collect();
     let mut waves = waves::AstraWaves::start(config, first_arrival)?;
@@ -68,6 +80,10 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         disaggregation,
         max_in_flight,
         signals: config.signals,
+        watch: outputs.watch_anomalies.then_some(AnomalyWatch {
+            thrash_window_ns: diagnostics.thrash_window_ns,
+            nominal: &nominal,
+        }),
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
@@ -205,7 +221,18 @@ fn open_outputs<'w>(
             .map(|_| RunPlots::new(run_title(config))),
         slo: SloCollector::new(workload.classes.as_ref(), config.slo_targets),
         outcomes: None,
+        trace: trace_writer(&config.diagnostics)?,
+        watch_anomalies: false,
     })
+}
+
+/// The decision trace's writer, when the run traces its decisions.
+fn trace_writer(d: &Diagnostics) -> anyhow::Result<Option<TraceWriter>> {
+    if d.trace_level == TraceLevel::None {
+        return Ok(None);
+    }
+    let writer = TraceWriter::new(d.trace_level, d.trace_output.as_deref(), d.summarize_trace)?;
+    Ok(Some(writer))
 }
 
 /// One execution-trace writer per instance when `--emit-et` is given, else none.
@@ -320,6 +347,14 @@ fn write_results(
     }
     if let Some(outcomes) = outputs.outcomes {
         summary.set_outcomes(outcomes.finish());
+    }
+    if outputs.watch_anomalies {
+        summary.set_anomalies(outcome.anomalies());
+    }
+    if let Some(trace) = outputs.trace
+        && let Some(trace_summary) = trace.finish()?
+    {
+        summary.set_trace(trace_summary);
     }
     if let Some(power) = outputs.power {
         let recalled: Vec<u64> = outcome
