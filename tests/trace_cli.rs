@@ -174,7 +174,11 @@ fn trace_level_none_changes_no_output_byte() {
         ];
         args.extend_from_slice(extra);
         let out = ok(&args);
-        (std::fs::read(csv).unwrap(), std::fs::read(json).unwrap(), out.stdout)
+        (
+            std::fs::read(csv).unwrap(),
+            std::fs::read(json).unwrap(),
+            out.stdout,
+        )
     };
     let plain = outputs("plain", &[]);
     let none = outputs("none", &["--trace-level", "none"]);
@@ -194,6 +198,104 @@ fn trace_flags_without_a_level_are_refused_naming_the_flag() {
     ]);
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("--trace-output") && err.contains("--trace-level"), "{err}");
+    assert!(
+        err.contains("--trace-output") && err.contains("--trace-level"),
+        "{err}"
+    );
     assert!(!trace.exists());
+}
+
+#[test]
+fn a_disaggregated_requests_hand_off_and_transfer_are_traced_between_its_steps() {
+    // One prefill and one decode instance; one 32-token prompt, 3 output tokens; detailed.
+    let dir = tempfile::tempdir().unwrap();
+    let instance = |role: &str| {
+        format!(
+            r#"{{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM",
+            "pd_type": "{role}", "tp_size": 1,
+            "npu_mem": {{"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}}}"#
+        )
+    };
+    let config = dir.path().join("pd.json");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [{{"num_instances": 2,
+            "cpu_mem": {{"mem_size": 512, "mem_bw": 256, "mem_latency": 0}},
+            "instances": [{}, {}]}}]}}"#,
+            instance("prefill"),
+            instance("decode")
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("one.jsonl");
+    std::fs::write(
+        &data,
+        "{\"input_toks\":32,\"output_toks\":3,\"arrival_time_ns\":0}\n",
+    )
+    .unwrap();
+    let trace = dir.path().join("pd.jsonl");
+    ok(&[
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        data.to_str().unwrap(),
+        "--trace-level",
+        "detailed",
+        "--trace-output",
+        trace.to_str().unwrap(),
+    ]);
+    let r = records(&trace);
+    let kinds: Vec<&str> = r.iter().map(|v| v["kind"].as_str().unwrap()).collect();
+    // Routed to the prefill instance and admitted; its one step ends; the hand-off to the
+    // decode instance and the transfer's arrival; admitted there; two decode steps.
+    assert_eq!(
+        kinds,
+        [
+            "routing",
+            "schedule-admit",
+            "step",
+            "pd",
+            "kv-transfer",
+            "schedule-admit",
+            "step",
+            "step"
+        ]
+    );
+    assert_eq!(
+        (r[0]["chosen"].as_u64(), r[1]["instance"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // The KV of 32 tokens of Llama-3.1-8B: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes
+    // = 131,072 bytes a token.
+    let bytes = 32 * 131_072u64;
+    let prefill_end = r[2]["t"].as_u64().unwrap();
+    assert_eq!(
+        (r[3]["prefill"].as_u64(), r[3]["decode"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert_eq!(
+        (r[3]["bytes"].as_u64(), r[3]["t"].as_u64()),
+        (Some(bytes), Some(prefill_end))
+    );
+    // 4 MiB over a 16 GiB/s link with no latency: 244,140.6 ns, whole ns down.
+    let (start, end) = (
+        r[4]["start"].as_u64().unwrap(),
+        r[4]["end"].as_u64().unwrap(),
+    );
+    assert_eq!((start, end - start), (prefill_end, 244_140));
+    assert_eq!(
+        (r[4]["from"].as_u64(), r[4]["to"].as_u64()),
+        (Some(0), Some(1))
+    );
+    // The decode instance has the prompt's KV: it computes the one next token.
+    assert_eq!(r[5]["instance"], 1);
+    assert_eq!(
+        (r[5]["cached_tokens"].as_u64(), r[5]["new_tokens"].as_u64()),
+        (Some(32), Some(1))
+    );
+    assert_eq!(
+        (r[5]["t"].as_u64(), r[6]["start"].as_u64()),
+        (Some(end), Some(end))
+    );
 }
