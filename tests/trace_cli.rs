@@ -299,3 +299,52 @@ fn a_disaggregated_requests_hand_off_and_transfer_are_traced_between_its_steps()
         (Some(end), Some(end))
     );
 }
+
+#[test]
+fn reruns_trace_byte_identically_and_a_failed_run_leaves_no_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, data) = (cluster(dir.path()), workload(dir.path()));
+    let trace_of = |tag: &str| {
+        let trace = dir.path().join(format!("{tag}.jsonl"));
+        ok(&[
+            "--cluster-config",
+            config.to_str().unwrap(),
+            "--dataset",
+            data.to_str().unwrap(),
+            "--request-routing-policy",
+            "RAND",
+            "--scheduler",
+            "sjf",
+            "--trace-level",
+            "detailed",
+            "--trace-output",
+            trace.to_str().unwrap(),
+        ]);
+        std::fs::read(trace).unwrap()
+    };
+    assert_eq!(trace_of("a"), trace_of("b"));
+    // A request longer than the model accepts fails the run before it starts: no trace,
+    // and no temporary file beside it.
+    let failed = tempfile::tempdir().unwrap();
+    let big = failed.path().join("big.jsonl");
+    std::fs::write(
+        &big,
+        "{\"input_toks\":300000,\"output_toks\":3,\"arrival_time_ns\":0}\n",
+    )
+    .unwrap();
+    let trace = failed.path().join("t.jsonl");
+    let out = run(&[
+        "--dataset",
+        big.to_str().unwrap(),
+        "--trace-level",
+        "decisions",
+        "--trace-output",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let left: Vec<_> = std::fs::read_dir(failed.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("big.jsonl")]);
+}
