@@ -40,8 +40,9 @@ else
         [ "$label" = traced ] && cmd=$traced
         for _ in $(seq "$RUNS"); do
             # shellcheck disable=SC2086
-            /usr/bin/time -f "$label %e s" $cmd >/dev/null 2>/dev/null
+            /usr/bin/time -f "$label %e s wall, %U s user" -a -o "$TMP/times" $cmd >/dev/null 2>&1
         done
     done
+    cat "$TMP/times"
 fi
 [ -f "$TMP/trace.jsonl" ] && echo "trace: $(wc -l <"$TMP/trace.jsonl") records, $(du -h "$TMP/trace.jsonl" | cut -f1)"

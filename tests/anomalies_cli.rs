@@ -148,13 +148,16 @@ fn a_prefix_evicted_by_a_small_cache_and_needed_again_is_thrashing_within_the_wi
     std::fs::write(&data, lines.join("\n") + "\n").unwrap();
     let small = cluster(dir.path(), 1, 16.2);
     let large = cluster(dir.path(), 1, 80.0);
-    let cases = [
-        ("small", &small, "60s", 127),
-        ("large", &large, "60s", 0),
-        ("old", &small, "1ms", 0),
+    // With a CPU lower tier the evicted blocks are recalled rather than recomputed: still
+    // evicted from the device and needed again, still 127.
+    let cases: [(&str, &Path, &str, &[&str], u64); 4] = [
+        ("small", &small, "60s", &[], 127),
+        ("recalled", &small, "60s", &["--prefix-storage", "CPU"], 127),
+        ("large", &large, "60s", &[], 0),
+        ("old", &small, "1ms", &[], 0),
     ];
-    for (tag, config, window, expected) in cases {
-        let args = [
+    for (tag, config, window, extra, expected) in cases {
+        let mut args = vec![
             "--cluster-config",
             config.to_str().unwrap(),
             "--dataset",
@@ -164,6 +167,7 @@ fn a_prefix_evicted_by_a_small_cache_and_needed_again_is_thrashing_within_the_wi
             "--thrash-window",
             window,
         ];
+        args.extend_from_slice(extra);
         let (json, _) = summary(dir.path(), tag, &args);
         assert_eq!(json["anomalies"]["kv_thrashing"], expected, "{tag}");
     }
