@@ -674,16 +674,8 @@ impl<'r> Cluster<'r> {
         }
         match decision {
             RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
-                match self.watch {
-                    Some(w) => {
-                        if self.blocks_head_of_line(id, candidates) {
-                            self.hol_blocking += 1;
-                        }
-                        let nominal = w.nominal.of(&request);
-                        self.schedulers[id as usize].enqueue_ranked(&request, priority, nominal);
-                    }
-                    None => self.schedulers[id as usize].enqueue_with_priority(&request, priority),
-                }
+                let blocked = self.watch.is_some() && self.blocks_head_of_line(id, candidates);
+                self.enqueue(id, &request, priority, blocked);
                 self.mark_ready(id);
                 if let (Some(t), Cow::Owned(r)) = (&mut self.transfers, request) {
                     t.entered(id, r, groups);
@@ -712,6 +704,18 @@ impl<'r> Cluster<'r> {
             }
         }
         Ok(())
+    }
+
+    /// Queues `request` on instance `id` with `priority`; with anomaly detection, with its
+    /// nominal urgency, counting a head-of-line blocking event if `blocked`.
+    fn enqueue(&mut self, id: u32, request: &Request, priority: i32, blocked: bool) {
+        let Some(w) = self.watch else {
+            self.schedulers[id as usize].enqueue_with_priority(request, priority);
+            return;
+        };
+        self.hol_blocking += u64::from(blocked);
+        let nominal = w.nominal.of(request);
+        self.schedulers[id as usize].enqueue_ranked(request, priority, nominal);
     }
 
     /// Whether queueing a request on `id` blocks it behind others needlessly: `id` has

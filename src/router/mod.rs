@@ -298,50 +298,63 @@ impl Router {
             }
             RoutingPolicy::Weighted(w) => {
                 let w = *w;
-                let max_waiting = (0..n).map(|p| at(p).waiting).max().unwrap_or(0);
-                let max_running = (0..n).map(|p| at(p).running).max().unwrap_or(0);
-                let inverse = |x: usize, max: usize| {
-                    if max == 0 {
-                        1.0
-                    } else {
-                        1.0 - x as f64 / max as f64
-                    }
-                };
-                self.prefix.start();
-                let mut best = 0;
-                let mut best_score = f64::NEG_INFINITY;
-                for (pos, &id) in candidates.iter().enumerate() {
-                    let s = view.snapshot(id);
-                    let kv_free = 1.0 - s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64;
-                    let prefix = if w.prefix > 0.0 {
-                        f64::from(self.prefix.cached_tokens(request, id, view))
-                            / f64::from(request.input_toks.max(1))
-                    } else {
-                        0.0
-                    };
-                    let parts = [
-                        w.queue * inverse(s.waiting, max_waiting),
-                        w.running * inverse(s.running, max_running),
-                        w.kv * kv_free,
-                        w.prefix * prefix,
-                    ];
-                    let score = parts[0] + parts[1] + parts[2] + parts[3];
-                    if let Some(ex) = &mut self.explain {
-                        if pos == 0 {
-                            ex.start(WEIGHTED_PARTS);
-                        }
-                        ex.push(id, parts);
-                    }
-                    if score > best_score {
-                        best = pos;
-                        best_score = score;
-                    }
-                }
-                best
+                self.weighted(w, request, candidates, view)
             }
         };
         self.explain_decision(request, candidates, view, pos);
         candidates[pos]
+    }
+
+    /// The `weighted` policy's pick: the highest `Σ weight × signal` (first on ties).
+    fn weighted<V: ClusterView + ?Sized>(
+        &mut self,
+        w: RoutingWeights,
+        request: &Request,
+        candidates: &[u32],
+        view: &V,
+    ) -> usize {
+        let n = candidates.len();
+        let at = |pos: usize| view.snapshot(candidates[pos]);
+        let max_waiting = (0..n).map(|p| at(p).waiting).max().unwrap_or(0);
+        let max_running = (0..n).map(|p| at(p).running).max().unwrap_or(0);
+        let inverse = |x: usize, max: usize| {
+            if max == 0 {
+                1.0
+            } else {
+                1.0 - x as f64 / max as f64
+            }
+        };
+        self.prefix.start();
+        let mut best = 0;
+        let mut best_score = f64::NEG_INFINITY;
+        for (pos, &id) in candidates.iter().enumerate() {
+            let s = view.snapshot(id);
+            let kv_free = 1.0 - s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64;
+            let prefix = if w.prefix > 0.0 {
+                f64::from(self.prefix.cached_tokens(request, id, view))
+                    / f64::from(request.input_toks.max(1))
+            } else {
+                0.0
+            };
+            let parts = [
+                w.queue * inverse(s.waiting, max_waiting),
+                w.running * inverse(s.running, max_running),
+                w.kv * kv_free,
+                w.prefix * prefix,
+            ];
+            let score = parts[0] + parts[1] + parts[2] + parts[3];
+            if let Some(ex) = &mut self.explain {
+                if pos == 0 {
+                    ex.start(WEIGHTED_PARTS);
+                }
+                ex.push(id, parts);
+            }
+            if score > best_score {
+                best = pos;
+                best_score = score;
+            }
+        }
+        best
     }
 
     /// Fills the explanation of the decision that picked `candidates[chosen]`, if asked.
