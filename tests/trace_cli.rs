@@ -348,3 +348,65 @@ fn reruns_trace_byte_identically_and_a_failed_run_leaves_no_trace() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("big.jsonl")]);
 }
+
+#[test]
+fn preemptions_are_traced_with_their_victim_and_the_blocks_they_free() {
+    // Four 2,048-token prompts generating 1,024 tokens each at once on one instance of
+    // 636 KV blocks (16.2 GB for an 8B model), admitted without reserving their full
+    // length: once the four hold 636 / 4 = 159 blocks each (2,544 tokens), the next block
+    // preempts the most recently admitted, request 3, freeing its 159 blocks (LIFO).
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("small.json");
+    std::fs::write(
+        &config,
+        r#"{"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [{"num_instances": 1,
+        "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+        "instances": [{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM",
+        "pd_type": null, "tp_size": 1,
+        "npu_mem": {"mem_size": 16.2, "mem_bw": 3350, "mem_latency": 0}}]}]}"#,
+    )
+    .unwrap();
+    let data = dir.path().join("four.jsonl");
+    let line = "{\"input_toks\":2048,\"output_toks\":1024,\"arrival_time_ns\":0}\n";
+    std::fs::write(&data, line.repeat(4)).unwrap();
+    let (trace, json) = (dir.path().join("t.jsonl"), dir.path().join("s.json"));
+    ok(&[
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        data.to_str().unwrap(),
+        "--npu-memory-utilization",
+        "1.0",
+        "--no-reserve-full-isl",
+        "--trace-level",
+        "decisions",
+        "--trace-output",
+        trace.to_str().unwrap(),
+        "--summary-json",
+        json.to_str().unwrap(),
+    ]);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(s["simulator"]["num_kv_blocks"], 636);
+    let r = records(&trace);
+    let preempts: Vec<&Value> = r
+        .iter()
+        .filter(|v| v["kind"] == "schedule-preempt")
+        .collect();
+    // Every preemption the scheduler counted is in the trace.
+    assert_eq!(
+        preempts.len() as u64,
+        s["simulator"]["preemptions"].as_u64().unwrap()
+    );
+    let first = preempts[0];
+    assert_eq!(first["request"], 3);
+    assert_eq!(first["freed_blocks"], 159);
+    assert_eq!(first["victim_policy"], "lifo");
+    assert_eq!(first["reason"], "kv-blocks-exhausted");
+    // The victim is admitted again later, as a readmission.
+    let at = first["seq"].as_u64().unwrap() as usize;
+    assert!(
+        r[at..]
+            .iter()
+            .any(|v| v["kind"] == "schedule-admit" && v["request"] == 3 && v["readmitted"] == true)
+    );
+}
