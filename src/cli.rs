@@ -5,11 +5,13 @@
 mod command_paths;
 mod control;
 mod dataset;
+mod diagnostics;
 mod replay;
 mod routing;
 
 pub use control::ControlArgs;
 pub use dataset::DatasetArgs;
+pub use diagnostics::DiagnosticArgs;
 pub use replay::ReplayArgs;
 
 use crate::astra::AstraArgs;
@@ -205,6 +207,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub control: ControlArgs,
+
+    #[command(flatten)]
+    pub diagnostics: DiagnosticArgs,
 
     /// Profile root for the measured latency backend (`<root>/<hardware>/<org>/<model>/<variant>/`,
     /// LLMServingSim bundle layout). Without it the analytical roofline is used.
@@ -545,6 +550,7 @@ impl RunArgs {
             routing,
             signals,
             control,
+            diagnostics: self.diagnostics.resolve()?,
             expert_routing: self.expert_routing_policy,
             profile_dir: self.profile_dir,
             architecture: self.architecture,

@@ -23,8 +23,9 @@ for path in pathlib.Path(sys.argv[1]).glob("*.json"):
     s = e["metrics"]["slo"]
     rows.append((e["fitness"]["total"], path.stem, s["all"]["attainment"],
                  s["all"]["ttft_ms"]["p99"], s["jain_fairness_attainment"],
-                 sum(e["anomalies"].values())))
-print(f"{'rank':<5}{'policy':<16}{'fitness':>8}{'attained':>10}{'TTFT p99 ms':>13}{'Jain (att.)':>12}{'anomalies':>11}")
-for rank, (f, name, att, p99, jain, anomalies) in enumerate(sorted(rows, reverse=True), 1):
-    print(f"{rank:<5}{name:<16}{f:>8.4f}{100 * att:>9.1f}%{p99:>13.1f}{jain:>12.4f}{anomalies:>11}")
+                 e["anomalies"]["hol_blocking"], e["anomalies"]["priority_inversions"],
+                 e["anomalies"]["kv_thrashing"]))
+print(f"{'rank':<5}{'policy':<16}{'fitness':>8}{'attained':>10}{'TTFT p99 ms':>13}{'Jain (att.)':>12}{'HOL':>6}{'inv.':>6}{'thrash':>8}")
+for rank, (f, name, att, p99, jain, hol, inv, thrash) in enumerate(sorted(rows, reverse=True), 1):
+    print(f"{rank:<5}{name:<16}{f:>8.4f}{100 * att:>9.1f}%{p99:>13.1f}{jain:>12.4f}{hol:>6}{inv:>6}{thrash:>8}")
 PY

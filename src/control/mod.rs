@@ -46,7 +46,7 @@ use crate::scheduler::{PreemptionOrder, QueueOrder};
 use crate::workload::{Request, RequestClasses};
 use admission::{Admission, AdmissionConfig, AdmissionKind};
 use flow::{FlowConfig, FlowQueue};
-use priority::{PriorityInput, PriorityPolicy, default_class_priority};
+use priority::{PriorityInput, PriorityPolicy};
 use std::collections::VecDeque;
 
 /// Everything the control plane of a run is configured with (flags and `--policy-config`).
@@ -219,20 +219,28 @@ pub struct ControlPlane {
     in_flight: u64,
     /// Admitted requests not ended, by tenant index.
     tenant_in_flight: Vec<u64>,
+    /// The decisions since the last [`ControlPlane::take_notes`], when they are traced.
+    notes: Option<Vec<ControlNote>>,
+}
+
+/// A decision of the control plane that is not an [`Action`], for the decision trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlNote {
+    /// The priority policy gave `request` `priority` at its arrival, `t`.
+    Priority {
+        t: Nanos,
+        request: u64,
+        priority: i32,
+    },
+    /// The admission policy let `request` in at `t`.
+    Admitted { t: Nanos, request: u64 },
 }
 
 impl ControlPlane {
     /// The control plane of `config` for a workload whose requests belong to `classes`.
     pub fn new(config: ControlConfig, classes: Option<&RequestClasses>) -> ControlPlane {
         let classes = classes.cloned().unwrap_or_default();
-        let class_priority = classes
-            .classes()
-            .iter()
-            .map(|c| {
-                let overridden = config.slo_priorities.iter().find(|(n, _)| n == c);
-                overridden.map_or_else(|| default_class_priority(c), |o| o.1)
-            })
-            .collect();
+        let class_priority = priority::class_priorities(&classes, &config.slo_priorities);
         let class_target = classes
             .classes()
             .iter()
@@ -252,7 +260,19 @@ impl ControlPlane {
             admitting: VecDeque::new(),
             routing: VecDeque::new(),
             in_flight: 0,
+            notes: None,
         }
+    }
+
+    /// Turns the noting of priorities and admissions on, for the decision trace.
+    pub fn trace_decisions(&mut self) {
+        self.notes = Some(Vec::new());
+    }
+
+    /// The priorities and admissions noted since the last call, in the order they were
+    /// decided (empty unless [`ControlPlane::trace_decisions`]).
+    pub fn take_notes(&mut self) -> impl Iterator<Item = ControlNote> + '_ {
+        self.notes.iter_mut().flat_map(|n| n.drain(..))
     }
 
     /// How the instances order their waiting queues and pick preemption victims.
@@ -316,6 +336,13 @@ impl ControlPlane {
     /// `request` arrives at the cluster at `now`, parked by the engine at `slot`.
     pub fn arrive(&mut self, now: Nanos, slot: u32, request: &Request) {
         let ticket = self.ticket(slot, request);
+        if let Some(notes) = &mut self.notes {
+            notes.push(ControlNote::Priority {
+                t: now,
+                request: request.id,
+                priority: ticket.priority,
+            });
+        }
         let due = now.saturating_add(self.admission_latency);
         self.admitting.push_back((due, ticket));
     }
@@ -385,6 +412,12 @@ impl ControlPlane {
         if let Err(why) = self.admission.decide(now, &t, &load) {
             out.push(Action::Drop { slot: t.slot, why });
             return;
+        }
+        if let Some(notes) = &mut self.notes {
+            notes.push(ControlNote::Admitted {
+                t: now,
+                request: t.id,
+            });
         }
         if let Some(count) = self.tenant_in_flight.get_mut(t.tenant as usize) {
             *count += 1;

@@ -2,6 +2,7 @@
 //! on the instances (higher is more urgent). Computed once, when the request is admitted.
 
 use crate::Nanos;
+use crate::workload::{Request, RequestClasses};
 
 /// BLIS's (GAIE's) priorities of the SLO classes: critical 4, standard 3, batch −1,
 /// sheddable −2, background −3; any other class (and none) is standard. Negative =
@@ -125,5 +126,48 @@ impl PriorityPolicy {
             },
             PriorityPolicy::InvertedSlo => static_priority.saturating_neg(),
         }
+    }
+}
+
+/// Each SLO class's priority in the class map (the defaults of [`default_class_priority`],
+/// overridden by `slo_priorities`), by class index.
+pub fn class_priorities(classes: &RequestClasses, slo_priorities: &[(String, i32)]) -> Vec<i32> {
+    classes
+        .classes()
+        .iter()
+        .map(|c| {
+            let overridden = slo_priorities.iter().find(|(n, _)| n == c);
+            overridden.map_or_else(|| default_class_priority(c), |o| o.1)
+        })
+        .collect()
+}
+
+/// A request's nominal urgency: its own priority, else its SLO class's in the class map,
+/// whatever the run's priority policy makes of it. The anomaly counters judge priority
+/// inversions by it.
+#[derive(Debug, Clone, Default)]
+pub struct NominalPriority {
+    classes: RequestClasses,
+    class_priority: Vec<i32>,
+}
+
+impl NominalPriority {
+    /// The nominal urgencies of a workload whose requests belong to `classes`.
+    pub fn new(classes: Option<&RequestClasses>, slo_priorities: &[(String, i32)]) -> Self {
+        let classes = classes.cloned().unwrap_or_default();
+        let class_priority = class_priorities(&classes, slo_priorities);
+        NominalPriority {
+            classes,
+            class_priority,
+        }
+    }
+
+    /// The nominal urgency of `request` (standard, 3, without a class).
+    pub fn of(&self, request: &Request) -> i32 {
+        let Some(p) = self.classes.labels(request.id) else {
+            return default_class_priority("");
+        };
+        let class = self.class_priority.get(p.class as usize).copied();
+        p.extras.priority.or(class).unwrap_or(3)
     }
 }

@@ -22,10 +22,12 @@ use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, Wave
 use super::{pipeline, tiers};
 use crate::Nanos;
 use crate::config::InstanceRole;
-use crate::control::{Action, ControlPlane, Dropped, Stage};
+use crate::control::priority::NominalPriority;
+use crate::control::{Action, ControlNote, ControlPlane, Dropped, Stage};
 use crate::latency::LatencyBackend;
 use crate::router::{InstanceSnapshot, RouteDecision, Routing, SignalConfig};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
+use crate::trace::{Decision, TraceLevel};
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -43,6 +45,19 @@ pub struct Run<'r> {
     pub max_in_flight: Option<usize>,
     /// What the router sees of the instances and how stale (`signals.rs`).
     pub signals: SignalConfig,
+    /// Anomaly detection, when on (see [`crate::metrics::AnomalyCounts`]).
+    pub watch: Option<AnomalyWatch<'r>>,
+}
+
+/// How a run detects anomalies: the thrash window, and the requests' nominal urgency that
+/// priority inversions are judged by.
+#[derive(Debug, Clone, Copy)]
+pub struct AnomalyWatch<'r> {
+    /// An eviction followed within this many ns by a lookup that needs the block is KV
+    /// thrashing.
+    pub thrash_window_ns: Nanos,
+    /// Each request's nominal urgency.
+    pub nominal: &'r NominalPriority,
 }
 
 impl<'r> Run<'r> {
@@ -54,7 +69,13 @@ impl<'r> Run<'r> {
             disaggregation: None,
             max_in_flight: None,
             signals: SignalConfig::default(),
+            watch: None,
         }
+    }
+
+    /// The same run, detecting anomalies as `watch` says.
+    pub fn watch(self, watch: Option<AnomalyWatch<'r>>) -> Run<'r> {
+        Run { watch, ..self }
     }
 
     /// The same run with prefill/decode disaggregation `pd`.
@@ -179,6 +200,11 @@ pub struct Cluster<'r> {
     control_wake: Option<Nanos>,
     /// Ids of the requests the step being applied finished (with a control plane).
     done: Vec<u64>,
+    /// Anomaly detection, when on, and the head-of-line blocking events so far.
+    watch: Option<AnomalyWatch<'r>>,
+    hol_blocking: u64,
+    /// Whether decisions are reported to the observer (its trace level is not `none`).
+    tracing: bool,
     now: Nanos,
 }
 
@@ -193,6 +219,7 @@ impl<'r> Cluster<'r> {
             disaggregation,
             max_in_flight,
             signals,
+            watch,
         } = run;
         assert!(
             !setups.is_empty() && setups.len() == services.backends.len(),
@@ -217,6 +244,15 @@ impl<'r> Cluster<'r> {
             }
         }
         tiers::attach(setups, &mut schedulers)?;
+        let tracing = services.observer.trace_level() != TraceLevel::None;
+        for scheduler in &mut schedulers {
+            if let Some(w) = &watch {
+                scheduler.watch_anomalies(w.thrash_window_ns);
+            }
+            if tracing {
+                scheduler.trace_decisions();
+            }
+        }
         let signals = Signals::new(signals, &mut schedulers);
         let groups = dp::groups(setups);
         let group_stages = groups
@@ -252,6 +288,9 @@ impl<'r> Cluster<'r> {
             actions: Vec::new(),
             control_wake: None,
             done: Vec::new(),
+            watch,
+            hol_blocking: 0,
+            tracing,
             now: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
@@ -386,6 +425,7 @@ impl<'r> Cluster<'r> {
             rejected: self.rejected,
             dropped: self.dropped,
             stats,
+            hol_blocking: self.hol_blocking,
             instances: self
                 .instances
                 .iter()
@@ -483,6 +523,9 @@ impl<'r> Cluster<'r> {
         }
         for event in self.effects.events.drain(..) {
             s.observer.kv_transfer(&event)?;
+            if self.tracing {
+                s.observer.decision(&Decision::Transfer(&event))?;
+            }
         }
         Ok(())
     }
@@ -552,6 +595,11 @@ impl<'r> Cluster<'r> {
             let mut actions = std::mem::take(&mut self.actions);
             if let Some(control) = s.control.as_deref_mut() {
                 control.poll(self.now, &self.schedulers, n, &mut actions);
+                if self.tracing {
+                    for note in control.take_notes() {
+                        s.observer.decision(&note_decision(note))?;
+                    }
+                }
             }
             if actions.is_empty() {
                 self.actions = actions;
@@ -584,6 +632,18 @@ impl<'r> Cluster<'r> {
             Action::Route { priority, .. } => self.dispatch(request, groups, priority, s),
             Action::Drop { why, .. } => {
                 self.dropped += 1;
+                if self.tracing {
+                    let (t, request) = (self.now, request.id);
+                    let decision = match why.stage {
+                        Stage::Admission => Decision::Admission {
+                            t,
+                            request,
+                            refused: Some(why),
+                        },
+                        _ => Decision::Dropped { t, request, why },
+                    };
+                    s.observer.decision(&decision)?;
+                }
                 s.observer.request_dropped(&request, self.now, why)?;
                 Ok(())
             }
@@ -604,9 +664,18 @@ impl<'r> Cluster<'r> {
         let candidates = self.eligibility.arrival(groups);
         let view = self.signals.view(&self.schedulers);
         let decision = s.router.decide(&request, candidates, &view);
+        if self.tracing {
+            s.observer.decision(&Decision::Routing {
+                t: self.now,
+                request: request.id,
+                decision,
+                explanation: s.router.explanation(),
+            })?;
+        }
         match decision {
             RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
-                self.schedulers[id as usize].enqueue_with_priority(&request, priority);
+                let blocked = self.watch.is_some() && self.blocks_head_of_line(id, candidates);
+                self.enqueue(id, &request, priority, blocked);
                 self.mark_ready(id);
                 if let (Some(t), Cow::Owned(r)) = (&mut self.transfers, request) {
                     t.entered(id, r, groups);
@@ -637,6 +706,49 @@ impl<'r> Cluster<'r> {
         Ok(())
     }
 
+    /// Queues `request` on instance `id` with `priority`; with anomaly detection, with its
+    /// nominal urgency, counting a head-of-line blocking event if `blocked`.
+    fn enqueue(&mut self, id: u32, request: &Request, priority: i32, blocked: bool) {
+        let Some(w) = self.watch else {
+            self.schedulers[id as usize].enqueue_with_priority(request, priority);
+            return;
+        };
+        self.hol_blocking += u64::from(blocked);
+        let nominal = w.nominal.of(request);
+        self.schedulers[id as usize].enqueue_ranked(request, priority, nominal);
+    }
+
+    /// Whether queueing a request on `id` blocks it behind others needlessly: `id` has
+    /// requests waiting while another of `candidates` has none waiting and room to run one
+    /// more.
+    fn blocks_head_of_line(&self, id: u32, candidates: &[u32]) -> bool {
+        if self.schedulers[id as usize].num_waiting() == 0 {
+            return false;
+        }
+        candidates.iter().any(|&c| {
+            let other = &self.schedulers[c as usize];
+            let room = other
+                .config()
+                .max_num_seqs
+                .is_none_or(|max| other.num_running() < max as usize);
+            c != id && other.num_waiting() == 0 && room
+        })
+    }
+
+    /// Reports the scheduling decisions instance `id` noted to the observer.
+    fn report_scheduling(&mut self, id: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let t = self.now;
+        for decision in self.schedulers[id as usize].take_decisions() {
+            let d = Decision::Schedule {
+                t,
+                instance: id,
+                decision,
+            };
+            s.observer.decision(&d)?;
+        }
+        Ok(())
+    }
+
     /// Closing phase: every instance queued for an attempt, by id, starts a step (or its DP
     /// group a wave) if it can.
     fn start_ready_instances(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
@@ -645,8 +757,20 @@ impl<'r> Cluster<'r> {
             let id = self.ready[k];
             self.instances[id as usize].ready = false;
             match self.setups[id as usize].dp_group {
-                Some(group) => self.start_wave(group, s)?,
-                None => self.start_instance(id, s)?,
+                Some(group) => {
+                    self.start_wave(group, s)?;
+                    if self.tracing {
+                        for k in 0..self.groups[group as usize].len() {
+                            self.report_scheduling(self.groups[group as usize][k], s)?;
+                        }
+                    }
+                }
+                None => {
+                    self.start_instance(id, s)?;
+                    if self.tracing {
+                        self.report_scheduling(id, s)?;
+                    }
+                }
             }
         }
         self.ready.clear();
@@ -723,4 +847,24 @@ fn new_schedulers(setups: &[InstanceSetup], roles: &[InstanceRole]) -> Vec<Sched
             scheduler
         })
         .collect()
+}
+
+/// The trace record of a control-plane note.
+fn note_decision(note: ControlNote) -> Decision<'static> {
+    match note {
+        ControlNote::Priority {
+            t,
+            request,
+            priority,
+        } => Decision::Priority {
+            t,
+            request,
+            priority,
+        },
+        ControlNote::Admitted { t, request } => Decision::Admission {
+            t,
+            request,
+            refused: None,
+        },
+    }
 }

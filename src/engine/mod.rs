@@ -82,7 +82,7 @@ mod pipeline;
 mod signals;
 mod tiers;
 
-pub use cluster::{Cluster, Run, Services};
+pub use cluster::{AnomalyWatch, Cluster, Run, Services};
 pub use dp::WavePricer;
 pub use events::{Event, EventKind, EventQueue, Phase};
 pub use inject::{Injector, NoInjection};
@@ -198,6 +198,18 @@ pub trait Observer {
         Ok(())
     }
 
+    /// How much of the run's decisions this observer traces: at
+    /// [`crate::trace::TraceLevel::None`] (the default) the engine notes none and never calls
+    /// [`Observer::decision`].
+    fn trace_level(&self) -> crate::trace::TraceLevel {
+        crate::trace::TraceLevel::None
+    }
+
+    /// A decision of the run, in the order the engine took it (see [`crate::trace`]).
+    fn decision(&mut self, _decision: &crate::trace::Decision<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// The router rejected `request` at `now` (its end: it is never served). Ignored unless
     /// implemented.
     fn request_rejected(&mut self, _request: &Request, _now: Nanos) -> anyhow::Result<()> {
@@ -249,8 +261,23 @@ pub struct RunOutcome {
     pub dropped: u64,
     /// Scheduler counters summed over all instances.
     pub stats: SchedulerStats,
+    /// Requests the router queued behind others while a candidate had nobody waiting and
+    /// room (counted when [`Run::watch`] is set).
+    pub hol_blocking: u64,
     /// Per instance, by id.
     pub instances: Vec<InstanceOutcome>,
+}
+
+impl RunOutcome {
+    /// The anomaly counters of the run (zero unless it watched for them, [`Run::watch`]).
+    pub fn anomalies(&self) -> crate::metrics::AnomalyCounts {
+        crate::metrics::AnomalyCounts {
+            priority_inversions: self.stats.priority_inversions,
+            hol_blocking: self.hol_blocking,
+            kv_thrashing: self.stats.kv_thrash_blocks,
+            scale_oscillations: 0,
+        }
+    }
 }
 
 /// Why a run failed.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::config::run::SimConfig;
 use crate::control::OutcomeReport;
 use crate::metrics::{
-    Fitness, FitnessInputs, FitnessWeights, SloReport, Summary, write_atomically,
+    AnomalyCounts, Fitness, FitnessInputs, FitnessWeights, SloReport, Summary, write_atomically,
 };
 
 /// Version of the evaluation JSON's layout; raised on any change a reader could notice.
@@ -33,31 +33,6 @@ impl EvaluationConfig {
     /// Whether the run computes a fitness or writes an evaluation.
     pub fn requested(&self) -> bool {
         self.weights.is_some() || self.json.is_some()
-    }
-}
-
-/// The anomaly counters of a run (seed §D.8).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AnomalyCounts {
-    pub priority_inversions: u64,
-    pub hol_blocking: u64,
-    pub kv_thrashing: u64,
-    pub scale_oscillations: u64,
-}
-
-impl AnomalyCounts {
-    /// All anomalies.
-    pub fn total(&self) -> u64 {
-        self.priority_inversions + self.hol_blocking + self.kv_thrashing + self.scale_oscillations
-    }
-
-    fn to_json(self) -> Value {
-        json!({
-            "priority_inversions": self.priority_inversions,
-            "hol_blocking": self.hol_blocking,
-            "kv_thrashing": self.kv_thrashing,
-            "scale_oscillations": self.scale_oscillations,
-        })
     }
 }
 

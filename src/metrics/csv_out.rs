@@ -354,7 +354,7 @@ pub fn write_atomically(
 
 /// A buffered temporary file beside its destination. [`AtomicFile::commit`] renames it over
 /// the destination; dropped uncommitted, it deletes itself and the destination is untouched.
-struct AtomicFile {
+pub(crate) struct AtomicFile {
     dest: PathBuf,
     out: BufWriter<NamedTempFile>,
     /// Bytes handed to the file since the last sync.
@@ -364,7 +364,8 @@ struct AtomicFile {
 }
 
 impl AtomicFile {
-    fn create(dest: &Path) -> anyhow::Result<AtomicFile> {
+    /// A temporary file beside `dest`, removed on interruption until committed.
+    pub(crate) fn create(dest: &Path) -> anyhow::Result<AtomicFile> {
         let mut prefix = OsString::from(".");
         if let Some(name) = dest.file_name() {
             prefix.push(name);
@@ -387,7 +388,7 @@ impl AtomicFile {
     }
 
     /// Writes `bytes`, syncing the file every [`SYNC_EVERY`] bytes.
-    fn write(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
         self.out
             .write_all(bytes)
             .with_context(|| format!("writing {}", self.dest.display()))?;
@@ -402,7 +403,8 @@ impl AtomicFile {
         Ok(())
     }
 
-    fn commit(self) -> anyhow::Result<()> {
+    /// Flushes, syncs and renames the file over its destination.
+    pub(crate) fn commit(self) -> anyhow::Result<()> {
         let dest = self.dest;
         let file = self
             .out

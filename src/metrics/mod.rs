@@ -1,6 +1,7 @@
 //! Per-request records, the per-request CSV, the vLLM-style run summary, and validation
 //! against a real vLLM run.
 
+mod anomalies;
 mod csv_out;
 mod fitness;
 mod plots;
@@ -12,6 +13,8 @@ mod summary;
 mod timeseries;
 mod validate;
 
+pub use anomalies::{AnomalyCounts, DEFAULT_THRASH_WINDOW_NS};
+pub(crate) use csv_out::AtomicFile;
 pub use csv_out::{
     CSV_HEADER, CsvColumns, PD_CSV_COLUMNS, RequestCsv, SESSION_COLUMNS, write_atomically,
 };

@@ -137,6 +137,8 @@ impl SummaryCollector {
             slo: None,
             outcomes: None,
             fitness: None,
+            anomalies: None,
+            trace: None,
             info,
         }
     }
@@ -169,6 +171,10 @@ pub struct Summary {
     outcomes: Option<crate::control::OutcomeReport>,
     /// The run's fitness, when `--fitness-weights` is given.
     fitness: Option<Fitness>,
+    /// The anomaly counters, when the run has a control plane or several SLO classes.
+    anomalies: Option<super::AnomalyCounts>,
+    /// The decision trace's summary (`--summarize-trace`).
+    trace: Option<crate::trace::TraceSummary>,
 }
 
 /// One latency metric's place in the report.
@@ -225,6 +231,12 @@ impl Summary {
         if let Some(fitness) = &self.fitness {
             put("fitness".into(), fitness.to_json());
         }
+        if let Some(anomalies) = &self.anomalies {
+            put("anomalies".into(), anomalies.to_json());
+        }
+        if let Some(trace) = &self.trace {
+            put("trace_summary".into(), trace.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -251,6 +263,26 @@ impl Summary {
     /// Adds how every request of the run ended (a run with a control plane).
     pub fn set_outcomes(&mut self, outcomes: crate::control::OutcomeReport) {
         self.outcomes = Some(outcomes);
+    }
+
+    /// Adds the anomaly counters (a run with a control plane or several SLO classes).
+    pub fn set_anomalies(&mut self, anomalies: super::AnomalyCounts) {
+        self.anomalies = Some(anomalies);
+    }
+
+    /// The anomaly counters, when the run counted them.
+    pub fn anomalies(&self) -> Option<&super::AnomalyCounts> {
+        self.anomalies.as_ref()
+    }
+
+    /// Adds the decision trace's summary (`--summarize-trace`).
+    pub fn set_trace(&mut self, trace: crate::trace::TraceSummary) {
+        self.trace = Some(trace);
+    }
+
+    /// The decision trace's summary, when asked for.
+    pub fn trace(&self) -> Option<&crate::trace::TraceSummary> {
+        self.trace.as_ref()
     }
 
     /// How every request ended, when the run had a control plane.

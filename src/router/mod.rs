@@ -24,6 +24,7 @@
 //! What the router sees, and how stale each signal is, is set per signal ([`SignalConfig`],
 //! `signals.rs`); the engine refreshes the snapshots it hands the router accordingly.
 
+mod explain;
 mod policy;
 #[cfg(test)]
 mod scorer_tests;
@@ -32,6 +33,7 @@ mod signals;
 #[cfg(test)]
 mod tests;
 
+pub use explain::{CandidateScore, Explanation};
 pub use policy::{RoutingPolicy, RoutingWeights};
 pub use scorers::{PREFIX_INDEX_BLOCKS, Scorer, ScorerSet};
 pub use signals::{Refresh, Signal, SignalConfig, parse_duration_ns};
@@ -165,6 +167,11 @@ pub trait Routing {
         candidates: &[u32],
         view: &dyn ClusterView,
     ) -> RouteDecision;
+
+    /// Why the last decision was taken, when the router explains its decisions.
+    fn explanation(&self) -> Option<&Explanation> {
+        None
+    }
 }
 
 impl Routing for Router {
@@ -175,6 +182,10 @@ impl Routing for Router {
         view: &dyn ClusterView,
     ) -> RouteDecision {
         RouteDecision::To(self.route(request, candidates, view))
+    }
+
+    fn explanation(&self) -> Option<&Explanation> {
+        self.explain.as_ref()
     }
 }
 
@@ -193,6 +204,8 @@ pub struct Router {
     rng: ChaCha8Rng,
     prefix: PrefixScratch,
     scores: scorers::ScoreScratch,
+    /// Why the last request went where it did, when asked (`--trace-level`).
+    explain: Option<Explanation>,
 }
 
 impl Router {
@@ -211,7 +224,15 @@ impl Router {
             rng: ChaCha8Rng::seed_from_u64(stream_seed(seed, stream)),
             prefix: PrefixScratch::default(),
             scores: scorers::ScoreScratch::default(),
+            explain: None,
         }
+    }
+
+    /// Makes the router explain each decision, listing the `k` best candidates
+    /// ([`Routing::explanation`]).
+    pub fn explain_top(&mut self, k: usize) {
+        self.explain = Some(Explanation::new(k));
+        self.scores.explain = true;
     }
 
     /// The policy.
@@ -277,42 +298,126 @@ impl Router {
             }
             RoutingPolicy::Weighted(w) => {
                 let w = *w;
-                let max_waiting = (0..n).map(|p| at(p).waiting).max().unwrap_or(0);
-                let max_running = (0..n).map(|p| at(p).running).max().unwrap_or(0);
-                let inverse = |x: usize, max: usize| {
-                    if max == 0 {
-                        1.0
-                    } else {
-                        1.0 - x as f64 / max as f64
-                    }
-                };
-                self.prefix.start();
-                let mut best = 0;
-                let mut best_score = f64::NEG_INFINITY;
-                for (pos, &id) in candidates.iter().enumerate() {
-                    let s = view.snapshot(id);
-                    let kv_free = 1.0 - s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64;
-                    let prefix = if w.prefix > 0.0 {
-                        f64::from(self.prefix.cached_tokens(request, id, view))
-                            / f64::from(request.input_toks.max(1))
-                    } else {
-                        0.0
-                    };
-                    let score = w.queue * inverse(s.waiting, max_waiting)
-                        + w.running * inverse(s.running, max_running)
-                        + w.kv * kv_free
-                        + w.prefix * prefix;
-                    if score > best_score {
-                        best = pos;
-                        best_score = score;
-                    }
-                }
-                best
+                self.weighted(w, request, candidates, view)
             }
         };
+        self.explain_decision(request, candidates, view, pos);
         candidates[pos]
     }
+
+    /// The `weighted` policy's pick: the highest `Σ weight × signal` (first on ties).
+    fn weighted<V: ClusterView + ?Sized>(
+        &mut self,
+        w: RoutingWeights,
+        request: &Request,
+        candidates: &[u32],
+        view: &V,
+    ) -> usize {
+        let n = candidates.len();
+        let at = |pos: usize| view.snapshot(candidates[pos]);
+        let max_waiting = (0..n).map(|p| at(p).waiting).max().unwrap_or(0);
+        let max_running = (0..n).map(|p| at(p).running).max().unwrap_or(0);
+        let inverse = |x: usize, max: usize| {
+            if max == 0 {
+                1.0
+            } else {
+                1.0 - x as f64 / max as f64
+            }
+        };
+        self.prefix.start();
+        let mut best = 0;
+        let mut best_score = f64::NEG_INFINITY;
+        for (pos, &id) in candidates.iter().enumerate() {
+            let s = view.snapshot(id);
+            let kv_free = 1.0 - s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64;
+            let prefix = if w.prefix > 0.0 {
+                f64::from(self.prefix.cached_tokens(request, id, view))
+                    / f64::from(request.input_toks.max(1))
+            } else {
+                0.0
+            };
+            let parts = [
+                w.queue * inverse(s.waiting, max_waiting),
+                w.running * inverse(s.running, max_running),
+                w.kv * kv_free,
+                w.prefix * prefix,
+            ];
+            let score = parts[0] + parts[1] + parts[2] + parts[3];
+            if let Some(ex) = &mut self.explain {
+                if pos == 0 {
+                    ex.start(WEIGHTED_PARTS);
+                }
+                ex.push(id, parts);
+            }
+            if score > best_score {
+                best = pos;
+                best_score = score;
+            }
+        }
+        best
+    }
+
+    /// Fills the explanation of the decision that picked `candidates[chosen]`, if asked.
+    fn explain_decision<V: ClusterView + ?Sized>(
+        &mut self,
+        request: &Request,
+        candidates: &[u32],
+        view: &V,
+        chosen: usize,
+    ) {
+        let Some(ex) = &mut self.explain else { return };
+        let load = |id: u32| {
+            let s = view.snapshot(id);
+            -((s.waiting + s.running) as f64)
+        };
+        match &self.policy {
+            RoutingPolicy::Weighted(_) => {}
+            RoutingPolicy::Scorers(set) => {
+                ex.start(set.scorers().iter().map(|(s, _)| s.name()));
+                let (n, parts) = (candidates.len(), &self.scores.contributions);
+                for (pos, &id) in candidates.iter().enumerate() {
+                    ex.push(id, parts.iter().skip(pos).step_by(n).copied());
+                }
+            }
+            RoutingPolicy::Load => {
+                ex.start(["load-score"]);
+                for &id in candidates {
+                    ex.push(id, [-load_score(&view.snapshot(id))]);
+                }
+            }
+            RoutingPolicy::LeastLoaded => {
+                ex.start(["load"]);
+                for &id in candidates {
+                    ex.push(id, [load(id)]);
+                }
+            }
+            RoutingPolicy::PrefixAffinity => {
+                self.prefix.start();
+                ex.start(["cached-tokens"]);
+                for &id in candidates {
+                    let tokens = self.prefix.cached_tokens(request, id, view);
+                    ex.push(id, [f64::from(tokens)]);
+                }
+                if ex.best().score == 0.0 {
+                    ex.start(["load"]);
+                    for &id in candidates {
+                        ex.push(id, [load(id)]);
+                    }
+                }
+            }
+            RoutingPolicy::RoundRobin | RoutingPolicy::Random | RoutingPolicy::AlwaysBusiest => {
+                ex.start(["effective-load"]);
+                for &id in candidates {
+                    ex.push(id, [-(view.snapshot(id).effective_load() as f64)]);
+                }
+            }
+        }
+        ex.finish(chosen);
+    }
 }
+
+/// The parts of the `weighted` policy's score.
+const WEIGHTED_PARTS: [&str; 4] = ["queue", "running", "kv", "prefix"];
 
 /// LLMServingSim's `LOAD` score: `(4·waiting + running) / max_num_seqs`, raw when unlimited.
 fn load_score(s: &InstanceSnapshot) -> f64 {

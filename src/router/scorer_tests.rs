@@ -355,3 +355,73 @@ fn signal_refresh_modes_parse_and_the_blis_flags_map_onto_them() {
         assert!(err.contains(says), "{bad}: {err}");
     }
 }
+
+/// Candidates' (instance, score) in the order the explanation lists them.
+fn listed(ex: &Explanation) -> Vec<(u32, f64)> {
+    ex.top().map(|(c, _)| (c.instance, c.score)).collect()
+}
+
+#[test]
+fn round_robin_regret_is_the_chosen_instances_extra_effective_load() {
+    // Effective loads (waiting + running + in flight): 3, 0, 1. RR's first pick is
+    // instance 0; the best by the load signal is instance 1: regret 0 − (−3) = 3.
+    let view = hand(vec![snap(2, 1, 0, 0), snap(0, 0, 0, 0), snap(1, 0, 0, 0)]);
+    let mut router = Router::new("RR".parse().unwrap(), 0);
+    router.explain_top(2);
+    let chosen = router.route(&prompt(0, vec![1, 2, 3]), &[0, 1, 2], &view);
+    assert_eq!(chosen, 0);
+    let ex = router.explanation().unwrap();
+    assert_eq!(ex.parts(), ["effective-load"]);
+    assert_eq!((ex.chosen().instance, ex.chosen().score), (0, -3.0));
+    assert_eq!((ex.best().instance, ex.best().score), (1, 0.0));
+    assert_eq!(ex.regret(), 3.0);
+    // The two best (1, then 2), then the chosen one, which is not among them.
+    assert_eq!(listed(ex), vec![(1, 0.0), (2, -1.0), (0, -3.0)]);
+    // The next pick (instance 1) is the best: no regret.
+    router.route(&prompt(1, vec![1, 2, 3]), &[0, 1, 2], &view);
+    assert_eq!(router.explanation().unwrap().regret(), 0.0);
+}
+
+#[test]
+fn scorer_contributions_are_weighted_normalised_scores_and_argmax_has_no_regret() {
+    // queue-depth:1, kv-utilization:1, weights normalised to 0.5 each.
+    // Waiting 2, 0, 1 → min-max, fewer better: 0, 1, 0.5 → contributions 0, 0.5, 0.25.
+    // KV used 50, 80, 10 of 100 → 1 − use: 0.5, 0.2, 0.9 → contributions 0.25, 0.1, 0.45.
+    // Totals 0.25, 0.6, 0.7: instance 2 wins, regret 0.
+    let view = hand(vec![
+        snap(2, 0, 0, 50),
+        snap(0, 0, 0, 80),
+        snap(1, 0, 0, 10),
+    ]);
+    let set: ScorerSet = "queue-depth:1,kv-utilization:1".parse().unwrap();
+    let mut router = Router::new(RoutingPolicy::Scorers(set), 0);
+    router.explain_top(3);
+    assert_eq!(router.route(&prompt(0, vec![1]), &[0, 1, 2], &view), 2);
+    let ex = router.explanation().unwrap();
+    assert_eq!(ex.parts(), ["queue-depth", "kv-utilization"]);
+    let parts: Vec<(u32, Vec<f64>)> = ex.top().map(|(c, p)| (c.instance, p.to_vec())).collect();
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    let expected = [(2, [0.25, 0.45]), (1, [0.5, 0.1]), (0, [0.0, 0.25])];
+    for ((id, got), (want_id, want)) in parts.iter().zip(expected) {
+        assert_eq!(*id, want_id);
+        assert!(
+            close(got[0], want[0]) && close(got[1], want[1]),
+            "{id}: {got:?}"
+        );
+    }
+    assert_eq!(ex.chosen().instance, 2);
+    assert_eq!(ex.regret(), 0.0);
+}
+
+#[test]
+fn always_busiest_is_judged_by_the_load_it_maximises() {
+    // Effective loads 2, 6, 0 (in flight counted): always-busiest picks instance 1; the
+    // least loaded, instance 2, scores 0: regret 6.
+    let view = hand(vec![snap(1, 0, 1, 0), snap(2, 1, 3, 0), snap(0, 0, 0, 0)]);
+    let mut router = Router::new("always-busiest".parse().unwrap(), 0);
+    router.explain_top(1);
+    assert_eq!(router.route(&prompt(0, vec![1]), &[0, 1, 2], &view), 1);
+    let ex = router.explanation().unwrap();
+    assert_eq!(ex.regret(), 6.0);
+    assert_eq!(listed(ex), vec![(2, 0.0), (1, -6.0)]);
+}

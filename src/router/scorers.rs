@@ -188,6 +188,10 @@ pub(super) struct ScoreScratch {
     /// The block size `hashes` were computed at for the request being routed.
     hashed_at: Option<u32>,
     bytes: Vec<u8>,
+    /// Whether [`ScoreScratch::pick`] keeps each scorer's contributions (decision traces).
+    pub(super) explain: bool,
+    /// Each scorer's weighted contribution to each candidate's score, scorer after scorer.
+    pub(super) contributions: Vec<f64>,
 }
 
 /// Min-max normalisation of `raw` in place: `lower_better` maps the least to 1 and the most
@@ -225,10 +229,15 @@ impl ScoreScratch {
         let sum: f64 = set.scorers.iter().map(|&(_, w)| w).sum();
         prefix.start();
         self.hashed_at = None;
+        self.contributions.clear();
         for &(scorer, weight) in &set.scorers {
             self.raw_scores(scorer, request, candidates, view, prefix);
             for (t, &s) in self.total.iter_mut().zip(&self.raw) {
-                *t += weight / sum * s.clamp(0.0, 1.0);
+                let part = weight / sum * s.clamp(0.0, 1.0);
+                *t += part;
+                if self.explain {
+                    self.contributions.push(part);
+                }
             }
         }
         let mut best = 0;

@@ -12,6 +12,8 @@ use crate::metrics::{FitnessWeights, SloCollector, SloReport, Summary};
 pub(super) struct Collected {
     pub slo: Option<SloCollector>,
     pub outcomes: Option<OutcomeCollector>,
+    /// The anomaly counters and the decision trace's summary.
+    pub signals: RunSignals,
     /// When the run started (wall clock).
     pub started: Instant,
 }
@@ -47,15 +49,12 @@ pub(super) fn finish(
     if !evaluation.requested() {
         return Ok(None);
     }
-    // Filled by the run's anomaly detector and decision-trace summary when the run has them;
-    // without: zero anomalies and no trace summary.
-    let signals = RunSignals::default();
     let document = evaluate(
         config,
         summary,
         &slo,
         &outcomes,
-        &signals,
+        &collected.signals,
         collected.started,
     )?;
     Ok(document)

@@ -6,6 +6,7 @@ mod evaluate;
 mod outputs;
 mod waves;
 
+use crate::evaluation::RunSignals;
 use crate::metrics::{RunPlots, SloCollector, TimeSeries};
 use commands::detected;
 pub use commands::{et, generate, list_scenarios, validate};
@@ -17,9 +18,10 @@ use crate::config::run::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{
     Dtype, InstanceRole, KvCapacity, KvSizing, Link, full_kv_bytes_per_token, kv_capacity,
 };
+use crate::control::priority::NominalPriority;
 use crate::control::{ControlPlane, OutcomeCollector};
 use crate::engine::{
-    self, Disaggregation, InstanceSetup, LowerTierSetup, Run, RunOutcome, Services,
+    self, AnomalyWatch, Disaggregation, InstanceSetup, LowerTierSetup, Run, RunOutcome, Services,
 };
 use crate::latency::LatencyBackend;
 use crate::metrics::{
@@ -28,6 +30,7 @@ use crate::metrics::{
 };
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
+use crate::trace::{Diagnostics, TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
 use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, read_dataset};
@@ -61,6 +64,16 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         outputs.outcomes = Some(OutcomeCollector::new(workload.classes.as_ref()));
     }
     let mut router = Router::new(config.routing.clone(), config.seed);
+    let diagnostics = &config.diagnostics;
+    if diagnostics.trace_level != TraceLevel::None {
+        router.explain_top(diagnostics.counterfactual_k);
+        if let Some(control) = &mut control {
+            control.trace_decisions();
+        }
+    }
+    let classes = workload.classes.as_ref();
+    outputs.watch_anomalies = control.is_some() || classes.is_some_and(|c| c.classes().len() > 1);
+    let nominal = NominalPriority::new(classes, &config.control.slo_priorities);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
         instances.backends.iter_mut().map(Backend::as_dyn).collect();
     let mut waves = waves::AstraWaves::start(config, first_arrival)?;
@@ -70,6 +83,11 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         disaggregation,
         max_in_flight,
         signals: config.signals,
+        // Detected when shown, and for the evaluation's anomaly counts.
+        watch: (outputs.watch_anomalies || config.evaluation.requested()).then_some(AnomalyWatch {
+            thrash_window_ns: diagnostics.thrash_window_ns,
+            nominal: &nominal,
+        }),
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
@@ -207,6 +225,8 @@ fn open_outputs<'w>(
             .map(|_| RunPlots::new(run_title(config))),
         slo: slo_collector(config, workload),
         outcomes: None,
+        trace: trace_writer(&config.diagnostics)?,
+        watch_anomalies: false,
     })
 }
 
@@ -218,6 +238,15 @@ fn slo_collector(config: &SimConfig, workload: &Workload) -> Option<SloCollector
         &config.control.slo_targets,
     );
     (collector.worth_reporting() || config.evaluation.requested()).then_some(collector)
+}
+
+/// The decision trace's writer, when the run traces its decisions.
+fn trace_writer(d: &Diagnostics) -> anyhow::Result<Option<TraceWriter>> {
+    if d.trace_level == TraceLevel::None {
+        return Ok(None);
+    }
+    let writer = TraceWriter::new(d.trace_level, d.trace_output.as_deref(), d.summarize_trace)?;
+    Ok(Some(writer))
 }
 
 /// One execution-trace writer per instance when `--emit-et` is given, else none.
@@ -329,9 +358,24 @@ fn write_results(
     started: std::time::Instant,
 ) -> anyhow::Result<Summary> {
     let mut summary = outputs.summary.finish(info);
+    if outputs.watch_anomalies {
+        summary.set_anomalies(outcome.anomalies());
+    }
+    let trace_summary = match outputs.trace {
+        Some(trace) => trace.finish()?,
+        None => None,
+    };
+    let signals = RunSignals {
+        anomalies: outcome.anomalies(),
+        trace_summary: trace_summary.as_ref().map(|t| t.to_json()),
+    };
+    if let Some(trace_summary) = trace_summary {
+        summary.set_trace(trace_summary);
+    }
     let collected = evaluate::Collected {
         slo: outputs.slo.take(),
         outcomes: outputs.outcomes.take(),
+        signals,
         started,
     };
     let evaluation = evaluate::finish(config, collected, &mut summary)?;

@@ -10,6 +10,7 @@ use crate::metrics::{
     RequestCsv, RequestRecord, RunPlots, SloCollector, SummaryCollector, TimeSeries,
 };
 use crate::power::PowerModel;
+use crate::trace::{Decision, TraceLevel, TraceWriter};
 use crate::workload::Request;
 use crate::workload::sessions::SessionSet;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -38,6 +39,10 @@ pub(super) struct Outputs<'w> {
     pub plots: Option<RunPlots>,
     /// How every request ended, when the run has a control plane.
     pub outcomes: Option<OutcomeCollector>,
+    /// The decision trace, when asked for (`--trace-level`).
+    pub trace: Option<TraceWriter>,
+    /// Whether the run counts anomalies (a control plane or several SLO classes).
+    pub watch_anomalies: bool,
 }
 
 impl Observer for Outputs<'_> {
@@ -77,11 +82,38 @@ impl Observer for Outputs<'_> {
         Ok(())
     }
 
+    fn trace_level(&self) -> TraceLevel {
+        self.trace
+            .as_ref()
+            .map_or(TraceLevel::None, TraceWriter::level)
+    }
+
+    fn decision(&mut self, decision: &Decision<'_>) -> anyhow::Result<()> {
+        match &mut self.trace {
+            Some(trace) => trace.record(decision),
+            None => Ok(()),
+        }
+    }
+
     fn step_finished(
         &mut self,
         step: &StepEvent<'_>,
         backend: &mut dyn LatencyBackend,
     ) -> anyhow::Result<()> {
+        if let Some(trace) = self
+            .trace
+            .as_mut()
+            .filter(|t| t.level() == TraceLevel::Detailed)
+        {
+            trace.record(&Decision::Step {
+                instance: step.instance,
+                start_ns: step.start_ns,
+                end_ns: step.end_ns,
+                batch: step.batch.items.len(),
+                waiting: step.waiting,
+                running: step.running,
+            })?;
+        }
         if let Some(series) = &mut self.timeseries {
             series.step(step);
         }

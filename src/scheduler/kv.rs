@@ -141,6 +141,42 @@ pub struct BlockPool {
     index: HashMap<u64, BlockId>,
     /// When the prefix index changed, for routers that see it late (`None`: not kept).
     history: Option<Box<CacheHistory>>,
+    /// Recent evictions, for KV thrashing (`None`: not watched).
+    thrash: Option<Box<ThrashWatch>>,
+}
+
+/// The hashes evicted from the prefix index within the last `window` ns, with when: a
+/// lookup that misses one of them is KV thrashing. Allocates only while growing to the
+/// largest number of evictions in one window.
+#[derive(Debug, Default)]
+struct ThrashWatch {
+    window: Nanos,
+    /// The time of the pool's current changes (set when a step is formed).
+    clock: Nanos,
+    /// Per hash: its latest eviction.
+    latest: BlockHashMap<Nanos>,
+    /// Evictions, oldest first.
+    order: VecDeque<(Nanos, u64)>,
+}
+
+impl ThrashWatch {
+    fn record(&mut self, hash: u64) {
+        self.latest.insert(hash, self.clock);
+        self.order.push_back((self.clock, hash));
+    }
+
+    /// Forgets the evictions more than a window before the clock.
+    fn expire(&mut self) {
+        while let Some(&(at, hash)) = self.order.front() {
+            if self.clock - at <= self.window {
+                break;
+            }
+            self.order.pop_front();
+            if self.latest.get(&hash) == Some(&at) {
+                self.latest.remove(&hash);
+            }
+        }
+    }
 }
 
 /// The prefix index's past, kept so that a router can ask what the index held at an earlier
@@ -228,6 +264,7 @@ impl BlockPool {
             num_free: num_blocks as usize,
             index: HashMap::new(),
             history: None,
+            thrash: None,
         }
     }
 
@@ -242,10 +279,34 @@ impl BlockPool {
         }
     }
 
-    /// Stamps the changes that follow with time `now` (a no-op without history).
+    /// Starts remembering the evictions of the last `window_ns` ns (see
+    /// [`BlockPool::evicted_lately`]).
+    pub fn watch_thrashing(&mut self, window_ns: Nanos) {
+        self.thrash = Some(Box::new(ThrashWatch {
+            window: window_ns,
+            ..ThrashWatch::default()
+        }));
+    }
+
+    /// Whether the block with chained hash `hash` was evicted from the prefix index within
+    /// the thrash window before the pool's clock (false unless watched).
+    pub fn evicted_lately(&self, hash: u64) -> bool {
+        self.thrash.as_ref().is_some_and(|t| {
+            t.latest
+                .get(&hash)
+                .is_some_and(|&at| t.clock - at <= t.window)
+        })
+    }
+
+    /// Stamps the changes that follow with time `now` (a no-op without history or thrash
+    /// watch).
     pub fn set_clock(&mut self, now: Nanos) {
         if let Some(h) = &mut self.history {
             h.clock = now;
+        }
+        if let Some(t) = &mut self.thrash {
+            t.clock = now;
+            t.expire();
         }
     }
 
@@ -310,6 +371,9 @@ impl BlockPool {
             self.index.remove(&block.hash);
             if let Some(h) = &mut self.history {
                 h.record_eviction(block.hash, b);
+            }
+            if let Some(t) = &mut self.thrash {
+                t.record(block.hash);
             }
         }
         block.ref_cnt = 1;

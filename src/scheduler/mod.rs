@@ -36,6 +36,7 @@ mod kv;
 mod lower_tier;
 mod pd;
 mod request;
+mod watch;
 
 pub use kv::{
     BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
@@ -43,6 +44,7 @@ pub use kv::{
 };
 pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
 pub use pd::{Handoff, ReceivedKv};
+pub use watch::SchedDecision;
 
 use crate::Nanos;
 use crate::latency::BatchItem;
@@ -118,6 +120,12 @@ pub struct SchedulerStats {
     pub recalled_bytes: u64,
     /// Time spent loading them, added to the steps that admitted them, ns.
     pub recall_ns: u64,
+    /// Admissions that overtook a strictly more urgent request queued earlier that is still
+    /// waiting (counted when anomaly detection is on, [`Scheduler::watch_anomalies`]).
+    pub priority_inversions: u64,
+    /// Prompt blocks a prefix lookup needed that the device tier had evicted within the
+    /// thrash window (counted when anomaly detection is on).
+    pub kv_thrash_blocks: u64,
 }
 
 /// A scheduled request of the current step.
@@ -203,6 +211,13 @@ pub struct Scheduler {
     /// Waiting-queue order and preemption victim choice.
     order: QueueOrder,
     preemption: PreemptionOrder,
+    /// Anomaly detection, when on.
+    watch: Option<Box<watch::Watch>>,
+    /// Blocks the last prefix lookup found evicted within the thrash window.
+    thrash_pending: u32,
+    /// The decisions of the steps formed since the last [`Scheduler::take_decisions`], when
+    /// they are traced.
+    decisions: Option<Vec<SchedDecision>>,
 }
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
@@ -251,6 +266,8 @@ impl std::ops::AddAssign for SchedulerStats {
         self.recalled_tokens += other.recalled_tokens;
         self.recalled_bytes += other.recalled_bytes;
         self.recall_ns += other.recall_ns;
+        self.priority_inversions += other.priority_inversions;
+        self.kv_thrash_blocks += other.kv_thrash_blocks;
     }
 }
 
@@ -289,7 +306,28 @@ impl Scheduler {
             spare: Vec::new(),
             order: QueueOrder::Fcfs,
             preemption: PreemptionOrder::Lifo,
+            watch: None,
+            thrash_pending: 0,
+            decisions: None,
         }
+    }
+
+    /// Turns anomaly detection on: priority inversions among admissions, and prefix blocks
+    /// needed again within `thrash_window_ns` of their eviction (see [`SchedulerStats`]).
+    pub fn watch_anomalies(&mut self, thrash_window_ns: Nanos) {
+        self.watch = Some(Box::default());
+        self.pool.watch_thrashing(thrash_window_ns);
+    }
+
+    /// Turns the noting of admissions and preemptions on, for the decision trace.
+    pub fn trace_decisions(&mut self) {
+        self.decisions = Some(Vec::new());
+    }
+
+    /// The admissions and preemptions noted since the last call, in the order they were
+    /// decided (empty unless [`Scheduler::trace_decisions`]).
+    pub fn take_decisions(&mut self) -> impl Iterator<Item = SchedDecision> + '_ {
+        self.decisions.iter_mut().flat_map(|d| d.drain(..))
     }
 
     /// Sets how the waiting queue is ordered and which request is preempted first (before
@@ -440,8 +478,19 @@ impl Scheduler {
     /// [`Scheduler::enqueue`] with the control plane's `priority` (higher is more urgent),
     /// which places the request in a priority-ordered waiting queue.
     pub fn enqueue_with_priority(&mut self, request: &Request, priority: i32) {
+        self.enqueue_ranked(request, priority, priority);
+    }
+
+    /// [`Scheduler::enqueue_with_priority`], with the request's `nominal` urgency (its own
+    /// or its class's priority, whatever the run's policy made of it), which priority
+    /// inversions are judged by.
+    pub fn enqueue_ranked(&mut self, request: &Request, priority: i32, nominal: i32) {
         let mut state = RunningRequest::new(request, &self.config);
         state.priority = priority;
+        state.nominal = nominal;
+        if let Some(w) = &mut self.watch {
+            state.seq = w.next_seq();
+        }
         if self.config.async_scheduling && self.depth == 1 && self.in_flight {
             state.eligible_step = self.formed + 2;
         }
@@ -536,6 +585,7 @@ impl Scheduler {
         if self.step.is_empty() {
             return Ok(None);
         }
+        self.count_inversions(admitted_from);
         self.formed += 1;
         self.in_flight = true;
         if let Some(tier) = &self.lower
@@ -573,6 +623,26 @@ impl Scheduler {
             self.pipeline.push_back(f);
         }
         Ok(Some(&self.step_items))
+    }
+
+    /// Counts the admissions of this step (`step[admitted_from..]`) that overtook a strictly
+    /// more urgent request queued earlier on this instance and still waiting.
+    fn count_inversions(&mut self, admitted_from: usize) {
+        let Some(w) = &mut self.watch else { return };
+        if admitted_from == self.step.len() {
+            return;
+        }
+        w.clear_waiting();
+        for &slot in &self.waiting {
+            let r = self.slots[slot as usize].as_ref().expect("waiting slot");
+            w.note_waiting(r.nominal, r.seq);
+        }
+        for s in &self.step[admitted_from..] {
+            let r = self.slots[s.slot as usize].as_ref().expect("admitted slot");
+            if w.overtook(r.nominal, r.seq) {
+                self.stats.priority_inversions += 1;
+            }
+        }
     }
 
     /// Phase A: running requests in admission order. Returns whether anything was preempted.
@@ -666,11 +736,28 @@ impl Scheduler {
             if !self.admit(slot, ready_tokens, new_tokens, now) {
                 break;
             }
+            self.note_admission(slot, ready_tokens, new_tokens, now);
             self.waiting.pop_front();
             self.running.push(slot);
             self.step.push(Scheduled::new(slot, new_tokens));
             *budget -= new_tokens;
         }
+    }
+
+    /// Notes the admission of `slot` for the decision trace, if it is kept.
+    fn note_admission(&mut self, slot: u32, cached_tokens: u32, new_tokens: u32, now: Nanos) {
+        let Some(log) = &mut self.decisions else {
+            return;
+        };
+        let r = self.slots[slot as usize].as_ref().expect("admitted slot");
+        log.push(SchedDecision::Admit {
+            request: r.id,
+            priority: r.priority,
+            cached_tokens,
+            new_tokens,
+            waited_ns: now.saturating_sub(r.arrival_ns),
+            readmitted: r.was_preempted,
+        });
     }
 
     /// Gives the places and KV blocks of the requests that finished with the last completed
@@ -711,6 +798,15 @@ impl Scheduler {
                 Some(b) => self.hit_scratch.push(b),
                 None => break,
             }
+        }
+        if self.watch.is_some() {
+            let missed = req
+                .hashes
+                .iter()
+                .take(max_blocks)
+                .skip(self.hit_scratch.len());
+            let pool = &self.pool;
+            self.thrash_pending = missed.take_while(|&&h| pool.evicted_lately(h)).count() as u32;
         }
         let npu_hit = self.hit_scratch.len() as u32 * self.config.block_size;
         // A received prompt's KV is here already: nothing to recall for it.
@@ -773,6 +869,7 @@ impl Scheduler {
             self.stats.lower_hit_tokens += u64::from(recalled);
         }
         req.computed = hit_tokens;
+        self.stats.kv_thrash_blocks += u64::from(std::mem::take(&mut self.thrash_pending));
         Self::index_full_blocks(&mut self.pool, self.lower.as_ref(), req, new_tokens, block);
         true
     }
@@ -823,6 +920,14 @@ impl Scheduler {
     /// waiting queue to be recomputed.
     fn preempt(&mut self, slot: u32) {
         let req = self.slots[slot as usize].as_mut().expect("running slot");
+        if let Some(log) = &mut self.decisions {
+            log.push(SchedDecision::Preempt {
+                request: req.id,
+                priority: req.priority,
+                policy: self.preemption,
+                freed_blocks: req.blocks.len(),
+            });
+        }
         for &b in req.blocks.iter().rev() {
             self.pool.release(b);
         }

@@ -46,6 +46,11 @@ pub(super) struct RunningRequest {
     pub input_toks: u32,
     /// Priority given by the control plane (higher is more urgent; 0 without one).
     pub priority: i32,
+    /// Its nominal urgency for anomaly detection: its own priority, else its SLO class's
+    /// (whatever the run's priority policy made of it).
+    pub nominal: i32,
+    /// Its place in the order requests were queued on this instance (anomaly detection).
+    pub seq: u64,
     /// Sequence length at completion: prompt plus output tokens.
     pub target: u32,
     /// Tokens of the sequence so far (prompt plus produced tokens).
@@ -92,6 +97,8 @@ impl RunningRequest {
             arrival_ns: request.arrival_ns,
             input_toks: request.input_toks,
             priority: 0,
+            nominal: 0,
+            seq: 0,
             target: request.input_toks + request.output_toks,
             reached: request.input_toks,
             computed: 0,

@@ -103,6 +103,8 @@ pub struct RunOptions {
     /// The cluster control plane (admission, priority, gateway queue, latencies, instance
     /// scheduling policies).
     pub control: ControlConfig,
+    /// Decision traces and anomaly detection.
+    pub diagnostics: crate::trace::Diagnostics,
     /// How MoE tokens pick experts (a random policy is reseeded per instance).
     pub expert_routing: ExpertRouting,
     pub profile_dir: Option<PathBuf>,
@@ -157,6 +159,7 @@ impl RunOptions {
             routing: RoutingPolicy::Load,
             signals: SignalConfig::default(),
             control: ControlConfig::default(),
+            diagnostics: crate::trace::Diagnostics::default(),
             expert_routing: ExpertRouting::Balanced,
             profile_dir: None,
             architecture: None,
@@ -220,6 +223,8 @@ pub struct SimConfig {
     /// The cluster control plane (admission, priority, gateway queue, latencies, instance
     /// scheduling policies).
     pub control: ControlConfig,
+    /// Decision traces and anomaly detection.
+    pub diagnostics: crate::trace::Diagnostics,
     /// Profile root for the measured latency backend; `None` selects the roofline.
     pub profile_dir: Option<PathBuf>,
     /// Architecture YAML overriding the bundled layer sequence.
@@ -302,6 +307,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         routing: options.routing,
         signals: options.signals,
         control: options.control,
+        diagnostics: options.diagnostics,
         profile_dir: options.profile_dir,
         architecture: options.architecture,
         seed: options.seed,

@@ -66,6 +66,12 @@ impl fmt::Display for Summary {
         if let Some(outcomes) = &self.outcomes {
             write!(f, "{outcomes}")?;
         }
+        if let Some(anomalies) = &self.anomalies {
+            write!(f, "{anomalies}")?;
+        }
+        if let Some(trace) = &self.trace {
+            write!(f, "{trace}")?;
+        }
         if let Some(fitness) = &self.fitness {
             write!(f, "{fitness}")?;
         }

@@ -1,0 +1,174 @@
+//! Decision traces (`--trace-level`, `--trace-output`, `--summarize-trace`): every decision
+//! of the control plane, the router, the P/D hand-off and the instances' schedulers, in the
+//! order the engine takes them, streamed as JSON lines ([`TraceWriter`]) and summarised as
+//! they go ([`TraceSummary`]); nothing is held in memory.
+//!
+//! The engine reports each decision to its observer ([`crate::engine::Observer::decision`])
+//! only when the observer's [`TraceLevel`] is not `none`; at `none` nothing is noted, so a
+//! run costs what it did without traces.
+
+mod summary;
+mod writer;
+
+pub use summary::{TraceSummary, WORST_DECISIONS};
+pub use writer::TraceWriter;
+
+use crate::Nanos;
+use crate::control::Dropped;
+use crate::engine::TransferEvent;
+use crate::router::{Explanation, RouteDecision};
+use crate::scheduler::SchedDecision;
+
+/// How much of a run's decisions are traced (`--trace-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TraceLevel {
+    /// Nothing (the default): no cost.
+    #[default]
+    None,
+    /// Every decision: priority, admission, drops, routing (with the `--counterfactual-k`
+    /// best candidates), P/D hand-offs and KV transfers, scheduler admissions and
+    /// preemptions.
+    Decisions,
+    /// The decisions, every routing candidate (not only the best `k`), and one record per
+    /// step of every instance.
+    Detailed,
+}
+
+/// One decision, as the engine reports it.
+#[derive(Debug, Clone, Copy)]
+pub enum Decision<'a> {
+    /// The priority policy gave `request` its priority at its arrival.
+    Priority {
+        t: Nanos,
+        request: u64,
+        priority: i32,
+    },
+    /// The admission policy let `request` in, or ended it (`why`).
+    Admission {
+        t: Nanos,
+        request: u64,
+        refused: Option<Dropped>,
+    },
+    /// The gateway queue ended `request` (full, or its time to live ran out).
+    Dropped {
+        t: Nanos,
+        request: u64,
+        why: Dropped,
+    },
+    /// The router decided where `request` goes, and why (when it explains itself).
+    Routing {
+        t: Nanos,
+        request: u64,
+        decision: RouteDecision,
+        explanation: Option<&'a Explanation>,
+    },
+    /// A prefill instance handed `request` to a decode instance: its KV transfer started
+    /// (`arrived` false), or arrived.
+    Transfer(&'a TransferEvent),
+    /// An instance's scheduler admitted or preempted a request.
+    Schedule {
+        t: Nanos,
+        instance: u32,
+        decision: SchedDecision,
+    },
+    /// An instance finished a step (`detailed` only).
+    Step {
+        instance: u32,
+        start_ns: Nanos,
+        end_ns: Nanos,
+        batch: usize,
+        waiting: usize,
+        running: usize,
+    },
+}
+
+impl Decision<'_> {
+    /// The record's `kind`, as written.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Decision::Priority { .. } => Kind::Priority,
+            Decision::Admission { .. } => Kind::Admission,
+            Decision::Dropped { .. } => Kind::Drop,
+            Decision::Routing { .. } => Kind::Routing,
+            Decision::Transfer(e) if e.arrived => Kind::KvTransfer,
+            Decision::Transfer(_) => Kind::Disaggregation,
+            Decision::Schedule {
+                decision: SchedDecision::Admit { .. },
+                ..
+            } => Kind::ScheduleAdmit,
+            Decision::Schedule { .. } => Kind::SchedulePreempt,
+            Decision::Step { .. } => Kind::Step,
+        }
+    }
+}
+
+/// The kinds of trace records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Priority,
+    Admission,
+    Drop,
+    Routing,
+    Disaggregation,
+    KvTransfer,
+    ScheduleAdmit,
+    SchedulePreempt,
+    Step,
+}
+
+impl Kind {
+    /// Every kind, in the order the summary lists them.
+    pub const ALL: [Kind; 9] = [
+        Kind::Priority,
+        Kind::Admission,
+        Kind::Drop,
+        Kind::Routing,
+        Kind::Disaggregation,
+        Kind::KvTransfer,
+        Kind::ScheduleAdmit,
+        Kind::SchedulePreempt,
+        Kind::Step,
+    ];
+
+    /// The name, as the `kind` of a record (with its `action` for scheduling records).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Priority => "priority",
+            Kind::Admission => "admission",
+            Kind::Drop => "drop",
+            Kind::Routing => "routing",
+            Kind::Disaggregation => "pd",
+            Kind::KvTransfer => "kv-transfer",
+            Kind::ScheduleAdmit => "schedule-admit",
+            Kind::SchedulePreempt => "schedule-preempt",
+            Kind::Step => "step",
+        }
+    }
+}
+
+/// What a run traces and how it detects anomalies (the diagnostics flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostics {
+    /// `--trace-level`.
+    pub trace_level: TraceLevel,
+    /// `--trace-output`.
+    pub trace_output: Option<std::path::PathBuf>,
+    /// `--counterfactual-k`: routing candidates each routing record lists.
+    pub counterfactual_k: usize,
+    /// `--summarize-trace`.
+    pub summarize_trace: bool,
+    /// `--thrash-window`, ns.
+    pub thrash_window_ns: Nanos,
+}
+
+impl Default for Diagnostics {
+    fn default() -> Diagnostics {
+        Diagnostics {
+            trace_level: TraceLevel::None,
+            trace_output: None,
+            counterfactual_k: 3,
+            summarize_trace: false,
+            thrash_window_ns: crate::metrics::DEFAULT_THRASH_WINDOW_NS,
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The decision trace as JSON lines, streamed into a temporary file renamed into place when
+//! the run succeeds (nothing is left behind on an error or an interruption).
+//!
+//! Each line is one record: `seq` (its place in the trace, from 0), `t` (simulated time,
+//! ns), `kind`, then the fields of its kind (see the guide's "Decision traces").
+
+use super::{Decision, TraceLevel, TraceSummary};
+use crate::control::Dropped;
+use crate::metrics::AtomicFile;
+use crate::router::{CandidateScore, Explanation, RouteDecision};
+use crate::scheduler::{PreemptionOrder, SchedDecision};
+use std::fmt::Write;
+use std::path::Path;
+
+/// Writes and summarises a run's decision trace.
+pub struct TraceWriter {
+    level: TraceLevel,
+    file: Option<AtomicFile>,
+    summary: Option<TraceSummary>,
+    /// The record being formatted (reused).
+    line: String,
+    seq: u64,
+}
+
+impl TraceWriter {
+    /// A trace at `level`, written to `path` if given, summarised if `summarize`.
+    pub fn new(level: TraceLevel, path: Option<&Path>, summarize: bool) -> anyhow::Result<Self> {
+        Ok(TraceWriter {
+            level,
+            file: path.map(AtomicFile::create).transpose()?,
+            summary: summarize.then(TraceSummary::default),
+            line: String::with_capacity(1024),
+            seq: 0,
+        })
+    }
+
+    /// The trace level.
+    pub fn level(&self) -> TraceLevel {
+        self.level
+    }
+
+    /// Records `decision`: one more line, and the summary's counts.
+    pub fn record(&mut self, decision: &Decision<'_>) -> anyhow::Result<()> {
+        let seq = self.seq;
+        self.seq += 1;
+        if let Some(summary) = &mut self.summary {
+            summary.note(seq, decision);
+        }
+        if let Some(file) = &mut self.file {
+            self.line.clear();
+            let all = self.level == TraceLevel::Detailed;
+            format_record(&mut self.line, seq, decision, all).expect("formatting into a String");
+            self.line.push('\n');
+            file.write(self.line.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Puts the trace file in place and returns the summary (if asked for).
+    pub fn finish(self) -> anyhow::Result<Option<TraceSummary>> {
+        if let Some(file) = self.file {
+            file.commit()?;
+        }
+        Ok(self.summary)
+    }
+}
+
+/// Formats one record (without its newline) into `out`; `all_candidates` lists every
+/// routing candidate instead of the explanation's best `k`.
+pub fn format_record(
+    out: &mut String,
+    seq: u64,
+    decision: &Decision<'_>,
+    all_candidates: bool,
+) -> std::fmt::Result {
+    let kind = decision.kind().name();
+    match *decision {
+        Decision::Priority {
+            t,
+            request,
+            priority,
+        } => write!(
+            out,
+            r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"priority":{priority}}}"#
+        ),
+        Decision::Admission {
+            t,
+            request,
+            refused,
+        } => {
+            write!(
+                out,
+                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"admitted":{}"#,
+                refused.is_none()
+            )?;
+            if let Some(why) = refused {
+                write_dropped(out, why)?;
+            }
+            out.write_char('}')
+        }
+        Decision::Dropped { t, request, why } => {
+            write!(
+                out,
+                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request}"#
+            )?;
+            write_dropped(out, why)?;
+            out.write_char('}')
+        }
+        Decision::Routing {
+            t,
+            request,
+            decision,
+            explanation,
+        } => {
+            write!(
+                out,
+                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request}"#
+            )?;
+            write_routing(out, decision, explanation, all_candidates)?;
+            out.write_char('}')
+        }
+        Decision::Transfer(e) if e.arrived => write!(
+            out,
+            r#"{{"seq":{seq},"t":{},"kind":"{kind}","request":{},"from":{},"to":{},"bytes":{},"start":{},"end":{}}}"#,
+            e.end_ns, e.request_id, e.from, e.to, e.bytes, e.start_ns, e.end_ns
+        ),
+        Decision::Transfer(e) => write!(
+            out,
+            r#"{{"seq":{seq},"t":{},"kind":"{kind}","request":{},"prefill":{},"decode":{},"bytes":{}}}"#,
+            e.prefill_end_ns, e.request_id, e.from, e.to, e.bytes
+        ),
+        Decision::Schedule {
+            t,
+            instance,
+            decision,
+        } => {
+            write!(
+                out,
+                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","instance":{instance}"#
+            )?;
+            write_schedule(out, decision)?;
+            out.write_char('}')
+        }
+        Decision::Step {
+            instance,
+            start_ns,
+            end_ns,
+            batch,
+            waiting,
+            running,
+        } => write!(
+            out,
+            r#"{{"seq":{seq},"t":{end_ns},"kind":"{kind}","instance":{instance},"start":{start_ns},"batch":{batch},"waiting":{waiting},"running":{running}}}"#
+        ),
+    }
+}
+
+/// `,"outcome":..,"stage":..,"policy":..` of a request ended unserved.
+fn write_dropped(out: &mut String, why: Dropped) -> std::fmt::Result {
+    write!(
+        out,
+        r#","outcome":"{}","stage":"{}","policy":"{}""#,
+        why.outcome.name(),
+        why.stage.name(),
+        why.policy
+    )
+}
+
+/// The routing fields: the decision, and with an explanation the chosen and best scores,
+/// the regret and the candidates listed.
+fn write_routing(
+    out: &mut String,
+    decision: RouteDecision,
+    explanation: Option<&Explanation>,
+    all_candidates: bool,
+) -> std::fmt::Result {
+    match decision {
+        RouteDecision::To(id) => write!(out, r#","decision":"route","chosen":{id}"#)?,
+        RouteDecision::Queue => out.write_str(r#","decision":"hold""#)?,
+        RouteDecision::Reject => out.write_str(r#","decision":"reject""#)?,
+    }
+    let Some(ex) = explanation.filter(|_| matches!(decision, RouteDecision::To(_))) else {
+        return Ok(());
+    };
+    out.write_str(r#","score":"#)?;
+    write_f64(out, ex.chosen().score)?;
+    write!(out, r#","best":{},"best_score":"#, ex.best().instance)?;
+    write_f64(out, ex.best().score)?;
+    out.write_str(r#","regret":"#)?;
+    write_f64(out, ex.regret())?;
+    out.write_str(r#","candidates":["#)?;
+    if all_candidates {
+        write_candidates(out, ex, ex.all())?;
+    } else {
+        write_candidates(out, ex, ex.top())?;
+    }
+    out.write_char(']')
+}
+
+/// The listed candidates of a routing record, each with its score and its parts.
+fn write_candidates<'e>(
+    out: &mut String,
+    ex: &Explanation,
+    listed: impl Iterator<Item = (CandidateScore, &'e [f64])>,
+) -> std::fmt::Result {
+    for (k, (c, parts)) in listed.enumerate() {
+        if k > 0 {
+            out.write_char(',')?;
+        }
+        write!(out, r#"{{"instance":{},"score":"#, c.instance)?;
+        write_f64(out, c.score)?;
+        out.write_str(r#","parts":{"#)?;
+        for (j, (name, v)) in ex.parts().iter().zip(parts).enumerate() {
+            if j > 0 {
+                out.write_char(',')?;
+            }
+            write!(out, r#""{name}":"#)?;
+            write_f64(out, *v)?;
+        }
+        out.write_str("}}")?;
+    }
+    Ok(())
+}
+
+/// The scheduling fields: the action and its request, and why.
+fn write_schedule(out: &mut String, decision: SchedDecision) -> std::fmt::Result {
+    match decision {
+        SchedDecision::Admit {
+            request,
+            priority,
+            cached_tokens,
+            new_tokens,
+            waited_ns,
+            readmitted,
+        } => write!(
+            out,
+            r#","action":"admit","request":{request},"priority":{priority},"cached_tokens":{cached_tokens},"new_tokens":{new_tokens},"waited_ns":{waited_ns},"readmitted":{readmitted}"#
+        ),
+        SchedDecision::Preempt {
+            request,
+            priority,
+            policy,
+            freed_blocks,
+        } => {
+            let victim = match policy {
+                PreemptionOrder::Lifo => "lifo",
+                PreemptionOrder::Priority => "priority",
+            };
+            write!(
+                out,
+                r#","action":"preempt","request":{request},"priority":{priority},"reason":"kv-blocks-exhausted","victim_policy":"{victim}","freed_blocks":{freed_blocks}"#
+            )
+        }
+    }
+}
+
+/// A JSON number (`null` if not finite; scores always are).
+fn write_f64(out: &mut String, v: f64) -> std::fmt::Result {
+    if v.is_finite() {
+        // Shortest round-trip form; `-0` reads as 0.
+        write!(out, "{}", if v == 0.0 { 0.0 } else { v })
+    } else {
+        out.write_str("null")
+    }
+}
