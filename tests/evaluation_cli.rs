@@ -93,6 +93,62 @@ fn a_policy_run_writes_an_evaluation_that_validates() {
     );
 }
 
+#[test]
+fn a_traced_run_puts_its_trace_summary_in_the_evaluation() {
+    // Every request of the 150 is routed once, hence 150 routing records, and the summary
+    // is computed for the evaluation without --summarize-trace (the summary JSON has none).
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let summary = dir.path().join("summary.json");
+    let (json, text) = evaluation(
+        dir.path(),
+        &[
+            "--workload-spec",
+            SPEC,
+            "--num-requests",
+            "150",
+            "--policy-config",
+            BUNDLE,
+            "--trace-level",
+            "decisions",
+            "--trace-output",
+            trace.to_str().unwrap(),
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ],
+    );
+    assert_valid(&json);
+    let traced = &json["trace_summary"];
+    let lines = std::fs::read_to_string(&trace).unwrap().lines().count();
+    assert_eq!(traced["records"], lines as u64);
+    let routed =
+        json["outcomes"]["requests"].as_u64().unwrap() - dropped_before_routing(&json["outcomes"]);
+    assert_eq!(traced["by_kind"]["routing"], routed);
+    let targets: u64 = traced["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(targets, routed);
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert!(summary.get("trace_summary").is_none(), "{summary}");
+    assert!(!text.contains("Decision trace"), "{text}");
+}
+
+/// Requests that ended before the router saw them (admission and the gateway queue).
+fn dropped_before_routing(outcomes: &Value) -> u64 {
+    outcomes["reasons"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .filter(|e| e["stage"] != "routing")
+                .map(|e| e["count"].as_u64().unwrap())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// SHA-256 through the system's `sha256sum`, an implementation independent of the crate's.
 fn sha256_of(bytes: &[u8]) -> String {
     let dir = tempfile::tempdir().unwrap();

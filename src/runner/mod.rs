@@ -30,7 +30,7 @@ use crate::metrics::{
 };
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
-use crate::trace::{Diagnostics, TraceLevel, TraceWriter};
+use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
 use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, read_dataset};
@@ -225,7 +225,7 @@ fn open_outputs<'w>(
             .map(|_| RunPlots::new(run_title(config))),
         slo: slo_collector(config, workload),
         outcomes: None,
-        trace: trace_writer(&config.diagnostics)?,
+        trace: trace_writer(config)?,
         watch_anomalies: false,
     })
 }
@@ -240,12 +240,15 @@ fn slo_collector(config: &SimConfig, workload: &Workload) -> Option<SloCollector
     (collector.worth_reporting() || config.evaluation.requested()).then_some(collector)
 }
 
-/// The decision trace's writer, when the run traces its decisions.
-fn trace_writer(d: &Diagnostics) -> anyhow::Result<Option<TraceWriter>> {
+/// The decision trace's writer, when the run traces its decisions; it summarises them for
+/// `--summarize-trace` and for the evaluation.
+fn trace_writer(config: &SimConfig) -> anyhow::Result<Option<TraceWriter>> {
+    let d = &config.diagnostics;
     if d.trace_level == TraceLevel::None {
         return Ok(None);
     }
-    let writer = TraceWriter::new(d.trace_level, d.trace_output.as_deref(), d.summarize_trace)?;
+    let summarize = d.summarize_trace || config.evaluation.requested();
+    let writer = TraceWriter::new(d.trace_level, d.trace_output.as_deref(), summarize)?;
     Ok(Some(writer))
 }
 
@@ -369,7 +372,9 @@ fn write_results(
         anomalies: outcome.anomalies(),
         trace_summary: trace_summary.as_ref().map(|t| t.to_json()),
     };
-    if let Some(trace_summary) = trace_summary {
+    if let Some(trace_summary) = trace_summary
+        && config.diagnostics.summarize_trace
+    {
         summary.set_trace(trace_summary);
     }
     let collected = evaluate::Collected {
