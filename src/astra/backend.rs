@@ -69,7 +69,8 @@ use crate::Nanos;
 use crate::chakra::attr::bool_attr;
 use crate::chakra::stages::encode_stages;
 use crate::chakra::{
-    BatchTrace, EtError, EtNode, NodeKind, encode_et, lean_nodes, npu_file, prefill, write_npu_files,
+    BatchTrace, EtError, EtNode, NodeKind, encode_et, lean_nodes, npu_file, prefill,
+    write_npu_files,
 };
 use crate::config::{Dtype, ModelArch, Placement};
 use crate::latency::{
