@@ -63,13 +63,14 @@ use std::time::{Duration, Instant};
 use xxhash_rust::xxh3::xxh3_128;
 
 use super::fork::ForkSession;
-use super::stock::{StockRun, check_network};
+use super::stock::{StockRun, check_network, with_idle_peer};
 use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
 use crate::chakra::stages::encode_stages;
 use crate::chakra::{
-    BatchTrace, EtNode, NodeKind, encode_et, lean_nodes, npu_file, prefill, write_npu_files,
+    BatchTrace, EtError, EtNode, NodeKind, encode_et, lean_nodes, npu_file, prefill,
+    write_npu_files,
 };
 use crate::config::{Dtype, ModelArch, Placement};
 use crate::latency::{
@@ -245,6 +246,9 @@ pub struct AstraBackend {
     stage_memo: HashMap<MemoKey, Vec<Nanos>>,
     /// The per-NPU files of the batch being priced, on a prefill instance.
     files: Vec<Vec<u8>>,
+    /// In stock mode, a TP-1 instance's idle peer's file (an empty trace): upstream refuses a
+    /// network of 1 NPU (see [`with_idle_peer`]).
+    idle_peer: Option<Vec<u8>>,
 }
 
 /// What a prefill instance's traces need beyond a colocated one's (see
@@ -276,6 +280,19 @@ pub(super) fn reporting_npus(npus: u32, tp: u32, stages: u32) -> (Vec<u32>, Vec<
     let starts = (0..stages.max(2) - 1).map(|s| s * tp.max(1)).collect();
     let ends = (npus > 1).then(|| npus - 1).into_iter().collect();
     (starts, ends)
+}
+
+/// In stock mode, gives an unpipelined one-NPU network its idle peer ([`with_idle_peer`]) and
+/// returns the peer's file (an empty trace); `None` otherwise.
+fn add_idle_peer(options: &mut AstraOptions, stages: u32) -> Result<Option<Vec<u8>>, EtError> {
+    if options.mode != AstraMode::Stock || stages > 1 {
+        return Ok(None);
+    }
+    let Some(network) = with_idle_peer(&options.network) else {
+        return Ok(None);
+    };
+    options.network = network;
+    encode_et(&[], options.mode.dialect()).map(Some)
 }
 
 /// One set of batch files rewritten in place: per NPU, the open file and the length last
@@ -334,21 +351,24 @@ impl AstraBackend {
     /// one COMP node lasting `first_step_ns` (at least 1 ns; the first arrival, so that the
     /// fork's clock starts where the engine's first step does), and reads its first prompt.
     pub fn start(
-        options: AstraOptions,
+        mut options: AstraOptions,
         instance: AstraInstance<'_>,
         compute: Box<dyn LatencyBackend>,
         first_step_ns: Nanos,
     ) -> Result<AstraBackend, AstraError> {
+        let stages = instance.stage_blocks.len() as u32;
+        let idle_peer = add_idle_peer(&mut options, stages);
         let fail = |fault, last_lines| AstraError {
             binary: options.binary.clone(),
             stage: Stage::StartUp,
             fault,
             last_lines,
         };
+        let idle_peer = idle_peer
+            .map_err(|e| fail(Fault::Io(format!("the idle peer's trace: {e}")), Vec::new()))?;
         let inputs = AstraInputs::create(&options)
             .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
         let npus = u32::try_from(options.network.npus()).unwrap_or(u32::MAX);
-        let stages = instance.stage_blocks.len() as u32;
         if stages > 1 && u64::from(npus) != u64::from(instance.tp.max(1)) * u64::from(stages) {
             return Err(fail(
                 Fault::Io(format!(
@@ -393,6 +413,7 @@ impl AstraBackend {
             },
             stage_memo: HashMap::new(),
             files: Vec::new(),
+            idle_peer,
         })
     }
 
@@ -414,10 +435,12 @@ impl AstraBackend {
     }
 
     /// NPUs of the process: the TP NPUs (of every pipeline stage), and their receivers on a
-    /// prefill instance.
+    /// prefill instance; a TP-1 instance and its idle peer in stock mode.
     fn npus(&self) -> u32 {
         let tp = self.tp.max(1);
-        if self.prefill.is_some() {
+        if self.idle_peer.is_some() {
+            2
+        } else if self.prefill.is_some() {
             2 * tp
         } else {
             tp * (self.stage_blocks.len() as u32).max(1)
@@ -588,8 +611,10 @@ impl AstraBackend {
         let npus = self.npus();
         let files = &self.files;
         let per_npu = self.prefill.is_some() || self.pipelined();
-        let file = |npu: u32| match files.get(npu as usize) {
-            Some(file) if per_npu => file.as_slice(),
+        let peer = self.idle_peer.as_deref();
+        let file = |npu: u32| match (files.get(npu as usize), peer) {
+            (Some(file), _) if per_npu => file.as_slice(),
+            (_, Some(empty)) if npu > 0 => empty,
             _ => bytes,
         };
         let written = if self.inputs.is_kept() {

@@ -4,7 +4,9 @@
 //!
 //! Upstream's input rules, kept by what stock mode generates or refused before a process is
 //! started: every network dimension holds at least 2 NPUs (its network parser exits on
-//! `npus_count (1) should be larger than 1`; [`check_network`]); no event at time 0 (it
+//! `npus_count (1) should be larger than 1`): a one-NPU instance runs as a two-NPU network
+//! whose second NPU is an idle peer with an empty trace ([`with_idle_peer`]), any other
+//! network with a dimension of 1 is refused ([`check_network`]); no event at time 0 (it
 //! asserts `get_event_time() > current_time`, so a first node that costs 0 ns aborts it: the
 //! memory file's latency is at least [`super::STOCK_MIN_MEM_LATENCY_NS`], which makes the
 //! input load that starts every batch cost at least 1 ns); COMP durations in whole µs (the
@@ -15,10 +17,24 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::protocol::parse_final_report;
-use super::{AstraInputs, AstraProcess, Fault, NetworkConfig, OutputLimits};
+use super::{AstraInputs, AstraProcess, Fault, NetworkConfig, NetworkDim, OutputLimits};
+
+/// Stock mode's network for a one-NPU network (a TP-1 instance): the same link as one
+/// dimension of 2 NPUs, the second an idle peer that is given an empty trace. Nothing is sent
+/// to the peer (a TP-1 trace has no collective) and its host-memory queue is the node's, which
+/// only NPU 0 uses, so NPU 0's time is the one-NPU time; the peer reports 0. `None` for any
+/// other network.
+pub(crate) fn with_idle_peer(network: &NetworkConfig) -> Option<NetworkConfig> {
+    match network.dims.as_slice() {
+        [dim] if dim.npus == 1 => Some(NetworkConfig {
+            dims: vec![NetworkDim { npus: 2, ..*dim }],
+        }),
+        _ => None,
+    }
+}
 
 /// Refuses a network stock ASTRA-Sim 2.0 would refuse: one with a dimension of fewer than 2
-/// NPUs (a TP-1 instance, or a TP-1 prefill instance or DP group).
+/// NPUs (a TP-1 prefill instance or DP group; a lone TP-1 instance has its idle peer by now).
 pub(crate) fn check_network(network: &NetworkConfig) -> Result<(), Fault> {
     let dims: Vec<u32> = network.dims.iter().map(|d| d.npus).collect();
     match dims.iter().find(|&&n| n < 2) {
@@ -26,8 +42,8 @@ pub(crate) fn check_network(network: &NetworkConfig) -> Result<(), Fault> {
         Some(n) => Err(Fault::Refused(format!(
             "stock ASTRA-Sim 2.0 exits on a network dimension of {n} NPU (its network parser: \
              `npus_count ({n}) should be larger than 1`), and this network's dimensions are \
-             {dims:?}: a TP-1 instance (alone, as a prefill instance or in a DP group) runs \
-             with `--astra-mode fork` only"
+             {dims:?}: a TP-1 prefill instance or DP group runs with `--astra-mode fork` only \
+             (a lone TP-1 instance runs with an idle peer)"
         ))),
     }
 }

@@ -449,3 +449,32 @@ fn errors_quote_the_process_with_its_control_characters_escaped() {
          | \\u{1b}]0;title\\u{7}ok\\rover\\0\n    | plain é"
     );
 }
+
+#[test]
+fn stock_gives_a_one_npu_network_an_idle_peer_and_refuses_other_dimensions_of_one() {
+    use super::stock::{check_network, with_idle_peer};
+    let dim = |npus| NetworkDim {
+        topology: Topology::FullyConnected,
+        npus,
+        bandwidth_gbps: 112.5,
+        latency_ns: 20.0,
+    };
+    let one = NetworkConfig { dims: vec![dim(1)] };
+    let peer = with_idle_peer(&one).unwrap();
+    assert_eq!(peer.dims, vec![dim(2)], "the same link, 2 NPUs");
+    assert!(check_network(&peer).is_ok());
+    let tp2 = NetworkConfig { dims: vec![dim(2)] };
+    assert_eq!(with_idle_peer(&tp2), None);
+    // A TP-1 prefill instance's [1, 2]: no peer, refused naming upstream's message.
+    let prefill = NetworkConfig {
+        dims: vec![dim(1), dim(2)],
+    };
+    assert_eq!(with_idle_peer(&prefill), None);
+    let Err(Fault::Refused(why)) = check_network(&prefill) else {
+        panic!("[1, 2] accepted");
+    };
+    assert!(
+        why.contains("`npus_count (1) should be larger than 1`") && why.contains("[1, 2]"),
+        "{why}"
+    );
+}

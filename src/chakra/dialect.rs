@@ -122,6 +122,13 @@ impl Dialect {
         }
     }
 
+    /// How long ASTRA-Sim runs a COMP node of `ns` written in this dialect: its duration as
+    /// written, and 1 ns for a duration written as 0 (the fork and upstream both replay a COMP
+    /// node of runtime 0 for 1 ns; upstream writes every duration under 500 ns as 0 µs).
+    pub fn comp_run_ns(self, ns: Nanos) -> Nanos {
+        self.duration_from_wire(self.duration_to_wire(ns)).max(1)
+    }
+
     /// The unit of `duration_micros` in this dialect: `us` or `ns`.
     pub fn duration_unit(self) -> &'static str {
         match self {

@@ -4,7 +4,9 @@
 //! nodes it depends on are done, so a COMP node whose only dependent is the next COMP node
 //! (which depends on nothing else) can be merged with it into one node lasting both durations
 //! without changing any time. In the upstream dialect, where each duration is rounded to
-//! whole µs, the merged node lasts the sum of the rounded durations. A Llama-3.1-8B step at
+//! whole µs, the merged node lasts the sum of the rounded durations. A node written with
+//! duration 0 (under 500 ns upstream) is kept on its own: ASTRA-Sim runs it for 1 ns, which
+//! a merged node could not carry. A Llama-3.1-8B step at
 //! TP 2 of 358 nodes (292 COMP, 64 all-reduces, the load and the store) becomes 131: one COMP
 //! node per stretch between collectives; a trace without collectives becomes three.
 
@@ -26,8 +28,11 @@ pub fn lean_nodes(nodes: &[EtNode], dialect: Dialect) -> Vec<EtNode> {
     let mut out: Vec<EtNode> = Vec::with_capacity(nodes.len());
     let mut merged_from: Option<usize> = None;
     for (i, node) in nodes.iter().enumerate() {
-        let joins = i > 0 && mergeable(&nodes[i - 1], node, dependents[i - 1]);
         let wire = dialect.duration_from_wire(dialect.duration_to_wire(node.duration_ns));
+        let joins = i > 0
+            && wire > 0
+            && mergeable(&nodes[i - 1], node, dependents[i - 1])
+            && dialect.duration_to_wire(nodes[i - 1].duration_ns) > 0;
         match out.last_mut() {
             Some(last) if joins => {
                 let first = merged_from.get_or_insert(i - 1);

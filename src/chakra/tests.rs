@@ -387,3 +387,34 @@ fn lean_traces_keep_comp_nodes_with_other_dependents_or_dependencies() {
         ]
     );
 }
+
+#[test]
+fn lean_traces_keep_a_node_written_as_zero_on_its_own() {
+    // 300 ns is written as 0 µs upstream, which ASTRA-Sim runs for 1 ns: merged into its
+    // neighbours it would cost 0.
+    let mut nodes = chain();
+    nodes[2].duration_ns = 300;
+    let durations = |dialect| -> Vec<u64> {
+        lean_nodes(&nodes, dialect)
+            .iter()
+            .map(|n| n.duration_ns)
+            .collect()
+    };
+    assert_eq!(
+        durations(Dialect::Upstream),
+        [0, 1_000, 0, 3_000, 0, 2_000, 0]
+    );
+    assert_eq!(durations(Dialect::LlmServingSim), [0, 4_300, 0, 1_600, 0]);
+    // ASTRA-Sim's COMP time is the same lean or detailed: 1 µs + 1 ns + 3 µs + 1 µs + 1 µs.
+    let run = |nodes: &[EtNode]| -> u64 {
+        nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Comp)
+            .map(|n| Dialect::Upstream.comp_run_ns(n.duration_ns))
+            .sum()
+    };
+    assert_eq!(run(&nodes), 6_001);
+    assert_eq!(run(&lean_nodes(&nodes, Dialect::Upstream)), 6_001);
+    assert_eq!(Dialect::LlmServingSim.comp_run_ns(0), 1);
+    assert_eq!(Dialect::LlmServingSim.comp_run_ns(300), 300);
+}

@@ -177,14 +177,14 @@ impl BatchTrace<'_> {
         }
     }
 
-    /// The sum of the trace's COMP durations as `dialect` writes them (each rounded to µs
-    /// upstream), ns.
+    /// The time ASTRA-Sim runs the trace's COMP nodes, one after another, as `dialect` writes
+    /// them ([`Dialect::comp_run_ns`]: each rounded to µs upstream, 1 ns for a node written
+    /// as 0), ns.
     pub fn compute_ns(&self, dialect: Dialect) -> Result<Nanos, TraceError> {
         let mut total: Nanos = 0;
         self.layout(|slot| {
             if slot.role == Role::Comp {
-                let wire = dialect.duration_to_wire(slot.duration_ns);
-                total = total.saturating_add(dialect.duration_from_wire(wire));
+                total = total.saturating_add(dialect.comp_run_ns(slot.duration_ns));
             }
         })?;
         Ok(total)

@@ -112,7 +112,8 @@ impl Pricing {
     /// Time of a node that runs on its own NPU (not a collective).
     fn local(&self, node: &EtNode) -> Result<u64, String> {
         match node.kind {
-            NodeKind::Comp => Ok(node.duration_ns),
+            // Both the fork and upstream replay a COMP node of runtime 0 for 1 ns.
+            NodeKind::Comp => Ok(node.duration_ns.max(1)),
             NodeKind::MemLoad | NodeKind::MemStore => {
                 let bytes = Self::attr(node, "tensor_size") as f64;
                 let (bw, latency) = match Self::attr(node, "tensor_loc") {
@@ -420,7 +421,7 @@ impl Instance {
                         break;
                     }
                     if node.kind == NodeKind::Comp {
-                        self.comp_total[i] += node.duration_ns;
+                        self.comp_total[i] += node.duration_ns.max(1);
                     }
                     run.t = end;
                     run.done[run.pos] = Some(end);
