@@ -81,6 +81,7 @@ mod pd;
 mod pipeline;
 mod signals;
 mod tiers;
+mod timeouts;
 
 pub use cluster::{Cluster, Run, Services};
 pub use dp::WavePricer;
@@ -247,6 +248,8 @@ pub struct RunOutcome {
     pub rejected: u64,
     /// Requests the control plane ended unserved (rejected, shed, expired).
     pub dropped: u64,
+    /// Requests whose own timeout ran out before they completed.
+    pub timed_out: u64,
     /// Scheduler counters summed over all instances.
     pub stats: SchedulerStats,
     /// Per instance, by id.

@@ -114,6 +114,8 @@ struct Transfer {
     start: Nanos,
     queuing_delay: Nanos,
     blocks: usize,
+    /// The request timed out while its KV was on the wire: the KV is dropped on arrival.
+    cancelled: bool,
 }
 
 /// One sender's link: the transfer on the wire and those queued behind it.
@@ -213,6 +215,7 @@ impl<'a> Transfers<'a> {
                 start: now,
                 queuing_delay: h.queuing_delay_ns,
                 blocks: h.blocks,
+                cancelled: false,
             };
             if self.links[f].active.is_none() {
                 self.start(from, transfer, now, schedulers, effects)?;
@@ -262,6 +265,21 @@ impl<'a> Transfers<'a> {
             ))
             .into());
         }
+        if t.cancelled {
+            schedulers[t.to as usize].cancel_incoming();
+        } else {
+            self.deliver(&t, from, now, &mut schedulers[t.to as usize]);
+        }
+        let event = self.event(from, &t, true, schedulers);
+        effects.events.push(event);
+        if let Some(next) = self.links[from as usize].waiting.pop_front() {
+            self.start(from, next, now, schedulers, effects)?;
+        }
+        Ok(t.to)
+    }
+
+    /// Queues the request of transfer `t` from `from`, arrived at `now`, on `decode`.
+    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Scheduler) {
         let received = ReceivedKv {
             queuing_delay_ns: t.queuing_delay,
             pd: PdRecord {
@@ -277,13 +295,30 @@ impl<'a> Transfers<'a> {
             Some((request, _)) => Cow::Owned(request),
             None => Cow::Borrowed(&self.requests[self.index_of[&t.request_id] as usize]),
         };
-        schedulers[t.to as usize].receive(&request, received);
-        let event = self.event(from, &t, true, schedulers);
-        effects.events.push(event);
-        if let Some(next) = self.links[from as usize].waiting.pop_front() {
-            self.start(from, next, now, schedulers, effects)?;
+        decode.receive(&request, received);
+    }
+
+    /// Request `id` timed out. If its KV waits for its sender's link, the transfer is called
+    /// off (the prefill blocks are freed now); if it is on the wire, its KV is dropped when
+    /// it arrives (the blocks stay held until then). Returns whether it was in a transfer;
+    /// otherwise only what the transfers kept of it is forgotten.
+    pub fn cancel(&mut self, id: u64, schedulers: &mut [Scheduler]) -> Result<bool, SimError> {
+        for (from, link) in self.links.iter_mut().enumerate() {
+            if let Some(active) = link.active.as_mut().filter(|t| t.request_id == id) {
+                active.cancelled = true;
+                self.entered.remove(&id);
+                return Ok(true);
+            }
+            if let Some(k) = link.waiting.iter().position(|t| t.request_id == id) {
+                let t = link.waiting.remove(k).expect("found transfer");
+                schedulers[from].release_handoff(t.slot)?;
+                schedulers[t.to as usize].cancel_incoming();
+                self.entered.remove(&id);
+                return Ok(true);
+            }
         }
-        Ok(t.to)
+        self.entered.remove(&id);
+        Ok(false)
     }
 
     fn event(

@@ -55,7 +55,8 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     // changes nothing: the engine then runs without one, exactly as before it existed.
     let mut control = (!config.control.is_passive())
         .then(|| ControlPlane::new(config.control.clone(), workload.classes.as_ref()));
-    if control.is_some() {
+    let has_timeouts = workload.classes.as_ref().is_some_and(|c| c.has_timeouts());
+    if control.is_some() || has_timeouts {
         outputs.outcomes = Some(OutcomeCollector::new(workload.classes.as_ref()));
     }
     let mut router = Router::new(config.routing.clone(), config.seed);
@@ -68,6 +69,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         disaggregation,
         max_in_flight,
         signals: config.signals,
+        clients: workload.classes.as_ref(),
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)

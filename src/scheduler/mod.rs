@@ -32,11 +32,13 @@
 //! request off when its prompt completes, holding its blocks until the KV transfer ends, and
 //! a decode instance's scheduler receives requests whose prompt KV arrived.
 
+mod cancel;
 mod kv;
 mod lower_tier;
 mod pd;
 mod request;
 
+pub use cancel::Cancelled;
 pub use kv::{
     BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
     request_block_hashes,
@@ -203,6 +205,8 @@ pub struct Scheduler {
     /// Waiting-queue order and preemption victim choice.
     order: QueueOrder,
     preemption: PreemptionOrder,
+    /// Slots of cancelled requests still included in a step in flight (see `cancel.rs`).
+    cancelled: Vec<u32>,
 }
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
@@ -289,6 +293,7 @@ impl Scheduler {
             spare: Vec::new(),
             order: QueueOrder::Fcfs,
             preemption: PreemptionOrder::Lifo,
+            cancelled: Vec::new(),
         }
     }
 
@@ -869,8 +874,8 @@ impl Scheduler {
             let req = self.slots[s.slot as usize]
                 .as_mut()
                 .expect("scheduled slot");
-            // Preempted since the step was formed: its work here is lost.
-            if req.preemptions != s.epoch {
+            // Preempted or cancelled since the step was formed: its work here is lost.
+            if req.preemptions != s.epoch || req.phase == Phase::Cancelled {
                 continue;
             }
             if req.phase == Phase::Prefill {
@@ -908,6 +913,9 @@ impl Scheduler {
             }
         }
         self.last_step_tokens = tokens;
+        if !self.cancelled.is_empty() {
+            self.free_cancelled_slots();
+        }
         if finished_any {
             let slots = &mut self.slots;
             let free_slots = &mut self.free_slots;

@@ -93,6 +93,11 @@ impl Scheduler {
         self.incoming += 1;
     }
 
+    /// A request routed here will not come after all (it timed out during its transfer).
+    pub fn cancel_incoming(&mut self) {
+        self.incoming = self.incoming.saturating_sub(1);
+    }
+
     /// Requests routed here whose KV cache has not arrived yet.
     pub fn num_incoming(&self) -> usize {
         self.incoming
