@@ -16,7 +16,7 @@ use super::eligibility::{Eligibility, Groups};
 use super::events::{EventKind, EventQueue};
 use super::inject::{Arrivals, Injector};
 use super::instance::{self, InstanceSim, Release};
-use super::pd::{Disaggregation, TransferEffects, Transfers};
+use super::pd::{DecodeChoice, Disaggregation, TransferEffects, Transfers};
 use super::signals::Signals;
 use super::timeouts::Timeouts;
 use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer};
@@ -469,15 +469,18 @@ impl<'r> Cluster<'r> {
         }
         self.mark_ready(id);
         if let Some(t) = &mut self.transfers {
-            let (setups, eligibility) = (self.setups, &self.eligibility);
-            let effects = &mut self.effects;
+            let choice = DecodeChoice {
+                setups: self.setups,
+                eligibility: &self.eligibility,
+                signals: &mut self.signals,
+                instances: &self.instances,
+            };
             t.hand_off(
                 id,
                 self.now,
                 &mut self.schedulers,
-                setups,
-                eligibility,
-                effects,
+                choice,
+                &mut self.effects,
             )?;
             self.apply_transfer_effects(s)?;
         }

@@ -4,7 +4,8 @@
 //! (its first token is sampled there; see [`crate::scheduler`]). At that instant the
 //! decode-side router picks a decode instance of the same model among those that can take
 //! the request, seeing their state then (requests already on their way to an instance count
-//! as waiting there). The prompt's KV cache, `prompt tokens × full-model KV bytes per token`,
+//! as waiting there), through the run's signals, as stale as the prefill router sees them
+//! (`signals.rs`). The prompt's KV cache, `prompt tokens × full-model KV bytes per token`,
 //! is sent over the link between the two instances ([`crate::config::ClusterLinks`]) and takes
 //! `latency + bytes / bandwidth`. Each prefill instance sends one transfer at a time, in
 //! hand-off order (a FIFO per sender: transfers contend for the sender's link); its KV blocks
@@ -18,6 +19,8 @@
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
 
 use super::eligibility::{Eligibility, Groups};
+use super::instance::InstanceSim;
+use super::signals::Signals;
 use super::{InstanceSetup, SimError};
 use crate::Nanos;
 use crate::config::{InstanceRole, Link};
@@ -101,6 +104,15 @@ pub(super) struct TransferEffects {
     pub events: Vec<TransferEvent>,
 }
 
+/// What the choice of a decode instance reads: the instances' setups and candidate lists,
+/// and the run's signals (the same snapshots, as stale, as the prefill router sees).
+pub(super) struct DecodeChoice<'a, 'r> {
+    pub setups: &'a [InstanceSetup],
+    pub eligibility: &'a Eligibility,
+    pub signals: &'a mut Signals,
+    pub instances: &'a [InstanceSim<'r>],
+}
+
 /// A transfer waiting for, or holding, its sender's link.
 #[derive(Debug, Clone, Copy)]
 struct Transfer {
@@ -114,6 +126,8 @@ struct Transfer {
     start: Nanos,
     queuing_delay: Nanos,
     blocks: usize,
+    /// Its control-plane priority, kept on the decode side.
+    priority: i32,
     /// The request timed out while its KV was on the wire: the KV is dropped on arrival.
     cancelled: bool,
 }
@@ -172,10 +186,10 @@ impl<'a> Transfers<'a> {
         from: u32,
         now: Nanos,
         schedulers: &mut [Scheduler],
-        setups: &[InstanceSetup],
-        eligibility: &Eligibility,
+        choice: DecodeChoice<'_, '_>,
         effects: &mut TransferEffects,
     ) -> Result<(), SimError> {
+        let (setups, eligibility) = (choice.setups, choice.eligibility);
         let f = from as usize;
         while let Some(h) = schedulers[f].pop_handoff() {
             let (request, decode) = match self.entered.get(&h.request_id) {
@@ -198,10 +212,13 @@ impl<'a> Transfers<'a> {
                 ))
                 .into());
             }
-            let to = self
-                .setup
-                .router
-                .route(request, &self.candidates, &*schedulers);
+            // The decode router sees the instances as the prefill router does: through the
+            // run's signals, refreshed as their modes say (each earlier hand-off included).
+            choice
+                .signals
+                .refresh_due(now, schedulers, choice.instances);
+            let view = choice.signals.view(schedulers);
+            let to = self.setup.router.route(request, &self.candidates, &view);
             schedulers[to as usize].expect_incoming();
             let n = self.setup.roles.len();
             let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
@@ -215,6 +232,7 @@ impl<'a> Transfers<'a> {
                 start: now,
                 queuing_delay: h.queuing_delay_ns,
                 blocks: h.blocks,
+                priority: h.priority,
                 cancelled: false,
             };
             if self.links[f].active.is_none() {
@@ -290,6 +308,7 @@ impl<'a> Transfers<'a> {
                 decode_admitted_ns: now,
                 kv_bytes: t.bytes,
             },
+            priority: t.priority,
         };
         let request = match self.entered.remove(&t.request_id) {
             Some((request, _)) => Cow::Owned(request),
