@@ -1,6 +1,6 @@
 //! Per-request timeouts on the engine's clock: hand-timed timeouts of a request waiting on
 //! an instance, running (its KV freed at once), in the control plane (admission, gateway
-//! queue), in a KV transfer (queued on the link and on the wire); a completion at the
+//! queue), held by the router, in a KV transfer (queued on the link and on the wire); a completion at the
 //! deadline wins; timers of finished requests never move the clock; every request ends
 //! exactly once on random workloads with timeouts, with and without a control plane and
 //! under P/D.
@@ -20,7 +20,7 @@ use blis_cosim::engine::{Cluster, Disaggregation, InstanceSetup, Observer, Run, 
 use blis_cosim::engine::{Services, StepEvent, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
-use blis_cosim::router::{Router, RoutingPolicy};
+use blis_cosim::router::{ClusterView, RouteDecision, Router, Routing, RoutingPolicy};
 use blis_cosim::workload::{Request, RequestClasses, RequestProfile};
 use fixture::{Finished, LinearBackend, Recorder, request, setup};
 use proptest::prelude::*;
@@ -226,6 +226,47 @@ fn requests_time_out_in_admission_and_in_the_gateway_queue() {
     );
     assert_eq!((outcome.finished, outcome.timed_out), (2, 1));
     assert_eq!(ends.dropped, [(1, 3_010, timed_out(Stage::FlowControl))]);
+    let last = ends.finished.iter().find(|f| f.id == 2).unwrap();
+    assert_eq!((last.first_token, last.end), (14_440, 15_550));
+}
+
+/// Holds every request at the gateway while its instance has any request: one at a time.
+struct OneAtATime;
+
+impl Routing for OneAtATime {
+    fn decide(&mut self, _: &Request, candidates: &[u32], view: &dyn ClusterView) -> RouteDecision {
+        let s = view.snapshot(candidates[0]);
+        if s.waiting + s.running == 0 {
+            RouteDecision::To(candidates[0])
+        } else {
+            RouteDecision::Queue
+        }
+    }
+}
+
+#[test]
+fn a_request_held_by_the_router_times_out_there() {
+    // 0 (390 + 5) runs 0..9440; 1 (timeout 3 µs) is held by the router and times out at
+    // 3010; 2 is held until 0 ends and runs 9440..14440 (prefill), ..15550.
+    let requests = vec![
+        request(0, 0, 390, 5, Vec::new()),
+        request(1, 10, 390, 5, Vec::new()),
+        request(2, 20, 390, 2, Vec::new()),
+    ];
+    let clients = timeouts(&[(1, 3)]);
+    let setups = vec![instance(16)];
+    let mut backends = backends(1);
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = OneAtATime;
+    let mut ends = Ends::default();
+    let services = Services::new(&mut dyns, &mut router, &mut ends);
+    let run = Run::new(&requests, &setups).clients(Some(&clients));
+    let outcome = simulate(run, services).unwrap();
+    assert_eq!((outcome.finished, outcome.timed_out), (2, 1));
+    assert_eq!(ends.dropped, [(1, 3_010, timed_out(Stage::Routing))]);
     let last = ends.finished.iter().find(|f| f.id == 2).unwrap();
     assert_eq!((last.first_token, last.end), (14_440, 15_550));
 }
