@@ -25,7 +25,6 @@ use crate::evaluation::EvaluationConfig;
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
-use crate::workload::spec::SCENARIOS;
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -97,7 +96,7 @@ pub struct GenerateArgs {
 
     /// A built-in scenario (`blis-cosim scenarios` lists them).
     #[arg(long, value_name = "NAME",
-          value_parser = PossibleValuesParser::new(SCENARIOS.iter().map(|s| s.name)))]
+          value_parser = PossibleValuesParser::new(dataset::scenario_names()))]
     pub scenario: Option<String>,
 
     /// A trace to convert (Mooncake or Azure; see --dataset-format); --num-requests keeps
@@ -176,7 +175,7 @@ pub struct RunArgs {
     /// Workload generated in memory from a built-in scenario (`blis-cosim scenarios` lists
     /// them), instead of --dataset.
     #[arg(help_heading = "Workload", long, value_name = "NAME",
-          value_parser = PossibleValuesParser::new(SCENARIOS.iter().map(|s| s.name)))]
+          value_parser = PossibleValuesParser::new(dataset::scenario_names()))]
     pub scenario: Option<String>,
 
     /// LLMServingSim cluster config JSON (colocated, prefill and decode instances on one or
@@ -599,6 +598,16 @@ impl RunArgs {
             Some(flag) => Err(command_line(flag, "applies only to --dataset")),
             None => Ok(()),
         };
+        let trace = self
+            .scenario
+            .as_deref()
+            .and_then(crate::workload::trace_scenario);
+        if self.dataset_args.trace_dir.is_some() && trace.is_none() {
+            return Err(command_line(
+                "--trace-dir",
+                "applies only to a trace scenario",
+            ));
+        }
         match (&self.dataset, &self.workload_spec, &self.scenario) {
             (Some(path), None, None) => Ok(WorkloadSource::Dataset(
                 path.clone(),
@@ -610,7 +619,14 @@ impl RunArgs {
             }
             (None, None, Some(name)) => {
                 without_dataset()?;
-                Ok(WorkloadSource::Scenario(name.clone()))
+                match crate::workload::trace_scenario(name) {
+                    Some(t) => {
+                        let dir = self.dataset_args.trace_dir.as_deref();
+                        let path = t.locate(dir).map_err(|m| command_line("--scenario", &m))?;
+                        Ok(WorkloadSource::Dataset(path, t.options()))
+                    }
+                    None => Ok(WorkloadSource::Scenario(name.clone())),
+                }
             }
             _ => Err(command_line(
                 "--dataset",

@@ -1,4 +1,5 @@
 //! The control plane through the binary: `reject-all` ends every request and the run cleanly,
+//! per-request timeouts from JSONL lines end requests as timed out, counted per tenant,
 //! a control-plane latency shows in every TTFT, outcomes add up to the requests, reruns are
 //! byte-identical, BLIS policy bundles run unchanged and bad bundles fail naming the key.
 
@@ -146,7 +147,7 @@ fn outcomes_add_up_per_class_and_tenant_and_reruns_are_byte_identical() {
     let (csv, json, text) = run_in(dir.path(), "a", &args);
     let o = &json["outcomes"];
     let sum = |v: &Value| {
-        ["completed", "rejected", "shed", "expired"]
+        ["completed", "rejected", "shed", "expired", "timed_out"]
             .iter()
             .map(|k| v[*k].as_u64().unwrap())
             .sum::<u64>()
@@ -312,4 +313,50 @@ fn a_hundred_reruns_with_every_stage_on_are_byte_identical() {
         let again = run_in(dir.path(), "again", &args);
         assert!(again == first, "rerun {k} differs");
     }
+}
+
+#[test]
+fn jsonl_timeouts_end_requests_as_timed_out_per_tenant() {
+    // Six requests at once; tenant "a"'s three give up after 1 µs, long before any prefill
+    // of 500 tokens ends; tenant "b"'s have no timeout.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.jsonl");
+    let lines: String = (0..6)
+        .map(|i| {
+            let client = if i % 2 == 0 {
+                r#""tenant":"a","slo_class":"batch","timeout_us":1"#
+            } else {
+                r#""tenant":"b","slo_class":"critical""#
+            };
+            format!("{{\"input_toks\":500,\"output_toks\":4,\"arrival_time_ns\":0,{client}}}\n")
+        })
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let (_, json, text) = run_in(dir.path(), "t", &["--dataset", data.to_str().unwrap()]);
+    let (_, rows) = read_csv(&dir.path().join("t.csv"));
+    assert_eq!(rows.len(), 3);
+    let o = &json["outcomes"];
+    assert_eq!(
+        (o["completed"].as_u64(), o["timed_out"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(o["by_tenant"]["a"]["timed_out"], 3);
+    assert_eq!(o["by_tenant"]["b"]["completed"], 3);
+    assert_eq!(o["by_slo_class"]["batch"]["timed_out"], 3);
+    let reason = &o["reasons"][0];
+    assert_eq!(
+        (
+            &reason["outcome"],
+            &reason["stage"],
+            &reason["policy"],
+            &reason["count"]
+        ),
+        (
+            &Value::from("timed out"),
+            &Value::from("instance"),
+            &Value::from("timeout"),
+            &Value::from(3)
+        )
+    );
+    assert!(text.contains("timed out"), "{text}");
 }

@@ -9,7 +9,7 @@ mod binary;
 
 use binary::{ok, read_csv, run};
 use clap::Parser;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 const SPEC: &str = "examples/policy/bursty-two-tenant.yaml";
@@ -411,4 +411,27 @@ fn every_model_gets_its_own_metrics() {
         "a 4× larger model"
     );
     assert!(text.contains("model        Qwen/Qwen3-32B"), "{text}");
+}
+
+#[test]
+fn a_timed_out_request_is_counted_and_the_evaluation_validates() {
+    // Request 1 runs past its 1 ms timeout and ends there; request 0 completes.
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        r#"{"input_toks":32,"output_toks":2,"arrival_time_ns":0}"#,
+        r#"{"input_toks":32,"output_toks":100000,"arrival_time_ns":0,"timeout_us":1000}"#,
+    ];
+    let data = dir.path().join("w.jsonl");
+    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    let (json, _) = evaluation(dir.path(), &["--dataset", data.to_str().unwrap()]);
+    assert_valid(&json);
+    let outcomes = &json["outcomes"];
+    assert_eq!(
+        (&outcomes["completed"], &outcomes["timed_out"]),
+        (&json!(1), &json!(1))
+    );
+    let reason = json!({"outcome": "timed out", "stage": "instance", "policy": "timeout",
+                        "count": 1});
+    assert_eq!(outcomes["reasons"], json!([reason]));
+    assert_eq!(json["fitness"]["terms"]["completion"]["value"], 0.5);
 }

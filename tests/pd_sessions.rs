@@ -140,6 +140,7 @@ fn run(
             max_in_flight: dyn_max_in_flight,
             signals: Default::default(),
             watch: None,
+            clients: None,
         },
         Services::new(&mut dyns, &mut router, &mut rec).with_injector(dyn_injector),
     )?;

@@ -155,3 +155,32 @@ fn bad_routing_flags_are_refused_naming_the_flag() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn no_hit_lru_spreads_the_cold_prefixes_and_load_aware_runs() {
+    // Requests 0..3 open the four prefix families: each is cold (no instance holds its
+    // first block), so no-hit-lru sends them to the instances never used, by id.
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--request-routing-policy",
+        "weighted",
+        "--routing-scorers",
+        "no-hit-lru:1",
+    ];
+    csv_of(dir.path(), "lru", &args);
+    let (_, rows) = binary::read_csv(&dir.path().join("lru.csv"));
+    let instance_of = |id: &str| {
+        let row = rows.iter().find(|r| r["request id"] == id).unwrap();
+        row["instance id"].clone()
+    };
+    let first: Vec<String> = ["0", "1", "2", "3"].into_iter().map(instance_of).collect();
+    assert_eq!(first, ["0", "1", "2", "3"]);
+    let load_aware = [
+        "--request-routing-policy",
+        "weighted",
+        "--routing-scorers",
+        "load-aware:1,queue-depth:1",
+    ];
+    let a = csv_of(dir.path(), "la", &load_aware);
+    assert_eq!(a, csv_of(dir.path(), "la2", &load_aware));
+}

@@ -20,8 +20,13 @@ fn scenario_names() -> Vec<String> {
 fn every_builtin_scenario_runs_on_the_main_command() {
     let dir = tempfile::tempdir().unwrap();
     let names = scenario_names();
-    assert_eq!(names.len(), 9, "{names:?}");
-    for name in &names {
+    assert_eq!(names.len(), 12, "{names:?}");
+    // The last three replay production traces (tests/traces_cli.rs runs them).
+    assert_eq!(
+        names[9..],
+        ["mooncake-conversation", "azure-conv", "azure-code"]
+    );
+    for name in &names[..9] {
         let out = dir.path().join(format!("{name}.csv"));
         ok(&[
             "--scenario",

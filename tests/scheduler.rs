@@ -540,3 +540,41 @@ fn a_priority_queue_admits_the_most_urgent_waiting_request_first() {
     // Equal priorities keep their arrival (then id) order.
     assert_eq!(order, vec![2, 3, 0, 1]);
 }
+
+/// Completes the oldest step in flight at `at`; returns the ids that finished.
+fn complete(s: &mut Scheduler, at: u64) -> Vec<u64> {
+    let mut ids = Vec::new();
+    s.complete_step(at, "m", 0, |r: &RequestRecord<'_>| {
+        ids.push(r.request_id);
+        Ok::<(), Infallible>(())
+    })
+    .unwrap();
+    ids
+}
+
+#[test]
+fn a_cancelled_request_frees_its_blocks_at_once_and_its_slot_after_its_steps_in_flight() {
+    use blis_cosim::scheduler::Cancelled;
+    let mut s = Scheduler::new(config(), 100);
+    s.set_pipeline_depth(2);
+    s.enqueue(&request(0, 40, 5));
+    s.enqueue(&request(1, 40, 5));
+    // Step 1 prefills both (3 blocks of 16 each for 40 tokens); 2 waits.
+    assert_eq!(s.schedule(0).unwrap().map(<[_]>::len), Some(2));
+    assert_eq!(s.pool().num_free(), 94);
+    s.enqueue(&request(2, 40, 5));
+    assert_eq!(s.cancel(0), Some(Cancelled::Running));
+    assert_eq!(s.pool().num_free(), 97);
+    assert_eq!(s.cancel(2), Some(Cancelled::Waiting));
+    assert_eq!((s.cancel(2), s.cancel(7)), (None, None));
+    assert_eq!((s.num_running(), s.num_waiting()), (1, 0));
+    // A request queued now does not take 0's slot, which step 1 still names: step 1
+    // completes 1's prefill only.
+    s.enqueue(&request(3, 40, 1));
+    assert_eq!(complete(&mut s, 10), Vec::<u64>::new());
+    assert_eq!(s.last_step_tokens().prompt, 40);
+    // 1 decodes and 3 prefills; 3 (one token) finishes with it; 0 never reappears.
+    assert_eq!(s.schedule(10).unwrap().map(<[_]>::len), Some(2));
+    assert_eq!(complete(&mut s, 20), [3]);
+    assert_eq!((s.num_running(), s.num_waiting()), (1, 0));
+}

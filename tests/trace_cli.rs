@@ -410,3 +410,33 @@ fn preemptions_are_traced_with_their_victim_and_the_blocks_they_free() {
             .any(|v| v["kind"] == "schedule-admit" && v["request"] == 3 && v["readmitted"] == true)
     );
 }
+
+#[test]
+fn a_timeout_is_traced_as_a_drop_where_the_request_was() {
+    // Request 1 asks for 100,000 output tokens with a 1 ms timeout: it is running on its
+    // instance when the timeout runs out, and ends there at 1,000,000 ns.
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        r#"{"input_toks":32,"output_toks":2,"arrival_time_ns":0}"#,
+        r#"{"input_toks":32,"output_toks":100000,"arrival_time_ns":0,"timeout_us":1000}"#,
+    ];
+    let data = dir.path().join("w.jsonl");
+    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    ok(&[
+        "--dataset",
+        data.to_str().unwrap(),
+        "--trace-level",
+        "decisions",
+        "--trace-output",
+        trace.to_str().unwrap(),
+    ]);
+    let drops: Vec<Value> = records(&trace)
+        .into_iter()
+        .filter(|r| r["kind"] == "drop")
+        .map(without_seq)
+        .collect();
+    let want = json!({"t": 1_000_000, "kind": "drop", "request": 1, "outcome": "timed out",
+                      "stage": "instance", "policy": "timeout"});
+    assert_eq!(drops, [want]);
+}

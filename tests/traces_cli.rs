@@ -1,7 +1,8 @@
 //! Running the binary on production traces: Mooncake's prefix reuse reaches the prefix cache
 //! exactly as its `hash_ids` record it, Azure's arrivals are replayed as written, bad rows stop
 //! the run naming their line, runs are deterministic, and `generate` converts a trace to JSONL
-//! that simulates identically.
+//! that simulates identically; the trace scenarios replay the files as `--dataset` would,
+//! truncated and rate-scaled, and an absent trace is refused saying where to get it.
 
 #[path = "common/binary.rs"]
 mod binary;
@@ -320,4 +321,109 @@ fn the_format_flags_need_a_dataset_and_a_known_format() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+}
+
+/// The folder of trace `file`, when the traces are there (else a visible skip).
+fn trace_dir(file: &str) -> Option<String> {
+    let path = traces::trace(file)?;
+    Some(path.parent().unwrap().to_str().unwrap().to_owned())
+}
+
+#[test]
+fn trace_scenarios_replay_their_trace_truncated_and_rate_scaled() {
+    let Some(dir) = trace_dir("mooncake-conversation.jsonl") else {
+        return;
+    };
+    let file = format!("{dir}/mooncake-conversation.jsonl");
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = |tag: &str, source: &[&str]| {
+        let out = tmp.path().join(format!("{tag}.csv"));
+        let mut args = source.to_vec();
+        args.extend(["--num-reqs", "40", "--arrival-speedup", "2"]);
+        args.extend(["--output", out.to_str().unwrap()]);
+        ok(&args);
+        out
+    };
+    let scenario = ["--scenario", "mooncake-conversation", "--trace-dir", &dir];
+    let a = csv("scenario", &scenario);
+    let b = csv("dataset", &["--dataset", &file]);
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    // 40 requests, arriving at half the trace's gaps: timestamp (ms) / 2, in ns.
+    let stamps: Vec<u64> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .take(40)
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["timestamp"].as_u64().unwrap()
+        })
+        .collect();
+    let (_, rows) = read_csv(&a);
+    assert_eq!(rows.len(), 40);
+    for row in &rows {
+        let id: usize = row["request id"].parse().unwrap();
+        let arrival: u64 = row["arrival"].parse().unwrap();
+        let expected = (stamps[id] - stamps[0]) * 1_000_000 / 2;
+        assert_eq!(arrival, expected, "request {id}");
+    }
+    // The default folder is ../shared/data/traces from the current directory (or the one
+    // BLIS_COSIM_TRACES names); generate converts a trace scenario like --dataset.
+    let (x, y) = (tmp.path().join("x.jsonl"), tmp.path().join("y.jsonl"));
+    let gen_scenario = ["generate", "--scenario", "azure-conv", "--trace-dir", &dir];
+    ok(&[
+        &gen_scenario[..],
+        &["--num-requests", "10", "--out", x.to_str().unwrap()],
+    ]
+    .concat());
+    let conv = format!("{dir}/azure-llm-2023-conv.csv");
+    ok(&[
+        "generate",
+        "--dataset",
+        &conv,
+        "--num-requests",
+        "10",
+        "--out",
+        y.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&x).unwrap(), std::fs::read(&y).unwrap());
+    assert_eq!(std::fs::read_to_string(&x).unwrap().lines().count(), 10);
+}
+
+#[test]
+fn an_absent_trace_is_refused_saying_where_to_get_it() {
+    let empty = tempfile::tempdir().unwrap();
+    let dir = empty.path().to_str().unwrap();
+    let out_csv = empty.path().join("o.csv");
+    let out = run(&[
+        "--scenario",
+        "azure-code",
+        "--trace-dir",
+        dir,
+        "--output",
+        out_csv.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("azure-llm-2023-code.csv")
+            && err.contains("Azure/AzurePublicDataset")
+            && err.contains("--trace-dir"),
+        "{err}"
+    );
+    assert!(!out_csv.exists());
+    // --trace-dir without a trace scenario is refused too.
+    let out = run(&[
+        "--scenario",
+        "mixed-slo",
+        "--trace-dir",
+        dir,
+        "--output",
+        out_csv.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("--trace-dir")
+    );
 }

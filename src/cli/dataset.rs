@@ -1,7 +1,8 @@
-//! Flags saying how to read `--dataset`.
+//! Flags saying how to read `--dataset` (and where the trace scenarios' traces are).
 
 use crate::workload::{DatasetFormat, DatasetOptions, MOONCAKE_BLOCK_SIZE};
 use clap::Args;
+use std::path::PathBuf;
 
 /// The format of `--dataset` (flattened into the main job's and `generate`'s flags).
 #[derive(Debug, Args)]
@@ -16,6 +17,12 @@ pub struct DatasetArgs {
     /// Tokens per `hash_ids` block of a Mooncake trace [default: 512].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub trace_block_size: Option<u32>,
+
+    /// Folder of the production traces the trace scenarios replay (--scenario
+    /// mooncake-conversation, azure-conv, azure-code) [default: $BLIS_COSIM_TRACES, else
+    /// ../shared/data/traces].
+    #[arg(long, value_name = "DIR")]
+    pub trace_dir: Option<PathBuf>,
 }
 
 impl DatasetArgs {
@@ -40,4 +47,10 @@ impl DatasetArgs {
 
 fn parse_format(s: &str) -> Result<DatasetFormat, String> {
     s.parse()
+}
+
+/// Every `--scenario` name: the workload-spec scenarios, then the trace scenarios.
+pub fn scenario_names() -> impl Iterator<Item = &'static str> {
+    let specs = crate::workload::spec::SCENARIOS.iter().map(|s| s.name);
+    specs.chain(crate::workload::TRACE_SCENARIOS.iter().map(|s| s.name))
 }

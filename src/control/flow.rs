@@ -219,6 +219,17 @@ impl FlowQueue {
         }
     }
 
+    /// Removes the request parked at `slot`, if it is queued here.
+    pub fn remove(&mut self, slot: u32) -> Option<Ticket> {
+        for band in &mut self.bands {
+            if let Some(k) = band.queue.iter().position(|q| q.ticket.slot == slot) {
+                self.len -= 1;
+                return band.queue.remove(k).map(|q| q.ticket);
+            }
+        }
+        None
+    }
+
     /// Takes the next request to dispatch, in the dispatch order.
     pub fn pop(&mut self) -> Option<Ticket> {
         let (band, pos) = match self.config.order {

@@ -357,6 +357,27 @@ impl ControlPlane {
         }
     }
 
+    /// Takes back the request parked at `slot` (its own timeout ran out), wherever it is
+    /// between stages; returns the stage it was in, or `None` if no request there is parked
+    /// at `slot`.
+    pub fn withdraw(&mut self, slot: u32) -> Option<Stage> {
+        if let Some(k) = self.admitting.iter().position(|(_, t)| t.slot == slot) {
+            self.admitting.remove(k);
+            return Some(Stage::Admission);
+        }
+        if let Some(t) = self.flow.as_mut().and_then(|f| f.remove(slot)) {
+            if let Some(n) = self.tenant_in_flight.get_mut(t.tenant as usize) {
+                *n = n.saturating_sub(1);
+            }
+            return Some(Stage::FlowControl);
+        }
+        let k = self.routing.iter().position(|(_, t)| t.slot == slot)?;
+        if let Some((_, t)) = self.routing.remove(k) {
+            self.request_left(t.id);
+        }
+        Some(Stage::Routing)
+    }
+
     /// Settles what is due at `now`, seeing `instances` instances through `view`, and
     /// appends the decisions to `out`. The engine carries them out and calls again until a
     /// call decides nothing (a dispatch from the gateway queue changes what the next one

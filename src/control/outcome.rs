@@ -11,6 +11,9 @@ pub enum Outcome {
     Shed,
     /// Waited in the gateway queue longer than its time to live.
     Expired,
+    /// Not completed within its own timeout of its arrival (the client gave up, wherever
+    /// the request was).
+    TimedOut,
 }
 
 impl Outcome {
@@ -20,6 +23,7 @@ impl Outcome {
             Outcome::Rejected => "rejected",
             Outcome::Shed => "shed",
             Outcome::Expired => "expired",
+            Outcome::TimedOut => "timed out",
         }
     }
 }
@@ -33,6 +37,10 @@ pub enum Stage {
     FlowControl,
     /// The router.
     Routing,
+    /// An instance: its waiting queue or its running batch.
+    Instance,
+    /// The KV transfer from a prefill to a decode instance.
+    Transfer,
 }
 
 impl Stage {
@@ -42,6 +50,8 @@ impl Stage {
             Stage::Admission => "admission",
             Stage::FlowControl => "flow-control",
             Stage::Routing => "routing",
+            Stage::Instance => "instance",
+            Stage::Transfer => "kv-transfer",
         }
     }
 }
@@ -73,6 +83,17 @@ impl Dropped {
             outcome: Outcome::Shed,
             stage,
             policy,
+        }
+    }
+}
+
+impl Dropped {
+    /// Timed out at `stage` (its client's timeout ran out there).
+    pub fn timed_out(stage: Stage) -> Dropped {
+        Dropped {
+            outcome: Outcome::TimedOut,
+            stage,
+            policy: "timeout",
         }
     }
 }

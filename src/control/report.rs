@@ -5,8 +5,8 @@ use crate::workload::RequestClasses;
 use serde_json::{Map, Value, json};
 use std::fmt;
 
-/// Completed, rejected, shed, expired.
-type Counts = [u64; 4];
+/// Completed, rejected, shed, expired, timed out.
+type Counts = [u64; 5];
 
 fn index(outcome: Option<Outcome>) -> usize {
     match outcome {
@@ -14,10 +14,11 @@ fn index(outcome: Option<Outcome>) -> usize {
         Some(Outcome::Rejected) => 1,
         Some(Outcome::Shed) => 2,
         Some(Outcome::Expired) => 3,
+        Some(Outcome::TimedOut) => 4,
     }
 }
 
-const NAMES: [&str; 4] = ["completed", "rejected", "shed", "expired"];
+const NAMES: [&str; 5] = ["completed", "rejected", "shed", "expired", "timed_out"];
 
 /// Counts the outcomes of a run's requests as they end.
 #[derive(Debug)]
@@ -77,7 +78,7 @@ impl OutcomeCollector {
         };
         let mut total = Counts::default();
         for c in &self.by_class {
-            for k in 0..4 {
+            for k in 0..NAMES.len() {
                 total[k] += c[k];
             }
         }
@@ -116,8 +117,8 @@ fn counts_json(c: &Counts) -> Value {
 }
 
 impl OutcomeReport {
-    /// Requests that completed, were rejected, shed and expired.
-    pub fn totals(&self) -> [u64; 4] {
+    /// Requests that completed, were rejected, shed, expired and timed out.
+    pub fn totals(&self) -> [u64; 5] {
         self.total
     }
 
@@ -172,8 +173,8 @@ impl fmt::Display for OutcomeReport {
             .max(12);
         writeln!(
             f,
-            "{:<10} {:<width$} {:>10} {:>9} {:>9} {:>9}",
-            "group", "name", "completed", "rejected", "shed", "expired"
+            "{:<10} {:<width$} {:>10} {:>9} {:>9} {:>9} {:>9}",
+            "group", "name", "completed", "rejected", "shed", "expired", "timed out"
         )?;
         let rows = std::iter::once(("all", "all", &self.total))
             .chain(
@@ -189,8 +190,8 @@ impl fmt::Display for OutcomeReport {
         for (kind, name, c) in rows {
             writeln!(
                 f,
-                "{kind:<10} {name:<width$} {:>10} {:>9} {:>9} {:>9}",
-                c[0], c[1], c[2], c[3]
+                "{kind:<10} {name:<width$} {:>10} {:>9} {:>9} {:>9} {:>9}",
+                c[0], c[1], c[2], c[3], c[4]
             )?;
         }
         for (r, n) in &self.reasons {

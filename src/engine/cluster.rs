@@ -16,8 +16,9 @@ use super::eligibility::{Eligibility, Groups};
 use super::events::{EventKind, EventQueue};
 use super::inject::{Arrivals, Injector};
 use super::instance::{self, InstanceSim, Release};
-use super::pd::{Disaggregation, TransferEffects, Transfers};
+use super::pd::{DecodeChoice, Disaggregation, TransferEffects, Transfers};
 use super::signals::Signals;
+use super::timeouts::Timeouts;
 use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer};
 use super::{pipeline, tiers};
 use crate::Nanos;
@@ -28,7 +29,7 @@ use crate::latency::LatencyBackend;
 use crate::router::{InstanceSnapshot, RouteDecision, Routing, SignalConfig};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
 use crate::trace::{Decision, TraceLevel};
-use crate::workload::Request;
+use crate::workload::{Request, RequestClasses};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
@@ -45,6 +46,9 @@ pub struct Run<'r> {
     pub max_in_flight: Option<usize>,
     /// What the router sees of the instances and how stale (`signals.rs`).
     pub signals: SignalConfig,
+    /// The requests' clients, whose timeouts the run enforces (`timeouts.rs`); `None`: no
+    /// request has one.
+    pub clients: Option<&'r RequestClasses>,
     /// Anomaly detection, when on (see [`crate::metrics::AnomalyCounts`]).
     pub watch: Option<AnomalyWatch<'r>>,
 }
@@ -70,12 +74,18 @@ impl<'r> Run<'r> {
             max_in_flight: None,
             signals: SignalConfig::default(),
             watch: None,
+            clients: None,
         }
     }
 
     /// The same run, detecting anomalies as `watch` says.
     pub fn watch(self, watch: Option<AnomalyWatch<'r>>) -> Run<'r> {
         Run { watch, ..self }
+    }
+
+    /// The same run with the timeouts of the requests' `clients` enforced.
+    pub fn clients(self, clients: Option<&'r RequestClasses>) -> Run<'r> {
+        Run { clients, ..self }
     }
 
     /// The same run with prefill/decode disaggregation `pd`.
@@ -198,13 +208,20 @@ pub struct Cluster<'r> {
     /// The earliest instant for which a control event is scheduled and not yet applied
     /// (later ones may be pending too: a control event with nothing due does nothing).
     control_wake: Option<Nanos>,
-    /// Ids of the requests the step being applied finished (with a control plane).
+    /// Ids of the requests the step being applied finished (with a control plane or
+    /// timeouts).
     done: Vec<u64>,
     /// Anomaly detection, when on, and the head-of-line blocking events so far.
     watch: Option<AnomalyWatch<'r>>,
     hol_blocking: u64,
     /// Whether decisions are reported to the observer (its trace level is not `none`).
     tracing: bool,
+    /// The requests' timers, when some have a timeout.
+    timeouts: Option<Timeouts<'r>>,
+    /// The instant for which a timeout event is scheduled and not yet applied.
+    timeout_wake: Option<Nanos>,
+    /// Requests that timed out.
+    timed_out: u64,
     now: Nanos,
 }
 
@@ -220,6 +237,7 @@ impl<'r> Cluster<'r> {
             max_in_flight,
             signals,
             watch,
+            clients,
         } = run;
         assert!(
             !setups.is_empty() && setups.len() == services.backends.len(),
@@ -291,6 +309,9 @@ impl<'r> Cluster<'r> {
             watch,
             hol_blocking: 0,
             tracing,
+            timeouts: Timeouts::new(clients),
+            timeout_wake: None,
+            timed_out: 0,
             now: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
@@ -347,15 +368,21 @@ impl<'r> Cluster<'r> {
         self.gateway.len()
     }
 
+    /// Requests that timed out so far.
+    pub fn timed_out(&self) -> u64 {
+        self.timed_out
+    }
+
     /// Requests that ended so far, served or not.
     fn ended(&self) -> u64 {
-        self.finished + self.rejected + self.dropped
+        self.finished + self.rejected + self.dropped + self.timed_out
     }
 
     /// Settles the next instant: applies every event due then, phase by phase
     /// ([`super::Phase`]), then starts the steps of the instances that can. Returns the
     /// instant, or `None` when nothing is left to happen.
     pub fn step(&mut self, s: &mut Services<'_, '_>) -> Result<Option<Nanos>, SimError> {
+        self.skip_orphan_timeouts();
         let Some(t) = self.queue.next_time() else {
             return Ok(None);
         };
@@ -376,6 +403,7 @@ impl<'r> Cluster<'r> {
                     }
                     self.drain_control(s)?;
                 }
+                EventKind::Timeout => self.on_timeouts(s)?,
             }
         }
         self.start_ready_instances(s)?;
@@ -408,9 +436,9 @@ impl<'r> Cluster<'r> {
         let arrived = self.requests.len() as u64 + self.arrivals.released();
         if self.ended() != arrived {
             let message = format!(
-                "{} of {arrived} requests finished, {} were rejected by the router and {} \
-                 ended in the control plane",
-                self.finished, self.rejected, self.dropped
+                "{} of {arrived} requests finished, {} were rejected by the router, {} \
+                 ended in the control plane and {} timed out",
+                self.finished, self.rejected, self.dropped, self.timed_out
             );
             return Err(SchedulerBug::new(message).into());
         }
@@ -424,6 +452,7 @@ impl<'r> Cluster<'r> {
             finished: self.finished,
             rejected: self.rejected,
             dropped: self.dropped,
+            timed_out: self.timed_out,
             stats,
             hol_blocking: self.hol_blocking,
             instances: self
@@ -457,7 +486,7 @@ impl<'r> Cluster<'r> {
         let release = Release {
             injector: s.injector.as_deref_mut(),
             released: &mut self.released,
-            done: s.control.is_some().then_some(&mut self.done),
+            done: (s.control.is_some() || self.timeouts.is_some()).then_some(&mut self.done),
         };
         let (scheduler, inst) = (&mut self.schedulers[i], &mut self.instances[i]);
         instance::finish_step(
@@ -470,22 +499,28 @@ impl<'r> Cluster<'r> {
             release,
         )?;
         self.finished += self.instances[i].finished - before;
-        if let Some(control) = s.control.as_deref_mut() {
-            for id in self.done.drain(..) {
+        for id in self.done.drain(..) {
+            if let Some(control) = s.control.as_deref_mut() {
                 control.request_left(id);
+            }
+            if let Some(timeouts) = &mut self.timeouts {
+                timeouts.disarm(id);
             }
         }
         self.mark_ready(id);
         if let Some(t) = &mut self.transfers {
-            let (setups, eligibility) = (self.setups, &self.eligibility);
-            let effects = &mut self.effects;
+            let choice = DecodeChoice {
+                setups: self.setups,
+                eligibility: &self.eligibility,
+                signals: &mut self.signals,
+                instances: &self.instances,
+            };
             t.hand_off(
                 id,
                 self.now,
                 &mut self.schedulers,
-                setups,
-                eligibility,
-                effects,
+                choice,
+                &mut self.effects,
             )?;
             self.apply_transfer_effects(s)?;
         }
@@ -494,11 +529,16 @@ impl<'r> Cluster<'r> {
             let t = self.arrivals.release(request);
             self.queue.push(t, EventKind::Arrival);
         }
+        self.admit_gated();
+        self.ask_gateway_again(s);
+        Ok(())
+    }
+
+    /// Something ended now: in concurrency mode, requests waiting for room enter.
+    fn admit_gated(&mut self) {
         if self.arrivals.gated() && self.arrivals.has_waiting(self.now) {
             self.queue.push(self.now, EventKind::Arrival);
         }
-        self.ask_gateway_again(s);
-        Ok(())
     }
 
     /// Phase 2: the KV transfer from `sender` arrives now at its decode instance.
@@ -565,6 +605,9 @@ impl<'r> Cluster<'r> {
         }
         while let Some(due) = self.arrivals.next_due(now, self.ended()) {
             let (request, groups) = due.enter(now, &mut self.eligibility, self.setups)?;
+            if let Some(deadline) = self.timeouts.as_mut().and_then(|t| t.arm(&request, now)) {
+                self.wake_timeouts(deadline);
+            }
             match s.control.as_deref_mut() {
                 None => self.dispatch(request, groups, 0, s)?,
                 Some(control) => {
@@ -632,6 +675,7 @@ impl<'r> Cluster<'r> {
             Action::Route { priority, .. } => self.dispatch(request, groups, priority, s),
             Action::Drop { why, .. } => {
                 self.dropped += 1;
+                self.disarm(request.id);
                 if self.tracing {
                     let (t, request) = (self.now, request.id);
                     let decision = match why.stage {
@@ -696,6 +740,7 @@ impl<'r> Cluster<'r> {
             }),
             RouteDecision::Reject => {
                 self.rejected += 1;
+                self.disarm(request.id);
                 if let Some(control) = s.control.as_deref_mut() {
                     control.request_left(request.id);
                 }
@@ -747,6 +792,114 @@ impl<'r> Cluster<'r> {
             s.observer.decision(&d)?;
         }
         Ok(())
+    }
+
+    /// Request `id` ended otherwise than by its timeout.
+    fn disarm(&mut self, id: u64) {
+        if let Some(timeouts) = &mut self.timeouts {
+            timeouts.disarm(id);
+        }
+    }
+
+    /// Schedules a timeout event at `t` unless one is due by then.
+    fn wake_timeouts(&mut self, t: Nanos) {
+        if self.timeout_wake.is_none_or(|w| t < w) {
+            self.timeout_wake = Some(t);
+            self.queue.push(t, EventKind::Timeout);
+        }
+    }
+
+    /// Discards the timeout events due before any live timer (every request they were
+    /// scheduled for has ended), so that they never move the clock (BLIS's lazy
+    /// cancellation), and schedules one at the next live deadline instead.
+    fn skip_orphan_timeouts(&mut self) {
+        let Some(timeouts) = self.timeouts.as_mut() else {
+            return;
+        };
+        while let Some(&event) = self.queue.peek() {
+            let live = timeouts.next_deadline();
+            if event.kind != EventKind::Timeout || live.is_some_and(|d| d <= event.time) {
+                return;
+            }
+            self.queue.pop_until(event.time);
+            if self.timeout_wake == Some(event.time) {
+                self.timeout_wake = None;
+            }
+            if let Some(d) = live.filter(|_| self.timeout_wake.is_none()) {
+                self.timeout_wake = Some(d);
+                self.queue.push(d, EventKind::Timeout);
+            }
+        }
+    }
+
+    /// Phase [`super::Phase::Timeouts`]: every request whose timeout runs out now ends as
+    /// timed out, wherever it is; what it held is free for this instant's steps.
+    fn on_timeouts(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        if self.timeout_wake == Some(self.now) {
+            self.timeout_wake = None;
+        }
+        let mut any = false;
+        while let Some(timer) = self.timeouts.as_mut().and_then(|t| t.next_due(self.now)) {
+            let stage = self.withdraw(timer.id, s)?;
+            self.timed_out += 1;
+            let why = Dropped::timed_out(stage);
+            if self.tracing {
+                let (t, request) = (self.now, timer.id);
+                s.observer
+                    .decision(&Decision::Dropped { t, request, why })?;
+            }
+            s.observer
+                .request_dropped(&timer.request(), self.now, why)?;
+            any = true;
+        }
+        if let Some(next) = self.timeouts.as_mut().and_then(|t| t.next_deadline()) {
+            self.wake_timeouts(next);
+        }
+        if any {
+            self.admit_gated();
+            self.ask_gateway_again(s);
+        }
+        Ok(())
+    }
+
+    /// Takes request `id`, which has not ended, out of wherever it is; returns the stage.
+    fn withdraw(&mut self, id: u64, s: &mut Services<'_, '_>) -> Result<Stage, SimError> {
+        if let Some(k) = self.gateway.iter().position(|h| h.request.id == id) {
+            self.gateway.remove(k);
+            if let Some(control) = s.control.as_deref_mut() {
+                control.request_left(id);
+            }
+            return Ok(Stage::Routing);
+        }
+        let parked =
+            |p: &Option<(Cow<'r, Request>, Groups)>| p.as_ref().is_some_and(|p| p.0.id == id);
+        if let Some(slot) = self.parked.iter().position(parked) {
+            self.parked[slot] = None;
+            self.free_parked.push(slot as u32);
+            let stage = s
+                .control
+                .as_deref_mut()
+                .and_then(|c| c.withdraw(slot as u32));
+            return stage.ok_or_else(|| nowhere(id));
+        }
+        let on = (0..self.schedulers.len()).find(|&i| self.schedulers[i].cancel(id).is_some());
+        let in_transfer = match (&mut self.transfers, on) {
+            (Some(t), _) => t.cancel(id, &mut self.schedulers)?,
+            (None, _) => false,
+        };
+        if let Some(i) = on {
+            self.mark_ready(i as u32);
+        } else if !in_transfer {
+            return Err(nowhere(id));
+        }
+        if let Some(control) = s.control.as_deref_mut() {
+            control.request_left(id);
+        }
+        Ok(if in_transfer {
+            Stage::Transfer
+        } else {
+            Stage::Instance
+        })
     }
 
     /// Closing phase: every instance queued for an attempt, by id, starts a step (or its DP
@@ -829,6 +982,11 @@ impl<'r> Cluster<'r> {
         }
         Ok(())
     }
+}
+
+/// The error of a timed-out request found nowhere: a bug.
+fn nowhere(id: u64) -> SimError {
+    SchedulerBug::new(format!("request {id} timed out but is nowhere in the run")).into()
 }
 
 /// One scheduler per instance, set up for its pipeline depth and role.

@@ -34,6 +34,12 @@ pub enum Phase {
     Control,
     /// Requests due now (initial, released, admitted, retried from the gateway) are routed.
     Arrivals,
+    /// Requests whose own timeout runs out now end as timed out, wherever they are (see
+    /// `timeouts.rs`). Last of the events, as in BLIS (its timeout event has the lowest
+    /// same-tick priority): a request that completes at its deadline completes (the
+    /// completion wins), and every arrival and control decision of the instant is settled
+    /// first; what the timeouts free is then used by the steps that start at this instant.
+    Timeouts,
     /// Idle instances with work form and price their next step (not an event: it closes
     /// every instant).
     StartSteps,
@@ -64,6 +70,8 @@ pub enum EventKind {
     /// A control-plane decision falls due (a latency or a time to live runs out), or the
     /// gateway queue may dispatch after something ended.
     Control,
+    /// Requests' own timeouts run out.
+    Timeout,
 }
 
 impl EventKind {
@@ -75,6 +83,7 @@ impl EventKind {
             EventKind::StageFree { .. } => Phase::StagesFree,
             EventKind::Arrival => Phase::Arrivals,
             EventKind::Control => Phase::Control,
+            EventKind::Timeout => Phase::Timeouts,
         }
     }
 
@@ -83,7 +92,7 @@ impl EventKind {
         match self {
             EventKind::StepEnd { instance } | EventKind::StageFree { instance } => instance,
             EventKind::TransferEnd { sender } => sender,
-            EventKind::Arrival | EventKind::Control => 0,
+            EventKind::Arrival | EventKind::Control | EventKind::Timeout => 0,
         }
     }
 }
@@ -144,6 +153,11 @@ impl EventQueue {
     /// Time of the earliest pending event.
     pub fn next_time(&self) -> Option<Nanos> {
         self.heap.peek().map(|e| e.0.time)
+    }
+
+    /// The earliest pending event.
+    pub fn peek(&self) -> Option<&Event> {
+        self.heap.peek().map(|e| &e.0)
     }
 
     /// Removes and returns the earliest event if it happens at or before `time`.
@@ -214,7 +228,7 @@ mod tests {
     /// reverse, comes out phase by phase and by instance within a phase.
     #[test]
     fn same_instant_order_table() {
-        use EventKind::{Arrival, Control, StageFree, StepEnd, TransferEnd};
+        use EventKind::{Arrival, Control, StageFree, StepEnd, Timeout, TransferEnd};
         let table = [
             (StepEnd { instance: 0 }, Phase::StepEnds),
             (StepEnd { instance: 2 }, Phase::StepEnds),
@@ -224,6 +238,7 @@ mod tests {
             (StageFree { instance: 4 }, Phase::StagesFree),
             (Control, Phase::Control),
             (Arrival, Phase::Arrivals),
+            (Timeout, Phase::Timeouts),
         ];
         let mut q = EventQueue::with_capacity(table.len());
         for (kind, phase) in table.iter().rev() {
@@ -235,7 +250,7 @@ mod tests {
             .collect();
         assert_eq!(order, table.map(|(kind, _)| kind));
         assert!(
-            Phase::Arrivals < Phase::StartSteps,
+            Phase::Timeouts < Phase::StartSteps,
             "steps start after every event"
         );
     }

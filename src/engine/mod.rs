@@ -63,12 +63,16 @@
 //! [`Observer::request_dropped`]. The instances then order their waiting queues and pick
 //! preemption victims by its policies ([`crate::scheduler::QueueOrder`]).
 //!
+//! Requests whose clients give them a timeout ([`Run::clients`], see `timeouts.rs`) end as
+//! timed out when it runs out before they complete, wherever they are, reported to
+//! [`Observer::request_dropped`]; a run without timeouts has no timers.
+//!
 //! The same-instant order is therefore, in full ([`Phase`]): step ends (by instance id; each
 //! collects the requests its completions release and the hand-offs of its prefills), then KV
 //! transfer ends (by sending instance), then pipeline stages freed, then the control plane's
 //! decisions due, then arrivals (requests held at the gateway in the order they were held,
-//! then initial requests in list order, then released ones in release order); then idle
-//! instances start steps, by instance id. Every tie is broken by a fixed rule, so a run is
+//! then initial requests in list order, then released ones in release order), then timeouts
+//! (in the order the requests entered); then idle instances start steps, by instance id. Every tie is broken by a fixed rule, so a run is
 //! deterministic.
 
 mod cluster;
@@ -81,6 +85,7 @@ mod pd;
 mod pipeline;
 mod signals;
 mod tiers;
+mod timeouts;
 
 pub use cluster::{AnomalyWatch, Cluster, Run, Services};
 pub use dp::WavePricer;
@@ -259,6 +264,8 @@ pub struct RunOutcome {
     pub rejected: u64,
     /// Requests the control plane ended unserved (rejected, shed, expired).
     pub dropped: u64,
+    /// Requests whose own timeout ran out before they completed.
+    pub timed_out: u64,
     /// Scheduler counters summed over all instances.
     pub stats: SchedulerStats,
     /// Requests the router queued behind others while a candidate had nobody waiting and

@@ -4,7 +4,8 @@
 //! (its first token is sampled there; see [`crate::scheduler`]). At that instant the
 //! decode-side router picks a decode instance of the same model among those that can take
 //! the request, seeing their state then (requests already on their way to an instance count
-//! as waiting there). The prompt's KV cache, `prompt tokens × full-model KV bytes per token`,
+//! as waiting there), through the run's signals, as stale as the prefill router sees them
+//! (`signals.rs`). The prompt's KV cache, `prompt tokens × full-model KV bytes per token`,
 //! is sent over the link between the two instances ([`crate::config::ClusterLinks`]) and takes
 //! `latency + bytes / bandwidth`. Each prefill instance sends one transfer at a time, in
 //! hand-off order (a FIFO per sender: transfers contend for the sender's link); its KV blocks
@@ -18,6 +19,8 @@
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
 
 use super::eligibility::{Eligibility, Groups};
+use super::instance::InstanceSim;
+use super::signals::Signals;
 use super::{InstanceSetup, SimError};
 use crate::Nanos;
 use crate::config::{InstanceRole, Link};
@@ -101,6 +104,15 @@ pub(super) struct TransferEffects {
     pub events: Vec<TransferEvent>,
 }
 
+/// What the choice of a decode instance reads: the instances' setups and candidate lists,
+/// and the run's signals (the same snapshots, as stale, as the prefill router sees).
+pub(super) struct DecodeChoice<'a, 'r> {
+    pub setups: &'a [InstanceSetup],
+    pub eligibility: &'a Eligibility,
+    pub signals: &'a mut Signals,
+    pub instances: &'a [InstanceSim<'r>],
+}
+
 /// A transfer waiting for, or holding, its sender's link.
 #[derive(Debug, Clone, Copy)]
 struct Transfer {
@@ -114,6 +126,10 @@ struct Transfer {
     start: Nanos,
     queuing_delay: Nanos,
     blocks: usize,
+    /// Its control-plane priority, kept on the decode side.
+    priority: i32,
+    /// The request timed out while its KV was on the wire: the KV is dropped on arrival.
+    cancelled: bool,
 }
 
 /// One sender's link: the transfer on the wire and those queued behind it.
@@ -170,10 +186,10 @@ impl<'a> Transfers<'a> {
         from: u32,
         now: Nanos,
         schedulers: &mut [Scheduler],
-        setups: &[InstanceSetup],
-        eligibility: &Eligibility,
+        choice: DecodeChoice<'_, '_>,
         effects: &mut TransferEffects,
     ) -> Result<(), SimError> {
+        let (setups, eligibility) = (choice.setups, choice.eligibility);
         let f = from as usize;
         while let Some(h) = schedulers[f].pop_handoff() {
             let (request, decode) = match self.entered.get(&h.request_id) {
@@ -196,10 +212,13 @@ impl<'a> Transfers<'a> {
                 ))
                 .into());
             }
-            let to = self
-                .setup
-                .router
-                .route(request, &self.candidates, &*schedulers);
+            // The decode router sees the instances as the prefill router does: through the
+            // run's signals, refreshed as their modes say (each earlier hand-off included).
+            choice
+                .signals
+                .refresh_due(now, schedulers, choice.instances);
+            let view = choice.signals.view(schedulers);
+            let to = self.setup.router.route(request, &self.candidates, &view);
             schedulers[to as usize].expect_incoming();
             let n = self.setup.roles.len();
             let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
@@ -213,6 +232,8 @@ impl<'a> Transfers<'a> {
                 start: now,
                 queuing_delay: h.queuing_delay_ns,
                 blocks: h.blocks,
+                priority: h.priority,
+                cancelled: false,
             };
             if self.links[f].active.is_none() {
                 self.start(from, transfer, now, schedulers, effects)?;
@@ -262,6 +283,21 @@ impl<'a> Transfers<'a> {
             ))
             .into());
         }
+        if t.cancelled {
+            schedulers[t.to as usize].cancel_incoming();
+        } else {
+            self.deliver(&t, from, now, &mut schedulers[t.to as usize]);
+        }
+        let event = self.event(from, &t, true, schedulers);
+        effects.events.push(event);
+        if let Some(next) = self.links[from as usize].waiting.pop_front() {
+            self.start(from, next, now, schedulers, effects)?;
+        }
+        Ok(t.to)
+    }
+
+    /// Queues the request of transfer `t` from `from`, arrived at `now`, on `decode`.
+    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Scheduler) {
         let received = ReceivedKv {
             queuing_delay_ns: t.queuing_delay,
             pd: PdRecord {
@@ -272,18 +308,36 @@ impl<'a> Transfers<'a> {
                 decode_admitted_ns: now,
                 kv_bytes: t.bytes,
             },
+            priority: t.priority,
         };
         let request = match self.entered.remove(&t.request_id) {
             Some((request, _)) => Cow::Owned(request),
             None => Cow::Borrowed(&self.requests[self.index_of[&t.request_id] as usize]),
         };
-        schedulers[t.to as usize].receive(&request, received);
-        let event = self.event(from, &t, true, schedulers);
-        effects.events.push(event);
-        if let Some(next) = self.links[from as usize].waiting.pop_front() {
-            self.start(from, next, now, schedulers, effects)?;
+        decode.receive(&request, received);
+    }
+
+    /// Request `id` timed out. If its KV waits for its sender's link, the transfer is called
+    /// off (the prefill blocks are freed now); if it is on the wire, its KV is dropped when
+    /// it arrives (the blocks stay held until then). Returns whether it was in a transfer;
+    /// otherwise only what the transfers kept of it is forgotten.
+    pub fn cancel(&mut self, id: u64, schedulers: &mut [Scheduler]) -> Result<bool, SimError> {
+        for (from, link) in self.links.iter_mut().enumerate() {
+            if let Some(active) = link.active.as_mut().filter(|t| t.request_id == id) {
+                active.cancelled = true;
+                self.entered.remove(&id);
+                return Ok(true);
+            }
+            if let Some(k) = link.waiting.iter().position(|t| t.request_id == id) {
+                let t = link.waiting.remove(k).expect("found transfer");
+                schedulers[from].release_handoff(t.slot)?;
+                schedulers[t.to as usize].cancel_incoming();
+                self.entered.remove(&id);
+                return Ok(true);
+            }
         }
-        Ok(t.to)
+        self.entered.remove(&id);
+        Ok(false)
     }
 
     fn event(

@@ -425,3 +425,54 @@ fn always_busiest_is_judged_by_the_load_it_maximises() {
     assert_eq!(ex.regret(), 6.0);
     assert_eq!(listed(ex), vec![(2, 0.0), (1, -6.0)]);
 }
+
+#[test]
+fn load_aware_scores_half_an_empty_queue_down_to_zero_at_128_waiting() {
+    // 0.5 · (1 − q / 128): 0 → 0.5, 32 → 0.375, 64 → 0.25, 128 and beyond → 0.
+    let view = hand(vec![
+        snap(0, 7, 7, 90),
+        snap(32, 0, 0, 0),
+        snap(64, 0, 0, 0),
+        snap(128, 0, 0, 0),
+        snap(500, 0, 0, 0),
+    ]);
+    assert_eq!(
+        scores(Scorer::LoadAware, &view, &no_ids()),
+        [0.5, 0.375, 0.25, 0.0, 0.0]
+    );
+}
+
+#[test]
+fn no_hit_lru_spreads_cold_requests_over_the_least_recently_used_instances() {
+    let view = hand(vec![snap(0, 0, 0, 0); 3]);
+    // Cold (nothing cached anywhere), nothing sent yet: ranks 0, 1, 2 by id → 1, 0.5, 0.
+    assert_eq!(scores(Scorer::NoHitLru, &view, &no_ids()), [1.0, 0.5, 0.0]);
+    // Each cold request goes to the instance no cold request went to, then the least
+    // recent: 0, 1, 2.
+    let mut router = scorers("no-hit-lru:1");
+    let c = [0, 1, 2];
+    let picks: Vec<u32> = (0..3).map(|_| router.route(&no_ids(), &c, &view)).collect();
+    assert_eq!(picks, [0, 1, 2]);
+    // Order now 2, 1, 0 (most recent first): 0 scores 1, 1 scores 0.5, 2 scores 0.
+    let s = router
+        .scores
+        .scores_of(Scorer::NoHitLru, &no_ids(), &c, &view);
+    assert_eq!(s, [1.0, 0.5, 0.0]);
+    // A warm request (instance 2 holds its first block) scores 0.5 everywhere, ties to the
+    // lowest id, and leaves the order alone: the next cold request still goes to 0.
+    let tokens: Vec<u32> = (0..17).collect();
+    let mut hashes = Vec::new();
+    block_hashes(&tokens, 4, &mut hashes);
+    let mut warm_view = hand(vec![snap(0, 0, 0, 0); 3]);
+    warm_view.cached[2].insert(hashes[0]);
+    let warm = prompt(1, tokens);
+    let s = router
+        .scores
+        .scores_of(Scorer::NoHitLru, &warm, &c, &warm_view);
+    assert_eq!(s, [0.5, 0.5, 0.5]);
+    assert_eq!(router.route(&warm, &c, &warm_view), 0);
+    assert_eq!(router.route(&no_ids(), &c, &view), 0);
+    // A lone candidate scores 1.
+    let one = hand(vec![snap(0, 0, 0, 0)]);
+    assert_eq!(scores(Scorer::NoHitLru, &one, &no_ids()), [1.0]);
+}

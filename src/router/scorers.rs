@@ -23,6 +23,16 @@
 //! - `active-requests`: in-flight requests, `(max − n) / max`; 0 in flight scores 1 (all
 //!   equal and non-zero → 0, as llm-d's active-request scorer).
 //! - `vllm-dp`: vLLM's data-parallel balancer, `4·waiting + running`, inverted min-max.
+//! - `load-aware`: llm-d's load-aware scorer, `0.5 · (1 − min(waiting, 128) / 128)`: 0.5 for
+//!   an empty queue, 0 from 128 waiting on (its range is [0, 0.5] by design).
+//! - `no-hit-lru`: spreads cold requests. A request is warm when some candidate's prefix
+//!   cache (through the prefix signal, as `precise-prefix-cache` sees it) holds its first
+//!   block: every candidate then scores 0.5 (neutral). A cold request ranks the candidates
+//!   the router never sent a cold request to first (in id order), then the others from the
+//!   least to the most recently sent one; rank `r` of `n` scores `1 − r / (n − 1)` (a lone
+//!   candidate 1). The instance a cold request is routed to becomes the most recent. (BLIS
+//!   also forgets instances missing from a request's candidates, which matters only when
+//!   instances come and go; here they keep their place.)
 
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
 use crate::scheduler::BlockHashMap;
@@ -49,11 +59,15 @@ pub enum Scorer {
     ActiveRequests,
     /// vLLM's DP balancer: `4·waiting + running`, inverted min-max.
     VllmDp,
+    /// llm-d's load-aware scorer: `0.5 · (1 − min(waiting, 128) / 128)`.
+    LoadAware,
+    /// Cold requests to the least recently used instances; warm requests neutral.
+    NoHitLru,
 }
 
 impl Scorer {
     /// Every scorer, in the order their names are listed.
-    pub const ALL: [Scorer; 8] = [
+    pub const ALL: [Scorer; 10] = [
         Scorer::PrefixAffinity,
         Scorer::PrecisePrefixCache,
         Scorer::QueueDepth,
@@ -62,6 +76,8 @@ impl Scorer {
         Scorer::RunningRequests,
         Scorer::ActiveRequests,
         Scorer::VllmDp,
+        Scorer::LoadAware,
+        Scorer::NoHitLru,
     ];
 
     /// The scorer's name, as `--routing-scorers` spells it.
@@ -75,6 +91,8 @@ impl Scorer {
             Scorer::RunningRequests => "running-requests",
             Scorer::ActiveRequests => "active-requests",
             Scorer::VllmDp => "vllm-dp",
+            Scorer::LoadAware => "load-aware",
+            Scorer::NoHitLru => "no-hit-lru",
         }
     }
 }
@@ -175,6 +193,9 @@ impl FromStr for ScorerSet {
 /// Blocks the router-side prefix index remembers per instance (BLIS's default).
 pub const PREFIX_INDEX_BLOCKS: usize = 10_000;
 
+/// Waiting requests at which `load-aware` scores 0 (llm-d's default queue threshold).
+pub const LOAD_AWARE_QUEUE_THRESHOLD: usize = 128;
+
 /// What weighted scoring reuses from one request to the next, so that routing allocates
 /// nothing once warm.
 #[derive(Debug, Default)]
@@ -192,6 +213,16 @@ pub(super) struct ScoreScratch {
     pub(super) explain: bool,
     /// Each scorer's weighted contribution to each candidate's score, scorer after scorer.
     pub(super) contributions: Vec<f64>,
+    /// `no-hit-lru`: the instances cold requests were sent to, most recent first.
+    cold_order: Vec<u32>,
+    /// `no-hit-lru`: whether the request being routed is cold.
+    cold: bool,
+}
+
+/// `load-aware`'s score of an instance with `waiting` requests waiting.
+fn load_aware(waiting: usize) -> f64 {
+    let clamped = waiting.min(LOAD_AWARE_QUEUE_THRESHOLD);
+    0.5 * (1.0 - clamped as f64 / LOAD_AWARE_QUEUE_THRESHOLD as f64)
 }
 
 /// Min-max normalisation of `raw` in place: `lower_better` maps the least to 1 and the most
@@ -248,6 +279,9 @@ impl ScoreScratch {
         }
         if set.has(Scorer::PrefixAffinity) {
             self.record_prefix(request, candidates[best], self.snaps[best].block_size);
+        }
+        if set.has(Scorer::NoHitLru) && self.cold {
+            self.note_cold_target(candidates[best]);
         }
         best
     }
@@ -327,7 +361,58 @@ impl ScoreScratch {
                 raw.extend(snaps.iter().map(|s| (4 * s.waiting + s.running) as f64));
                 min_max(raw, true);
             }
+            Scorer::LoadAware => raw.extend(snaps.iter().map(|s| load_aware(s.waiting))),
+            Scorer::NoHitLru => self.no_hit_lru(request, candidates, view, prefix),
         }
+    }
+
+    /// Fills `self.raw` with `no-hit-lru`'s scores (see the module docs) and notes whether
+    /// the request is cold.
+    fn no_hit_lru<V: ClusterView + ?Sized>(
+        &mut self,
+        request: &Request,
+        candidates: &[u32],
+        view: &V,
+        prefix: &mut PrefixScratch,
+    ) {
+        self.cold = !candidates
+            .iter()
+            .any(|&id| prefix.cached_tokens(request, id, view) > 0);
+        let n = candidates.len();
+        if !self.cold || n == 1 {
+            let score = if self.cold { 1.0 } else { 0.5 };
+            self.raw.extend(std::iter::repeat_n(score, n));
+            return;
+        }
+        let order = &self.cold_order;
+        let recency = |id: u32| order.iter().position(|&o| o == id);
+        let never = candidates
+            .iter()
+            .filter(|&&id| recency(id).is_none())
+            .count();
+        for (pos, &id) in candidates.iter().enumerate() {
+            let rank = match recency(id) {
+                None => candidates[..pos]
+                    .iter()
+                    .filter(|&&c| recency(c).is_none())
+                    .count(),
+                Some(r) => {
+                    let older = candidates
+                        .iter()
+                        .filter(|&&c| recency(c).is_some_and(|rc| rc > r));
+                    never + older.count()
+                }
+            };
+            self.raw.push(1.0 - rank as f64 / (n - 1) as f64);
+        }
+    }
+
+    /// `no-hit-lru`: a cold request went to `id`, now the most recently used.
+    fn note_cold_target(&mut self, id: u32) {
+        if let Some(k) = self.cold_order.iter().position(|&o| o == id) {
+            self.cold_order.remove(k);
+        }
+        self.cold_order.insert(0, id);
     }
 
     /// Hashes of the full blocks of `request`'s prompt at `block_size` into `self.hashes`.

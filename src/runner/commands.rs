@@ -6,7 +6,10 @@ use crate::metrics::{PlotFormat, Validation, write_atomically};
 use crate::workload::spec::{
     Generator, Overrides, SCENARIOS, WorkloadSpec, nothing_generated, scenario, write_jsonl,
 };
-use crate::workload::{DatasetFormat, read_dataset, write_requests_jsonl};
+use crate::workload::{
+    DatasetFormat, DatasetOptions, TRACE_SCENARIOS, read_dataset, trace_scenario,
+    write_requests_jsonl,
+};
 use anyhow::Context;
 use std::path::Path;
 
@@ -71,10 +74,20 @@ pub fn et(command: &EtCommand) -> anyhow::Result<()> {
 pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     crate::paths::check(&args.paths())?;
     if let Some(path) = &args.dataset {
-        return convert(path, args);
+        return convert(path, args.dataset_args.options(), args);
     }
     if let Some(flag) = args.dataset_args.given_without_dataset() {
         anyhow::bail!("{flag}: applies only to --dataset");
+    }
+    let trace = args.scenario.as_deref().and_then(trace_scenario);
+    if let Some(t) = trace {
+        let path = t
+            .locate(args.dataset_args.trace_dir.as_deref())
+            .map_err(|m| anyhow::anyhow!("--scenario: {m}"))?;
+        return convert(&path, t.options(), args);
+    }
+    if args.dataset_args.trace_dir.is_some() {
+        anyhow::bail!("--trace-dir: applies only to a trace scenario");
     }
     let spec = match (&args.workload_spec, &args.scenario) {
         (Some(path), _) => WorkloadSpec::load(path)?,
@@ -106,10 +119,9 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `generate --dataset`: converts the first `--num-requests` requests (all by default) of the
+/// `generate --dataset` (or a trace scenario, read with `options`): converts the first `--num-requests` requests (all by default) of the
 /// trace at `path` to LLMServingSim JSONL; a file already in that format is refused.
-fn convert(path: &Path, args: &GenerateArgs) -> anyhow::Result<()> {
-    let options = args.dataset_args.options();
+fn convert(path: &Path, options: DatasetOptions, args: &GenerateArgs) -> anyhow::Result<()> {
     let limit = args
         .num_requests
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
@@ -144,6 +156,9 @@ pub(super) fn detected(path: &Path, format: DatasetFormat) -> String {
 /// `blis-cosim scenarios`: prints the built-in scenarios, one per line with its description.
 pub fn list_scenarios() {
     for s in SCENARIOS {
-        println!("{:<16} {}", s.name, s.description);
+        println!("{:<21} {}", s.name, s.description);
+    }
+    for t in TRACE_SCENARIOS {
+        println!("{:<21} {} (trace {})", t.name, t.description, t.file);
     }
 }

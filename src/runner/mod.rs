@@ -60,7 +60,8 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     // changes nothing: the engine then runs without one, exactly as before it existed.
     let mut control = (!config.control.is_passive())
         .then(|| ControlPlane::new(config.control.clone(), workload.classes.as_ref()));
-    if control.is_some() || config.evaluation.requested() {
+    let has_timeouts = workload.classes.as_ref().is_some_and(|c| c.has_timeouts());
+    if control.is_some() || has_timeouts || config.evaluation.requested() {
         outputs.outcomes = Some(OutcomeCollector::new(workload.classes.as_ref()));
     }
     let mut router = Router::new(config.routing.clone(), config.seed);
@@ -88,6 +89,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             thrash_window_ns: diagnostics.thrash_window_ns,
             nominal: &nominal,
         }),
+        clients: workload.classes.as_ref(),
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)

@@ -32,12 +32,14 @@
 //! request off when its prompt completes, holding its blocks until the KV transfer ends, and
 //! a decode instance's scheduler receives requests whose prompt KV arrived.
 
+mod cancel;
 mod kv;
 mod lower_tier;
 mod pd;
 mod request;
 mod watch;
 
+pub use cancel::Cancelled;
 pub use kv::{
     BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
     request_block_hashes,
@@ -218,6 +220,8 @@ pub struct Scheduler {
     /// The decisions of the steps formed since the last [`Scheduler::take_decisions`], when
     /// they are traced.
     decisions: Option<Vec<SchedDecision>>,
+    /// Slots of cancelled requests still included in a step in flight (see `cancel.rs`).
+    cancelled: Vec<u32>,
 }
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
@@ -309,6 +313,7 @@ impl Scheduler {
             watch: None,
             thrash_pending: 0,
             decisions: None,
+            cancelled: Vec::new(),
         }
     }
 
@@ -974,8 +979,8 @@ impl Scheduler {
             let req = self.slots[s.slot as usize]
                 .as_mut()
                 .expect("scheduled slot");
-            // Preempted since the step was formed: its work here is lost.
-            if req.preemptions != s.epoch {
+            // Preempted or cancelled since the step was formed: its work here is lost.
+            if req.preemptions != s.epoch || req.phase == Phase::Cancelled {
                 continue;
             }
             if req.phase == Phase::Prefill {
@@ -1013,6 +1018,9 @@ impl Scheduler {
             }
         }
         self.last_step_tokens = tokens;
+        if !self.cancelled.is_empty() {
+            self.free_cancelled_slots();
+        }
         if finished_any {
             let slots = &mut self.slots;
             let free_slots = &mut self.free_slots;

@@ -34,6 +34,8 @@ pub struct Handoff {
     pub blocks: usize,
     /// Schedule time of its last prefill chunk minus arrival, ns.
     pub queuing_delay_ns: Nanos,
+    /// Its control-plane priority (0 without one), which the decode side keeps.
+    pub priority: i32,
 }
 
 /// A prompt KV cache arriving at a decode instance, with the request's history.
@@ -43,6 +45,10 @@ pub struct ReceivedKv {
     pub queuing_delay_ns: Nanos,
     /// Where the prompt ran and how the KV came; `decode_admitted_ns` is set on admission.
     pub pd: PdRecord,
+    /// Its control-plane priority (0 without one): the decode instance's waiting queue
+    /// orders it by it under `--scheduler priority-fcfs` and the like, as a colocated
+    /// instance does.
+    pub priority: i32,
 }
 
 impl Scheduler {
@@ -62,6 +68,7 @@ impl Scheduler {
             prompt_tokens: req.input_toks,
             blocks: req.blocks.len(),
             queuing_delay_ns: req.queuing_delay_ns,
+            priority: req.priority,
         })
     }
 
@@ -93,14 +100,19 @@ impl Scheduler {
         self.incoming += 1;
     }
 
+    /// A request routed here will not come after all (it timed out during its transfer).
+    pub fn cancel_incoming(&mut self) {
+        self.incoming = self.incoming.saturating_sub(1);
+    }
+
     /// Requests routed here whose KV cache has not arrived yet.
     pub fn num_incoming(&self) -> usize {
         self.incoming
     }
 
     /// Queues `request`, whose prompt ran on a prefill instance and whose prompt KV has just
-    /// arrived (at `kv.pd.transfer_end_ns`, which is its first token's time), at the back of
-    /// the waiting queue.
+    /// arrived (at `kv.pd.transfer_end_ns`, which is its first token's time), in the waiting
+    /// queue: at the back under FCFS, else at its place in the queue's order.
     pub fn receive(&mut self, request: &Request, kv: ReceivedKv) {
         debug_assert!(
             request.output_toks > 1,
@@ -117,6 +129,7 @@ impl Scheduler {
         // The prompt's prefix-cache lookup was counted where it ran.
         state.prefix_recorded = true;
         state.pd = Some(kv.pd);
+        state.priority = kv.priority;
         self.push_waiting(state);
     }
 }

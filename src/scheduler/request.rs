@@ -18,6 +18,9 @@ pub(super) enum Phase {
     HandedOff,
     /// The last token is out; the slot is about to be released.
     Finished,
+    /// Ended before completing (its timeout ran out); the slot is released once no step in
+    /// flight includes it.
+    Cancelled,
 }
 
 /// Completed steps of an instance, evenly spaced, in each of which a request produced a

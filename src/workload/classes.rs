@@ -2,6 +2,8 @@
 //! and what its client asks of it (timeout, SLO target, network), in small per-client tables
 //! indexed by request id.
 
+use crate::Nanos;
+
 /// What a request's client asks of it beyond its tokens (BLIS client fields), as given.
 /// Read by the metrics (network, SLO target) and carried for the control plane (timeout).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -11,7 +13,8 @@ pub struct RequestProfile {
     /// Its deadline's distance from its arrival, ns (JSONL `slo_target_ns`), for the control
     /// plane's deadline-aware policies; else its TTFT target below serves.
     pub deadline_ns: Option<u64>,
-    /// Per-request timeout, µs (`Some(0)`: none); not enforced by the engine yet.
+    /// Per-request timeout, µs (`Some(0)`: none): the request ends as timed out if not
+    /// completed this long after its arrival (`engine/timeouts.rs`).
     pub timeout_us: Option<u64>,
     /// TTFT target, µs (BLIS `slo_target_us`; 0 is read as none).
     pub slo_target_us: Option<u64>,
@@ -206,6 +209,19 @@ impl RequestClasses {
     /// Whether some request has a non-empty profile.
     pub fn has_profiles(&self) -> bool {
         self.profiles.iter().any(|p| !p.is_empty())
+    }
+
+    /// Whether some request has a timeout.
+    pub fn has_timeouts(&self) -> bool {
+        self.profiles
+            .iter()
+            .any(|p| p.timeout_us.is_some_and(|t| t > 0))
+    }
+
+    /// The timeout of request `id`, ns, if it has one.
+    pub fn timeout_ns(&self, id: u64) -> Option<Nanos> {
+        let us = self.profile(id).timeout_us.filter(|&t| t > 0)?;
+        Some(us.saturating_mul(1_000))
     }
 
     /// Whether some request's client has a network.

@@ -19,6 +19,7 @@ mod lines;
 mod mooncake;
 pub mod sessions;
 pub mod spec;
+mod trace_scenarios;
 
 pub use azure::read_azure;
 pub use blocks::PromptBlocks;
@@ -28,6 +29,7 @@ pub(crate) use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, WorkloadError, read_jsonl, read_workload};
 pub use jsonl_write::write_requests_jsonl;
 pub use mooncake::{MOONCAKE_BLOCK_SIZE, read_mooncake};
+pub use trace_scenarios::{TRACE_SCENARIOS, TraceScenario, trace_scenario};
 
 use crate::Nanos;
 use sessions::SessionSet;
