@@ -33,6 +33,8 @@ pub enum Stage {
     FlowControl,
     /// The router.
     Routing,
+    /// The autoscaler: an `immediate` drain dropped the request (`crate::autoscale`).
+    Autoscaler,
 }
 
 impl Stage {
@@ -42,6 +44,7 @@ impl Stage {
             Stage::Admission => "admission",
             Stage::FlowControl => "flow-control",
             Stage::Routing => "routing",
+            Stage::Autoscaler => "autoscaler",
         }
     }
 }

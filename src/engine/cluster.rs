@@ -20,6 +20,7 @@ use super::pd::{Disaggregation, TransferEffects, Transfers};
 use super::signals::Signals;
 use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer};
 use super::{pipeline, tiers};
+use crate::autoscale::Autoscaler;
 use crate::Nanos;
 use crate::config::InstanceRole;
 use crate::control::{Action, ControlPlane, Dropped, Stage};
@@ -29,6 +30,8 @@ use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::VecDeque;
+
+mod scaling;
 
 /// What a run is: its requests, its instances and how work enters.
 pub struct Run<'r> {
@@ -43,6 +46,9 @@ pub struct Run<'r> {
     pub max_in_flight: Option<usize>,
     /// What the router sees of the instances and how stale (`signals.rs`).
     pub signals: SignalConfig,
+    /// The autoscaler, when replicas come and go (`crate::autoscale`): the instances are
+    /// then its replica slots, and only ready ones are routed to.
+    pub autoscaler: Option<Autoscaler>,
 }
 
 impl<'r> Run<'r> {
@@ -54,6 +60,15 @@ impl<'r> Run<'r> {
             disaggregation: None,
             max_in_flight: None,
             signals: SignalConfig::default(),
+            autoscaler: None,
+        }
+    }
+
+    /// The same run with its replicas scaled by `autoscaler`.
+    pub fn autoscaled(self, autoscaler: Autoscaler) -> Run<'r> {
+        Run {
+            autoscaler: Some(autoscaler),
+            ..self
         }
     }
 
@@ -179,6 +194,8 @@ pub struct Cluster<'r> {
     control_wake: Option<Nanos>,
     /// Ids of the requests the step being applied finished (with a control plane).
     done: Vec<u64>,
+    /// The autoscaler and its scratch, when replicas come and go.
+    scaling: Option<scaling::Scaling<'r>>,
     now: Nanos,
 }
 
@@ -193,6 +210,7 @@ impl<'r> Cluster<'r> {
             disaggregation,
             max_in_flight,
             signals,
+            autoscaler,
         } = run;
         assert!(
             !setups.is_empty() && setups.len() == services.backends.len(),
@@ -252,10 +270,14 @@ impl<'r> Cluster<'r> {
             actions: Vec::new(),
             control_wake: None,
             done: Vec::new(),
+            scaling: None,
             now: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);
+        }
+        if let Some(autoscaler) = autoscaler {
+            cluster.start_scaling(autoscaler)?;
         }
         Ok(cluster)
     }
@@ -320,6 +342,10 @@ impl<'r> Cluster<'r> {
         let Some(t) = self.queue.next_time() else {
             return Ok(None);
         };
+        if self.scaling.is_some() && self.work_done() {
+            // Only the autoscaler's own events are left: the run is over.
+            return Ok(None);
+        }
         if t < self.now {
             let message = format!("the clock went back from {} to {t}", self.now);
             return Err(SchedulerBug::new(message).into());
@@ -330,6 +356,10 @@ impl<'r> Cluster<'r> {
                 EventKind::StepEnd { instance } => self.on_step_end(instance, s)?,
                 EventKind::TransferEnd { sender } => self.on_transfer_end(sender, s)?,
                 EventKind::StageFree { instance } => self.mark_ready(instance),
+                EventKind::Replica { instance, epoch } => {
+                    self.on_replica(instance, epoch, s)?
+                }
+                EventKind::ScaleTick => self.on_scale_tick(s)?,
                 EventKind::Arrival => self.on_arrivals(s)?,
                 EventKind::Control => {
                     if self.control_wake == Some(t) {
@@ -385,6 +415,7 @@ impl<'r> Cluster<'r> {
             finished: self.finished,
             rejected: self.rejected,
             dropped: self.dropped,
+            autoscale: self.scaling.as_ref().map(|sc| sc.report(self.now)),
             stats,
             instances: self
                 .instances
@@ -414,10 +445,11 @@ impl<'r> Cluster<'r> {
     fn on_step_end(&mut self, id: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
         let i = id as usize;
         let before = self.instances[i].finished;
+        let counts_done = s.control.is_some() || self.scaling.as_ref().is_some_and(|sc| sc.keeps_requests());
         let release = Release {
             injector: s.injector.as_deref_mut(),
             released: &mut self.released,
-            done: s.control.is_some().then_some(&mut self.done),
+            done: counts_done.then_some(&mut self.done),
         };
         let (scheduler, inst) = (&mut self.schedulers[i], &mut self.instances[i]);
         instance::finish_step(
@@ -430,12 +462,17 @@ impl<'r> Cluster<'r> {
             release,
         )?;
         self.finished += self.instances[i].finished - before;
+        if let Some(scaling) = &mut self.scaling {
+            scaling.forget(&self.done);
+        }
         if let Some(control) = s.control.as_deref_mut() {
-            for id in self.done.drain(..) {
+            for &id in &self.done {
                 control.request_left(id);
             }
         }
+        self.done.clear();
         self.mark_ready(id);
+        self.settle_drain(id, s)?;
         if let Some(t) = &mut self.transfers {
             let (setups, eligibility) = (self.setups, &self.eligibility);
             let effects = &mut self.effects;
@@ -601,13 +638,29 @@ impl<'r> Cluster<'r> {
     ) -> Result<(), SimError> {
         let (schedulers, instances) = (&mut self.schedulers, &self.instances);
         self.signals.refresh_due(self.now, schedulers, instances);
-        let candidates = self.eligibility.arrival(groups);
+        let mut candidates = self.eligibility.arrival(groups);
+        if let Some(scaling) = &mut self.scaling {
+            candidates = scaling.routable(candidates);
+            if candidates.is_empty() {
+                // No replica able to serve it is ready: it waits at the gateway for one.
+                self.gateway.push_back(Held {
+                    request: request.into_owned(),
+                    groups,
+                    priority,
+                    since: self.now,
+                });
+                return Ok(());
+            }
+        }
         let view = self.signals.view(&self.schedulers);
         let decision = s.router.decide(&request, candidates, &view);
         match decision {
             RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
                 self.schedulers[id as usize].enqueue_with_priority(&request, priority);
                 self.mark_ready(id);
+                if let Some(scaling) = &mut self.scaling {
+                    scaling.routed(id, &request, groups, priority);
+                }
                 if let (Some(t), Cow::Owned(r)) = (&mut self.transfers, request) {
                     t.entered(id, r, groups);
                 }

@@ -235,7 +235,7 @@ pub struct InstanceOutcome {
 }
 
 /// The outcome of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {
     /// Simulated time when the last request finished.
     pub total_clocks_ns: Nanos,
@@ -245,8 +245,11 @@ pub struct RunOutcome {
     pub finished: u64,
     /// Requests the router rejected.
     pub rejected: u64,
-    /// Requests the control plane ended unserved (rejected, shed, expired).
+    /// Requests the control plane ended unserved (rejected, shed, expired), and those an
+    /// `immediate` drain dropped.
     pub dropped: u64,
+    /// The autoscaling of the run, when on.
+    pub autoscale: Option<crate::autoscale::AutoscaleReport>,
     /// Scheduler counters summed over all instances.
     pub stats: SchedulerStats,
     /// Per instance, by id.

@@ -135,6 +135,7 @@ impl SummaryCollector {
             power: None,
             slo: None,
             outcomes: None,
+            autoscale: None,
             info,
         }
     }
@@ -165,6 +166,8 @@ pub struct Summary {
     slo: Option<SloReport>,
     /// How every request ended, when the run has a control plane.
     outcomes: Option<crate::control::OutcomeReport>,
+    /// The autoscaling, when on.
+    autoscale: Option<crate::autoscale::AutoscaleReport>,
 }
 
 /// One latency metric's place in the report.
@@ -218,6 +221,9 @@ impl Summary {
         if let Some(outcomes) = &self.outcomes {
             put("outcomes".into(), outcomes.to_json());
         }
+        if let Some(autoscale) = &self.autoscale {
+            put("autoscale".into(), autoscale.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -254,6 +260,16 @@ impl Summary {
     /// Adds the SLO metrics of the run.
     pub fn set_slo(&mut self, slo: SloReport) {
         self.slo = Some(slo);
+    }
+
+    /// Adds the autoscaling report (a run with autoscaling on).
+    pub fn set_autoscale(&mut self, report: crate::autoscale::AutoscaleReport) {
+        self.autoscale = Some(report);
+    }
+
+    /// The autoscaling report, when autoscaling was on.
+    pub fn autoscale(&self) -> Option<&crate::autoscale::AutoscaleReport> {
+        self.autoscale.as_ref()
     }
 
     /// Adds the energy and power of the run (a cluster config with `power` blocks).

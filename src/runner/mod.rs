@@ -3,6 +3,7 @@
 mod backend;
 mod commands;
 mod outputs;
+mod scaling;
 mod waves;
 
 use crate::metrics::{RunPlots, SloCollector, TimeSeries};
@@ -38,6 +39,14 @@ use std::borrow::Cow;
 /// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
+    let expanded;
+    let config = match &config.control.autoscale {
+        Some(a) => {
+            expanded = scaling::expand(config, a)?;
+            &expanded
+        }
+        None => config,
+    };
     let mut workload = load_workload(config)?;
     let has_sessions = !workload.sessions.is_empty();
     if config.sessions_output.is_some() && !has_sessions {
@@ -68,6 +77,11 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         disaggregation,
         max_in_flight,
         signals: config.signals,
+        autoscaler: config
+            .control
+            .autoscale
+            .as_ref()
+            .map(|a| scaling::autoscaler(config, a, &instances.capacities)),
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
@@ -320,6 +334,9 @@ fn write_results(
     }
     if let Some(outcomes) = outputs.outcomes {
         summary.set_outcomes(outcomes.finish());
+    }
+    if let Some(report) = &outcome.autoscale {
+        summary.set_autoscale(report.clone());
     }
     if let Some(power) = outputs.power {
         let recalled: Vec<u64> = outcome

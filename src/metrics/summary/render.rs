@@ -66,6 +66,9 @@ impl fmt::Display for Summary {
         if let Some(outcomes) = &self.outcomes {
             write!(f, "{outcomes}")?;
         }
+        if let Some(autoscale) = &self.autoscale {
+            write!(f, "{autoscale}")?;
+        }
 
         writeln!(f, "{:=^50}", " Simulator ")?;
         let [info] = self.info.instances.as_slice() else {
