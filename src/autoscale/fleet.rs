@@ -316,7 +316,7 @@ impl Autoscaler {
         let pool = &mut self.pools[p];
         if let Some((t, was_up)) = pool.last
             && was_up != up
-            && now - t <= window
+            && now - t < window
         {
             self.counts.oscillations += 1;
         }

@@ -30,3 +30,6 @@ pub use config::{
 pub use fleet::{Autoscaler, Change, ReplicaState, ReplicaTemplate, ScaleCounts};
 pub use policy::{Observation, Policy};
 pub use report::{AutoscaleReport, PoolCost, ScaleSample};
+
+#[cfg(test)]
+mod tests;

@@ -4,6 +4,7 @@
 mod csv_out;
 mod plots;
 mod run_plots;
+mod scale_plots;
 mod sessions;
 mod slo;
 mod stats;
@@ -16,6 +17,7 @@ pub use csv_out::{
 };
 pub use plots::PlotFormat;
 pub use run_plots::RunPlots;
+pub use scale_plots::write_autoscale_plots;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
 pub use slo::{SloCollector, SloReport, SloTargets, jain};
 pub use stats::LatencyStats;

@@ -336,6 +336,12 @@ fn write_results(
         summary.set_outcomes(outcomes.finish());
     }
     if let Some(report) = &outcome.autoscale {
+        if let Some(p) = &config.plots {
+            let title = run_title(config);
+            for path in crate::metrics::write_autoscale_plots(report, &title, &p.dir, p.format)? {
+                eprintln!("wrote {}", path.display());
+            }
+        }
         summary.set_autoscale(report.clone());
     }
     if let Some(power) = outputs.power {

@@ -99,6 +99,11 @@ impl<'r> Cluster<'r> {
         Ok(())
     }
 
+    /// Replica `id`'s state, when the run is autoscaled.
+    pub fn replica_state(&self, id: u32) -> Option<ReplicaState> {
+        self.scaling.as_ref().map(|s| s.autoscaler.state(id))
+    }
+
     /// Whether every request of the run has ended and none can still come.
     pub(super) fn work_done(&self) -> bool {
         let parked = self.parked.len() - self.free_parked.len();
