@@ -26,7 +26,8 @@ pub enum PolicyKind {
         scale_down_boundary: f64,
         avg_input_tokens: f64,
     },
-    /// Pathological: one up, one down, alternately, at every tick, whatever the load.
+    /// Pathological: one up, one down, alternately, at every tick, whatever the load and the
+    /// cooldown.
     Oscillator,
 }
 
@@ -106,7 +107,8 @@ pub struct AutoscaleConfig {
     pub down_window_ns: Nanos,
     /// No scaling action of a template within this time of its previous one.
     pub cooldown_ns: Nanos,
-    /// An action opposite to the template's previous one within this time is an oscillation.
+    /// An action opposite to the template's previous one within this time is an oscillation
+    /// (default: the cooldown, which a well-behaved policy therefore never shows).
     pub oscillation_window_ns: Nanos,
     /// Provisioning delay: normal with this mean and standard deviation, cut at 0.
     pub provisioning_mean_ns: Nanos,
@@ -192,7 +194,10 @@ impl AutoscaleSettings {
     pub fn build(self) -> Result<Option<AutoscaleConfig>, KeyError> {
         let Some(name) = self.policy.as_deref() else {
             if self != AutoscaleSettings::default() {
-                return Err(key("autoscale.policy", "name a policy to turn autoscaling on"));
+                return Err(key(
+                    "autoscale.policy",
+                    "name a policy to turn autoscaling on",
+                ));
             }
             return Ok(None);
         };
@@ -201,27 +206,43 @@ impl AutoscaleSettings {
         let max = self.max_replicas.unwrap_or(min.max(4));
         let initial = self.initial_replicas.unwrap_or(min);
         if min == 0 {
-            return Err(key("autoscale.min_replicas", "must be at least 1 (a template with no ready replica cannot serve)"));
+            return Err(key(
+                "autoscale.min_replicas",
+                "must be at least 1 (a template with no ready replica cannot serve)",
+            ));
         }
         if !(min <= initial && initial <= max) {
             return Err(key(
                 "autoscale.max_replicas",
-                &format!("need min_replicas ({min}) <= initial_replicas ({initial}) <= max_replicas ({max})"),
+                &format!(
+                    "need min_replicas ({min}) <= initial_replicas ({initial}) <= max_replicas ({max})"
+                ),
             ));
         }
         let interval_ns = self.interval.unwrap_or(10_000_000_000);
         if interval_ns == 0 {
             return Err(key("autoscale.interval", "must be positive"));
         }
-        let bandwidth = self.load_bandwidth_gbps.unwrap_or(DEFAULT_LOAD_BANDWIDTH_GBPS);
+        let bandwidth = self
+            .load_bandwidth_gbps
+            .unwrap_or(DEFAULT_LOAD_BANDWIDTH_GBPS);
         if !(bandwidth.is_finite() && bandwidth > 0.0) {
-            return Err(key("autoscale.load_bandwidth_gbps", "must be a positive number"));
+            return Err(key(
+                "autoscale.load_bandwidth_gbps",
+                "must be a positive number",
+            ));
         }
         let costs = self.cost_per_gpu_hour.unwrap_or_default();
         if let Some((h, c)) = costs.iter().find(|(_, c)| !(c.is_finite() && *c >= 0.0)) {
-            return Err(key("autoscale.cost_per_gpu_hour", &format!("{h}: {c} is not a price")));
+            return Err(key(
+                "autoscale.cost_per_gpu_hour",
+                &format!("{h}: {c} is not a price"),
+            ));
         }
-        let default_cost = costs.iter().find(|(h, _)| h == "default").map_or(0.0, |c| c.1);
+        let default_cost = costs
+            .iter()
+            .find(|(h, _)| h == "default")
+            .map_or(0.0, |c| c.1);
         let cooldown_ns = self.cooldown.unwrap_or(60_000_000_000);
         Ok(Some(AutoscaleConfig {
             policy,
@@ -232,7 +253,7 @@ impl AutoscaleSettings {
             up_window_ns: self.up_window.unwrap_or(0),
             down_window_ns: self.down_window.unwrap_or(0),
             cooldown_ns,
-            oscillation_window_ns: self.oscillation_window.unwrap_or(cooldown_ns.max(60_000_000_000)),
+            oscillation_window_ns: self.oscillation_window.unwrap_or(cooldown_ns),
             provisioning_mean_ns: self.provisioning_mean.unwrap_or(30_000_000_000),
             provisioning_stddev_ns: self.provisioning_stddev.unwrap_or(0),
             load_bandwidth_gbps: bandwidth,
@@ -253,15 +274,24 @@ fn key(k: &str, message: &str) -> KeyError {
 fn policy_of(name: &str, params: &BTreeMap<String, f64>) -> Result<PolicyKind, KeyError> {
     let (kind, known): (PolicyKind, &[&str]) = match name {
         "threshold" => (
-            PolicyKind::Threshold { up: get(params, "scale_up_threshold", 0.8)?, down: get(params, "scale_down_threshold", 0.3)? },
+            PolicyKind::Threshold {
+                up: get(params, "scale_up_threshold", 0.8)?,
+                down: get(params, "scale_down_threshold", 0.3)?,
+            },
             &["scale_up_threshold", "scale_down_threshold"],
         ),
         "target-utilization" => (
-            PolicyKind::TargetUtilization { target: get(params, "target_utilization", 0.6)?, tolerance: get(params, "tolerance", 0.1)? },
+            PolicyKind::TargetUtilization {
+                target: get(params, "target_utilization", 0.6)?,
+                tolerance: get(params, "tolerance", 0.1)?,
+            },
             &["target_utilization", "tolerance"],
         ),
         "queue-depth" => (
-            PolicyKind::QueueDepth { up: get(params, "scale_up_queue_depth", 4.0)?, down: get(params, "scale_down_queue_depth", 0.5)? },
+            PolicyKind::QueueDepth {
+                up: get(params, "scale_up_queue_depth", 4.0)?,
+                down: get(params, "scale_down_queue_depth", 0.5)?,
+            },
             &["scale_up_queue_depth", "scale_down_queue_depth"],
         ),
         "saturation" => (
@@ -271,23 +301,39 @@ fn policy_of(name: &str, params: &BTreeMap<String, f64>) -> Result<PolicyKind, K
                 scale_down_boundary: get(params, "scale_down_boundary", 0.4)?,
                 avg_input_tokens: get(params, "avg_input_tokens", 512.0)?,
             },
-            &["kv_cache_threshold", "scale_up_threshold", "scale_down_boundary", "avg_input_tokens"],
+            &[
+                "kv_cache_threshold",
+                "scale_up_threshold",
+                "scale_down_boundary",
+                "avg_input_tokens",
+            ],
         ),
         "oscillator" => (PolicyKind::Oscillator, &[]),
         other => {
             return Err(key(
                 "autoscale.policy",
-                &format!("unknown policy `{other}` (expected threshold, target-utilization, queue-depth, saturation or oscillator)"),
+                &format!(
+                    "unknown policy `{other}` (expected threshold, target-utilization, queue-depth, saturation or oscillator)"
+                ),
             ));
         }
     };
     if let Some(p) = params.keys().find(|p| !known.contains(&p.as_str())) {
-        return Err(key(&format!("autoscale.params.{p}"), &format!("not a parameter of `{name}` (it takes: {})", known.join(", "))));
+        return Err(key(
+            &format!("autoscale.params.{p}"),
+            &format!(
+                "not a parameter of `{name}` (it takes: {})",
+                known.join(", ")
+            ),
+        ));
     }
     if let PolicyKind::Threshold { up, down } | PolicyKind::QueueDepth { up, down } = kind
         && down >= up
     {
-        return Err(key("autoscale.params", &format!("the scale-down bound {down} must be below the scale-up bound {up}")));
+        return Err(key(
+            "autoscale.params",
+            &format!("the scale-down bound {down} must be below the scale-up bound {up}"),
+        ));
     }
     Ok(kind)
 }
@@ -298,7 +344,10 @@ fn get(params: &BTreeMap<String, f64>, name: &str, default: f64) -> Result<f64, 
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
-        Err(key(&format!("autoscale.params.{name}"), &format!("must be a positive number, got {v}")))
+        Err(key(
+            &format!("autoscale.params.{name}"),
+            &format!("must be a positive number, got {v}"),
+        ))
     }
 }
 
@@ -344,7 +393,8 @@ impl RawAutoscale {
     /// The settings the section gives; the error names the key.
     pub(crate) fn settings(self) -> Result<AutoscaleSettings, KeyError> {
         let duration = |k: &str, v: Option<String>| -> Result<Option<Nanos>, KeyError> {
-            v.map(|t| parse_duration(&t).map_err(|m| (format!("autoscale.{k}"), m))).transpose()
+            v.map(|t| parse_duration(&t).map_err(|m| (format!("autoscale.{k}"), m)))
+                .transpose()
         };
         let delay = self.provisioning_delay.unwrap_or_default();
         Ok(AutoscaleSettings {
@@ -354,8 +404,14 @@ impl RawAutoscale {
             min_replicas: self.min_replicas,
             max_replicas: self.max_replicas,
             initial_replicas: self.initial_replicas,
-            up_window: duration("scale_up_stabilization_window", self.scale_up_stabilization_window)?,
-            down_window: duration("scale_down_stabilization_window", self.scale_down_stabilization_window)?,
+            up_window: duration(
+                "scale_up_stabilization_window",
+                self.scale_up_stabilization_window,
+            )?,
+            down_window: duration(
+                "scale_down_stabilization_window",
+                self.scale_down_stabilization_window,
+            )?,
             cooldown: duration("cooldown", self.cooldown)?,
             oscillation_window: duration("oscillation_window", self.oscillation_window)?,
             provisioning_mean: duration("provisioning_delay.mean", delay.mean)?,

@@ -3,7 +3,7 @@
 //! bounds, stabilization windows and cooldown, counts actions and oscillations, and accounts
 //! the time every replica spends in every state.
 
-use super::config::AutoscaleConfig;
+use super::config::{AutoscaleConfig, PolicyKind};
 use super::policy::{Observation, Policy};
 use super::report::{AutoscaleReport, PoolCost, ScaleSample};
 use crate::Nanos;
@@ -85,7 +85,11 @@ pub struct ReplicaTemplate {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
     /// Call [`Autoscaler::advance`] for `instance` with `epoch` at `at`.
-    Due { instance: u32, at: Nanos, epoch: u32 },
+    Due {
+        instance: u32,
+        at: Nanos,
+        epoch: u32,
+    },
     /// `instance` starts draining: it takes no new request; the engine settles its work by
     /// the drain mode and calls [`Autoscaler::retire`] when it is empty.
     Drain { instance: u32 },
@@ -297,7 +301,9 @@ impl Autoscaler {
         let up = within(up_window).min().unwrap_or(desired);
         let down = within(down_window).max().unwrap_or(desired);
         let current = o.current();
-        let cooling = pool.last.is_some_and(|(t, _)| now - t < cooldown);
+        // The pathological oscillator ignores the cooldown: that is its pathology.
+        let bound = !matches!(c.policy, PolicyKind::Oscillator);
+        let cooling = bound && pool.last.is_some_and(|(t, _)| now - t < cooldown);
         if cooling {
             current
         } else if up > current {
@@ -328,9 +334,9 @@ impl Autoscaler {
         }
     }
 
-    /// Starts `n` off replicas of pool `p` (lowest ids first).
+    /// Starts up to `n` off replicas of pool `p` (lowest ids first; a draining one is not
+    /// free yet); an action only if one started.
     fn scale_up(&mut self, p: usize, n: u32, now: Nanos, changes: &mut Vec<Change>) {
-        self.record_action(p, true, now);
         let mut started = 0;
         for k in 0..self.pools[p].members.len() {
             if started == n {
@@ -351,19 +357,21 @@ impl Autoscaler {
                 started += 1;
             }
         }
+        if started > 0 {
+            self.record_action(p, true, now);
+        }
     }
 
     /// Removes `n` replicas of pool `p`: the starting ones first (cancelled), then ready
-    /// ones (drained), highest ids first.
+    /// ones (drained), highest ids first (`n` never takes it below the minimum).
     fn scale_down(&mut self, p: usize, n: u32, now: Nanos, changes: &mut Vec<Change>) {
-        self.record_action(p, false, now);
         let mut left = n;
         for ready in [false, true] {
             for k in (0..self.pools[p].members.len()).rev() {
                 let id = self.pools[p].members[k];
                 let state = self.state(id);
                 if left == 0 {
-                    return;
+                    break;
                 }
                 if !ready && state.starting() {
                     self.set_state(id, ReplicaState::Off, now);
@@ -377,6 +385,9 @@ impl Autoscaler {
                 left -= 1;
                 self.counts.replicas_removed += 1;
             }
+        }
+        if left < n {
+            self.record_action(p, false, now);
         }
     }
 

@@ -86,7 +86,10 @@ impl AutoscaleReport {
 
     /// Replica-seconds held (every state but off), over all templates.
     pub fn billed_replica_seconds(&self) -> f64 {
-        self.pools.iter().map(PoolCost::billed_replica_seconds).sum()
+        self.pools
+            .iter()
+            .map(PoolCost::billed_replica_seconds)
+            .sum()
     }
 
     /// Cost of the GPU-time held, over all templates.
@@ -162,9 +165,17 @@ impl fmt::Display for AutoscaleReport {
             writeln!(f, "{label:<41}{value:<10}")
         };
         let bounds = format!("{}..{}", self.min_replicas, self.max_replicas);
-        row(f, "Policy / drain:", format!("{} / {}", self.policy, self.drain))?;
+        row(
+            f,
+            "Policy / drain:",
+            format!("{} / {}", self.policy, self.drain),
+        )?;
         row(f, "Replicas per template:", bounds)?;
-        row(f, "Scale-ups / scale-downs:", format!("{} / {}", c.scale_ups, c.scale_downs))?;
+        row(
+            f,
+            "Scale-ups / scale-downs:",
+            format!("{} / {}", c.scale_ups, c.scale_downs),
+        )?;
         let moved = format!("{} / {}", c.replicas_added, c.replicas_removed);
         row(f, "Replicas added / removed:", moved)?;
         row(f, "Scale oscillations:", c.oscillations.to_string())?;
@@ -181,7 +192,11 @@ impl fmt::Display for AutoscaleReport {
             );
             row(f, &label, value)?;
         }
-        row(f, "Billed replica-seconds:", format!("{:.1}", self.billed_replica_seconds()))?;
+        row(
+            f,
+            "Billed replica-seconds:",
+            format!("{:.1}", self.billed_replica_seconds()),
+        )?;
         row(f, "Cost:", format!("{:.4}", self.cost()))?;
         Ok(())
     }

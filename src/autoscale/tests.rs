@@ -128,9 +128,15 @@ fn settings_defaults_flags_over_file_and_errors_name_the_key() {
         ..Default::default()
     };
     let c = flags.over(file).build().unwrap().unwrap();
-    assert_eq!((c.min_replicas, c.initial_replicas, c.max_replicas), (2, 2, 6));
+    assert_eq!(
+        (c.min_replicas, c.initial_replicas, c.max_replicas),
+        (2, 2, 6)
+    );
     assert_eq!(c.policy, PolicyKind::Threshold { up: 0.8, down: 0.3 });
-    assert_eq!((c.interval_ns, c.cooldown_ns), (10_000_000_000, 60_000_000_000));
+    assert_eq!(
+        (c.interval_ns, c.cooldown_ns),
+        (10_000_000_000, 60_000_000_000)
+    );
     assert_eq!(c.warmup_ns, DEFAULT_WARMUP_NS);
     let bad = |s: AutoscaleSettings| s.build().unwrap_err().0;
     let with = |f: &dyn Fn(&mut AutoscaleSettings)| {
@@ -141,8 +147,14 @@ fn settings_defaults_flags_over_file_and_errors_name_the_key() {
         f(&mut s);
         s
     };
-    assert_eq!(bad(with(&|s| s.min_replicas = Some(0))), "autoscale.min_replicas");
-    assert_eq!(bad(with(&|s| s.policy = Some("magic".into()))), "autoscale.policy");
+    assert_eq!(
+        bad(with(&|s| s.min_replicas = Some(0))),
+        "autoscale.min_replicas"
+    );
+    assert_eq!(
+        bad(with(&|s| s.policy = Some("magic".into()))),
+        "autoscale.policy"
+    );
     let p = |s: &mut AutoscaleSettings| {
         s.params.insert("target_utilization".into(), 0.5);
     };
@@ -267,7 +279,14 @@ fn replica_time_and_cost_are_accounted_by_state() {
     });
     let mut changes = Vec::new();
     a.tick(10 * S, &Same(snap(0, 0, 0)), &mut changes);
-    let [Change::Due { instance, at, epoch }] = changes[..] else {
+    let [
+        Change::Due {
+            instance,
+            at,
+            epoch,
+        },
+    ] = changes[..]
+    else {
         panic!("one start: {changes:?}");
     };
     assert_eq!((instance, at), (1, 12 * S));
@@ -282,7 +301,10 @@ fn replica_time_and_cost_are_accounted_by_state() {
     assert_eq!(p.replica_ns[ReplicaState::Loading.index()], 5);
     assert_eq!(p.replica_ns[ReplicaState::WarmingUp.index()], 3 * S as u128);
     // Replica 0 ready 20 s, replica 1 ready 20 s − 15 s − 5 ns.
-    assert_eq!(p.replica_ns[ReplicaState::Ready.index()], 25 * S as u128 - 5);
+    assert_eq!(
+        p.replica_ns[ReplicaState::Ready.index()],
+        25 * S as u128 - 5
+    );
     // Off: replica 1 for 10 s, replica 2 for 20 s.
     assert_eq!(p.replica_ns[ReplicaState::Off.index()], 30 * S as u128);
     // Billed: 30 s of replicas × 2 GPUs × 3.6 per GPU-hour = 0.06.

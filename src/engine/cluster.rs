@@ -20,8 +20,8 @@ use super::pd::{Disaggregation, TransferEffects, Transfers};
 use super::signals::Signals;
 use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer};
 use super::{pipeline, tiers};
-use crate::autoscale::Autoscaler;
 use crate::Nanos;
+use crate::autoscale::Autoscaler;
 use crate::config::InstanceRole;
 use crate::control::{Action, ControlPlane, Dropped, Stage};
 use crate::latency::LatencyBackend;
@@ -356,9 +356,7 @@ impl<'r> Cluster<'r> {
                 EventKind::StepEnd { instance } => self.on_step_end(instance, s)?,
                 EventKind::TransferEnd { sender } => self.on_transfer_end(sender, s)?,
                 EventKind::StageFree { instance } => self.mark_ready(instance),
-                EventKind::Replica { instance, epoch } => {
-                    self.on_replica(instance, epoch, s)?
-                }
+                EventKind::Replica { instance, epoch } => self.on_replica(instance, epoch, s)?,
                 EventKind::ScaleTick => self.on_scale_tick(s)?,
                 EventKind::Arrival => self.on_arrivals(s)?,
                 EventKind::Control => {
@@ -445,7 +443,8 @@ impl<'r> Cluster<'r> {
     fn on_step_end(&mut self, id: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
         let i = id as usize;
         let before = self.instances[i].finished;
-        let counts_done = s.control.is_some() || self.scaling.as_ref().is_some_and(|sc| sc.keeps_requests());
+        let counts_done =
+            s.control.is_some() || self.scaling.as_ref().is_some_and(|sc| sc.keeps_requests());
         let release = Release {
             injector: s.injector.as_deref_mut(),
             released: &mut self.released,

@@ -243,8 +243,20 @@ mod tests {
             (TransferEnd { sender: 3 }, Phase::TransferEnds),
             (StageFree { instance: 0 }, Phase::StagesFree),
             (StageFree { instance: 4 }, Phase::StagesFree),
-            (Replica { instance: 0, epoch: 1 }, Phase::Scaling),
-            (Replica { instance: 3, epoch: 1 }, Phase::Scaling),
+            (
+                Replica {
+                    instance: 0,
+                    epoch: 1,
+                },
+                Phase::Scaling,
+            ),
+            (
+                Replica {
+                    instance: 3,
+                    epoch: 1,
+                },
+                Phase::Scaling,
+            ),
             (ScaleTick, Phase::Scaling),
             (Control, Phase::Control),
             (Arrival, Phase::Arrivals),

@@ -41,7 +41,10 @@ pub fn write_autoscale_plots(
         legend: SeriesLabelPosition::UpperRight,
         series: vec![
             Series::solid("ready", at(&count(&[ReplicaState::Ready]))),
-            Series::dashed("starting (pending, loading, warming up)", at(&count(STARTING))),
+            Series::dashed(
+                "starting (pending, loading, warming up)",
+                at(&count(STARTING)),
+            ),
             Series::dashed("draining", at(&count(&[ReplicaState::Draining]))),
         ],
     };
@@ -53,7 +56,10 @@ pub fn write_autoscale_plots(
         legend: SeriesLabelPosition::UpperRight,
         series: vec![
             Series::solid("arrivals (requests/s)", at(&|s| s.arrival_rate)),
-            Series::dashed("mean utilization of ready replicas x 10", at(&|s| s.utilization * 10.0)),
+            Series::dashed(
+                "mean utilization of ready replicas x 10",
+                at(&|s| s.utilization * 10.0),
+            ),
         ],
     };
     write_charts(dir, format, &[replicas, load])

@@ -38,7 +38,12 @@ pub(super) fn expand(config: &SimConfig, a: &AutoscaleConfig) -> anyhow::Result<
 
 /// The name of template `k`: its model, hardware and TP.
 fn template_name(k: usize, inst: &InstanceConfig) -> String {
-    let model = inst.model.name.rsplit('/').next().unwrap_or(&inst.model.name);
+    let model = inst
+        .model
+        .name
+        .rsplit('/')
+        .next()
+        .unwrap_or(&inst.model.name);
     format!("{k}: {model} on {} tp{}", inst.hardware.name, inst.tp)
 }
 

@@ -126,8 +126,12 @@ impl<'r> Cluster<'r> {
         };
         let view = self.signals.view(&self.schedulers);
         scaling.changes.clear();
-        scaling.autoscaler.tick(self.now, &view, &mut scaling.changes);
-        let next = self.now.saturating_add(scaling.autoscaler.config().interval_ns);
+        scaling
+            .autoscaler
+            .tick(self.now, &view, &mut scaling.changes);
+        let next = self
+            .now
+            .saturating_add(scaling.autoscaler.config().interval_ns);
         self.queue.push(next, EventKind::ScaleTick);
         self.apply_changes(s)
     }
@@ -166,7 +170,13 @@ impl<'r> Cluster<'r> {
         };
         match scaling.autoscaler.advance(id, epoch, self.now) {
             None => {}
-            Some(Some(next)) => self.queue.push(next, EventKind::Replica { instance: id, epoch }),
+            Some(Some(next)) => self.queue.push(
+                next,
+                EventKind::Replica {
+                    instance: id,
+                    epoch,
+                },
+            ),
             // Ready: requests held for want of a ready replica are asked about again.
             Some(None) => self.ask_gateway_again(s),
         }
@@ -201,7 +211,11 @@ impl<'r> Cluster<'r> {
 
     /// If replica `id` is draining and has no step in flight: an `immediate` drain drops
     /// what it still has; it is off once it has nothing left.
-    pub(super) fn settle_drain(&mut self, id: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+    pub(super) fn settle_drain(
+        &mut self,
+        id: u32,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
         let i = id as usize;
         let Some(scaling) = &mut self.scaling else {
             return Ok(());
@@ -216,7 +230,9 @@ impl<'r> Cluster<'r> {
         if scaling.autoscaler.config().drain == DrainMode::Immediate {
             scaling.evicted.clear();
             self.schedulers[i].evict(true, &mut scaling.evicted);
-            scaling.autoscaler.dropped_on_drain(scaling.evicted.len() as u64);
+            scaling
+                .autoscaler
+                .dropped_on_drain(scaling.evicted.len() as u64);
             let why = Dropped::shed(Stage::Autoscaler, "drain-immediate");
             for e in &scaling.evicted {
                 let request = scaling
