@@ -139,6 +139,7 @@ fn run(
             disaggregation: Some(pd),
             max_in_flight: dyn_max_in_flight,
             signals: Default::default(),
+            autoscaler: None,
         },
         Services::new(&mut dyns, &mut router, &mut rec).with_injector(dyn_injector),
     )?;

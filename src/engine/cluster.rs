@@ -658,7 +658,7 @@ impl<'r> Cluster<'r> {
                 self.schedulers[id as usize].enqueue_with_priority(&request, priority);
                 self.mark_ready(id);
                 if let Some(scaling) = &mut self.scaling {
-                    scaling.routed(id, &request, groups, priority);
+                    scaling.routed(|| request.clone(), (groups, priority));
                 }
                 if let (Some(t), Cow::Owned(r)) = (&mut self.transfers, request) {
                     t.entered(id, r, groups);

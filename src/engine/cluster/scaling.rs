@@ -41,12 +41,18 @@ impl<'r> Scaling<'r> {
         }
     }
 
-    /// `request` was queued on instance `_id`.
-    pub(super) fn routed(&mut self, _id: u32, request: &Cow<'r, Request>, groups: Groups, p: i32) {
+    /// A request was queued on an instance: it is counted, and kept (`keep`) when drains
+    /// may hand it back.
+    pub(super) fn routed(
+        &mut self,
+        request: impl FnOnce() -> Cow<'r, Request>,
+        keep: (Groups, i32),
+    ) {
         self.autoscaler.request_arrived();
         if self.keeps_requests() {
+            let request = request();
             self.on_instances
-                .insert(request.id, (request.clone(), groups, p));
+                .insert(request.id, (request, keep.0, keep.1));
         }
     }
 
