@@ -175,3 +175,63 @@ fn bad_settings_and_unsupported_clusters_fail_naming_the_cause() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("name a policy"));
 }
+
+#[test]
+fn heterogeneous_templates_are_scaled_and_priced_separately() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = |hw: &str| {
+        serde_json::json!({
+            "model_name": "meta-llama/Llama-3.1-8B", "hardware": hw, "num_npus": 1, "tp_size": 1,
+            "pd_type": null, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}
+        })
+    };
+    let node = serde_json::json!({
+        "num_instances": 2,
+        "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+        "instances": [inst("H100-SXM"), inst("A100-80G")],
+    });
+    let config =
+        serde_json::json!({"num_nodes": 1, "link_bw": 112.5, "link_latency": 0, "nodes": [node]});
+    let cluster = dir.path().join("het-cluster.json");
+    std::fs::write(&cluster, config.to_string()).unwrap();
+    let bundle = dir.path().join("het.yaml");
+    std::fs::write(
+        &bundle,
+        "autoscale:\n  policy: queue-depth\n  max_replicas: 3\n  interval: 2s\n  \
+         cost_per_gpu_hour: {H100-SXM: 4.0, A100-80G: 2.0}\n",
+    )
+    .unwrap();
+    let args = [
+        "--scenario",
+        "bursty-traffic",
+        "--cluster-config",
+        cluster.to_str().unwrap(),
+        "--policy-config",
+        bundle.to_str().unwrap(),
+    ];
+    let (_, json) = run_in(dir.path(), "het", &args);
+    let templates = json["autoscale"]["templates"].as_array().unwrap();
+    assert_eq!(templates.len(), 2);
+    let mut total = 0.0;
+    for (t, price) in templates.iter().zip([4.0, 2.0]) {
+        assert_eq!(t["cost_per_gpu_hour"], price);
+        let held: f64 = ["pending", "loading", "warming_up", "ready", "draining"]
+            .iter()
+            .map(|s| t["replica_seconds"][s].as_f64().unwrap())
+            .sum();
+        // One GPU per replica: cost = replica-seconds held × price / 3600.
+        let cost = t["cost"].as_f64().unwrap();
+        assert!(
+            (cost - held * price / 3600.0).abs() < 1e-9,
+            "{cost} vs {held} × {price}"
+        );
+        total += cost;
+    }
+    let reported = json["autoscale"]["cost"].as_f64().unwrap();
+    assert!((reported - total).abs() < 1e-9);
+    assert_eq!(
+        json["instances"].as_array().unwrap().len(),
+        6,
+        "3 slots per template"
+    );
+}
