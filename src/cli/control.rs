@@ -21,8 +21,8 @@ use std::path::PathBuf;
 #[command(next_help_heading = "Control plane")]
 pub struct ControlArgs {
     /// Policy bundle YAML (BLIS's --policy-config format: admission, routing, priority,
-    /// scheduler, preemption, tenant_budgets; plus flow_control and slo_targets). Flags
-    /// override its values.
+    /// scheduler, preemption, tenant_budgets; plus flow_control, slo_targets and autoscale).
+    /// Flags override its values.
     #[arg(long, value_name = "PATH")]
     pub policy_config: Option<PathBuf>,
 
