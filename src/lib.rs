@@ -9,6 +9,7 @@
 //! All simulated time is [`Nanos`]. The same inputs always produce byte-identical outputs.
 
 pub mod astra;
+pub mod autoscale;
 pub mod chakra;
 pub mod cli;
 pub mod config;

@@ -435,3 +435,43 @@ fn a_timed_out_request_is_counted_and_the_evaluation_validates() {
     assert_eq!(outcomes["reasons"], json!([reason]));
     assert_eq!(json["fitness"]["terms"]["completion"]["value"], 0.5);
 }
+
+#[test]
+fn an_autoscaled_run_puts_its_scaling_and_oscillations_in_the_evaluation() {
+    // The oscillator reverses its previous action at every tick: the sample's run sees one
+    // reversal, counted alike by the autoscaler, the anomaly counters and the evaluation.
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
+    let (json, _) = evaluation(
+        dir.path(),
+        &[
+            "--dataset",
+            sample,
+            "--autoscale",
+            "oscillator",
+            "--autoscale-max",
+            "3",
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ],
+    );
+    assert_valid(&json);
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let scaled = &summary["autoscale"];
+    assert_eq!(scaled["scale_oscillations"], 1);
+    assert_eq!(json["anomalies"]["scale_oscillations"], 1);
+    for key in [
+        "scale_ups",
+        "scale_downs",
+        "scale_oscillations",
+        "replica_seconds",
+        "cost",
+    ] {
+        assert_eq!(json["autoscale"][key], scaled[key], "{key}");
+    }
+    assert!(json["autoscale"].get("series").is_none());
+    // Without autoscaling: null.
+    let (plain, _) = evaluation(dir.path(), &["--dataset", sample]);
+    assert_eq!(plain["autoscale"], Value::Null);
+}

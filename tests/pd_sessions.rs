@@ -141,6 +141,7 @@ fn run(
             signals: Default::default(),
             watch: None,
             clients: None,
+            autoscaler: None,
         },
         Services::new(&mut dyns, &mut router, &mut rec).with_injector(dyn_injector),
     )?;

@@ -3,6 +3,7 @@
 //! [`crate::control::ControlConfig`]: flags laid over the bundle file, defaults under both.
 
 use crate::Nanos;
+use crate::autoscale::{AutoscaleSettings, DrainMode};
 use crate::config::ConfigError;
 use crate::control::ControlConfig;
 use crate::control::admission::AdmissionKind;
@@ -20,8 +21,8 @@ use std::path::PathBuf;
 #[command(next_help_heading = "Control plane")]
 pub struct ControlArgs {
     /// Policy bundle YAML (BLIS's --policy-config format: admission, routing, priority,
-    /// scheduler, preemption, tenant_budgets; plus flow_control and slo_targets). Flags
-    /// override its values.
+    /// scheduler, preemption, tenant_budgets; plus flow_control, slo_targets and autoscale).
+    /// Flags override its values.
     #[arg(long, value_name = "PATH")]
     pub policy_config: Option<PathBuf>,
 
@@ -147,6 +148,35 @@ pub struct ControlArgs {
     /// urgent, newest among equals).
     #[arg(long, value_name = "POLICY", value_parser = parse_preemption)]
     pub preemption_policy: Option<PreemptionOrder>,
+
+    /// Autoscaling policy: threshold, target-utilization, queue-depth, saturation or
+    /// oscillator (pathological). Each configured instance becomes a template of up to
+    /// --autoscale-max replicas; the rest of the settings are in --policy-config's
+    /// `autoscale` section.
+    #[arg(long, value_name = "POLICY", help_heading = "Autoscaling")]
+    pub autoscale: Option<String>,
+
+    /// Fewest replicas per template [default: 1].
+    #[arg(long, value_name = "N", help_heading = "Autoscaling")]
+    pub autoscale_min: Option<u32>,
+
+    /// Most replicas per template [default: the larger of 4 and --autoscale-min].
+    #[arg(long, value_name = "N", help_heading = "Autoscaling")]
+    pub autoscale_max: Option<u32>,
+
+    /// Simulated time between two autoscaler evaluations, e.g. `10s` [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Autoscaling")]
+    pub autoscale_interval: Option<Nanos>,
+
+    /// No scaling action within this time of the previous one, e.g. `60s` [default: 60s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Autoscaling")]
+    pub autoscale_cooldown: Option<Nanos>,
+
+    /// What a replica being scaled down does with its work: wait (finish it; default),
+    /// immediate (drop it, counted) or redirect (hand its waiting requests back to the
+    /// router, finish the rest).
+    #[arg(long, value_name = "MODE", value_parser = DrainMode::parse, help_heading = "Autoscaling")]
+    pub drain_mode: Option<DrainMode>,
 }
 
 /// `name:value` pairs given as one flag value, in the order given.
@@ -218,6 +248,15 @@ impl ControlArgs {
             scheduler: self.scheduler,
             preemption: self.preemption_policy,
             routing: None,
+            autoscale: AutoscaleSettings {
+                policy: self.autoscale.clone(),
+                min_replicas: self.autoscale_min,
+                max_replicas: self.autoscale_max,
+                interval: self.autoscale_interval,
+                cooldown: self.autoscale_cooldown,
+                drain: self.drain_mode,
+                ..AutoscaleSettings::default()
+            },
         }
     }
 

@@ -18,6 +18,7 @@ use super::admission::{AdmissionConfig, AdmissionKind};
 use super::flow::{Detector, DispatchOrder, FlowConfig};
 use super::priority::PriorityPolicy;
 use crate::Nanos;
+use crate::autoscale::{AutoscaleSettings, RawAutoscale};
 use crate::router::RoutingPolicy;
 use crate::scheduler::{PreemptionOrder, QueueOrder};
 use serde::Deserialize;
@@ -57,11 +58,13 @@ pub struct Settings {
     pub scheduler: Option<QueueOrder>,
     pub preemption: Option<PreemptionOrder>,
     pub routing: Option<RoutingPolicy>,
+    /// The `autoscale:` section and the `--autoscale*` flags.
+    pub autoscale: AutoscaleSettings,
 }
 
 macro_rules! lay_over {
     ($top:ident, $base:ident, $($f:ident),* $(,)?) => {
-        Settings { $($f: $top.$f.or($base.$f)),* }
+        Settings { $($f: $top.$f.or($base.$f)),*, autoscale: $top.autoscale.over($base.autoscale) }
     };
 }
 
@@ -160,6 +163,7 @@ impl Settings {
             _ => {}
         }
         let flow = self.flow_config()?;
+        let autoscale = self.autoscale.clone().build()?;
         let slo_priorities = self.slo_priorities.unwrap_or_default();
         Ok(ControlConfig {
             admission,
@@ -171,6 +175,7 @@ impl Settings {
             routing_latency_ns: self.routing_latency.unwrap_or(0),
             scheduler: self.scheduler.unwrap_or_default(),
             preemption: self.preemption.unwrap_or_default(),
+            autoscale,
         })
     }
 
@@ -259,6 +264,8 @@ struct RawBundle {
     flow_control: Option<RawFlow>,
     #[serde(default)]
     slo_targets: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    autoscale: Option<RawAutoscale>,
     #[serde(default)]
     node_pools: Option<IgnoredAny>,
     #[serde(default)]
@@ -395,10 +402,16 @@ fn unsupported(key: &str, what: &str) -> KeyError {
 /// The settings a parsed bundle gives.
 fn settings_of(raw: RawBundle) -> Result<Settings, KeyError> {
     if raw.node_pools.is_some() {
-        return Err(unsupported("node_pools", "no node pools or autoscaling"));
+        return Err(unsupported(
+            "node_pools",
+            "no node pools; autoscaling is the `autoscale` section",
+        ));
     }
     if raw.instance_lifecycle.is_some() {
-        return Err(unsupported("instance_lifecycle", "instances are always up"));
+        return Err(unsupported(
+            "instance_lifecycle",
+            "replica lifecycles are set in the `autoscale` section",
+        ));
     }
     let duration = |key: &str, v: Option<String>| -> Result<Option<Nanos>, KeyError> {
         v.map(|t| parse_duration(&t).map_err(|m| (key.to_owned(), m)))
@@ -462,6 +475,9 @@ fn settings_of(raw: RawBundle) -> Result<Settings, KeyError> {
             out.push((class, ns));
         }
         s.slo_targets = Some(out);
+    }
+    if let Some(a) = raw.autoscale {
+        s.autoscale = a.settings()?;
     }
     if let Some(f) = raw.flow_control {
         s.flow_control = Some(f.enabled.unwrap_or(true));

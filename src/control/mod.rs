@@ -70,6 +70,9 @@ pub struct ControlConfig {
     pub scheduler: QueueOrder,
     /// Which running request instances preempt first.
     pub preemption: PreemptionOrder,
+    /// The autoscaler, when on (`autoscale:`, `--autoscale`); not part of the control plane
+    /// proper: a run can scale without one.
+    pub autoscale: Option<crate::autoscale::AutoscaleConfig>,
 }
 
 impl ControlConfig {

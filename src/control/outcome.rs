@@ -41,6 +41,8 @@ pub enum Stage {
     Instance,
     /// The KV transfer from a prefill to a decode instance.
     Transfer,
+    /// The autoscaler: an `immediate` drain dropped the request (`crate::autoscale`).
+    Autoscaler,
 }
 
 impl Stage {
@@ -52,6 +54,7 @@ impl Stage {
             Stage::Routing => "routing",
             Stage::Instance => "instance",
             Stage::Transfer => "kv-transfer",
+            Stage::Autoscaler => "autoscaler",
         }
     }
 }

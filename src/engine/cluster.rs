@@ -22,6 +22,7 @@ use super::timeouts::Timeouts;
 use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer};
 use super::{pipeline, tiers};
 use crate::Nanos;
+use crate::autoscale::Autoscaler;
 use crate::config::InstanceRole;
 use crate::control::priority::NominalPriority;
 use crate::control::{Action, ControlNote, ControlPlane, Dropped, Stage};
@@ -32,6 +33,8 @@ use crate::trace::{Decision, TraceLevel};
 use crate::workload::{Request, RequestClasses};
 use std::borrow::Cow;
 use std::collections::VecDeque;
+
+mod scaling;
 
 /// What a run is: its requests, its instances and how work enters.
 pub struct Run<'r> {
@@ -46,6 +49,9 @@ pub struct Run<'r> {
     pub max_in_flight: Option<usize>,
     /// What the router sees of the instances and how stale (`signals.rs`).
     pub signals: SignalConfig,
+    /// The autoscaler, when replicas come and go (`crate::autoscale`): the instances are
+    /// then its replica slots, and only ready ones are routed to.
+    pub autoscaler: Option<Autoscaler>,
     /// The requests' clients, whose timeouts the run enforces (`timeouts.rs`); `None`: no
     /// request has one.
     pub clients: Option<&'r RequestClasses>,
@@ -75,6 +81,15 @@ impl<'r> Run<'r> {
             signals: SignalConfig::default(),
             watch: None,
             clients: None,
+            autoscaler: None,
+        }
+    }
+
+    /// The same run with its replicas scaled by `autoscaler`.
+    pub fn autoscaled(self, autoscaler: Autoscaler) -> Run<'r> {
+        Run {
+            autoscaler: Some(autoscaler),
+            ..self
         }
     }
 
@@ -222,6 +237,8 @@ pub struct Cluster<'r> {
     timeout_wake: Option<Nanos>,
     /// Requests that timed out.
     timed_out: u64,
+    /// The autoscaler and its scratch, when replicas come and go.
+    scaling: Option<scaling::Scaling<'r>>,
     now: Nanos,
 }
 
@@ -238,6 +255,7 @@ impl<'r> Cluster<'r> {
             signals,
             watch,
             clients,
+            autoscaler,
         } = run;
         assert!(
             !setups.is_empty() && setups.len() == services.backends.len(),
@@ -312,10 +330,14 @@ impl<'r> Cluster<'r> {
             timeouts: Timeouts::new(clients),
             timeout_wake: None,
             timed_out: 0,
+            scaling: None,
             now: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);
+        }
+        if let Some(autoscaler) = autoscaler {
+            cluster.start_scaling(autoscaler)?;
         }
         Ok(cluster)
     }
@@ -386,6 +408,10 @@ impl<'r> Cluster<'r> {
         let Some(t) = self.queue.next_time() else {
             return Ok(None);
         };
+        if self.scaling.is_some() && self.work_done() {
+            // Only the autoscaler's own events are left: the run is over.
+            return Ok(None);
+        }
         if t < self.now {
             let message = format!("the clock went back from {} to {t}", self.now);
             return Err(SchedulerBug::new(message).into());
@@ -396,6 +422,8 @@ impl<'r> Cluster<'r> {
                 EventKind::StepEnd { instance } => self.on_step_end(instance, s)?,
                 EventKind::TransferEnd { sender } => self.on_transfer_end(sender, s)?,
                 EventKind::StageFree { instance } => self.mark_ready(instance),
+                EventKind::Replica { instance, epoch } => self.on_replica(instance, epoch, s)?,
+                EventKind::ScaleTick => self.on_scale_tick(s)?,
                 EventKind::Arrival => self.on_arrivals(s)?,
                 EventKind::Control => {
                     if self.control_wake == Some(t) {
@@ -453,6 +481,7 @@ impl<'r> Cluster<'r> {
             rejected: self.rejected,
             dropped: self.dropped,
             timed_out: self.timed_out,
+            autoscale: self.scaling.as_ref().map(|sc| sc.report(self.now)),
             stats,
             hol_blocking: self.hol_blocking,
             instances: self
@@ -483,10 +512,13 @@ impl<'r> Cluster<'r> {
     fn on_step_end(&mut self, id: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
         let i = id as usize;
         let before = self.instances[i].finished;
+        let counts_done = s.control.is_some()
+            || self.timeouts.is_some()
+            || self.scaling.as_ref().is_some_and(|sc| sc.keeps_requests());
         let release = Release {
             injector: s.injector.as_deref_mut(),
             released: &mut self.released,
-            done: (s.control.is_some() || self.timeouts.is_some()).then_some(&mut self.done),
+            done: counts_done.then_some(&mut self.done),
         };
         let (scheduler, inst) = (&mut self.schedulers[i], &mut self.instances[i]);
         instance::finish_step(
@@ -499,7 +531,10 @@ impl<'r> Cluster<'r> {
             release,
         )?;
         self.finished += self.instances[i].finished - before;
-        for id in self.done.drain(..) {
+        if let Some(scaling) = &mut self.scaling {
+            scaling.forget(&self.done);
+        }
+        for &id in &self.done {
             if let Some(control) = s.control.as_deref_mut() {
                 control.request_left(id);
             }
@@ -507,7 +542,9 @@ impl<'r> Cluster<'r> {
                 timeouts.disarm(id);
             }
         }
+        self.done.clear();
         self.mark_ready(id);
+        self.settle_drain(id, s)?;
         if let Some(t) = &mut self.transfers {
             let choice = DecodeChoice {
                 setups: self.setups,
@@ -705,7 +742,20 @@ impl<'r> Cluster<'r> {
     ) -> Result<(), SimError> {
         let (schedulers, instances) = (&mut self.schedulers, &self.instances);
         self.signals.refresh_due(self.now, schedulers, instances);
-        let candidates = self.eligibility.arrival(groups);
+        let mut candidates = self.eligibility.arrival(groups);
+        if let Some(scaling) = &mut self.scaling {
+            candidates = scaling.routable(candidates);
+            if candidates.is_empty() {
+                // No replica able to serve it is ready: it waits at the gateway for one.
+                self.gateway.push_back(Held {
+                    request: request.into_owned(),
+                    groups,
+                    priority,
+                    since: self.now,
+                });
+                return Ok(());
+            }
+        }
         let view = self.signals.view(&self.schedulers);
         let decision = s.router.decide(&request, candidates, &view);
         if self.tracing {
@@ -718,9 +768,13 @@ impl<'r> Cluster<'r> {
         }
         match decision {
             RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
-                let blocked = self.watch.is_some() && self.blocks_head_of_line(id, candidates);
+                let blocked =
+                    self.watch.is_some() && blocks_head_of_line(&self.schedulers, id, candidates);
                 self.enqueue(id, &request, priority, blocked);
                 self.mark_ready(id);
+                if let Some(scaling) = &mut self.scaling {
+                    scaling.routed(|| request.clone(), (groups, priority));
+                }
                 if let (Some(t), Cow::Owned(r)) = (&mut self.transfers, request) {
                     t.entered(id, r, groups);
                 }
@@ -761,23 +815,6 @@ impl<'r> Cluster<'r> {
         self.hol_blocking += u64::from(blocked);
         let nominal = w.nominal.of(request);
         self.schedulers[id as usize].enqueue_ranked(request, priority, nominal);
-    }
-
-    /// Whether queueing a request on `id` blocks it behind others needlessly: `id` has
-    /// requests waiting while another of `candidates` has none waiting and room to run one
-    /// more.
-    fn blocks_head_of_line(&self, id: u32, candidates: &[u32]) -> bool {
-        if self.schedulers[id as usize].num_waiting() == 0 {
-            return false;
-        }
-        candidates.iter().any(|&c| {
-            let other = &self.schedulers[c as usize];
-            let room = other
-                .config()
-                .max_num_seqs
-                .is_none_or(|max| other.num_running() < max as usize);
-            c != id && other.num_waiting() == 0 && room
-        })
     }
 
     /// Reports the scheduling decisions instance `id` noted to the observer.
@@ -841,6 +878,9 @@ impl<'r> Cluster<'r> {
         let mut any = false;
         while let Some(timer) = self.timeouts.as_mut().and_then(|t| t.next_due(self.now)) {
             let stage = self.withdraw(timer.id, s)?;
+            if let Some(scaling) = &mut self.scaling {
+                scaling.forget(&[timer.id]);
+            }
             self.timed_out += 1;
             let why = Dropped::timed_out(stage);
             if self.tracing {
@@ -889,6 +929,8 @@ impl<'r> Cluster<'r> {
         };
         if let Some(i) = on {
             self.mark_ready(i as u32);
+            // A draining replica whose last request this was is off now.
+            self.settle_drain(i as u32, s)?;
         } else if !in_transfer {
             return Err(nowhere(id));
         }
@@ -1025,4 +1067,21 @@ fn note_decision(note: ControlNote) -> Decision<'static> {
             refused: None,
         },
     }
+}
+
+/// Whether queueing a request on `id` blocks it behind others needlessly: `id` has
+/// requests waiting while another of `candidates` has none waiting and room to run one
+/// more.
+fn blocks_head_of_line(schedulers: &[Scheduler], id: u32, candidates: &[u32]) -> bool {
+    if schedulers[id as usize].num_waiting() == 0 {
+        return false;
+    }
+    candidates.iter().any(|&c| {
+        let other = &schedulers[c as usize];
+        let room = other
+            .config()
+            .max_num_seqs
+            .is_none_or(|max| other.num_running() < max as usize);
+        c != id && other.num_waiting() == 0 && room
+    })
 }

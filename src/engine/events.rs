@@ -25,6 +25,13 @@ pub enum Phase {
     TransferEnds,
     /// Stage 0 of pipelined instances frees up.
     StagesFree,
+    /// The autoscaler (`crate::autoscale`): replicas whose provisioning, loading or warm-up
+    /// ends now move on (by instance id; one that becomes ready takes requests from this
+    /// very instant), then the autoscaler's tick decides on the instances' state after the
+    /// completions above. Before the control plane and the arrivals, for the reason
+    /// completions are: what is routed now is routed on the cluster as it is now, new
+    /// replicas included and replicas starting to drain excluded.
+    Scaling,
     /// The control plane's decisions due now (`crate::control`): admissions whose latency
     /// ran out, requests expiring in or dispatched from the gateway queue, routings whose
     /// latency ran out. Before the arrivals of the instant, for the reason the router's
@@ -65,6 +72,16 @@ pub enum EventKind {
         /// Instance id.
         instance: u32,
     },
+    /// Replica `instance`'s current lifecycle stage ends (stale unless `epoch` is its
+    /// current one: it was cancelled or restarted since).
+    Replica {
+        /// Instance id.
+        instance: u32,
+        /// The replica's start number when the event was scheduled.
+        epoch: u32,
+    },
+    /// The autoscaler's periodic evaluation.
+    ScaleTick,
     /// The next request(s) of the workload arrive.
     Arrival,
     /// A control-plane decision falls due (a latency or a time to live runs out), or the
@@ -81,6 +98,7 @@ impl EventKind {
             EventKind::StepEnd { .. } => Phase::StepEnds,
             EventKind::TransferEnd { .. } => Phase::TransferEnds,
             EventKind::StageFree { .. } => Phase::StagesFree,
+            EventKind::Replica { .. } | EventKind::ScaleTick => Phase::Scaling,
             EventKind::Arrival => Phase::Arrivals,
             EventKind::Control => Phase::Control,
             EventKind::Timeout => Phase::Timeouts,
@@ -92,6 +110,9 @@ impl EventKind {
         match self {
             EventKind::StepEnd { instance } | EventKind::StageFree { instance } => instance,
             EventKind::TransferEnd { sender } => sender,
+            EventKind::Replica { instance, .. } => instance,
+            // After every replica's change of the instant.
+            EventKind::ScaleTick => u32::MAX,
             EventKind::Arrival | EventKind::Control | EventKind::Timeout => 0,
         }
     }
@@ -228,7 +249,9 @@ mod tests {
     /// reverse, comes out phase by phase and by instance within a phase.
     #[test]
     fn same_instant_order_table() {
-        use EventKind::{Arrival, Control, StageFree, StepEnd, Timeout, TransferEnd};
+        use EventKind::{
+            Arrival, Control, Replica, ScaleTick, StageFree, StepEnd, Timeout, TransferEnd,
+        };
         let table = [
             (StepEnd { instance: 0 }, Phase::StepEnds),
             (StepEnd { instance: 2 }, Phase::StepEnds),
@@ -236,6 +259,21 @@ mod tests {
             (TransferEnd { sender: 3 }, Phase::TransferEnds),
             (StageFree { instance: 0 }, Phase::StagesFree),
             (StageFree { instance: 4 }, Phase::StagesFree),
+            (
+                Replica {
+                    instance: 0,
+                    epoch: 1,
+                },
+                Phase::Scaling,
+            ),
+            (
+                Replica {
+                    instance: 3,
+                    epoch: 1,
+                },
+                Phase::Scaling,
+            ),
+            (ScaleTick, Phase::Scaling),
             (Control, Phase::Control),
             (Arrival, Phase::Arrivals),
             (Timeout, Phase::Timeouts),

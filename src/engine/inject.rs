@@ -193,6 +193,11 @@ impl<'r> Arrivals<'r> {
         Due::Initial(self.next - 1, r)
     }
 
+    /// Whether every initial request has entered and no released one is pending.
+    pub fn exhausted(&self) -> bool {
+        self.next >= self.initial.len() && self.pending.is_empty()
+    }
+
     /// Requests released so far.
     pub fn released(&self) -> u64 {
         self.released

@@ -252,7 +252,7 @@ pub struct InstanceOutcome {
 }
 
 /// The outcome of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {
     /// Simulated time when the last request finished.
     pub total_clocks_ns: Nanos,
@@ -262,10 +262,13 @@ pub struct RunOutcome {
     pub finished: u64,
     /// Requests the router rejected.
     pub rejected: u64,
-    /// Requests the control plane ended unserved (rejected, shed, expired).
+    /// Requests the control plane ended unserved (rejected, shed, expired), and those an
+    /// `immediate` drain dropped.
     pub dropped: u64,
     /// Requests whose own timeout ran out before they completed.
     pub timed_out: u64,
+    /// The autoscaling of the run, when on.
+    pub autoscale: Option<crate::autoscale::AutoscaleReport>,
     /// Scheduler counters summed over all instances.
     pub stats: SchedulerStats,
     /// Requests the router queued behind others while a candidate had nobody waiting and
@@ -282,7 +285,7 @@ impl RunOutcome {
             priority_inversions: self.stats.priority_inversions,
             hol_blocking: self.hol_blocking,
             kv_thrashing: self.stats.kv_thrash_blocks,
-            scale_oscillations: 0,
+            scale_oscillations: self.autoscale.as_ref().map_or(0, |a| a.counts.oscillations),
         }
     }
 }

@@ -89,8 +89,22 @@ impl EvaluationInputs<'_> {
             "anomalies": self.signals.anomalies.to_json(),
             "outcomes": self.outcomes.to_json(),
             "trace_summary": self.signals.trace_summary,
+            "autoscale": self.autoscale(),
             "metadata": self.metadata(wall_time_s)?,
         }))
+    }
+
+    /// The autoscaling's counts, replica- and GPU-seconds and cost (its summary without the
+    /// per-tick series); `null` without autoscaling.
+    fn autoscale(&self) -> Value {
+        let Some(report) = self.summary.autoscale() else {
+            return Value::Null;
+        };
+        let mut json = report.to_json();
+        if let Value::Object(m) = &mut json {
+            m.remove("series");
+        }
+        json
     }
 
     fn metadata(&self, wall_time_s: f64) -> anyhow::Result<Value> {

@@ -11,7 +11,8 @@
 //! - **KV thrashing**: prompt blocks an admission's prefix lookup needed (the run of blocks
 //!   right after the cache hit) that the instance's prefix cache had evicted within the
 //!   thrash window (`--thrash-window`).
-//! - **Scale oscillations**: always 0 until the cluster scales.
+//! - **Scale oscillations**: a template's scale action opposite to its previous one within
+//!   the autoscaler's oscillation window (`crate::autoscale`); 0 without autoscaling.
 
 use serde_json::{Value, json};
 use std::fmt;
@@ -30,8 +31,8 @@ pub struct AnomalyCounts {
     pub hol_blocking: u64,
     /// Prompt blocks needed again within the thrash window of their eviction.
     pub kv_thrashing: u64,
-    /// Scale-up followed by scale-down (or the reverse) within the cooldown: always 0 until
-    /// the cluster scales.
+    /// Scale-up followed by scale-down (or the reverse) within the oscillation window (0
+    /// without autoscaling).
     pub scale_oscillations: u64,
 }
 

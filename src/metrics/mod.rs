@@ -6,6 +6,7 @@ mod csv_out;
 mod fitness;
 mod plots;
 mod run_plots;
+mod scale_plots;
 mod sessions;
 mod slo;
 mod stats;
@@ -23,6 +24,7 @@ pub use fitness::{
 };
 pub use plots::PlotFormat;
 pub use run_plots::RunPlots;
+pub use scale_plots::write_autoscale_plots;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
 pub use slo::{SloCollector, SloHeadline, SloReport, SloTargets, jain};
 pub use stats::LatencyStats;

@@ -139,6 +139,7 @@ impl SummaryCollector {
             fitness: None,
             anomalies: None,
             trace: None,
+            autoscale: None,
             info,
         }
     }
@@ -175,6 +176,8 @@ pub struct Summary {
     anomalies: Option<super::AnomalyCounts>,
     /// The decision trace's summary (`--summarize-trace`).
     trace: Option<crate::trace::TraceSummary>,
+    /// The autoscaling, when on.
+    autoscale: Option<crate::autoscale::AutoscaleReport>,
 }
 
 /// One latency metric's place in the report.
@@ -237,6 +240,9 @@ impl Summary {
         if let Some(trace) = &self.trace {
             put("trace_summary".into(), trace.to_json());
         }
+        if let Some(autoscale) = &self.autoscale {
+            put("autoscale".into(), autoscale.to_json());
+        }
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -298,6 +304,16 @@ impl Summary {
     /// Adds the SLO metrics of the run.
     pub fn set_slo(&mut self, slo: SloReport) {
         self.slo = Some(slo);
+    }
+
+    /// Adds the autoscaling report (a run with autoscaling on).
+    pub fn set_autoscale(&mut self, report: crate::autoscale::AutoscaleReport) {
+        self.autoscale = Some(report);
+    }
+
+    /// The autoscaling report, when autoscaling was on.
+    pub fn autoscale(&self) -> Option<&crate::autoscale::AutoscaleReport> {
+        self.autoscale.as_ref()
     }
 
     /// Adds the energy and power of the run (a cluster config with `power` blocks).

@@ -4,6 +4,7 @@ mod backend;
 mod commands;
 mod evaluate;
 mod outputs;
+mod scaling;
 mod waves;
 
 use crate::evaluation::RunSignals;
@@ -43,6 +44,14 @@ use std::borrow::Cow;
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let started = std::time::Instant::now();
+    let expanded;
+    let config = match &config.control.autoscale {
+        Some(a) => {
+            expanded = scaling::expand(config, a)?;
+            &expanded
+        }
+        None => config,
+    };
     let mut workload = load_workload(config)?;
     let has_sessions = !workload.sessions.is_empty();
     if config.sessions_output.is_some() && !has_sessions {
@@ -90,6 +99,11 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             nominal: &nominal,
         }),
         clients: workload.classes.as_ref(),
+        autoscaler: config
+            .control
+            .autoscale
+            .as_ref()
+            .map(|a| scaling::autoscaler(config, a, &instances.capacities)),
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
@@ -378,6 +392,15 @@ fn write_results(
         && config.diagnostics.summarize_trace
     {
         summary.set_trace(trace_summary);
+    }
+    if let Some(report) = &outcome.autoscale {
+        if let Some(p) = &config.plots {
+            let title = run_title(config);
+            for path in crate::metrics::write_autoscale_plots(report, &title, &p.dir, p.format)? {
+                eprintln!("wrote {}", path.display());
+            }
+        }
+        summary.set_autoscale(report.clone());
     }
     let collected = evaluate::Collected {
         slo: outputs.slo.take(),

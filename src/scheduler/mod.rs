@@ -275,6 +275,15 @@ impl std::ops::AddAssign for SchedulerStats {
     }
 }
 
+/// A request taken out of an instance by [`Scheduler::evict`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evicted {
+    pub id: u64,
+    pub arrival_ns: Nanos,
+    pub input_toks: u32,
+    pub output_toks: u32,
+}
+
 impl Scheduler {
     /// A scheduler over `num_blocks` KV blocks.
     pub fn new(config: SchedulerConfig, num_blocks: u32) -> Scheduler {
@@ -468,6 +477,52 @@ impl Scheduler {
     /// Whether any request is waiting or running.
     pub fn has_work(&self) -> bool {
         !self.waiting.is_empty() || !self.running.is_empty()
+    }
+
+    /// Takes requests out of an instance with no step in flight (a replica leaving the
+    /// cluster, `crate::autoscale`): every waiting request that has computed nothing and was
+    /// never preempted, and with `all` every other waiting and running request too. Their KV
+    /// blocks are released; what each was is appended to `out`, waiting ones first, in queue
+    /// order.
+    pub fn evict(&mut self, all: bool, out: &mut Vec<Evicted>) {
+        let mut k = 0;
+        while k < self.waiting.len() {
+            let slot = self.waiting[k];
+            let fresh = self.slots[slot as usize]
+                .as_ref()
+                .is_some_and(|r| r.computed == 0 && !r.was_preempted && r.blocks.is_empty());
+            if all || fresh {
+                self.waiting.remove(k);
+                self.evict_slot(slot, out);
+            } else {
+                k += 1;
+            }
+        }
+        if all {
+            let mut running = std::mem::take(&mut self.running);
+            for &slot in &running {
+                self.evict_slot(slot, out);
+            }
+            running.clear();
+            self.running = running;
+        }
+    }
+
+    /// Frees `slot` and its blocks, recording what its request was.
+    fn evict_slot(&mut self, slot: u32, out: &mut Vec<Evicted>) {
+        let Some(req) = self.slots[slot as usize].take() else {
+            return;
+        };
+        for &b in req.blocks.iter().rev() {
+            self.pool.release(b);
+        }
+        out.push(Evicted {
+            id: req.id,
+            arrival_ns: req.arrival_ns,
+            input_toks: req.input_toks,
+            output_toks: req.target - req.input_toks,
+        });
+        self.free_slots.push(slot);
     }
 
     /// Queues an arrived request at the back of the waiting queue. Under async scheduling a

@@ -66,6 +66,9 @@ impl fmt::Display for Summary {
         if let Some(outcomes) = &self.outcomes {
             write!(f, "{outcomes}")?;
         }
+        if let Some(autoscale) = &self.autoscale {
+            write!(f, "{autoscale}")?;
+        }
         if let Some(anomalies) = &self.anomalies {
             write!(f, "{anomalies}")?;
         }

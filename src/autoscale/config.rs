@@ -1,0 +1,431 @@
+//! The autoscaler's configuration: the `autoscale:` section of the policy bundle and the
+//! `--autoscale*` flags, laid over each other ([`AutoscaleSettings::over`]) and built into an
+//! [`AutoscaleConfig`] with its defaults.
+
+use crate::Nanos;
+use crate::control::bundle::parse_duration;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// What a policy decides on, and its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PolicyKind {
+    /// One replica more when the mean utilization is above `up`, one fewer below `down`.
+    Threshold { up: f64, down: f64 },
+    /// Kubernetes HPA's rule: `ceil(ready × utilization / target)` replicas, unless the ratio
+    /// is within `tolerance` of 1.
+    TargetUtilization { target: f64, tolerance: f64 },
+    /// One replica more when the mean waiting requests per ready replica is above `up`, one
+    /// fewer below `down`.
+    QueueDepth { up: f64, down: f64 },
+    /// BLIS's saturation analyzer: KV demand (tokens in use plus waiting requests × an
+    /// average prompt) against KV supply (each replica's cache × `kv_cache_threshold`).
+    Saturation {
+        kv_cache_threshold: f64,
+        scale_up_threshold: f64,
+        scale_down_boundary: f64,
+        avg_input_tokens: f64,
+    },
+    /// Pathological: one up, one down, alternately, at every tick, whatever the load and the
+    /// cooldown.
+    Oscillator,
+}
+
+impl PolicyKind {
+    /// The policy's name, as written in the bundle and the flags.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PolicyKind::Threshold { .. } => "threshold",
+            PolicyKind::TargetUtilization { .. } => "target-utilization",
+            PolicyKind::QueueDepth { .. } => "queue-depth",
+            PolicyKind::Saturation { .. } => "saturation",
+            PolicyKind::Oscillator => "oscillator",
+        }
+    }
+}
+
+/// What happens to the work of a replica being scaled down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainMode {
+    /// It takes no new requests and finishes every request it has, then goes.
+    Wait,
+    /// It goes at the end of its step in flight; every request it still has is dropped
+    /// (counted: shed by the autoscaler).
+    Immediate,
+    /// Its waiting requests that have not started go back to the router; it finishes the
+    /// others, then goes.
+    Redirect,
+}
+
+impl DrainMode {
+    /// Parses `wait`, `immediate` or `redirect`.
+    pub fn parse(name: &str) -> Result<DrainMode, String> {
+        match name {
+            "wait" => Ok(DrainMode::Wait),
+            "immediate" => Ok(DrainMode::Immediate),
+            "redirect" => Ok(DrainMode::Redirect),
+            _ => Err(format!(
+                "unknown drain mode `{name}` (expected wait, immediate or redirect)"
+            )),
+        }
+    }
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DrainMode::Wait => "wait",
+            DrainMode::Immediate => "immediate",
+            DrainMode::Redirect => "redirect",
+        }
+    }
+}
+
+/// Default warm-up after the weights are loaded: CUDA-graph capture and the first
+/// compilations. vLLM's capture takes tens of seconds (43 s for a 371-size capture profile
+/// with vLLM 0.25.0, NVIDIA's Nemotron-3-Embed-1B-NVFP4 model card, Hugging Face discussion
+/// #4); the default capture list is shorter, so 30 s is taken.
+pub const DEFAULT_WARMUP_NS: Nanos = 30_000_000_000;
+
+/// Default per-GPU read bandwidth of the weights, GB/s: an assumption (a network volume or
+/// object store), to be set to the deployment's storage.
+pub const DEFAULT_LOAD_BANDWIDTH_GBPS: f64 = 2.0;
+
+/// Everything the autoscaler is configured with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoscaleConfig {
+    pub policy: PolicyKind,
+    /// Simulated time between two evaluations.
+    pub interval_ns: Nanos,
+    /// Replicas per template, never fewer (at least 1) nor more.
+    pub min_replicas: u32,
+    pub max_replicas: u32,
+    /// Replicas ready at the start (default `min_replicas`).
+    pub initial_replicas: u32,
+    /// A scale-up goes to the lowest count recommended over this window; a scale-down to
+    /// the highest (Kubernetes HPA's stabilization).
+    pub up_window_ns: Nanos,
+    pub down_window_ns: Nanos,
+    /// No scaling action of a template within this time of its previous one.
+    pub cooldown_ns: Nanos,
+    /// An action opposite to the template's previous one within this time is an oscillation
+    /// (default: the cooldown, which a well-behaved policy therefore never shows).
+    pub oscillation_window_ns: Nanos,
+    /// Provisioning delay: normal with this mean and standard deviation, cut at 0.
+    pub provisioning_mean_ns: Nanos,
+    pub provisioning_stddev_ns: Nanos,
+    /// Per-GPU read bandwidth of the weights, GB/s.
+    pub load_bandwidth_gbps: f64,
+    pub warmup_ns: Nanos,
+    pub drain: DrainMode,
+    /// Price of one GPU-hour, by hardware name; `default_cost_per_gpu_hour` for others.
+    pub cost_per_gpu_hour: Vec<(String, f64)>,
+    pub default_cost_per_gpu_hour: f64,
+}
+
+impl AutoscaleConfig {
+    /// The price of one GPU-hour of `hardware`.
+    pub fn price(&self, hardware: &str) -> f64 {
+        self.cost_per_gpu_hour
+            .iter()
+            .find(|(h, _)| h.eq_ignore_ascii_case(hardware))
+            .map_or(self.default_cost_per_gpu_hour, |&(_, p)| p)
+    }
+}
+
+/// Autoscaler settings from one source (flags or bundle); `None`: not given there.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AutoscaleSettings {
+    pub policy: Option<String>,
+    pub params: BTreeMap<String, f64>,
+    pub interval: Option<Nanos>,
+    pub min_replicas: Option<u32>,
+    pub max_replicas: Option<u32>,
+    pub initial_replicas: Option<u32>,
+    pub up_window: Option<Nanos>,
+    pub down_window: Option<Nanos>,
+    pub cooldown: Option<Nanos>,
+    pub oscillation_window: Option<Nanos>,
+    pub provisioning_mean: Option<Nanos>,
+    pub provisioning_stddev: Option<Nanos>,
+    pub load_bandwidth_gbps: Option<f64>,
+    pub warmup: Option<Nanos>,
+    pub drain: Option<DrainMode>,
+    pub cost_per_gpu_hour: Option<Vec<(String, f64)>>,
+}
+
+/// A settings error: `(key, message)`.
+type KeyError = (String, String);
+
+macro_rules! lay_over_autoscale {
+    ($top:ident, $base:ident, $($f:ident),* $(,)?) => {
+        AutoscaleSettings { $($f: $top.$f.or($base.$f)),*, params: {
+            let mut p = $base.params;
+            p.extend($top.params);
+            p
+        } }
+    };
+}
+
+impl AutoscaleSettings {
+    /// These settings laid over `base`: a value given here wins.
+    pub fn over(self, base: AutoscaleSettings) -> AutoscaleSettings {
+        lay_over_autoscale!(
+            self,
+            base,
+            policy,
+            interval,
+            min_replicas,
+            max_replicas,
+            initial_replicas,
+            up_window,
+            down_window,
+            cooldown,
+            oscillation_window,
+            provisioning_mean,
+            provisioning_stddev,
+            load_bandwidth_gbps,
+            warmup,
+            drain,
+            cost_per_gpu_hour,
+        )
+    }
+
+    /// The configuration, or `None` when no policy is named; the error names the key.
+    pub fn build(self) -> Result<Option<AutoscaleConfig>, KeyError> {
+        let Some(name) = self.policy.as_deref() else {
+            if self != AutoscaleSettings::default() {
+                return Err(key(
+                    "autoscale.policy",
+                    "name a policy to turn autoscaling on",
+                ));
+            }
+            return Ok(None);
+        };
+        let policy = policy_of(name, &self.params)?;
+        let min = self.min_replicas.unwrap_or(1);
+        let max = self.max_replicas.unwrap_or(min.max(4));
+        let initial = self.initial_replicas.unwrap_or(min);
+        if min == 0 {
+            return Err(key(
+                "autoscale.min_replicas",
+                "must be at least 1 (a template with no ready replica cannot serve)",
+            ));
+        }
+        if !(min <= initial && initial <= max) {
+            return Err(key(
+                "autoscale.max_replicas",
+                &format!(
+                    "need min_replicas ({min}) <= initial_replicas ({initial}) <= max_replicas ({max})"
+                ),
+            ));
+        }
+        let interval_ns = self.interval.unwrap_or(10_000_000_000);
+        if interval_ns == 0 {
+            return Err(key("autoscale.interval", "must be positive"));
+        }
+        let bandwidth = self
+            .load_bandwidth_gbps
+            .unwrap_or(DEFAULT_LOAD_BANDWIDTH_GBPS);
+        if !(bandwidth.is_finite() && bandwidth > 0.0) {
+            return Err(key(
+                "autoscale.load_bandwidth_gbps",
+                "must be a positive number",
+            ));
+        }
+        let costs = self.cost_per_gpu_hour.unwrap_or_default();
+        if let Some((h, c)) = costs.iter().find(|(_, c)| !(c.is_finite() && *c >= 0.0)) {
+            return Err(key(
+                "autoscale.cost_per_gpu_hour",
+                &format!("{h}: {c} is not a price"),
+            ));
+        }
+        let default_cost = costs
+            .iter()
+            .find(|(h, _)| h == "default")
+            .map_or(0.0, |c| c.1);
+        let cooldown_ns = self.cooldown.unwrap_or(60_000_000_000);
+        Ok(Some(AutoscaleConfig {
+            policy,
+            interval_ns,
+            min_replicas: min,
+            max_replicas: max,
+            initial_replicas: initial,
+            up_window_ns: self.up_window.unwrap_or(0),
+            down_window_ns: self.down_window.unwrap_or(0),
+            cooldown_ns,
+            oscillation_window_ns: self.oscillation_window.unwrap_or(cooldown_ns),
+            provisioning_mean_ns: self.provisioning_mean.unwrap_or(30_000_000_000),
+            provisioning_stddev_ns: self.provisioning_stddev.unwrap_or(0),
+            load_bandwidth_gbps: bandwidth,
+            warmup_ns: self.warmup.unwrap_or(DEFAULT_WARMUP_NS),
+            drain: self.drain.unwrap_or(DrainMode::Wait),
+            cost_per_gpu_hour: costs.into_iter().filter(|(h, _)| h != "default").collect(),
+            default_cost_per_gpu_hour: default_cost,
+        }))
+    }
+}
+
+fn key(k: &str, message: &str) -> KeyError {
+    (k.to_owned(), message.to_owned())
+}
+
+/// The policy `name` with its `params` (defaults where not given; a parameter the policy
+/// does not take is an error naming it).
+fn policy_of(name: &str, params: &BTreeMap<String, f64>) -> Result<PolicyKind, KeyError> {
+    let (kind, known): (PolicyKind, &[&str]) = match name {
+        "threshold" => (
+            PolicyKind::Threshold {
+                up: get(params, "scale_up_threshold", 0.8)?,
+                down: get(params, "scale_down_threshold", 0.3)?,
+            },
+            &["scale_up_threshold", "scale_down_threshold"],
+        ),
+        "target-utilization" => (
+            PolicyKind::TargetUtilization {
+                target: get(params, "target_utilization", 0.6)?,
+                tolerance: get(params, "tolerance", 0.1)?,
+            },
+            &["target_utilization", "tolerance"],
+        ),
+        "queue-depth" => (
+            PolicyKind::QueueDepth {
+                up: get(params, "scale_up_queue_depth", 4.0)?,
+                down: get(params, "scale_down_queue_depth", 0.5)?,
+            },
+            &["scale_up_queue_depth", "scale_down_queue_depth"],
+        ),
+        "saturation" => (
+            PolicyKind::Saturation {
+                kv_cache_threshold: get(params, "kv_cache_threshold", 0.8)?,
+                scale_up_threshold: get(params, "scale_up_threshold", 0.8)?,
+                scale_down_boundary: get(params, "scale_down_boundary", 0.4)?,
+                avg_input_tokens: get(params, "avg_input_tokens", 512.0)?,
+            },
+            &[
+                "kv_cache_threshold",
+                "scale_up_threshold",
+                "scale_down_boundary",
+                "avg_input_tokens",
+            ],
+        ),
+        "oscillator" => (PolicyKind::Oscillator, &[]),
+        other => {
+            return Err(key(
+                "autoscale.policy",
+                &format!(
+                    "unknown policy `{other}` (expected threshold, target-utilization, queue-depth, saturation or oscillator)"
+                ),
+            ));
+        }
+    };
+    if let Some(p) = params.keys().find(|p| !known.contains(&p.as_str())) {
+        return Err(key(
+            &format!("autoscale.params.{p}"),
+            &format!(
+                "not a parameter of `{name}` (it takes: {})",
+                known.join(", ")
+            ),
+        ));
+    }
+    if let PolicyKind::Threshold { up, down } | PolicyKind::QueueDepth { up, down } = kind
+        && down >= up
+    {
+        return Err(key(
+            "autoscale.params",
+            &format!("the scale-down bound {down} must be below the scale-up bound {up}"),
+        ));
+    }
+    Ok(kind)
+}
+
+/// Parameter `name`, or `default`; it must be a positive finite number.
+fn get(params: &BTreeMap<String, f64>, name: &str, default: f64) -> Result<f64, KeyError> {
+    let v = params.get(name).copied().unwrap_or(default);
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(key(
+            &format!("autoscale.params.{name}"),
+            &format!("must be a positive number, got {v}"),
+        ))
+    }
+}
+
+/// The `autoscale:` section of the policy bundle, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAutoscale {
+    #[serde(alias = "type")]
+    policy: Option<String>,
+    #[serde(default)]
+    params: BTreeMap<String, f64>,
+    interval: Option<String>,
+    min_replicas: Option<u32>,
+    max_replicas: Option<u32>,
+    initial_replicas: Option<u32>,
+    scale_up_stabilization_window: Option<String>,
+    scale_down_stabilization_window: Option<String>,
+    cooldown: Option<String>,
+    oscillation_window: Option<String>,
+    provisioning_delay: Option<RawDelay>,
+    load_bandwidth_gbps: Option<f64>,
+    warmup: Option<String>,
+    drain: Option<String>,
+    cost_per_gpu_hour: Option<RawCost>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDelay {
+    mean: Option<String>,
+    stddev: Option<String>,
+}
+
+/// One price for every GPU, or prices by hardware name (`default` for the others).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawCost {
+    One(f64),
+    ByHardware(BTreeMap<String, f64>),
+}
+
+impl RawAutoscale {
+    /// The settings the section gives; the error names the key.
+    pub(crate) fn settings(self) -> Result<AutoscaleSettings, KeyError> {
+        let duration = |k: &str, v: Option<String>| -> Result<Option<Nanos>, KeyError> {
+            v.map(|t| parse_duration(&t).map_err(|m| (format!("autoscale.{k}"), m)))
+                .transpose()
+        };
+        let delay = self.provisioning_delay.unwrap_or_default();
+        Ok(AutoscaleSettings {
+            policy: self.policy,
+            params: self.params,
+            interval: duration("interval", self.interval)?,
+            min_replicas: self.min_replicas,
+            max_replicas: self.max_replicas,
+            initial_replicas: self.initial_replicas,
+            up_window: duration(
+                "scale_up_stabilization_window",
+                self.scale_up_stabilization_window,
+            )?,
+            down_window: duration(
+                "scale_down_stabilization_window",
+                self.scale_down_stabilization_window,
+            )?,
+            cooldown: duration("cooldown", self.cooldown)?,
+            oscillation_window: duration("oscillation_window", self.oscillation_window)?,
+            provisioning_mean: duration("provisioning_delay.mean", delay.mean)?,
+            provisioning_stddev: duration("provisioning_delay.stddev", delay.stddev)?,
+            load_bandwidth_gbps: self.load_bandwidth_gbps,
+            warmup: duration("warmup", self.warmup)?,
+            drain: self
+                .drain
+                .map(|d| DrainMode::parse(&d).map_err(|m| ("autoscale.drain".to_owned(), m)))
+                .transpose()?,
+            cost_per_gpu_hour: self.cost_per_gpu_hour.map(|c| match c {
+                RawCost::One(p) => vec![("default".to_owned(), p)],
+                RawCost::ByHardware(m) => m.into_iter().collect(),
+            }),
+        })
+    }
+}

@@ -1,0 +1,203 @@
+//! What an autoscaled run reports: scaling counts, oscillations, time and cost by replica
+//! state, and the replicas over time.
+
+use super::fleet::{ReplicaState, ScaleCounts};
+use crate::Nanos;
+use serde_json::{Map, Value, json};
+use std::fmt;
+
+/// One template's replica time by state, and its price.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PoolCost {
+    /// The template's name (its model, hardware and TP).
+    pub name: String,
+    /// GPUs per replica.
+    pub gpus: u32,
+    /// Price of one GPU-hour.
+    pub price_per_gpu_hour: f64,
+    /// Time to load a replica's weights.
+    pub load_ns: Nanos,
+    /// Replica-ns spent in each state, by [`ReplicaState::index`].
+    pub replica_ns: [u128; 6],
+}
+
+impl PoolCost {
+    /// Replica-seconds in `state`.
+    pub fn replica_seconds(&self, state: ReplicaState) -> f64 {
+        self.replica_ns[state.index()] as f64 / 1e9
+    }
+
+    /// GPU-seconds in `state`.
+    pub fn gpu_seconds(&self, state: ReplicaState) -> f64 {
+        self.replica_seconds(state) * f64::from(self.gpus)
+    }
+
+    /// Replica-seconds held (every state but off: a machine is billed from the moment it is
+    /// asked for until it is gone).
+    pub fn billed_replica_seconds(&self) -> f64 {
+        ReplicaState::ALL[1..]
+            .iter()
+            .map(|&s| self.replica_seconds(s))
+            .sum()
+    }
+
+    /// Cost of the GPU-time held.
+    pub fn cost(&self) -> f64 {
+        self.billed_replica_seconds() * f64::from(self.gpus) * self.price_per_gpu_hour / 3600.0
+    }
+}
+
+/// The replicas at one tick.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScaleSample {
+    pub t_ns: Nanos,
+    /// Replicas in each state, by [`ReplicaState::index`].
+    pub replicas: [u32; 6],
+    /// Requests routed per second since the previous tick.
+    pub arrival_rate: f64,
+    /// Mean utilization of the ready replicas, as the policies see it.
+    pub utilization: f64,
+}
+
+/// The autoscaling of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoscaleReport {
+    pub policy: &'static str,
+    pub drain: &'static str,
+    pub min_replicas: u32,
+    pub max_replicas: u32,
+    pub counts: ScaleCounts,
+    /// Per template.
+    pub pools: Vec<PoolCost>,
+    /// One row per tick.
+    pub series: Vec<ScaleSample>,
+}
+
+impl AutoscaleReport {
+    /// Replica-seconds in `state`, over all templates.
+    pub fn replica_seconds(&self, state: ReplicaState) -> f64 {
+        self.pools.iter().map(|p| p.replica_seconds(state)).sum()
+    }
+
+    /// GPU-seconds in `state`, over all templates.
+    pub fn gpu_seconds(&self, state: ReplicaState) -> f64 {
+        self.pools.iter().map(|p| p.gpu_seconds(state)).sum()
+    }
+
+    /// Replica-seconds held (every state but off), over all templates.
+    pub fn billed_replica_seconds(&self) -> f64 {
+        self.pools
+            .iter()
+            .map(PoolCost::billed_replica_seconds)
+            .sum()
+    }
+
+    /// Cost of the GPU-time held, over all templates.
+    pub fn cost(&self) -> f64 {
+        self.pools.iter().map(PoolCost::cost).sum()
+    }
+
+    /// The report as JSON (the summary's `autoscale` key).
+    pub fn to_json(&self) -> Value {
+        let by_state = |f: &dyn Fn(ReplicaState) -> f64| {
+            let mut m = Map::new();
+            for s in ReplicaState::ALL {
+                m.insert(s.name().to_owned(), f(s).into());
+            }
+            Value::Object(m)
+        };
+        let c = self.counts;
+        let pools: Vec<Value> = self
+            .pools
+            .iter()
+            .map(|p| {
+                json!({
+                    "template": p.name,
+                    "gpus_per_replica": p.gpus,
+                    "cost_per_gpu_hour": p.price_per_gpu_hour,
+                    "load_s": p.load_ns as f64 / 1e9,
+                    "replica_seconds": by_state(&|s| p.replica_seconds(s)),
+                    "cost": p.cost(),
+                })
+            })
+            .collect();
+        let series: Vec<Value> = self
+            .series
+            .iter()
+            .map(|s| {
+                let mut row = Map::new();
+                row.insert("t_s".into(), (s.t_ns as f64 / 1e9).into());
+                for st in ReplicaState::ALL {
+                    row.insert(st.name().to_owned(), s.replicas[st.index()].into());
+                }
+                row.insert("arrival_rate".into(), s.arrival_rate.into());
+                row.insert("utilization".into(), s.utilization.into());
+                Value::Object(row)
+            })
+            .collect();
+        json!({
+            "policy": self.policy,
+            "drain": self.drain,
+            "min_replicas": self.min_replicas,
+            "max_replicas": self.max_replicas,
+            "scale_ups": c.scale_ups,
+            "scale_downs": c.scale_downs,
+            "replicas_added": c.replicas_added,
+            "replicas_removed": c.replicas_removed,
+            "scale_oscillations": c.oscillations,
+            "dropped_on_drain": c.dropped_on_drain,
+            "redirected_on_drain": c.redirected,
+            "replica_seconds": by_state(&|s| self.replica_seconds(s)),
+            "gpu_seconds": by_state(&|s| self.gpu_seconds(s)),
+            "billed_replica_seconds": self.billed_replica_seconds(),
+            "cost": self.cost(),
+            "templates": pools,
+            "series": series,
+        })
+    }
+}
+
+impl fmt::Display for AutoscaleReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = self.counts;
+        writeln!(f, "{:=^50}", " Autoscaling ")?;
+        let row = |f: &mut fmt::Formatter<'_>, label: &str, value: String| {
+            writeln!(f, "{label:<41}{value:<10}")
+        };
+        let bounds = format!("{}..{}", self.min_replicas, self.max_replicas);
+        row(
+            f,
+            "Policy / drain:",
+            format!("{} / {}", self.policy, self.drain),
+        )?;
+        row(f, "Replicas per template:", bounds)?;
+        row(
+            f,
+            "Scale-ups / scale-downs:",
+            format!("{} / {}", c.scale_ups, c.scale_downs),
+        )?;
+        let moved = format!("{} / {}", c.replicas_added, c.replicas_removed);
+        row(f, "Replicas added / removed:", moved)?;
+        row(f, "Scale oscillations:", c.oscillations.to_string())?;
+        if c.dropped_on_drain > 0 || c.redirected > 0 {
+            let drained = format!("{} / {}", c.dropped_on_drain, c.redirected);
+            row(f, "Drain: dropped / redirected:", drained)?;
+        }
+        for s in &ReplicaState::ALL[1..] {
+            let label = format!("Replica-s / GPU-s {}:", s.name());
+            let value = format!(
+                "{:.1} / {:.1}",
+                self.replica_seconds(*s),
+                self.gpu_seconds(*s)
+            );
+            row(f, &label, value)?;
+        }
+        row(
+            f,
+            "Billed replica-seconds:",
+            format!("{:.1}", self.billed_replica_seconds()),
+        )?;
+        row(f, "Cost:", format!("{:.4}", self.cost()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,313 @@
+//! Each policy's decision on hand-built observations, the settings' defaults and errors, and
+//! the fleet's bounds, windows, cooldown and oscillation count on a hand-driven view.
+
+use super::*;
+use crate::router::{ClusterView, InstanceSnapshot};
+
+/// A ready replica with `waiting` and `running` requests out of `max_num_seqs` 10, and
+/// `kv_used` of its 100 KV blocks of 16 tokens.
+fn snap(waiting: usize, running: usize, kv_used: usize) -> InstanceSnapshot {
+    InstanceSnapshot {
+        waiting,
+        running,
+        max_num_seqs: Some(10),
+        kv_blocks_used: kv_used,
+        kv_blocks_total: 100,
+        block_size: 16,
+        prefix_caching: false,
+        in_flight: waiting + running,
+        recent_ttft_ns: 0,
+        recent_tpot_ns: 0,
+        cache_hit_rate: 0.0,
+        estimated_wait_ns: 0,
+        taken_at: 0,
+    }
+}
+
+fn observe(ready: &[InstanceSnapshot], starting: u32) -> Observation {
+    let mut o = Observation {
+        starting,
+        ..Observation::default()
+    };
+    for s in ready {
+        o.add(s);
+    }
+    o.finish();
+    o
+}
+
+#[test]
+fn observation_means_over_ready_replicas() {
+    // Utilization: max(KV 20/100, seqs (2+3)/10) = 0.5 and max(0.9, 0.1) = 0.9: mean 0.7.
+    let o = observe(&[snap(2, 3, 20), snap(0, 1, 90)], 1);
+    assert_eq!((o.ready, o.starting, o.current()), (2, 1, 3));
+    assert!((o.utilization - 0.7).abs() < 1e-12);
+    assert!((o.queue_per_replica - 1.0).abs() < 1e-12);
+    assert_eq!(o.kv_tokens_used, 110.0 * 16.0);
+    assert_eq!(o.kv_tokens_per_replica, 1600.0);
+}
+
+#[test]
+fn threshold_scales_one_at_a_time_outside_its_band() {
+    let mut p = Policy::new(PolicyKind::Threshold { up: 0.8, down: 0.3 });
+    // (5+4)/10 = 0.9 > 0.8: one more than the 2 ready + 1 starting.
+    assert_eq!(p.desired(&observe(&[snap(5, 4, 0), snap(5, 4, 0)], 1)), 4);
+    // 0.5: inside the band.
+    assert_eq!(p.desired(&observe(&[snap(0, 5, 0), snap(0, 5, 0)], 0)), 2);
+    // 0.2 < 0.3: one fewer.
+    assert_eq!(p.desired(&observe(&[snap(0, 2, 0), snap(0, 2, 0)], 0)), 1);
+}
+
+#[test]
+fn target_utilization_is_the_hpa_rule_with_its_tolerance() {
+    let mut p = Policy::new(PolicyKind::TargetUtilization {
+        target: 0.5,
+        tolerance: 0.1,
+    });
+    // 3 ready at 0.9: ceil(3 × 0.9 / 0.5) = ceil(5.4) = 6.
+    let busy = [snap(0, 9, 0), snap(0, 9, 0), snap(0, 9, 0)];
+    assert_eq!(p.desired(&observe(&busy, 0)), 6);
+    // 0.53 / 0.5 = 1.06, within 10 %: unchanged (2 ready + 1 starting).
+    let near = [snap(0, 5, 53), snap(0, 5, 53)];
+    assert_eq!(p.desired(&observe(&near, 1)), 3);
+    // 4 ready at 0.1: ceil(4 × 0.2) = 1.
+    let idle = [snap(0, 1, 0), snap(0, 1, 0), snap(0, 1, 0), snap(0, 1, 0)];
+    assert_eq!(p.desired(&observe(&idle, 0)), 1);
+}
+
+#[test]
+fn queue_depth_scales_on_waiting_requests_per_replica() {
+    let mut p = Policy::new(PolicyKind::QueueDepth { up: 4.0, down: 0.5 });
+    // (6 + 3) / 2 = 4.5 waiting per replica > 4.
+    assert_eq!(p.desired(&observe(&[snap(6, 0, 0), snap(3, 0, 0)], 0)), 3);
+    // 1 / 2 = 0.5: not below 0.5.
+    assert_eq!(p.desired(&observe(&[snap(1, 0, 0), snap(0, 0, 0)], 0)), 2);
+    assert_eq!(p.desired(&observe(&[snap(0, 0, 0), snap(0, 0, 0)], 0)), 1);
+}
+
+#[test]
+fn saturation_compares_kv_demand_with_supply() {
+    let kind = PolicyKind::Saturation {
+        kv_cache_threshold: 0.8,
+        scale_up_threshold: 0.8,
+        scale_down_boundary: 0.4,
+        avg_input_tokens: 320.0,
+    };
+    let mut p = Policy::new(kind);
+    // Supply per replica 1600 × 0.8 = 1280 tokens. Demand: 2 × 80 blocks × 16 = 2560 tokens
+    // in use + 4 waiting × 320 = 3840: 3 replicas' worth; / 0.8 = 3.75: 4 wanted.
+    let o = observe(&[snap(2, 0, 80), snap(2, 0, 80)], 0);
+    assert_eq!(p.desired(&o), 4);
+    // Demand 2 × 10 × 16 = 320 tokens = 0.25 replica, below (3 − 1) × 0.4 = 0.8: one fewer.
+    let o = observe(&[snap(0, 0, 10), snap(0, 0, 10), snap(0, 0, 0)], 0);
+    assert_eq!(p.desired(&o), 2);
+    // Demand 2 × 40 × 16 = 1280 = 1 replica: need ceil(1 / 0.8) = 2 = current, and
+    // 1 >= (2 − 1) × 0.4: unchanged.
+    let o = observe(&[snap(0, 0, 40), snap(0, 0, 40)], 0);
+    assert_eq!(p.desired(&o), 2);
+}
+
+#[test]
+fn oscillator_alternates_whatever_the_load() {
+    let mut p = Policy::new(PolicyKind::Oscillator);
+    let o = observe(&[snap(0, 0, 0), snap(0, 0, 0)], 0);
+    let wants: Vec<u32> = (0..4).map(|_| p.desired(&o)).collect();
+    assert_eq!(wants, [3, 1, 3, 1]);
+}
+
+#[test]
+fn settings_defaults_flags_over_file_and_errors_name_the_key() {
+    assert_eq!(AutoscaleSettings::default().build(), Ok(None));
+    let file = AutoscaleSettings {
+        policy: Some("threshold".into()),
+        max_replicas: Some(6),
+        ..Default::default()
+    };
+    let flags = AutoscaleSettings {
+        min_replicas: Some(2),
+        ..Default::default()
+    };
+    let c = flags.over(file).build().unwrap().unwrap();
+    assert_eq!(
+        (c.min_replicas, c.initial_replicas, c.max_replicas),
+        (2, 2, 6)
+    );
+    assert_eq!(c.policy, PolicyKind::Threshold { up: 0.8, down: 0.3 });
+    assert_eq!(
+        (c.interval_ns, c.cooldown_ns),
+        (10_000_000_000, 60_000_000_000)
+    );
+    assert_eq!(c.warmup_ns, DEFAULT_WARMUP_NS);
+    let bad = |s: AutoscaleSettings| s.build().unwrap_err().0;
+    let with = |f: &dyn Fn(&mut AutoscaleSettings)| {
+        let mut s = AutoscaleSettings {
+            policy: Some("threshold".into()),
+            ..Default::default()
+        };
+        f(&mut s);
+        s
+    };
+    assert_eq!(
+        bad(with(&|s| s.min_replicas = Some(0))),
+        "autoscale.min_replicas"
+    );
+    assert_eq!(
+        bad(with(&|s| s.policy = Some("magic".into()))),
+        "autoscale.policy"
+    );
+    let p = |s: &mut AutoscaleSettings| {
+        s.params.insert("target_utilization".into(), 0.5);
+    };
+    assert_eq!(bad(with(&p)), "autoscale.params.target_utilization");
+    let minmax = |s: &mut AutoscaleSettings| {
+        s.min_replicas = Some(3);
+        s.max_replicas = Some(2);
+    };
+    assert_eq!(bad(with(&minmax)), "autoscale.max_replicas");
+    let no_policy = AutoscaleSettings {
+        max_replicas: Some(3),
+        ..Default::default()
+    };
+    assert_eq!(bad(no_policy), "autoscale.policy");
+}
+
+/// A view where every instance shows the same snapshot.
+struct Same(InstanceSnapshot);
+
+impl ClusterView for Same {
+    fn snapshot(&self, _: u32) -> InstanceSnapshot {
+        self.0
+    }
+    fn cached_prefix_blocks(&self, _: u32, _: &[u64]) -> usize {
+        0
+    }
+}
+
+fn fleet(kind: PolicyKind, tweak: impl Fn(&mut AutoscaleConfig)) -> Autoscaler {
+    let mut config = AutoscaleSettings {
+        policy: Some(kind.name().into()),
+        min_replicas: Some(1),
+        max_replicas: Some(3),
+        ..Default::default()
+    }
+    .build()
+    .unwrap()
+    .unwrap();
+    config.policy = kind;
+    tweak(&mut config);
+    let template = ReplicaTemplate {
+        pool: 0,
+        gpus: 2,
+        price_per_gpu_hour: 3.6,
+        load_ns: 5,
+    };
+    Autoscaler::new(config, &vec![template; 3], vec!["t".into()], 1)
+}
+
+const S: Nanos = 1_000_000_000;
+use crate::Nanos;
+
+#[test]
+fn bounds_cooldown_and_oscillations_on_a_hand_driven_fleet() {
+    // Oscillator, no cooldown: up (1 → 2), down (cancels the starting one), up, ...
+    let mut a = fleet(PolicyKind::Oscillator, |c| {
+        c.cooldown_ns = 0;
+        c.oscillation_window_ns = 15 * S;
+    });
+    let view = Same(snap(0, 0, 0));
+    let mut changes = Vec::new();
+    for k in 1..=4 {
+        a.tick(k * 10 * S, &view, &mut changes);
+    }
+    let c = a.counts();
+    assert_eq!((c.scale_ups, c.scale_downs, c.oscillations), (2, 2, 3));
+    // Threshold at full load with a 25 s cooldown: up at 10 s, held at 20 s and 30 s, up at
+    // 40 s, then held at max 3.
+    let mut a = fleet(PolicyKind::Threshold { up: 0.8, down: 0.3 }, |c| {
+        c.cooldown_ns = 25 * S;
+    });
+    let busy = Same(snap(0, 10, 0));
+    let mut changes = Vec::new();
+    for k in 1..=8 {
+        a.tick(k * 10 * S, &busy, &mut changes);
+    }
+    let c = a.counts();
+    assert_eq!((c.scale_ups, c.scale_downs, c.oscillations), (2, 0, 0));
+    assert_eq!(c.replicas_added, 2);
+    let starts = changes
+        .iter()
+        .filter(|ch| matches!(ch, Change::Due { .. }))
+        .count();
+    assert_eq!(starts, 2);
+}
+
+#[test]
+fn down_window_keeps_the_highest_recent_recommendation() {
+    // target-utilization, 3 ready: at 10 s the load wants 3, at 20 s and 30 s it wants 1; a
+    // 15 s down window still sees the 3 of 10 s at 20 s, then only the 1s at 30 s.
+    let mut a = fleet(
+        PolicyKind::TargetUtilization {
+            target: 0.5,
+            tolerance: 0.1,
+        },
+        |c| {
+            c.initial_replicas = 3;
+            c.cooldown_ns = 0;
+            c.down_window_ns = 15 * S;
+        },
+    );
+    let mut changes = Vec::new();
+    a.tick(10 * S, &Same(snap(0, 5, 0)), &mut changes);
+    a.tick(20 * S, &Same(snap(0, 1, 0)), &mut changes);
+    assert_eq!(a.counts().scale_downs, 0);
+    a.tick(30 * S, &Same(snap(0, 1, 0)), &mut changes);
+    assert_eq!(a.counts().scale_downs, 1);
+    // Utilization 1/10 on 3 ready: ceil(3 × 0.1 / 0.5) = ceil(0.6) = 1 replica: two drained
+    // (one action), highest ids first.
+    let drains = [Change::Drain { instance: 2 }, Change::Drain { instance: 1 }];
+    assert_eq!(changes, drains);
+    assert_eq!(a.state(1), ReplicaState::Draining);
+    assert!(a.is_ready(0));
+}
+
+#[test]
+fn replica_time_and_cost_are_accounted_by_state() {
+    let mut a = fleet(PolicyKind::Oscillator, |c| {
+        c.cooldown_ns = 0;
+        c.provisioning_mean_ns = 2 * S;
+        c.warmup_ns = 3 * S;
+    });
+    let mut changes = Vec::new();
+    a.tick(10 * S, &Same(snap(0, 0, 0)), &mut changes);
+    let [
+        Change::Due {
+            instance,
+            at,
+            epoch,
+        },
+    ] = changes[..]
+    else {
+        panic!("one start: {changes:?}");
+    };
+    assert_eq!((instance, at), (1, 12 * S));
+    assert_eq!(a.advance(1, epoch, 12 * S), Some(Some(12 * S + 5)));
+    assert_eq!(a.advance(1, epoch, 12 * S + 5), Some(Some(15 * S + 5)));
+    assert_eq!(a.advance(1, epoch + 1, 15 * S + 5), None, "a stale epoch");
+    assert_eq!(a.advance(1, epoch, 15 * S + 5), Some(None));
+    assert!(a.is_ready(1));
+    let r = a.report(20 * S);
+    let p = &r.pools[0];
+    assert_eq!(p.replica_ns[ReplicaState::Pending.index()], 2 * S as u128);
+    assert_eq!(p.replica_ns[ReplicaState::Loading.index()], 5);
+    assert_eq!(p.replica_ns[ReplicaState::WarmingUp.index()], 3 * S as u128);
+    // Replica 0 ready 20 s, replica 1 ready 20 s − 15 s − 5 ns.
+    assert_eq!(
+        p.replica_ns[ReplicaState::Ready.index()],
+        25 * S as u128 - 5
+    );
+    // Off: replica 1 for 10 s, replica 2 for 20 s.
+    assert_eq!(p.replica_ns[ReplicaState::Off.index()], 30 * S as u128);
+    // Billed: 30 s of replicas × 2 GPUs × 3.6 per GPU-hour = 0.06.
+    assert!((r.billed_replica_seconds() - 30.0).abs() < 1e-9);
+    assert!((r.cost() - 0.06).abs() < 1e-12);
+}

@@ -1,0 +1,269 @@
+//! The autoscaler in the loop (`crate::autoscale`): its periodic tick and the lifecycle
+//! events of its replicas (phase [`super::super::Phase::Scaling`]), routing to ready replicas
+//! only, and draining replicas by the drain mode, every request still ending exactly once.
+
+use super::super::SimError;
+use super::super::eligibility::Groups;
+use super::{Cluster, Services};
+use crate::Nanos;
+use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState};
+use crate::control::{Dropped, Stage};
+use crate::engine::EventKind;
+use crate::scheduler::{Evicted, SchedulerBug};
+use crate::trace::Decision;
+use crate::workload::Request;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// The autoscaler of a run and the engine's scratch for it.
+pub(super) struct Scaling<'r> {
+    autoscaler: Autoscaler,
+    /// The candidates of the request being routed that are ready (reused).
+    routable: Vec<u32>,
+    changes: Vec<Change>,
+    evicted: Vec<Evicted>,
+    /// With `redirect` drains: every request on an instance, by id, with its candidate
+    /// lists and priority, to hand it back to the router.
+    on_instances: HashMap<u64, (Cow<'r, Request>, Groups, i32)>,
+}
+
+impl<'r> Scaling<'r> {
+    /// Whether the requests on the instances are kept (to hand them back).
+    pub(super) fn keeps_requests(&self) -> bool {
+        self.autoscaler.config().drain == DrainMode::Redirect
+    }
+
+    /// The requests `done` finished.
+    pub(super) fn forget(&mut self, done: &[u64]) {
+        if self.keeps_requests() {
+            for id in done {
+                self.on_instances.remove(id);
+            }
+        }
+    }
+
+    /// A request was queued on an instance: it is counted, and kept (`keep`) when drains
+    /// may hand it back.
+    pub(super) fn routed(
+        &mut self,
+        request: impl FnOnce() -> Cow<'r, Request>,
+        keep: (Groups, i32),
+    ) {
+        self.autoscaler.request_arrived();
+        if self.keeps_requests() {
+            let request = request();
+            self.on_instances
+                .insert(request.id, (request, keep.0, keep.1));
+        }
+    }
+
+    /// The ready instances among `candidates` (ascending, as given).
+    pub(super) fn routable(&mut self, candidates: &[u32]) -> &[u32] {
+        self.routable.clear();
+        let a = &self.autoscaler;
+        self.routable
+            .extend(candidates.iter().copied().filter(|&i| a.is_ready(i)));
+        &self.routable
+    }
+
+    /// The autoscaling report of a run ended at `now`.
+    pub(super) fn report(&self, now: Nanos) -> AutoscaleReport {
+        self.autoscaler.report(now)
+    }
+}
+
+/// What an evicted request was, as the observer is told of its end.
+fn request_of(e: &Evicted) -> Request {
+    Request {
+        id: e.id,
+        line: 0,
+        model: None,
+        arrival_ns: e.arrival_ns,
+        input_toks: e.input_toks,
+        output_toks: e.output_toks,
+        token_ids: Vec::new(),
+        prompt_blocks: None,
+    }
+}
+
+impl<'r> Cluster<'r> {
+    /// Hands the run to `autoscaler` (its replica slots are the instances) and schedules
+    /// its first tick. Refused for DP groups and P/D (checked by the caller too).
+    pub(super) fn start_scaling(&mut self, autoscaler: Autoscaler) -> Result<(), SimError> {
+        if self.transfers.is_some() || !self.groups.is_empty() {
+            let message = "autoscaling runs colocated instances outside DP groups".to_owned();
+            return Err(SchedulerBug::new(message).into());
+        }
+        let interval = autoscaler.config().interval_ns;
+        self.scaling = Some(Scaling {
+            autoscaler,
+            routable: Vec::with_capacity(self.setups.len()),
+            changes: Vec::new(),
+            evicted: Vec::new(),
+            on_instances: HashMap::new(),
+        });
+        self.queue.push(interval, EventKind::ScaleTick);
+        Ok(())
+    }
+
+    /// Replica `id`'s state, when the run is autoscaled.
+    pub fn replica_state(&self, id: u32) -> Option<ReplicaState> {
+        self.scaling.as_ref().map(|s| s.autoscaler.state(id))
+    }
+
+    /// Whether every request of the run has ended and none can still come.
+    pub(super) fn work_done(&self) -> bool {
+        let parked = self.parked.len() - self.free_parked.len();
+        self.arrivals.exhausted()
+            && self.gateway.is_empty()
+            && parked == 0
+            && self.ended() == self.requests.len() as u64 + self.arrivals.released()
+    }
+
+    /// The autoscaler's tick: every template's policy decides on the instances as the
+    /// run's signals show them; the next tick is scheduled while work remains.
+    pub(super) fn on_scale_tick(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        if self.work_done() {
+            return Ok(());
+        }
+        let (schedulers, instances) = (&mut self.schedulers, &self.instances);
+        self.signals.refresh_due(self.now, schedulers, instances);
+        let Some(scaling) = &mut self.scaling else {
+            return Ok(());
+        };
+        let view = self.signals.view(&self.schedulers);
+        scaling.changes.clear();
+        scaling
+            .autoscaler
+            .tick(self.now, &view, &mut scaling.changes);
+        let next = self
+            .now
+            .saturating_add(scaling.autoscaler.config().interval_ns);
+        self.queue.push(next, EventKind::ScaleTick);
+        self.apply_changes(s)
+    }
+
+    /// Schedules the lifecycle events and starts the drains the autoscaler ordered.
+    fn apply_changes(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let Some(scaling) = &mut self.scaling else {
+            return Ok(());
+        };
+        let changes = std::mem::take(&mut scaling.changes);
+        for change in &changes {
+            match *change {
+                Change::Due {
+                    instance,
+                    at,
+                    epoch,
+                } => self.queue.push(at, EventKind::Replica { instance, epoch }),
+                Change::Drain { instance } => self.begin_drain(instance, s)?,
+            }
+        }
+        if let Some(scaling) = &mut self.scaling {
+            scaling.changes = changes;
+        }
+        Ok(())
+    }
+
+    /// Replica `id`'s lifecycle stage of `epoch` ends now.
+    pub(super) fn on_replica(
+        &mut self,
+        id: u32,
+        epoch: u32,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let Some(scaling) = &mut self.scaling else {
+            return Ok(());
+        };
+        match scaling.autoscaler.advance(id, epoch, self.now) {
+            None => {}
+            Some(Some(next)) => self.queue.push(
+                next,
+                EventKind::Replica {
+                    instance: id,
+                    epoch,
+                },
+            ),
+            // Ready: requests held for want of a ready replica are asked about again.
+            Some(None) => self.ask_gateway_again(s),
+        }
+        Ok(())
+    }
+
+    /// Replica `id` starts draining: with `redirect`, its waiting requests that have not
+    /// started go back to the router now.
+    fn begin_drain(&mut self, id: u32, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let Some(scaling) = &mut self.scaling else {
+            return Ok(());
+        };
+        if scaling.keeps_requests() {
+            scaling.evicted.clear();
+            self.schedulers[id as usize].evict(false, &mut scaling.evicted);
+            let n = scaling.evicted.len();
+            scaling.autoscaler.redirected(n as u64);
+            for k in 0..n {
+                let Some(scaling) = &mut self.scaling else {
+                    break;
+                };
+                let rid = scaling.evicted[k].id;
+                let Some((request, groups, priority)) = scaling.on_instances.remove(&rid) else {
+                    let message = format!("request {rid} redirected from instance {id} is unknown");
+                    return Err(SchedulerBug::new(message).into());
+                };
+                self.dispatch(request, groups, priority, s)?;
+            }
+        }
+        self.settle_drain(id, s)
+    }
+
+    /// If replica `id` is draining and has no step in flight: an `immediate` drain drops
+    /// what it still has; it is off once it has nothing left.
+    pub(super) fn settle_drain(
+        &mut self,
+        id: u32,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let i = id as usize;
+        let Some(scaling) = &mut self.scaling else {
+            return Ok(());
+        };
+        if scaling.autoscaler.state(id) != ReplicaState::Draining {
+            return Ok(());
+        }
+        let inst = &self.instances[i];
+        if inst.busy || inst.stages.as_ref().is_some_and(|st| st.in_flight() > 0) {
+            return Ok(());
+        }
+        if scaling.autoscaler.config().drain == DrainMode::Immediate {
+            scaling.evicted.clear();
+            self.schedulers[i].evict(true, &mut scaling.evicted);
+            scaling
+                .autoscaler
+                .dropped_on_drain(scaling.evicted.len() as u64);
+            let why = Dropped::shed(Stage::Autoscaler, "drain-immediate");
+            for e in &scaling.evicted {
+                let request = scaling
+                    .on_instances
+                    .remove(&e.id)
+                    .map_or_else(|| request_of(e), |(r, _, _)| r.into_owned());
+                self.dropped += 1;
+                if let Some(control) = s.control.as_deref_mut() {
+                    control.request_left(e.id);
+                }
+                if let Some(timeouts) = &mut self.timeouts {
+                    timeouts.disarm(e.id);
+                }
+                if self.tracing {
+                    let (t, request) = (self.now, e.id);
+                    s.observer
+                        .decision(&Decision::Dropped { t, request, why })?;
+                }
+                s.observer.request_dropped(&request, self.now, why)?;
+            }
+        }
+        if !self.schedulers[i].has_work() {
+            scaling.autoscaler.retire(id, self.now);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,237 @@
+//! Autoscaling through the binary: the summary reports it (and only when it is on), a
+//! template held at N replicas runs exactly as a fixed cluster of N, the diurnal scenario
+//! with threshold scaling uses fewer replica-seconds than the fixed cluster meeting its p99
+//! TTFT, and bad settings or unsupported clusters fail with a message naming the cause.
+
+#[path = "common/binary.rs"]
+mod binary;
+
+use binary::{ok, run};
+use serde_json::Value;
+use std::path::Path;
+
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
+const DIURNAL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/policy/autoscale-diurnal.yaml"
+);
+
+/// Runs with `args` into `dir`; returns the CSV bytes and the summary JSON.
+fn run_in(dir: &Path, tag: &str, args: &[&str]) -> (Vec<u8>, Value) {
+    let csv = dir.join(format!("{tag}.csv"));
+    let json = dir.join(format!("{tag}.json"));
+    let mut all = vec![
+        "--output",
+        csv.to_str().unwrap(),
+        "--summary-json",
+        json.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    ok(&all);
+    let value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (std::fs::read(&csv).unwrap(), value)
+}
+
+/// A cluster config of `n` Qwen3-32B replicas on one H100 node, written into `dir`.
+fn fixed_cluster(dir: &Path, n: usize) -> String {
+    let inst = serde_json::json!({
+        "model_name": "Qwen3-32B", "hardware": "H100-SXM", "num_npus": 1, "tp_size": 1,
+        "pd_type": null, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}
+    });
+    let node = serde_json::json!({
+        "num_instances": n,
+        "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+        "instances": vec![inst; n],
+    });
+    let config =
+        serde_json::json!({"num_nodes": 1, "link_bw": 112.5, "link_latency": 0, "nodes": [node]});
+    let path = dir.join(format!("cluster{n}.json"));
+    std::fs::write(&path, config.to_string()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn the_summary_reports_autoscaling_only_when_it_is_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, plain) = run_in(dir.path(), "plain", &["--dataset", SAMPLE]);
+    assert!(plain.get("autoscale").is_none());
+    let args = [
+        "--dataset",
+        SAMPLE,
+        "--autoscale",
+        "queue-depth",
+        "--autoscale-max",
+        "3",
+    ];
+    let (_, scaled) = run_in(dir.path(), "scaled", &args);
+    let a = &scaled["autoscale"];
+    assert_eq!(a["policy"], "queue-depth");
+    assert_eq!(a["max_replicas"], 3);
+    for key in [
+        "scale_ups",
+        "scale_downs",
+        "scale_oscillations",
+        "cost",
+        "series",
+    ] {
+        assert!(a.get(key).is_some(), "{key} missing: {a}");
+    }
+    for key in [
+        "pending",
+        "loading",
+        "warming_up",
+        "ready",
+        "draining",
+        "off",
+    ] {
+        assert!(a["replica_seconds"].get(key).is_some());
+        assert!(a["gpu_seconds"].get(key).is_some());
+    }
+}
+
+#[test]
+fn a_template_held_at_n_replicas_runs_as_a_fixed_cluster_of_n() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = fixed_cluster(dir.path(), 3);
+    let head = ["--scenario", "diurnal-cycle", "--num-requests", "1500"];
+    let mut fixed = head.to_vec();
+    fixed.extend(["--cluster-config", &cluster]);
+    let mut held = head.to_vec();
+    held.extend(["--model", "Qwen3-32B", "--autoscale", "threshold"]);
+    held.extend(["--autoscale-min", "3", "--autoscale-max", "3"]);
+    let (fixed_csv, fixed_json) = run_in(dir.path(), "fixed", &fixed);
+    let (held_csv, held_json) = run_in(dir.path(), "held", &held);
+    assert_eq!(fixed_csv, held_csv, "the same requests, the same times");
+    assert_eq!(fixed_json["p99_ttft_ms"], held_json["p99_ttft_ms"]);
+    let a = &held_json["autoscale"];
+    assert_eq!(
+        (a["scale_ups"].as_u64(), a["scale_downs"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // Three replicas ready from 0 to the end: 3 × the run's duration.
+    let end_s = held_json["simulator"]["total_clocks_ns"].as_f64().unwrap() / 1e9;
+    let ready = a["replica_seconds"]["ready"].as_f64().unwrap();
+    assert!((ready - 3.0 * end_s).abs() < 1e-6, "{ready} vs 3 × {end_s}");
+}
+
+#[test]
+fn diurnal_threshold_scaling_beats_the_fixed_cluster_meeting_its_p99_ttft() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--scenario",
+        "diurnal-cycle",
+        "--model",
+        "Qwen3-32B",
+        "--policy-config",
+        DIURNAL,
+    ];
+    let (_, scaled) = run_in(dir.path(), "scaled", &args);
+    let p99 = scaled["p99_ttft_ms"].as_f64().unwrap();
+    let replica_s = scaled["autoscale"]["billed_replica_seconds"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(scaled["autoscale"]["scale_oscillations"], 0);
+    // The cheapest fixed cluster with a p99 TTFT no worse than the autoscaled run's.
+    let mut best = None;
+    for n in 1..=4 {
+        let cluster = fixed_cluster(dir.path(), n);
+        let fixed_args = ["--scenario", "diurnal-cycle", "--cluster-config", &cluster];
+        let (_, fixed) = run_in(dir.path(), &format!("fixed{n}"), &fixed_args);
+        if fixed["p99_ttft_ms"].as_f64().unwrap() <= p99 {
+            let end_s = fixed["simulator"]["total_clocks_ns"].as_f64().unwrap() / 1e9;
+            best = Some((n, n as f64 * end_s));
+            break;
+        }
+    }
+    let (n, fixed_s) = best.expect("some fixed cluster meets the p99 TTFT");
+    assert!(
+        replica_s < fixed_s,
+        "autoscaled {replica_s} replica-s vs fixed {n}: {fixed_s}"
+    );
+}
+
+#[test]
+fn bad_settings_and_unsupported_clusters_fail_naming_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bundle,
+        "autoscale:\n  policy: threshold\n  max_replicaz: 3\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "--dataset",
+        SAMPLE,
+        "--policy-config",
+        bundle.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("max_replicaz"), "{stderr}");
+    let out = run(&["--dataset", SAMPLE, "--autoscale", "magic"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown policy `magic`"));
+    let out = run(&["--dataset", SAMPLE, "--autoscale-max", "3"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("name a policy"));
+}
+
+#[test]
+fn heterogeneous_templates_are_scaled_and_priced_separately() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = |hw: &str| {
+        serde_json::json!({
+            "model_name": "meta-llama/Llama-3.1-8B", "hardware": hw, "num_npus": 1, "tp_size": 1,
+            "pd_type": null, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}
+        })
+    };
+    let node = serde_json::json!({
+        "num_instances": 2,
+        "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+        "instances": [inst("H100-SXM"), inst("A100-80G")],
+    });
+    let config =
+        serde_json::json!({"num_nodes": 1, "link_bw": 112.5, "link_latency": 0, "nodes": [node]});
+    let cluster = dir.path().join("het-cluster.json");
+    std::fs::write(&cluster, config.to_string()).unwrap();
+    let bundle = dir.path().join("het.yaml");
+    std::fs::write(
+        &bundle,
+        "autoscale:\n  policy: queue-depth\n  max_replicas: 3\n  interval: 2s\n  \
+         cost_per_gpu_hour: {H100-SXM: 4.0, A100-80G: 2.0}\n",
+    )
+    .unwrap();
+    let args = [
+        "--scenario",
+        "bursty-traffic",
+        "--cluster-config",
+        cluster.to_str().unwrap(),
+        "--policy-config",
+        bundle.to_str().unwrap(),
+    ];
+    let (_, json) = run_in(dir.path(), "het", &args);
+    let templates = json["autoscale"]["templates"].as_array().unwrap();
+    assert_eq!(templates.len(), 2);
+    let mut total = 0.0;
+    for (t, price) in templates.iter().zip([4.0, 2.0]) {
+        assert_eq!(t["cost_per_gpu_hour"], price);
+        let held: f64 = ["pending", "loading", "warming_up", "ready", "draining"]
+            .iter()
+            .map(|s| t["replica_seconds"][s].as_f64().unwrap())
+            .sum();
+        // One GPU per replica: cost = replica-seconds held × price / 3600.
+        let cost = t["cost"].as_f64().unwrap();
+        assert!(
+            (cost - held * price / 3600.0).abs() < 1e-9,
+            "{cost} vs {held} × {price}"
+        );
+        total += cost;
+    }
+    let reported = json["autoscale"]["cost"].as_f64().unwrap();
+    assert!((reported - total).abs() < 1e-9);
+    assert_eq!(
+        json["instances"].as_array().unwrap().len(),
+        6,
+        "3 slots per template"
+    );
+}
