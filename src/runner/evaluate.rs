@@ -12,15 +12,17 @@ use crate::metrics::{FitnessWeights, SloCollector, SloReport, Summary};
 pub(super) struct Collected {
     pub slo: Option<SloCollector>,
     pub outcomes: Option<OutcomeCollector>,
+    /// Whether the outcomes go into the summary (a control plane, or timeouts).
+    pub show_outcomes: bool,
     /// The anomaly counters and the decision trace's summary.
     pub signals: RunSignals,
     /// When the run started (wall clock).
     pub started: Instant,
 }
 
-/// Adds the SLO metrics (when worth reporting), the outcomes (a run with a control plane)
-/// and the fitness (`--fitness-weights`) to `summary`; returns the evaluation document when
-/// `--evaluation-json` asks for one. Writes nothing.
+/// Adds the SLO metrics (when worth reporting), the outcomes (a run with a control plane or
+/// timeouts) and the fitness (`--fitness-weights`) to `summary`; returns the evaluation
+/// document when `--evaluation-json` asks for one. Writes nothing.
 pub(super) fn finish(
     config: &SimConfig,
     collected: Collected,
@@ -38,7 +40,7 @@ pub(super) fn finish(
         summary.set_slo(report.clone());
     }
     if let Some(report) = &outcomes
-        && !config.control.is_passive()
+        && collected.show_outcomes
     {
         summary.set_outcomes(report.clone());
     }

@@ -65,24 +65,8 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut instances = build_instances(config, first_arrival)?;
     let disaggregation = disaggregation(config);
     let mut outputs = open_outputs(config, &workload, disaggregation.is_some())?;
-    // Without admission, delays, gateway queue or scheduling policies the control plane
-    // changes nothing: the engine then runs without one, exactly as before it existed.
-    let mut control = (!config.control.is_passive())
-        .then(|| ControlPlane::new(config.control.clone(), workload.classes.as_ref()));
-    let has_timeouts = workload.classes.as_ref().is_some_and(|c| c.has_timeouts());
-    if control.is_some() || has_timeouts || config.evaluation.requested() {
-        outputs.outcomes = Some(OutcomeCollector::new(workload.classes.as_ref()));
-    }
-    let mut router = Router::new(config.routing.clone(), config.seed);
-    let diagnostics = &config.diagnostics;
-    if diagnostics.trace_level != TraceLevel::None {
-        router.explain_top(diagnostics.counterfactual_k);
-        if let Some(control) = &mut control {
-            control.trace_decisions();
-        }
-    }
+    let (mut control, mut router) = decision_makers(config, &workload, &mut outputs);
     let classes = workload.classes.as_ref();
-    outputs.watch_anomalies = control.is_some() || classes.is_some_and(|c| c.classes().len() > 1);
     let nominal = NominalPriority::new(classes, &config.control.slo_priorities);
     let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
         instances.backends.iter_mut().map(Backend::as_dyn).collect();
@@ -95,7 +79,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         signals: config.signals,
         // Detected when shown, and for the evaluation's anomaly counts.
         watch: (outputs.watch_anomalies || config.evaluation.requested()).then_some(AnomalyWatch {
-            thrash_window_ns: diagnostics.thrash_window_ns,
+            thrash_window_ns: config.diagnostics.thrash_window_ns,
             nominal: &nominal,
         }),
         clients: workload.classes.as_ref(),
@@ -130,6 +114,36 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     };
     let sessions = has_sessions.then_some(&registry);
     write_results(config, outputs, info, &outcome, sessions, started)
+}
+
+/// The run's control plane (none when it would change nothing: without admission, delays,
+/// gateway queue or scheduling policies the engine runs without one, exactly as before it
+/// existed) and router, both reporting their decisions when the run traces them. Outcomes
+/// are collected when requests can end unserved or the run is evaluated, and anomalies shown
+/// with a control plane or several SLO classes.
+fn decision_makers(
+    config: &SimConfig,
+    workload: &Workload,
+    outputs: &mut Outputs<'_>,
+) -> (Option<ControlPlane>, Router) {
+    let classes = workload.classes.as_ref();
+    let mut control =
+        (!config.control.is_passive()).then(|| ControlPlane::new(config.control.clone(), classes));
+    let has_timeouts = classes.is_some_and(|c| c.has_timeouts());
+    outputs.show_outcomes = control.is_some() || has_timeouts;
+    if outputs.show_outcomes || config.evaluation.requested() {
+        outputs.outcomes = Some(OutcomeCollector::new(classes));
+    }
+    let mut router = Router::new(config.routing.clone(), config.seed);
+    let diagnostics = &config.diagnostics;
+    if diagnostics.trace_level != TraceLevel::None {
+        router.explain_top(diagnostics.counterfactual_k);
+        if let Some(control) = &mut control {
+            control.trace_decisions();
+        }
+    }
+    outputs.watch_anomalies = control.is_some() || classes.is_some_and(|c| c.classes().len() > 1);
+    (control, router)
 }
 
 /// The instances of a run as the engine needs them: their setups, KV capacities and latency
@@ -243,6 +257,7 @@ fn open_outputs<'w>(
         outcomes: None,
         trace: trace_writer(config)?,
         watch_anomalies: false,
+        show_outcomes: false,
     })
 }
 
@@ -405,6 +420,7 @@ fn write_results(
     let collected = evaluate::Collected {
         slo: outputs.slo.take(),
         outcomes: outputs.outcomes.take(),
+        show_outcomes: outputs.show_outcomes,
         signals,
         started,
     };

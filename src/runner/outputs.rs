@@ -37,12 +37,14 @@ pub(super) struct Outputs<'w> {
     pub slo: Option<SloCollector>,
     /// The latencies of the run's pictures (`--plots`).
     pub plots: Option<RunPlots>,
-    /// How every request ended, when the run has a control plane.
+    /// How every request ended, when the run has a control plane or timeouts, or is evaluated.
     pub outcomes: Option<OutcomeCollector>,
     /// The decision trace, when asked for (`--trace-level`).
     pub trace: Option<TraceWriter>,
     /// Whether the run counts anomalies (a control plane or several SLO classes).
     pub watch_anomalies: bool,
+    /// Whether the outcomes are shown: with a control plane, or requests with timeouts.
+    pub show_outcomes: bool,
 }
 
 impl Observer for Outputs<'_> {
