@@ -14,6 +14,10 @@
 //! (TTFT includes prefill queueing, the prefill, the link wait and the transfer, like
 //! LLMServingSim, whose prefill batch completes only once the KV has arrived).
 //!
+//! In an autoscaled run (`crate::autoscale`) only ready decode replicas are candidates (a
+//! draining one takes no new hand-off); a hand-off that finds none is held, its KV kept on
+//! the prefill instance, and sent in hand-off order when a decode replica becomes ready.
+//!
 //! A hand-off is not a completion: observers (and the run's [`super::Injector`]) hear of the
 //! request only when its last token comes out on the decode instance. A request released at
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
@@ -142,6 +146,16 @@ struct LinkQueue {
     waiting: VecDeque<Transfer>,
 }
 
+/// A hand-off on its way to a decode instance.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    /// The prefill instance holding its KV.
+    from: u32,
+    handoff: Handoff,
+    /// When its prefill ended.
+    prefill_end: Nanos,
+}
+
 /// The transfers of a run.
 pub(super) struct Transfers<'a> {
     setup: Disaggregation,
@@ -155,10 +169,9 @@ pub(super) struct Transfers<'a> {
     entered: HashMap<u64, (Request, Groups)>,
     /// By sending instance.
     links: Vec<LinkQueue>,
-    /// Hand-offs (with their prefill instance) that found no ready decode replica, in
-    /// hand-off order; their KV stays on the prefill instance until one is ready.
-    /// Each with when its prefill ended.
-    held: VecDeque<(u32, Handoff, Nanos)>,
+    /// Hand-offs that found no ready decode replica, in hand-off order; their KV stays on
+    /// the prefill instance until one is ready.
+    held: VecDeque<Pending>,
     candidates: Vec<u32>,
 }
 
@@ -199,9 +212,13 @@ impl<'a> Transfers<'a> {
         effects: &mut TransferEffects,
     ) -> Result<(), SimError> {
         while let Some(h) = schedulers[from as usize].pop_handoff() {
-            let sent = self.send(from, h, now, now, schedulers, &mut choice, effects)?;
-            if !sent {
-                self.held.push_back((from, h, now));
+            let pending = Pending {
+                from,
+                handoff: h,
+                prefill_end: now,
+            };
+            if !self.send(pending, now, schedulers, &mut choice, effects)? {
+                self.held.push_back(pending);
             }
         }
         Ok(())
@@ -217,31 +234,32 @@ impl<'a> Transfers<'a> {
         effects: &mut TransferEffects,
     ) -> Result<(), SimError> {
         for _ in 0..self.held.len() {
-            let Some((from, h, ended)) = self.held.pop_front() else {
+            let Some(pending) = self.held.pop_front() else {
                 break;
             };
-            if !self.send(from, h, ended, now, schedulers, &mut choice, effects)? {
-                self.held.push_back((from, h, ended));
+            if !self.send(pending, now, schedulers, &mut choice, effects)? {
+                self.held.push_back(pending);
             }
         }
         Ok(())
     }
 
-    /// Routes hand-off `h` of prefill instance `from`, whose prefill ended at `prefill_end`,
-    /// to a ready decode instance of its model at `now` and queues its transfer; false when
-    /// no decode instance is ready.
-    #[allow(clippy::too_many_arguments)]
+    /// Routes hand-off `pending` to a ready decode instance of its model at `now` and
+    /// queues its transfer; false when no decode instance is ready.
     fn send(
         &mut self,
-        from: u32,
-        h: Handoff,
-        prefill_end: Nanos,
+        pending: Pending,
         now: Nanos,
         schedulers: &mut [Scheduler],
         choice: &mut DecodeChoice<'_, '_>,
         effects: &mut TransferEffects,
     ) -> Result<bool, SimError> {
         let (setups, eligibility) = (choice.setups, choice.eligibility);
+        let Pending {
+            from,
+            handoff: h,
+            prefill_end,
+        } = pending;
         let f = from as usize;
         let (request, decode) = match self.entered.get(&h.request_id) {
             Some((request, groups)) => (request, eligibility.decode(*groups)),
@@ -398,10 +416,10 @@ impl<'a> Transfers<'a> {
             }
         }
         self.entered.remove(&id);
-        if let Some(k) = self.held.iter().position(|(_, h, _)| h.request_id == id) {
-            let (from, h, _) = self.held.remove(k).expect("found hand-off");
-            schedulers[from as usize].release_handoff(h.slot)?;
-            return Ok(Some((from, None)));
+        if let Some(k) = self.held.iter().position(|p| p.handoff.request_id == id) {
+            let p = self.held.remove(k).expect("found hand-off");
+            schedulers[p.from as usize].release_handoff(p.handoff.slot)?;
+            return Ok(Some((p.from, None)));
         }
         Ok(None)
     }
