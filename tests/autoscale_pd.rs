@@ -19,7 +19,7 @@ use blis_cosim::engine::{
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{Router, RoutingPolicy};
-use blis_cosim::workload::Request;
+use blis_cosim::workload::{Request, RequestClasses, RequestProfile};
 use fixture::{LinearBackend, request, setup};
 
 use InstanceRole::{Decode, Prefill};
@@ -36,6 +36,8 @@ struct Ends {
     /// `(id, decode instance, first token ns, prefill end ns, transfer start ns)`.
     finished: Vec<(u64, u32, Nanos, Nanos, Nanos)>,
     dropped: Vec<u64>,
+    /// `(id, when)` of the dropped.
+    dropped_at: Vec<(u64, Nanos)>,
     transfers: Vec<TransferEvent>,
 }
 
@@ -60,8 +62,9 @@ impl Observer for Ends {
         Ok(())
     }
 
-    fn request_dropped(&mut self, r: &Request, _: Nanos, _: Dropped) -> anyhow::Result<()> {
+    fn request_dropped(&mut self, r: &Request, now: Nanos, _: Dropped) -> anyhow::Result<()> {
         self.dropped.push(r.id);
+        self.dropped_at.push((r.id, now));
         Ok(())
     }
 
@@ -214,6 +217,56 @@ fn hand_offs_wait_for_the_first_ready_decode_replica_and_go_at_its_exact_ns() {
     firsts.sort_unstable();
     let arrivals: Vec<(u64, Nanos)> = (0..4).map(|id| (id, 6 * MS + (id + 1) * 3_000)).collect();
     assert_eq!(firsts, arrivals);
+}
+
+#[test]
+fn a_held_hand_off_times_out_and_the_others_go_when_the_decode_replica_is_ready() {
+    // The run of the test above, request 1 (arrived at 100 us) with a 3 ms timeout: held
+    // since its prefill ended at 2,002,200 ns, it times out at 3,100,000 ns, its KV freed on
+    // the prefill replica; at 6 ms the three others go, 3,000 ns apart.
+    let c = config("threshold", |c| {
+        c.min_replicas = 1;
+        c.initial_replicas = 0;
+        c.policy = PolicyKind::Threshold { up: 0.9, down: 0.0 };
+        c.cooldown_ns = 1_000 * MS;
+    });
+    let requests: Vec<Request> = (0..4)
+        .map(|id| request(id, id * 100 * US, 20, 5, Vec::new()))
+        .collect();
+    let mut clients = RequestClasses::default();
+    let profile = RequestProfile {
+        timeout_us: Some(3_000),
+        ..RequestProfile::default()
+    };
+    clients.assign_profile(1, 1, "t", "standard", &profile);
+    let setups = vec![setup("m", 1_000); 4];
+    let mut backends: Vec<LinearBackend> =
+        (0..4).map(|_| LinearBackend { per_token: 10 }).collect();
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let mut ends = Ends::default();
+    let run = Run::new(&requests, &setups)
+        .clients(Some(&clients))
+        .disaggregated(disaggregation())
+        .autoscaled(autoscaler(c, MS, 5 * MS));
+    let services = Services::new(&mut dyns, &mut router, &mut ends);
+    let outcome = blis_cosim::engine::simulate(run, services).unwrap();
+    assert_eq!((outcome.finished, outcome.timed_out), (3, 1));
+    ends.assert_conserved(4);
+    assert_eq!(ends.dropped_at, [(1, 3_100_000)]);
+    let starts: Vec<(u64, Nanos)> = ends
+        .transfers
+        .iter()
+        .filter(|t| !t.arrived)
+        .map(|t| (t.request_id, t.start_ns))
+        .collect();
+    assert_eq!(
+        starts,
+        [(0, 6 * MS), (2, 6 * MS + 3_000), (3, 6 * MS + 6_000)]
+    );
 }
 
 /// Runs `requests` on the slots of [`ROLES`] autoscaled by `scaler`.
