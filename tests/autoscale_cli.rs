@@ -1,12 +1,14 @@
 //! Autoscaling through the binary: the summary reports it (and only when it is on), a
 //! template held at N replicas runs exactly as a fixed cluster of N, the diurnal scenario
 //! with threshold scaling uses fewer replica-seconds than the fixed cluster meeting its p99
-//! TTFT, and bad settings or unsupported clusters fail with a message naming the cause.
+//! TTFT, a prefill/decode cluster held at N replicas per template runs as the fixed P/D
+//! cluster (KV links taken from the template's placement), and bad settings or unsupported
+//! clusters fail with a message naming the cause.
 
 #[path = "common/binary.rs"]
 mod binary;
 
-use binary::{ok, run};
+use binary::{ok, read_csv, run, shared, shared_data};
 use serde_json::Value;
 use std::path::Path;
 
@@ -234,4 +236,63 @@ fn heterogeneous_templates_are_scaled_and_priced_separately() {
         6,
         "3 slots per template"
     );
+}
+
+/// A two-node cluster config of LLMServingSim's P/D example instances: `n` prefill
+/// instances on node 0 and `n` decode instances on node 1, 64 GiB/s + 1 us links inside a
+/// node and 4 GiB/s + 50 us between them, written into `dir`.
+fn two_node_pd_cluster(dir: &Path, n: usize) -> String {
+    let example = shared("configs/cluster/single_node_pd_per_instance_config.json");
+    let example: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    let node = |k: usize| {
+        let mut node = example["nodes"][0].clone();
+        let inst = node["instances"][k].clone();
+        node["num_instances"] = n.into();
+        node["instances"] = vec![inst; n].into();
+        node
+    };
+    let config = serde_json::json!({
+        "num_nodes": 2, "link_bw": [64, 4], "link_latency": [1000, 50000],
+        "nodes": [node(0), node(1)],
+    });
+    let path = dir.join(format!("pd{n}.json"));
+    std::fs::write(&path, config.to_string()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_pd_cluster_held_at_n_replicas_per_template_runs_as_the_fixed_pd_cluster() {
+    if !shared_data::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = shared("workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl");
+    let head = ["--dataset", dataset.as_str()];
+    let mut fixed = head.to_vec();
+    let fixed_cluster = two_node_pd_cluster(dir.path(), 2);
+    fixed.extend(["--cluster-config", &fixed_cluster]);
+    let mut held = head.to_vec();
+    let template = two_node_pd_cluster(dir.path(), 1);
+    held.extend(["--cluster-config", &template, "--autoscale", "threshold"]);
+    held.extend(["--autoscale-min", "2", "--autoscale-max", "2"]);
+    let (fixed_csv, _) = run_in(dir.path(), "fixed", &fixed);
+    let (held_csv, held_json) = run_in(dir.path(), "held", &held);
+    assert_eq!(
+        fixed_csv, held_csv,
+        "the same requests, instances and transfers"
+    );
+    assert_eq!(
+        held_json["autoscale"]["templates"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // Every transfer crosses the nodes: request 0's 2,358-token prompt of Llama-3.1-8B KV
+    // (32 layers × 8 KV heads × 128 × K and V × 2 bytes = 131,072 bytes per token) takes
+    // 50,000 ns + 309,067,776 B / 4 GiB/s = 50,000 + 71,960,449 ns.
+    let (_, rows) = read_csv(&dir.path().join("held.csv"));
+    let row = rows.iter().find(|r| r["request id"] == "0").unwrap();
+    assert_eq!(row["input"], "2358");
+    assert_eq!(row["kv_transfer_ns"], "72010449");
 }

@@ -544,13 +544,13 @@ impl<'r> Cluster<'r> {
         }
         self.done.clear();
         self.mark_ready(id);
-        self.settle_drain(id, s)?;
         if let Some(t) = &mut self.transfers {
             let choice = DecodeChoice {
                 setups: self.setups,
                 eligibility: &self.eligibility,
                 signals: &mut self.signals,
                 instances: &self.instances,
+                autoscaler: self.scaling.as_ref().map(|sc| sc.autoscaler()),
             };
             t.hand_off(
                 id,
@@ -561,6 +561,8 @@ impl<'r> Cluster<'r> {
             )?;
             self.apply_transfer_effects(s)?;
         }
+        // After its hand-offs: a draining prefill replica waits for the KV it still holds.
+        self.settle_drain(id, s)?;
         // Requests released by this step's completions (hand-offs release none).
         for request in self.released.drain(..) {
             let t = self.arrivals.release(request);
@@ -588,6 +590,9 @@ impl<'r> Cluster<'r> {
         // The decode instance has a request; the sender has blocks back.
         self.mark_ready(to);
         self.mark_ready(sender);
+        // Draining replicas waiting for this transfer may be done (or drop what came).
+        self.settle_drain(sender, s)?;
+        self.settle_drain(to, s)?;
         self.ask_gateway_again(s);
         Ok(())
     }
@@ -923,10 +928,18 @@ impl<'r> Cluster<'r> {
             return stage.ok_or_else(|| nowhere(id));
         }
         let on = (0..self.schedulers.len()).find(|&i| self.schedulers[i].cancel(id).is_some());
-        let in_transfer = match (&mut self.transfers, on) {
-            (Some(t), _) => t.cancel(id, &mut self.schedulers)?,
-            (None, _) => false,
+        let transfer = match &mut self.transfers {
+            Some(t) => t.cancel(id, &mut self.schedulers)?,
+            None => None,
         };
+        let in_transfer = transfer.is_some();
+        if let Some((from, to)) = transfer {
+            // Draining replicas waiting for this transfer may be done.
+            self.settle_drain(from, s)?;
+            if let Some(to) = to {
+                self.settle_drain(to, s)?;
+            }
+        }
         if let Some(i) = on {
             self.mark_ready(i as u32);
             // A draining replica whose last request this was is off now.

@@ -14,6 +14,10 @@
 //! (TTFT includes prefill queueing, the prefill, the link wait and the transfer, like
 //! LLMServingSim, whose prefill batch completes only once the KV has arrived).
 //!
+//! In an autoscaled run (`crate::autoscale`) only ready decode replicas are candidates (a
+//! draining one takes no new hand-off); a hand-off that finds none is held, its KV kept on
+//! the prefill instance, and sent in hand-off order when a decode replica becomes ready.
+//!
 //! A hand-off is not a completion: observers (and the run's [`super::Injector`]) hear of the
 //! request only when its last token comes out on the decode instance. A request released at
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
@@ -23,10 +27,11 @@ use super::instance::InstanceSim;
 use super::signals::Signals;
 use super::{InstanceSetup, SimError};
 use crate::Nanos;
+use crate::autoscale::Autoscaler;
 use crate::config::{InstanceRole, Link};
 use crate::metrics::PdRecord;
 use crate::router::Router;
-use crate::scheduler::{ReceivedKv, Scheduler, SchedulerBug};
+use crate::scheduler::{Handoff, ReceivedKv, Scheduler, SchedulerBug};
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -105,12 +110,14 @@ pub(super) struct TransferEffects {
 }
 
 /// What the choice of a decode instance reads: the instances' setups and candidate lists,
-/// and the run's signals (the same snapshots, as stale, as the prefill router sees).
+/// the run's signals (the same snapshots, as stale, as the prefill router sees) and, in an
+/// autoscaled run, the autoscaler (only ready replicas take hand-offs).
 pub(super) struct DecodeChoice<'a, 'r> {
     pub setups: &'a [InstanceSetup],
     pub eligibility: &'a Eligibility,
     pub signals: &'a mut Signals,
     pub instances: &'a [InstanceSim<'r>],
+    pub autoscaler: Option<&'a Autoscaler>,
 }
 
 /// A transfer waiting for, or holding, its sender's link.
@@ -139,6 +146,16 @@ struct LinkQueue {
     waiting: VecDeque<Transfer>,
 }
 
+/// A hand-off on its way to a decode instance.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    /// The prefill instance holding its KV.
+    from: u32,
+    handoff: Handoff,
+    /// When its prefill ended.
+    prefill_end: Nanos,
+}
+
 /// The transfers of a run.
 pub(super) struct Transfers<'a> {
     setup: Disaggregation,
@@ -152,6 +169,9 @@ pub(super) struct Transfers<'a> {
     entered: HashMap<u64, (Request, Groups)>,
     /// By sending instance.
     links: Vec<LinkQueue>,
+    /// Hand-offs that found no ready decode replica, in hand-off order; their KV stays on
+    /// the prefill instance until one is ready.
+    held: VecDeque<Pending>,
     candidates: Vec<u32>,
 }
 
@@ -166,6 +186,7 @@ impl<'a> Transfers<'a> {
                 .collect(),
             entered: HashMap::new(),
             links: (0..n).map(|_| LinkQueue::default()).collect(),
+            held: VecDeque::new(),
             candidates: Vec::with_capacity(n),
         }
     }
@@ -180,68 +201,121 @@ impl<'a> Transfers<'a> {
     }
 
     /// Takes over every request prefill instance `from` handed off in the step that ended at
-    /// `now`: routes it to a decode instance and queues its transfer on `from`'s link.
+    /// `now`: routes it to a decode instance and queues its transfer on `from`'s link. A
+    /// hand-off that finds no ready decode replica (autoscaled runs) is held until one is.
     pub fn hand_off(
         &mut self,
         from: u32,
         now: Nanos,
         schedulers: &mut [Scheduler],
-        choice: DecodeChoice<'_, '_>,
+        mut choice: DecodeChoice<'_, '_>,
         effects: &mut TransferEffects,
     ) -> Result<(), SimError> {
-        let (setups, eligibility) = (choice.setups, choice.eligibility);
-        let f = from as usize;
-        while let Some(h) = schedulers[f].pop_handoff() {
-            let (request, decode) = match self.entered.get(&h.request_id) {
-                Some((request, groups)) => (request, eligibility.decode(*groups)),
-                None => {
-                    let index = self.index_of[&h.request_id] as usize;
-                    (&self.requests[index], eligibility.decode_candidates(index))
-                }
-            };
-            self.candidates.clear();
-            self.candidates.extend(
-                decode
-                    .iter()
-                    .filter(|&&d| setups[d as usize].model_name == setups[f].model_name),
-            );
-            if self.candidates.is_empty() {
-                return Err(SchedulerBug::new(format!(
-                    "request {} was prefilled on instance {from} but no decode instance can take it",
-                    h.request_id
-                ))
-                .into());
-            }
-            // The decode router sees the instances as the prefill router does: through the
-            // run's signals, refreshed as their modes say (each earlier hand-off included).
-            choice
-                .signals
-                .refresh_due(now, schedulers, choice.instances);
-            let view = choice.signals.view(schedulers);
-            let to = self.setup.router.route(request, &self.candidates, &view);
-            schedulers[to as usize].expect_incoming();
-            let n = self.setup.roles.len();
-            let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
-            let transfer = Transfer {
-                request_id: h.request_id,
-                slot: h.slot,
-                to,
-                bytes,
-                duration: self.setup.links[f * n + to as usize].transfer_ns(bytes),
+        while let Some(h) = schedulers[from as usize].pop_handoff() {
+            let pending = Pending {
+                from,
+                handoff: h,
                 prefill_end: now,
-                start: now,
-                queuing_delay: h.queuing_delay_ns,
-                blocks: h.blocks,
-                priority: h.priority,
-                cancelled: false,
             };
-            if self.links[f].active.is_none() {
-                self.start(from, transfer, now, schedulers, effects)?;
-            } else {
-                self.links[f].waiting.push_back(transfer);
+            if !self.send(pending, now, schedulers, &mut choice, effects)? {
+                self.held.push_back(pending);
             }
         }
         Ok(())
+    }
+
+    /// A decode replica became ready at `now`: every held hand-off that can go now is sent,
+    /// in hand-off order; the others stay held.
+    pub fn send_held(
+        &mut self,
+        now: Nanos,
+        schedulers: &mut [Scheduler],
+        mut choice: DecodeChoice<'_, '_>,
+        effects: &mut TransferEffects,
+    ) -> Result<(), SimError> {
+        for _ in 0..self.held.len() {
+            let Some(pending) = self.held.pop_front() else {
+                break;
+            };
+            if !self.send(pending, now, schedulers, &mut choice, effects)? {
+                self.held.push_back(pending);
+            }
+        }
+        Ok(())
+    }
+
+    /// Routes hand-off `pending` to a ready decode instance of its model at `now` and
+    /// queues its transfer; false when no decode instance is ready.
+    fn send(
+        &mut self,
+        pending: Pending,
+        now: Nanos,
+        schedulers: &mut [Scheduler],
+        choice: &mut DecodeChoice<'_, '_>,
+        effects: &mut TransferEffects,
+    ) -> Result<bool, SimError> {
+        let (setups, eligibility) = (choice.setups, choice.eligibility);
+        let Pending {
+            from,
+            handoff: h,
+            prefill_end,
+        } = pending;
+        let f = from as usize;
+        let (request, decode) = match self.entered.get(&h.request_id) {
+            Some((request, groups)) => (request, eligibility.decode(*groups)),
+            None => {
+                let index = self.index_of[&h.request_id] as usize;
+                (&self.requests[index], eligibility.decode_candidates(index))
+            }
+        };
+        self.candidates.clear();
+        self.candidates.extend(
+            decode
+                .iter()
+                .filter(|&&d| setups[d as usize].model_name == setups[f].model_name),
+        );
+        if self.candidates.is_empty() {
+            return Err(SchedulerBug::new(format!(
+                "request {} was prefilled on instance {from} but no decode instance can take it",
+                h.request_id
+            ))
+            .into());
+        }
+        if let Some(a) = choice.autoscaler {
+            self.candidates.retain(|&d| a.is_ready(d));
+            if self.candidates.is_empty() {
+                return Ok(false);
+            }
+        }
+        // The decode router sees the instances as the prefill router does: through the
+        // run's signals, refreshed as their modes say (each earlier hand-off included).
+        choice
+            .signals
+            .refresh_due(now, schedulers, choice.instances);
+        let view = choice.signals.view(schedulers);
+        let to = self.setup.router.route(request, &self.candidates, &view);
+        schedulers[to as usize].expect_incoming();
+        let n = self.setup.roles.len();
+        let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
+        let transfer = Transfer {
+            request_id: h.request_id,
+            slot: h.slot,
+            to,
+            bytes,
+            duration: self.setup.links[f * n + to as usize].transfer_ns(bytes),
+            prefill_end,
+            start: now,
+            queuing_delay: h.queuing_delay_ns,
+            blocks: h.blocks,
+            priority: h.priority,
+            cancelled: false,
+        };
+        if self.links[f].active.is_none() {
+            self.start(from, transfer, now, schedulers, effects)?;
+        } else {
+            self.links[f].waiting.push_back(transfer);
+        }
+        Ok(true)
     }
 
     /// Puts `transfer` on `from`'s idle link at `now`.
@@ -317,27 +391,37 @@ impl<'a> Transfers<'a> {
         decode.receive(&request, received);
     }
 
-    /// Request `id` timed out. If its KV waits for its sender's link, the transfer is called
-    /// off (the prefill blocks are freed now); if it is on the wire, its KV is dropped when
-    /// it arrives (the blocks stay held until then). Returns whether it was in a transfer;
+    /// Request `id` timed out. If its KV waits for its sender's link or for a ready decode
+    /// replica, the transfer is called off (the prefill blocks are freed now); if it is on
+    /// the wire, its KV is dropped when it arrives (the blocks stay held until then). Returns
+    /// the sender and, when its KV no longer comes, the receiver, if it was in a transfer;
     /// otherwise only what the transfers kept of it is forgotten.
-    pub fn cancel(&mut self, id: u64, schedulers: &mut [Scheduler]) -> Result<bool, SimError> {
+    pub fn cancel(
+        &mut self,
+        id: u64,
+        schedulers: &mut [Scheduler],
+    ) -> Result<Option<(u32, Option<u32>)>, SimError> {
         for (from, link) in self.links.iter_mut().enumerate() {
             if let Some(active) = link.active.as_mut().filter(|t| t.request_id == id) {
                 active.cancelled = true;
                 self.entered.remove(&id);
-                return Ok(true);
+                return Ok(Some((from as u32, None)));
             }
             if let Some(k) = link.waiting.iter().position(|t| t.request_id == id) {
                 let t = link.waiting.remove(k).expect("found transfer");
                 schedulers[from].release_handoff(t.slot)?;
                 schedulers[t.to as usize].cancel_incoming();
                 self.entered.remove(&id);
-                return Ok(true);
+                return Ok(Some((from as u32, Some(t.to))));
             }
         }
         self.entered.remove(&id);
-        Ok(false)
+        if let Some(k) = self.held.iter().position(|p| p.handoff.request_id == id) {
+            let p = self.held.remove(k).expect("found hand-off");
+            schedulers[p.from as usize].release_handoff(p.handoff.slot)?;
+            return Ok(Some((p.from, None)));
+        }
+        Ok(None)
     }
 
     fn event(

@@ -592,9 +592,16 @@ fn power_model(config: &SimConfig) -> Option<PowerModel> {
 
 /// The prefill/decode setup of the run, when some instance is a prefill or decode instance:
 /// roles, the full-model KV bytes per token each prefill instance sends, the links of the
-/// cluster config, and a decode-side router applying the run's policy on its own stream.
+/// cluster config (an autoscaled replica's being its template's), and a decode-side router applying the run's policy on its own stream.
 fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
     let links = config.links.as_ref()?;
+    // The links are those of the configured instances: an autoscaled run's replica slot
+    // takes its template's (`scaling::expand`).
+    let per = config
+        .control
+        .autoscale
+        .as_ref()
+        .map_or(1, |a| a.max_replicas as usize);
     let instances = &config.instances;
     if instances.iter().all(|i| i.role == InstanceRole::Colocated) {
         return None;
@@ -610,7 +617,7 @@ fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
             if transfer_in_step(&instances[from]) {
                 Link::IN_STEP
             } else {
-                links.link(from, to)
+                links.link(from / per, to / per)
             }
         },
     ))

@@ -1,9 +1,9 @@
 //! An autoscaled run's instances: each configured instance is a template of
-//! `max_replicas` replica slots; the autoscaler is built over the slots with their GPUs,
-//! prices and weight-loading times.
+//! `max_replicas` replica slots (slot `s` is a replica of template `s / max_replicas`); the
+//! autoscaler is built over the slots with their GPUs, prices and weight-loading times.
+//! Prefill and decode templates are pools of their own, scaled separately.
 
 use crate::autoscale::{AutoscaleConfig, Autoscaler, ReplicaTemplate};
-use crate::config::InstanceRole;
 use crate::config::KvCapacity;
 use crate::config::run::{InstanceConfig, SimConfig};
 
@@ -11,14 +11,6 @@ use crate::config::run::{InstanceConfig, SimConfig};
 /// error saying why the configuration cannot be autoscaled.
 pub(super) fn expand(config: &SimConfig, a: &AutoscaleConfig) -> anyhow::Result<SimConfig> {
     for (k, inst) in config.instances.iter().enumerate() {
-        if inst.role != InstanceRole::Colocated {
-            anyhow::bail!(
-                "autoscaling: instance {k} is a {:?} instance; prefill/decode pools are not \
-                 autoscaled yet (their KV hand-offs pick decode instances outside the router, \
-                 which would have to skip replicas that are not ready)",
-                inst.role
-            );
-        }
         if inst.dp_group.is_some() {
             anyhow::bail!(
                 "autoscaling: instance {k} is a member of a data-parallel group; a DP group \

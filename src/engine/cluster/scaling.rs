@@ -4,6 +4,7 @@
 
 use super::super::SimError;
 use super::super::eligibility::Groups;
+use super::super::pd::DecodeChoice;
 use super::{Cluster, Services};
 use crate::Nanos;
 use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState};
@@ -66,6 +67,11 @@ impl<'r> Scaling<'r> {
         &self.routable
     }
 
+    /// The autoscaler of the run.
+    pub(super) fn autoscaler(&self) -> &Autoscaler {
+        &self.autoscaler
+    }
+
     /// The autoscaling report of a run ended at `now`.
     pub(super) fn report(&self, now: Nanos) -> AutoscaleReport {
         self.autoscaler.report(now)
@@ -88,10 +94,10 @@ fn request_of(e: &Evicted) -> Request {
 
 impl<'r> Cluster<'r> {
     /// Hands the run to `autoscaler` (its replica slots are the instances) and schedules
-    /// its first tick. Refused for DP groups and P/D (checked by the caller too).
+    /// its first tick. Refused for DP groups (checked by the caller too).
     pub(super) fn start_scaling(&mut self, autoscaler: Autoscaler) -> Result<(), SimError> {
-        if self.transfers.is_some() || !self.groups.is_empty() {
-            let message = "autoscaling runs colocated instances outside DP groups".to_owned();
+        if !self.groups.is_empty() {
+            let message = "autoscaling runs instances outside DP groups".to_owned();
             return Err(SchedulerBug::new(message).into());
         }
         let interval = autoscaler.config().interval_ns;
@@ -184,10 +190,30 @@ impl<'r> Cluster<'r> {
                     epoch,
                 },
             ),
-            // Ready: requests held for want of a ready replica are asked about again.
-            Some(None) => self.ask_gateway_again(s),
+            // Ready: requests held for want of a ready replica are asked about again, and
+            // hand-offs held for want of a ready decode replica are sent.
+            Some(None) => {
+                self.ask_gateway_again(s);
+                self.send_held_handoffs(s)?;
+            }
         }
         Ok(())
+    }
+
+    /// Sends the hand-offs that waited for a ready decode replica and can go now.
+    fn send_held_handoffs(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let (Some(t), Some(scaling)) = (&mut self.transfers, &self.scaling) else {
+            return Ok(());
+        };
+        let choice = DecodeChoice {
+            setups: self.setups,
+            eligibility: &self.eligibility,
+            signals: &mut self.signals,
+            instances: &self.instances,
+            autoscaler: Some(scaling.autoscaler()),
+        };
+        t.send_held(self.now, &mut self.schedulers, choice, &mut self.effects)?;
+        self.apply_transfer_effects(s)
     }
 
     /// Replica `id` starts draining: with `redirect`, its waiting requests that have not
@@ -217,7 +243,8 @@ impl<'r> Cluster<'r> {
     }
 
     /// If replica `id` is draining and has no step in flight: an `immediate` drain drops
-    /// what it still has; it is off once it has nothing left.
+    /// what it still has; it is off once it has nothing left, no KV still to send (prefill)
+    /// and none on its way to it (decode).
     pub(super) fn settle_drain(
         &mut self,
         id: u32,
@@ -261,7 +288,10 @@ impl<'r> Cluster<'r> {
                 s.observer.request_dropped(&request, self.now, why)?;
             }
         }
-        if !self.schedulers[i].has_work() {
+        // KV still leaving (prefill) or still coming (decode) keeps the replica on.
+        let scheduler = &self.schedulers[i];
+        if !scheduler.has_work() && scheduler.num_handed_off() == 0 && scheduler.num_incoming() == 0
+        {
             scaling.autoscaler.retire(id, self.now);
         }
         Ok(())
