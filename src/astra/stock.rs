@@ -10,7 +10,10 @@
 //! asserts `get_event_time() > current_time`, so a first node that costs 0 ns aborts it: the
 //! memory file's latency is at least [`super::STOCK_MIN_MEM_LATENCY_NS`], which makes the
 //! input load that starts every batch cost at least 1 ns); COMP durations in whole µs (the
-//! upstream Chakra dialect).
+//! upstream Chakra dialect), written with the rounding remainder carried from node to node
+//! ([`crate::chakra::WireDurations`]) so that a file's compute lasts its exact total to within
+//! half a µs: rounded one by one, the same layer's error repeats in every block (+1.5% on a
+//! Llama-3.1-70B H100 step of 724 COMP nodes).
 
 use std::ffi::OsString;
 use std::path::Path;

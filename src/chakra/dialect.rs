@@ -122,13 +122,6 @@ impl Dialect {
         }
     }
 
-    /// How long ASTRA-Sim runs a COMP node of `ns` written in this dialect: its duration as
-    /// written, and 1 ns for a duration written as 0 (the fork and upstream both replay a COMP
-    /// node of runtime 0 for 1 ns; upstream writes every duration under 500 ns as 0 µs).
-    pub fn comp_run_ns(self, ns: Nanos) -> Nanos {
-        self.duration_from_wire(self.duration_to_wire(ns)).max(1)
-    }
-
     /// The unit of `duration_micros` in this dialect: `us` or `ns`.
     pub fn duration_unit(self) -> &'static str {
         match self {
@@ -142,6 +135,43 @@ impl Dialect {
         match self {
             Dialect::Upstream => "upstream",
             Dialect::LlmServingSim => "llmservingsim",
+        }
+    }
+}
+
+/// The `duration_micros` values of one file's COMP nodes, in file order, written so that no
+/// rounding error builds up: upstream, each node gets the whole µs by which the rounded running
+/// total of the exact durations grows, so the first `k` nodes always last their exact total
+/// rounded to the nearest µs (one node of 1.4 µs then one of 1.4 µs are written 1 and 2 µs,
+/// not 1 and 1); the fork's nanoseconds pass unchanged.
+#[derive(Debug, Clone, Copy)]
+pub struct WireDurations {
+    dialect: Dialect,
+    exact_ns: Nanos,
+    written: u64,
+}
+
+impl WireDurations {
+    /// A running total at 0 for a file in `dialect`.
+    pub fn new(dialect: Dialect) -> WireDurations {
+        WireDurations {
+            dialect,
+            exact_ns: 0,
+            written: 0,
+        }
+    }
+
+    /// The wire duration of the next COMP node, which lasts `ns`.
+    pub fn next(&mut self, ns: Nanos) -> u64 {
+        match self.dialect {
+            Dialect::LlmServingSim => ns,
+            Dialect::Upstream => {
+                self.exact_ns = self.exact_ns.saturating_add(ns);
+                let total = self.dialect.duration_to_wire(self.exact_ns);
+                let wire = total - self.written;
+                self.written = total;
+                wire
+            }
         }
     }
 }

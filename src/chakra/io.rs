@@ -11,7 +11,7 @@ use prost::Message;
 
 use super::attr::string_attr;
 use super::proto::{GlobalMetadata, Node};
-use super::{Dialect, EtError, EtNode};
+use super::{Dialect, EtError, EtNode, NodeKind, WireDurations};
 
 /// The `GlobalMetadata.version` blis-cosim writes: the Chakra schema release it follows.
 pub const ET_VERSION: &str = "0.0.4";
@@ -55,12 +55,17 @@ pub fn global_metadata() -> GlobalMetadata {
 }
 
 /// The bytes of a file holding `nodes` in `dialect` (metadata only when `nodes` is empty, the
-/// valid file of an idle NPU).
+/// valid file of an idle NPU), COMP durations as [`WireDurations`] writes them.
 pub fn encode_et(nodes: &[EtNode], dialect: Dialect) -> Result<Vec<u8>, EtError> {
     let mut buf = Vec::with_capacity(64 + 40 * nodes.len());
     encode_metadata(&mut buf);
+    let mut wire = WireDurations::new(dialect);
     for node in nodes {
-        node.to_proto(dialect)?
+        let mut message = node.to_proto(dialect)?;
+        if node.kind == NodeKind::Comp {
+            message.duration_micros = wire.next(node.duration_ns);
+        }
+        message
             .encode_length_delimited(&mut buf)
             .expect("a Vec grows as needed");
     }

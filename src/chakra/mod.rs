@@ -30,7 +30,7 @@ mod trace;
 #[cfg(test)]
 mod trace_tests;
 
-pub use dialect::{Dialect, NodeKind};
+pub use dialect::{Dialect, NodeKind, WireDurations};
 pub use dump::render_dump;
 pub use emit::{EmitEt, StepEmitter};
 pub use error::EtError;

@@ -342,8 +342,8 @@ fn lean_traces_merge_consecutive_comp_nodes_of_a_chain() {
         ]
     );
     assert_eq!(lean[1].name, "node1.comp_node..node3.comp_node");
-    // Upstream: the sum of the µs each node is written with (1 + 1 + 3, 1 + 1), not the
-    // rounded sum (5, 2).
+    // Upstream: the running total rounded to µs (1.4, 2.8, 5.4 -> 1, 3, 5; 6.1, 7.0 -> 6,
+    // 7), so the nodes are written 1 + 2 + 2 and 1 + 1 µs.
     let upstream: Vec<u64> = lean_nodes(&chain(), Dialect::Upstream)
         .iter()
         .map(|n| n.duration_ns)
@@ -390,9 +390,10 @@ fn lean_traces_keep_comp_nodes_with_other_dependents_or_dependencies() {
 
 #[test]
 fn lean_traces_keep_a_node_written_as_zero_on_its_own() {
-    // 300 ns is written as 0 µs upstream, which ASTRA-Sim runs for 1 ns: merged into its
-    // neighbours it would cost 0.
+    // 1.0 µs then 0.3 µs: the running total stays at 1 µs, so the second node is written as
+    // 0 µs, which ASTRA-Sim runs for 1 ns: merged into its neighbours it would cost 0.
     let mut nodes = chain();
+    nodes[1].duration_ns = 1_000;
     nodes[2].duration_ns = 300;
     let durations = |dialect| -> Vec<u64> {
         lean_nodes(&nodes, dialect)
@@ -400,21 +401,54 @@ fn lean_traces_keep_a_node_written_as_zero_on_its_own() {
             .map(|n| n.duration_ns)
             .collect()
     };
+    // Running totals 1.0, 1.3, 3.9 | 4.6, 5.5 µs -> 1, 1, 4 | 5, 6.
     assert_eq!(
         durations(Dialect::Upstream),
         [0, 1_000, 0, 3_000, 0, 2_000, 0]
     );
-    assert_eq!(durations(Dialect::LlmServingSim), [0, 4_300, 0, 1_600, 0]);
+    assert_eq!(durations(Dialect::LlmServingSim), [0, 3_900, 0, 1_600, 0]);
     // ASTRA-Sim's COMP time is the same lean or detailed: 1 µs + 1 ns + 3 µs + 1 µs + 1 µs.
     let run = |nodes: &[EtNode]| -> u64 {
+        let mut wire = WireDurations::new(Dialect::Upstream);
         nodes
             .iter()
             .filter(|n| n.kind == NodeKind::Comp)
-            .map(|n| Dialect::Upstream.comp_run_ns(n.duration_ns))
+            .map(|n| {
+                Dialect::Upstream
+                    .duration_from_wire(wire.next(n.duration_ns))
+                    .max(1)
+            })
             .sum()
     };
     assert_eq!(run(&nodes), 6_001);
     assert_eq!(run(&lean_nodes(&nodes, Dialect::Upstream)), 6_001);
-    assert_eq!(Dialect::LlmServingSim.comp_run_ns(0), 1);
-    assert_eq!(Dialect::LlmServingSim.comp_run_ns(300), 300);
+}
+
+#[test]
+fn upstream_durations_carry_the_rounding_remainder_from_node_to_node() {
+    // Ten nodes of 1.4 µs: one by one each rounds to 1 µs (10 µs in all, 29% short); the
+    // running totals 1.4, 2.8, ..., 14.0 round to 1, 3, 4, 6, 7, 8, 10, 11, 13, 14.
+    let mut wire = WireDurations::new(Dialect::Upstream);
+    let written: Vec<u64> = (0..10).map(|_| wire.next(1_400)).collect();
+    assert_eq!(written, [1, 2, 1, 2, 1, 1, 2, 1, 2, 1]);
+    // Nodes of 0.4 µs: 0.4, 0.8, 1.2, 1.6, 2.0 -> 0, 1, 1, 2, 2.
+    let mut wire = WireDurations::new(Dialect::Upstream);
+    let written: Vec<u64> = (0..5).map(|_| wire.next(400)).collect();
+    assert_eq!(written, [0, 1, 0, 1, 0]);
+    // The fork's nanoseconds pass unchanged.
+    let mut wire = WireDurations::new(Dialect::LlmServingSim);
+    assert_eq!([wire.next(1_400), wire.next(400)], [1_400, 400]);
+    // A file carries the remainder across the COMP nodes of its chain, collectives between.
+    let mut nodes = chain();
+    for n in nodes.iter_mut().filter(|n| n.kind == NodeKind::Comp) {
+        n.duration_ns = 1_400;
+    }
+    let file = parse(&encode_et(&nodes, Dialect::Upstream).unwrap()).unwrap();
+    let comp: Vec<u64> = file
+        .nodes
+        .iter()
+        .filter(|n| n.r#type == 4)
+        .map(|n| n.duration_micros)
+        .collect();
+    assert_eq!(comp, [1, 2, 1, 2, 1]);
 }

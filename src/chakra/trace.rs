@@ -10,7 +10,7 @@ use prost::Message;
 use super::attr::{bool_attr, bool_list_attr, int64_attr, uint32_attr, uint64_attr};
 use super::io::encode_metadata;
 use super::proto::{AttributeProto, CollectiveCommType, Node};
-use super::{Dialect, EtError, EtNode, NodeKind, npu_file};
+use super::{Dialect, EtError, EtNode, NodeKind, WireDurations, npu_file};
 use crate::Nanos;
 use crate::config::{Dtype, MemLoc, ModelArch, Placement};
 use crate::latency::{BatchDesc, LayerTiming, canonical_layer_name, layer_weight_bytes};
@@ -148,6 +148,7 @@ impl BatchTrace<'_> {
             (code.is_some(), message)
         });
         let mut unrepresentable = None;
+        let mut wire = WireDurations::new(dialect);
         self.layout(|slot| {
             let (representable, message) = &mut messages[slot.role as usize];
             if !*representable {
@@ -162,7 +163,10 @@ impl BatchTrace<'_> {
                 slot.name.write_to(&mut message.name);
                 message.data_deps.clear();
                 message.data_deps.extend(slot.deps.iter().flatten());
-                message.duration_micros = dialect.duration_to_wire(slot.duration_ns);
+                message.duration_micros = match slot.role {
+                    Role::Comp => wire.next(slot.duration_ns),
+                    _ => dialect.duration_to_wire(slot.duration_ns),
+                };
                 if let Some(w) = slot.weight {
                     message.attr = w.attrs();
                 }
@@ -178,13 +182,17 @@ impl BatchTrace<'_> {
     }
 
     /// The time ASTRA-Sim runs the trace's COMP nodes, one after another, as `dialect` writes
-    /// them ([`Dialect::comp_run_ns`]: each rounded to µs upstream, 1 ns for a node written
-    /// as 0), ns.
+    /// them ([`WireDurations`]: upstream, the running total rounded to µs; 1 ns for a node
+    /// written as 0), ns.
     pub fn compute_ns(&self, dialect: Dialect) -> Result<Nanos, TraceError> {
         let mut total: Nanos = 0;
+        let mut wire = WireDurations::new(dialect);
         self.layout(|slot| {
             if slot.role == Role::Comp {
-                total = total.saturating_add(dialect.comp_run_ns(slot.duration_ns));
+                let run = dialect
+                    .duration_from_wire(wire.next(slot.duration_ns))
+                    .max(1);
+                total = total.saturating_add(run);
             }
         })?;
         Ok(total)

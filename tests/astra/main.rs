@@ -60,6 +60,10 @@ fn main() {
             stock_tests::stock_follows_upstreams_input_rules,
         ),
         (
+            "stock::carries_the_rounding_remainder_between_nodes",
+            stock_tests::stock_carries_the_rounding_remainder_between_nodes,
+        ),
+        (
             "cli::sample_matches_the_analytical_run",
             cli_tests::sample_matches_the_analytical_run,
         ),

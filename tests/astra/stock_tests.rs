@@ -179,3 +179,43 @@ pub fn stock_follows_upstreams_input_rules() {
         "{stderr}"
     );
 }
+
+/// Stock mode loses no compute to µs rounding: six layers of 1.4 µs (8.4 µs) are written
+/// with the running total rounded (1, 2, 1, 2, 1, 1 µs: 8 µs), not each rounded to 1 µs
+/// (6 µs), in lean and in detailed traces alike; the double prices the files as upstream
+/// does, so the batch takes 8 µs plus 1 ns for each host-memory access (the TP-1 instance
+/// with its idle peer, as in [`stock_follows_upstreams_input_rules`]).
+pub fn stock_carries_the_rounding_remainder_between_nodes() {
+    let runs = tempfile::tempdir().unwrap();
+    DoubleEnv {
+        stock: true,
+        ..DoubleEnv::default()
+    }
+    .apply();
+    let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+    let instance = AstraInstance {
+        model: &model,
+        tp: 1,
+        ep: 1,
+        dtype: Dtype::Bfloat16,
+        placement: None,
+        stage_blocks: &[],
+    };
+    let layers = [
+        "embedding",
+        "qkv_proj",
+        "o_proj",
+        "gate_up_proj",
+        "down_proj",
+        "lm_head",
+    ];
+    for detailed in [false, true] {
+        let mut opts = options(AstraMode::Stock, 1, runs.path());
+        opts.detailed_traces = detailed;
+        let compute = Box::new(Fixed(layers.iter().map(|&name| (name, 1_400)).collect()));
+        let mut backend = AstraBackend::start(opts, instance, compute, 1).unwrap();
+        let time = backend.step_time(&BatchDesc::new(&decodes(1))).unwrap();
+        assert_eq!(time, 8_002, "detailed traces: {detailed}");
+        backend.finish().unwrap();
+    }
+}
