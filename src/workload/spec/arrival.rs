@@ -33,6 +33,15 @@ pub enum ArrivalProcess {
         peak_time_us: u64,
         peak_to_trough_ratio: f64,
     },
+    /// Exactly `count` arrivals whose gaps, exponential draws scaled so that they sum to
+    /// `duration_us` and truncated to whole µs (at least 1), end by `duration_us`:
+    /// inference-perf's load timer, which BLIS ports as its `NormalizedExponentialSampler`.
+    /// Not a YAML process: only an `inference_perf` block's single stage uses it.
+    NormalizedExponential { count: u64, duration_us: u64 },
+    /// One arrival, an exponential gap (at the client's rate) after `start_us`, then none:
+    /// BLIS's single-session clients. Not a YAML process: an `inference_perf` block with
+    /// multi-turn chat uses it.
+    Once { start_us: u64 },
 }
 
 /// The YAML form: BLIS's `process`, `cv`, `shape`, `scale`, plus the bursty and diurnal
@@ -233,11 +242,26 @@ enum ClockKind {
         omega: f64,
         peak: f64,
     },
+    /// `left` more gaps, each an Exp(1) draw times `us_per_draw`, truncated to whole µs.
+    Normalized {
+        left: u64,
+        us_per_draw: f64,
+    },
+    /// One gap from the start, then spent.
+    Once {
+        gap: Exp<f64>,
+        spent: bool,
+    },
 }
 
 impl ArrivalClock {
-    /// A clock at time 0 for `process` at `rate` requests per second (positive, finite).
-    pub(super) fn new(process: &ArrivalProcess, rate: f64) -> ArrivalClock {
+    /// A clock at time 0 for `process` at `rate` requests per second (positive, finite),
+    /// that will draw from `rng` (read ahead, on a copy, by the normalised process).
+    pub(super) fn new<R: Rng + Clone>(
+        process: &ArrivalProcess,
+        rate: f64,
+        rng: &R,
+    ) -> ArrivalClock {
         let per_ns = rate / 1e9;
         let mean_gap = 1.0 / per_ns;
         let kind = match *process {
@@ -284,11 +308,29 @@ impl ArrivalClock {
                     peak: peak_time_us as f64 * 1e3,
                 }
             }
+            ArrivalProcess::NormalizedExponential { count, duration_us } => {
+                // The sum of the `count` draws `next` will make, read ahead on a copy.
+                let mut ahead = rng.clone();
+                let sum: f64 = (0..count).map(|_| -> f64 { Exp1.sample(&mut ahead) }).sum();
+                ClockKind::Normalized {
+                    left: count,
+                    us_per_draw: duration_us as f64 / sum,
+                }
+            }
+            ArrivalProcess::Once { start_us } => {
+                let gap = Exp::new(per_ns).expect("rate > 0");
+                let kind = ClockKind::Once { gap, spent: false };
+                return ArrivalClock {
+                    t: start_us as f64 * 1e3,
+                    kind,
+                };
+            }
         };
         ArrivalClock { t: 0.0, kind }
     }
 
-    /// Advances to the next arrival and returns its time, ns (non-decreasing).
+    /// Advances to the next arrival and returns its time, ns (non-decreasing; infinite once a
+    /// process of a fixed count is spent).
     pub(super) fn next<R: Rng + ?Sized>(&mut self, rng: &mut R) -> f64 {
         match &mut self.kind {
             ClockKind::Poisson(d) => self.t += d.sample(rng),
@@ -338,6 +380,18 @@ impl ArrivalClock {
                     break;
                 }
             },
+            ClockKind::Normalized { left: 0, .. } | ClockKind::Once { spent: true, .. } => {
+                return f64::INFINITY;
+            }
+            ClockKind::Once { gap, spent } => {
+                *spent = true;
+                self.t += gap.sample(rng);
+            }
+            ClockKind::Normalized { left, us_per_draw } => {
+                *left -= 1;
+                let draw: f64 = Exp1.sample(rng);
+                self.t += ((draw * *us_per_draw) as u64).max(1) as f64 * 1e3;
+            }
         }
         self.t
     }

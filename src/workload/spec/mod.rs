@@ -36,6 +36,7 @@ mod conversation;
 mod dist;
 mod extras;
 mod generate;
+mod inference_perf;
 mod jsonl_out;
 mod limits;
 mod scenarios;

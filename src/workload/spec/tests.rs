@@ -215,8 +215,8 @@ fn invalid_distributions_are_rejected_with_the_reason() {
 
 /// `n` gaps of `process` at `rate` requests/s, ns.
 fn gaps(process: ArrivalProcess, rate: f64, n: usize) -> Vec<f64> {
-    let mut clock = ArrivalClock::new(&process, rate);
     let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut clock = ArrivalClock::new(&process, rate, &rng);
     let mut last = 0.0;
     (0..n)
         .map(|_| {
@@ -269,8 +269,8 @@ fn renewal_processes_keep_the_rate_and_their_burstiness() {
 
 /// Arrival times of `process` at `rate` requests/s up to `horizon_ns`.
 fn times(process: ArrivalProcess, rate: f64, horizon_ns: f64) -> Vec<f64> {
-    let mut clock = ArrivalClock::new(&process, rate);
     let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let mut clock = ArrivalClock::new(&process, rate, &rng);
     std::iter::repeat_with(|| clock.next(&mut rng))
         .take_while(|&t| t < horizon_ns)
         .collect()
