@@ -7,9 +7,9 @@ mod binary;
 
 use binary::{ok, read_csv, run};
 use blis_cosim::workload::spec::{
-    ArrivalProcess, Category, Generator, Overrides, SloClass, Traffic, WorkloadSpec,
+    ArrivalProcess, Category, Generator, Overrides, SloClass, WorkloadSpec,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 
 fn spec(yaml: &str) -> WorkloadSpec {
@@ -139,50 +139,48 @@ fn several_stages_get_their_own_clients_active_only_in_their_window() {
 }
 
 #[test]
-fn multi_turn_chat_makes_each_client_one_conversation_of_its_share_of_rounds() {
+fn multi_turn_chat_makes_each_client_one_session_of_its_share_of_rounds() {
     // 0.7 req/s for 10 s: 7 requests over 2 sessions, 4 and 3 rounds; think time
-    // clients / rate = 2 / 0.7 s = 2,857,142 µs (truncated).
-    let yaml = block("{rate: 0.7, duration: 10}", 1, 2, 30, true) + "horizon: 100000000\n";
+    // clients / rate = 2 / 0.7 s = 2,857,142 µs (truncated), plus 1 µs per output token (7):
+    // rounds 2,857,149 µs apart. One stage: the rounds may run past its end (as in BLIS), so
+    // the block's 7 requests bound the generation.
+    let yaml = block("{rate: 0.7, duration: 10}", 1, 2, 30, true);
     let s = spec(&yaml);
     assert_eq!(s.category, Some(Category::Reasoning));
-    for (c, rounds) in s.clients.iter().zip([4, 3]) {
-        assert_eq!(c.arrival, ArrivalProcess::Once { start_us: 0 });
-        let Traffic::Requests {
-            conversation: Some(conv),
-            ..
-        } = &c.traffic
-        else {
-            panic!("{c:?}")
+    assert_eq!((s.horizon_us, s.num_requests), (None, Some(7)));
+    for (c, count) in s.clients.iter().zip([4, 3]) {
+        let rounds = ArrivalProcess::Rounds {
+            start_us: 0,
+            count,
+            period_us: 2_857_149,
         };
-        assert_eq!(conv.max_turns, rounds);
-        assert_eq!(conv.follow_up_probability, 1.0);
-        assert_eq!(conv.think_time.min_us(), 2_857_142);
-        assert!(!conv.accumulate, "fixed-length rounds");
+        assert_eq!(c.arrival, rounds);
+        assert!(
+            !c.traffic.is_session(),
+            "fixed-length rounds: plain requests"
+        );
     }
-    let rows = run_spec(&yaml);
-    assert_eq!(rows.len(), 7);
-    let mut sessions: BTreeMap<String, Vec<(u64, u64, u64, u64)>> = BTreeMap::new();
-    for r in &rows {
-        sessions.entry(r["session_id"].clone()).or_default().push((
-            num(r, "sub_request_index"),
-            num(r, "arrival"),
-            num(r, "end_time"),
-            num(r, "input"),
-        ));
-    }
-    let lengths: Vec<usize> = sessions.values().map(Vec::len).collect();
-    assert_eq!(lengths, [4, 3], "{sessions:?}");
-    for turns in sessions.values_mut() {
-        turns.sort();
-        for k in 1..turns.len() {
-            assert_eq!(turns[k].1, turns[k - 1].2 + 2_857_142_000, "{turns:?}");
+    let reqs: Vec<_> = Generator::new(&s, Overrides::default()).unwrap().collect();
+    for (client, count) in [(0, 4), (1, 3)] {
+        let mine: Vec<u64> = reqs
+            .iter()
+            .filter(|r| r.client == client)
+            .map(|r| r.arrival_ns)
+            .collect();
+        assert_eq!(mine.len(), count);
+        for k in 1..count {
+            assert_eq!(mine[k] - mine[k - 1], 2_857_149_000, "{mine:?}");
         }
-        assert!(turns.iter().all(|t| t.3 == 50), "no context carried over");
     }
+    assert!(
+        reqs.iter().all(|r| r.input_toks == 50),
+        "no context carried over"
+    );
+    assert_eq!(run_spec(&yaml).len(), 7, "the binary runs it");
 }
 
 #[test]
-fn multi_turn_over_several_stages_starts_each_session_in_its_stage() {
+fn multi_turn_over_several_stages_keeps_each_sessions_rounds_in_its_stage() {
     let yaml = block(
         "{rate: 1, duration: 20}, {rate: 2, duration: 20}",
         1,
@@ -191,27 +189,32 @@ fn multi_turn_over_several_stages_starts_each_session_in_its_stage() {
         true,
     );
     let s = spec(&yaml);
-    // Stage 0: 20 requests, 10 rounds each, 2 s apart; stage 1: 40, 20 rounds, 1 s apart.
-    let want = [(0, 10, 2_000_000), (20_000_000, 20, 1_000_000)];
+    assert_eq!(s.horizon_us, Some(40_000_001));
+    // Stage 0: 20 requests, 10 rounds each, 2 s (+ 7 µs) apart; stage 1: 40, 20 rounds,
+    // 1 s (+ 7 µs) apart.
+    let want = [(0, 10, 2_000_007), (20_000_000, 20, 1_000_007)];
     for (i, c) in s.clients.iter().enumerate() {
-        let (start_us, rounds, think) = want[i / 2];
+        let (start_us, count, period_us) = want[i / 2];
         assert_eq!(c.id, format!("stage-{}-prompt-0-user-{}", i / 2, i % 2));
-        assert_eq!(c.arrival, ArrivalProcess::Once { start_us });
-        let Traffic::Requests {
-            conversation: Some(conv),
-            ..
-        } = &c.traffic
-        else {
-            panic!("{c:?}")
+        let rounds = ArrivalProcess::Rounds {
+            start_us,
+            count,
+            period_us,
         };
-        assert_eq!((conv.max_turns, conv.think_time.min_us()), (rounds, think));
+        assert_eq!(c.arrival, rounds);
         let window = (start_us * 1000, (start_us + 20_000_000) * 1000);
         assert_eq!(c.lifecycle.as_ref().unwrap().windows(), [window]);
     }
-    for r in Generator::new(&s, Overrides::default()).unwrap() {
+    let reqs: Vec<_> = Generator::new(&s, Overrides::default()).unwrap().collect();
+    for r in &reqs {
         let start = want[r.client as usize / 2].0 * 1000;
-        assert!(r.session && (start..start + 20_000_000_000).contains(&r.arrival_ns));
+        assert!(
+            (start..start + 20_000_000_000).contains(&r.arrival_ns),
+            "{r:?}"
+        );
     }
+    // Rounds past the window's end are dropped: at most the planned 60.
+    assert!(reqs.len() <= 60 && reqs.len() > 30, "{}", reqs.len());
 }
 
 #[test]

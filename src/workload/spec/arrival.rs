@@ -38,10 +38,15 @@ pub enum ArrivalProcess {
     /// inference-perf's load timer, which BLIS ports as its `NormalizedExponentialSampler`.
     /// Not a YAML process: only an `inference_perf` block's single stage uses it.
     NormalizedExponential { count: u64, duration_us: u64 },
-    /// One arrival, an exponential gap (at the client's rate) after `start_us`, then none:
-    /// BLIS's single-session clients. Not a YAML process: an `inference_perf` block with
-    /// multi-turn chat uses it.
-    Once { start_us: u64 },
+    /// `count` arrivals: the first an exponential gap (at the client's rate) after `start_us`,
+    /// then one every `period_us`: BLIS's single-session multi-turn clients, whose rounds it
+    /// schedules a think time plus 1 µs per output token apart. Not a YAML process: an
+    /// `inference_perf` block with multi-turn chat uses it.
+    Rounds {
+        start_us: u64,
+        count: u64,
+        period_us: u64,
+    },
 }
 
 /// The YAML form: BLIS's `process`, `cv`, `shape`, `scale`, plus the bursty and diurnal
@@ -247,10 +252,12 @@ enum ClockKind {
         left: u64,
         us_per_draw: f64,
     },
-    /// One gap from the start, then spent.
-    Once {
+    /// `left` more arrivals: an exponential gap first (`started` false), then `period` apart.
+    Rounds {
         gap: Exp<f64>,
-        spent: bool,
+        left: u64,
+        period: f64,
+        started: bool,
     },
 }
 
@@ -317,9 +324,17 @@ impl ArrivalClock {
                     us_per_draw: duration_us as f64 / sum,
                 }
             }
-            ArrivalProcess::Once { start_us } => {
-                let gap = Exp::new(per_ns).expect("rate > 0");
-                let kind = ClockKind::Once { gap, spent: false };
+            ArrivalProcess::Rounds {
+                start_us,
+                count,
+                period_us,
+            } => {
+                let kind = ClockKind::Rounds {
+                    gap: Exp::new(per_ns).expect("rate > 0"),
+                    left: count,
+                    period: period_us as f64 * 1e3,
+                    started: false,
+                };
                 return ArrivalClock {
                     t: start_us as f64 * 1e3,
                     kind,
@@ -380,12 +395,21 @@ impl ArrivalClock {
                     break;
                 }
             },
-            ClockKind::Normalized { left: 0, .. } | ClockKind::Once { spent: true, .. } => {
+            ClockKind::Normalized { left: 0, .. } | ClockKind::Rounds { left: 0, .. } => {
                 return f64::INFINITY;
             }
-            ClockKind::Once { gap, spent } => {
-                *spent = true;
-                self.t += gap.sample(rng);
+            ClockKind::Rounds {
+                gap,
+                left,
+                period,
+                started,
+            } => {
+                *left -= 1;
+                self.t += match started {
+                    true => *period,
+                    false => gap.sample(rng),
+                };
+                *started = true;
             }
             ClockKind::Normalized { left, us_per_draw } => {
                 *left -= 1;

@@ -9,11 +9,11 @@
 //! and each client sends exactly its share over the stage (inference-perf's normalised
 //! exponential gaps). Several stages: each stage gets its own clients
 //! (`stage-<s>-prompt-<p>-user-<u>`), active only in the stage's window, each at a Poisson
-//! `rate / clients`.
+//! `rate / clients`. Multi-turn chat: each client is one session of its share of the stage's
+//! requests as fixed-length rounds on BLIS's schedule (`chat_sessions`).
 
 use super::arrival::ArrivalProcess;
-use super::conversation::Conversation;
-use super::dist::{DurationDist, LengthDist};
+use super::dist::LengthDist;
 use super::extras::Lifecycle;
 use super::schema::{Category, ClientSpec, SloClass};
 use super::traffic::Traffic;
@@ -59,8 +59,11 @@ pub(super) struct Expansion {
     pub(super) rates: Vec<f64>,
     /// The sum of the stage rates (BLIS's `aggregate_rate` for the block).
     pub(super) aggregate_rate: f64,
-    /// The end of the last stage, µs: no arrival comes after it.
-    pub(super) end_us: u64,
+    /// The end of the last stage, µs, when no arrival comes after it (`None`: one stage of
+    /// multi-turn chat, whose later rounds may run past it, as in BLIS).
+    pub(super) end_us: Option<u64>,
+    /// The requests the block plans in all (multi-turn chat; else 0).
+    pub(super) total_requests: u64,
     /// `language` (BLIS's label for the block without multi-turn chat).
     pub(super) category: Category,
 }
@@ -96,13 +99,15 @@ impl RawInferencePerf {
             clients: Vec::with_capacity(shape.per_stage as usize * stages.len()),
             rates: Vec::with_capacity(shape.per_stage as usize * stages.len()),
             aggregate_rate: stages.iter().map(|s| s.rate).sum(),
-            end_us: stages.last().expect("at least one").end_us,
+            end_us: Some(stages.last().expect("at least one").end_us),
+            total_requests: 0,
             category: Category::Language,
         };
         if shape.multi_turn {
             out.category = Category::Reasoning;
+            out.end_us = out.end_us.filter(|_| stages.len() > 1);
             for (s, stage) in stages.iter().enumerate() {
-                conversations(&shape, s, stage, stages.len() > 1, &mut out)?;
+                chat_sessions(&shape, s, stage, stages.len() > 1, &mut out)?;
             }
         } else if let [stage] = stages.as_slice() {
             single_stage(&shape, stage, &mut out)?;
@@ -173,6 +178,7 @@ struct Shape {
     prefix_length: u32,
     input: LengthDist,
     output: LengthDist,
+    output_len: u32,
     /// Each client is one conversation (`enable_multi_turn_chat`).
     multi_turn: bool,
 }
@@ -224,6 +230,7 @@ impl Shape {
             prefix_length,
             input: LengthDist::constant_tokens(question),
             output: LengthDist::constant_tokens(output),
+            output_len: output,
             multi_turn: sp.enable_multi_turn_chat,
         })
     }
@@ -319,13 +326,13 @@ fn staged(
     Ok(())
 }
 
-/// Stage `s` with multi-turn chat: each client is one conversation starting an exponential
-/// gap (at `rate / clients`) into the stage, of its even share of the stage's
-/// `floor(rate × duration)` requests as rounds of fixed length (no context carried over),
-/// `clients / rate` seconds of think time apart (BLIS's `computeReasoningSpec`). A client
-/// whose share is 0 sends nothing and is left out. `windowed`: several stages, each
-/// client's start confined to its stage's window.
-fn conversations(
+/// Stage `s` with multi-turn chat: each client is one session of its even share of the
+/// stage's `floor(rate × duration)` requests as rounds of fixed length (no context carried
+/// over), the first an exponential gap (at `rate / clients`) into the stage, then one every
+/// `clients / rate` seconds of think time plus 1 µs per output token (BLIS's
+/// `computeReasoningSpec` and its round schedule); a client whose share is 0 is left out.
+/// `windowed` (several stages): rounds outside the stage's window are dropped.
+fn chat_sessions(
     shape: &Shape,
     s: usize,
     stage: &Stage,
@@ -338,16 +345,7 @@ fn conversations(
         return Err((at, "rate × duration gives no request; raise either".into()));
     }
     let think_us = (shape.per_stage as f64 / stage.rate * 1e6) as u64;
-    let think_us = u32::try_from(think_us).map_err(|_| {
-        (
-            at.clone(),
-            format!(
-                "clients / rate gives a think time of {think_us} µs between rounds, more \
-                 than {} µs",
-                u32::MAX
-            ),
-        )
-    })?;
+    let period_us = think_us.saturating_add(u64::from(shape.output_len));
     let window = windowed
         .then(|| Lifecycle::from_us(&[(stage.start_us, stage.end_us)]))
         .transpose()
@@ -357,32 +355,26 @@ fn conversations(
     let mut k = 0;
     for p in 0..shape.prompts {
         for u in 0..shape.users {
-            let rounds = base + u64::from(k < extra);
+            let count = base + u64::from(k < extra);
             k += 1;
-            if rounds == 0 {
+            if count == 0 {
                 continue;
             }
-            let rounds = u32::try_from(rounds).unwrap_or(u32::MAX);
-            super::limits::check_turns("rounds per client (rate × duration / clients)", rounds)
-                .map_err(|m| (at.clone(), m))?;
             let id = match windowed {
                 true => format!("stage-{s}-prompt-{p}-user-{u}"),
                 false => format!("prompt-{p}-user-{u}"),
             };
-            let start_us = stage.start_us;
-            let mut client = shape.client(id, p, ArrivalProcess::Once { start_us });
-            if let Traffic::Requests { conversation, .. } = &mut client.traffic {
-                *conversation = Some(Conversation {
-                    max_turns: rounds,
-                    follow_up_probability: 1.0,
-                    think_time: DurationDist::constant(think_us),
-                    accumulate: false,
-                });
-            }
+            let arrival = ArrivalProcess::Rounds {
+                start_us: stage.start_us,
+                count,
+                period_us,
+            };
+            let mut client = shape.client(id, p, arrival);
             client.lifecycle = window.clone();
             out.clients.push(client);
             out.rates.push(rate);
         }
     }
+    out.total_requests += total;
     Ok(())
 }

@@ -632,9 +632,11 @@ fn refuse_unsupported_sources(raw: &RawSpec) -> Result<(), (&'static str, String
     if raw.servegen_data.is_some() {
         return Err((
             "servegen_data",
-            "is not supported yet: it reads a ServeGen data directory (chunk-*-trace.csv, \
-             dataset.json) into fitted per-window distributions; convert it to clients (or to \
-             JSONL) first"
+            "is not supported yet: BLIS turns a ServeGen data directory (chunk-*-trace.csv \
+             rate, cv and Gamma/Weibull rows; dataset.json length PDFs) into cohorts, one per \
+             time period and SLO class, whose lifecycle windows carry absolute rates \
+             (`trace_rate`) and their own arrival processes, which this reader does not take \
+             yet; write the clients (or convert the trace to JSONL) instead"
                 .into(),
         ));
     }
@@ -674,7 +676,8 @@ struct RawTop<'a> {
 
 /// The spec of an `inference_perf` block: its clients and rates; `aggregate_rate` is the sum
 /// of the stage rates (a different one given is overridden, as BLIS does, with a warning);
-/// without `horizon`, just past the end of the last stage.
+/// without `horizon`, just past the end of the last stage (without one, the block's own
+/// number of requests).
 fn inference_perf_spec(expansion: Expansion, top: RawTop<'_>) -> WorkloadSpec {
     if let Some(given) = top.aggregate_rate.filter(|&r| r > 0.0)
         && given != expansion.aggregate_rate
@@ -686,6 +689,16 @@ fn inference_perf_spec(expansion: Expansion, top: RawTop<'_>) -> WorkloadSpec {
             expansion.aggregate_rate
         );
     }
+    // One µs past the last stage: a single stage's last arrival may fall on its end.
+    let horizon_us = top
+        .horizon
+        .filter(|&h| h > 0)
+        .or(expansion.end_us.map(|end| end + 1));
+    // Without a bound in time (multi-turn chat in one stage), the block's own count.
+    let num_requests = top
+        .num_requests
+        .filter(|&n| n > 0)
+        .or((horizon_us.is_none()).then_some(expansion.total_requests));
     WorkloadSpec {
         source_name: top.source_name.to_owned(),
         version: top.version,
@@ -694,12 +707,8 @@ fn inference_perf_spec(expansion: Expansion, top: RawTop<'_>) -> WorkloadSpec {
         aggregate_rate: expansion.aggregate_rate,
         rates: expansion.rates,
         goodput_targets: top.goodput_targets,
-        // One µs past the last stage: a single stage's last arrival may fall on its end.
-        horizon_us: top
-            .horizon
-            .filter(|&h| h > 0)
-            .or(Some(expansion.end_us + 1)),
-        num_requests: top.num_requests.filter(|&n| n > 0),
+        horizon_us,
+        num_requests,
         clients: expansion.clients,
     }
 }
