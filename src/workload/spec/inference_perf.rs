@@ -64,7 +64,7 @@ pub(super) struct Expansion {
     pub(super) end_us: Option<u64>,
     /// The requests the block plans in all (multi-turn chat; else 0).
     pub(super) total_requests: u64,
-    /// `language` (BLIS's label for the block without multi-turn chat).
+    /// BLIS's label for the block: `reasoning` with multi-turn chat, else `language`.
     pub(super) category: Category,
 }
 
