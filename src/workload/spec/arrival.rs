@@ -33,6 +33,20 @@ pub enum ArrivalProcess {
         peak_time_us: u64,
         peak_to_trough_ratio: f64,
     },
+    /// Exactly `count` arrivals whose gaps, exponential draws scaled so that they sum to
+    /// `duration_us` and truncated to whole µs (at least 1), end by `duration_us`:
+    /// inference-perf's load timer, which BLIS ports as its `NormalizedExponentialSampler`.
+    /// Not a YAML process: only an `inference_perf` block's single stage uses it.
+    NormalizedExponential { count: u64, duration_us: u64 },
+    /// `count` arrivals: the first an exponential gap (at the client's rate) after `start_us`,
+    /// then one every `period_us`: BLIS's single-session multi-turn clients, whose rounds it
+    /// schedules a think time plus 1 µs per output token apart. Not a YAML process: an
+    /// `inference_perf` block with multi-turn chat uses it.
+    Rounds {
+        start_us: u64,
+        count: u64,
+        period_us: u64,
+    },
 }
 
 /// The YAML form: BLIS's `process`, `cv`, `shape`, `scale`, plus the bursty and diurnal
@@ -233,11 +247,28 @@ enum ClockKind {
         omega: f64,
         peak: f64,
     },
+    /// `left` more gaps, each an Exp(1) draw times `us_per_draw`, truncated to whole µs.
+    Normalized {
+        left: u64,
+        us_per_draw: f64,
+    },
+    /// `left` more arrivals: an exponential gap first (`started` false), then `period` apart.
+    Rounds {
+        gap: Exp<f64>,
+        left: u64,
+        period: f64,
+        started: bool,
+    },
 }
 
 impl ArrivalClock {
-    /// A clock at time 0 for `process` at `rate` requests per second (positive, finite).
-    pub(super) fn new(process: &ArrivalProcess, rate: f64) -> ArrivalClock {
+    /// A clock at time 0 for `process` at `rate` requests per second (positive, finite),
+    /// that will draw from `rng` (read ahead, on a copy, by the normalised process).
+    pub(super) fn new<R: Rng + Clone>(
+        process: &ArrivalProcess,
+        rate: f64,
+        rng: &R,
+    ) -> ArrivalClock {
         let per_ns = rate / 1e9;
         let mean_gap = 1.0 / per_ns;
         let kind = match *process {
@@ -284,11 +315,37 @@ impl ArrivalClock {
                     peak: peak_time_us as f64 * 1e3,
                 }
             }
+            ArrivalProcess::NormalizedExponential { count, duration_us } => {
+                // The sum of the `count` draws `next` will make, read ahead on a copy.
+                let mut ahead = rng.clone();
+                let sum: f64 = (0..count).map(|_| -> f64 { Exp1.sample(&mut ahead) }).sum();
+                ClockKind::Normalized {
+                    left: count,
+                    us_per_draw: duration_us as f64 / sum,
+                }
+            }
+            ArrivalProcess::Rounds {
+                start_us,
+                count,
+                period_us,
+            } => {
+                let kind = ClockKind::Rounds {
+                    gap: Exp::new(per_ns).expect("rate > 0"),
+                    left: count,
+                    period: period_us as f64 * 1e3,
+                    started: false,
+                };
+                return ArrivalClock {
+                    t: start_us as f64 * 1e3,
+                    kind,
+                };
+            }
         };
         ArrivalClock { t: 0.0, kind }
     }
 
-    /// Advances to the next arrival and returns its time, ns (non-decreasing).
+    /// Advances to the next arrival and returns its time, ns (non-decreasing; infinite once a
+    /// process of a fixed count is spent).
     pub(super) fn next<R: Rng + ?Sized>(&mut self, rng: &mut R) -> f64 {
         match &mut self.kind {
             ClockKind::Poisson(d) => self.t += d.sample(rng),
@@ -338,6 +395,27 @@ impl ArrivalClock {
                     break;
                 }
             },
+            ClockKind::Normalized { left: 0, .. } | ClockKind::Rounds { left: 0, .. } => {
+                return f64::INFINITY;
+            }
+            ClockKind::Rounds {
+                gap,
+                left,
+                period,
+                started,
+            } => {
+                *left -= 1;
+                self.t += match started {
+                    true => *period,
+                    false => gap.sample(rng),
+                };
+                *started = true;
+            }
+            ClockKind::Normalized { left, us_per_draw } => {
+                *left -= 1;
+                let draw: f64 = Exp1.sample(rng);
+                self.t += ((draw * *us_per_draw) as u64).max(1) as f64 * 1e3;
+            }
         }
         self.t
     }

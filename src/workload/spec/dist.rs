@@ -277,6 +277,12 @@ impl LengthDist {
         }
     }
 
+    /// Always `n` tokens (`n` in [1, MAX_TOKENS]).
+    pub(super) fn constant_tokens(n: u32) -> LengthDist {
+        let v = f64::from(n);
+        LengthDist::bounded(Kind::Constant(v), v, v, &TOKENS)
+    }
+
     /// A constant one token: stands for the `input_distribution` of a multimodal client,
     /// whose prompt is drawn from its `multimodal` distributions instead.
     pub(super) fn placeholder() -> LengthDist {

@@ -207,15 +207,16 @@ impl<'a> Generator<'a> {
             .clients
             .iter()
             .enumerate()
-            .map(|(i, c)| ClientState {
+            .map(|(i, c)| {
+                let arrival_rng = rng("arrival", &c.id);
                 // A closed-loop client has no rate and never reads its clock.
-                clock: ArrivalClock::new(
-                    &c.arrival,
-                    Some(spec.client_rate(i))
-                        .filter(|&r| r > 0.0)
-                        .unwrap_or(1.0),
-                ),
-                arrival_rng: rng("arrival", &c.id),
+                let rate = Some(spec.client_rate(i)).filter(|&r| r > 0.0);
+                let clock = ArrivalClock::new(&c.arrival, rate.unwrap_or(1.0), &arrival_rng);
+                (i, c, clock, arrival_rng)
+            })
+            .map(|(i, c, clock, arrival_rng)| ClientState {
+                clock,
+                arrival_rng,
                 input_rng: rng("input", &c.id),
                 output_rng: rng("output", &c.id),
                 streaming_rng: rng("streaming", &c.id),

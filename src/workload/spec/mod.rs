@@ -25,8 +25,11 @@
 //! nothing outside them. Multimodal prompts, timeouts, SLO targets and network delays ride on
 //! the requests ([`crate::workload::RequestProfile`]).
 //!
+//! An `inference_perf` block (inference-perf's stages and shared-prefix data set) expands into
+//! clients as BLIS expands it.
+//!
 //! Not supported yet, and refused with a message naming the field: per-window overrides and
-//! absolute-rate mode (`trace_rate`), LoRA adapters, ServeGen and inference-perf sources.
+//! absolute-rate mode (`trace_rate`), LoRA adapters, the ServeGen source.
 
 mod agentic;
 mod arrival;
@@ -36,6 +39,7 @@ mod conversation;
 mod dist;
 mod extras;
 mod generate;
+mod inference_perf;
 mod jsonl_out;
 mod limits;
 mod scenarios;

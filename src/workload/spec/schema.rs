@@ -7,6 +7,7 @@ use super::conversation::{RawFollowUp, RawReasoning};
 use super::extras::{
     ClosedLoop, Lifecycle, Multimodal, RawLifecycle, RawMultimodal, RawNetwork, profile,
 };
+use super::inference_perf::{Expansion, RawInferencePerf};
 use super::traffic::{Traffic, traffic};
 use super::{ArrivalProcess, DurationDist, LengthDist, Location, SpecError, deserialize_checked};
 use crate::workload::MAX_TOKENS;
@@ -127,7 +128,7 @@ struct RawSpec {
     #[serde(default)]
     servegen_data: Option<IgnoredAny>,
     #[serde(default)]
-    inference_perf: Option<IgnoredAny>,
+    inference_perf: Option<RawInferencePerf>,
     #[serde(default)]
     goodput_slo_targets: Option<BTreeMap<String, RawTargets>>,
 }
@@ -563,6 +564,22 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
     let category = category(raw.category.as_deref()).map_err(|m| invalid("category", m))?;
     let goodput_targets =
         goodput_targets(raw.goodput_slo_targets).map_err(|(path, m)| invalid(&path, m))?;
+    if let Some(block) = raw.inference_perf {
+        let expansion = block.expand().map_err(|(path, m)| invalid(&path, m))?;
+        return Ok(inference_perf_spec(
+            expansion,
+            RawTop {
+                source_name,
+                version,
+                seed: raw.seed,
+                category,
+                aggregate_rate: raw.aggregate_rate,
+                horizon: raw.horizon,
+                num_requests: raw.num_requests,
+                goodput_targets,
+            },
+        ));
+    }
     let explicit = raw.clients.len();
     let clients = named_clients(raw.clients, &raw.cohorts).map_err(|m| invalid("clients", m))?;
     let place = |i: usize| match i < explicit {
@@ -615,18 +632,19 @@ fn refuse_unsupported_sources(raw: &RawSpec) -> Result<(), (&'static str, String
     if raw.servegen_data.is_some() {
         return Err((
             "servegen_data",
-            "is not supported yet: it reads a ServeGen data directory (chunk-*-trace.csv, \
-             dataset.json) into fitted per-window distributions; convert it to clients (or to \
-             JSONL) first"
+            "is not supported yet: BLIS turns a ServeGen data directory (chunk-*-trace.csv \
+             rate, cv and Gamma/Weibull rows; dataset.json length PDFs) into cohorts, one per \
+             time period and SLO class, whose lifecycle windows carry absolute rates \
+             (`trace_rate`) and their own arrival processes, which this reader does not take \
+             yet; write the clients (or convert the trace to JSONL) instead"
                 .into(),
         ));
     }
-    if raw.inference_perf.is_some() {
+    if raw.inference_perf.is_some() && !(raw.clients.is_empty() && raw.cohorts.is_empty()) {
         return Err((
             "inference_perf",
-            "is not supported yet: BLIS expands it into per-user clients with its own \
-             samplers; write the clients (one per system prompt and user, lifecycle windows \
-             for the stages) instead"
+            "cannot be combined with clients or cohorts: give exactly one of clients, \
+             servegen_data, inference_perf (as BLIS requires)"
                 .into(),
         ));
     }
@@ -641,6 +659,57 @@ fn spec_version(version: Option<RawVersion>) -> Result<u8, String> {
         Some(RawVersion::Number(v @ (1 | 2))) => Ok(v as u8),
         Some(RawVersion::Text(v)) => Err(format!("must be 1 or 2, got `{v}`")),
         Some(RawVersion::Number(v)) => Err(format!("must be 1 or 2, got {v}")),
+    }
+}
+
+/// The top-level fields of a spec, checked, that an `inference_perf` block leaves to it.
+struct RawTop<'a> {
+    source_name: &'a str,
+    version: u8,
+    seed: i64,
+    category: Option<Category>,
+    aggregate_rate: Option<f64>,
+    horizon: Option<u64>,
+    num_requests: Option<u64>,
+    goodput_targets: Vec<(String, ClassTargets)>,
+}
+
+/// The spec of an `inference_perf` block: its clients and rates; `aggregate_rate` is the sum
+/// of the stage rates (a different one given is overridden, as BLIS does, with a warning);
+/// without `horizon`, just past the end of the last stage (without one, the block's own
+/// number of requests).
+fn inference_perf_spec(expansion: Expansion, top: RawTop<'_>) -> WorkloadSpec {
+    if let Some(given) = top.aggregate_rate.filter(|&r| r > 0.0)
+        && given != expansion.aggregate_rate
+    {
+        log::warn!(
+            "{}: aggregate_rate {given} is overridden by the sum of the inference_perf stage \
+             rates, {}",
+            top.source_name,
+            expansion.aggregate_rate
+        );
+    }
+    // One µs past the last stage: a single stage's last arrival may fall on its end.
+    let horizon_us = top
+        .horizon
+        .filter(|&h| h > 0)
+        .or(expansion.end_us.map(|end| end + 1));
+    // Without a bound in time (multi-turn chat in one stage), the block's own count.
+    let num_requests = top
+        .num_requests
+        .filter(|&n| n > 0)
+        .or((horizon_us.is_none()).then_some(expansion.total_requests));
+    WorkloadSpec {
+        source_name: top.source_name.to_owned(),
+        version: top.version,
+        seed: top.seed,
+        category: top.category.or(Some(expansion.category)),
+        aggregate_rate: expansion.aggregate_rate,
+        rates: expansion.rates,
+        goodput_targets: top.goodput_targets,
+        horizon_us,
+        num_requests,
+        clients: expansion.clients,
     }
 }
 

@@ -215,8 +215,8 @@ fn invalid_distributions_are_rejected_with_the_reason() {
 
 /// `n` gaps of `process` at `rate` requests/s, ns.
 fn gaps(process: ArrivalProcess, rate: f64, n: usize) -> Vec<f64> {
-    let mut clock = ArrivalClock::new(&process, rate);
     let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut clock = ArrivalClock::new(&process, rate, &rng);
     let mut last = 0.0;
     (0..n)
         .map(|_| {
@@ -269,8 +269,8 @@ fn renewal_processes_keep_the_rate_and_their_burstiness() {
 
 /// Arrival times of `process` at `rate` requests/s up to `horizon_ns`.
 fn times(process: ArrivalProcess, rate: f64, horizon_ns: f64) -> Vec<f64> {
-    let mut clock = ArrivalClock::new(&process, rate);
     let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let mut clock = ArrivalClock::new(&process, rate, &rng);
     std::iter::repeat_with(|| clock.next(&mut rng))
         .take_while(|&t| t < horizon_ns)
         .collect()
@@ -391,4 +391,39 @@ fn arrival_parameters_are_validated() {
         let err = arrival_error(yaml);
         assert!(err.contains(want), "{yaml}: {err}");
     }
+}
+
+#[test]
+fn a_normalised_clock_gives_exactly_its_count_in_whole_us_by_the_duration() {
+    // 7 gaps scaled to 1000 µs, each truncated to whole µs: the 7th arrival in (993, 1000] µs.
+    let process = ArrivalProcess::NormalizedExponential {
+        count: 7,
+        duration_us: 1000,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut clock = ArrivalClock::new(&process, 1.0, &rng);
+    let times: Vec<f64> = (0..7).map(|_| clock.next(&mut rng)).collect();
+    assert!(times.iter().all(|t| t % 1e3 == 0.0), "{times:?}");
+    assert!(
+        times.windows(2).all(|w| w[1] >= w[0] + 1e3),
+        "gaps of at least 1 µs"
+    );
+    assert!(times[6] > 993e3 && times[6] <= 1000e3, "{times:?}");
+    assert_eq!(clock.next(&mut rng), f64::INFINITY, "spent");
+}
+
+#[test]
+fn a_rounds_clock_gives_its_count_one_period_apart_after_a_first_gap() {
+    let process = ArrivalProcess::Rounds {
+        start_us: 5_000,
+        count: 3,
+        period_us: 250,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut clock = ArrivalClock::new(&process, 1000.0, &rng);
+    let first = clock.next(&mut rng);
+    assert!(first > 5e6, "{first}");
+    assert_eq!(clock.next(&mut rng), first + 250e3);
+    assert_eq!(clock.next(&mut rng), first + 500e3);
+    assert_eq!(clock.next(&mut rng), f64::INFINITY, "spent");
 }
