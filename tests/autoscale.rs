@@ -2,13 +2,15 @@
 //! request ending exactly once, the `scale_bounds` invariant on random workloads, the
 //! oscillator against a threshold policy with a cooldown, and determinism.
 
+#[path = "common/autoscale_config.rs"]
+mod autoscale_config;
 #[path = "common/cluster_fixture.rs"]
 mod fixture;
 
+use autoscale_config::config;
 use blis_cosim::Nanos;
 use blis_cosim::autoscale::{
-    AutoscaleConfig, AutoscaleSettings, Autoscaler, DrainMode, PolicyKind, ReplicaState,
-    ReplicaTemplate,
+    AutoscaleConfig, Autoscaler, DrainMode, PolicyKind, ReplicaState, ReplicaTemplate,
 };
 use blis_cosim::control::Dropped;
 use blis_cosim::engine::{Cluster, Observer, Run, RunOutcome, Services, StepEvent};
@@ -21,24 +23,6 @@ use proptest::prelude::*;
 
 const US: Nanos = 1_000;
 const MS: Nanos = 1_000_000;
-
-/// A configuration of `policy` with 1 ms ticks and no delays unless `tweak` sets them.
-fn config(policy: &str, tweak: impl Fn(&mut AutoscaleConfig)) -> AutoscaleConfig {
-    let mut c = AutoscaleSettings {
-        policy: Some(policy.into()),
-        ..Default::default()
-    }
-    .build()
-    .unwrap()
-    .unwrap();
-    c.interval_ns = MS;
-    c.provisioning_mean_ns = 0;
-    c.warmup_ns = 0;
-    c.cooldown_ns = 0;
-    c.oscillation_window_ns = 0;
-    tweak(&mut c);
-    c
-}
 
 /// The autoscaler of `config.max_replicas` slots of one template loading in `load_ns`.
 fn autoscaler(config: AutoscaleConfig, load_ns: Nanos, seed: u64) -> Autoscaler {

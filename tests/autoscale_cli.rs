@@ -8,7 +8,7 @@
 #[path = "common/binary.rs"]
 mod binary;
 
-use binary::{ok, read_csv, run, shared, shared_data};
+use binary::{read_csv, run, run_in, shared, shared_data};
 use serde_json::Value;
 use std::path::Path;
 
@@ -17,22 +17,6 @@ const DIURNAL: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/examples/policy/autoscale-diurnal.yaml"
 );
-
-/// Runs with `args` into `dir`; returns the CSV bytes and the summary JSON.
-fn run_in(dir: &Path, tag: &str, args: &[&str]) -> (Vec<u8>, Value) {
-    let csv = dir.join(format!("{tag}.csv"));
-    let json = dir.join(format!("{tag}.json"));
-    let mut all = vec![
-        "--output",
-        csv.to_str().unwrap(),
-        "--summary-json",
-        json.to_str().unwrap(),
-    ];
-    all.extend_from_slice(args);
-    ok(&all);
-    let value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    (std::fs::read(&csv).unwrap(), value)
-}
 
 /// A cluster config of `n` Qwen3-32B replicas on one H100 node, written into `dir`.
 fn fixed_cluster(dir: &Path, n: usize) -> String {
@@ -55,7 +39,7 @@ fn fixed_cluster(dir: &Path, n: usize) -> String {
 #[test]
 fn the_summary_reports_autoscaling_only_when_it_is_on() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, plain) = run_in(dir.path(), "plain", &["--dataset", SAMPLE]);
+    let (_, plain, _) = run_in(dir.path(), "plain", &["--dataset", SAMPLE]);
     assert!(plain.get("autoscale").is_none());
     let args = [
         "--dataset",
@@ -65,7 +49,7 @@ fn the_summary_reports_autoscaling_only_when_it_is_on() {
         "--autoscale-max",
         "3",
     ];
-    let (_, scaled) = run_in(dir.path(), "scaled", &args);
+    let (_, scaled, _) = run_in(dir.path(), "scaled", &args);
     let a = &scaled["autoscale"];
     assert_eq!(a["policy"], "queue-depth");
     assert_eq!(a["max_replicas"], 3);
@@ -101,8 +85,8 @@ fn a_template_held_at_n_replicas_runs_as_a_fixed_cluster_of_n() {
     let mut held = head.to_vec();
     held.extend(["--model", "Qwen3-32B", "--autoscale", "threshold"]);
     held.extend(["--autoscale-min", "3", "--autoscale-max", "3"]);
-    let (fixed_csv, fixed_json) = run_in(dir.path(), "fixed", &fixed);
-    let (held_csv, held_json) = run_in(dir.path(), "held", &held);
+    let (fixed_csv, fixed_json, _) = run_in(dir.path(), "fixed", &fixed);
+    let (held_csv, held_json, _) = run_in(dir.path(), "held", &held);
     assert_eq!(fixed_csv, held_csv, "the same requests, the same times");
     assert_eq!(fixed_json["p99_ttft_ms"], held_json["p99_ttft_ms"]);
     let a = &held_json["autoscale"];
@@ -127,7 +111,7 @@ fn diurnal_threshold_scaling_beats_the_fixed_cluster_meeting_its_p99_ttft() {
         "--policy-config",
         DIURNAL,
     ];
-    let (_, scaled) = run_in(dir.path(), "scaled", &args);
+    let (_, scaled, _) = run_in(dir.path(), "scaled", &args);
     let p99 = scaled["p99_ttft_ms"].as_f64().unwrap();
     let replica_s = scaled["autoscale"]["billed_replica_seconds"]
         .as_f64()
@@ -138,7 +122,7 @@ fn diurnal_threshold_scaling_beats_the_fixed_cluster_meeting_its_p99_ttft() {
     for n in 1..=4 {
         let cluster = fixed_cluster(dir.path(), n);
         let fixed_args = ["--scenario", "diurnal-cycle", "--cluster-config", &cluster];
-        let (_, fixed) = run_in(dir.path(), &format!("fixed{n}"), &fixed_args);
+        let (_, fixed, _) = run_in(dir.path(), &format!("fixed{n}"), &fixed_args);
         if fixed["p99_ttft_ms"].as_f64().unwrap() <= p99 {
             let end_s = fixed["simulator"]["total_clocks_ns"].as_f64().unwrap() / 1e9;
             best = Some((n, n as f64 * end_s));
@@ -211,7 +195,7 @@ fn heterogeneous_templates_are_scaled_and_priced_separately() {
         "--policy-config",
         bundle.to_str().unwrap(),
     ];
-    let (_, json) = run_in(dir.path(), "het", &args);
+    let (_, json, _) = run_in(dir.path(), "het", &args);
     let templates = json["autoscale"]["templates"].as_array().unwrap();
     assert_eq!(templates.len(), 2);
     let mut total = 0.0;
@@ -275,8 +259,8 @@ fn a_pd_cluster_held_at_n_replicas_per_template_runs_as_the_fixed_pd_cluster() {
     let template = two_node_pd_cluster(dir.path(), 1);
     held.extend(["--cluster-config", &template, "--autoscale", "threshold"]);
     held.extend(["--autoscale-min", "2", "--autoscale-max", "2"]);
-    let (fixed_csv, _) = run_in(dir.path(), "fixed", &fixed);
-    let (held_csv, held_json) = run_in(dir.path(), "held", &held);
+    let (fixed_csv, _, _) = run_in(dir.path(), "fixed", &fixed);
+    let (held_csv, held_json, _) = run_in(dir.path(), "held", &held);
     assert_eq!(
         fixed_csv, held_csv,
         "the same requests, instances and transfers"

@@ -3,13 +3,14 @@
 //! exact ns it becomes ready), draining decode replicas taking no new hand-offs, every
 //! request ending exactly once with each drain mode, and determinism.
 
+#[path = "common/autoscale_config.rs"]
+mod autoscale_config;
 #[path = "common/cluster_fixture.rs"]
 mod fixture;
 
 use blis_cosim::Nanos;
 use blis_cosim::autoscale::{
-    AutoscaleConfig, AutoscaleSettings, Autoscaler, DrainMode, PolicyKind, ReplicaState,
-    ReplicaTemplate,
+    AutoscaleConfig, Autoscaler, DrainMode, PolicyKind, ReplicaState, ReplicaTemplate,
 };
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::control::Dropped;
@@ -93,21 +94,10 @@ impl Ends {
 
 /// `policy` with 1 ms ticks and no delays unless `tweak` sets them; two slots per template.
 fn config(policy: &str, tweak: impl Fn(&mut AutoscaleConfig)) -> AutoscaleConfig {
-    let mut c = AutoscaleSettings {
-        policy: Some(policy.into()),
-        ..Default::default()
-    }
-    .build()
-    .unwrap()
-    .unwrap();
-    c.interval_ns = MS;
-    c.max_replicas = 2;
-    c.provisioning_mean_ns = 0;
-    c.warmup_ns = 0;
-    c.cooldown_ns = 0;
-    c.oscillation_window_ns = 0;
-    tweak(&mut c);
-    c
+    autoscale_config::config(policy, |c| {
+        c.max_replicas = 2;
+        tweak(c);
+    })
 }
 
 /// The autoscaler of the four slots of [`ROLES`]: a prefill pool loading in `prefill_load`

@@ -6,35 +6,14 @@
 #[path = "common/binary.rs"]
 mod binary;
 
-use binary::{ok, read_csv, run};
+use binary::{read_csv, run, run_in};
 use serde_json::Value;
-use std::path::Path;
 
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
 const BLIS_BUNDLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/examples/policy/blis-overlap.yaml"
 );
-
-/// Runs with `args` into `dir`; returns the CSV bytes, the summary JSON and stdout.
-fn run_in(dir: &Path, tag: &str, args: &[&str]) -> (Vec<u8>, Value, String) {
-    let csv = dir.join(format!("{tag}.csv"));
-    let json = dir.join(format!("{tag}.json"));
-    let mut all = vec![
-        "--output",
-        csv.to_str().unwrap(),
-        "--summary-json",
-        json.to_str().unwrap(),
-    ];
-    all.extend_from_slice(args);
-    let out = ok(&all);
-    let value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    (
-        std::fs::read(&csv).unwrap(),
-        value,
-        String::from_utf8(out.stdout).unwrap(),
-    )
-}
 
 #[test]
 fn reject_all_rejects_everything_and_the_run_ends_cleanly() {

@@ -341,15 +341,26 @@ fn errors_name_the_file_line_column_and_field() {
     );
 }
 
+/// A one-client spec (3 requests at rate 1) whose client `chat` has the YAML lines `extra`.
+fn one(extra: &str) -> String {
+    format!(
+        "aggregate_rate: 1\nnum_requests: 3\nclients:\n{}",
+        client("chat", 1.0, extra)
+    )
+}
+
+/// Each spec is refused with an error containing its reason.
+fn assert_refused(cases: &[(String, &str)]) {
+    for (yaml, want) in cases {
+        let err = error(yaml);
+        assert!(err.contains(want), "want `{want}` in: {err}");
+    }
+}
+
 #[test]
-fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
-    let one = |extra: &str| {
-        format!(
-            "aggregate_rate: 1\nnum_requests: 3\nclients:\n{}",
-            client("chat", 1.0, extra)
-        )
-    };
-    for (yaml, want) in [
+fn invalid_client_fields_are_refused_with_the_reason() {
+    // A client's fields out of range, or combined where they cannot be.
+    assert_refused(&[
         (
             one("    reasoning:\n      multi_turn: {max_rounds: 0, think_time_us: 1000}\n"),
             "clients[0]: client `chat`: reasoning.multi_turn.max_rounds must be at least 1",
@@ -411,6 +422,13 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             one("    population: 3\n"),
             "client `chat`: `population` belongs to cohorts, not clients",
         ),
+    ]);
+}
+
+#[test]
+fn invalid_cohorts_are_refused_with_the_reason() {
+    // A cohort's population, shapes and prefix sharing.
+    assert_refused(&[
         (
             format!(
                 "{}cohorts:\n{}",
@@ -477,6 +495,13 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             "lifecycle.windows[0]: end_us (18446744073709551615) must be greater than start_us \
              (0) and at most 1000000000000000",
         ),
+    ]);
+}
+
+#[test]
+fn invalid_and_unsupported_spec_fields_are_refused_with_the_reason() {
+    // The spec's own fields, unsupported sources, and clients that clash.
+    assert_refused(&[
         (
             format!(
                 "goodput_slo_targets: {{batch: {{ttft_ms: -3}}}}\n{}",
@@ -548,8 +573,5 @@ fn invalid_and_unsupported_specs_are_refused_with_the_reason() {
             ),
             "clients[1].slo_class: missing: set slo_class on every client and cohort or on none",
         ),
-    ] {
-        let err = error(&yaml);
-        assert!(err.contains(want), "want `{want}` in: {err}");
-    }
+    ]);
 }

@@ -338,7 +338,8 @@ def s_host_eager():
     return out
 
 
-def s_host_triton():
+def triton_add_launch():
+    """A call that launches one small Triton kernel (an elementwise add of 4096 floats)."""
     import triton
     import triton.language as tl
 
@@ -351,7 +352,11 @@ def s_host_triton():
     x = torch.randn(4096, device="cuda")
     y = torch.randn(4096, device="cuda")
     o = torch.empty_like(x)
-    fn = lambda: add_kernel[(4,)](x, y, o, 4096, BLOCK=1024)  # noqa: E731
+    return lambda: add_kernel[(4,)](x, y, o, 4096, BLOCK=1024)
+
+
+def s_host_triton():
+    fn = triton_add_launch()
     r = host_issue_ns(fn)
     r["steady_wall_ns"] = steady_wall_ns(fn)
     r["event_wall_ns"] = event_wall_ns(fn)
@@ -776,19 +781,7 @@ def s_host_repeat():
 
 
 def s_host_triton_repeat():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def add_kernel(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = offs < n
-        tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
-
-    x = torch.randn(4096, device="cuda")
-    y = torch.randn(4096, device="cuda")
-    o = torch.empty_like(x)
-    return rounds(lambda: add_kernel[(4,)](x, y, o, 4096, BLOCK=1024), 1)
+    return rounds(triton_add_launch(), 1)
 
 
 def s_host_graph_repeat():

@@ -54,3 +54,23 @@ pub fn read_csv(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
         .collect();
     (header, rows)
 }
+
+/// Runs with `args` into `dir`; returns the CSV bytes, the summary JSON and stdout.
+pub fn run_in(dir: &Path, tag: &str, args: &[&str]) -> (Vec<u8>, serde_json::Value, String) {
+    let csv = dir.join(format!("{tag}.csv"));
+    let json = dir.join(format!("{tag}.json"));
+    let mut all = vec![
+        "--output",
+        csv.to_str().unwrap(),
+        "--summary-json",
+        json.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let out = ok(&all);
+    let value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (
+        std::fs::read(&csv).unwrap(),
+        value,
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
