@@ -75,93 +75,34 @@ impl ModelArch {
         source_name: &str,
         default_name: &str,
     ) -> Result<ModelArch, ConfigError> {
-        let invalid = |field: &str, message: String| ConfigError::Invalid {
-            source_name: source_name.to_string(),
-            field: field.to_string(),
-            message,
-        };
+        let fields = HfFields { source_name };
         let hf: HfConfig = serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text))
             .map_err(|e| {
-                invalid(
+                fields.invalid(
                     "(json)",
                     crate::serde_messages::in_user_terms(&e.to_string()),
                 )
             })?;
-        let required = |value: Option<u64>, field: &str| -> Result<u64, ConfigError> {
-            match value {
-                None => Err(invalid(field, "missing (required)".into())),
-                Some(0) => Err(invalid(field, "must be greater than 0".into())),
-                Some(v) => Ok(v),
-            }
+        let model_type = match &hf.model_type {
+            Some(t) if !t.trim().is_empty() => t.clone(),
+            _ => return Err(fields.invalid("model_type", "missing (required)".into())),
         };
-
-        let model_type = match hf.model_type {
-            Some(t) if !t.trim().is_empty() => t,
-            _ => return Err(invalid("model_type", "missing (required)".into())),
-        };
-        let hidden_size = required(hf.hidden_size, "hidden_size")?;
-        let num_layers = required(hf.num_hidden_layers, "num_hidden_layers")?;
-        let num_heads = required(hf.num_attention_heads, "num_attention_heads")?;
-        let num_kv_heads = required(
-            hf.num_key_value_heads.or(Some(num_heads)),
-            "num_key_value_heads",
-        )?;
-        if !num_heads.is_multiple_of(num_kv_heads) {
-            return Err(invalid(
-                "num_key_value_heads",
-                format!("{num_kv_heads} does not divide num_attention_heads = {num_heads}"),
-            ));
-        }
-        let head_dim = match hf.head_dim {
-            Some(d) => required(Some(d), "head_dim")?,
-            None if hidden_size.is_multiple_of(num_heads) => hidden_size / num_heads,
-            None => {
-                return Err(invalid(
-                    "head_dim",
-                    format!(
-                        "missing, and hidden_size = {hidden_size} is not divisible by \
-                         num_attention_heads = {num_heads}"
-                    ),
-                ));
-            }
-        };
-        let intermediate_size = required(hf.intermediate_size.or(hf.ffn_dim), "intermediate_size")?;
-        let vocab_size = required(hf.vocab_size, "vocab_size")?;
+        let hidden_size = fields.required(hf.hidden_size, "hidden_size")?;
+        let num_layers = fields.required(hf.num_hidden_layers, "num_hidden_layers")?;
+        let (num_heads, num_kv_heads, head_dim) = fields.head_geometry(&hf, hidden_size)?;
+        let intermediate_size =
+            fields.required(hf.intermediate_size.or(hf.ffn_dim), "intermediate_size")?;
+        let vocab_size = fields.required(hf.vocab_size, "vocab_size")?;
         let max_position_embeddings =
-            required(hf.max_position_embeddings, "max_position_embeddings")?;
-        let torch_dtype = match hf.torch_dtype.or(hf.dtype) {
+            fields.required(hf.max_position_embeddings, "max_position_embeddings")?;
+        let torch_dtype = match hf.torch_dtype.clone().or(hf.dtype.clone()) {
             None => None,
-            Some(s) => Some(s.parse::<Dtype>().map_err(|e| invalid("torch_dtype", e))?),
+            Some(s) => Some(
+                s.parse::<Dtype>()
+                    .map_err(|e| fields.invalid("torch_dtype", e))?,
+            ),
         };
-
-        let experts_field = if hf.num_local_experts.is_some() {
-            "num_local_experts"
-        } else {
-            "num_experts"
-        };
-        let moe = match hf.num_local_experts.or(hf.num_experts) {
-            None => None,
-            Some(experts) => {
-                let num_experts = required(Some(experts), experts_field)?;
-                let top_k = required(hf.num_experts_per_tok.or(Some(1)), "num_experts_per_tok")?;
-                if top_k > num_experts {
-                    return Err(invalid(
-                        "num_experts_per_tok",
-                        format!("{top_k} exceeds the {num_experts} experts"),
-                    ));
-                }
-                let moe_intermediate_size = required(
-                    hf.moe_intermediate_size.or(Some(intermediate_size)),
-                    "moe_intermediate_size",
-                )?;
-                Some(MoeArch {
-                    num_experts,
-                    top_k,
-                    moe_intermediate_size,
-                })
-            }
-        };
-
+        let moe = fields.moe(&hf, intermediate_size)?;
         let name = [hf.name, hf.name_or_path]
             .into_iter()
             .flatten()
@@ -229,6 +170,94 @@ struct HfConfig {
     num_experts: Option<u64>,
     num_experts_per_tok: Option<u64>,
     moe_intermediate_size: Option<u64>,
+}
+
+/// Field checks of one HuggingFace `config.json`, with errors naming its source.
+struct HfFields<'a> {
+    source_name: &'a str,
+}
+
+impl HfFields<'_> {
+    fn invalid(&self, field: &str, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            source_name: self.source_name.to_string(),
+            field: field.to_string(),
+            message,
+        }
+    }
+
+    /// A field that must be present and positive.
+    fn required(&self, value: Option<u64>, field: &str) -> Result<u64, ConfigError> {
+        match value {
+            None => Err(self.invalid(field, "missing (required)".into())),
+            Some(0) => Err(self.invalid(field, "must be greater than 0".into())),
+            Some(v) => Ok(v),
+        }
+    }
+
+    /// Query heads, KV heads (defaulting to the query heads; they must divide them) and the
+    /// head dimension (defaulting to `hidden_size / heads`).
+    fn head_geometry(
+        &self,
+        hf: &HfConfig,
+        hidden_size: u64,
+    ) -> Result<(u64, u64, u64), ConfigError> {
+        let num_heads = self.required(hf.num_attention_heads, "num_attention_heads")?;
+        let num_kv_heads = self.required(
+            hf.num_key_value_heads.or(Some(num_heads)),
+            "num_key_value_heads",
+        )?;
+        if !num_heads.is_multiple_of(num_kv_heads) {
+            return Err(self.invalid(
+                "num_key_value_heads",
+                format!("{num_kv_heads} does not divide num_attention_heads = {num_heads}"),
+            ));
+        }
+        let head_dim = match hf.head_dim {
+            Some(d) => self.required(Some(d), "head_dim")?,
+            None if hidden_size.is_multiple_of(num_heads) => hidden_size / num_heads,
+            None => {
+                return Err(self.invalid(
+                    "head_dim",
+                    format!(
+                        "missing, and hidden_size = {hidden_size} is not divisible by \
+                         num_attention_heads = {num_heads}"
+                    ),
+                ));
+            }
+        };
+        Ok((num_heads, num_kv_heads, head_dim))
+    }
+
+    /// The mixture of experts, when the config names experts (`num_local_experts` or
+    /// `num_experts`); top-k defaults to 1 and the expert FFN width to `intermediate_size`.
+    fn moe(&self, hf: &HfConfig, intermediate_size: u64) -> Result<Option<MoeArch>, ConfigError> {
+        let experts_field = if hf.num_local_experts.is_some() {
+            "num_local_experts"
+        } else {
+            "num_experts"
+        };
+        let Some(experts) = hf.num_local_experts.or(hf.num_experts) else {
+            return Ok(None);
+        };
+        let num_experts = self.required(Some(experts), experts_field)?;
+        let top_k = self.required(hf.num_experts_per_tok.or(Some(1)), "num_experts_per_tok")?;
+        if top_k > num_experts {
+            return Err(self.invalid(
+                "num_experts_per_tok",
+                format!("{top_k} exceeds the {num_experts} experts"),
+            ));
+        }
+        let moe_intermediate_size = self.required(
+            hf.moe_intermediate_size.or(Some(intermediate_size)),
+            "moe_intermediate_size",
+        )?;
+        Ok(Some(MoeArch {
+            num_experts,
+            top_k,
+            moe_intermediate_size,
+        }))
+    }
 }
 
 /// Bundled models as (name, JSON text); the name is the path under `model_archs/` without

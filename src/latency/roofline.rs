@@ -253,6 +253,25 @@ struct Step {
     decode_skew_bytes: f64,
 }
 
+/// A roofline-priced kernel of `flops` and `bytes`.
+fn kernel(flops: f64, bytes: f64) -> Work {
+    Work::Kernel(Cost { flops, bytes })
+}
+
+/// GEMM of an m×k activation with a k×n weight in `fp`-byte values: weights plus input and
+/// output.
+fn gemm(m: f64, k: f64, n: f64, fp: f64) -> Work {
+    Work::Gemm(Cost {
+        flops: 2.0 * m * k * n,
+        bytes: (k * n + m * k + m * n) * fp,
+    })
+}
+
+/// RMSNorm over `elems` values with a weight of `width`: read, write, weight.
+fn norm(elems: f64, width: f64, fp: f64) -> Work {
+    kernel(4.0 * elems, (2.0 * elems + width) * fp)
+}
+
 impl Roofline {
     /// A roofline for `model` on `hardware` with tensor parallelism `tp` and weights in `dtype`.
     /// The KV cache is taken to be in `dtype` too. `tp = 0` is treated as 1.
@@ -400,34 +419,60 @@ impl Roofline {
     /// Calls `visit(name, repeats, work)` for every layer of the step, in execution order.
     fn for_each_layer(&self, s: &Step, mut visit: impl FnMut(&'static str, u64, Work)) {
         let (t, h, fp) = (s.tokens, self.hidden, self.fp);
-        let kernel = |flops: f64, bytes: f64| Work::Kernel(Cost { flops, bytes });
-        // GEMM of an m×k activation with a k×n weight: weights plus input and output.
-        let gemm = |m: f64, k: f64, n: f64| {
-            Work::Gemm(Cost {
-                flops: 2.0 * m * k * n,
-                bytes: (k * n + m * k + m * n) * fp,
-            })
-        };
-        // RMSNorm over `elems` values with a weight of `width`: read, write, weight.
-        let norm = |elems: f64, width: f64| kernel(4.0 * elems, (2.0 * elems + width) * fp);
-        // Ring all-reduce of the full `t × hidden` activation: over the instance's link as the
-        // ASTRA-Sim fork prices it when the run names one, else the datasheet's.
-        let allreduce = match self.tp_collectives {
-            Some(c) => Some(Work::Comm {
-                ns: c.tp_all_reduce_ns(t as u64, h as u64, fp as u64) as f64,
-            }),
-            None => self.allreduce.map(|ring| Work::Comm {
-                ns: t * h * fp * ring.ns_per_byte + ring.fixed_ns,
-            }),
-        };
+        let allreduce = self.allreduce_work(t);
         let l = self.num_layers;
 
         visit("embedding", 1, kernel(0.0, 2.0 * t * h * fp));
-        visit("input_layernorm", l, norm(t * h, h));
-        visit("qkv_proj", l, gemm(t, h, self.q_out + 2.0 * self.kv_out));
+        self.visit_attention_half(s, &mut visit);
+        if let Some(work) = allreduce {
+            visit("allreduce", l, work);
+        }
+        visit("post_attention_layernorm", l, norm(t * h, h, fp));
+        match self.mlp {
+            Mlp::Dense { ffn_per_gpu: f } => {
+                visit("gate_up_proj", l, gemm(t, h, 2.0 * f, fp));
+                // SiLU of the gate times the up projection.
+                visit("act_fn", l, kernel(5.0 * t * f, 3.0 * t * f * fp));
+                visit("down_proj", l, gemm(t, f, h, fp));
+            }
+            Mlp::Moe { .. } => self.visit_moe(s, &mut visit),
+        }
+        if let Some(work) = allreduce {
+            visit("allreduce", l, work);
+        }
+        visit("final_layernorm", 1, norm(t * h, h, fp));
+        // One logit row per sequence.
+        visit("lm_head", 1, gemm(s.seqs, h, self.vocab_per_gpu, fp));
+        visit("sampler", 1, kernel(0.0, s.seqs * self.vocab_per_gpu * 4.0));
+    }
+
+    /// Ring all-reduce of the full `tokens × hidden` activation: over the instance's link as
+    /// the ASTRA-Sim fork prices it when the run names one, else the datasheet's.
+    fn allreduce_work(&self, tokens: f64) -> Option<Work> {
+        let (h, fp) = (self.hidden, self.fp);
+        match self.tp_collectives {
+            Some(c) => Some(Work::Comm {
+                ns: c.tp_all_reduce_ns(tokens as u64, h as u64, fp as u64) as f64,
+            }),
+            None => self.allreduce.map(|ring| Work::Comm {
+                ns: tokens * h * fp * ring.ns_per_byte + ring.fixed_ns,
+            }),
+        }
+    }
+
+    /// The attention half of a decoder layer: norm, QKV projection (and QK norm), rotary
+    /// embedding, attention and the output projection.
+    fn visit_attention_half(&self, s: &Step, visit: &mut impl FnMut(&'static str, u64, Work)) {
+        let (t, h, fp, l) = (s.tokens, self.hidden, self.fp, self.num_layers);
+        visit("input_layernorm", l, norm(t * h, h, fp));
+        visit(
+            "qkv_proj",
+            l,
+            gemm(t, h, self.q_out + 2.0 * self.kv_out, fp),
+        );
         let qk = t * (self.q_out + self.kv_out);
         if self.qk_norm {
-            visit("qk_norm", l, norm(qk, 2.0 * self.head_dim));
+            visit("qk_norm", l, norm(qk, 2.0 * self.head_dim, fp));
         }
         // Rotates Q and K in place and gathers one cos/sin row per token.
         visit(
@@ -449,63 +494,51 @@ impl Roofline {
                 },
             );
         }
-        visit("o_proj", l, gemm(t, self.q_out, h));
-        if let Some(work) = allreduce {
-            visit("allreduce", l, work);
+        visit("o_proj", l, gemm(t, self.q_out, h, fp));
+    }
+
+    /// The MoE block: router, expert-parallel dispatch, the grouped expert GEMMs and the
+    /// combine. Does nothing for a dense model.
+    fn visit_moe(&self, s: &Step, visit: &mut impl FnMut(&'static str, u64, Work)) {
+        let Mlp::Moe {
+            experts,
+            top_k,
+            ep,
+            group,
+            expert_bytes,
+            flops_per_token_expert,
+        } = self.mlp
+        else {
+            return;
+        };
+        let (t, h, fp, l) = (s.tokens, self.hidden, self.fp, self.num_layers);
+        visit("router", l, gemm(t, h, experts, fp));
+        let comm = self.expert_comm.map(|(c, shape)| {
+            let (dispatch, combine) = c.ep_dispatch_combine_ns(t as u64, &shape);
+            (
+                Work::Comm {
+                    ns: dispatch as f64,
+                },
+                Work::Comm { ns: combine as f64 },
+            )
+        });
+        if let Some((dispatch, _)) = comm {
+            visit("ep_dispatch", l, dispatch);
         }
-        visit("post_attention_layernorm", l, norm(t * h, h));
-        match self.mlp {
-            Mlp::Dense { ffn_per_gpu: f } => {
-                visit("gate_up_proj", l, gemm(t, h, 2.0 * f));
-                // SiLU of the gate times the up projection.
-                visit("act_fn", l, kernel(5.0 * t * f, 3.0 * t * f * fp));
-                visit("down_proj", l, gemm(t, f, h));
-            }
-            Mlp::Moe {
-                experts,
-                top_k,
-                ep,
-                group,
-                expert_bytes,
-                flops_per_token_expert,
-            } => {
-                visit("router", l, gemm(t, h, experts));
-                let comm = self.expert_comm.map(|(c, shape)| {
-                    let (dispatch, combine) = c.ep_dispatch_combine_ns(t as u64, &shape);
-                    (
-                        Work::Comm {
-                            ns: dispatch as f64,
-                        },
-                        Work::Comm { ns: combine as f64 },
-                    )
-                });
-                if let Some((dispatch, _)) = comm {
-                    visit("ep_dispatch", l, dispatch);
-                }
-                // Expected distinct experts of this GPU hit by the tokens at the gate (the
-                // whole DP group's, gathered by the dispatch), each choosing `top_k`; a
-                // grouped GEMM over its share of the routed rows of the group's `group × t`
-                // padded tokens (act_fn fused).
-                let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(s.gate));
-                let routed = group * t * top_k / ep;
-                let bytes = active * expert_bytes + 2.0 * routed * h * fp;
-                let cost = Cost {
-                    flops: routed * flops_per_token_expert,
-                    bytes,
-                };
-                visit("experts", l, Work::Experts(cost));
-                if let Some((_, combine)) = comm {
-                    visit("ep_combine", l, combine);
-                }
-            }
+        // Expected distinct experts of this GPU hit by the tokens at the gate (the whole DP
+        // group's, gathered by the dispatch), each choosing `top_k`; a grouped GEMM over its
+        // share of the routed rows of the group's `group × t` padded tokens (act_fn fused).
+        let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(s.gate));
+        let routed = group * t * top_k / ep;
+        let bytes = active * expert_bytes + 2.0 * routed * h * fp;
+        let cost = Cost {
+            flops: routed * flops_per_token_expert,
+            bytes,
+        };
+        visit("experts", l, Work::Experts(cost));
+        if let Some((_, combine)) = comm {
+            visit("ep_combine", l, combine);
         }
-        if let Some(work) = allreduce {
-            visit("allreduce", l, work);
-        }
-        visit("final_layernorm", 1, norm(t * h, h));
-        // One logit row per sequence.
-        visit("lm_head", 1, gemm(s.seqs, h, self.vocab_per_gpu));
-        visit("sampler", 1, kernel(0.0, s.seqs * self.vocab_per_gpu * 4.0));
     }
 
     /// Unrounded time of a roofline-priced cost, without launch overhead, ns.
