@@ -163,6 +163,95 @@ pub struct AstraGroup {
     prefill_kv_bytes: Option<u64>,
 }
 
+/// The NPU layout of a DP group's process: members of TP × PP NPUs that send, and for
+/// prefill instances as many KV receivers after them.
+struct GroupShape {
+    tp: u32,
+    pp: u32,
+    members: u32,
+    prefill: bool,
+}
+
+impl GroupShape {
+    fn of(group: &AstraGroupSpec<'_>) -> GroupShape {
+        GroupShape {
+            tp: group.tp.max(1),
+            pp: (group.stage_blocks.len() as u32).max(1),
+            members: group.members,
+            prefill: group.prefill_kv_bytes.is_some(),
+        }
+    }
+
+    /// NPUs that run the members' steps.
+    fn senders(&self) -> u32 {
+        self.tp * self.pp * self.members.max(1)
+    }
+
+    /// NPUs of the whole network: the senders, and for prefill as many receivers.
+    fn npus(&self) -> u32 {
+        self.senders() * if self.prefill { 2 } else { 1 }
+    }
+
+    /// Refuses pipelined prefill groups and a network of another size.
+    fn check(&self, options: &AstraOptions) -> Result<(), String> {
+        let (tp, pp, npus) = (self.tp, self.pp, self.npus());
+        if self.prefill && pp > 1 {
+            return Err("a DP group of pipelined prefill instances is not supported".into());
+        }
+        if options.network.npus() != u64::from(npus) {
+            return Err(format!(
+                "the network has {} NPUs but the DP group runs on {npus} ({} members of TP \
+                 {tp} × PP {pp}{})",
+                options.network.npus(),
+                self.members,
+                if self.prefill {
+                    ", and their KV receivers"
+                } else {
+                    ""
+                }
+            ));
+        }
+        Ok(())
+    }
+
+    /// The NPUs that report a wave's start and end: each member's stages' first NPUs but the
+    /// last's, and its last NPU (for prefill, its last receiver: the wave is over for the
+    /// member once its KV has arrived).
+    fn wave_reporters(&self) -> (Vec<u32>, Vec<u32>) {
+        let (tp, pp) = (self.tp, self.pp);
+        let (mut starts, mut ends) = (Vec::new(), Vec::new());
+        for m in 0..self.members {
+            let (s, e) = reporting_npus(tp * pp, tp, pp);
+            starts.extend(s.into_iter().map(|n| m * tp * pp + n));
+            if self.prefill {
+                ends.push(self.senders() + m * tp + tp - 1);
+            } else {
+                ends.extend(e.into_iter().map(|n| m * tp * pp + n));
+            }
+        }
+        (starts, ends)
+    }
+}
+
+/// Which network dimensions the TP and EP collectives use (see [`group_dims`]); a prefill
+/// group's last dimension, its receivers', takes part in none.
+fn collective_dims(
+    network_dims: usize,
+    tp: u32,
+    ep: u32,
+    prefill: bool,
+) -> Option<(Vec<bool>, Vec<bool>)> {
+    group_dims(network_dims - usize::from(prefill), tp, ep)
+        .or(prefill.then(|| (vec![true], vec![true])))
+        .map(|(mut tp_dim, mut ep_dim)| {
+            if prefill {
+                tp_dim.push(false);
+                ep_dim.push(false);
+            }
+            (tp_dim, ep_dim)
+        })
+}
+
 impl AstraGroup {
     /// Writes the run's inputs (`options.network` must hold `tp × members` NPUs) and, for the
     /// fork, starts ASTRA-Sim with an initial workload of one COMP node lasting
@@ -178,51 +267,24 @@ impl AstraGroup {
             fault,
             last_lines,
         };
-        let tp = group.tp.max(1);
-        let pp = (group.stage_blocks.len() as u32).max(1);
-        let prefill = group.prefill_kv_bytes.is_some();
-        if prefill && pp > 1 {
-            return Err(fail(
-                Fault::Io("a DP group of pipelined prefill instances is not supported".into()),
-                Vec::new(),
-            ));
-        }
-        let senders = tp * pp * group.members.max(1);
-        let npus = senders * if prefill { 2 } else { 1 };
-        if options.network.npus() != u64::from(npus) {
-            return Err(fail(
-                Fault::Io(format!(
-                    "the network has {} NPUs but the DP group runs on {npus} ({} members of TP \
-                     {tp} × PP {pp}{})",
-                    options.network.npus(),
-                    group.members,
-                    if prefill {
-                        ", and their KV receivers"
-                    } else {
-                        ""
-                    }
-                )),
-                Vec::new(),
-            ));
-        }
+        let shape = GroupShape::of(&group);
+        let (tp, pp, prefill) = (shape.tp, shape.pp, shape.prefill);
+        shape
+            .check(&options)
+            .map_err(|message| fail(Fault::Io(message), Vec::new()))?;
         let inputs = AstraInputs::create(&options)
             .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
-        // Each member's: its stages' first NPUs but the last's, and its last NPU.
-        let (mut starts, mut ends) = (Vec::new(), Vec::new());
-        for m in 0..group.members {
-            let (s, e) = reporting_npus(tp * pp, tp, pp);
-            starts.extend(s.into_iter().map(|n| m * tp * pp + n));
-            if prefill {
-                // Its last receiver: the wave is over for the member once its KV has arrived.
-                ends.push(senders + m * tp + tp - 1);
-            } else {
-                ends.extend(e.into_iter().map(|n| m * tp * pp + n));
-            }
-        }
+        let (starts, ends) = shape.wave_reporters();
         // One initial report per start and end NPU; the first is kept for the first wave, the
         // others are answered `pass` and come back.
-        let mut driver = Driver::start(&options, &inputs, npus, (&starts, &ends), first_step_ns)
-            .map_err(|(fault, lines)| fail(fault, lines))?;
+        let mut driver = Driver::start(
+            &options,
+            &inputs,
+            shape.npus(),
+            (&starts, &ends),
+            first_step_ns,
+        )
+        .map_err(|(fault, lines)| fail(fault, lines))?;
         if let (true, Driver::Fork(session)) = (pp > 1, &mut driver) {
             session.deliver_in_one_round();
         }
@@ -234,20 +296,7 @@ impl AstraGroup {
             ep: group.ep,
             members: group.members,
             dtype: group.dtype,
-            dims: group_dims(
-                options.network.dims.len() - usize::from(prefill),
-                tp,
-                group.ep,
-            )
-            .or(prefill.then(|| (vec![true], vec![true])))
-            .map(|(mut tp_dim, mut ep_dim)| {
-                // The receivers' dimension takes part in no collective.
-                if prefill {
-                    tp_dim.push(false);
-                    ep_dim.push(false);
-                }
-                (tp_dim, ep_dim)
-            }),
+            dims: collective_dims(options.network.dims.len(), tp, group.ep, prefill),
             options,
             memo: HashMap::new(),
             stats: AstraStats::default(),

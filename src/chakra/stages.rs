@@ -32,31 +32,8 @@ pub fn stage_nodes(
     first_npu: u32,
 ) -> Result<Vec<Vec<EtNode>>, TraceError> {
     let pp = stage_blocks.len();
-    let total: u64 = stage_blocks.iter().map(|&b| u64::from(b)).sum();
-    if pp == 0 || total != trace.model.num_layers {
-        return Err(TraceError::Breakdown(format!(
-            "pipeline stages of {stage_blocks:?} blocks do not split the {} blocks of {}",
-            trace.model.num_layers, trace.model.name
-        )));
-    }
-    // The stage of each block.
-    let mut block_stage = Vec::with_capacity(total as usize);
-    for (s, &blocks) in stage_blocks.iter().enumerate() {
-        block_stage.extend(std::iter::repeat_n(s, blocks as usize));
-    }
     let base = trace.block_nodes()?;
-    let mut stage_of = Vec::with_capacity(base.len());
-    let mut seen_block = false;
-    for (_, block) in &base {
-        stage_of.push(match block {
-            Some(b) => {
-                seen_block = true;
-                block_stage[*b as usize]
-            }
-            None if seen_block => pp - 1,
-            None => 0,
-        });
-    }
+    let stage_of = stages_of_nodes(trace, stage_blocks, &base)?;
     let tp = trace.tp.max(1);
     let bytes = trace.batch.total_tokens() * trace.model.hidden_size * trace.dtype.bytes();
     let mut files = Vec::with_capacity(pp * tp as usize);
@@ -64,65 +41,128 @@ pub fn stage_nodes(
     let mut moved: Vec<Option<u64>> = vec![None; base.len()];
     for s in 0..pp {
         for r in 0..tp {
-            let npu = i64::from(first_npu) + i64::from(s as u32 * tp + r);
-            let mut file: Vec<EtNode> = Vec::new();
+            let rank = StageRank {
+                stage: s,
+                last_stage: s + 1 == pp,
+                tp,
+                npu: i64::from(first_npu) + i64::from(s as u32 * tp + r),
+                tag: i64::from(s as u32 * tp + r),
+                bytes,
+            };
             moved.fill(None);
-            let recv = (s > 0).then(|| {
-                let tag = i64::from((s as u32 - 1) * tp + r);
-                file.push(EtNode {
-                    id: 0,
-                    name: format!("stage{}.activation.recv", s - 1),
-                    kind: NodeKind::CommRecv,
-                    data_deps: Vec::new(),
-                    ctrl_deps: Vec::new(),
-                    duration_ns: 0,
-                    attrs: p2p_attrs(npu - i64::from(tp), npu, bytes, tag),
-                });
-                0
-            });
-            for (i, (node, _)) in base.iter().enumerate() {
-                if stage_of[i] != s {
-                    continue;
-                }
-                let id = file.len() as u64;
-                moved[i] = Some(id);
-                let mut deps: Vec<u64> = Vec::with_capacity(node.data_deps.len());
-                for &d in &node.data_deps {
-                    // A dependency on an earlier stage becomes one on the activation's arrival.
-                    let dep = moved[d as usize].or(recv).ok_or_else(|| {
-                        TraceError::Breakdown(format!(
-                            "node `{}` of stage 0 depends on a later stage",
-                            node.name
-                        ))
-                    })?;
-                    if !deps.contains(&dep) {
-                        deps.push(dep);
-                    }
-                }
-                file.push(EtNode {
-                    id,
-                    data_deps: deps,
-                    ..node.clone()
-                });
-            }
-            if s + 1 < pp {
-                let id = file.len() as u64;
-                let last = id.checked_sub(1).into_iter().collect();
-                let tag = i64::from(s as u32 * tp + r);
-                file.push(EtNode {
-                    id,
-                    name: format!("stage{s}.activation.send"),
-                    kind: NodeKind::CommSend,
-                    data_deps: last,
-                    ctrl_deps: Vec::new(),
-                    duration_ns: 0,
-                    attrs: p2p_attrs(npu, npu + i64::from(tp), bytes, tag),
-                });
-            }
-            files.push(file);
+            files.push(stage_file(&base, &stage_of, &rank, &mut moved)?);
         }
     }
     Ok(files)
+}
+
+/// The pipeline stage of each base node: its block's stage; nodes before the first block on
+/// the first stage, after it on the last.
+fn stages_of_nodes(
+    trace: &BatchTrace<'_>,
+    stage_blocks: &[u32],
+    base: &[(EtNode, Option<u64>)],
+) -> Result<Vec<usize>, TraceError> {
+    let pp = stage_blocks.len();
+    let total: u64 = stage_blocks.iter().map(|&b| u64::from(b)).sum();
+    if pp == 0 || total != trace.model.num_layers {
+        return Err(TraceError::Breakdown(format!(
+            "pipeline stages of {stage_blocks:?} blocks do not split the {} blocks of {}",
+            trace.model.num_layers, trace.model.name
+        )));
+    }
+    let mut block_stage = Vec::with_capacity(total as usize);
+    for (s, &blocks) in stage_blocks.iter().enumerate() {
+        block_stage.extend(std::iter::repeat_n(s, blocks as usize));
+    }
+    let mut seen_block = false;
+    Ok(base
+        .iter()
+        .map(|(_, block)| match block {
+            Some(b) => {
+                seen_block = true;
+                block_stage[*b as usize]
+            }
+            None if seen_block => pp - 1,
+            None => 0,
+        })
+        .collect())
+}
+
+/// One NPU of a pipelined instance: its stage and place in it.
+struct StageRank {
+    stage: usize,
+    last_stage: bool,
+    tp: u32,
+    /// Its NPU number.
+    npu: i64,
+    /// The tag of the activation it sends to the next stage (`s·tp + r`).
+    tag: i64,
+    /// Bytes of the activation passed between stages.
+    bytes: u64,
+}
+
+/// The file of one NPU: the activation's arrival from the previous stage, its stage's nodes
+/// (renumbered; a dependency on an earlier stage becomes one on the arrival), the send to the
+/// next stage. `moved` must be all `None`.
+fn stage_file(
+    base: &[(EtNode, Option<u64>)],
+    stage_of: &[usize],
+    rank: &StageRank,
+    moved: &mut [Option<u64>],
+) -> Result<Vec<EtNode>, TraceError> {
+    let (s, tp, npu) = (rank.stage, i64::from(rank.tp), rank.npu);
+    let mut file: Vec<EtNode> = Vec::new();
+    let recv = (s > 0).then(|| {
+        file.push(EtNode {
+            id: 0,
+            name: format!("stage{}.activation.recv", s - 1),
+            kind: NodeKind::CommRecv,
+            data_deps: Vec::new(),
+            ctrl_deps: Vec::new(),
+            duration_ns: 0,
+            attrs: p2p_attrs(npu - tp, npu, rank.bytes, rank.tag - tp),
+        });
+        0
+    });
+    for (i, (node, _)) in base.iter().enumerate() {
+        if stage_of[i] != s {
+            continue;
+        }
+        let id = file.len() as u64;
+        moved[i] = Some(id);
+        let mut deps: Vec<u64> = Vec::with_capacity(node.data_deps.len());
+        for &d in &node.data_deps {
+            let dep = moved[d as usize].or(recv).ok_or_else(|| {
+                TraceError::Breakdown(format!(
+                    "node `{}` of stage 0 depends on a later stage",
+                    node.name
+                ))
+            })?;
+            if !deps.contains(&dep) {
+                deps.push(dep);
+            }
+        }
+        file.push(EtNode {
+            id,
+            data_deps: deps,
+            ..node.clone()
+        });
+    }
+    if !rank.last_stage {
+        let id = file.len() as u64;
+        let last = id.checked_sub(1).into_iter().collect();
+        file.push(EtNode {
+            id,
+            name: format!("stage{s}.activation.send"),
+            kind: NodeKind::CommSend,
+            data_deps: last,
+            ctrl_deps: Vec::new(),
+            duration_ns: 0,
+            attrs: p2p_attrs(npu, npu + tp, rank.bytes, rank.tag),
+        });
+    }
+    Ok(file)
 }
 
 /// [`stage_nodes`] encoded in `dialect`, one buffer per NPU.
