@@ -68,43 +68,23 @@ pub(super) fn resolve(
     pricing: CommPricing,
     source: &str,
 ) -> Result<(), ConfigError> {
-    let invalid = |path: &str, key: &str, message: String| ConfigError::Invalid {
-        source_name: source.to_owned(),
-        field: format!("{path}.{key}"),
-        message,
-    };
     let groups = dp_groups(placed);
     for (id, p) in placed.iter().enumerate() {
-        let inst = &instances[id];
-        let experts = inst.model.moe.as_ref().map_or(0, |m| m.num_experts);
-        let ep = if experts == 0 {
-            1
-        } else {
-            p.spec.ep_size.unwrap_or(inst.tp)
-        };
-        if experts > 0 && !experts.is_multiple_of(u64::from(ep)) {
-            return Err(invalid(
-                &p.path,
-                "ep_size",
-                format!(
-                    "{ep} does not divide the {experts} experts of {}",
-                    inst.model.name
-                ),
-            ));
-        }
+        let (ep, experts) = ep_degree(p, &instances[id], source)?;
         let group = groups
             .iter()
             .position(|(name, _)| Some(*name) == p.spec.dp_group.as_deref());
         let (local, first_rank) = match group {
             None => {
-                if ep > inst.tp {
+                let tp = instances[id].tp;
+                if ep > tp {
                     return Err(invalid(
+                        source,
                         &p.path,
                         "ep_size",
                         format!(
-                            "{ep} exceeds tp_size {} (expert parallelism beyond one instance \
-                             needs a dp_group)",
-                            inst.tp
+                            "{ep} exceeds tp_size {tp} (expert parallelism beyond one instance \
+                             needs a dp_group)"
                         ),
                     ));
                 }
@@ -120,33 +100,89 @@ pub(super) fn resolve(
                 member_ranks(group, id, ep, placed, instances, pricing, source)?
             }
         };
-        let analytical = pricing == CommPricing::Analytical;
-        let mem_bw = instances[id].hardware.memory_bw_gbps;
-        // EP ranks inside the instance on dimension 0, the rest across DP members on 1.
-        let network = EpNetwork {
-            inner: (local, cluster_link(cluster, 0, mem_bw)),
-            outer: (ep / local, cluster_link(cluster, 1, mem_bw)),
+        let ranks = EpRanks {
+            total: ep,
+            local,
+            first_rank,
         };
         let routing = routing.reseeded(expert_seed(seed, id));
-        let inst = &mut instances[id];
-        inst.collectives = Collectives {
-            tp: inst.tp,
-            tp_link: analytical.then(|| cluster_link(cluster, 0, mem_bw)),
-            ep: ExpertParallel {
-                total: ep,
-                local,
-                first_rank,
-                routing,
-                // Also under ASTRA-Sim: the breakdown's dispatch and combine entries mark
-                // where the trace's EP collectives go (ASTRA-Sim times them).
-                link: (ep > 1).then_some(network),
-            },
-        };
-        inst.dp_group = group
+        set_collectives(cluster, &mut instances[id], ranks, routing, pricing);
+        instances[id].dp_group = group
             .filter(|_| experts > 0)
             .map(|g| u32::try_from(g).unwrap_or(u32::MAX));
     }
     Ok(())
+}
+
+/// A config error at `path.key` of `source`.
+fn invalid(source: &str, path: &str, key: &str, message: String) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: source.to_owned(),
+        field: format!("{path}.{key}"),
+        message,
+    }
+}
+
+/// An instance's EP degree (`ep_size`, by default its `tp_size` for a MoE model, 1 for a
+/// dense one; it must divide the experts) and its model's expert count (0: dense).
+fn ep_degree(
+    p: &PlacedInstance<'_>,
+    inst: &InstanceConfig,
+    source: &str,
+) -> Result<(u32, u64), ConfigError> {
+    let experts = inst.model.moe.as_ref().map_or(0, |m| m.num_experts);
+    if experts == 0 {
+        return Ok((1, 0));
+    }
+    let ep = p.spec.ep_size.unwrap_or(inst.tp);
+    if !experts.is_multiple_of(u64::from(ep)) {
+        return Err(invalid(
+            source,
+            &p.path,
+            "ep_size",
+            format!(
+                "{ep} does not divide the {experts} experts of {}",
+                inst.model.name
+            ),
+        ));
+    }
+    Ok((ep, experts))
+}
+
+/// An instance's EP ranks: the degree over its DP group, how many it holds, and its first.
+struct EpRanks {
+    total: u32,
+    local: u32,
+    first_rank: u32,
+}
+
+/// Sets an instance's collectives: TP all-reduces over dimension 0 (when priced
+/// analytically), EP ranks inside the instance on dimension 0 and across DP members on 1.
+fn set_collectives(
+    cluster: &ClusterConfig,
+    inst: &mut InstanceConfig,
+    ranks: EpRanks,
+    routing: ExpertRouting,
+    pricing: CommPricing,
+) {
+    let mem_bw = inst.hardware.memory_bw_gbps;
+    let network = EpNetwork {
+        inner: (ranks.local, cluster_link(cluster, 0, mem_bw)),
+        outer: (ranks.total / ranks.local, cluster_link(cluster, 1, mem_bw)),
+    };
+    inst.collectives = Collectives {
+        tp: inst.tp,
+        tp_link: (pricing == CommPricing::Analytical).then(|| cluster_link(cluster, 0, mem_bw)),
+        ep: ExpertParallel {
+            total: ranks.total,
+            local: ranks.local,
+            first_rank: ranks.first_rank,
+            routing,
+            // Also under ASTRA-Sim: the breakdown's dispatch and combine entries mark where
+            // the trace's EP collectives go (ASTRA-Sim times them).
+            link: (ranks.total > 1).then_some(network),
+        },
+    };
 }
 
 /// A DP group: its name and its members' instance ids.
