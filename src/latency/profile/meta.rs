@@ -158,44 +158,7 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
     let max_num_seqs =
         positive(engine.max_num_seqs, "engine_effective.max_num_seqs").map_err(required)?;
     let skew = match meta.skew_fit {
-        Some(fit) if fit.enabled => {
-            let entry = fit.per_tp.as_ref().and_then(|m| tp_entry(m, tp));
-            match entry {
-                None => SkewFit::Constant(
-                    alpha(fit.alpha_default, "skew_fit.alpha_default").map_err(required)?,
-                ),
-                Some(value) => {
-                    let at = format!("skew_fit.per_tp.{tp}");
-                    let entry: PerTpYaml = serde_yaml_ng::from_value(value.clone())
-                        .map_err(|e| invalid(at.clone(), e.to_string()))?;
-                    let axes = match entry.bucket_axes.or(fit.bucket_axes) {
-                        Some(axes) => axes
-                            .resolve("skew_fit.bucket_axes")
-                            .map_err(|m| invalid(at.clone(), m))?,
-                        None => SkewAxes::defaults(),
-                    };
-                    let alphas = match (entry.alpha_by_bucket, entry.bucket_table) {
-                        (Some(inline), _) if !inline.is_empty() => {
-                            for (key, &value) in &inline {
-                                let field = format!("{at}.alpha_by_bucket.{key}");
-                                alpha(Some(value), &field).map_err(required)?;
-                            }
-                            inline
-                        }
-                        (_, Some(table)) => {
-                            let table = inside_bundle(&table)
-                                .map_err(|m| invalid(format!("{at}.bucket_table"), m))?;
-                            read_bucket_table(&bundle.join(table))?
-                        }
-                        _ => HashMap::new(),
-                    };
-                    warn_unknown_buckets(&path, tp, &axes, &alphas);
-                    let default = alpha(entry.alpha_default, &format!("{at}.alpha_default"))
-                        .map_err(required)?;
-                    SkewFit::buckets(axes, alphas, default)
-                }
-            }
-        }
+        Some(fit) if fit.enabled => skew_fit(fit, tp, bundle, &path)?,
         _ => SkewFit::Constant(0.0),
     };
     Ok(Meta {
@@ -204,6 +167,54 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
         skew,
         identity,
     })
+}
+
+/// The enabled skew fit of `meta.yaml` at `path` for `tp`: its `per_tp` entry (inline alphas
+/// or a bucket table inside `bundle`), else the constant `alpha_default`.
+fn skew_fit(
+    fit: SkewFitYaml,
+    tp: u32,
+    bundle: &Path,
+    path: &Path,
+) -> Result<SkewFit, ProfileError> {
+    let invalid = |field: String, message: String| ProfileError::Meta {
+        path: path.to_path_buf(),
+        field,
+        message,
+    };
+    let required = |(field, message): (String, String)| invalid(field, message);
+    let Some(value) = fit.per_tp.as_ref().and_then(|m| tp_entry(m, tp)) else {
+        return Ok(SkewFit::Constant(
+            alpha(fit.alpha_default, "skew_fit.alpha_default").map_err(required)?,
+        ));
+    };
+    let at = format!("skew_fit.per_tp.{tp}");
+    let entry: PerTpYaml =
+        serde_yaml_ng::from_value(value.clone()).map_err(|e| invalid(at.clone(), e.to_string()))?;
+    let axes = match entry.bucket_axes.or(fit.bucket_axes) {
+        Some(axes) => axes
+            .resolve("skew_fit.bucket_axes")
+            .map_err(|m| invalid(at.clone(), m))?,
+        None => SkewAxes::defaults(),
+    };
+    let alphas = match (entry.alpha_by_bucket, entry.bucket_table) {
+        (Some(inline), _) if !inline.is_empty() => {
+            for (key, &value) in &inline {
+                let field = format!("{at}.alpha_by_bucket.{key}");
+                alpha(Some(value), &field).map_err(required)?;
+            }
+            inline
+        }
+        (_, Some(table)) => {
+            let table =
+                inside_bundle(&table).map_err(|m| invalid(format!("{at}.bucket_table"), m))?;
+            read_bucket_table(&bundle.join(table))?
+        }
+        _ => HashMap::new(),
+    };
+    warn_unknown_buckets(path, tp, &axes, &alphas);
+    let default = alpha(entry.alpha_default, &format!("{at}.alpha_default")).map_err(required)?;
+    Ok(SkewFit::buckets(axes, alphas, default))
 }
 
 /// The YAML text as [`MetaYaml`]; an error is `(field, message)`. An empty file (or one of
