@@ -209,33 +209,12 @@ impl AstraArgs {
         env_binary: Option<PathBuf>,
         instances: &[InstanceNetwork],
     ) -> Result<Option<Vec<AstraOptions>>, ConfigError> {
-        let invalid = |field: &str, message: String| ConfigError::Invalid {
-            source_name: "command line".into(),
-            field: field.to_owned(),
-            message,
-        };
         let binary = self
             .astra_sim
             .clone()
             .or(env_binary.filter(|p| !p.as_os_str().is_empty()));
         if !self.selects_astra(binary.as_deref()) {
-            let astra_only = [
-                ("--astra-mode", self.astra_mode.is_some()),
-                ("--astra-timeout", self.astra_timeout.is_some()),
-                ("--no-memo", self.no_memo),
-                ("--keep-astra-inputs", self.keep_astra_inputs),
-                ("--astra-detailed-traces", self.astra_detailed_traces),
-                ("--network-config", self.network_config.is_some()),
-            ];
-            if let Some((flag, _)) = astra_only.iter().find(|(_, given)| *given) {
-                return Err(invalid(
-                    flag,
-                    "needs the astra network backend (give --astra-sim PATH or set \
-                     BLIS_COSIM_ASTRA_SIM)"
-                        .into(),
-                ));
-            }
-            return Ok(None);
+            return self.refuse_astra_only_flags().map(|()| None);
         }
         let Some(binary) = binary else {
             return Err(invalid(
@@ -252,31 +231,7 @@ impl AstraArgs {
         };
         let mut all = Vec::with_capacity(instances.len());
         for (id, instance) in instances.iter().enumerate() {
-            let network = match &given {
-                Some(network) => network.clone(),
-                None => NetworkConfig::for_instance(
-                    instance.tp,
-                    &instance.link_bw,
-                    &instance.link_latency,
-                    &instance.source_name,
-                )?,
-            };
-            if network.npus() != u64::from(instance.tp) {
-                let which = if instances.len() == 1 {
-                    "the instance".to_owned()
-                } else {
-                    format!("instance {id}")
-                };
-                return Err(invalid(
-                    "--network-config",
-                    format!(
-                        "the network has {} NPUs but {which} runs on {} (tensor parallelism); \
-                         they must match",
-                        network.npus(),
-                        instance.tp
-                    ),
-                ));
-            }
+            let network = instance_network(given.as_ref(), instance, id, instances.len())?;
             all.push(AstraOptions {
                 binary: binary.clone(),
                 mode: self.astra_mode.unwrap_or_default(),
@@ -292,6 +247,72 @@ impl AstraArgs {
         }
         Ok(Some(all))
     }
+
+    /// Refuses a flag that only the astra network backend reads, when it is not selected.
+    fn refuse_astra_only_flags(&self) -> Result<(), ConfigError> {
+        let astra_only = [
+            ("--astra-mode", self.astra_mode.is_some()),
+            ("--astra-timeout", self.astra_timeout.is_some()),
+            ("--no-memo", self.no_memo),
+            ("--keep-astra-inputs", self.keep_astra_inputs),
+            ("--astra-detailed-traces", self.astra_detailed_traces),
+            ("--network-config", self.network_config.is_some()),
+        ];
+        match astra_only.iter().find(|(_, given)| *given) {
+            Some((flag, _)) => Err(invalid(
+                flag,
+                "needs the astra network backend (give --astra-sim PATH or set \
+                 BLIS_COSIM_ASTRA_SIM)"
+                    .into(),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A command-line error in `field`.
+fn invalid(field: &str, message: String) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: "command line".into(),
+        field: field.to_owned(),
+        message,
+    }
+}
+
+/// The network of instance `id` (of `count`): the one `--network-config` (`given`) or one
+/// generated from its TP degree and links; its NPUs must match the TP degree.
+fn instance_network(
+    given: Option<&NetworkConfig>,
+    instance: &InstanceNetwork,
+    id: usize,
+    count: usize,
+) -> Result<NetworkConfig, ConfigError> {
+    let network = match given {
+        Some(network) => network.clone(),
+        None => NetworkConfig::for_instance(
+            instance.tp,
+            &instance.link_bw,
+            &instance.link_latency,
+            &instance.source_name,
+        )?,
+    };
+    if network.npus() != u64::from(instance.tp) {
+        let which = if count == 1 {
+            "the instance".to_owned()
+        } else {
+            format!("instance {id}")
+        };
+        return Err(invalid(
+            "--network-config",
+            format!(
+                "the network has {} NPUs but {which} runs on {} (tensor parallelism); they \
+                 must match",
+                network.npus(),
+                instance.tp
+            ),
+        ));
+    }
+    Ok(network)
 }
 
 /// A binary given as a path must be an existing file; a bare name is looked up in `PATH` when
