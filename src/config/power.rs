@@ -120,6 +120,49 @@ pub(super) fn check_power(
     at: &str,
     invalid: &impl Fn(String, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
+    let values = power_numbers(p, node, at, invalid)?;
+    for (key, v) in values {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(invalid(
+                format!("{at}.{key}"),
+                format!("must be a non-negative number, got {v}"),
+            ));
+        }
+    }
+    if p.cpu.util > 1.0 {
+        return Err(invalid(
+            format!("{at}.cpu.util"),
+            format!("must be in [0, 1], got {}", p.cpu.util),
+        ));
+    }
+    if p.dram.dimm_size == Some(0.0) {
+        return Err(invalid(
+            format!("{at}.dram.dimm_size"),
+            "must be positive".into(),
+        ));
+    }
+    for inst in &node.instances {
+        if !p.npu.contains_key(&inst.hardware) {
+            return Err(invalid(
+                format!("{at}.npu.{}", inst.hardware),
+                format!(
+                    "is missing: the node has an instance on hardware `{}`",
+                    inst.hardware
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every number of the `power` block by its field path under it; `dram.dimm_size` and
+/// `dram.idle_power` are required unless the node has a PIM config.
+fn power_numbers(
+    p: &PowerSpec,
+    node: &NodeSpec,
+    at: &str,
+    invalid: &impl Fn(String, String) -> ConfigError,
+) -> Result<Vec<(String, f64)>, ConfigError> {
     let mut values = vec![
         ("base_node_power".to_owned(), p.base_node_power),
         ("cpu.idle_power".to_owned(), p.cpu.idle_power),
@@ -157,36 +200,5 @@ pub(super) fn check_power(
             None => {}
         }
     }
-    for (key, v) in values {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err(invalid(
-                format!("{at}.{key}"),
-                format!("must be a non-negative number, got {v}"),
-            ));
-        }
-    }
-    if p.cpu.util > 1.0 {
-        return Err(invalid(
-            format!("{at}.cpu.util"),
-            format!("must be in [0, 1], got {}", p.cpu.util),
-        ));
-    }
-    if p.dram.dimm_size == Some(0.0) {
-        return Err(invalid(
-            format!("{at}.dram.dimm_size"),
-            "must be positive".into(),
-        ));
-    }
-    for inst in &node.instances {
-        if !p.npu.contains_key(&inst.hardware) {
-            return Err(invalid(
-                format!("{at}.npu.{}", inst.hardware),
-                format!(
-                    "is missing: the node has an instance on hardware `{}`",
-                    inst.hardware
-                ),
-            ));
-        }
-    }
-    Ok(())
+    Ok(values)
 }
