@@ -1,6 +1,7 @@
-//! Autoscaling in the engine: a hand-timed replica life, drain semantics per mode with every
-//! request ending exactly once, the `scale_bounds` invariant on random workloads, the
-//! oscillator against a threshold policy with a cooldown, and determinism.
+//! Autoscaling in the engine: a hand-timed replica life (and its rows in the time series),
+//! drain semantics per mode with every request ending exactly once, the gateway queue's
+//! saturation seen over the ready replicas only, the `scale_bounds` invariant on random
+//! workloads, the oscillator against a threshold policy with a cooldown, and determinism.
 
 #[path = "common/autoscale_config.rs"]
 mod autoscale_config;
@@ -12,10 +13,11 @@ use blis_cosim::Nanos;
 use blis_cosim::autoscale::{
     AutoscaleConfig, Autoscaler, DrainMode, PolicyKind, ReplicaState, ReplicaTemplate,
 };
-use blis_cosim::control::Dropped;
+use blis_cosim::control::flow::{Detector, FlowConfig};
+use blis_cosim::control::{ControlConfig, ControlPlane, Dropped};
 use blis_cosim::engine::{Cluster, Observer, Run, RunOutcome, Services, StepEvent};
 use blis_cosim::latency::LatencyBackend;
-use blis_cosim::metrics::RequestRecord;
+use blis_cosim::metrics::{RequestRecord, TimeSeries};
 use blis_cosim::router::{Router, RoutingPolicy};
 use blis_cosim::workload::Request;
 use fixture::{LinearBackend, request, setup};
@@ -188,6 +190,76 @@ fn a_replica_is_ready_at_the_exact_ns_its_life_adds_up_to() {
     assert_eq!((report.counts.scale_ups, report.counts.scale_downs), (1, 0));
 }
 
+/// Feeds a run's steps and finished requests to a time series.
+struct Series(TimeSeries);
+
+impl Observer for Series {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        self.0.request_finished(r.instance_id, r.end_ns);
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        self.0.step(step);
+        Ok(())
+    }
+}
+
+#[test]
+fn the_time_series_shows_replicas_by_state_at_the_end_of_each_interval() {
+    // The replica life of the test above (pending at 1 ms, loading at 3, warming up at 6,
+    // ready at 10), in a time series of 1 ms rows; a change at a row's end counts in it.
+    let c = eager(|c| {
+        c.max_replicas = 2;
+        c.provisioning_mean_ns = 2 * MS;
+        c.warmup_ns = 4 * MS;
+    });
+    let requests = steady(500, 30 * US, 20, 50);
+    let setups = vec![setup("m", 1_000); 2];
+    let mut backends = [
+        LinearBackend { per_token: 10 },
+        LinearBackend { per_token: 10 },
+    ];
+    let [a, b] = &mut backends;
+    let mut dyns: Vec<&mut dyn LatencyBackend> = vec![a, b];
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let mut series = Series(TimeSeries::new(MS, 2));
+    let services = Services::new(&mut dyns, &mut router, &mut series);
+    let run = Run::new(&requests, &setups).autoscaled(autoscaler(c, 3 * MS, 7));
+    let outcome = blis_cosim::engine::simulate(run, services).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ts.csv");
+    series.0.write(&path, outcome.autoscale.as_ref()).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "t,instance,prompt_throughput,gen_throughput,running,waiting,kv_cache_pct,finished,\
+         steps,template,state,pending,loading,warming_up,ready,draining"
+    );
+    // Row `k` (0-based) of instance `i` ends at (k + 1) ms: its last seven columns.
+    let rows: Vec<&str> = lines.collect();
+    let replicas = |k: usize, i: usize| -> String {
+        let cols: Vec<&str> = rows[2 * k + i].split(',').collect();
+        assert_eq!(cols[1], i.to_string());
+        cols[9..].join(",")
+    };
+    // template, state, then the template's pending, loading, warming_up, ready, draining.
+    assert_eq!(replicas(0, 1), "0,pending,1,0,0,1,0");
+    assert_eq!(replicas(1, 1), "0,pending,1,0,0,1,0");
+    assert_eq!(replicas(2, 1), "0,loading,0,1,0,1,0");
+    assert_eq!(replicas(4, 1), "0,loading,0,1,0,1,0");
+    assert_eq!(replicas(5, 1), "0,warming_up,0,0,1,1,0");
+    assert_eq!(replicas(8, 0), "0,ready,0,0,1,1,0");
+    assert_eq!(replicas(8, 1), "0,warming_up,0,0,1,1,0");
+    assert_eq!(replicas(9, 0), "0,ready,0,0,0,2,0");
+    assert_eq!(replicas(9, 1), "0,ready,0,0,0,2,0");
+}
+
 /// Two replicas ready, overloaded (a request every 10 us for 4 ms; 16 sequences of 200
 /// tokens take ~600 us on an instance, ~27 requests per ms against 50 arriving). The oscillator's up at 1 ms is capped at the max; its down at
 /// 2 ms drains replica 1; a later up restarts it only after it is gone, and it is not ready
@@ -242,6 +314,62 @@ fn redirect_drains_hand_unstarted_requests_back_to_the_router() {
     // Replica 1 finishes exactly what it had started; the rest finish on replica 0.
     assert_eq!(ends.on(1) as u64, waited.on(1) as u64 - counts.redirected);
     assert_eq!(ends.on(0) as u64, waited.on(0) as u64 + counts.redirected);
+}
+
+/// Steps' batch sizes, in the order they ended.
+#[derive(Default)]
+struct Batches(Vec<usize>);
+
+impl Observer for Batches {
+    fn request_finished(&mut self, _: &RequestRecord<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        self.0.push(step.batch.items.len());
+        Ok(())
+    }
+}
+
+#[test]
+fn the_gateway_queue_sees_the_ready_replicas_only() {
+    // One replica of two ready (the other off), GAIE's utilization detector with a queue
+    // depth threshold of 2. Six requests arrive at 0; each dispatched one waits on replica
+    // 0 until its first step forms at the end of the instant. Over the ready replica the
+    // cluster is saturated at 2 waiting (2 / 2 = 1): the first step runs 2 requests. Over
+    // both slots it would take 4 (4 / 2 / 2 = 1).
+    let c = eager(|c| c.max_replicas = 2);
+    let requests: Vec<Request> = (0..6).map(|id| request(id, 0, 20, 5, Vec::new())).collect();
+    let setups = vec![setup("m", 1_000); 2];
+    let mut backends: Vec<LinearBackend> =
+        (0..2).map(|_| LinearBackend { per_token: 10 }).collect();
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let gated = ControlConfig {
+        flow: Some(FlowConfig {
+            detector: Detector::Utilization {
+                queue_depth_threshold: 2.0,
+                kv_util_threshold: 0.8,
+            },
+            ..FlowConfig::default()
+        }),
+        ..ControlConfig::default()
+    };
+    let mut control = ControlPlane::new(gated, None);
+    let mut batches = Batches::default();
+    let services =
+        Services::new(&mut dyns, &mut router, &mut batches).with_control(Some(&mut control));
+    let run = Run::new(&requests, &setups).autoscaled(autoscaler(c, MS, 1));
+    let outcome = blis_cosim::engine::simulate(run, services).unwrap();
+    assert_eq!(outcome.finished, 6);
+    assert_eq!(batches.0[0], 2);
 }
 
 /// The same overloaded workload under `policy`, with a 3 ms cooldown (and oscillation

@@ -162,9 +162,9 @@ fn bad_settings_and_unsupported_clusters_fail_naming_the_cause() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("name a policy"));
 }
 
-#[test]
-fn heterogeneous_templates_are_scaled_and_priced_separately() {
-    let dir = tempfile::tempdir().unwrap();
+/// A cluster config of one Llama-3.1-8B instance on an H100-SXM and one on an A100-80G,
+/// written into `dir`.
+fn heterogeneous_cluster(dir: &Path) -> String {
     let inst = |hw: &str| {
         serde_json::json!({
             "model_name": "meta-llama/Llama-3.1-8B", "hardware": hw, "num_npus": 1, "tp_size": 1,
@@ -178,8 +178,15 @@ fn heterogeneous_templates_are_scaled_and_priced_separately() {
     });
     let config =
         serde_json::json!({"num_nodes": 1, "link_bw": 112.5, "link_latency": 0, "nodes": [node]});
-    let cluster = dir.path().join("het-cluster.json");
+    let cluster = dir.join("het-cluster.json");
     std::fs::write(&cluster, config.to_string()).unwrap();
+    cluster.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn heterogeneous_templates_are_scaled_and_priced_separately() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = heterogeneous_cluster(dir.path());
     let bundle = dir.path().join("het.yaml");
     std::fs::write(
         &bundle,
@@ -191,7 +198,7 @@ fn heterogeneous_templates_are_scaled_and_priced_separately() {
         "--scenario",
         "bursty-traffic",
         "--cluster-config",
-        cluster.to_str().unwrap(),
+        &cluster,
         "--policy-config",
         bundle.to_str().unwrap(),
     ];
@@ -220,6 +227,84 @@ fn heterogeneous_templates_are_scaled_and_priced_separately() {
         6,
         "3 slots per template"
     );
+}
+
+/// Each template's weight-loading time, s, from the summary JSON.
+fn load_seconds(json: &Value) -> Vec<f64> {
+    let templates = json["autoscale"]["templates"].as_array().unwrap();
+    templates
+        .iter()
+        .map(|t| t["load_s"].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_load_bandwidth_comes_from_the_flag_or_the_bundle_by_hardware() {
+    // Llama-3.1-8B: 8,030,261,248 parameters × 2 bytes (bf16) = 16,060,522,496 bytes on
+    // one GPU, read at the bandwidth (GB/s = bytes/ns).
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let flag = [
+        "--autoscale",
+        "threshold",
+        "--autoscale-load-bandwidth",
+        "4",
+    ];
+    let (_, json, _) = run_in(d, "flag", &[&["--dataset", SAMPLE][..], &flag].concat());
+    assert_eq!(load_seconds(&json), [4.015130624]);
+    let (_, json, _) = run_in(
+        d,
+        "default",
+        &["--dataset", SAMPLE, "--autoscale", "threshold"],
+    );
+    assert_eq!(load_seconds(&json), [8.030261248]);
+    // By hardware in the bundle: the H100-SXM template at 8 GB/s, the A100 at the default 1.
+    let cluster = heterogeneous_cluster(d);
+    let bundle = d.join("bw.yaml");
+    std::fs::write(
+        &bundle,
+        "autoscale:\n  policy: threshold\n  load_bandwidth_gbps: {H100-SXM: 8.0, default: 1.0}\n",
+    )
+    .unwrap();
+    let base = [
+        "--dataset",
+        SAMPLE,
+        "--cluster-config",
+        &cluster,
+        "--policy-config",
+        bundle.to_str().unwrap(),
+    ];
+    let (_, json, _) = run_in(d, "bundle", &base);
+    assert_eq!(load_seconds(&json), [2.007565312, 16.060522496]);
+    // The flag overrides the bundle for every template.
+    let over = ["--autoscale-load-bandwidth", "4"];
+    let (_, json, _) = run_in(d, "over", &[&base[..], &over].concat());
+    assert_eq!(load_seconds(&json), [4.015130624, 4.015130624]);
+    let out = run(&[&["--dataset", SAMPLE][..], &flag[..3], &["0"]].concat());
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--autoscale-load-bandwidth"), "{stderr}");
+}
+
+#[test]
+fn the_time_series_has_replica_columns_only_when_autoscaling() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = |tag: &str, extra: &[&str]| {
+        let ts = dir.path().join(format!("{tag}.ts.csv"));
+        let args = [
+            &["--dataset", SAMPLE, "--timeseries", ts.to_str().unwrap()][..],
+            extra,
+        ];
+        run_in(dir.path(), tag, &args.concat());
+        let text = std::fs::read_to_string(&ts).unwrap();
+        text.lines().next().unwrap().to_owned()
+    };
+    let plain = "t,instance,prompt_throughput,gen_throughput,running,waiting,kv_cache_pct,\
+                 finished,steps";
+    assert_eq!(header("plain", &[]), plain);
+    let scaled = header("scaled", &["--autoscale", "threshold"]);
+    let replicas = ",template,state,pending,loading,warming_up,ready,draining";
+    assert_eq!(scaled, format!("{plain}{replicas}"));
 }
 
 /// A two-node cluster config of LLMServingSim's P/D example instances: `n` prefill

@@ -1,7 +1,8 @@
 //! Autoscaling with prefill/decode disaggregation in the engine: prefill and decode pools
 //! scaled separately, hand-offs only to ready decode replicas (held until one is, at the
-//! exact ns it becomes ready), draining decode replicas taking no new hand-offs, every
-//! request ending exactly once with each drain mode, and determinism.
+//! exact ns it becomes ready, and seen as demand by the decode pool's policy meanwhile),
+//! draining decode replicas taking no new hand-offs, every request ending exactly once with
+//! each drain mode, and determinism.
 
 #[path = "common/autoscale_config.rs"]
 mod autoscale_config;
@@ -207,6 +208,52 @@ fn hand_offs_wait_for_the_first_ready_decode_replica_and_go_at_its_exact_ns() {
     firsts.sort_unstable();
     let arrivals: Vec<(u64, Nanos)> = (0..4).map(|id| (id, 6 * MS + (id + 1) * 3_000)).collect();
     assert_eq!(firsts, arrivals);
+}
+
+#[test]
+fn held_hand_offs_make_the_decode_pool_scale_up_at_the_next_tick() {
+    // The run of the first test under queue-depth (up 2, down 0.5, no cooldown): the 1 ms
+    // tick starts one replica of each pool (their minimum); decode replica 2 loads until
+    // 6 ms. The four hand-offs held from 2,002,200 ns are 4 waiting requests for the decode
+    // pool (none ready: as if on one replica), 4 > 2: at the 3 ms tick it asks for a
+    // second, and replica 3 is pending from exactly 3 ms. (Seeing only its ready replicas,
+    // the pool would see nothing and stay at one.) Replica 3 would be ready at 8 ms; the
+    // hand-offs still go to replica 2 at 6 ms, 3,000 ns apart.
+    let c = config("queue-depth", |c| {
+        c.min_replicas = 1;
+        c.initial_replicas = 0;
+        c.policy = PolicyKind::QueueDepth { up: 2.0, down: 0.5 };
+    });
+    let requests: Vec<Request> = (0..4)
+        .map(|id| request(id, id * 100 * US, 20, 5, Vec::new()))
+        .collect();
+    let setups = vec![setup("m", 1_000); 4];
+    let mut backends: Vec<LinearBackend> =
+        (0..4).map(|_| LinearBackend { per_token: 10 }).collect();
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let mut ends = Ends::default();
+    let run = Run::new(&requests, &setups)
+        .disaggregated(disaggregation())
+        .autoscaled(autoscaler(c, MS, 5 * MS));
+    let services = Services::new(&mut dyns, &mut router, &mut ends);
+    let outcome = blis_cosim::engine::simulate(run, services).unwrap();
+    ends.assert_conserved(4);
+    let report = outcome.autoscale.unwrap();
+    let first_of_3 = report.state_changes.iter().find(|c| c.instance == 3);
+    let first_of_3 = first_of_3.map(|c| (c.t_ns, c.state));
+    assert_eq!(first_of_3, Some((3 * MS, ReplicaState::Pending)));
+    let starts: Vec<(u64, u32, Nanos)> = ends
+        .transfers
+        .iter()
+        .filter(|t| !t.arrived)
+        .map(|t| (t.request_id, t.to, t.start_ns))
+        .collect();
+    let expected: Vec<(u64, u32, Nanos)> = (0..4).map(|id| (id, 2, 6 * MS + id * 3_000)).collect();
+    assert_eq!(starts, expected);
 }
 
 #[test]

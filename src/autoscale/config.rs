@@ -86,8 +86,11 @@ impl DrainMode {
 /// #4); the default capture list is shorter, so 30 s is taken.
 pub const DEFAULT_WARMUP_NS: Nanos = 30_000_000_000;
 
-/// Default per-GPU read bandwidth of the weights, GB/s: an assumption (a network volume or
-/// object store), to be set to the deployment's storage.
+/// Default per-GPU read bandwidth of the weights, GB/s: a cloud block volume. NVIDIA's
+/// Run:ai Model Streamer benchmark ("Reducing Cold Start Latency for LLM Inference with
+/// NVIDIA Run:ai Model Streamer", NVIDIA technical blog) loads Llama-3-8B (~15 GB in bf16)
+/// from an AWS io2 SSD volume in 7.53 s (~2 GB/s) and from gp3 in 14.34 s (~1 GB/s). Set it
+/// to the deployment's storage (`--autoscale-load-bandwidth`, `load_bandwidth_gbps`).
 pub const DEFAULT_LOAD_BANDWIDTH_GBPS: f64 = 2.0;
 
 /// Everything the autoscaler is configured with.
@@ -113,8 +116,10 @@ pub struct AutoscaleConfig {
     /// Provisioning delay: normal with this mean and standard deviation, cut at 0.
     pub provisioning_mean_ns: Nanos,
     pub provisioning_stddev_ns: Nanos,
-    /// Per-GPU read bandwidth of the weights, GB/s.
-    pub load_bandwidth_gbps: f64,
+    /// Per-GPU read bandwidth of the weights, GB/s, by hardware name;
+    /// `default_load_bandwidth_gbps` for others.
+    pub load_bandwidth_gbps: Vec<(String, f64)>,
+    pub default_load_bandwidth_gbps: f64,
     pub warmup_ns: Nanos,
     pub drain: DrainMode,
     /// Price of one GPU-hour, by hardware name; `default_cost_per_gpu_hour` for others.
@@ -129,6 +134,14 @@ impl AutoscaleConfig {
             .iter()
             .find(|(h, _)| h.eq_ignore_ascii_case(hardware))
             .map_or(self.default_cost_per_gpu_hour, |&(_, p)| p)
+    }
+
+    /// The per-GPU read bandwidth of the weights on `hardware`, GB/s (bytes per ns).
+    pub fn load_bandwidth(&self, hardware: &str) -> f64 {
+        self.load_bandwidth_gbps
+            .iter()
+            .find(|(h, _)| h.eq_ignore_ascii_case(hardware))
+            .map_or(self.default_load_bandwidth_gbps, |&(_, b)| b)
     }
 }
 
@@ -147,7 +160,8 @@ pub struct AutoscaleSettings {
     pub oscillation_window: Option<Nanos>,
     pub provisioning_mean: Option<Nanos>,
     pub provisioning_stddev: Option<Nanos>,
-    pub load_bandwidth_gbps: Option<f64>,
+    /// By hardware name (`default` for the others).
+    pub load_bandwidth_gbps: Option<Vec<(String, f64)>>,
     pub warmup: Option<Nanos>,
     pub drain: Option<DrainMode>,
     pub cost_per_gpu_hour: Option<Vec<(String, f64)>>,
@@ -223,15 +237,17 @@ impl AutoscaleSettings {
         if interval_ns == 0 {
             return Err(key("autoscale.interval", "must be positive"));
         }
-        let bandwidth = self
-            .load_bandwidth_gbps
-            .unwrap_or(DEFAULT_LOAD_BANDWIDTH_GBPS);
-        if !(bandwidth.is_finite() && bandwidth > 0.0) {
+        let bandwidths = self.load_bandwidth_gbps.unwrap_or_default();
+        if let Some((h, b)) = bandwidths
+            .iter()
+            .find(|(_, b)| !(b.is_finite() && *b > 0.0))
+        {
             return Err(key(
                 "autoscale.load_bandwidth_gbps",
-                "must be a positive number",
+                &format!("{h}: {b} is not a positive number of GB/s"),
             ));
         }
+        let (default_bandwidth, bandwidths) = by_hardware(bandwidths, DEFAULT_LOAD_BANDWIDTH_GBPS);
         let costs = self.cost_per_gpu_hour.unwrap_or_default();
         if let Some((h, c)) = costs.iter().find(|(_, c)| !(c.is_finite() && *c >= 0.0)) {
             return Err(key(
@@ -239,10 +255,7 @@ impl AutoscaleSettings {
                 &format!("{h}: {c} is not a price"),
             ));
         }
-        let default_cost = costs
-            .iter()
-            .find(|(h, _)| h == "default")
-            .map_or(0.0, |c| c.1);
+        let (default_cost, costs) = by_hardware(costs, 0.0);
         let cooldown_ns = self.cooldown.unwrap_or(60_000_000_000);
         Ok(Some(AutoscaleConfig {
             policy,
@@ -256,13 +269,24 @@ impl AutoscaleSettings {
             oscillation_window_ns: self.oscillation_window.unwrap_or(cooldown_ns),
             provisioning_mean_ns: self.provisioning_mean.unwrap_or(30_000_000_000),
             provisioning_stddev_ns: self.provisioning_stddev.unwrap_or(0),
-            load_bandwidth_gbps: bandwidth,
+            load_bandwidth_gbps: bandwidths,
+            default_load_bandwidth_gbps: default_bandwidth,
             warmup_ns: self.warmup.unwrap_or(DEFAULT_WARMUP_NS),
             drain: self.drain.unwrap_or(DrainMode::Wait),
-            cost_per_gpu_hour: costs.into_iter().filter(|(h, _)| h != "default").collect(),
+            cost_per_gpu_hour: costs,
             default_cost_per_gpu_hour: default_cost,
         }))
     }
+}
+
+/// The `default` entry of `values` (else `fallback`) and the entries by hardware name.
+fn by_hardware(values: Vec<(String, f64)>, fallback: f64) -> (f64, Vec<(String, f64)>) {
+    let default = values
+        .iter()
+        .find(|(h, _)| h == "default")
+        .map_or(fallback, |v| v.1);
+    let named = values.into_iter().filter(|(h, _)| h != "default").collect();
+    (default, named)
 }
 
 fn key(k: &str, message: &str) -> KeyError {
@@ -368,10 +392,10 @@ pub(crate) struct RawAutoscale {
     cooldown: Option<String>,
     oscillation_window: Option<String>,
     provisioning_delay: Option<RawDelay>,
-    load_bandwidth_gbps: Option<f64>,
+    load_bandwidth_gbps: Option<RawByHardware>,
     warmup: Option<String>,
     drain: Option<String>,
-    cost_per_gpu_hour: Option<RawCost>,
+    cost_per_gpu_hour: Option<RawByHardware>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -381,12 +405,22 @@ struct RawDelay {
     stddev: Option<String>,
 }
 
-/// One price for every GPU, or prices by hardware name (`default` for the others).
+/// One value for every GPU, or values by hardware name (`default` for the others): a
+/// price per GPU-hour or a load bandwidth.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum RawCost {
+enum RawByHardware {
     One(f64),
     ByHardware(BTreeMap<String, f64>),
+}
+
+impl RawByHardware {
+    fn entries(self) -> Vec<(String, f64)> {
+        match self {
+            RawByHardware::One(v) => vec![("default".to_owned(), v)],
+            RawByHardware::ByHardware(m) => m.into_iter().collect(),
+        }
+    }
 }
 
 impl RawAutoscale {
@@ -416,16 +450,13 @@ impl RawAutoscale {
             oscillation_window: duration("oscillation_window", self.oscillation_window)?,
             provisioning_mean: duration("provisioning_delay.mean", delay.mean)?,
             provisioning_stddev: duration("provisioning_delay.stddev", delay.stddev)?,
-            load_bandwidth_gbps: self.load_bandwidth_gbps,
+            load_bandwidth_gbps: self.load_bandwidth_gbps.map(RawByHardware::entries),
             warmup: duration("warmup", self.warmup)?,
             drain: self
                 .drain
                 .map(|d| DrainMode::parse(&d).map_err(|m| ("autoscale.drain".to_owned(), m)))
                 .transpose()?,
-            cost_per_gpu_hour: self.cost_per_gpu_hour.map(|c| match c {
-                RawCost::One(p) => vec![("default".to_owned(), p)],
-                RawCost::ByHardware(m) => m.into_iter().collect(),
-            }),
+            cost_per_gpu_hour: self.cost_per_gpu_hour.map(RawByHardware::entries),
         })
     }
 }

@@ -5,7 +5,7 @@
 
 use super::config::{AutoscaleConfig, PolicyKind};
 use super::policy::{Observation, Policy};
-use super::report::{AutoscaleReport, PoolCost, ScaleSample};
+use super::report::{AutoscaleReport, PoolCost, ScaleSample, StateChange};
 use crate::Nanos;
 use crate::router::ClusterView;
 use rand::SeedableRng;
@@ -115,6 +115,9 @@ struct Pool {
     /// The last action: when, and whether it was up.
     last: Option<(Nanos, bool)>,
     cost: PoolCost,
+    /// For a decode pool: the prefill instances whose hand-offs it takes; those held
+    /// there for want of a ready replica are demand for it.
+    handoff_sources: Vec<u32>,
 }
 
 /// Counters of a run's scaling.
@@ -142,6 +145,9 @@ pub struct Autoscaler {
     rng: ChaCha8Rng,
     counts: ScaleCounts,
     series: Vec<ScaleSample>,
+    /// Every slot's state at time 0, and every change of state since, in time order.
+    initial: Vec<ReplicaState>,
+    state_changes: Vec<StateChange>,
     /// Requests routed since the last tick.
     arrivals: u64,
     last_tick: Nanos,
@@ -166,6 +172,7 @@ impl Autoscaler {
                 recommendations: VecDeque::new(),
                 last: None,
                 cost: PoolCost::default(),
+                handoff_sources: Vec::new(),
             })
             .collect();
         let mut replicas = Vec::with_capacity(templates.len());
@@ -189,6 +196,7 @@ impl Autoscaler {
             });
         }
         let stream = xxhash_rust::xxh3::xxh3_64_with_seed(b"autoscale-provisioning", seed);
+        let initial = replicas.iter().map(|r| r.state).collect();
         Autoscaler {
             config,
             replicas,
@@ -196,6 +204,8 @@ impl Autoscaler {
             rng: ChaCha8Rng::seed_from_u64(stream),
             counts: ScaleCounts::default(),
             series: Vec::new(),
+            initial,
+            state_changes: Vec::new(),
             arrivals: 0,
             last_tick: 0,
         }
@@ -209,6 +219,16 @@ impl Autoscaler {
     /// Replica `id`'s state.
     pub fn state(&self, id: u32) -> ReplicaState {
         self.replicas[id as usize].state
+    }
+
+    /// Decode replica `decode` takes the hand-offs of prefill instance `prefill`: those held
+    /// there for want of a ready decode replica count as demand for `decode`'s pool.
+    pub fn takes_handoffs_from(&mut self, decode: u32, prefill: u32) {
+        let pool = self.replicas[decode as usize].pool as usize;
+        let sources = &mut self.pools[pool].handoff_sources;
+        if let Err(at) = sources.binary_search(&prefill) {
+            sources.insert(at, prefill);
+        }
     }
 
     /// Whether the router may send replica `id` requests.
@@ -243,6 +263,11 @@ impl Autoscaler {
         self.pools[r.pool as usize].cost.replica_ns[r.state.index()] += spent;
         r.state = state;
         r.since = now;
+        self.state_changes.push(StateChange {
+            t_ns: now,
+            instance: id,
+            state,
+        });
     }
 
     /// The tick at `now`: every pool's policy decides on what `view` shows of its ready
@@ -264,12 +289,18 @@ impl Autoscaler {
     /// What pool `p`'s policy sees.
     fn observe(&self, p: usize, view: &dyn ClusterView) -> Observation {
         let mut o = Observation::default();
-        for &id in &self.pools[p].members {
+        let pool = &self.pools[p];
+        for &id in &pool.members {
             match self.state(id) {
                 ReplicaState::Ready => o.add(&view.snapshot(id)),
                 s if s.starting() => o.starting += 1,
                 _ => {}
             }
+        }
+        if !pool.handoff_sources.is_empty() {
+            o.size(&view.snapshot(pool.members[0]));
+            let held = pool.handoff_sources.iter();
+            o.held_handoffs = held.map(|&f| view.snapshot(f).held_for_decode as f64).sum();
         }
         o.finish();
         o
@@ -466,6 +497,9 @@ impl Autoscaler {
             counts: self.counts,
             pools,
             series: self.series.clone(),
+            slot_pools: self.replicas.iter().map(|r| r.pool).collect(),
+            initial: self.initial.clone(),
+            state_changes: self.state_changes.clone(),
         }
     }
 }

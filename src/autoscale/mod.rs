@@ -29,7 +29,7 @@ pub use config::{
 };
 pub use fleet::{Autoscaler, Change, ReplicaState, ReplicaTemplate, ScaleCounts};
 pub use policy::{Observation, Policy};
-pub use report::{AutoscaleReport, PoolCost, ScaleSample};
+pub use report::{AutoscaleReport, PoolCost, ReplicaTimeline, ScaleSample, StateChange};
 
 #[cfg(test)]
 mod tests;

@@ -13,16 +13,21 @@ pub struct Observation {
     /// Replicas on their way (pending, loading, warming up).
     pub starting: u32,
     /// Mean over ready replicas of `max(KV blocks used / total, (running + waiting) /
-    /// max_num_seqs)`.
+    /// max_num_seqs)`, plus the hand-offs held for the pool spread over them (below).
     pub utilization: f64,
-    /// Mean waiting requests per ready replica.
+    /// Mean waiting requests per ready replica (one if none), held hand-offs included.
     pub queue_per_replica: f64,
     /// KV tokens in use over the ready replicas.
     pub kv_tokens_used: f64,
-    /// Waiting requests over the ready replicas.
+    /// Waiting requests over the ready replicas, held hand-offs included.
     pub waiting: f64,
     /// KV tokens of one replica.
     pub kv_tokens_per_replica: f64,
+    /// A decode pool's demand not yet on any of its replicas: requests prefilled and
+    /// waiting for a ready replica of it (their KV held on the prefill side).
+    pub held_handoffs: f64,
+    /// `max_num_seqs` of one replica (`None`: unlimited).
+    pub max_num_seqs: Option<u32>,
 }
 
 impl Observation {
@@ -31,10 +36,16 @@ impl Observation {
         self.ready + self.starting
     }
 
+    /// Notes a replica's size (KV tokens, sequences), known whatever its state.
+    pub fn size(&mut self, snap: &InstanceSnapshot) {
+        self.kv_tokens_per_replica =
+            snap.kv_blocks_total.max(1) as f64 * f64::from(snap.block_size);
+        self.max_num_seqs = snap.max_num_seqs;
+    }
+
     /// Adds one ready replica's snapshot (call [`Observation::finish`] after the last).
     pub fn add(&mut self, snap: &InstanceSnapshot) {
-        let kv_total = snap.kv_blocks_total.max(1) as f64;
-        let kv = snap.kv_blocks_used as f64 / kv_total;
+        let kv = snap.kv_utilization();
         let seqs = snap.max_num_seqs.map_or(0.0, |m| {
             (snap.running + snap.waiting) as f64 / f64::from(m.max(1))
         });
@@ -42,17 +53,24 @@ impl Observation {
         self.utilization += kv.max(seqs);
         self.queue_per_replica += snap.waiting as f64;
         self.waiting += snap.waiting as f64;
-        let block = f64::from(snap.block_size);
-        self.kv_tokens_used += snap.kv_blocks_used as f64 * block;
-        self.kv_tokens_per_replica = kv_total * block;
+        self.kv_tokens_used += snap.kv_blocks_used as f64 * f64::from(snap.block_size);
+        self.size(snap);
     }
 
-    /// Turns the sums of [`Observation::add`] into means.
+    /// Turns the sums of [`Observation::add`] into means, the held hand-offs counted as
+    /// waiting requests spread evenly over the ready replicas (one if none): each adds 1 to
+    /// the waiting count, `1 / ready` to the queue per replica and `1 / (ready ×
+    /// max_num_seqs)` to the utilization (0 when the sequences are unlimited, as for a
+    /// queued request).
     pub fn finish(&mut self) {
-        if self.ready > 0 {
-            self.utilization /= f64::from(self.ready);
-            self.queue_per_replica /= f64::from(self.ready);
-        }
+        let replicas = f64::from(self.ready.max(1));
+        let held = self.held_handoffs;
+        self.waiting += held;
+        self.queue_per_replica = (self.queue_per_replica + held) / replicas;
+        let held_seqs = self
+            .max_num_seqs
+            .map_or(0.0, |m| held / f64::from(m.max(1)));
+        self.utilization = (self.utilization + held_seqs) / replicas;
     }
 }
 
@@ -95,7 +113,7 @@ impl Policy {
                 if (ratio - 1.0).abs() <= tolerance {
                     current
                 } else {
-                    (f64::from(o.ready) * ratio).ceil() as u32
+                    (f64::from(o.ready.max(1)) * ratio).ceil() as u32
                 }
             }
             PolicyKind::Saturation {
@@ -105,7 +123,8 @@ impl Policy {
                 avg_input_tokens,
             } => {
                 let supply = o.kv_tokens_per_replica * kv_cache_threshold;
-                if supply <= 0.0 {
+                // With no ready replica, held hand-offs are the only demand it can judge.
+                if supply <= 0.0 || (o.ready == 0 && o.held_handoffs == 0.0) {
                     return current;
                 }
                 let required = (o.kv_tokens_used + o.waiting * avg_input_tokens) / supply;

@@ -59,6 +59,14 @@ pub struct ScaleSample {
     pub utilization: f64,
 }
 
+/// A replica slot's move to a state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateChange {
+    pub t_ns: Nanos,
+    pub instance: u32,
+    pub state: ReplicaState,
+}
+
 /// The autoscaling of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoscaleReport {
@@ -71,6 +79,68 @@ pub struct AutoscaleReport {
     pub pools: Vec<PoolCost>,
     /// One row per tick.
     pub series: Vec<ScaleSample>,
+    /// The template of every replica slot (by instance id), its state at time 0, and every
+    /// change of state of the run in time order (replayed by [`ReplicaTimeline`]).
+    pub slot_pools: Vec<u32>,
+    pub initial: Vec<ReplicaState>,
+    pub state_changes: Vec<StateChange>,
+}
+
+/// The replica slots' states replayed forward in time from an [`AutoscaleReport`]: each
+/// slot's state and each template's replicas by state at any instant, instants in
+/// increasing order.
+#[derive(Debug)]
+pub struct ReplicaTimeline<'a> {
+    report: &'a AutoscaleReport,
+    states: Vec<ReplicaState>,
+    /// Per template: replicas in each state, by [`ReplicaState::index`].
+    counts: Vec<[u32; 6]>,
+    /// The next change not yet applied.
+    next: usize,
+}
+
+impl<'a> ReplicaTimeline<'a> {
+    /// The states at time 0.
+    pub fn new(report: &'a AutoscaleReport) -> ReplicaTimeline<'a> {
+        let mut counts = vec![[0u32; 6]; report.pools.len()];
+        for (&pool, state) in report.slot_pools.iter().zip(&report.initial) {
+            counts[pool as usize][state.index()] += 1;
+        }
+        ReplicaTimeline {
+            report,
+            states: report.initial.clone(),
+            counts,
+            next: 0,
+        }
+    }
+
+    /// Applies every change at or before `t_ns` (a change at exactly `t_ns` has happened).
+    pub fn advance_to(&mut self, t_ns: Nanos) {
+        let changes = &self.report.state_changes;
+        while let Some(c) = changes.get(self.next).filter(|c| c.t_ns <= t_ns) {
+            let id = c.instance as usize;
+            let pool = self.report.slot_pools[id] as usize;
+            self.counts[pool][self.states[id].index()] -= 1;
+            self.counts[pool][c.state.index()] += 1;
+            self.states[id] = c.state;
+            self.next += 1;
+        }
+    }
+
+    /// Slot `id`'s template.
+    pub fn template_of(&self, id: u32) -> u32 {
+        self.report.slot_pools[id as usize]
+    }
+
+    /// Slot `id`'s state.
+    pub fn state(&self, id: u32) -> ReplicaState {
+        self.states[id as usize]
+    }
+
+    /// Template `pool`'s replicas in `state`.
+    pub fn count(&self, pool: u32, state: ReplicaState) -> u32 {
+        self.counts[pool as usize][state.index()]
+    }
 }
 
 impl AutoscaleReport {

@@ -21,6 +21,7 @@ fn snap(waiting: usize, running: usize, kv_used: usize) -> InstanceSnapshot {
         cache_hit_rate: 0.0,
         estimated_wait_ns: 0,
         taken_at: 0,
+        held_for_decode: 0,
     }
 }
 
@@ -45,6 +46,67 @@ fn observation_means_over_ready_replicas() {
     assert!((o.queue_per_replica - 1.0).abs() < 1e-12);
     assert_eq!(o.kv_tokens_used, 110.0 * 16.0);
     assert_eq!(o.kv_tokens_per_replica, 1600.0);
+}
+
+/// A decode pool's observation: `ready` replicas as given, `starting` more, and `held`
+/// hand-offs waiting for a ready replica; replicas of [`snap`]'s size.
+fn observe_held(ready: &[InstanceSnapshot], starting: u32, held: f64) -> Observation {
+    let mut o = Observation {
+        starting,
+        held_handoffs: held,
+        ..Observation::default()
+    };
+    o.size(&snap(0, 0, 0));
+    for s in ready {
+        o.add(s);
+    }
+    o.finish();
+    o
+}
+
+#[test]
+fn held_hand_offs_count_as_waiting_requests_spread_over_the_ready_replicas() {
+    // Ready (2 waiting, 3 running of 10; KV 20/100) and (0, 1; 90/100), 6 held: waiting
+    // 2 + 6 = 8, 4 per replica; utilization (max(0.2, 0.5) + max(0.9, 0.1) + 6/10) / 2 = 1.0.
+    let o = observe_held(&[snap(2, 3, 20), snap(0, 1, 90)], 0, 6.0);
+    assert_eq!(o.waiting, 8.0);
+    assert!((o.queue_per_replica - 4.0).abs() < 1e-12);
+    assert!((o.utilization - 1.0).abs() < 1e-12);
+    // None ready, one starting, 4 held: as if on one replica: 4 waiting, utilization 0.4.
+    let o = observe_held(&[], 1, 4.0);
+    assert_eq!((o.ready, o.current(), o.waiting), (0, 1, 4.0));
+    assert!((o.queue_per_replica - 4.0).abs() < 1e-12);
+    assert!((o.utilization - 0.4).abs() < 1e-12);
+    assert_eq!(o.kv_tokens_per_replica, 1600.0);
+}
+
+#[test]
+fn every_policy_scales_a_decode_pool_up_on_held_hand_offs() {
+    // No decode replica ready, one starting (the minimum), 4 hand-offs held.
+    let held = observe_held(&[], 1, 4.0);
+    let none = observe_held(&[], 1, 0.0);
+    // queue-depth: 4 per replica > 2: one more; without them 0 < 0.5: one fewer (the
+    // bounds then keep the minimum).
+    let mut q = Policy::new(PolicyKind::QueueDepth { up: 2.0, down: 0.5 });
+    assert_eq!((q.desired(&held), q.desired(&none)), (2, 0));
+    // threshold: utilization 4/10 = 0.4 > 0.3: one more; 0 < 0.1: one fewer.
+    let mut t = Policy::new(PolicyKind::Threshold { up: 0.3, down: 0.1 });
+    assert_eq!((t.desired(&held), t.desired(&none)), (2, 0));
+    // target-utilization 0.2: ceil(1 × 0.4 / 0.2) = 2; with 0: ceil(0) = 0.
+    let mut h = Policy::new(PolicyKind::TargetUtilization {
+        target: 0.2,
+        tolerance: 0.1,
+    });
+    assert_eq!((h.desired(&held), h.desired(&none)), (2, 0));
+    // saturation: demand 4 × 400 = 1600 tokens against 1600 × 0.8 = 1280 per replica: 1.25
+    // replicas, / 0.8 = 1.5625: 2; with nothing held and none ready there is nothing to judge.
+    let mut s = Policy::new(PolicyKind::Saturation {
+        kv_cache_threshold: 0.8,
+        scale_up_threshold: 0.8,
+        scale_down_boundary: 0.4,
+        avg_input_tokens: 400.0,
+    });
+    assert_eq!((s.desired(&held), s.desired(&none)), (2, 1));
 }
 
 #[test]

@@ -172,6 +172,12 @@ pub struct ControlArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Autoscaling")]
     pub autoscale_cooldown: Option<Nanos>,
 
+    /// Per-GPU read bandwidth of the weights, GB/s, for every template: a replica loads in
+    /// (weight bytes per GPU) / this. Overrides the bundle's `load_bandwidth_gbps`
+    /// [default: 2, an AWS io2 volume as NVIDIA's Run:ai Model Streamer benchmark measured it].
+    #[arg(long, value_name = "GB/S", value_parser = parse_bandwidth, help_heading = "Autoscaling")]
+    pub autoscale_load_bandwidth: Option<f64>,
+
     /// What a replica being scaled down does with its work: wait (finish it; default),
     /// immediate (drop it, counted) or redirect (hand its waiting requests back to the
     /// router, finish the rest).
@@ -215,6 +221,14 @@ fn parse_targets(text: &str) -> Result<Named<Nanos>, String> {
         .map(Named)
 }
 
+/// A load bandwidth in GB/s: a positive finite number.
+fn parse_bandwidth(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("must be a positive number of GB/s, got `{text}`")),
+    }
+}
+
 impl ControlArgs {
     /// The settings the flags give (only those given).
     fn settings(&self) -> Settings {
@@ -254,6 +268,9 @@ impl ControlArgs {
                 max_replicas: self.autoscale_max,
                 interval: self.autoscale_interval,
                 cooldown: self.autoscale_cooldown,
+                load_bandwidth_gbps: self
+                    .autoscale_load_bandwidth
+                    .map(|b| vec![("default".to_owned(), b)]),
                 drain: self.drain_mode,
                 ..AutoscaleSettings::default()
             },

@@ -122,19 +122,20 @@ pub enum Action {
 /// the control plane's own counters.
 pub struct Load<'a> {
     view: &'a dyn ClusterView,
-    instances: u32,
+    /// The instances serving (all of them; in an autoscaled run, the ready replicas).
+    instances: &'a [u32],
     in_flight: u64,
     pending: u64,
     tenant_in_flight: &'a [u64],
 }
 
 impl<'a> Load<'a> {
-    /// The load of `instances` instances seen through `view`, with `in_flight` requests
+    /// The load of the serving `instances` (ids) seen through `view`, with `in_flight` requests
     /// past admission and the gateway (of which `pending` are not yet routed), and each
     /// tenant's admitted requests not yet ended.
     pub fn new(
         view: &'a dyn ClusterView,
-        instances: u32,
+        instances: &'a [u32],
         in_flight: u64,
         pending: u64,
         tenant_in_flight: &'a [u64],
@@ -148,9 +149,9 @@ impl<'a> Load<'a> {
         }
     }
 
-    /// Number of instances.
+    /// Number of instances serving.
     pub fn instances(&self) -> u32 {
-        self.instances
+        self.instances.len() as u32
     }
 
     /// Requests dispatched past the gateway and not ended.
@@ -168,8 +169,9 @@ impl<'a> Load<'a> {
 
     /// Waiting + running requests of the busiest instance.
     pub fn busiest(&self) -> u64 {
-        (0..self.instances)
-            .map(|id| {
+        self.instances
+            .iter()
+            .map(|&id| {
                 let s = self.view.snapshot(id);
                 (s.waiting + s.running) as u64
             })
@@ -179,18 +181,19 @@ impl<'a> Load<'a> {
 
     /// Requests the cluster runs at once: Σ max_num_seqs (256 where unlimited).
     pub fn capacity(&self) -> u64 {
-        (0..self.instances)
-            .map(|id| u64::from(self.view.snapshot(id).max_num_seqs.unwrap_or(256)))
+        self.instances
+            .iter()
+            .map(|&id| u64::from(self.view.snapshot(id).max_num_seqs.unwrap_or(256)))
             .sum()
     }
 
-    /// GAIE's saturation: the mean over instances of `max(waiting / qd, kv used / kv)`, the
-    /// requests dispatched but not yet routed counted as waiting, spread evenly.
+    /// GAIE's saturation: the mean over the serving instances of `max(waiting / qd, kv used
+    /// / kv)`, the requests dispatched but not yet routed counted as waiting, spread evenly.
     pub fn utilization(&self, queue_depth_threshold: f64, kv_util_threshold: f64) -> f64 {
-        let n = f64::from(self.instances.max(1));
+        let n = f64::from(self.instances().max(1));
         let spread = self.pending as f64 / n;
-        let sum: f64 = (0..self.instances)
-            .map(|id| {
+        let sum: f64 = (self.instances.iter())
+            .map(|&id| {
                 let s = self.view.snapshot(id);
                 let qd = (s.waiting as f64 + spread) / queue_depth_threshold.max(f64::MIN_POSITIVE);
                 let kv = s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64;
@@ -381,7 +384,8 @@ impl ControlPlane {
         Some(Stage::Routing)
     }
 
-    /// Settles what is due at `now`, seeing `instances` instances through `view`, and
+    /// Settles what is due at `now`, seeing the serving `instances` (ids: every instance, or
+    /// an autoscaled run's ready replicas) through `view`, and
     /// appends the decisions to `out`. The engine carries them out and calls again until a
     /// call decides nothing (a dispatch from the gateway queue changes what the next one
     /// sees).
@@ -389,7 +393,7 @@ impl ControlPlane {
         &mut self,
         now: Nanos,
         view: &dyn ClusterView,
-        instances: u32,
+        instances: &[u32],
         out: &mut Vec<Action>,
     ) {
         while let Some(&(due, t)) = self.admitting.front() {
@@ -428,7 +432,7 @@ impl ControlPlane {
         now: Nanos,
         t: Ticket,
         view: &dyn ClusterView,
-        n: u32,
+        n: &[u32],
         out: &mut Vec<Action>,
     ) {
         let pending = self.routing.len() as u64;
@@ -462,7 +466,7 @@ impl ControlPlane {
     /// Dispatches from the gateway queue while the cluster is not saturated: one request
     /// when routing is immediate (the engine routes it before the next is considered), all
     /// it may otherwise.
-    fn dispatch(&mut self, now: Nanos, view: &dyn ClusterView, n: u32) {
+    fn dispatch(&mut self, now: Nanos, view: &dyn ClusterView, n: &[u32]) {
         loop {
             let Some(flow) = &self.flow else { return };
             if flow.is_empty() {

@@ -79,7 +79,7 @@ fn admission_policies_decide_on_hand_built_states() {
     let idle = Fixed(vec![inst(0, 0, 0), inst(0, 0, 0)]);
     let busy = Fixed(vec![inst(3, 2, 0), inst(0, 1, 0)]);
     let tenants = [0u64, 0];
-    let load = |v: &'static Fixed| Load::new(v, 2, 0, 0, &[]);
+    let load = |v: &'static Fixed| Load::new(v, &[0, 1], 0, 0, &[]);
     let idle: &'static Fixed = Box::leak(Box::new(idle));
     let busy: &'static Fixed = Box::leak(Box::new(busy));
     let _ = tenants;
@@ -157,7 +157,7 @@ fn tenant_quota_sheds_only_low_priority_requests_of_over_quota_tenants() {
     });
     let under = [4u64, 100];
     let over = [5u64, 100];
-    let l = |t: &'static [u64]| Load::new(&view, 2, 0, 0, t);
+    let l = |t: &'static [u64]| Load::new(&view, &[0, 1], 0, 0, t);
     let under: &'static [u64] = Box::leak(Box::new(under));
     let over: &'static [u64] = Box::leak(Box::new(over));
     assert!(q.decide(0, &ticket(0, -2, 0, 1), &l(under)).is_ok());
@@ -301,7 +301,7 @@ fn saturation_detectors() {
             detector: d,
             ..FlowConfig::default()
         });
-        q.saturated(&Load::new(&view, 2, in_flight, 0, &[]))
+        q.saturated(&Load::new(&view, &[0, 1], in_flight, 0, &[]))
     };
     let util = |qd: f64, kv: f64| Detector::Utilization {
         queue_depth_threshold: qd,
@@ -337,13 +337,13 @@ fn control_plane_latencies_delay_the_stages() {
     };
     cp.arrive(1000, 0, &request);
     let mut out = Vec::new();
-    cp.poll(1000, &view, 1, &mut out);
+    cp.poll(1000, &view, &[0], &mut out);
     assert!(out.is_empty());
     assert_eq!(cp.next_wake(), Some(1010));
-    cp.poll(1010, &view, 1, &mut out);
+    cp.poll(1010, &view, &[0], &mut out);
     assert!(out.is_empty());
     assert_eq!(cp.next_wake(), Some(1210));
-    cp.poll(1210, &view, 1, &mut out);
+    cp.poll(1210, &view, &[0], &mut out);
     assert_eq!(
         out,
         [Action::Route {

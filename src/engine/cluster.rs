@@ -220,6 +220,9 @@ pub struct Cluster<'r> {
     free_parked: Vec<u32>,
     /// The control plane's decisions being carried out (a reused buffer).
     actions: Vec<Action>,
+    /// The instances the control plane sees as serving: all, or an autoscaled run's ready
+    /// replicas (refreshed before each look; a reused buffer).
+    serving: Vec<u32>,
     /// The earliest instant for which a control event is scheduled and not yet applied
     /// (later ones may be pending too: a control event with nothing due does nothing).
     control_wake: Option<Nanos>,
@@ -322,6 +325,7 @@ impl<'r> Cluster<'r> {
             parked: Vec::new(),
             free_parked: Vec::new(),
             actions: Vec::new(),
+            serving: (0..setups.len() as u32).collect(),
             control_wake: None,
             done: Vec::new(),
             watch,
@@ -675,11 +679,11 @@ impl<'r> Cluster<'r> {
     /// Phase [`super::Phase::Control`] (and after each arrival): carries out the control
     /// plane's decisions due now until it has none left, then schedules its next wake-up.
     fn drain_control(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
-        let n = self.schedulers.len() as u32;
         loop {
             let mut actions = std::mem::take(&mut self.actions);
             if let Some(control) = s.control.as_deref_mut() {
-                control.poll(self.now, &self.schedulers, n, &mut actions);
+                self.refresh_serving();
+                control.poll(self.now, &self.schedulers, &self.serving, &mut actions);
                 if self.tracing {
                     for note in control.take_notes() {
                         s.observer.decision(&note_decision(note))?;

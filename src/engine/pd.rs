@@ -218,6 +218,7 @@ impl<'a> Transfers<'a> {
                 prefill_end: now,
             };
             if !self.send(pending, now, schedulers, &mut choice, effects)? {
+                schedulers[from as usize].hold_for_decode();
                 self.held.push_back(pending);
             }
         }
@@ -237,11 +238,18 @@ impl<'a> Transfers<'a> {
             let Some(pending) = self.held.pop_front() else {
                 break;
             };
-            if !self.send(pending, now, schedulers, &mut choice, effects)? {
+            if self.send(pending, now, schedulers, &mut choice, effects)? {
+                schedulers[pending.from as usize].end_hold_for_decode();
+            } else {
                 self.held.push_back(pending);
             }
         }
         Ok(())
+    }
+
+    /// The role of instance `id`.
+    pub fn role(&self, id: u32) -> InstanceRole {
+        self.setup.roles[id as usize]
     }
 
     /// Routes hand-off `pending` to a ready decode instance of its model at `now` and
@@ -418,6 +426,7 @@ impl<'a> Transfers<'a> {
         self.entered.remove(&id);
         if let Some(k) = self.held.iter().position(|p| p.handoff.request_id == id) {
             let p = self.held.remove(k).expect("found hand-off");
+            schedulers[p.from as usize].end_hold_for_decode();
             schedulers[p.from as usize].release_handoff(p.handoff.slot)?;
             return Ok(Some((p.from, None)));
         }

@@ -98,7 +98,10 @@ fn observe(scheduler: &Scheduler, recent: &Recent, now: Nanos) -> InstanceSnapsh
 /// Copies `signal`'s fields from `live` into `held`.
 fn copy_signal(signal: Signal, live: &InstanceSnapshot, held: &mut InstanceSnapshot) {
     match signal {
-        Signal::Queue => held.waiting = live.waiting,
+        Signal::Queue => {
+            held.waiting = live.waiting;
+            held.held_for_decode = live.held_for_decode;
+        }
         Signal::Running => held.running = live.running,
         Signal::Kv => held.kv_blocks_used = live.kv_blocks_used,
         Signal::HitRate => held.cache_hit_rate = live.cache_hit_rate,

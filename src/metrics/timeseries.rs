@@ -8,11 +8,16 @@
 //! interval's last step (when it was formed, and once it is done); an interval without a step
 //! repeats the previous interval's counts with no tokens. A request counts as finished in the
 //! interval of its last token.
+//!
+//! An autoscaled run's CSV has seven more columns: the row's replica slot's template and
+//! state at the end of the interval, and that template's replicas pending, loading, warming
+//! up, ready and draining then (a change of state at exactly the end counts).
 
 use std::io::Write;
 use std::path::Path;
 
 use crate::Nanos;
+use crate::autoscale::{AutoscaleReport, ReplicaState, ReplicaTimeline};
 use crate::engine::StepEvent;
 use crate::metrics::write_atomically;
 
@@ -76,9 +81,10 @@ impl TimeSeries {
     }
 
     /// Writes the series as CSV, atomically: `t` (end of the interval, s), `instance`, then
-    /// tokens per second and the counts.
-    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
-        write_atomically(path, |w| self.write_rows(w))
+    /// tokens per second and the counts; with `replicas` (an autoscaled run), the replica
+    /// columns.
+    pub fn write(&self, path: &Path, replicas: Option<&AutoscaleReport>) -> anyhow::Result<()> {
+        write_atomically(path, |w| self.write_rows(w, replicas))
     }
 
     /// The cluster's totals per interval, `(t s, value)`: prompt tokens/s, generated
@@ -126,12 +132,24 @@ impl TimeSeries {
         out
     }
 
-    fn write_rows(&self, w: &mut dyn Write) -> std::io::Result<()> {
-        writeln!(
+    fn write_rows(
+        &self,
+        w: &mut dyn Write,
+        replicas: Option<&AutoscaleReport>,
+    ) -> std::io::Result<()> {
+        write!(
             w,
             "t,instance,prompt_throughput,gen_throughput,running,waiting,kv_cache_pct,\
              finished,steps"
         )?;
+        let mut timeline = replicas.map(ReplicaTimeline::new);
+        if timeline.is_some() {
+            write!(w, ",template,state")?;
+            for s in &REPLICA_COLUMNS {
+                write!(w, ",{}", s.name())?;
+            }
+        }
+        writeln!(w)?;
         let seconds = self.interval_ns as f64 / 1e9;
         let mut last = vec![(0, 0, 0, 0); self.instances];
         for (i, cell) in self.cells.iter().enumerate() {
@@ -145,7 +163,7 @@ impl TimeSeries {
             } else {
                 100.0 * used as f64 / total as f64
             };
-            writeln!(
+            write!(
                 w,
                 "{},{instance},{},{},{running},{waiting},{kv_pct:.2},{},{}",
                 (interval + 1) as f64 * seconds,
@@ -154,7 +172,32 @@ impl TimeSeries {
                 cell.finished,
                 cell.steps
             )?;
+            if let Some(timeline) = &mut timeline {
+                timeline.advance_to((interval as u64 + 1) * self.interval_ns);
+                write_replicas(w, timeline, instance as u32)?;
+            }
+            writeln!(w)?;
         }
         Ok(())
     }
+}
+
+/// The template counts the CSV of an autoscaled run shows, in its column order.
+const REPLICA_COLUMNS: [ReplicaState; 5] = [
+    ReplicaState::Pending,
+    ReplicaState::Loading,
+    ReplicaState::WarmingUp,
+    ReplicaState::Ready,
+    ReplicaState::Draining,
+];
+
+/// The replica columns of slot `id`'s row: its template and state, and the template's
+/// replicas by state.
+fn write_replicas(w: &mut dyn Write, t: &ReplicaTimeline<'_>, id: u32) -> std::io::Result<()> {
+    let template = t.template_of(id);
+    write!(w, ",{template},{}", t.state(id).name())?;
+    for s in REPLICA_COLUMNS {
+        write!(w, ",{}", t.count(template, s))?;
+    }
+    Ok(())
 }

@@ -78,6 +78,9 @@ pub struct InstanceSnapshot {
     pub estimated_wait_ns: Nanos,
     /// When the stalest of its signals was read from the instance, ns.
     pub taken_at: Nanos,
+    /// On a prefill instance of an autoscaled run: requests it handed off that wait for a
+    /// ready decode replica, their KV kept here (read with the queue signal).
+    pub held_for_decode: usize,
 }
 
 impl InstanceSnapshot {
@@ -95,6 +98,7 @@ impl InstanceSnapshot {
             block_size: scheduler.config().block_size,
             prefix_caching: scheduler.config().enable_prefix_caching,
             in_flight: waiting + running,
+            held_for_decode: scheduler.num_held_for_decode(),
             ..InstanceSnapshot::default()
         }
     }

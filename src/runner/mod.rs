@@ -14,6 +14,7 @@ pub use commands::{et, generate, list_scenarios, validate};
 
 use crate::Nanos;
 use crate::astra;
+use crate::autoscale::AutoscaleReport;
 use crate::chakra::StepEmitter;
 use crate::config::run::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{
@@ -447,7 +448,7 @@ fn write_results(
         summary.write_json(path)?;
     }
     if let Some(series) = &outputs.timeseries {
-        write_series(series, outputs.plots, config)?;
+        write_series(series, outputs.plots, config, outcome.autoscale.as_ref())?;
     }
     if let Some(csv) = outputs.csv {
         csv.commit()?;
@@ -485,14 +486,16 @@ fn time_series(config: &SimConfig) -> Option<TimeSeries> {
     })
 }
 
-/// Writes the time series CSV and the pictures the run asked for.
+/// Writes the time series CSV (with the replica columns of an autoscaled run) and the
+/// pictures the run asked for.
 fn write_series(
     series: &TimeSeries,
     pictures: Option<RunPlots>,
     config: &SimConfig,
+    replicas: Option<&AutoscaleReport>,
 ) -> anyhow::Result<()> {
     if let Some(t) = &config.timeseries {
-        series.write(&t.path)?;
+        series.write(&t.path, replicas)?;
     }
     if let (Some(pictures), Some(p)) = (pictures, &config.plots) {
         for path in pictures.write(series, &p.dir, p.format)? {

@@ -47,7 +47,6 @@ pub(super) fn autoscaler(
     capacities: &[KvCapacity],
 ) -> Autoscaler {
     let per = a.max_replicas as usize;
-    let bytes_per_ns = a.load_bandwidth_gbps;
     let templates: Vec<ReplicaTemplate> = config
         .instances
         .iter()
@@ -57,8 +56,8 @@ pub(super) fn autoscaler(
             pool: (id / per) as u32,
             gpus: inst.tp * inst.pp,
             price_per_gpu_hour: a.price(&inst.hardware.name),
-            // Every GPU reads its share of the weights at the same time.
-            load_ns: (capacity.weight_bytes as f64 / bytes_per_ns).round() as u64,
+            // Every GPU reads its share of the weights at the same time; GB/s is bytes/ns.
+            load_ns: load_ns(capacity.weight_bytes, a.load_bandwidth(&inst.hardware.name)),
         })
         .collect();
     let names = config
@@ -69,4 +68,9 @@ pub(super) fn autoscaler(
         .map(|(k, inst)| template_name(k, inst))
         .collect();
     Autoscaler::new(a.clone(), &templates, names, config.seed)
+}
+
+/// Time to read `weight_bytes` (one GPU's share) at `gbps` GB/s, whole ns.
+fn load_ns(weight_bytes: u64, gbps: f64) -> u64 {
+    (weight_bytes as f64 / gbps).round() as u64
 }

@@ -196,6 +196,8 @@ pub struct Scheduler {
     handed_off: usize,
     /// Requests routed here whose KV cache is still on its way.
     incoming: usize,
+    /// Handed-off requests waiting for a ready decode replica (autoscaled P/D runs).
+    held_for_decode: usize,
     /// Steps formed so far.
     formed: u64,
     /// A formed step has not completed yet.
@@ -310,6 +312,7 @@ impl Scheduler {
             handoffs: std::collections::VecDeque::new(),
             handed_off: 0,
             incoming: 0,
+            held_for_decode: 0,
             formed: 0,
             in_flight: false,
             freed_late: FreedLate::default(),

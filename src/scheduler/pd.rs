@@ -110,6 +110,21 @@ impl Scheduler {
         self.incoming
     }
 
+    /// A request handed off here found no ready decode replica: it waits, its KV kept here.
+    pub fn hold_for_decode(&mut self) {
+        self.held_for_decode += 1;
+    }
+
+    /// A request waiting for a ready decode replica left the wait (sent, or timed out).
+    pub fn end_hold_for_decode(&mut self) {
+        self.held_for_decode = self.held_for_decode.saturating_sub(1);
+    }
+
+    /// Handed-off requests waiting for a ready decode replica.
+    pub fn num_held_for_decode(&self) -> usize {
+        self.held_for_decode
+    }
+
     /// Queues `request`, whose prompt ran on a prefill instance and whose prompt KV has just
     /// arrived (at `kv.pd.transfer_end_ns`, which is its first token's time), in the waiting
     /// queue: at the back under FCFS, else at its place in the queue's order.

@@ -8,6 +8,7 @@ use super::super::pd::DecodeChoice;
 use super::{Cluster, Services};
 use crate::Nanos;
 use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState};
+use crate::config::InstanceRole;
 use crate::control::{Dropped, Stage};
 use crate::engine::EventKind;
 use crate::scheduler::{Evicted, SchedulerBug};
@@ -95,11 +96,12 @@ fn request_of(e: &Evicted) -> Request {
 impl<'r> Cluster<'r> {
     /// Hands the run to `autoscaler` (its replica slots are the instances) and schedules
     /// its first tick. Refused for DP groups (checked by the caller too).
-    pub(super) fn start_scaling(&mut self, autoscaler: Autoscaler) -> Result<(), SimError> {
+    pub(super) fn start_scaling(&mut self, mut autoscaler: Autoscaler) -> Result<(), SimError> {
         if !self.groups.is_empty() {
             let message = "autoscaling runs instances outside DP groups".to_owned();
             return Err(SchedulerBug::new(message).into());
         }
+        self.feed_decode_pools(&mut autoscaler);
         let interval = autoscaler.config().interval_ns;
         self.scaling = Some(Scaling {
             autoscaler,
@@ -110,6 +112,33 @@ impl<'r> Cluster<'r> {
         });
         self.queue.push(interval, EventKind::ScaleTick);
         Ok(())
+    }
+
+    /// Tells `autoscaler` which prefill instances hand off to each decode replica (those of
+    /// its model), so that hand-offs held for want of a ready one count as its pool's demand.
+    fn feed_decode_pools(&self, autoscaler: &mut Autoscaler) {
+        let Some(t) = &self.transfers else {
+            return;
+        };
+        let n = self.setups.len() as u32;
+        for d in (0..n).filter(|&d| t.role(d) == InstanceRole::Decode) {
+            let model = &self.setups[d as usize].model_name;
+            for f in (0..n).filter(|&f| t.role(f) == InstanceRole::Prefill) {
+                if &self.setups[f as usize].model_name == model {
+                    autoscaler.takes_handoffs_from(d, f);
+                }
+            }
+        }
+    }
+
+    /// In an autoscaled run, makes the control plane's serving instances the ready replicas.
+    pub(super) fn refresh_serving(&mut self) {
+        if let Some(scaling) = &self.scaling {
+            let a = &scaling.autoscaler;
+            self.serving.clear();
+            let n = self.setups.len() as u32;
+            self.serving.extend((0..n).filter(|&i| a.is_ready(i)));
+        }
     }
 
     /// Replica `id`'s state, when the run is autoscaled.
