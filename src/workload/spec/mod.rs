@@ -44,9 +44,11 @@ mod jsonl_out;
 mod limits;
 mod scenarios;
 mod schema;
+mod servegen;
 mod session_gen;
 mod session_out;
 mod traffic;
+mod window;
 mod workflow;
 
 pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
@@ -61,8 +63,9 @@ pub use generate::{
 };
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
-pub use schema::{Category, ClientSpec, SloClass, WorkloadSpec};
+pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
 pub use traffic::Traffic;
+pub use window::WindowParams;
 
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use std::fmt;
