@@ -4,7 +4,7 @@ use super::arrival::ArrivalClock;
 use super::limits::{DEFAULT_MAX_REQUESTS, check_requests};
 use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
 use super::window::WindowedClock;
-use super::{ClientSpec, SloClass, SpecError, Traffic, WorkloadSpec};
+use super::{ClientSpec, LengthDist, SloClass, SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
 use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet};
 use crate::workload::{MAX_TOKENS, Request, RequestClasses, RequestProfile, Workload};
@@ -89,6 +89,23 @@ fn in_window(
             return Some(t);
         }
     }
+}
+
+/// The length distributions of a request in `window` of `spec`'s windows: the window's own
+/// where it has them, else the client's (`input`, `output`).
+fn window_lengths<'a>(
+    spec: &'a ClientSpec,
+    window: Option<usize>,
+    input: &'a LengthDist,
+    output: &'a LengthDist,
+) -> (&'a LengthDist, &'a LengthDist) {
+    let overrides = window.and_then(|j| Some(&spec.lifecycle.as_ref()?.params()?[j]));
+    (
+        overrides.and_then(|p| p.input.as_deref()).unwrap_or(input),
+        overrides
+            .and_then(|p| p.output.as_deref())
+            .unwrap_or(output),
+    )
 }
 
 /// The window-by-window clock of client `i`, if the spec generates it so.
@@ -326,12 +343,7 @@ impl<'a> Generator<'a> {
                 return;
             }
         };
-        // A window's own length distributions replace the client's.
-        let overrides = window.and_then(|j| Some(&spec.lifecycle.as_ref()?.params()?[j]));
-        let input = overrides.and_then(|p| p.input.as_deref()).unwrap_or(input);
-        let output = overrides
-            .and_then(|p| p.output.as_deref())
-            .unwrap_or(output);
+        let (input, output) = window_lengths(spec, window, input, output);
         let prefix_toks = spec.prefix_length;
         let (own, media) = match &spec.multimodal {
             None => (input.sample(&mut state.input_rng), [0; 3]),

@@ -649,14 +649,7 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
     let rates = client_rates(&clients, aggregate_rate);
     let window_rates = window_rates(&clients, aggregate_rate, windowed);
     check_rates(&clients, &rates, &window_rates, &place).map_err(|(path, m)| invalid(&path, m))?;
-    let total: f64 = clients.iter().map(|c| c.rate_fraction).sum();
-    let phased = clients.iter().any(|c| c.lifecycle.is_some());
-    if any_rate && !phased && (total - 1.0).abs() > 1e-9 {
-        log::warn!(
-            "{source_name}: the clients' rate_fraction values sum to {total}; normalised to \
-             shares of aggregate_rate"
-        );
-    }
+    warn_unnormalised(&clients, source_name);
     default_session_timeouts(&mut clients);
     Ok(WorkloadSpec {
         source_name: source_name.to_owned(),
@@ -671,6 +664,19 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         num_requests: raw.num_requests.filter(|&n| n > 0),
         clients,
     })
+}
+
+/// Warns when the rate fractions of open-loop clients without windows do not sum to 1.
+fn warn_unnormalised(clients: &[ClientSpec], source_name: &str) {
+    let any_rate = clients.iter().any(|c| c.closed_loop.is_none());
+    let total: f64 = clients.iter().map(|c| c.rate_fraction).sum();
+    let phased = clients.iter().any(|c| c.lifecycle.is_some());
+    if any_rate && !phased && (total - 1.0).abs() > 1e-9 {
+        log::warn!(
+            "{source_name}: the clients' rate_fraction values sum to {total}; normalised to \
+             shares of aggregate_rate"
+        );
+    }
 }
 
 /// The clients of a `servegen_data` block (with absolute-rate mode: a positive

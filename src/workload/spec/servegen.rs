@@ -370,14 +370,51 @@ fn row_arrival(row: &Row) -> Result<ArrivalProcess, String> {
     }
 }
 
-/// The client of one chunk, or `None` when no row makes a window; the trace is read line by
-/// line.
+/// The client of one chunk, or `None` when no row makes a window.
 fn chunk_client(
     id: &str,
     trace: &Path,
     entries: &BTreeMap<i64, Entry>,
     span: Span,
 ) -> Result<Option<ClientSpec>, String> {
+    let (windows, params) = chunk_windows(id, trace, entries, span)?;
+    if windows.is_empty() {
+        return Ok(None);
+    }
+    let traffic = Traffic::Requests {
+        input: LengthDist::clone(params[0].input.as_ref().expect("set")),
+        output: LengthDist::clone(params[0].output.as_ref().expect("set")),
+        conversation: None,
+    };
+    let lifecycle = Lifecycle::with_params(&windows, params)
+        .map_err(|m| format!("{}: {m}", trace.display()))?;
+    Ok(Some(ClientSpec {
+        id: format!("servegen-chunk-{id}"),
+        tenant_id: Some(format!("chunk-{id}")),
+        slo_class: Some(SloClass::Standard),
+        model: None,
+        rate_fraction: 1.0,
+        arrival: ArrivalProcess::Poisson,
+        traffic,
+        prefix_group: None,
+        prefix_length: 0,
+        priority: 0,
+        streaming: 1.0,
+        closed_loop: None,
+        lifecycle: Some(lifecycle),
+        multimodal: None,
+        profile: RequestProfile::default(),
+    }))
+}
+
+/// A chunk's windows (µs) and their overrides, one per trace row of positive rate in the
+/// span with a dataset entry at or before it; the trace is read line by line.
+fn chunk_windows(
+    id: &str,
+    trace: &Path,
+    entries: &BTreeMap<i64, Entry>,
+    span: Span,
+) -> Result<(Vec<(u64, u64)>, Vec<WindowParams>), String> {
     let file = std::fs::File::open(trace)
         .map_err(|e| format!("cannot read ServeGen trace {}: {e}", trace.display()))?;
     let mut windows = Vec::new();
@@ -414,33 +451,7 @@ fn chunk_client(
             output: Some(output),
         });
     }
-    if windows.is_empty() {
-        return Ok(None);
-    }
-    let traffic = Traffic::Requests {
-        input: LengthDist::clone(params[0].input.as_ref().expect("set")),
-        output: LengthDist::clone(params[0].output.as_ref().expect("set")),
-        conversation: None,
-    };
-    let lifecycle = Lifecycle::with_params(&windows, params)
-        .map_err(|m| format!("{}: {m}", trace.display()))?;
-    Ok(Some(ClientSpec {
-        id: format!("servegen-chunk-{id}"),
-        tenant_id: Some(format!("chunk-{id}")),
-        slo_class: Some(SloClass::Standard),
-        model: None,
-        rate_fraction: 1.0,
-        arrival: ArrivalProcess::Poisson,
-        traffic,
-        prefix_group: None,
-        prefix_length: 0,
-        priority: 0,
-        streaming: 1.0,
-        closed_loop: None,
-        lifecycle: Some(lifecycle),
-        multimodal: None,
-        profile: RequestProfile::default(),
-    }))
+    Ok((windows, params))
 }
 
 /// Shifts every client's windows so that the earliest starts at 0 (ServeGen's times are
