@@ -263,6 +263,23 @@ fn windowed_specs_that_cannot_be_generated_are_refused_naming_the_window() {
             .to_string();
         assert!(err.contains(want), "{err}\nwanted: {want}");
     }
+    // 1e12 req/s for 1 s: refused before a gap is drawn, even with few requests asked for.
+    let s = spec(&format!(
+        "aggregate_rate: 0\nnum_requests: 5\nclients:\n{}",
+        client(
+            "a",
+            "poisson",
+            "{start_us: 0, end_us: 1000000, trace_rate: 1e12}"
+        )
+    ));
+    let err = Generator::new(&s, Overrides::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("client `a`: lifecycle.windows[0]: plans 1000000000000 arrivals"),
+        "{err}"
+    );
 }
 
 /// A small ServeGen directory, written by hand: two chunks.

@@ -91,6 +91,22 @@ fn in_window(
     }
 }
 
+/// Refuses a window planning more than `limit` arrivals (whose gaps are drawn, and summed
+/// ahead, when the window starts), whatever `num_requests` says.
+fn check_windows(spec: &WorkloadSpec, limit: u64) -> Result<(), SpecError> {
+    match spec.busiest_window() {
+        Some((i, j, n)) if n > limit => Err(SpecError::Invalid {
+            source_name: spec.source_name.clone(),
+            path: format!("client `{}`: lifecycle.windows[{j}]", spec.clients[i].id),
+            message: format!(
+                "plans {n} arrivals (⌈trace rate × duration⌉), more than the limit of {limit}; \
+                 raise it with --max-requests"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The length distributions of a request in `window` of `spec`'s windows: the window's own
 /// where it has them, else the client's (`input`, `output`).
 fn window_lengths<'a>(
@@ -217,6 +233,7 @@ impl<'a> Generator<'a> {
                 message,
             },
         )?;
+        check_windows(spec, limit)?;
         let mut group_names: Vec<&str> = Vec::new();
         let mut group_lengths: Vec<u32> = Vec::new();
         for c in &spec.clients {

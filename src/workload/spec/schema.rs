@@ -548,6 +548,26 @@ impl WorkloadSpec {
         }
     }
 
+    /// The window planning the most arrivals (`⌈rate × duration⌉`, cut at the horizon)
+    /// among the clients generated window by window: (client index, window index, arrivals).
+    pub fn busiest_window(&self) -> Option<(usize, usize, u64)> {
+        let horizon_ns = self.horizon_us.map(|h| h.saturating_mul(1000));
+        let mut best: Option<(usize, usize, u64)> = None;
+        for (i, (c, rates)) in self.clients.iter().zip(&self.window_rates).enumerate() {
+            let (Some(rates), Some(l)) = (rates, &c.lifecycle) else {
+                continue;
+            };
+            for (j, (&(s, e), &r)) in l.windows().iter().zip(rates.iter()).enumerate() {
+                let end = horizon_ns.map_or(e, |h| e.min(h));
+                let n = if s < end { window_draws(r, end - s) } else { 0 };
+                if best.is_none_or(|(_, _, m)| n > m) {
+                    best = Some((i, j, n));
+                }
+            }
+        }
+        best
+    }
+
     /// Client `index`'s mean arrival rate while active, requests per second: its share of
     /// `aggregate_rate` among the clients active with it (all clients without lifecycle
     /// windows; BLIS's per-phase normalisation with them); 0 for a closed-loop client.
