@@ -4,7 +4,7 @@
 
 use super::extras::Lifecycle;
 use super::schema::{RawClient, client_spec};
-use super::window::WindowParams;
+use super::window::{WindowParams, WindowSpans};
 use super::{ClientSpec, deserialize_checked};
 use serde::{Deserialize, Deserializer};
 
@@ -134,13 +134,10 @@ impl CohortSpec {
     }
 }
 
-/// A cohort's windows, µs, and what each overrides.
-type PatternWindows = (Vec<(u64, u64)>, Vec<WindowParams>);
-
 /// The windows of a cohort's patterns, µs (diurnal, then spike, then drain, as BLIS appends
 /// them), with each window's overrides (a spike's `trace_rate`, divided among the
 /// `population` members as BLIS divides it); `None` without a pattern.
-fn pattern_windows(raw: &mut RawClient, population: u32) -> Result<Option<PatternWindows>, String> {
+fn pattern_windows(raw: &mut RawClient, population: u32) -> Result<Option<WindowSpans>, String> {
     let (diurnal, spike, drain) = (raw.diurnal.take(), raw.spike.take(), raw.drain.take());
     if diurnal.is_none() && spike.is_none() && drain.is_none() {
         return Ok(None);

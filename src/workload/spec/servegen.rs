@@ -17,7 +17,7 @@
 //! BLIS's code compares them). Trace files are read line by line.
 
 use super::dist::LengthDist;
-use super::window::{WindowParams, window_arrival_process};
+use super::window::{WindowParams, WindowSpans, window_arrival_process};
 use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass, Traffic};
 use crate::workload::{MAX_TOKENS, RequestProfile};
 use serde::Deserialize;
@@ -414,7 +414,7 @@ fn chunk_windows(
     trace: &Path,
     entries: &BTreeMap<i64, Entry>,
     span: Span,
-) -> Result<(Vec<(u64, u64)>, Vec<WindowParams>), String> {
+) -> Result<WindowSpans, String> {
     let file = std::fs::File::open(trace)
         .map_err(|e| format!("cannot read ServeGen trace {}: {e}", trace.display()))?;
     let mut windows = Vec::new();

@@ -47,6 +47,9 @@ struct RawWindowArrival {
     scale: Option<f64>,
 }
 
+/// Windows `[start, end)` in µs and what each overrides, before they make a [`super::Lifecycle`].
+pub(super) type WindowSpans = (Vec<(u64, u64)>, Vec<WindowParams>);
+
 /// What one window overrides of its client.
 #[derive(Debug, Clone, Default)]
 pub struct WindowParams {
