@@ -517,6 +517,16 @@ fn session_clients_get_blis_default_300_s_timeout() {
         "0: none"
     );
     assert_eq!(timeout(&format!("{multi_turn}    timeout: 5\n")), Some(5));
+    // inference-perf's multi-turn chat (BLIS: single-session multi-turn clients) too.
+    let chat = "inference_perf:\n  stages: [{rate: 2, duration: 10}]\n  shared_prefix: \
+        {num_unique_system_prompts: 1, num_users_per_system_prompt: 2, system_prompt_len: 10, \
+        question_len: 5, output_len: 5, enable_multi_turn_chat: true}\n";
+    assert!(
+        spec(chat)
+            .clients
+            .iter()
+            .all(|c| c.profile.timeout_us == Some(300_000_000))
+    );
     // Every request of every session carries it: 300 s after its own arrival.
     let w = generate_workload(&spec(multi_turn), Overrides::default()).unwrap();
     let classes = w.classes.unwrap();

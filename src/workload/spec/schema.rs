@@ -760,8 +760,8 @@ pub const DEFAULT_SESSION_TIMEOUT_US: u64 = 300_000_000;
 /// Gives BLIS's default timeout ([`DEFAULT_SESSION_TIMEOUT_US`]) to the requests of every
 /// session client without a `timeout` (`timeout: 0` keeps none): BLIS's session clients,
 /// those whose requests are rounds of a session, are the multi-turn ones
-/// (`reasoning.multi_turn`, and the `follow_up` extension) and the closed-loop ones
-/// (`concurrency`). Agentic workflows (not in BLIS) keep none.
+/// (`reasoning.multi_turn`, the `follow_up` extension, and inference-perf's multi-turn chat)
+/// and the closed-loop ones (`concurrency`). Agentic workflows (not in BLIS) keep none.
 fn default_session_timeouts(clients: &mut [ClientSpec]) {
     for c in clients {
         let multi_turn = matches!(
@@ -771,7 +771,9 @@ fn default_session_timeouts(clients: &mut [ClientSpec]) {
                 ..
             }
         );
-        if c.profile.timeout_us.is_none() && (multi_turn || c.closed_loop.is_some()) {
+        // inference-perf's multi-turn chat: BLIS's single-session multi-turn clients.
+        let rounds = matches!(c.arrival, ArrivalProcess::Rounds { .. });
+        if c.profile.timeout_us.is_none() && (multi_turn || rounds || c.closed_loop.is_some()) {
             c.profile.timeout_us = Some(DEFAULT_SESSION_TIMEOUT_US);
         }
     }
