@@ -170,6 +170,44 @@ fn a_cohorts_spike_trace_rate_is_shared_by_its_members() {
 }
 
 #[test]
+fn blis_servegen_conversion_output_runs_unchanged() {
+    // The shape of `blis convert servegen`'s cohorts: fitted shape and scale (the cv for
+    // information), a spike with the cohort's rate, log-normal lengths. 6 req/s over 10 s
+    // shared by 3 members: 2 req/s each → ⌈20⌉ − 1 = 19 each.
+    let s = spec(
+        "version: \"2\"\nseed: 42\naggregate_rate: 0\ncohorts:\n  - id: morning-critical\n    \
+         population: 3\n    slo_class: critical\n    streaming: true\n    rate_fraction: 1\n    \
+         arrival: {process: gamma, cv: 4.07, shape: 0.06, scale: 103650951.3}\n    \
+         input_distribution: {type: lognormal, params: {mu: 6.5, sigma: 0.8}}\n    \
+         output_distribution: {type: lognormal, params: {mu: 5.0, sigma: 0.6}}\n    \
+         spike: {start_time_us: 0, duration_us: 10000000, trace_rate: 6}\n",
+    );
+    let reqs = arrivals(&s);
+    for member in 0..3 {
+        assert_eq!(count(&reqs, member, 0, 10), 19, "member {member}");
+    }
+    // Outside window-by-window generation the fitted scale would set the gaps (BLIS) while
+    // the rate sets them here: refused.
+    let err = WorkloadSpec::from_yaml(
+        &format!(
+            "aggregate_rate: 1\nhorizon: 1000\nclients:\n{}",
+            client(
+                "a",
+                "gamma, shape: 0.5, scale: 100",
+                "{start_us: 0, end_us: 5}"
+            )
+        ),
+        "w.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("clients[0].arrival.scale: BLIS's fitted shape and scale"),
+        "{err}"
+    );
+}
+
+#[test]
 fn trace_rates_are_weights_with_a_positive_aggregate_rate() {
     // aggregate 30: a's weight 1 and b's 2 over the same 10 s → 10 and 20 req/s, 99 and 199.
     let s = spec(&format!(

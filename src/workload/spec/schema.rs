@@ -1,6 +1,7 @@
 //! The spec's top level and its clients: parsing, validation, rate shares.
 
 use super::agentic::RawAgentic;
+use super::arrival::is_fitted;
 use super::cohort::CohortSpec;
 use super::cohort::{RawDiurnal, RawDrain, RawSpike};
 use super::conversation::{RawFollowUp, RawReasoning};
@@ -738,6 +739,15 @@ fn check_rates(
         let rate = rates[i];
         if c.closed_loop.is_some() || window_rates[i].is_some() {
             continue;
+        }
+        if is_fitted(&c.arrival) {
+            return Err((
+                format!("{}.arrival.scale", place(i)),
+                "BLIS's fitted shape and scale shape a client's gaps only when the spec is \
+                 generated window by window (aggregate_rate 0, or window overrides); here \
+                 the client's rate sets the scale: give `cv` or `shape` alone"
+                    .into(),
+            ));
         }
         if !(rate.is_finite() && rate >= MIN_CLIENT_RATE) {
             return Err((

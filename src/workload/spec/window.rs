@@ -136,6 +136,7 @@ pub(super) fn window_arrival_process(
                 shape.unwrap_or(1.0 / cv.unwrap_or(1.0).powi(2)),
                 GAMMA_SHAPES,
             )?,
+            fitted: false,
         }),
         "weibull" => {
             let k = match (shape, cv) {
@@ -148,6 +149,7 @@ pub(super) fn window_arrival_process(
             };
             Ok(ArrivalProcess::Weibull {
                 shape: within(k, WEIBULL_SHAPES)?,
+                fitted: false,
             })
         }
         other => Err(format!(
@@ -181,10 +183,10 @@ impl Gaps {
         Some(match *process {
             ArrivalProcess::Poisson => Gaps::Exponential,
             ArrivalProcess::Constant => Gaps::Constant,
-            ArrivalProcess::Gamma { shape } => {
+            ArrivalProcess::Gamma { shape, .. } => {
                 Gaps::Gamma(Gamma::new(shape, 1.0 / shape).expect("validated shape"))
             }
-            ArrivalProcess::Weibull { shape } => {
+            ArrivalProcess::Weibull { shape, .. } => {
                 let scale = 1.0 / libm::tgamma(1.0 + 1.0 / shape);
                 Gaps::Weibull(Weibull::new(scale, shape).expect("validated shape"))
             }
