@@ -380,6 +380,16 @@ fn a_servegen_directory_becomes_one_client_per_chunk_with_the_traces_windows() {
     assert_eq!(count(&reqs, 1, 1800, 2400), 1199);
     assert_eq!(reqs.len(), 299 + 149 + 599 + 1199);
     check_lengths(&reqs);
+    // The windows plan ⌈r·d⌉ each, 300 + 150 + 600 + 1200: past a limit of 2000, refused.
+    let capped = Overrides {
+        max_requests: Some(2000),
+        ..Overrides::default()
+    };
+    let err = Generator::new(&s, capped).err().unwrap().to_string();
+    assert!(
+        err.contains("lifecycle windows (trace_rate × duration): the spec plans about 2250"),
+        "{err}"
+    );
 }
 
 /// Lengths come from the nearest dataset entry at or before each window, only from each

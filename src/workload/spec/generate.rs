@@ -226,13 +226,18 @@ impl<'a> Generator<'a> {
             });
         }
         let limit = overrides.max_requests.unwrap_or(DEFAULT_MAX_REQUESTS);
-        check_requests(num_requests, spec.planned_by_time(), limit).map_err(
-            |(path, message)| SpecError::Invalid {
+        let by_time_field = match spec.horizon_us {
+            Some(_) => "horizon",
+            None => "lifecycle windows (trace_rate × duration)",
+        };
+        let by_time = spec.planned_by_time().map(|n| (n, by_time_field));
+        check_requests(num_requests, by_time, limit).map_err(|(path, message)| {
+            SpecError::Invalid {
                 source_name: spec.source_name.clone(),
                 path: path.into(),
                 message,
-            },
-        )?;
+            }
+        })?;
         check_windows(spec, limit)?;
         let mut group_names: Vec<&str> = Vec::new();
         let mut group_lengths: Vec<u32> = Vec::new();
