@@ -395,8 +395,9 @@ fn invalid_client_fields_are_refused_with_the_reason() {
             "lifecycle.windows[0]: end_us (5) must be greater than start_us (5)",
         ),
         (
-            one("    lifecycle: {windows: [{start_us: 0, end_us: 5, trace_rate: 2}]}\n"),
-            "lifecycle.windows[0].trace_rate: per-window overrides are not supported yet",
+            one("    lifecycle: {windows: [{start_us: 0, end_us: 5, trace_rate: -2}]}\n"),
+            "lifecycle.windows[0].trace_rate must be a finite number of requests per second ≥ \
+             0, got -2",
         ),
         (
             one("    multimodal: {image_distribution: {type: constant, params: {value: 576}}}\n"),
@@ -464,10 +465,10 @@ fn invalid_cohorts_are_refused_with_the_reason() {
                 client(
                     "co",
                     1.0,
-                    "    population: 2\n    spike: {start_time_us: 0, duration_us: 5, trace_rate: 3}\n"
+                    "    population: 2\n    spike: {start_time_us: 0, duration_us: 5, trace_rate: 0}\n"
                 )
             ),
-            "spike.trace_rate (absolute-rate mode, aggregate_rate: 0) is not supported yet",
+            "spike.trace_rate must be a positive number of requests per second, got 0",
         ),
         (
             format!(
@@ -511,7 +512,8 @@ fn invalid_and_unsupported_spec_fields_are_refused_with_the_reason() {
         ),
         (
             one("").replace("aggregate_rate: 1", "aggregate_rate: 0"),
-            "aggregate_rate: 0 (BLIS's absolute-rate mode",
+            "clients[0]: client `chat` has no lifecycle windows: absolute-rate mode \
+             (aggregate_rate: 0) takes every open-loop client's rate from its windows' trace_rate",
         ),
         (
             one("").replace("aggregate_rate: 1\n", ""),
@@ -543,7 +545,8 @@ fn invalid_and_unsupported_spec_fields_are_refused_with_the_reason() {
         ),
         (
             format!("{}servegen_data: {{path: x}}\n", one("")),
-            "w.yaml: servegen_data: is not supported yet",
+            "w.yaml: servegen_data: cannot be combined with clients: give exactly one of \
+             clients, servegen_data, inference_perf",
         ),
         (
             format!("category: chat\n{}", one("")),

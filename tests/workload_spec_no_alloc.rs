@@ -36,6 +36,40 @@ clients:
      output_distribution: {type: constant, params: {value: 8}}}
 "#;
 
+/// Absolute-rate mode: windows with their own rates, processes and lengths (generated
+/// window by window, each window's gaps summed ahead on a copy of the stream).
+const WINDOWED: &str = r#"
+aggregate_rate: 0
+clients:
+  - id: a
+    rate_fraction: 1
+    arrival: {process: poisson}
+    input_distribution: {type: constant, params: {value: 10}}
+    output_distribution: {type: constant, params: {value: 5}}
+    lifecycle:
+      windows:
+        - {start_us: 0, end_us: 10000000, trace_rate: 2000,
+           arrival: {process: gamma, shape: 0.05, scale: 3}}
+        - {start_us: 10000000, end_us: 20000000, trace_rate: 3000,
+           arrival: {process: weibull, cv: 2},
+           input_distribution: {type: empirical, params: {10: 1, 300: 2}}}
+        - {start_us: 20000000, end_us: 30000000, trace_rate: 1000}
+"#;
+
+#[test]
+fn drawing_windowed_requests_does_not_allocate() {
+    let spec = WorkloadSpec::from_yaml(WINDOWED, "spec").unwrap();
+    let mut generator = Generator::new(&spec, Overrides::default()).unwrap();
+    let before = allocations();
+    let mut count = 0u64;
+    while generator.next().is_some() {
+        count += 1;
+    }
+    assert_eq!(allocations(), before, "allocations while drawing");
+    // ⌈2000·10⌉ − 1 + ⌈3000·10⌉ − 1 + ⌈1000·10⌉ − 1.
+    assert_eq!(count, 59_997);
+}
+
 fn overrides(n: u64) -> Overrides {
     Overrides {
         num_requests: Some(n),

@@ -13,10 +13,13 @@ pub enum ArrivalProcess {
     Poisson,
     /// Equal gaps.
     Constant,
-    /// Gamma-distributed gaps with this shape (`1 / cv²`); cv > 1 is bursty.
-    Gamma { shape: f64 },
-    /// Weibull-distributed gaps with this shape (solved from `cv` as BLIS does).
-    Weibull { shape: f64 },
+    /// Gamma-distributed gaps with this shape (`1 / cv²`); cv > 1 is bursty. `fitted`: given
+    /// as BLIS's fitted `shape` and `scale` (the scale only fits window-by-window
+    /// generation, where gaps are scaled to each window).
+    Gamma { shape: f64, fitted: bool },
+    /// Weibull-distributed gaps with this shape (solved from `cv` as BLIS does); `fitted` as
+    /// for gamma.
+    Weibull { shape: f64, fitted: bool },
     /// Poisson whose rate is `burst_factor` times higher during the first
     /// `burst_duration_us` of every `period_us`; the base rate is set so that the mean over a
     /// period is the client's rate.
@@ -79,11 +82,8 @@ impl TryFrom<RawArrival> for ArrivalProcess {
 
     fn try_from(raw: RawArrival) -> Result<Self, String> {
         let process = raw.process.as_str();
-        if raw.scale.is_some() {
-            return Err(format!(
-                "{process}: `scale` is set by the client's rate (aggregate_rate × \
-                 rate_fraction); give `cv` or `shape` instead"
-            ));
+        if let Some(scale) = raw.scale {
+            return fitted(process, raw.shape, scale);
         }
         // Which optional fields each process takes, to reject the others by name.
         let allowed: &[&str] = match process {
@@ -115,9 +115,11 @@ impl TryFrom<RawArrival> for ArrivalProcess {
             "constant" => Ok(ArrivalProcess::Constant),
             "gamma" => Ok(ArrivalProcess::Gamma {
                 shape: shape_of(process, raw.cv, raw.shape, GAMMA_CV, |cv| 1.0 / (cv * cv))?,
+                fitted: false,
             }),
             "weibull" => Ok(ArrivalProcess::Weibull {
                 shape: shape_of(process, raw.cv, raw.shape, (0.01, 10.4), weibull_shape)?,
+                fitted: false,
             }),
             "bursty" => {
                 let period_us = raw.period_us.ok_or("bursty: missing field `period_us`")?;
@@ -164,6 +166,48 @@ impl TryFrom<RawArrival> for ArrivalProcess {
             }
         }
     }
+}
+
+/// BLIS's fitted pair (`blis convert servegen` writes it, with the cv for information): a
+/// gamma or Weibull process of the given `shape`; the `scale` (positive) is checked and
+/// unused, the gaps being scaled to each window (a client whose spec is not generated window
+/// by window is refused when the spec is validated).
+fn fitted(process: &str, shape: Option<f64>, scale: f64) -> Result<ArrivalProcess, String> {
+    if !matches!(process, "gamma" | "weibull") {
+        return Err(format!("`scale` does not apply to process `{process}`"));
+    }
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(format!(
+            "{process}: scale must be a positive number, got {scale}"
+        ));
+    }
+    let Some(shape) = shape else {
+        return Err(format!(
+            "{process}: `scale` comes with `shape` (BLIS's fitted pair); the client's rate \
+             sets the scale otherwise: give `cv` or `shape` instead"
+        ));
+    };
+    Ok(
+        match super::window::window_arrival_process(process, None, Some(shape))? {
+            ArrivalProcess::Gamma { shape, .. } => ArrivalProcess::Gamma {
+                shape,
+                fitted: true,
+            },
+            ArrivalProcess::Weibull { shape, .. } => ArrivalProcess::Weibull {
+                shape,
+                fitted: true,
+            },
+            other => other,
+        },
+    )
+}
+
+/// Whether `process` was given as BLIS's fitted shape and scale.
+pub(super) fn is_fitted(process: &ArrivalProcess) -> bool {
+    matches!(
+        process,
+        ArrivalProcess::Gamma { fitted: true, .. } | ArrivalProcess::Weibull { fitted: true, .. }
+    )
 }
 
 /// The coefficients of variation a gamma process accepts: its shape `1 / cv²` then lies in
@@ -274,10 +318,10 @@ impl ArrivalClock {
         let kind = match *process {
             ArrivalProcess::Poisson => ClockKind::Poisson(Exp::new(per_ns).expect("rate > 0")),
             ArrivalProcess::Constant => ClockKind::Constant(mean_gap),
-            ArrivalProcess::Gamma { shape } => {
+            ArrivalProcess::Gamma { shape, .. } => {
                 ClockKind::Gamma(Gamma::new(shape, mean_gap / shape).expect("validated"))
             }
-            ArrivalProcess::Weibull { shape } => {
+            ArrivalProcess::Weibull { shape, .. } => {
                 let scale = mean_gap / libm::tgamma(1.0 + 1.0 / shape);
                 ClockKind::Weibull(Weibull::new(scale, shape).expect("validated"))
             }

@@ -4,8 +4,8 @@
 
 use super::extras::Lifecycle;
 use super::schema::{RawClient, client_spec};
+use super::window::{WindowParams, WindowSpans};
 use super::{ClientSpec, deserialize_checked};
-use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 
 /// Most members of one cohort (BLIS's limit).
@@ -26,8 +26,10 @@ pub(super) struct RawDiurnal {
 pub(super) struct RawSpike {
     start_time_us: u64,
     duration_us: u64,
+    /// The cohort's rate in the window, req/s, shared evenly by its members (absolute-rate
+    /// mode; a weight with a positive `aggregate_rate`).
     #[serde(default)]
-    trace_rate: Option<IgnoredAny>,
+    trace_rate: Option<f64>,
 }
 
 /// `drain`: active until `start_time_us`, then ten segments of `ramp_duration_us / 10`, the
@@ -96,11 +98,13 @@ impl TryFrom<RawClient> for CohortSpec {
                 ));
             }
         };
-        let windows = pattern_windows(&mut raw).map_err(|e| format!("{who}: {e}"))?;
+        let windows = pattern_windows(&mut raw, population).map_err(|e| format!("{who}: {e}"))?;
         let id = raw.id.clone().unwrap_or_default();
         let mut template = client_spec(raw, &who)?;
         template.lifecycle = match windows {
-            Some(w) => Some(Lifecycle::from_us(&w).map_err(|e| format!("{who}: {e}"))?),
+            Some((w, params)) => {
+                Some(Lifecycle::with_params(&w, params).map_err(|e| format!("{who}: {e}"))?)
+            }
             None => None,
         };
         Ok(CohortSpec {
@@ -131,27 +135,35 @@ impl CohortSpec {
 }
 
 /// The windows of a cohort's patterns, µs (diurnal, then spike, then drain, as BLIS appends
-/// them); `None` without a pattern.
-fn pattern_windows(raw: &mut RawClient) -> Result<Option<Vec<(u64, u64)>>, String> {
+/// them), with each window's overrides (a spike's `trace_rate`, divided among the
+/// `population` members as BLIS divides it); `None` without a pattern.
+fn pattern_windows(raw: &mut RawClient, population: u32) -> Result<Option<WindowSpans>, String> {
     let (diurnal, spike, drain) = (raw.diurnal.take(), raw.spike.take(), raw.drain.take());
     if diurnal.is_none() && spike.is_none() && drain.is_none() {
         return Ok(None);
     }
     let mut windows = Vec::new();
+    let mut params = Vec::new();
     if let Some(d) = diurnal {
         windows.extend(diurnal_windows(&d)?);
     }
     if let Some(s) = spike {
-        if s.trace_rate.is_some() {
-            return Err(
-                "spike.trace_rate (absolute-rate mode, aggregate_rate: 0) is not \
-                        supported yet"
-                    .into(),
-            );
-        }
         if s.duration_us == 0 {
             return Err("spike.duration_us must be positive".into());
         }
+        let trace_rate = match s.trace_rate {
+            Some(r) if !(r.is_finite() && r > 0.0) => {
+                return Err(format!(
+                    "spike.trace_rate must be a positive number of requests per second, got {r}"
+                ));
+            }
+            r => r.map(|r| r / f64::from(population)),
+        };
+        params.resize(windows.len(), WindowParams::default());
+        params.push(WindowParams {
+            trace_rate,
+            ..WindowParams::default()
+        });
         windows.push((
             s.start_time_us,
             s.start_time_us.saturating_add(s.duration_us),
@@ -160,7 +172,8 @@ fn pattern_windows(raw: &mut RawClient) -> Result<Option<Vec<(u64, u64)>>, Strin
     if let Some(d) = drain {
         windows.extend(drain_windows(&d));
     }
-    Ok(Some(windows))
+    params.resize(windows.len(), WindowParams::default());
+    Ok(Some((windows, params)))
 }
 
 const HOUR_US: u64 = 3_600_000_000;

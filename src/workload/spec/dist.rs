@@ -409,6 +409,20 @@ fn empirical(params: &BTreeMap<String, f64>, d: &Domain) -> Result<LengthDist, S
             bins.push((tokens, p));
         }
     }
+    empirical_table(bins, d)
+}
+
+impl LengthDist {
+    /// An empirical distribution of token counts (each in `[1, 16,777,216]`) with their
+    /// probabilities (finite, ≥ 0; normalised), as ServeGen's length PDFs give them.
+    pub(super) fn from_pmf(bins: &[(u32, f64)]) -> Result<LengthDist, String> {
+        let bins = bins.iter().copied().filter(|&(_, p)| p > 0.0).collect();
+        empirical_table(bins, &TOKENS)
+    }
+}
+
+/// The inverse-CDF table of `bins` (token count, positive probability).
+fn empirical_table(mut bins: Vec<(u32, f64)>, d: &Domain) -> Result<LengthDist, String> {
     bins.sort_unstable_by_key(|&(t, _)| t);
     let total: f64 = bins.iter().map(|&(_, p)| p).sum();
     if bins.is_empty() || total <= 0.0 {

@@ -3,6 +3,7 @@
 //! the metrics and the control plane (`timeout`, `slo_target_us`, `network`).
 
 use super::dist::CountDist;
+use super::window::{RawWindow, WindowParams};
 use super::{DurationDist, LengthDist};
 use crate::workload::{MAX_TIME_NS, MAX_TOKENS, RequestProfile};
 use rand::Rng;
@@ -38,27 +39,14 @@ pub(super) struct RawLifecycle {
     windows: Vec<RawWindow>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWindow {
-    start_us: u64,
-    end_us: u64,
-    // Per-window overrides, read only to refuse them by name.
-    #[serde(default)]
-    trace_rate: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    arrival: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    input_distribution: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    output_distribution: Option<serde::de::IgnoredAny>,
-}
-
-/// A client's active windows `[start, end)`, ns, in the order given. A client with windows
+/// A client's active windows `[start, end)`, ns, in the order given, with what each
+/// overrides (`trace_rate`, `arrival`, lengths; see [`WindowParams`]). A client with windows
 /// sends nothing outside them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Lifecycle {
     windows: Arc<[(u64, u64)]>,
+    /// Per-window overrides, when some window has one.
+    params: Option<Arc<[WindowParams]>>,
     /// The latest window end, ns: no arrival at or after it.
     end_ns: u64,
 }
@@ -66,6 +54,14 @@ pub struct Lifecycle {
 impl Lifecycle {
     /// Windows given in µs, `[start, end)`; each must be non-empty.
     pub fn from_us(windows: &[(u64, u64)]) -> Result<Lifecycle, String> {
+        Lifecycle::with_params(windows, Vec::new())
+    }
+
+    /// Windows given in µs with their overrides (`params` empty, or one per window).
+    pub fn with_params(
+        windows: &[(u64, u64)],
+        params: Vec<WindowParams>,
+    ) -> Result<Lifecycle, String> {
         if windows.is_empty() {
             return Err("lifecycle: at least one window is required".into());
         }
@@ -81,29 +77,55 @@ impl Lifecycle {
             ns.push((start * 1_000, end * 1_000));
         }
         let end_ns = ns.iter().map(|w| w.1).max().expect("non-empty");
+        let params = params.iter().any(WindowParams::any).then(|| params.into());
         Ok(Lifecycle {
             windows: ns.into(),
+            params,
             end_ns,
         })
     }
 
     pub(super) fn parse(raw: RawLifecycle) -> Result<Lifecycle, String> {
-        for (j, w) in raw.windows.iter().enumerate() {
-            let overrides = [
-                ("trace_rate", w.trace_rate.is_some()),
-                ("arrival", w.arrival.is_some()),
-                ("input_distribution", w.input_distribution.is_some()),
-                ("output_distribution", w.output_distribution.is_some()),
-            ];
-            if let Some((field, _)) = overrides.iter().find(|(_, given)| *given) {
-                return Err(format!(
-                    "lifecycle.windows[{j}].{field}: per-window overrides are not supported \
-                     yet (a window only gates the client's own arrivals)"
-                ));
-            }
+        let mut spans = Vec::with_capacity(raw.windows.len());
+        let mut params = Vec::with_capacity(raw.windows.len());
+        for (j, mut w) in raw.windows.into_iter().enumerate() {
+            params.push(
+                w.params()
+                    .map_err(|e| format!("lifecycle.windows[{j}].{e}"))?,
+            );
+            spans.push((w.start_us, w.end_us));
         }
-        let windows: Vec<(u64, u64)> = raw.windows.iter().map(|w| (w.start_us, w.end_us)).collect();
-        Lifecycle::from_us(&windows)
+        Lifecycle::with_params(&spans, params)
+    }
+
+    /// The same windows `by_ns` earlier (every window starting at or after `by_ns`).
+    pub(super) fn shifted_back(self, by_ns: u64) -> Lifecycle {
+        let windows: Vec<(u64, u64)> = self
+            .windows
+            .iter()
+            .map(|&(s, e)| (s - by_ns, e - by_ns))
+            .collect();
+        Lifecycle {
+            windows: windows.into(),
+            params: self.params,
+            end_ns: self.end_ns - by_ns,
+        }
+    }
+
+    /// The overrides of every window, when some window has one.
+    pub fn params(&self) -> Option<&Arc<[WindowParams]>> {
+        self.params.as_ref()
+    }
+
+    /// The windows, ns, shared.
+    pub(super) fn shared_windows(&self) -> Arc<[(u64, u64)]> {
+        Arc::clone(&self.windows)
+    }
+
+    /// Index of the first window `[s, e)` that is ascending and disjoint from the one before
+    /// it fails, if any (a client generated window by window needs them in order).
+    pub(super) fn first_out_of_order(&self) -> Option<usize> {
+        (1..self.windows.len()).find(|&j| self.windows[j].0 < self.windows[j - 1].1)
     }
 
     /// An identity shared by clones (a cohort's members share one lifecycle); never 0.

@@ -3,7 +3,8 @@
 use super::arrival::ArrivalClock;
 use super::limits::{DEFAULT_MAX_REQUESTS, check_requests};
 use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
-use super::{ClientSpec, SloClass, SpecError, Traffic, WorkloadSpec};
+use super::window::WindowedClock;
+use super::{ClientSpec, LengthDist, SloClass, SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
 use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet};
 use crate::workload::{MAX_TOKENS, Request, RequestClasses, RequestProfile, Workload};
@@ -90,6 +91,53 @@ fn in_window(
     }
 }
 
+/// Refuses a window planning more than `limit` arrivals (whose gaps are drawn, and summed
+/// ahead, when the window starts), whatever `num_requests` says.
+fn check_windows(spec: &WorkloadSpec, limit: u64) -> Result<(), SpecError> {
+    match spec.busiest_window() {
+        Some((i, j, n)) if n > limit => Err(SpecError::Invalid {
+            source_name: spec.source_name.clone(),
+            path: format!("client `{}`: lifecycle.windows[{j}]", spec.clients[i].id),
+            message: format!(
+                "plans {n} arrivals (⌈trace rate × duration⌉), more than the limit of {limit}; \
+                 raise it with --max-requests"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The length distributions of a request in `window` of `spec`'s windows: the window's own
+/// where it has them, else the client's (`input`, `output`).
+fn window_lengths<'a>(
+    spec: &'a ClientSpec,
+    window: Option<usize>,
+    input: &'a LengthDist,
+    output: &'a LengthDist,
+) -> (&'a LengthDist, &'a LengthDist) {
+    let overrides = window.and_then(|j| Some(&spec.lifecycle.as_ref()?.params()?[j]));
+    (
+        overrides.and_then(|p| p.input.as_deref()).unwrap_or(input),
+        overrides
+            .and_then(|p| p.output.as_deref())
+            .unwrap_or(output),
+    )
+}
+
+/// The window-by-window clock of client `i`, if the spec generates it so.
+fn windowed_clock(spec: &WorkloadSpec, i: usize, horizon_ns: Nanos) -> Option<WindowedClock> {
+    let rates = spec.window_rates[i].clone()?;
+    let c = &spec.clients[i];
+    let l = c.lifecycle.as_ref()?;
+    Some(WindowedClock::new(
+        l.shared_windows(),
+        l.params().cloned(),
+        rates,
+        c.arrival,
+        horizon_ns,
+    ))
+}
+
 /// An iterator over a spec's requests in arrival order (ties: client order), with ids
 /// assigned in that order. Stops after `num_requests` requests or at the horizon, whichever
 /// comes first. Drawing a request allocates nothing.
@@ -110,6 +158,8 @@ pub struct Generator<'a> {
 /// One client's random streams and its next (already drawn) request.
 struct ClientState {
     clock: ArrivalClock,
+    /// The clock of a client generated window by window (replaces `clock`).
+    windowed: Option<WindowedClock>,
     arrival_rng: ChaCha8Rng,
     input_rng: ChaCha8Rng,
     output_rng: ChaCha8Rng,
@@ -164,7 +214,9 @@ impl<'a> Generator<'a> {
     ) -> Result<Generator<'a>, SpecError> {
         let seed = overrides.seed.unwrap_or(spec.seed);
         let num_requests = overrides.num_requests.or(spec.num_requests);
-        if num_requests.is_none() && spec.horizon_us.is_none() {
+        // Clients with windows end with their last window.
+        let all_windowed = spec.clients.iter().all(|c| c.lifecycle.is_some());
+        if num_requests.is_none() && spec.horizon_us.is_none() && !all_windowed {
             return Err(SpecError::Invalid {
                 source_name: spec.source_name.clone(),
                 path: "num_requests".into(),
@@ -174,13 +226,19 @@ impl<'a> Generator<'a> {
             });
         }
         let limit = overrides.max_requests.unwrap_or(DEFAULT_MAX_REQUESTS);
-        check_requests(num_requests, spec.aggregate_rate, spec.horizon_us, limit).map_err(
-            |(path, message)| SpecError::Invalid {
+        let by_time_field = match spec.horizon_us {
+            Some(_) => "horizon",
+            None => "lifecycle windows (trace_rate × duration)",
+        };
+        let by_time = spec.planned_by_time().map(|n| (n, by_time_field));
+        check_requests(num_requests, by_time, limit).map_err(|(path, message)| {
+            SpecError::Invalid {
                 source_name: spec.source_name.clone(),
                 path: path.into(),
                 message,
-            },
-        )?;
+            }
+        })?;
+        check_windows(spec, limit)?;
         let mut group_names: Vec<&str> = Vec::new();
         let mut group_lengths: Vec<u32> = Vec::new();
         for c in &spec.clients {
@@ -202,6 +260,9 @@ impl<'a> Generator<'a> {
                 (0..len).map(|_| token_id(&mut rng)).collect()
             })
             .collect();
+        let horizon_ns = spec
+            .horizon_us
+            .map_or(Nanos::MAX, |h| h.saturating_mul(1000));
         let rng = |stream: &str, id: &str| ChaCha8Rng::seed_from_u64(stream_seed(seed, stream, id));
         let clients = spec
             .clients
@@ -216,6 +277,7 @@ impl<'a> Generator<'a> {
             })
             .map(|(i, c, clock, arrival_rng)| ClientState {
                 clock,
+                windowed: windowed_clock(spec, i, horizon_ns),
                 arrival_rng,
                 input_rng: rng("input", &c.id),
                 output_rng: rng("output", &c.id),
@@ -250,9 +312,7 @@ impl<'a> Generator<'a> {
             queue: BinaryHeap::with_capacity(spec.clients.len()),
             prefixes,
             remaining: num_requests.unwrap_or(u64::MAX),
-            horizon_ns: spec
-                .horizon_us
-                .map_or(Nanos::MAX, |h| h.saturating_mul(1000)),
+            horizon_ns,
             next_id: 0,
             next_line: 1,
             seed,
@@ -279,21 +339,11 @@ impl<'a> Generator<'a> {
             self.draw_user(i);
             return;
         }
+        let Some((arrival_ns, window)) = self.next_arrival(i) else {
+            return;
+        };
         let spec = &self.spec.clients[i];
         let state = &mut self.clients[i];
-        let t = state.clock.next(&mut state.arrival_rng).round();
-        if t >= self.horizon_ns as f64 {
-            return;
-        }
-        let mut arrival_ns = t as Nanos;
-        if let Some(l) = &spec.lifecycle
-            && !l.contains(arrival_ns)
-        {
-            match in_window(state, l, arrival_ns, self.horizon_ns) {
-                Some(t) => arrival_ns = t,
-                None => return,
-            }
-        }
         let (input, output) = match &spec.traffic {
             Traffic::Requests {
                 input,
@@ -315,6 +365,7 @@ impl<'a> Generator<'a> {
                 return;
             }
         };
+        let (input, output) = window_lengths(spec, window, input, output);
         let prefix_toks = spec.prefix_length;
         let (own, media) = match &spec.multimodal {
             None => (input.sample(&mut state.input_rng), [0; 3]),
@@ -346,6 +397,28 @@ impl<'a> Generator<'a> {
         };
         state.drawn += 1;
         self.queue.push(Reverse((arrival_ns, i as u32)));
+    }
+
+    /// Client `i`'s next arrival before the horizon (in one of its windows, if it has
+    /// windows) and, for a client generated window by window, the index of its window.
+    fn next_arrival(&mut self, i: usize) -> Option<(Nanos, Option<usize>)> {
+        let spec = &self.spec.clients[i];
+        let state = &mut self.clients[i];
+        if let Some(w) = &mut state.windowed {
+            let (t, j) = w.next(&mut state.arrival_rng)?;
+            return (t < self.horizon_ns).then_some((t, Some(j)));
+        }
+        let t = state.clock.next(&mut state.arrival_rng).round();
+        if t >= self.horizon_ns as f64 {
+            return None;
+        }
+        let arrival_ns = t as Nanos;
+        match &spec.lifecycle {
+            Some(l) if !l.contains(arrival_ns) => {
+                in_window(state, l, arrival_ns, self.horizon_ns).map(|t| (t, None))
+            }
+            _ => Some((arrival_ns, None)),
+        }
     }
 
     /// Queues the next user of closed-loop client `i` that has turns (its first request

@@ -58,19 +58,18 @@ pub(super) fn check_turns(field: &str, turns: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// The arrivals a spec plans: `num_requests`, else (or when fewer) its rate over its
-/// horizon; refused past `limit`. The error names the field and the flag that raises it.
+/// The arrivals a spec plans: `num_requests`, else (or when fewer) those it plans by time
+/// (`by_time`: its rates over its horizon or windows, and the field that sets them); refused
+/// past `limit`. The error names the field and the flag that raises it.
 pub(super) fn check_requests(
     num_requests: Option<u64>,
-    aggregate_rate: f64,
-    horizon_us: Option<u64>,
+    by_time: Option<(f64, &'static str)>,
     limit: u64,
 ) -> Result<(), (&'static str, String)> {
-    let by_horizon = horizon_us.map(|h| aggregate_rate * h as f64 / 1e6);
-    let (field, planned) = match (num_requests, by_horizon) {
-        (Some(n), Some(h)) if h < n as f64 => ("horizon", h),
+    let (field, planned) = match (num_requests, by_time) {
+        (Some(n), Some((h, field))) if h < n as f64 => (field, h),
         (Some(n), _) => ("num_requests", n as f64),
-        (None, Some(h)) => ("horizon", h),
+        (None, Some((h, field))) => (field, h),
         (None, None) => return Ok(()),
     };
     if planned > limit as f64 {

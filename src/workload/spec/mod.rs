@@ -25,11 +25,16 @@
 //! nothing outside them. Multimodal prompts, timeouts, SLO targets and network delays ride on
 //! the requests ([`crate::workload::RequestProfile`]).
 //!
-//! An `inference_perf` block (inference-perf's stages and shared-prefix data set) expands into
-//! clients as BLIS expands it.
+//! Lifecycle windows may override the client's rate (`trace_rate`, absolute with
+//! `aggregate_rate: 0`), arrival process and lengths; such specs are generated window by
+//! window as BLIS does ([`WindowParams`]). Session clients get BLIS's default 300 s timeout.
 //!
-//! Not supported yet, and refused with a message naming the field: per-window overrides and
-//! absolute-rate mode (`trace_rate`), LoRA adapters, the ServeGen source.
+//! An `inference_perf` block (inference-perf's stages and shared-prefix data set) expands into
+//! clients as BLIS expands it; a `servegen_data` block reads a ServeGen data directory as one
+//! client per chunk, with one window per trace row.
+//!
+//! Not supported yet, and refused with a message naming the field: LoRA adapters, ServeGen's
+//! multimodal data and BLIS's multi-period ServeGen conversion.
 
 mod agentic;
 mod arrival;
@@ -44,9 +49,11 @@ mod jsonl_out;
 mod limits;
 mod scenarios;
 mod schema;
+mod servegen;
 mod session_gen;
 mod session_out;
 mod traffic;
+mod window;
 mod workflow;
 
 pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
@@ -61,8 +68,9 @@ pub use generate::{
 };
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
-pub use schema::{Category, ClientSpec, SloClass, WorkloadSpec};
+pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
 pub use traffic::Traffic;
+pub use window::WindowParams;
 
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use std::fmt;

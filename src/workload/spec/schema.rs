@@ -1,6 +1,7 @@
 //! The spec's top level and its clients: parsing, validation, rate shares.
 
 use super::agentic::RawAgentic;
+use super::arrival::is_fitted;
 use super::cohort::CohortSpec;
 use super::cohort::{RawDiurnal, RawDrain, RawSpike};
 use super::conversation::{RawFollowUp, RawReasoning};
@@ -8,7 +9,9 @@ use super::extras::{
     ClosedLoop, Lifecycle, Multimodal, RawLifecycle, RawMultimodal, RawNetwork, profile,
 };
 use super::inference_perf::{Expansion, RawInferencePerf};
+use super::servegen::RawServeGen;
 use super::traffic::{Traffic, traffic};
+use super::window::{window_draws, windowable};
 use super::{ArrivalProcess, DurationDist, LengthDist, Location, SpecError, deserialize_checked};
 use crate::workload::MAX_TOKENS;
 use crate::workload::{ClassTargets, RequestProfile};
@@ -16,6 +19,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 /// A validated workload spec (BLIS WorkloadSpec v2, the subset documented in docs/src/workload-specs.md).
 #[derive(Debug, Clone)]
@@ -33,6 +37,10 @@ pub struct WorkloadSpec {
     /// Each client's mean arrival rate while active, requests per second (0 for a closed-loop
     /// client): its share of `aggregate_rate` among the clients active with it.
     pub rates: Vec<f64>,
+    /// Each client's rate in each of its lifecycle windows, requests per second, for the
+    /// clients generated window by window (absolute-rate mode, or a spec whose windows
+    /// override something; see [`super::window`]); `None` for the others.
+    pub window_rates: Vec<Option<Arc<[f64]>>>,
     /// Goodput targets per SLO class (`goodput_slo_targets`), in file order.
     pub goodput_targets: Vec<(String, ClassTargets)>,
     /// No request arrives at or after this time, µs (BLIS's unit).
@@ -126,7 +134,7 @@ struct RawSpec {
     #[serde(default)]
     cohorts: Vec<CohortSpec>,
     #[serde(default)]
-    servegen_data: Option<IgnoredAny>,
+    servegen_data: Option<RawServeGen>,
     #[serde(default)]
     inference_perf: Option<RawInferencePerf>,
     #[serde(default)]
@@ -507,6 +515,60 @@ impl WorkloadSpec {
         validate(raw, source_name)
     }
 
+    /// The arrivals the spec plans by time: its rate over its horizon, and for clients
+    /// generated window by window their windows' `⌈rate × duration⌉` (cut at the horizon);
+    /// `None` without a horizon or windows.
+    pub fn planned_by_time(&self) -> Option<f64> {
+        let horizon_ns = self.horizon_us.map(|h| h.saturating_mul(1000));
+        let mut windowed = 0.0;
+        let mut any_windowed = false;
+        for (c, rates) in self.clients.iter().zip(&self.window_rates) {
+            let (Some(rates), Some(l)) = (rates, &c.lifecycle) else {
+                continue;
+            };
+            any_windowed = true;
+            for (&(s, e), &r) in l.windows().iter().zip(rates.iter()) {
+                let end = horizon_ns.map_or(e, |h| e.min(h));
+                if s < end {
+                    windowed += window_draws(r, end - s) as f64;
+                }
+            }
+        }
+        // Without windowed clients, the aggregate rate (as before windows had rates).
+        let open: f64 = match any_windowed {
+            false => self.aggregate_rate,
+            true => (0..self.clients.len())
+                .filter(|&i| self.window_rates[i].is_none())
+                .map(|i| self.rates[i])
+                .sum(),
+        };
+        let by_horizon = self.horizon_us.map(|h| open * h as f64 / 1e6);
+        match (by_horizon, any_windowed) {
+            (None, false) => None,
+            (h, _) => Some(h.unwrap_or(0.0) + windowed),
+        }
+    }
+
+    /// The window planning the most arrivals (`⌈rate × duration⌉`, cut at the horizon)
+    /// among the clients generated window by window: (client index, window index, arrivals).
+    pub fn busiest_window(&self) -> Option<(usize, usize, u64)> {
+        let horizon_ns = self.horizon_us.map(|h| h.saturating_mul(1000));
+        let mut best: Option<(usize, usize, u64)> = None;
+        for (i, (c, rates)) in self.clients.iter().zip(&self.window_rates).enumerate() {
+            let (Some(rates), Some(l)) = (rates, &c.lifecycle) else {
+                continue;
+            };
+            for (j, (&(s, e), &r)) in l.windows().iter().zip(rates.iter()).enumerate() {
+                let end = horizon_ns.map_or(e, |h| e.min(h));
+                let n = if s < end { window_draws(r, end - s) } else { 0 };
+                if best.is_none_or(|(_, _, m)| n > m) {
+                    best = Some((i, j, n));
+                }
+            }
+        }
+        best
+    }
+
     /// Client `index`'s mean arrival rate while active, requests per second: its share of
     /// `aggregate_rate` among the clients active with it (all clients without lifecycle
     /// windows; BLIS's per-phase normalisation with them); 0 for a closed-loop client.
@@ -581,7 +643,18 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         ));
     }
     let explicit = raw.clients.len();
-    let clients = named_clients(raw.clients, &raw.cohorts).map_err(|m| invalid("clients", m))?;
+    // ServeGen data is in absolute-rate mode (its windows' rates are the trace's).
+    let given_rate = match raw.servegen_data.is_some() {
+        true => Some(0.0),
+        false => raw.aggregate_rate,
+    };
+    let (mut clients, category) = match raw.servegen_data {
+        Some(sg) => servegen_clients(sg, raw.aggregate_rate, source_name, category)?,
+        None => (
+            named_clients(raw.clients, &raw.cohorts).map_err(|m| invalid("clients", m))?,
+            category,
+        ),
+    };
     let place = |i: usize| match i < explicit {
         true => format!("clients[{i}]"),
         false => format!("cohorts (member `{}`)", clients[i].id),
@@ -589,13 +662,96 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
     check_clients(&clients, &place).map_err(|(path, m)| invalid(&path, m))?;
     let any_rate = clients.iter().any(|c| c.closed_loop.is_none());
     let aggregate_rate =
-        aggregate_rate(raw.aggregate_rate, any_rate).map_err(|m| invalid("aggregate_rate", m))?;
+        aggregate_rate(given_rate, any_rate).map_err(|m| invalid("aggregate_rate", m))?;
+    let windowed = is_windowed(&clients, aggregate_rate);
+    if windowed {
+        check_windowed(&clients, aggregate_rate, &place).map_err(|(path, m)| invalid(&path, m))?;
+    }
     let rates = client_rates(&clients, aggregate_rate);
+    let window_rates = window_rates(&clients, aggregate_rate, windowed);
+    check_rates(&clients, &rates, &window_rates, &place).map_err(|(path, m)| invalid(&path, m))?;
+    warn_unnormalised(&clients, source_name);
+    default_session_timeouts(&mut clients);
+    Ok(WorkloadSpec {
+        source_name: source_name.to_owned(),
+        version,
+        seed: raw.seed,
+        category,
+        aggregate_rate,
+        rates,
+        window_rates,
+        goodput_targets,
+        horizon_us: raw.horizon.filter(|&h| h > 0),
+        num_requests: raw.num_requests.filter(|&n| n > 0),
+        clients,
+    })
+}
+
+/// Warns when the rate fractions of open-loop clients without windows do not sum to 1.
+fn warn_unnormalised(clients: &[ClientSpec], source_name: &str) {
+    let any_rate = clients.iter().any(|c| c.closed_loop.is_none());
+    let total: f64 = clients.iter().map(|c| c.rate_fraction).sum();
+    let phased = clients.iter().any(|c| c.lifecycle.is_some());
+    if any_rate && !phased && (total - 1.0).abs() > 1e-9 {
+        log::warn!(
+            "{source_name}: the clients' rate_fraction values sum to {total}; normalised to \
+             shares of aggregate_rate"
+        );
+    }
+}
+
+/// The clients of a `servegen_data` block (with absolute-rate mode: a positive
+/// `aggregate_rate` given is overridden, as BLIS does, with a warning) and the category
+/// (`reasoning` for ServeGen's reasoning data).
+fn servegen_clients(
+    sg: RawServeGen,
+    aggregate_rate: Option<f64>,
+    source_name: &str,
+    category: Option<Category>,
+) -> Result<(Vec<ClientSpec>, Option<Category>), SpecError> {
+    let loaded = sg.load().map_err(|(path, message)| SpecError::Invalid {
+        source_name: source_name.to_owned(),
+        path: format!("servegen_data.{path}"),
+        message,
+    })?;
+    if let Some(r) = aggregate_rate.filter(|&r| r != 0.0) {
+        log::warn!(
+            "{source_name}: aggregate_rate {r} is ignored: servegen_data sets each window's \
+             rate from its trace (absolute-rate mode, aggregate_rate 0)"
+        );
+    }
+    let category = match loaded.reasoning {
+        true => Some(Category::Reasoning),
+        false => category,
+    };
+    Ok((loaded.clients, category))
+}
+
+/// Each open-loop client's rate is usable: finite and at least [`MIN_CLIENT_RATE`] (a
+/// client generated window by window is checked per window when generated).
+fn check_rates(
+    clients: &[ClientSpec],
+    rates: &[f64],
+    window_rates: &[Option<Arc<[f64]>>],
+    place: &dyn Fn(usize) -> String,
+) -> Result<(), (String, String)> {
     for (i, c) in clients.iter().enumerate() {
         let rate = rates[i];
-        if c.closed_loop.is_none() && !(rate.is_finite() && rate >= MIN_CLIENT_RATE) {
-            return Err(invalid(
-                &format!("{}.rate_fraction", place(i)),
+        if c.closed_loop.is_some() || window_rates[i].is_some() {
+            continue;
+        }
+        if is_fitted(&c.arrival) {
+            return Err((
+                format!("{}.arrival.scale", place(i)),
+                "BLIS's fitted shape and scale shape a client's gaps only when the spec is \
+                 generated window by window (aggregate_rate 0, or window overrides); here \
+                 the client's rate sets the scale: give `cv` or `shape` alone"
+                    .into(),
+            ));
+        }
+        if !(rate.is_finite() && rate >= MIN_CLIENT_RATE) {
+            return Err((
+                format!("{}.rate_fraction", place(i)),
                 format!(
                     "gives client `{}` {rate:e} requests per second (aggregate_rate × its share \
                      of the rate_fraction sum of the clients active with it); must be finite \
@@ -605,39 +761,249 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
             ));
         }
     }
-    let total: f64 = clients.iter().map(|c| c.rate_fraction).sum();
-    let phased = clients.iter().any(|c| c.lifecycle.is_some());
-    if any_rate && !phased && (total - 1.0).abs() > 1e-9 {
-        log::warn!(
-            "{source_name}: the clients' rate_fraction values sum to {total}; normalised to \
-             shares of aggregate_rate"
+    Ok(())
+}
+
+/// BLIS's default timeout of a session client's requests, µs (300 s).
+pub const DEFAULT_SESSION_TIMEOUT_US: u64 = 300_000_000;
+
+/// Gives BLIS's default timeout ([`DEFAULT_SESSION_TIMEOUT_US`]) to the requests of every
+/// session client without a `timeout` (`timeout: 0` keeps none): BLIS's session clients,
+/// those whose requests are rounds of a session, are the multi-turn ones
+/// (`reasoning.multi_turn`, the `follow_up` extension, and inference-perf's multi-turn chat)
+/// and the closed-loop ones (`concurrency`). Agentic workflows (not in BLIS) keep none.
+fn default_session_timeouts(clients: &mut [ClientSpec]) {
+    for c in clients {
+        let multi_turn = matches!(
+            c.traffic,
+            Traffic::Requests {
+                conversation: Some(_),
+                ..
+            }
         );
+        // inference-perf's multi-turn chat: BLIS's single-session multi-turn clients.
+        let rounds = matches!(c.arrival, ArrivalProcess::Rounds { .. });
+        if c.profile.timeout_us.is_none() && (multi_turn || rounds || c.closed_loop.is_some()) {
+            c.profile.timeout_us = Some(DEFAULT_SESSION_TIMEOUT_US);
+        }
     }
-    Ok(WorkloadSpec {
-        source_name: source_name.to_owned(),
-        version,
-        seed: raw.seed,
-        category,
-        aggregate_rate,
-        rates,
-        goodput_targets,
-        horizon_us: raw.horizon.filter(|&h| h > 0),
-        num_requests: raw.num_requests.filter(|&n| n > 0),
-        clients,
-    })
+}
+
+/// Whether the spec is generated window by window: absolute-rate mode (`aggregate_rate` 0
+/// with open-loop clients), or some lifecycle window overrides something (as BLIS switches
+/// to its time-varying generator).
+fn is_windowed(clients: &[ClientSpec], aggregate_rate: f64) -> bool {
+    let absolute = aggregate_rate == 0.0 && clients.iter().any(|c| c.closed_loop.is_none());
+    absolute
+        || clients
+            .iter()
+            .any(|c| c.lifecycle.as_ref().is_some_and(|l| l.params().is_some()))
+}
+
+/// The rules of a spec generated window by window: the windows of a client ascending and
+/// disjoint, their processes BLIS's four, no length override on a session client, and in
+/// absolute-rate mode a `trace_rate` on every window of every open-loop client.
+fn check_windowed(
+    clients: &[ClientSpec],
+    aggregate_rate: f64,
+    place: &dyn Fn(usize) -> String,
+) -> Result<(), (String, String)> {
+    for (i, c) in clients.iter().enumerate() {
+        if c.closed_loop.is_some() {
+            continue;
+        }
+        let Some(l) = &c.lifecycle else {
+            if aggregate_rate == 0.0 {
+                return Err((
+                    place(i),
+                    format!(
+                        "client `{}` has no lifecycle windows: absolute-rate mode \
+                         (aggregate_rate: 0) takes every open-loop client's rate from its \
+                         windows' trace_rate",
+                        c.id
+                    ),
+                ));
+            }
+            continue;
+        };
+        check_windows(c, l, aggregate_rate).map_err(|(j, m)| match j {
+            Some(j) => (format!("{}.lifecycle.windows[{j}]", place(i)), m),
+            None => (format!("{}.lifecycle", place(i)), m),
+        })?;
+    }
+    Ok(())
+}
+
+/// [`check_windowed`] for one client's windows: (window index, reason).
+fn check_windows(
+    c: &ClientSpec,
+    l: &Lifecycle,
+    aggregate_rate: f64,
+) -> Result<(), (Option<usize>, String)> {
+    if let Some(j) = l.first_out_of_order() {
+        return Err((
+            Some(j),
+            "starts before the previous window ends: a client generated window by window \
+             (trace_rate or per-window overrides, or aggregate_rate 0) needs its windows in \
+             ascending order and disjoint"
+                .into(),
+        ));
+    }
+    for j in 0..l.windows().len() {
+        let p = l.params().map(|p| &p[j]);
+        if aggregate_rate == 0.0 && p.and_then(|p| p.trace_rate).is_none() {
+            return Err((
+                Some(j),
+                "trace_rate: missing: absolute-rate mode (aggregate_rate: 0) takes each \
+                 window's rate from its trace_rate (a cohort's from spike.trace_rate; \
+                 diurnal and drain windows have none)"
+                    .into(),
+            ));
+        }
+        if p.and_then(|p| p.arrival).is_none() && !windowable(&c.arrival) {
+            return Err((
+                Some(j),
+                "arrival: the client's process cannot shape a window's gaps; a window takes \
+                 poisson, constant, gamma or weibull (give the window its own `arrival`)"
+                    .into(),
+            ));
+        }
+        if c.traffic.is_session() && p.is_some_and(|p| p.input.is_some() || p.output.is_some()) {
+            return Err((
+                Some(j),
+                "input_distribution and output_distribution overrides apply to single \
+                 requests, not to sessions"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each windowed client's rate in each of its windows, req/s (`None` for the others). In
+/// absolute-rate mode, the window's `trace_rate`; otherwise BLIS's proportional split: the
+/// window's weight (its `trace_rate`, else the client's `rate_fraction`) over the weights of
+/// the clients co-active with it (each client's first window overlapping it; a client
+/// without windows, its `rate_fraction`), times `aggregate_rate`. Clients sharing one
+/// lifecycle (a cohort's members) are computed once.
+fn window_rates(clients: &[ClientSpec], aggregate: f64, windowed: bool) -> Vec<Option<Arc<[f64]>>> {
+    if !windowed {
+        return vec![None; clients.len()];
+    }
+    let mut groups: Vec<WindowGroup> = Vec::new();
+    let mut group_of = Vec::with_capacity(clients.len());
+    let mut index: HashMap<usize, usize> = HashMap::new();
+    for c in clients.iter().filter(|c| c.closed_loop.is_none()) {
+        let Some(l) = &c.lifecycle else {
+            group_of.push(None);
+            continue;
+        };
+        let g = *index.entry(l.id()).or_insert_with(|| {
+            groups.push(WindowGroup {
+                lifecycle: l,
+                members: 0.0,
+                fraction_sum: 0.0,
+                member_fraction: c.rate_fraction,
+            });
+            groups.len() - 1
+        });
+        groups[g].members += 1.0;
+        groups[g].fraction_sum += c.rate_fraction;
+        group_of.push(Some(g));
+    }
+    let always_on: f64 = clients
+        .iter()
+        .filter(|c| c.closed_loop.is_none() && c.lifecycle.is_none())
+        .map(|c| c.rate_fraction)
+        .sum();
+    let per_group: Vec<Arc<[f64]>> = groups
+        .iter()
+        .map(|g| g.rates(&groups, always_on, aggregate).into())
+        .collect();
+    let mut open = group_of.into_iter();
+    clients
+        .iter()
+        .map(|c| match c.closed_loop {
+            Some(_) => None,
+            None => open
+                .next()
+                .expect("one per open-loop client")
+                .map(|g| Arc::clone(&per_group[g])),
+        })
+        .collect()
+}
+
+/// Clients sharing one lifecycle, for [`window_rates`].
+struct WindowGroup<'a> {
+    lifecycle: &'a Lifecycle,
+    members: f64,
+    fraction_sum: f64,
+    /// One member's `rate_fraction` (members of a cohort have equal ones).
+    member_fraction: f64,
+}
+
+impl WindowGroup<'_> {
+    /// One member's weight in window `j`.
+    fn weight(&self, j: usize) -> f64 {
+        self.trace_rate(j).unwrap_or(self.member_fraction)
+    }
+
+    fn trace_rate(&self, j: usize) -> Option<f64> {
+        self.lifecycle.params().and_then(|p| p[j].trace_rate)
+    }
+
+    /// All members' weight in their first window overlapping `[start, end)` (0 if none).
+    fn weight_over(&self, start: u64, end: u64) -> f64 {
+        let w = self.lifecycle.windows();
+        let k = w.partition_point(|&(_, e)| e <= start);
+        match w.get(k) {
+            Some(&(s, _)) if s < end => match self.trace_rate(k) {
+                Some(r) => r * self.members,
+                None => self.fraction_sum,
+            },
+            _ => 0.0,
+        }
+    }
+
+    /// A member's rate in each window, req/s.
+    fn rates(&self, groups: &[WindowGroup<'_>], always_on: f64, aggregate: f64) -> Vec<f64> {
+        let windows = self.lifecycle.windows();
+        (0..windows.len())
+            .map(|j| {
+                if aggregate == 0.0 {
+                    return self.trace_rate(j).expect("checked: absolute-rate mode");
+                }
+                let (s, e) = windows[j];
+                let total: f64 =
+                    always_on + groups.iter().map(|h| h.weight_over(s, e)).sum::<f64>();
+                match total > 0.0 {
+                    true => aggregate * self.weight(j) / total,
+                    false => 0.0,
+                }
+            })
+            .collect()
+    }
 }
 
 /// Refuses the BLIS sources that need what this reader cannot do: (field, reason).
 fn refuse_unsupported_sources(raw: &RawSpec) -> Result<(), (&'static str, String)> {
-    if raw.servegen_data.is_some() {
+    let sources = [
+        ("clients", !raw.clients.is_empty()),
+        ("cohorts", !raw.cohorts.is_empty()),
+        ("servegen_data", raw.servegen_data.is_some()),
+        ("inference_perf", raw.inference_perf.is_some()),
+    ];
+    if raw.servegen_data.is_some()
+        && let Some((other, _)) = sources
+            .iter()
+            .find(|(f, given)| *given && *f != "servegen_data")
+    {
         return Err((
             "servegen_data",
-            "is not supported yet: BLIS turns a ServeGen data directory (chunk-*-trace.csv \
-             rate, cv and Gamma/Weibull rows; dataset.json length PDFs) into cohorts, one per \
-             time period and SLO class, whose lifecycle windows carry absolute rates \
-             (`trace_rate`) and their own arrival processes, which this reader does not take \
-             yet; write the clients (or convert the trace to JSONL) instead"
-                .into(),
+            format!(
+                "cannot be combined with {other}: give exactly one of clients, servegen_data, \
+                 inference_perf (as BLIS requires)"
+            ),
         ));
     }
     if raw.inference_perf.is_some() && !(raw.clients.is_empty() && raw.cohorts.is_empty()) {
@@ -699,17 +1065,20 @@ fn inference_perf_spec(expansion: Expansion, top: RawTop<'_>) -> WorkloadSpec {
         .num_requests
         .filter(|&n| n > 0)
         .or((horizon_us.is_none()).then_some(expansion.total_requests));
+    let mut clients = expansion.clients;
+    default_session_timeouts(&mut clients);
     WorkloadSpec {
         source_name: top.source_name.to_owned(),
         version: top.version,
         seed: top.seed,
         category: top.category.or(Some(expansion.category)),
         aggregate_rate: expansion.aggregate_rate,
+        window_rates: vec![None; expansion.rates.len()],
         rates: expansion.rates,
         goodput_targets: top.goodput_targets,
         horizon_us,
         num_requests,
-        clients: expansion.clients,
+        clients,
     }
 }
 
@@ -766,17 +1135,14 @@ fn check_clients(
     Ok(())
 }
 
-/// `aggregate_rate`, requests per second: positive, or absent (or 0) when every client is
-/// closed-loop.
+/// `aggregate_rate`, requests per second: positive; 0 for BLIS's absolute-rate mode (each
+/// window's `trace_rate` is its rate); absent (or 0) when every client is closed-loop.
 fn aggregate_rate(rate: Option<f64>, any_rate: bool) -> Result<f64, String> {
     match rate {
         Some(r) if r.is_finite() && r > 0.0 => Ok(r),
         None | Some(0.0) if !any_rate => Ok(0.0),
-        Some(0.0) => Err(
-            "0 (BLIS's absolute-rate mode, windows' trace_rate) is not supported yet; give a \
-             positive number of requests per second"
-                .into(),
-        ),
+        // BLIS's absolute-rate mode: every window's trace_rate is its rate.
+        Some(0.0) => Ok(0.0),
         Some(r) => Err(format!(
             "must be a positive number of requests per second, got {r}"
         )),

@@ -250,6 +250,7 @@ fn renewal_processes_keep_the_rate_and_their_burstiness() {
         check_renewal(
             ArrivalProcess::Gamma {
                 shape: 1.0 / (cv * cv),
+                fitted: false,
             },
             cv,
             0.03,
@@ -259,6 +260,7 @@ fn renewal_processes_keep_the_rate_and_their_burstiness() {
         check_renewal(
             ArrivalProcess::Weibull {
                 shape: weibull_shape(cv),
+                fitted: false,
             },
             cv,
             0.03,
@@ -331,19 +333,32 @@ fn arrival_error(yaml: &str) -> String {
 #[test]
 fn arrival_parameters_are_validated() {
     let ok = |yaml: &str| serde_yaml_ng::from_str::<ArrivalProcess>(yaml).unwrap();
-    assert_eq!(ok("{process: gamma}"), ArrivalProcess::Gamma { shape: 1.0 });
+    assert_eq!(
+        ok("{process: gamma}"),
+        ArrivalProcess::Gamma {
+            shape: 1.0,
+            fitted: false
+        }
+    );
     assert_eq!(
         ok("{process: gamma, cv: 2}"),
-        ArrivalProcess::Gamma { shape: 0.25 }
+        ArrivalProcess::Gamma {
+            shape: 0.25,
+            fitted: false
+        }
     );
     assert_eq!(
         ok("{process: gamma, shape: 3}"),
-        ArrivalProcess::Gamma { shape: 3.0 }
+        ArrivalProcess::Gamma {
+            shape: 3.0,
+            fitted: false
+        }
     );
     assert_eq!(
         ok("{process: weibull, cv: 0.01}"),
         ArrivalProcess::Weibull {
-            shape: weibull_shape(0.01)
+            shape: weibull_shape(0.01),
+            fitted: false,
         }
     );
     for (yaml, want) in [
@@ -361,7 +376,7 @@ fn arrival_parameters_are_validated() {
         ("{process: gamma, cv: 2, shape: 1}", "not both"),
         (
             "{process: gamma, scale: 5}",
-            "`scale` is set by the client's rate",
+            "`scale` comes with `shape` (BLIS's fitted pair); the client's rate sets the scale",
         ),
         ("{process: weibull, cv: 11}", "cv must be in [0.01, 10.4]"),
         ("{process: weibull, shape: -1}", "shape must be in ["),

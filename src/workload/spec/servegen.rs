@@ -1,0 +1,472 @@
+//! BLIS's `servegen_data`: a ServeGen data directory (Alibaba's ServeGen, `data/language/*`)
+//! read as clients, one per chunk, as BLIS's per-chunk conversion builds them.
+//!
+//! A chunk is `chunk-<id>-trace.csv` (rows `start_s,rate,cv,pattern,shape,scale`, one per
+//! 600 s window: the chunk's request rate, the burstiness and the fitted Gamma or Weibull
+//! gap distribution; an empty pattern is Poisson) and `chunk-<id>-dataset.json` (per time
+//! stamp, every 6 hours, `input_tokens` and `output_tokens` length PDFs written as Python
+//! dicts, `"{224: 0.0003, ...}"`). Chunk `<id>` becomes client `servegen-chunk-<id>` (tenant
+//! `chunk-<id>`, SLO class `standard`, streaming) with one lifecycle window per trace row of
+//! positive rate inside the span that has a dataset entry at or before it: the window's
+//! `trace_rate` is the row's rate, its arrival process the row's (the fitted shape when
+//! given, else the cv), its lengths the nearest preceding dataset entry's PDFs, sampled as
+//! they are (BLIS fits a log-normal to them; ServeGen's own generator samples them). The
+//! windows are shifted so that the earliest starts at 0 and the spec is in absolute-rate
+//! mode. `time_window` picks day 1's `midnight` (0:00-0:30), `morning` (8:00-8:30) or
+//! `afternoon` (14:00-14:30); `span_start` and `span_end` pick rows by start, in seconds (as
+//! BLIS's code compares them). Trace files are read line by line.
+
+use super::dist::LengthDist;
+use super::window::{WindowParams, WindowSpans, window_arrival_process};
+use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass, Traffic};
+use crate::workload::{MAX_TOKENS, RequestProfile};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The `servegen_data` block.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServeGen {
+    path: PathBuf,
+    #[serde(default)]
+    time_window: Option<String>,
+    #[serde(default)]
+    span_start: Option<i64>,
+    #[serde(default)]
+    span_end: Option<i64>,
+    // BLIS's multi-period conversion (`blis convert servegen`), read only to refuse it.
+    #[serde(default)]
+    window_duration_secs: Option<IgnoredAny>,
+    #[serde(default)]
+    drain_timeout_secs: Option<IgnoredAny>,
+}
+
+/// The clients of a ServeGen directory.
+pub(super) struct ServeGenClients {
+    pub(super) clients: Vec<ClientSpec>,
+    /// Whether the data is ServeGen's reasoning data (`reason_ratio` PDFs, read and unused).
+    pub(super) reasoning: bool,
+}
+
+/// A ServeGen window's length, s.
+const WINDOW_S: f64 = 600.0;
+
+/// Rows picked by start time, s: `[start, end)`, an unset bound (0) open.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: f64,
+    end: f64,
+}
+
+impl Span {
+    fn contains(&self, t: f64) -> bool {
+        t >= self.start && (self.end <= 0.0 || t < self.end)
+    }
+}
+
+/// An error: (field path under `servegen_data`, message).
+type Fail = (String, String);
+
+impl RawServeGen {
+    /// Reads the directory: one client per chunk with an active window, in the order of the
+    /// trace file names (as BLIS sorts them).
+    pub(super) fn load(self) -> Result<ServeGenClients, Fail> {
+        let span = self.span()?;
+        let dir = &self.path;
+        let mut traces = chunk_ids(dir).map_err(|m| ("path".to_owned(), m))?;
+        traces.sort();
+        let mut out = ServeGenClients {
+            clients: Vec::new(),
+            reasoning: false,
+        };
+        for (name, id) in &traces {
+            let dataset = dir.join(format!("chunk-{id}-dataset.json"));
+            let entries = read_dataset(&dataset, span, &mut out.reasoning)
+                .map_err(|m| ("path".to_owned(), m))?;
+            let client = chunk_client(id, &dir.join(name), &entries, span)
+                .map_err(|m| ("path".to_owned(), m))?;
+            out.clients.extend(client);
+        }
+        if out.clients.is_empty() {
+            return Err((
+                "path".into(),
+                format!(
+                    "{}: no chunk has an active window (a trace row of positive rate in the \
+                     span with a dataset entry at or before it)",
+                    dir.display()
+                ),
+            ));
+        }
+        shift_to_zero(&mut out.clients);
+        Ok(out)
+    }
+
+    /// The span of rows to read: `time_window`'s, else `span_start` / `span_end`.
+    fn span(&self) -> Result<Span, Fail> {
+        let refused = [
+            ("window_duration_secs", self.window_duration_secs.is_some()),
+            ("drain_timeout_secs", self.drain_timeout_secs.is_some()),
+        ];
+        if let Some((field, _)) = refused.iter().find(|(_, given)| *given) {
+            return Err((
+                (*field).into(),
+                "belongs to BLIS's multi-period conversion (`blis convert servegen`), which \
+                 is not supported; pick a period with time_window or span_start/span_end"
+                    .into(),
+            ));
+        }
+        let bound = |field: &str, v: Option<i64>| match v {
+            Some(s) if s < 0 => Err((
+                field.to_owned(),
+                format!("must be a number of seconds ≥ 0, got {s}"),
+            )),
+            v => Ok(v.unwrap_or(0) as f64),
+        };
+        let (start, end) = (
+            bound("span_start", self.span_start)?,
+            bound("span_end", self.span_end)?,
+        );
+        let Some(name) = &self.time_window else {
+            return Ok(Span { start, end });
+        };
+        if self.span_start.is_some() || self.span_end.is_some() {
+            return Err((
+                "time_window".into(),
+                "give time_window or span_start/span_end, not both".into(),
+            ));
+        }
+        let (start, end) = match name.as_str() {
+            "midnight" => (0.0, 1800.0),
+            "morning" => (28_800.0, 30_600.0),
+            "afternoon" => (50_400.0, 52_200.0),
+            other => {
+                return Err((
+                    "time_window".into(),
+                    format!("unknown window `{other}`; known: midnight, morning, afternoon"),
+                ));
+            }
+        };
+        Ok(Span { start, end })
+    }
+}
+
+/// The chunks of `dir`: (trace file name, chunk id) of every `chunk-<id>-trace.csv`.
+fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read ServeGen directory {}: {e}", dir.display()))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(id) = name
+            .strip_prefix("chunk-")
+            .and_then(|rest| rest.strip_suffix("-trace.csv"))
+        {
+            out.push((name.clone(), id.to_owned()));
+        }
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "no chunk-*-trace.csv files in {} (a ServeGen data directory such as \
+             data/language/m-large)",
+            dir.display()
+        ));
+    }
+    Ok(out)
+}
+
+/// One dataset entry: the prompt and output length PDFs, parsed when first used.
+struct Entry {
+    input: String,
+    output: String,
+    parsed: std::cell::OnceCell<(Arc<LengthDist>, Arc<LengthDist>)>,
+}
+
+/// Fields a dataset entry may have: the two length PDFs, and reasoning data's `reason_ratio`.
+const DATASET_FIELDS: [&str; 3] = ["input_tokens", "output_tokens", "reason_ratio"];
+
+/// A chunk's dataset: entries by time stamp (s) before the span's end, empty ones skipped
+/// (as BLIS and ServeGen skip them). Sets `reasoning` when an entry has `reason_ratio`.
+fn read_dataset(
+    path: &Path,
+    span: Span,
+    reasoning: &mut bool,
+) -> Result<BTreeMap<i64, Entry>, String> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| format!("cannot read ServeGen dataset {}: {e}", path.display()))?;
+    let raw: BTreeMap<String, BTreeMap<String, String>> =
+        serde_json::from_reader(BufReader::new(file)).map_err(|e| {
+            format!(
+                "{}:{}:{}: not a ServeGen dataset (an object of time stamps, each an object \
+                 of PDF strings): {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+    let mut out = BTreeMap::new();
+    for (stamp, mut fields) in raw {
+        let at = |m: String| format!("{}: entry \"{stamp}\": {m}", path.display());
+        if let Some(other) = fields
+            .keys()
+            .find(|k| !DATASET_FIELDS.contains(&k.as_str()))
+        {
+            return Err(at(format!(
+                "field `{other}`: ServeGen's multimodal data (text, image, audio and video \
+                 tokens per request) is not supported; only language and reasoning data \
+                 (input_tokens, output_tokens) are"
+            )));
+        }
+        *reasoning |= fields.contains_key("reason_ratio");
+        let t: f64 = stamp
+            .parse()
+            .ok()
+            .filter(|t: &f64| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| at("the time stamp must be a number of seconds ≥ 0".into()))?;
+        if span.end > 0.0 && t >= span.end {
+            continue;
+        }
+        let input = fields.remove("input_tokens").unwrap_or_default();
+        let output = fields.remove("output_tokens").unwrap_or_default();
+        let empty = |s: &str| s.trim().is_empty() || s.trim() == "{}";
+        if empty(&input) || empty(&output) {
+            continue;
+        }
+        let parsed = std::cell::OnceCell::new();
+        out.insert(
+            t as i64,
+            Entry {
+                input,
+                output,
+                parsed,
+            },
+        );
+    }
+    Ok(out)
+}
+
+impl Entry {
+    /// The entry's length distributions; `what` names it in errors.
+    fn dists(
+        &self,
+        what: &dyn Fn() -> String,
+    ) -> Result<(Arc<LengthDist>, Arc<LengthDist>), String> {
+        if let Some(d) = self.parsed.get() {
+            return Ok(d.clone());
+        }
+        let pdf = |field: &str, text: &str| {
+            parse_pdf(text)
+                .and_then(|bins| LengthDist::from_pmf(&bins))
+                .map(Arc::new)
+                .map_err(|m| format!("{}: {field}: {m}", what()))
+        };
+        let d = (
+            pdf("input_tokens", &self.input)?,
+            pdf("output_tokens", &self.output)?,
+        );
+        Ok(self.parsed.get_or_init(|| d).clone())
+    }
+}
+
+/// A Python dict of token count → probability, `"{224: 0.0003, 225: 1e-4, }"`: the counts
+/// (a `.0` suffix allowed; a count of 0 is read as 1, every request having a token) and
+/// probabilities, as given.
+pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, String> {
+    let body = text
+        .trim()
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(|| "expected a dict `{tokens: probability, ...}`".to_owned())?;
+    let limit = MAX_TOKENS as u32;
+    let mut bins = Vec::new();
+    for pair in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = pair
+            .split_once(':')
+            .ok_or_else(|| format!("`{pair}` is not `tokens: probability`"))?;
+        let tokens: f64 = key
+            .trim()
+            .parse()
+            .ok()
+            .filter(|t: &f64| t.is_finite() && *t >= 0.0 && *t <= f64::from(limit))
+            .ok_or_else(|| format!("key `{}` must be a token count in [0, {limit}]", key.trim()))?;
+        let p: f64 = value
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p: &f64| p.is_finite() && *p >= 0.0)
+            .ok_or_else(|| {
+                format!(
+                    "probability `{}` of {} must be a number ≥ 0",
+                    value.trim(),
+                    key.trim()
+                )
+            })?;
+        bins.push(((tokens as u32).max(1), p));
+    }
+    Ok(bins)
+}
+
+/// One trace row.
+struct Row {
+    start_s: f64,
+    rate: f64,
+    cv: f64,
+    pattern: String,
+    /// The fitted shape and scale (both positive), when the row has them.
+    fitted: Option<(f64, f64)>,
+}
+
+/// Parses trace line `text`; errors name the column.
+fn parse_row(text: &str) -> Result<Row, String> {
+    let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+    if fields.len() < 4 {
+        return Err(format!(
+            "expected at least 4 columns (start, rate, cv, pattern[, shape, scale]), got {}",
+            fields.len()
+        ));
+    }
+    let number = |k: usize, name: &str| {
+        fields[k]
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| {
+                format!(
+                    "column {} ({name}): expected a number ≥ 0, got `{}`",
+                    k + 1,
+                    fields[k]
+                )
+            })
+    };
+    let fitted = match fields.len() >= 6 {
+        true => {
+            Some((number(4, "shape")?, number(5, "scale")?)).filter(|&(k, s)| k > 0.0 && s > 0.0)
+        }
+        false => None,
+    };
+    Ok(Row {
+        start_s: number(0, "start")?,
+        rate: number(1, "rate")?,
+        cv: number(2, "cv")?,
+        pattern: fields[3].to_ascii_lowercase(),
+        fitted,
+    })
+}
+
+/// A row's arrival process: Gamma or Weibull with the fitted shape (else from the cv),
+/// Poisson for an empty or other pattern (as BLIS).
+fn row_arrival(row: &Row) -> Result<ArrivalProcess, String> {
+    match row.pattern.as_str() {
+        p @ ("gamma" | "weibull") => window_arrival_process(
+            p,
+            Some(row.cv).filter(|&cv| cv > 0.0 && row.fitted.is_none()),
+            row.fitted.map(|(shape, _)| shape),
+        ),
+        _ => Ok(ArrivalProcess::Poisson),
+    }
+}
+
+/// The client of one chunk, or `None` when no row makes a window.
+fn chunk_client(
+    id: &str,
+    trace: &Path,
+    entries: &BTreeMap<i64, Entry>,
+    span: Span,
+) -> Result<Option<ClientSpec>, String> {
+    let (windows, params) = chunk_windows(id, trace, entries, span)?;
+    if windows.is_empty() {
+        return Ok(None);
+    }
+    let traffic = Traffic::Requests {
+        input: LengthDist::clone(params[0].input.as_ref().expect("set")),
+        output: LengthDist::clone(params[0].output.as_ref().expect("set")),
+        conversation: None,
+    };
+    let lifecycle = Lifecycle::with_params(&windows, params)
+        .map_err(|m| format!("{}: {m}", trace.display()))?;
+    Ok(Some(ClientSpec {
+        id: format!("servegen-chunk-{id}"),
+        tenant_id: Some(format!("chunk-{id}")),
+        slo_class: Some(SloClass::Standard),
+        model: None,
+        rate_fraction: 1.0,
+        arrival: ArrivalProcess::Poisson,
+        traffic,
+        prefix_group: None,
+        prefix_length: 0,
+        priority: 0,
+        streaming: 1.0,
+        closed_loop: None,
+        lifecycle: Some(lifecycle),
+        multimodal: None,
+        profile: RequestProfile::default(),
+    }))
+}
+
+/// A chunk's windows (µs) and their overrides, one per trace row of positive rate in the
+/// span with a dataset entry at or before it; the trace is read line by line.
+fn chunk_windows(
+    id: &str,
+    trace: &Path,
+    entries: &BTreeMap<i64, Entry>,
+    span: Span,
+) -> Result<WindowSpans, String> {
+    let file = std::fs::File::open(trace)
+        .map_err(|e| format!("cannot read ServeGen trace {}: {e}", trace.display()))?;
+    let mut windows = Vec::new();
+    let mut params = Vec::new();
+    for (n, line) in BufReader::new(file).lines().enumerate() {
+        let at = |m: String| format!("{}:{}: {m}", trace.display(), n + 1);
+        let text = line.map_err(|e| at(e.to_string()))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let row = parse_row(&text).map_err(at)?;
+        if !span.contains(row.start_s) || row.rate <= 0.0 {
+            continue;
+        }
+        let Some((stamp, entry)) = entries.range(..=row.start_s as i64).next_back() else {
+            continue;
+        };
+        let what = || {
+            format!(
+                "{} entry \"{stamp}\"",
+                trace
+                    .with_file_name(format!("chunk-{id}-dataset.json"))
+                    .display()
+            )
+        };
+        let (input, output) = entry.dists(&what)?;
+        let arrival = row_arrival(&row).map_err(|m| at(format!("arrival: {m}")))?;
+        let start_us = (row.start_s * 1e6) as u64;
+        windows.push((start_us, start_us + (WINDOW_S * 1e6) as u64));
+        params.push(WindowParams {
+            trace_rate: Some(row.rate),
+            arrival: Some(arrival),
+            input: Some(input),
+            output: Some(output),
+        });
+    }
+    Ok((windows, params))
+}
+
+/// Shifts every client's windows so that the earliest starts at 0 (ServeGen's times are
+/// seconds since midnight of day 1; BLIS shifts them the same way).
+fn shift_to_zero(clients: &mut [ClientSpec]) {
+    let lifecycles = || clients.iter().filter_map(|c| c.lifecycle.as_ref());
+    let Some(first) = lifecycles()
+        .flat_map(|l| l.windows().iter().map(|w| w.0))
+        .min()
+    else {
+        return;
+    };
+    for c in clients.iter_mut() {
+        if let Some(l) = c.lifecycle.take() {
+            c.lifecycle = Some(l.shifted_back(first));
+        }
+    }
+}
