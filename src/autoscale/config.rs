@@ -205,7 +205,7 @@ impl AutoscaleSettings {
     }
 
     /// The configuration, or `None` when no policy is named; the error names the key.
-    pub fn build(self) -> Result<Option<AutoscaleConfig>, KeyError> {
+    pub fn build(mut self) -> Result<Option<AutoscaleConfig>, KeyError> {
         let Some(name) = self.policy.as_deref() else {
             if self != AutoscaleSettings::default() {
                 return Err(key(
@@ -216,46 +216,26 @@ impl AutoscaleSettings {
             return Ok(None);
         };
         let policy = policy_of(name, &self.params)?;
-        let min = self.min_replicas.unwrap_or(1);
-        let max = self.max_replicas.unwrap_or(min.max(4));
-        let initial = self.initial_replicas.unwrap_or(min);
-        if min == 0 {
-            return Err(key(
-                "autoscale.min_replicas",
-                "must be at least 1 (a template with no ready replica cannot serve)",
-            ));
-        }
-        if !(min <= initial && initial <= max) {
-            return Err(key(
-                "autoscale.max_replicas",
-                &format!(
-                    "need min_replicas ({min}) <= initial_replicas ({initial}) <= max_replicas ({max})"
-                ),
-            ));
-        }
+        let (min, max, initial) = self.replica_bounds()?;
         let interval_ns = self.interval.unwrap_or(10_000_000_000);
         if interval_ns == 0 {
             return Err(key("autoscale.interval", "must be positive"));
         }
-        let bandwidths = self.load_bandwidth_gbps.unwrap_or_default();
-        if let Some((h, b)) = bandwidths
-            .iter()
-            .find(|(_, b)| !(b.is_finite() && *b > 0.0))
-        {
-            return Err(key(
+        let (default_bandwidth, bandwidths) = per_hardware(
+            self.load_bandwidth_gbps.take().unwrap_or_default(),
+            DEFAULT_LOAD_BANDWIDTH_GBPS,
+            (
                 "autoscale.load_bandwidth_gbps",
-                &format!("{h}: {b} is not a positive number of GB/s"),
-            ));
-        }
-        let (default_bandwidth, bandwidths) = by_hardware(bandwidths, DEFAULT_LOAD_BANDWIDTH_GBPS);
-        let costs = self.cost_per_gpu_hour.unwrap_or_default();
-        if let Some((h, c)) = costs.iter().find(|(_, c)| !(c.is_finite() && *c >= 0.0)) {
-            return Err(key(
-                "autoscale.cost_per_gpu_hour",
-                &format!("{h}: {c} is not a price"),
-            ));
-        }
-        let (default_cost, costs) = by_hardware(costs, 0.0);
+                "is not a positive number of GB/s",
+            ),
+            |b| b.is_finite() && b > 0.0,
+        )?;
+        let (default_cost, costs) = per_hardware(
+            self.cost_per_gpu_hour.take().unwrap_or_default(),
+            0.0,
+            ("autoscale.cost_per_gpu_hour", "is not a price"),
+            |c| c.is_finite() && c >= 0.0,
+        )?;
         let cooldown_ns = self.cooldown.unwrap_or(60_000_000_000);
         Ok(Some(AutoscaleConfig {
             policy,
@@ -277,6 +257,45 @@ impl AutoscaleSettings {
             default_cost_per_gpu_hour: default_cost,
         }))
     }
+}
+
+impl AutoscaleSettings {
+    /// `(min, max, initial)` replicas: min 1 by default and at least 1, max `max(min, 4)`,
+    /// initial `min`, and `min <= initial <= max`.
+    fn replica_bounds(&self) -> Result<(u32, u32, u32), KeyError> {
+        let min = self.min_replicas.unwrap_or(1);
+        let max = self.max_replicas.unwrap_or(min.max(4));
+        let initial = self.initial_replicas.unwrap_or(min);
+        if min == 0 {
+            return Err(key(
+                "autoscale.min_replicas",
+                "must be at least 1 (a template with no ready replica cannot serve)",
+            ));
+        }
+        if !(min <= initial && initial <= max) {
+            return Err(key(
+                "autoscale.max_replicas",
+                &format!(
+                    "need min_replicas ({min}) <= initial_replicas ({initial}) <= max_replicas ({max})"
+                ),
+            ));
+        }
+        Ok((min, max, initial))
+    }
+}
+
+/// Values by hardware name, each passing `valid` (else an error at `field`: `<hardware>:
+/// <value> <problem>`), as [`by_hardware`] splits them.
+fn per_hardware(
+    values: Vec<(String, f64)>,
+    fallback: f64,
+    (field, problem): (&str, &str),
+    valid: impl Fn(f64) -> bool,
+) -> Result<(f64, Vec<(String, f64)>), KeyError> {
+    if let Some((h, v)) = values.iter().find(|(_, v)| !valid(*v)) {
+        return Err(key(field, &format!("{h}: {v} {problem}")));
+    }
+    Ok(by_hardware(values, fallback))
 }
 
 /// The `default` entry of `values` (else `fallback`) and the entries by hardware name.
