@@ -53,10 +53,12 @@ use crate::latency::BatchItem;
 use crate::metrics::RequestRecord;
 use crate::workload::Request;
 use request::{Phase, RunningRequest};
+use serde::Serialize;
 
 /// How an instance orders its waiting queue (`--scheduler`). Ties are broken by arrival
 /// time, then request id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum QueueOrder {
     /// First come, first served (vLLM's default; a preempted request goes back to the head).
     #[default]
@@ -70,7 +72,8 @@ pub enum QueueOrder {
 }
 
 /// Which running request a scheduler preempts when KV blocks run out (`--preemption-policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PreemptionOrder {
     /// The most recently admitted (vLLM's default).
     #[default]
