@@ -9,8 +9,8 @@
 //!   the router queued behind at least one waiting request while another of their
 //!   candidate instances had nobody waiting and room to run one more (`max_num_seqs`).
 //! - **KV thrashing**: prompt blocks an admission's prefix lookup needed (the run of blocks
-//!   right after the cache hit) that the instance's prefix cache had evicted within the
-//!   thrash window (`--thrash-window`).
+//!   right after the cache hit) that the instance's prefix cache, or the lower tier below
+//!   it, had evicted within the thrash window (`--thrash-window`).
 //! - **Scale oscillations**: a template's scale action opposite to its previous one within
 //!   the autoscaler's oscillation window (`crate::autoscale`); 0 without autoscaling.
 
