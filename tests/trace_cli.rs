@@ -183,6 +183,14 @@ fn trace_level_none_changes_no_output_byte() {
     let plain = outputs("plain", &[]);
     let none = outputs("none", &["--trace-level", "none"]);
     assert_eq!(plain, none);
+    // With a gateway queue too.
+    let flow = ["--flow-control", "--saturation-detector", "concurrency"];
+    let plain = outputs("flow", &flow);
+    let none = outputs(
+        "flow-none",
+        &[&flow[..], &["--trace-level", "none"]].concat(),
+    );
+    assert_eq!(plain, none);
 }
 
 #[test]
