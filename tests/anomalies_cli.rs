@@ -11,17 +11,33 @@ use std::path::{Path, PathBuf};
 
 /// A cluster config of `n` Llama-3.1-8B instances on H100s with `mem_gb` of device memory.
 fn cluster(dir: &Path, n: usize, mem_gb: f64) -> PathBuf {
-    let instance = format!(
-        r#"{{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "pd_type": null,
-        "tp_size": 1, "npu_mem": {{"mem_size": {mem_gb}, "mem_bw": 3350, "mem_latency": 0}}}}"#
-    );
-    let instances = vec![instance; n].join(",");
+    cluster_of(dir, &vec!["null"; n], mem_gb)
+}
+
+/// A cluster config of Llama-3.1-8B instances on H100s with `mem_gb` of device memory, one
+/// per entry of `roles` (each a JSON `pd_type`: `null`, `"prefill"` or `"decode"`).
+fn cluster_of(dir: &Path, roles: &[&str], mem_gb: f64) -> PathBuf {
+    let n = roles.len();
+    let instances: Vec<String> = roles
+        .iter()
+        .map(|role| {
+            format!(
+                r#"{{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM",
+                "pd_type": {role}, "tp_size": 1,
+                "npu_mem": {{"mem_size": {mem_gb}, "mem_bw": 3350, "mem_latency": 0}}}}"#
+            )
+        })
+        .collect();
     let text = format!(
         r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [{{"num_instances": {n},
         "cpu_mem": {{"mem_size": 512, "mem_bw": 256, "mem_latency": 0}},
-        "instances": [{instances}]}}]}}"#
+        "instances": [{}]}}]}}"#,
+        instances.join(",")
     );
-    let path = dir.join(format!("cluster-{n}-{mem_gb}.json"));
+    let path = dir.join(format!(
+        "cluster-{}-{mem_gb}.json",
+        roles.join("-").replace('"', "")
+    ));
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -141,6 +157,83 @@ fn always_busiest_blocks_the_head_of_the_line_where_least_loaded_does_not() {
             (fitness - want).abs() < 1e-12,
             "{policy}: {fitness} vs {want}"
         );
+    }
+}
+
+/// `n` requests 100 ms apart, critical and batch alternating (critical first), unique
+/// 64-token prompts, each decoding `output` tokens.
+fn spaced(dir: &Path, n: u32, output: u32) -> PathBuf {
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            let class = if i % 2 == 0 { "critical" } else { "batch" };
+            line(64, output, u64::from(i) * 100_000_000, class, i * 1_000)
+        })
+        .collect();
+    let path = dir.join(format!("spaced-{n}.jsonl"));
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+#[test]
+fn a_decode_side_that_inverts_priorities_is_caught_at_its_admissions() {
+    // One prefill and one decode instance, one request running at a time on each. The
+    // prompts (64 tokens, a few ms) arrive 100 ms apart, so the prefill instance never has
+    // anyone waiting; the first request then decodes 400 tokens (over a second) while the
+    // other five arrive at the decode instance: c0 runs; b1 c2 b3 c4 b5 queue there, in
+    // that order. Under reverse-priority the batch requests go first: b1 overtakes nobody
+    // queued before it, b3 overtakes c2, b5 overtakes c2 (and c4): 2 inverting
+    // admissions, all on the decode side. priority-fcfs and FCFS invert nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let data = spaced(dir.path(), 6, 400);
+    let config = cluster_of(dir.path(), &[r#""prefill""#, r#""decode""#], 80.0);
+    for (scheduler, expected) in [("reverse-priority", 2), ("priority-fcfs", 0), ("fcfs", 0)] {
+        let args = [
+            "--cluster-config",
+            config.to_str().unwrap(),
+            "--dataset",
+            data.to_str().unwrap(),
+            "--max-num-seqs",
+            "1",
+            "--scheduler",
+            scheduler,
+        ];
+        let (json, _) = summary(dir.path(), scheduler, &args);
+        let a = &json["anomalies"];
+        assert_eq!(a["priority_inversions"], expected, "{scheduler}: {a}");
+        assert_eq!(
+            a["hol_blocking"], 0,
+            "{scheduler}: one candidate on each side"
+        );
+    }
+}
+
+#[test]
+fn hand_offs_piled_on_the_busiest_decode_instance_block_the_head_of_the_line() {
+    // One prefill and two decode instances (ids 1 and 2), one request running at a time,
+    // four requests 100 ms apart, each decoding 400 tokens (over a second). always-busiest
+    // hands every request off to instance 1: r0 and r1 find nobody waiting there (r0 runs),
+    // r2 and r3 wait behind r1 while instance 2 has nobody waiting and room: 2 events.
+    // least-loaded sends r0 to 1, r1 to 2, r2 to 1 (a tie, nobody waiting there), r3 to 2
+    // (nobody waiting there): 0. The single prefill instance never blocks anyone.
+    let dir = tempfile::tempdir().unwrap();
+    let data = spaced(dir.path(), 4, 400);
+    let roles = [r#""prefill""#, r#""decode""#, r#""decode""#];
+    let config = cluster_of(dir.path(), &roles, 80.0);
+    for (policy, expected) in [("always-busiest", 2), ("least-loaded", 0)] {
+        let args = [
+            "--cluster-config",
+            config.to_str().unwrap(),
+            "--dataset",
+            data.to_str().unwrap(),
+            "--max-num-seqs",
+            "1",
+            "--request-routing-policy",
+            policy,
+        ];
+        let (json, _) = summary(dir.path(), policy, &args);
+        let a = &json["anomalies"];
+        assert_eq!(a["hol_blocking"], expected, "{policy}: {a}");
+        assert_eq!(a["priority_inversions"], 0, "{policy}: {a}");
     }
 }
 

@@ -61,7 +61,7 @@ fn a_policy_run_writes_an_evaluation_that_validates() {
         ],
     );
     assert_valid(&json);
-    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["schema_version"], 2);
     let fitness = &json["fitness"];
     let terms = fitness["terms"].as_object().unwrap();
     let total: f64 = terms
@@ -97,6 +97,7 @@ fn a_policy_run_writes_an_evaluation_that_validates() {
 fn a_traced_run_puts_its_trace_summary_in_the_evaluation() {
     // Every request of the 150 is routed once, hence 150 routing records, and the summary
     // is computed for the evaluation without --summarize-trace (the summary JSON has none).
+    // Every routed request passed the gateway queue (two in flight per instance at most).
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.jsonl");
     let summary = dir.path().join("summary.json");
@@ -109,6 +110,11 @@ fn a_traced_run_puts_its_trace_summary_in_the_evaluation() {
             "150",
             "--policy-config",
             BUNDLE,
+            "--flow-control",
+            "--saturation-detector",
+            "concurrency",
+            "--max-concurrency",
+            "2",
             "--trace-level",
             "decisions",
             "--trace-output",
@@ -119,6 +125,7 @@ fn a_traced_run_puts_its_trace_summary_in_the_evaluation() {
     );
     assert_valid(&json);
     let traced = &json["trace_summary"];
+    let gateway = &traced["gateway"];
     let lines = std::fs::read_to_string(&trace).unwrap().lines().count();
     assert_eq!(traced["records"], lines as u64);
     let routed =
@@ -131,6 +138,11 @@ fn a_traced_run_puts_its_trace_summary_in_the_evaluation() {
         .map(|n| n.as_u64().unwrap())
         .sum();
     assert_eq!(targets, routed);
+    assert_eq!(gateway["dispatched"], routed);
+    assert_eq!(traced["by_kind"]["gateway-dispatch"], routed);
+    assert_eq!(gateway["enqueued"], traced["by_kind"]["gateway-enqueue"]);
+    assert!(gateway["max_depth"].as_u64().unwrap() >= 1, "{gateway}");
+    assert!(gateway["max_wait_ns"].as_u64().unwrap() > 0, "{gateway}");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert!(summary.get("trace_summary").is_none(), "{summary}");
     assert!(!text.contains("Decision trace"), "{text}");
@@ -192,6 +204,42 @@ fn a_dataset_run_with_default_weights_validates() {
         .unwrap()
         .remove("kv_thrashing");
     assert!(!validator.is_valid(&missing));
+}
+
+/// The `settings_sha256` of a run of the sample with `extra`.
+fn settings_hash(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["--dataset", "examples/sample.jsonl", "--num-reqs", "5"];
+    args.extend_from_slice(extra);
+    let (json, _) = evaluation(dir, &args);
+    json["metadata"]["policy"]["settings_sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn the_settings_hash_follows_the_policy_flags_and_not_the_output_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, summary) = (dir.path().join("o.csv"), dir.path().join("s.json"));
+    let plain = settings_hash(dir.path(), &[]);
+    assert_eq!(plain.len(), 64);
+    let outputs = [
+        "--output",
+        csv.to_str().unwrap(),
+        "--summary-json",
+        summary.to_str().unwrap(),
+    ];
+    assert_eq!(settings_hash(dir.path(), &outputs), plain, "output paths");
+    assert_eq!(settings_hash(dir.path(), &["--seed", "9"]), plain, "seed");
+    let policies: [&[&str]; 4] = [
+        &["--scheduler", "priority-fcfs"],
+        &["--request-routing-policy", "least-loaded"],
+        &["--admission-policy", "reject-all"],
+        &["--signal-refresh", "queue=periodic:5ms"],
+    ];
+    for flags in policies {
+        assert_ne!(settings_hash(dir.path(), flags), plain, "{flags:?}");
+    }
 }
 
 /// Console, summary JSON and request CSV of a run (one class, no targets).

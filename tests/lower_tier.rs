@@ -130,6 +130,52 @@ fn a_prefix_evicted_from_the_device_is_recalled_from_the_lower_tier() {
     assert_eq!(s.last_recall_ns(), 0);
 }
 
+/// Runs steps 1 µs long from `start` until the scheduler is idle.
+fn drain_from(s: &mut Scheduler, start: Nanos) {
+    let mut now = start;
+    while s.schedule(now).unwrap().is_some() {
+        now += 1_000;
+        s.complete_step(now, "m", 0, |_: &RequestRecord<'_>| Ok::<_, Infallible>(()))
+            .unwrap();
+    }
+}
+
+/// The thrashed blocks when prompt A (512 tokens) comes back at 10.5 s, on 40 device blocks
+/// over a tier of `tier_coarse` coarse blocks (256 tokens, 256,000 bytes each), with
+/// thrash window `window`.
+fn thrash_on_return(tier_coarse: u64, window: Nanos) -> u64 {
+    let mut s = Scheduler::new(config(), 40);
+    let memory = TierMemory {
+        capacity_bytes: tier_coarse * 256 * TOKEN_BYTES,
+        ..MEMORY
+    };
+    s.attach_lower_tier(LowerPool::shared(memory), 0, TOKEN_BYTES);
+    s.watch_anomalies(window);
+    serve_and_evict(&mut s);
+    s.enqueue(&ask(2, 0, prompt(3, 512), 0, 1));
+    drain_from(&mut s, 10_000_000_000);
+    s.enqueue(&ask(3, 0, prompt(1, 512), 16, 2));
+    drain_from(&mut s, 10_500_000_000);
+    s.stats().kv_thrash_blocks
+}
+
+#[test]
+fn blocks_evicted_from_the_lower_tier_alone_and_needed_again_are_thrashing() {
+    // At t ≈ 0, A (512 tokens: coarse blocks A0, A1) then B (600 tokens: B0, B1) fill a
+    // tier of four coarse blocks; B evicts A's device blocks 2..31. At 10 s, C (512
+    // tokens) takes the device's last two A blocks (0, 1) and writes C0, C1 down, evicting
+    // A0 and A1 from the tier. At 10.5 s A comes back with 16 new tokens: its lookup needs
+    // (528 − 1) / 16 = 32 blocks and finds none on the device. Blocks 0 and 1 left the
+    // device at 10 s; blocks 2..31 left it at t ≈ 0, over a second ago, but left the tier
+    // (A0 = blocks 0..15, A1 = 16..31) at 10 s: all 32 thrashed.
+    assert_eq!(thrash_on_return(4, 1_000_000_000), 32);
+    // A tier with room for everything keeps A0 and A1 (A is recalled from it): only blocks
+    // 0 and 1, evicted from the device at 10 s, count.
+    assert_eq!(thrash_on_return(64, 1_000_000_000), 2);
+    // With a 1 ms window every eviction is too old.
+    assert_eq!(thrash_on_return(4, 1_000_000), 0);
+}
+
 #[test]
 fn a_prompt_entirely_in_the_lower_tier_still_computes_its_last_block() {
     let (mut s, _pool) = tiered();

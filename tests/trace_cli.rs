@@ -1,11 +1,11 @@
 //! Decision traces through the binary: a small run's trace lists every decision in order
-//! (hand-checked), `--trace-level none` changes no output byte, and trace flags without a
-//! level are refused naming the flag.
+//! (hand-checked), `--trace-level none` changes no output byte, trace flags without a level
+//! are refused naming the flag, and the gateway queue's entries and exits are traced.
 
 #[path = "common/binary.rs"]
 mod binary;
 
-use binary::{ok, run};
+use binary::{ok, read_csv, run};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -182,6 +182,14 @@ fn trace_level_none_changes_no_output_byte() {
     };
     let plain = outputs("plain", &[]);
     let none = outputs("none", &["--trace-level", "none"]);
+    assert_eq!(plain, none);
+    // With a gateway queue too.
+    let flow = ["--flow-control", "--saturation-detector", "concurrency"];
+    let plain = outputs("flow", &flow);
+    let none = outputs(
+        "flow-none",
+        &[&flow[..], &["--trace-level", "none"]].concat(),
+    );
     assert_eq!(plain, none);
 }
 
@@ -439,4 +447,105 @@ fn a_timeout_is_traced_as_a_drop_where_the_request_was() {
     let want = json!({"t": 1_000_000, "kind": "drop", "request": 1, "outcome": "timed out",
                       "stage": "instance", "policy": "timeout"});
     assert_eq!(drops, [want]);
+}
+
+#[test]
+fn the_gateway_queue_traces_each_entry_and_exit_with_its_depth_and_wait() {
+    // Two instances, four requests at t = 0, at most one in flight per instance (two in
+    // all). r0 and r1 enter the queue (depth 1) and leave at once (depth 0, waited 0); r2
+    // and r3 queue (depths 1, 2). r0 and r1 finish together at T (identical requests on
+    // identical instances): r2 leaves (depth 1), then r3 (depth 0), both having waited T.
+    let dir = tempfile::tempdir().unwrap();
+    let config = cluster(dir.path());
+    let line = r#"{"input_toks":32,"output_toks":2,"arrival_time_ns":0}"#;
+    let data = dir.path().join("four.jsonl");
+    std::fs::write(&data, [line; 4].join("\n") + "\n").unwrap();
+    let (trace, json, csv) = (
+        dir.path().join("trace.jsonl"),
+        dir.path().join("s.json"),
+        dir.path().join("o.csv"),
+    );
+    let out = ok(&[
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        data.to_str().unwrap(),
+        "--flow-control",
+        "--saturation-detector",
+        "concurrency",
+        "--max-concurrency",
+        "1",
+        "--trace-level",
+        "decisions",
+        "--trace-output",
+        trace.to_str().unwrap(),
+        "--summarize-trace",
+        "--summary-json",
+        json.to_str().unwrap(),
+        "--output",
+        csv.to_str().unwrap(),
+    ]);
+    let (_, rows) = read_csv(&csv);
+    let end = |id: &str| -> u64 {
+        let row = rows.iter().find(|r| r["request id"] == id).unwrap();
+        row["end_time"].parse().unwrap()
+    };
+    let t = end("0");
+    assert_eq!(end("1"), t, "r0 and r1 finish together");
+    let gateway: Vec<Value> = records(&trace)
+        .into_iter()
+        .filter(|r| r["kind"].as_str().unwrap().starts_with("gateway-"))
+        .map(without_seq)
+        .collect();
+    let enqueue = |r: u64, depth: u64| json!({"t": 0, "kind": "gateway-enqueue", "request": r, "depth": depth});
+    let dispatch = |at: u64, r: u64, depth: u64| {
+        json!({"t": at, "kind": "gateway-dispatch", "request": r, "depth": depth,
+               "waited_ns": at})
+    };
+    let expected = vec![
+        enqueue(0, 1),
+        dispatch(0, 0, 0),
+        enqueue(1, 1),
+        dispatch(0, 1, 0),
+        enqueue(2, 1),
+        enqueue(3, 2),
+        dispatch(t, 2, 1),
+        dispatch(t, 3, 0),
+    ];
+    assert_eq!(gateway, expected);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let summary = &s["trace_summary"];
+    assert_eq!(summary["by_kind"]["gateway-enqueue"], 4);
+    assert_eq!(summary["by_kind"]["gateway-dispatch"], 4);
+    let want = json!({"enqueued": 4, "dispatched": 4, "max_depth": 2,
+                      "mean_wait_ns": (2 * t) as f64 / 4.0, "max_wait_ns": t});
+    assert_eq!(summary["gateway"], want);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let max_depth = text
+        .lines()
+        .find(|l| l.starts_with("Gateway queue max depth:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(max_depth.trim_end().ends_with(" 2"), "{max_depth}");
+    // Without the gateway queue, the summary has it at zero and the console says nothing.
+    let (plain_json, plain_trace) = (dir.path().join("p.json"), dir.path().join("p.jsonl"));
+    let out = ok(&[
+        "--cluster-config",
+        config.to_str().unwrap(),
+        "--dataset",
+        data.to_str().unwrap(),
+        "--trace-level",
+        "decisions",
+        "--trace-output",
+        plain_trace.to_str().unwrap(),
+        "--summarize-trace",
+        "--summary-json",
+        plain_json.to_str().unwrap(),
+    ]);
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&plain_json).unwrap()).unwrap();
+    assert_eq!(p["trace_summary"]["gateway"]["enqueued"], 0);
+    assert!(
+        !String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("Gateway queue")
+    );
 }

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 
 #: The evaluation schema version this package reads.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Environment variable naming the blis-cosim binary.
 BINARY_ENV = "BLIS_COSIM_BIN"

@@ -4,11 +4,12 @@
 
 use crate::Nanos;
 use crate::control::bundle::parse_duration;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What a policy decides on, and its parameters.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PolicyKind {
     /// One replica more when the mean utilization is above `up`, one fewer below `down`.
     Threshold { up: f64, down: f64 },
@@ -45,7 +46,8 @@ impl PolicyKind {
 }
 
 /// What happens to the work of a replica being scaled down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum DrainMode {
     /// It takes no new requests and finishes every request it has, then goes.
     Wait,
@@ -94,7 +96,7 @@ pub const DEFAULT_WARMUP_NS: Nanos = 30_000_000_000;
 pub const DEFAULT_LOAD_BANDWIDTH_GBPS: f64 = 2.0;
 
 /// Everything the autoscaler is configured with.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AutoscaleConfig {
     pub policy: PolicyKind,
     /// Simulated time between two evaluations.

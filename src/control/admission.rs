@@ -6,13 +6,15 @@
 use super::outcome::{Dropped, Stage};
 use super::{Load, Ticket};
 use crate::Nanos;
+use serde::Serialize;
 
 /// Pico-tokens per token: bucket levels are kept in pico-tokens so that a refill rate given
 /// in milli-tokens per second adds a whole number of pico-tokens per nanosecond.
 const PICO: u128 = 1_000_000_000_000;
 
 /// The admission policies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AdmissionKind {
     /// Admit everything (default).
     #[default]
@@ -70,7 +72,7 @@ impl AdmissionKind {
 }
 
 /// Admission policy and parameters.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AdmissionConfig {
     /// The policy.
     pub kind: AdmissionKind,

@@ -6,10 +6,12 @@
 use super::outcome::{Dropped, Outcome, Stage};
 use super::{Load, Ticket};
 use crate::Nanos;
+use serde::Serialize;
 use std::collections::VecDeque;
 
 /// When the cluster counts as saturated (dispatch pauses).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Detector {
     /// Never: the queue dispatches at once (it still enforces capacities and order).
     Never,
@@ -24,7 +26,8 @@ pub enum Detector {
 }
 
 /// The order in which queued requests are dispatched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum DispatchOrder {
     /// Earliest enqueued first, over all bands.
     #[default]
@@ -50,7 +53,7 @@ impl DispatchOrder {
 }
 
 /// The gateway queue's settings.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowConfig {
     /// Saturation detector.
     pub detector: Detector,
@@ -230,8 +233,8 @@ impl FlowQueue {
         None
     }
 
-    /// Takes the next request to dispatch, in the dispatch order.
-    pub fn pop(&mut self) -> Option<Ticket> {
+    /// Takes the next request to dispatch, in the dispatch order, with when it was queued.
+    pub fn pop(&mut self) -> Option<(Ticket, Nanos)> {
         let (band, pos) = match self.config.order {
             DispatchOrder::Priority => (self.bands.iter().position(|b| !b.queue.is_empty())?, 0),
             DispatchOrder::Fifo => {
@@ -255,6 +258,6 @@ impl FlowQueue {
         };
         let q = self.bands[band].queue.remove(pos)?;
         self.len -= 1;
-        Some(q.ticket)
+        Some((q.ticket, q.enqueued))
     }
 }

@@ -47,10 +47,11 @@ use crate::workload::{Request, RequestClasses};
 use admission::{Admission, AdmissionConfig, AdmissionKind};
 use flow::{FlowConfig, FlowQueue};
 use priority::{PriorityInput, PriorityPolicy};
+use serde::Serialize;
 use std::collections::VecDeque;
 
 /// Everything the control plane of a run is configured with (flags and `--policy-config`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct ControlConfig {
     /// Admission policy and parameters.
     pub admission: AdmissionConfig,
@@ -240,6 +241,21 @@ pub enum ControlNote {
     },
     /// The admission policy let `request` in at `t`.
     Admitted { t: Nanos, request: u64 },
+    /// `request` entered the gateway queue at `t`, which then held `depth` requests (it
+    /// included).
+    Enqueued {
+        t: Nanos,
+        request: u64,
+        depth: usize,
+    },
+    /// `request` left the gateway queue for routing at `t` after waiting `waited_ns` there;
+    /// the queue then held `depth` requests.
+    Dispatched {
+        t: Nanos,
+        request: u64,
+        depth: usize,
+        waited_ns: Nanos,
+    },
 }
 
 impl ControlPlane {
@@ -451,14 +467,24 @@ impl ControlPlane {
             *count += 1;
         }
         match &mut self.flow {
-            Some(flow) => {
-                if let Err(why) = flow.enqueue(now, t, t.target_ns) {
+            Some(flow) => match flow.enqueue(now, t, t.target_ns) {
+                Ok(()) => {
+                    if let Some(notes) = &mut self.notes {
+                        let (request, depth) = (t.id, flow.len());
+                        notes.push(ControlNote::Enqueued {
+                            t: now,
+                            request,
+                            depth,
+                        });
+                    }
+                }
+                Err(why) => {
                     if let Some(count) = self.tenant_in_flight.get_mut(t.tenant as usize) {
                         *count -= 1;
                     }
                     out.push(Action::Drop { slot: t.slot, why });
                 }
-            }
+            },
             None => self.send_to_routing(now, t),
         }
     }
@@ -477,9 +503,20 @@ impl ControlPlane {
             if flow.saturated(&load) {
                 return;
             }
-            let Some(t) = self.flow.as_mut().and_then(FlowQueue::pop) else {
+            let Some(flow) = self.flow.as_mut() else {
                 return;
             };
+            let Some((t, enqueued)) = flow.pop() else {
+                return;
+            };
+            if let Some(notes) = &mut self.notes {
+                notes.push(ControlNote::Dispatched {
+                    t: now,
+                    request: t.id,
+                    depth: flow.len(),
+                    waited_ns: now - enqueued,
+                });
+            }
             self.send_to_routing(now, t);
             if self.routing_latency == 0 {
                 return;

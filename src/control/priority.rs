@@ -3,6 +3,7 @@
 
 use crate::Nanos;
 use crate::workload::{Request, RequestClasses};
+use serde::Serialize;
 
 /// BLIS's (GAIE's) priorities of the SLO classes: critical 4, standard 3, batch −1,
 /// sheddable −2, background −3; any other class (and none) is standard. Negative =
@@ -18,7 +19,8 @@ pub fn default_class_priority(class: &str) -> i32 {
 }
 
 /// The priority policies.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PriorityPolicy {
     /// A request's own priority, else its SLO class's (the class map, overridable with
     /// `slo_priorities`). The default.

@@ -226,7 +226,7 @@ fn flow(order: DispatchOrder, f: impl FnOnce(&mut FlowConfig)) -> FlowQueue {
 }
 
 fn drain(q: &mut FlowQueue) -> Vec<u64> {
-    std::iter::from_fn(|| q.pop()).map(|t| t.id).collect()
+    std::iter::from_fn(|| q.pop()).map(|(t, _)| t.id).collect()
 }
 
 #[test]

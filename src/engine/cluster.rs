@@ -14,6 +14,7 @@
 use super::dp;
 use super::eligibility::{Eligibility, Groups};
 use super::events::{EventKind, EventQueue};
+use super::hol::blocks_head_of_line;
 use super::inject::{Arrivals, Injector};
 use super::instance::{self, InstanceSim, Release};
 use super::pd::{DecodeChoice, Disaggregation, TransferEffects, Transfers};
@@ -340,6 +341,9 @@ impl<'r> Cluster<'r> {
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);
         }
+        if let (Some(t), Some(_)) = (&mut cluster.transfers, &cluster.watch) {
+            t.watch_anomalies();
+        }
         if let Some(autoscaler) = autoscaler {
             cluster.start_scaling(autoscaler)?;
         }
@@ -487,7 +491,8 @@ impl<'r> Cluster<'r> {
             timed_out: self.timed_out,
             autoscale: self.scaling.as_ref().map(|sc| sc.report(self.now)),
             stats,
-            hol_blocking: self.hol_blocking,
+            hol_blocking: self.hol_blocking
+                + self.transfers.as_ref().map_or(0, Transfers::hol_blocking),
             instances: self
                 .instances
                 .iter()
@@ -1083,22 +1088,19 @@ fn note_decision(note: ControlNote) -> Decision<'static> {
             request,
             refused: None,
         },
+        ControlNote::Enqueued { t, request, depth } => {
+            Decision::GatewayEnqueue { t, request, depth }
+        }
+        ControlNote::Dispatched {
+            t,
+            request,
+            depth,
+            waited_ns,
+        } => Decision::GatewayDispatch {
+            t,
+            request,
+            depth,
+            waited_ns,
+        },
     }
-}
-
-/// Whether queueing a request on `id` blocks it behind others needlessly: `id` has
-/// requests waiting while another of `candidates` has none waiting and room to run one
-/// more.
-fn blocks_head_of_line(schedulers: &[Scheduler], id: u32, candidates: &[u32]) -> bool {
-    if schedulers[id as usize].num_waiting() == 0 {
-        return false;
-    }
-    candidates.iter().any(|&c| {
-        let other = &schedulers[c as usize];
-        let room = other
-            .config()
-            .max_num_seqs
-            .is_none_or(|max| other.num_running() < max as usize);
-        c != id && other.num_waiting() == 0 && room
-    })
 }

@@ -79,6 +79,7 @@ mod cluster;
 mod dp;
 mod eligibility;
 mod events;
+mod hol;
 mod inject;
 mod instance;
 mod pd;

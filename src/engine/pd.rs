@@ -23,6 +23,7 @@
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
 
 use super::eligibility::{Eligibility, Groups};
+use super::hol::blocks_head_of_line;
 use super::instance::InstanceSim;
 use super::signals::Signals;
 use super::{InstanceSetup, SimError};
@@ -135,6 +136,8 @@ struct Transfer {
     blocks: usize,
     /// Its control-plane priority, kept on the decode side.
     priority: i32,
+    /// Its nominal urgency, which decode-side priority inversions are judged by.
+    nominal: i32,
     /// The request timed out while its KV was on the wire: the KV is dropped on arrival.
     cancelled: bool,
 }
@@ -173,6 +176,11 @@ pub(super) struct Transfers<'a> {
     /// the prefill instance until one is ready.
     held: VecDeque<Pending>,
     candidates: Vec<u32>,
+    /// Whether head-of-line blocking of hand-offs is counted (anomaly detection is on).
+    watch: bool,
+    /// Hand-offs routed to wait behind others while another decode candidate had nobody
+    /// waiting and room (see `hol.rs`).
+    hol_blocking: u64,
 }
 
 impl<'a> Transfers<'a> {
@@ -188,7 +196,19 @@ impl<'a> Transfers<'a> {
             links: (0..n).map(|_| LinkQueue::default()).collect(),
             held: VecDeque::new(),
             candidates: Vec::with_capacity(n),
+            watch: false,
+            hol_blocking: 0,
         }
+    }
+
+    /// Counts head-of-line blocking among the hand-offs from now on.
+    pub fn watch_anomalies(&mut self) {
+        self.watch = true;
+    }
+
+    /// Hand-offs so far that blocked the head of the line.
+    pub fn hol_blocking(&self) -> u64 {
+        self.hol_blocking
     }
 
     /// Notes `request`, just routed to instance `to` as it entered the run (not as listed in
@@ -302,6 +322,9 @@ impl<'a> Transfers<'a> {
             .refresh_due(now, schedulers, choice.instances);
         let view = choice.signals.view(schedulers);
         let to = self.setup.router.route(request, &self.candidates, &view);
+        if self.watch && blocks_head_of_line(schedulers, to, &self.candidates) {
+            self.hol_blocking += 1;
+        }
         schedulers[to as usize].expect_incoming();
         let n = self.setup.roles.len();
         let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
@@ -316,6 +339,7 @@ impl<'a> Transfers<'a> {
             queuing_delay: h.queuing_delay_ns,
             blocks: h.blocks,
             priority: h.priority,
+            nominal: h.nominal,
             cancelled: false,
         };
         if self.links[f].active.is_none() {
@@ -391,6 +415,7 @@ impl<'a> Transfers<'a> {
                 kv_bytes: t.bytes,
             },
             priority: t.priority,
+            nominal: t.nominal,
         };
         let request = match self.entered.remove(&t.request_id) {
             Some((request, _)) => Cow::Owned(request),

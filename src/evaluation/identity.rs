@@ -1,11 +1,14 @@
 //! Who a run is: its policy and its workload, named by content hashes (SHA-256, hex).
 
 use anyhow::Context;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
 use crate::config::run::{SimConfig, WorkloadSource};
+use crate::control::ControlConfig;
+use crate::router::{RoutingPolicy, SignalConfig};
 use crate::workload::spec::scenario;
 
 /// SHA-256 of `bytes`, lower-case hex.
@@ -29,8 +32,44 @@ fn file_name(path: &Path) -> String {
     )
 }
 
-/// The policy: the bundle file's name and hash (when given), and a hash of every resolved
-/// policy setting (bundle and flags: control plane, routing and its signals).
+/// The settings that define a policy, whatever their source (bundle or flags): what
+/// `settings_sha256` hashes. Output paths, the seed, the workload and the deployment are
+/// not in it.
+#[derive(Serialize)]
+struct PolicySettings<'a> {
+    /// `--request-routing-policy` with its weights or scorers.
+    routing: &'a RoutingPolicy,
+    /// Each routing signal's refresh mode.
+    signals: &'a SignalConfig,
+    /// Admission, priority, SLO priorities and targets, gateway queue, control-plane
+    /// latencies, instance scheduling and preemption, autoscaling.
+    control: &'a ControlConfig,
+}
+
+/// The canonical serialisation of policy settings: compact JSON, every object's keys
+/// sorted, policies and modes named in kebab case, durations in ns.
+fn canonical_settings(settings: &PolicySettings<'_>) -> anyhow::Result<String> {
+    let value = serde_json::to_value(settings).context("serialising the policy settings")?;
+    Ok(sorted(value).to_string())
+}
+
+/// `value` with the keys of every object in sorted order.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            let map: Map<String, Value> =
+                entries.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            Value::Object(map)
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
+/// The policy: the bundle file's name and hash (when given), and the hash of the canonical
+/// serialisation of every resolved policy setting ([`canonical_settings`]).
 pub fn policy(config: &SimConfig) -> anyhow::Result<Value> {
     let bundle = match &config.evaluation.policy_config {
         Some(path) => {
@@ -38,10 +77,11 @@ pub fn policy(config: &SimConfig) -> anyhow::Result<Value> {
         }
         None => Value::Null,
     };
-    let settings = format!(
-        "{:?}|{}|{:?}",
-        config.control, config.routing, config.signals
-    );
+    let settings = canonical_settings(&PolicySettings {
+        routing: &config.routing,
+        signals: &config.signals,
+        control: &config.control,
+    })?;
     Ok(json!({
         "routing_policy": config.routing.to_string(),
         "bundle": bundle,
@@ -71,11 +111,48 @@ pub fn workload(source: &WorkloadSource) -> anyhow::Result<Value> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::scheduler::QueueOrder;
+
+    #[test]
+    fn canonical_settings_sort_keys_and_follow_a_policy_change() {
+        let (signals, mut control) = (SignalConfig::default(), ControlConfig::default());
+        let of = |routing: &RoutingPolicy, control: &ControlConfig| {
+            canonical_settings(&PolicySettings {
+                routing,
+                signals: &signals,
+                control,
+            })
+            .unwrap()
+        };
+        let rr = of(&RoutingPolicy::RoundRobin, &control);
+        // Top-level keys in order, the routing policy named, each signal's mode by name.
+        assert!(rr.starts_with(r#"{"control":{"admission":{"#), "{rr}");
+        assert!(
+            rr.contains(r#"},"routing":"round-robin","signals":{"#),
+            "{rr}"
+        );
+        assert!(rr.contains(r#""hit-rate":"periodic:10000000ns""#), "{rr}");
+        assert!(rr.contains(r#""scheduler":"fcfs""#), "{rr}");
+        assert_eq!(
+            rr,
+            of(&RoutingPolicy::RoundRobin, &control),
+            "deterministic"
+        );
+        assert_ne!(rr, of(&RoutingPolicy::LeastLoaded, &control));
+        control.scheduler = QueueOrder::ReversePriority;
+        let reverse = of(&RoutingPolicy::RoundRobin, &control);
+        assert!(
+            reverse.contains(r#""scheduler":"reverse-priority""#),
+            "{reverse}"
+        );
+    }
+
     #[test]
     fn sha256_of_known_text() {
         // FIPS 180-2 example: SHA-256("abc").
         assert_eq!(
-            super::sha256_hex(b"abc"),
+            sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }

@@ -16,7 +16,7 @@ use crate::metrics::{
 };
 
 /// Version of the evaluation JSON's layout; raised on any change a reader could notice.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// What the command line asks of the evaluation.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -5,12 +5,12 @@
 //!   urgent request (by nominal urgency: its own priority, else its SLO class's, whatever
 //!   the run's priority policy made of it) queued on that instance before it is still
 //!   waiting after that step.
-//! - **Head-of-line blocking**: requests the router queued behind at least one waiting
-//!   request while another of their candidate instances had nobody waiting and room to run
-//!   one more request (`max_num_seqs`).
+//! - **Head-of-line blocking**: requests (arrivals, and P/D hand-offs to decode instances)
+//!   the router queued behind at least one waiting request while another of their
+//!   candidate instances had nobody waiting and room to run one more (`max_num_seqs`).
 //! - **KV thrashing**: prompt blocks an admission's prefix lookup needed (the run of blocks
-//!   right after the cache hit) that the instance's prefix cache had evicted within the
-//!   thrash window (`--thrash-window`).
+//!   right after the cache hit) that the instance's prefix cache, or the lower tier below
+//!   it, had evicted within the thrash window (`--thrash-window`).
 //! - **Scale oscillations**: a template's scale action opposite to its previous one within
 //!   the autoscaler's oscillation window (`crate::autoscale`); 0 without autoscaling.
 

@@ -1,11 +1,13 @@
 //! Routing policy names and weights, as given on the command line.
 
 use super::ScorerSet;
+use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
 /// How the router picks an instance for an arriving request.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RoutingPolicy {
     /// LLMServingSim's `LOAD`: scan from a rotating start, score
     /// `(4·waiting + running) / max_num_seqs`, first strictly lower score wins.
@@ -86,7 +88,7 @@ impl FromStr for RoutingPolicy {
 
 /// Weights of the `weighted` policy. Every signal is normalised to [0, 1], higher meaning a
 /// better target; the instance with the highest weighted sum wins.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RoutingWeights {
     /// Short queue: `1 − waiting / max waiting` over the candidates.
     pub queue: f64,

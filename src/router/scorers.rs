@@ -37,11 +37,13 @@
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
 use crate::scheduler::BlockHashMap;
 use crate::workload::Request;
+use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
 /// One scorer of weighted routing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Scorer {
     /// Router-side LRU index of the prompt blocks it routed (synchronous).
     PrefixAffinity,
@@ -116,7 +118,7 @@ impl FromStr for Scorer {
 
 /// The scorers of weighted routing and their weights, as given (`name:weight,...`); the
 /// weights are normalised to sum to 1 when scoring.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScorerSet {
     scorers: Vec<(Scorer, f64)>,
 }

@@ -14,6 +14,7 @@
 //! is always immediate, as in BLIS.
 
 use crate::Nanos;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::fmt;
 use std::str::FromStr;
 
@@ -129,6 +130,18 @@ impl Default for SignalConfig {
         modes[Signal::Tpot.index()] = Refresh::Periodic(100 * MS);
         modes[Signal::Wait.index()] = Refresh::Periodic(100 * MS);
         SignalConfig { modes }
+    }
+}
+
+/// Serialised as `{signal name: refresh mode}` (the `--signal-refresh` spellings), in
+/// signal order.
+impl Serialize for SignalConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(Signal::ALL.len()))?;
+        for signal in Signal::ALL {
+            map.serialize_entry(signal.name(), &self.mode(signal).to_string())?;
+        }
+        map.end()
     }
 }
 

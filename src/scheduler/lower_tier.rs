@@ -22,7 +22,7 @@
 
 use crate::Nanos;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 /// Tokens of a coarse block before rounding to the KV block size.
@@ -91,6 +91,49 @@ pub struct LowerPool {
     head: u32,
     tail: u32,
     index: HashMap<Key, u32>,
+    /// Recent evictions, for KV thrashing (`None`: not watched).
+    watch: Option<Box<EvictionWatch>>,
+}
+
+/// The coarse blocks a pool evicted within the last `window` ns, with when: a prefix lookup
+/// that needs one of them again is KV thrashing. Allocates only while growing to the largest
+/// number of evictions in one window.
+#[derive(Debug, Default)]
+struct EvictionWatch {
+    window: Nanos,
+    /// The time of the pool's current changes (set when a step is formed).
+    clock: Nanos,
+    /// Per key: its latest eviction.
+    latest: HashMap<Key, Nanos>,
+    /// Evictions, oldest first.
+    order: VecDeque<(Nanos, Key)>,
+}
+
+impl EvictionWatch {
+    fn record(&mut self, key: Key) {
+        self.latest.insert(key, self.clock);
+        self.order.push_back((self.clock, key));
+    }
+
+    /// Moves the clock to `now` and forgets the evictions more than a window before it.
+    fn set_clock(&mut self, now: Nanos) {
+        self.clock = self.clock.max(now);
+        while let Some(&(at, key)) = self.order.front() {
+            if self.clock - at <= self.window {
+                break;
+            }
+            self.order.pop_front();
+            if self.latest.get(&key) == Some(&at) {
+                self.latest.remove(&key);
+            }
+        }
+    }
+
+    fn evicted_lately(&self, key: Key) -> bool {
+        self.latest
+            .get(&key)
+            .is_some_and(|&at| self.clock - at <= self.window)
+    }
 }
 
 /// A pool that several instances may hold (they run one at a time, never concurrently).
@@ -107,7 +150,35 @@ impl LowerPool {
             head: NIL,
             tail: NIL,
             index: HashMap::new(),
+            watch: None,
         }
+    }
+
+    /// Starts remembering the evictions of the last `window_ns` ns (see
+    /// [`LowerPool::evicted_lately`]); a pool already watched keeps its window.
+    pub fn watch_evictions(&mut self, window_ns: Nanos) {
+        if self.watch.is_none() {
+            self.watch = Some(Box::new(EvictionWatch {
+                window: window_ns,
+                ..EvictionWatch::default()
+            }));
+        }
+    }
+
+    /// Stamps the evictions that follow with time `now` (a no-op unless watched; the clock
+    /// never goes back: instances sharing the pool form their steps in time order).
+    pub fn set_clock(&mut self, now: Nanos) {
+        if let Some(w) = &mut self.watch {
+            w.set_clock(now);
+        }
+    }
+
+    /// Whether the coarse block ending with chained hash `hash` of KV space `space` was
+    /// evicted within the window before the pool's clock (false unless watched).
+    pub fn evicted_lately(&self, space: u32, hash: u64) -> bool {
+        self.watch
+            .as_ref()
+            .is_some_and(|w| w.evicted_lately((space, hash)))
     }
 
     /// An empty pool in `memory`, ready to be shared.
@@ -227,6 +298,9 @@ impl LowerPool {
         self.unlink(e);
         let entry = self.entries[e as usize];
         self.index.remove(&entry.key);
+        if let Some(w) = &mut self.watch {
+            w.record(entry.key);
+        }
         self.used_bytes -= entry.bytes;
         self.vacant.push(e);
     }
@@ -312,6 +386,27 @@ impl LowerTier {
     /// The pool.
     pub fn pool(&self) -> &SharedLowerPool {
         &self.pool
+    }
+
+    /// Starts remembering the pool's evictions of the last `window_ns` ns (KV thrashing).
+    pub fn watch_thrashing(&self, window_ns: Nanos) {
+        self.pool.borrow_mut().watch_evictions(window_ns);
+    }
+
+    /// Stamps the pool's evictions that follow with time `now`.
+    pub fn set_clock(&self, now: Nanos) {
+        self.pool.borrow_mut().set_clock(now);
+    }
+
+    /// Whether KV block `block` of a request with block hashes `hashes` lies in a coarse
+    /// block the pool evicted within the thrash window (false when that coarse block is not
+    /// complete within `hashes`: it was never stored).
+    pub fn evicted_lately(&self, hashes: &[u64], block: usize) -> bool {
+        let per = self.blocks_per_coarse as usize;
+        let last = (block / per + 1) * per - 1;
+        hashes
+            .get(last)
+            .is_some_and(|&h| self.pool.borrow().evicted_lately(self.space, h))
     }
 
     /// Prompt tokens the tier adds to a device-side hit of `npu_hit` tokens (a multiple of the

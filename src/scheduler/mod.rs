@@ -53,10 +53,12 @@ use crate::latency::BatchItem;
 use crate::metrics::RequestRecord;
 use crate::workload::Request;
 use request::{Phase, RunningRequest};
+use serde::Serialize;
 
 /// How an instance orders its waiting queue (`--scheduler`). Ties are broken by arrival
 /// time, then request id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum QueueOrder {
     /// First come, first served (vLLM's default; a preempted request goes back to the head).
     #[default]
@@ -70,7 +72,8 @@ pub enum QueueOrder {
 }
 
 /// Which running request a scheduler preempts when KV blocks run out (`--preemption-policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PreemptionOrder {
     /// The most recently admitted (vLLM's default).
     #[default]
@@ -125,8 +128,8 @@ pub struct SchedulerStats {
     /// Admissions that overtook a strictly more urgent request queued earlier that is still
     /// waiting (counted when anomaly detection is on, [`Scheduler::watch_anomalies`]).
     pub priority_inversions: u64,
-    /// Prompt blocks a prefix lookup needed that the device tier had evicted within the
-    /// thrash window (counted when anomaly detection is on).
+    /// Prompt blocks a prefix lookup needed that the device or the lower tier had evicted
+    /// within the thrash window (counted when anomaly detection is on).
     pub kv_thrash_blocks: u64,
 }
 
@@ -330,10 +333,14 @@ impl Scheduler {
     }
 
     /// Turns anomaly detection on: priority inversions among admissions, and prefix blocks
-    /// needed again within `thrash_window_ns` of their eviction (see [`SchedulerStats`]).
+    /// needed again within `thrash_window_ns` of their eviction from the device or from the
+    /// lower tier (see [`SchedulerStats`]; call it after [`Scheduler::attach_lower_tier`]).
     pub fn watch_anomalies(&mut self, thrash_window_ns: Nanos) {
         self.watch = Some(Box::default());
         self.pool.watch_thrashing(thrash_window_ns);
+        if let Some(tier) = &self.lower {
+            tier.watch_thrashing(thrash_window_ns);
+        }
     }
 
     /// Turns the noting of admissions and preemptions on, for the decision trace.
@@ -625,6 +632,9 @@ impl Scheduler {
     /// Forms the next step's batch at time `now`. Returns `None` when nothing can run.
     pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
         self.pool.set_clock(now);
+        if let Some(tier) = self.lower.as_ref().filter(|_| self.watch.is_some()) {
+            tier.set_clock(now);
+        }
         self.step.clear();
         self.step_items.clear();
         self.step_kv_send_tokens = 0;
@@ -863,13 +873,13 @@ impl Scheduler {
             }
         }
         if self.watch.is_some() {
-            let missed = req
-                .hashes
-                .iter()
-                .take(max_blocks)
-                .skip(self.hit_scratch.len());
-            let pool = &self.pool;
-            self.thrash_pending = missed.take_while(|&&h| pool.evicted_lately(h)).count() as u32;
+            let (pool, lower, hashes) = (&self.pool, self.lower.as_ref(), &req.hashes);
+            let thrashed = |&(i, h): &(usize, &u64)| {
+                pool.evicted_lately(*h) || lower.is_some_and(|t| t.evicted_lately(hashes, i))
+            };
+            let missed = hashes.iter().enumerate().take(max_blocks);
+            let missed = missed.skip(self.hit_scratch.len());
+            self.thrash_pending = missed.take_while(thrashed).count() as u32;
         }
         let npu_hit = self.hit_scratch.len() as u32 * self.config.block_size;
         // A received prompt's KV is here already: nothing to recall for it.

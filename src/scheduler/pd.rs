@@ -36,6 +36,8 @@ pub struct Handoff {
     pub queuing_delay_ns: Nanos,
     /// Its control-plane priority (0 without one), which the decode side keeps.
     pub priority: i32,
+    /// Its nominal urgency (anomaly detection), which the decode side keeps.
+    pub nominal: i32,
 }
 
 /// A prompt KV cache arriving at a decode instance, with the request's history.
@@ -49,6 +51,9 @@ pub struct ReceivedKv {
     /// orders it by it under `--scheduler priority-fcfs` and the like, as a colocated
     /// instance does.
     pub priority: i32,
+    /// Its nominal urgency (anomaly detection): decode-side priority inversions are judged
+    /// by it, as on any instance.
+    pub nominal: i32,
 }
 
 impl Scheduler {
@@ -69,6 +74,7 @@ impl Scheduler {
             blocks: req.blocks.len(),
             queuing_delay_ns: req.queuing_delay_ns,
             priority: req.priority,
+            nominal: req.nominal,
         })
     }
 
@@ -145,6 +151,12 @@ impl Scheduler {
         state.prefix_recorded = true;
         state.pd = Some(kv.pd);
         state.priority = kv.priority;
+        state.nominal = kv.nominal;
+        if let Some(w) = &mut self.watch {
+            // Queued on this instance now: it overtakes, or is overtaken by, what queued here
+            // before or after it.
+            state.seq = w.next_seq();
+        }
         self.push_waiting(state);
     }
 }

@@ -10,7 +10,7 @@
 mod summary;
 mod writer;
 
-pub use summary::{TraceSummary, WORST_DECISIONS};
+pub use summary::{GatewayStats, TraceSummary, WORST_DECISIONS};
 pub use writer::TraceWriter;
 
 use crate::Nanos;
@@ -25,7 +25,7 @@ pub enum TraceLevel {
     /// Nothing (the default): no cost.
     #[default]
     None,
-    /// Every decision: priority, admission, drops, routing (with the `--counterfactual-k`
+    /// Every decision: priority, admission, gateway queueing, drops, routing (with the `--counterfactual-k`
     /// best candidates), P/D hand-offs and KV transfers, scheduler admissions and
     /// preemptions.
     Decisions,
@@ -48,6 +48,20 @@ pub enum Decision<'a> {
         t: Nanos,
         request: u64,
         refused: Option<Dropped>,
+    },
+    /// `request` entered the gateway queue, which then held `depth` requests (it included).
+    GatewayEnqueue {
+        t: Nanos,
+        request: u64,
+        depth: usize,
+    },
+    /// `request` left the gateway queue for routing after waiting `waited_ns`; the queue
+    /// then held `depth` requests.
+    GatewayDispatch {
+        t: Nanos,
+        request: u64,
+        depth: usize,
+        waited_ns: Nanos,
     },
     /// The gateway queue ended `request` (full, or its time to live ran out).
     Dropped {
@@ -88,6 +102,8 @@ impl Decision<'_> {
         match self {
             Decision::Priority { .. } => Kind::Priority,
             Decision::Admission { .. } => Kind::Admission,
+            Decision::GatewayEnqueue { .. } => Kind::GatewayEnqueue,
+            Decision::GatewayDispatch { .. } => Kind::GatewayDispatch,
             Decision::Dropped { .. } => Kind::Drop,
             Decision::Routing { .. } => Kind::Routing,
             Decision::Transfer(e) if e.arrived => Kind::KvTransfer,
@@ -107,6 +123,8 @@ impl Decision<'_> {
 pub enum Kind {
     Priority,
     Admission,
+    GatewayEnqueue,
+    GatewayDispatch,
     Drop,
     Routing,
     Disaggregation,
@@ -118,9 +136,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order the summary lists them.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Priority,
         Kind::Admission,
+        Kind::GatewayEnqueue,
+        Kind::GatewayDispatch,
         Kind::Drop,
         Kind::Routing,
         Kind::Disaggregation,
@@ -135,6 +155,8 @@ impl Kind {
         match self {
             Kind::Priority => "priority",
             Kind::Admission => "admission",
+            Kind::GatewayEnqueue => "gateway-enqueue",
+            Kind::GatewayDispatch => "gateway-dispatch",
             Kind::Drop => "drop",
             Kind::Routing => "routing",
             Kind::Disaggregation => "pd",

@@ -1,5 +1,6 @@
 //! The decision trace's summary (`--summarize-trace`), kept as the trace goes: records by
-//! kind, where the router sent requests, the regret of its decisions and the worst of them.
+//! kind, where the router sent requests, the regret of its decisions and the worst of them,
+//! and the gateway queue's depth and waits.
 
 use super::{Decision, Kind};
 use crate::Nanos;
@@ -36,6 +37,59 @@ pub struct TraceSummary {
     regret_max: f64,
     /// The worst routing decisions: highest regret first, earliest first among equals.
     worst: Vec<Regretted>,
+    /// The gateway queue.
+    gateway: GatewayStats,
+}
+
+/// The gateway queue as its trace records show it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GatewayStats {
+    /// Requests queued and dispatched.
+    pub enqueued: u64,
+    pub dispatched: u64,
+    /// Most requests queued at once.
+    pub max_depth: usize,
+    /// Sum and maximum of the dispatched requests' waits, ns.
+    pub wait_sum_ns: u128,
+    pub max_wait_ns: Nanos,
+}
+
+impl GatewayStats {
+    /// Notes a gateway record; false for any other.
+    fn note(&mut self, decision: &Decision<'_>) -> bool {
+        match *decision {
+            Decision::GatewayEnqueue { depth, .. } => {
+                self.enqueued += 1;
+                self.max_depth = self.max_depth.max(depth);
+            }
+            Decision::GatewayDispatch { waited_ns, .. } => {
+                self.dispatched += 1;
+                self.wait_sum_ns += u128::from(waited_ns);
+                self.max_wait_ns = self.max_wait_ns.max(waited_ns);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Mean wait of the dispatched requests, ns (0 without any).
+    pub fn mean_wait_ns(&self) -> f64 {
+        if self.dispatched == 0 {
+            0.0
+        } else {
+            self.wait_sum_ns as f64 / self.dispatched as f64
+        }
+    }
+
+    fn to_json(self) -> Value {
+        json!({
+            "enqueued": self.enqueued,
+            "dispatched": self.dispatched,
+            "max_depth": self.max_depth,
+            "mean_wait_ns": self.mean_wait_ns(),
+            "max_wait_ns": self.max_wait_ns,
+        })
+    }
 }
 
 impl TraceSummary {
@@ -43,6 +97,9 @@ impl TraceSummary {
     pub fn note(&mut self, seq: u64, decision: &Decision<'_>) {
         let kind = decision.kind();
         self.counts[Kind::ALL.iter().position(|&k| k == kind).unwrap_or(0)] += 1;
+        if self.gateway.note(decision) {
+            return;
+        }
         let Decision::Routing {
             t,
             request,
@@ -118,6 +175,11 @@ impl TraceSummary {
         &self.worst
     }
 
+    /// The gateway queue's counts, depth and waits.
+    pub fn gateway(&self) -> GatewayStats {
+        self.gateway
+    }
+
     /// The summary as the summary JSON's `trace_summary` object.
     pub fn to_json(&self) -> Value {
         let by_kind: serde_json::Map<String, Value> = Kind::ALL
@@ -140,6 +202,7 @@ impl TraceSummary {
             "mean_regret": self.mean_regret(),
             "max_regret": self.max_regret(),
             "worst": worst,
+            "gateway": self.gateway.to_json(),
         })
     }
 }
@@ -177,6 +240,18 @@ impl fmt::Display for TraceSummary {
                 "  seq {} t={} ns request {}: chose {}, best {}, regret {:.4}",
                 w.seq, w.t, w.request, w.chosen, w.best, w.regret
             )?;
+        }
+        let g = &self.gateway;
+        if g.enqueued > 0 {
+            writeln!(f, "{:<40} {:<10}", "Gateway queue max depth:", g.max_depth)?;
+            let mean_ms = g.mean_wait_ns() / 1e6;
+            writeln!(
+                f,
+                "{:<40} {:<10.4}",
+                "Gateway queue mean wait (ms):", mean_ms
+            )?;
+            let max_ms = g.max_wait_ns as f64 / 1e6;
+            writeln!(f, "{:<40} {:<10.4}", "Gateway queue max wait (ms):", max_ms)?;
         }
         Ok(())
     }

@@ -98,6 +98,19 @@ pub fn format_record(
             }
             out.write_char('}')
         }
+        Decision::GatewayEnqueue { t, request, depth } => write!(
+            out,
+            r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"depth":{depth}}}"#
+        ),
+        Decision::GatewayDispatch {
+            t,
+            request,
+            depth,
+            waited_ns,
+        } => write!(
+            out,
+            r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"depth":{depth},"waited_ns":{waited_ns}}}"#
+        ),
         Decision::Dropped { t, request, why } => {
             write!(
                 out,
