@@ -413,26 +413,9 @@ fn settings_of(raw: RawBundle) -> Result<Settings, KeyError> {
             "replica lifecycles are set in the `autoscale` section",
         ));
     }
-    let duration = |key: &str, v: Option<String>| -> Result<Option<Nanos>, KeyError> {
-        v.map(|t| parse_duration(&t).map_err(|m| (key.to_owned(), m)))
-            .transpose()
-    };
     let mut s = Settings::default();
     if let Some(a) = raw.admission {
-        s.admission = a
-            .policy
-            .map(|p| AdmissionKind::parse(&p).map_err(|m| ("admission.policy".to_owned(), m)))
-            .transpose()?;
-        s.token_bucket_capacity = a.token_bucket_capacity.map(|c| c.max(0.0).round() as u64);
-        s.token_bucket_refill_rate = a.token_bucket_refill_rate;
-        s.per_tenant = a.per_tenant;
-        s.rate_limit_rps = a.rate_limit_rps;
-        s.rate_limit_burst = a.rate_limit_burst;
-        s.tier_shed_threshold = a.tier_shed_threshold;
-        s.tier_shed_min_priority = a.tier_shed_min_priority;
-        s.quota_min_priority = a.tenant_quota_min_priority;
-        s.slo_priorities = a.slo_priorities.map(|m| m.into_iter().collect());
-        s.admission_latency = duration("admission.latency", a.latency)?;
+        set_admission(&mut s, a)?;
     }
     if let Some(r) = raw.routing {
         if r.scorers.is_some() {
@@ -468,32 +451,67 @@ fn settings_of(raw: RawBundle) -> Result<Settings, KeyError> {
         s.tenant_quotas = Some(budgets.into_iter().collect());
         s.admission = s.admission.or(Some(AdmissionKind::TenantQuota));
     }
-    if let Some(targets) = raw.slo_targets {
-        let mut out = Vec::with_capacity(targets.len());
-        for (class, t) in targets {
-            let ns = parse_duration(&t).map_err(|m| (format!("slo_targets.{class}"), m))?;
-            out.push((class, ns));
-        }
-        s.slo_targets = Some(out);
-    }
+    s.slo_targets = raw.slo_targets.map(slo_targets).transpose()?;
     if let Some(a) = raw.autoscale {
         s.autoscale = a.settings()?;
     }
     if let Some(f) = raw.flow_control {
-        s.flow_control = Some(f.enabled.unwrap_or(true));
-        s.saturation_detector = f.saturation_detector;
-        s.queue_depth_threshold = f.queue_depth_threshold;
-        s.kv_cache_util_threshold = f.kv_cache_util_threshold;
-        s.max_concurrency = f.max_concurrency;
-        s.dispatch_order = f
-            .dispatch_order
-            .map(|o| {
-                DispatchOrder::parse(&o).map_err(|m| ("flow_control.dispatch_order".to_owned(), m))
-            })
-            .transpose()?;
-        s.per_band_capacity = f.per_band_capacity;
-        s.max_gateway_queue_depth = f.max_gateway_queue_depth;
-        s.request_ttl = duration("flow_control.request_ttl", f.request_ttl)?;
+        set_flow_control(&mut s, f)?;
     }
     Ok(s)
+}
+
+/// A duration setting at `key`, if given.
+fn duration(key: &str, v: Option<String>) -> Result<Option<Nanos>, KeyError> {
+    v.map(|t| parse_duration(&t).map_err(|m| (key.to_owned(), m)))
+        .transpose()
+}
+
+/// The `admission` section's settings.
+fn set_admission(s: &mut Settings, a: RawAdmission) -> Result<(), KeyError> {
+    s.admission = a
+        .policy
+        .map(|p| AdmissionKind::parse(&p).map_err(|m| ("admission.policy".to_owned(), m)))
+        .transpose()?;
+    s.token_bucket_capacity = a.token_bucket_capacity.map(|c| c.max(0.0).round() as u64);
+    s.token_bucket_refill_rate = a.token_bucket_refill_rate;
+    s.per_tenant = a.per_tenant;
+    s.rate_limit_rps = a.rate_limit_rps;
+    s.rate_limit_burst = a.rate_limit_burst;
+    s.tier_shed_threshold = a.tier_shed_threshold;
+    s.tier_shed_min_priority = a.tier_shed_min_priority;
+    s.quota_min_priority = a.tenant_quota_min_priority;
+    s.slo_priorities = a.slo_priorities.map(|m| m.into_iter().collect());
+    s.admission_latency = duration("admission.latency", a.latency)?;
+    Ok(())
+}
+
+/// The `slo_targets` section: each class's TTFT target.
+fn slo_targets(targets: BTreeMap<String, String>) -> Result<Vec<(String, Nanos)>, KeyError> {
+    targets
+        .into_iter()
+        .map(|(class, t)| {
+            let ns = parse_duration(&t).map_err(|m| (format!("slo_targets.{class}"), m))?;
+            Ok((class, ns))
+        })
+        .collect()
+}
+
+/// The `flow_control` section's settings (present: on unless `enabled: false`).
+fn set_flow_control(s: &mut Settings, f: RawFlow) -> Result<(), KeyError> {
+    s.flow_control = Some(f.enabled.unwrap_or(true));
+    s.saturation_detector = f.saturation_detector;
+    s.queue_depth_threshold = f.queue_depth_threshold;
+    s.kv_cache_util_threshold = f.kv_cache_util_threshold;
+    s.max_concurrency = f.max_concurrency;
+    s.dispatch_order = f
+        .dispatch_order
+        .map(|o| {
+            DispatchOrder::parse(&o).map_err(|m| ("flow_control.dispatch_order".to_owned(), m))
+        })
+        .transpose()?;
+    s.per_band_capacity = f.per_band_capacity;
+    s.max_gateway_queue_depth = f.max_gateway_queue_depth;
+    s.request_ttl = duration("flow_control.request_ttl", f.request_ttl)?;
+    Ok(())
 }
