@@ -246,6 +246,45 @@ pub struct Cluster<'r> {
     now: Nanos,
 }
 
+/// Each instance's role: from the P/D setup, else colocated.
+fn roles_of(disaggregation: Option<&Disaggregation>, instances: usize) -> Vec<InstanceRole> {
+    match disaggregation {
+        Some(pd) => {
+            assert_eq!(pd.roles().len(), instances, "one role per instance");
+            pd.roles().to_vec()
+        }
+        None => vec![InstanceRole::Colocated; instances],
+    }
+}
+
+/// The instances' schedulers with the control plane's policies, their lower KV tiers, and
+/// anomaly watching and decision tracing when the run asks for them.
+fn prepared_schedulers(
+    setups: &[InstanceSetup],
+    roles: &[InstanceRole],
+    services: &Services<'_, '_>,
+    watch: Option<&AnomalyWatch<'_>>,
+    tracing: bool,
+) -> Result<Vec<Scheduler>, SimError> {
+    let mut schedulers = new_schedulers(setups, roles);
+    if let Some(control) = &services.control {
+        let (order, preemption) = control.scheduling();
+        for scheduler in &mut schedulers {
+            scheduler.set_policies(order, preemption);
+        }
+    }
+    tiers::attach(setups, &mut schedulers)?;
+    for scheduler in &mut schedulers {
+        if let Some(w) = watch {
+            scheduler.watch_anomalies(w.thrash_window_ns);
+        }
+        if tracing {
+            scheduler.trace_decisions();
+        }
+    }
+    Ok(schedulers)
+}
+
 impl<'r> Cluster<'r> {
     /// The state of `run` before its first instant: every request (and every request the
     /// injector of `services` may release) checked against every instance, the instances
@@ -265,34 +304,14 @@ impl<'r> Cluster<'r> {
             !setups.is_empty() && setups.len() == services.backends.len(),
             "one backend per instance, at least one instance"
         );
-        let roles = match &disaggregation {
-            Some(pd) => {
-                assert_eq!(pd.roles().len(), setups.len(), "one role per instance");
-                pd.roles().to_vec()
-            }
-            None => vec![InstanceRole::Colocated; setups.len()],
-        };
+        let roles = roles_of(disaggregation.as_ref(), setups.len());
         let mut eligibility = Eligibility::compute(requests, setups, &roles)?;
         if let Some(injector) = &services.injector {
             eligibility.check(injector.deferred(), setups)?;
         }
-        let mut schedulers = new_schedulers(setups, &roles);
-        if let Some(control) = &services.control {
-            let (order, preemption) = control.scheduling();
-            for scheduler in &mut schedulers {
-                scheduler.set_policies(order, preemption);
-            }
-        }
-        tiers::attach(setups, &mut schedulers)?;
         let tracing = services.observer.trace_level() != TraceLevel::None;
-        for scheduler in &mut schedulers {
-            if let Some(w) = &watch {
-                scheduler.watch_anomalies(w.thrash_window_ns);
-            }
-            if tracing {
-                scheduler.trace_decisions();
-            }
-        }
+        let mut schedulers =
+            prepared_schedulers(setups, &roles, services, watch.as_ref(), tracing)?;
         let signals = Signals::new(signals, &mut schedulers);
         let groups = dp::groups(setups);
         let group_stages = groups
