@@ -283,6 +283,19 @@ impl LengthDist {
         LengthDist::bounded(Kind::Constant(v), v, v, &TOKENS)
     }
 
+    /// A log-normal token count (BLIS's fit of a ServeGen length PDF), over all token counts.
+    pub(super) fn lognormal_tokens(mu: f64, sigma: f64) -> Result<LengthDist, String> {
+        let d = LogNormal::new(mu, sigma).map_err(|e| format!("lognormal: {e}"))?;
+        let (lo, hi) = (f64::from(TOKENS.lo), f64::from(TOKENS.hi));
+        Ok(LengthDist::bounded(Kind::LogNormal(d), lo, hi, &TOKENS))
+    }
+
+    /// A normal token count kept to `[min, max]`.
+    pub(super) fn gaussian_tokens(mean: f64, std_dev: f64, min: f64, max: f64) -> LengthDist {
+        let d = Normal::new(mean, std_dev).expect("finite, non-negative std_dev");
+        LengthDist::bounded(Kind::Normal(d), min, max, &TOKENS)
+    }
+
     /// A constant one token: stands for the `input_distribution` of a multimodal client,
     /// whose prompt is drawn from its `multimodal` distributions instead.
     pub(super) fn placeholder() -> LengthDist {

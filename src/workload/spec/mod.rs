@@ -50,6 +50,7 @@ mod limits;
 mod scenarios;
 mod schema;
 mod servegen;
+mod servegen_periods;
 mod session_gen;
 mod session_out;
 mod traffic;

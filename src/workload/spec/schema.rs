@@ -649,7 +649,7 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         false => raw.aggregate_rate,
     };
     let (mut clients, category) = match raw.servegen_data {
-        Some(sg) => servegen_clients(sg, raw.aggregate_rate, source_name, category)?,
+        Some(sg) => servegen_clients(sg, raw.seed, raw.aggregate_rate, source_name, category)?,
         None => (
             named_clients(raw.clients, &raw.cohorts).map_err(|m| invalid("clients", m))?,
             category,
@@ -705,11 +705,12 @@ fn warn_unnormalised(clients: &[ClientSpec], source_name: &str) {
 /// (`reasoning` for ServeGen's reasoning data).
 fn servegen_clients(
     sg: RawServeGen,
+    seed: i64,
     aggregate_rate: Option<f64>,
     source_name: &str,
     category: Option<Category>,
 ) -> Result<(Vec<ClientSpec>, Option<Category>), SpecError> {
-    let loaded = sg.load().map_err(|(path, message)| SpecError::Invalid {
+    let loaded = sg.load(seed).map_err(|(path, message)| SpecError::Invalid {
         source_name: source_name.to_owned(),
         path: format!("servegen_data.{path}"),
         message,

@@ -17,11 +17,11 @@
 //! BLIS's code compares them). Trace files are read line by line.
 
 use super::dist::LengthDist;
+use super::servegen_periods::Periods;
 use super::window::{WindowParams, WindowSpans, window_arrival_process};
 use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass, Traffic};
 use crate::workload::{MAX_TOKENS, RequestProfile};
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -38,11 +38,12 @@ pub(super) struct RawServeGen {
     span_start: Option<i64>,
     #[serde(default)]
     span_end: Option<i64>,
-    // BLIS's multi-period conversion (`blis convert servegen`), read only to refuse it.
+    /// BLIS's multi-period conversion: each period's length, s (see [`super::servegen_periods`]).
     #[serde(default)]
-    window_duration_secs: Option<IgnoredAny>,
+    window_duration_secs: Option<i64>,
+    /// BLIS's multi-period conversion: the gap after each period, s.
     #[serde(default)]
-    drain_timeout_secs: Option<IgnoredAny>,
+    drain_timeout_secs: Option<i64>,
 }
 
 /// The clients of a ServeGen directory.
@@ -53,13 +54,13 @@ pub(super) struct ServeGenClients {
 }
 
 /// A ServeGen window's length, s.
-const WINDOW_S: f64 = 600.0;
+pub(super) const WINDOW_S: f64 = 600.0;
 
 /// Rows picked by start time, s: `[start, end)`, an unset bound (0) open.
 #[derive(Debug, Clone, Copy)]
-struct Span {
-    start: f64,
-    end: f64,
+pub(super) struct Span {
+    pub(super) start: f64,
+    pub(super) end: f64,
 }
 
 impl Span {
@@ -69,16 +70,19 @@ impl Span {
 }
 
 /// An error: (field path under `servegen_data`, message).
-type Fail = (String, String);
+pub(super) type Fail = (String, String);
 
 impl RawServeGen {
     /// Reads the directory: one client per chunk with an active window, in the order of the
-    /// trace file names (as BLIS sorts them).
-    pub(super) fn load(self) -> Result<ServeGenClients, Fail> {
+    /// trace file names (as BLIS sorts them); with `window_duration_secs` or
+    /// `drain_timeout_secs`, BLIS's multi-period cohorts instead, picked with `seed`.
+    pub(super) fn load(self, seed: i64) -> Result<ServeGenClients, Fail> {
+        if self.window_duration_secs.is_some() || self.drain_timeout_secs.is_some() {
+            return self.load_periods(seed);
+        }
         let span = self.span()?;
         let dir = &self.path;
-        let mut traces = chunk_ids(dir).map_err(|m| ("path".to_owned(), m))?;
-        traces.sort();
+        let traces = sorted_chunks(dir)?;
         let mut out = ServeGenClients {
             clients: Vec::new(),
             reasoning: false,
@@ -105,20 +109,27 @@ impl RawServeGen {
         Ok(out)
     }
 
-    /// The span of rows to read: `time_window`'s, else `span_start` / `span_end`.
-    fn span(&self) -> Result<Span, Fail> {
-        let refused = [
-            ("window_duration_secs", self.window_duration_secs.is_some()),
-            ("drain_timeout_secs", self.drain_timeout_secs.is_some()),
+    /// BLIS's multi-period conversion of the directory (no `time_window` or span with it).
+    fn load_periods(self, seed: i64) -> Result<ServeGenClients, Fail> {
+        let single = [
+            ("time_window", self.time_window.is_some()),
+            ("span_start", self.span_start.is_some()),
+            ("span_end", self.span_end.is_some()),
         ];
-        if let Some((field, _)) = refused.iter().find(|(_, given)| *given) {
+        if let Some((field, _)) = single.iter().find(|(_, given)| *given) {
             return Err((
                 (*field).into(),
-                "belongs to BLIS's multi-period conversion (`blis convert servegen`), which \
-                 is not supported; pick a period with time_window or span_start/span_end"
+                "picks the rows of the single-period conversion; it cannot be combined with \
+                 window_duration_secs / drain_timeout_secs (BLIS's multi-period conversion)"
                     .into(),
             ));
         }
+        let periods = Periods::new(self.window_duration_secs, self.drain_timeout_secs);
+        periods.load(&self.path, seed)
+    }
+
+    /// The span of rows to read: `time_window`'s, else `span_start` / `span_end`.
+    fn span(&self) -> Result<Span, Fail> {
         let bound = |field: &str, v: Option<i64>| match v {
             Some(s) if s < 0 => Err((
                 field.to_owned(),
@@ -154,6 +165,13 @@ impl RawServeGen {
     }
 }
 
+/// The chunks of `dir`, sorted by trace file name (as BLIS sorts them).
+pub(super) fn sorted_chunks(dir: &Path) -> Result<Vec<(String, String)>, Fail> {
+    let mut traces = chunk_ids(dir).map_err(|m| ("path".to_owned(), m))?;
+    traces.sort();
+    Ok(traces)
+}
+
 /// The chunks of `dir`: (trace file name, chunk id) of every `chunk-<id>-trace.csv`.
 fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, String> {
     let entries = std::fs::read_dir(dir)
@@ -180,9 +198,9 @@ fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, String> {
 }
 
 /// One dataset entry: the prompt and output length PDFs, parsed when first used.
-struct Entry {
-    input: String,
-    output: String,
+pub(super) struct Entry {
+    pub(super) input: String,
+    pub(super) output: String,
     parsed: std::cell::OnceCell<(Arc<LengthDist>, Arc<LengthDist>)>,
 }
 
@@ -191,7 +209,7 @@ const DATASET_FIELDS: [&str; 3] = ["input_tokens", "output_tokens", "reason_rati
 
 /// A chunk's dataset: entries by time stamp (s) before the span's end, empty ones skipped
 /// (as BLIS and ServeGen skip them). Sets `reasoning` when an entry has `reason_ratio`.
-fn read_dataset(
+pub(super) fn read_dataset(
     path: &Path,
     span: Span,
     reasoning: &mut bool,
@@ -276,6 +294,15 @@ impl Entry {
 /// (a `.0` suffix allowed; a count of 0 is read as 1, every request having a token) and
 /// probabilities, as given.
 pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, String> {
+    let mut bins = parse_pdf_counts(text)?;
+    for bin in &mut bins {
+        bin.0 = bin.0.max(1);
+    }
+    Ok(bins)
+}
+
+/// [`parse_pdf`]'s bins with the counts as written (whole part; 0 kept).
+pub(super) fn parse_pdf_counts(text: &str) -> Result<Vec<(u32, f64)>, String> {
     let body = text
         .trim()
         .strip_prefix('{')
@@ -305,19 +332,20 @@ pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, String> {
                     key.trim()
                 )
             })?;
-        bins.push(((tokens as u32).max(1), p));
+        bins.push((tokens as u32, p));
     }
     Ok(bins)
 }
 
 /// One trace row.
-struct Row {
-    start_s: f64,
-    rate: f64,
-    cv: f64,
-    pattern: String,
+pub(super) struct Row {
+    pub(super) start_s: f64,
+    pub(super) rate: f64,
+    pub(super) cv: f64,
+    /// Lower case: `gamma`, `weibull`, or another (Poisson).
+    pub(super) pattern: String,
     /// The fitted shape and scale (both positive), when the row has them.
-    fitted: Option<(f64, f64)>,
+    pub(super) fitted: Option<(f64, f64)>,
 }
 
 /// Parses trace line `text`; errors name the column.
@@ -407,18 +435,51 @@ fn chunk_client(
     }))
 }
 
-/// A chunk's windows (µs) and their overrides, one per trace row of positive rate in the
-/// span with a dataset entry at or before it; the trace is read line by line.
+/// A chunk's windows (µs) and their overrides, one per active row (see [`active_rows`]).
 fn chunk_windows(
     id: &str,
     trace: &Path,
     entries: &BTreeMap<i64, Entry>,
     span: Span,
 ) -> Result<WindowSpans, String> {
-    let file = std::fs::File::open(trace)
-        .map_err(|e| format!("cannot read ServeGen trace {}: {e}", trace.display()))?;
     let mut windows = Vec::new();
     let mut params = Vec::new();
+    active_rows(trace, entries, span, |line, row, stamp, entry| {
+        let what = || {
+            format!(
+                "{} entry \"{stamp}\"",
+                trace
+                    .with_file_name(format!("chunk-{id}-dataset.json"))
+                    .display()
+            )
+        };
+        let (input, output) = entry.dists(&what)?;
+        let arrival = row_arrival(&row)
+            .map_err(|m| format!("{}:{line}: arrival: {m}", trace.display()))?;
+        let start_us = (row.start_s * 1e6) as u64;
+        windows.push((start_us, start_us + (WINDOW_S * 1e6) as u64));
+        params.push(WindowParams {
+            trace_rate: Some(row.rate),
+            arrival: Some(arrival),
+            input: Some(input),
+            output: Some(output),
+        });
+        Ok(())
+    })?;
+    Ok((windows, params))
+}
+
+/// Calls `each(line, row, stamp, entry)` for every active row of a trace, read line by line:
+/// a row of positive rate starting in the span with a dataset entry at or before its start
+/// (the nearest such entry is passed). Errors name the file and line.
+pub(super) fn active_rows(
+    trace: &Path,
+    entries: &BTreeMap<i64, Entry>,
+    span: Span,
+    mut each: impl FnMut(usize, Row, i64, &Entry) -> Result<(), String>,
+) -> Result<(), String> {
+    let file = std::fs::File::open(trace)
+        .map_err(|e| format!("cannot read ServeGen trace {}: {e}", trace.display()))?;
     for (n, line) in BufReader::new(file).lines().enumerate() {
         let at = |m: String| format!("{}:{}: {m}", trace.display(), n + 1);
         let text = line.map_err(|e| at(e.to_string()))?;
@@ -429,29 +490,11 @@ fn chunk_windows(
         if !span.contains(row.start_s) || row.rate <= 0.0 {
             continue;
         }
-        let Some((stamp, entry)) = entries.range(..=row.start_s as i64).next_back() else {
-            continue;
-        };
-        let what = || {
-            format!(
-                "{} entry \"{stamp}\"",
-                trace
-                    .with_file_name(format!("chunk-{id}-dataset.json"))
-                    .display()
-            )
-        };
-        let (input, output) = entry.dists(&what)?;
-        let arrival = row_arrival(&row).map_err(|m| at(format!("arrival: {m}")))?;
-        let start_us = (row.start_s * 1e6) as u64;
-        windows.push((start_us, start_us + (WINDOW_S * 1e6) as u64));
-        params.push(WindowParams {
-            trace_rate: Some(row.rate),
-            arrival: Some(arrival),
-            input: Some(input),
-            output: Some(output),
-        });
+        if let Some((&stamp, entry)) = entries.range(..=row.start_s as i64).next_back() {
+            each(n + 1, row, stamp, entry)?;
+        }
     }
-    Ok((windows, params))
+    Ok(())
 }
 
 /// Shifts every client's windows so that the earliest starts at 0 (ServeGen's times are
