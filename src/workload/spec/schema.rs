@@ -710,11 +710,13 @@ fn servegen_clients(
     source_name: &str,
     category: Option<Category>,
 ) -> Result<(Vec<ClientSpec>, Option<Category>), SpecError> {
-    let loaded = sg.load(seed).map_err(|(path, message)| SpecError::Invalid {
-        source_name: source_name.to_owned(),
-        path: format!("servegen_data.{path}"),
-        message,
-    })?;
+    let loaded = sg
+        .load(seed)
+        .map_err(|(path, message)| SpecError::Invalid {
+            source_name: source_name.to_owned(),
+            path: format!("servegen_data.{path}"),
+            message,
+        })?;
     if let Some(r) = aggregate_rate.filter(|&r| r != 0.0) {
         log::warn!(
             "{source_name}: aggregate_rate {r} is ignored: servegen_data sets each window's \

@@ -454,8 +454,8 @@ fn chunk_windows(
             )
         };
         let (input, output) = entry.dists(&what)?;
-        let arrival = row_arrival(&row)
-            .map_err(|m| format!("{}:{line}: arrival: {m}", trace.display()))?;
+        let arrival =
+            row_arrival(&row).map_err(|m| format!("{}:{line}: arrival: {m}", trace.display()))?;
         let start_us = (row.start_s * 1e6) as u64;
         windows.push((start_us, start_us + (WINDOW_S * 1e6) as u64));
         params.push(WindowParams {
