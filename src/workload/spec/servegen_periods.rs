@@ -57,7 +57,8 @@ pub(super) struct Periods {
     drain_s: u64,
 }
 
-/// One chunk with an active row: its dataset and its active rows.
+/// One chunk with an active row at a picked window: its dataset entries at the times of day
+/// the picked windows fit from, and its active rows at the picked times of day.
 struct Chunk {
     dataset: PathBuf,
     entries: BTreeMap<i64, Entry>,
@@ -84,13 +85,13 @@ impl Periods {
     /// The cohorts' members read from `dir`, windows picked and chunks dealt with `seed`.
     pub(super) fn load(self, dir: &Path, seed: i64) -> Result<ServeGenClients, Fail> {
         let path_err = |m: String| ("path".to_owned(), m);
-        let chunks = read_chunks(dir)?;
         let key = xxhash_rust::xxh3::xxh3_64_with_seed(b"servegen_periods", seed as u64);
         let mut rng = ChaCha8Rng::seed_from_u64(key);
         let picked: Vec<i64> = PERIODS
             .iter()
             .map(|&(_, start)| start + rng.random_range(0..3i64) * WINDOW_S as i64)
             .collect();
+        let chunks = read_chunks(dir, &picked)?;
         let mut clients = Vec::new();
         for (p, &window) in picked.iter().enumerate() {
             let mut members: Vec<&Chunk> = chunks
@@ -174,9 +175,10 @@ impl Periods {
     }
 }
 
-/// Every chunk of `dir` with an active row, in trace-name order. ServeGen's reasoning data
-/// is refused (BLIS converts it into one reasoning window instead).
-fn read_chunks(dir: &Path) -> Result<Vec<Chunk>, Fail> {
+/// Every chunk of `dir` with an active row at a `picked` time of day, in trace-name order,
+/// keeping only what the cohorts read. ServeGen's reasoning data is refused (BLIS converts
+/// it into one reasoning window instead).
+fn read_chunks(dir: &Path, picked: &[i64]) -> Result<Vec<Chunk>, Fail> {
     let path_err = |m: String| ("path".to_owned(), m);
     let open = Span {
         start: 0.0,
@@ -186,7 +188,7 @@ fn read_chunks(dir: &Path) -> Result<Vec<Chunk>, Fail> {
     for (name, id) in sorted_chunks(dir)? {
         let dataset = dir.join(format!("chunk-{id}-dataset.json"));
         let mut reasoning = false;
-        let entries = read_dataset(&dataset, open, &mut reasoning).map_err(path_err)?;
+        let mut entries = read_dataset(&dataset, open, &mut reasoning).map_err(path_err)?;
         if reasoning {
             return Err((
                 "window_duration_secs".into(),
@@ -199,10 +201,17 @@ fn read_chunks(dir: &Path) -> Result<Vec<Chunk>, Fail> {
         }
         let mut rows = Vec::new();
         active_rows(&dir.join(name), &entries, open, |_, row, _, _| {
-            rows.push(row);
+            if picked.contains(&time_of_day(&row)) {
+                rows.push(row);
+            }
             Ok(())
         })
         .map_err(path_err)?;
+        let fitted: Vec<i64> = picked
+            .iter()
+            .filter_map(|&w| entries.range(..=w).next_back().map(|(t, _)| t % DAY_S))
+            .collect();
+        entries.retain(|t, _| fitted.contains(&(t % DAY_S)));
         if !rows.is_empty() {
             chunks.push(Chunk {
                 dataset,
