@@ -446,7 +446,7 @@ fn time_window_and_span_pick_rows_and_shift_them_to_zero() {
 
 #[test]
 fn malformed_servegen_files_are_named_with_line_and_field() {
-    let cases: [(&str, &str, &str); 4] = [
+    let cases: [(&str, &str, &str); 5] = [
         (
             "chunk-0-trace.csv",
             "0,0.5,1.0,,0,0\n600,0,0,,0,0\n1200,abc,2.0,Gamma,0.25,8.0\n",
@@ -466,7 +466,12 @@ fn malformed_servegen_files_are_named_with_line_and_field() {
         (
             "chunk-0-dataset.json",
             r#"{"0": {"text_tokens": "{1: 1.0}", "output_tokens": "{10: 1.0}"}}"#,
-            "field `text_tokens`: ServeGen's multimodal data",
+            "entry \"0\": multimodal data: missing field `image_tokens`",
+        ),
+        (
+            "chunk-0-dataset.json",
+            r#"{"0": {"input_tokens": "{1: 1.0}", "output_tokens": "{10: 1.0}", "x": "{}"}}"#,
+            "entry \"0\": field `x` is not a field of ServeGen's language or reasoning data",
         ),
     ];
     for (file, text, want) in cases {

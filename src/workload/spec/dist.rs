@@ -150,6 +150,14 @@ const COUNTS: Domain = Domain {
     what: "count",
 };
 
+impl CountDist {
+    /// An empirical count distribution from `(count, probability)` bins (0 allowed).
+    pub(super) fn from_pmf(bins: &[(u32, f64)]) -> Result<CountDist, String> {
+        let bins = bins.iter().copied().filter(|&(_, p)| p > 0.0).collect();
+        empirical_table(bins, &COUNTS).map(CountDist)
+    }
+}
+
 impl<'de> Deserialize<'de> for CountDist {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserialize_checked::<D, RawDist, CountDist>(deserializer)

@@ -56,7 +56,7 @@ pub struct WorkloadSpec {
 pub enum Category {
     /// Text requests.
     Language,
-    /// Multimodal requests (the label only: `multimodal` inputs are not supported yet).
+    /// Multimodal requests.
     Multimodal,
     /// Reasoning-model requests.
     Reasoning,
@@ -253,6 +253,15 @@ enum RawStreaming {
 
 /// BLIS's default shared-prefix length when a client names a group but no length.
 const DEFAULT_PREFIX_LENGTH: u32 = 50;
+
+impl ClientSpec {
+    /// Whether the client sends multimodal prompts (its own, or some window's).
+    pub fn is_multimodal(&self) -> bool {
+        let windows = self.lifecycle.as_ref().and_then(|l| l.params());
+        self.multimodal.is_some()
+            || windows.is_some_and(|p| p.iter().any(|w| w.multimodal.is_some()))
+    }
+}
 
 impl<'de> Deserialize<'de> for ClientSpec {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -723,9 +732,10 @@ fn servegen_clients(
              rate from its trace (absolute-rate mode, aggregate_rate 0)"
         );
     }
-    let category = match loaded.reasoning {
-        true => Some(Category::Reasoning),
-        false => category,
+    let category = match (loaded.reasoning, loaded.multimodal) {
+        (true, _) => Some(Category::Reasoning),
+        (_, true) => Some(Category::Multimodal),
+        _ => category,
     };
     Ok((loaded.clients, category))
 }

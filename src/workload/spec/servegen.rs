@@ -16,7 +16,8 @@
 //! `afternoon` (14:00-14:30); `span_start` and `span_end` pick rows by start, in seconds (as
 //! BLIS's code compares them). Trace files are read line by line.
 
-use super::dist::LengthDist;
+use super::dist::{CountDist, LengthDist};
+use super::extras::Multimodal;
 use super::servegen_periods::Periods;
 use super::window::{WindowParams, WindowSpans, window_arrival_process};
 use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass, Traffic};
@@ -51,6 +52,8 @@ pub(super) struct ServeGenClients {
     pub(super) clients: Vec<ClientSpec>,
     /// Whether the data is ServeGen's reasoning data (`reason_ratio` PDFs, read and unused).
     pub(super) reasoning: bool,
+    /// Whether the data is ServeGen's multimodal data (`text_tokens`, `image_tokens`, ...).
+    pub(super) multimodal: bool,
 }
 
 /// A ServeGen window's length, s.
@@ -86,11 +89,13 @@ impl RawServeGen {
         let mut out = ServeGenClients {
             clients: Vec::new(),
             reasoning: false,
+            multimodal: false,
         };
         for (name, id) in &traces {
             let dataset = dir.join(format!("chunk-{id}-dataset.json"));
             let entries = read_dataset(&dataset, span, &mut out.reasoning)
                 .map_err(|m| ("path".to_owned(), m))?;
+            out.multimodal |= entries.values().any(|e| e.media.is_some());
             let client = chunk_client(id, &dir.join(name), &entries, span)
                 .map_err(|m| ("path".to_owned(), m))?;
             out.clients.extend(client);
@@ -199,16 +204,36 @@ fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, String> {
 
 /// One dataset entry: the prompt and output length PDFs, parsed when first used.
 pub(super) struct Entry {
+    /// `input_tokens`, or multimodal data's `text_tokens`.
     pub(super) input: String,
     pub(super) output: String,
-    parsed: std::cell::OnceCell<(Arc<LengthDist>, Arc<LengthDist>)>,
+    /// Multimodal data: per image, audio, video the `<m>_tokens` (per item) and `<m>_count`
+    /// PDFs.
+    pub(super) media: Option<[(String, String); 3]>,
+    parsed: std::cell::OnceCell<Dists>,
 }
 
-/// Fields a dataset entry may have: the two length PDFs, and reasoning data's `reason_ratio`.
-const DATASET_FIELDS: [&str; 3] = ["input_tokens", "output_tokens", "reason_ratio"];
+/// An entry's distributions: prompt (text) and output lengths, and multimodal prompts.
+type Dists = (Arc<LengthDist>, Arc<LengthDist>, Option<Arc<Multimodal>>);
+
+/// Fields of a language or reasoning entry.
+const LANGUAGE_FIELDS: [&str; 3] = ["input_tokens", "output_tokens", "reason_ratio"];
+
+/// Fields of a multimodal entry (ServeGen's `data/multimodal`), all required.
+const MULTIMODAL_FIELDS: [&str; 8] = [
+    "text_tokens",
+    "output_tokens",
+    "image_tokens",
+    "image_count",
+    "audio_tokens",
+    "audio_count",
+    "video_tokens",
+    "video_count",
+];
 
 /// A chunk's dataset: entries by time stamp (s) before the span's end, empty ones skipped
-/// (as BLIS and ServeGen skip them). Sets `reasoning` when an entry has `reason_ratio`.
+/// (as BLIS and ServeGen skip them; a multimodal entry with any empty PDF, as ServeGen).
+/// Sets `reasoning` when an entry has `reason_ratio`.
 pub(super) fn read_dataset(
     path: &Path,
     span: Span,
@@ -227,18 +252,8 @@ pub(super) fn read_dataset(
             )
         })?;
     let mut out = BTreeMap::new();
-    for (stamp, mut fields) in raw {
+    for (stamp, fields) in raw {
         let at = |m: String| format!("{}: entry \"{stamp}\": {m}", path.display());
-        if let Some(other) = fields
-            .keys()
-            .find(|k| !DATASET_FIELDS.contains(&k.as_str()))
-        {
-            return Err(at(format!(
-                "field `{other}`: ServeGen's multimodal data (text, image, audio and video \
-                 tokens per request) is not supported; only language and reasoning data \
-                 (input_tokens, output_tokens) are"
-            )));
-        }
         *reasoning |= fields.contains_key("reason_ratio");
         let t: f64 = stamp
             .parse()
@@ -248,45 +263,100 @@ pub(super) fn read_dataset(
         if span.end > 0.0 && t >= span.end {
             continue;
         }
-        let input = fields.remove("input_tokens").unwrap_or_default();
-        let output = fields.remove("output_tokens").unwrap_or_default();
-        let empty = |s: &str| s.trim().is_empty() || s.trim() == "{}";
-        if empty(&input) || empty(&output) {
-            continue;
+        if let Some(entry) = entry(fields).map_err(at)? {
+            out.insert(t as i64, entry);
         }
-        let parsed = std::cell::OnceCell::new();
-        out.insert(
-            t as i64,
-            Entry {
-                input,
-                output,
-                parsed,
-            },
-        );
     }
     Ok(out)
 }
 
+/// The entry of one time stamp's `fields`, `None` when a PDF is empty (`"{}"`).
+fn entry(mut fields: BTreeMap<String, String>) -> Result<Option<Entry>, String> {
+    let multimodal = fields.contains_key("text_tokens");
+    let known: &[&str] = match multimodal {
+        true => &MULTIMODAL_FIELDS,
+        false => &LANGUAGE_FIELDS,
+    };
+    if let Some(other) = fields.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(format!(
+            "field `{other}` is not a field of ServeGen's {} data ({})",
+            if multimodal { "multimodal" } else { "language or reasoning" },
+            known.join(", ")
+        ));
+    }
+    let empty = |s: &str| s.trim().is_empty() || s.trim() == "{}";
+    let take = |fields: &mut BTreeMap<String, String>, k: &str| fields.remove(k).unwrap_or_default();
+    if !multimodal {
+        let (input, output) = (take(&mut fields, "input_tokens"), take(&mut fields, "output_tokens"));
+        if empty(&input) || empty(&output) {
+            return Ok(None);
+        }
+        return Ok(Some(Entry::new(input, output, None)));
+    }
+    if let Some(missing) = MULTIMODAL_FIELDS.iter().find(|k| !fields.contains_key(**k)) {
+        return Err(format!("multimodal data: missing field `{missing}`"));
+    }
+    if fields.values().any(|v| empty(v)) {
+        return Ok(None);
+    }
+    let (input, output) = (take(&mut fields, "text_tokens"), take(&mut fields, "output_tokens"));
+    let media = ["image", "audio", "video"].map(|m| {
+        let tokens = take(&mut fields, &format!("{m}_tokens"));
+        (tokens, take(&mut fields, &format!("{m}_count")))
+    });
+    Ok(Some(Entry::new(input, output, Some(media))))
+}
+
 impl Entry {
-    /// The entry's length distributions; `what` names it in errors.
-    fn dists(
-        &self,
-        what: &dyn Fn() -> String,
-    ) -> Result<(Arc<LengthDist>, Arc<LengthDist>), String> {
+    fn new(input: String, output: String, media: Option<[(String, String); 3]>) -> Entry {
+        Entry {
+            input,
+            output,
+            media,
+            parsed: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The entry's distributions; `what` names it in errors.
+    fn dists(&self, what: &dyn Fn() -> String) -> Result<Dists, String> {
         if let Some(d) = self.parsed.get() {
             return Ok(d.clone());
         }
-        let pdf = |field: &str, text: &str| {
+        let lengths = |name: &str, text: &str| {
             parse_pdf(text)
                 .and_then(|bins| LengthDist::from_pmf(&bins))
-                .map(Arc::new)
-                .map_err(|m| format!("{}: {field}: {m}", what()))
+                .map_err(|m| format!("{}: {name}: {m}", what()))
         };
-        let d = (
-            pdf("input_tokens", &self.input)?,
-            pdf("output_tokens", &self.output)?,
-        );
+        let input_name = if self.media.is_some() { "text_tokens" } else { "input_tokens" };
+        let input = lengths(input_name, &self.input)?;
+        let output = Arc::new(lengths("output_tokens", &self.output)?);
+        let multimodal = match &self.media {
+            None => None,
+            Some(media) => Some(Arc::new(self.multimodal(media, input.clone(), what)?)),
+        };
+        let d = (Arc::new(input), output, multimodal);
         Ok(self.parsed.get_or_init(|| d).clone())
+    }
+
+    /// The multimodal prompts of an entry with `media`, its text lengths `text`.
+    fn multimodal(
+        &self,
+        media: &[(String, String); 3],
+        text: LengthDist,
+        what: &dyn Fn() -> String,
+    ) -> Result<Multimodal, String> {
+        let mut parts = Vec::with_capacity(3);
+        for ((tokens, count), m) in media.iter().zip(["image", "audio", "video"]) {
+            let per_item = parse_pdf(tokens)
+                .and_then(|b| LengthDist::from_pmf(&b))
+                .map_err(|e| format!("{}: {m}_tokens: {e}", what()))?;
+            let items = parse_pdf_counts(count)
+                .and_then(|b| CountDist::from_pmf(&b))
+                .map_err(|e| format!("{}: {m}_count: {e}", what()))?;
+            parts.push((per_item, items));
+        }
+        let media: [(LengthDist, CountDist); 3] = parts.try_into().expect("three modalities");
+        Ok(Multimodal::from_parts(text, media))
     }
 }
 
@@ -453,7 +523,7 @@ fn chunk_windows(
                     .display()
             )
         };
-        let (input, output) = entry.dists(&what)?;
+        let (input, output, multimodal) = entry.dists(&what)?;
         let arrival =
             row_arrival(&row).map_err(|m| format!("{}:{line}: arrival: {m}", trace.display()))?;
         let start_us = (row.start_s * 1e6) as u64;
@@ -463,6 +533,7 @@ fn chunk_windows(
             arrival: Some(arrival),
             input: Some(input),
             output: Some(output),
+            multimodal,
         });
         Ok(())
     })?;

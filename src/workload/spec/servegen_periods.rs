@@ -117,6 +117,7 @@ impl Periods {
         Ok(ServeGenClients {
             clients,
             reasoning: false,
+            multimodal: false,
         })
     }
 
@@ -189,12 +190,17 @@ fn read_chunks(dir: &Path, picked: &[i64]) -> Result<Vec<Chunk>, Fail> {
         let dataset = dir.join(format!("chunk-{id}-dataset.json"));
         let mut reasoning = false;
         let mut entries = read_dataset(&dataset, open, &mut reasoning).map_err(path_err)?;
-        if reasoning {
+        let refused = match (reasoning, entries.values().any(|e| e.media.is_some())) {
+            (true, _) => Some("reasoning data (reason_ratio)"),
+            (_, true) => Some("multimodal data (text_tokens, image_tokens, ...)"),
+            _ => None,
+        };
+        if let Some(what) = refused {
             return Err((
                 "window_duration_secs".into(),
                 format!(
-                    "{}: ServeGen's reasoning data (reason_ratio) has no multi-period \
-                     conversion here; read it with time_window or span_start/span_end",
+                    "{}: ServeGen's {what} has no multi-period conversion here; \
+                     read it with time_window or span_start/span_end",
                     dataset.display()
                 ),
             ));
