@@ -821,3 +821,87 @@ fn multi_period_conversion_is_deterministic_per_seed() {
     };
     assert_eq!(run(7), run(7), "same seed, same cohorts and requests");
 }
+
+// ServeGen's multimodal data (`data/multimodal/mm-image`).
+
+/// chunk-0: rows at 0 s (1 req/s) and 600 s (0.5 req/s), Poisson. Dataset at 0 s: text 100,
+/// images 2 per request of 50 or 150 tokens (½ each), no audio, video 0 or 1 item (½) of
+/// 1000 tokens, outputs 7; at 600 s an entry with an empty PDF (skipped, as ServeGen skips
+/// it), so both rows use the entry at 0 s.
+fn multimodal_dir(dir: &Path) {
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    write("chunk-0-trace.csv", "0,1,1,,0,0\n600,0.5,1,,0,0\n");
+    let entry = |audio_count: &str| {
+        format!(
+            r#"{{"text_tokens": "{{100: 1.0}}", "output_tokens": "{{7: 1.0}}",
+                "image_tokens": "{{50: 0.5, 150: 0.5}}", "image_count": "{{2: 1.0}}",
+                "audio_tokens": "{{0: 1.0}}", "audio_count": "{audio_count}",
+                "video_tokens": "{{1000: 1.0}}", "video_count": "{{0: 0.5, 1: 0.5}}"}}"#
+        )
+    };
+    write(
+        "chunk-0-dataset.json",
+        &format!(r#"{{"0": {}, "600": {}}}"#, entry("{0: 1.0}"), entry("{}")),
+    );
+}
+
+#[test]
+fn servegen_multimodal_data_counts_images_and_video_into_the_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    multimodal_dir(dir.path());
+    let s = servegen_spec(dir.path(), "");
+    assert_eq!(format!("{:?}", s.category), "Some(Multimodal)");
+    let reqs = arrivals(&s);
+    // ⌈1·600⌉ − 1 and ⌈0.5·600⌉ − 1.
+    assert_eq!(count(&reqs, 0, 0, 600), 599);
+    assert_eq!(count(&reqs, 0, 600, 1200), 299);
+    // Images: two of 50 or 150 → 100 (¼), 200 (½), 300 (¼); video 0 or 1000 (½ each).
+    let (mut image_200, mut video) = (0usize, 0usize);
+    for r in &reqs {
+        let [image, audio, vid] = r.media;
+        assert!([100, 200, 300].contains(&image), "{r:?}");
+        assert!(audio == 0 && [0, 1000].contains(&vid), "{r:?}");
+        assert_eq!(r.input_toks, 100 + image + vid, "text + media");
+        assert_eq!(r.output_toks, 7);
+        image_200 += usize::from(image == 200);
+        video += usize::from(vid == 1000);
+    }
+    let n = reqs.len();
+    let share = |k: usize, p: f64| {
+        let sd = (p * (1.0 - p) / n as f64).sqrt();
+        ((k as f64 / n as f64) - p).abs() < 5.0 * sd
+    };
+    assert!(share(image_200, 0.5), "{image_200}/{n}");
+    assert!(share(video, 0.5), "{video}/{n}");
+}
+
+#[test]
+fn generate_writes_servegen_multimodal_tokens_and_refuses_multi_period() {
+    let dir = tempfile::tempdir().unwrap();
+    multimodal_dir(dir.path());
+    let spec_path = dir.path().join("mm.yaml");
+    let out = dir.path().join("mm.jsonl");
+    let yaml = format!("servegen_data: {{path: {}}}\n", dir.path().display());
+    std::fs::write(&spec_path, &yaml).unwrap();
+    let (spec, file) = (spec_path.to_str().unwrap(), out.to_str().unwrap());
+    ok(&["generate", "--workload-spec", spec, "--output", file]);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 599 + 299);
+    assert!(
+        text.lines()
+            .all(|l| l.contains("\"image_tokens\":") && l.contains("\"audio_tokens\":0")),
+        "{}",
+        text.lines().next().unwrap()
+    );
+    let yaml = format!(
+        "servegen_data: {{path: {}, window_duration_secs: 60}}\n",
+        dir.path().display()
+    );
+    let err = WorkloadSpec::from_yaml(&yaml, "w.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("servegen_data.window_duration_secs: ") && err.contains("multimodal data"),
+        "{err}"
+    );
+}

@@ -204,10 +204,7 @@ impl ModalTokens {
 impl Multimodal {
     /// A multimodal input from its parts: text tokens, and per modality (image, audio,
     /// video) the tokens of each item and the items per request.
-    pub(super) fn from_parts(
-        text: LengthDist,
-        media: [(LengthDist, CountDist); 3],
-    ) -> Multimodal {
+    pub(super) fn from_parts(text: LengthDist, media: [(LengthDist, CountDist); 3]) -> Multimodal {
         Multimodal {
             text: Some(text),
             media: media.map(Some),

@@ -280,14 +280,22 @@ fn entry(mut fields: BTreeMap<String, String>) -> Result<Option<Entry>, String> 
     if let Some(other) = fields.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(format!(
             "field `{other}` is not a field of ServeGen's {} data ({})",
-            if multimodal { "multimodal" } else { "language or reasoning" },
+            if multimodal {
+                "multimodal"
+            } else {
+                "language or reasoning"
+            },
             known.join(", ")
         ));
     }
     let empty = |s: &str| s.trim().is_empty() || s.trim() == "{}";
-    let take = |fields: &mut BTreeMap<String, String>, k: &str| fields.remove(k).unwrap_or_default();
+    let take =
+        |fields: &mut BTreeMap<String, String>, k: &str| fields.remove(k).unwrap_or_default();
     if !multimodal {
-        let (input, output) = (take(&mut fields, "input_tokens"), take(&mut fields, "output_tokens"));
+        let (input, output) = (
+            take(&mut fields, "input_tokens"),
+            take(&mut fields, "output_tokens"),
+        );
         if empty(&input) || empty(&output) {
             return Ok(None);
         }
@@ -299,7 +307,10 @@ fn entry(mut fields: BTreeMap<String, String>) -> Result<Option<Entry>, String> 
     if fields.values().any(|v| empty(v)) {
         return Ok(None);
     }
-    let (input, output) = (take(&mut fields, "text_tokens"), take(&mut fields, "output_tokens"));
+    let (input, output) = (
+        take(&mut fields, "text_tokens"),
+        take(&mut fields, "output_tokens"),
+    );
     let media = ["image", "audio", "video"].map(|m| {
         let tokens = take(&mut fields, &format!("{m}_tokens"));
         (tokens, take(&mut fields, &format!("{m}_count")))
@@ -327,7 +338,11 @@ impl Entry {
                 .and_then(|bins| LengthDist::from_pmf(&bins))
                 .map_err(|m| format!("{}: {name}: {m}", what()))
         };
-        let input_name = if self.media.is_some() { "text_tokens" } else { "input_tokens" };
+        let input_name = if self.media.is_some() {
+            "text_tokens"
+        } else {
+            "input_tokens"
+        };
         let input = lengths(input_name, &self.input)?;
         let output = Arc::new(lengths("output_tokens", &self.output)?);
         let multimodal = match &self.media {
