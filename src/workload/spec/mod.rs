@@ -34,8 +34,8 @@
 //! client per chunk, with one window per trace row, or, with `window_duration_secs` /
 //! `drain_timeout_secs`, as BLIS's three periods of five SLO-class cohorts.
 //!
-//! Not supported yet, and refused with a message naming the field: LoRA adapters, ServeGen's
-//! multimodal data and BLIS's multi-period conversion of ServeGen's reasoning data.
+//! Not supported yet, and refused with a message naming the field: LoRA adapters and BLIS's
+//! multi-period conversion of ServeGen's reasoning and multimodal data.
 
 mod agentic;
 mod arrival;

@@ -1,5 +1,7 @@
-//! BLIS's `servegen_data`: a ServeGen data directory (Alibaba's ServeGen, `data/language/*`)
-//! read as clients, one per chunk, as BLIS's per-chunk conversion builds them.
+//! BLIS's `servegen_data`: a ServeGen data directory (Alibaba's ServeGen, `data/language/*`,
+//! `data/reason/*`, `data/multimodal/*`) read as clients, one per chunk, as BLIS's per-chunk
+//! conversion builds them (or, with `window_duration_secs` / `drain_timeout_secs`, as BLIS's
+//! multi-period cohorts: [`super::servegen_periods`]).
 //!
 //! A chunk is `chunk-<id>-trace.csv` (rows `start_s,rate,cv,pattern,shape,scale`, one per
 //! 600 s window: the chunk's request rate, the burstiness and the fitted Gamma or Weibull
@@ -15,6 +17,11 @@
 //! mode. `time_window` picks day 1's `midnight` (0:00-0:30), `morning` (8:00-8:30) or
 //! `afternoon` (14:00-14:30); `span_start` and `span_end` pick rows by start, in seconds (as
 //! BLIS's code compares them). Trace files are read line by line.
+//!
+//! Multimodal data (entries of `text_tokens`, `output_tokens`, and `<m>_tokens` / `<m>_count`
+//! for image, audio and video), which BLIS cannot read, gives each window multimodal prompts
+//! as ServeGen's `construct.py` draws them: text tokens plus, per modality, a drawn count of
+//! items each of drawn tokens, all counted into the prompt.
 
 use super::dist::{CountDist, LengthDist};
 use super::extras::Multimodal;
