@@ -873,6 +873,18 @@ fn servegen_multimodal_data_counts_images_and_video_into_the_prompt() {
     };
     assert!(share(image_200, 0.5), "{image_200}/{n}");
     assert!(share(video, 0.5), "{video}/{n}");
+    // A malformed PDF is named by file, entry and field.
+    let path = dir.path().join("chunk-0-dataset.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("{2: 1.0}", "{2: -1}", 1)).unwrap();
+    let yaml = format!("servegen_data: {{path: {}}}\n", dir.path().display());
+    let err = WorkloadSpec::from_yaml(&yaml, "w.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("chunk-0-dataset.json entry \"0\": image_count: probability `-1` of 2"),
+        "{err}"
+    );
 }
 
 #[test]

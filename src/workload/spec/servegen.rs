@@ -354,32 +354,31 @@ impl Entry {
         let output = Arc::new(lengths("output_tokens", &self.output)?);
         let multimodal = match &self.media {
             None => None,
-            Some(media) => Some(Arc::new(self.multimodal(media, input.clone(), what)?)),
+            Some(media) => Some(Arc::new(multimodal(media, input.clone(), what)?)),
         };
         let d = (Arc::new(input), output, multimodal);
         Ok(self.parsed.get_or_init(|| d).clone())
     }
+}
 
-    /// The multimodal prompts of an entry with `media`, its text lengths `text`.
-    fn multimodal(
-        &self,
-        media: &[(String, String); 3],
-        text: LengthDist,
-        what: &dyn Fn() -> String,
-    ) -> Result<Multimodal, String> {
-        let mut parts = Vec::with_capacity(3);
-        for ((tokens, count), m) in media.iter().zip(["image", "audio", "video"]) {
-            let per_item = parse_pdf(tokens)
-                .and_then(|b| LengthDist::from_pmf(&b))
-                .map_err(|e| format!("{}: {m}_tokens: {e}", what()))?;
-            let items = parse_pdf_counts(count)
-                .and_then(|b| CountDist::from_pmf(&b))
-                .map_err(|e| format!("{}: {m}_count: {e}", what()))?;
-            parts.push((per_item, items));
-        }
-        let media: [(LengthDist, CountDist); 3] = parts.try_into().expect("three modalities");
-        Ok(Multimodal::from_parts(text, media))
+/// The multimodal prompts of an entry with `media` PDFs and text lengths `text`.
+fn multimodal(
+    media: &[(String, String); 3],
+    text: LengthDist,
+    what: &dyn Fn() -> String,
+) -> Result<Multimodal, String> {
+    let mut parts = Vec::with_capacity(3);
+    for ((tokens, count), m) in media.iter().zip(["image", "audio", "video"]) {
+        let per_item = parse_pdf(tokens)
+            .and_then(|b| LengthDist::from_pmf(&b))
+            .map_err(|e| format!("{}: {m}_tokens: {e}", what()))?;
+        let items = parse_pdf_counts(count)
+            .and_then(|b| CountDist::from_pmf(&b))
+            .map_err(|e| format!("{}: {m}_count: {e}", what()))?;
+        parts.push((per_item, items));
     }
+    let media: [(LengthDist, CountDist); 3] = parts.try_into().expect("three modalities");
+    Ok(Multimodal::from_parts(text, media))
 }
 
 /// A Python dict of token count → probability, `"{224: 0.0003, 225: 1e-4, }"`: the counts
