@@ -917,3 +917,42 @@ fn generate_writes_servegen_multimodal_tokens_and_refuses_multi_period() {
         "{err}"
     );
 }
+
+#[test]
+fn generate_seed_also_reseeds_the_multi_period_deal() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_period_dir(dir.path());
+    // Chunk k sends k + 1 req/s at midnight: which class gets which chunk shows in the rates.
+    for k in 0..6 {
+        let r = k + 1;
+        let rows = format!("0,{r},2,Gamma,0,0\n600,{r},2,Gamma,0,0\n1200,{r},2,Gamma,0,0\n");
+        std::fs::write(dir.path().join(format!("chunk-{k}-trace.csv")), rows).unwrap();
+    }
+    let yaml = |seed: i64| {
+        format!(
+            "seed: {seed}\nservegen_data:\n  path: {}\n  window_duration_secs: 10\n",
+            dir.path().display()
+        )
+    };
+    let deal = |seed: i64| {
+        let s = spec(&yaml(seed));
+        let rates = s.window_rates.iter().map(|r| r.as_deref().unwrap()[0]);
+        s.clients
+            .iter()
+            .map(|c| c.id.clone())
+            .zip(rates)
+            .collect::<Vec<_>>()
+    };
+    assert_ne!(deal(1), deal(5), "the seeds deal the chunks differently");
+    let generate = |spec_seed: i64, flag: Option<&str>| {
+        let spec_path = dir.path().join(format!("s{spec_seed}.yaml"));
+        std::fs::write(&spec_path, yaml(spec_seed)).unwrap();
+        let out = dir.path().join("out.jsonl");
+        let (spec, file) = (spec_path.to_str().unwrap(), out.to_str().unwrap());
+        let mut args = vec!["generate", "--workload-spec", spec, "--output", file];
+        args.extend(flag.map(|s| ["--seed", s]).into_iter().flatten());
+        ok(&args);
+        std::fs::read(out).unwrap()
+    };
+    assert_eq!(generate(1, Some("5")), generate(5, None));
+}

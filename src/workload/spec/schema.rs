@@ -498,29 +498,46 @@ fn prefix_length(raw: &RawClient, who: &str) -> Result<u32, String> {
 impl WorkloadSpec {
     /// Reads and validates a spec file.
     pub fn load(path: &Path) -> Result<WorkloadSpec, SpecError> {
+        WorkloadSpec::load_seeded(path, None)
+    }
+
+    /// Reads and validates a spec file, its `seed` replaced by `seed` when given (`generate
+    /// --seed`), so that what is drawn while the spec is read (the windows and SLO classes of
+    /// ServeGen's multi-period conversion) follows it too.
+    pub fn load_seeded(path: &Path, seed: Option<i64>) -> Result<WorkloadSpec, SpecError> {
         let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
             path: path.to_owned(),
             source,
         })?;
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        WorkloadSpec::from_yaml(text, &path.display().to_string())
+        WorkloadSpec::from_yaml_seeded(text, &path.display().to_string(), seed)
     }
 
     /// Parses and validates spec text; `source_name` names it in errors.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<WorkloadSpec, SpecError> {
+        WorkloadSpec::from_yaml_seeded(text, source_name, None)
+    }
+
+    /// [`WorkloadSpec::from_yaml`] with the spec's `seed` replaced by `seed` when given.
+    fn from_yaml_seeded(
+        text: &str,
+        source_name: &str,
+        seed: Option<i64>,
+    ) -> Result<WorkloadSpec, SpecError> {
         // A first pass that accepts any well-formed YAML separates syntax errors (whose
         // field path would be meaningless) from errors in the spec's content.
         if let Err(err) = serde_yaml_ng::from_str::<IgnoredAny>(text) {
             return Err(yaml_error(source_name, "(YAML syntax)".into(), &err));
         }
         let de = serde_yaml_ng::Deserializer::from_str(text);
-        let raw: RawSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut raw: RawSpec = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = match e.path().to_string() {
                 p if p == "." => "(top level)".to_owned(),
                 p => p,
             };
             yaml_error(source_name, path, e.inner())
         })?;
+        raw.seed = seed.unwrap_or(raw.seed);
         validate(raw, source_name)
     }
 
