@@ -446,7 +446,7 @@ fn time_window_and_span_pick_rows_and_shift_them_to_zero() {
 
 #[test]
 fn malformed_servegen_files_are_named_with_line_and_field() {
-    let cases: [(&str, &str, &str); 4] = [
+    let cases: [(&str, &str, &str); 5] = [
         (
             "chunk-0-trace.csv",
             "0,0.5,1.0,,0,0\n600,0,0,,0,0\n1200,abc,2.0,Gamma,0.25,8.0\n",
@@ -466,7 +466,12 @@ fn malformed_servegen_files_are_named_with_line_and_field() {
         (
             "chunk-0-dataset.json",
             r#"{"0": {"text_tokens": "{1: 1.0}", "output_tokens": "{10: 1.0}"}}"#,
-            "field `text_tokens`: ServeGen's multimodal data",
+            "entry \"0\": multimodal data: missing field `image_tokens`",
+        ),
+        (
+            "chunk-0-dataset.json",
+            r#"{"0": {"input_tokens": "{1: 1.0}", "output_tokens": "{10: 1.0}", "x": "{}"}}"#,
+            "entry \"0\": field `x` is not a field of ServeGen's language or reasoning data",
         ),
     ];
     for (file, text, want) in cases {
@@ -611,4 +616,343 @@ fn a_session_request_running_past_300_s_times_out_unless_timeout_is_0() {
     assert_eq!(none["completed"], 1);
     assert!(none["outcomes"].is_null(), "{}", none["outcomes"]);
     assert!(none["duration"].as_f64().unwrap() > 301.0);
+}
+
+// BLIS's multi-period conversion (`window_duration_secs`, `drain_timeout_secs`).
+
+/// Six chunks, each active at all three candidate windows of midnight (0, 600 and 1200 s) at
+/// 1 req/s on day 1 and 3 req/s on day 2 (mean 2), Gamma cv 2, plus a row at 1800 s (not a
+/// candidate: ignored). chunk-0 is also active at the three morning candidates (28,800,
+/// 29,400 and 30,000 s) at 0.5 req/s, Poisson. No chunk is active in the afternoon, so the
+/// random window picks cannot change what is read. Every dataset: at 0 s prompts 100 or 400
+/// (½ each: log-normal fit µ = ln 200, σ = ln 2) and outputs 0 or 10 (0 is not fitted: ln 10,
+/// σ 0); at 21,600 s prompts 50, outputs 5; at 86,400 s (day 2, midnight again) prompts 200
+/// (ln 200, σ 0) and outputs 10.
+fn multi_period_dir(dir: &Path) {
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    let midnight = "0,1,2,Gamma,0,0\n600,1,2,Gamma,0,0\n1200,1,2,Gamma,0,0\n1800,5,2,Gamma,0,0\n";
+    let morning = "28800,0.5,1,,0,0\n29400,0.5,1,,0,0\n30000,0.5,1,,0,0\n";
+    let day2 = "86400,3,2,Gamma,0,0\n87000,3,2,Gamma,0,0\n87600,3,2,Gamma,0,0\n";
+    for k in 0..6 {
+        let rows = match k {
+            0 => format!("{midnight}{morning}{day2}"),
+            _ => format!("{midnight}{day2}"),
+        };
+        write(&format!("chunk-{k}-trace.csv"), &rows);
+        write(
+            &format!("chunk-{k}-dataset.json"),
+            r#"{"0": {"input_tokens": "{100: 0.5, 400: 0.5}", "output_tokens": "{0: 0.5, 10: 0.5}"},
+                "21600": {"input_tokens": "{50: 1.0}", "output_tokens": "{5: 1.0}"},
+                "86400": {"input_tokens": "{200: 1.0}", "output_tokens": "{10: 1.0}"}}"#,
+        );
+    }
+}
+
+#[test]
+fn multi_period_conversion_builds_blis_period_cohorts() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_period_dir(dir.path());
+    let s = servegen_spec(
+        dir.path(),
+        "  window_duration_secs: 100\n  drain_timeout_secs: 50\n",
+    );
+    assert_eq!(s.aggregate_rate, 0.0, "absolute-rate mode");
+    // Midnight: 6 chunks dealt round-robin to 5 classes: one class gets 2, the others 1;
+    // cohorts in sorted class order. Morning: chunk-0 alone, dealt first: critical.
+    let cohort_of = |id: &str| id.rsplit_once('-').unwrap().0.to_owned();
+    let mut cohorts: Vec<String> = s.clients.iter().map(|c| cohort_of(&c.id)).collect();
+    cohorts.dedup();
+    assert_eq!(
+        cohorts,
+        [
+            "midnight-background",
+            "midnight-batch",
+            "midnight-critical",
+            "midnight-sheddable",
+            "midnight-standard",
+            "morning-critical"
+        ]
+    );
+    assert_eq!(s.clients.len(), 7, "one member per chunk and period");
+    let pairs = s.clients.iter().filter(|c| c.id.ends_with("-1")).count();
+    assert_eq!(pairs, 1, "exactly one midnight class has two members");
+    for (i, c) in s.clients.iter().enumerate() {
+        let class = cohort_of(&c.id).split_once('-').unwrap().1.to_owned();
+        let slo = format!("{:?}", c.slo_class.unwrap()).to_lowercase();
+        assert_eq!(slo, class);
+        let l = c.lifecycle.as_ref().unwrap();
+        // A member's rate: its cohort's (sum of its chunks' mean rates, 2 each) shared.
+        let (window, rate) = match c.id.starts_with("midnight") {
+            true => ((0, 100_000_000_000), 2.0),
+            false => ((150_000_000_000, 250_000_000_000), 0.5),
+        };
+        assert_eq!(l.windows(), [window], "{}", c.id);
+        assert_eq!(s.window_rates[i].as_deref().unwrap(), [rate], "{}", c.id);
+    }
+    let reqs = arrivals(&s);
+    // ⌈2·100⌉ − 1 = 199 per midnight member; ⌈0.5·100⌉ − 1 = 49 in the morning.
+    let midnight = reqs.iter().filter(|r| r.arrival_ns < 100_000_000_000);
+    assert_eq!(midnight.count(), 6 * 199);
+    assert_eq!(reqs.len(), 6 * 199 + 49);
+    check_period_lengths(&reqs);
+}
+
+/// Midnight prompts are log-normal with median 200 and σ = (ln 2 + 0) / 2 (the mean of the
+/// two midnight entries' fits): ½ below 200, Φ(1) = 0.8413 below 200·√2. Outputs: e^{ln 10}.
+/// Morning (dataset entry 21,600 s, at or before every morning candidate): 50 and 5.
+fn check_period_lengths(reqs: &[GeneratedRequest]) {
+    let (mut n, mut below_median, mut below_sigma) = (0usize, 0usize, 0usize);
+    for r in reqs {
+        if r.arrival_ns >= 150_000_000_000 {
+            assert_eq!((r.input_toks, r.output_toks), (50, 5));
+            continue;
+        }
+        assert_eq!(r.output_toks, 10);
+        n += 1;
+        below_median += usize::from(r.input_toks < 200);
+        below_sigma += usize::from(f64::from(r.input_toks) < 200.0 * 2f64.sqrt());
+    }
+    let share = |k: usize, p: f64| {
+        let sd = (p * (1.0 - p) / n as f64).sqrt();
+        ((k as f64 / n as f64) - p).abs() < 5.0 * sd
+    };
+    assert!(share(below_median, 0.5), "{below_median}/{n}");
+    assert!(share(below_sigma, 0.8413), "{below_sigma}/{n}");
+}
+
+#[test]
+fn multi_period_defaults_and_errors_follow_blis() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_period_dir(dir.path());
+    // Without drain_timeout_secs the drain is 0 (BLIS's YAML default): morning at [100, 200 s).
+    let s = servegen_spec(dir.path(), "  window_duration_secs: 100\n");
+    let morning = s
+        .clients
+        .iter()
+        .find(|c| c.id.starts_with("morning"))
+        .unwrap();
+    let window = morning.lifecycle.as_ref().unwrap().windows()[0];
+    assert_eq!(window, (100_000_000_000, 200_000_000_000));
+    // A window length ≤ 0 is BLIS's 600 s; a negative drain its 180 s: morning at 780 s.
+    let s = servegen_spec(
+        dir.path(),
+        "  window_duration_secs: 0\n  drain_timeout_secs: -1\n",
+    );
+    let morning = s
+        .clients
+        .iter()
+        .find(|c| c.id.starts_with("morning"))
+        .unwrap();
+    let window = morning.lifecycle.as_ref().unwrap().windows()[0];
+    assert_eq!(window, (780_000_000_000, 1_380_000_000_000));
+    let err = |extra: &str| {
+        let yaml = format!("servegen_data:\n  path: {}\n{extra}", dir.path().display());
+        WorkloadSpec::from_yaml(&yaml, "w.yaml")
+            .unwrap_err()
+            .to_string()
+    };
+    let e = err("  window_duration_secs: 600\n  time_window: morning\n");
+    assert!(
+        e.contains("servegen_data.time_window: picks the rows of the single-period"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.path().join("chunk-3-trace.csv"),
+        "0,1,2,Gamma,0,0\n600,x,2,Gamma,0,0\n",
+    )
+    .unwrap();
+    let e = err("  drain_timeout_secs: 10\n");
+    assert!(
+        e.contains("chunk-3-trace.csv:2: column 2 (rate): expected a number ≥ 0, got `x`"),
+        "{e}"
+    );
+    std::fs::write(dir.path().join("chunk-3-trace.csv"), "0,1,2,Gamma,0,0\n").unwrap();
+    std::fs::write(
+        dir.path().join("chunk-3-dataset.json"),
+        r#"{"0": {"input_tokens": "{100: 1.0}", "output_tokens": "{10: 1.0}", "reason_ratio": "{}"}}"#,
+    )
+    .unwrap();
+    let e = err("  drain_timeout_secs: 10\n");
+    assert!(
+        e.contains("servegen_data.window_duration_secs: ") && e.contains("reasoning data"),
+        "{e}"
+    );
+}
+
+#[test]
+fn multi_period_conversion_without_activity_at_the_candidates_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Active only at 1800 s, no period's candidate window (0, 600, 1200 s, ...).
+    std::fs::write(dir.path().join("chunk-0-trace.csv"), "1800,1,1,,0,0\n").unwrap();
+    std::fs::write(
+        dir.path().join("chunk-0-dataset.json"),
+        r#"{"0": {"input_tokens": "{100: 1.0}", "output_tokens": "{10: 1.0}"}}"#,
+    )
+    .unwrap();
+    let yaml = format!(
+        "servegen_data: {{path: {}, window_duration_secs: 60}}\n",
+        dir.path().display()
+    );
+    let e = WorkloadSpec::from_yaml(&yaml, "w.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("servegen_data.path: "), "{e}");
+    assert!(
+        e.contains("no cohort has a positive rate at the picked windows"),
+        "{e}"
+    );
+}
+
+#[test]
+fn multi_period_conversion_is_deterministic_per_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_period_dir(dir.path());
+    let run = |seed: i64| {
+        let s = spec(&format!(
+            "seed: {seed}\nservegen_data:\n  path: {}\n  window_duration_secs: 100\n",
+            dir.path().display()
+        ));
+        let ids: Vec<String> = s.clients.iter().map(|c| c.id.clone()).collect();
+        let reqs: Vec<_> = arrivals(&s)
+            .iter()
+            .map(|r| (r.arrival_ns, r.input_toks, r.output_toks, r.client))
+            .collect();
+        (ids, reqs)
+    };
+    assert_eq!(run(7), run(7), "same seed, same cohorts and requests");
+}
+
+// ServeGen's multimodal data (`data/multimodal/mm-image`).
+
+/// chunk-0: rows at 0 s (1 req/s) and 600 s (0.5 req/s), Poisson. Dataset at 0 s: text 100,
+/// images 2 per request of 50 or 150 tokens (½ each), no audio, video 0 or 1 item (½) of
+/// 1000 tokens, outputs 7; at 600 s an entry with an empty PDF (skipped, as ServeGen skips
+/// it), so both rows use the entry at 0 s.
+fn multimodal_dir(dir: &Path) {
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    write("chunk-0-trace.csv", "0,1,1,,0,0\n600,0.5,1,,0,0\n");
+    let entry = |audio_count: &str| {
+        format!(
+            r#"{{"text_tokens": "{{100: 1.0}}", "output_tokens": "{{7: 1.0}}",
+                "image_tokens": "{{50: 0.5, 150: 0.5}}", "image_count": "{{2: 1.0}}",
+                "audio_tokens": "{{0: 1.0}}", "audio_count": "{audio_count}",
+                "video_tokens": "{{1000: 1.0}}", "video_count": "{{0: 0.5, 1: 0.5}}"}}"#
+        )
+    };
+    write(
+        "chunk-0-dataset.json",
+        &format!(r#"{{"0": {}, "600": {}}}"#, entry("{0: 1.0}"), entry("{}")),
+    );
+}
+
+#[test]
+fn servegen_multimodal_data_counts_images_and_video_into_the_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    multimodal_dir(dir.path());
+    let s = servegen_spec(dir.path(), "");
+    assert_eq!(format!("{:?}", s.category), "Some(Multimodal)");
+    let reqs = arrivals(&s);
+    // ⌈1·600⌉ − 1 and ⌈0.5·600⌉ − 1.
+    assert_eq!(count(&reqs, 0, 0, 600), 599);
+    assert_eq!(count(&reqs, 0, 600, 1200), 299);
+    // Images: two of 50 or 150 → 100 (¼), 200 (½), 300 (¼); video 0 or 1000 (½ each).
+    let (mut image_200, mut video) = (0usize, 0usize);
+    for r in &reqs {
+        let [image, audio, vid] = r.media;
+        assert!([100, 200, 300].contains(&image), "{r:?}");
+        assert!(audio == 0 && [0, 1000].contains(&vid), "{r:?}");
+        assert_eq!(r.input_toks, 100 + image + vid, "text + media");
+        assert_eq!(r.output_toks, 7);
+        image_200 += usize::from(image == 200);
+        video += usize::from(vid == 1000);
+    }
+    let n = reqs.len();
+    let share = |k: usize, p: f64| {
+        let sd = (p * (1.0 - p) / n as f64).sqrt();
+        ((k as f64 / n as f64) - p).abs() < 5.0 * sd
+    };
+    assert!(share(image_200, 0.5), "{image_200}/{n}");
+    assert!(share(video, 0.5), "{video}/{n}");
+    // A malformed PDF is named by file, entry and field.
+    let path = dir.path().join("chunk-0-dataset.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("{2: 1.0}", "{2: -1}", 1)).unwrap();
+    let yaml = format!("servegen_data: {{path: {}}}\n", dir.path().display());
+    let err = WorkloadSpec::from_yaml(&yaml, "w.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("chunk-0-dataset.json entry \"0\": image_count: probability `-1` of 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn generate_writes_servegen_multimodal_tokens_and_refuses_multi_period() {
+    let dir = tempfile::tempdir().unwrap();
+    multimodal_dir(dir.path());
+    let spec_path = dir.path().join("mm.yaml");
+    let out = dir.path().join("mm.jsonl");
+    let yaml = format!("servegen_data: {{path: {}}}\n", dir.path().display());
+    std::fs::write(&spec_path, &yaml).unwrap();
+    let (spec, file) = (spec_path.to_str().unwrap(), out.to_str().unwrap());
+    ok(&["generate", "--workload-spec", spec, "--output", file]);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 599 + 299);
+    assert!(
+        text.lines()
+            .all(|l| l.contains("\"image_tokens\":") && l.contains("\"audio_tokens\":0")),
+        "{}",
+        text.lines().next().unwrap()
+    );
+    let yaml = format!(
+        "servegen_data: {{path: {}, window_duration_secs: 60}}\n",
+        dir.path().display()
+    );
+    let err = WorkloadSpec::from_yaml(&yaml, "w.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("servegen_data.window_duration_secs: ") && err.contains("multimodal data"),
+        "{err}"
+    );
+}
+
+#[test]
+fn generate_seed_also_reseeds_the_multi_period_deal() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_period_dir(dir.path());
+    // Chunk k sends k + 1 req/s at midnight: which class gets which chunk shows in the rates.
+    for k in 0..6 {
+        let r = k + 1;
+        let rows = format!("0,{r},2,Gamma,0,0\n600,{r},2,Gamma,0,0\n1200,{r},2,Gamma,0,0\n");
+        std::fs::write(dir.path().join(format!("chunk-{k}-trace.csv")), rows).unwrap();
+    }
+    let yaml = |seed: i64| {
+        format!(
+            "seed: {seed}\nservegen_data:\n  path: {}\n  window_duration_secs: 10\n",
+            dir.path().display()
+        )
+    };
+    let deal = |seed: i64| {
+        let s = spec(&yaml(seed));
+        let rates = s.window_rates.iter().map(|r| r.as_deref().unwrap()[0]);
+        s.clients
+            .iter()
+            .map(|c| c.id.clone())
+            .zip(rates)
+            .collect::<Vec<_>>()
+    };
+    assert_ne!(deal(1), deal(5), "the seeds deal the chunks differently");
+    let generate = |spec_seed: i64, flag: Option<&str>| {
+        let spec_path = dir.path().join(format!("s{spec_seed}.yaml"));
+        std::fs::write(&spec_path, yaml(spec_seed)).unwrap();
+        let out = dir.path().join("out.jsonl");
+        let (spec, file) = (spec_path.to_str().unwrap(), out.to_str().unwrap());
+        let mut args = vec!["generate", "--workload-spec", spec, "--output", file];
+        args.extend(flag.map(|s| ["--seed", s]).into_iter().flatten());
+        ok(&args);
+        std::fs::read(out).unwrap()
+    };
+    assert_eq!(generate(1, Some("5")), generate(5, None));
 }

@@ -90,7 +90,7 @@ pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
         anyhow::bail!("--trace-dir: applies only to a trace scenario");
     }
     let spec = match (&args.workload_spec, &args.scenario) {
-        (Some(path), _) => WorkloadSpec::load(path)?,
+        (Some(path), _) => WorkloadSpec::load_seeded(path, args.seed)?,
         (None, Some(name)) => scenario(name)
             .with_context(|| format!("unknown scenario `{name}`"))?
             .spec()?,

@@ -150,6 +150,14 @@ const COUNTS: Domain = Domain {
     what: "count",
 };
 
+impl CountDist {
+    /// An empirical count distribution from `(count, probability)` bins (0 allowed).
+    pub(super) fn from_pmf(bins: &[(u32, f64)]) -> Result<CountDist, String> {
+        let bins = bins.iter().copied().filter(|&(_, p)| p > 0.0).collect();
+        empirical_table(bins, &COUNTS).map(CountDist)
+    }
+}
+
 impl<'de> Deserialize<'de> for CountDist {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserialize_checked::<D, RawDist, CountDist>(deserializer)
@@ -281,6 +289,19 @@ impl LengthDist {
     pub(super) fn constant_tokens(n: u32) -> LengthDist {
         let v = f64::from(n);
         LengthDist::bounded(Kind::Constant(v), v, v, &TOKENS)
+    }
+
+    /// A log-normal token count (BLIS's fit of a ServeGen length PDF), over all token counts.
+    pub(super) fn lognormal_tokens(mu: f64, sigma: f64) -> Result<LengthDist, String> {
+        let d = LogNormal::new(mu, sigma).map_err(|e| format!("lognormal: {e}"))?;
+        let (lo, hi) = (f64::from(TOKENS.lo), f64::from(TOKENS.hi));
+        Ok(LengthDist::bounded(Kind::LogNormal(d), lo, hi, &TOKENS))
+    }
+
+    /// A normal token count kept to `[min, max]`.
+    pub(super) fn gaussian_tokens(mean: f64, std_dev: f64, min: f64, max: f64) -> LengthDist {
+        let d = Normal::new(mean, std_dev).expect("finite, non-negative std_dev");
+        LengthDist::bounded(Kind::Normal(d), min, max, &TOKENS)
     }
 
     /// A constant one token: stands for the `input_distribution` of a multimodal client,

@@ -202,6 +202,15 @@ impl ModalTokens {
 }
 
 impl Multimodal {
+    /// A multimodal input from its parts: text tokens, and per modality (image, audio,
+    /// video) the tokens of each item and the items per request.
+    pub(super) fn from_parts(text: LengthDist, media: [(LengthDist, CountDist); 3]) -> Multimodal {
+        Multimodal {
+            text: Some(text),
+            media: media.map(Some),
+        }
+    }
+
     pub(super) fn parse(raw: RawMultimodal) -> Result<Multimodal, String> {
         let pair = |name: &str, tokens: Option<LengthDist>, count: Option<CountDist>| match (
             tokens, count,

@@ -4,7 +4,7 @@ use super::arrival::ArrivalClock;
 use super::limits::{DEFAULT_MAX_REQUESTS, check_requests};
 use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
 use super::window::WindowedClock;
-use super::{ClientSpec, LengthDist, SloClass, SpecError, Traffic, WorkloadSpec};
+use super::{ClientSpec, LengthDist, Multimodal, SloClass, SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
 use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet};
 use crate::workload::{MAX_TOKENS, Request, RequestClasses, RequestProfile, Workload};
@@ -108,19 +108,22 @@ fn check_windows(spec: &WorkloadSpec, limit: u64) -> Result<(), SpecError> {
 }
 
 /// The length distributions of a request in `window` of `spec`'s windows: the window's own
-/// where it has them, else the client's (`input`, `output`).
+/// where it has them, else the client's (`input`, `output`, its multimodal prompts).
 fn window_lengths<'a>(
     spec: &'a ClientSpec,
     window: Option<usize>,
     input: &'a LengthDist,
     output: &'a LengthDist,
-) -> (&'a LengthDist, &'a LengthDist) {
+) -> (&'a LengthDist, &'a LengthDist, Option<&'a Multimodal>) {
     let overrides = window.and_then(|j| Some(&spec.lifecycle.as_ref()?.params()?[j]));
     (
         overrides.and_then(|p| p.input.as_deref()).unwrap_or(input),
         overrides
             .and_then(|p| p.output.as_deref())
             .unwrap_or(output),
+        overrides
+            .and_then(|p| p.multimodal.as_deref())
+            .or(spec.multimodal.as_ref()),
     )
 }
 
@@ -365,9 +368,9 @@ impl<'a> Generator<'a> {
                 return;
             }
         };
-        let (input, output) = window_lengths(spec, window, input, output);
+        let (input, output, multimodal) = window_lengths(spec, window, input, output);
         let prefix_toks = spec.prefix_length;
-        let (own, media) = match &spec.multimodal {
+        let (own, media) = match multimodal {
             None => (input.sample(&mut state.input_rng), [0; 3]),
             Some(m) => {
                 let tokens = m.sample(&mut state.input_rng);

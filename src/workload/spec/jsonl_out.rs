@@ -54,7 +54,7 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
         .spec()
         .clients
         .iter()
-        .map(|c| c.multimodal.is_some())
+        .map(|c| c.is_multimodal())
         .collect();
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 4096);
     let mut written = 0u64;

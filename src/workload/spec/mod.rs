@@ -31,10 +31,11 @@
 //!
 //! An `inference_perf` block (inference-perf's stages and shared-prefix data set) expands into
 //! clients as BLIS expands it; a `servegen_data` block reads a ServeGen data directory as one
-//! client per chunk, with one window per trace row.
+//! client per chunk, with one window per trace row, or, with `window_duration_secs` /
+//! `drain_timeout_secs`, as BLIS's three periods of five SLO-class cohorts.
 //!
-//! Not supported yet, and refused with a message naming the field: LoRA adapters, ServeGen's
-//! multimodal data and BLIS's multi-period ServeGen conversion.
+//! Not supported yet, and refused with a message naming the field: LoRA adapters and BLIS's
+//! multi-period conversion of ServeGen's reasoning and multimodal data.
 
 mod agentic;
 mod arrival;
@@ -50,6 +51,7 @@ mod limits;
 mod scenarios;
 mod schema;
 mod servegen;
+mod servegen_periods;
 mod session_gen;
 mod session_out;
 mod traffic;

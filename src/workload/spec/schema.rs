@@ -56,7 +56,7 @@ pub struct WorkloadSpec {
 pub enum Category {
     /// Text requests.
     Language,
-    /// Multimodal requests (the label only: `multimodal` inputs are not supported yet).
+    /// Multimodal requests.
     Multimodal,
     /// Reasoning-model requests.
     Reasoning,
@@ -253,6 +253,15 @@ enum RawStreaming {
 
 /// BLIS's default shared-prefix length when a client names a group but no length.
 const DEFAULT_PREFIX_LENGTH: u32 = 50;
+
+impl ClientSpec {
+    /// Whether the client sends multimodal prompts (its own, or some window's).
+    pub fn is_multimodal(&self) -> bool {
+        let windows = self.lifecycle.as_ref().and_then(|l| l.params());
+        self.multimodal.is_some()
+            || windows.is_some_and(|p| p.iter().any(|w| w.multimodal.is_some()))
+    }
+}
 
 impl<'de> Deserialize<'de> for ClientSpec {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -489,29 +498,46 @@ fn prefix_length(raw: &RawClient, who: &str) -> Result<u32, String> {
 impl WorkloadSpec {
     /// Reads and validates a spec file.
     pub fn load(path: &Path) -> Result<WorkloadSpec, SpecError> {
+        WorkloadSpec::load_seeded(path, None)
+    }
+
+    /// Reads and validates a spec file, its `seed` replaced by `seed` when given (`generate
+    /// --seed`), so that what is drawn while the spec is read (the windows and SLO classes of
+    /// ServeGen's multi-period conversion) follows it too.
+    pub fn load_seeded(path: &Path, seed: Option<i64>) -> Result<WorkloadSpec, SpecError> {
         let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
             path: path.to_owned(),
             source,
         })?;
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        WorkloadSpec::from_yaml(text, &path.display().to_string())
+        WorkloadSpec::from_yaml_seeded(text, &path.display().to_string(), seed)
     }
 
     /// Parses and validates spec text; `source_name` names it in errors.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<WorkloadSpec, SpecError> {
+        WorkloadSpec::from_yaml_seeded(text, source_name, None)
+    }
+
+    /// [`WorkloadSpec::from_yaml`] with the spec's `seed` replaced by `seed` when given.
+    fn from_yaml_seeded(
+        text: &str,
+        source_name: &str,
+        seed: Option<i64>,
+    ) -> Result<WorkloadSpec, SpecError> {
         // A first pass that accepts any well-formed YAML separates syntax errors (whose
         // field path would be meaningless) from errors in the spec's content.
         if let Err(err) = serde_yaml_ng::from_str::<IgnoredAny>(text) {
             return Err(yaml_error(source_name, "(YAML syntax)".into(), &err));
         }
         let de = serde_yaml_ng::Deserializer::from_str(text);
-        let raw: RawSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut raw: RawSpec = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = match e.path().to_string() {
                 p if p == "." => "(top level)".to_owned(),
                 p => p,
             };
             yaml_error(source_name, path, e.inner())
         })?;
+        raw.seed = seed.unwrap_or(raw.seed);
         validate(raw, source_name)
     }
 
@@ -649,7 +675,7 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         false => raw.aggregate_rate,
     };
     let (mut clients, category) = match raw.servegen_data {
-        Some(sg) => servegen_clients(sg, raw.aggregate_rate, source_name, category)?,
+        Some(sg) => servegen_clients(sg, raw.seed, raw.aggregate_rate, source_name, category)?,
         None => (
             named_clients(raw.clients, &raw.cohorts).map_err(|m| invalid("clients", m))?,
             category,
@@ -705,24 +731,28 @@ fn warn_unnormalised(clients: &[ClientSpec], source_name: &str) {
 /// (`reasoning` for ServeGen's reasoning data).
 fn servegen_clients(
     sg: RawServeGen,
+    seed: i64,
     aggregate_rate: Option<f64>,
     source_name: &str,
     category: Option<Category>,
 ) -> Result<(Vec<ClientSpec>, Option<Category>), SpecError> {
-    let loaded = sg.load().map_err(|(path, message)| SpecError::Invalid {
-        source_name: source_name.to_owned(),
-        path: format!("servegen_data.{path}"),
-        message,
-    })?;
+    let loaded = sg
+        .load(seed)
+        .map_err(|(path, message)| SpecError::Invalid {
+            source_name: source_name.to_owned(),
+            path: format!("servegen_data.{path}"),
+            message,
+        })?;
     if let Some(r) = aggregate_rate.filter(|&r| r != 0.0) {
         log::warn!(
             "{source_name}: aggregate_rate {r} is ignored: servegen_data sets each window's \
              rate from its trace (absolute-rate mode, aggregate_rate 0)"
         );
     }
-    let category = match loaded.reasoning {
-        true => Some(Category::Reasoning),
-        false => category,
+    let category = match (loaded.reasoning, loaded.multimodal) {
+        (true, _) => Some(Category::Reasoning),
+        (_, true) => Some(Category::Multimodal),
+        _ => category,
     };
     Ok((loaded.clients, category))
 }

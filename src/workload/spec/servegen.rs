@@ -1,5 +1,7 @@
-//! BLIS's `servegen_data`: a ServeGen data directory (Alibaba's ServeGen, `data/language/*`)
-//! read as clients, one per chunk, as BLIS's per-chunk conversion builds them.
+//! BLIS's `servegen_data`: a ServeGen data directory (Alibaba's ServeGen, `data/language/*`,
+//! `data/reason/*`, `data/multimodal/*`) read as clients, one per chunk, as BLIS's per-chunk
+//! conversion builds them (or, with `window_duration_secs` / `drain_timeout_secs`, as BLIS's
+//! multi-period cohorts: [`super::servegen_periods`]).
 //!
 //! A chunk is `chunk-<id>-trace.csv` (rows `start_s,rate,cv,pattern,shape,scale`, one per
 //! 600 s window: the chunk's request rate, the burstiness and the fitted Gamma or Weibull
@@ -15,13 +17,19 @@
 //! mode. `time_window` picks day 1's `midnight` (0:00-0:30), `morning` (8:00-8:30) or
 //! `afternoon` (14:00-14:30); `span_start` and `span_end` pick rows by start, in seconds (as
 //! BLIS's code compares them). Trace files are read line by line.
+//!
+//! Multimodal data (entries of `text_tokens`, `output_tokens`, and `<m>_tokens` / `<m>_count`
+//! for image, audio and video), which BLIS cannot read, gives each window multimodal prompts
+//! as ServeGen's `construct.py` draws them: text tokens plus, per modality, a drawn count of
+//! items each of drawn tokens, all counted into the prompt.
 
-use super::dist::LengthDist;
+use super::dist::{CountDist, LengthDist};
+use super::extras::Multimodal;
+use super::servegen_periods::Periods;
 use super::window::{WindowParams, WindowSpans, window_arrival_process};
 use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass, Traffic};
 use crate::workload::{MAX_TOKENS, RequestProfile};
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -38,11 +46,12 @@ pub(super) struct RawServeGen {
     span_start: Option<i64>,
     #[serde(default)]
     span_end: Option<i64>,
-    // BLIS's multi-period conversion (`blis convert servegen`), read only to refuse it.
+    /// BLIS's multi-period conversion: each period's length, s (see [`super::servegen_periods`]).
     #[serde(default)]
-    window_duration_secs: Option<IgnoredAny>,
+    window_duration_secs: Option<i64>,
+    /// BLIS's multi-period conversion: the gap after each period, s.
     #[serde(default)]
-    drain_timeout_secs: Option<IgnoredAny>,
+    drain_timeout_secs: Option<i64>,
 }
 
 /// The clients of a ServeGen directory.
@@ -50,16 +59,18 @@ pub(super) struct ServeGenClients {
     pub(super) clients: Vec<ClientSpec>,
     /// Whether the data is ServeGen's reasoning data (`reason_ratio` PDFs, read and unused).
     pub(super) reasoning: bool,
+    /// Whether the data is ServeGen's multimodal data (`text_tokens`, `image_tokens`, ...).
+    pub(super) multimodal: bool,
 }
 
 /// A ServeGen window's length, s.
-const WINDOW_S: f64 = 600.0;
+pub(super) const WINDOW_S: f64 = 600.0;
 
 /// Rows picked by start time, s: `[start, end)`, an unset bound (0) open.
 #[derive(Debug, Clone, Copy)]
-struct Span {
-    start: f64,
-    end: f64,
+pub(super) struct Span {
+    pub(super) start: f64,
+    pub(super) end: f64,
 }
 
 impl Span {
@@ -69,24 +80,29 @@ impl Span {
 }
 
 /// An error: (field path under `servegen_data`, message).
-type Fail = (String, String);
+pub(super) type Fail = (String, String);
 
 impl RawServeGen {
     /// Reads the directory: one client per chunk with an active window, in the order of the
-    /// trace file names (as BLIS sorts them).
-    pub(super) fn load(self) -> Result<ServeGenClients, Fail> {
+    /// trace file names (as BLIS sorts them); with `window_duration_secs` or
+    /// `drain_timeout_secs`, BLIS's multi-period cohorts instead, picked with `seed`.
+    pub(super) fn load(self, seed: i64) -> Result<ServeGenClients, Fail> {
+        if self.window_duration_secs.is_some() || self.drain_timeout_secs.is_some() {
+            return self.load_periods(seed);
+        }
         let span = self.span()?;
         let dir = &self.path;
-        let mut traces = chunk_ids(dir).map_err(|m| ("path".to_owned(), m))?;
-        traces.sort();
+        let traces = sorted_chunks(dir)?;
         let mut out = ServeGenClients {
             clients: Vec::new(),
             reasoning: false,
+            multimodal: false,
         };
         for (name, id) in &traces {
             let dataset = dir.join(format!("chunk-{id}-dataset.json"));
             let entries = read_dataset(&dataset, span, &mut out.reasoning)
                 .map_err(|m| ("path".to_owned(), m))?;
+            out.multimodal |= entries.values().any(|e| e.media.is_some());
             let client = chunk_client(id, &dir.join(name), &entries, span)
                 .map_err(|m| ("path".to_owned(), m))?;
             out.clients.extend(client);
@@ -105,20 +121,27 @@ impl RawServeGen {
         Ok(out)
     }
 
-    /// The span of rows to read: `time_window`'s, else `span_start` / `span_end`.
-    fn span(&self) -> Result<Span, Fail> {
-        let refused = [
-            ("window_duration_secs", self.window_duration_secs.is_some()),
-            ("drain_timeout_secs", self.drain_timeout_secs.is_some()),
+    /// BLIS's multi-period conversion of the directory (no `time_window` or span with it).
+    fn load_periods(self, seed: i64) -> Result<ServeGenClients, Fail> {
+        let single = [
+            ("time_window", self.time_window.is_some()),
+            ("span_start", self.span_start.is_some()),
+            ("span_end", self.span_end.is_some()),
         ];
-        if let Some((field, _)) = refused.iter().find(|(_, given)| *given) {
+        if let Some((field, _)) = single.iter().find(|(_, given)| *given) {
             return Err((
                 (*field).into(),
-                "belongs to BLIS's multi-period conversion (`blis convert servegen`), which \
-                 is not supported; pick a period with time_window or span_start/span_end"
+                "picks the rows of the single-period conversion; it cannot be combined with \
+                 window_duration_secs / drain_timeout_secs (BLIS's multi-period conversion)"
                     .into(),
             ));
         }
+        let periods = Periods::new(self.window_duration_secs, self.drain_timeout_secs);
+        periods.load(&self.path, seed)
+    }
+
+    /// The span of rows to read: `time_window`'s, else `span_start` / `span_end`.
+    fn span(&self) -> Result<Span, Fail> {
         let bound = |field: &str, v: Option<i64>| match v {
             Some(s) if s < 0 => Err((
                 field.to_owned(),
@@ -154,6 +177,13 @@ impl RawServeGen {
     }
 }
 
+/// The chunks of `dir`, sorted by trace file name (as BLIS sorts them).
+pub(super) fn sorted_chunks(dir: &Path) -> Result<Vec<(String, String)>, Fail> {
+    let mut traces = chunk_ids(dir).map_err(|m| ("path".to_owned(), m))?;
+    traces.sort();
+    Ok(traces)
+}
+
 /// The chunks of `dir`: (trace file name, chunk id) of every `chunk-<id>-trace.csv`.
 fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, String> {
     let entries = std::fs::read_dir(dir)
@@ -180,18 +210,38 @@ fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, String> {
 }
 
 /// One dataset entry: the prompt and output length PDFs, parsed when first used.
-struct Entry {
-    input: String,
-    output: String,
-    parsed: std::cell::OnceCell<(Arc<LengthDist>, Arc<LengthDist>)>,
+pub(super) struct Entry {
+    /// `input_tokens`, or multimodal data's `text_tokens`.
+    pub(super) input: String,
+    pub(super) output: String,
+    /// Multimodal data: per image, audio, video the `<m>_tokens` (per item) and `<m>_count`
+    /// PDFs.
+    pub(super) media: Option<[(String, String); 3]>,
+    parsed: std::cell::OnceCell<Dists>,
 }
 
-/// Fields a dataset entry may have: the two length PDFs, and reasoning data's `reason_ratio`.
-const DATASET_FIELDS: [&str; 3] = ["input_tokens", "output_tokens", "reason_ratio"];
+/// An entry's distributions: prompt (text) and output lengths, and multimodal prompts.
+type Dists = (Arc<LengthDist>, Arc<LengthDist>, Option<Arc<Multimodal>>);
+
+/// Fields of a language or reasoning entry.
+const LANGUAGE_FIELDS: [&str; 3] = ["input_tokens", "output_tokens", "reason_ratio"];
+
+/// Fields of a multimodal entry (ServeGen's `data/multimodal`), all required.
+const MULTIMODAL_FIELDS: [&str; 8] = [
+    "text_tokens",
+    "output_tokens",
+    "image_tokens",
+    "image_count",
+    "audio_tokens",
+    "audio_count",
+    "video_tokens",
+    "video_count",
+];
 
 /// A chunk's dataset: entries by time stamp (s) before the span's end, empty ones skipped
-/// (as BLIS and ServeGen skip them). Sets `reasoning` when an entry has `reason_ratio`.
-fn read_dataset(
+/// (as BLIS and ServeGen skip them; a multimodal entry with any empty PDF, as ServeGen).
+/// Sets `reasoning` when an entry has `reason_ratio`.
+pub(super) fn read_dataset(
     path: &Path,
     span: Span,
     reasoning: &mut bool,
@@ -209,18 +259,8 @@ fn read_dataset(
             )
         })?;
     let mut out = BTreeMap::new();
-    for (stamp, mut fields) in raw {
+    for (stamp, fields) in raw {
         let at = |m: String| format!("{}: entry \"{stamp}\": {m}", path.display());
-        if let Some(other) = fields
-            .keys()
-            .find(|k| !DATASET_FIELDS.contains(&k.as_str()))
-        {
-            return Err(at(format!(
-                "field `{other}`: ServeGen's multimodal data (text, image, audio and video \
-                 tokens per request) is not supported; only language and reasoning data \
-                 (input_tokens, output_tokens) are"
-            )));
-        }
         *reasoning |= fields.contains_key("reason_ratio");
         let t: f64 = stamp
             .parse()
@@ -230,52 +270,130 @@ fn read_dataset(
         if span.end > 0.0 && t >= span.end {
             continue;
         }
-        let input = fields.remove("input_tokens").unwrap_or_default();
-        let output = fields.remove("output_tokens").unwrap_or_default();
-        let empty = |s: &str| s.trim().is_empty() || s.trim() == "{}";
-        if empty(&input) || empty(&output) {
-            continue;
+        if let Some(entry) = entry(fields).map_err(at)? {
+            out.insert(t as i64, entry);
         }
-        let parsed = std::cell::OnceCell::new();
-        out.insert(
-            t as i64,
-            Entry {
-                input,
-                output,
-                parsed,
-            },
-        );
     }
     Ok(out)
 }
 
+/// The entry of one time stamp's `fields`, `None` when a PDF is empty (`"{}"`).
+fn entry(mut fields: BTreeMap<String, String>) -> Result<Option<Entry>, String> {
+    let multimodal = fields.contains_key("text_tokens");
+    let known: &[&str] = match multimodal {
+        true => &MULTIMODAL_FIELDS,
+        false => &LANGUAGE_FIELDS,
+    };
+    if let Some(other) = fields.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(format!(
+            "field `{other}` is not a field of ServeGen's {} data ({})",
+            if multimodal {
+                "multimodal"
+            } else {
+                "language or reasoning"
+            },
+            known.join(", ")
+        ));
+    }
+    let empty = |s: &str| s.trim().is_empty() || s.trim() == "{}";
+    let take =
+        |fields: &mut BTreeMap<String, String>, k: &str| fields.remove(k).unwrap_or_default();
+    if !multimodal {
+        let (input, output) = (
+            take(&mut fields, "input_tokens"),
+            take(&mut fields, "output_tokens"),
+        );
+        if empty(&input) || empty(&output) {
+            return Ok(None);
+        }
+        return Ok(Some(Entry::new(input, output, None)));
+    }
+    if let Some(missing) = MULTIMODAL_FIELDS.iter().find(|k| !fields.contains_key(**k)) {
+        return Err(format!("multimodal data: missing field `{missing}`"));
+    }
+    if fields.values().any(|v| empty(v)) {
+        return Ok(None);
+    }
+    let (input, output) = (
+        take(&mut fields, "text_tokens"),
+        take(&mut fields, "output_tokens"),
+    );
+    let media = ["image", "audio", "video"].map(|m| {
+        let tokens = take(&mut fields, &format!("{m}_tokens"));
+        (tokens, take(&mut fields, &format!("{m}_count")))
+    });
+    Ok(Some(Entry::new(input, output, Some(media))))
+}
+
 impl Entry {
-    /// The entry's length distributions; `what` names it in errors.
-    fn dists(
-        &self,
-        what: &dyn Fn() -> String,
-    ) -> Result<(Arc<LengthDist>, Arc<LengthDist>), String> {
+    fn new(input: String, output: String, media: Option<[(String, String); 3]>) -> Entry {
+        Entry {
+            input,
+            output,
+            media,
+            parsed: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The entry's distributions; `what` names it in errors.
+    fn dists(&self, what: &dyn Fn() -> String) -> Result<Dists, String> {
         if let Some(d) = self.parsed.get() {
             return Ok(d.clone());
         }
-        let pdf = |field: &str, text: &str| {
+        let lengths = |name: &str, text: &str| {
             parse_pdf(text)
                 .and_then(|bins| LengthDist::from_pmf(&bins))
-                .map(Arc::new)
-                .map_err(|m| format!("{}: {field}: {m}", what()))
+                .map_err(|m| format!("{}: {name}: {m}", what()))
         };
-        let d = (
-            pdf("input_tokens", &self.input)?,
-            pdf("output_tokens", &self.output)?,
-        );
+        let input_name = if self.media.is_some() {
+            "text_tokens"
+        } else {
+            "input_tokens"
+        };
+        let input = lengths(input_name, &self.input)?;
+        let output = Arc::new(lengths("output_tokens", &self.output)?);
+        let multimodal = match &self.media {
+            None => None,
+            Some(media) => Some(Arc::new(multimodal(media, input.clone(), what)?)),
+        };
+        let d = (Arc::new(input), output, multimodal);
         Ok(self.parsed.get_or_init(|| d).clone())
     }
+}
+
+/// The multimodal prompts of an entry with `media` PDFs and text lengths `text`.
+fn multimodal(
+    media: &[(String, String); 3],
+    text: LengthDist,
+    what: &dyn Fn() -> String,
+) -> Result<Multimodal, String> {
+    let mut parts = Vec::with_capacity(3);
+    for ((tokens, count), m) in media.iter().zip(["image", "audio", "video"]) {
+        let per_item = parse_pdf(tokens)
+            .and_then(|b| LengthDist::from_pmf(&b))
+            .map_err(|e| format!("{}: {m}_tokens: {e}", what()))?;
+        let items = parse_pdf_counts(count)
+            .and_then(|b| CountDist::from_pmf(&b))
+            .map_err(|e| format!("{}: {m}_count: {e}", what()))?;
+        parts.push((per_item, items));
+    }
+    let media: [(LengthDist, CountDist); 3] = parts.try_into().expect("three modalities");
+    Ok(Multimodal::from_parts(text, media))
 }
 
 /// A Python dict of token count → probability, `"{224: 0.0003, 225: 1e-4, }"`: the counts
 /// (a `.0` suffix allowed; a count of 0 is read as 1, every request having a token) and
 /// probabilities, as given.
 pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, String> {
+    let mut bins = parse_pdf_counts(text)?;
+    for bin in &mut bins {
+        bin.0 = bin.0.max(1);
+    }
+    Ok(bins)
+}
+
+/// [`parse_pdf`]'s bins with the counts as written (whole part; 0 kept).
+pub(super) fn parse_pdf_counts(text: &str) -> Result<Vec<(u32, f64)>, String> {
     let body = text
         .trim()
         .strip_prefix('{')
@@ -305,19 +423,20 @@ pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, String> {
                     key.trim()
                 )
             })?;
-        bins.push(((tokens as u32).max(1), p));
+        bins.push((tokens as u32, p));
     }
     Ok(bins)
 }
 
 /// One trace row.
-struct Row {
-    start_s: f64,
-    rate: f64,
-    cv: f64,
-    pattern: String,
+pub(super) struct Row {
+    pub(super) start_s: f64,
+    pub(super) rate: f64,
+    pub(super) cv: f64,
+    /// Lower case: `gamma`, `weibull`, or another (Poisson).
+    pub(super) pattern: String,
     /// The fitted shape and scale (both positive), when the row has them.
-    fitted: Option<(f64, f64)>,
+    pub(super) fitted: Option<(f64, f64)>,
 }
 
 /// Parses trace line `text`; errors name the column.
@@ -407,18 +526,52 @@ fn chunk_client(
     }))
 }
 
-/// A chunk's windows (µs) and their overrides, one per trace row of positive rate in the
-/// span with a dataset entry at or before it; the trace is read line by line.
+/// A chunk's windows (µs) and their overrides, one per active row (see [`active_rows`]).
 fn chunk_windows(
     id: &str,
     trace: &Path,
     entries: &BTreeMap<i64, Entry>,
     span: Span,
 ) -> Result<WindowSpans, String> {
-    let file = std::fs::File::open(trace)
-        .map_err(|e| format!("cannot read ServeGen trace {}: {e}", trace.display()))?;
     let mut windows = Vec::new();
     let mut params = Vec::new();
+    active_rows(trace, entries, span, |line, row, stamp, entry| {
+        let what = || {
+            format!(
+                "{} entry \"{stamp}\"",
+                trace
+                    .with_file_name(format!("chunk-{id}-dataset.json"))
+                    .display()
+            )
+        };
+        let (input, output, multimodal) = entry.dists(&what)?;
+        let arrival =
+            row_arrival(&row).map_err(|m| format!("{}:{line}: arrival: {m}", trace.display()))?;
+        let start_us = (row.start_s * 1e6) as u64;
+        windows.push((start_us, start_us + (WINDOW_S * 1e6) as u64));
+        params.push(WindowParams {
+            trace_rate: Some(row.rate),
+            arrival: Some(arrival),
+            input: Some(input),
+            output: Some(output),
+            multimodal,
+        });
+        Ok(())
+    })?;
+    Ok((windows, params))
+}
+
+/// Calls `each(line, row, stamp, entry)` for every active row of a trace, read line by line:
+/// a row of positive rate starting in the span with a dataset entry at or before its start
+/// (the nearest such entry is passed). Errors name the file and line.
+pub(super) fn active_rows(
+    trace: &Path,
+    entries: &BTreeMap<i64, Entry>,
+    span: Span,
+    mut each: impl FnMut(usize, Row, i64, &Entry) -> Result<(), String>,
+) -> Result<(), String> {
+    let file = std::fs::File::open(trace)
+        .map_err(|e| format!("cannot read ServeGen trace {}: {e}", trace.display()))?;
     for (n, line) in BufReader::new(file).lines().enumerate() {
         let at = |m: String| format!("{}:{}: {m}", trace.display(), n + 1);
         let text = line.map_err(|e| at(e.to_string()))?;
@@ -429,29 +582,11 @@ fn chunk_windows(
         if !span.contains(row.start_s) || row.rate <= 0.0 {
             continue;
         }
-        let Some((stamp, entry)) = entries.range(..=row.start_s as i64).next_back() else {
-            continue;
-        };
-        let what = || {
-            format!(
-                "{} entry \"{stamp}\"",
-                trace
-                    .with_file_name(format!("chunk-{id}-dataset.json"))
-                    .display()
-            )
-        };
-        let (input, output) = entry.dists(&what)?;
-        let arrival = row_arrival(&row).map_err(|m| at(format!("arrival: {m}")))?;
-        let start_us = (row.start_s * 1e6) as u64;
-        windows.push((start_us, start_us + (WINDOW_S * 1e6) as u64));
-        params.push(WindowParams {
-            trace_rate: Some(row.rate),
-            arrival: Some(arrival),
-            input: Some(input),
-            output: Some(output),
-        });
+        if let Some((&stamp, entry)) = entries.range(..=row.start_s as i64).next_back() {
+            each(n + 1, row, stamp, entry)?;
+        }
     }
-    Ok((windows, params))
+    Ok(())
 }
 
 /// Shifts every client's windows so that the earliest starts at 0 (ServeGen's times are

@@ -11,6 +11,7 @@
 
 use super::arrival::{ArrivalProcess, weibull_shape};
 use super::dist::LengthDist;
+use super::extras::Multimodal;
 use crate::Nanos;
 use rand::Rng;
 use rand_distr::{Distribution, Exp1, Gamma, Weibull};
@@ -62,6 +63,8 @@ pub struct WindowParams {
     pub input: Option<Arc<LengthDist>>,
     /// Output lengths in this window.
     pub output: Option<Arc<LengthDist>>,
+    /// Multimodal prompts in this window (ServeGen's multimodal data), replacing `input`.
+    pub multimodal: Option<Arc<Multimodal>>,
 }
 
 impl WindowParams {
@@ -71,6 +74,7 @@ impl WindowParams {
             || self.arrival.is_some()
             || self.input.is_some()
             || self.output.is_some()
+            || self.multimodal.is_some()
     }
 }
 
@@ -96,6 +100,7 @@ impl RawWindow {
             arrival,
             input: self.input_distribution.take().map(Arc::new),
             output: self.output_distribution.take().map(Arc::new),
+            multimodal: None,
         })
     }
 }
