@@ -16,8 +16,6 @@ use super::arrival::ArrivalProcess;
 use super::dist::LengthDist;
 use super::extras::Lifecycle;
 use super::schema::{Category, ClientSpec, SloClass};
-use super::traffic::Traffic;
-use crate::workload::RequestProfile;
 use serde::Deserialize;
 
 /// The `inference_perf` block as written.
@@ -239,25 +237,12 @@ impl Shape {
     fn client(&self, id: String, p: u64, arrival: ArrivalProcess) -> ClientSpec {
         let group = format!("prompt-{p}");
         ClientSpec {
-            id,
             tenant_id: Some(group.clone()),
             slo_class: Some(SloClass::Standard),
-            model: None,
             rate_fraction: 1.0 / self.per_stage as f64,
-            arrival,
-            traffic: Traffic::Requests {
-                input: self.input.clone(),
-                output: self.output.clone(),
-                conversation: None,
-            },
             prefix_group: Some(group),
             prefix_length: self.prefix_length,
-            priority: 0,
-            streaming: 0.0,
-            closed_loop: None,
-            lifecycle: None,
-            multimodal: None,
-            profile: RequestProfile::default(),
+            ..ClientSpec::of_requests(id, arrival, self.input.clone(), self.output.clone())
         }
     }
 }

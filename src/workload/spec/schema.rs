@@ -255,6 +255,38 @@ enum RawStreaming {
 const DEFAULT_PREFIX_LENGTH: u32 = 50;
 
 impl ClientSpec {
+    /// A client of plain requests of `input` and `output` lengths arriving by `arrival`, as
+    /// the converters build them (ServeGen, inference-perf): rate fraction 1, no tenant,
+    /// class, prefix group, lifecycle or request profile, not streaming.
+    pub(super) fn of_requests(
+        id: String,
+        arrival: ArrivalProcess,
+        input: LengthDist,
+        output: LengthDist,
+    ) -> ClientSpec {
+        ClientSpec {
+            id,
+            tenant_id: None,
+            slo_class: None,
+            model: None,
+            rate_fraction: 1.0,
+            arrival,
+            traffic: Traffic::Requests {
+                input,
+                output,
+                conversation: None,
+            },
+            prefix_group: None,
+            prefix_length: 0,
+            priority: 0,
+            streaming: 0.0,
+            closed_loop: None,
+            lifecycle: None,
+            multimodal: None,
+            profile: RequestProfile::default(),
+        }
+    }
+
     /// Whether the client sends multimodal prompts (its own, or some window's).
     pub fn is_multimodal(&self) -> bool {
         let windows = self.lifecycle.as_ref().and_then(|l| l.params());

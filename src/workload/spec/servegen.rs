@@ -27,8 +27,8 @@ use super::dist::{CountDist, LengthDist};
 use super::extras::Multimodal;
 use super::servegen_periods::Periods;
 use super::window::{WindowParams, WindowSpans, window_arrival_process};
-use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass, Traffic};
-use crate::workload::{MAX_TOKENS, RequestProfile};
+use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass};
+use crate::workload::MAX_TOKENS;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -500,29 +500,22 @@ fn chunk_client(
     if windows.is_empty() {
         return Ok(None);
     }
-    let traffic = Traffic::Requests {
-        input: LengthDist::clone(params[0].input.as_ref().expect("set")),
-        output: LengthDist::clone(params[0].output.as_ref().expect("set")),
-        conversation: None,
-    };
+    let input = LengthDist::clone(params[0].input.as_ref().expect("set"));
+    let output = LengthDist::clone(params[0].output.as_ref().expect("set"));
     let lifecycle = Lifecycle::with_params(&windows, params)
         .map_err(|m| format!("{}: {m}", trace.display()))?;
+    let client = ClientSpec::of_requests(
+        format!("servegen-chunk-{id}"),
+        ArrivalProcess::Poisson,
+        input,
+        output,
+    );
     Ok(Some(ClientSpec {
-        id: format!("servegen-chunk-{id}"),
         tenant_id: Some(format!("chunk-{id}")),
         slo_class: Some(SloClass::Standard),
-        model: None,
-        rate_fraction: 1.0,
-        arrival: ArrivalProcess::Poisson,
-        traffic,
-        prefix_group: None,
-        prefix_length: 0,
-        priority: 0,
         streaming: 1.0,
-        closed_loop: None,
         lifecycle: Some(lifecycle),
-        multimodal: None,
-        profile: RequestProfile::default(),
+        ..client
     }))
 }
 

@@ -28,8 +28,7 @@ use super::servegen::{
     sorted_chunks,
 };
 use super::window::{WindowParams, window_arrival_process};
-use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass, Traffic};
-use crate::workload::RequestProfile;
+use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass};
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -147,25 +146,10 @@ impl Periods {
             Lifecycle::with_params(&[(start_us, start_us + self.window_s * 1_000_000)], params)
                 .map_err(|m| format!("cohort {id}: {m}"))?;
         let template = ClientSpec {
-            id: id.clone(),
-            tenant_id: None,
             slo_class: Some(CLASSES[k].1),
-            model: None,
-            rate_fraction: 1.0,
-            arrival,
-            traffic: Traffic::Requests {
-                input,
-                output,
-                conversation: None,
-            },
-            prefix_group: None,
-            prefix_length: 0,
-            priority: 0,
             streaming: 1.0,
-            closed_loop: None,
             lifecycle: Some(lifecycle),
-            multimodal: None,
-            profile: RequestProfile::default(),
+            ..ClientSpec::of_requests(id.clone(), arrival, input, output)
         };
         Ok(Some(CohortSpec {
             id,
