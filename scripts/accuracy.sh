@@ -60,6 +60,7 @@ PY
     plots=()
     [ -n "${PLOTS:-}" ] && plots=(--plots "$dir")
     "$BIN" validate --vllm "$case/vllm/requests.jsonl" --sim "$dir/sim.csv" \
+        --sim-summary "$dir/summary.json" \
         --vllm-arrival "${ARRIVAL:-client}" --json "$dir/validation.json" "${plots[@]}"
     done
 done

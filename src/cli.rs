@@ -17,8 +17,8 @@ pub use replay::ReplayArgs;
 use crate::astra::AstraArgs;
 use crate::chakra::{Dialect, EmitEt};
 use crate::config::run::{
-    Deployment, EngineFlags, HostArgs, PimArgs, PlotsOutput, PrefixStorageArgs, RunOptions,
-    SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
+    Deployment, EngineFlags, HostArgs, HostModelSwitch, PimArgs, PlotsOutput, PrefixStorageArgs,
+    RunOptions, SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
 };
 use crate::config::{self, ConfigError, Dtype, KvCacheDtype};
 use crate::evaluation::EvaluationConfig;
@@ -134,6 +134,12 @@ pub struct ValidateArgs {
     /// The simulated run's per-request CSV.
     #[arg(long, value_name = "PATH")]
     pub sim: PathBuf,
+
+    /// The simulated run's summary JSON (`--summary-json`): its engine settings are compared
+    /// with those the real run recorded in the `meta.json` beside --vllm, and each difference
+    /// is printed as a hint with the flag that aligns it.
+    #[arg(long, value_name = "PATH")]
+    pub sim_summary: Option<PathBuf>,
 
     /// Also write the table as JSON.
     #[arg(long, value_name = "PATH")]
@@ -379,9 +385,9 @@ pub struct RunArgs {
     #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_reserve_full_isl: bool,
 
-    /// vLLM's asynchronous scheduling (its default since v0.11): each step is formed while
-    /// the previous one runs, so a request arriving mid-step joins the step after the next.
-    /// Off by default, as in LLMServingSim.
+    /// vLLM's asynchronous scheduling (default on, as in vLLM since v0.11; its resolved config
+    /// records it): each step is formed while the previous one runs, so a request arriving
+    /// mid-step joins the step after the next.
     #[arg(
         help_heading = "Scheduler",
         long,
@@ -391,6 +397,16 @@ pub struct RunArgs {
     /// Form each step when the previous one ends (LLMServingSim's behaviour).
     #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_async_scheduling: bool,
+
+    /// Price and schedule steps as LLMServingSim does: the latency backend's GPU time alone
+    /// (--host-model off) and each step formed when the previous one ends
+    /// (--no-async-scheduling). Reproduces LLMServingSim's outputs; refused with either flag.
+    #[arg(
+        help_heading = "Scheduler",
+        long,
+        conflicts_with_all = ["async_scheduling", "no_async_scheduling", "host_model"]
+    )]
+    pub llmservingsim: bool,
 
     /// Reuse KV blocks of identical prompt prefixes (default on; needs input_tok_ids).
     #[arg(
@@ -540,8 +556,12 @@ impl RunArgs {
             enable_chunked_prefill: !self.no_enable_chunked_prefill,
             enable_prefix_caching: !self.no_enable_prefix_caching,
             reserve_full_isl: !self.no_reserve_full_isl,
-            async_scheduling: self.async_scheduling,
+            async_scheduling: !self.no_async_scheduling && !self.llmservingsim,
         };
+        let mut host = self.host;
+        if self.llmservingsim {
+            host.host_model = HostModelSwitch::Off;
+        }
         Ok(RunOptions {
             workload,
             deployment,
@@ -588,7 +608,7 @@ impl RunArgs {
             prefix: self.prefix,
             pim: self.pim,
             astra: self.astra,
-            host: self.host,
+            host,
         })
     }
 

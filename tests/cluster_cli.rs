@@ -34,8 +34,7 @@ fn llmservingsim_two_instance_example_is_reproduced() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("out.csv");
     ok(&[
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         &shared("configs/cluster/single_node_multi_instance.json"),
         "--profile-dir",

@@ -40,8 +40,9 @@ fn async_scheduling_hides_the_host_behind_gpu_bound_decode_steps() {
     let dir = tempfile::tempdir().unwrap();
     let data = one_request(dir.path());
     let (ttft_off, itl_off) = run(dir.path(), &data, "off.csv", &["--host-model", "off"]);
-    let (ttft_async, itl_async) = run(dir.path(), &data, "async.csv", &["--async-scheduling"]);
-    let (ttft_sync, itl_sync) = run(dir.path(), &data, "sync.csv", &[]);
+    // Asynchronous scheduling is vLLM's default and ours.
+    let (ttft_async, itl_async) = run(dir.path(), &data, "async.csv", &[]);
+    let (ttft_sync, itl_sync) = run(dir.path(), &data, "sync.csv", &["--no-async-scheduling"]);
     assert_eq!(itl_off.len(), 19);
     // The first step starts after an idle instance: its CPU work (400 µs + 12.7 µs for the
     // one request) and launches show, with either scheduling.
@@ -60,9 +61,16 @@ fn async_scheduling_hides_the_host_behind_gpu_bound_decode_steps() {
 fn eager_costs_more_than_compiled_which_costs_more_than_graphs() {
     let dir = tempfile::tempdir().unwrap();
     let data = one_request(dir.path());
-    let (_, graphs) = run(dir.path(), &data, "graphs.csv", &[]);
-    let (_, eager) = run(dir.path(), &data, "eager.csv", &["--enforce-eager"]);
-    let (_, none) = run(dir.path(), &data, "none.csv", &["--cudagraph-mode", "NONE"]);
+    // Synchronous scheduling: the host's launches are not hidden behind the previous step.
+    let sync = "--no-async-scheduling";
+    let (_, graphs) = run(dir.path(), &data, "graphs.csv", &[sync]);
+    let (_, eager) = run(dir.path(), &data, "eager.csv", &[sync, "--enforce-eager"]);
+    let (_, none) = run(
+        dir.path(),
+        &data,
+        "none.csv",
+        &[sync, "--cudagraph-mode", "NONE"],
+    );
     // Eager: hundreds of ops at 22.6 µs each, against one graph launch; compiled without
     // graphs in between (7 µs per kernel).
     for ((g, n), e) in graphs.iter().zip(&none).zip(&eager) {

@@ -37,8 +37,7 @@ fn llmservingsim_pd_example_is_reproduced_up_to_the_transfer_model() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("out.csv");
     ok(&[
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         &shared("configs/cluster/single_node_pd_instance.json"),
         "--profile-dir",

@@ -261,9 +261,10 @@ fn async_scheduling_changes_nothing_on_a_pipelined_instance() {
         std::fs::read(&path).unwrap()
     };
     let pp = shared("configs/cluster/single_node_pp_instance.json");
-    assert_eq!(csv(&pp, &[]), csv(&pp, &["--async-scheduling"]));
+    let sync = ["--no-async-scheduling"];
+    assert_eq!(csv(&pp, &sync), csv(&pp, &["--async-scheduling"]));
     let single = shared("configs/cluster/single_node_single_instance.json");
-    assert_ne!(csv(&single, &[]), csv(&single, &["--async-scheduling"]));
+    assert_ne!(csv(&single, &sync), csv(&single, &["--async-scheduling"]));
 }
 
 #[test]

@@ -22,8 +22,7 @@ use binary::{ok, shared};
 /// prices steps.
 fn run(config: &str, out: &Path) -> String {
     ok(&[
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         &shared(&format!("configs/cluster/{config}")),
         "--profile-dir",

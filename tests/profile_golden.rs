@@ -27,8 +27,7 @@ fn request_0_of_the_example_trace_matches_llmservingsim_bit_for_bit() {
     let out = dir.path().join("out.csv");
     let status = Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
         .args([
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             shared("configs/cluster/single_node_single_instance.json")
                 .to_str()

@@ -107,3 +107,66 @@ fn the_published_validation_cases_match_request_for_request() {
     );
     assert_eq!(warned, Vec::<String>::new());
 }
+
+#[test]
+fn engine_settings_that_differ_from_the_real_runs_meta_json_are_hinted_with_their_flag() {
+    if !shared_data::available() {
+        return;
+    }
+    // The RTX4090 bench run recorded max_num_seqs 256 and asynchronous scheduling; the
+    // simulation runs LLMServingSim's way with 128 sequences, its summary JSON says so, and
+    // validate names both differences and the flags that remove them.
+    let case = shared_data::shared_path("bench/examples/RTX4090/Llama-3.1-8B");
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, summary) = (dir.path().join("sim.csv"), dir.path().join("summary.json"));
+    let config = case.join("config.json");
+    let profiles = shared_data::shared_path("profiler/perf");
+    let dataset = shared_data::shared_path("workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl");
+    let hints = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec![
+            "--cluster-config",
+            s(&config),
+            "--profile-dir",
+            s(&profiles),
+            "--dataset",
+            s(&dataset),
+            "--num-reqs",
+            "300",
+            "--max-num-batched-tokens",
+            "2048",
+            "--output",
+            s(&csv),
+            "--summary-json",
+            s(&summary),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+        let vllm = case.join("vllm/requests.jsonl");
+        let out = ok(&[
+            "validate",
+            "--vllm",
+            s(&vllm),
+            "--sim",
+            s(&csv),
+            "--sim-summary",
+            s(&summary),
+        ]);
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("hint"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        hints(&["--llmservingsim", "--max-num-seqs", "128"]),
+        [
+            "blis-cosim: hint: the real run recorded max_num_seqs = 256, the simulation ran with \
+             128: --max-num-seqs 256",
+            "blis-cosim: hint: the real run recorded async_scheduling = true, the simulation ran \
+             with false: --async-scheduling (vLLM's default; drop --no-async-scheduling or \
+             --llmservingsim)",
+        ]
+    );
+    assert_eq!(hints(&["--max-num-seqs", "256"]), Vec::<String>::new());
+}

@@ -79,6 +79,9 @@ impl ValidateArgs {
             CommandPath::new("--vllm", &self.vllm, Role::Input),
             CommandPath::new("--sim", &self.sim, Role::Input),
         ];
+        if let Some(summary) = &self.sim_summary {
+            paths.push(CommandPath::new("--sim-summary", summary, Role::Input));
+        }
         if let Some(json) = &self.json {
             paths.push(CommandPath::new("--json", json, Role::Output));
         }

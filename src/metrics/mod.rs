@@ -6,6 +6,7 @@ mod csv_out;
 mod fitness;
 mod plots;
 mod run_plots;
+mod run_settings;
 mod scale_plots;
 mod sessions;
 mod slo;
@@ -24,6 +25,7 @@ pub use fitness::{
 };
 pub use plots::PlotFormat;
 pub use run_plots::RunPlots;
+pub use run_settings::{RunSettings, SettingHint};
 pub use scale_plots::write_autoscale_plots;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
 pub use slo::{SloCollector, SloHeadline, SloReport, SloTargets, jain};

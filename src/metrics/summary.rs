@@ -140,6 +140,7 @@ impl SummaryCollector {
             anomalies: None,
             trace: None,
             autoscale: None,
+            settings: None,
             info,
         }
     }
@@ -178,6 +179,9 @@ pub struct Summary {
     trace: Option<crate::trace::TraceSummary>,
     /// The autoscaling, when on.
     autoscale: Option<crate::autoscale::AutoscaleReport>,
+    /// The engine settings of the run (`engine` in the JSON), which `validate` compares with
+    /// a real run's `meta.json`.
+    settings: Option<super::RunSettings>,
 }
 
 /// One latency metric's place in the report.
@@ -221,6 +225,12 @@ impl Summary {
         }
         if let Some(sessions) = &self.sessions {
             put("sessions".into(), sessions.to_json());
+        }
+        if let Some(settings) = &self.settings {
+            put(
+                "engine".into(),
+                serde_json::to_value(settings).unwrap_or_default(),
+            );
         }
         if let Some(power) = &self.power {
             put("power".into(), power.to_json());
@@ -269,6 +279,11 @@ impl Summary {
     /// Adds how every request of the run ended (a run with a control plane).
     pub fn set_outcomes(&mut self, outcomes: crate::control::OutcomeReport) {
         self.outcomes = Some(outcomes);
+    }
+
+    /// Adds the run's engine settings (written as `engine`).
+    pub fn set_settings(&mut self, settings: super::RunSettings) {
+        self.settings = Some(settings);
     }
 
     /// Adds the anomaly counters (a run with a control plane or several SLO classes).

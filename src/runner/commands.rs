@@ -2,7 +2,7 @@
 
 use crate::chakra::{read_et, render_dump};
 use crate::cli::{EtCommand, GenerateArgs, ValidateArgs};
-use crate::metrics::{PlotFormat, Validation, write_atomically};
+use crate::metrics::{PlotFormat, RunSettings, SettingHint, Validation, write_atomically};
 use crate::workload::spec::{
     Generator, Overrides, SCENARIOS, WorkloadSpec, nothing_generated, scenario, write_jsonl,
 };
@@ -20,6 +20,9 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     let validation = Validation::compare(&args.vllm, &args.sim, args.vllm_arrival)?;
     for difference in validation.differences() {
         eprintln!("blis-cosim: warning: the runs differ: {difference}");
+    }
+    for hint in setting_hints(args)? {
+        eprintln!("blis-cosim: hint: {hint}");
     }
     if let Some(offset) = validation.clock_offset_s() {
         println!(
@@ -47,6 +50,37 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The engine settings on which the simulated run (its `--sim-summary`) and the real run (the
+/// `meta.json` beside `--vllm`) disagree; none without both files.
+fn setting_hints(args: &ValidateArgs) -> anyhow::Result<Vec<SettingHint>> {
+    let Some(summary_path) = &args.sim_summary else {
+        return Ok(Vec::new());
+    };
+    let meta_path = args.vllm.with_file_name("meta.json");
+    if !meta_path.is_file() {
+        eprintln!(
+            "blis-cosim: note: --sim-summary: no {} beside --vllm to compare it with",
+            meta_path.display()
+        );
+        return Ok(Vec::new());
+    }
+    let read = |path: &Path| -> anyhow::Result<serde_json::Value> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
+    };
+    let summary = read(summary_path)?;
+    let Some(engine) = summary.get("engine") else {
+        anyhow::bail!(
+            "{}: field `engine`: missing (a summary JSON of this version of blis-cosim has it)",
+            summary_path.display()
+        );
+    };
+    let simulated: RunSettings = serde_json::from_value(engine.clone())
+        .with_context(|| format!("{}: field `engine`", summary_path.display()))?;
+    Ok(simulated.hints(&RunSettings::from_vllm_meta(&read(&meta_path)?)))
 }
 
 /// A percentage with one decimal, `nan` when it does not exist.

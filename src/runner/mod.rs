@@ -8,7 +8,7 @@ mod scaling;
 mod waves;
 
 use crate::evaluation::RunSignals;
-use crate::metrics::{RunPlots, SloCollector, TimeSeries};
+use crate::metrics::{RunPlots, RunSettings, SloCollector, TimeSeries};
 use commands::detected;
 pub use commands::{et, generate, list_scenarios, validate};
 
@@ -114,7 +114,42 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         instances: infos,
     };
     let sessions = has_sessions.then_some(&registry);
-    write_results(config, outputs, info, &outcome, sessions, started)
+    let settings = run_settings(config, requests.len());
+    write_results(
+        config,
+        outputs,
+        (info, settings),
+        &outcome,
+        sessions,
+        started,
+    )
+}
+
+/// The engine settings of the run, as a vLLM bench run's `meta.json` records them: those of
+/// its first instance (a cluster's instances usually share them), for `validate`'s hints.
+fn run_settings(config: &SimConfig, num_requests: usize) -> RunSettings {
+    let first = &config.instances[0];
+    let s = &first.scheduler;
+    let dp = first.dp_group.map_or(1, |g| {
+        config
+            .instances
+            .iter()
+            .filter(|i| i.dp_group == Some(g))
+            .count()
+    });
+    RunSettings {
+        tensor_parallel_size: Some(u64::from(first.tp)),
+        data_parallel_size: Some(dp as u64),
+        max_num_seqs: s.max_num_seqs.map(u64::from),
+        max_num_batched_tokens: Some(u64::from(s.max_num_batched_tokens)),
+        dtype: Some(first.dtype.to_string()),
+        kv_cache_dtype: Some(if first.kv_cache_fp8 { "fp8" } else { "auto" }.to_owned()),
+        async_scheduling: Some(s.async_scheduling),
+        enable_chunked_prefill: Some(s.enable_chunked_prefill),
+        enable_prefix_caching: Some(s.enable_prefix_caching),
+        enforce_eager: first.host_model.as_ref().map(|p| p.enforce_eager()),
+        num_requests: Some(num_requests as u64),
+    }
 }
 
 /// The run's control plane (none when it would change nothing: without admission, delays,
@@ -387,12 +422,13 @@ fn finish_backends(backends: Vec<Backend>, waves: Option<waves::AstraWaves>) -> 
 fn write_results(
     config: &SimConfig,
     mut outputs: Outputs<'_>,
-    info: RunInfo,
+    (info, settings): (RunInfo, RunSettings),
     outcome: &RunOutcome,
     sessions: Option<&SessionRegistry>,
     started: std::time::Instant,
 ) -> anyhow::Result<Summary> {
     let mut summary = outputs.summary.finish(info);
+    summary.set_settings(settings);
     if outputs.watch_anomalies {
         summary.set_anomalies(outcome.anomalies());
     }

@@ -1105,6 +1105,10 @@ impl Scheduler {
                 }
             });
         }
+        if self.running.is_empty() && self.waiting.is_empty() {
+            // Nothing runs next: no step was formed ahead, so what finished is free now.
+            self.release_freed_late();
+        }
         Ok(())
     }
 }

@@ -88,8 +88,7 @@ pub fn sample_matches_the_analytical_run() {
         let config = config.to_str().unwrap();
         let out = out.to_str().unwrap();
         [
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             config,
             "--dataset",
@@ -193,8 +192,7 @@ pub fn lean_and_detailed_traces_give_identical_csvs() {
         for detailed in [false, true] {
             let out = dir.path().join(format!("{mode}-{detailed}.csv"));
             let mut args = vec![
-                "--host-model",
-                "off",
+                "--llmservingsim",
                 "--cluster-config",
                 config.to_str().unwrap(),
                 "--dataset",
@@ -217,8 +215,7 @@ pub fn lean_and_detailed_traces_give_identical_csvs() {
     }
     assert!(leftovers(tmp.path()).is_empty());
     let mut args = vec![
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",
@@ -273,8 +270,7 @@ pub fn memo_on_and_off_with(
     for memo in [true, false] {
         let out = dir.join(format!("memo-{memo}.csv"));
         let mut all = vec![
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             config.to_str().unwrap(),
         ];
@@ -304,8 +300,7 @@ pub fn kept_inputs_hold_the_generated_configs() {
     .unwrap();
     let sample = sample();
     let base = [
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",
@@ -490,8 +485,7 @@ pub fn stock_mode_through_the_binary() {
     let config = cluster(dir.path(), 2);
     let sample = sample();
     let args = [
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",
@@ -532,8 +526,7 @@ pub fn real_astra_sim_when_available() {
     let config = cluster(dir.path(), 2);
     let out = Command::new(BIN)
         .args([
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             config.to_str().unwrap(),
             "--dataset",

@@ -538,8 +538,7 @@ pub fn real_astra_sim_on_published_dp_examples_when_available() {
         for memo in [true, false].into_iter().filter(|&m| m || memo_off) {
             let out = dir.path().join(format!("{published}-{memo}"));
             let mut args = vec![
-                "--host-model".to_owned(),
-                "off".to_owned(),
+                "--llmservingsim".to_owned(),
                 "--cluster-config".to_owned(),
                 shared(&format!("configs/cluster/{config}")),
                 "--dataset".to_owned(),

@@ -156,8 +156,7 @@ pub fn colocated_tp1_instances_match_the_analytical_run() {
     let sample = sample();
     for (config, n, policy) in [(&two, 2, "LOAD"), (&two, 2, "RR"), (&four, 4, "LOAD")] {
         let args = owned(&[
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             config.to_str().unwrap(),
             "--dataset",
@@ -207,8 +206,7 @@ pub fn heterogeneous_instances_get_their_own_inputs() {
     let sample = sample();
     let profiles = shared("profiler/perf");
     let roofline = owned(&[
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         mixed.to_str().unwrap(),
         "--dataset",
@@ -340,8 +338,7 @@ pub fn llmservingsim_two_instance_example_matches_the_analytical_run() {
     }
     let dir = tempfile::tempdir().unwrap();
     let args = owned(&[
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         &shared("configs/cluster/single_node_multi_instance.json"),
         "--profile-dir",
@@ -376,8 +373,7 @@ pub fn a_fault_in_one_instance_stops_them_all() {
             ..DoubleEnv::default()
         };
         let args = [
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             config.to_str().unwrap(),
             "--dataset",
@@ -449,8 +445,7 @@ pub fn expert_parallelism_inside_an_instance_matches_the_analytical_run() {
         for env in [None, Some(DoubleEnv::default())] {
             let out = dir.path().join(format!("ep{ep}-{}.csv", env.is_some()));
             let args = [
-                "--host-model",
-                "off",
+                "--llmservingsim",
                 "--cluster-config",
                 cfg.to_str().unwrap(),
                 "--dataset",
@@ -488,8 +483,7 @@ pub fn real_astra_sim_reproduces_the_published_moe_example_when_available() {
     let out = dir.path().join("moe.csv");
     let run_out = std::process::Command::new(env!("CARGO_BIN_EXE_blis-cosim"))
         .args([
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             &shared("configs/cluster/single_node_moe_single_instance.json"),
             "--dataset",
@@ -628,8 +622,7 @@ pub fn real_astra_sim_on_several_instances_when_available() {
     for memo in [true, false] {
         let out = dir.path().join(format!("memo-{memo}.csv"));
         let mut args = vec![
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             config.to_str().unwrap(),
             "--dataset",

@@ -14,8 +14,7 @@ use crate::support::{DoubleEnv, assert_gone, leftovers, pids, shared};
 /// the RTXPRO6000 profile.
 fn example_args(out: &Path) -> Vec<String> {
     [
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         &shared("configs/cluster/single_node_pd_instance.json"),
         "--dataset",
@@ -246,8 +245,7 @@ pub fn tp2_prefill_and_decode_through_the_double() {
     for memo in [true, false] {
         let out = dir.path().join(format!("tp2-{memo}.csv"));
         let mut args: Vec<String> = [
-            "--host-model",
-            "off",
+            "--llmservingsim",
             "--cluster-config",
             &shared("configs/cluster/single_node_heterogeneous.json"),
             "--dataset",
@@ -318,8 +316,7 @@ pub fn moe_prefill_keeps_its_expert_collectives_off_the_receivers() {
     .unwrap();
     let out = dir.path().join("moe-pd.csv");
     let args = [
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",

@@ -284,8 +284,7 @@ pub use crate::shared_data::shared;
 /// bundles, writing `out`, then `extra`.
 pub fn cluster_args(dataset: &str, config: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = [
-        "--host-model",
-        "off",
+        "--llmservingsim",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",

@@ -154,7 +154,7 @@ impl RunOptions {
                 enable_chunked_prefill: true,
                 enable_prefix_caching: true,
                 reserve_full_isl: true,
-                async_scheduling: false,
+                async_scheduling: true,
             },
             routing: RoutingPolicy::Load,
             signals: SignalConfig::default(),

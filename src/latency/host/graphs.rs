@@ -167,6 +167,11 @@ impl GraphPolicy {
         })
     }
 
+    /// Whether every op is launched eagerly (`--enforce-eager`).
+    pub fn enforce_eager(&self) -> bool {
+        self.enforce_eager
+    }
+
     /// The capture sizes, ascending.
     pub fn capture_sizes(&self) -> &[u32] {
         &self.sizes

@@ -1,0 +1,221 @@
+//! The engine settings a run was made with, as a vLLM bench run's `meta.json` records them:
+//! written into the simulated run's summary JSON (`engine`) and compared by `validate`, which
+//! names each setting the two runs disagree on and the flag that would align them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The settings of a run that change what it measures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunSettings {
+    pub tensor_parallel_size: Option<u64>,
+    pub data_parallel_size: Option<u64>,
+    pub max_num_seqs: Option<u64>,
+    pub max_num_batched_tokens: Option<u64>,
+    pub dtype: Option<String>,
+    pub kv_cache_dtype: Option<String>,
+    pub async_scheduling: Option<bool>,
+    pub enable_chunked_prefill: Option<bool>,
+    pub enable_prefix_caching: Option<bool>,
+    pub enforce_eager: Option<bool>,
+    pub num_requests: Option<u64>,
+}
+
+/// One setting the runs disagree on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingHint {
+    pub setting: &'static str,
+    pub real: String,
+    pub simulated: String,
+    /// The flag (or edit) that gives the simulation the real run's value.
+    pub fix: String,
+}
+
+impl std::fmt::Display for SettingHint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the real run recorded {} = {}, the simulation ran with {}: {}",
+            self.setting, self.real, self.simulated, self.fix
+        )
+    }
+}
+
+impl RunSettings {
+    /// The settings a vLLM bench `meta.json` records: its `engine_kwargs`, and its resolved
+    /// config where it kept one; asynchronous scheduling otherwise from the version (vLLM's
+    /// default since v0.11).
+    pub fn from_vllm_meta(meta: &Value) -> RunSettings {
+        let kwargs = &meta["engine_kwargs"];
+        let resolved = &meta["resolved_config"];
+        let scheduler = &resolved["scheduler_config"];
+        let async_by_version = meta["vllm_version"].as_str().and_then(|v| {
+            let mut parts = v.split('.').map(|p| p.parse::<u64>().ok());
+            let (major, minor) = (parts.next()??, parts.next()??);
+            Some((major, minor) >= (0, 11))
+        });
+        RunSettings {
+            tensor_parallel_size: kwargs["tensor_parallel_size"].as_u64(),
+            data_parallel_size: kwargs["data_parallel_size"].as_u64(),
+            max_num_seqs: kwargs["max_num_seqs"].as_u64(),
+            max_num_batched_tokens: kwargs["max_num_batched_tokens"].as_u64(),
+            dtype: kwargs["dtype"].as_str().map(str::to_owned),
+            kv_cache_dtype: kwargs["kv_cache_dtype"].as_str().map(str::to_owned),
+            async_scheduling: scheduler["async_scheduling"].as_bool().or(async_by_version),
+            enable_chunked_prefill: scheduler["enable_chunked_prefill"].as_bool(),
+            enable_prefix_caching: resolved["cache_config"]["enable_prefix_caching"].as_bool(),
+            enforce_eager: kwargs["enforce_eager"]
+                .as_bool()
+                .or(resolved["model_config"]["enforce_eager"].as_bool()),
+            num_requests: meta["num_requests"].as_u64(),
+        }
+    }
+
+    /// The settings where `real` (a vLLM run) and `self` (the simulation) both say something
+    /// and differ, with the flag that aligns each.
+    pub fn hints(&self, real: &RunSettings) -> Vec<SettingHint> {
+        let mut out = Vec::new();
+        let mut check = |setting: &'static str, r: Option<String>, s: Option<String>, fix: &str| {
+            if let (Some(r), Some(s)) = (r, s)
+                && r != s
+            {
+                out.push(SettingHint {
+                    setting,
+                    fix: fix.replace("{}", &r),
+                    real: r,
+                    simulated: s,
+                });
+            }
+        };
+        let num = |v: Option<u64>| v.map(|v| v.to_string());
+        let flag = |v: Option<bool>| v.map(|v| v.to_string());
+        check(
+            "tensor_parallel_size",
+            num(real.tensor_parallel_size),
+            num(self.tensor_parallel_size),
+            "--tp {} (or the cluster config's tp_size)",
+        );
+        check(
+            "data_parallel_size",
+            num(real.data_parallel_size),
+            num(self.data_parallel_size),
+            "a cluster config with DP groups of {}",
+        );
+        check(
+            "max_num_seqs",
+            num(real.max_num_seqs),
+            num(self.max_num_seqs),
+            "--max-num-seqs {}",
+        );
+        check(
+            "max_num_batched_tokens",
+            num(real.max_num_batched_tokens),
+            num(self.max_num_batched_tokens),
+            "--max-num-batched-tokens {}",
+        );
+        check(
+            "kv_cache_dtype",
+            real.kv_cache_dtype.clone(),
+            self.kv_cache_dtype.clone(),
+            "--kv-cache-dtype {}",
+        );
+        check(
+            "async_scheduling",
+            flag(real.async_scheduling),
+            flag(self.async_scheduling),
+            if real.async_scheduling == Some(true) {
+                "--async-scheduling (vLLM's default; drop --no-async-scheduling or --llmservingsim)"
+            } else {
+                "--no-async-scheduling"
+            },
+        );
+        check(
+            "enable_chunked_prefill",
+            flag(real.enable_chunked_prefill),
+            flag(self.enable_chunked_prefill),
+            if real.enable_chunked_prefill == Some(false) {
+                "--no-enable-chunked-prefill"
+            } else {
+                "drop --no-enable-chunked-prefill"
+            },
+        );
+        check(
+            "enable_prefix_caching",
+            flag(real.enable_prefix_caching),
+            flag(self.enable_prefix_caching),
+            if real.enable_prefix_caching == Some(false) {
+                "--no-enable-prefix-caching"
+            } else {
+                "drop --no-enable-prefix-caching"
+            },
+        );
+        check(
+            "enforce_eager",
+            flag(real.enforce_eager),
+            flag(self.enforce_eager),
+            if real.enforce_eager == Some(true) {
+                "--enforce-eager"
+            } else {
+                "drop --enforce-eager"
+            },
+        );
+        check(
+            "num_requests",
+            num(real.num_requests),
+            num(self.num_requests),
+            "--num-reqs {}",
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_meta_json_without_resolved_config_takes_async_scheduling_from_its_version() {
+        let meta = json!({
+            "vllm_version": "0.19.0",
+            "num_requests": 300,
+            "engine_kwargs": {"tensor_parallel_size": 2, "max_num_seqs": 128,
+                              "max_num_batched_tokens": 2048, "kv_cache_dtype": "auto"}
+        });
+        let real = RunSettings::from_vllm_meta(&meta);
+        assert_eq!(real.async_scheduling, Some(true));
+        assert_eq!(real.tensor_parallel_size, Some(2));
+        let old = RunSettings::from_vllm_meta(&json!({"vllm_version": "0.10.2"}));
+        assert_eq!(old.async_scheduling, Some(false));
+    }
+
+    #[test]
+    fn hints_name_each_setting_that_differs_and_the_flag_that_aligns_it() {
+        let meta = json!({
+            "vllm_version": "0.19.0",
+            "num_requests": 300,
+            "engine_kwargs": {"tensor_parallel_size": 1, "max_num_seqs": 256},
+            "resolved_config": {"scheduler_config": {"async_scheduling": true},
+                                "model_config": {"enforce_eager": false}}
+        });
+        let real = RunSettings::from_vllm_meta(&meta);
+        let simulated = RunSettings {
+            tensor_parallel_size: Some(1),
+            max_num_seqs: Some(128),
+            async_scheduling: Some(false),
+            enforce_eager: Some(false),
+            num_requests: Some(300),
+            ..RunSettings::default()
+        };
+        let hints = simulated.hints(&real);
+        let settings: Vec<_> = hints.iter().map(|h| h.setting).collect();
+        assert_eq!(settings, ["max_num_seqs", "async_scheduling"]);
+        assert_eq!(hints[0].fix, "--max-num-seqs 256");
+        assert_eq!(
+            hints[0].to_string(),
+            "the real run recorded max_num_seqs = 256, the simulation ran with 128: \
+             --max-num-seqs 256"
+        );
+        assert!(simulated.hints(&simulated).is_empty());
+    }
+}
