@@ -20,6 +20,7 @@ pub mod interrupt;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod output;
 pub mod paths;
 pub mod power;
 pub mod router;

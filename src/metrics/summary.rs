@@ -1,12 +1,12 @@
 //! The run summary: vLLM benchmark metric names, printed and as JSON.
 
-use super::csv_out::write_atomically;
 use super::fitness::Fitness;
 use super::sessions::SessionSummary;
 use super::slo::SloReport;
 use super::stats::{IntegerCounts, LatencyStats};
 use super::{PdRecord, RequestRecord};
 use crate::Nanos;
+use crate::output::{Finished, prepare};
 use crate::power::PowerReport;
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -254,8 +254,13 @@ impl Summary {
 
     /// Writes [`Summary::to_json`] to `path` atomically.
     pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
+        self.prepare_json(path)?.commit()
+    }
+
+    /// Writes [`Summary::to_json`] for `path`, to be put in place by [`Finished::commit`].
+    pub fn prepare_json(&self, path: &Path) -> anyhow::Result<Finished> {
         let json = self.to_json();
-        write_atomically(path, |out| {
+        prepare(path, |out| {
             serde_json::to_writer_pretty(&mut *out, &json)?;
             out.write_all(b"\n")
         })

@@ -7,6 +7,7 @@ mod matching;
 
 use super::plots::{self, Chart, PlotFormat, Series};
 use super::stats::{NS_PER_MS, mean, percentile};
+use crate::output::StagedDir;
 use anyhow::{Context, bail};
 use matching::Served;
 use plotters::chart::SeriesLabelPosition;
@@ -242,8 +243,8 @@ impl Validation {
             .fold(0.0, f64::max)
     }
 
-    /// Writes `latency_cdf.<ext>` and `throughput.<ext>` into `dir` (created if missing) and
-    /// returns their paths; ext = svg or png per `format`.
+    /// Writes `latency_cdf.<ext>` and `throughput.<ext>` into `dir` (created if missing; both
+    /// appear together or neither does) and returns their paths; ext = svg or png per `format`.
     pub fn write_plots(&self, dir: &Path, format: PlotFormat) -> anyhow::Result<Vec<PathBuf>> {
         let charts = [
             Chart {
@@ -269,7 +270,10 @@ impl Validation {
                 ],
             },
         ];
-        plots::write_charts(dir, format, &charts)
+        let staged = StagedDir::create(dir)?;
+        let paths = plots::write_charts(&staged, format, &charts)?;
+        staged.commit()?;
+        Ok(paths)
     }
 }
 
