@@ -30,6 +30,7 @@ mod serde_messages;
 pub mod sweep;
 pub mod trace;
 pub mod workload;
+pub mod yaml;
 
 #[cfg(test)]
 #[path = "../tests/common/shared_data.rs"]

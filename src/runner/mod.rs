@@ -62,6 +62,9 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let max_in_flight = replay(&mut workload, config.replay)?;
     let mut registry = SessionRegistry::new(&workload.sessions);
     let requests = initial_requests(&workload, &mut registry);
+    if let Some(a) = &config.control.autoscale {
+        scaling::check_ticks(a, requests.iter().map(|r| r.arrival_ns))?;
+    }
     let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
     eprintln!("{}", astra::describe(config.astra()));
     let mut instances = build_instances(config, first_arrival)?;
