@@ -28,7 +28,7 @@ For every GPU it fits, by least squares on the rows named below,
 and prints each GPU's values and their median over GPUs, which the roofline uses for every
 GPU (`src/latency/roofline.rs`). No validation run is read. The last lines ("constants held
 by src/latency/roofline.rs") print the values the code holds, rounded as it rounds them;
-`tests/derive_roofline.rs` checks that the two agree.
+`tests/accuracy/derive_roofline.rs` checks that the two agree.
 
 Usage: scripts/derive_roofline.py [DATA_DIR]   (default ../shared/data)
 """
