@@ -4,8 +4,7 @@
 //! under a 200 MB address-space cap (an allocation past it would abort the process instead of
 //! the clean exit 1) and within a few seconds.
 
-#[path = "common/binary.rs"]
-mod binary;
+use crate::binary;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
