@@ -1,6 +1,6 @@
 //! Command-line flags (LLMServingSim's names where they exist) and their plain conversion,
 //! once, into [`RunOptions`]; the library resolves those into a [`SimConfig`]
-//! ([`config::run::resolve`]).
+//! ([`setup::resolve`]).
 
 mod command_paths;
 mod control;
@@ -16,15 +16,16 @@ pub use replay::ReplayArgs;
 
 use crate::astra::AstraArgs;
 use crate::chakra::{Dialect, EmitEt};
-use crate::config::run::{
-    Deployment, EngineFlags, HostArgs, PimArgs, PlotsOutput, PrefixStorageArgs, RunOptions,
-    SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
-};
-use crate::config::{self, ConfigError, Dtype, KvCacheDtype};
+use crate::config::{ConfigError, Dtype, KvCacheDtype};
 use crate::evaluation::EvaluationConfig;
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
+use crate::setup;
+use crate::setup::{
+    Deployment, EngineFlags, HostArgs, PimArgs, PlotsOutput, PrefixStorageArgs, RunOptions,
+    SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
+};
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -499,9 +500,9 @@ fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
 }
 
 impl RunArgs {
-    /// The run these flags describe, resolved and validated ([`config::run::resolve`]).
+    /// The run these flags describe, resolved and validated ([`setup::resolve`]).
     pub fn into_config(self) -> Result<SimConfig, ConfigError> {
-        config::run::resolve(self.into_options()?)
+        setup::resolve(self.into_options()?)
     }
 
     /// The plain options these flags give, after the checks that concern flags alone (which

@@ -26,6 +26,7 @@ pub mod router;
 pub mod runner;
 pub mod scheduler;
 mod serde_messages;
+pub mod setup;
 pub mod sweep;
 pub mod trace;
 pub mod workload;

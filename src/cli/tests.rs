@@ -31,7 +31,7 @@ fn run_options_without_flags_match_the_flag_defaults() {
     let built = RunOptions::new(from_flags.workload.clone());
     assert_eq!(format!("{built:?}"), format!("{from_flags:?}"));
     // And a run resolves from them without clap.
-    let config = config::run::resolve(built).unwrap();
+    let config = setup::resolve(built).unwrap();
     assert_eq!(config.instances.len(), 1);
     assert_eq!(config.instances[0].scheduler.max_num_seqs, Some(128));
 }

@@ -6,9 +6,9 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
-use crate::config::run::{SimConfig, WorkloadSource};
 use crate::control::ControlConfig;
 use crate::router::{RoutingPolicy, SignalConfig};
+use crate::setup::{SimConfig, WorkloadSource};
 use crate::workload::spec::scenario;
 
 /// SHA-256 of `bytes`, lower-case hex.

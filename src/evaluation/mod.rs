@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::config::run::SimConfig;
 use crate::control::OutcomeReport;
 use crate::metrics::{
     AnomalyCounts, Fitness, FitnessInputs, FitnessWeights, SloReport, Summary, write_atomically,
 };
+use crate::setup::SimConfig;
 
 /// Version of the evaluation JSON's layout; raised on any change a reader could notice.
 pub const SCHEMA_VERSION: u32 = 2;

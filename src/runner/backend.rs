@@ -4,12 +4,12 @@
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::config::InstanceRole;
-use crate::config::run::{InstanceConfig, SimConfig};
 use crate::latency::{
     BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload,
     PimSpec, ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory,
     WeightStreaming,
 };
+use crate::setup::{InstanceConfig, SimConfig};
 use std::time::Instant;
 
 /// The latency backend of one instance.

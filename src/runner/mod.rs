@@ -16,7 +16,6 @@ use crate::Nanos;
 use crate::astra;
 use crate::autoscale::AutoscaleReport;
 use crate::chakra::StepEmitter;
-use crate::config::run::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::config::{
     Dtype, InstanceRole, KvCapacity, KvSizing, Link, full_kv_bytes_per_token, kv_capacity,
 };
@@ -32,6 +31,7 @@ use crate::metrics::{
 };
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
+use crate::setup::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};

@@ -5,7 +5,7 @@
 
 use crate::autoscale::{AutoscaleConfig, Autoscaler, ReplicaTemplate};
 use crate::config::KvCapacity;
-use crate::config::run::{InstanceConfig, SimConfig};
+use crate::setup::{InstanceConfig, SimConfig};
 
 /// `config` with every instance repeated `max_replicas` times (template by template), or an
 /// error saying why the configuration cannot be autoscaled.

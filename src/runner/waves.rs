@@ -4,9 +4,9 @@
 use crate::Nanos;
 use crate::astra::{self, AstraGroup, AstraGroupSpec};
 use crate::config::InstanceRole;
-use crate::config::run::SimConfig;
 use crate::engine::WavePricer;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StageSends};
+use crate::setup::SimConfig;
 
 /// One [`AstraGroup`] per DP group whose members are co-simulated, by group index.
 pub(super) struct AstraWaves {

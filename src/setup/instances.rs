@@ -4,8 +4,8 @@
 
 use super::{InstancePim, InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
+use crate::config::Pipeline;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
-use crate::engine::Pipeline;
 use crate::latency::{Collectives, CudaGraphMode, GraphOptions, GraphPolicy};
 use crate::scheduler::SchedulerConfig;
 
