@@ -11,6 +11,7 @@
 pub mod astra;
 pub mod autoscale;
 pub mod chakra;
+pub mod choice;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -1,6 +1,7 @@
 //! Flags of the policy-research diagnostics: decision traces and the anomaly counters'
 //! thrash window.
 
+use crate::choice::Choice;
 use crate::config::ConfigError;
 use crate::router::parse_duration_ns;
 use crate::trace::{Diagnostics, TraceLevel};
@@ -14,7 +15,8 @@ pub struct DiagnosticArgs {
     /// Decision trace: none (no cost), decisions (admission, priority, routing with its best
     /// candidates, P/D hand-offs and KV transfers, scheduler admissions and preemptions) or
     /// detailed (also every routing candidate and every step).
-    #[arg(long, value_name = "LEVEL", default_value = "none")]
+    #[arg(long, value_name = "LEVEL", value_parser = super::choices::<TraceLevel>(),
+          default_value = Diagnostics::default().trace_level.name())]
     pub trace_level: TraceLevel,
 
     /// Write the decision trace here as JSON lines, streamed and put in place atomically
@@ -24,7 +26,7 @@ pub struct DiagnosticArgs {
 
     /// Routing candidates each routing record lists (the best by score, and the chosen
     /// one).
-    #[arg(long, value_name = "K", default_value_t = 3)]
+    #[arg(long, value_name = "K", default_value_t = Diagnostics::default().counterfactual_k)]
     pub counterfactual_k: usize,
 
     /// Summarise the decision trace in the console and the summary JSON: records by kind,

@@ -1,55 +1,31 @@
-//! The host-model flags: whether steps include vLLM's host side, and vLLM's compilation
+//! The host model's settings: whether steps include vLLM's host side, and vLLM's compilation
 //! settings that decide how each step is executed.
 
 use super::InstanceConfig;
 use crate::config::ConfigError;
 use crate::latency::{CudaGraphMode, GraphOptions, GraphPolicy};
-use clap::{Args, ValueEnum};
 
-/// Whether the host model is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum HostModelSwitch {
-    /// Step times include the host side: CUDA-graph modes, kernel launches, CPU step work.
-    On,
-    /// Step times are the latency backend's GPU time alone (LLMServingSim's step times).
-    Off,
-}
-
-/// The host-model flags of the main command.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Host model (vLLM's execution of a step)")]
-pub struct HostArgs {
-    /// The host side of each step (CUDA-graph mode, kernel launches, CPU step work; see the
-    /// guide's host-model section): on, or off for the latency backend's GPU time alone
-    /// (LLMServingSim's step times). Not applied under ASTRA-Sim.
-    #[arg(long, value_name = "on|off", default_value = "on")]
-    pub host_model: HostModelSwitch,
-
-    /// vLLM's --enforce-eager: no compilation and no CUDA graphs; every op is launched
-    /// eagerly (host model).
-    #[arg(long)]
+/// The host model's settings: whether steps include vLLM's host side, and vLLM's
+/// compilation settings (see the flags' help).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostOptions {
+    /// Step times include the host side (`--host-model on`).
+    pub host_model: bool,
+    /// vLLM's `--enforce-eager`.
     pub enforce_eager: bool,
-
-    /// vLLM's compilation_config.cudagraph_mode: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or
-    /// FULL_AND_PIECEWISE (host model).
-    #[arg(long, value_name = "MODE", default_value = "FULL_AND_PIECEWISE")]
+    /// vLLM's `compilation_config.cudagraph_mode`.
     pub cudagraph_mode: CudaGraphMode,
-
-    /// vLLM's cudagraph_capture_sizes, comma-separated token counts [default: 1, 2, 4, then
-    /// multiples of 8 below 256 and of 16 up to --max-cudagraph-capture-size].
-    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    /// vLLM's `cudagraph_capture_sizes`; `None`: vLLM's default list.
     pub cudagraph_capture_sizes: Option<Vec<u32>>,
-
-    /// vLLM's max_cudagraph_capture_size [default: min(2 × max-num-seqs, 512)].
-    #[arg(long, value_name = "N")]
+    /// vLLM's `max_cudagraph_capture_size`; `None`: `min(2 × max-num-seqs, 512)`.
     pub max_cudagraph_capture_size: Option<u32>,
 }
 
-impl Default for HostArgs {
-    /// The host model on, vLLM 0.19's default compilation settings: the flags' defaults.
+impl Default for HostOptions {
+    /// The host model on, vLLM 0.19's default compilation settings.
     fn default() -> Self {
-        HostArgs {
-            host_model: HostModelSwitch::On,
+        HostOptions {
+            host_model: true,
             enforce_eager: false,
             cudagraph_mode: CudaGraphMode::FullAndPiecewise,
             cudagraph_capture_sizes: None,
@@ -58,11 +34,11 @@ impl Default for HostArgs {
     }
 }
 
-impl HostArgs {
+impl HostOptions {
     /// Gives every instance that runs without ASTRA-Sim its execution policy when the host
     /// model is on (resolved against its own scheduler limits).
     pub fn assign(&self, instances: &mut [InstanceConfig]) -> Result<(), ConfigError> {
-        if self.host_model == HostModelSwitch::Off {
+        if !self.host_model {
             return Ok(());
         }
         let options = GraphOptions {

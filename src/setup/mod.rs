@@ -16,14 +16,14 @@ mod placement;
 mod power;
 mod prefix_storage;
 
-pub use host::{HostArgs, HostModelSwitch};
-pub use instances::{EngineFlags, InstanceConfig};
-pub use pim::{InstancePim, PimArgs};
+pub use host::HostOptions;
+pub use instances::{EngineOptions, InstanceConfig};
+pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
 pub use power::{PowerConfig, parse_log_interval};
-pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
+pub use prefix_storage::{PrefixStorageOptions, TierPool};
 
-use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
+use crate::astra::{self, AstraMode, AstraOptions, CosimOptions, InstanceNetwork};
 use crate::chakra::EmitEt;
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, ModelArch, PrefixStorage,
@@ -96,7 +96,7 @@ pub struct RunOptions {
     pub workload: WorkloadSource,
     pub deployment: Deployment,
     /// Engine settings every instance starts from (a cluster config may override them).
-    pub engine: EngineFlags,
+    pub engine: EngineOptions,
     pub routing: RoutingPolicy,
     /// What the router sees of the instances and how stale.
     pub signals: SignalConfig,
@@ -125,13 +125,18 @@ pub struct RunOptions {
     /// Seconds between power log lines.
     pub log_interval: f64,
     pub emit_et: Option<EmitEt>,
-    pub prefix: PrefixStorageArgs,
-    pub pim: PimArgs,
-    pub astra: AstraArgs,
-    pub host: HostArgs,
+    pub prefix: PrefixStorageOptions,
+    pub pim: PimOptions,
+    pub astra: CosimOptions,
+    pub host: HostOptions,
 }
 
 impl RunOptions {
+    /// Seed of the run's random streams, by default.
+    pub const DEFAULT_SEED: u64 = 0;
+    /// Simulated seconds per interval of the power series, by default.
+    pub const DEFAULT_LOG_INTERVAL_S: f64 = 1.0;
+
     /// The options of a run of `workload` with every setting at the default of its flag
     /// (LLMServingSim's where it has one): one Llama-3.1-8B instance on an H100-SXM, TP 1,
     /// max-num-seqs 128, max-num-batched-tokens 2048, `LOAD` routing, seed 0.
@@ -143,19 +148,7 @@ impl RunOptions {
                 hardware: None,
                 tp: None,
             },
-            engine: EngineFlags {
-                dtype: None,
-                kv_cache_fp8: false,
-                memory_utilization: 0.9,
-                max_num_seqs: 128,
-                max_num_batched_tokens: 2048,
-                long_prefill_token_threshold: 0,
-                block_size: 16,
-                enable_chunked_prefill: true,
-                enable_prefix_caching: true,
-                reserve_full_isl: true,
-                async_scheduling: false,
-            },
+            engine: EngineOptions::default(),
             routing: RoutingPolicy::Load,
             signals: SignalConfig::default(),
             control: ControlConfig::default(),
@@ -173,14 +166,14 @@ impl RunOptions {
             replay: ReplayMode::Trace,
             num_reqs: None,
             max_requests: None,
-            seed: 0,
+            seed: RunOptions::DEFAULT_SEED,
             log_level: log::LevelFilter::Warn,
-            log_interval: 1.0,
+            log_interval: RunOptions::DEFAULT_LOG_INTERVAL_S,
             emit_et: None,
-            prefix: PrefixStorageArgs::default(),
-            pim: PimArgs::default(),
-            astra: AstraArgs::default(),
-            host: HostArgs::default(),
+            prefix: PrefixStorageOptions::default(),
+            pim: PimOptions::default(),
+            astra: CosimOptions::default(),
+            host: HostOptions::default(),
         }
     }
 }
@@ -259,8 +252,7 @@ struct Deployed {
 
 /// Resolves and validates `options` into the configuration of a run.
 pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
-    let astra_binary = std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from);
-    let pricing = if options.astra.selects_astra(astra_binary.as_deref()) {
+    let pricing = if options.astra.selects_astra() {
         parallel::CommPricing::Astra
     } else {
         parallel::CommPricing::Analytical
@@ -279,7 +271,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         )?,
         Deployment::ClusterConfig(path) => cluster(&options, path, pricing)?,
     };
-    attach_astra(&options, astra_binary, &mut deployed)?;
+    attach_astra(&options, &mut deployed)?;
     options.host.assign(&mut deployed.instances)?;
     if options.emit_et.is_some() && deployed.instances.iter().any(|i| i.pim.is_some()) {
         return Err(command_line(
@@ -409,16 +401,10 @@ fn cluster(
 /// Gives every instance its ASTRA-Sim settings when ASTRA-Sim prices the run: the run's
 /// flags with the instance's own network (pipelined, prefill and DP-group instances get the
 /// networks of their processes).
-fn attach_astra(
-    options: &RunOptions,
-    astra_binary: Option<PathBuf>,
-    deployed: &mut Deployed,
-) -> Result<(), ConfigError> {
+fn attach_astra(options: &RunOptions, deployed: &mut Deployed) -> Result<(), ConfigError> {
     let instances = &mut deployed.instances;
     astra_dp::refuse_network_config(&options.astra, instances)?;
-    let astra = options
-        .astra
-        .resolve_instances(astra_binary, &deployed.networks)?;
+    let astra = options.astra.resolve_instances(&deployed.networks)?;
     for (inst, settings) in instances.iter_mut().zip(astra.into_iter().flatten()) {
         let streams = inst
             .placement
@@ -447,7 +433,7 @@ fn attach_astra(
 /// instance) cannot describe that and is refused with pipelined instances.
 fn astra_pipeline_networks(
     instances: &mut [InstanceConfig],
-    args: &AstraArgs,
+    args: &CosimOptions,
 ) -> Result<(), ConfigError> {
     for (id, inst) in instances.iter_mut().enumerate() {
         let (Some(pipeline), Some(options), None) =
@@ -485,7 +471,7 @@ pub(super) fn network_config_refused(message: String) -> ConfigError {
 fn astra_prefill_networks(
     instances: &mut [InstanceConfig],
     links: Option<&ClusterLinks>,
-    args: &AstraArgs,
+    args: &CosimOptions,
 ) -> Result<(), ConfigError> {
     for (id, inst) in instances.iter_mut().enumerate() {
         let (InstanceRole::Prefill, Some(options), Some(links)) =
