@@ -608,12 +608,6 @@ impl LatencyBackend for Roofline {
         Ok(total)
     }
 
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        let mut layers = Vec::new();
-        self.layer_times(batch, &mut layers)?;
-        Ok(layers)
-    }
-
     fn layer_times(
         &mut self,
         batch: &BatchDesc<'_>,
