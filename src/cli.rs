@@ -5,34 +5,37 @@
 mod astra;
 mod choices;
 mod command_paths;
+mod commands;
 mod control;
 mod dataset;
 mod diagnostics;
 mod host;
 mod replay;
 mod routing;
+mod sweep;
 mod tiers;
 
 pub use astra::AstraArgs;
+pub use commands::{et, generate, list_scenarios, validate};
 pub use control::ControlArgs;
 pub use dataset::DatasetArgs;
 pub use diagnostics::DiagnosticArgs;
 pub use host::{HostArgs, HostModelSwitch};
 pub use replay::ReplayArgs;
+pub use sweep::{MainFlags, SweepArgs};
 pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 
 use crate::astra::CosimOptions;
 use crate::chakra::{Dialect, EmitEt};
 use crate::choice::Choice;
 use crate::config::{ConfigError, Dtype, KvCacheDtype};
-use crate::evaluation::EvaluationConfig;
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::setup;
 use crate::setup::{
-    Deployment, EngineOptions, PlotsOutput, RunOptions, SimConfig, TimeSeriesOutput,
-    WorkloadSource, parse_log_interval,
+    Deployment, EngineOptions, EvaluationConfig, PlotsOutput, RoutingOptions, RunOptions,
+    SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
 };
 use choices::choices;
 use clap::builder::PossibleValuesParser;
@@ -72,7 +75,7 @@ pub enum Command {
     Scenarios,
     /// Run many points of a sweep spec in parallel (one worker thread per core), into one
     /// results table; mark the Pareto front and the configurations meeting an SLO.
-    Sweep(crate::sweep::SweepArgs),
+    Sweep(SweepArgs),
 }
 
 /// Subcommands of `blis-cosim et`.
@@ -513,19 +516,14 @@ impl RunArgs {
     /// combinations make sense).
     pub fn into_options(self) -> Result<RunOptions, ConfigError> {
         let workload = self.workload_source()?;
-        let weights_given = self.routing_weights.is_some();
-        let routing = match (self.request_routing_policy, self.routing_weights) {
-            (RoutingPolicy::Weighted(_), Some(w)) => RoutingPolicy::Weighted(w),
-            (_, Some(_)) => {
-                return Err(command_line(
-                    "--routing-weights",
-                    "applies only to --request-routing-policy weighted",
-                ));
-            }
-            (policy, None) => policy,
+        let routing = RoutingOptions {
+            policy: self.request_routing_policy,
+            weights: self.routing_weights,
+            scorers: self.routing.routing_scorers,
+            snapshot_refresh_ns: self.routing.snapshot_refresh_interval.unwrap_or(0),
+            cache_signal_delay_ns: self.routing.cache_signal_delay.unwrap_or(0),
+            signal_refresh: self.routing.signal_refresh,
         };
-        let (control, routing) = self.control.resolve(routing)?;
-        let (routing, signals) = self.routing.resolve(routing, weights_given)?;
         let deployment = match self.cluster_config {
             Some(path) => Deployment::ClusterConfig(path),
             None => Deployment::Standalone {
@@ -569,9 +567,8 @@ impl RunArgs {
             deployment,
             engine,
             routing,
-            signals,
-            control,
-            diagnostics: self.diagnostics.resolve()?,
+            control: self.control.into(),
+            diagnostics: self.diagnostics.into(),
             expert_routing: self.expert_routing_policy,
             profile_dir: self.profile_dir,
             architecture: self.architecture,
@@ -593,7 +590,6 @@ impl RunArgs {
             evaluation: EvaluationConfig {
                 weights: self.fitness_weights,
                 json: self.evaluation_json,
-                policy_config: self.control.policy_config.clone(),
             },
             sessions_output: self.replay.sessions_output.clone(),
             replay: self.replay.mode(),

@@ -33,6 +33,9 @@ pub mod trace;
 pub mod workload;
 
 #[cfg(test)]
+mod module_graph_tests;
+
+#[cfg(test)]
 #[path = "../tests/common/shared_data.rs"]
 pub(crate) mod shared_data;
 

@@ -1,6 +1,6 @@
 //! `blis-cosim`: parse flags, run, map errors to exit codes.
 
-use blis_cosim::cli::{Cli, Command};
+use blis_cosim::cli::{Cli, Command, MainFlags, RunArgs};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -12,16 +12,15 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let result = match cli.command {
-        None => blis_cosim::paths::check(&cli.run.paths())
-            .and_then(|()| cli.run.into_config().map_err(anyhow::Error::from))
-            .and_then(|config| blis_cosim::runner::run(&config))
-            .map(|summary| print!("{}", summary.render())),
-        Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),
-        Some(Command::Et(command)) => blis_cosim::runner::et(&command),
-        Some(Command::Generate(args)) => blis_cosim::runner::generate(&args),
-        Some(Command::Sweep(args)) => blis_cosim::sweep::main(&args),
+        None => main_job(cli.run).map(|summary| print!("{}", summary.render())),
+        Some(Command::Validate(args)) => blis_cosim::cli::validate(&args),
+        Some(Command::Et(command)) => blis_cosim::cli::et(&command),
+        Some(Command::Generate(args)) => blis_cosim::cli::generate(&args),
+        Some(Command::Sweep(args)) => {
+            blis_cosim::sweep::main(&args.into(), &MainFlags, &blis_cosim::runner::run)
+        }
         Some(Command::Scenarios) => {
-            blis_cosim::runner::list_scenarios();
+            blis_cosim::cli::list_scenarios();
             Ok(())
         }
     };
@@ -41,4 +40,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The main job: the options the flags give, their paths checked before any work, resolved,
+/// run.
+fn main_job(args: RunArgs) -> anyhow::Result<blis_cosim::metrics::Summary> {
+    let options = args.into_options()?;
+    blis_cosim::paths::check(&options.paths())?;
+    let config = blis_cosim::setup::resolve(options)?;
+    blis_cosim::runner::run(&config)
 }

@@ -1,7 +1,6 @@
 //! The main job: load the workload, size the KV cache, run the engine, write the outputs.
 
 mod backend;
-mod commands;
 mod evaluate;
 mod outputs;
 mod scaling;
@@ -9,8 +8,6 @@ mod waves;
 
 use crate::evaluation::RunSignals;
 use crate::metrics::{RunPlots, SloCollector, TimeSeries};
-use commands::detected;
-pub use commands::{et, generate, list_scenarios, validate};
 
 use crate::Nanos;
 use crate::astra;
@@ -35,7 +32,7 @@ use crate::setup::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
-use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, read_dataset};
+use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, detected, read_dataset};
 use anyhow::Context;
 use backend::Backend;
 use outputs::{Outputs, Progress};

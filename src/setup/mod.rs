@@ -7,15 +7,18 @@
 //! networks and the host model.
 
 mod astra_dp;
+mod control;
 mod host;
 mod instances;
 mod parallel;
+mod paths;
 mod pim;
 mod pipeline;
 mod placement;
 mod power;
 mod prefix_storage;
 
+pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
 pub use instances::{EngineOptions, InstanceConfig};
 pub use pim::{InstancePim, PimOptions};
@@ -29,9 +32,8 @@ use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, ModelArch, PrefixStorage,
 };
 use crate::control::ControlConfig;
-use crate::evaluation::EvaluationConfig;
 use crate::latency::ExpertRouting;
-use crate::metrics::{PlotFormat, SloTargets};
+use crate::metrics::{FitnessWeights, PlotFormat, SloTargets};
 use crate::router::{RoutingPolicy, SignalConfig};
 use crate::workload::DatasetOptions;
 use prefix_storage::Cluster;
@@ -88,6 +90,22 @@ pub enum Deployment {
     ClusterConfig(PathBuf),
 }
 
+/// What the run asks of its evaluation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvaluationConfig {
+    /// `--fitness-weights`: the fitness is then printed and in the summary JSON.
+    pub weights: Option<FitnessWeights>,
+    /// `--evaluation-json`.
+    pub json: Option<PathBuf>,
+}
+
+impl EvaluationConfig {
+    /// Whether the run computes a fitness or writes an evaluation.
+    pub fn requested(&self) -> bool {
+        self.weights.is_some() || self.json.is_some()
+    }
+}
+
 /// A run as its options describe it, before resolution: plain typed values, no command-line
 /// types. The command line builds one from its flags; a sweep or a policy bundle can build
 /// one directly.
@@ -97,12 +115,10 @@ pub struct RunOptions {
     pub deployment: Deployment,
     /// Engine settings every instance starts from (a cluster config may override them).
     pub engine: EngineOptions,
-    pub routing: RoutingPolicy,
-    /// What the router sees of the instances and how stale.
-    pub signals: SignalConfig,
-    /// The cluster control plane (admission, priority, gateway queue, latencies, instance
-    /// scheduling policies).
-    pub control: ControlConfig,
+    /// The routing policy, its weights or scorers, and what the router sees.
+    pub routing: RoutingOptions,
+    /// The cluster control plane: the policy bundle and the settings over it.
+    pub control: ControlOptions,
     /// Decision traces and anomaly detection.
     pub diagnostics: crate::trace::Diagnostics,
     /// How MoE tokens pick experts (a random policy is reseeded per instance).
@@ -149,9 +165,8 @@ impl RunOptions {
                 tp: None,
             },
             engine: EngineOptions::default(),
-            routing: RoutingPolicy::Load,
-            signals: SignalConfig::default(),
-            control: ControlConfig::default(),
+            routing: RoutingOptions::default(),
+            control: ControlOptions::default(),
             diagnostics: crate::trace::Diagnostics::default(),
             expert_routing: ExpertRouting::Balanced,
             profile_dir: None,
@@ -190,6 +205,8 @@ pub struct SimConfig {
     pub slo_targets: SloTargets,
     /// Fitness and evaluation result (`--fitness-weights`, `--evaluation-json`).
     pub evaluation: EvaluationConfig,
+    /// The policy bundle the run read (`--policy-config`), whose content names the policy.
+    pub policy_config: Option<PathBuf>,
     /// Pictures of the run (`--plots`).
     pub plots: Option<PlotsOutput>,
     /// Per-session CSV (workloads with sessions).
@@ -252,6 +269,12 @@ struct Deployed {
 
 /// Resolves and validates `options` into the configuration of a run.
 pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
+    check_diagnostics(&options.diagnostics)?;
+    let control::Resolved {
+        control,
+        routing,
+        signals,
+    } = control::resolve(&options.control, &options.routing)?;
     let pricing = if options.astra.selects_astra() {
         parallel::CommPricing::Astra
     } else {
@@ -287,6 +310,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         timeseries: options.timeseries,
         slo_targets: options.slo_targets,
         evaluation: options.evaluation,
+        policy_config: options.control.policy_config,
         plots: options.plots,
         sessions_output: options.sessions_output,
         replay: options.replay,
@@ -296,9 +320,9 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         num_nodes: deployed.num_nodes,
         links: deployed.links,
         prefix_storage: deployed.prefix_storage,
-        routing: options.routing,
-        signals: options.signals,
-        control: options.control,
+        routing,
+        signals,
+        control,
         diagnostics: options.diagnostics,
         profile_dir: options.profile_dir,
         architecture: options.architecture,
@@ -307,6 +331,25 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         emit_et: options.emit_et,
         power: deployed.power,
     })
+}
+
+/// The trace flags need a trace level, and a trace level needs somewhere to go.
+fn check_diagnostics(d: &crate::trace::Diagnostics) -> Result<(), ConfigError> {
+    let traced = d.trace_level != crate::trace::TraceLevel::None;
+    let needs_level = |flag: &str| command_line(flag, "needs --trace-level decisions or detailed");
+    if !traced && d.trace_output.is_some() {
+        return Err(needs_level("--trace-output"));
+    }
+    if !traced && d.summarize_trace {
+        return Err(needs_level("--summarize-trace"));
+    }
+    if traced && d.trace_output.is_none() && !d.summarize_trace {
+        return Err(command_line(
+            "--trace-level",
+            "traces nothing without --trace-output or --summarize-trace",
+        ));
+    }
+    Ok(())
 }
 
 /// An error of the command line's `flag`.
