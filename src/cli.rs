@@ -508,7 +508,7 @@ fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
 
 impl RunArgs {
     /// The run these flags describe, resolved and validated ([`setup::resolve`]).
-    pub fn into_config(self) -> Result<SimConfig, ConfigError> {
+    pub fn into_config(self) -> Result<SimConfig, setup::SetupError> {
         setup::resolve(self.into_options()?)
     }
 

@@ -117,7 +117,7 @@ impl Backend {
         if inst.role == InstanceRole::Prefill {
             // The KV transfer is part of every prefill batch (the engine does not add it).
             backend = backend
-                .with_prefill(super::kv_sizing(inst).kv_dtype.bytes())
+                .with_prefill(inst.kv_dtype().bytes())
                 .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
         }
         if options.keep_inputs {

@@ -1,32 +1,11 @@
-//! An autoscaled run's instances: each configured instance is a template of
-//! `max_replicas` replica slots (slot `s` is a replica of template `s / max_replicas`); the
-//! autoscaler is built over the slots with their GPUs, prices and weight-loading times.
+//! An autoscaled run's autoscaler: each configured instance is a template of `max_replicas`
+//! replica slots (slot `s` is a replica of template `s / max_replicas`, laid out by
+//! `setup`); the autoscaler is built over the slots with their GPUs, prices and
+//! weight-loading times.
 //! Prefill and decode templates are pools of their own, scaled separately.
 
 use crate::autoscale::{AutoscaleConfig, Autoscaler, ReplicaTemplate};
-use crate::config::KvCapacity;
 use crate::setup::{InstanceConfig, SimConfig};
-
-/// `config` with every instance repeated `max_replicas` times (template by template), or an
-/// error saying why the configuration cannot be autoscaled.
-pub(super) fn expand(config: &SimConfig, a: &AutoscaleConfig) -> anyhow::Result<SimConfig> {
-    for (k, inst) in config.instances.iter().enumerate() {
-        if inst.dp_group.is_some() {
-            anyhow::bail!(
-                "autoscaling: instance {k} is a member of a data-parallel group; a DP group \
-                 steps in lock step as one unit, so its members cannot come and go one by one"
-            );
-        }
-    }
-    let mut expanded = config.clone();
-    expanded.instances = config
-        .instances
-        .iter()
-        .flat_map(|inst| std::iter::repeat_n(inst, a.max_replicas as usize))
-        .cloned()
-        .collect();
-    Ok(expanded)
-}
 
 /// The name of template `k`: its model, hardware and TP.
 fn template_name(k: usize, inst: &InstanceConfig) -> String {
@@ -39,18 +18,13 @@ fn template_name(k: usize, inst: &InstanceConfig) -> String {
     format!("{k}: {model} on {} tp{}", inst.hardware.name, inst.tp)
 }
 
-/// The autoscaler of the expanded `config` (instances as [`expand`] made them), whose
-/// instances have KV capacities `capacities`.
-pub(super) fn autoscaler(
-    config: &SimConfig,
-    a: &AutoscaleConfig,
-    capacities: &[KvCapacity],
-) -> Autoscaler {
+/// The autoscaler of `config`, whose instances are its templates' replica slots.
+pub(super) fn autoscaler(config: &SimConfig, a: &AutoscaleConfig) -> Autoscaler {
     let per = a.max_replicas as usize;
     let templates: Vec<ReplicaTemplate> = config
         .instances
         .iter()
-        .zip(capacities)
+        .zip(&config.kv)
         .enumerate()
         .map(|(id, (inst, capacity))| ReplicaTemplate {
             pool: (id / per) as u32,

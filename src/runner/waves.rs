@@ -51,7 +51,7 @@ impl AstraWaves {
                 stage_blocks: inst.pipeline.as_ref().map_or(&[], |p| &p.stage_blocks),
                 // The KV transfer is part of every prefill wave (the engine does not add it).
                 prefill_kv_bytes: (inst.role == InstanceRole::Prefill)
-                    .then(|| super::kv_sizing(inst).kv_dtype.bytes()),
+                    .then(|| inst.kv_dtype().bytes()),
             };
             let astra = AstraGroup::start(options.clone(), spec, first_arrival)
                 .map_err(|e| anyhow::anyhow!("{label}{e}"))?;

@@ -17,6 +17,7 @@ mod pipeline;
 mod placement;
 mod power;
 mod prefix_storage;
+mod scaling;
 
 pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
@@ -29,7 +30,8 @@ pub use prefix_storage::{PrefixStorageOptions, TierPool};
 use crate::astra::{self, AstraMode, AstraOptions, CosimOptions, InstanceNetwork};
 use crate::chakra::EmitEt;
 use crate::config::{
-    ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, ModelArch, PrefixStorage,
+    ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, KvCapacity, ModelArch,
+    PrefixStorage,
 };
 use crate::control::ControlConfig;
 use crate::latency::ExpertRouting;
@@ -217,8 +219,14 @@ pub struct SimConfig {
     pub num_reqs: Option<usize>,
     /// Most requests a workload spec may plan (`--max-requests`); `None`: the default.
     pub max_requests: Option<u64>,
-    /// The instances, by global id (file order of the cluster config); at least one.
+    /// The instances, by global id (file order of the cluster config); at least one. In an
+    /// autoscaled run, every configured instance is a template of
+    /// [`SimConfig::replicas_per_template`] consecutive replica slots.
     pub instances: Vec<InstanceConfig>,
+    /// Each instance's KV cache, by instance id.
+    pub kv: Vec<KvCapacity>,
+    /// Replica slots per configured instance: `max_replicas` when autoscaled, else 1.
+    pub replicas_per_template: usize,
     /// Nodes the instances sit on.
     pub num_nodes: usize,
     /// The links KV transfers take, when some instances are prefill or decode instances.
@@ -248,6 +256,14 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
+    /// GPUs the deployment uses: the sum over the configured instances (the templates of an
+    /// autoscaled run) of TP × PP.
+    pub fn gpus(&self) -> u64 {
+        (self.instances.iter().step_by(self.replicas_per_template))
+            .map(|i| u64::from(i.tp) * u64::from(i.pp))
+            .sum()
+    }
+
     /// The ASTRA-Sim settings of the run (those of the first instance: binary, mode, memo and
     /// the other flags are the same for every instance; each instance's own network is in its
     /// [`InstanceConfig::astra`]); `None`: the analytical network backend.
@@ -267,8 +283,29 @@ struct Deployed {
     power: Option<PowerConfig>,
 }
 
+/// Why a run's options do not resolve.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A file or value of the configuration is invalid (its file, line and field named).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Instance `id`'s configuration is invalid (a run of several instances).
+    #[error("instance {id}")]
+    Instance {
+        id: usize,
+        #[source]
+        source: ConfigError,
+    },
+    /// An autoscaled run with a member of a data-parallel group.
+    #[error(
+        "autoscaling: instance {instance} is a member of a data-parallel group; a DP group \
+         steps in lock step as one unit, so its members cannot come and go one by one"
+    )]
+    AutoscaledDpMember { instance: usize },
+}
+
 /// Resolves and validates `options` into the configuration of a run.
-pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
+pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
     check_diagnostics(&options.diagnostics)?;
     let control::Resolved {
         control,
@@ -297,12 +334,20 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
     attach_astra(&options, &mut deployed)?;
     options.host.assign(&mut deployed.instances)?;
     if options.emit_et.is_some() && deployed.instances.iter().any(|i| i.pim.is_some()) {
-        return Err(command_line(
+        return Err(SetupError::Config(command_line(
             "--emit-et",
             "cannot write the traces of instances that offload attention to PIM yet (they \
              would need PIM_COMP nodes)",
-        ));
+        )));
     }
+    let (instances, replicas_per_template) = match &control.autoscale {
+        Some(a) => (
+            scaling::expand(deployed.instances, a)?,
+            a.max_replicas as usize,
+        ),
+        None => (deployed.instances, 1),
+    };
+    let kv = scaling::kv_capacities(&instances)?;
     Ok(SimConfig {
         workload: options.workload,
         output: options.output,
@@ -316,7 +361,9 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         replay: options.replay,
         num_reqs: options.num_reqs,
         max_requests: options.max_requests,
-        instances: deployed.instances,
+        instances,
+        kv,
+        replicas_per_template,
         num_nodes: deployed.num_nodes,
         links: deployed.links,
         prefix_storage: deployed.prefix_storage,

@@ -106,13 +106,11 @@ pub struct PointRun {
 pub fn run_point(options: RunOptions, runner: &Runner) -> anyhow::Result<PointRun> {
     crate::paths::check(&options.paths())?;
     let config = crate::setup::resolve(options).context("resolving the run's config")?;
-    let gpus = config
-        .instances
-        .iter()
-        .map(|i| u64::from(i.tp) * u64::from(i.pp))
-        .sum();
     let summary = runner(&config)?;
-    Ok(PointRun { summary, gpus })
+    Ok(PointRun {
+        summary,
+        gpus: config.gpus(),
+    })
 }
 
 /// Checks a configuration's cluster config, workload spec and policy bundle as the main
