@@ -21,6 +21,7 @@ pub mod interrupt;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod output;
 pub mod paths;
 pub mod power;
 pub mod router;
@@ -31,6 +32,7 @@ pub mod setup;
 pub mod sweep;
 pub mod trace;
 pub mod workload;
+pub mod yaml;
 
 #[cfg(test)]
 mod module_graph_tests;

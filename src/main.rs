@@ -12,7 +12,7 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let result = match cli.command {
-        None => main_job(cli.run).map(|summary| print!("{}", summary.render())),
+        None => main_job(cli.run),
         Some(Command::Validate(args)) => blis_cosim::cli::validate(&args),
         Some(Command::Et(command)) => blis_cosim::cli::et(&command),
         Some(Command::Generate(args)) => blis_cosim::cli::generate(&args),
@@ -43,10 +43,18 @@ fn main() -> ExitCode {
 }
 
 /// The main job: the options the flags give, their paths checked before any work, resolved,
-/// run.
-fn main_job(args: RunArgs) -> anyhow::Result<blis_cosim::metrics::Summary> {
+/// run; the summary goes to stdout, or to stderr when an output is written to stdout (`-`).
+fn main_job(args: RunArgs) -> anyhow::Result<()> {
     let options = args.into_options()?;
-    blis_cosim::paths::check(&options.paths())?;
+    let paths = options.paths();
+    let summary_to_stderr = blis_cosim::paths::writes_stdout(&paths);
+    blis_cosim::paths::check(&paths)?;
     let config = blis_cosim::setup::resolve(options)?;
-    blis_cosim::runner::run(&config)
+    let summary = blis_cosim::runner::run(&config)?;
+    if summary_to_stderr {
+        eprint!("{}", summary.render());
+    } else {
+        print!("{}", summary.render());
+    }
+    Ok(())
 }

@@ -10,9 +10,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::control::OutcomeReport;
-use crate::metrics::{
-    AnomalyCounts, Fitness, FitnessInputs, FitnessWeights, SloReport, Summary, write_atomically,
-};
+use crate::metrics::{AnomalyCounts, Fitness, FitnessInputs, FitnessWeights, SloReport, Summary};
+use crate::output::Finished;
 use crate::setup::SimConfig;
 
 /// Version of the evaluation JSON's layout; raised on any change a reader could notice.
@@ -103,9 +102,9 @@ impl EvaluationInputs<'_> {
     }
 }
 
-/// Writes `document` to `path` atomically, pretty-printed.
-pub fn write(path: &Path, document: &Value) -> anyhow::Result<()> {
-    write_atomically(path, |out| {
+/// Writes `document` pretty-printed for `path`, to be put in place by [`Finished::commit`].
+pub fn prepare(path: &Path, document: &Value) -> anyhow::Result<Finished> {
+    crate::output::prepare(path, |out| {
         serde_json::to_writer_pretty(&mut *out, document)?;
         out.write_all(b"\n")
     })

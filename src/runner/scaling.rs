@@ -4,8 +4,32 @@
 //! weight-loading times.
 //! Prefill and decode templates are pools of their own, scaled separately.
 
+use crate::Nanos;
 use crate::autoscale::{AutoscaleConfig, Autoscaler, ReplicaTemplate};
 use crate::setup::{InstanceConfig, SimConfig};
+
+/// Most autoscaler ticks over a run's arrivals: each one is recorded in the report.
+pub const MAX_TICKS: u64 = 10_000_000;
+
+/// Refuses an autoscaler that would tick more than [`MAX_TICKS`] times before the last of
+/// the arrivals at `arrivals` ns (ticks every `interval_ns` from 0), before the run starts.
+pub(super) fn check_ticks(
+    a: &AutoscaleConfig,
+    arrivals: impl Iterator<Item = Nanos>,
+) -> anyhow::Result<()> {
+    let last = arrivals.max().unwrap_or(0);
+    let ticks = last / a.interval_ns.max(1);
+    if ticks > MAX_TICKS {
+        anyhow::bail!(
+            "autoscaling: ticks every {} ns until the last arrival at {last} ns are {ticks} \
+             ticks, more than the limit of {MAX_TICKS}; raise --autoscale-interval (or the \
+             policy bundle's autoscale.interval) to at least {} ns",
+            a.interval_ns,
+            last / MAX_TICKS + 1
+        );
+    }
+    Ok(())
+}
 
 /// The name of template `k`: its model, hardware and TP.
 fn template_name(k: usize, inst: &InstanceConfig) -> String {

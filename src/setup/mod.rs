@@ -26,7 +26,9 @@ pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
 pub use power::{PowerConfig, parse_log_interval};
 pub use prefix_storage::{PrefixStorageOptions, TierPool};
+pub use scaling::{MAX_REPLICA_SLOTS, MIN_INTERVAL_NS};
 
+use crate::Nanos;
 use crate::astra::{self, AstraMode, AstraOptions, CosimOptions, InstanceNetwork};
 use crate::chakra::EmitEt;
 use crate::config::{
@@ -296,6 +298,23 @@ pub enum SetupError {
         #[source]
         source: ConfigError,
     },
+    /// An autoscaled run with more replica slots than [`MAX_REPLICA_SLOTS`].
+    #[error(
+        "autoscaling: {templates} instance template(s) × {max_replicas} max replicas are {slots} \
+         replica slots, more than the limit of {MAX_REPLICA_SLOTS}; lower --autoscale-max (or \
+         the policy bundle's autoscale.max_replicas)"
+    )]
+    TooManyReplicaSlots {
+        templates: u64,
+        max_replicas: u32,
+        slots: u64,
+    },
+    /// An autoscaler interval under [`MIN_INTERVAL_NS`].
+    #[error(
+        "autoscaling: an interval of {interval_ns} ns is under the limit of {MIN_INTERVAL_NS} ns \
+         (1 ms); raise --autoscale-interval (or the policy bundle's autoscale.interval)"
+    )]
+    AutoscaleIntervalTooShort { interval_ns: Nanos },
     /// An autoscaled run with a member of a data-parallel group.
     #[error(
         "autoscaling: instance {instance} is a member of a data-parallel group; a DP group \

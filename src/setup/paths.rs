@@ -27,7 +27,7 @@ impl RunOptions {
                 model, hardware, ..
             } => (None, model.as_deref(), hardware.as_deref()),
         };
-        let flags: [(&'static str, Option<&Path>, Role); 13] = [
+        let flags: [(&'static str, Option<&Path>, Role); 15] = [
             ("--dataset", dataset, Role::Input),
             ("--workload-spec", spec, Role::Input),
             ("--cluster-config", cluster, Role::Input),
@@ -38,6 +38,11 @@ impl RunOptions {
                 Role::Input,
             ),
             ("--astra-sim", self.astra.astra_sim.as_deref(), Role::Input),
+            (
+                "--policy-config",
+                self.control.policy_config.as_deref(),
+                Role::Input,
+            ),
             ("--output", self.output.as_deref(), Role::Output),
             ("--summary-json", self.summary_json.as_deref(), Role::Output),
             (
@@ -53,6 +58,11 @@ impl RunOptions {
             (
                 "--sessions-output",
                 self.sessions_output.as_deref(),
+                Role::Output,
+            ),
+            (
+                "--trace-output",
+                self.diagnostics.trace_output.as_deref(),
                 Role::Output,
             ),
             (

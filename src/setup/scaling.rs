@@ -3,15 +3,37 @@
 //! template `s / max_replicas`).
 
 use super::{InstanceConfig, SetupError};
+use crate::Nanos;
 use crate::autoscale::AutoscaleConfig;
 use crate::config::{Dtype, KvCapacity, KvSizing, kv_capacity};
 
-/// `instances` with every one repeated `max_replicas` times (template by template); the
-/// members of a data-parallel group cannot be autoscaled.
+/// Most replica slots (templates × `max_replicas`) an autoscaled run may have: every slot is
+/// an instance of the run.
+pub const MAX_REPLICA_SLOTS: u64 = 100_000;
+/// Shortest autoscaler interval, ns (1 ms).
+pub const MIN_INTERVAL_NS: Nanos = 1_000_000;
+
+/// `instances` with every one repeated `max_replicas` times (template by template), refused
+/// before anything is allocated beyond [`MAX_REPLICA_SLOTS`] slots or under an interval of
+/// [`MIN_INTERVAL_NS`]; the members of a data-parallel group cannot be autoscaled.
 pub(super) fn expand(
     instances: Vec<InstanceConfig>,
     a: &AutoscaleConfig,
 ) -> Result<Vec<InstanceConfig>, SetupError> {
+    let templates = instances.len() as u64;
+    let slots = templates.saturating_mul(u64::from(a.max_replicas));
+    if slots > MAX_REPLICA_SLOTS {
+        return Err(SetupError::TooManyReplicaSlots {
+            templates,
+            max_replicas: a.max_replicas,
+            slots,
+        });
+    }
+    if a.interval_ns < MIN_INTERVAL_NS {
+        return Err(SetupError::AutoscaleIntervalTooShort {
+            interval_ns: a.interval_ns,
+        });
+    }
     if let Some(instance) = instances.iter().position(|i| i.dp_group.is_some()) {
         return Err(SetupError::AutoscaledDpMember { instance });
     }
