@@ -508,7 +508,7 @@ pub fn stock_mode_through_the_binary() {
     // A TP-1 instance runs too, beside an idle peer (upstream refuses a network of 1 NPU).
     let tp1 = cluster(dir.path(), 1);
     let mut args = args;
-    args[3] = tp1.to_str().unwrap();
+    args[2] = tp1.to_str().unwrap();
     let err = ok(&run(&args, Some(&env), tmp.path()));
     assert!(
         err.contains("ASTRA-Sim stock mode") && err.contains("ASTRA-Sim calls"),

@@ -300,7 +300,10 @@ fn moe_dp_groups_run_on_both_sides_of_disaggregation() {
     let config = moe_pd_groups(dir.path(), ["prefill", "prefill", "decode", "decode"]);
     let profiles = shared("profiler/perf");
     let dataset = shared("workloads/sharegpt-qwen3-30b-a3b-300-sps10.jsonl");
+    // Synchronous scheduling: every member of each group idles at some step (under
+    // asynchronous scheduling one decode member always has work when its peer has none).
     let base = [
+        "--no-async-scheduling",
         "--cluster-config",
         config.to_str().unwrap(),
         "--profile-dir",
