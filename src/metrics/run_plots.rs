@@ -61,6 +61,7 @@ impl RunPlots {
             x_desc: "Time (s)",
             y_desc,
             legend,
+            y_integer: false,
             series,
         };
         let upper = SeriesLabelPosition::UpperRight;
@@ -75,16 +76,19 @@ impl RunPlots {
                     Series::solid("generated", generated),
                 ],
             ),
-            chart(
-                "requests",
-                "Requests",
-                "Requests",
-                upper.clone(),
-                vec![
-                    Series::solid("running", running),
-                    Series::solid("waiting", waiting),
-                ],
-            ),
+            Chart {
+                y_integer: true,
+                ..chart(
+                    "requests",
+                    "Requests",
+                    "Requests",
+                    upper.clone(),
+                    vec![
+                        Series::solid("running", running),
+                        Series::solid("waiting", waiting),
+                    ],
+                )
+            },
             chart(
                 "kv_cache",
                 "KV cache use",
@@ -110,6 +114,7 @@ impl RunPlots {
                 x_desc,
                 y_desc: "CDF",
                 legend: SeriesLabelPosition::LowerRight,
+                y_integer: false,
                 series: vec![Series::solid(what, cdf(values))],
             });
         }
