@@ -1,319 +1,444 @@
 #!/usr/bin/env python3
-"""Derives the roofline's attention efficiencies and kernel floor from measured kernel data.
+"""Derives the roofline's constants from every kernel table in the shared data, and checks
+each one leave-one-GPU-out.
 
-Reads (never copies) two independent sets of GPU kernel timings:
-- LLMServingSim profile bundles (`../shared/data/llmservingsim/profiler/perf`): per-layer GPU
-  time of an `enforce_eager` model, attention by (prefill chunk, its KV prefix, decodes, decode
-  KV), on RTX 4090 and RTX PRO 6000;
-- Frontier's operator profiles (`../shared/data/frontier/profiling/compute`): kernel-only
-  (`KERNEL_ONLY`) elementwise-op times on H800 and RTX PRO 6000 (its attention files count
-  the KV cache differently per backend and are not used).
+The tables (`scripts/roofline_tables.py` reads them): LLMServingSim's profile bundles (RTX 4090,
+RTX PRO 6000), Frontier's operator profiles (A100, A40, A800, H100, H800, RTX PRO 6000) and
+collective timings (DGX A100, DGX H100, NVLink-bridged pairs), and our H200 measurement. No
+validation run is read.
 
-For every GPU it fits, by least squares on the rows named below,
-- decode attention: `t = t0 + KV bytes / (peak bandwidth × eta_decode)` (pure-decode rows);
-- prefill attention: `t = t0 + causal FLOPs / (peak dense FLOP/s × eta_prefill)` (pure-prefill
-  rows of at least 256 tokens);
-- the kernel floor: the median kernel-only time of a one-token RMSNorm (the smallest kernel
-  every step runs);
-- the fused-MoE kernel (Qwen3-30B-A3B's `moe.csv`, RTX PRO 6000): `t0 + bytes / (bw × eta)`
-  over rows of at most 128 tokens, the fraction of peak FLOP/s of the 2,048-token rows, and
-  the share of the shorter of its compute and weight stream that the longer does not hide;
-- the mixed-batch decode efficiency by decode thread blocks (decodes x query heads) and decode
-  context, the KV bytes counted once per query head (a mixed batch's varlen kernel runs one
-  block per query head for each decode);
-- the host cost of an eager op (host model): the wall time of launch-bound ops.
-- the fixed time and bandwidth of memory-bound GEMMs, `t0 + bytes / (bw x eta)` over
-  Llama-3.1-8B's four GEMMs at <= 16 tokens (the bundles' dense tables and our H200
-  measurement, data/measured/H200-2026-11-26.json), and their median over the three sources;
-and prints each GPU's values and their median over GPUs, which the roofline uses for every
-GPU (`src/latency/roofline.rs`). No validation run is read. The last lines ("constants held
-by src/latency/roofline.rs") print the values the code holds, rounded as it rounds them;
-`tests/derive_roofline.rs` checks that the two agree.
+For every GPU the script fits what its own tables say (a GEMM's fixed time, weight-streaming
+and compute efficiencies and how much of the shorter of the two the longer hides; attention's
+fixed time and efficiencies; the fused-MoE kernel's; the least time of a kernel; an
+all-reduce's fixed time and link efficiency). A constant of the roofline is the median of a
+family's per-GPU values over the GPUs that have it; the weight-streaming efficiency of GEMMs is
+the median within the architecture class (Ampere, sm_8x before Ada; later parts), the one
+constant whose per-GPU values split by class. Then, for each GPU in turn, the constants are
+derived again without it and the roofline's kernel times are compared with its tables: the
+held-out error per op family, printed as a table (`--loo`, the table of docs/src/accuracy.md).
 
-Usage: scripts/derive_roofline.py [DATA_DIR]   (default ../shared/data)
+The last lines ("constants held by src/latency/roofline.rs") print the constants derived from
+every GPU, rounded as the code rounds them; `tests/derive_roofline.rs` checks that the two
+agree.
+
+Usage: scripts/derive_roofline.py [DATA_DIR] [--loo]   (DATA_DIR default ../shared/data)
 """
-import csv
-import glob
+import math
 import os
 import statistics
 import sys
 
-DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../shared/data")
-LSS = os.path.join(DATA, "llmservingsim/profiler/perf")
-FRONTIER = os.path.join(DATA, "frontier/profiling/compute")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import roofline_tables as tables  # noqa: E402
+from roofline_tables import GPUS  # noqa: E402
 
-# Datasheet peaks (the roofline's hardware files).
-GPUS = {
-    "RTX4090": {"bw": 1008e9, "flops": 165.2e12},
-    "RTXPRO6000": {"bw": 1597e9, "flops": 503.8e12},
-}
-# Llama-3.1-8B attention per GPU at TP 1: 32 query heads, 8 KV heads of 128, bf16.
-LLAMA = {"heads": 32, "kv_heads": 8, "head_dim": 128, "bytes": 2}
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+DATA = ARGS[0] if ARGS else os.path.join(os.path.dirname(__file__), "../../shared/data")
+MEASURED_H200 = os.path.join(os.path.dirname(__file__), "../data/measured/H200-2026-11-26.json")
+
+# The roofline's fixed per-kernel overhead under CUDA graphs (`kernel_launch_ns` of every
+# hardware file) and the bandwidth efficiency of its elementwise kernels (`memory_efficiency`).
+LAUNCH_S = 0.5e-6
+ELEMENTWISE_EFFICIENCY = 0.9
 
 
 def fit(rows):
-    """`t = t0 + x / rate` over (x, t), least squares of the relative error (weights 1/t^2,
-    so that small kernels count as much as large ones); returns (t0 seconds, rate per second)."""
+    """`t = t0 + x / rate` over (x, t), least squares of the relative error (weights 1/t²);
+    returns (t0 seconds, rate per second)."""
     w = [1.0 / (t * t) for _, t in rows]
     sw = sum(w)
     sx = sum(wi * x for wi, (x, _) in zip(w, rows))
-    st_ = sum(wi * t for wi, (_, t) in zip(w, rows))
+    st = sum(wi * t for wi, (_, t) in zip(w, rows))
     sxx = sum(wi * x * x for wi, (x, _) in zip(w, rows))
     sxt = sum(wi * x * t for wi, (x, t) in zip(w, rows))
-    slope = (sw * sxt - sx * st_) / (sw * sxx - sx * sx)
-    return (st_ - slope * sx) / sw, 1.0 / slope
+    slope = (sw * sxt - sx * st) / (sw * sxx - sx * sx)
+    return (st - slope * sx) / sw, 1.0 / slope
 
 
-def kv_bytes(m, tokens):
-    return tokens * m["kv_heads"] * m["head_dim"] * 2 * m["bytes"]
+def best(candidates, error):
+    """The candidate with the least sum of squared relative errors."""
+    return min(candidates, key=lambda c: sum(e * e for e in error(c)))
 
 
-def causal_flops(m, chunk, prefix):
-    return 4.0 * m["heads"] * m["head_dim"] * chunk * (prefix + (chunk + 1) / 2.0)
+def median(values):
+    values = list(values)
+    return statistics.median(values) if values else float("nan")
 
 
-def bundle_attention(gpu):
-    path = os.path.join(LSS, gpu, "meta-llama/Llama-3.1-8B/bf16/tp1/attention.csv")
-    if not os.path.exists(path):
-        return None
-    decode, prefill = [], []
-    for r in csv.DictReader(open(path)):
-        pc, kp, nd, kd = (int(r[k]) for k in ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode"))
-        t = float(r["time_us"]) * 1e-6
-        if pc == 0 and nd > 0:
-            decode.append((kv_bytes(LLAMA, nd * kd), t))
-        elif nd == 0 and pc >= 256:
-            prefill.append((causal_flops(LLAMA, pc, kp), t))
-    return decode, prefill
+def ampere(gpu):
+    return GPUS[gpu]["gen"] == "ampere"
 
 
-# (gpu, model, KV heads, query heads): the attention tables are at TP 1.
-MIXED_SOURCES = [
-    ("RTX4090", "meta-llama/Llama-3.1-8B", 8, 32),
-    ("RTXPRO6000", "meta-llama/Llama-3.1-8B", 8, 32),
-    ("RTXPRO6000", "Qwen/Qwen3-30B-A3B-Instruct-2507", 4, 32),
-]
+# ---------------------------------------------------------------------------------------- GEMMs
+
+def gemm_bytes(r):
+    if r["fp8"]:
+        return r["K"] * r["N"] + r["M"] * r["K"] + 2 * r["M"] * r["N"]
+    return 2 * (r["K"] * r["N"] + r["M"] * r["K"] + r["M"] * r["N"])
 
 
-MIXED_DECODES = [4, 8, 16, 32, 64, 128]
-MIXED_KV = [16 << i for i in range(11)]
+def gemm_time(c, r):
+    """A GEMM as src/latency/roofline.rs prices it: fixed time + the longer of its MMA work and
+    weight stream + the unhidden share of the shorter + the launch."""
+    g = GPUS[r["gpu"]]
+    peak = g["flops"] * (2 if r["fp8"] else 1)
+    eta_m = c["gemm_eta_m_ampere"] if ampere(r["gpu"]) else c["gemm_eta_m"]
+    compute = 2 * r["M"] * r["K"] * r["N"] / (peak * c["gemm_eta_c"])
+    memory = gemm_bytes(r) / (g["bw"] * eta_m)
+    return c["gemm_t0"] + max(compute, memory) + c["gemm_unhidden"] * min(compute, memory) + LAUNCH_S
 
 
-def mixed_decode_grid(gpu, model, kv_heads, q_heads):
-    """Per (decodes, decode KV) cell of the attention table: the decodes' KV bytes, counted once
-    per query head (x query heads / KV heads), over the median of (mixed time - the same
-    prefill alone) across the cell's prefill shapes, over the peak bandwidth."""
-    path = os.path.join(LSS, gpu, model, "bf16/tp1/attention.csv")
-    rows = list(csv.DictReader(open(path)))
-    alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
-    extra = {}
-    for r in rows:
-        key, nd, kv = (r["prefill_chunk"], r["kv_prefill"]), int(r["n_decode"]), int(r["kv_decode"])
-        if int(r["prefill_chunk"]) == 0 or nd not in MIXED_DECODES or kv not in MIXED_KV or key not in alone:
+def gemm_fits(rows):
+    """Per GPU: t0 and weight-streaming efficiency from its GEMMs of <= 16 tokens, then the
+    compute efficiency and the unhidden share from the rest (grid, relative least squares)."""
+    out = {}
+    for gpu in GPUS:
+        mine = [r for r in rows if r["gpu"] == gpu and not r["fp8"]]
+        small = [(gemm_bytes(r), r["t"]) for r in mine if r["M"] <= 16]
+        if len(small) < 3:
             continue
-        extra.setdefault((nd, kv), []).append((float(r["time_us"]) - alone[key]) * 1e-6)
-    return {cell: nd_kv_bytes(cell, q_heads) / statistics.median(v) / GPUS[gpu]["bw"]
-            for cell, v in extra.items() for nd in [cell[0]]}
+        t0, rate = fit(small)
+        f = {"t0": t0, "eta_m": rate / GPUS[gpu]["bw"], "n": len(mine)}
+        rest = [r for r in mine if r["M"] > 16]
+        # Every GPU weighs alike: at most ~2,000 rows each, every k-th in table order.
+        rest = rest[::max(1, len(rest) // 2000)]
+        if any(r["M"] >= 1024 for r in rest):
+            base = {"gemm_t0": t0, "gemm_eta_m": f["eta_m"], "gemm_eta_m_ampere": f["eta_m"]}
 
-
-def nd_kv_bytes(cell, q_heads):
-    nd, kv = cell
-    return nd * kv * q_heads * 128 * 2 * 2
-
-
-def mixed_decode(gpu, model, kv_heads, per_query_head=False):
-    """The earlier parametrisation, for comparison: median, per decodes x KV heads, of the
-    decodes' KV bytes (once) / (mixed time - the same prefill alone) over the peak bandwidth
-    (rows reading over 10 MB)."""
-    path = os.path.join(LSS, gpu, model, "bf16/tp1/attention.csv")
-    rows = list(csv.DictReader(open(path)))
-    alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
-    by_units = {}
-    for r in rows:
-        key, nd = (r["prefill_chunk"], r["kv_prefill"]), int(r["n_decode"])
-        if int(r["prefill_chunk"]) == 0 or nd == 0 or key not in alone:
-            continue
-        extra = (float(r["time_us"]) - alone[key]) * 1e-6
-        b = nd * int(r["kv_decode"]) * kv_heads * 128 * 2 * 2
-        if b > 10e6 and extra > 0:
-            by_units.setdefault(nd * kv_heads, []).append(b / extra / GPUS[gpu]["bw"])
-    return {u: statistics.median(v) for u, v in sorted(by_units.items())}
-
-
-def moe_fit():
-    """The fused-MoE kernel of Qwen3-30B-A3B on RTX PRO 6000 (3 x 2048 x 768 bf16 experts)."""
-    path = os.path.join(LSS, "RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/moe.csv")
-    rows = list(csv.DictReader(open(path)))
-    expert = 3 * 2048 * 768 * 2
-    small = [(int(r["activated_experts"]) * expert, float(r["time_us"]) * 1e-6)
-             for r in rows if int(r["tokens"]) <= 128]
-    t0, rate = fit(small)
-    big = [2 * 2048 * 8 * 3 * 2048 * 768 / (float(r["time_us"]) * 1e-6) / GPUS["RTXPRO6000"]["flops"]
-           for r in rows if int(r["tokens"]) == 2048 and int(r["activated_experts"]) <= 32]
-    return t0, rate / GPUS["RTXPRO6000"]["bw"], min(big), max(big)
-
-
-def moe_overlap(t0_ns, eta_memory, eta_compute):
-    """How much of the shorter of the fused-MoE kernel's weight stream and its MMA work the
-    longer one fails to hide: `t = t0 + max(c, m) + k x min(c, m)`, with the roofline's t0 and
-    efficiencies (as it rounds them) and its FLOPs and bytes (weights of the active experts,
-    routed rows in and out), k by least squares of the relative error over every row of
-    `moe.csv` (0.01 steps). Returns (k, median |error| with k = 0, the same with k)."""
-    path = os.path.join(LSS, "RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/moe.csv")
-    hidden, ffn, top_k, fp = 2048, 768, 8, 2
-    peak = GPUS["RTXPRO6000"]
-    parts = []
-    for r in csv.DictReader(open(path)):
-        routed = int(r["tokens"]) * top_k
-        m = (int(r["activated_experts"]) * 3 * hidden * ffn * fp + 2 * routed * hidden * fp) / (eta_memory * peak["bw"])
-        c = routed * 2 * 3 * hidden * ffn / (eta_compute * peak["flops"])
-        parts.append((max(c, m), min(c, m), float(r["time_us"]) * 1e-6))
-
-    def errors(k):
-        return [(t0_ns * 1e-9 + hi + k * lo) / t - 1 for hi, lo, t in parts]
-
-    k = min((i / 100 for i in range(101)), key=lambda k: sum(e * e for e in errors(k)))
-    return k, statistics.median(map(abs, errors(0.0))), statistics.median(map(abs, errors(k)))
-
-
-def floor_us(gpu, model):
-    path = os.path.join(FRONTIER, gpu, model, "linear_op_kernel_only.csv")
-    if not os.path.exists(path):
-        return None
-    times = [float(r["time_stats.input_layernorm.median"]) * 1e3
-             for r in csv.DictReader(open(path))
-             if int(r["num_tokens"]) == 1 and r["time_stats.input_layernorm.median"]]
-    return statistics.median(times) if times else None
-
-
-def eager_op_wall_us():
-    """Median wall time (CUDA_EVENT) of eager ops whose kernel-only time is under 5 us (the op
-    is launch-bound, so its wall time is the host's cost of issuing it), at <= 64 tokens, over
-    every model Frontier profiled both ways on RTX PRO 6000 and H800."""
-    walls = []
-    for kernel_path in glob.glob(os.path.join(FRONTIER, "*", "*", "linear_op_kernel_only.csv")):
-        event_path = kernel_path.replace("_kernel_only", "")
-        if not os.path.exists(event_path):
-            continue
-        events = {r["num_tokens"]: r for r in csv.DictReader(open(event_path))}
-        for k in csv.DictReader(open(kernel_path)):
-            e = events.get(k["num_tokens"])
-            if e is None or int(k["num_tokens"]) > 64:
-                continue
-            for col, value in k.items():
-                if not (col.startswith("time_stats.") and col.endswith(".median")) or not value:
-                    continue
-                wall = e.get(col)
-                if wall and float(value) * 1e3 < 5.0:
-                    walls.append(float(wall) * 1e3)
-    return statistics.median(walls), len(walls)
-
-
-LLAMA_GEMMS = {"qkv_proj": (4096, 6144), "o_proj": (4096, 4096), "gate_up_proj": (4096, 28672), "down_proj": (14336, 4096)}
-MEASURED_H200 = os.path.join(os.path.dirname(__file__), "../data/measured/H200-2026-11-26.json")
-
-
-def gemm_fixed_fits():
-    """Memory-bound GEMMs (<= 16 tokens) of Llama-3.1-8B: `t = t0 + bytes / (bw x eta)` per GPU,
-    from the bundles' dense tables (kernel-only CUDA time) and from our H200 measurement
-    (scripts/gpu/measure_host.py; graph replay, so with the <= 0.8 us between kernels). The
-    roofline takes the median of the three per constant."""
-    out = []
-    for gpu in ("RTX4090", "RTXPRO6000"):
-        path = os.path.join(LSS, gpu, "meta-llama/Llama-3.1-8B/bf16/tp1/dense.csv")
-        if not os.path.exists(path):
-            continue
-        rows = []
-        for r in csv.DictReader(open(path)):
-            if r["layer"] in LLAMA_GEMMS and int(r["tokens"]) <= 16:
-                (k, n), m = LLAMA_GEMMS[r["layer"]], int(r["tokens"])
-                rows.append((2.0 * (k * n + m * k + m * n), float(r["time_us"]) * 1e-6))
-        t0, rate = fit(rows)
-        out.append((gpu, len(rows), t0, rate / GPUS[gpu]["bw"]))
-    if os.path.exists(MEASURED_H200):
-        import json
-
-        gemm = json.load(open(MEASURED_H200))["pass1"]["gemm"]
-        rows = [(2.0 * (g["K"] * g["N"] + g["M"] * g["K"] + g["M"] * g["N"]), g["gpu_ns"] * 1e-9)
-                for g in gemm if g["op"] in LLAMA_GEMMS and g["M"] <= 16]
-        t0, rate = fit(rows)
-        out.append(("H200 (ours)", len(rows), t0, rate / 4800e9))
+            def error(ck):
+                c = dict(base, gemm_eta_c=ck[0], gemm_unhidden=ck[1])
+                return [gemm_time(c, r) / r["t"] - 1 for r in rest]
+            grid = [(e / 100, k / 20) for e in range(50, 111) for k in range(21)]
+            f["eta_c"], f["unhidden"] = best(grid, error)
+        out[gpu] = f
     return out
 
 
-def main():
-    sources = [
-        ("RTX4090", "bundle", bundle_attention("RTX4090")),
-        ("RTXPRO6000", "bundle", bundle_attention("RTXPRO6000")),
-    ]
-    eta_d, eta_p, t0_d, t0_p = [], [], [], []
-    print(f"{'gpu':14} {'source':34} {'rows d/p':>9} {'eta_decode':>10} {'t0_d us':>8} {'eta_prefill':>11} {'t0_p us':>8}")
-    for gpu, source, data in sources:
-        if data is None:
-            print(f"{gpu:14} {source:34} missing")
+def gemm_constants(fits, gpus, held_out=None):
+    """The GEMM constants from the per-GPU fits of `gpus`; the weight-streaming efficiency of
+    each architecture class from that class's GPUs."""
+    have = [g for g in gpus if g in fits]
+    full = [g for g in have if "eta_c" in fits[g]]
+    return {
+        "gemm_t0": median(fits[g]["t0"] for g in have),
+        "gemm_eta_m": median(fits[g]["eta_m"] for g in have if not ampere(g)),
+        "gemm_eta_m_ampere": median(fits[g]["eta_m"] for g in have if ampere(g)),
+        "gemm_eta_c": median(fits[g]["eta_c"] for g in full),
+        "gemm_unhidden": median(fits[g]["unhidden"] for g in full),
+    }
+
+
+def gemm_regime(r):
+    m = r["M"]
+    return "GEMM M<=16" if m <= 16 else "GEMM 17-128" if m <= 128 else "GEMM 129-1024" if m <= 1024 else "GEMM >1024"
+
+
+# ------------------------------------------------------------------------------------ attention
+
+def attention_fits(rows):
+    """Per GPU: `t = t0 + x / rate` over its pure-decode rows (x: KV bytes; rate / peak
+    bandwidth: the decode efficiency) and its prefill rows of at least 256 tokens (x: causal
+    FLOPs; rate / peak bandwidth: the FLOPs the kernel does per byte of DRAM bandwidth). A rate
+    is kept only where the work of at least a third of the rows takes longer than the fitted
+    fixed time (else the table measures the fixed time alone)."""
+    out = {}
+    for gpu in GPUS:
+        f = {}
+        for kind in ("decode", "prefill"):
+            mine = [(r["x"], r["t"]) for r in rows if r["gpu"] == gpu and r["kind"] == kind
+                    and (kind == "decode" or r["chunk"] >= 256)]
+            if len(mine) < 3:
+                continue
+            t0, rate = fit(mine)
+            if rate > 0 and sum(1 for x, _ in mine if x / rate > t0) >= len(mine) / 3:
+                f[kind] = (t0, rate / GPUS[gpu]["bw"], rate / GPUS[gpu]["flops"])
+        if f:
+            out[gpu] = f
+    return out
+
+
+def attention_constants(fits, gpus):
+    have = [g for g in gpus if g in fits]
+    return {
+        "attention_t0": median(fits[g]["decode"][0] for g in have if "decode" in fits[g]),
+        "decode_eta": median(fits[g]["decode"][1] for g in have if "decode" in fits[g]),
+        "prefill_intensity": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g]),
+    }
+
+
+def attention_time(c, r):
+    """Decode: KV bytes at the decode efficiency. Prefill: causal FLOPs at the lower of the
+    GEMMs' compute efficiency and the FLOPs per byte of bandwidth the kernels reach."""
+    g = GPUS[r["gpu"]]
+    if r["kind"] == "decode":
+        return c["attention_t0"] + r["x"] / (g["bw"] * c["decode_eta"])
+    rate = min(g["flops"] * c["gemm_eta_c"], g["bw"] * c["prefill_intensity"])
+    return c["attention_t0"] + max(r["x"] / rate, r["kv_bytes"] / (g["bw"] * c["decode_eta"]))
+
+
+# ------------------------------------------------------------------------------------ fused MoE
+
+def moe_parts(r):
+    """(MMA seconds at peak, bytes) of a fused-MoE row: the weights of the experts hit, the
+    routed rows in and out; the MMA work of the routed rows."""
+    weights = 3 * r["hidden"] * r["width"] * 2
+    moved = r["active"] * weights + 2 * r["routed"] * r["hidden"] * 2
+    flops = r["routed"] * 2 * 3 * r["hidden"] * r["width"]
+    return flops / GPUS[r["gpu"]]["flops"], moved / GPUS[r["gpu"]]["bw"]
+
+
+def moe_time(c, r):
+    """The fused-MoE kernel as src/latency/roofline.rs prices it."""
+    at_peak, moved = moe_parts(r)
+    compute, memory = at_peak / c["moe_eta_c"], moved / c["moe_eta_m"]
+    return c["moe_t0"] + max(compute, memory) + c["moe_unhidden"] * min(compute, memory)
+
+
+def moe_fits(rows):
+    """Per GPU: t0 and weight-streaming efficiency from the rows with at most 4 routed rows per
+    expert hit (the weights dominate), the compute efficiency from those with at least 256 (the
+    MMA work dominates; median), the unhidden share by least squares over all its rows."""
+    out = {}
+    for gpu in GPUS:
+        mine = [r for r in rows if r["gpu"] == gpu]
+        light = [(moe_parts(r)[1], r["t"]) for r in mine if r["routed"] <= 4 * max(r["active"], 1)]
+        if len(light) < 3:
             continue
-        decode, prefill = data
-        peak = GPUS[gpu]
-        d0, drate = fit(decode) if len(decode) > 2 else (float("nan"), float("nan"))
-        p0, prate = fit(prefill) if len(prefill) > 2 else (float("nan"), float("nan"))
-        ed, ep = drate / peak["bw"], prate / peak["flops"]
-        print(f"{gpu:14} {source:34} {len(decode):4}/{len(prefill):<4} {ed:10.3f} {d0*1e6:8.2f} {ep:11.3f} {p0*1e6:8.2f}")
-        if ed == ed:
-            eta_d.append(ed)
-            t0_d.append(d0 * 1e6)
-        if ep == ep:
-            eta_p.append(ep)
-            t0_p.append(p0 * 1e6)
-    floors = [f for f in (floor_us("rtx_pro_6000", "qwen2_dense_test"),
-                          floor_us("h800", "llama2_7b_dense_example"),
-                          floor_us("h800", "Qwen3-30B-A3B-tiny")) if f]
-    print()
-    print(f"median over GPUs: eta_decode {statistics.median(eta_d):.3f} (t0 {statistics.median(t0_d):.2f} us), "
-          f"eta_prefill {statistics.median(eta_p):.3f} (t0 {statistics.median(t0_p):.2f} us)")
-    print(f"kernel floor (one-token RMSNorm, kernel only): {', '.join(f'{f:.2f}' for f in floors)} us; "
-          f"median {statistics.median(floors):.2f} us")
-    print("mixed-batch decode efficiency, KV bytes per query head, by decodes x query heads (rows)")
-    print("and decode context (columns); per source (RTX4090 Llama, RTXPRO6000 Llama, RTXPRO6000 Qwen3-30B), then the median:")
-    grids = [mixed_decode_grid(*src) for src in MIXED_SOURCES]
-    mixed = []
-    print("  blocks  " + " ".join(f"{kv:6}" for kv in MIXED_KV))
-    for nd in MIXED_DECODES:
-        q_heads = MIXED_SOURCES[0][3]
-        for i, g in enumerate(grids):
-            print(f"  {nd * q_heads:5}.{i} " + " ".join(f"{g[(nd, kv)]:6.3f}" for kv in MIXED_KV))
-        row = [round(statistics.median(g[(nd, kv)] for g in grids), 3) for kv in MIXED_KV]
-        mixed.append(row)
-        print(f"  {nd * q_heads:5}.M " + " ".join(f"{m:6.3f}" for m in row))
-    print("  (per KV head, by decodes x KV heads, the earlier 1-D parametrisation, for comparison:)")
-    old_tables = [mixed_decode(*src[:3]) for src in MIXED_SOURCES]
-    for units in sorted(set().union(*old_tables)):
-        cells = " ".join(f"{t[units]:.3f}" if units in t else "  -  " for t in old_tables)
-        print(f"  {units:5}: {cells}")
-    t0, eta, lo, hi = moe_fit()
-    print(f"fused MoE: t0 {t0 * 1e6:.1f} us, eta_memory {eta:.3f}, compute-bound 2048-token rows (<= 32 experts) at {lo:.2f}-{hi:.2f} of peak FLOP/s")
-    moe_t0_ns = round(t0 * 1e7) * 100
-    overlap, before, after = moe_overlap(moe_t0_ns, round(eta, 3), round((lo + hi) / 2, 2))
-    print(f"fused MoE overlap: t0 + max(compute, memory) + {overlap:.2f} x min(...) over every row: "
-          f"median |error| {before:.1%} with 0, {after:.1%} with {overlap:.2f}")
-    wall, n = eager_op_wall_us()
-    print(f"eager op host cost (launch-bound ops' CUDA_EVENT wall time): median {wall:.1f} us over {n} ops")
-    print("memory-bound GEMMs (<= 16 tokens), t0 + bytes / (eta x peak bandwidth):")
-    gemms = gemm_fixed_fits()
-    for gpu, n, g0, geta in gemms:
-        print(f"  {gpu:12} {n:3} rows: t0 {g0 * 1e6:.2f} us, eta {geta:.3f}")
-    gemm_t0 = statistics.median(g[2] for g in gemms)
-    gemm_eta = statistics.median(g[3] for g in gemms)
-    print(f"  median over the {len(gemms)} sources: t0 {gemm_t0 * 1e6:.2f} us, eta {gemm_eta:.3f}")
+        t0, rate = fit(light)
+        f = {"t0": t0, "eta_m": rate, "n": len(mine),
+             "kernel_timed": all(r["src"] in ("lss", "frontier-kernel") for r in mine)}
+        heavy = [moe_parts(r)[0] / (r["t"] - t0) for r in mine if r["routed"] >= 256 * max(r["active"], 1) and r["t"] > t0]
+        if heavy:
+            f["eta_c"] = median(heavy)
+            base = {"moe_t0": t0, "moe_eta_m": rate, "moe_eta_c": f["eta_c"]}
+            f["unhidden"] = best([k / 50 for k in range(51)],
+                                 lambda k: [moe_time(dict(base, moe_unhidden=k), r) / r["t"] - 1 for r in mine])
+        out[gpu] = f
+    return out
+
+
+def moe_constants(fits, gpus):
+    have = [g for g in gpus if g in fits]
+    full = [g for g in have if "eta_c" in fits[g]]
+    return {
+        # Event-timed and looped tables carry host time in their intercept: the fixed time
+        # comes from the kernel-timed ones.
+        "moe_t0": median(fits[g]["t0"] for g in have if fits[g]["kernel_timed"]),
+        "moe_eta_m": median(fits[g]["eta_m"] for g in have),
+        "moe_eta_c": median(fits[g]["eta_c"] for g in full),
+        "moe_unhidden": median(fits[g]["unhidden"] for g in full),
+    }
+
+
+# ------------------------------------------------------------------------ norms and elementwise
+
+NORMS = ("input_layernorm", "layernorm")
+
+
+def elementwise_fits(rows):
+    """Per GPU: the least time of a kernel, the median time of a one-token RMSNorm."""
+    out = {}
+    for gpu in GPUS:
+        ones = [r["t"] for r in rows if r["gpu"] == gpu and r["op"] in NORMS and r["tokens"] == 1]
+        if ones:
+            out[gpu] = {"floor": median(ones)}
+    return out
+
+
+def elementwise_time(c, r):
+    return max(r["bytes"] / (GPUS[r["gpu"]]["bw"] * ELEMENTWISE_EFFICIENCY) + LAUNCH_S, c["floor"])
+
+
+# ------------------------------------------------------------------------------------ all-reduce
+
+def ring_bytes(r):
+    """Bytes each GPU sends in a ring all-reduce of the row's message."""
+    return 2 * (r["n"] - 1) / r["n"] * r["bytes"]
+
+
+def allreduce_fits(rows):
+    """Per system: the link efficiency, `t = t0 + ring bytes / (eta x link)` fitted over
+    messages of at least 16 MiB, and the time of messages up to 64 KiB (whose ring bytes take
+    under 0.5 µs). Frontier timed each all-reduce as an eager op between CUDA events, so that
+    small-message time is mostly the host's (issue, events): the roofline keeps its GPU-side
+    fixed time (`2 (n - 1)` hops of link latency) and takes the efficiency alone."""
+    out = {}
+    for system in sorted({r["system"] for r in rows}):
+        mine = [r for r in rows if r["system"] == system]
+        t0 = median(r["t"] for r in mine if r["bytes"] <= 65536)
+        big = [(ring_bytes(r), r["t"]) for r in mine if r["bytes"] >= 16 << 20]
+        _, rate = fit(big)
+        out[system] = {"gpu": mine[0]["gpu"], "t0": t0, "eta": rate / mine[0]["link"]}
+    return out
+
+
+def allreduce_constants(fits, gpus):
+    have = [f for f in fits.values() if f["gpu"] in gpus]
+    return {"allreduce_eta": median(f["eta"] for f in have)}
+
+
+def allreduce_time(c, r, small_message_s):
+    """A message of at least 1 MiB: the system's measured small-message time (the same
+    eager-op and event overhead is in every row) plus the ring at the derived efficiency."""
+    return small_message_s + ring_bytes(r) / (r["link"] * c["allreduce_eta"])
+
+
+# ------------------------------------------------------------------------------ leave one out
+
+FAMILIES = ["GEMM M<=16", "GEMM 17-128", "GEMM 129-1024", "GEMM >1024", "GEMM FP8",
+            "prefill attn", "decode attn", "mixed attn", "fused MoE", "norms/elementwise", "all-reduce"]
+
+
+class Data:
+    def __init__(self):
+        t = tables.Tables(DATA, MEASURED_H200)
+        self.tables = t
+        self.gemms = tables.gemms(t)
+        self.attention = tables.attention(t)
+        self.moe = tables.moe(t)
+        self.elementwise = tables.elementwise(t)
+        self.all_reduce = tables.all_reduce(t)
+        self.fits = {
+            "gemm": gemm_fits(self.gemms),
+            "attention": attention_fits(self.attention),
+            "moe": moe_fits(self.moe),
+            "elementwise": elementwise_fits(self.elementwise),
+            "all_reduce": allreduce_fits(self.all_reduce),
+        }
+        self.mixed = {(gpu, model): tables.mixed_decode_grid(t, gpu, model, kv, q)
+                      for gpu, model, kv, q in tables.MIXED_SOURCES}
+
+    def constants(self, gpus):
+        f = self.fits
+        c = {}
+        c.update(gemm_constants(f["gemm"], gpus))
+        c.update(attention_constants(f["attention"], gpus))
+        c.update(moe_constants(f["moe"], gpus))
+        c["floor"] = median(f["elementwise"][g]["floor"] for g in gpus if g in f["elementwise"])
+        c.update(allreduce_constants(f["all_reduce"], gpus))
+        c["mixed"] = mixed_table([grid for (gpu, _), grid in self.mixed.items() if gpu in gpus])
+        return c
+
+    def errors(self, gpu, c):
+        """Relative errors of the roofline with constants `c` on `gpu`'s tables, by family."""
+        out = {f: [] for f in FAMILIES}
+        for r in self.gemms:
+            if r["gpu"] == gpu:
+                out["GEMM FP8" if r["fp8"] else gemm_regime(r)].append(gemm_time(c, r) / r["t"] - 1)
+        for r in self.attention:
+            if r["gpu"] == gpu:
+                out[r["kind"] + " attn"].append(attention_time(c, r) / r["t"] - 1)
+        for r in self.moe:
+            if r["gpu"] == gpu:
+                out["fused MoE"].append(moe_time(c, r) / r["t"] - 1)
+        for r in self.elementwise:
+            if r["gpu"] == gpu:
+                out["norms/elementwise"].append(elementwise_time(c, r) / r["t"] - 1)
+        for r in self.all_reduce:
+            if r["gpu"] == gpu and r["bytes"] >= 1 << 20:
+                small = self.fits["all_reduce"][r["system"]]["t0"]
+                out["all-reduce"].append(allreduce_time(c, r, small) / r["t"] - 1)
+        for (g, _), grid in self.mixed.items():
+            if g == gpu and c["mixed"]:
+                # The decodes' extra time in a mixed batch, predicted from the other GPUs' table.
+                out["mixed attn"] += [grid[cell] / c["mixed"][cell] - 1 for cell in grid if cell in c["mixed"]]
+        return out
+
+
+def mixed_table(grids):
+    cells = set().union(*grids) if grids else set()
+    return {cell: median(g[cell] for g in grids if cell in g) for cell in cells}
+
+
+def leave_one_out(data):
+    """Held-out errors by GPU and family, and the constants derived without each GPU."""
+    everyone = list(GPUS)
+    table = {}
+    for gpu in everyone:
+        c = data.constants([g for g in everyone if g != gpu])
+        table[gpu] = data.errors(gpu, c)
+    return table
+
+
+def print_loo(table):
+    """The held-out table: a row per op family, a column per GPU; each cell the median
+    |error| and, in brackets, the signed median (rows of the cell below)."""
+    gpus = list(table)
+    print("leave-one-GPU-out: median |error| (signed median) of the roofline's kernel times on the held-out")
+    print("GPU's tables, every constant derived from the other GPUs; then the rows per cell")
+    print(f"{'family':18}" + "".join(f" | {g:>15}" for g in gpus) + " | all rows")
+    worst = (0.0, None, None)
+    pooled = {}
+    for f in FAMILIES:
+        cells, counts, rows = "", "", []
+        for gpu in gpus:
+            e = table[gpu][f]
+            rows += e
+            if not e:
+                cells += f" | {'':>15}"
+                counts += f" | {'':>15}"
+                continue
+            med = median(abs(x) for x in e)
+            if med > worst[0]:
+                worst = (med, gpu, f)
+            cells += f" | {med * 100:5.1f}% ({median(e) * 100:+5.1f})"
+            counts += f" | {len(e):>15}"
+        pooled[f] = rows
+        print(f"{f:18}{cells} | {median(abs(x) for x in rows) * 100:5.1f}%" if rows else f"{f:18}{cells} |")
+        print(f"{'':18}{counts} | {len(rows)}")
+    for name, members in (("GEMM (BF16)", [f for f in FAMILIES if f.startswith("GEMM") and f != "GEMM FP8"]),
+                          ("attention", ["prefill attn", "decode attn", "mixed attn"])):
+        e = [x for f in members for x in pooled[f]]
+        print(f"  {name}: median held-out |error| over {len(e)} rows: {median(abs(x) for x in e) * 100:.1f}%")
+    print(f"  worst cell: {worst[1]}, {worst[2]}: {worst[0] * 100:.1f}%")
+
+
+def print_fits(data):
+    f = data.fits
+    print("per-GPU fits (what each GPU's own tables say):")
+    for gpu, g in f["gemm"].items():
+        extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
+        print(f"  GEMM       {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.2f} us, weight eta {g['eta_m']:.3f}{extra}")
+    for gpu, g in f["attention"].items():
+        for kind, (t0, per_byte, eta) in g.items():
+            print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, {per_byte:7.3f} per byte of bandwidth, "
+                  f"{eta:.3f} of peak FLOP/s")
+    for gpu, g in f["moe"].items():
+        extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
+        print(f"  fused MoE  {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.1f} us, weight eta {g['eta_m']:.3f}{extra}")
+    for gpu, g in f["elementwise"].items():
+        print(f"  floor      {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us")
+    for system, g in sorted(f["all_reduce"].items()):
+        print(f"  all-reduce {system:21}: <= 64 KiB {g['t0'] * 1e6:5.1f} us (event-timed eager op), link eta {g['eta']:.3f}")
+    for reason, n in data.tables.left_out.items():
+        print(f"  left out: {reason} ({n} rows)")
+
+
+def main():
+    data = Data()
+    print_fits(data)
+    if "--loo" in sys.argv:
+        print()
+        print_loo(leave_one_out(data))
+    c = data.constants(list(GPUS))
+    mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
     print("constants held by src/latency/roofline.rs:")
-    print(f"GEMM_FIXED_NS = {round(gemm_t0 * 1e8) * 10}")
-    print(f"GEMM_MEMORY_EFFICIENCY = {gemm_eta:.3f}")
+    print(f"GEMM_FIXED_NS = {round(c['gemm_t0'] * 1e8) * 10}")
+    print(f"GEMM_MEMORY_EFFICIENCY = {c['gemm_eta_m']:.3f}")
+    print(f"GEMM_MEMORY_EFFICIENCY_AMPERE = {c['gemm_eta_m_ampere']:.3f}")
+    print(f"GEMM_COMPUTE_EFFICIENCY = {c['gemm_eta_c']:.2f}")
+    print(f"GEMM_UNHIDDEN = {c['gemm_unhidden']:.2f}")
+    print(f"ATTENTION_FIXED_NS = {round(c['attention_t0'] * 1e7) * 100}")
+    print(f"DECODE_ATTENTION_EFFICIENCY = {c['decode_eta']:.3f}")
+    print(f"PREFILL_ATTENTION_INTENSITY = {c['prefill_intensity']:.1f}")
     print(f"MIXED_DECODE_EFFICIENCY = {', '.join(f'{m:.3f}' for row in mixed for m in row)}")
-    print(f"MOE_FIXED_NS = {round(t0 * 1e7) * 100}")
-    print(f"MOE_MEMORY_EFFICIENCY = {eta:.3f}")
-    print(f"MOE_COMPUTE_EFFICIENCY = {round((lo + hi) / 2, 2):.2f}")
-    print(f"MOE_UNHIDDEN = {overlap:.2f}")
-    print(f"KERNEL_FLOOR_NS = {round(statistics.median(floors) * 100) * 10}")
+    print(f"MOE_FIXED_NS = {round(c['moe_t0'] * 1e7) * 100}")
+    print(f"MOE_MEMORY_EFFICIENCY = {c['moe_eta_m']:.3f}")
+    print(f"MOE_COMPUTE_EFFICIENCY = {c['moe_eta_c']:.2f}")
+    print(f"MOE_UNHIDDEN = {c['moe_unhidden']:.2f}")
+    print(f"KERNEL_FLOOR_NS = {round(c['floor'] * 1e8) * 10}")
+    print(f"ALLREDUCE_LINK_EFFICIENCY = {c['allreduce_eta']:.3f}")
 
 
 if __name__ == "__main__":

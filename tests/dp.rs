@@ -30,13 +30,20 @@ impl LatencyBackend for Spy {
         Ok(1_000 + self.per_token * batch.total_tokens())
     }
 
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        Ok(vec![LayerTiming {
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        let time_ns = self.step_time(batch)?;
+        out.clear();
+        out.push(LayerTiming {
             name: "all",
             repeats: 1,
-            time_ns: self.step_time(batch)?,
+            time_ns,
             is_comm: false,
-        }])
+        });
+        Ok(())
     }
 }
 

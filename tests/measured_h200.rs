@@ -327,16 +327,20 @@ fn the_roofline_blind_check_on_h200_stays_in_todays_bands() {
     };
     // Today's bands (prediction / measurement - 1), a little wider than measured: a change
     // of the roofline that moves a family out of its band must update the guide's table.
+    let mut outside = Vec::new();
     for (family, low, high) in [
-        ("gemm_small_m", -0.25, 0.0),
-        ("gemm_large_m", -0.25, 0.20),
-        ("prefill_attention_cudnn", -0.25, 0.60),
-        ("decode_attention_best", -0.25, 0.30),
-        ("moe_grouped_mm", -0.60, -0.10),
+        ("gemm_small_m", -0.25, 0.10),
+        ("gemm_large_m", -0.20, 0.25),
+        ("prefill_attention_cudnn", -0.30, 0.50),
+        ("decode_attention_best", -0.30, 0.30),
+        ("moe_grouped_mm", -0.60, 0.0),
         ("layer", -0.40, -0.05),
         ("layer_like_for_like", -0.15, 0.20),
     ] {
         let (lo, hi) = band(family);
-        assert!(lo >= low && hi <= high, "{family}: {lo:+.3} .. {hi:+.3}");
+        if !(lo >= low && hi <= high) {
+            outside.push(format!("{family}: {lo:+.3} .. {hi:+.3}"));
+        }
     }
+    assert!(outside.is_empty(), "outside today's bands: {outside:?}");
 }

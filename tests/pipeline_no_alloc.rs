@@ -28,13 +28,20 @@ impl LatencyBackend for Parts {
         Ok(p.prologue_ns + 8 * p.block_ns + p.head_ns)
     }
 
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        Ok(vec![LayerTiming {
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        let time_ns = self.step_time(batch)?;
+        out.clear();
+        out.push(LayerTiming {
             name: "all",
             repeats: 1,
-            time_ns: self.step_time(batch)?,
+            time_ns,
             is_comm: false,
-        }])
+        });
+        Ok(())
     }
 
     fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {

@@ -73,9 +73,7 @@ use crate::chakra::{
     write_npu_files,
 };
 use crate::config::{Dtype, ModelArch, Placement};
-use crate::latency::{
-    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, StageSends,
-};
+use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StageSends};
 
 /// The instance whose batches are priced.
 #[derive(Debug, Clone, Copy)]
@@ -769,7 +767,11 @@ impl LatencyBackend for AstraBackend {
 
     /// The compute backend's compute layers, plus `astra_non_compute`: the rest of the
     /// ASTRA-Sim step time (memory, collectives, waits). Only for a batch already priced.
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        layers: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
         let full = self.compute.breakdown(batch)?;
         let (key, astra_compute) = self
             .encode(batch, &full)
@@ -786,7 +788,8 @@ impl LatencyBackend for AstraBackend {
                 })?,
         };
         let step = rest + astra_compute;
-        let mut layers: Vec<LayerTiming> = full.into_iter().filter(|l| !l.is_comm).collect();
+        layers.clear();
+        layers.extend(full.into_iter().filter(|l| !l.is_comm));
         let compute: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
         layers.push(LayerTiming {
             name: "astra_non_compute",
@@ -794,7 +797,7 @@ impl LatencyBackend for AstraBackend {
             time_ns: step.saturating_sub(compute),
             is_comm: true,
         });
-        Ok(layers)
+        Ok(())
     }
 
     /// A pipelined step: its stage-cut traces ([`crate::chakra::stages`]) priced alone, as
@@ -836,11 +839,11 @@ impl LatencyBackend for AstraBackend {
         Ok(StageSends::Included)
     }
 
-    fn profile_lookups(&self) -> Option<LookupCounts> {
-        self.compute.profile_lookups()
+    fn inner(&self) -> Option<&dyn LatencyBackend> {
+        Some(&*self.compute)
     }
 
-    fn count_lookups(&mut self, on: bool) {
-        self.compute.count_lookups(on);
+    fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {
+        Some(&mut *self.compute)
     }
 }

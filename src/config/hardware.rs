@@ -40,6 +40,11 @@ pub struct Hardware {
     pub link_efficiency: f64,
     /// Fixed cost per kernel launch, ns.
     pub kernel_launch_ns: f64,
+    /// The part's architecture generation (`ampere`, `ada`, `hopper`, `blackwell`, ...):
+    /// Ampere parts stream a GEMM's weights at a lower share of their bandwidth than later
+    /// ones (see the roofline's `GEMM_MEMORY_EFFICIENCY_AMPERE`). Absent: a later part.
+    #[serde(default)]
+    pub architecture: Option<String>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
     #[serde(default)]
     pub host: HostSpec,
@@ -190,6 +195,13 @@ impl Hardware {
     /// The hardware used when none is given: one H100-SXM.
     pub fn default_hardware() -> Hardware {
         Hardware::resolve("H100-SXM").expect("bundled H100-SXM is valid")
+    }
+
+    /// Whether the part is of NVIDIA's Ampere generation (sm_80/sm_86: A100, A800, A40, ...).
+    pub fn is_ampere(&self) -> bool {
+        self.architecture
+            .as_deref()
+            .is_some_and(|a| a.eq_ignore_ascii_case("ampere"))
     }
 
     /// Peak dense tensor throughput for `dtype`, FLOP/s. FP32 uses the TF32 tensor peak;

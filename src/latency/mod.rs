@@ -275,6 +275,13 @@ impl LatencyError {
 }
 
 /// Prices scheduler steps.
+///
+/// A backend that wraps another (the host model, weight streaming, PIM offload, ASTRA-Sim over
+/// its compute backend) names it with [`LatencyBackend::inner`]: the reports a wrapper does not
+/// change itself ([`LatencyBackend::streamed_weight_bytes`], [`LatencyBackend::pim_activity`],
+/// [`LatencyBackend::profile_lookups`], [`LatencyBackend::count_lookups`]) then come from the
+/// inner backend without a line of its own. Pricing never passes through by default: a wrapper
+/// that can split a step into pipeline stages says so ([`LatencyBackend::step_parts`]).
 pub trait LatencyBackend {
     /// Short name of the backend for logs and summaries (`roofline`, ...).
     fn name(&self) -> &'static str;
@@ -282,23 +289,32 @@ pub trait LatencyBackend {
     /// Wall time of one step running `batch`, ns. Called once per step: must not allocate.
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError>;
 
-    /// The per-layer breakdown of the same step; the sum of `repeats × time_ns` over the
-    /// entries equals [`LatencyBackend::step_time`].
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError>;
-
-    /// The entries of [`LatencyBackend::breakdown`], in execution order, written into `out`
-    /// (cleared first). The default calls `breakdown`; the compute backends override it to
-    /// reuse `out`'s capacity, so that a wrapper pricing each step from the layers
-    /// ([`WeightStreaming`]) does not allocate.
+    /// The per-layer breakdown of the same step, in execution order, written into `out`
+    /// (cleared first, its capacity reused, so that a wrapper pricing each step from the
+    /// layers, [`WeightStreaming`], does not allocate): the sum of `repeats × time_ns` over
+    /// the entries equals [`LatencyBackend::step_time`].
     fn layer_times(
         &mut self,
         batch: &BatchDesc<'_>,
         out: &mut Vec<LayerTiming>,
-    ) -> Result<(), LatencyError> {
-        let layers = self.breakdown(batch)?;
-        out.clear();
-        out.extend(layers);
-        Ok(())
+    ) -> Result<(), LatencyError>;
+
+    /// [`LatencyBackend::layer_times`] into a new vector.
+    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        let mut layers = Vec::new();
+        self.layer_times(batch, &mut layers)?;
+        Ok(layers)
+    }
+
+    /// The backend this one wraps, if any, whose reports it passes on unless it overrides
+    /// them (see the trait's documentation).
+    fn inner(&self) -> Option<&dyn LatencyBackend> {
+        None
+    }
+
+    /// [`LatencyBackend::inner`], mutably.
+    fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {
+        None
     }
 
     /// The same step split into prologue, one block and head (see [`StepParts`]), for
@@ -306,23 +322,21 @@ pub trait LatencyBackend {
     /// [`LatencyBackend::step_time`]. Called once per step of a pipelined instance: must not
     /// allocate. Backends that cannot split a step refuse it (the default).
     fn step_parts(&mut self, _batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
-        Err(LatencyError::Backend(format!(
-            "the {} backend cannot split a step into pipeline stages (pp_size > 1)",
-            self.name()
-        )))
+        Err(cannot_split(self.name()))
     }
 
     /// Weight bytes per rank the last step priced loaded from host or CXL memory (a
-    /// `placement` keeping weights off the GPU); 0 for backends that keep every weight on the
-    /// GPU (the default).
+    /// `placement` keeping weights off the GPU); by default the inner backend's, else 0 (every
+    /// weight on the GPU).
     fn streamed_weight_bytes(&self) -> u64 {
-        0
+        self.inner().map_or(0, |b| b.streamed_weight_bytes())
     }
 
     /// The PIM attention work of the last step priced (decode attention offloaded to PIM
-    /// channels); none for backends without PIM (the default).
+    /// channels); by default the inner backend's, else none.
     fn pim_activity(&self) -> PimActivity {
-        PimActivity::default()
+        self.inner()
+            .map_or_else(PimActivity::default, |b| b.pim_activity())
     }
 
     /// The time each pipeline stage of the step keeps its GPUs busy, written into `out` (one
@@ -344,16 +358,28 @@ pub trait LatencyBackend {
         Ok(StageSends::Separate)
     }
 
-    /// Lookup counts of a backend that reads measured profile tables (or wraps one); `None`
-    /// for the others.
+    /// Lookup counts of a backend that reads measured profile tables (or wraps one: by
+    /// default the inner backend's); `None` for the others.
     fn profile_lookups(&self) -> Option<LookupCounts> {
-        None
+        self.inner().and_then(|b| b.profile_lookups())
     }
 
     /// Whether table lookups count towards [`LatencyBackend::profile_lookups`] (on at the
     /// start). Reports that re-read an already priced step (debug log, execution traces, the
-    /// power model) turn it off so that each step is counted once. Wrappers forward it.
-    fn count_lookups(&mut self, _on: bool) {}
+    /// power model) turn it off so that each step is counted once. By default passed on to the
+    /// inner backend.
+    fn count_lookups(&mut self, on: bool) {
+        if let Some(b) = self.inner_mut() {
+            b.count_lookups(on);
+        }
+    }
+}
+
+/// The refusal of a backend that cannot split a step into pipeline stages.
+fn cannot_split(backend: &str) -> LatencyError {
+    LatencyError::Backend(format!(
+        "the {backend} backend cannot split a step into pipeline stages (pp_size > 1)"
+    ))
 }
 
 #[cfg(test)]
@@ -383,5 +409,97 @@ mod error_tests {
                 .astra()
                 .is_none()
         );
+    }
+}
+
+#[cfg(test)]
+mod wrapper_tests {
+    use super::*;
+
+    /// A compute backend of one layer, 10 ns a token, that streams 7 weight bytes.
+    struct Leaf;
+
+    impl LatencyBackend for Leaf {
+        fn name(&self) -> &'static str {
+            "leaf"
+        }
+
+        fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+            Ok(10 * batch.total_tokens())
+        }
+
+        fn layer_times(
+            &mut self,
+            batch: &BatchDesc<'_>,
+            out: &mut Vec<LayerTiming>,
+        ) -> Result<(), LatencyError> {
+            out.clear();
+            out.push(LayerTiming {
+                name: "all",
+                repeats: 1,
+                time_ns: self.step_time(batch)?,
+                is_comm: false,
+            });
+            Ok(())
+        }
+
+        fn streamed_weight_bytes(&self) -> u64 {
+            7
+        }
+    }
+
+    /// A wrapper that adds 5 ns to every step and writes nothing else.
+    struct Slower(Box<dyn LatencyBackend>);
+
+    impl LatencyBackend for Slower {
+        fn name(&self) -> &'static str {
+            "slower"
+        }
+
+        fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+            Ok(self.0.step_time(batch)? + 5)
+        }
+
+        fn layer_times(
+            &mut self,
+            batch: &BatchDesc<'_>,
+            out: &mut Vec<LayerTiming>,
+        ) -> Result<(), LatencyError> {
+            self.0.layer_times(batch, out)?;
+            out.push(LayerTiming {
+                name: "slower",
+                repeats: 1,
+                time_ns: 5,
+                is_comm: true,
+            });
+            Ok(())
+        }
+
+        fn inner(&self) -> Option<&dyn LatencyBackend> {
+            Some(&*self.0)
+        }
+
+        fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {
+            Some(&mut *self.0)
+        }
+    }
+
+    #[test]
+    fn a_wrapper_passes_reports_on_and_prices_nothing_it_did_not_say() {
+        let items = [BatchItem {
+            new_tokens: 3,
+            context_tokens: 0,
+        }];
+        let batch = BatchDesc::new(&items);
+        let mut b = Slower(Box::new(Leaf));
+        let layers = b.breakdown(&batch).unwrap();
+        let sum: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
+        assert_eq!(sum, b.step_time(&batch).unwrap());
+        assert_eq!(layers.len(), 2);
+        assert_eq!(b.streamed_weight_bytes(), 7, "passed on from the leaf");
+        assert_eq!(b.pim_activity(), PimActivity::default());
+        assert!(b.profile_lookups().is_none());
+        let refused = b.step_parts(&batch).unwrap_err().to_string();
+        assert!(refused.contains("slower backend cannot split"), "{refused}");
     }
 }

@@ -34,9 +34,7 @@
 //! **Sub-batches.** The requests, largest token count first, go to the lighter of two
 //! sub-batches (ties to the first); a one-request step is not split.
 
-use super::{
-    BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, LookupCounts, WeightMemory,
-};
+use super::{BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, WeightMemory};
 use crate::Nanos;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -632,9 +630,14 @@ impl LatencyBackend for PimOffload {
     /// The GPU layers of the whole batch (decode attention offloaded), then
     /// `pim_attention_wait`: the rest of the step, spent waiting for PIM attention and host
     /// memory.
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        layers: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
         let step = self.step_time(batch)?;
-        let mut layers = self.inner.breakdown(&batch.with_attention_offloaded())?;
+        self.inner
+            .layer_times(&batch.with_attention_offloaded(), layers)?;
         let gpu: Nanos = layers.iter().map(|l| l.repeats * l.time_ns).sum();
         layers.push(LayerTiming {
             name: "pim_attention_wait",
@@ -642,19 +645,19 @@ impl LatencyBackend for PimOffload {
             time_ns: step.saturating_sub(gpu),
             is_comm: true,
         });
-        Ok(layers)
-    }
-
-    fn profile_lookups(&self) -> Option<LookupCounts> {
-        self.inner.profile_lookups()
+        Ok(())
     }
 
     fn pim_activity(&self) -> PimActivity {
         self.activity
     }
 
-    fn count_lookups(&mut self, on: bool) {
-        self.inner.count_lookups(on);
+    fn inner(&self) -> Option<&dyn LatencyBackend> {
+        Some(&*self.inner)
+    }
+
+    fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {
+        Some(&mut *self.inner)
     }
 }
 

@@ -19,7 +19,7 @@
 //! memories are shared by the whole cluster; here each instance has its own FIFOs), and
 //! the step's input load and output store (not priced by the compute backends either).
 
-use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts};
+use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
 use crate::Nanos;
 use crate::config::{MemLoc, ModelArch, Placement};
 
@@ -334,13 +334,6 @@ impl LatencyBackend for WeightStreaming {
 
     /// The inner backend's layers, then `weight_load_wait` (a transfer entry): the time the
     /// step waited for weights beyond its compute.
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        let mut layers = Vec::new();
-        self.layer_times(batch, &mut layers)?;
-        Ok(layers)
-    }
-
-    /// [`LatencyBackend::breakdown`] into `out`, reusing its capacity.
     fn layer_times(
         &mut self,
         batch: &BatchDesc<'_>,
@@ -370,12 +363,12 @@ impl LatencyBackend for WeightStreaming {
         total
     }
 
-    fn profile_lookups(&self) -> Option<LookupCounts> {
-        self.inner.profile_lookups()
+    fn inner(&self) -> Option<&dyn LatencyBackend> {
+        Some(&*self.inner)
     }
 
-    fn count_lookups(&mut self, on: bool) {
-        self.inner.count_lookups(on);
+    fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {
+        Some(&mut *self.inner)
     }
 }
 

@@ -76,18 +76,23 @@ impl LatencyBackend for Fixed {
         Ok(464_000)
     }
 
-    fn breakdown(&mut self, _: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+    fn layer_times(
+        &mut self,
+        _: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
         let layer = |name, repeats, time_ns, is_comm| LayerTiming {
             name,
             repeats,
             time_ns,
             is_comm,
         };
-        Ok(vec![
+        *out = vec![
             layer("qkv_proj", 32, 10_000, false),
             layer("allreduce", 64, 1_000, true),
             layer("lm_head", 1, 80_000, false),
-        ])
+        ];
+        Ok(())
     }
 
     fn streamed_weight_bytes(&self) -> u64 {

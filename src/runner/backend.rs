@@ -6,9 +6,8 @@ use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::config::InstanceRole;
 use crate::config::run::{InstanceConfig, SimConfig};
 use crate::latency::{
-    BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload,
-    PimSpec, ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory,
-    WeightStreaming,
+    BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, PimOffload, PimSpec,
+    ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory, WeightStreaming,
 };
 use std::time::Instant;
 
@@ -45,8 +44,14 @@ impl LatencyBackend for Labelled {
         self.backend.step_time(batch).map_err(|e| self.label(e))
     }
 
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        self.backend.breakdown(batch).map_err(|e| self.label(e))
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        self.backend
+            .layer_times(batch, out)
+            .map_err(|e| self.label(e))
     }
 
     fn stage_times(
@@ -60,16 +65,12 @@ impl LatencyBackend for Labelled {
             .map_err(|e| self.label(e))
     }
 
-    fn streamed_weight_bytes(&self) -> u64 {
-        self.backend.streamed_weight_bytes()
+    fn inner(&self) -> Option<&dyn LatencyBackend> {
+        Some(&self.backend)
     }
 
-    fn profile_lookups(&self) -> Option<LookupCounts> {
-        self.backend.profile_lookups()
-    }
-
-    fn count_lookups(&mut self, on: bool) {
-        self.backend.count_lookups(on);
+    fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {
+        Some(&mut self.backend)
     }
 }
 

@@ -167,19 +167,21 @@ impl LatencyBackend for Fixed {
         Ok(self.0.iter().map(|(_, t)| t).sum())
     }
 
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
         // Scale by the token count so that different batches get different traces.
         let tokens = batch.total_tokens();
-        Ok(self
-            .0
-            .iter()
-            .map(|&(name, t)| LayerTiming {
-                name,
-                repeats: 1,
-                time_ns: t * tokens,
-                is_comm: false,
-            })
-            .collect())
+        out.clear();
+        out.extend(self.0.iter().map(|&(name, t)| LayerTiming {
+            name,
+            repeats: 1,
+            time_ns: t * tokens,
+            is_comm: false,
+        }));
+        Ok(())
     }
 }
 

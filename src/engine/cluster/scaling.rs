@@ -135,9 +135,10 @@ impl<'r> Cluster<'r> {
     pub(super) fn refresh_serving(&mut self) {
         if let Some(scaling) = &self.scaling {
             let a = &scaling.autoscaler;
-            self.serving.clear();
+            let serving = &mut self.control.serving;
+            serving.clear();
             let n = self.setups.len() as u32;
-            self.serving.extend((0..n).filter(|&i| a.is_ready(i)));
+            serving.extend((0..n).filter(|&i| a.is_ready(i)));
         }
     }
 
@@ -148,10 +149,9 @@ impl<'r> Cluster<'r> {
 
     /// Whether every request of the run has ended and none can still come.
     pub(super) fn work_done(&self) -> bool {
-        let parked = self.parked.len() - self.free_parked.len();
         self.arrivals.exhausted()
-            && self.gateway.is_empty()
-            && parked == 0
+            && self.gateway.held.is_empty()
+            && self.control.parked() == 0
             && self.ended() == self.requests.len() as u64 + self.arrivals.released()
     }
 
@@ -302,12 +302,12 @@ impl<'r> Cluster<'r> {
                     .on_instances
                     .remove(&e.id)
                     .map_or_else(|| request_of(e), |(r, _, _)| r.into_owned());
-                self.dropped += 1;
+                self.tally.dropped += 1;
                 if let Some(control) = s.control.as_deref_mut() {
                     control.request_left(e.id);
                 }
                 if let Some(timeouts) = &mut self.timeouts {
-                    timeouts.disarm(e.id);
+                    timeouts.timers.disarm(e.id);
                 }
                 if self.tracing {
                     let (t, request) = (self.now, e.id);

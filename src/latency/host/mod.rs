@@ -28,10 +28,7 @@ mod issue;
 
 pub use graphs::{CudaGraphMode, GraphOptions, GraphPolicy, StepMode};
 
-use super::{
-    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimActivity, StageSends,
-    StepParts,
-};
+use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
 use crate::Nanos;
 use crate::config::HostSpec;
 use issue::Pipeline;
@@ -212,12 +209,6 @@ impl LatencyBackend for HostModel {
         Ok(priced.duration)
     }
 
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        let mut layers = Vec::new();
-        self.layer_times(batch, &mut layers)?;
-        Ok(layers)
-    }
-
     /// The compute backend's layers at the padded batch, then the GPU's wait for the host of
     /// the step last priced (a report re-reads the step it just priced).
     fn layer_times(
@@ -236,29 +227,12 @@ impl LatencyBackend for HostModel {
         self.inner.step_parts(batch)
     }
 
-    fn stage_times(
-        &mut self,
-        batch: &BatchDesc<'_>,
-        stage_blocks: &[u32],
-        out: &mut [Nanos],
-    ) -> Result<StageSends, LatencyError> {
-        self.inner.stage_times(batch, stage_blocks, out)
+    fn inner(&self) -> Option<&dyn LatencyBackend> {
+        Some(&*self.inner)
     }
 
-    fn streamed_weight_bytes(&self) -> u64 {
-        self.inner.streamed_weight_bytes()
-    }
-
-    fn pim_activity(&self) -> PimActivity {
-        self.inner.pim_activity()
-    }
-
-    fn profile_lookups(&self) -> Option<LookupCounts> {
-        self.inner.profile_lookups()
-    }
-
-    fn count_lookups(&mut self, on: bool) {
-        self.inner.count_lookups(on);
+    fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {
+        Some(&mut *self.inner)
     }
 }
 
@@ -284,7 +258,11 @@ mod tests {
             Ok(layers.iter().map(|l| l.repeats * l.time_ns).sum())
         }
 
-        fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        fn layer_times(
+            &mut self,
+            batch: &BatchDesc<'_>,
+            out: &mut Vec<LayerTiming>,
+        ) -> Result<(), LatencyError> {
             self.last_pad = batch.pad_tokens;
             let layer = |name, repeats, time_ns| LayerTiming {
                 name,
@@ -292,11 +270,12 @@ mod tests {
                 time_ns,
                 is_comm: false,
             };
-            Ok(vec![
+            *out = vec![
                 layer("embedding", 1, 1_000),
                 layer("qkv_proj", 2, self.block_ns),
                 layer("sampler", 1, 1_000),
-            ])
+            ];
+            Ok(())
         }
     }
 

@@ -25,7 +25,11 @@ impl LatencyBackend for Fixed {
             .sum())
     }
 
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
         let layer = |name, repeats, time_ns| LayerTiming {
             name,
             repeats,
@@ -36,12 +40,12 @@ impl LatencyBackend for Fixed {
             .items
             .iter()
             .any(|i| !i.is_decode() || !batch.attention_offloaded);
-        let mut layers = vec![layer("embedding", 1, 10), layer("rotary_emb", 2, 20)];
+        *out = vec![layer("embedding", 1, 10), layer("rotary_emb", 2, 20)];
         if attention {
-            layers.push(layer("attention", 2, 30));
+            out.push(layer("attention", 2, 30));
         }
-        layers.extend([layer("o_proj", 2, 40), layer("sampler", 1, 5)]);
-        Ok(layers)
+        out.extend([layer("o_proj", 2, 40), layer("sampler", 1, 5)]);
+        Ok(())
     }
 }
 
@@ -198,9 +202,13 @@ fn interleaved_sub_batches_of_a_dp_member_keep_the_other_members_gate_tokens() {
         fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
             Fixed.step_time(batch)
         }
-        fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+        fn layer_times(
+            &mut self,
+            batch: &BatchDesc<'_>,
+            out: &mut Vec<LayerTiming>,
+        ) -> Result<(), LatencyError> {
             self.0.borrow_mut().push(batch.gate_tokens);
-            Fixed.breakdown(batch)
+            Fixed.layer_times(batch, out)
         }
     }
     let seen = Rc::new(RefCell::new(Vec::new()));

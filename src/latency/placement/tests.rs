@@ -42,20 +42,25 @@ impl LatencyBackend for Fixed {
             .sum())
     }
 
-    fn breakdown(&mut self, _: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
+    fn layer_times(
+        &mut self,
+        _: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
         let layer = |name, repeats, time_ns| LayerTiming {
             name,
             repeats,
             time_ns,
             is_comm: false,
         };
-        Ok(vec![
+        *out = vec![
             layer("embedding", 1, 10),
             layer("qkv_proj", 2, 20),
             layer("attention", 2, 30),
             layer("down_proj", 2, 20),
             layer("lm_head", 1, 25),
-        ])
+        ];
+        Ok(())
     }
 }
 

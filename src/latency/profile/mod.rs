@@ -374,12 +374,6 @@ impl LatencyBackend for ProfileDb {
         Ok(total)
     }
 
-    fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
-        let mut layers = Vec::with_capacity(self.rows.len());
-        self.layer_times(batch, &mut layers)?;
-        Ok(layers)
-    }
-
     fn layer_times(
         &mut self,
         batch: &BatchDesc<'_>,

@@ -1,0 +1,414 @@
+"""Every kernel table the roofline's constants come from, read into one row format per op family.
+
+Used by `scripts/derive_roofline.py`. Reads (never copies) the shared data:
+- LLMServingSim's profile bundles (`llmservingsim/profiler/perf`): kernel-only CUDA time per
+  layer of vLLM 0.19 with `enforce_eager`, RTX 4090 and RTX PRO 6000;
+- Frontier's operator profiles (`frontier/profiling/compute`, six GPUs): the `*_kernel_only`
+  files where they exist; the Vidur-format files (a100, a40, h100, and a800's Llama-2-7B), which
+  time kernels (1 µs resolution); and `CUDA_EVENT` files, whose rows are kept only where the op
+  is GPU-bound and are corrected by the cost of the events themselves, measured on our H200
+  (`EVENT_COST_S`);
+- Frontier's collective timings (`frontier/profiling/network`);
+- our H200 measurement (`data/measured/H200-2026-11-26.json`).
+
+Rows that cannot be DRAM-bound kernel times are left out, each by a stated physical rule (a row
+faster than the datasheet peak allows; expert weights that fit in L2; a host-bound loop), and
+the loaders count what they leave out so the derivation can print it.
+"""
+import csv
+import glob
+import json
+import os
+import statistics
+
+# Datasheet peaks and what varies between the parts: dense BF16 tensor TFLOP/s, memory GB/s,
+# SMs, L2 MB, architecture generation. Sources: NVIDIA's datasheets and whitepapers (A100 80GB
+# SXM; A800 80GB SXM, the A100's export variant with the same SMs and memory; A40; H100 SXM5;
+# H800 SXM5, the H100's export variant; H200 SXM; the Ada whitepaper's RTX 4090 column with
+# FP32 accumulation; RTX PRO 6000 Blackwell Server Edition), as in `hardware/*.toml`.
+GPUS = {
+    "A100": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere"},
+    "A800": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere"},
+    "A40": {"flops": 149.7e12, "bw": 696e9, "sms": 84, "l2": 6e6, "gen": "ampere"},
+    "H100": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper"},
+    "H800": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper"},
+    "H200": {"flops": 989.4e12, "bw": 4800e9, "sms": 132, "l2": 50e6, "gen": "hopper"},
+    "RTX4090": {"flops": 165.2e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "gen": "ada"},
+    "RTXPRO6000": {"flops": 503.8e12, "bw": 1597e9, "sms": 188, "l2": 128e6, "gen": "blackwell"},
+}
+FRONTIER_DEVICE = {"a100": "A100", "a800": "A800", "a40": "A40", "h100": "H100", "h800": "H800",
+                   "rtx_pro_6000": "RTXPRO6000"}
+
+# What one pair of CUDA events adds to an op's time: event wall time minus host time of the
+# same eager ops on our H200 (add 7.7, add_out 8.5, linear 9.1, matmul 8.6, mul 8.5, RMSNorm
+# 8.9 µs: median 8.6 µs).
+EVENT_COST_S = 8.6e-6
+# An event-timed op is GPU-bound (its time is the GPU's, not the host's) when it takes more
+# than four times the host's cost of issuing it; the host issues an eager op in 18.3 µs
+# (`eager_op_ns` of hardware/H200.toml, measured).
+EAGER_OP_S = 18.3e-6
+
+
+class Tables:
+    """Paths of the shared data and counts of the rows each rule left out."""
+
+    def __init__(self, data_dir, measured_h200):
+        self.lss = os.path.join(data_dir, "llmservingsim/profiler/perf")
+        self.frontier = os.path.join(data_dir, "frontier/profiling/compute")
+        self.network = os.path.join(data_dir, "frontier/profiling/network")
+        self.h200 = measured_h200
+        self.left_out = {}
+
+    def leave_out(self, reason, n=1):
+        self.left_out[reason] = self.left_out.get(reason, 0) + n
+
+    def frontier_files(self, pattern):
+        """(device, model, path, timing) of Frontier files matching `pattern` (e.g.
+        `attention`), preferring `<name>_kernel_only.csv` over its event-timed twin."""
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.frontier, "*", "**", pattern + "*.csv"), recursive=True)):
+            base = os.path.basename(path)[:-4]
+            if base.endswith("_kernel_only"):
+                timing = "kernel"
+            elif os.path.exists(path[:-4] + "_kernel_only.csv"):
+                continue
+            else:
+                timing = None  # from the rows' measurement_type (Vidur format: kernel time)
+            if base.replace("_kernel_only", "") != pattern:
+                continue
+            rel = os.path.relpath(path, self.frontier).split(os.sep)
+            out.append((FRONTIER_DEVICE[rel[0]], "/".join(rel[1:-1]), path, timing))
+        return out
+
+
+def timing_of(row, file_timing):
+    if file_timing:
+        return file_timing
+    return "event" if row.get("measurement_type") == "CUDA_EVENT" else "kernel"
+
+
+def event_corrected(t, kernels=1):
+    """Kernel time of an event-timed op of `kernels` launches, or None when launch-bound."""
+    if t < 4 * EAGER_OP_S * kernels:
+        return None
+    return t - EVENT_COST_S
+
+
+# ---------------------------------------------------------------------------------------- GEMMs
+
+def linear_shapes(r):
+    """(K, N) per GPU of each linear layer of a Frontier/Vidur row (sharded by its TP)."""
+    h, nh, nkv = int(r["n_embd"]), int(r["n_head"]), int(r["n_kv_head"])
+    ffn, tp = int(r["n_expanded_embd"]), int(r["num_tensor_parallel_workers"])
+    hd = h // nh
+    q, kv = nh * hd // tp, max(nkv // tp, 1) * hd
+    gated = r.get("use_gated_mlp", "True") == "True"
+    shapes = {"attn_pre_proj": (h, q + 2 * kv), "attn_post_proj": (q, h)}
+    if ffn and r.get("time_stats.mlp_up_proj.median"):
+        shapes["mlp_up_proj"] = (h, (2 if gated else 1) * ffn // tp)
+        shapes["mlp_down_proj"] = (ffn // tp, h)
+    return shapes
+
+
+LSS_GEMMS = {
+    "meta-llama/Llama-3.1-8B": {"qkv_proj": (4096, 6144), "o_proj": (4096, 4096),
+                                "gate_up_proj": (4096, 28672), "down_proj": (14336, 4096)},
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": {"qkv_proj": (2048, 5120), "o_proj": (4096, 2048)},
+}
+
+
+def gemms(t):
+    """GEMM rows: gpu, source, M, K, N, seconds, fp8 (weights and activations in FP8)."""
+    rows = []
+    for gpu, model, path, ft in t.frontier_files("mlp") + t.frontier_files("linear_op"):
+        for r in csv.DictReader(open(path)):
+            try:
+                shapes = linear_shapes(r)
+            except (KeyError, ValueError, ZeroDivisionError):
+                continue
+            timing = timing_of(r, ft)
+            if timing == "event":
+                # Frontier's event-timed linear ops hold more than the GEMM (the QKV projection
+                # with its q/k norms: several launches, 70-100 µs of host time per op).
+                t.leave_out("GEMM: event-timed ops of several kernels (A800 Qwen3-30B-A3B)")
+                continue
+            fp8 = "fp8" in r.get("quant_signature", "")
+            for op, (k, n) in shapes.items():
+                v = r.get(f"time_stats.{op}.median")
+                if not v:
+                    continue
+                s = float(v) * 1e-3
+                rows.append({"gpu": gpu, "src": "frontier-" + timing, "M": int(r["num_tokens"]),
+                             "K": k, "N": n, "t": s, "fp8": fp8})
+    for gpu in ("RTX4090", "RTXPRO6000"):
+        for model, shapes in LSS_GEMMS.items():
+            for tp in (1, 2):
+                path = os.path.join(t.lss, gpu, model, "bf16", f"tp{tp}", "dense.csv")
+                if not os.path.exists(path):
+                    continue
+                for r in csv.DictReader(open(path)):
+                    if r["layer"] not in shapes:
+                        continue
+                    k, n = shapes[r["layer"]]
+                    if r["layer"] in ("o_proj", "down_proj"):
+                        k //= tp
+                    else:
+                        n //= tp
+                    rows.append({"gpu": gpu, "src": "lss", "M": int(r["tokens"]), "K": k, "N": n,
+                                 "t": float(r["time_us"]) * 1e-6, "fp8": False})
+    if os.path.exists(t.h200):
+        for g in json.load(open(t.h200))["pass1"]["gemm"]:
+            rows.append({"gpu": "H200", "src": "ours", "M": g["M"], "K": g["K"], "N": g["N"],
+                         "t": g["gpu_ns"] * 1e-9, "fp8": False})
+    return rows
+
+
+# ------------------------------------------------------------------------------------ attention
+
+def causal_flops(heads, head_dim, chunk, prefix):
+    return 4.0 * heads * head_dim * chunk * (prefix + (chunk + 1) / 2.0)
+
+
+def attention(t):
+    """Attention rows: gpu, source, kind (decode / prefill / mixed), x (KV bytes read for
+    decode, causal FLOPs for prefill), seconds; mixed rows carry the decode-only extra."""
+    rows = []
+    lss_models = (("meta-llama/Llama-3.1-8B", 32, 8), ("Qwen/Qwen3-30B-A3B-Instruct-2507", 32, 4))
+    for gpu in ("RTX4090", "RTXPRO6000"):
+        for model, q, kvh in lss_models:
+            for tp in (1, 2):
+                path = os.path.join(t.lss, gpu, model, "bf16", f"tp{tp}", "attention.csv")
+                if not os.path.exists(path):
+                    continue
+                qh, kh = q // tp, max(kvh // tp, 1)
+                for r in csv.DictReader(open(path)):
+                    pc, kp, nd, kd = (int(r[k]) for k in ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode"))
+                    s = float(r["time_us"]) * 1e-6
+                    if pc == 0 and nd > 0:
+                        rows.append({"gpu": gpu, "src": "lss", "kind": "decode", "x": nd * kd * kh * 128 * 4, "t": s})
+                    elif nd == 0 and pc > 0:
+                        rows.append({"gpu": gpu, "src": "lss", "kind": "prefill", "x": causal_flops(qh, 128, pc, kp),
+                                     "t": s, "chunk": pc, "kv_bytes": (kp + pc) * kh * 128 * 4})
+    for gpu, model, path, ft in t.frontier_files("attention"):
+        file_rows = []
+        for r in csv.DictReader(open(path)):
+            if "measurement_type" not in r:
+                # Vidur's format: Vidur's own attention wrapper of 2024, not a vLLM backend
+                # (prefill at 0.7-16% of peak FLOP/s where vLLM's kernels reach 43-73%).
+                t.leave_out(f"attention: Vidur's wrapper, not a vLLM kernel ({gpu} {model})")
+                continue
+            if r.get("mode") not in (None, "", "even"):
+                continue
+            timing = timing_of(r, ft)
+            tp, h = int(r["num_tensor_parallel_workers"]), int(r["n_embd"])
+            q0, k0 = int(r["n_q_head"]), int(r["n_kv_head"])
+            hd, qh, kh = h // q0, q0 // tp, max(k0 // tp, 1)
+            bs, pc, kv = int(r["batch_size"]), int(r["prefill_chunk_size"]), int(r["kv_cache_size"])
+
+            def ms(op):
+                v = r.get(f"time_stats.{op}.median")
+                return float(v) * 1e-3 if v else 0.0
+            extra = ms("attn_kv_cache_save") + ms("attn_input_reshape") + ms("attn_output_reshape")
+            if r["is_prefill"] == "True":
+                if bs != 1 or pc == 0:
+                    continue
+                row = {"kind": "prefill", "x": causal_flops(qh, hd, pc, kv), "t": ms("attn_prefill") + extra, "chunk": pc,
+                       "kv_bytes": (kv + pc) * kh * hd * 4}
+            else:
+                if kv == 0:
+                    continue
+                row = {"kind": "decode", "x": bs * kv * kh * hd * 4, "t": ms("attn_decode") + extra}
+            if timing == "event":
+                # Each of the five attention ops has its own pair of events; the reshapes and
+                # the cache write are launch-bound (17-42 µs each on the A800).
+                t.leave_out("attention: event-timed, five launch-bound ops per row (A800)")
+                continue
+            row.update(gpu=gpu, src="frontier-" + timing)
+            file_rows.append(row)
+        rows += physical(t, file_rows, f"attention {gpu} {model}")
+    if os.path.exists(t.h200):
+        a = json.load(open(t.h200))["pass1"]["attention"]
+        for d in a["decode"]:
+            s = min(x for x in (d.get("flash_ns"), d.get("cudnn_ns")) if x) * 1e-9
+            rows.append({"gpu": "H200", "src": "ours", "kind": "decode", "x": d["kv_bytes"], "t": s})
+        for p in a["prefill"]:
+            s = min(p[k] for k in p if k.endswith("_ns") and p[k]) * 1e-9
+            rows.append({"gpu": "H200", "src": "ours", "kind": "prefill", "x": p["causal_flops"], "t": s, "chunk": p["L"],
+                         "kv_bytes": p["L"] * 8 * 128 * 4})
+    return rows
+
+
+def physical(t, rows, what):
+    """`rows` of one file, or none when more than 5% of them run faster than the datasheet
+    peak allows (decode KV reads above peak bandwidth, prefill above peak FLOP/s): such a file
+    does not time what its shapes say (e.g. every sequence of a batch reading the same KV
+    blocks, which then come from L2)."""
+    for kind in ("decode", "prefill"):
+        part = [r for r in rows if r["kind"] == kind]
+        fast_part = sum(1 for r in part if r["t"] <= 0 or r["x"] / r["t"] > (
+            GPUS[r["gpu"]]["bw"] if kind == "decode" else GPUS[r["gpu"]]["flops"]))
+        if part and fast_part > 0.05 * len(part):
+            t.leave_out(f"{what} {kind}: {fast_part} of {len(part)} rows faster than the datasheet peak", len(part))
+            rows = [r for r in rows if r["kind"] != kind]
+    return rows
+
+
+MIXED_SOURCES = [
+    ("RTX4090", "meta-llama/Llama-3.1-8B", 8, 32),
+    ("RTXPRO6000", "meta-llama/Llama-3.1-8B", 8, 32),
+    ("RTXPRO6000", "Qwen/Qwen3-30B-A3B-Instruct-2507", 4, 32),
+]
+MIXED_DECODES = [4, 8, 16, 32, 64, 128]
+MIXED_KV = [16 << i for i in range(11)]
+
+
+def mixed_decode_grid(t, gpu, model, kv_heads, q_heads):
+    """Per (decodes, decode KV) cell of an LLMServingSim attention table: the decodes' KV bytes
+    counted once per query head, over the median of (mixed time − the same prefill alone)
+    across the cell's prefill shapes, over the peak bandwidth."""
+    path = os.path.join(t.lss, gpu, model, "bf16/tp1/attention.csv")
+    rows = list(csv.DictReader(open(path)))
+    alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
+    extra = {}
+    for r in rows:
+        key, nd, kv = (r["prefill_chunk"], r["kv_prefill"]), int(r["n_decode"]), int(r["kv_decode"])
+        if int(r["prefill_chunk"]) == 0 or nd not in MIXED_DECODES or kv not in MIXED_KV or key not in alone:
+            continue
+        extra.setdefault((nd, kv), []).append((float(r["time_us"]) - alone[key]) * 1e-6)
+    return {(nd, kv): nd * kv * q_heads * 128 * 4 / statistics.median(v) / GPUS[gpu]["bw"]
+            for (nd, kv), v in extra.items()}
+
+
+# ------------------------------------------------------------------------------------ fused MoE
+
+# The fused-MoE layer of vLLM issues about six kernels (top-k softmax, align and sort, two
+# grouped GEMMs, SiLU-and-mul, the top-k sum): an event-timed row is GPU-bound above four
+# times their host cost.
+MOE_KERNELS = 6
+
+
+def moe(t):
+    """Fused-MoE rows: gpu, source, model, tokens, experts (total, on this GPU), top-k, hidden,
+    expert width per GPU, active experts on this GPU, routed rows on this GPU, seconds."""
+    rows = []
+    for gpu, model, path, ft in t.frontier_files("moe"):
+        for r in csv.DictReader(open(path)):
+            if r.get("load_distribution", "uniform") != "uniform":
+                continue
+            timing = timing_of(r, ft)
+            n, e, e_loc, k = (int(r[c]) for c in ("num_tokens", "num_experts", "num_experts_per_device", "router_topk"))
+            ep, tp = int(r["expert_parallel_size"]), int(r["num_tensor_parallel_workers"])
+            hidden, width = int(r["hidden_dim"]), int(r["expert_hidden_dim"])
+            width_gpu = width // tp
+            routed = n * k * e_loc / e
+            if r.get("expert_utilization"):
+                active = float(r["expert_utilization"]) * e_loc
+            else:
+                # Frontier's uniform routing assigns the routed rows round-robin.
+                active = min(e_loc, routed)
+            s = float(r["time_stats.moe_grouped_gemm.median"]) * 1e-3
+            if timing == "event":
+                s = event_corrected(s, MOE_KERNELS)
+                if s is None:
+                    t.leave_out("MoE: event-timed and launch-bound")
+                    continue
+            if "measurement_type" not in r:
+                # Vidur's format: a Python loop over the experts, each a cuBLAS GEMM (A100
+                # Mixtral), its intercept holds the loop's host time.
+                timing = "vidur-loop"
+            row = {"gpu": gpu, "src": "frontier-" + timing, "model": model, "n": n, "E": e, "E_loc": e_loc,
+                   "top_k": k, "hidden": hidden, "width": width_gpu, "active": active, "routed": routed, "t": s}
+            if e_loc * 3 * hidden * width_gpu * 2 <= GPUS[gpu]["l2"]:
+                t.leave_out("MoE: every expert of the layer fits in L2 (L2, not DRAM, bandwidth)")
+                continue
+            if "qwen2_moe" in model:
+                # Vidur's loop over experts in Python: ~35 µs per active expert whatever its
+                # size (1.9 ms for 60 experts of 17 MB at 16 tokens): host-bound.
+                t.leave_out("MoE: Vidur's per-expert Python loop, host-bound (qwen2_moe on A100)")
+                continue
+            rows.append(row)
+    path = os.path.join(t.lss, "RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/moe.csv")
+    if os.path.exists(path):
+        for r in csv.DictReader(open(path)):
+            n = int(r["tokens"])
+            rows.append({"gpu": "RTXPRO6000", "src": "lss", "model": "Qwen3-30B-A3B", "n": n, "E": 128, "E_loc": 128,
+                         "top_k": 8, "hidden": 2048, "width": 768, "active": int(r["activated_experts"]),
+                         "routed": n * 8, "t": float(r["time_us"]) * 1e-6})
+    return rows
+
+
+# ------------------------------------------------------------------------ norms and elementwise
+
+def elementwise(t):
+    """Elementwise rows (RMSNorm, rotary, SiLU-and-mul, residual add), kernel-only: gpu, op,
+    bytes moved, seconds."""
+    rows = []
+    for gpu, model, path, ft in t.frontier_files("mlp") + t.frontier_files("linear_op"):
+        for r in csv.DictReader(open(path)):
+            if "measurement_type" not in r:
+                # Vidur's format: its own norm and activation ops, not vLLM's fused kernels.
+                t.leave_out(f"elementwise: Vidur's own ops, not vLLM's kernels ({gpu})")
+                continue
+            if timing_of(r, ft) != "kernel" or "fp8" in r.get("quant_signature", ""):
+                continue
+            h, nh, nkv = int(r["n_embd"]), int(r["n_head"]), int(r["n_kv_head"])
+            tp, m = int(r["num_tensor_parallel_workers"]), int(r["num_tokens"])
+            hd = h // nh
+            q, kv = nh * hd // tp, max(nkv // tp, 1) * hd
+            ffn = int(r["n_expanded_embd"]) // tp
+            moved = {"input_layernorm": (2 * m * h + h) * 2, "post_attention_layernorm": (2 * m * h + h) * 2,
+                     "attn_rope": (2 * m * (q + kv) + m * hd) * 2, "mlp_act": 3 * m * ffn * 2, "add": 3 * m * h * 2}
+            for op, b in moved.items():
+                v = r.get(f"time_stats.{op}.median")
+                if v:
+                    rows.append({"gpu": gpu, "op": op, "bytes": b, "t": float(v) * 1e-3, "tokens": m})
+    shapes = {"meta-llama/Llama-3.1-8B": (4096, 4096 + 2048, 14336), "Qwen/Qwen3-30B-A3B-Instruct-2507": (2048, 4096 + 1024, 0)}
+    for gpu in ("RTX4090", "RTXPRO6000"):
+        for model, (h, qk, ffn) in shapes.items():
+            path = os.path.join(t.lss, gpu, model, "bf16/tp1/dense.csv")
+            if not os.path.exists(path):
+                continue
+            for r in csv.DictReader(open(path)):
+                m = int(r["tokens"])
+                moved = {"layernorm": (2 * m * h + h) * 2, "rotary_emb": (2 * m * qk + m * 128) * 2}
+                if ffn:
+                    moved["act_fn"] = 3 * m * ffn * 2
+                if r["layer"] in moved:
+                    rows.append({"gpu": gpu, "op": r["layer"], "bytes": moved[r["layer"]],
+                                 "t": float(r["time_us"]) * 1e-6, "tokens": m})
+    return rows
+
+
+# ------------------------------------------------------------------------------------ all-reduce
+
+# Systems of Frontier's collective timings: per-direction link bandwidth per GPU, bytes/s.
+# DGX A100 and DGX H100 (NVSwitch: NVLink 3 at 300 GB/s, NVLink 4 at 450 GB/s per direction);
+# the "pairwise" systems are PCIe cards bridged in pairs, used here at two GPUs only (one
+# bridge: A100 600 GB/s and H100 NVL 600 GB/s both ways, 300 per direction). a800_dgx holds
+# the same numbers as a100_dgx to the last digit (a copy) and is not used.
+ALLREDUCE_SYSTEMS = {
+    "a100_dgx": ("A100", 300e9, None),
+    "h100_dgx": ("H100", 450e9, None),
+    "a100_pairwise_nvlink": ("A100", 300e9, 2),
+    "h100_pairwise_nvlink": ("H100", 300e9, 2),
+}
+
+
+def all_reduce(t):
+    """All-reduce rows: system, GPUs, bytes, seconds (median over ranks of the median time)."""
+    rows = []
+    for system, (gpu, link, only) in ALLREDUCE_SYSTEMS.items():
+        path = os.path.join(t.network, system, "all_reduce.csv")
+        if not os.path.exists(path):
+            continue
+        times = {}
+        for r in csv.DictReader(open(path)):
+            n = int(r["num_workers"])
+            if r["devices_per_node"] != r["num_workers"] or (only and n != only):
+                continue
+            times.setdefault((n, int(r["size"])), []).append(float(r["time_stats.all_reduce.median"]) * 1e-3)
+        for (n, size), v in sorted(times.items()):
+            if n == 1:
+                continue
+            rows.append({"system": system, "gpu": gpu, "link": link, "n": n, "bytes": size, "t": statistics.median(v)})
+    return rows

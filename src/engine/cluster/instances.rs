@@ -1,0 +1,233 @@
+//! The instances in the loop: steps ending (phase [`super::super::Phase::StepEnds`]), KV
+//! transfers arriving ([`super::super::Phase::TransferEnds`]), and the closing phase of every
+//! instant, in which idle instances start their next steps (DP groups as waves).
+
+use super::super::SimError;
+use super::super::dp;
+use super::super::events::EventKind;
+use super::super::instance::{self, Release};
+use super::super::pd::DecodeChoice;
+use super::{Cluster, Services};
+use crate::scheduler::SchedulerBug;
+use crate::trace::Decision;
+
+impl<'r> Cluster<'r> {
+    /// Phase 1: instance `id`'s step ends now. Its results are applied and reported, its
+    /// prefills handed off, and the requests its completions release join the arrivals.
+    pub(super) fn on_step_end(
+        &mut self,
+        id: u32,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let i = id as usize;
+        let before = self.instances[i].finished;
+        let counts_done = s.control.is_some()
+            || self.timeouts.is_some()
+            || self.scaling.as_ref().is_some_and(|sc| sc.keeps_requests());
+        let release = Release {
+            injector: s.injector.as_deref_mut(),
+            released: &mut self.released,
+            done: counts_done.then_some(&mut self.done),
+        };
+        let (scheduler, inst) = (&mut self.schedulers[i], &mut self.instances[i]);
+        instance::finish_step(
+            scheduler,
+            inst,
+            id,
+            self.now,
+            &mut *s.backends[i],
+            &mut *s.observer,
+            release,
+        )?;
+        self.tally.finished += self.instances[i].finished - before;
+        if let Some(scaling) = &mut self.scaling {
+            scaling.forget(&self.done);
+        }
+        for &id in &self.done {
+            if let Some(control) = s.control.as_deref_mut() {
+                control.request_left(id);
+            }
+            if let Some(timeouts) = &mut self.timeouts {
+                timeouts.timers.disarm(id);
+            }
+        }
+        self.done.clear();
+        self.mark_ready(id);
+        if let Some(t) = &mut self.transfers {
+            let choice = DecodeChoice {
+                setups: self.setups,
+                eligibility: &self.eligibility,
+                signals: &mut self.signals,
+                instances: &self.instances,
+                autoscaler: self.scaling.as_ref().map(|sc| sc.autoscaler()),
+            };
+            t.hand_off(
+                id,
+                self.now,
+                &mut self.schedulers,
+                choice,
+                &mut self.effects,
+            )?;
+            self.apply_transfer_effects(s)?;
+        }
+        // After its hand-offs: a draining prefill replica waits for the KV it still holds.
+        self.settle_drain(id, s)?;
+        // Requests released by this step's completions (hand-offs release none).
+        for request in self.released.drain(..) {
+            let t = self.arrivals.release(request);
+            self.queue.push(t, EventKind::Arrival);
+        }
+        self.admit_gated();
+        self.ask_gateway_again(s);
+        Ok(())
+    }
+
+    /// Phase 2: the KV transfer from `sender` arrives now at its decode instance.
+    pub(super) fn on_transfer_end(
+        &mut self,
+        sender: u32,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let Some(t) = &mut self.transfers else {
+            return Err(SchedulerBug::new("a transfer without P/D".into()).into());
+        };
+        let to = t.finish(sender, self.now, &mut self.schedulers, &mut self.effects)?;
+        self.apply_transfer_effects(s)?;
+        // The decode instance has a request; the sender has blocks back.
+        self.mark_ready(to);
+        self.mark_ready(sender);
+        // Draining replicas waiting for this transfer may be done (or drop what came).
+        self.settle_drain(sender, s)?;
+        self.settle_drain(to, s)?;
+        self.ask_gateway_again(s);
+        Ok(())
+    }
+
+    /// Schedules the transfer ends and reports the transfer events the last transfer call
+    /// produced.
+    pub(super) fn apply_transfer_effects(
+        &mut self,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        for (end, sender) in self.effects.ends.drain(..) {
+            self.queue.push(end, EventKind::TransferEnd { sender });
+        }
+        for event in self.effects.events.drain(..) {
+            s.observer.kv_transfer(&event)?;
+            if self.tracing {
+                s.observer.decision(&Decision::Transfer(&event))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closing phase: every instance queued for an attempt, by id, starts a step (or its DP
+    /// group a wave) if it can.
+    pub(super) fn start_ready_instances(
+        &mut self,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        self.ready.sort_unstable();
+        for k in 0..self.ready.len() {
+            let id = self.ready[k];
+            self.instances[id as usize].ready = false;
+            match self.setups[id as usize].dp_group {
+                Some(group) => {
+                    self.start_wave(group, s)?;
+                    if self.tracing {
+                        for k in 0..self.groups[group as usize].len() {
+                            self.report_scheduling(self.groups[group as usize][k], s)?;
+                        }
+                    }
+                }
+                None => {
+                    self.start_instance(id, s)?;
+                    if self.tracing {
+                        self.report_scheduling(id, s)?;
+                    }
+                }
+            }
+        }
+        self.ready.clear();
+        Ok(())
+    }
+
+    /// Starts a wave of DP group `group` if it can (see `dp.rs`).
+    pub(super) fn start_wave(
+        &mut self,
+        group: u32,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let members = &self.groups[group as usize];
+        let wave = dp::Wave {
+            group,
+            members,
+            instances: &mut self.instances,
+            schedulers: &mut self.schedulers,
+            backends: s.backends,
+            pricer: s.waves.as_deref_mut(),
+        };
+        if let Some(stages) = self.group_stages[group as usize].as_mut() {
+            let pipelined = dp::PipelinedWave { wave, stages };
+            if let Some(t) = pipelined.start(self.now)? {
+                for &m in members {
+                    self.queue.push(t.end, EventKind::StepEnd { instance: m });
+                }
+                let first = members[0];
+                let kind = EventKind::StageFree { instance: first };
+                self.queue.push(t.stage0_free, kind);
+            }
+        } else if let Some(end) = wave.start(self.now)? {
+            for (i, &m) in members.iter().enumerate() {
+                self.queue
+                    .push(end.of(i), EventKind::StepEnd { instance: m });
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the next step of instance `id` (outside DP groups) if it can.
+    pub(super) fn start_instance(
+        &mut self,
+        id: u32,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let i = id as usize;
+        let (inst, scheduler) = (&mut self.instances[i], &mut self.schedulers[i]);
+        let backend = &mut *s.backends[i];
+        let now = self.now;
+        if inst.stages.is_some() {
+            if let Some(t) = instance::start_pipelined(scheduler, inst, id, now, backend)? {
+                self.queue.push(t.end, EventKind::StepEnd { instance: id });
+                let kind = EventKind::StageFree { instance: id };
+                self.queue.push(t.stage0_free, kind);
+            }
+            return Ok(());
+        }
+        if !inst.busy
+            && scheduler.has_work()
+            && let Some(end) = instance::start_step(scheduler, inst, id, now, backend)?
+        {
+            self.queue.push(end, EventKind::StepEnd { instance: id });
+        }
+        Ok(())
+    }
+
+    /// Reports the scheduling decisions instance `id` noted to the observer.
+    pub(super) fn report_scheduling(
+        &mut self,
+        id: u32,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let t = self.now;
+        for decision in self.schedulers[id as usize].take_decisions() {
+            let d = Decision::Schedule {
+                t,
+                instance: id,
+                decision,
+            };
+            s.observer.decision(&d)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,406 @@
+//! The cluster as a stepping state machine: [`Cluster`] owns a run's state (clock, event
+//! queue, instances and their schedulers, arrivals, transfers, the gateway queue) and
+//! advances it one instant at a time ([`Cluster::step`], [`Cluster::step_until`],
+//! [`Cluster::run`]). The services it calls (latency backends, router, observer, injector,
+//! wave pricer, control plane) are passed to each call ([`Services`]), so that borrows stay
+//! simple and a test can stop the run at any instant and look.
+//!
+//! Components return their effects as values and the loop alone schedules events: a step's
+//! start returns when it ends, transfers return [`TransferEffects`], finished requests give
+//! back what they release, the control plane returns its actions, the router returns a
+//! [`crate::router::RouteDecision`]. The router sees the instances through the run's signals
+//! (`signals.rs`: immediate, periodic or on-demand snapshots), never their live state.
+//!
+//! Files, by concern:
+//! - `mod.rs`: the run's description ([`Run`], [`Services`]), the state, the stepping
+//!   vocabulary and the outcome;
+//! - `start.rs`: the state before the first instant;
+//! - `instances.rs`: steps ending, KV transfers arriving, idle instances starting steps;
+//! - `routing.rs`: arrivals, the router's decisions, the gateway;
+//! - `control.rs`: the control plane's parked requests and decisions;
+//! - `endings.rs`: how requests end (counts, timeouts);
+//! - `scaling.rs`: the autoscaler's ticks, replica lifecycles and drains.
+
+use super::eligibility::Eligibility;
+use super::events::{EventKind, EventQueue};
+use super::inject::{Arrivals, Injector};
+use super::instance::InstanceSim;
+use super::pd::{Disaggregation, TransferEffects, Transfers};
+use super::signals::Signals;
+use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer, pipeline};
+use crate::Nanos;
+use crate::autoscale::Autoscaler;
+use crate::control::ControlPlane;
+use crate::control::priority::NominalPriority;
+use crate::latency::LatencyBackend;
+use crate::router::{InstanceSnapshot, Routing, SignalConfig};
+use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
+use crate::workload::{Request, RequestClasses};
+
+mod control;
+mod endings;
+mod instances;
+mod routing;
+mod scaling;
+mod start;
+
+use control::ControlState;
+use endings::{Tally, TimeoutState};
+use routing::Gateway;
+
+/// What a run is: its requests, its instances and how work enters.
+pub struct Run<'r> {
+    /// The initial requests, sorted by arrival.
+    pub requests: &'r [Request],
+    /// The instances (instance ids are the indices).
+    pub setups: &'r [InstanceSetup],
+    /// Prefill/decode disaggregation: the instances then have its roles.
+    pub disaggregation: Option<Disaggregation>,
+    /// Concurrency mode: most requests in the cluster at once; `None` is trace mode (see
+    /// `inject.rs`).
+    pub max_in_flight: Option<usize>,
+    /// What the router sees of the instances and how stale (`signals.rs`).
+    pub signals: SignalConfig,
+    /// The autoscaler, when replicas come and go (`crate::autoscale`): the instances are
+    /// then its replica slots, and only ready ones are routed to.
+    pub autoscaler: Option<Autoscaler>,
+    /// The requests' clients, whose timeouts the run enforces (`timeouts.rs`); `None`: no
+    /// request has one.
+    pub clients: Option<&'r RequestClasses>,
+    /// Anomaly detection, when on (see [`crate::metrics::AnomalyCounts`]).
+    pub watch: Option<AnomalyWatch<'r>>,
+}
+
+/// How a run detects anomalies: the thrash window, and the requests' nominal urgency that
+/// priority inversions are judged by.
+#[derive(Debug, Clone, Copy)]
+pub struct AnomalyWatch<'r> {
+    /// An eviction followed within this many ns by a lookup that needs the block is KV
+    /// thrashing.
+    pub thrash_window_ns: Nanos,
+    /// Each request's nominal urgency.
+    pub nominal: &'r NominalPriority,
+}
+
+impl<'r> Run<'r> {
+    /// `requests` (sorted by arrival) on the instances of `setups`, in trace mode, colocated.
+    pub fn new(requests: &'r [Request], setups: &'r [InstanceSetup]) -> Run<'r> {
+        Run {
+            requests,
+            setups,
+            disaggregation: None,
+            max_in_flight: None,
+            signals: SignalConfig::default(),
+            watch: None,
+            clients: None,
+            autoscaler: None,
+        }
+    }
+
+    /// The same run with its replicas scaled by `autoscaler`.
+    pub fn autoscaled(self, autoscaler: Autoscaler) -> Run<'r> {
+        Run {
+            autoscaler: Some(autoscaler),
+            ..self
+        }
+    }
+
+    /// The same run, detecting anomalies as `watch` says.
+    pub fn watch(self, watch: Option<AnomalyWatch<'r>>) -> Run<'r> {
+        Run { watch, ..self }
+    }
+
+    /// The same run with the timeouts of the requests' `clients` enforced.
+    pub fn clients(self, clients: Option<&'r RequestClasses>) -> Run<'r> {
+        Run { clients, ..self }
+    }
+
+    /// The same run with prefill/decode disaggregation `pd`.
+    pub fn disaggregated(self, pd: Disaggregation) -> Run<'r> {
+        Run {
+            disaggregation: Some(pd),
+            ..self
+        }
+    }
+
+    /// The same run with the router seeing the instances as `signals` says.
+    pub fn signals(self, signals: SignalConfig) -> Run<'r> {
+        Run { signals, ..self }
+    }
+
+    /// The same run with at most `limit` requests in the cluster at once (`None`: trace mode).
+    pub fn max_in_flight(self, limit: Option<usize>) -> Run<'r> {
+        Run {
+            max_in_flight: limit,
+            ..self
+        }
+    }
+}
+
+/// What a run calls out to: one latency backend per instance (same order as the setups),
+/// the router of arrivals, the observer of results, and optionally an injector of requests
+/// released at run time, a pricer of whole DP waves and the cluster's control plane
+/// (admission, priorities, gateway queue, control-plane latencies; without one, requests
+/// are routed at their arrival).
+pub struct Services<'s, 'b> {
+    pub backends: &'s mut [&'b mut dyn LatencyBackend],
+    pub router: &'s mut dyn Routing,
+    pub observer: &'s mut dyn Observer,
+    pub injector: Option<&'s mut dyn Injector>,
+    pub waves: Option<&'s mut dyn WavePricer>,
+    pub control: Option<&'s mut ControlPlane>,
+}
+
+impl<'s, 'b> Services<'s, 'b> {
+    /// The services of a run with neither injector nor wave pricer.
+    pub fn new(
+        backends: &'s mut [&'b mut dyn LatencyBackend],
+        router: &'s mut dyn Routing,
+        observer: &'s mut dyn Observer,
+    ) -> Services<'s, 'b> {
+        Services {
+            backends,
+            router,
+            observer,
+            injector: None,
+            waves: None,
+            control: None,
+        }
+    }
+
+    /// The same services, with arrivals going through `control` (see [`crate::control`]).
+    pub fn with_control(self, control: Option<&'s mut ControlPlane>) -> Services<'s, 'b> {
+        Services { control, ..self }
+    }
+
+    /// The same services, with requests released at run time by `injector`.
+    pub fn with_injector(self, injector: &'s mut dyn Injector) -> Services<'s, 'b> {
+        Services {
+            injector: Some(injector),
+            ..self
+        }
+    }
+
+    /// The same services, with the waves of DP groups priced by `waves` where it takes them.
+    pub fn with_waves(self, waves: Option<&'s mut dyn WavePricer>) -> Services<'s, 'b> {
+        Services { waves, ..self }
+    }
+}
+
+/// A run's state between instants. See the module docs of [`crate::engine`] for what one
+/// instant does.
+pub struct Cluster<'r> {
+    setups: &'r [InstanceSetup],
+    requests: &'r [Request],
+    eligibility: Eligibility,
+    arrivals: Arrivals<'r>,
+    schedulers: Vec<Scheduler>,
+    instances: Vec<InstanceSim<'r>>,
+    /// The members of each DP group, by group index.
+    groups: Vec<Vec<u32>>,
+    /// The stages of each pipelined DP group (its members share them), by group index.
+    group_stages: Vec<Option<pipeline::Stages<'r>>>,
+    transfers: Option<Transfers<'r>>,
+    effects: TransferEffects,
+    queue: EventQueue,
+    /// Instances to try to start at the end of the instant.
+    ready: Vec<u32>,
+    /// Requests released by the completions being applied, not yet among the arrivals.
+    released: Vec<Request>,
+    /// Requests the router holds.
+    gateway: Gateway,
+    /// What the router sees of the instances.
+    signals: Signals,
+    /// How many requests ended, by how.
+    tally: Tally,
+    /// The engine's side of the control plane (empty without one).
+    control: ControlState<'r>,
+    /// Ids of the requests the step being applied finished (with a control plane or
+    /// timeouts).
+    done: Vec<u64>,
+    /// Anomaly detection, when on, and the head-of-line blocking events so far.
+    watch: Option<AnomalyWatch<'r>>,
+    hol_blocking: u64,
+    /// Whether decisions are reported to the observer (its trace level is not `none`).
+    tracing: bool,
+    /// The requests' timers, when some have a timeout.
+    timeouts: Option<TimeoutState<'r>>,
+    /// The autoscaler and its scratch, when replicas come and go.
+    scaling: Option<scaling::Scaling<'r>>,
+    now: Nanos,
+}
+
+impl<'r> Cluster<'r> {
+    /// The simulated time: the last instant settled (0 before the first).
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// When the next instant is, if anything is left to happen.
+    pub fn next_instant(&self) -> Option<Nanos> {
+        self.queue.next_time()
+    }
+
+    /// Instance `id`'s scheduler, as it is now.
+    pub fn scheduler(&self, id: u32) -> &Scheduler {
+        &self.schedulers[id as usize]
+    }
+
+    /// Instance `id` as it is now (live; the router sees each signal as stale as its refresh
+    /// mode says, see [`crate::router::SignalConfig`]).
+    pub fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        InstanceSnapshot::of(&self.schedulers[id as usize])
+    }
+
+    /// Re-reads every signal of every instance now, whatever its refresh mode (an explicit
+    /// probe: how `on-demand` signals are refreshed).
+    pub fn refresh_signals(&mut self) {
+        let (schedulers, instances) = (&mut self.schedulers, &self.instances);
+        self.signals.refresh_all(self.now, schedulers, instances);
+    }
+
+    /// Requests finished so far.
+    pub fn finished(&self) -> u64 {
+        self.tally.finished
+    }
+
+    /// Requests the router rejected so far.
+    pub fn rejected(&self) -> u64 {
+        self.tally.rejected
+    }
+
+    /// Requests the control plane ended unserved so far.
+    pub fn dropped(&self) -> u64 {
+        self.tally.dropped
+    }
+
+    /// Requests the router holds at the gateway now.
+    pub fn held(&self) -> usize {
+        self.gateway.held.len()
+    }
+
+    /// Requests that timed out so far.
+    pub fn timed_out(&self) -> u64 {
+        self.tally.timed_out
+    }
+
+    /// Requests that ended so far, served or not.
+    fn ended(&self) -> u64 {
+        self.tally.ended()
+    }
+
+    /// Settles the next instant: applies every event due then, phase by phase
+    /// ([`super::Phase`]), then starts the steps of the instances that can. Returns the
+    /// instant, or `None` when nothing is left to happen.
+    pub fn step(&mut self, s: &mut Services<'_, '_>) -> Result<Option<Nanos>, SimError> {
+        self.skip_orphan_timeouts();
+        let Some(t) = self.queue.next_time() else {
+            return Ok(None);
+        };
+        if self.scaling.is_some() && self.work_done() {
+            // Only the autoscaler's own events are left: the run is over.
+            return Ok(None);
+        }
+        if t < self.now {
+            let message = format!("the clock went back from {} to {t}", self.now);
+            return Err(SchedulerBug::new(message).into());
+        }
+        self.now = t;
+        while let Some(event) = self.queue.pop_until(t) {
+            match event.kind {
+                EventKind::StepEnd { instance } => self.on_step_end(instance, s)?,
+                EventKind::TransferEnd { sender } => self.on_transfer_end(sender, s)?,
+                EventKind::StageFree { instance } => self.mark_ready(instance),
+                EventKind::Replica { instance, epoch } => self.on_replica(instance, epoch, s)?,
+                EventKind::ScaleTick => self.on_scale_tick(s)?,
+                EventKind::Arrival => self.on_arrivals(s)?,
+                EventKind::Control => {
+                    if self.control.wake == Some(t) {
+                        self.control.wake = None;
+                    }
+                    self.drain_control(s)?;
+                }
+                EventKind::Timeout => self.on_timeouts(s)?,
+            }
+        }
+        self.start_ready_instances(s)?;
+        Ok(Some(t))
+    }
+
+    /// Settles every instant up to and including `t`; the clock is then at the last of them.
+    pub fn step_until(&mut self, t: Nanos, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        while self.queue.next_time().is_some_and(|next| next <= t) {
+            self.step(s)?;
+        }
+        Ok(())
+    }
+
+    /// Runs to completion and returns the outcome.
+    pub fn run(mut self, mut s: Services<'_, '_>) -> Result<RunOutcome, SimError> {
+        while self.step(&mut s)?.is_some() {}
+        self.outcome()
+    }
+
+    /// The outcome of a run with nothing left to happen; an error if a request was lost.
+    fn outcome(&self) -> Result<RunOutcome, SimError> {
+        let parked = self.control.parked();
+        if !self.gateway.held.is_empty() || parked > 0 {
+            return Err(SimError::Stranded {
+                now: self.now,
+                held: self.gateway.held.len() + parked,
+            });
+        }
+        let arrived = self.requests.len() as u64 + self.arrivals.released();
+        if self.ended() != arrived {
+            let message = format!(
+                "{} of {arrived} requests finished, {} were rejected by the router, {} \
+                 ended in the control plane and {} timed out",
+                self.tally.finished, self.tally.rejected, self.tally.dropped, self.tally.timed_out
+            );
+            return Err(SchedulerBug::new(message).into());
+        }
+        let mut stats = SchedulerStats::default();
+        for scheduler in &self.schedulers {
+            stats += scheduler.stats();
+        }
+        Ok(RunOutcome {
+            total_clocks_ns: self.now,
+            steps: self.instances.iter().map(|i| i.steps).sum(),
+            finished: self.tally.finished,
+            rejected: self.tally.rejected,
+            dropped: self.tally.dropped,
+            timed_out: self.tally.timed_out,
+            autoscale: self.scaling.as_ref().map(|sc| sc.report(self.now)),
+            stats,
+            hol_blocking: self.hol_blocking
+                + self.transfers.as_ref().map_or(0, Transfers::hol_blocking),
+            instances: self
+                .instances
+                .iter()
+                .zip(&self.schedulers)
+                .map(|(i, scheduler)| InstanceOutcome {
+                    steps: i.steps,
+                    dummy_steps: i.dummy_steps,
+                    finished: i.finished,
+                    stats: scheduler.stats(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Queues instance `id` for a scheduling attempt at the end of the current instant.
+    fn mark_ready(&mut self, id: u32) {
+        let inst = &mut self.instances[id as usize];
+        if !inst.ready {
+            inst.ready = true;
+            self.ready.push(id);
+        }
+    }
+
+    /// Something ended now: in concurrency mode, requests waiting for room enter.
+    fn admit_gated(&mut self) {
+        if self.arrivals.gated() && self.arrivals.has_waiting(self.now) {
+            self.queue.push(self.now, EventKind::Arrival);
+        }
+    }
+}
