@@ -18,7 +18,7 @@ derived again without it and the roofline's kernel times are compared with its t
 held-out error per op family, printed as a table (`--loo`, the table of docs/src/accuracy.md).
 
 The last lines ("constants held by src/latency/roofline.rs") print the constants derived from
-every GPU, rounded as the code rounds them; `tests/derive_roofline.rs` checks that the two
+every GPU, rounded as the code rounds them; `tests/accuracy/derive_roofline.rs` checks that the two
 agree.
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo]   (DATA_DIR default ../shared/data)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates target/pyvenv (a Python virtual environment) with Ray from PyPI and the
-# blis-cosim-ray package of python/, for the Ray sweep test (tests/sweep_ray.rs) and for
+# blis-cosim-ray package of python/, for the Ray sweep test (tests/python/sweep_ray.rs) and for
 # running sweeps on Ray from this checkout.
 #   scripts/python_env.sh            # creates or updates target/pyvenv
 #   RAY_VERSION=2.40.0 scripts/python_env.sh

@@ -542,7 +542,7 @@ pub fn weights_streamed_from_cxl_match_the_analytical_run_and_the_published_exam
 /// `BLIS_COSIM_ASTRA_SIM` names one; each run is checked to use ASTRA-Sim exactly when it
 /// should.
 fn csv_of_each_backend(dir: &Path, tmp: &Path, config: &Path) -> Vec<(&'static str, String)> {
-    let real = crate::support::real_fork();
+    let real = crate::support::real_fork_part();
     let mut csvs = Vec::new();
     for backend in ["analytical", "double", "real"] {
         if backend == "real" && real.is_none() {

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::cli_tests::{ok, run, strs};
-use crate::support::{DoubleEnv, cluster_args, leftovers, real_fork, shared};
+use crate::support::{DoubleEnv, cluster_args, leftovers, real_fork_part, shared};
 
 /// `config` with the power block of LLMServingSim's `single_node_power_instance.json` on its
 /// node, written to `dir`.
@@ -69,7 +69,7 @@ pub fn power_under_astra_sim_matches_the_analytical_run() {
     }
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let real = real_fork();
+    let real = real_fork_part();
     for (config, streams) in [
         ("single_node_power_instance.json", false),
         ("single_node_cxl_instance.json", true),

@@ -1,7 +1,6 @@
 //! The test runner of this target (it has no libtest harness, so that `main` can act as the
 //! ASTRA-Sim double) and helpers shared by the tests.
 
-use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,7 +53,15 @@ pub fn run_all(tests: &[Test]) -> ! {
     let total = selected.len();
     for (name, test) in selected {
         *current.lock().unwrap() = Some((name, Instant::now()));
-        let ok = panic::catch_unwind(AssertUnwindSafe(test)).is_ok();
+        // On a thread named after the test, as libtest does (a skip names its test so), with
+        // the main thread's stack.
+        let ok = std::thread::Builder::new()
+            .name((*name).to_owned())
+            .stack_size(8 << 20)
+            .spawn(*test)
+            .expect("a test thread starts")
+            .join()
+            .is_ok();
         *current.lock().unwrap() = None;
         println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
         if !ok {
@@ -265,16 +272,34 @@ pub fn assert_stopped(pids: &[u32]) {
     }
 }
 
-/// The real ASTRA-Sim (the LLMServingSim fork) named by `BLIS_COSIM_ASTRA_SIM`, if any; says
-/// on stdout that the test's real-fork part is skipped otherwise.
+/// Why a test, or its part, that needs a real ASTRA-Sim is skipped.
+const NO_FORK: (&str, &str) = (
+    "no real ASTRA-Sim",
+    "set BLIS_COSIM_ASTRA_SIM to the LLMServingSim fork binary",
+);
+
+/// The real ASTRA-Sim (the LLMServingSim fork) named by `BLIS_COSIM_ASTRA_SIM`, if any; the
+/// calling test is skipped otherwise.
 pub fn real_fork() -> Option<std::ffi::OsString> {
-    let binary = std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty());
+    let binary = fork_binary();
     if binary.is_none() {
-        println!(
-            "    real fork skipped: set BLIS_COSIM_ASTRA_SIM to the LLMServingSim fork binary"
-        );
+        crate::shared_data::skip(NO_FORK.0, NO_FORK.1);
     }
     binary
+}
+
+/// [`real_fork`] for a test whose real-fork part only is skipped without one.
+pub fn real_fork_part() -> Option<std::ffi::OsString> {
+    let binary = fork_binary();
+    if binary.is_none() {
+        crate::shared_data::skip_part(NO_FORK.0, NO_FORK.1);
+    }
+    binary
+}
+
+/// The binary `BLIS_COSIM_ASTRA_SIM` names, if any.
+fn fork_binary() -> Option<std::ffi::OsString> {
+    std::env::var_os(blis_cosim::astra::ASTRA_SIM_ENV).filter(|b| !b.is_empty())
 }
 
 /// The path of `rel` in LLMServingSim's data under `../shared`.

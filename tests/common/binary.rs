@@ -1,5 +1,5 @@
-//! Helpers for tests that run the real `blis-cosim` binary. Include with
-//! `#[path = "common/binary.rs"] mod binary;`; each test file uses only some of them.
+//! Helpers for tests that run the real `blis-cosim` binary (a module of the harnesses that
+//! do, beside `shared_data`); each test file uses only some of them.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -9,10 +9,8 @@ use std::process::{Command, Output};
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
 
-#[path = "shared_data.rs"]
-pub mod shared_data;
 #[allow(unused_imports)]
-pub use shared_data::shared;
+pub(crate) use crate::shared_data::{self, shared};
 
 /// Runs the binary with `args`.
 pub fn run(args: &[&str]) -> Output {

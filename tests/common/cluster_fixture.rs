@@ -1,6 +1,5 @@
 //! Helpers for engine tests of several instances: a linear test backend, random workloads,
-//! instance setups and an observer that records what happened. Include with
-//! `#[path = "common/cluster_fixture.rs"] mod ...;`.
+//! instance setups and an observer that records what happened.
 
 #![allow(dead_code)]
 

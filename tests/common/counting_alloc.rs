@@ -1,5 +1,6 @@
 //! A global allocator that counts the current thread's allocations, for tests that prove a hot
-//! path does not touch the heap. Include with `#[path = "common/counting_alloc.rs"] mod ...;`.
+//! path does not touch the heap. Only the `no_alloc` harness includes it, so that no other
+//! harness pays for the counting.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -44,7 +45,17 @@ pub fn allocations() -> u64 {
 
 /// Bytes the current thread's allocations so far asked for (a reallocation counts its new
 /// size).
-#[allow(dead_code)]
 pub fn allocated_bytes() -> u64 {
     BYTES.with(Cell::get)
+}
+
+/// Guards the no-allocation tests against passing by not counting: the allocator is installed
+/// and counts this thread's allocations and their sizes.
+#[test]
+fn counts_this_threads_allocations_and_bytes() {
+    let (count, bytes) = (allocations(), allocated_bytes());
+    let v = std::hint::black_box(vec![0_u8; 100]);
+    assert_eq!(allocations(), count + 1);
+    assert_eq!(allocated_bytes(), bytes + 100);
+    drop(v);
 }

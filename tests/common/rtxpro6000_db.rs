@@ -5,8 +5,7 @@ use blis_cosim::config::{Dtype, ModelArch};
 use blis_cosim::latency::{Collectives, ProfileDb, ProfileSpec};
 use std::path::PathBuf;
 
-#[path = "shared_data.rs"]
-pub mod shared_data;
+pub(crate) use crate::shared_data;
 
 /// The shared data folder (see `shared_data.rs`).
 pub fn data_dir() -> PathBuf {

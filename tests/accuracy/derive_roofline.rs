@@ -1,0 +1,101 @@
+//! The roofline's measured constants are what `scripts/derive_roofline.py` derives: the script
+//! prints, last, the values `src/latency/roofline.rs` holds ("constants held by ..."), and this
+//! test reads both and checks that they agree, so neither can drift from the other. Needs the
+//! shared data (LLMServingSim's bundles and Frontier's profiles, beside it) and `python3`.
+
+use crate::shared_data;
+
+use std::process::Command;
+
+const SOURCE: &str = include_str!("../../src/latency/roofline.rs");
+
+/// The numbers of `const NAME: TYPE = VALUE;` in the roofline's source (an array's entries in
+/// order), underscores removed.
+fn held(name: &str) -> Vec<f64> {
+    let start = SOURCE
+        .find(&format!("const {name}:"))
+        .unwrap_or_else(|| panic!("no const {name} in roofline.rs"));
+    let rest = &SOURCE[start..];
+    let value = &rest[rest.find('=').unwrap() + 1..];
+    let value = &value[..value.find(';').unwrap()];
+    value
+        .split(|c: char| c == ',' || c == '[' || c == ']' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: {s}"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_roofline_holds_the_constants_the_script_derives() {
+    use shared_data::DataSet::{Frontier, LlmServingSim};
+    if shared_data::require(LlmServingSim).is_none() || shared_data::require(Frontier).is_none() {
+        return;
+    }
+    // The script reads `<root>/llmservingsim` and `<root>/frontier`.
+    let root = shared_data::data_root();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/derive_roofline.py");
+    let out = match Command::new("python3").arg(script).arg(&root).output() {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var_os(shared_data::REQUIRE_ENV).is_none(),
+                "python3 not runnable ({e}) and {} is set",
+                shared_data::REQUIRE_ENV
+            );
+            shared_data::skip("no python3", &format!("python3 not runnable: {e}"));
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let block = stdout
+        .split("constants held by src/latency/roofline.rs:")
+        .nth(1)
+        .expect("the script prints the constants block");
+    let mut checked = 0;
+    for line in block.lines().filter(|l| l.contains(" = ")) {
+        let (name, values) = line.split_once(" = ").unwrap();
+        let derived: Vec<f64> = values
+            .split(", ")
+            .map(|v| v.trim().parse().unwrap())
+            .collect();
+        if name.trim() == "ALLREDUCE_LINK_EFFICIENCY" {
+            // Held by every bundled hardware file as its `link_efficiency`.
+            for (file, efficiency) in bundled_link_efficiencies() {
+                assert_eq!(vec![efficiency], derived, "{file}: link_efficiency");
+            }
+        } else {
+            assert_eq!(held(name.trim()), derived, "{name}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 15, "{checked} constants checked");
+}
+
+/// `(file, link_efficiency)` of every bundled hardware file.
+fn bundled_link_efficiencies() -> Vec<(String, f64)> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/hardware");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let line = text
+                .lines()
+                .find(|l| l.starts_with("link_efficiency"))
+                .unwrap_or_else(|| panic!("{}: no link_efficiency", path.display()));
+            let value = line.split('=').nth(1).unwrap().split('#').next().unwrap();
+            out.push((path.display().to_string(), value.trim().parse().unwrap()));
+        }
+    }
+    assert!(!out.is_empty());
+    out
+}

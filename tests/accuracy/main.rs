@@ -1,0 +1,16 @@
+//! Accuracy against real runs and published numbers: LLMServingSim's golden example, its
+//! placement and power examples, validation against vLLM runs, the roofline's derived
+//! constants, and our H200 measurements.
+
+#[path = "../common/binary.rs"]
+mod binary;
+#[path = "../common/shared_data.rs"]
+mod shared_data;
+
+mod derive_roofline;
+mod measured_h200;
+mod placement;
+mod power;
+mod profile_golden;
+mod profile_warnings;
+mod validate;

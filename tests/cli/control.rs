@@ -1,0 +1,340 @@
+//! The control plane through the binary: `reject-all` ends every request and the run cleanly,
+//! per-request timeouts from JSONL lines end requests as timed out, counted per tenant,
+//! a control-plane latency shows in every TTFT, outcomes add up to the requests, reruns are
+//! byte-identical, BLIS policy bundles run unchanged and bad bundles fail naming the key.
+
+use crate::binary;
+
+use binary::{read_csv, run, run_in};
+use serde_json::Value;
+
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
+const BLIS_BUNDLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/policy/blis-overlap.yaml"
+);
+
+#[test]
+fn reject_all_rejects_everything_and_the_run_ends_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, json, text) = run_in(
+        dir.path(),
+        "r",
+        &["--dataset", SAMPLE, "--admission-policy", "reject-all"],
+    );
+    let (_, rows) = read_csv(&dir.path().join("r.csv"));
+    assert!(rows.is_empty() && !csv.is_empty());
+    assert_eq!(json["completed"], 0);
+    assert_eq!(json["outcomes"]["rejected"], 100);
+    assert_eq!(json["outcomes"]["requests"], 100);
+    assert_eq!(json["outcomes"]["reasons"][0]["policy"], "reject-all");
+    assert_eq!(json["outcomes"]["reasons"][0]["stage"], "admission");
+    assert!(text.contains("Request outcomes"), "{text}");
+}
+
+#[test]
+fn routing_latency_adds_exactly_200_us_to_each_ttft_on_an_idle_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("idle.jsonl");
+    let lines: String = (0..6)
+        .map(|i| {
+            format!(
+                "{{\"input_toks\":{},\"output_toks\":8,\"arrival_time_ns\":{}}}\n",
+                100 + 37 * i,
+                i * 5_000_000_000u64
+            )
+        })
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let data = data.to_str().unwrap();
+    run_in(dir.path(), "a", &["--dataset", data]);
+    run_in(
+        dir.path(),
+        "b",
+        &["--dataset", data, "--routing-latency", "200us"],
+    );
+    let (_, plain) = read_csv(&dir.path().join("a.csv"));
+    let (_, late) = read_csv(&dir.path().join("b.csv"));
+    assert_eq!(plain.len(), 6);
+    for (a, b) in plain.iter().zip(&late) {
+        assert_eq!(a["request id"], b["request id"]);
+        let ttft =
+            |r: &std::collections::HashMap<String, String>| r["TTFT"].parse::<u64>().unwrap();
+        assert_eq!(ttft(b), ttft(a) + 200_000, "{a:?} {b:?}");
+    }
+}
+
+#[test]
+fn a_default_control_plane_keeps_the_outputs_and_an_inert_one_the_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, json, _) = run_in(dir.path(), "a", &["--dataset", SAMPLE]);
+    assert!(json.get("outcomes").is_none());
+    let explicit = [
+        "--dataset",
+        SAMPLE,
+        "--admission-policy",
+        "always-admit",
+        "--scheduler",
+        "fcfs",
+        "--preemption-policy",
+        "lifo",
+    ];
+    let (csv2, json2, _) = run_in(dir.path(), "b", &explicit);
+    assert_eq!(csv, csv2);
+    assert_eq!(json, json2);
+    // Active but inert (no priorities differ): same CSV, plus the outcomes.
+    let (csv3, json3, _) = run_in(
+        dir.path(),
+        "c",
+        &["--dataset", SAMPLE, "--preemption-policy", "priority"],
+    );
+    assert_eq!(csv, csv3);
+    assert_eq!(json3["outcomes"]["completed"], 100);
+}
+
+#[test]
+fn outcomes_add_up_per_class_and_tenant_and_reruns_are_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--scenario",
+        "unfair-tenants",
+        "--num-requests",
+        "150",
+        "--admission-policy",
+        "token-bucket",
+        "--token-bucket-capacity",
+        "20000",
+        "--token-bucket-refill-rate",
+        "6000",
+        "--flow-control",
+        "--queue-depth-threshold",
+        "2",
+        "--max-gateway-queue-depth",
+        "20",
+        "--request-ttl",
+        "3s",
+        "--scheduler",
+        "priority-fcfs",
+        "--dispatch-order",
+        "priority",
+        "--admission-latency",
+        "20us",
+        "--routing-latency",
+        "100us",
+    ];
+    let (csv, json, text) = run_in(dir.path(), "a", &args);
+    let o = &json["outcomes"];
+    let sum = |v: &Value| {
+        ["completed", "rejected", "shed", "expired", "timed_out"]
+            .iter()
+            .map(|k| v[*k].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(sum(o), 150);
+    assert_eq!(o["completed"], json["completed"]);
+    assert!(o["rejected"].as_u64().unwrap() > 0, "{o}");
+    for group in ["by_slo_class", "by_tenant"] {
+        let total: u64 = o[group].as_object().unwrap().values().map(sum).sum();
+        assert_eq!(total, 150, "{group}");
+    }
+    for k in 0..5 {
+        let (again, json_again, text_again) = run_in(dir.path(), &format!("r{k}"), &args);
+        assert!(
+            again == csv && json_again == json && text_again == text,
+            "rerun {k} differs"
+        );
+    }
+}
+
+#[test]
+fn a_blis_policy_bundle_runs_unchanged_and_flags_override_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = ["--scenario", "unfair-tenants", "--num-requests", "60"];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        [base, extra].concat()
+    }
+    let (csv, json, _) = run_in(
+        dir.path(),
+        "a",
+        &with(&base, &["--policy-config", BLIS_BUNDLE]),
+    );
+    assert_eq!(json["outcomes"]["requests"], 60);
+    // The same policies as flags give the same run.
+    let flags = [
+        "--admission-policy",
+        "token-bucket",
+        "--token-bucket-capacity",
+        "20000",
+        "--token-bucket-refill-rate",
+        "4000",
+        "--request-routing-policy",
+        "least-loaded",
+        "--priority-policy",
+        "constant",
+        "--scheduler",
+        "priority-fcfs",
+        "--preemption-policy",
+        "priority",
+        "--tenant-quotas",
+        "tenant-bulk:0.9",
+    ];
+    let (csv2, json2, _) = run_in(dir.path(), "b", &with(&base, &flags));
+    assert!(csv == csv2 && json == json2);
+    let (_, json, _) = run_in(
+        dir.path(),
+        "c",
+        &with(
+            &base,
+            &[
+                "--policy-config",
+                BLIS_BUNDLE,
+                "--admission-policy",
+                "reject-all",
+            ],
+        ),
+    );
+    assert_eq!(json["outcomes"]["rejected"], 60);
+}
+
+#[test]
+fn bad_policy_bundles_and_flags_fail_naming_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("p.yaml");
+    std::fs::write(&bad, "admission:\n  policy: token-bucket\n  bucket: 5\n").unwrap();
+    let out = run(&[
+        "--dataset",
+        SAMPLE,
+        "--output",
+        "/dev/null",
+        "--policy-config",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bucket") && err.contains("p.yaml") && err.contains("line 3"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+    let out = run(&[
+        "--dataset",
+        SAMPLE,
+        "--output",
+        "/dev/null",
+        "--routing-latency",
+        "200",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unit"));
+    let out = run(&[
+        "--dataset",
+        SAMPLE,
+        "--output",
+        "/dev/null",
+        "--admission-policy",
+        "coin-flip",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown admission policy"));
+}
+
+#[test]
+fn jsonl_lines_carry_priorities_and_slo_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("w.jsonl");
+    std::fs::write(
+        &data,
+        concat!(
+            r#"{"input_toks":100,"output_toks":5,"arrival_time_ns":0,"priority":1,"slo_target_ns":5000000}"#, "\n",
+            r#"{"input_toks":100,"output_toks":5,"arrival_time_ns":0,"priority":"high"}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let out = run(&["--dataset", data.to_str().unwrap(), "--output", "/dev/null"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":2:") && err.contains("priority"), "{err}");
+}
+
+#[test]
+fn a_hundred_reruns_with_every_stage_on_are_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--scenario",
+        "unfair-tenants",
+        "--num-requests",
+        "60",
+        "--admission-policy",
+        "tier-shed",
+        "--tier-shed-threshold",
+        "3",
+        "--flow-control",
+        "--dispatch-order",
+        "slo-deadline",
+        "--slo-targets",
+        "critical:300ms,batch:5s",
+        "--request-ttl",
+        "4s",
+        "--priority-policy",
+        "deadline-aware",
+        "--scheduler",
+        "priority-fcfs",
+        "--preemption-policy",
+        "priority",
+        "--admission-latency",
+        "10us",
+        "--routing-latency",
+        "50us",
+    ];
+    let first = run_in(dir.path(), "first", &args);
+    assert_eq!(first.1["outcomes"]["requests"], 60);
+    for k in 0..100 {
+        let again = run_in(dir.path(), "again", &args);
+        assert!(again == first, "rerun {k} differs");
+    }
+}
+
+#[test]
+fn jsonl_timeouts_end_requests_as_timed_out_per_tenant() {
+    // Six requests at once; tenant "a"'s three give up after 1 µs, long before any prefill
+    // of 500 tokens ends; tenant "b"'s have no timeout.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.jsonl");
+    let lines: String = (0..6)
+        .map(|i| {
+            let client = if i % 2 == 0 {
+                r#""tenant":"a","slo_class":"batch","timeout_us":1"#
+            } else {
+                r#""tenant":"b","slo_class":"critical""#
+            };
+            format!("{{\"input_toks\":500,\"output_toks\":4,\"arrival_time_ns\":0,{client}}}\n")
+        })
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let (_, json, text) = run_in(dir.path(), "t", &["--dataset", data.to_str().unwrap()]);
+    let (_, rows) = read_csv(&dir.path().join("t.csv"));
+    assert_eq!(rows.len(), 3);
+    let o = &json["outcomes"];
+    assert_eq!(
+        (o["completed"].as_u64(), o["timed_out"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(o["by_tenant"]["a"]["timed_out"], 3);
+    assert_eq!(o["by_tenant"]["b"]["completed"], 3);
+    assert_eq!(o["by_slo_class"]["batch"]["timed_out"], 3);
+    let reason = &o["reasons"][0];
+    assert_eq!(
+        (
+            &reason["outcome"],
+            &reason["stage"],
+            &reason["policy"],
+            &reason["count"]
+        ),
+        (
+            &Value::from("timed out"),
+            &Value::from("instance"),
+            &Value::from("timeout"),
+            &Value::from(3)
+        )
+    );
+    assert!(text.contains("timed out"), "{text}");
+}

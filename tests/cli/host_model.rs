@@ -1,0 +1,116 @@
+//! The host model through the binary: on by default, `--host-model off` for the GPU time
+//! alone, hidden behind the previous step under asynchronous scheduling, exposed under
+//! synchronous scheduling, and set per instance in a cluster config.
+
+use crate::binary;
+
+use binary::{ok, read_csv};
+use std::path::Path;
+
+/// One request alone on one H100 (roofline): 100 prompt tokens, 20 output tokens.
+fn one_request(dir: &Path) -> String {
+    let path = dir.join("one.jsonl");
+    std::fs::write(
+        &path,
+        "{\"input_toks\":100,\"output_toks\":20,\"arrival_time_ns\":0}\n",
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// The request's TTFT and inter-token gaps (ns) from a run with `flags`.
+fn run(dir: &Path, dataset: &str, name: &str, flags: &[&str]) -> (u64, Vec<u64>) {
+    let out = dir.join(name);
+    let mut args = vec!["--dataset", dataset, "--output", out.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    ok(&args);
+    let (_, rows) = read_csv(&out);
+    let row = &rows[0];
+    let itl = row["ITL"]
+        .trim_matches(|c| c == '[' || c == ']' || c == '"')
+        .split(',')
+        .map(|v| v.trim().parse().unwrap())
+        .collect();
+    (row["TTFT"].parse().unwrap(), itl)
+}
+
+#[test]
+fn async_scheduling_hides_the_host_behind_gpu_bound_decode_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = one_request(dir.path());
+    let (ttft_off, itl_off) = run(dir.path(), &data, "off.csv", &["--host-model", "off"]);
+    let (ttft_async, itl_async) = run(dir.path(), &data, "async.csv", &["--async-scheduling"]);
+    let (ttft_sync, itl_sync) = run(dir.path(), &data, "sync.csv", &[]);
+    assert_eq!(itl_off.len(), 19);
+    // The first step starts after an idle instance: its CPU work (400 µs + 12.7 µs for the
+    // one request) and launches show, with either scheduling.
+    assert!(ttft_async >= ttft_off + 412_700, "{ttft_async} {ttft_off}");
+    assert_eq!(ttft_sync, ttft_async);
+    // Decode steps of an 8B model on an H100 take milliseconds: formed while the previous
+    // one runs, they cost exactly the GPU time (a one-token decode needs no padding).
+    assert_eq!(itl_async, itl_off);
+    // Synchronous scheduling pays the CPU work and the first launch after every step.
+    for (sync, off) in itl_sync.iter().zip(&itl_off) {
+        assert!(*sync >= off + 412_700, "{sync} {off}");
+    }
+}
+
+#[test]
+fn eager_costs_more_than_compiled_which_costs_more_than_graphs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = one_request(dir.path());
+    let (_, graphs) = run(dir.path(), &data, "graphs.csv", &[]);
+    let (_, eager) = run(dir.path(), &data, "eager.csv", &["--enforce-eager"]);
+    let (_, none) = run(dir.path(), &data, "none.csv", &["--cudagraph-mode", "NONE"]);
+    // Eager: hundreds of ops at 22.6 µs each, against one graph launch; compiled without
+    // graphs in between (7 µs per kernel).
+    for ((g, n), e) in graphs.iter().zip(&none).zip(&eager) {
+        assert!(g < n && n < e, "{g} {n} {e}");
+    }
+}
+
+#[test]
+fn a_cluster_config_sets_the_compilation_per_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = one_request(dir.path());
+    let config = |extra: &str| {
+        format!(
+            r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 20000, "nodes": [{{
+              "num_instances": 1,
+              "cpu_mem": {{"mem_size": 512, "mem_bw": 256, "mem_latency": 0}},
+              "instances": [{{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100",
+                "npu_mem": {{"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}},
+                "num_npus": 1, "tp_size": 1, "pd_type": null{extra}}}]}}]}}"#
+        )
+    };
+    let plain = dir.path().join("plain.json");
+    std::fs::write(&plain, config("")).unwrap();
+    let eager = dir.path().join("eager.json");
+    std::fs::write(&eager, config(r#", "enforce_eager": true"#)).unwrap();
+    let flags = |path: &Path| vec!["--cluster-config".to_owned(), path.display().to_string()];
+    let run_with = |name: &str, path: &Path, extra: &[&str]| {
+        let mut args = flags(path);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(dir.path(), &data, name, &args)
+    };
+    let by_key = run_with("key.csv", &eager, &[]);
+    let by_flag = run_with("flag.csv", &plain, &["--enforce-eager"]);
+    let default = run_with("default.csv", &plain, &[]);
+    assert_eq!(by_key, by_flag);
+    assert!(by_key.0 > default.0);
+    // A bad mode is named by its key.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, config(r#", "cudagraph_mode": "SOMETIMES""#)).unwrap();
+    let out = binary::run(&[
+        "--cluster-config",
+        bad.to_str().unwrap(),
+        "--dataset",
+        &data,
+        "--output",
+        dir.path().join("bad.csv").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cudagraph_mode"), "{stderr}");
+}

@@ -1,0 +1,40 @@
+//! Tests that run the real `blis-cosim` binary on files and flags, one module per command or
+//! feature (the main job's outputs, clusters, P/D, control plane, sweeps, traces, docs).
+
+#[path = "../common/binary.rs"]
+mod binary;
+#[path = "../common/shared_data.rs"]
+mod shared_data;
+
+mod anomalies;
+mod autoscale;
+mod cluster;
+mod control;
+mod docs_flags;
+mod end_to_end;
+mod et;
+mod evaluation;
+mod host_model;
+mod interrupt;
+mod json_shape;
+mod lower_tier;
+mod overflow;
+mod paths;
+mod pd;
+mod pd_sessions;
+mod pim;
+mod pipeline;
+mod plots;
+mod profile_bundle;
+mod routing;
+mod scenario;
+mod sessions;
+mod slo;
+mod spec_limits;
+mod summary_memory;
+mod sweep;
+mod timeseries;
+mod trace;
+mod traces;
+mod validate;
+mod workload_spec;

@@ -1,0 +1,185 @@
+//! Routing scorers and stale signals through the real binary: reruns are byte-identical,
+//! staleness changes the routing, live signals given explicitly change nothing, and bad
+//! flags are refused naming the flag.
+
+use crate::binary;
+
+use binary::{ok, run};
+use std::path::{Path, PathBuf};
+
+/// Four bundled H100 instances on one node, and 400 requests at 2,000 req/s whose prompts
+/// start with one of four shared 256-token prefixes.
+fn case(dir: &Path) -> (PathBuf, PathBuf) {
+    let instance = r#"{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM",
+        "pd_type": null, "tp_size": 1,
+        "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}"#;
+    let cluster = format!(
+        r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [{{"num_instances": 4,
+        "cpu_mem": {{"mem_size": 512, "mem_bw": 256, "mem_latency": 0}},
+        "instances": [{instance}, {instance}, {instance}, {instance}]}}]}}"#
+    );
+    let cluster_path = dir.join("cluster.json");
+    std::fs::write(&cluster_path, cluster).unwrap();
+    let mut lines = String::new();
+    for id in 0..400u32 {
+        let family = id % 4;
+        let ids: Vec<String> = (0..320u32)
+            .map(|t| {
+                if t < 256 {
+                    family * 1_000 + t
+                } else {
+                    100_000 + id * 1_000 + t
+                }
+            })
+            .map(|t| t.to_string())
+            .collect();
+        lines.push_str(&format!(
+            "{{\"input_toks\":320,\"output_toks\":{},\"arrival_time_ns\":{},\"input_tok_ids\":[{}]}}\n",
+            20 + id % 50,
+            u64::from(id) * 500_000,
+            ids.join(",")
+        ));
+    }
+    let workload = dir.join("w.jsonl");
+    std::fs::write(&workload, lines).unwrap();
+    (cluster_path, workload)
+}
+
+/// Runs the case with `extra` flags; returns the CSV's bytes.
+fn csv_of(dir: &Path, tag: &str, extra: &[&str]) -> Vec<u8> {
+    let (cluster, workload) = case(dir);
+    let csv = dir.join(format!("{tag}.csv"));
+    let mut args = vec![
+        "--cluster-config",
+        cluster.to_str().unwrap(),
+        "--dataset",
+        workload.to_str().unwrap(),
+        "--output",
+        csv.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ok(&args);
+    std::fs::read(csv).unwrap()
+}
+
+const SCORERS: [&str; 4] = [
+    "--request-routing-policy",
+    "weighted",
+    "--routing-scorers",
+    "precise-prefix-cache:2,queue-depth:1,kv-utilization:1",
+];
+
+#[test]
+fn stale_runs_are_byte_identical_and_route_differently_from_fresh_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let stale = [
+        SCORERS.as_slice(),
+        &[
+            "--snapshot-refresh-interval",
+            "50ms",
+            "--cache-signal-delay",
+            "50000",
+        ],
+    ]
+    .concat();
+    let a = csv_of(dir.path(), "a", &stale);
+    let b = csv_of(dir.path(), "b", &stale);
+    assert_eq!(a, b, "reruns are byte-identical");
+    let fresh = csv_of(dir.path(), "fresh", &SCORERS);
+    assert_ne!(a, fresh, "50 ms of staleness changes the routing");
+    // Live signals given explicitly are the default.
+    let live = [
+        SCORERS.as_slice(),
+        &[
+            "--snapshot-refresh-interval",
+            "0",
+            "--cache-signal-delay",
+            "0",
+            "--signal-refresh",
+            "queue=immediate,kv=immediate,prefix=immediate",
+        ],
+    ]
+    .concat();
+    assert_eq!(csv_of(dir.path(), "live", &live), fresh);
+    // The old weighted policy and always-busiest run too.
+    csv_of(dir.path(), "w", &["--request-routing-policy", "weighted"]);
+    csv_of(
+        dir.path(),
+        "busy",
+        &["--request-routing-policy", "always-busiest"],
+    );
+}
+
+#[test]
+fn bad_routing_flags_are_refused_naming_the_flag() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample.jsonl");
+    let sample = sample.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["--routing-scorers", "queue-depth:1"],
+            "--routing-scorers",
+        ),
+        (
+            vec![
+                "--request-routing-policy",
+                "weighted",
+                "--routing-weights",
+                "queue=1",
+                "--routing-scorers",
+                "queue-depth:1",
+            ],
+            "either --routing-weights or --routing-scorers",
+        ),
+        (
+            vec![
+                "--request-routing-policy",
+                "weighted",
+                "--routing-scorers",
+                "queue:1",
+            ],
+            "unknown scorer",
+        ),
+        (
+            vec!["--snapshot-refresh-interval", "fast"],
+            "--snapshot-refresh-interval",
+        ),
+        (vec!["--cache-signal-delay=-5"], "--cache-signal-delay"),
+        (vec!["--signal-refresh", "kv=later"], "--signal-refresh"),
+    ] {
+        let mut all = vec!["--dataset", sample];
+        all.extend(args.iter().copied());
+        let out = run(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn no_hit_lru_spreads_the_cold_prefixes_and_load_aware_runs() {
+    // Requests 0..3 open the four prefix families: each is cold (no instance holds its
+    // first block), so no-hit-lru sends them to the instances never used, by id.
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--request-routing-policy",
+        "weighted",
+        "--routing-scorers",
+        "no-hit-lru:1",
+    ];
+    csv_of(dir.path(), "lru", &args);
+    let (_, rows) = binary::read_csv(&dir.path().join("lru.csv"));
+    let instance_of = |id: &str| {
+        let row = rows.iter().find(|r| r["request id"] == id).unwrap();
+        row["instance id"].clone()
+    };
+    let first: Vec<String> = ["0", "1", "2", "3"].into_iter().map(instance_of).collect();
+    assert_eq!(first, ["0", "1", "2", "3"]);
+    let load_aware = [
+        "--request-routing-policy",
+        "weighted",
+        "--routing-scorers",
+        "load-aware:1,queue-depth:1",
+    ];
+    let a = csv_of(dir.path(), "la", &load_aware);
+    assert_eq!(a, csv_of(dir.path(), "la2", &load_aware));
+}
