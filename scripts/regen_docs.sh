@@ -7,5 +7,5 @@
 # (`needs:`) are regenerated only where ../shared/data has it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BLIS_COSIM_BLESS_DOCS=1 cargo test --release --locked --test docs_flags --test docs_examples
+BLIS_COSIM_BLESS_DOCS=1 cargo test --release --locked --test cli docs_
 git status --short -- README.md docs

@@ -1,7 +1,7 @@
 //! The printed outputs of the README and the guide are what the binary prints now: every
 //! fenced block marked as an example is run and compared, so a change that moves a number
 //! fails here until the pages are regenerated (`scripts/regen_docs.sh`, which sets
-//! `BLIS_COSIM_BLESS_DOCS=1` for this test and `docs_flags`).
+//! `BLIS_COSIM_BLESS_DOCS=1` for this module and `docs_flags`).
 //!
 //! A marked block is preceded by an HTML comment, invisible in the rendered guide:
 //!
@@ -21,6 +21,7 @@
 //! `section NAME`, a filter keeping the summary's section headed `= NAME =` (up to the next
 //! line starting with `=`). Lines are compared without trailing spaces.
 
+use crate::shared_data;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,27 +29,26 @@ use std::process::Command;
 /// Set to rewrite the blocks (and the files they name) from what the commands print.
 const BLESS: &str = "BLIS_COSIM_BLESS_DOCS";
 
-/// The shared data root (`../shared/data` beside the checkout).
-fn data_root() -> PathBuf {
-    repo().join("../shared/data")
-}
-
-/// Whether data set `set` is there; a visible skip (or, under `BLIS_COSIM_REQUIRE_DATA`, a
-/// failure) when it is not.
+/// Whether data set `set` (a folder of the shared data root) is there; else a recorded skip
+/// of this example (or, under `BLIS_COSIM_REQUIRE_DATA`, a failure).
 fn have_data(set: &str, what: &str) -> bool {
-    let dir = data_root().join(set);
+    let dir = shared_data::data_root().join(set);
     if dir.is_dir() {
         return true;
     }
     assert!(
-        std::env::var_os("BLIS_COSIM_REQUIRE_DATA").is_none(),
-        "{what}: no {}",
-        dir.display()
+        std::env::var_os(shared_data::REQUIRE_ENV).is_none(),
+        "{what}: no {} and {} is set",
+        dir.display(),
+        shared_data::REQUIRE_ENV
     );
-    eprintln!(
-        "skipped (part): {what}: no shared data set {}",
-        dir.display()
-    );
+    let reason = match set {
+        "traces" => "no traces",
+        "llmservingsim" => "no LLMServingSim data",
+        "frontier" => "no Frontier data",
+        _ => panic!("{what}: unknown data set `{set}`"),
+    };
+    shared_data::skip_part(reason, &format!("{what}: expected {}", dir.display()));
     false
 }
 
@@ -238,7 +238,7 @@ fn run(example: &Example) -> Printed {
         .args(["-o", "pipefail", "-c", &format!("{SECTION}{}", example.run)])
         .current_dir(work.path())
         .env("PATH", path)
-        .env("DATA", data_root())
+        .env("DATA", shared_data::data_root())
         .output()
         .expect("bash runs");
     assert!(

@@ -2,12 +2,8 @@
 //! default single H100 ends its summary with it (and says so in the JSON); the quick start
 //! (`examples/sample.jsonl`) does not.
 
-#[path = "common/binary.rs"]
-mod binary;
-#[path = "common/traces.rs"]
-mod traces;
-
-use binary::ok;
+use crate::binary::ok;
+use crate::shared_data;
 use std::path::Path;
 
 /// Runs the main command on `dataset`; returns stdout and the summary JSON.
@@ -28,7 +24,7 @@ fn run(dataset: &Path) -> (String, serde_json::Value) {
 
 #[test]
 fn the_mooncake_example_on_one_h100_ends_with_the_overload_warning() {
-    let Some(trace) = traces::trace("mooncake-conversation.jsonl") else {
+    let Some(trace) = shared_data::trace("mooncake-conversation.jsonl") else {
         return;
     };
     let (text, json) = run(&trace);
