@@ -22,6 +22,7 @@ pub use fitness::{
     DEFAULT_WEIGHTS, Fitness, FitnessInputs, FitnessTerm, FitnessWeights, METRICS, REFERENCE_MS,
 };
 pub use plots::PlotFormat;
+pub(crate) use plots::{tick_label, whole_label_count, whole_tick_label};
 pub use run_plots::RunPlots;
 pub use run_settings::{RunSettings, SettingHint};
 pub use scale_plots::write_autoscale_plots;
