@@ -28,7 +28,7 @@ pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 use crate::astra::CosimOptions;
 use crate::chakra::{Dialect, EmitEt};
 use crate::choice::Choice;
-use crate::config::{ConfigError, Dtype, KvCacheDtype};
+use crate::config::{ConfigError, Dtype, KvCacheDtype, PdFlow};
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
@@ -406,14 +406,25 @@ pub struct RunArgs {
     pub no_async_scheduling: bool,
 
     /// Price and schedule steps as LLMServingSim does: the latency backend's GPU time alone
-    /// (--host-model off) and each step formed when the previous one ends
-    /// (--no-async-scheduling). Reproduces LLMServingSim's outputs; refused with either flag.
+    /// (--host-model off), each step formed when the previous one ends
+    /// (--no-async-scheduling), and its P/D accounting (--pd-flow llmservingsim). Reproduces
+    /// LLMServingSim's outputs; refused with any of those flags.
     #[arg(
         help_heading = "Scheduler",
         long,
-        conflicts_with_all = ["async_scheduling", "no_async_scheduling", "host_model"]
+        conflicts_with_all = ["async_scheduling", "no_async_scheduling", "host_model", "pd_flow"]
     )]
     pub llmservingsim: bool,
+
+    /// How a prefilled request reaches its decode instance and when its first token is out.
+    #[arg(
+        help_heading = "Cluster",
+        long,
+        value_name = "FLOW",
+        value_parser = choices::<PdFlow>(),
+        default_value = PdFlow::default().name()
+    )]
+    pub pd_flow: PdFlow,
 
     #[arg(help_heading = "Scheduler", long, overrides_with = "no_enable_prefix_caching",
           help = switch_help("Reuse KV blocks of identical prompt prefixes (needs input_tok_ids)",
@@ -592,6 +603,11 @@ impl RunArgs {
             control: self.control.into(),
             diagnostics: self.diagnostics.into(),
             expert_routing: self.expert_routing_policy,
+            pd_flow: if self.llmservingsim {
+                PdFlow::LlmServingSim
+            } else {
+                self.pd_flow
+            },
             profile_dir: self.profile_dir,
             architecture: self.architecture,
             output: self.output,

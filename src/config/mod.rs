@@ -28,7 +28,7 @@ pub use pim::PimDevice;
 pub use pipeline::{Pipeline, stage_blocks};
 pub use placement::{Locations, MemLoc, PLACEMENT_LAYER_NAMES, Placement, PlacementContext};
 pub use power::{CpuPower, DramPower, LinkPower, NicPower, NpuPower, PowerSpec, StoragePower};
-pub use roles::InstanceRole;
+pub use roles::{InstanceRole, PdFlow};
 pub use topology::{ClusterLinks, Link};
 
 use std::path::PathBuf;

@@ -36,6 +36,39 @@ impl InstanceRole {
     }
 }
 
+/// How a prefilled request reaches its decode instance, and when its first token is out
+/// (`--pd-flow`; see the engine's `pd.rs`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[strum(serialize_all = "lowercase")]
+pub enum PdFlow {
+    /// vLLM's disaggregated serving: the prefill instance answers the proxy with one token,
+    /// the decode instance pulls the KV when a step of it reaches the request, and the step
+    /// after the KV has landed gives the first token.
+    #[default]
+    Vllm,
+    /// LLMServingSim's accounting: the prefill instance pushes the KV at the hand-off, its
+    /// arrival is the first token, and the decode instance's first step gives the second.
+    #[strum(serialize = "llmservingsim")]
+    LlmServingSim,
+}
+
+impl crate::choice::Choice for PdFlow {
+    const WHAT: &'static str = "P/D flow";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
 /// Refuses a model that has prefill instances but no decode instance, or the other way round
 /// (colocated instances may sit beside P/D pairs: they serve requests start to finish).
 pub(super) fn check_pd_partners(

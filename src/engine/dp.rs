@@ -289,8 +289,11 @@ impl PipelinedWave<'_, '_, '_, '_> {
             for &m in members {
                 instances[m as usize].dummy = false;
             }
-            // Every running request has its token in flight: a wave end brings work.
-            if stages.waves_in_flight(now) > 0 {
+            // Every running request has its token in flight: a wave end brings work (or a
+            // transfer's end does).
+            if stages.waves_in_flight(now) > 0
+                || members.iter().any(|&m| schedulers[m as usize].awaits_kv())
+            {
                 return Ok(None);
             }
             return Err(stuck(members, schedulers, now));
@@ -394,12 +397,9 @@ impl Wave<'_, '_, '_, '_> {
             for &m in members {
                 instances[m as usize].dummy = false;
             }
-            // Prefill members whose blocks are held by their KV transfers: a transfer's end
-            // brings work.
-            if members
-                .iter()
-                .any(|&m| schedulers[m as usize].num_handed_off() > 0)
-            {
+            // Members with KV on the wire (held for a transfer from them, or pulled to
+            // them): a transfer's end brings work.
+            if members.iter().any(|&m| schedulers[m as usize].awaits_kv()) {
                 return Ok(None);
             }
             return Err(stuck(members, schedulers, now));

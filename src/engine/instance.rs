@@ -67,7 +67,7 @@ pub(super) fn start_step(
     backend: &mut dyn LatencyBackend,
 ) -> Result<Option<Nanos>, SimError> {
     if scheduler.schedule(now)?.is_none() {
-        if scheduler.num_handed_off() > 0 {
+        if scheduler.awaits_kv() {
             return Ok(None);
         }
         return Err(SimError::Stuck {
@@ -124,7 +124,7 @@ pub(super) fn start_pipelined(
     }
     if scheduler.schedule(now)?.is_none() {
         // Every running request has its token in flight: the next step end brings work.
-        if stages.in_flight() > 0 || scheduler.num_handed_off() > 0 {
+        if stages.in_flight() > 0 || scheduler.awaits_kv() {
             return Ok(None);
         }
         return Err(SimError::Stuck {

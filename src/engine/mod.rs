@@ -88,6 +88,7 @@ mod signals;
 mod tiers;
 mod timeouts;
 
+pub use crate::config::PdFlow;
 pub use cluster::{AnomalyWatch, Cluster, Run, Services};
 pub use dp::WavePricer;
 pub use events::{Event, EventKind, EventQueue, Phase};

@@ -1,5 +1,15 @@
 //! Prefill/decode disaggregation in the engine: hand-offs, KV transfers, delivery.
 //!
+//! Two flows ([`PdFlow`]). **vLLM's** (the default) follows vLLM's disaggregated serving with
+//! its NixlConnector: a proxy sends the request to a prefill instance with `max_tokens = 1`,
+//! then, when that answers, to a decode instance. At the hand-off the decode instance is chosen
+//! as below and the request is queued there at once ([`Scheduler::receive_remote`]); the KV
+//! transfer starts when a step of the decode instance reaches it in its waiting queue (the
+//! step's start, [`Transfers::start_pulls`]); when the KV has landed the request waits for the
+//! step that computes its last prompt token, whose end is its first token. The prefill
+//! instance's token is not the client's. **LLMServingSim's** accounting (`--pd-flow
+//! llmservingsim`, and `--llmservingsim`) is the rest of this page:
+//!
 //! When a step on a prefill instance completes a request's prompt, the request is handed off
 //! (its first token is sampled there; see [`crate::scheduler`]). At that instant the
 //! decode-side router picks a decode instance of the same model among those that can take
@@ -31,7 +41,7 @@ use super::signals::Signals;
 use super::{InstanceSetup, SimError};
 use crate::Nanos;
 use crate::autoscale::Autoscaler;
-use crate::config::{InstanceRole, Link};
+use crate::config::{InstanceRole, Link, PdFlow};
 use crate::metrics::PdRecord;
 use crate::router::Router;
 use crate::scheduler::{Handoff, ReceivedKv, Scheduler, SchedulerBug};
@@ -42,6 +52,7 @@ use std::collections::{HashMap, VecDeque};
 /// What a cluster with prefill and decode instances needs beyond its instances' setups.
 #[derive(Debug)]
 pub struct Disaggregation {
+    flow: PdFlow,
     roles: Vec<InstanceRole>,
     kv_bytes_per_token: Vec<u64>,
     /// Row-major: the link from instance `i` to instance `j` is at `i · n + j`.
@@ -64,11 +75,18 @@ impl Disaggregation {
         assert_eq!(n, kv_bytes_per_token.len(), "one KV size per instance");
         let links = (0..n * n).map(|k| link(k / n, k % n)).collect();
         Disaggregation {
+            flow: PdFlow::default(),
             roles,
             kv_bytes_per_token,
             links,
             router,
         }
+    }
+
+    /// The same setup with its P/D flow `flow`.
+    pub fn with_flow(mut self, flow: PdFlow) -> Disaggregation {
+        self.flow = flow;
+        self
     }
 
     /// The role of every instance, by id.
@@ -173,6 +191,18 @@ pub(super) struct Transfers<'a> {
     /// Hand-offs routed to wait behind others while another decode candidate had nobody
     /// waiting and room (see `hol.rs`).
     hol_blocking: u64,
+    /// vLLM's flow: transfers whose decode instance has not started pulling yet, by request.
+    pulls: HashMap<u64, Pull>,
+    /// vLLM's flow: decode instances sent a request to pull since the loop last looked
+    /// ([`Transfers::take_received`]).
+    received: Vec<u32>,
+}
+
+/// A transfer waiting for its decode instance to start the pull (vLLM's flow).
+#[derive(Debug, Clone, Copy)]
+struct Pull {
+    from: u32,
+    transfer: Transfer,
 }
 
 impl<'a> Transfers<'a> {
@@ -190,7 +220,20 @@ impl<'a> Transfers<'a> {
             candidates: Vec::with_capacity(n),
             watch: false,
             hol_blocking: 0,
+            pulls: HashMap::new(),
+            received: Vec::new(),
         }
+    }
+
+    /// The decode instances sent a request to pull since the last call (the list's buffer:
+    /// give it back, emptied, with [`Transfers::give_back_received`]).
+    pub fn take_received(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.received)
+    }
+
+    /// Returns the buffer [`Transfers::take_received`] lent, emptied.
+    pub fn give_back_received(&mut self, buffer: Vec<u32>) {
+        self.received = buffer;
     }
 
     /// Counts head-of-line blocking among the hand-offs from now on.
@@ -317,7 +360,9 @@ impl<'a> Transfers<'a> {
         if self.watch && blocks_head_of_line(schedulers, to, &self.candidates) {
             self.hol_blocking += 1;
         }
-        schedulers[to as usize].expect_incoming();
+        if self.setup.flow == PdFlow::LlmServingSim {
+            schedulers[to as usize].expect_incoming();
+        }
         let n = self.setup.roles.len();
         let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
         let transfer = Transfer {
@@ -334,12 +379,57 @@ impl<'a> Transfers<'a> {
             nominal: h.nominal,
             cancelled: false,
         };
-        if self.links[f].active.is_none() {
-            self.start(from, transfer, now, schedulers, effects)?;
-        } else {
-            self.links[f].waiting.push_back(transfer);
+        if self.setup.flow == PdFlow::Vllm {
+            // The proxy sends the request to its decode instance now; the KV waits here until
+            // a step there starts pulling it.
+            let received = Self::received(&transfer, from, now);
+            schedulers[to as usize].receive_remote(request, received);
+            self.entered.remove(&h.request_id);
+            self.pulls.insert(h.request_id, Pull { from, transfer });
+            self.received.push(to);
+            return Ok(true);
         }
+        self.queue_on_link(from, transfer, now, schedulers, effects)?;
         Ok(true)
+    }
+
+    /// Starts `transfer` on `from`'s link now if it is idle, else queues it behind the others.
+    fn queue_on_link(
+        &mut self,
+        from: u32,
+        transfer: Transfer,
+        now: Nanos,
+        schedulers: &[Scheduler],
+        effects: &mut Effects<'_>,
+    ) -> Result<(), SimError> {
+        if self.links[from as usize].active.is_none() {
+            self.start(from, transfer, now, schedulers, effects)
+        } else {
+            self.links[from as usize].waiting.push_back(transfer);
+            Ok(())
+        }
+    }
+
+    /// vLLM's flow: starts, at `now`, the KV pulls that the step decode instance `decode`
+    /// just formed reached (each on its prefill instance's link, after the transfers queued
+    /// there).
+    pub fn start_pulls(
+        &mut self,
+        decode: u32,
+        now: Nanos,
+        schedulers: &mut [Scheduler],
+        effects: &mut Effects<'_>,
+    ) -> Result<(), SimError> {
+        while let Some(id) = schedulers[decode as usize].pop_pull_start() {
+            let Some(Pull { from, transfer }) = self.pulls.remove(&id) else {
+                return Err(SchedulerBug::new(format!(
+                    "instance {decode} pulls the KV of request {id}, which no prefill instance holds"
+                ))
+                .into());
+            };
+            self.queue_on_link(from, transfer, now, schedulers, effects)?;
+        }
+        Ok(())
     }
 
     /// Puts `transfer` on `from`'s idle link at `now`.
@@ -381,10 +471,16 @@ impl<'a> Transfers<'a> {
             ))
             .into());
         }
-        if t.cancelled {
-            schedulers[t.to as usize].cancel_incoming();
-        } else {
-            self.deliver(&t, from, now, &mut schedulers[t.to as usize]);
+        match (t.cancelled, self.setup.flow) {
+            (true, PdFlow::LlmServingSim) => schedulers[t.to as usize].cancel_incoming(),
+            // Its decode instance dropped the request already.
+            (true, PdFlow::Vllm) => {}
+            (false, PdFlow::LlmServingSim) => {
+                self.deliver(&t, from, now, &mut schedulers[t.to as usize]);
+            }
+            (false, PdFlow::Vllm) => {
+                schedulers[t.to as usize].kv_landed(t.request_id, t.start, now)?
+            }
         }
         let event = self.event(from, &t, true, schedulers);
         effects.push(Effect::Transfer(event));
@@ -396,7 +492,18 @@ impl<'a> Transfers<'a> {
 
     /// Queues the request of transfer `t` from `from`, arrived at `now`, on `decode`.
     fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Scheduler) {
-        let received = ReceivedKv {
+        let received = Self::received(t, from, now);
+        let request = match self.entered.remove(&t.request_id) {
+            Some((request, _)) => Cow::Owned(request),
+            None => Cow::Borrowed(&self.requests[self.index_of[&t.request_id] as usize]),
+        };
+        decode.receive(&request, received);
+    }
+
+    /// What the decode instance learns of transfer `t` from `from`, its KV arrived (or, in
+    /// vLLM's flow, its request sent) at `now`.
+    fn received(t: &Transfer, from: u32, now: Nanos) -> ReceivedKv {
+        ReceivedKv {
             queuing_delay_ns: t.queuing_delay,
             pd: PdRecord {
                 prefill_instance: from,
@@ -408,12 +515,7 @@ impl<'a> Transfers<'a> {
             },
             priority: t.priority,
             nominal: t.nominal,
-        };
-        let request = match self.entered.remove(&t.request_id) {
-            Some((request, _)) => Cow::Owned(request),
-            None => Cow::Borrowed(&self.requests[self.index_of[&t.request_id] as usize]),
-        };
-        decode.receive(&request, received);
+        }
     }
 
     /// Request `id` timed out. If its KV waits for its sender's link or for a ready decode
@@ -441,6 +543,11 @@ impl<'a> Transfers<'a> {
             }
         }
         self.entered.remove(&id);
+        if let Some(Pull { from, transfer }) = self.pulls.remove(&id) {
+            // vLLM's flow, its pull not started: the prefill instance drops the KV it held.
+            schedulers[from as usize].release_handoff(transfer.slot)?;
+            return Ok(Some((from, Some(transfer.to))));
+        }
         if let Some(k) = self.held.iter().position(|p| p.handoff.request_id == id) {
             let p = self.held.remove(k).expect("found hand-off");
             schedulers[p.from as usize].end_hold_for_decode();

@@ -652,21 +652,24 @@ fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
     if instances.iter().all(|i| i.role == InstanceRole::Colocated) {
         return None;
     }
-    Some(Disaggregation::new(
-        instances.iter().map(|i| i.role).collect(),
-        instances
-            .iter()
-            .map(|i| full_kv_bytes_per_token(&i.model, i.kv_dtype()))
-            .collect(),
-        Router::with_stream(config.routing.clone(), config.seed, b"router-decode"),
-        |from, to| {
-            if transfer_in_step(&instances[from]) {
-                Link::IN_STEP
-            } else {
-                links.link(from / per, to / per)
-            }
-        },
-    ))
+    Some(
+        Disaggregation::new(
+            instances.iter().map(|i| i.role).collect(),
+            instances
+                .iter()
+                .map(|i| full_kv_bytes_per_token(&i.model, i.kv_dtype()))
+                .collect(),
+            Router::with_stream(config.routing.clone(), config.seed, b"router-decode"),
+            |from, to| {
+                if transfer_in_step(&instances[from]) {
+                    Link::IN_STEP
+                } else {
+                    links.link(from / per, to / per)
+                }
+            },
+        )
+        .with_flow(config.pd_flow),
+    )
 }
 
 /// Whether the KV transfers of instance `inst` are part of its prefill steps: under ASTRA-Sim a

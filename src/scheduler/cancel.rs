@@ -28,6 +28,11 @@ impl Scheduler {
         let place = if let Some(pos) = self.waiting.iter().position(|&s| s == slot) {
             self.waiting.remove(pos);
             Cancelled::Waiting
+        } else if let Some(pos) = self.pulling.iter().position(|&s| s == slot) {
+            // Its prompt KV is on the wire (vLLM's P/D flow): dropped when it arrives.
+            self.pulling.remove(pos);
+            self.end_pull(slot);
+            Cancelled::Waiting
         } else {
             let pos = self.running.iter().position(|&s| s == slot)?;
             self.running.remove(pos);

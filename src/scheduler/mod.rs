@@ -47,6 +47,7 @@ pub use kv::{
     request_block_hashes,
 };
 pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
+use pd::PullStart;
 pub use pd::{Handoff, ReceivedKv};
 pub use watch::SchedDecision;
 
@@ -198,6 +199,15 @@ pub struct Scheduler {
     handed_off: usize,
     /// Requests routed here whose KV cache is still on its way.
     incoming: usize,
+    /// vLLM's P/D flow: slots of requests whose prompt KV is being pulled here, and the ids
+    /// of those whose pull the step being formed starts (collected by
+    /// [`Scheduler::pop_pull_start`]).
+    pulling: Vec<u32>,
+    pull_starts: std::collections::VecDeque<u64>,
+    /// KV blocks the pulls started here will take when their KV lands: a pull starts only
+    /// when its prompt's blocks are free beside these (vLLM allocates them as the pull
+    /// starts).
+    pulled_blocks: usize,
     /// Handed-off requests waiting for a ready decode replica (autoscaled P/D runs).
     held_for_decode: usize,
     /// Steps formed so far.
@@ -313,6 +323,9 @@ impl Scheduler {
             handoffs: std::collections::VecDeque::new(),
             handed_off: 0,
             incoming: 0,
+            pulling: Vec::new(),
+            pull_starts: std::collections::VecDeque::new(),
+            pulled_blocks: 0,
             held_for_decode: 0,
             formed: 0,
             in_flight: false,
@@ -496,10 +509,12 @@ impl Scheduler {
         let mut k = 0;
         while k < self.waiting.len() {
             let slot = self.waiting[k];
-            let fresh = self.slots[slot as usize]
-                .as_ref()
-                .is_some_and(|r| r.computed == 0 && !r.was_preempted && r.blocks.is_empty());
-            if all || fresh {
+            let req = self.slots[slot as usize].as_ref();
+            let fresh =
+                req.is_some_and(|r| r.computed == 0 && !r.was_preempted && r.blocks.is_empty());
+            // A request whose KV a prefill instance holds for it stays until it is pulled.
+            let remote = req.is_some_and(|r| r.pull != request::KvPull::Local);
+            if (all || fresh) && !remote {
                 self.waiting.remove(k);
                 self.evict_slot(slot, out);
             } else {
@@ -674,7 +689,8 @@ impl Scheduler {
                 // Admitted now: its context is a prefix-cache hit the decode side needs too.
                 self.step_kv_send_tokens += u64::from(req.computed);
             }
-            if req.phase == Phase::Prefill {
+            // A request received from a prefill instance keeps the delay it queued there.
+            if req.phase == Phase::Prefill && req.pd.is_none() {
                 req.queuing_delay_ns = now - req.arrival_ns;
             }
             self.step_items.push(BatchItem {
@@ -787,6 +803,11 @@ impl Scheduler {
                 && self.running.len() + self.freed_late.requests >= max as usize
             {
                 break;
+            }
+            match self.start_pull(slot) {
+                PullStart::Local => {}
+                PullStart::Started => continue,
+                PullStart::NoRoom => break,
             }
             let ready_tokens = self.lookup_prefix(slot);
             let req = self.slots[slot as usize].as_ref().expect("waiting slot");

@@ -6,7 +6,23 @@
 //! the transfer done ([`Scheduler::release_handoff`]). A request that wants a single token is
 //! finished right there (nothing is left to decode, nothing is transferred).
 //!
-//! On a **decode** instance, [`Scheduler::receive`] queues a request whose prompt KV arrived:
+//! On a **decode** instance, vLLM's flow (the default, [`Scheduler::receive_remote`]) queues
+//! the request as the proxy sends it, right after its prefill: it waits like any request
+//! (async scheduling: the step after the next), and when a step reaches it at the head of the
+//! waiting queue (within `max_num_seqs`, with a token budget and KV blocks for its prompt) the
+//! step starts pulling its prompt KV ([`Scheduler::pop_pull_start`]; vLLM's NixlConnector
+//! allocates the blocks and reads asynchronously, the request `WAITING_FOR_REMOTE_KVS`) and
+//! admission goes on behind it. When the KV has landed ([`Scheduler::kv_landed`]) it waits
+//! again at the head of the queue, seen by the next step formed after the landing (the step
+//! after that under async scheduling: vLLM learns of a finished read from a step's output),
+//! with all but the last prompt token computed: that step computes the last one, and its end
+//! is the first token the client sees. (vLLM allocates the blocks as the pull starts; here
+//! a pull starts only when its prompt's blocks are free beside those of the pulls in flight,
+//! and takes them at admission, once the KV has landed, so running decodes may still grow
+//! into them meanwhile.)
+//!
+//! LLMServingSim's accounting (`--pd-flow llmservingsim`, [`Scheduler::receive`]) queues a
+//! request whose prompt KV arrived:
 //! it waits at the back of the waiting queue and is admitted like any other request, under
 //! `max_num_seqs`, the token budget and the free KV blocks, needing blocks for the prompt plus
 //! the first token. Its prompt blocks may come from the decode instance's prefix cache (then
@@ -15,7 +31,7 @@
 //! decode step. If it is preempted later, it is recomputed on the decode instance like any
 //! preempted request.
 
-use super::request::Phase;
+use super::request::{KvPull, Phase};
 use super::{Scheduler, SchedulerBug, request::RunningRequest};
 use crate::Nanos;
 use crate::metrics::PdRecord;
@@ -83,6 +99,12 @@ impl Scheduler {
         self.handed_off
     }
 
+    /// Whether a KV transfer's end will bring this instance work when no step can be formed
+    /// now: blocks held for a transfer from here, or KV being pulled here (vLLM's flow).
+    pub fn awaits_kv(&self) -> bool {
+        self.handed_off > 0 || !self.pulling.is_empty()
+    }
+
     /// Frees the KV blocks (last block first) and the slot of a handed-off request whose
     /// transfer has ended; returns how many blocks were freed.
     pub fn release_handoff(&mut self, slot: u32) -> Result<usize, SchedulerBug> {
@@ -111,9 +133,10 @@ impl Scheduler {
         self.incoming = self.incoming.saturating_sub(1);
     }
 
-    /// Requests routed here whose KV cache has not arrived yet.
+    /// Requests routed here whose KV cache has not arrived yet (vLLM's flow: whose pull has
+    /// started; those whose pull waits for a step are in the waiting queue).
     pub fn num_incoming(&self) -> usize {
-        self.incoming
+        self.incoming + self.pulling.len()
     }
 
     /// A request handed off here found no ready decode replica: it waits, its KV kept here.
@@ -158,5 +181,112 @@ impl Scheduler {
             state.seq = w.next_seq();
         }
         self.push_waiting(state);
+    }
+}
+
+/// What admission did with the request at the head of the waiting queue
+/// ([`Scheduler::start_pull`]).
+pub(super) enum PullStart {
+    /// Its KV is not pulled: admit it as usual.
+    Local,
+    /// Its pull starts with this step; admission goes on behind it.
+    Started,
+    /// Its prompt's blocks are not free: admission stops here.
+    NoRoom,
+}
+
+impl Scheduler {
+    /// vLLM's P/D flow: queues `request`, whose prompt ran on a prefill instance that holds its
+    /// KV (`kv.pd` says where and when), as the proxy sends it here. A step starts the pull
+    /// when it reaches the request ([`Scheduler::pop_pull_start`]).
+    pub fn receive_remote(&mut self, request: &Request, kv: ReceivedKv) {
+        debug_assert!(
+            request.output_toks > 1,
+            "one-token requests are never handed off"
+        );
+        let mut state = RunningRequest::new(request, &self.config);
+        state.pull = KvPull::Pending;
+        state.queuing_delay_ns = kv.queuing_delay_ns;
+        // The prompt's prefix-cache lookup was counted where it ran.
+        state.prefix_recorded = true;
+        state.pd = Some(kv.pd);
+        state.priority = kv.priority;
+        state.nominal = kv.nominal;
+        if let Some(w) = &mut self.watch {
+            state.seq = w.next_seq();
+        }
+        if self.config.async_scheduling && self.depth == 1 && self.in_flight {
+            state.eligible_step = self.formed + 2;
+        }
+        self.push_waiting(state);
+    }
+
+    /// Starts the pull of the request in `slot`, at the head of the waiting queue, with the
+    /// step being formed, if its KV is to be pulled and its prompt's blocks are free.
+    pub(super) fn start_pull(&mut self, slot: u32) -> PullStart {
+        let block = self.config.block_size;
+        let req = self.slots[slot as usize].as_mut().expect("waiting slot");
+        if req.pull != KvPull::Pending {
+            return PullStart::Local;
+        }
+        let blocks = req.input_toks.div_ceil(block) as usize;
+        if self.pulled_blocks + blocks > self.pool.num_free() {
+            return PullStart::NoRoom;
+        }
+        self.pulled_blocks += blocks;
+        req.pull = KvPull::Pulling;
+        self.pull_starts.push_back(req.id);
+        self.waiting.pop_front();
+        self.pulling.push(slot);
+        PullStart::Started
+    }
+
+    /// The next request whose KV pull the steps formed so far started, in start order.
+    pub fn pop_pull_start(&mut self) -> Option<u64> {
+        self.pull_starts.pop_front()
+    }
+
+    /// The prompt KV of request `id`, pulled from `start`, landed here at `now`: the request
+    /// waits at the head of the queue for the step that computes its last prompt token (the
+    /// first step formed after `now`; the one after under async scheduling).
+    pub fn kv_landed(&mut self, id: u64, start: Nanos, now: Nanos) -> Result<(), SchedulerBug> {
+        let slots = &self.slots;
+        let Some(pos) = self
+            .pulling
+            .iter()
+            .position(|&s| slots[s as usize].as_ref().is_some_and(|r| r.id == id))
+        else {
+            return Err(SchedulerBug::new(format!(
+                "the KV of request {id} landed but it pulls nothing here"
+            )));
+        };
+        let slot = self.pulling.remove(pos);
+        self.end_pull(slot);
+        let req = self.slots[slot as usize].as_mut().expect("pulling slot");
+        req.computed = req.input_toks.saturating_sub(1);
+        if let Some(pd) = req.pd.as_mut() {
+            pd.transfer_start_ns = start;
+            pd.transfer_end_ns = now;
+            // Until its admission (a prompt of one token is admitted as a fresh request).
+            pd.decode_admitted_ns = now;
+        }
+        req.eligible_step = if self.config.async_scheduling && self.depth == 1 && self.in_flight {
+            self.formed + 2
+        } else {
+            0
+        };
+        self.queue_waiting(slot, true);
+        Ok(())
+    }
+
+    /// The pull of the request in `slot` ended (its KV landed, or it was cancelled): the
+    /// blocks set aside for it are free again for other pulls to start.
+    pub(super) fn end_pull(&mut self, slot: u32) {
+        let block = self.config.block_size;
+        if let Some(req) = self.slots[slot as usize].as_mut() {
+            let blocks = req.input_toks.div_ceil(block) as usize;
+            self.pulled_blocks = self.pulled_blocks.saturating_sub(blocks);
+            req.pull = KvPull::Local;
+        }
     }
 }

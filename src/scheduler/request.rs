@@ -23,6 +23,18 @@ pub(super) enum Phase {
     Cancelled,
 }
 
+/// Where a decode instance's request stands with the prompt KV it pulls from a prefill
+/// instance (vLLM's P/D flow, [`super::Scheduler::receive_remote`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KvPull {
+    /// Nothing to pull: its KV is computed (or received) here.
+    Local,
+    /// Waiting for a step to start its pull (vLLM: `WAITING` with the remote's parameters).
+    Pending,
+    /// Its KV is on the wire (vLLM: `WAITING_FOR_REMOTE_KVS`).
+    Pulling,
+}
+
 /// Completed steps of an instance, evenly spaced, in each of which a request produced a
 /// token: the `start`-th, then every `stride`-th after it, `len` in all. Decoding one token
 /// per step makes one run of stride 1; under pipeline parallelism a request skips the steps
@@ -86,6 +98,8 @@ pub(super) struct RunningRequest {
     pub earlier_runs: Vec<TokenRun>,
     /// Set on a decode instance: where the prompt ran and how its KV cache came here.
     pub pd: Option<PdRecord>,
+    /// The prompt KV it pulls from a prefill instance, if any.
+    pub pull: KvPull,
 }
 
 impl RunningRequest {
@@ -119,6 +133,7 @@ impl RunningRequest {
             token_run: TokenRun::default(),
             earlier_runs: Vec::new(),
             pd: None,
+            pull: KvPull::Local,
         }
     }
 

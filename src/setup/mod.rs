@@ -127,6 +127,8 @@ pub struct RunOptions {
     pub diagnostics: crate::trace::Diagnostics,
     /// How MoE tokens pick experts (a random policy is reseeded per instance).
     pub expert_routing: ExpertRouting,
+    /// How a prefilled request reaches its decode instance (`--pd-flow`).
+    pub pd_flow: crate::config::PdFlow,
     pub profile_dir: Option<PathBuf>,
     pub architecture: Option<PathBuf>,
     pub output: Option<PathBuf>,
@@ -173,6 +175,7 @@ impl RunOptions {
             control: ControlOptions::default(),
             diagnostics: crate::trace::Diagnostics::default(),
             expert_routing: ExpertRouting::Balanced,
+            pd_flow: crate::config::PdFlow::Vllm,
             profile_dir: None,
             architecture: None,
             output: None,
@@ -240,6 +243,8 @@ pub struct SimConfig {
     pub routing: RoutingPolicy,
     /// What the router sees of the instances and how stale.
     pub signals: SignalConfig,
+    /// How a prefilled request reaches its decode instance (`--pd-flow`).
+    pub pd_flow: crate::config::PdFlow,
     /// The cluster control plane (admission, priority, gateway queue, latencies, instance
     /// scheduling policies).
     pub control: ControlConfig,
@@ -388,6 +393,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
         prefix_storage: deployed.prefix_storage,
         routing,
         signals,
+        pd_flow: options.pd_flow,
         control,
         diagnostics: options.diagnostics,
         profile_dir: options.profile_dir,

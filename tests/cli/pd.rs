@@ -196,6 +196,53 @@ fn colocated_runs_keep_llmservingsim_columns_and_summary() {
 }
 
 #[test]
+fn vllms_flow_counts_the_pull_and_a_decode_step_in_every_ttft() {
+    if !shared_data::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let go = |flow: &str| -> Vec<HashMap<String, String>> {
+        let csv = dir.path().join(format!("{flow}.csv"));
+        ok(&[
+            "--cluster-config",
+            &shared("configs/cluster/single_node_pd_instance.json"),
+            "--profile-dir",
+            &shared("profiler/perf"),
+            "--dataset",
+            &shared("workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl"),
+            "--num-reqs",
+            "60",
+            "--pd-flow",
+            flow,
+            "--output",
+            csv.to_str().unwrap(),
+        ]);
+        read_csv(&csv).1
+    };
+    let (vllm, lss) = (go("vllm"), go("llmservingsim"));
+    let mean_ttft = |rows: &[HashMap<String, String>]| {
+        rows.iter().map(|r| num(r, "TTFT")).sum::<u64>() / rows.len() as u64
+    };
+    // The decode instance's step after the landing is in every decoded request's TTFT.
+    for r in vllm.iter().filter(|r| r["output"] != "1") {
+        assert!(num(r, "TTFT") > num(r, "kv_transfer_ns"), "{r:?}");
+    }
+    assert!(mean_ttft(&vllm) > mean_ttft(&lss));
+    // The flow is chosen by name; --llmservingsim sets its own.
+    let out = run(&["--scenario", "prefix-heavy", "--pd-flow", "nixl"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("vllm") && err.contains("llmservingsim"));
+    let out = run(&[
+        "--scenario",
+        "prefix-heavy",
+        "--llmservingsim",
+        "--pd-flow",
+        "vllm",
+    ]);
+    assert!(!out.status.success());
+}
+
+#[test]
 fn pd_runs_are_byte_identical() {
     if !shared_data::available() {
         return;

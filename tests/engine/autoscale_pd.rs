@@ -14,7 +14,7 @@ use blis_cosim::autoscale::{
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::control::Dropped;
 use blis_cosim::engine::{
-    Cluster, Disaggregation, Observer, Run, RunOutcome, Services, StepEvent, TransferEvent,
+    Cluster, Disaggregation, Observer, PdFlow, Run, RunOutcome, Services, StepEvent, TransferEvent,
 };
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
@@ -129,6 +129,7 @@ fn disaggregation() -> Disaggregation {
         Router::with_stream(RoutingPolicy::RoundRobin, 7, b"decode"),
         |_, _| link(),
     )
+    .with_flow(PdFlow::LlmServingSim)
 }
 
 /// Steps `cluster` up to `t` and says what decode slot `id` is then.

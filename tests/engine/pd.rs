@@ -7,7 +7,9 @@ use crate::cluster_fixture as fixture;
 
 use blis_cosim::Nanos;
 use blis_cosim::config::{InstanceRole, Link};
-use blis_cosim::engine::{Disaggregation, InstanceSetup, Observer, StepEvent, TransferEvent};
+use blis_cosim::engine::{
+    Disaggregation, InstanceSetup, Observer, PdFlow, StepEvent, TransferEvent,
+};
 use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::{PdRecord, RequestRecord};
@@ -84,8 +86,20 @@ fn link(latency: f64) -> Link {
 }
 
 /// Runs `requests` on instances with `roles` and `setups`, priced 10 ns per token (1,000 ns per
-/// step, 100 ns per sequence), 100 KV bytes per token, links of 1,000 ns + 1 byte/ns.
+/// step, 100 ns per sequence), 100 KV bytes per token, links of 1,000 ns + 1 byte/ns, in
+/// LLMServingSim's P/D flow.
 fn run(
+    requests: &[Request],
+    setups: &[InstanceSetup],
+    roles: &[InstanceRole],
+    policy: RoutingPolicy,
+) -> Rec {
+    run_in(PdFlow::LlmServingSim, requests, setups, roles, policy)
+}
+
+/// [`run`] in P/D flow `flow`.
+fn run_in(
+    flow: PdFlow,
     requests: &[Request],
     setups: &[InstanceSetup],
     roles: &[InstanceRole],
@@ -104,7 +118,8 @@ fn run(
         vec![100; roles.len()],
         Router::with_stream(policy.clone(), 7, b"decode"),
         |_, _| link(1_000.0),
-    );
+    )
+    .with_flow(flow);
     let mut rec = Rec::default();
     let mut router = Router::new(policy, 7);
     let out = simulate(
@@ -194,6 +209,118 @@ fn two_requests_by_hand_ttft_includes_the_transfer_and_transfers_serialise() {
 }
 
 #[test]
+fn vllm_flow_by_hand_the_decode_instance_pulls_the_kv_and_its_step_gives_the_first_token() {
+    // The case above in vLLM's flow: A (32-token prompt, 3 tokens) and B (16-token prompt, 2
+    // tokens) arrive at 0 on a prefill instance (0) in front of a decode instance (1).
+    let requests = [
+        request(0, 0, 32, 3, Vec::new()),
+        request(1, 0, 16, 2, Vec::new()),
+    ];
+    let rec = run_in(
+        PdFlow::Vllm,
+        &requests,
+        &[setup("m", 100), setup("m", 100)],
+        &[Prefill, Decode],
+        RoutingPolicy::RoundRobin,
+    );
+    // Prefill step at 0 (max_tokens = 1 there): 1,000 + 480 + 200 = 1,680 ns.
+    assert_eq!(rec.steps[0], (0, 0, 1_680, vec![(32, 0), (16, 0)]));
+    // At 1,680 the proxy sends both to the decode instance; the step it forms then reaches
+    // both at the head of its waiting queue and starts their pulls (no token to compute yet):
+    // A's KV on the prefill instance's link 1,680 → 1,680 + 1,000 + 3,200; B's behind it.
+    let t: Vec<_> = rec
+        .transfers
+        .iter()
+        .map(|t| (t.request_id, t.arrived, t.start_ns, t.end_ns, t.bytes))
+        .collect();
+    assert_eq!(
+        t,
+        [
+            (0, false, 1_680, 5_880, 3_200),
+            (0, true, 1_680, 5_880, 3_200),
+            (1, false, 5_880, 8_480, 1_600),
+            (1, true, 5_880, 8_480, 1_600),
+        ]
+    );
+    // The prefill instance holds each prompt's blocks until its pull has ended.
+    let used: Vec<_> = rec
+        .transfers
+        .iter()
+        .map(|t| (t.request_blocks, t.sender_blocks_used))
+        .collect();
+    assert_eq!(used, [(2, 3), (2, 1), (1, 1), (1, 0)]);
+    // A's KV landed at 5,880: the decode step then computes its last prompt token (31 tokens
+    // of context): 1,000 + 10 + 100 = 1,110 ns; its end is A's first token. Two decode steps
+    // follow. B's KV lands at 8,480, inside A's last step; B's first token is the step after.
+    let decode: Vec<_> = rec.steps.iter().filter(|s| s.0 == 1).cloned().collect();
+    assert_eq!(
+        decode,
+        [
+            (1, 5_880, 6_990, vec![(1, 31)]),
+            (1, 6_990, 8_100, vec![(1, 32)]),
+            (1, 8_100, 9_210, vec![(1, 33)]),
+            (1, 9_210, 10_320, vec![(1, 15)]),
+            (1, 10_320, 11_430, vec![(1, 16)]),
+        ]
+    );
+    let a = find(&rec, 0);
+    let pd = a.pd.unwrap();
+    assert_eq!((a.instance, a.first_token, a.end), (1, 6_990, 9_210));
+    assert_eq!(a.itl, [1_110, 1_110]);
+    assert_eq!(
+        (pd.prefill_instance, pd.prefill_end_ns, pd.transfer_start_ns),
+        (0, 1_680, 1_680)
+    );
+    assert_eq!(
+        (pd.transfer_end_ns, pd.decode_admitted_ns, pd.kv_bytes),
+        (5_880, 5_880, 3_200)
+    );
+    let b = find(&rec, 1);
+    let pd = b.pd.unwrap();
+    assert_eq!(
+        (b.instance, b.first_token, b.end, b.itl.clone()),
+        (1, 10_320, 11_430, vec![1_110])
+    );
+    assert_eq!(
+        (pd.link_wait_ns(), pd.wire_ns(), pd.decode_queue_ns()),
+        (4_200, 2_600, 730)
+    );
+    assert_eq!((a.queuing_delay, b.queuing_delay), (0, 0));
+}
+
+#[test]
+fn vllm_flow_pulls_wait_for_free_blocks_on_the_decode_instance() {
+    // Three blocks on the decode instance: A's pull (2 blocks of its 32-token prompt) starts
+    // at once; B's (2 more) waits at the head of the queue until A has finished and freed
+    // its blocks, so B's KV stays on the prefill instance meanwhile.
+    let requests = [
+        request(0, 0, 32, 3, Vec::new()),
+        request(1, 0, 32, 2, Vec::new()),
+    ];
+    let rec = run_in(
+        PdFlow::Vllm,
+        &requests,
+        &[setup("m", 100), setup("m", 3)],
+        &[Prefill, Decode],
+        RoutingPolicy::RoundRobin,
+    );
+    // Prefill of both: 1,000 + 640 + 200 = 1,840. Then A's pull sets 2 blocks aside; B's
+    // needs 2 more: B waits at the head of the queue. A's KV lands at 1,840 + 4,200 = 6,040;
+    // A computes 3 tokens in steps of 1,110 (growing to 3 blocks): 7,150, 8,260, 9,370.
+    let a = find(&rec, 0);
+    assert_eq!((a.first_token, a.end), (7_150, 9_370));
+    // A's blocks are free at 9,370: B's pull starts then (9,370 → 13,570); its first token
+    // is the decode step after: 13,570 + 1,110.
+    let b = find(&rec, 1);
+    let pd = b.pd.unwrap();
+    assert_eq!(
+        (pd.transfer_start_ns, pd.transfer_end_ns, pd.link_wait_ns()),
+        (9_370, 13_570, 9_370 - 1_840)
+    );
+    assert_eq!((b.first_token, b.end), (14_680, 15_790));
+}
+
+#[test]
 fn a_prefill_instance_waits_for_its_transfers_to_free_blocks() {
     // Three blocks on the prefill instance: A's prompt takes two, C's needs two more; C waits,
     // with the instance idle, until A's transfer ends and frees A's blocks.
@@ -278,11 +405,12 @@ fn one_token_requests_finish_on_the_prefill_instance_without_a_transfer() {
 
 /// Checks one run on a random workload; returns the finished requests.
 fn check_conservation(requests: &[Request], roles: &[InstanceRole], policy: RoutingPolicy) -> Rec {
-    check_grouped_conservation(requests, roles, &[], policy)
+    check_grouped_conservation(PdFlow::LlmServingSim, requests, roles, &[], policy)
 }
 
 /// [`check_conservation`] with instance `i` in DP group `groups[i]` (none past the list).
 fn check_grouped_conservation(
+    flow: PdFlow,
     requests: &[Request],
     roles: &[InstanceRole],
     groups: &[Option<u32>],
@@ -298,7 +426,7 @@ fn check_grouped_conservation(
         })
         .collect();
     let name = policy.name();
-    let rec = run(requests, &setups, roles, policy);
+    let rec = run_in(flow, requests, &setups, roles, policy);
     let mut ids: Vec<u64> = rec.done.iter().map(|d| d.id).collect();
     ids.sort_unstable();
     assert_eq!(
@@ -320,7 +448,11 @@ fn check_grouped_conservation(
             Some(pd) => {
                 assert_eq!(roles[pd.prefill_instance as usize], Prefill, "{name}");
                 assert_eq!(roles[d.instance as usize], Decode, "{name}");
-                assert_eq!(d.first_token, pd.transfer_end_ns, "{name}");
+                match flow {
+                    PdFlow::LlmServingSim => assert_eq!(d.first_token, pd.transfer_end_ns),
+                    // The decode instance's step after the landing gives the first token.
+                    PdFlow::Vllm => assert!(d.first_token > pd.decode_admitted_ns, "{name}"),
+                }
                 assert!(pd.prefill_end_ns <= pd.transfer_start_ns, "{name}");
                 assert!(pd.transfer_end_ns <= pd.decode_admitted_ns, "{name}");
                 assert_eq!(pd.kv_bytes, 100 * u64::from(r.input_toks), "{name}");
@@ -330,12 +462,14 @@ fn check_grouped_conservation(
             None => assert!(roles[d.instance as usize] == Colocated || r.output_toks == 1),
         }
     }
-    // One transfer at a time per sender, in hand-off order; its blocks held while in flight.
+    // One transfer at a time per sender, in hand-off order (vLLM's flow: in the order the
+    // pulls start); its blocks held while in flight.
     for sender in 0..roles.len() as u32 {
         let mine: Vec<&&TransferEvent> = starts.iter().filter(|t| t.from == sender).collect();
         for w in mine.windows(2) {
             assert!(w[0].end_ns <= w[1].start_ns, "{name}: serialised");
-            assert!(w[0].prefill_end_ns <= w[1].prefill_end_ns, "{name}: FIFO");
+            let fifo = w[0].prefill_end_ns <= w[1].prefill_end_ns;
+            assert!(fifo || flow == PdFlow::Vllm, "{name}: FIFO");
         }
         for t in &mine {
             assert!(
@@ -345,6 +479,34 @@ fn check_grouped_conservation(
         }
     }
     rec
+}
+
+#[test]
+fn every_request_ends_once_in_vllms_flow_whatever_the_routing() {
+    // Small decode pools (see check_grouped_conservation) make pulls wait for blocks and
+    // decodes preempt.
+    let requests = workload(5, 400, true);
+    let roles = [Prefill, Prefill, Decode, Decode, Colocated];
+    for policy in [
+        RoutingPolicy::Load,
+        RoutingPolicy::RoundRobin,
+        RoutingPolicy::Random,
+        RoutingPolicy::LeastLoaded,
+        RoutingPolicy::PrefixAffinity,
+        RoutingPolicy::Weighted("queue=1,kv=1,prefix=2".parse().unwrap()),
+    ] {
+        let rec = check_grouped_conservation(PdFlow::Vllm, &requests, &roles, &[], policy.clone());
+        let again = check_grouped_conservation(PdFlow::Vllm, &requests, &roles, &[], policy);
+        assert_eq!(rec.done, again.done, "deterministic");
+        assert_eq!(rec.transfers, again.transfers, "deterministic");
+    }
+    check_grouped_conservation(
+        PdFlow::Vllm,
+        &requests,
+        &[Prefill, Decode],
+        &[],
+        RoutingPolicy::Load,
+    );
 }
 
 #[test]
@@ -437,9 +599,13 @@ fn dp_groups_on_both_sides_of_disaggregation_step_in_lock_step_and_conserve_requ
     let requests = workload(9, 400, true);
     let roles = [Prefill, Prefill, Decode, Decode, Colocated];
     let groups = [Some(0), Some(0), Some(1), Some(1)];
-    for policy in [RoutingPolicy::Load, RoutingPolicy::LeastLoaded] {
-        let name = policy.name();
-        let rec = check_grouped_conservation(&requests, &roles, &groups, policy.clone());
+    let flows = [PdFlow::LlmServingSim, PdFlow::Vllm];
+    for (flow, policy) in flows
+        .into_iter()
+        .flat_map(|f| [(f, RoutingPolicy::Load), (f, RoutingPolicy::LeastLoaded)])
+    {
+        let name = format!("{flow:?} {}", policy.name());
+        let rec = check_grouped_conservation(flow, &requests, &roles, &groups, policy.clone());
         // Members' steps span the same intervals or none of each other's: the distinct
         // intervals of a group never overlap.
         for members in [[0, 1], [2, 3]] {
@@ -460,7 +626,7 @@ fn dp_groups_on_both_sides_of_disaggregation_step_in_lock_step_and_conserve_requ
             let decoded = rec.done.iter().any(|d| d.instance == id && d.pd.is_some());
             assert!(decoded, "{name}: decode member {id} served");
         }
-        let again = check_grouped_conservation(&requests, &roles, &groups, policy);
+        let again = check_grouped_conservation(flow, &requests, &roles, &groups, policy);
         assert_eq!(rec.done, again.done, "{name}: deterministic");
     }
 }
@@ -522,7 +688,8 @@ fn a_request_no_decode_instance_can_take_is_refused_up_front() {
             vec![100; roles.len()],
             Router::new(RoutingPolicy::Load, 0),
             |_, _| link(0.0),
-        );
+        )
+        .with_flow(PdFlow::LlmServingSim);
         let requests = [request(0, 0, 32, 10, Vec::new())];
         let mut router = Router::new(RoutingPolicy::Load, 0);
         let mut rec = Rec::default();

@@ -10,7 +10,7 @@ use crate::cluster_fixture as fixture;
 
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::control::{ControlConfig, ControlPlane};
-use blis_cosim::engine::{Disaggregation, InstanceSetup, Run, Services, simulate};
+use blis_cosim::engine::{Disaggregation, InstanceSetup, PdFlow, Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::router::{Router, RoutingPolicy, SignalConfig};
 use blis_cosim::scheduler::QueueOrder;
@@ -53,7 +53,8 @@ fn run(
         .collect();
     let decode_router = Router::with_stream(RoutingPolicy::LeastLoaded, 7, b"decode");
     let n = roles.len();
-    let pd = Disaggregation::new(roles.to_vec(), vec![100; n], decode_router, |_, _| link());
+    let pd = Disaggregation::new(roles.to_vec(), vec![100; n], decode_router, |_, _| link())
+        .with_flow(PdFlow::LlmServingSim);
     let mut router = Router::new(RoutingPolicy::LeastLoaded, 7);
     let mut rec = Recorder::default();
     let mut control = control.map(|(c, classes)| ControlPlane::new(c, Some(classes)));

@@ -9,7 +9,7 @@ use crate::cluster_fixture as fixture;
 use blis_cosim::Nanos;
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::engine::{
-    Disaggregation, Injector, InstanceSetup, Observer, RunOutcome, SimError, StepEvent,
+    Disaggregation, Injector, InstanceSetup, Observer, PdFlow, RunOutcome, SimError, StepEvent,
     TransferEvent,
 };
 use blis_cosim::engine::{Run, Services, simulate};
@@ -127,7 +127,8 @@ fn run(
             bandwidth_gbps: 1e9 / f64::from(1u32 << 30),
             latency_ns: 1_000.0,
         },
-    );
+    )
+    .with_flow(PdFlow::LlmServingSim);
     let mut rec = Rec::default();
     let mut router = Router::new(RoutingPolicy::RoundRobin, 7);
     let (dyn_injector, dyn_max_in_flight) = (chains, max_in_flight);

@@ -4,6 +4,7 @@
 
 use blis_cosim::Nanos;
 use blis_cosim::config::Link;
+use blis_cosim::engine::PdFlow;
 use blis_cosim::engine::{self, InstanceSetup, Observer, Pipeline, StepEvent, stage_blocks};
 use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
@@ -443,7 +444,8 @@ fn run_disaggregated(
             bandwidth_gbps: 1e9 / f64::from(1u32 << 30),
             latency_ns: 1_000.0,
         },
-    );
+    )
+    .with_flow(PdFlow::LlmServingSim);
     let mut router = Router::new(RoutingPolicy::Load, 3);
     let mut rec = Recorder::default();
     simulate(

@@ -15,7 +15,9 @@ use blis_cosim::Nanos;
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::control::flow::{Detector, DispatchOrder, FlowConfig};
 use blis_cosim::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
-use blis_cosim::engine::{Cluster, Disaggregation, InstanceSetup, Observer, Run, RunOutcome};
+use blis_cosim::engine::{
+    Cluster, Disaggregation, InstanceSetup, Observer, PdFlow, Run, RunOutcome,
+};
 use blis_cosim::engine::{Services, StepEvent, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
@@ -278,8 +280,9 @@ fn link() -> Link {
     }
 }
 
-/// Runs `requests` on one prefill (0) and one decode (1) instance, 100 KV bytes per token.
-fn run_pd(requests: &[Request], clients: &RequestClasses) -> (RunOutcome, Ends) {
+/// Runs `requests` on one prefill (0) and one decode (1) instance, 100 KV bytes per token, in
+/// P/D flow `flow`.
+fn run_pd(requests: &[Request], clients: &RequestClasses, flow: PdFlow) -> (RunOutcome, Ends) {
     let setups = vec![instance(16), instance(16)];
     let mut backends = backends(2);
     let mut dyns: Vec<&mut dyn LatencyBackend> = backends
@@ -288,7 +291,7 @@ fn run_pd(requests: &[Request], clients: &RequestClasses) -> (RunOutcome, Ends) 
         .collect();
     let roles = vec![InstanceRole::Prefill, InstanceRole::Decode];
     let decode_router = Router::with_stream(RoutingPolicy::LeastLoaded, 7, b"decode");
-    let pd = Disaggregation::new(roles, vec![100; 2], decode_router, |_, _| link());
+    let pd = Disaggregation::new(roles, vec![100; 2], decode_router, |_, _| link()).with_flow(flow);
     let mut router = Router::new(RoutingPolicy::LeastLoaded, 7);
     let mut ends = Ends::default();
     let services = Services::new(&mut dyns, &mut router, &mut ends);
@@ -309,7 +312,8 @@ fn requests_time_out_in_their_kv_transfer_queued_and_on_the_wire() {
         request(0, 0, 390, 3, Vec::new()),
         request(1, 10, 390, 3, Vec::new()),
     ];
-    let (outcome, ends) = run_pd(&requests, &timeouts(&[(0, 30), (1, 20)]));
+    let clients = timeouts(&[(0, 30), (1, 20)]);
+    let (outcome, ends) = run_pd(&requests, &clients, PdFlow::LlmServingSim);
     assert_eq!((outcome.finished, outcome.timed_out), (0, 2));
     let transfer = timed_out(Stage::Transfer);
     assert_eq!(ends.dropped, [(1, 20_010, transfer), (0, 30_000, transfer)]);
@@ -373,8 +377,10 @@ proptest! {
         };
         let (outcome, ends) = run(&requests, &setups, &clients, Some(gated.clone()));
         each_once(&outcome, &ends, n)?;
-        let (pd_outcome, pd_ends) = run_pd(&requests, &clients);
-        each_once(&pd_outcome, &pd_ends, n)?;
+        for flow in [PdFlow::LlmServingSim, PdFlow::Vllm] {
+            let (pd_outcome, pd_ends) = run_pd(&requests, &clients, flow);
+            each_once(&pd_outcome, &pd_ends, n)?;
+        }
         // Reruns are identical.
         let (again, ends_again) = run(&requests, &setups, &clients, Some(gated));
         prop_assert_eq!(outcome, again);

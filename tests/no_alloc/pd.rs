@@ -6,6 +6,7 @@ use crate::counting_alloc;
 
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::engine::Disaggregation;
+use blis_cosim::engine::PdFlow;
 use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::router::{Router, RoutingPolicy};
@@ -50,7 +51,8 @@ fn steps_hand_offs_and_transfers_do_not_allocate() {
                 bandwidth_gbps: 16.0,
                 latency_ns: 20_000.0,
             },
-        );
+        )
+        .with_flow(PdFlow::LlmServingSim);
         let out = simulate(
             Run::new(&requests, &setups).disaggregated(pd),
             Services::new(&mut dyns, &mut router, &mut rec),

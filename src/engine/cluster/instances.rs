@@ -51,6 +51,7 @@ impl<'r> Cluster<'r> {
                 &mut self.effects,
             )?;
         }
+        self.wake_receivers();
         // After its hand-offs: a draining prefill replica waits for the KV it still holds.
         self.settle_drain(id, s)?;
         // Requests released by this step's completions (hand-offs release none).
@@ -83,6 +84,22 @@ impl<'r> Cluster<'r> {
         Ok(())
     }
 
+    /// vLLM's P/D flow: marks the decode instances that were just sent requests to pull
+    /// ready, so that an idle one forms a step and starts the pulls.
+    pub(super) fn wake_receivers(&mut self) {
+        let Some(t) = &mut self.transfers else {
+            return;
+        };
+        let mut received = t.take_received();
+        for &id in &received {
+            self.mark_ready(id);
+        }
+        received.clear();
+        if let Some(t) = &mut self.transfers {
+            t.give_back_received(received);
+        }
+    }
+
     /// Closing phase: every instance queued for an attempt, by id, starts a step (or its DP
     /// group a wave) if it can.
     pub(super) fn start_ready_instances(
@@ -96,6 +113,9 @@ impl<'r> Cluster<'r> {
             match self.setups[id as usize].dp_group {
                 Some(group) => {
                     self.start_wave(group, s)?;
+                    for k in 0..self.groups[group as usize].len() {
+                        self.start_kv_pulls(self.groups[group as usize][k])?;
+                    }
                     if self.tracing {
                         for k in 0..self.groups[group as usize].len() {
                             self.report_scheduling(self.groups[group as usize][k]);
@@ -104,6 +124,7 @@ impl<'r> Cluster<'r> {
                 }
                 None => {
                     self.start_instance(id, s)?;
+                    self.start_kv_pulls(id)?;
                     if self.tracing {
                         self.report_scheduling(id);
                     }
@@ -144,6 +165,15 @@ impl<'r> Cluster<'r> {
                 self.queue
                     .push(end.of(i), EventKind::StepEnd { instance: m });
             }
+        }
+        Ok(())
+    }
+
+    /// vLLM's P/D flow: starts the KV pulls of the requests the step instance `id` just
+    /// formed reached (at the step's start, now), if it is a decode instance with any.
+    pub(super) fn start_kv_pulls(&mut self, id: u32) -> Result<(), SimError> {
+        if let Some(t) = &mut self.transfers {
+            t.start_pulls(id, self.now, &mut self.schedulers, &mut self.effects)?;
         }
         Ok(())
     }

@@ -240,7 +240,9 @@ impl<'r> Cluster<'r> {
             instances: &self.instances,
             autoscaler: Some(scaling.autoscaler()),
         };
-        t.send_held(self.now, &mut self.schedulers, choice, &mut self.effects)
+        t.send_held(self.now, &mut self.schedulers, choice, &mut self.effects)?;
+        self.wake_receivers();
+        Ok(())
     }
 
     /// Replica `id` starts draining: with `redirect`, its waiting requests that have not
