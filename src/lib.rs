@@ -20,6 +20,7 @@ pub mod interrupt;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod output;
 pub mod paths;
 pub mod power;
 pub mod router;
@@ -29,6 +30,7 @@ mod serde_messages;
 pub mod sweep;
 pub mod trace;
 pub mod workload;
+pub mod yaml;
 
 #[cfg(test)]
 #[path = "../tests/common/shared_data.rs"]

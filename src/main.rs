@@ -12,10 +12,21 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let result = match cli.command {
-        None => blis_cosim::paths::check(&cli.run.paths())
-            .and_then(|()| cli.run.into_config().map_err(anyhow::Error::from))
-            .and_then(|config| blis_cosim::runner::run(&config))
-            .map(|summary| print!("{}", summary.render())),
+        None => {
+            let paths = cli.run.paths();
+            // An output sent to standard output (`-`) owns it; the summary goes to stderr.
+            let summary_to_stderr = blis_cosim::paths::writes_stdout(&paths);
+            blis_cosim::paths::check(&paths)
+                .and_then(|()| cli.run.into_config().map_err(anyhow::Error::from))
+                .and_then(|config| blis_cosim::runner::run(&config))
+                .map(|summary| {
+                    if summary_to_stderr {
+                        eprint!("{}", summary.render());
+                    } else {
+                        print!("{}", summary.render());
+                    }
+                })
+        }
         Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),
         Some(Command::Et(command)) => blis_cosim::runner::et(&command),
         Some(Command::Generate(args)) => blis_cosim::runner::generate(&args),

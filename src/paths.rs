@@ -1,16 +1,22 @@
 //! The files a command reads and writes, checked before any work: no output may be the same
-//! file as another path of the command (after resolving links), and every output must be
-//! creatable where it is asked for.
+//! file as another path of the command (after resolving links and `..`), every output must be
+//! creatable where it is asked for, and temporary files that an earlier, killed run left
+//! beside an output are reported.
 
+use crate::output::{STDOUT, TMP_SUFFIX, Target, hidden_prefix, parent_dir, target};
 use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
+
+#[cfg(test)]
+mod tests;
 
 /// What a command does with a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// A file it reads.
     Input,
-    /// A file it writes (atomically, through a temporary file beside it).
+    /// A file it writes (atomically, through a temporary file beside it, unless it is a
+    /// device, a FIFO or standard output).
     Output,
     /// A folder it writes files into (created if missing).
     OutputDir,
@@ -31,14 +37,61 @@ impl<'a> CommandPath<'a> {
     }
 }
 
-/// Refuses two paths naming the same file when one of them is written, and outputs that
-/// cannot be created (a missing or read-only folder, a folder where a file is asked for).
+/// Refuses two paths naming the same file when one of them is written (character devices
+/// such as `/dev/null` excepted), two outputs to standard output, and outputs that cannot be
+/// created (a missing or read-only folder, a folder where a file is asked for, a name ending
+/// in `/`); then warns of stale temporary files beside the outputs.
 pub fn check(paths: &[CommandPath<'_>]) -> anyhow::Result<()> {
-    let identities: Vec<Option<Identity>> = paths.iter().map(|p| identity(p.path)).collect();
+    for p in paths {
+        match p.role {
+            Role::Input => {}
+            Role::Output => check_output_file(p)?,
+            Role::OutputDir => check_output_dir(p)?,
+        }
+    }
+    check_collisions(paths)?;
+    for p in paths {
+        for stale in stale_temporaries(p) {
+            eprintln!(
+                "blis-cosim: warning: {} {}: {} was left by an earlier run that did not finish \
+                 (killed, or the machine stopped); remove it when no other run is writing there",
+                p.flag,
+                p.path.display(),
+                stale.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether one of the outputs `paths` is standard output (`-`, `/dev/stdout`).
+pub fn writes_stdout(paths: &[CommandPath<'_>]) -> bool {
+    paths
+        .iter()
+        .any(|p| p.role == Role::Output && crate::output::is_stdout(p.path))
+}
+
+/// Refuses two paths of one file when one of them is written, and two outputs to standard
+/// output.
+fn check_collisions(paths: &[CommandPath<'_>]) -> anyhow::Result<()> {
+    let identities: Vec<Option<Identity>> = paths.iter().map(identity).collect();
     for (i, a) in paths.iter().enumerate() {
         for (j, b) in paths.iter().enumerate().skip(i + 1) {
             let written = a.role != Role::Input || b.role != Role::Input;
-            if written && identities[i].is_some() && identities[i] == identities[j] {
+            if !written {
+                continue;
+            }
+            let both_stdout = [a, b]
+                .iter()
+                .all(|p| p.role != Role::Input && crate::output::is_stdout(p.path));
+            if both_stdout {
+                bail!(
+                    "{} and {} both write to standard output; send one of them to a file",
+                    a.flag,
+                    b.flag
+                );
+            }
+            if identities[i].is_some() && identities[i] == identities[j] {
                 bail!(
                     "{} and {} name the same file ({}); give them different paths",
                     a.flag,
@@ -48,40 +101,58 @@ pub fn check(paths: &[CommandPath<'_>]) -> anyhow::Result<()> {
             }
         }
     }
-    for p in paths {
-        match p.role {
-            Role::Input => {}
-            Role::Output => check_output_file(p)?,
-            Role::OutputDir => check_output_dir(p)?,
-        }
-    }
     Ok(())
 }
 
 /// What makes two paths the same file: the device and inode of an existing file, else the
-/// resolved folder and the name.
+/// resolved folder and the name. Character devices (`/dev/null`, a terminal) have none: any
+/// number of paths may name one.
 #[derive(Debug, PartialEq, Eq)]
 enum Identity {
     Inode(u64, u64),
     Resolved(PathBuf),
 }
 
-fn identity(path: &Path) -> Option<Identity> {
-    #[cfg(unix)]
-    if let Ok(meta) = std::fs::metadata(path) {
-        use std::os::unix::fs::MetadataExt;
+fn identity(p: &CommandPath<'_>) -> Option<Identity> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let path = match target(p.path) {
+        Target::Descriptor(fd) => PathBuf::from(format!("/proc/self/fd/{fd}")),
+        Target::File(path) | Target::Special(path) => path,
+    };
+    if let Ok(meta) = std::fs::metadata(&path) {
+        if meta.file_type().is_char_device() {
+            return None;
+        }
         return Some(Identity::Inode(meta.dev(), meta.ino()));
     }
-    let dir = parent_dir(path).canonicalize().ok()?;
+    let dir = parent_dir(&path).canonicalize().ok()?;
     Some(Identity::Resolved(dir.join(path.file_name()?)))
 }
 
-/// An output file must not be a folder, and its folder must exist and take new files.
+/// An output file must not name a folder (a folder, a name ending in `/` or `.`), and unless
+/// it is written in place (a device, a FIFO, a descriptor) its folder must exist and take new
+/// files.
 fn check_output_file(p: &CommandPath<'_>) -> anyhow::Result<()> {
-    if p.path.is_dir() {
-        bail!("{} {}: is a folder, not a file", p.flag, p.path.display());
+    if p.path.as_os_str() == STDOUT {
+        return Ok(());
     }
-    let dir = parent_dir(p.path);
+    let bytes = p.path.as_os_str().as_encoded_bytes();
+    let names_folder = bytes.ends_with(b"/")
+        || bytes.ends_with(b"/.")
+        || bytes == b"."
+        || p.path.file_name().is_none();
+    if names_folder || p.path.is_dir() {
+        bail!(
+            "{} {}: names a folder, not a file",
+            p.flag,
+            p.path.display()
+        );
+    }
+    let file = match target(p.path) {
+        Target::Descriptor(_) | Target::Special(_) => return Ok(()),
+        Target::File(file) => file,
+    };
+    let dir = parent_dir(&file);
     if !dir.is_dir() {
         bail!(
             "{} {}: the folder {} does not exist",
@@ -127,10 +198,38 @@ fn writable(p: &CommandPath<'_>, dir: &Path) -> anyhow::Result<()> {
         })
 }
 
-/// The folder `path` lives in; `.` for a bare name.
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    }
+/// The temporary files and folders of our naming (`.NAME.XXXXXX.tmp`) beside the output
+/// `p`, older than now: what a killed run of this output left. Only reported, never removed
+/// (another run may be writing them).
+fn stale_temporaries(p: &CommandPath<'_>) -> Vec<PathBuf> {
+    let file = match (p.role, target(p.path)) {
+        (Role::Input, _) => return Vec::new(),
+        (Role::OutputDir, _) => p.path.to_path_buf(),
+        (Role::Output, Target::File(file)) => file,
+        (Role::Output, Target::Descriptor(_) | Target::Special(_)) => return Vec::new(),
+    };
+    let prefix = hidden_prefix(&file);
+    let prefix = prefix.as_encoded_bytes();
+    let now = std::time::SystemTime::now();
+    let Ok(entries) = std::fs::read_dir(parent_dir(&file)) else {
+        return Vec::new();
+    };
+    let mut stale: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.as_encoded_bytes();
+            name.len() > prefix.len() + TMP_SUFFIX.len()
+                && name.starts_with(prefix)
+                && name.ends_with(TMP_SUFFIX.as_bytes())
+        })
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < now)
+        })
+        .map(|e| e.path())
+        .collect();
+    stale.sort();
+    stale
 }

@@ -159,16 +159,56 @@ enum RunDir {
     Kept(PathBuf),
 }
 
+/// The start of a run directory's name, followed by the pid of the process that made it.
+const RUN_DIR_PREFIX: &str = "blis-astra-";
+
+/// Warns (once per process and folder) of run directories in `parent` whose process is gone:
+/// what a killed run left. They are reported, not removed.
+fn report_stale_run_dirs(parent: &Path) {
+    static SEEN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.iter().any(|p| p == parent) {
+        return;
+    }
+    seen.push(parent.to_path_buf());
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(RUN_DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            eprintln!(
+                "blis-cosim: warning: {} was left by an ASTRA-Sim run that did not finish \
+                 (process {pid} is gone); remove it",
+                entry.path().display()
+            );
+        }
+    }
+}
+
 impl AstraInputs {
     /// Creates the run directory (under `options.temp_parent`, else the system temporary
     /// directory) and writes the three configuration files into it.
     pub fn create(options: &AstraOptions) -> std::io::Result<AstraInputs> {
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("blis-astra-");
-        let temp = match &options.temp_parent {
-            Some(parent) => builder.tempdir_in(parent)?,
-            None => builder.tempdir()?,
-        };
+        let parent = options
+            .temp_parent
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        report_stale_run_dirs(&parent);
+        let prefix = format!("{RUN_DIR_PREFIX}{}-", std::process::id());
+        let temp = tempfile::Builder::new()
+            .prefix(&prefix)
+            .tempdir_in(&parent)?;
         let pending = register(temp.path());
         let root = temp.path().to_owned();
         let write = |name: &str, text: String| -> std::io::Result<PathBuf> {

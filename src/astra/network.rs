@@ -135,6 +135,7 @@ impl NetworkConfig {
             field: field.to_owned(),
             message,
         };
+        crate::yaml::check_nesting(text).map_err(|deep| invalid("(yaml)", deep.to_string()))?;
         let raw: RawNetwork =
             serde_yaml_ng::from_str(text).map_err(|e| invalid("(yaml)", e.to_string()))?;
         let n = raw.topology.len();

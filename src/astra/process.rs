@@ -28,7 +28,8 @@
 //! process is reaped (on every path: an exit, a fault, a drop), so that what a wrapper script
 //! started (a pipeline, a background job) ends with it; the group is also registered with
 //! [`crate::interrupt`], which kills it on Ctrl-C or SIGTERM. A process of its own group gets
-//! no terminal signals.
+//! no terminal signals. If this process dies without cleaning up (SIGKILL, an abort), the
+//! kernel sends the child SIGKILL (its parent-death signal), so none outlives its parent.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -88,6 +89,25 @@ pub(crate) struct AstraProcess {
     reaped: bool,
 }
 
+/// Has the kernel kill the child `command` starts when this process dies (the parent-death
+/// signal, SIGKILL), so that a child that ignores its closed stdin cannot outlive a run that
+/// was killed or aborted.
+fn die_with_parent(command: &mut Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the forked child before `exec` and makes only two system
+    // calls (`prctl`, `getppid`), both async-signal-safe; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            // A parent that died before the call above would never send the signal.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(Errno::SRCH.into());
+            }
+            Ok(())
+        });
+    }
+}
+
 impl AstraProcess {
     /// Starts `binary` with `args` in `cwd`, all three standard streams piped. A relative
     /// path is taken from the current directory (not `cwd`); a bare name is looked up in
@@ -104,15 +124,16 @@ impl AstraProcess {
         } else {
             binary.to_owned()
         };
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(Fault::Spawn)?;
+            .process_group(0);
+        die_with_parent(&mut command);
+        let mut child = command.spawn().map_err(Fault::Spawn)?;
         let group = register_group(Pid::from_child(&child));
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");

@@ -14,7 +14,7 @@ impl RunArgs {
                 .filter(|p| p.is_file())
                 .map(|p| CommandPath::new(flag, p, Role::Input))
         }
-        let flags: [(&'static str, Option<&Path>, Role); 13] = [
+        let flags: [(&'static str, Option<&Path>, Role); 15] = [
             ("--dataset", self.dataset.as_deref(), Role::Input),
             (
                 "--workload-spec",
@@ -33,6 +33,11 @@ impl RunArgs {
                 Role::Input,
             ),
             ("--astra-sim", self.astra.astra_sim.as_deref(), Role::Input),
+            (
+                "--policy-config",
+                self.control.policy_config.as_deref(),
+                Role::Input,
+            ),
             ("--output", self.output.as_deref(), Role::Output),
             ("--summary-json", self.summary_json.as_deref(), Role::Output),
             (
@@ -44,6 +49,11 @@ impl RunArgs {
             (
                 "--sessions-output",
                 self.replay.sessions_output.as_deref(),
+                Role::Output,
+            ),
+            (
+                "--trace-output",
+                self.diagnostics.trace_output.as_deref(),
                 Role::Output,
             ),
             ("--emit-et", self.emit_et.as_deref(), Role::OutputDir),

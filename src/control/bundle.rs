@@ -373,6 +373,12 @@ pub fn parse_bundle(text: &str) -> Result<Settings, KeyError> {
     if text.trim().is_empty() {
         return Ok(Settings::default());
     }
+    crate::yaml::check_nesting(text).map_err(|deep| {
+        (
+            format!("line {}: (YAML syntax)", deep.line),
+            format!("nests deeper than {} levels", crate::yaml::MAX_DEPTH),
+        )
+    })?;
     let de = serde_yaml_ng::Deserializer::from_str(text);
     let raw: RawBundle = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = match e.path().to_string() {

@@ -11,9 +11,8 @@ use serde_json::{Value, json};
 
 use crate::config::run::SimConfig;
 use crate::control::OutcomeReport;
-use crate::metrics::{
-    AnomalyCounts, Fitness, FitnessInputs, FitnessWeights, SloReport, Summary, write_atomically,
-};
+use crate::metrics::{AnomalyCounts, Fitness, FitnessInputs, FitnessWeights, SloReport, Summary};
+use crate::output::Finished;
 
 /// Version of the evaluation JSON's layout; raised on any change a reader could notice.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -121,9 +120,9 @@ impl EvaluationInputs<'_> {
     }
 }
 
-/// Writes `document` to `path` atomically, pretty-printed.
-pub fn write(path: &Path, document: &Value) -> anyhow::Result<()> {
-    write_atomically(path, |out| {
+/// Writes `document` pretty-printed for `path`, to be put in place by [`Finished::commit`].
+pub fn prepare(path: &Path, document: &Value) -> anyhow::Result<Finished> {
+    crate::output::prepare(path, |out| {
         serde_json::to_writer_pretty(&mut *out, document)?;
         out.write_all(b"\n")
     })

@@ -5,13 +5,11 @@
 //! a line break, so the ITL list is quoted once it has two or more entries.
 
 use super::{PdRecord, RequestRecord};
+use crate::output::{Finished, OutputFile};
 use anyhow::Context;
-use std::ffi::OsString;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
-use tempfile::NamedTempFile;
 
 /// The exact CSV header of LLMServingSim 2.0.
 pub const CSV_HEADER: [&str; 12] = [
@@ -77,12 +75,8 @@ const BATCH_ITLS: usize = 1 << 14;
 const BATCH_ROWS: usize = 256;
 
 /// Full batches the simulation may run ahead of the writer thread before it waits: enough to
-/// cover the writer's pauses in [`AtomicFile::write`]'s periodic syncs.
+/// cover the writer's pauses in [`OutputFile::write`]'s periodic syncs.
 const BATCHES_IN_FLIGHT: usize = 64;
-
-/// The writer syncs the file to disk after every this many bytes, so that the sync before the
-/// rename, which the run waits for, has only the last of them left to write back.
-const SYNC_EVERY: u64 = 32 << 20;
 
 /// Streams request rows into a temporary file beside the destination; [`RequestCsv::commit`]
 /// renames it into place, so an aborted run leaves no partial CSV.
@@ -98,8 +92,8 @@ pub struct RequestCsv {
     to_writer: Option<SyncSender<WriterMessage>>,
     /// Batches the writer thread has emptied, for reuse.
     emptied: Receiver<RowBatch>,
-    /// The writer thread; it returns the first error it met.
-    writer: Option<JoinHandle<anyhow::Result<()>>>,
+    /// The writer thread; it returns the finished file, or the first error it met.
+    writer: Option<JoinHandle<anyhow::Result<Option<Finished>>>>,
     /// The column sets after LLMServingSim's.
     columns: CsvColumns,
 }
@@ -108,16 +102,16 @@ pub struct RequestCsv {
 enum WriterMessage {
     /// Rows to format and write, in order.
     Rows(RowBatch),
-    /// Every row has been sent: flush, sync and rename the file into place. A writer whose
-    /// channel closes without this deletes the temporary file.
-    Commit,
+    /// Every row has been sent: flush and sync the file, and hand it back to be put in place.
+    /// A writer whose channel closes without this deletes the temporary file.
+    Finish,
 }
 
 impl RequestCsv {
     /// Creates the temporary file in `path`'s directory, starts the writer thread and has it
     /// write the header: LLMServingSim's 12 columns, then the extra sets `columns` turns on.
     pub fn create(path: &Path, columns: CsvColumns) -> anyhow::Result<RequestCsv> {
-        let file = AtomicFile::create(path)?;
+        let file = OutputFile::create(path)?;
         let (to_writer, from_caller) = mpsc::sync_channel(BATCHES_IN_FLIGHT);
         let (to_caller, emptied) = mpsc::channel();
         let writer = std::thread::Builder::new()
@@ -154,12 +148,24 @@ impl RequestCsv {
 
     /// Hands the last rows to the writer thread and waits for it to flush, sync and
     /// atomically rename the file to its destination.
-    pub fn commit(mut self) -> anyhow::Result<()> {
+    pub fn commit(self) -> anyhow::Result<()> {
+        self.finish()?.commit()
+    }
+
+    /// Hands the last rows to the writer thread and waits for it to flush and sync the file,
+    /// which [`Finished::commit`] then puts in place.
+    pub fn finish(mut self) -> anyhow::Result<Finished> {
         let last = std::mem::take(&mut self.batch);
         self.send(WriterMessage::Rows(last))?;
-        self.send(WriterMessage::Commit)?;
+        self.send(WriterMessage::Finish)?;
         self.to_writer = None;
-        self.join_writer()
+        match self.join_writer()? {
+            Some(finished) => Ok(finished),
+            None => anyhow::bail!(
+                "writing {}: the CSV writer stopped early",
+                self.dest.display()
+            ),
+        }
     }
 
     /// Sends `message` to the writer thread; when the thread has stopped on an error, returns
@@ -181,10 +187,10 @@ impl RequestCsv {
     }
 
     /// Waits for the writer thread to end and returns its result.
-    fn join_writer(&mut self) -> anyhow::Result<()> {
+    fn join_writer(&mut self) -> anyhow::Result<Option<Finished>> {
         match self.writer.take().map(JoinHandle::join) {
-            None | Some(Ok(Ok(()))) => Ok(()),
-            Some(Ok(Err(e))) => Err(e),
+            None => Ok(None),
+            Some(Ok(result)) => result,
             Some(Err(_)) => anyhow::bail!(
                 "writing {}: the CSV writer thread panicked",
                 self.dest.display()
@@ -203,14 +209,14 @@ impl Drop for RequestCsv {
 }
 
 /// The writer thread: writes the header, then formats and writes each batch's rows and sends
-/// the batch back for reuse, until told to commit. Returns the first error; its file, dropped
-/// uncommitted, deletes itself.
+/// the batch back for reuse, until told to finish; returns the finished file (`None` when the
+/// caller went away first), or the first error. Its file, dropped unfinished, deletes itself.
 fn write_rows(
-    mut file: AtomicFile,
+    mut file: OutputFile,
     columns: CsvColumns,
     batches: &Receiver<WriterMessage>,
     emptied: &Sender<RowBatch>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<Finished>> {
     let mut out = Vec::with_capacity(2 * CHUNK);
     for (i, name) in columns.header().enumerate() {
         if i > 0 {
@@ -222,9 +228,9 @@ fn write_rows(
     while let Ok(message) = batches.recv() {
         let mut batch = match message {
             WriterMessage::Rows(batch) => batch,
-            WriterMessage::Commit => {
+            WriterMessage::Finish => {
                 file.write(&out)?;
-                return file.commit();
+                return file.finish().map(Some);
             }
         };
         for row in &batch.rows[..batch.len] {
@@ -245,7 +251,7 @@ fn write_rows(
         // The caller may be gone already (it is committing); the batch is then just freed.
         let _ = emptied.send(batch);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Rows on their way to the writer thread. Emptying keeps every row's buffers, so a reused
@@ -338,93 +344,6 @@ impl OwnedRecord {
     fn session(&self) -> Option<(&str, &str)> {
         self.in_session
             .then_some((self.session_id.as_str(), self.session_step.as_str()))
-    }
-}
-
-/// Writes a whole file atomically: `fill` writes into a temporary file in `path`'s directory,
-/// which is then renamed over `path`.
-pub fn write_atomically(
-    path: &Path,
-    fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
-) -> anyhow::Result<()> {
-    let mut file = AtomicFile::create(path)?;
-    fill(&mut file.out).with_context(|| format!("writing {}", path.display()))?;
-    file.commit()
-}
-
-/// A buffered temporary file beside its destination. [`AtomicFile::commit`] renames it over
-/// the destination; dropped uncommitted, it deletes itself and the destination is untouched.
-pub(crate) struct AtomicFile {
-    dest: PathBuf,
-    out: BufWriter<NamedTempFile>,
-    /// Bytes handed to the file since the last sync.
-    unsynced: u64,
-    /// The temporary file, removed if the process is interrupted.
-    _pending: crate::interrupt::Pending,
-}
-
-impl AtomicFile {
-    /// A temporary file beside `dest`, removed on interruption until committed.
-    pub(crate) fn create(dest: &Path) -> anyhow::Result<AtomicFile> {
-        let mut prefix = OsString::from(".");
-        if let Some(name) = dest.file_name() {
-            prefix.push(name);
-            prefix.push(".");
-        }
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(&prefix).suffix(".tmp");
-        // Temporary files default to mode 0600; ask for what a plain `File::create` gets.
-        #[cfg(unix)]
-        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let file = builder
-            .tempfile_in(parent_dir(dest))
-            .with_context(|| format!("creating a temporary file for {}", dest.display()))?;
-        Ok(AtomicFile {
-            dest: dest.to_path_buf(),
-            _pending: crate::interrupt::register(file.path()),
-            out: BufWriter::new(file),
-            unsynced: 0,
-        })
-    }
-
-    /// Writes `bytes`, syncing the file every [`SYNC_EVERY`] bytes.
-    pub(crate) fn write(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
-        self.out
-            .write_all(bytes)
-            .with_context(|| format!("writing {}", self.dest.display()))?;
-        self.unsynced += bytes.len() as u64;
-        if self.unsynced >= SYNC_EVERY {
-            self.unsynced = 0;
-            self.out
-                .flush()
-                .and_then(|()| self.out.get_ref().as_file().sync_data())
-                .with_context(|| format!("writing {}", self.dest.display()))?;
-        }
-        Ok(())
-    }
-
-    /// Flushes, syncs and renames the file over its destination.
-    pub(crate) fn commit(self) -> anyhow::Result<()> {
-        let dest = self.dest;
-        let file = self
-            .out
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|file| file.as_file().sync_all().map(|()| file))
-            .with_context(|| format!("writing {}", dest.display()))?;
-        file.persist(&dest)
-            .map_err(|e| e.error)
-            .with_context(|| format!("moving the finished file to {}", dest.display()))?;
-        crate::interrupt::committed();
-        Ok(())
-    }
-}
-
-/// The directory a file at `path` lives in; `.` for a bare file name.
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
     }
 }
 

@@ -14,18 +14,16 @@ mod summary;
 mod timeseries;
 mod validate;
 
+pub use crate::output::write_atomically;
 pub use anomalies::{AnomalyCounts, DEFAULT_THRASH_WINDOW_NS};
-pub(crate) use csv_out::AtomicFile;
-pub use csv_out::{
-    CSV_HEADER, CsvColumns, PD_CSV_COLUMNS, RequestCsv, SESSION_COLUMNS, write_atomically,
-};
+pub use csv_out::{CSV_HEADER, CsvColumns, PD_CSV_COLUMNS, RequestCsv, SESSION_COLUMNS};
 pub use fitness::{
     DEFAULT_WEIGHTS, Fitness, FitnessInputs, FitnessTerm, FitnessWeights, METRICS, REFERENCE_MS,
 };
 pub use plots::PlotFormat;
 pub use run_plots::RunPlots;
 pub use scale_plots::write_autoscale_plots;
-pub use sessions::{SESSION_CSV_HEADER, SessionSummary, write_sessions_csv};
+pub use sessions::{SESSION_CSV_HEADER, SessionSummary, prepare_sessions_csv};
 pub use slo::{SloCollector, SloHeadline, SloReport, SloTargets, jain};
 pub use stats::LatencyStats;
 pub use summary::{

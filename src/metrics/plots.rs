@@ -2,12 +2,12 @@
 //! series of a run): SVG, or PNG with its text rasterised from the embedded DejaVu Sans (no
 //! system fonts needed).
 
+use crate::output::StagedDir;
 use anyhow::{Context, anyhow, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// Image format of [`super::Validation::write_plots`].
@@ -84,42 +84,26 @@ pub(super) struct Chart {
     pub series: Vec<Series>,
 }
 
-/// Draws every chart into `dir` (created if missing) as `<name>.<ext>` and returns the paths.
-/// The charts are drawn into a temporary directory inside `dir` and moved into place only once
-/// all of them succeeded, so a failure leaves no partial images.
+/// Draws every chart into the staged folder `dir` as `<name>.<ext>` and returns the paths they
+/// will have once `dir` is committed (a failure leaves no partial images: see [`StagedDir`]).
 pub(super) fn write_charts(
-    dir: &Path,
+    dir: &StagedDir,
     format: PlotFormat,
     charts: &[Chart],
 ) -> anyhow::Result<Vec<PathBuf>> {
     register_embedded_font()?;
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".plots")
-        .tempdir_in(dir)
-        .with_context(|| format!("creating a temporary directory in {}", dir.display()))?;
-    let _pending = crate::interrupt::register(staging.path());
-    let mut staged = Vec::with_capacity(charts.len());
+    let mut paths = Vec::with_capacity(charts.len());
     for chart in charts {
         let file = format!("{}.{}", chart.name, format.extension());
-        let dest = dir.join(&file);
-        let tmp = staging.path().join(&file);
+        let dest = dir.dest().join(&file);
+        let tmp = dir.path().join(&file);
         match format {
             PlotFormat::Svg => draw(SVGBackend::new(&tmp, SIZE).into_drawing_area(), chart),
             PlotFormat::Png => draw(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), chart),
         }
         .with_context(|| format!("drawing {}", dest.display()))?;
-        staged.push((tmp, dest));
+        paths.push(dest);
     }
-    let paths = staged
-        .into_iter()
-        .map(|(tmp, dest)| {
-            fs::rename(&tmp, &dest)
-                .with_context(|| format!("moving a plot to {}", dest.display()))?;
-            Ok(dest)
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    crate::interrupt::committed();
     Ok(paths)
 }
 

@@ -2,7 +2,8 @@
 //! use over time, from the run's [`TimeSeries`], and the TTFT, TPOT and end-to-end latency
 //! CDFs of its requests; every chart titled with the run.
 
-use std::path::{Path, PathBuf};
+use crate::output::StagedDir;
+use std::path::PathBuf;
 
 use plotters::chart::SeriesLabelPosition;
 
@@ -47,11 +48,11 @@ impl RunPlots {
         }
     }
 
-    /// Draws every chart into `dir` and returns the files written.
+    /// Draws every chart into the staged folder `dir` and returns the files it will hold.
     pub fn write(
         mut self,
         series: &TimeSeries,
-        dir: &Path,
+        dir: &StagedDir,
         format: PlotFormat,
     ) -> anyhow::Result<Vec<PathBuf>> {
         let [prompt, generated, running, waiting] = series.totals();

@@ -3,14 +3,16 @@
 
 use super::plots::{Chart, PlotFormat, Series, write_charts};
 use crate::autoscale::{AutoscaleReport, ReplicaState};
+use crate::output::StagedDir;
 use plotters::prelude::SeriesLabelPosition;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Draws `autoscale_replicas` and `autoscale_load` into `dir`; returns their paths.
+/// Draws `autoscale_replicas` and `autoscale_load` into the staged folder `dir`; returns the
+/// paths they will have.
 pub fn write_autoscale_plots(
     report: &AutoscaleReport,
     title: &str,
-    dir: &Path,
+    dir: &StagedDir,
     format: PlotFormat,
 ) -> anyhow::Result<Vec<PathBuf>> {
     let at = |f: &dyn Fn(&crate::autoscale::ScaleSample) -> f64| -> Vec<(f64, f64)> {

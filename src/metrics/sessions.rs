@@ -1,8 +1,9 @@
 //! Session metrics: the summary block, its JSON and the per-session CSV.
 
-use super::csv_out::{push_text_field, write_atomically};
+use super::csv_out::push_text_field;
 use super::stats::LatencyStats;
 use crate::Nanos;
+use crate::output::{Finished, prepare};
 use crate::workload::sessions::SessionOutcome;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -217,7 +218,10 @@ impl fmt::Display for SessionSummary {
 
 /// Writes one row per session (in session order, [`SESSION_CSV_HEADER`]) to `path`,
 /// atomically. Times are ns.
-pub fn write_sessions_csv(path: &Path, outcomes: &[SessionOutcome<'_>]) -> anyhow::Result<()> {
+pub fn prepare_sessions_csv(
+    path: &Path,
+    outcomes: &[SessionOutcome<'_>],
+) -> anyhow::Result<Finished> {
     let mut text: Vec<u8> = SESSION_CSV_HEADER.join(",").into_bytes();
     text.extend_from_slice(b"\r\n");
     let mut num = itoa::Buffer::new();
@@ -251,5 +255,5 @@ pub fn write_sessions_csv(path: &Path, outcomes: &[SessionOutcome<'_>]) -> anyho
         }
         text.extend_from_slice(b"\r\n");
     }
-    write_atomically(path, |w| w.write_all(&text))
+    prepare(path, |w| w.write_all(&text))
 }

@@ -1,12 +1,12 @@
 //! The run summary: vLLM benchmark metric names, printed and as JSON.
 
-use super::csv_out::write_atomically;
 use super::fitness::Fitness;
 use super::sessions::SessionSummary;
 use super::slo::SloReport;
 use super::stats::{IntegerCounts, LatencyStats};
 use super::{PdRecord, RequestRecord};
 use crate::Nanos;
+use crate::output::{Finished, prepare};
 use crate::power::PowerReport;
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -41,12 +41,16 @@ impl PrefixCacheStats {
     }
 }
 
+/// What the summary's `duration` (JSON) ends at: the simulated time of the last completion.
+pub const DURATION_ENDS_AT: &str = "last_completion";
+
 /// Facts about the run that are not per request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunInfo {
     /// Random seed of the run.
     pub seed: u64,
-    /// Simulated time at the end of the run (last completion), ns.
+    /// Simulated time at the end of the run (its last event: a completion, or a request
+    /// rejected or expired after the last completion), ns.
     pub total_clocks_ns: Nanos,
     /// Name of the routing policy.
     pub routing_policy: String,
@@ -68,6 +72,8 @@ pub struct SummaryCollector {
     /// Every inter-token gap of every request, pooled, as counts per distinct gap.
     itl_ns: IntegerCounts,
     e2el_ns: Vec<Nanos>,
+    /// The end of the last completion, ns: where the summary's duration ends.
+    last_completion_ns: Nanos,
     /// Per instance, by id.
     instances: Vec<InstanceTally>,
 }
@@ -85,6 +91,7 @@ impl SummaryCollector {
         self.total_output_toks += u64::from(record.output_toks);
         self.ttft_ns.push(record.ttft_ns());
         self.e2el_ns.push(record.latency_ns());
+        self.last_completion_ns = self.last_completion_ns.max(record.end_ns);
         if record.output_toks > 1 {
             let decode_ns = (record.end_ns - record.first_token_ns) as f64;
             self.tpot_ns
@@ -103,9 +110,11 @@ impl SummaryCollector {
         }
     }
 
-    /// Computes the summary.
+    /// Computes the summary. Its duration, which the throughputs divide by, ends at the last
+    /// completion (as the guide says), not at the run's last event: requests rejected or
+    /// expired after it do not stretch it.
     pub fn finish(mut self, info: RunInfo) -> Summary {
-        let duration_s = info.total_clocks_ns as f64 / 1e9;
+        let duration_s = self.last_completion_ns as f64 / 1e9;
         let per_second = |count: u64| {
             if duration_s > 0.0 {
                 count as f64 / duration_s
@@ -204,6 +213,7 @@ impl Summary {
         };
         put("completed".into(), self.completed.into());
         put("duration".into(), self.duration_s.into());
+        put("duration_ends_at".into(), DURATION_ENDS_AT.into());
         put("total_input_tokens".into(), self.total_input_toks.into());
         put("total_output_tokens".into(), self.total_output_toks.into());
         put("request_throughput".into(), self.request_throughput.into());
@@ -254,8 +264,13 @@ impl Summary {
 
     /// Writes [`Summary::to_json`] to `path` atomically.
     pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
+        self.prepare_json(path)?.commit()
+    }
+
+    /// Writes [`Summary::to_json`] for `path`, to be put in place by [`Finished::commit`].
+    pub fn prepare_json(&self, path: &Path) -> anyhow::Result<Finished> {
         let json = self.to_json();
-        write_atomically(path, |out| {
+        prepare(path, |out| {
             serde_json::to_writer_pretty(&mut *out, &json)?;
             out.write_all(b"\n")
         })

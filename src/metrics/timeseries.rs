@@ -19,7 +19,7 @@ use std::path::Path;
 use crate::Nanos;
 use crate::autoscale::{AutoscaleReport, ReplicaState, ReplicaTimeline};
 use crate::engine::StepEvent;
-use crate::metrics::write_atomically;
+use crate::output::Finished;
 
 /// One interval of one instance.
 #[derive(Debug, Clone, Copy, Default)]
@@ -84,7 +84,16 @@ impl TimeSeries {
     /// tokens per second and the counts; with `replicas` (an autoscaled run), the replica
     /// columns.
     pub fn write(&self, path: &Path, replicas: Option<&AutoscaleReport>) -> anyhow::Result<()> {
-        write_atomically(path, |w| self.write_rows(w, replicas))
+        self.prepare(path, replicas)?.commit()
+    }
+
+    /// [`TimeSeries::write`] up to putting the file in place ([`Finished::commit`]).
+    pub fn prepare(
+        &self,
+        path: &Path,
+        replicas: Option<&AutoscaleReport>,
+    ) -> anyhow::Result<Finished> {
+        crate::output::prepare(path, |w| self.write_rows(w, replicas))
     }
 
     /// The cluster's totals per interval, `(t s, value)`: prompt tokens/s, generated

@@ -7,6 +7,7 @@ mod matching;
 
 use super::plots::{self, Chart, PlotFormat, Series};
 use super::stats::{NS_PER_MS, mean, percentile};
+use crate::output::StagedDir;
 use anyhow::{Context, bail};
 use matching::Served;
 use plotters::chart::SeriesLabelPosition;
@@ -242,8 +243,8 @@ impl Validation {
             .fold(0.0, f64::max)
     }
 
-    /// Writes `latency_cdf.<ext>` and `throughput.<ext>` into `dir` (created if missing) and
-    /// returns their paths; ext = svg or png per `format`.
+    /// Writes `latency_cdf.<ext>` and `throughput.<ext>` into `dir` (created if missing; both
+    /// appear together or neither does) and returns their paths; ext = svg or png per `format`.
     pub fn write_plots(&self, dir: &Path, format: PlotFormat) -> anyhow::Result<Vec<PathBuf>> {
         let charts = [
             Chart {
@@ -269,7 +270,10 @@ impl Validation {
                 ],
             },
         ];
-        plots::write_charts(dir, format, &charts)
+        let staged = StagedDir::create(dir)?;
+        let paths = plots::write_charts(&staged, format, &charts)?;
+        staged.commit()?;
+        Ok(paths)
     }
 }
 
@@ -377,25 +381,31 @@ fn read_real_requests(
     let requests = raw
         .into_iter()
         .enumerate()
-        .map(|(k, (_, r, engine))| RealTimes {
-            served: Served {
-                id: r
-                    .request_id
-                    .as_deref()
-                    .and_then(matching::trailing_id)
-                    .unwrap_or(k as u64),
-                input: r.input_toks,
-                output: r.output_toks,
-            },
-            output_toks: r.output_toks,
-            arrival: match (offset, r.arrival_time) {
-                (Some(offset), Some(arrival_time)) => arrival_time + offset,
-                _ => engine,
-            },
-            first_token: r.first_token_ts,
-            last_token: r.last_token_ts,
+        .map(|(k, (line, r, engine))| {
+            let times = RealTimes {
+                served: Served {
+                    id: r
+                        .request_id
+                        .as_deref()
+                        .and_then(matching::trailing_id)
+                        .unwrap_or(k as u64),
+                    input: r.input_toks,
+                    output: r.output_toks,
+                },
+                output_toks: r.output_toks,
+                arrival: match (offset, r.arrival_time) {
+                    (Some(offset), Some(arrival_time)) => arrival_time + offset,
+                    _ => engine,
+                },
+                first_token: r.first_token_ts,
+                last_token: r.last_token_ts,
+            };
+            let [ttft, tpot, latency] = times.samples_ms();
+            check_request(ttft, tpot, latency)
+                .with_context(|| format!("{} line {line}", path.display()))?;
+            Ok(times)
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     Ok((requests, offset))
 }
 
@@ -449,17 +459,53 @@ fn engine_arrival(r: &RealRequest) -> anyhow::Result<f64> {
     }
 }
 
+impl RealTimes {
+    /// TTFT, TPOT (`None` for a request with one output token) and latency, ms.
+    fn samples_ms(&self) -> [Option<f64>; 3] {
+        let tpot = (self.output_toks > 1)
+            .then(|| (self.last_token - self.first_token) / (self.output_toks - 1) as f64 * 1000.0);
+        [
+            Some((self.first_token - self.arrival) * 1000.0),
+            tpot,
+            Some((self.last_token - self.arrival) * 1000.0),
+        ]
+    }
+}
+
 /// TTFT, TPOT (requests with more than one output token) and latency of the real run, ms.
 fn real_samples(requests: &[RealTimes]) -> Samples {
     let mut samples: Samples = Default::default();
     for r in requests {
-        samples[0].push((r.first_token - r.arrival) * 1000.0);
-        if r.output_toks > 1 {
-            samples[1].push((r.last_token - r.first_token) / (r.output_toks - 1) as f64 * 1000.0);
+        for (metric, value) in samples.iter_mut().zip(r.samples_ms()) {
+            metric.extend(value);
         }
-        samples[2].push((r.last_token - r.arrival) * 1000.0);
     }
     samples
+}
+
+/// Refuses the times of a request that no run can have, alike for both runs: a TTFT, TPOT or
+/// latency (ms, `None` when there is none) that is negative or longer than [`MAX_RUN_S`], or
+/// a first token after the end of the request.
+fn check_request(ttft: Option<f64>, tpot: Option<f64>, latency: Option<f64>) -> anyhow::Result<()> {
+    for (name, value) in [("TTFT", ttft), ("TPOT", tpot), ("latency", latency)] {
+        if let Some(ms) = value {
+            check_time(name, ms)?;
+        }
+    }
+    if let (Some(ttft), Some(latency)) = (ttft, latency)
+        && ttft > latency
+    {
+        bail!("TTFT {ttft} ms is longer than the latency {latency} ms");
+    }
+    Ok(())
+}
+
+/// Refuses a time `ms` (named `name`) that is negative or longer than [`MAX_RUN_S`].
+fn check_time(name: &str, ms: f64) -> anyhow::Result<()> {
+    if !(0.0..=MAX_RUN_S * 1000.0).contains(&ms) {
+        bail!("{name} {ms} ms is outside 0 to {MAX_RUN_S} s");
+    }
+    Ok(())
 }
 
 /// The real run's generation throughput with each request's tokens spread evenly from its
@@ -499,6 +545,7 @@ fn read_sim_csv(path: &Path) -> anyhow::Result<SimRun> {
     let (mut reader, columns) = open_csv(path, &SIM_COLUMNS)?;
     let header = reader.headers()?.clone();
     let find = |name: &str| header.iter().position(|h| h == name);
+    let end_column = find("end_time");
     let id_columns = match (find("request id"), find("input"), find("output")) {
         (Some(id), Some(input), Some(output)) => Some([id, input, output]),
         _ => None,
@@ -512,6 +559,8 @@ fn read_sim_csv(path: &Path) -> anyhow::Result<SimRun> {
             number(&record, columns[i]).with_context(|| field_at(path, &record, SIM_COLUMNS[i]))
         };
         let (arrival, latency, ttft, tpot) = (value(0)?, value(1)?, value(2)?, value(3)?);
+        check_sim_row(&record, end_column, [arrival, latency, ttft, tpot])
+            .with_context(|| format!("{} line {}", path.display(), line_of(&record)))?;
         if let Some([id, input, output]) = id_columns {
             let int = |c: usize, name: &str| -> anyhow::Result<u64> {
                 let text = record.get(c).unwrap_or_default();
@@ -532,6 +581,8 @@ fn read_sim_csv(path: &Path) -> anyhow::Result<SimRun> {
         token_times_ns.push(t);
         let itl = record.get(columns[4]).unwrap_or_default();
         for gap in parse_list(itl).with_context(|| field_at(path, &record, "ITL"))? {
+            check_time("an ITL gap", gap / NS_PER_MS)
+                .with_context(|| field_at(path, &record, "ITL"))?;
             t += gap;
             token_times_ns.push(t);
         }
@@ -543,6 +594,38 @@ fn read_sim_csv(path: &Path) -> anyhow::Result<SimRun> {
         .with_context(|| format!("{}: token times", path.display()))?;
     Ok((samples, throughput, id_columns.map(|_| served)))
 }
+
+/// Checks a simulated request as a real one is checked ([`check_request`]), and its own
+/// columns: an arrival from 0 to [`MAX_RUN_S`], an `end_time` (when the CSV has one) equal to
+/// arrival + latency. `times` are `arrival`, `latency`, `TTFT` and `TPOT`, ns.
+fn check_sim_row(
+    record: &csv::StringRecord,
+    end_column: Option<usize>,
+    [arrival, latency, ttft, tpot]: [f64; 4],
+) -> anyhow::Result<()> {
+    check_time("arrival", arrival / NS_PER_MS)?;
+    check_request(
+        Some(ttft / NS_PER_MS),
+        Some(tpot / NS_PER_MS),
+        Some(latency / NS_PER_MS),
+    )?;
+    if let Some(column) = end_column {
+        let end = number(record, column).context("column `end_time`")?;
+        if (end - (arrival + latency)).abs() > END_TIME_TOLERANCE_NS {
+            bail!("end_time {end} ns is not arrival + latency ({arrival} + {latency} ns)");
+        }
+    }
+    Ok(())
+}
+
+/// The line of `record` in its file.
+fn line_of(record: &csv::StringRecord) -> u64 {
+    record.position().map_or(0, |p| p.line())
+}
+
+/// How far a simulated CSV's `end_time` may be from arrival + latency, ns (rounding of a
+/// simulator that prints floats).
+const END_TIME_TOLERANCE_NS: f64 = 1_000.0;
 
 /// What [`read_sim_csv`] reads: samples, throughput series, requests (with their ids).
 type SimRun = (Samples, Vec<(f64, f64)>, Option<Vec<Served>>);

@@ -21,17 +21,23 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     for difference in validation.differences() {
         eprintln!("blis-cosim: warning: the runs differ: {difference}");
     }
+    let mut report = String::new();
     if let Some(offset) = validation.clock_offset_s() {
-        println!(
+        report.push_str(&format!(
             "vLLM arrivals: client arrival_time moved onto the engine clock by {offset:.6} s \
-             (the smallest queued_ts - arrival_time)"
-        );
+             (the smallest queued_ts - arrival_time)\n"
+        ));
     }
-    print!("{}", validation.render());
-    println!(
-        "\nGeneration throughput series: {}% error (weighted absolute, second by second)",
+    report.push_str(&validation.render());
+    report.push_str(&format!(
+        "\nGeneration throughput series: {}% error (weighted absolute, second by second)\n",
         python_fixed_pct(validation.gen_series_error_pct())
-    );
+    ));
+    // With `--json -` the JSON owns standard output and the table goes to stderr.
+    match &args.json {
+        Some(path) if crate::output::is_stdout(path) => eprint!("{report}"),
+        _ => print!("{report}"),
+    }
     if let Some(path) = &args.json {
         let mut text = serde_json::to_string_pretty(&validation.to_json())?;
         text.push('\n');

@@ -9,6 +9,7 @@ mod waves;
 
 use crate::evaluation::RunSignals;
 use crate::metrics::{RunPlots, SloCollector, TimeSeries};
+use crate::output::{Finished, StagedDir};
 use commands::detected;
 pub use commands::{et, generate, list_scenarios, validate};
 
@@ -28,7 +29,7 @@ use crate::engine::{
 use crate::latency::LatencyBackend;
 use crate::metrics::{
     CsvColumns, InstanceInfo, LowerTierStats, PrefixCacheStats, RequestCsv, RunInfo,
-    SessionSummary, Summary, SummaryCollector, write_sessions_csv,
+    SessionSummary, Summary, SummaryCollector, prepare_sessions_csv,
 };
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
@@ -61,6 +62,9 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let max_in_flight = replay(&mut workload, config.replay)?;
     let mut registry = SessionRegistry::new(&workload.sessions);
     let requests = initial_requests(&workload, &mut registry);
+    if let Some(a) = &config.control.autoscale {
+        scaling::check_ticks(a, requests.iter().map(|r| r.arrival_ns))?;
+    }
     let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
     eprintln!("{}", astra::describe(config.astra()));
     let mut instances = build_instances(config, first_arrival)?;
@@ -241,11 +245,16 @@ fn open_outputs<'w>(
         Some(path) => Some(RequestCsv::create(path, columns)?),
         None => None,
     };
+    let emit_et_dir = match &config.emit_et {
+        Some(settings) => Some(StagedDir::create(&settings.dir)?),
+        None => None,
+    };
     Ok(Outputs {
         csv,
         summary: SummaryCollector::new(),
         progress: Progress::new(workload.num_requests() as u64),
-        emit_et: step_emitters(config),
+        emit_et: step_emitters(config, emit_et_dir.as_ref()),
+        emit_et_dir,
         multi: config.instances.len() > 1,
         sessions: has_sessions.then_some(&workload.sessions),
         power: power_model(config),
@@ -284,9 +293,10 @@ fn trace_writer(config: &SimConfig) -> anyhow::Result<Option<TraceWriter>> {
     Ok(Some(writer))
 }
 
-/// One execution-trace writer per instance when `--emit-et` is given, else none.
-fn step_emitters(config: &SimConfig) -> Vec<StepEmitter> {
-    let Some(settings) = &config.emit_et else {
+/// One execution-trace writer per instance when `--emit-et` is given, else none; they write
+/// into the staged folder `staged`, which becomes `--emit-et`'s folder when the run succeeds.
+fn step_emitters(config: &SimConfig, staged: Option<&StagedDir>) -> Vec<StepEmitter> {
+    let (Some(settings), Some(staged)) = (&config.emit_et, staged) else {
         return Vec::new();
     };
     let multi = config.instances.len() > 1;
@@ -296,6 +306,7 @@ fn step_emitters(config: &SimConfig) -> Vec<StepEmitter> {
         .enumerate()
         .map(|(id, inst)| {
             let mut settings = settings.clone();
+            settings.dir = staged.path().to_path_buf();
             if multi {
                 settings.dir = settings.dir.join(format!("instance{id}"));
             }
@@ -396,8 +407,15 @@ fn write_results(
     if outputs.watch_anomalies {
         summary.set_anomalies(outcome.anomalies());
     }
+    // Every output is written first and put in place last, together: a failure (a full
+    // disk) leaves none of them.
+    let mut ready = Vec::new();
     let trace_summary = match outputs.trace {
-        Some(trace) => trace.finish()?,
+        Some(trace) => {
+            let (file, trace_summary) = trace.prepare()?;
+            ready.extend(file);
+            trace_summary
+        }
         None => None,
     };
     let signals = RunSignals {
@@ -409,10 +427,14 @@ fn write_results(
     {
         summary.set_trace(trace_summary);
     }
+    let plots_dir = match &config.plots {
+        Some(p) => Some(StagedDir::create(&p.dir)?),
+        None => None,
+    };
     if let Some(report) = &outcome.autoscale {
-        if let Some(p) = &config.plots {
+        if let (Some(p), Some(dir)) = (&config.plots, &plots_dir) {
             let title = run_title(config);
-            for path in crate::metrics::write_autoscale_plots(report, &title, &p.dir, p.format)? {
+            for path in crate::metrics::write_autoscale_plots(report, &title, dir, p.format)? {
                 eprintln!("wrote {}", path.display());
             }
         }
@@ -438,21 +460,30 @@ fn write_results(
         let outcomes = registry.outcomes();
         summary.set_sessions(SessionSummary::new(&outcomes));
         if let Some(path) = &config.sessions_output {
-            write_sessions_csv(path, &outcomes)?;
+            ready.push(prepare_sessions_csv(path, &outcomes)?);
         }
     }
     if let (Some(path), Some(document)) = (&config.evaluation.json, &evaluation) {
-        crate::evaluation::write(path, document)?;
+        ready.push(crate::evaluation::prepare(path, document)?);
     }
     if let Some(path) = &config.summary_json {
-        summary.write_json(path)?;
+        ready.push(summary.prepare_json(path)?);
     }
     if let Some(series) = &outputs.timeseries {
-        write_series(series, outputs.plots, config, outcome.autoscale.as_ref())?;
+        let pictures = outputs.plots.zip(plots_dir.as_ref());
+        ready.extend(write_series(
+            series,
+            pictures,
+            config,
+            outcome.autoscale.as_ref(),
+        )?);
     }
+    ready.extend(plots_dir.into_iter().map(Finished::Dir));
+    ready.extend(outputs.emit_et_dir.map(Finished::Dir));
     if let Some(csv) = outputs.csv {
-        csv.commit()?;
+        ready.push(csv.finish()?);
     }
+    crate::output::commit_all(ready)?;
     Ok(summary)
 }
 
@@ -486,23 +517,24 @@ fn time_series(config: &SimConfig) -> Option<TimeSeries> {
     })
 }
 
-/// Writes the time series CSV (with the replica columns of an autoscaled run) and the
-/// pictures the run asked for.
+/// Writes the time series CSV (with the replica columns of an autoscaled run; returned, to
+/// be put in place) and draws the pictures the run asked for.
 fn write_series(
     series: &TimeSeries,
-    pictures: Option<RunPlots>,
+    pictures: Option<(RunPlots, &StagedDir)>,
     config: &SimConfig,
     replicas: Option<&AutoscaleReport>,
-) -> anyhow::Result<()> {
-    if let Some(t) = &config.timeseries {
-        series.write(&t.path, replicas)?;
-    }
-    if let (Some(pictures), Some(p)) = (pictures, &config.plots) {
-        for path in pictures.write(series, &p.dir, p.format)? {
+) -> anyhow::Result<Option<Finished>> {
+    let file = match &config.timeseries {
+        Some(t) => Some(series.prepare(&t.path, replicas)?),
+        None => None,
+    };
+    if let (Some((pictures, dir)), Some(p)) = (pictures, &config.plots) {
+        for path in pictures.write(series, dir, p.format)? {
             eprintln!("wrote {}", path.display());
         }
     }
-    Ok(())
+    Ok(file)
 }
 
 /// One simulated second, ns.

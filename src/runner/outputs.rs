@@ -9,6 +9,7 @@ use crate::latency::LatencyBackend;
 use crate::metrics::{
     RequestCsv, RequestRecord, RunPlots, SloCollector, SummaryCollector, TimeSeries,
 };
+use crate::output::StagedDir;
 use crate::power::PowerModel;
 use crate::trace::{Decision, TraceLevel, TraceWriter};
 use crate::workload::Request;
@@ -25,6 +26,8 @@ pub(super) struct Outputs<'w> {
     pub progress: Progress,
     /// One per instance when `--emit-et` is given, else none.
     pub emit_et: Vec<StepEmitter>,
+    /// The folder the execution traces are written in until the run succeeds.
+    pub emit_et_dir: Option<StagedDir>,
     /// Several instances: log lines name the instance.
     pub multi: bool,
     /// The workload's sessions, when it has any: the CSV then names each request's session.

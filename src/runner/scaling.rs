@@ -3,13 +3,41 @@
 //! autoscaler is built over the slots with their GPUs, prices and weight-loading times.
 //! Prefill and decode templates are pools of their own, scaled separately.
 
+use crate::Nanos;
 use crate::autoscale::{AutoscaleConfig, Autoscaler, ReplicaTemplate};
 use crate::config::KvCapacity;
 use crate::config::run::{InstanceConfig, SimConfig};
 
+/// Most replica slots (templates × `max_replicas`) an autoscaled run may have: every slot is
+/// an instance of the run.
+pub const MAX_REPLICA_SLOTS: u64 = 100_000;
+/// Shortest autoscaler interval, ns (1 ms).
+pub const MIN_INTERVAL_NS: Nanos = 1_000_000;
+/// Most autoscaler ticks over a run's arrivals: each one is recorded in the report.
+pub const MAX_TICKS: u64 = 10_000_000;
+
 /// `config` with every instance repeated `max_replicas` times (template by template), or an
-/// error saying why the configuration cannot be autoscaled.
+/// error saying why the configuration cannot be autoscaled: DP groups, more than
+/// [`MAX_REPLICA_SLOTS`] slots, an interval under [`MIN_INTERVAL_NS`] (refused before
+/// anything is allocated).
 pub(super) fn expand(config: &SimConfig, a: &AutoscaleConfig) -> anyhow::Result<SimConfig> {
+    let templates = config.instances.len() as u64;
+    let slots = templates.saturating_mul(u64::from(a.max_replicas));
+    if slots > MAX_REPLICA_SLOTS {
+        anyhow::bail!(
+            "autoscaling: {templates} instance template(s) × {} max replicas are {slots} replica \
+             slots, more than the limit of {MAX_REPLICA_SLOTS}; lower --autoscale-max (or the \
+             policy bundle's autoscale.max_replicas)",
+            a.max_replicas
+        );
+    }
+    if a.interval_ns < MIN_INTERVAL_NS {
+        anyhow::bail!(
+            "autoscaling: an interval of {} ns is under the limit of {MIN_INTERVAL_NS} ns (1 ms); \
+             raise --autoscale-interval (or the policy bundle's autoscale.interval)",
+            a.interval_ns
+        );
+    }
     for (k, inst) in config.instances.iter().enumerate() {
         if inst.dp_group.is_some() {
             anyhow::bail!(
@@ -26,6 +54,26 @@ pub(super) fn expand(config: &SimConfig, a: &AutoscaleConfig) -> anyhow::Result<
         .cloned()
         .collect();
     Ok(expanded)
+}
+
+/// Refuses an autoscaler that would tick more than [`MAX_TICKS`] times before the last of
+/// the arrivals at `arrivals` ns (ticks every `interval_ns` from 0), before the run starts.
+pub(super) fn check_ticks(
+    a: &AutoscaleConfig,
+    arrivals: impl Iterator<Item = Nanos>,
+) -> anyhow::Result<()> {
+    let last = arrivals.max().unwrap_or(0);
+    let ticks = last / a.interval_ns.max(1);
+    if ticks > MAX_TICKS {
+        anyhow::bail!(
+            "autoscaling: ticks every {} ns until the last arrival at {last} ns are {ticks} \
+             ticks, more than the limit of {MAX_TICKS}; raise --autoscale-interval (or the \
+             policy bundle's autoscale.interval) to at least {} ns",
+            a.interval_ns,
+            last / MAX_TICKS + 1
+        );
+    }
+    Ok(())
 }
 
 /// The name of template `k`: its model, hardware and TP.

@@ -11,6 +11,12 @@
 //! hands out the most recently freed block (the one most likely still in the CPU cache). The
 //! first [`BlockPool::cache`] turns the stack into the free list; from then on the order is
 //! vLLM's.
+//!
+//! Memory follows what the instance holds, not its capacity: a block's bookkeeping exists
+//! only once the block has been used. The blocks never used yet are free and empty, so they
+//! are interchangeable; they sit below the stack (taken after every freed block) and at the
+//! head of the free list (taken before any listed block), exactly where a pool that made
+//! all its blocks up front keeps them, and get their ids in order as they are first taken.
 
 use crate::Nanos;
 use crate::workload::Request;
@@ -131,7 +137,10 @@ impl Block {
 /// The pool of KV blocks of one instance.
 #[derive(Debug)]
 pub struct BlockPool {
+    /// The blocks used so far, by id; ids from `blocks.len()` to `capacity` are fresh.
     blocks: Vec<Block>,
+    /// Total blocks.
+    capacity: u32,
     /// The free blocks while no block has been indexed yet (see the module docs); `None`
     /// once the free list is in use.
     stack: Option<Vec<BlockId>>,
@@ -188,7 +197,7 @@ impl ThrashWatch {
 struct CacheHistory {
     /// The time of the pool's current changes (set when a step is formed).
     clock: Nanos,
-    /// Per block: when its current hash was indexed.
+    /// Per block used so far: when its current hash was indexed.
     since: Vec<Nanos>,
     /// Evictions, oldest first; entry `k` has sequence number `first + k`.
     evicted: VecDeque<Evicted>,
@@ -254,11 +263,13 @@ impl CacheHistory {
 }
 
 impl BlockPool {
-    /// A pool of `num_blocks` free, empty blocks, in id order.
+    /// A pool of `num_blocks` free, empty blocks, taken in id order; nothing is allocated per
+    /// block until the block is first used.
     pub fn new(num_blocks: u32) -> BlockPool {
         BlockPool {
-            blocks: vec![Block::EMPTY; num_blocks as usize],
-            stack: Some((0..num_blocks).rev().collect()),
+            blocks: Vec::new(),
+            capacity: num_blocks,
+            stack: Some(Vec::new()),
             head: NIL,
             tail: NIL,
             num_free: num_blocks as usize,
@@ -330,7 +341,29 @@ impl BlockPool {
 
     /// Total blocks.
     pub fn num_blocks(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// Blocks used at least once so far (the others have no bookkeeping yet).
+    pub fn num_used_ever(&self) -> usize {
         self.blocks.len()
+    }
+
+    /// The next block never used before, pinned, if any is left.
+    fn allocate_fresh(&mut self) -> Option<BlockId> {
+        let b = BlockId::try_from(self.blocks.len()).ok()?;
+        if b >= self.capacity {
+            return None;
+        }
+        self.blocks.push(Block {
+            ref_cnt: 1,
+            ..Block::EMPTY
+        });
+        if let Some(h) = &mut self.history {
+            h.since.push(0);
+        }
+        self.num_free -= 1;
+        Some(b)
     }
 
     /// Blocks on the free list (including cached blocks nobody holds).
@@ -356,9 +389,14 @@ impl BlockPool {
     /// Pops the least recently freed block, evicting its cached hash. `None` when empty.
     pub fn allocate(&mut self) -> Option<BlockId> {
         if let Some(stack) = &mut self.stack {
-            let b = stack.pop()?;
+            let Some(b) = stack.pop() else {
+                return self.allocate_fresh();
+            };
             self.num_free -= 1;
             self.blocks[b as usize].ref_cnt = 1;
+            return Some(b);
+        }
+        if let Some(b) = self.allocate_fresh() {
             return Some(b);
         }
         let b = self.head;
@@ -429,8 +467,10 @@ impl BlockPool {
     /// free list holds exactly the blocks nobody references, and every index entry points at
     /// a block carrying that hash.
     pub fn audit(&self) -> Result<(), String> {
-        let mut on_list = vec![false; self.num_blocks()];
-        let mut count = 0usize;
+        let mut on_list = vec![false; self.blocks.len()];
+        // The blocks never used are free, off the stack and the list.
+        let fresh = self.num_blocks() - self.blocks.len();
+        let mut count = fresh;
         let mut mark = |b: BlockId| {
             if std::mem::replace(&mut on_list[b as usize], true) {
                 return Err(format!("block {b} is twice on the free list"));
@@ -486,10 +526,10 @@ impl BlockPool {
     }
 
     /// Leaves stack mode: the free blocks, all without a hash and so interchangeable, form
-    /// the free list (oldest freed first).
+    /// the free list (oldest freed first, after the blocks never used).
     fn use_free_list(&mut self) {
         if let Some(stack) = self.stack.take() {
-            self.num_free = 0;
+            self.num_free = self.num_blocks() - self.blocks.len();
             for b in stack {
                 self.push_tail(b);
             }
@@ -539,6 +579,27 @@ mod tests {
         let pool = BlockPool::new(4);
         assert_eq!(pool.num_free(), 4);
         assert_eq!(pool.num_pinned(), 0);
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn a_pool_holds_bookkeeping_only_for_the_blocks_it_used() {
+        let mut pool = BlockPool::new(u32::MAX);
+        assert_eq!(pool.num_used_ever(), 0);
+        let taken: Vec<BlockId> = (0..3).map(|_| pool.allocate().unwrap()).collect();
+        assert_eq!(taken, [0, 1, 2]);
+        pool.release(1);
+        assert_eq!(pool.allocate(), Some(1), "a freed block before a new one");
+        assert_eq!(pool.num_used_ever(), 3);
+        assert_eq!(pool.num_free(), u32::MAX as usize - 3);
+        pool.cache(0, 7);
+        pool.release(0);
+        assert_eq!(
+            pool.allocate(),
+            Some(3),
+            "never-used blocks head the free list"
+        );
+        assert_eq!(pool.num_used_ever(), 4);
         pool.audit().unwrap();
     }
 
@@ -633,9 +694,10 @@ mod tests {
         pool.cache(b, 9);
         pool.audit().unwrap();
         pool.release(b);
-        // Free list now: 3, 2, a (the stack, oldest first), then b with its hash.
+        // Free list now: the two blocks never used (their ids given as they are taken), a
+        // (the stack, oldest first), then b with its hash.
         let order: Vec<BlockId> = (0..4).map(|_| pool.allocate().unwrap()).collect();
-        assert_eq!(order, [3, 2, a, b]);
+        assert_eq!(order, [2, 3, a, b]);
         assert_eq!(pool.lookup(9), None, "evicted when reused");
         pool.audit().unwrap();
     }

@@ -11,8 +11,11 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Most configurations a grid may have.
+/// Most configurations a sweep may have (a grid's combinations, random or Latin-hypercube
+/// samples), and most points (configurations × repeats): refused before any is drawn.
 pub const MAX_CONFIGS: u64 = 1_000_000;
+/// Most copies a `replicate` axis may make of a cluster config's element.
+pub const MAX_REPLICAS: u64 = 100_000;
 
 /// One run of the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,10 +41,11 @@ pub struct Point {
     pub policy: Option<Value>,
 }
 
-/// The points of `spec`, by id.
+/// The points of `spec`, by id; refused before anything is drawn past [`MAX_CONFIGS`].
 pub fn expand(spec: &Spec) -> anyhow::Result<Vec<Point>> {
+    check_size(spec)?;
     let drawn = match spec.method {
-        Method::Grid => grid(&spec.axes)?,
+        Method::Grid => grid(&spec.axes),
         Method::Random(n) => random(&spec.axes, n, spec.seed),
         Method::LatinHypercube(n) => latin_hypercube(&spec.axes, n, spec.seed),
     };
@@ -96,8 +100,37 @@ pub fn expand(spec: &Spec) -> anyhow::Result<Vec<Point>> {
     Ok(points)
 }
 
+/// Refuses a sweep of more than [`MAX_CONFIGS`] configurations or points (configurations ×
+/// repeats), before anything is drawn.
+fn check_size(spec: &Spec) -> anyhow::Result<()> {
+    let configs = match spec.method {
+        Method::Grid => spec.axes.iter().try_fold(1u64, |n, a| match &a.domain {
+            Domain::Values(v) => n.checked_mul(v.len() as u64),
+            Domain::Interval { .. } => unreachable!("checked by Spec::load"),
+        }),
+        Method::Random(n) | Method::LatinHypercube(n) => u64::try_from(n).ok(),
+    };
+    let repeats = spec.repeats.as_ref().map_or(1, Vec::len) as u64;
+    let points = configs.and_then(|c| c.checked_mul(repeats));
+    match (configs, points) {
+        (Some(c), Some(p)) if c <= MAX_CONFIGS && p <= MAX_CONFIGS => Ok(()),
+        (Some(c), _) if c <= MAX_CONFIGS => bail!(
+            "{c} configurations × {repeats} repeats are more than the limit of {MAX_CONFIGS} \
+             points; split the sweep into several (each with its own --out)"
+        ),
+        _ => bail!(
+            "the sweep has more than the limit of {MAX_CONFIGS} configurations ({}); split it \
+             into several (each with its own --out)",
+            match spec.method {
+                Method::Grid => "the product of the axes' value counts",
+                _ => "samples",
+            }
+        ),
+    }
+}
+
 /// Every combination of the axes' values, the first axis varying slowest.
-fn grid(axes: &[Axis]) -> anyhow::Result<Vec<Vec<Value>>> {
+fn grid(axes: &[Axis]) -> Vec<Vec<Value>> {
     let lists: Vec<&Vec<Value>> = axes
         .iter()
         .map(|a| match &a.domain {
@@ -105,13 +138,8 @@ fn grid(axes: &[Axis]) -> anyhow::Result<Vec<Vec<Value>>> {
             Domain::Interval { .. } => unreachable!("checked by Spec::load"),
         })
         .collect();
-    let total = lists
-        .iter()
-        .try_fold(1u64, |n, l| n.checked_mul(l.len() as u64))
-        .filter(|&n| n <= MAX_CONFIGS);
-    let Some(total) = total else {
-        bail!("the grid has more than {MAX_CONFIGS} configurations");
-    };
+    // At most MAX_CONFIGS: see `check_size`.
+    let total: u64 = lists.iter().map(|l| l.len() as u64).product();
     let mut out = Vec::with_capacity(total as usize);
     for mut k in 0..total {
         let mut row = vec![Value::Null; lists.len()];
@@ -122,7 +150,7 @@ fn grid(axes: &[Axis]) -> anyhow::Result<Vec<Vec<Value>>> {
         }
         out.push(row);
     }
-    Ok(out)
+    out
 }
 
 /// `n` configurations, each axis drawn uniformly and independently.

@@ -223,6 +223,7 @@ impl Spec {
 
     /// Parses and checks spec text whose relative paths are relative to `dir`.
     pub fn parse(text: &str, dir: &Path) -> anyhow::Result<Spec> {
+        crate::yaml::check_nesting(text)?;
         let de = serde_yaml_ng::Deserializer::from_str(text);
         let file: SpecFile = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
@@ -373,6 +374,11 @@ fn repeats(
     }
     let seeds = match (&r.seeds, r.count) {
         (Some(s), None) => s.clone(),
+        (None, Some(n)) if n > super::points::MAX_CONFIGS => bail!(
+            "repeats: count {n} is more than the limit of {} points; split the sweep into \
+             several (each with its own --out)",
+            super::points::MAX_CONFIGS
+        ),
         (None, Some(n)) => (r.first_seed..r.first_seed.saturating_add(n)).collect(),
         _ => bail!("repeats: give either seeds (a list) or count (with optional first_seed)"),
     };
@@ -520,6 +526,7 @@ fn base_workload(base: &[(FlagInfo, Value)], dir: &Path) -> anyhow::Result<Value
         }
         _ => bail!("a workload axis needs base.flags.workload-spec or base.flags.scenario"),
     };
+    crate::yaml::check_nesting(&text).with_context(|| format!("{what}: not YAML"))?;
     serde_yaml_ng::from_str(&text).with_context(|| format!("{what}: not YAML"))
 }
 
@@ -535,6 +542,7 @@ fn base_policy(base: &[(FlagInfo, Value)], dir: &Path) -> anyhow::Result<Value> 
     if text.trim().is_empty() {
         return Ok(Value::Object(serde_json::Map::new()));
     }
+    crate::yaml::check_nesting(&text).with_context(|| format!("{}: not YAML", path.display()))?;
     serde_yaml_ng::from_str(&text).with_context(|| format!("{}: not YAML", path.display()))
 }
 
@@ -654,8 +662,12 @@ pub(super) fn number(x: f64, int: bool) -> Value {
 
 fn check_domain(target: &Target, domain: &Domain, dir: &Path) -> anyhow::Result<()> {
     let Domain::Values(values) = domain else {
-        return match target {
-            Target::Flag(f) if f.is_bool => bail!("--{} is on/off; give values", f.long),
+        return match (target, domain) {
+            (Target::Flag(f), _) if f.is_bool => bail!("--{} is on/off; give values", f.long),
+            (Target::Replicate(_), &Domain::Interval { min, max, int, .. }) => {
+                check_replicas(min, int)?;
+                check_replicas(max, int)
+            }
             _ => Ok(()),
         };
     };
@@ -664,13 +676,28 @@ fn check_domain(target: &Target, domain: &Domain, dir: &Path) -> anyhow::Result<
             Target::Flag(f) => {
                 f.check_value(v, dir)?;
             }
-            Target::Replicate(_) => {
-                if v.as_u64().is_none_or(|n| n < 1) {
-                    bail!("replicate counts must be whole numbers >= 1 (got {v})");
-                }
-            }
+            Target::Replicate(_) => match v.as_u64() {
+                Some(n) => check_replicas(n as f64, true)?,
+                None => bail!("replicate counts must be whole numbers >= 1 (got {v})"),
+            },
             Target::Pointer(_) | Target::Workload(_) | Target::Policy(_) => {}
         }
+    }
+    Ok(())
+}
+
+/// Refuses a replicate count that is not whole (`int`), below 1, or above
+/// [`super::points::MAX_REPLICAS`].
+fn check_replicas(n: f64, int: bool) -> anyhow::Result<()> {
+    let max = super::points::MAX_REPLICAS;
+    if !int || n < 1.0 {
+        bail!("replicate counts must be whole numbers >= 1 (got {n})");
+    }
+    if n > max as f64 {
+        bail!(
+            "replicate count {n} is more than the limit of {max} copies (the cluster of one \
+             run); a larger cluster is not simulated on one machine"
+        );
     }
     Ok(())
 }

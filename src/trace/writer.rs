@@ -6,7 +6,7 @@
 
 use super::{Decision, TraceLevel, TraceSummary};
 use crate::control::Dropped;
-use crate::metrics::AtomicFile;
+use crate::output::{Finished, OutputFile};
 use crate::router::{CandidateScore, Explanation, RouteDecision};
 use crate::scheduler::{PreemptionOrder, SchedDecision};
 use std::fmt::Write;
@@ -15,7 +15,7 @@ use std::path::Path;
 /// Writes and summarises a run's decision trace.
 pub struct TraceWriter {
     level: TraceLevel,
-    file: Option<AtomicFile>,
+    file: Option<OutputFile>,
     summary: Option<TraceSummary>,
     /// The record being formatted (reused).
     line: String,
@@ -27,7 +27,7 @@ impl TraceWriter {
     pub fn new(level: TraceLevel, path: Option<&Path>, summarize: bool) -> anyhow::Result<Self> {
         Ok(TraceWriter {
             level,
-            file: path.map(AtomicFile::create).transpose()?,
+            file: path.map(OutputFile::create).transpose()?,
             summary: summarize.then(TraceSummary::default),
             line: String::with_capacity(1024),
             seq: 0,
@@ -58,10 +58,18 @@ impl TraceWriter {
 
     /// Puts the trace file in place and returns the summary (if asked for).
     pub fn finish(self) -> anyhow::Result<Option<TraceSummary>> {
-        if let Some(file) = self.file {
+        let (file, summary) = self.prepare()?;
+        if let Some(file) = file {
             file.commit()?;
         }
-        Ok(self.summary)
+        Ok(summary)
+    }
+
+    /// Finishes the trace file, to be put in place by [`Finished::commit`], and returns it
+    /// with the summary (if asked for).
+    pub fn prepare(self) -> anyhow::Result<(Option<Finished>, Option<TraceSummary>)> {
+        let file = self.file.map(OutputFile::finish).transpose()?;
+        Ok((file, self.summary))
     }
 }
 

@@ -65,6 +65,54 @@ pub fn a_wrappers_pipeline_and_background_job_end_on_a_timeout() {
     assert!(leftovers(runs.path()).is_empty());
 }
 
+/// A co-simulated run of five requests with the double stalling at its second batch, started
+/// with `TMPDIR` at `tmp`, the double writing its pid to `pid_file`; returns once the run is
+/// at the stalled batch.
+fn stalled_run(dir: &Path, tmp: &Path, pid_file: &Path) -> std::process::Child {
+    let env = DoubleEnv {
+        fault: Some(("stall", 2)),
+        pid_file: Some(pid_file.to_path_buf()),
+        ..DoubleEnv::default()
+    };
+    let sample = format!("{}/examples/sample.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_blis-cosim"));
+    cmd.args(["--dataset", &sample, "--num-reqs", "5", "--tp", "2"])
+        .arg("--output")
+        .arg(dir.join("out.csv"))
+        .arg("--astra-sim")
+        .arg(std::env::current_exe().unwrap())
+        .env("TMPDIR", tmp)
+        .env_remove(ASTRA_SIM_ENV)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (key, value) in env.vars() {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    let child = cmd.spawn().unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while leftovers(tmp).is_empty() || pids(pid_file).is_empty() {
+        assert!(Instant::now() < until, "no run directory or double");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Let the run reach the stalled batch.
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+/// Sends `signal` (`-TERM`, ...) to the process `pid`.
+fn kill(signal: &str, pid: u32) {
+    assert!(
+        Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
 /// SIGTERM and SIGINT in the middle of a co-simulated run (the double stalls at its second
 /// batch): exit 128 + the signal, the run directory removed, the double killed.
 pub fn an_interrupted_run_leaves_no_run_directory_and_no_process() {
@@ -72,44 +120,8 @@ pub fn an_interrupted_run_leaves_no_run_directory_and_no_process() {
         let dir = tempfile::tempdir().unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let pid_file = dir.path().join("pids");
-        let env = DoubleEnv {
-            fault: Some(("stall", 2)),
-            pid_file: Some(pid_file.clone()),
-            ..DoubleEnv::default()
-        };
-        let sample = format!("{}/examples/sample.jsonl", env!("CARGO_MANIFEST_DIR"));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_blis-cosim"));
-        cmd.args(["--dataset", &sample, "--num-reqs", "5", "--tp", "2"])
-            .arg("--output")
-            .arg(dir.path().join("out.csv"))
-            .arg("--astra-sim")
-            .arg(std::env::current_exe().unwrap())
-            .env("TMPDIR", tmp.path())
-            .env_remove(ASTRA_SIM_ENV)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (key, value) in env.vars() {
-            match value {
-                Some(v) => cmd.env(key, v),
-                None => cmd.env_remove(key),
-            };
-        }
-        let child = cmd.spawn().unwrap();
-        let until = Instant::now() + Duration::from_secs(60);
-        while leftovers(tmp.path()).is_empty() || pids(&pid_file).is_empty() {
-            assert!(Instant::now() < until, "no run directory or double");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // Let the run reach the stalled batch.
-        std::thread::sleep(Duration::from_millis(300));
-        let pid = child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args([signal, &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        let child = stalled_run(dir.path(), tmp.path(), &pid_file);
+        kill(signal, child.id());
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(status), "{signal}: {stderr}");
@@ -117,4 +129,27 @@ pub fn an_interrupted_run_leaves_no_run_directory_and_no_process() {
         assert_eq!(leftovers(tmp.path()), Vec::<PathBuf>::new(), "{signal}");
         assert_stopped(&pids(&pid_file));
     }
+}
+
+/// SIGKILL, which no handler sees, in the middle of a co-simulated run: the stalled double
+/// (which never reads its stdin again) dies with its parent, by its parent-death signal. The
+/// run directory it left is reported (not removed) by the next run.
+pub fn a_killed_run_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pids");
+    let mut child = stalled_run(dir.path(), tmp.path(), &pid_file);
+    kill("-KILL", child.id());
+    child.wait().unwrap();
+    assert_stopped(&pids(&pid_file));
+    let left = leftovers(tmp.path());
+    assert_eq!(left.len(), 1, "{left:?}");
+
+    let next = stalled_run(dir.path(), tmp.path(), &dir.path().join("pids2"));
+    kill("-TERM", next.id());
+    let out = next.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warning = format!("{} was left by an ASTRA-Sim run", left[0].display());
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert_eq!(leftovers(tmp.path()), left, "reported, not removed");
 }

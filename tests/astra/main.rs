@@ -60,6 +60,10 @@ const HYGIENE: &[Test] = &[
         "hygiene::an_interrupted_run_leaves_no_run_directory_and_no_process",
         hygiene_tests::an_interrupted_run_leaves_no_run_directory_and_no_process,
     ),
+    (
+        "hygiene::a_killed_run_leaves_no_process",
+        hygiene_tests::a_killed_run_leaves_no_process,
+    ),
 ];
 
 /// The `stock` tests.

@@ -338,3 +338,40 @@ fn jsonl_timeouts_end_requests_as_timed_out_per_tenant() {
     );
     assert!(text.contains("timed out"), "{text}");
 }
+
+#[test]
+fn the_summary_duration_ends_at_the_last_completion_not_a_later_rejection() {
+    // One request at 0 takes the only token; one at 100 s finds the bucket short of a whole
+    // token (0.005 rps) and is rejected long after the first completed.
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.jsonl");
+    std::fs::write(
+        &workload,
+        "{\"input_toks\":100,\"output_toks\":10,\"arrival_time_ns\":0}\n\
+         {\"input_toks\":100,\"output_toks\":10,\"arrival_time_ns\":100000000000}\n",
+    )
+    .unwrap();
+    let args = [
+        "--dataset",
+        workload.to_str().unwrap(),
+        "--admission-policy",
+        "rate-limit",
+        "--rate-limit-rps",
+        "0.005",
+        "--rate-limit-burst",
+        "1",
+    ];
+    let (_, json, text) = run_in(dir.path(), "d", &args);
+    let (_, rows) = read_csv(&dir.path().join("d.csv"));
+    assert_eq!(
+        (rows.len(), &json["outcomes"]["rejected"]),
+        (1, &Value::from(1))
+    );
+    let end_ns: f64 = rows[0]["end_time"].parse().unwrap();
+    assert_eq!(json["duration"].as_f64().unwrap(), end_ns / 1e9);
+    assert_eq!(json["duration_ends_at"], "last_completion");
+    assert!(
+        text.contains("Total clocks (ns):                       100000000000"),
+        "{text}"
+    );
+}

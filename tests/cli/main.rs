@@ -17,6 +17,7 @@ mod evaluation;
 mod host_model;
 mod interrupt;
 mod json_shape;
+mod limits;
 mod lower_tier;
 mod overflow;
 mod paths;

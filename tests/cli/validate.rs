@@ -106,3 +106,90 @@ fn the_published_validation_cases_match_request_for_request() {
     );
     assert_eq!(warned, Vec::<String>::new());
 }
+
+/// `validate` refusing `sim_text` (a whole simulator CSV) against a good vLLM run; its stderr.
+fn refused_sim(dir: &Path, sim_text: &str) -> String {
+    let vllm = write(dir, "requests.jsonl", real(0, 5, 3) + &real(1, 5, 3));
+    let sim = write(dir, "sim.csv", format!("{SIM_HEADER}{sim_text}"));
+    let out = binary::run(&["validate", "--vllm", s(&vllm), "--sim", s(&sim)]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{sim_text}: {stderr}");
+    assert!(out.stdout.is_empty(), "no table is printed: {stderr}");
+    assert!(
+        stderr.contains(&format!("{} line 3", sim.display())),
+        "{stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn the_simulated_side_is_checked_as_the_real_side_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = sim(0, 5, 3);
+    let cases = [
+        // A negative TTFT.
+        (
+            "0,1,m,5,3,1000000000,1700000000,700000000,0,-500000000,100000000,[]\n",
+            "TTFT -500 ms",
+        ),
+        // A negative TPOT, latency and arrival.
+        (
+            "0,1,m,5,3,1000000000,1700000000,700000000,0,500000000,-1,[]\n",
+            "TPOT",
+        ),
+        (
+            "0,1,m,5,3,1000000000,300000000,-700000000,0,500000000,1,[]\n",
+            "latency -700 ms",
+        ),
+        (
+            "0,1,m,5,3,-1000000000,-300000000,700000000,0,500000000,1,[]\n",
+            "arrival -1000 ms",
+        ),
+        // An end_time of 0, and i64::MIN.
+        (
+            "0,1,m,5,3,1000000000,0,700000000,0,500000000,100000000,[]\n",
+            "end_time 0 ns",
+        ),
+        (
+            "0,1,m,5,3,1000000000,1700000000,-9223372036854775808,0,500000000,1,[]\n",
+            "latency -9223372036854",
+        ),
+        // A first token after the end, and a negative gap.
+        (
+            "0,1,m,5,3,1000000000,1700000000,700000000,0,900000000,1,[]\n",
+            "longer than the latency",
+        ),
+        (
+            "0,1,m,5,3,1000000000,1700000000,700000000,0,500000000,1,\"[5, -5]\"\n",
+            "an ITL gap",
+        ),
+    ];
+    for (row, expected) in cases {
+        let err = refused_sim(dir.path(), &format!("{good}{row}"));
+        assert!(err.contains(expected), "{row}: {err}");
+    }
+}
+
+#[test]
+fn a_real_run_with_a_first_token_before_its_arrival_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let vllm = write(
+        dir.path(),
+        "requests.jsonl",
+        real(0, 5, 3)
+            + "{\"output_toks\": 3, \"arrival_time\": 12.0, \"queued_ts\": 12.0, \
+               \"first_token_ts\": 11.5, \"last_token_ts\": 12.7}\n",
+    );
+    let sim = write(
+        dir.path(),
+        "sim.csv",
+        format!("{SIM_HEADER}{}", sim(0, 5, 3)),
+    );
+    let out = binary::run(&["validate", "--vllm", s(&vllm), "--sim", s(&sim)]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} line 2", vllm.display())) && stderr.contains("TTFT -500 ms"),
+        "{stderr}"
+    );
+}

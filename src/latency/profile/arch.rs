@@ -134,6 +134,7 @@ impl Architecture {
             file: source.to_string(),
             message,
         };
+        crate::yaml::check_nesting(text).map_err(|deep| invalid(deep.to_string()))?;
         let de = serde_yaml_ng::Deserializer::from_str(text);
         let yaml: ArchYaml = serde_path_to_error::deserialize(de)
             .map_err(|e| invalid(format!("{}: {}", e.path(), e.inner())))?;

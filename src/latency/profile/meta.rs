@@ -221,6 +221,7 @@ fn skew_fit(
 /// comments only) and a document that is not a mapping are named as such.
 fn parse(text: &str) -> Result<MetaYaml, (String, String)> {
     let whole = |m: &str| ("(file)".to_string(), m.to_string());
+    crate::yaml::check_nesting(text).map_err(|deep| whole(&deep.to_string()))?;
     let value: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(text).map_err(|e| whole(&e.to_string()))?;
     match value {

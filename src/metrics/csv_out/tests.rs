@@ -197,24 +197,6 @@ fn dropping_without_commit_removes_the_temp_file_and_keeps_the_destination() {
 }
 
 #[test]
-fn write_atomically_replaces_the_file_only_when_fill_succeeds() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("summary.json");
-    write_atomically(&path, |w| w.write_all(b"first")).unwrap();
-    assert_eq!(fs::read_to_string(&path).unwrap(), "first");
-
-    let failed = write_atomically(&path, |w| {
-        w.write_all(b"partial")?;
-        Err(std::io::Error::other("disk on fire"))
-    });
-    let message = format!("{:#}", failed.unwrap_err());
-    assert!(message.contains("summary.json"), "{message}");
-    assert!(message.contains("disk on fire"), "{message}");
-    assert_eq!(fs::read_to_string(&path).unwrap(), "first");
-    assert_eq!(entries(dir.path()), ["summary.json"]);
-}
-
-#[test]
 fn errors_name_the_destination_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("missing-dir").join("out.csv");
@@ -225,12 +207,6 @@ fn errors_name_the_destination_path() {
             .unwrap()
     );
     assert!(message.contains(&path.display().to_string()), "{message}");
-}
-
-#[test]
-fn bare_file_name_uses_the_current_directory() {
-    assert_eq!(parent_dir(Path::new("out.csv")), Path::new("."));
-    assert_eq!(parent_dir(Path::new("runs/out.csv")), Path::new("runs"));
 }
 
 #[test]

@@ -94,15 +94,23 @@ fn itl_pools_every_gap_and_e2el_is_end_minus_arrival() {
     assert!((summary.ttft().p90_ms - 3.8).abs() < 1e-12);
 }
 
+/// Whether `value` (JSON) is `expected` up to rounding.
+fn close(value: &Value, expected: f64) -> bool {
+    (value.as_f64().unwrap() - expected).abs() <= 1e-9 * expected
+}
+
 #[test]
-fn throughputs_divide_totals_by_simulated_duration() {
+fn throughputs_divide_totals_by_the_time_of_the_last_completion() {
+    // The run ends at 2 s (`info`), after its last completion at 5 ms: a request rejected
+    // then does not stretch the duration.
     let json = two_requests().to_json();
-    assert_eq!(json["duration"], 2.0);
+    assert_eq!(json["duration"], 0.005);
+    assert_eq!(json["duration_ends_at"], "last_completion");
     assert_eq!(json["total_input_tokens"], 20);
     assert_eq!(json["total_output_tokens"], 4);
-    assert_eq!(json["request_throughput"], 1.0);
-    assert_eq!(json["output_throughput"], 2.0);
-    assert_eq!(json["total_token_throughput"], 12.0);
+    assert!(close(&json["request_throughput"], 400.0), "{json}");
+    assert!(close(&json["output_throughput"], 800.0), "{json}");
+    assert!(close(&json["total_token_throughput"], 4800.0), "{json}");
 }
 
 #[test]
@@ -222,8 +230,9 @@ fn a_cluster_summary_reports_each_instance_and_the_totals() {
         panic!("two instances")
     };
     assert_eq!((a.completed, b.completed), (2, 1));
-    assert_eq!(a.request_throughput, 1.0);
-    assert_eq!(b.output_throughput, 2.5);
+    // Over 10 ms, the last completion.
+    assert!((a.request_throughput - 200.0).abs() < 1e-9);
+    assert!((b.output_throughput - 500.0).abs() < 1e-9);
     assert_eq!(a.mean_ttft_ms, 3.0);
     assert_eq!(
         a.mean_tpot_ms, 1.5,
@@ -260,8 +269,8 @@ fn a_cluster_summary_reports_each_instance_and_the_totals() {
             "RTXPRO6000",
             "1",
             "2",
-            "1.00",
-            "2.00",
+            "200.00",
+            "400.00",
             "3.00",
             "1.50",
             "36578",

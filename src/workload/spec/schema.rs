@@ -556,6 +556,14 @@ impl WorkloadSpec {
         source_name: &str,
         seed: Option<i64>,
     ) -> Result<WorkloadSpec, SpecError> {
+        if let Err(deep) = crate::yaml::check_nesting(text) {
+            return Err(SpecError::Parse {
+                source_name: source_name.to_owned(),
+                location: Location(Some((deep.line, 1))),
+                path: "(YAML syntax)".into(),
+                message: format!("nests deeper than {} levels", crate::yaml::MAX_DEPTH),
+            });
+        }
         // A first pass that accepts any well-formed YAML separates syntax errors (whose
         // field path would be meaningless) from errors in the spec's content.
         if let Err(err) = serde_yaml_ng::from_str::<IgnoredAny>(text) {
