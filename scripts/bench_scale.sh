@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Scale benchmark (issue 19): N generated requests (default 1,000,000; Poisson, no token ids)
-# on one H100 instance at 20 req/s and on 16 H100 instances (2 nodes x 8, scripts/bench_cluster.sh's
-# cluster) at 320 req/s; prints each run's wall time and peak RSS (GNU time), with and without
-# the per-request CSV. The issue's bound: peak RSS under 500 MB.
+# Scale benchmark (issues 19 and 36): N generated requests (default 1,000,000; Poisson, no
+# token ids) on one H100 instance at 20 req/s, on 16 H100 instances (2 nodes x 8,
+# scripts/bench_cluster.sh's cluster) at 320 req/s, and on 10,000 H100 instances (1,250 nodes
+# x 8, round-robin routing: RR) at 200,000 req/s; then N requests generated in memory from the
+# mixed-slo scenario. Prints each run's wall time and peak RSS (GNU time), with and without the
+# per-request CSV. The bounds: peak RSS under 500 MB for 1 and 16 instances and for the
+# scenario, under 2 GB and 60 s for 10,000 instances.
 #   scripts/bench_scale.sh              # 1,000,000 requests
 #   CSV=0 scripts/bench_scale.sh 10000000   # without the CSV cases (10M rows: ~26 GB)
+#   ONLY=big scripts/bench_scale.sh     # only the 10,000-instance and scenario cases
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
@@ -15,19 +19,21 @@ trap 'rm -rf "$TMP"' EXIT
 cargo build --release --quiet
 BIN=target/release/blis-cosim
 
-python3 scripts/gen_workload.py --num-requests "$N" --rate 20 --seed 7 --no-token-ids \
-    --out "$TMP/one.jsonl"
-python3 scripts/gen_workload.py --num-requests "$N" --rate 320 --seed 7 --no-token-ids \
-    --out "$TMP/sixteen.jsonl"
-python3 - "$TMP/cluster.json" <<'PY'
+ONLY=${ONLY:-all}
+
+# cluster NODES PATH: a cluster config of NODES nodes of 8 Llama-3.1-8B H100 instances.
+cluster() {
+    python3 - "$1" "$2" <<'PY'
 import json, sys
 instance = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "pd_type": None,
             "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
 node = {"num_instances": 8, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
         "instances": [instance] * 8}
-json.dump({"num_nodes": 2, "link_bw": 16, "link_latency": 0, "nodes": [node, node]},
-          open(sys.argv[1], "w"), indent=1)
+nodes = int(sys.argv[1])
+json.dump({"num_nodes": nodes, "link_bw": 16, "link_latency": 0, "nodes": [node] * nodes},
+          open(sys.argv[2], "w"), indent=1)
 PY
+}
 
 # measure LABEL ARGS...: one run under GNU time; prints wall time and peak RSS.
 measure() {
@@ -42,15 +48,35 @@ measure() {
     rm -f "$TMP/out.csv"
 }
 
-measure "$N req, 1 instance, no CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM
-if [ "$CSV" = 1 ]; then
-    measure "$N req, 1 instance, CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM \
-        --output "$TMP/out.csv"
+if [ "$ONLY" != big ]; then
+    python3 scripts/gen_workload.py --num-requests "$N" --rate 20 --seed 7 --no-token-ids \
+        --out "$TMP/one.jsonl"
+    measure "$N req, 1 instance, no CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM
+    if [ "$CSV" = 1 ]; then
+        measure "$N req, 1 instance, CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM \
+            --output "$TMP/out.csv"
+    fi
+    rm "$TMP/one.jsonl"
+    python3 scripts/gen_workload.py --num-requests "$N" --rate 320 --seed 7 --no-token-ids \
+        --out "$TMP/sixteen.jsonl"
+    cluster 2 "$TMP/cluster.json"
+    measure "$N req, 16 instances, no CSV" --cluster-config "$TMP/cluster.json" \
+        --dataset "$TMP/sixteen.jsonl"
+    if [ "$CSV" = 1 ]; then
+        measure "$N req, 16 instances, CSV" --cluster-config "$TMP/cluster.json" \
+            --dataset "$TMP/sixteen.jsonl" --output "$TMP/out.csv"
+    fi
+    rm "$TMP/sixteen.jsonl"
 fi
-rm "$TMP/one.jsonl"
-measure "$N req, 16 instances, no CSV" --cluster-config "$TMP/cluster.json" \
-    --dataset "$TMP/sixteen.jsonl"
+
+python3 scripts/gen_workload.py --num-requests "$N" --rate 200000 --seed 7 --no-token-ids \
+    --out "$TMP/fleet.jsonl"
+cluster 1250 "$TMP/fleet.json"
+measure "$N req, 10,000 instances, no CSV" --cluster-config "$TMP/fleet.json" \
+    --dataset "$TMP/fleet.jsonl" --request-routing-policy rr
 if [ "$CSV" = 1 ]; then
-    measure "$N req, 16 instances, CSV" --cluster-config "$TMP/cluster.json" \
-        --dataset "$TMP/sixteen.jsonl" --output "$TMP/out.csv"
+    measure "$N req, 10,000 instances, CSV" --cluster-config "$TMP/fleet.json" \
+        --dataset "$TMP/fleet.jsonl" --request-routing-policy rr --output "$TMP/out.csv"
 fi
+rm "$TMP/fleet.jsonl"
+measure "$N req, scenario mixed-slo, no CSV" --scenario mixed-slo --num-requests "$N"
