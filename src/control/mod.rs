@@ -381,7 +381,8 @@ impl ControlPlane {
 
     /// Takes back the request parked at `slot` (its own timeout ran out), wherever it is
     /// between stages; returns the stage it was in, or `None` if no request there is parked
-    /// at `slot`.
+    /// at `slot`. One taken from routing had left the gateway: the engine reports its end
+    /// with [`ControlPlane::request_left`], as for every request past the gateway.
     pub fn withdraw(&mut self, slot: u32) -> Option<Stage> {
         if let Some(k) = self.admitting.iter().position(|(_, t)| t.slot == slot) {
             self.admitting.remove(k);
@@ -394,9 +395,7 @@ impl ControlPlane {
             return Some(Stage::FlowControl);
         }
         let k = self.routing.iter().position(|(_, t)| t.slot == slot)?;
-        if let Some((_, t)) = self.routing.remove(k) {
-            self.request_left(t.id);
-        }
+        self.routing.remove(k);
         Some(Stage::Routing)
     }
 

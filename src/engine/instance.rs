@@ -2,18 +2,14 @@
 //! steps (alone, or pipelined). DP groups start theirs as waves (`dp.rs`).
 
 use super::dp::StepShape;
-use super::inject::Injector;
 use super::signals::Recent;
-use super::{InstanceSetup, Observer, SimError, StepEvent, pipeline};
+use super::{InstanceSetup, SimError, StepEvent, pipeline};
 use crate::Nanos;
-use crate::latency::{LatencyBackend, LatencyError, StageSends};
-use crate::metrics::RequestRecord;
-use crate::scheduler::Scheduler;
-use crate::workload::Request;
+use crate::latency::{BatchItem, LatencyBackend, LatencyError, StageSends};
+use crate::scheduler::{Completions, Scheduler, StepTokens};
 
 /// One instance's state in the loop, besides its scheduler.
 pub(super) struct InstanceSim<'a> {
-    pub setup: &'a InstanceSetup,
     /// A step is in flight.
     pub busy: bool,
     pub step_start: Nanos,
@@ -43,7 +39,6 @@ impl<'a> InstanceSim<'a> {
     /// An idle instance of `setup` that has run nothing yet.
     pub fn new(setup: &'a InstanceSetup) -> InstanceSim<'a> {
         InstanceSim {
-            setup,
             busy: false,
             step_start: 0,
             waiting: 0,
@@ -60,40 +55,6 @@ impl<'a> InstanceSim<'a> {
             recent: Recent::default(),
         }
     }
-}
-
-/// Where the requests that finished requests release go: the run's injector, if any, and the
-/// loop's buffer of released requests.
-pub(super) struct Release<'a, 'i> {
-    pub injector: Option<&'a mut (dyn Injector + 'i)>,
-    pub released: &'a mut Vec<Request>,
-    /// Where the ids of finished requests go, when someone (the control plane) counts them.
-    pub done: Option<&'a mut Vec<u64>>,
-}
-
-/// Hands the finished request of `record` to `injector`, appending what it releases to
-/// `released`; a released request arriving before the finish is an error.
-fn release_after(
-    injector: &mut dyn Injector,
-    record: &RequestRecord<'_>,
-    released: &mut Vec<Request>,
-) -> anyhow::Result<()> {
-    let before = released.len();
-    injector.request_finished(record, released);
-    if let Some(early) = released[before..]
-        .iter()
-        .find(|r| r.arrival_ns < record.end_ns)
-    {
-        anyhow::bail!(
-            "request {} was released by request {} finishing at {} ns but arrives earlier, \
-             at {} ns",
-            early.id,
-            record.request_id,
-            record.end_ns,
-            early.arrival_ns
-        );
-    }
-    Ok(())
 }
 
 /// Forms and prices the next step of idle instance `id` at `now`; returns when it ends, or
@@ -200,18 +161,49 @@ pub(super) fn start_pipelined(
     Ok(Some(timing))
 }
 
-/// Applies the results of instance `id`'s step, which ends at `now`, and reports them:
-/// each finished request to `observer` and then to `injector`, which appends what it
-/// releases to `released` (checked to arrive no earlier than the finish).
+/// A finished step, as the observer hears of it ([`StepEvent`]) but for its batch, which is
+/// read from its scheduler when the report is applied.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StepReport {
+    pub instance: u32,
+    start_ns: Nanos,
+    end_ns: Nanos,
+    shape: StepShape,
+    waiting: usize,
+    running: usize,
+    tokens: StepTokens,
+    kv_blocks_used: usize,
+    kv_blocks: usize,
+}
+
+impl StepReport {
+    /// The step's event, its batch being `completed` (its scheduler's
+    /// [`Scheduler::completed_batch`]).
+    pub fn event(self, completed: &[BatchItem]) -> StepEvent<'_> {
+        StepEvent {
+            instance: self.instance,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            batch: self.shape.apply(completed),
+            waiting: self.waiting,
+            running: self.running,
+            tokens: self.tokens,
+            kv_blocks_used: self.kv_blocks_used,
+            kv_blocks: self.kv_blocks,
+        }
+    }
+}
+
+/// Applies the results of instance `id`'s step, which ends at `now`: the requests it
+/// finished are appended to `finished`. Returns its report, or `None` for a DP dummy step
+/// (nothing of the instance ran in it).
 pub(super) fn finish_step(
     scheduler: &mut Scheduler,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
-    backend: &mut dyn LatencyBackend,
-    observer: &mut dyn Observer,
-    release: Release<'_, '_>,
-) -> Result<(), SimError> {
+    finished: &mut Completions,
+) -> Option<StepReport> {
     if let Some(formed) = inst.stages.as_mut().and_then(|s| s.finish()) {
         inst.step_start = formed.start;
         inst.waiting = formed.waiting;
@@ -222,41 +214,18 @@ pub(super) fn finish_step(
     inst.busy = false;
     inst.last_end = Some(now);
     if std::mem::take(&mut inst.dummy) {
-        return Ok(());
+        return None;
     }
-    let finished = &mut inst.finished;
-    let recent = &mut inst.recent;
-    let Release {
-        mut injector,
-        released,
-        mut done,
-    } = release;
-    scheduler.complete_step(now, &inst.setup.model_name, id, |rec| {
-        *finished += 1;
-        recent.request_finished(rec);
-        if let Some(done) = done.as_deref_mut() {
-            done.push(rec.request_id);
-        }
-        observer.request_finished(rec)?;
-        if let Some(injector) = injector.as_deref_mut() {
-            release_after(injector, rec, released)?;
-        }
-        Ok::<(), anyhow::Error>(())
-    })?;
-    inst.recent.step_finished(&scheduler.stats());
-    observer.step_finished(
-        &StepEvent {
-            instance: id,
-            start_ns: inst.step_start,
-            end_ns: now,
-            batch: inst.shape.apply(scheduler.completed_batch()),
-            waiting: inst.waiting,
-            running: inst.running,
-            tokens: scheduler.last_step_tokens(),
-            kv_blocks_used: scheduler.pool().num_pinned(),
-            kv_blocks: scheduler.pool().num_blocks(),
-        },
-        backend,
-    )?;
-    Ok(())
+    scheduler.complete_step(now, id, finished);
+    Some(StepReport {
+        instance: id,
+        start_ns: inst.step_start,
+        end_ns: now,
+        shape: inst.shape,
+        waiting: inst.waiting,
+        running: inst.running,
+        tokens: scheduler.last_step_tokens(),
+        kv_blocks_used: scheduler.pool().num_pinned(),
+        kv_blocks: scheduler.pool().num_blocks(),
+    })
 }

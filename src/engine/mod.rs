@@ -128,7 +128,9 @@ impl SimError {
             | SimError::Stranded { .. } => ErrorCause::Input,
             SimError::Latency(_) => ErrorCause::Backend,
             SimError::Output(_) => ErrorCause::Output,
-            SimError::Bug(_) | SimError::Stuck { .. } => ErrorCause::Bug,
+            SimError::Bug(_) | SimError::Stuck { .. } | SimError::Backwards { .. } => {
+                ErrorCause::Bug
+            }
         }
     }
 }
@@ -185,7 +187,9 @@ pub struct StepEvent<'a> {
     pub kv_blocks: usize,
 }
 
-/// Receives the run's results as they happen.
+/// Receives the run's results as they happen: the engine queues them as effects and calls
+/// the observer from one place once each event is settled, in the order they happened (see
+/// `cluster/effects.rs`).
 pub trait Observer {
     /// A request produced its last token.
     fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()>;
@@ -331,4 +335,8 @@ pub enum SimError {
     /// Writing results failed.
     #[error(transparent)]
     Output(#[from] anyhow::Error),
+    /// A caller asked the run to step to a time before its clock
+    /// ([`Cluster::step_until`]): time never goes back.
+    #[error("cannot step back to {t} ns: the clock is at {now} ns")]
+    Backwards { now: Nanos, t: Nanos },
 }

@@ -22,7 +22,9 @@
 //! request only when its last token comes out on the decode instance. A request released at
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
 
+use super::cluster::effects::{Effect, Effects};
 use super::eligibility::{Eligibility, Groups};
+use super::events::EventKind;
 use super::hol::blocks_head_of_line;
 use super::instance::InstanceSim;
 use super::signals::Signals;
@@ -98,16 +100,6 @@ pub struct TransferEvent {
     pub request_blocks: usize,
     /// KV blocks in use on the sender after the event.
     pub sender_blocks_used: usize,
-}
-
-/// What the transfers did that the loop must act on, in the order it happened: transfer
-/// ends to schedule and transfer events to report. Drained by the loop after each call.
-#[derive(Debug, Default)]
-pub(super) struct TransferEffects {
-    /// Transfer ends to schedule: (time, sending instance).
-    pub ends: Vec<(Nanos, u32)>,
-    /// Transfers that started or arrived, for observers.
-    pub events: Vec<TransferEvent>,
 }
 
 /// What the choice of a decode instance reads: the instances' setups and candidate lists,
@@ -229,7 +221,7 @@ impl<'a> Transfers<'a> {
         now: Nanos,
         schedulers: &mut [Scheduler],
         mut choice: DecodeChoice<'_, '_>,
-        effects: &mut TransferEffects,
+        effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         while let Some(h) = schedulers[from as usize].pop_handoff() {
             let pending = Pending {
@@ -252,7 +244,7 @@ impl<'a> Transfers<'a> {
         now: Nanos,
         schedulers: &mut [Scheduler],
         mut choice: DecodeChoice<'_, '_>,
-        effects: &mut TransferEffects,
+        effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         for _ in 0..self.held.len() {
             let Some(pending) = self.held.pop_front() else {
@@ -280,7 +272,7 @@ impl<'a> Transfers<'a> {
         now: Nanos,
         schedulers: &mut [Scheduler],
         choice: &mut DecodeChoice<'_, '_>,
-        effects: &mut TransferEffects,
+        effects: &mut Effects<'_>,
     ) -> Result<bool, SimError> {
         let (setups, eligibility) = (choice.setups, choice.eligibility);
         let Pending {
@@ -357,14 +349,14 @@ impl<'a> Transfers<'a> {
         mut transfer: Transfer,
         now: Nanos,
         schedulers: &[Scheduler],
-        effects: &mut TransferEffects,
+        effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         transfer.start = now;
         let end = super::clock_add(now, transfer.duration)?;
-        effects.ends.push((end, from));
+        effects.wake(end, EventKind::TransferEnd { sender: from });
         self.links[from as usize].active = Some(transfer);
         let event = self.event(from, &transfer, false, schedulers);
-        effects.events.push(event);
+        effects.push(Effect::Transfer(event));
         Ok(())
     }
 
@@ -376,7 +368,7 @@ impl<'a> Transfers<'a> {
         from: u32,
         now: Nanos,
         schedulers: &mut [Scheduler],
-        effects: &mut TransferEffects,
+        effects: &mut Effects<'_>,
     ) -> Result<u32, SimError> {
         let Some(t) = self.links[from as usize].active.take() else {
             return Err(SchedulerBug::new(format!("no transfer in flight from {from}")).into());
@@ -395,7 +387,7 @@ impl<'a> Transfers<'a> {
             self.deliver(&t, from, now, &mut schedulers[t.to as usize]);
         }
         let event = self.event(from, &t, true, schedulers);
-        effects.events.push(event);
+        effects.push(Effect::Transfer(event));
         if let Some(next) = self.links[from as usize].waiting.pop_front() {
             self.start(from, next, now, schedulers, effects)?;
         }

@@ -37,6 +37,25 @@ pub struct Explanation {
     ranked: Vec<usize>,
 }
 
+impl Clone for Explanation {
+    fn clone(&self) -> Explanation {
+        let mut copy = Explanation::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    /// Copies `source` into this explanation's buffers (no allocation once they are large
+    /// enough): the engine keeps a decision's explanation this way until it is reported.
+    fn clone_from(&mut self, source: &Explanation) {
+        self.k = source.k;
+        self.parts.clone_from(&source.parts);
+        self.scores.clone_from(&source.scores);
+        self.contributions.clone_from(&source.contributions);
+        self.chosen = source.chosen;
+        self.ranked.clone_from(&source.ranked);
+    }
+}
+
 impl Explanation {
     /// An explanation listing the `k` best candidates (and the chosen one).
     pub fn new(k: usize) -> Explanation {

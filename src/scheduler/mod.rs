@@ -33,6 +33,7 @@
 //! a decode instance's scheduler receives requests whose prompt KV arrived.
 
 mod cancel;
+mod completions;
 mod kv;
 mod lower_tier;
 mod pd;
@@ -40,6 +41,7 @@ mod request;
 mod watch;
 
 pub use cancel::Cancelled;
+pub use completions::Completions;
 pub use kv::{
     BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
     request_block_hashes,
@@ -50,7 +52,6 @@ pub use watch::SchedDecision;
 
 use crate::Nanos;
 use crate::latency::BatchItem;
-use crate::metrics::RequestRecord;
 use crate::workload::Request;
 use request::{Phase, RunningRequest};
 use serde::Serialize;
@@ -178,8 +179,6 @@ pub struct Scheduler {
     /// The finish time of every completed step, in completion order: a request's token
     /// times are indices into it ([`RunningRequest::note_token`]).
     step_finish_ns: Vec<Nanos>,
-    /// The inter-token latencies of the request being reported.
-    itl_scratch: Vec<Nanos>,
     /// What the step completed last computed: prompt tokens (prefill and recompute work) and
     /// generated tokens.
     last_step_tokens: StepTokens,
@@ -304,7 +303,6 @@ impl Scheduler {
             step_kv_send_tokens: 0,
             hit_scratch: Vec::new(),
             step_finish_ns: Vec::new(),
-            itl_scratch: Vec::new(),
             last_step_tokens: StepTokens::default(),
             lower_hit: 0,
             lower: None,
@@ -1014,20 +1012,15 @@ impl Scheduler {
     }
 
     /// Applies the results of the step formed by the last [`Scheduler::schedule`], which
-    /// finished at `finish`. Calls `on_finished` once for every request that completed. On a
+    /// finished at `finish` on instance `instance_id`: first tokens, inter-token gaps, and
+    /// every request that completed appended to `finished` (its KV blocks freed). On a
     /// prefill instance, requests whose prompt completed (and that want more than one token)
     /// are handed off instead (see [`Scheduler::pop_handoff`]).
-    pub fn complete_step<E>(
-        &mut self,
-        finish: Nanos,
-        model: &str,
-        instance_id: u32,
-        mut on_finished: impl FnMut(&RequestRecord<'_>) -> Result<(), E>,
-    ) -> Result<(), E> {
+    pub fn complete_step(&mut self, finish: Nanos, instance_id: u32, finished: &mut Completions) {
         let step = if self.depth > 1 {
             let Some(done) = self.pipeline.pop_front() else {
                 // Completing a step that was never formed is the engine's bug; nothing to do.
-                return Ok(());
+                return;
             };
             let previous = std::mem::replace(&mut self.completed, done);
             self.spare.push(previous);
@@ -1066,8 +1059,7 @@ impl Scheduler {
                 req.note_token(step_index);
             }
             if req.reached >= req.target {
-                req.write_itls(&self.step_finish_ns, &mut self.itl_scratch);
-                on_finished(&req.record(finish, model, instance_id, &self.itl_scratch))?;
+                finished.push(req, instance_id, finish, &self.step_finish_ns);
                 if freed_late {
                     self.freed_late.requests += 1;
                     self.freed_late.blocks.extend(req.blocks.iter().rev());
@@ -1105,6 +1097,5 @@ impl Scheduler {
                 }
             });
         }
-        Ok(())
     }
 }

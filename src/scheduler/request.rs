@@ -3,7 +3,7 @@
 use super::SchedulerConfig;
 use super::kv::{BlockId, request_block_hashes};
 use crate::Nanos;
-use crate::metrics::{PdRecord, RequestRecord};
+use crate::metrics::PdRecord;
 use crate::workload::Request;
 
 /// Where a request is in its life on an instance.
@@ -145,10 +145,9 @@ impl RunningRequest {
         }
     }
 
-    /// Writes the request's inter-token latencies into `out` (cleared first), from
-    /// `step_finish_ns`, the finish time of each completed step of its instance.
+    /// Appends the request's inter-token latencies to `out`, from `step_finish_ns`, the
+    /// finish time of each completed step of its instance.
     pub fn write_itls(&self, step_finish_ns: &[Nanos], out: &mut Vec<Nanos>) {
-        out.clear();
         let mut previous = self.itl_from_ns;
         let current = (self.token_run.len > 0).then_some(self.token_run);
         for run in self.earlier_runs.iter().copied().chain(current) {
@@ -159,29 +158,6 @@ impl RunningRequest {
                 }
                 previous = Some(t);
             }
-        }
-    }
-
-    /// The CSV record of this request, finished at `end`, with inter-token latencies `itl_ns`.
-    pub fn record<'a>(
-        &'a self,
-        end: Nanos,
-        model: &'a str,
-        instance_id: u32,
-        itl_ns: &'a [Nanos],
-    ) -> RequestRecord<'a> {
-        RequestRecord {
-            instance_id,
-            request_id: self.id,
-            model,
-            input_toks: self.input_toks,
-            output_toks: self.target - self.input_toks,
-            arrival_ns: self.arrival_ns,
-            first_token_ns: self.first_token_ns,
-            end_ns: end,
-            queuing_delay_ns: self.queuing_delay_ns,
-            itl_ns,
-            pd: self.pd,
         }
     }
 }

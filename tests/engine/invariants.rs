@@ -5,7 +5,7 @@ use blis_cosim::Nanos;
 use blis_cosim::engine::{InstanceSetup, Observer, StepEvent};
 use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
 use blis_cosim::metrics::RequestRecord;
-use blis_cosim::scheduler::{Scheduler, SchedulerConfig};
+use blis_cosim::scheduler::{Completions, Scheduler, SchedulerConfig};
 use blis_cosim::workload::Request;
 
 use crate::cluster_fixture as fixture;
@@ -212,11 +212,9 @@ fn kv_blocks_stay_whole(async_scheduling: bool) {
             continue;
         };
         now += LinearBackend.step_time(&BatchDesc::new(batch)).unwrap();
-        s.complete_step(now, "m", 0, |_| {
-            done += 1;
-            Ok::<_, std::convert::Infallible>(())
-        })
-        .unwrap();
+        let mut finished = Completions::default();
+        s.complete_step(now, 0, &mut finished);
+        done += finished.len();
         let pool = s.pool();
         assert_eq!(pool.num_pinned() + pool.num_free(), pool.num_blocks());
         pool.audit().unwrap();

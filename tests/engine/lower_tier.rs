@@ -9,12 +9,12 @@ use blis_cosim::Nanos;
 use blis_cosim::engine::{InstanceSetup, LowerTierSetup, RunOutcome};
 use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::{BatchItem, LatencyBackend};
-use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{Router, RoutingPolicy};
-use blis_cosim::scheduler::{LowerPool, Scheduler, SchedulerConfig, SharedLowerPool, TierMemory};
+use blis_cosim::scheduler::{
+    Completions, LowerPool, Scheduler, SchedulerConfig, SharedLowerPool, TierMemory,
+};
 use blis_cosim::workload::Request;
 use fixture::{LinearBackend, Recorder, Rng, request};
-use std::convert::Infallible;
 
 /// KV bytes per token of the test instances.
 const TOKEN_BYTES: u64 = 1_000;
@@ -59,8 +59,7 @@ fn drain(s: &mut Scheduler) -> Vec<Vec<BatchItem>> {
     while let Some(batch) = s.schedule(now).unwrap() {
         batches.push(batch.to_vec());
         now += 1_000;
-        s.complete_step(now, "m", 0, |_: &RequestRecord<'_>| Ok::<_, Infallible>(()))
-            .unwrap();
+        s.complete_step(now, 0, &mut Completions::default());
         s.pool().audit().unwrap();
     }
     batches
@@ -121,10 +120,7 @@ fn a_prefix_evicted_from_the_device_is_recalled_from_the_lower_tier() {
     s.pool().audit().unwrap();
     pool.borrow().audit().unwrap();
     // The next step recalls nothing.
-    s.complete_step(1_000, "m", 0, |_: &RequestRecord<'_>| {
-        Ok::<_, Infallible>(())
-    })
-    .unwrap();
+    s.complete_step(1_000, 0, &mut Completions::default());
     s.schedule(1_000).unwrap().unwrap();
     assert_eq!(s.last_recall_ns(), 0);
 }
@@ -134,8 +130,7 @@ fn drain_from(s: &mut Scheduler, start: Nanos) {
     let mut now = start;
     while s.schedule(now).unwrap().is_some() {
         now += 1_000;
-        s.complete_step(now, "m", 0, |_: &RequestRecord<'_>| Ok::<_, Infallible>(()))
-            .unwrap();
+        s.complete_step(now, 0, &mut Completions::default());
     }
 }
 
@@ -339,11 +334,9 @@ fn under_pressure_the_kv_invariants_hold_and_the_tier_serves_hits() {
         match s.schedule(now).unwrap() {
             Some(_) => {
                 now += 1_000 + s.last_recall_ns();
-                s.complete_step(now, "m", 0, |_: &RequestRecord<'_>| {
-                    finished += 1;
-                    Ok::<_, Infallible>(())
-                })
-                .unwrap();
+                let mut done = Completions::default();
+                s.complete_step(now, 0, &mut done);
+                finished += done.len();
             }
             None => now = requests[next].arrival_ns,
         }

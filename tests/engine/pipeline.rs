@@ -8,7 +8,7 @@ use blis_cosim::engine::{self, InstanceSetup, Observer, Pipeline, StepEvent, sta
 use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
 use blis_cosim::metrics::{PdRecord, RequestRecord};
-use blis_cosim::scheduler::{Scheduler, SchedulerConfig};
+use blis_cosim::scheduler::{Completions, Scheduler, SchedulerConfig};
 use blis_cosim::workload::Request;
 
 /// Prologue 10 ns, each block 100 ns per token of the step, head 20 ns.
@@ -344,12 +344,12 @@ fn kv_blocks_stay_whole_with_steps_in_flight() {
             most_in_flight = most_in_flight.max(s.steps_in_flight());
         } else if let Some(end) = ends.pop_front() {
             now = now.max(end);
-            s.complete_step(now, "m", 0, |r| {
+            let mut finished = Completions::default();
+            s.complete_step(now, 0, &mut finished);
+            for r in finished.records("m") {
                 assert_eq!(r.itl_ns.len() as u32, r.output_toks - 1);
                 done += 1;
-                Ok::<_, std::convert::Infallible>(())
-            })
-            .unwrap();
+            }
         } else {
             now = requests[next].arrival_ns;
         }

@@ -1,10 +1,8 @@
 //! Scheduler rules, driven step by step on hand-built requests.
 
 use blis_cosim::latency::BatchItem;
-use blis_cosim::metrics::RequestRecord;
-use blis_cosim::scheduler::{Scheduler, SchedulerConfig};
+use blis_cosim::scheduler::{Completions, Scheduler, SchedulerConfig};
 use blis_cosim::workload::Request;
-use std::convert::Infallible;
 
 fn config() -> SchedulerConfig {
     SchedulerConfig {
@@ -58,16 +56,14 @@ fn step(s: &mut Scheduler, now: u64, dt: u64) -> (Vec<BatchItem>, Vec<Done>) {
         .unwrap_or_default();
     let mut done = Vec::new();
     if !batch.is_empty() {
-        s.complete_step(now + dt, "m", 0, |r: &RequestRecord<'_>| {
-            done.push(Done {
-                id: r.request_id,
-                first_token: r.first_token_ns,
-                end: r.end_ns,
-                itl: r.itl_ns.to_vec(),
-            });
-            Ok::<_, Infallible>(())
-        })
-        .unwrap();
+        let mut finished = Completions::default();
+        s.complete_step(now + dt, 0, &mut finished);
+        done.extend(finished.records("m").map(|r| Done {
+            id: r.request_id,
+            first_token: r.first_token_ns,
+            end: r.end_ns,
+            itl: r.itl_ns.to_vec(),
+        }));
     }
     s.pool().audit().unwrap();
     (batch, done)
@@ -447,11 +443,9 @@ fn queuing_delay_is_the_schedule_time_of_the_last_prefill_chunk() {
     let mut now = 100;
     while s.has_work() {
         s.schedule(now).unwrap();
-        s.complete_step(now + 7, "m", 0, |r| {
-            delays.push(r.queuing_delay_ns);
-            Ok::<_, Infallible>(())
-        })
-        .unwrap();
+        let mut finished = Completions::default();
+        s.complete_step(now + 7, 0, &mut finished);
+        delays.extend(finished.records("m").map(|r| r.queuing_delay_ns));
         now += 7;
     }
     // Chunks scheduled at 100, 107, 114; arrival 0.
@@ -543,13 +537,9 @@ fn a_priority_queue_admits_the_most_urgent_waiting_request_first() {
 
 /// Completes the oldest step in flight at `at`; returns the ids that finished.
 fn complete(s: &mut Scheduler, at: u64) -> Vec<u64> {
-    let mut ids = Vec::new();
-    s.complete_step(at, "m", 0, |r: &RequestRecord<'_>| {
-        ids.push(r.request_id);
-        Ok::<(), Infallible>(())
-    })
-    .unwrap();
-    ids
+    let mut finished = Completions::default();
+    s.complete_step(at, 0, &mut finished);
+    finished.records("m").map(|r| r.request_id).collect()
 }
 
 #[test]

@@ -5,9 +5,11 @@
 use super::super::SimError;
 use super::super::eligibility::Groups;
 use super::super::events::EventKind;
+use super::effects::Effect;
+use super::endings::Ending;
 use super::{Cluster, Services};
 use crate::Nanos;
-use crate::control::{Action, ControlNote, Stage};
+use crate::control::{Action, ControlNote};
 use crate::scheduler::SchedulerBug;
 use crate::trace::Decision;
 use crate::workload::Request;
@@ -100,7 +102,7 @@ impl<'r> Cluster<'r> {
                 );
                 if self.tracing {
                     for note in control.take_notes() {
-                        s.observer.decision(&note_decision(note))?;
+                        self.effects.push(Effect::Decision(note_decision(note)));
                     }
                 }
             }
@@ -131,24 +133,7 @@ impl<'r> Cluster<'r> {
         };
         match action {
             Action::Route { priority, .. } => self.dispatch(request, groups, priority, s),
-            Action::Drop { why, .. } => {
-                self.tally.dropped += 1;
-                self.disarm(request.id);
-                if self.tracing {
-                    let (t, request) = (self.now, request.id);
-                    let decision = match why.stage {
-                        Stage::Admission => Decision::Admission {
-                            t,
-                            request,
-                            refused: Some(why),
-                        },
-                        _ => Decision::Dropped { t, request, why },
-                    };
-                    s.observer.decision(&decision)?;
-                }
-                s.observer.request_dropped(&request, self.now, why)?;
-                Ok(())
-            }
+            Action::Drop { why, .. } => self.end(Ending::Dropped(request, why), s),
         }
     }
 }

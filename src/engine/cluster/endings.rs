@@ -1,15 +1,80 @@
-//! How requests end: the counts by outcome, and the requests' own timeouts (phase
-//! [`super::super::Phase::Timeouts`]), which take a request out of wherever it is.
+//! How requests end: every request ends exactly once, in one [`Ending`], through one
+//! function, [`Cluster::end`], which counts it, disarms its timer, tells the control plane
+//! and the autoscaler, traces it, queues what the observer hears of it, and hands what a
+//! completion releases to the arrivals. The requests' own timeouts (phase
+//! [`super::super::Phase::Timeouts`]) take a request out of wherever it is first.
 
 use super::super::SimError;
 use super::super::events::EventKind;
+use super::super::inject::Injector;
 use super::super::timeouts::Timeouts;
+use super::effects::Effect;
 use super::{Cluster, Services};
 use crate::Nanos;
 use crate::control::{Dropped, Stage};
+use crate::metrics::RequestRecord;
 use crate::scheduler::SchedulerBug;
 use crate::trace::Decision;
-use crate::workload::RequestClasses;
+use crate::workload::{Request, RequestClasses};
+use std::borrow::Cow;
+
+/// How a request ends, with the request: exactly one of these, exactly once.
+pub(super) enum Ending<'r> {
+    /// Its last token came out (on its decode instance under P/D): the `k`-th of the
+    /// completions being applied.
+    Completed(usize),
+    /// The router rejected it.
+    Rejected(Cow<'r, Request>),
+    /// The control plane ended it before routing it (admission, the gateway queue).
+    Dropped(Cow<'r, Request>, Dropped),
+    /// Its own timeout ran out where `Stage` says.
+    TimedOut(Cow<'r, Request>, Stage),
+    /// An `immediate` drain of its replica dropped it.
+    Drained(Cow<'r, Request>),
+}
+
+impl<'r> Ending<'r> {
+    /// Why the request was not served, and the request; `None` for a completion.
+    fn unserved(self) -> Option<(Cow<'r, Request>, Dropped)> {
+        match self {
+            Ending::Completed(_) => None,
+            Ending::Rejected(r) => Some((r, Dropped::rejected(Stage::Routing, "router"))),
+            Ending::Dropped(r, why) => Some((r, why)),
+            Ending::TimedOut(r, stage) => Some((r, Dropped::timed_out(stage))),
+            Ending::Drained(r) => Some((r, Dropped::shed(Stage::Autoscaler, "drain-immediate"))),
+        }
+    }
+
+    /// Whether the request had left the control plane for routing (it counts there as in
+    /// flight until it ends).
+    fn routed(&self) -> bool {
+        match self {
+            Ending::Dropped(..) => false,
+            Ending::TimedOut(_, stage) => !matches!(stage, Stage::Admission | Stage::FlowControl),
+            Ending::Completed(_) | Ending::Rejected(_) | Ending::Drained(_) => true,
+        }
+    }
+
+    /// The trace record of the end of `request` at `t`, when it has its own (a completion
+    /// has none, and a rejection is the router's decision, traced as such).
+    fn decision(&self, t: Nanos, request: u64) -> Option<Decision<'static>> {
+        let why = match self {
+            Ending::Completed(_) | Ending::Rejected(_) => return None,
+            Ending::Dropped(_, why) if why.stage == Stage::Admission => {
+                let refused = Some(*why);
+                return Some(Decision::Admission {
+                    t,
+                    request,
+                    refused,
+                });
+            }
+            Ending::Dropped(_, why) => *why,
+            Ending::TimedOut(_, stage) => Dropped::timed_out(*stage),
+            Ending::Drained(_) => Dropped::shed(Stage::Autoscaler, "drain-immediate"),
+        };
+        Some(Decision::Dropped { t, request, why })
+    }
+}
 
 /// How many requests ended so far, by how.
 #[derive(Debug, Default, Clone, Copy)]
@@ -25,6 +90,17 @@ pub(super) struct Tally {
 }
 
 impl Tally {
+    /// Counts `ending`.
+    fn count(&mut self, ending: &Ending<'_>) {
+        let n = match ending {
+            Ending::Completed(_) => &mut self.finished,
+            Ending::Rejected(_) => &mut self.rejected,
+            Ending::Dropped(..) | Ending::Drained(_) => &mut self.dropped,
+            Ending::TimedOut(..) => &mut self.timed_out,
+        };
+        *n += 1;
+    }
+
     /// Requests that ended, served or not.
     pub fn ended(&self) -> u64 {
         self.finished + self.rejected + self.dropped + self.timed_out
@@ -49,6 +125,58 @@ impl<'r> TimeoutState<'r> {
 }
 
 impl<'r> Cluster<'r> {
+    /// A request ends now, as `ending` says (see the module documentation).
+    pub(super) fn end(
+        &mut self,
+        ending: Ending<'r>,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let id = match &ending {
+            Ending::Completed(k) => self.effects.completions.request_id(*k),
+            Ending::Rejected(r)
+            | Ending::Dropped(r, _)
+            | Ending::TimedOut(r, _)
+            | Ending::Drained(r) => r.id,
+        };
+        self.tally.count(&ending);
+        self.disarm(id);
+        if let Some(control) = s.control.as_deref_mut().filter(|_| ending.routed()) {
+            control.request_left(id);
+        }
+        if let Some(scaling) = &mut self.scaling {
+            scaling.forget(&[id]);
+        }
+        if let Some(decision) = ending.decision(self.now, id).filter(|_| self.tracing) {
+            self.effects.push(Effect::Decision(decision));
+        }
+        match ending {
+            Ending::Completed(k) => self.complete(k, s)?,
+            unserved => {
+                if let Some((request, why)) = unserved.unserved() {
+                    self.effects.push(Effect::Unserved { request, why });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `k`-th of the completions being applied: its instance counts it and updates its
+    /// recent statistics, the run's injector releases what it releases, the observer hears
+    /// of it.
+    fn complete(&mut self, k: usize, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        let completions = &self.effects.completions;
+        let i = completions.instance(k) as usize;
+        let record = completions.record(k, &self.setups[i].model_name);
+        let inst = &mut self.instances[i];
+        inst.finished += 1;
+        inst.recent.request_finished(&record);
+        if let Some(injector) = s.injector.as_deref_mut() {
+            release_after(injector, &record, &mut self.released)?;
+        }
+        self.effects.push(Effect::Completed(k));
+        Ok(())
+    }
+
     /// Request `id` ended otherwise than by its timeout.
     pub(super) fn disarm(&mut self, id: u64) {
         if let Some(timeouts) = &mut self.timeouts {
@@ -111,18 +239,7 @@ impl<'r> Cluster<'r> {
         let mut any = false;
         while let Some(timer) = self.timeouts.as_mut().and_then(|t| t.timers.next_due(now)) {
             let stage = self.withdraw(timer.id, s)?;
-            if let Some(scaling) = &mut self.scaling {
-                scaling.forget(&[timer.id]);
-            }
-            self.tally.timed_out += 1;
-            let why = Dropped::timed_out(stage);
-            if self.tracing {
-                let (t, request) = (self.now, timer.id);
-                s.observer
-                    .decision(&Decision::Dropped { t, request, why })?;
-            }
-            s.observer
-                .request_dropped(&timer.request(), self.now, why)?;
+            self.end(Ending::TimedOut(Cow::Owned(timer.request()), stage), s)?;
             any = true;
         }
         if let Some(next) = self
@@ -146,9 +263,6 @@ impl<'r> Cluster<'r> {
         s: &mut Services<'_, '_>,
     ) -> Result<Stage, SimError> {
         if self.gateway.withdraw(id) {
-            if let Some(control) = s.control.as_deref_mut() {
-                control.request_left(id);
-            }
             return Ok(Stage::Routing);
         }
         if let Some(slot) = self.control.withdraw(id) {
@@ -175,9 +289,6 @@ impl<'r> Cluster<'r> {
         } else if !in_transfer {
             return Err(nowhere(id));
         }
-        if let Some(control) = s.control.as_deref_mut() {
-            control.request_left(id);
-        }
         Ok(if in_transfer {
             Stage::Transfer
         } else {
@@ -189,4 +300,29 @@ impl<'r> Cluster<'r> {
 /// The error of a timed-out request found nowhere: a bug.
 fn nowhere(id: u64) -> SimError {
     SchedulerBug::new(format!("request {id} timed out but is nowhere in the run")).into()
+}
+
+/// Hands the finished request of `record` to `injector`, appending what it releases to
+/// `released`; a released request arriving before the finish is an error.
+fn release_after(
+    injector: &mut dyn Injector,
+    record: &RequestRecord<'_>,
+    released: &mut Vec<Request>,
+) -> anyhow::Result<()> {
+    let before = released.len();
+    injector.request_finished(record, released);
+    if let Some(early) = released[before..]
+        .iter()
+        .find(|r| r.arrival_ns < record.end_ns)
+    {
+        anyhow::bail!(
+            "request {} was released by request {} finishing at {} ns but arrives earlier, \
+             at {} ns",
+            early.id,
+            record.request_id,
+            record.end_ns,
+            early.arrival_ns
+        );
+    }
+    Ok(())
 }

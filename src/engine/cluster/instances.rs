@@ -5,8 +5,10 @@
 use super::super::SimError;
 use super::super::dp;
 use super::super::events::EventKind;
-use super::super::instance::{self, Release};
+use super::super::instance;
 use super::super::pd::DecodeChoice;
+use super::effects::Effect;
+use super::endings::Ending;
 use super::{Cluster, Services};
 use crate::scheduler::SchedulerBug;
 use crate::trace::Decision;
@@ -20,38 +22,18 @@ impl<'r> Cluster<'r> {
         s: &mut Services<'_, '_>,
     ) -> Result<(), SimError> {
         let i = id as usize;
-        let before = self.instances[i].finished;
-        let counts_done = s.control.is_some()
-            || self.timeouts.is_some()
-            || self.scaling.as_ref().is_some_and(|sc| sc.keeps_requests());
-        let release = Release {
-            injector: s.injector.as_deref_mut(),
-            released: &mut self.released,
-            done: counts_done.then_some(&mut self.done),
-        };
+        let from = self.effects.completions.len();
         let (scheduler, inst) = (&mut self.schedulers[i], &mut self.instances[i]);
-        instance::finish_step(
-            scheduler,
-            inst,
-            id,
-            self.now,
-            &mut *s.backends[i],
-            &mut *s.observer,
-            release,
-        )?;
-        self.tally.finished += self.instances[i].finished - before;
-        if let Some(scaling) = &mut self.scaling {
-            scaling.forget(&self.done);
+        let report =
+            instance::finish_step(scheduler, inst, id, self.now, &mut self.effects.completions);
+        for k in from..self.effects.completions.len() {
+            self.end(Ending::Completed(k), s)?;
         }
-        for &id in &self.done {
-            if let Some(control) = s.control.as_deref_mut() {
-                control.request_left(id);
-            }
-            if let Some(timeouts) = &mut self.timeouts {
-                timeouts.timers.disarm(id);
-            }
+        if let Some(report) = report {
+            let stats = self.schedulers[i].stats();
+            self.instances[i].recent.step_finished(&stats);
+            self.effects.push(Effect::StepEnded(report));
         }
-        self.done.clear();
         self.mark_ready(id);
         if let Some(t) = &mut self.transfers {
             let choice = DecodeChoice {
@@ -68,7 +50,6 @@ impl<'r> Cluster<'r> {
                 choice,
                 &mut self.effects,
             )?;
-            self.apply_transfer_effects(s)?;
         }
         // After its hand-offs: a draining prefill replica waits for the KV it still holds.
         self.settle_drain(id, s)?;
@@ -92,7 +73,6 @@ impl<'r> Cluster<'r> {
             return Err(SchedulerBug::new("a transfer without P/D".into()).into());
         };
         let to = t.finish(sender, self.now, &mut self.schedulers, &mut self.effects)?;
-        self.apply_transfer_effects(s)?;
         // The decode instance has a request; the sender has blocks back.
         self.mark_ready(to);
         self.mark_ready(sender);
@@ -100,24 +80,6 @@ impl<'r> Cluster<'r> {
         self.settle_drain(sender, s)?;
         self.settle_drain(to, s)?;
         self.ask_gateway_again(s);
-        Ok(())
-    }
-
-    /// Schedules the transfer ends and reports the transfer events the last transfer call
-    /// produced.
-    pub(super) fn apply_transfer_effects(
-        &mut self,
-        s: &mut Services<'_, '_>,
-    ) -> Result<(), SimError> {
-        for (end, sender) in self.effects.ends.drain(..) {
-            self.queue.push(end, EventKind::TransferEnd { sender });
-        }
-        for event in self.effects.events.drain(..) {
-            s.observer.kv_transfer(&event)?;
-            if self.tracing {
-                s.observer.decision(&Decision::Transfer(&event))?;
-            }
-        }
         Ok(())
     }
 
@@ -136,14 +98,14 @@ impl<'r> Cluster<'r> {
                     self.start_wave(group, s)?;
                     if self.tracing {
                         for k in 0..self.groups[group as usize].len() {
-                            self.report_scheduling(self.groups[group as usize][k], s)?;
+                            self.report_scheduling(self.groups[group as usize][k]);
                         }
                     }
                 }
                 None => {
                     self.start_instance(id, s)?;
                     if self.tracing {
-                        self.report_scheduling(id, s)?;
+                        self.report_scheduling(id);
                     }
                 }
             }
@@ -213,12 +175,8 @@ impl<'r> Cluster<'r> {
         Ok(())
     }
 
-    /// Reports the scheduling decisions instance `id` noted to the observer.
-    pub(super) fn report_scheduling(
-        &mut self,
-        id: u32,
-        s: &mut Services<'_, '_>,
-    ) -> Result<(), SimError> {
+    /// Queues the scheduling decisions instance `id` noted, for the trace.
+    pub(super) fn report_scheduling(&mut self, id: u32) {
         let t = self.now;
         for decision in self.schedulers[id as usize].take_decisions() {
             let d = Decision::Schedule {
@@ -226,8 +184,7 @@ impl<'r> Cluster<'r> {
                 instance: id,
                 decision,
             };
-            s.observer.decision(&d)?;
+            self.effects.push(Effect::Decision(d));
         }
-        Ok(())
     }
 }

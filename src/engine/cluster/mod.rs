@@ -5,11 +5,15 @@
 //! wave pricer, control plane) are passed to each call ([`Services`]), so that borrows stay
 //! simple and a test can stop the run at any instant and look.
 //!
-//! Components return their effects as values and the loop alone schedules events: a step's
-//! start returns when it ends, transfers return [`TransferEffects`], finished requests give
-//! back what they release, the control plane returns its actions, the router returns a
-//! [`crate::router::RouteDecision`]. The router sees the instances through the run's signals
-//! (`signals.rs`: immediate, periodic or on-demand snapshots), never their live state.
+//! Components return their effects as values and the loop alone applies them: a step's start
+//! returns when it ends, a completed step hands back the requests it finished
+//! ([`crate::scheduler::Completions`]), transfers queue their ends and events, the control
+//! plane returns its actions, the router returns a [`crate::router::RouteDecision`]. Every
+//! request ends through [`Cluster::end`] (`endings.rs`), and what the observer hears of (records,
+//! steps, transfers, decisions) is queued as effects and applied in one place,
+//! `Cluster::apply_effects` (`effects.rs`), after each event and after the instant's steps
+//! start. The router sees the instances through the run's signals (`signals.rs`: immediate,
+//! periodic or on-demand snapshots), never their live state.
 //!
 //! Files, by concern:
 //! - `mod.rs`: the run's description ([`Run`], [`Services`]), the state, the stepping
@@ -18,14 +22,15 @@
 //! - `instances.rs`: steps ending, KV transfers arriving, idle instances starting steps;
 //! - `routing.rs`: arrivals, the router's decisions, the gateway;
 //! - `control.rs`: the control plane's parked requests and decisions;
-//! - `endings.rs`: how requests end (counts, timeouts);
+//! - `endings.rs`: how requests end ([`Cluster::end`], the counts, timeouts);
+//! - `effects.rs`: the effects queued and their application, the only caller of the observer;
 //! - `scaling.rs`: the autoscaler's ticks, replica lifecycles and drains.
 
 use super::eligibility::Eligibility;
 use super::events::{EventKind, EventQueue};
 use super::inject::{Arrivals, Injector};
 use super::instance::InstanceSim;
-use super::pd::{Disaggregation, TransferEffects, Transfers};
+use super::pd::{Disaggregation, Transfers};
 use super::signals::Signals;
 use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer, pipeline};
 use crate::Nanos;
@@ -38,6 +43,7 @@ use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
 use crate::workload::{Request, RequestClasses};
 
 mod control;
+pub(super) mod effects;
 mod endings;
 mod instances;
 mod routing;
@@ -45,6 +51,7 @@ mod scaling;
 mod start;
 
 use control::ControlState;
+use effects::Effects;
 use endings::{Tally, TimeoutState};
 use routing::Gateway;
 
@@ -201,7 +208,8 @@ pub struct Cluster<'r> {
     /// The stages of each pipelined DP group (its members share them), by group index.
     group_stages: Vec<Option<pipeline::Stages<'r>>>,
     transfers: Option<Transfers<'r>>,
-    effects: TransferEffects,
+    /// What happened and is not applied yet.
+    effects: Effects<'r>,
     queue: EventQueue,
     /// Instances to try to start at the end of the instant.
     ready: Vec<u32>,
@@ -215,9 +223,6 @@ pub struct Cluster<'r> {
     tally: Tally,
     /// The engine's side of the control plane (empty without one).
     control: ControlState<'r>,
-    /// Ids of the requests the step being applied finished (with a control plane or
-    /// timeouts).
-    done: Vec<u64>,
     /// Anomaly detection, when on, and the head-of-line blocking events so far.
     watch: Option<AnomalyWatch<'r>>,
     hol_blocking: u64,
@@ -227,11 +232,16 @@ pub struct Cluster<'r> {
     timeouts: Option<TimeoutState<'r>>,
     /// The autoscaler and its scratch, when replicas come and go.
     scaling: Option<scaling::Scaling<'r>>,
+    /// The clock.
     now: Nanos,
+    /// The last instant settled: the end of the run once nothing is left (stepping to a
+    /// later time moves the clock, not the run's end).
+    settled: Nanos,
 }
 
 impl<'r> Cluster<'r> {
-    /// The simulated time: the last instant settled (0 before the first).
+    /// The simulated time: the last instant settled (0 before the first), or the time
+    /// [`Cluster::step_until`] was last asked for, if later.
     pub fn now(&self) -> Nanos {
         self.now
     }
@@ -322,16 +332,25 @@ impl<'r> Cluster<'r> {
                 }
                 EventKind::Timeout => self.on_timeouts(s)?,
             }
+            self.apply_effects(s)?;
         }
         self.start_ready_instances(s)?;
+        self.apply_effects(s)?;
+        self.settled = t;
         Ok(Some(t))
     }
 
-    /// Settles every instant up to and including `t`; the clock is then at the last of them.
+    /// Settles every instant up to and including `t`, and leaves the clock at `t` (the next
+    /// instant is later). A `t` before the clock is refused ([`SimError::Backwards`]), the
+    /// run unchanged.
     pub fn step_until(&mut self, t: Nanos, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+        if t < self.now {
+            return Err(SimError::Backwards { now: self.now, t });
+        }
         while self.queue.next_time().is_some_and(|next| next <= t) {
             self.step(s)?;
         }
+        self.now = t;
         Ok(())
     }
 
@@ -346,7 +365,7 @@ impl<'r> Cluster<'r> {
         let parked = self.control.parked();
         if !self.gateway.held.is_empty() || parked > 0 {
             return Err(SimError::Stranded {
-                now: self.now,
+                now: self.settled,
                 held: self.gateway.held.len() + parked,
             });
         }
@@ -364,13 +383,13 @@ impl<'r> Cluster<'r> {
             stats += scheduler.stats();
         }
         Ok(RunOutcome {
-            total_clocks_ns: self.now,
+            total_clocks_ns: self.settled,
             steps: self.instances.iter().map(|i| i.steps).sum(),
             finished: self.tally.finished,
             rejected: self.tally.rejected,
             dropped: self.tally.dropped,
             timed_out: self.tally.timed_out,
-            autoscale: self.scaling.as_ref().map(|sc| sc.report(self.now)),
+            autoscale: self.scaling.as_ref().map(|sc| sc.report(self.settled)),
             stats,
             hol_blocking: self.hol_blocking
                 + self.transfers.as_ref().map_or(0, Transfers::hol_blocking),
@@ -404,3 +423,6 @@ impl<'r> Cluster<'r> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,12 +7,12 @@ use super::super::SimError;
 use super::super::eligibility::Groups;
 use super::super::events::EventKind;
 use super::super::hol::blocks_head_of_line;
+use super::effects::Effect;
+use super::endings::Ending;
 use super::{Cluster, Services};
 use crate::Nanos;
-use crate::control::{Dropped, Stage};
 use crate::router::RouteDecision;
 use crate::scheduler::SchedulerBug;
-use crate::trace::Decision;
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -129,12 +129,13 @@ impl<'r> Cluster<'r> {
         let view = self.signals.view(&self.schedulers);
         let decision = s.router.decide(&request, candidates, &view);
         if self.tracing {
-            s.observer.decision(&Decision::Routing {
+            let explained = s.router.explanation().map(|e| self.effects.keep(e));
+            self.effects.push(Effect::Routed {
                 t: self.now,
                 request: request.id,
                 decision,
-                explanation: s.router.explanation(),
-            })?;
+                explained,
+            });
         }
         match decision {
             RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
@@ -160,15 +161,7 @@ impl<'r> Cluster<'r> {
                 self.gateway
                     .hold(request.into_owned(), groups, priority, self.now);
             }
-            RouteDecision::Reject => {
-                self.tally.rejected += 1;
-                self.disarm(request.id);
-                if let Some(control) = s.control.as_deref_mut() {
-                    control.request_left(request.id);
-                }
-                let why = Dropped::rejected(Stage::Routing, "router");
-                s.observer.request_dropped(&request, self.now, why)?;
-            }
+            RouteDecision::Reject => self.end(Ending::Rejected(request), s)?,
         }
         Ok(())
     }

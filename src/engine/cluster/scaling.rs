@@ -5,14 +5,13 @@
 use super::super::SimError;
 use super::super::eligibility::Groups;
 use super::super::pd::DecodeChoice;
+use super::endings::Ending;
 use super::{Cluster, Services};
 use crate::Nanos;
 use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState};
 use crate::config::InstanceRole;
-use crate::control::{Dropped, Stage};
 use crate::engine::EventKind;
 use crate::scheduler::{Evicted, SchedulerBug};
-use crate::trace::Decision;
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -223,14 +222,14 @@ impl<'r> Cluster<'r> {
             // hand-offs held for want of a ready decode replica are sent.
             Some(None) => {
                 self.ask_gateway_again(s);
-                self.send_held_handoffs(s)?;
+                self.send_held_handoffs()?;
             }
         }
         Ok(())
     }
 
     /// Sends the hand-offs that waited for a ready decode replica and can go now.
-    fn send_held_handoffs(&mut self, s: &mut Services<'_, '_>) -> Result<(), SimError> {
+    fn send_held_handoffs(&mut self) -> Result<(), SimError> {
         let (Some(t), Some(scaling)) = (&mut self.transfers, &self.scaling) else {
             return Ok(());
         };
@@ -241,8 +240,7 @@ impl<'r> Cluster<'r> {
             instances: &self.instances,
             autoscaler: Some(scaling.autoscaler()),
         };
-        t.send_held(self.now, &mut self.schedulers, choice, &mut self.effects)?;
-        self.apply_transfer_effects(s)
+        t.send_held(self.now, &mut self.schedulers, choice, &mut self.effects)
     }
 
     /// Replica `id` starts draining: with `redirect`, its waiting requests that have not
@@ -291,35 +289,28 @@ impl<'r> Cluster<'r> {
             return Ok(());
         }
         if scaling.autoscaler.config().drain == DrainMode::Immediate {
-            scaling.evicted.clear();
-            self.schedulers[i].evict(true, &mut scaling.evicted);
-            scaling
-                .autoscaler
-                .dropped_on_drain(scaling.evicted.len() as u64);
-            let why = Dropped::shed(Stage::Autoscaler, "drain-immediate");
-            for e in &scaling.evicted {
-                let request = scaling
-                    .on_instances
-                    .remove(&e.id)
-                    .map_or_else(|| request_of(e), |(r, _, _)| r.into_owned());
-                self.tally.dropped += 1;
-                if let Some(control) = s.control.as_deref_mut() {
-                    control.request_left(e.id);
-                }
-                if let Some(timeouts) = &mut self.timeouts {
-                    timeouts.timers.disarm(e.id);
-                }
-                if self.tracing {
-                    let (t, request) = (self.now, e.id);
-                    s.observer
-                        .decision(&Decision::Dropped { t, request, why })?;
-                }
-                s.observer.request_dropped(&request, self.now, why)?;
+            let mut evicted = std::mem::take(&mut scaling.evicted);
+            evicted.clear();
+            self.schedulers[i].evict(true, &mut evicted);
+            scaling.autoscaler.dropped_on_drain(evicted.len() as u64);
+            for e in &evicted {
+                let kept = self
+                    .scaling
+                    .as_mut()
+                    .and_then(|sc| sc.on_instances.remove(&e.id));
+                let request = kept.map_or_else(|| Cow::Owned(request_of(e)), |(r, _, _)| r);
+                self.end(Ending::Drained(request), s)?;
+            }
+            if let Some(scaling) = &mut self.scaling {
+                scaling.evicted = evicted;
             }
         }
         // KV still leaving (prefill) or still coming (decode) keeps the replica on.
         let scheduler = &self.schedulers[i];
-        if !scheduler.has_work() && scheduler.num_handed_off() == 0 && scheduler.num_incoming() == 0
+        if !scheduler.has_work()
+            && scheduler.num_handed_off() == 0
+            && scheduler.num_incoming() == 0
+            && let Some(scaling) = &mut self.scaling
         {
             scaling.autoscaler.retire(id, self.now);
         }

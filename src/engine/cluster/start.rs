@@ -5,9 +5,10 @@ use super::super::eligibility::Eligibility;
 use super::super::events::{EventKind, EventQueue};
 use super::super::inject::Arrivals;
 use super::super::instance::InstanceSim;
-use super::super::pd::{Disaggregation, TransferEffects, Transfers};
+use super::super::pd::{Disaggregation, Transfers};
 use super::super::signals::Signals;
 use super::super::{InstanceSetup, SimError, pipeline, tiers};
+use super::effects::Effects;
 use super::{AnomalyWatch, Cluster, ControlState, Gateway, Run, Services, Tally, TimeoutState};
 use crate::config::InstanceRole;
 use crate::scheduler::Scheduler;
@@ -60,7 +61,7 @@ impl<'r> Cluster<'r> {
             groups,
             group_stages,
             transfers: disaggregation.map(|pd| Transfers::new(pd, requests)),
-            effects: TransferEffects::default(),
+            effects: Effects::default(),
             queue: EventQueue::with_capacity(2 * setups.len() + 1),
             ready: Vec::with_capacity(setups.len()),
             released: Vec::new(),
@@ -68,13 +69,13 @@ impl<'r> Cluster<'r> {
             signals,
             tally: Tally::default(),
             control: ControlState::new(setups.len()),
-            done: Vec::new(),
             watch,
             hol_blocking: 0,
             tracing,
             timeouts: TimeoutState::new(clients),
             scaling: None,
             now: 0,
+            settled: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);

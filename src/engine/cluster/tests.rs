@@ -1,0 +1,299 @@
+//! The stepping vocabulary's contract and the one-ending invariant, on a tiny linear backend:
+//! `step_until` leaves the clock where it was asked to and refuses the past; every request
+//! ends exactly once, in one of the five endings, with all five in play at once.
+
+use super::{Cluster, Run, Services};
+use crate::Nanos;
+use crate::autoscale::{AutoscaleSettings, Autoscaler, DrainMode, PolicyKind, ReplicaTemplate};
+use crate::control::flow::{Detector, FlowConfig};
+use crate::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
+use crate::engine::{InstanceSetup, Observer, SimError, StepEvent};
+use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+use crate::metrics::RequestRecord;
+use crate::router::{ClusterView, RouteDecision, Router, Routing, RoutingPolicy};
+use crate::scheduler::SchedulerConfig;
+use crate::workload::{Request, RequestClasses, RequestProfile};
+
+const US: Nanos = 1_000;
+
+/// 1,000 ns a step, plus 10 ns a token and 100 ns a sequence.
+struct Linear;
+
+impl LatencyBackend for Linear {
+    fn name(&self) -> &'static str {
+        "linear"
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        Ok(1_000 + 10 * batch.total_tokens() + 100 * batch.items.len() as u64)
+    }
+
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        let time_ns = self.step_time(batch)?;
+        out.clear();
+        out.push(LayerTiming {
+            name: "all",
+            repeats: 1,
+            time_ns,
+            is_comm: false,
+        });
+        Ok(())
+    }
+}
+
+/// An instance of model `m` with `num_blocks` KV blocks, four requests at most.
+fn setup(num_blocks: u32) -> InstanceSetup {
+    InstanceSetup {
+        model_name: "m".into(),
+        max_model_len: 100_000,
+        num_blocks,
+        scheduler: SchedulerConfig {
+            max_num_seqs: Some(4),
+            max_num_batched_tokens: 256,
+            long_prefill_token_threshold: 0,
+            enable_chunked_prefill: true,
+            reserve_full_isl: false,
+            enable_prefix_caching: false,
+            block_size: 16,
+            async_scheduling: false,
+        },
+        dp_group: None,
+        lower_tier: None,
+        pipeline: None,
+    }
+}
+
+fn request(id: u64, arrival_ns: Nanos, input_toks: u32, output_toks: u32) -> Request {
+    Request {
+        id,
+        line: id + 1,
+        model: None,
+        arrival_ns,
+        input_toks,
+        output_toks,
+        token_ids: Vec::new(),
+        prompt_blocks: None,
+    }
+}
+
+/// How each request ended, by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Completed,
+    Rejected,
+    Dropped,
+    TimedOut,
+    Drained,
+}
+
+#[derive(Default)]
+struct Ends(Vec<(u64, Kind)>);
+
+impl Observer for Ends {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        self.0.push((r.request_id, Kind::Completed));
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        _: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn request_dropped(&mut self, r: &Request, _: Nanos, why: Dropped) -> anyhow::Result<()> {
+        let kind = match (why.outcome, why.stage) {
+            (Outcome::TimedOut, _) => Kind::TimedOut,
+            (_, Stage::Routing) => Kind::Rejected,
+            (_, Stage::Autoscaler) => Kind::Drained,
+            _ => Kind::Dropped,
+        };
+        self.0.push((r.id, kind));
+        Ok(())
+    }
+}
+
+/// Least-loaded routing that rejects every 13th request.
+struct Picky(Router);
+
+impl Routing for Picky {
+    fn decide(&mut self, r: &Request, candidates: &[u32], view: &dyn ClusterView) -> RouteDecision {
+        if r.id % 13 == 5 {
+            return RouteDecision::Reject;
+        }
+        self.0.decide(r, candidates, view)
+    }
+}
+
+#[test]
+fn step_until_leaves_the_clock_at_t_and_refuses_the_past() {
+    let requests = [request(0, 0, 100, 3)];
+    let setups = [setup(100)];
+    let mut backend = Linear;
+    let mut dyns: Vec<&mut dyn LatencyBackend> = vec![&mut backend];
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let mut ends = Ends::default();
+    let mut s = Services::new(&mut dyns, &mut router, &mut ends);
+    let mut cluster = Cluster::new(Run::new(&requests, &setups), &s).unwrap();
+    // The prefill (1,000 + 1,000 + 100 ns) is in flight until 2,100.
+    cluster.step_until(1_500, &mut s).unwrap();
+    assert_eq!(cluster.now(), 1_500);
+    assert_eq!(cluster.next_instant(), Some(2_100));
+    let refused = cluster.step_until(1_499, &mut s).unwrap_err();
+    assert!(matches!(
+        refused,
+        SimError::Backwards {
+            now: 1_500,
+            t: 1_499
+        }
+    ));
+    assert_eq!(cluster.now(), 1_500, "a refused step leaves the clock");
+    assert_eq!(cluster.next_instant(), Some(2_100), "and the run");
+    // Stepping to the same time again is no step back.
+    cluster.step_until(1_500, &mut s).unwrap();
+    // Past the end: the clock goes there, the run ends when its last request did.
+    cluster.step_until(1_000_000, &mut s).unwrap();
+    assert_eq!((cluster.now(), cluster.next_instant()), (1_000_000, None));
+    let outcome = cluster.run(s).unwrap();
+    // Prefill to 2,100, then two decode steps of 1,110 ns.
+    assert_eq!(outcome.total_clocks_ns, 4_320);
+    assert_eq!(ends.0, [(0, Kind::Completed)]);
+}
+
+/// xorshift64*.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// Runs `n` random requests of `seed` on three autoscaled replicas behind a control plane,
+/// with a router that rejects some, timeouts on others and immediate drains; returns the
+/// outcome and how each request ended.
+fn run_all_endings(seed: u64, n: u64) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
+    let mut state = seed;
+    let mut t = 0;
+    let requests: Vec<Request> = (0..n)
+        .map(|id| {
+            t += next(&mut state) % (3 * US);
+            let input = 20 + (next(&mut state) % 300) as u32;
+            let output = 2 + (next(&mut state) % 60) as u32;
+            request(id, t, input, output)
+        })
+        .collect();
+    let mut clients = RequestClasses::default();
+    let impatient = RequestProfile {
+        timeout_us: Some(40),
+        ..RequestProfile::default()
+    };
+    for id in (0..n).filter(|id| id % 7 == 2) {
+        clients.assign_profile(id, 1, "t", "standard", &impatient);
+    }
+    let control = ControlConfig {
+        flow: Some(FlowConfig {
+            detector: Detector::Concurrency { max_concurrency: 8 },
+            max_depth: Some(6),
+            ttl_ns: Some(25 * US),
+            ..FlowConfig::default()
+        }),
+        admission_latency_ns: 200,
+        ..ControlConfig::default()
+    };
+    let mut control = ControlPlane::new(control, Some(&clients));
+    let mut scaling = AutoscaleSettings {
+        policy: Some("oscillator".into()),
+        ..Default::default()
+    }
+    .build()
+    .unwrap()
+    .unwrap();
+    scaling.policy = PolicyKind::Oscillator;
+    scaling.interval_ns = 20 * US;
+    scaling.min_replicas = 1;
+    scaling.max_replicas = 3;
+    scaling.initial_replicas = 2;
+    scaling.provisioning_mean_ns = 5 * US;
+    scaling.provisioning_stddev_ns = 0;
+    scaling.warmup_ns = 0;
+    scaling.cooldown_ns = 0;
+    scaling.drain = DrainMode::Immediate;
+    let template = ReplicaTemplate {
+        pool: 0,
+        gpus: 1,
+        price_per_gpu_hour: 1.0,
+        load_ns: 2 * US,
+    };
+    let autoscaler = Autoscaler::new(
+        scaling,
+        &[template.clone(), template.clone(), template],
+        vec!["m".into()],
+        seed,
+    );
+    let setups = vec![setup(60); 3];
+    let mut backends = [Linear, Linear, Linear];
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = Picky(Router::new(RoutingPolicy::LeastLoaded, seed));
+    let mut ends = Ends::default();
+    let services =
+        Services::new(&mut dyns, &mut router, &mut ends).with_control(Some(&mut control));
+    let run = Run::new(&requests, &setups)
+        .clients(Some(&clients))
+        .autoscaled(autoscaler);
+    let outcome = super::super::simulate(run, services).unwrap();
+    (outcome, ends.0)
+}
+
+#[test]
+fn every_request_ends_exactly_once_in_one_of_five_endings() {
+    let mut seen = [0u64; 5];
+    for seed in 1..=8 {
+        let n = 150;
+        let (outcome, ends) = run_all_endings(seed, n);
+        let mut ids: Vec<u64> = ends.iter().map(|e| e.0).collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            (0..n).collect::<Vec<_>>(),
+            "seed {seed}: each request ends once"
+        );
+        let count = |k: Kind| ends.iter().filter(|e| e.1 == k).count() as u64;
+        assert_eq!(outcome.finished, count(Kind::Completed), "seed {seed}");
+        assert_eq!(outcome.rejected, count(Kind::Rejected), "seed {seed}");
+        assert_eq!(outcome.timed_out, count(Kind::TimedOut), "seed {seed}");
+        assert_eq!(
+            outcome.dropped,
+            count(Kind::Dropped) + count(Kind::Drained),
+            "seed {seed}"
+        );
+        let report = outcome.autoscale.as_ref().unwrap();
+        assert_eq!(
+            report.counts.dropped_on_drain,
+            count(Kind::Drained),
+            "seed {seed}"
+        );
+        let kinds = [
+            Kind::Completed,
+            Kind::Rejected,
+            Kind::Dropped,
+            Kind::TimedOut,
+            Kind::Drained,
+        ];
+        for (k, kind) in kinds.into_iter().enumerate() {
+            seen[k] += count(kind);
+        }
+    }
+    assert!(
+        seen.iter().all(|&c| c > 0),
+        "every ending happens: {seen:?}"
+    );
+}
