@@ -251,7 +251,7 @@ fn open_outputs<'w>(
     };
     Ok(Outputs {
         csv,
-        summary: SummaryCollector::new(),
+        summary: SummaryCollector::with_pooled_itls(),
         progress: Progress::new(workload.num_requests() as u64),
         emit_et: step_emitters(config, emit_et_dir.as_ref()),
         emit_et_dir,
@@ -403,6 +403,7 @@ fn write_results(
     sessions: Option<&SessionRegistry>,
     started: std::time::Instant,
 ) -> anyhow::Result<Summary> {
+    outputs.summary.add_pooled_itls(&outcome.itl);
     let mut summary = outputs.summary.finish(info);
     if outputs.watch_anomalies {
         summary.set_anomalies(outcome.anomalies());
