@@ -270,7 +270,11 @@ impl ClusterView for SignalView<'_> {
             }
         }
         held.in_flight = live.in_flight;
-        held.taken_at = signals.read_at[..7].iter().copied().min().unwrap_or(signals.now);
+        held.taken_at = signals.read_at[..7]
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(signals.now);
         held
     }
 
