@@ -430,8 +430,18 @@ mod tests {
         for (index, r) in servable.iter().enumerate() {
             let expected = reference(r, &setups, &roles);
             let groups = eligibility.groups(index);
-            assert_eq!(eligibility.arrival(groups), &expected[0][..], "request {}", r.id);
-            assert_eq!(eligibility.decode(groups), &expected[1][..], "request {}", r.id);
+            assert_eq!(
+                eligibility.arrival(groups),
+                &expected[0][..],
+                "request {}",
+                r.id
+            );
+            assert_eq!(
+                eligibility.decode(groups),
+                &expected[1][..],
+                "request {}",
+                r.id
+            );
         }
         for r in &requests {
             let expected = reference(r, &setups, &roles);
