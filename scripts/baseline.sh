@@ -36,6 +36,21 @@ run() {
     echo "$case: ok"
 }
 
+# summary_only CASE ARGS...: runs BIN with ARGS writing no request CSV, only the summary JSON
+# and stdout (a run that lists no inter-token latencies pools them another way).
+summary_only() {
+    local case=$1
+    shift
+    local dir=$OUT/$case
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    if ! "$BIN" "$@" --summary-json "$dir/summary.json" >"$dir/stdout" 2>"$dir/stderr"; then
+        echo "$case: failed (exit $?), see $dir/stderr" >&2
+        return 1
+    fi
+    echo "$case: ok"
+}
+
 # LLMServingSim's example cluster configs on its example trace with its measured profiles.
 if [ -d "$LS/configs/cluster" ]; then
     TRACE=$LS/workloads/example_trace.jsonl
@@ -130,4 +145,25 @@ for drain in wait immediate redirect; do
         --timeseries "$OUT/autoscale_$drain.timeseries.csv" --trace-level detailed \
         --trace-output "$OUT/autoscale_$drain.trace.jsonl"
 done
+# The same kinds of runs without a request CSV: the BLIS comparison spec, P/D, DP, PP,
+# timeouts, autoscaling and agentic sessions.
+BLIS=$SHARED/bench/blis-compare
+if [ -d "$BLIS" ]; then
+    summary_only nocsv_blis_k16 --cluster-config "$BLIS/cluster_k16.json" \
+        --workload-spec "$BLIS/w_k16.yaml" --num-requests 20000
+fi
+if [ -d "$LS/configs/cluster" ]; then
+    for config in single_node_pd_instance single_node_dp_instance single_node_pp_instance \
+        single_node_moe_dp_pp_instance; do
+        summary_only "nocsv_${config#single_node_}" \
+            --cluster-config "$LS/configs/cluster/$config.json" \
+            --profile-dir "$LS/profiler/perf" --dataset "$TRACE"
+    done
+fi
+summary_only nocsv_timeouts --workload-spec "$TMP/timeouts.yaml"
+summary_only nocsv_autoscale --scenario diurnal-cycle --model Qwen3-32B \
+    --policy-config examples/policy/autoscale-diurnal.yaml --drain-mode redirect
+summary_only nocsv_react --scenario react-search --num-requests 200
+summary_only nocsv_prefix_heavy --scenario prefix-heavy --num-requests 300 \
+    --request-routing-policy prefix-affinity
 echo "outputs in $OUT"

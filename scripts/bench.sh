@@ -2,7 +2,8 @@
 # Wall-time benchmark of the whole blis-cosim process on a release build.
 #   scripts/bench.sh            # ShareGPT 300-request case + scaling on generated workloads
 #   RUNS=20 scripts/bench.sh    # more repetitions
-# Prints the best and median wall time of RUNS runs per case (process start to exit).
+# Prints the best and median wall time of RUNS runs per case (process start to exit), and the
+# generated tokens and events per second at the median (scripts/rates.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-10}
@@ -12,6 +13,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 cargo build --release --quiet
 BIN=target/release/blis-cosim
+. scripts/rates.sh
 
 # time_case LABEL ARGS...: runs the binary RUNS times and prints best/median in ms.
 time_case() {
@@ -26,6 +28,9 @@ time_case() {
     done
     printf '%s\n' "${times[@]}" | sort -g | awk -v label="$label" '
         { v[NR] = $1 } END { printf "%-44s best %8.1f ms   median %8.1f ms   (%d runs)\n", label, v[1], v[int((NR + 1) / 2)], NR }'
+    local median
+    median=$(printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] / 1000 }')
+    rates "  at the median" "$median" "$@"
 }
 
 if [ -f "$DATA/sharegpt-llama-3.1-8b-300-sps10.jsonl" ]; then

@@ -4,7 +4,8 @@
 # of bench.sh's scaling cases) over 2 nodes x 8 H100-SXM instances serving Llama-3.1-8B.
 #   scripts/bench_cluster.sh            # best/median of RUNS runs per routing policy
 #   RUNS=10 scripts/bench_cluster.sh
-# Times the whole process (start to exit): reading the JSONL, simulating, writing the CSV.
+# Times the whole process (start to exit): reading the JSONL, simulating, writing the CSV; prints
+# the generated tokens and events per second at the median (scripts/rates.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -13,6 +14,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 cargo build --release --quiet
 BIN=target/release/blis-cosim
+. scripts/rates.sh
 
 python3 scripts/gen_workload.py --num-requests 100000 --rate 320 --seed 7 --no-token-ids \
     --out "$TMP/w.jsonl"
@@ -39,6 +41,9 @@ time_case() {
     done
     printf '%s\n' "${times[@]}" | sort -g | awk -v label="$label" '
         { v[NR] = $1 } END { printf "%-44s best %8.1f ms   median %8.1f ms   (%d runs)\n", label, v[1], v[int((NR + 1) / 2)], NR }'
+    local median
+    median=$(printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] / 1000 }')
+    rates "  at the median" "$median" "$@"
 }
 
 common=(--cluster-config "$TMP/cluster.json" --dataset "$TMP/w.jsonl")

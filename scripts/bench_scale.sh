@@ -4,8 +4,9 @@
 # scripts/bench_cluster.sh's cluster) at 320 req/s, and on 10,000 H100 instances (1,250 nodes
 # x 8, round-robin routing: RR) at 200,000 req/s; then N requests generated in memory from the
 # mixed-slo scenario. Prints each run's wall time and peak RSS (GNU time), with and without the
-# per-request CSV. The bounds: peak RSS under 500 MB for 1 and 16 instances and for the
-# scenario, under 2 GB and 60 s for 10,000 instances.
+# per-request CSV, and (unless RATES=0) the generated tokens and events per second at that wall
+# time (scripts/rates.sh: one more, untimed run per case). The bounds: peak RSS under 500 MB
+# for 1 and 16 instances and for the scenario, under 2 GB and 60 s for 10,000 instances.
 #   scripts/bench_scale.sh              # 1,000,000 requests
 #   CSV=0 scripts/bench_scale.sh 10000000   # without the CSV cases (10M rows: ~26 GB)
 #   ONLY=big scripts/bench_scale.sh     # only the 10,000-instance and scenario cases
@@ -18,6 +19,8 @@ trap 'rm -rf "$TMP"' EXIT
 
 cargo build --release --quiet
 BIN=target/release/blis-cosim
+. scripts/rates.sh
+RATES=${RATES:-1}
 
 ONLY=${ONLY:-all}
 
@@ -45,6 +48,8 @@ measure() {
     }
     read -r wall kb <"$TMP/time"
     printf '%-46s wall %8.1f s   peak RSS %6d MB\n' "$label" "$wall" $((kb / 1024))
+    rm -f "$TMP/out.csv"
+    [ "$RATES" = 1 ] && rates "  at that wall time" "$wall" "$@"
     rm -f "$TMP/out.csv"
 }
 

@@ -26,12 +26,18 @@ pub(super) struct Eligibility {
     class_of: Vec<usize>,
     /// Per instance: the first instance serving the same model.
     model_of: Vec<usize>,
+    /// The first instance of each class, ascending.
+    classes: Vec<usize>,
+    /// The candidate lists by which classes accept a request (one flag per class, in the
+    /// order of `classes`): a request costs one check per class, not per instance.
+    by_pattern: HashMap<Vec<bool>, Groups>,
     groups: Vec<Vec<u32>>,
     index: HashMap<Vec<u32>, u32>,
     /// Per request of the initial list: its candidate lists.
     group_of: Vec<Groups>,
     /// Scratch, reused for every request.
     accepts: Vec<bool>,
+    pattern: Vec<bool>,
     decodes_model: Vec<bool>,
     entry: Vec<u32>,
     decode: Vec<u32>,
@@ -54,13 +60,14 @@ impl Eligibility {
         roles: &[InstanceRole],
     ) -> Result<Eligibility, SimError> {
         let n = setups.len();
-        let class_of = (0..n)
+        let class_of: Vec<usize> = (0..n)
             .map(|i| {
                 (0..i)
                     .position(|j| setups[j] == setups[i] && roles[j] == roles[i])
                     .unwrap_or(i)
             })
             .collect();
+        let classes: Vec<usize> = (0..n).filter(|&i| class_of[i] == i).collect();
         let model_of = (0..n)
             .map(|i| {
                 (0..i)
@@ -72,6 +79,9 @@ impl Eligibility {
             roles: roles.to_vec(),
             class_of,
             model_of,
+            pattern: Vec::with_capacity(classes.len()),
+            classes,
+            by_pattern: HashMap::new(),
             groups: Vec::new(),
             index: HashMap::new(),
             group_of: Vec::with_capacity(requests.len()),
@@ -133,16 +143,28 @@ impl Eligibility {
         self.decode(self.groups(index))
     }
 
-    /// The candidate lists of `r`, interned.
+    /// The candidate lists of `r`, interned: found by which classes accept it, or built
+    /// from those flags when new.
     fn classify(&mut self, r: &Request, setups: &[InstanceSetup]) -> Result<Groups, SimError> {
+        self.pattern.clear();
+        for &i in &self.classes {
+            let accepts = unservable(r, &setups[i], self.roles[i]).is_none();
+            self.accepts[i] = accepts;
+            self.pattern.push(accepts);
+        }
+        if let Some(&groups) = self.by_pattern.get(&self.pattern) {
+            return Ok(groups);
+        }
+        let groups = self.build(r, setups)?;
+        self.by_pattern.insert(self.pattern.clone(), groups);
+        Ok(groups)
+    }
+
+    /// The candidate lists of `r` from the classes' acceptance (`accepts`), interned.
+    fn build(&mut self, r: &Request, setups: &[InstanceSetup]) -> Result<Groups, SimError> {
         let roles = &self.roles;
         self.entry.clear();
         self.decode.clear();
-        for (i, setup) in setups.iter().enumerate() {
-            if self.class_of[i] == i {
-                self.accepts[i] = unservable(r, setup, roles[i]).is_none();
-            }
-        }
         let (accepts, class_of) = (&self.accepts, &self.class_of);
         let accepted = |i: usize| accepts[class_of[i]];
         self.decodes_model.fill(false);
@@ -308,4 +330,129 @@ fn model_matches(asked: &str, served: &str) -> bool {
         s.rsplit('/').next().unwrap_or(s)
     }
     asked.eq_ignore_ascii_case(served) || short(asked).eq_ignore_ascii_case(short(served))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::SchedulerConfig;
+
+    fn setup(model: &str, num_blocks: u32) -> InstanceSetup {
+        InstanceSetup {
+            model_name: model.into(),
+            max_model_len: 100_000,
+            num_blocks,
+            scheduler: SchedulerConfig {
+                max_num_seqs: Some(4),
+                max_num_batched_tokens: 256,
+                long_prefill_token_threshold: 0,
+                enable_chunked_prefill: true,
+                reserve_full_isl: false,
+                enable_prefix_caching: false,
+                block_size: 16,
+                async_scheduling: false,
+            },
+            dp_group: None,
+            lower_tier: None,
+            pipeline: None,
+        }
+    }
+
+    fn request(id: u64, model: Option<&str>, input_toks: u32, output_toks: u32) -> Request {
+        Request {
+            id,
+            line: id + 1,
+            model: model.map(Into::into),
+            arrival_ns: 0,
+            input_toks,
+            output_toks,
+            token_ids: Vec::new(),
+            prompt_blocks: None,
+        }
+    }
+
+    /// The lists instance by instance, as the rules state them.
+    fn reference(r: &Request, setups: &[InstanceSetup], roles: &[InstanceRole]) -> [Vec<u32>; 2] {
+        let ok = |i: usize| unservable(r, &setups[i], roles[i]).is_none();
+        let n = setups.len();
+        let decode: Vec<u32> = (0..n)
+            .filter(|&d| roles[d] == InstanceRole::Decode && ok(d))
+            .map(|d| d as u32)
+            .collect();
+        let has_decode = |i: usize| {
+            decode
+                .iter()
+                .any(|&d| setups[d as usize].model_name == setups[i].model_name)
+        };
+        let arrival = (0..n)
+            .filter(|&i| ok(i))
+            .filter(|&i| match roles[i] {
+                InstanceRole::Colocated => true,
+                InstanceRole::Prefill => has_decode(i),
+                InstanceRole::Decode => false,
+            })
+            .map(|i| i as u32)
+            .collect();
+        [arrival, decode]
+    }
+
+    /// Requests of two models and many lengths on instances of several sizes and roles get
+    /// the lists the rules give instance by instance, the same lists again when their
+    /// classes accept them alike, and the same refusals.
+    #[test]
+    fn lists_by_class_equal_the_lists_by_instance() {
+        use InstanceRole::{Colocated, Decode, Prefill};
+        let layout = [
+            ("a", 8, Colocated),
+            ("a", 64, Colocated),
+            ("b", 8, Prefill),
+            ("a", 8, Colocated),
+            ("b", 32, Decode),
+            ("b", 8, Prefill),
+            ("a", 64, Colocated),
+            ("b", 4, Decode),
+        ];
+        let setups: Vec<_> = layout.iter().map(|&(m, b, _)| setup(m, b)).collect();
+        let roles: Vec<_> = layout.iter().map(|l| l.2).collect();
+        let mut requests = Vec::new();
+        for (k, input) in [1u32, 40, 100, 130, 200, 500, 1000].into_iter().enumerate() {
+            for (j, model) in [None, Some("a"), Some("b")].into_iter().enumerate() {
+                let id = (k * 3 + j) as u64;
+                requests.push(request(id, model, input, 20));
+            }
+        }
+        let servable: Vec<Request> = requests
+            .iter()
+            .filter(|r| !reference(r, &setups, &roles)[0].is_empty())
+            .cloned()
+            .collect();
+        let mut eligibility = Eligibility::compute(&servable, &setups, &roles).unwrap();
+        for (index, r) in servable.iter().enumerate() {
+            let expected = reference(r, &setups, &roles);
+            let groups = eligibility.groups(index);
+            assert_eq!(
+                eligibility.arrival(groups),
+                &expected[0][..],
+                "request {}",
+                r.id
+            );
+            assert_eq!(
+                eligibility.decode(groups),
+                &expected[1][..],
+                "request {}",
+                r.id
+            );
+        }
+        for r in &requests {
+            let expected = reference(r, &setups, &roles);
+            match eligibility.groups_for(r, &setups) {
+                Ok(groups) => {
+                    assert_eq!(eligibility.arrival(groups), &expected[0][..]);
+                    assert_eq!(eligibility.decode(groups), &expected[1][..]);
+                }
+                Err(_) => assert!(expected[0].is_empty(), "request {} refused", r.id),
+            }
+        }
+        assert!(servable.len() < requests.len(), "some requests are refused");
+    }
 }

@@ -199,6 +199,13 @@ pub trait Observer {
         Ok(())
     }
 
+    /// Whether the records of finished requests must list their inter-token latencies
+    /// ([`RequestRecord::itl_ns`]); when not, they are left empty, and the run's pooled gaps
+    /// are in [`RunOutcome::itl`] all the same. Read once, at start-up.
+    fn wants_itl_values(&self) -> bool {
+        true
+    }
+
     /// The router rejected `request` at `now` (its end: it is never served). Ignored unless
     /// implemented.
     fn request_rejected(&mut self, _request: &Request, _now: Nanos) -> anyhow::Result<()> {
@@ -260,6 +267,9 @@ pub struct RunOutcome {
     pub hol_blocking: u64,
     /// Per instance, by id.
     pub instances: Vec<InstanceOutcome>,
+    /// Every inter-token gap of every finished request, pooled (whether or not the records
+    /// listed them, [`Observer::wants_itl_values`]).
+    pub itl: crate::metrics::IntegerCounts,
 }
 
 impl RunOutcome {

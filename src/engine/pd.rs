@@ -331,7 +331,7 @@ impl<'a> Transfers<'a> {
         choice
             .signals
             .refresh_due(now, schedulers, choice.instances);
-        let view = choice.signals.view(schedulers);
+        let view = choice.signals.view(schedulers, choice.instances);
         let to = self.setup.router.route(request, &self.candidates, &view);
         if self.watch && blocks_head_of_line(schedulers, to, &self.candidates) {
             self.hol_blocking += 1;

@@ -2,8 +2,10 @@
 //! mode ([`SignalConfig`], see `router/signals.rs`), and the prefix cache as it was at its
 //! last refresh.
 //!
-//! Cost by design. Before each routing decision every instance's due signals are re-read
-//! (a handful of counters; no signal is ever copied more than that). The prefix cache is
+//! Cost by design. An immediate signal is read live from an instance when the router looks
+//! at it, and a periodic one is copied from every instance only at the decisions where it
+//! falls due (a handful of counters): a decision costs nothing for the instances its policy
+//! does not look at, so round-robin over 10,000 instances pays nothing. The prefix cache is
 //! never copied: each pool keeps, only when the prefix signal is stale, the time each
 //! indexed block got its hash and a log of the evictions since the router's last refresh
 //! (`scheduler/kv.rs`), so "was block `h` cached as the router saw it at `t`" is one hash
@@ -122,12 +124,24 @@ fn due(mode: Refresh, last: Nanos, now: Nanos) -> bool {
 }
 
 /// The router's view of every instance, refreshed by each signal's mode.
+///
+/// Every instance's signal is re-read at the same instants (the decisions at which its mode
+/// makes it due), so when each signal was last read is one time for all instances. An
+/// immediate signal is read live when the router looks at an instance, never copied; the
+/// others are copied for every instance only at the instants they fall due. A decision thus
+/// costs nothing for the instances its policy does not look at (round-robin looks at none).
 pub(crate) struct Signals {
     config: SignalConfig,
-    /// Per instance: what the router holds.
+    /// Per instance: what the router holds of its non-immediate signals.
     held: Vec<InstanceSnapshot>,
-    /// Per instance and signal: when it was last read.
-    read_at: Vec<[Nanos; 8]>,
+    /// Per signal: when it was last read (the same for every instance).
+    read_at: [Nanos; 8],
+    /// The signals that are read live.
+    immediate: [bool; 8],
+    /// Whether some signal is not immediate (else nothing is ever copied).
+    copies: bool,
+    /// The time of the last refresh: the decision the view is for.
+    now: Nanos,
     /// The time the prefix cache signal is of (`None`: live).
     prefix_at: Option<Nanos>,
 }
@@ -147,15 +161,19 @@ impl Signals {
                 Some(0)
             }
         };
+        let immediate = Signal::ALL.map(|s| config.mode(s) == Refresh::Immediate);
         Signals {
             config,
             held,
-            read_at: vec![[0; 8]; schedulers.len()],
+            read_at: [0; 8],
+            immediate,
+            copies: Signal::ALL[..7].iter().any(|s| !immediate[s.index()]),
+            now: 0,
             prefix_at,
         }
     }
 
-    /// Before a routing decision at `now`: re-reads every instance's due signals.
+    /// Before a routing decision at `now`: re-reads the signals due.
     pub(crate) fn refresh_due(
         &mut self,
         now: Nanos,
@@ -184,55 +202,80 @@ impl Signals {
         instances: &[InstanceSim<'_>],
         due: impl Fn(Refresh, Nanos) -> bool,
     ) {
+        self.now = now;
         let config = self.config;
-        for (i, scheduler) in schedulers.iter().enumerate() {
-            let live = observe(scheduler, &instances[i].recent, now);
-            let (held, read_at) = (&mut self.held[i], &mut self.read_at[i]);
-            for signal in Signal::ALL {
-                let k = signal.index();
-                if signal != Signal::Prefix && due(config.mode(signal), read_at[k]) {
-                    copy_signal(signal, &live, held);
-                    read_at[k] = now;
+        let mut copy = [false; 8];
+        for signal in &Signal::ALL[..7] {
+            let k = signal.index();
+            if due(config.mode(*signal), self.read_at[k]) {
+                self.read_at[k] = now;
+                copy[k] = !self.immediate[k];
+            }
+        }
+        if self.copies && copy.contains(&true) {
+            for (i, scheduler) in schedulers.iter().enumerate() {
+                let live = observe(scheduler, &instances[i].recent, now);
+                for signal in &Signal::ALL[..7] {
+                    if copy[signal.index()] {
+                        copy_signal(*signal, &live, &mut self.held[i]);
+                    }
                 }
             }
-            held.in_flight = live.in_flight;
-            held.taken_at = read_at[..7].iter().copied().min().unwrap_or(now);
         }
         if self.prefix_at.is_none() {
             return;
         }
-        let last = self
-            .read_at
-            .first()
-            .map_or(0, |r| r[Signal::Prefix.index()]);
-        if due(config.mode(Signal::Prefix), last) {
+        let k = Signal::Prefix.index();
+        if due(config.mode(Signal::Prefix), self.read_at[k]) {
             self.prefix_at = Some(now);
-            for (scheduler, read_at) in schedulers.iter_mut().zip(&mut self.read_at) {
+            self.read_at[k] = now;
+            for scheduler in schedulers.iter_mut() {
                 scheduler.forget_cache_history_before(now);
-                read_at[Signal::Prefix.index()] = now;
             }
         }
     }
 
-    /// The view over `schedulers` (the live prefix caches, asked at the signal's time).
-    pub(crate) fn view<'a>(&'a self, schedulers: &'a [Scheduler]) -> SignalView<'a> {
+    /// The view over `schedulers` and `instances` (the live prefix caches, asked at the
+    /// signal's time), for the decision of the last refresh.
+    pub(crate) fn view<'a>(
+        &'a self,
+        schedulers: &'a [Scheduler],
+        instances: &'a [InstanceSim<'a>],
+    ) -> SignalView<'a> {
         SignalView {
             signals: self,
             schedulers,
+            instances,
         }
     }
 }
 
-/// What the router sees: the held snapshots, and the prefix caches as of their signal's
-/// time.
+/// What the router sees: the held snapshots with the immediate signals read live, and the
+/// prefix caches as of their signal's time.
 pub(crate) struct SignalView<'a> {
     signals: &'a Signals,
     schedulers: &'a [Scheduler],
+    instances: &'a [InstanceSim<'a>],
 }
 
 impl ClusterView for SignalView<'_> {
     fn snapshot(&self, id: u32) -> InstanceSnapshot {
-        self.signals.held[id as usize]
+        let i = id as usize;
+        let signals = self.signals;
+        let mut held = signals.held[i];
+        let live = observe(&self.schedulers[i], &self.instances[i].recent, signals.now);
+        for signal in &Signal::ALL[..7] {
+            if signals.immediate[signal.index()] {
+                copy_signal(*signal, &live, &mut held);
+            }
+        }
+        held.in_flight = live.in_flight;
+        held.taken_at = signals.read_at[..7]
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(signals.now);
+        held
     }
 
     fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {

@@ -28,7 +28,7 @@ pub use run_settings::{RunSettings, SettingHint};
 pub use scale_plots::write_autoscale_plots;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, prepare_sessions_csv};
 pub use slo::{SloCollector, SloHeadline, SloReport, SloTargets, jain};
-pub use stats::LatencyStats;
+pub use stats::{IntegerCounts, LatencyStats};
 pub use summary::{
     InstanceInfo, InstanceSummary, LowerTierStats, PdSummary, PrefixCacheStats, RunInfo, Summary,
     SummaryCollector,

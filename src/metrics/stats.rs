@@ -156,7 +156,7 @@ fn variance<T: Copy>(values: &[T], mean: f64, to_f64: impl Fn(T) -> f64) -> f64 
 
 /// A multiset of integers held as a count per distinct value: memory grows with the distinct
 /// values (for inter-token latencies, bounded by the distinct step times), not with the values.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IntegerCounts {
     counts: std::collections::HashMap<u64, u64, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
     len: u64,
@@ -169,6 +169,31 @@ impl IntegerCounts {
             *self.counts.entry(v).or_insert(0) += 1;
         }
         self.len += values.len() as u64;
+    }
+
+    /// Adds `count` copies of `value`.
+    pub fn add(&mut self, value: u64, count: u64) {
+        if count > 0 {
+            *self.counts.entry(value).or_insert(0) += count;
+            self.len += count;
+        }
+    }
+
+    /// Adds every value `other` holds.
+    pub fn merge(&mut self, other: &IntegerCounts) {
+        for (&v, &c) in &other.counts {
+            self.add(v, c);
+        }
+    }
+
+    /// How many values it holds.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Each distinct value with its count, smallest first.

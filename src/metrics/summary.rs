@@ -73,6 +73,9 @@ pub struct SummaryCollector {
     tpot_ns: Vec<f64>,
     /// Every inter-token gap of every request, pooled, as counts per distinct gap.
     itl_ns: IntegerCounts,
+    /// The gaps come pooled from the run ([`SummaryCollector::add_pooled_itls`]), not from
+    /// the records.
+    pooled_itls: bool,
     e2el_ns: Vec<Nanos>,
     /// Arrival and TTFT of every request, for the load check.
     arrivals: Vec<(Nanos, Nanos)>,
@@ -86,6 +89,20 @@ impl SummaryCollector {
     /// An empty collector.
     pub fn new() -> SummaryCollector {
         SummaryCollector::default()
+    }
+
+    /// An empty collector whose inter-token gaps come pooled from the run
+    /// ([`SummaryCollector::add_pooled_itls`]) rather than from each record.
+    pub fn with_pooled_itls() -> SummaryCollector {
+        SummaryCollector {
+            pooled_itls: true,
+            ..SummaryCollector::default()
+        }
+    }
+
+    /// Adds the run's pooled inter-token gaps (see [`SummaryCollector::with_pooled_itls`]).
+    pub fn add_pooled_itls(&mut self, gaps: &IntegerCounts) {
+        self.itl_ns.merge(gaps);
     }
 
     /// Records one finished request.
@@ -102,7 +119,9 @@ impl SummaryCollector {
             self.tpot_ns
                 .push(decode_ns / f64::from(record.output_toks - 1));
         }
-        self.itl_ns.extend(record.itl_ns);
+        if !self.pooled_itls {
+            self.itl_ns.extend(record.itl_ns);
+        }
         let id = record.instance_id as usize;
         let prefill = record.pd.map_or(0, |pd| pd.prefill_instance as usize);
         if id.max(prefill) >= self.instances.len() {

@@ -265,7 +265,7 @@ fn open_outputs<'w>(
     };
     Ok(Outputs {
         csv,
-        summary: SummaryCollector::new(),
+        summary: SummaryCollector::with_pooled_itls(),
         progress: Progress::new(workload.num_requests() as u64),
         emit_et: step_emitters(config, emit_et_dir.as_ref()),
         emit_et_dir,
@@ -417,6 +417,7 @@ fn write_results(
     sessions: Option<&SessionRegistry>,
     started: std::time::Instant,
 ) -> anyhow::Result<Summary> {
+    outputs.summary.add_pooled_itls(&outcome.itl);
     let mut summary = outputs.summary.finish(info);
     summary.set_settings(settings);
     if outputs.watch_anomalies {

@@ -88,6 +88,11 @@ impl Observer for Outputs<'_> {
         Ok(())
     }
 
+    fn wants_itl_values(&self) -> bool {
+        // The summary pools them from the run's outcome.
+        self.csv.is_some() || self.slo.is_some()
+    }
+
     fn trace_level(&self) -> TraceLevel {
         self.trace
             .as_ref()

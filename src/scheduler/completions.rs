@@ -80,16 +80,19 @@ impl Completions {
     }
 
     /// Adds `req`, finished on instance `instance_id` at `end`; `step_finish_ns` are the
-    /// finish times of its instance's steps, which its token times index.
+    /// finish times of its instance's steps, which its token times index, or `None` when no
+    /// one reads the record's inter-token latencies (they are then left empty).
     pub(super) fn push(
         &mut self,
         req: &RunningRequest,
         instance_id: u32,
         end: Nanos,
-        step_finish_ns: &[Nanos],
+        step_finish_ns: Option<&[Nanos]>,
     ) {
         let from = self.itls.len();
-        req.write_itls(step_finish_ns, &mut self.itls);
+        if let Some(steps) = step_finish_ns {
+            req.write_itls(steps, &mut self.itls);
+        }
         self.done.push(Done {
             instance_id,
             request_id: req.id,

@@ -34,6 +34,7 @@
 
 mod cancel;
 mod completions;
+mod itl;
 mod kv;
 mod lower_tier;
 mod pd;
@@ -236,6 +237,10 @@ pub struct Scheduler {
     decisions: Option<Vec<SchedDecision>>,
     /// Slots of cancelled requests still included in a step in flight (see `cancel.rs`).
     cancelled: Vec<u32>,
+    /// The inter-token gaps of the requests finished here, pooled by step (see `itl.rs`).
+    itl: itl::ItlTally,
+    /// Whether finished requests' records list their inter-token latencies.
+    itl_values: bool,
 }
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
@@ -340,7 +345,21 @@ impl Scheduler {
             thrash_pending: 0,
             decisions: None,
             cancelled: Vec::new(),
+            itl: itl::ItlTally::default(),
+            itl_values: true,
         }
+    }
+
+    /// Whether the records of finished requests list their inter-token latencies (on by
+    /// default). Off, they are left empty and only pooled ([`Scheduler::itl_counts`]): no
+    /// work per generated token.
+    pub fn keep_itl_values(&mut self, on: bool) {
+        self.itl_values = on;
+    }
+
+    /// Adds the inter-token gaps of every request finished here so far to `out`.
+    pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
+        self.itl.count_into(&self.step_finish_ns, out);
     }
 
     /// Turns anomaly detection on: priority inversions among admissions, and prefix blocks
@@ -1080,7 +1099,9 @@ impl Scheduler {
                 req.note_token(step_index);
             }
             if req.reached >= req.target {
-                finished.push(req, instance_id, finish, &self.step_finish_ns);
+                let steps = &self.step_finish_ns;
+                finished.push(req, instance_id, finish, self.itl_values.then_some(steps));
+                self.itl.add(req, steps);
                 if freed_late {
                     self.freed_late.requests += 1;
                     self.freed_late.blocks.extend(req.blocks.iter().rev());

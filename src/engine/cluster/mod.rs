@@ -380,8 +380,10 @@ impl<'r> Cluster<'r> {
             return Err(SchedulerBug::new(message).into());
         }
         let mut stats = SchedulerStats::default();
+        let mut itl = crate::metrics::IntegerCounts::default();
         for scheduler in &self.schedulers {
             stats += scheduler.stats();
+            scheduler.itl_counts(&mut itl);
         }
         Ok(RunOutcome {
             total_clocks_ns: self.settled,
@@ -405,6 +407,7 @@ impl<'r> Cluster<'r> {
                     stats: scheduler.stats(),
                 })
                 .collect(),
+            itl,
         })
     }
 

@@ -126,7 +126,7 @@ impl<'r> Cluster<'r> {
                 return Ok(());
             }
         }
-        let view = self.signals.view(&self.schedulers);
+        let view = self.signals.view(&self.schedulers, &self.instances);
         let decision = s.router.decide(&request, candidates, &view);
         if self.tracing {
             let explained = s.router.explanation().map(|e| self.effects.keep(e));

@@ -163,7 +163,7 @@ impl<'r> Cluster<'r> {
         let Some(scaling) = &mut self.scaling else {
             return Ok(());
         };
-        let view = self.signals.view(&self.schedulers);
+        let view = self.signals.view(&self.schedulers, &self.instances);
         scaling.changes.clear();
         scaling
             .autoscaler

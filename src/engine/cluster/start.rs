@@ -41,6 +41,10 @@ impl<'r> Cluster<'r> {
         let tracing = services.observer.trace_level() != TraceLevel::None;
         let mut schedulers =
             prepared_schedulers(setups, &roles, services, watch.as_ref(), tracing)?;
+        let itl_values = services.observer.wants_itl_values();
+        for scheduler in &mut schedulers {
+            scheduler.keep_itl_values(itl_values);
+        }
         let signals = Signals::new(signals, &mut schedulers);
         let groups = dp::groups(setups);
         let group_stages = groups

@@ -297,3 +297,90 @@ fn every_request_ends_exactly_once_in_one_of_five_endings() {
         "every ending happens: {seen:?}"
     );
 }
+
+/// Pools the inter-token latencies the records list, or checks that they list none.
+struct Gaps {
+    listed: crate::metrics::IntegerCounts,
+    wants: bool,
+    finished: u64,
+}
+
+impl Observer for Gaps {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        if self.wants {
+            self.listed.extend(r.itl_ns);
+        } else {
+            assert!(r.itl_ns.is_empty(), "no one asked for the gaps");
+        }
+        self.finished += 1;
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        _: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn wants_itl_values(&self) -> bool {
+        self.wants
+    }
+}
+
+/// Runs `n` random requests of `seed` on two instances of `blocks` KV blocks each (few
+/// enough to preempt), round-robin, with the records listing their gaps if `wants`.
+fn run_gaps(seed: u64, n: u64, blocks: u32, async_scheduling: bool, wants: bool) -> Gaps {
+    let mut state = seed;
+    let mut t = 0;
+    let requests: Vec<Request> = (0..n)
+        .map(|id| {
+            t += next(&mut state) % (4 * US);
+            let input = 1 + (next(&mut state) % 200) as u32;
+            let output = 1 + (next(&mut state) % 80) as u32;
+            request(id, t, input, output)
+        })
+        .collect();
+    let mut one = setup(blocks);
+    one.scheduler.async_scheduling = async_scheduling;
+    let setups = vec![one; 2];
+    let mut backends = [Linear, Linear];
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = Router::new(RoutingPolicy::RoundRobin, seed);
+    let mut gaps = Gaps {
+        listed: Default::default(),
+        wants,
+        finished: 0,
+    };
+    let services = Services::new(&mut dyns, &mut router, &mut gaps);
+    let outcome = super::super::simulate(Run::new(&requests, &setups), services).unwrap();
+    assert_eq!(gaps.finished, n);
+    if wants {
+        assert_eq!(outcome.itl, gaps.listed, "seed {seed}: pooled = listed");
+    }
+    gaps.listed = outcome.itl;
+    gaps
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// The gaps pooled by step equal those the records list, token by token, with
+    /// preemptions and asynchronous scheduling, whether or not the records list them.
+    #[test]
+    fn pooled_gaps_equal_the_listed_ones(
+        seed in 1u64..u64::MAX,
+        blocks in 19u32..80,
+        async_scheduling in proptest::bool::ANY,
+    ) {
+        let listed = run_gaps(seed, 60, blocks, async_scheduling, true);
+        let pooled = run_gaps(seed, 60, blocks, async_scheduling, false);
+        proptest::prop_assert_eq!(&listed.listed, &pooled.listed);
+        let tokens: u64 = listed.listed.len();
+        proptest::prop_assert!(tokens > 0);
+    }
+}
