@@ -112,7 +112,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
 /// gateway queue or scheduling policies the engine runs without one, exactly as before it
 /// existed) and router, both reporting their decisions when the run traces them. Outcomes
 /// are collected when requests can end unserved or the run is evaluated, and anomalies shown
-/// with a control plane or several SLO classes.
+/// with a control plane, an autoscaler or several SLO classes.
 fn decision_makers(
     config: &SimConfig,
     workload: &Workload,
@@ -134,7 +134,9 @@ fn decision_makers(
             control.trace_decisions();
         }
     }
-    outputs.watch_anomalies = control.is_some() || classes.is_some_and(|c| c.classes().len() > 1);
+    outputs.watch_anomalies = control.is_some()
+        || config.control.autoscale.is_some()
+        || classes.is_some_and(|c| c.classes().len() > 1);
     (control, router)
 }
 
