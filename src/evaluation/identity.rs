@@ -129,7 +129,7 @@ mod tests {
         // Top-level keys in order, the routing policy named, each signal's mode by name.
         assert!(rr.starts_with(r#"{"control":{"admission":{"#), "{rr}");
         assert!(
-            rr.contains(r#"},"routing":"round-robin","signals":{"#),
+            rr.contains(r#"},"routing":{"type":"RR"},"signals":{"#),
             "{rr}"
         );
         assert!(rr.contains(r#""hit-rate":"periodic:10000000ns""#), "{rr}");
