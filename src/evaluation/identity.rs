@@ -105,6 +105,10 @@ pub fn workload(source: &WorkloadSource) -> anyhow::Result<Value> {
             let yaml = scenario(name).map_or("", |s| s.yaml);
             ("scenario", name.clone(), sha256_hex(yaml.as_bytes()))
         }
+        WorkloadSource::Synthetic(quick) => {
+            let yaml = quick.yaml();
+            ("synthetic", "--rate".to_owned(), sha256_hex(yaml.as_bytes()))
+        }
     };
     Ok(json!({"source": kind, "name": name, "sha256": hash}))
 }
