@@ -533,7 +533,9 @@ fn parse_slo_ms(s: &str) -> Result<f64, String> {
 fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 1e6 => Ok(v),
-        _ => Err(format!("must be a number of requests per second in (0, 1000000], got `{s}`")),
+        _ => Err(format!(
+            "must be a number of requests per second in (0, 1000000], got `{s}`"
+        )),
     }
 }
 
@@ -541,7 +543,10 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 fn parse_pd(s: &str) -> Result<Layout, String> {
     let bad = || format!("expected PREFILL:DECODE, two counts of at least 1 (e.g. 2:2), got `{s}`");
     let (p, d) = s.split_once(':').ok_or_else(bad)?;
-    let (prefill, decode): (u32, u32) = (p.trim().parse().map_err(|_| bad())?, d.trim().parse().map_err(|_| bad())?);
+    let (prefill, decode): (u32, u32) = (
+        p.trim().parse().map_err(|_| bad())?,
+        d.trim().parse().map_err(|_| bad())?,
+    );
     if prefill == 0 || decode == 0 || prefill.saturating_add(decode) > 10_000 {
         return Err(bad());
     }

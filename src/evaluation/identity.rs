@@ -107,7 +107,11 @@ pub fn workload(source: &WorkloadSource) -> anyhow::Result<Value> {
         }
         WorkloadSource::Synthetic(quick) => {
             let yaml = quick.yaml();
-            ("synthetic", "--rate".to_owned(), sha256_hex(yaml.as_bytes()))
+            (
+                "synthetic",
+                "--rate".to_owned(),
+                sha256_hex(yaml.as_bytes()),
+            )
         }
     };
     Ok(json!({"source": kind, "name": name, "sha256": hash}))

@@ -558,7 +558,9 @@ fn run_title(config: &SimConfig) -> String {
 
 /// The quick workload: `--num-prompts` requests (100 by default), drawn with the run's seed.
 fn synthetic(quick: &Synthetic, config: &SimConfig) -> anyhow::Result<Workload> {
-    let n = config.num_reqs.map_or(Synthetic::DEFAULT_REQUESTS, |n| n as u64);
+    let n = config
+        .num_reqs
+        .map_or(Synthetic::DEFAULT_REQUESTS, |n| n as u64);
     let overrides = Overrides {
         num_requests: Some(n),
         seed: Some(config.seed as i64),

@@ -162,7 +162,7 @@ fn bad_settings_and_unsupported_clusters_fail_naming_the_cause() {
     assert!(stderr.contains("max_replicaz"), "{stderr}");
     let out = run(&["--dataset", SAMPLE, "--autoscale", "magic"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown policy `magic`"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown autoscaling policy `magic`"));
     let out = run(&["--dataset", SAMPLE, "--autoscale-max", "3"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("name a policy"));

@@ -393,14 +393,28 @@ fn the_quick_path_runs_a_cluster_and_a_pd_cluster_without_files() {
     let (rows, s, _) = run_quick("four", &[&["--num-instances", "4"][..], &quick].concat());
     assert_eq!(rows.len(), 1000);
     assert_eq!(s["completed"], 1000);
-    assert!(rows.iter().all(|r| r["input"] == "512" && r["output"] == "512"));
+    assert!(
+        rows.iter()
+            .all(|r| r["input"] == "512" && r["output"] == "512")
+    );
     let instances = s["instances"].as_array().unwrap();
     assert_eq!(instances.len(), 4);
-    assert!(instances.iter().all(|i| i["completed"].as_u64().unwrap() > 100));
+    assert!(
+        instances
+            .iter()
+            .all(|i| i["completed"].as_u64().unwrap() > 100)
+    );
     // Poisson at 20/s: the last of 1000 arrivals comes near 50 s.
     let last = rows.iter().map(|r| num(r, "arrival")).max().unwrap() as f64 / 1e9;
     assert!((45.0..55.0).contains(&last), "{last}");
-    let small = ["--rate", "5", "--num-prompts", "60", "--prompt-tokens", "300"];
+    let small = [
+        "--rate",
+        "5",
+        "--num-prompts",
+        "60",
+        "--prompt-tokens",
+        "300",
+    ];
     let (rows, s, text) = run_quick("pd", &[&["--pd", "2:2"][..], &small].concat());
     assert!(text.contains("Prefill/decode disaggregation"), "{text}");
     assert_eq!(s["completed"], 60);
@@ -408,7 +422,10 @@ fn the_quick_path_runs_a_cluster_and_a_pd_cluster_without_files() {
         .map(|i| i["role"].as_str().unwrap())
         .collect();
     assert_eq!(roles, ["prefill", "prefill", "decode", "decode"]);
-    assert!(rows.iter().all(|r| num(r, "kv_transfer_ns") > 0 && r["input"] == "300"));
+    assert!(
+        rows.iter()
+            .all(|r| num(r, "kv_transfer_ns") > 0 && r["input"] == "300")
+    );
     assert_eq!(s["simulator"]["pd"]["kv_transfers"], 60);
     // The same seed gives the same run.
     let (again, _, _) = run_quick("pd2", &[&["--pd", "2:2"][..], &small].concat());

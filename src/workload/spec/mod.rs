@@ -71,8 +71,8 @@ pub use generate::{
 };
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
-pub use synthetic::Synthetic;
 pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
+pub use synthetic::Synthetic;
 pub use traffic::Traffic;
 pub use window::WindowParams;
 

@@ -64,7 +64,11 @@ mod tests {
         };
         let w = generate_workload(&quick.spec().unwrap(), overrides).unwrap();
         assert_eq!(w.requests.len(), 2000);
-        assert!(w.requests.iter().all(|r| r.input_toks == 300 && r.output_toks == 40));
+        assert!(
+            w.requests
+                .iter()
+                .all(|r| r.input_toks == 300 && r.output_toks == 40)
+        );
         // Poisson at 20/s: 2000 arrivals take about 100 s.
         let last_s = w.requests.last().unwrap().arrival_ns as f64 / 1e9;
         assert!((90.0..110.0).contains(&last_s), "{last_s}");
