@@ -172,8 +172,8 @@ class RoutingWeightsTest(unittest.TestCase):
     def test_a_candidate_changing_only_routing_weights_changes_the_score(self):
         adapter = gepa_adapter.BlisCosimAdapter(WEIGHTS)
         with tempfile.TemporaryDirectory() as tmp:
-            workload = WORKLOAD[:-1] + ["150", "--num-requests", "200",
-                                         "--cluster-config", four_instance_cluster(tmp)]
+            workload = ["--workload-spec", SPEC, "--num-requests", "200", "--slo-ttft", "150",
+                        "--cluster-config", four_instance_cluster(tmp)]
             batch = [{"name": "bursty-4", "args": workload}]
 
             def candidate(weights):
@@ -186,7 +186,8 @@ class RoutingWeightsTest(unittest.TestCase):
         for result in (spread, piled):
             self.assertNotIn("error", result.outputs[0], result.outputs[0])
         runs = [r.trajectories[0]["result"] for r in (spread, piled)]
-        self.assertNotEqual(runs[0]["policy"]["settings_sha256"], runs[1]["policy"]["settings_sha256"])
+        hashes = [r["metadata"]["policy"]["settings_sha256"] for r in runs]
+        self.assertNotEqual(hashes[0], hashes[1])
         self.assertNotEqual(spread.outputs[0]["fitness.attainment"], piled.outputs[0]["fitness.attainment"])
         self.assertNotEqual(spread.scores, piled.scores)
         self.assertEqual(spread.scores, again.scores)
