@@ -27,17 +27,23 @@ pub trait Choice: IntoEnumIterator + EnumMessage + Sized {
         summary(self.get_documentation().unwrap_or_default())
     }
 
-    /// The value named `name` (with default parameters), else an error listing the names.
+    /// Why `name` is refused, beyond not being in the list (a name other tools know that
+    /// this one does not implement).
+    fn hint(_name: &str) -> Option<&'static str> {
+        None
+    }
+
+    /// The value named `name` (its name, or another it is known by: its other `strum`
+    /// serializations), with default parameters; else an error listing the names.
     fn parse(name: &str) -> Result<Self, UnknownName> {
+        let matches = |own: &str| own == name || (Self::ANY_CASE && own.eq_ignore_ascii_case(name));
         Self::iter()
-            .find(|v| {
-                let own = v.name();
-                own == name || (Self::ANY_CASE && own.eq_ignore_ascii_case(name))
-            })
+            .find(|v| matches(v.name()) || v.get_serializations().iter().any(|s| matches(s)))
             .ok_or_else(|| UnknownName {
                 what: Self::WHAT,
                 name: name.to_owned(),
                 expected: names::<Self>(),
+                hint: Self::hint(name),
             })
     }
 }
@@ -49,7 +55,7 @@ pub fn names<T: Choice>() -> Vec<&'static str> {
 
 /// A name that is none of the list's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {what} `{name}` (expected {})", or_list(expected))]
+#[error("unknown {what} `{name}` (expected {}){}", or_list(expected), hint.map(|h| format!(": {h}")).unwrap_or_default())]
 pub struct UnknownName {
     /// What was named ("admission policy").
     pub what: &'static str,
@@ -57,6 +63,8 @@ pub struct UnknownName {
     pub name: String,
     /// The names there are.
     pub expected: Vec<&'static str>,
+    /// Why the name is refused, when there is more to say ([`Choice::hint`]).
+    pub hint: Option<&'static str>,
 }
 
 impl From<UnknownName> for String {

@@ -36,9 +36,10 @@ use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
 use crate::setup;
 use crate::setup::{
-    Deployment, EngineOptions, EvaluationConfig, PlotsOutput, RoutingOptions, RunOptions,
+    Deployment, EngineOptions, EvaluationConfig, Layout, PlotsOutput, RoutingOptions, RunOptions,
     SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
 };
+use crate::workload::spec::Synthetic;
 use choices::choices;
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
@@ -178,7 +179,7 @@ pub struct ValidateArgs {
 
 /// Flags of the main job.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("workload").required(true).args(["dataset", "workload_spec", "scenario"])))]
+#[command(group(ArgGroup::new("workload").required(true).args(["dataset", "workload_spec", "scenario", "rate"])))]
 pub struct RunArgs {
     /// Workload: LLMServingSim JSONL, one request per line, or a Mooncake or Azure trace
     /// (see --dataset-format).
@@ -199,17 +200,45 @@ pub struct RunArgs {
           value_parser = PossibleValuesParser::new(dataset::scenario_names()))]
     pub scenario: Option<String>,
 
+    /// The quick workload (BLIS's and vLLM bench's), instead of --dataset: Poisson arrivals at
+    /// this many requests per second, --num-prompts of them [default: 100], each of
+    /// --prompt-tokens and --output-tokens.
+    #[arg(help_heading = "Workload", long, value_name = "REQ_PER_S", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+
+    /// The quick workload: prompt tokens of every request [default: 512].
+    #[arg(help_heading = "Workload", long, value_name = "N", requires = "rate",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub prompt_tokens: Option<u32>,
+
+    /// The quick workload: output tokens of every request [default: 512].
+    #[arg(help_heading = "Workload", long, value_name = "N", requires = "rate",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub output_tokens: Option<u32>,
+
+    /// Quick cluster: N colocated instances of --model on --hardware at --tp, on one node
+    /// linked by the hardware's link, instead of --cluster-config.
+    #[arg(help_heading = "Deployment", long, value_name = "N", conflicts_with_all = ["cluster_config", "pd"],
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub num_instances: Option<u32>,
+
+    /// Quick prefill/decode cluster: PREFILL prefill and DECODE decode instances of --model
+    /// on --hardware at --tp, on one node (KV hand-offs over the hardware's link), instead of
+    /// --cluster-config.
+    #[arg(help_heading = "Deployment", long, value_name = "PREFILL:DECODE", conflicts_with = "cluster_config",
+          value_parser = parse_pd)]
+    pub pd: Option<Layout>,
+
     /// LLMServingSim cluster config JSON (colocated, prefill and decode instances on one or
     /// more nodes): each instance's model, hardware, memory, TP, role and engine overrides
     /// come from it.
     #[arg(help_heading = "Deployment", long, value_name = "PATH", conflicts_with_all = ["model", "hardware", "tp"])]
     pub cluster_config: Option<PathBuf>,
 
-    /// How arriving requests are spread over the instances: LOAD (LLMServingSim), RR, RAND,
-    /// least-loaded, prefix-affinity, weighted or always-busiest (pathological: the busiest
-    /// instance). With prefill/decode instances the same
-    /// policy also picks the decode instance of each prefilled request.
-    #[arg(help_heading = "Cluster", long, value_name = "POLICY", default_value = "LOAD", value_parser = parse_routing_policy)]
+    /// How arriving requests are spread over the instances (names in any case). With
+    /// prefill/decode instances the same policy also picks the decode instance of each
+    /// prefilled request.
+    #[arg(help_heading = "Cluster", long, value_name = "POLICY", default_value = "LOAD", value_parser = choices::<RoutingPolicy>())]
     pub request_routing_policy: RoutingPolicy,
 
     /// How the MoE gate spreads tokens over experts: BALANCED (closed-form, perfectly
@@ -303,18 +332,24 @@ pub struct RunArgs {
     #[arg(help_heading = "Outputs", long, value_name = "PATH")]
     pub evaluation_json: Option<PathBuf>,
 
+    /// The run's control-plane and routing settings (from --policy-config, the flags and the
+    /// defaults) written as a policy bundle, every policy with all its parameters: fed back
+    /// as --policy-config, it gives the same run.
+    #[arg(help_heading = "Outputs", long, value_name = "PATH")]
+    pub export_policy: Option<PathBuf>,
+
     /// Simulated seconds per row of --timeseries.
     #[arg(help_heading = "Outputs", long, value_name = "SECS", default_value_t = 1.0, requires = "timeseries",
           value_parser = parse_timeseries_interval)]
     pub timeseries_interval: f64,
 
     /// Use only the first N requests of the workload (0 = all; with --workload-spec or
-    /// --scenario it replaces the spec's num_requests). `--num-reqs` (LLMServingSim's name) is
-    /// an alias.
+    /// --scenario it replaces the spec's num_requests; with --rate, the requests generated).
+    /// `--num-reqs` (LLMServingSim's name) and `--num-prompts` (vLLM bench's) are aliases.
     #[arg(
         help_heading = "Workload",
         long = "num-requests",
-        visible_alias = "num-reqs",
+        visible_aliases = ["num-reqs", "num-prompts"],
         value_name = "N",
         default_value_t = 0
     )]
@@ -524,6 +559,30 @@ fn parse_slo_ms(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--rate`: a positive number of requests per second, at most a million.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1e6 => Ok(v),
+        _ => Err(format!(
+            "must be a number of requests per second in (0, 1000000], got `{s}`"
+        )),
+    }
+}
+
+/// `--pd PREFILL:DECODE`: at least one of each, 10,000 in all at most.
+fn parse_pd(s: &str) -> Result<Layout, String> {
+    let bad = || format!("expected PREFILL:DECODE, two counts of at least 1 (e.g. 2:2), got `{s}`");
+    let (p, d) = s.split_once(':').ok_or_else(bad)?;
+    let (prefill, decode): (u32, u32) = (
+        p.trim().parse().map_err(|_| bad())?,
+        d.trim().parse().map_err(|_| bad())?,
+    );
+    if prefill == 0 || decode == 0 || prefill.saturating_add(decode) > 10_000 {
+        return Err(bad());
+    }
+    Ok(Layout::Disaggregated { prefill, decode })
+}
+
 /// `--timeseries-interval`: seconds in [1 µs, 1 day].
 fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
@@ -560,6 +619,11 @@ impl RunArgs {
                 model: self.model,
                 hardware: self.hardware,
                 tp: self.tp,
+                layout: match (self.pd, self.num_instances) {
+                    (Some(pd), _) => pd,
+                    (None, Some(n)) => Layout::Colocated(n),
+                    (None, None) => Layout::Single,
+                },
             },
         };
         let defaults = EngineOptions::default();
@@ -630,6 +694,7 @@ impl RunArgs {
             evaluation: EvaluationConfig {
                 weights: self.fitness_weights,
                 json: self.evaluation_json,
+                export_policy: self.export_policy,
             },
             sessions_output: self.replay.sessions_output.clone(),
             replay: self.replay.mode(),
@@ -668,6 +733,14 @@ impl RunArgs {
                 "--trace-dir",
                 "applies only to a trace scenario",
             ));
+        }
+        if let Some(rate) = self.rate {
+            without_dataset()?;
+            return Ok(WorkloadSource::Synthetic(Synthetic {
+                rate,
+                prompt_tokens: self.prompt_tokens.unwrap_or(Synthetic::DEFAULT_TOKENS),
+                output_tokens: self.output_tokens.unwrap_or(Synthetic::DEFAULT_TOKENS),
+            }));
         }
         match (&self.dataset, &self.workload_spec, &self.scenario) {
             (Some(path), None, None) => Ok(WorkloadSource::Dataset(
@@ -733,10 +806,6 @@ fn command_line(flag: &str, message: &str) -> ConfigError {
 }
 
 fn parse_dtype(s: &str) -> Result<Dtype, String> {
-    s.parse()
-}
-
-fn parse_routing_policy(s: &str) -> Result<RoutingPolicy, String> {
     s.parse()
 }
 

@@ -151,6 +151,48 @@ class GepaAdapterTest(unittest.TestCase):
         self.assertIn("the simulation failed", records[gepa_adapter.COMPONENT][0]["Feedback"])
 
 
+def four_instance_cluster(directory):
+    """A cluster config of four Llama-3.1-8B instances on one H100 node, written into
+    ``directory``."""
+    inst = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "num_npus": 1,
+            "tp_size": 1, "pd_type": None,
+            "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
+    node = {"num_instances": 4, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+            "instances": [inst] * 4}
+    path = os.path.join(directory, "four.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"num_nodes": 1, "link_bw": 112.5, "link_latency": 0, "nodes": [node]}, f)
+    return path
+
+
+class RoutingWeightsTest(unittest.TestCase):
+    """Issue 38: a candidate that changes only its routing weights changes the run and its
+    score (the bundle carries ``routing.weights``, the seed's first search space)."""
+
+    def test_a_candidate_changing_only_routing_weights_changes_the_score(self):
+        adapter = gepa_adapter.BlisCosimAdapter(WEIGHTS)
+        with tempfile.TemporaryDirectory() as tmp:
+            workload = ["--workload-spec", SPEC, "--num-requests", "200", "--slo-ttft", "150",
+                        "--cluster-config", four_instance_cluster(tmp)]
+            batch = [{"name": "bursty-4", "args": workload}]
+
+            def candidate(weights):
+                text = "routing:\n  type: weighted\n  params:\n    weights: {%s}\n" % weights
+                return {gepa_adapter.COMPONENT: text}
+
+            spread = adapter.evaluate(batch, candidate("queue: 1, running: 1"), True)
+            piled = adapter.evaluate(batch, candidate("prefix: 1"), True)
+            again = adapter.evaluate(batch, candidate("queue: 1, running: 1"), True)
+        for result in (spread, piled):
+            self.assertNotIn("error", result.outputs[0], result.outputs[0])
+        runs = [r.trajectories[0]["result"] for r in (spread, piled)]
+        hashes = [r["metadata"]["policy"]["settings_sha256"] for r in runs]
+        self.assertNotEqual(hashes[0], hashes[1])
+        self.assertNotEqual(spread.outputs[0]["fitness.attainment"], piled.outputs[0]["fitness.attainment"])
+        self.assertNotEqual(spread.scores, piled.scores)
+        self.assertEqual(spread.scores, again.scores)
+
+
 class WithoutFrameworksTest(unittest.TestCase):
     def test_the_package_has_its_own_types_of_the_same_shape(self):
         for name in ["openevolve", "openevolve.evaluation_result", "gepa", "gepa.core",

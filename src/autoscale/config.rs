@@ -3,53 +3,224 @@
 //! [`AutoscaleConfig`] with its defaults.
 
 use crate::Nanos;
+use crate::choice::Choice;
 use crate::control::bundle::parse_duration;
+use crate::control::section::{KeyError, Layer, ParamError, Policy, positive};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// What a policy decides on, and its parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PolicyKind {
-    /// One replica more when the mean utilization is above `up`, one fewer below `down`.
-    Threshold { up: f64, down: f64 },
-    /// Kubernetes HPA's rule: `ceil(ready × utilization / target)` replicas, unless the ratio
-    /// is within `tolerance` of 1.
-    TargetUtilization { target: f64, tolerance: f64 },
-    /// One replica more when the mean waiting requests per ready replica is above `up`, one
-    /// fewer below `down`.
-    QueueDepth { up: f64, down: f64 },
+/// The autoscaling policies (`--autoscale`, the bundle's `autoscale`), each with what it
+/// decides on and its parameters.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[serde(tag = "type", content = "params", rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum AutoscalePolicy {
+    /// One replica more when the mean utilization is above `scale_up_threshold`, one fewer
+    /// below `scale_down_threshold`.
+    Threshold(ThresholdParams),
+    /// Kubernetes HPA's rule: `ceil(ready × utilization / target_utilization)` replicas,
+    /// unless the ratio is within `tolerance` of 1.
+    TargetUtilization(TargetUtilizationParams),
+    /// One replica more when the mean waiting requests per ready replica is above
+    /// `scale_up_queue_depth`, one fewer below `scale_down_queue_depth`.
+    QueueDepth(QueueDepthParams),
     /// BLIS's saturation analyzer: KV demand (tokens in use plus waiting requests × an
     /// average prompt) against KV supply (each replica's cache × `kv_cache_threshold`).
-    Saturation {
-        kv_cache_threshold: f64,
-        scale_up_threshold: f64,
-        scale_down_boundary: f64,
-        avg_input_tokens: f64,
-    },
+    Saturation(SaturationParams),
     /// Pathological: one up, one down, alternately, at every tick, whatever the load and the
     /// cooldown.
     Oscillator,
 }
 
-impl PolicyKind {
-    /// The policy's name, as written in the bundle and the flags.
-    pub fn name(&self) -> &'static str {
+impl Default for AutoscalePolicy {
+    fn default() -> AutoscalePolicy {
+        AutoscalePolicy::Threshold(ThresholdParams::default())
+    }
+}
+
+impl AutoscalePolicy {
+    /// `threshold` between `down` and `up`.
+    pub const fn threshold(up: f64, down: f64) -> AutoscalePolicy {
+        AutoscalePolicy::Threshold(ThresholdParams {
+            scale_up_threshold: up,
+            scale_down_threshold: down,
+        })
+    }
+
+    /// `queue-depth` between `down` and `up`.
+    pub const fn queue_depth(up: f64, down: f64) -> AutoscalePolicy {
+        AutoscalePolicy::QueueDepth(QueueDepthParams {
+            scale_up_queue_depth: up,
+            scale_down_queue_depth: down,
+        })
+    }
+
+    /// `target-utilization` at `target` within `tolerance`.
+    pub const fn target_utilization(target: f64, tolerance: f64) -> AutoscalePolicy {
+        AutoscalePolicy::TargetUtilization(TargetUtilizationParams {
+            target_utilization: target,
+            tolerance,
+        })
+    }
+}
+
+impl Choice for AutoscalePolicy {
+    const WHAT: &'static str = "autoscaling policy";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
+impl Policy for AutoscalePolicy {
+    fn check(&self) -> Result<(), ParamError> {
+        let bounds = |up: (&'static str, f64), down: (&'static str, f64)| {
+            positive(up.0, up.1)?;
+            positive(down.0, down.1)?;
+            if down.1 >= up.1 {
+                return Err(ParamError::new(
+                    down.0,
+                    format!(
+                        "the scale-down bound {} must be below the scale-up bound {}",
+                        down.1, up.1
+                    ),
+                ));
+            }
+            Ok(())
+        };
         match self {
-            PolicyKind::Threshold { .. } => "threshold",
-            PolicyKind::TargetUtilization { .. } => "target-utilization",
-            PolicyKind::QueueDepth { .. } => "queue-depth",
-            PolicyKind::Saturation { .. } => "saturation",
-            PolicyKind::Oscillator => "oscillator",
+            AutoscalePolicy::Threshold(p) => bounds(
+                ("scale_up_threshold", p.scale_up_threshold),
+                ("scale_down_threshold", p.scale_down_threshold),
+            ),
+            AutoscalePolicy::QueueDepth(p) => bounds(
+                ("scale_up_queue_depth", p.scale_up_queue_depth),
+                ("scale_down_queue_depth", p.scale_down_queue_depth),
+            ),
+            AutoscalePolicy::TargetUtilization(p) => {
+                positive("target_utilization", p.target_utilization)?;
+                positive("tolerance", p.tolerance)
+            }
+            AutoscalePolicy::Saturation(p) => {
+                positive("kv_cache_threshold", p.kv_cache_threshold)?;
+                positive("scale_up_threshold", p.scale_up_threshold)?;
+                positive("scale_down_boundary", p.scale_down_boundary)?;
+                positive("avg_input_tokens", p.avg_input_tokens)
+            }
+            AutoscalePolicy::Oscillator => Ok(()),
         }
     }
 }
 
-/// What happens to the work of a replica being scaled down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// `threshold`'s parameters: bounds on the mean utilization.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ThresholdParams {
+    /// Above this, one replica more.
+    pub scale_up_threshold: f64,
+    /// Below this, one replica fewer.
+    pub scale_down_threshold: f64,
+}
+
+impl Default for ThresholdParams {
+    fn default() -> ThresholdParams {
+        ThresholdParams {
+            scale_up_threshold: 0.8,
+            scale_down_threshold: 0.3,
+        }
+    }
+}
+
+/// `target-utilization`'s parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TargetUtilizationParams {
+    /// The utilization aimed at.
+    pub target_utilization: f64,
+    /// No change while `utilization / target` is within this of 1.
+    pub tolerance: f64,
+}
+
+impl Default for TargetUtilizationParams {
+    fn default() -> TargetUtilizationParams {
+        TargetUtilizationParams {
+            target_utilization: 0.6,
+            tolerance: 0.1,
+        }
+    }
+}
+
+/// `queue-depth`'s parameters: bounds on the waiting requests per ready replica.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueDepthParams {
+    /// Above this, one replica more.
+    pub scale_up_queue_depth: f64,
+    /// Below this, one replica fewer.
+    pub scale_down_queue_depth: f64,
+}
+
+impl Default for QueueDepthParams {
+    fn default() -> QueueDepthParams {
+        QueueDepthParams {
+            scale_up_queue_depth: 4.0,
+            scale_down_queue_depth: 0.5,
+        }
+    }
+}
+
+/// `saturation`'s parameters (BLIS's analyzer's defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SaturationParams {
+    /// Share of a replica's KV cache counted as its supply.
+    pub kv_cache_threshold: f64,
+    /// Scale up to `ceil(demand / supply / this)`.
+    pub scale_up_threshold: f64,
+    /// One fewer when demand < (replicas − 1) × this.
+    pub scale_down_boundary: f64,
+    /// Prompt tokens a waiting request is taken to need.
+    pub avg_input_tokens: f64,
+}
+
+impl Default for SaturationParams {
+    fn default() -> SaturationParams {
+        SaturationParams {
+            kv_cache_threshold: 0.8,
+            scale_up_threshold: 0.8,
+            scale_down_boundary: 0.4,
+            avg_input_tokens: 512.0,
+        }
+    }
+}
+
+/// What happens to the work of a replica being scaled down (`--drain-mode`, the bundle's
+/// `autoscale.drain`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum DrainMode {
     /// It takes no new requests and finishes every request it has, then goes.
+    #[default]
     Wait,
     /// It goes at the end of its step in flight; every request it still has is dropped
     /// (counted: shed by the autoscaler).
@@ -59,26 +230,10 @@ pub enum DrainMode {
     Redirect,
 }
 
-impl DrainMode {
-    /// Parses `wait`, `immediate` or `redirect`.
-    pub fn parse(name: &str) -> Result<DrainMode, String> {
-        match name {
-            "wait" => Ok(DrainMode::Wait),
-            "immediate" => Ok(DrainMode::Immediate),
-            "redirect" => Ok(DrainMode::Redirect),
-            _ => Err(format!(
-                "unknown drain mode `{name}` (expected wait, immediate or redirect)"
-            )),
-        }
-    }
-
-    /// The mode's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            DrainMode::Wait => "wait",
-            DrainMode::Immediate => "immediate",
-            DrainMode::Redirect => "redirect",
-        }
+impl Choice for DrainMode {
+    const WHAT: &'static str = "drain mode";
+    fn name(&self) -> &'static str {
+        self.into()
     }
 }
 
@@ -98,7 +253,7 @@ pub const DEFAULT_LOAD_BANDWIDTH_GBPS: f64 = 2.0;
 /// Everything the autoscaler is configured with.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AutoscaleConfig {
-    pub policy: PolicyKind,
+    pub policy: AutoscalePolicy,
     /// Simulated time between two evaluations.
     pub interval_ns: Nanos,
     /// Replicas per template, never fewer (at least 1) nor more.
@@ -150,8 +305,8 @@ impl AutoscaleConfig {
 /// Autoscaler settings from one source (flags or bundle); `None`: not given there.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AutoscaleSettings {
-    pub policy: Option<String>,
-    pub params: BTreeMap<String, f64>,
+    /// The policy named and the parameters given.
+    pub policy: Layer<AutoscalePolicy>,
     pub interval: Option<Nanos>,
     pub min_replicas: Option<u32>,
     pub max_replicas: Option<u32>,
@@ -169,16 +324,9 @@ pub struct AutoscaleSettings {
     pub cost_per_gpu_hour: Option<Vec<(String, f64)>>,
 }
 
-/// A settings error: `(key, message)`.
-type KeyError = (String, String);
-
 macro_rules! lay_over_autoscale {
     ($top:ident, $base:ident, $($f:ident),* $(,)?) => {
-        AutoscaleSettings { $($f: $top.$f.or($base.$f)),*, params: {
-            let mut p = $base.params;
-            p.extend($top.params);
-            p
-        } }
+        AutoscaleSettings { $($f: $top.$f.or($base.$f)),*, policy: $top.policy.over($base.policy) }
     };
 }
 
@@ -188,7 +336,6 @@ impl AutoscaleSettings {
         lay_over_autoscale!(
             self,
             base,
-            policy,
             interval,
             min_replicas,
             max_replicas,
@@ -208,7 +355,7 @@ impl AutoscaleSettings {
 
     /// The configuration, or `None` when no policy is named; the error names the key.
     pub fn build(mut self) -> Result<Option<AutoscaleConfig>, KeyError> {
-        let Some(name) = self.policy.as_deref() else {
+        if self.policy.kind.is_none() {
             if self != AutoscaleSettings::default() {
                 return Err(key(
                     "autoscale.policy",
@@ -216,8 +363,8 @@ impl AutoscaleSettings {
                 ));
             }
             return Ok(None);
-        };
-        let policy = policy_of(name, &self.params)?;
+        }
+        let policy = self.policy.resolve("autoscale.params")?;
         let (min, max, initial) = self.replica_bounds()?;
         let interval_ns = self.interval.unwrap_or(10_000_000_000);
         if interval_ns == 0 {
@@ -254,7 +401,7 @@ impl AutoscaleSettings {
             load_bandwidth_gbps: bandwidths,
             default_load_bandwidth_gbps: default_bandwidth,
             warmup_ns: self.warmup.unwrap_or(DEFAULT_WARMUP_NS),
-            drain: self.drain.unwrap_or(DrainMode::Wait),
+            drain: self.drain.unwrap_or_default(),
             cost_per_gpu_hour: costs,
             default_cost_per_gpu_hour: default_cost,
         }))
@@ -314,96 +461,11 @@ fn key(k: &str, message: &str) -> KeyError {
     (k.to_owned(), message.to_owned())
 }
 
-/// The policy `name` with its `params` (defaults where not given; a parameter the policy
-/// does not take is an error naming it).
-fn policy_of(name: &str, params: &BTreeMap<String, f64>) -> Result<PolicyKind, KeyError> {
-    let (kind, known): (PolicyKind, &[&str]) = match name {
-        "threshold" => (
-            PolicyKind::Threshold {
-                up: get(params, "scale_up_threshold", 0.8)?,
-                down: get(params, "scale_down_threshold", 0.3)?,
-            },
-            &["scale_up_threshold", "scale_down_threshold"],
-        ),
-        "target-utilization" => (
-            PolicyKind::TargetUtilization {
-                target: get(params, "target_utilization", 0.6)?,
-                tolerance: get(params, "tolerance", 0.1)?,
-            },
-            &["target_utilization", "tolerance"],
-        ),
-        "queue-depth" => (
-            PolicyKind::QueueDepth {
-                up: get(params, "scale_up_queue_depth", 4.0)?,
-                down: get(params, "scale_down_queue_depth", 0.5)?,
-            },
-            &["scale_up_queue_depth", "scale_down_queue_depth"],
-        ),
-        "saturation" => (
-            PolicyKind::Saturation {
-                kv_cache_threshold: get(params, "kv_cache_threshold", 0.8)?,
-                scale_up_threshold: get(params, "scale_up_threshold", 0.8)?,
-                scale_down_boundary: get(params, "scale_down_boundary", 0.4)?,
-                avg_input_tokens: get(params, "avg_input_tokens", 512.0)?,
-            },
-            &[
-                "kv_cache_threshold",
-                "scale_up_threshold",
-                "scale_down_boundary",
-                "avg_input_tokens",
-            ],
-        ),
-        "oscillator" => (PolicyKind::Oscillator, &[]),
-        other => {
-            return Err(key(
-                "autoscale.policy",
-                &format!(
-                    "unknown policy `{other}` (expected threshold, target-utilization, queue-depth, saturation or oscillator)"
-                ),
-            ));
-        }
-    };
-    if let Some(p) = params.keys().find(|p| !known.contains(&p.as_str())) {
-        return Err(key(
-            &format!("autoscale.params.{p}"),
-            &format!(
-                "not a parameter of `{name}` (it takes: {})",
-                known.join(", ")
-            ),
-        ));
-    }
-    if let PolicyKind::Threshold { up, down } | PolicyKind::QueueDepth { up, down } = kind
-        && down >= up
-    {
-        return Err(key(
-            "autoscale.params",
-            &format!("the scale-down bound {down} must be below the scale-up bound {up}"),
-        ));
-    }
-    Ok(kind)
-}
-
-/// Parameter `name`, or `default`; it must be a positive finite number.
-fn get(params: &BTreeMap<String, f64>, name: &str, default: f64) -> Result<f64, KeyError> {
-    let v = params.get(name).copied().unwrap_or(default);
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(key(
-            &format!("autoscale.params.{name}"),
-            &format!("must be a positive number, got {v}"),
-        ))
-    }
-}
-
-/// The `autoscale:` section of the policy bundle, as written.
+/// The `autoscale:` section of the policy bundle, as written, beside its policy (`policy`
+/// or `type`, and `params`; see [`crate::control::section`]).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawAutoscale {
-    #[serde(alias = "type")]
-    policy: Option<String>,
-    #[serde(default)]
-    params: BTreeMap<String, f64>,
     interval: Option<String>,
     min_replicas: Option<u32>,
     max_replicas: Option<u32>,
@@ -445,16 +507,18 @@ impl RawByHardware {
 }
 
 impl RawAutoscale {
-    /// The settings the section gives; the error names the key.
-    pub(crate) fn settings(self) -> Result<AutoscaleSettings, KeyError> {
+    /// The settings the section gives, with its `policy`; the error names the key.
+    pub(crate) fn settings(
+        self,
+        policy: Layer<AutoscalePolicy>,
+    ) -> Result<AutoscaleSettings, KeyError> {
         let duration = |k: &str, v: Option<String>| -> Result<Option<Nanos>, KeyError> {
             v.map(|t| parse_duration(&t).map_err(|m| (format!("autoscale.{k}"), m)))
                 .transpose()
         };
         let delay = self.provisioning_delay.unwrap_or_default();
         Ok(AutoscaleSettings {
-            policy: self.policy,
-            params: self.params,
+            policy,
             interval: duration("interval", self.interval)?,
             min_replicas: self.min_replicas,
             max_replicas: self.max_replicas,
@@ -475,7 +539,7 @@ impl RawAutoscale {
             warmup: duration("warmup", self.warmup)?,
             drain: self
                 .drain
-                .map(|d| DrainMode::parse(&d).map_err(|m| ("autoscale.drain".to_owned(), m)))
+                .map(|d| DrainMode::parse(&d).map_err(|e| ("autoscale.drain".to_owned(), e.into())))
                 .transpose()?,
             cost_per_gpu_hour: self.cost_per_gpu_hour.map(RawByHardware::entries),
         })

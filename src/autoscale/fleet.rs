@@ -3,10 +3,11 @@
 //! bounds, stabilization windows and cooldown, counts actions and oscillations, and accounts
 //! the time every replica spends in every state.
 
-use super::config::{AutoscaleConfig, PolicyKind};
+use super::config::{AutoscaleConfig, AutoscalePolicy};
 use super::policy::{Observation, Policy};
 use super::report::{AutoscaleReport, PoolCost, ScaleSample, StateChange};
 use crate::Nanos;
+use crate::choice::Choice;
 use crate::router::ClusterView;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -168,7 +169,7 @@ impl Autoscaler {
             .map(|name| Pool {
                 name,
                 members: Vec::new(),
-                policy: Policy::new(config.policy),
+                policy: Policy::new(config.policy.clone()),
                 recommendations: VecDeque::new(),
                 last: None,
                 cost: PoolCost::default(),
@@ -333,7 +334,7 @@ impl Autoscaler {
         let down = within(down_window).max().unwrap_or(desired);
         let current = o.current();
         // The pathological oscillator ignores the cooldown: that is its pathology.
-        let bound = !matches!(c.policy, PolicyKind::Oscillator);
+        let bound = !matches!(c.policy, AutoscalePolicy::Oscillator);
         let cooling = bound && pool.last.is_some_and(|(t, _)| now - t < cooldown);
         if cooling {
             current

@@ -24,8 +24,9 @@ mod report;
 
 pub(crate) use config::RawAutoscale;
 pub use config::{
-    AutoscaleConfig, AutoscaleSettings, DEFAULT_LOAD_BANDWIDTH_GBPS, DEFAULT_WARMUP_NS, DrainMode,
-    PolicyKind,
+    AutoscaleConfig, AutoscalePolicy, AutoscaleSettings, DEFAULT_LOAD_BANDWIDTH_GBPS,
+    DEFAULT_WARMUP_NS, DrainMode, QueueDepthParams, SaturationParams, TargetUtilizationParams,
+    ThresholdParams,
 };
 pub use fleet::{Autoscaler, Change, ReplicaState, ReplicaTemplate, ScaleCounts};
 pub use policy::{Observation, Policy};

@@ -2,7 +2,7 @@
 //! through the run's stale signals) to the number of replicas they want. Bounds, windows
 //! and cooldown are applied afterwards, by the fleet.
 
-use super::config::PolicyKind;
+use super::config::AutoscalePolicy;
 use crate::router::InstanceSnapshot;
 
 /// What a policy sees of one template's replicas at a tick.
@@ -77,14 +77,14 @@ impl Observation {
 /// A policy and the little state it keeps between ticks.
 #[derive(Debug, Clone)]
 pub struct Policy {
-    kind: PolicyKind,
+    kind: AutoscalePolicy,
     /// The oscillator's next direction.
     up_next: bool,
 }
 
 impl Policy {
     /// A fresh `kind` policy.
-    pub fn new(kind: PolicyKind) -> Policy {
+    pub fn new(kind: AutoscalePolicy) -> Policy {
         Policy {
             kind,
             up_next: true,
@@ -103,40 +103,39 @@ impl Policy {
                 current
             }
         };
-        match self.kind {
-            PolicyKind::Threshold { up, down } => step(o.utilization > up, o.utilization < down),
-            PolicyKind::QueueDepth { up, down } => {
-                step(o.queue_per_replica > up, o.queue_per_replica < down)
-            }
-            PolicyKind::TargetUtilization { target, tolerance } => {
-                let ratio = o.utilization / target;
-                if (ratio - 1.0).abs() <= tolerance {
+        match &self.kind {
+            AutoscalePolicy::Threshold(p) => step(
+                o.utilization > p.scale_up_threshold,
+                o.utilization < p.scale_down_threshold,
+            ),
+            AutoscalePolicy::QueueDepth(p) => step(
+                o.queue_per_replica > p.scale_up_queue_depth,
+                o.queue_per_replica < p.scale_down_queue_depth,
+            ),
+            AutoscalePolicy::TargetUtilization(p) => {
+                let ratio = o.utilization / p.target_utilization;
+                if (ratio - 1.0).abs() <= p.tolerance {
                     current
                 } else {
                     (f64::from(o.ready.max(1)) * ratio).ceil() as u32
                 }
             }
-            PolicyKind::Saturation {
-                kv_cache_threshold,
-                scale_up_threshold,
-                scale_down_boundary,
-                avg_input_tokens,
-            } => {
-                let supply = o.kv_tokens_per_replica * kv_cache_threshold;
+            AutoscalePolicy::Saturation(p) => {
+                let supply = o.kv_tokens_per_replica * p.kv_cache_threshold;
                 // With no ready replica, held hand-offs are the only demand it can judge.
                 if supply <= 0.0 || (o.ready == 0 && o.held_handoffs == 0.0) {
                     return current;
                 }
-                let required = (o.kv_tokens_used + o.waiting * avg_input_tokens) / supply;
-                let need = (required / scale_up_threshold).ceil() as u32;
+                let required = (o.kv_tokens_used + o.waiting * p.avg_input_tokens) / supply;
+                let need = (required / p.scale_up_threshold).ceil() as u32;
                 if need > current {
                     need
                 } else {
-                    let fewer = f64::from(current.saturating_sub(1)) * scale_down_boundary;
+                    let fewer = f64::from(current.saturating_sub(1)) * p.scale_down_boundary;
                     step(false, required < fewer)
                 }
             }
-            PolicyKind::Oscillator => {
+            AutoscalePolicy::Oscillator => {
                 self.up_next = !self.up_next;
                 step(!self.up_next, self.up_next)
             }

@@ -2,6 +2,7 @@
 //! the fleet's bounds, windows, cooldown and oscillation count on a hand-driven view.
 
 use super::*;
+use crate::control::section::Layer;
 use crate::router::{ClusterView, InstanceSnapshot};
 
 /// A ready replica with `waiting` and `running` requests out of `max_num_seqs` 10, and
@@ -87,31 +88,28 @@ fn every_policy_scales_a_decode_pool_up_on_held_hand_offs() {
     let none = observe_held(&[], 1, 0.0);
     // queue-depth: 4 per replica > 2: one more; without them 0 < 0.5: one fewer (the
     // bounds then keep the minimum).
-    let mut q = Policy::new(PolicyKind::QueueDepth { up: 2.0, down: 0.5 });
+    let mut q = Policy::new(AutoscalePolicy::queue_depth(2.0, 0.5));
     assert_eq!((q.desired(&held), q.desired(&none)), (2, 0));
     // threshold: utilization 4/10 = 0.4 > 0.3: one more; 0 < 0.1: one fewer.
-    let mut t = Policy::new(PolicyKind::Threshold { up: 0.3, down: 0.1 });
+    let mut t = Policy::new(AutoscalePolicy::threshold(0.3, 0.1));
     assert_eq!((t.desired(&held), t.desired(&none)), (2, 0));
     // target-utilization 0.2: ceil(1 × 0.4 / 0.2) = 2; with 0: ceil(0) = 0.
-    let mut h = Policy::new(PolicyKind::TargetUtilization {
-        target: 0.2,
-        tolerance: 0.1,
-    });
+    let mut h = Policy::new(AutoscalePolicy::target_utilization(0.2, 0.1));
     assert_eq!((h.desired(&held), h.desired(&none)), (2, 0));
     // saturation: demand 4 × 400 = 1600 tokens against 1600 × 0.8 = 1280 per replica: 1.25
     // replicas, / 0.8 = 1.5625: 2; with nothing held and none ready there is nothing to judge.
-    let mut s = Policy::new(PolicyKind::Saturation {
+    let mut s = Policy::new(AutoscalePolicy::Saturation(SaturationParams {
         kv_cache_threshold: 0.8,
         scale_up_threshold: 0.8,
         scale_down_boundary: 0.4,
         avg_input_tokens: 400.0,
-    });
+    }));
     assert_eq!((s.desired(&held), s.desired(&none)), (2, 1));
 }
 
 #[test]
 fn threshold_scales_one_at_a_time_outside_its_band() {
-    let mut p = Policy::new(PolicyKind::Threshold { up: 0.8, down: 0.3 });
+    let mut p = Policy::new(AutoscalePolicy::threshold(0.8, 0.3));
     // (5+4)/10 = 0.9 > 0.8: one more than the 2 ready + 1 starting.
     assert_eq!(p.desired(&observe(&[snap(5, 4, 0), snap(5, 4, 0)], 1)), 4);
     // 0.5: inside the band.
@@ -122,10 +120,7 @@ fn threshold_scales_one_at_a_time_outside_its_band() {
 
 #[test]
 fn target_utilization_is_the_hpa_rule_with_its_tolerance() {
-    let mut p = Policy::new(PolicyKind::TargetUtilization {
-        target: 0.5,
-        tolerance: 0.1,
-    });
+    let mut p = Policy::new(AutoscalePolicy::target_utilization(0.5, 0.1));
     // 3 ready at 0.9: ceil(3 × 0.9 / 0.5) = ceil(5.4) = 6.
     let busy = [snap(0, 9, 0), snap(0, 9, 0), snap(0, 9, 0)];
     assert_eq!(p.desired(&observe(&busy, 0)), 6);
@@ -139,7 +134,7 @@ fn target_utilization_is_the_hpa_rule_with_its_tolerance() {
 
 #[test]
 fn queue_depth_scales_on_waiting_requests_per_replica() {
-    let mut p = Policy::new(PolicyKind::QueueDepth { up: 4.0, down: 0.5 });
+    let mut p = Policy::new(AutoscalePolicy::queue_depth(4.0, 0.5));
     // (6 + 3) / 2 = 4.5 waiting per replica > 4.
     assert_eq!(p.desired(&observe(&[snap(6, 0, 0), snap(3, 0, 0)], 0)), 3);
     // 1 / 2 = 0.5: not below 0.5.
@@ -149,12 +144,12 @@ fn queue_depth_scales_on_waiting_requests_per_replica() {
 
 #[test]
 fn saturation_compares_kv_demand_with_supply() {
-    let kind = PolicyKind::Saturation {
+    let kind = AutoscalePolicy::Saturation(SaturationParams {
         kv_cache_threshold: 0.8,
         scale_up_threshold: 0.8,
         scale_down_boundary: 0.4,
         avg_input_tokens: 320.0,
-    };
+    });
     let mut p = Policy::new(kind);
     // Supply per replica 1600 × 0.8 = 1280 tokens. Demand: 2 × 80 blocks × 16 = 2560 tokens
     // in use + 4 waiting × 320 = 3840: 3 replicas' worth; / 0.8 = 3.75: 4 wanted.
@@ -171,7 +166,7 @@ fn saturation_compares_kv_demand_with_supply() {
 
 #[test]
 fn oscillator_alternates_whatever_the_load() {
-    let mut p = Policy::new(PolicyKind::Oscillator);
+    let mut p = Policy::new(AutoscalePolicy::Oscillator);
     let o = observe(&[snap(0, 0, 0), snap(0, 0, 0)], 0);
     let wants: Vec<u32> = (0..4).map(|_| p.desired(&o)).collect();
     assert_eq!(wants, [3, 1, 3, 1]);
@@ -181,7 +176,7 @@ fn oscillator_alternates_whatever_the_load() {
 fn settings_defaults_flags_over_file_and_errors_name_the_key() {
     assert_eq!(AutoscaleSettings::default().build(), Ok(None));
     let file = AutoscaleSettings {
-        policy: Some("threshold".into()),
+        policy: Layer::named(Some(AutoscalePolicy::threshold(0.8, 0.3))),
         max_replicas: Some(6),
         ..Default::default()
     };
@@ -194,7 +189,7 @@ fn settings_defaults_flags_over_file_and_errors_name_the_key() {
         (c.min_replicas, c.initial_replicas, c.max_replicas),
         (2, 2, 6)
     );
-    assert_eq!(c.policy, PolicyKind::Threshold { up: 0.8, down: 0.3 });
+    assert_eq!(c.policy, AutoscalePolicy::threshold(0.8, 0.3));
     assert_eq!(
         (c.interval_ns, c.cooldown_ns),
         (10_000_000_000, 60_000_000_000)
@@ -203,7 +198,7 @@ fn settings_defaults_flags_over_file_and_errors_name_the_key() {
     let bad = |s: AutoscaleSettings| s.build().unwrap_err().0;
     let with = |f: &dyn Fn(&mut AutoscaleSettings)| {
         let mut s = AutoscaleSettings {
-            policy: Some("threshold".into()),
+            policy: Layer::named(Some(AutoscalePolicy::threshold(0.8, 0.3))),
             ..Default::default()
         };
         f(&mut s);
@@ -213,14 +208,13 @@ fn settings_defaults_flags_over_file_and_errors_name_the_key() {
         bad(with(&|s| s.min_replicas = Some(0))),
         "autoscale.min_replicas"
     );
-    assert_eq!(
-        bad(with(&|s| s.policy = Some("magic".into()))),
-        "autoscale.policy"
-    );
-    let p = |s: &mut AutoscaleSettings| {
-        s.params.insert("target_utilization".into(), 0.5);
-    };
-    assert_eq!(bad(with(&p)), "autoscale.params.target_utilization");
+    let p = |s: &mut AutoscaleSettings| s.policy.set("target_utilisation", 0.5);
+    assert_eq!(bad(with(&p)), "autoscale.params.target_utilisation");
+    let range = |s: &mut AutoscaleSettings| s.policy.set("scale_down_threshold", 0.9);
+    assert_eq!(bad(with(&range)), "autoscale.params.scale_down_threshold");
+    // A parameter of another autoscaling policy is ignored (with a warning).
+    let other = |s: &mut AutoscaleSettings| s.policy.set("target_utilization", 0.5);
+    assert!(with(&other).build().is_ok());
     let minmax = |s: &mut AutoscaleSettings| {
         s.min_replicas = Some(3);
         s.max_replicas = Some(2);
@@ -245,9 +239,9 @@ impl ClusterView for Same {
     }
 }
 
-fn fleet(kind: PolicyKind, tweak: impl Fn(&mut AutoscaleConfig)) -> Autoscaler {
+fn fleet(kind: AutoscalePolicy, tweak: impl Fn(&mut AutoscaleConfig)) -> Autoscaler {
     let mut config = AutoscaleSettings {
-        policy: Some(kind.name().into()),
+        policy: Layer::named(Some(kind.clone())),
         min_replicas: Some(1),
         max_replicas: Some(3),
         ..Default::default()
@@ -272,7 +266,7 @@ use crate::Nanos;
 #[test]
 fn bounds_cooldown_and_oscillations_on_a_hand_driven_fleet() {
     // Oscillator, no cooldown: up (1 → 2), down (cancels the starting one), up, ...
-    let mut a = fleet(PolicyKind::Oscillator, |c| {
+    let mut a = fleet(AutoscalePolicy::Oscillator, |c| {
         c.cooldown_ns = 0;
         c.oscillation_window_ns = 15 * S;
     });
@@ -285,7 +279,7 @@ fn bounds_cooldown_and_oscillations_on_a_hand_driven_fleet() {
     assert_eq!((c.scale_ups, c.scale_downs, c.oscillations), (2, 2, 3));
     // Threshold at full load with a 25 s cooldown: up at 10 s, held at 20 s and 30 s, up at
     // 40 s, then held at max 3.
-    let mut a = fleet(PolicyKind::Threshold { up: 0.8, down: 0.3 }, |c| {
+    let mut a = fleet(AutoscalePolicy::threshold(0.8, 0.3), |c| {
         c.cooldown_ns = 25 * S;
     });
     let busy = Same(snap(0, 10, 0));
@@ -307,17 +301,11 @@ fn bounds_cooldown_and_oscillations_on_a_hand_driven_fleet() {
 fn down_window_keeps_the_highest_recent_recommendation() {
     // target-utilization, 3 ready: at 10 s the load wants 3, at 20 s and 30 s it wants 1; a
     // 15 s down window still sees the 3 of 10 s at 20 s, then only the 1s at 30 s.
-    let mut a = fleet(
-        PolicyKind::TargetUtilization {
-            target: 0.5,
-            tolerance: 0.1,
-        },
-        |c| {
-            c.initial_replicas = 3;
-            c.cooldown_ns = 0;
-            c.down_window_ns = 15 * S;
-        },
-    );
+    let mut a = fleet(AutoscalePolicy::target_utilization(0.5, 0.1), |c| {
+        c.initial_replicas = 3;
+        c.cooldown_ns = 0;
+        c.down_window_ns = 15 * S;
+    });
     let mut changes = Vec::new();
     a.tick(10 * S, &Same(snap(0, 5, 0)), &mut changes);
     a.tick(20 * S, &Same(snap(0, 1, 0)), &mut changes);
@@ -334,7 +322,7 @@ fn down_window_keeps_the_highest_recent_recommendation() {
 
 #[test]
 fn replica_time_and_cost_are_accounted_by_state() {
-    let mut a = fleet(PolicyKind::Oscillator, |c| {
+    let mut a = fleet(AutoscalePolicy::Oscillator, |c| {
         c.cooldown_ns = 0;
         c.provisioning_mean_ns = 2 * S;
         c.warmup_ns = 3 * S;

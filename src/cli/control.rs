@@ -2,14 +2,18 @@
 //! instance scheduling) and `--policy-config`, as [`ControlOptions`]: the settings given, laid
 //! over the bundle by resolution.
 
+use super::choices::{choices, with_default};
 use crate::Nanos;
-use crate::autoscale::{AutoscaleSettings, DrainMode};
-use crate::control::admission::AdmissionKind;
-use crate::control::bundle::{Settings, parse_duration, parse_preemption, parse_scheduler};
-use crate::control::flow::DispatchOrder;
+use crate::autoscale::{AutoscalePolicy, AutoscaleSettings, DrainMode};
+use crate::control::admission::AdmissionPolicy;
+use crate::control::bundle::{Settings, parse_duration};
+use crate::control::flow::{Detector, DispatchOrder};
+use crate::control::priority::PriorityPolicy;
+use crate::control::section::Layer;
 use crate::scheduler::{PreemptionOrder, QueueOrder};
 use crate::setup::ControlOptions;
 use clap::Args;
+use serde_yaml_ng::{Mapping, Value};
 use std::path::PathBuf;
 
 /// The control-plane flags.
@@ -22,10 +26,9 @@ pub struct ControlArgs {
     #[arg(long, value_name = "PATH")]
     pub policy_config: Option<PathBuf>,
 
-    /// Admission policy: always-admit (default), token-bucket, rate-limit, tenant-quota,
-    /// tier-shed or reject-all.
-    #[arg(long, value_name = "POLICY", value_parser = AdmissionKind::parse)]
-    pub admission_policy: Option<AdmissionKind>,
+    #[arg(long, value_name = "POLICY", value_parser = choices::<AdmissionPolicy>(),
+          help = with_default::<AdmissionPolicy>("Admission policy"))]
+    pub admission_policy: Option<AdmissionPolicy>,
 
     /// token-bucket: capacity in tokens (a request costs its prompt tokens) [default: 10000].
     #[arg(long, value_name = "TOKENS")]
@@ -71,10 +74,9 @@ pub struct ControlArgs {
     #[arg(long, value_name = "CLASS:P,...", value_parser = parse_priorities)]
     pub slo_priorities: Option<Named<i32>>,
 
-    /// Priority policy: static (the class map, a request's own priority first; default),
-    /// constant, slo-based, tenant-priority, deadline-aware or inverted-slo.
-    #[arg(long, value_name = "POLICY")]
-    pub priority_policy: Option<String>,
+    #[arg(long, value_name = "POLICY", value_parser = choices::<PriorityPolicy>(),
+          help = with_default::<PriorityPolicy>("Priority policy"))]
+    pub priority_policy: Option<PriorityPolicy>,
 
     /// constant: the priority; tenant-priority: that of unnamed tenants [default: 0].
     #[arg(long, value_name = "P", allow_negative_numbers = true)]
@@ -94,9 +96,9 @@ pub struct ControlArgs {
     #[arg(long)]
     pub flow_control: bool,
 
-    /// Gateway queue: saturation detector: utilization (default), concurrency or never.
-    #[arg(long, value_name = "DETECTOR")]
-    pub saturation_detector: Option<String>,
+    #[arg(long, value_name = "DETECTOR", value_parser = choices::<Detector>(),
+          help = with_default::<Detector>("Gateway queue: saturation detector"))]
+    pub saturation_detector: Option<Detector>,
 
     /// Utilization detector: waiting requests per instance that count as full [default: 5].
     #[arg(long, value_name = "N")]
@@ -111,8 +113,8 @@ pub struct ControlArgs {
     #[arg(long, value_name = "N")]
     pub max_concurrency: Option<u64>,
 
-    /// Gateway queue: dispatch order: fifo (default), priority or slo-deadline.
-    #[arg(long, value_name = "ORDER", value_parser = DispatchOrder::parse)]
+    #[arg(long, value_name = "ORDER", value_parser = choices::<DispatchOrder>(),
+          help = with_default::<DispatchOrder>("Gateway queue: dispatch order"))]
     pub dispatch_order: Option<DispatchOrder>,
 
     /// Gateway queue: most requests in one priority band (more are rejected).
@@ -135,22 +137,19 @@ pub struct ControlArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub routing_latency: Option<Nanos>,
 
-    /// Instance waiting-queue order: fcfs (default), priority-fcfs, sjf or
-    /// reverse-priority.
-    #[arg(long, value_name = "POLICY", value_parser = parse_scheduler)]
+    #[arg(long, value_name = "POLICY", value_parser = choices::<QueueOrder>(),
+          help = with_default::<QueueOrder>("Instance waiting-queue order"))]
     pub scheduler: Option<QueueOrder>,
 
-    /// Preemption victim: lifo (most recently admitted, vLLM; default) or priority (least
-    /// urgent, newest among equals).
-    #[arg(long, value_name = "POLICY", value_parser = parse_preemption)]
+    #[arg(long, value_name = "POLICY", value_parser = choices::<PreemptionOrder>(),
+          help = with_default::<PreemptionOrder>("Preemption victim"))]
     pub preemption_policy: Option<PreemptionOrder>,
 
-    /// Autoscaling policy: threshold, target-utilization, queue-depth, saturation or
-    /// oscillator (pathological). Each configured instance becomes a template of up to
-    /// --autoscale-max replicas; the rest of the settings are in --policy-config's
-    /// `autoscale` section.
-    #[arg(long, value_name = "POLICY", help_heading = "Autoscaling")]
-    pub autoscale: Option<String>,
+    /// Autoscaling policy. Each configured instance becomes a template of up to
+    /// --autoscale-max replicas; the policy's parameters and the rest of the settings are in
+    /// --policy-config's `autoscale` section.
+    #[arg(long, value_name = "POLICY", value_parser = choices::<AutoscalePolicy>(), help_heading = "Autoscaling")]
+    pub autoscale: Option<AutoscalePolicy>,
 
     /// Fewest replicas per template [default: 1].
     #[arg(long, value_name = "N", help_heading = "Autoscaling")]
@@ -174,10 +173,8 @@ pub struct ControlArgs {
     #[arg(long, value_name = "GB/S", value_parser = parse_bandwidth, help_heading = "Autoscaling")]
     pub autoscale_load_bandwidth: Option<f64>,
 
-    /// What a replica being scaled down does with its work: wait (finish it; default),
-    /// immediate (drop it, counted) or redirect (hand its waiting requests back to the
-    /// router, finish the rest).
-    #[arg(long, value_name = "MODE", value_parser = DrainMode::parse, help_heading = "Autoscaling")]
+    #[arg(long, value_name = "MODE", value_parser = choices::<DrainMode>(), help_heading = "Autoscaling",
+          help = with_default::<DrainMode>("What a replica being scaled down does with its work"))]
     pub drain_mode: Option<DrainMode>,
 }
 
@@ -238,26 +235,14 @@ impl ControlArgs {
     /// The settings the flags give (only those given).
     fn settings(&self) -> Settings {
         Settings {
-            admission: self.admission_policy,
-            token_bucket_capacity: self.token_bucket_capacity,
-            token_bucket_refill_rate: self.token_bucket_refill_rate,
-            per_tenant: self.admission_per_tenant.then_some(true),
-            rate_limit_rps: self.rate_limit_rps,
-            rate_limit_burst: self.rate_limit_burst,
+            admission: self.admission_layer(),
             tenant_quotas: self.tenant_quotas.clone().map(|n| n.0),
             quota_min_priority: self.tenant_quota_min_priority,
-            tier_shed_threshold: self.tier_shed_threshold,
-            tier_shed_min_priority: self.tier_shed_min_priority,
             slo_priorities: self.slo_priorities.clone().map(|n| n.0),
-            priority: self.priority_policy.clone(),
-            priority_value: self.priority_value,
-            tenant_priorities: self.tenant_priorities.clone().map(|n| n.0),
+            priority: self.priority_layer(),
             slo_targets: self.slo_targets.clone().map(|n| n.0),
             flow_control: self.flow_control.then_some(true),
-            saturation_detector: self.saturation_detector.clone(),
-            queue_depth_threshold: self.queue_depth_threshold,
-            kv_cache_util_threshold: self.kv_cache_util_threshold,
-            max_concurrency: self.max_concurrency,
+            saturation_detector: self.detector_layer(),
             dispatch_order: self.dispatch_order,
             per_band_capacity: self.per_band_capacity,
             max_gateway_queue_depth: self.max_gateway_queue_depth,
@@ -266,9 +251,9 @@ impl ControlArgs {
             routing_latency: self.routing_latency,
             scheduler: self.scheduler,
             preemption: self.preemption_policy,
-            routing: None,
+            routing: Layer::default(),
             autoscale: AutoscaleSettings {
-                policy: self.autoscale.clone(),
+                policy: Layer::named(self.autoscale.clone()),
                 min_replicas: self.autoscale_min,
                 max_replicas: self.autoscale_max,
                 interval: self.autoscale_interval,
@@ -280,5 +265,43 @@ impl ControlArgs {
                 ..AutoscaleSettings::default()
             },
         }
+    }
+
+    /// The admission policy and parameters the flags give.
+    fn admission_layer(&self) -> Layer<AdmissionPolicy> {
+        let mut l = Layer::named(self.admission_policy.clone());
+        l.set_some("token_bucket_capacity", self.token_bucket_capacity);
+        l.set_some("token_bucket_refill_rate", self.token_bucket_refill_rate);
+        l.set_some("per_tenant", self.admission_per_tenant.then_some(true));
+        l.set_some("rate_limit_rps", self.rate_limit_rps);
+        l.set_some("rate_limit_burst", self.rate_limit_burst);
+        l.set_some("tier_shed_threshold", self.tier_shed_threshold);
+        l.set_some(
+            "tier_shed_min_priority",
+            self.tier_shed_min_priority.map(i64::from),
+        );
+        l
+    }
+
+    /// The priority policy and parameters the flags give.
+    fn priority_layer(&self) -> Layer<PriorityPolicy> {
+        let mut l = Layer::named(self.priority_policy.clone());
+        l.set_some("value", self.priority_value.map(i64::from));
+        if let Some(Named(tenants)) = &self.tenant_priorities {
+            let map: Mapping = (tenants.iter())
+                .map(|(t, p)| (Value::from(t.as_str()), Value::from(i64::from(*p))))
+                .collect();
+            l.set("tenant_priorities", Value::Mapping(map));
+        }
+        l
+    }
+
+    /// The saturation detector and parameters the flags give.
+    fn detector_layer(&self) -> Layer<Detector> {
+        let mut l = Layer::named(self.saturation_detector.clone());
+        l.set_some("queue_depth_threshold", self.queue_depth_threshold);
+        l.set_some("kv_cache_util_threshold", self.kv_cache_util_threshold);
+        l.set_some("max_concurrency", self.max_concurrency);
+        l
     }
 }

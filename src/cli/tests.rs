@@ -472,7 +472,7 @@ fn routing_flags_parse_and_weights_need_the_weighted_policy() {
     .unwrap()
     .into_config()
     .unwrap();
-    let RoutingPolicy::Weighted(w) = cfg.routing else {
+    let RoutingPolicy::Weighted(crate::router::Weighting::Signals(w)) = cfg.routing else {
         panic!("weighted")
     };
     assert_eq!((w.queue, w.running, w.kv, w.prefix), (2.0, 0.0, 0.0, 1.0));
@@ -874,4 +874,68 @@ fn a_dp_group_member_streaming_weights_is_refused_under_astra_only() {
         err.contains("nodes[0].instances[1].placement") && err.contains("dp_group"),
         "{err}"
     );
+}
+
+/// `T`'s names: each in the long help (a possible value with its summary), read by the
+/// bundle through `bundle(name)`, and in the guide (`docs/src`, in backticks).
+fn every_name_is_everywhere<T: crate::choice::Choice>(
+    help: &str,
+    guide: &str,
+    bundle: impl Fn(&str) -> String,
+) {
+    for v in T::iter() {
+        let name = v.name();
+        assert!(
+            help.contains(&format!("- {name}: ")) || help.contains(&format!("- {name}\n")),
+            "{} `{name}` is not in --help",
+            T::WHAT
+        );
+        let text = bundle(name);
+        crate::control::bundle::parse_bundle(&text)
+            .and_then(|s| s.build())
+            .unwrap_or_else(|e| panic!("{} `{name}` in a bundle: {e:?}\n{text}", T::WHAT));
+        assert!(
+            guide.contains(&format!("`{name}`")),
+            "{} `{name}` is not in the guide",
+            T::WHAT
+        );
+    }
+}
+
+/// Every policy and mode chosen by name is in `--help`, read by the policy bundle, and
+/// named in the guide.
+#[test]
+fn every_policy_is_in_the_help_the_bundle_and_the_guide() {
+    use crate::autoscale::{AutoscalePolicy, DrainMode};
+    use crate::control::admission::AdmissionPolicy;
+    use crate::control::flow::{Detector, DispatchOrder};
+    use crate::control::priority::PriorityPolicy;
+    use crate::scheduler::{PreemptionOrder, QueueOrder};
+    use clap::CommandFactory;
+    let help = Cli::command().render_long_help().to_string();
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src");
+    let guide: String = ["control-plane.md", "autoscaling.md", "cluster.md"]
+        .iter()
+        .map(|f| std::fs::read_to_string(docs.join(f)).unwrap())
+        .collect();
+    // Issue 38: the control-plane page said there was no autoscaling.
+    assert!(!guide.contains("no autoscaling"));
+    let (h, g) = (help.as_str(), guide.as_str());
+    every_name_is_everywhere::<AdmissionPolicy>(h, g, |n| format!("admission: {{type: {n}}}\n"));
+    every_name_is_everywhere::<PriorityPolicy>(h, g, |n| format!("priority: {{policy: {n}}}\n"));
+    every_name_is_everywhere::<RoutingPolicy>(h, g, |n| format!("routing: {{type: {n}}}\n"));
+    every_name_is_everywhere::<Detector>(h, g, |n| {
+        format!("flow_control: {{saturation_detector: {n}}}\n")
+    });
+    every_name_is_everywhere::<DispatchOrder>(h, g, |n| {
+        format!("flow_control: {{dispatch_order: {n}}}\n")
+    });
+    every_name_is_everywhere::<QueueOrder>(h, g, |n| format!("scheduler: {n}\n"));
+    every_name_is_everywhere::<PreemptionOrder>(h, g, |n| format!("preemption: {{policy: {n}}}\n"));
+    every_name_is_everywhere::<AutoscalePolicy>(h, g, |n| {
+        format!("autoscale: {{type: {n}, max_replicas: 3}}\n")
+    });
+    every_name_is_everywhere::<DrainMode>(h, g, |n| {
+        format!("autoscale: {{policy: threshold, drain: {n}}}\n")
+    });
 }

@@ -4,116 +4,146 @@
 //! refill continuously by simulated time, in exact integer arithmetic).
 
 use super::outcome::{Dropped, Stage};
+use super::section::{self, ParamError, Policy};
 use super::{Load, Ticket};
 use crate::Nanos;
-use serde::Serialize;
+use crate::choice::Choice;
+use serde::{Deserialize, Serialize};
 
 /// Pico-tokens per token: bucket levels are kept in pico-tokens so that a refill rate given
 /// in milli-tokens per second adds a whole number of pico-tokens per nanosecond.
 const PICO: u128 = 1_000_000_000_000;
 
-/// The admission policies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AdmissionKind {
-    /// Admit everything (default).
+/// The admission policies (`--admission-policy`, the bundle's `admission`), each with its
+/// parameters: the one list of their names, help, defaults and ranges.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[serde(tag = "type", content = "params", rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum AdmissionPolicy {
+    /// Admit everything.
     #[default]
     AlwaysAdmit,
     /// A token bucket: a request costs its prompt tokens.
-    TokenBucket,
+    TokenBucket(BucketParams),
     /// A request-rate limit: a bucket where every request costs 1.
-    RateLimit,
-    /// Per-tenant shares of the cluster's capacity; over-quota tenants' requests below a
-    /// priority are shed. (Quotas, when given, also apply in front of any other policy, as
-    /// BLIS's `tenant_budgets` do.)
+    RateLimit(RateLimitParams),
+    /// Per-tenant shares of the cluster's capacity (`tenant_budgets`, `--tenant-quotas`);
+    /// over-quota tenants' requests below a priority are shed. (Quotas, when given, also
+    /// apply in front of any other policy, as BLIS's `tenant_budgets` do.)
     TenantQuota,
     /// Shed requests below a priority while the busiest instance is over a load threshold.
-    TierShed,
+    TierShed(TierShedParams),
     /// Reject everything (pathological, for testing).
     RejectAll,
 }
 
-impl AdmissionKind {
-    /// The flag value naming it.
-    pub fn name(self) -> &'static str {
-        match self {
-            AdmissionKind::AlwaysAdmit => "always-admit",
-            AdmissionKind::TokenBucket => "token-bucket",
-            AdmissionKind::RateLimit => "rate-limit",
-            AdmissionKind::TenantQuota => "tenant-quota",
-            AdmissionKind::TierShed => "tier-shed",
-            AdmissionKind::RejectAll => "reject-all",
-        }
-    }
-
-    /// Every policy, in the order of the docs.
-    pub const ALL: [AdmissionKind; 6] = [
-        AdmissionKind::AlwaysAdmit,
-        AdmissionKind::TokenBucket,
-        AdmissionKind::RateLimit,
-        AdmissionKind::TenantQuota,
-        AdmissionKind::TierShed,
-        AdmissionKind::RejectAll,
-    ];
-
-    /// The policy named `name`.
-    pub fn parse(name: &str) -> Result<AdmissionKind, String> {
-        AdmissionKind::ALL
-            .into_iter()
-            .find(|k| k.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = AdmissionKind::ALL.iter().map(|k| k.name()).collect();
-                format!(
-                    "unknown admission policy `{name}` (expected {})",
-                    names.join(", ")
-                )
-            })
+impl Choice for AdmissionPolicy {
+    const WHAT: &'static str = "admission policy";
+    fn name(&self) -> &'static str {
+        self.into()
     }
 }
 
-/// Admission policy and parameters.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AdmissionConfig {
-    /// The policy.
-    pub kind: AdmissionKind,
-    /// `token-bucket`: capacity, tokens (BLIS default 10000).
-    pub bucket_capacity: u64,
-    /// `token-bucket`: refill rate, tokens per second (BLIS default 1000).
-    pub bucket_refill_per_s: f64,
-    /// `token-bucket` and `rate-limit`: one bucket per tenant instead of one in all.
+impl Policy for AdmissionPolicy {
+    fn check(&self) -> Result<(), ParamError> {
+        match self {
+            AdmissionPolicy::TokenBucket(p) => {
+                section::non_negative("token_bucket_capacity", p.token_bucket_capacity)?;
+                section::positive("token_bucket_refill_rate", p.token_bucket_refill_rate)
+            }
+            AdmissionPolicy::RateLimit(p) => {
+                section::positive("rate_limit_rps", p.rate_limit_rps)?;
+                section::at_least("rate_limit_burst", p.rate_limit_burst, 1)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `token-bucket`'s parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BucketParams {
+    /// Capacity, tokens (BLIS's default 10000; rounded to a whole token).
+    pub token_bucket_capacity: f64,
+    /// Refill rate, tokens per second (BLIS's default 1000).
+    pub token_bucket_refill_rate: f64,
+    /// One bucket per tenant instead of one in all.
     pub per_tenant: bool,
-    /// `rate-limit`: requests per second.
+}
+
+impl Default for BucketParams {
+    fn default() -> BucketParams {
+        BucketParams {
+            token_bucket_capacity: 10_000.0,
+            token_bucket_refill_rate: 1_000.0,
+            per_tenant: false,
+        }
+    }
+}
+
+/// `rate-limit`'s parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitParams {
+    /// Requests per second.
     pub rate_limit_rps: f64,
-    /// `rate-limit`: most requests admitted at once after a quiet spell.
+    /// Most requests admitted at once after a quiet spell.
     pub rate_limit_burst: u64,
-    /// `tenant-quota`: each named tenant's share of the cluster's capacity (instances ×
-    /// max_num_seqs, 256 where unlimited), in [0, 1]; unnamed tenants are unlimited.
-    pub tenant_quotas: Vec<(String, f64)>,
-    /// `tenant-quota`: requests of an over-quota tenant with a priority below this are shed
-    /// (BLIS: 0, i.e. only sheddable classes).
-    pub quota_min_priority: i32,
-    /// `tier-shed`: load (waiting + running) of the busiest instance above which shedding
-    /// starts (BLIS default 0).
+    /// One bucket per tenant instead of one in all.
+    pub per_tenant: bool,
+}
+
+impl Default for RateLimitParams {
+    fn default() -> RateLimitParams {
+        RateLimitParams {
+            rate_limit_rps: 10.0,
+            rate_limit_burst: 10,
+            per_tenant: false,
+        }
+    }
+}
+
+/// `tier-shed`'s parameters (BLIS's defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TierShedParams {
+    /// Load (waiting + running) of the busiest instance above which shedding starts.
     pub tier_shed_threshold: u64,
-    /// `tier-shed`: requests with a priority below this are shed (BLIS default 3).
+    /// Requests with a priority below this are shed.
     pub tier_shed_min_priority: i32,
 }
 
-impl Default for AdmissionConfig {
-    fn default() -> AdmissionConfig {
-        AdmissionConfig {
-            kind: AdmissionKind::AlwaysAdmit,
-            bucket_capacity: 10_000,
-            bucket_refill_per_s: 1_000.0,
-            per_tenant: false,
-            rate_limit_rps: 10.0,
-            rate_limit_burst: 10,
-            tenant_quotas: Vec::new(),
-            quota_min_priority: 0,
+impl Default for TierShedParams {
+    fn default() -> TierShedParams {
+        TierShedParams {
             tier_shed_threshold: 0,
             tier_shed_min_priority: 3,
         }
     }
+}
+
+/// Admission: the policy, and the tenant quotas that apply in front of any policy.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct AdmissionConfig {
+    /// The policy with its parameters.
+    pub policy: AdmissionPolicy,
+    /// Each named tenant's share of the cluster's capacity (instances × max_num_seqs, 256
+    /// where unlimited), in [0, 1]; unnamed tenants are unlimited (`tenant_budgets`).
+    pub tenant_quotas: Vec<(String, f64)>,
+    /// Requests of an over-quota tenant with a priority below this are shed (BLIS: 0, i.e.
+    /// only sheddable classes).
+    pub quota_min_priority: i32,
 }
 
 /// A token bucket refilled continuously by simulated time, in exact integer arithmetic:
@@ -196,19 +226,19 @@ impl Admission {
     }
 
     /// The policy.
-    pub fn kind(&self) -> AdmissionKind {
-        self.config.kind
+    pub fn policy(&self) -> &AdmissionPolicy {
+        &self.config.policy
     }
 
     /// Whether `t` enters the cluster at `now`, given the cluster's `load`.
     pub fn decide(&mut self, now: Nanos, t: &Ticket, load: &Load<'_>) -> Result<(), Dropped> {
-        let name = self.config.kind.name();
+        let name = self.config.policy.name();
         let reject = Dropped::rejected(Stage::Admission, name);
         self.check_quota(t, load)?;
-        match self.config.kind {
-            AdmissionKind::AlwaysAdmit => Ok(()),
-            AdmissionKind::RejectAll => Err(reject),
-            AdmissionKind::TokenBucket => {
+        match &self.config.policy {
+            AdmissionPolicy::AlwaysAdmit | AdmissionPolicy::TenantQuota => Ok(()),
+            AdmissionPolicy::RejectAll => Err(reject),
+            AdmissionPolicy::TokenBucket(_) => {
                 let bucket = self.bucket(t.tenant);
                 if bucket.try_take(now, u64::from(t.input_toks)) {
                     Ok(())
@@ -216,7 +246,7 @@ impl Admission {
                     Err(reject)
                 }
             }
-            AdmissionKind::RateLimit => {
+            AdmissionPolicy::RateLimit(_) => {
                 let bucket = self.bucket(t.tenant);
                 if bucket.try_take(now, 1) {
                     Ok(())
@@ -224,15 +254,14 @@ impl Admission {
                     Err(reject)
                 }
             }
-            AdmissionKind::TierShed => {
-                let busy = load.busiest() > self.config.tier_shed_threshold;
-                if busy && t.priority < self.config.tier_shed_min_priority {
+            AdmissionPolicy::TierShed(p) => {
+                let busy = load.busiest() > p.tier_shed_threshold;
+                if busy && t.priority < p.tier_shed_min_priority {
                     Err(Dropped::shed(Stage::Admission, name))
                 } else {
                     Ok(())
                 }
             }
-            AdmissionKind::TenantQuota => Ok(()),
         }
     }
 
@@ -252,20 +281,19 @@ impl Admission {
         }
     }
 
-    /// The bucket of `tenant` (the only one unless per tenant).
+    /// The bucket of `tenant` (the only one unless per tenant) of a bucket policy.
     fn bucket(&mut self, tenant: u32) -> &mut TokenBucket {
-        let at = if self.config.per_tenant {
-            tenant as usize
-        } else {
-            0
+        let (capacity, rate, per_tenant) = match &self.config.policy {
+            AdmissionPolicy::RateLimit(p) => (p.rate_limit_burst, p.rate_limit_rps, p.per_tenant),
+            AdmissionPolicy::TokenBucket(p) => (
+                p.token_bucket_capacity.round() as u64,
+                p.token_bucket_refill_rate,
+                p.per_tenant,
+            ),
+            _ => (0, 0.0, false),
         };
+        let at = if per_tenant { tenant as usize } else { 0 };
         if self.buckets.len() <= at {
-            let (capacity, rate) = match self.config.kind {
-                AdmissionKind::RateLimit => {
-                    (self.config.rate_limit_burst, self.config.rate_limit_rps)
-                }
-                _ => (self.config.bucket_capacity, self.config.bucket_refill_per_s),
-            };
             self.buckets
                 .resize(at + 1, TokenBucket::new(capacity, rate));
         }

@@ -4,30 +4,129 @@
 //! request that waits longer than its time to live expires.
 
 use super::outcome::{Dropped, Outcome, Stage};
+use super::section::{self, ParamError, Policy};
 use super::{Load, Ticket};
 use crate::Nanos;
-use serde::Serialize;
+use crate::choice::Choice;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-/// When the cluster counts as saturated (dispatch pauses).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// When the cluster counts as saturated (dispatch pauses): the saturation detectors
+/// (`--saturation-detector`, the bundle's `flow_control.saturation_detector`), each with its
+/// parameters.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[serde(tag = "type", content = "params", rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Detector {
+    /// GAIE's utilization detector: the mean over instances of `max(waiting /
+    /// queue_depth_threshold, kv_used / kv_cache_util_threshold)` reaches 1.
+    Utilization(UtilizationParams),
+    /// Requests in flight (dispatched, not finished) reach `max_concurrency` per instance.
+    Concurrency(ConcurrencyParams),
     /// Never: the queue dispatches at once (it still enforces capacities and order).
     Never,
-    /// GAIE's utilization detector: the mean over instances of
-    /// `max(waiting / queue_depth_threshold, kv_used / kv_util_threshold)` reaches 1.
-    Utilization {
-        queue_depth_threshold: f64,
-        kv_util_threshold: f64,
-    },
-    /// Requests in flight (dispatched, not finished) reach `max_concurrency` per instance.
-    Concurrency { max_concurrency: u64 },
 }
 
-/// The order in which queued requests are dispatched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+impl Default for Detector {
+    fn default() -> Detector {
+        Detector::Utilization(UtilizationParams::default())
+    }
+}
+
+impl Detector {
+    /// The utilization detector with these thresholds.
+    pub fn utilization(queue_depth_threshold: f64, kv_cache_util_threshold: f64) -> Detector {
+        Detector::Utilization(UtilizationParams {
+            queue_depth_threshold,
+            kv_cache_util_threshold,
+        })
+    }
+
+    /// The concurrency detector at `max_concurrency` per instance.
+    pub fn concurrency(max_concurrency: u64) -> Detector {
+        Detector::Concurrency(ConcurrencyParams { max_concurrency })
+    }
+}
+
+impl Choice for Detector {
+    const WHAT: &'static str = "saturation detector";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
+impl Policy for Detector {
+    fn check(&self) -> Result<(), ParamError> {
+        match self {
+            Detector::Utilization(p) => {
+                section::positive("queue_depth_threshold", p.queue_depth_threshold)?;
+                section::positive("kv_cache_util_threshold", p.kv_cache_util_threshold)
+            }
+            Detector::Concurrency(p) => section::at_least("max_concurrency", p.max_concurrency, 1),
+            Detector::Never => Ok(()),
+        }
+    }
+}
+
+/// The utilization detector's parameters (GAIE's defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UtilizationParams {
+    /// Waiting requests per instance that count as full.
+    pub queue_depth_threshold: f64,
+    /// KV use that counts as full.
+    pub kv_cache_util_threshold: f64,
+}
+
+impl Default for UtilizationParams {
+    fn default() -> UtilizationParams {
+        UtilizationParams {
+            queue_depth_threshold: 5.0,
+            kv_cache_util_threshold: 0.8,
+        }
+    }
+}
+
+/// The concurrency detector's parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConcurrencyParams {
+    /// Requests in flight per instance that count as full.
+    pub max_concurrency: u64,
+}
+
+impl Default for ConcurrencyParams {
+    fn default() -> ConcurrencyParams {
+        ConcurrencyParams {
+            max_concurrency: 100,
+        }
+    }
+}
+
+/// The order in which queued requests are dispatched (`--dispatch-order`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum DispatchOrder {
     /// Earliest enqueued first, over all bands.
     #[default]
@@ -38,17 +137,10 @@ pub enum DispatchOrder {
     SloDeadline,
 }
 
-impl DispatchOrder {
-    /// The order named `name`.
-    pub fn parse(name: &str) -> Result<DispatchOrder, String> {
-        match name {
-            "fifo" => Ok(DispatchOrder::Fifo),
-            "priority" => Ok(DispatchOrder::Priority),
-            "slo-deadline" => Ok(DispatchOrder::SloDeadline),
-            _ => Err(format!(
-                "unknown dispatch order `{name}` (expected fifo, priority or slo-deadline)"
-            )),
-        }
+impl Choice for DispatchOrder {
+    const WHAT: &'static str = "dispatch order";
+    fn name(&self) -> &'static str {
+        self.into()
     }
 }
 
@@ -70,10 +162,7 @@ pub struct FlowConfig {
 impl Default for FlowConfig {
     fn default() -> FlowConfig {
         FlowConfig {
-            detector: Detector::Utilization {
-                queue_depth_threshold: 5.0,
-                kv_util_threshold: 0.8,
-            },
+            detector: Detector::default(),
             order: DispatchOrder::Fifo,
             per_band_capacity: None,
             max_depth: None,
@@ -210,15 +299,14 @@ impl FlowQueue {
 
     /// Whether the cluster is saturated: dispatch pauses.
     pub fn saturated(&self, load: &Load<'_>) -> bool {
-        match self.config.detector {
+        match &self.config.detector {
             Detector::Never => false,
-            Detector::Concurrency { max_concurrency } => {
-                load.in_flight() >= max_concurrency.saturating_mul(load.instances() as u64)
+            Detector::Concurrency(p) => {
+                load.in_flight() >= p.max_concurrency.saturating_mul(load.instances() as u64)
             }
-            Detector::Utilization {
-                queue_depth_threshold,
-                kv_util_threshold,
-            } => load.utilization(queue_depth_threshold, kv_util_threshold) >= 1.0,
+            Detector::Utilization(p) => {
+                load.utilization(p.queue_depth_threshold, p.kv_cache_util_threshold) >= 1.0
+            }
         }
     }
 

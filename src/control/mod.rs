@@ -32,10 +32,12 @@
 
 pub mod admission;
 pub mod bundle;
+pub mod export;
 pub mod flow;
 mod outcome;
 pub mod priority;
 mod report;
+pub mod section;
 
 pub use outcome::{Dropped, Outcome, Stage};
 pub use report::{OutcomeCollector, OutcomeReport};
@@ -44,7 +46,7 @@ use crate::Nanos;
 use crate::router::ClusterView;
 use crate::scheduler::{PreemptionOrder, QueueOrder};
 use crate::workload::{Request, RequestClasses};
-use admission::{Admission, AdmissionConfig, AdmissionKind};
+use admission::{Admission, AdmissionConfig, AdmissionPolicy};
 use flow::{FlowConfig, FlowQueue};
 use priority::{PriorityInput, PriorityPolicy};
 use serde::Serialize;
@@ -80,7 +82,7 @@ impl ControlConfig {
     /// Whether the control plane changes nothing (admit all, no delays, no gateway queue,
     /// FCFS and LIFO): the engine then runs without one, exactly as before it existed.
     pub fn is_passive(&self) -> bool {
-        self.admission.kind == AdmissionKind::AlwaysAdmit
+        self.admission.policy == AdmissionPolicy::AlwaysAdmit
             && self.flow.is_none()
             && self.admission_latency_ns == 0
             && self.routing_latency_ns == 0
@@ -531,8 +533,8 @@ impl ControlPlane {
     }
 
     /// The admission policy.
-    pub fn admission_kind(&self) -> AdmissionKind {
-        self.admission.kind()
+    pub fn admission_policy(&self) -> &AdmissionPolicy {
+        self.admission.policy()
     }
 }
 

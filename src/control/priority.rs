@@ -1,9 +1,12 @@
 //! Priority (`--priority-policy`): the number that orders requests in the gateway queue and
 //! on the instances (higher is more urgent). Computed once, when the request is admitted.
 
+use super::section::Policy;
 use crate::Nanos;
+use crate::choice::Choice;
 use crate::workload::{Request, RequestClasses};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// BLIS's (GAIE's) priorities of the SLO classes: critical 4, standard 3, batch −1,
 /// sheddable −2, background −3; any other class (and none) is standard. Negative =
@@ -18,28 +21,34 @@ pub fn default_class_priority(class: &str) -> i32 {
     }
 }
 
-/// The priority policies.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// The priority policies (`--priority-policy`, the bundle's `priority`), each with its
+/// parameters.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[serde(tag = "type", content = "params", rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum PriorityPolicy {
     /// A request's own priority, else its SLO class's (the class map, overridable with
-    /// `slo_priorities`). The default.
+    /// `slo_priorities`).
     #[default]
+    #[strum(to_string = "static", serialize = "slo-class")]
     Static,
-    /// Every request gets the same priority.
-    Constant(i32),
-    /// Seed template: critical requests `realtime_score`, batch, sheddable and background
-    /// ones `batch_score`, the others `default_score`.
-    SloBased {
-        realtime: i32,
-        batch: i32,
-        default: i32,
-    },
-    /// Each tenant's priority (`tenant_priorities`); unnamed tenants get `default`.
-    TenantPriority {
-        tenants: Vec<(String, i32)>,
-        default: i32,
-    },
+    /// Every request gets the same priority (`value`).
+    Constant(ConstantParams),
+    /// The seed's template: critical requests `realtime_score`, batch, sheddable and
+    /// background ones `batch_score`, the others `default_score`.
+    SloBased(SloBasedParams),
+    /// Each tenant's priority (`tenant_priorities`); unnamed tenants get `value`.
+    TenantPriority(TenantPriorityParams),
     /// Earliest deadline first: minus the deadline in ms (arrival + SLO target); requests
     /// without a target are least urgent.
     DeadlineAware,
@@ -47,43 +56,53 @@ pub enum PriorityPolicy {
     InvertedSlo,
 }
 
-impl PriorityPolicy {
-    /// The flag value naming it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            PriorityPolicy::Static => "static",
-            PriorityPolicy::Constant(_) => "constant",
-            PriorityPolicy::SloBased { .. } => "slo-based",
-            PriorityPolicy::TenantPriority { .. } => "tenant-priority",
-            PriorityPolicy::DeadlineAware => "deadline-aware",
-            PriorityPolicy::InvertedSlo => "inverted-slo",
+impl Choice for PriorityPolicy {
+    const WHAT: &'static str = "priority policy";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
+impl Policy for PriorityPolicy {}
+
+/// `constant`'s parameter.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConstantParams {
+    /// The priority of every request.
+    pub value: i32,
+}
+
+/// `slo-based`'s parameters (the seed's template).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SloBasedParams {
+    /// Priority of critical requests.
+    pub realtime_score: i32,
+    /// Priority of batch, sheddable and background requests.
+    pub batch_score: i32,
+    /// Priority of the others.
+    pub default_score: i32,
+}
+
+impl Default for SloBasedParams {
+    fn default() -> SloBasedParams {
+        SloBasedParams {
+            realtime_score: 100,
+            batch_score: 10,
+            default_score: 50,
         }
     }
+}
 
-    /// The policy named `name` with default parameters.
-    pub fn parse(name: &str) -> Result<PriorityPolicy, String> {
-        Ok(match name {
-            "static" | "slo-class" => PriorityPolicy::Static,
-            "constant" => PriorityPolicy::Constant(0),
-            "slo-based" => PriorityPolicy::SloBased {
-                realtime: 100,
-                batch: 10,
-                default: 50,
-            },
-            "tenant-priority" => PriorityPolicy::TenantPriority {
-                tenants: Vec::new(),
-                default: 0,
-            },
-            "deadline-aware" => PriorityPolicy::DeadlineAware,
-            "inverted-slo" => PriorityPolicy::InvertedSlo,
-            _ => {
-                return Err(format!(
-                    "unknown priority policy `{name}` (expected static, constant, slo-based, \
-                     tenant-priority, deadline-aware or inverted-slo)"
-                ));
-            }
-        })
-    }
+/// `tenant-priority`'s parameters.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TenantPriorityParams {
+    /// Each named tenant's priority.
+    pub tenant_priorities: BTreeMap<String, i32>,
+    /// The priority of unnamed tenants.
+    pub value: i32,
 }
 
 /// What a priority policy looks at: the request's class's static priority, its own
@@ -108,20 +127,17 @@ impl PriorityPolicy {
         let static_priority = input.own.unwrap_or(input.class_priority);
         match self {
             PriorityPolicy::Static => static_priority,
-            PriorityPolicy::Constant(v) => *v,
-            PriorityPolicy::SloBased {
-                realtime,
-                batch,
-                default,
-            } => match input.class {
-                "critical" => *realtime,
-                "batch" | "sheddable" | "background" => *batch,
-                _ => *default,
+            PriorityPolicy::Constant(p) => p.value,
+            PriorityPolicy::SloBased(p) => match input.class {
+                "critical" => p.realtime_score,
+                "batch" | "sheddable" | "background" => p.batch_score,
+                _ => p.default_score,
             },
-            PriorityPolicy::TenantPriority { tenants, default } => tenants
-                .iter()
-                .find(|(t, _)| t == input.tenant)
-                .map_or(*default, |t| t.1),
+            PriorityPolicy::TenantPriority(p) => p
+                .tenant_priorities
+                .get(input.tenant)
+                .copied()
+                .unwrap_or(p.value),
             PriorityPolicy::DeadlineAware => match input.deadline_ns {
                 Some(d) => i32::try_from(d / 1_000_000).map_or(i32::MIN + 1, |ms| -ms),
                 None => i32::MIN,

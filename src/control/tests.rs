@@ -1,10 +1,17 @@
 //! Each policy's decision on hand-built states.
 
-use super::admission::{Admission, AdmissionConfig, AdmissionKind, TokenBucket};
+use super::admission::{
+    Admission, AdmissionConfig, AdmissionPolicy, BucketParams, RateLimitParams, TierShedParams,
+    TokenBucket,
+};
 use super::bundle::{parse_bundle, parse_duration};
-use super::flow::{Detector, DispatchOrder, FlowConfig, FlowQueue};
-use super::priority::{PriorityInput, PriorityPolicy};
+use super::flow::{
+    ConcurrencyParams, Detector, DispatchOrder, FlowConfig, FlowQueue, UtilizationParams,
+};
+use super::priority::{ConstantParams, PriorityInput, PriorityPolicy, TenantPriorityParams};
+use super::section::Layer;
 use super::*;
+use crate::choice::Choice;
 use crate::router::InstanceSnapshot;
 
 /// A cluster seen as fixed snapshots.
@@ -65,9 +72,9 @@ fn token_bucket_refills_continuously_in_exact_arithmetic() {
     assert!(slow.try_take(2_000_000_000, 1));
 }
 
-fn admission(kind: AdmissionKind, f: impl FnOnce(&mut AdmissionConfig)) -> Admission {
+fn admission(policy: AdmissionPolicy, f: impl FnOnce(&mut AdmissionConfig)) -> Admission {
     let mut c = AdmissionConfig {
-        kind,
+        policy,
         ..AdmissionConfig::default()
     };
     f(&mut c);
@@ -84,14 +91,14 @@ fn admission_policies_decide_on_hand_built_states() {
     let busy: &'static Fixed = Box::leak(Box::new(busy));
     let _ = tenants;
 
-    let mut always = admission(AdmissionKind::AlwaysAdmit, |_| {});
+    let mut always = admission(AdmissionPolicy::AlwaysAdmit, |_| {});
     assert!(
         always
             .decide(0, &ticket(0, -3, 0, 1 << 20), &load(busy))
             .is_ok()
     );
 
-    let mut none = admission(AdmissionKind::RejectAll, |_| {});
+    let mut none = admission(AdmissionPolicy::RejectAll, |_| {});
     let why = none
         .decide(0, &ticket(0, 4, 0, 1), &load(idle))
         .unwrap_err();
@@ -101,10 +108,14 @@ fn admission_policies_decide_on_hand_built_states() {
     );
 
     // Token bucket: 100 tokens; a 60-token prompt passes, the next 60 does not.
-    let mut tb = admission(AdmissionKind::TokenBucket, |c| {
-        c.bucket_capacity = 100;
-        c.bucket_refill_per_s = 1000.0;
-    });
+    let bucket = |capacity: f64, per_tenant: bool| {
+        AdmissionPolicy::TokenBucket(BucketParams {
+            token_bucket_capacity: capacity,
+            token_bucket_refill_rate: 1000.0,
+            per_tenant,
+        })
+    };
+    let mut tb = admission(bucket(100.0, false), |_| {});
     assert!(tb.decide(0, &ticket(0, 3, 0, 60), &load(idle)).is_ok());
     assert!(tb.decide(0, &ticket(1, 3, 0, 60), &load(idle)).is_err());
     // 20 ms later 20 tokens came back: 60 is there.
@@ -114,19 +125,18 @@ fn admission_policies_decide_on_hand_built_states() {
     );
 
     // Per tenant: tenant b has its own bucket.
-    let mut per = admission(AdmissionKind::TokenBucket, |c| {
-        c.bucket_capacity = 100;
-        c.per_tenant = true;
-    });
+    let mut per = admission(bucket(100.0, true), |_| {});
     assert!(per.decide(0, &ticket(0, 3, 0, 100), &load(idle)).is_ok());
     assert!(per.decide(0, &ticket(1, 3, 1, 100), &load(idle)).is_ok());
     assert!(per.decide(0, &ticket(2, 3, 0, 1), &load(idle)).is_err());
 
     // Rate limit: burst 2 at 1 req/s.
-    let mut rl = admission(AdmissionKind::RateLimit, |c| {
-        c.rate_limit_rps = 1.0;
-        c.rate_limit_burst = 2;
-    });
+    let limit = RateLimitParams {
+        rate_limit_rps: 1.0,
+        rate_limit_burst: 2,
+        per_tenant: false,
+    };
+    let mut rl = admission(AdmissionPolicy::RateLimit(limit), |_| {});
     assert!(rl.decide(0, &ticket(0, 3, 0, 9), &load(idle)).is_ok());
     assert!(rl.decide(0, &ticket(1, 3, 0, 9), &load(idle)).is_ok());
     assert!(rl.decide(0, &ticket(2, 3, 0, 9), &load(idle)).is_err());
@@ -136,10 +146,11 @@ fn admission_policies_decide_on_hand_built_states() {
     );
 
     // Tier shed: busiest load 5 > threshold 4 sheds priority < 3 only.
-    let mut shed = admission(AdmissionKind::TierShed, |c| {
-        c.tier_shed_threshold = 4;
-        c.tier_shed_min_priority = 3;
-    });
+    let tier = TierShedParams {
+        tier_shed_threshold: 4,
+        tier_shed_min_priority: 3,
+    };
+    let mut shed = admission(AdmissionPolicy::TierShed(tier), |_| {});
     let why = shed
         .decide(0, &ticket(0, -1, 0, 1), &load(busy))
         .unwrap_err();
@@ -152,7 +163,7 @@ fn admission_policies_decide_on_hand_built_states() {
 fn tenant_quota_sheds_only_low_priority_requests_of_over_quota_tenants() {
     let view = Fixed(vec![inst(0, 0, 0), inst(0, 0, 0)]);
     // Capacity 2 × 10 = 20; tenant a may hold 0.25 × 20 = 5.
-    let mut q = admission(AdmissionKind::TenantQuota, |c| {
+    let mut q = admission(AdmissionPolicy::TenantQuota, |c| {
         c.tenant_quotas = vec![("a".into(), 0.25)];
     });
     let under = [4u64, 100];
@@ -191,17 +202,20 @@ fn priority_policies_on_hand_built_requests() {
     assert_eq!(PriorityPolicy::Static.priority(&crit), 4);
     assert_eq!(PriorityPolicy::Static.priority(&batch), -1);
     assert_eq!(PriorityPolicy::Static.priority(&own), 9);
-    assert_eq!(PriorityPolicy::Constant(7).priority(&crit), 7);
+    assert_eq!(
+        PriorityPolicy::Constant(ConstantParams { value: 7 }).priority(&crit),
+        7
+    );
     assert_eq!(PriorityPolicy::InvertedSlo.priority(&crit), -4);
     assert_eq!(PriorityPolicy::InvertedSlo.priority(&batch), 1);
-    let slo = PriorityPolicy::parse("slo-based").unwrap();
+    let slo = <PriorityPolicy as Choice>::parse("slo-based").unwrap();
     assert_eq!(slo.priority(&crit), 100);
     assert_eq!(slo.priority(&batch), 10);
     assert_eq!(slo.priority(&input("standard", 3, None, None)), 50);
-    let tp = PriorityPolicy::TenantPriority {
-        tenants: vec![("web".into(), 8)],
-        default: 1,
-    };
+    let tp = PriorityPolicy::TenantPriority(TenantPriorityParams {
+        tenant_priorities: [("web".to_owned(), 8)].into(),
+        value: 1,
+    });
     assert_eq!(tp.priority(&crit), 8);
     let mut other = crit;
     other.tenant = "bulk";
@@ -303,16 +317,19 @@ fn saturation_detectors() {
         });
         q.saturated(&Load::new(&view, &[0, 1], in_flight, 0, &[]))
     };
-    let util = |qd: f64, kv: f64| Detector::Utilization {
-        queue_depth_threshold: qd,
-        kv_util_threshold: kv,
+    let util = |qd: f64, kv: f64| {
+        Detector::Utilization(UtilizationParams {
+            queue_depth_threshold: qd,
+            kv_cache_util_threshold: kv,
+        })
     };
+    let concurrency = |n: u64| Detector::Concurrency(ConcurrencyParams { max_concurrency: n });
     // mean(max(5/5, 0), max(4/5, 0.9/0.8)) = mean(1, 1.125) ≥ 1.
     assert!(sat(util(5.0, 0.8), 0));
     // mean(max(5/10, 0), max(0.4, 0.9/0.95)) < 1.
     assert!(!sat(util(10.0, 0.95), 0));
-    assert!(sat(Detector::Concurrency { max_concurrency: 3 }, 6));
-    assert!(!sat(Detector::Concurrency { max_concurrency: 3 }, 5));
+    assert!(sat(concurrency(3), 6));
+    assert!(!sat(concurrency(3), 5));
     assert!(!sat(Detector::Never, 1 << 40));
 }
 
@@ -372,29 +389,37 @@ fn a_blis_policy_bundle_reads_unchanged_and_unknown_keys_are_named() {
                 preemption:\n  policy: \"priority\"\n";
     let s = parse_bundle(blis).unwrap();
     let c = s.build().unwrap();
-    assert_eq!(c.admission.kind, AdmissionKind::TokenBucket);
-    assert_eq!(c.admission.bucket_capacity, 5000);
-    assert_eq!(c.admission.bucket_refill_per_s, 250.0);
+    assert_eq!(
+        c.admission.policy,
+        AdmissionPolicy::TokenBucket(BucketParams {
+            token_bucket_capacity: 5000.0,
+            token_bucket_refill_rate: 250.0,
+            per_tenant: false,
+        })
+    );
     assert_eq!(c.scheduler, QueueOrder::PriorityFcfs);
     assert_eq!(c.preemption, PreemptionOrder::Priority);
-    assert_eq!(c.priority, PriorityPolicy::Constant(0));
+    assert_eq!(
+        c.priority,
+        PriorityPolicy::Constant(ConstantParams { value: 0 })
+    );
     let (key, message) = parse_bundle("admission:\n  polcy: always-admit\n").unwrap_err();
     assert!(key.contains("admission"), "{key}");
     assert!(message.contains("polcy"), "{message}");
     let (key, _) = parse_bundle("node_pools: []\n").unwrap_err();
-    assert_eq!(key, "node_pools");
+    assert_eq!(key, "line 1: node_pools");
     let (key, _) = parse_bundle("flow_control:\n  dispatch_order: lifo\n").unwrap_err();
-    assert_eq!(key, "flow_control.dispatch_order");
+    assert_eq!(key, "line 2: flow_control.dispatch_order");
 }
 
 #[test]
 fn flags_override_the_bundle() {
     let file = parse_bundle("admission:\n  policy: reject-all\nscheduler: sjf\n").unwrap();
     let flags = super::bundle::Settings {
-        admission: Some(AdmissionKind::AlwaysAdmit),
+        admission: Layer::named(Some(AdmissionPolicy::AlwaysAdmit)),
         ..Default::default()
     };
     let c = flags.over(file).build().unwrap();
-    assert_eq!(c.admission.kind, AdmissionKind::AlwaysAdmit);
+    assert_eq!(c.admission.policy, AdmissionPolicy::AlwaysAdmit);
     assert_eq!(c.scheduler, QueueOrder::Sjf);
 }

@@ -105,6 +105,14 @@ pub fn workload(source: &WorkloadSource) -> anyhow::Result<Value> {
             let yaml = scenario(name).map_or("", |s| s.yaml);
             ("scenario", name.clone(), sha256_hex(yaml.as_bytes()))
         }
+        WorkloadSource::Synthetic(quick) => {
+            let yaml = quick.yaml();
+            (
+                "synthetic",
+                "--rate".to_owned(),
+                sha256_hex(yaml.as_bytes()),
+            )
+        }
     };
     Ok(json!({"source": kind, "name": name, "sha256": hash}))
 }
@@ -129,7 +137,7 @@ mod tests {
         // Top-level keys in order, the routing policy named, each signal's mode by name.
         assert!(rr.starts_with(r#"{"control":{"admission":{"#), "{rr}");
         assert!(
-            rr.contains(r#"},"routing":"round-robin","signals":{"#),
+            rr.contains(r#"},"routing":{"type":"RR"},"signals":{"#),
             "{rr}"
         );
         assert!(rr.contains(r#""hit-rate":"periodic:10000000ns""#), "{rr}");

@@ -246,7 +246,7 @@ impl SloCollector {
                 served.map(|s| s.tokens).sum::<u64>() as f64
             })
             .collect();
-        let attainments: Option<Vec<f64>> = by_tenant.iter().map(|g| g.attainment).collect();
+        let attainments = tenant_attainments(&by_tenant);
         let client_seen = self.classes.has_network().then(|| ClientSeen {
             ttft: Dist::of(self.samples.iter().map(|s| s.client_ttft_ms).collect()),
             e2e: Dist::of(self.samples.iter().map(|s| s.client_e2e_ms).collect()),
@@ -272,6 +272,20 @@ impl SloCollector {
             jain_attainment: attainments.map(|a| jain(&a)),
         }
     }
+}
+
+/// Each tenant's attainment for Jain's index, when any tenant's requests are judged against
+/// targets: a tenant that completed nothing attained nothing (0: starving a tenant is what
+/// fairness must score), one whose completions had no targets is left out.
+fn tenant_attainments(by_tenant: &[Group]) -> Option<Vec<f64>> {
+    by_tenant.iter().any(|g| g.attainment.is_some()).then(|| {
+        (by_tenant.iter())
+            .filter_map(|g| match (g.completed, g.attainment) {
+                (0, _) => Some(0.0),
+                (_, a) => a,
+            })
+            .collect()
+    })
 }
 
 /// Group names as given, or `default` for none.
@@ -507,6 +521,27 @@ mod tests {
         let json = report.to_json();
         assert_eq!(json["by_tenant"]["b"]["attainment"], 1.0);
         assert_eq!(json["all"]["completed"], 4);
+    }
+
+    #[test]
+    fn a_starved_tenant_attains_nothing_in_the_fairness_index() {
+        // Tenant b's requests were all turned away: it completed nothing.
+        let mut classes = RequestClasses::default();
+        classes.assign(0, 2, "a", "critical");
+        classes.assign(2, 2, "b", "batch");
+        let targets = SloTargets {
+            ttft_ms: Some(100.0),
+            tpot_ms: None,
+            e2e_ms: None,
+        };
+        let mut c = SloCollector::new(Some(&classes), targets, &[]);
+        c.record(&record(0, 50, 140, 10));
+        c.record(&record(1, 60, 150, 10));
+        let report = c.finish(2.0, &[]);
+        assert_eq!(report.by_tenant[1].completed, 0);
+        // Attainments 1 and 0: 1 / (2 · 1) = 0.5.
+        assert_eq!(report.jain_attainment, Some(0.5));
+        assert_eq!(report.to_json()["jain_fairness_attainment"], 0.5);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!
 //! An autoscaled run's CSV has seven more columns: the row's replica slot's template and
 //! state at the end of the interval, and that template's replicas pending, loading, warming
-//! up, ready and draining then (a change of state at exactly the end counts).
+//! up, ready and draining then (a change of state at exactly the end counts). A slot whose
+//! replica is off at the end of an interval shows nothing running, waiting or cached.
 
 use std::io::Write;
 use std::path::Path;
@@ -166,6 +167,13 @@ impl TimeSeries {
             if let Some(state) = cell.last {
                 last[instance] = state;
             }
+            if let Some(timeline) = &mut timeline {
+                timeline.advance_to((interval as u64 + 1) * self.interval_ns);
+                // A replica turned off holds no request and no KV block.
+                if timeline.state(instance as u32) == ReplicaState::Off {
+                    last[instance] = (0, 0, 0, 0);
+                }
+            }
             let (running, waiting, used, total) = last[instance];
             let kv_pct = if total == 0 {
                 0.0
@@ -181,8 +189,7 @@ impl TimeSeries {
                 cell.finished,
                 cell.steps
             )?;
-            if let Some(timeline) = &mut timeline {
-                timeline.advance_to((interval as u64 + 1) * self.interval_ns);
+            if let Some(timeline) = &timeline {
                 write_replicas(w, timeline, instance as u32)?;
             }
             writeln!(w)?;

@@ -34,7 +34,7 @@ mod signals;
 mod tests;
 
 pub use explain::{CandidateScore, Explanation};
-pub use policy::{RoutingPolicy, RoutingWeights};
+pub use policy::{RoutingPolicy, RoutingWeights, Weighting};
 pub use scorers::{PREFIX_INDEX_BLOCKS, Scorer, ScorerSet};
 pub use signals::{Refresh, Signal, SignalConfig, parse_duration_ns};
 
@@ -296,11 +296,11 @@ impl Router {
                 }
             }
             RoutingPolicy::AlwaysBusiest => busiest(candidates, view),
-            RoutingPolicy::Scorers(set) => {
+            RoutingPolicy::Weighted(Weighting::Scorers(set)) => {
                 self.scores
                     .pick(set, request, candidates, view, &mut self.prefix)
             }
-            RoutingPolicy::Weighted(w) => {
+            RoutingPolicy::Weighted(Weighting::Signals(w)) => {
                 let w = *w;
                 self.weighted(w, request, candidates, view)
             }
@@ -375,8 +375,8 @@ impl Router {
             -((s.waiting + s.running) as f64)
         };
         match &self.policy {
-            RoutingPolicy::Weighted(_) => {}
-            RoutingPolicy::Scorers(set) => {
+            RoutingPolicy::Weighted(Weighting::Signals(_)) => {}
+            RoutingPolicy::Weighted(Weighting::Scorers(set)) => {
                 ex.start(set.scorers().iter().map(|(s, _)| s.name()));
                 let (n, parts) = (candidates.len(), &self.scores.contributions);
                 for (pos, &id) in candidates.iter().enumerate() {

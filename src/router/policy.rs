@@ -1,55 +1,95 @@
-//! Routing policy names and weights, as given on the command line.
+//! The routing policies, their names and parameters (weights or scorers).
 
 use super::ScorerSet;
-use serde::Serialize;
+use crate::choice::Choice;
+use crate::control::section::Policy;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// How the router picks an instance for an arriving request.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// How the router picks an instance for an arriving request: the routing policies
+/// (`--request-routing-policy`, the bundle's `routing`), names in any case.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[serde(tag = "type", content = "params")]
 pub enum RoutingPolicy {
-    /// LLMServingSim's `LOAD`: scan from a rotating start, score
-    /// `(4·waiting + running) / max_num_seqs`, first strictly lower score wins.
+    /// LLMServingSim's `LOAD`: scan from a rotating start, score `(4·waiting + running) /
+    /// max_num_seqs`, first strictly lower score wins.
+    #[default]
+    #[serde(rename = "LOAD")]
+    #[strum(to_string = "LOAD")]
     Load,
-    /// LLMServingSim's `RR`: round robin.
+    /// LLMServingSim's `RR` (BLIS's `round-robin`): round robin.
+    #[serde(rename = "RR")]
+    #[strum(to_string = "RR", serialize = "round-robin")]
     RoundRobin,
     /// LLMServingSim's `RAND`: uniform choice from a seeded stream.
+    #[serde(rename = "RAND")]
+    #[strum(to_string = "RAND", serialize = "random")]
     Random,
     /// Fewest waiting + running requests, then fewest used KV blocks.
+    #[serde(rename = "least-loaded")]
+    #[strum(to_string = "least-loaded")]
     LeastLoaded,
     /// Longest prefix of the prompt already in an instance's prefix cache; least-loaded when
     /// no instance holds any of it.
+    #[serde(rename = "prefix-affinity")]
+    #[strum(to_string = "prefix-affinity")]
     PrefixAffinity,
-    /// Highest weighted sum of normalised signals (see [`RoutingWeights`]).
-    Weighted(RoutingWeights),
-    /// BLIS's weighted routing: highest weighted sum of named scorers (`--routing-scorers`).
-    Scorers(ScorerSet),
+    /// Highest weighted sum: of normalised signals (`weights`, see [`RoutingWeights`]) or of
+    /// BLIS's named scorers (`scorers`, see [`ScorerSet`]).
+    #[serde(rename = "weighted")]
+    #[strum(to_string = "weighted", serialize = "weighted-scoring")]
+    Weighted(Weighting),
     /// Pathological: the highest effective load (waiting + running + in flight), lowest id
     /// on ties (BLIS's `always-busiest`).
+    #[serde(rename = "always-busiest")]
+    #[strum(to_string = "always-busiest")]
     AlwaysBusiest,
 }
 
+impl Choice for RoutingPolicy {
+    const WHAT: &'static str = "routing policy";
+    const ANY_CASE: bool = true;
+
+    fn name(&self) -> &'static str {
+        self.into()
+    }
+
+    fn hint(name: &str) -> Option<&'static str> {
+        name.eq_ignore_ascii_case("custom")
+            .then_some("CUSTOM is not implemented (LLMServingSim does not implement it either)")
+    }
+}
+
+impl Policy for RoutingPolicy {}
+
 impl RoutingPolicy {
-    /// The flag value naming this policy.
-    pub fn name(&self) -> &'static str {
-        match self {
-            RoutingPolicy::Load => "LOAD",
-            RoutingPolicy::RoundRobin => "RR",
-            RoutingPolicy::Random => "RAND",
-            RoutingPolicy::LeastLoaded => "least-loaded",
-            RoutingPolicy::PrefixAffinity => "prefix-affinity",
-            RoutingPolicy::Weighted(_) | RoutingPolicy::Scorers(_) => "weighted",
-            RoutingPolicy::AlwaysBusiest => "always-busiest",
-        }
+    /// `weighted` with `weights`.
+    pub fn weighted(weights: RoutingWeights) -> RoutingPolicy {
+        RoutingPolicy::Weighted(Weighting::Signals(weights))
+    }
+
+    /// `weighted` with BLIS's `scorers`.
+    pub fn scorers(scorers: ScorerSet) -> RoutingPolicy {
+        RoutingPolicy::Weighted(Weighting::Scorers(scorers))
     }
 }
 
 impl fmt::Display for RoutingPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RoutingPolicy::Weighted(w) => write!(f, "weighted ({w})"),
-            RoutingPolicy::Scorers(set) => write!(f, "weighted ({set})"),
+            RoutingPolicy::Weighted(Weighting::Signals(w)) => write!(f, "weighted ({w})"),
+            RoutingPolicy::Weighted(Weighting::Scorers(set)) => write!(f, "weighted ({set})"),
             other => f.write_str(other.name()),
         }
     }
@@ -60,35 +100,67 @@ impl FromStr for RoutingPolicy {
     type Err = String;
 
     fn from_str(s: &str) -> Result<RoutingPolicy, String> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "load" => RoutingPolicy::Load,
-            "rr" => RoutingPolicy::RoundRobin,
-            "rand" => RoutingPolicy::Random,
-            "least-loaded" => RoutingPolicy::LeastLoaded,
-            "prefix-affinity" => RoutingPolicy::PrefixAffinity,
-            "weighted" => RoutingPolicy::Weighted(RoutingWeights::default()),
-            "always-busiest" => RoutingPolicy::AlwaysBusiest,
-            "custom" => {
-                return Err(
-                    "CUSTOM is not implemented (LLMServingSim does not implement it \
-                            either); use LOAD, RR, RAND, least-loaded, prefix-affinity, \
-                            weighted or always-busiest"
-                        .into(),
-                );
-            }
-            _ => {
-                return Err(format!(
-                    "unknown routing policy `{s}` (expected LOAD, RR, RAND, least-loaded, \
-                     prefix-affinity, weighted or always-busiest)"
-                ));
-            }
-        })
+        RoutingPolicy::parse(s).map_err(|e| e.to_string())
+    }
+}
+
+/// What `weighted` routing sums: this simulator's four signals or BLIS's named scorers. Its
+/// parameters are `weights` or `scorers`, not both (neither: every signal weighted 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "WeightedParams", into = "WeightedParams")]
+pub enum Weighting {
+    /// Weights of the four signals (`--routing-weights`).
+    Signals(RoutingWeights),
+    /// BLIS's scorers and their weights (`--routing-scorers`).
+    Scorers(ScorerSet),
+}
+
+impl Default for Weighting {
+    fn default() -> Weighting {
+        Weighting::Signals(RoutingWeights::default())
+    }
+}
+
+/// `weighted`'s parameters as a bundle writes them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct WeightedParams {
+    weights: Option<RoutingWeights>,
+    scorers: Option<ScorerSet>,
+}
+
+impl TryFrom<WeightedParams> for Weighting {
+    type Error = String;
+
+    fn try_from(p: WeightedParams) -> Result<Weighting, String> {
+        match (p.weights, p.scorers) {
+            (Some(_), Some(_)) => Err("give either weights or scorers, not both".into()),
+            (Some(w), None) => Ok(Weighting::Signals(w)),
+            (None, Some(set)) => Ok(Weighting::Scorers(set)),
+            (None, None) => Ok(Weighting::default()),
+        }
+    }
+}
+
+impl From<Weighting> for WeightedParams {
+    fn from(w: Weighting) -> WeightedParams {
+        match w {
+            Weighting::Signals(w) => WeightedParams {
+                weights: Some(w),
+                scorers: None,
+            },
+            Weighting::Scorers(set) => WeightedParams {
+                weights: None,
+                scorers: Some(set),
+            },
+        }
     }
 }
 
 /// Weights of the `weighted` policy. Every signal is normalised to [0, 1], higher meaning a
 /// better target; the instance with the highest weighted sum wins.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "WeightsText")]
 pub struct RoutingWeights {
     /// Short queue: `1 − waiting / max waiting` over the candidates.
     pub queue: f64,
@@ -128,13 +200,7 @@ impl FromStr for RoutingWeights {
     type Err = String;
 
     fn from_str(s: &str) -> Result<RoutingWeights, String> {
-        let mut w = RoutingWeights {
-            queue: 0.0,
-            running: 0.0,
-            kv: 0.0,
-            prefix: 0.0,
-        };
-        let mut seen = [false; 4];
+        let mut pairs = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part
                 .split_once('=')
@@ -143,10 +209,29 @@ impl FromStr for RoutingWeights {
                 .trim()
                 .parse()
                 .map_err(|_| format!("`{value}` (for {key}) is not a number"))?;
+            pairs.push((key.trim().to_owned(), value));
+        }
+        RoutingWeights::from_pairs(pairs)
+    }
+}
+
+impl RoutingWeights {
+    /// The weights of `(signal, weight)` pairs: signals `queue`, `running`, `kv`, `prefix`,
+    /// each at most once, weights finite and non-negative, not all zero; signals left out
+    /// weigh 0.
+    pub fn from_pairs(pairs: Vec<(String, f64)>) -> Result<RoutingWeights, String> {
+        let mut w = RoutingWeights {
+            queue: 0.0,
+            running: 0.0,
+            kv: 0.0,
+            prefix: 0.0,
+        };
+        let mut seen = [false; 4];
+        for (key, value) in pairs {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(format!("weight of {key} must be finite and non-negative"));
             }
-            let (slot, index) = match key.trim() {
+            let (slot, index) = match key.as_str() {
                 "queue" => (&mut w.queue, 0),
                 "running" => (&mut w.running, 1),
                 "kv" => (&mut w.kv, 2),
@@ -158,7 +243,7 @@ impl FromStr for RoutingWeights {
                 }
             };
             if std::mem::replace(&mut seen[index], true) {
-                return Err(format!("`{}` is given twice", key.trim()));
+                return Err(format!("`{key}` is given twice"));
             }
             *slot = value;
         }
@@ -166,5 +251,34 @@ impl FromStr for RoutingWeights {
             return Err("at least one weight must be positive".into());
         }
         Ok(w)
+    }
+}
+
+/// Weights as a bundle writes them: `{queue: 1, kv: 0.5}` or `queue=1,kv=0.5`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WeightsText {
+    Text(String),
+    Map(serde_yaml_ng::Mapping),
+}
+
+impl TryFrom<WeightsText> for RoutingWeights {
+    type Error = String;
+
+    fn try_from(t: WeightsText) -> Result<RoutingWeights, String> {
+        match t {
+            WeightsText::Text(s) => s.parse(),
+            WeightsText::Map(m) => {
+                let mut pairs = Vec::new();
+                for (k, v) in m {
+                    let key = k.as_str().unwrap_or_default().to_owned();
+                    let value = v
+                        .as_f64()
+                        .ok_or_else(|| format!("the weight of `{key}` is not a number"))?;
+                    pairs.push((key, value));
+                }
+                RoutingWeights::from_pairs(pairs)
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::scorers::{LruBlocks, ScoreScratch};
 use super::*;
+use crate::choice::Choice;
 use crate::scheduler::block_hashes;
 use std::collections::HashSet;
 
@@ -73,7 +74,7 @@ fn scores(scorer: Scorer, view: &Hand, request: &Request) -> Vec<f64> {
 }
 
 fn scorers(spec: &str) -> Router {
-    Router::new(RoutingPolicy::Scorers(spec.parse().unwrap()), 0)
+    Router::new(RoutingPolicy::scorers(spec.parse().unwrap()), 0)
 }
 
 #[test]
@@ -253,7 +254,7 @@ fn the_blis_profile_prefers_the_cached_prefix_over_a_short_queue() {
     let mut view = hand(vec![snap(3, 1, 4, 20), snap(0, 0, 0, 0)]);
     view.cached[0].extend(hashes.iter().copied());
     let r = prompt(1, tokens);
-    let mut router = Router::new(RoutingPolicy::Scorers(ScorerSet::blis_default()), 0);
+    let mut router = Router::new(RoutingPolicy::scorers(ScorerSet::blis_default()), 0);
     // 2/4 · 1 + 1/4 · 0 + 1/4 · 0.8 = 0.7 against 0 + 1/4 + 1/4 = 0.5.
     assert_eq!(router.route(&r, &[0, 1], &view), 0);
     assert_eq!(
@@ -394,7 +395,7 @@ fn scorer_contributions_are_weighted_normalised_scores_and_argmax_has_no_regret(
         snap(1, 0, 0, 10),
     ]);
     let set: ScorerSet = "queue-depth:1,kv-utilization:1".parse().unwrap();
-    let mut router = Router::new(RoutingPolicy::Scorers(set), 0);
+    let mut router = Router::new(RoutingPolicy::scorers(set), 0);
     router.explain_top(3);
     assert_eq!(router.route(&prompt(0, vec![1]), &[0, 1, 2], &view), 2);
     let ex = router.explanation().unwrap();

@@ -37,7 +37,7 @@
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
 use crate::scheduler::BlockHashMap;
 use crate::workload::Request;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
@@ -117,10 +117,68 @@ impl FromStr for Scorer {
 }
 
 /// The scorers of weighted routing and their weights, as given (`name:weight,...`); the
-/// weights are normalised to sum to 1 when scoring.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// weights are normalised to sum to 1 when scoring. A bundle writes them BLIS's way, a list
+/// of `{name, weight}` (also `{name: weight}` or the flag's text); they are written as that
+/// list.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScorerSet {
     scorers: Vec<(Scorer, f64)>,
+}
+
+/// One scorer of a bundle's list, BLIS's `{name, weight}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScorerEntry {
+    name: String,
+    weight: f64,
+}
+
+impl Serialize for ScorerSet {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let entries: Vec<ScorerEntry> = (self.scorers.iter())
+            .map(|&(s, weight)| ScorerEntry {
+                name: s.name().to_owned(),
+                weight,
+            })
+            .collect();
+        entries.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ScorerSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ScorerSet, D::Error> {
+        d.deserialize_any(ScorerSetVisitor)
+    }
+}
+
+struct ScorerSetVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ScorerSetVisitor {
+    type Value = ScorerSet;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("scorers: a list of {name, weight}, a mapping name: weight, or name:weight,...")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ScorerSet, E> {
+        v.parse().map_err(E::custom)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<ScorerSet, A::Error> {
+        let mut pairs = Vec::new();
+        while let Some(e) = seq.next_element::<ScorerEntry>()? {
+            pairs.push((e.name, e.weight));
+        }
+        ScorerSet::from_pairs(pairs).map_err(serde::de::Error::custom)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ScorerSet, A::Error> {
+        let mut pairs = Vec::new();
+        while let Some((name, weight)) = map.next_entry::<String, f64>()? {
+            pairs.push((name, weight));
+        }
+        ScorerSet::from_pairs(pairs).map_err(serde::de::Error::custom)
+    }
 }
 
 impl ScorerSet {
@@ -163,7 +221,7 @@ impl FromStr for ScorerSet {
     type Err = String;
 
     fn from_str(s: &str) -> Result<ScorerSet, String> {
-        let mut scorers: Vec<(Scorer, f64)> = Vec::new();
+        let mut pairs = Vec::new();
         for part in s.split(',').map(str::trim) {
             if part.is_empty() {
                 return Err(format!(
@@ -173,11 +231,26 @@ impl FromStr for ScorerSet {
             let (name, weight) = part
                 .split_once(':')
                 .ok_or_else(|| format!("`{part}` is not name:weight"))?;
-            let scorer: Scorer = name.trim().parse()?;
             let weight: f64 = weight
                 .trim()
                 .parse()
                 .map_err(|_| format!("`{}` (weight of {name}) is not a number", weight.trim()))?;
+            pairs.push((name.trim().to_owned(), weight));
+        }
+        ScorerSet::from_pairs(pairs)
+    }
+}
+
+impl ScorerSet {
+    /// The set of `(name, weight)` pairs: known names, each at most once, weights finite
+    /// and positive, at least one.
+    pub fn from_pairs(pairs: Vec<(String, f64)>) -> Result<ScorerSet, String> {
+        if pairs.is_empty() {
+            return Err("name at least one scorer".into());
+        }
+        let mut scorers: Vec<(Scorer, f64)> = Vec::new();
+        for (name, weight) in pairs {
+            let scorer: Scorer = name.parse()?;
             if !(weight.is_finite() && weight > 0.0) {
                 return Err(format!(
                     "weight of {name} must be finite and positive, got {weight}"

@@ -1,6 +1,7 @@
 //! Each policy's choice on hand-built instance states, and tie-breaking.
 
 use super::*;
+use crate::choice::Choice;
 use crate::scheduler::{SchedulerConfig, block_hashes};
 use std::collections::HashSet;
 
@@ -233,7 +234,7 @@ fn prefix_affinity_compares_tokens_across_block_sizes() {
 
 #[test]
 fn weighted_follows_its_weights_and_breaks_ties_by_lowest_id() {
-    let weighted = |s: &str| Router::new(RoutingPolicy::Weighted(s.parse().unwrap()), 0);
+    let weighted = |s: &str| Router::new(RoutingPolicy::weighted(s.parse().unwrap()), 0);
     let mut a = fake(4, 1);
     a.used = 90;
     let mut b = fake(0, 8);
@@ -350,7 +351,7 @@ fn real_schedulers_report_their_cached_prefix_to_the_router() {
     let instances = [cold, warm];
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
     assert_eq!(router.route(&second, &[0, 1], &instances[..]), 1);
-    let mut router = Router::new(RoutingPolicy::Weighted("prefix=1".parse().unwrap()), 0);
+    let mut router = Router::new(RoutingPolicy::weighted("prefix=1".parse().unwrap()), 0);
     assert_eq!(router.route(&second, &[0, 1], &instances[..]), 1);
     assert_eq!(
         instances[1].pool().num_free(),

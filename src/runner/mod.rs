@@ -30,7 +30,7 @@ use crate::router::Router;
 use crate::setup::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
-use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
+use crate::workload::spec::{Overrides, Synthetic, WorkloadSpec, generate_workload, scenario};
 use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, detected, read_dataset};
 use anyhow::Context;
 use backend::Backend;
@@ -147,7 +147,7 @@ fn run_settings(config: &SimConfig, num_requests: usize) -> RunSettings {
 /// gateway queue or scheduling policies the engine runs without one, exactly as before it
 /// existed) and router, both reporting their decisions when the run traces them. Outcomes
 /// are collected when requests can end unserved or the run is evaluated, and anomalies shown
-/// with a control plane or several SLO classes.
+/// with a control plane, an autoscaler or several SLO classes.
 fn decision_makers(
     config: &SimConfig,
     workload: &Workload,
@@ -169,7 +169,9 @@ fn decision_makers(
             control.trace_decisions();
         }
     }
-    outputs.watch_anomalies = control.is_some() || classes.is_some_and(|c| c.classes().len() > 1);
+    outputs.watch_anomalies = control.is_some()
+        || config.control.autoscale.is_some()
+        || classes.is_some_and(|c| c.classes().len() > 1);
     (control, router)
 }
 
@@ -485,6 +487,12 @@ fn write_results(
     if let Some(path) = &config.summary_json {
         ready.push(summary.prepare_json(path)?);
     }
+    if let Some(path) = &config.evaluation.export_policy {
+        let text = crate::control::export::bundle_text(&config.routing, &config.control);
+        ready.push(crate::output::prepare(path, |w| {
+            std::io::Write::write_all(w, text.as_bytes())
+        })?);
+    }
     if let Some(series) = &outputs.timeseries {
         let pictures = outputs.plots.zip(plots_dir.as_ref());
         ready.extend(write_series(
@@ -518,6 +526,7 @@ fn load_workload(config: &SimConfig) -> anyhow::Result<Workload> {
             let scenario = scenario(name).with_context(|| format!("unknown scenario `{name}`"))?;
             generated(&scenario.spec()?, config)?
         }
+        WorkloadSource::Synthetic(quick) => synthetic(quick, config)?,
     })
 }
 
@@ -579,8 +588,22 @@ fn run_title(config: &SimConfig) -> String {
     let workload = match &config.workload {
         WorkloadSource::Dataset(path, _) | WorkloadSource::Spec(path) => file(path),
         WorkloadSource::Scenario(name) => name.clone(),
+        WorkloadSource::Synthetic(q) => format!("{} req/s", q.rate),
     };
     format!("{model} on {}{count}, {workload}", first.hardware.name)
+}
+
+/// The quick workload: `--num-prompts` requests (100 by default), drawn with the run's seed.
+fn synthetic(quick: &Synthetic, config: &SimConfig) -> anyhow::Result<Workload> {
+    let n = config
+        .num_reqs
+        .map_or(Synthetic::DEFAULT_REQUESTS, |n| n as u64);
+    let overrides = Overrides {
+        num_requests: Some(n),
+        seed: Some(config.seed as i64),
+        max_requests: config.max_requests,
+    };
+    Ok(generate_workload(&quick.spec()?, overrides)?)
 }
 
 /// The workload `spec` generates, with the run's request count.
@@ -600,6 +623,7 @@ fn engine_error(e: engine::SimError, source: &WorkloadSource) -> anyhow::Error {
         WorkloadSource::Dataset(..) => None,
         WorkloadSource::Spec(path) => Some(path.display().to_string()),
         WorkloadSource::Scenario(name) => Some(format!("scenario {name}")),
+        WorkloadSource::Synthetic(_) => Some("--rate".to_owned()),
     };
     match (e, spec) {
         (engine::SimError::Unservable { id, line, message }, Some(spec)) => anyhow::anyhow!(

@@ -60,8 +60,20 @@ use serde::Serialize;
 
 /// How an instance orders its waiting queue (`--scheduler`). Ties are broken by arrival
 /// time, then request id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum QueueOrder {
     /// First come, first served (vLLM's default; a preempted request goes back to the head).
     #[default]
@@ -74,15 +86,42 @@ pub enum QueueOrder {
     ReversePriority,
 }
 
+impl crate::choice::Choice for QueueOrder {
+    const WHAT: &'static str = "scheduler";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
 /// Which running request a scheduler preempts when KV blocks run out (`--preemption-policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum PreemptionOrder {
-    /// The most recently admitted (vLLM's default).
+    /// The most recently admitted (vLLM's default; BLIS's `fcfs`).
     #[default]
+    #[strum(to_string = "lifo", serialize = "fcfs")]
     Lifo,
     /// The least urgent (lowest priority), the most recently admitted among equals.
     Priority,
+}
+
+impl crate::choice::Choice for PreemptionOrder {
+    const WHAT: &'static str = "preemption policy";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
 }
 
 /// Scheduler limits and switches of one instance.

@@ -5,7 +5,9 @@
 use crate::config::ConfigError;
 use crate::control::ControlConfig;
 use crate::control::bundle::{Settings, read_bundle};
+use crate::control::section::Layer;
 use crate::router::{RoutingPolicy, RoutingWeights, ScorerSet, SignalConfig};
+use serde_yaml_ng::Value;
 use std::path::PathBuf;
 
 /// The control plane as a run asks for it: a policy bundle and the settings given over it.
@@ -57,23 +59,19 @@ pub(super) struct Resolved {
     pub signals: SignalConfig,
 }
 
-/// Reads the bundle, lays the given settings over it and resolves routing: weights go with
-/// the given `weighted` policy; the default policy yields to the bundle's; scorers go with
-/// `weighted` (given or from the bundle).
+/// Reads the bundle, lays the given settings over it and resolves routing: the routing
+/// flags (policy, weights, scorers) are one more layer over the bundle's `routing`; the
+/// default policy (`LOAD`) yields to the bundle's.
 pub(super) fn resolve(
     control: &ControlOptions,
     routing: &RoutingOptions,
 ) -> Result<Resolved, ConfigError> {
-    let policy = match (&routing.policy, routing.weights) {
-        (RoutingPolicy::Weighted(_), Some(w)) => RoutingPolicy::Weighted(w),
-        (_, Some(_)) => {
-            return Err(command_line(
-                "--routing-weights",
-                "applies only to --request-routing-policy weighted".into(),
-            ));
-        }
-        (policy, None) => policy.clone(),
-    };
+    if routing.weights.is_some() && routing.scorers.is_some() {
+        return Err(command_line(
+            "--routing-scorers",
+            "give either --routing-weights or --routing-scorers".into(),
+        ));
+    }
     let (file, source_name) = match &control.policy_config {
         Some(path) => {
             let settings = read_bundle(path).map_err(|message| ConfigError::Invalid {
@@ -85,51 +83,52 @@ pub(super) fn resolve(
         }
         None => (Settings::default(), "command line".to_owned()),
     };
-    let policy = match (&policy, &file.routing) {
-        (RoutingPolicy::Load, Some(from_file)) => from_file.clone(),
-        _ => policy,
+    let mut flags = control.settings.clone();
+    flags.routing = routing_layer(routing);
+    let settings = flags.over(file);
+    let invalid = |(field, message): (String, String)| ConfigError::Invalid {
+        source_name: source_name.clone(),
+        field,
+        message,
     };
-    let config = control
-        .settings
-        .clone()
-        .over(file)
-        .build()
-        .map_err(|(field, message)| ConfigError::Invalid {
-            source_name,
-            field,
-            message,
-        })?;
-    let (routing_policy, signals) = routing_and_signals(policy, routing)?;
+    let routing_policy = settings.routing.resolve("routing").map_err(invalid)?;
+    if !matches!(routing_policy, RoutingPolicy::Weighted(_)) {
+        for (flag, given) in [
+            ("--routing-weights", routing.weights.is_some()),
+            ("--routing-scorers", routing.scorers.is_some()),
+        ] {
+            if given {
+                return Err(command_line(
+                    flag,
+                    "applies only to --request-routing-policy weighted".into(),
+                ));
+            }
+        }
+    }
+    let config = settings.build().map_err(invalid)?;
     Ok(Resolved {
         control: config,
         routing: routing_policy,
-        signals,
+        signals: signals(routing)?,
     })
 }
 
-/// The routing policy `policy` with the scorers given, and what the router sees.
-fn routing_and_signals(
-    policy: RoutingPolicy,
-    routing: &RoutingOptions,
-) -> Result<(RoutingPolicy, SignalConfig), ConfigError> {
-    let policy = match (policy, &routing.scorers) {
-        (RoutingPolicy::Weighted(_), Some(set)) => {
-            if routing.weights.is_some() {
-                return Err(command_line(
-                    "--routing-scorers",
-                    "give either --routing-weights or --routing-scorers".into(),
-                ));
-            }
-            RoutingPolicy::Scorers(set.clone())
-        }
-        (_, Some(_)) => {
-            return Err(command_line(
-                "--routing-scorers",
-                "applies only to --request-routing-policy weighted".into(),
-            ));
-        }
-        (policy, None) => policy,
-    };
+/// The routing the flags give: the policy, unless the default, and its weights or scorers.
+fn routing_layer(routing: &RoutingOptions) -> Layer<RoutingPolicy> {
+    let named = (routing.policy != RoutingPolicy::default()).then(|| routing.policy.clone());
+    let mut layer = Layer::named(named);
+    let value = |v: Result<Value, _>| v.expect("weights and scorers serialise");
+    if let Some(w) = &routing.weights {
+        layer.set("weights", value(serde_yaml_ng::to_value(w)));
+    }
+    if let Some(set) = &routing.scorers {
+        layer.set("scorers", value(serde_yaml_ng::to_value(set)));
+    }
+    layer
+}
+
+/// What the router sees, and how stale.
+fn signals(routing: &RoutingOptions) -> Result<SignalConfig, ConfigError> {
     let mut signals = SignalConfig::default()
         .with_snapshot_refresh(routing.snapshot_refresh_ns)
         .with_cache_signal_delay(routing.cache_signal_delay_ns);
@@ -138,7 +137,7 @@ fn routing_and_signals(
             .with_overrides(spec)
             .map_err(|e| command_line("--signal-refresh", e))?;
     }
-    Ok((policy, signals))
+    Ok(signals)
 }
 
 /// An error of the command line's `flag`.

@@ -17,6 +17,7 @@ mod pipeline;
 mod placement;
 mod power;
 mod prefix_storage;
+mod quick;
 mod scaling;
 
 pub use control::{ControlOptions, RoutingOptions};
@@ -26,6 +27,7 @@ pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
 pub use power::{PowerConfig, parse_log_interval};
 pub use prefix_storage::{PrefixStorageOptions, TierPool};
+pub use quick::Layout;
 pub use scaling::{MAX_REPLICA_SLOTS, MIN_INTERVAL_NS};
 
 use crate::Nanos;
@@ -52,6 +54,9 @@ pub enum WorkloadSource {
     Spec(PathBuf),
     /// A built-in scenario, generated in memory.
     Scenario(String),
+    /// The quick workload (`--rate`, `--prompt-tokens`, `--output-tokens`), generated in
+    /// memory.
+    Synthetic(crate::workload::spec::Synthetic),
 }
 
 /// How arrivals are replayed.
@@ -84,11 +89,13 @@ pub struct PlotsOutput {
 /// What is deployed: one instance from model, hardware and TP, or a cluster config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deployment {
-    /// One instance (`None`: the defaults, Llama-3.1-8B on an H100-SXM at TP 1).
+    /// One instance (`None`: the defaults, Llama-3.1-8B on an H100-SXM at TP 1), or the
+    /// quick cluster of `layout` of such instances (`--num-instances`, `--pd`).
     Standalone {
         model: Option<String>,
         hardware: Option<String>,
         tp: Option<u32>,
+        layout: Layout,
     },
     /// The instances of an LLMServingSim cluster config.
     ClusterConfig(PathBuf),
@@ -101,6 +108,8 @@ pub struct EvaluationConfig {
     pub weights: Option<FitnessWeights>,
     /// `--evaluation-json`.
     pub json: Option<PathBuf>,
+    /// `--export-policy`: the run's control-plane settings written as a policy bundle.
+    pub export_policy: Option<PathBuf>,
 }
 
 impl EvaluationConfig {
@@ -169,6 +178,7 @@ impl RunOptions {
                 model: None,
                 hardware: None,
                 tp: None,
+                layout: Layout::Single,
             },
             engine: EngineOptions::default(),
             routing: RoutingOptions::default(),
@@ -346,6 +356,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
             model,
             hardware,
             tp,
+            layout: Layout::Single,
         } => standalone(
             &options,
             model.as_deref(),
@@ -353,7 +364,26 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
             *tp,
             pricing,
         )?,
-        Deployment::ClusterConfig(path) => cluster(&options, path, pricing)?,
+        Deployment::Standalone {
+            model,
+            hardware,
+            tp,
+            layout,
+        } => {
+            let text = quick::cluster_text(
+                model.as_deref().unwrap_or(DEFAULT_MODEL),
+                hardware.as_deref().unwrap_or(DEFAULT_HARDWARE),
+                tp.unwrap_or(1),
+                *layout,
+            )?;
+            let flag = layout.flag();
+            let config = ClusterConfig::parse(&text, flag)?;
+            deploy_cluster(&options, config, std::path::Path::new(flag), pricing)?
+        }
+        Deployment::ClusterConfig(path) => {
+            let config = ClusterConfig::load(path)?;
+            deploy_cluster(&options, config, path, pricing)?
+        }
     };
     attach_astra(&options, &mut deployed)?;
     options.host.assign(&mut deployed.instances)?;
@@ -442,8 +472,8 @@ fn standalone(
     pricing: parallel::CommPricing,
 ) -> Result<Deployed, ConfigError> {
     options.pim.check_standalone()?;
-    let model = ModelArch::resolve(model.unwrap_or("meta-llama/Llama-3.1-8B"))?;
-    let hardware = Hardware::resolve(hardware.unwrap_or("H100-SXM"))?;
+    let model = ModelArch::resolve(model.unwrap_or(DEFAULT_MODEL))?;
+    let hardware = Hardware::resolve(hardware.unwrap_or(DEFAULT_HARDWARE))?;
     let mut instances = vec![options.engine.instance(0, model, hardware, tp.unwrap_or(1))];
     parallel::standalone(&mut instances[0], pricing);
     let prefix_storage = options.prefix.assign(None, &mut instances)?;
@@ -458,15 +488,19 @@ fn standalone(
     })
 }
 
-/// The instances of the cluster config at `path`, with everything the config sets for them.
-fn cluster(
+/// The model and hardware of a deployment that names none.
+const DEFAULT_MODEL: &str = "meta-llama/Llama-3.1-8B";
+const DEFAULT_HARDWARE: &str = "H100-SXM";
+
+/// The instances of `cluster` (read from `path`), with everything the config sets for them.
+fn deploy_cluster(
     options: &RunOptions,
+    mut cluster: ClusterConfig,
     path: &std::path::Path,
     pricing: parallel::CommPricing,
 ) -> Result<Deployed, ConfigError> {
     let source = path.display().to_string();
     let astra_selected = pricing == parallel::CommPricing::Astra;
-    let mut cluster = ClusterConfig::load(path)?;
     let pims = options.pim.resolve(&mut cluster, path, &source)?;
     let placed = cluster.instances(&source)?;
     let mut instances = placed

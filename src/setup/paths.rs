@@ -19,7 +19,7 @@ impl RunOptions {
         let (dataset, spec) = match &self.workload {
             WorkloadSource::Dataset(path, _) => (Some(path.as_path()), None),
             WorkloadSource::Spec(path) => (None, Some(path.as_path())),
-            WorkloadSource::Scenario(_) => (None, None),
+            WorkloadSource::Scenario(_) | WorkloadSource::Synthetic(_) => (None, None),
         };
         let (cluster, model, hardware) = match &self.deployment {
             Deployment::ClusterConfig(path) => (Some(path.as_path()), None, None),
@@ -27,7 +27,7 @@ impl RunOptions {
                 model, hardware, ..
             } => (None, model.as_deref(), hardware.as_deref()),
         };
-        let flags: [(&'static str, Option<&Path>, Role); 15] = [
+        let flags: [(&'static str, Option<&Path>, Role); 16] = [
             ("--dataset", dataset, Role::Input),
             ("--workload-spec", spec, Role::Input),
             ("--cluster-config", cluster, Role::Input),
@@ -48,6 +48,11 @@ impl RunOptions {
             (
                 "--evaluation-json",
                 self.evaluation.json.as_deref(),
+                Role::Output,
+            ),
+            (
+                "--export-policy",
+                self.evaluation.export_policy.as_deref(),
                 Role::Output,
             ),
             (

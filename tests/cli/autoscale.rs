@@ -48,7 +48,14 @@ fn the_summary_reports_autoscaling_only_when_it_is_on() {
         "--autoscale-max",
         "3",
     ];
-    let (_, scaled, _) = run_in(dir.path(), "scaled", &args);
+    let (_, scaled, console) = run_in(dir.path(), "scaled", &args);
+    // Issue 38: with autoscaling as the only control-plane feature (one SLO class), the
+    // anomalies block (scale oscillations among them) was missing.
+    assert!(
+        scaled["anomalies"].get("scale_oscillations").is_some(),
+        "{scaled}"
+    );
+    assert!(console.contains(" Anomalies "), "{console}");
     let a = &scaled["autoscale"];
     assert_eq!(a["policy"], "queue-depth");
     assert_eq!(a["max_replicas"], 3);
@@ -155,7 +162,7 @@ fn bad_settings_and_unsupported_clusters_fail_naming_the_cause() {
     assert!(stderr.contains("max_replicaz"), "{stderr}");
     let out = run(&["--dataset", SAMPLE, "--autoscale", "magic"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown policy `magic`"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown autoscaling policy `magic`"));
     let out = run(&["--dataset", SAMPLE, "--autoscale-max", "3"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("name a policy"));
@@ -363,4 +370,50 @@ fn a_pd_cluster_held_at_n_replicas_per_template_runs_as_the_fixed_pd_cluster() {
     let row = rows.iter().find(|r| r["request id"] == "0").unwrap();
     assert_eq!(row["input"], "2358");
     assert_eq!(row["kv_transfer_ns"], "72010449");
+}
+
+/// Issue 38: a replica turned off showed the last step's `running` until the run ended.
+#[test]
+fn a_replica_turned_off_shows_nothing_running_in_the_time_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("osc.yaml");
+    std::fs::write(
+        &bundle,
+        "autoscale:\n  policy: oscillator\n  interval: 2s\n  min_replicas: 1\n  \
+         max_replicas: 2\n  initial_replicas: 2\n  provisioning_delay: {mean: 0s}\n  \
+         warmup: 0s\n  drain: immediate\n",
+    )
+    .unwrap();
+    let ts = dir.path().join("osc.ts.csv");
+    let args = [
+        "--dataset",
+        SAMPLE,
+        "--policy-config",
+        bundle.to_str().unwrap(),
+        "--timeseries",
+        ts.to_str().unwrap(),
+        "--timeseries-interval",
+        "0.5",
+    ];
+    run_in(dir.path(), "osc", &args);
+    let text = std::fs::read_to_string(&ts).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (running, waiting, kv, state) = (
+        col("running"),
+        col("waiting"),
+        col("kv_cache_pct"),
+        col("state"),
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let off: Vec<&Vec<&str>> = rows.iter().filter(|r| r[state] == "off").collect();
+    assert!(!off.is_empty(), "no replica was ever off:\n{text}");
+    for r in off {
+        assert_eq!((r[running], r[waiting], r[kv]), ("0", "0", "0.00"), "{r:?}");
+    }
+    assert!(
+        rows.iter()
+            .any(|r| r[state] == "ready" && r[running] != "0")
+    );
 }

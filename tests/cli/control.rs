@@ -375,3 +375,64 @@ fn the_summary_duration_ends_at_the_last_completion_not_a_later_rejection() {
         "{text}"
     );
 }
+
+/// Issue 38: `--export-policy` writes the run's settings as a bundle; fed back as
+/// `--policy-config` (without the flags that made them) it gives a byte-identical run.
+#[test]
+fn an_exported_policy_fed_back_gives_a_byte_identical_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let exported = dir.path().join("exported.yaml");
+    let workload = ["--scenario", "unfair-tenants", "--num-requests", "150"];
+    let flags = [
+        "--admission-policy",
+        "token-bucket",
+        "--token-bucket-capacity",
+        "20000",
+        "--token-bucket-refill-rate",
+        "6000",
+        "--flow-control",
+        "--queue-depth-threshold",
+        "2",
+        "--max-gateway-queue-depth",
+        "20",
+        "--request-ttl",
+        "3s",
+        "--scheduler",
+        "priority-fcfs",
+        "--dispatch-order",
+        "priority",
+        "--admission-latency",
+        "20us",
+        "--routing-latency",
+        "100us",
+        "--request-routing-policy",
+        "weighted",
+        "--routing-weights",
+        "queue=2,kv=1",
+        "--autoscale",
+        "queue-depth",
+        "--autoscale-max",
+        "3",
+        "--export-policy",
+        exported.to_str().unwrap(),
+    ];
+    let (csv, json, text) = run_in(dir.path(), "a", &[&workload[..], &flags[..]].concat());
+    let bundle = std::fs::read_to_string(&exported).unwrap();
+    for key in [
+        "type: token-bucket",
+        "token_bucket_refill_rate: 6000",
+        "weights:",
+        "queue-depth",
+    ] {
+        assert!(bundle.contains(key), "{key} missing:\n{bundle}");
+    }
+    let again = [
+        &workload[..],
+        &["--policy-config", exported.to_str().unwrap()],
+    ]
+    .concat();
+    let (csv2, json2, text2) = run_in(dir.path(), "b", &again);
+    assert_eq!(csv, csv2);
+    assert_eq!(json, json2);
+    assert_eq!(text, text2);
+}

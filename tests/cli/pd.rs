@@ -419,3 +419,64 @@ fn moe_dp_groups_run_on_both_sides_of_disaggregation() {
         "{err}"
     );
 }
+
+/// Issue 38: BLIS's quick path, a cluster and a workload without a file:
+/// `--num-instances 4 --rate 20 --num-prompts 1000`, and `--pd 2:2` for a P/D cluster.
+#[test]
+fn the_quick_path_runs_a_cluster_and_a_pd_cluster_without_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_quick = |tag: &str, args: &[&str]| {
+        let csv = dir.path().join(format!("{tag}.csv"));
+        let summary = dir.path().join(format!("{tag}.json"));
+        let mut all = vec![
+            "--output",
+            csv.to_str().unwrap(),
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        let text = String::from_utf8(ok(&all).stdout).unwrap();
+        (read_csv(&csv).1, json(&summary), text)
+    };
+    let quick = ["--rate", "20", "--num-prompts", "1000"];
+    let (rows, s, _) = run_quick("four", &[&["--num-instances", "4"][..], &quick].concat());
+    assert_eq!(rows.len(), 1000);
+    assert_eq!(s["completed"], 1000);
+    assert!(
+        rows.iter()
+            .all(|r| r["input"] == "512" && r["output"] == "512")
+    );
+    let instances = s["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), 4);
+    assert!(
+        instances
+            .iter()
+            .all(|i| i["completed"].as_u64().unwrap() > 100)
+    );
+    // Poisson at 20/s: the last of 1000 arrivals comes near 50 s.
+    let last = rows.iter().map(|r| num(r, "arrival")).max().unwrap() as f64 / 1e9;
+    assert!((45.0..55.0).contains(&last), "{last}");
+    let small = [
+        "--rate",
+        "5",
+        "--num-prompts",
+        "60",
+        "--prompt-tokens",
+        "300",
+    ];
+    let (rows, s, text) = run_quick("pd", &[&["--pd", "2:2"][..], &small].concat());
+    assert!(text.contains("Prefill/decode disaggregation"), "{text}");
+    assert_eq!(s["completed"], 60);
+    let roles: Vec<&str> = (s["instances"].as_array().unwrap().iter())
+        .map(|i| i["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["prefill", "prefill", "decode", "decode"]);
+    assert!(
+        rows.iter()
+            .all(|r| num(r, "kv_transfer_ns") > 0 && r["input"] == "300")
+    );
+    assert_eq!(s["simulator"]["pd"]["kv_transfers"], 60);
+    // The same seed gives the same run.
+    let (again, _, _) = run_quick("pd2", &[&["--pd", "2:2"][..], &small].concat());
+    assert_eq!(rows, again);
+}

@@ -2,14 +2,16 @@
 //! delay, warm-up, cooldown or oscillation window unless a test sets them.
 
 use blis_cosim::Nanos;
-use blis_cosim::autoscale::{AutoscaleConfig, AutoscaleSettings};
+use blis_cosim::autoscale::{AutoscaleConfig, AutoscalePolicy, AutoscaleSettings};
+use blis_cosim::choice::Choice;
+use blis_cosim::control::section::Layer;
 
 const MS: Nanos = 1_000_000;
 
 /// `policy` with 1 ms ticks and no delays, then whatever `tweak` sets.
 pub fn config(policy: &str, tweak: impl Fn(&mut AutoscaleConfig)) -> AutoscaleConfig {
     let mut c = AutoscaleSettings {
-        policy: Some(policy.into()),
+        policy: Layer::named(Some(AutoscalePolicy::parse(policy).unwrap())),
         ..Default::default()
     }
     .build()

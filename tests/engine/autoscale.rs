@@ -9,8 +9,10 @@ use crate::cluster_fixture as fixture;
 use autoscale_config::config;
 use blis_cosim::Nanos;
 use blis_cosim::autoscale::{
-    AutoscaleConfig, Autoscaler, DrainMode, PolicyKind, ReplicaState, ReplicaTemplate,
+    AutoscaleConfig, AutoscalePolicy, Autoscaler, DrainMode, ReplicaState, ReplicaTemplate,
+    SaturationParams,
 };
+use blis_cosim::choice::Choice;
 use blis_cosim::control::flow::{Detector, FlowConfig};
 use blis_cosim::control::{ControlConfig, ControlPlane, Dropped};
 use blis_cosim::engine::{Cluster, Observer, Run, RunOutcome, Services, StepEvent};
@@ -107,10 +109,7 @@ fn steady(n: u64, gap: Nanos, input: u32, output: u32) -> Vec<Request> {
 /// A threshold policy that scales up on any load and never down, held by a long cooldown.
 fn eager(tweak: impl Fn(&mut AutoscaleConfig)) -> AutoscaleConfig {
     config("threshold", |c| {
-        c.policy = PolicyKind::Threshold {
-            up: 0.01,
-            down: 0.001,
-        };
+        c.policy = AutoscalePolicy::threshold(0.01, 0.001);
         c.cooldown_ns = 1_000 * MS;
         tweak(c);
     })
@@ -352,10 +351,7 @@ fn the_gateway_queue_sees_the_ready_replicas_only() {
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
     let gated = ControlConfig {
         flow: Some(FlowConfig {
-            detector: Detector::Utilization {
-                queue_depth_threshold: 2.0,
-                kv_util_threshold: 0.8,
-            },
+            detector: Detector::utilization(2.0, 0.8),
             ..FlowConfig::default()
         }),
         ..ControlConfig::default()
@@ -372,9 +368,9 @@ fn the_gateway_queue_sees_the_ready_replicas_only() {
 
 /// The same overloaded workload under `policy`, with a 3 ms cooldown (and oscillation
 /// window): returns the oscillations counted.
-fn oscillations(policy: PolicyKind) -> u64 {
+fn oscillations(policy: AutoscalePolicy) -> u64 {
     let c = config(policy.name(), |c| {
-        c.policy = policy;
+        c.policy = policy.clone();
         c.min_replicas = 1;
         c.max_replicas = 3;
         c.cooldown_ns = 3 * MS;
@@ -389,15 +385,15 @@ fn oscillations(policy: PolicyKind) -> u64 {
 
 #[test]
 fn oscillator_oscillates_and_threshold_with_a_cooldown_does_not() {
-    assert!(oscillations(PolicyKind::Oscillator) >= 3);
-    let threshold = PolicyKind::Threshold { up: 0.8, down: 0.3 };
+    assert!(oscillations(AutoscalePolicy::Oscillator) >= 3);
+    let threshold = AutoscalePolicy::threshold(0.8, 0.3);
     assert_eq!(oscillations(threshold), 0);
 }
 
 #[test]
 fn a_hundred_reruns_are_identical() {
     let c = config("threshold", |c| {
-        c.policy = PolicyKind::Threshold { up: 0.5, down: 0.2 };
+        c.policy = AutoscalePolicy::threshold(0.5, 0.2);
         c.max_replicas = 3;
         c.provisioning_mean_ns = 500 * US;
         c.provisioning_stddev_ns = 200 * US;
@@ -416,20 +412,17 @@ fn a_hundred_reruns_are_identical() {
     }
 }
 
-const POLICIES: [PolicyKind; 5] = [
-    PolicyKind::Threshold { up: 0.6, down: 0.2 },
-    PolicyKind::TargetUtilization {
-        target: 0.5,
-        tolerance: 0.1,
-    },
-    PolicyKind::QueueDepth { up: 2.0, down: 0.5 },
-    PolicyKind::Saturation {
+const POLICIES: [AutoscalePolicy; 5] = [
+    AutoscalePolicy::threshold(0.6, 0.2),
+    AutoscalePolicy::target_utilization(0.5, 0.1),
+    AutoscalePolicy::queue_depth(2.0, 0.5),
+    AutoscalePolicy::Saturation(SaturationParams {
         kv_cache_threshold: 0.8,
         scale_up_threshold: 0.8,
         scale_down_boundary: 0.4,
         avg_input_tokens: 150.0,
-    },
-    PolicyKind::Oscillator,
+    }),
+    AutoscalePolicy::Oscillator,
 ];
 
 const MODES: [DrainMode; 3] = [DrainMode::Wait, DrainMode::Immediate, DrainMode::Redirect];
@@ -450,7 +443,7 @@ proptest! {
         cooldown in 0u64..3,
     ) {
         let c = config(POLICIES[policy].name(), |c| {
-            c.policy = POLICIES[policy];
+            c.policy = POLICIES[policy].clone();
             c.min_replicas = min;
             c.max_replicas = min + extra;
             c.initial_replicas = min + extra / 2;

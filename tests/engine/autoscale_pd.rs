@@ -9,7 +9,7 @@ use crate::cluster_fixture as fixture;
 
 use blis_cosim::Nanos;
 use blis_cosim::autoscale::{
-    AutoscaleConfig, Autoscaler, DrainMode, PolicyKind, ReplicaState, ReplicaTemplate,
+    AutoscaleConfig, AutoscalePolicy, Autoscaler, DrainMode, ReplicaState, ReplicaTemplate,
 };
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::control::Dropped;
@@ -151,7 +151,7 @@ fn hand_offs_wait_for_the_first_ready_decode_replica_and_go_at_its_exact_ns() {
     let c = config("threshold", |c| {
         c.min_replicas = 1;
         c.initial_replicas = 0;
-        c.policy = PolicyKind::Threshold { up: 0.9, down: 0.0 };
+        c.policy = AutoscalePolicy::threshold(0.9, 0.0);
         c.cooldown_ns = 1_000 * MS;
     });
     // Four requests of 20 prompt and 5 output tokens in the first 300 us: the router holds
@@ -221,7 +221,7 @@ fn held_hand_offs_make_the_decode_pool_scale_up_at_the_next_tick() {
     let c = config("queue-depth", |c| {
         c.min_replicas = 1;
         c.initial_replicas = 0;
-        c.policy = PolicyKind::QueueDepth { up: 2.0, down: 0.5 };
+        c.policy = AutoscalePolicy::queue_depth(2.0, 0.5);
     });
     let requests: Vec<Request> = (0..4)
         .map(|id| request(id, id * 100 * US, 20, 5, Vec::new()))
@@ -263,7 +263,7 @@ fn a_held_hand_off_times_out_and_the_others_go_when_the_decode_replica_is_ready(
     let c = config("threshold", |c| {
         c.min_replicas = 1;
         c.initial_replicas = 0;
-        c.policy = PolicyKind::Threshold { up: 0.9, down: 0.0 };
+        c.policy = AutoscalePolicy::threshold(0.9, 0.0);
         c.cooldown_ns = 1_000 * MS;
     });
     let requests: Vec<Request> = (0..4)

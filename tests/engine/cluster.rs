@@ -3,6 +3,7 @@
 
 use crate::cluster_fixture as fixture;
 
+use blis_cosim::choice::Choice;
 use blis_cosim::engine::{InstanceSetup, RunOutcome, SimError};
 use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
@@ -17,7 +18,7 @@ fn policies() -> Vec<RoutingPolicy> {
         RoutingPolicy::Random,
         RoutingPolicy::LeastLoaded,
         RoutingPolicy::PrefixAffinity,
-        RoutingPolicy::Weighted("queue=1,running=1,kv=1,prefix=2".parse().unwrap()),
+        RoutingPolicy::weighted("queue=1,running=1,kv=1,prefix=2".parse().unwrap()),
     ]
 }
 

@@ -5,7 +5,7 @@
 use crate::cluster_fixture as fixture;
 
 use blis_cosim::Nanos;
-use blis_cosim::control::admission::AdmissionKind;
+use blis_cosim::control::admission::{AdmissionPolicy, BucketParams, TierShedParams};
 use blis_cosim::control::flow::{Detector, DispatchOrder, FlowConfig};
 use blis_cosim::control::{ControlConfig, ControlPlane, Dropped};
 use blis_cosim::engine::{Observer, Run, RunOutcome, Services, StepEvent};
@@ -187,7 +187,7 @@ fn the_concurrency_gate_runs_one_request_at_a_time() {
         .collect();
     let gated = ControlConfig {
         flow: Some(FlowConfig {
-            detector: Detector::Concurrency { max_concurrency: 1 },
+            detector: Detector::concurrency(1),
             order: DispatchOrder::Fifo,
             ..FlowConfig::default()
         }),
@@ -207,7 +207,7 @@ fn reject_all_ends_every_request_and_the_run_cleanly() {
     let requests = fixture::workload(3, 40, false);
     let config = ControlConfig {
         admission: blis_cosim::control::admission::AdmissionConfig {
-            kind: AdmissionKind::RejectAll,
+            policy: AdmissionPolicy::RejectAll,
             ..Default::default()
         },
         ..ControlConfig::default()
@@ -231,22 +231,27 @@ fn lossy(
     ttl: Nanos,
     depth: usize,
     order: DispatchOrder,
-    admit: AdmissionKind,
+    admit: usize,
 ) -> ControlConfig {
-    ControlConfig {
-        admission: blis_cosim::control::admission::AdmissionConfig {
-            kind: admit,
-            bucket_capacity: capacity,
-            bucket_refill_per_s: 200_000.0,
+    let policy = match admit {
+        0 => AdmissionPolicy::TokenBucket(BucketParams {
+            token_bucket_capacity: capacity as f64,
+            token_bucket_refill_rate: 200_000.0,
+            per_tenant: false,
+        }),
+        1 => AdmissionPolicy::TierShed(TierShedParams {
             tier_shed_threshold: 6,
             tier_shed_min_priority: 3,
+        }),
+        _ => AdmissionPolicy::AlwaysAdmit,
+    };
+    ControlConfig {
+        admission: blis_cosim::control::admission::AdmissionConfig {
+            policy,
             ..Default::default()
         },
         flow: Some(FlowConfig {
-            detector: Detector::Utilization {
-                queue_depth_threshold: 2.0,
-                kv_util_threshold: 0.5,
-            },
+            detector: Detector::utilization(2.0, 0.5),
             order,
             per_band_capacity: Some(depth),
             max_depth: Some(depth + 2),
@@ -280,7 +285,6 @@ proptest! {
             classes.assign(r.id, 1, if r.id % 3 == 0 { "a" } else { "b" }, class);
         }
         let order = [DispatchOrder::Fifo, DispatchOrder::Priority, DispatchOrder::SloDeadline][order];
-        let admit = [AdmissionKind::TokenBucket, AdmissionKind::TierShed, AdmissionKind::AlwaysAdmit][admit];
         let config = lossy(capacity, ttl, depth, order, admit);
         let (outcome, ends) = run(&requests, Some(&classes), 2, 4, Some(config.clone()));
         prop_assert_eq!(outcome.finished + outcome.dropped + outcome.rejected, n);

@@ -6,6 +6,7 @@
 use crate::cluster_fixture as fixture;
 
 use blis_cosim::Nanos;
+use blis_cosim::choice::Choice;
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::engine::{
     Disaggregation, InstanceSetup, Observer, PdFlow, StepEvent, TransferEvent,
@@ -519,7 +520,7 @@ fn every_prefilled_request_is_decoded_exactly_once() {
         RoutingPolicy::Random,
         RoutingPolicy::LeastLoaded,
         RoutingPolicy::PrefixAffinity,
-        RoutingPolicy::Weighted("queue=1,kv=1,prefix=2".parse().unwrap()),
+        RoutingPolicy::weighted("queue=1,kv=1,prefix=2".parse().unwrap()),
     ] {
         let rec = check_conservation(&requests, &roles, policy.clone());
         for id in [0, 1] {

@@ -88,7 +88,7 @@ fn run(
 }
 
 fn kv_scorer() -> RoutingPolicy {
-    RoutingPolicy::Scorers("kv-utilization:1".parse().unwrap())
+    RoutingPolicy::scorers("kv-utilization:1".parse().unwrap())
 }
 
 #[test]
@@ -243,7 +243,7 @@ fn the_snapshot_carries_the_recent_latencies_and_hit_rate() {
 #[test]
 fn stale_runs_rerun_identically_and_differ_from_fresh_ones() {
     let requests = workload(11, 400, true);
-    let policy: RoutingPolicy = RoutingPolicy::Scorers(
+    let policy: RoutingPolicy = RoutingPolicy::scorers(
         "prefix-affinity:2,queue-depth:1,kv-utilization:1"
             .parse()
             .unwrap(),
@@ -279,7 +279,7 @@ fn default_signals_route_exactly_as_the_live_state() {
         RoutingPolicy::PrefixAffinity,
         RoutingPolicy::Weighted(Default::default()),
         RoutingPolicy::AlwaysBusiest,
-        RoutingPolicy::Scorers(
+        RoutingPolicy::scorers(
             "precise-prefix-cache:2,queue-depth:1,kv-utilization:1"
                 .parse()
                 .unwrap(),

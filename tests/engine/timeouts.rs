@@ -213,7 +213,7 @@ fn requests_time_out_in_admission_and_in_the_gateway_queue() {
     ];
     let gated = ControlConfig {
         flow: Some(FlowConfig {
-            detector: Detector::Concurrency { max_concurrency: 1 },
+            detector: Detector::concurrency(1),
             order: DispatchOrder::Fifo,
             ..FlowConfig::default()
         }),
@@ -367,7 +367,7 @@ proptest! {
         prop_assert!(outcome.timed_out > 0 || n < 8);
         let gated = ControlConfig {
             flow: Some(FlowConfig {
-                detector: Detector::Concurrency { max_concurrency: 2 },
+                detector: Detector::concurrency(2),
                 order: DispatchOrder::Priority,
                 ..FlowConfig::default()
             }),

@@ -35,10 +35,10 @@ fn steps_and_routing_do_not_allocate() {
         (RoutingPolicy::Load, SignalConfig::default()),
         (RoutingPolicy::PrefixAffinity, SignalConfig::default()),
         (
-            RoutingPolicy::Weighted("queue=1,prefix=1".parse().unwrap()),
+            RoutingPolicy::weighted("queue=1,prefix=1".parse().unwrap()),
             SignalConfig::default(),
         ),
-        (RoutingPolicy::Scorers(scorers.parse().unwrap()), stale),
+        (RoutingPolicy::scorers(scorers.parse().unwrap()), stale),
     ] {
         let mut backends: Vec<LinearBackend> =
             (0..4).map(|_| LinearBackend { per_token: 10 }).collect();

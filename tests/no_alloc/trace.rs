@@ -73,8 +73,8 @@ fn tracing_and_anomaly_detection_do_not_allocate_per_decision() {
     let dir = tempfile::tempdir().unwrap();
     let nominal = NominalPriority::new(None, &[]);
     for policy in [
-        RoutingPolicy::Scorers(scorers.parse().unwrap()),
-        RoutingPolicy::Weighted("queue=1,prefix=1".parse().unwrap()),
+        RoutingPolicy::scorers(scorers.parse().unwrap()),
+        RoutingPolicy::weighted("queue=1,prefix=1".parse().unwrap()),
         RoutingPolicy::RoundRobin,
     ] {
         let mut backends: Vec<LinearBackend> =

@@ -48,7 +48,7 @@ fn the_openevolve_and_gepa_evaluators_return_the_frameworks_shapes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("Ran 7 tests") && stderr.contains("OK"),
+        stderr.contains("Ran 8 tests") && stderr.contains("OK"),
         "{stderr}"
     );
 }

@@ -4,7 +4,9 @@
 
 use super::{Cluster, Run, Services};
 use crate::Nanos;
-use crate::autoscale::{AutoscaleSettings, Autoscaler, DrainMode, PolicyKind, ReplicaTemplate};
+use crate::autoscale::{
+    AutoscalePolicy, AutoscaleSettings, Autoscaler, DrainMode, ReplicaTemplate,
+};
 use crate::control::flow::{Detector, FlowConfig};
 use crate::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
 use crate::engine::{InstanceSetup, Observer, SimError, StepEvent};
@@ -198,7 +200,7 @@ fn run_all_endings(seed: u64, n: u64) -> (crate::engine::RunOutcome, Vec<(u64, K
     }
     let control = ControlConfig {
         flow: Some(FlowConfig {
-            detector: Detector::Concurrency { max_concurrency: 8 },
+            detector: Detector::concurrency(8),
             max_depth: Some(6),
             ttl_ns: Some(25 * US),
             ..FlowConfig::default()
@@ -208,13 +210,13 @@ fn run_all_endings(seed: u64, n: u64) -> (crate::engine::RunOutcome, Vec<(u64, K
     };
     let mut control = ControlPlane::new(control, Some(&clients));
     let mut scaling = AutoscaleSettings {
-        policy: Some("oscillator".into()),
+        policy: crate::control::section::Layer::named(Some(AutoscalePolicy::Oscillator)),
         ..Default::default()
     }
     .build()
     .unwrap()
     .unwrap();
-    scaling.policy = PolicyKind::Oscillator;
+    scaling.policy = AutoscalePolicy::Oscillator;
     scaling.interval_ns = 20 * US;
     scaling.min_replicas = 1;
     scaling.max_replicas = 3;

@@ -54,6 +54,7 @@ mod servegen;
 mod servegen_periods;
 mod session_gen;
 mod session_out;
+mod synthetic;
 mod traffic;
 mod window;
 mod workflow;
@@ -71,6 +72,7 @@ pub use generate::{
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
 pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
+pub use synthetic::Synthetic;
 pub use traffic::Traffic;
 pub use window::WindowParams;
 

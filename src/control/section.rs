@@ -1,0 +1,522 @@
+//! A policy as a bundle section or the flags give it, and how it becomes a typed value.
+//!
+//! Each kind of policy (admission, priority, routing, the gateway's saturation detector,
+//! autoscaling) is one enum ([`Policy`]): a variant per policy, carrying its parameter struct,
+//! whose `Default` gives the parameters' defaults and whose [`Policy::check`] their ranges.
+//! The enum is serde's adjacently tagged `{type: NAME, params: {...}}`, the seed's syntax
+//! (`cluster-policy-plan.md`, §F.1), and its names, aliases and help come from `strum`
+//! ([`Choice`]).
+//!
+//! A source gives a policy as a [`Layer`]: the name, if it names one, and the parameter values
+//! it sets. A bundle section is written either way:
+//! - the seed's: `{type: token-bucket, params: {token_bucket_capacity: 500}}`;
+//! - BLIS's: `{policy: token-bucket, token_bucket_capacity: 500}`, the parameters beside the
+//!   name (a parameter of another policy of the kind is ignored with a warning, as BLIS
+//!   ignores it; a key that is no parameter of any is an error).
+//!
+//! The flags' layer is laid over the file's ([`Layer::over`]: a name or a value given there
+//! wins), and the result is deserialised into the enum ([`Layer::resolve`]), its ranges
+//! checked; errors name the key.
+
+use crate::choice::Choice;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_yaml_ng::{Mapping, Value};
+
+/// A bundle or settings error: `(key path, message)`.
+pub type KeyError = (String, String);
+
+/// A kind of policy: one enum, a variant per policy with its parameters (see the module
+/// docs). Every variant's name must be serde's and strum's alike (checked by a test).
+pub trait Policy: Choice + Clone + Default + Serialize + DeserializeOwned {
+    /// Checks the parameters' ranges; the error names the parameter.
+    fn check(&self) -> Result<(), ParamError> {
+        Ok(())
+    }
+}
+
+/// A parameter out of its range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamError {
+    /// The parameter's key.
+    pub param: &'static str,
+    /// What is wrong with its value.
+    pub message: String,
+}
+
+impl ParamError {
+    /// `param` is wrong: `message`.
+    pub fn new(param: &'static str, message: impl Into<String>) -> ParamError {
+        ParamError {
+            param,
+            message: message.into(),
+        }
+    }
+}
+
+/// `v` must be finite and above 0.
+pub fn positive(param: &'static str, v: f64) -> Result<(), ParamError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(ParamError::new(
+            param,
+            format!("must be a positive number, got {v}"),
+        ))
+    }
+}
+
+/// `v` must be finite and not below 0.
+pub fn non_negative(param: &'static str, v: f64) -> Result<(), ParamError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ParamError::new(
+            param,
+            format!("must be a number >= 0, got {v}"),
+        ))
+    }
+}
+
+/// `v` must be in `[min, max]`.
+pub fn within(param: &'static str, v: f64, min: f64, max: f64) -> Result<(), ParamError> {
+    if (min..=max).contains(&v) {
+        Ok(())
+    } else {
+        Err(ParamError::new(
+            param,
+            format!("must be in [{min}, {max}], got {v}"),
+        ))
+    }
+}
+
+/// `v` must be at least `min`.
+pub fn at_least(param: &'static str, v: u64, min: u64) -> Result<(), ParamError> {
+    if v >= min {
+        Ok(())
+    } else {
+        Err(ParamError::new(
+            param,
+            format!("must be at least {min}, got {v}"),
+        ))
+    }
+}
+
+/// The parameter keys of policy `v` (those its parameter struct serialises).
+pub fn param_keys<T: Serialize>(v: &T) -> Vec<String> {
+    let Ok(Value::Mapping(doc)) = serde_yaml_ng::to_value(v) else {
+        return Vec::new();
+    };
+    match doc.get("params") {
+        Some(Value::Mapping(params)) => params
+            .keys()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `key` is a parameter of some policy of kind `T`.
+fn any_param<T: Policy>(key: &str) -> bool {
+    T::iter().any(|v| param_keys(&v).iter().any(|k| k == key))
+}
+
+/// A policy as one source gives it: the policy it names, if any, and the parameter values
+/// it sets (keys as the parameter structs name them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer<T> {
+    /// The policy named (with default parameters: only its name counts here).
+    pub kind: Option<T>,
+    /// Parameter values given.
+    pub params: Mapping,
+}
+
+impl<T> Default for Layer<T> {
+    fn default() -> Layer<T> {
+        Layer {
+            kind: None,
+            params: Mapping::new(),
+        }
+    }
+}
+
+impl<T: Policy> Layer<T> {
+    /// A layer naming `kind`, setting no parameter.
+    pub fn named(kind: Option<T>) -> Layer<T> {
+        Layer {
+            kind,
+            params: Mapping::new(),
+        }
+    }
+
+    /// Sets parameter `key` to `value`.
+    pub fn set(&mut self, key: &str, value: impl Into<Value>) {
+        self.params.insert(Value::from(key), value.into());
+    }
+
+    /// Sets parameter `key` to `value` when given.
+    pub fn set_some<V: Into<Value>>(&mut self, key: &str, value: Option<V>) {
+        if let Some(v) = value {
+            self.set(key, v);
+        }
+    }
+
+    /// Whether the layer names no policy and sets no parameter.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_none() && self.params.is_empty()
+    }
+
+    /// This layer laid over `base`: its name, if it names one, and its values win.
+    pub fn over(self, base: Layer<T>) -> Layer<T> {
+        let mut params = base.params;
+        for (k, v) in self.params {
+            params.insert(k, v);
+        }
+        Layer {
+            kind: self.kind.or(base.kind),
+            params,
+        }
+    }
+
+    /// The policy this layer describes (the default one when it names none), its parameters
+    /// defaulted where not given and checked; `section` prefixes the keys errors name. A
+    /// parameter of another policy of the kind is ignored with a warning (BLIS's bundles may
+    /// carry them); a key that is no parameter of any is an error.
+    pub fn resolve(&self, section: &str) -> Result<T, KeyError> {
+        let kind = self.kind.clone().unwrap_or_default();
+        let own = param_keys(&kind);
+        let mut kept = Mapping::new();
+        for (k, v) in &self.params {
+            let key = k.as_str().unwrap_or_default();
+            if own.iter().any(|o| o == key) {
+                kept.insert(k.clone(), v.clone());
+            } else if any_param::<T>(key) {
+                log::warn!(
+                    "{section}.{key} is not a parameter of {} `{}`: ignored",
+                    T::WHAT,
+                    kind.name()
+                );
+            } else {
+                let takes = if own.is_empty() {
+                    "none".to_owned()
+                } else {
+                    own.join(", ")
+                };
+                return Err((
+                    format!("{section}.{key}"),
+                    format!(
+                        "not a parameter of {} `{}` (it takes: {takes})",
+                        T::WHAT,
+                        kind.name()
+                    ),
+                ));
+            }
+        }
+        let mut doc = Mapping::new();
+        doc.insert("type".into(), kind.name().into());
+        if !own.is_empty() {
+            doc.insert("params".into(), Value::Mapping(kept));
+        }
+        let value: T = serde_path_to_error::deserialize(Value::Mapping(doc)).map_err(|e| {
+            let path = e.path().to_string();
+            let param = path.strip_prefix("params.").unwrap_or(&path).to_owned();
+            (
+                format!("{section}.{param}"),
+                crate::serde_messages::in_user_terms(&e.inner().to_string()),
+            )
+        })?;
+        value
+            .check()
+            .map_err(|e| (format!("{section}.{}", e.param), e.message))?;
+        Ok(value)
+    }
+}
+
+/// A policy name at `key`: a string naming one of `T`.
+pub fn name_at<T: Choice>(key: &str, v: &Value) -> Result<T, KeyError> {
+    match v {
+        Value::String(name) => T::parse(name).map_err(|e| (key.to_owned(), e.to_string())),
+        other => Err((
+            key.to_owned(),
+            format!("expected the name of a {}, got {}", T::WHAT, kind_of(other)),
+        )),
+    }
+}
+
+/// What a YAML value is, for errors.
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
+    }
+}
+
+/// Splits the bundle section `section` (a mapping) into the policy it gives and its other
+/// keys. The policy is named by `type` (the seed's form: the parameters in `params`) or by
+/// `tag` (BLIS's: the parameters beside it, or in `params`); with neither, the section may
+/// still set parameters (of the policy the flags name).
+pub fn split_section<T: Policy>(
+    section: &str,
+    tag: &str,
+    mut map: Mapping,
+) -> Result<(Layer<T>, Mapping), KeyError> {
+    let seed = map.remove("type");
+    let blis = map.remove(tag);
+    let named = match (seed, blis) {
+        (Some(_), Some(_)) => {
+            return Err((
+                format!("{section}.type"),
+                format!("give the policy by `type` or by `{tag}`, not both"),
+            ));
+        }
+        (Some(name), None) => Some(name_at::<T>(&format!("{section}.type"), &name)?),
+        (None, Some(name)) => Some(name_at::<T>(&format!("{section}.{tag}"), &name)?),
+        (None, None) => None,
+    };
+    let params = match map.remove("params") {
+        Some(Value::Mapping(p)) => p,
+        Some(Value::Null) => Mapping::new(),
+        Some(other) => {
+            return Err((
+                format!("{section}.params"),
+                format!("expected a mapping of parameters, got {}", kind_of(&other)),
+            ));
+        }
+        None => {
+            let flat: Vec<Value> = (map.keys())
+                .filter(|k| k.as_str().is_some_and(any_param::<T>))
+                .cloned()
+                .collect();
+            let mut params = Mapping::new();
+            for k in flat {
+                if let Some(v) = map.remove(&k) {
+                    params.insert(k, v);
+                }
+            }
+            params
+        }
+    };
+    Ok((
+        Layer {
+            kind: named,
+            params,
+        },
+        map,
+    ))
+}
+
+/// The name a section gives to a policy without parameters: `scheduler: sjf`, or the seed's
+/// `scheduler: {type: sjf}` (BLIS's `{policy: ...}` too); `params`, if any, must be empty.
+pub fn plain_choice<T: Choice>(section: &str, v: Value) -> Result<Option<T>, KeyError> {
+    let mut map = match v {
+        Value::Null => return Ok(None),
+        Value::Mapping(map) => map,
+        other => return name_at(section, &other).map(Some),
+    };
+    let key = if map.contains_key("type") {
+        "type"
+    } else {
+        "policy"
+    };
+    let name = map.remove(key);
+    match map.remove("params") {
+        None | Some(Value::Null) => {}
+        Some(Value::Mapping(p)) if p.is_empty() => {}
+        Some(_) => {
+            return Err((
+                format!("{section}.params"),
+                format!("a {} takes no parameters", T::WHAT),
+            ));
+        }
+    }
+    if let Some((k, _)) = map.iter().next() {
+        let k = k.as_str().unwrap_or("?");
+        return Err((
+            format!("{section}.{k}"),
+            format!(
+                "unknown key (expected `type` or `policy`, naming the {})",
+                T::WHAT
+            ),
+        ));
+    }
+    name.map(|n| name_at(&format!("{section}.{key}"), &n))
+        .transpose()
+}
+
+/// Deserialises the rest of a section (its keys other than the policy's) into `R`, errors
+/// naming the key under `section`.
+pub fn rest_of<R: DeserializeOwned>(section: &str, rest: Mapping) -> Result<R, KeyError> {
+    serde_path_to_error::deserialize(Value::Mapping(rest)).map_err(|e| {
+        let path = e.path().to_string();
+        let key = if path == "." {
+            section.to_owned()
+        } else {
+            format!("{section}.{path}")
+        };
+        (
+            key,
+            crate::serde_messages::in_user_terms(&e.inner().to_string()),
+        )
+    })
+}
+
+/// The line (1-based) of the value at `path` (keys from the top) in YAML `text`, if there is
+/// one: read with the YAML parser, so it is the line a user sees.
+pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
+    use serde::de::DeserializeSeed;
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    match (Find { path }).deserialize(de) {
+        Err(e) if e.to_string().contains(FOUND) => e.location().map(|l| l.line()),
+        _ => None,
+    }
+}
+
+const FOUND: &str = "found here";
+
+/// Walks a YAML document down `path`, failing (with the position) where it ends.
+struct Find<'a> {
+    path: &'a [&'a str],
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Find<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.path.is_empty() {
+            // Every visit of `Here` fails, and the deserializer marks the failure with the
+            // value's position.
+            return d.deserialize_any(Here);
+        }
+        d.deserialize_any(self)
+    }
+}
+
+/// A visitor refusing whatever it is shown (serde's default visits), expecting [`FOUND`].
+struct Here;
+
+impl<'de> serde::de::Visitor<'de> for Here {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(FOUND)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Find<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Value>()? {
+            if key.as_str() == Some(self.path[0]) {
+                return map.next_value_seed(Find {
+                    path: &self.path[1..],
+                });
+            }
+            map.next_value::<serde::de::IgnoredAny>()?;
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Every policy of `T` is read back from its own name (serde's and strum's names agree)
+    /// and its defaults pass its checks; its parameters round-trip through a bundle.
+    pub(crate) fn names_agree<T: Policy + PartialEq + std::fmt::Debug>() {
+        for v in T::iter() {
+            let layer = Layer::named(Some(v.clone()));
+            let back = layer.resolve("s").unwrap();
+            assert_eq!(back, v, "{} `{}`", T::WHAT, v.name());
+            let text = serde_yaml_ng::to_string(&v).unwrap();
+            let map: Mapping = serde_yaml_ng::from_str(&text).unwrap();
+            let (read, rest) = split_section::<T>("s", "policy", map).unwrap();
+            assert!(rest.is_empty(), "{text}");
+            assert_eq!(read.resolve("s").unwrap(), v, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_policy_reads_back_from_its_name_and_its_bundle_text() {
+        names_agree::<crate::control::admission::AdmissionPolicy>();
+        names_agree::<crate::control::priority::PriorityPolicy>();
+        names_agree::<crate::control::flow::Detector>();
+        names_agree::<crate::router::RoutingPolicy>();
+        names_agree::<crate::autoscale::AutoscalePolicy>();
+    }
+
+    #[test]
+    fn parameters_are_checked_and_named_in_errors() {
+        use crate::control::admission::AdmissionPolicy;
+        let mut bucket = Layer::named(Some(AdmissionPolicy::parse("token-bucket").unwrap()));
+        bucket.set("token_bucket_refill_rate", -1.0);
+        let (key, message) = bucket.resolve("admission").unwrap_err();
+        assert_eq!(key, "admission.token_bucket_refill_rate");
+        assert!(message.contains("positive"), "{message}");
+        let mut typo = Layer::<AdmissionPolicy>::default();
+        typo.set("token_bucket_capacityy", 5.0);
+        let (key, message) = typo.resolve("admission").unwrap_err();
+        assert_eq!(key, "admission.token_bucket_capacityy");
+        assert!(message.contains("not a parameter"), "{message}");
+        let mut text = Layer::named(Some(AdmissionPolicy::parse("rate-limit").unwrap()));
+        text.set("rate_limit_rps", "fast");
+        let (key, _) = text.resolve("admission").unwrap_err();
+        assert_eq!(key, "admission.rate_limit_rps");
+        // A parameter of another admission policy is ignored (BLIS's bundles carry them).
+        let mut other = Layer::named(Some(AdmissionPolicy::AlwaysAdmit));
+        other.set("rate_limit_rps", 3.0);
+        assert_eq!(other.resolve("admission"), Ok(AdmissionPolicy::AlwaysAdmit));
+    }
+
+    #[test]
+    fn a_key_is_found_on_its_line() {
+        let text = "a:\n  b: 1\n  c:\n    d: [1, 2]\n    e: x\nf: 2\n";
+        assert_eq!(line_of(text, &["a", "b"]), Some(2));
+        assert_eq!(line_of(text, &["a", "c", "e"]), Some(5));
+        assert_eq!(line_of(text, &["f"]), Some(6));
+        assert_eq!(line_of(text, &["a", "z"]), None);
+    }
+}
