@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None => main_job(cli.run),
         Some(Command::Validate(args)) => blis_cosim::cli::validate(&args),
+        Some(Command::Calibrate(args)) => blis_cosim::cli::calibrate(args),
         Some(Command::Et(command)) => blis_cosim::cli::et(&command),
         Some(Command::Generate(args)) => blis_cosim::cli::generate(&args),
         Some(Command::Sweep(args)) => {
