@@ -3,6 +3,7 @@
 //! ([`setup::resolve`]).
 
 mod astra;
+mod calibrate;
 mod choices;
 mod command_paths;
 mod commands;
@@ -18,6 +19,7 @@ mod sweep;
 mod tiers;
 
 pub use astra::AstraArgs;
+pub use calibrate::{CalibrateArgs, calibrate};
 pub use commands::{et, generate, list_scenarios, validate};
 pub use control::ControlArgs;
 pub use dataset::DatasetArgs;
@@ -68,6 +70,9 @@ pub struct Cli {
 pub enum Command {
     /// Compare a simulated run with a real vLLM run (Diff% table, plots).
     Validate(ValidateArgs),
+    /// Fit a hardware file's roofline constants to real vLLM runs of one GPU, and check them
+    /// on runs held out of the fit.
+    Calibrate(CalibrateArgs),
     /// Chakra execution-trace (.et) files, the workload format of ASTRA-Sim.
     #[command(subcommand)]
     Et(EtCommand),
@@ -175,6 +180,12 @@ pub struct ValidateArgs {
     /// the run's smallest queued_ts - arrival_time: the TTFT a client sees, as simulated)
     #[arg(long, value_name = "FROM", default_value = "queued", value_parser = parse_vllm_arrival)]
     pub vllm_arrival: VllmArrival,
+
+    /// The hardware file the simulation used: when `blis-cosim calibrate` wrote it, say
+    /// whether this real run was one it was fitted to (its error is then the fit's residual,
+    /// not evidence of accuracy) or one held out of the fit.
+    #[arg(long, value_name = "PATH")]
+    pub hardware: Option<PathBuf>,
 }
 
 /// Flags of the main job.

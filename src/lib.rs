@@ -10,6 +10,7 @@
 
 pub mod astra;
 pub mod autoscale;
+pub mod calibrate;
 pub mod chakra;
 pub mod choice;
 pub mod cli;

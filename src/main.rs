@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Some(Command::Validate(args)) => {
             Failure::hinted(blis_cosim::cli::validate(&args), &args.paths())
         }
+        Some(Command::Calibrate(args)) => blis_cosim::cli::calibrate(args).map_err(Failure::from),
         Some(Command::Et(command)) => blis_cosim::cli::et(&command).map_err(Failure::from),
         Some(Command::Generate(args)) => {
             Failure::hinted(blis_cosim::cli::generate(&args), &args.paths())

@@ -150,8 +150,9 @@ fn reached(graph: &Graph, from: &str) -> BTreeSet<String> {
 }
 
 /// The layers that turn flags into runs, from the top: none may reach one above it.
-const LAYERS: [&str; 8] = [
+const LAYERS: [&str; 9] = [
     "cli",
+    "calibrate",
     "sweep",
     "runner",
     "evaluation",
@@ -203,7 +204,7 @@ fn nothing_below_the_engine_imports_it() {
 #[test]
 fn the_sweep_and_the_runner_know_no_command_line() {
     let (graph, _) = graph();
-    for m in ["sweep", "runner", "setup", "evaluation"] {
+    for m in ["calibrate", "sweep", "runner", "setup", "evaluation"] {
         assert!(!graph[m].contains("cli"), "{m} imports cli");
     }
     assert!(

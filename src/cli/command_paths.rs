@@ -34,6 +34,9 @@ impl ValidateArgs {
         if let Some(dir) = &self.plots {
             paths.push(CommandPath::new("--plots", dir, Role::OutputDir));
         }
+        if let Some(hardware) = &self.hardware {
+            paths.push(CommandPath::new("--hardware", hardware, Role::Input));
+        }
         paths
     }
 }

@@ -32,6 +32,9 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         ));
     }
     report.push_str(&validation.render());
+    if let Some(hardware) = &args.hardware {
+        report.push_str(&fitted_or_held_out(&args.vllm, hardware)?);
+    }
     report.push_str(&format!(
         "\nGeneration throughput series: {}% error (weighted absolute, second by second)\n",
         python_fixed_pct(validation.gen_series_error_pct())
@@ -87,6 +90,34 @@ fn setting_hints(args: &ValidateArgs) -> anyhow::Result<Vec<SettingHint>> {
     let simulated: RunSettings = serde_json::from_value(engine.clone())
         .with_context(|| format!("{}: field `engine`", summary_path.display()))?;
     Ok(simulated.hints(&RunSettings::from_vllm_meta(&read(&meta_path)?)))
+}
+
+/// Whether the real run `vllm` is one the calibrated hardware file `hardware` was fitted to,
+/// in words; empty for a file no calibration wrote.
+fn fitted_or_held_out(vllm: &Path, hardware: &Path) -> anyhow::Result<String> {
+    let file = crate::config::Hardware::resolve(&hardware.display().to_string())?;
+    let Some(calibrated) = &file.calibrated else {
+        return Ok(String::new());
+    };
+    let bytes = std::fs::read(vllm).with_context(|| format!("reading {}", vllm.display()))?;
+    let sha256 = crate::evaluation::sha256_hex(&bytes);
+    Ok(match calibrated.run_with_sha256(&sha256) {
+        Some(_) => format!(
+            "\nThis run was USED to fit {} (calibrated {}, residual {}% RMS): the error above \
+             is the fit's residual, not evidence of accuracy; judge the file on runs it was \
+             not fitted to.\n",
+            hardware.display(),
+            calibrated.date,
+            calibrated.residual_pct
+        ),
+        None => format!(
+            "\nThis run was NOT used to fit {} (held out of its calibration of {}, residual {}% \
+             RMS on the runs fitted): the error above measures how the calibration transfers.\n",
+            hardware.display(),
+            calibrated.date,
+            calibrated.residual_pct
+        ),
+    })
 }
 
 /// A percentage with one decimal, `nan` when it does not exist.

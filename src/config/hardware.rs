@@ -7,7 +7,7 @@ use super::{ConfigError, Dtype};
 use crate::embedded::HARDWARE;
 
 /// One accelerator's datasheet numbers plus the efficiency factors the roofline applies.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Hardware {
     /// Short name (`H100-SXM`, `RTXPRO6000`, ...).
@@ -48,12 +48,115 @@ pub struct Hardware {
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
     #[serde(default)]
     pub host: HostSpec,
+    /// This part's own values of the roofline's kernel constants (`[kernels]`), where they
+    /// were measured or calibrated; absent keys take the constants derived over eight GPUs.
+    #[serde(default, skip_serializing_if = "KernelSpec::is_empty")]
+    pub kernels: KernelSpec,
+    /// How `blis-cosim calibrate` fitted this file, when it did (`[calibrated]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated: Option<Calibration>,
+}
+
+/// The part's own values of the roofline's kernel constants; `None`: the constant derived
+/// over eight GPUs' kernel tables (`src/latency/roofline.rs`, `scripts/derive_roofline.py`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelSpec {
+    /// Fraction of peak dense FLOP/s a compute-bound GEMM reaches (also the cap of prefill
+    /// attention's rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gemm_compute_efficiency: Option<f64>,
+    /// Fraction of peak memory bandwidth at which a GEMM streams its weights.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gemm_memory_efficiency: Option<f64>,
+    /// Fraction of peak memory bandwidth at which decode attention reads the KV cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_attention_efficiency: Option<f64>,
+    /// Fraction of peak memory bandwidth at which the fused-MoE kernel streams the weights
+    /// of the experts a batch hits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moe_memory_efficiency: Option<f64>,
+    /// Fixed time of every GEMM kernel (ramp-up, tail wave, split-K reduction), ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gemm_fixed_ns: Option<f64>,
+}
+
+impl KernelSpec {
+    /// Every efficiency as `(key, value)`.
+    pub fn efficiencies(&self) -> [(&'static str, Option<f64>); 4] {
+        [
+            (
+                "kernels.gemm_compute_efficiency",
+                self.gemm_compute_efficiency,
+            ),
+            (
+                "kernels.gemm_memory_efficiency",
+                self.gemm_memory_efficiency,
+            ),
+            (
+                "kernels.decode_attention_efficiency",
+                self.decode_attention_efficiency,
+            ),
+            ("kernels.moe_memory_efficiency", self.moe_memory_efficiency),
+        ]
+    }
+
+    /// Whether no constant is set (the section is then left out of a written file).
+    pub fn is_empty(&self) -> bool {
+        self.gemm_fixed_ns.is_none() && self.efficiencies().iter().all(|(_, v)| v.is_none())
+    }
+}
+
+/// Largest share of the datasheet's peak a kernel constant may claim: a part that sustains a
+/// boost clock above the datasheet's runs its GEMMs a little over 1 (RTX 4090: 1.02).
+pub const MAX_KERNEL_EFFICIENCY: f64 = 1.1;
+
+/// What `blis-cosim calibrate` fitted a hardware file to.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// The date of the fit, `YYYY-MM-DD` (UTC).
+    pub date: String,
+    /// The hardware file the fit started from (a bundled name or a path).
+    pub base: String,
+    /// The fitted keys, as written in this file (`kernels.gemm_memory_efficiency`, ...).
+    pub fitted: Vec<String>,
+    /// The fit's residual: the root mean square of `validate`'s 15 Diff% numbers over the
+    /// runs fitted, in percentage points.
+    pub residual_pct: f64,
+    /// The same before the fit (the base file's constants).
+    pub initial_residual_pct: f64,
+    /// Where the real runs' TTFT and latency start (`validate --vllm-arrival`).
+    pub vllm_arrival: String,
+    /// The runs fitted.
+    pub runs: Vec<CalibrationRun>,
+}
+
+/// One real run a hardware file was fitted to.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationRun {
+    /// Its `requests.jsonl`, as given.
+    pub path: String,
+    /// SHA-256 of that file, hex.
+    pub sha256: String,
+    /// Its requests.
+    pub requests: u64,
+}
+
+impl Calibration {
+    /// The fitted run whose `requests.jsonl` has SHA-256 `sha256`, if any.
+    pub fn run_with_sha256(&self, sha256: &str) -> Option<&CalibrationRun> {
+        self.runs
+            .iter()
+            .find(|r| r.sha256.eq_ignore_ascii_case(sha256))
+    }
 }
 
 /// What the host (CPU) spends on a step of vLLM, ns: the launches it issues per mode and the
 /// CPU work of the step. The defaults are public measurements (see `hardware/*.toml` and
 /// the guide's host-model section, docs/src/modelling.md, for the sources).
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HostSpec {
     /// One driver launch: a CUDA graph (or graph piece), ns.
@@ -180,6 +283,24 @@ impl Hardware {
         ] {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(invalid(field, format!("must be in (0, 1], got {v}")));
+            }
+        }
+        if let Some(v) = hw
+            .kernels
+            .gemm_fixed_ns
+            .filter(|v| !(v.is_finite() && (0.0..=1e6).contains(v)))
+        {
+            return Err(invalid(
+                "kernels.gemm_fixed_ns",
+                format!("must be a number of ns in [0, 1e6], got {v}"),
+            ));
+        }
+        for (field, value) in hw.kernels.efficiencies() {
+            if let Some(v) = value.filter(|v| !(*v > 0.0 && *v <= MAX_KERNEL_EFFICIENCY)) {
+                return Err(invalid(
+                    field,
+                    format!("must be in (0, {MAX_KERNEL_EFFICIENCY}], got {v}"),
+                ));
             }
         }
         Ok(hw)

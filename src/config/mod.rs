@@ -21,7 +21,9 @@ pub use cluster::{
     PrefixStorage, RuntimeOverrides,
 };
 pub use dtype::{Dtype, KvCacheDtype};
-pub use hardware::{Hardware, HostSpec};
+pub use hardware::{
+    Calibration, CalibrationRun, Hardware, HostSpec, KernelSpec, MAX_KERNEL_EFFICIENCY,
+};
 pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};
 pub use pim::PimDevice;

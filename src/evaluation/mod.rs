@@ -5,6 +5,8 @@
 
 mod identity;
 
+pub use identity::sha256_hex;
+
 use std::path::Path;
 
 use serde_json::{Value, json};

@@ -23,7 +23,7 @@ pub use placement::{
     StreamingSpec, WeightMemory, WeightStreaming, canonical_layer_name, layer_weight_bytes,
 };
 pub use profile::{LookupCounts, ProfileDb, ProfileError, ProfileSpec};
-pub use roofline::Roofline;
+pub use roofline::{Roofline, kernel_constants};
 
 use crate::Nanos;
 

@@ -5,7 +5,9 @@
 //! priced per GPU (its work divided by `tp`) as
 //! `max(FLOPs / (peak × compute_eff), bytes / (bandwidth × memory_eff)) + kernel_launch_ns`;
 //! GEMMs ([`GEMM_FIXED_NS`]), attention and the fused-MoE kernel have their own constants,
-//! derived from kernel tables of eight GPUs and checked on each GPU held out.
+//! derived from kernel tables of eight GPUs and checked on each GPU held out. A hardware
+//! file's `[kernels]` table gives a part its own values of the GEMM (fixed time and both
+//! efficiencies), decode-attention and fused-MoE constants (measured, or fitted by `blis-cosim calibrate`).
 //!
 //! Rounding: each layer occurrence is rounded to the nearest nanosecond, with a floor of
 //! 1 ns, before it is multiplied by its repeat count. [`Roofline::step_time`] and
@@ -15,7 +17,7 @@ use super::{
     BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape, StepParts,
 };
 use crate::Nanos;
-use crate::config::{Dtype, Hardware, ModelArch};
+use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 
 // Every constant below is derived by `scripts/derive_roofline.py` from kernel tables of eight
 // GPUs (LLMServingSim's bundles: RTX 4090, RTX PRO 6000; Frontier's operator profiles: A100,
@@ -152,6 +154,26 @@ const GEMM_UNHIDDEN: f64 = 0.50;
 /// bundles and Frontier's kernel-only files).
 const KERNEL_FLOOR_NS: f64 = 2_120.0;
 
+/// The kernel constants the roofline prices `hardware` with: its `[kernels]` values where it
+/// has them, else the constants derived over eight GPUs (every field is `Some`).
+pub fn kernel_constants(hardware: &Hardware) -> KernelSpec {
+    let k = &hardware.kernels;
+    let memory = if hardware.is_ampere() {
+        GEMM_MEMORY_EFFICIENCY_AMPERE
+    } else {
+        GEMM_MEMORY_EFFICIENCY
+    };
+    KernelSpec {
+        gemm_compute_efficiency: k.gemm_compute_efficiency.or(Some(GEMM_COMPUTE_EFFICIENCY)),
+        gemm_memory_efficiency: k.gemm_memory_efficiency.or(Some(memory)),
+        decode_attention_efficiency: k
+            .decode_attention_efficiency
+            .or(Some(DECODE_ATTENTION_EFFICIENCY)),
+        moe_memory_efficiency: k.moe_memory_efficiency.or(Some(MOE_MEMORY_EFFICIENCY)),
+        gemm_fixed_ns: k.gemm_fixed_ns.or(Some(GEMM_FIXED_NS)),
+    }
+}
+
 /// Prices each layer as `max(FLOPs / (peak × eff), bytes / (bw × eff)) + launch overhead`,
 /// with ring all-reduces after `o_proj` and `down_proj` when `tp > 1`.
 #[derive(Debug, Clone)]
@@ -181,10 +203,15 @@ pub struct Roofline {
     /// bandwidth and the GEMMs' FLOP/s) and the decode KV bandwidth.
     attention_flops_per_ns: f64,
     attention_bytes_per_ns: f64,
+    /// The part's peak memory bandwidth, bytes/ns (a mixed batch's decodes read at a share
+    /// of it, [`MIXED_DECODE_EFFICIENCY`]).
+    peak_bytes_per_ns: f64,
     /// The fused-MoE kernel's rates (see [`MOE_MEMORY_EFFICIENCY`]).
     moe_flops_per_ns: f64,
     moe_bytes_per_ns: f64,
     launch_ns: f64,
+    /// Fixed time of a GEMM kernel, ns ([`GEMM_FIXED_NS`] unless the hardware file says).
+    gemm_fixed_ns: f64,
     allreduce: Option<AllReduce>,
     /// Expert-parallel dispatch/combine (MoE models under EP), priced on the ring model.
     expert_comm: Option<(Collectives, MoeShape)>,
@@ -326,6 +353,14 @@ impl Roofline {
                 fixed_ns: 2.0 * (tp - 1) as f64 * hardware.link_latency_ns,
             }
         });
+        let k = kernel_constants(hardware);
+        let (gemm_memory_efficiency, decode_attention_efficiency, moe_memory_efficiency) = (
+            k.gemm_memory_efficiency.unwrap_or_default(),
+            k.decode_attention_efficiency.unwrap_or_default(),
+            k.moe_memory_efficiency.unwrap_or_default(),
+        );
+        let gemm_flops_per_ns =
+            hardware.peak_flops(dtype) * k.gemm_compute_efficiency.unwrap_or_default() / 1e9;
         Roofline {
             num_layers: model.num_layers,
             fp,
@@ -340,19 +375,16 @@ impl Roofline {
             qk_norm: matches!(model.model_type.as_str(), "qwen3" | "qwen3_moe"),
             flops_per_ns: hardware.peak_flops(dtype) * hardware.compute_efficiency / 1e9,
             bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
-            gemm_flops_per_ns: hardware.peak_flops(dtype) * GEMM_COMPUTE_EFFICIENCY / 1e9,
-            gemm_bytes_per_ns: hardware.memory_bw_gbps
-                * if hardware.is_ampere() {
-                    GEMM_MEMORY_EFFICIENCY_AMPERE
-                } else {
-                    GEMM_MEMORY_EFFICIENCY
-                },
+            gemm_flops_per_ns,
+            gemm_bytes_per_ns: hardware.memory_bw_gbps * gemm_memory_efficiency,
             attention_flops_per_ns: (hardware.memory_bw_gbps * PREFILL_ATTENTION_INTENSITY)
-                .min(hardware.peak_flops(dtype) * GEMM_COMPUTE_EFFICIENCY / 1e9),
-            attention_bytes_per_ns: hardware.memory_bw_gbps * DECODE_ATTENTION_EFFICIENCY,
+                .min(gemm_flops_per_ns),
+            attention_bytes_per_ns: hardware.memory_bw_gbps * decode_attention_efficiency,
+            peak_bytes_per_ns: hardware.memory_bw_gbps,
             moe_flops_per_ns: hardware.peak_flops(dtype) * MOE_COMPUTE_EFFICIENCY / 1e9,
-            moe_bytes_per_ns: hardware.memory_bw_gbps * MOE_MEMORY_EFFICIENCY,
+            moe_bytes_per_ns: hardware.memory_bw_gbps * moe_memory_efficiency,
             launch_ns: hardware.kernel_launch_ns,
+            gemm_fixed_ns: k.gemm_fixed_ns.unwrap_or_default(),
             allreduce,
             expert_comm: None,
             tp_collectives: None,
@@ -586,7 +618,7 @@ impl Roofline {
                     c.bytes / self.gemm_bytes_per_ns,
                 );
                 let busy = compute.max(memory) + GEMM_UNHIDDEN * compute.min(memory);
-                (GEMM_FIXED_NS + busy + self.launch_ns).max(KERNEL_FLOOR_NS)
+                (self.gemm_fixed_ns + busy + self.launch_ns).max(KERNEL_FLOOR_NS)
             }
             Work::Attention {
                 prefill,
@@ -604,9 +636,10 @@ impl Roofline {
                 } else {
                     // KV bytes per query head: the rate per KV byte is the table's over the
                     // GQA group size.
-                    let peak = self.attention_bytes_per_ns / DECODE_ATTENTION_EFFICIENCY;
                     let group = self.heads_per_gpu / self.kv_heads_per_gpu;
-                    peak * mixed_decode_efficiency(decodes * self.heads_per_gpu, context) / group
+                    self.peak_bytes_per_ns
+                        * mixed_decode_efficiency(decodes * self.heads_per_gpu, context)
+                        / group
                 };
                 let decode_ns = if prefill == Cost::default() {
                     rate(decode)

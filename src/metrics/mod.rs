@@ -34,7 +34,7 @@ pub use summary::{
     SummaryCollector,
 };
 pub use timeseries::TimeSeries;
-pub use validate::{Validation, VllmArrival};
+pub use validate::{Samples, Validation, VllmArrival, diff_label, diff_table, real_run_samples};
 
 use crate::Nanos;
 

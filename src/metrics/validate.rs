@@ -95,7 +95,36 @@ impl Cell {
 }
 
 /// TTFT, TPOT and latency samples of one run, ms, in [`METRICS`] order.
-type Samples = [Vec<f64>; 3];
+pub type Samples = [Vec<f64>; 3];
+
+/// A real vLLM run's TTFT, TPOT and latency samples, ms, read once (`calibrate` compares
+/// many simulations with one real run).
+pub fn real_run_samples(path: &Path, arrival: VllmArrival) -> anyhow::Result<Samples> {
+    let (requests, _) = read_real_requests(path, arrival)?;
+    Ok(real_samples(&requests))
+}
+
+/// `validate`'s Diff% table of a simulation's samples `sim` against a real run's `real`:
+/// `[metric][statistic]`, TTFT, TPOT, latency × mean, median, P90, P95, P99 (labels:
+/// [`diff_label`]).
+pub fn diff_table(real: &Samples, sim: &Samples) -> [[f64; 5]; 3] {
+    std::array::from_fn(|m| {
+        std::array::from_fn(|s| {
+            let (mut r, mut x) = (real[m].clone(), sim[m].clone());
+            Cell {
+                real_ms: statistic(&mut r, STATS[s].2),
+                sim_ms: statistic(&mut x, STATS[s].2),
+            }
+            .diff_pct()
+        })
+    })
+}
+
+/// The label of cell `[metric][statistic]` of [`diff_table`], e.g. `TTFT median`.
+pub fn diff_label(metric: usize, statistic: usize) -> String {
+    let stat = STATS[statistic].1;
+    format!("{} {stat}", METRICS[metric].0)
+}
 
 impl Validation {
     /// Reads a real run's vLLM `requests.jsonl` and a simulator per-request CSV

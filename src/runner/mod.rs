@@ -3,6 +3,7 @@
 mod backend;
 mod evaluate;
 mod outputs;
+mod rehearsal;
 mod scaling;
 mod waves;
 
@@ -36,6 +37,8 @@ use anyhow::Context;
 use backend::Backend;
 use outputs::{Outputs, Progress};
 use std::borrow::Cow;
+
+pub use rehearsal::Rehearsal;
 
 /// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
 /// are in place when this returns `Ok`; on error, none of them is touched.

@@ -10,6 +10,7 @@ use std::path::Path;
 const COMMANDS: &[&[&str]] = &[
     &[],
     &["validate"],
+    &["calibrate"],
     &["generate"],
     &["scenarios"],
     &["sweep"],

@@ -8,6 +8,7 @@ mod shared_data;
 
 mod anomalies;
 mod autoscale;
+mod calibrate;
 mod cluster;
 mod control;
 mod docs_examples;

@@ -494,7 +494,7 @@ fn every_request_ends_once_in_vllms_flow_whatever_the_routing() {
         RoutingPolicy::Random,
         RoutingPolicy::LeastLoaded,
         RoutingPolicy::PrefixAffinity,
-        RoutingPolicy::Weighted("queue=1,kv=1,prefix=2".parse().unwrap()),
+        RoutingPolicy::weighted("queue=1,kv=1,prefix=2".parse().unwrap()),
     ] {
         let rec = check_grouped_conservation(PdFlow::Vllm, &requests, &roles, &[], policy.clone());
         let again = check_grouped_conservation(PdFlow::Vllm, &requests, &roles, &[], policy);

@@ -1,0 +1,383 @@
+//! `blis-cosim calibrate`: real vLLM runs of one GPU in, a hardware file out whose roofline
+//! kernel constants are fitted to them (at most five, each within the range real GPUs have;
+//! see [`fit`]). Each run is read and set up once ([`Rehearsal`]); the fit then simulates the
+//! runs many times in memory. Runs given as held out are never fitted: their error before
+//! and after is reported apart from the fit's residual, as the evidence of transfer.
+
+mod fit;
+mod meta;
+mod report;
+
+pub use fit::{SCALARS, Scalar, SearchLimits};
+pub use meta::Recorded;
+
+use crate::config::{Calibration, CalibrationRun, Dtype, Hardware, KernelSpec};
+use crate::evaluation::sha256_hex;
+use crate::latency::kernel_constants;
+use crate::metrics::{Samples, VllmArrival, diff_table, real_run_samples};
+use crate::runner::Rehearsal;
+use crate::setup::{self, RunOptions};
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+
+/// Engine settings given on the command line; `None`: from the run's `meta.json`, else the
+/// default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineFlags {
+    pub max_num_seqs: Option<u32>,
+    pub max_num_batched_tokens: Option<u32>,
+    pub dtype: Option<Dtype>,
+    pub kv_cache_fp8: Option<bool>,
+    pub async_scheduling: Option<bool>,
+}
+
+/// One real run and the simulation that reproduces it (workload and deployment; its engine
+/// settings come from [`EngineFlags`] and the run's `meta.json`).
+#[derive(Debug, Clone)]
+pub struct RealRun {
+    /// The run's vLLM bench `requests.jsonl`.
+    pub vllm: PathBuf,
+    pub options: RunOptions,
+}
+
+/// What `calibrate` is asked to do.
+#[derive(Debug, Clone)]
+pub struct CalibrateOptions {
+    /// The runs the constants are fitted to.
+    pub fit: Vec<RealRun>,
+    /// Runs only checked, never fitted.
+    pub held_out: Vec<RealRun>,
+    pub engine: EngineFlags,
+    pub vllm_arrival: VllmArrival,
+    /// The scalars to fit (keys of [`SCALARS`]); `None`: every one the fitted runs exercise.
+    pub scalars: Option<Vec<String>>,
+    /// The date written into `[calibrated]` (`YYYY-MM-DD`); `None`: today (UTC).
+    pub date: Option<String>,
+    pub limits: SearchLimits,
+}
+
+/// A fitted hardware file and the report of the fit.
+#[derive(Debug, Clone)]
+pub struct Calibrated {
+    pub hardware: Hardware,
+    /// The report, as printed (tables, fitted values with bounds and sensitivities).
+    pub report: String,
+}
+
+/// A run read, checked and set up once.
+struct Prepared {
+    vllm: PathBuf,
+    sha256: String,
+    real: Samples,
+    rehearsal: Rehearsal,
+}
+
+impl Prepared {
+    fn new(run: &RealRun, options: &CalibrateOptions) -> anyhow::Result<Prepared> {
+        let context = || format!("--vllm {}", run.vllm.display());
+        let recorded = meta::read_beside(&run.vllm).with_context(context)?;
+        let mut sim = run.options.clone();
+        sim.engine = meta::engine(&options.engine, recorded.as_ref()).with_context(context)?;
+        if sim.num_reqs.is_none() {
+            sim.num_reqs = recorded.as_ref().and_then(|r| r.num_requests);
+        }
+        let config = setup::resolve(sim).with_context(context)?;
+        if let Some(recorded) = &recorded {
+            meta::check(&config, recorded).with_context(context)?;
+        }
+        let bytes = std::fs::read(&run.vllm).with_context(context)?;
+        let real = real_run_samples(&run.vllm, options.vllm_arrival)?;
+        let rehearsal = Rehearsal::new(config).with_context(context)?;
+        Ok(Prepared {
+            vllm: run.vllm.clone(),
+            sha256: sha256_hex(&bytes),
+            real,
+            rehearsal,
+        })
+    }
+
+    /// `validate`'s Diff% table of the run simulated with `kernels`.
+    fn table(&mut self, kernels: &KernelSpec) -> anyhow::Result<[[f64; 5]; 3]> {
+        let sim = self
+            .rehearsal
+            .simulate(kernels)
+            .with_context(|| format!("simulating {}", self.vllm.display()))?;
+        Ok(diff_table(&self.real, &sim))
+    }
+
+    fn hardware(&self) -> &Hardware {
+        &self.rehearsal.config().instances[0].hardware
+    }
+
+    fn has_moe(&self) -> bool {
+        self.rehearsal
+            .config()
+            .instances
+            .iter()
+            .any(|i| i.model.moe.is_some())
+    }
+}
+
+/// The fit's objective: the root mean square of every Diff% number of every table.
+fn rms(tables: &[[[f64; 5]; 3]]) -> f64 {
+    let values: Vec<f64> = tables
+        .iter()
+        .flat_map(|t| t.iter().flatten())
+        .copied()
+        .filter(|v| v.is_finite())
+        .collect();
+    if values.is_empty() {
+        return f64::INFINITY;
+    }
+    (values.iter().map(|v| v * v).sum::<f64>() / values.len() as f64).sqrt()
+}
+
+/// The tables of `runs` simulated with `kernels`.
+fn tables(runs: &mut [Prepared], kernels: &KernelSpec) -> anyhow::Result<Vec<[[f64; 5]; 3]>> {
+    runs.iter_mut().map(|r| r.table(kernels)).collect()
+}
+
+/// Fits the constants to `options.fit` and checks them on `options.held_out`.
+pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
+    if options.fit.is_empty() {
+        bail!("--vllm: give at least one real run to fit");
+    }
+    let mut fitted_runs = prepare(&options.fit, options)?;
+    let mut held_out = prepare(&options.held_out, options)?;
+    let base = fitted_runs[0].hardware().clone();
+    for run in fitted_runs.iter().chain(&held_out) {
+        for inst in &run.rehearsal.config().instances {
+            if !inst.hardware.name.eq_ignore_ascii_case(&base.name) {
+                bail!(
+                    "--vllm {}: runs on {} and {}: a hardware file describes one GPU; \
+                     calibrate each GPU on its own runs",
+                    run.vllm.display(),
+                    base.name,
+                    inst.hardware.name
+                );
+            }
+        }
+    }
+    let start = kernel_constants(&base);
+    let before = tables(&mut fitted_runs, &start)?;
+    let start_value = rms(&before);
+    let scalars = chosen_scalars(options, &mut fitted_runs, &start, start_value)?;
+    let found = {
+        let bar = progress_bar(options.limits.max_evaluations);
+        let mut objective = |k: &KernelSpec| Ok(rms(&tables(&mut fitted_runs, k)?));
+        let found = fit::search(
+            &scalars.fitted,
+            &start,
+            options.limits,
+            &mut objective,
+            &mut || bar.inc(1),
+        )?;
+        bar.finish_and_clear();
+        found
+    };
+    let after = tables(&mut fitted_runs, &found.kernels)?;
+    let sensitivities = sensitivities(&scalars.fitted, &found, &mut fitted_runs)?;
+    let held_before = tables(&mut held_out, &start)?;
+    let held_after = tables(&mut held_out, &found.kernels)?;
+    let mut hardware = base.clone();
+    for s in &scalars.fitted {
+        s.set(&mut hardware.kernels, s.get(&found.kernels).unwrap_or(s.lo));
+    }
+    hardware.calibrated = Some(Calibration {
+        date: options.date.clone().unwrap_or_else(today_utc),
+        base: base.name.clone(),
+        fitted: scalars
+            .fitted
+            .iter()
+            .map(|s| format!("kernels.{}", s.key))
+            .collect(),
+        residual_pct: round3(found.value),
+        initial_residual_pct: round3(start_value),
+        vllm_arrival: arrival_name(options.vllm_arrival).to_owned(),
+        runs: fitted_runs
+            .iter()
+            .map(|r| CalibrationRun {
+                path: r.vllm.display().to_string(),
+                sha256: r.sha256.clone(),
+                requests: r.real[0].len() as u64,
+            })
+            .collect(),
+    });
+    let report = report::render(&report::Report {
+        start: &start,
+        found: &found,
+        scalars: &scalars,
+        sensitivities: &sensitivities,
+        fitted: report::Runs::new(&fitted_runs, &before, &after),
+        held_out: report::Runs::new(&held_out, &held_before, &held_after),
+    });
+    Ok(Calibrated { hardware, report })
+}
+
+fn prepare(runs: &[RealRun], options: &CalibrateOptions) -> anyhow::Result<Vec<Prepared>> {
+    runs.iter().map(|r| Prepared::new(r, options)).collect()
+}
+
+/// The scalars a fit moves, and those it leaves (with why).
+pub(crate) struct Chosen {
+    fitted: Vec<Scalar>,
+    left: Vec<(Scalar, &'static str)>,
+}
+
+/// The scalars asked for (all by default, the fused-MoE one only when a fitted run has a MoE
+/// model), less those that do not move the objective at all (the runs do not exercise them:
+/// a fit would leave them anywhere).
+fn chosen_scalars(
+    options: &CalibrateOptions,
+    runs: &mut [Prepared],
+    start: &KernelSpec,
+    start_value: f64,
+) -> anyhow::Result<Chosen> {
+    let asked: Vec<Scalar> = match &options.scalars {
+        Some(keys) => keys
+            .iter()
+            .map(|k| {
+                fit::scalar(k).with_context(|| {
+                    let known: Vec<&str> = SCALARS.iter().map(|s| s.key).collect();
+                    format!("--fit {k}: no such constant (known: {})", known.join(", "))
+                })
+            })
+            .collect::<anyhow::Result<_>>()?,
+        None => SCALARS.to_vec(),
+    };
+    let moe = runs.iter().any(Prepared::has_moe);
+    let mut chosen = Chosen {
+        fitted: Vec::new(),
+        left: Vec::new(),
+    };
+    for s in SCALARS {
+        if !asked.contains(&s) {
+            chosen.left.push((s, "not asked for (--fit)"));
+            continue;
+        }
+        if s.key == "moe_memory_efficiency" && !moe {
+            chosen.left.push((s, "no fitted run has a MoE model"));
+            continue;
+        }
+        let now = s.get(start).unwrap_or(s.lo);
+        let mut probe = start.clone();
+        s.set(
+            &mut probe,
+            s.round(now + 0.05 * (s.hi - s.lo) * direction_inside(&s, now)),
+        );
+        if rms(&tables(runs, &probe)?) == start_value {
+            chosen.left.push((s, "the fitted runs do not depend on it"));
+        } else {
+            chosen.fitted.push(s);
+        }
+    }
+    if chosen.fitted.is_empty() {
+        bail!("nothing to fit: the runs depend on none of the constants asked for");
+    }
+    Ok(chosen)
+}
+
+/// +1 when a step up stays within `s`'s bounds from `value`, else −1.
+fn direction_inside(s: &Scalar, value: f64) -> f64 {
+    if value + 0.05 * (s.hi - s.lo) <= s.hi {
+        1.0
+    } else {
+        -1.0
+    }
+}
+
+/// Per fitted scalar: the residual's change, in percentage points, when it moves 1% up (or
+/// down at its upper bound) from the fitted value.
+fn sensitivities(
+    scalars: &[Scalar],
+    found: &fit::Found,
+    runs: &mut [Prepared],
+) -> anyhow::Result<Vec<f64>> {
+    scalars
+        .iter()
+        .map(|s| {
+            let v = s.get(&found.kernels).unwrap_or(s.lo);
+            let moved = if v * 1.01 <= s.hi { v * 1.01 } else { v * 0.99 };
+            let mut k = found.kernels.clone();
+            s.set(&mut k, moved);
+            Ok(rms(&tables(runs, &k)?) - found.value)
+        })
+        .collect()
+}
+
+fn progress_bar(len: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template("calibrating {bar:40} {pos}/{len} simulations ({elapsed})")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// The `--vllm-arrival` value of `arrival`.
+pub fn arrival_name(arrival: VllmArrival) -> &'static str {
+    match arrival {
+        VllmArrival::Queued => "queued",
+        VllmArrival::Client => "client",
+    }
+}
+
+/// Today's date, UTC, `YYYY-MM-DD`.
+fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil_date(i64::try_from(secs / 86_400).unwrap_or(0))
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's `civil_from_days`).
+fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// The hardware file of `calibrated`, as written: a header, then the TOML.
+pub fn hardware_file(calibrated: &Hardware) -> anyhow::Result<String> {
+    let body = toml::to_string(calibrated).context("writing the hardware file")?;
+    Ok(format!(
+        "# {} calibrated by `blis-cosim calibrate`: [kernels] holds the fitted roofline \
+         constants,\n# [calibrated] the runs they were fitted to. Use it with --hardware \
+         (or a cluster config's \"hardware\").\n{body}",
+        calibrated.name
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(20_785), "2026-11-28");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+
+    #[test]
+    fn the_residual_skips_numbers_that_do_not_exist() {
+        let mut t = [[1.0; 5]; 3];
+        t[0][0] = f64::NAN;
+        t[2][4] = 3.0;
+        let expect = ((13.0 + 9.0) / 14.0f64).sqrt();
+        assert!((rms(&[t]) - expect).abs() < 1e-12);
+    }
+}

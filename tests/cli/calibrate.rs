@@ -1,0 +1,303 @@
+//! `blis-cosim calibrate` through the real binary: a "real" run made by the simulator with
+//! known kernel constants is fitted back to them; runs the simulator cannot reproduce are
+//! refused by setting; the bounds hold when the data push past them; the file is the same
+//! byte for byte on a second fit; `validate --hardware` says whether a run was fitted; and on
+//! the shared data, constants fitted to the RTX PRO 6000 Llama run transfer to the MoE run.
+
+use crate::binary;
+
+use binary::{ok, read_csv, run, shared_data};
+use std::path::{Path, PathBuf};
+
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
+const BUNDLED_RTXPRO6000: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/RTXPRO6000.toml");
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The bundled RTX PRO 6000 with `kernels` as its `[kernels]` table, written in `dir`.
+fn hardware_with(dir: &Path, name: &str, kernels: &str) -> PathBuf {
+    let base = std::fs::read_to_string(BUNDLED_RTXPRO6000).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{base}\n[kernels]\n{kernels}\n")).unwrap();
+    path
+}
+
+/// Simulates `dataset` on `hardware` and writes it as a vLLM bench
+/// `requests.jsonl` (engine timestamps in seconds, arrival on the same clock).
+fn synthetic_real_run(dir: &Path, hardware: &Path, dataset: &str) -> PathBuf {
+    let csv = dir.join("truth.csv");
+    ok(&[
+        "--dataset",
+        dataset,
+        "--model",
+        "meta-llama/Llama-3.1-8B",
+        "--hardware",
+        s(hardware),
+        "--async-scheduling",
+        "--output",
+        s(&csv),
+    ]);
+    let (_, rows) = read_csv(&csv);
+    let mut jsonl = String::new();
+    for row in rows {
+        let ns = |c: &str| row[c].parse::<u64>().unwrap() as f64 / 1e9;
+        let arrival = ns("arrival");
+        jsonl.push_str(&format!(
+            "{{\"request_id\": \"bench-{}\", \"input_toks\": {}, \"output_toks\": {}, \
+             \"arrival_time\": {arrival}, \"queued_ts\": {arrival}, \"first_token_ts\": {}, \
+             \"last_token_ts\": {}}}\n",
+            row["request id"],
+            row["input"],
+            row["output"],
+            arrival + ns("TTFT"),
+            ns("end_time"),
+        ));
+    }
+    let vllm = dir.join("requests.jsonl");
+    std::fs::write(&vllm, jsonl).unwrap();
+    vllm
+}
+
+/// Calibrates the run `vllm` of `dataset` on the bundled RTX PRO 6000, fitting `fit`;
+/// returns the written file's `[kernels]` and calibrate's stdout.
+fn calibrate(vllm: &Path, dataset: &str, fit: &str, output: &Path) -> (toml::Table, String) {
+    let out = ok(&[
+        "calibrate",
+        "--vllm",
+        s(vllm),
+        "--dataset",
+        dataset,
+        "--model",
+        "meta-llama/Llama-3.1-8B",
+        "--hardware",
+        "RTXPRO6000",
+        "--fit",
+        fit,
+        "--date",
+        "2026-11-28",
+        "--output",
+        s(output),
+    ]);
+    let file: toml::Table = std::fs::read_to_string(output).unwrap().parse().unwrap();
+    let kernels = file["kernels"].as_table().unwrap().clone();
+    (kernels, String::from_utf8(out.stdout).unwrap())
+}
+
+/// The 300 ShareGPT requests of LLMServingSim's Llama-3.1-8B validation run, when the shared
+/// data is there (else the calling test is skipped).
+fn sharegpt() -> Option<String> {
+    shared_data::available()
+        .then(|| shared_data::shared("workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl"))
+}
+
+#[test]
+fn known_constants_are_recovered_within_one_percent() {
+    // On a run of 300 ShareGPT requests at 10 per second (a queue forms): on the sample's
+    // 100 light requests, TTFT moves by whole steps as arrivals fall on either side of a
+    // step's end, and the fit stops up to a few per cent away.
+    let Some(workload) = sharegpt() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (key, truth) in [
+        ("gemm_memory_efficiency", 0.85),
+        ("decode_attention_efficiency", 0.7),
+        ("gemm_compute_efficiency", 0.7),
+    ] {
+        let hardware = hardware_with(dir.path(), "truth.toml", &format!("{key} = {truth}"));
+        let vllm = synthetic_real_run(dir.path(), &hardware, &workload);
+        let (kernels, report) = calibrate(&vllm, &workload, key, &dir.path().join("fit.toml"));
+        let got = kernels[key].as_float().unwrap();
+        assert!(
+            (got - truth).abs() <= 0.01 * truth,
+            "{key}: fitted {got}, made with {truth}\n{report}"
+        );
+        assert!(report.contains("The fit's residual, on the runs it was fitted to"));
+        assert!(report.contains("error on runs NOT used in the fit is unknown"));
+    }
+}
+
+#[test]
+fn the_bounds_hold_when_the_data_push_past_them() {
+    let Some(workload) = sharegpt() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Weights streamed faster than the datasheet's bandwidth: the fit stops at the bound
+    // and says so.
+    let hardware = hardware_with(dir.path(), "past.toml", "gemm_memory_efficiency = 1.1");
+    let vllm = synthetic_real_run(dir.path(), &hardware, &workload);
+    let fit = "gemm_memory_efficiency";
+    let (kernels, report) = calibrate(&vllm, &workload, fit, &dir.path().join("fit.toml"));
+    assert_eq!(
+        kernels["gemm_memory_efficiency"].as_float(),
+        Some(1.0),
+        "{report}"
+    );
+    assert!(report.contains("gemm_memory_efficiency = 1.0000 (bounds 0.5000 to 1.0000"));
+    assert!(report.contains("AT ITS BOUND"), "{report}");
+}
+
+#[test]
+fn a_fit_is_reproducible_and_validate_tells_fitted_runs_from_held_out_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let hardware = hardware_with(dir.path(), "truth.toml", "gemm_memory_efficiency = 0.9");
+    let vllm = synthetic_real_run(dir.path(), &hardware, SAMPLE);
+    let (first, second) = (dir.path().join("a.toml"), dir.path().join("b.toml"));
+    calibrate(&vllm, SAMPLE, "gemm_memory_efficiency", &first);
+    calibrate(&vllm, SAMPLE, "gemm_memory_efficiency", &second);
+    let text = std::fs::read_to_string(&first).unwrap();
+    assert_eq!(text, std::fs::read_to_string(&second).unwrap());
+    assert!(
+        text.contains("[calibrated]") && text.contains("sha256 = "),
+        "{text}"
+    );
+    // The file is an ordinary hardware file: a run uses it, validate knows its runs.
+    let csv = dir.path().join("with_fit.csv");
+    ok(&[
+        "--dataset",
+        SAMPLE,
+        "--model",
+        "meta-llama/Llama-3.1-8B",
+        "--hardware",
+        s(&first),
+        "--async-scheduling",
+        "--output",
+        s(&csv),
+    ]);
+    let validate = |real: &Path| {
+        let out = ok(&[
+            "validate",
+            "--vllm",
+            s(real),
+            "--sim",
+            s(&csv),
+            "--hardware",
+            s(&first),
+        ]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(validate(&vllm).contains("This run was USED to fit"));
+    let other = dir.path().join("other").join("requests.jsonl");
+    std::fs::create_dir(other.parent().unwrap()).unwrap();
+    let mut text = std::fs::read_to_string(&vllm).unwrap();
+    text.push('\n');
+    std::fs::write(&other, text).unwrap();
+    assert!(validate(&other).contains("This run was NOT used to fit"));
+}
+
+#[test]
+fn runs_the_simulator_cannot_reproduce_are_refused_by_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let hardware = hardware_with(dir.path(), "truth.toml", "gemm_memory_efficiency = 0.9");
+    let vllm = synthetic_real_run(dir.path(), &hardware, SAMPLE);
+    let refused = |meta: &str| {
+        std::fs::write(dir.path().join("meta.json"), meta).unwrap();
+        let out = run(&[
+            "calibrate",
+            "--vllm",
+            s(&vllm),
+            "--dataset",
+            SAMPLE,
+            "--model",
+            "meta-llama/Llama-3.1-8B",
+            "--hardware",
+            "RTXPRO6000",
+            "--output",
+            s(&dir.path().join("fit.toml")),
+        ]);
+        assert!(!out.status.success());
+        assert!(!dir.path().join("fit.toml").exists());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let e = refused(
+        r#"{"vllm_version": "0.19.0", "engine_kwargs": {"model": "meta-llama/Llama-3.1-8B",
+            "speculative_config": {"method": "eagle", "num_speculative_tokens": 3}}}"#,
+    );
+    assert!(e.contains("engine_kwargs.speculative_config"), "{e}");
+    assert!(e.contains("does not reproduce"), "{e}");
+    let e = refused(
+        r#"{"engine_kwargs": {"model": "meta-llama/Llama-3.1-8B", "tensor_parallel_size": 2}}"#,
+    );
+    assert!(e.contains("tensor_parallel_size = 2"), "{e}");
+    let e = refused(r#"{"engine_kwargs": {"model": "Qwen/Qwen3-32B"}}"#);
+    assert!(e.contains("model = Qwen/Qwen3-32B"), "{e}");
+}
+
+/// The `before -> after` Diff% of `label` (e.g. `TPOT mean`) in the table of the run whose
+/// path contains `case`, in calibrate's report.
+fn diff(report: &str, case: &str, label: &str) -> (f64, f64) {
+    let table = report
+        .split("Diff% before -> after")
+        .zip(report.split("Diff% before -> after").skip(1))
+        .find(|(head, _)| head.lines().last().unwrap_or("").contains(case))
+        .map(|(_, body)| body)
+        .unwrap_or_else(|| panic!("no table of {case}:\n{report}"));
+    let at = table.find(&format!("{label} ")).unwrap();
+    let cell: Vec<f64> = table[at + label.len()..]
+        .split(',')
+        .next()
+        .unwrap()
+        .split("->")
+        .map(|v| v.trim().parse().unwrap())
+        .collect();
+    (cell[0], cell[1])
+}
+
+#[test]
+fn constants_fitted_to_the_dense_run_transfer_to_the_moe_run() {
+    if !shared_data::available() {
+        return;
+    }
+    let data = shared_data::data_dir(shared_data::DataSet::LlmServingSim);
+    let case = |name: &str, file: &str| {
+        data.join("bench/examples/RTXPRO6000")
+            .join(name)
+            .join(file)
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let workload = |name: &str| s(&data.join("workloads").join(name)).to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(&[
+        "calibrate",
+        "--vllm",
+        &case("Llama-3.1-8B", "vllm/requests.jsonl"),
+        "--dataset",
+        &workload("sharegpt-llama-3.1-8b-300-sps10.jsonl"),
+        "--cluster-config",
+        &case("Llama-3.1-8B", "config.json"),
+        "--held-out",
+        &case("Qwen3-30B-A3B-Instruct-2507", "vllm/requests.jsonl"),
+        "--held-out-dataset",
+        &workload("sharegpt-qwen3-30b-a3b-300-sps10.jsonl"),
+        "--held-out-cluster-config",
+        &case("Qwen3-30B-A3B-Instruct-2507", "config.json"),
+        "--output",
+        s(&dir.path().join("rtx.toml")),
+    ]);
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        report.contains("Error on runs NOT used in the fit"),
+        "{report}"
+    );
+    let moe = "Qwen3-30B-A3B";
+    for (label, limit) in [
+        ("TPOT mean", 5.0),
+        ("Latency mean", 5.0),
+        ("TTFT median", 10.0),
+    ] {
+        let (_, after) = diff(&report, moe, label);
+        assert!(after.abs() <= limit, "{label}: {after}%\n{report}");
+    }
+    for label in ["TPOT mean", "Latency mean"] {
+        let (before, after) = diff(&report, moe, label);
+        assert!(
+            after.abs() <= before.abs(),
+            "{label}: {before}% -> {after}%\n{report}"
+        );
+    }
+}
