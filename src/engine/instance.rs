@@ -6,7 +6,7 @@ use super::signals::Recent;
 use super::{InstanceSetup, SimError, StepEvent, pipeline};
 use crate::Nanos;
 use crate::latency::{BatchItem, LatencyBackend, LatencyError, StageSends};
-use crate::scheduler::{Completions, Scheduler, StepTokens};
+use crate::scheduler::{Completions, Core, StepTokens};
 
 /// One instance's state in the loop, besides its scheduler.
 pub(super) struct InstanceSim<'a> {
@@ -60,7 +60,7 @@ impl<'a> InstanceSim<'a> {
 /// Forms and prices the next step of idle instance `id` at `now`; returns when it ends, or
 /// `None` when nothing can run until KV transfers from the instance free its blocks.
 pub(super) fn start_step(
-    scheduler: &mut Scheduler,
+    scheduler: &mut Core,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
@@ -110,7 +110,7 @@ pub(crate) fn clock_add(now: Nanos, ns: Nanos) -> Result<Nanos, SimError> {
 /// `pp` steps are in flight and a batch can be formed; returns when it ends and when stage 0
 /// is free again.
 pub(super) fn start_pipelined(
-    scheduler: &mut Scheduler,
+    scheduler: &mut Core,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
@@ -178,7 +178,7 @@ pub(super) struct StepReport {
 
 impl StepReport {
     /// The step's event, its batch being `completed` (its scheduler's
-    /// [`Scheduler::completed_batch`]).
+    /// [`Core::completed_batch`]).
     pub fn event(self, completed: &[BatchItem]) -> StepEvent<'_> {
         StepEvent {
             instance: self.instance,
@@ -198,7 +198,7 @@ impl StepReport {
 /// finished are appended to `finished`. Returns its report, or `None` for a DP dummy step
 /// (nothing of the instance ran in it).
 pub(super) fn finish_step(
-    scheduler: &mut Scheduler,
+    scheduler: &mut Core,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
@@ -225,7 +225,7 @@ pub(super) fn finish_step(
         waiting: inst.waiting,
         running: inst.running,
         tokens: scheduler.last_step_tokens(),
-        kv_blocks_used: scheduler.pool().num_pinned(),
-        kv_blocks: scheduler.pool().num_blocks(),
+        kv_blocks_used: scheduler.kv_blocks_used(),
+        kv_blocks: scheduler.kv_blocks(),
     })
 }

@@ -34,7 +34,7 @@ use crate::autoscale::Autoscaler;
 use crate::config::{InstanceRole, Link};
 use crate::metrics::PdRecord;
 use crate::router::Router;
-use crate::scheduler::{Handoff, ReceivedKv, Scheduler, SchedulerBug};
+use crate::scheduler::{Handoff, ReceivedKv, Core, SchedulerBug};
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -219,7 +219,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         from: u32,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         mut choice: DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
@@ -242,7 +242,7 @@ impl<'a> Transfers<'a> {
     pub fn send_held(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         mut choice: DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
@@ -270,7 +270,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         pending: Pending,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         choice: &mut DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<bool, SimError> {
@@ -348,7 +348,7 @@ impl<'a> Transfers<'a> {
         from: u32,
         mut transfer: Transfer,
         now: Nanos,
-        schedulers: &[Scheduler],
+        schedulers: &[Core],
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         transfer.start = now;
@@ -367,7 +367,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         from: u32,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         effects: &mut Effects<'_>,
     ) -> Result<u32, SimError> {
         let Some(t) = self.links[from as usize].active.take() else {
@@ -395,7 +395,7 @@ impl<'a> Transfers<'a> {
     }
 
     /// Queues the request of transfer `t` from `from`, arrived at `now`, on `decode`.
-    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Scheduler) {
+    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Core) {
         let received = ReceivedKv {
             queuing_delay_ns: t.queuing_delay,
             pd: PdRecord {
@@ -424,7 +424,7 @@ impl<'a> Transfers<'a> {
     pub fn cancel(
         &mut self,
         id: u64,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
     ) -> Result<Option<(u32, Option<u32>)>, SimError> {
         for (from, link) in self.links.iter_mut().enumerate() {
             if let Some(active) = link.active.as_mut().filter(|t| t.request_id == id) {
@@ -455,7 +455,7 @@ impl<'a> Transfers<'a> {
         from: u32,
         t: &Transfer,
         arrived: bool,
-        schedulers: &[Scheduler],
+        schedulers: &[Core],
     ) -> TransferEvent {
         TransferEvent {
             request_id: t.request_id,
@@ -467,7 +467,7 @@ impl<'a> Transfers<'a> {
             end_ns: t.start + t.duration,
             arrived,
             request_blocks: t.blocks,
-            sender_blocks_used: schedulers[from as usize].pool().num_pinned(),
+            sender_blocks_used: schedulers[from as usize].kv_blocks_used(),
         }
     }
 }

@@ -220,6 +220,7 @@ fn instance_setup(inst: &InstanceConfig, capacity: &KvCapacity) -> anyhow::Resul
         num_blocks,
         scheduler: inst.scheduler.clone(),
         dp_group: inst.dp_group,
+        sglang: None,
         pipeline: inst.pipeline.clone(),
         lower_tier: inst.lower_tier.map(|pool| LowerTierSetup {
             pool: pool.id,
