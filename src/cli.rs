@@ -1,30 +1,43 @@
 //! Command-line flags (LLMServingSim's names where they exist) and their plain conversion,
 //! once, into [`RunOptions`]; the library resolves those into a [`SimConfig`]
-//! ([`config::run::resolve`]).
+//! ([`setup::resolve`]).
 
+mod astra;
+mod choices;
 mod command_paths;
+mod commands;
 mod control;
 mod dataset;
 mod diagnostics;
+mod host;
 mod replay;
 mod routing;
+mod sweep;
+mod tiers;
 
+pub use astra::AstraArgs;
+pub use commands::{et, generate, list_scenarios, validate};
 pub use control::ControlArgs;
 pub use dataset::DatasetArgs;
 pub use diagnostics::DiagnosticArgs;
+pub use host::{HostArgs, HostModelSwitch};
 pub use replay::ReplayArgs;
+pub use sweep::{MainFlags, SweepArgs};
+pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 
-use crate::astra::AstraArgs;
+use crate::astra::CosimOptions;
 use crate::chakra::{Dialect, EmitEt};
-use crate::config::run::{
-    Deployment, EngineFlags, HostArgs, PimArgs, PlotsOutput, PrefixStorageArgs, RunOptions,
-    SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
-};
-use crate::config::{self, ConfigError, Dtype, KvCacheDtype};
-use crate::evaluation::EvaluationConfig;
+use crate::choice::Choice;
+use crate::config::{ConfigError, Dtype, KvCacheDtype};
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
+use crate::setup;
+use crate::setup::{
+    Deployment, EngineOptions, EvaluationConfig, PlotsOutput, RoutingOptions, RunOptions,
+    SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
+};
+use choices::choices;
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -62,7 +75,7 @@ pub enum Command {
     Scenarios,
     /// Run many points of a sweep spec in parallel (one worker thread per core), into one
     /// results table; mark the Pareto front and the configurations meeting an SLO.
-    Sweep(crate::sweep::SweepArgs),
+    Sweep(SweepArgs),
 }
 
 /// Subcommands of `blis-cosim et`.
@@ -250,7 +263,8 @@ pub struct RunArgs {
         help_heading = "Outputs",
         long,
         value_name = "FORMAT",
-        default_value = "svg",
+        value_parser = choices::<PlotFormat>(),
+        default_value = PlotFormat::default().name(),
         requires = "plots"
     )]
     pub plot_format: PlotFormat,
@@ -326,7 +340,8 @@ pub struct RunArgs {
         help_heading = "Deployment",
         long,
         value_name = "DTYPE",
-        default_value = "auto"
+        value_parser = choices::<KvCacheDtype>(),
+        default_value = kv_cache_dtype(EngineOptions::default().kv_cache_fp8).name()
     )]
     pub kv_cache_dtype: KvCacheDtype,
 
@@ -335,7 +350,7 @@ pub struct RunArgs {
         help_heading = "Scheduler",
         long,
         value_name = "N",
-        default_value_t = 128
+        default_value_t = EngineOptions::default().max_num_seqs
     )]
     pub max_num_seqs: u32,
 
@@ -344,7 +359,7 @@ pub struct RunArgs {
         help_heading = "Scheduler",
         long,
         value_name = "N",
-        default_value_t = 2048
+        default_value_t = EngineOptions::default().max_num_batched_tokens
     )]
     pub max_num_batched_tokens: u32,
 
@@ -353,51 +368,39 @@ pub struct RunArgs {
         help_heading = "Scheduler",
         long,
         value_name = "N",
-        default_value_t = 0
+        default_value_t = EngineOptions::default().long_prefill_token_threshold
     )]
     pub long_prefill_token_threshold: u32,
 
-    /// Split long prompts over several steps (default on).
-    #[arg(
-        help_heading = "Scheduler",
-        long,
-        overrides_with = "no_enable_chunked_prefill"
-    )]
+    #[arg(help_heading = "Scheduler", long, overrides_with = "no_enable_chunked_prefill",
+          help = switch_help("Split long prompts over several steps",
+                             EngineOptions::default().enable_chunked_prefill))]
     pub enable_chunked_prefill: bool,
     /// Disable chunked prefill: a prompt larger than the remaining budget waits.
     #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_enable_chunked_prefill: bool,
 
-    /// Admit a request only if its whole sequence fits in free KV blocks (default on).
-    #[arg(
-        help_heading = "Scheduler",
-        long,
-        overrides_with = "no_reserve_full_isl"
-    )]
+    #[arg(help_heading = "Scheduler", long, overrides_with = "no_reserve_full_isl",
+          help = switch_help("Admit a request only if its whole sequence fits in free KV blocks",
+                             EngineOptions::default().reserve_full_isl))]
     pub reserve_full_isl: bool,
     /// Admit as soon as this step's tokens fit.
     #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_reserve_full_isl: bool,
 
-    /// vLLM's asynchronous scheduling (its default since v0.11): each step is formed while
-    /// the previous one runs, so a request arriving mid-step joins the step after the next.
-    /// Off by default, as in LLMServingSim.
-    #[arg(
-        help_heading = "Scheduler",
-        long,
-        overrides_with = "no_async_scheduling"
-    )]
+    #[arg(help_heading = "Scheduler", long, overrides_with = "no_async_scheduling",
+          help = switch_help("vLLM's asynchronous scheduling (its default since v0.11): each \
+                              step is formed while the previous one runs, so a request \
+                              arriving mid-step joins the step after the next",
+                             EngineOptions::default().async_scheduling))]
     pub async_scheduling: bool,
     /// Form each step when the previous one ends (LLMServingSim's behaviour).
     #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_async_scheduling: bool,
 
-    /// Reuse KV blocks of identical prompt prefixes (default on; needs input_tok_ids).
-    #[arg(
-        help_heading = "Scheduler",
-        long,
-        overrides_with = "no_enable_prefix_caching"
-    )]
+    #[arg(help_heading = "Scheduler", long, overrides_with = "no_enable_prefix_caching",
+          help = switch_help("Reuse KV blocks of identical prompt prefixes (needs input_tok_ids)",
+                             EngineOptions::default().enable_prefix_caching))]
     pub enable_prefix_caching: bool,
     /// Disable prefix caching.
     #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
@@ -410,11 +413,15 @@ pub struct RunArgs {
     pub pim: PimArgs,
 
     /// Tokens per KV block.
-    #[arg(help_heading = "Deployment", long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(help_heading = "Deployment", long, value_name = "N",
+          default_value_t = EngineOptions::default().block_size,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub block_size: u32,
 
     /// Fraction of GPU memory for weights + KV cache, in (0, 1].
-    #[arg(help_heading = "Deployment", long, value_name = "F", default_value_t = 0.9, value_parser = parse_utilization)]
+    #[arg(help_heading = "Deployment", long, value_name = "F",
+          default_value_t = EngineOptions::default().memory_utilization,
+          value_parser = parse_utilization)]
     pub npu_memory_utilization: f64,
 
     /// Seed of the run's random streams (recorded in the summary).
@@ -422,7 +429,7 @@ pub struct RunArgs {
         help_heading = "Deployment",
         long,
         value_name = "N",
-        default_value_t = 0
+        default_value_t = RunOptions::DEFAULT_SEED
     )]
     pub seed: u64,
 
@@ -463,7 +470,8 @@ pub struct RunArgs {
 
     /// Simulated seconds per interval of the power series (cluster configs with `power`
     /// blocks).
-    #[arg(help_heading = "Outputs", long, value_name = "SECS", default_value_t = 1.0, value_parser = parse_log_interval)]
+    #[arg(help_heading = "Outputs", long, value_name = "SECS",
+          default_value_t = RunOptions::DEFAULT_LOG_INTERVAL_S, value_parser = parse_log_interval)]
     pub log_interval: f64,
 
     #[command(flatten)]
@@ -499,28 +507,23 @@ fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
 }
 
 impl RunArgs {
-    /// The run these flags describe, resolved and validated ([`config::run::resolve`]).
-    pub fn into_config(self) -> Result<SimConfig, ConfigError> {
-        config::run::resolve(self.into_options()?)
+    /// The run these flags describe, resolved and validated ([`setup::resolve`]).
+    pub fn into_config(self) -> Result<SimConfig, setup::SetupError> {
+        setup::resolve(self.into_options()?)
     }
 
     /// The plain options these flags give, after the checks that concern flags alone (which
     /// combinations make sense).
     pub fn into_options(self) -> Result<RunOptions, ConfigError> {
         let workload = self.workload_source()?;
-        let weights_given = self.routing_weights.is_some();
-        let routing = match (self.request_routing_policy, self.routing_weights) {
-            (RoutingPolicy::Weighted(_), Some(w)) => RoutingPolicy::Weighted(w),
-            (_, Some(_)) => {
-                return Err(command_line(
-                    "--routing-weights",
-                    "applies only to --request-routing-policy weighted",
-                ));
-            }
-            (policy, None) => policy,
+        let routing = RoutingOptions {
+            policy: self.request_routing_policy,
+            weights: self.routing_weights,
+            scorers: self.routing.routing_scorers,
+            snapshot_refresh_ns: self.routing.snapshot_refresh_interval.unwrap_or(0),
+            cache_signal_delay_ns: self.routing.cache_signal_delay.unwrap_or(0),
+            signal_refresh: self.routing.signal_refresh,
         };
-        let (control, routing) = self.control.resolve(routing)?;
-        let (routing, signals) = self.routing.resolve(routing, weights_given)?;
         let deployment = match self.cluster_config {
             Some(path) => Deployment::ClusterConfig(path),
             None => Deployment::Standalone {
@@ -529,7 +532,8 @@ impl RunArgs {
                 tp: self.tp,
             },
         };
-        let engine = EngineFlags {
+        let defaults = EngineOptions::default();
+        let engine = EngineOptions {
             dtype: self.dtype,
             kv_cache_fp8: self.kv_cache_dtype == KvCacheDtype::Fp8,
             memory_utilization: self.npu_memory_utilization,
@@ -537,19 +541,34 @@ impl RunArgs {
             max_num_batched_tokens: self.max_num_batched_tokens,
             long_prefill_token_threshold: self.long_prefill_token_threshold,
             block_size: self.block_size,
-            enable_chunked_prefill: !self.no_enable_chunked_prefill,
-            enable_prefix_caching: !self.no_enable_prefix_caching,
-            reserve_full_isl: !self.no_reserve_full_isl,
-            async_scheduling: self.async_scheduling,
+            enable_chunked_prefill: switch(
+                self.enable_chunked_prefill,
+                self.no_enable_chunked_prefill,
+                defaults.enable_chunked_prefill,
+            ),
+            enable_prefix_caching: switch(
+                self.enable_prefix_caching,
+                self.no_enable_prefix_caching,
+                defaults.enable_prefix_caching,
+            ),
+            reserve_full_isl: switch(
+                self.reserve_full_isl,
+                self.no_reserve_full_isl,
+                defaults.reserve_full_isl,
+            ),
+            async_scheduling: switch(
+                self.async_scheduling,
+                self.no_async_scheduling,
+                defaults.async_scheduling,
+            ),
         };
         Ok(RunOptions {
             workload,
             deployment,
             engine,
             routing,
-            signals,
-            control,
-            diagnostics: self.diagnostics.resolve()?,
+            control: self.control.into(),
+            diagnostics: self.diagnostics.into(),
             expert_routing: self.expert_routing_policy,
             profile_dir: self.profile_dir,
             architecture: self.architecture,
@@ -571,7 +590,6 @@ impl RunArgs {
             evaluation: EvaluationConfig {
                 weights: self.fitness_weights,
                 json: self.evaluation_json,
-                policy_config: self.control.policy_config.clone(),
             },
             sessions_output: self.replay.sessions_output.clone(),
             replay: self.replay.mode(),
@@ -585,10 +603,13 @@ impl RunArgs {
                 limit: self.emit_et_limit,
                 dialect: self.astra_dialect,
             }),
-            prefix: self.prefix,
-            pim: self.pim,
-            astra: self.astra,
-            host: self.host,
+            prefix: self.prefix.into(),
+            pim: self.pim.into(),
+            astra: CosimOptions {
+                astra_sim: self.astra.astra_sim.clone().or_else(astra::binary_from_env),
+                ..self.astra.into()
+            },
+            host: self.host.into(),
         })
     }
 
@@ -633,6 +654,32 @@ impl RunArgs {
                 "give exactly one of --dataset, --workload-spec and --scenario",
             )),
         }
+    }
+}
+
+/// An on/off setting given as a `--x` / `--no-x` pair (the last one given wins, clap resets
+/// the other): `default` when neither is given.
+fn switch(on: bool, off: bool, default: bool) -> bool {
+    if on {
+        true
+    } else if off {
+        false
+    } else {
+        default
+    }
+}
+
+/// The help of an on/off flag: `text` and its default.
+fn switch_help(text: &str, default: bool) -> String {
+    format!("{text} [default: {}]", if default { "on" } else { "off" })
+}
+
+/// The `--kv-cache-dtype` value of a KV cache in fp8 or not.
+fn kv_cache_dtype(fp8: bool) -> KvCacheDtype {
+    if fp8 {
+        KvCacheDtype::Fp8
+    } else {
+        KvCacheDtype::Auto
     }
 }
 

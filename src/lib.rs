@@ -11,6 +11,7 @@
 pub mod astra;
 pub mod autoscale;
 pub mod chakra;
+pub mod choice;
 pub mod cli;
 pub mod config;
 pub mod control;
@@ -27,10 +28,14 @@ pub mod router;
 pub mod runner;
 pub mod scheduler;
 mod serde_messages;
+pub mod setup;
 pub mod sweep;
 pub mod trace;
 pub mod workload;
 pub mod yaml;
+
+#[cfg(test)]
+mod module_graph_tests;
 
 #[cfg(test)]
 #[path = "../tests/common/shared_data.rs"]

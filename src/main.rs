@@ -1,6 +1,6 @@
 //! `blis-cosim`: parse flags, run, map errors to exit codes.
 
-use blis_cosim::cli::{Cli, Command};
+use blis_cosim::cli::{Cli, Command, MainFlags, RunArgs};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -12,27 +12,15 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let result = match cli.command {
-        None => {
-            let paths = cli.run.paths();
-            // An output sent to standard output (`-`) owns it; the summary goes to stderr.
-            let summary_to_stderr = blis_cosim::paths::writes_stdout(&paths);
-            blis_cosim::paths::check(&paths)
-                .and_then(|()| cli.run.into_config().map_err(anyhow::Error::from))
-                .and_then(|config| blis_cosim::runner::run(&config))
-                .map(|summary| {
-                    if summary_to_stderr {
-                        eprint!("{}", summary.render());
-                    } else {
-                        print!("{}", summary.render());
-                    }
-                })
+        None => main_job(cli.run),
+        Some(Command::Validate(args)) => blis_cosim::cli::validate(&args),
+        Some(Command::Et(command)) => blis_cosim::cli::et(&command),
+        Some(Command::Generate(args)) => blis_cosim::cli::generate(&args),
+        Some(Command::Sweep(args)) => {
+            blis_cosim::sweep::main(&args.into(), &MainFlags, &blis_cosim::runner::run)
         }
-        Some(Command::Validate(args)) => blis_cosim::runner::validate(&args),
-        Some(Command::Et(command)) => blis_cosim::runner::et(&command),
-        Some(Command::Generate(args)) => blis_cosim::runner::generate(&args),
-        Some(Command::Sweep(args)) => blis_cosim::sweep::main(&args),
         Some(Command::Scenarios) => {
-            blis_cosim::runner::list_scenarios();
+            blis_cosim::cli::list_scenarios();
             Ok(())
         }
     };
@@ -52,4 +40,21 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The main job: the options the flags give, their paths checked before any work, resolved,
+/// run; the summary goes to stdout, or to stderr when an output is written to stdout (`-`).
+fn main_job(args: RunArgs) -> anyhow::Result<()> {
+    let options = args.into_options()?;
+    let paths = options.paths();
+    let summary_to_stderr = blis_cosim::paths::writes_stdout(&paths);
+    blis_cosim::paths::check(&paths)?;
+    let config = blis_cosim::setup::resolve(options)?;
+    let summary = blis_cosim::runner::run(&config)?;
+    if summary_to_stderr {
+        eprint!("{}", summary.render());
+    } else {
+        print!("{}", summary.render());
+    }
+    Ok(())
 }

@@ -1,10 +1,8 @@
-//! The network co-simulation flags of the main job, and their resolution into
+//! How a run asks for network co-simulation ([`CosimOptions`]), and its resolution into
 //! [`AstraOptions`].
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-use clap::{Args, ValueEnum};
 
 use super::inputs::{DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS};
 use super::{AstraMode, AstraOptions, CxlParams, MemoryParams, NetworkConfig, OutputLimits};
@@ -13,11 +11,11 @@ use crate::config::{
     PlacedInstance,
 };
 
-/// Environment variable naming the ASTRA-Sim binary when `--astra-sim` is not given.
-pub const ASTRA_SIM_ENV: &str = "BLIS_COSIM_ASTRA_SIM";
-
 /// Which model prices the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter, strum::EnumMessage, strum::IntoStaticStr,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum NetworkBackend {
     /// ASTRA-Sim co-simulation: every batch becomes a Chakra trace that ASTRA-Sim times.
     Astra,
@@ -26,48 +24,41 @@ pub enum NetworkBackend {
     Analytical,
 }
 
-/// Flags of the ASTRA-Sim network co-simulation.
-#[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Network co-simulation (ASTRA-Sim)")]
-pub struct AstraArgs {
-    /// ASTRA-Sim binary: the LLMServingSim fork's `AnalyticalAstra` (or, with --astra-mode
-    /// stock, `AstraSim_Analytical_Congestion_Unaware`). Default: $BLIS_COSIM_ASTRA_SIM.
-    #[arg(long, value_name = "PATH")]
+impl crate::choice::Choice for NetworkBackend {
+    const WHAT: &'static str = "network backend";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
+/// How a run asks for ASTRA-Sim network co-simulation (the `--astra-*` flags, plain); see
+/// the flags' help for each field.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CosimOptions {
+    /// The ASTRA-Sim binary (`--astra-sim`, else the command line's environment variable).
     pub astra_sim: Option<PathBuf>,
-
-    /// Network backend: astra (co-simulate with ASTRA-Sim) or analytical [default: astra when
-    /// an ASTRA-Sim binary is given, else analytical].
-    #[arg(long, value_name = "BACKEND")]
+    /// The network backend; `None`: astra when a binary is given, else analytical.
     pub network_backend: Option<NetworkBackend>,
-
-    /// How ASTRA-Sim is driven: fork (the LLMServingSim fork's interactive protocol, one
-    /// process for the run) or stock (stock ASTRA-Sim 2.0, one process per distinct batch)
-    /// [default: fork].
-    #[arg(long, value_name = "MODE")]
+    /// Fork or stock ASTRA-Sim; `None`: fork.
     pub astra_mode: Option<AstraMode>,
-
-    /// Seconds to wait for ASTRA-Sim to finish one batch before killing it [default: 60].
-    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    /// Seconds to wait for one batch; `None`: [`DEFAULT_TIMEOUT_S`].
     pub astra_timeout: Option<f64>,
-
-    /// Send every batch to ASTRA-Sim, even one whose trace was already priced.
-    #[arg(long)]
+    /// Send every batch, even one already priced.
     pub no_memo: bool,
-
-    /// Keep the generated ASTRA-Sim inputs (configs, traces) and print their directory.
-    #[arg(long)]
+    /// Keep the generated inputs and print their directory.
     pub keep_astra_inputs: bool,
-
-    /// Send ASTRA-Sim one COMP node per layer (the traces --emit-et writes) instead of lean
-    /// traces, whose consecutive compute layers are one node; the times are the same.
-    #[arg(long)]
+    /// One COMP node per layer instead of lean traces.
     pub astra_detailed_traces: bool,
-
-    /// Your own ASTRA-Sim network.yml (topology, npus_count, bandwidth, latency; one entry per
-    /// dimension) instead of the one generated from the cluster config or hardware.
-    #[arg(long, value_name = "PATH")]
+    /// A network.yml of the user's instead of the generated ones.
     pub network_config: Option<PathBuf>,
 }
+
+/// Environment variable naming the ASTRA-Sim binary when `--astra-sim` is not given (read by
+/// the command line, never by resolution).
+pub const ASTRA_SIM_ENV: &str = "BLIS_COSIM_ASTRA_SIM";
+
+/// Seconds ASTRA-Sim may take over one batch before it is killed, by default.
+pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
 
 /// The numbers of one instance from which its ASTRA-Sim inputs are generated.
 #[derive(Debug, Clone, PartialEq)]
@@ -174,13 +165,11 @@ impl InstanceNetwork {
     }
 }
 
-impl AstraArgs {
+impl CosimOptions {
     /// Whether the network backend is ASTRA-Sim: `--network-backend`, else astra when a
-    /// binary is given (`--astra-sim`, else `env_binary`).
-    pub fn selects_astra(&self, env_binary: Option<&Path>) -> bool {
-        let binary =
-            self.astra_sim.is_some() || env_binary.is_some_and(|p| !p.as_os_str().is_empty());
-        self.network_backend.unwrap_or(if binary {
+    /// binary is given.
+    pub fn selects_astra(&self) -> bool {
+        self.network_backend.unwrap_or(if self.astra_sim.is_some() {
             NetworkBackend::Astra
         } else {
             NetworkBackend::Analytical
@@ -188,35 +177,24 @@ impl AstraArgs {
     }
 
     /// The ASTRA-Sim settings of one instance, or `None` for the analytical network backend.
-    /// `env_binary` is the value of [`ASTRA_SIM_ENV`] (ignored when empty).
-    pub fn resolve(
-        &self,
-        env_binary: Option<PathBuf>,
-        instance: &InstanceNetwork,
-    ) -> Result<Option<AstraOptions>, ConfigError> {
+    pub fn resolve(&self, instance: &InstanceNetwork) -> Result<Option<AstraOptions>, ConfigError> {
         Ok(self
-            .resolve_instances(env_binary, std::slice::from_ref(instance))?
+            .resolve_instances(std::slice::from_ref(instance))?
             .and_then(|mut all| all.pop()))
     }
 
     /// The ASTRA-Sim settings of every instance (same order as `instances`), or `None` for
     /// the analytical network backend: the shared flags, and each instance's own network and
     /// memory numbers (its `network.yml` generated from its TP degree and links, or the one
-    /// `--network-config`, whose NPUs must match every instance's TP degree). `env_binary` is
-    /// the value of [`ASTRA_SIM_ENV`] (ignored when empty).
+    /// `--network-config`, whose NPUs must match every instance's TP degree).
     pub fn resolve_instances(
         &self,
-        env_binary: Option<PathBuf>,
         instances: &[InstanceNetwork],
     ) -> Result<Option<Vec<AstraOptions>>, ConfigError> {
-        let binary = self
-            .astra_sim
-            .clone()
-            .or(env_binary.filter(|p| !p.as_os_str().is_empty()));
-        if !self.selects_astra(binary.as_deref()) {
+        if !self.selects_astra() {
             return self.refuse_astra_only_flags().map(|()| None);
         }
-        let Some(binary) = binary else {
+        let Some(binary) = self.astra_sim.clone() else {
             return Err(invalid(
                 "--network-backend",
                 format!(
@@ -235,7 +213,7 @@ impl AstraArgs {
             all.push(AstraOptions {
                 binary: binary.clone(),
                 mode: self.astra_mode.unwrap_or_default(),
-                timeout: Duration::from_secs_f64(self.astra_timeout.unwrap_or(60.0)),
+                timeout: Duration::from_secs_f64(self.astra_timeout.unwrap_or(DEFAULT_TIMEOUT_S)),
                 memo: !self.no_memo,
                 keep_inputs: self.keep_astra_inputs,
                 detailed_traces: self.astra_detailed_traces,
@@ -325,13 +303,4 @@ fn check_binary(binary: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn parse_timeout(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if v.is_finite() && v > 0.0 && v <= 1e6 {
-        Ok(v)
-    } else {
-        Err(format!("must be a positive number of seconds, got {s}"))
-    }
 }

@@ -73,7 +73,7 @@ mod stock;
 #[cfg(test)]
 mod tests;
 
-pub use args::{ASTRA_SIM_ENV, AstraArgs, InstanceNetwork, NetworkBackend};
+pub use args::{ASTRA_SIM_ENV, CosimOptions, DEFAULT_TIMEOUT_S, InstanceNetwork, NetworkBackend};
 pub use backend::{AstraBackend, AstraInstance, AstraStats};
 pub use error::{AstraError, Fault, Stage};
 pub use group::{AstraGroup, AstraGroupSpec, group_dims, group_network};

@@ -8,7 +8,18 @@ use super::{MemoryParams, NetworkConfig};
 use crate::chakra::Dialect;
 
 /// How ASTRA-Sim is driven.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum AstraMode {
     /// The LLMServingSim fork, started once and fed one batch per `Waiting` prompt over
     /// stdin/stdout; reads the fork's Chakra dialect (durations in ns).
@@ -17,6 +28,13 @@ pub enum AstraMode {
     /// Stock ASTRA-Sim 2.0: one process per distinct batch, run to its end; reads the
     /// upstream Chakra dialect (durations in µs).
     Stock,
+}
+
+impl crate::choice::Choice for AstraMode {
+    const WHAT: &'static str = "ASTRA-Sim mode";
+    fn name(&self) -> &'static str {
+        AstraMode::name(*self)
+    }
 }
 
 impl AstraMode {

@@ -227,37 +227,24 @@ fn the_backend_defaults_to_astra_exactly_when_a_binary_is_given() {
     let hw = InstanceNetwork::from_hardware(&hardware(), 2);
     assert_eq!(hw.link_bw, [450.0]);
     assert_eq!(hw.memory.remote_mem_bw_gbps, DEFAULT_HOST_MEM_BW_GBPS);
-    assert_eq!(AstraArgs::default().resolve(None, &hw).unwrap(), None);
+    assert_eq!(CosimOptions::default().resolve(&hw).unwrap(), None);
     let bin = PathBuf::from("AnalyticalAstra");
-    let from_env = AstraArgs::default()
-        .resolve(Some(bin.clone()), &hw)
-        .unwrap()
-        .unwrap();
-    assert_eq!(from_env.binary, bin);
-    assert_eq!(from_env.mode, AstraMode::Fork);
-    assert_eq!(from_env.timeout.as_secs(), 60);
-    assert!(from_env.memo && !from_env.keep_inputs);
-    assert_eq!(from_env.network.dims[0].npus, 2);
-    assert_eq!(from_env.memory.local_mem_bw_gbps, 3350.0);
-    let empty_env = AstraArgs::default()
-        .resolve(Some(PathBuf::new()), &hw)
-        .unwrap();
-    assert_eq!(empty_env, None, "an empty variable is unset");
-    let flag = AstraArgs {
-        astra_sim: Some("other".into()),
-        ..AstraArgs::default()
+    let given = CosimOptions {
+        astra_sim: Some(bin.clone()),
+        ..CosimOptions::default()
     };
-    let chosen = flag.resolve(Some(bin.clone()), &hw).unwrap().unwrap();
-    assert_eq!(
-        chosen.binary,
-        PathBuf::from("other"),
-        "the flag beats the variable"
-    );
-    let off = AstraArgs {
+    let chosen = given.resolve(&hw).unwrap().unwrap();
+    assert_eq!(chosen.binary, bin);
+    assert_eq!(chosen.mode, AstraMode::Fork);
+    assert_eq!(chosen.timeout.as_secs(), 60);
+    assert!(chosen.memo && !chosen.keep_inputs);
+    assert_eq!(chosen.network.dims[0].npus, 2);
+    assert_eq!(chosen.memory.local_mem_bw_gbps, 3350.0);
+    let off = CosimOptions {
         network_backend: Some(NetworkBackend::Analytical),
-        ..AstraArgs::default()
+        ..given
     };
-    assert_eq!(off.resolve(Some(bin), &hw).unwrap(), None);
+    assert_eq!(off.resolve(&hw).unwrap(), None);
 }
 
 #[test]
@@ -289,10 +276,13 @@ fn cluster_configs_supply_links_and_memories() {
 fn describe_and_report_lines() {
     assert!(describe(None).starts_with("network backend: analytical"));
     let hw = InstanceNetwork::from_hardware(&hardware(), 1);
-    let o = AstraArgs::default()
-        .resolve(Some("astra".into()), &hw)
-        .unwrap()
-        .unwrap();
+    let o = CosimOptions {
+        astra_sim: Some("astra".into()),
+        ..CosimOptions::default()
+    }
+    .resolve(&hw)
+    .unwrap()
+    .unwrap();
     assert_eq!(
         describe(Some(&o)),
         "network backend: astra (ASTRA-Sim fork mode, astra; memo on)"

@@ -1,18 +1,14 @@
 //! The control-plane flags (admission, priority, gateway queue, control-plane latencies,
-//! instance scheduling) and `--policy-config`, resolved into one
-//! [`crate::control::ControlConfig`]: flags laid over the bundle file, defaults under both.
+//! instance scheduling) and `--policy-config`, as [`ControlOptions`]: the settings given, laid
+//! over the bundle by resolution.
 
 use crate::Nanos;
 use crate::autoscale::{AutoscaleSettings, DrainMode};
-use crate::config::ConfigError;
-use crate::control::ControlConfig;
 use crate::control::admission::AdmissionKind;
-use crate::control::bundle::{
-    Settings, parse_duration, parse_preemption, parse_scheduler, read_bundle,
-};
+use crate::control::bundle::{Settings, parse_duration, parse_preemption, parse_scheduler};
 use crate::control::flow::DispatchOrder;
-use crate::router::RoutingPolicy;
 use crate::scheduler::{PreemptionOrder, QueueOrder};
+use crate::setup::ControlOptions;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -229,6 +225,15 @@ fn parse_bandwidth(text: &str) -> Result<f64, String> {
     }
 }
 
+impl From<ControlArgs> for ControlOptions {
+    fn from(a: ControlArgs) -> ControlOptions {
+        ControlOptions {
+            settings: a.settings(),
+            policy_config: a.policy_config,
+        }
+    }
+}
+
 impl ControlArgs {
     /// The settings the flags give (only those given).
     fn settings(&self) -> Settings {
@@ -275,38 +280,5 @@ impl ControlArgs {
                 ..AutoscaleSettings::default()
             },
         }
-    }
-
-    /// The control plane of the run, and its routing policy: `routing` (the routing flag's
-    /// value), unless it is the default and the bundle names one.
-    pub fn resolve(
-        &self,
-        routing: RoutingPolicy,
-    ) -> Result<(ControlConfig, RoutingPolicy), ConfigError> {
-        let (file, source_name) = match &self.policy_config {
-            Some(path) => {
-                let settings = read_bundle(path).map_err(|message| ConfigError::Invalid {
-                    source_name: path.display().to_string(),
-                    field: "--policy-config".into(),
-                    message,
-                })?;
-                (settings, path.display().to_string())
-            }
-            None => (Settings::default(), "command line".to_owned()),
-        };
-        let routing = match (&routing, &file.routing) {
-            (RoutingPolicy::Load, Some(from_file)) => from_file.clone(),
-            _ => routing,
-        };
-        let config = self
-            .settings()
-            .over(file)
-            .build()
-            .map_err(|(field, message)| ConfigError::Invalid {
-                source_name,
-                field,
-                message,
-            })?;
-        Ok((config, routing))
     }
 }

@@ -1,7 +1,7 @@
 //! Flags of the policy-research diagnostics: decision traces and the anomaly counters'
 //! thrash window.
 
-use crate::config::ConfigError;
+use crate::choice::Choice;
 use crate::router::parse_duration_ns;
 use crate::trace::{Diagnostics, TraceLevel};
 use clap::Args;
@@ -14,7 +14,8 @@ pub struct DiagnosticArgs {
     /// Decision trace: none (no cost), decisions (admission, priority, routing with its best
     /// candidates, P/D hand-offs and KV transfers, scheduler admissions and preemptions) or
     /// detailed (also every routing candidate and every step).
-    #[arg(long, value_name = "LEVEL", default_value = "none")]
+    #[arg(long, value_name = "LEVEL", value_parser = super::choices::<TraceLevel>(),
+          default_value = Diagnostics::default().trace_level.name())]
     pub trace_level: TraceLevel,
 
     /// Write the decision trace here as JSON lines, streamed and put in place atomically
@@ -24,7 +25,7 @@ pub struct DiagnosticArgs {
 
     /// Routing candidates each routing record lists (the best by score, and the chosen
     /// one).
-    #[arg(long, value_name = "K", default_value_t = 3)]
+    #[arg(long, value_name = "K", default_value_t = Diagnostics::default().counterfactual_k)]
     pub counterfactual_k: usize,
 
     /// Summarise the decision trace in the console and the summary JSON: records by kind,
@@ -39,34 +40,14 @@ pub struct DiagnosticArgs {
     pub thrash_window: u64,
 }
 
-impl DiagnosticArgs {
-    /// The diagnostics of the run; the trace flags need a trace level.
-    pub fn resolve(self) -> Result<Diagnostics, ConfigError> {
-        let traced = self.trace_level != TraceLevel::None;
-        let needs_level = |flag: &str| ConfigError::Invalid {
-            source_name: "command line".into(),
-            field: flag.into(),
-            message: "needs --trace-level decisions or detailed".into(),
-        };
-        if !traced && self.trace_output.is_some() {
-            return Err(needs_level("--trace-output"));
+impl From<DiagnosticArgs> for Diagnostics {
+    fn from(a: DiagnosticArgs) -> Diagnostics {
+        Diagnostics {
+            trace_level: a.trace_level,
+            trace_output: a.trace_output,
+            counterfactual_k: a.counterfactual_k,
+            summarize_trace: a.summarize_trace,
+            thrash_window_ns: a.thrash_window,
         }
-        if !traced && self.summarize_trace {
-            return Err(needs_level("--summarize-trace"));
-        }
-        if traced && self.trace_output.is_none() && !self.summarize_trace {
-            return Err(ConfigError::Invalid {
-                source_name: "command line".into(),
-                field: "--trace-level".into(),
-                message: "traces nothing without --trace-output or --summarize-trace".into(),
-            });
-        }
-        Ok(Diagnostics {
-            trace_level: self.trace_level,
-            trace_output: self.trace_output,
-            counterfactual_k: self.counterfactual_k,
-            summarize_trace: self.summarize_trace,
-            thrash_window_ns: self.thrash_window,
-        })
     }
 }

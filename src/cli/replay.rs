@@ -1,6 +1,6 @@
 //! Flags of the main job for sessions and replay modes.
 
-use crate::config::run::ReplayMode;
+use crate::setup::ReplayMode;
 use clap::Args;
 use std::path::PathBuf;
 

@@ -1,7 +1,6 @@
 //! Flags of routing's scorers and of what the router sees and how stale.
 
-use crate::config::ConfigError;
-use crate::router::{RoutingPolicy, ScorerSet, SignalConfig, parse_duration_ns};
+use crate::router::{ScorerSet, parse_duration_ns};
 use clap::Args;
 
 /// Routing scorers and signal staleness (flattened into the main job's flags).
@@ -33,46 +32,6 @@ pub struct RoutingArgs {
     /// periodic:10ms, ttft, tpot and wait periodic:100ms].
     #[arg(long, value_name = "SIGNAL=MODE,...")]
     pub signal_refresh: Option<String>,
-}
-
-impl RoutingArgs {
-    /// The routing policy (`policy`, from `--request-routing-policy` and
-    /// `--routing-weights`, given or not as `weights_given`, with the scorers) and what the
-    /// router sees.
-    pub fn resolve(
-        self,
-        policy: RoutingPolicy,
-        weights_given: bool,
-    ) -> Result<(RoutingPolicy, SignalConfig), ConfigError> {
-        let invalid = |field: &str, message: String| ConfigError::Invalid {
-            source_name: "command line".into(),
-            field: field.into(),
-            message,
-        };
-        let policy = match (policy, self.routing_scorers) {
-            (RoutingPolicy::Weighted(_), Some(set)) => {
-                if weights_given {
-                    let message = "give either --routing-weights or --routing-scorers".into();
-                    return Err(invalid("--routing-scorers", message));
-                }
-                RoutingPolicy::Scorers(set)
-            }
-            (_, Some(_)) => {
-                let message = "applies only to --request-routing-policy weighted".into();
-                return Err(invalid("--routing-scorers", message));
-            }
-            (policy, None) => policy,
-        };
-        let mut signals = SignalConfig::default()
-            .with_snapshot_refresh(self.snapshot_refresh_interval.unwrap_or(0))
-            .with_cache_signal_delay(self.cache_signal_delay.unwrap_or(0));
-        if let Some(spec) = &self.signal_refresh {
-            signals = signals
-                .with_overrides(spec)
-                .map_err(|e| invalid("--signal-refresh", e))?;
-        }
-        Ok((policy, signals))
-    }
 }
 
 fn parse_scorers(s: &str) -> Result<ScorerSet, String> {

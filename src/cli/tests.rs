@@ -31,9 +31,87 @@ fn run_options_without_flags_match_the_flag_defaults() {
     let built = RunOptions::new(from_flags.workload.clone());
     assert_eq!(format!("{built:?}"), format!("{from_flags:?}"));
     // And a run resolves from them without clap.
-    let config = config::run::resolve(built).unwrap();
+    let config = setup::resolve(built).unwrap();
     assert_eq!(config.instances.len(), 1);
     assert_eq!(config.instances[0].scheduler.max_num_seqs, Some(128));
+}
+
+/// The default a flag's help shows (`[default: X]`), if any.
+fn default_shown(help: &str, flag: &str) -> Option<String> {
+    let is_flag_line =
+        |l: &str| l.trim_start().starts_with('-') && l.len() - l.trim_start().len() < 10;
+    let mut lines = help.lines().skip_while(|l| {
+        !(is_flag_line(l)
+            && l.split_whitespace()
+                .any(|w| w.trim_end_matches(',') == flag))
+    });
+    lines.next()?;
+    let section: Vec<&str> = lines.take_while(|l| !is_flag_line(l)).collect();
+    let text = section
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let at = text.find("[default: ")? + "[default: ".len();
+    let end = text[at..].find(']')? + at;
+    Some(text[at..end].to_owned())
+}
+
+/// The defaults the help shows are the option structs' (clap reads most of them from the
+/// structs; this also holds the ones written into help texts).
+#[test]
+fn the_help_shows_the_option_structs_defaults() {
+    use clap::CommandFactory;
+    let help = Cli::command().render_long_help().to_string();
+    let e = EngineOptions::default();
+    let d = crate::trace::Diagnostics::default();
+    let on = |b: bool| if b { "on" } else { "off" }.to_owned();
+    let expected = [
+        ("--max-num-seqs", e.max_num_seqs.to_string()),
+        (
+            "--max-num-batched-tokens",
+            e.max_num_batched_tokens.to_string(),
+        ),
+        (
+            "--long-prefill-token-threshold",
+            e.long_prefill_token_threshold.to_string(),
+        ),
+        ("--block-size", e.block_size.to_string()),
+        ("--npu-memory-utilization", e.memory_utilization.to_string()),
+        (
+            "--kv-cache-dtype",
+            kv_cache_dtype(e.kv_cache_fp8).name().to_owned(),
+        ),
+        ("--enable-chunked-prefill", on(e.enable_chunked_prefill)),
+        ("--reserve-full-isl", on(e.reserve_full_isl)),
+        ("--async-scheduling", on(e.async_scheduling)),
+        ("--enable-prefix-caching", on(e.enable_prefix_caching)),
+        ("--seed", RunOptions::DEFAULT_SEED.to_string()),
+        (
+            "--log-interval",
+            RunOptions::DEFAULT_LOG_INTERVAL_S.to_string(),
+        ),
+        ("--trace-level", d.trace_level.name().to_owned()),
+        ("--counterfactual-k", d.counterfactual_k.to_string()),
+        (
+            "--astra-timeout",
+            crate::astra::DEFAULT_TIMEOUT_S.to_string(),
+        ),
+        (
+            "--host-model",
+            on(crate::setup::HostOptions::default().host_model),
+        ),
+        (
+            "--cudagraph-mode",
+            crate::setup::HostOptions::default()
+                .cudagraph_mode
+                .to_string(),
+        ),
+        ("--prefix-storage", "NONE".to_owned()),
+    ];
+    for (flag, value) in expected {
+        assert_eq!(default_shown(&help, flag), Some(value), "{flag}");
+    }
 }
 
 #[test]

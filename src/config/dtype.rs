@@ -79,11 +79,29 @@ mod tests {
 }
 
 /// How the KV cache is stored (`--kv-cache-dtype`): in the model's dtype, or in fp8.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum KvCacheDtype {
     /// The model's dtype.
     #[default]
     Auto,
     /// One byte per value.
     Fp8,
+}
+
+impl crate::choice::Choice for KvCacheDtype {
+    const WHAT: &'static str = "KV-cache dtype";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
 }

@@ -10,10 +10,10 @@ mod hardware;
 mod memory;
 mod model;
 mod pim;
+mod pipeline;
 mod placement;
 mod power;
 mod roles;
-pub mod run;
 mod topology;
 
 pub use cluster::{
@@ -25,6 +25,7 @@ pub use hardware::{Hardware, HostSpec};
 pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};
 pub use pim::PimDevice;
+pub use pipeline::{Pipeline, stage_blocks};
 pub use placement::{Locations, MemLoc, PLACEMENT_LAYER_NAMES, Placement, PlacementContext};
 pub use power::{CpuPower, DramPower, LinkPower, NicPower, NpuPower, PowerSpec, StoragePower};
 pub use roles::InstanceRole;

@@ -31,36 +31,7 @@ use std::collections::VecDeque;
 
 use super::dp::StepShape;
 use crate::Nanos;
-use crate::config::Link;
-
-/// The pipeline of one instance.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pipeline {
-    /// Transformer blocks of each stage, in order (see [`stage_blocks`]); its length is `pp`.
-    pub stage_blocks: Vec<u32>,
-    /// Bytes per token of the activation a stage sends to the next (`hidden × dtype bytes`).
-    pub activation_bytes_per_token: u64,
-    /// The link between consecutive stages.
-    pub link: Link,
-}
-
-/// Splits `num_layers` blocks over `pp` stages as vLLM's `get_pp_indices` (and LLMServingSim's
-/// `_pp_stage_boundaries`) does: evenly, the remainder one block each to stages −2, −3, … (the
-/// last stage, which also runs the head, never gets an extra block). 32 blocks over 3
-/// stages: `[11, 11, 10]`. `pp` must be in `1..=num_layers`.
-pub fn stage_blocks(num_layers: u32, pp: u32) -> Vec<u32> {
-    assert!(
-        pp >= 1 && pp <= num_layers,
-        "pp {pp} must be in 1..={num_layers}"
-    );
-    let pp = pp as usize;
-    let mut blocks = vec![num_layers / pp as u32; pp];
-    let remainder = (num_layers % pp as u32) as usize;
-    for i in 2..remainder + 2 {
-        blocks[pp - i] += 1;
-    }
-    blocks
-}
+pub use crate::config::{Pipeline, stage_blocks};
 
 /// When a step ends, and when stage 0 can take the next one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,26 +168,8 @@ impl<'a> Stages<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Link;
     use crate::latency::StepParts;
-
-    #[test]
-    fn stages_split_as_vllm_get_pp_indices() {
-        assert_eq!(stage_blocks(32, 1), [32]);
-        assert_eq!(stage_blocks(32, 2), [16, 16]);
-        assert_eq!(stage_blocks(32, 3), [11, 11, 10]);
-        assert_eq!(stage_blocks(32, 4), [8, 8, 8, 8]);
-        // 6 each, remainder 2 to stages −2 and −3.
-        assert_eq!(stage_blocks(32, 5), [6, 6, 7, 7, 6]);
-        assert_eq!(stage_blocks(48, 5), [9, 10, 10, 10, 9]);
-        assert_eq!(stage_blocks(5, 4), [1, 1, 2, 1]);
-        assert_eq!(stage_blocks(7, 4), [2, 2, 2, 1]);
-        assert_eq!(stage_blocks(4, 4), [1, 1, 1, 1]);
-        for (layers, pp) in [(80, 3), (64, 7), (94, 6), (3, 3)] {
-            let blocks = stage_blocks(layers, pp);
-            assert_eq!(blocks.iter().sum::<u32>(), layers);
-            assert!(blocks.iter().max().unwrap() - blocks.iter().min().unwrap() <= 1);
-        }
-    }
 
     /// Two stages of one block each, prologue 10, block 100, head 20: stage 0 takes 110 ns,
     /// stage 1 120 ns. Link: 1000 ns latency, 1 GB/s (2^30 / 1e9 bytes per ns); 4 bytes per

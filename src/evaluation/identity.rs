@@ -6,9 +6,9 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
-use crate::config::run::{SimConfig, WorkloadSource};
 use crate::control::ControlConfig;
 use crate::router::{RoutingPolicy, SignalConfig};
+use crate::setup::{SimConfig, WorkloadSource};
 use crate::workload::spec::scenario;
 
 /// SHA-256 of `bytes`, lower-case hex.
@@ -71,7 +71,7 @@ fn sorted(value: Value) -> Value {
 /// The policy: the bundle file's name and hash (when given), and the hash of the canonical
 /// serialisation of every resolved policy setting ([`canonical_settings`]).
 pub fn policy(config: &SimConfig) -> anyhow::Result<Value> {
-    let bundle = match &config.evaluation.policy_config {
+    let bundle = match &config.policy_config {
         Some(path) => {
             json!({"file": file_name(path), "sha256": file_hash(path, "the policy bundle")?})
         }

@@ -5,35 +5,17 @@
 
 mod identity;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::config::run::SimConfig;
 use crate::control::OutcomeReport;
 use crate::metrics::{AnomalyCounts, Fitness, FitnessInputs, FitnessWeights, SloReport, Summary};
 use crate::output::Finished;
+use crate::setup::SimConfig;
 
 /// Version of the evaluation JSON's layout; raised on any change a reader could notice.
 pub const SCHEMA_VERSION: u32 = 2;
-
-/// What the command line asks of the evaluation.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct EvaluationConfig {
-    /// `--fitness-weights`: the fitness is then printed and in the summary JSON.
-    pub weights: Option<FitnessWeights>,
-    /// `--evaluation-json`.
-    pub json: Option<PathBuf>,
-    /// The policy bundle (`--policy-config`), whose content names the policy.
-    pub policy_config: Option<PathBuf>,
-}
-
-impl EvaluationConfig {
-    /// Whether the run computes a fitness or writes an evaluation.
-    pub fn requested(&self) -> bool {
-        self.weights.is_some() || self.json.is_some()
-    }
-}
 
 /// What the evaluation reads from the run's anomaly detector and decision-trace summary,
 /// filled by them when present; a run without them reports zero anomalies and no trace

@@ -11,12 +11,31 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// Image format of [`super::Validation::write_plots`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum PlotFormat {
     /// Scalable vector graphics; text is left to the viewer's fonts.
+    #[default]
     Svg,
     /// Portable network graphics; text is drawn with the embedded DejaVu Sans.
     Png,
+}
+
+impl crate::choice::Choice for PlotFormat {
+    const WHAT: &'static str = "picture format";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
 }
 
 impl PlotFormat {

@@ -4,11 +4,11 @@
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::config::InstanceRole;
-use crate::config::run::{InstanceConfig, SimConfig};
 use crate::latency::{
     BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, PimOffload, PimSpec,
     ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory, WeightStreaming,
 };
+use crate::setup::{InstanceConfig, SimConfig};
 use std::time::Instant;
 
 /// The latency backend of one instance.
@@ -117,7 +117,7 @@ impl Backend {
         if inst.role == InstanceRole::Prefill {
             // The KV transfer is part of every prefill batch (the engine does not add it).
             backend = backend
-                .with_prefill(super::kv_sizing(inst).kv_dtype.bytes())
+                .with_prefill(inst.kv_dtype().bytes())
                 .map_err(|e| anyhow::anyhow!("{label}{e}"))?;
         }
         if options.keep_inputs {

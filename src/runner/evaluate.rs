@@ -3,10 +3,10 @@
 
 use std::time::Instant;
 
-use crate::config::run::SimConfig;
 use crate::control::{OutcomeCollector, OutcomeReport};
 use crate::evaluation::{EvaluationInputs, RunSignals};
 use crate::metrics::{FitnessWeights, SloCollector, SloReport, Summary};
+use crate::setup::SimConfig;
 
 /// What the run collected for the research results.
 pub(super) struct Collected {

@@ -1,7 +1,6 @@
 //! The main job: load the workload, size the KV cache, run the engine, write the outputs.
 
 mod backend;
-mod commands;
 mod evaluate;
 mod outputs;
 mod scaling;
@@ -10,17 +9,12 @@ mod waves;
 use crate::evaluation::RunSignals;
 use crate::metrics::{RunPlots, SloCollector, TimeSeries};
 use crate::output::{Finished, StagedDir};
-use commands::detected;
-pub use commands::{et, generate, list_scenarios, validate};
 
 use crate::Nanos;
 use crate::astra;
 use crate::autoscale::AutoscaleReport;
 use crate::chakra::StepEmitter;
-use crate::config::run::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
-use crate::config::{
-    Dtype, InstanceRole, KvCapacity, KvSizing, Link, full_kv_bytes_per_token, kv_capacity,
-};
+use crate::config::{InstanceRole, KvCapacity, Link, full_kv_bytes_per_token};
 use crate::control::priority::NominalPriority;
 use crate::control::{ControlPlane, OutcomeCollector};
 use crate::engine::{
@@ -33,10 +27,11 @@ use crate::metrics::{
 };
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
+use crate::setup::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
-use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, read_dataset};
+use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, detected, read_dataset};
 use anyhow::Context;
 use backend::Backend;
 use outputs::{Outputs, Progress};
@@ -46,14 +41,6 @@ use std::borrow::Cow;
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let started = std::time::Instant::now();
-    let expanded;
-    let config = match &config.control.autoscale {
-        Some(a) => {
-            expanded = scaling::expand(config, a)?;
-            &expanded
-        }
-        None => config,
-    };
     let mut workload = load_workload(config)?;
     let has_sessions = !workload.sessions.is_empty();
     if config.sessions_output.is_some() && !has_sessions {
@@ -92,7 +79,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             .control
             .autoscale
             .as_ref()
-            .map(|a| scaling::autoscaler(config, a, &instances.capacities)),
+            .map(|a| scaling::autoscaler(config, a)),
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(&mut registry)
@@ -151,37 +138,29 @@ fn decision_makers(
     (control, router)
 }
 
-/// The instances of a run as the engine needs them: their setups, KV capacities and latency
-/// backends (by instance id).
+/// The instances of a run as the engine needs them: their setups and latency backends (by
+/// instance id).
 struct Instances {
     setups: Vec<InstanceSetup>,
-    capacities: Vec<KvCapacity>,
     backends: Vec<Backend>,
 }
 
-/// Sizes every instance's KV cache and starts its latency backend.
+/// Every instance's setup (with the KV cache the configuration sized) and its started latency
+/// backend.
 fn build_instances(config: &SimConfig, first_arrival: Nanos) -> anyhow::Result<Instances> {
     let n = config.instances.len();
     let mut built = Instances {
         setups: Vec::with_capacity(n),
-        capacities: Vec::with_capacity(n),
         backends: Vec::with_capacity(n),
     };
-    for (id, inst) in config.instances.iter().enumerate() {
+    for (id, (inst, capacity)) in config.instances.iter().zip(&config.kv).enumerate() {
         let label = if n > 1 {
             format!("instance {id}: ")
         } else {
             String::new()
         };
-        let capacity = kv_capacity(&inst.model, &kv_sizing(inst));
-        let capacity = if n > 1 {
-            capacity.with_context(|| format!("instance {id}"))?
-        } else {
-            capacity?
-        };
-        log_memory(config, inst, &capacity, &label);
-        built.setups.push(instance_setup(inst, &capacity)?);
-        built.capacities.push(capacity);
+        log_memory(config, inst, capacity, &label);
+        built.setups.push(instance_setup(inst, capacity)?);
         built
             .backends
             .push(Backend::new(config, inst, &label, first_arrival)?);
@@ -225,7 +204,7 @@ fn instance_setup(inst: &InstanceConfig, capacity: &KvCapacity) -> anyhow::Resul
         lower_tier: inst.lower_tier.map(|pool| LowerTierSetup {
             pool: pool.id,
             memory: pool.memory,
-            kv_bytes_per_token: full_kv_bytes_per_token(&inst.model, kv_sizing(inst).kv_dtype),
+            kv_bytes_per_token: full_kv_bytes_per_token(&inst.model, inst.kv_dtype()),
         }),
     })
 }
@@ -335,7 +314,7 @@ fn instance_infos(
     config
         .instances
         .iter()
-        .zip(&instances.capacities)
+        .zip(&config.kv)
         .zip(&mut instances.backends)
         .zip(&outcome.instances)
         .map(|(((inst, capacity), backend), out)| InstanceInfo {
@@ -611,7 +590,7 @@ fn power_model(config: &SimConfig) -> Option<PowerModel> {
             role: inst.role,
             model: inst.model.clone(),
             fp: inst.dtype.bytes(),
-            kv_fp: kv_sizing(inst).kv_dtype.bytes(),
+            kv_fp: inst.kv_dtype().bytes(),
             pim_active_w: inst
                 .pim
                 .as_ref()
@@ -632,12 +611,8 @@ fn power_model(config: &SimConfig) -> Option<PowerModel> {
 fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
     let links = config.links.as_ref()?;
     // The links are those of the configured instances: an autoscaled run's replica slot
-    // takes its template's (`scaling::expand`).
-    let per = config
-        .control
-        .autoscale
-        .as_ref()
-        .map_or(1, |a| a.max_replicas as usize);
+    // takes its template's.
+    let per = config.replicas_per_template;
     let instances = &config.instances;
     if instances.iter().all(|i| i.role == InstanceRole::Colocated) {
         return None;
@@ -646,7 +621,7 @@ fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
         instances.iter().map(|i| i.role).collect(),
         instances
             .iter()
-            .map(|i| full_kv_bytes_per_token(&i.model, kv_sizing(i).kv_dtype))
+            .map(|i| full_kv_bytes_per_token(&i.model, i.kv_dtype()))
             .collect(),
         Router::with_stream(config.routing.clone(), config.seed, b"router-decode"),
         |from, to| {
@@ -706,21 +681,4 @@ fn initial_requests<'w>(
         return Cow::Borrowed(&workload.requests);
     }
     Cow::Owned(registry.initial_requests(&workload.requests))
-}
-
-/// What sizes an instance's KV cache.
-fn kv_sizing(inst: &InstanceConfig) -> KvSizing {
-    KvSizing {
-        memory_gib: inst.hardware.memory_gib,
-        utilization: inst.memory_utilization,
-        block_size: inst.scheduler.block_size,
-        tp: inst.tp,
-        pp: inst.pp,
-        dtype: inst.dtype,
-        kv_dtype: if inst.kv_cache_fp8 {
-            Dtype::Fp8
-        } else {
-            inst.dtype
-        },
-    }
 }

@@ -1,60 +1,15 @@
-//! An autoscaled run's instances: each configured instance is a template of
-//! `max_replicas` replica slots (slot `s` is a replica of template `s / max_replicas`); the
-//! autoscaler is built over the slots with their GPUs, prices and weight-loading times.
+//! An autoscaled run's autoscaler: each configured instance is a template of `max_replicas`
+//! replica slots (slot `s` is a replica of template `s / max_replicas`, laid out by
+//! `setup`); the autoscaler is built over the slots with their GPUs, prices and
+//! weight-loading times.
 //! Prefill and decode templates are pools of their own, scaled separately.
 
 use crate::Nanos;
 use crate::autoscale::{AutoscaleConfig, Autoscaler, ReplicaTemplate};
-use crate::config::KvCapacity;
-use crate::config::run::{InstanceConfig, SimConfig};
+use crate::setup::{InstanceConfig, SimConfig};
 
-/// Most replica slots (templates × `max_replicas`) an autoscaled run may have: every slot is
-/// an instance of the run.
-pub const MAX_REPLICA_SLOTS: u64 = 100_000;
-/// Shortest autoscaler interval, ns (1 ms).
-pub const MIN_INTERVAL_NS: Nanos = 1_000_000;
 /// Most autoscaler ticks over a run's arrivals: each one is recorded in the report.
 pub const MAX_TICKS: u64 = 10_000_000;
-
-/// `config` with every instance repeated `max_replicas` times (template by template), or an
-/// error saying why the configuration cannot be autoscaled: DP groups, more than
-/// [`MAX_REPLICA_SLOTS`] slots, an interval under [`MIN_INTERVAL_NS`] (refused before
-/// anything is allocated).
-pub(super) fn expand(config: &SimConfig, a: &AutoscaleConfig) -> anyhow::Result<SimConfig> {
-    let templates = config.instances.len() as u64;
-    let slots = templates.saturating_mul(u64::from(a.max_replicas));
-    if slots > MAX_REPLICA_SLOTS {
-        anyhow::bail!(
-            "autoscaling: {templates} instance template(s) × {} max replicas are {slots} replica \
-             slots, more than the limit of {MAX_REPLICA_SLOTS}; lower --autoscale-max (or the \
-             policy bundle's autoscale.max_replicas)",
-            a.max_replicas
-        );
-    }
-    if a.interval_ns < MIN_INTERVAL_NS {
-        anyhow::bail!(
-            "autoscaling: an interval of {} ns is under the limit of {MIN_INTERVAL_NS} ns (1 ms); \
-             raise --autoscale-interval (or the policy bundle's autoscale.interval)",
-            a.interval_ns
-        );
-    }
-    for (k, inst) in config.instances.iter().enumerate() {
-        if inst.dp_group.is_some() {
-            anyhow::bail!(
-                "autoscaling: instance {k} is a member of a data-parallel group; a DP group \
-                 steps in lock step as one unit, so its members cannot come and go one by one"
-            );
-        }
-    }
-    let mut expanded = config.clone();
-    expanded.instances = config
-        .instances
-        .iter()
-        .flat_map(|inst| std::iter::repeat_n(inst, a.max_replicas as usize))
-        .cloned()
-        .collect();
-    Ok(expanded)
-}
 
 /// Refuses an autoscaler that would tick more than [`MAX_TICKS`] times before the last of
 /// the arrivals at `arrivals` ns (ticks every `interval_ns` from 0), before the run starts.
@@ -87,18 +42,13 @@ fn template_name(k: usize, inst: &InstanceConfig) -> String {
     format!("{k}: {model} on {} tp{}", inst.hardware.name, inst.tp)
 }
 
-/// The autoscaler of the expanded `config` (instances as [`expand`] made them), whose
-/// instances have KV capacities `capacities`.
-pub(super) fn autoscaler(
-    config: &SimConfig,
-    a: &AutoscaleConfig,
-    capacities: &[KvCapacity],
-) -> Autoscaler {
+/// The autoscaler of `config`, whose instances are its templates' replica slots.
+pub(super) fn autoscaler(config: &SimConfig, a: &AutoscaleConfig) -> Autoscaler {
     let per = a.max_replicas as usize;
     let templates: Vec<ReplicaTemplate> = config
         .instances
         .iter()
-        .zip(capacities)
+        .zip(&config.kv)
         .enumerate()
         .map(|(id, (inst, capacity))| ReplicaTemplate {
             pool: (id / per) as u32,

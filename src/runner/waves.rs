@@ -4,9 +4,9 @@
 use crate::Nanos;
 use crate::astra::{self, AstraGroup, AstraGroupSpec};
 use crate::config::InstanceRole;
-use crate::config::run::SimConfig;
 use crate::engine::WavePricer;
 use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StageSends};
+use crate::setup::SimConfig;
 
 /// One [`AstraGroup`] per DP group whose members are co-simulated, by group index.
 pub(super) struct AstraWaves {
@@ -51,7 +51,7 @@ impl AstraWaves {
                 stage_blocks: inst.pipeline.as_ref().map_or(&[], |p| &p.stage_blocks),
                 // The KV transfer is part of every prefill wave (the engine does not add it).
                 prefill_kv_bytes: (inst.role == InstanceRole::Prefill)
-                    .then(|| super::kv_sizing(inst).kv_dtype.bytes()),
+                    .then(|| inst.kv_dtype().bytes()),
             };
             let astra = AstraGroup::start(options.clone(), spec, first_arrival)
                 .map_err(|e| anyhow::anyhow!("{label}{e}"))?;

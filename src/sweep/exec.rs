@@ -1,13 +1,28 @@
-//! The one place the sweep meets the main command: what its flags are (from its clap
-//! definition) and how a point's flag list becomes a run ([`run_point`]), exactly as
-//! `blis-cosim FLAGS...` would run it, in this process.
+//! The one place the sweep meets the main command: what its flags are and the run options a
+//! point's flags give ([`Flags`], provided by the command line, so that the sweep knows no
+//! command-line parser), and how a point's options become a run ([`run_point`]), exactly as
+//! `blis-cosim FLAGS...` would run them, in this process, by the runner it is given.
 
-use crate::cli::Cli;
 use crate::metrics::Summary;
+use crate::setup::{RunOptions, SimConfig};
 use anyhow::{Context, bail};
-use clap::{ArgAction, CommandFactory, Parser};
 use serde_json::Value;
 use std::path::Path;
+
+/// What the sweep knows of the main command: its flags and their defaults, and the run
+/// options a list of its flags gives. The command line provides it (`cli::MainFlags`).
+pub trait Flags: Sync {
+    /// The flag `name` (a long name or an alias), if the main command has it.
+    fn flag(&self, name: &str) -> Option<FlagInfo>;
+    /// The default value of the flag `long`, as text (empty when it has none).
+    fn default_value(&self, long: &str) -> String;
+    /// The options of a run with the flags `args` (no program name), as `blis-cosim ARGS...`
+    /// would take them.
+    fn options(&self, args: &[String]) -> anyhow::Result<RunOptions>;
+}
+
+/// What runs a resolved configuration and gives its summary (the main job's runner).
+pub type Runner = dyn Fn(&SimConfig) -> anyhow::Result<Summary> + Sync;
 
 /// What a sweep needs to know about one flag of the main command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,35 +46,6 @@ pub enum PathKind {
     Path,
     /// A built-in name, or a path when a file of that name exists.
     NameOrPath,
-}
-
-/// The flag `name` of the main command (a long name or an alias), if it exists.
-pub fn flag_info(name: &str) -> Option<FlagInfo> {
-    let cmd = Cli::command();
-    let arg = cmd.get_arguments().find(|a| {
-        a.get_long() == Some(name) || a.get_all_aliases().is_some_and(|al| al.contains(&name))
-    })?;
-    let long = arg.get_long()?.to_owned();
-    let is_bool = matches!(arg.get_action(), ArgAction::SetTrue);
-    let has_no = is_bool
-        && cmd
-            .get_arguments()
-            .any(|a| a.get_long() == Some(&format!("no-{long}")));
-    let value_name = arg
-        .get_value_names()
-        .and_then(|v| v.first())
-        .map(|s| s.as_str());
-    let path = match value_name {
-        Some("PATH" | "DIR" | "FILE") => PathKind::Path,
-        Some("NAME|PATH") => PathKind::NameOrPath,
-        _ => PathKind::No,
-    };
-    Some(FlagInfo {
-        long,
-        is_bool,
-        has_no,
-        path,
-    })
 }
 
 impl FlagInfo {
@@ -115,40 +101,16 @@ pub struct PointRun {
     pub gpus: u64,
 }
 
-/// Runs the main command with the flags `args` (no program name) in this process, as
-/// `blis-cosim ARGS...` would: parse, check the paths, resolve the config, simulate.
-pub fn run_point(args: &[String]) -> anyhow::Result<PointRun> {
-    let argv = std::iter::once("blis-cosim").chain(args.iter().map(String::as_str));
-    let cli = Cli::try_parse_from(argv).map_err(|e| {
-        let text = e.render().to_string();
-        let first = text.lines().next().unwrap_or("invalid flags").to_owned();
-        anyhow::anyhow!("{}", first.trim_start_matches("error: "))
-    })?;
-    if cli.command.is_some() {
-        bail!("a point's flags name a subcommand");
-    }
-    crate::paths::check(&cli.run.paths())?;
-    let config = cli
-        .run
-        .into_config()
-        .context("resolving the run's config")?;
-    let gpus = config
-        .instances
-        .iter()
-        .map(|i| u64::from(i.tp) * u64::from(i.pp))
-        .sum();
-    let summary = crate::runner::run(&config)?;
-    Ok(PointRun { summary, gpus })
-}
-
-/// The default value of the main command's flag `long`, as text (empty when it has none).
-pub fn default_value(long: &str) -> String {
-    let cmd = Cli::command();
-    cmd.get_arguments()
-        .find(|a| a.get_long() == Some(long))
-        .and_then(|a| a.get_default_values().first())
-        .map(|v| v.to_string_lossy().into_owned())
-        .unwrap_or_default()
+/// Runs a point's `options` as the main command would (check the paths, resolve the
+/// config, run it with `runner`), in this process.
+pub fn run_point(options: RunOptions, runner: &Runner) -> anyhow::Result<PointRun> {
+    crate::paths::check(&options.paths())?;
+    let config = crate::setup::resolve(options).context("resolving the run's config")?;
+    let summary = runner(&config)?;
+    Ok(PointRun {
+        summary,
+        gpus: config.gpus(),
+    })
 }
 
 /// Checks a configuration's cluster config, workload spec and policy bundle as the main

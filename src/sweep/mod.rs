@@ -15,63 +15,43 @@ pub mod results;
 mod run;
 pub mod spec;
 
+pub use exec::{Flags, Runner};
+
 use crate::metrics::PlotFormat;
 use anyhow::{Context, bail};
-use clap::{ArgGroup, Args};
 use std::path::PathBuf;
 
-/// Flags of `blis-cosim sweep`.
-#[derive(Debug, Args)]
-#[command(group(ArgGroup::new("mode").required(true).args(["space", "report"])))]
-pub struct SweepArgs {
-    /// The sweep spec (YAML): base run, axes, method, repeats, derived fields, constraints
-    /// (see the guide's Sweeps chapter).
-    #[arg(long, value_name = "PATH")]
+/// What `blis-cosim sweep` is asked to do (its flags, plain; see their help).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SweepOptions {
+    /// The sweep spec.
     pub space: Option<PathBuf>,
-
-    /// Folder of the sweep's outputs (results.csv, timings.csv, points/, configs/,
-    /// sweep.log); a rerun into the same folder skips the points already finished.
-    #[arg(long, value_name = "DIR", required_unless_present_any = ["report", "list_points"])]
+    /// Folder of the sweep's outputs.
     pub out: Option<PathBuf>,
-
-    /// Points run at once, one per worker thread [default: the number of cores].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    /// Points run at once; `None`: the number of cores.
     pub jobs: Option<u32>,
-
-    /// Mark and draw the Pareto front of these columns: COLUMN:min|max,... (e.g.
-    /// p99_ttft_ms:min,output_throughput:max,gpus:min).
-    #[arg(long, value_name = "LIST")]
+    /// Columns of the Pareto front, `COLUMN:min|max,...`.
     pub objectives: Option<String>,
-
-    /// Keep the configurations meeting every rule COLUMN<=N (or <, >=, >), comma-separated,
-    /// and name the cheapest by --cost.
-    #[arg(long, value_name = "RULES")]
+    /// SLO rules, `COLUMN<=N,...`.
     pub slo: Option<String>,
-
-    /// The column --slo minimises to name the cheapest configuration.
-    #[arg(long, value_name = "COLUMN", default_value = "gpus")]
+    /// The column the SLO answer minimises.
     pub cost: String,
-
-    /// Picture format of the Pareto plots: svg or png.
-    #[arg(long, value_name = "FORMAT", default_value = "svg", value_parser = ["svg", "png"])]
-    pub plot_format: String,
-
-    /// Redo the report of the sweep in DIR from its results.csv (no run): sort, mark the
-    /// front and the SLO, draw.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["space", "out", "jobs", "list_points", "only_points"])]
+    /// Picture format of the Pareto plots.
+    pub plot_format: PlotFormat,
+    /// Redo the report of the sweep in this folder (no run).
     pub report: Option<PathBuf>,
-
-    /// Print the spec's points as JSON lines (id, config, seed, params, args) and exit.
-    #[arg(long, requires = "space", conflicts_with = "out")]
+    /// Print the points as JSON lines and exit.
     pub list_points: bool,
-
-    /// Run only these point ids: a comma-separated list of ids and ranges (0-9,15).
-    #[arg(long, value_name = "IDS")]
+    /// Run only these point ids (`0-9,15`).
     pub only_points: Option<String>,
 }
 
-/// Runs `blis-cosim sweep`.
-pub fn main(args: &SweepArgs) -> anyhow::Result<()> {
+/// The column `--slo` minimises by default.
+pub const DEFAULT_COST: &str = "gpus";
+
+/// Runs `blis-cosim sweep`: its spec's flags are the main command's (`flags`), and each point
+/// runs by `runner`.
+pub fn main(args: &SweepOptions, flags: &dyn Flags, runner: &Runner) -> anyhow::Result<()> {
     let opts = report::ReportOptions {
         objectives: args
             .objectives
@@ -80,11 +60,7 @@ pub fn main(args: &SweepArgs) -> anyhow::Result<()> {
             .transpose()?,
         slo: args.slo.as_deref().map(pareto::parse_slo).transpose()?,
         cost: args.cost.clone(),
-        format: if args.plot_format == "png" {
-            PlotFormat::Png
-        } else {
-            PlotFormat::Svg
-        },
+        format: args.plot_format,
     };
     if let Some(dir) = &args.report {
         let folder = results::Folder { dir: dir.clone() };
@@ -92,7 +68,7 @@ pub fn main(args: &SweepArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let space = args.space.as_ref().context("--space is required")?;
-    let spec = spec::Spec::load(space)?;
+    let spec = spec::Spec::load(space, flags)?;
     let points =
         points::expand(&spec).with_context(|| format!("sweep spec {}", space.display()))?;
     if args.list_points {
@@ -109,7 +85,14 @@ pub fn main(args: &SweepArgs) -> anyhow::Result<()> {
         |j| j as usize,
     );
     let folder = results::Folder { dir: out.clone() };
-    let failed = run::run_all(&spec, &points, only.as_deref(), &folder, jobs)?;
+    let failed = run::run_all(
+        &spec,
+        &points,
+        only.as_deref(),
+        &folder,
+        jobs,
+        (flags, runner),
+    )?;
     print!("{}", report::finalize(&folder, &opts)?);
     if failed > 0 {
         bail!(

@@ -57,10 +57,7 @@ pub fn expand(spec: &Spec) -> anyhow::Result<Vec<Point>> {
         .base_flags
         .iter()
         .find(|(f, _)| f.long == "seed")
-        .map_or_else(
-            || super::exec::default_value("seed"),
-            |(_, v)| scalar_text(v),
-        );
+        .map_or_else(|| spec.default_seed.clone(), |(_, v)| scalar_text(v));
     let mut points = Vec::new();
     let mut config = 0;
     for values in drawn {

@@ -3,12 +3,13 @@
 //! results.csv (flushed at once) and its wall time to timings.csv, and moves the progress bar.
 
 use super::console::Quiet;
-use super::exec::run_point;
+use super::exec::{Flags, Runner, run_point};
 use super::points::Point;
 use super::results::{self, Folder, Outcome, Stream, Table};
 use super::spec::Spec;
 use anyhow::Context;
 use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -17,14 +18,18 @@ use std::time::{Duration, Instant};
 /// Stack of each worker thread (a run's own main thread gets 8 MiB).
 const STACK: usize = 8 << 20;
 
+/// The main command's flags and the runner a point's options go to.
+pub type Main<'a> = (&'a dyn Flags, &'a Runner);
+
 /// Runs the points of `points` (those in `only`, when given) not yet finished in `folder`,
-/// `jobs` at a time; returns how many failed.
+/// `jobs` at a time, each through `main`; returns how many failed.
 pub fn run_all(
     spec: &Spec,
     points: &[Point],
     only: Option<&[usize]>,
     folder: &Folder,
     jobs: usize,
+    main: Main<'_>,
 ) -> anyhow::Result<usize> {
     std::fs::create_dir_all(folder.points())
         .with_context(|| format!("creating {}", folder.points().display()))?;
@@ -58,7 +63,7 @@ pub fn run_all(
             let (next, pending) = (&next, &pending);
             std::thread::Builder::new()
                 .stack_size(STACK)
-                .spawn_scoped(s, move || worker(next, pending, folder, &tx))
+                .spawn_scoped(s, move || worker(next, pending, folder, main, &tx))
                 .context("starting a worker thread")?;
         }
         drop(tx);
@@ -83,21 +88,23 @@ fn worker(
     next: &AtomicUsize,
     pending: &[&Point],
     folder: &Folder,
+    main: Main<'_>,
     tx: &mpsc::Sender<(usize, Outcome, Duration)>,
 ) {
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(point) = pending.get(i) else { return };
         let started = Instant::now();
-        let outcome = run_one(point, folder);
+        let outcome = run_one(point, folder, main);
         if tx.send((i, outcome, started.elapsed())).is_err() {
             return;
         }
     }
 }
 
-/// Runs one point and writes its summary JSON; a panic is a failure like an error.
-fn run_one(point: &Point, folder: &Folder) -> Outcome {
+/// Runs one point (its flags become run options, handed to the runner) and writes its
+/// summary JSON; a panic is a failure like an error.
+fn run_one(point: &Point, folder: &Folder, (flags, runner): Main<'_>) -> Outcome {
     let mut args = point.args.clone();
     if point.cluster_config.is_some() {
         let path = config_path(folder, point.config);
@@ -120,15 +127,16 @@ fn run_one(point: &Point, folder: &Folder) -> Outcome {
             path.to_string_lossy().into_owned(),
         ]);
     }
-    let ran = std::panic::catch_unwind(|| -> anyhow::Result<Outcome> {
-        let run = run_point(&args)?;
+    // The flags and the runner keep no state a panic could leave half-changed.
+    let ran = std::panic::catch_unwind(AssertUnwindSafe(|| -> anyhow::Result<Outcome> {
+        let run = run_point(flags.options(&args)?, runner)?;
         let json_path = folder.points().join(format!("{}.json", point.id));
         run.summary.write_json(&json_path)?;
         Ok(Outcome::Ok {
             gpus: run.gpus,
             summary: run.summary.to_json(),
         })
-    });
+    }));
     match ran {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(e)) => Outcome::Failed(format!("{e:#}")),

@@ -2,7 +2,7 @@
 //! method, repeats over run seeds, derived fields and constraints. [`Spec::load`] checks all of
 //! it before any run and names the axis (or field) and the reason of every refusal.
 
-use super::exec::{FlagInfo, flag_info};
+use super::exec::{FlagInfo, Flags};
 use super::expr::{Comparison, Expr, parse_comparison, parse_expr};
 use super::results::RESERVED_COLUMNS;
 use anyhow::{Context, bail};
@@ -199,6 +199,9 @@ pub struct Spec {
     pub method: Method,
     /// Seed of the random and Latin-hypercube draws.
     pub seed: u64,
+    /// The main command's default `--seed`, as text (the seed column of points without
+    /// repeats or a base seed).
+    pub default_seed: String,
     /// Run seeds each configuration is run with (`--seed`); `None`: the base run's seed only.
     pub repeats: Option<Vec<u64>>,
     pub axes: Vec<Axis>,
@@ -208,8 +211,9 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// Reads and checks the spec at `path`; relative paths in it are relative to its folder.
-    pub fn load(path: &Path) -> anyhow::Result<Spec> {
+    /// Reads and checks the spec at `path`, whose flags are the main command's `flags`;
+    /// relative paths in it are relative to its folder.
+    pub fn load(path: &Path, flags: &dyn Flags) -> anyhow::Result<Spec> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
@@ -218,11 +222,11 @@ impl Spec {
         } else {
             dir
         };
-        Spec::parse(&text, dir).with_context(|| format!("sweep spec {}", path.display()))
+        Spec::parse(&text, dir, flags).with_context(|| format!("sweep spec {}", path.display()))
     }
 
     /// Parses and checks spec text whose relative paths are relative to `dir`.
-    pub fn parse(text: &str, dir: &Path) -> anyhow::Result<Spec> {
+    pub fn parse(text: &str, dir: &Path, flags: &dyn Flags) -> anyhow::Result<Spec> {
         crate::yaml::check_nesting(text)?;
         let de = serde_yaml_ng::Deserializer::from_str(text);
         let file: SpecFile = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -230,7 +234,7 @@ impl Spec {
             anyhow::anyhow!("{at}: {}", e.into_inner())
         })?;
         let dir = std::path::absolute(dir).context("resolving the spec's folder")?;
-        build(file, &dir)
+        build(file, &dir, flags)
     }
 
     /// The names of every column the spec adds (axes, then derived fields).
@@ -241,13 +245,13 @@ impl Spec {
     }
 }
 
-fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
+fn build(file: SpecFile, dir: &Path, flags: &dyn Flags) -> anyhow::Result<Spec> {
     let method = method(&file)?;
     let cluster_config = match &file.base.cluster_config {
         None => None,
         Some(p) => Some(read_json(&dir.join(p))?),
     };
-    let base_flags = base_flags(&file.base.flags, dir)?;
+    let base_flags = base_flags(&file.base.flags, dir, flags)?;
     let sweeps_workload = file.axes.iter().any(|a| a.workload.is_some())
         || file.derived.iter().any(|d| d.workload.is_some());
     let workload = if sweeps_workload {
@@ -269,7 +273,7 @@ fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
     let mut names: Vec<String> = Vec::new();
     let mut axes = Vec::with_capacity(file.axes.len());
     for (i, a) in file.axes.iter().enumerate() {
-        let axis = axis(a, i, method, docs, dir)?;
+        let axis = axis(a, i, method, (docs, flags), dir)?;
         check_name(&axis.name, &names, &format!("axes[{i}]"))?;
         if let Target::Flag(f) = &axis.target
             && base_flags.iter().any(|(b, _)| b.long == f.long)
@@ -290,7 +294,7 @@ fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
     let mut known: Vec<String> = names.iter().cloned().chain(numeric_base).collect();
     let mut derived = Vec::new();
     for (i, d) in file.derived.iter().enumerate() {
-        let rule = derived_rule(d, &known, &names, docs)
+        let rule = derived_rule(d, &known, &names, (docs, flags))
             .with_context(|| format!("derived[{i}] ({})", d.name))?;
         names.push(rule.name.clone());
         known.push(rule.name.clone());
@@ -305,6 +309,7 @@ fn build(file: SpecFile, dir: &Path) -> anyhow::Result<Spec> {
         policy,
         method,
         seed: file.seed,
+        default_seed: flags.default_value("seed"),
         repeats,
         axes,
         derived,
@@ -330,12 +335,13 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
 }
 
 fn base_flags(
-    flags: &BTreeMap<String, Value>,
+    given: &BTreeMap<String, Value>,
     dir: &Path,
+    flags: &dyn Flags,
 ) -> anyhow::Result<Vec<(FlagInfo, Value)>> {
     let mut out: Vec<(FlagInfo, Value)> = Vec::new();
-    for (name, value) in flags {
-        let info = checked_flag(name).with_context(|| format!("base.flags.{name}"))?;
+    for (name, value) in given {
+        let info = checked_flag(name, flags).with_context(|| format!("base.flags.{name}"))?;
         if out.iter().any(|(f, _)| f.long == info.long) {
             bail!("base.flags.{name}: --{} is given twice", info.long);
         }
@@ -348,9 +354,9 @@ fn base_flags(
 }
 
 /// The flag `name` (a long name, with or without `--`), if points may set it.
-fn checked_flag(name: &str) -> anyhow::Result<FlagInfo> {
+fn checked_flag(name: &str, flags: &dyn Flags) -> anyhow::Result<FlagInfo> {
     let bare = name.trim_start_matches("--");
-    let Some(info) = flag_info(bare) else {
+    let Some(info) = flags.flag(bare) else {
         bail!("--{bare} is not a flag of the main command (`blis-cosim --help` lists them)");
     };
     if REFUSED_FLAGS.contains(&info.long.as_str()) {
@@ -416,7 +422,7 @@ fn axis(
     a: &AxisFile,
     i: usize,
     method: Method,
-    docs: Docs<'_>,
+    (docs, flags): (Docs<'_>, &dyn Flags),
     dir: &Path,
 ) -> anyhow::Result<Axis> {
     let label = a
@@ -429,7 +435,7 @@ fn axis(
         })
         .unwrap_or_else(|| format!("axes[{i}]"));
     let what = || format!("axis {label}");
-    let target = target(a, docs).with_context(what)?;
+    let target = target(a, docs, flags).with_context(what)?;
     if a.name.is_none() && !matches!(target, Target::Flag(_)) {
         bail!(
             "{}: a pointer or replicate axis needs a name (its column)",
@@ -453,9 +459,9 @@ struct Docs<'a> {
     policy: Option<&'a Value>,
 }
 
-fn target(a: &AxisFile, docs: Docs<'_>) -> anyhow::Result<Target> {
+fn target(a: &AxisFile, docs: Docs<'_>, flags: &dyn Flags) -> anyhow::Result<Target> {
     match (&a.flag, &a.pointer, &a.replicate, &a.workload, &a.policy) {
-        (Some(f), None, None, None, None) => Ok(Target::Flag(checked_flag(f)?)),
+        (Some(f), None, None, None, None) => Ok(Target::Flag(checked_flag(f, flags)?)),
         (None, Some(p), None, None, None) => pointer_target(p, docs.cluster),
         (None, None, Some(r), None, None) => replicate_target(r, docs.cluster),
         (None, None, None, Some(w), None) => workload_target(w, docs.workload),
@@ -706,7 +712,7 @@ fn derived_rule(
     d: &DerivedFile,
     known: &[String],
     taken: &[String],
-    docs: Docs<'_>,
+    (docs, flags): (Docs<'_>, &dyn Flags),
 ) -> anyhow::Result<Derived> {
     check_name(&d.name, taken, "name")?;
     let expr = parse_expr(&d.expr).map_err(|e| anyhow::anyhow!("expr `{}`: {e}", d.expr))?;
@@ -720,7 +726,7 @@ fn derived_rule(
     }
     let target = match (&d.flag, &d.pointer, &d.workload) {
         (None, None, None) => None,
-        (Some(f), None, None) => Some(Target::Flag(checked_flag(f)?)),
+        (Some(f), None, None) => Some(Target::Flag(checked_flag(f, flags)?)),
         (None, Some(p), None) => Some(pointer_target(p, docs.cluster)?),
         (None, None, Some(w)) => Some(workload_target(w, docs.workload)?),
         _ => bail!("give at most one of flag, pointer or workload"),

@@ -6,7 +6,7 @@ use super::spec::Spec;
 use std::path::Path;
 
 fn spec(yaml: &str) -> anyhow::Result<Spec> {
-    Spec::parse(yaml, Path::new("."))
+    Spec::parse(yaml, Path::new("."), &crate::cli::MainFlags)
 }
 
 fn points(yaml: &str) -> Vec<Point> {
@@ -155,7 +155,7 @@ fn pointer_and_replicate_axes_edit_the_cluster_config() {
     let y = "base:\n  cluster_config: c.json\n  flags: {scenario: mixed-slo}\naxes:\n  - name: tp\n    \
              pointer: [/nodes/0/instances/0/tp_size, /nodes/0/instances/0/num_npus]\n    values: [2]\n  \
              - name: replicas\n    replicate: /nodes/0/instances/0\n    values: [3]\n";
-    let p = expand(&Spec::parse(y, dir.path()).unwrap()).unwrap();
+    let p = expand(&Spec::parse(y, dir.path(), &crate::cli::MainFlags).unwrap()).unwrap();
     let c = p[0].cluster_config.as_ref().unwrap();
     assert_eq!(c["nodes"][0]["num_instances"], 3);
     let instances = c["nodes"][0]["instances"].as_array().unwrap();
@@ -174,7 +174,8 @@ fn bool_flags_and_paths() {
     assert!(p[0].args.contains(&"--enable-prefix-caching".to_owned()));
     assert!(p[1].args.contains(&"--no-enable-prefix-caching".to_owned()));
     let y = "base:\n  flags:\n    workload-spec: w.yaml\n";
-    let p = expand(&Spec::parse(y, Path::new("/data/specs")).unwrap()).unwrap();
+    let p =
+        expand(&Spec::parse(y, Path::new("/data/specs"), &crate::cli::MainFlags).unwrap()).unwrap();
     assert!(
         p[0].args.contains(&"/data/specs/w.yaml".to_owned()),
         "{:?}",

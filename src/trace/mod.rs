@@ -20,7 +20,18 @@ use crate::router::{Explanation, RouteDecision};
 use crate::scheduler::SchedDecision;
 
 /// How much of a run's decisions are traced (`--trace-level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum TraceLevel {
     /// Nothing (the default): no cost.
     #[default]
@@ -32,6 +43,13 @@ pub enum TraceLevel {
     /// The decisions, every routing candidate (not only the best `k`), and one record per
     /// step of every instance.
     Detailed,
+}
+
+impl crate::choice::Choice for TraceLevel {
+    const WHAT: &'static str = "trace level";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
 }
 
 /// One decision, as the engine reports it.

@@ -68,6 +68,15 @@ impl Default for DatasetOptions {
     }
 }
 
+/// The line saying which format `--dataset-format auto` read `path` as.
+pub fn detected(path: &Path, format: DatasetFormat) -> String {
+    format!(
+        "dataset {}: read as {} (detected; --dataset-format names it)",
+        path.display(),
+        format.name()
+    )
+}
+
 /// Reads the first `limit` entries (all when `None`) of the dataset at `path`, and returns
 /// them with the format they were read as (the detected one under [`DatasetFormat::Auto`]).
 pub fn read_dataset(

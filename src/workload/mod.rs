@@ -24,7 +24,7 @@ mod trace_scenarios;
 pub use azure::read_azure;
 pub use blocks::PromptBlocks;
 pub use classes::{ClassTargets, Profile, RequestClasses, RequestExtras, RequestProfile};
-pub use dataset::{DatasetFormat, DatasetOptions, detect_format, read_dataset};
+pub use dataset::{DatasetFormat, DatasetOptions, detect_format, detected, read_dataset};
 pub(crate) use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, WorkloadError, read_jsonl, read_workload};
 pub use jsonl_write::write_requests_jsonl;

@@ -3,7 +3,7 @@
 //! from its generated file, and clean failures that leave no file behind.
 
 use blis_cosim::cli::{Cli, Command as Sub};
-use blis_cosim::config::run::WorkloadSource;
+use blis_cosim::setup::WorkloadSource;
 use blis_cosim::workload::read_jsonl;
 use blis_cosim::workload::spec::{Overrides, WorkloadSpec, generate_requests};
 use clap::Parser;

@@ -6,28 +6,17 @@ use super::InstanceConfig;
 use crate::config::{
     ClusterConfig, ConfigError, InstanceSpec, MemorySpec, PimDevice, PlacedInstance,
 };
-use clap::Args;
 use std::path::{Path, PathBuf};
 
-/// The PIM flags.
-#[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Prefix cache tiers and PIM")]
-pub struct PimArgs {
-    /// Run decode attention on the PIM channels of the node's host memory (needs a cluster
-    /// config whose node's cpu_mem names a pim_config); per-instance key
-    /// enable_attn_offloading.
-    #[arg(long)]
+/// PIM attention offloading as the run asks for it (over which each instance's cluster-config
+/// keys win).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PimOptions {
+    /// Decode attention on the PIM channels of the node's host memory.
     pub enable_attn_offloading: bool,
-
-    /// Split each step into two sub-batches whose GPU work and PIM attention overlap (needs
-    /// attention offloading; not with pp_size > 1); per-instance key
-    /// enable_sub_batch_interleaving.
-    #[arg(long)]
+    /// Two interleaved sub-batches per step (needs attention offloading).
     pub enable_sub_batch_interleaving: bool,
-
-    /// Folder of the PIM INI files (default: `<cluster config dir>/../pim`, LLMServingSim's
-    /// layout).
-    #[arg(long, value_name = "DIR")]
+    /// Folder of the PIM INI files; `None`: `<cluster config dir>/../pim`.
     pub pim_config_dir: Option<PathBuf>,
 }
 
@@ -44,7 +33,7 @@ pub struct InstancePim {
     pub sub_batch: bool,
 }
 
-impl PimArgs {
+impl PimOptions {
     /// Without a cluster config: the flags need one.
     pub(super) fn check_standalone(&self) -> Result<(), ConfigError> {
         if self.enable_attn_offloading || self.enable_sub_batch_interleaving {

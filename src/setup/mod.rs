@@ -7,31 +7,37 @@
 //! networks and the host model.
 
 mod astra_dp;
+mod control;
 mod host;
 mod instances;
 mod parallel;
+mod paths;
 mod pim;
 mod pipeline;
 mod placement;
 mod power;
 mod prefix_storage;
+mod scaling;
 
-pub use host::{HostArgs, HostModelSwitch};
-pub use instances::{EngineFlags, InstanceConfig};
-pub use pim::{InstancePim, PimArgs};
+pub use control::{ControlOptions, RoutingOptions};
+pub use host::HostOptions;
+pub use instances::{EngineOptions, InstanceConfig};
+pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
 pub use power::{PowerConfig, parse_log_interval};
-pub use prefix_storage::{PrefixStorageArgs, StorageFlag, TierPool};
+pub use prefix_storage::{PrefixStorageOptions, TierPool};
+pub use scaling::{MAX_REPLICA_SLOTS, MIN_INTERVAL_NS};
 
-use crate::astra::{self, ASTRA_SIM_ENV, AstraArgs, AstraMode, AstraOptions, InstanceNetwork};
+use crate::Nanos;
+use crate::astra::{self, AstraMode, AstraOptions, CosimOptions, InstanceNetwork};
 use crate::chakra::EmitEt;
 use crate::config::{
-    ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, ModelArch, PrefixStorage,
+    ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, KvCapacity, ModelArch,
+    PrefixStorage,
 };
 use crate::control::ControlConfig;
-use crate::evaluation::EvaluationConfig;
 use crate::latency::ExpertRouting;
-use crate::metrics::{PlotFormat, SloTargets};
+use crate::metrics::{FitnessWeights, PlotFormat, SloTargets};
 use crate::router::{RoutingPolicy, SignalConfig};
 use crate::workload::DatasetOptions;
 use prefix_storage::Cluster;
@@ -88,6 +94,22 @@ pub enum Deployment {
     ClusterConfig(PathBuf),
 }
 
+/// What the run asks of its evaluation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvaluationConfig {
+    /// `--fitness-weights`: the fitness is then printed and in the summary JSON.
+    pub weights: Option<FitnessWeights>,
+    /// `--evaluation-json`.
+    pub json: Option<PathBuf>,
+}
+
+impl EvaluationConfig {
+    /// Whether the run computes a fitness or writes an evaluation.
+    pub fn requested(&self) -> bool {
+        self.weights.is_some() || self.json.is_some()
+    }
+}
+
 /// A run as its options describe it, before resolution: plain typed values, no command-line
 /// types. The command line builds one from its flags; a sweep or a policy bundle can build
 /// one directly.
@@ -96,13 +118,11 @@ pub struct RunOptions {
     pub workload: WorkloadSource,
     pub deployment: Deployment,
     /// Engine settings every instance starts from (a cluster config may override them).
-    pub engine: EngineFlags,
-    pub routing: RoutingPolicy,
-    /// What the router sees of the instances and how stale.
-    pub signals: SignalConfig,
-    /// The cluster control plane (admission, priority, gateway queue, latencies, instance
-    /// scheduling policies).
-    pub control: ControlConfig,
+    pub engine: EngineOptions,
+    /// The routing policy, its weights or scorers, and what the router sees.
+    pub routing: RoutingOptions,
+    /// The cluster control plane: the policy bundle and the settings over it.
+    pub control: ControlOptions,
     /// Decision traces and anomaly detection.
     pub diagnostics: crate::trace::Diagnostics,
     /// How MoE tokens pick experts (a random policy is reseeded per instance).
@@ -125,13 +145,18 @@ pub struct RunOptions {
     /// Seconds between power log lines.
     pub log_interval: f64,
     pub emit_et: Option<EmitEt>,
-    pub prefix: PrefixStorageArgs,
-    pub pim: PimArgs,
-    pub astra: AstraArgs,
-    pub host: HostArgs,
+    pub prefix: PrefixStorageOptions,
+    pub pim: PimOptions,
+    pub astra: CosimOptions,
+    pub host: HostOptions,
 }
 
 impl RunOptions {
+    /// Seed of the run's random streams, by default.
+    pub const DEFAULT_SEED: u64 = 0;
+    /// Simulated seconds per interval of the power series, by default.
+    pub const DEFAULT_LOG_INTERVAL_S: f64 = 1.0;
+
     /// The options of a run of `workload` with every setting at the default of its flag
     /// (LLMServingSim's where it has one): one Llama-3.1-8B instance on an H100-SXM, TP 1,
     /// max-num-seqs 128, max-num-batched-tokens 2048, `LOAD` routing, seed 0.
@@ -143,22 +168,9 @@ impl RunOptions {
                 hardware: None,
                 tp: None,
             },
-            engine: EngineFlags {
-                dtype: None,
-                kv_cache_fp8: false,
-                memory_utilization: 0.9,
-                max_num_seqs: 128,
-                max_num_batched_tokens: 2048,
-                long_prefill_token_threshold: 0,
-                block_size: 16,
-                enable_chunked_prefill: true,
-                enable_prefix_caching: true,
-                reserve_full_isl: true,
-                async_scheduling: false,
-            },
-            routing: RoutingPolicy::Load,
-            signals: SignalConfig::default(),
-            control: ControlConfig::default(),
+            engine: EngineOptions::default(),
+            routing: RoutingOptions::default(),
+            control: ControlOptions::default(),
             diagnostics: crate::trace::Diagnostics::default(),
             expert_routing: ExpertRouting::Balanced,
             profile_dir: None,
@@ -173,14 +185,14 @@ impl RunOptions {
             replay: ReplayMode::Trace,
             num_reqs: None,
             max_requests: None,
-            seed: 0,
+            seed: RunOptions::DEFAULT_SEED,
             log_level: log::LevelFilter::Warn,
-            log_interval: 1.0,
+            log_interval: RunOptions::DEFAULT_LOG_INTERVAL_S,
             emit_et: None,
-            prefix: PrefixStorageArgs::default(),
-            pim: PimArgs::default(),
-            astra: AstraArgs::default(),
-            host: HostArgs::default(),
+            prefix: PrefixStorageOptions::default(),
+            pim: PimOptions::default(),
+            astra: CosimOptions::default(),
+            host: HostOptions::default(),
         }
     }
 }
@@ -197,6 +209,8 @@ pub struct SimConfig {
     pub slo_targets: SloTargets,
     /// Fitness and evaluation result (`--fitness-weights`, `--evaluation-json`).
     pub evaluation: EvaluationConfig,
+    /// The policy bundle the run read (`--policy-config`), whose content names the policy.
+    pub policy_config: Option<PathBuf>,
     /// Pictures of the run (`--plots`).
     pub plots: Option<PlotsOutput>,
     /// Per-session CSV (workloads with sessions).
@@ -207,8 +221,14 @@ pub struct SimConfig {
     pub num_reqs: Option<usize>,
     /// Most requests a workload spec may plan (`--max-requests`); `None`: the default.
     pub max_requests: Option<u64>,
-    /// The instances, by global id (file order of the cluster config); at least one.
+    /// The instances, by global id (file order of the cluster config); at least one. In an
+    /// autoscaled run, every configured instance is a template of
+    /// [`SimConfig::replicas_per_template`] consecutive replica slots.
     pub instances: Vec<InstanceConfig>,
+    /// Each instance's KV cache, by instance id.
+    pub kv: Vec<KvCapacity>,
+    /// Replica slots per configured instance: `max_replicas` when autoscaled, else 1.
+    pub replicas_per_template: usize,
     /// Nodes the instances sit on.
     pub num_nodes: usize,
     /// The links KV transfers take, when some instances are prefill or decode instances.
@@ -238,6 +258,14 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
+    /// GPUs the deployment uses: the sum over the configured instances (the templates of an
+    /// autoscaled run) of TP × PP.
+    pub fn gpus(&self) -> u64 {
+        (self.instances.iter().step_by(self.replicas_per_template))
+            .map(|i| u64::from(i.tp) * u64::from(i.pp))
+            .sum()
+    }
+
     /// The ASTRA-Sim settings of the run (those of the first instance: binary, mode, memo and
     /// the other flags are the same for every instance; each instance's own network is in its
     /// [`InstanceConfig::astra`]); `None`: the analytical network backend.
@@ -257,10 +285,53 @@ struct Deployed {
     power: Option<PowerConfig>,
 }
 
+/// Why a run's options do not resolve.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A file or value of the configuration is invalid (its file, line and field named).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Instance `id`'s configuration is invalid (a run of several instances).
+    #[error("instance {id}")]
+    Instance {
+        id: usize,
+        #[source]
+        source: ConfigError,
+    },
+    /// An autoscaled run with more replica slots than [`MAX_REPLICA_SLOTS`].
+    #[error(
+        "autoscaling: {templates} instance template(s) × {max_replicas} max replicas are {slots} \
+         replica slots, more than the limit of {MAX_REPLICA_SLOTS}; lower --autoscale-max (or \
+         the policy bundle's autoscale.max_replicas)"
+    )]
+    TooManyReplicaSlots {
+        templates: u64,
+        max_replicas: u32,
+        slots: u64,
+    },
+    /// An autoscaler interval under [`MIN_INTERVAL_NS`].
+    #[error(
+        "autoscaling: an interval of {interval_ns} ns is under the limit of {MIN_INTERVAL_NS} ns \
+         (1 ms); raise --autoscale-interval (or the policy bundle's autoscale.interval)"
+    )]
+    AutoscaleIntervalTooShort { interval_ns: Nanos },
+    /// An autoscaled run with a member of a data-parallel group.
+    #[error(
+        "autoscaling: instance {instance} is a member of a data-parallel group; a DP group \
+         steps in lock step as one unit, so its members cannot come and go one by one"
+    )]
+    AutoscaledDpMember { instance: usize },
+}
+
 /// Resolves and validates `options` into the configuration of a run.
-pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
-    let astra_binary = std::env::var_os(ASTRA_SIM_ENV).map(PathBuf::from);
-    let pricing = if options.astra.selects_astra(astra_binary.as_deref()) {
+pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
+    check_diagnostics(&options.diagnostics)?;
+    let control::Resolved {
+        control,
+        routing,
+        signals,
+    } = control::resolve(&options.control, &options.routing)?;
+    let pricing = if options.astra.selects_astra() {
         parallel::CommPricing::Astra
     } else {
         parallel::CommPricing::Analytical
@@ -279,15 +350,23 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         )?,
         Deployment::ClusterConfig(path) => cluster(&options, path, pricing)?,
     };
-    attach_astra(&options, astra_binary, &mut deployed)?;
+    attach_astra(&options, &mut deployed)?;
     options.host.assign(&mut deployed.instances)?;
     if options.emit_et.is_some() && deployed.instances.iter().any(|i| i.pim.is_some()) {
-        return Err(command_line(
+        return Err(SetupError::Config(command_line(
             "--emit-et",
             "cannot write the traces of instances that offload attention to PIM yet (they \
              would need PIM_COMP nodes)",
-        ));
+        )));
     }
+    let (instances, replicas_per_template) = match &control.autoscale {
+        Some(a) => (
+            scaling::expand(deployed.instances, a)?,
+            a.max_replicas as usize,
+        ),
+        None => (deployed.instances, 1),
+    };
+    let kv = scaling::kv_capacities(&instances)?;
     Ok(SimConfig {
         workload: options.workload,
         output: options.output,
@@ -295,18 +374,21 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         timeseries: options.timeseries,
         slo_targets: options.slo_targets,
         evaluation: options.evaluation,
+        policy_config: options.control.policy_config,
         plots: options.plots,
         sessions_output: options.sessions_output,
         replay: options.replay,
         num_reqs: options.num_reqs,
         max_requests: options.max_requests,
-        instances: deployed.instances,
+        instances,
+        kv,
+        replicas_per_template,
         num_nodes: deployed.num_nodes,
         links: deployed.links,
         prefix_storage: deployed.prefix_storage,
-        routing: options.routing,
-        signals: options.signals,
-        control: options.control,
+        routing,
+        signals,
+        control,
         diagnostics: options.diagnostics,
         profile_dir: options.profile_dir,
         architecture: options.architecture,
@@ -315,6 +397,25 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, ConfigError> {
         emit_et: options.emit_et,
         power: deployed.power,
     })
+}
+
+/// The trace flags need a trace level, and a trace level needs somewhere to go.
+fn check_diagnostics(d: &crate::trace::Diagnostics) -> Result<(), ConfigError> {
+    let traced = d.trace_level != crate::trace::TraceLevel::None;
+    let needs_level = |flag: &str| command_line(flag, "needs --trace-level decisions or detailed");
+    if !traced && d.trace_output.is_some() {
+        return Err(needs_level("--trace-output"));
+    }
+    if !traced && d.summarize_trace {
+        return Err(needs_level("--summarize-trace"));
+    }
+    if traced && d.trace_output.is_none() && !d.summarize_trace {
+        return Err(command_line(
+            "--trace-level",
+            "traces nothing without --trace-output or --summarize-trace",
+        ));
+    }
+    Ok(())
 }
 
 /// An error of the command line's `flag`.
@@ -409,16 +510,10 @@ fn cluster(
 /// Gives every instance its ASTRA-Sim settings when ASTRA-Sim prices the run: the run's
 /// flags with the instance's own network (pipelined, prefill and DP-group instances get the
 /// networks of their processes).
-fn attach_astra(
-    options: &RunOptions,
-    astra_binary: Option<PathBuf>,
-    deployed: &mut Deployed,
-) -> Result<(), ConfigError> {
+fn attach_astra(options: &RunOptions, deployed: &mut Deployed) -> Result<(), ConfigError> {
     let instances = &mut deployed.instances;
     astra_dp::refuse_network_config(&options.astra, instances)?;
-    let astra = options
-        .astra
-        .resolve_instances(astra_binary, &deployed.networks)?;
+    let astra = options.astra.resolve_instances(&deployed.networks)?;
     for (inst, settings) in instances.iter_mut().zip(astra.into_iter().flatten()) {
         let streams = inst
             .placement
@@ -447,7 +542,7 @@ fn attach_astra(
 /// instance) cannot describe that and is refused with pipelined instances.
 fn astra_pipeline_networks(
     instances: &mut [InstanceConfig],
-    args: &AstraArgs,
+    args: &CosimOptions,
 ) -> Result<(), ConfigError> {
     for (id, inst) in instances.iter_mut().enumerate() {
         let (Some(pipeline), Some(options), None) =
@@ -485,7 +580,7 @@ pub(super) fn network_config_refused(message: String) -> ConfigError {
 fn astra_prefill_networks(
     instances: &mut [InstanceConfig],
     links: Option<&ClusterLinks>,
-    args: &AstraArgs,
+    args: &CosimOptions,
 ) -> Result<(), ConfigError> {
     for (id, inst) in instances.iter_mut().enumerate() {
         let (InstanceRole::Prefill, Some(options), Some(links)) =

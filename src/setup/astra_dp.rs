@@ -6,13 +6,13 @@
 //! `None` on them): each member keeps its own process, like any colocated instance.
 
 use super::InstanceConfig;
-use crate::astra::{AstraArgs, group_network};
+use crate::astra::{CosimOptions, group_network};
 use crate::config::{ClusterLinks, ConfigError, InstanceRole, Link};
 
 /// Refuses `--network-config` with a DP group under ASTRA-Sim: one file cannot be both the
 /// network of the group's process and that of the other instances.
 pub(super) fn refuse_network_config(
-    astra: &AstraArgs,
+    astra: &CosimOptions,
     instances: &[InstanceConfig],
 ) -> Result<(), ConfigError> {
     if astra.network_config.is_some() && instances.iter().any(|i| i.dp_group.is_some()) {

@@ -4,8 +4,8 @@
 
 use super::{InstancePim, InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
+use crate::config::Pipeline;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
-use crate::engine::Pipeline;
 use crate::latency::{Collectives, CudaGraphMode, GraphOptions, GraphPolicy};
 use crate::scheduler::SchedulerConfig;
 
@@ -80,10 +80,10 @@ impl GraphOverrides {
     }
 }
 
-/// The engine settings of the command line (flag values or their defaults): what every
-/// instance gets unless its cluster-config entry says otherwise.
-#[derive(Debug, Clone)]
-pub struct EngineFlags {
+/// The engine settings of a run: what every instance gets unless its cluster-config entry
+/// says otherwise. [`Default`] gives the flags' defaults (LLMServingSim's where it has one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineOptions {
     pub dtype: Option<Dtype>,
     pub kv_cache_fp8: bool,
     pub memory_utilization: f64,
@@ -97,7 +97,25 @@ pub struct EngineFlags {
     pub async_scheduling: bool,
 }
 
-impl EngineFlags {
+impl Default for EngineOptions {
+    fn default() -> EngineOptions {
+        EngineOptions {
+            dtype: None,
+            kv_cache_fp8: false,
+            memory_utilization: 0.9,
+            max_num_seqs: 128,
+            max_num_batched_tokens: 2048,
+            long_prefill_token_threshold: 0,
+            block_size: 16,
+            enable_chunked_prefill: true,
+            enable_prefix_caching: true,
+            reserve_full_isl: true,
+            async_scheduling: false,
+        }
+    }
+}
+
+impl EngineOptions {
     /// An instance of `model` on `hardware` at tensor parallelism `tp` with these settings.
     pub fn instance(
         &self,

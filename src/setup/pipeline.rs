@@ -6,7 +6,7 @@
 use super::InstanceConfig;
 use super::parallel::cluster_link;
 use crate::config::{ClusterConfig, ConfigError, InstanceRole, Link, PlacedInstance};
-use crate::engine::{Pipeline, stage_blocks};
+use crate::config::{Pipeline, stage_blocks};
 
 /// Sets the pipeline of every instance of `placed` (same order as `instances`, after
 /// [`super::parallel::resolve`]) whose `pp_size` is above 1 (a pipelined prefill instance is

@@ -1,57 +1,17 @@
-//! Flags of the prefix cache's lower tier (`--prefix-storage`, `--enable-prefix-sharing`) and
-//! the pool each instance gets.
+//! The prefix cache's lower tier (`--prefix-storage`, `--enable-prefix-sharing`) and the pool
+//! each instance gets.
 
 use super::InstanceConfig;
 use crate::config::{ClusterConfig, ConfigError, PlacedInstance, PrefixStorage};
 use crate::scheduler::TierMemory;
-use clap::{Args, ValueEnum};
 
-/// The values of `--prefix-storage`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StorageFlag {
-    /// No lower tier.
-    #[value(name = "NONE")]
-    None,
-    /// Host memory (each node's `cpu_mem`).
-    #[value(name = "CPU")]
-    Cpu,
-    /// CXL memory (the cluster's `cxl_mem`).
-    #[value(name = "CXL")]
-    Cxl,
-}
-
-/// Lower-tier flags (flattened into the main job's flags).
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Prefix cache tiers and PIM")]
-pub struct PrefixStorageArgs {
-    /// Second tier of the prefix cache, below the GPUs' KV blocks: NONE, CPU (each node's
-    /// cpu_mem of --cluster-config) or CXL (its cxl_mem). Cached prompt prefixes are copied
-    /// down in coarse blocks of 256 tokens (oldest evicted first when full); a later request
-    /// whose prefix is found there loads it back instead of computing it, which adds the
-    /// memory's latency + bytes / bandwidth to the step that admits it. Needs prefix caching.
-    #[arg(
-        long,
-        value_name = "TIER",
-        value_enum,
-        ignore_case = true,
-        default_value = "NONE"
-    )]
-    pub prefix_storage: StorageFlag,
-
-    /// Share the lower tier: one pool per node for CPU, one for the whole cluster for CXL
-    /// (default: a pool per instance).
-    #[arg(long)]
+/// The lower tier of the prefix cache as the run asks for it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PrefixStorageOptions {
+    /// The tier's memory (`--prefix-storage`); `None`: no lower tier.
+    pub prefix_storage: Option<PrefixStorage>,
+    /// One pool per node (CPU) or for the cluster (CXL) instead of one per instance.
     pub enable_prefix_sharing: bool,
-}
-
-impl Default for PrefixStorageArgs {
-    /// No lower tier, no sharing: the flags' defaults.
-    fn default() -> Self {
-        PrefixStorageArgs {
-            prefix_storage: StorageFlag::None,
-            enable_prefix_sharing: false,
-        }
-    }
 }
 
 /// Where an instance's lower tier lives.
@@ -70,7 +30,7 @@ pub(super) struct Cluster<'a> {
     pub source: &'a str,
 }
 
-impl PrefixStorageArgs {
+impl PrefixStorageOptions {
     /// The lower tier the flags ask for, checked against the instances (`instances`, placed
     /// as `cluster` says when a cluster config is given), each of which gets its pool.
     pub(super) fn assign(
@@ -111,14 +71,12 @@ impl PrefixStorageArgs {
     /// The lower tier the flags name, if any.
     fn requested(&self) -> Result<Option<PrefixStorage>, ConfigError> {
         match self.prefix_storage {
-            StorageFlag::None if self.enable_prefix_sharing => Err(command_line(
+            None if self.enable_prefix_sharing => Err(command_line(
                 "--enable-prefix-sharing",
                 "shares the lower tier of the prefix cache: give --prefix-storage CPU or CXL"
                     .into(),
             )),
-            StorageFlag::None => Ok(None),
-            StorageFlag::Cpu => Ok(Some(PrefixStorage::Cpu)),
-            StorageFlag::Cxl => Ok(Some(PrefixStorage::Cxl)),
+            storage => Ok(storage),
         }
     }
 }

@@ -81,7 +81,7 @@ pub(super) fn assign(
 #[cfg(test)]
 mod tests {
     use crate::cli::Cli;
-    use crate::config::run::SimConfig;
+    use crate::setup::SimConfig;
     use clap::Parser;
 
     use crate::shared_data::shared;

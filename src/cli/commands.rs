@@ -1,13 +1,13 @@
-//! The subcommands besides `run`: validate, et, generate, scenarios.
+//! The subcommands besides the main job: validate, et, generate, scenarios.
 
+use super::{EtCommand, GenerateArgs, ValidateArgs};
 use crate::chakra::{read_et, render_dump};
-use crate::cli::{EtCommand, GenerateArgs, ValidateArgs};
 use crate::metrics::{PlotFormat, Validation, write_atomically};
 use crate::workload::spec::{
     Generator, Overrides, SCENARIOS, WorkloadSpec, nothing_generated, scenario, write_jsonl,
 };
 use crate::workload::{
-    DatasetFormat, DatasetOptions, TRACE_SCENARIOS, read_dataset, trace_scenario,
+    DatasetFormat, DatasetOptions, TRACE_SCENARIOS, detected, read_dataset, trace_scenario,
     write_requests_jsonl,
 };
 use anyhow::Context;
@@ -148,15 +148,6 @@ fn convert(path: &Path, options: DatasetOptions, args: &GenerateArgs) -> anyhow:
     })?;
     eprintln!("wrote {count} requests to {}", args.out.display());
     Ok(())
-}
-
-/// The line saying which format `--dataset-format auto` read `path` as.
-pub(super) fn detected(path: &Path, format: DatasetFormat) -> String {
-    format!(
-        "dataset {}: read as {} (detected; --dataset-format names it)",
-        path.display(),
-        format.name()
-    )
 }
 
 /// `blis-cosim scenarios`: prints the built-in scenarios, one per line with its description.

@@ -1,0 +1,57 @@
+//! The pipeline of an instance with `pp_size > 1`: how its transformer blocks are split over
+//! stages, and what a stage sends to the next (the engine runs it, `engine::pipeline`).
+
+use super::Link;
+
+/// The pipeline of one instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipeline {
+    /// Transformer blocks of each stage, in order (see [`stage_blocks`]); its length is `pp`.
+    pub stage_blocks: Vec<u32>,
+    /// Bytes per token of the activation a stage sends to the next (`hidden × dtype bytes`).
+    pub activation_bytes_per_token: u64,
+    /// The link between consecutive stages.
+    pub link: Link,
+}
+
+/// Splits `num_layers` blocks over `pp` stages as vLLM's `get_pp_indices` (and LLMServingSim's
+/// `_pp_stage_boundaries`) does: evenly, the remainder one block each to stages −2, −3, … (the
+/// last stage, which also runs the head, never gets an extra block). 32 blocks over 3
+/// stages: `[11, 11, 10]`. `pp` must be in `1..=num_layers`.
+pub fn stage_blocks(num_layers: u32, pp: u32) -> Vec<u32> {
+    assert!(
+        pp >= 1 && pp <= num_layers,
+        "pp {pp} must be in 1..={num_layers}"
+    );
+    let pp = pp as usize;
+    let mut blocks = vec![num_layers / pp as u32; pp];
+    let remainder = (num_layers % pp as u32) as usize;
+    for i in 2..remainder + 2 {
+        blocks[pp - i] += 1;
+    }
+    blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stages_split_as_vllm_get_pp_indices() {
+        assert_eq!(stage_blocks(32, 1), [32]);
+        assert_eq!(stage_blocks(32, 2), [16, 16]);
+        assert_eq!(stage_blocks(32, 3), [11, 11, 10]);
+        assert_eq!(stage_blocks(32, 4), [8, 8, 8, 8]);
+        // 6 each, remainder 2 to stages −2 and −3.
+        assert_eq!(stage_blocks(32, 5), [6, 6, 7, 7, 6]);
+        assert_eq!(stage_blocks(48, 5), [9, 10, 10, 10, 9]);
+        assert_eq!(stage_blocks(5, 4), [1, 1, 2, 1]);
+        assert_eq!(stage_blocks(7, 4), [2, 2, 2, 1]);
+        assert_eq!(stage_blocks(4, 4), [1, 1, 1, 1]);
+        for (layers, pp) in [(80, 3), (64, 7), (94, 6), (3, 3)] {
+            let blocks = stage_blocks(layers, pp);
+            assert_eq!(blocks.iter().sum::<u32>(), layers);
+            assert!(blocks.iter().max().unwrap() - blocks.iter().min().unwrap() <= 1);
+        }
+    }
+}
