@@ -12,6 +12,7 @@ mod diagnostics;
 mod host;
 mod replay;
 mod routing;
+mod sglang;
 mod sweep;
 mod tiers;
 
@@ -22,6 +23,7 @@ pub use dataset::DatasetArgs;
 pub use diagnostics::DiagnosticArgs;
 pub use host::{HostArgs, HostModelSwitch};
 pub use replay::ReplayArgs;
+pub use sglang::EngineArgs;
 pub use sweep::{MainFlags, SweepArgs};
 pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 
@@ -482,6 +484,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub host: HostArgs,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// An SLO target: ms in (0, 10⁹].
@@ -533,7 +538,13 @@ impl RunArgs {
             },
         };
         let defaults = EngineOptions::default();
+        let sglang = self
+            .engine
+            .sglang()
+            .map_err(|(flag, message)| command_line(&flag, &message))?;
         let engine = EngineOptions {
+            engine: self.engine.engine,
+            sglang,
             dtype: self.dtype,
             kv_cache_fp8: self.kv_cache_dtype == KvCacheDtype::Fp8,
             memory_utilization: self.npu_memory_utilization,

@@ -34,7 +34,7 @@ use crate::autoscale::Autoscaler;
 use crate::config::{InstanceRole, Link};
 use crate::metrics::PdRecord;
 use crate::router::Router;
-use crate::scheduler::{Handoff, ReceivedKv, Core, SchedulerBug};
+use crate::scheduler::{Core, Handoff, ReceivedKv, SchedulerBug};
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -450,13 +450,7 @@ impl<'a> Transfers<'a> {
         Ok(None)
     }
 
-    fn event(
-        &self,
-        from: u32,
-        t: &Transfer,
-        arrived: bool,
-        schedulers: &[Core],
-    ) -> TransferEvent {
+    fn event(&self, from: u32, t: &Transfer, arrived: bool, schedulers: &[Core]) -> TransferEvent {
         TransferEvent {
             request_id: t.request_id,
             from,

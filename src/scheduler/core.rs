@@ -16,44 +16,39 @@ use crate::latency::BatchItem;
 use crate::workload::Request;
 use serde::Serialize;
 
-/// Which engine an instance runs (`--engine`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+/// Which engine an instance runs (`--engine`, a cluster config's `engine`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Engine {
-    /// vLLM V1's scheduler ([`Scheduler`]).
+    /// vLLM V1's scheduler (budget, chunked prefill, KV blocks, prefix caching, preemption)
     #[default]
     Vllm,
-    /// SGLang's scheduler, radix cache and overlap loop ([`SglangScheduler`]).
+    /// SGLang's scheduler (prefill-first passes, new-token ratio, retraction, radix cache)
     Sglang,
 }
 
-impl Engine {
-    /// Every engine, as help lists them.
-    pub const ALL: [Engine; 2] = [Engine::Vllm, Engine::Sglang];
-
-    /// The engine's name (`vllm`, `sglang`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Vllm => "vllm",
-            Engine::Sglang => "sglang",
-        }
+impl crate::choice::Choice for Engine {
+    const WHAT: &'static str = "engine";
+    fn name(&self) -> &'static str {
+        self.into()
     }
 }
 
 impl std::fmt::Display for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Engine {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        Engine::ALL
-            .into_iter()
-            .find(|e| e.name() == s)
-            .ok_or_else(|| format!("unknown engine {s:?} (expected vllm or sglang)"))
+        f.write_str(crate::choice::Choice::name(self))
     }
 }
 

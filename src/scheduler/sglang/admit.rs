@@ -71,7 +71,9 @@ impl SglangScheduler {
     /// A request's remaining output, clipped (what admission reserves for it).
     fn remaining_output(&self, slot: u32) -> u32 {
         let r = &self.req(slot).r;
-        r.target.saturating_sub(r.reached.max(r.input_toks)).min(CLIP_MAX_NEW_TOKENS)
+        r.target
+            .saturating_sub(r.reached.max(r.input_toks))
+            .min(CLIP_MAX_NEW_TOKENS)
     }
 
     /// Forms a prefill batch into `self.step` (SGLang's `get_new_batch_prefill`); returns
@@ -81,7 +83,10 @@ impl SglangScheduler {
         if self.running.is_empty() {
             self.batch_is_full = false;
         }
-        let eligible = self.waiting.iter().any(|&s| self.req(s).r.eligible_step <= step);
+        let eligible = self
+            .waiting
+            .iter()
+            .any(|&s| self.req(s).r.eligible_step <= step);
         if (self.batch_is_full || !eligible) && self.chunked.is_none() {
             return false;
         }
@@ -92,13 +97,20 @@ impl SglangScheduler {
             return false;
         }
         self.order_waiting();
-        let mixed = if self.config.enable_mixed_chunk { running_bs } else { 0 };
+        let mixed = if self.config.enable_mixed_chunk {
+            running_bs
+        } else {
+            0
+        };
         let mut b = Budget {
             page: i64::from(self.config.page_size),
             total_offset: mixed as f64 + self.decode_reservation(),
             current_offset: mixed as f64,
             rem_input: i64::from(self.config.max_prefill_tokens) - mixed,
-            rem_chunk: self.config.chunked_prefill_size.map(|c| i64::from(c) - mixed),
+            rem_chunk: self
+                .config
+                .chunked_prefill_size
+                .map(|c| i64::from(c) - mixed),
         };
         let mut new_chunked = None;
         if let Some(slot) = self.chunked.take() {
@@ -302,7 +314,9 @@ impl SglangScheduler {
         let page = self.config.page_size;
         let req = self.req(slot);
         let held = req.tree_pages + req.own_pages;
-        let need = (req.r.computed + new_tokens).div_ceil(page).saturating_sub(held);
+        let need = (req.r.computed + new_tokens)
+            .div_ceil(page)
+            .saturating_sub(held);
         if need > 0 && !self.tree.allocate(u64::from(need)) {
             return false;
         }

@@ -76,7 +76,8 @@ impl SglangScheduler {
             let slot = keep.pop().expect("more than one request");
             self.retract_one(slot);
             let room = keep.len() as u64 * u64::from(RETRACT_DECODE_STEPS);
-            self.tree.evict(room.div_ceil(u64::from(self.config.page_size)));
+            self.tree
+                .evict(room.div_ceil(u64::from(self.config.page_size)));
         }
         if !self.decode_fits(&keep)
             && let Some(slot) = keep.pop()

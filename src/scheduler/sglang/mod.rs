@@ -463,8 +463,9 @@ impl SglangScheduler {
     /// Ends request `id` if it waits or runs here, freeing its KV; returns where it was.
     pub fn cancel(&mut self, id: u64) -> Option<Cancelled> {
         let slot = self.slots.iter().position(|s| {
-            s.as_ref()
-                .is_some_and(|q| q.r.id == id && matches!(q.r.phase, Phase::Prefill | Phase::Decode))
+            s.as_ref().is_some_and(|q| {
+                q.r.id == id && matches!(q.r.phase, Phase::Prefill | Phase::Decode)
+            })
         })? as u32;
         let place = if let Some(pos) = self.waiting.iter().position(|&s| s == slot) {
             self.waiting.remove(pos);

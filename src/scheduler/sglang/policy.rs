@@ -1,31 +1,49 @@
 //! The order of SGLang's waiting queue (`schedule_policy.py`, `SchedulePolicy.calc_priority`),
 //! recomputed before every prefill attempt.
 
-use super::radix::{NodeId, RadixCache, ROOT};
+use super::radix::{NodeId, ROOT, RadixCache};
 use super::{SgRequest, SglangScheduler};
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
 /// `--schedule-policy` (SGLang's names; `fcfs` is its default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    strum::EnumIter,
+    strum::EnumMessage,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum SchedulePolicy {
-    /// Longest prefix match first (cache-aware): the waiting requests whose prompt the radix
-    /// cache holds most of go first; a request with little cached but sharing 32 tokens or
-    /// more with one queued before it waits behind the rest (in-batch prefix caching).
+    /// Longest prefix match first: the requests whose prompt the radix cache holds most of go
+    /// first (FCFS above 128 waiting)
     Lpm,
-    /// Depth-first over the radix tree, heavier subtrees (more waiting requests) first.
+    /// Depth-first over the radix tree, subtrees with more waiting requests first
     DfsWeight,
-    /// First come, first served.
+    /// First come, first served
     #[default]
     Fcfs,
-    /// Longest output (`max_new_tokens`) first.
+    /// Longest output (max_new_tokens) first
     Lof,
-    /// A seeded shuffle.
+    /// A seeded shuffle
     Random,
 }
 
-/// Above this many waiting requests the cache-aware policies fall back to FCFS (SGLang's
+impl crate::choice::Choice for SchedulePolicy {
+    const WHAT: &'static str = "schedule policy";
+    fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
+/// Above this many waiting requests `lpm` falls back to FCFS (SGLang's
 /// `WAITING_QUEUE_PREFIX_MATCH_MAX`, 128 in 0.5.23, and the mocker's `LPM_FALLBACK_THRESHOLD`).
 pub const LPM_FALLBACK_QUEUE: usize = 128;
 
@@ -38,26 +56,6 @@ const IN_BATCH_CHECK_TOKENS: u32 = 32;
 const IN_BATCH_DEPRIORITIZE_TOKENS: u32 = 32;
 
 impl SchedulePolicy {
-    /// Every policy, in the order help lists them.
-    pub const ALL: [SchedulePolicy; 5] = [
-        SchedulePolicy::Lpm,
-        SchedulePolicy::DfsWeight,
-        SchedulePolicy::Fcfs,
-        SchedulePolicy::Lof,
-        SchedulePolicy::Random,
-    ];
-
-    /// SGLang's spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            SchedulePolicy::Lpm => "lpm",
-            SchedulePolicy::DfsWeight => "dfs-weight",
-            SchedulePolicy::Fcfs => "fcfs",
-            SchedulePolicy::Lof => "lof",
-            SchedulePolicy::Random => "random",
-        }
-    }
-
     /// Whether the policy reads the radix cache.
     pub fn cache_aware(self) -> bool {
         matches!(self, SchedulePolicy::Lpm | SchedulePolicy::DfsWeight)
@@ -72,7 +70,7 @@ impl SglangScheduler {
         if policy.cache_aware() && self.tree.disabled() {
             policy = SchedulePolicy::Fcfs;
         }
-        if policy.cache_aware() && self.waiting.len() > LPM_FALLBACK_QUEUE {
+        if policy == SchedulePolicy::Lpm && self.waiting.len() > LPM_FALLBACK_QUEUE {
             policy = SchedulePolicy::Fcfs;
         }
         match policy {
@@ -97,7 +95,10 @@ impl SglangScheduler {
                 let slots = &self.slots;
                 self.waiting.sort_by_key(|&s| {
                     let r = slots[s as usize].as_ref().expect("waiting slot");
-                    (deprioritized.contains(&s), std::cmp::Reverse(r.matched_pages))
+                    (
+                        deprioritized.contains(&s),
+                        std::cmp::Reverse(r.matched_pages),
+                    )
                 });
             }
             SchedulePolicy::DfsWeight => {
@@ -140,7 +141,12 @@ impl SglangScheduler {
         let at: Vec<(NodeId, u32)> = self
             .waiting
             .iter()
-            .map(|&s| (self.slots[s as usize].as_ref().expect("waiting").match_node, s))
+            .map(|&s| {
+                (
+                    self.slots[s as usize].as_ref().expect("waiting").match_node,
+                    s,
+                )
+            })
             .collect();
         self.waiting = self.tree.dfs_weight_order(&at);
     }
@@ -190,20 +196,6 @@ impl RadixCache {
 
 impl std::fmt::Display for SchedulePolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for SchedulePolicy {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        SchedulePolicy::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = SchedulePolicy::ALL.iter().map(|p| p.name()).collect();
-                format!("unknown schedule policy {s:?} (expected one of {})", names.join(", "))
-            })
+        f.write_str(crate::choice::Choice::name(self))
     }
 }

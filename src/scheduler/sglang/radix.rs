@@ -100,6 +100,7 @@ impl RadixCache {
         self.evictable_pages
     }
 
+    #[cfg(test)]
     /// Pages the tree holds that requests lock.
     pub fn protected_pages(&self) -> u64 {
         self.protected_pages
@@ -214,7 +215,9 @@ impl RadixCache {
             let rest = pages[matched..].to_vec();
             let len = rest.len() as u64;
             let id = self.new_node(rest, node, now);
-            self.nodes[node as usize].children.insert(pages[matched], id);
+            self.nodes[node as usize]
+                .children
+                .insert(pages[matched], id);
             self.evictable_pages += len;
             self.update_leaf(node);
             self.update_leaf(id);
@@ -284,6 +287,7 @@ impl RadixCache {
         freed
     }
 
+    #[cfg(test)]
     /// The order eviction would free the current unlocked leaves in: each one's first page
     /// hash, least recently used first (for tests and checks).
     pub fn eviction_order(&self) -> Vec<u64> {
@@ -303,6 +307,7 @@ impl RadixCache {
         self.nodes[node as usize].children.values().copied()
     }
 
+    #[cfg(test)]
     /// Pages on the path from the root to `node`.
     pub fn depth(&self, mut node: NodeId) -> u32 {
         let mut pages = 0;

@@ -26,23 +26,12 @@ impl SglangScheduler {
         self.step_items.clear();
         self.step_kv_send_tokens = 0;
         let pass = self.formed + 1;
-        self.admit_received(now);
-        self.kind = if self.form_prefill(now, pass) {
-            self.mix_decodes()
-        } else if self.form_decode() {
-            PassKind::Decode
-        } else {
-            PassKind::Decode
-        };
+        self.form(now, pass);
         // Nothing else to run: SGLang would have formed no pass ahead; it forms this one once
-        // the pass in flight is done, with what that pass freed.
-        if self.step.is_empty() && !self.freed_late.is_empty() {
+        // the pass in flight is done, with what that pass freed and what arrived during it.
+        if self.step.is_empty() && (!self.freed_late.is_empty() || self.has_waiting_after(pass)) {
             self.release_freed_late();
-            if self.form_prefill(now, u64::MAX) {
-                self.kind = self.mix_decodes();
-            } else {
-                self.form_decode();
-            }
+            self.form(now, u64::MAX);
         }
         self.release_freed_late();
         if self.step.is_empty() {
@@ -54,6 +43,26 @@ impl SglangScheduler {
         self.in_flight = true;
         self.record_pass(now);
         Ok(Some(&self.step_items))
+    }
+
+    /// Forms a prefill pass (with the received prompts admitted first) or else a decode
+    /// pass, for pass number `pass` (requests not eligible before a later pass wait).
+    fn form(&mut self, now: Nanos, pass: u64) {
+        self.admit_received(now);
+        self.kind = if self.form_prefill(now, pass) {
+            self.mix_decodes()
+        } else {
+            self.form_decode();
+            PassKind::Decode
+        };
+    }
+
+    /// Whether a waiting request may join only a pass after `pass` (it arrived while the
+    /// pass before was in flight, under the overlap scheduler).
+    fn has_waiting_after(&self, pass: u64) -> bool {
+        self.waiting
+            .iter()
+            .any(|&s| self.req(s).r.eligible_step > pass)
     }
 
     /// With `--enable-mixed-chunk`, the running requests decode in the prefill pass when
@@ -77,7 +86,9 @@ impl SglangScheduler {
     /// Fills the pass's batch items and advances its requests' computed tokens.
     fn record_pass(&mut self, now: Nanos) {
         for s in &mut self.step {
-            let req = self.slots[s.slot as usize].as_mut().expect("scheduled slot");
+            let req = self.slots[s.slot as usize]
+                .as_mut()
+                .expect("scheduled slot");
             self.step_kv_send_tokens += u64::from(s.new_tokens + req.r.computed);
             if req.r.phase == Phase::Prefill {
                 req.r.queuing_delay_ns = now - req.r.arrival_ns;
@@ -119,7 +130,9 @@ impl SglangScheduler {
                 self.cache_pages(s.slot);
                 continue;
             }
-            let req = self.slots[s.slot as usize].as_mut().expect("scheduled slot");
+            let req = self.slots[s.slot as usize]
+                .as_mut()
+                .expect("scheduled slot");
             let prefill = s.new_tokens > 1 || req.r.phase == Phase::Prefill;
             if prefill {
                 tokens.prompt += u64::from(s.new_tokens);
