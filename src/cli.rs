@@ -13,8 +13,8 @@ mod host;
 pub mod mixups;
 mod replay;
 mod routing;
-pub mod short_help;
 mod sglang;
+pub mod short_help;
 mod sweep;
 mod tiers;
 
