@@ -355,6 +355,7 @@ mod tests {
             dp_group: None,
             lower_tier: None,
             pipeline: None,
+            sglang: None,
         }
     }
 

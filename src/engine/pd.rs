@@ -45,7 +45,7 @@ use crate::config::{InstanceRole, Link, PdFlow};
 use crate::metrics::PdRecord;
 use crate::observe::TransferEvent;
 use crate::router::Router;
-use crate::scheduler::{Handoff, ReceivedKv, Scheduler, SchedulerBug};
+use crate::scheduler::{Core, Engine, Handoff, ReceivedKv, SchedulerBug};
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -238,7 +238,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         from: u32,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         mut choice: DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
@@ -261,7 +261,7 @@ impl<'a> Transfers<'a> {
     pub fn send_held(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         mut choice: DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
@@ -289,7 +289,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         pending: Pending,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         choice: &mut DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<bool, SimError> {
@@ -336,7 +336,8 @@ impl<'a> Transfers<'a> {
         if self.watch && blocks_head_of_line(schedulers, to, &self.candidates) {
             self.hol_blocking += 1;
         }
-        if self.setup.flow == PdFlow::LlmServingSim {
+        let flow = self.flow_to(&schedulers[to as usize]);
+        if flow == PdFlow::LlmServingSim {
             schedulers[to as usize].expect_incoming();
         }
         let n = self.setup.roles.len();
@@ -355,7 +356,7 @@ impl<'a> Transfers<'a> {
             nominal: h.nominal,
             cancelled: false,
         };
-        if self.setup.flow == PdFlow::Vllm {
+        if flow == PdFlow::Vllm {
             // The proxy sends the request to its decode instance now; the KV waits here until
             // a step there starts pulling it.
             let received = Self::received(&transfer, from, now);
@@ -369,13 +370,23 @@ impl<'a> Transfers<'a> {
         Ok(true)
     }
 
+    /// The flow a hand-off to `decode` follows: the run's, except that an SGLang decode
+    /// instance is sent its KV, as SGLang's disaggregation does, and queues the request once
+    /// it has landed (the flow `PdFlow::LlmServingSim` models).
+    fn flow_to(&self, decode: &Core) -> PdFlow {
+        match decode.engine() {
+            Engine::Sglang => PdFlow::LlmServingSim,
+            Engine::Vllm => self.setup.flow,
+        }
+    }
+
     /// Starts `transfer` on `from`'s link now if it is idle, else queues it behind the others.
     fn queue_on_link(
         &mut self,
         from: u32,
         transfer: Transfer,
         now: Nanos,
-        schedulers: &[Scheduler],
+        schedulers: &[Core],
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         if self.links[from as usize].active.is_none() {
@@ -393,7 +404,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         decode: u32,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         while let Some(id) = schedulers[decode as usize].pop_pull_start() {
@@ -414,7 +425,7 @@ impl<'a> Transfers<'a> {
         from: u32,
         mut transfer: Transfer,
         now: Nanos,
-        schedulers: &[Scheduler],
+        schedulers: &[Core],
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         transfer.start = now;
@@ -433,7 +444,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         from: u32,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         effects: &mut Effects<'_>,
     ) -> Result<u32, SimError> {
         let Some(t) = self.links[from as usize].active.take() else {
@@ -447,7 +458,7 @@ impl<'a> Transfers<'a> {
             ))
             .into());
         }
-        match (t.cancelled, self.setup.flow) {
+        match (t.cancelled, self.flow_to(&schedulers[t.to as usize])) {
             (true, PdFlow::LlmServingSim) => schedulers[t.to as usize].cancel_incoming(),
             // Its decode instance dropped the request already.
             (true, PdFlow::Vllm) => {}
@@ -467,7 +478,7 @@ impl<'a> Transfers<'a> {
     }
 
     /// Queues the request of transfer `t` from `from`, arrived at `now`, on `decode`.
-    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Scheduler) {
+    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Core) {
         let received = Self::received(t, from, now);
         let request = match self.entered.remove(&t.request_id) {
             Some((request, _)) => Cow::Owned(request),
@@ -502,7 +513,7 @@ impl<'a> Transfers<'a> {
     pub fn cancel(
         &mut self,
         id: u64,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
     ) -> Result<Option<(u32, Option<u32>)>, SimError> {
         for (from, link) in self.links.iter_mut().enumerate() {
             if let Some(active) = link.active.as_mut().filter(|t| t.request_id == id) {
@@ -533,13 +544,7 @@ impl<'a> Transfers<'a> {
         Ok(None)
     }
 
-    fn event(
-        &self,
-        from: u32,
-        t: &Transfer,
-        arrived: bool,
-        schedulers: &[Scheduler],
-    ) -> TransferEvent {
+    fn event(&self, from: u32, t: &Transfer, arrived: bool, schedulers: &[Core]) -> TransferEvent {
         TransferEvent {
             request_id: t.request_id,
             from,
@@ -550,7 +555,7 @@ impl<'a> Transfers<'a> {
             end_ns: t.start + t.duration,
             arrived,
             request_blocks: t.blocks,
-            sender_blocks_used: schedulers[from as usize].pool().num_pinned(),
+            sender_blocks_used: schedulers[from as usize].kv_blocks_used(),
         }
     }
 }

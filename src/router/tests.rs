@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::choice::Choice;
-use crate::scheduler::{SchedulerConfig, block_hashes};
+use crate::scheduler::{Core, Scheduler, SchedulerConfig, block_hashes};
 use std::collections::HashSet;
 
 /// A hand-built instance state.
@@ -348,15 +348,12 @@ fn real_schedulers_report_their_cached_prefix_to_the_router() {
     let free = warm.pool().num_free();
 
     let second = request(13, (0..14).collect());
-    let instances = [cold, warm];
+    let instances = [Core::Vllm(cold), Core::Vllm(warm)];
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
     assert_eq!(router.route(&second, &[0, 1], &instances[..]), 1);
     let mut router = Router::new(RoutingPolicy::weighted("prefix=1".parse().unwrap()), 0);
     assert_eq!(router.route(&second, &[0, 1], &instances[..]), 1);
-    assert_eq!(
-        instances[1].pool().num_free(),
-        free,
-        "observing changes nothing"
-    );
-    instances[1].pool().audit().unwrap();
+    let warm = instances[1].vllm().unwrap();
+    assert_eq!(warm.pool().num_free(), free, "observing changes nothing");
+    warm.pool().audit().unwrap();
 }

@@ -19,6 +19,7 @@ mod power;
 mod prefix_storage;
 mod quick;
 mod scaling;
+mod sglang;
 
 pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
@@ -29,6 +30,7 @@ pub use power::{PowerConfig, parse_log_interval};
 pub use prefix_storage::{PrefixStorageOptions, TierPool};
 pub use quick::Layout;
 pub use scaling::{MAX_REPLICA_SLOTS, MIN_INTERVAL_NS};
+pub use sglang::SglangOptions;
 
 use crate::Nanos;
 use crate::astra::{self, AstraMode, AstraOptions, CosimOptions, InstanceNetwork};
@@ -387,6 +389,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
     };
     attach_astra(&options, &mut deployed)?;
     options.host.assign(&mut deployed.instances)?;
+    sglang::check_supported(&deployed.instances)?;
     if options.emit_et.is_some() && deployed.instances.iter().any(|i| i.pim.is_some()) {
         return Err(SetupError::Config(command_line(
             "--emit-et",
@@ -394,7 +397,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
              would need PIM_COMP nodes)",
         )));
     }
-    let (instances, replicas_per_template) = match &control.autoscale {
+    let (mut instances, replicas_per_template) = match &control.autoscale {
         Some(a) => (
             scaling::expand(deployed.instances, a)?,
             a.max_replicas as usize,
@@ -402,6 +405,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
         None => (deployed.instances, 1),
     };
     let kv = scaling::kv_capacities(&instances)?;
+    sglang::size_running_requests(&mut instances, &kv);
     Ok(SimConfig {
         workload: options.workload,
         output: options.output,

@@ -39,7 +39,7 @@ use crate::control::ControlPlane;
 use crate::control::priority::NominalPriority;
 use crate::latency::LatencyBackend;
 use crate::router::{InstanceSnapshot, Routing, SignalConfig};
-use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
+use crate::scheduler::{Core, SchedulerBug, SchedulerStats};
 use crate::workload::Injector;
 use crate::workload::{Request, RequestClasses};
 
@@ -202,7 +202,7 @@ pub struct Cluster<'r> {
     requests: &'r [Request],
     eligibility: Eligibility,
     arrivals: Arrivals<'r>,
-    schedulers: Vec<Scheduler>,
+    schedulers: Vec<Core>,
     instances: Vec<InstanceSim<'r>>,
     /// The members of each DP group, by group index.
     groups: Vec<Vec<u32>>,
@@ -253,7 +253,7 @@ impl<'r> Cluster<'r> {
     }
 
     /// Instance `id`'s scheduler, as it is now.
-    pub fn scheduler(&self, id: u32) -> &Scheduler {
+    pub fn scheduler(&self, id: u32) -> &Core {
         &self.schedulers[id as usize]
     }
 
