@@ -186,7 +186,11 @@ fn a_decode_side_that_inverts_priorities_is_caught_at_its_admissions() {
     let data = spaced(dir.path(), 6, 400);
     let config = cluster_of(dir.path(), &[r#""prefill""#, r#""decode""#], 80.0);
     for (scheduler, expected) in [("reverse-priority", 2), ("priority-fcfs", 0), ("fcfs", 0)] {
+        // Counted by hand under LLMServingSim's P/D accounting (the KV pushed at the
+        // hand-off, queued on the decode side on arrival).
         let args = [
+            "--pd-flow",
+            "llmservingsim",
             "--cluster-config",
             config.to_str().unwrap(),
             "--dataset",
@@ -219,7 +223,11 @@ fn hand_offs_piled_on_the_busiest_decode_instance_block_the_head_of_the_line() {
     let roles = [r#""prefill""#, r#""decode""#, r#""decode""#];
     let config = cluster_of(dir.path(), &roles, 80.0);
     for (policy, expected) in [("always-busiest", 2), ("least-loaded", 0)] {
+        // Counted by hand under LLMServingSim's P/D accounting (the KV pushed at the
+        // hand-off, queued on the decode side on arrival).
         let args = [
+            "--pd-flow",
+            "llmservingsim",
             "--cluster-config",
             config.to_str().unwrap(),
             "--dataset",

@@ -242,7 +242,11 @@ fn a_disaggregated_requests_hand_off_and_transfer_are_traced_between_its_steps()
     )
     .unwrap();
     let trace = dir.path().join("pd.jsonl");
+    // LLMServingSim's P/D accounting: the KV pushed at the hand-off (vLLM's flow adds the
+    // decode step that computes the last prompt token; see tests/engine/pd.rs).
     ok(&[
+        "--pd-flow",
+        "llmservingsim",
         "--cluster-config",
         config.to_str().unwrap(),
         "--dataset",
