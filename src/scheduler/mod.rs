@@ -118,8 +118,9 @@ pub enum PreemptionOrder {
     Lifo,
     /// The least urgent (lowest priority), the most recently admitted among equals.
     Priority,
-    /// SGLang's retraction: fewest outputs, then longest prompt, first (SGLang instances
-    /// only; see [`sglang`]).
+    /// SGLang's retraction: fewest outputs, then longest prompt, first. How SGLang instances
+    /// preempt, never a choice of the flags or a bundle (left out of the names).
+    #[strum(disabled)]
     Retract,
 }
 
