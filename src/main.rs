@@ -46,9 +46,8 @@ fn main() -> ExitCode {
 /// run; the summary goes to stdout, or to stderr when an output is written to stdout (`-`).
 fn main_job(args: RunArgs) -> anyhow::Result<()> {
     let options = args.into_options()?;
-    let paths = options.paths();
-    let summary_to_stderr = blis_cosim::paths::writes_stdout(&paths);
-    blis_cosim::paths::check(&paths)?;
+    let summary_to_stderr = blis_cosim::paths::writes_stdout(&options.paths());
+    options.check_paths()?;
     let config = blis_cosim::setup::resolve(options)?;
     let summary = blis_cosim::runner::run(&config)?;
     if summary_to_stderr {

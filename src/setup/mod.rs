@@ -22,6 +22,7 @@ mod scaling;
 pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
 pub use instances::{EngineOptions, InstanceConfig};
+pub use paths::NamedFile;
 pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
 pub use power::{PowerConfig, parse_log_interval};
