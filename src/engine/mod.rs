@@ -91,7 +91,7 @@ mod timeouts;
 pub use cluster::{AnomalyWatch, Cluster, Run, Services};
 pub use dp::WavePricer;
 pub use events::{Event, EventKind, EventQueue, Phase};
-pub use inject::{Injector, NoInjection};
+pub use inject::{ArrivalStream, Injector, NoInjection};
 pub use pd::{Disaggregation, TransferEvent};
 pub use pipeline::{Pipeline, stage_blocks};
 pub use tiers::LowerTierSetup;

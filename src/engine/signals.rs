@@ -214,6 +214,72 @@ impl Signals {
         }
     }
 
+    /// Whether re-reading the instances now would change nothing the router sees: every
+    /// signal that decisions re-read holds its live value (a signal read on demand only
+    /// never changes without a probe).
+    pub(crate) fn settled(
+        &self,
+        now: Nanos,
+        schedulers: &[Scheduler],
+        instances: &[InstanceSim<'_>],
+    ) -> bool {
+        let config = self.config;
+        schedulers.iter().enumerate().all(|(i, scheduler)| {
+            let live = observe(scheduler, &instances[i].recent, now);
+            let mut read = self.held[i];
+            for signal in Signal::ALL {
+                if config.mode(signal) != Refresh::OnDemand {
+                    copy_signal(signal, &live, &mut read);
+                }
+            }
+            read == self.held[i]
+        })
+    }
+
+    /// Does what [`Signals::refresh_due`] at each of `times` (ascending, after every read
+    /// so far) would do while the instances do not change and the view is
+    /// [`Signals::settled`]: every signal and the prefix cache are read at the last of
+    /// them it falls due at, no value changes. The read times are the same for every
+    /// instance (every refresh reads all of them), so this costs one pass over them.
+    pub(crate) fn refresh_idle(
+        &mut self,
+        times: impl Iterator<Item = Nanos> + Clone,
+        schedulers: &mut [Scheduler],
+    ) {
+        let Some(first) = self.read_at.first().copied() else {
+            return;
+        };
+        let config = self.config;
+        let mut read = first;
+        for signal in Signal::ALL {
+            // The prefix cache's read time moves only when it is stale (`refresh`).
+            if signal == Signal::Prefix && self.prefix_at.is_none() {
+                continue;
+            }
+            let (k, mode) = (signal.index(), config.mode(signal));
+            for t in times.clone() {
+                if due(mode, read[k], t) {
+                    read[k] = t;
+                }
+            }
+        }
+        if read == first {
+            return;
+        }
+        let taken_at = read[..7].iter().copied().min();
+        for (held, read_at) in self.held.iter_mut().zip(&mut self.read_at) {
+            *read_at = read;
+            held.taken_at = taken_at.unwrap_or(held.taken_at);
+        }
+        let prefix = Signal::Prefix.index();
+        if read[prefix] != first[prefix] {
+            self.prefix_at = Some(read[prefix]);
+            for scheduler in schedulers {
+                scheduler.forget_cache_history_before(read[prefix]);
+            }
+        }
+    }
+
     /// The view over `schedulers` (the live prefix caches, asked at the signal's time).
     pub(crate) fn view<'a>(&'a self, schedulers: &'a [Scheduler]) -> SignalView<'a> {
         SignalView {

@@ -16,6 +16,14 @@ use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: whether idle ticks are skipped (to compare with every tick evaluated), and
+    /// how many ticks the autoscaler evaluated.
+    pub(super) static SKIP_IDLE_TICKS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    pub(super) static TICKS_EVALUATED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The autoscaler of a run and the engine's scratch for it.
 pub(super) struct Scaling<'r> {
     autoscaler: Autoscaler,
@@ -151,7 +159,7 @@ impl<'r> Cluster<'r> {
         self.arrivals.exhausted()
             && self.gateway.held.is_empty()
             && self.control.parked() == 0
-            && self.ended() == self.requests.len() as u64 + self.arrivals.released()
+            && self.ended() == self.arrivals.known()
     }
 
     /// The autoscaler's tick: every template's policy decides on the instances as the
@@ -165,16 +173,75 @@ impl<'r> Cluster<'r> {
         let Some(scaling) = &mut self.scaling else {
             return Ok(());
         };
+        #[cfg(test)]
+        TICKS_EVALUATED.set(TICKS_EVALUATED.get() + 1);
         let view = self.signals.view(&self.schedulers);
         scaling.changes.clear();
         scaling
             .autoscaler
             .tick(self.now, &view, &mut scaling.changes);
+        let interval = scaling.autoscaler.config().interval_ns;
+        let skipped = self.idle_ticks(interval);
+        if skipped > 0 {
+            self.skip_ticks(interval, skipped);
+        }
         let next = self
             .now
-            .saturating_add(scaling.autoscaler.config().interval_ns);
+            .saturating_add(interval.saturating_mul(skipped + 1));
         self.queue.push(next, EventKind::ScaleTick);
         self.apply_changes(s)
+    }
+
+    /// How many of the next ticks (every `interval` from now) would change nothing and can
+    /// be skipped: those before the next pending event, when the autoscaler is steady, the
+    /// instances hold no work (nothing steps, nothing waits, no KV in transit), nothing waits
+    /// at the gateway or the control plane, and the router's view is settled. Until that
+    /// event nothing moves, so each of those ticks would see what this one saw.
+    fn idle_ticks(&self, interval: Nanos) -> u64 {
+        let (Some(scaling), Some(event)) = (&self.scaling, self.queue.next_time()) else {
+            return 0;
+        };
+        #[cfg(test)]
+        if !SKIP_IDLE_TICKS.get() {
+            return 0;
+        }
+        if event <= self.now || interval == 0 || !scaling.autoscaler.steady() {
+            return 0;
+        }
+        let idle = self
+            .instances
+            .iter()
+            .zip(&self.schedulers)
+            .all(|(inst, s)| {
+                !inst.busy
+                    && inst.stages.as_ref().is_none_or(|st| st.in_flight() == 0)
+                    && !s.has_work()
+                    && s.num_handed_off() == 0
+                    && s.num_incoming() == 0
+            });
+        let quiet = idle
+            && self.ready.is_empty()
+            && self.gateway.held.is_empty()
+            && self.control.parked() == 0
+            && self
+                .signals
+                .settled(self.now, &self.schedulers, &self.instances);
+        if !quiet {
+            return 0;
+        }
+        // Ticks strictly before the event: at (now, event).
+        (event - self.now - 1) / interval
+    }
+
+    /// Skips the next `count` ticks (every `interval` from now): the autoscaler records them
+    /// as repeats of this one and the router's view is read as they would have read it.
+    fn skip_ticks(&mut self, interval: Nanos, count: u64) {
+        let now = self.now;
+        let times = (1..=count).map(move |j| now.saturating_add(interval.saturating_mul(j)));
+        self.signals.refresh_idle(times, &mut self.schedulers);
+        if let Some(scaling) = &mut self.scaling {
+            scaling.autoscaler.repeat_last_tick(interval, count);
+        }
     }
 
     /// Schedules the lifecycle events and starts the drains the autoscaler ordered.
