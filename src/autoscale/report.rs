@@ -41,9 +41,14 @@ impl PoolCost {
             .sum()
     }
 
-    /// Cost of the GPU-time held.
+    /// GPU-hours held (billed).
+    pub fn gpu_hours(&self) -> f64 {
+        self.billed_replica_seconds() * f64::from(self.gpus) / 3600.0
+    }
+
+    /// Cost of the GPU-time held, in the currency of its price per GPU-hour.
     pub fn cost(&self) -> f64 {
-        self.billed_replica_seconds() * f64::from(self.gpus) * self.price_per_gpu_hour / 3600.0
+        self.gpu_hours() * self.price_per_gpu_hour
     }
 }
 
@@ -57,6 +62,53 @@ pub struct ScaleSample {
     pub arrival_rate: f64,
     /// Mean utilization of the ready replicas, as the policies see it.
     pub utilization: f64,
+}
+
+/// The cost of `pools` with its basis: `1.6801 (0.4200 GPU-h x 4 per GPU-h)`; the price is in
+/// whatever currency `cost_per_gpu_hour` was given in.
+pub fn cost_text(pools: &[PoolCost]) -> String {
+    let cost: f64 = pools.iter().map(PoolCost::cost).sum();
+    let hours: f64 = pools.iter().map(PoolCost::gpu_hours).sum();
+    let first = pools.first().map_or(0.0, |p| p.price_per_gpu_hour);
+    if pools.iter().all(|p| p.price_per_gpu_hour == 0.0) {
+        format!("0 ({hours:.4} GPU-h; no cost_per_gpu_hour given)")
+    } else if pools.iter().all(|p| p.price_per_gpu_hour == first) {
+        format!("{cost:.4} ({hours:.4} GPU-h x {first} per GPU-h)")
+    } else {
+        format!("{cost:.4} ({hours:.4} GPU-h at each template's cost_per_gpu_hour)")
+    }
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+
+    fn pool(gpus: u32, price: f64, ready_s: u128) -> PoolCost {
+        let mut replica_ns = [0; 6];
+        replica_ns[ReplicaState::Ready.index()] = ready_s * 1_000_000_000;
+        PoolCost {
+            gpus,
+            price_per_gpu_hour: price,
+            replica_ns,
+            ..PoolCost::default()
+        }
+    }
+
+    #[test]
+    fn the_cost_says_what_it_prices_and_at_what() {
+        assert_eq!(
+            cost_text(&[pool(1, 4.0, 1512)]),
+            "1.6800 (0.4200 GPU-h x 4 per GPU-h)"
+        );
+        assert_eq!(
+            cost_text(&[pool(2, 0.0, 3600)]),
+            "0 (2.0000 GPU-h; no cost_per_gpu_hour given)"
+        );
+        assert_eq!(
+            cost_text(&[pool(1, 4.0, 3600), pool(1, 2.0, 3600)]),
+            "6.0000 (2.0000 GPU-h at each template's cost_per_gpu_hour)"
+        );
+    }
 }
 
 /// A replica slot's move to a state.
@@ -167,6 +219,16 @@ impl AutoscaleReport {
         self.pools.iter().map(PoolCost::cost).sum()
     }
 
+    /// GPU-hours held (billed), over all templates.
+    pub fn gpu_hours(&self) -> f64 {
+        self.pools.iter().map(PoolCost::gpu_hours).sum()
+    }
+
+    /// The cost with its basis, see [`cost_text`].
+    pub fn cost_text(&self) -> String {
+        cost_text(&self.pools)
+    }
+
     /// The report as JSON (the summary's `autoscale` key).
     pub fn to_json(&self) -> Value {
         let by_state = |f: &dyn Fn(ReplicaState) -> f64| {
@@ -267,7 +329,7 @@ impl fmt::Display for AutoscaleReport {
             "Billed replica-seconds:",
             format!("{:.1}", self.billed_replica_seconds()),
         )?;
-        row(f, "Cost:", format!("{:.4}", self.cost()))?;
+        row(f, "Cost (cost_per_gpu_hour's currency):", self.cost_text())?;
         Ok(())
     }
 }

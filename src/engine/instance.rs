@@ -1,5 +1,16 @@
 //! One instance in the loop: its state beside its scheduler, and starting and finishing its
 //! steps (alone, or pipelined). DP groups start theirs as waves (`dp.rs`).
+//!
+//! The seam between the loop and an instance's engine core (vLLM's scheduler,
+//! [`crate::scheduler::Scheduler`]) is narrow on purpose, so that another core can stand
+//! behind it: a step is formed by `schedule(now)` (its batch, `last_batch`, priced by the
+//! instance's backend) and applied by `complete_step(end, id, &mut Completions)`, which hands
+//! back as values the requests it finished, each with its own end time; the loop ends each
+//! one through `Cluster::end` and queues the step's [`StepReport`]. Besides that the loop only
+//! queues requests (`enqueue_ranked`, `receive`), takes them out (`cancel`, `evict`), moves
+//! P/D hand-offs (`pop_handoff`, `release_handoff`) and reads what the router's signals see
+//! (queue lengths, KV blocks, prefix-cache lookups). No core sees the observer, the clock's
+//! queue or another instance.
 
 use super::dp::StepShape;
 use super::signals::Recent;

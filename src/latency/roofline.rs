@@ -21,8 +21,8 @@ use crate::config::{Dtype, Hardware, ModelArch};
 // GPUs (LLMServingSim's bundles: RTX 4090, RTX PRO 6000; Frontier's operator profiles: A100,
 // A40, A800, H100, H800, RTX PRO 6000; our H200 measurement): each is the median over the GPUs
 // of what that GPU's own tables say, and the script checks each leave-one-GPU-out (the table
-// in docs/src/accuracy.md). No validation run is read. `tests/derive_roofline.rs` checks that
-// the values here are those the script prints.
+// in docs/src/accuracy.md). No validation run is read. `tests/accuracy/derive_roofline.rs`
+// checks that the values here are those the script prints.
 
 /// Fixed GPU time of one attention kernel (metadata, launch of its blocks, the last wave),
 /// ns: the intercept of `t = t0 + KV bytes / rate` fitted, weighted by relative error, to

@@ -21,6 +21,7 @@ pub use fitness::{
     DEFAULT_WEIGHTS, Fitness, FitnessInputs, FitnessTerm, FitnessWeights, METRICS, REFERENCE_MS,
 };
 pub use plots::PlotFormat;
+pub(crate) use plots::{tick_label, whole_label_count, whole_tick_label};
 pub use run_plots::RunPlots;
 pub use scale_plots::write_autoscale_plots;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, prepare_sessions_csv};

@@ -90,6 +90,20 @@ impl Series {
             ..Series::solid(label, points)
         }
     }
+
+    /// The same line drawn as a staircase: each value holds until the next point (a count
+    /// that changes at the sample times, not in between).
+    pub fn stepped(mut self) -> Series {
+        let mut steps = Vec::with_capacity(self.points.len() * 2);
+        for (i, &(x, y)) in self.points.iter().enumerate() {
+            if i > 0 {
+                steps.push((x, self.points[i - 1].1));
+            }
+            steps.push((x, y));
+        }
+        self.points = steps;
+        self
+    }
 }
 
 /// One chart: its lines in the default colour cycle, with a legend.
@@ -100,6 +114,8 @@ pub(super) struct Chart {
     pub x_desc: &'static str,
     pub y_desc: &'static str,
     pub legend: SeriesLabelPosition,
+    /// Whether y counts whole things (replicas, requests): ticks on whole numbers only.
+    pub y_integer: bool,
     pub series: Vec<Series>,
 }
 
@@ -144,7 +160,8 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> anyh
 }
 
 /// Draws `chart` on `root`: white background, axes from 0 with a light grid, the series and
-/// their legend.
+/// their legend. A legend at the top gets a band of its own above the data, so that it covers
+/// none of it.
 fn draw_on<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     chart: &Chart,
@@ -152,20 +169,44 @@ fn draw_on<DB: DrawingBackend>(
     root.fill(&WHITE)?;
     let points = || chart.series.iter().flat_map(|s| &s.points);
     let x_max = axis_max(points().map(|&(x, _)| x));
-    let y_max = axis_max(points().map(|&(_, y)| y)) * 1.05;
+    let y_data = axis_max(points().map(|&(_, y)| y));
+    let legend_on_top = matches!(
+        chart.legend,
+        SeriesLabelPosition::UpperLeft
+            | SeriesLabelPosition::UpperMiddle
+            | SeriesLabelPosition::UpperRight
+    );
+    let y_max = if legend_on_top {
+        y_data / (1.0 - legend_share(chart.series.len()))
+    } else {
+        y_data * 1.05
+    };
     let mut plot = ChartBuilder::on(&root)
         .caption(&chart.title, (FONT, 20))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    plot.configure_mesh()
-        .x_desc(chart.x_desc)
+    let x_format = |v: &f64| tick_label(*v, x_max / 10.0);
+    let y_format = |v: &f64| {
+        if chart.y_integer {
+            whole_tick_label(*v)
+        } else {
+            tick_label(*v, y_max / 10.0)
+        }
+    };
+    let mut mesh = plot.configure_mesh();
+    mesh.x_desc(chart.x_desc)
         .y_desc(chart.y_desc)
         .label_style((FONT, 14))
         .axis_desc_style((FONT, 16))
         .light_line_style(BLACK.mix(0.05))
-        .draw()?;
+        .x_label_formatter(&x_format)
+        .y_label_formatter(&y_format);
+    if chart.y_integer {
+        mesh.y_labels(whole_label_count(y_max));
+    }
+    mesh.draw()?;
     for (series, color) in chart.series.iter().zip(COLORS.iter().cycle()) {
         let style = color.stroke_width(2);
         let points = series.points.iter().copied();
@@ -187,9 +228,80 @@ fn draw_on<DB: DrawingBackend>(
     root.present()
 }
 
+/// The share of the plotting area's height a legend of `rows` lines takes, with a gap: about
+/// 22 px a line and 24 px of frame and gap, of the ~490 px a [`SIZE`] chart plots in.
+fn legend_share(rows: usize) -> f64 {
+    let plot_px = f64::from(SIZE.1) - 110.0;
+    ((rows as f64 * 22.0 + 24.0) / plot_px).min(0.5)
+}
+
+/// A tick's text with as many decimals as ticks `step` apart need (none for whole steps):
+/// `120`, not `120.0`; `0.25`; `1000.12` on an axis that varies by less than 1%.
+pub(crate) fn tick_label(v: f64, step: f64) -> String {
+    let decimals = if step > 0.0 && step.is_finite() {
+        (-step.log10().floor()).clamp(0.0, 12.0) as usize
+    } else {
+        0
+    };
+    let text = format!("{v:.decimals$}");
+    if text.starts_with("-") && text.trim_start_matches(['-', '0', '.']).is_empty() {
+        text[1..].to_owned()
+    } else {
+        text
+    }
+}
+
+/// A tick of a whole-number axis: the number, or nothing between whole numbers.
+pub(crate) fn whole_tick_label(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{}", v.round())
+    } else {
+        String::new()
+    }
+}
+
+/// How many labels a whole-number axis from 0 to `max` asks for, so that its ticks are at
+/// least 1 apart.
+pub(crate) fn whole_label_count(max: f64) -> usize {
+    (max.floor() as usize + 1).clamp(2, 11)
+}
+
 /// The upper end of an axis starting at 0: the largest finite value, or 1 when there is no
 /// positive one (an empty or all-zero series still gets a drawable range).
 fn axis_max(values: impl Iterator<Item = f64>) -> f64 {
     let max = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
     if max > 0.0 { max } else { 1.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_carry_the_decimals_their_step_needs_and_whole_axes_only_whole_numbers() {
+        assert_eq!(tick_label(120.0, 20.0), "120");
+        assert_eq!(tick_label(0.25, 0.05), "0.25");
+        assert_eq!(tick_label(1000.12, 0.08), "1000.12");
+        assert_eq!(tick_label(-0.0001, 0.5), "0.0");
+        assert_eq!(whole_tick_label(3.0), "3");
+        assert_eq!(whole_tick_label(2.5), "");
+        assert_eq!(whole_label_count(3.7), 4);
+        assert_eq!(whole_label_count(120.0), 11);
+    }
+
+    #[test]
+    fn a_stepped_series_holds_each_value_until_the_next_point() {
+        let s = Series::solid("r", vec![(0.0, 2.0), (5.0, 3.0), (9.0, 2.0)]).stepped();
+        assert_eq!(
+            s.points,
+            [(0.0, 2.0), (5.0, 2.0), (5.0, 3.0), (9.0, 3.0), (9.0, 2.0)]
+        );
+    }
+
+    #[test]
+    fn a_legend_on_top_gets_a_band_above_the_data() {
+        let share = legend_share(3);
+        assert!(share > 0.1 && share < 0.25, "{share}");
+        assert!(legend_share(40) <= 0.5);
+    }
 }

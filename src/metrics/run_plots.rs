@@ -62,6 +62,7 @@ impl RunPlots {
             x_desc: "Time (s)",
             y_desc,
             legend,
+            y_integer: false,
             series,
         };
         let upper = SeriesLabelPosition::UpperRight;
@@ -76,16 +77,19 @@ impl RunPlots {
                     Series::solid("generated", generated),
                 ],
             ),
-            chart(
-                "requests",
-                "Requests",
-                "Requests",
-                upper.clone(),
-                vec![
-                    Series::solid("running", running),
-                    Series::solid("waiting", waiting),
-                ],
-            ),
+            Chart {
+                y_integer: true,
+                ..chart(
+                    "requests",
+                    "Requests",
+                    "Requests",
+                    upper.clone(),
+                    vec![
+                        Series::solid("running", running),
+                        Series::solid("waiting", waiting),
+                    ],
+                )
+            },
             chart(
                 "kv_cache",
                 "KV cache use",
@@ -111,6 +115,7 @@ impl RunPlots {
                 x_desc,
                 y_desc: "CDF",
                 legend: SeriesLabelPosition::LowerRight,
+                y_integer: false,
                 series: vec![Series::solid(what, cdf(values))],
             });
         }

@@ -41,13 +41,15 @@ pub fn write_autoscale_plots(
         x_desc: "time (s)",
         y_desc: "replicas",
         legend: SeriesLabelPosition::UpperRight,
+        y_integer: true,
         series: vec![
-            Series::solid("ready", at(&count(&[ReplicaState::Ready]))),
+            Series::solid("ready", at(&count(&[ReplicaState::Ready]))).stepped(),
             Series::dashed(
                 "starting (pending, loading, warming up)",
                 at(&count(STARTING)),
-            ),
-            Series::dashed("draining", at(&count(&[ReplicaState::Draining]))),
+            )
+            .stepped(),
+            Series::dashed("draining", at(&count(&[ReplicaState::Draining]))).stepped(),
         ],
     };
     let load = Chart {
@@ -56,6 +58,7 @@ pub fn write_autoscale_plots(
         x_desc: "time (s)",
         y_desc: "requests/s; utilization x 10",
         legend: SeriesLabelPosition::UpperRight,
+        y_integer: false,
         series: vec![
             Series::solid("arrivals (requests/s)", at(&|s| s.arrival_rate)),
             Series::dashed(

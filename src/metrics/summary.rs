@@ -12,12 +12,14 @@ use serde_json::{Map, Value};
 use std::path::Path;
 
 mod instances;
+mod overload;
 mod pd;
 mod render;
 mod tier;
 
 use instances::InstanceTally;
 pub use instances::{InstanceInfo, InstanceSummary};
+pub use overload::LoadCheck;
 pub use pd::PdSummary;
 pub use tier::LowerTierStats;
 
@@ -72,6 +74,8 @@ pub struct SummaryCollector {
     /// Every inter-token gap of every request, pooled, as counts per distinct gap.
     itl_ns: IntegerCounts,
     e2el_ns: Vec<Nanos>,
+    /// Arrival and TTFT of every request, for the load check.
+    arrivals: Vec<(Nanos, Nanos)>,
     /// The end of the last completion, ns: where the summary's duration ends.
     last_completion_ns: Nanos,
     /// Per instance, by id.
@@ -90,6 +94,7 @@ impl SummaryCollector {
         self.total_input_toks += u64::from(record.input_toks);
         self.total_output_toks += u64::from(record.output_toks);
         self.ttft_ns.push(record.ttft_ns());
+        self.arrivals.push((record.arrival_ns, record.ttft_ns()));
         self.e2el_ns.push(record.latency_ns());
         self.last_completion_ns = self.last_completion_ns.max(record.end_ns);
         if record.output_toks > 1 {
@@ -124,7 +129,15 @@ impl SummaryCollector {
         };
         self.instances
             .resize_with(info.instances.len(), InstanceTally::default);
+        let tp = info.instances.first().map_or(1, |i| i.tp);
+        let load = LoadCheck::measure(
+            &mut self.arrivals,
+            self.last_completion_ns,
+            info.instances.len(),
+            tp,
+        );
         Summary {
+            load,
             instances: self
                 .instances
                 .iter()
@@ -171,6 +184,8 @@ pub struct Summary {
     tpot: LatencyStats,
     itl: LatencyStats,
     e2el: LatencyStats,
+    /// Whether arrivals outran the deployment.
+    load: LoadCheck,
     /// Session metrics, when the workload has sessions.
     sessions: Option<SessionSummary>,
     /// Energy and power, when the cluster config has `power` blocks.
@@ -253,6 +268,7 @@ impl Summary {
         if let Some(autoscale) = &self.autoscale {
             put("autoscale".into(), autoscale.to_json());
         }
+        put("overload".into(), self.load.to_json());
         if let [one] = self.info.instances.as_slice() {
             put("simulator".into(), self.instance_json(one));
         } else {
@@ -364,6 +380,11 @@ impl Summary {
     /// Simulated duration, s.
     pub fn duration_s(&self) -> f64 {
         self.duration_s
+    }
+
+    /// Whether arrivals outran the deployment, with the offered and served rates.
+    pub fn load(&self) -> &LoadCheck {
+        &self.load
     }
 
     /// Time to first token.

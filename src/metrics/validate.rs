@@ -62,6 +62,8 @@ pub struct Validation {
     clock_offset_s: Option<f64>,
     /// See [`Validation::differences`].
     differences: Vec<String>,
+    /// What was compared, for the plots' titles: see [`case_name`].
+    case: String,
 }
 
 /// What the plots and the request counts need of one run.
@@ -151,6 +153,7 @@ impl Validation {
             table,
             clock_offset_s,
             differences,
+            case: case_name(real_requests, sim_csv),
         })
     }
 
@@ -249,10 +252,11 @@ impl Validation {
         let charts = [
             Chart {
                 name: "latency_cdf",
-                title: "End-to-end latency CDF".into(),
+                title: format!("End-to-end latency CDF: {}", self.case),
                 x_desc: "Latency (s)",
                 y_desc: "CDF",
                 legend: SeriesLabelPosition::LowerRight,
+                y_integer: false,
                 series: vec![
                     Series::solid("vLLM", latency_cdf(&self.real.latency_ms)),
                     Series::dashed("Sim", latency_cdf(&self.sim.latency_ms)),
@@ -260,10 +264,11 @@ impl Validation {
             },
             Chart {
                 name: "throughput",
-                title: "Generation throughput".into(),
+                title: format!("Generation throughput: {}", self.case),
                 x_desc: "Time (s)",
                 y_desc: "Generation tokens/s",
                 legend: SeriesLabelPosition::UpperRight,
+                y_integer: false,
                 series: vec![
                     Series::solid("vLLM", self.real.gen_throughput.clone()),
                     Series::dashed("Sim", self.sim.gen_throughput.clone()),
@@ -275,6 +280,32 @@ impl Validation {
         staged.commit()?;
         Ok(paths)
     }
+}
+
+/// The case a validation compares, named by its files: the vLLM run's folder (its last two
+/// parts, leaving out a last `vllm`, as in LLMServingSim's `bench/examples/<GPU>/<model>/vllm`)
+/// and the simulated CSV's name, e.g. `RTXPRO6000/Llama-3.1-8B: vLLM vs out.csv`.
+fn case_name(real_requests: &Path, sim_csv: &Path) -> String {
+    let folder = real_requests.parent().unwrap_or(Path::new(""));
+    let mut parts: Vec<String> = folder
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(p) => Some(p.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    if parts.last().is_some_and(|p| p == "vllm") {
+        parts.pop();
+    }
+    let real = match parts.len() {
+        0 => real_requests.display().to_string(),
+        n => parts[n.saturating_sub(2)..].join("/"),
+    };
+    let sim = sim_csv.file_name().map_or_else(
+        || sim_csv.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    format!("{real}: vLLM vs {sim}")
 }
 
 /// `Σ|sim − real| / Σ real × 100` over the seconds (`t` rounded) either series has.

@@ -48,7 +48,15 @@ pub fn finalize(folder: &Folder, opts: &ReportOptions) -> anyhow::Result<String>
     if let Some(objectives) = &opts.objectives {
         let on_front = mark_front(&mut table, &configs, objectives);
         text += &describe_front(&configs, &on_front, objectives);
-        let charts = super::plot::draw(&folder.dir, opts.format, &configs, &on_front, objectives)?;
+        let slo = opts.slo.as_deref().unwrap_or_default();
+        let charts = super::plot::draw(
+            &folder.dir,
+            opts.format,
+            &configs,
+            &on_front,
+            objectives,
+            slo,
+        )?;
         for path in charts {
             let _ = writeln!(text, "wrote {}", path.display());
         }

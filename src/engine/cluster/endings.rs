@@ -144,7 +144,7 @@ impl<'r> Cluster<'r> {
             control.request_left(id);
         }
         if let Some(scaling) = &mut self.scaling {
-            scaling.forget(&[id]);
+            scaling.forget(id);
         }
         if let Some(decision) = ending.decision(self.now, id).filter(|_| self.tracing) {
             self.effects.push(Effect::Decision(decision));

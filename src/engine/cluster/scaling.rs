@@ -42,12 +42,10 @@ impl<'r> Scaling<'r> {
         self.autoscaler.config().drain == DrainMode::Redirect
     }
 
-    /// The requests `done` finished.
-    pub(super) fn forget(&mut self, done: &[u64]) {
+    /// Request `id` ended.
+    pub(super) fn forget(&mut self, id: u64) {
         if self.keeps_requests() {
-            for id in done {
-                self.on_instances.remove(id);
-            }
+            self.on_instances.remove(&id);
         }
     }
 

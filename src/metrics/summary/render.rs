@@ -1,7 +1,7 @@
 //! The console layout of [`Summary`]: vLLM `benchmark_serving`'s result block, then the
 //! simulator's own facts in the same `label value` style.
 
-use super::{Section, Summary};
+use super::{InstanceInfo, Section, Summary};
 use std::fmt;
 
 /// One `label value` line, as vLLM's `"{:<40} {:<10}".format(...)`.
@@ -80,9 +80,17 @@ impl fmt::Display for Summary {
         }
 
         writeln!(f, "{:=^50}", " Simulator ")?;
-        let [info] = self.info.instances.as_slice() else {
-            return self.fmt_cluster(f);
-        };
+        match self.info.instances.as_slice() {
+            [info] => self.fmt_instance(f, info)?,
+            _ => self.fmt_cluster(f)?,
+        }
+        self.load.fmt_warning(f, self.autoscale.is_some())
+    }
+}
+
+impl Summary {
+    /// The simulator's facts of a one-instance run.
+    fn fmt_instance(&self, f: &mut fmt::Formatter<'_>, info: &InstanceInfo) -> fmt::Result {
         line(f, "Model:", &info.model)?;
         line(f, "Hardware:", &info.hardware)?;
         line(f, "Tensor parallel size:", info.tp)?;

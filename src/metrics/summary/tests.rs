@@ -304,3 +304,46 @@ fn a_single_instance_summary_has_no_instances_array() {
     assert!(json.get("instances").is_none());
     assert!(json["simulator"].get("num_instances").is_none());
 }
+
+/// `n` requests, one every 0.5 s; the i-th waits `wait(i)` ns for its one token.
+fn arrivals(n: u64, wait: impl Fn(u64) -> Nanos) -> Summary {
+    let mut collector = SummaryCollector::new();
+    let mut end = 0;
+    for i in 0..n {
+        let mut r = record(1, 0, &[]);
+        r.arrival_ns = i * 500_000_000;
+        r.first_token_ns = r.arrival_ns + wait(i);
+        r.end_ns = r.first_token_ns;
+        end = end.max(r.end_ns);
+        collector.record(&r);
+    }
+    collector.finish(RunInfo {
+        total_clocks_ns: end,
+        ..info()
+    })
+}
+
+#[test]
+fn an_overload_ends_the_console_summary_with_rates_and_flags_and_is_in_the_json() {
+    let summary = arrivals(200, |i| i * 500_000_000);
+    let text = summary.render();
+    let warning = text.find("== Warning: overloaded ==").expect("a warning");
+    assert!(warning > text.find("= Simulator =").unwrap());
+    assert_eq!(rendered(&text, "Offered (req/s):"), "2.00");
+    assert_eq!(rendered(&text, "Served (req/s):"), "1.01");
+    for flag in [
+        "--autoscale queue-depth --autoscale-max 2",
+        "--tp 2",
+        "--hardware",
+        "--arrival-speedup below 0.50",
+    ] {
+        assert!(text[warning..].contains(flag), "{flag} in\n{text}");
+    }
+    let json = summary.to_json();
+    assert_eq!(json["overload"]["detected"], true);
+    assert_eq!(json["overload"]["offered_request_rate"], 2.0);
+
+    let steady = arrivals(200, |i| 10_000_000 + i % 3 * 1_000_000);
+    assert!(!steady.render().contains("Warning"));
+    assert_eq!(steady.to_json()["overload"]["detected"], false);
+}

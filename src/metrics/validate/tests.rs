@@ -144,3 +144,20 @@ fn the_series_error_weighs_every_second_by_the_real_tokens() {
     assert_eq!(series_error_pct(&real, &real), 0.0);
     assert!(series_error_pct(&[], &sim).is_nan());
 }
+
+#[test]
+fn plots_name_the_case_by_the_vllm_folder_and_the_simulated_file() {
+    let real = Path::new("data/bench/examples/RTXPRO6000/Llama-3.1-8B/vllm/requests.jsonl");
+    assert_eq!(
+        case_name(real, Path::new("runs/out.csv")),
+        "RTXPRO6000/Llama-3.1-8B: vLLM vs out.csv"
+    );
+    assert_eq!(
+        case_name(Path::new("requests.jsonl"), Path::new("sim.csv")),
+        "requests.jsonl: vLLM vs sim.csv"
+    );
+    assert_eq!(
+        case_name(Path::new("/tmp/run7/requests.jsonl"), Path::new("s.csv")),
+        "tmp/run7: vLLM vs s.csv"
+    );
+}
