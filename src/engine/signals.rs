@@ -214,11 +214,11 @@ impl Signals {
         }
     }
 
-    /// Whether re-reading the instances now would change nothing the router sees: every
-    /// signal that decisions re-read holds its live value (a signal read on demand only
-    /// never changes without a probe).
+    /// Whether re-reading `signals` of the instances now would change nothing: each holds its
+    /// live value, or is read on demand only (and never changes without a probe).
     pub(crate) fn settled(
         &self,
+        signals: &[Signal],
         now: Nanos,
         schedulers: &[Scheduler],
         instances: &[InstanceSim<'_>],
@@ -227,7 +227,7 @@ impl Signals {
         schedulers.iter().enumerate().all(|(i, scheduler)| {
             let live = observe(scheduler, &instances[i].recent, now);
             let mut read = self.held[i];
-            for signal in Signal::ALL {
+            for &signal in signals {
                 if config.mode(signal) != Refresh::OnDemand {
                     copy_signal(signal, &live, &mut read);
                 }
@@ -237,14 +237,15 @@ impl Signals {
     }
 
     /// Does what [`Signals::refresh_due`] at each of `times` (ascending, after every read
-    /// so far) would do while the instances do not change and the view is
-    /// [`Signals::settled`]: every signal and the prefix cache are read at the last of
-    /// them it falls due at, no value changes. The read times are the same for every
-    /// instance (every refresh reads all of them), so this costs one pass over them.
+    /// so far) would do while the instances do not change: every signal and the prefix
+    /// cache are read at the last of them it falls due at (the same for every instance:
+    /// every refresh reads all of them), a signal read then taking its live value. One
+    /// pass over the instances, whatever the number of times.
     pub(crate) fn refresh_idle(
         &mut self,
         times: impl Iterator<Item = Nanos> + Clone,
         schedulers: &mut [Scheduler],
+        instances: &[InstanceSim<'_>],
     ) {
         let Some(first) = self.read_at.first().copied() else {
             return;
@@ -267,9 +268,17 @@ impl Signals {
             return;
         }
         let taken_at = read[..7].iter().copied().min();
-        for (held, read_at) in self.held.iter_mut().zip(&mut self.read_at) {
-            *read_at = read;
+        for (i, scheduler) in schedulers.iter().enumerate() {
+            let live = observe(scheduler, &instances[i].recent, read[0]);
+            let held = &mut self.held[i];
+            for signal in Signal::ALL {
+                let k = signal.index();
+                if signal != Signal::Prefix && read[k] != first[k] {
+                    copy_signal(signal, &live, held);
+                }
+            }
             held.taken_at = taken_at.unwrap_or(held.taken_at);
+            self.read_at[i] = read;
         }
         let prefix = Signal::Prefix.index();
         if read[prefix] != first[prefix] {

@@ -11,6 +11,7 @@ use crate::Nanos;
 use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState};
 use crate::config::InstanceRole;
 use crate::engine::EventKind;
+use crate::router::Signal;
 use crate::scheduler::{Evicted, SchedulerBug};
 use crate::workload::Request;
 use std::borrow::Cow;
@@ -83,6 +84,10 @@ impl<'r> Scaling<'r> {
         self.autoscaler.report(now)
     }
 }
+
+/// The signals the autoscaler's policies observe (`crate::autoscale::Observation`): the
+/// queue (held hand-offs included), the running requests and the KV cache in use.
+const OBSERVED: [Signal; 3] = [Signal::Queue, Signal::Running, Signal::Kv];
 
 /// What an evicted request was, as the observer is told of its end.
 fn request_of(e: &Evicted) -> Request {
@@ -193,7 +198,7 @@ impl<'r> Cluster<'r> {
     /// How many of the next ticks (every `interval` from now) would change nothing and can
     /// be skipped: those before the next pending event, when the autoscaler is steady, the
     /// instances hold no work (nothing steps, nothing waits, no KV in transit), nothing waits
-    /// at the gateway or the control plane, and the router's view is settled. Until that
+    /// at the gateway or the control plane, and the signals they observe are current. Until that
     /// event nothing moves, so each of those ticks would see what this one saw.
     fn idle_ticks(&self, interval: Nanos) -> u64 {
         let (Some(scaling), Some(event)) = (&self.scaling, self.queue.next_time()) else {
@@ -223,7 +228,7 @@ impl<'r> Cluster<'r> {
             && self.control.parked() == 0
             && self
                 .signals
-                .settled(self.now, &self.schedulers, &self.instances);
+                .settled(&OBSERVED, self.now, &self.schedulers, &self.instances);
         if !quiet {
             return 0;
         }
@@ -236,7 +241,8 @@ impl<'r> Cluster<'r> {
     fn skip_ticks(&mut self, interval: Nanos, count: u64) {
         let now = self.now;
         let times = (1..=count).map(move |j| now.saturating_add(interval.saturating_mul(j)));
-        self.signals.refresh_idle(times, &mut self.schedulers);
+        self.signals
+            .refresh_idle(times, &mut self.schedulers, &self.instances);
         if let Some(scaling) = &mut self.scaling {
             scaling.autoscaler.repeat_last_tick(interval, count);
         }
