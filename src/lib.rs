@@ -21,6 +21,7 @@ pub mod interrupt;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod observe;
 pub mod output;
 pub mod paths;
 pub mod power;

@@ -1,8 +1,9 @@
 //! Work that enters the run while it runs: requests released when earlier ones finish
 //! (agentic workflow steps, conversation follow-ups) and the concurrency gate of replay.
 //!
-//! The engine's one hook is [`Injector::request_finished`]: every finished request is reported
-//! to it, and it answers with zero or more new requests, each arriving at or after the finish.
+//! The engine's one hook is [`crate::workload::Injector::request_finished`]: every finished
+//! request is reported to it, and it answers with zero or more new requests, each arriving at
+//! or after the finish.
 //! Finished means the last token: under prefill/decode disaggregation, on the decode instance
 //! (the hand-off at the end of a prefill is not reported; see `pd.rs`).
 //! They join the requests still to arrive in the order LLMServingSim uses: by arrival time,
@@ -20,7 +21,6 @@
 use super::eligibility::{Eligibility, Groups};
 use super::{InstanceSetup, SimError};
 use crate::Nanos;
-use crate::metrics::RequestRecord;
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::cmp::Reverse;
@@ -37,31 +37,6 @@ enum Source {
     Listed,
     Streamed,
     Released,
-}
-
-/// Releases requests at run time as earlier requests finish.
-pub trait Injector {
-    /// Every request this injector may release (arrival times not yet meaningful), checked
-    /// before the run like the initial requests, so that a request no instance can serve is
-    /// refused up front.
-    fn deferred(&self) -> &[Request];
-
-    /// The request of `record` produced its last token at `record.end_ns` (on its decode
-    /// instance under disaggregation). Appends to `out`
-    /// the requests this releases, each with `arrival_ns >= record.end_ns`.
-    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>);
-}
-
-/// Releases nothing: a workload fully known before the run.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoInjection;
-
-impl Injector for NoInjection {
-    fn deferred(&self) -> &[Request] {
-        &[]
-    }
-
-    fn request_finished(&mut self, _: &RequestRecord<'_>, _: &mut Vec<Request>) {}
 }
 
 /// A request whose turn to arrive has come.

@@ -88,19 +88,21 @@ mod signals;
 mod tiers;
 mod timeouts;
 
+pub use crate::observe::{StepEvent, TransferEvent};
+pub use crate::workload::{Injector, NoInjection};
 pub use cluster::{AnomalyWatch, Cluster, Run, Services};
 pub use dp::WavePricer;
 pub use events::{Event, EventKind, EventQueue, Phase};
-pub use inject::{ArrivalStream, Injector, NoInjection};
-pub use pd::{Disaggregation, TransferEvent};
+pub use inject::ArrivalStream;
+pub use pd::Disaggregation;
 pub use pipeline::{Pipeline, stage_blocks};
 pub use tiers::LowerTierSetup;
 
 use crate::Nanos;
 use crate::control::{Dropped, Stage};
-use crate::latency::{BatchDesc, LatencyBackend, LatencyError};
+use crate::latency::{LatencyBackend, LatencyError};
 use crate::metrics::RequestRecord;
-use crate::scheduler::{SchedulerBug, SchedulerConfig, SchedulerStats, StepTokens};
+use crate::scheduler::{SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
 use instance::InstanceSim;
 
@@ -162,29 +164,6 @@ pub struct InstanceSetup {
     /// Pipeline parallelism (`pp > 1`): the stages its steps run through, up to `pp` steps
     /// in flight (see `pipeline.rs`). `None`: one step at a time.
     pub pipeline: Option<Pipeline>,
-}
-
-/// One finished step, for observers (logging, progress).
-#[derive(Debug, Clone, Copy)]
-pub struct StepEvent<'a> {
-    /// Instance that ran the step.
-    pub instance: u32,
-    /// Step start time.
-    pub start_ns: Nanos,
-    /// Step finish time.
-    pub end_ns: Nanos,
-    /// The step's batch as it was priced: a DP group member's is padded to its wave's widest
-    /// batch and carries the group's gate tokens.
-    pub batch: BatchDesc<'a>,
-    /// Requests waiting on the instance when the step was formed.
-    pub waiting: usize,
-    /// Requests running on the instance when the step was formed.
-    pub running: usize,
-    /// The tokens the step computed.
-    pub tokens: StepTokens,
-    /// KV blocks held by requests once the step is done, and the instance's total.
-    pub kv_blocks_used: usize,
-    pub kv_blocks: usize,
 }
 
 /// Receives the run's results as they happen: the engine queues them as effects and calls

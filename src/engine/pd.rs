@@ -33,6 +33,7 @@ use crate::Nanos;
 use crate::autoscale::Autoscaler;
 use crate::config::{InstanceRole, Link};
 use crate::metrics::PdRecord;
+use crate::observe::TransferEvent;
 use crate::router::Router;
 use crate::scheduler::{Handoff, ReceivedKv, Scheduler, SchedulerBug};
 use crate::workload::Request;
@@ -75,31 +76,6 @@ impl Disaggregation {
     pub fn roles(&self) -> &[InstanceRole] {
         &self.roles
     }
-}
-
-/// A KV transfer starting or ending, for observers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TransferEvent {
-    /// Request id.
-    pub request_id: u64,
-    /// Prefill instance sending.
-    pub from: u32,
-    /// Decode instance receiving.
-    pub to: u32,
-    /// KV bytes moved.
-    pub bytes: u64,
-    /// When the request's prefill completed.
-    pub prefill_end_ns: Nanos,
-    /// When the transfer got the link.
-    pub start_ns: Nanos,
-    /// When it arrives (or arrived).
-    pub end_ns: Nanos,
-    /// False when the transfer starts, true when it has arrived.
-    pub arrived: bool,
-    /// KV blocks the request holds on the sender (freed when it arrives).
-    pub request_blocks: usize,
-    /// KV blocks in use on the sender after the event.
-    pub sender_blocks_used: usize,
 }
 
 /// What the choice of a decode instance reads: the instances' setups and candidate lists,

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use crate::Nanos;
 use crate::autoscale::{AutoscaleReport, ReplicaState, ReplicaTimeline};
-use crate::engine::StepEvent;
+use crate::observe::StepEvent;
 use crate::output::Finished;
 
 /// One interval of one instance.

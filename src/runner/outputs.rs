@@ -4,11 +4,12 @@
 use crate::Nanos;
 use crate::chakra::StepEmitter;
 use crate::control::{Dropped, OutcomeCollector};
-use crate::engine::{Observer, StepEvent, TransferEvent};
+use crate::engine::Observer;
 use crate::latency::LatencyBackend;
 use crate::metrics::{
     RequestCsv, RequestRecord, RunPlots, SloCollector, SummaryCollector, TimeSeries,
 };
+use crate::observe::{StepEvent, TransferEvent};
 use crate::output::StagedDir;
 use crate::power::PowerModel;
 use crate::trace::{Decision, TraceLevel, TraceWriter};

@@ -15,7 +15,7 @@ pub use writer::TraceWriter;
 
 use crate::Nanos;
 use crate::control::Dropped;
-use crate::engine::TransferEvent;
+use crate::observe::TransferEvent;
 use crate::router::{Explanation, RouteDecision};
 use crate::scheduler::SchedDecision;
 

@@ -8,10 +8,10 @@
 use super::super::SimError;
 use super::super::events::EventKind;
 use super::super::instance::StepReport;
-use super::super::pd::TransferEvent;
 use super::{Cluster, Services};
 use crate::Nanos;
 use crate::control::Dropped;
+use crate::observe::TransferEvent;
 use crate::router::{Explanation, RouteDecision};
 use crate::scheduler::Completions;
 use crate::trace::Decision;

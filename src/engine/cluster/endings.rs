@@ -6,7 +6,6 @@
 
 use super::super::SimError;
 use super::super::events::EventKind;
-use super::super::inject::Injector;
 use super::super::timeouts::Timeouts;
 use super::effects::Effect;
 use super::{Cluster, Services};
@@ -15,6 +14,7 @@ use crate::control::{Dropped, Stage};
 use crate::metrics::RequestRecord;
 use crate::scheduler::SchedulerBug;
 use crate::trace::Decision;
+use crate::workload::Injector;
 use crate::workload::{Request, RequestClasses};
 use std::borrow::Cow;
 

@@ -28,7 +28,7 @@
 
 use super::eligibility::Eligibility;
 use super::events::{EventKind, EventQueue};
-use super::inject::{ArrivalStream, Arrivals, Injector};
+use super::inject::{ArrivalStream, Arrivals};
 use super::instance::InstanceSim;
 use super::pd::{Disaggregation, Transfers};
 use super::signals::Signals;
@@ -40,6 +40,7 @@ use crate::control::priority::NominalPriority;
 use crate::latency::LatencyBackend;
 use crate::router::{InstanceSnapshot, Routing, SignalConfig};
 use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
+use crate::workload::Injector;
 use crate::workload::{Request, RequestClasses};
 
 mod control;

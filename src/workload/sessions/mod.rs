@@ -11,7 +11,7 @@
 //! horizon) is never started: the session is interrupted.
 //!
 //! [`SessionRegistry`] runs the plans: it hands the engine the requests known at the start
-//! and, through the engine's [`crate::engine::Injector`] hook, releases every later request
+//! and, through the engine's [`crate::workload::Injector`] hook, releases every later request
 //! when its parents complete. Because everything random is drawn when the plan is made, a
 //! session's requests are the same whatever hardware serves them; only their arrival times
 //! differ.

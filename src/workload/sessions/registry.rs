@@ -2,8 +2,8 @@
 
 use super::{NodeKind, SessionSet};
 use crate::Nanos;
-use crate::engine::Injector;
 use crate::metrics::RequestRecord;
+use crate::workload::Injector;
 use crate::workload::Request;
 use std::collections::VecDeque;
 

@@ -1,7 +1,7 @@
 use super::registry::NodeStatus;
 use super::*;
-use crate::engine::Injector;
 use crate::metrics::RequestRecord;
+use crate::workload::Injector;
 
 fn req(input: u32) -> Request {
     Request {
