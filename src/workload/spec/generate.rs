@@ -733,7 +733,9 @@ pub fn stream_requests(
     spec: &WorkloadSpec,
     overrides: Overrides,
 ) -> Result<Option<(StreamPlan, RequestStream<'_>)>, SpecError> {
-    if spec.clients.iter().any(|c| c.traffic.is_session()) {
+    // Conversations, agentic workflows and closed-loop users are sessions.
+    let sessions = |c: &ClientSpec| c.traffic.is_session() || c.closed_loop.is_some();
+    if spec.clients.iter().any(sessions) {
         return Ok(None);
     }
     let mut plan = StreamPlan {
@@ -743,6 +745,9 @@ pub fn stream_requests(
         classes: RequestClasses::default(),
     };
     for g in Generator::new(spec, overrides)? {
+        if g.session {
+            return Ok(None);
+        }
         if plan.count == 0 {
             plan.first_arrival_ns = g.arrival_ns;
         }
