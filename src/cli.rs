@@ -10,8 +10,10 @@ mod control;
 mod dataset;
 mod diagnostics;
 mod host;
+pub mod mixups;
 mod replay;
 mod routing;
+pub mod short_help;
 mod sweep;
 mod tiers;
 

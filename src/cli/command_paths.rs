@@ -1,7 +1,7 @@
 //! The paths the subcommands read and write, for [`crate::paths::check`] (the main job's are
 //! its options', [`crate::setup::RunOptions::paths`]).
 
-use super::{GenerateArgs, ValidateArgs};
+use super::{GenerateArgs, SweepArgs, ValidateArgs};
 use crate::paths::{CommandPath, Role};
 
 impl GenerateArgs {
@@ -30,6 +30,23 @@ impl ValidateArgs {
         }
         if let Some(dir) = &self.plots {
             paths.push(CommandPath::new("--plots", dir, Role::OutputDir));
+        }
+        paths
+    }
+}
+
+impl SweepArgs {
+    /// The spec read, and the folder written (`--out`, or the one `--report` rewrites).
+    pub fn paths(&self) -> Vec<CommandPath<'_>> {
+        let mut paths = Vec::new();
+        if let Some(space) = &self.space {
+            paths.push(CommandPath::new("--space", space, Role::Input));
+        }
+        if let Some(out) = &self.out {
+            paths.push(CommandPath::new("--out", out, Role::OutputDir));
+        }
+        if let Some(dir) = &self.report {
+            paths.push(CommandPath::new("--report", dir, Role::OutputDir));
         }
         paths
     }

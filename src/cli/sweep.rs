@@ -11,7 +11,7 @@ use clap::{ArgAction, ArgGroup, Args, CommandFactory, Parser};
 use std::path::PathBuf;
 
 /// Flags of `blis-cosim sweep`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(group(ArgGroup::new("mode").required(true).args(["space", "report"])))]
 pub struct SweepArgs {
     /// The sweep spec (YAML): base run, axes, method, repeats, derived fields, constraints

@@ -79,6 +79,7 @@ pub fn main(args: &SweepOptions, flags: &dyn Flags, runner: &Runner) -> anyhow::
         .as_deref()
         .map(|s| parse_ids(s, points.len()))
         .transpose()?;
+    opts.check_columns(&results::header(&spec.param_names()))?;
     let out = args.out.as_ref().context("--out is required")?;
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),

@@ -20,6 +20,38 @@ pub struct ReportOptions {
     pub format: crate::metrics::PlotFormat,
 }
 
+impl ReportOptions {
+    /// Refuses an objective, SLO or cost column that results.csv will not have (its `header`),
+    /// naming the flag and the columns there are: checked before the first point runs.
+    pub fn check_columns(&self, header: &[String]) -> anyhow::Result<()> {
+        let mut named: Vec<(&str, &str)> = Vec::new();
+        for o in self.objectives.iter().flatten() {
+            named.push(("--objectives", &o.column));
+        }
+        for r in self.slo.iter().flatten() {
+            named.push(("--slo", &r.column));
+        }
+        if self.slo.is_some() {
+            named.push(("--cost", &self.cost));
+        }
+        let numeric: Vec<&str> = header
+            .iter()
+            .map(String::as_str)
+            .filter(|h| !matches!(*h, "status" | "error"))
+            .collect();
+        for (flag, column) in named {
+            if !numeric.contains(&column) {
+                bail!(
+                    "{flag}: results.csv will have no numeric column `{column}`; its numeric \
+                     columns are {}",
+                    numeric.join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One configuration: its points' rows and its mean values.
 #[derive(Debug)]
 pub(super) struct Config {

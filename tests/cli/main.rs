@@ -20,6 +20,7 @@ mod interrupt;
 mod json_shape;
 mod limits;
 mod lower_tier;
+mod mixups;
 mod overflow;
 mod overload;
 mod paths;

@@ -438,3 +438,42 @@ fn a_policy_axis_naming_no_bundle_key_is_refused_before_any_run() {
     assert!(err.contains("frobnicate"), "{err}");
     assert!(!out_dir.join("results.csv").exists());
 }
+
+#[test]
+fn misnamed_columns_and_an_unwritable_out_fail_before_any_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let space = write_spec(dir.path(), &grid("4, 8", 20));
+    let out_dir = dir.path().join("out");
+    for (flags, named) in [
+        (
+            ["--objectives", "p99_ttft:min,gpus:min"].as_slice(),
+            "--objectives: results.csv will have no numeric column `p99_ttft`",
+        ),
+        (
+            ["--slo", "p99_ttft_ms<=500", "--cost", "dollars"].as_slice(),
+            "--cost: results.csv will have no numeric column `dollars`",
+        ),
+        (
+            ["--slo", "ttft<=500"].as_slice(),
+            "--slo: results.csv will have no numeric column `ttft`",
+        ),
+    ] {
+        let out = sweep(&space, &out_dir, flags);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(named), "{stderr}");
+        assert!(
+            stderr.contains("p99_ttft_ms") && stderr.contains("max_num_seqs"),
+            "{stderr}"
+        );
+        assert!(!out_dir.exists(), "no point ran: {flags:?}");
+    }
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = sweep(&space, &file.join("out"), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--out") && stderr.contains("is not a folder"),
+        "{stderr}"
+    );
+}
