@@ -13,6 +13,7 @@ mod host;
 pub mod mixups;
 mod replay;
 mod routing;
+mod sglang;
 pub mod short_help;
 mod sweep;
 mod tiers;
@@ -24,6 +25,7 @@ pub use dataset::DatasetArgs;
 pub use diagnostics::DiagnosticArgs;
 pub use host::{HostArgs, HostModelSwitch};
 pub use replay::ReplayArgs;
+pub use sglang::EngineArgs;
 pub use sweep::{MainFlags, SweepArgs};
 pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 
@@ -484,6 +486,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub host: HostArgs,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// An SLO target: ms in (0, 10⁹].
@@ -535,7 +540,13 @@ impl RunArgs {
             },
         };
         let defaults = EngineOptions::default();
+        let sglang = self
+            .engine
+            .sglang()
+            .map_err(|(flag, message)| command_line(&flag, &message))?;
         let engine = EngineOptions {
+            engine: self.engine.engine,
+            sglang,
             dtype: self.dtype,
             kv_cache_fp8: self.kv_cache_dtype == KvCacheDtype::Fp8,
             memory_utilization: self.npu_memory_utilization,

@@ -90,6 +90,20 @@ pub struct RuntimeOverrides {
     pub cudagraph_capture_sizes: Option<Vec<u32>>,
     /// vLLM's `max_cudagraph_capture_size` for this instance (host model).
     pub max_cudagraph_capture_size: Option<u32>,
+    /// The engine the instance runs: `vllm` or `sglang` (over `--engine`).
+    pub engine: Option<String>,
+    /// SGLang's settings for this instance (over the `--` flags of the same names).
+    pub max_running_requests: Option<u32>,
+    pub chunked_prefill_size: Option<i64>,
+    pub max_prefill_tokens: Option<u32>,
+    pub schedule_policy: Option<String>,
+    pub schedule_conservativeness: Option<f64>,
+    pub enable_mixed_chunk: Option<bool>,
+    pub disable_radix_cache: Option<bool>,
+    pub page_size: Option<u32>,
+    pub cuda_graph_max_bs: Option<u32>,
+    pub disable_overlap_schedule: Option<bool>,
+    pub mem_fraction_static: Option<f64>,
 }
 
 /// One serving instance.

@@ -38,7 +38,7 @@ use super::pipeline::{Formed, Stages, Timing};
 use super::{InstanceSetup, InstanceSim, SimError};
 use crate::Nanos;
 use crate::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError, StageSends};
-use crate::scheduler::Scheduler;
+use crate::scheduler::Core;
 
 /// The batch of an idle member: one decode token over a one-token context.
 const DUMMY: [BatchItem; 1] = [BatchItem {
@@ -130,7 +130,7 @@ struct WaveWidth {
 fn form_batches(
     members: &[u32],
     instances: &mut [InstanceSim<'_>],
-    schedulers: &mut [Scheduler],
+    schedulers: &mut [Core],
     now: Nanos,
 ) -> Result<Option<WaveWidth>, SimError> {
     let (mut widest, mut narrowest) = (0u64, u64::MAX);
@@ -173,7 +173,7 @@ pub(super) struct StepShape {
 
 impl StepShape {
     /// The shape of the step `scheduler` just formed outside DP groups.
-    pub fn of_step(scheduler: &Scheduler) -> StepShape {
+    pub fn of_step(scheduler: &Core) -> StepShape {
         StepShape {
             kv_send_tokens: scheduler.last_kv_send_tokens(),
             ..StepShape::default()
@@ -190,7 +190,7 @@ impl StepShape {
 }
 
 /// A member's batch of a wave (a dummy for an idle member).
-fn own_items<'s>(inst: &InstanceSim<'_>, scheduler: &'s Scheduler) -> &'s [BatchItem] {
+fn own_items<'s>(inst: &InstanceSim<'_>, scheduler: &'s Core) -> &'s [BatchItem] {
     if inst.dummy {
         &DUMMY[..]
     } else {
@@ -199,7 +199,7 @@ fn own_items<'s>(inst: &InstanceSim<'_>, scheduler: &'s Scheduler) -> &'s [Batch
 }
 
 /// The shape of a member's step in a wave of `width`.
-fn step_shape(inst: &InstanceSim<'_>, scheduler: &Scheduler, width: WaveWidth) -> StepShape {
+fn step_shape(inst: &InstanceSim<'_>, scheduler: &Core, width: WaveWidth) -> StepShape {
     let own = BatchDesc::new(own_items(inst, scheduler)).total_tokens();
     StepShape {
         pad_tokens: u32::try_from(width.widest - own).unwrap_or(u32::MAX),
@@ -217,7 +217,7 @@ fn step_shape(inst: &InstanceSim<'_>, scheduler: &Scheduler, width: WaveWidth) -
 /// the KV a prefill member sends.
 fn padded_batch<'s>(
     inst: &InstanceSim<'_>,
-    scheduler: &'s Scheduler,
+    scheduler: &'s Core,
     width: WaveWidth,
 ) -> BatchDesc<'s> {
     step_shape(inst, scheduler, width).apply(own_items(inst, scheduler))
@@ -225,7 +225,7 @@ fn padded_batch<'s>(
 
 /// The KV a member recalls from the lower tier of the prefix cache before its step (none for
 /// a dummy), ns.
-fn recall_ns(inst: &InstanceSim<'_>, scheduler: &Scheduler) -> Nanos {
+fn recall_ns(inst: &InstanceSim<'_>, scheduler: &Core) -> Nanos {
     if inst.dummy {
         0
     } else {
@@ -234,7 +234,7 @@ fn recall_ns(inst: &InstanceSim<'_>, scheduler: &Scheduler) -> Nanos {
 }
 
 /// The error of a group with work but no batch to form: names the first member with work.
-fn stuck(members: &[u32], schedulers: &[Scheduler], now: Nanos) -> SimError {
+fn stuck(members: &[u32], schedulers: &[Core], now: Nanos) -> SimError {
     let m = *members
         .iter()
         .find(|&&m| schedulers[m as usize].has_work())
@@ -255,7 +255,7 @@ pub(super) struct Wave<'w, 'a, 'b, 'p> {
     /// The group's members, in id order.
     pub members: &'w [u32],
     pub instances: &'w mut [InstanceSim<'a>],
-    pub schedulers: &'w mut [Scheduler],
+    pub schedulers: &'w mut [Core],
     pub backends: &'w mut [&'b mut dyn LatencyBackend],
     /// Prices whole waves of the groups it knows.
     pub pricer: Option<&'w mut (dyn WavePricer + 'p)>,
@@ -347,7 +347,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
 fn push_formed(
     members: &[u32],
     instances: &mut [InstanceSim<'_>],
-    schedulers: &[Scheduler],
+    schedulers: &[Core],
     width: WaveWidth,
     now: Nanos,
 ) {
@@ -457,7 +457,7 @@ impl Wave<'_, '_, '_, '_> {
 fn mark_started(
     members: &[u32],
     instances: &mut [InstanceSim<'_>],
-    schedulers: &[Scheduler],
+    schedulers: &[Core],
     width: WaveWidth,
     now: Nanos,
 ) {

@@ -2,18 +2,18 @@
 //! router's arrivals and the P/D decode side's hand-offs alike (the anomaly counters,
 //! [`crate::metrics::AnomalyCounts`]).
 
-use crate::scheduler::Scheduler;
+use crate::scheduler::Core;
 
 /// Requests waiting on `s`: its waiting queue, and the hand-offs routed to it whose KV is
 /// still on its way (they join that queue when it arrives; none outside decode instances).
-fn waiting(s: &Scheduler) -> usize {
+fn waiting(s: &Core) -> usize {
     s.num_waiting() + s.num_incoming()
 }
 
 /// Whether queueing a request on `id` blocks it behind others needlessly: `id` has
 /// requests waiting while another of `candidates` has none waiting and room to run one
 /// more (fewer running than its `max_num_seqs`).
-pub(super) fn blocks_head_of_line(schedulers: &[Scheduler], id: u32, candidates: &[u32]) -> bool {
+pub(super) fn blocks_head_of_line(schedulers: &[Core], id: u32, candidates: &[u32]) -> bool {
     if waiting(&schedulers[id as usize]) == 0 {
         return false;
     }

@@ -1,9 +1,9 @@
 //! One instance in the loop: its state beside its scheduler, and starting and finishing its
 //! steps (alone, or pipelined). DP groups start theirs as waves (`dp.rs`).
 //!
-//! The seam between the loop and an instance's engine core (vLLM's scheduler,
-//! [`crate::scheduler::Scheduler`]) is narrow on purpose, so that another core can stand
-//! behind it: a step is formed by `schedule(now)` (its batch, `last_batch`, priced by the
+//! The seam between the loop and an instance's engine core ([`crate::scheduler::Core`]:
+//! vLLM's [`crate::scheduler::Scheduler`] or SGLang's) is narrow on purpose, so that either
+//! core can stand behind it: a step is formed by `schedule(now)` (its batch, `last_batch`, priced by the
 //! instance's backend) and applied by `complete_step(end, id, &mut Completions)`, which hands
 //! back as values the requests it finished, each with its own end time; the loop ends each
 //! one through `Cluster::end` and queues the step's [`StepReport`]. Besides that the loop only
@@ -17,7 +17,7 @@ use super::signals::Recent;
 use super::{InstanceSetup, SimError, StepEvent, pipeline};
 use crate::Nanos;
 use crate::latency::{BatchItem, LatencyBackend, LatencyError, StageSends};
-use crate::scheduler::{Completions, Scheduler, StepTokens};
+use crate::scheduler::{Completions, Core, StepTokens};
 
 /// One instance's state in the loop, besides its scheduler.
 pub(super) struct InstanceSim<'a> {
@@ -71,7 +71,7 @@ impl<'a> InstanceSim<'a> {
 /// Forms and prices the next step of idle instance `id` at `now`; returns when it ends, or
 /// `None` when nothing can run until KV transfers from the instance free its blocks.
 pub(super) fn start_step(
-    scheduler: &mut Scheduler,
+    scheduler: &mut Core,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
@@ -121,7 +121,7 @@ pub(crate) fn clock_add(now: Nanos, ns: Nanos) -> Result<Nanos, SimError> {
 /// `pp` steps are in flight and a batch can be formed; returns when it ends and when stage 0
 /// is free again.
 pub(super) fn start_pipelined(
-    scheduler: &mut Scheduler,
+    scheduler: &mut Core,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
@@ -189,7 +189,7 @@ pub(super) struct StepReport {
 
 impl StepReport {
     /// The step's event, its batch being `completed` (its scheduler's
-    /// [`Scheduler::completed_batch`]).
+    /// [`Core::completed_batch`]).
     pub fn event(self, completed: &[BatchItem]) -> StepEvent<'_> {
         StepEvent {
             instance: self.instance,
@@ -209,7 +209,7 @@ impl StepReport {
 /// finished are appended to `finished`. Returns its report, or `None` for a DP dummy step
 /// (nothing of the instance ran in it).
 pub(super) fn finish_step(
-    scheduler: &mut Scheduler,
+    scheduler: &mut Core,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
@@ -236,7 +236,7 @@ pub(super) fn finish_step(
         waiting: inst.waiting,
         running: inst.running,
         tokens: scheduler.last_step_tokens(),
-        kv_blocks_used: scheduler.pool().num_pinned(),
-        kv_blocks: scheduler.pool().num_blocks(),
+        kv_blocks_used: scheduler.kv_blocks_used(),
+        kv_blocks: scheduler.kv_blocks(),
     })
 }

@@ -102,6 +102,7 @@ use crate::Nanos;
 use crate::control::{Dropped, Stage};
 use crate::latency::{LatencyBackend, LatencyError};
 use crate::metrics::RequestRecord;
+use crate::scheduler::sglang::SglangConfig;
 use crate::scheduler::{SchedulerBug, SchedulerConfig, SchedulerStats};
 use crate::workload::Request;
 use instance::InstanceSim;
@@ -154,8 +155,11 @@ pub struct InstanceSetup {
     pub max_model_len: u32,
     /// KV blocks of the instance.
     pub num_blocks: u32,
-    /// Scheduler limits and switches.
+    /// Scheduler limits and switches (for an SGLang instance, the engine-neutral view of its
+    /// settings, [`crate::scheduler::sglang::SglangConfig::view`]).
     pub scheduler: SchedulerConfig,
+    /// SGLang's settings when the instance runs SGLang (`--engine sglang`); `None`: vLLM.
+    pub sglang: Option<SglangConfig>,
     /// The lock-step data-parallel group of the instance (an index shared by its members),
     /// if any: the group's steps run as waves (see the module docs).
     pub dp_group: Option<u32>,

@@ -35,7 +35,7 @@ use crate::config::{InstanceRole, Link};
 use crate::metrics::PdRecord;
 use crate::observe::TransferEvent;
 use crate::router::Router;
-use crate::scheduler::{Handoff, ReceivedKv, Scheduler, SchedulerBug};
+use crate::scheduler::{Core, Handoff, ReceivedKv, SchedulerBug};
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -195,7 +195,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         from: u32,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         mut choice: DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
@@ -218,7 +218,7 @@ impl<'a> Transfers<'a> {
     pub fn send_held(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         mut choice: DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
@@ -246,7 +246,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         pending: Pending,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         choice: &mut DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<bool, SimError> {
@@ -324,7 +324,7 @@ impl<'a> Transfers<'a> {
         from: u32,
         mut transfer: Transfer,
         now: Nanos,
-        schedulers: &[Scheduler],
+        schedulers: &[Core],
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         transfer.start = now;
@@ -343,7 +343,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         from: u32,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         effects: &mut Effects<'_>,
     ) -> Result<u32, SimError> {
         let Some(t) = self.links[from as usize].active.take() else {
@@ -371,7 +371,7 @@ impl<'a> Transfers<'a> {
     }
 
     /// Queues the request of transfer `t` from `from`, arrived at `now`, on `decode`.
-    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Scheduler) {
+    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Core) {
         let received = ReceivedKv {
             queuing_delay_ns: t.queuing_delay,
             pd: PdRecord {
@@ -400,7 +400,7 @@ impl<'a> Transfers<'a> {
     pub fn cancel(
         &mut self,
         id: u64,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
     ) -> Result<Option<(u32, Option<u32>)>, SimError> {
         for (from, link) in self.links.iter_mut().enumerate() {
             if let Some(active) = link.active.as_mut().filter(|t| t.request_id == id) {
@@ -426,13 +426,7 @@ impl<'a> Transfers<'a> {
         Ok(None)
     }
 
-    fn event(
-        &self,
-        from: u32,
-        t: &Transfer,
-        arrived: bool,
-        schedulers: &[Scheduler],
-    ) -> TransferEvent {
+    fn event(&self, from: u32, t: &Transfer, arrived: bool, schedulers: &[Core]) -> TransferEvent {
         TransferEvent {
             request_id: t.request_id,
             from,
@@ -443,7 +437,7 @@ impl<'a> Transfers<'a> {
             end_ns: t.start + t.duration,
             arrived,
             request_blocks: t.blocks,
-            sender_blocks_used: schedulers[from as usize].pool().num_pinned(),
+            sender_blocks_used: schedulers[from as usize].kv_blocks_used(),
         }
     }
 }

@@ -22,7 +22,7 @@ use super::instance::InstanceSim;
 use crate::Nanos;
 use crate::metrics::RequestRecord;
 use crate::router::{ClusterView, InstanceSnapshot, Refresh, Signal, SignalConfig};
-use crate::scheduler::{Scheduler, SchedulerStats};
+use crate::scheduler::{Core, SchedulerStats};
 
 /// An instance's recent statistics, updated as its steps end: exponentially weighted means
 /// (weight 1/8 to each new sample) of the time to first token, time per output token and
@@ -84,7 +84,7 @@ impl Recent {
 }
 
 /// The instance's snapshot as it is now, at `now`.
-fn observe(scheduler: &Scheduler, recent: &Recent, now: Nanos) -> InstanceSnapshot {
+fn observe(scheduler: &Core, recent: &Recent, now: Nanos) -> InstanceSnapshot {
     InstanceSnapshot {
         recent_ttft_ns: recent.ttft_ns.unwrap_or(0),
         recent_tpot_ns: recent.tpot_ns.unwrap_or(0),
@@ -135,7 +135,7 @@ pub(crate) struct Signals {
 impl Signals {
     /// The view of `schedulers` at the start of a run under `config`; a stale prefix signal
     /// makes every scheduler keep its cache history.
-    pub(crate) fn new(config: SignalConfig, schedulers: &mut [Scheduler]) -> Signals {
+    pub(crate) fn new(config: SignalConfig, schedulers: &mut [Core]) -> Signals {
         let recent = Recent::default();
         let held = schedulers.iter().map(|s| observe(s, &recent, 0)).collect();
         let prefix_at = match config.mode(Signal::Prefix) {
@@ -159,7 +159,7 @@ impl Signals {
     pub(crate) fn refresh_due(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         instances: &[InstanceSim<'_>],
     ) {
         self.refresh(now, schedulers, instances, |mode, last| {
@@ -171,7 +171,7 @@ impl Signals {
     pub(crate) fn refresh_all(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         instances: &[InstanceSim<'_>],
     ) {
         self.refresh(now, schedulers, instances, |_, _| true);
@@ -180,7 +180,7 @@ impl Signals {
     fn refresh(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         instances: &[InstanceSim<'_>],
         due: impl Fn(Refresh, Nanos) -> bool,
     ) {
@@ -220,7 +220,7 @@ impl Signals {
         &self,
         signals: &[Signal],
         now: Nanos,
-        schedulers: &[Scheduler],
+        schedulers: &[Core],
         instances: &[InstanceSim<'_>],
     ) -> bool {
         let config = self.config;
@@ -244,7 +244,7 @@ impl Signals {
     pub(crate) fn refresh_idle(
         &mut self,
         times: impl Iterator<Item = Nanos> + Clone,
-        schedulers: &mut [Scheduler],
+        schedulers: &mut [Core],
         instances: &[InstanceSim<'_>],
     ) {
         let Some(first) = self.read_at.first().copied() else {
@@ -290,7 +290,7 @@ impl Signals {
     }
 
     /// The view over `schedulers` (the live prefix caches, asked at the signal's time).
-    pub(crate) fn view<'a>(&'a self, schedulers: &'a [Scheduler]) -> SignalView<'a> {
+    pub(crate) fn view<'a>(&'a self, schedulers: &'a [Core]) -> SignalView<'a> {
         SignalView {
             signals: self,
             schedulers,
@@ -302,7 +302,7 @@ impl Signals {
 /// time.
 pub(crate) struct SignalView<'a> {
     signals: &'a Signals,
-    schedulers: &'a [Scheduler],
+    schedulers: &'a [Core],
 }
 
 impl ClusterView for SignalView<'_> {

@@ -2,7 +2,7 @@
 //! space each instance writes in.
 
 use super::{InstanceSetup, SimError};
-use crate::scheduler::{LowerPool, Scheduler, SchedulerBug, SharedLowerPool, TierMemory};
+use crate::scheduler::{Core, LowerPool, SchedulerBug, SharedLowerPool, TierMemory};
 
 /// An instance's place in the lower tier of the prefix cache (`--prefix-storage`).
 #[derive(Debug, Clone, PartialEq)]
@@ -19,10 +19,7 @@ pub struct LowerTierSetup {
 /// Creates the pools the setups name, in instance id order, and attaches each instance's
 /// scheduler to its pool. Instances of the same model, KV bytes per token and block size write
 /// in the same KV space, so that they hit each other's blocks in a shared pool; others never do.
-pub(super) fn attach(
-    setups: &[InstanceSetup],
-    schedulers: &mut [Scheduler],
-) -> Result<(), SimError> {
+pub(super) fn attach(setups: &[InstanceSetup], schedulers: &mut [Core]) -> Result<(), SimError> {
     let mut pools: Vec<(u32, SharedLowerPool)> = Vec::new();
     let mut spaces: Vec<(&str, u64, u32)> = Vec::new();
     for (id, (setup, scheduler)) in setups.iter().zip(schedulers).enumerate() {
@@ -57,6 +54,10 @@ pub(super) fn attach(
                 spaces.push(key);
                 spaces.len() - 1
             }
+        };
+        // Setup refuses a lower tier on an SGLang instance.
+        let Some(scheduler) = scheduler.vllm_mut() else {
+            return Err(SchedulerBug::new(format!("instance {id}: a lower tier on SGLang")).into());
         };
         scheduler.attach_lower_tier(pool, space as u32, tier.kv_bytes_per_token);
     }

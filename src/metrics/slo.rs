@@ -553,6 +553,7 @@ mod tests {
             lower_tier: None,
             profile_lookups: None,
             role: crate::config::InstanceRole::Colocated,
+            engine: crate::scheduler::Engine::Vllm,
         };
         let report = c.finish(4.0, &[instance(3, Some(cache)), instance(1, None)]);
         let h = report.headline();

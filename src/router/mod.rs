@@ -39,7 +39,7 @@ pub use scorers::{PREFIX_INDEX_BLOCKS, Scorer, ScorerSet};
 pub use signals::{Refresh, Signal, SignalConfig, parse_duration_ns};
 
 use crate::Nanos;
-use crate::scheduler::{Scheduler, request_block_hashes};
+use crate::scheduler::{Core, request_block_hashes};
 use crate::workload::Request;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -86,15 +86,15 @@ pub struct InstanceSnapshot {
 impl InstanceSnapshot {
     /// The snapshot of `scheduler` as it is now (load signals only; the recent statistics
     /// are the engine's, see `engine::signals`).
-    pub fn of(scheduler: &Scheduler) -> InstanceSnapshot {
+    pub fn of(scheduler: &Core) -> InstanceSnapshot {
         let waiting = scheduler.num_waiting() + scheduler.num_incoming();
         let running = scheduler.num_running();
         InstanceSnapshot {
             waiting,
             running,
             max_num_seqs: scheduler.config().max_num_seqs,
-            kv_blocks_used: scheduler.pool().num_pinned(),
-            kv_blocks_total: scheduler.pool().num_blocks(),
+            kv_blocks_used: scheduler.kv_blocks_used(),
+            kv_blocks_total: scheduler.kv_blocks(),
             block_size: scheduler.config().block_size,
             prefix_caching: scheduler.config().enable_prefix_caching,
             in_flight: waiting + running,
@@ -128,7 +128,7 @@ pub trait ClusterView {
 }
 
 /// The immediate view of a cluster: its instances' schedulers as they are.
-impl ClusterView for [Scheduler] {
+impl ClusterView for [Core] {
     fn snapshot(&self, id: u32) -> InstanceSnapshot {
         InstanceSnapshot::of(&self[id as usize])
     }
@@ -138,7 +138,7 @@ impl ClusterView for [Scheduler] {
     }
 }
 
-impl ClusterView for Vec<Scheduler> {
+impl ClusterView for Vec<Core> {
     fn snapshot(&self, id: u32) -> InstanceSnapshot {
         self[..].snapshot(id)
     }

@@ -1,7 +1,7 @@
 //! Each policy's choice on hand-built instance states, and tie-breaking.
 
 use super::*;
-use crate::scheduler::{SchedulerConfig, block_hashes};
+use crate::scheduler::{Core, Scheduler, SchedulerConfig, block_hashes};
 use std::collections::HashSet;
 
 /// A hand-built instance state.
@@ -347,15 +347,12 @@ fn real_schedulers_report_their_cached_prefix_to_the_router() {
     let free = warm.pool().num_free();
 
     let second = request(13, (0..14).collect());
-    let instances = [cold, warm];
+    let instances = [Core::Vllm(cold), Core::Vllm(warm)];
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
     assert_eq!(router.route(&second, &[0, 1], &instances[..]), 1);
     let mut router = Router::new(RoutingPolicy::Weighted("prefix=1".parse().unwrap()), 0);
     assert_eq!(router.route(&second, &[0, 1], &instances[..]), 1);
-    assert_eq!(
-        instances[1].pool().num_free(),
-        free,
-        "observing changes nothing"
-    );
-    instances[1].pool().audit().unwrap();
+    let warm = instances[1].vllm().unwrap();
+    assert_eq!(warm.pool().num_free(), free, "observing changes nothing");
+    warm.pool().audit().unwrap();
 }

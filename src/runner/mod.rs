@@ -27,6 +27,7 @@ use crate::metrics::{
 };
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
+use crate::scheduler::Engine;
 use crate::setup::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
@@ -232,6 +233,7 @@ fn instance_setup(inst: &InstanceConfig, capacity: &KvCapacity) -> anyhow::Resul
         num_blocks,
         scheduler: inst.scheduler.clone(),
         dp_group: inst.dp_group,
+        sglang: inst.sglang.clone(),
         pipeline: inst.pipeline.clone(),
         lower_tier: inst.lower_tier.map(|pool| LowerTierSetup {
             pool: pool.id,
@@ -352,6 +354,11 @@ fn instance_infos(
         .zip(&outcome.instances)
         .map(|(((inst, capacity), backend), out)| InstanceInfo {
             node_id: inst.node_id,
+            engine: if inst.sglang.is_some() {
+                Engine::Sglang
+            } else {
+                Engine::Vllm
+            },
             model: inst.model.name.clone(),
             hardware: inst.hardware.name.clone(),
             // A DP group member's ASTRA-Sim is its group's process.

@@ -34,14 +34,17 @@
 
 mod cancel;
 mod completions;
+mod core;
 mod kv;
 mod lower_tier;
 mod pd;
 mod request;
+pub mod sglang;
 mod watch;
 
 pub use cancel::Cancelled;
 pub use completions::Completions;
+pub use core::{Core, Engine};
 pub use kv::{
     BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
     request_block_hashes,
@@ -81,6 +84,9 @@ pub enum PreemptionOrder {
     Lifo,
     /// The least urgent (lowest priority), the most recently admitted among equals.
     Priority,
+    /// SGLang's retraction: fewest outputs, then longest prompt, first (SGLang instances
+    /// only; see [`sglang`]).
+    Retract,
 }
 
 /// Scheduler limits and switches of one instance.
@@ -612,7 +618,7 @@ impl Scheduler {
     fn victim_position(&self) -> usize {
         let last = self.running.len() - 1;
         match self.preemption {
-            PreemptionOrder::Lifo => last,
+            PreemptionOrder::Lifo | PreemptionOrder::Retract => last,
             PreemptionOrder::Priority => {
                 let priority = |pos: usize| {
                     let slot = self.running[pos];

@@ -48,6 +48,17 @@ impl HostOptions {
             max_capture_size: self.max_cudagraph_capture_size,
         };
         for inst in instances.iter_mut().filter(|i| i.astra.is_none()) {
+            if let Some(config) = &inst.sglang {
+                let policy = super::sglang::graph_policy(config).map_err(|message| {
+                    ConfigError::Invalid {
+                        source_name: "command line or cluster config".into(),
+                        field: "cuda_graph_max_bs".into(),
+                        message,
+                    }
+                })?;
+                inst.host_model = Some(policy);
+                continue;
+            }
             let s = &inst.scheduler;
             let policy = GraphPolicy::resolve(
                 &inst.graph_overrides.apply(&options),

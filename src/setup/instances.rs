@@ -7,7 +7,8 @@ use crate::astra::AstraOptions;
 use crate::config::Pipeline;
 use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
 use crate::latency::{Collectives, CudaGraphMode, GraphOptions, GraphPolicy};
-use crate::scheduler::SchedulerConfig;
+use crate::scheduler::sglang::{SchedulePolicy, SglangConfig};
+use crate::scheduler::{Engine, SchedulerConfig};
 
 /// One instance, resolved and validated.
 #[derive(Debug, Clone)]
@@ -32,8 +33,11 @@ pub struct InstanceConfig {
     pub kv_cache_fp8: bool,
     /// Fraction of device memory for weights + KV cache.
     pub memory_utilization: f64,
-    /// Scheduler limits and switches.
+    /// Scheduler limits and switches (an SGLang instance's: the engine-neutral view of
+    /// its settings).
     pub scheduler: SchedulerConfig,
+    /// SGLang's settings when the instance runs SGLang; `None`: vLLM.
+    pub sglang: Option<SglangConfig>,
     /// TP and EP collectives of its steps, and its expert parallelism.
     pub collectives: Collectives,
     /// The lock-step data-parallel group it belongs to (an index), if any.
@@ -84,6 +88,10 @@ impl GraphOverrides {
 /// says otherwise. [`Default`] gives the flags' defaults (LLMServingSim's where it has one).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineOptions {
+    /// The engine every instance runs (`--engine`).
+    pub engine: Engine,
+    /// SGLang's settings, for the instances that run it.
+    pub sglang: super::SglangOptions,
     pub dtype: Option<Dtype>,
     pub kv_cache_fp8: bool,
     pub memory_utilization: f64,
@@ -100,6 +108,8 @@ pub struct EngineOptions {
 impl Default for EngineOptions {
     fn default() -> EngineOptions {
         EngineOptions {
+            engine: Engine::Vllm,
+            sglang: super::SglangOptions::default(),
             dtype: None,
             kv_cache_fp8: false,
             memory_utilization: 0.9,
@@ -118,6 +128,34 @@ impl Default for EngineOptions {
 impl EngineOptions {
     /// An instance of `model` on `hardware` at tensor parallelism `tp` with these settings.
     pub fn instance(
+        &self,
+        node_id: u32,
+        model: ModelArch,
+        hardware: Hardware,
+        tp: u32,
+    ) -> InstanceConfig {
+        let mut inst = self.vllm_instance(node_id, model, hardware, tp);
+        self.apply_engine(&mut inst);
+        inst
+    }
+
+    /// Makes `inst` an SGLang instance when these settings say so: its SGLang settings
+    /// resolved for its GPU and parallelism, its memory fraction SGLang's, its scheduler
+    /// view theirs.
+    fn apply_engine(&self, inst: &mut InstanceConfig) {
+        if self.engine != Engine::Sglang {
+            return;
+        }
+        let (config, fraction) = self
+            .sglang
+            .resolve(inst.hardware.memory_gib, inst.tp, inst.pp);
+        let max_len = u32::try_from(inst.model.max_position_embeddings).unwrap_or(u32::MAX);
+        inst.memory_utilization = fraction;
+        inst.scheduler = config.view(max_len);
+        inst.sglang = Some(config);
+    }
+
+    fn vllm_instance(
         &self,
         node_id: u32,
         model: ModelArch,
@@ -151,6 +189,7 @@ impl EngineOptions {
             kv_cache_fp8: self.kv_cache_fp8,
             memory_utilization: self.memory_utilization,
             scheduler,
+            sglang: None,
             collectives: Collectives::NONE,
             dp_group: None,
             lower_tier: None,
@@ -210,6 +249,9 @@ impl EngineOptions {
             return Err(invalid("block_size", "must be at least 1".into()));
         }
         flags.memory_utilization = inst.npu_mem.mem_util.unwrap_or(flags.memory_utilization);
+        flags
+            .apply_sglang_keys(o)
+            .map_err(|(key, m)| invalid(key, m))?;
         flags.max_num_seqs = o.max_num_seqs.unwrap_or(flags.max_num_seqs);
         flags.max_num_batched_tokens = o
             .max_num_batched_tokens
@@ -236,11 +278,51 @@ impl EngineOptions {
             capture_sizes: o.cudagraph_capture_sizes.clone(),
             max_capture_size: o.max_cudagraph_capture_size,
         };
-        Ok(InstanceConfig {
+        let mut resolved = InstanceConfig {
             role: placed.role,
             pp,
             graph_overrides,
-            ..flags.instance(placed.node_id, model, hardware, inst.tp())
-        })
+            ..flags.vllm_instance(placed.node_id, model, hardware, inst.tp())
+        };
+        flags.apply_engine(&mut resolved);
+        if let (Some(config), Some(fraction)) = (&mut resolved.sglang, inst.npu_mem.mem_util)
+            && o.mem_fraction_static.is_none()
+        {
+            // An SGLang instance's `mem_util` is its memory fraction, as for vLLM.
+            config.mem_fraction_static = fraction;
+            resolved.memory_utilization = fraction;
+        }
+        Ok(resolved)
+    }
+
+    /// Applies a cluster-config entry's `engine` and SGLang keys over these settings.
+    fn apply_sglang_keys(
+        &mut self,
+        o: &crate::config::RuntimeOverrides,
+    ) -> Result<(), (&'static str, String)> {
+        use crate::choice::Choice;
+        if let Some(e) = &o.engine {
+            self.engine = Engine::parse(e).map_err(|e| ("engine", e.to_string()))?;
+        }
+        let s = &mut self.sglang;
+        if let Some(p) = &o.schedule_policy {
+            s.schedule_policy =
+                SchedulePolicy::parse(p).map_err(|e| ("schedule_policy", e.to_string()))?;
+        }
+        s.max_running_requests = o.max_running_requests.or(s.max_running_requests);
+        s.chunked_prefill_size = o.chunked_prefill_size.or(s.chunked_prefill_size);
+        s.max_prefill_tokens = o.max_prefill_tokens.unwrap_or(s.max_prefill_tokens);
+        s.schedule_conservativeness = o
+            .schedule_conservativeness
+            .unwrap_or(s.schedule_conservativeness);
+        s.enable_mixed_chunk = o.enable_mixed_chunk.unwrap_or(s.enable_mixed_chunk);
+        s.disable_radix_cache = o.disable_radix_cache.unwrap_or(s.disable_radix_cache);
+        s.page_size = o.page_size.unwrap_or(s.page_size);
+        s.cuda_graph_max_bs = o.cuda_graph_max_bs.or(s.cuda_graph_max_bs);
+        s.disable_overlap_schedule = o
+            .disable_overlap_schedule
+            .unwrap_or(s.disable_overlap_schedule);
+        s.mem_fraction_static = o.mem_fraction_static.or(s.mem_fraction_static);
+        s.check()
     }
 }

@@ -18,6 +18,7 @@ mod placement;
 mod power;
 mod prefix_storage;
 mod scaling;
+mod sglang;
 
 pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
@@ -28,6 +29,7 @@ pub use placement::InstancePlacement;
 pub use power::{PowerConfig, parse_log_interval};
 pub use prefix_storage::{PrefixStorageOptions, TierPool};
 pub use scaling::{MAX_REPLICA_SLOTS, MIN_INTERVAL_NS};
+pub use sglang::SglangOptions;
 
 use crate::Nanos;
 use crate::astra::{self, AstraMode, AstraOptions, CosimOptions, InstanceNetwork};
@@ -353,6 +355,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
     };
     attach_astra(&options, &mut deployed)?;
     options.host.assign(&mut deployed.instances)?;
+    sglang::check_supported(&deployed.instances)?;
     if options.emit_et.is_some() && deployed.instances.iter().any(|i| i.pim.is_some()) {
         return Err(SetupError::Config(command_line(
             "--emit-et",
@@ -360,7 +363,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
              would need PIM_COMP nodes)",
         )));
     }
-    let (instances, replicas_per_template) = match &control.autoscale {
+    let (mut instances, replicas_per_template) = match &control.autoscale {
         Some(a) => (
             scaling::expand(deployed.instances, a)?,
             a.max_replicas as usize,
@@ -368,6 +371,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
         None => (deployed.instances, 1),
     };
     let kv = scaling::kv_capacities(&instances)?;
+    sglang::size_running_requests(&mut instances, &kv);
     Ok(SimConfig {
         workload: options.workload,
         output: options.output,

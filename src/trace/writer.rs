@@ -266,6 +266,7 @@ fn write_schedule(out: &mut String, decision: SchedDecision) -> std::fmt::Result
             let victim = match policy {
                 PreemptionOrder::Lifo => "lifo",
                 PreemptionOrder::Priority => "priority",
+                PreemptionOrder::Retract => "retract",
             };
             write!(
                 out,

@@ -33,6 +33,7 @@ mod profile_bundle;
 mod routing;
 mod scenario;
 mod sessions;
+mod sglang;
 mod slo;
 mod spec_limits;
 mod summary_memory;

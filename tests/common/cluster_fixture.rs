@@ -118,6 +118,7 @@ pub fn setup(model: &str, num_blocks: u32) -> InstanceSetup {
             async_scheduling: false,
         },
         dp_group: None,
+        sglang: None,
         lower_tier: None,
         pipeline: None,
     }

@@ -49,6 +49,7 @@ impl LatencyBackend for Spy {
 fn member(group: u32) -> InstanceSetup {
     InstanceSetup {
         dp_group: Some(group),
+        sglang: None,
         ..setup("m", 1_000)
     }
 }

@@ -105,6 +105,7 @@ fn setup(num_blocks: u32, reserve_full_isl: bool) -> InstanceSetup {
             async_scheduling: false,
         },
         dp_group: None,
+        sglang: None,
         lower_tier: None,
         pipeline: None,
     }

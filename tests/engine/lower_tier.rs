@@ -220,6 +220,7 @@ fn setup(model: &str, pool: Option<u32>) -> InstanceSetup {
         num_blocks: 40,
         scheduler: config(),
         dp_group: None,
+        sglang: None,
         pipeline: None,
         lower_tier: pool.map(|pool| LowerTierSetup {
             pool,

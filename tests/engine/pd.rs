@@ -294,6 +294,7 @@ fn check_grouped_conservation(
         .enumerate()
         .map(|(i, _)| InstanceSetup {
             dp_group: groups.get(i).copied().flatten(),
+            sglang: None,
             ..setup("m", [60, 40, 2_000, 25, 3_000][i % 5])
         })
         .collect();
@@ -403,6 +404,7 @@ fn a_prefill_dp_member_waits_for_its_transfers_while_its_partner_pads() {
     ];
     let member = |blocks| InstanceSetup {
         dp_group: Some(0),
+        sglang: None,
         ..setup("m", blocks)
     };
     let rec = run(

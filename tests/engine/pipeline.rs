@@ -75,6 +75,7 @@ fn setup(num_blocks: u32, layers: u32, pp: u32, budget: u32) -> InstanceSetup {
         num_blocks,
         scheduler: scheduler_config(budget),
         dp_group: None,
+        sglang: None,
         lower_tier: None,
         pipeline: Some(Pipeline {
             stage_blocks: stage_blocks(layers, pp),

@@ -130,9 +130,9 @@ fn a_running_request_times_out_mid_step_and_frees_its_kv_at_once() {
     let mut cluster = Cluster::new(run, &services).unwrap();
     cluster.step_until(7_999, &mut services).unwrap();
     // 390 tokens + 2 decoded = 392: 25 blocks of 16.
-    assert_eq!(cluster.scheduler(0).pool().num_free(), 1_000 - 25);
+    assert_eq!(cluster.scheduler(0).kv_blocks_free(), 1_000 - 25);
     cluster.step_until(8_000, &mut services).unwrap();
-    assert_eq!(cluster.scheduler(0).pool().num_free(), 1_000);
+    assert_eq!(cluster.scheduler(0).kv_blocks_free(), 1_000);
     assert_eq!(cluster.scheduler(0).num_running(), 0);
     assert_eq!(cluster.scheduler(0).num_waiting(), 1);
     assert_eq!(cluster.timed_out(), 1);

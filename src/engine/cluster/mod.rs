@@ -39,7 +39,7 @@ use crate::control::ControlPlane;
 use crate::control::priority::NominalPriority;
 use crate::latency::LatencyBackend;
 use crate::router::{InstanceSnapshot, Routing, SignalConfig};
-use crate::scheduler::{Scheduler, SchedulerBug, SchedulerStats};
+use crate::scheduler::{Core, SchedulerBug, SchedulerStats};
 use crate::workload::Injector;
 use crate::workload::{Request, RequestClasses};
 
@@ -215,7 +215,7 @@ pub struct Cluster<'r> {
     setups: &'r [InstanceSetup],
     eligibility: Eligibility,
     arrivals: Arrivals<'r>,
-    schedulers: Vec<Scheduler>,
+    schedulers: Vec<Core>,
     instances: Vec<InstanceSim<'r>>,
     /// The members of each DP group, by group index.
     groups: Vec<Vec<u32>>,
@@ -266,7 +266,7 @@ impl<'r> Cluster<'r> {
     }
 
     /// Instance `id`'s scheduler, as it is now.
-    pub fn scheduler(&self, id: u32) -> &Scheduler {
+    pub fn scheduler(&self, id: u32) -> &Core {
         &self.schedulers[id as usize]
     }
 

@@ -11,7 +11,8 @@ use super::super::{InstanceSetup, SimError, pipeline, tiers};
 use super::effects::Effects;
 use super::{AnomalyWatch, Cluster, ControlState, Gateway, Run, Services, Tally, TimeoutState};
 use crate::config::InstanceRole;
-use crate::scheduler::Scheduler;
+use crate::scheduler::sglang::SglangScheduler;
+use crate::scheduler::{Core, Scheduler};
 use crate::trace::TraceLevel;
 
 impl<'r> Cluster<'r> {
@@ -109,7 +110,7 @@ fn prepared_schedulers(
     services: &Services<'_, '_>,
     watch: Option<&AnomalyWatch<'_>>,
     tracing: bool,
-) -> Result<Vec<Scheduler>, SimError> {
+) -> Result<Vec<Core>, SimError> {
     let mut schedulers = new_schedulers(setups, roles);
     if let Some(control) = &services.control {
         let (order, preemption) = control.scheduling();
@@ -119,8 +120,10 @@ fn prepared_schedulers(
     }
     tiers::attach(setups, &mut schedulers)?;
     for scheduler in &mut schedulers {
-        if let Some(w) = watch {
-            scheduler.watch_anomalies(w.thrash_window_ns);
+        if let Some(w) = watch
+            && let Some(vllm) = scheduler.vllm_mut()
+        {
+            vllm.watch_anomalies(w.thrash_window_ns);
         }
         if tracing {
             scheduler.trace_decisions();
@@ -129,16 +132,29 @@ fn prepared_schedulers(
     Ok(schedulers)
 }
 
-/// One scheduler per instance, set up for its pipeline depth and role.
-fn new_schedulers(setups: &[InstanceSetup], roles: &[InstanceRole]) -> Vec<Scheduler> {
+/// One engine core per instance (vLLM's scheduler, or SGLang's when the setup has SGLang
+/// settings), set up for its pipeline depth and role.
+fn new_schedulers(setups: &[InstanceSetup], roles: &[InstanceRole]) -> Vec<Core> {
     setups
         .iter()
         .zip(roles)
-        .map(|(setup, &role)| {
-            let mut scheduler = Scheduler::new(setup.scheduler.clone(), setup.num_blocks);
-            if let Some(p) = &setup.pipeline {
-                scheduler.set_pipeline_depth(p.stage_blocks.len());
-            }
+        .enumerate()
+        .map(|(id, (setup, &role))| {
+            let mut scheduler = match &setup.sglang {
+                Some(config) => Core::Sglang(Box::new(SglangScheduler::new(
+                    config.clone(),
+                    setup.num_blocks,
+                    setup.max_model_len,
+                    id as u64,
+                ))),
+                None => {
+                    let mut vllm = Scheduler::new(setup.scheduler.clone(), setup.num_blocks);
+                    if let Some(p) = &setup.pipeline {
+                        vllm.set_pipeline_depth(p.stage_blocks.len());
+                    }
+                    Core::Vllm(vllm)
+                }
+            };
             if role == InstanceRole::Prefill {
                 scheduler.hand_off_prefills();
             }

@@ -62,6 +62,7 @@ fn setup(num_blocks: u32) -> InstanceSetup {
             async_scheduling: false,
         },
         dp_group: None,
+        sglang: None,
         lower_tier: None,
         pipeline: None,
     }

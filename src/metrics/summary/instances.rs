@@ -6,6 +6,7 @@ use super::{LowerTierStats, PrefixCacheStats, RequestRecord, Summary};
 use crate::config::InstanceRole;
 use crate::latency::LookupCounts;
 use crate::metrics::stats::NS_PER_MS;
+use crate::scheduler::Engine;
 use serde_json::{Value, json};
 use std::fmt;
 
@@ -40,6 +41,8 @@ pub struct InstanceInfo {
     pub profile_lookups: Option<LookupCounts>,
     /// Colocated, prefill or decode.
     pub role: InstanceRole,
+    /// The engine it ran (`--engine`, a cluster config's `engine`).
+    pub engine: Engine,
 }
 
 /// Running totals of the requests one instance finished.
@@ -123,6 +126,14 @@ pub struct InstanceSummary {
 }
 
 /// Distinct values in first-seen order, joined by `, `.
+/// A model cell of the instance table: tagged with its engine when that is not vLLM.
+fn engine_tagged(model: &str, engine: Engine) -> String {
+    match engine {
+        Engine::Vllm => model.to_owned(),
+        other => format!("{model} [{other}]"),
+    }
+}
+
 fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> String {
     let mut seen: Vec<&str> = Vec::new();
     for v in values {
@@ -176,6 +187,16 @@ impl Summary {
         t
     }
 
+    /// The engines the instances ran, when any is not vLLM (a vLLM-only run's outputs say
+    /// nothing of engines, as before there was a choice).
+    fn engines(&self) -> Option<String> {
+        let instances = &self.info.instances;
+        instances
+            .iter()
+            .any(|i| i.engine != Engine::Vllm)
+            .then(|| distinct(instances.iter().map(|i| i.engine.into())))
+    }
+
     /// The `simulator` JSON object of a single-instance run.
     pub(super) fn instance_json(&self, i: &InstanceInfo) -> Value {
         let mut simulator = json!({
@@ -190,6 +211,9 @@ impl Summary {
             "preemptions": i.preemptions,
             "recomputed_tokens": i.recomputed_tokens,
         });
+        if i.engine != Engine::Vllm {
+            simulator["engine"] = json!(i.engine);
+        }
         put_counters(
             &mut simulator,
             i.prefix_cache,
@@ -216,6 +240,9 @@ impl Summary {
             "preemptions": t.preemptions,
             "recomputed_tokens": t.recomputed_tokens,
         });
+        if let Some(engines) = self.engines() {
+            simulator["engine"] = json!(engines);
+        }
         put_counters(
             &mut simulator,
             t.prefix_cache,
@@ -253,6 +280,9 @@ impl Summary {
                     "recomputed_tokens": i.recomputed_tokens,
                 });
                 put_counters(&mut v, i.prefix_cache, i.lower_tier, i.profile_lookups);
+                if i.engine != Engine::Vllm {
+                    v["engine"] = json!(i.engine);
+                }
                 if i.dummy_steps > 0 {
                     v["dummy_steps"] = json!(i.dummy_steps);
                 }
@@ -282,6 +312,9 @@ impl Summary {
         line(f, "Hardware:", hardware)?;
         let backend = distinct(info.instances.iter().map(|i| i.backend.as_str()));
         line(f, "Latency backend:", backend)?;
+        if let Some(engines) = self.engines() {
+            line(f, "Engine:", engines)?;
+        }
         line(f, "KV cache blocks (all instances):", t.num_kv_blocks)?;
         if t.preemptions != 0 {
             line(f, "Preemptions:", t.preemptions)?;
@@ -342,7 +375,7 @@ impl Summary {
                 s.mean_tpot_ms,
                 i.num_kv_blocks,
                 i.preemptions,
-                i.model
+                engine_tagged(&i.model, i.engine)
             )?;
         }
         if self.disaggregated() {

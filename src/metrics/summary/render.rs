@@ -2,6 +2,7 @@
 //! simulator's own facts in the same `label value` style.
 
 use super::{InstanceInfo, Section, Summary};
+use crate::scheduler::Engine;
 use std::fmt;
 
 /// One `label value` line, as vLLM's `"{:<40} {:<10}".format(...)`.
@@ -95,6 +96,9 @@ impl Summary {
         line(f, "Hardware:", &info.hardware)?;
         line(f, "Tensor parallel size:", info.tp)?;
         line(f, "Latency backend:", &info.backend)?;
+        if info.engine != Engine::Vllm {
+            line(f, "Engine:", info.engine)?;
+        }
         let blocks = format!("{} x {} tokens", info.num_kv_blocks, info.block_size);
         line(f, "KV cache blocks:", blocks)?;
         if info.preemptions != 0 {

@@ -19,6 +19,7 @@ pub(super) fn instance_info() -> InstanceInfo {
         lower_tier: None,
         profile_lookups: None,
         role: InstanceRole::Colocated,
+        engine: crate::scheduler::Engine::Vllm,
     }
 }
 

@@ -1,0 +1,521 @@
+//! SGLang's radix-tree prefix cache (`mem_cache/radix_cache.py`), at page granularity, with
+//! the KV page pool it shares with the requests.
+//!
+//! Keys are the chained hashes of a sequence's full pages (one `u64` per `page_size` tokens,
+//! [`crate::scheduler::request_block_hashes`] at the page size), so two sequences share a
+//! node exactly where they share a page-aligned token prefix. A node holds a run of pages
+//! (the tree is compressed: a segment inserted at once stays one node until a later match
+//! or insert ends inside it and splits it). As in SGLang:
+//! - a request **locks** the path to the node its KV reaches (`lock_ref` up to the root);
+//!   locked pages are *protected*, the others *evictable*;
+//! - a lookup or insert **touches** every node on its path (its last-access time);
+//! - [`RadixCache::evict`] frees whole unlocked **leaves**, least recently used first, a
+//!   parent becoming a leaf in turn, until enough pages are free (it may free more than asked:
+//!   a leaf goes whole).
+//!
+//! Access times come from a counter bumped on every lookup and insert, where SGLang reads
+//! `time.monotonic()`: the same order, deterministic.
+//!
+//! The pool counts pages only: `total` of them, held by the tree (evictable or protected) or
+//! privately by requests (pages not in the tree: a prompt being computed, the partial last
+//! page, decoded tokens), the rest free.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A node of the tree (an index into its arena; the root is 0).
+pub(crate) type NodeId = u32;
+
+/// The root: the empty prefix, never evicted.
+pub(crate) const ROOT: NodeId = 0;
+
+#[derive(Debug, Clone)]
+struct Node {
+    /// The page hashes of this node's segment.
+    key: Vec<u64>,
+    parent: NodeId,
+    /// Children by the hash of their first page.
+    children: BTreeMap<u64, NodeId>,
+    /// Requests whose locked path runs through here.
+    lock_ref: u32,
+    last_access: u64,
+}
+
+/// The radix cache and page pool of one SGLang instance (see the module docs).
+#[derive(Debug)]
+pub(crate) struct RadixCache {
+    nodes: Vec<Node>,
+    free_nodes: Vec<NodeId>,
+    /// Unlocked leaves, by (last access, id): eviction order.
+    leaves: BTreeSet<(u64, NodeId)>,
+    clock: u64,
+    total_pages: u64,
+    evictable_pages: u64,
+    protected_pages: u64,
+    /// Pages requests hold outside the tree.
+    private_pages: u64,
+    /// `--disable-radix-cache`: nothing is matched or inserted (SGLang's chunk cache).
+    disabled: bool,
+}
+
+impl RadixCache {
+    /// An empty tree over a pool of `total_pages` pages.
+    pub fn new(total_pages: u64, disabled: bool) -> RadixCache {
+        let root = Node {
+            key: Vec::new(),
+            parent: ROOT,
+            children: BTreeMap::new(),
+            lock_ref: 1,
+            last_access: 0,
+        };
+        RadixCache {
+            nodes: vec![root],
+            free_nodes: Vec::new(),
+            leaves: BTreeSet::new(),
+            clock: 0,
+            total_pages,
+            evictable_pages: 0,
+            protected_pages: 0,
+            private_pages: 0,
+            disabled,
+        }
+    }
+
+    /// Whether the tree is off (`--disable-radix-cache`).
+    pub fn disabled(&self) -> bool {
+        self.disabled
+    }
+
+    /// Pages of the pool.
+    pub fn total_pages(&self) -> u64 {
+        self.total_pages
+    }
+
+    /// Pages nobody holds.
+    pub fn free_pages(&self) -> u64 {
+        self.total_pages - self.evictable_pages - self.protected_pages - self.private_pages
+    }
+
+    /// Pages the tree holds that no request locks (they can be evicted).
+    pub fn evictable_pages(&self) -> u64 {
+        self.evictable_pages
+    }
+
+    #[cfg(test)]
+    /// Pages the tree holds that requests lock.
+    pub fn protected_pages(&self) -> u64 {
+        self.protected_pages
+    }
+
+    /// Pages requests hold outside the tree.
+    pub fn private_pages(&self) -> u64 {
+        self.private_pages
+    }
+
+    /// Pages in use: locked by or private to requests (the evictable ones are reusable).
+    pub fn pinned_pages(&self) -> u64 {
+        self.protected_pages + self.private_pages
+    }
+
+    /// Takes `n` free pages for a request's private use, evicting leaves first if needed.
+    /// Returns false, taking nothing, when even eviction leaves too few.
+    pub fn allocate(&mut self, n: u64) -> bool {
+        if n > self.free_pages() {
+            self.evict(n - self.free_pages());
+        }
+        if n > self.free_pages() {
+            return false;
+        }
+        self.private_pages += n;
+        true
+    }
+
+    /// Gives `n` private pages back to the pool.
+    pub fn release(&mut self, n: u64) {
+        debug_assert!(n <= self.private_pages, "released more pages than held");
+        self.private_pages -= n.min(self.private_pages);
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// The number of leading pages of `pages` the tree holds, without touching or splitting
+    /// anything (what a router's lookup sees).
+    pub fn cached_pages(&self, pages: &[u64]) -> usize {
+        if self.disabled {
+            return 0;
+        }
+        let (mut node, mut matched) = (ROOT, 0);
+        while matched < pages.len() {
+            let Some(&child) = self.nodes[node as usize].children.get(&pages[matched]) else {
+                break;
+            };
+            let key = &self.nodes[child as usize].key;
+            let common = common_prefix(key, &pages[matched..]);
+            matched += common;
+            if common < key.len() {
+                break;
+            }
+            node = child;
+        }
+        matched
+    }
+
+    /// SGLang's `match_prefix`: the longest cached prefix of `pages`, as (pages matched, the
+    /// node it ends at). Every node on the path is touched; a match ending inside a node
+    /// splits it there.
+    pub fn match_prefix(&mut self, pages: &[u64]) -> (u32, NodeId) {
+        if self.disabled || pages.is_empty() {
+            return (0, ROOT);
+        }
+        let now = self.tick();
+        self.touch(ROOT, now);
+        let (mut node, mut matched) = (ROOT, 0usize);
+        while matched < pages.len() {
+            let Some(&child) = self.nodes[node as usize].children.get(&pages[matched]) else {
+                break;
+            };
+            self.touch(child, now);
+            let common = common_prefix(&self.nodes[child as usize].key, &pages[matched..]);
+            matched += common;
+            if common < self.nodes[child as usize].key.len() {
+                node = self.split(child, common);
+                break;
+            }
+            node = child;
+        }
+        (matched as u32, node)
+    }
+
+    /// SGLang's `insert`: adds `pages` to the tree; returns how many leading pages it held
+    /// already and the node the sequence ends at. The new pages come from the caller's
+    /// private pages (see [`RadixCache::adopt`]).
+    pub fn insert(&mut self, pages: &[u64]) -> (u32, NodeId) {
+        if self.disabled || pages.is_empty() {
+            return (0, ROOT);
+        }
+        let now = self.tick();
+        self.touch(ROOT, now);
+        let (mut node, mut matched) = (ROOT, 0usize);
+        while matched < pages.len() {
+            let Some(&child) = self.nodes[node as usize].children.get(&pages[matched]) else {
+                break;
+            };
+            self.touch(child, now);
+            let common = common_prefix(&self.nodes[child as usize].key, &pages[matched..]);
+            matched += common;
+            node = if common < self.nodes[child as usize].key.len() {
+                self.split(child, common)
+            } else {
+                child
+            };
+        }
+        if matched < pages.len() {
+            let rest = pages[matched..].to_vec();
+            let len = rest.len() as u64;
+            let id = self.new_node(rest, node, now);
+            self.nodes[node as usize]
+                .children
+                .insert(pages[matched], id);
+            self.evictable_pages += len;
+            self.update_leaf(node);
+            self.update_leaf(id);
+            node = id;
+        }
+        (matched as u32, node)
+    }
+
+    /// Hands a request's private pages to the tree after [`RadixCache::insert`] of its first
+    /// `inserted` pages, of which it held the first `held` through its locked path already.
+    /// The insert counted the pages new to the tree; the request's copies of pages the tree
+    /// had already are freed (SGLang frees the duplicates an insert exposes).
+    pub fn adopt(&mut self, inserted: u32, held: u32) {
+        self.release(u64::from(inserted.saturating_sub(held)));
+    }
+
+    /// Locks the path from `node` up to the root (SGLang's `inc_lock_ref`).
+    pub fn lock(&mut self, mut node: NodeId) {
+        while node != ROOT {
+            let n = &mut self.nodes[node as usize];
+            if n.lock_ref == 0 {
+                let len = n.key.len() as u64;
+                self.evictable_pages -= len;
+                self.protected_pages += len;
+            }
+            n.lock_ref += 1;
+            let parent = n.parent;
+            self.update_leaf(node);
+            node = parent;
+        }
+    }
+
+    /// Unlocks the path from `node` up to the root (SGLang's `dec_lock_ref`).
+    pub fn unlock(&mut self, mut node: NodeId) {
+        while node != ROOT {
+            let n = &mut self.nodes[node as usize];
+            debug_assert!(n.lock_ref > 0, "unlocking an unlocked node");
+            if n.lock_ref == 1 {
+                let len = n.key.len() as u64;
+                self.evictable_pages += len;
+                self.protected_pages -= len;
+            }
+            n.lock_ref -= 1;
+            let parent = n.parent;
+            self.update_leaf(node);
+            node = parent;
+        }
+    }
+
+    /// SGLang's `evict`: frees unlocked leaves, least recently used first, until at least
+    /// `pages` are freed or none is left; returns the pages freed.
+    pub fn evict(&mut self, pages: u64) -> u64 {
+        let mut freed = 0;
+        while freed < pages {
+            let Some((_, leaf)) = self.leaves.pop_first() else {
+                break;
+            };
+            let node = &self.nodes[leaf as usize];
+            let (parent, first, len) = (node.parent, node.key[0], node.key.len() as u64);
+            self.nodes[parent as usize].children.remove(&first);
+            self.evictable_pages -= len;
+            freed += len;
+            self.free_nodes.push(leaf);
+            self.nodes[leaf as usize].key = Vec::new();
+            self.update_leaf(parent);
+        }
+        freed
+    }
+
+    #[cfg(test)]
+    /// The order eviction would free the current unlocked leaves in: each one's first page
+    /// hash, least recently used first (for tests and checks).
+    pub fn eviction_order(&self) -> Vec<u64> {
+        self.leaves
+            .iter()
+            .map(|&(_, id)| self.nodes[id as usize].key[0])
+            .collect()
+    }
+
+    /// The parent of `node` (the root's is itself).
+    pub fn parent(&self, node: NodeId) -> NodeId {
+        self.nodes[node as usize].parent
+    }
+
+    /// The children of `node`, by their first page's hash.
+    pub fn children(&self, node: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes[node as usize].children.values().copied()
+    }
+
+    #[cfg(test)]
+    /// Pages on the path from the root to `node`.
+    pub fn depth(&self, mut node: NodeId) -> u32 {
+        let mut pages = 0;
+        while node != ROOT {
+            pages += self.nodes[node as usize].key.len() as u32;
+            node = self.nodes[node as usize].parent;
+        }
+        pages
+    }
+
+    /// Checks the pool's and the tree's counts against each other (tests, debug checks).
+    pub fn audit(&self) -> Result<(), String> {
+        let (mut evictable, mut protected) = (0, 0);
+        let mut stack = vec![ROOT];
+        while let Some(id) = stack.pop() {
+            let n = &self.nodes[id as usize];
+            if id != ROOT {
+                let len = n.key.len() as u64;
+                if n.lock_ref == 0 {
+                    evictable += len;
+                } else {
+                    protected += len;
+                }
+            }
+            stack.extend(n.children.values());
+        }
+        if (evictable, protected) != (self.evictable_pages, self.protected_pages) {
+            return Err(format!(
+                "tree holds {evictable} evictable and {protected} protected pages, counted \
+                 {} and {}",
+                self.evictable_pages, self.protected_pages
+            ));
+        }
+        let used = evictable + protected + self.private_pages;
+        if used > self.total_pages {
+            return Err(format!("{used} pages in use of {}", self.total_pages));
+        }
+        Ok(())
+    }
+
+    fn new_node(&mut self, key: Vec<u64>, parent: NodeId, now: u64) -> NodeId {
+        let node = Node {
+            key,
+            parent,
+            children: BTreeMap::new(),
+            lock_ref: 0,
+            last_access: now,
+        };
+        match self.free_nodes.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = node;
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as NodeId
+            }
+        }
+    }
+
+    /// Splits `child` after its first `at` pages: a new node takes them (and the child's
+    /// locks and access time) between the child and its parent. Returns the new node.
+    fn split(&mut self, child: NodeId, at: usize) -> NodeId {
+        let c = &mut self.nodes[child as usize];
+        let tail = c.key.split_off(at);
+        let head = std::mem::replace(&mut c.key, tail);
+        let (parent, lock_ref, access) = (c.parent, c.lock_ref, c.last_access);
+        let first_tail = c.key[0];
+        let first_head = head[0];
+        let mid = self.new_node(head, parent, access);
+        self.nodes[mid as usize].lock_ref = lock_ref;
+        self.nodes[mid as usize].children.insert(first_tail, child);
+        self.nodes[child as usize].parent = mid;
+        self.nodes[parent as usize].children.insert(first_head, mid);
+        mid
+    }
+
+    /// Sets `node`'s last access to `now`, keeping the leaf order.
+    fn touch(&mut self, node: NodeId, now: u64) {
+        let old = self.nodes[node as usize].last_access;
+        if self.leaves.remove(&(old, node)) {
+            self.leaves.insert((now, node));
+        }
+        self.nodes[node as usize].last_access = now;
+    }
+
+    /// Puts `node` in the evictable leaves if it is one (unlocked, childless, not the root),
+    /// else takes it out.
+    fn update_leaf(&mut self, node: NodeId) {
+        let n = &self.nodes[node as usize];
+        let entry = (n.last_access, node);
+        if node != ROOT && n.lock_ref == 0 && n.children.is_empty() {
+            self.leaves.insert(entry);
+        } else {
+            self.leaves.remove(&entry);
+        }
+    }
+}
+
+/// Length of the common prefix of `a` and `b`.
+fn common_prefix(a: &[u64], b: &[u64]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Page keys: distinct small numbers stand for chained hashes.
+    fn keys(range: std::ops::Range<u64>) -> Vec<u64> {
+        range.collect()
+    }
+
+    /// A request's life: its pages are allocated privately, inserted, locked, then unlocked.
+    fn cache(tree: &mut RadixCache, pages: &[u64]) -> NodeId {
+        assert!(tree.allocate(pages.len() as u64));
+        let (_, node) = tree.insert(pages);
+        tree.adopt(pages.len() as u32, 0);
+        node
+    }
+
+    #[test]
+    fn a_match_ending_inside_a_node_splits_it_and_counts_whole_pages() {
+        let mut tree = RadixCache::new(100, false);
+        cache(&mut tree, &keys(1..9)); // one node of 8 pages
+        let query = [1, 2, 3, 99];
+        assert_eq!(tree.cached_pages(&query), 3);
+        let (matched, node) = tree.match_prefix(&query);
+        assert_eq!(matched, 3);
+        assert_eq!(tree.depth(node), 3);
+        // Split: a 3-page node above a 5-page one; nothing moved in the pool.
+        assert_eq!(tree.evictable_pages(), 8);
+        assert_eq!(tree.free_pages(), 92);
+        tree.audit().unwrap();
+    }
+
+    #[test]
+    fn inserting_a_cached_prefix_frees_the_duplicate_pages() {
+        let mut tree = RadixCache::new(100, false);
+        cache(&mut tree, &keys(1..5));
+        // A second request computed the same 4 pages privately plus 2 of its own.
+        assert!(tree.allocate(6));
+        let (present, _) = tree.insert(&[1, 2, 3, 4, 50, 51]);
+        assert_eq!(present, 4);
+        tree.adopt(6, 0);
+        assert_eq!(tree.private_pages(), 0);
+        assert_eq!(tree.evictable_pages(), 6);
+        assert_eq!(tree.free_pages(), 94);
+        tree.audit().unwrap();
+    }
+
+    #[test]
+    fn eviction_frees_unlocked_leaves_least_recently_used_first() {
+        let mut tree = RadixCache::new(100, false);
+        let a = cache(&mut tree, &[10, 11]); // used at t1
+        cache(&mut tree, &[20, 21, 22]); // t2
+        cache(&mut tree, &[30]); // t3
+        // Touch A again: it becomes the most recently used.
+        tree.match_prefix(&[10, 11]);
+        assert_eq!(tree.eviction_order(), vec![20, 30, 10]);
+        // A locked leaf is never evicted.
+        tree.lock(a);
+        assert_eq!(tree.eviction_order(), vec![20, 30]);
+        // Asking for 1 page frees the whole 3-page leaf B (leaves go whole).
+        assert_eq!(tree.evict(1), 3);
+        assert_eq!(tree.evict(10), 1);
+        assert_eq!(tree.evictable_pages(), 0);
+        assert_eq!(tree.protected_pages(), 2);
+        tree.unlock(a);
+        assert_eq!(tree.evict(10), 2);
+        assert_eq!(tree.free_pages(), 100);
+        tree.audit().unwrap();
+    }
+
+    #[test]
+    fn a_parent_left_childless_becomes_evictable_in_its_turn() {
+        let mut tree = RadixCache::new(100, false);
+        cache(&mut tree, &[1, 2]);
+        cache(&mut tree, &[1, 2, 3]); // splits nothing: extends the leaf with a child
+        cache(&mut tree, &[7]);
+        // Leaves: [3] (under [1,2]) and [7]; [1,2] is inner.
+        assert_eq!(tree.eviction_order(), vec![3, 7]);
+        assert_eq!(tree.evict(1), 1); // [3]
+        // [1,2] is a leaf now, with its own (older) access time: before [7].
+        assert_eq!(tree.eviction_order(), vec![1, 7]);
+        tree.audit().unwrap();
+    }
+
+    #[test]
+    fn allocation_evicts_only_what_it_must() {
+        let mut tree = RadixCache::new(10, false);
+        cache(&mut tree, &[1, 2, 3, 4]);
+        cache(&mut tree, &[5, 6, 7, 8]);
+        assert_eq!(tree.free_pages(), 2);
+        assert!(tree.allocate(4)); // evicts the LRU leaf [1..4]
+        assert_eq!(tree.cached_pages(&[1]), 0);
+        assert_eq!(tree.cached_pages(&[5, 6]), 2);
+        assert!(!tree.allocate(7));
+        assert_eq!(tree.private_pages(), 4);
+        tree.audit().unwrap();
+    }
+
+    #[test]
+    fn a_disabled_tree_matches_and_keeps_nothing() {
+        let mut tree = RadixCache::new(10, true);
+        assert!(tree.allocate(3));
+        assert_eq!(tree.insert(&[1, 2, 3]), (0, ROOT));
+        assert_eq!(tree.match_prefix(&[1, 2, 3]), (0, ROOT));
+        assert_eq!(tree.private_pages(), 3);
+    }
+}
