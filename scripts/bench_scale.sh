@@ -3,10 +3,11 @@
 # token ids) on one H100 instance at 20 req/s, on 16 H100 instances (2 nodes x 8,
 # scripts/bench_cluster.sh's cluster) at 320 req/s, and on 10,000 H100 instances (1,250 nodes
 # x 8, round-robin routing: RR) at 200,000 req/s; then N requests generated in memory from the
-# mixed-slo scenario. Prints each run's wall time and peak RSS (GNU time), with and without the
-# per-request CSV, and (unless RATES=0) the generated tokens and events per second at that wall
-# time (scripts/rates.sh: one more, untimed run per case). The bounds: peak RSS under 500 MB
-# for 1 and 16 instances and for the scenario, under 2 GB and 60 s for 10,000 instances.
+# mixed-slo and prefix-heavy scenarios (streamed), and 100,000 autoscaler replica slots. Prints
+# each run's wall time and peak RSS (GNU time), with and without the per-request CSV, and
+# (unless RATES=0) the generated tokens and events per second at that wall time
+# (scripts/rates.sh: one more, untimed run per case). The bounds: peak RSS under 500 MB for 1
+# and 16 instances and for the scenario, under 2 GB and 60 s for 10,000 instances.
 #   scripts/bench_scale.sh              # 1,000,000 requests
 #   CSV=0 scripts/bench_scale.sh 10000000   # without the CSV cases (10M rows: ~26 GB)
 #   ONLY=big scripts/bench_scale.sh     # only the 10,000-instance and scenario cases
@@ -85,3 +86,8 @@ if [ "$CSV" = 1 ]; then
 fi
 rm "$TMP/fleet.jsonl"
 measure "$N req, scenario mixed-slo, no CSV" --scenario mixed-slo --num-requests "$N"
+# Prompts with token ids (80 % share a 512-token prefix): streamed, not held.
+measure "$N req, scenario prefix-heavy, no CSV" --scenario prefix-heavy --num-requests "$N"
+# Replica slots: each costs its config, backend and scheduler before it is provisioned.
+measure "autoscale-max 100,000 on the sample" --dataset examples/sample.jsonl \
+    --autoscale threshold --autoscale-max 100000

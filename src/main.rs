@@ -79,17 +79,19 @@ impl Failure {
 }
 
 /// The files a command reads, with their flags.
-fn inputs(paths: &[CommandPath<'_>]) -> Vec<(&'static str, PathBuf)> {
+fn inputs(paths: &[CommandPath<'_>]) -> Vec<(String, PathBuf)> {
     paths
         .iter()
         .filter(|p| p.role == Role::Input)
-        .map(|p| (p.flag, p.path.to_path_buf()))
+        .map(|p| (p.flag.to_owned(), p.path.to_path_buf()))
         .collect()
 }
 
-fn hints(inputs: &[(&'static str, PathBuf)]) -> Vec<String> {
-    let borrowed: Vec<(&str, &std::path::Path)> =
-        inputs.iter().map(|(f, p)| (*f, p.as_path())).collect();
+fn hints(inputs: &[(String, PathBuf)]) -> Vec<String> {
+    let borrowed: Vec<(&str, &std::path::Path)> = inputs
+        .iter()
+        .map(|(f, p)| (f.as_str(), p.as_path()))
+        .collect();
     blis_cosim::cli::mixups::hints(&borrowed)
 }
 
@@ -99,7 +101,7 @@ fn main_job(args: RunArgs) -> Result<(), Failure> {
     let options = args.into_options().map_err(anyhow::Error::from)?;
     let paths = options.paths();
     let summary_to_stderr = blis_cosim::paths::writes_stdout(&paths);
-    blis_cosim::paths::check(&paths)?;
+    options.check_paths()?;
     let inputs = inputs(&paths);
     let run = || -> anyhow::Result<()> {
         let config = blis_cosim::setup::resolve(options)?;

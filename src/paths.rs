@@ -22,17 +22,18 @@ pub enum Role {
     OutputDir,
 }
 
-/// A path of a command, with the flag that gave it.
+/// A path of a command, with the flag that gave it (or, for a file named inside another
+/// input, where it is named there).
 #[derive(Debug, Clone, Copy)]
 pub struct CommandPath<'a> {
-    pub flag: &'static str,
+    pub flag: &'a str,
     pub path: &'a Path,
     pub role: Role,
 }
 
 impl<'a> CommandPath<'a> {
     /// The path `path` of `flag`, used as `role`.
-    pub fn new(flag: &'static str, path: &'a Path, role: Role) -> CommandPath<'a> {
+    pub fn new(flag: &'a str, path: &'a Path, role: Role) -> CommandPath<'a> {
         CommandPath { flag, path, role }
     }
 }

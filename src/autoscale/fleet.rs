@@ -115,6 +115,8 @@ struct Pool {
     recommendations: VecDeque<(Nanos, u32)>,
     /// The last action: when, and whether it was up.
     last: Option<(Nanos, bool)>,
+    /// Whether the policy wanted, at the last tick, the replicas the pool had.
+    content: bool,
     cost: PoolCost,
     /// For a decode pool: the prefill instances whose hand-offs it takes; those held
     /// there for want of a ready replica are demand for it.
@@ -172,6 +174,7 @@ impl Autoscaler {
                 policy: Policy::new(config.policy.clone()),
                 recommendations: VecDeque::new(),
                 last: None,
+                content: false,
                 cost: PoolCost::default(),
                 handoff_sources: Vec::new(),
             })
@@ -315,6 +318,7 @@ impl Autoscaler {
         let (up_window, down_window, cooldown) = (c.up_window_ns, c.down_window_ns, c.cooldown_ns);
         let pool = &mut self.pools[p];
         let desired = pool.policy.desired(o).clamp(min, max);
+        pool.content = desired == o.current();
         let keep = up_window.max(down_window);
         while pool
             .recommendations
@@ -460,6 +464,51 @@ impl Autoscaler {
         if self.state(id) == ReplicaState::Draining {
             self.set_state(id, ReplicaState::Off, now);
         }
+    }
+
+    /// Whether another tick seeing what the last one saw would change nothing: every pool's
+    /// policy wanted the replicas it has (then no stabilization window or cooldown can make
+    /// it act), and the policy keeps no state between ticks (the oscillator alternates).
+    pub fn steady(&self) -> bool {
+        !matches!(self.config.policy, AutoscalePolicy::Oscillator)
+            && !self.series.is_empty()
+            && self.pools.iter().all(|p| p.content)
+    }
+
+    /// Records `count` ticks every `interval` after the last one as they would have been
+    /// with nothing changed since it ([`Autoscaler::steady`], no request routed): the same
+    /// replicas and utilization, no arrivals, the same recommendation of every pool.
+    pub fn repeat_last_tick(&mut self, interval: Nanos, count: u64) {
+        let Some(&last) = self.series.last() else {
+            return;
+        };
+        self.series.reserve(count as usize);
+        let mut t = last.t_ns;
+        for _ in 0..count {
+            t = t.saturating_add(interval);
+            self.series.push(ScaleSample {
+                t_ns: t,
+                arrival_rate: 0.0,
+                ..last
+            });
+        }
+        // Every pool's recommendation at each of those ticks was its count; within any
+        // window only the latest of them matters.
+        let keep = self.config.up_window_ns.max(self.config.down_window_ns);
+        for pool in &mut self.pools {
+            let wanted = pool.recommendations.back().map(|&(_, n)| n);
+            while pool
+                .recommendations
+                .front()
+                .is_some_and(|&(at, _)| t - at > keep)
+            {
+                pool.recommendations.pop_front();
+            }
+            if let Some(n) = wanted {
+                pool.recommendations.push_back((t, n));
+            }
+        }
+        self.last_tick = t;
     }
 
     /// Appends the time-series row of the tick at `now`.

@@ -8,7 +8,9 @@
 //! (the hand-off at the end of a prefill is not reported; see `pd.rs`).
 //! They join the requests still to arrive in the order LLMServingSim uses: by arrival time,
 //! and at equal times after every request already pending (the initial list first, then
-//! released requests in release order).
+//! released requests in release order). A generated workload's requests may come as a stream
+//! ([`ArrivalStream`]) instead of a list: drawn one ahead of the run, they enter as listed ones
+//! would (after the listed ones at equal times), and only the requests in flight are held.
 //!
 //! With [`super::Run::max_in_flight`] the run is in concurrency mode: at most that many requests
 //! are in the cluster (arrived and not finished, a request whose KV cache is on its way to a
@@ -23,6 +25,19 @@ use crate::workload::Request;
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+
+/// Requests drawn as the run reaches them instead of listed before it (a workload generated
+/// from a spec): in arrival order, ids ascending, so that a workload of any size runs in the
+/// memory of the requests in flight.
+pub type ArrivalStream<'r> = Box<dyn Iterator<Item = Request> + 'r>;
+
+/// Where the next request due comes from, in the order requests due at one time enter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Source {
+    Listed,
+    Streamed,
+    Released,
+}
 
 /// A request whose turn to arrive has come.
 pub(super) enum Due<'r> {
@@ -66,11 +81,17 @@ impl<'r> Due<'r> {
     }
 }
 
-/// The requests still to arrive: the initial list (sorted by arrival), the released ones, and
-/// the concurrency gate.
+/// The requests still to arrive: the initial list (sorted by arrival), the stream, the
+/// released ones, and the concurrency gate.
 pub(super) struct Arrivals<'r> {
     initial: &'r [Request],
     next: usize,
+    /// Requests drawn as the run reaches them ([`super::Run::streamed`]), and the next of
+    /// them, drawn ahead so that its arrival is known.
+    stream: Option<ArrivalStream<'r>>,
+    stream_head: Option<Request>,
+    /// Requests drawn from the stream so far.
+    streamed: u64,
     /// Released requests by slot; `None` once routed.
     slots: Vec<Option<Request>>,
     free: Vec<usize>,
@@ -87,10 +108,17 @@ pub(super) struct Arrivals<'r> {
 }
 
 impl<'r> Arrivals<'r> {
-    pub fn new(initial: &'r [Request], max_in_flight: Option<usize>) -> Arrivals<'r> {
+    pub fn new(
+        initial: &'r [Request],
+        mut stream: Option<ArrivalStream<'r>>,
+        max_in_flight: Option<usize>,
+    ) -> Arrivals<'r> {
         Arrivals {
             initial,
             next: 0,
+            stream_head: stream.as_mut().and_then(Iterator::next),
+            stream,
+            streamed: 0,
             slots: Vec::new(),
             free: Vec::new(),
             pending: BinaryHeap::new(),
@@ -139,17 +167,37 @@ impl<'r> Arrivals<'r> {
         if !self.has_room(ended) {
             return None;
         }
-        let initial = self.initial.get(self.next).filter(|r| r.arrival_ns <= now);
-        let released = self
-            .pending
-            .peek()
-            .map(|e| e.0)
-            .filter(|&(arrival, _, _)| arrival <= now);
-        let due = match (initial, released) {
-            (Some(r), Some((arrival, _, _))) if r.arrival_ns <= arrival => self.take_initial(r),
-            (Some(r), None) => self.take_initial(r),
-            (_, Some((_, _, slot))) => {
-                self.pending.pop();
+        // The earliest of the three heads; at equal times listed, then streamed, then
+        // released requests.
+        let heads = [
+            (
+                self.initial.get(self.next).map(|r| r.arrival_ns),
+                Source::Listed,
+            ),
+            (
+                self.stream_head.as_ref().map(|r| r.arrival_ns),
+                Source::Streamed,
+            ),
+            (self.pending.peek().map(|e| e.0.0), Source::Released),
+        ];
+        let (_, source) = heads
+            .into_iter()
+            .filter_map(|(t, source)| Some((t.filter(|&t| t <= now)?, source)))
+            .min()?;
+        let due = match source {
+            Source::Listed => {
+                let (initial, index) = (self.initial, self.next);
+                self.next += 1;
+                Due::Initial(index, &initial[index])
+            }
+            // A streamed request enters as a released one does: owned, its lists found now.
+            Source::Streamed => {
+                let next = self.stream.as_mut().and_then(Iterator::next);
+                self.streamed += 1;
+                Due::Released(std::mem::replace(&mut self.stream_head, next)?)
+            }
+            Source::Released => {
+                let Reverse((_, _, slot)) = self.pending.pop()?;
                 self.free.push(slot);
                 Due::Released(
                     self.slots[slot]
@@ -157,31 +205,34 @@ impl<'r> Arrivals<'r> {
                         .expect("a pending slot holds a request"),
                 )
             }
-            (None, None) => return None,
         };
         self.routed += 1;
         Some(due)
     }
 
-    fn take_initial(&mut self, r: &'r Request) -> Due<'r> {
-        self.next += 1;
-        Due::Initial(self.next - 1, r)
-    }
-
-    /// Whether every initial request has entered and no released one is pending.
+    /// Whether every initial request (listed or streamed) has entered and no released one
+    /// is pending.
     pub fn exhausted(&self) -> bool {
-        self.next >= self.initial.len() && self.pending.is_empty()
+        self.next >= self.initial.len() && self.stream_head.is_none() && self.pending.is_empty()
     }
 
-    /// Requests released so far.
-    pub fn released(&self) -> u64 {
-        self.released
+    /// Requests known to the run so far: those listed, those drawn from the stream and
+    /// those released.
+    pub fn known(&self) -> u64 {
+        self.initial.len() as u64 + self.streamed + self.released
+    }
+
+    /// The arrival of the next initial request, listed or streamed.
+    fn next_initial(&self) -> Option<Nanos> {
+        let listed = self.initial.get(self.next).map(|r| r.arrival_ns);
+        let streamed = self.stream_head.as_ref().map(|r| r.arrival_ns);
+        listed.into_iter().chain(streamed).min()
     }
 
     /// When an arrival event is needed for the next initial request (arriving after `now`,
     /// at `None` before the run starts) and none is pending for it yet.
     pub fn initial_event(&mut self, now: Option<Nanos>) -> Option<Nanos> {
-        let t = self.initial.get(self.next)?.arrival_ns;
+        let t = self.next_initial()?;
         if now.is_some_and(|now| t <= now) || self.scheduled == Some(t) {
             return None;
         }
@@ -191,9 +242,7 @@ impl<'r> Arrivals<'r> {
 
     /// Whether a request is due but waits for room (concurrency mode).
     pub fn has_waiting(&self, now: Nanos) -> bool {
-        self.initial
-            .get(self.next)
-            .is_some_and(|r| r.arrival_ns <= now)
+        self.next_initial().is_some_and(|t| t <= now)
             || self.pending.peek().is_some_and(|e| e.0.0 <= now)
     }
 }

@@ -94,6 +94,7 @@ pub use crate::workload::{Injector, NoInjection};
 pub use cluster::{AnomalyWatch, Cluster, Run, Services};
 pub use dp::WavePricer;
 pub use events::{Event, EventKind, EventQueue, Phase};
+pub use inject::ArrivalStream;
 pub use pd::Disaggregation;
 pub use pipeline::{Pipeline, stage_blocks};
 pub use tiers::LowerTierSetup;

@@ -235,6 +235,80 @@ impl Signals {
         }
     }
 
+    /// Whether re-reading `signals` of the instances now would change nothing: an immediate
+    /// signal is read live anyway and an on-demand one never changes without a probe, so only
+    /// the periodic ones are compared with their live values.
+    pub(crate) fn settled(
+        &self,
+        signals: &[Signal],
+        now: Nanos,
+        schedulers: &[Core],
+        instances: &[InstanceSim<'_>],
+    ) -> bool {
+        let config = self.config;
+        let periodic = |s: &&Signal| matches!(config.mode(**s), Refresh::Periodic(_));
+        if !signals.iter().any(|s| periodic(&s)) {
+            return true;
+        }
+        schedulers.iter().enumerate().all(|(i, scheduler)| {
+            let live = observe(scheduler, &instances[i].recent, now);
+            let mut read = self.held[i];
+            for signal in signals.iter().filter(periodic) {
+                copy_signal(*signal, &live, &mut read);
+            }
+            read == self.held[i]
+        })
+    }
+
+    /// Does what [`Signals::refresh_due`] at each of `times` (ascending, after every read
+    /// so far) would do while the instances do not change: every signal and the prefix
+    /// cache are read at the last of them it falls due at, a copied signal then taking its
+    /// live value. One pass over the instances, whatever the number of times.
+    pub(crate) fn refresh_idle(
+        &mut self,
+        times: impl Iterator<Item = Nanos> + Clone,
+        schedulers: &mut [Core],
+        instances: &[InstanceSim<'_>],
+    ) {
+        let Some(last) = times.clone().last() else {
+            return;
+        };
+        let config = self.config;
+        let first = self.read_at;
+        for signal in Signal::ALL {
+            // The prefix cache's read time moves only when it is stale (`refresh`).
+            if signal == Signal::Prefix && self.prefix_at.is_none() {
+                continue;
+            }
+            let (k, mode) = (signal.index(), config.mode(signal));
+            for t in times.clone() {
+                if due(mode, self.read_at[k], t) {
+                    self.read_at[k] = t;
+                }
+            }
+        }
+        self.now = last;
+        let copy: [bool; 8] =
+            std::array::from_fn(|k| k < 7 && !self.immediate[k] && self.read_at[k] != first[k]);
+        if self.copies && copy.contains(&true) {
+            for (i, scheduler) in schedulers.iter().enumerate() {
+                let live = observe(scheduler, &instances[i].recent, last);
+                for signal in &Signal::ALL[..7] {
+                    if copy[signal.index()] {
+                        copy_signal(*signal, &live, &mut self.held[i]);
+                    }
+                }
+            }
+        }
+        let prefix = Signal::Prefix.index();
+        if self.read_at[prefix] != first[prefix] {
+            self.prefix_at = Some(self.read_at[prefix]);
+            for scheduler in schedulers {
+                scheduler.forget_cache_history_before(self.read_at[prefix]);
+            }
+        }
+    }
+
     /// The view over `schedulers` and `instances` (the live prefix caches, asked at the
     /// signal's time), for the decision of the last refresh.
     pub(crate) fn view<'a>(

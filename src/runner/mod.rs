@@ -32,7 +32,10 @@ use crate::scheduler::Engine;
 use crate::setup::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
-use crate::workload::spec::{Overrides, Synthetic, WorkloadSpec, generate_workload, scenario};
+use crate::workload::spec::{
+    Overrides, RequestStream, StreamPlan, Synthetic, WorkloadSpec, generate_workload, scenario,
+    stream_requests,
+};
 use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, detected, read_dataset};
 use anyhow::Context;
 use backend::Backend;
@@ -45,22 +48,46 @@ pub use rehearsal::Rehearsal;
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let started = std::time::Instant::now();
-    let mut workload = load_workload(config)?;
+    let spec = load_spec(config)?;
+    let (mut workload, stream) = match &spec {
+        Some(spec) => generated(spec, config)?,
+        None => (read_workload(config)?, None),
+    };
     let has_sessions = !workload.sessions.is_empty();
     if config.sessions_output.is_some() && !has_sessions {
         anyhow::bail!("--sessions-output: the workload has no sessions");
     }
-    let max_in_flight = replay(&mut workload, config.replay)?;
+    let span = match &stream {
+        Some((plan, _)) => Some((plan.first_arrival_ns, plan.last_arrival_ns)),
+        None => workload.first_arrival().zip(workload.last_arrival()),
+    };
+    let (retime, max_in_flight) = replay(span, config.replay)?;
+    if !matches!(retime, Retime::Keep) {
+        workload.retime(|t| retime.apply(t));
+    }
     let mut registry = SessionRegistry::new(&workload.sessions);
     let requests = initial_requests(&workload, &mut registry);
+    let (first_arrival, last_arrival) = match &stream {
+        Some((plan, _)) => (
+            retime.apply(plan.first_arrival_ns),
+            retime.apply(plan.last_arrival_ns),
+        ),
+        None => (
+            requests.first().map_or(0, |r| r.arrival_ns),
+            requests.iter().map(|r| r.arrival_ns).max().unwrap_or(0),
+        ),
+    };
     if let Some(a) = &config.control.autoscale {
-        scaling::check_ticks(a, requests.iter().map(|r| r.arrival_ns))?;
+        scaling::check_ticks(a, last_arrival)?;
     }
-    let first_arrival = requests.first().map_or(0, |r| r.arrival_ns);
     eprintln!("{}", astra::describe(config.astra()));
     let mut instances = build_instances(config, first_arrival)?;
     let disaggregation = disaggregation(config);
-    let mut outputs = open_outputs(config, &workload, disaggregation.is_some())?;
+    let num_requests = match &stream {
+        Some((plan, _)) => plan.count,
+        None => workload.num_requests() as u64,
+    };
+    let mut outputs = open_outputs(config, &workload, num_requests, disaggregation.is_some())?;
     let (mut control, mut router) = decision_makers(config, &workload, &mut outputs);
     let classes = workload.classes.as_ref();
     let nominal = NominalPriority::new(classes, &config.control.slo_priorities);
@@ -69,6 +96,12 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let mut waves = waves::AstraWaves::start(config, first_arrival)?;
     let run = Run {
         requests: &requests,
+        stream: stream.map(|(_, requests)| -> engine::ArrivalStream<'_> {
+            Box::new(requests.map(move |r| Request {
+                arrival_ns: retime.apply(r.arrival_ns),
+                ..r
+            }))
+        }),
         setups: &instances.setups,
         disaggregation,
         max_in_flight,
@@ -255,6 +288,7 @@ fn instance_setup(inst: &InstanceConfig, capacity: &KvCapacity) -> anyhow::Resul
 fn open_outputs<'w>(
     config: &SimConfig,
     workload: &'w Workload,
+    num_requests: u64,
     pd: bool,
 ) -> anyhow::Result<Outputs<'w>> {
     let has_sessions = !workload.sessions.is_empty();
@@ -273,7 +307,7 @@ fn open_outputs<'w>(
     Ok(Outputs {
         csv,
         summary: SummaryCollector::with_pooled_itls(),
-        progress: Progress::new(workload.num_requests() as u64),
+        progress: Progress::new(num_requests),
         emit_et: step_emitters(config, emit_et_dir.as_ref()),
         emit_et_dir,
         multi: config.instances.len() > 1,
@@ -521,23 +555,31 @@ fn write_results(
     Ok(summary)
 }
 
-/// The run's workload: read from its dataset, or generated from its spec or scenario.
-fn load_workload(config: &SimConfig) -> anyhow::Result<Workload> {
+/// The run's workload spec, when it is generated from a spec or scenario.
+fn load_spec(config: &SimConfig) -> anyhow::Result<Option<WorkloadSpec>> {
     Ok(match &config.workload {
-        WorkloadSource::Dataset(path, options) => {
-            let (workload, format) = read_dataset(path, *options, config.num_reqs)?;
-            if options.format == DatasetFormat::Auto {
-                eprintln!("{}", detected(path, format));
-            }
-            workload
-        }
-        WorkloadSource::Spec(path) => generated(&WorkloadSpec::load(path)?, config)?,
+        WorkloadSource::Dataset(..) => None,
+        WorkloadSource::Spec(path) => Some(WorkloadSpec::load(path)?),
         WorkloadSource::Scenario(name) => {
             let scenario = scenario(name).with_context(|| format!("unknown scenario `{name}`"))?;
-            generated(&scenario.spec()?, config)?
+            Some(scenario.spec()?)
         }
-        WorkloadSource::Synthetic(quick) => synthetic(quick, config)?,
+        WorkloadSource::Synthetic(_) => None,
     })
+}
+
+/// The run's workload read from its dataset, or the quick path's (none for a spec's).
+fn read_workload(config: &SimConfig) -> anyhow::Result<Workload> {
+    let (path, options) = match &config.workload {
+        WorkloadSource::Dataset(path, options) => (path, options),
+        WorkloadSource::Synthetic(quick) => return synthetic(quick, config),
+        _ => return Ok(Workload::default()),
+    };
+    let (workload, format) = read_dataset(path, *options, config.num_reqs)?;
+    if options.format == DatasetFormat::Auto {
+        eprintln!("{}", detected(path, format));
+    }
+    Ok(workload)
 }
 
 /// The time series the run collects: for `--timeseries` (at its interval) or for `--plots`
@@ -616,14 +658,41 @@ fn synthetic(quick: &Synthetic, config: &SimConfig) -> anyhow::Result<Workload> 
     Ok(generate_workload(&quick.spec()?, overrides)?)
 }
 
-/// The workload `spec` generates, with the run's request count.
-fn generated(spec: &WorkloadSpec, config: &SimConfig) -> anyhow::Result<Workload> {
-    let overrides = Overrides {
+/// What the run changes of a spec: its request count.
+fn spec_overrides(config: &SimConfig) -> Overrides {
+    Overrides {
         num_requests: config.num_reqs.map(|n| n as u64),
         seed: None,
         max_requests: config.max_requests,
-    };
-    Ok(generate_workload(spec, overrides)?)
+    }
+}
+
+/// The run's whole workload, every request in memory (a rehearsal replays it many times).
+fn load_workload(config: &SimConfig) -> anyhow::Result<Workload> {
+    match load_spec(config)? {
+        Some(spec) => Ok(generate_workload(&spec, spec_overrides(config))?),
+        None => read_workload(config),
+    }
+}
+
+/// The workload `spec` generates, with the run's request count: a spec without sessions as
+/// a stream of its requests (the workload then holds only their classes), drawn as the run
+/// reaches them, so that its size does not bound the run's; one with sessions whole.
+fn generated<'s>(
+    spec: &'s WorkloadSpec,
+    config: &SimConfig,
+) -> anyhow::Result<(Workload, Option<(StreamPlan, RequestStream<'s>)>)> {
+    let overrides = spec_overrides(config);
+    Ok(match stream_requests(spec, overrides)? {
+        Some((plan, stream)) => {
+            let workload = Workload {
+                classes: Some(plan.classes.clone()),
+                ..Workload::default()
+            };
+            (workload, Some((plan, stream)))
+        }
+        None => (generate_workload(spec, overrides)?, None),
+    })
 }
 
 /// A failure of the engine. A request of a generated workload has no workload line: it is
@@ -714,33 +783,55 @@ fn transfer_in_step(inst: &InstanceConfig) -> bool {
     inst.role == InstanceRole::Prefill && inst.astra.is_some()
 }
 
-/// Applies the replay mode to the arrivals known before the run; returns the concurrency
-/// limit of concurrency mode. Fails when a slowed-down arrival would pass [`MAX_TIME_NS`].
-fn replay(workload: &mut Workload, mode: ReplayMode) -> anyhow::Result<Option<usize>> {
-    let Some(first) = workload.first_arrival() else {
-        return Ok(None);
+/// How the replay mode moves the arrivals known before the run.
+#[derive(Debug, Clone, Copy)]
+enum Retime {
+    /// Trace mode: each at its time.
+    Keep,
+    /// `--arrival-speedup`: the gaps after the first arrival divided by `factor`.
+    Speedup { first: Nanos, factor: f64 },
+    /// Concurrency mode: every one due at the first arrival, let in as room allows.
+    AllAt(Nanos),
+}
+
+impl Retime {
+    /// Where the arrival at `t` moves.
+    fn apply(self, t: Nanos) -> Nanos {
+        match self {
+            Retime::Keep => t,
+            Retime::Speedup { first, factor } => {
+                let at = first as f64 + ((t - first) as f64 / factor).round();
+                at.min(MAX_TIME_NS as f64) as Nanos
+            }
+            Retime::AllAt(first) => first,
+        }
+    }
+}
+
+/// The replay mode's move of the arrivals known before the run, which span `span` (first,
+/// last; `None`: none), and the concurrency limit of concurrency mode. Fails when a
+/// slowed-down arrival would pass [`MAX_TIME_NS`].
+fn replay(
+    span: Option<(Nanos, Nanos)>,
+    mode: ReplayMode,
+) -> anyhow::Result<(Retime, Option<usize>)> {
+    let Some((first, last)) = span else {
+        return Ok((Retime::Keep, None));
     };
     match mode {
-        ReplayMode::Trace => Ok(None),
+        ReplayMode::Trace => Ok((Retime::Keep, None)),
         ReplayMode::Speedup(f) => {
-            let mut latest = 0.0f64;
-            workload.retime(|t| {
-                let at = first as f64 + ((t - first) as f64 / f).round();
-                latest = latest.max(at);
-                at.min(MAX_TIME_NS as f64) as Nanos
-            });
+            // Moves keep the order: the last arrival moves furthest.
+            let latest = first as f64 + ((last - first) as f64 / f).round();
             if latest > MAX_TIME_NS as f64 {
                 anyhow::bail!(
                     "--arrival-speedup {f}: an arrival would come at {latest:e} ns, beyond the \
                      latest simulated time (10^18 ns, about 31 years)"
                 );
             }
-            Ok(None)
+            Ok((Retime::Speedup { first, factor: f }, None))
         }
-        ReplayMode::Concurrency(n) => {
-            workload.retime(|_| first);
-            Ok(Some(n))
-        }
+        ReplayMode::Concurrency(n) => Ok((Retime::AllAt(first), Some(n))),
     }
 }
 

@@ -4,7 +4,7 @@
 //! times in memory (no output is written).
 
 use super::backend::Backend;
-use super::{disaggregation, instance_setup, load_workload, replay};
+use super::{Retime, disaggregation, instance_setup, load_workload, replay};
 use crate::Nanos;
 use crate::config::KernelSpec;
 use crate::engine::{self, InstanceSetup, Observer, Run, Services, StepEvent};
@@ -46,7 +46,11 @@ impl Rehearsal {
         if !workload.sessions.is_empty() {
             anyhow::bail!("calibration needs a flat workload; this one has sessions");
         }
-        let max_in_flight = replay(&mut workload, config.replay)?;
+        let span = workload.first_arrival().zip(workload.last_arrival());
+        let (retime, max_in_flight) = replay(span, config.replay)?;
+        if !matches!(retime, Retime::Keep) {
+            workload.retime(|t| retime.apply(t));
+        }
         let setups = config
             .instances
             .iter()

@@ -11,13 +11,10 @@ use crate::setup::{InstanceConfig, SimConfig};
 /// Most autoscaler ticks over a run's arrivals: each one is recorded in the report.
 pub const MAX_TICKS: u64 = 10_000_000;
 
-/// Refuses an autoscaler that would tick more than [`MAX_TICKS`] times before the last of
-/// the arrivals at `arrivals` ns (ticks every `interval_ns` from 0), before the run starts.
-pub(super) fn check_ticks(
-    a: &AutoscaleConfig,
-    arrivals: impl Iterator<Item = Nanos>,
-) -> anyhow::Result<()> {
-    let last = arrivals.max().unwrap_or(0);
+/// Refuses an autoscaler that would tick more than [`MAX_TICKS`] times before the last
+/// arrival known before the run, at `last` ns (ticks every `interval_ns` from 0), before the
+/// run starts.
+pub(super) fn check_ticks(a: &AutoscaleConfig, last: Nanos) -> anyhow::Result<()> {
     let ticks = last / a.interval_ns.max(1);
     if ticks > MAX_TICKS {
         anyhow::bail!(

@@ -24,6 +24,7 @@ mod sglang;
 pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
 pub use instances::{EngineOptions, InstanceConfig};
+pub use paths::NamedFile;
 pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
 pub use power::{PowerConfig, parse_log_interval};

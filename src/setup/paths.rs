@@ -2,8 +2,25 @@
 //! list [`crate::paths::check`] checks before any work.
 
 use super::{Deployment, RunOptions, WorkloadSource};
+use crate::config::{ClusterConfig, PimDevice};
 use crate::paths::{CommandPath, Role};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A file named inside another input: a model config, a hardware file or a PIM INI that the
+/// cluster config names, with where it names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedFile {
+    /// Where it is named, e.g. `nodes[0].instances[1].model_name of --cluster-config`.
+    pub named_at: String,
+    pub path: PathBuf,
+}
+
+impl NamedFile {
+    /// The file as one of the run's paths, for [`crate::paths::check`].
+    pub fn as_path(&self) -> CommandPath<'_> {
+        CommandPath::new(&self.named_at, &self.path, Role::Input)
+    }
+}
 
 /// `name` as the path of `flag`, when it names a file.
 fn named<'a>(flag: &'static str, name: Option<&'a str>) -> Option<CommandPath<'a>> {
@@ -87,5 +104,53 @@ impl RunOptions {
             .chain(named("--model", model))
             .chain(named("--hardware", hardware))
             .collect()
+    }
+
+    /// Checks every path of the run against the others before any work
+    /// ([`crate::paths::check`]): its flags' and the files its cluster config names.
+    pub fn check_paths(&self) -> anyhow::Result<()> {
+        let named = self.named_files();
+        let mut paths = self.paths();
+        paths.extend(named.iter().map(NamedFile::as_path));
+        crate::paths::check(&paths)
+    }
+
+    /// The files the cluster config names (instances' `model_name` and `hardware` that are
+    /// files, nodes' `cpu_mem.pim_config` INIs where they are found), so that no output
+    /// replaces them. A config that cannot be read names none here: resolving it says why.
+    /// A policy bundle names no files.
+    pub fn named_files(&self) -> Vec<NamedFile> {
+        let Deployment::ClusterConfig(config_path) = &self.deployment else {
+            return Vec::new();
+        };
+        let Ok(cluster) = ClusterConfig::load(config_path) else {
+            return Vec::new();
+        };
+        let mut files = Vec::new();
+        let mut add = |field: String, path: PathBuf| {
+            files.push(NamedFile {
+                named_at: format!("{field} of --cluster-config"),
+                path,
+            });
+        };
+        for (n, node) in cluster.nodes.iter().enumerate() {
+            for (i, inst) in node.instances.iter().enumerate() {
+                for (key, name) in [
+                    ("model_name", &inst.model_name),
+                    ("hardware", &inst.hardware),
+                ] {
+                    if Path::new(name).is_file() {
+                        add(format!("nodes[{n}].instances[{i}].{key}"), name.into());
+                    }
+                }
+            }
+            let dir = self.pim.pim_config_dir.as_deref();
+            if let Some(stem) = &node.cpu_mem.pim_config
+                && let Ok(ini) = PimDevice::locate(stem, config_path, dir)
+            {
+                add(format!("nodes[{n}].cpu_mem.pim_config"), ini);
+            }
+        }
+        files
     }
 }

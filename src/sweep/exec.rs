@@ -104,7 +104,7 @@ pub struct PointRun {
 /// Runs a point's `options` as the main command would (check the paths, resolve the
 /// config, run it with `runner`), in this process.
 pub fn run_point(options: RunOptions, runner: &Runner) -> anyhow::Result<PointRun> {
-    crate::paths::check(&options.paths())?;
+    options.check_paths()?;
     let config = crate::setup::resolve(options).context("resolving the run's config")?;
     let summary = runner(&config)?;
     Ok(PointRun {

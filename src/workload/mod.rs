@@ -68,6 +68,13 @@ impl Workload {
         let sessions = self.sessions.sessions().iter().map(|s| s.arrival_ns).min();
         flat.into_iter().chain(sessions).min()
     }
+
+    /// Latest arrival known before the run.
+    pub fn last_arrival(&self) -> Option<Nanos> {
+        let flat = self.requests.last().map(|r| r.arrival_ns);
+        let sessions = self.sessions.sessions().iter().map(|s| s.arrival_ns).max();
+        flat.into_iter().chain(sessions).max()
+    }
 }
 
 /// One inference request as it arrives at the cluster.

@@ -499,3 +499,71 @@ fn a_write_failing_partway_leaves_no_partial_multi_file_output() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(names(dir.path()), ["w.jsonl"], "{stderr}");
 }
+
+#[test]
+fn an_output_naming_a_file_the_cluster_config_names_is_refused_before_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(dir.path());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hardware = dir.path().join("gpu.toml");
+    std::fs::copy(root.join("hardware/H100-SXM.toml"), &hardware).unwrap();
+    let model = dir.path().join("config.json");
+    std::fs::copy(
+        root.join("model_archs/meta-llama/Llama-3.1-8B.json"),
+        &model,
+    )
+    .unwrap();
+    let instance = format!(
+        r#"{{"model_name": "{}", "hardware": "{}", "pd_type": null, "tp_size": 1,
+            "npu_mem": {{"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}}}"#,
+        s(&model),
+        s(&hardware)
+    );
+    let cluster = dir.path().join("cluster.json");
+    std::fs::write(
+        &cluster,
+        format!(
+            r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [{{
+                "num_instances": 1, "instances": [{instance}],
+                "cpu_mem": {{"mem_size": 512, "mem_bw": 256, "mem_latency": 0}}}}]}}"#
+        ),
+    )
+    .unwrap();
+    let run_with = |flag: &str, path: &Path| {
+        run(&[
+            "--cluster-config",
+            s(&cluster),
+            "--dataset",
+            s(&w),
+            flag,
+            s(path),
+        ])
+    };
+    // The config runs: its files are read from where it names them.
+    let fine = run_with("--output", &dir.path().join("out.csv"));
+    assert!(fine.status.success(), "{fine:?}");
+    let before = [
+        std::fs::read(&hardware).unwrap(),
+        std::fs::read(&model).unwrap(),
+    ];
+    let cases = [
+        ("--output", &hardware, "nodes[0].instances[0].hardware"),
+        ("--summary-json", &model, "nodes[0].instances[0].model_name"),
+    ];
+    for (flag, path, field) in cases {
+        let out = run_with(flag, path);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!(
+                "{flag} and {field} of --cluster-config name the same file"
+            )),
+            "{err}"
+        );
+    }
+    let after = [
+        std::fs::read(&hardware).unwrap(),
+        std::fs::read(&model).unwrap(),
+    ];
+    assert_eq!(before, after);
+}

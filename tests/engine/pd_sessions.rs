@@ -135,6 +135,7 @@ fn run(
     let out = simulate(
         Run {
             requests,
+            stream: None,
             setups,
             disaggregation: Some(pd),
             max_in_flight: dyn_max_in_flight,

@@ -28,7 +28,7 @@
 
 use super::eligibility::Eligibility;
 use super::events::{EventKind, EventQueue};
-use super::inject::Arrivals;
+use super::inject::{ArrivalStream, Arrivals};
 use super::instance::InstanceSim;
 use super::pd::{Disaggregation, Transfers};
 use super::signals::Signals;
@@ -60,6 +60,8 @@ use routing::Gateway;
 pub struct Run<'r> {
     /// The initial requests, sorted by arrival.
     pub requests: &'r [Request],
+    /// More initial requests, drawn as the run reaches them (see [`Run::streamed`]).
+    pub stream: Option<ArrivalStream<'r>>,
     /// The instances (instance ids are the indices).
     pub setups: &'r [InstanceSetup],
     /// Prefill/decode disaggregation: the instances then have its roles.
@@ -95,6 +97,7 @@ impl<'r> Run<'r> {
     pub fn new(requests: &'r [Request], setups: &'r [InstanceSetup]) -> Run<'r> {
         Run {
             requests,
+            stream: None,
             setups,
             disaggregation: None,
             max_in_flight: None,
@@ -102,6 +105,17 @@ impl<'r> Run<'r> {
             watch: None,
             clients: None,
             autoscaler: None,
+        }
+    }
+
+    /// The same run with more initial requests drawn from `stream` as the run reaches them
+    /// (in arrival order, after the listed ones at equal times), so that only the requests
+    /// in flight are held. A streamed request no instance can serve is refused when it
+    /// arrives, not before the run.
+    pub fn streamed(self, stream: ArrivalStream<'r>) -> Run<'r> {
+        Run {
+            stream: Some(stream),
+            ..self
         }
     }
 
@@ -199,7 +213,6 @@ impl<'s, 'b> Services<'s, 'b> {
 /// instant does.
 pub struct Cluster<'r> {
     setups: &'r [InstanceSetup],
-    requests: &'r [Request],
     eligibility: Eligibility,
     arrivals: Arrivals<'r>,
     schedulers: Vec<Core>,
@@ -370,7 +383,7 @@ impl<'r> Cluster<'r> {
                 held: self.gateway.held.len() + parked,
             });
         }
-        let arrived = self.requests.len() as u64 + self.arrivals.released();
+        let arrived = self.arrivals.known();
         if self.ended() != arrived {
             let message = format!(
                 "{} of {arrived} requests finished, {} were rejected by the router, {} \

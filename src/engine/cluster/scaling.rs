@@ -11,10 +11,19 @@ use crate::Nanos;
 use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState};
 use crate::config::InstanceRole;
 use crate::engine::EventKind;
+use crate::router::Signal;
 use crate::scheduler::{Evicted, SchedulerBug};
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::HashMap;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: whether idle ticks are skipped (to compare with every tick evaluated), and
+    /// how many ticks the autoscaler evaluated.
+    pub(super) static SKIP_IDLE_TICKS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    pub(super) static TICKS_EVALUATED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// The autoscaler of a run and the engine's scratch for it.
 pub(super) struct Scaling<'r> {
@@ -75,6 +84,10 @@ impl<'r> Scaling<'r> {
         self.autoscaler.report(now)
     }
 }
+
+/// The signals the autoscaler's policies observe (`crate::autoscale::Observation`): the
+/// queue (held hand-offs included), the running requests and the KV cache in use.
+const OBSERVED: [Signal; 3] = [Signal::Queue, Signal::Running, Signal::Kv];
 
 /// What an evicted request was, as the observer is told of its end.
 fn request_of(e: &Evicted) -> Request {
@@ -149,7 +162,7 @@ impl<'r> Cluster<'r> {
         self.arrivals.exhausted()
             && self.gateway.held.is_empty()
             && self.control.parked() == 0
-            && self.ended() == self.requests.len() as u64 + self.arrivals.released()
+            && self.ended() == self.arrivals.known()
     }
 
     /// The autoscaler's tick: every template's policy decides on the instances as the
@@ -163,16 +176,76 @@ impl<'r> Cluster<'r> {
         let Some(scaling) = &mut self.scaling else {
             return Ok(());
         };
+        #[cfg(test)]
+        TICKS_EVALUATED.set(TICKS_EVALUATED.get() + 1);
         let view = self.signals.view(&self.schedulers, &self.instances);
         scaling.changes.clear();
         scaling
             .autoscaler
             .tick(self.now, &view, &mut scaling.changes);
+        let interval = scaling.autoscaler.config().interval_ns;
+        let skipped = self.idle_ticks(interval);
+        if skipped > 0 {
+            self.skip_ticks(interval, skipped);
+        }
         let next = self
             .now
-            .saturating_add(scaling.autoscaler.config().interval_ns);
+            .saturating_add(interval.saturating_mul(skipped + 1));
         self.queue.push(next, EventKind::ScaleTick);
         self.apply_changes(s)
+    }
+
+    /// How many of the next ticks (every `interval` from now) would change nothing and can
+    /// be skipped: those before the next pending event, when the autoscaler is steady, the
+    /// instances hold no work (nothing steps, nothing waits, no KV in transit), nothing waits
+    /// at the gateway or the control plane, and the signals they observe are current. Until that
+    /// event nothing moves, so each of those ticks would see what this one saw.
+    fn idle_ticks(&self, interval: Nanos) -> u64 {
+        let (Some(scaling), Some(event)) = (&self.scaling, self.queue.next_time()) else {
+            return 0;
+        };
+        #[cfg(test)]
+        if !SKIP_IDLE_TICKS.get() {
+            return 0;
+        }
+        if event <= self.now || interval == 0 || !scaling.autoscaler.steady() {
+            return 0;
+        }
+        let idle = self
+            .instances
+            .iter()
+            .zip(&self.schedulers)
+            .all(|(inst, s)| {
+                !inst.busy
+                    && inst.stages.as_ref().is_none_or(|st| st.in_flight() == 0)
+                    && !s.has_work()
+                    && !s.awaits_kv()
+                    && s.num_incoming() == 0
+            });
+        let quiet = idle
+            && self.ready.is_empty()
+            && self.gateway.held.is_empty()
+            && self.control.parked() == 0
+            && self
+                .signals
+                .settled(&OBSERVED, self.now, &self.schedulers, &self.instances);
+        if !quiet {
+            return 0;
+        }
+        // Ticks strictly before the event: at (now, event).
+        (event - self.now - 1) / interval
+    }
+
+    /// Skips the next `count` ticks (every `interval` from now): the autoscaler records them
+    /// as repeats of this one and the router's view is read as they would have read it.
+    fn skip_ticks(&mut self, interval: Nanos, count: u64) {
+        let now = self.now;
+        let times = (1..=count).map(move |j| now.saturating_add(interval.saturating_mul(j)));
+        self.signals
+            .refresh_idle(times, &mut self.schedulers, &self.instances);
+        if let Some(scaling) = &mut self.scaling {
+            scaling.autoscaler.repeat_last_tick(interval, count);
+        }
     }
 
     /// Schedules the lifecycle events and starts the drains the autoscaler ordered.

@@ -22,6 +22,7 @@ impl<'r> Cluster<'r> {
     pub fn new(run: Run<'r>, services: &Services<'_, '_>) -> Result<Cluster<'r>, SimError> {
         let Run {
             requests,
+            stream,
             setups,
             disaggregation,
             max_in_flight,
@@ -58,9 +59,8 @@ impl<'r> Cluster<'r> {
             .collect();
         let mut cluster = Cluster {
             setups,
-            requests,
             eligibility,
-            arrivals: Arrivals::new(requests, max_in_flight),
+            arrivals: Arrivals::new(requests, stream, max_in_flight),
             schedulers,
             instances: setups.iter().map(InstanceSim::new).collect(),
             groups,

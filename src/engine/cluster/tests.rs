@@ -179,8 +179,12 @@ fn next(state: &mut u64) -> u64 {
 
 /// Runs `n` random requests of `seed` on three autoscaled replicas behind a control plane,
 /// with a router that rejects some, timeouts on others and immediate drains; returns the
-/// outcome and how each request ended.
-fn run_all_endings(seed: u64, n: u64) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
+/// outcome and how each request ended. The requests are listed, or `streamed`.
+fn run_all_endings(
+    seed: u64,
+    n: u64,
+    streamed: bool,
+) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
     let mut state = seed;
     let mut t = 0;
     let requests: Vec<Request> = (0..n)
@@ -249,9 +253,12 @@ fn run_all_endings(seed: u64, n: u64) -> (crate::engine::RunOutcome, Vec<(u64, K
     let mut ends = Ends::default();
     let services =
         Services::new(&mut dyns, &mut router, &mut ends).with_control(Some(&mut control));
-    let run = Run::new(&requests, &setups)
-        .clients(Some(&clients))
-        .autoscaled(autoscaler);
+    let run = if streamed {
+        Run::new(&[], &setups).streamed(Box::new(requests.clone().into_iter()))
+    } else {
+        Run::new(&requests, &setups)
+    };
+    let run = run.clients(Some(&clients)).autoscaled(autoscaler);
     let outcome = super::super::simulate(run, services).unwrap();
     (outcome, ends.0)
 }
@@ -261,7 +268,7 @@ fn every_request_ends_exactly_once_in_one_of_five_endings() {
     let mut seen = [0u64; 5];
     for seed in 1..=8 {
         let n = 150;
-        let (outcome, ends) = run_all_endings(seed, n);
+        let (outcome, ends) = run_all_endings(seed, n, false);
         let mut ids: Vec<u64> = ends.iter().map(|e| e.0).collect();
         ids.sort_unstable();
         assert_eq!(
@@ -386,4 +393,98 @@ proptest::proptest! {
         let tokens: u64 = listed.listed.len();
         proptest::prop_assert!(tokens > 0);
     }
+}
+
+#[test]
+fn a_streamed_run_is_the_listed_run() {
+    for seed in 1..=4 {
+        let listed = run_all_endings(seed, 150, false);
+        let streamed = run_all_endings(seed, 150, true);
+        assert_eq!(listed.1.len(), 150, "seed {seed}");
+        assert_eq!(listed, streamed, "seed {seed}");
+    }
+}
+
+/// Two bursts of 30 requests 40 ms apart on up to three replicas scaled by thresholds every
+/// 20 µs; returns the outcome and how each request ended.
+fn run_two_bursts() -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
+    let mut state = 3;
+    let requests: Vec<Request> = (0..60)
+        .map(|id| {
+            let burst = if id < 30 { 0 } else { 40_000 * US };
+            let t = burst + id * 2 * US + next(&mut state) % US;
+            request(
+                id,
+                t,
+                50 + (next(&mut state) % 200) as u32,
+                2 + id as u32 % 30,
+            )
+        })
+        .collect();
+    let mut scaling = AutoscaleSettings {
+        policy: crate::control::section::Layer::named(Some(AutoscalePolicy::threshold(0.5, 0.2))),
+        ..Default::default()
+    }
+    .build()
+    .unwrap()
+    .unwrap();
+    scaling.interval_ns = 20 * US;
+    (
+        scaling.min_replicas,
+        scaling.max_replicas,
+        scaling.initial_replicas,
+    ) = (1, 3, 1);
+    scaling.provisioning_mean_ns = 30 * US;
+    scaling.provisioning_stddev_ns = 10 * US;
+    (scaling.warmup_ns, scaling.cooldown_ns) = (5 * US, 0);
+    scaling.up_window_ns = 0;
+    scaling.down_window_ns = 100 * US;
+    let template = ReplicaTemplate {
+        pool: 0,
+        gpus: 1,
+        price_per_gpu_hour: 1.0,
+        load_ns: 2 * US,
+    };
+    let autoscaler = Autoscaler::new(scaling, &vec![template; 3], vec!["m".into()], 9);
+    let setups = vec![setup(60); 3];
+    let mut backends = [Linear, Linear, Linear];
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = Router::new(RoutingPolicy::LeastLoaded, 9);
+    let mut ends = Ends::default();
+    let services = Services::new(&mut dyns, &mut router, &mut ends);
+    let run = Run::new(&requests, &setups).autoscaled(autoscaler);
+    let outcome = super::super::simulate(run, services).unwrap();
+    (outcome, ends.0)
+}
+
+#[test]
+fn idle_ticks_are_skipped_and_the_run_is_the_same() {
+    use super::scaling::{SKIP_IDLE_TICKS, TICKS_EVALUATED};
+    SKIP_IDLE_TICKS.set(false);
+    TICKS_EVALUATED.set(0);
+    let every = run_two_bursts();
+    let all = TICKS_EVALUATED.get();
+    SKIP_IDLE_TICKS.set(true);
+    TICKS_EVALUATED.set(0);
+    let skipping = run_two_bursts();
+    let evaluated = TICKS_EVALUATED.get();
+    let report = skipping.0.autoscale.as_ref().unwrap();
+    // A tick every 20 µs over the 40 ms between the bursts and after.
+    assert!(all >= 2_000, "{all} ticks");
+    assert_eq!(
+        report.series.len() as u64,
+        all,
+        "every tick is in the series"
+    );
+    assert!(
+        report.counts.scale_ups > 0 && report.counts.scale_downs > 0,
+        "{:?}",
+        report.counts
+    );
+    assert!(evaluated < all / 10, "{evaluated} of {all} ticks evaluated");
+    assert_eq!(every.1.len(), 60);
+    assert_eq!(every, skipping);
 }

@@ -678,14 +678,7 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     let mut sessions = SessionSet::new();
     let mut classes = RequestClasses::default();
     while let Some(g) = generator.next() {
-        let client = &spec.clients[g.client as usize];
-        let (tenant, class) = (tenant_name(client), class_name(client));
-        // A client's nonzero `priority` is its requests' own (0 leaves the class's).
-        let profile = RequestProfile {
-            priority: (client.priority != 0).then_some(client.priority),
-            ..client.profile
-        };
-        classes.assign_profile(g.id, g.requests, tenant, class, &profile);
+        assign_class(spec, &g, &mut classes);
         match generator.session(&g) {
             Some((header, plan)) => sessions.add(header, plan),
             None => requests.push(generator.request(&g)),
@@ -700,6 +693,86 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
         sessions,
         classes: Some(classes),
     })
+}
+
+/// The flat requests of a spec as engine requests, drawn one at a time (see
+/// [`stream_requests`]).
+pub struct RequestStream<'a> {
+    generator: Generator<'a>,
+}
+
+impl Iterator for RequestStream<'_> {
+    type Item = Request;
+
+    fn next(&mut self) -> Option<Request> {
+        let g = self.generator.next()?;
+        Some(self.generator.request(&g))
+    }
+}
+
+/// What a run needs to know of a streamed spec's requests before it draws them: drawn once
+/// ahead, without keeping any of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamPlan {
+    /// Requests the spec generates.
+    pub count: u64,
+    /// The first arrival and the last.
+    pub first_arrival_ns: Nanos,
+    pub last_arrival_ns: Nanos,
+    /// Each request's tenant, SLO class and profile, as [`generate_workload`] gives them.
+    pub classes: RequestClasses,
+}
+
+/// The requests of `spec` (with `overrides`) as a stream and what the run needs to know of
+/// them beforehand, for a spec whose clients send flat requests only (`None` for one with
+/// sessions: generate it whole with [`generate_workload`]). The stream gives the requests
+/// [`generate_workload`] gives, in the same order, with the same ids and token ids; a first
+/// pass over the arrivals, keeping none, counts them and assigns their classes. Fails as
+/// [`generate_workload`] does.
+pub fn stream_requests(
+    spec: &WorkloadSpec,
+    overrides: Overrides,
+) -> Result<Option<(StreamPlan, RequestStream<'_>)>, SpecError> {
+    // Conversations, agentic workflows and closed-loop users are sessions.
+    let sessions = |c: &ClientSpec| c.traffic.is_session() || c.closed_loop.is_some();
+    if spec.clients.iter().any(sessions) {
+        return Ok(None);
+    }
+    let mut plan = StreamPlan {
+        count: 0,
+        first_arrival_ns: 0,
+        last_arrival_ns: 0,
+        classes: RequestClasses::default(),
+    };
+    for g in Generator::new(spec, overrides)? {
+        if g.session {
+            return Ok(None);
+        }
+        if plan.count == 0 {
+            plan.first_arrival_ns = g.arrival_ns;
+        }
+        plan.count += 1;
+        plan.last_arrival_ns = g.arrival_ns;
+        assign_class(spec, &g, &mut plan.classes);
+    }
+    if plan.count == 0 {
+        return Err(nothing_generated(spec));
+    }
+    set_goodput_targets(spec, &mut plan.classes);
+    let generator = Generator::new(spec, overrides)?;
+    Ok(Some((plan, RequestStream { generator })))
+}
+
+/// Gives arrival `g`'s ids its client's tenant, SLO class and profile (a client's nonzero
+/// `priority` is its requests' own; 0 leaves the class's).
+fn assign_class(spec: &WorkloadSpec, g: &GeneratedRequest, classes: &mut RequestClasses) {
+    let client = &spec.clients[g.client as usize];
+    let profile = RequestProfile {
+        priority: (client.priority != 0).then_some(client.priority),
+        ..client.profile
+    };
+    let (tenant, class) = (tenant_name(client), class_name(client));
+    classes.assign_profile(g.id, g.requests, tenant, class, &profile);
 }
 
 /// Gives the spec's `goodput_slo_targets` to the classes its requests use (a target for a

@@ -11,7 +11,8 @@
 //! fields, malformed YAML and invalid parameters are errors naming the file, the line and column
 //! and the field path. [`Generator`] then draws the arrivals, merged over clients in arrival
 //! order, and the plan of each session; [`write_jsonl`] writes them in LLMServingSim's JSONL
-//! format and [`generate_workload`] hands them to the engine directly.
+//! format and [`generate_workload`] hands them to the engine directly ([`stream_requests`]
+//! one at a time, as the run reaches them, for a spec without sessions).
 //!
 //! Determinism: every client draws from its own ChaCha8 streams (one each for arrivals, prompt
 //! lengths, output lengths, streaming and token ids) seeded from the spec's seed and the
@@ -66,8 +67,8 @@ pub use conversation::Conversation;
 pub use dist::{CountDist, DurationDist, LengthDist};
 pub use extras::{ClosedLoop, Lifecycle, ModalTokens, Multimodal};
 pub use generate::{
-    GeneratedRequest, Generator, Overrides, TOKEN_ID_SPACE, generate_requests, generate_workload,
-    nothing_generated,
+    GeneratedRequest, Generator, Overrides, RequestStream, StreamPlan, TOKEN_ID_SPACE,
+    generate_requests, generate_workload, nothing_generated, stream_requests,
 };
 pub use jsonl_out::write_jsonl;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
