@@ -83,6 +83,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     eprintln!("{}", astra::describe(config.astra()));
     let mut instances = build_instances(config, first_arrival)?;
     let disaggregation = disaggregation(config);
+    let stream_count = stream.as_ref().map(|(plan, _)| plan.count);
     let num_requests = match &stream {
         Some((plan, _)) => plan.count,
         None => workload.num_requests() as u64,
@@ -142,7 +143,12 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         instances: infos,
     };
     let sessions = has_sessions.then_some(&registry);
-    let settings = run_settings(config, requests.len());
+    // The requests listed before the run, or those a stream will draw.
+    let listed = match &stream_count {
+        Some(count) => *count as usize,
+        None => requests.len(),
+    };
+    let settings = run_settings(config, listed);
     write_results(
         config,
         outputs,

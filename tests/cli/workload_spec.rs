@@ -254,3 +254,26 @@ fn a_workload_spec_replaces_the_dataset_and_generate_takes_one_source() {
     assert!(Cli::try_parse_from(two_sources).is_err());
     assert!(Cli::try_parse_from(["blis-cosim", "generate", "--out", "o.jsonl"]).is_err());
 }
+
+/// A streamed spec's run records the requests it drew in the summary's engine settings, as a
+/// listed workload's run does (it said 0 when the requests were drawn as the run went).
+#[test]
+fn a_streamed_spec_counts_its_requests_in_the_engine_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, summary, _) = crate::binary::run_in(
+        dir.path(),
+        "streamed",
+        &[
+            "--workload-spec",
+            "examples/policy/bursty-two-tenant.yaml",
+            "--num-requests",
+            "60",
+        ],
+    );
+    assert_eq!(
+        summary["engine"]["num_requests"], 60,
+        "{}",
+        summary["engine"]
+    );
+    assert_eq!(summary["completed"], 60);
+}
