@@ -137,6 +137,33 @@ fn find(rec: &Rec, id: u64) -> &Done {
     rec.done.iter().find(|d| d.id == id).unwrap()
 }
 
+/// The KV transfers of the two-request case by hand, the same in both flows: A's KV (32 × 100
+/// bytes: 1,000 + 3,200 ns) on the prefill instance's link from 1,680, B's (1,600 bytes) behind
+/// it; the prefill instance holds each prompt's blocks (16 tokens each: A 2, B 1) until its
+/// own transfer has ended.
+fn assert_transfers_of_the_two_requests(rec: &Rec) {
+    let t: Vec<_> = rec
+        .transfers
+        .iter()
+        .map(|t| (t.request_id, t.arrived, t.start_ns, t.end_ns, t.bytes))
+        .collect();
+    assert_eq!(
+        t,
+        [
+            (0, false, 1_680, 5_880, 3_200),
+            (0, true, 1_680, 5_880, 3_200),
+            (1, false, 5_880, 8_480, 1_600),
+            (1, true, 5_880, 8_480, 1_600),
+        ]
+    );
+    let used: Vec<_> = rec
+        .transfers
+        .iter()
+        .map(|t| (t.request_blocks, t.sender_blocks_used))
+        .collect();
+    assert_eq!(used, [(2, 3), (2, 1), (1, 1), (1, 0)]);
+}
+
 #[test]
 fn two_requests_by_hand_ttft_includes_the_transfer_and_transfers_serialise() {
     // A (32-token prompt, 3 tokens) and B (16-token prompt, 2 tokens) arrive at 0 on a
@@ -153,29 +180,7 @@ fn two_requests_by_hand_ttft_includes_the_transfer_and_transfers_serialise() {
     );
     // Prefill step at 0: 48 tokens, 2 sequences: 1,000 + 480 + 200 = 1,680 ns.
     assert_eq!(rec.steps[0], (0, 0, 1_680, vec![(32, 0), (16, 0)]));
-    // A's KV: 32 × 100 bytes: 1,000 + 3,200 ns on the wire from 1,680. B's (1,600 bytes)
-    // waits for the link and starts when A's arrives.
-    let t: Vec<_> = rec
-        .transfers
-        .iter()
-        .map(|t| (t.request_id, t.arrived, t.start_ns, t.end_ns, t.bytes))
-        .collect();
-    assert_eq!(
-        t,
-        [
-            (0, false, 1_680, 5_880, 3_200),
-            (0, true, 1_680, 5_880, 3_200),
-            (1, false, 5_880, 8_480, 1_600),
-            (1, true, 5_880, 8_480, 1_600),
-        ]
-    );
-    // Prefill-side blocks (16 tokens each): A holds 2 and B 1 until their own transfer ends.
-    let used: Vec<_> = rec
-        .transfers
-        .iter()
-        .map(|t| (t.request_blocks, t.sender_blocks_used))
-        .collect();
-    assert_eq!(used, [(2, 3), (2, 1), (1, 1), (1, 0)]);
+    assert_transfers_of_the_two_requests(&rec);
     // Decode: A arrives at 5,880 (its first token); its first decode step has the prompt as
     // context: 1,000 + 10 + 100 = 1,110 ns; two steps for its two remaining tokens.
     assert_eq!(rec.steps[1], (1, 5_880, 6_990, vec![(1, 32)]));
@@ -229,27 +234,7 @@ fn vllm_flow_by_hand_the_decode_instance_pulls_the_kv_and_its_step_gives_the_fir
     // At 1,680 the proxy sends both to the decode instance; the step it forms then reaches
     // both at the head of its waiting queue and starts their pulls (no token to compute yet):
     // A's KV on the prefill instance's link 1,680 → 1,680 + 1,000 + 3,200; B's behind it.
-    let t: Vec<_> = rec
-        .transfers
-        .iter()
-        .map(|t| (t.request_id, t.arrived, t.start_ns, t.end_ns, t.bytes))
-        .collect();
-    assert_eq!(
-        t,
-        [
-            (0, false, 1_680, 5_880, 3_200),
-            (0, true, 1_680, 5_880, 3_200),
-            (1, false, 5_880, 8_480, 1_600),
-            (1, true, 5_880, 8_480, 1_600),
-        ]
-    );
-    // The prefill instance holds each prompt's blocks until its pull has ended.
-    let used: Vec<_> = rec
-        .transfers
-        .iter()
-        .map(|t| (t.request_blocks, t.sender_blocks_used))
-        .collect();
-    assert_eq!(used, [(2, 3), (2, 1), (1, 1), (1, 0)]);
+    assert_transfers_of_the_two_requests(&rec);
     // A's KV landed at 5,880: the decode step then computes its last prompt token (31 tokens
     // of context): 1,000 + 10 + 100 = 1,110 ns; its end is A's first token. Two decode steps
     // follow. B's KV lands at 8,480, inside A's last step; B's first token is the step after.
