@@ -21,6 +21,7 @@ impl Scheduler {
     /// Ends request `id` if it waits or runs here, freeing its KV blocks; returns where it
     /// was, or `None` if it is not here (a handed-off request belongs to its KV transfer).
     pub fn cancel(&mut self, id: u64) -> Option<Cancelled> {
+        self.settle_stretch();
         let slot = self.slots.iter().position(|s| {
             s.as_ref()
                 .is_some_and(|r| r.id == id && matches!(r.phase, Phase::Prefill | Phase::Decode))

@@ -41,6 +41,7 @@ mod lower_tier;
 mod pd;
 mod request;
 pub mod sglang;
+mod stretch;
 mod watch;
 
 pub use cancel::Cancelled;
@@ -287,6 +288,9 @@ pub struct Scheduler {
     itl: itl::ItlTally,
     /// Whether finished requests' records list their inter-token latencies.
     itl_values: bool,
+    /// Whether decode-only steps may run as stretches (see `stretch.rs`), and the current one.
+    stretches: bool,
+    stretch: stretch::Stretch,
 }
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
@@ -393,6 +397,8 @@ impl Scheduler {
             cancelled: Vec::new(),
             itl: itl::ItlTally::default(),
             itl_values: true,
+            stretches: true,
+            stretch: stretch::Stretch::default(),
         }
     }
 
@@ -571,6 +577,7 @@ impl Scheduler {
     /// blocks are released; what each was is appended to `out`, waiting ones first, in queue
     /// order.
     pub fn evict(&mut self, all: bool, out: &mut Vec<Evicted>) {
+        self.settle_stretch();
         let mut k = 0;
         while k < self.waiting.len() {
             let slot = self.waiting[k];
@@ -709,6 +716,10 @@ impl Scheduler {
 
     /// Forms the next step's batch at time `now`. Returns `None` when nothing can run.
     pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
+        if self.extend_stretch(now) {
+            return Ok(Some(&self.step_items));
+        }
+        self.settle_stretch();
         self.pool.set_clock(now);
         if let Some(tier) = self.lower.as_ref().filter(|_| self.watch.is_some()) {
             tier.set_clock(now);
@@ -766,6 +777,7 @@ impl Scheduler {
             s.upto = req.computed;
             s.epoch = req.preemptions;
         }
+        self.arm_stretch();
         if self.depth > 1 {
             let mut f = self.spare.pop().unwrap_or_default();
             f.step.clear();
@@ -1103,6 +1115,9 @@ impl Scheduler {
     /// prefill instance, requests whose prompt completed (and that want more than one token)
     /// are handed off instead (see [`Scheduler::pop_handoff`]).
     pub fn complete_step(&mut self, finish: Nanos, instance_id: u32, finished: &mut Completions) {
+        if self.complete_stretch_step(finish) {
+            return;
+        }
         let step = if self.depth > 1 {
             let Some(done) = self.pipeline.pop_front() else {
                 // Completing a step that was never formed is the engine's bug; nothing to do.
