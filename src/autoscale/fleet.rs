@@ -4,6 +4,7 @@
 //! the time every replica spends in every state.
 
 use super::config::{AutoscaleConfig, AutoscalePolicy};
+use super::notes::{ScaleAction, ScaleNote};
 use super::policy::{Observation, Policy};
 use super::report::{AutoscaleReport, PoolCost, ScaleSample, StateChange};
 use crate::Nanos;
@@ -117,6 +118,8 @@ struct Pool {
     last: Option<(Nanos, bool)>,
     /// Whether the policy wanted, at the last tick, the replicas the pool had.
     content: bool,
+    /// What the policy wanted at the last tick, within the bounds.
+    desired: u32,
     cost: PoolCost,
     /// For a decode pool: the prefill instances whose hand-offs it takes; those held
     /// there for want of a ready replica are demand for it.
@@ -154,6 +157,8 @@ pub struct Autoscaler {
     /// Requests routed since the last tick.
     arrivals: u64,
     last_tick: Nanos,
+    /// The decisions since the last [`Autoscaler::take_notes`], when they are traced.
+    notes: Option<Vec<ScaleNote>>,
 }
 
 impl Autoscaler {
@@ -175,6 +180,7 @@ impl Autoscaler {
                 recommendations: VecDeque::new(),
                 last: None,
                 content: false,
+                desired: 0,
                 cost: PoolCost::default(),
                 handoff_sources: Vec::new(),
             })
@@ -212,7 +218,19 @@ impl Autoscaler {
             state_changes: Vec::new(),
             arrivals: 0,
             last_tick: 0,
+            notes: None,
         }
+    }
+
+    /// Turns the noting of scaling actions and replica state changes on, for the trace.
+    pub fn trace_decisions(&mut self) {
+        self.notes = Some(Vec::new());
+    }
+
+    /// The actions and state changes noted since the last call, in the order they happened
+    /// (empty unless [`Autoscaler::trace_decisions`]).
+    pub fn take_notes(&mut self) -> impl Iterator<Item = ScaleNote> + '_ {
+        self.notes.iter_mut().flat_map(|n| n.drain(..))
     }
 
     /// The configuration.
@@ -265,6 +283,14 @@ impl Autoscaler {
         let r = &mut self.replicas[id as usize];
         let spent = u128::from(now - r.since);
         self.pools[r.pool as usize].cost.replica_ns[r.state.index()] += spent;
+        if let Some(notes) = &mut self.notes {
+            notes.push(ScaleNote::Replica {
+                t: now,
+                instance: id,
+                from: r.state,
+                to: state,
+            });
+        }
         r.state = state;
         r.since = now;
         self.state_changes.push(StateChange {
@@ -281,13 +307,40 @@ impl Autoscaler {
             let observation = self.observe(p, view);
             let target = self.target(p, now, &observation);
             let current = observation.current();
+            let before = (self.counts, self.notes.as_ref().map_or(0, Vec::len));
             if target > current {
                 self.scale_up(p, target - current, now, changes);
             } else if target < current {
                 self.scale_down(p, current - target, now, changes);
             }
+            self.note_action(p, now, before, &observation);
         }
         self.sample(now, view);
+    }
+
+    /// Notes pool `p`'s action at `now`, if it took one since the counts and notes were
+    /// `before`: ahead of the replica changes it made.
+    fn note_action(&mut self, p: usize, now: Nanos, before: (ScaleCounts, usize), o: &Observation) {
+        let (before, at) = before;
+        let Some(notes) = &mut self.notes else { return };
+        let added = self.counts.replicas_added - before.replicas_added;
+        let removed = self.counts.replicas_removed - before.replicas_removed;
+        if added == 0 && removed == 0 {
+            return;
+        }
+        let from = o.current();
+        notes.insert(
+            at,
+            ScaleNote::Action(ScaleAction {
+                t: now,
+                pool: p as u32,
+                up: added > 0,
+                from,
+                to: (from + added as u32).saturating_sub(removed as u32),
+                desired: self.pools[p].desired,
+                signals: *o,
+            }),
+        );
     }
 
     /// What pool `p`'s policy sees.
@@ -319,6 +372,7 @@ impl Autoscaler {
         let pool = &mut self.pools[p];
         let desired = pool.policy.desired(o).clamp(min, max);
         pool.content = desired == o.current();
+        pool.desired = desired;
         let keep = up_window.max(down_window);
         while pool
             .recommendations

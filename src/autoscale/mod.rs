@@ -19,6 +19,7 @@
 
 mod config;
 mod fleet;
+mod notes;
 mod policy;
 mod report;
 
@@ -29,6 +30,7 @@ pub use config::{
     ThresholdParams,
 };
 pub use fleet::{Autoscaler, Change, ReplicaState, ReplicaTemplate, ScaleCounts};
+pub use notes::{ScaleAction, ScaleNote};
 pub use policy::{Observation, Policy};
 pub use report::{AutoscaleReport, PoolCost, ReplicaTimeline, ScaleSample, StateChange};
 

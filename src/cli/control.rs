@@ -133,6 +133,15 @@ pub struct ControlArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub admission_latency: Option<Nanos>,
 
+    /// Hold a request the admission policy refuses at the gateway and decide again after
+    /// this back-off, e.g. `100ms` (instead of ending it at once).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub admission_delay: Option<Nanos>,
+
+    /// With --admission-delay: delays before a refusal stands [default: 3].
+    #[arg(long, value_name = "N")]
+    pub admission_max_delays: Option<u32>,
+
     /// Delay between admission (or the gateway queue) and routing, e.g. `200us`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub routing_latency: Option<Nanos>,
@@ -248,6 +257,8 @@ impl ControlArgs {
             max_gateway_queue_depth: self.max_gateway_queue_depth,
             request_ttl: self.request_ttl,
             admission_latency: self.admission_latency,
+            admission_delay: self.admission_delay,
+            admission_max_delays: self.admission_max_delays,
             routing_latency: self.routing_latency,
             scheduler: self.scheduler,
             preemption: self.preemption_policy,

@@ -133,6 +133,34 @@ impl Default for TierShedParams {
     }
 }
 
+/// Most admission delays of one request (`max_delays`).
+pub const MAX_DELAYS: u32 = 1_000;
+
+/// Admission's `delay` outcome (the seed's ADMIT / REJECT / DELAY): a request the policy
+/// refuses is held at the gateway and its admission decided again `backoff_ns` later, at
+/// most `max_delays` times; then the refusal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DelayConfig {
+    /// The back-off before each new decision, ns (> 0).
+    pub backoff_ns: Nanos,
+    /// Delays before a refusal stands, in [1, [`MAX_DELAYS`]].
+    pub max_delays: u32,
+}
+
+impl DelayConfig {
+    /// Checks the ranges; the error names the setting.
+    pub fn check(&self) -> Result<(), ParamError> {
+        if self.backoff_ns == 0 {
+            return Err(ParamError::new("delay", "must be a positive duration"));
+        }
+        if !(1..=MAX_DELAYS).contains(&self.max_delays) {
+            let message = format!("must be in [1, {MAX_DELAYS}], got {}", self.max_delays);
+            return Err(ParamError::new("max_delays", message));
+        }
+        Ok(())
+    }
+}
+
 /// Admission: the policy, and the tenant quotas that apply in front of any policy.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct AdmissionConfig {
@@ -144,6 +172,8 @@ pub struct AdmissionConfig {
     /// Requests of an over-quota tenant with a priority below this are shed (BLIS: 0, i.e.
     /// only sheddable classes).
     pub quota_min_priority: i32,
+    /// Refused requests are delayed and retried instead of ending (`None`: they end).
+    pub delay: Option<DelayConfig>,
 }
 
 /// A token bucket refilled continuously by simulated time, in exact integer arithmetic:
@@ -228,6 +258,11 @@ impl Admission {
     /// The policy.
     pub fn policy(&self) -> &AdmissionPolicy {
         &self.config.policy
+    }
+
+    /// Whether and how refused requests are delayed.
+    pub fn delay(&self) -> Option<DelayConfig> {
+        self.config.delay
     }
 
     /// Whether `t` enters the cluster at `now`, given the cluster's `load`.

@@ -15,7 +15,7 @@
 //! [`super::ControlConfig`] ([`Settings::build`]).
 
 use super::ControlConfig;
-use super::admission::{AdmissionConfig, AdmissionPolicy};
+use super::admission::{AdmissionConfig, AdmissionPolicy, DelayConfig};
 use super::flow::{Detector, DispatchOrder, FlowConfig};
 use super::priority::PriorityPolicy;
 use super::section::{KeyError, Layer, line_of, plain_choice, rest_of, split_section};
@@ -50,6 +50,9 @@ pub struct Settings {
     pub max_gateway_queue_depth: Option<usize>,
     pub request_ttl: Option<Nanos>,
     pub admission_latency: Option<Nanos>,
+    /// Admission's delay back-off (delays on when given) and most delays per request.
+    pub admission_delay: Option<Nanos>,
+    pub admission_max_delays: Option<u32>,
     pub routing_latency: Option<Nanos>,
     pub scheduler: Option<QueueOrder>,
     pub preemption: Option<PreemptionOrder>,
@@ -97,6 +100,8 @@ impl Settings {
             max_gateway_queue_depth,
             request_ttl,
             admission_latency,
+            admission_delay,
+            admission_max_delays,
             routing_latency,
             scheduler,
             preemption,
@@ -118,6 +123,7 @@ impl Settings {
             policy: self.admission.resolve("admission")?,
             tenant_quotas: self.tenant_quotas.clone().unwrap_or_default(),
             quota_min_priority: self.quota_min_priority.unwrap_or(0),
+            delay: self.delay_config()?,
         };
         let priority = self.priority.resolve("priority")?;
         let flow = self.flow_config()?;
@@ -136,6 +142,27 @@ impl Settings {
         })
     }
 
+    /// Admission's delays, when a back-off is given; its ranges checked.
+    fn delay_config(&self) -> Result<Option<DelayConfig>, KeyError> {
+        let Some(backoff_ns) = self.admission_delay else {
+            return match self.admission_max_delays {
+                Some(_) => Err((
+                    "admission.max_delays".into(),
+                    "needs admission.delay (the back-off, --admission-delay)".into(),
+                )),
+                None => Ok(None),
+            };
+        };
+        let delay = DelayConfig {
+            backoff_ns,
+            max_delays: self.admission_max_delays.unwrap_or(DEFAULT_MAX_DELAYS),
+        };
+        delay
+            .check()
+            .map_err(|e| (format!("admission.{}", e.param), e.message))?;
+        Ok(Some(delay))
+    }
+
     /// The gateway queue, when flow control is on.
     fn flow_config(&self) -> Result<Option<FlowConfig>, KeyError> {
         if self.flow_control != Some(true) {
@@ -150,6 +177,9 @@ impl Settings {
         }))
     }
 }
+
+/// Most admission delays of one request when only the back-off is given.
+pub const DEFAULT_MAX_DELAYS: u32 = 3;
 
 /// A duration with its unit: `500ns`, `200us` (or `µs`), `5ms`, `1.5s`; rounded to ns.
 pub fn parse_duration(text: &str) -> Result<Nanos, String> {
@@ -211,6 +241,9 @@ struct RawAdmission {
     tenant_quota_min_priority: Option<i32>,
     slo_priorities: Option<BTreeMap<String, i32>>,
     latency: Option<String>,
+    /// The back-off of admission delays (on when given).
+    delay: Option<String>,
+    max_delays: Option<u32>,
 }
 
 /// The `routing` section beside its policy.
@@ -361,6 +394,8 @@ fn set_admission(s: &mut Settings, a: Mapping) -> Result<(), KeyError> {
     s.quota_min_priority = rest.tenant_quota_min_priority;
     s.slo_priorities = rest.slo_priorities.map(|m| m.into_iter().collect());
     s.admission_latency = duration("admission.latency", rest.latency)?;
+    s.admission_delay = duration("admission.delay", rest.delay)?;
+    s.admission_max_delays = rest.max_delays;
     Ok(())
 }
 

@@ -79,6 +79,10 @@ fn admission(control: &ControlConfig) -> Mapping {
         a.insert("slo_priorities".into(), map.into());
     }
     put_duration(&mut a, "latency", control.admission_latency_ns);
+    if let Some(d) = control.admission.delay {
+        a.insert("delay".into(), duration(d.backoff_ns));
+        a.insert("max_delays".into(), u64::from(d.max_delays).into());
+    }
     a
 }
 

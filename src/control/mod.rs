@@ -7,7 +7,9 @@
 //! ```
 //!
 //! - **Admission** ([`admission`], `--admission-policy`) lets the request in or ends it
-//!   (rejected or shed), after `--admission-latency`.
+//!   (rejected or shed), after `--admission-latency`; with `--admission-delay` a refused
+//!   request is instead held at the gateway and decided on again after the back-off, up to
+//!   `--admission-max-delays` times (the seed's DELAY beside ADMIT and REJECT).
 //! - **Priority** ([`priority`], `--priority-policy`) gives it a number (higher is more
 //!   urgent), used by the gateway queue's bands and by the instances' schedulers
 //!   (`--scheduler priority-fcfs`). It is computed when the request arrives, so that the
@@ -46,7 +48,7 @@ use crate::Nanos;
 use crate::router::ClusterView;
 use crate::scheduler::{PreemptionOrder, QueueOrder};
 use crate::workload::{Request, RequestClasses};
-use admission::{Admission, AdmissionConfig, AdmissionPolicy};
+use admission::{Admission, AdmissionConfig, AdmissionPolicy, DelayConfig};
 use flow::{FlowConfig, FlowQueue};
 use priority::{PriorityInput, PriorityPolicy};
 use serde::Serialize;
@@ -224,6 +226,9 @@ pub struct ControlPlane {
     /// Requests waiting for their admission decision, and for routing, with when it is due.
     admitting: VecDeque<(Nanos, Ticket)>,
     routing: VecDeque<(Nanos, Ticket)>,
+    /// Requests refused and held for another admission decision, with when it is due and
+    /// how many times each was delayed (due in order: one back-off for all).
+    delayed: VecDeque<(Nanos, Ticket, u32)>,
     /// Requests past the gateway and not ended.
     in_flight: u64,
     /// Admitted requests not ended, by tenant index.
@@ -243,6 +248,15 @@ pub enum ControlNote {
     },
     /// The admission policy let `request` in at `t`.
     Admitted { t: Nanos, request: u64 },
+    /// The admission policy refused `request` at `t` (`why`), and it is held for its
+    /// `attempt`-th delay until `retry_at`.
+    Delayed {
+        t: Nanos,
+        request: u64,
+        attempt: u32,
+        retry_at: Nanos,
+        why: Dropped,
+    },
     /// `request` entered the gateway queue at `t`, which then held `depth` requests (it
     /// included).
     Enqueued {
@@ -283,6 +297,7 @@ impl ControlPlane {
             classes,
             admitting: VecDeque::new(),
             routing: VecDeque::new(),
+            delayed: VecDeque::new(),
             in_flight: 0,
             notes: None,
         }
@@ -306,7 +321,8 @@ impl ControlPlane {
 
     /// Requests held between stages (not yet routed or ended).
     pub fn held(&self) -> usize {
-        self.admitting.len() + self.routing.len() + self.flow.as_ref().map_or(0, FlowQueue::len)
+        let flow = self.flow.as_ref().map_or(0, FlowQueue::len);
+        self.admitting.len() + self.delayed.len() + self.routing.len() + flow
     }
 
     /// Whether requests wait in the gateway queue for the cluster to have room: the engine
@@ -318,9 +334,10 @@ impl ControlPlane {
     /// The next time a decision falls due (a latency runs out, a queued request expires).
     pub fn next_wake(&self) -> Option<Nanos> {
         let admit = self.admitting.front().map(|a| a.0);
+        let retry = self.delayed.front().map(|d| d.0);
         let route = self.routing.front().map(|r| r.0);
         let expiry = self.flow.as_ref().and_then(FlowQueue::next_expiry);
-        [admit, route, expiry].into_iter().flatten().min()
+        [admit, retry, route, expiry].into_iter().flatten().min()
     }
 
     /// The ticket of `request`, parked by the engine at `slot`.
@@ -390,6 +407,10 @@ impl ControlPlane {
             self.admitting.remove(k);
             return Some(Stage::Admission);
         }
+        if let Some(k) = self.delayed.iter().position(|(_, t, _)| t.slot == slot) {
+            self.delayed.remove(k);
+            return Some(Stage::Admission);
+        }
         if let Some(t) = self.flow.as_mut().and_then(|f| f.remove(slot)) {
             if let Some(n) = self.tenant_in_flight.get_mut(t.tenant as usize) {
                 *n = n.saturating_sub(1);
@@ -413,12 +434,8 @@ impl ControlPlane {
         instances: &[u32],
         out: &mut Vec<Action>,
     ) {
-        while let Some(&(due, t)) = self.admitting.front() {
-            if due > now {
-                break;
-            }
-            self.admitting.pop_front();
-            self.admit(now, t, view, instances, out);
+        while let Some((t, delays)) = self.next_admission(now) {
+            self.admit(now, (t, delays), view, instances, out);
         }
         if let Some(flow) = &mut self.flow {
             let tenants = &mut self.tenant_in_flight;
@@ -442,12 +459,32 @@ impl ControlPlane {
         }
     }
 
-    /// The admission decision for `t`; an admitted request moves on to the gateway queue
-    /// or to routing.
+    /// The next admission decision due at `now`, with the times its request was delayed:
+    /// the earliest due, a delayed request before a new arrival due at the same time (it
+    /// arrived first).
+    fn next_admission(&mut self, now: Nanos) -> Option<(Ticket, u32)> {
+        let retry = self.delayed.front().map(|d| d.0).filter(|&due| due <= now);
+        let fresh = self
+            .admitting
+            .front()
+            .map(|a| a.0)
+            .filter(|&due| due <= now);
+        match (retry, fresh) {
+            (Some(r), f) if f.is_none_or(|f| r <= f) => {
+                self.delayed.pop_front().map(|(_, t, n)| (t, n))
+            }
+            (_, Some(_)) => self.admitting.pop_front().map(|(_, t)| (t, 0)),
+            _ => None,
+        }
+    }
+
+    /// The admission decision for `t`, delayed `delays` times before; an admitted request
+    /// moves on to the gateway queue or to routing, a refused one is delayed again (while
+    /// delays are on and it has some left) or ends.
     fn admit(
         &mut self,
         now: Nanos,
-        t: Ticket,
+        (t, delays): (Ticket, u32),
         view: &dyn ClusterView,
         n: &[u32],
         out: &mut Vec<Action>,
@@ -455,7 +492,10 @@ impl ControlPlane {
         let pending = self.routing.len() as u64;
         let load = Load::new(view, n, self.in_flight, pending, &self.tenant_in_flight);
         if let Err(why) = self.admission.decide(now, &t, &load) {
-            out.push(Action::Drop { slot: t.slot, why });
+            match self.admission.delay() {
+                Some(d) if delays < d.max_delays => self.delay(now, (t, delays + 1), d, why),
+                _ => out.push(Action::Drop { slot: t.slot, why }),
+            }
             return;
         }
         if let Some(notes) = &mut self.notes {
@@ -488,6 +528,21 @@ impl ControlPlane {
             },
             None => self.send_to_routing(now, t),
         }
+    }
+
+    /// Holds refused `t` for its `attempt`-th delay, noting it for the trace.
+    fn delay(&mut self, now: Nanos, (t, attempt): (Ticket, u32), d: DelayConfig, why: Dropped) {
+        let retry_at = now.saturating_add(d.backoff_ns);
+        if let Some(notes) = &mut self.notes {
+            notes.push(ControlNote::Delayed {
+                t: now,
+                request: t.id,
+                attempt,
+                retry_at,
+                why,
+            });
+        }
+        self.delayed.push_back((retry_at, t, attempt));
     }
 
     /// Dispatches from the gateway queue while the cluster is not saturated: one request

@@ -423,3 +423,119 @@ fn flags_override_the_bundle() {
     assert_eq!(c.admission.policy, AdmissionPolicy::AlwaysAdmit);
     assert_eq!(c.scheduler, QueueOrder::Sjf);
 }
+
+/// A request of `id` arriving at 0.
+fn arrival(id: u64) -> crate::workload::Request {
+    crate::workload::Request {
+        id,
+        line: id + 1,
+        model: None,
+        arrival_ns: 0,
+        input_toks: 5,
+        output_toks: 1,
+        token_ids: Vec::new(),
+        prompt_blocks: None,
+    }
+}
+
+#[test]
+fn a_refused_request_is_delayed_and_retried_until_its_delays_run_out() {
+    // A 1-token bucket refilled at 10 requests/s; delays of 60 ms, at most 3.
+    let bundle = "admission:\n  policy: rate-limit\n  rate_limit_rps: 10\n  rate_limit_burst: 1\n  \
+                  delay: 60ms\n  max_delays: 3\n";
+    let config = parse_bundle(bundle).unwrap().build().unwrap();
+    let delay = config.admission.delay.unwrap();
+    assert_eq!((delay.backoff_ns, delay.max_delays), (60_000_000, 3));
+    let mut cp = ControlPlane::new(config, None);
+    cp.trace_decisions();
+    let view = Fixed(vec![inst(0, 0, 0)]);
+    for id in 0..3 {
+        cp.arrive(0, id as u32, &arrival(id));
+    }
+    let mut out = Vec::new();
+    let ms = 1_000_000;
+    // 0: the first takes the token; the others are delayed to 60 ms.
+    cp.poll(0, &view, &[0], &mut out);
+    let route = |slot| Action::Route { slot, priority: 3 };
+    assert_eq!(out, [route(0)]);
+    assert_eq!((cp.held(), cp.next_wake()), (2, Some(60 * ms)));
+    let delays = |cp: &mut ControlPlane| -> Vec<(u64, u32, Nanos)> {
+        cp.take_notes()
+            .filter_map(|n| match n {
+                ControlNote::Delayed {
+                    request,
+                    attempt,
+                    retry_at,
+                    why,
+                    ..
+                } => {
+                    assert_eq!(why, Dropped::rejected(Stage::Admission, "rate-limit"));
+                    Some((request, attempt, retry_at))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(delays(&mut cp), [(1, 1, 60 * ms), (2, 1, 60 * ms)]);
+    // 60 ms: 0.6 tokens; both delayed again.
+    out.clear();
+    cp.poll(60 * ms, &view, &[0], &mut out);
+    assert!(out.is_empty());
+    assert_eq!(delays(&mut cp), [(1, 2, 120 * ms), (2, 2, 120 * ms)]);
+    // 120 ms: a full token (capped at 1): the second is admitted, the third delayed.
+    cp.poll(120 * ms, &view, &[0], &mut out);
+    assert_eq!(out, [route(1)]);
+    assert_eq!(delays(&mut cp), [(2, 3, 180 * ms)]);
+    // 180 ms: 0.6 tokens and no delay left: the refusal stands.
+    out.clear();
+    cp.poll(180 * ms, &view, &[0], &mut out);
+    let why = Dropped::rejected(Stage::Admission, "rate-limit");
+    assert_eq!(out, [Action::Drop { slot: 2, why }]);
+    assert_eq!((cp.held(), cp.next_wake()), (0, None));
+}
+
+#[test]
+fn a_retry_goes_before_an_arrival_due_at_the_same_time_and_can_be_withdrawn() {
+    let bundle = "admission:\n  policy: rate-limit\n  rate_limit_rps: 10\n  rate_limit_burst: 1\n  \
+                  delay: 100ms\n";
+    let config = parse_bundle(bundle).unwrap().build().unwrap();
+    assert_eq!(config.admission.delay.map(|d| d.max_delays), Some(3));
+    let mut cp = ControlPlane::new(config, None);
+    let view = Fixed(vec![inst(0, 0, 0)]);
+    let mut out = Vec::new();
+    cp.arrive(0, 0, &arrival(0));
+    cp.arrive(0, 1, &arrival(1));
+    cp.poll(0, &view, &[0], &mut out);
+    // At 100 ms a new request arrives as request 1's retry falls due: one token, the retry
+    // takes it.
+    let ms = 1_000_000;
+    cp.arrive(100 * ms, 2, &arrival(2));
+    out.clear();
+    cp.poll(100 * ms, &view, &[0], &mut out);
+    assert_eq!(
+        out,
+        [Action::Route {
+            slot: 1,
+            priority: 3
+        }]
+    );
+    // Request 2, delayed in turn, is taken back (its timeout) from the delayed requests.
+    assert_eq!(cp.withdraw(2), Some(Stage::Admission));
+    assert_eq!((cp.held(), cp.next_wake()), (0, None));
+}
+
+#[test]
+fn admission_delays_are_checked_and_named() {
+    let bad = |text: &str| parse_bundle(text).unwrap().build().unwrap_err();
+    let (key, message) = bad("admission:\n  policy: rate-limit\n  delay: 0ms\n");
+    assert_eq!(key, "admission.delay");
+    assert!(message.contains("positive"), "{message}");
+    let (key, message) = bad("admission:\n  policy: rate-limit\n  delay: 1ms\n  max_delays: 0\n");
+    assert_eq!(
+        (key.as_str(), message.as_str()),
+        ("admission.max_delays", "must be in [1, 1000], got 0")
+    );
+    let (key, message) = bad("admission:\n  policy: rate-limit\n  max_delays: 2\n");
+    assert_eq!(key, "admission.max_delays");
+    assert!(message.contains("admission.delay"), "{message}");
+}

@@ -10,10 +10,11 @@
 mod summary;
 mod writer;
 
-pub use summary::{GatewayStats, TraceSummary, WORST_DECISIONS};
+pub use summary::{GatewayStats, ScalingStats, TraceSummary, WORST_DECISIONS};
 pub use writer::TraceWriter;
 
 use crate::Nanos;
+use crate::autoscale::{ReplicaState, ScaleAction};
 use crate::control::Dropped;
 use crate::observe::TransferEvent;
 use crate::router::{Explanation, RouteDecision};
@@ -36,9 +37,9 @@ pub enum TraceLevel {
     /// Nothing (the default): no cost.
     #[default]
     None,
-    /// Every decision: priority, admission, gateway queueing, drops, routing (with the `--counterfactual-k`
-    /// best candidates), P/D hand-offs and KV transfers, scheduler admissions and
-    /// preemptions.
+    /// Every decision: priority, admission (and its delays), gateway queueing, drops, routing
+    /// (with the `--counterfactual-k` best candidates), P/D hand-offs and KV transfers,
+    /// scheduler admissions and preemptions, autoscaling actions and replica states.
     Decisions,
     /// The decisions, every routing candidate (not only the best `k`), and one record per
     /// step of every instance.
@@ -66,6 +67,15 @@ pub enum Decision<'a> {
         t: Nanos,
         request: u64,
         refused: Option<Dropped>,
+    },
+    /// The admission policy refused `request` and it is held at the gateway: its
+    /// `attempt`-th delay; admission is decided again at `retry_at`.
+    AdmissionDelay {
+        t: Nanos,
+        request: u64,
+        attempt: u32,
+        retry_at: Nanos,
+        why: Dropped,
     },
     /// `request` entered the gateway queue, which then held `depth` requests (it included).
     GatewayEnqueue {
@@ -103,6 +113,16 @@ pub enum Decision<'a> {
         instance: u32,
         decision: SchedDecision,
     },
+    /// The autoscaler scaled a template up or down, and on what signals.
+    Scale(ScaleAction),
+    /// An autoscaled replica changed state (provisioning, loading, warming up, ready,
+    /// draining, off).
+    Replica {
+        t: Nanos,
+        instance: u32,
+        from: ReplicaState,
+        to: ReplicaState,
+    },
     /// An instance finished a step (`detailed` only).
     Step {
         instance: u32,
@@ -120,6 +140,7 @@ impl Decision<'_> {
         match self {
             Decision::Priority { .. } => Kind::Priority,
             Decision::Admission { .. } => Kind::Admission,
+            Decision::AdmissionDelay { .. } => Kind::AdmissionDelay,
             Decision::GatewayEnqueue { .. } => Kind::GatewayEnqueue,
             Decision::GatewayDispatch { .. } => Kind::GatewayDispatch,
             Decision::Dropped { .. } => Kind::Drop,
@@ -131,6 +152,8 @@ impl Decision<'_> {
                 ..
             } => Kind::ScheduleAdmit,
             Decision::Schedule { .. } => Kind::SchedulePreempt,
+            Decision::Scale(_) => Kind::Scale,
+            Decision::Replica { .. } => Kind::Replica,
             Decision::Step { .. } => Kind::Step,
         }
     }
@@ -141,6 +164,7 @@ impl Decision<'_> {
 pub enum Kind {
     Priority,
     Admission,
+    AdmissionDelay,
     GatewayEnqueue,
     GatewayDispatch,
     Drop,
@@ -149,14 +173,17 @@ pub enum Kind {
     KvTransfer,
     ScheduleAdmit,
     SchedulePreempt,
+    Scale,
+    Replica,
     Step,
 }
 
 impl Kind {
     /// Every kind, in the order the summary lists them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Priority,
         Kind::Admission,
+        Kind::AdmissionDelay,
         Kind::GatewayEnqueue,
         Kind::GatewayDispatch,
         Kind::Drop,
@@ -165,6 +192,8 @@ impl Kind {
         Kind::KvTransfer,
         Kind::ScheduleAdmit,
         Kind::SchedulePreempt,
+        Kind::Scale,
+        Kind::Replica,
         Kind::Step,
     ];
 
@@ -173,6 +202,7 @@ impl Kind {
         match self {
             Kind::Priority => "priority",
             Kind::Admission => "admission",
+            Kind::AdmissionDelay => "admission-delay",
             Kind::GatewayEnqueue => "gateway-enqueue",
             Kind::GatewayDispatch => "gateway-dispatch",
             Kind::Drop => "drop",
@@ -181,6 +211,8 @@ impl Kind {
             Kind::KvTransfer => "kv-transfer",
             Kind::ScheduleAdmit => "schedule-admit",
             Kind::SchedulePreempt => "schedule-preempt",
+            Kind::Scale => "scale",
+            Kind::Replica => "replica",
             Kind::Step => "step",
         }
     }

@@ -1,9 +1,11 @@
 //! The decision trace's summary (`--summarize-trace`), kept as the trace goes: records by
 //! kind, where the router sent requests, the regret of its decisions and the worst of them,
-//! and the gateway queue's depth and waits.
+//! the gateway queue's depth and waits, the admission delays, and the autoscaler's actions
+//! and replica states.
 
 use super::{Decision, Kind};
 use crate::Nanos;
+use crate::autoscale::ReplicaState;
 use crate::router::RouteDecision;
 use serde_json::{Value, json};
 use std::fmt;
@@ -39,6 +41,43 @@ pub struct TraceSummary {
     worst: Vec<Regretted>,
     /// The gateway queue.
     gateway: GatewayStats,
+    /// Admission delays, and the requests delayed at least once.
+    delays: u64,
+    delayed_requests: u64,
+    /// The autoscaler.
+    scaling: ScalingStats,
+}
+
+/// The autoscaler as its trace records show it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScalingStats {
+    /// Scaling actions up and down.
+    pub scale_ups: u64,
+    pub scale_downs: u64,
+    /// Replica changes into each state, by [`ReplicaState::index`].
+    pub entered: [u64; 6],
+}
+
+impl ScalingStats {
+    /// Notes an autoscaler record; false for any other.
+    fn note(&mut self, decision: &Decision<'_>) -> bool {
+        match *decision {
+            Decision::Scale(a) if a.up => self.scale_ups += 1,
+            Decision::Scale(_) => self.scale_downs += 1,
+            Decision::Replica { to, .. } => self.entered[to.index()] += 1,
+            _ => return false,
+        }
+        true
+    }
+
+    fn to_json(self) -> Value {
+        let entered: serde_json::Map<String, Value> = ReplicaState::ALL
+            .iter()
+            .map(|s| (s.name().to_owned(), self.entered[s.index()].into()))
+            .collect();
+        json!({"scale_ups": self.scale_ups, "scale_downs": self.scale_downs,
+               "replicas_entered": entered})
+    }
 }
 
 /// The gateway queue as its trace records show it.
@@ -97,7 +136,12 @@ impl TraceSummary {
     pub fn note(&mut self, seq: u64, decision: &Decision<'_>) {
         let kind = decision.kind();
         self.counts[Kind::ALL.iter().position(|&k| k == kind).unwrap_or(0)] += 1;
-        if self.gateway.note(decision) {
+        if self.gateway.note(decision) || self.scaling.note(decision) {
+            return;
+        }
+        if let Decision::AdmissionDelay { attempt, .. } = *decision {
+            self.delays += 1;
+            self.delayed_requests += u64::from(attempt == 1);
             return;
         }
         let Decision::Routing {
@@ -180,6 +224,16 @@ impl TraceSummary {
         self.gateway
     }
 
+    /// Admission delays, and the requests delayed at least once.
+    pub fn admission_delays(&self) -> (u64, u64) {
+        (self.delays, self.delayed_requests)
+    }
+
+    /// The autoscaler's actions and replica changes.
+    pub fn scaling(&self) -> ScalingStats {
+        self.scaling
+    }
+
     /// The summary as the summary JSON's `trace_summary` object.
     pub fn to_json(&self) -> Value {
         let by_kind: serde_json::Map<String, Value> = Kind::ALL
@@ -203,6 +257,8 @@ impl TraceSummary {
             "max_regret": self.max_regret(),
             "worst": worst,
             "gateway": self.gateway.to_json(),
+            "admission_delays": {"delays": self.delays, "requests_delayed": self.delayed_requests},
+            "autoscaler": self.scaling.to_json(),
         })
     }
 }
@@ -252,6 +308,31 @@ impl fmt::Display for TraceSummary {
             )?;
             let max_ms = g.max_wait_ns as f64 / 1e6;
             writeln!(f, "{:<40} {:<10.4}", "Gateway queue max wait (ms):", max_ms)?;
+        }
+        if self.delays > 0 {
+            writeln!(f, "{:<40} {:<10}", "Admission delays:", self.delays)?;
+            let n = self.delayed_requests;
+            writeln!(f, "{:<40} {:<10}", "Requests delayed at admission:", n)?;
+        }
+        self.fmt_scaling(f)
+    }
+}
+
+impl TraceSummary {
+    /// The autoscaler's lines, when it acted or replicas changed state.
+    fn fmt_scaling(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.scaling;
+        if s.scale_ups + s.scale_downs + s.entered.iter().sum::<u64>() == 0 {
+            return Ok(());
+        }
+        writeln!(f, "{:<40} {:<10}", "Autoscaler scale-ups:", s.scale_ups)?;
+        writeln!(f, "{:<40} {:<10}", "Autoscaler scale-downs:", s.scale_downs)?;
+        for state in ReplicaState::ALL {
+            let n = s.entered[state.index()];
+            if n > 0 {
+                let what = format!("  replicas entering {}:", state.name());
+                writeln!(f, "{what:<40} {n:<10}")?;
+            }
         }
         Ok(())
     }

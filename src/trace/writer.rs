@@ -5,6 +5,7 @@
 //! ns), `kind`, then the fields of its kind (see the guide's "Decision traces").
 
 use super::{Decision, TraceLevel, TraceSummary};
+use crate::autoscale::Observation;
 use crate::control::Dropped;
 use crate::output::{Finished, OutputFile};
 use crate::router::{CandidateScore, Explanation, RouteDecision};
@@ -106,6 +107,20 @@ pub fn format_record(
             }
             out.write_char('}')
         }
+        Decision::AdmissionDelay {
+            t,
+            request,
+            attempt,
+            retry_at,
+            why,
+        } => {
+            write!(
+                out,
+                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"attempt":{attempt},"retry_at":{retry_at}"#
+            )?;
+            write_dropped(out, why)?;
+            out.write_char('}')
+        }
         Decision::GatewayEnqueue { t, request, depth } => write!(
             out,
             r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"depth":{depth}}}"#
@@ -162,6 +177,31 @@ pub fn format_record(
             write_schedule(out, decision)?;
             out.write_char('}')
         }
+        Decision::Scale(a) => {
+            write!(
+                out,
+                r#"{{"seq":{seq},"t":{},"kind":"{kind}","pool":{},"action":"{}","from":{},"to":{},"desired":{}"#,
+                a.t,
+                a.pool,
+                if a.up { "up" } else { "down" },
+                a.from,
+                a.to,
+                a.desired
+            )?;
+            write_signals(out, &a.signals)?;
+            out.write_char('}')
+        }
+        Decision::Replica {
+            t,
+            instance,
+            from,
+            to,
+        } => write!(
+            out,
+            r#"{{"seq":{seq},"t":{t},"kind":"{kind}","instance":{instance},"from":"{}","to":"{}"}}"#,
+            from.name(),
+            to.name()
+        ),
         Decision::Step {
             instance,
             start_ns,
@@ -174,6 +214,22 @@ pub fn format_record(
             r#"{{"seq":{seq},"t":{end_ns},"kind":"{kind}","instance":{instance},"start":{start_ns},"batch":{batch},"waiting":{waiting},"running":{running}}}"#
         ),
     }
+}
+
+/// The signals a scaling action was decided on, as the policy saw them.
+fn write_signals(out: &mut String, o: &Observation) -> std::fmt::Result {
+    write!(out, r#","ready":{},"starting":{}"#, o.ready, o.starting)?;
+    for (name, v) in [
+        ("utilization", o.utilization),
+        ("queue_per_replica", o.queue_per_replica),
+        ("waiting", o.waiting),
+        ("kv_tokens_used", o.kv_tokens_used),
+        ("held_handoffs", o.held_handoffs),
+    ] {
+        write!(out, r#","{name}":"#)?;
+        write_f64(out, v)?;
+    }
+    Ok(())
 }
 
 /// `,"outcome":..,"stage":..,"policy":..` of a request ended unserved.

@@ -41,6 +41,7 @@ mod summary_memory;
 mod sweep;
 mod timeseries;
 mod trace;
+mod trace_scaling;
 mod traces;
 mod validate;
 mod workload_spec;

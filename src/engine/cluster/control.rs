@@ -155,6 +155,19 @@ fn note_decision(note: ControlNote) -> Decision<'static> {
             request,
             refused: None,
         },
+        ControlNote::Delayed {
+            t,
+            request,
+            attempt,
+            retry_at,
+            why,
+        } => Decision::AdmissionDelay {
+            t,
+            request,
+            attempt,
+            retry_at,
+            why,
+        },
         ControlNote::Enqueued { t, request, depth } => {
             Decision::GatewayEnqueue { t, request, depth }
         }

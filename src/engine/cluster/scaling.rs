@@ -5,14 +5,16 @@
 use super::super::SimError;
 use super::super::eligibility::Groups;
 use super::super::pd::DecodeChoice;
+use super::effects::Effect;
 use super::endings::Ending;
 use super::{Cluster, Services};
 use crate::Nanos;
-use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState};
+use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState, ScaleNote};
 use crate::config::InstanceRole;
 use crate::engine::EventKind;
 use crate::router::Signal;
 use crate::scheduler::{Evicted, SchedulerBug};
+use crate::trace::Decision;
 use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -112,6 +114,9 @@ impl<'r> Cluster<'r> {
             return Err(SchedulerBug::new(message).into());
         }
         self.feed_decode_pools(&mut autoscaler);
+        if self.tracing {
+            autoscaler.trace_decisions();
+        }
         let interval = autoscaler.config().interval_ns;
         self.scaling = Some(Scaling {
             autoscaler,
@@ -183,6 +188,10 @@ impl<'r> Cluster<'r> {
         scaling
             .autoscaler
             .tick(self.now, &view, &mut scaling.changes);
+        self.trace_scaling();
+        let Some(scaling) = &mut self.scaling else {
+            return Ok(());
+        };
         let interval = scaling.autoscaler.config().interval_ns;
         let skipped = self.idle_ticks(interval);
         if skipped > 0 {
@@ -280,7 +289,9 @@ impl<'r> Cluster<'r> {
         let Some(scaling) = &mut self.scaling else {
             return Ok(());
         };
-        match scaling.autoscaler.advance(id, epoch, self.now) {
+        let advanced = scaling.autoscaler.advance(id, epoch, self.now);
+        self.trace_scaling();
+        match advanced {
             None => {}
             Some(Some(next)) => self.queue.push(
                 next,
@@ -386,7 +397,33 @@ impl<'r> Cluster<'r> {
             && let Some(scaling) = &mut self.scaling
         {
             scaling.autoscaler.retire(id, self.now);
+            self.trace_scaling();
         }
         Ok(())
+    }
+
+    /// Queues the autoscaler's actions and replica changes noted since the last call as
+    /// trace records (nothing is noted unless the run traces).
+    fn trace_scaling(&mut self) {
+        let Some(scaling) = &mut self.scaling else {
+            return;
+        };
+        for note in scaling.autoscaler.take_notes() {
+            let decision = match note {
+                ScaleNote::Action(action) => Decision::Scale(action),
+                ScaleNote::Replica {
+                    t,
+                    instance,
+                    from,
+                    to,
+                } => Decision::Replica {
+                    t,
+                    instance,
+                    from,
+                    to,
+                },
+            };
+            self.effects.push(Effect::Decision(decision));
+        }
     }
 }
