@@ -9,13 +9,16 @@ validation run is read.
 
 For every GPU the script fits what its own tables say (a GEMM's fixed time, weight-streaming
 and compute efficiencies and how much of the shorter of the two the longer hides; attention's
-fixed time and efficiencies; the fused-MoE kernel's; the least time of a kernel; an
-all-reduce's fixed time and link efficiency). A constant of the roofline is the median of a
+fixed time and efficiencies; the fused-MoE kernel's, with the thread blocks per SM its grouped
+GEMMs need to stream at full rate; the least time of a kernel; an all-reduce's fixed time and
+link efficiency). A constant of the roofline is the median of a
 family's per-GPU values over the GPUs that have it; the weight-streaming efficiency of GEMMs is
 the median within the architecture class (Ampere, sm_8x before Ada; later parts), the one
 constant whose per-GPU values split by class. Then, for each GPU in turn, the constants are
 derived again without it and the roofline's kernel times are compared with its tables: the
-held-out error per op family, printed as a table (`--loo`, the table of docs/src/accuracy.md).
+held-out error per op family, printed as a table (`--loo`, the table of docs/src/accuracy.md),
+and for every fused-MoE table its error with the other GPUs' constants and with the other
+tables' (its own GPU's other tables included).
 
 The last lines ("constants held by src/latency/roofline.rs") print the constants derived from
 every GPU, rounded as the code rounds them; `tests/accuracy/derive_roofline.rs` checks that the two
@@ -178,39 +181,92 @@ def attention_time(c, r):
 
 # ------------------------------------------------------------------------------------ fused MoE
 
-def moe_parts(r):
-    """(MMA seconds at peak, bytes) of a fused-MoE row: the weights of the experts hit, the
-    routed rows in and out; the MMA work of the routed rows."""
-    weights = 3 * r["hidden"] * r["width"] * 2
-    moved = r["active"] * weights + 2 * r["routed"] * r["hidden"] * 2
+def moe_tiles(r):
+    """Thread blocks (CTAs) of the two grouped GEMMs of a fused-MoE row: vLLM's default tile
+    for unquantized weights is 16 x 32 (rows x columns) when the batch has no more tokens than
+    the GPU has experts, else 64 x 64 (`get_default_config` of vLLM's fused_moe.py; SGLang's
+    copy, `fused_moe_triton_config.py`, has the same heuristic); each expert hit gets
+    ceil(rows / tile rows) tile rows, each as many blocks as its GEMM has tile columns
+    (gate and up: 2 x width; down: hidden)."""
+    block_m, block_n = (16, 32) if r["n"] <= r["E_loc"] else (64, 64)
+    per_expert = r["routed"] / max(r["active"], 1e-9)
+    tile_rows = r["active"] * math.ceil(per_expert / block_m - 1e-9)
+    return (max(1.0, tile_rows * math.ceil(2 * r["width"] / block_n)),
+            max(1.0, tile_rows * math.ceil(r["hidden"] / block_n)))
+
+
+def moe_parts(r, eta_m, blocks_per_sm):
+    """(MMA seconds at peak, seconds of weight and activation streaming) of a fused-MoE row.
+    The weights of the experts hit stream at `eta_m` of peak bandwidth once each GEMM has
+    `blocks_per_sm` thread blocks per SM, and in proportion below (a block keeps a bounded
+    number of loads in flight: few experts, few tile columns or one tile row each leave the
+    GPU's bandwidth unused); the routed rows in and out at `eta_m`."""
+    g = GPUS[r["gpu"]]
+    expert = r["hidden"] * r["width"] * 2
+    bw = g["bw"] * eta_m
+    full = blocks_per_sm * g["sms"]
+    up, down = (bw * min(1.0, blocks / full) if full else bw for blocks in moe_tiles(r))
+    moved = 2 * r["active"] * expert / up + r["active"] * expert / down + 2 * r["routed"] * r["hidden"] * 2 / bw
     flops = r["routed"] * 2 * 3 * r["hidden"] * r["width"]
-    return flops / GPUS[r["gpu"]]["flops"], moved / GPUS[r["gpu"]]["bw"]
+    return flops / g["flops"], moved
 
 
 def moe_time(c, r):
     """The fused-MoE kernel as src/latency/roofline.rs prices it."""
-    at_peak, moved = moe_parts(r)
-    compute, memory = at_peak / c["moe_eta_c"], moved / c["moe_eta_m"]
-    return c["moe_t0"] + max(compute, memory) + c["moe_unhidden"] * min(compute, memory)
+    at_peak, moved = moe_parts(r, c["moe_eta_m"], c["moe_blocks_per_sm"])
+    compute = at_peak / c["moe_eta_c"]
+    return c["moe_t0"] + max(compute, moved) + c["moe_unhidden"] * min(compute, moved)
+
+
+# Thread blocks per SM that saturate the bandwidth, tried by the light rows' fit (0: any
+# number does).
+BLOCKS_PER_SM = [x / 4 for x in range(0, 33)]
+
+
+def moe_light_fit(light):
+    """(t0, eta_m, blocks per SM) of the rows whose weights dominate. For each number of
+    blocks per SM on the grid the streaming time is `x / eta_m`, with `x` the bytes over the
+    bandwidth the blocks reach, so `t = t0 + x / eta_m` is fitted as the GEMMs are (least
+    squares of the relative error); the number whose fit has the least median over the GPU's
+    tables of their median |error| wins (every table weighs alike, and one table whose kernel
+    behaves otherwise does not decide it). It is kept (else 0, and the fit without it) only
+    where at least a third of the rows then stream slower than `eta_m` allows: else the
+    tables do not measure it."""
+    tables_of = {}
+    for r in light:
+        tables_of.setdefault(r["model"], []).append(r)
+
+    def fit_at(k):
+        t0, rate = fit([(moe_parts(r, 1.0, k)[1], r["t"]) for r in light])
+        c = {"moe_t0": t0, "moe_eta_m": rate, "moe_blocks_per_sm": k, "moe_eta_c": 1.0, "moe_unhidden": 0.0}
+        err = median(median(abs(moe_time(c, r) / r["t"] - 1) for r in rows) for rows in tables_of.values())
+        return err, t0, rate, k
+    _, t0, eta, k = min((fit_at(k) for k in BLOCKS_PER_SM), key=lambda f: f[0])
+    limited = sum(1 for r in light if moe_parts(r, eta, k)[1] > moe_parts(r, eta, 0)[1] * 1.05)
+    if limited < len(light) / 3:
+        _, t0, eta, k = fit_at(0.0)
+    return t0, eta, k
 
 
 def moe_fits(rows):
-    """Per GPU: t0 and weight-streaming efficiency from the rows with at most 4 routed rows per
-    expert hit (the weights dominate), the compute efficiency from those with at least 256 (the
-    MMA work dominates; median), the unhidden share by least squares over all its rows."""
+    """Per GPU: t0, weight-streaming efficiency and the per-block rate from the rows with at
+    most 4 routed rows per expert hit (the weights dominate), the compute efficiency from those
+    with at least 256 (the MMA work dominates; median), the unhidden share by least squares
+    over all its rows."""
     out = {}
     for gpu in GPUS:
         mine = [r for r in rows if r["gpu"] == gpu]
-        light = [(moe_parts(r)[1], r["t"]) for r in mine if r["routed"] <= 4 * max(r["active"], 1)]
+        light = [r for r in mine if r["routed"] <= 4 * max(r["active"], 1)]
         if len(light) < 3:
             continue
-        t0, rate = fit(light)
-        f = {"t0": t0, "eta_m": rate, "n": len(mine),
+        t0, eta, blocks = moe_light_fit(light)
+        f = {"t0": t0, "eta_m": eta, "blocks_per_sm": blocks, "n": len(mine),
              "kernel_timed": all(r["src"] in ("lss", "frontier-kernel") for r in mine)}
-        heavy = [moe_parts(r)[0] / (r["t"] - t0) for r in mine if r["routed"] >= 256 * max(r["active"], 1) and r["t"] > t0]
+        heavy = [moe_parts(r, eta, blocks)[0] / (r["t"] - t0) for r in mine
+                 if r["routed"] >= 256 * max(r["active"], 1) and r["t"] > t0]
         if heavy:
             f["eta_c"] = median(heavy)
-            base = {"moe_t0": t0, "moe_eta_m": rate, "moe_eta_c": f["eta_c"]}
+            base = {"moe_t0": t0, "moe_eta_m": eta, "moe_eta_c": f["eta_c"], "moe_blocks_per_sm": blocks}
             f["unhidden"] = best([k / 50 for k in range(51)],
                                  lambda k: [moe_time(dict(base, moe_unhidden=k), r) / r["t"] - 1 for r in mine])
         out[gpu] = f
@@ -220,6 +276,7 @@ def moe_fits(rows):
 def moe_constants(fits, gpus):
     have = [g for g in gpus if g in fits]
     full = [g for g in have if "eta_c" in fits[g]]
+    blocks = [fits[g]["blocks_per_sm"] for g in have if fits[g]["blocks_per_sm"]]
     return {
         # Event-timed and looped tables carry host time in their intercept: the fixed time
         # comes from the kernel-timed ones.
@@ -227,6 +284,8 @@ def moe_constants(fits, gpus):
         "moe_eta_m": median(fits[g]["eta_m"] for g in have),
         "moe_eta_c": median(fits[g]["eta_c"] for g in full),
         "moe_unhidden": median(fits[g]["unhidden"] for g in full),
+        # Without a table that measures it, no limit (the roofline before it).
+        "moe_blocks_per_sm": median(blocks) if blocks else 0.0,
     }
 
 
@@ -360,6 +419,44 @@ def leave_one_out(data):
     return table
 
 
+def moe_tables(data):
+    """The MoE tables: (GPU, model) -> their rows."""
+    out = {}
+    for r in data.moe:
+        out.setdefault((r["gpu"], r["model"]), []).append(r)
+    return out
+
+
+def moe_held_out(data):
+    """Per MoE table: (rows, errors with every other GPU's constants, errors with the
+    constants of every other table, its own GPU's other tables included)."""
+    out = {}
+    everyone = list(GPUS)
+    for (gpu, model), rows in sorted(moe_tables(data).items()):
+        other_gpus = moe_constants(data.fits["moe"], [g for g in everyone if g != gpu])
+        others = [r for r in data.moe if (r["gpu"], r["model"]) != (gpu, model)]
+        other_tables = moe_constants(moe_fits(others), everyone)
+        out[(gpu, model)] = (len(rows), [moe_time(other_gpus, r) / r["t"] - 1 for r in rows],
+                             [moe_time(other_tables, r) / r["t"] - 1 for r in rows])
+    return out
+
+
+def print_moe_held_out(held):
+    """Held-out fused-MoE error per table: leave one GPU out, leave one table out."""
+    def cell(e):
+        return f"{median(abs(x) for x in e) * 100:5.1f}% ({median(e) * 100:+6.1f})"
+    print("fused MoE per table: median |error| (signed median) with the constants of the other GPUs, and with")
+    print("those of the other tables (its own GPU's other tables included)")
+    print(f"{'table':60} | {'rows':>5} | {'GPU held out':>16} | {'table held out':>16}")
+    gpu_medians, table_medians = [], []
+    for (gpu, model), (n, by_gpu, by_table) in held.items():
+        print(f"{gpu + ' ' + model:60} | {n:5} | {cell(by_gpu)} | {cell(by_table)}")
+        gpu_medians.append(median(abs(x) for x in by_gpu))
+        table_medians.append(median(abs(x) for x in by_table))
+    print(f"  median over tables of their held-out median |error|: GPU held out {median(gpu_medians) * 100:.1f}%, "
+          f"table held out {median(table_medians) * 100:.1f}%")
+
+
 def print_loo(table):
     """The held-out table: a row per op family, a column per GPU; each cell the median
     |error| and, in brackets, the signed median (rows of the cell below)."""
@@ -405,7 +502,8 @@ def print_fits(data):
                   f"{eta:.3f} of peak FLOP/s")
     for gpu, g in f["moe"].items():
         extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
-        print(f"  fused MoE  {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.1f} us, weight eta {g['eta_m']:.3f}{extra}")
+        block = f", saturates at {g['blocks_per_sm']:.2f} blocks/SM" if g["blocks_per_sm"] else ", blocks never limit"
+        print(f"  fused MoE  {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.1f} us, weight eta {g['eta_m']:.3f}{block}{extra}")
     for gpu, g in f["elementwise"].items():
         print(f"  floor      {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us")
     for system, g in sorted(f["all_reduce"].items()):
@@ -420,6 +518,8 @@ def main():
     if "--loo" in sys.argv:
         print()
         print_loo(leave_one_out(data))
+        print()
+        print_moe_held_out(moe_held_out(data))
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
@@ -437,6 +537,7 @@ def main():
     print(f"MOE_MEMORY_EFFICIENCY = {c['moe_eta_m']:.3f}")
     print(f"MOE_COMPUTE_EFFICIENCY = {c['moe_eta_c']:.2f}")
     print(f"MOE_UNHIDDEN = {c['moe_unhidden']:.2f}")
+    print(f"MOE_SATURATING_BLOCKS_PER_SM = {c['moe_blocks_per_sm']:.2f}")
     print(f"KERNEL_FLOOR_NS = {round(c['floor'] * 1e8) * 10}")
     print(f"ALLREDUCE_LINK_EFFICIENCY = {c['allreduce_eta']:.3f}")
 

@@ -45,6 +45,11 @@ pub struct Hardware {
     /// ones (see the roofline's `GEMM_MEMORY_EFFICIENCY_AMPERE`). Absent: a later part.
     #[serde(default)]
     pub architecture: Option<String>,
+    /// Streaming multiprocessors (or the part's equivalent compute units): the fused-MoE
+    /// kernel streams its experts' weights at full rate only with enough thread blocks per
+    /// SM (see the roofline's `MOE_SATURATING_BLOCKS_PER_SM`). Absent: no such limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_count: Option<u32>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
     #[serde(default)]
     pub host: HostSpec,
@@ -263,6 +268,12 @@ impl Hardware {
                 ));
             }
         }
+        if let Some(n) = hw.sm_count.filter(|n| !(1..=100_000).contains(n)) {
+            return Err(invalid(
+                "sm_count",
+                format!("must be a whole number in [1, 100000], got {n}"),
+            ));
+        }
         let non_negative = [
             ("link_latency_ns", hw.link_latency_ns),
             ("kernel_launch_ns", hw.kernel_launch_ns),
@@ -421,6 +432,24 @@ mod tests {
             message.contains("bogus_key") && message.contains("line"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn sm_count_is_optional_and_bounded() {
+        let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
+        assert_eq!(h100.sm_count, Some(132));
+        let without: String = h100_text()
+            .lines()
+            .filter(|l| !l.starts_with("sm_count"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            Hardware::from_toml(&without, "x.toml").unwrap().sm_count,
+            None
+        );
+        let zero = h100_text().replace("sm_count = 132", "sm_count = 0");
+        let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
+        assert_eq!(field, "sm_count", "{message}");
     }
 
     #[test]

@@ -110,21 +110,38 @@ fn mixed_decode_efficiency(blocks: f64, context: f64) -> f64 {
 const DECODE_SKEW_ALPHA: f64 = 0.059;
 
 /// The fused-MoE layer's grouped GEMMs: `MOE_FIXED_NS + max(c, m) + MOE_UNHIDDEN × min(c, m)`,
-/// with `m` the weights of the experts the batch hits plus the routed rows in and out at
-/// [`MOE_MEMORY_EFFICIENCY`] of peak bandwidth and `c` the routed rows' MMA work at
-/// [`MOE_COMPUTE_EFFICIENCY`] of peak FLOP/s. Per GPU: the fixed time and weight-streaming
-/// efficiency are fitted to rows with at most 4 routed rows per expert hit, the compute
-/// efficiency is the median over rows with at least 256, the unhidden share is fitted over all
-/// rows. Tables: vLLM's fused Triton kernel on RTX PRO 6000 (LLMServingSim, Qwen3-30B-A3B:
-/// 2.7 µs, 0.873, 0.46, 0.18) and H800 (Frontier, kernel-only, five models of 8-512 experts,
-/// top-2 to top-10, rows whose experts do not all fit in L2: 10.1 µs, 0.719), the same kernel
-/// event-timed on A800 (Qwen3-30B-A3B, GPU-bound rows only: 0.926, 0.31, 0.56), and Vidur's
-/// per-expert cuBLAS loop on A100 (Mixtral-8x7B: 0.682, 0.57, 0.34). The fixed time comes from
-/// the kernel-timed tables only (the others' intercepts hold host time).
-const MOE_FIXED_NS: f64 = 6_400.0;
-const MOE_MEMORY_EFFICIENCY: f64 = 0.796;
+/// with `c` the routed rows' MMA work at [`MOE_COMPUTE_EFFICIENCY`] of peak FLOP/s and `m` the
+/// weights of the experts the batch hits plus the routed rows in and out at
+/// [`MOE_MEMORY_EFFICIENCY`] of peak bandwidth, each GEMM's weights slowed where it has fewer
+/// than [`MOE_SATURATING_BLOCKS_PER_SM`] thread blocks per SM. Per GPU: the fixed time and
+/// weight-streaming efficiency are fitted to rows with at most 4 routed rows per expert hit
+/// (with the blocks per SM that fit best), the compute efficiency is the median over rows with
+/// at least 256, the unhidden share is fitted over all rows. Tables: vLLM's fused Triton kernel
+/// on RTX PRO 6000 (LLMServingSim, Qwen3-30B-A3B: 2.7 µs, 0.873, 0.46, 0.18) and H800
+/// (Frontier, kernel-only, five models of 8-512 experts, top-2 to top-10, rows whose experts do
+/// not all fit in L2: 6.2 µs, 0.818), the same kernel event-timed on A800 (Qwen3-30B-A3B,
+/// GPU-bound rows only: 0.926, 0.31, 0.56), and Vidur's per-expert cuBLAS loop on A100
+/// (Mixtral-8x7B: 0.682, 0.57, 0.34). The fixed time comes from the kernel-timed tables only
+/// (the others' intercepts hold host time).
+const MOE_FIXED_NS: f64 = 4_400.0;
+const MOE_MEMORY_EFFICIENCY: f64 = 0.845;
 const MOE_COMPUTE_EFFICIENCY: f64 = 0.46;
 const MOE_UNHIDDEN: f64 = 0.34;
+/// Thread blocks per SM at which a grouped GEMM of the fused-MoE kernel streams its weights at
+/// [`MOE_MEMORY_EFFICIENCY`]; with fewer it streams in proportion (each block keeps a bounded
+/// number of loads in flight). A GEMM's blocks: each expert hit gets ceil(rows / tile rows)
+/// tile rows, each as many blocks as the GEMM has tile columns (gate and up: 2 × width; down:
+/// hidden), with vLLM's default tiles for unquantized weights, 16 × 32 when the batch has no
+/// more tokens than the GPU has experts, else 64 × 64 (`get_default_config` of vLLM's
+/// `fused_moe.py`; SGLang's copy has the same). Few experts, or narrow ones, then leave the
+/// bandwidth unused: H800's kernel-only tables of five MoE shapes fit 2.0 best (the median
+/// over the tables of their median error; no other GPU's tables have rows it limits, so it
+/// is checked leaving one table out, not one GPU: `scripts/derive_roofline.py --loo`).
+/// Applies where the hardware file gives `sm_count`.
+const MOE_SATURATING_BLOCKS_PER_SM: f64 = 2.00;
+/// vLLM's default fused-MoE tiles for unquantized weights (rows × columns): few tokens, many.
+const MOE_SMALL_TILE: (f64, f64) = (16.0, 32.0);
+const MOE_LARGE_TILE: (f64, f64) = (64.0, 64.0);
 
 /// A GEMM costs `GEMM_FIXED_NS + max(c, m) + GEMM_UNHIDDEN × min(c, m) + kernel_launch_ns`,
 /// with `c` its FLOPs at [`GEMM_COMPUTE_EFFICIENCY`] of peak and `m` its weights, input and
@@ -209,6 +226,9 @@ pub struct Roofline {
     /// The fused-MoE kernel's rates (see [`MOE_MEMORY_EFFICIENCY`]).
     moe_flops_per_ns: f64,
     moe_bytes_per_ns: f64,
+    /// Thread blocks a grouped GEMM needs to stream at `moe_bytes_per_ns`: SMs ×
+    /// [`MOE_SATURATING_BLOCKS_PER_SM`] (0: no limit, a part without `sm_count`).
+    moe_saturating_blocks: f64,
     launch_ns: f64,
     /// Fixed time of a GEMM kernel, ns ([`GEMM_FIXED_NS`] unless the hardware file says).
     gemm_fixed_ns: f64,
@@ -235,6 +255,9 @@ enum Mlp {
         group: f64,
         /// Weight bytes of one expert on one GPU (`3 × hidden × moe_ffn × fp / tp`).
         expert_bytes: f64,
+        /// Width of one expert on one GPU (`moe_ffn / tp`): the gate and up GEMM's output
+        /// is twice it.
+        width: f64,
         /// FLOPs of one routed token through one expert on one GPU.
         flops_per_token_expert: f64,
     },
@@ -278,8 +301,12 @@ enum Work {
         /// See [`Step::decode_skew_bytes`].
         skew_bytes: f64,
     },
-    /// The fused-MoE grouped GEMM (its own efficiencies).
-    Experts(Cost),
+    /// The fused-MoE grouped GEMMs (their own efficiencies): the work, and the bytes as they
+    /// stream (the weights of a GEMM with too few thread blocks count for more).
+    Experts {
+        cost: Cost,
+        streamed_bytes: f64,
+    },
     /// A collective whose time is already known, ns.
     Comm {
         ns: f64,
@@ -342,6 +369,7 @@ impl Roofline {
                     ep: 1.0,
                     group: 1.0,
                     expert_bytes: per_gpu * fp,
+                    width: moe.moe_intermediate_size as f64 / tp as f64,
                     flops_per_token_expert: 2.0 * per_gpu,
                 }
             }
@@ -383,6 +411,9 @@ impl Roofline {
             peak_bytes_per_ns: hardware.memory_bw_gbps,
             moe_flops_per_ns: hardware.peak_flops(dtype) * MOE_COMPUTE_EFFICIENCY / 1e9,
             moe_bytes_per_ns: hardware.memory_bw_gbps * moe_memory_efficiency,
+            moe_saturating_blocks: hardware
+                .sm_count
+                .map_or(0.0, |n| f64::from(n) * MOE_SATURATING_BLOCKS_PER_SM),
             launch_ns: hardware.kernel_launch_ns,
             gemm_fixed_ns: k.gemm_fixed_ns.unwrap_or_default(),
             allreduce,
@@ -418,6 +449,7 @@ impl Roofline {
             ep: f64::from(ep),
             group: collectives.ep.group_members() as f64,
             expert_bytes: whole * self.fp,
+            width: moe.moe_intermediate_size as f64,
             flops_per_token_expert: 2.0 * whole,
         };
         self.expert_comm = collectives
@@ -568,6 +600,7 @@ impl Roofline {
             ep,
             group,
             expert_bytes,
+            width,
             flops_per_token_expert,
         } = self.mlp
         else {
@@ -592,15 +625,52 @@ impl Roofline {
         // share of the routed rows of the group's `group × t` padded tokens (act_fn fused).
         let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(s.gate));
         let routed = group * t * top_k / ep;
-        let bytes = active * expert_bytes + 2.0 * routed * h * fp;
+        let activations = 2.0 * routed * h * fp;
         let cost = Cost {
             flops: routed * flops_per_token_expert,
-            bytes,
+            bytes: active * expert_bytes + activations,
         };
-        visit("experts", l, Work::Experts(cost));
+        let (up, down) = self.moe_stream_shares(group * t, experts / ep, active, routed, width);
+        // Gate and up hold two thirds of an expert's weights, down one third.
+        let streamed_bytes =
+            active * expert_bytes * (2.0 / 3.0 / up + 1.0 / 3.0 / down) + activations;
+        visit(
+            "experts",
+            l,
+            Work::Experts {
+                cost,
+                streamed_bytes,
+            },
+        );
         if let Some((_, combine)) = comm {
             visit("ep_combine", l, combine);
         }
+    }
+
+    /// Shares of the fused-MoE bandwidth at which its gate-and-up and its down GEMM stream
+    /// their weights: their thread blocks over the blocks that saturate the part
+    /// ([`MOE_SATURATING_BLOCKS_PER_SM`]), at most 1. `tokens` rows enter the kernel of this
+    /// GPU's `experts`; `active` of them are hit by `routed` rows.
+    fn moe_stream_shares(
+        &self,
+        tokens: f64,
+        experts: f64,
+        active: f64,
+        routed: f64,
+        width: f64,
+    ) -> (f64, f64) {
+        if self.moe_saturating_blocks <= 0.0 || active <= 0.0 {
+            return (1.0, 1.0);
+        }
+        let (rows, columns) = if tokens <= experts {
+            MOE_SMALL_TILE
+        } else {
+            MOE_LARGE_TILE
+        };
+        let tile_rows = active * (routed / active / rows).ceil().max(1.0);
+        let share =
+            |n: f64| (tile_rows * (n / columns).ceil() / self.moe_saturating_blocks).min(1.0);
+        (share(2.0 * width), share(self.hidden))
     }
 
     /// Unrounded time of a roofline-priced cost, without launch overhead, ns.
@@ -648,10 +718,13 @@ impl Roofline {
                 } + DECODE_SKEW_ALPHA * skew_bytes / decode_bw;
                 ATTENTION_FIXED_NS + rate(prefill) + decode_ns
             }
-            Work::Experts(c) => {
+            Work::Experts {
+                cost: c,
+                streamed_bytes,
+            } => {
                 let (compute, memory) = (
                     c.flops / self.moe_flops_per_ns,
-                    c.bytes / self.moe_bytes_per_ns,
+                    streamed_bytes / self.moe_bytes_per_ns,
                 );
                 MOE_FIXED_NS + compute.max(memory) + MOE_UNHIDDEN * compute.min(memory)
             }
@@ -767,7 +840,7 @@ mod tests {
             let step = r.step(batch).unwrap();
             let mut bytes = 0.0;
             r.for_each_layer(&step, |name, _, work| {
-                if let ("experts", Work::Experts(cost)) = (name, work) {
+                if let ("experts", Work::Experts { cost, .. }) = (name, work) {
                     bytes = cost.bytes;
                 }
             });
@@ -933,34 +1006,44 @@ mod tests {
     }
 
     /// The fused-MoE kernel by hand: `MOE_FIXED_NS + max(c, m) + MOE_UNHIDDEN × min(c, m)`,
-    /// `m` the bytes at 0.796 of the bandwidth (GB/s = bytes/ns), `c` the FLOPs at 0.46 of the
-    /// peak.
-    fn fused_moe_by_hand(bytes: f64, flops: f64, bw_gbps: f64, peak_tflops: f64) -> f64 {
-        let m = bytes / (bw_gbps * 0.796);
+    /// `m` the streamed bytes at 0.845 of the bandwidth (GB/s = bytes/ns), `c` the FLOPs at
+    /// 0.46 of the peak.
+    fn fused_moe_by_hand(streamed: f64, flops: f64, bw_gbps: f64, peak_tflops: f64) -> f64 {
+        let m = streamed / (bw_gbps * 0.845);
         let c = flops / (peak_tflops * 1e3 * 0.46);
-        6_400.0 + m.max(c) + 0.34 * m.min(c)
+        4_400.0 + m.max(c) + 0.34 * m.min(c)
+    }
+
+    /// `weights` streamed by a gate-and-up GEMM at share `up` of the bandwidth and a down
+    /// GEMM at `down` (two thirds and one third of them), plus `activations` at full rate.
+    fn streamed(weights: f64, up: f64, down: f64, activations: f64) -> f64 {
+        weights * (2.0 / 3.0 / up + 1.0 / 3.0 / down) + activations
     }
 
     #[test]
     fn moe_one_decode_streams_the_weights_of_its_top_k_experts() {
         // Weight-bound regime. Mixtral-8x7B on H100 at TP 1, one decode: top-2 of 8 experts,
         // 8 × (1 − 6/8) = 2 experts hit, each 3 × 4096 × 14336 bf16 weights; 2 routed rows
-        // of 4096 in and out; 2 × 2 × 3 × 4096 × 14336 FLOPs.
+        // of 4096 in and out; 2 × 2 × 3 × 4096 × 14336 FLOPs. One token, 8 experts: 16 × 32
+        // tiles, one tile row per expert hit; gate and up 2 × 896 blocks (saturated: 2 × 132
+        // SMs), down 2 × 4096 / 32 = 256 blocks, 256 / 264 of the bandwidth.
         let r = roofline("Mixtral-8x7B-v0.1", "H100", 1);
-        let bytes = 2.0 * 3.0 * 4096.0 * 14336.0 * 2.0 + 2.0 * 2.0 * 4096.0 * 2.0;
+        let weights = 2.0 * 3.0 * 4096.0 * 14336.0 * 2.0;
+        let bytes = streamed(weights, 1.0, 256.0 / 264.0, 2.0 * 2.0 * 4096.0 * 2.0);
         let flops = 2.0 * 2.0 * 3.0 * 4096.0 * 14336.0;
         let expected = fused_moe_by_hand(bytes, flops, 3350.0, 989.4);
         let got = experts_ns(&r, &decodes(1, 100));
         assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
-        // 704.7 MB at 0.796 × 3.35 TB/s: 264.2 µs of weights, 6.4 µs fixed, and 0.34 of the
+        // 711.9 MB as streamed at 0.845 × 3.35 TB/s: 251.5 µs, 4.4 µs fixed, and 0.34 of the
         // 1.5 µs of MMA work.
-        assert!((got - 271_186.0).abs() < 10.0, "{got}");
+        assert!((got - 256_455.0).abs() < 10.0, "{got}");
     }
 
     #[test]
     fn moe_a_long_prefill_is_bound_by_the_routed_rows_mma_work() {
         // MMA-bound regime. Mixtral-8x7B on H100 at TP 1, a 4,096-token prefill: every expert
-        // is hit (8 × (1 − (6/8)^4096) = 8), 8,192 routed rows.
+        // is hit (8 × (1 − (6/8)^4096) = 8), 8,192 routed rows (16 tile rows of 64 each:
+        // thousands of blocks, the bandwidth saturated).
         let r = roofline("Mixtral-8x7B-v0.1", "H100", 1);
         let prefill = [BatchItem {
             new_tokens: 4096,
@@ -973,14 +1056,15 @@ mod tests {
         let got = experts_ns(&r, &prefill);
         assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
         let c = flops / (989.4e3 * 0.46);
-        assert!(c > 2.0 * bytes / (3350.0 * 0.796), "the MMA work dominates");
+        assert!(c > 2.0 * bytes / (3350.0 * 0.845), "the MMA work dominates");
     }
 
     #[test]
     fn moe_many_small_experts_in_between_pay_both_parts() {
         // Both parts count. Qwen3-30B-A3B on RTX PRO 6000 at TP 1, 64 decodes: top-8 of 128
         // experts, 128 × (1 − (120/128)^64) = 126.9 experts hit of 3 × 2048 × 768 bf16
-        // weights; 512 routed rows.
+        // weights; 512 routed rows. 64 tokens, 128 experts: 16 × 32 tiles, 126.9 tile rows,
+        // 126.9 × 48 and × 64 blocks, over 2 × 188 SMs: saturated.
         let r = roofline("Qwen3-30B-A3B-Instruct-2507", "RTXPRO6000", 1);
         let active = 128.0 * (1.0 - (120.0f64 / 128.0).powi(64));
         let routed = 64.0 * 8.0;
@@ -994,7 +1078,8 @@ mod tests {
     #[test]
     fn moe_tensor_and_expert_parallel_layouts_split_width_or_experts() {
         // TP 2 halves every expert's width (its weights and FLOPs per GPU). Mixtral-8x7B on
-        // H100, 4 decodes: 8 × (1 − (6/8)^4) = 5.47 experts hit, 8 routed rows.
+        // H100, 4 decodes: 8 × (1 − (6/8)^4) = 5.47 experts hit, 8 routed rows (16 × 32
+        // tiles: 5.47 × 448 and 5.47 × 128 blocks, saturated).
         let model = ModelArch::resolve("Mixtral-8x7B-v0.1").unwrap();
         let active = 8.0 * (1.0 - 0.75f64.powi(4));
         let expert = 3.0 * 4096.0 * 14336.0;
@@ -1013,7 +1098,9 @@ mod tests {
         };
         // EP 2 over a DP group of two members with 4 decodes each: the gate sees 8 tokens,
         // 8 × (1 − (6/8)^8) = 7.2 experts are hit, half of them (whole) on this rank; it
-        // computes half the group's 2 × 4 × 2 routed rows.
+        // computes half the group's 2 × 4 × 2 routed rows. 8 tokens, 4 experts here: 64 × 64
+        // tiles, one tile row per expert hit; down has 3.6 × 4096 / 64 = 230.6 blocks, short
+        // of 2 × 132: it streams its third of the weights at 230.6 / 264 of the bandwidth.
         let ep2 = roofline("Mixtral-8x7B-v0.1", "H100", 1).with_expert_parallel(
             &model,
             Collectives {
@@ -1022,7 +1109,9 @@ mod tests {
             },
         );
         let active = 4.0 * (1.0 - 0.75f64.powi(8));
-        let bytes = active * expert * 2.0 + 2.0 * 8.0 * 4096.0 * 2.0;
+        let down = active * 64.0 / 264.0;
+        assert!(down < 0.9, "{down}");
+        let bytes = streamed(active * expert * 2.0, 1.0, down, 2.0 * 8.0 * 4096.0 * 2.0);
         let flops = 8.0 * 2.0 * expert;
         let expected = fused_moe_by_hand(bytes, flops, 3350.0, 989.4);
         let items = decodes(4, 100);
@@ -1039,6 +1128,29 @@ mod tests {
     }
 
     #[test]
+    fn moe_few_experts_with_too_few_thread_blocks_stream_slower() {
+        // Few large experts on few tokens: Mixtral-8x7B at TP 8 on H100 (expert width 1,792),
+        // one decode, 2 experts hit. 16 × 32 tiles, one tile row each: gate and up have
+        // 2 × 3584 / 32 = 224 blocks, down 2 × 4096 / 32 = 256, short of 2 × 132 SMs.
+        let r = roofline("Mixtral-8x7B-v0.1", "H100", 8);
+        let weights = 2.0 * 3.0 * 4096.0 * 1792.0 * 2.0;
+        let activations = 2.0 * 2.0 * 4096.0 * 2.0;
+        let flops = 2.0 * 2.0 * 3.0 * 4096.0 * 1792.0;
+        let bytes = streamed(weights, 224.0 / 264.0, 256.0 / 264.0, activations);
+        let expected = fused_moe_by_hand(bytes, flops, 3350.0, 989.4);
+        let got = experts_ns(&r, &decodes(1, 100));
+        assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+        // A part without `sm_count` has no such limit.
+        let mut h100 = Hardware::resolve("H100").unwrap();
+        h100.sm_count = None;
+        let model = ModelArch::resolve("Mixtral-8x7B-v0.1").unwrap();
+        let unlimited = Roofline::new(&model, &h100, 8, Dtype::Bfloat16);
+        let plain = fused_moe_by_hand(weights + activations, flops, 3350.0, 989.4);
+        assert!((experts_ns(&unlimited, &decodes(1, 100)) - plain).abs() <= 1.0);
+        assert!(got > plain * 1.1, "{got} vs {plain}");
+    }
+
+    #[test]
     fn a_single_decode_reads_only_its_top_k_experts() {
         // Qwen3-30B-A3B: one token activates 8 of 128 experts of 3 x 2048 x 768 bf16 weights.
         let r = roofline("Qwen3-30B-A3B-Instruct-2507", "H100", 1);
@@ -1046,7 +1158,7 @@ mod tests {
             .iter()
             .find(|(n, _)| *n == "experts")
             .unwrap();
-        let Work::Experts(cost) = experts else {
+        let Work::Experts { cost, .. } = experts else {
             panic!("experts is a kernel")
         };
         let weights = 8.0 * 3.0 * 2048.0 * 768.0 * 2.0;
@@ -1058,7 +1170,8 @@ mod tests {
         );
         // A large batch touches (almost) all of them.
         let big = layers(&r, &decodes(512, 10));
-        let Some((_, Work::Experts(big))) = big.iter().find(|(n, _)| *n == "experts") else {
+        let Some((_, Work::Experts { cost: big, .. })) = big.iter().find(|(n, _)| *n == "experts")
+        else {
             panic!()
         };
         assert!(big.bytes > 127.0 * 3.0 * 2048.0 * 768.0 * 2.0);
