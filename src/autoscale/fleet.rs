@@ -143,10 +143,18 @@ pub struct ScaleCounts {
 }
 
 /// The autoscaler of a run: the replica slots' states, the pools' policies, the counters.
+///
+/// A tick, a routing decision and a scale-down cost the replicas that are on (not
+/// [`ReplicaState::Off`]), not the slots: the slots on are kept in a list of their own, and
+/// the count of slots in each state is kept as states change.
 #[derive(Debug)]
 pub struct Autoscaler {
     config: AutoscaleConfig,
     replicas: Vec<Replica>,
+    /// The slots not off, ascending.
+    on: Vec<u32>,
+    /// Slots in each state, by [`ReplicaState::index`].
+    in_state: [u32; 6],
     pools: Vec<Pool>,
     rng: ChaCha8Rng,
     counts: ScaleCounts,
@@ -206,10 +214,19 @@ impl Autoscaler {
             });
         }
         let stream = xxhash_rust::xxh3::xxh3_64_with_seed(b"autoscale-provisioning", seed);
-        let initial = replicas.iter().map(|r| r.state).collect();
+        let initial: Vec<ReplicaState> = replicas.iter().map(|r| r.state).collect();
+        let mut in_state = [0u32; 6];
+        for state in &initial {
+            in_state[state.index()] += 1;
+        }
+        let on = (0..replicas.len() as u32)
+            .filter(|&id| initial[id as usize] != ReplicaState::Off)
+            .collect();
         Autoscaler {
             config,
             replicas,
+            on,
+            in_state,
             pools,
             rng: ChaCha8Rng::seed_from_u64(stream),
             counts: ScaleCounts::default(),
@@ -258,6 +275,21 @@ impl Autoscaler {
         self.state(id) == ReplicaState::Ready
     }
 
+    /// The slots that are not off, ascending.
+    pub fn on(&self) -> &[u32] {
+        &self.on
+    }
+
+    /// The ready replicas, ascending.
+    pub fn ready(&self) -> impl Iterator<Item = u32> + '_ {
+        self.on.iter().copied().filter(|&id| self.is_ready(id))
+    }
+
+    /// How many replicas are ready.
+    pub fn num_ready(&self) -> usize {
+        self.in_state[ReplicaState::Ready.index()] as usize
+    }
+
     /// The counters so far.
     pub fn counts(&self) -> ScaleCounts {
         self.counts
@@ -290,6 +322,19 @@ impl Autoscaler {
                 from: r.state,
                 to: state,
             });
+        }
+        self.in_state[r.state.index()] -= 1;
+        self.in_state[state.index()] += 1;
+        match (r.state == ReplicaState::Off, state == ReplicaState::Off) {
+            (true, false) => {
+                let at = self.on.partition_point(|&on| on < id);
+                self.on.insert(at, id);
+            }
+            (false, true) => {
+                let at = self.on.partition_point(|&on| on < id);
+                self.on.remove(at);
+            }
+            _ => {}
         }
         r.state = state;
         r.since = now;
@@ -347,7 +392,11 @@ impl Autoscaler {
     fn observe(&self, p: usize, view: &dyn ClusterView) -> Observation {
         let mut o = Observation::default();
         let pool = &self.pools[p];
-        for &id in &pool.members {
+        let members = self
+            .on
+            .iter()
+            .filter(|&&id| self.replicas[id as usize].pool == p as u32);
+        for &id in members {
             match self.state(id) {
                 ReplicaState::Ready => o.add(&view.snapshot(id)),
                 s if s.starting() => o.starting += 1,
@@ -457,8 +506,12 @@ impl Autoscaler {
     fn scale_down(&mut self, p: usize, n: u32, now: Nanos, changes: &mut Vec<Change>) {
         let mut left = n;
         for ready in [false, true] {
-            for k in (0..self.pools[p].members.len()).rev() {
-                let id = self.pools[p].members[k];
+            // The pool's slots on, highest first (a slot turned off leaves `on`).
+            let members: Vec<u32> = (self.on.iter().rev())
+                .copied()
+                .filter(|&id| self.replicas[id as usize].pool == p as u32)
+                .collect();
+            for id in members {
                 let state = self.state(id);
                 if left == 0 {
                     break;
@@ -567,15 +620,12 @@ impl Autoscaler {
 
     /// Appends the time-series row of the tick at `now`.
     fn sample(&mut self, now: Nanos, view: &dyn ClusterView) {
-        let mut replicas = [0u32; 6];
         let mut observed = Observation::default();
-        for (id, r) in self.replicas.iter().enumerate() {
-            replicas[r.state.index()] += 1;
-            if r.state == ReplicaState::Ready {
-                observed.add(&view.snapshot(id as u32));
-            }
+        for id in self.ready() {
+            observed.add(&view.snapshot(id));
         }
         observed.finish();
+        let replicas = self.in_state;
         let span = (now - self.last_tick).max(1) as f64 / 1e9;
         self.series.push(ScaleSample {
             t_ns: now,

@@ -85,8 +85,16 @@ impl Recent {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: how many instance snapshots were taken.
+    pub(crate) static SNAPSHOTS_TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The instance's snapshot as it is now, at `now`.
 fn observe(scheduler: &Core, recent: &Recent, now: Nanos) -> InstanceSnapshot {
+    #[cfg(test)]
+    SNAPSHOTS_TAKEN.set(SNAPSHOTS_TAKEN.get() + 1);
     InstanceSnapshot {
         recent_ttft_ns: recent.ttft_ns.unwrap_or(0),
         recent_tpot_ns: recent.tpot_ns.unwrap_or(0),
@@ -123,6 +131,24 @@ fn due(mode: Refresh, last: Nanos, now: Nanos) -> bool {
     }
 }
 
+/// The instances that may have changed since the run started: in an autoscaled run, the
+/// replica slots provisioned so far (a slot never provisioned holds nothing, so what the
+/// router holds of it stays what it was at the start).
+struct Active {
+    ids: Vec<u32>,
+    /// By instance id: whether it is in `ids`.
+    member: Vec<bool>,
+}
+
+/// The ids of the instances `active` names (all `n` when it is `None`).
+fn active_ids(active: &Option<Active>, n: usize) -> impl Iterator<Item = usize> + '_ {
+    let (all, some) = match active {
+        None => (0..n, &[][..]),
+        Some(a) => (0..0, &a.ids[..]),
+    };
+    all.chain(some.iter().map(|&id| id as usize))
+}
+
 /// The router's view of every instance, refreshed by each signal's mode.
 ///
 /// Every instance's signal is re-read at the same instants (the decisions at which its mode
@@ -144,6 +170,8 @@ pub(crate) struct Signals {
     now: Nanos,
     /// The time the prefix cache signal is of (`None`: live).
     prefix_at: Option<Nanos>,
+    /// The instances a refresh visits (`None`: all).
+    active: Option<Active>,
 }
 
 impl Signals {
@@ -170,7 +198,36 @@ impl Signals {
             copies: Signal::ALL[..7].iter().any(|s| !immediate[s.index()]),
             now: 0,
             prefix_at,
+            active: None,
         }
+    }
+
+    /// From now on, refreshes visit only the instances `ids` and those named to
+    /// [`Signals::activate`]: the others must not change.
+    pub(crate) fn only_active(&mut self, ids: &[u32]) {
+        let mut member = vec![false; self.held.len()];
+        for &id in ids {
+            member[id as usize] = true;
+        }
+        self.active = Some(Active {
+            ids: ids.to_vec(),
+            member,
+        });
+    }
+
+    /// Instance `id` may change from now on (a replica slot being provisioned).
+    pub(crate) fn activate(&mut self, id: u32) {
+        if let Some(a) = &mut self.active
+            && !a.member[id as usize]
+        {
+            a.member[id as usize] = true;
+            a.ids.push(id);
+        }
+    }
+
+    /// The instances that may have changed since the run started.
+    pub(crate) fn active(&self) -> impl Iterator<Item = usize> + '_ {
+        active_ids(&self.active, self.held.len())
     }
 
     /// Before a routing decision at `now`: re-reads the signals due.
@@ -213,8 +270,8 @@ impl Signals {
             }
         }
         if self.copies && copy.contains(&true) {
-            for (i, scheduler) in schedulers.iter().enumerate() {
-                let live = observe(scheduler, &instances[i].recent, now);
+            for i in active_ids(&self.active, schedulers.len()) {
+                let live = observe(&schedulers[i], &instances[i].recent, now);
                 for signal in &Signal::ALL[..7] {
                     if copy[signal.index()] {
                         copy_signal(*signal, &live, &mut self.held[i]);
@@ -229,8 +286,8 @@ impl Signals {
         if due(config.mode(Signal::Prefix), self.read_at[k]) {
             self.prefix_at = Some(now);
             self.read_at[k] = now;
-            for scheduler in schedulers.iter_mut() {
-                scheduler.forget_cache_history_before(now);
+            for i in active_ids(&self.active, schedulers.len()) {
+                schedulers[i].forget_cache_history_before(now);
             }
         }
     }
@@ -250,8 +307,8 @@ impl Signals {
         if !signals.iter().any(|s| periodic(&s)) {
             return true;
         }
-        schedulers.iter().enumerate().all(|(i, scheduler)| {
-            let live = observe(scheduler, &instances[i].recent, now);
+        self.active().all(|i| {
+            let live = observe(&schedulers[i], &instances[i].recent, now);
             let mut read = self.held[i];
             for signal in signals.iter().filter(periodic) {
                 copy_signal(*signal, &live, &mut read);
@@ -291,8 +348,8 @@ impl Signals {
         let copy: [bool; 8] =
             std::array::from_fn(|k| k < 7 && !self.immediate[k] && self.read_at[k] != first[k]);
         if self.copies && copy.contains(&true) {
-            for (i, scheduler) in schedulers.iter().enumerate() {
-                let live = observe(scheduler, &instances[i].recent, last);
+            for i in active_ids(&self.active, schedulers.len()) {
+                let live = observe(&schedulers[i], &instances[i].recent, last);
                 for signal in &Signal::ALL[..7] {
                     if copy[signal.index()] {
                         copy_signal(*signal, &live, &mut self.held[i]);
@@ -303,8 +360,8 @@ impl Signals {
         let prefix = Signal::Prefix.index();
         if self.read_at[prefix] != first[prefix] {
             self.prefix_at = Some(self.read_at[prefix]);
-            for scheduler in schedulers {
-                scheduler.forget_cache_history_before(self.read_at[prefix]);
+            for i in active_ids(&self.active, schedulers.len()) {
+                schedulers[i].forget_cache_history_before(self.read_at[prefix]);
             }
         }
     }

@@ -67,12 +67,19 @@ impl<'r> Scaling<'r> {
         }
     }
 
-    /// The ready instances among `candidates` (ascending, as given).
+    /// The ready instances among `candidates` (ascending, as given): the ready replicas
+    /// looked up in the candidates when they are fewer, so that a decision costs the
+    /// replicas on, not every slot.
     pub(super) fn routable(&mut self, candidates: &[u32]) -> &[u32] {
         self.routable.clear();
         let a = &self.autoscaler;
-        self.routable
-            .extend(candidates.iter().copied().filter(|&i| a.is_ready(i)));
+        if a.num_ready() < candidates.len() {
+            let ready = a.ready().filter(|id| candidates.binary_search(id).is_ok());
+            self.routable.extend(ready);
+        } else {
+            let ready = candidates.iter().copied().filter(|&i| a.is_ready(i));
+            self.routable.extend(ready);
+        }
         &self.routable
     }
 
@@ -117,6 +124,9 @@ impl<'r> Cluster<'r> {
         if self.tracing {
             autoscaler.trace_decisions();
         }
+        // Slots never provisioned hold nothing and never change: the signals and the idle
+        // check visit only the slots provisioned so far.
+        self.signals.only_active(autoscaler.on());
         let interval = autoscaler.config().interval_ns;
         self.scaling = Some(Scaling {
             autoscaler,
@@ -152,8 +162,7 @@ impl<'r> Cluster<'r> {
             let a = &scaling.autoscaler;
             let serving = &mut self.control.serving;
             serving.clear();
-            let n = self.setups.len() as u32;
-            serving.extend((0..n).filter(|&i| a.is_ready(i)));
+            serving.extend(a.ready());
         }
     }
 
@@ -220,17 +229,14 @@ impl<'r> Cluster<'r> {
         if event <= self.now || interval == 0 || !scaling.autoscaler.steady() {
             return 0;
         }
-        let idle = self
-            .instances
-            .iter()
-            .zip(&self.schedulers)
-            .all(|(inst, s)| {
-                !inst.busy
-                    && inst.stages.as_ref().is_none_or(|st| st.in_flight() == 0)
-                    && !s.has_work()
-                    && !s.awaits_kv()
-                    && s.num_incoming() == 0
-            });
+        let idle = self.signals.active().all(|i| {
+            let (inst, s) = (&self.instances[i], &self.schedulers[i]);
+            !inst.busy
+                && inst.stages.as_ref().is_none_or(|st| st.in_flight() == 0)
+                && !s.has_work()
+                && !s.awaits_kv()
+                && s.num_incoming() == 0
+        });
         let quiet = idle
             && self.ready.is_empty()
             && self.gateway.held.is_empty()
@@ -269,7 +275,10 @@ impl<'r> Cluster<'r> {
                     instance,
                     at,
                     epoch,
-                } => self.queue.push(at, EventKind::Replica { instance, epoch }),
+                } => {
+                    self.signals.activate(instance);
+                    self.queue.push(at, EventKind::Replica { instance, epoch });
+                }
                 Change::Drain { instance } => self.begin_drain(instance, s)?,
             }
         }

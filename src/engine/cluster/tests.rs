@@ -408,6 +408,11 @@ fn a_streamed_run_is_the_listed_run() {
 /// Two bursts of 30 requests 40 ms apart on up to three replicas scaled by thresholds every
 /// 20 µs; returns the outcome and how each request ended.
 fn run_two_bursts() -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
+    run_two_bursts_on(3)
+}
+
+/// [`run_two_bursts`] with `slots` replica slots for its at most three replicas.
+fn run_two_bursts_on(slots: usize) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
     let mut state = 3;
     let requests: Vec<Request> = (0..60)
         .map(|id| {
@@ -445,9 +450,9 @@ fn run_two_bursts() -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
         price_per_gpu_hour: 1.0,
         load_ns: 2 * US,
     };
-    let autoscaler = Autoscaler::new(scaling, &vec![template; 3], vec!["m".into()], 9);
-    let setups = vec![setup(60); 3];
-    let mut backends = [Linear, Linear, Linear];
+    let autoscaler = Autoscaler::new(scaling, &vec![template; slots], vec!["m".into()], 9);
+    let setups = vec![setup(60); slots];
+    let mut backends: Vec<Linear> = (0..slots).map(|_| Linear).collect();
     let mut dyns: Vec<&mut dyn LatencyBackend> = backends
         .iter_mut()
         .map(|b| b as &mut dyn LatencyBackend)
@@ -487,4 +492,38 @@ fn idle_ticks_are_skipped_and_the_run_is_the_same() {
     assert!(evaluated < all / 10, "{evaluated} of {all} ticks evaluated");
     assert_eq!(every.1.len(), 60);
     assert_eq!(every, skipping);
+}
+
+#[test]
+fn slots_never_provisioned_cost_no_snapshot_after_the_start() {
+    // Issue 36: a decision, a tick and a signal refresh visit the replicas provisioned,
+    // not every slot; the run is the same whatever the number of slots.
+    use super::super::signals::SNAPSHOTS_TAKEN;
+    SNAPSHOTS_TAKEN.set(0);
+    let (few, few_ends) = run_two_bursts_on(3);
+    let taken_few = SNAPSHOTS_TAKEN.get();
+    SNAPSHOTS_TAKEN.set(0);
+    let (many, many_ends) = run_two_bursts_on(3_000);
+    let taken_many = SNAPSHOTS_TAKEN.get();
+    assert_eq!(few_ends, many_ends);
+    let (few, many) = (few.autoscale.unwrap(), many.autoscale.unwrap());
+    assert!(few.counts.scale_ups > 0, "{:?}", few.counts);
+    assert_eq!(few.counts, many.counts);
+    assert_eq!(few.series.len(), many.series.len());
+    for (a, b) in few.series.iter().zip(&many.series) {
+        assert_eq!(
+            (a.t_ns, a.replicas[1..].to_vec()),
+            (b.t_ns, b.replicas[1..].to_vec())
+        );
+        assert_eq!(
+            (a.utilization, a.arrival_rate),
+            (b.utilization, b.arrival_rate)
+        );
+    }
+    assert_eq!(few.state_changes, many.state_changes);
+    // Every slot is looked at once, when the run starts.
+    assert!(
+        taken_many <= taken_few + 3_000,
+        "{taken_many} snapshots with 3,000 slots, {taken_few} with 3"
+    );
 }
