@@ -5,7 +5,7 @@
 use crate::Nanos;
 use crate::choice::Choice;
 use crate::control::bundle::parse_duration;
-use crate::control::section::{KeyError, Layer, ParamError, Policy, positive};
+use crate::control::section::{KeyError, Layer, ParamError, Policy, non_negative, positive};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -36,6 +36,12 @@ pub enum AutoscalePolicy {
     /// BLIS's saturation analyzer: KV demand (tokens in use plus waiting requests × an
     /// average prompt) against KV supply (each replica's cache × `kv_cache_threshold`).
     Saturation(SaturationParams),
+    /// SLO-driven: the ready replicas' recent TTFT and TPOT (each the mean of the replicas'
+    /// moving averages of their finished requests, as the run's signals show them) against
+    /// the targets. With a latency above `scale_up_ratio` × its target (the highest such
+    /// latency / target being `ratio`), `ceil(ready × ratio / scale_up_ratio)` replicas;
+    /// below `scale_down_ratio` × every target, one fewer; between, none (hysteresis).
+    Slo(SloParams),
     /// Pathological: one up, one down, alternately, at every tick, whatever the load and the
     /// cooldown.
     Oscillator,
@@ -115,6 +121,14 @@ impl Policy for AutoscalePolicy {
                 positive("scale_down_boundary", p.scale_down_boundary)?;
                 positive("avg_input_tokens", p.avg_input_tokens)
             }
+            AutoscalePolicy::Slo(p) => {
+                non_negative("ttft_target_ms", p.ttft_target_ms)?;
+                non_negative("tpot_target_ms", p.tpot_target_ms)?;
+                bounds(
+                    ("scale_up_ratio", p.scale_up_ratio),
+                    ("scale_down_ratio", p.scale_down_ratio),
+                )
+            }
             AutoscalePolicy::Oscillator => Ok(()),
         }
     }
@@ -174,6 +188,52 @@ impl Default for QueueDepthParams {
             scale_up_queue_depth: 4.0,
             scale_down_queue_depth: 0.5,
         }
+    }
+}
+
+/// `slo`'s parameters: the targets (0: none on that metric) and the band around them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SloParams {
+    /// TTFT target, ms (0: the strictest of the bundle's `slo_targets`, if any).
+    pub ttft_target_ms: f64,
+    /// TPOT target, ms (0: none).
+    pub tpot_target_ms: f64,
+    /// Scale up when the recent latency is above this share of its target.
+    pub scale_up_ratio: f64,
+    /// Scale down when every recent latency is below this share of its target.
+    pub scale_down_ratio: f64,
+}
+
+impl Default for SloParams {
+    fn default() -> SloParams {
+        SloParams {
+            ttft_target_ms: 0.0,
+            tpot_target_ms: 0.0,
+            scale_up_ratio: 1.0,
+            scale_down_ratio: 0.5,
+        }
+    }
+}
+
+impl SloParams {
+    /// The targets with the TTFT one taken from `slo_targets` (the strictest class's) when
+    /// not given; an error naming the parameter when no target is left.
+    pub fn with_class_targets(mut self, slo_targets: &[(String, Nanos)]) -> Result<Self, KeyError> {
+        if self.ttft_target_ms == 0.0
+            && let Some(ns) = slo_targets.iter().map(|t| t.1).min()
+        {
+            self.ttft_target_ms = ns as f64 / 1e6;
+        }
+        if self.ttft_target_ms == 0.0 && self.tpot_target_ms == 0.0 {
+            return Err((
+                "autoscale.ttft_target_ms".into(),
+                "the slo policy needs a target: ttft_target_ms or tpot_target_ms \
+                 (--autoscale-ttft-target, --autoscale-tpot-target), or slo_targets"
+                    .into(),
+            ));
+        }
+        Ok(self)
     }
 }
 

@@ -26,8 +26,8 @@ mod report;
 pub(crate) use config::RawAutoscale;
 pub use config::{
     AutoscaleConfig, AutoscalePolicy, AutoscaleSettings, DEFAULT_LOAD_BANDWIDTH_GBPS,
-    DEFAULT_WARMUP_NS, DrainMode, QueueDepthParams, SaturationParams, TargetUtilizationParams,
-    ThresholdParams,
+    DEFAULT_WARMUP_NS, DrainMode, QueueDepthParams, SaturationParams, SloParams,
+    TargetUtilizationParams, ThresholdParams,
 };
 pub use fleet::{Autoscaler, Change, ReplicaState, ReplicaTemplate, ScaleCounts};
 pub use notes::{ScaleAction, ScaleNote};

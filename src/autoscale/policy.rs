@@ -28,6 +28,12 @@ pub struct Observation {
     pub held_handoffs: f64,
     /// `max_num_seqs` of one replica (`None`: unlimited).
     pub max_num_seqs: Option<u32>,
+    /// Mean over the ready replicas that have finished a request of their recent TTFT and
+    /// TPOT (moving averages), ms (0 when none has), and how many such replicas.
+    pub recent_ttft_ms: f64,
+    pub recent_tpot_ms: f64,
+    pub ttft_measured: u32,
+    pub tpot_measured: u32,
 }
 
 impl Observation {
@@ -54,6 +60,14 @@ impl Observation {
         self.queue_per_replica += snap.waiting as f64;
         self.waiting += snap.waiting as f64;
         self.kv_tokens_used += snap.kv_blocks_used as f64 * f64::from(snap.block_size);
+        if snap.recent_ttft_ns > 0 {
+            self.recent_ttft_ms += snap.recent_ttft_ns as f64 / 1e6;
+            self.ttft_measured += 1;
+        }
+        if snap.recent_tpot_ns > 0 {
+            self.recent_tpot_ms += snap.recent_tpot_ns as f64 / 1e6;
+            self.tpot_measured += 1;
+        }
         self.size(snap);
     }
 
@@ -71,6 +85,17 @@ impl Observation {
             .max_num_seqs
             .map_or(0.0, |m| held / f64::from(m.max(1)));
         self.utilization = (self.utilization + held_seqs) / replicas;
+        self.recent_ttft_ms /= f64::from(self.ttft_measured.max(1));
+        self.recent_tpot_ms /= f64::from(self.tpot_measured.max(1));
+    }
+
+    /// The highest of the recent TTFT and TPOT over their targets (ms; 0: none), among the
+    /// metrics measured and targeted; `None` without any.
+    pub fn slo_pressure(&self, ttft_target_ms: f64, tpot_target_ms: f64) -> Option<f64> {
+        let ratio = |v: f64, n: u32, target: f64| (n > 0 && target > 0.0).then(|| v / target);
+        let ttft = ratio(self.recent_ttft_ms, self.ttft_measured, ttft_target_ms);
+        let tpot = ratio(self.recent_tpot_ms, self.tpot_measured, tpot_target_ms);
+        ttft.into_iter().chain(tpot).reduce(f64::max)
     }
 }
 
@@ -135,6 +160,14 @@ impl Policy {
                     step(false, required < fewer)
                 }
             }
+            AutoscalePolicy::Slo(p) => match o.slo_pressure(p.ttft_target_ms, p.tpot_target_ms) {
+                Some(x) if x > p.scale_up_ratio => {
+                    let want = (f64::from(o.ready.max(1)) * x / p.scale_up_ratio).ceil() as u32;
+                    want.max(current)
+                }
+                Some(x) if x < p.scale_down_ratio => current.saturating_sub(1),
+                _ => current,
+            },
             AutoscalePolicy::Oscillator => {
                 self.up_next = !self.up_next;
                 step(!self.up_next, self.up_next)

@@ -361,3 +361,132 @@ fn replica_time_and_cost_are_accounted_by_state() {
     assert!((r.billed_replica_seconds() - 30.0).abs() < 1e-9);
     assert!((r.cost() - 0.06).abs() < 1e-12);
 }
+
+/// A ready replica as [`snap`] whose recent TTFT and TPOT are `ttft_ms` and `tpot_ms`.
+fn timed(ttft_ms: u64, tpot_ms: u64) -> InstanceSnapshot {
+    InstanceSnapshot {
+        recent_ttft_ns: ttft_ms * 1_000_000,
+        recent_tpot_ns: tpot_ms * 1_000_000,
+        ..snap(0, 1, 10)
+    }
+}
+
+fn slo(ttft_ms: f64, tpot_ms: f64) -> AutoscalePolicy {
+    AutoscalePolicy::Slo(SloParams {
+        ttft_target_ms: ttft_ms,
+        tpot_target_ms: tpot_ms,
+        ..SloParams::default()
+    })
+}
+
+#[test]
+fn slo_scales_on_recent_latency_against_its_targets_with_a_hysteresis_band() {
+    // Targets: TTFT 200 ms, TPOT 50 ms; up above 1 × a target, down below 0.5 × both.
+    let mut p = Policy::new(slo(200.0, 50.0));
+    // TTFT (300 + 500) / 2 = 400 ms: 2 × its target; TPOT 25 ms: 0.5. Pressure 2:
+    // ceil(2 ready × 2 / 1) = 4.
+    let o = observe(&[timed(300, 20), timed(500, 30)], 0);
+    assert_eq!((o.recent_ttft_ms, o.recent_tpot_ms), (400.0, 25.0));
+    assert_eq!(o.slo_pressure(200.0, 50.0), Some(2.0));
+    assert_eq!(p.desired(&o), 4);
+    // The same with one replica already starting: 4 of 3.
+    assert_eq!(p.desired(&observe(&[timed(300, 20), timed(500, 30)], 1)), 4);
+    // TPOT over its target: (60 + 90) / 2 = 75 ms = 1.5 × 50; ceil(2 × 1.5) = 3.
+    assert_eq!(p.desired(&observe(&[timed(100, 60), timed(100, 90)], 0)), 3);
+    // Starting replicas already cover it: ceil(2 × 1.5) = 3 = current, no more.
+    assert_eq!(p.desired(&observe(&[timed(100, 60), timed(100, 90)], 1)), 3);
+    // Inside the band (TTFT 0.8 × target): hold.
+    assert_eq!(p.desired(&observe(&[timed(160, 20), timed(160, 20)], 0)), 2);
+    // Below 0.5 × both targets (TTFT 60 / 200 = 0.3, TPOT 10 / 50 = 0.2): one fewer.
+    assert_eq!(p.desired(&observe(&[timed(50, 10), timed(70, 10)], 0)), 1);
+    // A TTFT below half its target but a TPOT at 0.6 of its own: hold.
+    assert_eq!(p.desired(&observe(&[timed(50, 30), timed(70, 30)], 0)), 2);
+    // Replicas that have finished nothing do not count; with none measured, hold.
+    let fresh = snap(0, 0, 0);
+    let o = observe(&[timed(400, 20), fresh], 0);
+    assert_eq!((o.recent_ttft_ms, o.ttft_measured), (400.0, 1));
+    assert_eq!(p.desired(&o), 4);
+    assert_eq!(p.desired(&observe(&[fresh, fresh], 0)), 2);
+    // A TTFT-only policy ignores the TPOT.
+    let mut ttft_only = Policy::new(slo(200.0, 0.0));
+    assert_eq!(
+        ttft_only.desired(&observe(&[timed(100, 900), timed(100, 900)], 0)),
+        2
+    );
+}
+
+#[test]
+fn slo_scaling_holds_through_its_cooldown_and_traces_the_latencies_it_saw() {
+    // TTFT target 200 ms, cooldown 25 s, ticks every 10 s; 1 of 3 replicas ready.
+    let mut a = fleet(slo(200.0, 0.0), |c| c.cooldown_ns = 25 * S);
+    a.trace_decisions();
+    let slow = Same(timed(400, 20));
+    let mut changes = Vec::new();
+    // 10 s: TTFT 2 × target: ceil(1 × 2) = 2, one started. 20 s, 30 s: cooling down.
+    // 40 s: 1 ready + 1 starting = ceil(1 × 2): nothing more.
+    for k in 1..=4 {
+        a.tick(k * 10 * S, &slow, &mut changes);
+    }
+    assert_eq!(a.counts().scale_ups, 1);
+    // 50 s: TTFT 40 ms (0.2 × target): one fewer, the starting replica cancelled.
+    a.tick(50 * S, &Same(timed(40, 20)), &mut changes);
+    let c = a.counts();
+    assert_eq!((c.scale_ups, c.scale_downs, c.replicas_removed), (1, 1, 1));
+    let notes: Vec<ScaleNote> = a.take_notes().collect();
+    let actions: Vec<(Nanos, bool, u32, u32, f64)> = notes
+        .iter()
+        .filter_map(|n| match n {
+            ScaleNote::Action(x) => Some((x.t, x.up, x.from, x.to, x.signals.recent_ttft_ms)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [(10 * S, true, 1, 2, 400.0), (50 * S, false, 2, 1, 40.0)]
+    );
+    // Each action is followed by the replica change it made.
+    let changes_of = |t: Nanos| {
+        notes
+            .iter()
+            .filter_map(|n| match *n {
+                ScaleNote::Replica {
+                    t: at,
+                    instance,
+                    from,
+                    to,
+                } if at == t => Some((instance, from, to)),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    use ReplicaState::{Off, Pending};
+    assert_eq!(changes_of(10 * S), [(1, Off, Pending)]);
+    assert_eq!(changes_of(50 * S), [(1, Pending, Off)]);
+    assert!(matches!(notes[0], ScaleNote::Action(_)));
+    assert!(matches!(notes[2], ScaleNote::Action(_)));
+}
+
+#[test]
+fn slo_targets_come_from_the_class_targets_and_one_is_required() {
+    use crate::control::bundle::parse_bundle;
+    let build = |text: &str| parse_bundle(text).unwrap().build();
+    let c =
+        build("autoscale:\n  policy: slo\nslo_targets: {critical: 150ms, batch: 2s}\n").unwrap();
+    assert_eq!(c.autoscale.unwrap().policy, slo(150.0, 0.0));
+    let c = build(
+        "autoscale: {type: slo, params: {ttft_target_ms: 300, tpot_target_ms: 40}}\n\
+                   slo_targets: {critical: 150ms}\n",
+    )
+    .unwrap();
+    assert_eq!(c.autoscale.unwrap().policy, slo(300.0, 40.0));
+    let (key, message) = build("autoscale:\n  policy: slo\n").unwrap_err();
+    assert_eq!(key, "autoscale.ttft_target_ms");
+    assert!(message.contains("needs a target"), "{message}");
+    let (key, _) = build("autoscale:\n  policy: slo\n  tpot_target_ms: -1\n").unwrap_err();
+    assert_eq!(key, "autoscale.params.tpot_target_ms");
+    let (key, message) =
+        build("autoscale:\n  policy: slo\n  tpot_target_ms: 40\n  scale_down_ratio: 1.2\n")
+            .unwrap_err();
+    assert_eq!(key, "autoscale.params.scale_down_ratio");
+    assert!(message.contains("below the scale-up bound"), "{message}");
+}

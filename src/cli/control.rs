@@ -182,6 +182,14 @@ pub struct ControlArgs {
     #[arg(long, value_name = "GB/S", value_parser = parse_bandwidth, help_heading = "Autoscaling")]
     pub autoscale_load_bandwidth: Option<f64>,
 
+    /// slo: TTFT target, ms [default: the strictest of --slo-targets].
+    #[arg(long, value_name = "MS", help_heading = "Autoscaling")]
+    pub autoscale_ttft_target: Option<f64>,
+
+    /// slo: TPOT target, ms [default: none].
+    #[arg(long, value_name = "MS", help_heading = "Autoscaling")]
+    pub autoscale_tpot_target: Option<f64>,
+
     #[arg(long, value_name = "MODE", value_parser = choices::<DrainMode>(), help_heading = "Autoscaling",
           help = with_default::<DrainMode>("What a replica being scaled down does with its work"))]
     pub drain_mode: Option<DrainMode>,
@@ -264,7 +272,7 @@ impl ControlArgs {
             preemption: self.preemption_policy,
             routing: Layer::default(),
             autoscale: AutoscaleSettings {
-                policy: Layer::named(self.autoscale.clone()),
+                policy: self.autoscale_layer(),
                 min_replicas: self.autoscale_min,
                 max_replicas: self.autoscale_max,
                 interval: self.autoscale_interval,
@@ -291,6 +299,14 @@ impl ControlArgs {
             "tier_shed_min_priority",
             self.tier_shed_min_priority.map(i64::from),
         );
+        l
+    }
+
+    /// The autoscaling policy and parameters the flags give.
+    fn autoscale_layer(&self) -> Layer<AutoscalePolicy> {
+        let mut l = Layer::named(self.autoscale.clone());
+        l.set_some("ttft_target_ms", self.autoscale_ttft_target);
+        l.set_some("tpot_target_ms", self.autoscale_tpot_target);
         l
     }
 

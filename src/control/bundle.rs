@@ -127,7 +127,12 @@ impl Settings {
         };
         let priority = self.priority.resolve("priority")?;
         let flow = self.flow_config()?;
-        let autoscale = self.autoscale.clone().build()?;
+        let mut autoscale = self.autoscale.clone().build()?;
+        if let Some(a) = &mut autoscale
+            && let AutoscalePolicy::Slo(p) = &mut a.policy
+        {
+            *p = p.with_class_targets(self.slo_targets.as_deref().unwrap_or_default())?;
+        }
         Ok(ControlConfig {
             admission,
             priority,

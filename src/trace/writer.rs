@@ -225,6 +225,8 @@ fn write_signals(out: &mut String, o: &Observation) -> std::fmt::Result {
         ("waiting", o.waiting),
         ("kv_tokens_used", o.kv_tokens_used),
         ("held_handoffs", o.held_handoffs),
+        ("recent_ttft_ms", o.recent_ttft_ms),
+        ("recent_tpot_ms", o.recent_tpot_ms),
     ] {
         write!(out, r#","{name}":"#)?;
         write_f64(out, v)?;

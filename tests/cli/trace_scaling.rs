@@ -188,3 +188,54 @@ fn admission_delays_are_traced_and_counted_and_every_request_ends_once() {
         "{console}"
     );
 }
+
+#[test]
+fn the_slo_autoscaler_runs_from_its_flags_and_needs_a_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("slo.jsonl");
+    // A 1 ms TTFT target no request meets: every tick past the cooldown scales up.
+    let args = [
+        "--dataset",
+        SAMPLE,
+        "--autoscale",
+        "slo",
+        "--autoscale-ttft-target",
+        "1",
+        "--autoscale-max",
+        "3",
+        "--autoscale-interval",
+        "2s",
+        "--autoscale-cooldown",
+        "4s",
+        "--trace-level",
+        "decisions",
+        "--trace-output",
+        trace.to_str().unwrap(),
+    ];
+    let (_, json, _) = run_in(dir.path(), "slo", &args);
+    assert_eq!(json["autoscale"]["policy"], "slo");
+    assert!(
+        json["autoscale"]["scale_ups"].as_u64().unwrap() >= 1,
+        "{}",
+        json["autoscale"]
+    );
+    let all = records(&trace);
+    let first = of_kind(&all, "scale")[0];
+    assert_eq!(first["action"], "up");
+    let ttft = first["recent_ttft_ms"].as_f64().unwrap();
+    assert!(ttft > 1.0, "{first}");
+    // ceil(ready × TTFT / 1 ms), bounded to 3.
+    let want = (first["ready"].as_f64().unwrap() * ttft).ceil().min(3.0);
+    assert_eq!(first["to"].as_f64().unwrap(), want, "{first}");
+    let out = binary::run(&[
+        "--dataset",
+        SAMPLE,
+        "--autoscale",
+        "slo",
+        "--output",
+        "/dev/null",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("autoscale.ttft_target_ms"), "{err}");
+}

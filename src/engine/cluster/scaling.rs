@@ -95,8 +95,15 @@ impl<'r> Scaling<'r> {
 }
 
 /// The signals the autoscaler's policies observe (`crate::autoscale::Observation`): the
-/// queue (held hand-offs included), the running requests and the KV cache in use.
-const OBSERVED: [Signal; 3] = [Signal::Queue, Signal::Running, Signal::Kv];
+/// queue (held hand-offs included), the running requests, the KV cache in use, and the
+/// recent TTFT and TPOT (the `slo` policy).
+const OBSERVED: [Signal; 5] = [
+    Signal::Queue,
+    Signal::Running,
+    Signal::Kv,
+    Signal::Ttft,
+    Signal::Tpot,
+];
 
 /// What an evicted request was, as the observer is told of its end.
 fn request_of(e: &Evicted) -> Request {
