@@ -317,17 +317,27 @@ def ring_bytes(r):
 
 def allreduce_fits(rows):
     """Per system: the link efficiency, `t = t0 + ring bytes / (eta x link)` fitted over
-    messages of at least 16 MiB, and the time of messages up to 64 KiB (whose ring bytes take
-    under 0.5 µs). Frontier timed each all-reduce as an eager op between CUDA events, so that
-    small-message time is mostly the host's (issue, events): the roofline keeps its GPU-side
-    fixed time (`2 (n - 1)` hops of link latency) and takes the efficiency alone."""
+    messages of at least 16 MiB; the time of messages up to 64 KiB (whose ring bytes take
+    under 0.5 µs); and per GPU count the floor, the intercept of the same fit over 1-64 MiB
+    messages (NCCL's Simple and LL128 protocols, those of a prefill's all-reduces). Frontier
+    timed each all-reduce as an eager op between CUDA events: the floor holds a pair of
+    events (`EVENT_COST_S`, measured on our H200) and the host's issue of one op, which runs
+    ahead of the GPU once the GPU is busy; the rest is the GPU's (launch, the protocol's
+    handshakes between ranks). The least small-message time of any system (7 µs, the bridged
+    H100 pair) bounds events and host together, while the 1-64 MiB floors are 17-53 µs: most
+    of a floor is the GPU's."""
     out = {}
     for system in sorted({r["system"] for r in rows}):
         mine = [r for r in rows if r["system"] == system]
         t0 = median(r["t"] for r in mine if r["bytes"] <= 65536)
         big = [(ring_bytes(r), r["t"]) for r in mine if r["bytes"] >= 16 << 20]
         _, rate = fit(big)
-        out[system] = {"gpu": mine[0]["gpu"], "t0": t0, "eta": rate / mine[0]["link"]}
+        floors = {}
+        for n in sorted({r["n"] for r in mine}):
+            medium = [(ring_bytes(r), r["t"]) for r in mine if r["n"] == n and 1 << 20 <= r["bytes"] <= 64 << 20]
+            if len(medium) >= 3:
+                floors[n] = fit(medium)[0]
+        out[system] = {"gpu": mine[0]["gpu"], "t0": t0, "eta": rate / mine[0]["link"], "floors": floors}
     return out
 
 
@@ -340,6 +350,26 @@ def allreduce_time(c, r, small_message_s):
     """A message of at least 1 MiB: the system's measured small-message time (the same
     eager-op and event overhead is in every row) plus the ring at the derived efficiency."""
     return small_message_s + ring_bytes(r) / (r["link"] * c["allreduce_eta"])
+
+
+def print_allreduce_floor(data, c):
+    """The roofline's all-reduce against Frontier's by message size, at 4 GPUs, with and
+    without a GPU-side floor: the median 1-64 MiB intercept less a pair of events. Each row
+    holds a pair of events (`EVENT_COST_S`), added to both; the roofline's own fixed time is
+    `2 (n - 1)` hops of 1 µs (the bundled NVLink parts' `link_latency_ns`)."""
+    floor = median(t for f in data.fits["all_reduce"].values() for t in f["floors"].values()) - tables.EVENT_COST_S
+    print(f"all-reduce at 4 GPUs, median signed error by message size; floor {floor * 1e6:.1f} us "
+          "(median 1-64 MiB intercept less a pair of events)")
+    for system in ("h100_dgx", "a100_dgx"):
+        mine = [r for r in data.all_reduce if r["system"] == system and r["n"] == 4]
+        cells = []
+        for lo, hi in ((0, 1), (1, 4), (4, 16), (16, 64)):
+            part = [r for r in mine if lo << 20 <= r["bytes"] < hi << 20]
+            ring = [ring_bytes(r) / (r["link"] * c["allreduce_eta"]) for r in part]
+            plain = median((tables.EVENT_COST_S + 6e-6 + x) / r["t"] - 1 for r, x in zip(part, ring))
+            floored = median((tables.EVENT_COST_S + max(6e-6, floor) + x) / r["t"] - 1 for r, x in zip(part, ring))
+            cells.append(f"{lo}-{hi} MiB {plain * 100:+5.1f}% -> {floored * 100:+5.1f}%")
+        print(f"  {system:9}: " + ", ".join(cells))
 
 
 # ------------------------------------------------------------------------------ leave one out
@@ -507,7 +537,9 @@ def print_fits(data):
     for gpu, g in f["elementwise"].items():
         print(f"  floor      {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us")
     for system, g in sorted(f["all_reduce"].items()):
-        print(f"  all-reduce {system:21}: <= 64 KiB {g['t0'] * 1e6:5.1f} us (event-timed eager op), link eta {g['eta']:.3f}")
+        floors = ", ".join(f"{n} GPUs {t * 1e6:.1f}" for n, t in g["floors"].items())
+        print(f"  all-reduce {system:21}: <= 64 KiB {g['t0'] * 1e6:5.1f} us (event-timed eager op), link eta {g['eta']:.3f}, "
+              f"1-64 MiB floor (us) {floors}")
     for reason, n in data.tables.left_out.items():
         print(f"  left out: {reason} ({n} rows)")
 
@@ -520,6 +552,8 @@ def main():
         print_loo(leave_one_out(data))
         print()
         print_moe_held_out(moe_held_out(data))
+        print()
+        print_allreduce_floor(data, data.constants(list(GPUS)))
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
