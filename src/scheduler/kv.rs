@@ -12,6 +12,13 @@
 //! first [`BlockPool::cache`] turns the stack into the free list; from then on the order is
 //! vLLM's.
 //!
+//! An evicted block's entry is left in the prefix index, stale, rather than removed: removing
+//! it would probe the index at a random place for every block a long prompt reuses (a cache
+//! miss each, most of a prefix-heavy run's time). An entry counts only while its block still
+//! carries its hash ([`BlockPool::lookup`] checks); a stale one is overwritten when its hash
+//! is indexed again, and the stale entries are swept out whenever they could outnumber the
+//! blocks, so the index stays within twice the blocks used.
+//!
 //! Memory follows what the instance holds, not its capacity: a block's bookkeeping exists
 //! only once the block has been used. The blocks never used yet are free and empty, so they
 //! are interchangeable; they sit below the stack (taken after every freed block) and at the
@@ -378,7 +385,13 @@ impl BlockPool {
 
     /// The cached block holding the block with chained hash `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
-        self.index.get(&hash).copied()
+        let b = *self.index.get(&hash)?;
+        self.holds(b, hash).then_some(b)
+    }
+
+    /// Whether block `b` carries `hash` (an index entry for it is live, not stale).
+    fn holds(&self, b: BlockId, hash: u64) -> bool {
+        self.blocks[b as usize].hash() == Some(hash)
     }
 
     /// Reference count of a block.
@@ -405,8 +418,9 @@ impl BlockPool {
         }
         self.unlink(b);
         let block = &mut self.blocks[b as usize];
-        if std::mem::take(&mut block.hashed) && self.index.get(&block.hash) == Some(&b) {
-            self.index.remove(&block.hash);
+        // Only the block carrying a hash is its index entry (a duplicate is never indexed);
+        // the entry is left stale (see the module docs).
+        if std::mem::take(&mut block.hashed) {
             if let Some(h) = &mut self.history {
                 h.record_eviction(block.hash, b);
             }
@@ -453,13 +467,29 @@ impl BlockPool {
         if entry.hashed {
             return;
         }
-        if let std::collections::hash_map::Entry::Vacant(e) = self.index.entry(hash) {
-            e.insert(block);
-            entry.hashed = true;
-            entry.hash = hash;
-            if let Some(h) = &mut self.history {
-                h.since[block as usize] = h.clock;
+        match self.index.entry(hash) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(block);
             }
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let current = self.blocks[*e.get() as usize];
+                if current.hash() == Some(hash) {
+                    // Held by another block: a duplicate stays unindexed.
+                    return;
+                }
+                e.insert(block);
+            }
+        }
+        let entry = &mut self.blocks[block as usize];
+        entry.hashed = true;
+        entry.hash = hash;
+        if let Some(h) = &mut self.history {
+            h.since[block as usize] = h.clock;
+        }
+        if self.index.len() > 2 * self.blocks.len() + 1024 {
+            let blocks = &self.blocks;
+            self.index
+                .retain(|&h, &mut b| blocks[b as usize].hash() == Some(h));
         }
     }
 
@@ -517,10 +547,21 @@ impl BlockPool {
                 self.num_blocks()
             ));
         }
-        for (&h, &b) in &self.index {
-            if self.blocks[b as usize].hash() != Some(h) {
-                return Err(format!("index entry for block {b} does not match its hash"));
+        for (b, block) in self.blocks.iter().enumerate() {
+            if let Some(h) = block.hash()
+                && self.index.get(&h) != Some(&(b as BlockId))
+            {
+                return Err(format!(
+                    "block {b} carries a hash its index entry does not name"
+                ));
             }
+        }
+        if self.index.len() > 2 * self.blocks.len() + 1024 {
+            return Err(format!(
+                "{} index entries for {} blocks",
+                self.index.len(),
+                self.blocks.len()
+            ));
         }
         Ok(())
     }
@@ -663,6 +704,41 @@ mod tests {
     }
 
     #[test]
+    fn an_evicted_hash_is_left_stale_in_the_index_and_missed() {
+        let mut pool = BlockPool::new(1);
+        let a = pool.allocate().unwrap();
+        pool.cache(a, 7);
+        pool.release(a);
+        assert_eq!(pool.lookup(7), Some(a));
+        // Reused: its hash is evicted without probing the index.
+        assert_eq!(pool.allocate(), Some(a));
+        assert_eq!(pool.index.len(), 1, "the stale entry stays");
+        assert_eq!(pool.lookup(7), None);
+        assert!(!pool.held_at(7, 0));
+        pool.cache(a, 8);
+        pool.release(a);
+        assert_eq!(pool.allocate(), Some(a));
+        // Indexed again: the stale entry is overwritten.
+        pool.cache(a, 7);
+        assert_eq!((pool.lookup(7), pool.lookup(8)), (Some(a), None));
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn stale_entries_are_swept_before_they_outnumber_the_blocks() {
+        let mut pool = BlockPool::new(2);
+        for h in 0..5_000 {
+            let b = pool.allocate().unwrap();
+            pool.cache(b, h);
+            pool.release(b);
+            assert!(pool.index.len() <= 2 * 2 + 1024);
+        }
+        assert_eq!((pool.lookup(4_999), pool.lookup(4_998)), (Some(1), Some(0)));
+        assert_eq!(pool.lookup(4_997), None);
+        pool.audit().unwrap();
+    }
+
+    #[test]
     fn a_duplicate_hash_keeps_the_first_block_indexed() {
         let mut pool = BlockPool::new(2);
         let a = pool.allocate().unwrap();
@@ -801,7 +877,12 @@ mod tests {
         let mut copies: Vec<(Nanos, HashSet<u64>)> = Vec::new();
         for t in 1..400u64 {
             // What a router at `t` sees: the index before anything at `t` happens.
-            copies.push((t, pool.index.keys().copied().collect()));
+            let live = pool
+                .index
+                .keys()
+                .copied()
+                .filter(|&h| pool.lookup(h).is_some());
+            copies.push((t, live.collect()));
             pool.set_clock(t);
             for _ in 0..next(4) {
                 if next(3) == 0 && !held.is_empty() {
