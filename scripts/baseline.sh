@@ -3,15 +3,19 @@
 # be compared byte for byte (a refactor must leave them identical):
 #   scripts/baseline.sh BIN OUT_DIR        # e.g. a saved main binary, then target/release/...
 #   diff -r -x stderr -I wall_time_s OUT_A OUT_B   # must print nothing
+# Arguments after OUT_DIR are added to every case, e.g. to show that a flag naming a default
+# changes nothing (`scripts/baseline.sh BIN OUT_B --engine vllm`, then the diff above).
 # Each case writes OUT_DIR/<case>/ (CSV, summary JSON, and per case its time series, decision
 # trace, sessions or evaluation JSON) plus its stdout; stderr goes to <case>/stderr, which is
 # not compared (it carries wall times, as does the evaluation JSON's wall_time_s). Cases
 # needing ../shared data are skipped, with a line saying so, when it is absent. The co-simulated runs need the ASTRA-Sim double of the tests
 # (`cargo test --test astra`), not this script.
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 BIN OUT_DIR" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 BIN OUT_DIR [ARG...]" >&2; exit 2; }
 BIN=$(realpath "$1")
 OUT=$2
+shift 2
+EXTRA=("$@")
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 SHARED=${BLIS_COSIM_SHARED:-../shared}
@@ -28,7 +32,7 @@ run() {
     local dir=$OUT/$case
     rm -rf "$dir"
     mkdir -p "$dir"
-    if ! "$BIN" "$@" --output "$dir/out.csv" --summary-json "$dir/summary.json" \
+    if ! "$BIN" "$@" "${EXTRA[@]}" --output "$dir/out.csv" --summary-json "$dir/summary.json" \
         >"$dir/stdout" 2>"$dir/stderr"; then
         echo "$case: failed (exit $?), see $dir/stderr" >&2
         return 1
@@ -44,7 +48,8 @@ summary_only() {
     local dir=$OUT/$case
     rm -rf "$dir"
     mkdir -p "$dir"
-    if ! "$BIN" "$@" --summary-json "$dir/summary.json" >"$dir/stdout" 2>"$dir/stderr"; then
+    if ! "$BIN" "$@" "${EXTRA[@]}" --summary-json "$dir/summary.json" >"$dir/stdout" \
+        2>"$dir/stderr"; then
         echo "$case: failed (exit $?), see $dir/stderr" >&2
         return 1
     fi

@@ -38,25 +38,34 @@ pub const PD_CSV_COLUMNS: [&str; 2] = ["prefill instance", "kv_transfer_ns"];
 /// the workflow step label); empty for a request outside any session.
 pub const SESSION_COLUMNS: [&str; 2] = ["session_id", "sub_request_index"];
 
+/// The column appended last when the run has an SGLang instance: the engine of the row's
+/// instance (`vllm` or `sglang`; the decode instance's under P/D).
+pub const ENGINE_COLUMN: &str = "engine";
+
 /// Which column sets a [`RequestCsv`] carries after LLMServingSim's 12 [`CSV_HEADER`]
 /// columns, which always come first. The default is none: exactly LLMServingSim's file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CsvColumns {
     /// The [`PD_CSV_COLUMNS`], next: the run has prefill/decode disaggregation.
     pub pd: bool,
-    /// The [`SESSION_COLUMNS`], last: the workload has sessions.
+    /// The [`SESSION_COLUMNS`], next: the workload has sessions.
     pub sessions: bool,
+    /// The [`ENGINE_COLUMN`], last, from each instance's engine name (by instance id):
+    /// given when the run has an SGLang instance, so that a vLLM-only run's file stays
+    /// LLMServingSim's.
+    pub engines: Option<Box<[&'static str]>>,
 }
 
 impl CsvColumns {
     /// The header, in column order.
-    pub fn header(self) -> impl Iterator<Item = &'static str> {
+    pub fn header(&self) -> impl Iterator<Item = &'static str> {
         let pd: &[&str] = if self.pd { &PD_CSV_COLUMNS } else { &[] };
         let sessions: &[&str] = if self.sessions { &SESSION_COLUMNS } else { &[] };
         CSV_HEADER
             .into_iter()
             .chain(pd.iter().copied())
             .chain(sessions.iter().copied())
+            .chain(self.engines.as_ref().map(|_| ENGINE_COLUMN))
     }
 }
 
@@ -94,8 +103,8 @@ pub struct RequestCsv {
     emptied: Receiver<RowBatch>,
     /// The writer thread; it returns the finished file, or the first error it met.
     writer: Option<JoinHandle<anyhow::Result<Option<Finished>>>>,
-    /// The column sets after LLMServingSim's.
-    columns: CsvColumns,
+    /// Whether the CSV has the [`SESSION_COLUMNS`].
+    sessions: bool,
 }
 
 /// What the writer thread is sent.
@@ -114,6 +123,7 @@ impl RequestCsv {
         let file = OutputFile::create(path)?;
         let (to_writer, from_caller) = mpsc::sync_channel(BATCHES_IN_FLIGHT);
         let (to_caller, emptied) = mpsc::channel();
+        let sessions = columns.sessions;
         let writer = std::thread::Builder::new()
             .name("csv-writer".to_owned())
             .spawn(move || write_rows(file, columns, &from_caller, &to_caller))
@@ -124,7 +134,7 @@ impl RequestCsv {
             to_writer: Some(to_writer),
             emptied,
             writer: Some(writer),
-            columns,
+            sessions,
         })
     }
 
@@ -136,7 +146,7 @@ impl RequestCsv {
         record: &RequestRecord<'_>,
         session: Option<(&str, &str)>,
     ) -> anyhow::Result<()> {
-        let session = session.filter(|_| self.columns.sessions);
+        let session = session.filter(|_| self.sessions);
         self.batch.push(record, session);
         if self.batch.itls >= BATCH_ITLS || self.batch.len >= BATCH_ROWS {
             let next = self.emptied.try_recv().unwrap_or_default();
@@ -240,6 +250,11 @@ fn write_rows(
             }
             if columns.sessions {
                 push_session_columns(&mut out, row.session());
+            }
+            if let Some(engines) = &columns.engines {
+                out.push(b',');
+                let engine = engines.get(row.instance_id as usize).copied().unwrap_or("");
+                push_text_field(&mut out, engine);
             }
             out.extend_from_slice(LINE_END);
             if out.len() >= CHUNK {

@@ -289,6 +289,20 @@ fn instance_setup(inst: &InstanceConfig, capacity: &KvCapacity) -> anyhow::Resul
     })
 }
 
+/// Each instance's engine name, when some instance runs SGLang (the request CSV's and the
+/// trace's engine column and field), else `None`.
+fn instance_engines(config: &SimConfig) -> Option<Box<[&'static str]>> {
+    let engine = |inst: &InstanceConfig| match inst.sglang {
+        Some(_) => Engine::Sglang,
+        None => Engine::Vllm,
+    };
+    let engines = config.instances.iter().map(engine);
+    engines
+        .clone()
+        .any(|e| e == Engine::Sglang)
+        .then(|| engines.map(<&'static str>::from).collect())
+}
+
 /// The run's observers: the request CSV, summary, progress, traces, power, time series,
 /// pictures and SLO metrics the configuration asks for.
 fn open_outputs<'w>(
@@ -301,6 +315,7 @@ fn open_outputs<'w>(
     let columns = CsvColumns {
         pd,
         sessions: has_sessions,
+        engines: instance_engines(config),
     };
     let csv = match &config.output {
         Some(path) => Some(RequestCsv::create(path, columns)?),
@@ -350,7 +365,8 @@ fn trace_writer(config: &SimConfig) -> anyhow::Result<Option<TraceWriter>> {
         return Ok(None);
     }
     let summarize = d.summarize_trace || config.evaluation.requested();
-    let writer = TraceWriter::new(d.trace_level, d.trace_output.as_deref(), summarize)?;
+    let mut writer = TraceWriter::new(d.trace_level, d.trace_output.as_deref(), summarize)?;
+    writer.name_engines(instance_engines(config));
     Ok(Some(writer))
 }
 

@@ -59,7 +59,7 @@ pub type BlockHashMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<PassThr
 const NIL: u32 = u32::MAX;
 
 /// Seed of the hash chain (vLLM's `NONE_HASH`).
-const CHAIN_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(super) const CHAIN_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Chained hashes of the full blocks of `tokens`: `h_i = H(h_{i-1}, tokens of block i)`.
 /// Two requests share block `i` only if they share every token up to the end of that block.

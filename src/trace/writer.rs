@@ -21,6 +21,9 @@ pub struct TraceWriter {
     /// The record being formatted (reused).
     line: String,
     seq: u64,
+    /// Each instance's engine name, when the run has an SGLang instance: scheduling records
+    /// then end with their instance's `engine`.
+    engines: Option<Box<[&'static str]>>,
 }
 
 impl TraceWriter {
@@ -32,7 +35,14 @@ impl TraceWriter {
             summary: summarize.then(TraceSummary::default),
             line: String::with_capacity(1024),
             seq: 0,
+            engines: None,
         })
+    }
+
+    /// Names each instance's engine (by instance id) in its scheduling records; given when
+    /// the run has an SGLang instance, so that a vLLM-only run's trace is unchanged.
+    pub fn name_engines(&mut self, engines: Option<Box<[&'static str]>>) {
+        self.engines = engines;
     }
 
     /// The trace level.
@@ -51,6 +61,13 @@ impl TraceWriter {
             self.line.clear();
             let all = self.level == TraceLevel::Detailed;
             format_record(&mut self.line, seq, decision, all).expect("formatting into a String");
+            if let (Some(engines), Decision::Schedule { instance, .. }) = (&self.engines, decision)
+            {
+                // The engine goes last, before the record's closing brace.
+                let engine = engines.get(*instance as usize).copied().unwrap_or("");
+                self.line.pop();
+                write!(self.line, r#","engine":"{engine}"}}"#).expect("formatting into a String");
+            }
             self.line.push('\n');
             file.write(self.line.as_bytes())?;
         }

@@ -148,6 +148,62 @@ fn a_mixed_fleet_routes_over_both_engines() {
     }
 }
 
+/// The engine each request ran on: the CSV's last column and the scheduling records' last
+/// field, only when an instance runs SGLang (a vLLM-only run keeps LLMServingSim's columns).
+#[test]
+fn the_csv_and_the_trace_name_each_requests_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cluster(
+        dir.path(),
+        "mixed.json",
+        vec![instance(json!({})), instance(json!({"engine": "sglang"}))],
+    );
+    let vllm = cluster(dir.path(), "vllm.json", vec![instance(json!({})); 2]);
+    for (config, names) in [(&path, ["vllm", "sglang"]), (&vllm, ["", ""])] {
+        let trace = dir.path().join("trace.jsonl");
+        let args = [
+            "--dataset",
+            SAMPLE,
+            "--cluster-config",
+            config,
+            "--trace-level",
+            "decisions",
+            "--trace-output",
+            trace.to_str().unwrap(),
+        ];
+        let (csv, _, _) = run_in(dir.path(), "engines", &args);
+        let mut reader = csv::Reader::from_reader(&csv[..]);
+        let header = reader.headers().unwrap().clone();
+        let mixed = names[0] == "vllm";
+        assert_eq!(header.len(), if mixed { 13 } else { 12 });
+        assert_eq!(header.get(12), mixed.then_some("engine"));
+        let mut seen = [0, 0];
+        for row in reader.records().map(Result::unwrap) {
+            let id: usize = row[0].parse().unwrap();
+            assert_eq!(row.get(12).unwrap_or(""), names[id]);
+            seen[id] += 1;
+        }
+        assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
+        let text = std::fs::read_to_string(&trace).unwrap();
+        let mut scheduled = 0;
+        for line in text.lines() {
+            let record: Value = serde_json::from_str(line).unwrap();
+            if !record["kind"].as_str().unwrap().starts_with("schedule") {
+                assert!(record.get("engine").is_none(), "{line}");
+                continue;
+            }
+            scheduled += 1;
+            let id = record["instance"].as_u64().unwrap() as usize;
+            match record.get("engine") {
+                Some(engine) => assert_eq!(engine, names[id], "{line}"),
+                None => assert!(!mixed, "{line}"),
+            }
+        }
+        assert!(scheduled >= 100, "{scheduled} scheduling records");
+        std::fs::remove_file(&trace).unwrap();
+    }
+}
+
 #[test]
 fn prompts_hand_off_between_the_engines_both_ways() {
     let dir = tempfile::tempdir().unwrap();

@@ -112,7 +112,7 @@ fn pd_csv_appends_the_prefill_instance_and_the_transfer_time() {
         &path,
         CsvColumns {
             pd: true,
-            sessions: false,
+            ..CsvColumns::default()
         },
     )
     .unwrap();
@@ -158,7 +158,11 @@ fn session_columns_come_last_after_the_pd_columns() {
     ];
     for (pd, pd_header, pd_fields) in cases {
         let path = dir.path().join(format!("out-{pd}.csv"));
-        let columns = CsvColumns { pd, sessions: true };
+        let columns = CsvColumns {
+            pd,
+            sessions: true,
+            ..CsvColumns::default()
+        };
         assert_eq!(columns.header().count(), if pd { 16 } else { 14 });
         let mut csv = RequestCsv::create(&path, columns).unwrap();
         csv.write(&request_7(), Some(("s,1", "0"))).unwrap();
@@ -231,4 +235,41 @@ fn rows_of_many_batches_reach_the_file_in_write_order() {
     csv.commit().unwrap();
     assert_eq!(fs::read_to_string(&path).unwrap(), expected);
     assert_eq!(entries(dir.path()), ["out.csv"]);
+}
+
+/// The engine column comes last, after the P/D and session columns, named by the row's
+/// instance; without engines the file is LLMServingSim's.
+#[test]
+fn the_engine_column_comes_last_and_names_the_rows_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.csv");
+    let columns = CsvColumns {
+        pd: true,
+        sessions: true,
+        engines: Some(vec!["vllm", "sglang"].into_boxed_slice()),
+    };
+    assert_eq!(columns.header().last(), Some("engine"));
+    let mut csv = RequestCsv::create(&path, columns).unwrap();
+    let on_1 = RequestRecord {
+        instance_id: 1,
+        ..request_7()
+    };
+    let on_0 = RequestRecord {
+        instance_id: 0,
+        ..request_7()
+    };
+    csv.write(&on_1, Some(("s", "2"))).unwrap();
+    csv.write(&on_0, None).unwrap();
+    csv.commit().unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    let header = HEADER_LINE.trim_end();
+    assert_eq!(
+        lines[0],
+        format!("{header},prefill instance,kv_transfer_ns,session_id,sub_request_index,engine")
+    );
+    let row = |r: &RequestRecord<'_>| row_of(r).trim_end().to_owned();
+    assert_eq!(lines[1], format!("{},1,0,s,2,sglang", row(&on_1)));
+    assert_eq!(lines[2], format!("{},0,0,,,vllm", row(&on_0)));
+    assert_eq!(CsvColumns::default().header().count(), 12);
 }

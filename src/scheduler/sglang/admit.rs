@@ -231,6 +231,7 @@ impl SglangScheduler {
             let req = self.req_mut(slot);
             req.node = node;
             req.tree_pages = prefix / page;
+            req.keys.held_by_tree(req.tree_pages as usize);
             req.r.computed = prefix;
         }
         if !self.grow(slot, len as u32) {
@@ -246,9 +247,12 @@ impl SglangScheduler {
     /// whose KV the tree holds, and the node they end at.
     fn match_for_admission(&mut self, slot: u32) -> (u32, super::radix::NodeId) {
         let page = self.config.page_size;
-        let req = self.slots[slot as usize].as_ref().expect("live slot");
-        let pages = match_limit(req, page);
-        let (matched, node) = self.tree.match_prefix(&req.r.hashes[..pages]);
+        let req = self.slots[slot as usize].as_mut().expect("live slot");
+        debug_assert_eq!(req.keys.base(), 0, "a waiting request holds no tree pages");
+        let keys = req
+            .keys
+            .upto(match_limit(req, page), page, &mut self.hash_bytes);
+        let (matched, node) = self.tree.match_prefix(keys);
         (matched * page, node)
     }
 

@@ -50,7 +50,7 @@ impl SglangScheduler {
             let slot = self.running[k];
             let grown = self.grow(slot, 1);
             debug_assert!(grown, "decode pages were checked");
-            self.step.push(Scheduled::new(slot, 1));
+            self.step.push(Scheduled::decode(slot));
         }
         true
     }

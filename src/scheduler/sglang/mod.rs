@@ -40,6 +40,7 @@
 
 mod admit;
 mod decode;
+mod keys;
 pub(crate) mod policy;
 pub(crate) mod radix;
 mod step;
@@ -56,6 +57,7 @@ use super::{
 use crate::Nanos;
 use crate::latency::BatchItem;
 use crate::workload::Request;
+use keys::PageKeys;
 use radix::{NodeId, ROOT, RadixCache};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -144,6 +146,8 @@ pub(super) struct SgRequest {
     pub match_node: NodeId,
     /// Received with its prompt's KV from a prefill instance, not admitted yet.
     pub received: bool,
+    /// Its radix keys, made as far as needed.
+    pub keys: PageKeys,
 }
 
 /// What a pass runs.
@@ -165,6 +169,8 @@ struct Scheduled {
     upto: u32,
     /// Its retraction count when the pass was formed.
     epoch: u32,
+    /// A decode of a request in the running batch (else a prefill or a chunk).
+    decode: bool,
 }
 
 /// The scheduler of one SGLang instance (see the module docs).
@@ -172,6 +178,9 @@ struct Scheduled {
 pub struct SglangScheduler {
     config: SglangConfig,
     view: SchedulerConfig,
+    /// The view a request's shared state is made with: without prefix caching, since its
+    /// radix keys are made here, lazily ([`PageKeys`]), not all at once.
+    request_view: SchedulerConfig,
     tree: RadixCache,
     slots: Vec<Option<SgRequest>>,
     free_slots: Vec<u32>,
@@ -213,14 +222,21 @@ pub struct SglangScheduler {
     decisions: Option<Vec<SchedDecision>>,
     /// Slots of cancelled requests still in the pass in flight.
     cancelled: Vec<u32>,
+    /// Scratch bytes for hashing pages.
+    hash_bytes: Vec<u8>,
 }
 
 impl SglangScheduler {
     /// A scheduler over a pool of `total_pages` KV pages; `seed` seeds the `random` policy.
     pub fn new(config: SglangConfig, total_pages: u32, max_model_len: u32, seed: u64) -> Self {
         let (init, _, _) = config.ratio_schedule();
+        let view = config.view(max_model_len);
         SglangScheduler {
-            view: config.view(max_model_len),
+            request_view: SchedulerConfig {
+                enable_prefix_caching: false,
+                ..view.clone()
+            },
+            view,
             tree: RadixCache::new(u64::from(total_pages), config.disable_radix_cache),
             config,
             slots: Vec::new(),
@@ -251,6 +267,7 @@ impl SglangScheduler {
             held_for_decode: 0,
             decisions: None,
             cancelled: Vec::new(),
+            hash_bytes: Vec::new(),
         }
     }
 
@@ -376,18 +393,20 @@ impl SglangScheduler {
     /// Queues an arrived request at the back of the waiting queue, with the control plane's
     /// `priority` (and `nominal` urgency, kept for its records).
     pub fn enqueue_ranked(&mut self, request: &Request, priority: i32, nominal: i32) {
-        let mut r = RunningRequest::new(request, &self.view);
+        let mut r = RunningRequest::new(request, &self.request_view);
         r.priority = priority;
         r.nominal = nominal;
         if !self.config.disable_overlap_schedule && self.in_flight {
             r.eligible_step = self.formed + 2;
         }
-        let slot = self.new_slot(r, false);
+        let keys = PageKeys::new(request, !self.tree.disabled());
+        let slot = self.new_slot(r, keys, false);
         self.waiting.push(slot);
     }
 
-    fn new_slot(&mut self, r: RunningRequest, received: bool) -> u32 {
+    fn new_slot(&mut self, r: RunningRequest, keys: PageKeys, received: bool) -> u32 {
         let req = SgRequest {
+            keys,
             r,
             node: ROOT,
             tree_pages: 0,
@@ -424,6 +443,7 @@ impl SglangScheduler {
             self.tree.unlock(req.node);
         }
         self.tree.release(u64::from(req.own_pages));
+        req.keys.reset();
         req.node = ROOT;
         req.tree_pages = 0;
         req.own_pages = 0;
@@ -439,11 +459,15 @@ impl SglangScheduler {
         }
         let page = self.config.page_size;
         let req = self.slots[slot as usize].as_mut().expect("live slot");
-        let full = ((req.r.computed / page) as usize).min(req.r.hashes.len()) as u32;
+        debug_assert_eq!(req.keys.base(), req.tree_pages as usize, "keys out of step");
+        let computed = (req.r.computed / page) as usize;
+        let keys = req.keys.upto(computed, page, &mut self.hash_bytes);
+        let full = req.tree_pages + keys.len() as u32;
         if full <= req.tree_pages {
             return;
         }
-        let (_, node) = self.tree.insert(&req.r.hashes[..full as usize]);
+        let (_, node) = self.tree.insert_below(req.node, keys);
+        req.keys.held_by_tree(full as usize);
         self.tree.adopt(full, req.tree_pages);
         self.tree.lock(node);
         if req.node != ROOT {
@@ -624,7 +648,7 @@ impl SglangScheduler {
     /// (see `admit.rs`), and decodes from its first token on.
     pub fn receive(&mut self, request: &Request, kv: ReceivedKv) {
         self.incoming = self.incoming.saturating_sub(1);
-        let mut r = RunningRequest::new(request, &self.view);
+        let mut r = RunningRequest::new(request, &self.request_view);
         r.computed = 0;
         r.reached = request.input_toks + 1;
         r.phase = Phase::Decode;
@@ -635,7 +659,8 @@ impl SglangScheduler {
         r.pd = Some(kv.pd);
         r.priority = kv.priority;
         r.nominal = kv.nominal;
-        let slot = self.new_slot(r, true);
+        let keys = PageKeys::new(request, !self.tree.disabled());
+        let slot = self.new_slot(r, keys, true);
         self.received.push_back(slot);
     }
 

@@ -119,11 +119,11 @@ impl SglangScheduler {
             let slot = self.waiting[k];
             let req = self.slots[slot as usize].as_mut().expect("waiting slot");
             let pages = match_limit(req, page);
-            let (matched, node) = self.tree.match_prefix(&req.r.hashes[..pages]);
+            let key = req.keys.upto(pages, page, &mut self.hash_bytes);
+            let (matched, node) = self.tree.match_prefix(key);
             req.matched_pages = matched;
             req.match_node = node;
             if matched * page <= IN_BATCH_CHECK_TOKENS {
-                let key = &req.r.hashes[..pages];
                 if in_queue.cached_pages(key) as u32 * page >= IN_BATCH_DEPRIORITIZE_TOKENS {
                     deprioritized.push(slot);
                 } else if !key.is_empty() {
@@ -153,10 +153,9 @@ impl SglangScheduler {
 }
 
 /// The pages of `req`'s sequence a prefix match may cover: the full pages of all but its
-/// last token (at least one token is always computed), and only those it has hashes for.
+/// last token (at least one token is always computed; only those with token ids have keys).
 pub(super) fn match_limit(req: &SgRequest, page: u32) -> usize {
-    let limit = (req.r.reached.saturating_sub(1) / page) as usize;
-    limit.min(req.r.hashes.len())
+    (req.r.reached.saturating_sub(1) / page) as usize
 }
 
 impl RadixCache {

@@ -197,7 +197,31 @@ impl RadixCache {
         }
         let now = self.tick();
         self.touch(ROOT, now);
-        let (mut node, mut matched) = (ROOT, 0usize);
+        self.extend(ROOT, pages, now)
+    }
+
+    /// [`RadixCache::insert`] of a sequence whose leading pages end at `node` (a request's
+    /// locked path), given by the hashes of its pages after them: the same tree and access
+    /// times as inserting the whole sequence from the root, without its leading hashes.
+    /// Returns how many of `pages` the tree held already and the node they end at.
+    pub fn insert_below(&mut self, node: NodeId, pages: &[u64]) -> (u32, NodeId) {
+        if self.disabled || pages.is_empty() {
+            return (0, node);
+        }
+        let now = self.tick();
+        let mut up = node;
+        while up != ROOT {
+            self.touch(up, now);
+            up = self.nodes[up as usize].parent;
+        }
+        self.touch(ROOT, now);
+        self.extend(node, pages, now)
+    }
+
+    /// Walks `pages` down from `start` (touching each node at `now`, splitting where they
+    /// part) and hangs what is left under where the walk ended.
+    fn extend(&mut self, start: NodeId, pages: &[u64], now: u64) -> (u32, NodeId) {
+        let (mut node, mut matched) = (start, 0usize);
         while matched < pages.len() {
             let Some(&child) = self.nodes[node as usize].children.get(&pages[matched]) else {
                 break;
@@ -508,6 +532,42 @@ mod tests {
         assert!(!tree.allocate(7));
         assert_eq!(tree.private_pages(), 4);
         tree.audit().unwrap();
+    }
+
+    /// Inserting a locked request's later pages below its node leaves the tree, its access
+    /// times and so its eviction order as inserting the whole sequence from the root.
+    #[test]
+    fn inserting_below_a_locked_node_equals_inserting_from_the_root() {
+        let build = |below: bool| {
+            let mut tree = RadixCache::new(100, false);
+            cache(&mut tree, &[1, 2, 3, 4]);
+            cache(&mut tree, &[1, 2, 8]);
+            cache(&mut tree, &[30]);
+            // A request matched [1, 2, 3] (splitting [3, 4]), locked it, computed 3 more pages.
+            let (held, node) = tree.match_prefix(&[1, 2, 3, 9]);
+            tree.lock(node);
+            assert!(tree.allocate(3));
+            let sequence = [1, 2, 3, 9, 10, 11];
+            let (_, end) = if below {
+                tree.insert_below(node, &sequence[held as usize..])
+            } else {
+                tree.insert(&sequence)
+            };
+            tree.adopt(6, held);
+            tree.lock(end);
+            tree.unlock(node);
+            tree.audit().unwrap();
+            let cached = tree.cached_pages(&sequence);
+            tree.unlock(end);
+            (
+                cached,
+                tree.eviction_order(),
+                tree.evictable_pages(),
+                tree.free_pages(),
+            )
+        };
+        assert_eq!(build(true), build(false));
+        assert_eq!(build(true).0, 6);
     }
 
     #[test]

@@ -13,6 +13,15 @@ impl Scheduled {
             new_tokens,
             upto: 0,
             epoch: 0,
+            decode: false,
+        }
+    }
+
+    /// The next token of running request `slot`.
+    pub(super) fn decode(slot: u32) -> Scheduled {
+        Scheduled {
+            decode: true,
+            ..Scheduled::new(slot, 1)
         }
     }
 }
@@ -145,7 +154,7 @@ impl SglangScheduler {
             tokens.generated += 1;
             req.r.reached += 1;
             req.r.note_token(step_index);
-            let was_running = self.running.contains(&s.slot);
+            let was_running = s.decode;
             if req.r.reached >= req.r.target {
                 finished.push(&req.r, instance_id, finish, Some(&self.step_finish_ns));
                 self.itl_pool.extend(finished.last_itls());
