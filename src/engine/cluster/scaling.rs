@@ -9,7 +9,9 @@ use super::effects::Effect;
 use super::endings::Ending;
 use super::{Cluster, Services};
 use crate::Nanos;
-use crate::autoscale::{AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState, ScaleNote};
+use crate::autoscale::{
+    AutoscalePolicy, AutoscaleReport, Autoscaler, Change, DrainMode, ReplicaState, ScaleNote,
+};
 use crate::config::InstanceRole;
 use crate::engine::EventKind;
 use crate::router::Signal;
@@ -95,9 +97,10 @@ impl<'r> Scaling<'r> {
 }
 
 /// The signals the autoscaler's policies observe (`crate::autoscale::Observation`): the
-/// queue (held hand-offs included), the running requests, the KV cache in use, and the
-/// recent TTFT and TPOT (the `slo` policy).
-const OBSERVED: [Signal; 5] = [
+/// queue (held hand-offs included), the running requests and the KV cache in use; the `slo`
+/// policy also the recent TTFT and TPOT.
+const OBSERVED: [Signal; 3] = [Signal::Queue, Signal::Running, Signal::Kv];
+const OBSERVED_SLO: [Signal; 5] = [
     Signal::Queue,
     Signal::Running,
     Signal::Kv,
@@ -244,13 +247,15 @@ impl<'r> Cluster<'r> {
                 && !s.awaits_kv()
                 && s.num_incoming() == 0
         });
+        let slo = matches!(scaling.autoscaler.config().policy, AutoscalePolicy::Slo(_));
+        let observed: &[Signal] = if slo { &OBSERVED_SLO } else { &OBSERVED };
         let quiet = idle
             && self.ready.is_empty()
             && self.gateway.held.is_empty()
             && self.control.parked() == 0
             && self
                 .signals
-                .settled(&OBSERVED, self.now, &self.schedulers, &self.instances);
+                .settled(observed, self.now, &self.schedulers, &self.instances);
         if !quiet {
             return 0;
         }
