@@ -87,7 +87,8 @@ pub fn or_list(names: &[&str]) -> String {
 pub fn summary(doc: &str) -> String {
     let first = doc.trim().split("\n\n").next().unwrap_or_default();
     let joined: Vec<&str> = first.lines().map(str::trim).collect();
-    let text = joined.join(" ");
+    // A rustdoc link (`[`Type`]`) shows as its code text.
+    let text = joined.join(" ").replace("[`", "`").replace("`]", "`");
     text.strip_suffix('.').unwrap_or(&text).to_owned()
 }
 
@@ -99,6 +100,7 @@ mod tests {
     fn a_summary_is_the_first_paragraph_on_one_line() {
         assert_eq!(summary(" One\n two.\n\n Three."), "One two");
         assert_eq!(summary(""), "");
+        assert_eq!(summary("See [`Weights`]."), "See `Weights`");
         assert_eq!(or_list(&["a", "b", "c"]), "a, b or c");
         assert_eq!(or_list(&["a"]), "a");
     }

@@ -34,7 +34,7 @@ pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 use crate::astra::CosimOptions;
 use crate::chakra::{Dialect, EmitEt};
 use crate::choice::Choice;
-use crate::config::{ConfigError, Dtype, KvCacheDtype, PdFlow};
+use crate::config::{Bound, ConfigError, Dtype, KvCacheDtype, PdFlow, Problem};
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingWeights};
@@ -43,8 +43,8 @@ use crate::setup::{
     Deployment, EngineOptions, EvaluationConfig, Layout, PlotsOutput, RoutingOptions, RunOptions,
     SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
 };
-use crate::workload::spec::Synthetic;
-use choices::choices;
+use crate::workload::spec::{DEFAULT_MAX_REQUESTS, Synthetic};
+use choices::{choices, defaulted};
 use clap::builder::PossibleValuesParser;
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -142,8 +142,8 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub seed: Option<i64>,
 
-    /// Most requests the spec may plan [default: 10000000].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+          help = defaulted("Most requests the spec may plan", DEFAULT_MAX_REQUESTS))]
     pub max_requests: Option<u64>,
 }
 
@@ -213,20 +213,23 @@ pub struct RunArgs {
           value_parser = PossibleValuesParser::new(dataset::scenario_names()))]
     pub scenario: Option<String>,
 
-    /// The quick workload (BLIS's and vLLM bench's), instead of --dataset: Poisson arrivals at
-    /// this many requests per second, --num-prompts of them [default: 100], each of
-    /// --prompt-tokens and --output-tokens.
-    #[arg(help_heading = "Workload", long, value_name = "REQ_PER_S", value_parser = parse_rate)]
+    #[arg(help_heading = "Workload", long, value_name = "REQ_PER_S", value_parser = parse_rate,
+          help = format!("The quick workload (BLIS's and vLLM bench's), instead of --dataset: \
+                          Poisson arrivals at this many requests per second, --num-prompts of \
+                          them [default: {}], each of --prompt-tokens and --output-tokens",
+                         Synthetic::DEFAULT_REQUESTS))]
     pub rate: Option<f64>,
 
-    /// The quick workload: prompt tokens of every request [default: 512].
     #[arg(help_heading = "Workload", long, value_name = "N", requires = "rate",
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..),
+          help = defaulted("The quick workload: prompt tokens of every request",
+                           Synthetic::DEFAULT_TOKENS))]
     pub prompt_tokens: Option<u32>,
 
-    /// The quick workload: output tokens of every request [default: 512].
     #[arg(help_heading = "Workload", long, value_name = "N", requires = "rate",
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..),
+          help = defaulted("The quick workload: output tokens of every request",
+                           Synthetic::DEFAULT_TOKENS))]
     pub output_tokens: Option<u32>,
 
     /// Quick cluster: N colocated instances of --model on --hardware at --tp, on one node
@@ -368,22 +371,24 @@ pub struct RunArgs {
     )]
     pub num_reqs: usize,
 
-    /// With --workload-spec: most requests the spec may plan [default: 10000000].
-    #[arg(help_heading = "Workload", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Workload", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+          help = defaulted("With --workload-spec: most requests the spec may plan",
+                           DEFAULT_MAX_REQUESTS))]
     pub max_requests: Option<u64>,
 
-    /// Model: a bundled name (e.g. Llama-3.1-8B, Qwen3-32B) or a HuggingFace config.json path
-    /// [default: meta-llama/Llama-3.1-8B].
-    #[arg(help_heading = "Deployment", long, value_name = "NAME|PATH")]
+    #[arg(help_heading = "Deployment", long, value_name = "NAME|PATH",
+          help = defaulted("Model: a bundled name (e.g. Llama-3.1-8B, Qwen3-32B) or a \
+                            HuggingFace config.json path", setup::DEFAULT_MODEL))]
     pub model: Option<String>,
 
-    /// Hardware: a bundled name (H100-SXM, H200, A100-80G, B200, RTXPRO6000, RTX4090) or a
-    /// TOML path [default: H100-SXM].
-    #[arg(help_heading = "Deployment", long, value_name = "NAME|PATH")]
+    #[arg(help_heading = "Deployment", long, value_name = "NAME|PATH",
+          help = defaulted(&format!("Hardware: a bundled name ({}) or a TOML path",
+                                    crate::config::Hardware::bundled_names().join(", ")),
+                           setup::DEFAULT_HARDWARE))]
     pub hardware: Option<String>,
 
-    /// Tensor-parallel degree (GPUs of the instance) [default: 1].
-    #[arg(help_heading = "Deployment", long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(help_heading = "Deployment", long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024),
+          help = defaulted("Tensor-parallel degree (GPUs of the instance)", setup::DEFAULT_TP))]
     pub tp: Option<u32>,
 
     /// Weight and activation dtype: float16, bfloat16, float32, fp8, int8 (default: the
@@ -566,28 +571,21 @@ pub struct RunArgs {
 }
 
 /// An SLO target: ms in (0, 10⁹].
-fn parse_slo_ms(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if v > 0.0 && v <= 1e9 {
-        Ok(v)
-    } else {
-        Err(format!("must be a number of ms in (0, 1e9], got {s}"))
-    }
+fn parse_slo_ms(s: &str) -> Result<f64, Problem> {
+    Bound::positive_up_to(1e9, "ms").parse(s)
 }
 
 /// `--rate`: a positive number of requests per second, at most a million.
-fn parse_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 1e6 => Ok(v),
-        _ => Err(format!(
-            "must be a number of requests per second in (0, 1000000], got `{s}`"
-        )),
-    }
+fn parse_rate(s: &str) -> Result<f64, Problem> {
+    Bound::positive_up_to(1e6, "requests per second").parse(s)
 }
 
 /// `--pd PREFILL:DECODE`: at least one of each, 10,000 in all at most.
-fn parse_pd(s: &str) -> Result<Layout, String> {
-    let bad = || format!("expected PREFILL:DECODE, two counts of at least 1 (e.g. 2:2), got `{s}`");
+fn parse_pd(s: &str) -> Result<Layout, Problem> {
+    let bad = || {
+        let expected = "PREFILL:DECODE, two counts of at least 1, 10,000 in all at most (e.g. 2:2)";
+        Problem::wrong_kind(expected, Some(format!("`{s}`")))
+    };
     let (p, d) = s.split_once(':').ok_or_else(bad)?;
     let (prefill, decode): (u32, u32) = (
         p.trim().parse().map_err(|_| bad())?,
@@ -600,15 +598,8 @@ fn parse_pd(s: &str) -> Result<Layout, String> {
 }
 
 /// `--timeseries-interval`: seconds in [1 µs, 1 day].
-fn parse_timeseries_interval(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if (1e-6..=86_400.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "must be between 0.000001 and 86400 seconds, got {s}"
-        ))
-    }
+fn parse_timeseries_interval(s: &str) -> Result<f64, Problem> {
+    Bound::closed(1e-6, 86_400.0, "s").parse(s)
 }
 
 impl RunArgs {
@@ -646,7 +637,7 @@ impl RunArgs {
         let sglang = self
             .engine
             .sglang()
-            .map_err(|(flag, message)| command_line(&flag, &message))?;
+            .map_err(|(flag, problem)| ConfigError::flag(&flag, problem))?;
         let engine = EngineOptions {
             engine: self.engine.engine,
             sglang,
@@ -743,7 +734,7 @@ impl RunArgs {
     /// The one workload source the flags name; dataset-reading flags only with a dataset.
     fn workload_source(&self) -> Result<WorkloadSource, ConfigError> {
         let without_dataset = || match self.dataset_args.given_without_dataset() {
-            Some(flag) => Err(command_line(flag, "applies only to --dataset")),
+            Some(flag) => Err(ConfigError::flag(flag, Problem::only_with("--dataset"))),
             None => Ok(()),
         };
         let trace = self
@@ -751,9 +742,9 @@ impl RunArgs {
             .as_deref()
             .and_then(crate::workload::trace_scenario);
         if self.dataset_args.trace_dir.is_some() && trace.is_none() {
-            return Err(command_line(
+            return Err(ConfigError::flag(
                 "--trace-dir",
-                "applies only to a trace scenario",
+                Problem::only_with("a trace scenario"),
             ));
         }
         if let Some(rate) = self.rate {
@@ -778,15 +769,16 @@ impl RunArgs {
                 match crate::workload::trace_scenario(name) {
                     Some(t) => {
                         let dir = self.dataset_args.trace_dir.as_deref();
-                        let path = t.locate(dir).map_err(|m| command_line("--scenario", &m))?;
+                        let path = (t.locate(dir))
+                            .map_err(|m| ConfigError::flag("--scenario", Problem::Other(m)))?;
                         Ok(WorkloadSource::Dataset(path, t.options()))
                     }
                     None => Ok(WorkloadSource::Scenario(name.clone())),
                 }
             }
-            _ => Err(command_line(
+            _ => Err(ConfigError::flag(
                 "--dataset",
-                "give exactly one of --dataset, --workload-spec and --scenario",
+                Problem::needs("exactly one of --dataset, --workload-spec and --scenario"),
             )),
         }
     }
@@ -818,16 +810,7 @@ fn kv_cache_dtype(fp8: bool) -> KvCacheDtype {
     }
 }
 
-/// An error of the command line's `flag`.
-fn command_line(flag: &str, message: &str) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: "command line".into(),
-        field: flag.into(),
-        message: message.into(),
-    }
-}
-
-fn parse_dtype(s: &str) -> Result<Dtype, String> {
+fn parse_dtype(s: &str) -> Result<Dtype, Problem> {
     s.parse()
 }
 
@@ -839,30 +822,26 @@ fn parse_routing_weights(s: &str) -> Result<RoutingWeights, String> {
     s.parse()
 }
 
-fn parse_utilization(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if v > 0.0 && v <= 1.0 {
-        Ok(v)
-    } else {
-        Err(format!("must be in (0, 1], got {s}"))
-    }
+fn parse_utilization(s: &str) -> Result<f64, Problem> {
+    Bound::fraction_up_to(1.0).parse(s)
 }
 
-fn parse_vllm_arrival(s: &str) -> Result<VllmArrival, String> {
+fn parse_vllm_arrival(s: &str) -> Result<VllmArrival, Problem> {
     match s {
         "queued" => Ok(VllmArrival::Queued),
         "client" => Ok(VllmArrival::Client),
-        _ => Err(format!("unknown `{s}` (expected queued or client)")),
+        _ => Err(Problem::not_one_of(format!("`{s}`"), &["queued", "client"])),
     }
 }
 
-fn parse_log_level(s: &str) -> Result<log::LevelFilter, String> {
+fn parse_log_level(s: &str) -> Result<log::LevelFilter, Problem> {
     match s.to_ascii_uppercase().as_str() {
         "WARNING" | "WARN" => Ok(log::LevelFilter::Warn),
         "INFO" => Ok(log::LevelFilter::Info),
         "DEBUG" => Ok(log::LevelFilter::Debug),
-        _ => Err(format!(
-            "unknown log level `{s}` (expected WARNING, INFO or DEBUG)"
+        _ => Err(Problem::not_one_of(
+            format!("`{s}`"),
+            &["WARNING", "INFO", "DEBUG"],
         )),
     }
 }

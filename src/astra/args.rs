@@ -8,7 +8,7 @@ use super::inputs::{DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS};
 use super::{AstraMode, AstraOptions, CxlParams, MemoryParams, NetworkConfig, OutputLimits};
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceSpec, NodeSpec, PerDim,
-    PlacedInstance,
+    PlacedInstance, Problem,
 };
 
 /// Which model prices the network.
@@ -121,16 +121,18 @@ impl InstanceNetwork {
         let first = |field: &str, v: &PerDim| match v {
             PerDim::One(x) => Ok(*x),
             PerDim::Many(xs) if xs.len() == dims.len() => Ok(xs[0]),
-            PerDim::Many(xs) => Err(ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: field.to_owned(),
-                message: format!(
-                    "has {} entries but the cluster's network has {} dimension(s) {dims:?} \
-                     (one entry per dimension, or one value for all)",
-                    xs.len(),
-                    dims.len()
-                ),
-            }),
+            PerDim::Many(xs) => Err(ConfigError::invalid(
+                source_name,
+                field,
+                Problem::WrongLength {
+                    len: xs.len(),
+                    expected: dims.len(),
+                    why: format!(
+                        "one per dimension of the cluster's network {dims:?}, or one value \
+                         for all"
+                    ),
+                },
+            )),
         };
         let link_bw = first("link_bw", &cluster.link_bw)?;
         let link_latency = first("link_latency", &cluster.link_latency)?;
@@ -195,14 +197,15 @@ impl CosimOptions {
             return self.refuse_astra_only_flags().map(|()| None);
         }
         let Some(binary) = self.astra_sim.clone() else {
-            return Err(invalid(
+            return Err(ConfigError::flag(
                 "--network-backend",
-                format!(
-                    "astra needs an ASTRA-Sim binary: give --astra-sim PATH or set {ASTRA_SIM_ENV}"
-                ),
+                Problem::needs(format!(
+                    "an ASTRA-Sim binary when it is astra: give --astra-sim PATH or set \
+                     {ASTRA_SIM_ENV}"
+                )),
             ));
         };
-        check_binary(&binary).map_err(|m| invalid("--astra-sim", m))?;
+        check_binary(&binary).map_err(|p| ConfigError::flag("--astra-sim", p))?;
         let given = match &self.network_config {
             Some(path) => Some(NetworkConfig::load(path)?),
             None => None,
@@ -237,23 +240,14 @@ impl CosimOptions {
             ("--network-config", self.network_config.is_some()),
         ];
         match astra_only.iter().find(|(_, given)| *given) {
-            Some((flag, _)) => Err(invalid(
+            Some((flag, _)) => Err(ConfigError::flag(
                 flag,
-                "needs the astra network backend (give --astra-sim PATH or set \
-                 BLIS_COSIM_ASTRA_SIM)"
-                    .into(),
+                Problem::needs(format!(
+                    "the astra network backend (give --astra-sim PATH or set {ASTRA_SIM_ENV})"
+                )),
             )),
             None => Ok(()),
         }
-    }
-}
-
-/// A command-line error in `field`.
-fn invalid(field: &str, message: String) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: "command line".into(),
-        field: field.to_owned(),
-        message,
     }
 }
 
@@ -280,13 +274,14 @@ fn instance_network(
         } else {
             format!("instance {id}")
         };
-        return Err(invalid(
+        return Err(ConfigError::flag(
             "--network-config",
-            format!(
-                "the network has {} NPUs but {which} runs on {} (tensor parallelism); they \
-                 must match",
-                network.npus(),
-                instance.tp
+            Problem::disagrees(
+                format!("a network of {} NPUs", network.npus()),
+                format!(
+                    "{which} runs on {} (tensor parallelism); they must match",
+                    instance.tp
+                ),
             ),
         ));
     }
@@ -295,12 +290,15 @@ fn instance_network(
 
 /// A binary given as a path must be an existing file; a bare name is looked up in `PATH` when
 /// it is started.
-fn check_binary(binary: &Path) -> Result<(), String> {
+fn check_binary(binary: &Path) -> Result<(), Problem> {
     if binary.components().count() > 1 && !binary.is_file() {
-        return Err(format!(
-            "ASTRA-Sim binary `{}` does not exist or is not a file",
-            binary.display()
-        ));
+        return Err(Problem::NotFound {
+            what: "ASTRA-Sim binary".into(),
+            tried: format!(
+                "`{}`, which does not exist or is not a file",
+                binary.display()
+            ),
+        });
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use crate::config::{Bound, ConfigError, Problem};
 
 /// Topology of one network dimension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,16 +88,18 @@ impl NetworkConfig {
             match values {
                 [one] => Ok(vec![*one; npus.len()]),
                 many if many.len() == npus.len() => Ok(many.to_vec()),
-                many => Err(ConfigError::Invalid {
-                    source_name: source_name.to_owned(),
-                    field: field.to_owned(),
-                    message: format!(
-                        "has {} values but the network of this instance has {} dimension(s) \
-                         ({npus:?} NPUs)",
-                        many.len(),
-                        npus.len()
-                    ),
-                }),
+                many => Err(ConfigError::invalid(
+                    source_name,
+                    field,
+                    Problem::WrongLength {
+                        len: many.len(),
+                        expected: npus.len(),
+                        why: format!(
+                            "one per dimension of this instance's network ({npus:?} NPUs), \
+                             or one value for all"
+                        ),
+                    },
+                )),
             }
         };
         let bw = per_dim(link_bw, "link_bw")?;
@@ -130,17 +132,13 @@ impl NetworkConfig {
     /// `Ring`, `FullyConnected` or `Switch`; NPU counts and bandwidths positive, latencies
     /// non-negative (a zero-latency link is a legitimate idealisation).
     pub fn parse(text: &str, source_name: &str) -> Result<NetworkConfig, ConfigError> {
-        let invalid = |field: &str, message: String| ConfigError::Invalid {
-            source_name: source_name.to_owned(),
-            field: field.to_owned(),
-            message,
-        };
-        crate::yaml::check_nesting(text).map_err(|deep| invalid("(yaml)", deep.to_string()))?;
-        let raw: RawNetwork =
-            serde_yaml_ng::from_str(text).map_err(|e| invalid("(yaml)", e.to_string()))?;
+        let invalid = |field: &str, problem| ConfigError::invalid(source_name, field, problem);
+        let syntax = |message: String| invalid("(yaml)", Problem::Syntax(message));
+        crate::yaml::check_nesting(text).map_err(|deep| syntax(deep.to_string()))?;
+        let raw: RawNetwork = serde_yaml_ng::from_str(text).map_err(|e| syntax(e.to_string()))?;
         let n = raw.topology.len();
         if n == 0 {
-            return Err(invalid("topology", "needs at least one dimension".into()));
+            return Err(invalid("topology", Problem::Empty));
         }
         for (field, len) in [
             ("npus_count", raw.npus_count.len()),
@@ -148,11 +146,14 @@ impl NetworkConfig {
             ("latency", raw.latency.len()),
         ] {
             if len != n {
+                let why = "one per dimension, as `topology` has".to_owned();
                 return Err(invalid(
                     field,
-                    format!(
-                        "has {len} entries but `topology` has {n}; every list needs one entry per dimension"
-                    ),
+                    Problem::WrongLength {
+                        len,
+                        expected: n,
+                        why,
+                    },
                 ));
             }
         }
@@ -161,9 +162,9 @@ impl NetworkConfig {
             let topology = Topology::parse(&raw.topology[d]).ok_or_else(|| {
                 invalid(
                     &format!("topology[{d}]"),
-                    format!(
-                        "unknown topology `{}` (expected Ring, FullyConnected or Switch)",
-                        raw.topology[d]
+                    Problem::not_one_of(
+                        format!("`{}`", raw.topology[d]),
+                        &["Ring", "FullyConnected", "Switch"],
                     ),
                 )
             })?;
@@ -173,7 +174,7 @@ impl NetworkConfig {
                 .ok_or_else(|| {
                     invalid(
                         &format!("npus_count[{d}]"),
-                        format!("must be a positive integer, got {}", raw.npus_count[d]),
+                        Problem::out_of_range(raw.npus_count[d], Bound::AtLeast(1)),
                     )
                 })?;
             dims.push(NetworkDim {
@@ -190,16 +191,13 @@ impl NetworkConfig {
 
     fn check(&self, source_name: &str) -> Result<(), ConfigError> {
         for (d, dim) in self.dims.iter().enumerate() {
-            let bad = |field: &str, what: &str, v: f64| ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: format!("{field}[{d}]"),
-                message: format!("must be {what}, got {v}"),
-            };
-            if !(dim.bandwidth_gbps.is_finite() && dim.bandwidth_gbps > 0.0) {
-                return Err(bad("bandwidth", "a positive number", dim.bandwidth_gbps));
-            }
-            if !(dim.latency_ns.is_finite() && dim.latency_ns >= 0.0) {
-                return Err(bad("latency", "a non-negative number", dim.latency_ns));
+            for (field, v, bound) in [
+                ("bandwidth", dim.bandwidth_gbps, Bound::Positive),
+                ("latency", dim.latency_ns, Bound::NonNegative),
+            ] {
+                bound
+                    .check(v)
+                    .map_err(|p| ConfigError::invalid(source_name, format!("{field}[{d}]"), p))?;
             }
         }
         Ok(())

@@ -99,7 +99,7 @@ fn the_generated_network_follows_llmservingsim() {
     let err = NetworkConfig::for_instance(2, &[16.0, 8.0], &[1.0], "c.json").unwrap_err();
     assert!(
         err.to_string().contains(
-            "c.json: field `link_bw`: has 2 values but the network of this instance has 1"
+            "c.json: field `link_bw`: has 2 entries but needs 1: one per dimension of this instance"
         ),
         "{err}"
     );
@@ -120,7 +120,7 @@ fn network_files_parse_validate_and_round_trip() {
     for (text, expect) in [
         (
             "topology: []\nnpus_count: []\nbandwidth: []\nlatency: []\n",
-            "at least one dimension",
+            "`topology`: must not be empty",
         ),
         (
             "topology: [Ring]\nnpus_count: [2]\nbandwidth: [1]\n",
@@ -132,11 +132,11 @@ fn network_files_parse_validate_and_round_trip() {
         ),
         (
             "topology: [Mesh]\nnpus_count: [2]\nbandwidth: [1]\nlatency: [1]\n",
-            "`topology[0]`: unknown topology `Mesh`",
+            "`topology[0]`: must be Ring, FullyConnected or Switch, got `Mesh`",
         ),
         (
             "topology: [Ring]\nnpus_count: [0]\nbandwidth: [1]\nlatency: [1]\n",
-            "`npus_count[0]`: must be a positive integer, got 0",
+            "`npus_count[0]`: must be at least 1, got 0",
         ),
         (
             "topology: [Ring]\nnpus_count: [2]\nbandwidth: [.nan]\nlatency: [1]\n",
@@ -148,7 +148,7 @@ fn network_files_parse_validate_and_round_trip() {
         ),
         (
             "topology: [Ring, Ring]\nnpus_count: [2, 2]\nbandwidth: [1]\nlatency: [1, 1]\n",
-            "`bandwidth`: has 1 entries but `topology` has 2",
+            "`bandwidth`: has 1 entries but needs 2: one per dimension",
         ),
         ("topology: Ring\n", "(yaml)"),
     ] {

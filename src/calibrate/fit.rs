@@ -51,64 +51,69 @@ impl Scalar {
     }
 }
 
+/// A [`Scalar`] for `KernelSpec`'s field of the same name, which is its key in the file.
+macro_rules! kernel_scalar {
+    ($field:ident, $what:expr, $lo:expr, $hi:expr, $decimals:expr) => {
+        Scalar {
+            key: stringify!($field),
+            what: $what,
+            lo: $lo,
+            hi: $hi,
+            decimals: $decimals,
+            get: |k| k.$field,
+            set: |k, v| k.$field = Some(v),
+        }
+    };
+}
+
 /// The constants `calibrate` can fit. Bounds: the measured spread over eight GPUs'
 /// kernel tables (`src/latency/roofline.rs` cites them) widened to what a healthy GPU can
 /// show, and never above what the hardware can deliver.
 pub const SCALARS: [Scalar; 5] = [
     // Large GEMMs: 0.77–1.02 of peak dense FLOP/s measured (A100 to RTX 4090, which
     // sustains a boost clock); below 0.4 no tuned library runs; 1.1 leaves room for boost.
-    Scalar {
-        key: "gemm_compute_efficiency",
-        what: "fraction of peak dense FLOP/s a large (compute-bound) GEMM reaches",
-        lo: 0.4,
-        hi: 1.1,
-        decimals: 4,
-        get: |k| k.gemm_compute_efficiency,
-        set: |k, v| k.gemm_compute_efficiency = Some(v),
-    },
+    kernel_scalar!(
+        gemm_compute_efficiency,
+        "fraction of peak dense FLOP/s a large (compute-bound) GEMM reaches",
+        0.4,
+        1.1,
+        4
+    ),
     // Weight streaming of small-batch GEMMs: 0.78–0.98 of peak bandwidth measured; no kernel
     // reads memory faster than the datasheet's bandwidth.
-    Scalar {
-        key: "gemm_memory_efficiency",
-        what: "fraction of peak memory bandwidth at which a GEMM streams its weights",
-        lo: 0.5,
-        hi: 1.0,
-        decimals: 4,
-        get: |k| k.gemm_memory_efficiency,
-        set: |k, v| k.gemm_memory_efficiency = Some(v),
-    },
+    kernel_scalar!(
+        gemm_memory_efficiency,
+        "fraction of peak memory bandwidth at which a GEMM streams its weights",
+        0.5,
+        1.0,
+        4
+    ),
     // Fixed time per GEMM kernel (ramp-up, tail wave, split-K): 1.66–6.95 µs measured.
-    Scalar {
-        key: "gemm_fixed_ns",
-        what: "fixed time of every GEMM kernel, ns (ramp-up, tail wave, split-K reduction)",
-        lo: 500.0,
-        hi: 12_000.0,
-        decimals: 0,
-        get: |k| k.gemm_fixed_ns,
-        set: |k, v| k.gemm_fixed_ns = Some(v),
-    },
+    kernel_scalar!(
+        gemm_fixed_ns,
+        "fixed time of every GEMM kernel, ns (ramp-up, tail wave, split-K reduction)",
+        500.0,
+        12_000.0,
+        0
+    ),
     // Decode attention reading the KV cache: 0.866 median over the tables; paged KV reads
     // below 0.3 of bandwidth are a broken kernel, above 1.0 impossible.
-    Scalar {
-        key: "decode_attention_efficiency",
-        what: "fraction of peak memory bandwidth at which decode attention reads the KV cache",
-        lo: 0.3,
-        hi: 1.0,
-        decimals: 4,
-        get: |k| k.decode_attention_efficiency,
-        set: |k, v| k.decode_attention_efficiency = Some(v),
-    },
+    kernel_scalar!(
+        decode_attention_efficiency,
+        "fraction of peak memory bandwidth at which decode attention reads the KV cache",
+        0.3,
+        1.0,
+        4
+    ),
     // Fused MoE streaming the hit experts' weights: 0.68–0.93 measured (A100 to A800).
-    Scalar {
-        key: "moe_memory_efficiency",
-        what: "fraction of peak memory bandwidth at which the fused-MoE kernel streams the \
-               weights of the experts a batch hits",
-        lo: 0.3,
-        hi: 1.0,
-        decimals: 4,
-        get: |k| k.moe_memory_efficiency,
-        set: |k, v| k.moe_memory_efficiency = Some(v),
-    },
+    kernel_scalar!(
+        moe_memory_efficiency,
+        "fraction of peak memory bandwidth at which the fused-MoE kernel streams the \
+         weights of the experts a batch hits",
+        0.3,
+        1.0,
+        4
+    ),
 ];
 
 /// The scalar named `key` (as in the hardware file, with or without `kernels.`).

@@ -4,6 +4,7 @@
 
 use super::EngineFlags;
 use crate::config::Dtype;
+use crate::metrics::VllmMeta;
 use crate::setup::{EngineOptions, SimConfig};
 use anyhow::{Context, bail};
 use serde_json::Value;
@@ -61,10 +62,11 @@ pub fn read_beside(requests: &Path) -> anyhow::Result<Option<Recorded>> {
     parse(&meta, &path.display().to_string()).map(Some)
 }
 
-/// The settings of a parsed `meta.json`; refuses a setting the simulator does not model.
+/// The settings of a parsed `meta.json` (read by [`VllmMeta`]); refuses a setting the
+/// simulator does not model.
 pub fn parse(meta: &Value, path: &str) -> anyhow::Result<Recorded> {
-    let kwargs = meta["engine_kwargs"].as_object();
-    for (key, value) in kwargs.into_iter().flatten() {
+    let m = VllmMeta::read(meta);
+    for (key, value) in &m.engine_kwargs {
         if !UNDERSTOOD.contains(&key.as_str()) && !is_unset(value) {
             bail!(
                 "{path}: engine_kwargs.{key} = {value}: the simulator does not reproduce this \
@@ -73,22 +75,19 @@ pub fn parse(meta: &Value, path: &str) -> anyhow::Result<Recorded> {
             );
         }
     }
-    let k = &meta["engine_kwargs"];
-    let scheduler = &meta["resolved_config"]["scheduler_config"];
-    let text = |v: &Value| v.as_str().map(str::to_owned);
-    let count = |v: &Value, key: &str| -> anyhow::Result<Option<u32>> {
-        v.as_u64()
-            .map(|n| u32::try_from(n).with_context(|| format!("{path}: {key} = {n}: too large")))
+    let s = &m.settings;
+    let count = |v: Option<u64>, key: &str| -> anyhow::Result<Option<u32>> {
+        v.map(|n| u32::try_from(n).with_context(|| format!("{path}: {key} = {n}: too large")))
             .transpose()
     };
-    let dtype = match k["dtype"].as_str() {
+    let dtype = match s.dtype.as_deref() {
         None | Some("auto") => None,
         Some(name) => Some(
             name.parse::<Dtype>()
                 .map_err(|e| anyhow::anyhow!("{path}: engine_kwargs.dtype: {e}"))?,
         ),
     };
-    let kv_cache_fp8 = match k["kv_cache_dtype"].as_str() {
+    let kv_cache_fp8 = match s.kv_cache_dtype.as_deref() {
         None | Some("auto") => None,
         Some(name) if name.starts_with("fp8") => Some(true),
         Some(name) => bail!(
@@ -98,29 +97,20 @@ pub fn parse(meta: &Value, path: &str) -> anyhow::Result<Recorded> {
     };
     Ok(Recorded {
         path: path.to_owned(),
-        model: text(&k["model"]).or_else(|| text(&meta["model"])),
-        tp: k["tensor_parallel_size"].as_u64(),
-        dp: k["data_parallel_size"].as_u64(),
-        expert_parallel: k["enable_expert_parallel"].as_bool(),
-        max_num_seqs: count(&k["max_num_seqs"], "max_num_seqs")?,
-        max_num_batched_tokens: count(&k["max_num_batched_tokens"], "max_num_batched_tokens")?,
+        model: m.model.clone(),
+        tp: s.tensor_parallel_size,
+        dp: s.data_parallel_size,
+        expert_parallel: m.enable_expert_parallel,
+        max_num_seqs: count(s.max_num_seqs, "max_num_seqs")?,
+        max_num_batched_tokens: count(s.max_num_batched_tokens, "max_num_batched_tokens")?,
         dtype,
         kv_cache_fp8,
-        enable_prefix_caching: k["enable_prefix_caching"]
-            .as_bool()
-            .or(meta["resolved_config"]["cache_config"]["enable_prefix_caching"].as_bool()),
-        enable_chunked_prefill: k["enable_chunked_prefill"]
-            .as_bool()
-            .or(scheduler["enable_chunked_prefill"].as_bool()),
-        memory_utilization: k["gpu_memory_utilization"].as_f64(),
-        block_size: count(&k["block_size"], "block_size")?,
-        async_scheduling: k["async_scheduling"]
-            .as_bool()
-            .or(scheduler["async_scheduling"].as_bool())
-            .or(async_by_version(meta)),
-        num_requests: meta["num_requests"]
-            .as_u64()
-            .and_then(|n| usize::try_from(n).ok()),
+        enable_prefix_caching: s.enable_prefix_caching,
+        enable_chunked_prefill: s.enable_chunked_prefill,
+        memory_utilization: m.gpu_memory_utilization,
+        block_size: count(m.block_size, "block_size")?,
+        async_scheduling: s.async_scheduling,
+        num_requests: s.num_requests.and_then(|n| usize::try_from(n).ok()),
     })
 }
 
@@ -132,14 +122,6 @@ fn is_unset(value: &Value) -> bool {
         Value::Array(list) => list.is_empty(),
         _ => false,
     }
-}
-
-/// vLLM's default for asynchronous scheduling at the recorded version: on since v0.11.
-fn async_by_version(meta: &Value) -> Option<bool> {
-    let mut parts = meta["vllm_version"].as_str()?.split('.');
-    let major: u64 = parts.next()?.parse().ok()?;
-    let minor: u64 = parts.next()?.parse().ok()?;
-    Some((major, minor) >= (0, 11))
 }
 
 /// The engine a run's simulation starts from: each setting from the flags or from

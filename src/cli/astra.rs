@@ -2,6 +2,7 @@
 
 use super::choices::choices;
 use crate::astra::{ASTRA_SIM_ENV, AstraMode, CosimOptions, DEFAULT_TIMEOUT_S, NetworkBackend};
+use crate::config::{Bound, Problem};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -72,11 +73,6 @@ pub fn binary_from_env() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-fn parse_timeout(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if v.is_finite() && v > 0.0 && v <= 1e6 {
-        Ok(v)
-    } else {
-        Err(format!("must be a positive number of seconds, got {s}"))
-    }
+fn parse_timeout(s: &str) -> Result<f64, Problem> {
+    Bound::positive_up_to(1e6, "s").parse(s)
 }

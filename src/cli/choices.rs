@@ -18,7 +18,12 @@ where
 /// The help of a flag choosing from `T`'s list: `text` and the default's name (the list and
 /// each value's help follow from the enum).
 pub fn with_default<T: Choice + Default>(text: &str) -> String {
-    format!("{text} [default: {}]", T::default().name())
+    defaulted(text, T::default().name())
+}
+
+/// The help of a flag: `text` and the default, read from where the default is defined.
+pub fn defaulted(text: &str, default: impl std::fmt::Display) -> String {
+    format!("{text} [default: {default}]")
 }
 
 /// Parses a [`Choice`] by name and lists its values in the help.

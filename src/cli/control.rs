@@ -2,13 +2,15 @@
 //! instance scheduling) and `--policy-config`, as [`ControlOptions`]: the settings given, laid
 //! over the bundle by resolution.
 
-use super::choices::{choices, with_default};
+use super::choices::{choices, defaulted, with_default};
 use crate::Nanos;
-use crate::autoscale::{AutoscalePolicy, AutoscaleSettings, DrainMode};
-use crate::control::admission::AdmissionPolicy;
+use crate::autoscale::{AutoscaleConfig, AutoscalePolicy, AutoscaleSettings, DrainMode};
+use crate::control::admission::{
+    AdmissionConfig, AdmissionPolicy, BucketParams, RateLimitParams, TierShedParams,
+};
 use crate::control::bundle::{Settings, parse_duration};
-use crate::control::flow::{Detector, DispatchOrder};
-use crate::control::priority::PriorityPolicy;
+use crate::control::flow::{ConcurrencyParams, Detector, DispatchOrder, UtilizationParams};
+use crate::control::priority::{ConstantParams, PriorityPolicy};
 use crate::control::section::Layer;
 use crate::scheduler::{PreemptionOrder, QueueOrder};
 use crate::setup::ControlOptions;
@@ -30,24 +32,28 @@ pub struct ControlArgs {
           help = with_default::<AdmissionPolicy>("Admission policy"))]
     pub admission_policy: Option<AdmissionPolicy>,
 
-    /// token-bucket: capacity in tokens (a request costs its prompt tokens) [default: 10000].
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, value_name = "TOKENS",
+          help = defaulted("token-bucket: capacity in tokens (a request costs its prompt tokens)",
+                           BucketParams::default().token_bucket_capacity))]
     pub token_bucket_capacity: Option<u64>,
 
-    /// token-bucket: refill rate, tokens per second [default: 1000].
-    #[arg(long, value_name = "TOKENS_PER_S")]
+    #[arg(long, value_name = "TOKENS_PER_S",
+          help = defaulted("token-bucket: refill rate, tokens per second",
+                           BucketParams::default().token_bucket_refill_rate))]
     pub token_bucket_refill_rate: Option<f64>,
 
     /// token-bucket and rate-limit: one bucket per tenant.
     #[arg(long)]
     pub admission_per_tenant: bool,
 
-    /// rate-limit: requests per second [default: 10].
-    #[arg(long, value_name = "RPS")]
+    #[arg(long, value_name = "RPS",
+          help = defaulted("rate-limit: requests per second",
+                           RateLimitParams::default().rate_limit_rps))]
     pub rate_limit_rps: Option<f64>,
 
-    /// rate-limit: most requests admitted at once after a quiet spell [default: 10].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N",
+          help = defaulted("rate-limit: most requests admitted at once after a quiet spell",
+                           RateLimitParams::default().rate_limit_burst))]
     pub rate_limit_burst: Option<u64>,
 
     /// tenant-quota: each tenant's share of the cluster's capacity (instances ×
@@ -55,18 +61,21 @@ pub struct ControlArgs {
     #[arg(long, value_name = "TENANT:SHARE,...", value_parser = parse_shares)]
     pub tenant_quotas: Option<Named<f64>>,
 
-    /// tenant-quota: over-quota tenants' requests below this priority are shed [default: 0,
-    /// the sheddable classes].
-    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    #[arg(long, value_name = "P", allow_negative_numbers = true,
+          help = defaulted("tenant-quota: over-quota tenants' requests below this priority are \
+                            shed (0: the sheddable classes)",
+                           AdmissionConfig::default().quota_min_priority))]
     pub tenant_quota_min_priority: Option<i32>,
 
-    /// tier-shed: waiting + running requests of the busiest instance above which low
-    /// priorities are shed [default: 0].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N",
+          help = defaulted("tier-shed: waiting + running requests of the busiest instance above \
+                            which low priorities are shed",
+                           TierShedParams::default().tier_shed_threshold))]
     pub tier_shed_threshold: Option<u64>,
 
-    /// tier-shed: requests below this priority are shed [default: 3].
-    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    #[arg(long, value_name = "P", allow_negative_numbers = true,
+          help = defaulted("tier-shed: requests below this priority are shed",
+                           TierShedParams::default().tier_shed_min_priority))]
     pub tier_shed_min_priority: Option<i32>,
 
     /// Priorities of SLO classes, replacing the defaults (critical 4, standard 3, batch -1,
@@ -78,8 +87,9 @@ pub struct ControlArgs {
           help = with_default::<PriorityPolicy>("Priority policy"))]
     pub priority_policy: Option<PriorityPolicy>,
 
-    /// constant: the priority; tenant-priority: that of unnamed tenants [default: 0].
-    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    #[arg(long, value_name = "P", allow_negative_numbers = true,
+          help = defaulted("constant: the priority; tenant-priority: that of unnamed tenants",
+                           ConstantParams::default().value))]
     pub priority_value: Option<i32>,
 
     /// tenant-priority: each tenant's priority, e.g. `web:5,bulk:1`.
@@ -100,17 +110,20 @@ pub struct ControlArgs {
           help = with_default::<Detector>("Gateway queue: saturation detector"))]
     pub saturation_detector: Option<Detector>,
 
-    /// Utilization detector: waiting requests per instance that count as full [default: 5].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N",
+          help = defaulted("Utilization detector: waiting requests per instance that count as full",
+                           UtilizationParams::default().queue_depth_threshold))]
     pub queue_depth_threshold: Option<f64>,
 
-    /// Utilization detector: KV use that counts as full [default: 0.8].
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION",
+          help = defaulted("Utilization detector: KV use that counts as full",
+                           UtilizationParams::default().kv_cache_util_threshold))]
     pub kv_cache_util_threshold: Option<f64>,
 
-    /// Concurrency detector: requests in flight per instance that count as full
-    /// [default: 100].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N",
+          help = defaulted("Concurrency detector: requests in flight per instance that count as \
+                            full",
+                           ConcurrencyParams::default().max_concurrency))]
     pub max_concurrency: Option<u64>,
 
     #[arg(long, value_name = "ORDER", value_parser = choices::<DispatchOrder>(),
@@ -160,26 +173,33 @@ pub struct ControlArgs {
     #[arg(long, value_name = "POLICY", value_parser = choices::<AutoscalePolicy>(), help_heading = "Autoscaling")]
     pub autoscale: Option<AutoscalePolicy>,
 
-    /// Fewest replicas per template [default: 1].
-    #[arg(long, value_name = "N", help_heading = "Autoscaling")]
+    #[arg(long, value_name = "N", help_heading = "Autoscaling",
+          help = defaulted("Fewest replicas per template", autoscale_defaults().min_replicas))]
     pub autoscale_min: Option<u32>,
 
-    /// Most replicas per template [default: the larger of 4 and --autoscale-min].
-    #[arg(long, value_name = "N", help_heading = "Autoscaling")]
+    #[arg(long, value_name = "N", help_heading = "Autoscaling",
+          help = defaulted("Most replicas per template",
+                           format!("the larger of {} and --autoscale-min",
+                                   autoscale_defaults().max_replicas)))]
     pub autoscale_max: Option<u32>,
 
-    /// Simulated time between two autoscaler evaluations, e.g. `10s` [default: 10s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Autoscaling")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Autoscaling",
+          help = defaulted("Simulated time between two autoscaler evaluations, e.g. `10s`",
+                           seconds(autoscale_defaults().interval_ns)))]
     pub autoscale_interval: Option<Nanos>,
 
-    /// No scaling action within this time of the previous one, e.g. `60s` [default: 60s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Autoscaling")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Autoscaling",
+          help = defaulted("No scaling action within this time of the previous one, e.g. `60s`",
+                           seconds(autoscale_defaults().cooldown_ns)))]
     pub autoscale_cooldown: Option<Nanos>,
 
-    /// Per-GPU read bandwidth of the weights, GB/s, for every template: a replica loads in
-    /// (weight bytes per GPU) / this. Overrides the bundle's `load_bandwidth_gbps`
-    /// [default: 2, an AWS io2 volume as NVIDIA's Run:ai Model Streamer benchmark measured it].
-    #[arg(long, value_name = "GB/S", value_parser = parse_bandwidth, help_heading = "Autoscaling")]
+    #[arg(long, value_name = "GB/S", value_parser = parse_bandwidth, help_heading = "Autoscaling",
+          help = defaulted("Per-GPU read bandwidth of the weights, GB/s, for every template: a \
+                            replica loads in (weight bytes per GPU) / this. Overrides the \
+                            bundle's `load_bandwidth_gbps`",
+                           format!("{}, an AWS io2 volume as NVIDIA's Run:ai Model Streamer \
+                                    benchmark measured it",
+                                   autoscale_defaults().default_load_bandwidth_gbps)))]
     pub autoscale_load_bandwidth: Option<f64>,
 
     /// slo: TTFT target, ms [default: the strictest of --slo-targets].
@@ -193,6 +213,22 @@ pub struct ControlArgs {
     #[arg(long, value_name = "MODE", value_parser = choices::<DrainMode>(), help_heading = "Autoscaling",
           help = with_default::<DrainMode>("What a replica being scaled down does with its work"))]
     pub drain_mode: Option<DrainMode>,
+}
+
+/// The autoscaler a bundle naming only the default policy gets: its defaults, from the one
+/// place that sets them (the settings' resolution).
+pub(super) fn autoscale_defaults() -> AutoscaleConfig {
+    let named = AutoscaleSettings {
+        policy: Layer::named(Some(AutoscalePolicy::default())),
+        ..AutoscaleSettings::default()
+    };
+    let built = named.build().ok().flatten();
+    built.expect("the default autoscaler resolves (tested)")
+}
+
+/// `ns` as a duration in seconds, `10s`.
+pub(super) fn seconds(ns: Nanos) -> String {
+    format!("{}s", ns as f64 / 1e9)
 }
 
 /// `name:value` pairs given as one flag value, in the order given.

@@ -1,5 +1,6 @@
 //! Flags of the main job for sessions and replay modes.
 
+use crate::config::{Bound, Problem};
 use crate::setup::ReplayMode;
 use clap::Args;
 use std::path::PathBuf;
@@ -39,13 +40,6 @@ impl ReplayArgs {
 /// Slowest and fastest replay `--arrival-speedup` accepts.
 const SPEEDUP_RANGE: std::ops::RangeInclusive<f64> = 1e-3..=1e6;
 
-fn parse_speedup(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if SPEEDUP_RANGE.contains(&v) => Ok(v),
-        _ => Err(format!(
-            "must be a number in [{}, {}], got {s}",
-            SPEEDUP_RANGE.start(),
-            SPEEDUP_RANGE.end()
-        )),
-    }
+fn parse_speedup(s: &str) -> Result<f64, Problem> {
+    Bound::closed(*SPEEDUP_RANGE.start(), *SPEEDUP_RANGE.end(), "").parse(s)
 }

@@ -2,6 +2,7 @@
 
 use super::choices::choices;
 use crate::choice::Choice;
+use crate::config::Problem;
 use crate::scheduler::Engine;
 use crate::scheduler::sglang::SchedulePolicy;
 use crate::setup::SglangOptions;
@@ -74,7 +75,7 @@ pub struct EngineArgs {
 
 impl EngineArgs {
     /// SGLang's settings as given, checked (the error names the flag).
-    pub fn sglang(&self) -> Result<SglangOptions, (String, String)> {
+    pub fn sglang(&self) -> Result<SglangOptions, (String, Problem)> {
         let options = SglangOptions {
             max_running_requests: self.max_running_requests,
             chunked_prefill_size: self.chunked_prefill_size,

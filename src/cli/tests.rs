@@ -108,9 +108,96 @@ fn the_help_shows_the_option_structs_defaults() {
                 .to_string(),
         ),
         ("--prefix-storage", "NONE".to_owned()),
+        ("--model", setup::DEFAULT_MODEL.to_owned()),
+        ("--hardware", setup::DEFAULT_HARDWARE.to_owned()),
+        ("--tp", setup::DEFAULT_TP.to_string()),
+        (
+            "--prompt-tokens",
+            crate::workload::spec::Synthetic::DEFAULT_TOKENS.to_string(),
+        ),
+        (
+            "--max-requests",
+            crate::workload::spec::DEFAULT_MAX_REQUESTS.to_string(),
+        ),
     ];
     for (flag, value) in expected {
         assert_eq!(default_shown(&help, flag), Some(value), "{flag}");
+    }
+}
+
+/// The control-plane and autoscaling parameter flags show their parameter structs' defaults.
+#[test]
+fn the_policy_parameter_flags_show_the_parameter_structs_defaults() {
+    use crate::control::admission::{BucketParams, RateLimitParams, TierShedParams};
+    use crate::control::flow::{ConcurrencyParams, UtilizationParams};
+    use clap::CommandFactory;
+    let help = Cli::command().render_long_help().to_string();
+    let (bucket, limit, shed) = (
+        BucketParams::default(),
+        RateLimitParams::default(),
+        TierShedParams::default(),
+    );
+    let (utilization, autoscale) = (UtilizationParams::default(), control::autoscale_defaults());
+    let expected = [
+        (
+            "--token-bucket-capacity",
+            bucket.token_bucket_capacity.to_string(),
+        ),
+        (
+            "--token-bucket-refill-rate",
+            bucket.token_bucket_refill_rate.to_string(),
+        ),
+        ("--rate-limit-rps", limit.rate_limit_rps.to_string()),
+        ("--rate-limit-burst", limit.rate_limit_burst.to_string()),
+        (
+            "--tier-shed-threshold",
+            shed.tier_shed_threshold.to_string(),
+        ),
+        (
+            "--tier-shed-min-priority",
+            shed.tier_shed_min_priority.to_string(),
+        ),
+        (
+            "--queue-depth-threshold",
+            utilization.queue_depth_threshold.to_string(),
+        ),
+        (
+            "--kv-cache-util-threshold",
+            utilization.kv_cache_util_threshold.to_string(),
+        ),
+        (
+            "--max-concurrency",
+            ConcurrencyParams::default().max_concurrency.to_string(),
+        ),
+        ("--autoscale-min", autoscale.min_replicas.to_string()),
+        (
+            "--autoscale-interval",
+            control::seconds(autoscale.interval_ns),
+        ),
+        (
+            "--autoscale-cooldown",
+            control::seconds(autoscale.cooldown_ns),
+        ),
+    ];
+    for (flag, value) in expected {
+        assert_eq!(default_shown(&help, flag), Some(value), "{flag}");
+    }
+    // What the autoscaler is documented to default to (the guide and BLIS's defaults).
+    assert_eq!((autoscale.min_replicas, autoscale.max_replicas), (1, 4));
+    assert_eq!(control::seconds(autoscale.interval_ns), "10s");
+}
+
+/// No help shows rustdoc's link syntax (a value's help is its doc comment's first paragraph).
+#[test]
+fn no_help_shows_rustdoc_link_text() {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let mut helps = vec![command.render_long_help().to_string()];
+    for sub in command.get_subcommands_mut() {
+        helps.push(sub.render_long_help().to_string());
+    }
+    for help in helps {
+        assert!(!help.contains("[`") && !help.contains("`]"), "{help}");
     }
 }
 
@@ -420,7 +507,7 @@ fn bad_parallelism_is_refused_naming_the_key() {
         (
             text.replace("\"ep_size\": 2", "\"ep_size\": 3"),
             "ep_size",
-            "does not divide",
+            "are not divisible by it",
         ),
         // Members that disagree.
         (
@@ -638,7 +725,7 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
     .unwrap_err()
     .to_string();
     assert!(
-        err.contains("the network has 2 NPUs but instance 2 runs on 4"),
+        err.contains("is a network of 2 NPUs but instance 2 runs on 4"),
         "{err}"
     );
 }

@@ -6,9 +6,9 @@
 //! (each serves requests start to finish on its own) and prefill/decode instances
 //! (`pd_type`), see [`InstanceRole`].
 
-use super::ConfigError;
 use super::power::{PowerSpec, check_power};
 use super::roles::{InstanceRole, check_pd_partners};
+use super::{Bound, ConfigError, Problem};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -184,15 +184,14 @@ impl ClusterConfig {
 
     /// Parses and checks a cluster config text; `source_name` is used in error messages.
     pub fn parse(text: &str, source_name: &str) -> Result<ClusterConfig, ConfigError> {
-        let invalid = |field: String, message: String| ConfigError::Invalid {
-            source_name: source_name.to_owned(),
-            field,
-            message,
-        };
+        let invalid = |field: String, problem| ConfigError::invalid(source_name, field, problem);
         if let Some(kind) = crate::serde_messages::non_object_json(text) {
             return Err(invalid(
                 "(top level)".into(),
-                format!("expected a JSON object {{...}}, found {kind}"),
+                Problem::WrongKind {
+                    expected: "a JSON object {...}".into(),
+                    got: Some(kind.to_string()),
+                },
             ));
         }
         let mut de = serde_json::Deserializer::from_str(text);
@@ -206,16 +205,15 @@ impl ClusterConfig {
             };
             invalid(
                 field,
-                crate::serde_messages::in_user_terms(&inner.to_string()),
+                Problem::Syntax(crate::serde_messages::in_user_terms(&inner.to_string())),
             )
         })?;
         if config.num_nodes != config.nodes.len() {
             return Err(invalid(
                 "num_nodes".into(),
-                format!(
-                    "is {} but {} nodes are listed",
+                Problem::disagrees(
                     config.num_nodes,
-                    config.nodes.len()
+                    format!("{} nodes are listed", config.nodes.len()),
                 ),
             ));
         }
@@ -223,10 +221,9 @@ impl ClusterConfig {
             if node.num_instances != node.instances.len() {
                 return Err(invalid(
                     format!("nodes[{n}].num_instances"),
-                    format!(
-                        "is {} but {} instances are listed",
+                    Problem::disagrees(
                         node.num_instances,
-                        node.instances.len()
+                        format!("{} instances are listed", node.instances.len()),
                     ),
                 ));
             }
@@ -250,10 +247,10 @@ impl ClusterConfig {
                 PerDim::Many(xs) => xs.as_slice(),
             };
             if values.is_empty() {
-                return Err(invalid(name.into(), "must hold at least one value".into()));
+                return Err(invalid(name.into(), Problem::Empty));
             }
             for &x in values {
-                check_range(x, range).map_err(|m| invalid(name.into(), m))?;
+                range.check(x).map_err(|p| invalid(name.into(), p))?;
             }
         }
         Ok(config)
@@ -276,10 +273,8 @@ impl ClusterConfig {
     /// partner: every model served by a prefill instance needs a decode instance and the other
     /// way round.
     pub fn instances(&self, source_name: &str) -> Result<Vec<PlacedInstance<'_>>, ConfigError> {
-        let unsupported = |field: &str, what: &str| ConfigError::Invalid {
-            source_name: source_name.to_owned(),
-            field: field.to_owned(),
-            message: format!("{what} is not supported yet"),
+        let unsupported = |field: &str, what: &str| {
+            ConfigError::invalid(source_name, field, Problem::unsupported(what, None))
         };
         let mut placed = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
@@ -333,46 +328,34 @@ impl InstanceSpec {
 
 /// Bandwidths a link or memory may have, GB/s: 1 MB/s up to 10^12 GB/s (what the tests use
 /// for a memory that costs nothing).
-const BANDWIDTH_GBPS: (f64, f64, &str) = (1e-3, 1e12, "GB/s");
+const BANDWIDTH_GBPS: Bound = Bound::closed(1e-3, 1e12, "GB/s");
 /// Latencies a link or memory may have, ns: up to one second.
-const LATENCY_NS: (f64, f64, &str) = (0.0, 1e9, "ns");
-
-/// `v` within `(min, max, unit)`, as a message naming the range.
-fn check_range(v: f64, (min, max, unit): (f64, f64, &str)) -> Result<(), String> {
-    if v.is_finite() && (min..=max).contains(&v) {
-        Ok(())
-    } else {
-        Err(format!("must be in [{min}, {max}] {unit}, got {v}"))
-    }
-}
+const LATENCY_NS: Bound = Bound::closed(0.0, 1e9, "ns");
 
 fn check_memory(
     m: &MemorySpec,
     at: &str,
-    invalid: &impl Fn(String, String) -> ConfigError,
+    invalid: &impl Fn(String, Problem) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    if !(m.mem_size.is_finite() && m.mem_size > 0.0) {
-        return Err(invalid(
-            format!("{at}.mem_size"),
-            format!("must be positive, got {}", m.mem_size),
-        ));
-    }
-    check_range(m.mem_bw, BANDWIDTH_GBPS).map_err(|e| invalid(format!("{at}.mem_bw"), e))?;
-    check_range(m.mem_latency, LATENCY_NS).map_err(|e| invalid(format!("{at}.mem_latency"), e))?;
-    if let Some(u) = m.mem_util
-        && !(u > 0.0 && u <= 1.0)
-    {
-        return Err(invalid(
-            format!("{at}.mem_util"),
-            format!("must be in (0, 1], got {u}"),
-        ));
+    let checks = [
+        ("mem_size", Some(m.mem_size), Bound::Positive),
+        ("mem_bw", Some(m.mem_bw), BANDWIDTH_GBPS),
+        ("mem_latency", Some(m.mem_latency), LATENCY_NS),
+        ("mem_util", m.mem_util, Bound::fraction_up_to(1.0)),
+    ];
+    for (key, value, bound) in checks {
+        if let Some(v) = value {
+            bound
+                .check(v)
+                .map_err(|p| invalid(format!("{at}.{key}"), p))?;
+        }
     }
     Ok(())
 }
 
 fn check_cxl(
     m: &CxlMemSpec,
-    invalid: &impl Fn(String, String) -> ConfigError,
+    invalid: &impl Fn(String, Problem) -> ConfigError,
 ) -> Result<(), ConfigError> {
     let as_memory = MemorySpec {
         mem_size: m.mem_size,
@@ -385,7 +368,7 @@ fn check_cxl(
     if m.num_devices == Some(0) {
         return Err(invalid(
             "cxl_mem.num_devices".into(),
-            "must be at least 1".into(),
+            Problem::out_of_range(0, Bound::AtLeast(1)),
         ));
     }
     Ok(())
@@ -394,7 +377,7 @@ fn check_cxl(
 fn check_instance(
     inst: &InstanceSpec,
     at: &str,
-    invalid: &impl Fn(String, String) -> ConfigError,
+    invalid: &impl Fn(String, Problem) -> ConfigError,
 ) -> Result<(), ConfigError> {
     check_memory(&inst.npu_mem, &format!("{at}.npu_mem"), invalid)?;
     if let Some(pd) = &inst.pd_type
@@ -403,7 +386,7 @@ fn check_instance(
     {
         return Err(invalid(
             format!("{at}.pd_type"),
-            format!("must be \"prefill\", \"decode\" or null, got \"{pd}\""),
+            Problem::not_one_of(format!("\"{pd}\""), &["\"prefill\"", "\"decode\"", "null"]),
         ));
     }
     for (key, v) in [
@@ -413,7 +396,8 @@ fn check_instance(
         ("num_npus", inst.num_npus),
     ] {
         if v == Some(0) {
-            return Err(invalid(format!("{at}.{key}"), "must be at least 1".into()));
+            let problem = Problem::out_of_range(0, Bound::AtLeast(1));
+            return Err(invalid(format!("{at}.{key}"), problem));
         }
     }
     let tp = inst.tp();
@@ -423,7 +407,7 @@ fn check_instance(
     {
         return Err(invalid(
             format!("{at}.num_npus"),
-            format!("is {n} but tp_size × pp_size = {}", tp * pp),
+            Problem::disagrees(n, format!("tp_size × pp_size = {}", tp * pp)),
         ));
     }
     Ok(())

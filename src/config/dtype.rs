@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::Problem;
+
 /// Numeric format of weights and activations (vLLM's `--dtype` values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dtype {
@@ -36,7 +38,7 @@ impl Dtype {
 }
 
 impl FromStr for Dtype {
-    type Err = String;
+    type Err = Problem;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
@@ -45,8 +47,9 @@ impl FromStr for Dtype {
             "float32" | "fp32" | "float" => Ok(Dtype::Float32),
             "fp8" | "float8" | "float8_e4m3fn" => Ok(Dtype::Fp8),
             "int8" => Ok(Dtype::Int8),
-            other => Err(format!(
-                "unknown dtype `{other}` (expected float16, bfloat16, float32, fp8 or int8)"
+            other => Err(Problem::not_one_of(
+                format!("`{other}`"),
+                &["float16", "bfloat16", "float32", "fp8", "int8"],
             )),
         }
     }

@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 
-use super::{ConfigError, Dtype};
+use super::{Bound, ConfigError, Dtype, Problem};
 use crate::embedded::HARDWARE;
 
 /// One accelerator's datasheet numbers plus the efficiency factors the roofline applies.
@@ -115,6 +115,10 @@ impl KernelSpec {
 /// Largest share of the datasheet's peak a kernel constant may claim: a part that sustains a
 /// boost clock above the datasheet's runs its GEMMs a little over 1 (RTX 4090: 1.02).
 pub const MAX_KERNEL_EFFICIENCY: f64 = 1.1;
+/// Host times (per launch or step), ns: a second of host time is no physical host.
+const HOST_NS: Bound = Bound::closed(0.0, 1e9, "ns");
+/// A GEMM's fixed time, ns.
+const GEMM_FIXED_NS: Bound = Bound::closed(0.0, 1e6, "ns");
 
 /// What `blis-cosim calibrate` fitted a hardware file to.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -235,20 +239,16 @@ impl Hardware {
     /// Syntax, type, missing-key and unknown-key errors carry field `(toml)` and toml's
     /// message (which names the key and its line and column).
     pub fn from_toml(text: &str, source_name: &str) -> Result<Hardware, ConfigError> {
-        let invalid = |field: &str, message: String| ConfigError::Invalid {
-            source_name: source_name.to_string(),
-            field: field.to_string(),
-            message,
-        };
+        let invalid = |field: &str, problem| ConfigError::invalid(source_name, field, problem);
         let hw: Hardware =
             toml::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).map_err(|e| {
                 invalid(
                     "(toml)",
-                    crate::serde_messages::in_user_terms(&e.to_string()),
+                    Problem::Syntax(crate::serde_messages::in_user_terms(&e.to_string())),
                 )
             })?;
         if hw.name.trim().is_empty() {
-            return Err(invalid("name", "must not be empty".into()));
+            return Err(invalid("name", Problem::Empty));
         }
         let positive = [
             ("peak_tflops_fp16", Some(hw.peak_tflops_fp16)),
@@ -260,58 +260,45 @@ impl Hardware {
             ("memory_bw_gbps", Some(hw.memory_bw_gbps)),
             ("link_bw_gbps", Some(hw.link_bw_gbps)),
         ];
-        for (field, value) in positive {
-            if let Some(v) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
-                return Err(invalid(
-                    field,
-                    format!("must be a positive number, got {v}"),
-                ));
-            }
-        }
-        if let Some(n) = hw.sm_count.filter(|n| !(1..=100_000).contains(n)) {
-            return Err(invalid(
-                "sm_count",
-                format!("must be a whole number in [1, 100000], got {n}"),
-            ));
-        }
         let non_negative = [
             ("link_latency_ns", hw.link_latency_ns),
             ("kernel_launch_ns", hw.kernel_launch_ns),
         ];
-        for (field, v) in non_negative.into_iter().chain(hw.host.fields()) {
-            // A second of host time per launch or step is no physical host.
-            if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
-                return Err(invalid(
-                    field,
-                    format!("must be a number of ns in [0, 1e9], got {v}"),
-                ));
-            }
-        }
-        for (field, v) in [
+        let efficiencies = [
             ("compute_efficiency", hw.compute_efficiency),
             ("memory_efficiency", hw.memory_efficiency),
             ("link_efficiency", hw.link_efficiency),
-        ] {
-            if !(v > 0.0 && v <= 1.0) {
-                return Err(invalid(field, format!("must be in (0, 1], got {v}")));
-            }
-        }
-        if let Some(v) = hw
-            .kernels
-            .gemm_fixed_ns
-            .filter(|v| !(v.is_finite() && (0.0..=1e6).contains(v)))
-        {
-            return Err(invalid(
-                "kernels.gemm_fixed_ns",
-                format!("must be a number of ns in [0, 1e6], got {v}"),
-            ));
-        }
-        for (field, value) in hw.kernels.efficiencies() {
-            if let Some(v) = value.filter(|v| !(*v > 0.0 && *v <= MAX_KERNEL_EFFICIENCY)) {
-                return Err(invalid(
-                    field,
-                    format!("must be in (0, {MAX_KERNEL_EFFICIENCY}], got {v}"),
-                ));
+        ];
+        // A second of host time per launch or step is no physical host.
+        let checks = (positive.into_iter().map(|(f, v)| (f, v, Bound::Positive)))
+            .chain(
+                (non_negative.into_iter().chain(hw.host.fields()))
+                    .map(|(f, v)| (f, Some(v), HOST_NS)),
+            )
+            .chain(
+                efficiencies
+                    .into_iter()
+                    .map(|(f, v)| (f, Some(v), Bound::fraction_up_to(1.0))),
+            )
+            .chain([
+                (
+                    "kernels.gemm_fixed_ns",
+                    hw.kernels.gemm_fixed_ns,
+                    GEMM_FIXED_NS,
+                ),
+                (
+                    "sm_count",
+                    hw.sm_count.map(f64::from),
+                    Bound::closed(1.0, 100_000.0, ""),
+                ),
+            ])
+            .chain(
+                (hw.kernels.efficiencies().into_iter())
+                    .map(|(f, v)| (f, v, Bound::fraction_up_to(MAX_KERNEL_EFFICIENCY))),
+            );
+        for (field, value, bound) in checks {
+            if let Some(v) = value {
+                bound.check(v).map_err(|p| invalid(field, p))?;
             }
         }
         Ok(hw)
@@ -366,7 +353,7 @@ mod tests {
 
     fn expect_invalid(result: Result<Hardware, ConfigError>) -> (String, String) {
         match result {
-            Err(ConfigError::Invalid { field, message, .. }) => (field, message),
+            Err(ConfigError::Invalid { field, problem, .. }) => (field, problem.to_string()),
             other => panic!("expected Invalid, got {other:?}"),
         }
     }

@@ -1,6 +1,6 @@
 //! The KV-cache memory model (vLLM semantics, as LLMServingSim computes it).
 
-use super::{ConfigError, Dtype, ModelArch};
+use super::{Bound, ConfigError, Dtype, ModelArch, Problem};
 
 /// What determines KV capacity on one GPU of an instance.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,44 +102,41 @@ pub fn full_kv_bytes_per_token(model: &ModelArch, kv_dtype: Dtype) -> u64 {
 const GIB: f64 = (1u64 << 30) as f64;
 
 fn validate(model: &ModelArch, sizing: &KvSizing) -> Result<(), ConfigError> {
-    let invalid = |field: &str, message: String| {
-        Err(ConfigError::Invalid {
-            source_name: format!("KV sizing of {}", model.name),
-            field: field.to_string(),
-            message,
-        })
-    };
-    let util = sizing.utilization;
-    if !(util > 0.0 && util <= 1.0) {
-        return invalid("utilization", format!("must be in (0, 1], got {util}"));
-    }
-    if !(sizing.memory_gib.is_finite() && sizing.memory_gib > 0.0) {
-        return invalid(
-            "memory_gib",
-            format!("must be positive, got {}", sizing.memory_gib),
-        );
-    }
-    if sizing.block_size == 0 {
-        return invalid("block_size", "must be at least 1".into());
-    }
-    if sizing.tp == 0 {
-        return invalid("tp", "must be at least 1".into());
-    }
-    if sizing.pp == 0 || u64::from(sizing.pp) > model.num_layers {
-        return invalid(
+    let source = format!("KV sizing of {}", model.name);
+    let invalid = |field: &str, problem| Err(ConfigError::invalid(&source, field, problem));
+    let checks = [
+        (
+            "utilization",
+            sizing.utilization,
+            Bound::fraction_up_to(1.0),
+        ),
+        ("memory_gib", sizing.memory_gib, Bound::Positive),
+        (
+            "block_size",
+            f64::from(sizing.block_size),
+            Bound::AtLeast(1),
+        ),
+        ("tp", f64::from(sizing.tp), Bound::AtLeast(1)),
+        (
             "pp",
-            format!(
-                "must be in 1..={} (the hidden layers), got {}",
-                model.num_layers, sizing.pp
-            ),
-        );
+            f64::from(sizing.pp),
+            Bound::closed(1.0, model.num_layers as f64, "(the hidden layers)"),
+        ),
+    ];
+    for (field, v, bound) in checks {
+        if let Err(problem) = bound.check(v) {
+            return invalid(field, problem);
+        }
     }
     if !model.num_heads.is_multiple_of(u64::from(sizing.tp)) {
         return invalid(
             "tp",
-            format!(
-                "{} attention heads are not divisible by tp = {}",
-                model.num_heads, sizing.tp
+            Problem::disagrees(
+                sizing.tp,
+                format!(
+                    "the {} attention heads are not divisible by it",
+                    model.num_heads
+                ),
             ),
         );
     }

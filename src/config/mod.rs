@@ -6,6 +6,7 @@
 
 mod cluster;
 mod dtype;
+mod error;
 mod hardware;
 mod memory;
 mod model;
@@ -21,6 +22,7 @@ pub use cluster::{
     PrefixStorage, RuntimeOverrides,
 };
 pub use dtype::{Dtype, KvCacheDtype};
+pub use error::{Bound, COMMAND_LINE, ConfigError, Problem};
 pub use hardware::{
     Calibration, CalibrationRun, Hardware, HostSpec, KernelSpec, MAX_KERNEL_EFFICIENCY,
 };
@@ -32,35 +34,3 @@ pub use placement::{Locations, MemLoc, PLACEMENT_LAYER_NAMES, Placement, Placeme
 pub use power::{CpuPower, DramPower, LinkPower, NicPower, NpuPower, PowerSpec, StoragePower};
 pub use roles::{InstanceRole, PdFlow};
 pub use topology::{ClusterLinks, Link};
-
-use std::path::PathBuf;
-
-/// An error in a model, hardware or engine description. Always fatal for the run.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file could be read but its content is invalid; `field` names the offending key.
-    #[error("{source_name}: field `{field}`: {message}")]
-    Invalid {
-        source_name: String,
-        field: String,
-        message: String,
-    },
-    /// A name matched no bundled description.
-    #[error("unknown {kind} `{name}`; bundled: {known}. Or pass a path to a {hint}")]
-    Unknown {
-        kind: &'static str,
-        name: String,
-        known: String,
-        hint: &'static str,
-    },
-    /// The model does not fit the hardware as configured.
-    #[error("{0}")]
-    DoesNotFit(String),
-}

@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 
-use super::{ConfigError, Dtype};
+use super::{Bound, ConfigError, Dtype, Problem};
 use crate::embedded::MODEL_ARCHS;
 
 /// Mixture-of-experts facts of a model.
@@ -80,12 +80,12 @@ impl ModelArch {
             .map_err(|e| {
                 fields.invalid(
                     "(json)",
-                    crate::serde_messages::in_user_terms(&e.to_string()),
+                    Problem::Syntax(crate::serde_messages::in_user_terms(&e.to_string())),
                 )
             })?;
         let model_type = match &hf.model_type {
             Some(t) if !t.trim().is_empty() => t.clone(),
-            _ => return Err(fields.invalid("model_type", "missing (required)".into())),
+            _ => return Err(fields.invalid("model_type", Problem::missing())),
         };
         let hidden_size = fields.required(hf.hidden_size, "hidden_size")?;
         let num_layers = fields.required(hf.num_hidden_layers, "num_hidden_layers")?;
@@ -178,19 +178,15 @@ struct HfFields<'a> {
 }
 
 impl HfFields<'_> {
-    fn invalid(&self, field: &str, message: String) -> ConfigError {
-        ConfigError::Invalid {
-            source_name: self.source_name.to_string(),
-            field: field.to_string(),
-            message,
-        }
+    fn invalid(&self, field: &str, problem: Problem) -> ConfigError {
+        ConfigError::invalid(self.source_name, field, problem)
     }
 
     /// A field that must be present and positive.
     fn required(&self, value: Option<u64>, field: &str) -> Result<u64, ConfigError> {
         match value {
-            None => Err(self.invalid(field, "missing (required)".into())),
-            Some(0) => Err(self.invalid(field, "must be greater than 0".into())),
+            None => Err(self.invalid(field, Problem::missing())),
+            Some(0) => Err(self.invalid(field, Problem::out_of_range(0, Bound::AtLeast(1)))),
             Some(v) => Ok(v),
         }
     }
@@ -210,7 +206,10 @@ impl HfFields<'_> {
         if !num_heads.is_multiple_of(num_kv_heads) {
             return Err(self.invalid(
                 "num_key_value_heads",
-                format!("{num_kv_heads} does not divide num_attention_heads = {num_heads}"),
+                Problem::disagrees(
+                    num_kv_heads,
+                    format!("num_attention_heads = {num_heads} is not a multiple of it"),
+                ),
             ));
         }
         let head_dim = match hf.head_dim {
@@ -219,10 +218,10 @@ impl HfFields<'_> {
             None => {
                 return Err(self.invalid(
                     "head_dim",
-                    format!(
-                        "missing, and hidden_size = {hidden_size} is not divisible by \
-                         num_attention_heads = {num_heads}"
-                    ),
+                    Problem::missing_for(format!(
+                        "hidden_size = {hidden_size} is not divisible by num_attention_heads \
+                         = {num_heads}, so the head size cannot be derived"
+                    )),
                 ));
             }
         };
@@ -245,7 +244,7 @@ impl HfFields<'_> {
         if top_k > num_experts {
             return Err(self.invalid(
                 "num_experts_per_tok",
-                format!("{top_k} exceeds the {num_experts} experts"),
+                Problem::disagrees(top_k, format!("the model has only {num_experts} experts")),
             ));
         }
         let moe_intermediate_size = self.required(
@@ -292,7 +291,7 @@ mod tests {
 
     fn expect_invalid(result: Result<ModelArch, ConfigError>) -> (String, String) {
         match result {
-            Err(ConfigError::Invalid { field, message, .. }) => (field, message),
+            Err(ConfigError::Invalid { field, problem, .. }) => (field, problem.to_string()),
             other => panic!("expected Invalid, got {other:?}"),
         }
     }

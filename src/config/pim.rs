@@ -13,7 +13,7 @@
 //! by the GQA ratio over 4, the intercept by `heads × head_dim / 4096`. The fit is keyed by
 //! the INI's stem (the memory type), so an INI under another name is refused.
 
-use super::ConfigError;
+use super::{Bound, ConfigError, Problem};
 use std::path::{Path, PathBuf};
 
 /// LLMServingSim's fitted PIM attention model: `(stem, slope ns/token, intercept ns)`.
@@ -67,15 +67,17 @@ impl PimDevice {
         if path.is_file() {
             Ok(path)
         } else {
-            Err(ConfigError::Invalid {
-                source_name: cluster_config.display().to_string(),
-                field: "cpu_mem.pim_config".into(),
-                message: format!(
-                    "PIM config `{stem}` not found: tried {} (point --pim-config-dir at the \
-                     folder holding {file})",
-                    path.display()
-                ),
-            })
+            Err(ConfigError::invalid(
+                &cluster_config.display().to_string(),
+                "cpu_mem.pim_config",
+                Problem::NotFound {
+                    what: format!("PIM config `{stem}`"),
+                    tried: format!(
+                        "{} (point --pim-config-dir at the folder holding {file})",
+                        path.display()
+                    ),
+                },
+            ))
         }
     }
 
@@ -116,15 +118,12 @@ impl PimDevice {
         };
         let Some(&(_, slope_ns, intercept_ns)) = ATTENTION_FITS.iter().find(|f| f.0 == stem) else {
             let known: Vec<&str> = ATTENTION_FITS.iter().map(|f| f.0).collect();
-            return Err(ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: "(file name)".into(),
-                message: format!(
-                    "unknown PIM memory type `{stem}`: the attention latency model is fitted \
-                     only for {}",
-                    known.join(", ")
-                ),
-            });
+            // The attention latency model is fitted only for the known memory types.
+            return Err(ConfigError::invalid(
+                source_name,
+                "PIM memory type (the file name)",
+                Problem::not_one_of(format!("`{stem}`"), &known),
+            ));
         };
         Ok(PimDevice {
             stem: stem.to_owned(),
@@ -159,11 +158,11 @@ impl<'a> Keys<'a> {
                 continue;
             }
             let Some((key, value)) = line.split_once('=') else {
-                return Err(ConfigError::Invalid {
-                    source_name: source_name.to_owned(),
-                    field: format!("line {}", n + 1),
-                    message: format!("expected `key = value`, got `{line}`"),
-                });
+                let problem = Problem::WrongKind {
+                    expected: "`key = value`".into(),
+                    got: Some(format!("`{line}`")),
+                };
+                return Err(ConfigError::invalid(source_name, "(ini)", problem).at_line(n + 1));
             };
             entries.push((key.trim(), value.trim(), n + 1));
         }
@@ -172,40 +171,26 @@ impl<'a> Keys<'a> {
 
     /// The last value of `key` (later lines win, as in a dict) as a finite number `>= 0`.
     fn non_negative(&self, key: &str, source_name: &str) -> Result<f64, ConfigError> {
-        let Some(&(_, value, line)) = self.entries.iter().rev().find(|e| e.0 == key) else {
-            return Err(ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: key.to_owned(),
-                message: "missing (needed by the PIM model)".into(),
-            });
-        };
-        match value.parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-            _ => Err(ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: format!("line {line}: {key}"),
-                message: format!("must be a non-negative number, got `{value}`"),
-            }),
-        }
+        self.within(key, source_name, Bound::NonNegative)
     }
 
     /// The value of `key` as a finite number `> 0`.
     fn positive(&self, key: &str, source_name: &str) -> Result<f64, ConfigError> {
-        let v = self.non_negative(key, source_name)?;
-        if v > 0.0 {
-            return Ok(v);
-        }
-        let line = self
-            .entries
-            .iter()
-            .rev()
-            .find(|e| e.0 == key)
-            .map_or(0, |e| e.2);
-        Err(ConfigError::Invalid {
-            source_name: source_name.to_owned(),
-            field: format!("line {line}: {key}"),
-            message: "must be positive, got 0".into(),
-        })
+        self.within(key, source_name, Bound::Positive)
+    }
+
+    /// The last value of `key` as a number within `bound`.
+    fn within(&self, key: &str, source_name: &str, bound: Bound) -> Result<f64, ConfigError> {
+        let Some(&(_, value, line)) = self.entries.iter().rev().find(|e| e.0 == key) else {
+            let problem = Problem::missing_for("needed by the PIM model");
+            return Err(ConfigError::invalid(source_name, key, problem));
+        };
+        let parsed = value
+            .parse::<f64>()
+            .map_err(|_| Problem::out_of_range(format!("`{value}`"), bound));
+        parsed
+            .and_then(|v| bound.check(v))
+            .map_err(|p| ConfigError::invalid(source_name, key, p).at_line(line))
     }
 }
 
@@ -259,7 +244,7 @@ mod tests {
         let bad = err(&DDR4.replace("tCK = 0.63", "tCK = fast"), stem);
         assert!(
             bad.contains("pim/DDR4.ini")
-                && bad.contains("`line 10: tCK`")
+                && bad.contains("line 10: field `tCK`")
                 && bad.contains("`fast`"),
             "{bad}"
         );
@@ -270,12 +255,13 @@ mod tests {
         );
         let garbage = err(&format!("{DDR4}oops\n"), stem);
         assert!(
-            garbage.contains("`line 21`") && garbage.contains("key = value"),
+            garbage.contains("line 21:") && garbage.contains("key = value"),
             "{garbage}"
         );
         let unknown = err(DDR4, "DDR5_16GB_pim");
         assert!(
-            unknown.contains("unknown PIM memory type `DDR5_16GB_pim`")
+            unknown.contains("PIM memory type")
+                && unknown.contains("got `DDR5_16GB_pim`")
                 && unknown.contains("HBM2_1GB_2000_pim"),
             "{unknown}"
         );

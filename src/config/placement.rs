@@ -15,7 +15,7 @@
 //! rule win: a malformed or out-of-range range, two block rules naming the same block, an
 //! unknown layer name or key, and a CXL device the cluster does not have are errors.
 
-use super::ConfigError;
+use super::{ConfigError, Problem};
 use serde_json::Value;
 
 /// Where a tensor lives.
@@ -117,12 +117,8 @@ pub struct PlacementContext<'a> {
 }
 
 impl PlacementContext<'_> {
-    fn invalid(&self, field: &str, message: String) -> ConfigError {
-        ConfigError::Invalid {
-            source_name: self.source.to_owned(),
-            field: format!("{}{field}", self.at),
-            message,
-        }
+    fn invalid(&self, field: &str, problem: Problem) -> ConfigError {
+        ConfigError::invalid(self.source, format!("{}{field}", self.at), problem)
     }
 
     fn object<'v>(
@@ -133,12 +129,9 @@ impl PlacementContext<'_> {
     ) -> Result<&'v serde_json::Map<String, Value>, ConfigError> {
         let map = v
             .as_object()
-            .ok_or_else(|| self.invalid(field, "must be an object".into()))?;
+            .ok_or_else(|| self.invalid(field, Problem::wrong_kind("an object", None)))?;
         if let Some(k) = map.keys().find(|k| !keys.contains(&k.as_str())) {
-            return Err(self.invalid(
-                &format!("{field}.{k}"),
-                format!("unknown key; expected one of {}", keys.join(", ")),
-            ));
+            return Err(self.invalid(&format!("{field}.{k}"), Problem::unknown_key("key", keys)));
         }
         Ok(map)
     }
@@ -147,7 +140,7 @@ impl PlacementContext<'_> {
         let bad = || {
             self.invalid(
                 field,
-                format!("must be \"npu\", \"cpu\" or \"cxl:<id>\", got {v}"),
+                Problem::not_one_of(v, &["\"npu\"", "\"cpu\"", "\"cxl:<id>\""]),
             )
         };
         let loc = v.as_str().and_then(MemLoc::parse).ok_or_else(bad)?;
@@ -156,15 +149,18 @@ impl PlacementContext<'_> {
                 None => {
                     return Err(self.invalid(
                         field,
-                        format!("names CXL device {id} but the cluster config has no `cxl_mem`"),
+                        Problem::disagrees(
+                            format!("CXL device {id}"),
+                            "the cluster config has no `cxl_mem`",
+                        ),
                     ));
                 }
                 Some(n) if id >= n => {
                     return Err(self.invalid(
                         field,
-                        format!(
-                            "names CXL device {id} but `cxl_mem.num_devices` is {n} (ids 0..{})",
-                            n - 1
+                        Problem::disagrees(
+                            format!("CXL device {id}"),
+                            format!("`cxl_mem.num_devices` is {n} (ids 0..{})", n - 1),
                         ),
                     ));
                 }
@@ -193,13 +189,17 @@ impl PlacementContext<'_> {
     /// `"0-3,5,7-9"` → the block ids, each below the block count.
     fn block_ids(&self, v: &Value, field: &str) -> Result<Vec<u64>, ConfigError> {
         let text = v.as_str().ok_or_else(|| {
-            self.invalid(field, format!("must be a string like \"0-3,5\", got {v}"))
+            self.invalid(
+                field,
+                Problem::wrong_kind("a string like \"0-3,5\"", Some(v.to_string())),
+            )
         })?;
         let n = self.num_blocks;
         let mut ids = Vec::new();
         for part in text.split(',').map(str::trim) {
-            let bad = |why: &str| self.invalid(field, format!("`{part}` in \"{text}\": {why}"));
-            let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad("not a block id"));
+            let got = || format!("`{part}` in \"{text}\"");
+            let bad = |what: &str| self.invalid(field, Problem::wrong_kind(what, Some(got())));
+            let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad("a block id"));
             let (lo, hi) = match part.split_once('-') {
                 Some((a, b)) => (number(a)?, number(b)?),
                 None => {
@@ -208,13 +208,14 @@ impl PlacementContext<'_> {
                 }
             };
             if lo > hi {
-                return Err(bad("a range must go up"));
+                return Err(bad("a range that goes up"));
             }
             if hi >= n {
-                return Err(bad(&format!(
+                let blocks = format!(
                     "the model has {n} transformer blocks (ids 0..{})",
                     n.saturating_sub(1)
-                )));
+                );
+                return Err(self.invalid(field, Problem::disagrees(got(), blocks)));
             }
             ids.extend(lo..=hi);
         }
@@ -237,9 +238,9 @@ impl Placement {
         };
         let mut blocks = Vec::new();
         if let Some(v) = map.get("blocks") {
-            let rules = v
-                .as_array()
-                .ok_or_else(|| cx.invalid(".blocks", "must be a list of rules".into()))?;
+            let rules = v.as_array().ok_or_else(|| {
+                cx.invalid(".blocks", Problem::wrong_kind("a list of rules", None))
+            })?;
             // Which rule set each block, to name both rules of an overlap.
             let mut owner: Vec<Option<usize>> = vec![None; cx.num_blocks as usize];
             for (r, rule_value) in rules.iter().enumerate() {
@@ -247,7 +248,7 @@ impl Placement {
                 let rule = cx.rule(rule_value, &field, &["blocks"])?;
                 let ids_value = rule_value
                     .get("blocks")
-                    .ok_or_else(|| cx.invalid(&format!("{field}.blocks"), "is missing".into()))?;
+                    .ok_or_else(|| cx.invalid(&format!("{field}.blocks"), Problem::missing()))?;
                 let ids = cx.block_ids(ids_value, &format!("{field}.blocks"))?;
                 if blocks.is_empty() {
                     blocks = vec![default; cx.num_blocks as usize];
@@ -259,7 +260,10 @@ impl Placement {
                     {
                         return Err(cx.invalid(
                             &format!("{field}.blocks"),
-                            format!("block {id} is also in blocks[{earlier}]"),
+                            Problem::Overlaps {
+                                item: format!("block {id}"),
+                                other: format!("blocks[{earlier}]"),
+                            },
                         ));
                     }
                     *slot = Some(r);
@@ -270,18 +274,17 @@ impl Placement {
         let mut layers = Vec::new();
         if let Some(v) = map.get("layers") {
             let rules = v.as_object().ok_or_else(|| {
-                cx.invalid(".layers", "must be an object of layer-name rules".into())
+                cx.invalid(
+                    ".layers",
+                    Problem::wrong_kind("an object of layer-name rules", None),
+                )
             })?;
             for (name, rule_value) in rules {
                 let field = format!(".layers.{name}");
                 if !PLACEMENT_LAYER_NAMES.contains(&name.as_str()) {
-                    return Err(cx.invalid(
-                        &field,
-                        format!(
-                            "unknown layer; expected one of {}",
-                            PLACEMENT_LAYER_NAMES.join(", ")
-                        ),
-                    ));
+                    return Err(
+                        cx.invalid(&field, Problem::unknown_key("layer", PLACEMENT_LAYER_NAMES))
+                    );
                 }
                 let rule = cx.rule(rule_value, &field, &[])?;
                 layers.push((name.clone(), rule.over(default)));
@@ -435,17 +438,17 @@ mod tests {
             (
                 json!({"blocks": [{"blocks": "3-1"}]}),
                 "blocks[0].blocks",
-                "go up",
+                "goes up",
             ),
             (
                 json!({"blocks": [{"blocks": "a"}]}),
                 "blocks[0].blocks",
-                "not a block id",
+                "must be a block id",
             ),
             (
                 json!({"blocks": [{"blocks": ""}]}),
                 "blocks[0].blocks",
-                "not a block id",
+                "must be a block id",
             ),
             (
                 json!({"blocks": [{"blocks": 3}]}),

@@ -3,8 +3,8 @@
 //! NICs and storage. Units: W, pJ/bit, GB; `standby_duration` in seconds (LLMServingSim
 //! documents ns but reads seconds).
 
-use super::ConfigError;
 use super::cluster::NodeSpec;
+use super::{Bound, ConfigError, Problem};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -118,37 +118,27 @@ pub(super) fn check_power(
     p: &PowerSpec,
     node: &NodeSpec,
     at: &str,
-    invalid: &impl Fn(String, String) -> ConfigError,
+    invalid: &impl Fn(String, Problem) -> ConfigError,
 ) -> Result<(), ConfigError> {
     let values = power_numbers(p, node, at, invalid)?;
     for (key, v) in values {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err(invalid(
-                format!("{at}.{key}"),
-                format!("must be a non-negative number, got {v}"),
-            ));
-        }
-    }
-    if p.cpu.util > 1.0 {
-        return Err(invalid(
-            format!("{at}.cpu.util"),
-            format!("must be in [0, 1], got {}", p.cpu.util),
-        ));
-    }
-    if p.dram.dimm_size == Some(0.0) {
-        return Err(invalid(
-            format!("{at}.dram.dimm_size"),
-            "must be positive".into(),
-        ));
+        let bound = match key.as_str() {
+            "cpu.util" => Bound::closed(0.0, 1.0, ""),
+            "dram.dimm_size" => Bound::Positive,
+            _ => Bound::NonNegative,
+        };
+        bound
+            .check(v)
+            .map_err(|e| invalid(format!("{at}.{key}"), e))?;
     }
     for inst in &node.instances {
         if !p.npu.contains_key(&inst.hardware) {
             return Err(invalid(
                 format!("{at}.npu.{}", inst.hardware),
-                format!(
-                    "is missing: the node has an instance on hardware `{}`",
+                Problem::missing_for(format!(
+                    "the node has an instance on hardware `{}`",
                     inst.hardware
-                ),
+                )),
             ));
         }
     }
@@ -161,7 +151,7 @@ fn power_numbers(
     p: &PowerSpec,
     node: &NodeSpec,
     at: &str,
-    invalid: &impl Fn(String, String) -> ConfigError,
+    invalid: &impl Fn(String, Problem) -> ConfigError,
 ) -> Result<Vec<(String, f64)>, ConfigError> {
     let mut values = vec![
         ("base_node_power".to_owned(), p.base_node_power),
@@ -194,7 +184,7 @@ fn power_numbers(
             None if !pim => {
                 return Err(invalid(
                     format!("{at}.dram.{key}"),
-                    "is required (it is optional only with a PIM config)".into(),
+                    Problem::missing_for("it is optional only with a PIM config"),
                 ));
             }
             None => {}

@@ -1,8 +1,8 @@
 //! Instance roles (`pd_type`) and the rule that prefill and decode instances come in pairs
 //! per model.
 
-use super::ConfigError;
 use super::cluster::{InstanceSpec, PlacedInstance};
+use super::{ConfigError, Problem};
 
 /// What an instance does with the requests it serves (its `pd_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -88,16 +88,16 @@ pub(super) fn check_pd_partners(
         };
         let model = &p.spec.model_name;
         if !placed.iter().any(|q| serves(q, partner, model)) {
-            return Err(ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: format!("{}.pd_type", p.path),
-                message: format!(
-                    "is \"{}\" but no instance serving `{model}` has pd_type \"{}\"; \
-                     prefill/decode disaggregation needs at least one of each per model",
-                    p.role.name(),
+            let problem = Problem::disagrees(
+                format!("\"{}\"", p.role.name()),
+                format!(
+                    "no instance serving `{model}` has pd_type \"{}\"; prefill/decode \
+                     disaggregation needs at least one of each per model",
                     partner.name()
                 ),
-            });
+            );
+            let field = format!("{}.pd_type", p.path);
+            return Err(ConfigError::invalid(source_name, field, problem));
         }
     }
     Ok(())

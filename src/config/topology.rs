@@ -10,7 +10,7 @@
 //! instance `b` uses the link of the first dimension in which their first NPUs differ
 //! (`link_bw[d]` GB/s, `link_latency[d]` ns; a scalar applies to every dimension).
 
-use super::{ClusterConfig, ConfigError, InstanceRole, PerDim, PlacedInstance};
+use super::{ClusterConfig, ConfigError, InstanceRole, PerDim, PlacedInstance, Problem};
 use crate::Nanos;
 
 /// One link: what a message between two NPUs pays.
@@ -61,16 +61,15 @@ impl ClusterLinks {
         let per_dim = |name: &str, v: &PerDim| match v {
             PerDim::One(x) => Ok(vec![*x; dims.len()]),
             PerDim::Many(xs) if xs.len() == dims.len() => Ok(xs.clone()),
-            PerDim::Many(xs) => Err(ConfigError::Invalid {
-                source_name: source_name.to_owned(),
-                field: name.to_owned(),
-                message: format!(
-                    "has {} entries but the network has {} dimensions {dims:?} \
-                     (one entry per dimension, or one value for all)",
-                    xs.len(),
-                    dims.len()
-                ),
-            }),
+            PerDim::Many(xs) => Err(ConfigError::invalid(
+                source_name,
+                name,
+                Problem::WrongLength {
+                    len: xs.len(),
+                    expected: dims.len(),
+                    why: format!("one per dimension of the network {dims:?}, or one value for all"),
+                },
+            )),
         };
         let bandwidth = per_dim("link_bw", &cluster.link_bw)?;
         let latency = per_dim("link_latency", &cluster.link_latency)?;
@@ -262,7 +261,10 @@ mod tests {
         let err = ClusterConfig::parse(&text, "c.json")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("`link_bw`: must be in [0.001"), "{err}");
+        assert!(
+            err.contains("`link_bw`: must be in [1e-3, 1e12] GB/s"),
+            "{err}"
+        );
     }
 
     #[test]

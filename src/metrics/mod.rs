@@ -24,7 +24,7 @@ pub use fitness::{
 pub use plots::PlotFormat;
 pub(crate) use plots::{tick_label, whole_label_count, whole_tick_label};
 pub use run_plots::RunPlots;
-pub use run_settings::{RunSettings, SettingHint};
+pub use run_settings::{RunSettings, SettingHint, VllmMeta};
 pub use scale_plots::write_autoscale_plots;
 pub use sessions::{SESSION_CSV_HEADER, SessionSummary, prepare_sessions_csv};
 pub use slo::{SloCollector, SloHeadline, SloReport, SloTargets, jain};

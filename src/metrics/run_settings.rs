@@ -1,6 +1,7 @@
 //! The engine settings a run was made with, as a vLLM bench run's `meta.json` records them:
 //! written into the simulated run's summary JSON (`engine`) and compared by `validate`, which
 //! names each setting the two runs disagree on and the flag that would align them.
+//! [`VllmMeta`] is the one reader of `meta.json` (`calibrate` reads its runs through it too).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -41,34 +42,73 @@ impl std::fmt::Display for SettingHint {
     }
 }
 
-impl RunSettings {
-    /// The settings a vLLM bench `meta.json` records: its `engine_kwargs`, and its resolved
-    /// config where it kept one; asynchronous scheduling otherwise from the version (vLLM's
-    /// default since v0.11).
-    pub fn from_vllm_meta(meta: &Value) -> RunSettings {
+/// Everything a vLLM bench `meta.json` records of its engine, read in one place: each setting
+/// from `engine_kwargs`, else from the resolved config where the run kept one, and
+/// asynchronous scheduling else from the version (vLLM's default since v0.11).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VllmMeta {
+    /// The settings `validate` compares.
+    pub settings: RunSettings,
+    /// The model served.
+    pub model: Option<String>,
+    pub enable_expert_parallel: Option<bool>,
+    pub gpu_memory_utilization: Option<f64>,
+    pub block_size: Option<u64>,
+    /// `engine_kwargs` as recorded, for a reader that refuses what it does not model.
+    pub engine_kwargs: serde_json::Map<String, Value>,
+}
+
+impl VllmMeta {
+    /// The engine a parsed `meta.json` records.
+    pub fn read(meta: &Value) -> VllmMeta {
         let kwargs = &meta["engine_kwargs"];
         let resolved = &meta["resolved_config"];
         let scheduler = &resolved["scheduler_config"];
-        let async_by_version = meta["vllm_version"].as_str().and_then(|v| {
-            let mut parts = v.split('.').map(|p| p.parse::<u64>().ok());
-            let (major, minor) = (parts.next()??, parts.next()??);
-            Some((major, minor) >= (0, 11))
-        });
-        RunSettings {
+        let flag = |key: &str, resolved: &Value| kwargs[key].as_bool().or(resolved.as_bool());
+        let settings = RunSettings {
             tensor_parallel_size: kwargs["tensor_parallel_size"].as_u64(),
             data_parallel_size: kwargs["data_parallel_size"].as_u64(),
             max_num_seqs: kwargs["max_num_seqs"].as_u64(),
             max_num_batched_tokens: kwargs["max_num_batched_tokens"].as_u64(),
             dtype: kwargs["dtype"].as_str().map(str::to_owned),
             kv_cache_dtype: kwargs["kv_cache_dtype"].as_str().map(str::to_owned),
-            async_scheduling: scheduler["async_scheduling"].as_bool().or(async_by_version),
-            enable_chunked_prefill: scheduler["enable_chunked_prefill"].as_bool(),
-            enable_prefix_caching: resolved["cache_config"]["enable_prefix_caching"].as_bool(),
-            enforce_eager: kwargs["enforce_eager"]
-                .as_bool()
-                .or(resolved["model_config"]["enforce_eager"].as_bool()),
+            async_scheduling: flag("async_scheduling", &scheduler["async_scheduling"])
+                .or_else(|| async_by_version(meta)),
+            enable_chunked_prefill: flag(
+                "enable_chunked_prefill",
+                &scheduler["enable_chunked_prefill"],
+            ),
+            enable_prefix_caching: flag(
+                "enable_prefix_caching",
+                &resolved["cache_config"]["enable_prefix_caching"],
+            ),
+            enforce_eager: flag("enforce_eager", &resolved["model_config"]["enforce_eager"]),
             num_requests: meta["num_requests"].as_u64(),
+        };
+        let text = |v: &Value| v.as_str().map(str::to_owned);
+        VllmMeta {
+            settings,
+            model: text(&kwargs["model"]).or_else(|| text(&meta["model"])),
+            enable_expert_parallel: kwargs["enable_expert_parallel"].as_bool(),
+            gpu_memory_utilization: kwargs["gpu_memory_utilization"].as_f64(),
+            block_size: kwargs["block_size"].as_u64(),
+            engine_kwargs: kwargs.as_object().cloned().unwrap_or_default(),
         }
+    }
+}
+
+/// vLLM's default for asynchronous scheduling at the recorded version: on since v0.11.
+fn async_by_version(meta: &Value) -> Option<bool> {
+    let mut parts = meta["vllm_version"].as_str()?.split('.');
+    let major: u64 = parts.next()?.parse().ok()?;
+    let minor: u64 = parts.next()?.parse().ok()?;
+    Some((major, minor) >= (0, 11))
+}
+
+impl RunSettings {
+    /// The settings a vLLM bench `meta.json` records ([`VllmMeta::read`]).
+    pub fn from_vllm_meta(meta: &Value) -> RunSettings {
+        VllmMeta::read(meta).settings
     }
 
     /// The settings where `real` (a vLLM run) and `self` (the simulation) both say something

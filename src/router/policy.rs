@@ -45,8 +45,8 @@ pub enum RoutingPolicy {
     #[serde(rename = "prefix-affinity")]
     #[strum(to_string = "prefix-affinity")]
     PrefixAffinity,
-    /// Highest weighted sum: of normalised signals (`weights`, see [`RoutingWeights`]) or of
-    /// BLIS's named scorers (`scorers`, see [`ScorerSet`]).
+    /// Highest weighted sum: of normalised load signals (`weights`, --routing-weights) or of
+    /// BLIS's named scorers (`scorers`, --routing-scorers).
     #[serde(rename = "weighted")]
     #[strum(to_string = "weighted", serialize = "weighted-scoring")]
     Weighted(Weighting),

@@ -17,9 +17,8 @@ pub(super) fn refuse_network_config(
 ) -> Result<(), ConfigError> {
     if astra.network_config.is_some() && instances.iter().any(|i| i.dp_group.is_some()) {
         return Err(super::network_config_refused(
-            "is not supported with DP groups under ASTRA-Sim (each group's network is \
-             generated as [tp, members] from the cluster config's links)"
-                .into(),
+            "DP groups under ASTRA-Sim".into(),
+            "each group's network is [tp, members], over the cluster config's links,",
         ));
     }
     Ok(())

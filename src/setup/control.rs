@@ -2,7 +2,7 @@
 //! settings given over it (the flags) laid on top, defaults under both; the routing policy
 //! with its weights or scorers, and what the router sees of the instances.
 
-use crate::config::ConfigError;
+use crate::config::{COMMAND_LINE, ConfigError, Problem};
 use crate::control::ControlConfig;
 use crate::control::bundle::{Settings, read_bundle};
 use crate::control::section::Layer;
@@ -67,29 +67,32 @@ pub(super) fn resolve(
     routing: &RoutingOptions,
 ) -> Result<Resolved, ConfigError> {
     if routing.weights.is_some() && routing.scorers.is_some() {
-        return Err(command_line(
+        return Err(ConfigError::flag(
             "--routing-scorers",
-            "give either --routing-weights or --routing-scorers".into(),
+            Problem::disagrees(
+                "given",
+                "so is --routing-weights: give either --routing-weights or --routing-scorers",
+            ),
         ));
     }
     let (file, source_name) = match &control.policy_config {
         Some(path) => {
-            let settings = read_bundle(path).map_err(|message| ConfigError::Invalid {
-                source_name: path.display().to_string(),
-                field: "--policy-config".into(),
-                message,
+            let settings = read_bundle(path).map_err(|message| {
+                ConfigError::invalid(
+                    &path.display().to_string(),
+                    "--policy-config",
+                    Problem::Other(message),
+                )
             })?;
             (settings, path.display().to_string())
         }
-        None => (Settings::default(), "command line".to_owned()),
+        None => (Settings::default(), COMMAND_LINE.to_owned()),
     };
     let mut flags = control.settings.clone();
     flags.routing = routing_layer(routing);
     let settings = flags.over(file);
-    let invalid = |(field, message): (String, String)| ConfigError::Invalid {
-        source_name: source_name.clone(),
-        field,
-        message,
+    let invalid = |(field, message): (String, String)| {
+        ConfigError::invalid(&source_name, field, Problem::Other(message))
     };
     let routing_policy = settings.routing.resolve("routing").map_err(invalid)?;
     if !matches!(routing_policy, RoutingPolicy::Weighted(_)) {
@@ -98,9 +101,9 @@ pub(super) fn resolve(
             ("--routing-scorers", routing.scorers.is_some()),
         ] {
             if given {
-                return Err(command_line(
+                return Err(ConfigError::flag(
                     flag,
-                    "applies only to --request-routing-policy weighted".into(),
+                    Problem::only_with("--request-routing-policy weighted"),
                 ));
             }
         }
@@ -135,16 +138,7 @@ fn signals(routing: &RoutingOptions) -> Result<SignalConfig, ConfigError> {
     if let Some(spec) = &routing.signal_refresh {
         signals = signals
             .with_overrides(spec)
-            .map_err(|e| command_line("--signal-refresh", e))?;
+            .map_err(|e| ConfigError::flag("--signal-refresh", Problem::Other(e)))?;
     }
     Ok(signals)
-}
-
-/// An error of the command line's `flag`.
-fn command_line(flag: &str, message: String) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: "command line".into(),
-        field: flag.into(),
-        message,
-    }
 }

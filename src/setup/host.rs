@@ -2,8 +2,11 @@
 //! settings that decide how each step is executed.
 
 use super::InstanceConfig;
-use crate::config::ConfigError;
+use crate::config::{Bound, ConfigError, Problem};
 use crate::latency::{CudaGraphMode, GraphOptions, GraphPolicy};
+
+/// Where an instance's engine settings come from.
+const EITHER: &str = "command line or cluster config";
 
 /// The host model's settings: whether steps include vLLM's host side, and vLLM's
 /// compilation settings (see the flags' help).
@@ -49,13 +52,8 @@ impl HostOptions {
         };
         for inst in instances.iter_mut().filter(|i| i.astra.is_none()) {
             if let Some(config) = &inst.sglang {
-                let policy = super::sglang::graph_policy(config).map_err(|message| {
-                    ConfigError::Invalid {
-                        source_name: "command line or cluster config".into(),
-                        field: "cuda_graph_max_bs".into(),
-                        message,
-                    }
-                })?;
+                let policy = super::sglang::graph_policy(config)
+                    .map_err(|p| ConfigError::invalid(EITHER, "cuda_graph_max_bs", p))?;
                 inst.host_model = Some(policy);
                 continue;
             }
@@ -65,10 +63,10 @@ impl HostOptions {
                 s.max_num_seqs.unwrap_or(0),
                 s.max_num_batched_tokens,
             )
-            .map_err(|message| ConfigError::Invalid {
-                source_name: "command line or cluster config".into(),
-                field: "cudagraph_capture_sizes".into(),
-                message,
+            // Its one refusal: a capture size of 0.
+            .map_err(|_| {
+                let problem = Problem::out_of_range(0, Bound::AtLeast(1));
+                ConfigError::invalid(EITHER, "cudagraph_capture_sizes", problem)
             })?;
             inst.host_model = Some(policy);
         }

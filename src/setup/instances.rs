@@ -5,7 +5,9 @@
 use super::{InstancePim, InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
 use crate::config::Pipeline;
-use crate::config::{ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance};
+use crate::config::{
+    Bound, ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance, Problem,
+};
 use crate::latency::{Collectives, CudaGraphMode, GraphOptions, GraphPolicy};
 use crate::scheduler::sglang::{SchedulePolicy, SglangConfig};
 use crate::scheduler::{Engine, SchedulerConfig};
@@ -209,19 +211,20 @@ impl EngineOptions {
         source: &str,
     ) -> Result<InstanceConfig, ConfigError> {
         let inst = placed.spec;
-        let invalid = |key: &str, message: String| ConfigError::Invalid {
-            source_name: source.to_owned(),
-            field: format!("{}.{key}", placed.path),
-            message,
+        let invalid = |key: &str, problem| {
+            ConfigError::invalid(source, format!("{}.{key}", placed.path), problem)
         };
         let model = ModelArch::resolve(&inst.model_name)?;
         let pp = inst.pp();
         if u64::from(pp) > model.num_layers {
             return Err(invalid(
                 "pp_size",
-                format!(
-                    "is {pp} but {} has only {} hidden layers to split into stages",
-                    model.name, model.num_layers
+                Problem::disagrees(
+                    pp,
+                    format!(
+                        "{} has only {} hidden layers to split into stages",
+                        model.name, model.num_layers
+                    ),
                 ),
             ));
         }
@@ -240,13 +243,16 @@ impl EngineOptions {
                 other => {
                     return Err(invalid(
                         "kv_cache_dtype",
-                        format!("must be auto or fp8, got `{other}`"),
+                        Problem::not_one_of(format!("`{other}`"), &["auto", "fp8"]),
                     ));
                 }
             };
         }
         if o.block_size == Some(0) {
-            return Err(invalid("block_size", "must be at least 1".into()));
+            return Err(invalid(
+                "block_size",
+                Problem::out_of_range(0, Bound::AtLeast(1)),
+            ));
         }
         flags.memory_utilization = inst.npu_mem.mem_util.unwrap_or(flags.memory_utilization);
         flags
@@ -274,7 +280,7 @@ impl EngineOptions {
                 .as_deref()
                 .map(str::parse)
                 .transpose()
-                .map_err(|m| invalid("cudagraph_mode", m))?,
+                .map_err(|m| invalid("cudagraph_mode", Problem::Other(m)))?,
             capture_sizes: o.cudagraph_capture_sizes.clone(),
             max_capture_size: o.max_cudagraph_capture_size,
         };
@@ -299,15 +305,15 @@ impl EngineOptions {
     fn apply_sglang_keys(
         &mut self,
         o: &crate::config::RuntimeOverrides,
-    ) -> Result<(), (&'static str, String)> {
+    ) -> Result<(), (&'static str, Problem)> {
         use crate::choice::Choice;
         if let Some(e) = &o.engine {
-            self.engine = Engine::parse(e).map_err(|e| ("engine", e.to_string()))?;
+            self.engine = Engine::parse(e).map_err(|e| ("engine", e.into()))?;
         }
         let s = &mut self.sglang;
         if let Some(p) = &o.schedule_policy {
             s.schedule_policy =
-                SchedulePolicy::parse(p).map_err(|e| ("schedule_policy", e.to_string()))?;
+                SchedulePolicy::parse(p).map_err(|e| ("schedule_policy", e.into()))?;
         }
         s.max_running_requests = o.max_running_requests.or(s.max_running_requests);
         s.chunked_prefill_size = o.chunked_prefill_size.or(s.chunked_prefill_size);

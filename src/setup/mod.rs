@@ -38,7 +38,7 @@ use crate::astra::{self, AstraMode, AstraOptions, CosimOptions, InstanceNetwork}
 use crate::chakra::EmitEt;
 use crate::config::{
     ClusterConfig, ClusterLinks, ConfigError, Hardware, InstanceRole, KvCapacity, ModelArch,
-    PrefixStorage,
+    PrefixStorage, Problem,
 };
 use crate::control::ControlConfig;
 use crate::latency::ExpertRouting;
@@ -376,7 +376,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
             let text = quick::cluster_text(
                 model.as_deref().unwrap_or(DEFAULT_MODEL),
                 hardware.as_deref().unwrap_or(DEFAULT_HARDWARE),
-                tp.unwrap_or(1),
+                tp.unwrap_or(DEFAULT_TP),
                 *layout,
             )?;
             let flag = layout.flag();
@@ -392,10 +392,13 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
     options.host.assign(&mut deployed.instances)?;
     sglang::check_supported(&deployed.instances)?;
     if options.emit_et.is_some() && deployed.instances.iter().any(|i| i.pim.is_some()) {
-        return Err(SetupError::Config(command_line(
+        return Err(SetupError::Config(ConfigError::flag(
             "--emit-et",
-            "cannot write the traces of instances that offload attention to PIM yet (they \
-             would need PIM_COMP nodes)",
+            Problem::unsupported(
+                "writing the traces of instances that offload attention to PIM (they would \
+                 need PIM_COMP nodes)",
+                None,
+            ),
         )));
     }
     let (mut instances, replicas_per_template) = match &control.autoscale {
@@ -443,7 +446,8 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
 /// The trace flags need a trace level, and a trace level needs somewhere to go.
 fn check_diagnostics(d: &crate::trace::Diagnostics) -> Result<(), ConfigError> {
     let traced = d.trace_level != crate::trace::TraceLevel::None;
-    let needs_level = |flag: &str| command_line(flag, "needs --trace-level decisions or detailed");
+    let needs_level =
+        |flag: &str| ConfigError::flag(flag, Problem::needs("--trace-level decisions or detailed"));
     if !traced && d.trace_output.is_some() {
         return Err(needs_level("--trace-output"));
     }
@@ -451,21 +455,12 @@ fn check_diagnostics(d: &crate::trace::Diagnostics) -> Result<(), ConfigError> {
         return Err(needs_level("--summarize-trace"));
     }
     if traced && d.trace_output.is_none() && !d.summarize_trace {
-        return Err(command_line(
+        return Err(ConfigError::flag(
             "--trace-level",
-            "traces nothing without --trace-output or --summarize-trace",
+            Problem::needs("--trace-output or --summarize-trace, or it traces nothing"),
         ));
     }
     Ok(())
-}
-
-/// An error of the command line's `flag`.
-fn command_line(flag: &str, message: &str) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: "command line".into(),
-        field: flag.into(),
-        message: message.into(),
-    }
 }
 
 /// One instance from model, hardware and TP (defaults: Llama-3.1-8B, H100-SXM, 1).
@@ -479,7 +474,8 @@ fn standalone(
     options.pim.check_standalone()?;
     let model = ModelArch::resolve(model.unwrap_or(DEFAULT_MODEL))?;
     let hardware = Hardware::resolve(hardware.unwrap_or(DEFAULT_HARDWARE))?;
-    let mut instances = vec![options.engine.instance(0, model, hardware, tp.unwrap_or(1))];
+    let tp = tp.unwrap_or(DEFAULT_TP);
+    let mut instances = vec![options.engine.instance(0, model, hardware, tp)];
     parallel::standalone(&mut instances[0], pricing);
     let prefix_storage = options.prefix.assign(None, &mut instances)?;
     let network = InstanceNetwork::from_hardware(&instances[0].hardware, instances[0].tp);
@@ -493,9 +489,10 @@ fn standalone(
     })
 }
 
-/// The model and hardware of a deployment that names none.
-const DEFAULT_MODEL: &str = "meta-llama/Llama-3.1-8B";
-const DEFAULT_HARDWARE: &str = "H100-SXM";
+/// The model, hardware and TP degree of a deployment that names none.
+pub const DEFAULT_MODEL: &str = "meta-llama/Llama-3.1-8B";
+pub const DEFAULT_HARDWARE: &str = "H100-SXM";
+pub const DEFAULT_TP: u32 = 1;
 
 /// The instances of `cluster` (read from `path`), with everything the config sets for them.
 fn deploy_cluster(
@@ -518,11 +515,7 @@ fn deploy_cluster(
     pipeline::resolve(&cluster, &placed, &mut instances, astra_selected, &source)?;
     pim::assign(pims, &placed, &mut instances, astra_selected, &source)?;
     if instances.is_empty() {
-        return Err(ConfigError::Invalid {
-            source_name: source,
-            field: "nodes".into(),
-            message: "lists no instance".into(),
-        });
+        return Err(ConfigError::invalid(&source, "nodes", Problem::Empty));
     }
     // Only ASTRA-Sim reads the per-instance networks (and checks link lists).
     let networks = if astra_selected {
@@ -565,10 +558,13 @@ fn attach_astra(options: &RunOptions, deployed: &mut Deployed) -> Result<(), Con
             .as_ref()
             .is_some_and(InstancePlacement::streams_weights);
         if streams && settings.mode == AstraMode::Stock {
-            return Err(command_line(
+            return Err(ConfigError::flag(
                 "--astra-mode",
-                "stock ASTRA-Sim has no CXL memory for the weights a `placement` keeps \
-                 outside the GPU; use the fork (--astra-mode fork)",
+                Problem::unsupported(
+                    "stock ASTRA-Sim with weights a `placement` keeps outside the GPU (it has \
+                     no CXL memory for them)",
+                    Some("use the fork (--astra-mode fork)"),
+                ),
             ));
         }
         inst.astra = Some(settings);
@@ -596,26 +592,22 @@ fn astra_pipeline_networks(
             continue;
         };
         if args.network_config.is_some() {
-            return Err(network_config_refused(format!(
-                "cannot be used with pipelined instances (instance {id}, pp_size {}): \
-                     their ASTRA-Sim network holds every stage and is generated from the \
-                     cluster config",
-                inst.pp
-            )));
+            return Err(network_config_refused(
+                format!("pipelined instances (instance {id}, pp_size {})", inst.pp),
+                "their ASTRA-Sim network holds every stage",
+            ));
         }
         options.network = astra::pipeline_network(&options.network, inst.pp, pipeline.link);
     }
     Ok(())
 }
 
-/// `--network-config` refused: one network file cannot stand for the networks generated from
-/// the cluster config (`message` says which and why).
-pub(super) fn network_config_refused(message: String) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: "command line".into(),
-        field: "--network-config".into(),
-        message,
-    }
+/// `--network-config` refused with `instances`: one network file cannot stand for the
+/// networks generated from the cluster config (`why`: what those hold).
+pub(super) fn network_config_refused(instances: String, why: &str) -> ConfigError {
+    let what = format!("one --network-config for {instances}");
+    let hint = format!("{why} and is generated from the cluster config");
+    ConfigError::flag("--network-config", Problem::unsupported(what, Some(&hint)))
 }
 
 /// Gives every prefill instance co-simulated by ASTRA-Sim the network of its process: its
@@ -634,11 +626,10 @@ fn astra_prefill_networks(
             continue;
         };
         if args.network_config.is_some() {
-            return Err(network_config_refused(format!(
-                "cannot be used with prefill instances (instance {id}): their ASTRA-Sim \
-                     network holds their KV receivers too and is generated from the cluster \
-                     config"
-            )));
+            return Err(network_config_refused(
+                format!("prefill instances (instance {id})"),
+                "their ASTRA-Sim network holds their KV receivers too",
+            ));
         }
         options.network =
             astra::prefill_network(&options.network, links.receiver_link(id, inst.tp));

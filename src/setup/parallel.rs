@@ -2,7 +2,7 @@
 //! collectives run over, and the expert routing policy (LLMServingSim's rules, §2.2).
 
 use super::InstanceConfig;
-use crate::config::{ClusterConfig, ConfigError, Hardware, PerDim, PlacedInstance};
+use crate::config::{ClusterConfig, ConfigError, Hardware, PerDim, PlacedInstance, Problem};
 use crate::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
 
 /// How the instances' collectives are priced.
@@ -82,9 +82,12 @@ pub(super) fn resolve(
                         source,
                         &p.path,
                         "ep_size",
-                        format!(
-                            "{ep} exceeds tp_size {tp} (expert parallelism beyond one instance \
-                             needs a dp_group)"
+                        Problem::disagrees(
+                            ep,
+                            format!(
+                                "tp_size is {tp}: expert parallelism beyond one instance needs \
+                                 a dp_group"
+                            ),
                         ),
                     ));
                 }
@@ -115,12 +118,8 @@ pub(super) fn resolve(
 }
 
 /// A config error at `path.key` of `source`.
-fn invalid(source: &str, path: &str, key: &str, message: String) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: source.to_owned(),
-        field: format!("{path}.{key}"),
-        message,
-    }
+fn invalid(source: &str, path: &str, key: &str, problem: Problem) -> ConfigError {
+    ConfigError::invalid(source, format!("{path}.{key}"), problem)
 }
 
 /// An instance's EP degree (`ep_size`, by default its `tp_size` for a MoE model, 1 for a
@@ -140,9 +139,12 @@ fn ep_degree(
             source,
             &p.path,
             "ep_size",
-            format!(
-                "{ep} does not divide the {experts} experts of {}",
-                inst.model.name
+            Problem::disagrees(
+                ep,
+                format!(
+                    "the {experts} experts of {} are not divisible by it",
+                    inst.model.name
+                ),
             ),
         ));
     }
@@ -218,11 +220,7 @@ fn member_ranks(
     pricing: CommPricing,
     source: &str,
 ) -> Result<(u32, u32), ConfigError> {
-    let invalid = |path: &str, key: &str, message: String| ConfigError::Invalid {
-        source_name: source.to_owned(),
-        field: format!("{path}.{key}"),
-        message,
-    };
+    let invalid = |path: &str, key: &str, problem| invalid(source, path, key, problem);
     let (inst, p, members) = (&instances[id], &placed[id], group.members);
     let differs = |o: usize| {
         let other = &instances[o];
@@ -235,10 +233,13 @@ fn member_ranks(
         return Err(invalid(
             &p.path,
             "dp_group",
-            format!(
-                "members of dp_group \"{}\" must share model_name, tp_size, \
-                 ep_size and pd_type ({} differs from {})",
-                group.name, p.path, placed[o].path
+            Problem::disagrees(
+                format!("\"{}\"", group.name),
+                format!(
+                    "{} differs from {}: members of a dp_group must share model_name, \
+                     tp_size, ep_size and pd_type",
+                    p.path, placed[o].path
+                ),
             ),
         ));
     }
@@ -247,12 +248,13 @@ fn member_ranks(
         return Err(invalid(
             &p.path,
             "placement",
-            format!(
-                "keeps weights of a member of dp_group \"{}\" outside the GPU, \
-                 which is not supported under ASTRA-Sim co-simulation yet (the \
-                 group's process has no weight loads); use the analytical network \
-                 backend",
-                group.name
+            Problem::unsupported(
+                format!(
+                    "weights of a member of dp_group \"{}\" outside the GPU under ASTRA-Sim \
+                     co-simulation (the group's process has no weight loads)",
+                    group.name
+                ),
+                Some("use the analytical network backend"),
             ),
         ));
     }
@@ -261,10 +263,13 @@ fn member_ranks(
         return Err(invalid(
             &p.path,
             "ep_size",
-            format!(
-                "{ep} over the {n} members of dp_group \"{}\" must give each a \
-                 whole number of EP ranks, at most tp_size {}",
-                group.name, inst.tp
+            Problem::disagrees(
+                ep,
+                format!(
+                    "over the {n} members of dp_group \"{}\" it must give each a whole \
+                     number of EP ranks, at most tp_size {}",
+                    group.name, inst.tp
+                ),
             ),
         ));
     }

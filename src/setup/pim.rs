@@ -4,7 +4,7 @@
 
 use super::InstanceConfig;
 use crate::config::{
-    ClusterConfig, ConfigError, InstanceSpec, MemorySpec, PimDevice, PlacedInstance,
+    ClusterConfig, ConfigError, InstanceSpec, MemorySpec, PimDevice, PlacedInstance, Problem,
 };
 use std::path::{Path, PathBuf};
 
@@ -37,15 +37,14 @@ impl PimOptions {
     /// Without a cluster config: the flags need one.
     pub(super) fn check_standalone(&self) -> Result<(), ConfigError> {
         if self.enable_attn_offloading || self.enable_sub_batch_interleaving {
-            return Err(ConfigError::Invalid {
-                source_name: "command line".into(),
-                field: if self.enable_attn_offloading {
-                    "--enable-attn-offloading".into()
-                } else {
-                    "--enable-sub-batch-interleaving".into()
-                },
-                message: "needs a --cluster-config whose node's cpu_mem names a pim_config".into(),
-            });
+            let flag = if self.enable_attn_offloading {
+                "--enable-attn-offloading"
+            } else {
+                "--enable-sub-batch-interleaving"
+            };
+            let problem =
+                Problem::needs("a --cluster-config whose node's cpu_mem names a pim_config");
+            return Err(ConfigError::flag(flag, problem));
         }
         Ok(())
     }
@@ -126,21 +125,24 @@ impl PimOptions {
             return Err(invalid(
                 source,
                 sub_key,
-                format!(
-                    "needs attention offloading, which is off for {path} \
+                Problem::needs(format!(
+                    "attention offloading, which is off for {path} \
                      (enable_attn_offloading / --enable-attn-offloading)"
-                ),
+                )),
             ));
         }
         if sub_batch && inst.pp() > 1 {
             return Err(invalid(
                 source,
                 sub_key,
-                format!(
-                    "is not supported with pp_size > 1 ({path} has pp_size {}): an \
-                     interleaved step leaves both sub-batches mid-block where a \
-                     pipeline stage would hand its hidden state on",
-                    inst.pp()
+                Problem::unsupported(
+                    format!(
+                        "sub-batch interleaving with pp_size > 1 ({path} has pp_size {}): an \
+                         interleaved step leaves both sub-batches mid-block where a pipeline \
+                         stage would hand its hidden state on",
+                        inst.pp()
+                    ),
+                    None,
                 ),
             ));
         }
@@ -156,9 +158,12 @@ impl PimOptions {
             return Err(invalid(
                 source,
                 offload_key,
-                format!(
-                    "with pp_size > 1 ({path} has pp_size {}) is not supported yet",
-                    inst.pp()
+                Problem::unsupported(
+                    format!(
+                        "attention offloading with pp_size > 1 ({path} has pp_size {})",
+                        inst.pp()
+                    ),
+                    None,
                 ),
             ));
         }
@@ -184,17 +189,17 @@ impl PimOptions {
             return Err(invalid(
                 source,
                 field,
-                format!(
-                    "missing: {path} offloads decode attention to PIM ({}), which needs its \
-                     node's PIM config",
+                Problem::missing_for(format!(
+                    "{path} offloads decode attention to PIM ({}), which needs its node's PIM \
+                     config",
                     switches.offload_key
-                ),
+                )),
             ));
         };
         let file =
             PimDevice::locate(stem, config_path, self.pim_config_dir.as_deref()).map_err(|e| {
                 match e {
-                    ConfigError::Invalid { message, .. } => invalid(source, field, message),
+                    ConfigError::Invalid { problem, .. } => invalid(source, field, *problem),
                     other => other,
                 }
             })?;
@@ -223,9 +228,9 @@ fn give_node_pim_memory(
         return Err(invalid(
             source,
             format!("nodes[{n}].cpu_mem.mem_size"),
-            format!(
-                "is {} GB, less than one {} PIM channel ({} GB)",
-                mem.mem_size, d.stem, d.channel_gib
+            Problem::disagrees(
+                format!("{} GB", mem.mem_size),
+                format!("one {} PIM channel needs {} GB", d.stem, d.channel_gib),
             ),
         ));
     }
@@ -233,12 +238,8 @@ fn give_node_pim_memory(
 }
 
 /// A configuration error in `source` at `field`.
-fn invalid(source: &str, field: String, message: String) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: source.to_owned(),
-        field,
-        message,
-    }
+fn invalid(source: &str, field: String, problem: Problem) -> ConfigError {
+    ConfigError::invalid(source, field, problem)
 }
 
 /// Gives each instance its PIM offloading, refusing what cannot be combined with it yet:
@@ -252,15 +253,15 @@ pub(super) fn assign(
 ) -> Result<(), ConfigError> {
     for ((pim, p), inst) in pims.into_iter().zip(placed).zip(instances.iter_mut()) {
         let Some(pim) = pim else { continue };
-        let refuse = |message: &str| ConfigError::Invalid {
-            source_name: source.to_owned(),
-            field: format!("{}.enable_attn_offloading", p.path),
-            message: message.to_owned(),
+        let refuse = |what: &str, hint| {
+            let field = format!("{}.enable_attn_offloading", p.path);
+            ConfigError::invalid(source, field, Problem::unsupported(what, hint))
         };
         if astra {
             return Err(refuse(
-                "PIM attention offloading is not supported by ASTRA-Sim co-simulation \
-                 (--astra-sim, --network-backend astra) yet; use --network-backend analytical",
+                "PIM attention offloading under ASTRA-Sim co-simulation (--astra-sim, \
+                 --network-backend astra)",
+                Some("use --network-backend analytical"),
             ));
         }
         if inst
@@ -270,7 +271,8 @@ pub(super) fn assign(
         {
             return Err(refuse(
                 "PIM attention offloading together with a `placement` that keeps weights \
-                 outside the GPU is not supported yet",
+                 outside the GPU",
+                None,
             ));
         }
         inst.pim = Some(pim);

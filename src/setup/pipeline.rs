@@ -5,7 +5,9 @@
 
 use super::InstanceConfig;
 use super::parallel::cluster_link;
-use crate::config::{ClusterConfig, ConfigError, InstanceRole, Link, PlacedInstance};
+use crate::config::{
+    Bound, ClusterConfig, ConfigError, InstanceRole, Link, PlacedInstance, Problem,
+};
 use crate::config::{Pipeline, stage_blocks};
 
 /// Sets the pipeline of every instance of `placed` (same order as `instances`, after
@@ -29,42 +31,45 @@ pub(super) fn resolve(
             .zip(placed)
             .find(|(o, _)| o.dp_group.is_some() && o.dp_group == inst.dp_group && o.pp != inst.pp);
         if let Some((o, op)) = other {
-            return Err(ConfigError::Invalid {
-                source_name: source.to_owned(),
-                field: format!("{}.pp_size", p.path),
-                message: format!(
-                    "is {} but {} of the same dp_group has {}: members of a dp_group must \
-                     share pp_size",
-                    inst.pp, op.path, o.pp
+            let problem = Problem::disagrees(
+                inst.pp,
+                format!(
+                    "{} of the same dp_group has {}: members of a dp_group must share pp_size",
+                    op.path, o.pp
                 ),
-            });
+            );
+            return Err(ConfigError::invalid(
+                source,
+                format!("{}.pp_size", p.path),
+                problem,
+            ));
         }
     }
     for (p, inst) in placed.iter().zip(instances.iter_mut()) {
         if inst.pp <= 1 {
             continue;
         }
-        let refuse = |what: &str| ConfigError::Invalid {
-            source_name: source.to_owned(),
-            field: format!("{}.pp_size", p.path),
-            message: format!(
-                "is {} but pipeline parallelism is not supported with {what} yet",
-                inst.pp
-            ),
-        };
         if inst.role == InstanceRole::Prefill && astra_selected {
-            return Err(refuse(
-                "a prefill instance under ASTRA-Sim co-simulation (pd_type \"prefill\"; its \
-                 process would need its stages and its KV receivers)",
+            let problem = Problem::unsupported(
+                format!(
+                    "pp_size {} (pipeline parallelism) for a prefill instance under ASTRA-Sim \
+                     co-simulation (pd_type \"prefill\"; its process would need its stages and \
+                     its KV receivers)",
+                    inst.pp
+                ),
+                None,
+            );
+            return Err(ConfigError::invalid(
+                source,
+                format!("{}.pp_size", p.path),
+                problem,
             ));
         }
         let link = cluster_link(cluster, usize::from(inst.tp > 1), 0.0);
         if link.bandwidth_gbps <= 0.0 {
-            return Err(ConfigError::Invalid {
-                source_name: source.to_owned(),
-                field: "link_bw".to_owned(),
-                message: "must be positive: pipeline stages send activations over it".into(),
-            });
+            // Pipeline stages send activations over it.
+            let problem = Problem::out_of_range(link.bandwidth_gbps, Bound::Positive);
+            return Err(ConfigError::invalid(source, "link_bw", problem));
         }
         let layers = u32::try_from(inst.model.num_layers).unwrap_or(u32::MAX);
         inst.pipeline = Some(Pipeline {

@@ -2,7 +2,9 @@
 //! `cxl_mem`, with the memories its weights stream from.
 
 use super::InstanceConfig;
-use crate::config::{ClusterConfig, ConfigError, PlacedInstance, Placement, PlacementContext};
+use crate::config::{
+    ClusterConfig, ConfigError, PlacedInstance, Placement, PlacementContext, Problem,
+};
 use crate::latency::WeightMemory;
 
 /// An instance's placement and the memories it names.
@@ -55,15 +57,14 @@ pub(super) fn assign(
             },
         )?;
         if inst.pp > 1 && placement.weights_off_gpu() {
-            return Err(ConfigError::Invalid {
-                source_name: source.to_owned(),
-                field: at,
-                message: format!(
-                    "puts weights outside the GPU of an instance with pp_size {}, which is not \
-                     supported yet (weights off the GPU need pp_size 1)",
+            let problem = Problem::unsupported(
+                format!(
+                    "weights outside the GPU of an instance with pp_size {}",
                     inst.pp
                 ),
-            });
+                Some("weights off the GPU need pp_size 1"),
+            );
+            return Err(ConfigError::invalid(source, at, problem));
         }
         let cpu_mem = &config.nodes[p.node_id as usize].cpu_mem;
         inst.placement = Some(InstancePlacement {

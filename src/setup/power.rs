@@ -4,7 +4,9 @@
 
 use super::InstanceConfig;
 use crate::Nanos;
-use crate::config::{ClusterConfig, ConfigError, NpuPower, PlacedInstance, PowerSpec};
+use crate::config::{
+    Bound, ClusterConfig, ConfigError, NpuPower, PlacedInstance, PowerSpec, Problem,
+};
 
 /// The power model's inputs, resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,13 +61,12 @@ pub(super) fn resolve(
             ("idle_power", spec.dram.idle_power),
         ] {
             if value.is_none() {
-                return Err(ConfigError::Invalid {
-                    source_name: source.to_owned(),
-                    field: format!("nodes[{n}].power.dram.{key}"),
-                    message: "is missing (it may be left out only when the node's instances \
-                              offload attention to PIM, which takes it from the PIM INI)"
-                        .into(),
-                });
+                let problem = Problem::missing_for(
+                    "it may be left out only when the node's instances offload attention to \
+                     PIM, which takes it from the PIM INI",
+                );
+                let field = format!("nodes[{n}].power.dram.{key}");
+                return Err(ConfigError::invalid(source, field, problem));
             }
         }
     }
@@ -82,11 +83,10 @@ pub(super) fn resolve(
 }
 
 /// Parses `--log-interval`: positive seconds, at least 1 ns.
-pub fn parse_log_interval(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("not a number: {s}"))?;
-    if v.is_finite() && v >= 1e-9 {
-        Ok(v)
-    } else {
-        Err(format!("must be a positive number of seconds, got {s}"))
+pub fn parse_log_interval(s: &str) -> Result<f64, Problem> {
+    Bound::NotBelow {
+        low: 1e-9,
+        unit: "s",
     }
+    .parse(s)
 }

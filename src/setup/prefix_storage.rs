@@ -2,7 +2,7 @@
 //! each instance gets.
 
 use super::InstanceConfig;
-use crate::config::{ClusterConfig, ConfigError, PlacedInstance, PrefixStorage};
+use crate::config::{ClusterConfig, ConfigError, PlacedInstance, PrefixStorage, Problem};
 use crate::scheduler::TierMemory;
 
 /// The lower tier of the prefix cache as the run asks for it.
@@ -46,12 +46,12 @@ impl PrefixStorageOptions {
                 PrefixStorage::Cpu => "each node's cpu_mem",
                 PrefixStorage::Cxl => "its cxl_mem",
             };
-            return Err(command_line(
+            return Err(ConfigError::flag(
                 "--prefix-storage",
-                format!(
-                    "{} needs --cluster-config: the tier's size, bandwidth and latency are {key}",
+                Problem::needs(format!(
+                    "--cluster-config for {}: the tier's size, bandwidth and latency are {key}",
                     storage.name()
-                ),
+                )),
             ));
         };
         check_prefix_caching(cluster, instances, storage)?;
@@ -71,10 +71,11 @@ impl PrefixStorageOptions {
     /// The lower tier the flags name, if any.
     fn requested(&self) -> Result<Option<PrefixStorage>, ConfigError> {
         match self.prefix_storage {
-            None if self.enable_prefix_sharing => Err(command_line(
+            None if self.enable_prefix_sharing => Err(ConfigError::flag(
                 "--enable-prefix-sharing",
-                "shares the lower tier of the prefix cache: give --prefix-storage CPU or CXL"
-                    .into(),
+                Problem::needs(
+                    "--prefix-storage CPU or CXL: it shares the lower tier of the prefix cache",
+                ),
             )),
             storage => Ok(storage),
         }
@@ -97,17 +98,18 @@ fn check_prefix_caching(
         return Ok(());
     };
     if placed.spec.overrides.enable_prefix_caching == Some(false) {
-        return Err(ConfigError::Invalid {
-            source_name: cluster.source.to_owned(),
-            field: format!("{}.enable_prefix_caching", placed.path),
-            message: format!(
-                "is false, but --prefix-storage {name} needs prefix caching on every instance"
-            ),
-        });
+        let problem = Problem::disagrees(
+            "false",
+            format!("--prefix-storage {name} needs prefix caching on every instance"),
+        );
+        let field = format!("{}.enable_prefix_caching", placed.path);
+        return Err(ConfigError::invalid(cluster.source, field, problem));
     }
-    Err(command_line(
+    Err(ConfigError::flag(
         "--prefix-storage",
-        format!("{name} needs prefix caching: drop --no-enable-prefix-caching"),
+        Problem::needs(format!(
+            "prefix caching for {name}: drop --no-enable-prefix-caching"
+        )),
     ))
 }
 
@@ -128,26 +130,15 @@ fn tier_pool(
         }
         PrefixStorage::Cxl => {
             let Some(m) = &cluster.config.cxl_mem else {
-                return Err(ConfigError::Invalid {
-                    source_name: cluster.source.to_owned(),
-                    field: "cxl_mem".into(),
-                    message: "is missing: --prefix-storage CXL keeps the prefix cache's lower \
-                              tier there ({mem_size GB, mem_bw GB/s, mem_latency ns})"
-                        .into(),
-                });
+                let problem = Problem::missing_for(
+                    "--prefix-storage CXL keeps the prefix cache's lower tier there \
+                     ({mem_size GB, mem_bw GB/s, mem_latency ns})",
+                );
+                return Err(ConfigError::invalid(cluster.source, "cxl_mem", problem));
             };
             let memory = TierMemory::from_config(m.mem_size, m.mem_bw, m.mem_latency);
             (if shared { 0 } else { id }, memory)
         }
     };
     Ok(TierPool { id: pool, memory })
-}
-
-/// A command-line error at `field`.
-fn command_line(field: &str, message: String) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: "command line".into(),
-        field: field.into(),
-        message,
-    }
 }

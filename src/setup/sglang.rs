@@ -4,7 +4,7 @@
 //! `resolve_max_num_reqs`, `arg_groups/cuda_graph_hook.py`'s decode capture sizes).
 
 use super::InstanceConfig;
-use crate::config::{ConfigError, KvCapacity};
+use crate::config::{Bound, ConfigError, KvCapacity, Problem};
 use crate::latency::{CudaGraphMode, GraphOptions, GraphPolicy};
 use crate::scheduler::sglang::{MAX_PREFILL_TOKENS, SchedulePolicy, SglangConfig};
 
@@ -61,35 +61,44 @@ const GPU_TIERS: [(f64, u32, u32, u32); 5] = [
 
 impl SglangOptions {
     /// Checks the values a user gives (field names as the flags and cluster-config keys).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        if self.page_size == 0 {
-            return Err(("page_size", "must be at least 1".into()));
-        }
-        if self.max_running_requests == Some(0) {
-            return Err(("max_running_requests", "must be at least 1".into()));
+    pub fn check(&self) -> Result<(), (&'static str, Problem)> {
+        let at_least_one = [
+            ("page_size", Some(self.page_size)),
+            ("max_running_requests", self.max_running_requests),
+            ("max_prefill_tokens", Some(self.max_prefill_tokens)),
+            ("cuda_graph_max_bs", self.cuda_graph_max_bs),
+        ];
+        for (key, value) in at_least_one {
+            if value == Some(0) {
+                return Err((key, Problem::out_of_range(0, Bound::AtLeast(1))));
+            }
         }
         if let Some(c) = self.chunked_prefill_size
             && c != -1
             && (c <= 0 || c > i64::from(u32::MAX) || c % i64::from(self.page_size) != 0)
         {
+            let expected = "-1 (off) or a positive multiple of the page size";
             return Err((
                 "chunked_prefill_size",
-                format!("must be -1 (off) or a positive multiple of the page size, got {c}"),
+                Problem::wrong_kind(expected, Some(c.to_string())),
             ));
         }
-        if self.max_prefill_tokens == 0 {
-            return Err(("max_prefill_tokens", "must be at least 1".into()));
-        }
-        if !(self.schedule_conservativeness > 0.0 && self.schedule_conservativeness <= 100.0) {
-            return Err(("schedule_conservativeness", "must be in (0, 100]".into()));
-        }
-        if self.cuda_graph_max_bs == Some(0) {
-            return Err(("cuda_graph_max_bs", "must be at least 1".into()));
-        }
-        if let Some(f) = self.mem_fraction_static
-            && !(f > 0.0 && f <= 1.0)
-        {
-            return Err(("mem_fraction_static", format!("must be in (0, 1], got {f}")));
+        let fractions = [
+            (
+                "schedule_conservativeness",
+                Some(self.schedule_conservativeness),
+                Bound::fraction_up_to(100.0),
+            ),
+            (
+                "mem_fraction_static",
+                self.mem_fraction_static,
+                Bound::fraction_up_to(1.0),
+            ),
+        ];
+        for (key, value, bound) in fractions {
+            if let Some(v) = value {
+                bound.check(v).map_err(|p| (key, p))?;
+            }
         }
         Ok(())
     }
@@ -164,11 +173,16 @@ pub fn check_supported(instances: &[InstanceConfig]) -> Result<(), ConfigError> 
             None
         };
         if let Some((field, what)) = refused {
-            return Err(ConfigError::Invalid {
-                source_name: "command line or cluster config".into(),
-                field: format!("instance {id}: {field}"),
-                message: format!("the SGLang engine does not model {what} yet; use --engine vllm"),
-            });
+            let problem = Problem::unsupported(
+                format!("{what} under the SGLang engine"),
+                Some("use --engine vllm"),
+            );
+            let field = format!("instance {id}: {field}");
+            return Err(ConfigError::invalid(
+                "command line or cluster config",
+                field,
+                problem,
+            ));
         }
     }
     Ok(())
@@ -219,14 +233,16 @@ pub fn decode_graph_sizes(max_bs: u32) -> Vec<u32> {
 /// The host model's execution rules of an SGLang instance: decode batches of at most
 /// `--cuda-graph-max-bs` requests replay a full graph (padded to the next captured size);
 /// prefill and mixed batches, and larger decodes, launch their kernels from the host.
-pub fn graph_policy(config: &SglangConfig) -> Result<GraphPolicy, String> {
+pub fn graph_policy(config: &SglangConfig) -> Result<GraphPolicy, Problem> {
     let options = GraphOptions {
         enforce_eager: false,
         mode: CudaGraphMode::FullDecodeOnly,
         capture_sizes: Some(decode_graph_sizes(config.cuda_graph_max_bs)),
         max_capture_size: None,
     };
+    // Its one refusal: a capture size of 0, which only `--cuda-graph-max-bs 0` gives.
     GraphPolicy::resolve(&options, config.cuda_graph_max_bs, 0)
+        .map_err(|_| Problem::out_of_range(config.cuda_graph_max_bs, Bound::AtLeast(1)))
 }
 
 #[cfg(test)]

@@ -282,7 +282,7 @@ pub fn heterogeneous_instances_get_their_own_inputs() {
     let out = run(&strs(&bad), Some(&DoubleEnv::default()), tmp.path());
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("the network has 2 NPUs but instance 0 runs on 1"),
+        stderr(&out).contains("is a network of 2 NPUs but instance 0 runs on 1"),
         "{}",
         stderr(&out)
     );

@@ -55,7 +55,7 @@ fn a_cluster_config_that_is_not_an_object_or_has_a_wrong_value_says_so_plainly()
     std::fs::write(&c, format!("[{CLUSTER}]")).unwrap();
     let err = refused(&["--dataset", s(&w), "--cluster-config", s(&c)]);
     assert!(
-        err.contains("c.json: field `(top level)`: expected a JSON object {...}, found an array"),
+        err.contains("c.json: field `(top level)`: must be a JSON object {...}, got an array"),
         "{err}"
     );
     std::fs::write(

@@ -289,7 +289,7 @@ fn pd_config_errors_name_the_key() {
         (
             base.replace("\"link_bw\": 16", "\"link_bw\": [16, 16, 16]"),
             "link_bw",
-            "3 entries but the network has 2 dimensions [1, 3]",
+            "3 entries but needs 2: one per dimension of the network [1, 3]",
         ),
     ];
     for (text, key, message) in cases {

@@ -71,6 +71,7 @@ pub use generate::{
     generate_requests, generate_workload, nothing_generated, stream_requests,
 };
 pub use jsonl_out::write_jsonl;
+pub use limits::DEFAULT_MAX_REQUESTS;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
 pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
 pub use synthetic::Synthetic;
