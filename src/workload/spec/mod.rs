@@ -49,6 +49,7 @@ mod generate;
 mod inference_perf;
 mod jsonl_out;
 mod limits;
+mod priority;
 mod scenarios;
 mod schema;
 mod servegen;
@@ -71,6 +72,7 @@ pub use generate::{
     generate_requests, generate_workload, nothing_generated, stream_requests,
 };
 pub use jsonl_out::write_jsonl;
+pub use priority::PriorityDist;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
 pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
 pub use synthetic::Synthetic;
