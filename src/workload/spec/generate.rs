@@ -764,15 +764,26 @@ pub fn stream_requests(
 }
 
 /// Gives arrival `g`'s ids its client's tenant, SLO class and profile (a client's nonzero
-/// `priority` is its requests' own; 0 leaves the class's).
+/// `priority` is its requests' own; 0 leaves the class's; a `priority_distribution` gives
+/// each arrival its own draw).
 fn assign_class(spec: &WorkloadSpec, g: &GeneratedRequest, classes: &mut RequestClasses) {
     let client = &spec.clients[g.client as usize];
     let profile = RequestProfile {
-        priority: (client.priority != 0).then_some(client.priority),
+        priority: priority_of(spec, g),
         ..client.profile
     };
     let (tenant, class) = (tenant_name(client), class_name(client));
     classes.assign_profile(g.id, g.requests, tenant, class, &profile);
+}
+
+/// The own priority of arrival `g`'s requests: its draw from its client's
+/// `priority_distribution`, else the client's nonzero `priority` (`None`: its class's).
+pub(super) fn priority_of(spec: &WorkloadSpec, g: &GeneratedRequest) -> Option<i32> {
+    let client = &spec.clients[g.client as usize];
+    match &client.priority_dist {
+        Some(dist) => Some(dist.draw(spec.seed, g.client, g.id)),
+        None => (client.priority != 0).then_some(client.priority),
+    }
 }
 
 /// Gives the spec's `goodput_slo_targets` to the classes its requests use (a target for a

@@ -34,8 +34,9 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
             ));
         }
         model.push_str(&profile_fields(generator.spec(), c)?);
-        // A nonzero priority is the requests' own (the control plane reads it back).
-        if c.priority != 0 {
+        // A nonzero priority is the requests' own (the control plane reads it back); a
+        // drawn one is written with each line.
+        if c.priority != 0 && c.priority_dist.is_none() {
             model.push_str(&format!(",\"priority\":{}", c.priority));
         }
         let prefix = generator.prefix_ids(i).map(|ids| {
@@ -60,7 +61,19 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
     let mut written = 0u64;
     while let Some(req) = generator.next() {
         if let Some((header, plan)) = generator.session(&req) {
-            write_session(&mut buf, &header, &plan, &fixed[req.client as usize].0)?;
+            let model = &fixed[req.client as usize].0;
+            match super::generate::priority_of(generator.spec(), &req) {
+                Some(p)
+                    if generator.spec().clients[req.client as usize]
+                        .priority_dist
+                        .is_some() =>
+                {
+                    let drawn =
+                        [model.as_slice(), format!(",\"priority\":{p}").as_bytes()].concat();
+                    write_session(&mut buf, &header, &plan, &drawn)?;
+                }
+                _ => write_session(&mut buf, &header, &plan, model)?,
+            }
             written += 1;
             if buf.len() >= FLUSH_AT {
                 out.write_all(&buf)?;
@@ -76,6 +89,14 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
         buf.extend_from_slice(int.format(req.arrival_ns).as_bytes());
         let (model, prefix) = &fixed[req.client as usize];
         buf.extend_from_slice(model);
+        if generator.spec().clients[req.client as usize]
+            .priority_dist
+            .is_some()
+            && let Some(p) = super::generate::priority_of(generator.spec(), &req)
+        {
+            buf.extend_from_slice(b",\"priority\":");
+            buf.extend_from_slice(int.format(p).as_bytes());
+        }
         if multimodal[req.client as usize] {
             for (name, tokens) in MEDIA.iter().zip(req.media) {
                 buf.extend_from_slice(name);

@@ -49,6 +49,7 @@ mod generate;
 mod inference_perf;
 mod jsonl_out;
 mod limits;
+mod priority;
 mod scenarios;
 mod schema;
 mod servegen;
@@ -72,6 +73,7 @@ pub use generate::{
 };
 pub use jsonl_out::write_jsonl;
 pub use limits::DEFAULT_MAX_REQUESTS;
+pub use priority::PriorityDist;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
 pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
 pub use synthetic::Synthetic;

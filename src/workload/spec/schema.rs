@@ -101,6 +101,8 @@ pub struct ClientSpec {
     pub prefix_length: u32,
     /// Scheduling priority carried with each request (default 0).
     pub priority: i32,
+    /// Or each arrival's priority drawn from this (`priority_distribution`).
+    pub priority_dist: Option<super::PriorityDist>,
     /// Probability that a request streams its output (`streaming: true` is 1).
     pub streaming: f64,
     /// Closed-loop users (`concurrency`, `think_time_us`); such a client has no rate
@@ -186,6 +188,8 @@ pub(super) struct RawClient {
     prefix_length: Option<u32>,
     #[serde(default)]
     priority: Option<i32>,
+    #[serde(default)]
+    priority_distribution: Option<super::priority::RawPriorityDist>,
     #[serde(default)]
     streaming: Option<RawStreaming>,
     #[serde(default)]
@@ -279,6 +283,7 @@ impl ClientSpec {
             prefix_group: None,
             prefix_length: 0,
             priority: 0,
+            priority_dist: None,
             streaming: 0.0,
             closed_loop: None,
             lifecycle: None,
@@ -379,6 +384,7 @@ pub(super) fn client_spec(mut raw: RawClient, who: &str) -> Result<ClientSpec, S
         ));
     }
     let prefix_length = prefix_length(&raw, who)?;
+    let priority_dist = priority_dist(&mut raw).map_err(|e| format!("{who}: {e}"))?;
     let streaming = streaming(raw.streaming, who)?;
     Ok(ClientSpec {
         id: raw.id.unwrap_or_default(),
@@ -391,6 +397,7 @@ pub(super) fn client_spec(mut raw: RawClient, who: &str) -> Result<ClientSpec, S
         prefix_group: raw.prefix_group,
         prefix_length,
         priority: raw.priority.unwrap_or(0),
+        priority_dist,
         streaming,
         closed_loop: None,
         lifecycle,
@@ -449,6 +456,17 @@ const MAX_USERS: i64 = 100_000;
 
 /// A closed-loop client: requests of the input and output distributions, no rate, no arrival
 /// process (BLIS: `concurrency` and `rate_fraction` exclude each other).
+/// A client's `priority_distribution`, checked (not beside a fixed `priority`).
+fn priority_dist(raw: &mut RawClient) -> Result<Option<super::PriorityDist>, String> {
+    let Some(dist) = raw.priority_distribution.take() else {
+        return Ok(None);
+    };
+    if raw.priority.is_some() {
+        return Err("give priority or priority_distribution, not both".into());
+    }
+    super::PriorityDist::parse(dist).map(Some)
+}
+
 fn closed_loop_client(
     mut raw: RawClient,
     who: &str,
@@ -474,6 +492,7 @@ fn closed_loop_client(
     }
     let traffic = traffic(&mut raw, who)?;
     let prefix_length = prefix_length(&raw, who)?;
+    let priority_dist = priority_dist(&mut raw).map_err(|e| format!("{who}: {e}"))?;
     let streaming = streaming(raw.streaming, who)?;
     Ok(ClientSpec {
         id: raw.id.unwrap_or_default(),
@@ -486,6 +505,7 @@ fn closed_loop_client(
         prefix_group: raw.prefix_group,
         prefix_length,
         priority: raw.priority.unwrap_or(0),
+        priority_dist,
         streaming,
         closed_loop,
         lifecycle: None,
