@@ -162,7 +162,7 @@ pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
     let start = kernel_constants(&base);
     let before = tables(&mut fitted_runs, &start)?;
     let start_value = rms(&before);
-    let scalars = chosen_scalars(options, &mut fitted_runs, &start, start_value)?;
+    let scalars = chosen_scalars(options, &mut fitted_runs, &start, &before)?;
     let found = {
         let bar = progress_bar(options.limits.max_evaluations);
         let mut objective = |k: &KernelSpec| Ok(rms(&tables(&mut fitted_runs, k)?));
@@ -222,17 +222,24 @@ fn prepare(runs: &[RealRun], options: &CalibrateOptions) -> anyhow::Result<Vec<P
 /// The scalars a fit moves, and those it leaves (with why).
 pub(crate) struct Chosen {
     fitted: Vec<Scalar>,
-    left: Vec<(Scalar, &'static str)>,
+    left: Vec<(Scalar, String)>,
 }
 
+/// The share of a constant's effect on the runs' Diff% numbers that the constants chosen
+/// before it cannot produce, below which the runs cannot tell it from them (its effect is
+/// then more than 97% alike theirs: a fit could trade one for the other along a valley and
+/// end a few per cent from the truth with the same residual).
+const MIN_OWN_EFFECT: f64 = 0.25;
+
 /// The scalars asked for (all by default, the fused-MoE one only when a fitted run has a MoE
-/// model), less those that do not move the objective at all (the runs do not exercise them:
-/// a fit would leave them anywhere).
+/// model), less those that do not move the runs' numbers at all (the runs do not exercise
+/// them: a fit would leave them anywhere) and those the runs cannot tell apart from a
+/// constant with a larger effect ([`identifiable`]).
 fn chosen_scalars(
     options: &CalibrateOptions,
     runs: &mut [Prepared],
     start: &KernelSpec,
-    start_value: f64,
+    before: &[[[f64; 5]; 3]],
 ) -> anyhow::Result<Chosen> {
     let asked: Vec<Scalar> = match &options.scalars {
         Some(keys) => keys
@@ -251,13 +258,16 @@ fn chosen_scalars(
         fitted: Vec::new(),
         left: Vec::new(),
     };
+    let mut exercised = Vec::new();
     for s in SCALARS {
         if !asked.contains(&s) {
-            chosen.left.push((s, "not asked for (--fit)"));
+            chosen.left.push((s, "not asked for (--fit)".into()));
             continue;
         }
         if s.key == "moe_memory_efficiency" && !moe {
-            chosen.left.push((s, "no fitted run has a MoE model"));
+            chosen
+                .left
+                .push((s, "no fitted run has a MoE model".into()));
             continue;
         }
         let now = s.get(start).unwrap_or(s.lo);
@@ -266,16 +276,69 @@ fn chosen_scalars(
             &mut probe,
             s.round(now + 0.05 * (s.hi - s.lo) * direction_inside(&s, now)),
         );
-        if rms(&tables(runs, &probe)?) == start_value {
-            chosen.left.push((s, "the fitted runs do not depend on it"));
+        let effect = effect(before, &tables(runs, &probe)?);
+        if effect.iter().all(|d| *d == 0.0) {
+            chosen
+                .left
+                .push((s, "the fitted runs do not depend on it".into()));
         } else {
-            chosen.fitted.push(s);
+            exercised.push((s, effect));
         }
     }
+    identifiable(exercised, &mut chosen);
     if chosen.fitted.is_empty() {
         bail!("nothing to fit: the runs depend on none of the constants asked for");
     }
     Ok(chosen)
+}
+
+/// How every Diff% number of the runs moved from `before` to `after` (0 where one of the
+/// two does not exist).
+fn effect(before: &[[[f64; 5]; 3]], after: &[[[f64; 5]; 3]]) -> Vec<f64> {
+    let flat = |t: &[[[f64; 5]; 3]]| t.iter().flatten().flatten().copied().collect::<Vec<_>>();
+    let (b, a) = (flat(before), flat(after));
+    b.iter()
+        .zip(&a)
+        .map(|(b, a)| if (a - b).is_finite() { a - b } else { 0.0 })
+        .collect()
+}
+
+/// Chooses, among the constants the runs exercise (each with its `effect` on their numbers
+/// for a step of 5% of its range), those the runs identify jointly: in order of decreasing
+/// effect, a constant is fitted when at least [`MIN_OWN_EFFECT`] of its effect is its own
+/// (orthogonal to the effects of those fitted before it); the others keep their measured
+/// values and the report says which constant they cannot be told from.
+fn identifiable(exercised: Vec<(Scalar, Vec<f64>)>, chosen: &mut Chosen) {
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let mut order: Vec<usize> = (0..exercised.len()).collect();
+    order.sort_by(|&i, &j| norm(&exercised[j].1).total_cmp(&norm(&exercised[i].1)));
+    let mut basis: Vec<Vec<f64>> = Vec::new();
+    let mut fitted: Vec<&str> = Vec::new();
+    for i in order {
+        let (s, e) = &exercised[i];
+        let mut own = e.clone();
+        for b in &basis {
+            let along: f64 = own.iter().zip(b).map(|(x, y)| x * y).sum();
+            own.iter_mut().zip(b).for_each(|(x, y)| *x -= along * y);
+        }
+        let (length, share) = (norm(&own), norm(&own) / norm(e));
+        if share >= MIN_OWN_EFFECT {
+            basis.push(own.iter().map(|x| x / length).collect());
+            fitted.push(s.key);
+            chosen.fitted.push(*s);
+        } else {
+            let why = format!(
+                "these runs cannot tell it from {}: only {:.0}% of its effect on their \
+                 numbers is its own, so it keeps its measured value (add a run that \
+                 exercises it differently)",
+                fitted.join(" and "),
+                100.0 * share
+            );
+            chosen.left.push((*s, why));
+        }
+    }
+    let rank = |s: &Scalar| SCALARS.iter().position(|t| t == s);
+    chosen.fitted.sort_by_key(rank);
 }
 
 /// +1 when a step up stays within `s`'s bounds from `value`, else −1.
