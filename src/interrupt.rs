@@ -16,10 +16,18 @@ static COMMITTED: AtomicBool = AtomicBool::new(false);
 /// while a sweep sends stderr to its log.
 static CONSOLE: AtomicI32 = AtomicI32::new(2);
 
-/// Starts a thread that handles SIGINT, SIGTERM and SIGHUP for the rest of the process.
+/// Starts a thread that handles SIGINT, SIGTERM and SIGHUP for the rest of the process. Call
+/// it before starting any other thread (a thread inherits its creator's signal mask). A signal
+/// the process was started with ignored (as `nohup` and background jobs start it) stays
+/// ignored; one a parent left blocked is unblocked, so that an interruption is always seen.
 pub fn install() -> std::io::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    let handled: Vec<i32> = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&signal| !started_ignored(signal))
+        .collect();
+    unblock(&handled)?;
+    let mut signals = signal_hook::iterator::Signals::new(&handled)?;
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
             let name = match signal {
@@ -27,7 +35,9 @@ pub fn install() -> std::io::Result<()> {
                 SIGTERM => "SIGTERM",
                 _ => "SIGHUP",
             };
-            clean_up();
+            // Held until the exit: no temporary file can be created and registered after
+            // the clean-up.
+            let _pending = clean_up();
             let kept = if COMMITTED.load(Ordering::SeqCst) {
                 "outputs finished before it were kept, unfinished ones removed"
             } else {
@@ -46,11 +56,43 @@ pub fn install() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Records `path` (a temporary file or folder) for removal on interruption, until the
-/// returned guard is dropped.
-pub fn register(path: &Path) -> Pending {
-    lock(&PENDING).push(path.to_path_buf());
-    Pending(path.to_path_buf())
+/// Whether `signal`'s disposition is "ignore" (inherited across `exec`).
+fn started_ignored(signal: i32) -> bool {
+    // SAFETY: a query only (no new action), into a zeroed `sigaction` owned here.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Removes `signals` from the calling thread's signal mask (inherited across `exec`).
+fn unblock(signals: &[i32]) -> std::io::Result<()> {
+    // SAFETY: the set is a zeroed `sigset_t` owned here, initialised by `sigemptyset`.
+    let status = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &signal in signals {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut())
+    };
+    match status {
+        0 => Ok(()),
+        error => Err(std::io::Error::from_raw_os_error(error)),
+    }
+}
+
+/// Creates a temporary file or folder with `create` and records it for removal on
+/// interruption in one step: an interruption finds it either not yet made or recorded.
+pub fn create_registered<T: AsRef<Path>>(
+    create: impl FnOnce() -> std::io::Result<T>,
+) -> std::io::Result<(T, Pending)> {
+    let mut pending = lock(&PENDING);
+    let made = create()?;
+    let path = made.as_ref().to_path_buf();
+    pending.push(path.clone());
+    Ok((made, Pending(path)))
 }
 
 /// Records the process group `group` (a child started as a group leader) for killing on
@@ -110,17 +152,19 @@ fn lock<T>(list: &'static Mutex<Vec<T>>) -> std::sync::MutexGuard<'static, Vec<T
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Kills every registered process group, then removes every registered path; those already
-/// gone are ignored.
-fn clean_up() {
+/// Kills every registered process group, then removes every registered path (those already
+/// gone are ignored); returns the list of paths, locked, for the caller to hold until it exits.
+fn clean_up() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     for group in lock(&GROUPS).drain(..) {
         let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
     }
-    for path in lock(&PENDING).drain(..) {
+    let mut pending = lock(&PENDING);
+    for path in pending.drain(..) {
         let _ = if path.is_dir() {
             std::fs::remove_dir_all(&path)
         } else {
             std::fs::remove_file(&path)
         };
     }
+    pending
 }

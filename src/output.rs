@@ -190,9 +190,10 @@ impl OutputFile {
     pub fn create(dest: &Path) -> anyhow::Result<OutputFile> {
         let sink = match target(dest) {
             Target::File(file) => {
-                let tmp = temporary_beside(&file)
-                    .with_context(|| format!("creating a temporary file for {}", dest.display()))?;
-                let pending = crate::interrupt::register(tmp.path());
+                let (tmp, pending) =
+                    crate::interrupt::create_registered(|| temporary_beside(&file)).with_context(
+                        || format!("creating a temporary file for {}", dest.display()),
+                    )?;
                 Sink::Staged(tmp, file, pending)
             }
             Target::Special(path) => Sink::Direct(
@@ -313,12 +314,12 @@ impl StagedDir {
         builder.prefix(&prefix).suffix(TMP_SUFFIX);
         #[cfg(unix)]
         builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777));
-        let staging = builder
-            .tempdir_in(home)
-            .with_context(|| format!("creating a temporary folder for {}", dest.display()))?;
+        let (staging, pending) =
+            crate::interrupt::create_registered(|| builder.tempdir_in(home))
+                .with_context(|| format!("creating a temporary folder for {}", dest.display()))?;
         Ok(StagedDir {
             dest: dest.to_path_buf(),
-            _pending: crate::interrupt::register(staging.path()),
+            _pending: pending,
             staging,
         })
     }

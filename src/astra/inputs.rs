@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use tempfile::TempDir;
 
 use super::{AstraMode, AstraOptions, NetworkConfig};
-use crate::interrupt::{Pending, register};
+use crate::interrupt::{Pending, create_registered};
 
 /// The `system.json` template (`astra-sim-configs/system.json`).
 pub const SYSTEM_TEMPLATE: &str = include_str!("../../astra-sim-configs/system.json");
@@ -206,10 +206,8 @@ impl AstraInputs {
             .unwrap_or_else(std::env::temp_dir);
         report_stale_run_dirs(&parent);
         let prefix = format!("{RUN_DIR_PREFIX}{}-", std::process::id());
-        let temp = tempfile::Builder::new()
-            .prefix(&prefix)
-            .tempdir_in(&parent)?;
-        let pending = register(temp.path());
+        let (temp, pending) =
+            create_registered(|| tempfile::Builder::new().prefix(&prefix).tempdir_in(&parent))?;
         let root = temp.path().to_owned();
         let write = |name: &str, text: String| -> std::io::Result<PathBuf> {
             let path = root.join(name);

@@ -46,11 +46,12 @@ pub(super) fn draw(
             builder.prefix(".pareto").suffix(&suffix);
             // Temporary files default to mode 0600; ask for what a plain `File::create` gets.
             builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-            let tmp = builder
-                .tempfile_in(dir)
-                .context("creating a temporary plot file")?
-                .into_temp_path();
-            let _pending = crate::interrupt::register(&tmp);
+            let (tmp, _pending) = crate::interrupt::create_registered(|| {
+                builder
+                    .tempfile_in(dir)
+                    .map(tempfile::NamedTempFile::into_temp_path)
+            })
+            .context("creating a temporary plot file")?;
             let pts = points(configs, on_front, x, y);
             let picture = Picture {
                 x: Axis::new(x, slo, &pts.iter().map(|p| p.x).collect::<Vec<_>>()),
