@@ -251,6 +251,8 @@ pub struct Scheduler {
     /// of those whose pull the step being formed starts (collected by
     /// [`Scheduler::pop_pull_start`]).
     pulling: Vec<u32>,
+    /// Pulls started here so far (vLLM's flow): each pull's start order.
+    pulls_started: u64,
     pull_starts: std::collections::VecDeque<u64>,
     /// KV blocks the pulls started here will take when their KV lands: a pull starts only
     /// when its prompt's blocks are free beside these (vLLM allocates them as the pull
@@ -379,6 +381,7 @@ impl Scheduler {
             handed_off: 0,
             incoming: 0,
             pulling: Vec::new(),
+            pulls_started: 0,
             pull_starts: std::collections::VecDeque::new(),
             pulled_blocks: 0,
             held_for_decode: 0,
@@ -585,7 +588,12 @@ impl Scheduler {
             let fresh =
                 req.is_some_and(|r| r.computed == 0 && !r.was_preempted && r.blocks.is_empty());
             // A request whose KV a prefill instance holds for it stays until it is pulled.
-            let remote = req.is_some_and(|r| r.pull != request::KvPull::Local);
+            let remote = req.is_some_and(|r| {
+                matches!(
+                    r.pull,
+                    request::KvPull::Pending | request::KvPull::Pulling(_)
+                )
+            });
             if (all || fresh) && !remote {
                 self.waiting.remove(k);
                 self.evict_slot(slot, out);
@@ -1022,6 +1030,7 @@ impl Scheduler {
         {
             pd.decode_admitted_ns = now;
         }
+        req.pull = request::KvPull::Local;
         let recalled = self.lower_hit;
         if let Some(tier) = &self.lower
             && recalled > 0

@@ -13,7 +13,9 @@
 //! step starts pulling its prompt KV ([`Scheduler::pop_pull_start`]; vLLM's NixlConnector
 //! allocates the blocks and reads asynchronously, the request `WAITING_FOR_REMOTE_KVS`) and
 //! admission goes on behind it. When the KV has landed ([`Scheduler::kv_landed`]) it waits
-//! again at the head of the queue, seen by the next step formed after the landing (the step
+//! again at the head of the queue (under FCFS behind the landed requests whose pulls started
+//! before its own, so that landing out of order does not reorder them: vLLM keeps such a
+//! request at its place in the queue), seen by the next step formed after the landing (the step
 //! after that under async scheduling: vLLM learns of a finished read from a step's output),
 //! with all but the last prompt token computed: that step computes the last one, and its end
 //! is the first token the client sees. (vLLM allocates the blocks as the pull starts; here
@@ -32,7 +34,7 @@
 //! preempted request.
 
 use super::request::{KvPull, Phase};
-use super::{Scheduler, SchedulerBug, request::RunningRequest};
+use super::{QueueOrder, Scheduler, SchedulerBug, request::RunningRequest};
 use crate::Nanos;
 use crate::metrics::PdRecord;
 use crate::workload::Request;
@@ -234,7 +236,8 @@ impl Scheduler {
             return PullStart::NoRoom;
         }
         self.pulled_blocks += blocks;
-        req.pull = KvPull::Pulling;
+        self.pulls_started += 1;
+        req.pull = KvPull::Pulling(self.pulls_started);
         self.pull_starts.push_back(req.id);
         self.waiting.pop_front();
         self.pulling.push(slot);
@@ -261,8 +264,13 @@ impl Scheduler {
             )));
         };
         let slot = self.pulling.remove(pos);
+        let order = match self.slots[slot as usize].as_ref().map(|r| r.pull) {
+            Some(KvPull::Pulling(order)) => order,
+            _ => 0,
+        };
         self.end_pull(slot);
         let req = self.slots[slot as usize].as_mut().expect("pulling slot");
+        req.pull = KvPull::Landed(order);
         req.computed = req.input_toks.saturating_sub(1);
         if let Some(pd) = req.pd.as_mut() {
             pd.transfer_start_ns = start;
@@ -275,8 +283,30 @@ impl Scheduler {
         } else {
             0
         };
-        self.queue_waiting(slot, true);
+        self.queue_landed(slot, order);
         Ok(())
+    }
+
+    /// Queues a request whose KV landed, its pull the `order`-th started here: at the head of
+    /// a FCFS queue, behind the landed requests whose pulls started before its own (pulls
+    /// start in queue order, so these keep their FCFS order whatever order their KV lands
+    /// in); by its key under another order.
+    fn queue_landed(&mut self, slot: u32, order: u64) {
+        if self.order != QueueOrder::Fcfs {
+            self.queue_waiting(slot, true);
+            return;
+        }
+        let slots = &self.slots;
+        let at = self
+            .waiting
+            .iter()
+            .take_while(|&&s| {
+                slots[s as usize]
+                    .as_ref()
+                    .is_some_and(|r| matches!(r.pull, KvPull::Landed(o) if o < order))
+            })
+            .count();
+        self.waiting.insert(at, slot);
     }
 
     /// The pull of the request in `slot` ended (its KV landed, or it was cancelled): the

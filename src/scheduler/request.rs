@@ -31,8 +31,13 @@ pub(super) enum KvPull {
     Local,
     /// Waiting for a step to start its pull (vLLM: `WAITING` with the remote's parameters).
     Pending,
-    /// Its KV is on the wire (vLLM: `WAITING_FOR_REMOTE_KVS`).
-    Pulling,
+    /// Its KV is on the wire (vLLM: `WAITING_FOR_REMOTE_KVS`); the pull's start order on
+    /// this instance.
+    Pulling(u64),
+    /// Its KV landed (the pull's start order); it waits for the step that computes its last
+    /// prompt token, ahead of the requests queued after it (vLLM keeps a request waiting for
+    /// remote KV at its place in the FCFS queue).
+    Landed(u64),
 }
 
 /// Completed steps of an instance, evenly spaced, in each of which a request produced a

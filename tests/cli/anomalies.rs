@@ -181,32 +181,42 @@ fn a_decode_side_that_inverts_priorities_is_caught_at_its_admissions() {
     // other five arrive at the decode instance: c0 runs; b1 c2 b3 c4 b5 queue there, in
     // that order. Under reverse-priority the batch requests go first: b1 overtakes nobody
     // queued before it, b3 overtakes c2, b5 overtakes c2 (and c4): 2 inverting
-    // admissions, all on the decode side. priority-fcfs and FCFS invert nothing.
+    // admissions, all on the decode side. priority-fcfs and FCFS invert nothing, in both P/D
+    // flows. Under vLLM's (the default) the five requests queue on the decode side as they
+    // are handed off, and their pulls all start in the step after c0 ends (nobody is
+    // admitted, so admission goes on behind each pull); the KV of each lands in turn, and
+    // each waits at the head of the queue behind the landed requests whose pulls started
+    // before its own: vLLM keeps a request waiting for remote KV at its place in the FCFS
+    // queue. (Queued at the very head, the last to land went first: b5, b3 overtook c2 and c4
+    // under FCFS, 2 inversions that vLLM does not make.)
     let dir = tempfile::tempdir().unwrap();
     let data = spaced(dir.path(), 6, 400);
     let config = cluster_of(dir.path(), &[r#""prefill""#, r#""decode""#], 80.0);
-    for (scheduler, expected) in [("reverse-priority", 2), ("priority-fcfs", 0), ("fcfs", 0)] {
-        // Counted by hand under LLMServingSim's P/D accounting (the KV pushed at the
-        // hand-off, queued on the decode side on arrival).
-        let args = [
-            "--pd-flow",
-            "llmservingsim",
-            "--cluster-config",
-            config.to_str().unwrap(),
-            "--dataset",
-            data.to_str().unwrap(),
-            "--max-num-seqs",
-            "1",
-            "--scheduler",
-            scheduler,
-        ];
-        let (json, _) = summary(dir.path(), scheduler, &args);
-        let a = &json["anomalies"];
-        assert_eq!(a["priority_inversions"], expected, "{scheduler}: {a}");
-        assert_eq!(
-            a["hol_blocking"], 0,
-            "{scheduler}: one candidate on each side"
-        );
+    for flow in ["vllm", "llmservingsim"] {
+        for (scheduler, expected) in [("reverse-priority", 2), ("priority-fcfs", 0), ("fcfs", 0)] {
+            let args = [
+                "--pd-flow",
+                flow,
+                "--cluster-config",
+                config.to_str().unwrap(),
+                "--dataset",
+                data.to_str().unwrap(),
+                "--max-num-seqs",
+                "1",
+                "--scheduler",
+                scheduler,
+            ];
+            let (json, _) = summary(dir.path(), &format!("{flow}-{scheduler}"), &args);
+            let a = &json["anomalies"];
+            assert_eq!(
+                a["priority_inversions"], expected,
+                "{flow} {scheduler}: {a}"
+            );
+            assert_eq!(
+                a["hol_blocking"], 0,
+                "{flow} {scheduler}: one candidate on each side"
+            );
+        }
     }
 }
 
