@@ -239,3 +239,45 @@ fn the_slo_autoscaler_runs_from_its_flags_and_needs_a_target() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("autoscale.ttft_target_ms"), "{err}");
 }
+
+#[test]
+fn admission_delays_and_the_slo_autoscaler_export_into_a_bundle_that_reruns_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("exported.yaml");
+    let args = [
+        "--dataset",
+        SAMPLE,
+        "--admission-policy",
+        "rate-limit",
+        "--rate-limit-rps",
+        "3",
+        "--rate-limit-burst",
+        "2",
+        "--admission-delay",
+        "150ms",
+        "--admission-max-delays",
+        "4",
+        "--autoscale",
+        "slo",
+        "--autoscale-ttft-target",
+        "50",
+        "--autoscale-max",
+        "3",
+        "--autoscale-interval",
+        "2s",
+        "--export-policy",
+        bundle.to_str().unwrap(),
+    ];
+    let (flags, _, _) = run_in(dir.path(), "flags", &args);
+    let text = std::fs::read_to_string(&bundle).unwrap();
+    assert!(text.contains("max_delays: 4"), "{text}");
+    assert!(text.contains("ttft_target_ms: 50.0"), "{text}");
+    let again = [
+        "--dataset",
+        SAMPLE,
+        "--policy-config",
+        bundle.to_str().unwrap(),
+    ];
+    let (file, _, _) = run_in(dir.path(), "file", &again);
+    assert_eq!(flags, file);
+}
