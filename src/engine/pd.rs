@@ -56,7 +56,10 @@ pub struct Disaggregation {
     flow: PdFlow,
     roles: Vec<InstanceRole>,
     kv_bytes_per_token: Vec<u64>,
-    /// Row-major: the link from instance `i` to instance `j` is at `i · n + j`.
+    /// Instances come in groups of this many consecutive ids sharing their links.
+    group: usize,
+    /// Row-major over the groups: the link from group `i` to group `j` is at `i · g + j`
+    /// (`g` groups).
     links: Vec<Link>,
     router: Router,
 }
@@ -72,16 +75,41 @@ impl Disaggregation {
         router: Router,
         link: impl Fn(usize, usize) -> Link,
     ) -> Disaggregation {
+        Disaggregation::grouped(roles, kv_bytes_per_token, router, 1, link)
+    }
+
+    /// [`Disaggregation::new`] for instances in groups of `group` consecutive ids that share
+    /// their links (an autoscaled run's replica slots of one template): `link(from, to)`
+    /// is given group numbers, and the links are held per pair of groups, not of instances.
+    pub fn grouped(
+        roles: Vec<InstanceRole>,
+        kv_bytes_per_token: Vec<u64>,
+        router: Router,
+        group: usize,
+        link: impl Fn(usize, usize) -> Link,
+    ) -> Disaggregation {
         let n = roles.len();
         assert_eq!(n, kv_bytes_per_token.len(), "one KV size per instance");
-        let links = (0..n * n).map(|k| link(k / n, k % n)).collect();
+        assert!(
+            group > 0 && n.is_multiple_of(group),
+            "whole groups of instances"
+        );
+        let g = n / group;
+        let links = (0..g * g).map(|k| link(k / g, k % g)).collect();
         Disaggregation {
             flow: PdFlow::default(),
             roles,
             kv_bytes_per_token,
+            group,
             links,
             router,
         }
+    }
+
+    /// The link a transfer from instance `from` to instance `to` takes.
+    fn link(&self, from: usize, to: usize) -> &Link {
+        let g = self.roles.len() / self.group;
+        &self.links[(from / self.group) * g + to / self.group]
     }
 
     /// The same setup with its P/D flow `flow`.
@@ -340,14 +368,13 @@ impl<'a> Transfers<'a> {
         if flow == PdFlow::LlmServingSim {
             schedulers[to as usize].expect_incoming();
         }
-        let n = self.setup.roles.len();
         let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
         let transfer = Transfer {
             request_id: h.request_id,
             slot: h.slot,
             to,
             bytes,
-            duration: self.setup.links[f * n + to as usize].transfer_ns(bytes),
+            duration: self.setup.link(f, to as usize).transfer_ns(bytes),
             prefill_end,
             start: now,
             queuing_delay: h.queuing_delay_ns,
@@ -556,6 +583,37 @@ impl<'a> Transfers<'a> {
             arrived,
             request_blocks: t.blocks,
             sender_blocks_used: schedulers[from as usize].kv_blocks_used(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link of `gbps` GB/s and no latency.
+    fn link(gbps: f64) -> Link {
+        Link {
+            bandwidth_gbps: gbps,
+            latency_ns: 0.0,
+        }
+    }
+
+    #[test]
+    fn grouped_instances_hold_one_link_per_pair_of_groups() {
+        // Issue 36: two templates of 50,000 replica slots each hold 4 links, not 10^10.
+        let per = 50_000;
+        let roles = [InstanceRole::Prefill, InstanceRole::Decode].map(|r| vec![r; per]);
+        let pd = Disaggregation::grouped(
+            roles.concat(),
+            vec![100; 2 * per],
+            Router::new(crate::router::RoutingPolicy::RoundRobin, 1),
+            per,
+            |from, to| link((1 + 10 * from + to) as f64),
+        );
+        assert_eq!(pd.links.len(), 4);
+        for (from, to, gbps) in [(0, per, 2.0), (per - 1, 2 * per - 1, 2.0), (per, 3, 11.0)] {
+            assert_eq!(pd.link(from, to).bandwidth_gbps, gbps, "{from} to {to}");
         }
     }
 }

@@ -778,19 +778,21 @@ fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
     if instances.iter().all(|i| i.role == InstanceRole::Colocated) {
         return None;
     }
+    // Held per pair of templates: one per pair of slots grows with the square of the slots.
     Some(
-        Disaggregation::new(
+        Disaggregation::grouped(
             instances.iter().map(|i| i.role).collect(),
             instances
                 .iter()
                 .map(|i| full_kv_bytes_per_token(&i.model, i.kv_dtype()))
                 .collect(),
             Router::with_stream(config.routing.clone(), config.seed, b"router-decode"),
+            per,
             |from, to| {
-                if transfer_in_step(&instances[from]) {
+                if transfer_in_step(&instances[from * per]) {
                     Link::IN_STEP
                 } else {
-                    links.link(from / per, to / per)
+                    links.link(from, to)
                 }
             },
         )
