@@ -1020,7 +1020,13 @@ fn every_policy_is_in_the_help_the_bundle_and_the_guide() {
     every_name_is_everywhere::<QueueOrder>(h, g, |n| format!("scheduler: {n}\n"));
     every_name_is_everywhere::<PreemptionOrder>(h, g, |n| format!("preemption: {{policy: {n}}}\n"));
     every_name_is_everywhere::<AutoscalePolicy>(h, g, |n| {
-        format!("autoscale: {{type: {n}, max_replicas: 3}}\n")
+        // The slo policy needs a target to scale on.
+        let target = if n == "slo" {
+            ", ttft_target_ms: 200"
+        } else {
+            ""
+        };
+        format!("autoscale: {{type: {n}, max_replicas: 3{target}}}\n")
     });
     every_name_is_everywhere::<DrainMode>(h, g, |n| {
         format!("autoscale: {{policy: threshold, drain: {n}}}\n")
