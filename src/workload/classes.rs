@@ -30,6 +30,22 @@ impl RequestProfile {
         *self == RequestProfile::default()
     }
 
+    /// How long after its client sends it a request of `input_toks` prompt tokens reaches the
+    /// gateway: half the round trip plus the prompt's upload, ns, rounded; 0 without a
+    /// network. BLIS (`sim/workload/network.go`, `ComputeClientTTFT` / `ComputeClientE2E`)
+    /// defines only the sums: client TTFT is the server's plus RTT and upload, client E2E
+    /// the server's plus RTT, upload and download, each transfer 4 bytes per token at the
+    /// bandwidth; its run reports server-side latencies and only `calibrate` adds them. The
+    /// link is taken as symmetric here: the other half of the round trip brings the tokens
+    /// back, so the server's latencies, counted from this arrival, plus
+    /// [`Self::ttft_extra_ns`] and [`Self::e2e_extra_ns`] are BLIS's client-perspective ones.
+    pub fn uplink_ns(&self, input_toks: u32) -> u64 {
+        match self.rtt_ms {
+            None => 0,
+            Some(rtt) => (rtt * 0.5e6).round() as u64 + self.transfer_ns(input_toks),
+        }
+    }
+
     /// What the client sees beyond the server's TTFT: the round trip plus the prompt's upload
     /// (4 bytes per token over the bandwidth), ns, rounded; 0 without a network.
     pub fn ttft_extra_ns(&self, input_toks: u32) -> u64 {

@@ -490,6 +490,63 @@ fn client_seen_latency_adds_the_round_trip_and_the_transfers() {
     );
 }
 
+/// One request of 1000 prompt and 10 output tokens, sent at 100 ms (constant arrivals at
+/// 10 req/s), from a client with `network` (or none).
+fn one_far_request(network: &str) -> String {
+    format!(
+        "version: \"2\"\naggregate_rate: 10\nnum_requests: 1\nclients:\n  - id: far\n    \
+         rate_fraction: 1\n    arrival: {{process: constant}}\n    input_distribution: \
+         {{type: constant, params: {{value: 1000}}}}\n    output_distribution: {{type: \
+         constant, params: {{value: 10}}}}\n{network}"
+    )
+}
+
+#[test]
+fn a_clients_network_delays_its_requests_arrival_at_the_gateway() {
+    let run = |network: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let (spec_path, csv, json) = (
+            dir.path().join("w.yaml"),
+            dir.path().join("o.csv"),
+            dir.path().join("s.json"),
+        );
+        std::fs::write(&spec_path, one_far_request(network)).unwrap();
+        ok(&[
+            "--workload-spec",
+            s(&spec_path),
+            "--output",
+            s(&csv),
+            "--summary-json",
+            s(&json),
+        ]);
+        let rows = read_csv(&csv).1;
+        assert_eq!(rows.len(), 1);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (num(&rows[0], "arrival"), num(&rows[0], "TTFT"), summary)
+    };
+    let (sent, plain_ttft, _) = run("");
+    assert_eq!(sent, 100_000_000, "sent at 1 / 10 req/s");
+    let (arrival, ttft, summary) = run("    network: {rtt_ms: 40, bandwidth_mbps: 100}\n");
+    // Half the round trip (20 ms) plus the upload of 1000 token ids of 4 bytes at 100 Mbit/s
+    // (32,000 bits / 1e8 bit/s = 0.32 ms) after the send.
+    assert_eq!(arrival, 100_000_000 + 20_000_000 + 320_000);
+    // An idle cluster serves it alike whenever it comes: the server's TTFT, from its
+    // arrival at the gateway, is unchanged.
+    assert_eq!(ttft, plain_ttft);
+    // The client sees its first token the other half of the round trip after the server
+    // sends it: server TTFT + 40 ms + 0.32 ms after the send (BLIS's ComputeClientTTFT).
+    let client_ttft = summary["slo"]["client_seen"]["ttft_ms"]["p50"]
+        .as_f64()
+        .unwrap();
+    let first_token_at_client = (arrival + ttft) as f64 / 1e6 + 20.0;
+    assert!(
+        (client_ttft - (first_token_at_client - 100.0)).abs() < 1e-6,
+        "{client_ttft}"
+    );
+    assert!((client_ttft - (ttft as f64 / 1e6 + 40.32)).abs() < 1e-6);
+}
+
 #[test]
 fn class_goodput_targets_and_client_slo_targets_judge_requests() {
     let dir = tempfile::tempdir().unwrap();

@@ -43,7 +43,8 @@ pub struct GeneratedRequest {
     pub id: u64,
     /// Line of the arrival in `generate`'s JSONL output, from 1.
     pub line: u64,
-    /// Arrival on the simulated clock.
+    /// Arrival at the gateway on the simulated clock: a flat request of a client with a
+    /// `network` arrives its uplink time after its client sends it; a session starts when sent.
     pub arrival_ns: Nanos,
     /// Index of the client in the spec.
     pub client: u32,
@@ -384,6 +385,9 @@ impl<'a> Generator<'a> {
             p if p >= 1.0 => true,
             p => state.streaming_rng.random::<f64>() < p,
         };
+        // The client sends it at `arrival_ns`; it reaches the gateway half a round trip and
+        // the prompt's upload later (`RequestProfile::uplink_ns`), and the run sees it then.
+        let arrival_ns = arrival_ns.saturating_add(spec.profile.uplink_ns(input + prefix_toks));
         state.next = GeneratedRequest {
             id: 0,
             line: 0,
