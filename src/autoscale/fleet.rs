@@ -104,6 +104,9 @@ struct Replica {
     /// Bumped at every start and cancel: a lifecycle event of an older epoch is stale.
     epoch: u32,
     pool: u32,
+    /// Whether it was ever on (ready at the start, or provisioned since): a slot never on
+    /// has held nothing.
+    ever_on: bool,
 }
 
 /// One template's replicas and its policy.
@@ -121,8 +124,8 @@ struct Pool {
     /// What the policy wanted at the last tick, within the bounds.
     desired: u32,
     cost: PoolCost,
-    /// For a decode pool: the prefill instances whose hand-offs it takes; those held
-    /// there for want of a ready replica are demand for it.
+    /// For a decode pool: the prefill instances whose hand-offs it takes, ascending; those
+    /// held there for want of a ready replica are demand for it.
     handoff_sources: Vec<u32>,
 }
 
@@ -153,6 +156,8 @@ pub struct Autoscaler {
     replicas: Vec<Replica>,
     /// The slots not off, ascending.
     on: Vec<u32>,
+    /// The slots ever on, in the order they first were.
+    ever_on: Vec<u32>,
     /// Slots in each state, by [`ReplicaState::index`].
     in_state: [u32; 6],
     pools: Vec<Pool>,
@@ -211,6 +216,7 @@ impl Autoscaler {
                 since: 0,
                 epoch: 0,
                 pool: t.pool,
+                ever_on: state != ReplicaState::Off,
             });
         }
         let stream = xxhash_rust::xxh3::xxh3_64_with_seed(b"autoscale-provisioning", seed);
@@ -219,12 +225,13 @@ impl Autoscaler {
         for state in &initial {
             in_state[state.index()] += 1;
         }
-        let on = (0..replicas.len() as u32)
+        let on: Vec<u32> = (0..replicas.len() as u32)
             .filter(|&id| initial[id as usize] != ReplicaState::Off)
             .collect();
         Autoscaler {
             config,
             replicas,
+            ever_on: on.clone(),
             on,
             in_state,
             pools,
@@ -260,14 +267,18 @@ impl Autoscaler {
         self.replicas[id as usize].state
     }
 
-    /// Decode replica `decode` takes the hand-offs of prefill instance `prefill`: those held
-    /// there for want of a ready decode replica count as demand for `decode`'s pool.
-    pub fn takes_handoffs_from(&mut self, decode: u32, prefill: u32) {
-        let pool = self.replicas[decode as usize].pool as usize;
-        let sources = &mut self.pools[pool].handoff_sources;
-        if let Err(at) = sources.binary_search(&prefill) {
-            sources.insert(at, prefill);
-        }
+    /// The pool (template) replica `id` belongs to.
+    pub fn pool_of(&self, id: u32) -> u32 {
+        self.replicas[id as usize].pool
+    }
+
+    /// The replicas of pool `pool` (decode) take the hand-offs of the prefill instances
+    /// `prefills`: those held there for want of a ready decode replica count as its demand.
+    pub fn takes_handoffs_from(&mut self, pool: u32, prefills: &[u32]) {
+        let sources = &mut self.pools[pool as usize].handoff_sources;
+        sources.extend_from_slice(prefills);
+        sources.sort_unstable();
+        sources.dedup();
     }
 
     /// Whether the router may send replica `id` requests.
@@ -329,6 +340,10 @@ impl Autoscaler {
             (true, false) => {
                 let at = self.on.partition_point(|&on| on < id);
                 self.on.insert(at, id);
+                if !r.ever_on {
+                    r.ever_on = true;
+                    self.ever_on.push(id);
+                }
             }
             (false, true) => {
                 let at = self.on.partition_point(|&on| on < id);
@@ -405,11 +420,27 @@ impl Autoscaler {
         }
         if !pool.handoff_sources.is_empty() {
             o.size(&view.snapshot(pool.members[0]));
-            let held = pool.handoff_sources.iter();
-            o.held_handoffs = held.map(|&f| view.snapshot(f).held_for_decode as f64).sum();
+            o.held_handoffs = self.held_handoffs(&pool.handoff_sources, view);
         }
         o.finish();
         o
+    }
+
+    /// The hand-offs held for want of a ready decode replica on the prefill instances
+    /// `sources` (ascending). Only the slots ever on are looked at (a slot never on has held
+    /// none), so a tick costs the replicas provisioned, not every slot. The counts are whole
+    /// numbers, so their sum does not depend on the order they are added in.
+    fn held_handoffs(&self, sources: &[u32], view: &dyn ClusterView) -> f64 {
+        let held = |f: u32| view.snapshot(f).held_for_decode as f64;
+        if self.ever_on.len() < sources.len() {
+            let ever_on = self.ever_on.iter().copied();
+            let sources = ever_on.filter(|f| sources.binary_search(f).is_ok());
+            sources.map(held).fold(0.0, |sum, n| sum + n)
+        } else {
+            let sources = sources.iter().copied();
+            let ever_on = sources.filter(|&f| self.replicas[f as usize].ever_on);
+            ever_on.map(held).fold(0.0, |sum, n| sum + n)
+        }
     }
 
     /// The replica count pool `p` moves to at `now`: the policy's wish within the bounds,

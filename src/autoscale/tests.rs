@@ -490,3 +490,86 @@ fn slo_targets_come_from_the_class_targets_and_one_is_required() {
     assert_eq!(key, "autoscale.params.scale_down_ratio");
     assert!(message.contains("below the scale-up bound"), "{message}");
 }
+
+/// A view of idle replicas where prefill slot 0 holds `held` hand-offs for want of a ready
+/// decode replica; it counts the snapshots taken.
+struct Counting {
+    held: usize,
+    taken: std::cell::Cell<u64>,
+}
+
+impl ClusterView for Counting {
+    fn snapshot(&self, id: u32) -> InstanceSnapshot {
+        self.taken.set(self.taken.get() + 1);
+        let mut s = snap(0, 0, 0);
+        if id == 0 {
+            s.held_for_decode = self.held;
+        }
+        s
+    }
+    fn cached_prefix_blocks(&self, _: u32, _: &[u64]) -> usize {
+        0
+    }
+}
+
+#[test]
+fn a_decode_pools_tick_looks_at_the_prefill_replicas_ever_on_not_every_slot() {
+    // Issue 36: a P/D run of 2,000 prefill and 2,000 decode slots, one of each ready. The
+    // decode pool's demand is the hand-offs held on its prefill slots; the slots never on
+    // hold none, so a tick looks at the replicas on, not at 2,000 prefill slots.
+    let slots = 2_000u32;
+    let mut config = AutoscaleSettings {
+        policy: Layer::named(Some(AutoscalePolicy::threshold(0.8, 0.3))),
+        min_replicas: Some(1),
+        max_replicas: Some(slots),
+        ..Default::default()
+    }
+    .build()
+    .unwrap()
+    .unwrap();
+    (config.cooldown_ns, config.up_window_ns) = (0, 0);
+    let template = |pool| ReplicaTemplate {
+        pool,
+        gpus: 1,
+        price_per_gpu_hour: 1.0,
+        load_ns: 5,
+    };
+    let templates: Vec<ReplicaTemplate> = (0..2 * slots).map(|id| template(id / slots)).collect();
+    let names = vec!["prefill".into(), "decode".into()];
+    let mut a = Autoscaler::new(config, &templates, names, 1);
+    assert_eq!((a.pool_of(slots - 1), a.pool_of(slots)), (0, 1));
+    let prefills: Vec<u32> = (0..slots).collect();
+    a.takes_handoffs_from(1, &prefills[..slots as usize / 2]);
+    a.takes_handoffs_from(1, &prefills[slots as usize / 2 - 1..]);
+    // 10 held hand-offs on the one ready prefill replica fill a decode replica of 10 seqs:
+    // the decode pool scales up.
+    let view = Counting {
+        held: 10,
+        taken: std::cell::Cell::new(0),
+    };
+    let mut changes = Vec::new();
+    a.tick(S, &view, &mut changes);
+    let started: Vec<u32> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Due { instance, .. } => Some(*instance),
+            Change::Drain { .. } => None,
+        })
+        .collect();
+    assert!(
+        !started.is_empty() && started.iter().all(|&id| id >= slots),
+        "{started:?}"
+    );
+    let taken = view.taken.get();
+    assert!(taken < 20, "{taken} snapshots in a tick of 2 replicas on");
+    // Nothing held: the decode pool's ticks look at the prefill replicas ever on only.
+    let idle = Counting {
+        held: 0,
+        taken: std::cell::Cell::new(0),
+    };
+    for k in 2..=5 {
+        a.tick(k * S, &idle, &mut changes);
+    }
+    let taken = idle.taken.get();
+    assert!(taken < 200, "{taken} snapshots in 4 ticks");
+}

@@ -51,6 +51,25 @@ pub(super) struct Groups {
     decode: u32,
 }
 
+/// For each of `n` instances, the first one `alike` it (itself when none before is). Only
+/// the first of each kind is compared with, so that this costs instances × kinds, not the
+/// square of the instances (10,000s of replica slots of a few templates).
+fn first_alike(n: usize, alike: impl Fn(usize, usize) -> bool) -> Vec<usize> {
+    let mut firsts: Vec<usize> = Vec::new();
+    (0..n)
+        .map(|i| {
+            firsts
+                .iter()
+                .copied()
+                .find(|&j| alike(j, i))
+                .unwrap_or_else(|| {
+                    firsts.push(i);
+                    i
+                })
+        })
+        .collect()
+}
+
 impl Eligibility {
     /// Computes the candidates of every request of the initial list `requests` on instances
     /// with these `roles`; an error names the first request no instance can serve.
@@ -60,21 +79,9 @@ impl Eligibility {
         roles: &[InstanceRole],
     ) -> Result<Eligibility, SimError> {
         let n = setups.len();
-        let class_of: Vec<usize> = (0..n)
-            .map(|i| {
-                (0..i)
-                    .position(|j| setups[j] == setups[i] && roles[j] == roles[i])
-                    .unwrap_or(i)
-            })
-            .collect();
+        let class_of = first_alike(n, |j, i| setups[j] == setups[i] && roles[j] == roles[i]);
         let classes: Vec<usize> = (0..n).filter(|&i| class_of[i] == i).collect();
-        let model_of = (0..n)
-            .map(|i| {
-                (0..i)
-                    .position(|j| setups[j].model_name == setups[i].model_name)
-                    .unwrap_or(i)
-            })
-            .collect();
+        let model_of = first_alike(n, |j, i| setups[j].model_name == setups[i].model_name);
         let mut eligibility = Eligibility {
             roles: roles.to_vec(),
             class_of,

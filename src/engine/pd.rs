@@ -335,24 +335,33 @@ impl<'a> Transfers<'a> {
                 (&self.requests[index], eligibility.decode_candidates(index))
             }
         };
+        let same_model = |d: &u32| setups[*d as usize].model_name == setups[f].model_name;
         self.candidates.clear();
-        self.candidates.extend(
-            decode
-                .iter()
-                .filter(|&&d| setups[d as usize].model_name == setups[f].model_name),
-        );
+        match choice.autoscaler {
+            // Fewer replicas ready than candidates: the ready ones are looked up among the
+            // candidates, so that a hand-off costs the replicas on, not every slot.
+            Some(a) if a.num_ready() < decode.len() => {
+                let ready = a.ready().filter(|d| decode.binary_search(d).is_ok());
+                self.candidates.extend(ready.filter(same_model));
+            }
+            Some(a) => {
+                let ready = decode.iter().copied().filter(|&d| a.is_ready(d));
+                self.candidates.extend(ready.filter(same_model));
+            }
+            None => self
+                .candidates
+                .extend(decode.iter().copied().filter(same_model)),
+        }
         if self.candidates.is_empty() {
+            if decode.iter().any(same_model) {
+                // Only in an autoscaled run: none of them is ready yet.
+                return Ok(false);
+            }
             return Err(SchedulerBug::new(format!(
                 "request {} was prefilled on instance {from} but no decode instance can take it",
                 h.request_id
             ))
             .into());
-        }
-        if let Some(a) = choice.autoscaler {
-            self.candidates.retain(|&d| a.is_ready(d));
-            if self.candidates.is_empty() {
-                return Ok(false);
-            }
         }
         // The decode router sees the instances as the prefill router does: through the
         // run's signals, refreshed as their modes say (each earlier hand-off included).

@@ -19,7 +19,7 @@ use crate::scheduler::{Evicted, SchedulerBug};
 use crate::trace::Decision;
 use crate::workload::Request;
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 #[cfg(test)]
 thread_local! {
@@ -149,19 +149,29 @@ impl<'r> Cluster<'r> {
         Ok(())
     }
 
-    /// Tells `autoscaler` which prefill instances hand off to each decode replica (those of
-    /// its model), so that hand-offs held for want of a ready one count as its pool's demand.
+    /// Tells `autoscaler` which prefill instances hand off to each decode pool (those of the
+    /// models of its replicas), so that hand-offs held for want of a ready one count as its
+    /// demand. One pass over the slots: the prefill slots grouped by model, the decode slots
+    /// by pool and model (a slot's pool and model never change).
     fn feed_decode_pools(&self, autoscaler: &mut Autoscaler) {
         let Some(t) = &self.transfers else {
             return;
         };
-        let n = self.setups.len() as u32;
-        for d in (0..n).filter(|&d| t.role(d) == InstanceRole::Decode) {
-            let model = &self.setups[d as usize].model_name;
-            for f in (0..n).filter(|&f| t.role(f) == InstanceRole::Prefill) {
-                if &self.setups[f as usize].model_name == model {
-                    autoscaler.takes_handoffs_from(d, f);
+        let mut prefills: HashMap<&str, Vec<u32>> = HashMap::new();
+        let mut decode_pools: BTreeSet<(u32, &str)> = BTreeSet::new();
+        for (id, setup) in (0u32..).zip(self.setups) {
+            let model = setup.model_name.as_str();
+            match t.role(id) {
+                InstanceRole::Prefill => prefills.entry(model).or_default().push(id),
+                InstanceRole::Decode => {
+                    decode_pools.insert((autoscaler.pool_of(id), model));
                 }
+                InstanceRole::Colocated => {}
+            }
+        }
+        for (pool, model) in decode_pools {
+            if let Some(sources) = prefills.get(model) {
+                autoscaler.takes_handoffs_from(pool, sources);
             }
         }
     }
