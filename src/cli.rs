@@ -37,7 +37,7 @@ use crate::choice::Choice;
 use crate::config::{Bound, ConfigError, Dtype, KvCacheDtype, PdFlow, Problem};
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
-use crate::router::{RoutingPolicy, RoutingWeights};
+use crate::router::{RoutingPolicy, RoutingSpecError, RoutingWeights};
 use crate::setup;
 use crate::setup::{
     Deployment, EngineOptions, EvaluationConfig, Layout, PlotsOutput, RoutingOptions, RunOptions,
@@ -818,7 +818,7 @@ fn parse_expert_routing(s: &str) -> Result<ExpertRouting, String> {
     ExpertRouting::parse(s, 0)
 }
 
-fn parse_routing_weights(s: &str) -> Result<RoutingWeights, String> {
+fn parse_routing_weights(s: &str) -> Result<RoutingWeights, RoutingSpecError> {
     s.parse()
 }
 
