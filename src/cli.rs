@@ -33,7 +33,7 @@ pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 
 use crate::astra::CosimOptions;
 use crate::chakra::{Dialect, EmitEt};
-use crate::choice::Choice;
+use crate::choice::{Choice, UnknownName};
 use crate::config::{Bound, ConfigError, Dtype, KvCacheDtype, PdFlow, Problem};
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
@@ -814,7 +814,7 @@ fn parse_dtype(s: &str) -> Result<Dtype, Problem> {
     s.parse()
 }
 
-fn parse_expert_routing(s: &str) -> Result<ExpertRouting, String> {
+fn parse_expert_routing(s: &str) -> Result<ExpertRouting, UnknownName> {
     ExpertRouting::parse(s, 0)
 }
 
