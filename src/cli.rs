@@ -33,11 +33,11 @@ pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 
 use crate::astra::CosimOptions;
 use crate::chakra::{Dialect, EmitEt};
-use crate::choice::Choice;
+use crate::choice::{Choice, UnknownName};
 use crate::config::{Bound, ConfigError, Dtype, KvCacheDtype, PdFlow, Problem};
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
-use crate::router::{RoutingPolicy, RoutingWeights};
+use crate::router::{RoutingPolicy, RoutingSpecError, RoutingWeights};
 use crate::setup;
 use crate::setup::{
     Deployment, EngineOptions, EvaluationConfig, Layout, PlotsOutput, RoutingOptions, RunOptions,
@@ -814,11 +814,11 @@ fn parse_dtype(s: &str) -> Result<Dtype, Problem> {
     s.parse()
 }
 
-fn parse_expert_routing(s: &str) -> Result<ExpertRouting, String> {
+fn parse_expert_routing(s: &str) -> Result<ExpertRouting, UnknownName> {
     ExpertRouting::parse(s, 0)
 }
 
-fn parse_routing_weights(s: &str) -> Result<RoutingWeights, String> {
+fn parse_routing_weights(s: &str) -> Result<RoutingWeights, RoutingSpecError> {
     s.parse()
 }
 

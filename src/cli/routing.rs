@@ -1,6 +1,6 @@
 //! Flags of routing's scorers and of what the router sees and how stale.
 
-use crate::router::{ScorerSet, parse_duration_ns};
+use crate::router::{RoutingSpecError, ScorerSet, parse_duration_ns};
 use clap::Args;
 
 /// Routing scorers and signal staleness (flattened into the main job's flags).
@@ -34,6 +34,6 @@ pub struct RoutingArgs {
     pub signal_refresh: Option<String>,
 }
 
-fn parse_scorers(s: &str) -> Result<ScorerSet, String> {
+fn parse_scorers(s: &str) -> Result<ScorerSet, RoutingSpecError> {
     s.parse()
 }

@@ -118,7 +118,8 @@ pub enum Problem {
     /// A name none of a list's (a policy, an engine).
     UnknownName(crate::choice::UnknownName),
     /// The message of a module whose errors are not typed yet (the control plane's bundles,
-    /// policies and signal specs).
+    /// policies), or are typed above this layer (the router's `RoutingSpecError`, which
+    /// configuration may not import).
     Other(String),
 }
 

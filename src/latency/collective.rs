@@ -18,6 +18,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::Nanos;
+use crate::choice::UnknownName;
 use crate::config::ModelArch;
 
 /// The link a collective runs over, and the local memory its reducing steps go through.
@@ -106,14 +107,17 @@ impl ExpertRouting {
     }
 
     /// Parses `BALANCED`, `RR` or `RAND` (any case); `RAND` gets `seed`.
-    pub fn parse(s: &str, seed: u64) -> Result<ExpertRouting, String> {
+    pub fn parse(s: &str, seed: u64) -> Result<ExpertRouting, UnknownName> {
         match s.to_ascii_uppercase().as_str() {
             "BALANCED" => Ok(ExpertRouting::Balanced),
             "RR" => Ok(ExpertRouting::RoundRobin),
             "RAND" => Ok(ExpertRouting::Random { seed }),
-            other => Err(format!(
-                "unknown expert routing policy `{other}` (BALANCED, RR or RAND)"
-            )),
+            _ => Err(UnknownName {
+                what: "expert routing policy",
+                name: s.to_owned(),
+                expected: vec!["BALANCED", "RR", "RAND"],
+                hint: None,
+            }),
         }
     }
 }
@@ -630,6 +634,14 @@ mod tests {
             ExpertRouting::parse("RAND", 5),
             Ok(ExpertRouting::Random { seed: 5 })
         );
-        assert!(ExpertRouting::parse("CUSTOM", 0).is_err());
+        let err = ExpertRouting::parse("custom", 0).unwrap_err();
+        assert_eq!(
+            (err.what, err.name.as_str()),
+            ("expert routing policy", "custom")
+        );
+        assert_eq!(
+            err.to_string(),
+            "unknown expert routing policy `custom` (expected BALANCED, RR or RAND)"
+        );
     }
 }

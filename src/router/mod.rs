@@ -24,6 +24,7 @@
 //! What the router sees, and how stale each signal is, is set per signal ([`SignalConfig`],
 //! `signals.rs`); the engine refreshes the snapshots it hands the router accordingly.
 
+mod error;
 mod explain;
 mod policy;
 #[cfg(test)]
@@ -33,6 +34,7 @@ mod signals;
 #[cfg(test)]
 mod tests;
 
+pub use error::{RoutingSpecError, WeightBound};
 pub use explain::{CandidateScore, Explanation};
 pub use policy::{RoutingPolicy, RoutingWeights, Weighting};
 pub use scorers::{PREFIX_INDEX_BLOCKS, Scorer, ScorerSet};

@@ -1,6 +1,7 @@
 //! The routing policies, their names and parameters (weights or scorers).
 
 use super::ScorerSet;
+use super::error::{RoutingSpecError, WeightBound};
 use crate::choice::Choice;
 use crate::control::section::Policy;
 use serde::{Deserialize, Serialize};
@@ -97,10 +98,10 @@ impl fmt::Display for RoutingPolicy {
 
 /// Parses a policy name, case-insensitively. `weighted` gets the default weights.
 impl FromStr for RoutingPolicy {
-    type Err = String;
+    type Err = crate::choice::UnknownName;
 
-    fn from_str(s: &str) -> Result<RoutingPolicy, String> {
-        RoutingPolicy::parse(s).map_err(|e| e.to_string())
+    fn from_str(s: &str) -> Result<RoutingPolicy, crate::choice::UnknownName> {
+        RoutingPolicy::parse(s)
     }
 }
 
@@ -130,11 +131,11 @@ struct WeightedParams {
 }
 
 impl TryFrom<WeightedParams> for Weighting {
-    type Error = String;
+    type Error = RoutingSpecError;
 
-    fn try_from(p: WeightedParams) -> Result<Weighting, String> {
+    fn try_from(p: WeightedParams) -> Result<Weighting, RoutingSpecError> {
         match (p.weights, p.scorers) {
-            (Some(_), Some(_)) => Err("give either weights or scorers, not both".into()),
+            (Some(_), Some(_)) => Err(RoutingSpecError::WeightsAndScorers),
             (Some(w), None) => Ok(Weighting::Signals(w)),
             (None, Some(set)) => Ok(Weighting::Scorers(set)),
             (None, None) => Ok(Weighting::default()),
@@ -156,6 +157,9 @@ impl From<Weighting> for WeightedParams {
         }
     }
 }
+
+/// The signals `weighted` routing weighs, as `--routing-weights` names them.
+const WEIGHTED_SIGNALS: [&str; 4] = ["queue", "running", "kv", "prefix"];
 
 /// Weights of the `weighted` policy. Every signal is normalised to [0, 1], higher meaning a
 /// better target; the instance with the highest weighted sum wins.
@@ -197,19 +201,23 @@ impl fmt::Display for RoutingWeights {
 /// Parses `queue=1,kv=0.5,...`: keys `queue`, `running`, `kv`, `prefix`, each at most once,
 /// values finite and non-negative, not all zero. Keys left out weigh 0.
 impl FromStr for RoutingWeights {
-    type Err = String;
+    type Err = RoutingSpecError;
 
-    fn from_str(s: &str) -> Result<RoutingWeights, String> {
+    fn from_str(s: &str) -> Result<RoutingWeights, RoutingSpecError> {
         let mut pairs = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part
                 .split_once('=')
-                .ok_or_else(|| format!("`{part}` is not key=value"))?;
-            let value: f64 = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{value}` (for {key}) is not a number"))?;
-            pairs.push((key.trim().to_owned(), value));
+                .ok_or_else(|| RoutingSpecError::NotPair {
+                    entry: part.to_owned(),
+                    form: "signal=weight",
+                })?;
+            let (key, value) = (key.trim(), value.trim());
+            let value: f64 = value.parse().map_err(|_| RoutingSpecError::NotNumber {
+                name: key.to_owned(),
+                value: value.to_owned(),
+            })?;
+            pairs.push((key.to_owned(), value));
         }
         RoutingWeights::from_pairs(pairs)
     }
@@ -219,7 +227,7 @@ impl RoutingWeights {
     /// The weights of `(signal, weight)` pairs: signals `queue`, `running`, `kv`, `prefix`,
     /// each at most once, weights finite and non-negative, not all zero; signals left out
     /// weigh 0.
-    pub fn from_pairs(pairs: Vec<(String, f64)>) -> Result<RoutingWeights, String> {
+    pub fn from_pairs(pairs: Vec<(String, f64)>) -> Result<RoutingWeights, RoutingSpecError> {
         let mut w = RoutingWeights {
             queue: 0.0,
             running: 0.0,
@@ -229,26 +237,32 @@ impl RoutingWeights {
         let mut seen = [false; 4];
         for (key, value) in pairs {
             if !(value.is_finite() && value >= 0.0) {
-                return Err(format!("weight of {key} must be finite and non-negative"));
+                return Err(RoutingSpecError::BadWeight {
+                    name: key,
+                    value,
+                    bound: WeightBound::NonNegative,
+                });
             }
             let (slot, index) = match key.as_str() {
                 "queue" => (&mut w.queue, 0),
                 "running" => (&mut w.running, 1),
                 "kv" => (&mut w.kv, 2),
                 "prefix" => (&mut w.prefix, 3),
-                other => {
-                    return Err(format!(
-                        "unknown signal `{other}` (expected queue, running, kv, prefix)"
-                    ));
+                _ => {
+                    let expected = WEIGHTED_SIGNALS.to_vec();
+                    return Err(RoutingSpecError::unknown("signal", &key, expected));
                 }
             };
             if std::mem::replace(&mut seen[index], true) {
-                return Err(format!("`{key}` is given twice"));
+                return Err(RoutingSpecError::Twice {
+                    kind: "signal",
+                    name: key,
+                });
             }
             *slot = value;
         }
         if w.queue + w.running + w.kv + w.prefix == 0.0 {
-            return Err("at least one weight must be positive".into());
+            return Err(RoutingSpecError::AllZero);
         }
         Ok(w)
     }
@@ -263,18 +277,20 @@ enum WeightsText {
 }
 
 impl TryFrom<WeightsText> for RoutingWeights {
-    type Error = String;
+    type Error = RoutingSpecError;
 
-    fn try_from(t: WeightsText) -> Result<RoutingWeights, String> {
+    fn try_from(t: WeightsText) -> Result<RoutingWeights, RoutingSpecError> {
         match t {
             WeightsText::Text(s) => s.parse(),
             WeightsText::Map(m) => {
                 let mut pairs = Vec::new();
                 for (k, v) in m {
                     let key = k.as_str().unwrap_or_default().to_owned();
-                    let value = v
-                        .as_f64()
-                        .ok_or_else(|| format!("the weight of `{key}` is not a number"))?;
+                    let value = v.as_f64().ok_or_else(|| RoutingSpecError::NotNumber {
+                        value: serde_yaml_ng::to_string(&v)
+                            .map_or_else(|_| "?".to_owned(), |t| t.trim().to_owned()),
+                        name: key.clone(),
+                    })?;
                     pairs.push((key, value));
                 }
                 RoutingWeights::from_pairs(pairs)

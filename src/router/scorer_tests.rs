@@ -293,19 +293,77 @@ fn scorer_lists_parse_and_refuse_bad_input() {
         let one: ScorerSet = format!("{}:1", name.name()).parse().unwrap();
         assert!(one.has(name));
     }
-    for (bad, says) in [
-        ("queue-depth", "not name:weight"),
-        ("queue:1", "unknown scorer `queue`"),
-        ("queue-depth:0", "finite and positive"),
-        ("queue-depth:-1", "finite and positive"),
-        ("queue-depth:inf", "finite and positive"),
-        ("queue-depth:x", "not a number"),
-        ("queue-depth:1,queue-depth:2", "given twice"),
-        ("queue-depth:1,", "empty entry"),
-        ("", "empty entry"),
+    let not_number = RoutingSpecError::NotNumber {
+        name: "queue-depth".into(),
+        value: "x".into(),
+    };
+    for (bad, says, err) in [
+        (
+            "queue-depth",
+            "not name:weight",
+            not_pair("queue-depth", "name:weight"),
+        ),
+        ("queue-depth:0", "finite and positive", bad_weight(0.0)),
+        ("queue-depth:-1", "got -1", bad_weight(-1.0)),
+        ("queue-depth:x", "`x` (weight of queue-depth)", not_number),
+        (
+            "queue-depth:1,queue-depth:2",
+            "given twice",
+            twice("scorer"),
+        ),
+        (
+            "queue-depth:1,",
+            "empty entry",
+            empty_entry("queue-depth:1,"),
+        ),
+        ("", "empty entry", empty_entry("")),
     ] {
-        let err = bad.parse::<ScorerSet>().unwrap_err();
-        assert!(err.contains(says), "{bad}: {err}");
+        let got = bad.parse::<ScorerSet>().unwrap_err();
+        assert_eq!(got, err, "{bad}");
+        assert!(got.to_string().contains(says), "{bad}: {got}");
+    }
+    let inf = "queue-depth:inf".parse::<ScorerSet>().unwrap_err();
+    assert!(matches!(inf, RoutingSpecError::BadWeight { value, .. } if value.is_infinite()));
+    match "queue:1".parse::<ScorerSet>().unwrap_err() {
+        RoutingSpecError::UnknownName(e) => {
+            assert_eq!((e.what, e.name.as_str()), ("scorer", "queue"));
+            assert_eq!(e.expected.len(), Scorer::ALL.len());
+        }
+        other => panic!("queue:1: {other}"),
+    }
+}
+
+fn not_pair(entry: &str, form: &'static str) -> RoutingSpecError {
+    RoutingSpecError::NotPair {
+        entry: entry.into(),
+        form,
+    }
+}
+
+fn bad_weight(value: f64) -> RoutingSpecError {
+    RoutingSpecError::BadWeight {
+        name: "queue-depth".into(),
+        value,
+        bound: WeightBound::Positive,
+    }
+}
+
+fn twice(kind: &'static str) -> RoutingSpecError {
+    let name = if kind == "scorer" {
+        "queue-depth"
+    } else {
+        "kv"
+    };
+    RoutingSpecError::Twice {
+        kind,
+        name: name.into(),
+    }
+}
+
+fn empty_entry(text: &str) -> RoutingSpecError {
+    RoutingSpecError::EmptyEntry {
+        text: text.into(),
+        form: "name:weight",
     }
 }
 
@@ -321,9 +379,25 @@ fn signal_refresh_modes_parse_and_the_blis_flags_map_onto_them() {
     assert_eq!(parse_duration_ns("200us"), Ok(200_000));
     assert_eq!(parse_duration_ns("7ns"), Ok(7));
     assert_eq!(parse_duration_ns("2s"), Ok(2_000 * MS));
-    for bad in ["", "-1ms", "1.5ms", "5x", "99999999999999s"] {
-        assert!(parse_duration_ns(bad).is_err(), "{bad}");
+    for bad in ["", "-1ms", "1.5ms", "5x"] {
+        let text = bad.to_owned();
+        assert_eq!(
+            parse_duration_ns(bad),
+            Err(RoutingSpecError::NotDuration { text })
+        );
     }
+    let too_long = parse_duration_ns("99999999999999s").unwrap_err();
+    assert_eq!(
+        too_long,
+        RoutingSpecError::DurationTooLong {
+            text: "99999999999999s".into(),
+            max_ns: crate::workload::MAX_TIME_NS
+        }
+    );
+    assert!(
+        too_long.to_string().contains("at most 1000000000 s"),
+        "{too_long}"
+    );
     let default = SignalConfig::default();
     for s in [Signal::Queue, Signal::Running, Signal::Kv, Signal::Prefix] {
         assert_eq!(default.mode(s), Refresh::Immediate);
@@ -345,16 +419,30 @@ fn signal_refresh_modes_parse_and_the_blis_flags_map_onto_them() {
     assert_eq!(custom.mode(Signal::Queue), Refresh::OnDemand);
     assert_eq!(custom.mode(Signal::Prefix), Refresh::Immediate);
     assert_eq!(custom.mode(Signal::Running), Refresh::Periodic(50 * MS));
-    for (bad, says) in [
-        ("queue", "not signal=mode"),
-        ("depth=immediate", "unknown signal"),
-        ("kv=sometimes", "not a refresh mode"),
-        ("kv=periodic:5y", "not a duration"),
-        ("kv=immediate,kv=on-demand", "given twice"),
+    let text = |t: &str| t.to_owned();
+    for (bad, err) in [
+        ("queue", not_pair("queue", "signal=mode")),
+        (
+            "kv=sometimes",
+            RoutingSpecError::NotRefreshMode {
+                text: text("sometimes"),
+            },
+        ),
+        (
+            "kv=periodic:5y",
+            RoutingSpecError::NotDuration { text: text("5y") },
+        ),
+        ("kv=immediate,kv=on-demand", twice("signal")),
     ] {
-        let err = default.with_overrides(bad).unwrap_err();
-        assert!(err.contains(says), "{bad}: {err}");
+        assert_eq!(default.with_overrides(bad), Err(err), "{bad}");
     }
+    let unknown = default.with_overrides("depth=immediate").unwrap_err();
+    assert!(
+        unknown
+            .to_string()
+            .starts_with("unknown signal `depth` (expected queue, running"),
+        "{unknown}"
+    );
 }
 
 /// Candidates' (instance, score) in the order the explanation lists them.

@@ -34,6 +34,7 @@
 //!   also forgets instances missing from a request's candidates, which matters only when
 //!   instances come and go; here they keep their place.)
 
+use super::error::{RoutingSpecError, WeightBound};
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
 use crate::scheduler::BlockHashMap;
 use crate::workload::Request;
@@ -100,18 +101,15 @@ impl Scorer {
 }
 
 impl FromStr for Scorer {
-    type Err = String;
+    type Err = RoutingSpecError;
 
-    fn from_str(s: &str) -> Result<Scorer, String> {
+    fn from_str(s: &str) -> Result<Scorer, RoutingSpecError> {
         Scorer::ALL
             .into_iter()
             .find(|sc| sc.name() == s)
             .ok_or_else(|| {
-                let names: Vec<&str> = Scorer::ALL.iter().map(|s| s.name()).collect();
-                format!(
-                    "unknown scorer `{s}` (expected one of {})",
-                    names.join(", ")
-                )
+                let names = Scorer::ALL.iter().map(|s| s.name()).collect();
+                RoutingSpecError::unknown("scorer", s, names)
             })
     }
 }
@@ -218,24 +216,29 @@ impl fmt::Display for ScorerSet {
 
 /// Parses `name:weight,...`: known names, each at most once, weights finite and positive.
 impl FromStr for ScorerSet {
-    type Err = String;
+    type Err = RoutingSpecError;
 
-    fn from_str(s: &str) -> Result<ScorerSet, String> {
+    fn from_str(s: &str) -> Result<ScorerSet, RoutingSpecError> {
         let mut pairs = Vec::new();
         for part in s.split(',').map(str::trim) {
             if part.is_empty() {
-                return Err(format!(
-                    "`{s}` has an empty entry (expected name:weight,...)"
-                ));
+                return Err(RoutingSpecError::EmptyEntry {
+                    text: s.to_owned(),
+                    form: "name:weight",
+                });
             }
             let (name, weight) = part
                 .split_once(':')
-                .ok_or_else(|| format!("`{part}` is not name:weight"))?;
-            let weight: f64 = weight
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{}` (weight of {name}) is not a number", weight.trim()))?;
-            pairs.push((name.trim().to_owned(), weight));
+                .ok_or_else(|| RoutingSpecError::NotPair {
+                    entry: part.to_owned(),
+                    form: "name:weight",
+                })?;
+            let (name, weight) = (name.trim(), weight.trim());
+            let weight: f64 = weight.parse().map_err(|_| RoutingSpecError::NotNumber {
+                name: name.to_owned(),
+                value: weight.to_owned(),
+            })?;
+            pairs.push((name.to_owned(), weight));
         }
         ScorerSet::from_pairs(pairs)
     }
@@ -244,20 +247,25 @@ impl FromStr for ScorerSet {
 impl ScorerSet {
     /// The set of `(name, weight)` pairs: known names, each at most once, weights finite
     /// and positive, at least one.
-    pub fn from_pairs(pairs: Vec<(String, f64)>) -> Result<ScorerSet, String> {
+    pub fn from_pairs(pairs: Vec<(String, f64)>) -> Result<ScorerSet, RoutingSpecError> {
         if pairs.is_empty() {
-            return Err("name at least one scorer".into());
+            return Err(RoutingSpecError::NoScorer);
         }
         let mut scorers: Vec<(Scorer, f64)> = Vec::new();
         for (name, weight) in pairs {
             let scorer: Scorer = name.parse()?;
             if !(weight.is_finite() && weight > 0.0) {
-                return Err(format!(
-                    "weight of {name} must be finite and positive, got {weight}"
-                ));
+                return Err(RoutingSpecError::BadWeight {
+                    name,
+                    value: weight,
+                    bound: WeightBound::Positive,
+                });
             }
             if scorers.iter().any(|&(s, _)| s == scorer) {
-                return Err(format!("scorer `{name}` is given twice"));
+                return Err(RoutingSpecError::Twice {
+                    kind: "scorer",
+                    name,
+                });
             }
             scorers.push((scorer, weight));
         }

@@ -13,6 +13,7 @@
 //! The in-flight count is the router's own (requests it sent and that have not finished) and
 //! is always immediate, as in BLIS.
 
+use super::error::RoutingSpecError;
 use crate::Nanos;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::fmt;
@@ -95,9 +96,9 @@ impl fmt::Display for Refresh {
 }
 
 impl FromStr for Refresh {
-    type Err = String;
+    type Err = RoutingSpecError;
 
-    fn from_str(s: &str) -> Result<Refresh, String> {
+    fn from_str(s: &str) -> Result<Refresh, RoutingSpecError> {
         match s.split_once(':') {
             None if s == "immediate" => Ok(Refresh::Immediate),
             None if s == "on-demand" => Ok(Refresh::OnDemand),
@@ -105,9 +106,7 @@ impl FromStr for Refresh {
                 0 => Ok(Refresh::Immediate),
                 ns => Ok(Refresh::Periodic(ns)),
             },
-            _ => Err(format!(
-                "`{s}` is not a refresh mode (expected immediate, periodic:INTERVAL or on-demand)"
-            )),
+            _ => Err(RoutingSpecError::NotRefreshMode { text: s.to_owned() }),
         }
     }
 }
@@ -184,21 +183,28 @@ impl SignalConfig {
     }
 
     /// Applies `signal=mode,...` (`--signal-refresh`) over the current modes.
-    pub fn with_overrides(mut self, spec: &str) -> Result<SignalConfig, String> {
+    pub fn with_overrides(mut self, spec: &str) -> Result<SignalConfig, RoutingSpecError> {
         let mut seen = [false; 8];
         for part in spec.split(',').map(str::trim) {
             let (name, mode) = part
                 .split_once('=')
-                .ok_or_else(|| format!("`{part}` is not signal=mode"))?;
+                .ok_or_else(|| RoutingSpecError::NotPair {
+                    entry: part.to_owned(),
+                    form: "signal=mode",
+                })?;
+            let name = name.trim();
             let signal = Signal::ALL
                 .into_iter()
-                .find(|s| s.name() == name.trim())
+                .find(|s| s.name() == name)
                 .ok_or_else(|| {
-                    let names: Vec<&str> = Signal::ALL.iter().map(|s| s.name()).collect();
-                    format!("unknown signal `{name}` (expected {})", names.join(", "))
+                    let names = Signal::ALL.iter().map(|s| s.name()).collect();
+                    RoutingSpecError::unknown("signal", name, names)
                 })?;
             if std::mem::replace(&mut seen[signal.index()], true) {
-                return Err(format!("signal `{name}` is given twice"));
+                return Err(RoutingSpecError::Twice {
+                    kind: "signal",
+                    name: name.to_owned(),
+                });
             }
             self.set(signal, mode.trim().parse()?);
         }
@@ -220,7 +226,7 @@ impl fmt::Display for SignalConfig {
 
 /// Parses a duration: an integer with a unit `ns`, `us`, `ms` or `s`, or a bare integer in
 /// microseconds (BLIS's unit for these flags). Returns nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Result<Nanos, String> {
+pub fn parse_duration_ns(s: &str) -> Result<Nanos, RoutingSpecError> {
     let s = s.trim();
     let (digits, scale) = if let Some(d) = s.strip_suffix("ns") {
         (d, 1)
@@ -233,11 +239,15 @@ pub fn parse_duration_ns(s: &str) -> Result<Nanos, String> {
     } else {
         (s, 1_000)
     };
-    let value: u64 = digits.trim().parse().map_err(|_| {
-        format!("`{s}` is not a duration (a non-negative integer with ns, us, ms or s; bare: us)")
-    })?;
+    let value: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| RoutingSpecError::NotDuration { text: s.to_owned() })?;
     value
         .checked_mul(scale)
         .filter(|&ns| ns <= crate::workload::MAX_TIME_NS)
-        .ok_or_else(|| format!("`{s}` is too long a duration"))
+        .ok_or_else(|| RoutingSpecError::DurationTooLong {
+            text: s.to_owned(),
+            max_ns: crate::workload::MAX_TIME_NS,
+        })
 }

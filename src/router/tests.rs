@@ -284,7 +284,7 @@ fn policy_names_parse_case_insensitively_and_custom_is_refused() {
     ] {
         assert_eq!(s.parse::<RoutingPolicy>().unwrap().name(), name);
     }
-    let err = "CUSTOM".parse::<RoutingPolicy>().unwrap_err();
+    let err = "CUSTOM".parse::<RoutingPolicy>().unwrap_err().to_string();
     assert!(err.contains("not implemented"), "{err}");
     assert!("fastest".parse::<RoutingPolicy>().is_err());
 }
@@ -293,18 +293,40 @@ fn policy_names_parse_case_insensitively_and_custom_is_refused() {
 fn routing_weights_parse_and_refuse_bad_input() {
     let w: RoutingWeights = "queue=1, kv=0.5".parse().unwrap();
     assert_eq!((w.queue, w.running, w.kv, w.prefix), (1.0, 0.0, 0.5, 0.0));
-    for bad in [
-        "queue",
-        "queue=x",
-        "queue=-1",
-        "queue=inf",
-        "speed=1",
-        "queue=1,queue=2",
-        "queue=0",
-        "",
+    let weight = |name: &str, value: f64| RoutingSpecError::BadWeight {
+        name: name.into(),
+        value,
+        bound: WeightBound::NonNegative,
+    };
+    let not_pair = RoutingSpecError::NotPair {
+        entry: "queue".into(),
+        form: "signal=weight",
+    };
+    let not_number = RoutingSpecError::NotNumber {
+        name: "queue".into(),
+        value: "x".into(),
+    };
+    let twice = RoutingSpecError::Twice {
+        kind: "signal",
+        name: "queue".into(),
+    };
+    for (bad, err) in [
+        ("queue", not_pair),
+        ("queue=x", not_number),
+        ("queue=-1", weight("queue", -1.0)),
+        ("queue=1,queue=2", twice),
+        ("queue=0", RoutingSpecError::AllZero),
+        ("", RoutingSpecError::AllZero),
     ] {
-        assert!(bad.parse::<RoutingWeights>().is_err(), "{bad}");
+        assert_eq!(bad.parse::<RoutingWeights>(), Err(err), "{bad}");
     }
+    let inf = "queue=inf".parse::<RoutingWeights>().unwrap_err();
+    assert!(matches!(inf, RoutingSpecError::BadWeight { value, .. } if value.is_infinite()));
+    let unknown = "speed=1".parse::<RoutingWeights>().unwrap_err().to_string();
+    assert_eq!(
+        unknown,
+        "unknown signal `speed` (expected queue, running, kv or prefix)"
+    );
 }
 
 fn scheduler_config() -> SchedulerConfig {
@@ -356,4 +378,20 @@ fn real_schedulers_report_their_cached_prefix_to_the_router() {
     let warm = instances[1].vllm().unwrap();
     assert_eq!(warm.pool().num_free(), free, "observing changes nothing");
     warm.pool().audit().unwrap();
+}
+
+#[test]
+fn bundle_weights_name_the_bad_value_and_refuse_weights_with_scorers() {
+    let err = serde_yaml_ng::from_str::<RoutingWeights>("{queue: 1, kv: fast}").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`fast` (weight of kv) is not a number"),
+        "{err}"
+    );
+    let both = "{weights: {queue: 1}, scorers: 'queue-depth:1'}";
+    let err = serde_yaml_ng::from_str::<Weighting>(both).unwrap_err();
+    assert!(
+        err.to_string().contains("either weights or scorers"),
+        "{err}"
+    );
 }

@@ -280,7 +280,7 @@ impl EngineOptions {
                 .as_deref()
                 .map(str::parse)
                 .transpose()
-                .map_err(|m| invalid("cudagraph_mode", Problem::Other(m)))?,
+                .map_err(|m| invalid("cudagraph_mode", Problem::UnknownName(m)))?,
             capture_sizes: o.cudagraph_capture_sizes.clone(),
             max_capture_size: o.max_cudagraph_capture_size,
         };

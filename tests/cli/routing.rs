@@ -145,6 +145,18 @@ fn bad_routing_flags_are_refused_naming_the_flag() {
         ),
         (vec!["--cache-signal-delay=-5"], "--cache-signal-delay"),
         (vec!["--signal-refresh", "kv=later"], "--signal-refresh"),
+        (
+            vec!["--signal-refresh", "kv=immediate,kv=on-demand"],
+            "signal `kv` is given twice",
+        ),
+        (
+            vec!["--routing-weights", "queue=1,speed=2"],
+            "unknown signal `speed` (expected queue, running, kv or prefix)",
+        ),
+        (
+            vec!["--expert-routing-policy", "custom"],
+            "unknown expert routing policy `custom` (expected BALANCED, RR or RAND)",
+        ),
     ] {
         let mut all = vec!["--dataset", sample];
         all.extend(args.iter().copied());

@@ -15,6 +15,7 @@
 //! size is clamped to `max_num_batched_tokens`. The RTX 4090 bench run's `meta.json` records
 //! exactly this list for `max_num_seqs` 256 (1 … 512).
 
+use crate::choice::UnknownName;
 use std::fmt;
 use std::str::FromStr;
 
@@ -54,9 +55,9 @@ impl fmt::Display for CudaGraphMode {
 }
 
 impl FromStr for CudaGraphMode {
-    type Err = String;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         const ALL: [CudaGraphMode; 5] = [
             CudaGraphMode::None,
             CudaGraphMode::Piecewise,
@@ -66,11 +67,11 @@ impl FromStr for CudaGraphMode {
         ];
         ALL.into_iter()
             .find(|m| m.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                format!(
-                    "unknown cudagraph mode {s:?} (expected one of {})",
-                    ALL.map(CudaGraphMode::name).join(", ")
-                )
+            .ok_or_else(|| UnknownName {
+                what: "cudagraph mode",
+                name: s.to_owned(),
+                expected: ALL.map(CudaGraphMode::name).to_vec(),
+                hint: None,
             })
     }
 }
@@ -220,6 +221,19 @@ mod tests {
             ..GraphOptions::default()
         };
         GraphPolicy::resolve(&options, seqs, budget).unwrap()
+    }
+
+    #[test]
+    fn modes_parse_in_any_case_and_an_unknown_one_names_the_five() {
+        let mode: CudaGraphMode = "full_decode_only".parse().unwrap();
+        assert_eq!(mode, CudaGraphMode::FullDecodeOnly);
+        let err = "eager".parse::<CudaGraphMode>().unwrap_err();
+        assert_eq!((err.what, err.name.as_str()), ("cudagraph mode", "eager"));
+        assert_eq!(
+            err.to_string(),
+            "unknown cudagraph mode `eager` (expected NONE, PIECEWISE, FULL, \
+             FULL_DECODE_ONLY or FULL_AND_PIECEWISE)"
+        );
     }
 
     #[test]
