@@ -21,36 +21,9 @@ if [ -z "${BIN:-}" ]; then
 fi
 . scripts/rates.sh
 
-# cluster K: the cluster config of K instances.
-cluster() {
-    python3 - "$1" "$TMP/cluster.json" <<'PY'
-import json, sys
-k = int(sys.argv[1])
-instance = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "pd_type": None,
-            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
-cpu = {"mem_size": 512, "mem_bw": 256, "mem_latency": 0}
-sizes = [8] * (k // 8) + ([k % 8] if k % 8 else [])
-nodes = [{"num_instances": n, "cpu_mem": cpu, "instances": [instance] * n} for n in sizes]
-json.dump({"num_nodes": len(nodes), "link_bw": 16, "link_latency": 0, "nodes": nodes},
-          open(sys.argv[2], "w"), indent=1)
-PY
-}
-
 for k in $CASES; do
-    cluster "$k"
+    h100_cluster "$k"
     args=(--cluster-config "$TMP/cluster.json" --dataset "$TRACE"
         --request-routing-policy round-robin --block-size 16)
-    times=()
-    for _ in $(seq "$RUNS"); do
-        t0=$EPOCHREALTIME
-        "$BIN" "${args[@]}" >/dev/null 2>&1
-        t1=$EPOCHREALTIME
-        times+=("$(echo "$t1 - $t0" | bc -l)")
-    done
-    sorted=$(printf '%s\n' "${times[@]}" | sort -g)
-    best=$(head -1 <<<"$sorted")
-    median=$(awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }' <<<"$sorted")
-    printf '%-44s best %8.3f s   median %8.3f s   (%d runs)\n' "Mooncake / $k instances" \
-        "$best" "$median" "$RUNS"
-    rates "  at the median" "$median" "${args[@]}"
+    timed "Mooncake / $k instances" "${args[@]}"
 done

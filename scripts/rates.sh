@@ -1,4 +1,5 @@
-# Sourced by scripts/bench*.sh: what a timed run simulated, per wall second.
+# Sourced by scripts/bench*.sh: what a timed run simulated, per wall second; the H100 cluster
+# and the timing loop the BLIS and Mooncake comparisons share.
 #   rates LABEL SECONDS ARGS...   # ARGS: the timed run's arguments, without its outputs
 # Runs the binary ($BIN) once more, untimed, with a summary JSON and a time series, and prints
 # the generated tokens per second and the events per second of a run that took SECONDS: the
@@ -22,4 +23,37 @@ print(f"{label:<44} {tokens / seconds / 1e6:8.2f} M tokens/s  {events / seconds 
       f"  ({tokens} tokens, {steps} steps, {requests} requests in {seconds:.3f} s)")
 PY
     rm -f "$TMP/rates.json" "$TMP/rates.csv"
+}
+
+# h100_cluster K: writes $TMP/cluster.json, K Llama-3.1-8B H100 instances, 8 per node.
+h100_cluster() {
+    python3 - "$1" "$TMP/cluster.json" <<'PY'
+import json, sys
+k = int(sys.argv[1])
+instance = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "pd_type": None,
+            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
+cpu = {"mem_size": 512, "mem_bw": 256, "mem_latency": 0}
+sizes = [8] * (k // 8) + ([k % 8] if k % 8 else [])
+nodes = [{"num_instances": n, "cpu_mem": cpu, "instances": [instance] * n} for n in sizes]
+json.dump({"num_nodes": len(nodes), "link_bw": 16, "link_latency": 0, "nodes": nodes},
+          open(sys.argv[2], "w"), indent=1)
+PY
+}
+
+# timed LABEL ARGS...: runs the binary with ARGS $RUNS times and prints the best and median
+# wall time, then the rates at the median.
+timed() {
+    local label=$1 times=() t0 t1 sorted best median
+    shift
+    for _ in $(seq "$RUNS"); do
+        t0=$EPOCHREALTIME
+        "$BIN" "$@" >/dev/null 2>&1
+        t1=$EPOCHREALTIME
+        times+=("$(echo "$t1 - $t0" | bc -l)")
+    done
+    sorted=$(printf '%s\n' "${times[@]}" | sort -g)
+    best=$(head -1 <<<"$sorted")
+    median=$(awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }' <<<"$sorted")
+    printf '%-44s best %8.3f s   median %8.3f s   (%d runs)\n' "$label" "$best" "$median" "$RUNS"
+    rates "  at the median" "$median" "$@"
 }
