@@ -65,7 +65,8 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     if !matches!(retime, Retime::Keep) {
         workload.retime(|t| retime.apply(t));
     }
-    let mut registry = SessionRegistry::new(&workload.sessions);
+    let mut registry =
+        SessionRegistry::new(&workload.sessions).with_clients(workload.classes.as_ref());
     let requests = initial_requests(&workload, &mut registry);
     let (first_arrival, last_arrival) = match &stream {
         Some((plan, _)) => (

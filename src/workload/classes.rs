@@ -46,6 +46,17 @@ impl RequestProfile {
         }
     }
 
+    /// How long after the server emits the last of `output_toks` tokens the client has it:
+    /// the other half of the round trip plus the output's download (4 bytes per token),
+    /// ns, rounded; 0 without a network. A session's next round leaves then
+    /// ([`crate::workload::SessionRegistry`]).
+    pub fn downlink_ns(&self, output_toks: u32) -> u64 {
+        match self.rtt_ms {
+            None => 0,
+            Some(rtt) => (rtt * 0.5e6).round() as u64 + self.transfer_ns(output_toks),
+        }
+    }
+
     /// What the client sees beyond the server's TTFT: the round trip plus the prompt's upload
     /// (4 bytes per token over the bandwidth), ns, rounded; 0 without a network.
     pub fn ttft_extra_ns(&self, input_toks: u32) -> u64 {

@@ -445,20 +445,26 @@ fn the_blis_example_runs_and_reports_client_seen_latency_and_goodput() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Client-seen (network) ms"));
     // In flight per closed-loop user: one at a time.
     let rows = read_csv(&csv).1;
-    let mut per_user: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut per_user: BTreeMap<String, Vec<(u64, u64, u64, u64)>> = BTreeMap::new();
     for r in rows
         .iter()
         .filter(|r| r["session_id"].starts_with("ide-agents/"))
     {
-        per_user
-            .entry(r["session_id"].clone())
-            .or_default()
-            .push((num(r, "arrival"), num(r, "end_time")));
+        per_user.entry(r["session_id"].clone()).or_default().push((
+            num(r, "arrival"),
+            num(r, "end_time"),
+            num(r, "input"),
+            num(r, "output"),
+        ));
     }
     assert_eq!(per_user.len(), 8);
+    // The users' 40 ms / 100 Mbit/s network (320 ns per token of 4 bytes): the last token
+    // reaches the user 20 ms plus the download after the server's, the 2 s think time runs
+    // from then, and the next turn reaches the gateway 20 ms plus its upload after it leaves.
     for turns in per_user.values_mut() {
         turns.sort();
-        assert!(turns.windows(2).all(|w| w[1].0 == w[0].1 + 2_000_000_000));
+        assert!(turns.windows(2).all(|w| w[1].0
+            == w[0].1 + 20_000_000 + w[0].3 * 320 + 2_000_000_000 + 20_000_000 + w[1].2 * 320));
     }
 }
 
@@ -488,6 +494,48 @@ fn client_seen_latency_adds_the_round_trip_and_the_transfers() {
         (client_e2e - e2e - 40.3232).abs() < 1e-6,
         "{client_e2e} {e2e}"
     );
+}
+
+#[test]
+fn a_closed_loop_users_network_delays_each_turn_both_ways() {
+    // One user, 1 ms think time, 100-token prompts, 10-token outputs, 3 turns; 40 ms RTT at
+    // 100 Mbit/s: uplink 20 ms + 100 × 32 bits / 1e8 bit/s = 20.032 ms, downlink 20 ms +
+    // 10 × 32 bits / 1e8 bit/s = 20.0032 ms.
+    let one_user = |network: &str| {
+        let yaml = CLOSED
+            .replace("num_requests: 12", "num_requests: 3")
+            .replace("concurrency: 3", "concurrency: 1")
+            + network;
+        let mut turns: Vec<(u64, u64, u64)> = run_spec(&yaml, &[])
+            .iter()
+            .map(|r| {
+                (
+                    num(r, "arrival"),
+                    num(r, "end_time"),
+                    num(r, "end_time") - num(r, "arrival"),
+                )
+            })
+            .collect();
+        turns.sort();
+        turns
+    };
+    let plain = one_user("");
+    let far = one_user("    network: {rtt_ms: 40, bandwidth_mbps: 100}\n");
+    assert_eq!((plain.len(), far.len()), (3, 3));
+    assert_eq!(
+        far[0].0, 20_032_000,
+        "sent at 0, at the gateway an uplink later"
+    );
+    for k in 1..3 {
+        assert_eq!(plain[k].0, plain[k - 1].1 + 1_000_000);
+        assert_eq!(
+            far[k].0,
+            far[k - 1].1 + 20_003_200 + 1_000_000 + 20_032_000,
+            "turn {k}: downlink, think time, uplink after the previous server end"
+        );
+    }
+    // An idle server serves each turn alike whenever it comes.
+    assert!(plain.iter().zip(&far).all(|(p, f)| p.2 == f.2));
 }
 
 /// One request of 1000 prompt and 10 output tokens, sent at 100 ms (constant arrivals at

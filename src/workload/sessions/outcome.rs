@@ -37,7 +37,8 @@ pub struct SessionOutcome<'a> {
     /// parents that ends the session. Equal to the E2E latency unless a step was admitted
     /// later than it was ready (`--max-in-flight`).
     pub critical_path_ns: Nanos,
-    /// Of the critical path, the time in LLM calls (queueing and serving).
+    /// Of the critical path, the time in LLM calls (the client's network, queueing and
+    /// serving).
     pub critical_path_llm_ns: Nanos,
 }
 

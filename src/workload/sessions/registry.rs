@@ -4,7 +4,7 @@ use super::{NodeKind, SessionSet};
 use crate::Nanos;
 use crate::metrics::RequestRecord;
 use crate::workload::Injector;
-use crate::workload::Request;
+use crate::workload::{Request, RequestClasses};
 use std::collections::VecDeque;
 
 /// Where a node is in its life.
@@ -29,19 +29,28 @@ pub struct NodeTiming {
     pub waiting: u32,
     /// Latest completion among the parents done so far (the session's arrival for a root).
     pub ready_ns: Nanos,
-    /// Start: the arrival of an LLM call's request as the engine admitted it, the start of a
-    /// tool call or think time.
+    /// Start: when the client sends an LLM call (its request's arrival as the engine admitted
+    /// it, less the client's uplink time), the start of a tool call or think time.
     pub start_ns: Nanos,
-    /// End: the LLM call's last token, the tool call's or think time's end.
+    /// End: when the client has the LLM call's last token (the server's last token plus the
+    /// client's downlink time), the tool call's or think time's end.
     pub end_ns: Nanos,
 }
 
 /// The run-time state of every session of a [`SessionSet`]: it starts each node when its
 /// parents are done, releasing LLM calls to the engine. The engine reports finished requests
 /// through [`Injector::request_finished`].
+///
+/// With the clients' profiles ([`Self::with_clients`]), a client's network sits between the
+/// session and the gateway: an LLM call sent at `t` arrives at the gateway its uplink time
+/// later ([`crate::workload::RequestProfile::uplink_ns`]), and the nodes after it start when
+/// its last token reaches the client, its downlink time after the server's last token
+/// ([`crate::workload::RequestProfile::downlink_ns`]), as a flat request's arrival moves.
 #[derive(Debug)]
 pub struct SessionRegistry<'a> {
     set: &'a SessionSet,
+    /// Each request's client profile (its network), when the workload names clients.
+    clients: Option<&'a RequestClasses>,
     /// Index of each session's first node in `nodes`.
     base: Vec<u32>,
     nodes: Vec<NodeTiming>,
@@ -69,12 +78,32 @@ impl<'a> SessionRegistry<'a> {
         }
         SessionRegistry {
             set,
+            clients: None,
             base,
             nodes,
             ready: VecDeque::new(),
             released: 0,
             completed: 0,
         }
+    }
+
+    /// The same registry, reading each request's client network from `clients`.
+    pub fn with_clients(self, clients: Option<&'a RequestClasses>) -> SessionRegistry<'a> {
+        SessionRegistry { clients, ..self }
+    }
+
+    /// Time from the client's send of request `id` (`input_toks` long) to its arrival at
+    /// the gateway, ns.
+    fn uplink_ns(&self, id: u64, input_toks: u32) -> Nanos {
+        self.clients
+            .map_or(0, |c| c.profile(id).uplink_ns(input_toks))
+    }
+
+    /// Time from the server's last token of request `id` (`output_toks` long) to the
+    /// client's, ns.
+    fn downlink_ns(&self, id: u64, output_toks: u32) -> Nanos {
+        self.clients
+            .map_or(0, |c| c.profile(id).downlink_ns(output_toks))
     }
 
     /// Starts every session at its arrival: appends to `out` the requests known before the
@@ -160,9 +189,12 @@ impl<'a> SessionRegistry<'a> {
                 NodeKind::Llm { request } => {
                     state.status = NodeStatus::Running;
                     self.released += 1;
+                    let r = &self.set.requests()[request as usize];
+                    // Saturates: the engine refuses a clock this late.
+                    let arrival_ns = at.saturating_add(self.uplink_ns(r.id, r.input_toks));
                     out.push(Request {
-                        arrival_ns: at,
-                        ..self.set.requests()[request as usize].clone()
+                        arrival_ns,
+                        ..r.clone()
                     });
                 }
                 NodeKind::Tool { latency_ns: d } | NodeKind::Think { ns: d } => {
@@ -184,14 +216,20 @@ impl Injector for SessionRegistry<'_> {
             return;
         };
         self.completed += 1;
+        let sent = record
+            .arrival_ns
+            .saturating_sub(self.uplink_ns(record.request_id, record.input_toks));
+        let received = record
+            .end_ns
+            .saturating_add(self.downlink_ns(record.request_id, record.output_toks));
         let state = &mut self.nodes[(self.base[s] + node) as usize];
         debug_assert_eq!(
             state.status,
             NodeStatus::Running,
             "a released request finishes"
         );
-        state.start_ns = record.arrival_ns;
-        self.finish(s as u32, node, record.end_ns);
+        state.start_ns = sent;
+        self.finish(s as u32, node, received);
         self.run_ready(out);
     }
 }

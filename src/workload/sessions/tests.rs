@@ -153,3 +153,41 @@ fn a_think_time_delays_the_follow_up_and_is_not_tool_wait() {
     let [o] = reg.outcomes().try_into().unwrap();
     assert_eq!((o.tool_wait_ns, o.think_ns, o.e2e_ns()), (0, 50, 200));
 }
+
+#[test]
+fn a_clients_network_delays_each_round_both_ways() {
+    // Round 0 (1000 prompt, 4 output tokens), 2 ms think, round 1 (500 prompt tokens), sent
+    // from 100 ms by a client at 40 ms RTT and 100 Mbit/s.
+    let mut set = SessionSet::new();
+    let mut b = PlanBuilder::new();
+    let a = b.push("0".into(), vec![], Step::Llm(req(1000)), None, false);
+    let t = b.push("think".into(), vec![a], Step::Think(2_000_000), None, false);
+    b.push("1".into(), vec![t], Step::Llm(req(500)), None, false);
+    set.add(header("chat", 100_000_000, 0, None), b);
+    let mut classes = crate::workload::RequestClasses::default();
+    let far = crate::workload::RequestProfile {
+        rtt_ms: Some(40.0),
+        bandwidth_mbps: Some(100.0),
+        ..Default::default()
+    };
+    classes.assign_profile(0, 2, "t", "c", &far);
+    let mut reg = SessionRegistry::new(&set).with_clients(Some(&classes));
+    let mut initial = Vec::new();
+    reg.start(&mut initial);
+    // Half the RTT (20 ms) plus 1000 × 32 bits at 1e8 bit/s (0.32 ms) after the send.
+    assert_eq!(initial[0].arrival_ns, 120_320_000);
+    // The server's last token at 200 ms reaches the client 20 ms plus 4 × 32 bits at 1e8
+    // bit/s (1.28 µs) later; the think time runs from then, and the next round leaves at its
+    // end and reaches the gateway 20 ms plus 500 × 32 bits at 1e8 bit/s (0.16 ms) after.
+    let next = finish(&mut reg, &initial[0], 200_000_000);
+    let received = 200_000_000 + 20_000_000 + 1_280;
+    assert_eq!(reg.timing(0, 0).end_ns, received);
+    assert_eq!(reg.timing(0, 0).start_ns, 100_000_000);
+    assert_eq!(next[0].arrival_ns, received + 2_000_000 + 20_160_000);
+    finish(&mut reg, &next[0], 300_000_000);
+    let [o] = reg.outcomes().try_into().unwrap();
+    // From the first send to the last token at the client; the critical path covers it.
+    assert_eq!(o.e2e_ns(), 300_000_000 + 20_001_280 - 100_000_000);
+    assert_eq!(o.critical_path_ns, o.e2e_ns());
+    assert_eq!(o.critical_path_llm_ns, o.e2e_ns() - 2_000_000);
+}
