@@ -42,7 +42,8 @@ impl ValidateArgs {
 }
 
 impl SweepArgs {
-    /// The spec read, and the folder written (`--out`, or the one `--report` rewrites).
+    /// The spec read, and the folders written (`--out`, or the one `--report` rewrites, and
+    /// `--export-best`).
     pub fn paths(&self) -> Vec<CommandPath<'_>> {
         let mut paths = Vec::new();
         if let Some(space) = &self.space {
@@ -53,6 +54,9 @@ impl SweepArgs {
         }
         if let Some(dir) = &self.report {
             paths.push(CommandPath::new("--report", dir, Role::OutputDir));
+        }
+        if let Some(dir) = &self.export_best {
+            paths.push(CommandPath::new("--export-best", dir, Role::OutputDir));
         }
         paths
     }

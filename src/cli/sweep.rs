@@ -58,6 +58,17 @@ pub struct SweepArgs {
     /// Run only these point ids: a comma-separated list of ids and ranges (0-9,15).
     #[arg(long, value_name = "IDS")]
     pub only_points: Option<String>,
+
+    /// Write the best configuration (with --slo the cheapest meeting it, else the best of a
+    /// single --objectives column) into DIR: policy.yaml (its policy bundle, for
+    /// --policy-config), cluster.json (its cluster config, when it has one), point.json.
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "space",
+        conflicts_with = "list_points"
+    )]
+    pub export_best: Option<PathBuf>,
 }
 
 impl From<SweepArgs> for SweepOptions {
@@ -77,6 +88,7 @@ impl From<SweepArgs> for SweepOptions {
             report: a.report,
             list_points: a.list_points,
             only_points: a.only_points,
+            export_best: a.export_best,
         }
     }
 }

@@ -2,8 +2,10 @@
 //! of this process, into one results table; then the Pareto front and the SLO answer.
 //!
 //! [`spec`] reads the YAML, [`points`] expands it, [`exec`] runs one point, `run` runs them
-//! all, [`results`] keeps the table, [`report`] and [`pareto`] answer from it.
+//! all, [`results`] keeps the table, [`report`] and [`pareto`] answer from it; `best` writes
+//! the best configuration as a policy bundle and cluster config (`--export-best`).
 
+mod best;
 mod console;
 pub mod exec;
 pub mod expr;
@@ -44,6 +46,8 @@ pub struct SweepOptions {
     pub list_points: bool,
     /// Run only these point ids (`0-9,15`).
     pub only_points: Option<String>,
+    /// Write the best configuration's policy bundle, cluster config and point into this folder.
+    pub export_best: Option<PathBuf>,
 }
 
 /// The column `--slo` minimises by default.
@@ -80,6 +84,9 @@ pub fn main(args: &SweepOptions, flags: &dyn Flags, runner: &Runner) -> anyhow::
         .map(|s| parse_ids(s, points.len()))
         .transpose()?;
     opts.check_columns(&results::header(&spec.param_names()))?;
+    if args.export_best.is_some() {
+        opts.check_best()?;
+    }
     let out = args.out.as_ref().context("--out is required")?;
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
@@ -95,6 +102,14 @@ pub fn main(args: &SweepOptions, flags: &dyn Flags, runner: &Runner) -> anyhow::
         (flags, runner),
     )?;
     print!("{}", report::finalize(&folder, &opts)?);
+    if let Some(dir) = &args.export_best {
+        let Some(config) = report::best_config(&folder, &opts)? else {
+            bail!("--export-best: no configuration qualifies (none ok, or none meets the SLO)");
+        };
+        for path in best::export(dir, config, &points, &folder, flags)? {
+            println!("wrote {}", path.display());
+        }
+    }
     if failed > 0 {
         bail!(
             "{failed} point(s) failed (status `failed` in {}; their messages in its error column)",

@@ -52,6 +52,20 @@ impl ReportOptions {
     }
 }
 
+impl ReportOptions {
+    /// Refuses `--export-best` options that name no single best configuration: it needs
+    /// `--slo` (the cheapest meeting it), or `--objectives` with one column.
+    pub fn check_best(&self) -> anyhow::Result<()> {
+        match (&self.slo, self.objectives.as_deref()) {
+            (Some(_), _) | (None, Some([_])) => Ok(()),
+            _ => bail!(
+                "--export-best needs --slo (the cheapest configuration meeting it is the best) \
+                 or --objectives with one column (its best value)"
+            ),
+        }
+    }
+}
+
 /// One configuration: its points' rows and its mean values.
 #[derive(Debug)]
 pub(super) struct Config {
@@ -266,6 +280,44 @@ fn describe_front(configs: &[Config], on_front: &[bool], objectives: &[Objective
     text
 }
 
+/// The configuration meeting the SLO (`meets`) with the lowest mean `cost`, the first (lowest
+/// config id) on ties.
+fn cheapest_meeting<'c>(configs: &'c [Config], meets: &[bool], cost: &str) -> Option<&'c Config> {
+    configs
+        .iter()
+        .zip(meets)
+        .filter(|(_, m)| **m)
+        .map(|(c, _)| c)
+        .min_by(|a, b| a.means[cost].total_cmp(&b.means[cost]))
+}
+
+/// The sweep's best configuration in `folder` (its config id), as the report names it: with
+/// `--slo`, the cheapest by `--cost` that meets it; else, with one objective, the one best
+/// in it (the first on ties). `None` when no configuration qualifies; an error when the
+/// options name no single best (no SLO and not exactly one objective).
+pub fn best_config(folder: &Folder, opts: &ReportOptions) -> anyhow::Result<Option<usize>> {
+    opts.check_best()?;
+    let mut table = Table::read(&folder.results())?.without_annotations();
+    table.sort_by_point();
+    let configs = configs(&table, opts)?;
+    let best = match (&opts.slo, opts.objectives.as_deref()) {
+        (Some(slo), _) => {
+            let meets: Vec<bool> = (configs.iter())
+                .map(|c| slo.iter().all(|r| r.meets(c.means[&r.column])))
+                .collect();
+            cheapest_meeting(&configs, &meets, &opts.cost)
+        }
+        (None, Some([o])) => configs.iter().reduce(|best, c| {
+            let (a, b) = (best.means[&o.column], c.means[&o.column]);
+            let better = if o.maximize { b > a } else { b < a };
+            if better { c } else { best }
+        }),
+        _ => None,
+    };
+    best.map(|c| c.id.parse().context("a config id that is not a number"))
+        .transpose()
+}
+
 fn cheapest(configs: &[Config], meets: &[bool], slo: &[SloRule], cost: &str) -> String {
     let rules: Vec<String> = slo.iter().map(ToString::to_string).collect();
     let n = meets.iter().filter(|&&b| b).count();
@@ -274,12 +326,7 @@ fn cheapest(configs: &[Config], meets: &[bool], slo: &[SloRule], cost: &str) -> 
         rules.join(","),
         configs.len()
     );
-    let best = configs
-        .iter()
-        .zip(meets)
-        .filter(|(_, m)| **m)
-        .map(|(c, _)| c)
-        .min_by(|a, b| a.means[cost].total_cmp(&b.means[cost]));
+    let best = cheapest_meeting(configs, meets, cost);
     let columns = || std::iter::once(cost.to_owned()).chain(slo.iter().map(|r| r.column.clone()));
     match best {
         Some(c) => {

@@ -105,28 +105,7 @@ fn worker(
 /// Runs one point (its flags become run options, handed to the runner) and writes its
 /// summary JSON; a panic is a failure like an error.
 fn run_one(point: &Point, folder: &Folder, (flags, runner): Main<'_>) -> Outcome {
-    let mut args = point.args.clone();
-    if point.cluster_config.is_some() {
-        let path = config_path(folder, point.config);
-        args.extend([
-            "--cluster-config".to_owned(),
-            path.to_string_lossy().into_owned(),
-        ]);
-    }
-    if point.workload.is_some() {
-        let path = workload_path(folder, point.config);
-        args.extend([
-            "--workload-spec".to_owned(),
-            path.to_string_lossy().into_owned(),
-        ]);
-    }
-    if point.policy.is_some() {
-        let path = policy_path(folder, point.config);
-        args.extend([
-            "--policy-config".to_owned(),
-            path.to_string_lossy().into_owned(),
-        ]);
-    }
+    let args = point_args(point, folder);
     // The flags and the runner keep no state a panic could leave half-changed.
     let ran = std::panic::catch_unwind(AssertUnwindSafe(|| -> anyhow::Result<Outcome> {
         let run = run_point(flags.options(&args)?, runner)?;
@@ -149,6 +128,34 @@ fn run_one(point: &Point, folder: &Folder, (flags, runner): Main<'_>) -> Outcome
             Outcome::Failed(format!("the run panicked: {text}"))
         }
     }
+}
+
+/// The main command's flags of `point` as the sweep runs it: its own, then the cluster
+/// config, workload spec and policy bundle the sweep wrote for its configuration in `folder`.
+pub(super) fn point_args(point: &Point, folder: &Folder) -> Vec<String> {
+    let mut args = point.args.clone();
+    if point.cluster_config.is_some() {
+        let path = config_path(folder, point.config);
+        args.extend([
+            "--cluster-config".to_owned(),
+            path.to_string_lossy().into_owned(),
+        ]);
+    }
+    if point.workload.is_some() {
+        let path = workload_path(folder, point.config);
+        args.extend([
+            "--workload-spec".to_owned(),
+            path.to_string_lossy().into_owned(),
+        ]);
+    }
+    if point.policy.is_some() {
+        let path = policy_path(folder, point.config);
+        args.extend([
+            "--policy-config".to_owned(),
+            path.to_string_lossy().into_owned(),
+        ]);
+    }
+    args
 }
 
 fn config_path(folder: &Folder, config: usize) -> std::path::PathBuf {
@@ -187,7 +194,7 @@ fn write_configs(folder: &Folder, pending: &[&Point]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+pub(super) fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

@@ -477,3 +477,93 @@ fn misnamed_columns_and_an_unwritable_out_fail_before_any_point() {
         "{stderr}"
     );
 }
+
+/// Issue 38: `--export-best DIR` writes the best configuration's policy bundle and cluster
+/// config; fed back (with the sweep's other flags) they rerun its point byte for byte.
+#[test]
+fn the_best_point_exported_as_a_bundle_reruns_byte_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Path::new(EXAMPLES).join("cluster-h100.json");
+    let space = write_spec(
+        dir.path(),
+        &format!(
+            "base:\n  cluster_config: {}\n  flags:\n    scenario: mixed-slo\n    num-requests: 120\n    \
+             request-routing-policy: weighted\naxes:\n  - name: replicas\n    replicate: \
+             /nodes/0/instances/0\n    values: [3]\n  - flag: routing-scorers\n    values: \
+             ['queue-depth:1', 'kv-utilization:1', 'queue-depth:2,kv-utilization:1']\n",
+            cluster.display()
+        ),
+    );
+    let (out_dir, best) = (dir.path().join("out"), dir.path().join("best"));
+    let best_arg = best.to_str().unwrap();
+    // No single best: refused before any point runs.
+    let refused = sweep(&space, &out_dir, &["--export-best", best_arg]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--export-best needs --slo"));
+    assert!(!out_dir.join("results.csv").exists());
+    let out = sweep(
+        &space,
+        &out_dir,
+        &[
+            "--objectives",
+            "mean_ttft_ms:min",
+            "--export-best",
+            best_arg,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, rows) = read_csv(&out_dir.join("results.csv"));
+    let ttft = |r: &std::collections::HashMap<String, String>| -> f64 {
+        r["mean_ttft_ms"].parse().unwrap()
+    };
+    let winner = (rows.iter())
+        .reduce(|a, b| if ttft(b) < ttft(a) { b } else { a })
+        .unwrap();
+    assert!(
+        rows.iter().any(|r| ttft(r) != ttft(winner)),
+        "the weights change the runs"
+    );
+    let point: serde_json::Value = serde_json::from_str(&read(&best.join("point.json"))).unwrap();
+    assert_eq!(point["id"].to_string(), winner["point"]);
+    let bundle = read(&best.join("policy.yaml"));
+    let scorers = winner["routing_scorers"].clone();
+    for part in scorers.split(',') {
+        let name = part.split(':').next().unwrap();
+        assert!(bundle.contains(name), "{name} missing from\n{bundle}");
+    }
+    assert_eq!(
+        read(&best.join("cluster.json")),
+        read(
+            &out_dir
+                .join("configs")
+                .join(format!("{}.json", winner["config"]))
+        ),
+        "the cluster config the point ran on"
+    );
+    // Fed back without the routing flags: the point's summary, byte for byte.
+    let rerun = dir.path().join("rerun.json");
+    ok(&[
+        "--cluster-config",
+        best.join("cluster.json").to_str().unwrap(),
+        "--scenario",
+        "mixed-slo",
+        "--num-requests",
+        "120",
+        "--policy-config",
+        best.join("policy.yaml").to_str().unwrap(),
+        "--summary-json",
+        rerun.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        read(&rerun),
+        read(
+            &out_dir
+                .join("points")
+                .join(format!("{}.json", winner["point"]))
+        )
+    );
+}
