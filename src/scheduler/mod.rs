@@ -293,6 +293,8 @@ pub struct Scheduler {
     /// Whether decode-only steps may run as stretches (see `stretch.rs`), and the current one.
     stretches: bool,
     stretch: stretch::Stretch,
+    /// Scratch of [`Scheduler::complete_step`]: the slots of requests leaving the running set.
+    leaving: Vec<u32>,
 }
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
@@ -402,6 +404,7 @@ impl Scheduler {
             itl_values: true,
             stretches: true,
             stretch: stretch::Stretch::default(),
+            leaving: Vec::new(),
         }
     }
 
@@ -724,21 +727,19 @@ impl Scheduler {
 
     /// Forms the next step's batch at time `now`. Returns `None` when nothing can run.
     pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
-        if self.extend_stretch(now) {
-            return Ok(Some(&self.step_items));
-        }
-        self.settle_stretch();
+        // Requests stepped in bulk lead the step (see `stretch.rs`), one token each.
+        let members = self.advance_stretch(now);
         self.pool.set_clock(now);
         if let Some(tier) = self.lower.as_ref().filter(|_| self.watch.is_some()) {
             tier.set_clock(now);
         }
-        self.step.clear();
-        self.step_items.clear();
-        self.step_kv_send_tokens = 0;
+        self.step.truncate(members);
+        self.step_items.truncate(members);
+        self.step_kv_send_tokens = members as u64;
         self.step_recall_tokens = 0;
         self.step_recall_ns = 0;
-        let mut budget = self.config.max_num_batched_tokens;
-        let preempted = self.schedule_running(&mut budget)?;
+        let mut budget = self.config.max_num_batched_tokens - members as u32;
+        let preempted = self.schedule_running(&mut budget, members)?;
         // Requests from here on in `step` were admitted by this step.
         let admitted_from = self.step.len();
         if !preempted {
@@ -764,7 +765,7 @@ impl Scheduler {
             self.step_recall_ns = tier.load_ns(self.step_recall_tokens);
             self.stats.recall_ns += self.step_recall_ns;
         }
-        for (k, s) in self.step.iter_mut().enumerate() {
+        for (k, s) in self.step.iter_mut().enumerate().skip(members) {
             let req = self.slots[s.slot as usize]
                 .as_mut()
                 .expect("scheduled slot");
@@ -785,7 +786,7 @@ impl Scheduler {
             s.upto = req.computed;
             s.epoch = req.preemptions;
         }
-        self.arm_stretch();
+        self.join_stretch();
         if self.depth > 1 {
             let mut f = self.spare.pop().unwrap_or_default();
             f.step.clear();
@@ -817,10 +818,11 @@ impl Scheduler {
         }
     }
 
-    /// Phase A: running requests in admission order. Returns whether anything was preempted.
-    fn schedule_running(&mut self, budget: &mut u32) -> Result<bool, SchedulerBug> {
+    /// Phase A: running requests in admission order, from the `from`-th (those before it
+    /// are stepped in bulk). Returns whether anything was preempted.
+    fn schedule_running(&mut self, budget: &mut u32, from: usize) -> Result<bool, SchedulerBug> {
         let mut preempted = false;
-        let mut i = 0;
+        let mut i = from;
         'running: while i < self.running.len() && *budget > 0 {
             let slot = self.running[i];
             let req = self.slots[slot as usize].as_ref().expect("running slot");
@@ -1124,10 +1126,7 @@ impl Scheduler {
     /// prefill instance, requests whose prompt completed (and that want more than one token)
     /// are handed off instead (see [`Scheduler::pop_handoff`]).
     pub fn complete_step(&mut self, finish: Nanos, instance_id: u32, finished: &mut Completions) {
-        if self.complete_stretch_step(finish) {
-            return;
-        }
-        let step = if self.depth > 1 {
+        let len = if self.depth > 1 {
             let Some(done) = self.pipeline.pop_front() else {
                 // Completing a step that was never formed is the engine's bug; nothing to do.
                 return;
@@ -1135,83 +1134,108 @@ impl Scheduler {
             let previous = std::mem::replace(&mut self.completed, done);
             self.spare.push(previous);
             self.in_flight = !self.pipeline.is_empty();
-            &self.completed.step
+            self.completed.step.len()
         } else {
             self.in_flight = false;
-            &self.step
+            self.step.len()
         };
         let step_index = self.step_finish_ns.len() as u64;
         self.step_finish_ns.push(finish);
-        let mut finished_any = false;
-        let mut tokens = StepTokens::default();
-        // vLLM formed the next step while this one ran (async scheduling, no pipeline).
-        let freed_late = self.config.async_scheduling && self.depth == 1;
-        for s in step {
-            let req = self.slots[s.slot as usize]
-                .as_mut()
-                .expect("scheduled slot");
-            // Preempted or cancelled since the step was formed: its work here is lost.
-            if req.preemptions != s.epoch || req.phase == Phase::Cancelled {
-                continue;
-            }
-            if req.phase == Phase::Prefill {
-                tokens.prompt += u64::from(s.new_tokens);
-            }
-            let mut first_token = false;
-            if req.phase == Phase::Prefill && s.upto >= req.input_toks {
-                req.phase = Phase::Decode;
-                req.first_token_ns = finish;
-                first_token = true;
-            }
-            if s.upto >= req.reached {
-                tokens.generated += 1;
-                req.reached += 1;
-                req.note_token(step_index);
-            }
-            if req.reached >= req.target {
-                let steps = &self.step_finish_ns;
-                finished.push(req, instance_id, finish, self.itl_values.then_some(steps));
-                self.itl.add(req, steps);
-                if freed_late {
-                    self.freed_late.requests += 1;
-                    self.freed_late.blocks.extend(req.blocks.iter().rev());
-                } else {
-                    for &b in req.blocks.iter().rev() {
-                        self.pool.release(b);
-                    }
-                }
-                req.phase = Phase::Finished;
-                finished_any = true;
-            } else if first_token && self.hand_off {
-                req.phase = Phase::HandedOff;
-                self.handoffs.push_back(s.slot);
-                self.handed_off += 1;
-                finished_any = true;
-            }
+        self.last_step_tokens = StepTokens::default();
+        let members = self.stretch.members_in_flight();
+        let mut finished_any =
+            members > 0 && self.complete_members(step_index, finish, instance_id, finished);
+        for k in members..len {
+            let s = if self.depth > 1 {
+                self.completed.step[k]
+            } else {
+                self.step[k]
+            };
+            finished_any |= self.complete_entry(s, step_index, finish, instance_id, finished);
         }
-        self.last_step_tokens = tokens;
         if !self.cancelled.is_empty() {
             self.free_cancelled_slots();
         }
         if finished_any {
-            let slots = &mut self.slots;
-            let free_slots = &mut self.free_slots;
+            let (slots, free_slots, leaving) =
+                (&mut self.slots, &mut self.free_slots, &mut self.leaving);
             self.running.retain(|&slot| {
-                match slots[slot as usize].as_ref().map(|r| r.phase) {
-                    Some(Phase::Finished) => {
-                        slots[slot as usize] = None;
-                        free_slots.push(slot);
-                        false
-                    }
-                    // Leaves the running set; the slot and blocks stay until the transfer ends.
-                    Some(Phase::HandedOff) => false,
-                    _ => true,
+                if !leaving.contains(&slot) {
+                    return true;
                 }
+                // A handed-off request leaves the running set; its slot and blocks stay until
+                // the transfer ends.
+                let entry = &mut slots[slot as usize];
+                if entry.as_ref().is_some_and(|r| r.phase == Phase::Finished) {
+                    *entry = None;
+                    free_slots.push(slot);
+                }
+                false
             });
+            leaving.clear();
         }
         if self.running.is_empty() && self.waiting.is_empty() {
             // Nothing runs next: no step was formed ahead, so what finished is free now.
             self.release_freed_late();
         }
+    }
+
+    /// Applies scheduled entry `s` of the step completed as the `step_index`-th, which
+    /// finished at `finish`: its first token, its token, its completion (appended to
+    /// `finished`, its KV blocks freed) or its hand-off. Returns whether it leaves the
+    /// running set (listed in `leaving`).
+    fn complete_entry(
+        &mut self,
+        s: Scheduled,
+        step_index: u64,
+        finish: Nanos,
+        instance_id: u32,
+        finished: &mut Completions,
+    ) -> bool {
+        let req = self.slots[s.slot as usize]
+            .as_mut()
+            .expect("scheduled slot");
+        // Preempted or cancelled since the step was formed: its work here is lost.
+        if req.preemptions != s.epoch || req.phase == Phase::Cancelled {
+            return false;
+        }
+        let tokens = &mut self.last_step_tokens;
+        if req.phase == Phase::Prefill {
+            tokens.prompt += u64::from(s.new_tokens);
+        }
+        let mut first_token = false;
+        if req.phase == Phase::Prefill && s.upto >= req.input_toks {
+            req.phase = Phase::Decode;
+            req.first_token_ns = finish;
+            first_token = true;
+        }
+        if s.upto >= req.reached {
+            tokens.generated += 1;
+            req.reached += 1;
+            req.note_token(step_index);
+        }
+        if req.reached >= req.target {
+            let steps = &self.step_finish_ns;
+            finished.push(req, instance_id, finish, self.itl_values.then_some(steps));
+            self.itl.add(req, steps);
+            // vLLM formed the next step while this one ran (async scheduling, no pipeline).
+            if self.config.async_scheduling && self.depth == 1 {
+                self.freed_late.requests += 1;
+                self.freed_late.blocks.extend(req.blocks.iter().rev());
+            } else {
+                for &b in req.blocks.iter().rev() {
+                    self.pool.release(b);
+                }
+            }
+            req.phase = Phase::Finished;
+        } else if first_token && self.hand_off {
+            req.phase = Phase::HandedOff;
+            self.handoffs.push_back(s.slot);
+            self.handed_off += 1;
+        } else {
+            return false;
+        }
+        self.leaving.push(s.slot);
+        true
     }
 }

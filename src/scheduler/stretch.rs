@@ -1,47 +1,70 @@
-//! Decode stretches: steps of an instance whose batch only repeats.
+//! Decode stretches: requests stepped in bulk while the batch around them changes.
 //!
-//! Once every running request decodes (nothing waits, nothing is left of any prompt, no
-//! pipeline, no prefill hand-off, no anomaly watch), each step schedules the same requests,
-//! one token each, with contexts one token longer, until a request is about to finish or KV
-//! blocks run short. Such a stretch is stepped without visiting its requests: a step adds one
-//! to each item of the batch the backend prices, allocates the KV blocks the requests whose
-//! last block filled need (in the order single steps would: the requests are bucketed by
-//! when their blocks fill), and records its finish time; a request's progress, its token
-//! times (one run of consecutive steps) and its step entry are brought up to date once, when
-//! the stretch ends ([`Scheduler::settle_stretch`]). The engine still sees one step per step,
-//! priced by the backend as before, so every output is the same as stepping one at a time.
+//! A request that decodes steadily (one token a step, nothing of its prompt left, its blocks
+//! exactly those of its context, nothing left to index in the prefix cache) is stepped without
+//! being visited: it joins the instance's *members*, which lead the running order, the step
+//! and its batch. Each later step adds one to each member's batch item, allocates the KV
+//! blocks of the members whose last block filled (members are bucketed by when their blocks
+//! fill, so the blocks are taken in the order single steps take them, at the same pool
+//! clock), and forms the rest of the step (requests behind the members, admissions) the usual
+//! way. A member is visited once more when it finishes: it is brought up to date (its
+//! progress, its token times as one run of consecutive steps) and completes as any request
+//! would. So an arrival or a finish costs work for its own request only, and the steps in
+//! between cost work per step, not per request.
 //!
-//! A stretch ends when the next step would finish a request, when its blocks do not fit, or
-//! when anything else reaches into the running requests: a waiting request (an arrival, a
-//! received prompt), a cancellation or an eviction settles it first.
+//! Everything is brought up to date ([`Scheduler::settle_stretch`]) when the members' blocks
+//! do not fit (where a preemption could follow), or when something reaches into the running
+//! requests from outside: a cancellation or an eviction. Stretches need one step in flight at
+//! a time (no pipeline), no prefill hand-off, no anomaly watch, no lower tier, and LIFO
+//! preemption (a victim is then always behind the members). The engine still sees one step
+//! per step, priced by the backend as before, so every output is the same as stepping one at
+//! a time.
 
 use super::request::Phase;
-use super::{Scheduler, StepTokens};
+use super::{Completions, PreemptionOrder, Scheduler};
 use crate::Nanos;
 
-/// The state of the current stretch, its buffers reused from one stretch to the next.
+/// A request stepped in bulk, and where it stood when it joined.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    slot: u32,
+    /// Its computed tokens, and the instance's steps formed, when it joined.
+    computed: u32,
+    formed: u64,
+    /// Its reached tokens once the instance has completed `completed` steps (the step it
+    /// joined after included).
+    reached: u32,
+    completed: u64,
+    /// The index of the completed step that produces its last token (`LEFT` once it has).
+    finish: u64,
+    /// Its bucket: a step formed as the instance's `f`-th, `f % block_size == key`, gives it
+    /// a new block.
+    key: u32,
+}
+
+/// [`Member::finish`] of a member that finished (it is dropped when the next step is formed).
+const LEFT: u64 = u64::MAX;
+
+/// The members of an instance, its buffers reused from one stretch to the next.
 #[derive(Debug, Default)]
 pub(super) struct Stretch {
-    /// A stretch is under way (armed by the step that formed its first batch).
-    active: bool,
-    /// Steps formed in the stretch after the arming one, and how many of them completed.
-    formed: u32,
-    completed: u32,
-    /// Most steps the stretch may form: the one after would finish a request.
-    limit: u32,
-    /// Positions in the step (running order) of the requests, bucketed by when their last
-    /// block fills: bucket `k`, `due[starts[k]..starts[k + 1]]`, needs a block in the
-    /// stretch's steps `s` with `s % block_size == k`.
-    due: Vec<u32>,
-    starts: Vec<u32>,
-    /// Scratch of the bucketing.
-    cursor: Vec<u32>,
+    /// In running order: the first `members.len()` entries of `running`, of the step and of
+    /// its batch.
+    members: Vec<Member>,
+    /// How many members lead the step in flight.
+    in_flight: usize,
+    /// Members that finished and are still listed.
+    left: usize,
+    /// The earliest `finish` among the members.
+    next_finish: u64,
+    /// Per bucket, the slots of its members in running order.
+    buckets: Vec<Vec<u32>>,
 }
 
 impl Stretch {
-    /// Whether the step in flight is one of the stretch's (its results are deferred).
-    pub fn owns_step_in_flight(&self) -> bool {
-        self.active && self.completed < self.formed
+    /// How many members lead the step in flight.
+    pub fn members_in_flight(&self) -> usize {
+        self.in_flight
     }
 }
 
@@ -52,28 +75,89 @@ impl Scheduler {
         self.stretches = on;
     }
 
-    /// After a step was formed the usual way: starts a stretch if the next steps can only
-    /// repeat its batch.
-    pub(super) fn arm_stretch(&mut self) {
-        if !self.stretches
-            || self.depth > 1
-            || self.hand_off
-            || self.watch.is_some()
-            || self.lower.is_some()
-            || !self.waiting.is_empty()
-            || !self.pulling.is_empty()
-            || !self.cancelled.is_empty()
-            || self.step.len() != self.running.len()
-            || self.step_recall_tokens > 0
-        {
+    /// Whether this instance may step requests in bulk at all.
+    fn stretch_allowed(&self) -> bool {
+        self.stretches
+            && self.depth == 1
+            && !self.hand_off
+            && self.watch.is_none()
+            && self.lower.is_none()
+            && self.preemption == PreemptionOrder::Lifo
+    }
+
+    /// Before the next step is formed at `now`: drops the members that finished, gives the
+    /// others their next token's blocks and batch items; returns how many members lead the
+    /// step (0, everything settled, when their blocks do not fit).
+    pub(super) fn advance_stretch(&mut self, now: Nanos) -> usize {
+        if self.stretch.left > 0 {
+            self.drop_left_members();
+        }
+        let m = self.stretch.members.len();
+        if m == 0 {
+            return 0;
+        }
+        let bs = u64::from(self.config.block_size);
+        let key = ((self.formed + 1) % bs) as usize;
+        if self.stretch.buckets[key].len() > self.pool.num_free() {
+            self.settle_stretch();
+            return 0;
+        }
+        self.pool.set_clock(now);
+        for &slot in &self.stretch.buckets[key] {
+            let req = self.slots[slot as usize].as_mut().expect("member slot");
+            req.blocks
+                .push(self.pool.allocate().expect("checked free blocks"));
+        }
+        for item in &mut self.step_items[..m] {
+            item.context_tokens += 1;
+        }
+        self.stretch.in_flight = m;
+        m
+    }
+
+    /// Removes the members that finished from the members, their buckets, the step and its
+    /// batch (the step's entries behind the members are dropped: the next step forms them).
+    fn drop_left_members(&mut self) {
+        let st = &mut self.stretch;
+        let mut kept = 0;
+        for k in 0..st.members.len() {
+            let member = st.members[k];
+            if member.finish == LEFT {
+                let bucket = &mut st.buckets[member.key as usize];
+                let at = bucket.iter().position(|&s| s == member.slot);
+                bucket.remove(at.expect("a member is in its bucket"));
+                continue;
+            }
+            st.members[kept] = member;
+            self.step[kept] = self.step[k];
+            self.step_items[kept] = self.step_items[k];
+            kept += 1;
+        }
+        st.members.truncate(kept);
+        st.left = 0;
+        self.step.truncate(kept);
+        self.step_items.truncate(kept);
+    }
+
+    /// After a step was formed: the steady decoders right behind the members (in running
+    /// order) join them.
+    pub(super) fn join_stretch(&mut self) {
+        if !self.stretch_allowed() || self.step_recall_tokens > 0 {
             return;
         }
         let bs = self.config.block_size;
         let st = &mut self.stretch;
-        st.starts.clear();
-        st.starts.resize(bs as usize + 1, 0);
-        let mut limit = u32::MAX;
-        for s in &self.step {
+        if st.members.is_empty() {
+            st.next_finish = LEFT;
+        }
+        if st.buckets.len() != bs as usize {
+            st.buckets.resize_with(bs as usize, Vec::new);
+        }
+        // The step formed now completes as the `completed - 1`-th.
+        let completed = self.step_finish_ns.len() as u64 + 1;
+        let mut p = st.members.len();
+        while p < self.step.len() && self.running.get(p) == Some(&self.step[p].slot) {
+            let s = self.step[p];
             let req = self.slots[s.slot as usize]
                 .as_ref()
                 .expect("scheduled slot");
@@ -81,113 +165,99 @@ impl Scheduler {
                 && req.phase == Phase::Decode
                 && req.computed == req.reached
                 && req.blocks.len() == req.computed.div_ceil(bs) as usize
-                && req.cached_blocks >= req.hashes.len();
+                && req.cached_blocks >= req.hashes.len()
+                && req.target - req.computed >= 2;
             if !steady {
-                return;
+                break;
             }
-            // The step formed now completes with `reached + 1`; stretch step `f` with
-            // `reached + 1 + f`, which must stay short of the target.
-            limit = limit.min((req.target - req.computed).saturating_sub(2));
-            st.starts[bucket(req.computed, bs) + 1] += 1;
+            let key = ((self.formed + 1) % u64::from(bs) + u64::from(bs - req.computed % bs))
+                % u64::from(bs);
+            // Its reached tokens once the step formed now completes, and the step its last
+            // token comes with.
+            let reached = req.computed + 1;
+            let finish = completed + u64::from(req.target - reached) - 1;
+            st.members.push(Member {
+                slot: s.slot,
+                computed: req.computed,
+                formed: self.formed,
+                reached,
+                completed,
+                finish,
+                key: key as u32,
+            });
+            st.buckets[key as usize].push(s.slot);
+            st.next_finish = st.next_finish.min(finish);
+            p += 1;
         }
-        if limit == 0 {
-            return;
-        }
-        for k in 0..bs as usize {
-            st.starts[k + 1] += st.starts[k];
-        }
-        st.due.clear();
-        st.due.resize(self.step.len(), 0);
-        // Counting sort by bucket, each bucket in running order.
-        st.cursor.clear();
-        st.cursor.extend_from_slice(&st.starts);
-        for (pos, s) in self.step.iter().enumerate() {
-            let req = self.slots[s.slot as usize]
-                .as_ref()
-                .expect("scheduled slot");
-            let k = bucket(req.computed, bs);
-            st.due[st.cursor[k] as usize] = pos as u32;
-            st.cursor[k] += 1;
-        }
-        st.active = true;
-        st.formed = 0;
-        st.completed = 0;
-        st.limit = limit;
     }
 
-    /// Forms the stretch's next step at `now` if it can; false when the stretch must end.
-    pub(super) fn extend_stretch(&mut self, now: Nanos) -> bool {
-        let st = &self.stretch;
-        if !st.active
-            || !self.waiting.is_empty()
-            || st.formed >= st.limit
-            || st.owns_step_in_flight()
-        {
-            return false;
+    /// Completes the members' part of the step in flight, the `index`-th completed step,
+    /// which finished at `finish`: counts their tokens and completes the members it
+    /// finishes as single steps would. Returns whether any finished.
+    pub(super) fn complete_members(
+        &mut self,
+        index: u64,
+        finish: Nanos,
+        instance_id: u32,
+        finished: &mut Completions,
+    ) -> bool {
+        let m = std::mem::take(&mut self.stretch.in_flight);
+        let mut done = 0;
+        if index == self.stretch.next_finish {
+            for k in 0..m {
+                if self.stretch.members[k].finish == index {
+                    self.settle_member(k, index);
+                    self.complete_entry(self.step[k], index, finish, instance_id, finished);
+                    self.stretch.members[k].finish = LEFT;
+                    done += 1;
+                }
+            }
+            let st = &mut self.stretch;
+            st.left += done;
+            st.next_finish = st.members.iter().map(|m| m.finish).min().unwrap_or(LEFT);
         }
-        let bs = self.config.block_size;
-        let k = ((st.formed + 1) % bs) as usize;
-        let due = &st.due[st.starts[k] as usize..st.starts[k + 1] as usize];
-        if due.len() > self.pool.num_free() {
-            return false;
-        }
-        self.pool.set_clock(now);
-        for &pos in due {
-            let slot = self.step[pos as usize].slot;
-            let req = self.slots[slot as usize].as_mut().expect("running slot");
-            req.blocks
-                .push(self.pool.allocate().expect("checked free blocks"));
-        }
-        for item in &mut self.step_items {
-            item.context_tokens += 1;
-        }
-        // One token each, nobody admitted: what a prefill instance would send.
-        self.step_kv_send_tokens = self.step.len() as u64;
-        self.stretch.formed += 1;
-        self.formed += 1;
-        self.in_flight = true;
-        true
+        self.last_step_tokens.generated += (m - done) as u64;
+        done > 0
     }
 
-    /// Completes the stretch's step in flight, which finished at `finish`, if it is one.
-    pub(super) fn complete_stretch_step(&mut self, finish: Nanos) -> bool {
-        if !self.stretch.owns_step_in_flight() {
-            return false;
+    /// Brings member `k` up to the steps formed so far and the first `completed` steps
+    /// completed, and its step entry with it.
+    fn settle_member(&mut self, k: usize, completed: u64) {
+        let member = self.stretch.members[k];
+        let req = self.slots[member.slot as usize]
+            .as_mut()
+            .expect("member slot");
+        req.computed = member.computed + (self.formed - member.formed) as u32;
+        if completed > member.completed {
+            let n = (completed - member.completed) as u32;
+            req.reached = member.reached + n;
+            req.note_tokens(member.completed, n);
         }
-        self.stretch.completed += 1;
-        self.in_flight = false;
-        self.step_finish_ns.push(finish);
-        self.last_step_tokens = StepTokens {
-            prompt: 0,
-            generated: self.step.len() as u64,
-        };
-        true
+        self.step[k].upto = req.computed;
     }
 
-    /// Ends the stretch, if any: brings each of its requests up to the steps formed and
-    /// completed since it began, as single steps would have left them.
+    /// Ends the stretch, if any: brings each member up to the steps formed and completed,
+    /// as single steps would have left it; the step in flight then completes as a single
+    /// step.
     pub(super) fn settle_stretch(&mut self) {
-        let st = &mut self.stretch;
-        if !std::mem::take(&mut st.active) {
+        if self.stretch.members.is_empty() {
             return;
         }
-        let (formed, completed) = (st.formed, st.completed);
-        let first = (self.step_finish_ns.len() - completed as usize) as u64;
-        for s in &mut self.step {
-            let req = self.slots[s.slot as usize].as_mut().expect("running slot");
-            req.computed += formed;
-            req.reached += completed;
-            req.note_tokens(first, completed);
-            s.upto = req.computed;
+        let completed = self.step_finish_ns.len() as u64;
+        for k in 0..self.stretch.members.len() {
+            if self.stretch.members[k].finish != LEFT {
+                self.settle_member(k, completed);
+            }
         }
+        let st = &mut self.stretch;
+        st.members.clear();
+        for bucket in &mut st.buckets {
+            bucket.clear();
+        }
+        st.in_flight = 0;
+        st.left = 0;
+        st.next_finish = LEFT;
     }
-}
-
-/// The bucket of a request whose computed tokens are `computed` when a stretch begins: the
-/// stretch step `s` needs a new block for it when `computed + s - 1` is a multiple of the
-/// block size `bs`, i.e. `s ≡ 1 - computed (mod bs)`.
-fn bucket(computed: u32, bs: u32) -> usize {
-    ((1 + bs - computed % bs) % bs) as usize
 }
 
 #[cfg(test)]
@@ -298,7 +368,8 @@ mod tests {
     }
 
     /// Runs `case` on one instance, stepping in stretches or not; returns every batch,
-    /// finished record and visible state, in order, and how many steps ran in stretches.
+    /// finished record and visible state, in order, and how many tokens were stepped in
+    /// bulk (members of the steps, summed).
     fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
         let mut s = Scheduler::new(case.config.clone(), case.num_blocks);
         s.step_in_stretches(stretches);
@@ -334,7 +405,7 @@ mod tests {
                 }
                 next += 1;
             }
-            stretched += u64::from(s.stretch.owns_step_in_flight());
+            stretched += s.stretch.members_in_flight() as u64;
             s.complete_step(end, 0, &mut done);
             for r in done.records("m") {
                 log.push(format!("{r:?}"));
@@ -369,28 +440,55 @@ mod tests {
         }
     }
 
+    /// An instance with room for everything, no prompt chunking needed.
+    fn roomy() -> SchedulerConfig {
+        SchedulerConfig {
+            max_num_seqs: None,
+            max_num_batched_tokens: 512,
+            long_prefill_token_threshold: 0,
+            enable_chunked_prefill: true,
+            reserve_full_isl: false,
+            enable_prefix_caching: true,
+            block_size: 16,
+            async_scheduling: true,
+        }
+    }
+
     #[test]
     fn long_decodes_run_in_stretches() {
         let case = Case {
-            config: SchedulerConfig {
-                max_num_seqs: None,
-                max_num_batched_tokens: 512,
-                long_prefill_token_threshold: 0,
-                enable_chunked_prefill: true,
-                reserve_full_isl: false,
-                enable_prefix_caching: true,
-                block_size: 16,
-                async_scheduling: true,
-            },
+            config: roomy(),
             num_blocks: 1000,
             requests: (0..8)
                 .map(|k| (10, 30 + k, 200 + 7 * k, 1, false))
                 .collect(),
         };
         let (single, _) = run(&case, false);
-        let (stretched, steps) = run(&case, true);
+        let (stretched, tokens) = run(&case, true);
         assert_eq!(single, stretched);
-        // Eight decodes of 200 to 250 tokens: all but a few steps around each finish.
-        assert!(steps > 180, "{steps} steps in stretches");
+        // Eight decodes of 200 to 250 tokens: all but the first two tokens of each.
+        let generated: u32 = case.requests.iter().map(|r| r.2).sum();
+        assert_eq!(tokens, u64::from(generated - 2 * 8));
+    }
+
+    /// Requests keep arriving and finishing around the steady decoders, which stay in bulk:
+    /// only each request's first two tokens are stepped one by one.
+    #[test]
+    fn requests_join_and_leave_stretches() {
+        let case = Case {
+            config: roomy(),
+            num_blocks: 2000,
+            requests: (0..40)
+                .map(|k| (1_500, 30 + k, 100 + 3 * (k % 7), 0, false))
+                .collect(),
+        };
+        let (single, _) = run(&case, false);
+        let (stretched, tokens) = run(&case, true);
+        assert_eq!(single, stretched);
+        let generated: u32 = case.requests.iter().map(|r| r.2).sum();
+        assert!(
+            tokens >= u64::from(generated - 2 * 40),
+            "{tokens} of {generated} tokens in bulk"
+        );
     }
 }
