@@ -138,23 +138,73 @@ def gemm_regime(r):
 
 # ------------------------------------------------------------------------------------ attention
 
+# Query rows and KV rows of one thread block of a prefill attention kernel (head dim <= 128).
+# Hopper's kernels (FlashAttention-3, FlashInfer's sm90 path, cuDNN) run two warpgroups of 64
+# query rows on 128-row tiles; FlashAttention-2's mma.sync kernels, which other parts run, a
+# 64 x 64 tile for causal attention (`run_mha_fwd_hdim128`). Taken from the kernels' sources,
+# not fitted (`scripts/derive_roofline.py` compares both sizes on every GPU).
+PREFILL_TILE_ROWS_HOPPER = 128
+PREFILL_TILE_ROWS = 64
+PREFILL_KV_TILE = 64
+
+
+def prefill_tile_rows(gpu):
+    return PREFILL_TILE_ROWS_HOPPER if GPUS[gpu]["gen"] == "hopper" else PREFILL_TILE_ROWS
+
+
+def prefill_wave_flops(items, heads, head_dim, sms, tile_rows, kv_tile=PREFILL_KV_TILE):
+    """The MMA work of a causal varlen prefill as its waves pay it, FLOPs at full occupancy.
+
+    Each of the `heads` query heads of each sequence (`(chunk, prefix)` in `items`) splits its
+    chunk into query tiles of `tile_rows`; a tile computes its full rows against every KV tile
+    up to its last query row (causal: the diagonal's tile is computed whole, and a short chunk
+    over a long prefix pays whole tiles of mostly empty rows). Tiles run longest first, `sms`
+    at a time (one block per SM): each wave lasts as long as its longest tile, so the time is
+    the sum over waves of their first tile. With `n(x)` the tiles that reach KV position `x`,
+    that sum is `kv_tile x sum over KV tiles of ceil(n / sms)`; times `sms` it is the work the
+    whole GPU would do in that time. `sms` = None: no waves (the padded tiles' total work)."""
+    if not items:
+        return 0.0
+    top = max(math.ceil((p + c) / kv_tile) for c, p in items)
+    waves = 0
+    for m in range(1, top + 1):
+        reach = (m - 1) * kv_tile  # a tile reaches KV tile m when its last row's extent > reach
+        n = 0
+        for c, p in items:
+            tiles = math.ceil(c / tile_rows)
+            if p + c > reach:
+                n += heads * (tiles - max(0, (reach - p) // tile_rows))
+        waves += math.ceil(n / sms) if sms else n
+    return waves * kv_tile * tile_rows * head_dim * 4.0 * (sms or 1)
+
+
+def attention_wave_flops(r):
+    """`prefill_wave_flops` of a prefill row (kept in the row: every fit and held-out GPU
+    reads it)."""
+    if "waves" not in r:
+        r["waves"] = prefill_wave_flops([(r["chunk"], r["prefix"])], r["q_heads"], r["head_dim"],
+                                        GPUS[r["gpu"]]["sms"], prefill_tile_rows(r["gpu"]))
+    return r["waves"]
+
+
 def attention_fits(rows):
     """Per GPU: `t = t0 + x / rate` over its pure-decode rows (x: KV bytes; rate / peak
-    bandwidth: the decode efficiency) and its prefill rows of at least 256 tokens (x: causal
-    FLOPs; rate / peak bandwidth: the FLOPs the kernel does per byte of DRAM bandwidth). A rate
-    is kept only where the work of at least a third of the rows takes longer than the fitted
-    fixed time (else the table measures the fixed time alone)."""
+    bandwidth: the decode efficiency), kept only where the work of at least a third of the
+    rows takes longer than the fitted fixed time (else the table measures the fixed time
+    alone); and over its prefill rows (x: the waves' MMA work, `prefill_wave_flops`; rate /
+    peak FLOP/s: the prefill efficiency)."""
     out = {}
     for gpu in GPUS:
         f = {}
-        for kind in ("decode", "prefill"):
-            mine = [(r["x"], r["t"]) for r in rows if r["gpu"] == gpu and r["kind"] == kind
-                    and (kind == "decode" or r["chunk"] >= 256)]
-            if len(mine) < 3:
-                continue
+        mine = [(r["x"], r["t"]) for r in rows if r["gpu"] == gpu and r["kind"] == "decode"]
+        if len(mine) >= 3:
             t0, rate = fit(mine)
             if rate > 0 and sum(1 for x, _ in mine if x / rate > t0) >= len(mine) / 3:
-                f[kind] = (t0, rate / GPUS[gpu]["bw"], rate / GPUS[gpu]["flops"])
+                f["decode"] = (t0, rate / GPUS[gpu]["bw"])
+        mine = [(attention_wave_flops(r), r["t"]) for r in rows if r["gpu"] == gpu and r["kind"] == "prefill"]
+        if len(mine) >= 3:
+            t0, rate = fit(mine)
+            f["prefill"] = (t0, rate / GPUS[gpu]["flops"])
         if f:
             out[gpu] = f
     return out
@@ -165,18 +215,18 @@ def attention_constants(fits, gpus):
     return {
         "attention_t0": median(fits[g]["decode"][0] for g in have if "decode" in fits[g]),
         "decode_eta": median(fits[g]["decode"][1] for g in have if "decode" in fits[g]),
-        "prefill_intensity": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g]),
+        "prefill_t0": median(fits[g]["prefill"][0] for g in have if "prefill" in fits[g]),
+        "prefill_eta": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g]),
     }
 
 
 def attention_time(c, r):
-    """Decode: KV bytes at the decode efficiency. Prefill: causal FLOPs at the lower of the
-    GEMMs' compute efficiency and the FLOPs per byte of bandwidth the kernels reach."""
+    """Decode: KV bytes at the decode efficiency. Prefill: the waves' MMA work at the prefill
+    efficiency of peak FLOP/s."""
     g = GPUS[r["gpu"]]
     if r["kind"] == "decode":
         return c["attention_t0"] + r["x"] / (g["bw"] * c["decode_eta"])
-    rate = min(g["flops"] * c["gemm_eta_c"], g["bw"] * c["prefill_intensity"])
-    return c["attention_t0"] + max(r["x"] / rate, r["kv_bytes"] / (g["bw"] * c["decode_eta"]))
+    return c["prefill_t0"] + attention_wave_flops(r) / (g["flops"] * c["prefill_eta"])
 
 
 # ------------------------------------------------------------------------------------ fused MoE
@@ -527,9 +577,9 @@ def print_fits(data):
         extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
         print(f"  GEMM       {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.2f} us, weight eta {g['eta_m']:.3f}{extra}")
     for gpu, g in f["attention"].items():
-        for kind, (t0, per_byte, eta) in g.items():
-            print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, {per_byte:7.3f} per byte of bandwidth, "
-                  f"{eta:.3f} of peak FLOP/s")
+        for kind, (t0, eta) in g.items():
+            unit = "of peak bandwidth" if kind == "decode" else "of peak FLOP/s in waves"
+            print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, {eta:.3f} {unit}")
     for gpu, g in f["moe"].items():
         extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
         block = f", saturates at {g['blocks_per_sm']:.2f} blocks/SM" if g["blocks_per_sm"] else ", blocks never limit"
@@ -565,7 +615,8 @@ def main():
     print(f"GEMM_UNHIDDEN = {c['gemm_unhidden']:.2f}")
     print(f"ATTENTION_FIXED_NS = {round(c['attention_t0'] * 1e7) * 100}")
     print(f"DECODE_ATTENTION_EFFICIENCY = {c['decode_eta']:.3f}")
-    print(f"PREFILL_ATTENTION_INTENSITY = {c['prefill_intensity']:.1f}")
+    print(f"PREFILL_ATTENTION_FIXED_NS = {round(c['prefill_t0'] * 1e7) * 100}")
+    print(f"PREFILL_ATTENTION_EFFICIENCY = {c['prefill_eta']:.3f}")
     print(f"MIXED_DECODE_EFFICIENCY = {', '.join(f'{m:.3f}' for row in mixed for m in row)}")
     print(f"MOE_FIXED_NS = {round(c['moe_t0'] * 1e7) * 100}")
     print(f"MOE_MEMORY_EFFICIENCY = {c['moe_eta_m']:.3f}")

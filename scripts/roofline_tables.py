@@ -184,11 +184,12 @@ def attention(t):
                 for r in csv.DictReader(open(path)):
                     pc, kp, nd, kd = (int(r[k]) for k in ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode"))
                     s = float(r["time_us"]) * 1e-6
+                    shape = {"gpu": gpu, "src": "lss", "t": s, "q_heads": qh, "kv_heads": kh, "head_dim": 128}
                     if pc == 0 and nd > 0:
-                        rows.append({"gpu": gpu, "src": "lss", "kind": "decode", "x": nd * kd * kh * 128 * 4, "t": s})
+                        rows.append(dict(shape, kind="decode", x=nd * kd * kh * 128 * 4, batch=nd, context=kd))
                     elif nd == 0 and pc > 0:
-                        rows.append({"gpu": gpu, "src": "lss", "kind": "prefill", "x": causal_flops(qh, 128, pc, kp),
-                                     "t": s, "chunk": pc, "kv_bytes": (kp + pc) * kh * 128 * 4})
+                        rows.append(dict(shape, kind="prefill", x=causal_flops(qh, 128, pc, kp), chunk=pc, prefix=kp,
+                                         kv_bytes=(kp + pc) * kh * 128 * 4))
     for gpu, model, path, ft in t.frontier_files("attention"):
         file_rows = []
         for r in csv.DictReader(open(path)):
@@ -213,29 +214,40 @@ def attention(t):
                 if bs != 1 or pc == 0:
                     continue
                 row = {"kind": "prefill", "x": causal_flops(qh, hd, pc, kv), "t": ms("attn_prefill") + extra, "chunk": pc,
-                       "kv_bytes": (kv + pc) * kh * hd * 4}
+                       "prefix": kv, "kv_bytes": (kv + pc) * kh * hd * 4}
             else:
                 if kv == 0:
                     continue
-                row = {"kind": "decode", "x": bs * kv * kh * hd * 4, "t": ms("attn_decode") + extra}
+                row = {"kind": "decode", "x": bs * kv * kh * hd * 4, "t": ms("attn_decode") + extra, "batch": bs,
+                       "context": kv}
             if timing == "event":
                 # Each of the five attention ops has its own pair of events; the reshapes and
                 # the cache write are launch-bound (17-42 µs each on the A800).
                 t.leave_out("attention: event-timed, five launch-bound ops per row (A800)")
                 continue
-            row.update(gpu=gpu, src="frontier-" + timing)
+            row.update(gpu=gpu, src="frontier-" + timing, model=model, q_heads=qh, kv_heads=kh, head_dim=hd)
             file_rows.append(row)
         rows += physical(t, file_rows, f"attention {gpu} {model}")
     if os.path.exists(t.h200):
         a = json.load(open(t.h200))["pass1"]["attention"]
         for d in a["decode"]:
             s = min(x for x in (d.get("flash_ns"), d.get("cudnn_ns")) if x) * 1e-9
-            rows.append({"gpu": "H200", "src": "ours", "kind": "decode", "x": d["kv_bytes"], "t": s})
+            rows.append({"gpu": "H200", "src": "ours", "kind": "decode", "x": d["kv_bytes"], "t": s, **h200_decode(d)})
         for p in a["prefill"]:
             s = min(p[k] for k in p if k.endswith("_ns") and p[k]) * 1e-9
             rows.append({"gpu": "H200", "src": "ours", "kind": "prefill", "x": p["causal_flops"], "t": s, "chunk": p["L"],
-                         "kv_bytes": p["L"] * 8 * 128 * 4})
+                         "prefix": 0, "kv_bytes": p["L"] * 8 * 128 * 4, **H200_HEADS})
     return rows
+
+
+# The shape of our H200 measurement (`scripts/gpu/measure_host.py`, `s_attention`): 32 query
+# heads over 8 KV heads of 128; prefill one causal sequence, decode a batch of one query token
+# per sequence.
+H200_HEADS = {"q_heads": 32, "kv_heads": 8, "head_dim": 128}
+
+
+def h200_decode(d):
+    return dict(H200_HEADS, batch=d["batch"], context=d["kv"])
 
 
 def physical(t, rows, what):

@@ -42,12 +42,14 @@ pub struct Hardware {
     pub kernel_launch_ns: f64,
     /// The part's architecture generation (`ampere`, `ada`, `hopper`, `blackwell`, ...):
     /// Ampere parts stream a GEMM's weights at a lower share of their bandwidth than later
-    /// ones (see the roofline's `GEMM_MEMORY_EFFICIENCY_AMPERE`). Absent: a later part.
+    /// ones (see the roofline's `GEMM_MEMORY_EFFICIENCY_AMPERE`); Hopper's attention kernels
+    /// run 128-row tiles. Absent: a later, non-Hopper part.
     #[serde(default)]
     pub architecture: Option<String>,
     /// Streaming multiprocessors (or the part's equivalent compute units): the fused-MoE
     /// kernel streams its experts' weights at full rate only with enough thread blocks per
-    /// SM (see the roofline's `MOE_SATURATING_BLOCKS_PER_SM`). Absent: no such limit.
+    /// SM (see the roofline's `MOE_SATURATING_BLOCKS_PER_SM`), and prefill attention's tiles
+    /// run in waves of one per SM (`prefill_waves`). Absent: no such limit, no waves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_count: Option<u32>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
@@ -321,6 +323,14 @@ impl Hardware {
         self.architecture
             .as_deref()
             .is_some_and(|a| a.eq_ignore_ascii_case("ampere"))
+    }
+
+    /// Whether the part is of NVIDIA's Hopper generation (sm_90: H100, H800, H200, ...), whose
+    /// attention kernels run 128-row tiles (the roofline's `PREFILL_TILE_ROWS_HOPPER`).
+    pub fn is_hopper(&self) -> bool {
+        self.architecture
+            .as_deref()
+            .is_some_and(|a| a.eq_ignore_ascii_case("hopper"))
     }
 
     /// Peak dense tensor throughput for `dtype`, FLOP/s. FP32 uses the TF32 tensor peak;

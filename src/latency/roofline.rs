@@ -33,14 +33,68 @@ const ATTENTION_FIXED_NS: f64 = 11_300.0;
 /// Fraction of peak memory bandwidth decode attention reaches reading the KV cache: the same
 /// fits' rates (RTX 4090 0.866, RTX PRO 6000 0.842, H200 0.912; the median).
 const DECODE_ATTENTION_EFFICIENCY: f64 = 0.866;
-/// Causal FLOPs prefill attention does per byte of peak memory bandwidth, FLOP/byte: the
-/// kernels (FlashAttention-2/3, FlashInfer, cuDNN) re-read K/V tiles, and on every GPU with
-/// tables their rate is nearer a fixed multiple of the bandwidth (RTX 4090 120, H200 112, H800
-/// 152, RTX PRO 6000 136; the median 128) than a fixed share of the peak FLOP/s (0.73, 0.54,
-/// 0.51, 0.43). Fitted like the decode rows over prefill rows of at least 256 tokens. The rate
-/// is capped at the GEMMs' share of peak FLOP/s ([`GEMM_COMPUTE_EFFICIENCY`]), which binds on
-/// GPUs with little compute per byte (RTX 4090).
-const PREFILL_ATTENTION_INTENSITY: f64 = 128.2;
+/// Fixed GPU time of a prefill-only attention kernel, ns, and the share of peak FLOP/s its
+/// thread blocks reach: the intercept and rate of `t = t0 + waves' MMA work / rate` fitted,
+/// weighted by relative error, to each GPU's prefill rows (chunks of 16-12,416 tokens over
+/// prefixes of 0-16,384; the work: [`prefill_waves`]): H800 11.4 µs / 0.606 (Frontier,
+/// FlashInfer, kernel-only, six models at TP 1-8), H200 7.2 / 0.607 (ours, cuDNN), RTX 4090
+/// 7.1 / 0.776, RTX PRO 6000 6.1 / 0.566 (LLMServingSim; Frontier); the medians. The RTX 4090
+/// sustains its boost clock (its GEMMs too run above the datasheet's peak). Priced by the waves
+/// instead of the causal FLOPs, one share of peak transfers between GPUs: held out, the
+/// prefill rows' median error went from 29.0% to 4.1% (`scripts/derive_roofline.py --loo`).
+const PREFILL_ATTENTION_FIXED_NS: f64 = 7_100.0;
+const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.607;
+/// Query rows of one thread block of a prefill attention kernel: Hopper's kernels
+/// (FlashAttention-3, FlashInfer's sm90 path, cuDNN) run two warpgroups of 64 rows on a
+/// 128-row tile; FlashAttention-2's `mma.sync` kernels, which the other generations run, a
+/// 64-row tile for causal attention at head dim 128 (`run_mha_fwd_hdim128`). From the kernels'
+/// sources, not fitted: each generation's tables fit their own size best (H800 4.0% against
+/// 18.2% with 64 rows; RTX PRO 6000 3.2% against 12.0% with 128).
+const PREFILL_TILE_ROWS_HOPPER: u64 = 128;
+const PREFILL_TILE_ROWS: u64 = 64;
+/// KV rows a prefill tile reads per iteration (64 in both kernel families at head dim 128).
+const PREFILL_KV_TILE: u64 = 64;
+/// Prefills of a step kept on the stack while their waves are counted; a step with more (many
+/// short prompts at once) reads them from the batch for each KV tile instead.
+const PREFILLS_ON_STACK: usize = 32;
+
+/// Waves of KV tiles a causal varlen prefill's thread blocks take, summed: each of the
+/// `heads` query heads of each sequence (`(chunk, prefix)` of `prefills`) splits its chunk into
+/// query tiles of `tile_rows`, and a tile computes all its rows against every KV tile up to
+/// its last row (causal: the diagonal's tile is computed whole; a short chunk over a long
+/// prefix pays whole tiles of mostly empty rows). Tiles run longest first, `sms` at a time,
+/// and each wave lasts as long as its longest tile, so the time is the sum over waves of their
+/// first tile's KV tiles: with `n(m)` the tiles that reach KV tile `m`, `sum_m ceil(n(m) /
+/// sms)`. Without `sms`, no waves: the padded tiles' total KV tiles.
+fn prefill_waves<I>(prefills: I, heads: u64, tile_rows: u64, sms: Option<u64>) -> u64
+where
+    I: Iterator<Item = (u64, u64)> + Clone,
+{
+    let kv = PREFILL_KV_TILE;
+    let (mut lowest, mut top, mut tiles) = (u64::MAX, 0, 0);
+    for (chunk, prefix) in prefills.clone() {
+        lowest = lowest.min(prefix);
+        top = top.max((prefix + chunk).div_ceil(kv));
+        tiles += heads * chunk.div_ceil(tile_rows);
+    }
+    let per_wave = |n: u64| sms.map_or(n, |s| n.div_ceil(s));
+    // Every tile reaches the KV tiles up to the shortest prefix.
+    let full = (lowest / kv + 1).min(top);
+    let mut waves = full * per_wave(tiles);
+    for m in full + 1..=top {
+        let reach = (m - 1) * kv;
+        let n: u64 = prefills
+            .clone()
+            .filter(|&(chunk, prefix)| prefix + chunk > reach)
+            .map(|(chunk, prefix)| {
+                heads * (chunk.div_ceil(tile_rows) - reach.saturating_sub(prefix) / tile_rows)
+            })
+            .sum();
+        waves += per_wave(n);
+    }
+    waves
+}
+
 /// Rate at which a *mixed* batch's attention reads the KV cache of its decodes, as a
 /// fraction of peak bandwidth with the KV bytes counted once per *query* head, by the decodes'
 /// thread blocks (rows: decodes × query heads per GPU, 128, 256, … 4,096; fewer: the first row
@@ -216,10 +270,14 @@ pub struct Roofline {
     /// generation's weight-streaming efficiency ([`GEMM_MEMORY_EFFICIENCY`]).
     gemm_flops_per_ns: f64,
     gemm_bytes_per_ns: f64,
-    /// Attention's rates: prefill FLOP/s (the lower of [`PREFILL_ATTENTION_INTENSITY`] ×
-    /// bandwidth and the GEMMs' FLOP/s) and the decode KV bandwidth.
+    /// Attention's rates: prefill FLOP/s (peak times [`PREFILL_ATTENTION_EFFICIENCY`]) and the
+    /// decode KV bandwidth.
     attention_flops_per_ns: f64,
     attention_bytes_per_ns: f64,
+    /// Query rows of a prefill attention tile ([`PREFILL_TILE_ROWS_HOPPER`]) and the SMs its
+    /// waves run on (the hardware file's `sm_count`; none: no waves).
+    prefill_tile_rows: u64,
+    sm_count: Option<u64>,
     /// The part's peak memory bandwidth, bytes/ns (a mixed batch's decodes read at a share
     /// of it, [`MIXED_DECODE_EFFICIENCY`]).
     peak_bytes_per_ns: f64,
@@ -292,7 +350,8 @@ enum Work {
     Gemm(Cost),
     /// One attention launch whose prefill and decode parts are priced separately.
     Attention {
-        prefill: Cost,
+        /// The prefills' MMA work as their waves pay it, FLOPs ([`prefill_waves`]).
+        prefill_flops: f64,
         decode: Cost,
         /// Decodes in the batch (their KV reads slow down next to a prefill).
         decodes: f64,
@@ -320,7 +379,8 @@ struct Step {
     seqs: f64,
     /// Tokens whose gate decisions fire the experts ([`BatchDesc::gate_tokens`]).
     gate: f64,
-    prefill: Cost,
+    /// The prefills' attention work as their waves pay it, FLOPs ([`prefill_waves`]).
+    prefill_flops: f64,
     decode: Cost,
     /// Decodes whose attention runs on the GPU.
     decodes: f64,
@@ -405,8 +465,13 @@ impl Roofline {
             bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
             gemm_flops_per_ns,
             gemm_bytes_per_ns: hardware.memory_bw_gbps * gemm_memory_efficiency,
-            attention_flops_per_ns: (hardware.memory_bw_gbps * PREFILL_ATTENTION_INTENSITY)
-                .min(gemm_flops_per_ns),
+            attention_flops_per_ns: hardware.peak_flops(dtype) * PREFILL_ATTENTION_EFFICIENCY / 1e9,
+            prefill_tile_rows: if hardware.is_hopper() {
+                PREFILL_TILE_ROWS_HOPPER
+            } else {
+                PREFILL_TILE_ROWS
+            },
+            sm_count: hardware.sm_count.map(u64::from),
             attention_bytes_per_ns: hardware.memory_bw_gbps * decode_attention_efficiency,
             peak_bytes_per_ns: hardware.memory_bw_gbps,
             moe_flops_per_ns: hardware.peak_flops(dtype) * MOE_COMPUTE_EFFICIENCY / 1e9,
@@ -472,13 +537,15 @@ impl Roofline {
             tokens: pad,
             seqs: batch.items.len() as f64 + pad,
             gate: batch.expert_gate_tokens() as f64,
-            prefill: Cost::default(),
+            prefill_flops: 0.0,
             decode: Cost::default(),
             decodes: 0.0,
             decode_context: 0.0,
             decode_skew_bytes: 0.0,
         };
         let (mut longest, mut context) = (0.0f64, 0.0f64);
+        let mut prefills = [(0u64, 0u64); PREFILLS_ON_STACK];
+        let mut n_prefills = 0;
         for (i, item) in batch.items.iter().enumerate() {
             if item.new_tokens == 0 {
                 return Err(LatencyError::Backend(format!(
@@ -499,11 +566,21 @@ impl Roofline {
                     (p + 1.0) * kv_row + 2.0 * hpg * hd * fp,
                 );
             } else {
-                let causal_flops = 4.0 * hpg * hd * c * (p + (c + 1.0) / 2.0);
-                step.prefill
-                    .add(causal_flops, 2.0 * c * hpg * hd * fp + (p + c) * kv_row);
+                if let Some(slot) = prefills.get_mut(n_prefills) {
+                    *slot = (u64::from(item.new_tokens), u64::from(item.context_tokens));
+                }
+                n_prefills += 1;
             }
         }
+        let (heads, rows, sms) = (hpg as u64, self.prefill_tile_rows, self.sm_count);
+        let waves = if n_prefills <= PREFILLS_ON_STACK {
+            prefill_waves(prefills[..n_prefills].iter().copied(), heads, rows, sms)
+        } else {
+            let items = batch.items.iter().filter(|i| !i.is_decode());
+            let shapes = items.map(|i| (u64::from(i.new_tokens), u64::from(i.context_tokens)));
+            prefill_waves(shapes, heads, rows, sms)
+        };
+        step.prefill_flops = (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64 * hd * 4.0;
         // The KV the decodes would read if each had the longest context.
         step.decode_skew_bytes = (step.decodes * longest - context) * kv_row;
         step.decode_context = context;
@@ -575,12 +652,12 @@ impl Roofline {
             kernel(3.0 * qk, (2.0 * qk + t * self.head_dim) * fp),
         );
         // Omitted when it has nothing to compute (only with decode attention offloaded).
-        if s.prefill != Cost::default() || s.decode != Cost::default() {
+        if s.prefill_flops > 0.0 || s.decode != Cost::default() {
             visit(
                 "attention",
                 l,
                 Work::Attention {
-                    prefill: s.prefill,
+                    prefill_flops: s.prefill_flops,
                     decode: s.decode,
                     decodes: s.decodes,
                     context: s.decode_context / s.decodes.max(1.0),
@@ -678,6 +755,33 @@ impl Roofline {
         (cost.flops / self.flops_per_ns).max(cost.bytes / self.bytes_per_ns)
     }
 
+    /// The decodes' part of an attention launch, ns: their KV at the decode efficiency, or,
+    /// next to a prefill (`mixed`), per query head at [`MIXED_DECODE_EFFICIENCY`]; plus
+    /// [`DECODE_SKEW_ALPHA`] of the reads a skewed batch's longest contexts add.
+    fn decode_attention_ns(
+        &self,
+        decode: Cost,
+        decodes: f64,
+        context: f64,
+        skew_bytes: f64,
+        mixed: bool,
+    ) -> f64 {
+        let (bw, ns) = if mixed {
+            // KV bytes per query head: the rate per KV byte is the table's over the GQA
+            // group size.
+            let group = self.heads_per_gpu / self.kv_heads_per_gpu;
+            let bw = self.peak_bytes_per_ns
+                * mixed_decode_efficiency(decodes * self.heads_per_gpu, context)
+                / group;
+            (bw, decode.bytes / bw)
+        } else {
+            let bw = self.attention_bytes_per_ns;
+            let ns = (decode.flops / self.attention_flops_per_ns).max(decode.bytes / bw);
+            (bw, ns)
+        };
+        ns + DECODE_SKEW_ALPHA * skew_bytes / bw
+    }
+
     /// Time of one occurrence of a layer, rounded to the nearest ns, at least 1 ns.
     fn layer_ns(&self, work: Work) -> Nanos {
         let ns = match work {
@@ -691,32 +795,21 @@ impl Roofline {
                 (self.gemm_fixed_ns + busy + self.launch_ns).max(KERNEL_FLOOR_NS)
             }
             Work::Attention {
-                prefill,
+                prefill_flops,
                 decode,
                 decodes,
                 context,
                 skew_bytes,
             } => {
-                let rate = |c: Cost| {
-                    (c.flops / self.attention_flops_per_ns)
-                        .max(c.bytes / self.attention_bytes_per_ns)
-                };
-                let decode_bw = if prefill == Cost::default() {
-                    self.attention_bytes_per_ns
+                let prefill_ns = prefill_flops / self.attention_flops_per_ns;
+                if decode == Cost::default() {
+                    PREFILL_ATTENTION_FIXED_NS + prefill_ns
                 } else {
-                    // KV bytes per query head: the rate per KV byte is the table's over the
-                    // GQA group size.
-                    let group = self.heads_per_gpu / self.kv_heads_per_gpu;
-                    self.peak_bytes_per_ns
-                        * mixed_decode_efficiency(decodes * self.heads_per_gpu, context)
-                        / group
-                };
-                let decode_ns = if prefill == Cost::default() {
-                    rate(decode)
-                } else {
-                    decode.bytes / decode_bw
-                } + DECODE_SKEW_ALPHA * skew_bytes / decode_bw;
-                ATTENTION_FIXED_NS + rate(prefill) + decode_ns
+                    let mixed = prefill_flops > 0.0;
+                    ATTENTION_FIXED_NS
+                        + prefill_ns
+                        + self.decode_attention_ns(decode, decodes, context, skew_bytes, mixed)
+                }
             }
             Work::Experts {
                 cost: c,
@@ -1272,5 +1365,82 @@ mod tests {
             context_tokens: 3,
         }];
         assert!(r.step_time(&BatchDesc::new(&zero)).is_err());
+    }
+
+    fn attention_ns(r: &Roofline, items: &[BatchItem]) -> f64 {
+        let (_, work) = layers(r, items)
+            .into_iter()
+            .find(|(name, _)| *name == "attention")
+            .unwrap();
+        r.layer_ns(work) as f64
+    }
+
+    fn prefill(new_tokens: u32, context_tokens: u32) -> BatchItem {
+        BatchItem {
+            new_tokens,
+            context_tokens,
+        }
+    }
+
+    #[test]
+    fn prefill_waves_count_each_waves_longest_tile() {
+        // A 256-token chunk, 2 heads, 64-row tiles: per head tiles reaching 1, 2, 3, 4 KV
+        // tiles. On 4 SMs, longest first: [4, 4, 3, 3] then [2, 2, 1, 1]: 4 + 2 = 6.
+        assert_eq!(prefill_waves([(256, 0)].into_iter(), 2, 64, Some(4)), 6);
+        // No waves (no SM count): every tile's KV tiles, 2 x (1 + 2 + 3 + 4).
+        assert_eq!(prefill_waves([(256, 0)].into_iter(), 2, 64, None), 20);
+        // A 16-token chunk over a 1,000-token prefix: one mostly empty tile per head that
+        // reads ceil(1016 / 64) = 16 KV tiles; 32 heads fit in one wave on 132 SMs.
+        assert_eq!(
+            prefill_waves([(16, 1000)].into_iter(), 32, 64, Some(132)),
+            16
+        );
+        // Two sequences share the waves: 100 + 28 tokens at prefix 0, one tile each per
+        // head (KV tiles 2 and 1), 3 heads on 4 SMs: KV tile 1 is reached by 6 tiles (2
+        // waves), KV tile 2 by 3 (1 wave).
+        assert_eq!(
+            prefill_waves([(100, 0), (28, 0)].into_iter(), 3, 128, Some(4)),
+            3
+        );
+    }
+
+    #[test]
+    fn a_prefill_only_attention_is_its_waves_at_the_prefill_efficiency() {
+        // Llama-3.1-8B on H100 (Hopper: 128-row tiles, 132 SMs), a 2,048-token prompt: 32
+        // heads x 16 tiles; the tile ending at row 128 k reaches 2 k KV tiles of 64, so KV
+        // tiles 1-8 are reached by 512-416 tiles (4 waves of 132 each), 9-16 by 384-288 (3),
+        // 17-24 by 256-160 (2), 25-32 by 128-32 (1): 80 waves. Work: 80 x 64 x 128 x 128 x 4
+        // x 132 FLOPs at 0.607 of 989.4 TFLOP/s.
+        let r = roofline("Llama-3.1-8B", "H100", 1);
+        let flops = 80.0 * 64.0 * 128.0 * 128.0 * 4.0 * 132.0;
+        let expected = 7_100.0 + flops / (989.4e3 * 0.607);
+        let got = attention_ns(&r, &[prefill(2048, 0)]);
+        assert!((got - expected).abs() <= 1.0, "{got} {expected}");
+    }
+
+    #[test]
+    fn a_short_chunk_over_a_long_prefix_pays_whole_tiles() {
+        // RTX 4090 (64-row tiles, 128 SMs), Llama-3.1-8B: a 16-token chunk over 8,000
+        // tokens of prefix. Each of the 32 heads has one tile that reads ceil(8016 / 64) =
+        // 126 KV tiles, in one wave: the work of 64 rows, 4x the chunk's own 16.
+        let r = roofline("Llama-3.1-8B", "RTX4090", 1);
+        let flops = 126.0 * 64.0 * 64.0 * 128.0 * 4.0 * 128.0;
+        let expected = 7_100.0 + flops / (165.2e3 * 0.607);
+        let got = attention_ns(&r, &[prefill(16, 8000)]);
+        assert!((got - expected).abs() <= 1.0, "{got} {expected}");
+    }
+
+    #[test]
+    fn many_prefills_at_once_share_their_waves_as_few_do() {
+        // 40 prompts of 64 tokens (more than the stack holds) and 20: one tile of one KV
+        // tile per head each, ceil(40 x 32 / 132) = 10 and ceil(20 x 32 / 132) = 5 waves.
+        let r = roofline("Llama-3.1-8B", "H100", 1);
+        let wave = 64.0 * 128.0 * 128.0 * 4.0 * 132.0 / (989.4e3 * 0.607);
+        for (n, waves) in [(40, 10.0), (20, 5.0)] {
+            let items = vec![prefill(64, 0); n];
+            let got = attention_ns(&r, &items);
+            let expected = 7_100.0 + waves * wave;
+            assert!((got - expected).abs() <= 1.0, "{n}: {got} {expected}");
+        }
     }
 }
