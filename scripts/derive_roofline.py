@@ -24,7 +24,9 @@ The last lines ("constants held by src/latency/roofline.rs") print the constants
 every GPU, rounded as the code rounds them; `tests/accuracy/derive_roofline.rs` checks that the two
 agree.
 
-Usage: scripts/derive_roofline.py [DATA_DIR] [--loo]   (DATA_DIR default ../shared/data)
+Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--large-tile]   (DATA_DIR default ../shared/data)
+`--large-tile` also fits the share of the streaming rate vLLM's large fused-MoE tile reaches
+(a what-if the roofline does not hold; docs/src/accuracy.md says why).
 """
 import math
 import os
@@ -245,15 +247,22 @@ def moe_tiles(r):
             max(1.0, tile_rows * math.ceil(r["hidden"] / block_n)))
 
 
-def moe_parts(r, eta_m, blocks_per_sm):
+def large_tile(r):
+    """Whether vLLM's default config runs the row's grouped GEMMs on its 64 x 64 tile (more
+    tokens than the GPU has experts)."""
+    return r["n"] > r["E_loc"]
+
+
+def moe_parts(r, eta_m, blocks_per_sm, large_tile_share=1.0):
     """(MMA seconds at peak, seconds of weight and activation streaming) of a fused-MoE row.
     The weights of the experts hit stream at `eta_m` of peak bandwidth once each GEMM has
     `blocks_per_sm` thread blocks per SM, and in proportion below (a block keeps a bounded
     number of loads in flight: few experts, few tile columns or one tile row each leave the
-    GPU's bandwidth unused); the routed rows in and out at `eta_m`."""
+    GPU's bandwidth unused); the routed rows in and out at `eta_m`. On the large tile
+    everything streams at `large_tile_share` of that (1 unless `--large-tile`)."""
     g = GPUS[r["gpu"]]
     expert = r["hidden"] * r["width"] * 2
-    bw = g["bw"] * eta_m
+    bw = g["bw"] * eta_m * (large_tile_share if large_tile(r) else 1.0)
     full = blocks_per_sm * g["sms"]
     up, down = (bw * min(1.0, blocks / full) if full else bw for blocks in moe_tiles(r))
     moved = 2 * r["active"] * expert / up + r["active"] * expert / down + 2 * r["routed"] * r["hidden"] * 2 / bw
@@ -263,7 +272,7 @@ def moe_parts(r, eta_m, blocks_per_sm):
 
 def moe_time(c, r):
     """The fused-MoE kernel as src/latency/roofline.rs prices it."""
-    at_peak, moved = moe_parts(r, c["moe_eta_m"], c["moe_blocks_per_sm"])
+    at_peak, moved = moe_parts(r, c["moe_eta_m"], c["moe_blocks_per_sm"], c["moe_large_tile"])
     compute = at_peak / c["moe_eta_c"]
     return c["moe_t0"] + max(compute, moved) + c["moe_unhidden"] * min(compute, moved)
 
@@ -271,52 +280,63 @@ def moe_time(c, r):
 # Thread blocks per SM that saturate the bandwidth, tried by the light rows' fit (0: any
 # number does).
 BLOCKS_PER_SM = [x / 4 for x in range(0, 33)]
+# Shares of the small tile's streaming rate that the large tile reaches, tried by the same fit
+# with `--large-tile` only: a what-if the roofline does not hold (RTX PRO 6000's own table shows
+# no such loss, and its bench case's TPOT goes from +0.2% to +11% with it; docs/src/accuracy.md).
+LARGE_TILE_SHARES = [x / 20 for x in range(10, 21)] if "--large-tile" in sys.argv else [1.0]
 
 
 def moe_light_fit(light):
-    """(t0, eta_m, blocks per SM) of the rows whose weights dominate. For each number of
-    blocks per SM on the grid the streaming time is `x / eta_m`, with `x` the bytes over the
-    bandwidth the blocks reach, so `t = t0 + x / eta_m` is fitted as the GEMMs are (least
-    squares of the relative error); the number whose fit has the least median over the GPU's
-    tables of their median |error| wins (every table weighs alike, and one table whose kernel
-    behaves otherwise does not decide it). It is kept (else 0, and the fit without it) only
-    where at least a third of the rows then stream slower than `eta_m` allows: else the
-    tables do not measure it."""
+    """(t0, eta_m, blocks per SM, large-tile share or None) of the rows whose weights
+    dominate. For each number of blocks per SM and large-tile share on the grids the streaming
+    time is `x / eta_m`, with `x` the bytes over the bandwidth the blocks reach, so
+    `t = t0 + x / eta_m` is fitted as the GEMMs are (least squares of the relative error); the
+    pair whose fit has the least median over the GPU's tables of their median |error| wins
+    (every table weighs alike, and one table whose kernel behaves otherwise does not decide
+    it). The blocks per SM are kept (else 0) only where at least a third of the rows then
+    stream slower than `eta_m` allows; the share is tried (with `--large-tile`) only where at
+    least a tenth of the rows run vLLM's kernel on the large tile (Vidur's per-expert cuBLAS
+    loop has no tiles): else the tables do not measure them."""
     tables_of = {}
     for r in light:
         tables_of.setdefault(r["model"], []).append(r)
 
-    def fit_at(k):
-        t0, rate = fit([(moe_parts(r, 1.0, k)[1], r["t"]) for r in light])
-        c = {"moe_t0": t0, "moe_eta_m": rate, "moe_blocks_per_sm": k, "moe_eta_c": 1.0, "moe_unhidden": 0.0}
+    def fit_at(k, q):
+        t0, rate = fit([(moe_parts(r, 1.0, k, q)[1], r["t"]) for r in light])
+        c = {"moe_t0": t0, "moe_eta_m": rate, "moe_blocks_per_sm": k, "moe_eta_c": 1.0, "moe_unhidden": 0.0,
+             "moe_large_tile": q}
         err = median(median(abs(moe_time(c, r) / r["t"] - 1) for r in rows) for rows in tables_of.values())
-        return err, t0, rate, k
-    _, t0, eta, k = min((fit_at(k) for k in BLOCKS_PER_SM), key=lambda f: f[0])
-    limited = sum(1 for r in light if moe_parts(r, eta, k)[1] > moe_parts(r, eta, 0)[1] * 1.05)
+        return err, t0, rate, k, q
+    tiled = [r for r in light if r["src"] != "frontier-vidur-loop" and large_tile(r)]
+    shares = LARGE_TILE_SHARES if len(tiled) >= len(light) / 10 else [1.0]
+    _, t0, eta, k, q = min((fit_at(k, q) for k in BLOCKS_PER_SM for q in shares), key=lambda f: f[0])
+    limited = sum(1 for r in light if moe_parts(r, eta, k, q)[1] > moe_parts(r, eta, 0, q)[1] * 1.05)
     if limited < len(light) / 3:
-        _, t0, eta, k = fit_at(0.0)
-    return t0, eta, k
+        _, t0, eta, k, q = min((fit_at(0.0, q) for q in shares), key=lambda f: f[0])
+    return t0, eta, k, (q if len(shares) > 1 else None)
 
 
 def moe_fits(rows):
-    """Per GPU: t0, weight-streaming efficiency and the per-block rate from the rows with at
-    most 4 routed rows per expert hit (the weights dominate), the compute efficiency from those
-    with at least 256 (the MMA work dominates; median), the unhidden share by least squares
-    over all its rows."""
+    """Per GPU: t0, weight-streaming efficiency, the per-block rate and the large tile's share
+    from the rows with at most 4 routed rows per expert hit (the weights dominate), the compute
+    efficiency from those with at least 256 (the MMA work dominates; median), the unhidden
+    share by least squares over all its rows."""
     out = {}
     for gpu in GPUS:
         mine = [r for r in rows if r["gpu"] == gpu]
         light = [r for r in mine if r["routed"] <= 4 * max(r["active"], 1)]
         if len(light) < 3:
             continue
-        t0, eta, blocks = moe_light_fit(light)
-        f = {"t0": t0, "eta_m": eta, "blocks_per_sm": blocks, "n": len(mine),
+        t0, eta, blocks, share = moe_light_fit(light)
+        f = {"t0": t0, "eta_m": eta, "blocks_per_sm": blocks, "large_tile": share, "n": len(mine),
              "kernel_timed": all(r["src"] in ("lss", "frontier-kernel") for r in mine)}
-        heavy = [moe_parts(r, eta, blocks)[0] / (r["t"] - t0) for r in mine
+        q = share or 1.0
+        heavy = [moe_parts(r, eta, blocks, q)[0] / (r["t"] - t0) for r in mine
                  if r["routed"] >= 256 * max(r["active"], 1) and r["t"] > t0]
         if heavy:
             f["eta_c"] = median(heavy)
-            base = {"moe_t0": t0, "moe_eta_m": eta, "moe_eta_c": f["eta_c"], "moe_blocks_per_sm": blocks}
+            base = {"moe_t0": t0, "moe_eta_m": eta, "moe_eta_c": f["eta_c"], "moe_blocks_per_sm": blocks,
+                    "moe_large_tile": q}
             f["unhidden"] = best([k / 50 for k in range(51)],
                                  lambda k: [moe_time(dict(base, moe_unhidden=k), r) / r["t"] - 1 for r in mine])
         out[gpu] = f
@@ -327,6 +347,7 @@ def moe_constants(fits, gpus):
     have = [g for g in gpus if g in fits]
     full = [g for g in have if "eta_c" in fits[g]]
     blocks = [fits[g]["blocks_per_sm"] for g in have if fits[g]["blocks_per_sm"]]
+    shares = [fits[g]["large_tile"] for g in have if fits[g]["large_tile"] is not None]
     return {
         # Event-timed and looped tables carry host time in their intercept: the fixed time
         # comes from the kernel-timed ones.
@@ -336,6 +357,7 @@ def moe_constants(fits, gpus):
         "moe_unhidden": median(fits[g]["unhidden"] for g in full),
         # Without a table that measures it, no limit (the roofline before it).
         "moe_blocks_per_sm": median(blocks) if blocks else 0.0,
+        "moe_large_tile": median(shares) if shares else 1.0,
     }
 
 
@@ -583,6 +605,8 @@ def print_fits(data):
     for gpu, g in f["moe"].items():
         extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
         block = f", saturates at {g['blocks_per_sm']:.2f} blocks/SM" if g["blocks_per_sm"] else ", blocks never limit"
+        if g["large_tile"] is not None:
+            block += f", large tile at {g['large_tile']:.2f} of the rate"
         print(f"  fused MoE  {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.1f} us, weight eta {g['eta_m']:.3f}{block}{extra}")
     for gpu, g in f["elementwise"].items():
         print(f"  floor      {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us")
@@ -623,6 +647,8 @@ def main():
     print(f"MOE_COMPUTE_EFFICIENCY = {c['moe_eta_c']:.2f}")
     print(f"MOE_UNHIDDEN = {c['moe_unhidden']:.2f}")
     print(f"MOE_SATURATING_BLOCKS_PER_SM = {c['moe_blocks_per_sm']:.2f}")
+    if "--large-tile" in sys.argv:
+        print(f"(what-if, not held by the code) MOE_LARGE_TILE_STREAMING = {c['moe_large_tile']:.2f}")
     print(f"KERNEL_FLOOR_NS = {round(c['floor'] * 1e8) * 10}")
     print(f"ALLREDUCE_LINK_EFFICIENCY = {c['allreduce_eta']:.3f}")
 
