@@ -770,7 +770,7 @@ impl RunArgs {
                     Some(t) => {
                         let dir = self.dataset_args.trace_dir.as_deref();
                         let path = (t.locate(dir))
-                            .map_err(|m| ConfigError::flag("--scenario", Problem::Other(m)))?;
+                            .map_err(|e| ConfigError::flag("--scenario", e.into()))?;
                         Ok(WorkloadSource::Dataset(path, t.options()))
                     }
                     None => Ok(WorkloadSource::Scenario(name.clone())),

@@ -573,7 +573,7 @@ impl RawAutoscale {
         policy: Layer<AutoscalePolicy>,
     ) -> Result<AutoscaleSettings, KeyError> {
         let duration = |k: &str, v: Option<String>| -> Result<Option<Nanos>, KeyError> {
-            v.map(|t| parse_duration(&t).map_err(|m| (format!("autoscale.{k}"), m)))
+            v.map(|t| parse_duration(&t).map_err(|e| (format!("autoscale.{k}"), e.to_string())))
                 .transpose()
         };
         let delay = self.provisioning_delay.unwrap_or_default();

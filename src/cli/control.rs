@@ -262,7 +262,7 @@ fn parse_priorities(text: &str) -> Result<Named<i32>, String> {
 fn parse_targets(text: &str) -> Result<Named<Nanos>, String> {
     let raw: Vec<(String, String)> = pairs(text, "DURATION")?;
     raw.into_iter()
-        .map(|(class, t)| Ok((class, parse_duration(&t)?)))
+        .map(|(class, t)| Ok((class, parse_duration(&t).map_err(|e| e.to_string())?)))
         .collect::<Result<_, String>>()
         .map(Named)
 }

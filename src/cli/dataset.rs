@@ -45,7 +45,7 @@ impl DatasetArgs {
     }
 }
 
-fn parse_format(s: &str) -> Result<DatasetFormat, String> {
+fn parse_format(s: &str) -> Result<DatasetFormat, crate::choice::UnknownName> {
     s.parse()
 }
 

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_yaml_ng::{Mapping, Value};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Control-plane settings from one source (flags or file); `None` (an empty layer): not
 /// given there.
@@ -187,27 +187,50 @@ impl Settings {
 pub const DEFAULT_MAX_DELAYS: u32 = 3;
 
 /// A duration with its unit: `500ns`, `200us` (or `µs`), `5ms`, `1.5s`; rounded to ns.
-pub fn parse_duration(text: &str) -> Result<Nanos, String> {
+pub fn parse_duration(text: &str) -> Result<Nanos, DurationError> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("`{text}` has no unit (ns, us, ms or s)"))?;
+    let split = (t.find(|c: char| !(c.is_ascii_digit() || c == '.'))).ok_or_else(|| {
+        DurationError::NoUnit {
+            text: text.to_owned(),
+        }
+    })?;
     let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number followed by a unit"))?;
+    let value: f64 = number.parse().map_err(|_| DurationError::NotNumber {
+        text: text.to_owned(),
+    })?;
     let scale = match unit.trim() {
         "ns" => 1.0,
         "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
-        other => return Err(format!("`{other}` is not a unit (ns, us, ms or s)")),
+        other => {
+            let unit = other.to_owned();
+            return Err(DurationError::NotUnit { unit });
+        }
     };
     let ns = (value * scale).round();
     if !(0.0..=1e18).contains(&ns) {
-        return Err(format!("`{text}` is beyond any simulated time"));
+        let text = text.to_owned();
+        return Err(DurationError::BeyondTime { text });
     }
     Ok(ns as Nanos)
+}
+
+/// A duration (a flag's or a bundle key's text) that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// A number without a unit.
+    #[error("`{text}` has no unit (ns, us, ms or s)")]
+    NoUnit { text: String },
+    /// Text before the unit that is no number.
+    #[error("`{text}` is not a number followed by a unit")]
+    NotNumber { text: String },
+    /// A unit none of ns, us, ms and s.
+    #[error("`{unit}` is not a unit (ns, us, ms or s)")]
+    NotUnit { unit: String },
+    /// A duration past 10^18 ns.
+    #[error("`{text}` is beyond any simulated time")]
+    BeyondTime { text: String },
 }
 
 /// The policy bundle file, as written: each policy's section is read by its kind
@@ -270,10 +293,35 @@ struct RawFlow {
 }
 
 /// Reads the policy bundle at `path`. Errors name the file, the line when known, and the key.
-pub fn read_bundle(path: &Path) -> Result<Settings, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read policy config {}: {e}", path.display()))?;
-    parse_bundle(&text).map_err(|(key, message)| format!("{}: {key}: {message}", path.display()))
+pub fn read_bundle(path: &Path) -> Result<Settings, BundleError> {
+    let text = std::fs::read_to_string(path).map_err(|source| BundleError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_bundle(&text).map_err(|(key, message)| BundleError::Invalid {
+        path: path.to_owned(),
+        key,
+        message,
+    })
+}
+
+/// A policy bundle that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The file could not be read.
+    #[error("cannot read policy config {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A key of the bundle is invalid (`key`: its dotted path, after its line when known).
+    #[error("{}: {key}: {message}", path.display())]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
 }
 
 /// Parses policy bundle text.
@@ -387,7 +435,7 @@ struct Empty {}
 
 /// A duration setting at `key`, if given.
 fn duration(key: &str, v: Option<String>) -> Result<Option<Nanos>, KeyError> {
-    v.map(|t| parse_duration(&t).map_err(|m| (key.to_owned(), m)))
+    v.map(|t| parse_duration(&t).map_err(|e| (key.to_owned(), e.to_string())))
         .transpose()
 }
 
@@ -409,7 +457,8 @@ fn slo_targets(targets: BTreeMap<String, String>) -> Result<Vec<(String, Nanos)>
     targets
         .into_iter()
         .map(|(class, t)| {
-            let ns = parse_duration(&t).map_err(|m| (format!("slo_targets.{class}"), m))?;
+            let ns =
+                parse_duration(&t).map_err(|e| (format!("slo_targets.{class}"), e.to_string()))?;
             Ok((class, ns))
         })
         .collect()

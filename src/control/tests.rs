@@ -4,7 +4,7 @@ use super::admission::{
     Admission, AdmissionConfig, AdmissionPolicy, BucketParams, RateLimitParams, TierShedParams,
     TokenBucket,
 };
-use super::bundle::{parse_bundle, parse_duration};
+use super::bundle::{DurationError, parse_bundle, parse_duration};
 use super::flow::{
     ConcurrencyParams, Detector, DispatchOrder, FlowConfig, FlowQueue, UtilizationParams,
 };
@@ -377,8 +377,25 @@ fn durations_need_units() {
     assert_eq!(parse_duration("1.5ms"), Ok(1_500_000));
     assert_eq!(parse_duration("2s"), Ok(2_000_000_000));
     assert_eq!(parse_duration("7ns"), Ok(7));
-    assert!(parse_duration("200").is_err());
-    assert!(parse_duration("3h").is_err());
+    let text = |t: &str| t.to_owned();
+    assert_eq!(
+        parse_duration("200"),
+        Err(DurationError::NoUnit { text: text("200") })
+    );
+    assert_eq!(
+        parse_duration("3h"),
+        Err(DurationError::NotUnit { unit: text("h") })
+    );
+    assert_eq!(
+        parse_duration("x5ms").unwrap_err().to_string(),
+        "`x5ms` is not a number followed by a unit"
+    );
+    assert_eq!(
+        parse_duration("2000000000s"),
+        Err(DurationError::BeyondTime {
+            text: text("2000000000s")
+        })
+    );
 }
 
 #[test]

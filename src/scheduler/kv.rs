@@ -25,6 +25,7 @@
 //! head of the free list (taken before any listed block), exactly where a pool that made
 //! all its blocks up front keeps them, and get their ids in order as they are first taken.
 
+use super::SchedulerBug;
 use crate::Nanos;
 use crate::workload::Request;
 use std::collections::{HashMap, VecDeque};
@@ -496,7 +497,7 @@ impl BlockPool {
     /// Recounts the pool from scratch and checks its invariants: pinned + free = total, the
     /// free list holds exactly the blocks nobody references, and every index entry points at
     /// a block carrying that hash.
-    pub fn audit(&self) -> Result<(), String> {
+    pub fn audit(&self) -> Result<(), SchedulerBug> {
         let mut on_list = vec![false; self.blocks.len()];
         // The blocks never used are free, off the stack and the list.
         let fresh = self.num_blocks() - self.blocks.len();
@@ -511,7 +512,9 @@ impl BlockPool {
         match &self.stack {
             Some(stack) => {
                 if !self.index.is_empty() || self.head != NIL {
-                    return Err("the free stack is in use beside an index or a list".into());
+                    return Err(SchedulerBug::new(
+                        "the free stack is in use beside an index or a list".into(),
+                    ));
                 }
                 for &b in stack {
                     mark(b)?;
@@ -529,14 +532,14 @@ impl BlockPool {
             return Err(format!(
                 "free list has {count} blocks, counter says {}",
                 self.num_free
-            ));
+            )
+            .into());
         }
         for (i, rc) in self.blocks.iter().map(|b| b.ref_cnt).enumerate() {
             if (rc == 0) != on_list[i] {
-                return Err(format!(
-                    "block {i} has ref_cnt {rc} but on_free_list={}",
-                    on_list[i]
-                ));
+                return Err(
+                    format!("block {i} has ref_cnt {rc} but on_free_list={}", on_list[i]).into(),
+                );
             }
         }
         let pinned = self.blocks.iter().filter(|b| b.ref_cnt > 0).count();
@@ -545,15 +548,16 @@ impl BlockPool {
                 "pinned {pinned} + free {} != total {}",
                 self.num_free,
                 self.num_blocks()
-            ));
+            )
+            .into());
         }
         for (b, block) in self.blocks.iter().enumerate() {
             if let Some(h) = block.hash()
                 && self.index.get(&h) != Some(&(b as BlockId))
             {
-                return Err(format!(
-                    "block {b} carries a hash its index entry does not name"
-                ));
+                return Err(
+                    format!("block {b} carries a hash its index entry does not name").into(),
+                );
             }
         }
         if self.index.len() > 2 * self.blocks.len() + 1024 {
@@ -561,7 +565,8 @@ impl BlockPool {
                 "{} index entries for {} blocks",
                 self.index.len(),
                 self.blocks.len()
-            ));
+            )
+            .into());
         }
         Ok(())
     }

@@ -20,6 +20,7 @@
 //! layouts) sharing a pool never hit each other's blocks. The engine processes instances one
 //! at a time, in id order, so a shared pool sees a deterministic sequence of operations.
 
+use super::SchedulerBug;
 use crate::Nanos;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -251,21 +252,21 @@ impl LowerPool {
 
     /// Checks the pool's invariants: the write order holds exactly the indexed entries, each
     /// once, and their bytes add up to the used bytes, within the capacity.
-    pub fn audit(&self) -> Result<(), String> {
+    pub fn audit(&self) -> Result<(), SchedulerBug> {
         let mut seen = vec![false; self.entries.len()];
         let (mut count, mut bytes) = (0usize, 0u64);
         let mut e = self.head;
         let mut prev = NIL;
         while e != NIL {
             if std::mem::replace(&mut seen[e as usize], true) {
-                return Err(format!("entry {e} is twice in the write order"));
+                return Err(format!("entry {e} is twice in the write order").into());
             }
             let entry = &self.entries[e as usize];
             if entry.prev != prev {
-                return Err(format!("entry {e} has a broken back link"));
+                return Err(format!("entry {e} has a broken back link").into());
             }
             if self.index.get(&entry.key) != Some(&e) {
-                return Err(format!("entry {e} is not indexed under its key"));
+                return Err(format!("entry {e} is not indexed under its key").into());
             }
             count += 1;
             bytes += entry.bytes;
@@ -273,7 +274,7 @@ impl LowerPool {
             e = entry.next;
         }
         if prev != self.tail {
-            return Err("the tail is not the last entry".into());
+            return Err(SchedulerBug::new("the tail is not the last entry".into()));
         }
         if count != self.index.len() || count + self.vacant.len() != self.entries.len() {
             return Err(format!(
@@ -281,13 +282,15 @@ impl LowerPool {
                 self.index.len(),
                 self.vacant.len(),
                 self.entries.len()
-            ));
+            )
+            .into());
         }
         if bytes != self.used_bytes || bytes > self.memory.capacity_bytes {
             return Err(format!(
                 "entries hold {bytes} bytes, counter says {}, capacity {}",
                 self.used_bytes, self.memory.capacity_bytes
-            ));
+            )
+            .into());
         }
         Ok(())
     }

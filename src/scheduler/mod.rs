@@ -321,6 +321,13 @@ impl SchedulerBug {
     }
 }
 
+/// The invariant an audit found broken, described by the message.
+impl From<String> for SchedulerBug {
+    fn from(message: String) -> SchedulerBug {
+        SchedulerBug(message)
+    }
+}
+
 impl Scheduled {
     fn new(slot: u32, new_tokens: u32) -> Scheduled {
         Scheduled {

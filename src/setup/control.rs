@@ -77,11 +77,11 @@ pub(super) fn resolve(
     }
     let (file, source_name) = match &control.policy_config {
         Some(path) => {
-            let settings = read_bundle(path).map_err(|message| {
+            let settings = read_bundle(path).map_err(|e| {
                 ConfigError::invalid(
                     &path.display().to_string(),
                     "--policy-config",
-                    Problem::Other(message),
+                    Problem::Other(e.to_string()),
                 )
             })?;
             (settings, path.display().to_string())

@@ -2,7 +2,7 @@
 //! settings that decide how each step is executed.
 
 use super::InstanceConfig;
-use crate::config::{Bound, ConfigError, Problem};
+use crate::config::ConfigError;
 use crate::latency::{CudaGraphMode, GraphOptions, GraphPolicy};
 
 /// Where an instance's engine settings come from.
@@ -63,11 +63,7 @@ impl HostOptions {
                 s.max_num_seqs.unwrap_or(0),
                 s.max_num_batched_tokens,
             )
-            // Its one refusal: a capture size of 0.
-            .map_err(|_| {
-                let problem = Problem::out_of_range(0, Bound::AtLeast(1));
-                ConfigError::invalid(EITHER, "cudagraph_capture_sizes", problem)
-            })?;
+            .map_err(|p| ConfigError::invalid(EITHER, "cudagraph_capture_sizes", p))?;
             inst.host_model = Some(policy);
         }
         Ok(())

@@ -33,11 +33,47 @@ enum Tok {
     Op(&'static str),
 }
 
+/// Why an expression does not parse or has no value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExprError {
+    /// Text that starts like a number but is none.
+    #[error("`{text}` is not a number")]
+    NotNumber { text: String },
+    /// A character, number, name or operator where none may stand.
+    #[error("unexpected `{token}`")]
+    Unexpected { token: String },
+    /// A missing operator or parenthesis.
+    #[error("expected `{op}`")]
+    Expected { op: String },
+    /// An expression cut short.
+    #[error("the expression ends too early")]
+    EndsEarly,
+    /// A function other than `min` and `max`.
+    #[error("unknown function `{name}` (min and max exist)")]
+    UnknownFunction { name: String },
+    /// A constraint without its comparison.
+    #[error("expected a comparison (<=, <, >=, >, ==, !=)")]
+    NoComparison,
+    /// A name with no numeric value in the configuration.
+    #[error("`{name}` has no numeric value")]
+    NoValue { name: String },
+    /// A division by zero.
+    #[error("division by zero")]
+    DivisionByZero,
+}
+
+/// `token` where it may not stand.
+fn unexpected(token: impl std::fmt::Display) -> ExprError {
+    ExprError::Unexpected {
+        token: token.to_string(),
+    }
+}
+
 const OPS: [&str; 13] = [
     "<=", ">=", "==", "!=", "<", ">", "+", "-", "*", "/", "(", ")", ",",
 ];
 
-fn tokenize(text: &str) -> Result<Vec<Tok>, String> {
+fn tokenize(text: &str) -> Result<Vec<Tok>, ExprError> {
     let mut toks = Vec::new();
     let mut rest = text.trim_start();
     while !rest.is_empty() {
@@ -48,7 +84,9 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, String> {
                 .unwrap_or(rest.len());
             let n = rest[..end]
                 .parse::<f64>()
-                .map_err(|_| format!("`{}` is not a number", &rest[..end]))?;
+                .map_err(|_| ExprError::NotNumber {
+                    text: rest[..end].to_owned(),
+                })?;
             toks.push(Tok::Num(n));
             rest = &rest[end..];
         } else if c.is_ascii_alphabetic() || c == '_' {
@@ -61,7 +99,7 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, String> {
             toks.push(Tok::Op(op));
             rest = &rest[op.len()..];
         } else {
-            return Err(format!("unexpected `{c}`"));
+            return Err(unexpected(c));
         }
         rest = rest.trim_start();
     }
@@ -81,16 +119,16 @@ impl Parser {
         }
     }
 
-    fn expect(&mut self, op: &str) -> Result<(), String> {
+    fn expect(&mut self, op: &str) -> Result<(), ExprError> {
         if self.peek_op() == Some(op) {
             self.at += 1;
             Ok(())
         } else {
-            Err(format!("expected `{op}`"))
+            Err(ExprError::Expected { op: op.to_owned() })
         }
     }
 
-    fn sum(&mut self) -> Result<Expr, String> {
+    fn sum(&mut self) -> Result<Expr, ExprError> {
         let mut left = self.product()?;
         while let Some(op @ ("+" | "-")) = self.peek_op() {
             self.at += 1;
@@ -100,7 +138,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn product(&mut self) -> Result<Expr, String> {
+    fn product(&mut self) -> Result<Expr, ExprError> {
         let mut left = self.unary()?;
         while let Some(op @ ("*" | "/")) = self.peek_op() {
             self.at += 1;
@@ -110,7 +148,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn unary(&mut self) -> Result<Expr, String> {
+    fn unary(&mut self) -> Result<Expr, ExprError> {
         if self.peek_op() == Some("-") {
             self.at += 1;
             return Ok(Expr::Neg(self.unary()?.into()));
@@ -126,16 +164,19 @@ impl Parser {
             }
             Some(Tok::Name(name)) if self.peek_op() == Some("(") => self.call(&name),
             Some(Tok::Name(name)) => Ok(Expr::Var(name)),
-            Some(Tok::Op(op)) => Err(format!("unexpected `{op}`")),
-            None => Err("the expression ends too early".into()),
+            Some(Tok::Op(op)) => Err(unexpected(op)),
+            None => Err(ExprError::EndsEarly),
         }
     }
 
-    fn call(&mut self, name: &str) -> Result<Expr, String> {
+    fn call(&mut self, name: &str) -> Result<Expr, ExprError> {
         let is_min = match name {
             "min" => true,
             "max" => false,
-            _ => return Err(format!("unknown function `{name}` (min and max exist)")),
+            _ => {
+                let name = name.to_owned();
+                return Err(ExprError::UnknownFunction { name });
+            }
         };
         self.expect("(")?;
         let a = self.sum()?;
@@ -145,18 +186,18 @@ impl Parser {
         Ok(Expr::MinMax(is_min, a.into(), b.into()))
     }
 
-    fn done(&self) -> Result<(), String> {
+    fn done(&self) -> Result<(), ExprError> {
         match self.toks.get(self.at) {
             None => Ok(()),
-            Some(Tok::Num(n)) => Err(format!("unexpected `{n}`")),
-            Some(Tok::Name(n)) => Err(format!("unexpected `{n}`")),
-            Some(Tok::Op(op)) => Err(format!("unexpected `{op}`")),
+            Some(Tok::Num(n)) => Err(unexpected(n)),
+            Some(Tok::Name(n)) => Err(unexpected(n)),
+            Some(Tok::Op(op)) => Err(unexpected(op)),
         }
     }
 }
 
 /// Parses an arithmetic expression.
-pub fn parse_expr(text: &str) -> Result<Expr, String> {
+pub fn parse_expr(text: &str) -> Result<Expr, ExprError> {
     let mut p = Parser {
         toks: tokenize(text)?,
         at: 0,
@@ -167,7 +208,7 @@ pub fn parse_expr(text: &str) -> Result<Expr, String> {
 }
 
 /// Parses a constraint: two expressions around one comparison.
-pub fn parse_comparison(text: &str) -> Result<Comparison, String> {
+pub fn parse_comparison(text: &str) -> Result<Comparison, ExprError> {
     let mut p = Parser {
         toks: tokenize(text)?,
         at: 0,
@@ -175,7 +216,7 @@ pub fn parse_comparison(text: &str) -> Result<Comparison, String> {
     let left = p.sum()?;
     let op = match p.peek_op() {
         Some(op @ ("<=" | ">=" | "==" | "!=" | "<" | ">")) => op,
-        _ => return Err("expected a comparison (<=, <, >=, >, ==, !=)".into()),
+        _ => return Err(ExprError::NoComparison),
     };
     p.at += 1;
     let right = p.sum()?;
@@ -198,12 +239,12 @@ impl Expr {
     }
 
     /// The value with `vars`; a name without a numeric value is an error.
-    pub fn eval(&self, vars: &BTreeMap<String, f64>) -> Result<f64, String> {
+    pub fn eval(&self, vars: &BTreeMap<String, f64>) -> Result<f64, ExprError> {
         Ok(match self {
             Expr::Num(n) => *n,
             Expr::Var(n) => *vars
                 .get(n)
-                .ok_or_else(|| format!("`{n}` has no numeric value"))?,
+                .ok_or_else(|| ExprError::NoValue { name: n.clone() })?,
             Expr::Neg(e) => -e.eval(vars)?,
             Expr::MinMax(is_min, a, b) => {
                 let (a, b) = (a.eval(vars)?, b.eval(vars)?);
@@ -215,7 +256,7 @@ impl Expr {
                     '+' => a + b,
                     '-' => a - b,
                     '*' => a * b,
-                    _ if b == 0.0 => return Err("division by zero".into()),
+                    _ if b == 0.0 => return Err(ExprError::DivisionByZero),
                     _ => a / b,
                 }
             }
@@ -225,7 +266,7 @@ impl Expr {
 
 impl Comparison {
     /// Whether the comparison holds with `vars`.
-    pub fn holds(&self, vars: &BTreeMap<String, f64>) -> Result<bool, String> {
+    pub fn holds(&self, vars: &BTreeMap<String, f64>) -> Result<bool, ExprError> {
         let (a, b) = (self.left.eval(vars)?, self.right.eval(vars)?);
         Ok(match self.op {
             "<=" => a <= b,
@@ -277,21 +318,29 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        assert!(parse_expr("tp *").unwrap_err().contains("ends too early"));
-        assert!(parse_expr("tp $ 2").unwrap_err().contains("unexpected `$`"));
-        assert!(
-            parse_expr("sqrt(tp)")
-                .unwrap_err()
-                .contains("unknown function")
+        let message = |e: ExprError| e.to_string();
+        assert_eq!(parse_expr("tp *"), Err(ExprError::EndsEarly));
+        assert_eq!(message(parse_expr("tp $ 2").unwrap_err()), "unexpected `$`");
+        assert_eq!(message(parse_expr("tp 2").unwrap_err()), "unexpected `2`");
+        assert_eq!(
+            message(parse_expr("1.2.3").unwrap_err()),
+            "`1.2.3` is not a number"
         );
-        assert!(
-            parse_comparison("tp + 1")
-                .unwrap_err()
-                .contains("comparison")
+        assert_eq!(
+            message(parse_expr("min(tp 2)").unwrap_err()),
+            "expected `,`"
         );
+        assert_eq!(
+            message(parse_expr("sqrt(tp)").unwrap_err()),
+            "unknown function `sqrt` (min and max exist)"
+        );
+        assert_eq!(parse_comparison("tp + 1"), Err(ExprError::NoComparison));
         let e = parse_expr("gpus / 0").unwrap();
-        assert!(e.eval(&vars()).unwrap_err().contains("no numeric value"));
+        assert_eq!(
+            message(e.eval(&vars()).unwrap_err()),
+            "`gpus` has no numeric value"
+        );
         let e = parse_expr("tp / 0").unwrap();
-        assert!(e.eval(&vars()).unwrap_err().contains("division by zero"));
+        assert_eq!(e.eval(&vars()), Err(ExprError::DivisionByZero));
     }
 }

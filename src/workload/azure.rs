@@ -3,8 +3,9 @@
 //! UTC), `ContextTokens` and `GeneratedTokens`, in any order; other columns are ignored.
 
 use super::jsonl::MAX_TOKENS;
-use super::{Request, WorkloadError};
+use super::{FieldProblem, Request, WorkloadError};
 use crate::Nanos;
+use crate::config::Bound;
 use std::path::Path;
 
 /// The columns read, as the header names them.
@@ -18,12 +19,8 @@ pub fn read_azure(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, Wor
         path: path.to_owned(),
         source,
     };
-    let invalid = |line: u64, field: &str, message: String| WorkloadError::Invalid {
-        path: path.to_owned(),
-        line,
-        field: field.to_owned(),
-        message,
-    };
+    let invalid =
+        |line: u64, field: &str, problem| WorkloadError::invalid(path, line, field, problem);
     // Rows end at `\n` only (a `\r` before it is trimmed with the field): the reader's line
     // numbers are then right in CRLF files too, which Azure's are.
     let mut reader = csv::ReaderBuilder::new()
@@ -33,9 +30,10 @@ pub fn read_azure(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, Wor
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
     let mut columns = [0usize; 3];
     for (column, name) in columns.iter_mut().zip(COLUMNS) {
-        *column = header.iter().position(|h| h.trim() == name).ok_or_else(|| {
-            invalid(1, name, "missing column (the header must name TIMESTAMP, ContextTokens and GeneratedTokens)".to_owned())
-        })?;
+        *column = header
+            .iter()
+            .position(|h| h.trim() == name)
+            .ok_or_else(|| invalid(1, name, FieldProblem::MissingColumn))?;
     }
     let mut requests = Vec::new();
     let mut record = csv::StringRecord::new();
@@ -48,11 +46,10 @@ pub fn read_azure(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, Wor
         let field = |k: usize| record.get(columns[k]).map(str::trim);
         let get = |k: usize| {
             field(k).ok_or_else(|| {
-                invalid(
-                    line,
-                    COLUMNS[k],
-                    format!("missing: the row has {} fields", record.len()),
-                )
+                let problem = FieldProblem::ShortRow {
+                    fields: record.len(),
+                };
+                invalid(line, COLUMNS[k], problem)
             })
         };
         let stamp = get(0)?;
@@ -91,25 +88,24 @@ fn csv_error(path: &Path, e: csv::Error) -> WorkloadError {
             path: path.to_owned(),
             source,
         },
-        _ => WorkloadError::Invalid {
-            path: path.to_owned(),
-            line,
-            field: "(row)".to_owned(),
-            message,
-        },
+        _ => WorkloadError::invalid(path, line, "(row)", FieldProblem::Syntax(message)),
     }
 }
 
 /// A token count in `[1, MAX_TOKENS]`.
-fn tokens(text: &str) -> Result<u32, String> {
-    let n: u64 = text
-        .parse()
-        .map_err(|_| format!("expected a whole number of tokens, got `{text}`"))?;
+fn tokens(text: &str) -> Result<u32, FieldProblem> {
+    let n: u64 = (text.parse())
+        .map_err(|_| FieldProblem::wrong_kind("a whole number of tokens", format!("`{text}`")))?;
     match n {
-        0 => Err("must be at least 1, got 0".to_owned()),
-        n if n > MAX_TOKENS => Err(format!(
-            "{n} is beyond any context length (limit {MAX_TOKENS})"
-        )),
+        0 => Err(FieldProblem::OutOfRange {
+            value: n.to_string(),
+            bound: Bound::AtLeast(1),
+        }),
+        n if n > MAX_TOKENS => Err(FieldProblem::BeyondContext {
+            name: None,
+            value: n,
+            limit: MAX_TOKENS,
+        }),
         n => Ok(n as u32),
     }
 }
@@ -117,8 +113,8 @@ fn tokens(text: &str) -> Result<u32, String> {
 /// `YYYY-MM-DD HH:MM:SS[.f...][Z|±HH:MM]` (a `T` may separate date and time; up to 9
 /// fraction digits; an offset from UTC, as Azure's 2024 traces write, is taken off) as ns since
 /// 1970-01-01 00:00:00 UTC.
-pub(crate) fn wall_clock_ns(text: &str) -> Result<Nanos, String> {
-    let bad = || format!("expected YYYY-MM-DD HH:MM:SS[.fffffff], got `{text}`");
+pub(crate) fn wall_clock_ns(text: &str) -> Result<Nanos, FieldProblem> {
+    let bad = || FieldProblem::wrong_kind("YYYY-MM-DD HH:MM:SS[.fffffff]", format!("`{text}`"));
     let (date, time) = text.split_once([' ', 'T']).ok_or_else(bad)?;
     let (time, offset_s) = utc_offset(time).ok_or_else(bad)?;
     let (clock, fraction) = time.split_once('.').unwrap_or((time, ""));
@@ -134,9 +130,9 @@ pub(crate) fn wall_clock_ns(text: &str) -> Result<Nanos, String> {
     let seconds = days_since_epoch(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
     match seconds.checked_add_signed(-offset_s) {
         Some(utc) if valid => Ok(utc * 1_000_000_000 + nanos),
-        _ => Err(format!(
-            "`{text}` is not a date and time (years 1970 to 2200)"
-        )),
+        _ => Err(FieldProblem::NotADate {
+            text: text.to_owned(),
+        }),
     }
 }
 

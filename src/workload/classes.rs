@@ -258,15 +258,20 @@ impl RequestClasses {
 
     /// Sets the goodput targets of class `class` (added when new). Fails, naming the class,
     /// when it already has different ones.
-    pub fn set_targets(&mut self, class: &str, targets: ClassTargets) -> Result<(), String> {
+    pub fn set_targets(
+        &mut self,
+        class: &str,
+        targets: ClassTargets,
+    ) -> Result<(), super::FieldProblem> {
         let c = intern(&mut self.classes, class) as usize;
         if self.targets.len() <= c {
             self.targets.resize(c + 1, None);
         }
         match self.targets[c] {
-            Some(t) if t != targets => Err(format!(
-                "SLO class `{class}` already has other goodput targets ({t:?})"
-            )),
+            Some(existing) if existing != targets => Err(super::FieldProblem::OtherTargets {
+                class: class.to_owned(),
+                existing,
+            }),
             _ => {
                 self.targets[c] = Some(targets);
                 Ok(())

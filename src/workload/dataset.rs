@@ -4,7 +4,7 @@
 use super::azure::read_azure;
 use super::lines::for_each_line;
 use super::mooncake::{MOONCAKE_BLOCK_SIZE, read_mooncake};
-use super::{Workload, WorkloadError, read_workload};
+use super::{FieldProblem, Workload, WorkloadError, read_workload};
 use std::path::Path;
 
 /// The format of a dataset file.
@@ -34,20 +34,23 @@ impl DatasetFormat {
 }
 
 impl std::str::FromStr for DatasetFormat {
-    type Err = String;
+    type Err = crate::choice::UnknownName;
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        [
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const ALL: [DatasetFormat; 4] = [
             DatasetFormat::Auto,
             DatasetFormat::LlmServingSim,
             DatasetFormat::Mooncake,
             DatasetFormat::Azure,
-        ]
-        .into_iter()
-        .find(|f| f.name().eq_ignore_ascii_case(s))
-        .ok_or_else(|| {
-            format!("unknown format `{s}` (expected auto, llmservingsim, mooncake or azure)")
-        })
+        ];
+        (ALL.into_iter())
+            .find(|f| f.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| crate::choice::UnknownName {
+                what: "format",
+                name: s.to_owned(),
+                expected: ALL.map(DatasetFormat::name).to_vec(),
+                hint: None,
+            })
     }
 }
 
@@ -108,15 +111,7 @@ pub fn detect_format(path: &Path) -> Result<DatasetFormat, WorkloadError> {
     let mut found = None;
     for_each_line(path, |text, line| {
         found = Some(classify(text).ok_or_else(|| {
-            WorkloadError::Invalid {
-                path: path.to_owned(),
-                line,
-                field: "(format)".to_owned(),
-                message:
-                    "neither LLMServingSim or Mooncake JSONL nor an Azure trace's CSV header; \
-                      name the format with --dataset-format"
-                        .to_owned(),
-            }
+            WorkloadError::invalid(path, line, "(format)", FieldProblem::UnknownFormat)
         })?);
         Ok(false)
     })?;

@@ -1,11 +1,15 @@
 //! The LLMServingSim JSONL workload format: flat requests and agentic session lines.
 
 use super::sessions::SessionSet;
-use super::{ClassTargets, Request, RequestClasses, RequestProfile, Workload, jsonl_session};
+use super::{
+    ClassTargets, FieldProblem, Request, RequestClasses, RequestProfile, Workload, WorkloadError,
+    jsonl_session,
+};
+use crate::config::Bound;
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Largest prompt or output length accepted, tokens: far beyond any model's context, so a
 /// bigger value is a corrupt file rather than a workload.
@@ -14,29 +18,6 @@ pub(crate) const MAX_TOKENS: u64 = 16 * 1024 * 1024;
 /// Latest time or longest duration a workload may give, ns: 10^18 (about 31 years), so that
 /// sums of times stay far below 2^64.
 pub const MAX_TIME_NS: u64 = 1_000_000_000_000_000_000;
-
-/// A workload file that cannot be used. Names the file, the 1-based line and the field.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkloadError {
-    /// The file could not be opened or read.
-    #[error("cannot read workload {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A line is not a valid request.
-    #[error("{path}:{line}: {field}: {message}")]
-    Invalid {
-        path: PathBuf,
-        line: u64,
-        field: String,
-        message: String,
-    },
-    /// The file holds no request.
-    #[error("{path}: the workload holds no request")]
-    Empty { path: PathBuf },
-}
 
 /// One flat-request line. Unknown keys are ignored so that files carrying extra metadata load
 /// unchanged; the typed fields are checked strictly.
@@ -116,7 +97,7 @@ struct Labels {
 impl Labels {
     fn of(
         fields: LabelFields,
-        invalid: impl Fn(&str, String) -> WorkloadError,
+        invalid: impl Fn(&str, FieldProblem) -> WorkloadError,
     ) -> Result<Labels, WorkloadError> {
         let micros = |field: &str, v| micros_field(v).map_err(|m| invalid(field, m));
         let ms = |field: &str, v, lo| ms_field(v, lo).map_err(|m| invalid(field, m));
@@ -141,14 +122,19 @@ impl Labels {
                     .transpose()
                     .map_err(|m| invalid("slo_target_ns", m))?,
             },
-            goodput: goodput_field(fields.goodput_slo).map_err(|m| invalid("goodput_slo", m))?,
+            goodput: goodput_field(fields.goodput_slo).map_err(|(f, m)| invalid(&f, m))?,
         })
     }
 
     /// Gives `count` ids from `first` these labels in `classes`; whether the line had any.
-    /// Fails (the message for the `goodput_slo` field) when the class already has other
+    /// Fails (the problem of the `goodput_slo` field) when the class already has other
     /// goodput targets.
-    fn assign(&self, classes: &mut RequestClasses, first: u64, count: u32) -> Result<bool, String> {
+    fn assign(
+        &self,
+        classes: &mut RequestClasses,
+        first: u64,
+        count: u32,
+    ) -> Result<bool, FieldProblem> {
         let class = self.slo_class.as_deref().unwrap_or("default");
         classes.assign_profile(
             first,
@@ -169,53 +155,66 @@ impl Labels {
 
 /// An optional duration in µs (`timeout_us`, `slo_target_us`): a whole number in
 /// `[0, MAX_TIME_NS / 1000]`.
-fn micros_field(value: Option<serde_json::Value>) -> Result<Option<u64>, String> {
+fn micros_field(value: Option<serde_json::Value>) -> Result<Option<u64>, FieldProblem> {
     match value {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
             Some(us) if us <= MAX_TIME_NS / 1000 => Ok(Some(us)),
-            _ => Err(format!(
-                "expected a whole number of µs in [0, {}], got {v}",
-                MAX_TIME_NS / 1000
-            )),
+            _ => Err(FieldProblem::NotWithin {
+                what: "a whole number of µs",
+                value: v.to_string(),
+                bound: Bound::closed(0.0, (MAX_TIME_NS / 1000) as f64, ""),
+            }),
         },
     }
 }
 
 /// An optional number in `[lo, 1e9]` (`rtt_ms`, `bandwidth_mbps`); 0 is read as none for a
 /// positive `lo` (no bandwidth: no transfer time).
-fn ms_field(value: Option<serde_json::Value>, lo: f64) -> Result<Option<f64>, String> {
+fn ms_field(value: Option<serde_json::Value>, lo: f64) -> Result<Option<f64>, FieldProblem> {
+    let bound = Bound::closed(lo, 1e9, "");
     match value {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(v) => match v.as_f64() {
             Some(0.0) if lo > 0.0 => Ok(None),
-            Some(x) if x.is_finite() && (lo..=1e9).contains(&x) => Ok(Some(x)),
-            _ => Err(format!("expected a number in [{lo}, 1e9], got {v}")),
+            Some(x) if bound.holds(x) => Ok(Some(x)),
+            _ => Err(FieldProblem::NotWithin {
+                what: "a number",
+                value: v.to_string(),
+                bound,
+            }),
         },
     }
 }
 
 /// The optional `goodput_slo` object: `ttft_ms`, `itl_ms`, `e2e_ms`, each a positive number.
-fn goodput_field(value: Option<serde_json::Value>) -> Result<Option<ClassTargets>, String> {
+/// The error names the field (`goodput_slo`, or one of its keys).
+fn goodput_field(
+    value: Option<serde_json::Value>,
+) -> Result<Option<ClassTargets>, (String, FieldProblem)> {
+    const FIELD: &str = "goodput_slo";
+    const KEYS: &[&str] = &["ttft_ms", "itl_ms", "e2e_ms"];
     let map = match value {
         None | Some(serde_json::Value::Null) => return Ok(None),
         Some(serde_json::Value::Object(map)) => map,
-        Some(other) => return Err(format!("expected an object, got {other}")),
+        Some(other) => return Err((FIELD.into(), FieldProblem::wrong_kind("an object", other))),
     };
     let mut t = ClassTargets::default();
     for (key, v) in map {
         let x = v
             .as_f64()
             .filter(|x| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| format!("{key}: expected a positive number of ms, got {v}"))?;
+            .ok_or_else(|| {
+                let problem = FieldProblem::wrong_kind("a positive number of ms", &v);
+                (format!("{FIELD}.{key}"), problem)
+            })?;
         match key.as_str() {
             "ttft_ms" => t.ttft_ms = Some(x),
             "itl_ms" => t.itl_ms = Some(x),
             "e2e_ms" => t.e2e_ms = Some(x),
-            other => {
-                return Err(format!(
-                    "unknown key `{other}`; known: ttft_ms, itl_ms, e2e_ms"
-                ));
+            _ => {
+                let problem = FieldProblem::UnknownKey { key, known: KEYS };
+                return Err((FIELD.into(), problem));
             }
         }
     }
@@ -227,22 +226,20 @@ fn goodput_field(value: Option<serde_json::Value>) -> Result<Option<ClassTargets
 fn check_media(
     fields: [(&str, Option<serde_json::Value>); 3],
     input: u32,
-) -> Result<(), (String, String)> {
+) -> Result<(), (String, FieldProblem)> {
     let mut sum = 0u64;
     for (name, v) in fields {
         match v {
             None | Some(serde_json::Value::Null) => {}
             Some(v) => match v.as_u64() {
                 Some(n) => sum += n,
-                None => return Err((name.into(), format!("expected a token count, got {v}"))),
+                None => return Err((name.into(), FieldProblem::wrong_kind("a token count", v))),
             },
         }
     }
     if sum > u64::from(input) {
-        return Err((
-            "image_tokens".into(),
-            format!("image, audio and video tokens sum to {sum}, more than input_toks ({input})"),
-        ));
+        let problem = FieldProblem::MediaExceedsPrompt { sum, input };
+        return Err(("image_tokens".into(), problem));
     }
     Ok(())
 }
@@ -253,16 +250,13 @@ fn check_media(
 pub fn read_jsonl(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, WorkloadError> {
     let workload = read_workload(path, limit)?;
     if let Some(s) = workload.sessions.sessions().first() {
-        return Err(WorkloadError::Invalid {
-            path: path.to_owned(),
-            line: s.line,
-            field: "sub_requests".into(),
-            message: format!(
-                "session `{}` is an agentic session; this reader takes flat requests only \
-                 (read_workload loads sessions)",
-                s.id
-            ),
-        });
+        let problem = FieldProblem::SessionInFlatReader { id: s.id.clone() };
+        return Err(WorkloadError::invalid(
+            path,
+            s.line,
+            "sub_requests",
+            problem,
+        ));
     }
     Ok(workload.requests)
 }
@@ -299,7 +293,7 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
             Some((request, labels)) => {
                 labelled |= labels
                     .assign(&mut classes, next_id, 1)
-                    .map_err(|m| invalid_at(path, line_no, "goodput_slo", m))?;
+                    .map_err(|m| WorkloadError::invalid(path, line_no, "goodput_slo", m))?;
                 requests.push(request);
             }
             None => {
@@ -314,7 +308,7 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
                         let count = u32::try_from(plan.num_requests()).unwrap_or(u32::MAX);
                         labelled |= labels
                             .assign(&mut classes, next_id, count)
-                            .map_err(|m| invalid_at(path, line_no, "goodput_slo", m))?;
+                            .map_err(|m| WorkloadError::invalid(path, line_no, "goodput_slo", m))?;
                         next_id += plan.num_requests();
                         sessions.add(header, plan);
                     }
@@ -340,16 +334,6 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
     })
 }
 
-/// The error for `field` of line `line` of `path`.
-fn invalid_at(path: &Path, line: u64, field: &str, message: String) -> WorkloadError {
-    WorkloadError::Invalid {
-        path: path.to_owned(),
-        line,
-        field: field.to_owned(),
-        message,
-    }
-}
-
 /// Reads line `line_no` into `raw` and returns it as text (without a UTF-8 byte-order mark on
 /// line 1), or `None` at the end of the file. Bytes that are not UTF-8 are refused naming the
 /// line.
@@ -369,14 +353,11 @@ fn next_line<'a>(
     if read == 0 {
         return Ok(None);
     }
-    let text = std::str::from_utf8(raw).map_err(|e| WorkloadError::Invalid {
-        path: path.to_owned(),
-        line: line_no,
-        field: "(text)".into(),
-        message: format!(
-            "not UTF-8 text (invalid byte at column {})",
-            e.valid_up_to() + 1
-        ),
+    let text = std::str::from_utf8(raw).map_err(|e| {
+        let problem = FieldProblem::NotUtf8 {
+            column: e.valid_up_to() + 1,
+        };
+        WorkloadError::invalid(path, line_no, "(text)", problem)
     })?;
     let text = match line_no {
         1 => text.strip_prefix('\u{feff}').unwrap_or(text),
@@ -387,12 +368,7 @@ fn next_line<'a>(
 
 /// The tenant and SLO class of a session line (they apply to all its sub-requests).
 fn session_labels(text: &str, path: &Path, line: u64) -> Result<Labels, WorkloadError> {
-    let invalid = |field: &str, message: String| WorkloadError::Invalid {
-        path: path.to_owned(),
-        line,
-        field: field.to_owned(),
-        message,
-    };
+    let invalid = |field: &str, problem| WorkloadError::invalid(path, line, field, problem);
     let fields: LabelFields = serde_json::from_str(text).unwrap_or_default();
     Labels::of(fields, invalid)
 }
@@ -404,12 +380,7 @@ fn parse_line(
     line: u64,
     id: u64,
 ) -> Result<Option<(Request, Labels)>, WorkloadError> {
-    let invalid = |field: &str, message: String| WorkloadError::Invalid {
-        path: path.to_owned(),
-        line,
-        field: field.to_owned(),
-        message,
-    };
+    let invalid = |field: &str, problem| WorkloadError::invalid(path, line, field, problem);
     let parsed: Line = super::lines::parse_object(text, path, line)?;
     if parsed.sub_requests.is_some() {
         return Ok(None);
@@ -420,10 +391,7 @@ fn parse_line(
         token_count(parsed.output_toks, "output_toks", 1).map_err(|m| invalid("output_toks", m))?;
     let arrival = match parsed.arrival_time_ns {
         None => {
-            return Err(invalid(
-                "arrival_time_ns",
-                "missing required field".to_owned(),
-            ));
+            return Err(invalid("arrival_time_ns", FieldProblem::Missing));
         }
         Some(v) => time_ns(&v).map_err(|m| invalid("arrival_time_ns", m))?,
     };
@@ -467,11 +435,13 @@ fn parse_line(
 }
 
 /// The optional `model` field.
-pub(super) fn model_field(value: Option<serde_json::Value>) -> Result<Option<String>, String> {
+pub(super) fn model_field(
+    value: Option<serde_json::Value>,
+) -> Result<Option<String>, FieldProblem> {
     match value {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(format!("expected a string, got {other}")),
+        Some(other) => Err(FieldProblem::wrong_kind("a string", other)),
     }
 }
 
@@ -482,63 +452,72 @@ pub(super) fn token_ids(
     output_ids: Option<Vec<u32>>,
     input: u32,
     output: u32,
-) -> Result<Vec<u32>, (&'static str, String)> {
+) -> Result<Vec<u32>, (&'static str, FieldProblem)> {
     let mut token_ids = Vec::new();
     if let Some(ids) = input_ids {
         if ids.len() as u64 != u64::from(input) {
-            return Err((
-                "input_tok_ids",
-                format!("has {} ids but input_toks is {input}", ids.len()),
-            ));
+            let problem = FieldProblem::IdCount {
+                ids: ids.len(),
+                count_field: "input_toks",
+                count: input,
+            };
+            return Err(("input_tok_ids", problem));
         }
         token_ids.reserve(ids.len() + output_ids.as_ref().map_or(0, Vec::len));
         token_ids.extend_from_slice(&ids);
         if let Some(out_ids) = output_ids {
             if out_ids.len() as u64 != u64::from(output) {
-                return Err((
-                    "output_tok_ids",
-                    format!("has {} ids but output_toks is {output}", out_ids.len()),
-                ));
+                let problem = FieldProblem::IdCount {
+                    ids: out_ids.len(),
+                    count_field: "output_toks",
+                    count: output,
+                };
+                return Err(("output_tok_ids", problem));
             }
             token_ids.extend_from_slice(&out_ids);
         }
     } else if output_ids.is_some() {
-        return Err(("output_tok_ids", "given without input_tok_ids".to_owned()));
+        let problem = FieldProblem::GivenWithout {
+            other: "input_tok_ids",
+        };
+        return Err(("output_tok_ids", problem));
     }
     Ok(token_ids)
 }
 
 /// A priority: an integer that fits 32 bits (higher is more urgent).
-fn priority_field(value: &serde_json::Value) -> Result<i32, String> {
+fn priority_field(value: &serde_json::Value) -> Result<i32, FieldProblem> {
     value
         .as_i64()
         .and_then(|v| i32::try_from(v).ok())
-        .ok_or_else(|| format!("expected an integer between -2^31 and 2^31-1, got {value}"))
+        .ok_or_else(|| FieldProblem::wrong_kind("an integer between -2^31 and 2^31-1", value))
 }
 
 /// A non-negative integer.
-pub(super) fn non_negative_int(value: &serde_json::Value) -> Result<u64, String> {
+pub(super) fn non_negative_int(value: &serde_json::Value) -> Result<u64, FieldProblem> {
     match value {
         serde_json::Value::Number(n) => {
             if let Some(v) = n.as_u64() {
                 Ok(v)
             } else if n.as_i64().is_some() {
-                Err(format!("must be non-negative, got {n}"))
+                Err(FieldProblem::Negative {
+                    value: n.to_string(),
+                })
             } else {
-                Err(format!("must be an integer, got {n}"))
+                Err(FieldProblem::NotInteger {
+                    value: n.to_string(),
+                })
             }
         }
-        other => Err(format!("expected an integer, got {other}")),
+        other => Err(FieldProblem::wrong_kind("an integer", other)),
     }
 }
 
 /// A time or duration in `[0, MAX_TIME_NS]`, ns.
-pub(super) fn time_ns(value: &serde_json::Value) -> Result<u64, String> {
+pub(super) fn time_ns(value: &serde_json::Value) -> Result<u64, FieldProblem> {
     let v = non_negative_int(value)?;
     if v > MAX_TIME_NS {
-        return Err(format!(
-            "{v} ns is beyond any simulated time (limit 10^18 ns, about 31 years)"
-        ));
+        return Err(FieldProblem::BeyondTime { ns: v });
     }
     Ok(v)
 }
@@ -546,18 +525,23 @@ pub(super) fn time_ns(value: &serde_json::Value) -> Result<u64, String> {
 /// A token count in `[min, MAX_TOKENS]`; `name` labels the error.
 pub(super) fn token_count(
     value: Option<serde_json::Value>,
-    name: &str,
+    name: &'static str,
     min: u64,
-) -> Result<u32, String> {
-    let value = value.ok_or_else(|| "missing required field".to_owned())?;
+) -> Result<u32, FieldProblem> {
+    let value = value.ok_or(FieldProblem::Missing)?;
     let n = non_negative_int(&value)?;
     if n < min {
-        return Err(format!("must be at least {min}, got {n}"));
+        return Err(FieldProblem::OutOfRange {
+            value: n.to_string(),
+            bound: Bound::AtLeast(min),
+        });
     }
     if n > MAX_TOKENS {
-        return Err(format!(
-            "{name} = {n} is beyond any context length (limit {MAX_TOKENS})"
-        ));
+        return Err(FieldProblem::BeyondContext {
+            name: Some(name),
+            value: n,
+            limit: MAX_TOKENS,
+        });
     }
     Ok(n as u32)
 }

@@ -16,9 +16,9 @@
 //! workflow, or a think time with `think: true`; no tokens, no request id); `loop_iteration`
 //! and `fan_out: true` mark loop iterations and fan-out branches for the session metrics.
 
-use super::WorkloadError;
 use super::jsonl::{model_field, non_negative_int, time_ns, token_count, token_ids};
 use super::sessions::{PlanBuilder, SessionHeader, Step};
+use super::{FieldProblem, WorkloadError};
 use crate::workload::Request;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -34,13 +34,8 @@ pub(super) struct At<'a> {
 }
 
 impl At<'_> {
-    fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> WorkloadError {
-        WorkloadError::Invalid {
-            path: self.path.to_owned(),
-            line: self.line,
-            field: field.into(),
-            message: message.into(),
-        }
+    fn invalid(&self, field: impl Into<String>, problem: FieldProblem) -> WorkloadError {
+        WorkloadError::invalid(self.path, self.line, field, problem)
     }
 }
 
@@ -69,37 +64,47 @@ pub(super) fn parse(
     ids: &mut SessionIds,
 ) -> Result<Option<(SessionHeader, PlanBuilder)>, WorkloadError> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
-        at.invalid(
-            "(json)",
-            crate::serde_messages::in_user_terms(&e.to_string()),
-        )
+        let message = crate::serde_messages::in_user_terms(&e.to_string());
+        at.invalid("(json)", FieldProblem::Syntax(message))
     })?;
     let Value::Object(mut obj) = value else {
-        return Err(at.invalid("(json)", "expected an object"));
+        let problem = FieldProblem::WrongKind {
+            expected: "an object",
+            got: None,
+        };
+        return Err(at.invalid("(json)", problem));
     };
     let subs = match obj.remove("sub_requests") {
         Some(Value::Array(subs)) => subs,
-        _ => return Err(at.invalid("sub_requests", "expected a list of sub-requests")),
+        _ => {
+            let problem = FieldProblem::WrongKind {
+                expected: "a list of sub-requests",
+                got: None,
+            };
+            return Err(at.invalid("sub_requests", problem));
+        }
     };
     if subs.is_empty() {
         return Ok(None);
     }
     let arrival_ns = match obj.remove("arrival_time_ns") {
-        None => return Err(at.invalid("arrival_time_ns", "missing required field")),
+        None => return Err(at.invalid("arrival_time_ns", FieldProblem::Missing)),
         Some(v) => time_ns(&v).map_err(|m| at.invalid("arrival_time_ns", m))?,
     };
     let id = match obj.remove("session_id") {
         None | Some(Value::Null) => format!("session_{}", at.first_id),
         Some(Value::String(s)) => s,
         Some(other) => {
-            return Err(at.invalid("session_id", format!("expected a string, got {other}")));
+            let problem = FieldProblem::wrong_kind("a string", other);
+            return Err(at.invalid("session_id", problem));
         }
     };
     if let Some(first) = ids.0.get(&id) {
-        return Err(at.invalid(
-            "session_id",
-            format!("`{id}` is also the session of line {first}; session ids must be unique"),
-        ));
+        let problem = FieldProblem::DuplicateSession {
+            id,
+            first_line: *first,
+        };
+        return Err(at.invalid("session_id", problem));
     }
     ids.0.insert(id.clone(), at.line);
     let model = model_field(obj.remove("model")).map_err(|m| at.invalid("model", m))?;
@@ -177,7 +182,11 @@ fn parse_sub(
 ) -> Result<Sub, WorkloadError> {
     let field = |name: &str| format!("sub_requests[{k}].{name}");
     let Value::Object(mut obj) = value else {
-        return Err(at.invalid(format!("sub_requests[{k}]"), "expected an object"));
+        let problem = FieldProblem::WrongKind {
+            expected: "an object",
+            got: None,
+        };
+        return Err(at.invalid(format!("sub_requests[{k}]"), problem));
     };
     let duration_ns = match obj.remove("tool_duration_ns") {
         None | Some(Value::Null) => 0,
@@ -187,7 +196,8 @@ fn parse_sub(
         None | Some(Value::Null) => k.to_string(),
         Some(Value::String(s)) => s,
         Some(other) => {
-            return Err(at.invalid(field("step"), format!("expected a string, got {other}")));
+            let problem = FieldProblem::wrong_kind("a string", other);
+            return Err(at.invalid(field("step"), problem));
         }
     };
     let depends_on = match obj.remove("depends_on") {
@@ -197,55 +207,53 @@ fn parse_sub(
             for v in &list {
                 let d = non_negative_int(v).map_err(|m| at.invalid(field("depends_on"), m))?;
                 if d >= u64::from(k) {
-                    return Err(at.invalid(
-                        field("depends_on"),
-                        format!("{d} is not an earlier sub-request (this is sub-request {k})"),
-                    ));
+                    let problem = FieldProblem::NotEarlier { index: d, this: k };
+                    return Err(at.invalid(field("depends_on"), problem));
                 }
                 if deps.contains(&(d as u32)) {
-                    return Err(at.invalid(field("depends_on"), format!("{d} is listed twice")));
+                    let problem = FieldProblem::ListedTwice { index: d };
+                    return Err(at.invalid(field("depends_on"), problem));
                 }
                 deps.push(d as u32);
             }
             deps
         }
         Some(other) => {
-            return Err(at.invalid(
-                field("depends_on"),
-                format!("expected a list of sub-request indices, got {other}"),
-            ));
+            let problem = FieldProblem::wrong_kind("a list of sub-request indices", other);
+            return Err(at.invalid(field("depends_on"), problem));
         }
     };
     let iteration = match obj.remove("loop_iteration") {
         None | Some(Value::Null) => None,
         Some(v) => {
             let k = non_negative_int(&v).map_err(|m| at.invalid(field("loop_iteration"), m))?;
-            Some(u32::try_from(k).map_err(|_| at.invalid(field("loop_iteration"), "too large"))?)
+            let too_large = FieldProblem::TooLarge {
+                value: k,
+                max: u32::MAX.into(),
+            };
+            Some(u32::try_from(k).map_err(|_| at.invalid(field("loop_iteration"), too_large))?)
         }
     };
     let fan_out = match obj.remove("fan_out") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => b,
         Some(other) => {
-            return Err(at.invalid(
-                field("fan_out"),
-                format!("expected true or false, got {other}"),
-            ));
+            let problem = FieldProblem::wrong_kind("true or false", other);
+            return Err(at.invalid(field("fan_out"), problem));
         }
     };
     let think = match obj.remove("think") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => b,
         Some(other) => {
-            return Err(at.invalid(
-                field("think"),
-                format!("expected true or false, got {other}"),
-            ));
+            let problem = FieldProblem::wrong_kind("true or false", other);
+            return Err(at.invalid(field("think"), problem));
         }
     };
     if let Some(tool) = obj.remove("tool") {
         if !tool.is_string() {
-            return Err(at.invalid(field("tool"), format!("expected a tool name, got {tool}")));
+            let problem = FieldProblem::wrong_kind("a tool name", tool);
+            return Err(at.invalid(field("tool"), problem));
         }
         let tokens = [
             "input_toks",
@@ -254,7 +262,7 @@ fn parse_sub(
             "output_tok_ids",
         ];
         if let Some(key) = tokens.into_iter().find(|key| obj.contains_key(*key)) {
-            return Err(at.invalid(field(key), "a tool sub-request has no tokens"));
+            return Err(at.invalid(field(key), FieldProblem::ToolHasTokens));
         }
         return Ok(Sub {
             label,
@@ -283,7 +291,7 @@ fn llm_request(
     obj: &mut Map<String, Value>,
     model: &Option<String>,
     field: &dyn Fn(&str) -> String,
-) -> Result<Request, (String, String)> {
+) -> Result<Request, (String, FieldProblem)> {
     let model = match model_field(obj.remove("model")).map_err(|m| (field("model"), m))? {
         Some(own) => Some(own),
         None => model.clone(),
@@ -292,14 +300,12 @@ fn llm_request(
         .map_err(|m| (field("input_toks"), m))?;
     let output = token_count(obj.remove("output_toks"), "output_toks", 1)
         .map_err(|m| (field("output_toks"), m))?;
-    let mut id_list = |name: &str| -> Result<Option<Vec<u32>>, (String, String)> {
+    let mut id_list = |name: &str| -> Result<Option<Vec<u32>>, (String, FieldProblem)> {
         match obj.remove(name) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
-                (
-                    field(name),
-                    crate::serde_messages::in_user_terms(&e.to_string()),
-                )
+                let message = crate::serde_messages::in_user_terms(&e.to_string());
+                (field(name), FieldProblem::Syntax(message))
             }),
         }
     };

@@ -1,7 +1,7 @@
 //! Streaming a line-oriented workload file, and parsing one JSON object line with errors that
 //! name the offending field.
 
-use super::WorkloadError;
+use super::{FieldProblem, WorkloadError};
 use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -46,17 +46,9 @@ pub(super) fn parse_object<T: DeserializeOwned>(
     path: &Path,
     line: u64,
 ) -> Result<T, WorkloadError> {
-    let invalid = |field: &str, message: String| WorkloadError::Invalid {
-        path: path.to_owned(),
-        line,
-        field: field.to_owned(),
-        message,
-    };
+    let invalid = |field: &str, problem| WorkloadError::invalid(path, line, field, problem);
     if let Some(kind) = crate::serde_messages::non_object_json(text) {
-        return Err(invalid(
-            "(line)",
-            format!("expected a JSON object {{...}}, found {kind}"),
-        ));
+        return Err(invalid("(line)", FieldProblem::NotObject { found: kind }));
     }
     // The plain parse is fast; only a line that fails is parsed again with path tracking.
     let plain = match serde_json::from_str(text) {
@@ -65,16 +57,14 @@ pub(super) fn parse_object<T: DeserializeOwned>(
     };
     let mut de = serde_json::Deserializer::from_str(text);
     let Err(e) = serde_path_to_error::deserialize::<_, T>(&mut de) else {
-        return Err(invalid("(json)", plain.to_string()));
+        return Err(invalid("(json)", FieldProblem::Syntax(plain.to_string())));
     };
     let field = e.path().to_string();
     let inner = e.into_inner();
     Err(if inner.is_data() {
-        invalid(
-            &field,
-            crate::serde_messages::in_user_terms(&inner.to_string()),
-        )
+        let message = crate::serde_messages::in_user_terms(&inner.to_string());
+        invalid(&field, FieldProblem::Syntax(message))
     } else {
-        invalid("(json)", format!("malformed JSON: {inner}"))
+        invalid("(json)", FieldProblem::MalformedJson(inner.to_string()))
     })
 }

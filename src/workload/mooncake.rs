@@ -11,7 +11,7 @@
 
 use super::jsonl::{non_negative_int, token_count};
 use super::lines::{for_each_line, parse_object};
-use super::{PromptBlocks, Request, WorkloadError};
+use super::{FieldProblem, PromptBlocks, Request, WorkloadError};
 use crate::Nanos;
 use serde::Deserialize;
 use std::path::Path;
@@ -64,24 +64,19 @@ fn parse_line(
     id: u64,
     block_size: u32,
 ) -> Result<Request, WorkloadError> {
-    let invalid = |field: &str, message: String| WorkloadError::Invalid {
-        path: path.to_owned(),
-        line,
-        field: field.to_owned(),
-        message,
-    };
+    let invalid = |field: &str, problem| WorkloadError::invalid(path, line, field, problem);
     let parsed: Line = parse_object(text, path, line)?;
     let input = token_count(parsed.input_length, "input_length", 1)
         .map_err(|m| invalid("input_length", m))?;
     let output = token_count(parsed.output_length, "output_length", 1)
         .map_err(|m| invalid("output_length", m))?;
     let arrival_ns = match parsed.timestamp {
-        None => return Err(invalid("timestamp", "missing required field".to_owned())),
+        None => return Err(invalid("timestamp", FieldProblem::Missing)),
         Some(v) => arrival_ns(&v).map_err(|m| invalid("timestamp", m))?,
     };
     let hash_ids = parsed
         .hash_ids
-        .ok_or_else(|| invalid("hash_ids", "missing required field".to_owned()))?;
+        .ok_or_else(|| invalid("hash_ids", FieldProblem::Missing))?;
     let blocks =
         prompt_blocks(&hash_ids, input, block_size).map_err(|(field, m)| invalid(&field, m))?;
     Ok(Request {
@@ -97,10 +92,10 @@ fn parse_line(
 }
 
 /// A `timestamp` in ms as ns on the simulated clock.
-fn arrival_ns(value: &serde_json::Value) -> Result<Nanos, String> {
+fn arrival_ns(value: &serde_json::Value) -> Result<Nanos, FieldProblem> {
     let ms = non_negative_int(value)?;
     ms.checked_mul(1_000_000)
-        .ok_or_else(|| format!("{ms} ms is beyond the simulated clock"))
+        .ok_or(FieldProblem::BeyondClock { ms })
 }
 
 /// The prompt blocks of a request of `input` tokens whose blocks of `block_size` tokens have
@@ -109,27 +104,23 @@ fn prompt_blocks(
     hash_ids: &[u64],
     input: u32,
     block_size: u32,
-) -> Result<PromptBlocks, (String, String)> {
-    let blocks = input.div_ceil(block_size) as usize;
-    if hash_ids.len() != blocks {
-        return Err((
-            "hash_ids".to_owned(),
-            format!(
-                "has {} block ids but input_length {input} needs {blocks} at {block_size} \
-                 tokens per block (--trace-block-size)",
-                hash_ids.len()
-            ),
-        ));
+) -> Result<PromptBlocks, (String, FieldProblem)> {
+    let blocks = input.div_ceil(block_size);
+    if hash_ids.len() != blocks as usize {
+        let problem = FieldProblem::BlockCount {
+            ids: hash_ids.len(),
+            input,
+            blocks,
+            block_size,
+        };
+        return Err(("hash_ids".to_owned(), problem));
     }
     PromptBlocks::new(hash_ids, block_size).map_err(|k| {
-        (
-            format!("hash_ids[{k}]"),
-            format!(
-                "block id {} does not fit the 32-bit token ids at {block_size} tokens per \
-                 block (largest {})",
-                hash_ids[k],
-                PromptBlocks::max_id(block_size)
-            ),
-        )
+        let problem = FieldProblem::BlockIdTooLarge {
+            id: hash_ids[k],
+            block_size,
+            largest: PromptBlocks::max_id(block_size),
+        };
+        (format!("hash_ids[{k}]"), problem)
     })
 }

@@ -78,7 +78,7 @@ impl TraceScenario {
 
     /// Its trace file in `dir` (else the folder of [`TRACES_ENV`], else
     /// [`DEFAULT_TRACE_DIR`]); an error saying where to get it when the file is not there.
-    pub fn locate(&self, dir: Option<&Path>) -> Result<PathBuf, String> {
+    pub fn locate(&self, dir: Option<&Path>) -> Result<PathBuf, TraceNotFound> {
         let dir = match (dir, std::env::var_os(TRACES_ENV)) {
             (Some(d), _) => d.to_path_buf(),
             (None, Some(d)) => PathBuf::from(d),
@@ -88,14 +88,60 @@ impl TraceScenario {
         if path.is_file() {
             return Ok(path);
         }
-        Err(format!(
-            "scenario {} replays the trace {}, which is not at {}: get it from {} and name \
-             its folder with --trace-dir (or {TRACES_ENV})",
-            self.name,
-            self.file,
-            path.display(),
-            self.source
-        ))
+        Err(TraceNotFound {
+            scenario: self.name,
+            file: self.file,
+            path,
+            get_from: self.source,
+        })
+    }
+}
+
+/// A trace scenario's trace file that is not where the run looked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceNotFound {
+    /// The scenario's name.
+    pub scenario: &'static str,
+    /// Its trace's file name.
+    pub file: &'static str,
+    /// Where the run looked.
+    pub path: PathBuf,
+    /// Where to get the trace.
+    pub get_from: &'static str,
+}
+
+impl TraceNotFound {
+    /// What is missing: the trace of the scenario.
+    fn what(&self) -> String {
+        format!("trace {} of scenario {}", self.file, self.scenario)
+    }
+
+    /// Where the run looked, and how to get the trace.
+    fn tried(&self) -> String {
+        format!(
+            "{} (get it from {} and name its folder with --trace-dir or {TRACES_ENV})",
+            self.path.display(),
+            self.get_from
+        )
+    }
+}
+
+impl std::fmt::Display for TraceNotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} not found: tried {}", self.what(), self.tried())
+    }
+}
+
+impl std::error::Error for TraceNotFound {}
+
+/// The configuration problem of `--scenario` naming a trace that is not there (rendered as
+/// the error itself is).
+impl From<TraceNotFound> for crate::config::Problem {
+    fn from(e: TraceNotFound) -> Self {
+        crate::config::Problem::NotFound {
+            what: e.what(),
+            tried: e.tried(),
+        }
     }
 }
 
@@ -107,7 +153,7 @@ mod tests {
     fn an_absent_trace_is_refused_saying_where_to_get_it() {
         let dir = Path::new("/nonexistent-traces");
         let s = trace_scenario("mooncake-conversation").unwrap();
-        let err = s.locate(Some(dir)).unwrap_err();
+        let err = s.locate(Some(dir)).unwrap_err().to_string();
         assert!(
             err.contains("/nonexistent-traces/mooncake-conversation.jsonl")
                 && err.contains("kvcache-ai/Mooncake")

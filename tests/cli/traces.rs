@@ -402,10 +402,12 @@ fn an_absent_trace_is_refused_saying_where_to_get_it() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
+    let missing = format!(
+        "--scenario`: trace azure-llm-2023-code.csv of scenario azure-code not found: tried \
+         {dir}/azure-llm-2023-code.csv (get it from Azure/AzurePublicDataset"
+    );
     assert!(
-        err.contains("azure-llm-2023-code.csv")
-            && err.contains("Azure/AzurePublicDataset")
-            && err.contains("--trace-dir"),
+        err.contains(&missing) && err.contains("--trace-dir"),
         "{err}"
     );
     assert!(!out_csv.exists());

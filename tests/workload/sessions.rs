@@ -191,6 +191,14 @@ fn bad_session_lines_name_the_line_and_field() {
             r#"{"arrival_time_ns": 0, "sub_requests": [5]}"#,
             "sub_requests[0]: expected an object",
         ),
+        (
+            r#"{"arrival_time_ns": 0, "sub_requests": [{"input_toks": 1, "output_toks": 1, "loop_iteration": 4294967296}]}"#,
+            "sub_requests[0].loop_iteration: 4294967296 is too large (at most 4294967295)",
+        ),
+        (
+            r#"{"arrival_time_ns": 0, "sub_requests": [{"input_toks": 1, "output_toks": 1}, {"input_toks": 1, "output_toks": 1, "depends_on": [0, 0]}]}"#,
+            "sub_requests[1].depends_on: 0 is listed twice",
+        ),
     ];
     for (line, expected) in cases {
         let msg = error(&format!("{FLAT}\n{line}\n"));

@@ -648,7 +648,19 @@ fn bad_new_jsonl_fields_are_refused_naming_the_line_and_field() {
         ),
         (
             r#"{"input_toks":10,"output_toks":5,"arrival_time_ns":0,"timeout_us":"x"}"#,
-            "w.jsonl:2: timeout_us: expected a whole number of µs",
+            "w.jsonl:2: timeout_us: expected a whole number of µs in [0, 1e15], got \"x\"",
+        ),
+        (
+            r#"{"input_toks":10,"output_toks":5,"arrival_time_ns":0,"bandwidth_mbps":-2}"#,
+            "w.jsonl:2: bandwidth_mbps: expected a number in [1e-6, 1e9], got -2",
+        ),
+        (
+            r#"{"input_toks":10,"output_toks":5,"arrival_time_ns":0,"goodput_slo":{"itl_ms":0}}"#,
+            "w.jsonl:2: goodput_slo.itl_ms: expected a positive number of ms, got 0",
+        ),
+        (
+            r#"{"input_toks":10,"output_toks":5,"arrival_time_ns":0,"goodput_slo":{"tpot_ms":5}}"#,
+            "w.jsonl:2: goodput_slo: unknown key `tpot_ms`; known: ttft_ms, itl_ms, e2e_ms",
         ),
         (
             r#"{"input_toks":10,"output_toks":5,"arrival_time_ns":0,"goodput_slo":{"ttft_ms":5}}"#,

@@ -16,6 +16,7 @@
 //! exactly this list for `max_num_seqs` 256 (1 … 512).
 
 use crate::choice::UnknownName;
+use crate::config::{Bound, Problem};
 use std::fmt;
 use std::str::FromStr;
 
@@ -127,12 +128,12 @@ pub struct GraphPolicy {
 
 impl GraphPolicy {
     /// Resolves `options` for an instance with these scheduler limits (0 = unlimited),
-    /// following vLLM's defaults.
+    /// following vLLM's defaults. Its one refusal: a capture size of 0.
     pub fn resolve(
         options: &GraphOptions,
         max_num_seqs: u32,
         max_num_batched_tokens: u32,
-    ) -> Result<GraphPolicy, String> {
+    ) -> Result<GraphPolicy, Problem> {
         let budget = if max_num_batched_tokens == 0 {
             u32::MAX
         } else {
@@ -142,7 +143,7 @@ impl GraphPolicy {
         let mut sizes = match &options.capture_sizes {
             Some(given) => {
                 if given.contains(&0) {
-                    return Err("cudagraph capture sizes must be positive".to_owned());
+                    return Err(Problem::out_of_range(0, Bound::AtLeast(1)));
                 }
                 let mut s = given.clone();
                 s.sort_unstable();
@@ -275,7 +276,8 @@ mod tests {
             capture_sizes: Some(vec![0]),
             ..GraphOptions::default()
         };
-        assert!(GraphPolicy::resolve(&zero, 128, 2048).is_err());
+        let problem = Problem::out_of_range(0, Bound::AtLeast(1));
+        assert_eq!(GraphPolicy::resolve(&zero, 128, 2048).unwrap_err(), problem);
     }
 
     #[test]

@@ -26,11 +26,11 @@ pub enum ProfileError {
     #[error("missing profile file {}", path.display())]
     MissingFile { path: PathBuf },
     /// `meta.yaml` has a key of the wrong shape.
-    #[error("{}: {field}: {message}", path.display())]
+    #[error("{}: {field}: {problem}", path.display())]
     Meta {
         path: PathBuf,
         field: String,
-        message: String,
+        problem: MetaProblem,
     },
     /// The architecture YAML is invalid or does not fit the model.
     #[error("architecture {file}: {message}")]
@@ -93,4 +93,69 @@ pub enum ProfileError {
         section: &'static str,
         architecture: String,
     },
+}
+
+/// What is wrong with one key of a bundle's `meta.yaml`. Each variant renders to the message
+/// after the key's name.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MetaProblem {
+    /// The YAML parser's message (which names the line and column where it has them).
+    #[error("{0}")]
+    Syntax(String),
+    /// A file with no document.
+    #[error(
+        "empty: a bundle's meta.yaml records model, architecture, tp_degrees and \
+         engine_effective"
+    )]
+    Empty,
+    /// A document that is not a mapping.
+    #[error("not a mapping of keys")]
+    NotMapping,
+    /// A key every bundle records is absent.
+    #[error(
+        "missing: LLMServingSim's profiler records model, architecture, tp_degrees and \
+         engine_effective's max_num_batched_tokens and max_num_seqs in every bundle; without \
+         them the bundle cannot be checked against the run"
+    )]
+    Missing,
+    /// A count of 0 where at least 1 is needed.
+    #[error("0: must be at least 1")]
+    Zero,
+    /// A skew alpha that is not finite or past `max` either way.
+    #[error("alpha {} is outside [-{max:e}, {max:e}]", shown(*.value))]
+    AlphaOutOfRange { value: f64, max: f64 },
+    /// `tp_degrees` without the TP degree whose folder the run uses.
+    #[error("{degrees:?} does not list tp {tp}, whose tp{tp}/ folder is used")]
+    TpNotListed { degrees: Vec<u32>, tp: u32 },
+    /// A bucket axis (`axis`: its bins' key) whose bins are not one more than its labels.
+    #[error(
+        "{axis}: {bins} bins for {labels} labels (expected one more bin than labels, at least \
+         one label)"
+    )]
+    AxisShape {
+        axis: String,
+        bins: usize,
+        labels: usize,
+    },
+    /// A `bucket_table` path that leaves the bundle.
+    #[error("`{table}` must be a relative path inside the bundle, without `..`")]
+    OutsideBundle { table: String },
+    /// A bundle profiled for another architecture than the one in use (`in_use` says which).
+    #[error(
+        "the bundle was profiled for `{profiled}`, but {in_use}: its tables would price \
+         another layer sequence"
+    )]
+    OtherArchitecture { profiled: String, in_use: String },
+    /// A checksum that is not 64 hex digits.
+    #[error("`{text}` is not a SHA-256 (64 hex digits)")]
+    NotSha256 { text: String },
+}
+
+/// A number as the alpha error shows it: plain, or in exponent form when huge.
+fn shown(a: f64) -> String {
+    if a.abs() < 1e15 {
+        a.to_string()
+    } else {
+        format!("{a:e}")
+    }
 }

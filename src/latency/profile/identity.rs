@@ -13,9 +13,9 @@
 
 use std::path::Path;
 
-use super::ProfileError;
 use super::ProfileSpec;
 use super::meta::Identity;
+use super::{MetaProblem, ProfileError};
 
 /// SHA-256 of LLMServingSim's `profiler/models/<model_type>.yaml`, whose layer sequences our
 /// bundled `model_archs/layers/<model_type>.yaml` mirror (a test checks both).
@@ -50,10 +50,10 @@ pub(super) fn check(
     bundle: &Path,
 ) -> Result<(), ProfileError> {
     let meta = bundle.join("meta.yaml");
-    let invalid = |field: &str, message: String| ProfileError::Meta {
+    let invalid = |field: &str, problem| ProfileError::Meta {
         path: meta.clone(),
         field: field.into(),
-        message,
+        problem,
     };
     let (in_use, what) = match spec.architecture {
         Some(file) => (
@@ -67,22 +67,17 @@ pub(super) fn check(
         ),
     };
     if id.architecture != in_use {
-        return Err(invalid(
-            "architecture",
-            format!(
-                "the bundle was profiled for `{}`, but {what}: its tables would price another \
-                 layer sequence",
-                id.architecture
-            ),
-        ));
+        let problem = MetaProblem::OtherArchitecture {
+            profiled: id.architecture.clone(),
+            in_use: what,
+        };
+        return Err(invalid("architecture", problem));
     }
     if let Some(recorded) = &id.architecture_sha256 {
         let recorded = recorded.trim().to_ascii_lowercase();
         if recorded.len() != 64 || !recorded.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(invalid(
-                "architecture_sha256",
-                format!("`{recorded}` is not a SHA-256 (64 hex digits)"),
-            ));
+            let problem = MetaProblem::NotSha256 { text: recorded };
+            return Err(invalid("architecture_sha256", problem));
         }
         if let Some((actual, source)) = sha_in_use(spec)?
             && actual != recorded

@@ -15,9 +15,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::ProfileError;
 use super::load::CsvFile;
 use super::skew::{BucketAxis, SkewAxes, SkewFit};
+use super::{MetaProblem, ProfileError};
 
 /// What the simulator uses from `meta.yaml`, resolved for one TP degree.
 #[derive(Debug, Clone)]
@@ -91,7 +91,7 @@ struct AxesYaml {
 }
 
 impl AxesYaml {
-    fn resolve(self, at: &str) -> Result<SkewAxes, String> {
+    fn resolve(self, at: &str) -> Result<SkewAxes, MetaProblem> {
         Ok(SkewAxes {
             n: BucketAxis::new(&format!("{at}.n_bins"), self.n_bins, self.n_labels)?,
             skew_rate: BucketAxis::new(
@@ -129,13 +129,13 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
         }
         Err(source) => return Err(ProfileError::Io { path, source }),
     };
-    let invalid = |field: String, message: String| ProfileError::Meta {
+    let invalid = |field: String, problem| ProfileError::Meta {
         path: path.clone(),
         field,
-        message,
+        problem,
     };
-    let meta = parse(&text).map_err(|(field, message)| invalid(field, message))?;
-    let required = |(field, message): (String, String)| invalid(field, message);
+    let meta = parse(&text).map_err(|(field, problem)| invalid(field, problem))?;
+    let required = |(field, problem): (String, MetaProblem)| invalid(field, problem);
     let identity = Identity {
         model: present(meta.model, "model").map_err(required)?,
         hardware: meta.hardware,
@@ -146,7 +146,7 @@ pub(super) fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
     if !degrees.contains(&tp) {
         return Err(invalid(
             "tp_degrees".into(),
-            format!("{degrees:?} does not list tp {tp}, whose tp{tp}/ folder is used"),
+            MetaProblem::TpNotListed { degrees, tp },
         ));
     }
     let engine = present(meta.engine_effective, "engine_effective").map_err(required)?;
@@ -177,20 +177,20 @@ fn skew_fit(
     bundle: &Path,
     path: &Path,
 ) -> Result<SkewFit, ProfileError> {
-    let invalid = |field: String, message: String| ProfileError::Meta {
+    let invalid = |field: String, problem| ProfileError::Meta {
         path: path.to_path_buf(),
         field,
-        message,
+        problem,
     };
-    let required = |(field, message): (String, String)| invalid(field, message);
+    let required = |(field, problem): (String, MetaProblem)| invalid(field, problem);
     let Some(value) = fit.per_tp.as_ref().and_then(|m| tp_entry(m, tp)) else {
         return Ok(SkewFit::Constant(
             alpha(fit.alpha_default, "skew_fit.alpha_default").map_err(required)?,
         ));
     };
     let at = format!("skew_fit.per_tp.{tp}");
-    let entry: PerTpYaml =
-        serde_yaml_ng::from_value(value.clone()).map_err(|e| invalid(at.clone(), e.to_string()))?;
+    let entry: PerTpYaml = serde_yaml_ng::from_value(value.clone())
+        .map_err(|e| invalid(at.clone(), MetaProblem::Syntax(e.to_string())))?;
     let axes = match entry.bucket_axes.or(fit.bucket_axes) {
         Some(axes) => axes
             .resolve("skew_fit.bucket_axes")
@@ -219,19 +219,18 @@ fn skew_fit(
 
 /// The YAML text as [`MetaYaml`]; an error is `(field, message)`. An empty file (or one of
 /// comments only) and a document that is not a mapping are named as such.
-fn parse(text: &str) -> Result<MetaYaml, (String, String)> {
-    let whole = |m: &str| ("(file)".to_string(), m.to_string());
-    crate::yaml::check_nesting(text).map_err(|deep| whole(&deep.to_string()))?;
-    let value: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(text).map_err(|e| whole(&e.to_string()))?;
+fn parse(text: &str) -> Result<MetaYaml, (String, MetaProblem)> {
+    let whole = |problem| ("(file)".to_string(), problem);
+    let syntax = |e: &dyn std::fmt::Display| whole(MetaProblem::Syntax(e.to_string()));
+    crate::yaml::check_nesting(text).map_err(|deep| syntax(&deep))?;
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|e| syntax(&e))?;
     match value {
-        serde_yaml_ng::Value::Null => Err(whole(
-            "empty: a bundle's meta.yaml records model, architecture, tp_degrees and \
-             engine_effective",
-        )),
-        serde_yaml_ng::Value::Mapping(_) => serde_path_to_error::deserialize(value)
-            .map_err(|e| (e.path().to_string(), e.inner().to_string())),
-        _ => Err(whole("not a mapping of keys")),
+        serde_yaml_ng::Value::Null => Err(whole(MetaProblem::Empty)),
+        serde_yaml_ng::Value::Mapping(_) => serde_path_to_error::deserialize(value).map_err(|e| {
+            let problem = MetaProblem::Syntax(e.inner().to_string());
+            (e.path().to_string(), problem)
+        }),
+        _ => Err(whole(MetaProblem::NotMapping)),
     }
 }
 
@@ -240,38 +239,29 @@ fn parse(text: &str) -> Result<MetaYaml, (String, String)> {
 const MAX_ALPHA: f64 = 1e4;
 
 /// An optional alpha (0 when absent), finite and within [`MAX_ALPHA`].
-fn alpha(value: Option<f64>, field: &str) -> Result<f64, (String, String)> {
+fn alpha(value: Option<f64>, field: &str) -> Result<f64, (String, MetaProblem)> {
     match value {
         None => Ok(0.0),
         Some(a) if a.is_finite() && a.abs() <= MAX_ALPHA => Ok(a),
         Some(a) => {
-            let shown = if a.abs() < 1e15 {
-                a.to_string()
-            } else {
-                format!("{a:e}")
+            let problem = MetaProblem::AlphaOutOfRange {
+                value: a,
+                max: MAX_ALPHA,
             };
-            Err((
-                field.into(),
-                format!("alpha {shown} is outside [-{MAX_ALPHA:e}, {MAX_ALPHA:e}]"),
-            ))
+            Err((field.into(), problem))
         }
     }
 }
 
-/// A required key's value; its absence is `(field, why it is needed)`.
-fn present<T>(value: Option<T>, field: &str) -> Result<T, (String, String)> {
-    value.ok_or_else(|| {
-        let why = "missing: LLMServingSim's profiler records model, architecture, tp_degrees \
-                   and engine_effective's max_num_batched_tokens and max_num_seqs in every \
-                   bundle; without them the bundle cannot be checked against the run";
-        (field.to_string(), why.to_string())
-    })
+/// A required key's value; its absence is `(field, missing)`.
+fn present<T>(value: Option<T>, field: &str) -> Result<T, (String, MetaProblem)> {
+    value.ok_or_else(|| (field.to_string(), MetaProblem::Missing))
 }
 
 /// A required count of at least 1.
-fn positive(value: Option<u64>, field: &str) -> Result<u64, (String, String)> {
+fn positive(value: Option<u64>, field: &str) -> Result<u64, (String, MetaProblem)> {
     match present(value, field)? {
-        0 => Err((field.into(), "0: must be at least 1".into())),
+        0 => Err((field.into(), MetaProblem::Zero)),
         n => Ok(n),
     }
 }
@@ -293,15 +283,15 @@ fn warn_unknown_buckets(path: &Path, tp: u32, axes: &SkewAxes, alphas: &HashMap<
 
 /// A `bucket_table` path, relative and without `..`, so that it names a file inside the
 /// bundle.
-fn inside_bundle(table: &str) -> Result<&Path, String> {
+fn inside_bundle(table: &str) -> Result<&Path, MetaProblem> {
     use std::path::Component;
     let path = Path::new(table);
     if path.components().all(|c| matches!(c, Component::Normal(_))) {
         Ok(path)
     } else {
-        Err(format!(
-            "`{table}` must be a relative path inside the bundle, without `..`"
-        ))
+        Err(MetaProblem::OutsideBundle {
+            table: table.to_owned(),
+        })
     }
 }
 
@@ -377,7 +367,7 @@ fn read_bucket_table(path: &Path) -> Result<HashMap<String, f64>, ProfileError> 
             }
         }
         let value = r.finite(alpha_col)?;
-        alpha(Some(value), "alpha").map_err(|(_, m)| r.malformed(alpha_col, m))?;
+        alpha(Some(value), "alpha").map_err(|(_, m)| r.malformed(alpha_col, m.to_string()))?;
         alphas.insert(key, value);
         Ok(())
     })?;

@@ -21,7 +21,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 use arch::Architecture;
-pub use error::ProfileError;
+pub use error::{MetaProblem, ProfileError};
 use lookup::{AttentionTable, Edges, truncate_ns};
 use resolve::{Part, Price, Resolver, Row};
 use skew::SkewFit;

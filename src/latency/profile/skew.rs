@@ -6,6 +6,7 @@
 //! `pc={pc}|{n_label}|{skew_rate_label}|{kv_big_label}|{kp_label}`, else the TP's
 //! `alpha_default`; a bundle without an enabled fit has alpha 0.
 
+use super::MetaProblem;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -23,14 +24,13 @@ impl BucketAxis {
         field: &str,
         bins: Vec<f64>,
         labels: Vec<String>,
-    ) -> Result<BucketAxis, String> {
+    ) -> Result<BucketAxis, MetaProblem> {
         if labels.is_empty() || bins.len() != labels.len() + 1 {
-            return Err(format!(
-                "{field}: {} bins for {} labels (expected one more bin than labels, at least \
-                 one label)",
-                bins.len(),
-                labels.len()
-            ));
+            return Err(MetaProblem::AxisShape {
+                axis: field.to_owned(),
+                bins: bins.len(),
+                labels: labels.len(),
+            });
         }
         Ok(BucketAxis { bins, labels })
     }
@@ -232,7 +232,12 @@ mod tests {
     fn bucket_axes_need_one_more_bin_than_labels() {
         assert!(BucketAxis::new("x", vec![0.0, 1.0], vec!["a".into()]).is_ok());
         let err = BucketAxis::new("x", vec![0.0, 1.0], vec!["a".into(), "b".into()]);
-        assert!(err.unwrap_err().contains("2 bins for 2 labels"));
+        let problem = MetaProblem::AxisShape {
+            axis: "x".into(),
+            bins: 2,
+            labels: 2,
+        };
+        assert_eq!(err, Err(problem));
         assert_eq!(axis(&[0.0, 1.0, 2.0], &["a", "b"]).label(1.5), "b");
     }
 }

@@ -328,7 +328,7 @@ impl SglangScheduler {
     }
 
     /// Checks the pool's counts (tests).
-    pub fn audit(&self) -> Result<(), String> {
+    pub fn audit(&self) -> Result<(), SchedulerBug> {
         self.tree.audit()?;
         let held: u64 = self
             .slots
@@ -340,7 +340,8 @@ impl SglangScheduler {
             return Err(format!(
                 "requests hold {held} private pages, the pool counts {}",
                 self.tree.private_pages()
-            ));
+            )
+            .into());
         }
         Ok(())
     }

@@ -20,6 +20,7 @@
 //! privately by requests (pages not in the tree: a prompt being computed, the partial last
 //! page, decoded tokens), the rest free.
 
+use crate::scheduler::SchedulerBug;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A node of the tree (an index into its arena; the root is 0).
@@ -343,7 +344,7 @@ impl RadixCache {
     }
 
     /// Checks the pool's and the tree's counts against each other (tests, debug checks).
-    pub fn audit(&self) -> Result<(), String> {
+    pub fn audit(&self) -> Result<(), SchedulerBug> {
         let (mut evictable, mut protected) = (0, 0);
         let mut stack = vec![ROOT];
         while let Some(id) = stack.pop() {
@@ -363,11 +364,12 @@ impl RadixCache {
                 "tree holds {evictable} evictable and {protected} protected pages, counted \
                  {} and {}",
                 self.evictable_pages, self.protected_pages
-            ));
+            )
+            .into());
         }
         let used = evictable + protected + self.private_pages;
         if used > self.total_pages {
-            return Err(format!("{used} pages in use of {}", self.total_pages));
+            return Err(format!("{used} pages in use of {}", self.total_pages).into());
         }
         Ok(())
     }

@@ -191,7 +191,7 @@ impl TryFrom<RawAgentic> for AgenticSpec {
                 output_tokens: t.output_tokens,
             })
             .collect();
-        super::limits::check_workflow(&steps, loop_spec.as_ref())?;
+        super::limits::check_workflow(&steps, loop_spec.as_ref()).map_err(|e| e.to_string())?;
         // Rules 1, 2 and 5.
         let template = unroll(&steps, loop_spec.as_ref())?;
         Ok(AgenticSpec {

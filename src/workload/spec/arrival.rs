@@ -77,10 +77,87 @@ impl<'de> Deserialize<'de> for ArrivalProcess {
     }
 }
 
-impl TryFrom<RawArrival> for ArrivalProcess {
-    type Error = String;
+/// What is wrong with an arrival process (a client's, a cohort's or a window's).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArrivalError {
+    /// A process none of the known ones.
+    #[error(
+        "unknown arrival process `{name}`; known: poisson, constant, gamma, weibull, bursty, \
+         diurnal"
+    )]
+    UnknownProcess { name: String },
+    /// A window's process none of the four a window takes.
+    #[error("unknown process `{name}` for a window; known: poisson, constant, gamma, weibull")]
+    UnknownWindowProcess { name: String },
+    /// A field of another process.
+    #[error("`{field}` does not apply to process `{process}`")]
+    DoesNotApply {
+        field: &'static str,
+        process: String,
+    },
+    /// A window's `cv` or `shape` for a process without one.
+    #[error("`cv` and `shape` do not apply to process `{process}`")]
+    CvAndShapeDoNotApply { process: String },
+    /// A field the process needs.
+    #[error("{process}: missing field `{field}`")]
+    Missing {
+        process: &'static str,
+        field: &'static str,
+    },
+    /// A burst not shorter than its period.
+    #[error("bursty: burst_duration_us must be in (0, period_us = {period_us}), got {burst}")]
+    BurstDuration { period_us: u64, burst: u64 },
+    /// A factor or ratio below 1.
+    #[error("{process}: {field} must be ≥ 1, got {value}")]
+    BelowOne {
+        process: &'static str,
+        field: &'static str,
+        value: f64,
+    },
+    /// A diurnal period of 0.
+    #[error("diurnal: period_us must be positive")]
+    ZeroPeriod,
+    /// A number that must be positive (`process`: the one named first, if any).
+    #[error("{}{field} must be a positive number, got {value}", process.as_ref().map(|p| format!("{p}: ")).unwrap_or_default())]
+    NotPositive {
+        process: Option<String>,
+        field: &'static str,
+        value: f64,
+    },
+    /// BLIS's fitted `scale` without its `shape`.
+    #[error(
+        "{process}: `scale` comes with `shape` (BLIS's fitted pair); the client's rate sets \
+         the scale otherwise: give `cv` or `shape` instead"
+    )]
+    ScaleWithoutShape { process: String },
+    /// Both `cv` and `shape`.
+    #[error("{process}: give `cv` or `shape`, not both")]
+    CvAndShape { process: String },
+    /// A `cv` or `shape` outside `[lo, hi]` (written in exponent form when `exponent`).
+    #[error("{process}: {field} must be in [{}], got {value}", range(*.lo, *.hi, *.exponent))]
+    OutOfRange {
+        process: String,
+        field: &'static str,
+        lo: f64,
+        hi: f64,
+        value: f64,
+        exponent: bool,
+    },
+}
 
-    fn try_from(raw: RawArrival) -> Result<Self, String> {
+/// `lo, hi`, plain or in exponent form.
+fn range(lo: f64, hi: f64, exponent: bool) -> String {
+    if exponent {
+        format!("{lo:e}, {hi:e}")
+    } else {
+        format!("{lo}, {hi}")
+    }
+}
+
+impl TryFrom<RawArrival> for ArrivalProcess {
+    type Error = ArrivalError;
+
+    fn try_from(raw: RawArrival) -> Result<Self, ArrivalError> {
         let process = raw.process.as_str();
         if let Some(scale) = raw.scale {
             return fitted(process, raw.shape, scale);
@@ -92,10 +169,8 @@ impl TryFrom<RawArrival> for ArrivalProcess {
             "bursty" => &["period_us", "burst_duration_us", "burst_factor"],
             "diurnal" => &["period_us", "peak_time_us", "peak_to_trough_ratio"],
             other => {
-                return Err(format!(
-                    "unknown arrival process `{other}`; known: poisson, constant, gamma, \
-                     weibull, bursty, diurnal"
-                ));
+                let name = other.to_owned();
+                return Err(ArrivalError::UnknownProcess { name });
             }
         };
         let given = [
@@ -107,8 +182,9 @@ impl TryFrom<RawArrival> for ArrivalProcess {
             ("peak_time_us", raw.peak_time_us.is_some()),
             ("peak_to_trough_ratio", raw.peak_to_trough_ratio.is_some()),
         ];
-        if let Some((field, _)) = given.iter().find(|(f, g)| *g && !allowed.contains(f)) {
-            return Err(format!("`{field}` does not apply to process `{process}`"));
+        if let Some(&(field, _)) = given.iter().find(|(f, g)| *g && !allowed.contains(f)) {
+            let process = process.to_owned();
+            return Err(ArrivalError::DoesNotApply { field, process });
         }
         match process {
             "poisson" => Ok(ArrivalProcess::Poisson),
@@ -122,21 +198,22 @@ impl TryFrom<RawArrival> for ArrivalProcess {
                 fitted: false,
             }),
             "bursty" => {
-                let period_us = raw.period_us.ok_or("bursty: missing field `period_us`")?;
-                let burst = raw
-                    .burst_duration_us
-                    .ok_or("bursty: missing field `burst_duration_us`")?;
-                let factor = raw
-                    .burst_factor
-                    .ok_or("bursty: missing field `burst_factor`")?;
+                let missing = |field| ArrivalError::Missing {
+                    process: "bursty",
+                    field,
+                };
+                let period_us = raw.period_us.ok_or(missing("period_us"))?;
+                let burst = raw.burst_duration_us.ok_or(missing("burst_duration_us"))?;
+                let factor = raw.burst_factor.ok_or(missing("burst_factor"))?;
                 if burst == 0 || burst >= period_us {
-                    return Err(format!(
-                        "bursty: burst_duration_us must be in (0, period_us = {period_us}), \
-                         got {burst}"
-                    ));
+                    return Err(ArrivalError::BurstDuration { period_us, burst });
                 }
                 if !(factor.is_finite() && factor >= 1.0) {
-                    return Err(format!("bursty: burst_factor must be ≥ 1, got {factor}"));
+                    return Err(ArrivalError::BelowOne {
+                        process: "bursty",
+                        field: "burst_factor",
+                        value: factor,
+                    });
                 }
                 Ok(ArrivalProcess::Bursty {
                     period_us,
@@ -147,16 +224,19 @@ impl TryFrom<RawArrival> for ArrivalProcess {
             _ => {
                 let period_us = raw.period_us.unwrap_or(DAY_US);
                 let peak_time_us = raw.peak_time_us.unwrap_or(0);
-                let ratio = raw
-                    .peak_to_trough_ratio
-                    .ok_or("diurnal: missing field `peak_to_trough_ratio`")?;
+                let ratio = raw.peak_to_trough_ratio.ok_or(ArrivalError::Missing {
+                    process: "diurnal",
+                    field: "peak_to_trough_ratio",
+                })?;
                 if period_us == 0 {
-                    return Err("diurnal: period_us must be positive".into());
+                    return Err(ArrivalError::ZeroPeriod);
                 }
                 if !(ratio.is_finite() && ratio >= 1.0) {
-                    return Err(format!(
-                        "diurnal: peak_to_trough_ratio must be ≥ 1, got {ratio}"
-                    ));
+                    return Err(ArrivalError::BelowOne {
+                        process: "diurnal",
+                        field: "peak_to_trough_ratio",
+                        value: ratio,
+                    });
                 }
                 Ok(ArrivalProcess::Diurnal {
                     period_us,
@@ -172,20 +252,24 @@ impl TryFrom<RawArrival> for ArrivalProcess {
 /// gamma or Weibull process of the given `shape`; the `scale` (positive) is checked and
 /// unused, the gaps being scaled to each window (a client whose spec is not generated window
 /// by window is refused when the spec is validated).
-fn fitted(process: &str, shape: Option<f64>, scale: f64) -> Result<ArrivalProcess, String> {
+fn fitted(process: &str, shape: Option<f64>, scale: f64) -> Result<ArrivalProcess, ArrivalError> {
+    let process_name = || process.to_owned();
     if !matches!(process, "gamma" | "weibull") {
-        return Err(format!("`scale` does not apply to process `{process}`"));
+        return Err(ArrivalError::DoesNotApply {
+            field: "scale",
+            process: process_name(),
+        });
     }
     if !(scale.is_finite() && scale > 0.0) {
-        return Err(format!(
-            "{process}: scale must be a positive number, got {scale}"
-        ));
+        return Err(ArrivalError::NotPositive {
+            process: Some(process_name()),
+            field: "scale",
+            value: scale,
+        });
     }
     let Some(shape) = shape else {
-        return Err(format!(
-            "{process}: `scale` comes with `shape` (BLIS's fitted pair); the client's rate \
-             sets the scale otherwise: give `cv` or `shape` instead"
-        ));
+        let process = process_name();
+        return Err(ArrivalError::ScaleWithoutShape { process });
     };
     Ok(
         match super::window::window_arrival_process(process, None, Some(shape))? {
@@ -223,17 +307,25 @@ fn shape_of(
     shape: Option<f64>,
     cv_range: (f64, f64),
     from_cv: fn(f64) -> f64,
-) -> Result<f64, String> {
+) -> Result<f64, ArrivalError> {
     let (lo, hi) = cv_range;
     let (k_lo, k_hi) = (from_cv(hi), from_cv(lo));
+    let out_of_range = |field, lo, hi, value, exponent| ArrivalError::OutOfRange {
+        process: process.to_owned(),
+        field,
+        lo,
+        hi,
+        value,
+        exponent,
+    };
     match (cv, shape) {
-        (Some(_), Some(_)) => Err(format!("{process}: give `cv` or `shape`, not both")),
+        (Some(_), Some(_)) => Err(ArrivalError::CvAndShape {
+            process: process.to_owned(),
+        }),
         (None, Some(k)) if k >= k_lo && k <= k_hi => Ok(k),
-        (None, Some(k)) => Err(format!(
-            "{process}: shape must be in [{k_lo:e}, {k_hi:e}], got {k}"
-        )),
+        (None, Some(k)) => Err(out_of_range("shape", k_lo, k_hi, k, true)),
         (Some(cv), None) if cv >= lo && cv <= hi => Ok(from_cv(cv)),
-        (Some(cv), None) => Err(format!("{process}: cv must be in [{lo}, {hi}], got {cv}")),
+        (Some(cv), None) => Err(out_of_range("cv", lo, hi, cv, false)),
         (None, None) => Ok(from_cv(1.0)),
     }
 }

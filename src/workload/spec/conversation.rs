@@ -5,6 +5,7 @@
 
 use super::agentic::ContextGrowth;
 use super::dist::DurationDist;
+use super::limits::LimitError;
 use rand::{Rng, RngExt};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -58,22 +59,41 @@ pub struct Conversation {
     pub accumulate: bool,
 }
 
+/// What is wrong with a client's `reasoning.multi_turn` or `follow_up`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConversationError {
+    /// A follow-up probability outside `[0, 1]`.
+    #[error("follow_up.probability must be in [0, 1], got {value}")]
+    Probability { value: f64 },
+    /// A conversation of no turn (`field`: the field that says so).
+    #[error("{field} must be at least 1")]
+    NoTurn { field: &'static str },
+    /// BLIS's `single_session`, which this simulator does not model.
+    #[error(
+        "reasoning.multi_turn.single_session is not supported: each arrival starts its own \
+         session"
+    )]
+    SingleSession,
+    /// More turns than a session may have.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
+}
+
 impl Conversation {
     /// From `reasoning`: `None` without `multi_turn`.
-    pub(super) fn from_reasoning(raw: RawReasoning) -> Result<Option<Conversation>, String> {
+    pub(super) fn from_reasoning(
+        raw: RawReasoning,
+    ) -> Result<Option<Conversation>, ConversationError> {
         let Some(m) = raw.multi_turn else {
             return Ok(None);
         };
+        const MAX_ROUNDS: &str = "reasoning.multi_turn.max_rounds";
         if m.max_rounds == 0 {
-            return Err("reasoning.multi_turn.max_rounds must be at least 1".into());
+            return Err(ConversationError::NoTurn { field: MAX_ROUNDS });
         }
-        super::limits::check_turns("reasoning.multi_turn.max_rounds", m.max_rounds)?;
+        super::limits::check_turns(MAX_ROUNDS, m.max_rounds)?;
         if m.single_session {
-            return Err(
-                "reasoning.multi_turn.single_session is not supported: each arrival \
-                        starts its own session"
-                    .into(),
-            );
+            return Err(ConversationError::SingleSession);
         }
         Ok(Some(Conversation {
             max_turns: m.max_rounds,
@@ -84,17 +104,16 @@ impl Conversation {
     }
 
     /// From `follow_up`.
-    pub(super) fn from_follow_up(raw: RawFollowUp) -> Result<Conversation, String> {
+    pub(super) fn from_follow_up(raw: RawFollowUp) -> Result<Conversation, ConversationError> {
         if !(0.0..=1.0).contains(&raw.probability) {
-            return Err(format!(
-                "follow_up.probability must be in [0, 1], got {}",
-                raw.probability
-            ));
+            let value = raw.probability;
+            return Err(ConversationError::Probability { value });
         }
+        const MAX_TURNS: &str = "follow_up.max_turns";
         if raw.max_turns == 0 {
-            return Err("follow_up.max_turns must be at least 1".into());
+            return Err(ConversationError::NoTurn { field: MAX_TURNS });
         }
-        super::limits::check_turns("follow_up.max_turns", raw.max_turns)?;
+        super::limits::check_turns(MAX_TURNS, raw.max_turns)?;
         Ok(Conversation {
             max_turns: raw.max_turns,
             follow_up_probability: raw.probability,

@@ -63,6 +63,102 @@ const TYPES: &str = "constant {value}, uniform {min, max}, gaussian (or normal) 
     gamma {shape, scale}, empirical {<tokens>: <probability>, ...}; all but constant, \
     uniform and empirical also take optional min and max";
 
+/// What is wrong with a distribution (`name`: its type, which each message starts with).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DistError {
+    /// A `file` key, which BLIS reserves and does not read either.
+    #[error(
+        "{name}: `file` is not supported (BLIS reserves it too); give the table inline in `params`"
+    )]
+    File { name: String },
+    /// A constant that is no whole number in the domain.
+    #[error("constant: value must be a whole number ≥ {lo}, got {value}")]
+    NotWhole { value: f64, lo: u32 },
+    /// A uniform range that is not whole numbers within the domain, in order.
+    #[error(
+        "uniform: min and max must be whole numbers with {lo} ≤ min ≤ max ≤ {hi}, got min {min}, max {max}"
+    )]
+    UniformRange {
+        min: f64,
+        max: f64,
+        lo: u32,
+        hi: u32,
+    },
+    /// A parameter the sampler refuses (its message).
+    #[error("{name}: {message}")]
+    Sampler { name: String, message: String },
+    /// A mixture weight outside `[0, 1]`.
+    #[error("{name}: mix_weight must be in [0, 1], got {weight}")]
+    MixWeight { name: String, weight: f64 },
+    /// A type none of the known ones.
+    #[error("unknown distribution type `{name}`; known: {TYPES}")]
+    UnknownType { name: String },
+    /// `min` and `max` that leave no value of the domain.
+    #[error("{name}: the range [{min}, {max}] holds no {what} in [{lo}, {hi}]")]
+    EmptyRange {
+        name: String,
+        min: f64,
+        max: f64,
+        what: &'static str,
+        lo: u32,
+        hi: u32,
+    },
+    /// `min` above `max`.
+    #[error("{name}: min {min} is greater than max {max}")]
+    MinAboveMax { name: String, min: f64, max: f64 },
+    /// One parameter of `params`.
+    #[error("{name}: {}", problem.render(key))]
+    Param {
+        name: String,
+        key: String,
+        problem: ParamProblem,
+    },
+    /// An empirical table's key that is no value of the domain.
+    #[error("empirical: key `{key}` must be a {what} in [{lo}, {hi}]")]
+    EmpiricalKey {
+        key: String,
+        what: &'static str,
+        lo: u32,
+        hi: u32,
+    },
+    /// An empirical table's probability that is negative or not finite.
+    #[error("empirical: probability of {key} must be finite and ≥ 0, got {p}")]
+    EmpiricalProbability { key: String, p: f64 },
+    /// An empirical table with no positive probability.
+    #[error("empirical: params must give at least one positive probability")]
+    EmpiricalEmpty,
+}
+
+/// What is wrong with one parameter of a distribution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ParamProblem {
+    /// Not a finite number.
+    NotFinite(f64),
+    /// Absent, and the type needs it.
+    Missing,
+    /// 0 or less where it must be positive.
+    NotPositive(f64),
+    /// Below 0.
+    Negative(f64),
+    /// A parameter the type does not take.
+    Unknown,
+}
+
+impl ParamProblem {
+    /// The message for parameter `key`.
+    fn render(&self, key: &str) -> String {
+        match self {
+            ParamProblem::NotFinite(v) => format!("params.{key} must be a finite number, got {v}"),
+            ParamProblem::Missing => format!("missing parameter params.{key}"),
+            ParamProblem::NotPositive(v) => format!("{key} must be positive, got {v}"),
+            ParamProblem::Negative(v) => format!("{key} must be ≥ 0, got {v}"),
+            ParamProblem::Unknown => {
+                format!("unknown parameter params.{key}; known types and parameters: {TYPES}")
+            }
+        }
+    }
+}
+
 /// The values a distribution may take.
 struct Domain {
     lo: u32,
@@ -92,9 +188,9 @@ impl<'de> Deserialize<'de> for LengthDist {
 }
 
 impl TryFrom<RawDist> for LengthDist {
-    type Error = String;
+    type Error = DistError;
 
-    fn try_from(raw: RawDist) -> Result<Self, String> {
+    fn try_from(raw: RawDist) -> Result<Self, DistError> {
         LengthDist::parse(raw, &TOKENS)
     }
 }
@@ -112,9 +208,9 @@ impl<'de> Deserialize<'de> for DurationDist {
 }
 
 impl TryFrom<RawDist> for DurationDist {
-    type Error = String;
+    type Error = DistError;
 
-    fn try_from(raw: RawDist) -> Result<Self, String> {
+    fn try_from(raw: RawDist) -> Result<Self, DistError> {
         LengthDist::parse(raw, &MICROS).map(DurationDist)
     }
 }
@@ -152,7 +248,7 @@ const COUNTS: Domain = Domain {
 
 impl CountDist {
     /// An empirical count distribution from `(count, probability)` bins (0 allowed).
-    pub(super) fn from_pmf(bins: &[(u32, f64)]) -> Result<CountDist, String> {
+    pub(super) fn from_pmf(bins: &[(u32, f64)]) -> Result<CountDist, DistError> {
         let bins = bins.iter().copied().filter(|&(_, p)| p > 0.0).collect();
         empirical_table(bins, &COUNTS).map(CountDist)
     }
@@ -165,9 +261,9 @@ impl<'de> Deserialize<'de> for CountDist {
 }
 
 impl TryFrom<RawDist> for CountDist {
-    type Error = String;
+    type Error = DistError;
 
-    fn try_from(raw: RawDist) -> Result<Self, String> {
+    fn try_from(raw: RawDist) -> Result<Self, DistError> {
         LengthDist::parse(raw, &COUNTS).map(CountDist)
     }
 }
@@ -180,13 +276,10 @@ impl CountDist {
 }
 
 impl LengthDist {
-    fn parse(raw: RawDist, d: &Domain) -> Result<LengthDist, String> {
+    fn parse(raw: RawDist, d: &Domain) -> Result<LengthDist, DistError> {
         let name = raw.kind.as_str();
         if raw.file.is_some() {
-            return Err(format!(
-                "{name}: `file` is not supported (BLIS reserves it too); give the table inline \
-                 in `params`"
-            ));
+            return Err(DistError::File { name: raw.kind });
         }
         if name == "empirical" {
             return empirical(&raw.params, d);
@@ -199,10 +292,7 @@ impl LengthDist {
             "constant" => {
                 let value = p.required("value")?;
                 if value < f64::from(d.lo) || value > f64::from(d.hi) || value.fract() != 0.0 {
-                    return Err(format!(
-                        "constant: value must be a whole number ≥ {}, got {value}",
-                        d.lo
-                    ));
+                    return Err(DistError::NotWhole { value, lo: d.lo });
                 }
                 p.finish()?;
                 return Ok(LengthDist::bounded(Kind::Constant(value), value, value, d));
@@ -213,11 +303,12 @@ impl LengthDist {
                 let whole =
                     |v: f64| v >= f64::from(d.lo) && v.fract() == 0.0 && v <= f64::from(d.hi);
                 if !whole(min) || !whole(max) || min > max {
-                    return Err(format!(
-                        "uniform: min and max must be whole numbers with {} ≤ min ≤ max ≤ {}, \
-                         got min {min}, max {max}",
-                        d.lo, d.hi
-                    ));
+                    return Err(DistError::UniformRange {
+                        min,
+                        max,
+                        lo: d.lo,
+                        hi: d.hi,
+                    });
                 }
                 let kind = Kind::Uniform(min as u32, max as u32);
                 return Ok(LengthDist::bounded(kind, min, max, d));
@@ -225,11 +316,11 @@ impl LengthDist {
             "gaussian" | "normal" => {
                 let mean = p.required("mean")?;
                 let std_dev = p.non_negative("std_dev")?;
-                Kind::Normal(Normal::new(mean, std_dev).map_err(|e| format!("{name}: {e}"))?)
+                Kind::Normal(Normal::new(mean, std_dev).map_err(|e| p.sampler(e))?)
             }
             "exponential" => {
                 let mean = p.positive("mean")?;
-                Kind::Exponential(Exp::new(1.0 / mean).map_err(|e| format!("{name}: {e}"))?)
+                Kind::Exponential(Exp::new(1.0 / mean).map_err(|e| p.sampler(e))?)
             }
             "lognormal" => Kind::LogNormal(p.lognormal()?),
             "pareto" => Kind::Pareto(p.pareto()?),
@@ -238,9 +329,10 @@ impl LengthDist {
                 let lognormal = p.lognormal()?;
                 let weight = p.required("mix_weight")?;
                 if !(0.0..=1.0).contains(&weight) {
-                    return Err(format!(
-                        "{name}: mix_weight must be in [0, 1], got {weight}"
-                    ));
+                    return Err(DistError::MixWeight {
+                        name: name.to_owned(),
+                        weight,
+                    });
                 }
                 Kind::ParetoLogNormal {
                     pareto,
@@ -250,29 +342,34 @@ impl LengthDist {
             }
             "weibull" => {
                 let (shape, scale) = (p.positive("shape")?, p.positive("scale")?);
-                Kind::Weibull(Weibull::new(scale, shape).map_err(|e| format!("{name}: {e}"))?)
+                Kind::Weibull(Weibull::new(scale, shape).map_err(|e| p.sampler(e))?)
             }
             "gamma" => {
                 let (shape, scale) = (p.positive("shape")?, p.positive("scale")?);
-                Kind::Gamma(Gamma::new(shape, scale).map_err(|e| format!("{name}: {e}"))?)
+                Kind::Gamma(Gamma::new(shape, scale).map_err(|e| p.sampler(e))?)
             }
             other => {
-                return Err(format!(
-                    "unknown distribution type `{other}`; known: {TYPES}"
-                ));
+                return Err(DistError::UnknownType {
+                    name: other.to_owned(),
+                });
             }
         };
         let min = p.optional("min")?.unwrap_or(f64::from(d.lo));
         let max = p.optional("max")?.unwrap_or(f64::from(d.hi));
         p.finish()?;
         if max < f64::from(d.lo) || min > f64::from(d.hi) {
-            return Err(format!(
-                "{name}: the range [{min}, {max}] holds no {} in [{}, {}]",
-                d.what, d.lo, d.hi
-            ));
+            return Err(DistError::EmptyRange {
+                name: name.to_owned(),
+                min,
+                max,
+                what: d.what,
+                lo: d.lo,
+                hi: d.hi,
+            });
         }
         if min > max {
-            return Err(format!("{name}: min {min} is greater than max {max}"));
+            let name = name.to_owned();
+            return Err(DistError::MinAboveMax { name, min, max });
         }
         Ok(LengthDist::bounded(kind, min, max, d))
     }
@@ -292,8 +389,11 @@ impl LengthDist {
     }
 
     /// A log-normal token count (BLIS's fit of a ServeGen length PDF), over all token counts.
-    pub(super) fn lognormal_tokens(mu: f64, sigma: f64) -> Result<LengthDist, String> {
-        let d = LogNormal::new(mu, sigma).map_err(|e| format!("lognormal: {e}"))?;
+    pub(super) fn lognormal_tokens(mu: f64, sigma: f64) -> Result<LengthDist, DistError> {
+        let d = LogNormal::new(mu, sigma).map_err(|e| DistError::Sampler {
+            name: "lognormal".to_owned(),
+            message: e.to_string(),
+        })?;
         let (lo, hi) = (f64::from(TOKENS.lo), f64::from(TOKENS.hi));
         Ok(LengthDist::bounded(Kind::LogNormal(d), lo, hi, &TOKENS))
     }
@@ -350,81 +450,91 @@ struct Params<'a> {
 }
 
 impl Params<'_> {
-    fn optional(&mut self, key: &str) -> Result<Option<f64>, String> {
+    /// The parameter `key`'s problem.
+    fn param(&self, key: &str, problem: ParamProblem) -> DistError {
+        DistError::Param {
+            name: self.name.to_owned(),
+            key: key.to_owned(),
+            problem,
+        }
+    }
+
+    /// The sampler's refusal of the parameters.
+    fn sampler(&self, e: impl std::fmt::Display) -> DistError {
+        DistError::Sampler {
+            name: self.name.to_owned(),
+            message: e.to_string(),
+        }
+    }
+
+    fn optional(&mut self, key: &str) -> Result<Option<f64>, DistError> {
         match self.map.remove(key) {
-            Some(v) if !v.is_finite() => Err(format!(
-                "{}: params.{key} must be a finite number, got {v}",
-                self.name
-            )),
+            Some(v) if !v.is_finite() => Err(self.param(key, ParamProblem::NotFinite(v))),
             v => Ok(v),
         }
     }
 
-    fn required(&mut self, key: &str) -> Result<f64, String> {
+    fn required(&mut self, key: &str) -> Result<f64, DistError> {
         self.optional(key)?
-            .ok_or_else(|| format!("{}: missing parameter params.{key}", self.name))
+            .ok_or_else(|| self.param(key, ParamProblem::Missing))
     }
 
-    fn positive(&mut self, key: &str) -> Result<f64, String> {
+    fn positive(&mut self, key: &str) -> Result<f64, DistError> {
         let v = self.required(key)?;
         if v > 0.0 {
             Ok(v)
         } else {
-            Err(format!("{}: {key} must be positive, got {v}", self.name))
+            Err(self.param(key, ParamProblem::NotPositive(v)))
         }
     }
 
-    fn non_negative(&mut self, key: &str) -> Result<f64, String> {
+    fn non_negative(&mut self, key: &str) -> Result<f64, DistError> {
         let v = self.required(key)?;
         if v >= 0.0 {
             Ok(v)
         } else {
-            Err(format!("{}: {key} must be ≥ 0, got {v}", self.name))
+            Err(self.param(key, ParamProblem::Negative(v)))
         }
     }
 
-    fn lognormal(&mut self) -> Result<LogNormal<f64>, String> {
+    fn lognormal(&mut self) -> Result<LogNormal<f64>, DistError> {
         let mu = self.required("mu")?;
         let sigma = self.non_negative("sigma")?;
-        LogNormal::new(mu, sigma).map_err(|e| format!("{}: {e}", self.name))
+        LogNormal::new(mu, sigma).map_err(|e| self.sampler(e))
     }
 
-    fn pareto(&mut self) -> Result<Pareto<f64>, String> {
+    fn pareto(&mut self) -> Result<Pareto<f64>, DistError> {
         let alpha = self.positive("alpha")?;
         let xm = self.positive("xm")?;
-        Pareto::new(xm, alpha).map_err(|e| format!("{}: {e}", self.name))
+        Pareto::new(xm, alpha).map_err(|e| self.sampler(e))
     }
 
     /// Fails on any parameter left unconsumed.
-    fn finish(self) -> Result<(), String> {
+    fn finish(self) -> Result<(), DistError> {
         match self.map.keys().next() {
             None => Ok(()),
-            Some(key) => Err(format!(
-                "{}: unknown parameter params.{key}; known types and parameters: {TYPES}",
-                self.name
-            )),
+            Some(key) => Err(self.param(key, ParamProblem::Unknown)),
         }
     }
 }
 
 /// BLIS's inline empirical table: token count → probability (normalised).
-fn empirical(params: &BTreeMap<String, f64>, d: &Domain) -> Result<LengthDist, String> {
+fn empirical(params: &BTreeMap<String, f64>, d: &Domain) -> Result<LengthDist, DistError> {
     let mut bins = Vec::with_capacity(params.len());
     for (key, &p) in params {
         let tokens: u32 = key
             .parse()
             .ok()
             .filter(|&t| t >= d.lo && t <= d.hi)
-            .ok_or_else(|| {
-                format!(
-                    "empirical: key `{key}` must be a {} in [{}, {}]",
-                    d.what, d.lo, d.hi
-                )
+            .ok_or_else(|| DistError::EmpiricalKey {
+                key: key.clone(),
+                what: d.what,
+                lo: d.lo,
+                hi: d.hi,
             })?;
         if !(p.is_finite() && p >= 0.0) {
-            return Err(format!(
-                "empirical: probability of {key} must be finite and ≥ 0, got {p}"
-            ));
+            let key = key.clone();
+            return Err(DistError::EmpiricalProbability { key, p });
         }
         if p > 0.0 {
             bins.push((tokens, p));
@@ -436,18 +546,18 @@ fn empirical(params: &BTreeMap<String, f64>, d: &Domain) -> Result<LengthDist, S
 impl LengthDist {
     /// An empirical distribution of token counts (each in `[1, 16,777,216]`) with their
     /// probabilities (finite, ≥ 0; normalised), as ServeGen's length PDFs give them.
-    pub(super) fn from_pmf(bins: &[(u32, f64)]) -> Result<LengthDist, String> {
+    pub(super) fn from_pmf(bins: &[(u32, f64)]) -> Result<LengthDist, DistError> {
         let bins = bins.iter().copied().filter(|&(_, p)| p > 0.0).collect();
         empirical_table(bins, &TOKENS)
     }
 }
 
 /// The inverse-CDF table of `bins` (token count, positive probability).
-fn empirical_table(mut bins: Vec<(u32, f64)>, d: &Domain) -> Result<LengthDist, String> {
+fn empirical_table(mut bins: Vec<(u32, f64)>, d: &Domain) -> Result<LengthDist, DistError> {
     bins.sort_unstable_by_key(|&(t, _)| t);
     let total: f64 = bins.iter().map(|&(_, p)| p).sum();
     if bins.is_empty() || total <= 0.0 {
-        return Err("empirical: params must give at least one positive probability".into());
+        return Err(DistError::EmpiricalEmpty);
     }
     let mut acc = 0.0;
     let mut cdf: Vec<f64> = bins

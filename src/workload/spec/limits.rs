@@ -16,7 +16,7 @@ pub const DEFAULT_MAX_REQUESTS: u64 = 10_000_000;
 pub(super) fn check_workflow(
     steps: &[StepSpec],
     loop_spec: Option<&LoopSpec>,
-) -> Result<(), String> {
+) -> Result<(), LimitError> {
     let iterations = |s: usize| {
         loop_spec
             .filter(|l| l.over.contains(&s))
@@ -35,27 +35,41 @@ pub(super) fn check_workflow(
         })
         .sum();
     if nodes > u128::from(MAX_SESSION_STEPS) {
-        return Err(format!(
-            "agentic: a session would have {nodes} step instances (fan_out × loop iterations, \
-             summed over the steps); at most {MAX_SESSION_STEPS}"
-        ));
+        return Err(LimitError::StepInstances { nodes });
     }
     if edges > u128::from(MAX_SESSION_DEPENDENCIES) {
-        return Err(format!(
-            "agentic: a session would have {edges} dependencies between its step instances \
-             (each fan_out branch waits for every branch of the steps it depends on); at most \
-             {MAX_SESSION_DEPENDENCIES}"
-        ));
+        return Err(LimitError::Dependencies { edges });
     }
     Ok(())
 }
 
 /// A conversation's most turns, refused past [`MAX_SESSION_STEPS`]; `field` names it.
-pub(super) fn check_turns(field: &str, turns: u32) -> Result<(), String> {
+pub(super) fn check_turns(field: &'static str, turns: u32) -> Result<(), LimitError> {
     if u64::from(turns) > MAX_SESSION_STEPS {
-        return Err(format!("{field} is {turns}; at most {MAX_SESSION_STEPS}"));
+        return Err(LimitError::Turns { field, turns });
     }
     Ok(())
+}
+
+/// A session past the limits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// A workflow with too many step instances.
+    #[error(
+        "agentic: a session would have {nodes} step instances (fan_out × loop iterations, \
+         summed over the steps); at most {MAX_SESSION_STEPS}"
+    )]
+    StepInstances { nodes: u128 },
+    /// A workflow with too many dependencies between its step instances.
+    #[error(
+        "agentic: a session would have {edges} dependencies between its step instances (each \
+         fan_out branch waits for every branch of the steps it depends on); at most \
+         {MAX_SESSION_DEPENDENCIES}"
+    )]
+    Dependencies { edges: u128 },
+    /// A conversation with too many turns (`field`: the field that sets them).
+    #[error("{field} is {turns}; at most {MAX_SESSION_STEPS}")]
+    Turns { field: &'static str, turns: u32 },
 }
 
 /// The arrivals a spec plans: `num_requests`, else (or when fewer) those it plans by time

@@ -132,14 +132,16 @@ fn deserialize_checked<'de, D, Raw, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     Raw: Deserialize<'de>,
-    T: TryFrom<Raw, Error = String>,
+    T: TryFrom<Raw>,
+    T::Error: fmt::Display,
 {
     struct Checked<Raw, T>(PhantomData<(Raw, T)>);
 
     impl<'de, Raw, T> Visitor<'de> for Checked<Raw, T>
     where
         Raw: Deserialize<'de>,
-        T: TryFrom<Raw, Error = String>,
+        T: TryFrom<Raw>,
+        T::Error: fmt::Display,
     {
         type Value = T;
 

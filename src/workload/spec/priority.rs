@@ -18,6 +18,26 @@ pub struct RawPriorityDist {
     weights: Option<Vec<f64>>,
 }
 
+/// What is wrong with a client's `priority_distribution`; each message names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PriorityError {
+    /// No value, or more than [`MAX_VALUES`].
+    #[error("priority_distribution.values: give 1 to {MAX_VALUES} priorities, got {values}")]
+    ValueCount { values: usize },
+    /// Not one weight per value.
+    #[error("priority_distribution.weights: {weights} weights for {values} values")]
+    WeightCount { weights: usize, values: usize },
+    /// A weight that is negative or not finite.
+    #[error("priority_distribution.weights: {weight} is not a finite number >= 0")]
+    BadWeight { weight: f64 },
+    /// Weights that are all 0.
+    #[error("priority_distribution.weights: all are 0")]
+    AllZero,
+    /// A distribution beside a fixed `priority`.
+    #[error("give priority or priority_distribution, not both")]
+    WithFixed,
+}
+
 /// A categorical distribution of priorities.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriorityDist {
@@ -29,28 +49,22 @@ pub struct PriorityDist {
 impl PriorityDist {
     /// Checks `raw` (values given, at most [`MAX_VALUES`]; one finite, non-negative weight per
     /// value, not all 0; equal weights when none given); the error names the field.
-    pub fn parse(raw: RawPriorityDist) -> Result<PriorityDist, String> {
+    pub fn parse(raw: RawPriorityDist) -> Result<PriorityDist, PriorityError> {
         let n = raw.values.len();
         if n == 0 || n > MAX_VALUES {
-            return Err(format!(
-                "priority_distribution.values: give 1 to {MAX_VALUES} priorities, got {n}"
-            ));
+            return Err(PriorityError::ValueCount { values: n });
         }
         let weights = raw.weights.unwrap_or_else(|| vec![1.0; n]);
         if weights.len() != n {
-            return Err(format!(
-                "priority_distribution.weights: {} weights for {n} values",
-                weights.len()
-            ));
+            let weights = weights.len();
+            return Err(PriorityError::WeightCount { weights, values: n });
         }
-        if let Some(w) = weights.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
-            return Err(format!(
-                "priority_distribution.weights: {w} is not a finite number >= 0"
-            ));
+        if let Some(&w) = weights.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
+            return Err(PriorityError::BadWeight { weight: w });
         }
         let total: f64 = weights.iter().sum();
         if total <= 0.0 {
-            return Err("priority_distribution.weights: all are 0".into());
+            return Err(PriorityError::AllZero);
         }
         let mut sum = 0.0;
         let cumulative = weights
@@ -85,7 +99,7 @@ mod tests {
     use super::*;
     use crate::workload::spec::{Overrides, WorkloadSpec, generate_workload, write_jsonl};
 
-    fn dist(values: Vec<i32>, weights: Option<Vec<f64>>) -> Result<PriorityDist, String> {
+    fn dist(values: Vec<i32>, weights: Option<Vec<f64>>) -> Result<PriorityDist, PriorityError> {
         PriorityDist::parse(RawPriorityDist { values, weights })
     }
 
@@ -117,7 +131,7 @@ mod tests {
             (vec![1], Some(vec![-1.0]), "weights"),
             (vec![1, 2], Some(vec![0.0, 0.0]), "weights"),
         ] {
-            let e = dist(values, weights).unwrap_err();
+            let e = dist(values, weights).unwrap_err().to_string();
             assert!(e.contains(&format!("priority_distribution.{field}")), "{e}");
         }
     }

@@ -457,12 +457,14 @@ const MAX_USERS: i64 = 100_000;
 /// A closed-loop client: requests of the input and output distributions, no rate, no arrival
 /// process (BLIS: `concurrency` and `rate_fraction` exclude each other).
 /// A client's `priority_distribution`, checked (not beside a fixed `priority`).
-fn priority_dist(raw: &mut RawClient) -> Result<Option<super::PriorityDist>, String> {
+fn priority_dist(
+    raw: &mut RawClient,
+) -> Result<Option<super::PriorityDist>, super::priority::PriorityError> {
     let Some(dist) = raw.priority_distribution.take() else {
         return Ok(None);
     };
     if raw.priority.is_some() {
-        return Err("give priority or priority_distribution, not both".into());
+        return Err(super::priority::PriorityError::WithFixed);
     }
     super::PriorityDist::parse(dist).map(Some)
 }

@@ -23,6 +23,7 @@
 //! as ServeGen's `construct.py` draws them: text tokens plus, per modality, a drawn count of
 //! items each of drawn tokens, all counted into the prompt.
 
+use super::arrival::ArrivalError;
 use super::dist::{CountDist, LengthDist};
 use super::extras::Multimodal;
 use super::servegen_periods::Periods;
@@ -342,7 +343,7 @@ impl Entry {
         }
         let lengths = |name: &str, text: &str| {
             parse_pdf(text)
-                .and_then(|bins| LengthDist::from_pmf(&bins))
+                .and_then(|bins| LengthDist::from_pmf(&bins).map_err(|e| e.to_string()))
                 .map_err(|m| format!("{}: {name}: {m}", what()))
         };
         let input_name = if self.media.is_some() {
@@ -370,10 +371,10 @@ fn multimodal(
     let mut parts = Vec::with_capacity(3);
     for ((tokens, count), m) in media.iter().zip(["image", "audio", "video"]) {
         let per_item = parse_pdf(tokens)
-            .and_then(|b| LengthDist::from_pmf(&b))
+            .and_then(|b| LengthDist::from_pmf(&b).map_err(|e| e.to_string()))
             .map_err(|e| format!("{}: {m}_tokens: {e}", what()))?;
         let items = parse_pdf_counts(count)
-            .and_then(|b| CountDist::from_pmf(&b))
+            .and_then(|b| CountDist::from_pmf(&b).map_err(|e| e.to_string()))
             .map_err(|e| format!("{}: {m}_count: {e}", what()))?;
         parts.push((per_item, items));
     }
@@ -478,7 +479,7 @@ fn parse_row(text: &str) -> Result<Row, String> {
 
 /// A row's arrival process: Gamma or Weibull with the fitted shape (else from the cv),
 /// Poisson for an empty or other pattern (as BLIS).
-fn row_arrival(row: &Row) -> Result<ArrivalProcess, String> {
+fn row_arrival(row: &Row) -> Result<ArrivalProcess, ArrivalError> {
     match row.pattern.as_str() {
         p @ ("gamma" | "weibull") => window_arrival_process(
             p,

@@ -21,6 +21,7 @@
 //! fitted shape, or the shape of their mean cv (Poisson for a Gamma shape below 0.01). A
 //! cohort with rate 0 is left out.
 
+use super::arrival::ArrivalError;
 use super::cohort::CohortSpec;
 use super::dist::LengthDist;
 use super::servegen::{
@@ -248,7 +249,9 @@ fn cohort_lengths(chunks: &[&Chunk], window: i64) -> Result<(LengthDist, LengthD
         ));
     }
     let n = f64::from(sum.chunks);
-    let dist = |(mu, sigma): (f64, f64)| LengthDist::lognormal_tokens(mu / n, sigma / n);
+    let dist = |(mu, sigma): (f64, f64)| {
+        LengthDist::lognormal_tokens(mu / n, sigma / n).map_err(|e| e.to_string())
+    };
     Ok((dist(sum.input)?, dist(sum.output)?))
 }
 
@@ -311,7 +314,7 @@ pub(super) fn fit_lognormal(bins: &[(u32, f64)]) -> Option<(f64, f64)> {
 }
 
 /// The cohort's arrival process (see the module doc).
-fn cohort_arrival(chunks: &[&Chunk], window: i64) -> Result<ArrivalProcess, String> {
+fn cohort_arrival(chunks: &[&Chunk], window: i64) -> Result<ArrivalProcess, ArrivalError> {
     let (mut cv, mut shape, mut scale, mut n) = (0.0, 0.0, 0.0, 0u32);
     let (mut gamma, mut weibull) = (0u32, 0u32);
     let rows = chunks.iter().flat_map(|c| c.rows.iter());

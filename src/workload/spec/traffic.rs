@@ -54,7 +54,7 @@ pub(super) fn traffic(raw: &mut RawClient, who: &str) -> Result<Traffic, String>
         )));
     }
     let from_reasoning = match raw.reasoning.take() {
-        Some(r) => Conversation::from_reasoning(r).map_err(at)?,
+        Some(r) => Conversation::from_reasoning(r).map_err(|e| at(e.to_string()))?,
         None => None,
     };
     let conversation = match (from_reasoning, raw.follow_up.take()) {
@@ -64,7 +64,7 @@ pub(super) fn traffic(raw: &mut RawClient, who: &str) -> Result<Traffic, String>
             ));
         }
         (Some(c), None) => Some(c),
-        (None, Some(f)) => Some(Conversation::from_follow_up(f).map_err(at)?),
+        (None, Some(f)) => Some(Conversation::from_follow_up(f).map_err(|e| at(e.to_string()))?),
         (None, None) => None,
     };
     match (raw.closed_loop, &conversation) {

@@ -9,7 +9,7 @@
 //! the partial sums that fall strictly inside the window (the n-th lands on its end and is
 //! dropped), so a window sends `n − 1` requests whose spacing keeps the process's burstiness.
 
-use super::arrival::{ArrivalProcess, weibull_shape};
+use super::arrival::{ArrivalError, ArrivalProcess, weibull_shape};
 use super::dist::LengthDist;
 use super::extras::Multimodal;
 use crate::Nanos;
@@ -80,12 +80,10 @@ impl WindowParams {
 
 impl RawWindow {
     /// The window's overrides, checked; errors name the field (`trace_rate`, `arrival`).
-    pub(super) fn params(&mut self) -> Result<WindowParams, String> {
+    pub(super) fn params(&mut self) -> Result<WindowParams, WindowError> {
         let trace_rate = match self.trace_rate {
             Some(r) if !(r.is_finite() && r >= 0.0) => {
-                return Err(format!(
-                    "trace_rate must be a finite number of requests per second ≥ 0, got {r}"
-                ));
+                return Err(WindowError::TraceRate { value: r });
             }
             r => r,
         };
@@ -94,7 +92,7 @@ impl RawWindow {
             .take()
             .map(|a| window_arrival(&a))
             .transpose()
-            .map_err(|e| format!("arrival: {e}"))?;
+            .map_err(WindowError::Arrival)?;
         Ok(WindowParams {
             trace_rate,
             arrival,
@@ -103,6 +101,17 @@ impl RawWindow {
             multimodal: None,
         })
     }
+}
+
+/// What is wrong with a window's overrides.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WindowError {
+    /// A negative or infinite `trace_rate`.
+    #[error("trace_rate must be a finite number of requests per second ≥ 0, got {value}")]
+    TraceRate { value: f64 },
+    /// The window's `arrival`.
+    #[error("arrival: {0}")]
+    Arrival(ArrivalError),
 }
 
 /// Gamma shapes a window may have (a gap distribution that can be built and sampled).
@@ -118,22 +127,32 @@ pub(super) fn window_arrival_process(
     process: &str,
     cv: Option<f64>,
     shape: Option<f64>,
-) -> Result<ArrivalProcess, String> {
-    let positive = |field: &str, v: Option<f64>| match v {
-        Some(x) if !(x.is_finite() && x > 0.0) => {
-            Err(format!("{field} must be a positive number, got {x}"))
-        }
+) -> Result<ArrivalProcess, ArrivalError> {
+    let positive = |field: &'static str, v: Option<f64>| match v {
+        Some(x) if !(x.is_finite() && x > 0.0) => Err(ArrivalError::NotPositive {
+            process: None,
+            field,
+            value: x,
+        }),
         other => Ok(other),
     };
     let (cv, shape) = (positive("cv", cv)?, positive("shape", shape)?);
     let within = |k: f64, (lo, hi): (f64, f64)| match (lo..=hi).contains(&k) {
         true => Ok(k),
-        false => Err(format!("{process}: shape must be in [{lo}, {hi}], got {k}")),
+        false => Err(ArrivalError::OutOfRange {
+            process: process.to_owned(),
+            field: "shape",
+            lo,
+            hi,
+            value: k,
+            exponent: false,
+        }),
     };
     match process {
-        "poisson" | "constant" if cv.is_some() || shape.is_some() => Err(format!(
-            "`cv` and `shape` do not apply to process `{process}`"
-        )),
+        "poisson" | "constant" if cv.is_some() || shape.is_some() => {
+            let process = process.to_owned();
+            Err(ArrivalError::CvAndShapeDoNotApply { process })
+        }
         "poisson" => Ok(ArrivalProcess::Poisson),
         "constant" => Ok(ArrivalProcess::Constant),
         "gamma" => Ok(ArrivalProcess::Gamma {
@@ -148,7 +167,14 @@ pub(super) fn window_arrival_process(
                 (Some(k), _) => k,
                 (None, Some(cv)) if (0.01..=10.4).contains(&cv) => weibull_shape(cv),
                 (None, Some(cv)) => {
-                    return Err(format!("weibull: cv must be in [0.01, 10.4], got {cv}"));
+                    return Err(ArrivalError::OutOfRange {
+                        process: "weibull".to_owned(),
+                        field: "cv",
+                        lo: 0.01,
+                        hi: 10.4,
+                        value: cv,
+                        exponent: false,
+                    });
                 }
                 (None, None) => 1.0,
             };
@@ -157,17 +183,21 @@ pub(super) fn window_arrival_process(
                 fitted: false,
             })
         }
-        other => Err(format!(
-            "unknown process `{other}` for a window; known: poisson, constant, gamma, weibull"
-        )),
+        other => Err(ArrivalError::UnknownWindowProcess {
+            name: other.to_owned(),
+        }),
     }
 }
 
-fn window_arrival(raw: &RawWindowArrival) -> Result<ArrivalProcess, String> {
+fn window_arrival(raw: &RawWindowArrival) -> Result<ArrivalProcess, ArrivalError> {
     if let Some(s) = raw.scale
         && !(s.is_finite() && s > 0.0)
     {
-        return Err(format!("scale must be a positive number, got {s}"));
+        return Err(ArrivalError::NotPositive {
+            process: None,
+            field: "scale",
+            value: s,
+        });
     }
     window_arrival_process(&raw.process, raw.cv, raw.shape)
 }
