@@ -203,8 +203,10 @@ pub struct SglangScheduler {
     in_flight: bool,
     formed: u64,
     step_finish_ns: Vec<Nanos>,
-    /// The inter-token gaps of every request finished here, pooled.
-    itl_pool: crate::metrics::IntegerCounts,
+    /// The inter-token gaps of every request finished here, pooled by step.
+    itl: super::itl::ItlTally,
+    /// Whether finished requests' records list their inter-token gaps.
+    itl_values: bool,
     last_step_tokens: StepTokens,
     /// Under the overlap scheduler: requests that finished with the last pass, their KV
     /// released only once the next pass is formed.
@@ -254,7 +256,8 @@ impl SglangScheduler {
             in_flight: false,
             formed: 0,
             step_finish_ns: Vec::new(),
-            itl_pool: Default::default(),
+            itl: Default::default(),
+            itl_values: true,
             last_step_tokens: StepTokens::default(),
             freed_late: Vec::new(),
             stats: SchedulerStats::default(),
@@ -586,9 +589,15 @@ impl SglangScheduler {
         })
     }
 
-    /// The inter-token gaps of every request finished here, pooled.
-    pub fn itl_counts(&self) -> &crate::metrics::IntegerCounts {
-        &self.itl_pool
+    /// Whether the records of finished requests list their inter-token gaps (on by
+    /// default); off, they are only pooled ([`SglangScheduler::itl_counts`]).
+    pub fn keep_itl_values(&mut self, on: bool) {
+        self.itl_values = on;
+    }
+
+    /// Adds the inter-token gaps of every request finished here so far to `out`.
+    pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
+        self.itl.count_into(&self.step_finish_ns, out);
     }
 
     /// Requests handed off whose KV is still held.
