@@ -24,7 +24,7 @@
 //!    retraction lowers the ratio by its decay step, down to its floor; an idle pass resets
 //!    it (`NewTokenRatioTracker`).
 //!
-//! The KV cache is a radix tree over page hashes (`radix.rs`): admission matches the prompt
+//! The KV cache is a radix tree over page keys (`radix.rs`): admission matches the prompt
 //! (its full pages, all tokens but the last), locks the matched path; finished prefills and
 //! requests insert their pages, unlocked ones are evicted LRU leaf first.
 //!
@@ -239,7 +239,8 @@ impl SglangScheduler {
                 ..view.clone()
             },
             view,
-            tree: RadixCache::new(u64::from(total_pages), config.disable_radix_cache),
+            tree: RadixCache::new(u64::from(total_pages), config.disable_radix_cache)
+                .with_token_keys(config.page_size == 1),
             config,
             slots: Vec::new(),
             free_slots: Vec::new(),
@@ -388,9 +389,10 @@ impl SglangScheduler {
         self.last_step_tokens
     }
 
-    /// Leading pages of the chain `hashes` the radix cache holds (read-only).
+    /// Leading pages of the chain `hashes` (a router's chained page hashes) the radix cache
+    /// holds (read-only).
     pub fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
-        self.tree.cached_pages(hashes)
+        self.tree.cached_chain(hashes)
     }
 
     /// Queues an arrived request at the back of the waiting queue, with the control plane's
