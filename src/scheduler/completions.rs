@@ -79,13 +79,6 @@ impl Completions {
         (0..self.len()).map(move |k| self.record(k, model))
     }
 
-    /// The inter-token gaps of the request added last (empty when none were written).
-    pub(super) fn last_itls(&self) -> &[Nanos] {
-        self.done
-            .last()
-            .map_or(&[], |d| &self.itls[d.itl.0..d.itl.1])
-    }
-
     /// Adds `req`, finished on instance `instance_id` at `end`; `step_finish_ns` are the
     /// finish times of its instance's steps, which its token times index, or `None` when no
     /// one reads the record's inter-token latencies (they are then left empty).

@@ -315,19 +315,14 @@ impl Core {
     }
 
     /// Whether the records of finished requests list their inter-token latencies (on by
-    /// default; off, vLLM's only pools them, and SGLang's list them anyway).
+    /// default; off, they are only pooled).
     pub fn keep_itl_values(&mut self, on: bool) {
-        if let Core::Vllm(s) = self {
-            s.keep_itl_values(on);
-        }
+        each!(self, s => s.keep_itl_values(on))
     }
 
     /// Adds the inter-token gaps of every request finished here so far to `out`.
     pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
-        match self {
-            Core::Vllm(s) => s.itl_counts(out),
-            Core::Sglang(s) => out.merge(s.itl_counts()),
-        }
+        each!(self, s => s.itl_counts(out))
     }
 
     /// Frees a handed-off request whose transfer ended.

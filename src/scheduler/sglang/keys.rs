@@ -1,17 +1,19 @@
-//! A request's radix keys, made when first needed: the chained hashes of its full pages
-//! (the values [`crate::scheduler::request_block_hashes`] gives at the page size, which a
-//! router's prefix lookup uses too), extended page by page from its token ids.
+//! A request's radix keys, made when first needed. At one token per page (SGLang's default)
+//! a page's key is its token id: the tree's path already says what came before, so no hash
+//! is needed (a router's chained hashes are checked against the tree's tokens instead, see
+//! [`super::radix::RadixCache::cached_chain`]). At larger pages a key is the chained hash of
+//! the page (the values [`crate::scheduler::request_block_hashes`] gives at the page size,
+//! which a router's prefix lookup uses too), extended page by page from the token ids.
 //!
 //! A waiting request holds only its token ids (or a Mooncake prompt's block ids, one number
-//! per block): at one token per page a hash is twice the size of the token it stands for,
-//! and a request may wait for the whole run. Its hashes are made when a prefix match or an
-//! insert first reaches them (admission, `lpm`'s queue order, a finished chunk), so an
-//! instance holds hashes for the requests it runs and those a policy looks at, and never
-//! hashes a token twice (but after a retraction, which gives its pages up).
+//! per block). Its keys are made when a prefix match or an insert first reaches them
+//! (admission, `lpm`'s queue order, a finished chunk), so an instance holds keys for the
+//! requests it runs and those a policy looks at, and never hashes a page twice (but after a
+//! retraction, which gives its pages up).
 //!
 //! Once the request's leading pages are in the tree (its locked path holds them), their
-//! hashes are the tree's: the request drops its copies and inserts its later pages below
-//! its locked node ([`super::radix::RadixCache::insert_below`]), so a page's hash is held
+//! keys are the tree's: the request drops its copies and inserts its later pages below
+//! its locked node ([`super::radix::RadixCache::insert_below`]), so a page's key is held
 //! once, by the tree or by the request computing it.
 
 use crate::scheduler::kv::CHAIN_SEED;
@@ -36,9 +38,9 @@ pub(crate) struct PageKeys {
     known: u32,
     /// Leading pages whose hashes the tree holds for this request (dropped here).
     base: usize,
-    /// The hash of page `base - 1` (the chain's seed at 0).
+    /// The hash of page `base - 1` (the chain's seed at 0; unused at one token per page).
     base_hash: u64,
-    /// The hashes of pages `base..`, as far as they were needed.
+    /// The keys of pages `base..`, as far as they were needed.
     hashes: Vec<u64>,
 }
 
@@ -68,9 +70,9 @@ impl PageKeys {
         self.base
     }
 
-    /// The hashes of pages `base()..pages` of `page` tokens, or up to as many full pages as
-    /// the request's token ids make if fewer; made now where not made yet. `bytes` is a
-    /// scratch buffer.
+    /// The keys of pages `base()..pages` of `page` tokens (token ids at one token per page,
+    /// else chained hashes), or up to as many full pages as the request's token ids make if
+    /// fewer; made now where not made yet. `bytes` is a scratch buffer.
     pub fn upto(&mut self, pages: usize, page: u32, bytes: &mut Vec<u8>) -> &[u64] {
         let pages = pages.min((self.known / page) as usize).max(self.base);
         let done = self.base + self.hashes.len();
@@ -81,11 +83,11 @@ impl PageKeys {
                 Tokens::None => {}
                 Tokens::Ids(ids) => {
                     let ids = ids[from..to].iter().copied();
-                    chain(ids, parent, page, &mut self.hashes, bytes);
+                    page_keys(ids, parent, page, &mut self.hashes, bytes);
                 }
                 Tokens::Blocks(blocks) => {
                     let ids = blocks.tokens(to).skip(from);
-                    chain(ids, parent, page, &mut self.hashes, bytes);
+                    page_keys(ids, parent, page, &mut self.hashes, bytes);
                 }
             }
         }
@@ -93,7 +95,7 @@ impl PageKeys {
     }
 
     /// The tree now holds the first `pages` pages for this request (its locked path ends
-    /// there): their hashes are dropped here. Pages must have been made up to there.
+    /// there): their keys are dropped here. Pages must have been made up to there.
     pub fn held_by_tree(&mut self, pages: usize) {
         if pages <= self.base {
             return;
@@ -122,9 +124,10 @@ impl PageKeys {
     }
 }
 
-/// Appends to `out` the chained hashes of the full pages of `tokens`, continuing the chain
-/// from `parent` (the format of [`crate::scheduler::block_hashes`]).
-fn chain(
+/// Appends to `out` the keys of the full pages of `tokens`: at one token per page the
+/// tokens themselves, else the chained hashes continuing the chain from `parent` (the format
+/// of [`crate::scheduler::block_hashes`]).
+fn page_keys(
     mut tokens: impl Iterator<Item = u32>,
     mut parent: u64,
     page: u32,
@@ -132,14 +135,7 @@ fn chain(
     bytes: &mut Vec<u8>,
 ) {
     if page == 1 {
-        // One token per page (SGLang's default): a fixed 12-byte input.
-        let mut input = [0u8; 12];
-        for t in tokens {
-            input[..8].copy_from_slice(&parent.to_le_bytes());
-            input[8..].copy_from_slice(&t.to_le_bytes());
-            parent = xxhash_rust::xxh3::xxh3_64(&input);
-            out.push(parent);
-        }
+        out.extend(tokens.map(u64::from));
         return;
     }
     loop {
@@ -154,6 +150,15 @@ fn chain(
         parent = xxhash_rust::xxh3::xxh3_64(bytes);
         out.push(parent);
     }
+}
+
+/// The chained hash of a one-token page `token` after the page whose hash is `parent`
+/// ([`crate::scheduler::block_hashes`] at block size 1).
+pub(super) fn chain_one(parent: u64, token: u32) -> u64 {
+    let mut input = [0u8; 12];
+    input[..8].copy_from_slice(&parent.to_le_bytes());
+    input[8..].copy_from_slice(&token.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&input)
 }
 
 #[cfg(test)]
@@ -183,14 +188,36 @@ mod tests {
         }
     }
 
-    /// Made in two, three or one go, the keys equal the router's hashes of the request
-    /// (listed ids, Mooncake blocks; page sizes 1, 3, 16).
+    /// The keys a request would have made all at once: its token ids at one token per page,
+    /// else the router's chained hashes of its pages.
+    fn expected_keys(request: &Request, page: u32) -> Vec<u64> {
+        let mut hashes = Vec::new();
+        request_block_hashes(request, page, usize::MAX, &mut hashes, &mut Vec::new());
+        if page > 1 {
+            return hashes;
+        }
+        let len = hashes.len();
+        let tokens: Vec<u64> = match &request.prompt_blocks {
+            Some(blocks) => blocks.tokens(len).map(u64::from).collect(),
+            None => request.token_ids.iter().map(|&t| u64::from(t)).collect(),
+        };
+        // Chained one token at a time, they are the router's hashes.
+        let mut parent = CHAIN_SEED;
+        for (&t, &h) in tokens.iter().zip(&hashes) {
+            parent = chain_one(parent, t as u32);
+            assert_eq!(parent, h);
+        }
+        tokens
+    }
+
+    /// Made in two, three or one go, the keys are the token ids at one token per page and
+    /// the router's hashes of the request at larger pages (listed ids, Mooncake blocks; page
+    /// sizes 1, 3, 16).
     #[test]
-    fn lazily_made_keys_equal_the_routers_hashes() {
+    fn lazily_made_keys_are_tokens_or_the_routers_hashes() {
         for request in [listed(70), mooncake(29)] {
             for page in [1, 3, 16] {
-                let mut expected = Vec::new();
-                request_block_hashes(&request, page, usize::MAX, &mut expected, &mut Vec::new());
+                let expected = expected_keys(&request, page);
                 let mut bytes = Vec::new();
                 for cuts in [vec![usize::MAX], vec![2, usize::MAX], vec![1, 5, 9, 100]] {
                     let mut keys = PageKeys::new(&request, true);

@@ -24,7 +24,7 @@
 //!    retraction lowers the ratio by its decay step, down to its floor; an idle pass resets
 //!    it (`NewTokenRatioTracker`).
 //!
-//! The KV cache is a radix tree over page hashes (`radix.rs`): admission matches the prompt
+//! The KV cache is a radix tree over page keys (`radix.rs`): admission matches the prompt
 //! (its full pages, all tokens but the last), locks the matched path; finished prefills and
 //! requests insert their pages, unlocked ones are evicted LRU leaf first.
 //!
@@ -203,8 +203,10 @@ pub struct SglangScheduler {
     in_flight: bool,
     formed: u64,
     step_finish_ns: Vec<Nanos>,
-    /// The inter-token gaps of every request finished here, pooled.
-    itl_pool: crate::metrics::IntegerCounts,
+    /// The inter-token gaps of every request finished here, pooled by step.
+    itl: super::itl::ItlTally,
+    /// Whether finished requests' records list their inter-token gaps.
+    itl_values: bool,
     last_step_tokens: StepTokens,
     /// Under the overlap scheduler: requests that finished with the last pass, their KV
     /// released only once the next pass is formed.
@@ -237,7 +239,8 @@ impl SglangScheduler {
                 ..view.clone()
             },
             view,
-            tree: RadixCache::new(u64::from(total_pages), config.disable_radix_cache),
+            tree: RadixCache::new(u64::from(total_pages), config.disable_radix_cache)
+                .with_token_keys(config.page_size == 1),
             config,
             slots: Vec::new(),
             free_slots: Vec::new(),
@@ -254,7 +257,8 @@ impl SglangScheduler {
             in_flight: false,
             formed: 0,
             step_finish_ns: Vec::new(),
-            itl_pool: Default::default(),
+            itl: Default::default(),
+            itl_values: true,
             last_step_tokens: StepTokens::default(),
             freed_late: Vec::new(),
             stats: SchedulerStats::default(),
@@ -386,9 +390,10 @@ impl SglangScheduler {
         self.last_step_tokens
     }
 
-    /// Leading pages of the chain `hashes` the radix cache holds (read-only).
+    /// Leading pages of the chain `hashes` (a router's chained page hashes) the radix cache
+    /// holds (read-only).
     pub fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
-        self.tree.cached_pages(hashes)
+        self.tree.cached_chain(hashes)
     }
 
     /// Queues an arrived request at the back of the waiting queue, with the control plane's
@@ -587,9 +592,15 @@ impl SglangScheduler {
         })
     }
 
-    /// The inter-token gaps of every request finished here, pooled.
-    pub fn itl_counts(&self) -> &crate::metrics::IntegerCounts {
-        &self.itl_pool
+    /// Whether the records of finished requests list their inter-token gaps (on by
+    /// default); off, they are only pooled ([`SglangScheduler::itl_counts`]).
+    pub fn keep_itl_values(&mut self, on: bool) {
+        self.itl_values = on;
+    }
+
+    /// Adds the inter-token gaps of every request finished here so far to `out`.
+    pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
+        self.itl.count_into(&self.step_finish_ns, out);
     }
 
     /// Requests handed off whose KV is still held.

@@ -185,8 +185,9 @@ impl RadixCache {
                 .children(node)
                 .filter(|c| weight.contains_key(c))
                 .collect();
-            // Heaviest first (a stable sort keeps the tree's order among equals).
-            children.sort_by_key(|c| std::cmp::Reverse(weight[c]));
+            // Heaviest first; among equals, in the order they joined the tree (SGLang sorts
+            // its children dict, kept in insertion order, with a stable sort).
+            children.sort_by_key(|&c| (std::cmp::Reverse(weight[&c]), self.child_order(c)));
             stack.extend(children.into_iter().rev().map(|c| (c, false)));
         }
         order

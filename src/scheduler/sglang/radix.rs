@@ -1,9 +1,11 @@
 //! SGLang's radix-tree prefix cache (`mem_cache/radix_cache.py`), at page granularity, with
 //! the KV page pool it shares with the requests.
 //!
-//! Keys are the chained hashes of a sequence's full pages (one `u64` per `page_size` tokens,
-//! [`crate::scheduler::request_block_hashes`] at the page size), so two sequences share a
-//! node exactly where they share a page-aligned token prefix. A node holds a run of pages
+//! Keys are one `u64` per full page of a sequence: at one token per page the token id (as
+//! SGLang's own tree keys), at larger pages the page's chained hash
+//! ([`crate::scheduler::request_block_hashes`] at the page size), so two sequences share a
+//! node exactly where they share a page-aligned token prefix. A router's lookup comes with
+//! chained hashes at every page size ([`RadixCache::cached_chain`]). A node holds a run of pages
 //! (the tree is compressed: a segment inserted at once stays one node until a later match
 //! or insert ends inside it and splits it). As in SGLang:
 //! - a request **locks** the path to the node its KV reaches (`lock_ref` up to the root);
@@ -20,6 +22,8 @@
 //! privately by requests (pages not in the tree: a prompt being computed, the partial last
 //! page, decoded tokens), the rest free.
 
+use super::keys::chain_one;
+use crate::scheduler::kv::CHAIN_SEED;
 use crate::scheduler::SchedulerBug;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,11 +35,14 @@ pub(crate) const ROOT: NodeId = 0;
 
 #[derive(Debug, Clone)]
 struct Node {
-    /// The page hashes of this node's segment.
-    key: Vec<u64>,
+    /// The page keys of this node's segment.
+    key: Segment,
     parent: NodeId,
-    /// Children by the hash of their first page.
+    /// Children by the key of their first page.
     children: BTreeMap<u64, NodeId>,
+    /// When the node took its place among its parent's children: SGLang's children are a
+    /// dict, kept in insertion order (a split node's upper half takes the place it had).
+    order: u64,
     /// Requests whose locked path runs through here.
     lock_ref: u32,
     last_access: u64,
@@ -49,6 +56,8 @@ pub(crate) struct RadixCache {
     /// Unlocked leaves, by (last access, id): eviction order.
     leaves: BTreeSet<(u64, NodeId)>,
     clock: u64,
+    /// Nodes made so far (the next node's `order`).
+    made: u64,
     total_pages: u64,
     evictable_pages: u64,
     protected_pages: u64,
@@ -56,29 +65,41 @@ pub(crate) struct RadixCache {
     private_pages: u64,
     /// `--disable-radix-cache`: nothing is matched or inserted (SGLang's chunk cache).
     disabled: bool,
+    /// Keys are token ids (one token per page), not chained hashes.
+    token_keys: bool,
 }
 
 impl RadixCache {
     /// An empty tree over a pool of `total_pages` pages.
     pub fn new(total_pages: u64, disabled: bool) -> RadixCache {
         let root = Node {
-            key: Vec::new(),
+            key: Segment::default(),
             parent: ROOT,
             children: BTreeMap::new(),
             lock_ref: 1,
             last_access: 0,
+            order: 0,
         };
         RadixCache {
             nodes: vec![root],
             free_nodes: Vec::new(),
             leaves: BTreeSet::new(),
             clock: 0,
+            made: 0,
             total_pages,
             evictable_pages: 0,
             protected_pages: 0,
             private_pages: 0,
             disabled,
+            token_keys: false,
         }
+    }
+
+    /// The same tree with keys that are token ids (one token per page) instead of chained
+    /// hashes, when `on`.
+    pub fn with_token_keys(mut self, on: bool) -> RadixCache {
+        self.token_keys = on;
+        self
     }
 
     /// Whether the tree is off (`--disable-radix-cache`).
@@ -141,8 +162,44 @@ impl RadixCache {
         self.clock
     }
 
-    /// The number of leading pages of `pages` the tree holds, without touching or splitting
-    /// anything (what a router's lookup sees).
+    /// The number of leading pages of the chain `hashes` (a sequence's chained page hashes,
+    /// what a router looks up) the tree holds, without touching or splitting anything.
+    pub fn cached_chain(&self, hashes: &[u64]) -> usize {
+        if !self.token_keys {
+            return self.cached_pages(hashes);
+        }
+        if self.disabled {
+            return 0;
+        }
+        // Token keys: a tree token extends the chain where hashing it after the previous
+        // page's hash gives the next hash. Each check reads the given hashes only, so the
+        // checks are independent of one another.
+        let extends = |matched: usize, token: u64| {
+            let parent = matched.checked_sub(1).map_or(CHAIN_SEED, |k| hashes[k]);
+            chain_one(parent, token as u32) == hashes[matched]
+        };
+        let (mut node, mut matched) = (ROOT, 0);
+        while matched < hashes.len() {
+            let mut children = self.nodes[node as usize].children.iter();
+            let Some((_, &child)) = children.find(|&(&t, _)| extends(matched, t)) else {
+                break;
+            };
+            let key = &self.nodes[child as usize].key;
+            let common = 1
+                + (1..key.len())
+                    .take_while(|&k| matched + k < hashes.len() && extends(matched + k, key.get(k)))
+                    .count();
+            matched += common;
+            if common < key.len() {
+                break;
+            }
+            node = child;
+        }
+        matched
+    }
+
+    /// The number of leading pages of `pages` (keys as the tree's) the tree holds, without
+    /// touching or splitting anything.
     pub fn cached_pages(&self, pages: &[u64]) -> usize {
         if self.disabled {
             return 0;
@@ -153,7 +210,7 @@ impl RadixCache {
                 break;
             };
             let key = &self.nodes[child as usize].key;
-            let common = common_prefix(key, &pages[matched..]);
+            let common = key.common_prefix(&pages[matched..]);
             matched += common;
             if common < key.len() {
                 break;
@@ -178,7 +235,9 @@ impl RadixCache {
                 break;
             };
             self.touch(child, now);
-            let common = common_prefix(&self.nodes[child as usize].key, &pages[matched..]);
+            let common = self.nodes[child as usize]
+                .key
+                .common_prefix(&pages[matched..]);
             matched += common;
             if common < self.nodes[child as usize].key.len() {
                 node = self.split(child, common);
@@ -228,7 +287,9 @@ impl RadixCache {
                 break;
             };
             self.touch(child, now);
-            let common = common_prefix(&self.nodes[child as usize].key, &pages[matched..]);
+            let common = self.nodes[child as usize]
+                .key
+                .common_prefix(&pages[matched..]);
             matched += common;
             node = if common < self.nodes[child as usize].key.len() {
                 self.split(child, common)
@@ -237,7 +298,7 @@ impl RadixCache {
             };
         }
         if matched < pages.len() {
-            let rest = pages[matched..].to_vec();
+            let rest = Segment::new(&pages[matched..]);
             let len = rest.len() as u64;
             let id = self.new_node(rest, node, now);
             self.nodes[node as usize]
@@ -301,12 +362,12 @@ impl RadixCache {
                 break;
             };
             let node = &self.nodes[leaf as usize];
-            let (parent, first, len) = (node.parent, node.key[0], node.key.len() as u64);
+            let (parent, first, len) = (node.parent, node.key.get(0), node.key.len() as u64);
             self.nodes[parent as usize].children.remove(&first);
             self.evictable_pages -= len;
             freed += len;
             self.free_nodes.push(leaf);
-            self.nodes[leaf as usize].key = Vec::new();
+            self.nodes[leaf as usize].key = Segment::default();
             self.update_leaf(parent);
         }
         freed
@@ -318,7 +379,7 @@ impl RadixCache {
     pub fn eviction_order(&self) -> Vec<u64> {
         self.leaves
             .iter()
-            .map(|&(_, id)| self.nodes[id as usize].key[0])
+            .map(|&(_, id)| self.nodes[id as usize].key.get(0))
             .collect()
     }
 
@@ -327,9 +388,14 @@ impl RadixCache {
         self.nodes[node as usize].parent
     }
 
-    /// The children of `node`, by their first page's hash.
+    /// The children of `node` (in no particular order).
     pub fn children(&self, node: NodeId) -> impl Iterator<Item = NodeId> + '_ {
         self.nodes[node as usize].children.values().copied()
+    }
+
+    /// When `node` took its place among its parent's children (SGLang's dict order).
+    pub fn child_order(&self, node: NodeId) -> u64 {
+        self.nodes[node as usize].order
     }
 
     #[cfg(test)]
@@ -374,13 +440,15 @@ impl RadixCache {
         Ok(())
     }
 
-    fn new_node(&mut self, key: Vec<u64>, parent: NodeId, now: u64) -> NodeId {
+    fn new_node(&mut self, key: Segment, parent: NodeId, now: u64) -> NodeId {
+        self.made += 1;
         let node = Node {
             key,
             parent,
             children: BTreeMap::new(),
             lock_ref: 0,
             last_access: now,
+            order: self.made,
         };
         match self.free_nodes.pop() {
             Some(id) => {
@@ -401,10 +469,12 @@ impl RadixCache {
         let tail = c.key.split_off(at);
         let head = std::mem::replace(&mut c.key, tail);
         let (parent, lock_ref, access) = (c.parent, c.lock_ref, c.last_access);
-        let first_tail = c.key[0];
-        let first_head = head[0];
+        let first_tail = c.key.get(0);
+        let first_head = head.get(0);
+        let order = c.order;
         let mid = self.new_node(head, parent, access);
         self.nodes[mid as usize].lock_ref = lock_ref;
+        self.nodes[mid as usize].order = order;
         self.nodes[mid as usize].children.insert(first_tail, child);
         self.nodes[child as usize].parent = mid;
         self.nodes[parent as usize].children.insert(first_head, mid);
@@ -433,9 +503,61 @@ impl RadixCache {
     }
 }
 
-/// Length of the common prefix of `a` and `b`.
-fn common_prefix(a: &[u64], b: &[u64]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+/// A node's page keys, held in four bytes a page when they all fit (token ids, one token
+/// a page: half of what the cached tokens would take as `u64`s), else in eight (hashes).
+#[derive(Debug, Clone)]
+enum Segment {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+impl Default for Segment {
+    fn default() -> Segment {
+        Segment::Narrow(Vec::new())
+    }
+}
+
+impl Segment {
+    fn new(keys: &[u64]) -> Segment {
+        match keys.iter().map(|&k| u32::try_from(k)).collect() {
+            Ok(narrow) => Segment::Narrow(narrow),
+            Err(_) => Segment::Wide(keys.to_vec()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Segment::Narrow(k) => k.len(),
+            Segment::Wide(k) => k.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> u64 {
+        match self {
+            Segment::Narrow(k) => u64::from(k[i]),
+            Segment::Wide(k) => k[i],
+        }
+    }
+
+    /// Leaves the first `at` keys here and returns the rest.
+    fn split_off(&mut self, at: usize) -> Segment {
+        match self {
+            Segment::Narrow(k) => Segment::Narrow(k.split_off(at)),
+            Segment::Wide(k) => Segment::Wide(k.split_off(at)),
+        }
+    }
+
+    /// Length of the common prefix of these keys and `keys`.
+    fn common_prefix(&self, keys: &[u64]) -> usize {
+        match self {
+            Segment::Narrow(k) => k
+                .iter()
+                .zip(keys)
+                .take_while(|&(&a, &b)| u64::from(a) == b)
+                .count(),
+            Segment::Wide(k) => k.iter().zip(keys).take_while(|(a, b)| a == b).count(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -570,6 +692,63 @@ mod tests {
         };
         assert_eq!(build(true), build(false));
         assert_eq!(build(true).0, 6);
+    }
+
+    /// A router's chained hashes find in a tree keyed by token ids the same cached prefix as
+    /// in a tree keyed by those hashes (splits, branches, a diverging last token).
+    #[test]
+    fn a_routers_hashes_match_a_token_keyed_tree_as_a_hash_keyed_one() {
+        let chained = |tokens: &[u32]| {
+            let mut out = Vec::new();
+            crate::scheduler::block_hashes(tokens, 1, &mut out);
+            out
+        };
+        let as_keys = |tokens: &[u32]| tokens.iter().map(|&t| u64::from(t)).collect::<Vec<_>>();
+        let cached: [&[u32]; 4] = [&[1, 2, 3, 4, 5], &[1, 2, 7], &[9], &[1, 2, 3, 8, 8, 8]];
+        let mut by_token = RadixCache::new(100, false).with_token_keys(true);
+        let mut by_hash = RadixCache::new(100, false);
+        for seq in cached {
+            cache(&mut by_token, &as_keys(seq));
+            cache(&mut by_hash, &chained(seq));
+        }
+        let queries: [&[u32]; 7] = [
+            &[1, 2, 3, 4, 5, 6],
+            &[1, 2, 3, 4],
+            &[1, 2, 3, 8, 8, 9],
+            &[1, 2, 7, 7],
+            &[9, 9],
+            &[2, 1],
+            &[],
+        ];
+        for query in queries {
+            let hashes = chained(query);
+            let expected = by_hash.cached_pages(&hashes);
+            assert_eq!(by_token.cached_chain(&hashes), expected, "{query:?}");
+            assert_eq!(
+                by_token.cached_pages(&as_keys(query)),
+                expected,
+                "{query:?}"
+            );
+        }
+        assert_eq!(by_token.cached_chain(&chained(&[1, 2, 3, 8, 8, 9])), 5);
+    }
+
+    /// `dfs-weight` lists equally weighted children in the order they joined the tree
+    /// (SGLang's children dict), not by key; the upper half of a split node keeps its place.
+    #[test]
+    fn dfs_weight_breaks_ties_in_insertion_order() {
+        let mut tree = RadixCache::new(100, false).with_token_keys(true);
+        cache(&mut tree, &[9, 10, 11]);
+        cache(&mut tree, &[3, 4]);
+        // Splits [9, 10, 11] after [9, 10]: the upper half stays before [3, 4].
+        let (_, mid) = tree.match_prefix(&[9, 10, 50]);
+        let (_, three) = tree.match_prefix(&[3, 4]);
+        assert_eq!(tree.dfs_weight_order(&[(three, 7), (mid, 8)]), vec![8, 7]);
+        // A heavier subtree still goes first.
+        assert_eq!(
+            tree.dfs_weight_order(&[(mid, 8), (three, 7), (three, 6)]),
+            vec![7, 6, 8]
+        );
     }
 
     #[test]

@@ -156,8 +156,14 @@ impl SglangScheduler {
             req.r.note_token(step_index);
             let was_running = s.decode;
             if req.r.reached >= req.r.target {
-                finished.push(&req.r, instance_id, finish, Some(&self.step_finish_ns));
-                self.itl_pool.extend(finished.last_itls());
+                let steps = &self.step_finish_ns;
+                finished.push(
+                    &req.r,
+                    instance_id,
+                    finish,
+                    self.itl_values.then_some(steps),
+                );
+                self.itl.add(&req.r, steps);
                 req.r.phase = Phase::Finished;
                 self.running.retain(|&x| x != s.slot);
                 self.batch_is_full = false;

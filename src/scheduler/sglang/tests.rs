@@ -220,6 +220,43 @@ fn decode_out_of_kv_retracts_and_resets_the_ratio_from_the_survivors() {
     assert_eq!(run.s.kv_pages_used(), 0);
 }
 
+/// The inter-token gaps pooled by step equal the gaps listed in the records, through a
+/// retraction and prefill passes that pause decodes; with listing off the records are empty
+/// and the pool the same.
+#[test]
+fn pooled_inter_token_gaps_equal_the_listed_ones() {
+    let pooled = |values: bool| {
+        let c = SglangConfig {
+            schedule_conservativeness: 0.1,
+            ..config()
+        };
+        let mut run = Run::new(c, 74);
+        run.s.keep_itl_values(values);
+        run.add(request(0, tokens(1, 4), 60));
+        run.pass();
+        run.add(request(1, tokens(100, 4), 60));
+        run.pass();
+        run.pass();
+        run.add(request(2, tokens(200, 6), 5));
+        while run.pass().is_some() {}
+        assert_eq!(run.finished().len(), 3);
+        assert!(run.s.stats().preemptions > 0, "a retraction happened");
+        let mut listed = crate::metrics::IntegerCounts::default();
+        for k in 0..run.done.len() {
+            listed.extend(run.done.record(k, "m").itl_ns);
+        }
+        let mut pool = crate::metrics::IntegerCounts::default();
+        run.s.itl_counts(&mut pool);
+        (listed, pool)
+    };
+    let (listed, pool) = pooled(true);
+    assert_eq!(listed.len(), 60 - 1 + 60 - 1 + 5 - 1);
+    assert_eq!(pool, listed);
+    let (empty, unlisted_pool) = pooled(false);
+    assert!(empty.is_empty());
+    assert_eq!(unlisted_pool, pool);
+}
+
 #[test]
 fn the_ratio_decays_to_its_floor() {
     let c = config();
