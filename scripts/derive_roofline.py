@@ -444,6 +444,26 @@ def print_allreduce_floor(data, c):
         print(f"  {system:9}: " + ", ".join(cells))
 
 
+def print_tp_prefill_gemms(data):
+    """Issue 34 part 4: whether the GEMMs of a tensor-parallel prefill (weights split `tp`
+    ways, so a quarter as many values per GPU at TP 4) are priced worse than whole ones: the
+    held-out GEMM error on H100 and A100 (the GPUs with tables of every shape) by prefill
+    tokens and weight values per GPU (a Llama-3.1-70B layer's GEMMs hold 67-470 M values at
+    TP 1, 17-117 M at TP 4; Llama-3.1-8B's 17-117 M and 4-29 M)."""
+    print("GEMMs of prefill chunks, held out, by weight values per GPU: median signed error (rows)")
+    for gpu in ("H100", "A100"):
+        c = data.constants([g for g in GPUS if g != gpu])
+        for lo_m, hi_m in ((512, 2048), (2048, 1 << 30)):
+            cells = []
+            for lo, hi in ((0, 4), (4, 16), (16, 64), (64, 1 << 20)):
+                e = [gemm_time(c, r) / r["t"] - 1 for r in data.gemms
+                     if r["gpu"] == gpu and not r["fp8"] and lo_m <= r["M"] < hi_m
+                     and lo * 1e6 <= r["K"] * r["N"] < hi * 1e6]
+                cells.append(f"{lo}-{hi if hi < 1 << 20 else ''} M {median(e) * 100:+5.1f}% ({len(e)})" if e else "")
+            tokens = f"{lo_m}-{hi_m - 1}" if hi_m < 1 << 30 else f">={lo_m}"
+            print(f"  {gpu} {tokens:>9} tokens: " + ", ".join(cells))
+
+
 # ------------------------------------------------------------------------------ leave one out
 
 FAMILIES = ["GEMM M<=16", "GEMM 17-128", "GEMM 129-1024", "GEMM >1024", "GEMM FP8",
@@ -628,9 +648,13 @@ def main():
         print_moe_held_out(moe_held_out(data))
         print()
         print_allreduce_floor(data, data.constants(list(GPUS)))
+        print()
+        print_tp_prefill_gemms(data)
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
+    if "--large-tile" in sys.argv:
+        print("with --large-tile, a what-if: src/latency/roofline.rs holds the constants derived without it")
     print("constants held by src/latency/roofline.rs:")
     print(f"GEMM_FIXED_NS = {round(c['gemm_t0'] * 1e8) * 10}")
     print(f"GEMM_MEMORY_EFFICIENCY = {c['gemm_eta_m']:.3f}")

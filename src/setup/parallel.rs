@@ -14,13 +14,18 @@ pub(super) enum CommPricing {
     Astra,
 }
 
-/// The link of a standalone instance's TP all-reduces: the hardware's intra-node link (its
-/// reductions at the hardware's memory bandwidth).
+/// The link of a standalone instance's TP all-reduces: the hardware's intra-node link at the
+/// share of it NCCL's ring reaches (`link_efficiency`, fitted to whole all-reduces of 16-64
+/// MiB, their reductions included, so none is added), in the analytical network's GiB/s. The
+/// ring then costs what the roofline's own all-reduce does: `2(n − 1)/n` of the bytes at
+/// `link_efficiency × link_bw`, and `2(n − 1)` hops of `link_latency_ns`. A cluster config's
+/// link is taken as given (LLMServingSim's meaning).
 pub(super) fn hardware_link(hardware: &Hardware) -> CommLink {
     CommLink {
-        bandwidth_gbps: hardware.link_bw_gbps,
+        bandwidth_gbps: hardware.link_bw_gbps * hardware.link_efficiency * 1e9
+            / f64::from(1u32 << 30),
         latency_ns: hardware.link_latency_ns,
-        local_mem_gbps: hardware.memory_bw_gbps,
+        local_mem_gbps: 0.0,
     }
 }
 
