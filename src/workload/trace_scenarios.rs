@@ -119,7 +119,7 @@ impl TraceNotFound {
     /// Where the run looked, and how to get the trace.
     fn tried(&self) -> String {
         format!(
-            "{} (get it from {} and name its folder with --trace-dir or {TRACES_ENV})",
+            "{}; get it from {} and name its folder with --trace-dir (or {TRACES_ENV})",
             self.path.display(),
             self.get_from
         )

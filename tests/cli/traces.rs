@@ -404,7 +404,7 @@ fn an_absent_trace_is_refused_saying_where_to_get_it() {
     let err = String::from_utf8(out.stderr).unwrap();
     let missing = format!(
         "--scenario`: trace azure-llm-2023-code.csv of scenario azure-code not found: tried \
-         {dir}/azure-llm-2023-code.csv (get it from Azure/AzurePublicDataset"
+         {dir}/azure-llm-2023-code.csv; get it from Azure/AzurePublicDataset"
     );
     assert!(
         err.contains(&missing) && err.contains("--trace-dir"),
