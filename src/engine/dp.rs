@@ -34,8 +34,9 @@
 //! between stages is the padded width's. A [`WavePricer`] may price a pipelined group's waves
 //! as wholes instead ([`WavePricer::wave_stage_times`]: the group's busy time of each stage).
 
+use super::cores::Cores;
 use super::pipeline::{Formed, Stages, Timing};
-use super::{InstanceSetup, InstanceSim, SimError};
+use super::{InstanceSim, Setups, SimError};
 use crate::Nanos;
 use crate::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError, StageSends};
 use crate::scheduler::Core;
@@ -47,7 +48,7 @@ const DUMMY: [BatchItem; 1] = [BatchItem {
 }];
 
 /// The members of every DP group, by group index, each in instance id order.
-pub(super) fn groups(setups: &[InstanceSetup]) -> Vec<Vec<u32>> {
+pub(super) fn groups(setups: Setups<'_>) -> Vec<Vec<u32>> {
     let mut groups: Vec<Vec<u32>> = Vec::new();
     for (id, setup) in setups.iter().enumerate() {
         if let Some(g) = setup.dp_group {
@@ -130,7 +131,7 @@ struct WaveWidth {
 fn form_batches(
     members: &[u32],
     instances: &mut [InstanceSim<'_>],
-    schedulers: &mut [Core],
+    schedulers: &mut Cores<'_>,
     now: Nanos,
 ) -> Result<Option<WaveWidth>, SimError> {
     let (mut widest, mut narrowest) = (0u64, u64::MAX);
@@ -234,7 +235,7 @@ fn recall_ns(inst: &InstanceSim<'_>, scheduler: &Core) -> Nanos {
 }
 
 /// The error of a group with work but no batch to form: names the first member with work.
-fn stuck(members: &[u32], schedulers: &[Core], now: Nanos) -> SimError {
+fn stuck(members: &[u32], schedulers: &Cores<'_>, now: Nanos) -> SimError {
     let m = *members
         .iter()
         .find(|&&m| schedulers[m as usize].has_work())
@@ -255,7 +256,7 @@ pub(super) struct Wave<'w, 'a, 'b, 'p> {
     /// The group's members, in id order.
     pub members: &'w [u32],
     pub instances: &'w mut [InstanceSim<'a>],
-    pub schedulers: &'w mut [Core],
+    pub schedulers: &'w mut Cores<'a>,
     pub backends: &'w mut [&'b mut dyn LatencyBackend],
     /// Prices whole waves of the groups it knows.
     pub pricer: Option<&'w mut (dyn WavePricer + 'p)>,
@@ -350,7 +351,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
 fn push_formed(
     members: &[u32],
     instances: &mut [InstanceSim<'_>],
-    schedulers: &[Core],
+    schedulers: &Cores<'_>,
     width: WaveWidth,
     now: Nanos,
 ) {
@@ -457,7 +458,7 @@ impl Wave<'_, '_, '_, '_> {
 fn mark_started(
     members: &[u32],
     instances: &mut [InstanceSim<'_>],
-    schedulers: &[Core],
+    schedulers: &Cores<'_>,
     width: WaveWidth,
     now: Nanos,
 ) {

@@ -11,7 +11,7 @@
 //! request gets its lists (both of them under disaggregation) when it arrives, from the same
 //! rules, sharing the lists already known.
 
-use super::{InstanceSetup, SimError};
+use super::{InstanceSetup, Setups, SimError};
 use crate::config::InstanceRole;
 use crate::workload::Request;
 use std::collections::HashMap;
@@ -75,7 +75,7 @@ impl Eligibility {
     /// with these `roles`; an error names the first request no instance can serve.
     pub fn compute(
         requests: &[Request],
-        setups: &[InstanceSetup],
+        setups: Setups<'_>,
         roles: &[InstanceRole],
     ) -> Result<Eligibility, SimError> {
         let n = setups.len();
@@ -107,11 +107,7 @@ impl Eligibility {
     /// Checks requests that may join the run later (those an injector may release), so that
     /// one no instance can serve is refused before the run; their lists are kept for
     /// [`Eligibility::groups_for`].
-    pub fn check(
-        &mut self,
-        requests: &[Request],
-        setups: &[InstanceSetup],
-    ) -> Result<(), SimError> {
+    pub fn check(&mut self, requests: &[Request], setups: Setups<'_>) -> Result<(), SimError> {
         for r in requests {
             self.classify(r, setups)?;
         }
@@ -125,11 +121,7 @@ impl Eligibility {
 
     /// The candidate lists of `r`, a request released during the run (allocation-free once
     /// a request with the same lists was seen); an error when no instance can serve it.
-    pub fn groups_for(
-        &mut self,
-        r: &Request,
-        setups: &[InstanceSetup],
-    ) -> Result<Groups, SimError> {
+    pub fn groups_for(&mut self, r: &Request, setups: Setups<'_>) -> Result<Groups, SimError> {
         self.classify(r, setups)
     }
 
@@ -152,7 +144,7 @@ impl Eligibility {
 
     /// The candidate lists of `r`, interned: found by which classes accept it, or built
     /// from those flags when new.
-    fn classify(&mut self, r: &Request, setups: &[InstanceSetup]) -> Result<Groups, SimError> {
+    fn classify(&mut self, r: &Request, setups: Setups<'_>) -> Result<Groups, SimError> {
         self.pattern.clear();
         for &i in &self.classes {
             let accepts = unservable(r, &setups[i], self.roles[i]).is_none();
@@ -168,7 +160,7 @@ impl Eligibility {
     }
 
     /// The candidate lists of `r` from the classes' acceptance (`accepts`), interned.
-    fn build(&mut self, r: &Request, setups: &[InstanceSetup]) -> Result<Groups, SimError> {
+    fn build(&mut self, r: &Request, setups: Setups<'_>) -> Result<Groups, SimError> {
         let roles = &self.roles;
         self.entry.clear();
         self.decode.clear();
@@ -216,7 +208,7 @@ fn intern(groups: &mut Vec<Vec<u32>>, index: &mut HashMap<Vec<u32>, u32>, list: 
 
 /// Why no instance can serve `r`: the model, or the first instance serving the model that
 /// refuses it.
-fn refusal(r: &Request, setups: &[InstanceSetup], roles: &[InstanceRole]) -> SimError {
+fn refusal(r: &Request, setups: Setups<'_>, roles: &[InstanceRole]) -> SimError {
     let fail = |message: String| SimError::Unservable {
         id: r.id,
         line: r.line,
@@ -261,7 +253,7 @@ fn refusal(r: &Request, setups: &[InstanceSetup], roles: &[InstanceRole]) -> Sim
         )),
         (None, m) => {
             let mut served: Vec<&str> = Vec::new();
-            for s in setups {
+            for s in setups.iter() {
                 if !served.contains(&s.model_name.as_str()) {
                     served.push(&s.model_name);
                 }
@@ -380,7 +372,7 @@ mod tests {
     }
 
     /// The lists instance by instance, as the rules state them.
-    fn reference(r: &Request, setups: &[InstanceSetup], roles: &[InstanceRole]) -> [Vec<u32>; 2] {
+    fn reference(r: &Request, setups: Setups<'_>, roles: &[InstanceRole]) -> [Vec<u32>; 2] {
         let ok = |i: usize| unservable(r, &setups[i], roles[i]).is_none();
         let n = setups.len();
         let decode: Vec<u32> = (0..n)
@@ -431,12 +423,13 @@ mod tests {
         }
         let servable: Vec<Request> = requests
             .iter()
-            .filter(|r| !reference(r, &setups, &roles)[0].is_empty())
+            .filter(|r| !reference(r, (&setups[..]).into(), &roles)[0].is_empty())
             .cloned()
             .collect();
-        let mut eligibility = Eligibility::compute(&servable, &setups, &roles).unwrap();
+        let mut eligibility =
+            Eligibility::compute(&servable, (&setups[..]).into(), &roles).unwrap();
         for (index, r) in servable.iter().enumerate() {
-            let expected = reference(r, &setups, &roles);
+            let expected = reference(r, (&setups[..]).into(), &roles);
             let groups = eligibility.groups(index);
             assert_eq!(
                 eligibility.arrival(groups),
@@ -452,8 +445,8 @@ mod tests {
             );
         }
         for r in &requests {
-            let expected = reference(r, &setups, &roles);
-            match eligibility.groups_for(r, &setups) {
+            let expected = reference(r, (&setups[..]).into(), &roles);
+            match eligibility.groups_for(r, (&setups[..]).into()) {
                 Ok(groups) => {
                     assert_eq!(eligibility.arrival(groups), &expected[0][..]);
                     assert_eq!(eligibility.decode(groups), &expected[1][..]);

@@ -2,6 +2,7 @@
 //! router's arrivals and the P/D decode side's hand-offs alike (the anomaly counters,
 //! [`crate::metrics::AnomalyCounts`]).
 
+use super::cores::Cores;
 use crate::scheduler::Core;
 
 /// Requests waiting on `s`: its waiting queue, and the hand-offs routed to it whose KV is
@@ -13,7 +14,7 @@ fn waiting(s: &Core) -> usize {
 /// Whether queueing a request on `id` blocks it behind others needlessly: `id` has
 /// requests waiting while another of `candidates` has none waiting and room to run one
 /// more (fewer running than its `max_num_seqs`).
-pub(super) fn blocks_head_of_line(schedulers: &[Core], id: u32, candidates: &[u32]) -> bool {
+pub(super) fn blocks_head_of_line(schedulers: &Cores<'_>, id: u32, candidates: &[u32]) -> bool {
     if waiting(&schedulers[id as usize]) == 0 {
         return false;
     }

@@ -19,7 +19,7 @@
 //! Without it (trace mode) every request arrives exactly at its arrival time.
 
 use super::eligibility::{Eligibility, Groups};
-use super::{InstanceSetup, SimError};
+use super::{Setups, SimError};
 use crate::Nanos;
 use crate::workload::Request;
 use std::borrow::Cow;
@@ -56,7 +56,7 @@ impl<'r> Due<'r> {
         self,
         now: Nanos,
         eligibility: &mut Eligibility,
-        setups: &[InstanceSetup],
+        setups: Setups<'_>,
     ) -> Result<(Cow<'r, Request>, Groups), SimError> {
         Ok(match self {
             Due::Initial(index, r) if r.arrival_ns == now => {

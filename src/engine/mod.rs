@@ -76,6 +76,7 @@
 //! deterministic.
 
 mod cluster;
+mod cores;
 mod dp;
 mod eligibility;
 mod events;
@@ -169,6 +170,67 @@ pub struct InstanceSetup {
     /// Pipeline parallelism (`pp > 1`): the stages its steps run through, up to `pp` steps
     /// in flight (see `pipeline.rs`). `None`: one step at a time.
     pub pipeline: Option<Pipeline>,
+}
+
+/// The setups of a run's instances, by id: each of `templates` stands for `per` consecutive
+/// instances (an autoscaled run's replica slots), held once.
+#[derive(Debug, Clone, Copy)]
+pub struct Setups<'r> {
+    templates: &'r [InstanceSetup],
+    per: usize,
+}
+
+impl<'r> Setups<'r> {
+    /// `templates`, each the setup of `per` consecutive instances (`per` ≥ 1).
+    pub fn replicated(templates: &'r [InstanceSetup], per: usize) -> Setups<'r> {
+        assert!(per >= 1, "at least one instance per setup");
+        Setups { templates, per }
+    }
+
+    /// How many instances there are.
+    pub fn len(self) -> usize {
+        self.templates.len() * self.per
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(self) -> bool {
+        self.templates.is_empty()
+    }
+
+    /// Instance `id`'s setup.
+    pub fn get(self, id: usize) -> &'r InstanceSetup {
+        &self.templates[id / self.per]
+    }
+
+    /// The setups held, each that of [`Setups::per`] consecutive instances.
+    pub fn templates(self) -> &'r [InstanceSetup] {
+        self.templates
+    }
+
+    /// How many consecutive instances share each setup.
+    pub fn per(self) -> usize {
+        self.per
+    }
+
+    /// Every instance's setup, by id.
+    pub fn iter(self) -> impl Iterator<Item = &'r InstanceSetup> + Clone {
+        (self.templates.iter()).flat_map(move |s| std::iter::repeat_n(s, self.per))
+    }
+}
+
+impl<'r> From<&'r [InstanceSetup]> for Setups<'r> {
+    /// One instance per setup.
+    fn from(setups: &'r [InstanceSetup]) -> Setups<'r> {
+        Setups::replicated(setups, 1)
+    }
+}
+
+impl std::ops::Index<usize> for Setups<'_> {
+    type Output = InstanceSetup;
+
+    fn index(&self, id: usize) -> &InstanceSetup {
+        self.get(id)
+    }
 }
 
 /// Receives the run's results as they happen: the engine queues them as effects and calls

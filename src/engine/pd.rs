@@ -33,12 +33,13 @@
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
 
 use super::cluster::effects::{Effect, Effects};
+use super::cores::Cores;
 use super::eligibility::{Eligibility, Groups};
 use super::events::EventKind;
 use super::hol::blocks_head_of_line;
 use super::instance::InstanceSim;
 use super::signals::Signals;
-use super::{InstanceSetup, SimError};
+use super::{Setups, SimError};
 use crate::Nanos;
 use crate::autoscale::Autoscaler;
 use crate::config::{InstanceRole, Link, PdFlow};
@@ -128,7 +129,7 @@ impl Disaggregation {
 /// the run's signals (the same snapshots, as stale, as the prefill router sees) and, in an
 /// autoscaled run, the autoscaler (only ready replicas take hand-offs).
 pub(super) struct DecodeChoice<'a, 'r> {
-    pub setups: &'a [InstanceSetup],
+    pub setups: Setups<'a>,
     pub eligibility: &'a Eligibility,
     pub signals: &'a mut Signals,
     pub instances: &'a [InstanceSim<'r>],
@@ -266,7 +267,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         from: u32,
         now: Nanos,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         mut choice: DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
@@ -289,7 +290,7 @@ impl<'a> Transfers<'a> {
     pub fn send_held(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         mut choice: DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
@@ -317,7 +318,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         pending: Pending,
         now: Nanos,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         choice: &mut DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<bool, SimError> {
@@ -422,7 +423,7 @@ impl<'a> Transfers<'a> {
         from: u32,
         transfer: Transfer,
         now: Nanos,
-        schedulers: &[Core],
+        schedulers: &Cores<'_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         if self.links[from as usize].active.is_none() {
@@ -440,7 +441,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         decode: u32,
         now: Nanos,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         while let Some(id) = schedulers[decode as usize].pop_pull_start() {
@@ -461,7 +462,7 @@ impl<'a> Transfers<'a> {
         from: u32,
         mut transfer: Transfer,
         now: Nanos,
-        schedulers: &[Core],
+        schedulers: &Cores<'_>,
         effects: &mut Effects<'_>,
     ) -> Result<(), SimError> {
         transfer.start = now;
@@ -480,7 +481,7 @@ impl<'a> Transfers<'a> {
         &mut self,
         from: u32,
         now: Nanos,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         effects: &mut Effects<'_>,
     ) -> Result<u32, SimError> {
         let Some(t) = self.links[from as usize].active.take() else {
@@ -549,7 +550,7 @@ impl<'a> Transfers<'a> {
     pub fn cancel(
         &mut self,
         id: u64,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
     ) -> Result<Option<(u32, Option<u32>)>, SimError> {
         for (from, link) in self.links.iter_mut().enumerate() {
             if let Some(active) = link.active.as_mut().filter(|t| t.request_id == id) {
@@ -580,7 +581,13 @@ impl<'a> Transfers<'a> {
         Ok(None)
     }
 
-    fn event(&self, from: u32, t: &Transfer, arrived: bool, schedulers: &[Core]) -> TransferEvent {
+    fn event(
+        &self,
+        from: u32,
+        t: &Transfer,
+        arrived: bool,
+        schedulers: &Cores<'_>,
+    ) -> TransferEvent {
         TransferEvent {
             request_id: t.request_id,
             from,

@@ -20,6 +20,7 @@
 //! the steps formed at that instant, so the prefix cache "as seen at `t`" holds the blocks
 //! indexed before `t` and not evicted before `t`.
 
+use super::cores::Cores;
 use super::instance::InstanceSim;
 use crate::Nanos;
 use crate::metrics::RequestRecord;
@@ -149,6 +150,12 @@ fn active_ids(active: &Option<Active>, n: usize) -> impl Iterator<Item = usize> 
     all.chain(some.iter().map(|&id| id as usize))
 }
 
+/// Whether the schedulers of a run under `config` keep their prefix cache's history: when
+/// the prefix signal is stale.
+pub(crate) fn keeps_cache_history(config: &SignalConfig) -> bool {
+    config.mode(Signal::Prefix) != Refresh::Immediate
+}
+
 /// The router's view of every instance, refreshed by each signal's mode.
 ///
 /// Every instance's signal is re-read at the same instants (the decisions at which its mode
@@ -175,20 +182,12 @@ pub(crate) struct Signals {
 }
 
 impl Signals {
-    /// The view of `schedulers` at the start of a run under `config`; a stale prefix signal
-    /// makes every scheduler keep its cache history.
-    pub(crate) fn new(config: SignalConfig, schedulers: &mut [Core]) -> Signals {
+    /// The view of `schedulers` at the start of a run under `config` (whose schedulers keep
+    /// their cache history when [`keeps_cache_history`] says so).
+    pub(crate) fn new(config: SignalConfig, schedulers: &Cores<'_>) -> Signals {
         let recent = Recent::default();
         let held = schedulers.iter().map(|s| observe(s, &recent, 0)).collect();
-        let prefix_at = match config.mode(Signal::Prefix) {
-            Refresh::Immediate => None,
-            _ => {
-                for s in schedulers.iter_mut() {
-                    s.keep_cache_history();
-                }
-                Some(0)
-            }
-        };
+        let prefix_at = keeps_cache_history(&config).then_some(0);
         let immediate = Signal::ALL.map(|s| config.mode(s) == Refresh::Immediate);
         Signals {
             config,
@@ -234,7 +233,7 @@ impl Signals {
     pub(crate) fn refresh_due(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         instances: &[InstanceSim<'_>],
     ) {
         self.refresh(now, schedulers, instances, |mode, last| {
@@ -246,7 +245,7 @@ impl Signals {
     pub(crate) fn refresh_all(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         instances: &[InstanceSim<'_>],
     ) {
         self.refresh(now, schedulers, instances, |_, _| true);
@@ -255,7 +254,7 @@ impl Signals {
     fn refresh(
         &mut self,
         now: Nanos,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         instances: &[InstanceSim<'_>],
         due: impl Fn(Refresh, Nanos) -> bool,
     ) {
@@ -299,7 +298,7 @@ impl Signals {
         &self,
         signals: &[Signal],
         now: Nanos,
-        schedulers: &[Core],
+        schedulers: &Cores<'_>,
         instances: &[InstanceSim<'_>],
     ) -> bool {
         let config = self.config;
@@ -324,7 +323,7 @@ impl Signals {
     pub(crate) fn refresh_idle(
         &mut self,
         times: impl Iterator<Item = Nanos> + Clone,
-        schedulers: &mut [Core],
+        schedulers: &mut Cores<'_>,
         instances: &[InstanceSim<'_>],
     ) {
         let Some(last) = times.clone().last() else {
@@ -370,7 +369,7 @@ impl Signals {
     /// signal's time), for the decision of the last refresh.
     pub(crate) fn view<'a>(
         &'a self,
-        schedulers: &'a [Core],
+        schedulers: &'a Cores<'a>,
         instances: &'a [InstanceSim<'a>],
     ) -> SignalView<'a> {
         SignalView {
@@ -385,7 +384,7 @@ impl Signals {
 /// prefix caches as of their signal's time.
 pub(crate) struct SignalView<'a> {
     signals: &'a Signals,
-    schedulers: &'a [Core],
+    schedulers: &'a Cores<'a>,
     instances: &'a [InstanceSim<'a>],
 }
 

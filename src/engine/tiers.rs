@@ -1,7 +1,7 @@
 //! The lower tiers of the instances' prefix caches: which instances share a pool, and the KV
 //! space each instance writes in.
 
-use super::{InstanceSetup, SimError};
+use super::{Setups, SimError};
 use crate::scheduler::{Core, LowerPool, SchedulerBug, SharedLowerPool, TierMemory};
 
 /// An instance's place in the lower tier of the prefix cache (`--prefix-storage`).
@@ -16,14 +16,36 @@ pub struct LowerTierSetup {
     pub kv_bytes_per_token: u64,
 }
 
-/// Creates the pools the setups name, in instance id order, and attaches each instance's
-/// scheduler to its pool. Instances of the same model, KV bytes per token and block size write
-/// in the same KV space, so that they hit each other's blocks in a shared pool; others never do.
-pub(super) fn attach(setups: &[InstanceSetup], schedulers: &mut [Core]) -> Result<(), SimError> {
+/// Where an instance sits in the lower tier: its pool, and the KV space it writes in.
+#[derive(Debug, Clone)]
+pub(super) struct Seat {
+    pool: SharedLowerPool,
+    space: u32,
+    kv_bytes_per_token: u64,
+}
+
+impl Seat {
+    /// Attaches `scheduler` (vLLM's: setup refuses a lower tier on SGLang) to the seat.
+    pub(super) fn attach(&self, scheduler: &mut Core) {
+        if let Some(vllm) = scheduler.vllm_mut() {
+            vllm.attach_lower_tier(self.pool.clone(), self.space, self.kv_bytes_per_token);
+        }
+    }
+}
+
+/// Creates the pools the setups name, in instance id order, and gives each setup (each
+/// template of an autoscaled run's replica slots, which share its pool) its seat. Instances
+/// of the same model, KV bytes per token and block size write in the same KV space, so that
+/// they hit each other's blocks in a shared pool; others never do.
+pub(super) fn seats(setups: Setups<'_>) -> Result<Vec<Option<Seat>>, SimError> {
     let mut pools: Vec<(u32, SharedLowerPool)> = Vec::new();
     let mut spaces: Vec<(&str, u64, u32)> = Vec::new();
-    for (id, (setup, scheduler)) in setups.iter().zip(schedulers).enumerate() {
+    let mut seats = Vec::with_capacity(setups.templates().len());
+    for (k, setup) in setups.templates().iter().enumerate() {
+        // Errors name the template's first instance.
+        let id = k * setups.per();
         let Some(tier) = &setup.lower_tier else {
+            seats.push(None);
             continue;
         };
         let pool = match pools.iter().find(|(p, _)| *p == tier.pool) {
@@ -55,11 +77,14 @@ pub(super) fn attach(setups: &[InstanceSetup], schedulers: &mut [Core]) -> Resul
                 spaces.len() - 1
             }
         };
-        // Setup refuses a lower tier on an SGLang instance.
-        let Some(scheduler) = scheduler.vllm_mut() else {
+        if setup.sglang.is_some() {
             return Err(SchedulerBug::new(format!("instance {id}: a lower tier on SGLang")).into());
-        };
-        scheduler.attach_lower_tier(pool, space as u32, tier.kv_bytes_per_token);
+        }
+        seats.push(Some(Seat {
+            pool,
+            space: space as u32,
+            kv_bytes_per_token: tier.kv_bytes_per_token,
+        }));
     }
-    Ok(())
+    Ok(seats)
 }

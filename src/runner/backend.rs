@@ -1,12 +1,14 @@
 //! The latency backend of each instance: the profile DB or the roofline, optionally under
-//! ASTRA-Sim (one ASTRA-Sim process per instance).
+//! ASTRA-Sim (one ASTRA-Sim process per instance). An autoscaled run's replica slot starts
+//! its backend when it first prices a step ([`SlotBackend`]).
 
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::config::InstanceRole;
 use crate::latency::{
-    BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, PimOffload, PimSpec,
-    ProfileDb, ProfileSpec, Roofline, StageSends, StreamingSpec, WeightMemory, WeightStreaming,
+    BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimOffload,
+    PimSpec, ProfileDb, ProfileSpec, Roofline, StageSends, StepParts, StreamingSpec, WeightMemory,
+    WeightStreaming,
 };
 use crate::setup::{InstanceConfig, SimConfig};
 use std::time::Instant;
@@ -183,6 +185,128 @@ impl Backend {
             eprintln!("{label}{}", astra::report_line(&stats));
         }
         Ok(())
+    }
+}
+
+/// The latency backend of instance `id`, started before the run for a configured instance
+/// (the first replica slot of each template), else when the slot first prices a step: the
+/// slots an autoscaler never provisions never hold one. Built from the same configuration,
+/// a late backend prices exactly as one started before the run.
+pub(super) struct SlotBackend<'c> {
+    config: &'c SimConfig,
+    id: usize,
+    first_arrival: Nanos,
+    built: Option<Backend>,
+    /// The backend's name, and whether it counts profile lookups (as its template's does).
+    name: &'static str,
+    counts_lookups: bool,
+}
+
+impl<'c> SlotBackend<'c> {
+    /// Instance `id`'s backend: started now when `template` (the backend of its template's
+    /// first slot) is `None`, else when it first prices a step.
+    pub(super) fn new(
+        config: &'c SimConfig,
+        id: usize,
+        first_arrival: Nanos,
+        template: Option<&SlotBackend<'c>>,
+    ) -> anyhow::Result<SlotBackend<'c>> {
+        let mut slot = SlotBackend {
+            config,
+            id,
+            first_arrival,
+            built: None,
+            name: "",
+            counts_lookups: false,
+        };
+        match template {
+            Some(t) => (slot.name, slot.counts_lookups) = (t.name, t.counts_lookups),
+            None => {
+                let mut backend =
+                    Backend::new(config, config.instance(id), &slot.label(), first_arrival)?;
+                slot.name = backend.as_dyn().name();
+                slot.counts_lookups = backend.as_dyn().profile_lookups().is_some();
+                slot.built = Some(backend);
+            }
+        }
+        Ok(slot)
+    }
+
+    /// The prefix of the instance's log lines and errors (empty for a single instance).
+    pub(super) fn label(&self) -> String {
+        if self.config.num_instances() > 1 {
+            format!("instance {}: ", self.id)
+        } else {
+            String::new()
+        }
+    }
+
+    /// The backend, started now if it was not.
+    fn started(&mut self) -> Result<&mut dyn LatencyBackend, LatencyError> {
+        if self.built.is_none() {
+            let (config, label) = (self.config, self.label());
+            let backend =
+                Backend::new(config, config.instance(self.id), &label, self.first_arrival)
+                    .map_err(|e| LatencyError::Backend(format!("{e:#}")))?;
+            self.built = Some(backend);
+        }
+        Ok(self.built.as_mut().expect("started above").as_dyn())
+    }
+
+    /// Ends the backend, if it was started (see [`Backend::finish`]).
+    pub(super) fn finish(self) -> anyhow::Result<()> {
+        self.built.map_or(Ok(()), Backend::finish)
+    }
+}
+
+impl LatencyBackend for SlotBackend<'_> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        self.started()?.step_time(batch)
+    }
+
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        self.started()?.layer_times(batch, out)
+    }
+
+    fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
+        self.started()?.step_parts(batch)
+    }
+
+    fn stage_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        stage_blocks: &[u32],
+        out: &mut [Nanos],
+    ) -> Result<StageSends, LatencyError> {
+        self.started()?.stage_times(batch, stage_blocks, out)
+    }
+
+    fn inner(&self) -> Option<&dyn LatencyBackend> {
+        match &self.built {
+            Some(Backend::Compute(c)) => Some(c.as_ref()),
+            Some(Backend::Astra(a)) => Some(a.as_ref()),
+            None => None,
+        }
+    }
+
+    fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {
+        self.built.as_mut().map(Backend::as_dyn)
+    }
+
+    /// A backend not started yet has made no lookup.
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        match self.inner() {
+            Some(b) => b.profile_lookups(),
+            None => self.counts_lookups.then(LookupCounts::default),
+        }
     }
 }
 

@@ -38,7 +38,7 @@ use crate::workload::spec::{
 };
 use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, detected, read_dataset};
 use anyhow::Context;
-use backend::Backend;
+use backend::SlotBackend;
 use outputs::{Outputs, Progress};
 use std::borrow::Cow;
 
@@ -93,8 +93,9 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let (mut control, mut router) = decision_makers(config, &workload, &mut outputs);
     let classes = workload.classes.as_ref();
     let nominal = NominalPriority::new(classes, &config.control.slo_priorities);
-    let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
-        instances.backends.iter_mut().map(Backend::as_dyn).collect();
+    let mut dyn_backends: Vec<&mut dyn LatencyBackend> = (instances.backends.iter_mut())
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
     let mut waves = waves::AstraWaves::start(config, first_arrival)?;
     let run = Run {
         requests: &requests,
@@ -104,7 +105,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
                 ..r
             }))
         }),
-        setups: &instances.setups,
+        setups: engine::Setups::replicated(&instances.setups, config.replicas_per_template),
         disaggregation,
         max_in_flight,
         signals: config.signals,
@@ -163,7 +164,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
 /// The engine settings of the run, as a vLLM bench run's `meta.json` records them: those of
 /// its first instance (a cluster's instances usually share them), for `validate`'s hints.
 fn run_settings(config: &SimConfig, num_requests: usize) -> RunSettings {
-    let first = &config.instances[0];
+    let first = config.instance(0);
     let s = &first.scheduler;
     let dp = first.dp_group.map_or(1, |g| {
         config
@@ -219,32 +220,32 @@ fn decision_makers(
     (control, router)
 }
 
-/// The instances of a run as the engine needs them: their setups and latency backends (by
-/// instance id).
-struct Instances {
+/// The instances of a run as the engine needs them: the setup of each configured instance
+/// (an autoscaled run's replica slots share their template's) and every instance's latency
+/// backend (by instance id).
+struct Instances<'c> {
     setups: Vec<InstanceSetup>,
-    backends: Vec<Backend>,
+    backends: Vec<SlotBackend<'c>>,
 }
 
-/// Every instance's setup (with the KV cache the configuration sized) and its started latency
-/// backend.
-fn build_instances(config: &SimConfig, first_arrival: Nanos) -> anyhow::Result<Instances> {
-    let n = config.instances.len();
+/// Each configured instance's setup (with the KV cache the configuration sized) and every
+/// instance's latency backend: started for the configured instances, started when first
+/// used for the other replica slots of an autoscaled run.
+fn build_instances(config: &SimConfig, first_arrival: Nanos) -> anyhow::Result<Instances<'_>> {
+    let (n, per) = (config.num_instances(), config.replicas_per_template);
     let mut built = Instances {
-        setups: Vec::with_capacity(n),
+        setups: Vec::with_capacity(config.instances.len()),
         backends: Vec::with_capacity(n),
     };
-    for (id, (inst, capacity)) in config.instances.iter().zip(&config.kv).enumerate() {
-        let label = if n > 1 {
-            format!("instance {id}: ")
-        } else {
-            String::new()
-        };
-        log_memory(config, inst, capacity, &label);
-        built.setups.push(instance_setup(inst, capacity)?);
-        built
-            .backends
-            .push(Backend::new(config, inst, &label, first_arrival)?);
+    for id in 0..n {
+        let (inst, capacity) = (config.instance(id), config.kv(id));
+        let template = (id % per != 0).then(|| &built.backends[id - id % per]);
+        let backend = SlotBackend::new(config, id, first_arrival, template)?;
+        log_memory(config, inst, capacity, &backend.label());
+        if template.is_none() {
+            built.setups.push(instance_setup(inst, capacity)?);
+        }
+        built.backends.push(backend);
     }
     Ok(built)
 }
@@ -297,7 +298,7 @@ fn instance_engines(config: &SimConfig) -> Option<Box<[&'static str]>> {
         Some(_) => Engine::Sglang,
         None => Engine::Vllm,
     };
-    let engines = config.instances.iter().map(engine);
+    let engines = config.each_instance().map(engine);
     engines
         .clone()
         .any(|e| e == Engine::Sglang)
@@ -332,7 +333,7 @@ fn open_outputs<'w>(
         progress: Progress::new(num_requests),
         emit_et: step_emitters(config, emit_et_dir.as_ref()),
         emit_et_dir,
-        multi: config.instances.len() > 1,
+        multi: config.num_instances() > 1,
         sessions: has_sessions.then_some(&workload.sessions),
         power: power_model(config),
         timeseries: time_series(config),
@@ -377,10 +378,9 @@ fn step_emitters(config: &SimConfig, staged: Option<&StagedDir>) -> Vec<StepEmit
     let (Some(settings), Some(staged)) = (&config.emit_et, staged) else {
         return Vec::new();
     };
-    let multi = config.instances.len() > 1;
+    let multi = config.num_instances() > 1;
     config
-        .instances
-        .iter()
+        .each_instance()
         .enumerate()
         .map(|(id, inst)| {
             let mut settings = settings.clone();
@@ -409,10 +409,10 @@ fn instance_infos(
     instances: &mut Instances,
     outcome: &RunOutcome,
 ) -> Vec<InstanceInfo> {
+    let kv = (0..config.num_instances()).map(|id| config.kv(id));
     config
-        .instances
-        .iter()
-        .zip(&config.kv)
+        .each_instance()
+        .zip(kv)
         .zip(&mut instances.backends)
         .zip(&outcome.instances)
         .map(|(((inst, capacity), backend), out)| InstanceInfo {
@@ -428,7 +428,7 @@ fn instance_infos(
             backend: if inst.astra.is_some() && inst.dp_group.is_some() {
                 "astra".to_owned()
             } else {
-                backend.as_dyn().name().to_owned()
+                backend.name().to_owned()
             },
             tp: inst.tp,
             num_kv_blocks: capacity.num_blocks,
@@ -450,7 +450,7 @@ fn instance_infos(
                 recalled_bytes: out.stats.recalled_bytes,
                 recall_ns: out.stats.recall_ns,
             }),
-            profile_lookups: backend.as_dyn().profile_lookups(),
+            profile_lookups: backend.profile_lookups(),
             role: inst.role,
         })
         .collect()
@@ -458,7 +458,10 @@ fn instance_infos(
 
 /// Ends every instance's ASTRA-Sim (each reports) and the DP groups' processes, even when an
 /// earlier one fails; the first failure is returned.
-fn finish_backends(backends: Vec<Backend>, waves: Option<waves::AstraWaves>) -> anyhow::Result<()> {
+fn finish_backends(
+    backends: Vec<SlotBackend<'_>>,
+    waves: Option<waves::AstraWaves>,
+) -> anyhow::Result<()> {
     let mut finished = Ok(());
     for backend in backends {
         let result = backend.finish();
@@ -613,7 +616,7 @@ fn time_series(config: &SimConfig) -> Option<TimeSeries> {
             .timeseries
             .as_ref()
             .map_or(NS_PER_S, |t| t.interval_ns);
-        TimeSeries::new(interval, config.instances.len())
+        TimeSeries::new(interval, config.num_instances())
     })
 }
 
@@ -643,8 +646,8 @@ const NS_PER_S: u64 = 1_000_000_000;
 /// What a run is, for the titles of its pictures: the first instance's model and hardware
 /// (with the instance count), and the workload's file or scenario name.
 fn run_title(config: &SimConfig) -> String {
-    let first = &config.instances[0];
-    let count = match config.instances.len() {
+    let first = config.instance(0);
+    let count = match config.num_instances() {
         1 => String::new(),
         n => format!(" × {n}"),
     };
@@ -740,8 +743,7 @@ fn engine_error(e: engine::SimError, source: &WorkloadSource) -> anyhow::Error {
 fn power_model(config: &SimConfig) -> Option<PowerModel> {
     let power = config.power.as_ref()?;
     let instances: Vec<InstancePowerSetup> = config
-        .instances
-        .iter()
+        .each_instance()
         .zip(&power.npus)
         .map(|(inst, &npu)| InstancePowerSetup {
             node_id: inst.node_id,
@@ -775,22 +777,25 @@ fn disaggregation(config: &SimConfig) -> Option<Disaggregation> {
     // The links are those of the configured instances: an autoscaled run's replica slot
     // takes its template's.
     let per = config.replicas_per_template;
-    let instances = &config.instances;
-    if instances.iter().all(|i| i.role == InstanceRole::Colocated) {
+    if config
+        .instances
+        .iter()
+        .all(|i| i.role == InstanceRole::Colocated)
+    {
         return None;
     }
     // Held per pair of templates: one per pair of slots grows with the square of the slots.
     Some(
         Disaggregation::grouped(
-            instances.iter().map(|i| i.role).collect(),
-            instances
-                .iter()
+            config.each_instance().map(|i| i.role).collect(),
+            config
+                .each_instance()
                 .map(|i| full_kv_bytes_per_token(&i.model, i.kv_dtype()))
                 .collect(),
             Router::with_stream(config.routing.clone(), config.seed, b"router-decode"),
             per,
             |from, to| {
-                if transfer_in_step(&instances[from * per]) {
+                if transfer_in_step(&config.instances[from]) {
                     Link::IN_STEP
                 } else {
                     links.link(from, to)

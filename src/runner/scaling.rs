@@ -41,25 +41,20 @@ fn template_name(k: usize, inst: &InstanceConfig) -> String {
 
 /// The autoscaler of `config`, whose instances are its templates' replica slots.
 pub(super) fn autoscaler(config: &SimConfig, a: &AutoscaleConfig) -> Autoscaler {
-    let per = a.max_replicas as usize;
-    let templates: Vec<ReplicaTemplate> = config
-        .instances
-        .iter()
-        .zip(&config.kv)
-        .enumerate()
-        .map(|(id, (inst, capacity))| ReplicaTemplate {
-            pool: (id / per) as u32,
-            gpus: inst.tp * inst.pp,
-            price_per_gpu_hour: a.price(&inst.hardware.name),
-            // Every GPU reads its share of the weights at the same time; GB/s is bytes/ns.
-            load_ns: load_ns(capacity.weight_bytes, a.load_bandwidth(&inst.hardware.name)),
+    let per = config.replicas_per_template;
+    let templates: Vec<ReplicaTemplate> = (0..config.num_instances())
+        .map(|id| {
+            let (inst, capacity) = (config.instance(id), config.kv(id));
+            ReplicaTemplate {
+                pool: (id / per) as u32,
+                gpus: inst.tp * inst.pp,
+                price_per_gpu_hour: a.price(&inst.hardware.name),
+                // Every GPU reads its share of the weights at the same time; GB/s is bytes/ns.
+                load_ns: load_ns(capacity.weight_bytes, a.load_bandwidth(&inst.hardware.name)),
+            }
         })
         .collect();
-    let names = config
-        .instances
-        .iter()
-        .step_by(per)
-        .enumerate()
+    let names = (config.instances.iter().enumerate())
         .map(|(k, inst)| template_name(k, inst))
         .collect();
     Autoscaler::new(a.clone(), &templates, names, config.seed)

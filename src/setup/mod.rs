@@ -237,11 +237,12 @@ pub struct SimConfig {
     pub num_reqs: Option<usize>,
     /// Most requests a workload spec may plan (`--max-requests`); `None`: the default.
     pub max_requests: Option<u64>,
-    /// The instances, by global id (file order of the cluster config); at least one. In an
-    /// autoscaled run, every configured instance is a template of
-    /// [`SimConfig::replicas_per_template`] consecutive replica slots.
+    /// The configured instances, in file order of the cluster config; at least one. In an
+    /// autoscaled run, each is the template of [`SimConfig::replicas_per_template`]
+    /// consecutive replica slots, held once: [`SimConfig::instance`] and
+    /// [`SimConfig::each_instance`] see the instances by id.
     pub instances: Vec<InstanceConfig>,
-    /// Each instance's KV cache, by instance id.
+    /// Each configured instance's KV cache (see [`SimConfig::kv`]).
     pub kv: Vec<KvCapacity>,
     /// Replica slots per configured instance: `max_replicas` when autoscaled, else 1.
     pub replicas_per_template: usize,
@@ -279,9 +280,31 @@ impl SimConfig {
     /// GPUs the deployment uses: the sum over the configured instances (the templates of an
     /// autoscaled run) of TP × PP.
     pub fn gpus(&self) -> u64 {
-        (self.instances.iter().step_by(self.replicas_per_template))
+        (self.instances.iter())
             .map(|i| u64::from(i.tp) * u64::from(i.pp))
             .sum()
+    }
+
+    /// The run's instances: the configured ones, times the replica slots of each when
+    /// autoscaled.
+    pub fn num_instances(&self) -> usize {
+        self.instances.len() * self.replicas_per_template
+    }
+
+    /// Instance `id`'s configuration (a replica slot's is its template's).
+    pub fn instance(&self, id: usize) -> &InstanceConfig {
+        &self.instances[id / self.replicas_per_template]
+    }
+
+    /// Instance `id`'s KV cache (a replica slot's is its template's).
+    pub fn kv(&self, id: usize) -> &KvCapacity {
+        &self.kv[id / self.replicas_per_template]
+    }
+
+    /// Every instance's configuration, by id (each template once per replica slot).
+    pub fn each_instance(&self) -> impl Iterator<Item = &InstanceConfig> + Clone {
+        let per = self.replicas_per_template;
+        (self.instances.iter()).flat_map(move |i| std::iter::repeat_n(i, per))
     }
 
     /// The ASTRA-Sim settings of the run (those of the first instance: binary, mode, memo and
@@ -401,14 +424,12 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
             ),
         )));
     }
-    let (mut instances, replicas_per_template) = match &control.autoscale {
-        Some(a) => (
-            scaling::expand(deployed.instances, a)?,
-            a.max_replicas as usize,
-        ),
-        None => (deployed.instances, 1),
+    let mut instances = deployed.instances;
+    let replicas_per_template = match &control.autoscale {
+        Some(a) => scaling::check_slots(&instances, a)?,
+        None => 1,
     };
-    let kv = scaling::kv_capacities(&instances)?;
+    let kv = scaling::kv_capacities(&instances, replicas_per_template)?;
     sglang::size_running_requests(&mut instances, &kv);
     Ok(SimConfig {
         workload: options.workload,

@@ -1,6 +1,6 @@
 //! Sizing the instances: each one's KV cache, and in an autoscaled run the replica slots
 //! (each configured instance a template of `max_replicas` slots, slot `s` a replica of
-//! template `s / max_replicas`).
+//! template `s / max_replicas`; only the templates are held).
 
 use super::{InstanceConfig, SetupError};
 use crate::Nanos;
@@ -13,13 +13,14 @@ pub const MAX_REPLICA_SLOTS: u64 = 100_000;
 /// Shortest autoscaler interval, ns (1 ms).
 pub const MIN_INTERVAL_NS: Nanos = 1_000_000;
 
-/// `instances` with every one repeated `max_replicas` times (template by template), refused
-/// before anything is allocated beyond [`MAX_REPLICA_SLOTS`] slots or under an interval of
-/// [`MIN_INTERVAL_NS`]; the members of a data-parallel group cannot be autoscaled.
-pub(super) fn expand(
-    instances: Vec<InstanceConfig>,
+/// The replica slots per configured instance of an autoscaled run (`max_replicas`; each
+/// slot is built when it is first provisioned, from its template), refused beyond
+/// [`MAX_REPLICA_SLOTS`] slots or under an interval of [`MIN_INTERVAL_NS`]; the members of a
+/// data-parallel group cannot be autoscaled.
+pub(super) fn check_slots(
+    instances: &[InstanceConfig],
     a: &AutoscaleConfig,
-) -> Result<Vec<InstanceConfig>, SetupError> {
+) -> Result<usize, SetupError> {
     let templates = instances.len() as u64;
     let slots = templates.saturating_mul(u64::from(a.max_replicas));
     if slots > MAX_REPLICA_SLOTS {
@@ -37,20 +38,21 @@ pub(super) fn expand(
     if let Some(instance) = instances.iter().position(|i| i.dp_group.is_some()) {
         return Err(SetupError::AutoscaledDpMember { instance });
     }
-    Ok(instances
-        .iter()
-        .flat_map(|inst| std::iter::repeat_n(inst, a.max_replicas as usize))
-        .cloned()
-        .collect())
+    Ok(a.max_replicas as usize)
 }
 
-/// Every instance's KV cache (of several instances, an error names the instance).
-pub(super) fn kv_capacities(instances: &[InstanceConfig]) -> Result<Vec<KvCapacity>, SetupError> {
-    let several = instances.len() > 1;
+/// Every configured instance's KV cache, each the template of `per` replica slots (of
+/// several instances, an error names the first slot of the instance).
+pub(super) fn kv_capacities(
+    instances: &[InstanceConfig],
+    per: usize,
+) -> Result<Vec<KvCapacity>, SetupError> {
+    let several = instances.len() * per > 1;
     instances
         .iter()
         .enumerate()
-        .map(|(id, inst)| {
+        .map(|(k, inst)| {
+            let id = k * per;
             kv_capacity(&inst.model, &inst.kv_sizing()).map_err(|source| {
                 if several {
                     SetupError::Instance { id, source }

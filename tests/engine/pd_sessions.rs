@@ -136,7 +136,7 @@ fn run(
         Run {
             requests,
             stream: None,
-            setups,
+            setups: setups.into(),
             disaggregation: Some(pd),
             max_in_flight: dyn_max_in_flight,
             signals: Default::default(),

@@ -26,13 +26,16 @@
 //! - `effects.rs`: the effects queued and their application, the only caller of the observer;
 //! - `scaling.rs`: the autoscaler's ticks, replica lifecycles and drains.
 
+use super::cores::Cores;
 use super::eligibility::Eligibility;
 use super::events::{EventKind, EventQueue};
 use super::inject::{ArrivalStream, Arrivals};
 use super::instance::InstanceSim;
 use super::pd::{Disaggregation, Transfers};
 use super::signals::Signals;
-use super::{InstanceOutcome, InstanceSetup, Observer, RunOutcome, SimError, WavePricer, pipeline};
+use super::{
+    InstanceOutcome, InstanceSetup, Observer, RunOutcome, Setups, SimError, WavePricer, pipeline,
+};
 use crate::Nanos;
 use crate::autoscale::Autoscaler;
 use crate::control::ControlPlane;
@@ -62,8 +65,9 @@ pub struct Run<'r> {
     pub requests: &'r [Request],
     /// More initial requests, drawn as the run reaches them (see [`Run::streamed`]).
     pub stream: Option<ArrivalStream<'r>>,
-    /// The instances (instance ids are the indices).
-    pub setups: &'r [InstanceSetup],
+    /// The instances (instance ids are the indices): an autoscaled run's replica slots share
+    /// their template's setup.
+    pub setups: Setups<'r>,
     /// Prefill/decode disaggregation: the instances then have its roles.
     pub disaggregation: Option<Disaggregation>,
     /// Concurrency mode: most requests in the cluster at once; `None` is trace mode (see
@@ -98,7 +102,7 @@ impl<'r> Run<'r> {
         Run {
             requests,
             stream: None,
-            setups,
+            setups: setups.into(),
             disaggregation: None,
             max_in_flight: None,
             signals: SignalConfig::default(),
@@ -212,10 +216,10 @@ impl<'s, 'b> Services<'s, 'b> {
 /// A run's state between instants. See the module docs of [`crate::engine`] for what one
 /// instant does.
 pub struct Cluster<'r> {
-    setups: &'r [InstanceSetup],
+    setups: Setups<'r>,
     eligibility: Eligibility,
     arrivals: Arrivals<'r>,
-    schedulers: Vec<Core>,
+    schedulers: Cores<'r>,
     instances: Vec<InstanceSim<'r>>,
     /// The members of each DP group, by group index.
     groups: Vec<Vec<u32>>,
@@ -394,7 +398,7 @@ impl<'r> Cluster<'r> {
         }
         let mut stats = SchedulerStats::default();
         let mut itl = crate::metrics::IntegerCounts::default();
-        for scheduler in &self.schedulers {
+        for scheduler in self.schedulers.iter() {
             stats += scheduler.stats();
             scheduler.itl_counts(&mut itl);
         }
@@ -412,7 +416,7 @@ impl<'r> Cluster<'r> {
             instances: self
                 .instances
                 .iter()
-                .zip(&self.schedulers)
+                .zip(self.schedulers.iter())
                 .map(|(i, scheduler)| InstanceOutcome {
                     steps: i.steps,
                     dummy_steps: i.dummy_steps,

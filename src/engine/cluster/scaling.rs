@@ -159,7 +159,7 @@ impl<'r> Cluster<'r> {
         };
         let mut prefills: HashMap<&str, Vec<u32>> = HashMap::new();
         let mut decode_pools: BTreeSet<(u32, &str)> = BTreeSet::new();
-        for (id, setup) in (0u32..).zip(self.setups) {
+        for (id, setup) in (0u32..).zip(self.setups.iter()) {
             let model = setup.model_name.as_str();
             match t.role(id) {
                 InstanceRole::Prefill => prefills.entry(model).or_default().push(id),

@@ -1,18 +1,17 @@
 //! Start-up: a run's state before its first instant, built from its description.
 
+use super::super::cores::{Cores, Recipe};
 use super::super::dp;
 use super::super::eligibility::Eligibility;
 use super::super::events::{EventKind, EventQueue};
 use super::super::inject::Arrivals;
 use super::super::instance::InstanceSim;
 use super::super::pd::{Disaggregation, Transfers};
-use super::super::signals::Signals;
-use super::super::{InstanceSetup, SimError, pipeline, tiers};
+use super::super::signals::{Signals, keeps_cache_history};
+use super::super::{SimError, pipeline, tiers};
 use super::effects::Effects;
-use super::{AnomalyWatch, Cluster, ControlState, Gateway, Run, Services, Tally, TimeoutState};
+use super::{Cluster, ControlState, Gateway, Run, Services, Tally, TimeoutState};
 use crate::config::InstanceRole;
-use crate::scheduler::sglang::SglangScheduler;
-use crate::scheduler::{Core, Scheduler};
 use crate::trace::TraceLevel;
 
 impl<'r> Cluster<'r> {
@@ -41,19 +40,24 @@ impl<'r> Cluster<'r> {
             eligibility.check(injector.deferred(), setups)?;
         }
         let tracing = services.observer.trace_level() != TraceLevel::None;
-        let mut schedulers =
-            prepared_schedulers(setups, &roles, services, watch.as_ref(), tracing)?;
-        let itl_values = services.observer.wants_itl_values();
-        for scheduler in &mut schedulers {
-            scheduler.keep_itl_values(itl_values);
-        }
-        let signals = Signals::new(signals, &mut schedulers);
+        let recipe = Recipe {
+            setups,
+            roles: roles.clone(),
+            policies: services.control.as_ref().map(|c| c.scheduling()),
+            seats: tiers::seats(setups)?,
+            thrash_window_ns: watch.as_ref().map(|w| w.thrash_window_ns),
+            tracing,
+            itl_values: services.observer.wants_itl_values(),
+            cache_history: keeps_cache_history(&signals),
+        };
+        let schedulers = Cores::new(recipe);
+        let signals = Signals::new(signals, &schedulers);
         let groups = dp::groups(setups);
         let group_stages = groups
             .iter()
             .map(|members| {
                 let first = members.first()?;
-                let pipeline = setups[*first as usize].pipeline.as_ref();
+                let pipeline = setups.get(*first as usize).pipeline.as_ref();
                 pipeline.map(pipeline::Stages::new)
             })
             .collect();
@@ -104,65 +108,4 @@ fn roles_of(disaggregation: Option<&Disaggregation>, instances: usize) -> Vec<In
         }
         None => vec![InstanceRole::Colocated; instances],
     }
-}
-
-/// The instances' schedulers with the control plane's policies, their lower KV tiers, and
-/// anomaly watching and decision tracing when the run asks for them.
-fn prepared_schedulers(
-    setups: &[InstanceSetup],
-    roles: &[InstanceRole],
-    services: &Services<'_, '_>,
-    watch: Option<&AnomalyWatch<'_>>,
-    tracing: bool,
-) -> Result<Vec<Core>, SimError> {
-    let mut schedulers = new_schedulers(setups, roles);
-    if let Some(control) = &services.control {
-        let (order, preemption) = control.scheduling();
-        for scheduler in &mut schedulers {
-            scheduler.set_policies(order, preemption);
-        }
-    }
-    tiers::attach(setups, &mut schedulers)?;
-    for scheduler in &mut schedulers {
-        if let Some(w) = watch
-            && let Some(vllm) = scheduler.vllm_mut()
-        {
-            vllm.watch_anomalies(w.thrash_window_ns);
-        }
-        if tracing {
-            scheduler.trace_decisions();
-        }
-    }
-    Ok(schedulers)
-}
-
-/// One engine core per instance (vLLM's scheduler, or SGLang's when the setup has SGLang
-/// settings), set up for its pipeline depth and role.
-fn new_schedulers(setups: &[InstanceSetup], roles: &[InstanceRole]) -> Vec<Core> {
-    setups
-        .iter()
-        .zip(roles)
-        .enumerate()
-        .map(|(id, (setup, &role))| {
-            let mut scheduler = match &setup.sglang {
-                Some(config) => Core::Sglang(Box::new(SglangScheduler::new(
-                    config.clone(),
-                    setup.num_blocks,
-                    setup.max_model_len,
-                    id as u64,
-                ))),
-                None => {
-                    let mut vllm = Scheduler::new(setup.scheduler.clone(), setup.num_blocks);
-                    if let Some(p) = &setup.pipeline {
-                        vllm.set_pipeline_depth(p.stage_blocks.len());
-                    }
-                    Core::Vllm(vllm)
-                }
-            };
-            if role == InstanceRole::Prefill {
-                scheduler.hand_off_prefills();
-            }
-            scheduler
-        })
-        .collect()
 }

@@ -413,6 +413,15 @@ fn run_two_bursts() -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
 
 /// [`run_two_bursts`] with `slots` replica slots for its at most three replicas.
 fn run_two_bursts_on(slots: usize) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
+    run_two_bursts_sharing(slots, false)
+}
+
+/// [`run_two_bursts_on`], the slots sharing one setup when `shared` (an autoscaled run's
+/// template), else each with a copy of it.
+fn run_two_bursts_sharing(
+    slots: usize,
+    shared: bool,
+) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
     let mut state = 3;
     let requests: Vec<Request> = (0..60)
         .map(|id| {
@@ -451,7 +460,7 @@ fn run_two_bursts_on(slots: usize) -> (crate::engine::RunOutcome, Vec<(u64, Kind
         load_ns: 2 * US,
     };
     let autoscaler = Autoscaler::new(scaling, &vec![template; slots], vec!["m".into()], 9);
-    let setups = vec![setup(60); slots];
+    let setups = vec![setup(60); if shared { 1 } else { slots }];
     let mut backends: Vec<Linear> = (0..slots).map(|_| Linear).collect();
     let mut dyns: Vec<&mut dyn LatencyBackend> = backends
         .iter_mut()
@@ -460,7 +469,8 @@ fn run_two_bursts_on(slots: usize) -> (crate::engine::RunOutcome, Vec<(u64, Kind
     let mut router = Router::new(RoutingPolicy::LeastLoaded, 9);
     let mut ends = Ends::default();
     let services = Services::new(&mut dyns, &mut router, &mut ends);
-    let run = Run::new(&requests, &setups).autoscaled(autoscaler);
+    let mut run = Run::new(&requests, &setups).autoscaled(autoscaler);
+    run.setups = crate::engine::Setups::replicated(&setups, slots / setups.len());
     let outcome = super::super::simulate(run, services).unwrap();
     (outcome, ends.0)
 }
@@ -525,5 +535,32 @@ fn slots_never_provisioned_cost_no_snapshot_after_the_start() {
     assert!(
         taken_many <= taken_few + 3_000,
         "{taken_many} snapshots with 3,000 slots, {taken_few} with 3"
+    );
+}
+
+#[test]
+fn a_replica_slots_core_is_built_when_it_is_first_provisioned() {
+    // Issue 36: slots sharing their template's setup build a core when first provisioned
+    // (one pristine core per template stands for the others until then), so memory follows
+    // the replicas ever on, not the 3,000 slots; the run is the one whose 3,000 cores were
+    // all built before it (as every slot's was before, and still is when each setup is one
+    // instance's).
+    use super::super::cores::CORES_BUILT;
+    CORES_BUILT.set(0);
+    let (before, before_ends) = run_two_bursts_sharing(3_000, false);
+    assert_eq!(CORES_BUILT.get(), 3_000);
+    CORES_BUILT.set(0);
+    let (lazy, lazy_ends) = run_two_bursts_sharing(3_000, true);
+    let built = CORES_BUILT.get();
+    assert_eq!(before, lazy);
+    assert_eq!(before_ends, lazy_ends);
+    let report = lazy.autoscale.unwrap();
+    assert!(report.counts.scale_ups > 0, "{:?}", report.counts);
+    let ever_on: std::collections::BTreeSet<u32> =
+        report.state_changes.iter().map(|c| c.instance).collect();
+    assert!(
+        built <= 1 + ever_on.len() as u64 && ever_on.len() <= 10,
+        "{built} cores built for {} slots ever on of 3,000",
+        ever_on.len()
     );
 }

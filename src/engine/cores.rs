@@ -1,0 +1,174 @@
+//! The instances' engine cores, by instance id. A core is built when the loop first changes
+//! it: in an autoscaled run, a replica slot that is never provisioned never holds one, so
+//! memory follows the replicas ever on, not the most the autoscaler may have. Until then the
+//! slot reads as a pristine core of its template (idle, empty, every KV block free, no
+//! statistic), which is what it would hold had it been built before the run.
+
+use super::Setups;
+use super::tiers::Seat;
+use crate::Nanos;
+use crate::config::InstanceRole;
+use crate::scheduler::sglang::SglangScheduler;
+use crate::scheduler::{Core, PreemptionOrder, QueueOrder, Scheduler};
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: how many cores were built.
+    pub(super) static CORES_BUILT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How every core of a run is built: the same steps in the same order, whether before the
+/// run or when its slot is first provisioned.
+pub(super) struct Recipe<'r> {
+    pub setups: Setups<'r>,
+    /// Each instance's role.
+    pub roles: Vec<InstanceRole>,
+    /// The control plane's queue order and preemption victims, when there is one.
+    pub policies: Option<(QueueOrder, PreemptionOrder)>,
+    /// Each setup's place in the lower tier of the prefix cache (`tiers.rs`).
+    pub seats: Vec<Option<Seat>>,
+    /// The thrash window, when anomalies are watched.
+    pub thrash_window_ns: Option<Nanos>,
+    /// Whether scheduling decisions are noted for the trace.
+    pub tracing: bool,
+    /// Whether finished requests' records list their inter-token latencies.
+    pub itl_values: bool,
+    /// Whether the prefix cache keeps its history (a stale prefix signal).
+    pub cache_history: bool,
+}
+
+impl Recipe<'_> {
+    /// Instance `id`'s core: vLLM's scheduler, or SGLang's when its setup has SGLang
+    /// settings, set up for its pipeline depth, role and the run's settings.
+    fn build(&self, id: usize) -> Core {
+        #[cfg(test)]
+        CORES_BUILT.set(CORES_BUILT.get() + 1);
+        let setup = self.setups.get(id);
+        let mut core = match &setup.sglang {
+            Some(config) => Core::Sglang(Box::new(SglangScheduler::new(
+                config.clone(),
+                setup.num_blocks,
+                setup.max_model_len,
+                id as u64,
+            ))),
+            None => {
+                let mut vllm = Scheduler::new(setup.scheduler.clone(), setup.num_blocks);
+                if let Some(p) = &setup.pipeline {
+                    vllm.set_pipeline_depth(p.stage_blocks.len());
+                }
+                Core::Vllm(vllm)
+            }
+        };
+        if self.roles[id] == InstanceRole::Prefill {
+            core.hand_off_prefills();
+        }
+        if let Some((order, preemption)) = self.policies {
+            core.set_policies(order, preemption);
+        }
+        if let Some(seat) = &self.seats[id / self.setups.per()] {
+            seat.attach(&mut core);
+        }
+        if let Some(window) = self.thrash_window_ns
+            && let Some(vllm) = core.vllm_mut()
+        {
+            vllm.watch_anomalies(window);
+        }
+        if self.tracing {
+            core.trace_decisions();
+        }
+        core.keep_itl_values(self.itl_values);
+        if self.cache_history {
+            core.keep_cache_history();
+        }
+        core
+    }
+}
+
+/// Marks an instance whose core is not built.
+const UNBUILT: u32 = u32::MAX;
+
+/// Every instance's core, built before the run when each setup is one instance's, else
+/// when the loop first changes it (indexing mutably builds it).
+pub(super) struct Cores<'r> {
+    recipe: Recipe<'r>,
+    /// The cores built, in the order they were.
+    built: Vec<Core>,
+    /// By instance id: its index in `built`, or [`UNBUILT`]; empty when every core is built,
+    /// by id.
+    at: Vec<u32>,
+    /// Per setup: a core as built and never changed, which unbuilt instances read as.
+    pristine: Vec<Core>,
+}
+
+impl<'r> Cores<'r> {
+    /// The cores `recipe` builds: each instance's now when each setup is one instance's,
+    /// else none yet.
+    pub(super) fn new(recipe: Recipe<'r>) -> Cores<'r> {
+        let (n, per) = (recipe.setups.len(), recipe.setups.per());
+        if per == 1 {
+            let built = (0..n).map(|id| recipe.build(id)).collect();
+            return Cores {
+                recipe,
+                built,
+                at: Vec::new(),
+                pristine: Vec::new(),
+            };
+        }
+        let pristine = (0..n).step_by(per).map(|id| recipe.build(id)).collect();
+        Cores {
+            recipe,
+            built: Vec::new(),
+            at: vec![UNBUILT; n],
+            pristine,
+        }
+    }
+
+    /// How many instances there are.
+    pub(super) fn len(&self) -> usize {
+        self.recipe.setups.len()
+    }
+
+    /// Every instance's core, by id (an unbuilt one's pristine core).
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Core> {
+        (0..self.len()).map(|id| &self[id])
+    }
+}
+
+impl std::ops::Index<usize> for Cores<'_> {
+    type Output = Core;
+
+    fn index(&self, id: usize) -> &Core {
+        if self.at.is_empty() {
+            return &self.built[id];
+        }
+        match self.at[id] {
+            UNBUILT => &self.pristine[id / self.recipe.setups.per()],
+            k => &self.built[k as usize],
+        }
+    }
+}
+
+impl std::ops::IndexMut<usize> for Cores<'_> {
+    /// Instance `id`'s core, built now if it was not.
+    fn index_mut(&mut self, id: usize) -> &mut Core {
+        if self.at.is_empty() {
+            return &mut self.built[id];
+        }
+        if self.at[id] == UNBUILT {
+            self.at[id] = self.built.len() as u32;
+            self.built.push(self.recipe.build(id));
+        }
+        &mut self.built[self.at[id] as usize]
+    }
+}
+
+/// The immediate view of the cluster: the instances' cores as they are.
+impl crate::router::ClusterView for Cores<'_> {
+    fn snapshot(&self, id: u32) -> crate::router::InstanceSnapshot {
+        crate::router::InstanceSnapshot::of(&self[id as usize])
+    }
+
+    fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {
+        self[id as usize].cached_prefix_blocks(hashes)
+    }
+}
