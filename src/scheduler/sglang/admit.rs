@@ -27,6 +27,10 @@ struct Budget {
     current_offset: f64,
     rem_input: i64,
     rem_chunk: Option<i64>,
+    /// Pages taken for this pass's prefills so far. SGLang allocates them once the batch is
+    /// formed (`prepare_for_extend`), so its adder still counts them as available: the
+    /// offsets above already reserve them.
+    taken_pages: u64,
 }
 
 impl Budget {
@@ -53,12 +57,18 @@ impl SglangScheduler {
             as f64
     }
 
+    /// Free and evictable KV as SGLang's adder sees it while forming the pass: with the pages
+    /// taken for this pass's prefills (reserved by the offsets) still counted.
+    fn adder_available(&self, b: &Budget) -> f64 {
+        self.available_tokens() + (b.taken_pages * u64::from(self.config.page_size)) as f64
+    }
+
     fn remaining_total(&self, b: &Budget) -> f64 {
-        self.available_tokens() - b.total_offset
+        self.adder_available(b) - b.total_offset
     }
 
     fn budget_state(&self, b: &Budget) -> Added {
-        let avail = self.available_tokens();
+        let avail = self.adder_available(b);
         if avail - b.total_offset <= 0.0 || avail - b.current_offset <= 0.0 {
             return Added::NoToken;
         }
@@ -111,6 +121,7 @@ impl SglangScheduler {
                 .config
                 .chunked_prefill_size
                 .map(|c| i64::from(c) - mixed),
+            taken_pages: 0,
         };
         let mut new_chunked = None;
         if let Some(slot) = self.chunked.take() {
@@ -177,7 +188,7 @@ impl SglangScheduler {
         } else {
             i64::from((req.target - req.input_toks).min(CLIP_MAX_NEW_TOKENS))
         };
-        if !self.grow(slot, new_len as u32) {
+        if !self.grow_in_pass(slot, new_len as u32, b) {
             // No room for the chunk even after eviction: it waits for the next pass.
             return Some(slot);
         }
@@ -234,7 +245,7 @@ impl SglangScheduler {
             req.keys.held_by_tree(req.tree_pages as usize);
             req.r.computed = prefix;
         }
-        if !self.grow(slot, len as u32) {
+        if !self.grow_in_pass(slot, len as u32, b) {
             self.drop_kv(slot);
             return (Added::NoToken, false);
         }
@@ -311,6 +322,15 @@ impl SglangScheduler {
 }
 
 impl SglangScheduler {
+    /// [`SglangScheduler::grow`] for a prefill of the pass being formed, noting the pages
+    /// it takes in `b`.
+    fn grow_in_pass(&mut self, slot: u32, new_tokens: u32, b: &mut Budget) -> bool {
+        let before = self.req(slot).own_pages;
+        let grown = self.grow(slot, new_tokens);
+        b.taken_pages += u64::from(self.req(slot).own_pages - before);
+        grown
+    }
+
     /// Allocates the private pages request `slot` needs for `new_tokens` more tokens
     /// (evicting unlocked leaves if it must). Returns false, taking nothing, when they do not
     /// fit.

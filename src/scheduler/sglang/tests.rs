@@ -220,6 +220,28 @@ fn decode_out_of_kv_retracts_and_resets_the_ratio_from_the_survivors() {
     assert_eq!(run.s.kv_pages_used(), 0);
 }
 
+/// The adder counts this pass's admissions once: by their reservations (prompt, page,
+/// clipped output), not also by the pages taken for them, which SGLang allocates only once
+/// the batch is formed. 200 pages: A reserves 60 + 1 + 30 = 91, leaving 109; B needs
+/// 77 + 1 + 30 = 108 < 109 and is admitted; C then has 1 left and waits.
+#[test]
+fn a_pass_counts_its_own_admissions_once() {
+    let c = SglangConfig {
+        chunked_prefill_size: Some(512),
+        ..config()
+    };
+    let mut run = Run::new(c.clone(), 200);
+    run.add(request(0, tokens(1, 60), 30));
+    run.add(request(1, tokens(100, 77), 30));
+    run.add(request(2, tokens(300, 2), 1));
+    assert_eq!(run.pass(), Some(vec![(0, 60), (1, 77)]));
+    // One more token for B's reservation and it no longer fits beside A.
+    let mut run = Run::new(c, 200);
+    run.add(request(0, tokens(1, 60), 30));
+    run.add(request(1, tokens(100, 78), 30));
+    assert_eq!(run.pass(), Some(vec![(0, 60)]));
+}
+
 /// The inter-token gaps pooled by step equal the gaps listed in the records, through a
 /// retraction and prefill passes that pause decodes; with listing off the records are empty
 /// and the pool the same.
