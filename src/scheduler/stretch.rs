@@ -21,13 +21,16 @@
 //! a time.
 
 use super::request::Phase;
-use super::{Completions, PreemptionOrder, Scheduler};
+use super::{BlockId, Completions, PreemptionOrder, Scheduler};
 use crate::Nanos;
 
 /// A request stepped in bulk, and where it stood when it joined.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Member {
     slot: u32,
+    /// Its KV blocks, moved here from the request while it is a member (so that a step's
+    /// new blocks are added without visiting the request).
+    blocks: Vec<BlockId>,
     /// Its computed tokens, and the instance's steps formed, when it joined.
     computed: u32,
     formed: u64,
@@ -57,7 +60,7 @@ pub(super) struct Stretch {
     left: usize,
     /// The earliest `finish` among the members.
     next_finish: u64,
-    /// Per bucket, the slots of its members in running order.
+    /// Per bucket, the positions of its members in running order.
     buckets: Vec<Vec<u32>>,
 }
 
@@ -103,10 +106,10 @@ impl Scheduler {
             return 0;
         }
         self.pool.set_clock(now);
-        for &slot in &self.stretch.buckets[key] {
-            let req = self.slots[slot as usize].as_mut().expect("member slot");
-            req.blocks
-                .push(self.pool.allocate().expect("checked free blocks"));
+        let st = &mut self.stretch;
+        for &k in &st.buckets[key] {
+            let block = self.pool.allocate().expect("checked free blocks");
+            st.members[k as usize].blocks.push(block);
         }
         for item in &mut self.step_items[..m] {
             item.context_tokens += 1;
@@ -115,20 +118,17 @@ impl Scheduler {
         m
     }
 
-    /// Removes the members that finished from the members, their buckets, the step and its
-    /// batch (the step's entries behind the members are dropped: the next step forms them).
+    /// Removes the members that finished from the members, the step and its batch (the
+    /// step's entries behind the members are dropped: the next step forms them), and buckets
+    /// the others again by their new positions.
     fn drop_left_members(&mut self) {
         let st = &mut self.stretch;
         let mut kept = 0;
         for k in 0..st.members.len() {
-            let member = st.members[k];
-            if member.finish == LEFT {
-                let bucket = &mut st.buckets[member.key as usize];
-                let at = bucket.iter().position(|&s| s == member.slot);
-                bucket.remove(at.expect("a member is in its bucket"));
+            if st.members[k].finish == LEFT {
                 continue;
             }
-            st.members[kept] = member;
+            st.members.swap(kept, k);
             self.step[kept] = self.step[k];
             self.step_items[kept] = self.step_items[k];
             kept += 1;
@@ -137,6 +137,12 @@ impl Scheduler {
         st.left = 0;
         self.step.truncate(kept);
         self.step_items.truncate(kept);
+        for bucket in &mut st.buckets {
+            bucket.clear();
+        }
+        for (k, member) in st.members.iter().enumerate() {
+            st.buckets[member.key as usize].push(k as u32);
+        }
     }
 
     /// After a step was formed: the steady decoders right behind the members (in running
@@ -159,7 +165,7 @@ impl Scheduler {
         while p < self.step.len() && self.running.get(p) == Some(&self.step[p].slot) {
             let s = self.step[p];
             let req = self.slots[s.slot as usize]
-                .as_ref()
+                .as_mut()
                 .expect("scheduled slot");
             let steady = s.new_tokens == 1
                 && req.phase == Phase::Decode
@@ -178,6 +184,7 @@ impl Scheduler {
             let finish = completed + u64::from(req.target - reached) - 1;
             st.members.push(Member {
                 slot: s.slot,
+                blocks: std::mem::take(&mut req.blocks),
                 computed: req.computed,
                 formed: self.formed,
                 reached,
@@ -185,7 +192,7 @@ impl Scheduler {
                 finish,
                 key: key as u32,
             });
-            st.buckets[key as usize].push(s.slot);
+            st.buckets[key as usize].push(p as u32);
             st.next_finish = st.next_finish.min(finish);
             p += 1;
         }
@@ -221,12 +228,13 @@ impl Scheduler {
     }
 
     /// Brings member `k` up to the steps formed so far and the first `completed` steps
-    /// completed, and its step entry with it.
+    /// completed, and its step entry with it; gives it its blocks back.
     fn settle_member(&mut self, k: usize, completed: u64) {
-        let member = self.stretch.members[k];
+        let member = &mut self.stretch.members[k];
         let req = self.slots[member.slot as usize]
             .as_mut()
             .expect("member slot");
+        req.blocks = std::mem::take(&mut member.blocks);
         req.computed = member.computed + (self.formed - member.formed) as u32;
         if completed > member.completed {
             let n = (completed - member.completed) as u32;
@@ -355,7 +363,14 @@ mod tests {
 
     /// Everything outside the scheduler can see of it now, and its blocks.
     fn seen(s: &Scheduler) -> String {
-        let blocks: Vec<_> = s.slots.iter().flatten().map(|r| &r.blocks).collect();
+        // A member's blocks are the member's while it is one.
+        let member = |slot: usize| {
+            let live = |m: &&super::Member| m.slot as usize == slot && m.finish != super::LEFT;
+            s.stretch.members.iter().find(live)
+        };
+        let blocks: Vec<_> = (s.slots.iter().enumerate())
+            .filter_map(|(k, r)| Some(member(k).map_or(&r.as_ref()?.blocks, |m| &m.blocks)))
+            .collect();
         format!(
             "{} waiting, {} running, {} free, {} used ever, {:?}, {:?}, blocks {blocks:?}",
             s.num_waiting(),
