@@ -124,6 +124,14 @@ impl Policy for AutoscalePolicy {
             AutoscalePolicy::Slo(p) => {
                 non_negative("ttft_target_ms", p.ttft_target_ms)?;
                 non_negative("tpot_target_ms", p.tpot_target_ms)?;
+                non_negative("window_ms", p.window_ms)?;
+                let a = p.target_attainment;
+                if !(a > 0.0 && a < 1.0) {
+                    return Err(ParamError::new(
+                        "target_attainment",
+                        format!("must be a share strictly between 0 and 1, got {a}"),
+                    ));
+                }
                 bounds(
                     ("scale_up_ratio", p.scale_up_ratio),
                     ("scale_down_ratio", p.scale_down_ratio),
@@ -203,6 +211,14 @@ pub struct SloParams {
     pub scale_up_ratio: f64,
     /// Scale down when every recent latency is below this share of its target.
     pub scale_down_ratio: f64,
+    /// Attainment window, ms: with a window (> 0), the policy judges the share of the
+    /// requests finished on the pool in the last `window_ms` that met every target, instead
+    /// of the replicas' moving averages; 0: the moving averages.
+    pub window_ms: f64,
+    /// With a window: the attainment aimed at, in (0, 1). The pressure is the share of
+    /// misses over the share allowed, `(1 − attainment) / (1 − target_attainment)`, read
+    /// against the ratios as a latency over its target is.
+    pub target_attainment: f64,
 }
 
 impl Default for SloParams {
@@ -212,6 +228,8 @@ impl Default for SloParams {
             tpot_target_ms: 0.0,
             scale_up_ratio: 1.0,
             scale_down_ratio: 0.5,
+            window_ms: 0.0,
+            target_attainment: 0.9,
         }
     }
 }

@@ -3,12 +3,13 @@
 //! bounds, stabilization windows and cooldown, counts actions and oscillations, and accounts
 //! the time every replica spends in every state.
 
-use super::config::{AutoscaleConfig, AutoscalePolicy};
+use super::config::{AutoscaleConfig, AutoscalePolicy, SloParams};
 use super::notes::{ScaleAction, ScaleNote};
 use super::policy::{Observation, Policy};
 use super::report::{AutoscaleReport, PoolCost, ScaleSample, StateChange};
 use crate::Nanos;
 use crate::choice::Choice;
+use crate::metrics::RequestRecord;
 use crate::router::ClusterView;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -127,6 +128,10 @@ struct Pool {
     /// For a decode pool: the prefill instances whose hand-offs it takes, ascending; those
     /// held there for want of a ready replica are demand for it.
     handoff_sources: Vec<u32>,
+    /// Under an `slo` policy with an attainment window: the requests finished on the pool's
+    /// replicas, `(end, met every target)`, oldest first, and how many of them met.
+    window: VecDeque<(Nanos, bool)>,
+    window_met: u32,
 }
 
 /// Counters of a run's scaling.
@@ -196,6 +201,8 @@ impl Autoscaler {
                 desired: 0,
                 cost: PoolCost::default(),
                 handoff_sources: Vec::new(),
+                window: VecDeque::new(),
+                window_met: 0,
             })
             .collect();
         let mut replicas = Vec::with_capacity(templates.len());
@@ -360,10 +367,47 @@ impl Autoscaler {
         });
     }
 
+    /// The request of `record` finished on instance `id`: under an `slo` policy with an
+    /// attainment window, its pool notes when and whether it met every target (TTFT from its
+    /// arrival to its first token; TPOT over its tokens after the first, when it has them).
+    pub fn request_finished(&mut self, id: u32, record: &RequestRecord<'_>) {
+        let AutoscalePolicy::Slo(p) = &self.config.policy else {
+            return;
+        };
+        let Some(replica) = self.replicas.get(id as usize) else {
+            return;
+        };
+        if p.window_ms <= 0.0 {
+            return;
+        }
+        let met = meets_targets(p, record);
+        let pool = &mut self.pools[replica.pool as usize];
+        pool.window.push_back((record.end_ns, met));
+        pool.window_met += u32::from(met);
+    }
+
+    /// Drops from pool `p`'s attainment window the requests finished `window_ms` or more
+    /// before `now`.
+    fn slide_window(&mut self, p: usize, now: Nanos) {
+        let AutoscalePolicy::Slo(params) = &self.config.policy else {
+            return;
+        };
+        let width = (params.window_ms * 1e6).round() as Nanos;
+        let pool = &mut self.pools[p];
+        while let Some(&(end, met)) = pool.window.front() {
+            if now.saturating_sub(end) < width {
+                break;
+            }
+            pool.window.pop_front();
+            pool.window_met -= u32::from(met);
+        }
+    }
+
     /// The tick at `now`: every pool's policy decides on what `view` shows of its ready
     /// replicas; the starts and drains it orders are appended to `changes`.
     pub fn tick(&mut self, now: Nanos, view: &dyn ClusterView, changes: &mut Vec<Change>) {
         for p in 0..self.pools.len() {
+            self.slide_window(p, now);
             let observation = self.observe(p, view);
             let target = self.target(p, now, &observation);
             let current = observation.current();
@@ -423,6 +467,8 @@ impl Autoscaler {
             o.held_handoffs = self.held_handoffs(&pool.handoff_sources, view);
         }
         o.finish();
+        o.window_finished = pool.window.len() as u32;
+        o.window_met = pool.window_met;
         o
     }
 
@@ -687,4 +733,18 @@ impl Autoscaler {
             state_changes: self.state_changes.clone(),
         }
     }
+}
+
+/// Whether the request of `record` met `p`'s targets (a target of 0 is none): its TTFT, from
+/// arrival to first token, and its TPOT, over the tokens after the first (when it has any).
+fn meets_targets(p: &SloParams, record: &RequestRecord<'_>) -> bool {
+    let ms = |ns: Nanos| ns as f64 / 1e6;
+    let ttft = ms(record.first_token_ns.saturating_sub(record.arrival_ns));
+    let ttft_met = p.ttft_target_ms <= 0.0 || ttft <= p.ttft_target_ms;
+    let tpot_met = p.tpot_target_ms <= 0.0
+        || record.output_toks <= 1
+        || ms(record.end_ns.saturating_sub(record.first_token_ns))
+            / f64::from(record.output_toks - 1)
+            <= p.tpot_target_ms;
+    ttft_met && tpot_met
 }

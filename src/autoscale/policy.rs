@@ -34,6 +34,10 @@ pub struct Observation {
     pub recent_tpot_ms: f64,
     pub ttft_measured: u32,
     pub tpot_measured: u32,
+    /// With an `slo` attainment window: the requests finished on the pool within it, and
+    /// how many of them met every target.
+    pub window_finished: u32,
+    pub window_met: u32,
 }
 
 impl Observation {
@@ -96,6 +100,20 @@ impl Observation {
         let ttft = ratio(self.recent_ttft_ms, self.ttft_measured, ttft_target_ms);
         let tpot = ratio(self.recent_tpot_ms, self.tpot_measured, tpot_target_ms);
         ttft.into_iter().chain(tpot).reduce(f64::max)
+    }
+
+    /// The share of the requests finished in the attainment window that met their targets;
+    /// `None` when none finished in it.
+    pub fn attainment(&self) -> Option<f64> {
+        (self.window_finished > 0)
+            .then(|| f64::from(self.window_met) / f64::from(self.window_finished))
+    }
+
+    /// The misses in the attainment window over the share `target_attainment` allows:
+    /// `(1 − attainment) / (1 − target_attainment)`; `None` when nothing finished in it.
+    pub fn miss_pressure(&self, target_attainment: f64) -> Option<f64> {
+        self.attainment()
+            .map(|a| (1.0 - a) / (1.0 - target_attainment))
     }
 }
 
@@ -160,7 +178,11 @@ impl Policy {
                     step(false, required < fewer)
                 }
             }
-            AutoscalePolicy::Slo(p) => match o.slo_pressure(p.ttft_target_ms, p.tpot_target_ms) {
+            AutoscalePolicy::Slo(p) => match if p.window_ms > 0.0 {
+                o.miss_pressure(p.target_attainment)
+            } else {
+                o.slo_pressure(p.ttft_target_ms, p.tpot_target_ms)
+            } {
                 Some(x) if x > p.scale_up_ratio => {
                     let want = (f64::from(o.ready.max(1)) * x / p.scale_up_ratio).ceil() as u32;
                     want.max(current)

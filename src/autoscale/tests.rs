@@ -573,3 +573,103 @@ fn a_decode_pools_tick_looks_at_the_prefill_replicas_ever_on_not_every_slot() {
     let taken = idle.taken.get();
     assert!(taken < 200, "{taken} snapshots in 4 ticks");
 }
+
+/// A request finished at `end_s` seconds with a TTFT of `ttft_ms` and `output` tokens at
+/// `tpot_ms` each after the first.
+fn finished(
+    end_s: f64,
+    ttft_ms: u64,
+    output: u32,
+    tpot_ms: u64,
+) -> crate::metrics::RequestRecord<'static> {
+    let end_ns = (end_s * 1e9) as Nanos;
+    let first_token_ns = end_ns - u64::from(output - 1) * tpot_ms * 1_000_000;
+    crate::metrics::RequestRecord {
+        instance_id: 0,
+        request_id: 0,
+        model: "m",
+        input_toks: 10,
+        output_toks: output,
+        arrival_ns: first_token_ns - ttft_ms * 1_000_000,
+        first_token_ns,
+        end_ns,
+        queuing_delay_ns: 0,
+        itl_ns: &[],
+        pd: None,
+    }
+}
+
+fn windowed(ttft_ms: f64, tpot_ms: f64, window_ms: f64) -> AutoscalePolicy {
+    AutoscalePolicy::Slo(SloParams {
+        ttft_target_ms: ttft_ms,
+        tpot_target_ms: tpot_ms,
+        window_ms,
+        ..SloParams::default()
+    })
+}
+
+#[test]
+fn slo_with_a_window_scales_on_the_attainment_of_the_requests_finished_in_it() {
+    // TTFT target 200 ms, TPOT 40 ms, a 10 s window, 90% aimed at (10% misses allowed);
+    // up above 1 × the allowed misses, down below 0.5 ×; no cooldown; 1 of 3 ready.
+    let mut a = fleet(windowed(200.0, 40.0, 10_000.0), |c| c.cooldown_ns = 0);
+    a.trace_decisions();
+    let view = Same(snap(0, 0, 0));
+    let mut changes = Vec::new();
+    // Nothing finished: no attainment, hold.
+    a.tick(5 * S, &view, &mut changes);
+    assert_eq!(a.counts().scale_ups, 0);
+    // Ten requests in (0, 10 s]: a TTFT miss at 1 s (300 ms), a TPOT miss at 2 s (50 ms a
+    // token over 11 tokens), eight met (TTFT 100 ms, TPOT 30 ms; one single-token request,
+    // whose TPOT is not judged). Attainment 0.8: misses 0.2 / 0.1 = 2 × the allowed share:
+    // ceil(1 ready × 2 / 1) = 2, one replica started.
+    a.request_finished(0, &finished(1.0, 300, 11, 30));
+    a.request_finished(0, &finished(2.0, 100, 11, 50));
+    a.request_finished(0, &finished(3.0, 100, 1, 0));
+    for k in 4..=10 {
+        a.request_finished(0, &finished(f64::from(k), 100, 11, 30));
+    }
+    a.tick(10 * S, &view, &mut changes);
+    assert_eq!((a.counts().scale_ups, a.counts().replicas_added), (1, 1));
+    // At 11 s the miss that finished at 1 s has left the window (11 − 1 ≥ 10 s): 1 miss in
+    // 9, attainment 8/9, misses 1/9 / 0.1 = 1.11 × the allowed: ceil(1 ready × 1.11) = 2,
+    // which the starting replica covers: hold.
+    a.tick(11 * S, &view, &mut changes);
+    assert_eq!(a.counts().scale_ups, 1);
+    // At 12 s both misses are out: 8 of 8 met, 0 misses: below 0.5 × the allowed: one fewer.
+    a.tick(12 * S, &view, &mut changes);
+    assert_eq!(a.counts().scale_downs, 1);
+    let seen: Vec<(u32, u32)> = a
+        .take_notes()
+        .filter_map(|n| match n {
+            ScaleNote::Action(x) => Some((x.signals.window_finished, x.signals.window_met)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seen, [(10, 8), (8, 8)]);
+}
+
+#[test]
+fn slo_window_settings_are_checked_and_exported() {
+    use crate::control::bundle::parse_bundle;
+    let build = |text: &str| parse_bundle(text).unwrap().build();
+    let c = build(
+        "autoscale: {type: slo, params: {ttft_target_ms: 300, window_ms: 30000, \
+         target_attainment: 0.95}}\n",
+    )
+    .unwrap();
+    let AutoscalePolicy::Slo(p) = c.autoscale.unwrap().policy else {
+        panic!("not slo")
+    };
+    assert_eq!((p.window_ms, p.target_attainment), (30_000.0, 0.95));
+    for bad in [
+        "target_attainment: 1",
+        "target_attainment: 0",
+        "window_ms: -5",
+    ] {
+        let text = format!("autoscale: {{type: slo, params: {{ttft_target_ms: 300, {bad}}}}}\n");
+        let (key, _) = build(&text).unwrap_err();
+        let name = bad.split(':').next().unwrap();
+        assert_eq!(key, format!("autoscale.params.{name}"), "{bad}");
+    }
+}

@@ -565,3 +565,53 @@ fn no_hit_lru_spreads_cold_requests_over_the_least_recently_used_instances() {
     let one = hand(vec![snap(0, 0, 0, 0)]);
     assert_eq!(scores(Scorer::NoHitLru, &one, &no_ids()), [1.0]);
 }
+
+/// A snapshot with recent statistics: TTFT and TPOT in ms, estimated wait in ms, hit rate.
+fn recent(ttft_ms: u64, tpot_ms: u64, wait_ms: u64, hit_rate: f64) -> InstanceSnapshot {
+    InstanceSnapshot {
+        recent_ttft_ns: ttft_ms * 1_000_000,
+        recent_tpot_ns: tpot_ms * 1_000_000,
+        estimated_wait_ns: wait_ms * 1_000_000,
+        cache_hit_rate: hit_rate,
+        ..snap(0, 0, 0, 0)
+    }
+}
+
+#[test]
+fn recent_latency_wait_and_hit_rate_scorers_read_their_signals() {
+    let view = hand(vec![
+        recent(200, 40, 100, 0.25),
+        recent(100, 20, 300, 0.5),
+        recent(0, 0, 0, 0.0),
+        recent(400, 30, 50, 1.0),
+    ]);
+    // TTFT 200, 100, 0, 400 ms: (400 − x) / 400.
+    assert_eq!(
+        scores(Scorer::RecentTtft, &view, &no_ids()),
+        [0.5, 0.75, 1.0, 0.0]
+    );
+    // TPOT 40, 20, 0, 30 ms: (40 − x) / 40.
+    assert_eq!(
+        scores(Scorer::RecentTpot, &view, &no_ids()),
+        [0.0, 0.5, 1.0, 0.25]
+    );
+    // Wait 100, 300, 0, 50 ms: (300 − x) / 300.
+    let wait = scores(Scorer::EstimatedWait, &view, &no_ids());
+    let expected = [2.0 / 3.0, 0.0, 1.0, 250.0 / 300.0];
+    assert!(
+        wait.iter()
+            .zip(expected)
+            .all(|(a, b)| (a - b).abs() < 1e-12)
+    );
+    assert_eq!(
+        scores(Scorer::CacheHitRate, &view, &no_ids()),
+        [0.25, 0.5, 0.0, 1.0]
+    );
+    // Weighted: recent-ttft:1,cache-hit-rate:1 sums 0.5·(0.5, 0.75, 1, 0) + 0.5·(0.25, 0.5,
+    // 0, 1) = (0.375, 0.625, 0.5, 0.5): instance 1.
+    let mut router = scorers("recent-ttft:1,cache-hit-rate:1");
+    assert_eq!(router.route(&no_ids(), &[0, 1, 2, 3], &view), 1);
+    // All equal: every candidate scores 1.
+    let flat = hand(vec![recent(7, 7, 7, 0.5); 2]);
+    assert_eq!(scores(Scorer::RecentTpot, &flat, &no_ids()), [1.0, 1.0]);
+}

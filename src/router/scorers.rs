@@ -33,6 +33,15 @@
 //!   candidate 1). The instance a cold request is routed to becomes the most recent. (BLIS
 //!   also forgets instances missing from a request's candidates, which matters only when
 //!   instances come and go; here they keep their place.)
+//!
+//! BLIS has no scorer over the recent statistics its snapshot carries; these four are ours,
+//! each reading one signal of the snapshot (so each as stale as `--signal-refresh` makes
+//! it), with BLIS's min-max rule:
+//! - `recent-ttft`: the instance's recent time to first token, inverted min-max (an instance
+//!   that has finished nothing yet reads 0, and so scores as the fastest).
+//! - `recent-tpot`: its recent time per output token, likewise.
+//! - `estimated-wait`: its estimated wait (recent queueing delay), likewise.
+//! - `cache-hit-rate`: its recent prefix-cache hit rate, in [0, 1] as is (higher better).
 
 use super::error::{RoutingSpecError, WeightBound};
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
@@ -66,11 +75,19 @@ pub enum Scorer {
     LoadAware,
     /// Cold requests to the least recently used instances; warm requests neutral.
     NoHitLru,
+    /// Recent time to first token, inverted min-max.
+    RecentTtft,
+    /// Recent time per output token, inverted min-max.
+    RecentTpot,
+    /// Estimated wait (recent queueing delay), inverted min-max.
+    EstimatedWait,
+    /// Recent prefix-cache hit rate, as is.
+    CacheHitRate,
 }
 
 impl Scorer {
     /// Every scorer, in the order their names are listed.
-    pub const ALL: [Scorer; 10] = [
+    pub const ALL: [Scorer; 14] = [
         Scorer::PrefixAffinity,
         Scorer::PrecisePrefixCache,
         Scorer::QueueDepth,
@@ -81,6 +98,10 @@ impl Scorer {
         Scorer::VllmDp,
         Scorer::LoadAware,
         Scorer::NoHitLru,
+        Scorer::RecentTtft,
+        Scorer::RecentTpot,
+        Scorer::EstimatedWait,
+        Scorer::CacheHitRate,
     ];
 
     /// The scorer's name, as `--routing-scorers` spells it.
@@ -96,6 +117,10 @@ impl Scorer {
             Scorer::VllmDp => "vllm-dp",
             Scorer::LoadAware => "load-aware",
             Scorer::NoHitLru => "no-hit-lru",
+            Scorer::RecentTtft => "recent-ttft",
+            Scorer::RecentTpot => "recent-tpot",
+            Scorer::EstimatedWait => "estimated-wait",
+            Scorer::CacheHitRate => "cache-hit-rate",
         }
     }
 }
@@ -446,6 +471,19 @@ impl ScoreScratch {
             }
             Scorer::LoadAware => raw.extend(snaps.iter().map(|s| load_aware(s.waiting))),
             Scorer::NoHitLru => self.no_hit_lru(request, candidates, view, prefix),
+            Scorer::RecentTtft => {
+                raw.extend(snaps.iter().map(|s| s.recent_ttft_ns as f64));
+                min_max(raw, true);
+            }
+            Scorer::RecentTpot => {
+                raw.extend(snaps.iter().map(|s| s.recent_tpot_ns as f64));
+                min_max(raw, true);
+            }
+            Scorer::EstimatedWait => {
+                raw.extend(snaps.iter().map(|s| s.estimated_wait_ns as f64));
+                min_max(raw, true);
+            }
+            Scorer::CacheHitRate => raw.extend(snaps.iter().map(|s| s.cache_hit_rate)),
         }
     }
 

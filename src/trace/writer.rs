@@ -248,6 +248,13 @@ fn write_signals(out: &mut String, o: &Observation) -> std::fmt::Result {
         write!(out, r#","{name}":"#)?;
         write_f64(out, v)?;
     }
+    if o.window_finished > 0 {
+        write!(
+            out,
+            r#","window_finished":{},"window_met":{}"#,
+            o.window_finished, o.window_met
+        )?;
+    }
     Ok(())
 }
 

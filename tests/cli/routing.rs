@@ -195,3 +195,64 @@ fn no_hit_lru_spreads_the_cold_prefixes_and_load_aware_runs() {
     let a = csv_of(dir.path(), "la", &load_aware);
     assert_eq!(a, csv_of(dir.path(), "la2", &load_aware));
 }
+
+#[test]
+fn recent_ttft_scorer_reads_its_signal_as_stale_as_its_refresh_mode() {
+    // Four idle instances; single-token requests 50 ms apart, each served well within the
+    // gap. Read live, an instance that has served one reads its TTFT (> 0) and loses to
+    // those still at 0 (inverted min-max; the lowest id on ties): requests 0..3 go to
+    // instances 0, 1, 2, 3. Never refreshed (on-demand, nobody asks), every instance reads
+    // the start's 0: all tie and every request goes to instance 0.
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, _) = case(dir.path());
+    let workload = dir.path().join("spaced.jsonl");
+    let lines: String = (0..4u64)
+        .map(|i| {
+            format!(
+                "{{\"input_toks\":64,\"output_toks\":1,\"arrival_time_ns\":{}}}\n",
+                i * 50_000_000
+            )
+        })
+        .collect();
+    std::fs::write(&workload, lines).unwrap();
+    let instances = |tag: &str, refresh: &str| {
+        let csv = dir.path().join(format!("{tag}.csv"));
+        ok(&[
+            "--cluster-config",
+            cluster.to_str().unwrap(),
+            "--dataset",
+            workload.to_str().unwrap(),
+            "--output",
+            csv.to_str().unwrap(),
+            "--request-routing-policy",
+            "weighted",
+            "--routing-scorers",
+            "recent-ttft:1",
+            "--signal-refresh",
+            refresh,
+        ]);
+        let (_, mut rows) = binary::read_csv(&csv);
+        rows.sort_by_key(|r| r["request id"].parse::<u64>().unwrap());
+        rows.iter()
+            .map(|r| r["instance id"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(instances("live", "ttft=immediate"), ["0", "1", "2", "3"]);
+    assert_eq!(instances("frozen", "ttft=on-demand"), ["0", "0", "0", "0"]);
+    for scorer in [
+        "recent-tpot:1",
+        "estimated-wait:1",
+        "cache-hit-rate:1,queue-depth:1",
+    ] {
+        csv_of(
+            dir.path(),
+            scorer,
+            &[
+                "--request-routing-policy",
+                "weighted",
+                "--routing-scorers",
+                scorer,
+            ],
+        );
+    }
+}

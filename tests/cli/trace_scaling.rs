@@ -281,3 +281,54 @@ fn admission_delays_and_the_slo_autoscaler_export_into_a_bundle_that_reruns_iden
     let (file, _, _) = run_in(dir.path(), "file", &again);
     assert_eq!(flags, file);
 }
+
+#[test]
+fn the_slo_autoscaler_with_a_window_scales_on_attainment_and_exports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, policy, exported) = (
+        dir.path().join("w.jsonl"),
+        dir.path().join("p.yaml"),
+        dir.path().join("e.yaml"),
+    );
+    // A 1 ms TTFT target no request meets: at the first tick with completions in the 4 s
+    // window, attainment 0, misses 1 / 0.1 allowed = 10 × : ceil(ready × 10), bounded to 3.
+    std::fs::write(
+        &policy,
+        "autoscale:\n  type: slo\n  params: {ttft_target_ms: 1, window_ms: 4000, \
+         target_attainment: 0.9}\n  max_replicas: 3\n  interval: 2s\n",
+    )
+    .unwrap();
+    let args = [
+        "--dataset",
+        SAMPLE,
+        "--policy-config",
+        policy.to_str().unwrap(),
+        "--trace-level",
+        "decisions",
+        "--trace-output",
+        trace.to_str().unwrap(),
+        "--export-policy",
+        exported.to_str().unwrap(),
+    ];
+    let (csv, _, _) = run_in(dir.path(), "window", &args);
+    let all = records(&trace);
+    let first = of_kind(&all, "scale")[0];
+    assert_eq!(first["action"], "up");
+    assert!(first["window_finished"].as_u64().unwrap() > 0, "{first}");
+    assert_eq!(first["window_met"], 0, "{first}");
+    let want = (first["ready"].as_f64().unwrap() * 10.0).min(3.0);
+    assert_eq!(first["to"].as_f64().unwrap(), want, "{first}");
+    let text = std::fs::read_to_string(&exported).unwrap();
+    assert!(
+        text.contains("window_ms: 4000.0") && text.contains("target_attainment: 0.9"),
+        "{text}"
+    );
+    let again = [
+        "--dataset",
+        SAMPLE,
+        "--policy-config",
+        exported.to_str().unwrap(),
+    ];
+    let (csv2, _, _) = run_in(dir.path(), "again", &again);
+    assert_eq!(csv, csv2);
+}

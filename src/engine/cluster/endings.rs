@@ -170,6 +170,9 @@ impl<'r> Cluster<'r> {
         let inst = &mut self.instances[i];
         inst.finished += 1;
         inst.recent.request_finished(&record);
+        if let Some(scaling) = &mut self.scaling {
+            scaling.request_finished(i as u32, &record);
+        }
         if let Some(injector) = s.injector.as_deref_mut() {
             release_after(injector, &record, &mut self.released)?;
         }

@@ -14,6 +14,7 @@ use crate::autoscale::{
 };
 use crate::config::InstanceRole;
 use crate::engine::EventKind;
+use crate::metrics::RequestRecord;
 use crate::router::Signal;
 use crate::scheduler::{Evicted, SchedulerBug};
 use crate::trace::Decision;
@@ -52,6 +53,12 @@ impl<'r> Scaling<'r> {
         if self.keeps_requests() {
             self.on_instances.remove(&id);
         }
+    }
+
+    /// The request of `record` finished on instance `id` (the `slo` policy's attainment
+    /// window notes it).
+    pub(super) fn request_finished(&mut self, id: u32, record: &RequestRecord<'_>) {
+        self.autoscaler.request_finished(id, record);
     }
 
     /// A request was queued on an instance: it is counted, and kept (`keep`) when drains
