@@ -3,7 +3,7 @@
 //! the metrics and the control plane (`timeout`, `slo_target_us`, `network`).
 
 use super::dist::CountDist;
-use super::window::{RawWindow, WindowParams};
+use super::window::{RawWindow, WindowError, WindowParams};
 use super::{DurationDist, LengthDist};
 use crate::workload::{MAX_TIME_NS, MAX_TOKENS, RequestProfile};
 use rand::Rng;
@@ -39,6 +39,67 @@ pub(super) struct RawLifecycle {
     windows: Vec<RawWindow>,
 }
 
+/// What is wrong with a client's `lifecycle`, `multimodal`, `timeout`, `slo_target_us` or
+/// `network`; each message names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExtrasError {
+    /// A lifecycle without windows.
+    #[error("lifecycle: at least one window is required")]
+    NoWindow,
+    /// A window that is empty or ends past the clock's range.
+    #[error(
+        "lifecycle.windows[{window}]: end_us ({end}) must be greater than start_us ({start}) \
+         and at most {limit}"
+    )]
+    WindowSpan {
+        window: usize,
+        start: u64,
+        end: u64,
+        limit: u64,
+    },
+    /// A window's overrides.
+    #[error("lifecycle.windows[{window}].{problem}")]
+    Window { window: usize, problem: WindowError },
+    /// A modality with its tokens but not its count, or the other way round.
+    #[error("multimodal: {}", unpaired(modality, *tokens_given))]
+    Unpaired {
+        modality: &'static str,
+        tokens_given: bool,
+    },
+    /// A multimodal prompt of nothing.
+    #[error("multimodal: give text_distribution or a modality")]
+    NoPart,
+    /// A duration in µs outside `[0, max]`.
+    #[error("{field} must be a number of µs in [0, {max}], got {value}")]
+    Micros {
+        field: &'static str,
+        value: i64,
+        max: u64,
+    },
+    /// A round trip outside `[0, 1e9]` ms.
+    #[error("network.rtt_ms must be a number of ms in [0, 1e9], got {value}")]
+    Rtt { value: f64 },
+    /// A bandwidth outside `[1e-6, 1e9]` Mbit/s.
+    #[error(
+        "network.bandwidth_mbps must be in [1e-6, 1e9] Mbit/s (or 0: no transfer time), got \
+         {value}"
+    )]
+    Bandwidth { value: f64 },
+}
+
+/// `X_distribution needs X_count_distribution`, or the other way round.
+fn unpaired(modality: &str, tokens_given: bool) -> String {
+    let (tokens, count) = (
+        format!("{modality}_distribution"),
+        format!("{modality}_count_distribution"),
+    );
+    if tokens_given {
+        format!("{tokens} needs {count}")
+    } else {
+        format!("{count} needs {tokens}")
+    }
+}
+
 /// A client's active windows `[start, end)`, ns, in the order given, with what each
 /// overrides (`trace_rate`, `arrival`, lengths; see [`WindowParams`]). A client with windows
 /// sends nothing outside them.
@@ -53,7 +114,7 @@ pub struct Lifecycle {
 
 impl Lifecycle {
     /// Windows given in µs, `[start, end)`; each must be non-empty.
-    pub fn from_us(windows: &[(u64, u64)]) -> Result<Lifecycle, String> {
+    pub fn from_us(windows: &[(u64, u64)]) -> Result<Lifecycle, ExtrasError> {
         Lifecycle::with_params(windows, Vec::new())
     }
 
@@ -61,18 +122,20 @@ impl Lifecycle {
     pub fn with_params(
         windows: &[(u64, u64)],
         params: Vec<WindowParams>,
-    ) -> Result<Lifecycle, String> {
+    ) -> Result<Lifecycle, ExtrasError> {
         if windows.is_empty() {
-            return Err("lifecycle: at least one window is required".into());
+            return Err(ExtrasError::NoWindow);
         }
         let limit = MAX_TIME_NS / 1_000;
         let mut ns = Vec::with_capacity(windows.len());
         for (j, &(start, end)) in windows.iter().enumerate() {
             if end <= start || end > limit {
-                return Err(format!(
-                    "lifecycle.windows[{j}]: end_us ({end}) must be greater than start_us \
-                     ({start}) and at most {limit}"
-                ));
+                return Err(ExtrasError::WindowSpan {
+                    window: j,
+                    start,
+                    end,
+                    limit,
+                });
             }
             ns.push((start * 1_000, end * 1_000));
         }
@@ -85,13 +148,13 @@ impl Lifecycle {
         })
     }
 
-    pub(super) fn parse(raw: RawLifecycle) -> Result<Lifecycle, String> {
+    pub(super) fn parse(raw: RawLifecycle) -> Result<Lifecycle, ExtrasError> {
         let mut spans = Vec::with_capacity(raw.windows.len());
         let mut params = Vec::with_capacity(raw.windows.len());
         for (j, mut w) in raw.windows.into_iter().enumerate() {
             params.push(
                 w.params()
-                    .map_err(|e| format!("lifecycle.windows[{j}].{e}"))?,
+                    .map_err(|problem| ExtrasError::Window { window: j, problem })?,
             );
             spans.push((w.start_us, w.end_us));
         }
@@ -211,18 +274,16 @@ impl Multimodal {
         }
     }
 
-    pub(super) fn parse(raw: RawMultimodal) -> Result<Multimodal, String> {
-        let pair = |name: &str, tokens: Option<LengthDist>, count: Option<CountDist>| match (
+    pub(super) fn parse(raw: RawMultimodal) -> Result<Multimodal, ExtrasError> {
+        let pair = |modality, tokens: Option<LengthDist>, count: Option<CountDist>| match (
             tokens, count,
         ) {
             (Some(t), Some(c)) => Ok(Some((t, c))),
             (None, None) => Ok(None),
-            (Some(_), None) => Err(format!(
-                "multimodal: {name}_distribution needs {name}_count_distribution"
-            )),
-            (None, Some(_)) => Err(format!(
-                "multimodal: {name}_count_distribution needs {name}_distribution"
-            )),
+            (tokens, _) => Err(ExtrasError::Unpaired {
+                modality,
+                tokens_given: tokens.is_some(),
+            }),
         };
         let media = [
             pair(
@@ -242,7 +303,7 @@ impl Multimodal {
             )?,
         ];
         if raw.text_distribution.is_none() && media.iter().all(Option::is_none) {
-            return Err("multimodal: give text_distribution or a modality".into());
+            return Err(ExtrasError::NoPart);
         }
         Ok(Multimodal {
             text: raw.text_distribution,
@@ -282,12 +343,13 @@ pub(super) fn profile(
     timeout_us: Option<i64>,
     slo_target_us: Option<i64>,
     network: Option<RawNetwork>,
-) -> Result<RequestProfile, String> {
-    let micros = |field: &str, v: Option<i64>| match v {
-        Some(us) if us < 0 || us as u64 > MAX_TIME_NS / 1_000 => Err(format!(
-            "{field} must be a number of µs in [0, {}], got {us}",
-            MAX_TIME_NS / 1_000
-        )),
+) -> Result<RequestProfile, ExtrasError> {
+    let micros = |field, v: Option<i64>| match v {
+        Some(us) if us < 0 || us as u64 > MAX_TIME_NS / 1_000 => Err(ExtrasError::Micros {
+            field,
+            value: us,
+            max: MAX_TIME_NS / 1_000,
+        }),
         other => Ok(other.map(|us| us as u64)),
     };
     let timeout_us = micros("timeout", timeout_us)?;
@@ -296,19 +358,13 @@ pub(super) fn profile(
         None => (None, None),
         Some(n) => {
             if !(n.rtt_ms.is_finite() && (0.0..=1e9).contains(&n.rtt_ms)) {
-                return Err(format!(
-                    "network.rtt_ms must be a number of ms in [0, 1e9], got {}",
-                    n.rtt_ms
-                ));
+                return Err(ExtrasError::Rtt { value: n.rtt_ms });
             }
             let bw = n.bandwidth_mbps.filter(|&b| b != 0.0);
             if let Some(b) = bw
                 && !(b.is_finite() && (1e-6..=1e9).contains(&b))
             {
-                return Err(format!(
-                    "network.bandwidth_mbps must be in [1e-6, 1e9] Mbit/s (or 0: no \
-                     transfer time), got {b}"
-                ));
+                return Err(ExtrasError::Bandwidth { value: b });
             }
             (Some(n.rtt_ms), bw)
         }

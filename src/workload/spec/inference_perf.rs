@@ -297,7 +297,7 @@ fn staged(
     out: &mut Expansion,
 ) -> Result<(), (String, String)> {
     let window = Lifecycle::from_us(&[(stage.start_us, stage.end_us)])
-        .map_err(|m| (format!("inference_perf.stages[{s}]"), m))?;
+        .map_err(|e| (format!("inference_perf.stages[{s}]"), e.to_string()))?;
     let rate = stage.rate / shape.per_stage as f64;
     for p in 0..shape.prompts {
         for u in 0..shape.users {
@@ -334,7 +334,7 @@ fn chat_sessions(
     let window = windowed
         .then(|| Lifecycle::from_us(&[(stage.start_us, stage.end_us)]))
         .transpose()
-        .map_err(|m| (at.clone(), m))?;
+        .map_err(|e| (at.clone(), e.to_string()))?;
     let (base, extra) = (total / shape.per_stage, total % shape.per_stage);
     let rate = stage.rate / shape.per_stage as f64;
     let mut k = 0;

@@ -62,23 +62,23 @@ mod window;
 mod workflow;
 
 pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
-pub use arrival::ArrivalProcess;
+pub use arrival::{ArrivalError, ArrivalProcess};
 pub use cohort::CohortSpec;
-pub use conversation::Conversation;
-pub use dist::{CountDist, DurationDist, LengthDist};
-pub use extras::{ClosedLoop, Lifecycle, ModalTokens, Multimodal};
+pub use conversation::{Conversation, ConversationError};
+pub use dist::{CountDist, DistError, DurationDist, LengthDist, ParamProblem};
+pub use extras::{ClosedLoop, ExtrasError, Lifecycle, ModalTokens, Multimodal};
 pub use generate::{
     GeneratedRequest, Generator, Overrides, RequestStream, StreamPlan, TOKEN_ID_SPACE,
     generate_requests, generate_workload, nothing_generated, stream_requests,
 };
 pub use jsonl_out::write_jsonl;
-pub use limits::DEFAULT_MAX_REQUESTS;
-pub use priority::PriorityDist;
+pub use limits::{DEFAULT_MAX_REQUESTS, LimitError};
+pub use priority::{PriorityDist, PriorityError};
 pub use scenarios::{SCENARIOS, Scenario, scenario};
 pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
 pub use synthetic::Synthetic;
 pub use traffic::Traffic;
-pub use window::WindowParams;
+pub use window::{WindowError, WindowParams};
 
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use std::fmt;

@@ -354,14 +354,15 @@ pub(super) fn client_spec(mut raw: RawClient, who: &str) -> Result<ClientSpec, S
         .take()
         .map(Lifecycle::parse)
         .transpose()
-        .map_err(at)?;
+        .map_err(|e| at(e.to_string()))?;
     let multimodal = raw
         .multimodal
         .take()
         .map(Multimodal::parse)
         .transpose()
-        .map_err(at)?;
-    let profile = profile(raw.timeout, raw.slo_target_us, raw.network.take()).map_err(at)?;
+        .map_err(|e| at(e.to_string()))?;
+    let profile = profile(raw.timeout, raw.slo_target_us, raw.network.take())
+        .map_err(|e| at(e.to_string()))?;
     if multimodal.is_some() && raw.input_distribution.is_none() {
         // BLIS requires input_distribution on every client; a multimodal prompt replaces it.
         raw.input_distribution = Some(LengthDist::placeholder());
