@@ -237,6 +237,48 @@ struct Section<'a> {
     stats: &'a LatencyStats,
 }
 
+/// The key of a cluster run's per-instance array in the summary JSON.
+const INSTANCES: &str = "instances";
+
+/// [`Summary::to_json`] as it is written: a cluster run's `instances` array is made one
+/// entry at a time, so that a run of many instances (an autoscaled run's replica slots)
+/// never holds it whole as a JSON tree. The same bytes as the tree's.
+struct Streamed<'s> {
+    summary: &'s Summary,
+    /// Every key but `instances`, in the tree's (sorted) order.
+    root: Map<String, Value>,
+}
+
+impl serde::Serialize for Streamed<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut rows = (self.summary.info.instances.len() != 1).then_some(Rows(self.summary));
+        let len = self.root.len() + usize::from(rows.is_some());
+        let mut map = serializer.serialize_map(Some(len))?;
+        for (key, value) in &self.root {
+            if key.as_str() > INSTANCES
+                && let Some(rows) = rows.take()
+            {
+                map.serialize_entry(INSTANCES, &rows)?;
+            }
+            map.serialize_entry(key, value)?;
+        }
+        if let Some(rows) = rows {
+            map.serialize_entry(INSTANCES, &rows)?;
+        }
+        map.end()
+    }
+}
+
+/// The `instances` array, each entry made as it is written.
+struct Rows<'s>(&'s Summary);
+
+impl serde::Serialize for Rows<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.instance_rows())
+    }
+}
+
 impl Summary {
     /// The console text (vLLM `benchmark_serving` layout).
     pub fn render(&self) -> String {
@@ -245,6 +287,15 @@ impl Summary {
 
     /// The same numbers as JSON (vLLM's result keys).
     pub fn to_json(&self) -> Value {
+        let mut root = self.json_root();
+        if self.info.instances.len() != 1 {
+            root.insert(INSTANCES.into(), self.instances_json());
+        }
+        Value::Object(root)
+    }
+
+    /// [`Summary::to_json`] but a cluster run's `instances` array.
+    fn json_root(&self) -> Map<String, Value> {
         let mut root = Map::new();
         let mut put = |key: String, value: Value| {
             root.insert(key, value);
@@ -302,9 +353,8 @@ impl Summary {
             put("simulator".into(), self.instance_json(one));
         } else {
             put("simulator".into(), self.cluster_json());
-            put("instances".into(), self.instances_json());
         }
-        Value::Object(root)
+        root
     }
 
     /// Writes [`Summary::to_json`] to `path` atomically.
@@ -314,7 +364,10 @@ impl Summary {
 
     /// Writes [`Summary::to_json`] for `path`, to be put in place by [`Finished::commit`].
     pub fn prepare_json(&self, path: &Path) -> anyhow::Result<Finished> {
-        let json = self.to_json();
+        let json = Streamed {
+            summary: self,
+            root: self.json_root(),
+        };
         prepare(path, |out| {
             serde_json::to_writer_pretty(&mut *out, &json)?;
             out.write_all(b"\n")

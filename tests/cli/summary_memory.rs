@@ -130,3 +130,36 @@ fn a_generated_workload_is_streamed_not_held() {
         "peak RSS {small} KB for 2,000 generated requests, {large} KB for 20,000"
     );
 }
+
+#[test]
+fn replica_slots_never_provisioned_cost_no_memory() {
+    // Issue 36: an autoscaled run's slot is built when first provisioned, and the summary
+    // JSON's entry for each slot is made as it is written. On the 100-request sample, which
+    // never scales up, 20,000 slots against 1,000 peaked 111 MB higher (every slot's config,
+    // setup, backend and scheduler, and the summary's JSON tree); now 12 MB (the summary's
+    // own per-slot rows).
+    if !have_time() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
+    let rss = |max: &str| {
+        let summary = dir.path().join("summary.json");
+        let args = [
+            "--dataset".as_ref(),
+            sample.as_ref(),
+            "--autoscale".as_ref(),
+            "threshold".as_ref(),
+            "--autoscale-max".as_ref(),
+            max.as_ref(),
+            "--summary-json".as_ref(),
+            summary.as_os_str(),
+        ];
+        peak_rss_kb_of(dir.path(), &args)
+    };
+    let (few, many) = (rss("1000"), rss("20000"));
+    assert!(
+        many < few + 40 * 1024,
+        "peak RSS {few} KB with 1,000 replica slots, {many} KB with 20,000"
+    );
+}

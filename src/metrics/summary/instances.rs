@@ -257,42 +257,44 @@ impl Summary {
 
     /// The `instances` JSON array of a cluster run.
     pub(super) fn instances_json(&self) -> Value {
+        Value::Array(self.instance_rows().collect())
+    }
+
+    /// The entries of the `instances` JSON array of a cluster run, by instance id.
+    pub(super) fn instance_rows(&self) -> impl Iterator<Item = Value> + '_ {
         let rows = self.info.instances.iter().zip(&self.instances).enumerate();
-        Value::Array(
-            rows.map(|(id, (i, s))| {
-                let mut v = json!({
-                    "id": id,
-                    "node": i.node_id,
-                    "model": i.model,
-                    "hardware": i.hardware,
-                    "backend": i.backend,
-                    "tp": i.tp,
-                    "completed": s.completed,
-                    "total_input_tokens": s.total_input_toks,
-                    "total_output_tokens": s.total_output_toks,
-                    "request_throughput": s.request_throughput,
-                    "output_throughput": s.output_throughput,
-                    "mean_ttft_ms": s.mean_ttft_ms,
-                    "mean_tpot_ms": s.mean_tpot_ms,
-                    "num_kv_blocks": i.num_kv_blocks,
-                    "block_size": i.block_size,
-                    "preemptions": i.preemptions,
-                    "recomputed_tokens": i.recomputed_tokens,
-                });
-                put_counters(&mut v, i.prefix_cache, i.lower_tier, i.profile_lookups);
-                if i.engine != Engine::Vllm {
-                    v["engine"] = json!(i.engine);
-                }
-                if i.dummy_steps > 0 {
-                    v["dummy_steps"] = json!(i.dummy_steps);
-                }
-                if self.disaggregated() {
-                    Summary::put_pd(&mut v, i.role, &s.pd);
-                }
-                v
-            })
-            .collect(),
-        )
+        rows.map(|(id, (i, s))| {
+            let mut v = json!({
+                "id": id,
+                "node": i.node_id,
+                "model": i.model,
+                "hardware": i.hardware,
+                "backend": i.backend,
+                "tp": i.tp,
+                "completed": s.completed,
+                "total_input_tokens": s.total_input_toks,
+                "total_output_tokens": s.total_output_toks,
+                "request_throughput": s.request_throughput,
+                "output_throughput": s.output_throughput,
+                "mean_ttft_ms": s.mean_ttft_ms,
+                "mean_tpot_ms": s.mean_tpot_ms,
+                "num_kv_blocks": i.num_kv_blocks,
+                "block_size": i.block_size,
+                "preemptions": i.preemptions,
+                "recomputed_tokens": i.recomputed_tokens,
+            });
+            put_counters(&mut v, i.prefix_cache, i.lower_tier, i.profile_lookups);
+            if i.engine != Engine::Vllm {
+                v["engine"] = json!(i.engine);
+            }
+            if i.dummy_steps > 0 {
+                v["dummy_steps"] = json!(i.dummy_steps);
+            }
+            if self.disaggregated() {
+                Summary::put_pd(&mut v, i.role, &s.pd);
+            }
+            v
+        })
     }
 
     /// The simulator block of a cluster run: cluster facts and totals, then one table row per
