@@ -23,8 +23,8 @@
 //! page, decoded tokens), the rest free.
 
 use super::keys::chain_one;
-use crate::scheduler::kv::CHAIN_SEED;
 use crate::scheduler::SchedulerBug;
+use crate::scheduler::kv::CHAIN_SEED;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A node of the tree (an index into its arena; the root is 0).
