@@ -106,6 +106,12 @@ impl Explanation {
         self.scores[self.chosen]
     }
 
+    /// The highest score among the candidates pushed so far (−∞ for none): readable before
+    /// [`Explanation::finish`] ranks them.
+    pub(super) fn top_score(&self) -> f64 {
+        (self.scores.iter()).fold(f64::NEG_INFINITY, |top, c| top.max(c.score))
+    }
+
     /// The best candidate (highest score, lowest id on ties).
     pub fn best(&self) -> CandidateScore {
         self.scores[self.ranked[0]]

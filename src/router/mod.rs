@@ -404,7 +404,9 @@ impl Router {
                     let tokens = self.prefix.cached_tokens(request, id, view);
                     ex.push(id, [f64::from(tokens)]);
                 }
-                if ex.best().score == 0.0 {
+                // The policy falls back to the least loaded when no instance caches any of
+                // the prompt (the ranking is made only by `finish`, below).
+                if ex.top_score() <= 0.0 {
                     ex.start(["load"]);
                     for &id in candidates {
                         ex.push(id, [load(id)]);

@@ -202,6 +202,33 @@ fn prefix_affinity_picks_the_longest_cached_prefix() {
 }
 
 #[test]
+fn prefix_affinity_explains_its_fallback_from_the_decisions_own_scores() {
+    // The explanation decides between cached tokens and the least-loaded fallback from the
+    // candidates just scored: the first decision (nothing ranked yet) used to index an empty
+    // ranking, and a later one read the previous decision's.
+    let tokens: Vec<u32> = (0..20).collect();
+    let mut instances = [fake(3, 3), fake(1, 1), fake(2, 2)];
+    let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
+    router.explain_top(3);
+    let r = request(20, tokens.clone());
+    assert_eq!(router.route(&r, &all(3), &instances[..]), 1);
+    let ex = router.explanation().unwrap();
+    assert_eq!(ex.parts(), ["load"]);
+    assert_eq!(ex.chosen().instance, 1);
+    // Cached on instance 2 only: it wins on cached tokens (16: the last block's last token
+    // is left to compute), and the fallback is not taken.
+    cache_prefix(&mut instances[2], &tokens, 5);
+    assert_eq!(router.route(&r, &all(3), &instances[..]), 2);
+    let ex = router.explanation().unwrap();
+    assert_eq!(ex.parts(), ["cached-tokens"]);
+    assert_eq!((ex.best().instance, ex.regret()), (2, 0.0));
+    // A request sharing nothing after it, among two candidates: the fallback again.
+    let other = request(20, (100..120).collect());
+    assert_eq!(router.route(&other, &all(2), &instances[..]), 1);
+    assert_eq!(router.explanation().unwrap().parts(), ["load"]);
+}
+
+#[test]
 fn prefix_affinity_leaves_the_last_prompt_token_to_compute() {
     // An 8-token prompt of block size 4 can reuse at most 1 block, as admission would.
     let tokens: Vec<u32> = (0..8).collect();
