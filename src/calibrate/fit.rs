@@ -49,6 +49,15 @@ impl Scalar {
         let scale = 10f64.powi(self.decimals);
         ((value * scale).round() / scale).clamp(self.lo, self.hi)
     }
+
+    /// Whether `value` is at one of the bounds, as closely as the search can tell: within 4 of
+    /// its final steps (1/1024 of the range). The objective is a simulation, which moves in
+    /// whole nanoseconds and whole scheduling decisions, so points that close to the bound
+    /// can score in either order even when the runs push far past it.
+    pub fn at_bound(&self, value: f64) -> bool {
+        let resolution = (self.hi - self.lo) / 1024.0;
+        value - self.lo <= resolution || self.hi - value <= resolution
+    }
 }
 
 /// A [`Scalar`] for `KernelSpec`'s field of the same name, which is its key in the file.

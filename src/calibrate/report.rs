@@ -51,7 +51,7 @@ pub(super) fn render(r: &Report<'_>) -> String {
     for (s, sensitivity) in r.scalars.fitted.iter().zip(r.sensitivities) {
         let value = s.get(&r.found.kernels).unwrap_or(f64::NAN);
         let was = s.get(r.start).unwrap_or(f64::NAN);
-        let at_bound = if value == s.lo || value == s.hi {
+        let at_bound = if s.at_bound(value) {
             "  AT ITS BOUND: the runs push past what a real GPU has; look for something the simulation does not model"
         } else {
             ""
