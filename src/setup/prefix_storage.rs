@@ -93,7 +93,7 @@ impl PrefixStorageOptions {
                 flag,
                 Problem::disagrees(
                     value,
-                    "--prefix-storage and --enable-prefix-sharing: an instance has one lower tier",
+                    "an instance has one lower tier: drop --prefix-storage and --enable-prefix-sharing",
                 ),
             ));
         }

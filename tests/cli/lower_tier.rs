@@ -299,7 +299,10 @@ fn kv_offloading_reloads_prefixes_over_the_link_above_its_threshold() {
     let out = out.to_str().unwrap();
     let both = ["--output", out, "--dataset", &w, "--prefix-storage", "CPU"];
     let err = refusal(&[&both[..], &["--kv-cpu-blocks", "8"]].concat());
-    assert!(err.contains("--kv-cpu-blocks"), "{err}");
+    assert!(
+        err.contains("--kv-cpu-blocks") && err.contains("drop --prefix-storage"),
+        "{err}"
+    );
     let err = refusal(&[
         "--output",
         out,
