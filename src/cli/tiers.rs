@@ -2,6 +2,7 @@
 //! ([`PrefixStorageOptions`] and [`PimOptions`] as flags).
 
 use crate::config::PrefixStorage;
+use crate::scheduler::{CpuTierSize, KvOffloadSpec};
 use crate::setup::{PimOptions, PrefixStorageOptions};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -53,6 +54,74 @@ pub struct PrefixStorageArgs {
     /// (default: a pool per instance).
     #[arg(long)]
     pub enable_prefix_sharing: bool,
+
+    /// KV offloading (BLIS's flag): a CPU tier of this many KV blocks per instance (0: off).
+    /// While GPU KV utilisation is above --kv-offload-threshold, newly filled prefix blocks
+    /// are copied to it over one PCIe link; a later prefix hit there reloads them, and the
+    /// step that admits the request waits for the reload (queued behind earlier transfers).
+    /// Needs prefix caching; not with --prefix-storage.
+    #[arg(long, value_name = "BLOCKS", default_value_t = 0)]
+    pub kv_cpu_blocks: u64,
+
+    /// KV offloading sized as vLLM's native CPU offload does it: the CPU tier's GiB per
+    /// instance (over its TP ranks), in whole KV blocks; instead of --kv-cpu-blocks.
+    #[arg(long, value_name = "GIB", conflicts_with = "kv_cpu_blocks", value_parser = parse_gib)]
+    pub kv_offloading_size: Option<f64>,
+
+    /// GPU KV utilisation (0 to 1, used / all blocks) above which blocks are offloaded.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.9, value_parser = parse_threshold)]
+    pub kv_offload_threshold: f64,
+
+    /// GPU-CPU link bandwidth for KV offloads and reloads, GB/s (default: PCIe 5.0 x16 in one
+    /// direction, 32 GT/s x 16 lanes x 128/130 / 8 bits = 63.0 GB/s; BLIS counts blocks per
+    /// tick instead).
+    #[arg(long, value_name = "GB/S", default_value_t = PCIE5_X16_GBPS, value_parser = parse_bandwidth)]
+    pub kv_transfer_bandwidth: f64,
+
+    /// Fixed cost of each KV offload or reload transfer, µs (BLIS's ticks).
+    #[arg(long, value_name = "US", default_value_t = 0.0, value_parser = parse_latency_us)]
+    pub kv_transfer_base_latency: f64,
+}
+
+/// PCIe 5.0 x16, one direction, GB/s: 32 GT/s per lane × 16 lanes × 128b/130b encoding / 8
+/// bits = 63.015 (PCI-SIG, PCI Express Base Specification 5.0), to one decimal.
+const PCIE5_X16_GBPS: f64 = 63.0;
+
+fn parse_f64(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .ok_or_else(|| format!("'{s}' is not a finite number"))
+}
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    let x = parse_f64(s)?;
+    (0.0..=1.0)
+        .contains(&x)
+        .then_some(x)
+        .ok_or_else(|| format!("{x} is not between 0 and 1"))
+}
+
+fn parse_bandwidth(s: &str) -> Result<f64, String> {
+    let x = parse_f64(s)?;
+    (x > 0.0 && x <= 1e6)
+        .then_some(x)
+        .ok_or_else(|| format!("{x} GB/s is not in (0, 1e6]"))
+}
+
+fn parse_gib(s: &str) -> Result<f64, String> {
+    let x = parse_f64(s)?;
+    (x > 0.0 && x <= 1e9)
+        .then_some(x)
+        .ok_or_else(|| format!("{x} GiB is not in (0, 1e9]"))
+}
+
+fn parse_latency_us(s: &str) -> Result<f64, String> {
+    let x = parse_f64(s)?;
+    (0.0..=1e9)
+        .contains(&x)
+        .then_some(x)
+        .ok_or_else(|| format!("{x} µs is not in [0, 1e9]"))
 }
 
 impl From<PrefixStorageArgs> for PrefixStorageOptions {
@@ -64,6 +133,17 @@ impl From<PrefixStorageArgs> for PrefixStorageOptions {
                 StorageFlag::Cxl => Some(PrefixStorage::Cxl),
             },
             enable_prefix_sharing: a.enable_prefix_sharing,
+            kv_offload: match (a.kv_offloading_size, a.kv_cpu_blocks) {
+                (Some(gib), _) => Some(CpuTierSize::Gib(gib)),
+                (None, 0) => None,
+                (None, n) => Some(CpuTierSize::Blocks(n)),
+            }
+            .map(|cpu_size| KvOffloadSpec {
+                cpu_size,
+                threshold: a.kv_offload_threshold,
+                bandwidth_gbps: a.kv_transfer_bandwidth,
+                latency_ns: (a.kv_transfer_base_latency * 1e3).round() as u64,
+            }),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! space each instance writes in.
 
 use super::{Setups, SimError};
-use crate::scheduler::{Core, LowerPool, SchedulerBug, SharedLowerPool, TierMemory};
+use crate::scheduler::{Core, KvOffloadSpec, LowerPool, SchedulerBug, SharedLowerPool, TierMemory};
 
 /// An instance's place in the lower tier of the prefix cache (`--prefix-storage`).
 #[derive(Debug, Clone, PartialEq)]
@@ -14,6 +14,9 @@ pub struct LowerTierSetup {
     pub memory: TierMemory,
     /// KV bytes of one token over the whole instance (every layer, head and TP rank).
     pub kv_bytes_per_token: u64,
+    /// KV offloading (`--kv-cpu-blocks`): the pool is the instance's CPU tier, written above
+    /// a GPU KV utilisation threshold over one PCIe link; `None`: the `--prefix-storage` tier.
+    pub offload: Option<KvOffloadSpec>,
 }
 
 /// Where an instance sits in the lower tier: its pool, and the KV space it writes in.
@@ -22,13 +25,19 @@ pub(super) struct Seat {
     pool: SharedLowerPool,
     space: u32,
     kv_bytes_per_token: u64,
+    offload: Option<KvOffloadSpec>,
 }
 
 impl Seat {
     /// Attaches `scheduler` (vLLM's: setup refuses a lower tier on SGLang) to the seat.
     pub(super) fn attach(&self, scheduler: &mut Core) {
-        if let Some(vllm) = scheduler.vllm_mut() {
-            vllm.attach_lower_tier(self.pool.clone(), self.space, self.kv_bytes_per_token);
+        let Some(vllm) = scheduler.vllm_mut() else {
+            return;
+        };
+        let pool = self.pool.clone();
+        match self.offload {
+            Some(spec) => vllm.attach_kv_offload(pool, self.kv_bytes_per_token, spec),
+            None => vllm.attach_lower_tier(pool, self.space, self.kv_bytes_per_token),
         }
     }
 }
@@ -84,6 +93,7 @@ pub(super) fn seats(setups: Setups<'_>) -> Result<Vec<Option<Seat>>, SimError> {
             pool,
             space: space as u32,
             kv_bytes_per_token: tier.kv_bytes_per_token,
+            offload: tier.offload,
         }));
     }
     Ok(seats)

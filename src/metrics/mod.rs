@@ -30,8 +30,8 @@ pub use sessions::{SESSION_CSV_HEADER, SessionSummary, prepare_sessions_csv};
 pub use slo::{SloCollector, SloHeadline, SloReport, SloTargets, jain};
 pub use stats::{IntegerCounts, LatencyStats};
 pub use summary::{
-    InstanceInfo, InstanceSummary, LowerTierStats, PdSummary, PrefixCacheStats, RunInfo, Summary,
-    SummaryCollector,
+    InstanceInfo, InstanceSummary, KvOffloadStats, LowerTierStats, PdSummary, PrefixCacheStats,
+    RunInfo, Summary, SummaryCollector,
 };
 pub use timeseries::TimeSeries;
 pub use validate::{Samples, Validation, VllmArrival, diff_label, diff_table, real_run_samples};

@@ -21,7 +21,7 @@ use instances::InstanceTally;
 pub use instances::{InstanceInfo, InstanceSummary};
 pub use overload::LoadCheck;
 pub use pd::PdSummary;
-pub use tier::LowerTierStats;
+pub use tier::{KvOffloadStats, LowerTierStats};
 
 /// Prefix-cache effectiveness over a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

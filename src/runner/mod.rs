@@ -23,8 +23,8 @@ use crate::engine::{
 };
 use crate::latency::LatencyBackend;
 use crate::metrics::{
-    CsvColumns, InstanceInfo, LowerTierStats, PrefixCacheStats, RequestCsv, RunInfo,
-    SessionSummary, Summary, SummaryCollector, prepare_sessions_csv,
+    CsvColumns, InstanceInfo, KvOffloadStats, LowerTierStats, PrefixCacheStats, RequestCsv,
+    RunInfo, SessionSummary, Summary, SummaryCollector, prepare_sessions_csv,
 };
 use crate::power::{InstancePowerSetup, PowerModel};
 use crate::router::Router;
@@ -287,6 +287,7 @@ fn instance_setup(inst: &InstanceConfig, capacity: &KvCapacity) -> anyhow::Resul
             pool: pool.id,
             memory: pool.memory,
             kv_bytes_per_token: full_kv_bytes_per_token(&inst.model, inst.kv_dtype()),
+            offload: pool.offload,
         }),
     })
 }
@@ -449,6 +450,12 @@ fn instance_infos(
                 recalled_tokens: out.stats.recalled_tokens,
                 recalled_bytes: out.stats.recalled_bytes,
                 recall_ns: out.stats.recall_ns,
+                offload: out.stats.kv_offload.map(|l| KvOffloadStats {
+                    offloaded_blocks: l.offloaded_blocks,
+                    reloads: l.reloads,
+                    reload_wait_ns: l.reload_wait_ns,
+                    max_queue_depth: l.max_queue_depth,
+                }),
             }),
             profile_lookups: backend.profile_lookups(),
             role: inst.role,

@@ -19,8 +19,13 @@
 //! keyed by a *KV space* as well as the hash, so that instances of different models (or KV
 //! layouts) sharing a pool never hit each other's blocks. The engine processes instances one
 //! at a time, in id order, so a shared pool sees a deterministic sequence of operations.
+//!
+//! KV offloading (`--kv-cpu-blocks`, [`LowerTier::offload`]) uses the same tier with coarse
+//! blocks of one KV block, written down only above a GPU KV utilisation threshold, and its
+//! transfers priced on one link (see `kv_offload.rs`).
 
 use super::SchedulerBug;
+use super::kv_offload::{KvOffloadSpec, LinkStats, TransferLink};
 use crate::Nanos;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -350,6 +355,18 @@ pub struct LowerTier {
     block_size: u32,
     /// KV blocks per coarse block.
     blocks_per_coarse: u32,
+    /// KV offloading (`--kv-cpu-blocks`): the tier is written only under memory pressure, and
+    /// its transfers share one PCIe link (see [`super::kv_offload`]).
+    offload: Option<Box<Offload>>,
+}
+
+/// The state of KV offloading: its threshold, its link, and the blocks written down by the
+/// step being formed, whose copy leaves when the step is formed.
+#[derive(Debug, Clone)]
+struct Offload {
+    threshold: f64,
+    link: TransferLink,
+    pending_blocks: u64,
 }
 
 impl LowerTier {
@@ -368,6 +385,54 @@ impl LowerTier {
             token_bytes: kv_bytes_per_token,
             block_size,
             blocks_per_coarse: (COARSE_TOKENS / block_size).max(1),
+            offload: None,
+        }
+    }
+
+    /// The CPU tier of KV offloading (`spec`) of an instance with KV blocks of `block_size`
+    /// tokens and `kv_bytes_per_token` KV bytes per token, in its private `pool`: single KV
+    /// blocks, written down above the threshold, moved over one link.
+    pub fn offload(
+        pool: SharedLowerPool,
+        kv_bytes_per_token: u64,
+        block_size: u32,
+        spec: KvOffloadSpec,
+    ) -> LowerTier {
+        let mut tier = LowerTier::new(pool, 0, kv_bytes_per_token, block_size);
+        tier.blocks_per_coarse = 1;
+        tier.offload = Some(Box::new(Offload {
+            threshold: spec.threshold,
+            link: TransferLink::new(spec.bandwidth_gbps, spec.latency_ns),
+            pending_blocks: 0,
+        }));
+        tier
+    }
+
+    /// The offload link's counters (`None` unless KV offloading).
+    pub fn link_stats(&self) -> Option<LinkStats> {
+        self.offload.as_ref().map(|o| o.link.stats())
+    }
+
+    /// Transfers queued or on the offload link at `now` (0 unless KV offloading).
+    pub fn transfer_queue_depth(&mut self, now: Nanos) -> usize {
+        self.offload.as_mut().map_or(0, |o| o.link.depth(now))
+    }
+
+    /// Ends the forming of a step at `now` that recalls `tokens` tokens: returns how long the
+    /// step waits for them. With KV offloading the reload queues on the link, then the blocks
+    /// the step wrote down are offloaded behind it; otherwise the load takes the memory's
+    /// [`TierMemory::load_ns`].
+    pub fn finish_step(&mut self, now: Nanos, tokens: u64) -> Nanos {
+        let bytes = self.bytes(tokens);
+        let block_bytes = self.bytes(u64::from(self.block_size));
+        match &mut self.offload {
+            None => self.pool.borrow().memory.load_ns(bytes),
+            Some(o) => {
+                let wait = o.link.reload(now, bytes);
+                let blocks = std::mem::take(&mut o.pending_blocks);
+                o.link.offload(now, blocks, blocks * block_bytes);
+                wait
+            }
         }
     }
 
@@ -379,11 +444,6 @@ impl LowerTier {
     /// KV bytes of `tokens` tokens.
     pub fn bytes(&self, tokens: u64) -> u64 {
         tokens * self.token_bytes
-    }
-
-    /// Time to recall `tokens` tokens' KV from the tier.
-    pub fn load_ns(&self, tokens: u64) -> Nanos {
-        self.pool.borrow().memory.load_ns(self.bytes(tokens))
     }
 
     /// The pool.
@@ -444,8 +504,23 @@ impl LowerTier {
     }
 
     /// Copies into the tier the coarse blocks completed by indexing the KV blocks
-    /// `from..to` of a request with block hashes `hashes`.
-    pub fn write_down(&self, hashes: &[u64], from: usize, to: usize) {
+    /// `from..to` of a request with block hashes `hashes`, the device's KV utilisation
+    /// (used / all blocks) being `utilisation`. With KV offloading, only above the threshold,
+    /// and the blocks not stored yet are queued for the link.
+    pub fn write_down(&mut self, hashes: &[u64], from: usize, to: usize, utilisation: f64) {
+        if let Some(o) = &mut self.offload {
+            if utilisation <= o.threshold {
+                return;
+            }
+            let mut pool = self.pool.borrow_mut();
+            for &h in &hashes[from..to] {
+                if !pool.contains(self.space, h) {
+                    o.pending_blocks += 1;
+                }
+                pool.store(self.space, h, self.token_bytes * u64::from(self.block_size));
+            }
+            return;
+        }
         let per = self.blocks_per_coarse as usize;
         // The first block at or after `from` that ends a coarse block.
         let first = (from + 1).div_ceil(per) * per - 1;
@@ -547,15 +622,15 @@ mod tests {
 
     #[test]
     fn write_down_stores_each_coarse_block_completed_by_the_indexed_blocks() {
-        let t = tier(8);
+        let mut t = tier(8);
         let h = hashes(40);
-        t.write_down(&h, 0, 15);
+        t.write_down(&h, 0, 15, 0.0);
         assert!(
             t.pool().borrow().is_empty(),
             "the first coarse block is not full yet"
         );
-        t.write_down(&h, 15, 33);
-        t.write_down(&h, 16, 31);
+        t.write_down(&h, 15, 33, 0.0);
+        t.write_down(&h, 16, 31, 0.0);
         let pool = t.pool().borrow();
         // Blocks 16 and 32 (hashes at indices 15 and 31) end coarse blocks 0 and 1.
         assert!(pool.contains(0, 16) && pool.contains(0, 32));
@@ -564,10 +639,10 @@ mod tests {
 
     #[test]
     fn lookup_extends_the_device_hit_by_consecutive_coarse_blocks() {
-        let t = tier(8);
+        let mut t = tier(8);
         let h = hashes(64);
-        t.write_down(&h, 0, 32); // coarse blocks 0 and 1
-        t.write_down(&h, 32, 48); // coarse block 2
+        t.write_down(&h, 0, 32, 0.0); // coarse blocks 0 and 1
+        t.write_down(&h, 32, 48, 0.0); // coarse block 2
         // Nothing on the device: coarse blocks 0..3 are consecutive in the tier.
         assert_eq!(t.extend_hit(&h, 0, 1024), 768);
         // A device hit of 5 blocks: the tier takes it to the end of coarse block 2.
@@ -584,9 +659,9 @@ mod tests {
 
     #[test]
     fn lookup_leaves_at_least_one_prompt_token_to_compute() {
-        let t = tier(8);
+        let mut t = tier(8);
         let h = hashes(32);
-        t.write_down(&h, 0, 32);
+        t.write_down(&h, 0, 32, 0.0);
         // A 512-token prompt fully in the tier: the last block is computed, not recalled.
         assert_eq!(t.extend_hit(&h, 0, 512), 496);
         // A 256-token prompt: 240 tokens recalled, the last block computed.
@@ -596,18 +671,18 @@ mod tests {
 
     #[test]
     fn lookup_stops_where_the_hashes_end() {
-        let t = tier(8);
+        let mut t = tier(8);
         let h = hashes(32);
-        t.write_down(&h, 0, 32);
+        t.write_down(&h, 0, 32, 0.0);
         // Token ids for 20 blocks only, while 1000 tokens are reached.
         assert_eq!(t.extend_hit(&h[..20], 0, 1000), 256);
     }
 
     #[test]
     fn an_evicted_coarse_block_ends_the_run() {
-        let t = tier(2);
+        let mut t = tier(2);
         let h = hashes(48);
-        t.write_down(&h, 0, 48); // three coarse blocks into room for two: block 0 goes
+        t.write_down(&h, 0, 48, 0.0); // three coarse blocks into room for two: block 0 goes
         assert_eq!(t.extend_hit(&h, 0, 1024), 0);
         // With the first coarse block on the device, blocks 1 and 2 extend the hit.
         assert_eq!(t.extend_hit(&h, 256, 1024), 512);

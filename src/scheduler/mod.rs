@@ -37,6 +37,7 @@ mod completions;
 mod core;
 mod itl;
 mod kv;
+mod kv_offload;
 mod lower_tier;
 mod pd;
 mod request;
@@ -51,6 +52,7 @@ pub use kv::{
     BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
     request_block_hashes,
 };
+pub use kv_offload::{CpuTierSize, KvOffloadSpec, LinkStats, TransferLink};
 pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
 use pd::PullStart;
 pub use pd::{Handoff, ReceivedKv};
@@ -181,6 +183,8 @@ pub struct SchedulerStats {
     /// Prompt blocks a prefix lookup needed that the device or the lower tier had evicted
     /// within the thrash window (counted when anomaly detection is on).
     pub kv_thrash_blocks: u64,
+    /// What the KV offload link carried (`None` unless KV offloading).
+    pub kv_offload: Option<LinkStats>,
 }
 
 /// A scheduled request of the current step.
@@ -352,6 +356,10 @@ impl std::ops::AddAssign for SchedulerStats {
         self.recall_ns += other.recall_ns;
         self.priority_inversions += other.priority_inversions;
         self.kv_thrash_blocks += other.kv_thrash_blocks;
+        self.kv_offload = match (self.kv_offload, other.kv_offload) {
+            (Some(a), Some(b)) => Some(a.merged(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -501,6 +509,30 @@ impl Scheduler {
         self.lower = Some(LowerTier::new(pool, space, kv_bytes_per_token, block));
     }
 
+    /// Gives the prefix cache the CPU tier of KV offloading (`spec`) in its private `pool`,
+    /// with `kv_bytes_per_token` KV bytes per token (see `kv_offload.rs`).
+    pub fn attach_kv_offload(
+        &mut self,
+        pool: SharedLowerPool,
+        kv_bytes_per_token: u64,
+        spec: KvOffloadSpec,
+    ) {
+        let block = self.config.block_size;
+        self.lower = Some(LowerTier::offload(pool, kv_bytes_per_token, block, spec));
+    }
+
+    /// The KV offload link's counters (`None` unless KV offloading).
+    pub fn offload_link_stats(&self) -> Option<LinkStats> {
+        self.lower.as_ref().and_then(LowerTier::link_stats)
+    }
+
+    /// Transfers queued or on the KV offload link at `now` (0 unless KV offloading).
+    pub fn transfer_queue_depth(&mut self, now: Nanos) -> usize {
+        self.lower
+            .as_mut()
+            .map_or(0, |t| t.transfer_queue_depth(now))
+    }
+
     /// Time to load what the last [`Scheduler::schedule`] recalled from the lower tier, ns (0
     /// when it recalled nothing): the step takes this much longer than its compute.
     pub fn last_recall_ns(&self) -> Nanos {
@@ -519,7 +551,10 @@ impl Scheduler {
 
     /// Counters so far.
     pub fn stats(&self) -> SchedulerStats {
-        self.stats
+        SchedulerStats {
+            kv_offload: self.offload_link_stats(),
+            ..self.stats
+        }
     }
 
     /// The batch formed by the last [`Scheduler::schedule`].
@@ -766,10 +801,8 @@ impl Scheduler {
         self.count_inversions(admitted_from);
         self.formed += 1;
         self.in_flight = true;
-        if let Some(tier) = &self.lower
-            && self.step_recall_tokens > 0
-        {
-            self.step_recall_ns = tier.load_ns(self.step_recall_tokens);
+        if let Some(tier) = &mut self.lower {
+            self.step_recall_ns = tier.finish_step(now, self.step_recall_tokens);
             self.stats.recall_ns += self.step_recall_ns;
         }
         for (k, s) in self.step.iter_mut().enumerate().skip(members) {
@@ -1057,7 +1090,7 @@ impl Scheduler {
         }
         req.computed = hit_tokens;
         self.stats.kv_thrash_blocks += u64::from(std::mem::take(&mut self.thrash_pending));
-        Self::index_full_blocks(&mut self.pool, self.lower.as_ref(), req, new_tokens, block);
+        Self::index_full_blocks(&mut self.pool, self.lower.as_mut(), req, new_tokens, block);
         true
     }
 
@@ -1075,7 +1108,7 @@ impl Scheduler {
             req.blocks
                 .push(self.pool.allocate().expect("checked free blocks"));
         }
-        Self::index_full_blocks(&mut self.pool, self.lower.as_ref(), req, new_tokens, block);
+        Self::index_full_blocks(&mut self.pool, self.lower.as_mut(), req, new_tokens, block);
         true
     }
 
@@ -1084,7 +1117,7 @@ impl Scheduler {
     /// blocks they complete down to the lower tier.
     fn index_full_blocks(
         pool: &mut BlockPool,
-        lower: Option<&LowerTier>,
+        lower: Option<&mut LowerTier>,
         req: &mut RunningRequest,
         new_tokens: u32,
         block: u32,
@@ -1099,7 +1132,9 @@ impl Scheduler {
         if let Some(tier) = lower
             && from < upto
         {
-            tier.write_down(&req.hashes, from, upto);
+            let used = pool.num_blocks() - pool.num_free();
+            let utilisation = used as f64 / pool.num_blocks().max(1) as f64;
+            tier.write_down(&req.hashes, from, upto, utilisation);
         }
     }
 

@@ -1,9 +1,11 @@
-//! The prefix cache's lower tier (`--prefix-storage`, `--enable-prefix-sharing`) and the pool
-//! each instance gets.
+//! The prefix cache's lower tier (`--prefix-storage`, `--enable-prefix-sharing`, or KV
+//! offloading with `--kv-cpu-blocks`) and the pool each instance gets.
 
 use super::InstanceConfig;
-use crate::config::{ClusterConfig, ConfigError, PlacedInstance, PrefixStorage, Problem};
-use crate::scheduler::TierMemory;
+use crate::config::{
+    ClusterConfig, ConfigError, PlacedInstance, PrefixStorage, Problem, full_kv_bytes_per_token,
+};
+use crate::scheduler::{CpuTierSize, KvOffloadSpec, TierMemory};
 
 /// The lower tier of the prefix cache as the run asks for it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -12,6 +14,8 @@ pub struct PrefixStorageOptions {
     pub prefix_storage: Option<PrefixStorage>,
     /// One pool per node (CPU) or for the cluster (CXL) instead of one per instance.
     pub enable_prefix_sharing: bool,
+    /// KV offloading to a CPU tier of each instance (`--kv-cpu-blocks`); `None`: off.
+    pub kv_offload: Option<KvOffloadSpec>,
 }
 
 /// Where an instance's lower tier lives.
@@ -21,6 +25,8 @@ pub struct TierPool {
     pub id: u32,
     /// Its memory.
     pub memory: TierMemory,
+    /// KV offloading's threshold and link, when the pool is its CPU tier.
+    pub offload: Option<KvOffloadSpec>,
 }
 
 /// A cluster config with its instances and its name for messages.
@@ -38,6 +44,9 @@ impl PrefixStorageOptions {
         cluster: Option<&Cluster<'_>>,
         instances: &mut [InstanceConfig],
     ) -> Result<Option<PrefixStorage>, ConfigError> {
+        if let Some(spec) = self.kv_offload {
+            return self.assign_offload(spec, instances);
+        }
         let Some(storage) = self.requested()? else {
             return Ok(None);
         };
@@ -66,6 +75,63 @@ impl PrefixStorageOptions {
             inst.lower_tier = Some(pool);
         }
         Ok(Some(storage))
+    }
+
+    /// Gives every instance a private CPU tier of `spec.cpu_blocks` of its KV blocks for KV
+    /// offloading (reported as the CPU tier of the prefix cache).
+    fn assign_offload(
+        &self,
+        spec: KvOffloadSpec,
+        instances: &mut [InstanceConfig],
+    ) -> Result<Option<PrefixStorage>, ConfigError> {
+        let (flag, value) = match spec.cpu_size {
+            CpuTierSize::Blocks(n) => ("--kv-cpu-blocks", n.to_string()),
+            CpuTierSize::Gib(g) => ("--kv-offloading-size", g.to_string()),
+        };
+        if self.prefix_storage.is_some() || self.enable_prefix_sharing {
+            return Err(ConfigError::flag(
+                flag,
+                Problem::disagrees(
+                    value,
+                    "an instance has one lower tier: drop --prefix-storage and --enable-prefix-sharing",
+                ),
+            ));
+        }
+        if instances.iter().any(|i| !i.scheduler.enable_prefix_caching) {
+            return Err(ConfigError::flag(
+                flag,
+                Problem::needs("prefix caching: drop --no-enable-prefix-caching"),
+            ));
+        }
+        for (id, inst) in instances.iter_mut().enumerate() {
+            let block_bytes = full_kv_bytes_per_token(&inst.model, inst.kv_dtype())
+                * u64::from(inst.scheduler.block_size);
+            let capacity_bytes = spec
+                .cpu_size
+                .blocks(block_bytes)
+                .filter(|&n| n > 0)
+                .and_then(|n| n.checked_mul(block_bytes))
+                .ok_or_else(|| {
+                    ConfigError::flag(
+                        flag,
+                        Problem::disagrees(
+                            value.clone(),
+                            format!("a CPU tier of at least one {block_bytes}-byte KV block and under 2^64 bytes"),
+                        ),
+                    )
+                })?;
+            let memory = TierMemory {
+                capacity_bytes,
+                bandwidth_gbps: spec.bandwidth_gbps,
+                latency_ns: spec.latency_ns as f64,
+            };
+            inst.lower_tier = Some(TierPool {
+                id: id as u32,
+                memory,
+                offload: Some(spec),
+            });
+        }
+        Ok(Some(PrefixStorage::Cpu))
     }
 
     /// The lower tier the flags name, if any.
@@ -140,5 +206,9 @@ fn tier_pool(
             (if shared { 0 } else { id }, memory)
         }
     };
-    Ok(TierPool { id: pool, memory })
+    Ok(TierPool {
+        id: pool,
+        memory,
+        offload: None,
+    })
 }

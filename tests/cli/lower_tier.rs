@@ -1,7 +1,8 @@
 //! The lower tier of the prefix cache through the real binary: `--prefix-storage CPU` serves
 //! prefixes the GPU evicted, `--enable-prefix-sharing` lets instances of a node serve each
 //! other, CXL takes the cluster's `cxl_mem`, NONE changes nothing, runs are byte-identical,
-//! and misuse is refused naming the flag or key.
+//! and misuse is refused naming the flag or key; KV offloading (`--kv-cpu-blocks`) reloads
+//! over its link above its threshold.
 
 use binary::shared_data;
 
@@ -247,4 +248,68 @@ fn misuse_is_refused_naming_the_flag_or_key() {
     let c = cluster(dir.path(), "bad.json", 1, bad_cxl);
     let err = refusal(&["--dataset", &w, "--cluster-config", &c]);
     assert!(err.contains("`cxl_mem.mem_size`"), "{err}");
+}
+
+/// KV offloading (`--kv-cpu-blocks`) on the same workload: off at the default threshold (one
+/// request at a time keeps the GPU nearly empty), on at threshold 0, where rounds 2 and 3
+/// reload their prefix over the link; vLLM's size in GiB is the same tier; `--prefix-storage`
+/// beside it is refused.
+#[test]
+fn kv_offloading_reloads_prefixes_over_the_link_above_its_threshold() {
+    if !shared_data::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (w, c) = (
+        workload(dir.path()),
+        cluster(dir.path(), "c.json", 1, json!({})),
+    );
+    let (_, idle) = simulate(dir.path(), &w, &c, &["--kv-cpu-blocks", "2048"]);
+    assert_eq!(idle["simulator"]["kv_offloaded_blocks"], 0);
+    assert_eq!(idle["simulator"]["prefix_storage_hit_tokens"], 0);
+    let link = [
+        "--kv-offload-threshold",
+        "0",
+        "--kv-transfer-bandwidth",
+        "64",
+        "--kv-transfer-base-latency",
+        "2",
+    ];
+    let blocks = [&["--kv-cpu-blocks", "2048"][..], &link].concat();
+    let (by_blocks, with) = simulate(dir.path(), &w, &c, &blocks);
+    let sim = &with["simulator"];
+    assert_eq!(sim["prefix_storage"], "CPU");
+    assert_eq!(sim["prefix_storage_hit_tokens"], 42 * 1024);
+    // Every prompt's 66 full blocks go down once (21 families, then 2 own blocks a request).
+    assert_eq!(sim["kv_offloaded_blocks"], 21 * 64 + 63 * 2);
+    // Each reload: 2 µs + 1,024 tokens × 131,072 bytes at 64 GB/s, never queued.
+    assert_eq!(sim["kv_reloads"], 42);
+    assert_eq!(sim["kv_reload_queue_wait_ms"], 0.0);
+    let per_reload = 2_000 + 1024 * 131_072 / 64;
+    assert_eq!(
+        sim["prefix_storage_recall_ms"],
+        42.0 * per_reload as f64 / 1e6
+    );
+    assert!(with["mean_ttft_ms"].as_f64().unwrap() < idle["mean_ttft_ms"].as_f64().unwrap());
+    // 4 GiB of 2 MiB blocks (16 tokens × 131,072 bytes) is 2,048 blocks.
+    let gib = [&["--kv-offloading-size", "4"][..], &link].concat();
+    let (by_size, _) = simulate(dir.path(), &w, &c, &gib);
+    assert_eq!(by_size, by_blocks);
+    let out = dir.path().join("refused.csv");
+    let out = out.to_str().unwrap();
+    let both = ["--output", out, "--dataset", &w, "--prefix-storage", "CPU"];
+    let err = refusal(&[&both[..], &["--kv-cpu-blocks", "8"]].concat());
+    assert!(
+        err.contains("--kv-cpu-blocks") && err.contains("drop --prefix-storage"),
+        "{err}"
+    );
+    let err = refusal(&[
+        "--output",
+        out,
+        "--dataset",
+        &w,
+        "--kv-offload-threshold",
+        "1.5",
+    ]);
+    assert!(err.contains("1.5 is not between 0 and 1"), "{err}");
 }

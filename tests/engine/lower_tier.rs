@@ -11,7 +11,8 @@ use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::{BatchItem, LatencyBackend};
 use blis_cosim::router::{Router, RoutingPolicy};
 use blis_cosim::scheduler::{
-    Completions, LowerPool, Scheduler, SchedulerConfig, SharedLowerPool, TierMemory,
+    Completions, CpuTierSize, KvOffloadSpec, LowerPool, Scheduler, SchedulerConfig,
+    SharedLowerPool, TierMemory,
 };
 use blis_cosim::workload::Request;
 use fixture::{LinearBackend, Recorder, Rng, request};
@@ -226,6 +227,7 @@ fn setup(model: &str, pool: Option<u32>) -> InstanceSetup {
             pool,
             memory: MEMORY,
             kv_bytes_per_token: TOKEN_BYTES,
+            offload: None,
         }),
     }
 }
@@ -371,5 +373,131 @@ fn a_tiered_cluster_run_is_deterministic() {
     assert_eq!(first, second);
     assert_eq!(rec1.finished, rec2.finished);
     assert_eq!(rec1.steps, rec2.steps);
+    assert!(first.stats.lower_hit_tokens > 0, "{:?}", first.stats);
+}
+
+// KV offloading (`--kv-cpu-blocks`): the same mechanism at KV-block granularity, written only
+// above a GPU KV utilisation threshold, with every transfer on one PCIe link.
+
+/// 100 GB/s and 500 ns per transfer: `n` blocks of 16 tokens × 1,000 bytes take `500 + 160 n`
+/// ns; room for 80 blocks on the CPU.
+fn offload_spec(threshold: f64) -> KvOffloadSpec {
+    KvOffloadSpec {
+        cpu_size: CpuTierSize::Blocks(80),
+        threshold,
+        bandwidth_gbps: 100.0,
+        latency_ns: 500,
+    }
+}
+
+/// A scheduler over 40 KV blocks offloading to a CPU tier above `threshold`.
+fn offloading(threshold: f64) -> Scheduler {
+    let mut s = Scheduler::new(config(), 40);
+    let memory = TierMemory {
+        capacity_bytes: 80 * 16 * TOKEN_BYTES,
+        ..MEMORY
+    };
+    s.attach_kv_offload(
+        LowerPool::shared(memory),
+        TOKEN_BYTES,
+        offload_spec(threshold),
+    );
+    s
+}
+
+fn offloaded(s: &Scheduler) -> u64 {
+    s.stats().kv_offload.unwrap().offloaded_blocks
+}
+
+#[test]
+fn blocks_are_offloaded_only_above_the_threshold() {
+    // A's 512-token prompt takes 32 of the 40 blocks: utilisation 0.8.
+    let mut at = offloading(0.8);
+    at.enqueue(&ask(0, 0, prompt(1, 512), 0, 2));
+    drain_from(&mut at, 0);
+    assert_eq!(offloaded(&at), 0, "0.8 is not above 0.8");
+    let mut above = offloading(0.75);
+    above.enqueue(&ask(0, 0, prompt(1, 512), 0, 2));
+    above.schedule(0).unwrap().unwrap();
+    let link = above.stats().kv_offload.unwrap();
+    assert_eq!((link.offloads, link.offloaded_blocks), (1, 32));
+    // One copy of 32 blocks (512,000 bytes) on the link from t = 0: 500 + 5,120 ns.
+    assert_eq!(above.transfer_queue_depth(5_619), 1);
+    assert_eq!(above.transfer_queue_depth(5_620), 0);
+    // The copy never delays the step.
+    assert_eq!(above.last_recall_ns(), 0);
+}
+
+#[test]
+fn an_offloaded_prefix_is_reloaded_on_a_later_hit_behind_the_link_queue() {
+    let mut s = offloading(0.75);
+    s.enqueue(&ask(0, 0, prompt(1, 512), 0, 2));
+    drain_from(&mut s, 0);
+    // B (600 tokens, 38 blocks) at 10 µs evicts all of A's device blocks but the first two;
+    // its 37 full blocks are offloaded: 500 + 37 × 160 = 6,420 ns, on the link until 16,420.
+    s.enqueue(&ask(1, 0, prompt(2, 600), 0, 1));
+    drain_from(&mut s, 10_000);
+    assert_eq!(offloaded(&s), 32 + 37);
+    assert_eq!(s.cached_prefix_blocks(&hashes(&prompt(1, 512))), 2);
+    // A again at 12 µs, with 16 new tokens: 2 blocks hit on the GPU, 30 (480 tokens) in the
+    // CPU tier. Their reload (480,000 bytes: 500 + 4,800 ns) waits for B's offload: it runs
+    // from 16,420 to 21,720, and the step waits 9,720 ns for it.
+    s.enqueue(&ask(2, 0, prompt(1, 512), 16, 2));
+    let batch = s.schedule(12_000).unwrap().unwrap().to_vec();
+    assert_eq!(
+        batch,
+        [BatchItem {
+            new_tokens: 16,
+            context_tokens: 512
+        }]
+    );
+    assert_eq!(s.last_recall_ns(), 21_720 - 12_000);
+    let stats = s.stats();
+    assert_eq!((stats.prefix_hit_tokens, stats.lower_hit_tokens), (32, 480));
+    let link = stats.kv_offload.unwrap();
+    assert_eq!((link.reloads, link.reload_wait_ns), (1, 16_420 - 12_000));
+    // The new 33rd block is offloaded behind the reload (21,720 to 22,380): B's offload, the
+    // reload and that copy were queued at once.
+    assert_eq!((link.offloaded_blocks, link.max_queue_depth), (70, 3));
+    assert_eq!(s.transfer_queue_depth(22_379), 1);
+    s.pool().audit().unwrap();
+}
+
+#[test]
+fn with_an_idle_link_the_reload_takes_latency_plus_bytes_over_bandwidth() {
+    let mut s = offloading(0.75);
+    s.enqueue(&ask(0, 0, prompt(1, 512), 0, 2));
+    drain_from(&mut s, 0);
+    s.enqueue(&ask(1, 0, prompt(2, 600), 0, 1));
+    drain_from(&mut s, 10_000);
+    s.enqueue(&ask(2, 0, prompt(1, 512), 16, 2));
+    s.schedule(100_000).unwrap().unwrap();
+    assert_eq!(s.last_recall_ns(), 500 + 4_800);
+    assert_eq!(s.stats().kv_offload.unwrap().reload_wait_ns, 0);
+}
+
+#[test]
+fn an_offloading_cluster_run_is_deterministic_and_serves_hits() {
+    let requests = shared_prefixes(11, 400, 10);
+    let offload = |pool| InstanceSetup {
+        num_blocks: 120,
+        lower_tier: Some(LowerTierSetup {
+            pool,
+            memory: TierMemory {
+                capacity_bytes: 200 * 16 * TOKEN_BYTES,
+                ..MEMORY
+            },
+            kv_bytes_per_token: TOKEN_BYTES,
+            offload: Some(offload_spec(0.5)),
+        }),
+        ..setup("m", None)
+    };
+    let setups = [offload(0), offload(1)];
+    let (first, rec1) = run(&requests, &setups);
+    let (second, rec2) = run(&requests, &setups);
+    assert_eq!(first, second);
+    assert_eq!(rec1.steps, rec2.steps);
+    let link = first.stats.kv_offload.unwrap();
+    assert!(link.offloaded_blocks > 0 && link.reloads > 0, "{link:?}");
     assert!(first.stats.lower_hit_tokens > 0, "{:?}", first.stats);
 }

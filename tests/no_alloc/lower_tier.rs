@@ -45,6 +45,7 @@ fn steps_with_a_shared_lower_tier_do_not_allocate() {
                 pool: 0,
                 memory,
                 kv_bytes_per_token: 1_000,
+                offload: None,
             }),
             ..setup("m", 150)
         })

@@ -22,6 +22,21 @@ pub struct LowerTierStats {
     pub recalled_bytes: u64,
     /// Time spent loading them (added to the steps that admitted them), ns.
     pub recall_ns: u64,
+    /// KV offloading's link (`--kv-cpu-blocks`), when the tier is its CPU tier.
+    pub offload: Option<KvOffloadStats>,
+}
+
+/// What KV offloading moved over the instances' PCIe links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvOffloadStats {
+    /// KV blocks copied to the CPU tier.
+    pub offloaded_blocks: u64,
+    /// Reload transfers (one per step that reloaded).
+    pub reloads: u64,
+    /// Time reloads queued behind earlier transfers, ns.
+    pub reload_wait_ns: u64,
+    /// The most transfers queued on one link at once.
+    pub max_queue_depth: u64,
 }
 
 impl LowerTierStats {
@@ -31,6 +46,12 @@ impl LowerTierStats {
         self.recalled_tokens += other.recalled_tokens;
         self.recalled_bytes += other.recalled_bytes;
         self.recall_ns += other.recall_ns;
+        if let (Some(a), Some(b)) = (&mut self.offload, other.offload) {
+            a.offloaded_blocks += b.offloaded_blocks;
+            a.reloads += b.reloads;
+            a.reload_wait_ns += b.reload_wait_ns;
+            a.max_queue_depth = a.max_queue_depth.max(b.max_queue_depth);
+        }
     }
 
     /// Tier hits and hits of both tiers, as percentages of the requested prompt tokens.
@@ -63,7 +84,14 @@ impl LowerTierStats {
             recalled,
         )?;
         let ms = self.recall_ns as f64 / NS_PER_MS;
-        line_2dp(f, &format!("{name} tier recall time (ms):"), ms)
+        line_2dp(f, &format!("{name} tier recall time (ms):"), ms)?;
+        let Some(o) = &self.offload else {
+            return Ok(());
+        };
+        line(f, "KV offloaded blocks:", o.offloaded_blocks)?;
+        let wait = o.reload_wait_ns as f64 / NS_PER_MS;
+        line_2dp(f, "KV reload queue wait (ms):", wait)?;
+        line(f, "KV transfer queue, most at once:", o.max_queue_depth)
     }
 
     /// The JSON keys, beside the prefix cache's (`cache`, over the same requests).
@@ -76,6 +104,12 @@ impl LowerTierStats {
         v["prefix_storage_recalled_tokens"] = self.recalled_tokens.into();
         v["prefix_storage_recalled_bytes"] = self.recalled_bytes.into();
         v["prefix_storage_recall_ms"] = (self.recall_ns as f64 / NS_PER_MS).into();
+        if let Some(o) = &self.offload {
+            v["kv_offloaded_blocks"] = o.offloaded_blocks.into();
+            v["kv_reloads"] = o.reloads.into();
+            v["kv_reload_queue_wait_ms"] = (o.reload_wait_ns as f64 / NS_PER_MS).into();
+            v["kv_transfer_queue_max"] = o.max_queue_depth.into();
+        }
     }
 }
 
@@ -97,6 +131,7 @@ mod tests {
                 recalled_tokens: hit_tokens + 10,
                 recalled_bytes: (hit_tokens + 10) * 1_000,
                 recall_ns: 2_500_000,
+                offload: None,
             }),
             ..instance_info()
         }

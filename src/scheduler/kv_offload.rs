@@ -1,0 +1,230 @@
+//! KV offloading to a CPU tier (`--kv-cpu-blocks`), as vLLM's native offload connector and
+//! BLIS's tiered KV cache do it, on the mechanism of the lower tier ([`super::LowerTier`]).
+//!
+//! - **Granularity.** The CPU tier holds single KV blocks (not the lower tier's coarse blocks
+//!   of 256 tokens), keyed by the block's chained hash; it has room for `--kv-cpu-blocks` of
+//!   them and drops the least recently written first.
+//! - **Offload.** When the scheduler indexes full KV blocks while the GPU's KV utilisation
+//!   (used blocks / all blocks) is above `--kv-offload-threshold`, the blocks not yet in the
+//!   CPU tier are copied there (BLIS's rule: offload only under memory pressure). The copy is
+//!   asynchronous (it never delays a step) but it occupies the PCIe link.
+//! - **Reload.** A later prefix lookup continues, past the GPU's hit, through consecutive
+//!   blocks found in the CPU tier; their KV is loaded back into fresh GPU blocks and the step
+//!   that admits the request waits for the load.
+//! - **Transfer time and contention.** Every transfer takes `latency + bytes / bandwidth`
+//!   (`--kv-transfer-base-latency`, `--kv-transfer-bandwidth`) on the instance's one PCIe
+//!   link ([`TransferLink`]), first come first served: a transfer starts when the link is
+//!   free, so a reload queued behind offloads waits for them. A step's reload is submitted
+//!   when the step is formed, before the offloads of the blocks that step indexes (they are
+//!   computed by the step, so they cannot leave earlier).
+
+use crate::Nanos;
+use std::collections::VecDeque;
+
+/// KV offloading as the flags ask for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KvOffloadSpec {
+    /// CPU tier size: KV blocks (`--kv-cpu-blocks`) or GiB (vLLM's `--kv-offloading-size`).
+    pub cpu_size: CpuTierSize,
+    /// GPU KV utilisation (0 to 1) above which blocks are offloaded (`--kv-offload-threshold`).
+    pub threshold: f64,
+    /// PCIe bandwidth, GB/s (`--kv-transfer-bandwidth`).
+    pub bandwidth_gbps: f64,
+    /// Fixed cost of one transfer, ns (`--kv-transfer-base-latency`, given in µs).
+    pub latency_ns: Nanos,
+}
+
+/// The size of the CPU tier, as the flags give it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CpuTierSize {
+    /// KV blocks of the instance (BLIS's `--kv-cpu-blocks`).
+    Blocks(u64),
+    /// GiB over the instance's TP ranks (vLLM's `--kv-offloading-size`).
+    Gib(f64),
+}
+
+impl CpuTierSize {
+    /// Whole KV blocks of `block_bytes` bytes that fit (`None`: more than 2^64 bytes).
+    pub fn blocks(self, block_bytes: u64) -> Option<u64> {
+        match self {
+            CpuTierSize::Blocks(n) => Some(n),
+            CpuTierSize::Gib(g) => {
+                let bytes = g * f64::from(1u32 << 30);
+                (bytes < u64::MAX as f64).then(|| bytes as u64 / block_bytes.max(1))
+            }
+        }
+    }
+}
+
+/// One PCIe link between an instance's GPUs and its CPU tier: transfers in submission order,
+/// one at a time.
+#[derive(Debug, Clone)]
+pub struct TransferLink {
+    /// Bandwidth, GB/s (decimal: bytes per ns).
+    bandwidth_gbps: f64,
+    /// Fixed cost of one transfer, ns.
+    latency_ns: Nanos,
+    /// When the last submitted transfer ends.
+    busy_until: Nanos,
+    /// End times of the transfers submitted and not ended, oldest first (the queue).
+    ends: VecDeque<Nanos>,
+    /// Counters so far.
+    stats: LinkStats,
+}
+
+/// What a link carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// GPU-to-CPU transfers (one per step that offloaded something) and their KV blocks.
+    pub offloads: u64,
+    pub offloaded_blocks: u64,
+    /// CPU-to-GPU transfers (one per step that reloaded something).
+    pub reloads: u64,
+    /// Time reloads waited for the link before starting, ns.
+    pub reload_wait_ns: u64,
+    /// The most transfers in the queue at once (the one on the link included).
+    pub max_queue_depth: u64,
+}
+
+impl LinkStats {
+    /// The counters of two links together (the deepest queue of either).
+    pub fn merged(self, other: LinkStats) -> LinkStats {
+        LinkStats {
+            offloads: self.offloads + other.offloads,
+            offloaded_blocks: self.offloaded_blocks + other.offloaded_blocks,
+            reloads: self.reloads + other.reloads,
+            reload_wait_ns: self.reload_wait_ns + other.reload_wait_ns,
+            max_queue_depth: self.max_queue_depth.max(other.max_queue_depth),
+        }
+    }
+}
+
+impl TransferLink {
+    /// An idle link of `bandwidth_gbps` GB/s and `latency_ns` ns per transfer.
+    pub fn new(bandwidth_gbps: f64, latency_ns: Nanos) -> TransferLink {
+        assert!(bandwidth_gbps > 0.0, "a link moves bytes");
+        TransferLink {
+            bandwidth_gbps,
+            latency_ns,
+            busy_until: 0,
+            ends: VecDeque::new(),
+            stats: LinkStats::default(),
+        }
+    }
+
+    /// Time `bytes` take on the idle link: `latency + ⌊bytes / bandwidth⌋` ns; 0 for nothing.
+    pub fn transfer_ns(&self, bytes: u64) -> Nanos {
+        if bytes == 0 {
+            return 0;
+        }
+        self.latency_ns + (bytes as f64 / self.bandwidth_gbps) as Nanos
+    }
+
+    /// Queues a transfer of `bytes` at `now`: it starts when the link is free (at `now` or
+    /// when the transfer before it ends). Returns when it ends.
+    fn submit(&mut self, now: Nanos, bytes: u64) -> Nanos {
+        self.depth(now);
+        let start = self.busy_until.max(now);
+        let end = start.saturating_add(self.transfer_ns(bytes));
+        self.busy_until = end;
+        self.ends.push_back(end);
+        self.stats.max_queue_depth = self.stats.max_queue_depth.max(self.ends.len() as u64);
+        end
+    }
+
+    /// Reloads `bytes` needed by a step formed at `now`: returns how long the step waits for
+    /// them (the queue before it, then the transfer); 0 for nothing.
+    pub fn reload(&mut self, now: Nanos, bytes: u64) -> Nanos {
+        if bytes == 0 {
+            return 0;
+        }
+        self.stats.reloads += 1;
+        self.stats.reload_wait_ns += self.busy_until.saturating_sub(now);
+        self.submit(now, bytes) - now
+    }
+
+    /// Offloads `blocks` KV blocks of `bytes` in all, leaving at `now`; returns when the copy
+    /// ends. Nothing waits for it but the transfers queued after it.
+    pub fn offload(&mut self, now: Nanos, blocks: u64, bytes: u64) -> Nanos {
+        if blocks == 0 {
+            return now;
+        }
+        self.stats.offloads += 1;
+        self.stats.offloaded_blocks += blocks;
+        self.submit(now, bytes)
+    }
+
+    /// Transfers queued or on the link at `now` (those ended by then are dropped).
+    pub fn depth(&mut self, now: Nanos) -> usize {
+        while self.ends.front().is_some_and(|&end| end <= now) {
+            self.ends.pop_front();
+        }
+        self.ends.len()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> LinkStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link of 10 GB/s (10 bytes per ns) and 100 ns per transfer.
+    fn link() -> TransferLink {
+        TransferLink::new(10.0, 100)
+    }
+
+    #[test]
+    fn a_cpu_tier_in_gib_holds_whole_blocks() {
+        assert_eq!(CpuTierSize::Blocks(7).blocks(1_000), Some(7));
+        // 1 GiB of 16-token blocks of 128 KiB per token (2 MiB a block): 512 blocks.
+        assert_eq!(CpuTierSize::Gib(1.0).blocks(2 << 20), Some(512));
+        assert_eq!(CpuTierSize::Gib(1.5).blocks(1 << 30), Some(1));
+        assert_eq!(CpuTierSize::Gib(1e12).blocks(1), None);
+    }
+
+    #[test]
+    fn a_transfer_takes_latency_plus_bytes_over_bandwidth() {
+        let l = link();
+        assert_eq!(l.transfer_ns(0), 0);
+        assert_eq!(l.transfer_ns(1_000), 100 + 100);
+        assert_eq!(l.transfer_ns(1_009), 100 + 100, "whole ns, rounded down");
+        // PCIe 5.0 x16 at 64 GB/s, 2 µs: a 16-token block of 128 KiB per token.
+        let pcie = TransferLink::new(64.0, 2_000);
+        assert_eq!(pcie.transfer_ns(16 * 131_072), 2_000 + 32_768);
+    }
+
+    #[test]
+    fn a_reload_on_an_idle_link_waits_only_for_itself() {
+        let mut l = link();
+        assert_eq!(l.reload(5_000, 0), 0, "nothing to reload");
+        assert_eq!(l.reload(5_000, 2_000), 300);
+        assert_eq!(l.depth(5_299), 1);
+        assert_eq!(l.depth(5_300), 0);
+        let s = l.stats();
+        assert_eq!((s.reloads, s.reload_wait_ns, s.max_queue_depth), (1, 0, 1));
+    }
+
+    #[test]
+    fn two_transfers_on_one_link_queue() {
+        let mut l = link();
+        // An offload of 4 blocks, 3,000 bytes, at t = 1,000: on the link until 1,400.
+        assert_eq!(l.offload(1_000, 4, 3_000), 1_400);
+        // A reload of 1,000 bytes at t = 1,100 starts when the offload ends (1,400) and takes
+        // 200 ns: the step waits 300 ns in the queue, then 200 ns.
+        assert_eq!(l.reload(1_100, 1_000), 500);
+        assert_eq!(l.depth(1_100), 2);
+        assert_eq!(l.depth(1_400), 1);
+        // A third transfer after both ended finds the link idle.
+        assert_eq!(l.offload(2_000, 1, 500), 2_150);
+        let s = l.stats();
+        assert_eq!((s.offloads, s.offloaded_blocks), (2, 5));
+        assert_eq!(
+            (s.reloads, s.reload_wait_ns, s.max_queue_depth),
+            (1, 300, 2)
+        );
+    }
+}
