@@ -23,6 +23,7 @@ fn snap(waiting: usize, running: usize, kv_used: usize) -> InstanceSnapshot {
         estimated_wait_ns: 0,
         taken_at: 0,
         held_for_decode: 0,
+        ..InstanceSnapshot::default()
     }
 }
 

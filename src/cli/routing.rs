@@ -10,8 +10,8 @@ pub struct RoutingArgs {
     /// Scorers of --request-routing-policy weighted and their weights, BLIS's way:
     /// NAME:W,... with names prefix-affinity, precise-prefix-cache, queue-depth,
     /// kv-utilization, load-balance, running-requests, active-requests, vllm-dp,
-    /// load-aware, no-hit-lru, recent-ttft, recent-tpot, estimated-wait, cache-hit-rate
-    /// (weights normalised to sum to 1), e.g. prefix-affinity:2,queue-depth:1,kv-utilization:1.
+    /// load-aware, no-hit-lru, recent-ttft, recent-tpot, estimated-wait, cache-hit-rate,
+    /// cpu-kv-utilization, transfer-queue (weights normalised to sum to 1), e.g. prefix-affinity:2,queue-depth:1,kv-utilization:1.
     /// Instead of --routing-weights.
     #[arg(long, value_name = "NAME:W,...", value_parser = parse_scorers)]
     pub routing_scorers: Option<ScorerSet>,

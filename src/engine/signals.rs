@@ -96,7 +96,11 @@ thread_local! {
 fn observe(scheduler: &Core, recent: &Recent, now: Nanos) -> InstanceSnapshot {
     #[cfg(test)]
     SNAPSHOTS_TAKEN.set(SNAPSHOTS_TAKEN.get() + 1);
+    let offload = scheduler.offload_load(now);
     InstanceSnapshot {
+        cpu_kv_blocks_used: offload.cpu_blocks_used,
+        cpu_kv_blocks_total: offload.cpu_blocks_total,
+        transfer_queue: offload.transfer_queue,
         recent_ttft_ns: recent.ttft_ns.unwrap_or(0),
         recent_tpot_ns: recent.tpot_ns.unwrap_or(0),
         estimated_wait_ns: recent.wait_ns.unwrap_or(0),
@@ -114,7 +118,12 @@ fn copy_signal(signal: Signal, live: &InstanceSnapshot, held: &mut InstanceSnaps
             held.held_for_decode = live.held_for_decode;
         }
         Signal::Running => held.running = live.running,
-        Signal::Kv => held.kv_blocks_used = live.kv_blocks_used,
+        Signal::Kv => {
+            held.kv_blocks_used = live.kv_blocks_used;
+            held.cpu_kv_blocks_used = live.cpu_kv_blocks_used;
+            held.cpu_kv_blocks_total = live.cpu_kv_blocks_total;
+            held.transfer_queue = live.transfer_queue;
+        }
         Signal::HitRate => held.cache_hit_rate = live.cache_hit_rate,
         Signal::Ttft => held.recent_ttft_ns = live.recent_ttft_ns,
         Signal::Tpot => held.recent_tpot_ns = live.recent_tpot_ns,

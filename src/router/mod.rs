@@ -78,6 +78,14 @@ pub struct InstanceSnapshot {
     pub cache_hit_rate: f64,
     /// Estimated wait before a new request is scheduled: the recent queueing delay, ns.
     pub estimated_wait_ns: Nanos,
+    /// KV offloading (`--kv-cpu-blocks`): KV blocks held by the CPU tier (0 without it; read
+    /// with the KV signal).
+    pub cpu_kv_blocks_used: usize,
+    /// KV blocks the CPU tier has room for (0 without KV offloading).
+    pub cpu_kv_blocks_total: usize,
+    /// Transfers (offloads and reloads alike) queued or on the instance's GPU-CPU link (0
+    /// without KV offloading; read with the KV signal).
+    pub transfer_queue: usize,
     /// When the stalest of its signals was read from the instance, ns.
     pub taken_at: Nanos,
     /// On a prefill instance of an autoscaled run: requests it handed off that wait for a
@@ -103,6 +111,11 @@ impl InstanceSnapshot {
             held_for_decode: scheduler.num_held_for_decode(),
             ..InstanceSnapshot::default()
         }
+    }
+
+    /// Share of the CPU tier's KV blocks in use, in [0, 1] (0 without KV offloading).
+    pub fn cpu_kv_utilization(&self) -> f64 {
+        self.cpu_kv_blocks_used as f64 / self.cpu_kv_blocks_total.max(1) as f64
     }
 
     /// Share of the KV blocks in use, in [0, 1].

@@ -615,3 +615,54 @@ fn recent_latency_wait_and_hit_rate_scorers_read_their_signals() {
     let flat = hand(vec![recent(7, 7, 7, 0.5); 2]);
     assert_eq!(scores(Scorer::RecentTpot, &flat, &no_ids()), [1.0, 1.0]);
 }
+
+/// A snapshot of an instance with KV offloading: CPU tier blocks used of all, and transfers
+/// on its link.
+fn offloading(cpu_used: usize, cpu_total: usize, transfers: usize) -> InstanceSnapshot {
+    InstanceSnapshot {
+        cpu_kv_blocks_used: cpu_used,
+        cpu_kv_blocks_total: cpu_total,
+        transfer_queue: transfers,
+        ..snap(0, 0, 0, 0)
+    }
+}
+
+#[test]
+fn cpu_kv_utilization_scores_the_free_share_of_the_cpu_tier() {
+    let view = hand(vec![
+        offloading(25, 100, 0),
+        offloading(100, 100, 0),
+        offloading(0, 0, 0),
+        offloading(30, 40, 0),
+    ]);
+    // 1 − used / all: 1 − 0.25, 1 − 1, no tier 1, 1 − 0.75.
+    assert_eq!(
+        scores(Scorer::CpuKvUtilization, &view, &no_ids()),
+        [0.75, 0.0, 1.0, 0.25]
+    );
+}
+
+#[test]
+fn transfer_queue_prefers_the_shortest_link_queue() {
+    let view = hand(vec![
+        offloading(0, 10, 2),
+        offloading(0, 10, 0),
+        offloading(0, 10, 4),
+        offloading(0, 10, 1),
+    ]);
+    // Queues 2, 0, 4, 1: (4 − x) / 4.
+    assert_eq!(
+        scores(Scorer::TransferQueue, &view, &no_ids()),
+        [0.5, 1.0, 0.0, 0.75]
+    );
+    // Weighted: transfer-queue:1,cpu-kv-utilization:3 over (cpu 90/100, queue 0) and (cpu
+    // 10/100, queue 3) sums 0.25·(1, 0) + 0.75·(0.1, 0.9) = (0.325, 0.675): instance 1.
+    let two = hand(vec![offloading(90, 100, 0), offloading(10, 100, 3)]);
+    let mut router = scorers("transfer-queue:1,cpu-kv-utilization:3");
+    assert_eq!(router.route(&no_ids(), &[0, 1], &two), 1);
+    let mut router = scorers("transfer-queue:1");
+    assert_eq!(router.route(&no_ids(), &[0, 1], &two), 0);
+    // All equal: every candidate scores 1.
+    let flat = hand(vec![offloading(0, 0, 3); 2]);
+    assert_eq!(scores(Scorer::TransferQueue, &flat, &no_ids()), [1.0, 1.0]);
+}

@@ -42,6 +42,11 @@
 //! - `recent-tpot`: its recent time per output token, likewise.
 //! - `estimated-wait`: its estimated wait (recent queueing delay), likewise.
 //! - `cache-hit-rate`: its recent prefix-cache hit rate, in [0, 1] as is (higher better).
+//!
+//! Two more of ours read KV offloading (`--kv-cpu-blocks`), both with the KV signal:
+//! - `cpu-kv-utilization`: 1 − the CPU tier's used / all blocks (an instance without the
+//!   tier scores 1).
+//! - `transfer-queue`: transfers queued or on the instance's GPU-CPU link, inverted min-max.
 
 use super::error::{RoutingSpecError, WeightBound};
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
@@ -83,11 +88,15 @@ pub enum Scorer {
     EstimatedWait,
     /// Recent prefix-cache hit rate, as is.
     CacheHitRate,
+    /// 1 − the CPU tier's KV utilisation (KV offloading).
+    CpuKvUtilization,
+    /// Transfers on the GPU-CPU link (KV offloading), inverted min-max.
+    TransferQueue,
 }
 
 impl Scorer {
     /// Every scorer, in the order their names are listed.
-    pub const ALL: [Scorer; 14] = [
+    pub const ALL: [Scorer; 16] = [
         Scorer::PrefixAffinity,
         Scorer::PrecisePrefixCache,
         Scorer::QueueDepth,
@@ -102,6 +111,8 @@ impl Scorer {
         Scorer::RecentTpot,
         Scorer::EstimatedWait,
         Scorer::CacheHitRate,
+        Scorer::CpuKvUtilization,
+        Scorer::TransferQueue,
     ];
 
     /// The scorer's name, as `--routing-scorers` spells it.
@@ -121,6 +132,8 @@ impl Scorer {
             Scorer::RecentTpot => "recent-tpot",
             Scorer::EstimatedWait => "estimated-wait",
             Scorer::CacheHitRate => "cache-hit-rate",
+            Scorer::CpuKvUtilization => "cpu-kv-utilization",
+            Scorer::TransferQueue => "transfer-queue",
         }
     }
 }
@@ -484,6 +497,13 @@ impl ScoreScratch {
                 min_max(raw, true);
             }
             Scorer::CacheHitRate => raw.extend(snaps.iter().map(|s| s.cache_hit_rate)),
+            Scorer::CpuKvUtilization => {
+                raw.extend(snaps.iter().map(|s| 1.0 - s.cpu_kv_utilization()));
+            }
+            Scorer::TransferQueue => {
+                raw.extend(snaps.iter().map(|s| s.transfer_queue as f64));
+                min_max(raw, true);
+            }
         }
     }
 

@@ -26,7 +26,8 @@ pub enum Signal {
     Queue,
     /// Running requests (batch size).
     Running,
-    /// KV blocks used (utilisation, free blocks).
+    /// KV blocks used (utilisation, free blocks); with KV offloading, also the CPU tier's
+    /// blocks used and the transfers on its link.
     Kv,
     /// Recent prefix cache hit rate.
     HitRate,

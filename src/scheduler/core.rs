@@ -8,7 +8,7 @@
 
 use super::sglang::SglangScheduler;
 use super::{
-    Cancelled, Completions, Evicted, Handoff, PreemptionOrder, QueueOrder, ReceivedKv,
+    Cancelled, Completions, Evicted, Handoff, OffloadLoad, PreemptionOrder, QueueOrder, ReceivedKv,
     SchedDecision, Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats, StepTokens,
 };
 use crate::Nanos;
@@ -180,6 +180,15 @@ impl Core {
         match self {
             Core::Vllm(s) => s.pool().num_pinned(),
             Core::Sglang(s) => s.kv_pages_used(),
+        }
+    }
+
+    /// KV offloading's CPU tier occupancy and link queue at `now` (none: all zero; SGLang
+    /// has no KV offloading here).
+    pub fn offload_load(&self, now: Nanos) -> OffloadLoad {
+        match self {
+            Core::Vllm(s) => s.offload_load(now).unwrap_or_default(),
+            Core::Sglang(_) => OffloadLoad::default(),
         }
     }
 

@@ -72,6 +72,17 @@ pub struct TransferLink {
     stats: LinkStats,
 }
 
+/// What a router can see of an instance's KV offloading at an instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OffloadLoad {
+    /// KV blocks held by the CPU tier.
+    pub cpu_blocks_used: usize,
+    /// KV blocks the CPU tier has room for.
+    pub cpu_blocks_total: usize,
+    /// Transfers (offloads and reloads alike) queued or on the link.
+    pub transfer_queue: usize,
+}
+
 /// What a link carried.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkStats {
@@ -162,6 +173,13 @@ impl TransferLink {
         self.ends.len()
     }
 
+    /// Transfers queued or on the link at `now`, without dropping the ended ones (what an
+    /// observer sees; the same count as [`TransferLink::depth`]).
+    pub fn depth_at(&self, now: Nanos) -> usize {
+        // End times are ascending: each transfer starts when the one before it ends.
+        self.ends.len() - self.ends.partition_point(|&end| end <= now)
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> LinkStats {
         self.stats
@@ -216,6 +234,10 @@ mod tests {
         // A reload of 1,000 bytes at t = 1,100 starts when the offload ends (1,400) and takes
         // 200 ns: the step waits 300 ns in the queue, then 200 ns.
         assert_eq!(l.reload(1_100, 1_000), 500);
+        // An observer counts the same without dropping anything: both until 1,400, the
+        // reload alone until 1,600, none from then.
+        let seen = [1_100, 1_399, 1_400, 1_599, 1_600].map(|t| l.depth_at(t));
+        assert_eq!(seen, [2, 2, 1, 1, 0]);
         assert_eq!(l.depth(1_100), 2);
         assert_eq!(l.depth(1_400), 1);
         // A third transfer after both ended finds the link idle.

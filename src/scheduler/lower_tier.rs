@@ -25,7 +25,7 @@
 //! transfers priced on one link (see `kv_offload.rs`).
 
 use super::SchedulerBug;
-use super::kv_offload::{KvOffloadSpec, LinkStats, TransferLink};
+use super::kv_offload::{KvOffloadSpec, LinkStats, OffloadLoad, TransferLink};
 use crate::Nanos;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -411,6 +411,19 @@ impl LowerTier {
     /// The offload link's counters (`None` unless KV offloading).
     pub fn link_stats(&self) -> Option<LinkStats> {
         self.offload.as_ref().map(|o| o.link.stats())
+    }
+
+    /// The CPU tier's occupancy and the link's queue at `now` (`None` unless KV offloading).
+    pub fn offload_load(&self, now: Nanos) -> Option<OffloadLoad> {
+        let o = self.offload.as_ref()?;
+        let pool = self.pool.borrow();
+        let block_bytes = self.bytes(u64::from(self.block_size)).max(1);
+        Some(OffloadLoad {
+            cpu_blocks_used: pool.len(),
+            cpu_blocks_total: usize::try_from(pool.memory().capacity_bytes / block_bytes)
+                .unwrap_or(usize::MAX),
+            transfer_queue: o.link.depth_at(now),
+        })
     }
 
     /// Transfers queued or on the offload link at `now` (0 unless KV offloading).

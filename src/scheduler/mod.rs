@@ -52,7 +52,7 @@ pub use kv::{
     BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
     request_block_hashes,
 };
-pub use kv_offload::{CpuTierSize, KvOffloadSpec, LinkStats, TransferLink};
+pub use kv_offload::{CpuTierSize, KvOffloadSpec, LinkStats, OffloadLoad, TransferLink};
 pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
 use pd::PullStart;
 pub use pd::{Handoff, ReceivedKv};
@@ -524,6 +524,12 @@ impl Scheduler {
     /// The KV offload link's counters (`None` unless KV offloading).
     pub fn offload_link_stats(&self) -> Option<LinkStats> {
         self.lower.as_ref().and_then(LowerTier::link_stats)
+    }
+
+    /// KV offloading's CPU tier occupancy and link queue at `now` (`None` unless KV
+    /// offloading); observing changes nothing.
+    pub fn offload_load(&self, now: Nanos) -> Option<OffloadLoad> {
+        self.lower.as_ref().and_then(|t| t.offload_load(now))
     }
 
     /// Transfers queued or on the KV offload link at `now` (0 unless KV offloading).

@@ -256,3 +256,63 @@ fn recent_ttft_scorer_reads_its_signal_as_stale_as_its_refresh_mode() {
         );
     }
 }
+
+#[test]
+fn offloading_scorers_spread_requests_away_from_a_busy_cpu_tier_and_link() {
+    // Four idle instances with KV offloading at threshold 0 over a slow link (0.001 GB/s: a
+    // 4-block offload of 8 MiB takes about 8.4 s); requests of four distinct full blocks, 50
+    // ms apart. Once instance k has served one, its CPU tier holds 4 blocks and its link
+    // still carries the offload: under either scorer it loses to the untouched instances
+    // (lowest id on ties), so requests 0..3 go to instances 0, 1, 2, 3. Without offloading,
+    // or with the KV signal never refreshed, every instance scores alike and all go to 0.
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, _) = case(dir.path());
+    let workload = dir.path().join("spaced.jsonl");
+    let lines: String = (0..4u64)
+        .map(|i| {
+            let ids: Vec<String> = (0..64).map(|t| (i * 1_000 + t).to_string()).collect();
+            format!(
+                "{{\"input_toks\":64,\"output_toks\":1,\"arrival_time_ns\":{},\"input_tok_ids\":[{}]}}\n",
+                i * 50_000_000,
+                ids.join(",")
+            )
+        })
+        .collect();
+    std::fs::write(&workload, lines).unwrap();
+    let offload = [
+        "--kv-cpu-blocks",
+        "100",
+        "--kv-offload-threshold",
+        "0",
+        "--kv-transfer-bandwidth",
+        "0.001",
+    ];
+    let instances = |tag: &str, scorer: &str, extra: &[&str]| {
+        let csv = dir.path().join(format!("{tag}.csv"));
+        let args = [
+            "--cluster-config",
+            cluster.to_str().unwrap(),
+            "--dataset",
+            workload.to_str().unwrap(),
+            "--output",
+            csv.to_str().unwrap(),
+            "--request-routing-policy",
+            "weighted",
+            "--routing-scorers",
+            scorer,
+        ];
+        ok(&[&args[..], extra].concat());
+        let (_, mut rows) = binary::read_csv(&csv);
+        rows.sort_by_key(|r| r["request id"].parse::<u64>().unwrap());
+        rows.iter()
+            .map(|r| r["instance id"].clone())
+            .collect::<Vec<_>>()
+    };
+    let spread = ["0", "1", "2", "3"];
+    let stale = [&offload[..], &["--signal-refresh", "kv=on-demand"]].concat();
+    for scorer in ["cpu-kv-utilization:1", "transfer-queue:1"] {
+        assert_eq!(instances("on", scorer, &offload), spread, "{scorer}");
+        assert_eq!(instances("off", scorer, &[]), ["0"; 4], "{scorer}");
+        assert_eq!(instances("stale", scorer, &stale), ["0"; 4], "{scorer}");
+    }
+}
