@@ -264,7 +264,8 @@ fn offloading_scorers_spread_requests_away_from_a_busy_cpu_tier_and_link() {
     // ms apart. Once instance k has served one, its CPU tier holds 4 blocks and its link
     // still carries the offload: under either scorer it loses to the untouched instances
     // (lowest id on ties), so requests 0..3 go to instances 0, 1, 2, 3. Without offloading,
-    // or with the KV signal never refreshed, every instance scores alike and all go to 0.
+    // or with the KV signal never refreshed, every instance scores alike and all go to 0;
+    // refreshed periodically, the view lags as the refresh makes it.
     let dir = tempfile::tempdir().unwrap();
     let (cluster, _) = case(dir.path());
     let workload = dir.path().join("spaced.jsonl");
@@ -310,9 +311,14 @@ fn offloading_scorers_spread_requests_away_from_a_busy_cpu_tier_and_link() {
     };
     let spread = ["0", "1", "2", "3"];
     let stale = [&offload[..], &["--signal-refresh", "kv=on-demand"]].concat();
+    // Re-read every 60 ms: at 50 ms the start's view (request 1 to 0 again), at 100 ms a
+    // fresh one (instance 0 busy: to 1), at 150 ms that one still (to 1 again).
+    let periodic = [&offload[..], &["--signal-refresh", "kv=periodic:60ms"]].concat();
     for scorer in ["cpu-kv-utilization:1", "transfer-queue:1"] {
         assert_eq!(instances("on", scorer, &offload), spread, "{scorer}");
         assert_eq!(instances("off", scorer, &[]), ["0"; 4], "{scorer}");
         assert_eq!(instances("stale", scorer, &stale), ["0"; 4], "{scorer}");
+        let every_60ms = instances("periodic", scorer, &periodic);
+        assert_eq!(every_60ms, ["0", "0", "1", "1"], "{scorer}");
     }
 }
