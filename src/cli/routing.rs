@@ -11,7 +11,7 @@ pub struct RoutingArgs {
     /// NAME:W,... with names prefix-affinity, precise-prefix-cache, queue-depth,
     /// kv-utilization, load-balance, running-requests, active-requests, vllm-dp,
     /// load-aware, no-hit-lru, recent-ttft, recent-tpot, estimated-wait, cache-hit-rate,
-    /// cpu-kv-utilization, transfer-queue (weights normalised to sum to 1), e.g. prefix-affinity:2,queue-depth:1,kv-utilization:1.
+    /// cpu-kv-utilization, transfer-queue, pending-offloads, pending-reloads (weights normalised to sum to 1), e.g. prefix-affinity:2,queue-depth:1,kv-utilization:1.
     /// Instead of --routing-weights.
     #[arg(long, value_name = "NAME:W,...", value_parser = parse_scorers)]
     pub routing_scorers: Option<ScorerSet>,

@@ -101,6 +101,8 @@ fn observe(scheduler: &Core, recent: &Recent, now: Nanos) -> InstanceSnapshot {
         cpu_kv_blocks_used: offload.cpu_blocks_used,
         cpu_kv_blocks_total: offload.cpu_blocks_total,
         transfer_queue: offload.transfer_queue,
+        pending_offloads: offload.pending_offloads,
+        pending_reloads: offload.pending_reloads,
         recent_ttft_ns: recent.ttft_ns.unwrap_or(0),
         recent_tpot_ns: recent.tpot_ns.unwrap_or(0),
         estimated_wait_ns: recent.wait_ns.unwrap_or(0),
@@ -123,6 +125,8 @@ fn copy_signal(signal: Signal, live: &InstanceSnapshot, held: &mut InstanceSnaps
             held.cpu_kv_blocks_used = live.cpu_kv_blocks_used;
             held.cpu_kv_blocks_total = live.cpu_kv_blocks_total;
             held.transfer_queue = live.transfer_queue;
+            held.pending_offloads = live.pending_offloads;
+            held.pending_reloads = live.pending_reloads;
         }
         Signal::HitRate => held.cache_hit_rate = live.cache_hit_rate,
         Signal::Ttft => held.recent_ttft_ns = live.recent_ttft_ns,

@@ -86,6 +86,9 @@ pub struct InstanceSnapshot {
     /// Transfers (offloads and reloads alike) queued or on the instance's GPU-CPU link (0
     /// without KV offloading; read with the KV signal).
     pub transfer_queue: usize,
+    /// Of those, the offloads and the reloads (read with the KV signal).
+    pub pending_offloads: usize,
+    pub pending_reloads: usize,
     /// When the stalest of its signals was read from the instance, ns.
     pub taken_at: Nanos,
     /// On a prefill instance of an autoscaled run: requests it handed off that wait for a

@@ -666,3 +666,30 @@ fn transfer_queue_prefers_the_shortest_link_queue() {
     let flat = hand(vec![offloading(0, 0, 3); 2]);
     assert_eq!(scores(Scorer::TransferQueue, &flat, &no_ids()), [1.0, 1.0]);
 }
+
+#[test]
+fn pending_offloads_and_reloads_score_their_own_share_of_the_link_queue() {
+    // Queues of 3 on both instances: (2 offloads, 1 reload) and (0, 3). By offloads
+    // (2, 0): instance 1 scores 1; by reloads (1, 3): instance 0 does.
+    let split = |offloads, reloads| InstanceSnapshot {
+        pending_offloads: offloads,
+        pending_reloads: reloads,
+        ..offloading(0, 10, offloads + reloads)
+    };
+    let view = hand(vec![split(2, 1), split(0, 3)]);
+    assert_eq!(
+        scores(Scorer::PendingOffloads, &view, &no_ids()),
+        [0.0, 1.0]
+    );
+    assert_eq!(scores(Scorer::PendingReloads, &view, &no_ids()), [1.0, 0.0]);
+    // The whole queue cannot tell them apart: both score 1.
+    assert_eq!(scores(Scorer::TransferQueue, &view, &no_ids()), [1.0, 1.0]);
+    assert_eq!(
+        scorers("pending-reloads:1").route(&no_ids(), &[0, 1], &view),
+        0
+    );
+    assert_eq!(
+        scorers("pending-offloads:1").route(&no_ids(), &[0, 1], &view),
+        1
+    );
+}

@@ -47,6 +47,7 @@
 //! - `cpu-kv-utilization`: 1 − the CPU tier's used / all blocks (an instance without the
 //!   tier scores 1).
 //! - `transfer-queue`: transfers queued or on the instance's GPU-CPU link, inverted min-max.
+//! - `pending-offloads`, `pending-reloads`: of those, the offloads and the reloads, likewise.
 
 use super::error::{RoutingSpecError, WeightBound};
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
@@ -92,11 +93,15 @@ pub enum Scorer {
     CpuKvUtilization,
     /// Transfers on the GPU-CPU link (KV offloading), inverted min-max.
     TransferQueue,
+    /// Offloads pending on that link, inverted min-max.
+    PendingOffloads,
+    /// Reloads pending on that link, inverted min-max.
+    PendingReloads,
 }
 
 impl Scorer {
     /// Every scorer, in the order their names are listed.
-    pub const ALL: [Scorer; 16] = [
+    pub const ALL: [Scorer; 18] = [
         Scorer::PrefixAffinity,
         Scorer::PrecisePrefixCache,
         Scorer::QueueDepth,
@@ -113,6 +118,8 @@ impl Scorer {
         Scorer::CacheHitRate,
         Scorer::CpuKvUtilization,
         Scorer::TransferQueue,
+        Scorer::PendingOffloads,
+        Scorer::PendingReloads,
     ];
 
     /// The scorer's name, as `--routing-scorers` spells it.
@@ -134,6 +141,8 @@ impl Scorer {
             Scorer::CacheHitRate => "cache-hit-rate",
             Scorer::CpuKvUtilization => "cpu-kv-utilization",
             Scorer::TransferQueue => "transfer-queue",
+            Scorer::PendingOffloads => "pending-offloads",
+            Scorer::PendingReloads => "pending-reloads",
         }
     }
 }
@@ -502,6 +511,14 @@ impl ScoreScratch {
             }
             Scorer::TransferQueue => {
                 raw.extend(snaps.iter().map(|s| s.transfer_queue as f64));
+                min_max(raw, true);
+            }
+            Scorer::PendingOffloads => {
+                raw.extend(snaps.iter().map(|s| s.pending_offloads as f64));
+                min_max(raw, true);
+            }
+            Scorer::PendingReloads => {
+                raw.extend(snaps.iter().map(|s| s.pending_reloads as f64));
                 min_max(raw, true);
             }
         }

@@ -66,8 +66,9 @@ pub struct TransferLink {
     latency_ns: Nanos,
     /// When the last submitted transfer ends.
     busy_until: Nanos,
-    /// End times of the transfers submitted and not ended, oldest first (the queue).
-    ends: VecDeque<Nanos>,
+    /// End times of the transfers submitted and not ended, oldest first (the queue), each
+    /// marked `true` for a reload.
+    ends: VecDeque<(Nanos, bool)>,
     /// Counters so far.
     stats: LinkStats,
 }
@@ -81,6 +82,9 @@ pub struct OffloadLoad {
     pub cpu_blocks_total: usize,
     /// Transfers (offloads and reloads alike) queued or on the link.
     pub transfer_queue: usize,
+    /// Of those, the offloads (GPU to CPU) and the reloads (CPU to GPU) pending.
+    pub pending_offloads: usize,
+    pub pending_reloads: usize,
 }
 
 /// What a link carried.
@@ -133,12 +137,12 @@ impl TransferLink {
 
     /// Queues a transfer of `bytes` at `now`: it starts when the link is free (at `now` or
     /// when the transfer before it ends). Returns when it ends.
-    fn submit(&mut self, now: Nanos, bytes: u64) -> Nanos {
+    fn submit(&mut self, now: Nanos, bytes: u64, reload: bool) -> Nanos {
         self.depth(now);
         let start = self.busy_until.max(now);
         let end = start.saturating_add(self.transfer_ns(bytes));
         self.busy_until = end;
-        self.ends.push_back(end);
+        self.ends.push_back((end, reload));
         self.stats.max_queue_depth = self.stats.max_queue_depth.max(self.ends.len() as u64);
         end
     }
@@ -151,7 +155,7 @@ impl TransferLink {
         }
         self.stats.reloads += 1;
         self.stats.reload_wait_ns += self.busy_until.saturating_sub(now);
-        self.submit(now, bytes) - now
+        self.submit(now, bytes, true) - now
     }
 
     /// Offloads `blocks` KV blocks of `bytes` in all, leaving at `now`; returns when the copy
@@ -162,12 +166,12 @@ impl TransferLink {
         }
         self.stats.offloads += 1;
         self.stats.offloaded_blocks += blocks;
-        self.submit(now, bytes)
+        self.submit(now, bytes, false)
     }
 
     /// Transfers queued or on the link at `now` (those ended by then are dropped).
     pub fn depth(&mut self, now: Nanos) -> usize {
-        while self.ends.front().is_some_and(|&end| end <= now) {
+        while self.ends.front().is_some_and(|&(end, _)| end <= now) {
             self.ends.pop_front();
         }
         self.ends.len()
@@ -177,7 +181,20 @@ impl TransferLink {
     /// observer sees; the same count as [`TransferLink::depth`]).
     pub fn depth_at(&self, now: Nanos) -> usize {
         // End times are ascending: each transfer starts when the one before it ends.
-        self.ends.len() - self.ends.partition_point(|&end| end <= now)
+        self.ends.len() - self.ended_by(now)
+    }
+
+    /// Offloads and reloads queued or on the link at `now` (an observer's count, as
+    /// [`TransferLink::depth_at`]).
+    pub fn pending_at(&self, now: Nanos) -> (usize, usize) {
+        let pending = self.ends.range(self.ended_by(now)..);
+        let reloads = pending.filter(|&&(_, reload)| reload).count();
+        (self.depth_at(now) - reloads, reloads)
+    }
+
+    /// How many queued transfers have ended by `now` (the oldest ones).
+    fn ended_by(&self, now: Nanos) -> usize {
+        self.ends.partition_point(|&(end, _)| end <= now)
     }
 
     /// Counters so far.
@@ -238,6 +255,9 @@ mod tests {
         // reload alone until 1,600, none from then.
         let seen = [1_100, 1_399, 1_400, 1_599, 1_600].map(|t| l.depth_at(t));
         assert_eq!(seen, [2, 2, 1, 1, 0]);
+        // Split by direction: the offload, then the reload.
+        let split = [1_100, 1_400, 1_600].map(|t| l.pending_at(t));
+        assert_eq!(split, [(1, 1), (0, 1), (0, 0)]);
         assert_eq!(l.depth(1_100), 2);
         assert_eq!(l.depth(1_400), 1);
         // A third transfer after both ended finds the link idle.

@@ -423,6 +423,8 @@ impl LowerTier {
             cpu_blocks_total: usize::try_from(pool.memory().capacity_bytes / block_bytes)
                 .unwrap_or(usize::MAX),
             transfer_queue: o.link.depth_at(now),
+            pending_offloads: o.link.pending_at(now).0,
+            pending_reloads: o.link.pending_at(now).1,
         })
     }
 
