@@ -188,8 +188,9 @@ impl TransferLink {
     /// [`TransferLink::depth_at`]).
     pub fn pending_at(&self, now: Nanos) -> (usize, usize) {
         let pending = self.ends.range(self.ended_by(now)..);
+        let all = pending.len();
         let reloads = pending.filter(|&&(_, reload)| reload).count();
-        (self.depth_at(now) - reloads, reloads)
+        (all - reloads, reloads)
     }
 
     /// How many queued transfers have ended by `now` (the oldest ones).

@@ -418,13 +418,14 @@ impl LowerTier {
         let o = self.offload.as_ref()?;
         let pool = self.pool.borrow();
         let block_bytes = self.bytes(u64::from(self.block_size)).max(1);
+        let (pending_offloads, pending_reloads) = o.link.pending_at(now);
         Some(OffloadLoad {
             cpu_blocks_used: pool.len(),
             cpu_blocks_total: usize::try_from(pool.memory().capacity_bytes / block_bytes)
                 .unwrap_or(usize::MAX),
             transfer_queue: o.link.depth_at(now),
-            pending_offloads: o.link.pending_at(now).0,
-            pending_reloads: o.link.pending_at(now).1,
+            pending_offloads,
+            pending_reloads,
         })
     }
 
