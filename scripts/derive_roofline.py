@@ -442,18 +442,24 @@ def print_allreduce_floor(data, c):
             floored = median((tables.EVENT_COST_S + max(6e-6, floor) + x) / r["t"] - 1 for r, x in zip(part, ring))
             cells.append(f"{lo}-{hi} MiB {plain * 100:+5.1f}% -> {floored * 100:+5.1f}%")
         print(f"  {system:9}: " + ", ".join(cells))
+        # A prefill chunk's sizes: 2,048 tokens x hidden 4,096 / 8,192 x 2 bytes = 16 / 32 MiB.
+        at = {r["bytes"]: r for r in mine}
+        sizes = [(mib, at[mib << 20]) for mib in (1, 4, 8, 16, 32, 64) if mib << 20 in at]
+        print(f"  {'':9}  measured / roofline with the events (us): " + ", ".join(
+            f"{mib} MiB {r['t'] * 1e6:.0f} / {(tables.EVENT_COST_S + 6e-6 + ring_bytes(r) / (r['link'] * c['allreduce_eta'])) * 1e6:.0f}"
+            for mib, r in sizes))
 
 
 def print_tp_prefill_gemms(data):
     """Issue 34 part 4: whether the GEMMs of a tensor-parallel prefill (weights split `tp`
     ways, so a quarter as many values per GPU at TP 4) are priced worse than whole ones: the
-    held-out GEMM error on H100 and A100 (the GPUs with tables of every shape) by prefill
-    tokens and weight values per GPU (a Llama-3.1-70B layer's GEMMs hold 67-470 M values at
+    held-out GEMM error on H100, A100 and A40 (the GPUs with tables of every shape) by prefill
+    tokens (the transition regime's 64-511 and a chunk's 512 up) and weight values per GPU (a Llama-3.1-70B layer's GEMMs hold 67-470 M values at
     TP 1, 17-117 M at TP 4; Llama-3.1-8B's 17-117 M and 4-29 M)."""
     print("GEMMs of prefill chunks, held out, by weight values per GPU: median signed error (rows)")
-    for gpu in ("H100", "A100"):
+    for gpu in ("H100", "A100", "A40"):
         c = data.constants([g for g in GPUS if g != gpu])
-        for lo_m, hi_m in ((512, 2048), (2048, 1 << 30)):
+        for lo_m, hi_m in ((64, 129), (129, 512), (512, 2048), (2048, 1 << 30)):
             cells = []
             for lo, hi in ((0, 4), (4, 16), (16, 64), (64, 1 << 20)):
                 e = [gemm_time(c, r) / r["t"] - 1 for r in data.gemms
@@ -462,6 +468,40 @@ def print_tp_prefill_gemms(data):
                 cells.append(f"{lo}-{hi if hi < 1 << 20 else ''} M {median(e) * 100:+5.1f}% ({len(e)})" if e else "")
             tokens = f"{lo_m}-{hi_m - 1}" if hi_m < 1 << 30 else f">={lo_m}"
             print(f"  {gpu} {tokens:>9} tokens: " + ", ".join(cells))
+
+
+def print_transition_gemms(data):
+    """Issue 34 part 4: where H100's prefill-sized GEMMs lose the time the roofline misses.
+    Held out, the GEMMs of more than 128 tokens whose MMA work outlasts their weight stream,
+    by waves of 128 x 128 output tiles over the SMs (tile and wave quantization would make
+    the error largest below one wave and fall as waves grow) and by K (a longer K loop of the
+    same tiles). A model by waves would transfer only if the error followed the waves on
+    every GPU."""
+    print("compute-bound GEMMs of > 128 tokens, held out: median signed error by waves of 128x128 tiles, then by K")
+    waves = ((0, 1), (1, 2), (2, 4), (4, 8), (8, 1 << 30))
+    depths = ((0, 2048), (2048, 4096), (4096, 8192), (8192, 1 << 30))
+    for gpu in ("H100", "A100", "A40", "RTXPRO6000", "A800"):
+        c = data.constants([g for g in GPUS if g != gpu])
+        g = GPUS[gpu]
+        rows = []
+        for r in data.gemms:
+            if r["gpu"] != gpu or r["fp8"] or r["M"] <= 128:
+                continue
+            compute = 2 * r["M"] * r["K"] * r["N"] / (g["flops"] * c["gemm_eta_c"])
+            eta_m = c["gemm_eta_m_ampere"] if ampere(gpu) else c["gemm_eta_m"]
+            if compute > gemm_bytes(r) / (g["bw"] * eta_m):
+                w = math.ceil(r["M"] / 128) * math.ceil(r["N"] / 128) / g["sms"]
+                rows.append((w, r["K"], gemm_time(c, r) / r["t"] - 1))
+
+        def cells(key, bounds, unit):
+            out = []
+            for lo, hi in bounds:
+                e = [x[2] for x in rows if lo <= x[key] < hi]
+                label = f"{lo}-{hi}" if hi < 1 << 30 else f">={lo}"
+                out.append(f"{label}{unit} {median(e) * 100:+5.1f}% ({len(e)})" if e else "")
+            return ", ".join(x for x in out if x)
+        print(f"  {gpu:10} waves {cells(0, waves, '')}")
+        print(f"  {'':10} K     {cells(1, depths, '')}")
 
 
 # ------------------------------------------------------------------------------ leave one out
@@ -650,6 +690,8 @@ def main():
         print_allreduce_floor(data, data.constants(list(GPUS)))
         print()
         print_tp_prefill_gemms(data)
+        print()
+        print_transition_gemms(data)
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()

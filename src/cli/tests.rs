@@ -447,6 +447,35 @@ fn a_standalone_instances_tp_all_reduce_runs_at_the_hardwares_link_efficiency() 
 }
 
 #[test]
+fn a_quick_clusters_tp_all_reduce_runs_at_the_hardwares_link_efficiency_and_its_kv_link_does_not() {
+    // The same all-reduce as a standalone `--tp 4` instance's (177.1 µs, above), beside other
+    // instances (`--num-instances`) or in a P/D pair (`--pd`): the quick cluster's link is
+    // the hardware file's. Before, those priced it as a cluster config's declared link, the
+    // raw 450 GB/s with the reductions in GPU memory (132.8 µs). The KV hand-off of `--pd`
+    // keeps the raw link: 1 µs + 64 MiB at 450 GiB/s = 139.9 µs.
+    for layout in [["--num-instances", "2"], ["--pd", "1:1"]] {
+        let args = [
+            "--model",
+            "Llama-3.1-70B",
+            "--hardware",
+            "H100-SXM",
+            "--tp",
+            "4",
+        ];
+        let cfg = parse(&[&args[..], &layout[..]].concat())
+            .unwrap()
+            .into_config()
+            .unwrap();
+        for inst in &cfg.instances {
+            assert_eq!(inst.collectives.tp_all_reduce_ns(2048, 8192, 2), 177_088);
+        }
+        if let Some(links) = cfg.links {
+            assert_eq!(links.link(0, 1).transfer_ns(64 << 20), 139_888);
+        }
+    }
+}
+
+#[test]
 fn dp_groups_and_expert_parallelism_resolve_as_llmservingsim_lays_them_out() {
     if !crate::shared_data::available() {
         return;

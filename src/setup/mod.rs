@@ -404,7 +404,10 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
             )?;
             let flag = layout.flag();
             let config = ClusterConfig::parse(&text, flag)?;
-            deploy_cluster(&options, config, std::path::Path::new(flag), pricing)?
+            let mut deployed =
+                deploy_cluster(&options, config, std::path::Path::new(flag), pricing)?;
+            parallel::hardware_tp_links(&mut deployed.instances);
+            deployed
         }
         Deployment::ClusterConfig(path) => {
             let config = ClusterConfig::load(path)?;

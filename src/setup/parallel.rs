@@ -19,13 +19,27 @@ pub(super) enum CommPricing {
 /// MiB, their reductions included, so none is added), in the analytical network's GiB/s. The
 /// ring then costs what the roofline's own all-reduce does: `2(n − 1)/n` of the bytes at
 /// `link_efficiency × link_bw`, and `2(n − 1)` hops of `link_latency_ns`. A cluster config's
-/// link is taken as given (LLMServingSim's meaning).
+/// link is taken as given: LLMServingSim's `link_bw` is the bandwidth ASTRA-Sim moves a
+/// collective's chunks at (docs/src/modelling.md).
 pub(super) fn hardware_link(hardware: &Hardware) -> CommLink {
     CommLink {
         bandwidth_gbps: hardware.link_bw_gbps * hardware.link_efficiency * 1e9
             / f64::from(1u32 << 30),
         latency_ns: hardware.link_latency_ns,
         local_mem_gbps: 0.0,
+    }
+}
+
+/// Puts the TP all-reduces of a quick cluster's instances (`--num-instances`, `--pd`) on
+/// their hardware's link as a standalone instance has it (`hardware_link`): the quick
+/// cluster's link is the hardware file's datasheet link, so `--tp 4` prices the same
+/// all-reduce alone or beside other instances. Its KV transfers and EP collectives keep the
+/// cluster link (no table here measures them at a share of the link).
+pub(super) fn hardware_tp_links(instances: &mut [InstanceConfig]) {
+    for inst in instances {
+        if inst.collectives.tp_link.is_some() {
+            inst.collectives.tp_link = Some(hardware_link(&inst.hardware));
+        }
     }
 }
 
