@@ -469,6 +469,8 @@ fn a_quick_clusters_tp_all_reduce_runs_at_the_hardwares_link_efficiency_and_its_
         for inst in &cfg.instances {
             assert_eq!(inst.collectives.tp_all_reduce_ns(2048, 8192, 2), 177_088);
         }
+        // Only a P/D cluster has KV links.
+        assert_eq!(cfg.links.is_some(), layout[0] == "--pd");
         if let Some(links) = cfg.links {
             assert_eq!(links.link(0, 1).transfer_ns(64 << 20), 139_888);
         }
