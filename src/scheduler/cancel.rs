@@ -40,9 +40,7 @@ impl Scheduler {
             Cancelled::Running
         };
         let req = self.slots[slot as usize].as_mut().expect("cancelled slot");
-        for &b in req.blocks.iter().rev() {
-            self.pool.release(b);
-        }
+        self.pool.release_all(req.blocks.iter().rev().copied());
         req.blocks.clear();
         req.phase = Phase::Cancelled;
         if self.step_in_flight_has(slot) {

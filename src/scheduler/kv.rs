@@ -10,7 +10,10 @@
 //! allocation takes cannot be observed; the pool then keeps its free blocks on a stack, which
 //! hands out the most recently freed block (the one most likely still in the CPU cache). The
 //! first [`BlockPool::cache`] turns the stack into the free list; from then on the order is
-//! vLLM's.
+//! vLLM's. On the stack no block is shared (sharing comes from prefix hits, which need an
+//! index), so a block is held by one request exactly when it is off the stack: the blocks'
+//! reference counts are not kept then (taking and freeing a block touches only the top of the
+//! stack, not the block's bookkeeping) and are written when the stack turns into the list.
 //!
 //! An evicted block's entry is left in the prefix index, stale, rather than removed: removing
 //! it would probe the index at a random place for every block a long prompt reuses (a cache
@@ -397,7 +400,11 @@ impl BlockPool {
 
     /// Reference count of a block.
     pub fn ref_count(&self, block: BlockId) -> u32 {
-        self.blocks[block as usize].ref_cnt
+        match &self.stack {
+            // Not kept on the stack (see the module docs): held exactly when off it.
+            Some(stack) => u32::from(!stack.contains(&block)),
+            None => self.blocks[block as usize].ref_cnt,
+        }
     }
 
     /// Pops the least recently freed block, evicting its cached hash. `None` when empty.
@@ -407,7 +414,6 @@ impl BlockPool {
                 return self.allocate_fresh();
             };
             self.num_free -= 1;
-            self.blocks[b as usize].ref_cnt = 1;
             return Some(b);
         }
         if let Some(b) = self.allocate_fresh() {
@@ -434,10 +440,10 @@ impl BlockPool {
     }
 
     /// Takes a reference on a cached block found by [`BlockPool::lookup`], pulling it off the
-    /// free list if nobody held it.
+    /// free list if nobody held it. A shared block ends the stack (see the module docs).
     pub fn touch(&mut self, block: BlockId) {
+        self.use_free_list();
         if self.blocks[block as usize].ref_cnt == 0 {
-            self.use_free_list();
             self.unlink(block);
         }
         self.blocks[block as usize].ref_cnt += 1;
@@ -446,16 +452,26 @@ impl BlockPool {
     /// Drops one reference; a block nobody holds goes to the tail of the free list, keeping
     /// its hash so that it can still be hit until evicted.
     pub fn release(&mut self, block: BlockId) {
-        let rc = &mut self.blocks[block as usize].ref_cnt;
-        debug_assert!(*rc > 0, "release of a free block {block}");
-        *rc -= 1;
-        if *rc == 0 {
-            match &mut self.stack {
-                Some(stack) => {
-                    stack.push(block);
-                    self.num_free += 1;
-                }
-                None => self.push_tail(block),
+        self.release_all([block]);
+    }
+
+    /// Drops one reference on each of `blocks`, in their order, as [`BlockPool::release`]
+    /// one by one would (a request frees its blocks last first:
+    /// `release_all(blocks.iter().rev().copied())`). On the stack they are pushed in one go,
+    /// their bookkeeping untouched.
+    pub fn release_all(&mut self, blocks: impl IntoIterator<Item = BlockId>) {
+        if let Some(stack) = &mut self.stack {
+            let before = stack.len();
+            stack.extend(blocks);
+            self.num_free += stack.len() - before;
+            return;
+        }
+        for block in blocks {
+            let rc = &mut self.blocks[block as usize].ref_cnt;
+            debug_assert!(*rc > 0, "release of a free block {block}");
+            *rc -= 1;
+            if *rc == 0 {
+                self.push_tail(block);
             }
         }
     }
@@ -535,14 +551,27 @@ impl BlockPool {
             )
             .into());
         }
-        for (i, rc) in self.blocks.iter().map(|b| b.ref_cnt).enumerate() {
+        // On the stack the counts are not kept: a block is held (once) exactly when off it.
+        let stacked = self.stack.is_some();
+        let ref_cnt = |i: usize, b: &Block| match stacked {
+            true => u32::from(!on_list[i]),
+            false => b.ref_cnt,
+        };
+        for (i, rc) in self
+            .blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (i, ref_cnt(i, b)))
+        {
             if (rc == 0) != on_list[i] {
                 return Err(
                     format!("block {i} has ref_cnt {rc} but on_free_list={}", on_list[i]).into(),
                 );
             }
         }
-        let pinned = self.blocks.iter().filter(|b| b.ref_cnt > 0).count();
+        let pinned = (self.blocks.iter().enumerate())
+            .filter(|&(i, b)| ref_cnt(i, b) > 0)
+            .count();
         if pinned + self.num_free != self.num_blocks() {
             return Err(format!(
                 "pinned {pinned} + free {} != total {}",
@@ -575,6 +604,13 @@ impl BlockPool {
     /// the free list (oldest freed first, after the blocks never used).
     fn use_free_list(&mut self) {
         if let Some(stack) = self.stack.take() {
+            // The reference counts, not kept on the stack: one for each block off it.
+            for block in &mut self.blocks {
+                block.ref_cnt = 1;
+            }
+            for &b in &stack {
+                self.blocks[b as usize].ref_cnt = 0;
+            }
             self.num_free = self.num_blocks() - self.blocks.len();
             for b in stack {
                 self.push_tail(b);
@@ -647,6 +683,50 @@ mod tests {
         );
         assert_eq!(pool.num_used_ever(), 4);
         pool.audit().unwrap();
+    }
+
+    /// Releasing a request's blocks in one go leaves the pool as releasing them one by one
+    /// does, on the stack (where the counts are not kept) and on the free list, and the counts
+    /// come out right when the stack turns into the list.
+    #[test]
+    fn releasing_blocks_in_one_go_equals_one_by_one() {
+        for hashed in [false, true] {
+            let (mut one, mut all) = (BlockPool::new(64), BlockPool::new(64));
+            let mut held = Vec::new();
+            for round in 0..6u64 {
+                let taken: Vec<BlockId> = (0..5 + round).map(|_| one.allocate().unwrap()).collect();
+                let same: Vec<BlockId> = (0..5 + round).map(|_| all.allocate().unwrap()).collect();
+                assert_eq!(taken, same);
+                if hashed {
+                    one.cache(taken[0], round);
+                    all.cache(same[0], round);
+                }
+                held.push(taken);
+                if round % 2 == 1 {
+                    let blocks = held.remove(0);
+                    for &b in blocks.iter().rev() {
+                        one.release(b);
+                    }
+                    all.release_all(blocks.iter().rev().copied());
+                }
+                one.audit().unwrap();
+                all.audit().unwrap();
+                assert_eq!(one.num_free(), all.num_free());
+            }
+            all.cache(held[0][1], 99);
+            all.audit().unwrap();
+            for b in 0..all.num_used_ever() as BlockId {
+                let held_now = held.iter().flatten().any(|&h| h == b);
+                assert_eq!(all.ref_count(b), u32::from(held_now), "block {b}");
+            }
+            let order = |pool: &mut BlockPool| -> Vec<_> {
+                (0..pool.num_free())
+                    .map(|_| pool.allocate().unwrap())
+                    .collect()
+            };
+            one.cache(held[0][1], 99);
+            assert_eq!(order(&mut one), order(&mut all));
+        }
     }
 
     #[test]

@@ -299,6 +299,9 @@ pub struct Scheduler {
     stretch: stretch::Stretch,
     /// Scratch of [`Scheduler::complete_step`]: the slots of requests leaving the running set.
     leaving: Vec<u32>,
+    /// The emptied block lists of finished requests, for the next admissions (a list grows
+    /// with its request, so a reused one rarely grows again).
+    spare_blocks: Vec<Vec<BlockId>>,
 }
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
@@ -420,6 +423,7 @@ impl Scheduler {
             stretches: true,
             stretch: stretch::Stretch::default(),
             leaving: Vec::new(),
+            spare_blocks: Vec::new(),
         }
     }
 
@@ -667,9 +671,7 @@ impl Scheduler {
         let Some(req) = self.slots[slot as usize].take() else {
             return;
         };
-        for &b in req.blocks.iter().rev() {
-            self.pool.release(b);
-        }
+        self.pool.release_all(req.blocks.iter().rev().copied());
         out.push(Evicted {
             id: req.id,
             arrival_ns: req.arrival_ns,
@@ -989,9 +991,7 @@ impl Scheduler {
     /// step back.
     fn release_freed_late(&mut self) {
         self.freed_late.requests = 0;
-        for b in self.freed_late.blocks.drain(..) {
-            self.pool.release(b);
-        }
+        self.pool.release_all(self.freed_late.blocks.drain(..));
     }
 
     /// Caps a request's tokens for this step by the long-prefill threshold and `limit`.
@@ -1059,6 +1059,11 @@ impl Scheduler {
             return false;
         }
         let req = self.slots[slot as usize].as_mut().expect("waiting slot");
+        if req.blocks.capacity() == 0
+            && let Some(spare) = self.spare_blocks.pop()
+        {
+            req.blocks = spare;
+        }
         for &b in hits {
             self.pool.touch(b);
             req.blocks.push(b);
@@ -1156,9 +1161,7 @@ impl Scheduler {
                 freed_blocks: req.blocks.len(),
             });
         }
-        for &b in req.blocks.iter().rev() {
-            self.pool.release(b);
-        }
+        self.pool.release_all(req.blocks.iter().rev().copied());
         req.blocks.clear();
         req.cached_blocks = 0;
         req.computed = 0;
@@ -1207,6 +1210,7 @@ impl Scheduler {
         if finished_any {
             let (slots, free_slots, leaving) =
                 (&mut self.slots, &mut self.free_slots, &mut self.leaving);
+            let spare = &mut self.spare_blocks;
             self.running.retain(|&slot| {
                 if !leaving.contains(&slot) {
                     return true;
@@ -1215,7 +1219,9 @@ impl Scheduler {
                 // the transfer ends.
                 let entry = &mut slots[slot as usize];
                 if entry.as_ref().is_some_and(|r| r.phase == Phase::Finished) {
-                    *entry = None;
+                    let mut blocks = entry.take().map(|r| r.blocks).unwrap_or_default();
+                    blocks.clear();
+                    spare.push(blocks);
                     free_slots.push(slot);
                 }
                 false
@@ -1271,9 +1277,7 @@ impl Scheduler {
                 self.freed_late.requests += 1;
                 self.freed_late.blocks.extend(req.blocks.iter().rev());
             } else {
-                for &b in req.blocks.iter().rev() {
-                    self.pool.release(b);
-                }
+                self.pool.release_all(req.blocks.iter().rev().copied());
             }
             req.phase = Phase::Finished;
         } else if first_token && self.hand_off {

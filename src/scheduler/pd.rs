@@ -116,9 +116,7 @@ impl Scheduler {
                 "slot {slot} holds no handed-off request"
             )));
         };
-        for &b in req.blocks.iter().rev() {
-            self.pool.release(b);
-        }
+        self.pool.release_all(req.blocks.iter().rev().copied());
         self.free_slots.push(slot);
         self.handed_off -= 1;
         Ok(req.blocks.len())

@@ -123,17 +123,18 @@ impl Scheduler {
     /// the others again by their new positions.
     fn drop_left_members(&mut self) {
         let st = &mut self.stretch;
-        let mut kept = 0;
-        for k in 0..st.members.len() {
-            if st.members[k].finish == LEFT {
-                continue;
+        // Those before the first that left stay where they are.
+        let first = st.members.iter().position(|m| m.finish == LEFT);
+        let first = first.unwrap_or(st.members.len());
+        let mut kept = first;
+        for k in first..st.members.len() {
+            if st.members[k].finish != LEFT {
+                self.step[kept] = self.step[k];
+                self.step_items[kept] = self.step_items[k];
+                kept += 1;
             }
-            st.members.swap(kept, k);
-            self.step[kept] = self.step[k];
-            self.step_items[kept] = self.step_items[k];
-            kept += 1;
         }
-        st.members.truncate(kept);
+        st.members.retain(|m| m.finish != LEFT);
         st.left = 0;
         self.step.truncate(kept);
         self.step_items.truncate(kept);

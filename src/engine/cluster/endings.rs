@@ -216,7 +216,7 @@ impl<'r> Cluster<'r> {
         let Some(timeouts) = self.timeouts.as_mut() else {
             return;
         };
-        while let Some(&event) = self.queue.peek() {
+        while let Some(event) = self.queue.peek() {
             let live = timeouts.timers.next_deadline();
             if event.kind != EventKind::Timeout || live.is_some_and(|d| d <= event.time) {
                 return;
