@@ -10,23 +10,24 @@ validation run is read.
 For every GPU the script fits what its own tables say (a GEMM's fixed time, weight-streaming
 and compute efficiencies and how much of the shorter of the two the longer hides; attention's
 fixed time and efficiencies; the fused-MoE kernel's, with the thread blocks per SM its grouped
-GEMMs need to stream at full rate; the least time of a kernel; an all-reduce's fixed time and
-link efficiency). A constant of the roofline is the median of a
-family's per-GPU values over the GPUs that have it; the weight-streaming efficiency of GEMMs is
-the median within the architecture class (Ampere, sm_8x before Ada; later parts), the one
-constant whose per-GPU values split by class. Then, for each GPU in turn, the constants are
-derived again without it and the roofline's kernel times are compared with its tables: the
-held-out error per op family, printed as a table (`--loo`, the table of docs/src/accuracy.md),
-and for every fused-MoE table its error with the other GPUs' constants and with the other
-tables' (its own GPU's other tables included).
+GEMMs need to stream at full rate and the bytes per SM per clock its large tile streams at
+most; the least time of a kernel; an all-reduce's fixed time and link efficiency). A constant
+of the roofline is the median of a family's per-GPU values over the GPUs that have it; the
+weight-streaming efficiency of GEMMs is the median within the architecture class (Ampere, sm_8x
+before Ada; later parts), the one constant whose per-GPU values split by class. Then, for
+each GPU in turn, the constants are derived again without it and the roofline's kernel times
+are compared with its tables: the held-out error per op family, printed as a table (`--loo`,
+the table of docs/src/accuracy.md), and for every fused-MoE table its error with the other
+GPUs' constants and with the other tables' (its own GPU's other tables included).
 
 The last lines ("constants held by src/latency/roofline.rs") print the constants derived from
 every GPU, rounded as the code rounds them; `tests/accuracy/derive_roofline.rs` checks that the two
 agree.
 
-Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--large-tile]   (DATA_DIR default ../shared/data)
-`--large-tile` also fits the share of the streaming rate vLLM's large fused-MoE tile reaches
-(a what-if the roofline does not hold; docs/src/accuracy.md says why).
+Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile]   (DATA_DIR default ../shared/data)
+`--flat-large-tile` fits, instead of the large fused-MoE tile's bytes per SM per clock, a flat
+share of the small tile's streaming rate (the what-if of an earlier session, which RTX PRO 6000's
+table refutes; docs/src/accuracy.md).
 """
 import math
 import os
@@ -253,21 +254,38 @@ def large_tile(r):
     return r["n"] > r["E_loc"]
 
 
-def moe_parts(r, eta_m, blocks_per_sm, large_tile_share=1.0):
+def moe_parts(r, eta_m, blocks_per_sm, large_tile_cap=None):
     """(MMA seconds at peak, seconds of weight and activation streaming) of a fused-MoE row.
     The weights of the experts hit stream at `eta_m` of peak bandwidth once each GEMM has
     `blocks_per_sm` thread blocks per SM, and in proportion below (a block keeps a bounded
     number of loads in flight: few experts, few tile columns or one tile row each leave the
-    GPU's bandwidth unused); the routed rows in and out at `eta_m`. On the large tile
-    everything streams at `large_tile_share` of that (1 unless `--large-tile`)."""
+    GPU's bandwidth unused); the routed rows in and out at `eta_m`. On vLLM's large tile the
+    peak is at most `large_tile_cap` (`large_tile_peak`)."""
     g = GPUS[r["gpu"]]
     expert = r["hidden"] * r["width"] * 2
-    bw = g["bw"] * eta_m * (large_tile_share if large_tile(r) else 1.0)
+    bw = large_tile_peak(r, large_tile_cap) * eta_m
     full = blocks_per_sm * g["sms"]
     up, down = (bw * min(1.0, blocks / full) if full else bw for blocks in moe_tiles(r))
     moved = 2 * r["active"] * expert / up + r["active"] * expert / down + 2 * r["routed"] * r["hidden"] * 2 / bw
     flops = r["routed"] * 2 * 3 * r["hidden"] * r["width"]
     return flops / g["flops"], moved
+
+
+def large_tile_peak(r, cap):
+    """The bandwidth a row's grouped GEMMs can reach at full efficiency. On the large tile
+    (64 x 64, K step 32) a thread block keeps fewer weight bytes in flight per clock than on
+    the small one, so by Little's law (bytes in flight = rate x latency, the latency about the
+    same number of SM clocks on every generation) an SM streams at most `cap` bytes per clock:
+    the GPU at most `cap x SMs x clock`. Parts with many bytes per SM per clock at peak (H800
+    3350 GB/s over 132 SMs at 1.83 GHz: 13.9; A800 13.4) lose on the large tile, parts with few
+    (RTX PRO 6000: 3.2) do not. A float `cap` < 1 is the `--flat-large-tile` what-if: a share of
+    the peak. None: no limit (Vidur's per-expert cuBLAS loop has no such tiles)."""
+    g = GPUS[r["gpu"]]
+    if cap is None or not large_tile(r) or r["src"] == "frontier-vidur-loop":
+        return g["bw"]
+    if cap < 1.0:
+        return g["bw"] * cap
+    return min(g["bw"], cap * g["sms"] * g["clock"])
 
 
 def moe_time(c, r):
@@ -280,23 +298,24 @@ def moe_time(c, r):
 # Thread blocks per SM that saturate the bandwidth, tried by the light rows' fit (0: any
 # number does).
 BLOCKS_PER_SM = [x / 4 for x in range(0, 33)]
-# Shares of the small tile's streaming rate that the large tile reaches, tried by the same fit
-# with `--large-tile` only: a what-if the roofline does not hold (RTX PRO 6000's own table shows
-# no such loss, and its bench case's TPOT goes from +0.2% to +11% with it; docs/src/accuracy.md).
-LARGE_TILE_SHARES = [x / 20 for x in range(10, 21)] if "--large-tile" in sys.argv else [1.0]
+# Bytes per SM per clock the large tile streams at most, tried by the same fit (None: no
+# limit); with `--flat-large-tile`, shares of the peak instead (a what-if: RTX PRO 6000's own
+# table shows no such loss, and its bench case's TPOT goes from +0.2% to +11% with a share).
+LARGE_TILE_CAPS = [None] + ([x / 20 for x in range(10, 20)] if "--flat-large-tile" in sys.argv
+                            else [x / 2 for x in range(8, 41)])
 
 
 def moe_light_fit(light):
-    """(t0, eta_m, blocks per SM, large-tile share or None) of the rows whose weights
-    dominate. For each number of blocks per SM and large-tile share on the grids the streaming
+    """(t0, eta_m, blocks per SM, large-tile cap or None) of the rows whose weights
+    dominate. For each number of blocks per SM and large-tile cap on the grids the streaming
     time is `x / eta_m`, with `x` the bytes over the bandwidth the blocks reach, so
     `t = t0 + x / eta_m` is fitted as the GEMMs are (least squares of the relative error); the
     pair whose fit has the least median over the GPU's tables of their median |error| wins
     (every table weighs alike, and one table whose kernel behaves otherwise does not decide
     it). The blocks per SM are kept (else 0) only where at least a third of the rows then
-    stream slower than `eta_m` allows; the share is tried (with `--large-tile`) only where at
-    least a tenth of the rows run vLLM's kernel on the large tile (Vidur's per-expert cuBLAS
-    loop has no tiles): else the tables do not measure them."""
+    stream slower than `eta_m` allows; the cap is tried only where at least a tenth of the
+    rows run vLLM's kernel on the large tile (Vidur's per-expert cuBLAS loop has no tiles):
+    else the tables do not measure it."""
     tables_of = {}
     for r in light:
         tables_of.setdefault(r["model"], []).append(r)
@@ -308,16 +327,16 @@ def moe_light_fit(light):
         err = median(median(abs(moe_time(c, r) / r["t"] - 1) for r in rows) for rows in tables_of.values())
         return err, t0, rate, k, q
     tiled = [r for r in light if r["src"] != "frontier-vidur-loop" and large_tile(r)]
-    shares = LARGE_TILE_SHARES if len(tiled) >= len(light) / 10 else [1.0]
-    _, t0, eta, k, q = min((fit_at(k, q) for k in BLOCKS_PER_SM for q in shares), key=lambda f: f[0])
+    caps = LARGE_TILE_CAPS if len(tiled) >= len(light) / 10 else [None]
+    _, t0, eta, k, q = min((fit_at(k, q) for k in BLOCKS_PER_SM for q in caps), key=lambda f: f[0])
     limited = sum(1 for r in light if moe_parts(r, eta, k, q)[1] > moe_parts(r, eta, 0, q)[1] * 1.05)
     if limited < len(light) / 3:
-        _, t0, eta, k, q = min((fit_at(0.0, q) for q in shares), key=lambda f: f[0])
-    return t0, eta, k, (q if len(shares) > 1 else None)
+        _, t0, eta, k, q = min((fit_at(0.0, q) for q in caps), key=lambda f: f[0])
+    return t0, eta, k, q
 
 
 def moe_fits(rows):
-    """Per GPU: t0, weight-streaming efficiency, the per-block rate and the large tile's share
+    """Per GPU: t0, weight-streaming efficiency, the per-block rate and the large tile's cap
     from the rows with at most 4 routed rows per expert hit (the weights dominate), the compute
     efficiency from those with at least 256 (the MMA work dominates; median), the unhidden
     share by least squares over all its rows."""
@@ -327,16 +346,15 @@ def moe_fits(rows):
         light = [r for r in mine if r["routed"] <= 4 * max(r["active"], 1)]
         if len(light) < 3:
             continue
-        t0, eta, blocks, share = moe_light_fit(light)
-        f = {"t0": t0, "eta_m": eta, "blocks_per_sm": blocks, "large_tile": share, "n": len(mine),
+        t0, eta, blocks, cap = moe_light_fit(light)
+        f = {"t0": t0, "eta_m": eta, "blocks_per_sm": blocks, "large_tile": cap, "n": len(mine),
              "kernel_timed": all(r["src"] in ("lss", "frontier-kernel") for r in mine)}
-        q = share or 1.0
-        heavy = [moe_parts(r, eta, blocks, q)[0] / (r["t"] - t0) for r in mine
+        heavy = [moe_parts(r, eta, blocks, cap)[0] / (r["t"] - t0) for r in mine
                  if r["routed"] >= 256 * max(r["active"], 1) and r["t"] > t0]
         if heavy:
             f["eta_c"] = median(heavy)
             base = {"moe_t0": t0, "moe_eta_m": eta, "moe_eta_c": f["eta_c"], "moe_blocks_per_sm": blocks,
-                    "moe_large_tile": q}
+                    "moe_large_tile": cap}
             f["unhidden"] = best([k / 50 for k in range(51)],
                                  lambda k: [moe_time(dict(base, moe_unhidden=k), r) / r["t"] - 1 for r in mine])
         out[gpu] = f
@@ -347,7 +365,7 @@ def moe_constants(fits, gpus):
     have = [g for g in gpus if g in fits]
     full = [g for g in have if "eta_c" in fits[g]]
     blocks = [fits[g]["blocks_per_sm"] for g in have if fits[g]["blocks_per_sm"]]
-    shares = [fits[g]["large_tile"] for g in have if fits[g]["large_tile"] is not None]
+    caps = [fits[g]["large_tile"] for g in have if fits[g]["large_tile"] is not None]
     return {
         # Event-timed and looped tables carry host time in their intercept: the fixed time
         # comes from the kernel-timed ones.
@@ -357,7 +375,8 @@ def moe_constants(fits, gpus):
         "moe_unhidden": median(fits[g]["unhidden"] for g in full),
         # Without a table that measures it, no limit (the roofline before it).
         "moe_blocks_per_sm": median(blocks) if blocks else 0.0,
-        "moe_large_tile": median(shares) if shares else 1.0,
+        # Measured only where a GPU's weight-bound rows run both tiles (H800's tables).
+        "moe_large_tile": median(caps) if caps else None,
     }
 
 
@@ -665,8 +684,10 @@ def print_fits(data):
     for gpu, g in f["moe"].items():
         extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
         block = f", saturates at {g['blocks_per_sm']:.2f} blocks/SM" if g["blocks_per_sm"] else ", blocks never limit"
-        if g["large_tile"] is not None:
+        if g["large_tile"] is not None and g["large_tile"] < 1.0:
             block += f", large tile at {g['large_tile']:.2f} of the rate"
+        elif g["large_tile"] is not None:
+            block += f", large tile at most {g['large_tile']:.1f} bytes per SM per clock"
         print(f"  fused MoE  {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.1f} us, weight eta {g['eta_m']:.3f}{block}{extra}")
     for gpu, g in f["elementwise"].items():
         print(f"  floor      {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us")
@@ -695,8 +716,8 @@ def main():
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
-    if "--large-tile" in sys.argv:
-        print("with --large-tile, a what-if: src/latency/roofline.rs holds the constants derived without it")
+    if "--flat-large-tile" in sys.argv:
+        print("with --flat-large-tile, a what-if: src/latency/roofline.rs holds the constants derived without it")
     print("constants held by src/latency/roofline.rs:")
     print(f"GEMM_FIXED_NS = {round(c['gemm_t0'] * 1e8) * 10}")
     print(f"GEMM_MEMORY_EFFICIENCY = {c['gemm_eta_m']:.3f}")
@@ -713,8 +734,10 @@ def main():
     print(f"MOE_COMPUTE_EFFICIENCY = {c['moe_eta_c']:.2f}")
     print(f"MOE_UNHIDDEN = {c['moe_unhidden']:.2f}")
     print(f"MOE_SATURATING_BLOCKS_PER_SM = {c['moe_blocks_per_sm']:.2f}")
-    if "--large-tile" in sys.argv:
+    if "--flat-large-tile" in sys.argv:
         print(f"(what-if, not held by the code) MOE_LARGE_TILE_STREAMING = {c['moe_large_tile']:.2f}")
+    else:
+        print(f"MOE_LARGE_TILE_BYTES_PER_CLOCK = {c['moe_large_tile']:.1f}")
     print(f"KERNEL_FLOOR_NS = {round(c['floor'] * 1e8) * 10}")
     print(f"ALLREDUCE_LINK_EFFICIENCY = {c['allreduce_eta']:.3f}")
 

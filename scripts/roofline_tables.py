@@ -22,19 +22,25 @@ import os
 import statistics
 
 # Datasheet peaks and what varies between the parts: dense BF16 tensor TFLOP/s, memory GB/s,
-# SMs, L2 MB, architecture generation. Sources: NVIDIA's datasheets and whitepapers (A100 80GB
-# SXM; A800 80GB SXM, the A100's export variant with the same SMs and memory; A40; H100 SXM5;
-# H800 SXM5, the H100's export variant; H200 SXM; the Ada whitepaper's RTX 4090 column with
-# FP32 accumulation; RTX PRO 6000 Blackwell Server Edition), as in `hardware/*.toml`.
+# SMs, L2 MB, architecture generation, and the SM clock at which the tensor peak is quoted.
+# Sources: NVIDIA's datasheets and whitepapers (A100 80GB SXM; A800 80GB SXM, the A100's export
+# variant with the same SMs and memory; A40; H100 SXM5; H800 SXM5, the H100's export variant;
+# H200 SXM; the Ada whitepaper's RTX 4090 column with FP32 accumulation; RTX PRO 6000 Blackwell
+# Server Edition), as in `hardware/*.toml`. The clock is the boost clock the peak implies: peak
+# = SMs x dense BF16 FLOP per SM per clock x clock, with 2,048 FLOP per SM per clock on Ampere's
+# GA100 (A100 whitepaper: 1,410 MHz), 1,024 on GA102 (A40: 1,740 MHz), 4,096 on Hopper (twice
+# Ampere's per SM per clock, whitepaper; 989.4 TFLOP/s over 132 SMs: 1,830 MHz), 512 on Ada with
+# FP32 accumulation (RTX 4090: 2,520 MHz, whitepaper) and 1,024 on GB202 (RTX PRO 6000: 503.8
+# TFLOP/s over 188 SMs: 2,617 MHz).
 GPUS = {
-    "A100": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere"},
-    "A800": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere"},
-    "A40": {"flops": 149.7e12, "bw": 696e9, "sms": 84, "l2": 6e6, "gen": "ampere"},
-    "H100": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper"},
-    "H800": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper"},
-    "H200": {"flops": 989.4e12, "bw": 4800e9, "sms": 132, "l2": 50e6, "gen": "hopper"},
-    "RTX4090": {"flops": 165.2e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "gen": "ada"},
-    "RTXPRO6000": {"flops": 503.8e12, "bw": 1597e9, "sms": 188, "l2": 128e6, "gen": "blackwell"},
+    "A100": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9},
+    "A800": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9},
+    "A40": {"flops": 149.7e12, "bw": 696e9, "sms": 84, "l2": 6e6, "gen": "ampere", "clock": 1.740e9},
+    "H100": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
+    "H800": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
+    "H200": {"flops": 989.4e12, "bw": 4800e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
+    "RTX4090": {"flops": 165.2e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "gen": "ada", "clock": 2.520e9},
+    "RTXPRO6000": {"flops": 503.8e12, "bw": 1597e9, "sms": 188, "l2": 128e6, "gen": "blackwell", "clock": 2.617e9},
 }
 FRONTIER_DEVICE = {"a100": "A100", "a800": "A800", "a40": "A40", "h100": "H100", "h800": "H800",
                    "rtx_pro_6000": "RTXPRO6000"}

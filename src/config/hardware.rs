@@ -52,6 +52,12 @@ pub struct Hardware {
     /// run in waves of one per SM (`prefill_waves`). Absent: no such limit, no waves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_count: Option<u32>,
+    /// The SM clock at which the datasheet's tensor peak is quoted, MHz: the fused-MoE
+    /// kernel's large tile streams at most a fixed number of bytes per SM per clock (see the
+    /// roofline's `MOE_LARGE_TILE_BYTES_PER_CLOCK`). Absent (or without `sm_count`): no such
+    /// limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_mhz: Option<f64>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
     #[serde(default)]
     pub host: HostSpec,
@@ -293,6 +299,11 @@ impl Hardware {
                     hw.sm_count.map(f64::from),
                     Bound::closed(1.0, 100_000.0, ""),
                 ),
+                (
+                    "sm_clock_mhz",
+                    hw.sm_clock_mhz,
+                    Bound::closed(1.0, 100_000.0, ""),
+                ),
             ])
             .chain(
                 (hw.kernels.efficiencies().into_iter())
@@ -447,6 +458,26 @@ mod tests {
         let zero = h100_text().replace("sm_count = 132", "sm_count = 0");
         let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
         assert_eq!(field, "sm_count", "{message}");
+    }
+
+    #[test]
+    fn sm_clock_is_optional_and_bounded() {
+        let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
+        assert_eq!(h100.sm_clock_mhz, Some(1830.0));
+        let without: String = h100_text()
+            .lines()
+            .filter(|l| !l.starts_with("sm_clock_mhz"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            Hardware::from_toml(&without, "x.toml")
+                .unwrap()
+                .sm_clock_mhz,
+            None
+        );
+        let zero = h100_text().replace("sm_clock_mhz = 1830.0", "sm_clock_mhz = 0.0");
+        let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
+        assert_eq!(field, "sm_clock_mhz", "{message}");
     }
 
     #[test]
