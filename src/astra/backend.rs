@@ -64,12 +64,15 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use super::fork::ForkSession;
 use super::stock::{StockRun, check_network, with_idle_peer};
-use super::{AstraError, AstraInputs, AstraMode, AstraOptions, Fault, Stage};
+use super::{
+    AstraError, AstraInputs, AstraMode, AstraOptions, Fault, NoStageFinish, ShapeError, Stage,
+    WriteError,
+};
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
 use crate::chakra::stages::encode_stages;
 use crate::chakra::{
-    BatchTrace, EtError, EtNode, NodeKind, encode_et, lean_nodes, npu_file, prefill,
+    BatchTrace, EtError, EtNode, NodeKind, TraceError, encode_et, lean_nodes, npu_file, prefill,
     write_npu_files,
 };
 use crate::config::{Dtype, ModelArch, Placement};
@@ -301,7 +304,12 @@ pub(super) struct Slot(Vec<(File, u64)>);
 impl Slot {
     /// Writes `bytes` as the file `<prefix>.<npu>.et` of each of `npus` NPUs.
     #[cfg(test)]
-    pub(super) fn write(&mut self, prefix: &Path, npus: u32, bytes: &[u8]) -> Result<(), String> {
+    pub(super) fn write(
+        &mut self,
+        prefix: &Path,
+        npus: u32,
+        bytes: &[u8],
+    ) -> Result<(), WriteError> {
         self.write_each(prefix, npus, |_| bytes)
     }
 
@@ -311,9 +319,10 @@ impl Slot {
         prefix: &Path,
         npus: u32,
         bytes: impl Fn(u32) -> &'b [u8],
-    ) -> Result<(), String> {
-        let failed = |npu: u32, e: std::io::Error| {
-            format!("writing {}: {e}", npu_file(prefix, npu).display())
+    ) -> Result<(), WriteError> {
+        let failed = |npu: u32, source| WriteError {
+            path: npu_file(prefix, npu),
+            source,
         };
         if self.0.is_empty() {
             self.0 = (0..npus)
@@ -419,14 +428,13 @@ impl AstraBackend {
     /// goes to the decode side inside each batch ([`crate::chakra::prefill`]). Its network
     /// must hold `2 · tp` NPUs: the TP NPUs on dimension 0 and the receivers one dimension
     /// further, `[tp, 2]` (see [`super::prefill_network`]).
-    pub fn with_prefill(mut self, kv_bytes: u64) -> Result<AstraBackend, String> {
+    pub fn with_prefill(mut self, kv_bytes: u64) -> Result<AstraBackend, ShapeError> {
         let dims: Vec<u32> = self.options.network.dims.iter().map(|d| d.npus).collect();
         if dims != [self.tp.max(1), 2] {
-            return Err(format!(
-                "a prefill instance's ASTRA-Sim network must be [{}, 2] NPUs (its TP NPUs and \
-                 their KV receivers), got {dims:?}",
-                self.tp.max(1)
-            ));
+            return Err(ShapeError::PrefillNetwork {
+                tp: self.tp.max(1),
+                dims,
+            });
         }
         self.prefill = Some(PrefillSends { kv_bytes });
         Ok(self)
@@ -490,7 +498,7 @@ impl AstraBackend {
         &mut self,
         batch: &BatchDesc<'_>,
         breakdown: &[LayerTiming],
-    ) -> Result<(MemoKey, Nanos), String> {
+    ) -> Result<(MemoKey, Nanos), TraceError> {
         let dialect = self.options.mode.dialect();
         let mut trace = BatchTrace {
             batch,
@@ -503,7 +511,7 @@ impl AstraBackend {
             placement: self.placement.as_ref(),
             ep_involved_dim: None,
         };
-        self.streamed_bytes = trace.weight_load_bytes().map_err(|e| e.to_string())?;
+        self.streamed_bytes = trace.weight_load_bytes()?;
         if self.pipelined() {
             // Every collective stays in its stage (dimension 0 of `[tp, pp]`; `[pp]` has no
             // collectives).
@@ -511,23 +519,19 @@ impl AstraBackend {
                 trace.involved_dim = Some(&PREFILL_INVOLVED_DIM);
                 trace.ep_involved_dim = Some(&PREFILL_INVOLVED_DIM);
             }
-            self.files =
-                encode_stages(&trace, &self.stage_blocks, 0, dialect).map_err(|e| e.to_string())?;
+            self.files = encode_stages(&trace, &self.stage_blocks, 0, dialect)?;
         } else if let Some(prefill) = self.prefill {
             // Every collective stays on the prefill NPUs (dimension 0), away from the receivers.
             trace.involved_dim = Some(&PREFILL_INVOLVED_DIM);
             trace.ep_involved_dim = Some(&PREFILL_INVOLVED_DIM);
-            self.files = prefill::encode_prefill(&trace, prefill.kv_bytes, dialect)
-                .map_err(|e| e.to_string())?;
+            self.files = prefill::encode_prefill(&trace, prefill.kv_bytes, dialect)?;
         } else {
             self.chain = None;
             if self.placement.is_some() {
-                trace
-                    .encode_into(dialect, &mut self.et)
-                    .map_err(|e| e.to_string())?;
+                trace.encode_into(dialect, &mut self.et)?;
                 return Ok((MemoKey::of(&self.et, self.tp), 0));
             }
-            let compute = trace.compute_ns(dialect).map_err(|e| e.to_string())?;
+            let compute = trace.compute_ns(dialect)?;
             self.zeroed.clear();
             self.zeroed.extend(breakdown.iter().map(|l| LayerTiming {
                 time_ns: 0,
@@ -537,9 +541,7 @@ impl AstraBackend {
                 breakdown: &self.zeroed,
                 ..trace
             };
-            skeleton
-                .encode_into(dialect, &mut self.skeleton)
-                .map_err(|e| e.to_string())?;
+            skeleton.encode_into(dialect, &mut self.skeleton)?;
             self.chain = Some(breakdown.to_vec());
             return Ok((MemoKey::of(&self.skeleton, self.tp), compute));
         }
@@ -555,7 +557,7 @@ impl AstraBackend {
 
     /// Writes the `.et` file of the chain [`AstraBackend::encode`] left unwritten into
     /// `self.et`: lean, or detailed with `--astra-detailed-traces`.
-    fn write_chain(&mut self, batch: &BatchDesc<'_>) -> Result<(), String> {
+    fn write_chain(&mut self, batch: &BatchDesc<'_>) -> Result<(), TraceError> {
         let Some(breakdown) = self.chain.take() else {
             return Ok(());
         };
@@ -572,12 +574,10 @@ impl AstraBackend {
             ep_involved_dim: None,
         };
         if self.options.detailed_traces {
-            return trace
-                .encode_into(dialect, &mut self.et)
-                .map_err(|e| e.to_string());
+            return trace.encode_into(dialect, &mut self.et);
         }
-        let nodes = trace.nodes().map_err(|e| e.to_string())?;
-        self.et = encode_et(&lean_nodes(&nodes, dialect), dialect).map_err(|e| e.to_string())?;
+        let nodes = trace.nodes()?;
+        self.et = encode_et(&lean_nodes(&nodes, dialect), dialect)?;
         Ok(())
     }
 
@@ -620,8 +620,7 @@ impl AstraBackend {
             (0..npus)
                 .try_for_each(|npu| {
                     let path = npu_file(&prefix, npu);
-                    fs::write(&path, file(npu))
-                        .map_err(|e| format!("writing {}: {e}", path.display()))
+                    fs::write(&path, file(npu)).map_err(|source| WriteError { path, source })
                 })
                 .map(|()| prefix)
         } else {
@@ -633,7 +632,7 @@ impl AstraBackend {
         };
         let prefix = match written {
             Ok(prefix) => prefix,
-            Err(m) => return Err(self.error(stage, Fault::Io(m), Vec::new())),
+            Err(e) => return Err(self.error(stage, Fault::Write(e), Vec::new())),
         };
         self.stats.calls += 1;
         let started = Instant::now();
@@ -684,15 +683,14 @@ pub(super) fn stage_busy(
     stage_finish: impl Fn(usize) -> Option<Nanos>,
     end: Nanos,
     out: &mut [Nanos],
-) -> Result<(), String> {
+) -> Result<(), NoStageFinish> {
     let last = out.len().saturating_sub(1);
     let mut previous = 0;
     for (s, busy) in out.iter_mut().enumerate() {
         let finish = if s == last {
             end
         } else {
-            stage_finish(s)
-                .ok_or_else(|| format!("ASTRA-Sim did not report the finish of stage {s}"))?
+            stage_finish(s).ok_or(NoStageFinish { stage: s })?
         };
         *busy = finish.saturating_sub(previous);
         previous = finish.max(previous);

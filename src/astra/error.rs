@@ -30,6 +30,59 @@ pub enum Fault {
     Io(String),
     /// The run is one the binary would refuse or crash on; nothing was started.
     Refused(String),
+    /// The network is not the shape of what runs on it; nothing was started.
+    Shape(ShapeError),
+    /// A batch's `.et` file could not be written.
+    Write(WriteError),
+    /// ASTRA-Sim did not report the finish of a pipeline stage.
+    NoStageFinish(NoStageFinish),
+}
+
+/// ASTRA-Sim did not report the finish of pipeline stage `stage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("ASTRA-Sim did not report the finish of stage {stage}")]
+pub struct NoStageFinish {
+    /// The stage, from 0.
+    pub stage: usize,
+}
+
+/// A network of the wrong shape for the instance or DP group that runs on it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShapeError {
+    /// A prefill instance's network is not its TP NPUs beside their KV receivers.
+    #[error(
+        "a prefill instance's ASTRA-Sim network must be [{tp}, 2] NPUs (its TP NPUs and their \
+         KV receivers), got {dims:?}"
+    )]
+    PrefillNetwork { tp: u32, dims: Vec<u32> },
+    /// A DP group of pipelined prefill instances.
+    #[error("a DP group of pipelined prefill instances is not supported")]
+    PipelinedPrefillGroup,
+    /// A DP group's network of another size than the group.
+    #[error(
+        "the network has {network} NPUs but the DP group runs on {npus} ({members} members of \
+         TP {tp} × PP {pp}{})",
+        if *prefill { ", and their KV receivers" } else { "" }
+    )]
+    GroupNetwork {
+        network: u64,
+        npus: u32,
+        members: u32,
+        tp: u32,
+        pp: u32,
+        prefill: bool,
+    },
+}
+
+/// A batch file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("writing {}: {source}", path.display())]
+pub struct WriteError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    #[source]
+    pub source: std::io::Error,
 }
 
 impl fmt::Display for Fault {
@@ -50,6 +103,9 @@ impl fmt::Display for Fault {
             Fault::Protocol(m) => write!(f, "protocol error: {m}"),
             Fault::Io(m) => f.write_str(m),
             Fault::Refused(m) => write!(f, "refused before starting it: {m}"),
+            Fault::Shape(e) => write!(f, "{e}"),
+            Fault::Write(e) => write!(f, "{e}"),
+            Fault::NoStageFinish(e) => write!(f, "protocol error: {e}"),
         }
     }
 }

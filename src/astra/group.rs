@@ -43,7 +43,7 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use super::backend::{Driver, astra_error, reporting_npus, stage_busy};
 use super::stock::StockRun;
-use super::{AstraError, AstraInputs, AstraOptions, AstraStats, Fault, Stage};
+use super::{AstraError, AstraInputs, AstraOptions, AstraStats, Fault, ShapeError, Stage};
 use crate::Nanos;
 use crate::chakra::prefill::{Senders, prefill_nodes_at};
 use crate::chakra::stages::encode_stages;
@@ -193,23 +193,20 @@ impl GroupShape {
     }
 
     /// Refuses pipelined prefill groups and a network of another size.
-    fn check(&self, options: &AstraOptions) -> Result<(), String> {
+    fn check(&self, options: &AstraOptions) -> Result<(), ShapeError> {
         let (tp, pp, npus) = (self.tp, self.pp, self.npus());
         if self.prefill && pp > 1 {
-            return Err("a DP group of pipelined prefill instances is not supported".into());
+            return Err(ShapeError::PipelinedPrefillGroup);
         }
         if options.network.npus() != u64::from(npus) {
-            return Err(format!(
-                "the network has {} NPUs but the DP group runs on {npus} ({} members of TP \
-                 {tp} × PP {pp}{})",
-                options.network.npus(),
-                self.members,
-                if self.prefill {
-                    ", and their KV receivers"
-                } else {
-                    ""
-                }
-            ));
+            return Err(ShapeError::GroupNetwork {
+                network: options.network.npus(),
+                npus,
+                members: self.members,
+                tp,
+                pp,
+                prefill: self.prefill,
+            });
         }
         Ok(())
     }
@@ -271,7 +268,7 @@ impl AstraGroup {
         let (tp, pp, prefill) = (shape.tp, shape.pp, shape.prefill);
         shape
             .check(&options)
-            .map_err(|message| fail(Fault::Io(message), Vec::new()))?;
+            .map_err(|e| fail(Fault::Shape(e), Vec::new()))?;
         let inputs = AstraInputs::create(&options)
             .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
         let (starts, ends) = shape.wave_reporters();
@@ -531,8 +528,8 @@ impl AstraGroup {
                 .collect::<Option<Vec<Nanos>>>()
                 .and_then(|each| each.into_iter().max())
         };
-        if let Err(m) = stage_busy(stage_finish, end, out) {
-            return Err(self.error(stage, Fault::Protocol(m), Vec::new()));
+        if let Err(e) = stage_busy(stage_finish, end, out) {
+            return Err(self.error(stage, Fault::NoStageFinish(e), Vec::new()));
         }
         if self.options.memo {
             self.stage_memo.insert(key, out.to_vec());

@@ -319,10 +319,9 @@ fn a_batch_slot_is_rewritten_in_place_and_cut_to_the_new_length() {
     let err = Slot::default()
         .write(&dir.path().join("missing/b1"), 1, b"x")
         .unwrap_err();
-    assert!(
-        err.starts_with("writing ") && err.contains("missing/b1.0.et"),
-        "{err}"
-    );
+    assert_eq!(err.path, dir.path().join("missing/b1.0.et"));
+    assert_eq!(err.source.kind(), std::io::ErrorKind::NotFound);
+    assert!(err.to_string().starts_with("writing "), "{err}");
 }
 
 #[test]

@@ -183,16 +183,19 @@ impl fmt::Display for Dialect {
 }
 
 impl FromStr for Dialect {
-    type Err = String;
+    type Err = crate::choice::UnknownName;
 
     /// Parses `upstream` or `llmservingsim` (any case).
-    fn from_str(s: &str) -> Result<Dialect, String> {
+    fn from_str(s: &str) -> Result<Dialect, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "upstream" => Ok(Dialect::Upstream),
             "llmservingsim" => Ok(Dialect::LlmServingSim),
-            _ => Err(format!(
-                "unknown ASTRA-Sim dialect `{s}` (expected upstream or llmservingsim)"
-            )),
+            _ => Err(crate::choice::UnknownName {
+                what: "ASTRA-Sim dialect",
+                name: s.to_owned(),
+                expected: vec!["upstream", "llmservingsim"],
+                hint: None,
+            }),
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::autoscale::{AutoscaleConfig, AutoscalePolicy, AutoscaleSettings, Drai
 use crate::control::admission::{
     AdmissionConfig, AdmissionPolicy, BucketParams, RateLimitParams, TierShedParams,
 };
-use crate::control::bundle::{Settings, parse_duration};
+use crate::control::bundle::{DurationError, Settings, parse_duration};
 use crate::control::flow::{ConcurrencyParams, Detector, DispatchOrder, UtilizationParams};
 use crate::control::priority::{ConstantParams, PriorityPolicy};
 use crate::control::section::Layer;
@@ -235,43 +235,76 @@ pub(super) fn seconds(ns: Nanos) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Named<T>(pub Vec<(String, T)>);
 
+/// A control flag's value that does not parse (clap prints the message).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum ControlValueError {
+    /// An item without `:` (`what`: the value it should carry).
+    #[error("`{item}` is not NAME:{what}")]
+    NotPair { item: String, what: &'static str },
+    /// An item whose value (as written) is not a `what`.
+    #[error("`{value}` in `{item}` is not a {what}")]
+    NotValue {
+        value: String,
+        item: String,
+        what: &'static str,
+    },
+    /// A target that is no duration.
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    /// A bandwidth that is not a positive number.
+    #[error("must be a positive number of GB/s, got `{text}`")]
+    Bandwidth { text: String },
+}
+
 /// `name:value,...` pairs, in the order given.
-fn pairs<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<(String, T)>, String> {
+fn pairs<T: std::str::FromStr>(
+    text: &str,
+    what: &'static str,
+) -> Result<Vec<(String, T)>, ControlValueError> {
     text.split(',')
         .map(|item| {
             let (name, value) = item
                 .split_once(':')
-                .ok_or_else(|| format!("`{item}` is not NAME:{what}"))?;
-            let value = value
+                .ok_or_else(|| ControlValueError::NotPair {
+                    item: item.to_owned(),
+                    what,
+                })?;
+            let parsed = value
                 .trim()
                 .parse()
-                .map_err(|_| format!("`{value}` in `{item}` is not a {what}"))?;
-            Ok((name.trim().to_owned(), value))
+                .map_err(|_| ControlValueError::NotValue {
+                    value: value.to_owned(),
+                    item: item.to_owned(),
+                    what,
+                })?;
+            Ok((name.trim().to_owned(), parsed))
         })
         .collect()
 }
 
-fn parse_shares(text: &str) -> Result<Named<f64>, String> {
+fn parse_shares(text: &str) -> Result<Named<f64>, ControlValueError> {
     pairs(text, "SHARE").map(Named)
 }
 
-fn parse_priorities(text: &str) -> Result<Named<i32>, String> {
+fn parse_priorities(text: &str) -> Result<Named<i32>, ControlValueError> {
     pairs(text, "PRIORITY").map(Named)
 }
 
-fn parse_targets(text: &str) -> Result<Named<Nanos>, String> {
+fn parse_targets(text: &str) -> Result<Named<Nanos>, ControlValueError> {
     let raw: Vec<(String, String)> = pairs(text, "DURATION")?;
     raw.into_iter()
-        .map(|(class, t)| Ok((class, parse_duration(&t).map_err(|e| e.to_string())?)))
-        .collect::<Result<_, String>>()
+        .map(|(class, t)| Ok((class, parse_duration(&t)?)))
+        .collect::<Result<_, ControlValueError>>()
         .map(Named)
 }
 
 /// A load bandwidth in GB/s: a positive finite number.
-fn parse_bandwidth(text: &str) -> Result<f64, String> {
+fn parse_bandwidth(text: &str) -> Result<f64, ControlValueError> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("must be a positive number of GB/s, got `{text}`")),
+        _ => Err(ControlValueError::Bandwidth {
+            text: text.to_owned(),
+        }),
     }
 }
 

@@ -87,41 +87,56 @@ pub struct PrefixStorageArgs {
 /// bits = 63.015 (PCI-SIG, PCI Express Base Specification 5.0), to one decimal.
 const PCIE5_X16_GBPS: f64 = 63.0;
 
-fn parse_f64(s: &str) -> Result<f64, String> {
+/// A tier flag's value that is not a number it takes (clap prints the message).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum TierValueError {
+    /// Not a finite number.
+    #[error("'{text}' is not a finite number")]
+    NotFinite { text: String },
+    /// A number (in `unit`, with its leading space) outside `range`.
+    #[error("{value}{unit} is not {range}")]
+    Outside {
+        value: f64,
+        unit: &'static str,
+        range: &'static str,
+    },
+}
+
+fn parse_f64(s: &str) -> Result<f64, TierValueError> {
     s.parse::<f64>()
         .ok()
         .filter(|x| x.is_finite())
-        .ok_or_else(|| format!("'{s}' is not a finite number"))
+        .ok_or_else(|| TierValueError::NotFinite { text: s.to_owned() })
 }
 
-fn parse_threshold(s: &str) -> Result<f64, String> {
-    let x = parse_f64(s)?;
-    (0.0..=1.0)
-        .contains(&x)
-        .then_some(x)
-        .ok_or_else(|| format!("{x} is not between 0 and 1"))
+/// `s` as a number for which `inside` holds, else outside `range` (in `unit`).
+fn parse_within(
+    s: &str,
+    inside: impl Fn(f64) -> bool,
+    unit: &'static str,
+    range: &'static str,
+) -> Result<f64, TierValueError> {
+    let value = parse_f64(s)?;
+    match inside(value) {
+        true => Ok(value),
+        false => Err(TierValueError::Outside { value, unit, range }),
+    }
 }
 
-fn parse_bandwidth(s: &str) -> Result<f64, String> {
-    let x = parse_f64(s)?;
-    (x > 0.0 && x <= 1e6)
-        .then_some(x)
-        .ok_or_else(|| format!("{x} GB/s is not in (0, 1e6]"))
+fn parse_threshold(s: &str) -> Result<f64, TierValueError> {
+    parse_within(s, |x| (0.0..=1.0).contains(&x), "", "between 0 and 1")
 }
 
-fn parse_gib(s: &str) -> Result<f64, String> {
-    let x = parse_f64(s)?;
-    (x > 0.0 && x <= 1e9)
-        .then_some(x)
-        .ok_or_else(|| format!("{x} GiB is not in (0, 1e9]"))
+fn parse_bandwidth(s: &str) -> Result<f64, TierValueError> {
+    parse_within(s, |x| x > 0.0 && x <= 1e6, " GB/s", "in (0, 1e6]")
 }
 
-fn parse_latency_us(s: &str) -> Result<f64, String> {
-    let x = parse_f64(s)?;
-    (0.0..=1e9)
-        .contains(&x)
-        .then_some(x)
-        .ok_or_else(|| format!("{x} µs is not in [0, 1e9]"))
+fn parse_gib(s: &str) -> Result<f64, TierValueError> {
+    parse_within(s, |x| x > 0.0 && x <= 1e9, " GiB", "in (0, 1e9]")
+}
+
+fn parse_latency_us(s: &str) -> Result<f64, TierValueError> {
+    parse_within(s, |x| (0.0..=1e9).contains(&x), " µs", "in [0, 1e9]")
 }
 
 impl From<PrefixStorageArgs> for PrefixStorageOptions {

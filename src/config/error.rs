@@ -117,9 +117,10 @@ pub enum Problem {
     NotFound { what: String, tried: String },
     /// A name none of a list's (a policy, an engine).
     UnknownName(crate::choice::UnknownName),
+    /// A routing setting's text that does not parse (`--signal-refresh`, weights, scorers).
+    Routing(super::RoutingSpecError),
     /// The message of a module whose errors are not typed yet (the control plane's bundles,
-    /// policies), or are typed above this layer (the router's `RoutingSpecError`, which
-    /// configuration may not import).
+    /// policies).
     Other(String),
 }
 
@@ -232,6 +233,7 @@ impl fmt::Display for Problem {
             Problem::OnlyWith { what } => write!(f, "applies only to {what}"),
             Problem::NotFound { what, tried } => write!(f, "{what} not found: tried {tried}"),
             Problem::UnknownName(e) => write!(f, "{e}"),
+            Problem::Routing(e) => write!(f, "{e}"),
             Problem::Other(message) => f.write_str(message),
         }
     }

@@ -15,6 +15,7 @@ mod pipeline;
 mod placement;
 mod power;
 mod roles;
+mod routing_spec;
 mod topology;
 
 pub use cluster::{
@@ -33,4 +34,5 @@ pub use pipeline::{Pipeline, stage_blocks};
 pub use placement::{Locations, MemLoc, PLACEMENT_LAYER_NAMES, Placement, PlacementContext};
 pub use power::{CpuPower, DramPower, LinkPower, NicPower, NpuPower, PowerSpec, StoragePower};
 pub use roles::{InstanceRole, PdFlow};
+pub use routing_spec::{RoutingSpecError, WeightBound};
 pub use topology::{ClusterLinks, Link};

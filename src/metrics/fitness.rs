@@ -50,36 +50,64 @@ pub const REFERENCE_MS: [f64; 4] = [1000.0, 100.0, 100.0, 10_000.0];
 /// The weights used when an evaluation is asked for without `--fitness-weights`.
 pub const DEFAULT_WEIGHTS: &str = "completion=1,ttft_p99=1,e2e_p99=1";
 
+/// What is wrong with `--fitness-weights`; each message names the entry or the metric.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FitnessError {
+    /// An entry without `=`.
+    #[error("`{entry}`: expected metric=weight")]
+    NotPair { entry: String },
+    /// A metric none of [`METRICS`].
+    #[error("unknown metric `{name}` (valid: {})", METRICS.join(", "))]
+    UnknownMetric { name: String },
+    /// A weight that is no number.
+    #[error("`{entry}`: the weight is not a number")]
+    NotNumber { entry: String },
+    /// A weight negative or not finite.
+    #[error("`{entry}`: weights must be finite and ≥ 0")]
+    BadWeight { entry: String },
+    /// A metric named twice.
+    #[error("metric `{name}` is given twice")]
+    Twice { name: String },
+    /// Every weight 0.
+    #[error("at least one weight must be positive")]
+    AllZero,
+}
+
 /// Weights of named metrics, in the order given.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FitnessWeights(Vec<(&'static str, f64)>);
 
 impl FitnessWeights {
     /// Parses `metric=w,...`; the error says which entry is wrong and lists the metrics.
-    pub fn parse(text: &str) -> Result<FitnessWeights, String> {
+    pub fn parse(text: &str) -> Result<FitnessWeights, FitnessError> {
         let mut weights: Vec<(&'static str, f64)> = Vec::new();
         for entry in text.split(',').map(str::trim) {
-            let (name, weight) = entry
-                .split_once('=')
-                .ok_or_else(|| format!("`{entry}`: expected metric=weight"))?;
+            let (name, weight) = entry.split_once('=').ok_or_else(|| FitnessError::NotPair {
+                entry: entry.to_owned(),
+            })?;
             let name = name.trim();
             let metric = METRICS.iter().find(|m| **m == name).ok_or_else(|| {
-                format!("unknown metric `{name}` (valid: {})", METRICS.join(", "))
+                FitnessError::UnknownMetric {
+                    name: name.to_owned(),
+                }
             })?;
-            let w: f64 = weight
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{entry}`: the weight is not a number"))?;
+            let w: f64 = weight.trim().parse().map_err(|_| FitnessError::NotNumber {
+                entry: entry.to_owned(),
+            })?;
             if !w.is_finite() || w < 0.0 {
-                return Err(format!("`{entry}`: weights must be finite and ≥ 0"));
+                return Err(FitnessError::BadWeight {
+                    entry: entry.to_owned(),
+                });
             }
             if weights.iter().any(|(m, _)| m == metric) {
-                return Err(format!("metric `{name}` is given twice"));
+                return Err(FitnessError::Twice {
+                    name: name.to_owned(),
+                });
             }
             weights.push((metric, w));
         }
         if weights.iter().all(|&(_, w)| w == 0.0) {
-            return Err("at least one weight must be positive".to_owned());
+            return Err(FitnessError::AllZero);
         }
         Ok(FitnessWeights(weights))
     }
@@ -285,29 +313,51 @@ mod tests {
     #[test]
     fn bad_weights_are_refused_with_the_reason() {
         let err = FitnessWeights::parse("latency=1").unwrap_err();
-        assert!(err.contains("unknown metric `latency` (valid: attainment, goodput"));
         assert!(
-            FitnessWeights::parse("completion")
-                .unwrap_err()
-                .contains("metric=weight")
+            err.to_string()
+                .starts_with("unknown metric `latency` (valid: attainment, goodput"),
+            "{err}"
         );
-        assert!(
-            FitnessWeights::parse("completion=x")
-                .unwrap_err()
-                .contains("not a number")
-        );
-        assert!(
-            FitnessWeights::parse("completion=-1")
-                .unwrap_err()
-                .contains("≥ 0")
-        );
-        assert!(
-            FitnessWeights::parse("completion=0")
-                .unwrap_err()
-                .contains("positive")
-        );
-        let twice = FitnessWeights::parse("completion=1,completion=2").unwrap_err();
-        assert!(twice.contains("given twice"));
+        let text = |t: &str| t.to_owned();
+        for (bad, err, says) in [
+            (
+                "completion",
+                FitnessError::NotPair {
+                    entry: text("completion"),
+                },
+                "`completion`: expected metric=weight",
+            ),
+            (
+                "completion=x",
+                FitnessError::NotNumber {
+                    entry: text("completion=x"),
+                },
+                "`completion=x`: the weight is not a number",
+            ),
+            (
+                "completion=-1",
+                FitnessError::BadWeight {
+                    entry: text("completion=-1"),
+                },
+                "`completion=-1`: weights must be finite and ≥ 0",
+            ),
+            (
+                "completion=0",
+                FitnessError::AllZero,
+                "at least one weight must be positive",
+            ),
+            (
+                "completion=1,completion=2",
+                FitnessError::Twice {
+                    name: text("completion"),
+                },
+                "metric `completion` is given twice",
+            ),
+        ] {
+            let got = FitnessWeights::parse(bad).unwrap_err();
+            assert_eq!(got, err, "{bad}");
+            assert_eq!(got.to_string(), says, "{bad}");
+        }
         assert_eq!(FitnessWeights::default_weights().0.len(), 3);
     }
 }

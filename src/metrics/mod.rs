@@ -19,7 +19,8 @@ pub use crate::output::write_atomically;
 pub use anomalies::{AnomalyCounts, DEFAULT_THRASH_WINDOW_NS};
 pub use csv_out::{CSV_HEADER, CsvColumns, PD_CSV_COLUMNS, RequestCsv, SESSION_COLUMNS};
 pub use fitness::{
-    DEFAULT_WEIGHTS, Fitness, FitnessInputs, FitnessTerm, FitnessWeights, METRICS, REFERENCE_MS,
+    DEFAULT_WEIGHTS, Fitness, FitnessError, FitnessInputs, FitnessTerm, FitnessWeights, METRICS,
+    REFERENCE_MS,
 };
 pub use plots::PlotFormat;
 pub(crate) use plots::{tick_label, whole_label_count, whole_tick_label};

@@ -24,7 +24,6 @@
 //! What the router sees, and how stale each signal is, is set per signal ([`SignalConfig`],
 //! `signals.rs`); the engine refreshes the snapshots it hands the router accordingly.
 
-mod error;
 mod explain;
 mod policy;
 #[cfg(test)]
@@ -34,7 +33,9 @@ mod signals;
 #[cfg(test)]
 mod tests;
 
-pub use error::{RoutingSpecError, WeightBound};
+/// Routing settings' errors are configuration errors: their home is `config`, which the
+/// setup layer's `Problem` may name.
+pub use crate::config::{RoutingSpecError, WeightBound};
 pub use explain::{CandidateScore, Explanation};
 pub use policy::{RoutingPolicy, RoutingWeights, Weighting};
 pub use scorers::{PREFIX_INDEX_BLOCKS, Scorer, ScorerSet};

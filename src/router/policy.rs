@@ -1,8 +1,8 @@
 //! The routing policies, their names and parameters (weights or scorers).
 
 use super::ScorerSet;
-use super::error::{RoutingSpecError, WeightBound};
 use crate::choice::Choice;
+use crate::config::{RoutingSpecError, WeightBound};
 use crate::control::section::Policy;
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -49,8 +49,8 @@
 //! - `transfer-queue`: transfers queued or on the instance's GPU-CPU link, inverted min-max.
 //! - `pending-offloads`, `pending-reloads`: of those, the offloads and the reloads, likewise.
 
-use super::error::{RoutingSpecError, WeightBound};
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
+use crate::config::{RoutingSpecError, WeightBound};
 use crate::scheduler::BlockHashMap;
 use crate::workload::Request;
 use serde::{Deserialize, Serialize};

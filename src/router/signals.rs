@@ -13,8 +13,8 @@
 //! The in-flight count is the router's own (requests it sent and that have not finished) and
 //! is always immediate, as in BLIS.
 
-use super::error::RoutingSpecError;
 use crate::Nanos;
+use crate::config::RoutingSpecError;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::fmt;
 use std::str::FromStr;

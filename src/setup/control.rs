@@ -138,7 +138,7 @@ fn signals(routing: &RoutingOptions) -> Result<SignalConfig, ConfigError> {
     if let Some(spec) = &routing.signal_refresh {
         signals = signals
             .with_overrides(spec)
-            .map_err(|e| ConfigError::flag("--signal-refresh", Problem::Other(e.to_string())))?;
+            .map_err(|e| ConfigError::flag("--signal-refresh", Problem::Routing(e)))?;
     }
     Ok(signals)
 }

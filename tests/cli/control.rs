@@ -436,3 +436,59 @@ fn an_exported_policy_fed_back_gives_a_byte_identical_run() {
     assert_eq!(json, json2);
     assert_eq!(text, text2);
 }
+
+#[test]
+fn flag_values_that_do_not_parse_say_exactly_why() {
+    // Each value parser's typed error, as clap prints it after the flag.
+    for (flag, value, says) in [
+        ("--tenant-quotas", "a", "`a` is not NAME:SHARE"),
+        ("--tenant-quotas", "a:x", "`x` in `a:x` is not a SHARE"),
+        (
+            "--slo-priorities",
+            "gold 3",
+            "`gold 3` is not NAME:PRIORITY",
+        ),
+        (
+            "--slo-targets",
+            "gold:5q",
+            "`q` is not a unit (ns, us, ms or s)",
+        ),
+        (
+            "--autoscale-load-bandwidth",
+            "0",
+            "must be a positive number of GB/s, got `0`",
+        ),
+        ("--kv-offload-threshold", "2", "2 is not between 0 and 1"),
+        (
+            "--kv-transfer-bandwidth",
+            "nan",
+            "'nan' is not a finite number",
+        ),
+        ("--kv-offloading-size", "0", "0 GiB is not in (0, 1e9]"),
+        (
+            "--kv-transfer-base-latency",
+            "2e9",
+            "2000000000 µs is not in [0, 1e9]",
+        ),
+        (
+            "--fitness-weights",
+            "completion=0",
+            "at least one weight must be positive",
+        ),
+        (
+            "--astra-dialect",
+            "astra",
+            "unknown ASTRA-Sim dialect `astra` (expected upstream or llmservingsim)",
+        ),
+    ] {
+        let out = run(&["--dataset", SAMPLE, flag, value]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} {value}");
+        let line = format!("invalid value '{value}' for '{flag} ");
+        let said = stderr
+            .lines()
+            .find(|l| l.contains(&line))
+            .unwrap_or_else(|| panic!("{flag} {value}: {stderr}"));
+        assert!(said.ends_with(&format!(">': {says}")), "{said}");
+    }
+}

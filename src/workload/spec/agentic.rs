@@ -11,6 +11,7 @@
 //! prompt and output. A `depends_on` from a loop step to a step at or after it in
 //! `loop.over` is a loop-back edge: it states the loop and adds nothing.
 
+use super::agentic_error::{AgenticError, StepProblem};
 use super::dist::{DurationDist, LengthDist};
 use super::workflow::{TemplateNode, unroll};
 use serde::Deserialize;
@@ -156,15 +157,18 @@ impl AgenticSpec {
     }
 }
 
-/// `step `id``, for messages.
-fn step_name(id: &str) -> String {
-    format!("agentic step `{id}`")
+/// `problem` with step `id`.
+fn at_step(id: &str, problem: StepProblem) -> AgenticError {
+    AgenticError::Step {
+        id: id.to_owned(),
+        problem,
+    }
 }
 
 impl TryFrom<RawAgentic> for AgenticSpec {
-    type Error = String;
+    type Error = AgenticError;
 
-    fn try_from(raw: RawAgentic) -> Result<Self, String> {
+    fn try_from(raw: RawAgentic) -> Result<Self, AgenticError> {
         let ids = step_ids(&raw.steps)?;
         let index = |name: &str| ids.iter().position(|id| *id == name);
         let loop_spec = match &raw.loop_spec {
@@ -191,7 +195,7 @@ impl TryFrom<RawAgentic> for AgenticSpec {
                 output_tokens: t.output_tokens,
             })
             .collect();
-        super::limits::check_workflow(&steps, loop_spec.as_ref()).map_err(|e| e.to_string())?;
+        super::limits::check_workflow(&steps, loop_spec.as_ref())?;
         // Rules 1, 2 and 5.
         let template = unroll(&steps, loop_spec.as_ref())?;
         Ok(AgenticSpec {
@@ -205,17 +209,17 @@ impl TryFrom<RawAgentic> for AgenticSpec {
 }
 
 /// The steps' ids: at least one step, none empty, none repeated.
-fn step_ids(steps: &[RawStep]) -> Result<Vec<&str>, String> {
+fn step_ids(steps: &[RawStep]) -> Result<Vec<&str>, AgenticError> {
     if steps.is_empty() {
-        return Err("agentic: `steps` lists no step".into());
+        return Err(AgenticError::NoSteps);
     }
     let ids: Vec<&str> = steps.iter().map(|s| s.id.as_str()).collect();
     for (i, id) in ids.iter().enumerate() {
         if id.is_empty() {
-            return Err(format!("agentic: steps[{i}] has an empty id"));
+            return Err(AgenticError::EmptyId { index: i });
         }
         if ids[..i].contains(id) {
-            return Err(format!("{}: the id is used by two steps", step_name(id)));
+            return Err(at_step(id, StepProblem::DuplicateId));
         }
     }
     Ok(ids)
@@ -230,76 +234,64 @@ struct StepGraph<'a> {
 
 impl StepGraph<'_> {
     /// Step `s` (`step` in the file), checked.
-    fn step(&self, s: usize, step: &RawStep) -> Result<StepSpec, String> {
-        let who = step_name(&step.id);
+    fn step(&self, s: usize, step: &RawStep) -> Result<StepSpec, AgenticError> {
+        let at = |problem| at_step(&step.id, problem);
         let action = match step.kind {
-            StepType::LlmCall => llm_action(step, &who)?,
-            StepType::ToolCall => self.tool_action(step, &who)?,
-        };
+            StepType::LlmCall => llm_action(step),
+            StepType::ToolCall => self.tool_action(step),
+        }
+        .map_err(at)?;
         // Rule 4.
         let fan_out = match step.fan_out {
             None => 1,
             Some(n) if n >= 2 => n,
-            Some(n) => return Err(format!("{who}: fan_out must be at least 2, got {n}")),
+            Some(n) => return Err(at(StepProblem::FanOut { value: n })),
         };
         // Rule 8.
         let accumulate = step.context_growth == Some(ContextGrowth::Accumulate);
         if accumulate && self.in_loop(s).is_none() {
-            return Err(format!(
-                "{who}: context_growth: accumulate is only valid on a step of loop.over"
-            ));
+            return Err(at(StepProblem::AccumulateOutsideLoop));
         }
         if accumulate && step.kind == StepType::ToolCall {
-            return Err(format!(
-                "{who}: context_growth applies to llm_call steps, not tool calls"
-            ));
+            return Err(at(StepProblem::AccumulateOnTool));
         }
         Ok(StepSpec {
             id: step.id.clone(),
             action,
-            depends_on: self.parents(s, step, &who)?,
+            depends_on: self.parents(s, step).map_err(at)?,
             fan_out,
             accumulate,
         })
     }
 
     /// A tool call's tool (rules 3 and 7).
-    fn tool_action(&self, step: &RawStep, who: &str) -> Result<Action, String> {
+    fn tool_action(&self, step: &RawStep) -> Result<Action, StepProblem> {
         // Rule 7.
         if step.input_distribution.is_some() || step.output_distribution.is_some() {
-            return Err(format!(
-                "{who}: a tool_call takes no input_distribution or output_distribution (its \
-                 latency and output tokens come from the `tools` section)"
-            ));
+            return Err(StepProblem::ToolLengths);
         }
         // Rule 3.
-        let name = step
-            .tool
-            .as_deref()
-            .ok_or_else(|| format!("{who}: a tool_call needs `tool`"))?;
+        let name = step.tool.as_deref().ok_or(StepProblem::NoTool)?;
         let tool = self.tool_names.iter().position(|t| *t == name);
-        tool.map(Action::Tool).ok_or_else(|| {
-            let known = if self.tool_names.is_empty() {
-                "none".into()
-            } else {
-                self.tool_names.join(", ")
-            };
-            format!("{who}: tool `{name}` is not defined in `tools` (defined: {known})")
-        })
+        tool.map(Action::Tool)
+            .ok_or_else(|| StepProblem::UnknownTool {
+                name: name.to_owned(),
+                defined: self.tool_names.iter().map(|t| (*t).to_owned()).collect(),
+            })
     }
 
     /// The steps `step` (step `s`) waits for: its `depends_on`, less the loop's back edges
     /// (a step of the loop depending on one at or after it, in `loop.over` order).
-    fn parents(&self, s: usize, step: &RawStep, who: &str) -> Result<Vec<usize>, String> {
+    fn parents(&self, s: usize, step: &RawStep) -> Result<Vec<usize>, StepProblem> {
         let mut depends_on = Vec::with_capacity(step.depends_on.len());
         for name in &step.depends_on {
             let p = self
                 .ids
                 .iter()
                 .position(|id| id == name)
-                .ok_or_else(|| format!("{who}: depends_on names no step `{name}`"))?;
+                .ok_or_else(|| StepProblem::UnknownParent { name: name.clone() })?;
             if step.depends_on.iter().filter(|n| *n == name).count() > 1 {
-                return Err(format!("{who}: depends_on lists `{name}` twice"));
+                return Err(StepProblem::ParentTwice { name: name.clone() });
             }
             let loop_back =
                 matches!((self.in_loop(s), self.in_loop(p)), (Some(a), Some(b)) if b >= a);
@@ -318,11 +310,11 @@ impl StepGraph<'_> {
 }
 
 /// An LLM call's prompt and output distributions (rule 6).
-fn llm_action(step: &RawStep, who: &str) -> Result<Action, String> {
+fn llm_action(step: &RawStep) -> Result<Action, StepProblem> {
     if step.tool.is_some() {
-        return Err(format!("{who}: an llm_call names no `tool`"));
+        return Err(StepProblem::LlmWithTool);
     }
-    let missing = |f: &str| format!("{who}: an llm_call needs `{f}`");
+    let missing = |field| StepProblem::LlmNeeds { field };
     Ok(Action::Llm {
         input: step
             .input_distribution
@@ -336,18 +328,21 @@ fn llm_action(step: &RawStep, who: &str) -> Result<Action, String> {
 }
 
 /// The loop's steps exist, appear once, and iterate at least once.
-fn validate_loop(l: &RawLoop, index: &dyn Fn(&str) -> Option<usize>) -> Result<LoopSpec, String> {
+fn validate_loop(
+    l: &RawLoop,
+    index: &dyn Fn(&str) -> Option<usize>,
+) -> Result<LoopSpec, AgenticError> {
     if l.over.is_empty() {
-        return Err("agentic: loop.over names no step".into());
+        return Err(AgenticError::LoopEmpty);
     }
     if l.max_iterations == 0 {
-        return Err("agentic: loop.max_iterations must be at least 1".into());
+        return Err(AgenticError::NoIteration);
     }
     let mut over = Vec::with_capacity(l.over.len());
     for name in &l.over {
-        let s = index(name).ok_or_else(|| format!("agentic: loop.over names no step `{name}`"))?;
+        let s = index(name).ok_or_else(|| AgenticError::LoopUnknown { name: name.clone() })?;
         if over.contains(&s) {
-            return Err(format!("agentic: loop.over lists `{name}` twice"));
+            return Err(AgenticError::LoopTwice { name: name.clone() });
         }
         over.push(s);
     }

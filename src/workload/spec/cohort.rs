@@ -2,6 +2,7 @@
 //! (`diurnal`, `spike`, `drain`), expanded into one client per member with lifecycle windows
 //! as BLIS builds them.
 
+use super::client_error::{ClientError, ClientProblem, PatternError};
 use super::extras::Lifecycle;
 use super::schema::{RawClient, client_spec};
 use super::window::{WindowParams, WindowSpans};
@@ -62,48 +63,42 @@ impl<'de> Deserialize<'de> for CohortSpec {
 }
 
 impl TryFrom<RawClient> for CohortSpec {
-    type Error = String;
+    type Error = ClientError;
 
-    fn try_from(mut raw: RawClient) -> Result<Self, String> {
+    fn try_from(mut raw: RawClient) -> Result<Self, ClientError> {
         let who = match &raw.id {
             Some(id) => format!("cohort `{id}`"),
             None => "cohort".to_owned(),
         };
+        let at = |problem: ClientProblem| ClientError::new(&who, problem);
         if let Some(field) = raw.client_only_field() {
-            return Err(format!(
-                "{who}: `{field}` does not apply to cohorts (BLIS builds a member's lifecycle \
-                 from diurnal, spike and drain)"
-            ));
+            return Err(at(ClientProblem::ClientField { field }));
         }
         let population = match raw.population.take() {
             Some(p) if (1..=MAX_POPULATION).contains(&p) => p as u32,
-            Some(p) => {
-                return Err(format!(
-                    "{who}: population must be in [1, {MAX_POPULATION}], got {p}"
-                ));
+            Some(p) => return Err(at(ClientProblem::Population { value: p })),
+            None => {
+                return Err(at(ClientProblem::Missing {
+                    field: "population",
+                }));
             }
-            None => return Err(format!("{who}: missing field `population`")),
         };
         let per_member_prefix = match raw.prefix_sharing.take().as_deref() {
             None | Some("") | Some("shared") => false,
             Some("per_member") if raw.prefix_group.is_some() => true,
-            Some("per_member") => {
-                return Err(format!(
-                    "{who}: prefix_sharing `per_member` needs a prefix_group"
-                ));
-            }
+            Some("per_member") => return Err(at(ClientProblem::PerMemberWithoutGroup)),
             Some(other) => {
-                return Err(format!(
-                    "{who}: prefix_sharing must be `shared` or `per_member`, got `{other}`"
-                ));
+                return Err(at(ClientProblem::PrefixSharing {
+                    value: other.to_owned(),
+                }));
             }
         };
-        let windows = pattern_windows(&mut raw, population).map_err(|e| format!("{who}: {e}"))?;
+        let windows = pattern_windows(&mut raw, population).map_err(|e| at(e.into()))?;
         let id = raw.id.clone().unwrap_or_default();
         let mut template = client_spec(raw, &who)?;
         template.lifecycle = match windows {
             Some((w, params)) => {
-                Some(Lifecycle::with_params(&w, params).map_err(|e| format!("{who}: {e}"))?)
+                Some(Lifecycle::with_params(&w, params).map_err(|e| at(e.into()))?)
             }
             None => None,
         };
@@ -137,7 +132,10 @@ impl CohortSpec {
 /// The windows of a cohort's patterns, µs (diurnal, then spike, then drain, as BLIS appends
 /// them), with each window's overrides (a spike's `trace_rate`, divided among the
 /// `population` members as BLIS divides it); `None` without a pattern.
-fn pattern_windows(raw: &mut RawClient, population: u32) -> Result<Option<WindowSpans>, String> {
+fn pattern_windows(
+    raw: &mut RawClient,
+    population: u32,
+) -> Result<Option<WindowSpans>, PatternError> {
     let (diurnal, spike, drain) = (raw.diurnal.take(), raw.spike.take(), raw.drain.take());
     if diurnal.is_none() && spike.is_none() && drain.is_none() {
         return Ok(None);
@@ -149,13 +147,11 @@ fn pattern_windows(raw: &mut RawClient, population: u32) -> Result<Option<Window
     }
     if let Some(s) = spike {
         if s.duration_us == 0 {
-            return Err("spike.duration_us must be positive".into());
+            return Err(PatternError::SpikeDuration);
         }
         let trace_rate = match s.trace_rate {
             Some(r) if !(r.is_finite() && r > 0.0) => {
-                return Err(format!(
-                    "spike.trace_rate must be a positive number of requests per second, got {r}"
-                ));
+                return Err(PatternError::SpikeRate { value: r });
             }
             r => r.map(|r| r / f64::from(population)),
         };
@@ -180,18 +176,13 @@ const HOUR_US: u64 = 3_600_000_000;
 
 /// BLIS's diurnal windows: hour `h` is active from its start for `multiplier(h)` of the hour
 /// (whole µs, at least 1), `multiplier(h) = (1 + cos(2π(h − peak)/24)) / 2 · (1 − 1/R) + 1/R`.
-pub(super) fn diurnal_windows(d: &RawDiurnal) -> Result<Vec<(u64, u64)>, String> {
+pub(super) fn diurnal_windows(d: &RawDiurnal) -> Result<Vec<(u64, u64)>, PatternError> {
     if !(0..=23).contains(&d.peak_hour) {
-        return Err(format!(
-            "diurnal.peak_hour must be an hour in [0, 23], got {}",
-            d.peak_hour
-        ));
+        return Err(PatternError::PeakHour { value: d.peak_hour });
     }
     let r = d.peak_to_trough_ratio;
     if !(r.is_finite() && r >= 1.0) {
-        return Err(format!(
-            "diurnal.peak_to_trough_ratio must be at least 1, got {r}"
-        ));
+        return Err(PatternError::PeakToTrough { value: r });
     }
     let windows = (0..24i64)
         .map(|h| {

@@ -39,7 +39,9 @@
 //! multi-period conversion of ServeGen's reasoning and multimodal data.
 
 mod agentic;
+mod agentic_error;
 mod arrival;
+mod client_error;
 mod closed_loop;
 mod cohort;
 mod conversation;
@@ -50,9 +52,11 @@ mod inference_perf;
 mod jsonl_out;
 mod limits;
 mod priority;
+mod rule_error;
 mod scenarios;
 mod schema;
 mod servegen;
+mod servegen_error;
 mod servegen_periods;
 mod session_gen;
 mod session_out;
@@ -62,7 +66,9 @@ mod window;
 mod workflow;
 
 pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
+pub use agentic_error::{AgenticError, StepProblem};
 pub use arrival::{ArrivalError, ArrivalProcess};
+pub use client_error::{ClientError, ClientProblem, PatternError};
 pub use cohort::CohortSpec;
 pub use conversation::{Conversation, ConversationError};
 pub use dist::{CountDist, DistError, DurationDist, LengthDist, ParamProblem};
@@ -74,8 +80,10 @@ pub use generate::{
 pub use jsonl_out::write_jsonl;
 pub use limits::{DEFAULT_MAX_REQUESTS, LimitError};
 pub use priority::{PriorityDist, PriorityError};
+pub use rule_error::RuleProblem;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
 pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
+pub use servegen_error::{EntryProblem, PdfError, RowProblem, ServeGenError};
 pub use synthetic::Synthetic;
 pub use traffic::Traffic;
 pub use window::{WindowError, WindowParams};
@@ -103,6 +111,27 @@ pub enum SpecError {
         path: String,
         message: String,
     },
+    /// A `servegen_data` block, or the ServeGen directory it names, that cannot be read.
+    #[error("{source_name}: servegen_data.{}: {source}", source.field())]
+    ServeGen {
+        source_name: String,
+        #[source]
+        source: Box<ServeGenError>,
+    },
+    /// A top-level field that cannot be used.
+    #[error("{source_name}: {field}: {problem}")]
+    Top {
+        source_name: String,
+        field: &'static str,
+        problem: TopProblem,
+    },
+    /// A rule spanning several fields broken, at `path`.
+    #[error("{source_name}: {path}: {problem}")]
+    Rule {
+        source_name: String,
+        path: String,
+        problem: RuleProblem,
+    },
     /// A spec that parses but cannot be generated (a rule spanning several fields).
     #[error("{source_name}: {path}: {message}")]
     Invalid {
@@ -110,6 +139,30 @@ pub enum SpecError {
         path: String,
         message: String,
     },
+}
+
+/// What is wrong with a top-level field of a spec (`version`, `category`, `clients`,
+/// `aggregate_rate`); each variant renders to the message after the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TopProblem {
+    /// A `version` string other than 1 or 2.
+    #[error("must be 1 or 2, got `{text}`")]
+    VersionText { text: String },
+    /// A `version` number other than 1 or 2.
+    #[error("must be 1 or 2, got {value}")]
+    VersionNumber { value: u64 },
+    /// A `category` none of BLIS's.
+    #[error("unknown category `{name}`; known: language, multimodal, reasoning, agentic")]
+    UnknownCategory { name: String },
+    /// Neither clients nor cohorts.
+    #[error("at least one client or cohort is required")]
+    NoClient,
+    /// An `aggregate_rate` that is not a rate.
+    #[error("must be a positive number of requests per second, got {value}")]
+    AggregateRate { value: f64 },
+    /// No `aggregate_rate` for open-loop clients.
+    #[error("missing: required unless every client is closed-loop (`concurrency`)")]
+    NoAggregateRate,
 }
 
 /// Line and column (1-based) of a parse error, when the YAML parser knows them; displays as
@@ -158,5 +211,7 @@ where
     deserializer.deserialize_map(Checked(PhantomData))
 }
 
+#[cfg(test)]
+mod error_tests;
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 
 use super::agentic::RawAgentic;
 use super::arrival::is_fitted;
+use super::client_error::{ClientError, ClientProblem};
 use super::cohort::CohortSpec;
 use super::cohort::{RawDiurnal, RawDrain, RawSpike};
 use super::conversation::{RawFollowUp, RawReasoning};
@@ -9,10 +10,13 @@ use super::extras::{
     ClosedLoop, Lifecycle, Multimodal, RawLifecycle, RawMultimodal, RawNetwork, profile,
 };
 use super::inference_perf::{Expansion, RawInferencePerf};
+use super::rule_error::{MIN_CLIENT_RATE, RuleProblem};
 use super::servegen::RawServeGen;
 use super::traffic::{Traffic, traffic};
 use super::window::{window_draws, windowable};
-use super::{ArrivalProcess, DurationDist, LengthDist, Location, SpecError, deserialize_checked};
+use super::{
+    ArrivalProcess, DurationDist, LengthDist, Location, SpecError, TopProblem, deserialize_checked,
+};
 use crate::workload::MAX_TOKENS;
 use crate::workload::{ClassTargets, RequestProfile};
 use serde::de::IgnoredAny;
@@ -307,21 +311,19 @@ impl<'de> Deserialize<'de> for ClientSpec {
 }
 
 impl TryFrom<RawClient> for ClientSpec {
-    type Error = String;
+    type Error = ClientError;
 
-    fn try_from(raw: RawClient) -> Result<Self, String> {
+    fn try_from(raw: RawClient) -> Result<Self, ClientError> {
         let who = match &raw.id {
             Some(id) => format!("client `{id}`"),
             None => "client".to_owned(),
         };
         // Rule 9 of agentic workflows, before anything else is refused.
         if raw.agentic.is_some() && (raw.reasoning.is_some() || raw.multimodal.is_some()) {
-            return Err(format!(
-                "{who}: `agentic` cannot be combined with `reasoning` or `multimodal`"
-            ));
+            return Err(ClientError::new(&who, ClientProblem::AgenticWithOthers));
         }
         if raw.adapter.is_some() {
-            return Err(format!("{who}: `adapter` (LoRA) is not supported yet"));
+            return Err(ClientError::new(&who, ClientProblem::Adapter));
         }
         let cohort_only = [
             ("population", raw.population.is_some()),
@@ -330,8 +332,8 @@ impl TryFrom<RawClient> for ClientSpec {
             ("spike", raw.spike.is_some()),
             ("drain", raw.drain.is_some()),
         ];
-        if let Some((field, _)) = cohort_only.iter().find(|(_, given)| *given) {
-            return Err(format!("{who}: `{field}` belongs to cohorts, not clients"));
+        if let Some(&(field, _)) = cohort_only.iter().find(|(_, given)| *given) {
+            return Err(ClientError::new(&who, ClientProblem::CohortField { field }));
         }
         client_spec(raw, &who)
     }
@@ -339,54 +341,42 @@ impl TryFrom<RawClient> for ClientSpec {
 
 /// The client of `raw` (a client, or a cohort's template once its own fields are taken out);
 /// `who` names it in errors.
-pub(super) fn client_spec(mut raw: RawClient, who: &str) -> Result<ClientSpec, String> {
-    let at = |e: String| format!("{who}: {e}");
+pub(super) fn client_spec(raw: RawClient, who: &str) -> Result<ClientSpec, ClientError> {
+    client_of(raw).map_err(|problem| ClientError::new(who, problem))
+}
+
+/// [`client_spec`], its errors without the client's name.
+fn client_of(mut raw: RawClient) -> Result<ClientSpec, ClientProblem> {
     let think = match (raw.think_time_us, raw.think_time.take()) {
-        (Some(_), Some(_)) => {
-            return Err(at("give think_time_us or think_time, not both".into()));
-        }
+        (Some(_), Some(_)) => return Err(ClientProblem::TwoThinkTimes),
         (us, None) => Think::Micros(us),
         (None, Some(d)) => Think::Dist(d),
     };
-    let closed_loop = closed_loop(raw.concurrency, think).map_err(at)?;
-    let lifecycle = raw
-        .lifecycle
-        .take()
-        .map(Lifecycle::parse)
-        .transpose()
-        .map_err(|e| at(e.to_string()))?;
-    let multimodal = raw
-        .multimodal
-        .take()
-        .map(Multimodal::parse)
-        .transpose()
-        .map_err(|e| at(e.to_string()))?;
-    let profile = profile(raw.timeout, raw.slo_target_us, raw.network.take())
-        .map_err(|e| at(e.to_string()))?;
+    let closed_loop = closed_loop(raw.concurrency, think)?;
+    let lifecycle = raw.lifecycle.take().map(Lifecycle::parse).transpose()?;
+    let multimodal = raw.multimodal.take().map(Multimodal::parse).transpose()?;
+    let profile = profile(raw.timeout, raw.slo_target_us, raw.network.take())?;
     if multimodal.is_some() && raw.input_distribution.is_none() {
         // BLIS requires input_distribution on every client; a multimodal prompt replaces it.
         raw.input_distribution = Some(LengthDist::placeholder());
     }
     if closed_loop.is_some() {
-        return closed_loop_client(raw, who, closed_loop, lifecycle, multimodal, profile);
+        return closed_loop_client(raw, closed_loop, lifecycle, multimodal, profile);
     }
-    let missing = |field: &str| format!("{who}: missing field `{field}`");
-    let traffic = traffic(&mut raw, who)?;
+    let missing = |field| ClientProblem::Missing { field };
+    let traffic = traffic(&mut raw)?;
     if multimodal.is_some() && traffic.is_session() {
-        return Err(format!(
-            "{who}: `multimodal` applies to single requests, not to sessions \
-             (conversations, agentic workflows)"
-        ));
+        return Err(ClientProblem::MultimodalSessions);
     }
     let rate_fraction = raw.rate_fraction.ok_or_else(|| missing("rate_fraction"))?;
     if !(rate_fraction.is_finite() && rate_fraction > 0.0) {
-        return Err(format!(
-            "{who}: rate_fraction must be positive, got {rate_fraction}"
-        ));
+        return Err(ClientProblem::RateFraction {
+            value: rate_fraction,
+        });
     }
-    let prefix_length = prefix_length(&raw, who)?;
-    let priority_dist = priority_dist(&mut raw).map_err(|e| format!("{who}: {e}"))?;
-    let streaming = streaming(raw.streaming, who)?;
+    let prefix_length = prefix_length(&raw)?;
+    let priority_dist = priority_dist(&mut raw)?;
+    let streaming = streaming(raw.streaming)?;
     Ok(ClientSpec {
         id: raw.id.unwrap_or_default(),
         tenant_id: raw.tenant_id,
@@ -416,37 +406,32 @@ enum Think {
 
 /// BLIS's `concurrency` and `think_time_us` (or `think_time`): closed-loop users (none
 /// without `concurrency`, or with 0 as BLIS reads it).
-fn closed_loop(concurrency: Option<i64>, think: Think) -> Result<Option<ClosedLoop>, String> {
+fn closed_loop(
+    concurrency: Option<i64>,
+    think: Think,
+) -> Result<Option<ClosedLoop>, ClientProblem> {
     let users = match concurrency {
         None | Some(0) => {
-            match think {
-                Think::Micros(Some(t)) if t != 0 => {
-                    return Err("think_time_us needs concurrency (closed-loop users)".into());
-                }
-                Think::Dist(_) => {
-                    return Err("think_time needs concurrency (closed-loop users)".into());
-                }
-                Think::Micros(_) => {}
-            }
-            return Ok(None);
+            let field = match think {
+                Think::Micros(Some(t)) if t != 0 => "think_time_us",
+                Think::Dist(_) => "think_time",
+                Think::Micros(_) => return Ok(None),
+            };
+            return Err(ClientProblem::ThinkWithoutUsers { field });
         }
         Some(c) if (1..=MAX_USERS).contains(&c) => c as u32,
         Some(c) => {
-            return Err(format!(
-                "concurrency must be a number of users in [1, {MAX_USERS}], got {c}"
-            ));
+            return Err(ClientProblem::Concurrency {
+                value: c,
+                max: MAX_USERS,
+            });
         }
     };
     let think = match think {
         Think::Dist(d) => d,
         Think::Micros(t) => match t.unwrap_or(0) {
             t if (0..=i64::from(u32::MAX)).contains(&t) => DurationDist::constant(t as u32),
-            t => {
-                return Err(format!(
-                    "think_time_us must be in [0, {}] µs, got {t}",
-                    u32::MAX
-                ));
-            }
+            t => return Err(ClientProblem::ThinkMicros { value: t }),
         },
     };
     Ok(Some(ClosedLoop { users, think }))
@@ -472,12 +457,11 @@ fn priority_dist(
 
 fn closed_loop_client(
     mut raw: RawClient,
-    who: &str,
     closed_loop: Option<ClosedLoop>,
     lifecycle: Option<Lifecycle>,
     multimodal: Option<Multimodal>,
     profile: RequestProfile,
-) -> Result<ClientSpec, String> {
+) -> Result<ClientSpec, ClientProblem> {
     let refused = [
         ("rate_fraction", raw.rate_fraction.is_some_and(|f| f != 0.0)),
         ("lifecycle", lifecycle.is_some()),
@@ -487,16 +471,13 @@ fn closed_loop_client(
         ("follow_up", raw.follow_up.is_some()),
         ("closed_loop", raw.closed_loop.is_some()),
     ];
-    if let Some((field, _)) = refused.iter().find(|(_, given)| *given) {
-        return Err(format!(
-            "{who}: `{field}` cannot be combined with `concurrency` (closed-loop users send \
-             single requests of the input and output distributions)"
-        ));
+    if let Some(&(field, _)) = refused.iter().find(|(_, given)| *given) {
+        return Err(ClientProblem::NotClosedLoop { field });
     }
-    let traffic = traffic(&mut raw, who)?;
-    let prefix_length = prefix_length(&raw, who)?;
-    let priority_dist = priority_dist(&mut raw).map_err(|e| format!("{who}: {e}"))?;
-    let streaming = streaming(raw.streaming, who)?;
+    let traffic = traffic(&mut raw)?;
+    let prefix_length = prefix_length(&raw)?;
+    let priority_dist = priority_dist(&mut raw)?;
+    let streaming = streaming(raw.streaming)?;
     Ok(ClientSpec {
         id: raw.id.unwrap_or_default(),
         tenant_id: raw.tenant_id,
@@ -518,34 +499,24 @@ fn closed_loop_client(
 }
 
 /// `streaming` as a probability.
-fn streaming(raw: Option<RawStreaming>, who: &str) -> Result<f64, String> {
+fn streaming(raw: Option<RawStreaming>) -> Result<f64, ClientProblem> {
     let streaming = match raw {
         None | Some(RawStreaming::Flag(false)) => 0.0,
         Some(RawStreaming::Flag(true)) => 1.0,
         Some(RawStreaming::Probability(p)) if (0.0..=1.0).contains(&p) => p,
-        Some(RawStreaming::Probability(p)) => {
-            return Err(format!(
-                "{who}: streaming must be true, false or a probability in [0, 1], got {p}"
-            ));
-        }
+        Some(RawStreaming::Probability(p)) => return Err(ClientProblem::Streaming { value: p }),
     };
     Ok(streaming)
 }
 
 /// The shared prefix length of a client (0 without a group).
-fn prefix_length(raw: &RawClient, who: &str) -> Result<u32, String> {
+fn prefix_length(raw: &RawClient) -> Result<u32, ClientProblem> {
     let prefix_length = match (&raw.prefix_group, raw.prefix_length) {
-        (None, Some(_)) => {
-            return Err(format!("{who}: prefix_length needs a prefix_group"));
-        }
+        (None, Some(_)) => return Err(ClientProblem::PrefixWithoutGroup),
         (None, None) => 0,
         (Some(_), None | Some(0)) => DEFAULT_PREFIX_LENGTH,
         (Some(_), Some(n)) if u64::from(n) < MAX_TOKENS => n,
-        (Some(_), Some(n)) => {
-            return Err(format!(
-                "{who}: prefix_length {n} leaves no room for a prompt (limit {MAX_TOKENS})"
-            ));
-        }
+        (Some(_), Some(n)) => return Err(ClientProblem::PrefixTooLong { value: n }),
     };
     Ok(prefix_length)
 }
@@ -666,9 +637,8 @@ impl WorkloadSpec {
     }
 }
 
-/// The lowest mean arrival rate a client may get, requests per second (one a million
-/// seconds): below it the mean gap between arrivals nears the time bound and overflows.
-const MIN_CLIENT_RATE: f64 = 1e-6;
+/// A broken rule: the path of the field it is reported at, and what is wrong.
+type Broken = (String, RuleProblem);
 
 /// A client's share of `aggregate` when its `fraction` is out of `total`; divided first
 /// where the product overflows (huge fractions).
@@ -710,11 +680,20 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         path: path.to_owned(),
         message,
     };
-    refuse_unsupported_sources(&raw).map_err(|(path, m)| invalid(path, m))?;
-    let version = spec_version(raw.version).map_err(|m| invalid("version", m))?;
-    let category = category(raw.category.as_deref()).map_err(|m| invalid("category", m))?;
-    let goodput_targets =
-        goodput_targets(raw.goodput_slo_targets).map_err(|(path, m)| invalid(&path, m))?;
+    let top = |field, problem| SpecError::Top {
+        source_name: source_name.to_owned(),
+        field,
+        problem,
+    };
+    let rule = |(path, problem): (String, RuleProblem)| SpecError::Rule {
+        source_name: source_name.to_owned(),
+        path,
+        problem,
+    };
+    refuse_unsupported_sources(&raw).map_err(|(path, p)| rule((path.to_owned(), p)))?;
+    let version = spec_version(raw.version).map_err(|p| top("version", p))?;
+    let category = category(raw.category.as_deref()).map_err(|p| top("category", p))?;
+    let goodput_targets = goodput_targets(raw.goodput_slo_targets).map_err(rule)?;
     if let Some(block) = raw.inference_perf {
         let expansion = block.expand().map_err(|(path, m)| invalid(&path, m))?;
         return Ok(inference_perf_spec(
@@ -740,7 +719,7 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
     let (mut clients, category) = match raw.servegen_data {
         Some(sg) => servegen_clients(sg, raw.seed, raw.aggregate_rate, source_name, category)?,
         None => (
-            named_clients(raw.clients, &raw.cohorts).map_err(|m| invalid("clients", m))?,
+            named_clients(raw.clients, &raw.cohorts).map_err(|p| top("clients", p))?,
             category,
         ),
     };
@@ -748,17 +727,17 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
         true => format!("clients[{i}]"),
         false => format!("cohorts (member `{}`)", clients[i].id),
     };
-    check_clients(&clients, &place).map_err(|(path, m)| invalid(&path, m))?;
+    check_clients(&clients, &place).map_err(rule)?;
     let any_rate = clients.iter().any(|c| c.closed_loop.is_none());
     let aggregate_rate =
-        aggregate_rate(given_rate, any_rate).map_err(|m| invalid("aggregate_rate", m))?;
+        aggregate_rate(given_rate, any_rate).map_err(|p| top("aggregate_rate", p))?;
     let windowed = is_windowed(&clients, aggregate_rate);
     if windowed {
-        check_windowed(&clients, aggregate_rate, &place).map_err(|(path, m)| invalid(&path, m))?;
+        check_windowed(&clients, aggregate_rate, &place).map_err(rule)?;
     }
     let rates = client_rates(&clients, aggregate_rate);
     let window_rates = window_rates(&clients, aggregate_rate, windowed);
-    check_rates(&clients, &rates, &window_rates, &place).map_err(|(path, m)| invalid(&path, m))?;
+    check_rates(&clients, &rates, &window_rates, &place).map_err(rule)?;
     warn_unnormalised(&clients, source_name);
     default_session_timeouts(&mut clients);
     Ok(WorkloadSpec {
@@ -799,13 +778,10 @@ fn servegen_clients(
     source_name: &str,
     category: Option<Category>,
 ) -> Result<(Vec<ClientSpec>, Option<Category>), SpecError> {
-    let loaded = sg
-        .load(seed)
-        .map_err(|(path, message)| SpecError::Invalid {
-            source_name: source_name.to_owned(),
-            path: format!("servegen_data.{path}"),
-            message,
-        })?;
+    let loaded = sg.load(seed).map_err(|source| SpecError::ServeGen {
+        source_name: source_name.to_owned(),
+        source: Box::new(source),
+    })?;
     if let Some(r) = aggregate_rate.filter(|&r| r != 0.0) {
         log::warn!(
             "{source_name}: aggregate_rate {r} is ignored: servegen_data sets each window's \
@@ -827,7 +803,7 @@ fn check_rates(
     rates: &[f64],
     window_rates: &[Option<Arc<[f64]>>],
     place: &dyn Fn(usize) -> String,
-) -> Result<(), (String, String)> {
+) -> Result<(), Broken> {
     for (i, c) in clients.iter().enumerate() {
         let rate = rates[i];
         if c.closed_loop.is_some() || window_rates[i].is_some() {
@@ -836,21 +812,16 @@ fn check_rates(
         if is_fitted(&c.arrival) {
             return Err((
                 format!("{}.arrival.scale", place(i)),
-                "BLIS's fitted shape and scale shape a client's gaps only when the spec is \
-                 generated window by window (aggregate_rate 0, or window overrides); here \
-                 the client's rate sets the scale: give `cv` or `shape` alone"
-                    .into(),
+                RuleProblem::FittedScale,
             ));
         }
         if !(rate.is_finite() && rate >= MIN_CLIENT_RATE) {
             return Err((
                 format!("{}.rate_fraction", place(i)),
-                format!(
-                    "gives client `{}` {rate:e} requests per second (aggregate_rate × its share \
-                     of the rate_fraction sum of the clients active with it); must be finite \
-                     and at least {MIN_CLIENT_RATE:e}",
-                    c.id
-                ),
+                RuleProblem::ClientRate {
+                    id: c.id.clone(),
+                    rate,
+                },
             ));
         }
     }
@@ -900,22 +871,14 @@ fn check_windowed(
     clients: &[ClientSpec],
     aggregate_rate: f64,
     place: &dyn Fn(usize) -> String,
-) -> Result<(), (String, String)> {
+) -> Result<(), Broken> {
     for (i, c) in clients.iter().enumerate() {
         if c.closed_loop.is_some() {
             continue;
         }
         let Some(l) = &c.lifecycle else {
             if aggregate_rate == 0.0 {
-                return Err((
-                    place(i),
-                    format!(
-                        "client `{}` has no lifecycle windows: absolute-rate mode \
-                         (aggregate_rate: 0) takes every open-loop client's rate from its \
-                         windows' trace_rate",
-                        c.id
-                    ),
-                ));
+                return Err((place(i), RuleProblem::NoWindows { id: c.id.clone() }));
             }
             continue;
         };
@@ -932,42 +895,20 @@ fn check_windows(
     c: &ClientSpec,
     l: &Lifecycle,
     aggregate_rate: f64,
-) -> Result<(), (Option<usize>, String)> {
+) -> Result<(), (Option<usize>, RuleProblem)> {
     if let Some(j) = l.first_out_of_order() {
-        return Err((
-            Some(j),
-            "starts before the previous window ends: a client generated window by window \
-             (trace_rate or per-window overrides, or aggregate_rate 0) needs its windows in \
-             ascending order and disjoint"
-                .into(),
-        ));
+        return Err((Some(j), RuleProblem::WindowOrder));
     }
     for j in 0..l.windows().len() {
         let p = l.params().map(|p| &p[j]);
         if aggregate_rate == 0.0 && p.and_then(|p| p.trace_rate).is_none() {
-            return Err((
-                Some(j),
-                "trace_rate: missing: absolute-rate mode (aggregate_rate: 0) takes each \
-                 window's rate from its trace_rate (a cohort's from spike.trace_rate; \
-                 diurnal and drain windows have none)"
-                    .into(),
-            ));
+            return Err((Some(j), RuleProblem::NoTraceRate));
         }
         if p.and_then(|p| p.arrival).is_none() && !windowable(&c.arrival) {
-            return Err((
-                Some(j),
-                "arrival: the client's process cannot shape a window's gaps; a window takes \
-                 poisson, constant, gamma or weibull (give the window its own `arrival`)"
-                    .into(),
-            ));
+            return Err((Some(j), RuleProblem::WindowArrival));
         }
         if c.traffic.is_session() && p.is_some_and(|p| p.input.is_some() || p.output.is_some()) {
-            return Err((
-                Some(j),
-                "input_distribution and output_distribution overrides apply to single \
-                 requests, not to sessions"
-                    .into(),
-            ));
+            return Err((Some(j), RuleProblem::SessionLengths));
         }
     }
     Ok(())
@@ -1079,7 +1020,7 @@ impl WindowGroup<'_> {
 }
 
 /// Refuses the BLIS sources that need what this reader cannot do: (field, reason).
-fn refuse_unsupported_sources(raw: &RawSpec) -> Result<(), (&'static str, String)> {
+fn refuse_unsupported_sources(raw: &RawSpec) -> Result<(), (&'static str, RuleProblem)> {
     let sources = [
         ("clients", !raw.clients.is_empty()),
         ("cohorts", !raw.cohorts.is_empty()),
@@ -1087,37 +1028,26 @@ fn refuse_unsupported_sources(raw: &RawSpec) -> Result<(), (&'static str, String
         ("inference_perf", raw.inference_perf.is_some()),
     ];
     if raw.servegen_data.is_some()
-        && let Some((other, _)) = sources
+        && let Some(&(other, _)) = sources
             .iter()
             .find(|(f, given)| *given && *f != "servegen_data")
     {
-        return Err((
-            "servegen_data",
-            format!(
-                "cannot be combined with {other}: give exactly one of clients, servegen_data, \
-                 inference_perf (as BLIS requires)"
-            ),
-        ));
+        return Err(("servegen_data", RuleProblem::ServeGenWith { other }));
     }
     if raw.inference_perf.is_some() && !(raw.clients.is_empty() && raw.cohorts.is_empty()) {
-        return Err((
-            "inference_perf",
-            "cannot be combined with clients or cohorts: give exactly one of clients, \
-             servegen_data, inference_perf (as BLIS requires)"
-                .into(),
-        ));
+        return Err(("inference_perf", RuleProblem::InferencePerfWith));
     }
     Ok(())
 }
 
 /// The spec's format version: 1 or 2 (2 when absent).
-fn spec_version(version: Option<RawVersion>) -> Result<u8, String> {
+fn spec_version(version: Option<RawVersion>) -> Result<u8, TopProblem> {
     match version {
         None => Ok(2),
         Some(RawVersion::Text(v)) if v == "1" || v == "2" => Ok(v.parse().expect("a digit")),
         Some(RawVersion::Number(v @ (1 | 2))) => Ok(v as u8),
-        Some(RawVersion::Text(v)) => Err(format!("must be 1 or 2, got `{v}`")),
-        Some(RawVersion::Number(v)) => Err(format!("must be 1 or 2, got {v}")),
+        Some(RawVersion::Text(text)) => Err(TopProblem::VersionText { text }),
+        Some(RawVersion::Number(value)) => Err(TopProblem::VersionNumber { value }),
     }
 }
 
@@ -1180,12 +1110,12 @@ fn inference_perf_spec(expansion: Expansion, top: RawTop<'_>) -> WorkloadSpec {
 fn named_clients(
     mut clients: Vec<ClientSpec>,
     cohorts: &[CohortSpec],
-) -> Result<Vec<ClientSpec>, String> {
+) -> Result<Vec<ClientSpec>, TopProblem> {
     for cohort in cohorts {
         cohort.expand(&mut clients);
     }
     if clients.is_empty() {
-        return Err("at least one client or cohort is required".into());
+        return Err(TopProblem::NoClient);
     }
     for (i, c) in clients.iter_mut().enumerate() {
         if c.id.is_empty() {
@@ -1197,20 +1127,16 @@ fn named_clients(
 
 /// Ids unique, and `slo_class` on every client or on none: (field path, reason), with each
 /// client named by `place` (its index).
-fn check_clients(
-    clients: &[ClientSpec],
-    place: &dyn Fn(usize) -> String,
-) -> Result<(), (String, String)> {
+fn check_clients(clients: &[ClientSpec], place: &dyn Fn(usize) -> String) -> Result<(), Broken> {
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(clients.len());
     for (i, c) in clients.iter().enumerate() {
         if let Some(j) = seen.insert(&c.id, i) {
             return Err((
                 format!("{}.id", place(i)),
-                format!(
-                    "`{}` is also the id of {}; ids seed the random streams and must be unique",
-                    c.id,
-                    place(j)
-                ),
+                RuleProblem::DuplicateId {
+                    id: c.id.clone(),
+                    other: place(j),
+                },
             ));
         }
     }
@@ -1222,7 +1148,7 @@ fn check_clients(
             .expect("some client lacks one");
         return Err((
             format!("{}.slo_class", place(i)),
-            "missing: set slo_class on every client and cohort or on none".into(),
+            RuleProblem::SomeSloClasses,
         ));
     }
     Ok(())
@@ -1230,21 +1156,19 @@ fn check_clients(
 
 /// `aggregate_rate`, requests per second: positive; 0 for BLIS's absolute-rate mode (each
 /// window's `trace_rate` is its rate); absent (or 0) when every client is closed-loop.
-fn aggregate_rate(rate: Option<f64>, any_rate: bool) -> Result<f64, String> {
+fn aggregate_rate(rate: Option<f64>, any_rate: bool) -> Result<f64, TopProblem> {
     match rate {
         Some(r) if r.is_finite() && r > 0.0 => Ok(r),
         None | Some(0.0) if !any_rate => Ok(0.0),
         // BLIS's absolute-rate mode: every window's trace_rate is its rate.
         Some(0.0) => Ok(0.0),
-        Some(r) => Err(format!(
-            "must be a positive number of requests per second, got {r}"
-        )),
-        None => Err("missing: required unless every client is closed-loop (`concurrency`)".into()),
+        Some(r) => Err(TopProblem::AggregateRate { value: r }),
+        None => Err(TopProblem::NoAggregateRate),
     }
 }
 
 /// The `category` label.
-fn category(name: Option<&str>) -> Result<Option<Category>, String> {
+fn category(name: Option<&str>) -> Result<Option<Category>, TopProblem> {
     Ok(match name {
         None | Some("") => None,
         Some("language") => Some(Category::Language),
@@ -1252,9 +1176,9 @@ fn category(name: Option<&str>) -> Result<Option<Category>, String> {
         Some("reasoning") => Some(Category::Reasoning),
         Some("agentic") => Some(Category::Agentic),
         Some(other) => {
-            return Err(format!(
-                "unknown category `{other}`; known: language, multimodal, reasoning, agentic"
-            ));
+            return Err(TopProblem::UnknownCategory {
+                name: other.to_owned(),
+            });
         }
     })
 }
@@ -1263,7 +1187,7 @@ fn category(name: Option<&str>) -> Result<Option<Category>, String> {
 /// field's path.
 fn goodput_targets(
     raw: Option<BTreeMap<String, RawTargets>>,
-) -> Result<Vec<(String, ClassTargets)>, (String, String)> {
+) -> Result<Vec<(String, ClassTargets)>, Broken> {
     let mut out = Vec::new();
     for (class, t) in raw.unwrap_or_default() {
         // 0 is BLIS's "no target".
@@ -1271,7 +1195,7 @@ fn goodput_targets(
             Some(0.0) => Ok(None),
             Some(x) if !(x.is_finite() && x > 0.0) => Err((
                 format!("goodput_slo_targets.{class}.{field}"),
-                format!("must be a positive number of ms (or 0: none), got {x}"),
+                RuleProblem::GoodputTarget { value: x },
             )),
             other => Ok(other),
         };

@@ -26,6 +26,7 @@
 use super::arrival::ArrivalError;
 use super::dist::{CountDist, LengthDist};
 use super::extras::Multimodal;
+use super::servegen_error::{EntryProblem, PdfError, RowProblem, ServeGenError};
 use super::servegen_periods::Periods;
 use super::window::{WindowParams, WindowSpans, window_arrival_process};
 use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass};
@@ -81,13 +82,11 @@ impl Span {
 }
 
 /// An error: (field path under `servegen_data`, message).
-pub(super) type Fail = (String, String);
-
 impl RawServeGen {
     /// Reads the directory: one client per chunk with an active window, in the order of the
     /// trace file names (as BLIS sorts them); with `window_duration_secs` or
     /// `drain_timeout_secs`, BLIS's multi-period cohorts instead, picked with `seed`.
-    pub(super) fn load(self, seed: i64) -> Result<ServeGenClients, Fail> {
+    pub(super) fn load(self, seed: i64) -> Result<ServeGenClients, ServeGenError> {
         if self.window_duration_secs.is_some() || self.drain_timeout_secs.is_some() {
             return self.load_periods(seed);
         }
@@ -101,53 +100,36 @@ impl RawServeGen {
         };
         for (name, id) in &traces {
             let dataset = dir.join(format!("chunk-{id}-dataset.json"));
-            let entries = read_dataset(&dataset, span, &mut out.reasoning)
-                .map_err(|m| ("path".to_owned(), m))?;
+            let entries = read_dataset(&dataset, span, &mut out.reasoning)?;
             out.multimodal |= entries.values().any(|e| e.media.is_some());
-            let client = chunk_client(id, &dir.join(name), &entries, span)
-                .map_err(|m| ("path".to_owned(), m))?;
+            let client = chunk_client(id, &dir.join(name), &entries, span)?;
             out.clients.extend(client);
         }
         if out.clients.is_empty() {
-            return Err((
-                "path".into(),
-                format!(
-                    "{}: no chunk has an active window (a trace row of positive rate in the \
-                     span with a dataset entry at or before it)",
-                    dir.display()
-                ),
-            ));
+            return Err(ServeGenError::NoActiveWindow { dir: dir.clone() });
         }
         shift_to_zero(&mut out.clients);
         Ok(out)
     }
 
     /// BLIS's multi-period conversion of the directory (no `time_window` or span with it).
-    fn load_periods(self, seed: i64) -> Result<ServeGenClients, Fail> {
+    fn load_periods(self, seed: i64) -> Result<ServeGenClients, ServeGenError> {
         let single = [
             ("time_window", self.time_window.is_some()),
             ("span_start", self.span_start.is_some()),
             ("span_end", self.span_end.is_some()),
         ];
-        if let Some((field, _)) = single.iter().find(|(_, given)| *given) {
-            return Err((
-                (*field).into(),
-                "picks the rows of the single-period conversion; it cannot be combined with \
-                 window_duration_secs / drain_timeout_secs (BLIS's multi-period conversion)"
-                    .into(),
-            ));
+        if let Some(&(field, _)) = single.iter().find(|(_, given)| *given) {
+            return Err(ServeGenError::SinglePeriodField { field });
         }
         let periods = Periods::new(self.window_duration_secs, self.drain_timeout_secs);
         periods.load(&self.path, seed)
     }
 
     /// The span of rows to read: `time_window`'s, else `span_start` / `span_end`.
-    fn span(&self) -> Result<Span, Fail> {
-        let bound = |field: &str, v: Option<i64>| match v {
-            Some(s) if s < 0 => Err((
-                field.to_owned(),
-                format!("must be a number of seconds ≥ 0, got {s}"),
-            )),
+    fn span(&self) -> Result<Span, ServeGenError> {
+        let bound = |field, v: Option<i64>| match v {
+            Some(s) if s < 0 => Err(ServeGenError::NegativeSpan { field, value: s }),
             v => Ok(v.unwrap_or(0) as f64),
         };
         let (start, end) = (
@@ -158,20 +140,16 @@ impl RawServeGen {
             return Ok(Span { start, end });
         };
         if self.span_start.is_some() || self.span_end.is_some() {
-            return Err((
-                "time_window".into(),
-                "give time_window or span_start/span_end, not both".into(),
-            ));
+            return Err(ServeGenError::WindowAndSpan);
         }
         let (start, end) = match name.as_str() {
             "midnight" => (0.0, 1800.0),
             "morning" => (28_800.0, 30_600.0),
             "afternoon" => (50_400.0, 52_200.0),
             other => {
-                return Err((
-                    "time_window".into(),
-                    format!("unknown window `{other}`; known: midnight, morning, afternoon"),
-                ));
+                return Err(ServeGenError::UnknownWindow {
+                    name: other.to_owned(),
+                });
             }
         };
         Ok(Span { start, end })
@@ -179,19 +157,24 @@ impl RawServeGen {
 }
 
 /// The chunks of `dir`, sorted by trace file name (as BLIS sorts them).
-pub(super) fn sorted_chunks(dir: &Path) -> Result<Vec<(String, String)>, Fail> {
-    let mut traces = chunk_ids(dir).map_err(|m| ("path".to_owned(), m))?;
+pub(super) fn sorted_chunks(dir: &Path) -> Result<Vec<(String, String)>, ServeGenError> {
+    let mut traces = chunk_ids(dir)?;
     traces.sort();
     Ok(traces)
 }
 
 /// The chunks of `dir`: (trace file name, chunk id) of every `chunk-<id>-trace.csv`.
-fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, String> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot read ServeGen directory {}: {e}", dir.display()))?;
+fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, ServeGenError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| ServeGenError::ReadDir {
+        dir: dir.to_owned(),
+        source,
+    })?;
     let mut out = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let entry = entry.map_err(|source| ServeGenError::ReadDirEntry {
+            dir: dir.to_owned(),
+            source,
+        })?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Some(id) = name
             .strip_prefix("chunk-")
@@ -201,11 +184,9 @@ fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, String> {
         }
     }
     if out.is_empty() {
-        return Err(format!(
-            "no chunk-*-trace.csv files in {} (a ServeGen data directory such as \
-             data/language/m-large)",
-            dir.display()
-        ));
+        return Err(ServeGenError::NoChunks {
+            dir: dir.to_owned(),
+        });
     }
     Ok(out)
 }
@@ -246,28 +227,31 @@ pub(super) fn read_dataset(
     path: &Path,
     span: Span,
     reasoning: &mut bool,
-) -> Result<BTreeMap<i64, Entry>, String> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("cannot read ServeGen dataset {}: {e}", path.display()))?;
+) -> Result<BTreeMap<i64, Entry>, ServeGenError> {
+    let file = std::fs::File::open(path).map_err(|source| ServeGenError::ReadDataset {
+        path: path.to_owned(),
+        source,
+    })?;
     let raw: BTreeMap<String, BTreeMap<String, String>> =
-        serde_json::from_reader(BufReader::new(file)).map_err(|e| {
-            format!(
-                "{}:{}:{}: not a ServeGen dataset (an object of time stamps, each an object \
-                 of PDF strings): {e}",
-                path.display(),
-                e.line(),
-                e.column()
-            )
+        serde_json::from_reader(BufReader::new(file)).map_err(|source| {
+            ServeGenError::NotDataset {
+                path: path.to_owned(),
+                source,
+            }
         })?;
     let mut out = BTreeMap::new();
     for (stamp, fields) in raw {
-        let at = |m: String| format!("{}: entry \"{stamp}\": {m}", path.display());
+        let at = |problem| ServeGenError::Entry {
+            path: path.to_owned(),
+            stamp: stamp.clone(),
+            problem,
+        };
         *reasoning |= fields.contains_key("reason_ratio");
         let t: f64 = stamp
             .parse()
             .ok()
             .filter(|t: &f64| t.is_finite() && *t >= 0.0)
-            .ok_or_else(|| at("the time stamp must be a number of seconds ≥ 0".into()))?;
+            .ok_or_else(|| at(EntryProblem::Stamp))?;
         if span.end > 0.0 && t >= span.end {
             continue;
         }
@@ -279,22 +263,18 @@ pub(super) fn read_dataset(
 }
 
 /// The entry of one time stamp's `fields`, `None` when a PDF is empty (`"{}"`).
-fn entry(mut fields: BTreeMap<String, String>) -> Result<Option<Entry>, String> {
+fn entry(mut fields: BTreeMap<String, String>) -> Result<Option<Entry>, EntryProblem> {
     let multimodal = fields.contains_key("text_tokens");
-    let known: &[&str] = match multimodal {
+    let known: &'static [&'static str] = match multimodal {
         true => &MULTIMODAL_FIELDS,
         false => &LANGUAGE_FIELDS,
     };
     if let Some(other) = fields.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(format!(
-            "field `{other}` is not a field of ServeGen's {} data ({})",
-            if multimodal {
-                "multimodal"
-            } else {
-                "language or reasoning"
-            },
-            known.join(", ")
-        ));
+        return Err(EntryProblem::UnknownField {
+            field: other.clone(),
+            multimodal,
+            known,
+        });
     }
     let empty = |s: &str| s.trim().is_empty() || s.trim() == "{}";
     let take =
@@ -309,8 +289,8 @@ fn entry(mut fields: BTreeMap<String, String>) -> Result<Option<Entry>, String> 
         }
         return Ok(Some(Entry::new(input, output, None)));
     }
-    if let Some(missing) = MULTIMODAL_FIELDS.iter().find(|k| !fields.contains_key(**k)) {
-        return Err(format!("multimodal data: missing field `{missing}`"));
+    if let Some(&field) = MULTIMODAL_FIELDS.iter().find(|k| !fields.contains_key(**k)) {
+        return Err(EntryProblem::MissingMultimodal { field });
     }
     if fields.values().any(|v| empty(v)) {
         return Ok(None);
@@ -337,14 +317,14 @@ impl Entry {
     }
 
     /// The entry's distributions; `what` names it in errors.
-    fn dists(&self, what: &dyn Fn() -> String) -> Result<Dists, String> {
+    fn dists(&self, at: &dyn Fn(&str, PdfError) -> ServeGenError) -> Result<Dists, ServeGenError> {
         if let Some(d) = self.parsed.get() {
             return Ok(d.clone());
         }
         let lengths = |name: &str, text: &str| {
             parse_pdf(text)
-                .and_then(|bins| LengthDist::from_pmf(&bins).map_err(|e| e.to_string()))
-                .map_err(|m| format!("{}: {name}: {m}", what()))
+                .and_then(|bins| Ok(LengthDist::from_pmf(&bins)?))
+                .map_err(|problem| at(name, problem))
         };
         let input_name = if self.media.is_some() {
             "text_tokens"
@@ -355,7 +335,7 @@ impl Entry {
         let output = Arc::new(lengths("output_tokens", &self.output)?);
         let multimodal = match &self.media {
             None => None,
-            Some(media) => Some(Arc::new(multimodal(media, input.clone(), what)?)),
+            Some(media) => Some(Arc::new(multimodal(media, input.clone(), at)?)),
         };
         let d = (Arc::new(input), output, multimodal);
         Ok(self.parsed.get_or_init(|| d).clone())
@@ -366,16 +346,16 @@ impl Entry {
 fn multimodal(
     media: &[(String, String); 3],
     text: LengthDist,
-    what: &dyn Fn() -> String,
-) -> Result<Multimodal, String> {
+    at: &dyn Fn(&str, PdfError) -> ServeGenError,
+) -> Result<Multimodal, ServeGenError> {
     let mut parts = Vec::with_capacity(3);
     for ((tokens, count), m) in media.iter().zip(["image", "audio", "video"]) {
         let per_item = parse_pdf(tokens)
-            .and_then(|b| LengthDist::from_pmf(&b).map_err(|e| e.to_string()))
-            .map_err(|e| format!("{}: {m}_tokens: {e}", what()))?;
+            .and_then(|b| Ok(LengthDist::from_pmf(&b)?))
+            .map_err(|e| at(&format!("{m}_tokens"), e))?;
         let items = parse_pdf_counts(count)
-            .and_then(|b| CountDist::from_pmf(&b).map_err(|e| e.to_string()))
-            .map_err(|e| format!("{}: {m}_count: {e}", what()))?;
+            .and_then(|b| Ok(CountDist::from_pmf(&b)?))
+            .map_err(|e| at(&format!("{m}_count"), e))?;
         parts.push((per_item, items));
     }
     let media: [(LengthDist, CountDist); 3] = parts.try_into().expect("three modalities");
@@ -385,7 +365,7 @@ fn multimodal(
 /// A Python dict of token count → probability, `"{224: 0.0003, 225: 1e-4, }"`: the counts
 /// (a `.0` suffix allowed; a count of 0 is read as 1, every request having a token) and
 /// probabilities, as given.
-pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, String> {
+pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, PdfError> {
     let mut bins = parse_pdf_counts(text)?;
     for bin in &mut bins {
         bin.0 = bin.0.max(1);
@@ -394,35 +374,35 @@ pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, String> {
 }
 
 /// [`parse_pdf`]'s bins with the counts as written (whole part; 0 kept).
-pub(super) fn parse_pdf_counts(text: &str) -> Result<Vec<(u32, f64)>, String> {
+pub(super) fn parse_pdf_counts(text: &str) -> Result<Vec<(u32, f64)>, PdfError> {
     let body = text
         .trim()
         .strip_prefix('{')
         .and_then(|t| t.strip_suffix('}'))
-        .ok_or_else(|| "expected a dict `{tokens: probability, ...}`".to_owned())?;
+        .ok_or(PdfError::NotDict)?;
     let limit = MAX_TOKENS as u32;
     let mut bins = Vec::new();
     for pair in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (key, value) = pair
-            .split_once(':')
-            .ok_or_else(|| format!("`{pair}` is not `tokens: probability`"))?;
+        let (key, value) = pair.split_once(':').ok_or_else(|| PdfError::NotPair {
+            pair: pair.to_owned(),
+        })?;
         let tokens: f64 = key
             .trim()
             .parse()
             .ok()
             .filter(|t: &f64| t.is_finite() && *t >= 0.0 && *t <= f64::from(limit))
-            .ok_or_else(|| format!("key `{}` must be a token count in [0, {limit}]", key.trim()))?;
+            .ok_or_else(|| PdfError::Key {
+                key: key.trim().to_owned(),
+                limit,
+            })?;
         let p: f64 = value
             .trim()
             .parse()
             .ok()
             .filter(|p: &f64| p.is_finite() && *p >= 0.0)
-            .ok_or_else(|| {
-                format!(
-                    "probability `{}` of {} must be a number ≥ 0",
-                    value.trim(),
-                    key.trim()
-                )
+            .ok_or_else(|| PdfError::Probability {
+                value: value.trim().to_owned(),
+                key: key.trim().to_owned(),
             })?;
         bins.push((tokens as u32, p));
     }
@@ -441,25 +421,20 @@ pub(super) struct Row {
 }
 
 /// Parses trace line `text`; errors name the column.
-fn parse_row(text: &str) -> Result<Row, String> {
+fn parse_row(text: &str) -> Result<Row, RowProblem> {
     let fields: Vec<&str> = text.split(',').map(str::trim).collect();
     if fields.len() < 4 {
-        return Err(format!(
-            "expected at least 4 columns (start, rate, cv, pattern[, shape, scale]), got {}",
-            fields.len()
-        ));
+        return Err(RowProblem::Columns { got: fields.len() });
     }
-    let number = |k: usize, name: &str| {
+    let number = |k: usize, name| {
         fields[k]
             .parse::<f64>()
             .ok()
             .filter(|v| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| {
-                format!(
-                    "column {} ({name}): expected a number ≥ 0, got `{}`",
-                    k + 1,
-                    fields[k]
-                )
+            .ok_or_else(|| RowProblem::NotNumber {
+                column: k + 1,
+                name,
+                got: fields[k].to_owned(),
             })
     };
     let fitted = match fields.len() >= 6 {
@@ -496,15 +471,18 @@ fn chunk_client(
     trace: &Path,
     entries: &BTreeMap<i64, Entry>,
     span: Span,
-) -> Result<Option<ClientSpec>, String> {
+) -> Result<Option<ClientSpec>, ServeGenError> {
     let (windows, params) = chunk_windows(id, trace, entries, span)?;
     if windows.is_empty() {
         return Ok(None);
     }
     let input = LengthDist::clone(params[0].input.as_ref().expect("set"));
     let output = LengthDist::clone(params[0].output.as_ref().expect("set"));
-    let lifecycle = Lifecycle::with_params(&windows, params)
-        .map_err(|m| format!("{}: {m}", trace.display()))?;
+    let lifecycle =
+        Lifecycle::with_params(&windows, params).map_err(|source| ServeGenError::Lifecycle {
+            path: trace.to_owned(),
+            source,
+        })?;
     let client = ClientSpec::of_requests(
         format!("servegen-chunk-{id}"),
         ArrivalProcess::Poisson,
@@ -526,21 +504,22 @@ fn chunk_windows(
     trace: &Path,
     entries: &BTreeMap<i64, Entry>,
     span: Span,
-) -> Result<WindowSpans, String> {
+) -> Result<WindowSpans, ServeGenError> {
     let mut windows = Vec::new();
     let mut params = Vec::new();
     active_rows(trace, entries, span, |line, row, stamp, entry| {
-        let what = || {
-            format!(
-                "{} entry \"{stamp}\"",
-                trace
-                    .with_file_name(format!("chunk-{id}-dataset.json"))
-                    .display()
-            )
+        let at = |field: &str, problem| ServeGenError::Pdf {
+            dataset: trace.with_file_name(format!("chunk-{id}-dataset.json")),
+            stamp,
+            field: field.to_owned(),
+            problem: Box::new(problem),
         };
-        let (input, output, multimodal) = entry.dists(&what)?;
-        let arrival =
-            row_arrival(&row).map_err(|m| format!("{}:{line}: arrival: {m}", trace.display()))?;
+        let (input, output, multimodal) = entry.dists(&at)?;
+        let arrival = row_arrival(&row).map_err(|source| ServeGenError::Arrival {
+            path: trace.to_owned(),
+            line,
+            source,
+        })?;
         let start_us = (row.start_s * 1e6) as u64;
         windows.push((start_us, start_us + (WINDOW_S * 1e6) as u64));
         params.push(WindowParams {
@@ -562,17 +541,26 @@ pub(super) fn active_rows(
     trace: &Path,
     entries: &BTreeMap<i64, Entry>,
     span: Span,
-    mut each: impl FnMut(usize, Row, i64, &Entry) -> Result<(), String>,
-) -> Result<(), String> {
-    let file = std::fs::File::open(trace)
-        .map_err(|e| format!("cannot read ServeGen trace {}: {e}", trace.display()))?;
+    mut each: impl FnMut(usize, Row, i64, &Entry) -> Result<(), ServeGenError>,
+) -> Result<(), ServeGenError> {
+    let file = std::fs::File::open(trace).map_err(|source| ServeGenError::ReadTrace {
+        path: trace.to_owned(),
+        source,
+    })?;
     for (n, line) in BufReader::new(file).lines().enumerate() {
-        let at = |m: String| format!("{}:{}: {m}", trace.display(), n + 1);
-        let text = line.map_err(|e| at(e.to_string()))?;
+        let text = line.map_err(|source| ServeGenError::TraceLine {
+            path: trace.to_owned(),
+            line: n + 1,
+            source,
+        })?;
         if text.trim().is_empty() {
             continue;
         }
-        let row = parse_row(&text).map_err(at)?;
+        let row = parse_row(&text).map_err(|problem| ServeGenError::Row {
+            path: trace.to_owned(),
+            line: n + 1,
+            problem,
+        })?;
         if !span.contains(row.start_s) || row.rate <= 0.0 {
             continue;
         }

@@ -25,9 +25,10 @@ use super::arrival::ArrivalError;
 use super::cohort::CohortSpec;
 use super::dist::LengthDist;
 use super::servegen::{
-    Entry, Fail, Row, ServeGenClients, Span, WINDOW_S, active_rows, parse_pdf_counts, read_dataset,
+    Entry, Row, ServeGenClients, Span, WINDOW_S, active_rows, parse_pdf_counts, read_dataset,
     sorted_chunks,
 };
+use super::servegen_error::ServeGenError;
 use super::window::{WindowParams, window_arrival_process};
 use super::{ArrivalProcess, ClientSpec, Lifecycle, SloClass};
 use rand::seq::SliceRandom;
@@ -83,8 +84,7 @@ impl Periods {
     }
 
     /// The cohorts' members read from `dir`, windows picked and chunks dealt with `seed`.
-    pub(super) fn load(self, dir: &Path, seed: i64) -> Result<ServeGenClients, Fail> {
-        let path_err = |m: String| ("path".to_owned(), m);
+    pub(super) fn load(self, dir: &Path, seed: i64) -> Result<ServeGenClients, ServeGenError> {
         let key = xxhash_rust::xxh3::xxh3_64_with_seed(b"servegen_periods", seed as u64);
         let mut rng = ChaCha8Rng::seed_from_u64(key);
         let picked: Vec<i64> = PERIODS
@@ -103,16 +103,16 @@ impl Periods {
             classes.sort_by_key(|&k| CLASSES[k].0);
             for k in classes {
                 let dealt: Vec<&Chunk> = members.iter().skip(k).step_by(5).copied().collect();
-                if let Some(cohort) = self.cohort(p, k, &dealt, window).map_err(path_err)? {
+                if let Some(cohort) = self.cohort(p, k, &dealt, window)? {
                     cohort.expand(&mut clients);
                 }
             }
         }
         if clients.is_empty() {
-            return Err(path_err(format!(
-                "{}: no cohort has a positive rate at the picked windows {picked:?} s",
-                dir.display()
-            )));
+            return Err(ServeGenError::NoPositiveRate {
+                dir: dir.to_owned(),
+                picked,
+            });
         }
         Ok(ServeGenClients {
             clients,
@@ -129,14 +129,18 @@ impl Periods {
         k: usize,
         chunks: &[&Chunk],
         window: i64,
-    ) -> Result<Option<CohortSpec>, String> {
+    ) -> Result<Option<CohortSpec>, ServeGenError> {
         let rate: f64 = chunks.iter().map(|c| mean_rate(c, window)).sum();
         if chunks.is_empty() || rate <= 0.0 {
             return Ok(None);
         }
         let id = format!("{}-{}", PERIODS[p].0, CLASSES[k].0);
         let (input, output) = cohort_lengths(chunks, window)?;
-        let arrival = cohort_arrival(chunks, window).map_err(|m| format!("cohort {id}: {m}"))?;
+        let arrival =
+            cohort_arrival(chunks, window).map_err(|source| ServeGenError::CohortArrival {
+                id: id.clone(),
+                source,
+            })?;
         let population = chunks.len() as u32;
         let start_us = p as u64 * (self.window_s + self.drain_s) * 1_000_000;
         let params = vec![WindowParams {
@@ -145,7 +149,10 @@ impl Periods {
         }];
         let lifecycle =
             Lifecycle::with_params(&[(start_us, start_us + self.window_s * 1_000_000)], params)
-                .map_err(|m| format!("cohort {id}: {m}"))?;
+                .map_err(|source| ServeGenError::CohortLifecycle {
+                    id: id.clone(),
+                    source,
+                })?;
         let template = ClientSpec {
             slo_class: Some(CLASSES[k].1),
             streaming: 1.0,
@@ -164,8 +171,7 @@ impl Periods {
 /// Every chunk of `dir` with an active row at a `picked` time of day, in trace-name order,
 /// keeping only what the cohorts read. ServeGen's reasoning data is refused (BLIS converts
 /// it into one reasoning window instead).
-fn read_chunks(dir: &Path, picked: &[i64]) -> Result<Vec<Chunk>, Fail> {
-    let path_err = |m: String| ("path".to_owned(), m);
+fn read_chunks(dir: &Path, picked: &[i64]) -> Result<Vec<Chunk>, ServeGenError> {
     let open = Span {
         start: 0.0,
         end: 0.0,
@@ -174,21 +180,14 @@ fn read_chunks(dir: &Path, picked: &[i64]) -> Result<Vec<Chunk>, Fail> {
     for (name, id) in sorted_chunks(dir)? {
         let dataset = dir.join(format!("chunk-{id}-dataset.json"));
         let mut reasoning = false;
-        let mut entries = read_dataset(&dataset, open, &mut reasoning).map_err(path_err)?;
+        let mut entries = read_dataset(&dataset, open, &mut reasoning)?;
         let refused = match (reasoning, entries.values().any(|e| e.media.is_some())) {
             (true, _) => Some("reasoning data (reason_ratio)"),
             (_, true) => Some("multimodal data (text_tokens, image_tokens, ...)"),
             _ => None,
         };
         if let Some(what) = refused {
-            return Err((
-                "window_duration_secs".into(),
-                format!(
-                    "{}: ServeGen's {what} has no multi-period conversion here; \
-                     read it with time_window or span_start/span_end",
-                    dataset.display()
-                ),
-            ));
+            return Err(ServeGenError::NoPeriods { dataset, what });
         }
         let mut rows = Vec::new();
         active_rows(&dir.join(name), &entries, open, |_, row, _, _| {
@@ -196,8 +195,7 @@ fn read_chunks(dir: &Path, picked: &[i64]) -> Result<Vec<Chunk>, Fail> {
                 rows.push(row);
             }
             Ok(())
-        })
-        .map_err(path_err)?;
+        })?;
         let fitted: Vec<i64> = picked
             .iter()
             .filter_map(|&w| entries.range(..=w).next_back().map(|(t, _)| t % DAY_S))
@@ -237,7 +235,10 @@ struct FitSum {
 }
 
 /// The cohort's prompt and output lengths (see the module doc).
-fn cohort_lengths(chunks: &[&Chunk], window: i64) -> Result<(LengthDist, LengthDist), String> {
+fn cohort_lengths(
+    chunks: &[&Chunk],
+    window: i64,
+) -> Result<(LengthDist, LengthDist), ServeGenError> {
     let mut sum = FitSum::default();
     for chunk in chunks {
         chunk_fit(chunk, window, &mut sum)?;
@@ -250,14 +251,14 @@ fn cohort_lengths(chunks: &[&Chunk], window: i64) -> Result<(LengthDist, LengthD
     }
     let n = f64::from(sum.chunks);
     let dist = |(mu, sigma): (f64, f64)| {
-        LengthDist::lognormal_tokens(mu / n, sigma / n).map_err(|e| e.to_string())
+        LengthDist::lognormal_tokens(mu / n, sigma / n).map_err(ServeGenError::CohortLengths)
     };
     Ok((dist(sum.input)?, dist(sum.output)?))
 }
 
 /// Adds one chunk's fit to `sum`: the mean over its dataset entries at the time of day of
 /// the entry at or before `window` (BLIS counts an entry when its output PDF fits).
-fn chunk_fit(chunk: &Chunk, window: i64, sum: &mut FitSum) -> Result<(), String> {
+fn chunk_fit(chunk: &Chunk, window: i64, sum: &mut FitSum) -> Result<(), ServeGenError> {
     let Some((&nearest, _)) = chunk.entries.range(..=window).next_back() else {
         return Ok(());
     };
@@ -269,11 +270,11 @@ fn chunk_fit(chunk: &Chunk, window: i64, sum: &mut FitSum) -> Result<(), String>
         let fit = |field: &str, text: &str| {
             parse_pdf_counts(text)
                 .map(|bins| fit_lognormal(&bins))
-                .map_err(|m| {
-                    format!(
-                        "{} entry \"{stamp}\": {field}: {m}",
-                        chunk.dataset.display()
-                    )
+                .map_err(|problem| ServeGenError::Pdf {
+                    dataset: chunk.dataset.clone(),
+                    stamp: *stamp,
+                    field: field.to_owned(),
+                    problem: Box::new(problem),
                 })
         };
         if let Some((mu, sigma)) = fit("input_tokens", &entry.input)? {

@@ -2,6 +2,7 @@
 //! checking that it is acyclic, has one root and a connected loop.
 
 use super::agentic::{LoopSpec, StepSpec};
+use super::agentic_error::AgenticError;
 use std::collections::BTreeSet;
 
 /// One step instance of an unrolled workflow.
@@ -63,12 +64,9 @@ fn on_cycles(mut stuck: Vec<usize>, deps: &dyn Fn(usize) -> Vec<usize>) -> Vec<u
     }
 }
 
-fn names(steps: &[StepSpec], indices: &[usize]) -> String {
-    let quoted: Vec<String> = indices
-        .iter()
-        .map(|&s| format!("`{}`", steps[s].id))
-        .collect();
-    quoted.join(", ")
+/// The ids of steps `indices`.
+fn names(steps: &[StepSpec], indices: &[usize]) -> Vec<String> {
+    indices.iter().map(|&s| steps[s].id.clone()).collect()
 }
 
 /// Checks rules 1 (acyclic, loop-back edges aside), 2 (one root) and 5 (a connected loop
@@ -76,23 +74,19 @@ fn names(steps: &[StepSpec], indices: &[usize]) -> String {
 pub(super) fn unroll(
     steps: &[StepSpec],
     loop_spec: Option<&LoopSpec>,
-) -> Result<Vec<TemplateNode>, String> {
+) -> Result<Vec<TemplateNode>, AgenticError> {
     let n = steps.len();
     let deps = |s: usize| steps[s].depends_on.clone();
     if let Err(stuck) = topological(n, &deps) {
-        return Err(format!(
-            "agentic: the depends_on of {} form a cycle (only edges back to an earlier step of \
-             loop.over may loop)",
-            names(steps, &on_cycles(stuck, &deps))
-        ));
+        return Err(AgenticError::Cycle {
+            steps: names(steps, &on_cycles(stuck, &deps)),
+        });
     }
     let roots: Vec<usize> = (0..n).filter(|&s| steps[s].depends_on.is_empty()).collect();
     if roots.len() != 1 {
-        return Err(format!(
-            "agentic: {} have no depends_on (loop-back edges aside); a workflow has exactly one \
-             root step",
-            names(steps, &roots)
-        ));
+        return Err(AgenticError::Roots {
+            steps: names(steps, &roots),
+        });
     }
     let body: Vec<usize> = loop_spec.map_or_else(Vec::new, |l| l.over.clone());
     let in_body = |s: usize| body.contains(&s);
@@ -125,11 +119,9 @@ pub(super) fn unroll(
             .into_iter()
             .filter(|&s| s < n)
             .collect();
-        format!(
-            "agentic: steps outside loop.over both wait for its steps and are waited for by \
-             them (put them in loop.over): {}",
-            names(steps, &outside)
-        )
+        AgenticError::AroundLoop {
+            steps: names(steps, &outside),
+        }
     })?;
     let mut nodes = Vec::new();
     // The current instances of each step (for loop steps: of the latest iteration).
@@ -216,7 +208,7 @@ fn emit(
 }
 
 /// Rule 5: the loop's steps are linked by depends_on (either way) into one piece.
-fn check_connected(steps: &[StepSpec], body: &[usize]) -> Result<(), String> {
+fn check_connected(steps: &[StepSpec], body: &[usize]) -> Result<(), AgenticError> {
     let mut reached = vec![body[0]];
     let mut frontier = vec![body[0]];
     while let Some(s) = frontier.pop() {
@@ -236,11 +228,9 @@ fn check_connected(steps: &[StepSpec], body: &[usize]) -> Result<(), String> {
     if apart.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "agentic: loop.over steps must form a connected subgraph; not linked to `{}` \
-             through depends_on: {}",
-            steps[body[0]].id,
-            names(steps, &apart)
-        ))
+        Err(AgenticError::LoopApart {
+            first: steps[body[0]].id.clone(),
+            apart: names(steps, &apart),
+        })
     }
 }

@@ -1,6 +1,8 @@
 //! What is wrong with a routing setting as a user writes it (a flag's text or a bundle's
 //! field): signal weights, scorer lists, signal refresh modes and durations. Each variant
 //! holds the facts (the text, the name, the bound) and renders to the message users see.
+//! It lives with the configuration errors (the router re-exports it), so that a
+//! configuration [`super::Problem`] can carry it without importing the router.
 
 use crate::choice::UnknownName;
 use std::fmt;
@@ -71,7 +73,7 @@ impl fmt::Display for WeightBound {
 
 impl RoutingSpecError {
     /// `name` is no `what` (`signal`, `scorer`) of `expected`.
-    pub(super) fn unknown(what: &'static str, name: &str, expected: Vec<&'static str>) -> Self {
+    pub(crate) fn unknown(what: &'static str, name: &str, expected: Vec<&'static str>) -> Self {
         RoutingSpecError::UnknownName(UnknownName {
             what,
             name: name.to_owned(),
