@@ -3,11 +3,12 @@
 # token ids) on one H100 instance at 20 req/s, on 16 H100 instances (2 nodes x 8,
 # scripts/bench_cluster.sh's cluster) at 320 req/s, and on 10,000 H100 instances (1,250 nodes
 # x 8, round-robin routing: RR) at 200,000 req/s; then N requests generated in memory from the
-# mixed-slo and prefix-heavy scenarios (streamed), and 100,000 autoscaler replica slots. Prints
-# each run's wall time and peak RSS (GNU time), with and without the per-request CSV, and
+# mixed-slo and prefix-heavy scenarios (streamed), N requests in conversations of five turns
+# (sessions, streamed), and 100,000 autoscaler replica slots. Prints each run's wall time, CPU
+# time and peak RSS (GNU time), with and without the per-request CSV, and
 # (unless RATES=0) the generated tokens and events per second at that wall time
 # (scripts/rates.sh: one more, untimed run per case). The bounds: peak RSS under 500 MB for 1
-# and 16 instances and for the scenario, under 2 GB and 60 s for 10,000 instances.
+# and 16 instances and for the scenarios, under 2 GB and 60 s for 10,000 instances.
 #   scripts/bench_scale.sh              # 1,000,000 requests
 #   CSV=0 scripts/bench_scale.sh 10000000   # without the CSV cases (10M rows: ~26 GB)
 #   ONLY=big scripts/bench_scale.sh     # only the 10,000-instance and scenario cases
@@ -39,16 +40,18 @@ json.dump({"num_nodes": nodes, "link_bw": 16, "link_latency": 0, "nodes": [node]
 PY
 }
 
-# measure LABEL ARGS...: one run under GNU time; prints wall time and peak RSS.
+# measure LABEL ARGS...: one run under GNU time; prints wall time, CPU time (user + system: on
+# a shared machine the wall time is not the run's own) and peak RSS.
 measure() {
     local label=$1
     shift
-    /usr/bin/time -f '%e %M' -o "$TMP/time" "$BIN" "$@" >/dev/null 2>"$TMP/stderr" || {
+    /usr/bin/time -f '%e %M %U %S' -o "$TMP/time" "$BIN" "$@" >/dev/null 2>"$TMP/stderr" || {
         cat "$TMP/stderr" >&2
         exit 1
     }
-    read -r wall kb <"$TMP/time"
-    printf '%-46s wall %8.1f s   peak RSS %6d MB\n' "$label" "$wall" $((kb / 1024))
+    read -r wall kb user sys <"$TMP/time"
+    printf '%-46s wall %8.1f s   CPU %6.1f + %4.1f s   peak RSS %6d MB\n' "$label" "$wall" \
+        "$user" "$sys" $((kb / 1024))
     rm -f "$TMP/out.csv"
     [ "$RATES" = 1 ] && rates "  at that wall time" "$wall" "$@"
     rm -f "$TMP/out.csv"
@@ -88,6 +91,25 @@ rm "$TMP/fleet.jsonl"
 measure "$N req, scenario mixed-slo, no CSV" --scenario mixed-slo --num-requests "$N"
 # Prompts with token ids (80 % share a 512-token prefix): streamed, not held.
 measure "$N req, scenario prefix-heavy, no CSV" --scenario prefix-heavy --num-requests "$N"
+# Sessions: N/5 conversations of five turns on 16 instances, each planned when it starts and
+# let go when it ends (with the per-session CSV: an outcome per session stays).
+cat >"$TMP/sessions.yaml" <<EOF
+version: "2"
+seed: 3
+aggregate_rate: 100
+num_requests: $((N / 5))
+clients:
+  - id: chat
+    rate_fraction: 1
+    arrival: {process: poisson}
+    input_distribution: {type: uniform, params: {min: 100, max: 1000}}
+    output_distribution: {type: uniform, params: {min: 10, max: 100}}
+    follow_up: {probability: 1, max_turns: 5, think_time: {type: constant, params: {value: 500000}}}
+EOF
+cluster 2 "$TMP/cluster.json"
+measure "$N req in $((N / 5)) sessions, 16 instances" --workload-spec "$TMP/sessions.yaml" \
+    --cluster-config "$TMP/cluster.json" --sessions-output "$TMP/sessions.csv"
+rm -f "$TMP/sessions.csv"
 # Replica slots: each costs its config, backend and scheduler before it is provisioned.
 measure "autoscale-max 100,000 on the sample" --dataset examples/sample.jsonl \
     --autoscale threshold --autoscale-max 100000

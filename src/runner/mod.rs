@@ -32,15 +32,20 @@ use crate::scheduler::Engine;
 use crate::setup::{InstanceConfig, ReplayMode, SimConfig, WorkloadSource};
 use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
+use crate::workload::sessions::{LiveSessions, SessionOutcome, SharedSessions};
 use crate::workload::spec::{
-    Overrides, RequestStream, StreamPlan, Synthetic, WorkloadSpec, generate_workload, scenario,
-    stream_requests,
+    Generator, Overrides, SessionStream, StreamPlan, Synthetic, WorkloadSpec, generate_workload,
+    scenario, stream_workload,
 };
-use crate::workload::{DatasetFormat, MAX_TIME_NS, Request, Workload, detected, read_dataset};
+use crate::workload::{
+    DatasetFormat, Injector, MAX_TIME_NS, Request, Workload, detected, read_dataset,
+};
 use anyhow::Context;
 use backend::SlotBackend;
-use outputs::{Outputs, Progress};
+use outputs::{Outputs, Progress, SessionLabels};
 use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 pub use rehearsal::Rehearsal;
 
@@ -53,7 +58,10 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         Some(spec) => generated(spec, config)?,
         None => (read_workload(config)?, None),
     };
-    let has_sessions = !workload.sessions.is_empty();
+    let has_sessions = match &stream {
+        Some((plan, _)) => plan.sessions > 0,
+        None => !workload.sessions.is_empty(),
+    };
     if config.sessions_output.is_some() && !has_sessions {
         anyhow::bail!("--sessions-output: the workload has no sessions");
     }
@@ -67,12 +75,21 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     }
     let mut registry =
         SessionRegistry::new(&workload.sessions).with_clients(workload.classes.as_ref());
+    let live: SharedSessions<'_> =
+        Rc::new(RefCell::new(LiveSessions::new(workload.classes.as_ref())));
     let requests = initial_requests(&workload, &mut registry);
-    let (first_arrival, last_arrival) = match &stream {
-        Some((plan, _)) => (
-            retime.apply(plan.first_arrival_ns),
-            retime.apply(plan.last_arrival_ns),
-        ),
+    let num_requests = match &stream {
+        Some((plan, _)) => plan.count,
+        None => workload.num_requests() as u64,
+    };
+    let streamed = match stream {
+        Some((plan, generator)) => Some(streamed(
+            config, &workload, &plan, generator, retime, &live,
+        )?),
+        None => None,
+    };
+    let (first_arrival, last_arrival) = match &streamed {
+        Some(s) => (s.first_arrival, s.last_arrival),
         None => (
             requests.first().map_or(0, |r| r.arrival_ns),
             requests.iter().map(|r| r.arrival_ns).max().unwrap_or(0),
@@ -84,12 +101,18 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     eprintln!("{}", astra::describe(config.astra()));
     let mut instances = build_instances(config, first_arrival)?;
     let disaggregation = disaggregation(config);
-    let stream_count = stream.as_ref().map(|(plan, _)| plan.count);
-    let num_requests = match &stream {
-        Some((plan, _)) => plan.count,
-        None => workload.num_requests() as u64,
+    let labels = match (&streamed, has_sessions) {
+        (_, false) => None,
+        (Some(_), true) => Some(SessionLabels::Live(Rc::clone(&live))),
+        (None, true) => Some(SessionLabels::Listed(&workload.sessions)),
     };
-    let mut outputs = open_outputs(config, &workload, num_requests, disaggregation.is_some())?;
+    let mut outputs = open_outputs(
+        config,
+        &workload,
+        labels,
+        num_requests,
+        disaggregation.is_some(),
+    )?;
     let (mut control, mut router) = decision_makers(config, &workload, &mut outputs);
     let classes = workload.classes.as_ref();
     let nominal = NominalPriority::new(classes, &config.control.slo_priorities);
@@ -97,14 +120,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         .map(|b| b as &mut dyn LatencyBackend)
         .collect();
     let mut waves = waves::AstraWaves::start(config, first_arrival)?;
+    let (stream, listed) = match streamed {
+        Some(s) => (Some(s.stream), Some(s.listed)),
+        None => (None, None),
+    };
     let run = Run {
         requests: &requests,
-        stream: stream.map(|(_, requests)| -> engine::ArrivalStream<'_> {
-            Box::new(requests.map(move |r| Request {
-                arrival_ns: retime.apply(r.arrival_ns),
-                ..r
-            }))
-        }),
+        stream,
         setups: engine::Setups::replicated(&instances.setups, config.replicas_per_template),
         disaggregation,
         max_in_flight,
@@ -121,8 +143,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
             .as_ref()
             .map(|a| scaling::autoscaler(config, a)),
     };
+    let mut live_injector = Rc::clone(&live);
+    let injector: &mut dyn Injector = match listed {
+        Some(_) => &mut live_injector,
+        None => &mut registry,
+    };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
-        .with_injector(&mut registry)
+        .with_injector(injector)
         .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer))
         .with_control(control.as_mut());
     let outcome = match engine::simulate(run, services) {
@@ -144,10 +171,15 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         num_nodes: config.num_nodes,
         instances: infos,
     };
-    let sessions = has_sessions.then_some(&registry);
-    // The requests listed before the run, or those a stream will draw.
-    let listed = match &stream_count {
-        Some(count) => *count as usize,
+    let live = live.borrow();
+    let sessions = match (has_sessions, &listed) {
+        (false, _) => None,
+        (true, Some(_)) => Some(live.outcomes()),
+        (true, None) => Some(registry.outcomes()),
+    };
+    // The requests listed before the run, or those the stream handed out.
+    let listed = match &listed {
+        Some(count) => count.get() as usize,
         None => requests.len(),
     };
     let settings = run_settings(config, listed);
@@ -156,9 +188,52 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         outputs,
         (info, settings),
         &outcome,
-        sessions,
+        sessions.as_deref(),
         started,
     )
+}
+
+/// A generated workload as the run draws it: the stream of the requests it starts with, the
+/// first of their arrivals and (for the autoscaler's limit) the last, and the count of
+/// requests the stream has handed out.
+struct Streamed<'r> {
+    stream: engine::ArrivalStream<'r>,
+    first_arrival: Nanos,
+    last_arrival: Nanos,
+    listed: Rc<Cell<u64>>,
+}
+
+/// The stream of the workload `generator` draws (surveyed in `plan`), its arrivals moved by
+/// `retime`, its sessions started in `live`. The last arrival is learnt only for an
+/// autoscaled run, of a workload with sessions by a dry pass over what it starts with.
+fn streamed<'r>(
+    config: &SimConfig,
+    workload: &'r Workload,
+    plan: &StreamPlan,
+    generator: Generator<'r>,
+    retime: Retime,
+    live: &SharedSessions<'r>,
+) -> anyhow::Result<Streamed<'r>> {
+    let last_arrival = match (&config.control.autoscale, plan.sessions) {
+        (None, _) => 0,
+        (Some(_), 0) => retime.apply(plan.last_arrival_ns),
+        (Some(_), _) => {
+            let again = Generator::new(generator.spec(), spec_overrides(config))?;
+            let retimed = Box::new(move |t| retime.apply(t));
+            let dry = SessionStream::dry(again, workload.classes.as_ref(), retimed);
+            dry.map(|r| r.arrival_ns).max().unwrap_or(0)
+        }
+    };
+    let retimed = Box::new(move |t| retime.apply(t));
+    let mut stream = SessionStream::new(generator, Rc::clone(live), retimed);
+    let listed = stream.counter();
+    let first = stream.next();
+    Ok(Streamed {
+        first_arrival: first.as_ref().map_or(0, |r| r.arrival_ns),
+        last_arrival,
+        stream: Box::new(first.into_iter().chain(stream)),
+        listed,
+    })
 }
 
 /// The engine settings of the run, as a vLLM bench run's `meta.json` records them: those of
@@ -311,10 +386,11 @@ fn instance_engines(config: &SimConfig) -> Option<Box<[&'static str]>> {
 fn open_outputs<'w>(
     config: &SimConfig,
     workload: &'w Workload,
+    sessions: Option<SessionLabels<'w>>,
     num_requests: u64,
     pd: bool,
 ) -> anyhow::Result<Outputs<'w>> {
-    let has_sessions = !workload.sessions.is_empty();
+    let has_sessions = sessions.is_some();
     let columns = CsvColumns {
         pd,
         sessions: has_sessions,
@@ -335,7 +411,7 @@ fn open_outputs<'w>(
         emit_et: step_emitters(config, emit_et_dir.as_ref()),
         emit_et_dir,
         multi: config.num_instances() > 1,
-        sessions: has_sessions.then_some(&workload.sessions),
+        sessions,
         power: power_model(config),
         timeseries: time_series(config),
         plots: config
@@ -493,7 +569,7 @@ fn write_results(
     mut outputs: Outputs<'_>,
     (info, settings): (RunInfo, RunSettings),
     outcome: &RunOutcome,
-    sessions: Option<&SessionRegistry>,
+    sessions: Option<&[SessionOutcome<'_>]>,
     started: std::time::Instant,
 ) -> anyhow::Result<Summary> {
     outputs.summary.add_pooled_itls(&outcome.itl);
@@ -551,11 +627,10 @@ fn write_results(
             .collect();
         summary.set_power(power.finish(outcome.total_clocks_ns, &recalled));
     }
-    if let Some(registry) = sessions {
-        let outcomes = registry.outcomes();
-        summary.set_sessions(SessionSummary::new(&outcomes));
+    if let Some(outcomes) = sessions {
+        summary.set_sessions(SessionSummary::new(outcomes));
         if let Some(path) = &config.sessions_output {
-            ready.push(prepare_sessions_csv(path, &outcomes)?);
+            ready.push(prepare_sessions_csv(path, outcomes)?);
         }
     }
     if let (Some(path), Some(document)) = (&config.evaluation.json, &evaluation) {
@@ -708,24 +783,19 @@ fn load_workload(config: &SimConfig) -> anyhow::Result<Workload> {
     }
 }
 
-/// The workload `spec` generates, with the run's request count: a spec without sessions as
-/// a stream of its requests (the workload then holds only their classes), drawn as the run
-/// reaches them, so that its size does not bound the run's; one with sessions whole.
+/// The workload `spec` generates, with the run's request count, as the run will draw it:
+/// what it needs to know beforehand (the workload then holds only the requests' classes)
+/// and the generator of its arrivals, so that its size does not bound the run's.
 fn generated<'s>(
     spec: &'s WorkloadSpec,
     config: &SimConfig,
-) -> anyhow::Result<(Workload, Option<(StreamPlan, RequestStream<'s>)>)> {
-    let overrides = spec_overrides(config);
-    Ok(match stream_requests(spec, overrides)? {
-        Some((plan, stream)) => {
-            let workload = Workload {
-                classes: Some(plan.classes.clone()),
-                ..Workload::default()
-            };
-            (workload, Some((plan, stream)))
-        }
-        None => (generate_workload(spec, overrides)?, None),
-    })
+) -> anyhow::Result<(Workload, Option<(StreamPlan, Generator<'s>)>)> {
+    let (plan, generator) = stream_workload(spec, spec_overrides(config))?;
+    let workload = Workload {
+        classes: Some(plan.classes.clone()),
+        ..Workload::default()
+    };
+    Ok((workload, Some((plan, generator))))
 }
 
 /// A failure of the engine. A request of a generated workload has no workload line: it is

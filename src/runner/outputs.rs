@@ -14,7 +14,7 @@ use crate::output::StagedDir;
 use crate::power::PowerModel;
 use crate::trace::{Decision, TraceLevel, TraceWriter};
 use crate::workload::Request;
-use crate::workload::sessions::SessionSet;
+use crate::workload::sessions::{SessionSet, SharedSessions};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -32,7 +32,7 @@ pub(super) struct Outputs<'w> {
     /// Several instances: log lines name the instance.
     pub multi: bool,
     /// The workload's sessions, when it has any: the CSV then names each request's session.
-    pub sessions: Option<&'w SessionSet>,
+    pub sessions: Option<SessionLabels<'w>>,
     /// The power model, when the cluster config has `power` blocks.
     pub power: Option<PowerModel>,
     /// The time series (`--timeseries`), if asked for.
@@ -51,11 +51,24 @@ pub(super) struct Outputs<'w> {
     pub show_outcomes: bool,
 }
 
+/// Where the request CSV finds each request's session and step.
+pub(super) enum SessionLabels<'w> {
+    /// A workload's sessions, all planned before the run.
+    Listed(&'w SessionSet),
+    /// Sessions started as the run reaches them; the observer tells them each finished
+    /// request it has seen, so that an ended session can be let go.
+    Live(SharedSessions<'w>),
+}
+
 impl Observer for Outputs<'_> {
     fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()> {
         if let Some(csv) = &mut self.csv {
-            let session = self.sessions.and_then(|set| set.label(record.request_id));
-            csv.write(record, session)?;
+            let id = record.request_id;
+            match &self.sessions {
+                Some(SessionLabels::Listed(set)) => csv.write(record, set.label(id))?,
+                Some(SessionLabels::Live(live)) => csv.write(record, live.borrow().label(id))?,
+                None => csv.write(record, None)?,
+            }
         }
         self.summary.record(record);
         if let Some(series) = &mut self.timeseries {
@@ -69,6 +82,9 @@ impl Observer for Outputs<'_> {
         }
         if let Some(outcomes) = &mut self.outcomes {
             outcomes.completed(record.request_id);
+        }
+        if let Some(SessionLabels::Live(live)) = &self.sessions {
+            live.borrow_mut().observed(record.request_id);
         }
         self.progress.advance();
         Ok(())

@@ -24,4 +24,5 @@ mod pd_sessions;
 mod pipeline;
 mod routing_signals;
 mod scheduler;
+mod streamed_sessions;
 mod timeouts;

@@ -10,6 +10,7 @@ mod shared_data;
 mod agentic_spec;
 mod jsonl;
 mod proptest_inputs;
+mod session_stream;
 mod sessions;
 mod spec;
 mod spec_blis;

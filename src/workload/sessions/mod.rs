@@ -19,11 +19,13 @@
 //! Request ids: a session reserves one id per LLM node, consecutively, in node order (as
 //! LLMServingSim reserves ids for the sub-requests of a session line).
 
+mod live;
 mod outcome;
 mod registry;
 #[cfg(test)]
 mod tests;
 
+pub use live::{LiveSessions, SharedSessions};
 pub use outcome::SessionOutcome;
 pub use registry::{NodeStatus, NodeTiming, SessionRegistry};
 
@@ -158,6 +160,42 @@ impl PlanBuilder {
         &self.nodes[index as usize]
     }
 
+    /// The session of `header` with these nodes, and the requests of its LLM nodes (ids from
+    /// `header.first_id`, the session's line); an LLM node's `request` is the index of its
+    /// request plus `base` (where the requests go in a set's list).
+    pub fn build(self, header: SessionHeader, base: u32) -> (SessionPlan, Vec<Request>) {
+        let PlanBuilder {
+            mut nodes,
+            mut requests,
+        } = self;
+        let mut llm_nodes = Vec::with_capacity(requests.len());
+        for i in 0..nodes.len() {
+            for p in nodes[i].parents.clone() {
+                nodes[p as usize].children.push(i as u32);
+            }
+            if let NodeKind::Llm { request } = &mut nodes[i].kind {
+                *request += base;
+                llm_nodes.push(i as u32);
+            }
+        }
+        for (k, r) in requests.iter_mut().enumerate() {
+            r.id = header.first_id + k as u64;
+            r.line = header.line;
+            r.arrival_ns = header.arrival_ns;
+        }
+        let plan = SessionPlan {
+            id: header.id,
+            client: header.client,
+            arrival_ns: header.arrival_ns,
+            deadline_ns: header.deadline_ns,
+            nodes,
+            first_id: header.first_id,
+            line: header.line,
+            llm_nodes,
+        };
+        (plan, requests)
+    }
+
     /// The request of the LLM node at `index`.
     pub fn request(&self, index: u32) -> Option<&Request> {
         match self.nodes[index as usize].kind {
@@ -213,43 +251,15 @@ impl SessionSet {
     /// Adds a session. Sessions must be added in increasing id order; the requests get ids
     /// from `header.first_id` and the session's line.
     pub fn add(&mut self, header: SessionHeader, plan: PlanBuilder) {
-        let PlanBuilder {
-            mut nodes,
-            requests,
-        } = plan;
         assert!(
             self.sessions
                 .last()
                 .is_none_or(|s| s.first_id + s.llm_nodes.len() as u64 <= header.first_id),
             "sessions are added in id order"
         );
-        let base = self.requests.len() as u32;
-        let mut llm_nodes = Vec::with_capacity(requests.len());
-        for i in 0..nodes.len() {
-            for p in nodes[i].parents.clone() {
-                nodes[p as usize].children.push(i as u32);
-            }
-            if let NodeKind::Llm { request } = &mut nodes[i].kind {
-                *request += base;
-                llm_nodes.push(i as u32);
-            }
-        }
-        for (k, mut r) in requests.into_iter().enumerate() {
-            r.id = header.first_id + k as u64;
-            r.line = header.line;
-            r.arrival_ns = header.arrival_ns;
-            self.requests.push(r);
-        }
-        self.sessions.push(SessionPlan {
-            id: header.id,
-            client: header.client,
-            arrival_ns: header.arrival_ns,
-            deadline_ns: header.deadline_ns,
-            nodes,
-            first_id: header.first_id,
-            line: header.line,
-            llm_nodes,
-        });
+        let (plan, requests) = plan.build(header, self.requests.len() as u32);
+        self.requests.extend(requests);
+        self.sessions.push(plan);
     }
 
     /// The sessions, in id order.

@@ -1,6 +1,6 @@
 //! What each session did over a run: the facts behind the session metrics.
 
-use super::registry::{NodeStatus, SessionRegistry};
+use super::registry::{NodeStatus, NodeTiming, SessionRegistry};
 use super::{NodeKind, SessionPlan};
 use crate::Nanos;
 
@@ -61,77 +61,85 @@ impl SessionRegistry<'_> {
             .sessions()
             .iter()
             .enumerate()
-            .map(|(s, plan)| self.outcome(s, plan))
+            .map(|(s, plan)| outcome_of(plan, self.timings(s)))
             .collect()
     }
+}
 
-    fn outcome<'p>(&self, s: usize, plan: &'p SessionPlan) -> SessionOutcome<'p> {
-        let mut out = SessionOutcome {
-            id: &plan.id,
-            client: plan.client.as_deref(),
-            arrival_ns: plan.arrival_ns,
-            end_ns: plan.arrival_ns,
-            complete: true,
-            llm_calls: 0,
-            llm_planned: plan.llm_nodes.len() as u32,
-            tool_calls: 0,
-            tool_wait_ns: 0,
-            think_ns: 0,
-            fan_out_done: 0,
-            fan_out_planned: 0,
-            loop_iterations: 0,
-            critical_path_ns: 0,
-            critical_path_llm_ns: 0,
-        };
-        // The node that ends the session: the latest end, the first such node on ties.
-        let mut last: Option<(Nanos, u32)> = None;
-        for (n, node) in plan.nodes.iter().enumerate() {
-            let t = self.timing(s, n as u32);
-            out.fan_out_planned += u32::from(node.fan_out);
-            let started = matches!(t.status, NodeStatus::Running | NodeStatus::Done);
-            if started && let Some(i) = node.iteration {
-                out.loop_iterations = out.loop_iterations.max(i + 1);
-            }
-            if t.status != NodeStatus::Done {
-                out.complete = false;
-                continue;
-            }
-            out.fan_out_done += u32::from(node.fan_out);
-            match node.kind {
-                NodeKind::Llm { .. } => out.llm_calls += 1,
-                NodeKind::Tool { latency_ns } => {
-                    out.tool_calls += 1;
-                    out.tool_wait_ns += latency_ns;
-                }
-                NodeKind::Think { ns } => out.think_ns += ns,
-            }
-            if last.is_none_or(|(end, _)| t.end_ns > end) {
-                last = Some((t.end_ns, n as u32));
-            }
+/// The outcome of session `plan` whose nodes ended with `timings`.
+pub(super) fn outcome_of<'p>(plan: &'p SessionPlan, timings: &[NodeTiming]) -> SessionOutcome<'p> {
+    let mut out = SessionOutcome {
+        id: &plan.id,
+        client: plan.client.as_deref(),
+        arrival_ns: plan.arrival_ns,
+        end_ns: plan.arrival_ns,
+        complete: true,
+        llm_calls: 0,
+        llm_planned: plan.llm_nodes.len() as u32,
+        tool_calls: 0,
+        tool_wait_ns: 0,
+        think_ns: 0,
+        fan_out_done: 0,
+        fan_out_planned: 0,
+        loop_iterations: 0,
+        critical_path_ns: 0,
+        critical_path_llm_ns: 0,
+    };
+    // The node that ends the session: the latest end, the first such node on ties.
+    let mut last: Option<(Nanos, u32)> = None;
+    for (n, node) in plan.nodes.iter().enumerate() {
+        let t = timings[n];
+        out.fan_out_planned += u32::from(node.fan_out);
+        let started = matches!(t.status, NodeStatus::Running | NodeStatus::Done);
+        if started && let Some(i) = node.iteration {
+            out.loop_iterations = out.loop_iterations.max(i + 1);
         }
-        let Some((end, mut n)) = last else {
-            return out;
-        };
-        out.end_ns = end;
-        loop {
-            let t = self.timing(s, n);
-            let node = &plan.nodes[n as usize];
-            out.critical_path_ns += t.end_ns - t.start_ns;
-            if matches!(node.kind, NodeKind::Llm { .. }) {
-                out.critical_path_llm_ns += t.end_ns - t.start_ns;
-            }
-            let parent = node.parents.iter().copied().reduce(|best, p| {
-                if self.timing(s, p).end_ns > self.timing(s, best).end_ns {
-                    p
-                } else {
-                    best
-                }
-            });
-            match parent {
-                Some(p) => n = p,
-                None => break,
-            }
+        if t.status != NodeStatus::Done {
+            out.complete = false;
+            continue;
         }
-        out
+        out.fan_out_done += u32::from(node.fan_out);
+        match node.kind {
+            NodeKind::Llm { .. } => out.llm_calls += 1,
+            NodeKind::Tool { latency_ns } => {
+                out.tool_calls += 1;
+                out.tool_wait_ns += latency_ns;
+            }
+            NodeKind::Think { ns } => out.think_ns += ns,
+        }
+        if last.is_none_or(|(end, _)| t.end_ns > end) {
+            last = Some((t.end_ns, n as u32));
+        }
+    }
+    let Some((end, n)) = last else {
+        return out;
+    };
+    out.end_ns = end;
+    (out.critical_path_ns, out.critical_path_llm_ns) = critical_path(plan, timings, n);
+    out
+}
+
+/// The length of the critical path ending at node `n` of `plan` (the chain of its
+/// last-finishing parents) and, of it, the time in LLM calls.
+fn critical_path(plan: &SessionPlan, timings: &[NodeTiming], mut n: u32) -> (Nanos, Nanos) {
+    let (mut total, mut llm) = (0, 0);
+    loop {
+        let t = timings[n as usize];
+        let node = &plan.nodes[n as usize];
+        total += t.end_ns - t.start_ns;
+        if matches!(node.kind, NodeKind::Llm { .. }) {
+            llm += t.end_ns - t.start_ns;
+        }
+        let parent = node.parents.iter().copied().reduce(|best, p| {
+            if timings[p as usize].end_ns > timings[best as usize].end_ns {
+                p
+            } else {
+                best
+            }
+        });
+        match parent {
+            Some(p) => n = p,
+            None => return (total, llm),
+        }
     }
 }

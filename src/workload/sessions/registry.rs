@@ -1,6 +1,6 @@
 //! Running session plans: which node starts when.
 
-use super::{NodeKind, SessionSet};
+use super::{NodeKind, SessionPlan, SessionSet};
 use crate::Nanos;
 use crate::metrics::RequestRecord;
 use crate::workload::Injector;
@@ -54,9 +54,8 @@ pub struct SessionRegistry<'a> {
     /// Index of each session's first node in `nodes`.
     base: Vec<u32>,
     nodes: Vec<NodeTiming>,
-    /// Nodes whose parents are all done, in the order they became ready: (session, node,
-    /// start time).
-    ready: VecDeque<(u32, u32, Nanos)>,
+    /// Nodes of the session being run whose parents are all done.
+    ready: Ready,
     released: u64,
     completed: u64,
 }
@@ -68,13 +67,7 @@ impl<'a> SessionRegistry<'a> {
         let mut nodes = Vec::new();
         for s in set.sessions() {
             base.push(nodes.len() as u32);
-            nodes.extend(s.nodes.iter().map(|n| NodeTiming {
-                status: NodeStatus::Pending,
-                waiting: n.parents.len() as u32,
-                ready_ns: s.arrival_ns,
-                start_ns: 0,
-                end_ns: 0,
-            }));
+            nodes.extend(fresh_timings(s));
         }
         SessionRegistry {
             set,
@@ -92,31 +85,13 @@ impl<'a> SessionRegistry<'a> {
         SessionRegistry { clients, ..self }
     }
 
-    /// Time from the client's send of request `id` (`input_toks` long) to its arrival at
-    /// the gateway, ns.
-    fn uplink_ns(&self, id: u64, input_toks: u32) -> Nanos {
-        self.clients
-            .map_or(0, |c| c.profile(id).uplink_ns(input_toks))
-    }
-
-    /// Time from the server's last token of request `id` (`output_toks` long) to the
-    /// client's, ns.
-    fn downlink_ns(&self, id: u64, output_toks: u32) -> Nanos {
-        self.clients
-            .map_or(0, |c| c.profile(id).downlink_ns(output_toks))
-    }
-
     /// Starts every session at its arrival: appends to `out` the requests known before the
     /// run (the root LLM calls, and those whose parents are only tool calls or think times).
     pub fn start(&mut self, out: &mut Vec<Request>) {
-        for (s, session) in self.set.sessions().iter().enumerate() {
-            for (n, node) in session.nodes.iter().enumerate() {
-                if node.parents.is_empty() {
-                    self.ready
-                        .push_back((s as u32, n as u32, session.arrival_ns));
-                }
-            }
-            self.run_ready(out);
+        for s in 0..self.set.len() {
+            let (mut run, ready) = self.run(s);
+            let released = run.start(ready, out);
+            self.released += released;
         }
     }
 
@@ -139,6 +114,12 @@ impl<'a> SessionRegistry<'a> {
         self.nodes[(self.base[session] + node) as usize]
     }
 
+    /// The timings of session `s`'s nodes.
+    pub(super) fn timings(&self, s: usize) -> &[NodeTiming] {
+        let base = self.base[s] as usize;
+        &self.nodes[base..base + self.set.sessions()[s].nodes.len()]
+    }
+
     /// Requests released to the engine so far (at the start and at run time).
     pub fn released(&self) -> u64 {
         self.released
@@ -157,52 +138,17 @@ impl<'a> SessionRegistry<'a> {
             .count() as u64
     }
 
-    /// Marks node `node` of session `s` done at `end` and readies the children it was the
-    /// last parent of.
-    fn finish(&mut self, s: u32, node: u32, end: Nanos) {
-        let session = &self.set.sessions()[s as usize];
-        let base = self.base[s as usize];
-        let state = &mut self.nodes[(base + node) as usize];
-        state.status = NodeStatus::Done;
-        state.end_ns = end;
-        for &c in &session.nodes[node as usize].children {
-            let child = &mut self.nodes[(base + c) as usize];
-            child.waiting -= 1;
-            child.ready_ns = child.ready_ns.max(end);
-            if child.waiting == 0 {
-                self.ready.push_back((s, c, child.ready_ns));
-            }
-        }
-    }
-
-    /// Starts every ready node, in the order they became ready; LLM calls go to `out`.
-    fn run_ready(&mut self, out: &mut Vec<Request>) {
-        while let Some((s, n, at)) = self.ready.pop_front() {
-            let session = &self.set.sessions()[s as usize];
-            let state = &mut self.nodes[(self.base[s as usize] + n) as usize];
-            if session.deadline_ns.is_some_and(|d| at >= d) {
-                state.status = NodeStatus::Cut;
-                continue;
-            }
-            state.start_ns = at;
-            match session.nodes[n as usize].kind {
-                NodeKind::Llm { request } => {
-                    state.status = NodeStatus::Running;
-                    self.released += 1;
-                    let r = &self.set.requests()[request as usize];
-                    // Saturates: the engine refuses a clock this late.
-                    let arrival_ns = at.saturating_add(self.uplink_ns(r.id, r.input_toks));
-                    out.push(Request {
-                        arrival_ns,
-                        ..r.clone()
-                    });
-                }
-                NodeKind::Tool { latency_ns: d } | NodeKind::Think { ns: d } => {
-                    // Saturates: the engine refuses a clock this late.
-                    self.finish(s, n, at.saturating_add(d));
-                }
-            }
-        }
+    /// Session `s` being run (its plan, requests and node timings) and the ready queue.
+    fn run(&mut self, s: usize) -> (SessionRun<'_>, &mut Ready) {
+        let plan = &self.set.sessions()[s];
+        let base = self.base[s] as usize;
+        let run = SessionRun {
+            plan,
+            requests: self.set.requests(),
+            nodes: &mut self.nodes[base..base + plan.nodes.len()],
+            clients: self.clients,
+        };
+        (run, &mut self.ready)
     }
 }
 
@@ -216,20 +162,135 @@ impl Injector for SessionRegistry<'_> {
             return;
         };
         self.completed += 1;
-        let sent = record
-            .arrival_ns
-            .saturating_sub(self.uplink_ns(record.request_id, record.input_toks));
-        let received = record
-            .end_ns
-            .saturating_add(self.downlink_ns(record.request_id, record.output_toks));
-        let state = &mut self.nodes[(self.base[s] + node) as usize];
+        let (mut run, ready) = self.run(s);
+        let released = run.request_finished(node, record, ready, out);
+        self.released += released;
+    }
+}
+
+/// One session being run: its plan, the requests of its LLM nodes (a node's `request`
+/// indexes `requests`), the timings of its nodes and its clients' networks.
+pub(super) struct SessionRun<'r> {
+    pub plan: &'r SessionPlan,
+    pub requests: &'r [Request],
+    pub nodes: &'r mut [NodeTiming],
+    pub clients: Option<&'r RequestClasses>,
+}
+
+impl SessionRun<'_> {
+    /// Starts the session at its arrival: appends to `out` the LLM calls it releases then
+    /// (the roots, and those whose parents are only tool calls or think times); returns
+    /// their number.
+    pub fn start(&mut self, ready: &mut Ready, out: &mut Vec<Request>) -> u64 {
+        for (n, node) in self.plan.nodes.iter().enumerate() {
+            if node.parents.is_empty() {
+                ready.push_back((n as u32, self.plan.arrival_ns));
+            }
+        }
+        self.run_ready(ready, out)
+    }
+
+    /// The request of LLM node `node` (of `record`) finished: appends to `out` the LLM calls
+    /// this releases and returns their number.
+    pub fn request_finished(
+        &mut self,
+        node: u32,
+        record: &RequestRecord<'_>,
+        ready: &mut Ready,
+        out: &mut Vec<Request>,
+    ) -> u64 {
+        let sent = record.arrival_ns.saturating_sub(uplink_ns(
+            self.clients,
+            record.request_id,
+            record.input_toks,
+        ));
+        let received = record.end_ns.saturating_add(downlink_ns(
+            self.clients,
+            record.request_id,
+            record.output_toks,
+        ));
+        let state = &mut self.nodes[node as usize];
         debug_assert_eq!(
             state.status,
             NodeStatus::Running,
             "a released request finishes"
         );
         state.start_ns = sent;
-        self.finish(s as u32, node, received);
-        self.run_ready(out);
+        self.finish(node, received, ready);
+        self.run_ready(ready, out)
     }
+
+    /// Marks node `node` done at `end` and readies the children it was the last parent of.
+    fn finish(&mut self, node: u32, end: Nanos, ready: &mut Ready) {
+        let state = &mut self.nodes[node as usize];
+        state.status = NodeStatus::Done;
+        state.end_ns = end;
+        for &c in &self.plan.nodes[node as usize].children {
+            let child = &mut self.nodes[c as usize];
+            child.waiting -= 1;
+            child.ready_ns = child.ready_ns.max(end);
+            if child.waiting == 0 {
+                ready.push_back((c, child.ready_ns));
+            }
+        }
+    }
+
+    /// Starts every ready node, in the order they became ready; LLM calls go to `out`, and
+    /// their number is returned.
+    fn run_ready(&mut self, ready: &mut Ready, out: &mut Vec<Request>) -> u64 {
+        let mut released = 0;
+        while let Some((n, at)) = ready.pop_front() {
+            let state = &mut self.nodes[n as usize];
+            if self.plan.deadline_ns.is_some_and(|d| at >= d) {
+                state.status = NodeStatus::Cut;
+                continue;
+            }
+            state.start_ns = at;
+            match self.plan.nodes[n as usize].kind {
+                NodeKind::Llm { request } => {
+                    state.status = NodeStatus::Running;
+                    released += 1;
+                    let r = &self.requests[request as usize];
+                    // Saturates: the engine refuses a clock this late.
+                    let uplink = uplink_ns(self.clients, r.id, r.input_toks);
+                    out.push(Request {
+                        arrival_ns: at.saturating_add(uplink),
+                        ..r.clone()
+                    });
+                }
+                NodeKind::Tool { latency_ns: d } | NodeKind::Think { ns: d } => {
+                    // Saturates: the engine refuses a clock this late.
+                    self.finish(n, at.saturating_add(d), ready);
+                }
+            }
+        }
+        released
+    }
+}
+
+/// The timings of `plan`'s nodes before it starts.
+pub(super) fn fresh_timings(plan: &SessionPlan) -> impl Iterator<Item = NodeTiming> + '_ {
+    plan.nodes.iter().map(|n| NodeTiming {
+        status: NodeStatus::Pending,
+        waiting: n.parents.len() as u32,
+        ready_ns: plan.arrival_ns,
+        start_ns: 0,
+        end_ns: 0,
+    })
+}
+
+/// Nodes of one session whose parents are all done, in the order they became ready: (node,
+/// start time). Empty between calls.
+pub(super) type Ready = VecDeque<(u32, Nanos)>;
+
+/// Time from the client's send of request `id` (`input_toks` long) to its arrival at the
+/// gateway, ns (0 without client profiles).
+fn uplink_ns(clients: Option<&RequestClasses>, id: u64, input_toks: u32) -> Nanos {
+    clients.map_or(0, |c| c.profile(id).uplink_ns(input_toks))
+}
+
+/// Time from the server's last token of request `id` (`output_toks` long) to the client's,
+/// ns (0 without client profiles).
+fn downlink_ns(clients: Option<&RequestClasses>, id: u64, output_toks: u32) -> Nanos {
+    clients.map_or(0, |c| c.profile(id).downlink_ns(output_toks))
 }

@@ -1,9 +1,9 @@
 //! Closed-loop clients (BLIS `concurrency`, `think_time_us`): how many requests each user
 //! sends.
 //!
-//! A user is a session planned before the run: a chain of requests, each arriving one think
-//! time after the previous one completes (the conversation mechanism, so the engine needs
-//! nothing new). Its length is fixed when it is planned:
+//! A user is a session: a chain of requests, each arriving one think time after the previous
+//! one completes (the conversation mechanism, so the engine needs nothing new), planned whole
+//! when its first request is due. Its length is fixed before the run:
 //! - with `num_requests` N, the users share what the open-loop clients leave of N (BLIS's
 //!   follow-up budget), split evenly in user order (client order, then user index; the first
 //!   `remainder` users get one more). BLIS hands the same budget out at run time, first come

@@ -65,6 +65,8 @@ pub struct GeneratedRequest {
     /// Position among the client's own arrivals: keys its unique token ids and a session's
     /// random streams.
     seq: u64,
+    /// When its client sends it (a session's start).
+    sent_ns: Nanos,
 }
 
 /// The first arrival of `state`'s clock in a window of `lifecycle`, from `t` (outside them)
@@ -157,6 +159,9 @@ pub struct Generator<'a> {
     next_id: u64,
     next_line: u64,
     seed: i64,
+    /// Whether a client's prompt upload time varies (a network with a bandwidth), so that a
+    /// request may arrive before one drawn earlier.
+    overtaking: bool,
 }
 
 /// One client's random streams and its next (already drawn) request.
@@ -304,6 +309,7 @@ impl<'a> Generator<'a> {
                     streaming: false,
                     media: [0; 3],
                     seq: 0,
+                    sent_ns: 0,
                 },
                 turns: Vec::new(),
                 closed: c.closed_loop.is_some(),
@@ -320,6 +326,10 @@ impl<'a> Generator<'a> {
             next_id: 0,
             next_line: 1,
             seed,
+            overtaking: spec.clients.iter().any(|c| {
+                let p = &c.profile;
+                p.rtt_ms.is_some() && p.bandwidth_mbps.is_some()
+            }),
         };
         if !closed_loop_turns.is_empty() {
             for (state, turns) in generator.clients.iter_mut().zip(closed_loop_turns) {
@@ -335,6 +345,27 @@ impl<'a> Generator<'a> {
     /// The spec being generated.
     pub fn spec(&self) -> &'a WorkloadSpec {
         self.spec
+    }
+
+    /// A time no arrival still to come falls before (a flat request's arrival at the
+    /// gateway, a session's start), `None` when none is left: the next arrival, or, when
+    /// a prompt's upload lets a short prompt overtake a long one sent earlier, the earliest
+    /// of each client's next send plus half its round trip.
+    pub fn not_before(&self) -> Option<Nanos> {
+        if !self.overtaking {
+            return self.queue.peek().map(|&Reverse((t, _))| t);
+        }
+        let earliest = |&Reverse((_, i)): &Reverse<(Nanos, u32)>| {
+            let next = &self.clients[i as usize].next;
+            match next.session {
+                true => next.sent_ns,
+                false => {
+                    let half_rtt = self.spec.clients[i as usize].profile.uplink_ns(0);
+                    next.sent_ns.saturating_add(half_rtt)
+                }
+            }
+        };
+        self.queue.iter().map(earliest).min()
     }
 
     /// Draws client `i`'s next request and queues it, unless it falls at or past the horizon.
@@ -387,6 +418,7 @@ impl<'a> Generator<'a> {
         };
         // The client sends it at `arrival_ns`; it reaches the gateway half a round trip and
         // the prompt's upload later (`RequestProfile::uplink_ns`), and the run sees it then.
+        let sent_ns = arrival_ns;
         let arrival_ns = arrival_ns.saturating_add(spec.profile.uplink_ns(input + prefix_toks));
         state.next = GeneratedRequest {
             id: 0,
@@ -401,6 +433,7 @@ impl<'a> Generator<'a> {
             streaming,
             media,
             seq: state.drawn,
+            sent_ns,
         };
         state.drawn += 1;
         self.queue.push(Reverse((arrival_ns, i as u32)));
@@ -467,6 +500,7 @@ impl<'a> Generator<'a> {
             streaming: false,
             media: [0; 3],
             seq: state.drawn,
+            sent_ns: arrival_ns,
         };
         state.drawn += 1;
         self.queue.push(Reverse((arrival_ns, i as u32)));
@@ -699,72 +733,54 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     })
 }
 
-/// The flat requests of a spec as engine requests, drawn one at a time (see
-/// [`stream_requests`]).
-pub struct RequestStream<'a> {
-    generator: Generator<'a>,
-}
-
-impl Iterator for RequestStream<'_> {
-    type Item = Request;
-
-    fn next(&mut self) -> Option<Request> {
-        let g = self.generator.next()?;
-        Some(self.generator.request(&g))
-    }
-}
-
 /// What a run needs to know of a streamed spec's requests before it draws them: drawn once
 /// ahead, without keeping any of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamPlan {
-    /// Requests the spec generates.
+    /// Requests the spec generates (a session's LLM calls each count).
     pub count: u64,
-    /// The first arrival and the last.
+    /// Sessions it starts.
+    pub sessions: u64,
+    /// The first arrival and the last (of a flat request, or a session's start).
     pub first_arrival_ns: Nanos,
     pub last_arrival_ns: Nanos,
     /// Each request's tenant, SLO class and profile, as [`generate_workload`] gives them.
     pub classes: RequestClasses,
 }
 
-/// The requests of `spec` (with `overrides`) as a stream and what the run needs to know of
-/// them beforehand, for a spec whose clients send flat requests only (`None` for one with
-/// sessions: generate it whole with [`generate_workload`]). The stream gives the requests
-/// [`generate_workload`] gives, in the same order, with the same ids and token ids; a first
-/// pass over the arrivals, keeping none, counts them and assigns their classes. Fails as
+/// What the run needs to know of `spec`'s workload (with `overrides`) before it runs, from a
+/// first pass over its arrivals that keeps none of them and draws no session's plan, and the
+/// generator of its arrivals for the run (see [`super::SessionStream`]: it draws the requests
+/// [`generate_workload`] gives, in the same order, with the same ids and token ids). Fails as
 /// [`generate_workload`] does.
-pub fn stream_requests(
+pub fn stream_workload(
     spec: &WorkloadSpec,
     overrides: Overrides,
-) -> Result<Option<(StreamPlan, RequestStream<'_>)>, SpecError> {
-    // Conversations, agentic workflows and closed-loop users are sessions.
-    let sessions = |c: &ClientSpec| c.traffic.is_session() || c.closed_loop.is_some();
-    if spec.clients.iter().any(sessions) {
-        return Ok(None);
-    }
+) -> Result<(StreamPlan, Generator<'_>), SpecError> {
     let mut plan = StreamPlan {
         count: 0,
+        sessions: 0,
         first_arrival_ns: 0,
         last_arrival_ns: 0,
         classes: RequestClasses::default(),
     };
+    let mut arrivals = 0u64;
     for g in Generator::new(spec, overrides)? {
-        if g.session {
-            return Ok(None);
-        }
-        if plan.count == 0 {
+        // A client's network may let a short prompt overtake a long one.
+        if arrivals == 0 || g.arrival_ns < plan.first_arrival_ns {
             plan.first_arrival_ns = g.arrival_ns;
         }
-        plan.count += 1;
-        plan.last_arrival_ns = g.arrival_ns;
+        plan.last_arrival_ns = plan.last_arrival_ns.max(g.arrival_ns);
+        arrivals += 1;
+        plan.count += u64::from(g.requests);
+        plan.sessions += u64::from(g.session);
         assign_class(spec, &g, &mut plan.classes);
     }
-    if plan.count == 0 {
+    if arrivals == 0 {
         return Err(nothing_generated(spec));
     }
     set_goodput_targets(spec, &mut plan.classes);
-    let generator = Generator::new(spec, overrides)?;
-    Ok(Some((plan, RequestStream { generator })))
+    Ok((plan, Generator::new(spec, overrides)?))
 }
 
 /// Gives arrival `g`'s ids its client's tenant, SLO class and profile (a client's nonzero

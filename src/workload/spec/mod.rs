@@ -11,8 +11,9 @@
 //! fields, malformed YAML and invalid parameters are errors naming the file, the line and column
 //! and the field path. [`Generator`] then draws the arrivals, merged over clients in arrival
 //! order, and the plan of each session; [`write_jsonl`] writes them in LLMServingSim's JSONL
-//! format and [`generate_workload`] hands them to the engine directly ([`stream_requests`]
-//! one at a time, as the run reaches them, for a spec without sessions).
+//! format and [`generate_workload`] hands them to the engine directly, or [`SessionStream`]
+//! one at a time, as the run reaches them, sessions planned when they start and let go when
+//! they end ([`stream_workload`] surveys the workload first).
 //!
 //! Determinism: every client draws from its own ChaCha8 streams (one each for arrivals, prompt
 //! lengths, output lengths, streaming and token ids) seeded from the spec's seed and the
@@ -60,6 +61,7 @@ mod servegen_error;
 mod servegen_periods;
 mod session_gen;
 mod session_out;
+mod session_stream;
 mod synthetic;
 mod traffic;
 mod window;
@@ -74,8 +76,8 @@ pub use conversation::{Conversation, ConversationError};
 pub use dist::{CountDist, DistError, DurationDist, LengthDist, ParamProblem};
 pub use extras::{ClosedLoop, ExtrasError, Lifecycle, ModalTokens, Multimodal};
 pub use generate::{
-    GeneratedRequest, Generator, Overrides, RequestStream, StreamPlan, TOKEN_ID_SPACE,
-    generate_requests, generate_workload, nothing_generated, stream_requests,
+    GeneratedRequest, Generator, Overrides, StreamPlan, TOKEN_ID_SPACE, generate_requests,
+    generate_workload, nothing_generated, stream_workload,
 };
 pub use jsonl_out::write_jsonl;
 pub use limits::{DEFAULT_MAX_REQUESTS, LimitError};
@@ -84,6 +86,7 @@ pub use rule_error::RuleProblem;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
 pub use schema::{Category, ClientSpec, DEFAULT_SESSION_TIMEOUT_US, SloClass, WorkloadSpec};
 pub use servegen_error::{EntryProblem, PdfError, RowProblem, ServeGenError};
+pub use session_stream::{Retime, SessionStream};
 pub use synthetic::Synthetic;
 pub use traffic::Traffic;
 pub use window::{WindowError, WindowParams};

@@ -1,0 +1,215 @@
+//! Sessions that join the run as it reaches them: a generated workload's sessions are
+//! planned when their first arrival comes (see `workload::spec`'s session stream), run as
+//! [`super::SessionRegistry`] runs them, and dropped once nothing of them can change, keeping
+//! only their outcome. Memory follows the sessions in flight, not the workload.
+//!
+//! The stream, the engine's injector and the run's observer all reach the sessions: they
+//! share them ([`SharedSessions`]). A session ends when none of its LLM calls is running and
+//! the observer has seen every one that finished (the observer names a request's session
+//! and step in the request CSV, after the injector has heard of it).
+
+use super::outcome::outcome_of;
+use super::registry::{Ready, SessionRun, fresh_timings};
+use super::{NodeTiming, PlanBuilder, SessionHeader, SessionOutcome, SessionPlan};
+use crate::metrics::RequestRecord;
+use crate::workload::{Injector, Request, RequestClasses};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// [`LiveSessions`] as the stream, the injector and the observer of one run share them.
+pub type SharedSessions<'c> = Rc<RefCell<LiveSessions<'c>>>;
+
+/// The sessions of a run started so far: those in flight, by the id of their first request,
+/// and the outcome of every one, in start order, once it has ended.
+#[derive(Debug, Default)]
+pub struct LiveSessions<'c> {
+    /// Each request's client profile (its network), when the workload names clients.
+    clients: Option<&'c RequestClasses>,
+    /// Whether sessions are kept after they start (a dry pass keeps none).
+    keep: bool,
+    live: BTreeMap<u64, Live>,
+    /// One entry per session started: its outcome once it has ended.
+    ended: Vec<Option<Ended>>,
+    ready: Ready,
+}
+
+/// A session in flight.
+#[derive(Debug)]
+struct Live {
+    /// Its place among the sessions started.
+    index: usize,
+    plan: SessionPlan,
+    requests: Vec<Request>,
+    nodes: Vec<NodeTiming>,
+    /// LLM calls released and not finished.
+    running: u64,
+    /// LLM calls finished, and those of them the observer has seen.
+    finished: u64,
+    observed: u64,
+}
+
+/// An ended session's outcome, holding its names.
+#[derive(Debug)]
+struct Ended {
+    id: Box<str>,
+    client: Option<Box<str>>,
+    /// The outcome, its names left empty.
+    outcome: SessionOutcome<'static>,
+}
+
+impl<'c> LiveSessions<'c> {
+    /// No session yet; a request's network is read from `clients`.
+    pub fn new(clients: Option<&'c RequestClasses>) -> LiveSessions<'c> {
+        LiveSessions {
+            clients,
+            keep: true,
+            ..LiveSessions::default()
+        }
+    }
+
+    /// Sessions that are started and forgotten: what each starts with, nothing more (to
+    /// learn a workload's first requests without running it).
+    pub fn dry(clients: Option<&'c RequestClasses>) -> LiveSessions<'c> {
+        LiveSessions {
+            clients,
+            ..LiveSessions::default()
+        }
+    }
+
+    /// Starts the session of `header` with the nodes of `plan` at its arrival: appends to
+    /// `out` the requests it starts with (its roots, and those after tool calls or think
+    /// times only). Sessions start in id order.
+    pub fn start(&mut self, header: SessionHeader, plan: PlanBuilder, out: &mut Vec<Request>) {
+        let (plan, requests) = plan.build(header, 0);
+        let mut nodes: Vec<NodeTiming> = fresh_timings(&plan).collect();
+        let running = self
+            .run(&plan, &requests, &mut nodes)
+            .start(&mut self.ready, out);
+        if !self.keep {
+            return;
+        }
+        let live = Live {
+            index: self.ended.len(),
+            plan,
+            requests,
+            nodes,
+            running,
+            finished: 0,
+            observed: 0,
+        };
+        self.ended.push(None);
+        self.end_if_done(live);
+    }
+
+    /// The run of `plan` with these requests and node timings.
+    fn run<'r>(
+        &self,
+        plan: &'r SessionPlan,
+        requests: &'r [Request],
+        nodes: &'r mut [NodeTiming],
+    ) -> SessionRun<'r>
+    where
+        'c: 'r,
+    {
+        SessionRun {
+            plan,
+            requests,
+            nodes,
+            clients: self.clients,
+        }
+    }
+
+    /// Keeps `live` in flight, or records its outcome when nothing of it can change (no LLM
+    /// call running) and the observer has seen all it finished.
+    fn end_if_done(&mut self, live: Live) {
+        if live.running > 0 || live.observed < live.finished {
+            self.live.insert(live.plan.first_id, live);
+            return;
+        }
+        let outcome = outcome_of(&live.plan, &live.nodes);
+        self.ended[live.index] = Some(Ended {
+            id: outcome.id.into(),
+            client: outcome.client.map(Into::into),
+            outcome: SessionOutcome {
+                id: "",
+                client: None,
+                ..outcome
+            },
+        });
+    }
+
+    /// The session in flight holding request `id`, taken out, and its LLM node.
+    fn take(&mut self, id: u64) -> Option<(Live, u32)> {
+        let (&first, live) = self.live.range(..=id).next_back()?;
+        let node = *live.plan.llm_nodes.get((id - first) as usize)?;
+        Some((self.live.remove(&first)?, node))
+    }
+
+    /// The observer has seen request `id` finish (after the injector heard of it): its
+    /// session ends if that was the last thing it waited for.
+    pub fn observed(&mut self, id: u64) {
+        if let Some((mut live, _)) = self.take(id) {
+            live.observed += 1;
+            self.end_if_done(live);
+        }
+    }
+
+    /// Session id and step label of request `id`, if a session in flight holds it.
+    pub fn label(&self, id: u64) -> Option<(&str, &str)> {
+        let (&first, live) = self.live.range(..=id).next_back()?;
+        let node = *live.plan.llm_nodes.get((id - first) as usize)?;
+        Some((&live.plan.id, &live.plan.nodes[node as usize].label))
+    }
+
+    /// Sessions held: in flight (started and not ended).
+    pub fn held(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Whether a session was started.
+    pub fn is_empty(&self) -> bool {
+        self.ended.is_empty()
+    }
+
+    /// Every session's outcome, in start order: those ended and those still in flight (cut
+    /// short, or waiting for a request that never finished).
+    pub fn outcomes(&self) -> Vec<SessionOutcome<'_>> {
+        let mut in_flight = self.live.values();
+        self.ended
+            .iter()
+            .map(|ended| match ended {
+                Some(e) => SessionOutcome {
+                    id: &e.id,
+                    client: e.client.as_deref(),
+                    ..e.outcome.clone()
+                },
+                None => {
+                    let live = in_flight.next().expect("a session not ended is in flight");
+                    outcome_of(&live.plan, &live.nodes)
+                }
+            })
+            .collect()
+    }
+}
+
+impl Injector for SharedSessions<'_> {
+    /// Nothing is known ahead: each request is checked when it joins the run.
+    fn deferred(&self) -> &[Request] {
+        &[]
+    }
+
+    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>) {
+        let mut sessions = self.borrow_mut();
+        let Some((mut live, node)) = sessions.take(record.request_id) else {
+            return;
+        };
+        let released = {
+            let mut run = sessions.run(&live.plan, &live.requests, &mut live.nodes);
+            run.request_finished(node, record, &mut sessions.ready, out)
+        };
+        live.running = live.running - 1 + released;
+        live.finished += 1;
+        sessions.end_if_done(live);
+    }
+}

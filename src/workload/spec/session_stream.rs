@@ -1,0 +1,160 @@
+//! A spec's workload drawn as the run reaches it, sessions included: each session is planned
+//! when its first arrival comes and started then (its first requests join the stream), and
+//! its later requests are released as earlier ones finish ([`LiveSessions`]), so that only
+//! the sessions in flight are held.
+//!
+//! The stream gives the requests a whole generated workload starts with (its flat requests
+//! and the requests its sessions start with), in the same order (arrival, then id), with the
+//! same ids, sizes and token ids: every session is drawn from its own seeded streams, the
+//! same whenever it is drawn. What is drawn waits until nothing still to be drawn can come
+//! before it ([`Generator::not_before`]): a client whose prompts take time to upload may send
+//! a short prompt that arrives before a long one sent earlier.
+
+use super::generate::Generator;
+use crate::Nanos;
+use crate::workload::sessions::{LiveSessions, SharedSessions};
+use crate::workload::{Request, RequestClasses};
+use std::cell::{Cell, RefCell};
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::rc::Rc;
+
+/// Where an arrival known before the run moves (a replay mode's speed-up or concurrency;
+/// keeps their order).
+pub type Retime<'a> = Box<dyn Fn(Nanos) -> Nanos + 'a>;
+
+/// The requests a spec's workload starts with, drawn one at a time (see the module doc).
+pub struct SessionStream<'a> {
+    generator: Generator<'a>,
+    sessions: Either<'a>,
+    /// Flat requests drawn and requests the sessions started so far start with, not yet
+    /// handed out.
+    started: BinaryHeap<Reverse<Keyed>>,
+    retime: Retime<'a>,
+    scratch: Vec<Request>,
+    /// Requests handed out so far.
+    count: Rc<Cell<u64>>,
+}
+
+/// The sessions a stream starts: shared with the run, or its own (a dry pass).
+enum Either<'a> {
+    Shared(SharedSessions<'a>),
+    Own(RefCell<LiveSessions<'a>>),
+}
+
+/// A request ordered by (arrival, id).
+struct Keyed(Request);
+
+impl Keyed {
+    fn key(&self) -> (Nanos, u64) {
+        (self.0.arrival_ns, self.0.id)
+    }
+}
+
+impl PartialEq for Keyed {
+    fn eq(&self, other: &Keyed) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Keyed {}
+
+impl PartialOrd for Keyed {
+    fn partial_cmp(&self, other: &Keyed) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Keyed {
+    fn cmp(&self, other: &Keyed) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl<'a> SessionStream<'a> {
+    /// The stream of `generator`'s workload, its arrivals moved by `retime`, its sessions
+    /// started in `sessions` (which the run's injector and observer share).
+    pub fn new(
+        generator: Generator<'a>,
+        sessions: SharedSessions<'a>,
+        retime: Retime<'a>,
+    ) -> SessionStream<'a> {
+        SessionStream::with(generator, Either::Shared(sessions), retime)
+    }
+
+    /// The same stream with sessions that are started and forgotten (their requests' networks
+    /// read from `clients`): what the workload starts with, without holding it.
+    pub fn dry(
+        generator: Generator<'a>,
+        clients: Option<&'a RequestClasses>,
+        retime: Retime<'a>,
+    ) -> SessionStream<'a> {
+        let sessions = LiveSessions::dry(clients);
+        SessionStream::with(generator, Either::Own(RefCell::new(sessions)), retime)
+    }
+
+    fn with(generator: Generator<'a>, sessions: Either<'a>, retime: Retime<'a>) -> Self {
+        SessionStream {
+            generator,
+            sessions,
+            started: BinaryHeap::new(),
+            retime,
+            scratch: Vec::new(),
+            count: Rc::new(Cell::new(0)),
+        }
+    }
+
+    /// The count of requests handed out so far, readable after the stream is gone.
+    pub fn counter(&self) -> Rc<Cell<u64>> {
+        Rc::clone(&self.count)
+    }
+
+    /// Draws the generator's next arrival: a flat request, or a session, started; either
+    /// way what it brings waits in `started`. `false` once the generator is spent.
+    fn advance(&mut self) -> bool {
+        let Some(g) = self.generator.next() else {
+            return false;
+        };
+        let Some((mut header, plan)) = self.generator.session(&g) else {
+            let r = self.generator.request(&g);
+            let arrival_ns = (self.retime)(r.arrival_ns);
+            self.started
+                .push(Reverse(Keyed(Request { arrival_ns, ..r })));
+            return true;
+        };
+        header.arrival_ns = (self.retime)(header.arrival_ns);
+        let sessions = match &self.sessions {
+            Either::Shared(s) => &**s,
+            Either::Own(s) => s,
+        };
+        sessions.borrow_mut().start(header, plan, &mut self.scratch);
+        self.started
+            .extend(self.scratch.drain(..).map(|r| Reverse(Keyed(r))));
+        true
+    }
+}
+
+impl Iterator for SessionStream<'_> {
+    type Item = Request;
+
+    fn next(&mut self) -> Option<Request> {
+        loop {
+            // Whatever is drawn and due no later than anything still to be drawn goes first
+            // (at equal times the drawn one has the lower id).
+            let bound = self.generator.not_before().map(|t| (self.retime)(t));
+            let due = match (self.started.peek(), bound) {
+                (Some(Reverse(first)), Some(b)) => first.0.arrival_ns <= b,
+                (Some(_), None) => true,
+                (None, None) => return None,
+                (None, Some(_)) => false,
+            };
+            if due {
+                self.count.set(self.count.get() + 1);
+                return self.started.pop().map(|r| r.0.0);
+            }
+            if !self.advance() && self.started.is_empty() {
+                return None;
+            }
+        }
+    }
+}
