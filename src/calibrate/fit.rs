@@ -23,6 +23,9 @@ pub struct Scalar {
     pub hi: f64,
     /// Decimal places it is written with.
     pub decimals: i32,
+    /// How much it varies between GPUs: one standard deviation of the values measured on
+    /// different GPUs (in [`SCALARS`], with where they come from). The search steps in it.
+    pub width: f64,
     get: fn(&KernelSpec) -> Option<f64>,
     set: fn(&mut KernelSpec, f64),
 }
@@ -62,13 +65,14 @@ impl Scalar {
 
 /// A [`Scalar`] for `KernelSpec`'s field of the same name, which is its key in the file.
 macro_rules! kernel_scalar {
-    ($field:ident, $what:expr, $lo:expr, $hi:expr, $decimals:expr) => {
+    ($field:ident, $what:expr, $lo:expr, $hi:expr, $decimals:expr, $width:expr) => {
         Scalar {
             key: stringify!($field),
             what: $what,
             lo: $lo,
             hi: $hi,
             decimals: $decimals,
+            width: $width,
             get: |k| k.$field,
             set: |k, v| k.$field = Some(v),
         }
@@ -77,51 +81,67 @@ macro_rules! kernel_scalar {
 
 /// The constants `calibrate` can fit. Bounds: the measured spread over eight GPUs'
 /// kernel tables (`src/latency/roofline.rs` cites them) widened to what a healthy GPU can
-/// show, and never above what the hardware can deliver.
+/// show, and never above what the hardware can deliver. Widths: the sample standard
+/// deviation of the per-GPU values `scripts/derive_roofline.py` fits to each GPU's own kernel
+/// tables (its "per-GPU fits": LLMServingSim's and Frontier's profiles and our H200
+/// measurement; no end-to-end run).
 pub const SCALARS: [Scalar; 5] = [
     // Large GEMMs: 0.77–1.02 of peak dense FLOP/s measured (A100 to RTX 4090, which
     // sustains a boost clock); below 0.4 no tuned library runs; 1.1 leaves room for boost.
+    // Width: 0.084 over A100 0.77, A800 0.86, A40 0.82, H100 0.79, H200 0.80, RTX 4090 1.02,
+    // RTX PRO 6000 0.82.
     kernel_scalar!(
         gemm_compute_efficiency,
         "fraction of peak dense FLOP/s a large (compute-bound) GEMM reaches",
         0.4,
         1.1,
-        4
+        4,
+        0.084
     ),
     // Weight streaming of small-batch GEMMs: 0.78–0.98 of peak bandwidth measured; no kernel
-    // reads memory faster than the datasheet's bandwidth.
+    // reads memory faster than the datasheet's bandwidth. Width: within an architecture class,
+    // whose median the roofline uses: 0.038 over H100 0.898, H800 0.982, H200 0.905, RTX 4090
+    // 0.947, RTX PRO 6000 0.971; 0.037 over A100 0.783, A800 0.844, A40 0.777.
     kernel_scalar!(
         gemm_memory_efficiency,
         "fraction of peak memory bandwidth at which a GEMM streams its weights",
         0.5,
         1.0,
-        4
+        4,
+        0.037
     ),
     // Fixed time per GEMM kernel (ramp-up, tail wave, split-K): 1.66–6.95 µs measured.
+    // Width: 1,785 ns over A100 4.64, A800 6.24, A40 2.63, H100 4.43, H800 3.14, H200 6.95,
+    // RTX 4090 4.84, RTX PRO 6000 1.66 µs.
     kernel_scalar!(
         gemm_fixed_ns,
         "fixed time of every GEMM kernel, ns (ramp-up, tail wave, split-K reduction)",
         500.0,
         12_000.0,
-        0
+        0,
+        1785.0
     ),
     // Decode attention reading the KV cache: 0.866 median over the tables; paged KV reads
-    // below 0.3 of bandwidth are a broken kernel, above 1.0 impossible.
+    // below 0.3 of bandwidth are a broken kernel, above 1.0 impossible. Width: 0.036 over
+    // H200 0.912, RTX 4090 0.866, RTX PRO 6000 0.842.
     kernel_scalar!(
         decode_attention_efficiency,
         "fraction of peak memory bandwidth at which decode attention reads the KV cache",
         0.3,
         1.0,
-        4
+        4,
+        0.036
     ),
     // Fused MoE streaming the hit experts' weights: 0.68–0.93 measured (A100 to A800).
+    // Width: 0.105 over A100 0.682, A800 0.926, H800 0.818, RTX PRO 6000 0.873.
     kernel_scalar!(
         moe_memory_efficiency,
         "fraction of peak memory bandwidth at which the fused-MoE kernel streams the \
          weights of the experts a batch hits",
         0.3,
         1.0,
-        4
+        4,
+        0.105
     ),
 ];
 
@@ -131,8 +151,8 @@ pub fn scalar(key: &str) -> Option<Scalar> {
     SCALARS.iter().copied().find(|s| s.key == key)
 }
 
-/// How the search moves: first step and the step below which it stops, as fractions of each
-/// scalar's range, and the most evaluations it makes.
+/// How the search moves: first step and the step below which it stops, in widths along
+/// each axis of its [`Space`], and the most evaluations it makes.
 #[derive(Debug, Clone, Copy)]
 pub struct SearchLimits {
     pub first_step: f64,
@@ -143,10 +163,105 @@ pub struct SearchLimits {
 impl Default for SearchLimits {
     fn default() -> SearchLimits {
         SearchLimits {
-            first_step: 0.125,
-            last_step: 1.0 / 4096.0,
+            first_step: 2.0,
+            last_step: 1.0 / 256.0,
             max_evaluations: 400,
         }
+    }
+}
+
+/// The coordinates the search moves in: from the starting values, along `axes` (each a
+/// direction with one weight per scalar), in units of each scalar's width.
+#[derive(Debug, Clone)]
+pub struct Space<'a> {
+    scalars: &'a [Scalar],
+    axes: Vec<Vec<f64>>,
+}
+
+impl<'a> Space<'a> {
+    /// The principal axes of the runs' response: `effects[i]` is how the runs' numbers move
+    /// when `scalars[i]` moves one width; the axes are the eigenvectors of the effects' Gram
+    /// matrix, steepest first. Along them the objective's curvature near the start is
+    /// uncoupled, so a search along them follows a valley that two constants share (one
+    /// along each scalar stalls in it: every single move climbs a wall).
+    pub fn principal(scalars: &'a [Scalar], effects: &[Vec<f64>]) -> Space<'a> {
+        let gram = effects
+            .iter()
+            .map(|a| {
+                let dot = |b: &Vec<f64>| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+                effects.iter().map(dot).collect()
+            })
+            .collect();
+        Space {
+            scalars,
+            axes: eigenvectors(gram),
+        }
+    }
+
+    /// The point `c` (a coordinate per axis) from `start`, rounded as the file keeps it and
+    /// clamped to the bounds.
+    fn point(&self, start: &KernelSpec, c: &[f64]) -> KernelSpec {
+        let mut k = start.clone();
+        for (i, s) in self.scalars.iter().enumerate() {
+            let shift: f64 = self.axes.iter().zip(c).map(|(a, x)| a[i] * x).sum();
+            s.set(
+                &mut k,
+                s.round(s.get(start).unwrap_or(s.lo) + s.width * shift),
+            );
+        }
+        k
+    }
+}
+
+/// The eigenvectors of the symmetric matrix `a`, by decreasing eigenvalue (cyclic Jacobi
+/// rotations; the matrices here are at most 5 × 5).
+fn eigenvectors(mut a: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
+    let n = a.len();
+    let mut v: Vec<Vec<f64>> = (0..n)
+        .map(|i| (0..n).map(|j| f64::from(u8::from(i == j))).collect())
+        .collect();
+    for _ in 0..64 {
+        let off: f64 = (0..n)
+            .flat_map(|p| (p + 1..n).map(move |q| (p, q)))
+            .map(|(p, q)| a[p][q] * a[p][q])
+            .sum();
+        let diagonal: f64 = (0..n).map(|p| a[p][p] * a[p][p]).sum();
+        if off <= 1e-24 * diagonal || off == 0.0 {
+            break;
+        }
+        for p in 0..n {
+            for q in p + 1..n {
+                if a[p][q] != 0.0 {
+                    rotate(&mut a, &mut v, p, q);
+                }
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&i, &j| a[j][j].total_cmp(&a[i][i]));
+    order
+        .iter()
+        .map(|&j| (0..n).map(|i| v[i][j]).collect())
+        .collect()
+}
+
+/// One Jacobi rotation zeroing `a[p][q]` (`p < q`), accumulated into `v`'s columns.
+fn rotate(a: &mut [Vec<f64>], v: &mut [Vec<f64>], p: usize, q: usize) {
+    let theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
+    let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+    let c = 1.0 / (t * t + 1.0).sqrt();
+    let s = t * c;
+    for row in a.iter_mut() {
+        let (x, y) = (row[p], row[q]);
+        (row[p], row[q]) = (c * x - s * y, s * x + c * y);
+    }
+    let (upper, lower) = a.split_at_mut(q);
+    for (x, y) in upper[p].iter_mut().zip(lower[0].iter_mut()) {
+        (*x, *y) = (c * *x - s * *y, s * *x + c * *y);
+    }
+    for row in v.iter_mut() {
+        let (x, y) = (row[p], row[q]);
+        (row[p], row[q]) = (c * x - s * y, s * x + c * y);
     }
 }
 
@@ -160,62 +275,77 @@ pub struct Found {
     pub evaluations: usize,
 }
 
-/// Minimises `objective` over `scalars` (each within its bounds) from `start`, by a
-/// Hooke–Jeeves pattern search in coordinates scaled to each range: a sweep tries each scalar
-/// one step up, then down, keeping any improvement; after a sweep that improved, one pattern
-/// move repeats the sweep's whole displacement (which follows a valley that no single scalar
+/// Minimises `objective` over the scalars of `space` (each within its bounds) from `start`,
+/// by a Hooke–Jeeves pattern search along the space's axes: a sweep tries one step up, then
+/// down, along each axis, keeping any improvement; after a sweep that improved, one pattern
+/// move repeats the sweep's whole displacement (which follows a valley that no single axis
 /// descends); after a sweep that did not, the step halves. Points are rounded to the file's
 /// precision (and clamped to the bounds) before they are evaluated, so the result is exactly
 /// a point evaluated. `progress` is called after each evaluation.
 pub fn search(
-    scalars: &[Scalar],
+    space: &Space<'_>,
     start: &KernelSpec,
     limits: SearchLimits,
     objective: &mut dyn FnMut(&KernelSpec) -> anyhow::Result<f64>,
     progress: &mut dyn FnMut(),
 ) -> anyhow::Result<Found> {
-    let mut best = start.clone();
-    for s in scalars {
-        let v = s.get(start).unwrap_or(s.lo);
-        s.set(&mut best, s.round(v));
-    }
+    let start = space.point(start, &vec![0.0; space.axes.len()]);
     let mut search = Search {
+        space,
+        start: &start,
         objective,
         progress,
         evaluations: 0,
         max: limits.max_evaluations,
     };
-    let mut best_value = search.evaluate(&best)?;
+    let mut best = Point {
+        c: vec![0.0; space.axes.len()],
+        kernels: start.clone(),
+        value: 0.0,
+    };
+    best.value = search.evaluate(&best.kernels)?;
     let mut step = limits.first_step;
     while step >= limits.last_step && search.evaluations < search.max {
-        let before = best.clone();
-        let (swept, value) = search.sweep(scalars, &best, best_value, step)?;
-        if value >= best_value {
+        let before = best.c.clone();
+        let swept = search.sweep(&best, step)?;
+        if swept.value >= best.value {
             step /= 2.0;
             continue;
         }
-        (best, best_value) = (swept, value);
-        let mut pattern = best.clone();
-        for s in scalars {
-            let (now, was) = (s.get(&best).unwrap_or(s.lo), s.get(&before).unwrap_or(s.lo));
-            s.set(&mut pattern, s.round(2.0 * now - was));
-        }
-        if pattern != best && search.evaluations < search.max {
-            let value = search.evaluate(&pattern)?;
-            if value < best_value {
-                (best, best_value) = (pattern, value);
+        best = swept;
+        let c: Vec<f64> = best
+            .c
+            .iter()
+            .zip(&before)
+            .map(|(n, w)| 2.0 * n - w)
+            .collect();
+        let kernels = space.point(&start, &c);
+        if kernels != best.kernels && search.evaluations < search.max {
+            let value = search.evaluate(&kernels)?;
+            if value < best.value {
+                best = Point { c, kernels, value };
             }
         }
     }
     Ok(Found {
-        kernels: best,
-        value: best_value,
+        kernels: best.kernels,
+        value: best.value,
         evaluations: search.evaluations,
     })
 }
 
+/// A point of the search: its coordinates, constants and objective.
+#[derive(Clone)]
+struct Point {
+    c: Vec<f64>,
+    kernels: KernelSpec,
+    value: f64,
+}
+
 /// The objective with its evaluation count.
 struct Search<'a> {
+    space: &'a Space<'a>,
+    start: &'a KernelSpec,
     objective: &'a mut dyn FnMut(&KernelSpec) -> anyhow::Result<f64>,
     progress: &'a mut dyn FnMut(),
     evaluations: usize,
@@ -230,36 +360,28 @@ impl Search<'_> {
         Ok(value)
     }
 
-    /// One exploratory sweep from `from` (objective `value`) at `step`: the point it ends at
-    /// and its objective.
-    fn sweep(
-        &mut self,
-        scalars: &[Scalar],
-        from: &KernelSpec,
-        value: f64,
-        step: f64,
-    ) -> anyhow::Result<(KernelSpec, f64)> {
-        let (mut best, mut best_value) = (from.clone(), value);
-        for s in scalars {
+    /// One exploratory sweep from `from` at `step`: the point it ends at.
+    fn sweep(&mut self, from: &Point, step: f64) -> anyhow::Result<Point> {
+        let mut best = from.clone();
+        for axis in 0..self.space.axes.len() {
             for direction in [1.0, -1.0] {
                 if self.evaluations >= self.max {
-                    return Ok((best, best_value));
+                    return Ok(best);
                 }
-                let now = s.get(&best).unwrap_or(s.lo);
-                let next = s.round(now + direction * step * (s.hi - s.lo));
-                if next == now {
+                let mut c = best.c.clone();
+                c[axis] += direction * step;
+                let kernels = self.space.point(self.start, &c);
+                if kernels == best.kernels {
                     continue;
                 }
-                let mut trial = best.clone();
-                s.set(&mut trial, next);
-                let v = self.evaluate(&trial)?;
-                if v < best_value {
-                    (best, best_value) = (trial, v);
+                let value = self.evaluate(&kernels)?;
+                if value < best.value {
+                    best = Point { c, kernels, value };
                     break;
                 }
             }
         }
-        Ok((best, best_value))
+        Ok(best)
     }
 }
 
@@ -290,7 +412,14 @@ mod tests {
             max_evaluations: 1000,
             ..SearchLimits::default()
         };
-        let found = search(&scalars, &spec(0.82, 0.947), limits, &mut bowl, &mut || {}).unwrap();
+        let found = search(
+            &along_each(&scalars),
+            &spec(0.82, 0.947),
+            limits,
+            &mut bowl,
+            &mut || {},
+        )
+        .unwrap();
         let k = &found.kernels;
         assert!(
             (k.gemm_compute_efficiency.unwrap() - 0.7311).abs() < 5e-4,
@@ -306,7 +435,7 @@ mod tests {
                 + (k.gemm_memory_efficiency.unwrap() - 0.1).powi(2))
         };
         let found = search(
-            &scalars,
+            &along_each(&scalars),
             &spec(0.82, 0.947),
             limits,
             &mut outside,
@@ -315,6 +444,70 @@ mod tests {
         .unwrap();
         assert_eq!(found.kernels.gemm_compute_efficiency, Some(1.1));
         assert_eq!(found.kernels.gemm_memory_efficiency, Some(0.5));
+    }
+
+    /// A space with one axis per scalar (effects that do not interact).
+    fn along_each(scalars: &[Scalar]) -> Space<'_> {
+        Space::principal(scalars, &[vec![1.0, 0.0], vec![0.0, 1.0]])
+    }
+
+    #[test]
+    fn along_the_principal_axes_the_search_follows_a_narrow_valley() {
+        // The numbers see the sum of the two moves (in widths) ten times as strongly as
+        // their difference: a narrow valley whose floor slopes to the truth (0.70, 0.90). Along
+        // each scalar every move climbs a wall; along the principal axes the search walks
+        // down the floor.
+        let scalars = [SCALARS[0], SCALARS[1]];
+        let widths = |k: &KernelSpec| {
+            (
+                (k.gemm_compute_efficiency.unwrap() - 0.70) / 0.084,
+                (k.gemm_memory_efficiency.unwrap() - 0.90) / 0.037,
+            )
+        };
+        let mut valley = |k: &KernelSpec| {
+            let (a, b) = widths(k);
+            Ok((10.0 * (a + b)).powi(2) + (a - b).powi(2))
+        };
+        let effects = [vec![10.0, 1.0], vec![10.0, -1.0]];
+        let space = Space::principal(&scalars, &effects);
+        let centre = spec(0.82, 0.947);
+        let found = search(
+            &space,
+            &centre,
+            SearchLimits::default(),
+            &mut valley,
+            &mut || {},
+        );
+        let k = found.unwrap().kernels;
+        assert!(
+            (k.gemm_compute_efficiency.unwrap() - 0.70).abs() <= 0.001,
+            "{k:?}"
+        );
+        assert!(
+            (k.gemm_memory_efficiency.unwrap() - 0.90).abs() <= 0.001,
+            "{k:?}"
+        );
+    }
+
+    #[test]
+    fn eigenvectors_come_steepest_first() {
+        let v = eigenvectors(vec![vec![2.0, 1.0], vec![1.0, 2.0]]);
+        let h = std::f64::consts::FRAC_1_SQRT_2;
+        assert!((v[0][0].abs() - h).abs() < 1e-12 && (v[0][0] - v[0][1]).abs() < 1e-12);
+        assert!((v[1][0].abs() - h).abs() < 1e-12 && (v[1][0] + v[1][1]).abs() < 1e-12);
+        let d = eigenvectors(vec![
+            vec![1.0, 0.0, 0.0],
+            vec![0.0, 3.0, 0.0],
+            vec![0.0, 0.0, 2.0],
+        ]);
+        assert_eq!(
+            d,
+            vec![
+                vec![0.0, 1.0, 0.0],
+                vec![0.0, 0.0, 1.0],
+                vec![1.0, 0.0, 0.0]
+            ]
+        );
     }
 
     #[test]

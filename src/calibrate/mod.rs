@@ -166,13 +166,10 @@ pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
     let found = {
         let bar = progress_bar(options.limits.max_evaluations);
         let mut objective = |k: &KernelSpec| Ok(rms(&tables(&mut fitted_runs, k)?));
-        let found = fit::search(
-            &scalars.fitted,
-            &start,
-            options.limits,
-            &mut objective,
-            &mut || bar.inc(1),
-        )?;
+        let space = fit::Space::principal(&scalars.fitted, &scalars.effects);
+        let found = fit::search(&space, &start, options.limits, &mut objective, &mut || {
+            bar.inc(1)
+        })?;
         bar.finish_and_clear();
         found
     };
@@ -222,6 +219,8 @@ fn prepare(runs: &[RealRun], options: &CalibrateOptions) -> anyhow::Result<Vec<P
 /// The scalars a fit moves, and those it leaves (with why).
 pub(crate) struct Chosen {
     fitted: Vec<Scalar>,
+    /// How the runs' numbers move when each fitted scalar moves one width.
+    effects: Vec<Vec<f64>>,
     left: Vec<(Scalar, String)>,
 }
 
@@ -256,6 +255,7 @@ fn chosen_scalars(
     let moe = runs.iter().any(Prepared::has_moe);
     let mut chosen = Chosen {
         fitted: Vec::new(),
+        effects: Vec::new(),
         left: Vec::new(),
     };
     let mut exercised = Vec::new();
@@ -282,7 +282,8 @@ fn chosen_scalars(
                 .left
                 .push((s, "the fitted runs do not depend on it".into()));
         } else {
-            exercised.push((s, effect));
+            let moved = s.get(&probe).unwrap_or(s.lo) - now;
+            exercised.push((s, effect, s.width / moved.abs()));
         }
     }
     identifiable(exercised, &mut chosen);
@@ -308,14 +309,14 @@ fn effect(before: &[[[f64; 5]; 3]], after: &[[[f64; 5]; 3]]) -> Vec<f64> {
 /// effect, a constant is fitted when at least [`MIN_OWN_EFFECT`] of its effect is its own
 /// (orthogonal to the effects of those fitted before it); the others keep their measured
 /// values and the report says which constant they cannot be told from.
-fn identifiable(exercised: Vec<(Scalar, Vec<f64>)>, chosen: &mut Chosen) {
+fn identifiable(exercised: Vec<(Scalar, Vec<f64>, f64)>, chosen: &mut Chosen) {
     let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
     let mut order: Vec<usize> = (0..exercised.len()).collect();
     order.sort_by(|&i, &j| norm(&exercised[j].1).total_cmp(&norm(&exercised[i].1)));
     let mut basis: Vec<Vec<f64>> = Vec::new();
     let mut fitted: Vec<&str> = Vec::new();
     for i in order {
-        let (s, e) = &exercised[i];
+        let (s, e, per_width) = &exercised[i];
         let mut own = e.clone();
         for b in &basis {
             let along: f64 = own.iter().zip(b).map(|(x, y)| x * y).sum();
@@ -326,6 +327,9 @@ fn identifiable(exercised: Vec<(Scalar, Vec<f64>)>, chosen: &mut Chosen) {
             basis.push(own.iter().map(|x| x / length).collect());
             fitted.push(s.key);
             chosen.fitted.push(*s);
+            chosen
+                .effects
+                .push(e.iter().map(|x| x * per_width).collect());
         } else {
             let why = format!(
                 "these runs cannot tell it from {}: only {:.0}% of its effect on their \
@@ -338,7 +342,13 @@ fn identifiable(exercised: Vec<(Scalar, Vec<f64>)>, chosen: &mut Chosen) {
         }
     }
     let rank = |s: &Scalar| SCALARS.iter().position(|t| t == s);
-    chosen.fitted.sort_by_key(rank);
+    let mut fitted: Vec<(Scalar, Vec<f64>)> = chosen
+        .fitted
+        .drain(..)
+        .zip(chosen.effects.drain(..))
+        .collect();
+    fitted.sort_by_key(|(s, _)| rank(s));
+    (chosen.fitted, chosen.effects) = fitted.into_iter().unzip();
 }
 
 /// +1 when a step up stays within `s`'s bounds from `value`, else −1.
