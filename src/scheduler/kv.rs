@@ -19,8 +19,11 @@
 //! it would probe the index at a random place for every block a long prompt reuses (a cache
 //! miss each, most of a prefix-heavy run's time). An entry counts only while its block still
 //! carries its hash ([`BlockPool::lookup`] checks); a stale one is overwritten when its hash
-//! is indexed again, and the stale entries are swept out whenever they could outnumber the
-//! blocks, so the index stays within twice the blocks used.
+//! is indexed again. The stale entries are swept out when the index is full (before it would
+//! grow) and whenever they could outnumber the blocks: the index keeps its size while a
+//! quarter of it is stale, so it stays near the size of its live entries (and in the CPU
+//! cache) instead of doubling, and within twice the blocks used. The index is keyed by the
+//! chained hashes themselves ([`PassThroughHasher`]): they are well mixed already.
 //!
 //! Memory follows what the instance holds, not its capacity: a block's bookkeeping exists
 //! only once the block has been used. The blocks never used yet are free and empty, so they
@@ -158,7 +161,7 @@ pub struct BlockPool {
     head: u32,
     tail: u32,
     num_free: usize,
-    index: HashMap<u64, BlockId>,
+    index: BlockHashMap<BlockId>,
     /// When the prefix index changed, for routers that see it late (`None`: not kept).
     history: Option<Box<CacheHistory>>,
     /// Recent evictions, for KV thrashing (`None`: not watched).
@@ -284,7 +287,7 @@ impl BlockPool {
             head: NIL,
             tail: NIL,
             num_free: num_blocks as usize,
-            index: HashMap::new(),
+            index: BlockHashMap::default(),
             history: None,
             thrash: None,
         }
@@ -484,6 +487,7 @@ impl BlockPool {
         if entry.hashed {
             return;
         }
+        self.sweep_stale_when_full();
         match self.index.entry(hash) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(block);
@@ -503,10 +507,22 @@ impl BlockPool {
         if let Some(h) = &mut self.history {
             h.since[block as usize] = h.clock;
         }
-        if self.index.len() > 2 * self.blocks.len() + 1024 {
-            let blocks = &self.blocks;
-            self.index
-                .retain(|&h, &mut b| blocks[b as usize].hash() == Some(h));
+    }
+
+    /// Sweeps the stale entries out of the index when it is full (the next new entry would
+    /// make it grow) or holds more than twice the blocks used (plus some slack for small
+    /// pools). A sweep that frees less than a quarter of the entries lets the index grow
+    /// (doubling it), so that sweeps stay amortised over the inserts between them.
+    fn sweep_stale_when_full(&mut self) {
+        let len = self.index.len();
+        if len < self.index.capacity() && len < 2 * self.blocks.len() + 1024 {
+            return;
+        }
+        let blocks = &self.blocks;
+        self.index
+            .retain(|&h, &mut b| blocks[b as usize].hash() == Some(h));
+        if self.index.len() > len - len / 4 {
+            self.index.reserve(len);
         }
     }
 
@@ -820,6 +836,33 @@ mod tests {
         }
         assert_eq!((pool.lookup(4_999), pool.lookup(4_998)), (Some(1), Some(0)));
         assert_eq!(pool.lookup(4_997), None);
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn a_full_index_mostly_stale_is_swept_rather_than_grown() {
+        let mut pool = BlockPool::new(100);
+        for h in 0..20_000 {
+            let b = pool.allocate().unwrap();
+            pool.cache(b, h);
+            pool.release(b);
+            // Room for the 100 live entries and as many stale ones, not for 2 × 100 + 1024.
+            assert!(pool.index.capacity() < 256, "{}", pool.index.capacity());
+        }
+        assert!((19_900..20_000).all(|h| pool.lookup(h).is_some()));
+        assert_eq!(pool.lookup(19_899), None);
+        pool.audit().unwrap();
+    }
+
+    #[test]
+    fn an_index_of_live_entries_grows() {
+        let mut pool = BlockPool::new(5_000);
+        let held: Vec<BlockId> = (0..5_000).map(|_| pool.allocate().unwrap()).collect();
+        for (h, &b) in held.iter().enumerate() {
+            pool.cache(b, h as u64);
+        }
+        assert_eq!(pool.index.len(), 5_000);
+        assert!((0..5_000).all(|h| pool.lookup(h).is_some()));
         pool.audit().unwrap();
     }
 
