@@ -8,6 +8,7 @@
 
 mod collective;
 mod host;
+mod memo;
 mod pim;
 mod placement;
 mod profile;
@@ -18,12 +19,13 @@ pub use collective::{
     RankLoad,
 };
 pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, StepMode};
+pub use memo::MemoStats;
 pub use pim::{PimActivity, PimOffload, PimSpec};
 pub use placement::{
     StreamingSpec, WeightMemory, WeightStreaming, canonical_layer_name, layer_weight_bytes,
 };
 pub use profile::{LookupCounts, ProfileDb, ProfileError, ProfileSpec};
-pub use roofline::{Roofline, kernel_constants};
+pub use roofline::{MemoisedRoofline, Roofline, kernel_constants};
 
 use crate::Nanos;
 

@@ -18,6 +18,12 @@ use super::{
 };
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
+use sums::{BatchSums, DecodeRates};
+
+mod memoised;
+mod sums;
+
+pub use memoised::MemoisedRoofline;
 
 // Every constant below is derived by `scripts/derive_roofline.py` from kernel tables of eight
 // GPUs (LLMServingSim's bundles: RTX 4090, RTX PRO 6000; Frontier's operator profiles: A100,
@@ -556,67 +562,40 @@ impl Roofline {
         self
     }
 
-    /// Sums the batch into the totals the layers need, without allocating.
+    /// Sums the batch into the totals the layers need, without allocating: one pass in
+    /// integers ([`BatchSums`]), exactly the totals summing request by request gives.
     fn step(&self, batch: &BatchDesc<'_>) -> Result<Step, LatencyError> {
-        if batch.items.is_empty() {
-            return Err(LatencyError::Backend("roofline: empty batch".into()));
-        }
+        let sums = BatchSums::of(batch)?;
         let (hpg, hd, fp) = (self.heads_per_gpu, self.head_dim, self.fp);
         let kv_row = self.kv_heads_per_gpu * hd * 2.0 * fp;
         // DP padding: dummy decodes every token-wise layer computes, without KV.
         let pad = f64::from(batch.pad_tokens);
-        let mut step = Step {
-            tokens: pad,
-            seqs: batch.items.len() as f64 + pad,
-            gate: batch.expert_gate_tokens() as f64,
-            prefill_flops: 0.0,
-            decode: Cost::default(),
-            decodes: 0.0,
-            decode_context: 0.0,
-            decode_skew_bytes: 0.0,
+        let rates = DecodeRates {
+            flops_per_token: 4.0 * hpg * hd,
+            kv_row,
+            query_bytes: 2.0 * hpg * hd * fp,
         };
-        let (mut longest, mut context) = (0.0f64, 0.0f64);
-        let mut prefills = [(0u64, 0u64); PREFILLS_ON_STACK];
-        let mut n_prefills = 0;
-        for (i, item) in batch.items.iter().enumerate() {
-            if item.new_tokens == 0 {
-                return Err(LatencyError::Backend(format!(
-                    "roofline: batch item {i} computes no tokens"
-                )));
-            }
-            let c = f64::from(item.new_tokens);
-            let p = f64::from(item.context_tokens);
-            step.tokens += c;
-            if item.is_decode() && batch.attention_offloaded {
-                // Its attention runs on PIM: only the token-wise layers see it.
-            } else if item.is_decode() {
-                step.decodes += 1.0;
-                longest = longest.max(p + 1.0);
-                context += p + 1.0;
-                step.decode.add(
-                    4.0 * hpg * hd * (p + 1.0),
-                    (p + 1.0) * kv_row + 2.0 * hpg * hd * fp,
-                );
-            } else {
-                if let Some(slot) = prefills.get_mut(n_prefills) {
-                    *slot = (u64::from(item.new_tokens), u64::from(item.context_tokens));
-                }
-                n_prefills += 1;
-            }
-        }
+        let d = sums.decode_terms(batch, pad, rates);
         let (heads, rows, sms) = (hpg as u64, self.prefill_tile_rows, self.sm_count);
-        let waves = if n_prefills <= PREFILLS_ON_STACK {
-            prefill_waves(prefills[..n_prefills].iter().copied(), heads, rows, sms)
-        } else {
-            let items = batch.items.iter().filter(|i| !i.is_decode());
-            let shapes = items.map(|i| (u64::from(i.new_tokens), u64::from(i.context_tokens)));
-            prefill_waves(shapes, heads, rows, sms)
+        let waves = match sums.prefills() {
+            Some(prefills) => prefill_waves(prefills.iter().copied(), heads, rows, sms),
+            None => {
+                let items = batch.items.iter().filter(|i| !i.is_decode());
+                let shapes = items.map(|i| (u64::from(i.new_tokens), u64::from(i.context_tokens)));
+                prefill_waves(shapes, heads, rows, sms)
+            }
         };
-        step.prefill_flops = (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64 * hd * 4.0;
-        // The KV the decodes would read if each had the longest context.
-        step.decode_skew_bytes = (step.decodes * longest - context) * kv_row;
-        step.decode_context = context;
-        Ok(step)
+        Ok(Step {
+            tokens: d.tokens,
+            seqs: batch.items.len() as f64 + pad,
+            gate: sums.gate_tokens(batch) as f64,
+            prefill_flops: (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64 * hd * 4.0,
+            decode: d.cost,
+            decodes: d.decodes,
+            decode_context: d.context,
+            // The KV the decodes would read if each had the longest context.
+            decode_skew_bytes: (d.decodes * d.longest - d.context) * kv_row,
+        })
     }
 
     /// Calls `visit(name, repeats, work)` for every layer of the step, in execution order.
@@ -683,21 +662,23 @@ impl Roofline {
             l,
             kernel(3.0 * qk, (2.0 * qk + t * self.head_dim) * fp),
         );
-        // Omitted when it has nothing to compute (only with decode attention offloaded).
-        if s.prefill_flops > 0.0 || s.decode != Cost::default() {
-            visit(
-                "attention",
-                l,
-                Work::Attention {
-                    prefill_flops: s.prefill_flops,
-                    decode: s.decode,
-                    decodes: s.decodes,
-                    context: s.decode_context / s.decodes.max(1.0),
-                    skew_bytes: s.decode_skew_bytes,
-                },
-            );
+        if let Some(work) = self.attention_work(s) {
+            visit("attention", l, work);
         }
         visit("o_proj", l, gemm(t, self.q_out, h, fp));
+    }
+
+    /// The attention layer's work; `None` when it has nothing to compute (only with decode
+    /// attention offloaded). The only layer that reads more of a step than its token counts
+    /// (see `token_memo.rs`).
+    fn attention_work(&self, s: &Step) -> Option<Work> {
+        (s.prefill_flops > 0.0 || s.decode != Cost::default()).then(|| Work::Attention {
+            prefill_flops: s.prefill_flops,
+            decode: s.decode,
+            decodes: s.decodes,
+            context: s.decode_context / s.decodes.max(1.0),
+            skew_bytes: s.decode_skew_bytes,
+        })
     }
 
     /// The MoE block: router, expert-parallel dispatch, the grouped expert GEMMs and the
@@ -898,14 +879,18 @@ impl LatencyBackend for Roofline {
         let step = self.step(batch)?;
         let mut parts = StepParts::default();
         self.for_each_layer(&step, |name, repeats, work| {
-            let ns = self.layer_ns(work);
-            match name {
-                "embedding" => parts.prologue_ns += repeats * ns,
-                "final_layernorm" | "lm_head" | "sampler" => parts.head_ns += repeats * ns,
-                _ => parts.block_ns += ns,
-            }
+            add_to_parts(&mut parts, name, repeats, self.layer_ns(work));
         });
         Ok(parts)
+    }
+}
+
+/// Adds layer `name`, `repeats` times `ns`, to the prologue, one block or the head of `parts`.
+fn add_to_parts(parts: &mut StepParts, name: &str, repeats: u64, ns: Nanos) {
+    match name {
+        "embedding" => parts.prologue_ns += repeats * ns,
+        "final_layernorm" | "lm_head" | "sampler" => parts.head_ns += repeats * ns,
+        _ => parts.block_ns += ns,
     }
 }
 

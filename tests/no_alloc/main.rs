@@ -19,6 +19,7 @@ mod pipeline;
 mod placement;
 mod power;
 mod profile;
+mod roofline_memo;
 mod summary_memory;
 mod trace;
 mod workload_spec;
