@@ -260,15 +260,26 @@ def moe_parts(r, eta_m, blocks_per_sm, large_tile_cap=None):
     `blocks_per_sm` thread blocks per SM, and in proportion below (a block keeps a bounded
     number of loads in flight: few experts, few tile columns or one tile row each leave the
     GPU's bandwidth unused); the routed rows in and out at `eta_m`. On vLLM's large tile the
-    peak is at most `large_tile_cap` (`large_tile_peak`)."""
+    peak is at most `large_tile_cap` (`large_tile_peak`), and the MMA work is of whole 64-row
+    tiles per expert hit (`mma_rows`)."""
     g = GPUS[r["gpu"]]
     expert = r["hidden"] * r["width"] * 2
     bw = large_tile_peak(r, large_tile_cap) * eta_m
     full = blocks_per_sm * g["sms"]
     up, down = (bw * min(1.0, blocks / full) if full else bw for blocks in moe_tiles(r))
     moved = 2 * r["active"] * expert / up + r["active"] * expert / down + 2 * r["routed"] * r["hidden"] * 2 / bw
-    flops = r["routed"] * 2 * 3 * r["hidden"] * r["width"]
+    flops = mma_rows(r) * 2 * 3 * r["hidden"] * r["width"]
     return flops / g["flops"], moved
+
+
+def mma_rows(r):
+    """The rows whose MMA work the grouped GEMMs do: on vLLM's large tile each expert hit
+    computes whole tiles of 64 rows (its routed rows rounded up; `moe_tiles`'s tile rows), on
+    the small tile and in Vidur's per-expert cuBLAS loop the routed rows."""
+    if not large_tile(r) or r["src"] == "frontier-vidur-loop":
+        return r["routed"]
+    per_expert = r["routed"] / max(r["active"], 1e-9)
+    return r["active"] * 64 * math.ceil(per_expert / 64 - 1e-9)
 
 
 def large_tile_peak(r, cap):
