@@ -4,7 +4,8 @@
 
 use crate::Nanos;
 use crate::choice::Choice;
-use crate::control::bundle::parse_duration;
+use crate::config::{Bound, Problem};
+use crate::control::bundle::{duration_error, parse_duration};
 use crate::control::section::{KeyError, Layer, ParamError, Policy, non_negative, positive};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -94,10 +95,12 @@ impl Policy for AutoscalePolicy {
             if down.1 >= up.1 {
                 return Err(ParamError::new(
                     down.0,
-                    format!(
-                        "the scale-down bound {} must be below the scale-up bound {}",
-                        down.1, up.1
-                    ),
+                    Problem::NotBelow {
+                        what: "scale-down bound",
+                        value: down.1.to_string(),
+                        other: "scale-up bound",
+                        limit: up.1.to_string(),
+                    },
                 ));
             }
             Ok(())
@@ -129,7 +132,10 @@ impl Policy for AutoscalePolicy {
                 if !(a > 0.0 && a < 1.0) {
                     return Err(ParamError::new(
                         "target_attainment",
-                        format!("must be a share strictly between 0 and 1, got {a}"),
+                        Problem::wrong_kind(
+                            "a share strictly between 0 and 1",
+                            Some(a.to_string()),
+                        ),
                     ));
                 }
                 bounds(
@@ -244,11 +250,12 @@ impl SloParams {
             self.ttft_target_ms = ns as f64 / 1e6;
         }
         if self.ttft_target_ms == 0.0 && self.tpot_target_ms == 0.0 {
-            return Err((
-                "autoscale.ttft_target_ms".into(),
-                "the slo policy needs a target: ttft_target_ms or tpot_target_ms \
-                 (--autoscale-ttft-target, --autoscale-tpot-target), or slo_targets"
-                    .into(),
+            return Err(KeyError::new(
+                "autoscale.ttft_target_ms",
+                Problem::missing_for(
+                    "the slo policy needs a target: ttft_target_ms or tpot_target_ms \
+                     (--autoscale-ttft-target, --autoscale-tpot-target), or slo_targets",
+                ),
             ));
         }
         Ok(self)
@@ -435,9 +442,9 @@ impl AutoscaleSettings {
     pub fn build(mut self) -> Result<Option<AutoscaleConfig>, KeyError> {
         if self.policy.kind.is_none() {
             if self != AutoscaleSettings::default() {
-                return Err(key(
+                return Err(KeyError::new(
                     "autoscale.policy",
-                    "name a policy to turn autoscaling on",
+                    Problem::missing_for("name a policy to turn autoscaling on"),
                 ));
             }
             return Ok(None);
@@ -446,22 +453,20 @@ impl AutoscaleSettings {
         let (min, max, initial) = self.replica_bounds()?;
         let interval_ns = self.interval.unwrap_or(10_000_000_000);
         if interval_ns == 0 {
-            return Err(key("autoscale.interval", "must be positive"));
+            return Err(KeyError::new(
+                "autoscale.interval",
+                Problem::wrong_kind("positive", None),
+            ));
         }
         let (default_bandwidth, bandwidths) = per_hardware(
             self.load_bandwidth_gbps.take().unwrap_or_default(),
             DEFAULT_LOAD_BANDWIDTH_GBPS,
-            (
-                "autoscale.load_bandwidth_gbps",
-                "is not a positive number of GB/s",
-            ),
-            |b| b.is_finite() && b > 0.0,
+            ("autoscale.load_bandwidth_gbps", Bound::Positive),
         )?;
         let (default_cost, costs) = per_hardware(
             self.cost_per_gpu_hour.take().unwrap_or_default(),
             0.0,
-            ("autoscale.cost_per_gpu_hour", "is not a price"),
-            |c| c.is_finite() && c >= 0.0,
+            ("autoscale.cost_per_gpu_hour", Bound::NonNegative),
         )?;
         let cooldown_ns = self.cooldown.unwrap_or(60_000_000_000);
         Ok(Some(AutoscaleConfig {
@@ -494,33 +499,38 @@ impl AutoscaleSettings {
         let max = self.max_replicas.unwrap_or(min.max(4));
         let initial = self.initial_replicas.unwrap_or(min);
         if min == 0 {
-            return Err(key(
+            return Err(KeyError::new(
                 "autoscale.min_replicas",
-                "must be at least 1 (a template with no ready replica cannot serve)",
+                Problem::wrong_kind(
+                    "at least 1 (a template with no ready replica cannot serve)",
+                    None,
+                ),
             ));
         }
         if !(min <= initial && initial <= max) {
-            return Err(key(
+            return Err(KeyError::new(
                 "autoscale.max_replicas",
-                &format!(
-                    "need min_replicas ({min}) <= initial_replicas ({initial}) <= max_replicas ({max})"
-                ),
+                Problem::needs(format!(
+                    "min_replicas ({min}) <= initial_replicas ({initial}) <= max_replicas ({max})"
+                )),
             ));
         }
         Ok((min, max, initial))
     }
 }
 
-/// Values by hardware name, each passing `valid` (else an error at `field`: `<hardware>:
-/// <value> <problem>`), as [`by_hardware`] splits them.
+/// Values by hardware name, each within `bound` (else an error at `<field>.<hardware>`), as
+/// [`by_hardware`] splits them.
 fn per_hardware(
     values: Vec<(String, f64)>,
     fallback: f64,
-    (field, problem): (&str, &str),
-    valid: impl Fn(f64) -> bool,
+    (field, bound): (&str, Bound),
 ) -> Result<(f64, Vec<(String, f64)>), KeyError> {
-    if let Some((h, v)) = values.iter().find(|(_, v)| !valid(*v)) {
-        return Err(key(field, &format!("{h}: {v} {problem}")));
+    if let Some((h, v)) = values.iter().find(|(_, v)| !bound.holds(*v)) {
+        return Err(KeyError::new(
+            format!("{field}.{h}"),
+            Problem::out_of_range(v, bound),
+        ));
     }
     Ok(by_hardware(values, fallback))
 }
@@ -533,10 +543,6 @@ fn by_hardware(values: Vec<(String, f64)>, fallback: f64) -> (f64, Vec<(String, 
         .map_or(fallback, |v| v.1);
     let named = values.into_iter().filter(|(h, _)| h != "default").collect();
     (default, named)
-}
-
-fn key(k: &str, message: &str) -> KeyError {
-    (k.to_owned(), message.to_owned())
 }
 
 /// The `autoscale:` section of the policy bundle, as written, beside its policy (`policy`
@@ -591,7 +597,7 @@ impl RawAutoscale {
         policy: Layer<AutoscalePolicy>,
     ) -> Result<AutoscaleSettings, KeyError> {
         let duration = |k: &str, v: Option<String>| -> Result<Option<Nanos>, KeyError> {
-            v.map(|t| parse_duration(&t).map_err(|e| (format!("autoscale.{k}"), e.to_string())))
+            v.map(|t| parse_duration(&t).map_err(|e| duration_error(&format!("autoscale.{k}"), e)))
                 .transpose()
         };
         let delay = self.provisioning_delay.unwrap_or_default();
@@ -617,7 +623,9 @@ impl RawAutoscale {
             warmup: duration("warmup", self.warmup)?,
             drain: self
                 .drain
-                .map(|d| DrainMode::parse(&d).map_err(|e| ("autoscale.drain".to_owned(), e.into())))
+                .map(|d| {
+                    DrainMode::parse(&d).map_err(|e| KeyError::new("autoscale.drain", e.into()))
+                })
                 .transpose()?,
             cost_per_gpu_hour: self.cost_per_gpu_hour.map(RawByHardware::entries),
         })

@@ -196,7 +196,7 @@ fn settings_defaults_flags_over_file_and_errors_name_the_key() {
         (10_000_000_000, 60_000_000_000)
     );
     assert_eq!(c.warmup_ns, DEFAULT_WARMUP_NS);
-    let bad = |s: AutoscaleSettings| s.build().unwrap_err().0;
+    let bad = |s: AutoscaleSettings| s.build().unwrap_err().key;
     let with = |f: &dyn Fn(&mut AutoscaleSettings)| {
         let mut s = AutoscaleSettings {
             policy: Layer::named(Some(AutoscalePolicy::threshold(0.8, 0.3))),
@@ -480,14 +480,17 @@ fn slo_targets_come_from_the_class_targets_and_one_is_required() {
     )
     .unwrap();
     assert_eq!(c.autoscale.unwrap().policy, slo(300.0, 40.0));
-    let (key, message) = build("autoscale:\n  policy: slo\n").unwrap_err();
+    let e = build("autoscale:\n  policy: slo\n").unwrap_err();
+    let (key, message) = (e.key, e.problem.to_string());
     assert_eq!(key, "autoscale.ttft_target_ms");
     assert!(message.contains("needs a target"), "{message}");
-    let (key, _) = build("autoscale:\n  policy: slo\n  tpot_target_ms: -1\n").unwrap_err();
+    let key = build("autoscale:\n  policy: slo\n  tpot_target_ms: -1\n")
+        .unwrap_err()
+        .key;
     assert_eq!(key, "autoscale.params.tpot_target_ms");
-    let (key, message) =
-        build("autoscale:\n  policy: slo\n  tpot_target_ms: 40\n  scale_down_ratio: 1.2\n")
-            .unwrap_err();
+    let e = build("autoscale:\n  policy: slo\n  tpot_target_ms: 40\n  scale_down_ratio: 1.2\n")
+        .unwrap_err();
+    let (key, message) = (e.key, e.problem.to_string());
     assert_eq!(key, "autoscale.params.scale_down_ratio");
     assert!(message.contains("below the scale-up bound"), "{message}");
 }
@@ -669,7 +672,7 @@ fn slo_window_settings_are_checked_and_exported() {
         "window_ms: -5",
     ] {
         let text = format!("autoscale: {{type: slo, params: {{ttft_target_ms: 300, {bad}}}}}\n");
-        let (key, _) = build(&text).unwrap_err();
+        let key = build(&text).unwrap_err().key;
         let name = bad.split(':').next().unwrap();
         assert_eq!(key, format!("autoscale.params.{name}"), "{bad}");
     }

@@ -4,6 +4,23 @@
 use std::fmt;
 use std::path::PathBuf;
 
+/// A duration (a flag's or a bundle key's text) that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// A number without a unit.
+    #[error("`{text}` has no unit (ns, us, ms or s)")]
+    NoUnit { text: String },
+    /// Text before the unit that is no number.
+    #[error("`{text}` is not a number followed by a unit")]
+    NotNumber { text: String },
+    /// A unit none of ns, us, ms and s.
+    #[error("`{unit}` is not a unit (ns, us, ms or s)")]
+    NotUnit { unit: String },
+    /// A duration past 10^18 ns.
+    #[error("`{text}` is beyond any simulated time")]
+    BeyondTime { text: String },
+}
+
 /// An error in a model, hardware or engine description. Always fatal for the run.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -119,9 +136,33 @@ pub enum Problem {
     UnknownName(crate::choice::UnknownName),
     /// A routing setting's text that does not parse (`--signal-refresh`, weights, scorers).
     Routing(super::RoutingSpecError),
-    /// The message of a module whose errors are not typed yet (the control plane's bundles,
-    /// policies).
-    Other(String),
+    /// A duration's text that is not one (`500us`, `1.5s`: a number and a unit).
+    Duration(DurationError),
+    /// A key that is no parameter of the `what` `policy`; `takes`: the parameters it has.
+    NotAParameter {
+        what: &'static str,
+        policy: String,
+        takes: Vec<String>,
+    },
+    /// A value of another kind than `expected` (`got`: the kind it is).
+    Expected { expected: String, got: &'static str },
+    /// A policy named both by `type` and by `tag`.
+    NamedTwice { tag: String },
+    /// Parameters given to a `what` that takes none.
+    TakesNoParameters { what: &'static str },
+    /// A key beside the name of a `what` without parameters.
+    NotANameKey { what: &'static str },
+    /// Text nested deeper than `max` levels.
+    TooDeep { max: usize },
+    /// A key of the format this simulator does not model (`why`: what stands for it here).
+    NotModelled { why: String },
+    /// The `what` `value` is not below the `other` `limit`.
+    NotBelow {
+        what: &'static str,
+        value: String,
+        other: &'static str,
+        limit: String,
+    },
 }
 
 impl Problem {
@@ -234,7 +275,43 @@ impl fmt::Display for Problem {
             Problem::NotFound { what, tried } => write!(f, "{what} not found: tried {tried}"),
             Problem::UnknownName(e) => write!(f, "{e}"),
             Problem::Routing(e) => write!(f, "{e}"),
-            Problem::Other(message) => f.write_str(message),
+            Problem::Duration(e) => write!(f, "{e}"),
+            Problem::NotAParameter {
+                what,
+                policy,
+                takes,
+            } => {
+                let takes = if takes.is_empty() {
+                    "none".to_owned()
+                } else {
+                    takes.join(", ")
+                };
+                write!(
+                    f,
+                    "not a parameter of {what} `{policy}` (it takes: {takes})"
+                )
+            }
+            Problem::Expected { expected, got } => write!(f, "expected {expected}, got {got}"),
+            Problem::NamedTwice { tag } => {
+                write!(f, "give the policy by `type` or by `{tag}`, not both")
+            }
+            Problem::TakesNoParameters { what } => write!(f, "a {what} takes no parameters"),
+            Problem::NotANameKey { what } => {
+                write!(
+                    f,
+                    "unknown key (expected `type` or `policy`, naming the {what})"
+                )
+            }
+            Problem::TooDeep { max } => write!(f, "nests deeper than {max} levels"),
+            Problem::NotModelled { why } => {
+                write!(f, "not supported by this simulator ({why}); remove the key")
+            }
+            Problem::NotBelow {
+                what,
+                value,
+                other,
+                limit,
+            } => write!(f, "the {what} {value} must be below the {other} {limit}"),
         }
     }
 }

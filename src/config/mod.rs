@@ -23,7 +23,7 @@ pub use cluster::{
     PrefixStorage, RuntimeOverrides,
 };
 pub use dtype::{Dtype, KvCacheDtype};
-pub use error::{Bound, COMMAND_LINE, ConfigError, Problem};
+pub use error::{Bound, COMMAND_LINE, ConfigError, DurationError, Problem};
 pub use hardware::{
     Calibration, CalibrationRun, Hardware, HostSpec, KernelSpec, MAX_KERNEL_EFFICIENCY,
 };

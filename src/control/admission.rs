@@ -8,6 +8,7 @@ use super::section::{self, ParamError, Policy};
 use super::{Load, Ticket};
 use crate::Nanos;
 use crate::choice::Choice;
+use crate::config::{Bound, Problem};
 use serde::{Deserialize, Serialize};
 
 /// Pico-tokens per token: bucket levels are kept in pico-tokens so that a refill rate given
@@ -151,11 +152,17 @@ impl DelayConfig {
     /// Checks the ranges; the error names the setting.
     pub fn check(&self) -> Result<(), ParamError> {
         if self.backoff_ns == 0 {
-            return Err(ParamError::new("delay", "must be a positive duration"));
+            return Err(ParamError::new(
+                "delay",
+                Problem::wrong_kind("a positive duration", None),
+            ));
         }
         if !(1..=MAX_DELAYS).contains(&self.max_delays) {
-            let message = format!("must be in [1, {MAX_DELAYS}], got {}", self.max_delays);
-            return Err(ParamError::new("max_delays", message));
+            let bound = Bound::closed(1.0, f64::from(MAX_DELAYS), "");
+            return Err(ParamError::new(
+                "max_delays",
+                Problem::out_of_range(self.max_delays, bound),
+            ));
         }
         Ok(())
     }

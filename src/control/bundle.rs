@@ -18,10 +18,12 @@ use super::ControlConfig;
 use super::admission::{AdmissionConfig, AdmissionPolicy, DelayConfig};
 use super::flow::{Detector, DispatchOrder, FlowConfig};
 use super::priority::PriorityPolicy;
-use super::section::{KeyError, Layer, line_of, plain_choice, rest_of, split_section};
+use super::section::{KeyError, Layer, line_of, plain_choice, rest_of, split_section, user_terms};
 use crate::Nanos;
 use crate::autoscale::{AutoscalePolicy, AutoscaleSettings, RawAutoscale};
 use crate::choice::Choice;
+pub use crate::config::DurationError;
+use crate::config::{Bound, Problem};
 use crate::router::RoutingPolicy;
 use crate::scheduler::{PreemptionOrder, QueueOrder};
 use serde::Deserialize;
@@ -114,9 +116,9 @@ impl Settings {
         if let Some(quotas) = &self.tenant_quotas
             && let Some((t, q)) = quotas.iter().find(|(_, q)| !(0.0..=1.0).contains(q))
         {
-            return Err((
-                "tenant_budgets".into(),
-                format!("{t}: {q} is not in [0, 1]"),
+            return Err(KeyError::new(
+                format!("tenant_budgets.{t}"),
+                Problem::out_of_range(q, Bound::closed(0.0, 1.0, "")),
             ));
         }
         let admission = AdmissionConfig {
@@ -151,9 +153,9 @@ impl Settings {
     fn delay_config(&self) -> Result<Option<DelayConfig>, KeyError> {
         let Some(backoff_ns) = self.admission_delay else {
             return match self.admission_max_delays {
-                Some(_) => Err((
-                    "admission.max_delays".into(),
-                    "needs admission.delay (the back-off, --admission-delay)".into(),
+                Some(_) => Err(KeyError::new(
+                    "admission.max_delays",
+                    Problem::needs("admission.delay (the back-off, --admission-delay)"),
                 )),
                 None => Ok(None),
             };
@@ -162,9 +164,7 @@ impl Settings {
             backoff_ns,
             max_delays: self.admission_max_delays.unwrap_or(DEFAULT_MAX_DELAYS),
         };
-        delay
-            .check()
-            .map_err(|e| (format!("admission.{}", e.param), e.message))?;
+        delay.check().map_err(|e| KeyError::param("admission", e))?;
         Ok(Some(delay))
     }
 
@@ -214,23 +214,6 @@ pub fn parse_duration(text: &str) -> Result<Nanos, DurationError> {
         return Err(DurationError::BeyondTime { text });
     }
     Ok(ns as Nanos)
-}
-
-/// A duration (a flag's or a bundle key's text) that is not one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
-    /// A number without a unit.
-    #[error("`{text}` has no unit (ns, us, ms or s)")]
-    NoUnit { text: String },
-    /// Text before the unit that is no number.
-    #[error("`{text}` is not a number followed by a unit")]
-    NotNumber { text: String },
-    /// A unit none of ns, us, ms and s.
-    #[error("`{unit}` is not a unit (ns, us, ms or s)")]
-    NotUnit { unit: String },
-    /// A duration past 10^18 ns.
-    #[error("`{text}` is beyond any simulated time")]
-    BeyondTime { text: String },
 }
 
 /// The policy bundle file, as written: each policy's section is read by its kind
@@ -298,10 +281,9 @@ pub fn read_bundle(path: &Path) -> Result<Settings, BundleError> {
         path: path.to_owned(),
         source,
     })?;
-    parse_bundle(&text).map_err(|(key, message)| BundleError::Invalid {
+    parse_bundle(&text).map_err(|error| BundleError::Invalid {
         path: path.to_owned(),
-        key,
-        message,
+        error,
     })
 }
 
@@ -315,13 +297,9 @@ pub enum BundleError {
         #[source]
         source: std::io::Error,
     },
-    /// A key of the bundle is invalid (`key`: its dotted path, after its line when known).
-    #[error("{}: {key}: {message}", path.display())]
-    Invalid {
-        path: PathBuf,
-        key: String,
-        message: String,
-    },
+    /// A key of the bundle is invalid.
+    #[error("{}: {error}", path.display())]
+    Invalid { path: PathBuf, error: KeyError },
 }
 
 /// Parses policy bundle text.
@@ -330,11 +308,12 @@ pub fn parse_bundle(text: &str) -> Result<Settings, KeyError> {
     if text.trim().is_empty() {
         return Ok(Settings::default());
     }
-    crate::yaml::check_nesting(text).map_err(|deep| {
-        (
-            format!("line {}: (YAML syntax)", deep.line),
-            format!("nests deeper than {} levels", crate::yaml::MAX_DEPTH),
-        )
+    crate::yaml::check_nesting(text).map_err(|deep| KeyError {
+        key: "(YAML syntax)".to_owned(),
+        line: Some(deep.line),
+        problem: Box::new(Problem::TooDeep {
+            max: crate::yaml::MAX_DEPTH,
+        }),
     })?;
     let de = serde_yaml_ng::Deserializer::from_str(text);
     let raw: RawBundle = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -343,31 +322,28 @@ pub fn parse_bundle(text: &str) -> Result<Settings, KeyError> {
             p => p,
         };
         let inner = e.inner();
-        let at = inner
-            .location()
-            .map(|l| format!("line {}: ", l.line()))
-            .unwrap_or_default();
-        (
-            format!("{at}{path}"),
-            crate::serde_messages::in_user_terms(&inner.to_string()),
-        )
+        KeyError {
+            key: path,
+            line: inner.location().map(|l| l.line()),
+            problem: Box::new(user_terms(inner)),
+        }
     })?;
-    settings_of(raw).map_err(|(key, message)| (with_line(text, &key), message))
+    settings_of(raw).map_err(|e| with_line(text, e))
 }
 
-/// `key` (a dotted path) prefixed with its line in `text`, when it is found there.
-fn with_line(text: &str, key: &str) -> String {
-    let path: Vec<&str> = key.split('.').collect();
-    match line_of(text, &path) {
-        Some(line) => format!("line {line}: {key}"),
-        None => key.to_owned(),
-    }
+/// `e` placed on the line of its key (a dotted path) in `text`, when it is found there.
+fn with_line(text: &str, e: KeyError) -> KeyError {
+    let path: Vec<&str> = e.key.split('.').collect();
+    let line = line_of(text, &path);
+    KeyError { line, ..e }
 }
 
-fn unsupported(key: &str, what: &str) -> KeyError {
-    (
-        key.to_owned(),
-        format!("not supported by this simulator ({what}); remove the key"),
+fn unsupported(key: &str, why: &str) -> KeyError {
+    KeyError::new(
+        key,
+        Problem::NotModelled {
+            why: why.to_owned(),
+        },
     )
 }
 
@@ -435,8 +411,13 @@ struct Empty {}
 
 /// A duration setting at `key`, if given.
 fn duration(key: &str, v: Option<String>) -> Result<Option<Nanos>, KeyError> {
-    v.map(|t| parse_duration(&t).map_err(|e| (key.to_owned(), e.to_string())))
+    v.map(|t| parse_duration(&t).map_err(|e| duration_error(key, e)))
         .transpose()
+}
+
+/// The error of the duration at `key`.
+pub(crate) fn duration_error(key: &str, e: DurationError) -> KeyError {
+    KeyError::new(key, Problem::Duration(e))
 }
 
 /// The `admission` section's settings.
@@ -457,8 +438,8 @@ fn slo_targets(targets: BTreeMap<String, String>) -> Result<Vec<(String, Nanos)>
     targets
         .into_iter()
         .map(|(class, t)| {
-            let ns =
-                parse_duration(&t).map_err(|e| (format!("slo_targets.{class}"), e.to_string()))?;
+            let ns = parse_duration(&t)
+                .map_err(|e| duration_error(&format!("slo_targets.{class}"), e))?;
             Ok((class, ns))
         })
         .collect()
@@ -489,7 +470,7 @@ fn set_flow_control(s: &mut Settings, mut f: Mapping) -> Result<(), KeyError> {
         .dispatch_order
         .map(|o| {
             DispatchOrder::parse(&o)
-                .map_err(|e| ("flow_control.dispatch_order".to_owned(), e.to_string()))
+                .map_err(|e| KeyError::new("flow_control.dispatch_order", e.into()))
         })
         .transpose()?;
     s.per_band_capacity = f.per_band_capacity;

@@ -19,12 +19,48 @@
 //! checked; errors name the key.
 
 use crate::choice::Choice;
+use crate::config::{Bound, Problem};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_yaml_ng::{Mapping, Value};
 
-/// A bundle or settings error: `(key path, message)`.
-pub type KeyError = (String, String);
+/// A bundle or settings error: the key (a dotted path, or a flag's setting), its line in the
+/// bundle when known, and what is wrong there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyError {
+    /// The key's dotted path (`(top level)` for the document itself).
+    pub key: String,
+    /// The 1-based line of the bundle the key is on, when known.
+    pub line: Option<usize>,
+    /// What is wrong with its value (boxed: errors stay small on the `Ok` path).
+    pub problem: Box<Problem>,
+}
+
+impl KeyError {
+    /// `problem` at `key`, on no known line.
+    pub fn new(key: impl Into<String>, problem: Problem) -> KeyError {
+        KeyError {
+            key: key.into(),
+            line: None,
+            problem: Box::new(problem),
+        }
+    }
+
+    /// The error of parameter `e` of the policy in `section`.
+    pub fn param(section: &str, e: ParamError) -> KeyError {
+        KeyError::new(format!("{section}.{}", e.param), e.problem)
+    }
+}
+
+impl std::fmt::Display for KeyError {
+    /// `line N: key: problem` (the line when known).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(n) = self.line {
+            write!(f, "line {n}: ")?;
+        }
+        write!(f, "{}: {}", self.key, self.problem)
+    }
+}
 
 /// A kind of policy: one enum, a variant per policy with its parameters (see the module
 /// docs). Every variant's name must be serde's and strum's alike (checked by a test).
@@ -41,53 +77,32 @@ pub struct ParamError {
     /// The parameter's key.
     pub param: &'static str,
     /// What is wrong with its value.
-    pub message: String,
+    pub problem: Problem,
 }
 
 impl ParamError {
-    /// `param` is wrong: `message`.
-    pub fn new(param: &'static str, message: impl Into<String>) -> ParamError {
-        ParamError {
-            param,
-            message: message.into(),
-        }
+    /// `param` is wrong: `problem`.
+    pub fn new(param: &'static str, problem: Problem) -> ParamError {
+        ParamError { param, problem }
     }
+}
+
+/// `v` must be within `bound`.
+fn bounded(param: &'static str, v: f64, bound: Bound) -> Result<(), ParamError> {
+    bound
+        .check(v)
+        .map(|_| ())
+        .map_err(|p| ParamError::new(param, p))
 }
 
 /// `v` must be finite and above 0.
 pub fn positive(param: &'static str, v: f64) -> Result<(), ParamError> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(ParamError::new(
-            param,
-            format!("must be a positive number, got {v}"),
-        ))
-    }
+    bounded(param, v, Bound::Positive)
 }
 
 /// `v` must be finite and not below 0.
 pub fn non_negative(param: &'static str, v: f64) -> Result<(), ParamError> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(ParamError::new(
-            param,
-            format!("must be a number >= 0, got {v}"),
-        ))
-    }
-}
-
-/// `v` must be in `[min, max]`.
-pub fn within(param: &'static str, v: f64, min: f64, max: f64) -> Result<(), ParamError> {
-    if (min..=max).contains(&v) {
-        Ok(())
-    } else {
-        Err(ParamError::new(
-            param,
-            format!("must be in [{min}, {max}], got {v}"),
-        ))
-    }
+    bounded(param, v, Bound::NonNegative)
 }
 
 /// `v` must be at least `min`.
@@ -97,7 +112,7 @@ pub fn at_least(param: &'static str, v: u64, min: u64) -> Result<(), ParamError>
     } else {
         Err(ParamError::new(
             param,
-            format!("must be at least {min}, got {v}"),
+            Problem::out_of_range(v, Bound::AtLeast(min)),
         ))
     }
 }
@@ -197,18 +212,13 @@ impl<T: Policy> Layer<T> {
                     kind.name()
                 );
             } else {
-                let takes = if own.is_empty() {
-                    "none".to_owned()
-                } else {
-                    own.join(", ")
-                };
-                return Err((
+                return Err(KeyError::new(
                     format!("{section}.{key}"),
-                    format!(
-                        "not a parameter of {} `{}` (it takes: {takes})",
-                        T::WHAT,
-                        kind.name()
-                    ),
+                    Problem::NotAParameter {
+                        what: T::WHAT,
+                        policy: kind.name().to_owned(),
+                        takes: own,
+                    },
                 ));
             }
         }
@@ -220,14 +230,9 @@ impl<T: Policy> Layer<T> {
         let value: T = serde_path_to_error::deserialize(Value::Mapping(doc)).map_err(|e| {
             let path = e.path().to_string();
             let param = path.strip_prefix("params.").unwrap_or(&path).to_owned();
-            (
-                format!("{section}.{param}"),
-                crate::serde_messages::in_user_terms(&e.inner().to_string()),
-            )
+            KeyError::new(format!("{section}.{param}"), user_terms(e.inner()))
         })?;
-        value
-            .check()
-            .map_err(|e| (format!("{section}.{}", e.param), e.message))?;
+        value.check().map_err(|e| KeyError::param(section, e))?;
         Ok(value)
     }
 }
@@ -235,12 +240,20 @@ impl<T: Policy> Layer<T> {
 /// A policy name at `key`: a string naming one of `T`.
 pub fn name_at<T: Choice>(key: &str, v: &Value) -> Result<T, KeyError> {
     match v {
-        Value::String(name) => T::parse(name).map_err(|e| (key.to_owned(), e.to_string())),
-        other => Err((
-            key.to_owned(),
-            format!("expected the name of a {}, got {}", T::WHAT, kind_of(other)),
+        Value::String(name) => T::parse(name).map_err(|e| KeyError::new(key, e.into())),
+        other => Err(KeyError::new(
+            key,
+            Problem::Expected {
+                expected: format!("the name of a {}", T::WHAT),
+                got: kind_of(other),
+            },
         )),
     }
+}
+
+/// A serde error's message in a user's terms, as the problem of its key.
+pub fn user_terms(e: &impl std::fmt::Display) -> Problem {
+    Problem::Syntax(crate::serde_messages::in_user_terms(&e.to_string()))
 }
 
 /// What a YAML value is, for errors.
@@ -269,9 +282,11 @@ pub fn split_section<T: Policy>(
     let blis = map.remove(tag);
     let named = match (seed, blis) {
         (Some(_), Some(_)) => {
-            return Err((
+            return Err(KeyError::new(
                 format!("{section}.type"),
-                format!("give the policy by `type` or by `{tag}`, not both"),
+                Problem::NamedTwice {
+                    tag: tag.to_owned(),
+                },
             ));
         }
         (Some(name), None) => Some(name_at::<T>(&format!("{section}.type"), &name)?),
@@ -282,9 +297,12 @@ pub fn split_section<T: Policy>(
         Some(Value::Mapping(p)) => p,
         Some(Value::Null) => Mapping::new(),
         Some(other) => {
-            return Err((
+            return Err(KeyError::new(
                 format!("{section}.params"),
-                format!("expected a mapping of parameters, got {}", kind_of(&other)),
+                Problem::Expected {
+                    expected: "a mapping of parameters".to_owned(),
+                    got: kind_of(&other),
+                },
             ));
         }
         None => {
@@ -328,20 +346,17 @@ pub fn plain_choice<T: Choice>(section: &str, v: Value) -> Result<Option<T>, Key
         None | Some(Value::Null) => {}
         Some(Value::Mapping(p)) if p.is_empty() => {}
         Some(_) => {
-            return Err((
+            return Err(KeyError::new(
                 format!("{section}.params"),
-                format!("a {} takes no parameters", T::WHAT),
+                Problem::TakesNoParameters { what: T::WHAT },
             ));
         }
     }
     if let Some((k, _)) = map.iter().next() {
         let k = k.as_str().unwrap_or("?");
-        return Err((
+        return Err(KeyError::new(
             format!("{section}.{k}"),
-            format!(
-                "unknown key (expected `type` or `policy`, naming the {})",
-                T::WHAT
-            ),
+            Problem::NotANameKey { what: T::WHAT },
         ));
     }
     name.map(|n| name_at(&format!("{section}.{key}"), &n))
@@ -358,10 +373,7 @@ pub fn rest_of<R: DeserializeOwned>(section: &str, rest: Mapping) -> Result<R, K
         } else {
             format!("{section}.{path}")
         };
-        (
-            key,
-            crate::serde_messages::in_user_terms(&e.inner().to_string()),
-        )
+        KeyError::new(key, user_terms(e.inner()))
     })
 }
 
@@ -493,18 +505,18 @@ pub(crate) mod tests {
         use crate::control::admission::AdmissionPolicy;
         let mut bucket = Layer::named(Some(AdmissionPolicy::parse("token-bucket").unwrap()));
         bucket.set("token_bucket_refill_rate", -1.0);
-        let (key, message) = bucket.resolve("admission").unwrap_err();
-        assert_eq!(key, "admission.token_bucket_refill_rate");
-        assert!(message.contains("positive"), "{message}");
+        let e = bucket.resolve("admission").unwrap_err();
+        assert_eq!(e.key, "admission.token_bucket_refill_rate");
+        assert_eq!(*e.problem, Problem::out_of_range(-1.0, Bound::Positive));
         let mut typo = Layer::<AdmissionPolicy>::default();
         typo.set("token_bucket_capacityy", 5.0);
-        let (key, message) = typo.resolve("admission").unwrap_err();
-        assert_eq!(key, "admission.token_bucket_capacityy");
-        assert!(message.contains("not a parameter"), "{message}");
+        let e = typo.resolve("admission").unwrap_err();
+        assert_eq!(e.key, "admission.token_bucket_capacityy");
+        assert!(matches!(*e.problem, Problem::NotAParameter { .. }), "{e}");
         let mut text = Layer::named(Some(AdmissionPolicy::parse("rate-limit").unwrap()));
         text.set("rate_limit_rps", "fast");
-        let (key, _) = text.resolve("admission").unwrap_err();
-        assert_eq!(key, "admission.rate_limit_rps");
+        let e = text.resolve("admission").unwrap_err();
+        assert_eq!(e.key, "admission.rate_limit_rps");
         // A parameter of another admission policy is ignored (BLIS's bundles carry them).
         let mut other = Layer::named(Some(AdmissionPolicy::AlwaysAdmit));
         other.set("rate_limit_rps", 3.0);

@@ -420,13 +420,16 @@ fn a_blis_policy_bundle_reads_unchanged_and_unknown_keys_are_named() {
         c.priority,
         PriorityPolicy::Constant(ConstantParams { value: 0 })
     );
-    let (key, message) = parse_bundle("admission:\n  polcy: always-admit\n").unwrap_err();
-    assert!(key.contains("admission"), "{key}");
-    assert!(message.contains("polcy"), "{message}");
-    let (key, _) = parse_bundle("node_pools: []\n").unwrap_err();
-    assert_eq!(key, "line 1: node_pools");
-    let (key, _) = parse_bundle("flow_control:\n  dispatch_order: lifo\n").unwrap_err();
-    assert_eq!(key, "line 2: flow_control.dispatch_order");
+    let e = parse_bundle("admission:\n  polcy: always-admit\n").unwrap_err();
+    assert!(e.key.contains("admission"), "{e}");
+    assert!(e.problem.to_string().contains("polcy"), "{e}");
+    let e = parse_bundle("node_pools: []\n").unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (Some(1), "node_pools"));
+    let e = parse_bundle("flow_control:\n  dispatch_order: lifo\n").unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(2), "flow_control.dispatch_order")
+    );
 }
 
 #[test]
@@ -543,7 +546,10 @@ fn a_retry_goes_before_an_arrival_due_at_the_same_time_and_can_be_withdrawn() {
 
 #[test]
 fn admission_delays_are_checked_and_named() {
-    let bad = |text: &str| parse_bundle(text).unwrap().build().unwrap_err();
+    let bad = |text: &str| {
+        let e = parse_bundle(text).unwrap().build().unwrap_err();
+        (e.key, e.problem.to_string())
+    };
     let (key, message) = bad("admission:\n  policy: rate-limit\n  delay: 0ms\n");
     assert_eq!(key, "admission.delay");
     assert!(message.contains("positive"), "{message}");

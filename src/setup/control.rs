@@ -4,8 +4,8 @@
 
 use crate::config::{COMMAND_LINE, ConfigError, Problem};
 use crate::control::ControlConfig;
-use crate::control::bundle::{Settings, read_bundle};
-use crate::control::section::Layer;
+use crate::control::bundle::{BundleError, Settings, read_bundle};
+use crate::control::section::{KeyError, Layer};
 use crate::router::{RoutingPolicy, RoutingWeights, ScorerSet, SignalConfig};
 use serde_yaml_ng::Value;
 use std::path::PathBuf;
@@ -77,13 +77,7 @@ pub(super) fn resolve(
     }
     let (file, source_name) = match &control.policy_config {
         Some(path) => {
-            let settings = read_bundle(path).map_err(|e| {
-                ConfigError::invalid(
-                    &path.display().to_string(),
-                    "--policy-config",
-                    Problem::Other(e.to_string()),
-                )
-            })?;
+            let settings = read_bundle(path).map_err(bundle_error)?;
             (settings, path.display().to_string())
         }
         None => (Settings::default(), COMMAND_LINE.to_owned()),
@@ -91,9 +85,7 @@ pub(super) fn resolve(
     let mut flags = control.settings.clone();
     flags.routing = routing_layer(routing);
     let settings = flags.over(file);
-    let invalid = |(field, message): (String, String)| {
-        ConfigError::invalid(&source_name, field, Problem::Other(message))
-    };
+    let invalid = |e: KeyError| key_error(&source_name, e);
     let routing_policy = settings.routing.resolve("routing").map_err(invalid)?;
     if !matches!(routing_policy, RoutingPolicy::Weighted(_)) {
         for (flag, given) in [
@@ -114,6 +106,24 @@ pub(super) fn resolve(
         routing: routing_policy,
         signals: signals(routing)?,
     })
+}
+
+/// A bundle that cannot be used, as the error naming its file (once), the line and the key.
+fn bundle_error(e: BundleError) -> ConfigError {
+    match e {
+        BundleError::Io { path, source } => ConfigError::Io { path, source },
+        BundleError::Invalid { path, error } => key_error(&path.display().to_string(), error),
+    }
+}
+
+/// `e`, a key of `source_name` (the bundle, or the command line for the flags' settings).
+fn key_error(source_name: &str, e: KeyError) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: source_name.to_owned(),
+        line: e.line,
+        field: e.key,
+        problem: e.problem,
+    }
 }
 
 /// The routing the flags give: the policy, unless the default, and its weights or scorers.

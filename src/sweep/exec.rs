@@ -130,7 +130,7 @@ pub fn check_documents(
     if let Some(p) = policy {
         let text = serde_yaml_ng::to_string(p)?;
         crate::control::bundle::parse_bundle(&text)
-            .map_err(|(key, message)| anyhow::anyhow!("policy bundle: {key}: {message}"))?;
+            .map_err(|e| anyhow::anyhow!("policy bundle: {e}"))?;
     }
     Ok(())
 }

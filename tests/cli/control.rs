@@ -492,3 +492,72 @@ fn flag_values_that_do_not_parse_say_exactly_why() {
         assert!(said.ends_with(&format!(">': {says}")), "{said}");
     }
 }
+
+/// Each bad bundle is refused with one exact message: the file once, then the line (when the
+/// key is found on one) and the key, then what is wrong.
+#[test]
+fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.yaml");
+    let file = path.to_str().unwrap();
+    for (bundle, says) in [
+        (
+            "admission:\n  policy: coin-flip\n",
+            ", line 2: field `admission.policy`: unknown admission policy `coin-flip` (expected \
+             always-admit, token-bucket, rate-limit, tenant-quota, tier-shed or reject-all)",
+        ),
+        (
+            "admission:\n  policy: token-bucket\n  bucket: 5\n",
+            ", line 3: field `admission.bucket`: unknown field `bucket`, expected one of \
+             `tenant_quota_min_priority`, `slo_priorities`, `latency`, `delay`, `max_delays`",
+        ),
+        (
+            "admission:\n  policy: rate-limit\n  rate_limit_rps: fast\n",
+            ": field `admission.rate_limit_rps`: invalid type: string \"fast\", expected f64",
+        ),
+        (
+            "admission:\n  policy: token-bucket\n  token_bucket_refill_rate: -1\n",
+            ": field `admission.token_bucket_refill_rate`: must be a positive number, got -1",
+        ),
+        (
+            "autoscale:\n  min_replicas: 2\n",
+            ": field `autoscale.policy`: is missing: name a policy to turn autoscaling on",
+        ),
+        (
+            "admission:\n  type: reject-all\n  policy: reject-all\n",
+            ", line 2: field `admission.type`: give the policy by `type` or by `policy`, not both",
+        ),
+        (
+            "node_pools: []\n",
+            ", line 1: field `node_pools`: not supported by this simulator (no node pools; \
+             autoscaling is the `autoscale` section); remove the key",
+        ),
+        (
+            "routing:\n  latency: 5h\n",
+            ", line 2: field `routing.latency`: `h` is not a unit (ns, us, ms or s)",
+        ),
+        (
+            "tenant_budgets: {web: 1.5}\n",
+            ": field `tenant_budgets.web`: must be in [0, 1], got 1.5",
+        ),
+    ] {
+        std::fs::write(&path, bundle).unwrap();
+        let out = run(&[
+            "--dataset",
+            SAMPLE,
+            "--output",
+            "/dev/null",
+            "--policy-config",
+            file,
+        ]);
+        assert!(!out.status.success(), "{bundle}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = stderr
+            .lines()
+            .find(|l| l.starts_with("blis-cosim: error: "))
+            .unwrap_or_else(|| panic!("{bundle}: {stderr}"));
+        let expected = format!("blis-cosim: error: {file}{says}");
+        assert_eq!(said, expected, "{bundle}");
+        assert_eq!(said.matches(file).count(), 1, "{said}");
+    }
+}
