@@ -31,6 +31,16 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// The file a flag names could not be read.
+    #[error("cannot read {what} {} (`{flag}`): {source}", path.display())]
+    FlagFile {
+        /// What the file holds, in words ("policy config").
+        what: &'static str,
+        flag: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// A file (or the command line) could be read but one field of it is invalid.
     #[error("{source_name}{}: field `{field}`: {problem}", line_suffix(*.line))]
     Invalid {

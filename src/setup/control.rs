@@ -111,7 +111,12 @@ pub(super) fn resolve(
 /// A bundle that cannot be used, as the error naming its file (once), the line and the key.
 fn bundle_error(e: BundleError) -> ConfigError {
     match e {
-        BundleError::Io { path, source } => ConfigError::Io { path, source },
+        BundleError::Io { path, source } => ConfigError::FlagFile {
+            what: "policy config",
+            flag: "--policy-config",
+            path,
+            source,
+        },
         BundleError::Invalid { path, error } => key_error(&path.display().to_string(), error),
     }
 }

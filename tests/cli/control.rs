@@ -560,4 +560,21 @@ fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
         assert_eq!(said, expected, "{bundle}");
         assert_eq!(said.matches(file).count(), 1, "{said}");
     }
+    // A bundle that cannot be read says what it is and which flag named it, once.
+    let missing = dir.path().join("nothere.yaml");
+    let missing = missing.to_str().unwrap();
+    let out = run(&[
+        "--dataset",
+        SAMPLE,
+        "--output",
+        "/dev/null",
+        "--policy-config",
+        missing,
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said =
+        format!("blis-cosim: error: cannot read policy config {missing} (`--policy-config`): ");
+    assert!(stderr.starts_with(&said), "{stderr}");
+    assert_eq!(stderr.matches(missing).count(), 1, "{stderr}");
 }
