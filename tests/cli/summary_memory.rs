@@ -86,12 +86,16 @@ fn peak_memory_does_not_grow_with_the_tokens_generated() {
 /// A spec of `n` requests of 1,200 prompt tokens (a 1,000-token shared prefix, so each
 /// carries its token ids: 4.8 kB) and 2 output tokens, 10,000 a second.
 fn token_heavy_spec(dir: &Path, n: u32) -> std::path::PathBuf {
-    let path = dir.join(format!("spec{n}.yaml"));
+    heavy_spec(dir.join(format!("spec{n}.yaml")), n, 10_000, "")
+}
+
+/// [`token_heavy_spec`]'s requests at `rate` a second, the client's YAML ending with `extra`.
+fn heavy_spec(path: std::path::PathBuf, n: u32, rate: u32, extra: &str) -> std::path::PathBuf {
     let text = format!(
         r#"
 version: "2"
 seed: 5
-aggregate_rate: 10000
+aggregate_rate: {rate}
 num_requests: {n}
 clients:
   - id: heavy
@@ -101,7 +105,7 @@ clients:
     arrival: {{process: poisson}}
     input_distribution: {{type: constant, params: {{value: 200}}}}
     output_distribution: {{type: constant, params: {{value: 2}}}}
-"#
+{extra}"#
     );
     std::fs::write(&path, text).unwrap();
     path
@@ -136,29 +140,12 @@ fn a_generated_workload_is_streamed_not_held() {
 /// (1,200 prompt tokens with their ids, 2 output tokens), the next turn 1 ms after the last,
 /// five a second: one H100 keeps up, so few are in flight at once.
 fn session_spec(dir: &Path, n: u32) -> std::path::PathBuf {
-    let path = dir.join(format!("sessions{n}.yaml"));
-    let text = format!(
-        r#"
-version: "2"
-seed: 5
-aggregate_rate: 5
-num_requests: {n}
-clients:
-  - id: chat
-    rate_fraction: 1
-    prefix_group: system
-    prefix_length: 1000
-    arrival: {{process: poisson}}
-    input_distribution: {{type: constant, params: {{value: 200}}}}
-    output_distribution: {{type: constant, params: {{value: 2}}}}
-    follow_up:
+    let follow_up = "    follow_up:
       probability: 1
       max_turns: 5
-      think_time: {{type: constant, params: {{value: 1000}}}}
-"#
-    );
-    std::fs::write(&path, text).unwrap();
-    path
+      think_time: {type: constant, params: {value: 1000}}
+";
+    heavy_spec(dir.join(format!("sessions{n}.yaml")), n, 5, follow_up)
 }
 
 #[test]
