@@ -299,6 +299,20 @@ fn bad_inference_perf_blocks_are_refused_naming_the_field() {
             "inference_perf.stages: at least one stage is required",
         ),
         (one.replace("stages:", "stagez:"), "unknown field `stagez`"),
+        (
+            block("{rate: 1, duration: 5}", 1000, 1001, 1, false),
+            "inference_perf.shared_prefix.num_users_per_system_prompt: 1000 prompts × 1001 \
+             users × 1 stages make more than 1000000 clients",
+        ),
+        (
+            block("{rate: 100000000, duration: 5}", 1, 1, 1, false),
+            "inference_perf.stages[0]: gives a client 500000000 requests; at most one per µs \
+             of the stage and at most 10000000",
+        ),
+        (
+            block("{rate: 0.1, duration: 5}", 1, 1, 1, true),
+            "inference_perf.stages[0]: rate × duration gives no request; raise either",
+        ),
     ] {
         let err = spec_error(&yaml);
         assert!(err.contains(want), "{yaml}\n{err}");

@@ -14,7 +14,7 @@
 
 use super::arrival::ArrivalProcess;
 use super::dist::LengthDist;
-use super::extras::Lifecycle;
+use super::extras::{ExtrasError, Lifecycle};
 use super::schema::{Category, ClientSpec, SloClass};
 use serde::Deserialize;
 
@@ -82,14 +82,67 @@ struct Stage {
     end_us: u64,
 }
 
+/// A field of an `inference_perf` block that is wrong: its path (`inference_perf.…`) and what.
+pub(super) type Fail = (String, InferencePerfProblem);
+
+/// What is wrong with a field of an `inference_perf` block (the path says which).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InferencePerfProblem {
+    /// No `shared_prefix`.
+    #[error("missing: BLIS needs the shared-prefix data set")]
+    NoSharedPrefix,
+    /// No stage.
+    #[error("at least one stage is required")]
+    NoStages,
+    /// A stage's rate that is not a positive number.
+    #[error("must be a positive number of requests per second, got {got}")]
+    Rate { got: f64 },
+    /// A stage's duration that is not positive or ends the stages past the time bound.
+    #[error("must be a positive number of seconds, the stages ending by {limit_s} s; got {got}")]
+    Duration { limit_s: u64, got: i64 },
+    /// A count that is not positive.
+    #[error("must be positive, got {got}")]
+    NotPositive { got: i64 },
+    /// More clients than the block may expand into.
+    #[error(
+        "{prompts} prompts × {users} users × {stages} stages make more than {MAX_CLIENTS} clients"
+    )]
+    TooManyClients {
+        prompts: u64,
+        users: u64,
+        stages: usize,
+    },
+    /// A length out of range.
+    #[error("must be in [{lo}, {hi}] tokens, got {got}")]
+    Tokens { lo: i64, hi: i64, got: i64 },
+    /// A single stage with fewer requests than clients.
+    #[error(
+        "rate × duration gives {total} requests, fewer than the {clients} clients (each needs \
+         one); raise the rate or the duration"
+    )]
+    FewerThanClients { total: u64, clients: u64 },
+    /// A single stage giving one client more requests than it can send.
+    #[error(
+        "gives a client {most} requests; at most one per µs of the stage and at most \
+         {MAX_CLIENT_REQUESTS}"
+    )]
+    TooManyPerClient { most: u64 },
+    /// A multi-turn stage without a request.
+    #[error("rate × duration gives no request; raise either")]
+    NoRequest,
+    /// A stage's window that cannot be a client's lifecycle.
+    #[error("{0}")]
+    Window(ExtrasError),
+}
+
 impl RawInferencePerf {
     /// Expands the block into clients; errors name the field (`inference_perf.…`).
-    pub(super) fn expand(self) -> Result<Expansion, (String, String)> {
+    pub(super) fn expand(self) -> Result<Expansion, Fail> {
         let stages = stages(&self.stages)?;
         let sp = self.shared_prefix.ok_or_else(|| {
             (
                 "inference_perf.shared_prefix".to_owned(),
-                "missing: BLIS needs the shared-prefix data set".to_owned(),
+                InferencePerfProblem::NoSharedPrefix,
             )
         })?;
         let shape = Shape::parse(&sp, stages.len())?;
@@ -119,11 +172,11 @@ impl RawInferencePerf {
 }
 
 /// The stages, checked, with their consecutive windows.
-fn stages(raw: &[RawStage]) -> Result<Vec<Stage>, (String, String)> {
+fn stages(raw: &[RawStage]) -> Result<Vec<Stage>, Fail> {
     if raw.is_empty() {
         return Err((
             "inference_perf.stages".into(),
-            "at least one stage is required".into(),
+            InferencePerfProblem::NoStages,
         ));
     }
     let limit_us = crate::workload::MAX_TIME_NS / 1_000;
@@ -132,13 +185,7 @@ fn stages(raw: &[RawStage]) -> Result<Vec<Stage>, (String, String)> {
     for (i, st) in raw.iter().enumerate() {
         let at = |field: &str| format!("inference_perf.stages[{i}].{field}");
         if !(st.rate.is_finite() && st.rate > 0.0) {
-            return Err((
-                at("rate"),
-                format!(
-                    "must be a positive number of requests per second, got {}",
-                    st.rate
-                ),
-            ));
+            return Err((at("rate"), InferencePerfProblem::Rate { got: st.rate }));
         }
         let end_us = u64::try_from(st.duration)
             .ok()
@@ -149,12 +196,10 @@ fn stages(raw: &[RawStage]) -> Result<Vec<Stage>, (String, String)> {
             .ok_or_else(|| {
                 (
                     at("duration"),
-                    format!(
-                        "must be a positive number of seconds, the stages ending by {} s; \
-                         got {}",
-                        limit_us / 1_000_000,
-                        st.duration
-                    ),
+                    InferencePerfProblem::Duration {
+                        limit_s: limit_us / 1_000_000,
+                        got: st.duration,
+                    },
                 )
             })?;
         out.push(Stage {
@@ -182,13 +227,13 @@ struct Shape {
 }
 
 impl Shape {
-    fn parse(sp: &RawSharedPrefix, num_stages: usize) -> Result<Shape, (String, String)> {
+    fn parse(sp: &RawSharedPrefix, num_stages: usize) -> Result<Shape, Fail> {
         let at = |field: &str| format!("inference_perf.shared_prefix.{field}");
         let count = |field: &str, v: i64| {
             u64::try_from(v)
                 .ok()
                 .filter(|&n| n > 0)
-                .ok_or_else(|| (at(field), format!("must be positive, got {v}")))
+                .ok_or((at(field), InferencePerfProblem::NotPositive { got: v }))
         };
         let prompts = count("num_unique_system_prompts", sp.num_unique_system_prompts)?;
         let users = count(
@@ -199,20 +244,18 @@ impl Shape {
         if per_stage.saturating_mul(num_stages as u64) > MAX_CLIENTS {
             return Err((
                 at("num_users_per_system_prompt"),
-                format!(
-                    "{prompts} prompts × {users} users × {num_stages} stages make more than \
-                     {MAX_CLIENTS} clients"
-                ),
+                InferencePerfProblem::TooManyClients {
+                    prompts,
+                    users,
+                    stages: num_stages,
+                },
             ));
         }
         let tokens = |field: &str, v: i64, lo: i64| {
             let hi = crate::workload::MAX_TOKENS as i64 - 1;
             match v {
                 v if (lo..=hi).contains(&v) => Ok(v as u32),
-                v => Err((
-                    at(field),
-                    format!("must be in [{lo}, {hi}] tokens, got {v}"),
-                )),
+                got => Err((at(field), InferencePerfProblem::Tokens { lo, hi, got })),
             }
         };
         let prefix_length = match tokens("system_prompt_len", sp.system_prompt_len, 0)? {
@@ -249,17 +292,16 @@ impl Shape {
 
 /// One stage: every client sends exactly its even share of `floor(rate × duration)` requests
 /// over the stage, in normalised exponential gaps.
-fn single_stage(shape: &Shape, stage: &Stage, out: &mut Expansion) -> Result<(), (String, String)> {
+fn single_stage(shape: &Shape, stage: &Stage, out: &mut Expansion) -> Result<(), Fail> {
     let duration_us = stage.end_us - stage.start_us;
     let total = (stage.rate * (duration_us / 1_000_000) as f64) as u64;
     if total < shape.per_stage {
         return Err((
             "inference_perf.stages[0]".into(),
-            format!(
-                "rate × duration gives {total} requests, fewer than the {} clients (each \
-                 needs one); raise the rate or the duration",
-                shape.per_stage
-            ),
+            InferencePerfProblem::FewerThanClients {
+                total,
+                clients: shape.per_stage,
+            },
         ));
     }
     let (base, extra) = (total / shape.per_stage, total % shape.per_stage);
@@ -267,10 +309,7 @@ fn single_stage(shape: &Shape, stage: &Stage, out: &mut Expansion) -> Result<(),
     if most > duration_us.min(MAX_CLIENT_REQUESTS) {
         return Err((
             "inference_perf.stages[0]".into(),
-            format!(
-                "gives a client {most} requests; at most one per µs of the stage and at most \
-                 {MAX_CLIENT_REQUESTS}"
-            ),
+            InferencePerfProblem::TooManyPerClient { most },
         ));
     }
     let rate = stage.rate / shape.per_stage as f64;
@@ -290,14 +329,13 @@ fn single_stage(shape: &Shape, stage: &Stage, out: &mut Expansion) -> Result<(),
 
 /// Stage `s` of several: its own clients, active only in its window, each Poisson at the
 /// stage's rate over the clients.
-fn staged(
-    shape: &Shape,
-    s: usize,
-    stage: &Stage,
-    out: &mut Expansion,
-) -> Result<(), (String, String)> {
-    let window = Lifecycle::from_us(&[(stage.start_us, stage.end_us)])
-        .map_err(|e| (format!("inference_perf.stages[{s}]"), e.to_string()))?;
+fn staged(shape: &Shape, s: usize, stage: &Stage, out: &mut Expansion) -> Result<(), Fail> {
+    let window = Lifecycle::from_us(&[(stage.start_us, stage.end_us)]).map_err(|e| {
+        (
+            format!("inference_perf.stages[{s}]"),
+            InferencePerfProblem::Window(e),
+        )
+    })?;
     let rate = stage.rate / shape.per_stage as f64;
     for p in 0..shape.prompts {
         for u in 0..shape.users {
@@ -323,18 +361,18 @@ fn chat_sessions(
     stage: &Stage,
     windowed: bool,
     out: &mut Expansion,
-) -> Result<(), (String, String)> {
+) -> Result<(), Fail> {
     let at = format!("inference_perf.stages[{s}]");
     let total = (stage.rate * ((stage.end_us - stage.start_us) / 1_000_000) as f64) as u64;
     if total == 0 {
-        return Err((at, "rate × duration gives no request; raise either".into()));
+        return Err((at, InferencePerfProblem::NoRequest));
     }
     let think_us = (shape.per_stage as f64 / stage.rate * 1e6) as u64;
     let period_us = think_us.saturating_add(u64::from(shape.output_len));
     let window = windowed
         .then(|| Lifecycle::from_us(&[(stage.start_us, stage.end_us)]))
         .transpose()
-        .map_err(|e| (at.clone(), e.to_string()))?;
+        .map_err(|e| (at.clone(), InferencePerfProblem::Window(e)))?;
     let (base, extra) = (total / shape.per_stage, total % shape.per_stage);
     let rate = stage.rate / shape.per_stage as f64;
     let mut k = 0;

@@ -79,6 +79,7 @@ pub use generate::{
     GeneratedRequest, Generator, Overrides, StreamPlan, TOKEN_ID_SPACE, generate_requests,
     generate_workload, nothing_generated, stream_workload,
 };
+pub use inference_perf::InferencePerfProblem;
 pub use jsonl_out::write_jsonl;
 pub use limits::{DEFAULT_MAX_REQUESTS, LimitError};
 pub use priority::{PriorityDist, PriorityError};

@@ -8,6 +8,9 @@ pub(super) const MIN_CLIENT_RATE: f64 = 1e-6;
 /// A rule of the spec broken; [`super::SpecError::Rule`] names the path.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RuleProblem {
+    /// A field of an `inference_perf` block (boxed: its window errors are large).
+    #[error(transparent)]
+    InferencePerf(Box<super::inference_perf::InferencePerfProblem>),
     /// `servegen_data` beside another source (`other`).
     #[error(
         "cannot be combined with {other}: give exactly one of clients, servegen_data, \

@@ -675,11 +675,6 @@ fn yaml_error(source_name: &str, path: String, err: &serde_yaml_ng::Error) -> Sp
 
 /// The rules spanning several fields.
 fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> {
-    let invalid = |path: &str, message: String| SpecError::Invalid {
-        source_name: source_name.to_owned(),
-        path: path.to_owned(),
-        message,
-    };
     let top = |field, problem| SpecError::Top {
         source_name: source_name.to_owned(),
         field,
@@ -695,7 +690,9 @@ fn validate(raw: RawSpec, source_name: &str) -> Result<WorkloadSpec, SpecError> 
     let category = category(raw.category.as_deref()).map_err(|p| top("category", p))?;
     let goodput_targets = goodput_targets(raw.goodput_slo_targets).map_err(rule)?;
     if let Some(block) = raw.inference_perf {
-        let expansion = block.expand().map_err(|(path, m)| invalid(&path, m))?;
+        let expansion = block
+            .expand()
+            .map_err(|(path, p)| rule((path, RuleProblem::InferencePerf(Box::new(p)))))?;
         return Ok(inference_perf_spec(
             expansion,
             RawTop {
