@@ -54,25 +54,13 @@ pub use rehearsal::Rehearsal;
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let started = std::time::Instant::now();
     let spec = load_spec(config)?;
-    let (mut workload, stream) = match &spec {
-        Some(spec) => generated(spec, config)?,
-        None => (read_workload(config)?, None),
-    };
-    let has_sessions = match &stream {
-        Some((plan, _)) => plan.sessions > 0,
-        None => !workload.sessions.is_empty(),
-    };
-    if config.sessions_output.is_some() && !has_sessions {
-        anyhow::bail!("--sessions-output: the workload has no sessions");
-    }
-    let span = match &stream {
-        Some((plan, _)) => Some((plan.first_arrival_ns, plan.last_arrival_ns)),
-        None => workload.first_arrival().zip(workload.last_arrival()),
-    };
-    let (retime, max_in_flight) = replay(span, config.replay)?;
-    if !matches!(retime, Retime::Keep) {
-        workload.retime(|t| retime.apply(t));
-    }
+    let Prepared {
+        workload,
+        stream,
+        has_sessions,
+        retime,
+        max_in_flight,
+    } = prepare(config, spec.as_ref())?;
     let mut registry =
         SessionRegistry::new(&workload.sessions).with_clients(workload.classes.as_ref());
     let live: SharedSessions<'_> =
@@ -82,12 +70,9 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         Some((plan, _)) => plan.count,
         None => workload.num_requests() as u64,
     };
-    let streamed = match stream {
-        Some((plan, generator)) => Some(streamed(
-            config, &workload, &plan, generator, retime, &live,
-        )?),
-        None => None,
-    };
+    let streamed = stream
+        .map(|(plan, generator)| streamed(config, &workload, &plan, generator, retime, &live))
+        .transpose()?;
     let (first_arrival, last_arrival) = match &streamed {
         Some(s) => (s.first_arrival, s.last_arrival),
         None => (
@@ -120,10 +105,7 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         .map(|b| b as &mut dyn LatencyBackend)
         .collect();
     let mut waves = waves::AstraWaves::start(config, first_arrival)?;
-    let (stream, listed) = match streamed {
-        Some(s) => (Some(s.stream), Some(s.listed)),
-        None => (None, None),
-    };
+    let (stream, listed) = streamed.map(|s| (s.stream, s.listed)).unzip();
     let run = Run {
         requests: &requests,
         stream,
@@ -172,16 +154,12 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         instances: infos,
     };
     let live = live.borrow();
-    let sessions = match (has_sessions, &listed) {
-        (false, _) => None,
-        (true, Some(_)) => Some(live.outcomes()),
-        (true, None) => Some(registry.outcomes()),
-    };
+    let sessions = has_sessions.then(|| match &listed {
+        Some(_) => live.outcomes(),
+        None => registry.outcomes(),
+    });
     // The requests listed before the run, or those the stream handed out.
-    let listed = match &listed {
-        Some(count) => count.get() as usize,
-        None => requests.len(),
-    };
+    let listed = listed.map_or(requests.len(), |count| count.get() as usize);
     let settings = run_settings(config, listed);
     write_results(
         config,
@@ -191,6 +169,49 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         sessions.as_deref(),
         started,
     )
+}
+
+/// The workload of a run before the engine starts: listed (its requests retimed by the replay
+/// mode) or streamed from a spec, whether it has sessions, and the replay mode's move of the
+/// arrivals still to come and its concurrency limit.
+struct Prepared<'s> {
+    workload: Workload,
+    stream: Option<(StreamPlan, Generator<'s>)>,
+    has_sessions: bool,
+    retime: Retime,
+    max_in_flight: Option<usize>,
+}
+
+/// Reads or starts generating the workload (`spec`: the run's spec, if it has one) and applies
+/// the replay mode to what is known before the run. Fails on `--sessions-output` without
+/// sessions, and where the replay mode would move an arrival past the time bound.
+fn prepare<'s>(config: &SimConfig, spec: Option<&'s WorkloadSpec>) -> anyhow::Result<Prepared<'s>> {
+    let (mut workload, stream) = match spec {
+        Some(spec) => generated(spec, config)?,
+        None => (read_workload(config)?, None),
+    };
+    let has_sessions = match &stream {
+        Some((plan, _)) => plan.sessions > 0,
+        None => !workload.sessions.is_empty(),
+    };
+    if config.sessions_output.is_some() && !has_sessions {
+        anyhow::bail!("--sessions-output: the workload has no sessions");
+    }
+    let span = match &stream {
+        Some((plan, _)) => Some((plan.first_arrival_ns, plan.last_arrival_ns)),
+        None => workload.first_arrival().zip(workload.last_arrival()),
+    };
+    let (retime, max_in_flight) = replay(span, config.replay)?;
+    if !matches!(retime, Retime::Keep) {
+        workload.retime(|t| retime.apply(t));
+    }
+    Ok(Prepared {
+        workload,
+        stream,
+        has_sessions,
+        retime,
+        max_in_flight,
+    })
 }
 
 /// A generated workload as the run draws it: the stream of the requests it starts with, the

@@ -206,6 +206,65 @@ fn session_seed(seed: i64, stream: &str, client_id: &str, seq: u64) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(&key, seed as u64)
 }
 
+/// Refuses a spec whose generation would not end (neither `num_requests`, a horizon nor
+/// windows on every client) or would pass the request limit.
+fn check_ends(
+    spec: &WorkloadSpec,
+    overrides: Overrides,
+    num_requests: Option<u64>,
+) -> Result<(), SpecError> {
+    // Clients with windows end with their last window.
+    let all_windowed = spec.clients.iter().all(|c| c.lifecycle.is_some());
+    if num_requests.is_none() && spec.horizon_us.is_none() && !all_windowed {
+        return Err(SpecError::Invalid {
+            source_name: spec.source_name.clone(),
+            path: "num_requests".into(),
+            message: "give num_requests or horizon (or --num-requests) so that generation \
+                      ends"
+                .into(),
+        });
+    }
+    let limit = overrides.max_requests.unwrap_or(DEFAULT_MAX_REQUESTS);
+    let by_time_field = match spec.horizon_us {
+        Some(_) => "horizon",
+        None => "lifecycle windows (trace_rate × duration)",
+    };
+    let by_time = spec.planned_by_time().map(|n| (n, by_time_field));
+    check_requests(num_requests, by_time, limit).map_err(|(path, message)| SpecError::Invalid {
+        source_name: spec.source_name.clone(),
+        path: path.into(),
+        message,
+    })?;
+    check_windows(spec, limit)
+}
+
+/// The prefix groups in the order clients name them, and each group's shared token ids (as
+/// long as its longest client's `prefix_length`), drawn from the group's own stream.
+fn shared_prefixes(spec: &WorkloadSpec, seed: i64) -> (Vec<&str>, Vec<Vec<u32>>) {
+    let mut group_names: Vec<&str> = Vec::new();
+    let mut group_lengths: Vec<u32> = Vec::new();
+    for c in &spec.clients {
+        if let Some(g) = &c.prefix_group {
+            match group_names.iter().position(|n| n == g) {
+                Some(i) => group_lengths[i] = group_lengths[i].max(c.prefix_length),
+                None => {
+                    group_names.push(g);
+                    group_lengths.push(c.prefix_length);
+                }
+            }
+        }
+    }
+    let prefixes = group_names
+        .iter()
+        .zip(&group_lengths)
+        .map(|(name, &len)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, "prefix", name));
+            (0..len).map(|_| token_id(&mut rng)).collect()
+        })
+        .collect();
+    (group_names, prefixes)
+}
+
 impl<'a> Generator<'a> {
     /// Prepares the streams of every client. Fails when nothing would end the generation
     /// (neither `num_requests` nor `horizon`).
@@ -223,52 +282,8 @@ impl<'a> Generator<'a> {
     ) -> Result<Generator<'a>, SpecError> {
         let seed = overrides.seed.unwrap_or(spec.seed);
         let num_requests = overrides.num_requests.or(spec.num_requests);
-        // Clients with windows end with their last window.
-        let all_windowed = spec.clients.iter().all(|c| c.lifecycle.is_some());
-        if num_requests.is_none() && spec.horizon_us.is_none() && !all_windowed {
-            return Err(SpecError::Invalid {
-                source_name: spec.source_name.clone(),
-                path: "num_requests".into(),
-                message: "give num_requests or horizon (or --num-requests) so that generation \
-                          ends"
-                    .into(),
-            });
-        }
-        let limit = overrides.max_requests.unwrap_or(DEFAULT_MAX_REQUESTS);
-        let by_time_field = match spec.horizon_us {
-            Some(_) => "horizon",
-            None => "lifecycle windows (trace_rate × duration)",
-        };
-        let by_time = spec.planned_by_time().map(|n| (n, by_time_field));
-        check_requests(num_requests, by_time, limit).map_err(|(path, message)| {
-            SpecError::Invalid {
-                source_name: spec.source_name.clone(),
-                path: path.into(),
-                message,
-            }
-        })?;
-        check_windows(spec, limit)?;
-        let mut group_names: Vec<&str> = Vec::new();
-        let mut group_lengths: Vec<u32> = Vec::new();
-        for c in &spec.clients {
-            if let Some(g) = &c.prefix_group {
-                match group_names.iter().position(|n| n == g) {
-                    Some(i) => group_lengths[i] = group_lengths[i].max(c.prefix_length),
-                    None => {
-                        group_names.push(g);
-                        group_lengths.push(c.prefix_length);
-                    }
-                }
-            }
-        }
-        let prefixes = group_names
-            .iter()
-            .zip(&group_lengths)
-            .map(|(name, &len)| {
-                let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, "prefix", name));
-                (0..len).map(|_| token_id(&mut rng)).collect()
-            })
-            .collect();
+        check_ends(spec, overrides, num_requests)?;
+        let (group_names, prefixes) = shared_prefixes(spec, seed);
         let horizon_ns = spec
             .horizon_us
             .map_or(Nanos::MAX, |h| h.saturating_mul(1000));
