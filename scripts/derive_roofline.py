@@ -275,8 +275,8 @@ def moe_parts(r, eta_m, blocks_per_sm, large_tile_cap=None):
 def mma_rows(r):
     """The rows whose MMA work the grouped GEMMs do: on vLLM's large tile each expert hit
     computes whole tiles of 64 rows (its routed rows rounded up; `moe_tiles`'s tile rows), on
-    the small tile and in Vidur's per-expert cuBLAS loop the routed rows."""
-    if not large_tile(r) or r["src"] == "frontier-vidur-loop":
+    the small tile the routed rows."""
+    if not large_tile(r):
         return r["routed"]
     per_expert = r["routed"] / max(r["active"], 1e-9)
     return r["active"] * 64 * math.ceil(per_expert / 64 - 1e-9)
@@ -290,9 +290,9 @@ def large_tile_peak(r, cap):
     the GPU at most `cap x SMs x clock`. Parts with many bytes per SM per clock at peak (H800
     3350 GB/s over 132 SMs at 1.83 GHz: 13.9; A800 13.4) lose on the large tile, parts with few
     (RTX PRO 6000: 3.2) do not. A float `cap` < 1 is the `--flat-large-tile` what-if: a share of
-    the peak. None: no limit (Vidur's per-expert cuBLAS loop has no such tiles)."""
+    the peak. None: no limit."""
     g = GPUS[r["gpu"]]
-    if cap is None or not large_tile(r) or r["src"] == "frontier-vidur-loop":
+    if cap is None or not large_tile(r):
         return g["bw"]
     if cap < 1.0:
         return g["bw"] * cap
@@ -325,8 +325,7 @@ def moe_light_fit(light):
     (every table weighs alike, and one table whose kernel behaves otherwise does not decide
     it). The blocks per SM are kept (else 0) only where at least a third of the rows then
     stream slower than `eta_m` allows; the cap is tried only where at least a tenth of the
-    rows run vLLM's kernel on the large tile (Vidur's per-expert cuBLAS loop has no tiles):
-    else the tables do not measure it."""
+    rows run on the large tile: else the tables do not measure it."""
     tables_of = {}
     for r in light:
         tables_of.setdefault(r["model"], []).append(r)
@@ -337,7 +336,7 @@ def moe_light_fit(light):
              "moe_large_tile": q}
         err = median(median(abs(moe_time(c, r) / r["t"] - 1) for r in rows) for rows in tables_of.values())
         return err, t0, rate, k, q
-    tiled = [r for r in light if r["src"] != "frontier-vidur-loop" and large_tile(r)]
+    tiled = [r for r in light if large_tile(r)]
     caps = LARGE_TILE_CAPS if len(tiled) >= len(light) / 10 else [None]
     _, t0, eta, k, q = min((fit_at(k, q) for k in BLOCKS_PER_SM for q in caps), key=lambda f: f[0])
     limited = sum(1 for r in light if moe_parts(r, eta, k, q)[1] > moe_parts(r, eta, 0, q)[1] * 1.05)
@@ -346,14 +345,32 @@ def moe_light_fit(light):
     return t0, eta, k, q
 
 
+def fused(r):
+    """Whether a MoE row times vLLM's fused Triton kernel (every table but Vidur's per-expert
+    loop of cuBLAS GEMMs on A100, which `loop_time` prices as GEMMs)."""
+    return r["src"] != "frontier-vidur-loop"
+
+
+def loop_time(c, r):
+    """A row of Vidur's per-expert loop (A100 Mixtral-8x7B): per expert hit, its gate-and-up
+    and down GEMMs over its routed rows as the roofline prices GEMMs, and the SiLU-and-mul
+    between them at the elementwise efficiency."""
+    m = r["routed"] / max(r["active"], 1e-9)
+    up = gemm_time(c, {"gpu": r["gpu"], "M": m, "K": r["hidden"], "N": 2 * r["width"], "fp8": False})
+    down = gemm_time(c, {"gpu": r["gpu"], "M": m, "K": r["width"], "N": r["hidden"], "fp8": False})
+    act = 3 * m * r["width"] * 2 / (GPUS[r["gpu"]]["bw"] * ELEMENTWISE_EFFICIENCY) + LAUNCH_S
+    return r["active"] * (up + down + act)
+
+
 def moe_fits(rows):
     """Per GPU: t0, weight-streaming efficiency, the per-block rate and the large tile's cap
     from the rows with at most 4 routed rows per expert hit (the weights dominate), the compute
     efficiency from those with at least 256 (the MMA work dominates; median), the unhidden
-    share by least squares over all its rows."""
+    share by least squares over all its rows. Only vLLM's fused kernel (`fused`): a per-expert
+    cuBLAS loop reaches cuBLAS's compute efficiency, not the Triton kernel's."""
     out = {}
     for gpu in GPUS:
-        mine = [r for r in rows if r["gpu"] == gpu]
+        mine = [r for r in rows if r["gpu"] == gpu and fused(r)]
         light = [r for r in mine if r["routed"] <= 4 * max(r["active"], 1)]
         if len(light) < 3:
             continue
@@ -537,7 +554,8 @@ def print_transition_gemms(data):
 # ------------------------------------------------------------------------------ leave one out
 
 FAMILIES = ["GEMM M<=16", "GEMM 17-128", "GEMM 129-1024", "GEMM >1024", "GEMM FP8",
-            "prefill attn", "decode attn", "mixed attn", "fused MoE", "norms/elementwise", "all-reduce"]
+            "prefill attn", "decode attn", "mixed attn", "fused MoE", "MoE expert loop", "norms/elementwise",
+            "all-reduce"]
 
 
 class Data:
@@ -580,8 +598,10 @@ class Data:
             if r["gpu"] == gpu:
                 out[r["kind"] + " attn"].append(attention_time(c, r) / r["t"] - 1)
         for r in self.moe:
-            if r["gpu"] == gpu:
+            if r["gpu"] == gpu and fused(r):
                 out["fused MoE"].append(moe_time(c, r) / r["t"] - 1)
+            elif r["gpu"] == gpu:
+                out["MoE expert loop"].append(loop_time(c, r) / r["t"] - 1)
         for r in self.elementwise:
             if r["gpu"] == gpu:
                 out["norms/elementwise"].append(elementwise_time(c, r) / r["t"] - 1)
@@ -612,9 +632,9 @@ def leave_one_out(data):
 
 
 def moe_tables(data):
-    """The MoE tables: (GPU, model) -> their rows."""
+    """The fused-MoE tables: (GPU, model) -> their rows."""
     out = {}
-    for r in data.moe:
+    for r in filter(fused, data.moe):
         out.setdefault((r["gpu"], r["model"]), []).append(r)
     return out
 
@@ -626,7 +646,7 @@ def moe_held_out(data):
     everyone = list(GPUS)
     for (gpu, model), rows in sorted(moe_tables(data).items()):
         other_gpus = moe_constants(data.fits["moe"], [g for g in everyone if g != gpu])
-        others = [r for r in data.moe if (r["gpu"], r["model"]) != (gpu, model)]
+        others = [r for r in filter(fused, data.moe) if (r["gpu"], r["model"]) != (gpu, model)]
         other_tables = moe_constants(moe_fits(others), everyone)
         out[(gpu, model)] = (len(rows), [moe_time(other_gpus, r) / r["t"] - 1 for r in rows],
                              [moe_time(other_tables, r) / r["t"] - 1 for r in rows])

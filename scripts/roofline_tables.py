@@ -7,7 +7,8 @@ Used by `scripts/derive_roofline.py`. Reads (never copies) the shared data:
   files where they exist; the Vidur-format files (a100, a40, h100, and a800's Llama-2-7B), which
   time kernels (1 µs resolution); and `CUDA_EVENT` files, whose rows are kept only where the op
   is GPU-bound and are corrected by the cost of the events themselves, measured on our H200
-  (`EVENT_COST_S`);
+  (`EVENT_COST_S`), fused-MoE rows by the host's lead before the first kernel
+  (`moe_event_lead_share`);
 - Frontier's collective timings (`frontier/profiling/network`);
 - our H200 measurement (`data/measured/H200-2026-11-26.json`).
 
@@ -91,13 +92,6 @@ def timing_of(row, file_timing):
     if file_timing:
         return file_timing
     return "event" if row.get("measurement_type") == "CUDA_EVENT" else "kernel"
-
-
-def event_corrected(t, kernels=1):
-    """Kernel time of an event-timed op of `kernels` launches, or None when launch-bound."""
-    if t < 4 * EAGER_OP_S * kernels:
-        return None
-    return t - EVENT_COST_S
 
 
 # ---------------------------------------------------------------------------------------- GEMMs
@@ -305,10 +299,63 @@ def mixed_decode_grid(t, gpu, model, kv_heads, q_heads):
 MOE_KERNELS = 6
 
 
+def moe_pairs(t):
+    """(GPU, tokens, event-timed seconds, kernel-only seconds) of every shape Frontier timed both
+    ways (an `moe.csv` beside its `moe_kernel_only.csv`: H800, RTX PRO 6000)."""
+    out = []
+    for gpu, _, path, ft in t.frontier_files("moe"):
+        twin = path.replace("_kernel_only.csv", ".csv")
+        if ft != "kernel" or not os.path.exists(twin):
+            continue
+
+        def times(p):
+            keys = ("gating_runtime_context", "load_distribution", "num_tokens", "num_experts_per_device",
+                    "expert_parallel_size", "num_tensor_parallel_workers")
+            return {tuple(r.get(k) for k in keys): float(r["time_stats.moe_grouped_gemm.median"]) * 1e-3
+                    for r in csv.DictReader(open(p))}
+        event, kernel = times(twin), times(path)
+        out += [(gpu, int(k[2]), event[k], kernel[k]) for k in kernel if k in event]
+    return out
+
+
+def moe_event_lead_share(t):
+    """Share of the host's whole issue of an event-timed fused-MoE op that it spends before
+    the first kernel starts: Frontier's harness issues the two grouped GEMMs and a copy through
+    `invoke_fused_moe_kernel` (Python work before each launch), a pair of CUDA events around
+    the op holds that work, and once the GPU is the bottleneck an event-timed row is the
+    host's lead plus the kernels. Per GPU with both timings of the same shapes and launch-bound
+    ones among them: the median of (event - kernel-only) over the shapes whose kernels take
+    more than four eager ops' host time (GPU-bound), over the median event time of its
+    one-token shapes (the host's whole issue: H800 56 µs of 128, 0.44). RTX PRO 6000's pairs
+    have no one-token shape."""
+    lead, floor = {}, {}
+    for gpu, tokens, event, kernel in moe_pairs(t):
+        if kernel >= 4 * EAGER_OP_S:
+            lead.setdefault(gpu, []).append(event - kernel)
+        if tokens == 1:
+            floor.setdefault(gpu, []).append(event)
+    return statistics.median(statistics.median(lead[g]) / statistics.median(floor[g]) for g in lead if g in floor)
+
+
+def moe_event_floors(t):
+    """Per event-timed Frontier MoE file: the median time of its one-token rows (the host's
+    whole issue of the op: the kernels of one token take far less)."""
+    out = {}
+    for _, _, path, ft in t.frontier_files("moe"):
+        if ft == "kernel":
+            continue
+        one = [float(r["time_stats.moe_grouped_gemm.median"]) * 1e-3 for r in csv.DictReader(open(path))
+               if r.get("measurement_type") == "CUDA_EVENT" and int(r["num_tokens"]) == 1]
+        if one:
+            out[path] = statistics.median(one)
+    return out
+
+
 def moe(t):
     """Fused-MoE rows: gpu, source, model, tokens, experts (total, on this GPU), top-k, hidden,
     expert width per GPU, active experts on this GPU, routed rows on this GPU, seconds."""
     rows = []
+    share, floors = moe_event_lead_share(t), moe_event_floors(t)
     for gpu, model, path, ft in t.frontier_files("moe"):
         for r in csv.DictReader(open(path)):
             if r.get("load_distribution", "uniform") != "uniform":
@@ -318,7 +365,13 @@ def moe(t):
             ep, tp = int(r["expert_parallel_size"]), int(r["num_tensor_parallel_workers"])
             hidden, width = int(r["hidden_dim"]), int(r["expert_hidden_dim"])
             width_gpu = width // tp
-            routed = n * k * e_loc / e
+            if r.get("total_routed_tokens"):
+                # The rows routed to this GPU's experts as the profiler counted them: its
+                # older A800 runs with EP > 1 routed every token's top-k among the local
+                # experts (all n x k rows local), its later ones among all experts.
+                routed = float(r["total_routed_tokens"])
+            else:
+                routed = n * k * e_loc / e
             if r.get("expert_utilization"):
                 active = float(r["expert_utilization"]) * e_loc
             else:
@@ -326,10 +379,15 @@ def moe(t):
                 active = min(e_loc, routed)
             s = float(r["time_stats.moe_grouped_gemm.median"]) * 1e-3
             if timing == "event":
-                s = event_corrected(s, MOE_KERNELS)
-                if s is None:
+                if s < 4 * EAGER_OP_S * MOE_KERNELS:
                     t.leave_out("MoE: event-timed and launch-bound")
                     continue
+                if path not in floors:
+                    t.leave_out("MoE: event-timed, no one-token rows to measure the host by")
+                    continue
+                # The host's lead before the first kernel: its share of this file's host
+                # time per op (H800's host: 56 µs; A800's, slower: 88 µs).
+                s -= share * floors[path]
             if "measurement_type" not in r:
                 # Vidur's format: a Python loop over the experts, each a cuBLAS GEMM (A100
                 # Mixtral), its intercept holds the loop's host time.
