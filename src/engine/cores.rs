@@ -98,6 +98,16 @@ pub(super) struct Cores<'r> {
     at: Vec<u32>,
     /// Per setup: a core as built and never changed, which unbuilt instances read as.
     pristine: Vec<Core>,
+    /// When asked for ([`Cores::track_changes`]): the instances indexed mutably since the
+    /// list was last cleared.
+    changes: Option<Changes>,
+}
+
+/// Instances that may have changed, each listed once.
+struct Changes {
+    ids: Vec<u32>,
+    /// By instance id: whether it is in `ids`.
+    listed: Vec<bool>,
 }
 
 impl<'r> Cores<'r> {
@@ -112,6 +122,7 @@ impl<'r> Cores<'r> {
                 built,
                 at: Vec::new(),
                 pristine: Vec::new(),
+                changes: None,
             };
         }
         let pristine = (0..n).step_by(per).map(|id| recipe.build(id)).collect();
@@ -120,6 +131,7 @@ impl<'r> Cores<'r> {
             built: Vec::new(),
             at: vec![UNBUILT; n],
             pristine,
+            changes: None,
         }
     }
 
@@ -131,6 +143,34 @@ impl<'r> Cores<'r> {
     /// Every instance's core, by id (an unbuilt one's pristine core).
     pub(super) fn iter(&self) -> impl Iterator<Item = &Core> {
         (0..self.len()).map(|id| &self[id])
+    }
+
+    /// From now on (`on`), or no longer, lists the instances indexed mutably
+    /// ([`Cores::changed`]), starting with none.
+    pub(super) fn track_changes(&mut self, on: bool) {
+        if on == self.changes.is_some() {
+            return;
+        }
+        self.changes = on.then(|| Changes {
+            ids: Vec::with_capacity(self.len()),
+            listed: vec![false; self.len()],
+        });
+    }
+
+    /// The instances indexed mutably (which may have changed) since the last
+    /// [`Cores::clear_changes`], in the order first indexed; none when not tracking.
+    pub(super) fn changed(&self) -> &[u32] {
+        self.changes.as_ref().map_or(&[], |c| &c.ids)
+    }
+
+    /// Empties the list of [`Cores::changed`] instances.
+    pub(super) fn clear_changes(&mut self) {
+        if let Some(c) = &mut self.changes {
+            for &id in &c.ids {
+                c.listed[id as usize] = false;
+            }
+            c.ids.clear();
+        }
     }
 }
 
@@ -151,6 +191,12 @@ impl std::ops::Index<usize> for Cores<'_> {
 impl std::ops::IndexMut<usize> for Cores<'_> {
     /// Instance `id`'s core, built now if it was not.
     fn index_mut(&mut self, id: usize) -> &mut Core {
+        if let Some(c) = &mut self.changes
+            && !c.listed[id]
+        {
+            c.listed[id] = true;
+            c.ids.push(id as u32);
+        }
         if self.at.is_empty() {
             return &mut self.built[id];
         }

@@ -13,6 +13,13 @@
 //! one number (the time the router's view is of) and the eviction log's trim. BLIS instead
 //! copies every instance's cache map at each refresh.
 //!
+//! A policy that picks the least of one key over every instance (`LOAD`, `least-loaded`,
+//! `always-busiest`) reads a ranking instead of a snapshot of each ([`crate::router::RankTree`]):
+//! at each refresh, the instances indexed mutably since the last one ([`Cores::changed`]) get
+//! their key again from what the router sees of them (every instance after a stale signal
+//! was copied), so a decision costs O(log n) plus the instances that changed. Not kept in an
+//! autoscaled run, whose refreshes visit only the replicas provisioned.
+//!
 //! Refresh instants. A periodic signal is re-read at the first routing decision at or after
 //! its interval has passed since its last read (BLIS's lazy `Periodic`), and reads the
 //! instance as it is at that decision; the prefix cache is refreshed the same way, for all
@@ -24,7 +31,9 @@ use super::cores::Cores;
 use super::instance::InstanceSim;
 use crate::Nanos;
 use crate::metrics::RequestRecord;
-use crate::router::{ClusterView, InstanceSnapshot, Refresh, Signal, SignalConfig};
+use crate::router::{
+    ClusterView, InstanceSnapshot, RankTree, Ranking, Refresh, Signal, SignalConfig,
+};
 use crate::scheduler::{Core, SchedulerStats};
 
 /// An instance's recent statistics, updated as its steps end: exponentially weighted means
@@ -192,6 +201,19 @@ pub(crate) struct Signals {
     prefix_at: Option<Nanos>,
     /// The instances a refresh visits (`None`: all).
     active: Option<Active>,
+    /// The run's router's ranking of the instances, when it picks by one and every instance
+    /// may change (no autoscaler).
+    rank: Option<Rank>,
+}
+
+/// Every instance ranked by a policy's key of what the router sees of it (`router/rank.rs`),
+/// kept up to date at each refresh: the instances indexed mutably since the last one
+/// ([`Cores::changed`]) get their key again, or all of them after a stale signal was copied.
+struct Rank {
+    by: Ranking,
+    tree: RankTree,
+    /// Whether every key must be taken again (at the start, and after a copy).
+    stale: bool,
 }
 
 impl Signals {
@@ -211,12 +233,26 @@ impl Signals {
             now: 0,
             prefix_at,
             active: None,
+            rank: None,
         }
+    }
+
+    /// Keeps the instances ranked by `ranking` (the run's router's, if any) from now on,
+    /// listing the instances that change in `schedulers`.
+    pub(crate) fn rank_by(&mut self, ranking: Option<Ranking>, schedulers: &mut Cores<'_>) {
+        self.rank = ranking.filter(|_| self.active.is_none()).map(|by| Rank {
+            by,
+            tree: RankTree::new(self.held.len()),
+            stale: true,
+        });
+        schedulers.track_changes(self.rank.is_some());
     }
 
     /// From now on, refreshes visit only the instances `ids` and those named to
     /// [`Signals::activate`]: the others must not change.
     pub(crate) fn only_active(&mut self, ids: &[u32]) {
+        // Refreshes visit only the active instances: a ranking of all would visit every one.
+        self.rank = None;
         let mut member = vec![false; self.held.len()];
         for &id in ids {
             member[id as usize] = true;
@@ -271,6 +307,18 @@ impl Signals {
         instances: &[InstanceSim<'_>],
         due: impl Fn(Refresh, Nanos) -> bool,
     ) {
+        self.reread(now, schedulers, instances, due);
+        self.rerank(schedulers);
+    }
+
+    /// Re-reads the signals `due` says, at `now`.
+    fn reread(
+        &mut self,
+        now: Nanos,
+        schedulers: &mut Cores<'_>,
+        instances: &[InstanceSim<'_>],
+        due: impl Fn(Refresh, Nanos) -> bool,
+    ) {
         self.now = now;
         let config = self.config;
         let mut copy = [false; 8];
@@ -282,6 +330,7 @@ impl Signals {
             }
         }
         if self.copies && copy.contains(&true) {
+            self.rank_all_again();
             for i in active_ids(&self.active, schedulers.len()) {
                 let live = observe(&schedulers[i], &instances[i].recent, now);
                 for signal in &Signal::ALL[..7] {
@@ -360,6 +409,7 @@ impl Signals {
         let copy: [bool; 8] =
             std::array::from_fn(|k| k < 7 && !self.immediate[k] && self.read_at[k] != first[k]);
         if self.copies && copy.contains(&true) {
+            self.rank_all_again();
             for i in active_ids(&self.active, schedulers.len()) {
                 let live = observe(&schedulers[i], &instances[i].recent, last);
                 for signal in &Signal::ALL[..7] {
@@ -376,6 +426,68 @@ impl Signals {
                 schedulers[i].forget_cache_history_before(self.read_at[prefix]);
             }
         }
+        self.rerank(schedulers);
+    }
+
+    /// After a stale signal was copied: every instance's key is taken again.
+    fn rank_all_again(&mut self) {
+        if let Some(rank) = &mut self.rank {
+            rank.stale = true;
+        }
+    }
+
+    /// Brings the ranking up to date: the key of every instance that changed since the last
+    /// refresh (of every one after a copy), from what the router sees of it now.
+    fn rerank(&mut self, schedulers: &mut Cores<'_>) {
+        let Some(mut rank) = self.rank.take() else {
+            schedulers.track_changes(false);
+            return;
+        };
+        let by = rank.by;
+        if rank.stale {
+            for i in 0..self.held.len() {
+                rank.tree.set(i, self.key(by, i, schedulers));
+            }
+            rank.stale = false;
+        } else {
+            for &id in schedulers.changed() {
+                let i = id as usize;
+                rank.tree.set(i, self.key(by, i, schedulers));
+            }
+        }
+        schedulers.clear_changes();
+        self.rank = Some(rank);
+    }
+
+    /// What the router sees of instance `i`: the held snapshot with the immediate signals
+    /// read live, for the decision of the last refresh.
+    fn seen(
+        &self,
+        i: usize,
+        schedulers: &Cores<'_>,
+        instances: &[InstanceSim<'_>],
+    ) -> InstanceSnapshot {
+        self.seen_with(i, observe(&schedulers[i], &instances[i].recent, self.now))
+    }
+
+    /// What the router sees of instance `i` with its immediate signals read as `live`.
+    fn seen_with(&self, i: usize, live: InstanceSnapshot) -> InstanceSnapshot {
+        let mut held = self.held[i];
+        for signal in &Signal::ALL[..7] {
+            if self.immediate[signal.index()] {
+                copy_signal(*signal, &live, &mut held);
+            }
+        }
+        held.in_flight = live.in_flight;
+        held.taken_at = self.read_at[..7].iter().copied().min().unwrap_or(self.now);
+        held
+    }
+
+    /// Instance `i`'s key in `by`'s ranking: that of what the router sees of it, the
+    /// instance read only for the load signals a key depends on (requests waiting and
+    /// running, KV blocks used, in flight).
+    fn key(&self, by: Ranking, i: usize, schedulers: &Cores<'_>) -> u128 {
+        by.key(&self.seen_with(i, InstanceSnapshot::of(&schedulers[i])))
     }
 
     /// The view over `schedulers` and `instances` (the live prefix caches, asked at the
@@ -403,22 +515,14 @@ pub(crate) struct SignalView<'a> {
 
 impl ClusterView for SignalView<'_> {
     fn snapshot(&self, id: u32) -> InstanceSnapshot {
-        let i = id as usize;
-        let signals = self.signals;
-        let mut held = signals.held[i];
-        let live = observe(&self.schedulers[i], &self.instances[i].recent, signals.now);
-        for signal in &Signal::ALL[..7] {
-            if signals.immediate[signal.index()] {
-                copy_signal(*signal, &live, &mut held);
-            }
-        }
-        held.in_flight = live.in_flight;
-        held.taken_at = signals.read_at[..7]
-            .iter()
-            .copied()
-            .min()
-            .unwrap_or(signals.now);
-        held
+        self.signals
+            .seen(id as usize, self.schedulers, self.instances)
+    }
+
+    fn ranked(&self, ranking: Ranking) -> Option<&RankTree> {
+        let rank = self.signals.rank.as_ref()?;
+        let current = !rank.stale && self.schedulers.changed().is_empty();
+        (rank.by == ranking && current).then_some(&rank.tree)
     }
 
     fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {

@@ -23,9 +23,15 @@
 //!
 //! What the router sees, and how stale each signal is, is set per signal ([`SignalConfig`],
 //! `signals.rs`); the engine refreshes the snapshots it hands the router accordingly.
+//! When every instance is a candidate, `LOAD`, `least-loaded` and `always-busiest` read a
+//! ranking of the instances by their key that the view keeps up to date ([`RankTree`],
+//! `rank.rs`), with the scan's pick, ties included.
 
 mod explain;
 mod policy;
+mod rank;
+#[cfg(test)]
+mod rank_tests;
 #[cfg(test)]
 mod scorer_tests;
 mod scorers;
@@ -38,6 +44,7 @@ mod tests;
 pub use crate::config::{RoutingSpecError, WeightBound};
 pub use explain::{CandidateScore, Explanation};
 pub use policy::{RoutingPolicy, RoutingWeights, Weighting};
+pub use rank::{RankTree, Ranking};
 pub use scorers::{PREFIX_INDEX_BLOCKS, Scorer, ScorerSet};
 pub use signals::{Refresh, Signal, SignalConfig, parse_duration_ns};
 
@@ -144,6 +151,12 @@ pub trait ClusterView {
     fn snapshot(&self, id: u32) -> InstanceSnapshot;
     /// How many leading blocks of the hash chain `hashes` instance `id`'s prefix cache holds.
     fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize;
+    /// Every instance ranked by `ranking`'s key of its snapshot, when the view keeps such a
+    /// ranking up to date (`rank.rs`); `None` asks the policy to read each snapshot.
+    fn ranked(&self, ranking: Ranking) -> Option<&RankTree> {
+        let _ = ranking;
+        None
+    }
 }
 
 /// The immediate view of a cluster: its instances' schedulers as they are.
@@ -195,6 +208,12 @@ pub trait Routing {
     fn explanation(&self) -> Option<&Explanation> {
         None
     }
+
+    /// The key by which the router picks among every instance, for the view to keep them
+    /// ranked by ([`ClusterView::ranked`]); `None` when it reads the snapshots otherwise.
+    fn ranking(&self) -> Option<Ranking> {
+        None
+    }
 }
 
 impl Routing for Router {
@@ -209,6 +228,10 @@ impl Routing for Router {
 
     fn explanation(&self) -> Option<&Explanation> {
         self.explain.as_ref()
+    }
+
+    fn ranking(&self) -> Option<Ranking> {
+        self.policy.ranking()
     }
 }
 
@@ -274,19 +297,16 @@ impl Router {
         assert!(!candidates.is_empty(), "routing needs a candidate");
         let at = |pos: usize| view.snapshot(candidates[pos]);
         let n = candidates.len();
+        // Every instance is a candidate (ids ascending, as many as ranked): a ranking the
+        // view keeps gives the scan's pick.
+        let ranked = |r| view.ranked(r).filter(|t| t.len() == n);
         let pos = match &self.policy {
             RoutingPolicy::Load => {
                 let start = self.counter % n;
-                let mut best = start;
-                let mut best_score = load_score(&at(start));
-                for k in 1..n {
-                    let pos = (start + k) % n;
-                    let score = load_score(&at(pos));
-                    if score < best_score {
-                        best = pos;
-                        best_score = score;
-                    }
-                }
+                let best = match ranked(Ranking::Load) {
+                    Some(tree) => tree.least_from(start),
+                    None => load_scan(start, n, at),
+                };
                 self.counter = (best + 1) % n;
                 best
             }
@@ -296,7 +316,10 @@ impl Router {
                 pos
             }
             RoutingPolicy::Random => self.rng.random_range(0..n),
-            RoutingPolicy::LeastLoaded => least_loaded(candidates, view),
+            RoutingPolicy::LeastLoaded => match ranked(Ranking::LeastLoaded) {
+                Some(tree) => tree.least(),
+                None => least_loaded(candidates, view),
+            },
             RoutingPolicy::PrefixAffinity => {
                 self.prefix.start();
                 let mut best = 0;
@@ -314,7 +337,10 @@ impl Router {
                     best
                 }
             }
-            RoutingPolicy::AlwaysBusiest => busiest(candidates, view),
+            RoutingPolicy::AlwaysBusiest => match ranked(Ranking::Busiest) {
+                Some(tree) => tree.least(),
+                None => busiest(candidates, view),
+            },
             RoutingPolicy::Weighted(Weighting::Scorers(set)) => {
                 self.scores
                     .pick(set, request, candidates, view, &mut self.prefix)
@@ -451,6 +477,22 @@ fn load_score(s: &InstanceSnapshot) -> f64 {
         Some(m) if m > 0 => raw / f64::from(m),
         _ => raw,
     }
+}
+
+/// `LOAD`'s scan of `n` candidates (`at` gives the snapshot at a position) from position
+/// `start`: the first strictly lower score wins.
+fn load_scan(start: usize, n: usize, at: impl Fn(usize) -> InstanceSnapshot) -> usize {
+    let mut best = start;
+    let mut best_score = load_score(&at(start));
+    for k in 1..n {
+        let pos = (start + k) % n;
+        let score = load_score(&at(pos));
+        if score < best_score {
+            best = pos;
+            best_score = score;
+        }
+    }
+    best
 }
 
 /// Position of the candidate with the fewest waiting + running requests, then the fewest

@@ -84,6 +84,17 @@ impl RoutingPolicy {
     pub fn scorers(scorers: ScorerSet) -> RoutingPolicy {
         RoutingPolicy::Weighted(Weighting::Scorers(scorers))
     }
+
+    /// The key the policy picks the least of among every candidate, when that is all it
+    /// reads of them (`LOAD`, `least-loaded`, `always-busiest`).
+    pub fn ranking(&self) -> Option<super::Ranking> {
+        match self {
+            RoutingPolicy::Load => Some(super::Ranking::Load),
+            RoutingPolicy::LeastLoaded => Some(super::Ranking::LeastLoaded),
+            RoutingPolicy::AlwaysBusiest => Some(super::Ranking::Busiest),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for RoutingPolicy {

@@ -50,8 +50,9 @@ impl<'r> Cluster<'r> {
             itl_values: services.observer.wants_itl_values(),
             cache_history: keeps_cache_history(&signals),
         };
-        let schedulers = Cores::new(recipe);
-        let signals = Signals::new(signals, &schedulers);
+        let mut schedulers = Cores::new(recipe);
+        let mut signals = Signals::new(signals, &schedulers);
+        signals.rank_by(services.router.ranking(), &mut schedulers);
         let groups = dp::groups(setups);
         let group_stages = groups
             .iter()

@@ -504,6 +504,127 @@ fn idle_ticks_are_skipped_and_the_run_is_the_same() {
     assert_eq!(every, skipping);
 }
 
+/// Where and when each request finished: (request, instance, first token, end).
+#[derive(Default)]
+struct Placed(Vec<(u64, u32, Nanos, Nanos)>);
+
+impl Observer for Placed {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        self.0
+            .push((r.request_id, r.instance_id, r.first_token_ns, r.end_ns));
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        _: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// A view that hides the ranking the engine keeps: the router scans the snapshots.
+struct Unranked<'a>(&'a dyn ClusterView);
+
+impl ClusterView for Unranked<'_> {
+    fn snapshot(&self, id: u32) -> crate::router::InstanceSnapshot {
+        self.0.snapshot(id)
+    }
+
+    fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {
+        self.0.cached_prefix_blocks(id, hashes)
+    }
+}
+
+/// A router that reads the engine's ranking (counting the decisions that could) or,
+/// `scanning`, every snapshot.
+struct Ranks {
+    router: Router,
+    scanning: bool,
+    ranked: u64,
+}
+
+impl Routing for Ranks {
+    fn decide(&mut self, r: &Request, candidates: &[u32], view: &dyn ClusterView) -> RouteDecision {
+        if self.scanning {
+            return self.router.decide(r, candidates, &Unranked(view));
+        }
+        let by = self.router.policy().ranking().unwrap();
+        self.ranked += u64::from(view.ranked(by).is_some());
+        self.router.decide(r, candidates, view)
+    }
+
+    fn ranking(&self) -> Option<crate::router::Ranking> {
+        self.router.policy().ranking()
+    }
+}
+
+/// 400 random requests of `seed` on eight instances routed by `policy` seeing `signals`,
+/// through the engine's ranking or `scanning`: where and when each finished, and how many
+/// decisions read the ranking.
+fn run_ranked(
+    seed: u64,
+    policy: RoutingPolicy,
+    signals: crate::router::SignalConfig,
+    scanning: bool,
+) -> (Vec<(u64, u32, Nanos, Nanos)>, u64) {
+    let mut state = seed;
+    let mut t = 0;
+    let requests: Vec<Request> = (0..400)
+        .map(|id| {
+            t += next(&mut state) % (2 * US);
+            let input = 10 + (next(&mut state) % 200) as u32;
+            let output = 2 + (next(&mut state) % 40) as u32;
+            request(id, t, input, output)
+        })
+        .collect();
+    let setups: Vec<InstanceSetup> = (0..8).map(|_| setup(40)).collect();
+    let mut backends: Vec<Linear> = (0..8).map(|_| Linear).collect();
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = Ranks {
+        router: Router::new(policy, seed),
+        scanning,
+        ranked: 0,
+    };
+    let mut placed = Placed::default();
+    let s = Services::new(&mut dyns, &mut router, &mut placed);
+    let run = Run::new(&requests, &setups).signals(signals);
+    Cluster::new(run, &s).unwrap().run(s).unwrap();
+    (placed.0, router.ranked)
+}
+
+#[test]
+fn a_ranked_run_routes_as_the_scan_with_fresh_and_stale_signals() {
+    use crate::router::{Signal, SignalConfig};
+    let mut on_demand = SignalConfig::all_immediate();
+    on_demand.set(Signal::Queue, crate::router::Refresh::OnDemand);
+    let signals = [
+        SignalConfig::all_immediate(),
+        SignalConfig::default().with_snapshot_refresh(3 * US),
+        on_demand,
+    ];
+    let policies = [
+        RoutingPolicy::Load,
+        RoutingPolicy::LeastLoaded,
+        RoutingPolicy::AlwaysBusiest,
+    ];
+    for seed in [3, 17] {
+        for policy in &policies {
+            for signals in signals {
+                let (ranked, reads) = run_ranked(seed, policy.clone(), signals, false);
+                let (scanned, _) = run_ranked(seed, policy.clone(), signals, true);
+                assert_eq!(ranked.len(), 400);
+                assert_eq!(ranked, scanned, "{policy} {signals}");
+                assert_eq!(reads, 400, "every decision read the ranking");
+            }
+        }
+    }
+}
+
 #[test]
 fn slots_never_provisioned_cost_no_snapshot_after_the_start() {
     // Issue 36: a decision, a tick and a signal refresh visit the replicas provisioned,
