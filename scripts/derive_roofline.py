@@ -551,6 +551,30 @@ def print_transition_gemms(data):
         print(f"  {'':10} K     {cells(1, depths, '')}")
 
 
+def print_transition_gemm_misses(data):
+    """Issue 34 part 4: the transition regime's miss in microseconds, not per cent. A miss that
+    stays the same few microseconds from the smallest to the largest weights is a time added
+    to every GEMM (an extra kernel or a gap in how the table was timed), not an efficiency; one
+    that grows with the kernel is an efficiency."""
+    print("GEMMs of prefill chunks, held out, by weight values per GPU: median kernel time, median "
+          "measured - priced (signed error, rows)")
+    for gpu in ("H100", "A100", "A40"):
+        c = data.constants([g for g in GPUS if g != gpu])
+        for lo_m, hi_m in ((129, 512), (512, 1025)):
+            cells = []
+            for lo, hi in ((0, 4), (4, 16), (16, 64), (64, 1 << 20)):
+                rows = [r for r in data.gemms if r["gpu"] == gpu and not r["fp8"]
+                        and lo_m <= r["M"] < hi_m and lo * 1e6 <= r["K"] * r["N"] < hi * 1e6]
+                if not rows:
+                    continue
+                t = median(r["t"] for r in rows) * 1e6
+                miss = median(r["t"] - gemm_time(c, r) for r in rows) * 1e6
+                e = median(gemm_time(c, r) / r["t"] - 1 for r in rows) * 100
+                label = f"{lo}-{hi if hi < 1 << 20 else ''} M"
+                cells.append(f"{label} {t:.0f} us, {miss:+.1f} us ({e:+.1f}%, {len(rows)})")
+            print(f"  {gpu} {lo_m}-{hi_m - 1} tokens: " + ", ".join(cells))
+
+
 # ------------------------------------------------------------------------------ leave one out
 
 FAMILIES = ["GEMM M<=16", "GEMM 17-128", "GEMM 129-1024", "GEMM >1024", "GEMM FP8",
@@ -744,6 +768,8 @@ def main():
         print_tp_prefill_gemms(data)
         print()
         print_transition_gemms(data)
+        print()
+        print_transition_gemm_misses(data)
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()

@@ -251,6 +251,10 @@ const GEMM_UNHIDDEN: f64 = 0.50;
 /// bundles and Frontier's kernel-only files).
 const KERNEL_FLOOR_NS: f64 = 2_120.0;
 
+/// Breakdown name of the all-reduce that sums a TP > 1 step's vocabulary-parallel embedding
+/// shards (vLLM's `VocabParallelEmbedding.forward`), once per step, before the first block.
+pub(crate) const EMBEDDING_ALLREDUCE: &str = "embedding_allreduce";
+
 /// The share of its peak bandwidth at which `hardware` streams on the fused-MoE kernel's large
 /// tile: SMs × clock × [`MOE_LARGE_TILE_BYTES_PER_CLOCK`] over the peak, at most 1; 1 without
 /// `sm_count` or `sm_clock_mhz`.
@@ -624,6 +628,11 @@ impl Roofline {
         let l = self.num_layers;
 
         visit("embedding", 1, kernel(0.0, 2.0 * t * h * fp));
+        // vLLM's VocabParallelEmbedding: at TP > 1 each GPU looks up its vocabulary shard
+        // (rows of other shards zeroed) and one all-reduce of `tokens × hidden` sums them.
+        if let Some(work) = allreduce {
+            visit(EMBEDDING_ALLREDUCE, 1, work);
+        }
         self.visit_attention_half(s, &mut visit);
         if let Some(work) = allreduce {
             visit("allreduce", l, work);
@@ -907,7 +916,7 @@ impl LatencyBackend for Roofline {
 /// Adds layer `name`, `repeats` times `ns`, to the prologue, one block or the head of `parts`.
 fn add_to_parts(parts: &mut StepParts, name: &str, repeats: u64, ns: Nanos) {
     match name {
-        "embedding" => parts.prologue_ns += repeats * ns,
+        "embedding" | EMBEDDING_ALLREDUCE => parts.prologue_ns += repeats * ns,
         "final_layernorm" | "lm_head" | "sampler" => parts.head_ns += repeats * ns,
         _ => parts.block_ns += ns,
     }
@@ -1060,7 +1069,8 @@ mod tests {
             let timings = roofline("Llama-3.1-70B", "H100", tp).breakdown(&BatchDesc::new(&batch));
             let timings = timings.unwrap();
             let comms = timings.iter().filter(|l| l.is_comm).count();
-            let names_ok = timings.iter().all(|l| l.is_comm == (l.name == "allreduce"));
+            let all_reduce = |name| name == "allreduce" || name == EMBEDDING_ALLREDUCE;
+            let names_ok = timings.iter().all(|l| l.is_comm == all_reduce(l.name));
             let busy: Nanos = timings
                 .iter()
                 .filter(|l| !l.is_comm)
@@ -1071,8 +1081,32 @@ mod tests {
         };
         let (tp1_comms, tp1_busy) = compute(1);
         let (tp2_comms, tp2_busy) = compute(2);
-        assert_eq!((tp1_comms, tp2_comms), (0, 2));
+        assert_eq!((tp1_comms, tp2_comms), (0, 3));
         assert!(tp2_busy < tp1_busy, "{tp2_busy} vs {tp1_busy}");
+    }
+
+    #[test]
+    fn a_tp_step_sums_its_embedding_shards_with_one_all_reduce_of_its_tokens() {
+        // Llama-3.1-8B at TP 4 on H100, a 2,048-token prefill: 2,048 × 4,096 × 2 bytes =
+        // 16 MiB; the ring moves 2 × 3/4 of it (25,165,824 bytes) at 450 GB/s × 0.654
+        // (294.3 bytes/ns) = 85,510.8 ns, plus 2 × 3 hops of 1 µs: 91,511 ns, once per step
+        // before the first block, the same all-reduce as each block's two.
+        let mut r = roofline("Llama-3.1-8B", "H100", 4);
+        let layers = r.breakdown(&BatchDesc::new(&[prefill(2048, 0)])).unwrap();
+        let names: Vec<&str> = layers.iter().take(3).map(|l| l.name).collect();
+        assert_eq!(names, ["embedding", EMBEDDING_ALLREDUCE, "input_layernorm"]);
+        let embedding = &layers[1];
+        assert_eq!((embedding.repeats, embedding.time_ns), (1, 91_511));
+        assert!(embedding.is_comm);
+        let block = layers.iter().find(|l| l.name == "allreduce").unwrap();
+        assert_eq!(block.time_ns, embedding.time_ns);
+        // It belongs to the prologue (the first pipeline stage's), not to every block.
+        let parts = r.step_parts(&BatchDesc::new(&[prefill(2048, 0)])).unwrap();
+        assert_eq!(parts.prologue_ns, layers[0].time_ns + 91_511);
+        // At TP 1 there is nothing to sum.
+        let mut tp1 = roofline("Llama-3.1-8B", "H100", 1);
+        let tp1_layers = tp1.breakdown(&BatchDesc::new(&[prefill(2048, 0)])).unwrap();
+        assert!(tp1_layers.iter().all(|l| !l.is_comm));
     }
 
     #[test]
