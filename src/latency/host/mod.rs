@@ -77,7 +77,7 @@ impl HostModel {
     /// The batch as the GPU runs it: padded to the capture size of its mode.
     fn run_batch<'a>(&self, batch: &BatchDesc<'a>) -> (BatchDesc<'a>, StepMode) {
         let tokens = u32::try_from(batch.total_tokens()).unwrap_or(u32::MAX);
-        let uniform_decode = batch.items.iter().all(|i| i.is_decode());
+        let uniform_decode = batch.all_decodes();
         let (mode, run_tokens) = self.policy.mode_of(tokens, uniform_decode);
         let pad = run_tokens.saturating_sub(tokens);
         let run = BatchDesc {
