@@ -92,7 +92,8 @@ pub(super) fn start_step(
         back_to_back: inst.last_end == Some(now),
         ..StepShape::of_step(scheduler)
     };
-    let compute_ns = backend.step_time(&shape.apply(scheduler.last_batch()))?;
+    let batch = shape.apply(scheduler.last_batch());
+    let compute_ns = backend.step_time(&batch.with_decode_lead(scheduler.last_lead()))?;
     if compute_ns == 0 {
         return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
     }

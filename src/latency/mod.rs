@@ -46,6 +46,35 @@ impl BatchItem {
     }
 }
 
+/// What the scheduler already knows of a batch's first items, so that pricing need not read
+/// them: the first `count` items are decodes (one token each) whose KV reads (`context + 1`
+/// each) sum to `kv_tokens`, the longest being `longest`. The scheduler keeps these as its
+/// stretch members join, grow and leave (`scheduler::stretch`); zero (nothing known) for a
+/// batch read item by item.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecodeLead {
+    pub count: usize,
+    pub kv_tokens: u64,
+    pub longest: u64,
+}
+
+impl DecodeLead {
+    /// The lead of `items`, all of them decodes (`None` if one is not), summed item by item.
+    pub fn summing(items: &[BatchItem]) -> Option<DecodeLead> {
+        let mut lead = DecodeLead::default();
+        for item in items {
+            if !item.is_decode() {
+                return None;
+            }
+            let read = u64::from(item.context_tokens) + 1;
+            lead.count += 1;
+            lead.kv_tokens += read;
+            lead.longest = lead.longest.max(read);
+        }
+        Some(lead)
+    }
+}
+
 /// The batch of one scheduler step on one instance.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchDesc<'a> {
@@ -78,6 +107,9 @@ pub struct BatchDesc<'a> {
     /// ran. Only the host model ([`HostModel`]) reads it; false unless set with
     /// [`BatchDesc::with_back_to_back`].
     pub back_to_back: bool,
+    /// What is known of the first items without reading them (see [`DecodeLead`]); nothing
+    /// unless set with [`BatchDesc::with_decode_lead`].
+    pub lead: DecodeLead,
 }
 
 impl<'a> BatchDesc<'a> {
@@ -90,6 +122,7 @@ impl<'a> BatchDesc<'a> {
             attention_offloaded: false,
             gate_tokens: 0,
             back_to_back: false,
+            lead: DecodeLead::default(),
         }
     }
 
@@ -102,6 +135,7 @@ impl<'a> BatchDesc<'a> {
             attention_offloaded: false,
             gate_tokens: 0,
             back_to_back: false,
+            lead: DecodeLead::default(),
         }
     }
 
@@ -111,6 +145,13 @@ impl<'a> BatchDesc<'a> {
             back_to_back: on,
             ..self
         }
+    }
+
+    /// The batch whose first items are known to be `lead` (see [`DecodeLead`]): their
+    /// tokens and KV reads are not read again.
+    pub fn with_decode_lead(self, lead: DecodeLead) -> BatchDesc<'a> {
+        debug_assert!(lead.count <= self.items.len(), "a lead beyond the batch");
+        BatchDesc { lead, ..self }
     }
 
     /// The batch with [`BatchDesc::kv_send_tokens`] set to `tokens`.
@@ -138,14 +179,25 @@ impl<'a> BatchDesc<'a> {
     }
 }
 
-impl BatchDesc<'_> {
+impl<'a> BatchDesc<'a> {
+    /// The items behind the lead ([`BatchDesc::lead`]): those that must be read.
+    pub fn tail(&self) -> &'a [BatchItem] {
+        self.items.get(self.lead.count..).unwrap_or_default()
+    }
+
     /// Tokens computed in this step, over all requests, padding included.
     pub fn total_tokens(&self) -> u64 {
-        self.items
+        self.tail()
             .iter()
             .map(|i| u64::from(i.new_tokens))
             .sum::<u64>()
+            + self.lead.count as u64
             + u64::from(self.pad_tokens)
+    }
+
+    /// Whether every item is a decode.
+    pub fn all_decodes(&self) -> bool {
+        self.tail().iter().all(BatchItem::is_decode)
     }
 
     /// Tokens whose gate decisions fire this instance's experts (see

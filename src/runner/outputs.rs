@@ -145,7 +145,13 @@ impl Observer for Outputs<'_> {
             series.step(step);
         }
         // The step was priced (and its lookups counted) before it ran; the reports below
-        // re-read it.
+        // re-read it, when there are any.
+        let rereads = !self.emit_et.is_empty()
+            || self.power.is_some()
+            || log::log_enabled!(log::Level::Debug);
+        if !rereads {
+            return Ok(());
+        }
         backend.count_lookups(false);
         let reported = self.report_step(step, backend);
         backend.count_lookups(true);

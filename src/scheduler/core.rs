@@ -12,7 +12,7 @@ use super::{
     SchedDecision, Scheduler, SchedulerBug, SchedulerConfig, SchedulerStats, StepTokens,
 };
 use crate::Nanos;
-use crate::latency::BatchItem;
+use crate::latency::{BatchItem, DecodeLead};
 use crate::workload::Request;
 use serde::Serialize;
 
@@ -117,6 +117,15 @@ impl Core {
     /// The batch formed by the last [`Core::schedule`].
     pub fn last_batch(&self) -> &[BatchItem] {
         each!(self, s => s.last_batch())
+    }
+
+    /// What is known of the last formed batch's first items without reading them (SGLang's
+    /// passes: nothing).
+    pub fn last_lead(&self) -> DecodeLead {
+        match self {
+            Core::Vllm(s) => s.last_lead(),
+            Core::Sglang(_) => DecodeLead::default(),
+        }
     }
 
     /// The batch of the pass completed last.

@@ -59,7 +59,7 @@ pub use pd::{Handoff, ReceivedKv};
 pub use watch::SchedDecision;
 
 use crate::Nanos;
-use crate::latency::BatchItem;
+use crate::latency::{BatchItem, DecodeLead};
 use crate::workload::Request;
 use request::{Phase, RunningRequest};
 use serde::Serialize;
@@ -572,6 +572,12 @@ impl Scheduler {
         &self.step_items
     }
 
+    /// What is known of the last formed batch's first items without reading them (its
+    /// stretch members, see [`DecodeLead`]).
+    pub fn last_lead(&self) -> DecodeLead {
+        self.stretch.formed_lead()
+    }
+
     /// The KV tokens of the last formed batch that the decode side needs, had this instance
     /// been a prefill instance: every token it computes, plus the prefix-cache hit (context)
     /// of each request admitted by that step (LLMServingSim's `pd_kv_send_tokens`).
@@ -835,6 +841,7 @@ impl Scheduler {
             s.epoch = req.preemptions;
         }
         self.join_stretch();
+        self.stretch.note_formed();
         if self.depth > 1 {
             let mut f = self.spare.pop().unwrap_or_default();
             f.step.clear();

@@ -23,6 +23,7 @@
 use super::request::Phase;
 use super::{BlockId, Completions, PreemptionOrder, Scheduler};
 use crate::Nanos;
+use crate::latency::DecodeLead;
 
 /// A request stepped in bulk, and where it stood when it joined.
 #[derive(Debug)]
@@ -62,12 +63,32 @@ pub(super) struct Stretch {
     next_finish: u64,
     /// Per bucket, the positions of its members in running order.
     buckets: Vec<Vec<u32>>,
+    /// The members' KV reads in the last formed step (`context + 1` each, summed) and the
+    /// longest, kept as members join, grow and leave.
+    kv_tokens: u64,
+    longest: u64,
+    /// The lead of the last formed step: its members, as pricing reads them.
+    formed_lead: DecodeLead,
 }
 
 impl Stretch {
     /// How many members lead the step in flight.
     pub fn members_in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// The members as the lead of the step formed last ([`DecodeLead`]).
+    pub fn formed_lead(&self) -> DecodeLead {
+        self.formed_lead
+    }
+
+    /// Notes the step just formed: its lead is the members now.
+    pub(super) fn note_formed(&mut self) {
+        self.formed_lead = DecodeLead {
+            count: self.members.len(),
+            kv_tokens: self.kv_tokens,
+            longest: self.longest,
+        };
     }
 }
 
@@ -114,13 +135,15 @@ impl Scheduler {
         for item in &mut self.step_items[..m] {
             item.context_tokens += 1;
         }
+        self.stretch.kv_tokens += m as u64;
+        self.stretch.longest += 1;
         self.stretch.in_flight = m;
         m
     }
 
     /// Removes the members that finished from the members, the step and its batch (the
-    /// step's entries behind the members are dropped: the next step forms them), and buckets
-    /// the others again by their new positions.
+    /// step's entries behind the members are dropped: the next step forms them), buckets the
+    /// others again by their new positions and sums their KV reads again.
     fn drop_left_members(&mut self) {
         let st = &mut self.stretch;
         // Those before the first that left stay where they are.
@@ -144,6 +167,8 @@ impl Scheduler {
         for (k, member) in st.members.iter().enumerate() {
             st.buckets[member.key as usize].push(k as u32);
         }
+        let lead = DecodeLead::summing(&self.step_items).expect("members decode");
+        (st.kv_tokens, st.longest) = (lead.kv_tokens, lead.longest);
     }
 
     /// After a step was formed: the steady decoders right behind the members (in running
@@ -156,6 +181,7 @@ impl Scheduler {
         let st = &mut self.stretch;
         if st.members.is_empty() {
             st.next_finish = LEFT;
+            (st.kv_tokens, st.longest) = (0, 0);
         }
         if st.buckets.len() != bs as usize {
             st.buckets.resize_with(bs as usize, Vec::new);
@@ -195,6 +221,9 @@ impl Scheduler {
             });
             st.buckets[key as usize].push(p as u32);
             st.next_finish = st.next_finish.min(finish);
+            let read = u64::from(self.step_items[p].context_tokens) + 1;
+            st.kv_tokens += read;
+            st.longest = st.longest.max(read);
             p += 1;
         }
     }
@@ -266,6 +295,7 @@ impl Scheduler {
         st.in_flight = 0;
         st.left = 0;
         st.next_finish = LEFT;
+        (st.kv_tokens, st.longest) = (0, 0);
     }
 }
 
@@ -273,7 +303,7 @@ impl Scheduler {
 mod tests {
     use super::super::{Completions, Scheduler, SchedulerConfig};
     use crate::Nanos;
-    use crate::latency::BatchItem;
+    use crate::latency::{BatchItem, DecodeLead};
     use crate::workload::Request;
     use proptest::prelude::*;
 
@@ -404,10 +434,14 @@ mod tests {
                 s.enqueue(&reqs[next]);
                 next += 1;
             }
-            let Some(batch) = s.schedule(now).unwrap() else {
+            if s.schedule(now).unwrap().is_none() {
                 log.push(format!("nothing to run at {now}: {}", seen(&s)));
                 break;
-            };
+            }
+            let batch = s.last_batch();
+            // The members' sums kept as they join, grow and leave are their items' sums.
+            let lead = s.last_lead();
+            assert_eq!(Some(lead), DecodeLead::summing(&batch[..lead.count]));
             let end = now + price(batch);
             let formed = format!("{now}: {batch:?}");
             log.push(format!("{formed}; {}", seen(&s)));

@@ -25,6 +25,7 @@
 
 mod graphs;
 mod issue;
+mod plan;
 
 pub use graphs::{CudaGraphMode, GraphOptions, GraphPolicy, StepMode};
 
@@ -32,6 +33,7 @@ use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
 use crate::Nanos;
 use crate::config::HostSpec;
 use issue::Pipeline;
+use plan::IssuePlan;
 
 /// The host's timing of the last step priced.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +54,8 @@ pub struct HostModel {
     policy: GraphPolicy,
     async_scheduling: bool,
     layers: Vec<LayerTiming>,
+    /// The issue side of `layers`' names and repeats.
+    plan: IssuePlan,
     last: Option<Priced>,
 }
 
@@ -70,6 +74,7 @@ impl HostModel {
             policy,
             async_scheduling,
             layers: Vec::new(),
+            plan: IssuePlan::default(),
             last: None,
         }
     }
@@ -77,7 +82,7 @@ impl HostModel {
     /// The batch as the GPU runs it: padded to the capture size of its mode.
     fn run_batch<'a>(&self, batch: &BatchDesc<'a>) -> (BatchDesc<'a>, StepMode) {
         let tokens = u32::try_from(batch.total_tokens()).unwrap_or(u32::MAX);
-        let uniform_decode = batch.items.iter().all(|i| i.is_decode());
+        let uniform_decode = batch.all_decodes();
         let (mode, run_tokens) = self.policy.mode_of(tokens, uniform_decode);
         let pad = run_tokens.saturating_sub(tokens);
         let run = BatchDesc {
@@ -98,25 +103,26 @@ impl HostModel {
         }
     }
 
-    /// Runs the issue pipeline over `self.layers` (prologue, `repeats ×` the block, head).
-    /// Once a block (from the second on, which all start in the same graph state) ran
-    /// without holding the GPU back and issues no slower than the GPU runs it, every later
-    /// block does the same: they are added in one go.
+    /// Runs the issue pipeline over `self.layers` (prologue, `repeats ×` the block, head),
+    /// whose issue side `self.plan` holds. Once a block (from the second on, which all start
+    /// in the same graph state) ran without holding the GPU back and issues no slower than
+    /// the GPU runs it, every later block does the same: they are added in one go.
     fn issue(&self, host_start: f64, mode: StepMode) -> Pipeline {
         let mut pipeline = Pipeline::starting_at(host_start);
         let mut in_graph = false;
-        let mut each = |pipeline: &mut Pipeline, layer: &LayerTiming| {
-            let cost = issue::issue_ns(&self.host, layer.name, mode);
-            let graph_side = issue::in_graph(layer.name, mode);
+        let plan = self.plan.layers();
+        let mut each = |pipeline: &mut Pipeline, k: usize| {
+            let (layer, how) = (&self.layers[k], &plan[k]);
+            let graph_side = how.in_graph(mode);
             if graph_side && !in_graph {
                 pipeline.launch_graph(self.host.launch_ns);
             }
             in_graph = graph_side;
-            pipeline.run(issue::kernels_of(layer.name), cost, layer.time_ns as f64);
+            pipeline.run(how.kernels, how.cost(mode), layer.time_ns as f64);
         };
         let layers = &self.layers;
         let Some(first) = layers.iter().position(|l| l.repeats > 1) else {
-            layers.iter().for_each(|l| each(&mut pipeline, l));
+            (0..layers.len()).for_each(|k| each(&mut pipeline, k));
             return pipeline;
         };
         let repeats = layers[first].repeats;
@@ -124,32 +130,17 @@ impl HostModel {
             .iter()
             .position(|l| l.repeats != repeats)
             .map_or(layers.len(), |n| first + n);
-        layers[..first].iter().for_each(|l| each(&mut pipeline, l));
+        (0..first).for_each(|k| each(&mut pipeline, k));
         for block in 0..repeats {
             let lead = pipeline.begin_block();
-            layers[first..end]
-                .iter()
-                .for_each(|l| each(&mut pipeline, l));
+            (first..end).for_each(|k| each(&mut pipeline, k));
             if block > 0 && pipeline.block_keeps_up(lead) {
                 pipeline.repeat_block(repeats - block - 1);
                 break;
             }
         }
-        layers[end..].iter().for_each(|l| each(&mut pipeline, l));
+        (end..layers.len()).for_each(|k| each(&mut pipeline, k));
         pipeline
-    }
-
-    /// An upper bound of the host's issue time of `self.layers` in `mode` (as if every layer
-    /// opened a graph), ns.
-    fn issue_bound(&self, mode: StepMode) -> f64 {
-        self.layers
-            .iter()
-            .map(|l| {
-                let kernels = f64::from(issue::kernels_of(l.name));
-                let per_pass = kernels * issue::issue_ns(&self.host, l.name, mode);
-                l.repeats as f64 * (per_pass + self.host.launch_ns)
-            })
-            .sum()
     }
 
     /// Prices `batch` into `self.last`.
@@ -161,8 +152,9 @@ impl HostModel {
         priced?;
         let gpu: Nanos = self.layers.iter().map(|l| l.repeats * l.time_ns).sum();
         let host_start = self.host_start(batch);
+        self.plan.fit(&self.layers, &self.host);
         // A host that has issued everything before the step starts never holds the GPU back.
-        let bound = host_start + self.issue_bound(mode);
+        let bound = host_start + self.plan.bound(mode);
         if bound <= 0.0 {
             return Ok(Priced {
                 issued: bound,

@@ -58,11 +58,21 @@ impl BatchSums {
         if batch.items.is_empty() {
             return Err(LatencyError::Backend("roofline: empty batch".into()));
         }
-        // Locals, not the struct's fields: the loop keeps them in registers.
-        let (mut tokens, mut decodes, mut context, mut longest) = (0u64, 0u64, 0u64, 0u64);
+        // Locals, not the struct's fields: the loop keeps them in registers. The lead's
+        // decodes are summed already (see `DecodeLead`); only the items behind it are read.
+        let lead = batch.lead;
+        let (mut tokens, mut decodes, mut context, mut longest) = match batch.attention_offloaded {
+            false => (
+                lead.count as u64,
+                lead.count as u64,
+                lead.kv_tokens,
+                lead.longest,
+            ),
+            true => (lead.count as u64, 0, 0, 0),
+        };
         let mut prefills = [(0, 0); PREFILLS_ON_STACK];
         let mut n_prefills = 0;
-        for (i, item) in batch.items.iter().enumerate() {
+        for (i, item) in (lead.count..).zip(batch.tail()) {
             let (new, prior) = (u64::from(item.new_tokens), u64::from(item.context_tokens));
             if new == 0 {
                 return Err(LatencyError::Backend(format!(
@@ -163,7 +173,7 @@ fn per_request(batch: &BatchDesc<'_>, pad: f64, rates: DecodeRates) -> DecodeTer
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::latency::BatchItem;
+    use crate::latency::{BatchItem, DecodeLead};
     use proptest::prelude::*;
 
     fn bits(t: &DecodeTerms) -> [u64; 6] {
@@ -234,6 +244,36 @@ mod tests {
                 Some(on_stack) => prop_assert_eq!(on_stack, &prefills[..]),
                 None => prop_assert!(prefills.len() > PREFILLS_ON_STACK),
             }
+        }
+
+        /// A batch whose leading decodes are given summed (as the scheduler keeps its
+        /// stretch members) sums, prices and pads exactly as the batch read item by item.
+        #[test]
+        fn a_lead_given_summed_sums_as_the_items_read(
+            lead in prop::collection::vec(1u32..100_000, 0..300),
+            rest in prop::collection::vec(item(), 1..100),
+            lead_len in 0usize..300,
+            pad in prop_oneof![Just(0u32), 1u32..64],
+            offloaded in any::<bool>(),
+        ) {
+            let decode = |context_tokens| BatchItem { new_tokens: 1, context_tokens };
+            let items: Vec<BatchItem> = lead.iter().map(|&c| decode(c)).chain(rest).collect();
+            let batch = BatchDesc::padded(&items, pad);
+            let batch = if offloaded { batch.with_attention_offloaded() } else { batch };
+            let known = DecodeLead::summing(&items[..lead_len.min(lead.len())]).unwrap();
+            let led = batch.with_decode_lead(known);
+            prop_assert_eq!(led.tail().len(), items.len() - known.count);
+            prop_assert_eq!(led.total_tokens(), batch.total_tokens());
+            prop_assert_eq!(led.all_decodes(), batch.all_decodes());
+            let (a, b) = (BatchSums::of(&batch).unwrap(), BatchSums::of(&led).unwrap());
+            let rates = RATES[0];
+            let pad = f64::from(pad);
+            prop_assert_eq!(
+                bits(&a.decode_terms(&batch, pad, rates)),
+                bits(&b.decode_terms(&led, pad, rates))
+            );
+            prop_assert_eq!(a.gate_tokens(&batch), b.gate_tokens(&led));
+            prop_assert_eq!(a.prefills(), b.prefills());
         }
     }
 

@@ -1,0 +1,166 @@
+//! The host's side of a layer list, worked out once per list: what issuing each layer costs
+//! in each mode, and the bound of the whole list's issue time. A compute backend returns the
+//! same layers (names and repeats) step after step, only their times change, so the issue
+//! pipeline reads these per step instead of matching layer names.
+
+use super::graphs::StepMode;
+use super::issue;
+use crate::config::HostSpec;
+use crate::latency::LayerTiming;
+
+/// The modes, in the order of [`IssuePlan`]'s per-mode arrays.
+const MODES: [StepMode; 4] = [
+    StepMode::Eager,
+    StepMode::Compiled,
+    StepMode::Piecewise,
+    StepMode::Full,
+];
+
+/// The index of `mode` in [`MODES`].
+fn index(mode: StepMode) -> usize {
+    match mode {
+        StepMode::Eager => 0,
+        StepMode::Compiled => 1,
+        StepMode::Piecewise => 2,
+        StepMode::Full => 3,
+    }
+}
+
+/// How the host issues one layer, by mode.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerIssue {
+    /// Kernels (eager: ops) one occurrence runs.
+    pub kernels: u32,
+    /// Host cost of issuing one of them, ns, per mode.
+    cost: [f64; 4],
+    /// Whether the layer runs inside a CUDA graph, per mode.
+    graph: [bool; 4],
+}
+
+impl LayerIssue {
+    /// Host cost of issuing one kernel in `mode`, ns ([`issue::issue_ns`]).
+    pub fn cost(&self, mode: StepMode) -> f64 {
+        self.cost[index(mode)]
+    }
+
+    /// Whether the layer runs inside a graph in `mode` ([`issue::in_graph`]).
+    pub fn in_graph(&self, mode: StepMode) -> bool {
+        self.graph[index(mode)]
+    }
+}
+
+/// The issue side of the layer list last priced (see the module docs); its buffers are kept
+/// from one list to the next.
+#[derive(Debug, Default)]
+pub struct IssuePlan {
+    /// The names and repeats it was worked out for (names compared by address: the backends
+    /// name layers with static strings).
+    shape: Vec<(&'static str, u64)>,
+    layers: Vec<LayerIssue>,
+    /// Per mode, an upper bound of the list's issue time (as if every layer opened a graph).
+    bound: [f64; 4],
+}
+
+impl IssuePlan {
+    /// Works the plan out again unless it was for `layers`' names and repeats.
+    pub fn fit(&mut self, layers: &[LayerTiming], host: &HostSpec) {
+        let same = |l: &LayerTiming, &(name, repeats): &(&'static str, u64)| {
+            std::ptr::eq(l.name, name) && l.repeats == repeats
+        };
+        if self.shape.len() == layers.len()
+            && layers.iter().zip(&self.shape).all(|(l, s)| same(l, s))
+        {
+            return;
+        }
+        self.shape.clear();
+        self.layers.clear();
+        for l in layers {
+            self.shape.push((l.name, l.repeats));
+            self.layers.push(LayerIssue {
+                kernels: issue::kernels_of(l.name),
+                cost: MODES.map(|m| issue::issue_ns(host, l.name, m)),
+                graph: MODES.map(|m| issue::in_graph(l.name, m)),
+            });
+        }
+        self.bound = MODES.map(|mode| {
+            let m = index(mode);
+            // Summed in the list's order, as each step summed it before.
+            (layers.iter().zip(&self.layers))
+                .map(|(l, i)| {
+                    let per_pass = f64::from(i.kernels) * i.cost[m];
+                    l.repeats as f64 * (per_pass + host.launch_ns)
+                })
+                .sum()
+        });
+    }
+
+    /// The layers' issue costs, in the list's order.
+    pub fn layers(&self) -> &[LayerIssue] {
+        &self.layers
+    }
+
+    /// An upper bound of the host's issue time of the list in `mode` (as if every layer
+    /// opened a graph), ns.
+    pub fn bound(&self, mode: StepMode) -> f64 {
+        self.bound[index(mode)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer(name: &'static str, repeats: u64) -> LayerTiming {
+        LayerTiming {
+            name,
+            repeats,
+            time_ns: 1_000,
+            is_comm: false,
+        }
+    }
+
+    #[test]
+    fn the_plan_follows_the_list_it_is_given() {
+        let host = HostSpec::default();
+        let mut plan = IssuePlan::default();
+        let dense = [
+            layer("embedding", 1),
+            layer("attention", 32),
+            layer("sampler", 1),
+        ];
+        plan.fit(&dense, &host);
+        let bound = |layers: &[LayerTiming], mode| -> f64 {
+            (layers.iter())
+                .map(|l| {
+                    let cost =
+                        f64::from(issue::kernels_of(l.name)) * issue::issue_ns(&host, l.name, mode);
+                    l.repeats as f64 * (cost + host.launch_ns)
+                })
+                .sum()
+        };
+        for mode in MODES {
+            assert_eq!(plan.bound(mode).to_bits(), bound(&dense, mode).to_bits());
+            let attention = plan.layers()[1];
+            assert_eq!(attention.kernels, 2);
+            assert_eq!(
+                attention.cost(mode),
+                issue::issue_ns(&host, "attention", mode)
+            );
+            assert_eq!(attention.in_graph(mode), issue::in_graph("attention", mode));
+        }
+        // Another list (attention left out, a block repeated less) is worked out again.
+        let other = [layer("embedding", 1), layer("sampler", 1)];
+        plan.fit(&other, &host);
+        assert_eq!(plan.layers().len(), 2);
+        assert_eq!(plan.layers()[1].kernels, 4);
+        let fewer = [
+            layer("embedding", 1),
+            layer("attention", 16),
+            layer("sampler", 1),
+        ];
+        plan.fit(&fewer, &host);
+        for mode in MODES {
+            assert_eq!(plan.bound(mode).to_bits(), bound(&fewer, mode).to_bits());
+        }
+    }
+}
