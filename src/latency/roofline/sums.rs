@@ -56,7 +56,9 @@ impl BatchSums {
     /// Sums `batch`; an empty batch or a request that computes no tokens is an error.
     pub fn of(batch: &BatchDesc<'_>) -> Result<BatchSums, LatencyError> {
         if batch.items.is_empty() {
-            return Err(LatencyError::Backend("roofline: empty batch".into()));
+            return Err(LatencyError::EmptyBatch {
+                backend: "roofline",
+            });
         }
         // Locals, not the struct's fields: the loop keeps them in registers.
         let (mut tokens, mut decodes, mut context, mut longest) = (0u64, 0u64, 0u64, 0u64);
@@ -65,9 +67,10 @@ impl BatchSums {
         for (i, item) in batch.items.iter().enumerate() {
             let (new, prior) = (u64::from(item.new_tokens), u64::from(item.context_tokens));
             if new == 0 {
-                return Err(LatencyError::Backend(format!(
-                    "roofline: batch item {i} computes no tokens"
-                )));
+                return Err(LatencyError::NoTokens {
+                    backend: "roofline",
+                    item: i,
+                });
             }
             tokens += new;
             if !item.is_decode() {
