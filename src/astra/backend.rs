@@ -65,8 +65,8 @@ use xxhash_rust::xxh3::xxh3_128;
 use super::fork::ForkSession;
 use super::stock::{StockRun, check_network, with_idle_peer};
 use super::{
-    AstraError, AstraInputs, AstraMode, AstraOptions, Fault, NoStageFinish, ShapeError, Stage,
-    WriteError,
+    AstraError, AstraInputs, AstraMode, AstraOptions, Fault, IoFault, NoStageFinish, ShapeError,
+    Stage, StepError, WriteError,
 };
 use crate::Nanos;
 use crate::chakra::attr::bool_attr;
@@ -155,7 +155,7 @@ impl Driver {
             attrs: vec![bool_attr("is_cpu_op", false)],
         };
         write_npu_files(&initial, 0..npus, &[event], options.mode.dialect())
-            .map_err(|e| (Fault::Io(e.to_string()), Vec::new()))?;
+            .map_err(|e| (Fault::Io(IoFault::Initial(Box::new(e))), Vec::new()))?;
         let mut session = ForkSession::spawn(
             &options.binary,
             inputs,
@@ -371,19 +371,18 @@ impl AstraBackend {
             fault,
             last_lines,
         };
-        let idle_peer = idle_peer
-            .map_err(|e| fail(Fault::Io(format!("the idle peer's trace: {e}")), Vec::new()))?;
+        let idle_peer =
+            idle_peer.map_err(|e| fail(Fault::Io(IoFault::IdlePeer(Box::new(e))), Vec::new()))?;
         let inputs = AstraInputs::create(&options)
-            .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
+            .map_err(|e| fail(Fault::Io(IoFault::Inputs(e)), Vec::new()))?;
         let npus = u32::try_from(options.network.npus()).unwrap_or(u32::MAX);
         if stages > 1 && u64::from(npus) != u64::from(instance.tp.max(1)) * u64::from(stages) {
             return Err(fail(
-                Fault::Io(format!(
-                    "a pipelined instance of {stages} stages of {} NPUs needs a network of {} \
-                     NPUs, got {npus}",
-                    instance.tp.max(1),
-                    instance.tp.max(1) * stages
-                )),
+                Fault::Io(IoFault::PipelineNetwork {
+                    stages,
+                    tp: instance.tp.max(1),
+                    npus,
+                }),
                 Vec::new(),
             ));
         }
@@ -600,11 +599,7 @@ impl AstraBackend {
             batch: self.stats.calls,
         };
         if matches!(self.driver, Driver::Failed) {
-            return Err(self.error(
-                stage,
-                Fault::Io("ASTRA-Sim was stopped by an earlier fault".into()),
-                Vec::new(),
-            ));
+            return Err(self.error(stage, Fault::Io(IoFault::Stopped), Vec::new()));
         }
         let npus = self.npus();
         let files = &self.files;
@@ -707,7 +702,10 @@ impl AstraBackend {
         let breakdown = self.compute.breakdown(batch)?;
         let (key, compute) = self
             .encode(batch, &breakdown)
-            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
+            .map_err(|error| StepError::Trace {
+                step: Some(step),
+                error,
+            })?;
         Ok((step, key, compute))
     }
 }
@@ -738,17 +736,18 @@ impl LatencyBackend for AstraBackend {
             self.last = Some((key, rest));
             return Ok(rest + compute);
         }
-        self.write_chain(batch)
-            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace of step {step}: {m}")))?;
+        self.write_chain(batch).map_err(|error| StepError::Trace {
+            step: Some(step),
+            error,
+        })?;
         let bytes = std::mem::take(&mut self.et);
         let priced = self.price(step, &bytes);
         self.et = bytes;
         let time = priced?;
-        let rest = time.checked_sub(compute).ok_or_else(|| {
-            LatencyError::Backend(format!(
-                "ASTRA-Sim priced step {step} at {time} ns, less than its {compute} ns of COMP \
-                 nodes in a chain"
-            ))
+        let rest = time.checked_sub(compute).ok_or(StepError::BelowCompute {
+            step,
+            time,
+            compute,
         })?;
         if self.options.memo {
             self.memo.insert(key, rest);
@@ -773,7 +772,7 @@ impl LatencyBackend for AstraBackend {
         let full = self.compute.breakdown(batch)?;
         let (key, astra_compute) = self
             .encode(batch, &full)
-            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim trace: {m}")))?;
+            .map_err(|error| StepError::Trace { step: None, error })?;
         let rest = match self.last {
             Some((k, rest)) if k == key => rest,
             _ => self
@@ -781,9 +780,7 @@ impl LatencyBackend for AstraBackend {
                 .get(&key)
                 .copied()
                 .or_else(|| self.stage_memo.get(&key).map(|t| t.iter().sum()))
-                .ok_or_else(|| {
-                    LatencyError::Backend("ASTRA-Sim has not priced this batch".into())
-                })?,
+                .ok_or(StepError::Unpriced)?,
         };
         let step = rest + astra_compute;
         layers.clear();
@@ -810,10 +807,11 @@ impl LatencyBackend for AstraBackend {
         out: &mut [Nanos],
     ) -> Result<StageSends, LatencyError> {
         if stage_blocks != self.stage_blocks.as_slice() || out.len() != stage_blocks.len() {
-            return Err(LatencyError::Backend(format!(
-                "ASTRA-Sim was started for pipeline stages of {:?} blocks, asked for {:?}",
-                self.stage_blocks, stage_blocks
-            )));
+            return Err(StepError::Stages {
+                started: self.stage_blocks.clone(),
+                asked: stage_blocks.to_vec(),
+            }
+            .into());
         }
         // A pipelined step's key covers its whole trace: nothing is left out.
         let (step, key, _) = self.next_step(batch)?;
@@ -829,7 +827,7 @@ impl LatencyBackend for AstraBackend {
         let tp = self.tp.max(1) as usize;
         let end = finished.iter().flatten().copied().max().unwrap_or(0);
         stage_busy(|s| finished.get(s * tp).copied().flatten(), end, out)
-            .map_err(|m| LatencyError::Backend(format!("ASTRA-Sim, step {step}: {m}")))?;
+            .map_err(|error| StepError::StageFinish { step, error })?;
         if self.options.memo {
             self.stage_memo.insert(key, out.to_vec());
         }

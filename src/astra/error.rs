@@ -25,9 +25,9 @@ pub enum Fault {
     /// A line the protocol needs could not be parsed.
     Unparseable(String),
     /// The process answered out of protocol (wrong NPU, iteration or time).
-    Protocol(String),
-    /// Writing the inputs or talking to the process failed.
-    Io(String),
+    Protocol(ProtocolError),
+    /// Writing the inputs or talking to the process failed, or the batch does not fit it.
+    Io(IoFault),
     /// The run is one the binary would refuse or crash on; nothing was started.
     Refused(String),
     /// The network is not the shape of what runs on it; nothing was started.
@@ -36,6 +36,126 @@ pub enum Fault {
     Write(WriteError),
     /// ASTRA-Sim did not report the finish of a pipeline stage.
     NoStageFinish(NoStageFinish),
+}
+
+/// How the process answered out of protocol; renders to the text after "protocol error: ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    /// The fork's first report is not of iteration 0.
+    #[error("the first report (NPU {npu}) has iteration {iteration}, expected 0")]
+    FirstIteration { npu: u32, iteration: u64 },
+    /// An NPU prompted twice before every NPU had received the batch.
+    #[error("NPU {npu} prompted again before every NPU of the instance received batch {batch}")]
+    PromptedAgain { npu: u32, batch: u64 },
+    /// A prompt from an NPU that neither starts nor ends the instance.
+    #[error("a prompt from NPU {npu}, which is neither the start nor the end NPU ({reporters:?})")]
+    NotAReporter { npu: u32, reporters: Vec<u32> },
+    /// A report of another iteration than the one due.
+    #[error("NPU {npu} reported iteration {iteration}, expected {expected}")]
+    Iteration {
+        npu: u32,
+        iteration: u64,
+        expected: u64,
+    },
+    /// A report whose time is before the previous batch's end.
+    #[error("NPU {npu} reported {cycles} cycles, before the previous batch ended ({clock})")]
+    Backwards { npu: u32, cycles: u64, clock: u64 },
+    /// The fork began its shutdown before it was told to.
+    #[error("it started its shutdown (`Checking Non-Exited Systems`) unasked")]
+    UnaskedShutdown,
+    /// A stock run's report for an NPU the batch does not have.
+    #[error("a report for NPU {npu}, but the batch has {npus} NPUs")]
+    NoSuchNpu { npu: u32, npus: u32 },
+}
+
+/// Writing the inputs, talking to the process, or a batch that does not fit it.
+#[derive(Debug, thiserror::Error)]
+pub enum IoFault {
+    /// Its pipes could not be made non-blocking.
+    #[error("making its pipes non-blocking: {0}")]
+    NonBlocking(std::io::Error),
+    /// Polling its output failed.
+    #[error("waiting for its output: {0}")]
+    Poll(std::io::Error),
+    /// Waiting for its exit failed.
+    #[error("waiting for it: {0}")]
+    Wait(std::io::Error),
+    /// A line sent after its stdin was closed.
+    #[error("its stdin is already closed")]
+    StdinClosed,
+    /// A batch's workload path that cannot be sent (ASTRA-Sim reads UTF-8 lines).
+    #[error("the workload path {} is not valid UTF-8", .0.display())]
+    NonUtf8Path(PathBuf),
+    /// Its configuration files could not be written.
+    #[error("writing its inputs: {0}")]
+    Inputs(std::io::Error),
+    /// The start-up batch's files could not be written.
+    #[error("{0}")]
+    Initial(Box<crate::chakra::EtError>),
+    /// The idle peer's trace (a lone TP-1 instance's) could not be encoded.
+    #[error("the idle peer's trace: {0}")]
+    IdlePeer(Box<crate::chakra::EtError>),
+    /// A DP group member's trace could not be built.
+    #[error("the trace of member {member}: {error}")]
+    MemberTrace {
+        member: usize,
+        error: Box<crate::chakra::TraceError>,
+    },
+    /// A DP wave of another size than its group.
+    #[error("a wave of {batches} batches for a group of {members} members")]
+    WaveSize { batches: usize, members: u32 },
+    /// A pipelined DP wave of another size or stage count than its group.
+    #[error(
+        "a pipelined wave of {batches} batches and {stages} stages for a group of {members} \
+         members in {pp} stages"
+    )]
+    PipelinedWaveSize {
+        batches: usize,
+        stages: usize,
+        members: u32,
+        pp: usize,
+    },
+    /// A pipelined instance's network of another size than its stages.
+    #[error(
+        "a pipelined instance of {stages} stages of {tp} NPUs needs a network of {} NPUs, got \
+         {npus}",
+        tp * stages
+    )]
+    PipelineNetwork { stages: u32, tp: u32, npus: u32 },
+    /// A batch after a fault had stopped the process.
+    #[error("ASTRA-Sim was stopped by an earlier fault")]
+    Stopped,
+}
+
+/// A step ASTRA-Sim could not price: its trace, or ASTRA-Sim's answer, does not fit the step.
+/// Carried by [`crate::latency::LatencyError::AstraStep`]. Its causes are part of its message
+/// (no `source`), as they were when it was text.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The trace of the step (`step`: its index, when it is being priced) could not be built.
+    #[error(
+        "ASTRA-Sim trace{}: {error}",
+        step.map_or(String::new(), |s| format!(" of step {s}"))
+    )]
+    Trace {
+        step: Option<u64>,
+        error: crate::chakra::TraceError,
+    },
+    /// ASTRA-Sim priced a chain's step below the COMP time its memo key leaves out.
+    #[error(
+        "ASTRA-Sim priced step {step} at {time} ns, less than its {compute} ns of COMP nodes \
+         in a chain"
+    )]
+    BelowCompute { step: u64, time: u64, compute: u64 },
+    /// A breakdown asked for a batch ASTRA-Sim has not priced.
+    #[error("ASTRA-Sim has not priced this batch")]
+    Unpriced,
+    /// A pipelined step whose stages are not those ASTRA-Sim was started for.
+    #[error("ASTRA-Sim was started for pipeline stages of {started:?} blocks, asked for {asked:?}")]
+    Stages { started: Vec<u32>, asked: Vec<u32> },
+    /// ASTRA-Sim did not report a pipeline stage's finish at step `step`.
+    #[error("ASTRA-Sim, step {step}: {error}")]
+    StageFinish { step: u64, error: NoStageFinish },
 }
 
 /// ASTRA-Sim did not report the finish of pipeline stage `stage`.
@@ -100,8 +220,8 @@ impl fmt::Display for Fault {
                 "runaway output: {bytes} bytes while one batch ran (limit {limit})"
             ),
             Fault::Unparseable(m) => write!(f, "unparseable output: {m}"),
-            Fault::Protocol(m) => write!(f, "protocol error: {m}"),
-            Fault::Io(m) => f.write_str(m),
+            Fault::Protocol(e) => write!(f, "protocol error: {e}"),
+            Fault::Io(e) => write!(f, "{e}"),
             Fault::Refused(m) => write!(f, "refused before starting it: {m}"),
             Fault::Shape(e) => write!(f, "{e}"),
             Fault::Write(e) => write!(f, "{e}"),
@@ -190,5 +310,135 @@ impl fmt::Display for Escaped<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// The faults that were text print the messages they printed then.
+#[cfg(test)]
+mod message_tests {
+    use super::{Fault, IoFault, ProtocolError, WriteError};
+    use crate::chakra::TraceError;
+    use std::io::{Error, ErrorKind};
+    use std::path::PathBuf;
+
+    #[test]
+    fn typed_faults_print_their_messages() {
+        let io = || Error::new(ErrorKind::BrokenPipe, "broken pipe");
+        let p = Fault::Protocol;
+        let cases = [
+            (
+                p(ProtocolError::FirstIteration {
+                    npu: 1,
+                    iteration: 2,
+                }),
+                "protocol error: the first report (NPU 1) has iteration 2, expected 0",
+            ),
+            (
+                p(ProtocolError::PromptedAgain { npu: 1, batch: 7 }),
+                "protocol error: NPU 1 prompted again before every NPU of the instance \
+                 received batch 7",
+            ),
+            (
+                p(ProtocolError::NotAReporter {
+                    npu: 5,
+                    reporters: vec![0, 3],
+                }),
+                "protocol error: a prompt from NPU 5, which is neither the start nor the end \
+                 NPU ([0, 3])",
+            ),
+            (
+                p(ProtocolError::Iteration {
+                    npu: 0,
+                    iteration: 3,
+                    expected: 2,
+                }),
+                "protocol error: NPU 0 reported iteration 3, expected 2",
+            ),
+            (
+                p(ProtocolError::Backwards {
+                    npu: 0,
+                    cycles: 10,
+                    clock: 20,
+                }),
+                "protocol error: NPU 0 reported 10 cycles, before the previous batch ended (20)",
+            ),
+            (
+                p(ProtocolError::UnaskedShutdown),
+                "protocol error: it started its shutdown (`Checking Non-Exited Systems`) unasked",
+            ),
+            (
+                p(ProtocolError::NoSuchNpu { npu: 9, npus: 8 }),
+                "protocol error: a report for NPU 9, but the batch has 8 NPUs",
+            ),
+            (
+                Fault::Io(IoFault::NonBlocking(io())),
+                "making its pipes non-blocking: broken pipe",
+            ),
+            (
+                Fault::Io(IoFault::Poll(io())),
+                "waiting for its output: broken pipe",
+            ),
+            (
+                Fault::Io(IoFault::Wait(io())),
+                "waiting for it: broken pipe",
+            ),
+            (
+                Fault::Io(IoFault::StdinClosed),
+                "its stdin is already closed",
+            ),
+            (
+                Fault::Io(IoFault::NonUtf8Path(PathBuf::from("/t/b0"))),
+                "the workload path /t/b0 is not valid UTF-8",
+            ),
+            (
+                Fault::Io(IoFault::Inputs(io())),
+                "writing its inputs: broken pipe",
+            ),
+            (
+                Fault::Io(IoFault::MemberTrace {
+                    member: 2,
+                    error: Box::new(TraceError::Breakdown("no block".into())),
+                }),
+                "the trace of member 2: latency breakdown: no block",
+            ),
+            (
+                Fault::Io(IoFault::WaveSize {
+                    batches: 3,
+                    members: 2,
+                }),
+                "a wave of 3 batches for a group of 2 members",
+            ),
+            (
+                Fault::Io(IoFault::PipelinedWaveSize {
+                    batches: 2,
+                    stages: 3,
+                    members: 2,
+                    pp: 2,
+                }),
+                "a pipelined wave of 2 batches and 3 stages for a group of 2 members in 2 stages",
+            ),
+            (
+                Fault::Io(IoFault::PipelineNetwork {
+                    stages: 2,
+                    tp: 4,
+                    npus: 6,
+                }),
+                "a pipelined instance of 2 stages of 4 NPUs needs a network of 8 NPUs, got 6",
+            ),
+            (
+                Fault::Io(IoFault::Stopped),
+                "ASTRA-Sim was stopped by an earlier fault",
+            ),
+            (
+                Fault::Write(WriteError {
+                    path: PathBuf::from("/t/b0.3.et"),
+                    source: io(),
+                }),
+                "writing /t/b0.3.et: broken pipe",
+            ),
+        ];
+        for (fault, expected) in cases {
+            assert_eq!(fault.to_string(), expected);
+        }
     }
 }

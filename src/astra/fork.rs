@@ -26,7 +26,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::protocol::{Report, is_exit_check, is_waiting, parse_report};
-use super::{AstraInputs, AstraProcess, Fault, OutputLimits};
+use super::{AstraInputs, AstraProcess, Fault, IoFault, OutputLimits, ProtocolError};
 
 /// A running fork serving one instance.
 pub(crate) struct ForkSession {
@@ -109,10 +109,10 @@ impl ForkSession {
     pub fn handshake(&mut self) -> Result<(), Fault> {
         let poll = self.next_poll(Instant::now() + self.timeout)?;
         if poll.iteration != 0 {
-            return Err(Fault::Protocol(format!(
-                "the first report (NPU {}) has iteration {}, expected 0",
-                poll.npu, poll.iteration
-            )));
+            return Err(Fault::Protocol(ProtocolError::FirstIteration {
+                npu: poll.npu,
+                iteration: poll.iteration,
+            }));
         }
         self.clock = poll.cycles;
         self.pending = Some(poll);
@@ -129,12 +129,9 @@ impl ForkSession {
     /// one-round delivery's wait) to each prompting NPU's first report of this one
     /// ([`ForkSession::reporters`] order), ns; the batch's duration is the largest.
     pub fn run_batch_each(&mut self, prefix: &Path) -> Result<Vec<u64>, Fault> {
-        let prefix = prefix.to_str().ok_or_else(|| {
-            Fault::Io(format!(
-                "the workload path {} is not valid UTF-8",
-                prefix.display()
-            ))
-        })?;
+        let prefix = prefix
+            .to_str()
+            .ok_or_else(|| Fault::Io(IoFault::NonUtf8Path(prefix.to_path_buf())))?;
         self.process.reset_budget();
         let deadline = Instant::now() + self.timeout;
         let k = self.batches;
@@ -149,10 +146,10 @@ impl ForkSession {
             let i = self.check(&poll, Some(k))?;
             start.get_or_insert(poll.cycles);
             if given[i] {
-                return Err(Fault::Protocol(format!(
-                    "NPU {} prompted again before every NPU of the instance received batch {k}",
-                    poll.npu
-                )));
+                return Err(Fault::Protocol(ProtocolError::PromptedAgain {
+                    npu: poll.npu,
+                    batch: k,
+                }));
             }
             self.process.send(prefix)?;
             given[i] = true;
@@ -181,24 +178,26 @@ impl ForkSession {
     /// iteration.
     fn check(&self, poll: &Report, iteration: Option<u64>) -> Result<usize, Fault> {
         let Some(i) = self.reporters.iter().position(|&r| r == poll.npu) else {
-            return Err(Fault::Protocol(format!(
-                "a prompt from NPU {}, which is neither the start nor the end NPU ({:?})",
-                poll.npu, self.reporters
-            )));
+            return Err(Fault::Protocol(ProtocolError::NotAReporter {
+                npu: poll.npu,
+                reporters: self.reporters.clone(),
+            }));
         };
         if let Some(expected) = iteration
             && poll.iteration != expected
         {
-            return Err(Fault::Protocol(format!(
-                "NPU {} reported iteration {}, expected {expected}",
-                poll.npu, poll.iteration
-            )));
+            return Err(Fault::Protocol(ProtocolError::Iteration {
+                npu: poll.npu,
+                iteration: poll.iteration,
+                expected,
+            }));
         }
         if poll.cycles < self.clock {
-            return Err(Fault::Protocol(format!(
-                "NPU {} reported {} cycles, before the previous batch ended ({})",
-                poll.npu, poll.cycles, self.clock
-            )));
+            return Err(Fault::Protocol(ProtocolError::Backwards {
+                npu: poll.npu,
+                cycles: poll.cycles,
+                clock: self.clock,
+            }));
         }
         Ok(i)
     }
@@ -211,9 +210,7 @@ impl ForkSession {
                 return Err(self.process.exited());
             };
             if is_exit_check(line) {
-                return Err(Fault::Protocol(
-                    "it started its shutdown (`Checking Non-Exited Systems`) unasked".into(),
-                ));
+                return Err(Fault::Protocol(ProtocolError::UnaskedShutdown));
             }
             if !is_waiting(line) {
                 if !line.trim().is_empty() {

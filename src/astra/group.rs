@@ -43,7 +43,10 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use super::backend::{Driver, astra_error, reporting_npus, stage_busy};
 use super::stock::StockRun;
-use super::{AstraError, AstraInputs, AstraOptions, AstraStats, Fault, ShapeError, Stage};
+use super::{
+    AstraError, AstraInputs, AstraOptions, AstraStats, Fault, IoFault, ShapeError, Stage,
+    WriteError,
+};
 use crate::Nanos;
 use crate::chakra::prefill::{Senders, prefill_nodes_at};
 use crate::chakra::stages::encode_stages;
@@ -270,7 +273,7 @@ impl AstraGroup {
             .check(&options)
             .map_err(|e| fail(Fault::Shape(e), Vec::new()))?;
         let inputs = AstraInputs::create(&options)
-            .map_err(|e| fail(Fault::Io(format!("writing its inputs: {e}")), Vec::new()))?;
+            .map_err(|e| fail(Fault::Io(IoFault::Inputs(e)), Vec::new()))?;
         let (starts, ends) = shape.wave_reporters();
         // One initial report per start and end NPU; the first is kept for the first wave, the
         // others are answered `pass` and come back.
@@ -337,11 +340,10 @@ impl AstraGroup {
         if batches.len() != self.members as usize || breakdowns.len() != batches.len() {
             return Err(self.error(
                 stage,
-                Fault::Io(format!(
-                    "a wave of {} batches for a group of {} members",
-                    batches.len(),
-                    self.members
-                )),
+                Fault::Io(IoFault::WaveSize {
+                    batches: batches.len(),
+                    members: self.members,
+                }),
                 Vec::new(),
             ));
         }
@@ -355,8 +357,11 @@ impl AstraGroup {
             let encoded = trace.encode_into(self.options.mode.dialect(), &mut et);
             hashes.extend_from_slice(&xxh3_128(&et).to_le_bytes());
             self.ets[m] = et;
-            if let Err(e) = encoded {
-                let fault = Fault::Io(format!("the trace of member {m}: {e}"));
+            if let Err(error) = encoded {
+                let fault = Fault::Io(IoFault::MemberTrace {
+                    member: m,
+                    error: Box::new(error),
+                });
                 return Err(self.error(stage, fault, Vec::new()));
             }
         }
@@ -408,8 +413,11 @@ impl AstraGroup {
             });
             let member_files = match encoded {
                 Ok(f) => f,
-                Err(e) => {
-                    let fault = Fault::Io(format!("the trace of member {m}: {e}"));
+                Err(error) => {
+                    let fault = Fault::Io(IoFault::MemberTrace {
+                        member: m,
+                        error: Box::new(error),
+                    });
                     return Err(self.error(stage, fault, Vec::new()));
                 }
             };
@@ -473,13 +481,12 @@ impl AstraGroup {
         {
             return Err(self.error(
                 stage,
-                Fault::Io(format!(
-                    "a pipelined wave of {} batches and {} stages for a group of {} members \
-                     in {pp} stages",
-                    batches.len(),
-                    out.len(),
-                    self.members
-                )),
+                Fault::Io(IoFault::PipelinedWaveSize {
+                    batches: batches.len(),
+                    stages: out.len(),
+                    members: self.members,
+                    pp,
+                }),
                 Vec::new(),
             ));
         }
@@ -495,8 +502,11 @@ impl AstraGroup {
                 self.options.mode.dialect(),
             ) {
                 Ok(files) => self.files.extend(files),
-                Err(e) => {
-                    let fault = Fault::Io(format!("the trace of member {m}: {e}"));
+                Err(error) => {
+                    let fault = Fault::Io(IoFault::MemberTrace {
+                        member: m,
+                        error: Box::new(error),
+                    });
                     return Err(self.error(stage, fault, Vec::new()));
                 }
             }
@@ -568,11 +578,7 @@ impl AstraGroup {
     /// every NPU).
     fn price(&mut self, stage: Stage) -> Result<Vec<Option<Nanos>>, AstraError> {
         if matches!(self.driver, Driver::Failed) {
-            return Err(self.error(
-                stage,
-                Fault::Io("ASTRA-Sim was stopped by an earlier fault".into()),
-                Vec::new(),
-            ));
+            return Err(self.error(stage, Fault::Io(IoFault::Stopped), Vec::new()));
         }
         // Kept inputs hold every wave; otherwise two prefixes take the waves in turn (a set
         // is rewritten only after the next wave has completed, when every NPU has loaded it).
@@ -599,10 +605,10 @@ impl AstraGroup {
             } else {
                 &self.ets[(npu / self.tp) as usize]
             };
-            fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))
+            fs::write(&path, bytes).map_err(|source| WriteError { path, source })
         });
-        if let Err(m) = written {
-            return Err(self.error(stage, Fault::Io(m), Vec::new()));
+        if let Err(e) = written {
+            return Err(self.error(stage, Fault::Write(e), Vec::new()));
         }
         self.stats.calls += 1;
         // Each NPU's finish, by NPU id.

@@ -75,7 +75,10 @@ mod tests;
 
 pub use args::{ASTRA_SIM_ENV, CosimOptions, DEFAULT_TIMEOUT_S, InstanceNetwork, NetworkBackend};
 pub use backend::{AstraBackend, AstraInstance, AstraStats};
-pub use error::{AstraError, Fault, NoStageFinish, ShapeError, Stage, WriteError};
+pub use error::{
+    AstraError, Fault, IoFault, NoStageFinish, ProtocolError, ShapeError, Stage, StepError,
+    WriteError,
+};
 pub use group::{AstraGroup, AstraGroupSpec, group_dims, group_network};
 pub use inputs::{
     AstraInputs, CxlParams, DEFAULT_HOST_MEM_BW_GBPS, DEFAULT_HOST_MEM_LATENCY_NS, MEMORY_TEMPLATE,

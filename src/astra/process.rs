@@ -45,7 +45,7 @@ use rustix::io::{Errno, ioctl_fionbio, read, write};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
 use super::lines::LineSplitter;
-use super::{Fault, OutputLimits};
+use super::{Fault, IoFault, OutputLimits};
 use crate::interrupt::{PendingGroup, register_group};
 
 /// Largest chunk read from a pipe at once.
@@ -166,9 +166,7 @@ impl AstraProcess {
             process.stderr.as_ref().map(AsFd::as_fd),
         ];
         for fd in fds.into_iter().flatten() {
-            ioctl_fionbio(fd, true).map_err(|e| {
-                Fault::Io(format!("making its pipes non-blocking: {}", io_error(e)))
-            })?;
+            ioctl_fionbio(fd, true).map_err(|e| Fault::Io(IoFault::NonBlocking(io_error(e))))?;
         }
         Ok(process)
     }
@@ -251,10 +249,7 @@ impl AstraProcess {
             Ok(_) => {}
             Err(Errno::INTR) => return Ok(()),
             Err(e) => {
-                return Err(Fault::Io(format!(
-                    "waiting for its output: {}",
-                    io_error(e)
-                )));
+                return Err(Fault::Io(IoFault::Poll(io_error(e))));
             }
         }
         let revents = fds.map(|fd| fd.revents());
@@ -333,7 +328,7 @@ impl AstraProcess {
     /// broken, else by the end of its stdout).
     pub fn send(&mut self, line: &str) -> Result<(), Fault> {
         if self.stdin.is_none() || self.closing {
-            return Err(Fault::Io("its stdin is already closed".into()));
+            return Err(Fault::Io(IoFault::StdinClosed));
         }
         self.unsent.extend_from_slice(line.as_bytes());
         self.unsent.push(b'\n');
@@ -390,7 +385,7 @@ impl AstraProcess {
                     self.end_group_and_reap()
                 };
                 self.drain_after_exit();
-                return status.map_err(|e| Fault::Io(format!("waiting for it: {e}")));
+                return status.map_err(|e| Fault::Io(IoFault::Wait(e)));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -448,7 +443,7 @@ impl AstraProcess {
         let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
         match waitid(WaitId::Pid(Pid::from_child(&self.child)), options) {
             Ok(status) => Ok(status.is_some()),
-            Err(e) => Err(Fault::Io(format!("waiting for it: {}", io_error(e)))),
+            Err(e) => Err(Fault::Io(IoFault::Wait(io_error(e)))),
         }
     }
 

@@ -20,7 +20,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::protocol::parse_final_report;
-use super::{AstraInputs, AstraProcess, Fault, NetworkConfig, NetworkDim, OutputLimits};
+use super::{
+    AstraInputs, AstraProcess, Fault, NetworkConfig, NetworkDim, OutputLimits, ProtocolError,
+};
 
 /// Stock mode's network for a one-NPU network (a TP-1 instance): the same link as one
 /// dimension of 2 NPUs, the second an idle peer that is given an empty trace. Nothing is sent
@@ -112,12 +114,12 @@ impl StockRun {
         let mut times: Vec<Option<u64>> = vec![None; self.npus as usize];
         while let Some(line) = self.process.next_line(deadline)? {
             if let Some(report) = parse_final_report(line) {
-                let slot = times.get_mut(report.npu as usize).ok_or_else(|| {
-                    Fault::Protocol(format!(
-                        "a report for NPU {}, but the batch has {} NPUs",
-                        report.npu, self.npus
-                    ))
-                })?;
+                let slot = times.get_mut(report.npu as usize).ok_or(Fault::Protocol(
+                    ProtocolError::NoSuchNpu {
+                        npu: report.npu,
+                        npus: self.npus,
+                    },
+                ))?;
                 *slot = Some(report.cycles);
             } else if line.contains("sys[") && line.contains(" finished") {
                 return Err(Fault::Unparseable(format!(

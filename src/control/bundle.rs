@@ -275,16 +275,42 @@ struct RawFlow {
     request_ttl: Option<String>,
 }
 
+/// A policy bundle read: its settings, and its text, where the keys of errors found later
+/// (laying flags over it, checking the ranges) are found again.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    /// The settings the file gives.
+    pub settings: Settings,
+    /// The file's text.
+    text: String,
+}
+
+impl Bundle {
+    /// The 1-based line of `key` (a dotted path, as errors name keys) in the file, if it is
+    /// written there: as it is, or with a policy's parameter written under (or outside) its
+    /// section's `params`.
+    pub fn line_of(&self, key: &str) -> Option<usize> {
+        let path: Vec<&str> = key.split('.').collect();
+        let without: Vec<&str> = path.iter().copied().filter(|&p| p != "params").collect();
+        let mut under = path.clone();
+        under.insert(path.len().saturating_sub(1).max(1), "params");
+        [path, without, under]
+            .iter()
+            .find_map(|p| line_of(&self.text, p))
+    }
+}
+
 /// Reads the policy bundle at `path`. Errors name the file, the line when known, and the key.
-pub fn read_bundle(path: &Path) -> Result<Settings, BundleError> {
+pub fn read_bundle(path: &Path) -> Result<Bundle, BundleError> {
     let text = std::fs::read_to_string(path).map_err(|source| BundleError::Io {
         path: path.to_owned(),
         source,
     })?;
-    parse_bundle(&text).map_err(|error| BundleError::Invalid {
+    let settings = parse_bundle(&text).map_err(|error| BundleError::Invalid {
         path: path.to_owned(),
         error,
-    })
+    })?;
+    Ok(Bundle { settings, text })
 }
 
 /// A policy bundle that cannot be used.

@@ -313,7 +313,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
         };
         if whole.is_some() {
             if compute.iter().all(|&ns| ns == 0) {
-                return Err(LatencyError::Backend("a wave priced at 0 ns".to_owned()).into());
+                return Err(LatencyError::ZeroWave.into());
             }
             compute[0] += members
                 .iter()
@@ -326,9 +326,7 @@ impl PipelinedWave<'_, '_, '_, '_> {
             let (inst, scheduler) = (&instances[m as usize], &schedulers[m as usize]);
             let parts = backends[m as usize].step_parts(&padded_batch(inst, scheduler, width))?;
             if parts.prologue_ns + parts.block_ns + parts.head_ns == 0 {
-                return Err(
-                    LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
-                );
+                return Err(LatencyError::ZeroStep.into());
             }
             let recall = recall_ns(inst, scheduler);
             for (s, c) in compute.iter_mut().enumerate() {
@@ -423,10 +421,10 @@ impl Wave<'_, '_, '_, '_> {
                         Some(ends?)
                     }
                     Some(each) => {
-                        return Err(LatencyError::Backend(format!(
-                            "a wave of {} members priced as {each:?}",
-                            members.len()
-                        ))
+                        return Err(LatencyError::WaveTimes {
+                            members: members.len(),
+                            priced: each,
+                        }
                         .into());
                     }
                     None => None,
@@ -439,9 +437,7 @@ impl Wave<'_, '_, '_, '_> {
         for &m in members.iter().filter(|_| whole.is_none()) {
             let ns = backends[m as usize].step_time(&padded(m))?;
             if ns == 0 {
-                return Err(
-                    LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into(),
-                );
+                return Err(LatencyError::ZeroStep.into());
             }
             wave_ns = wave_ns.max(ns.saturating_add(recall(m)));
         }

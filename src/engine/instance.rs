@@ -95,7 +95,7 @@ pub(super) fn start_step(
     let batch = shape.apply(scheduler.last_batch());
     let compute_ns = backend.step_time(&batch.with_decode_lead(scheduler.last_lead()))?;
     if compute_ns == 0 {
-        return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
+        return Err(LatencyError::ZeroStep.into());
     }
     // KV recalled from the lower tier of the prefix cache is loaded before the step computes.
     let step_ns = compute_ns.saturating_add(scheduler.last_recall_ns());
@@ -153,7 +153,7 @@ pub(super) fn start_pipelined(
     let compute = stages.compute_mut();
     let sends = backend.stage_times(&batch, blocks, compute)?;
     if compute.iter().all(|&ns| ns == 0) {
-        return Err(LatencyError::Backend("backend priced a step at 0 ns".to_owned()).into());
+        return Err(LatencyError::ZeroStep.into());
     }
     // KV recalled from the lower tier of the prefix cache is loaded before stage 0 computes.
     compute[0] += scheduler.last_recall_ns();

@@ -286,9 +286,51 @@ pub enum StageSends {
 /// A failure of a latency backend. Fatal for the run.
 #[derive(Debug, thiserror::Error)]
 pub enum LatencyError {
-    /// The backend could not price the batch; the message says why.
-    #[error("{0}")]
-    Backend(String),
+    /// A batch with no requests.
+    #[error("{backend}: empty batch")]
+    EmptyBatch { backend: &'static str },
+    /// Item `item` of the batch computes no tokens.
+    #[error("{backend}: batch item {item} computes no tokens")]
+    NoTokens { backend: &'static str, item: usize },
+    /// The backend priced a step (or every stage of it) at 0 ns.
+    #[error("backend priced a step at 0 ns")]
+    ZeroStep,
+    /// A DP wave priced at 0 ns.
+    #[error("a wave priced at 0 ns")]
+    ZeroWave,
+    /// A DP wave priced with a time per member that does not fit its members (a wrong count
+    /// or a 0).
+    #[error("a wave of {members} members priced as {priced:?}")]
+    WaveTimes { members: usize, priced: Vec<Nanos> },
+    /// A pipelined step asked of a backend that cannot split a step into stages.
+    #[error("the {backend} backend cannot split a step into pipeline stages (pp_size > 1)")]
+    CannotSplit { backend: &'static str },
+    /// PIM offload on a node whose CPU memory holds no whole PIM channel.
+    #[error(
+        "PIM: the node's cpu_mem holds no whole PIM channel (mem_size is smaller than one \
+         channel)"
+    )]
+    NoPimChannel,
+    /// PIM offload over a backend whose step has no attention layer.
+    #[error("PIM: the {backend} backend's step has no attention or o_proj layer to offload")]
+    NoPimLayer { backend: &'static str },
+    /// A weight placement over a breakdown whose layer runs neither once nor once per block.
+    #[error("placement: layer {layer} runs {repeats} times a step, expected 1 or {blocks}")]
+    LayerRepeats {
+        layer: &'static str,
+        repeats: u64,
+        blocks: u64,
+    },
+    /// A weight placement over a breakdown with a block layer after the head.
+    #[error("placement: transformer-block layer {layer} after the head")]
+    BlockAfterHead { layer: &'static str },
+    /// ASTRA-Sim could not price a step it was asked (its trace, or its answer, does not
+    /// fit the step).
+    #[error(transparent)]
+    AstraStep(Box<crate::astra::StepError>),
+    /// A backend started at its instance's first step could not be built.
+    #[error("{0:#}")]
+    Start(anyhow::Error),
     /// ASTRA-Sim failed (its process has been killed and reaped): what, where, and what it
     /// printed last.
     #[error(transparent)]
@@ -301,6 +343,12 @@ pub enum LatencyError {
         #[source]
         source: Box<LatencyError>,
     },
+}
+
+impl From<crate::astra::StepError> for LatencyError {
+    fn from(e: crate::astra::StepError) -> Self {
+        LatencyError::AstraStep(Box::new(e))
+    }
 }
 
 impl From<crate::astra::AstraError> for LatencyError {
@@ -323,7 +371,7 @@ impl LatencyError {
         match self {
             LatencyError::Astra(e) => Some(e),
             LatencyError::Of { source, .. } => source.astra(),
-            LatencyError::Backend(_) => None,
+            _ => None,
         }
     }
 }
@@ -430,23 +478,21 @@ pub trait LatencyBackend {
 }
 
 /// The refusal of a backend that cannot split a step into pipeline stages.
-fn cannot_split(backend: &str) -> LatencyError {
-    LatencyError::Backend(format!(
-        "the {backend} backend cannot split a step into pipeline stages (pp_size > 1)"
-    ))
+fn cannot_split(backend: &'static str) -> LatencyError {
+    LatencyError::CannotSplit { backend }
 }
 
 #[cfg(test)]
 mod error_tests {
     use super::LatencyError;
-    use crate::astra::{AstraError, Fault, Stage};
+    use crate::astra::{AstraError, Fault, ProtocolError, Stage};
 
     #[test]
     fn an_instance_label_keeps_astra_sims_error_typed() {
         let astra = AstraError {
             binary: "astra_sim".into(),
             stage: Stage::Step { step: 3, batch: 1 },
-            fault: Fault::Protocol("wrong NPU".into()),
+            fault: Fault::Protocol(ProtocolError::UnaskedShutdown),
             last_lines: Vec::new(),
         };
         let e = LatencyError::from(astra).of("instance 1");
@@ -457,12 +503,125 @@ mod error_tests {
             e.to_string()
                 .starts_with("instance 1: ASTRA-Sim `astra_sim` at step 3")
         );
-        assert!(
-            LatencyError::Backend("x".into())
-                .of("instance 0")
-                .astra()
-                .is_none()
-        );
+        assert!(LatencyError::ZeroStep.of("instance 0").astra().is_none());
+    }
+}
+
+/// Each typed latency error prints the message it printed as text.
+#[cfg(test)]
+mod message_tests {
+    use super::LatencyError as E;
+    use crate::astra::{NoStageFinish, StepError};
+    use crate::chakra::TraceError;
+
+    #[test]
+    fn latency_errors_print_their_messages() {
+        let anyhow = anyhow::anyhow!("cannot read x").context("instance 0");
+        let trace = || TraceError::Breakdown("no block".into());
+        let cases: Vec<(E, &str)> = vec![
+            (
+                E::EmptyBatch {
+                    backend: "roofline",
+                },
+                "roofline: empty batch",
+            ),
+            (
+                E::NoTokens {
+                    backend: "profile",
+                    item: 3,
+                },
+                "profile: batch item 3 computes no tokens",
+            ),
+            (E::ZeroStep, "backend priced a step at 0 ns"),
+            (E::ZeroWave, "a wave priced at 0 ns"),
+            (
+                E::WaveTimes {
+                    members: 2,
+                    priced: vec![5, 0],
+                },
+                "a wave of 2 members priced as [5, 0]",
+            ),
+            (
+                E::CannotSplit { backend: "profile" },
+                "the profile backend cannot split a step into pipeline stages (pp_size > 1)",
+            ),
+            (
+                E::NoPimChannel,
+                "PIM: the node's cpu_mem holds no whole PIM channel (mem_size is smaller than \
+                 one channel)",
+            ),
+            (
+                E::NoPimLayer {
+                    backend: "roofline",
+                },
+                "PIM: the roofline backend's step has no attention or o_proj layer to offload",
+            ),
+            (
+                E::LayerRepeats {
+                    layer: "mlp",
+                    repeats: 3,
+                    blocks: 32,
+                },
+                "placement: layer mlp runs 3 times a step, expected 1 or 32",
+            ),
+            (
+                E::BlockAfterHead { layer: "mlp" },
+                "placement: transformer-block layer mlp after the head",
+            ),
+            (E::Start(anyhow), "instance 0: cannot read x"),
+            (
+                StepError::Trace {
+                    step: Some(4),
+                    error: trace(),
+                }
+                .into(),
+                "ASTRA-Sim trace of step 4: latency breakdown: no block",
+            ),
+            (
+                StepError::Trace {
+                    step: None,
+                    error: trace(),
+                }
+                .into(),
+                "ASTRA-Sim trace: latency breakdown: no block",
+            ),
+            (
+                StepError::BelowCompute {
+                    step: 4,
+                    time: 10,
+                    compute: 12,
+                }
+                .into(),
+                "ASTRA-Sim priced step 4 at 10 ns, less than its 12 ns of COMP nodes in a chain",
+            ),
+            (
+                StepError::Unpriced.into(),
+                "ASTRA-Sim has not priced this batch",
+            ),
+            (
+                StepError::Stages {
+                    started: vec![16, 16],
+                    asked: vec![32],
+                }
+                .into(),
+                "ASTRA-Sim was started for pipeline stages of [16, 16] blocks, asked for [32]",
+            ),
+            (
+                StepError::StageFinish {
+                    step: 4,
+                    error: NoStageFinish { stage: 1 },
+                }
+                .into(),
+                "ASTRA-Sim, step 4: ASTRA-Sim did not report the finish of stage 1",
+            ),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(error.to_string(), expected);
+            assert!(
+                std::error::Error::source(&error).is_none(),
+                "the cause is in the message: {expected}"
+            );
+        }
     }
 }
 

@@ -199,11 +199,7 @@ impl PimOffload {
     /// Wraps `inner`. Fails without PIM channels.
     pub fn new(inner: Box<dyn LatencyBackend>, spec: PimSpec) -> Result<PimOffload, LatencyError> {
         if spec.channels == 0 {
-            return Err(LatencyError::Backend(
-                "PIM: the node's cpu_mem holds no whole PIM channel (mem_size is smaller than \
-                 one channel)"
-                    .into(),
-            ));
+            return Err(LatencyError::NoPimChannel);
         }
         let channels = spec.channels as usize;
         let split = u64::from(spec.channels).min(spec.kv_heads.max(1));
@@ -326,11 +322,8 @@ impl PimOffload {
             .max(block);
         let attn = (block..head)
             .find(|&i| matches!(e[i].name, "attention" | "o_proj"))
-            .ok_or_else(|| {
-                LatencyError::Backend(format!(
-                    "PIM: the {} backend's step has no attention or o_proj layer to offload",
-                    self.inner.name()
-                ))
+            .ok_or_else(|| LatencyError::NoPimLayer {
+                backend: self.inner.name(),
             })?;
         let has_attn = e[attn].name == "attention";
         self.cuts[sub] = Cuts {

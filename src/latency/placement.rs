@@ -216,19 +216,17 @@ impl WeightStreaming {
                     Segment::Prologue
                 }
             } else {
-                return Err(LatencyError::Backend(format!(
-                    "placement: layer {} runs {} times a step, expected 1 or {l}",
-                    e.name, e.repeats
-                )));
+                return Err(LatencyError::LayerRepeats {
+                    layer: e.name,
+                    repeats: e.repeats,
+                    blocks: l,
+                });
             };
             if segment == Segment::Block {
                 if !seen_block {
                     start = i;
                 } else if end != i {
-                    return Err(LatencyError::Backend(format!(
-                        "placement: transformer-block layer {} after the head",
-                        e.name
-                    )));
+                    return Err(LatencyError::BlockAfterHead { layer: e.name });
                 }
                 seen_block = true;
                 end = i + 1;

@@ -247,7 +247,7 @@ impl<'c> SlotBackend<'c> {
             let (config, label) = (self.config, self.label());
             let backend =
                 Backend::new(config, config.instance(self.id), &label, self.first_arrival)
-                    .map_err(|e| LatencyError::Backend(format!("{e:#}")))?;
+                    .map_err(LatencyError::Start)?;
             self.built = Some(backend);
         }
         Ok(self.built.as_mut().expect("started above").as_dyn())

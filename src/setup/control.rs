@@ -4,7 +4,7 @@
 
 use crate::config::{COMMAND_LINE, ConfigError, Problem};
 use crate::control::ControlConfig;
-use crate::control::bundle::{BundleError, Settings, read_bundle};
+use crate::control::bundle::{Bundle, BundleError, Settings, read_bundle};
 use crate::control::section::{KeyError, Layer};
 use crate::router::{RoutingPolicy, RoutingWeights, ScorerSet, SignalConfig};
 use serde_yaml_ng::Value;
@@ -75,18 +75,32 @@ pub(super) fn resolve(
             ),
         ));
     }
-    let (file, source_name) = match &control.policy_config {
+    let (bundle, source_name) = match &control.policy_config {
         Some(path) => {
-            let settings = read_bundle(path).map_err(bundle_error)?;
-            (settings, path.display().to_string())
+            let bundle = read_bundle(path).map_err(bundle_error)?;
+            (Some(bundle), path.display().to_string())
         }
-        None => (Settings::default(), COMMAND_LINE.to_owned()),
+        None => (None, COMMAND_LINE.to_owned()),
     };
+    let file = bundle
+        .as_ref()
+        .map(|b| b.settings.clone())
+        .unwrap_or_default();
     let mut flags = control.settings.clone();
     flags.routing = routing_layer(routing);
     let settings = flags.over(file);
-    let invalid = |e: KeyError| key_error(&source_name, e);
-    let routing_policy = settings.routing.resolve("routing").map_err(invalid)?;
+    // An error the bundle's own settings give alike is the bundle's: placed on its line.
+    let invalid = |e: KeyError, alone: &dyn Fn(Settings) -> Option<KeyError>| {
+        let e = match &bundle {
+            Some(b) if e.line.is_none() && alone(b.settings.clone()).as_ref() == Some(&e) => {
+                placed(b, e)
+            }
+            _ => e,
+        };
+        key_error(&source_name, e)
+    };
+    let routing_policy = (settings.routing.resolve("routing"))
+        .map_err(|e| invalid(e, &|file| file.routing.resolve("routing").err()))?;
     if !matches!(routing_policy, RoutingPolicy::Weighted(_)) {
         for (flag, given) in [
             ("--routing-weights", routing.weights.is_some()),
@@ -100,7 +114,9 @@ pub(super) fn resolve(
             }
         }
     }
-    let config = settings.build().map_err(invalid)?;
+    let config = settings
+        .build()
+        .map_err(|e| invalid(e, &|file| file.build().err()))?;
     Ok(Resolved {
         control: config,
         routing: routing_policy,
@@ -119,6 +135,12 @@ fn bundle_error(e: BundleError) -> ConfigError {
         },
         BundleError::Invalid { path, error } => key_error(&path.display().to_string(), error),
     }
+}
+
+/// `e`, on the line of its key in `bundle` when the key is written there.
+fn placed(bundle: &Bundle, e: KeyError) -> KeyError {
+    let line = bundle.line_of(&e.key);
+    KeyError { line, ..e }
 }
 
 /// `e`, a key of `source_name` (the bundle, or the command line for the flags' settings).

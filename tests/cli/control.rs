@@ -494,7 +494,8 @@ fn flag_values_that_do_not_parse_say_exactly_why() {
 }
 
 /// Each bad bundle is refused with one exact message: the file once, then the line (when the
-/// key is found on one) and the key, then what is wrong.
+/// key is found on one) and the key, then what is wrong. Errors found after parsing (a
+/// parameter's type or range, autoscaling's bounds) name the line like parse errors do.
 #[test]
 fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -513,11 +514,13 @@ fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
         ),
         (
             "admission:\n  policy: rate-limit\n  rate_limit_rps: fast\n",
-            ": field `admission.rate_limit_rps`: invalid type: string \"fast\", expected f64",
+            ", line 3: field `admission.rate_limit_rps`: invalid type: string \"fast\", expected \
+             f64",
         ),
         (
             "admission:\n  policy: token-bucket\n  token_bucket_refill_rate: -1\n",
-            ": field `admission.token_bucket_refill_rate`: must be a positive number, got -1",
+            ", line 3: field `admission.token_bucket_refill_rate`: must be a positive number, got \
+             -1",
         ),
         (
             "autoscale:\n  min_replicas: 2\n",
@@ -538,7 +541,35 @@ fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
         ),
         (
             "tenant_budgets: {web: 1.5}\n",
-            ": field `tenant_budgets.web`: must be in [0, 1], got 1.5",
+            ", line 1: field `tenant_budgets.web`: must be in [0, 1], got 1.5",
+        ),
+        (
+            "admission:\n  policy: token-bucket\n  params: {token_bucket_refill_rate: 0}\n",
+            ", line 3: field `admission.token_bucket_refill_rate`: must be a positive number, got \
+             0",
+        ),
+        (
+            "admission:\n  policy: rate-limit\n  delay: 1ms\n  max_delays: 0\n",
+            ", line 4: field `admission.max_delays`: must be in [1, 1000], got 0",
+        ),
+        (
+            "autoscale:\n  policy: threshold\n  min_replicas: 0\n",
+            ", line 3: field `autoscale.min_replicas`: must be at least 1 (a template with no \
+             ready replica cannot serve)",
+        ),
+        (
+            "autoscale:\n  policy: threshold\n  min_replicas: 3\n  max_replicas: 2\n",
+            ", line 4: field `autoscale.max_replicas`: needs min_replicas (3) <= \
+             initial_replicas (3) <= max_replicas (2)",
+        ),
+        (
+            "autoscale:\n  policy: threshold\n\n  interval: 0s\n",
+            ", line 4: field `autoscale.interval`: must be positive",
+        ),
+        (
+            "autoscale:\n  policy: threshold\n  cost_per_gpu_hour: {H100: -2}\n",
+            ", line 3: field `autoscale.cost_per_gpu_hour.H100`: must be a non-negative number, \
+             got -2",
         ),
     ] {
         std::fs::write(&path, bundle).unwrap();
@@ -560,6 +591,25 @@ fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
         assert_eq!(said, expected, "{bundle}");
         assert_eq!(said.matches(file).count(), 1, "{said}");
     }
+    // A bad value a flag gives over the bundle's is not placed on the bundle's line.
+    std::fs::write(
+        &path,
+        "admission:\n  policy: token-bucket\n  token_bucket_refill_rate: 5\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "--dataset",
+        SAMPLE,
+        "--output",
+        "/dev/null",
+        "--policy-config",
+        file,
+        "--token-bucket-refill-rate=-1",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!(
+        "blis-cosim: error: {file}: field `admission.token_bucket_refill_rate`: must be a \
+         positive number, got -1\n"
+    )));
     // A bundle that cannot be read says what it is and which flag named it, once.
     let missing = dir.path().join("nothere.yaml");
     let missing = missing.to_str().unwrap();

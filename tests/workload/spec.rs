@@ -578,3 +578,95 @@ fn invalid_and_unsupported_spec_fields_are_refused_with_the_reason() {
         ),
     ]);
 }
+
+/// Specs that parse but cannot be generated (nothing ends them, they plan past a limit, or
+/// a flat-request generator is given sessions): the exact messages, as the binary printed them
+/// before these errors were typed.
+#[test]
+fn specs_that_cannot_be_generated_print_their_plan_problem() {
+    let open = "  - id: c\n    rate_fraction: 1\n    arrival: {process: poisson}\n    \
+        input_distribution: {type: constant, params: {value: 20}}\n    output_distribution: \
+        {type: constant, params: {value: 2}}\n";
+    let users = |think: u32| {
+        format!(
+            "  - id: users\n    concurrency: 3\n    think_time_us: {think}\n    \
+             input_distribution: {{type: constant, params: {{value: 100}}}}\n    \
+             output_distribution: {{type: constant, params: {{value: 10}}}}\n"
+        )
+    };
+    let limit = |max_requests| Overrides {
+        max_requests: Some(max_requests),
+        ..Overrides::default()
+    };
+    let cases = [
+        (
+            format!("aggregate_rate: 100\nclients:\n{open}"),
+            Overrides::default(),
+            "w.yaml: num_requests: give num_requests or horizon (or --num-requests) so that \
+             generation ends",
+        ),
+        (
+            format!("aggregate_rate: 100\nnum_requests: 20000000\nclients:\n{open}"),
+            Overrides::default(),
+            "w.yaml: num_requests: the spec plans about 20000000 requests, more than the limit \
+             of 10000000; raise it with --max-requests",
+        ),
+        (
+            format!("aggregate_rate: 100\nhorizon: 200000000000\nclients:\n{open}"),
+            Overrides::default(),
+            "w.yaml: horizon: the spec plans about 20000000 requests, more than the limit of \
+             10000000; raise it with --max-requests",
+        ),
+        (
+            format!(
+                "aggregate_rate: 1000\nnum_requests: 10\nclients:\n{open}    lifecycle: \
+                 {{windows: [{{start_us: 0, end_us: 1000000, trace_rate: 1000}}]}}\n"
+            ),
+            limit(100),
+            "w.yaml: client `c`: lifecycle.windows[0]: plans 1000 arrivals (⌈trace rate × \
+             duration⌉), more than the limit of 100; raise it with --max-requests",
+        ),
+        (
+            format!("horizon: 1000\nclients:\n{}", users(0)),
+            Overrides::default(),
+            "w.yaml: clients[0].think_time_us: client `users`: closed-loop users whose think \
+             time can be 0 need num_requests (or --num-requests) to bound their requests: each \
+             user's requests are planned before the run",
+        ),
+        (
+            format!("num_requests: 400000\nclients:\n{}", users(0)),
+            Overrides::default(),
+            "w.yaml: clients[0].concurrency: client `users`: a user would plan 133334 requests, \
+             at most 100000; lower num_requests or the horizon, or add users",
+        ),
+        (
+            format!("num_requests: 30\nclients:\n{}", users(10)),
+            limit(20),
+            "w.yaml: clients: the closed-loop users plan 30 requests, more than the limit of \
+             20; raise it with --max-requests",
+        ),
+        (
+            format!("aggregate_rate: 100\nhorizon: 5\nclients:\n{open}"),
+            Overrides::default(),
+            "w.yaml: horizon: no request arrives before the horizon (5 µs)",
+        ),
+    ];
+    for (yaml, overrides, expected) in cases {
+        let yaml = format!("version: \"2\"\n{yaml}");
+        let err = generate_workload(&spec(&yaml), overrides).expect_err(expected);
+        assert_eq!(err.to_string(), expected);
+    }
+    let sessions = spec(
+        "version: \"2\"\naggregate_rate: 10\nnum_requests: 5\nclients:\n  - id: rounds\n    \
+         rate_fraction: 1\n    arrival: {process: poisson}\n    input_distribution: {type: \
+         constant, params: {value: 30}}\n    output_distribution: {type: constant, params: \
+         {value: 5}}\n    reasoning: {multi_turn: {max_rounds: 3, think_time_us: 50000}}\n",
+    );
+    assert_eq!(
+        generate_requests(&sessions, Overrides::default())
+            .unwrap_err()
+            .to_string(),
+        "w.yaml: clients: client `rounds` generates sessions; generate the workload with \
+         generate_workload"
+    );
+}

@@ -148,7 +148,7 @@ struct BatchStats {
 impl BatchStats {
     fn of(batch: &BatchDesc<'_>) -> Result<BatchStats, LatencyError> {
         if batch.items.is_empty() {
-            return Err(LatencyError::Backend("profile: empty batch".into()));
+            return Err(LatencyError::EmptyBatch { backend: "profile" });
         }
         let pad = u64::from(batch.pad_tokens);
         let mut s = BatchStats {
@@ -167,9 +167,10 @@ impl BatchStats {
         for (i, item) in batch.items.iter().enumerate() {
             let (new, context) = (u64::from(item.new_tokens), u64::from(item.context_tokens));
             if new == 0 {
-                return Err(LatencyError::Backend(format!(
-                    "profile: batch item {i} computes no tokens"
-                )));
+                return Err(LatencyError::NoTokens {
+                    backend: "profile",
+                    item: i,
+                });
             }
             s.total_len += new;
             s.fingerprint = mix(s.fingerprint ^ (new << 32 | context));

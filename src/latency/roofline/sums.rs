@@ -56,7 +56,9 @@ impl BatchSums {
     /// Sums `batch`; an empty batch or a request that computes no tokens is an error.
     pub fn of(batch: &BatchDesc<'_>) -> Result<BatchSums, LatencyError> {
         if batch.items.is_empty() {
-            return Err(LatencyError::Backend("roofline: empty batch".into()));
+            return Err(LatencyError::EmptyBatch {
+                backend: "roofline",
+            });
         }
         // Locals, not the struct's fields: the loop keeps them in registers. The lead's
         // decodes are summed already (see `DecodeLead`); only the items behind it are read.
@@ -75,9 +77,10 @@ impl BatchSums {
         for (i, item) in (lead.count..).zip(batch.tail()) {
             let (new, prior) = (u64::from(item.new_tokens), u64::from(item.context_tokens));
             if new == 0 {
-                return Err(LatencyError::Backend(format!(
-                    "roofline: batch item {i} computes no tokens"
-                )));
+                return Err(LatencyError::NoTokens {
+                    backend: "roofline",
+                    item: i,
+                });
             }
             tokens += new;
             if !item.is_decode() {

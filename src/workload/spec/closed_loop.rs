@@ -13,7 +13,7 @@
 //!   horizon, and the session's deadline (the horizon) cuts those the run delays past it.
 
 use super::generate::Generator;
-use super::limits::MAX_SESSION_STEPS;
+use super::limits::{MAX_SESSION_STEPS, PlanProblem};
 use super::{Overrides, SpecError, WorkloadSpec};
 
 /// The turns of every user of every client (empty vectors for open-loop clients; an empty
@@ -31,10 +31,10 @@ pub(super) fn user_turns(
     if users == 0 {
         return Ok(Vec::new());
     }
-    let invalid = |path: String, message: String| SpecError::Invalid {
+    let invalid = |path: String, problem: PlanProblem| SpecError::Plan {
         source_name: spec.source_name.clone(),
         path,
-        message,
+        problem,
     };
     let budget = match overrides.num_requests.or(spec.num_requests) {
         None => None,
@@ -67,23 +67,19 @@ pub(super) fn user_turns(
                 (None, None) => {
                     return Err(invalid(
                         format!("clients[{i}].think_time_us"),
-                        format!(
-                            "client `{}`: closed-loop users whose think time can be 0 need \
-                             num_requests (or --num-requests) to bound their requests: each \
-                             user's requests are planned before the run",
-                            c.id
-                        ),
+                        PlanProblem::UnboundedUsers {
+                            client: c.id.clone(),
+                        },
                     ));
                 }
             };
             if k > MAX_SESSION_STEPS {
                 return Err(invalid(
                     format!("clients[{i}].concurrency"),
-                    format!(
-                        "client `{}`: a user would plan {k} requests, at most \
-                         {MAX_SESSION_STEPS}; lower num_requests or the horizon, or add users",
-                        c.id
-                    ),
+                    PlanProblem::UserRequests {
+                        client: c.id.clone(),
+                        planned: k,
+                    },
                 ));
             }
             turns.push(k as u32);
@@ -97,10 +93,7 @@ pub(super) fn user_turns(
     if planned > limit {
         return Err(invalid(
             "clients".into(),
-            format!(
-                "the closed-loop users plan {planned} requests, more than the limit of \
-                 {limit}; raise it with --max-requests"
-            ),
+            PlanProblem::ClosedLoopRequests { planned, limit },
         ));
     }
     Ok(out)

@@ -1,7 +1,7 @@
 //! Drawing the requests of a spec: per-client streams merged in arrival order.
 
 use super::arrival::ArrivalClock;
-use super::limits::{DEFAULT_MAX_REQUESTS, check_requests};
+use super::limits::{DEFAULT_MAX_REQUESTS, PlanProblem, check_requests};
 use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
 use super::window::WindowedClock;
 use super::{ClientSpec, LengthDist, Multimodal, SloClass, SpecError, Traffic, WorkloadSpec};
@@ -98,13 +98,10 @@ fn in_window(
 /// ahead, when the window starts), whatever `num_requests` says.
 fn check_windows(spec: &WorkloadSpec, limit: u64) -> Result<(), SpecError> {
     match spec.busiest_window() {
-        Some((i, j, n)) if n > limit => Err(SpecError::Invalid {
+        Some((i, j, n)) if n > limit => Err(SpecError::Plan {
             source_name: spec.source_name.clone(),
             path: format!("client `{}`: lifecycle.windows[{j}]", spec.clients[i].id),
-            message: format!(
-                "plans {n} arrivals (⌈trace rate × duration⌉), more than the limit of {limit}; \
-                 raise it with --max-requests"
-            ),
+            problem: PlanProblem::WindowArrivals { planned: n, limit },
         }),
         _ => Ok(()),
     }
@@ -216,12 +213,10 @@ fn check_ends(
     // Clients with windows end with their last window.
     let all_windowed = spec.clients.iter().all(|c| c.lifecycle.is_some());
     if num_requests.is_none() && spec.horizon_us.is_none() && !all_windowed {
-        return Err(SpecError::Invalid {
+        return Err(SpecError::Plan {
             source_name: spec.source_name.clone(),
             path: "num_requests".into(),
-            message: "give num_requests or horizon (or --num-requests) so that generation \
-                      ends"
-                .into(),
+            problem: PlanProblem::NoEnd,
         });
     }
     let limit = overrides.max_requests.unwrap_or(DEFAULT_MAX_REQUESTS);
@@ -230,10 +225,10 @@ fn check_ends(
         None => "lifecycle windows (trace_rate × duration)",
     };
     let by_time = spec.planned_by_time().map(|n| (n, by_time_field));
-    check_requests(num_requests, by_time, limit).map_err(|(path, message)| SpecError::Invalid {
+    check_requests(num_requests, by_time, limit).map_err(|(path, problem)| SpecError::Plan {
         source_name: spec.source_name.clone(),
         path: path.into(),
-        message,
+        problem,
     })?;
     check_windows(spec, limit)
 }
@@ -688,17 +683,14 @@ impl<'a> TokenIds<'a> {
 /// The error for a spec that generates no request: none arrives before its horizon, or (with
 /// no horizon) nothing is generated at all.
 pub fn nothing_generated(spec: &WorkloadSpec) -> SpecError {
-    let (path, message) = match spec.horizon_us {
-        Some(h) => (
-            "horizon",
-            format!("no request arrives before the horizon ({h} µs)"),
-        ),
-        None => ("clients", "the spec generates no request".to_owned()),
+    let (path, problem) = match spec.horizon_us {
+        Some(horizon_us) => ("horizon", PlanProblem::NothingBeforeHorizon { horizon_us }),
+        None => ("clients", PlanProblem::NothingGenerated),
     };
-    SpecError::Invalid {
+    SpecError::Plan {
         source_name: spec.source_name.clone(),
         path: path.into(),
-        message,
+        problem,
     }
 }
 
@@ -710,13 +702,12 @@ pub fn generate_requests(
     overrides: Overrides,
 ) -> Result<Vec<Request>, SpecError> {
     if let Some(c) = spec.clients.iter().find(|c| c.traffic.is_session()) {
-        return Err(SpecError::Invalid {
+        return Err(SpecError::Plan {
             source_name: spec.source_name.clone(),
             path: "clients".into(),
-            message: format!(
-                "client `{}` generates sessions; generate the workload with generate_workload",
-                c.id
-            ),
+            problem: PlanProblem::Sessions {
+                client: c.id.clone(),
+            },
         });
     }
     Ok(generate_workload(spec, overrides)?.requests)

@@ -74,12 +74,12 @@ pub enum LimitError {
 
 /// The arrivals a spec plans: `num_requests`, else (or when fewer) those it plans by time
 /// (`by_time`: its rates over its horizon or windows, and the field that sets them); refused
-/// past `limit`. The error names the field and the flag that raises it.
+/// past `limit`, with the field that plans them.
 pub(super) fn check_requests(
     num_requests: Option<u64>,
     by_time: Option<(f64, &'static str)>,
     limit: u64,
-) -> Result<(), (&'static str, String)> {
+) -> Result<(), (&'static str, PlanProblem)> {
     let (field, planned) = match (num_requests, by_time) {
         (Some(n), Some((h, field))) if h < n as f64 => (field, h),
         (Some(n), _) => ("num_requests", n as f64),
@@ -87,13 +87,81 @@ pub(super) fn check_requests(
         (None, None) => return Ok(()),
     };
     if planned > limit as f64 {
-        return Err((
-            field,
-            format!(
-                "the spec plans about {planned:.0} requests, more than the limit of {limit}; \
-                 raise it with --max-requests"
-            ),
-        ));
+        return Err((field, PlanProblem::Requests { planned, limit }));
     }
     Ok(())
+}
+
+/// A spec that parses but whose generation would not end, would plan past a limit, or plans
+/// nothing; [`super::SpecError::Plan`] names the field. Each variant renders to the message
+/// after the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanProblem {
+    /// Neither `num_requests`, a horizon nor windows on every client ends the generation.
+    #[error("give num_requests or horizon (or --num-requests) so that generation ends")]
+    NoEnd,
+    /// About `planned` requests (rounded when shown), past the limit.
+    #[error(
+        "the spec plans about {planned:.0} requests, more than the limit of {limit}; raise it \
+         with --max-requests"
+    )]
+    Requests { planned: f64, limit: u64 },
+    /// A lifecycle window that plans more arrivals than the limit.
+    #[error(
+        "plans {planned} arrivals (⌈trace rate × duration⌉), more than the limit of {limit}; \
+         raise it with --max-requests"
+    )]
+    WindowArrivals { planned: u64, limit: u64 },
+    /// Closed-loop users whose think time can be 0, with nothing bounding their requests.
+    #[error(
+        "client `{client}`: closed-loop users whose think time can be 0 need num_requests (or \
+         --num-requests) to bound their requests: each user's requests are planned before the \
+         run"
+    )]
+    UnboundedUsers { client: String },
+    /// A closed-loop user planning more requests than a session may hold.
+    #[error(
+        "client `{client}`: a user would plan {planned} requests, at most {MAX_SESSION_STEPS}; \
+         lower num_requests or the horizon, or add users"
+    )]
+    UserRequests { client: String, planned: u64 },
+    /// Closed-loop users planning more requests, together, than the limit.
+    #[error(
+        "the closed-loop users plan {planned} requests, more than the limit of {limit}; raise \
+         it with --max-requests"
+    )]
+    ClosedLoopRequests { planned: u64, limit: u64 },
+    /// No request arrives before the horizon (µs).
+    #[error("no request arrives before the horizon ({horizon_us} µs)")]
+    NothingBeforeHorizon { horizon_us: u64 },
+    /// A spec without a horizon that generates nothing.
+    #[error("the spec generates no request")]
+    NothingGenerated,
+    /// A client generating sessions, given to the generator of flat requests.
+    #[error("client `{client}` generates sessions; generate the workload with generate_workload")]
+    Sessions { client: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PlanProblem;
+
+    /// The plan problems no spec of the workload harness reaches print the messages they
+    /// printed as text (the others are pinned there, through the generator).
+    #[test]
+    fn plan_problems_print_their_messages() {
+        assert_eq!(
+            PlanProblem::NothingGenerated.to_string(),
+            "the spec generates no request"
+        );
+        assert_eq!(
+            PlanProblem::Requests {
+                planned: 2.4e7 + 0.4,
+                limit: 10
+            }
+            .to_string(),
+            "the spec plans about 24000000 requests, more than the limit of 10; raise it with \
+             --max-requests"
+        );
+    }
 }

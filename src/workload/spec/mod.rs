@@ -81,7 +81,7 @@ pub use generate::{
 };
 pub use inference_perf::InferencePerfProblem;
 pub use jsonl_out::write_jsonl;
-pub use limits::{DEFAULT_MAX_REQUESTS, LimitError};
+pub use limits::{DEFAULT_MAX_REQUESTS, LimitError, PlanProblem};
 pub use priority::{PriorityDist, PriorityError};
 pub use rule_error::RuleProblem;
 pub use scenarios::{SCENARIOS, Scenario, scenario};
@@ -136,12 +136,13 @@ pub enum SpecError {
         path: String,
         problem: RuleProblem,
     },
-    /// A spec that parses but cannot be generated (a rule spanning several fields).
-    #[error("{source_name}: {path}: {message}")]
-    Invalid {
+    /// A spec that parses but cannot be generated: nothing ends it, it plans past a limit, or
+    /// it plans nothing.
+    #[error("{source_name}: {path}: {problem}")]
+    Plan {
         source_name: String,
         path: String,
-        message: String,
+        problem: PlanProblem,
     },
 }
 
