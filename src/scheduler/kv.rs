@@ -78,14 +78,10 @@ pub fn block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>) {
 /// once the buffers have grown.
 pub fn block_hashes_with(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, bytes: &mut Vec<u8>) {
     out.clear();
+    let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
     for block in tokens.chunks_exact(block_size as usize) {
-        bytes.clear();
-        bytes.extend_from_slice(&parent.to_le_bytes());
-        for t in block {
-            bytes.extend_from_slice(&t.to_le_bytes());
-        }
-        parent = xxhash_rust::xxh3::xxh3_64(bytes);
+        parent = chain(parent, block.iter().copied(), bytes);
         out.push(parent);
     }
 }
@@ -107,16 +103,32 @@ pub fn request_block_hashes(
     let len = max_tokens.min(request.input_toks as usize);
     let mut tokens = blocks.tokens(len);
     out.clear();
+    let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
     for _ in 0..len / block_size as usize {
-        bytes.clear();
-        bytes.extend_from_slice(&parent.to_le_bytes());
-        for t in tokens.by_ref().take(block_size as usize) {
-            bytes.extend_from_slice(&t.to_le_bytes());
-        }
-        parent = xxhash_rust::xxh3::xxh3_64(bytes);
+        parent = chain(parent, tokens.by_ref(), bytes);
         out.push(parent);
     }
+}
+
+/// `bytes` sized for one block's hash input: the parent hash and `block_size` token ids.
+fn block_bytes(bytes: &mut Vec<u8>, block_size: u32) -> &mut [u8] {
+    bytes.clear();
+    bytes.resize(8 + 4 * block_size as usize, 0);
+    bytes
+}
+
+/// The hash of one block chained on `parent`: xxh3 of the parent's and the block's token
+/// ids' little-endian bytes, written into `bytes` (from [`block_bytes`]), which takes exactly
+/// one block's tokens from `tokens`.
+fn chain(parent: u64, tokens: impl Iterator<Item = u32>, bytes: &mut [u8]) -> u64 {
+    let (head, body) = bytes.split_at_mut(8);
+    head.copy_from_slice(&parent.to_le_bytes());
+    // The chunks come first, so that `tokens` is not read past the block.
+    for (dst, t) in body.chunks_exact_mut(4).zip(tokens) {
+        dst.copy_from_slice(&t.to_le_bytes());
+    }
+    xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
 /// Whether an index entry's block carries `hash` (the index's equality on hashes).
@@ -968,6 +980,54 @@ mod tests {
         pool.forget_before(25);
         assert!(pool.held_at(7, 35));
         pool.audit().unwrap();
+    }
+
+    /// Random traffic (allocations in runs, prefix hits, indexing under repeated hashes,
+    /// requests' blocks released in one go) keeps the pool's invariants after every step:
+    /// pinned + free = total, the free list is exactly the unreferenced blocks, and the index
+    /// holds exactly the blocks carrying a hash (no stale entry, so never more than the
+    /// blocks).
+    #[test]
+    fn random_traffic_keeps_the_pool_invariants() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut pool = BlockPool::new(32);
+        let mut held: Vec<Vec<BlockId>> = Vec::new();
+        let mut hits = 0;
+        for _ in 0..3_000 {
+            match next(4) {
+                0 if !held.is_empty() => {
+                    let blocks = held.swap_remove(next(held.len() as u64) as usize);
+                    pool.release_all(blocks.iter().rev().copied());
+                }
+                1 => {
+                    if let Some(b) = pool.lookup(next(64)) {
+                        pool.touch(b);
+                        held.push(vec![b]);
+                        hits += 1;
+                    }
+                }
+                _ => {
+                    let n = 1 + next(4) as usize;
+                    if pool.num_free() >= n {
+                        let blocks: Vec<BlockId> =
+                            (0..n).map(|_| pool.allocate().unwrap()).collect();
+                        for &b in &blocks {
+                            pool.cache(b, next(64));
+                        }
+                        held.push(blocks);
+                    }
+                }
+            }
+            pool.audit().unwrap();
+            assert!(pool.index.len() <= pool.num_used_ever());
+        }
+        assert!(hits > 100, "the traffic hits the cache ({hits} hits)");
     }
 
     /// The history answers exactly what a copy of the index taken at each time would.
