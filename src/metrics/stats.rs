@@ -156,9 +156,12 @@ fn variance<T: Copy>(values: &[T], mean: f64, to_f64: impl Fn(T) -> f64) -> f64 
 
 /// A multiset of integers held as a count per distinct value: memory grows with the distinct
 /// values (for inter-token latencies, bounded by the distinct step times), not with the values.
+/// The values are hashed with foldhash's fixed-seed hasher: a few multiplications for a `u64`,
+/// where a streaming xxh3 state cost more than the table itself (the map's order never reaches
+/// an output: [`IntegerCounts::sorted`] sorts, merging adds).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IntegerCounts {
-    counts: std::collections::HashMap<u64, u64, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
+    counts: std::collections::HashMap<u64, u64, foldhash::fast::FixedState>,
     len: u64,
 }
 

@@ -15,15 +15,13 @@
 //! reference counts are not kept then (taking and freeing a block touches only the top of the
 //! stack, not the block's bookkeeping) and are written when the stack turns into the list.
 //!
-//! An evicted block's entry is left in the prefix index, stale, rather than removed: removing
-//! it would probe the index at a random place for every block a long prompt reuses (a cache
-//! miss each, most of a prefix-heavy run's time). An entry counts only while its block still
-//! carries its hash ([`BlockPool::lookup`] checks); a stale one is overwritten when its hash
-//! is indexed again. The stale entries are swept out when the index is full (before it would
-//! grow) and whenever they could outnumber the blocks: the index keeps its size while a
-//! quarter of it is stale, so it stays near the size of its live entries (and in the CPU
-//! cache) instead of doubling, and within twice the blocks used. The index is keyed by the
-//! chained hashes themselves ([`PassThroughHasher`]): they are well mixed already.
+//! The index is a [`hashbrown::HashTable`] of block ids: a block's hash lives in the block's
+//! bookkeeping, so an entry is 4 bytes (the table of an instance stays small enough for the
+//! CPU cache, where a map of hash and id pairs twice the size did not), and the table hashes
+//! an entry by the hash its block carries, passed through as it is (the chained hashes are
+//! well mixed already). Every entry is live: an evicted block's entry is removed when the
+//! block is reused (a probe of that small table), so the index never holds more entries than
+//! blocks carrying a hash, and nothing has to sweep it.
 //!
 //! Memory follows what the instance holds, not its capacity: a block's bookkeeping exists
 //! only once the block has been used. The blocks never used yet are free and empty, so they
@@ -34,6 +32,8 @@
 use super::SchedulerBug;
 use crate::Nanos;
 use crate::workload::Request;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use std::collections::{HashMap, VecDeque};
 
 /// Index of a KV block.
@@ -78,14 +78,10 @@ pub fn block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>) {
 /// once the buffers have grown.
 pub fn block_hashes_with(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, bytes: &mut Vec<u8>) {
     out.clear();
+    let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
     for block in tokens.chunks_exact(block_size as usize) {
-        bytes.clear();
-        bytes.extend_from_slice(&parent.to_le_bytes());
-        for t in block {
-            bytes.extend_from_slice(&t.to_le_bytes());
-        }
-        parent = xxhash_rust::xxh3::xxh3_64(bytes);
+        parent = chain(parent, block.iter().copied(), bytes);
         out.push(parent);
     }
 }
@@ -107,16 +103,37 @@ pub fn request_block_hashes(
     let len = max_tokens.min(request.input_toks as usize);
     let mut tokens = blocks.tokens(len);
     out.clear();
+    let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
     for _ in 0..len / block_size as usize {
-        bytes.clear();
-        bytes.extend_from_slice(&parent.to_le_bytes());
-        for t in tokens.by_ref().take(block_size as usize) {
-            bytes.extend_from_slice(&t.to_le_bytes());
-        }
-        parent = xxhash_rust::xxh3::xxh3_64(bytes);
+        parent = chain(parent, tokens.by_ref(), bytes);
         out.push(parent);
     }
+}
+
+/// `bytes` sized for one block's hash input: the parent hash and `block_size` token ids.
+fn block_bytes(bytes: &mut Vec<u8>, block_size: u32) -> &mut [u8] {
+    bytes.clear();
+    bytes.resize(8 + 4 * block_size as usize, 0);
+    bytes
+}
+
+/// The hash of one block chained on `parent`: xxh3 of the parent's and the block's token
+/// ids' little-endian bytes, written into `bytes` (from [`block_bytes`]), which takes exactly
+/// one block's tokens from `tokens`.
+fn chain(parent: u64, tokens: impl Iterator<Item = u32>, bytes: &mut [u8]) -> u64 {
+    let (head, body) = bytes.split_at_mut(8);
+    head.copy_from_slice(&parent.to_le_bytes());
+    // The chunks come first, so that `tokens` is not read past the block.
+    for (dst, t) in body.chunks_exact_mut(4).zip(tokens) {
+        dst.copy_from_slice(&t.to_le_bytes());
+    }
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
+/// Whether an index entry's block carries `hash` (the index's equality on hashes).
+fn carries(blocks: &[Block], hash: u64) -> impl Fn(&BlockId) -> bool + '_ {
+    move |&b| blocks[b as usize].hash() == Some(hash)
 }
 
 /// One block's bookkeeping, kept together so that a free-list operation touches one cache
@@ -161,7 +178,8 @@ pub struct BlockPool {
     head: u32,
     tail: u32,
     num_free: usize,
-    index: BlockHashMap<BlockId>,
+    /// The prefix index: the blocks carrying a hash, found by it (see the module docs).
+    index: HashTable<BlockId>,
     /// When the prefix index changed, for routers that see it late (`None`: not kept).
     history: Option<Box<CacheHistory>>,
     /// Recent evictions, for KV thrashing (`None`: not watched).
@@ -287,7 +305,7 @@ impl BlockPool {
             head: NIL,
             tail: NIL,
             num_free: num_blocks as usize,
-            index: BlockHashMap::default(),
+            index: HashTable::new(),
             history: None,
             thrash: None,
         }
@@ -392,13 +410,8 @@ impl BlockPool {
 
     /// The cached block holding the block with chained hash `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
-        let b = *self.index.get(&hash)?;
-        self.holds(b, hash).then_some(b)
-    }
-
-    /// Whether block `b` carries `hash` (an index entry for it is live, not stale).
-    fn holds(&self, b: BlockId, hash: u64) -> bool {
-        self.blocks[b as usize].hash() == Some(hash)
+        let blocks = &self.blocks;
+        self.index.find(hash, carries(blocks, hash)).copied()
     }
 
     /// Reference count of a block.
@@ -428,9 +441,11 @@ impl BlockPool {
         }
         self.unlink(b);
         let block = &mut self.blocks[b as usize];
-        // Only the block carrying a hash is its index entry (a duplicate is never indexed);
-        // the entry is left stale (see the module docs).
+        // Only the block carrying a hash is its index entry (a duplicate is never indexed).
         if std::mem::take(&mut block.hashed) {
+            if let Ok(entry) = self.index.find_entry(block.hash, |&x| x == b) {
+                entry.remove();
+            }
             if let Some(h) = &mut self.history {
                 h.record_eviction(block.hash, b);
             }
@@ -487,17 +502,12 @@ impl BlockPool {
         if entry.hashed {
             return;
         }
-        self.sweep_stale_when_full();
-        match self.index.entry(hash) {
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(block);
-            }
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let current = self.blocks[*e.get() as usize];
-                if current.hash() == Some(hash) {
-                    // Held by another block: a duplicate stays unindexed.
-                    return;
-                }
+        let blocks = &self.blocks;
+        let by_hash = |&b: &BlockId| blocks[b as usize].hash;
+        match self.index.entry(hash, carries(blocks, hash), by_hash) {
+            // Held by another block: a duplicate stays unindexed.
+            Entry::Occupied(_) => return,
+            Entry::Vacant(e) => {
                 e.insert(block);
             }
         }
@@ -506,23 +516,6 @@ impl BlockPool {
         entry.hash = hash;
         if let Some(h) = &mut self.history {
             h.since[block as usize] = h.clock;
-        }
-    }
-
-    /// Sweeps the stale entries out of the index when it is full (the next new entry would
-    /// make it grow) or holds more than twice the blocks used (plus some slack for small
-    /// pools). A sweep that frees less than a quarter of the entries lets the index grow
-    /// (doubling it), so that sweeps stay amortised over the inserts between them.
-    fn sweep_stale_when_full(&mut self) {
-        let len = self.index.len();
-        if len < self.index.capacity() && len < 2 * self.blocks.len() + 1024 {
-            return;
-        }
-        let blocks = &self.blocks;
-        self.index
-            .retain(|&h, &mut b| blocks[b as usize].hash() == Some(h));
-        if self.index.len() > len - len / 4 {
-            self.index.reserve(len);
         }
     }
 
@@ -598,18 +591,18 @@ impl BlockPool {
         }
         for (b, block) in self.blocks.iter().enumerate() {
             if let Some(h) = block.hash()
-                && self.index.get(&h) != Some(&(b as BlockId))
+                && self.lookup(h) != Some(b as BlockId)
             {
                 return Err(
                     format!("block {b} carries a hash its index entry does not name").into(),
                 );
             }
         }
-        if self.index.len() > 2 * self.blocks.len() + 1024 {
+        let hashed = self.blocks.iter().filter(|b| b.hashed).count();
+        if self.index.len() != hashed {
             return Err(format!(
-                "{} index entries for {} blocks",
-                self.index.len(),
-                self.blocks.len()
+                "{} index entries for {hashed} blocks carrying a hash",
+                self.index.len()
             )
             .into());
         }
@@ -805,34 +798,34 @@ mod tests {
     }
 
     #[test]
-    fn an_evicted_hash_is_left_stale_in_the_index_and_missed() {
+    fn an_evicted_hash_leaves_the_index_and_is_missed() {
         let mut pool = BlockPool::new(1);
         let a = pool.allocate().unwrap();
         pool.cache(a, 7);
         pool.release(a);
         assert_eq!(pool.lookup(7), Some(a));
-        // Reused: its hash is evicted without probing the index.
+        // Reused: its hash is evicted and its entry removed.
         assert_eq!(pool.allocate(), Some(a));
-        assert_eq!(pool.index.len(), 1, "the stale entry stays");
+        assert_eq!(pool.index.len(), 0, "no stale entry stays");
         assert_eq!(pool.lookup(7), None);
         assert!(!pool.held_at(7, 0));
         pool.cache(a, 8);
         pool.release(a);
         assert_eq!(pool.allocate(), Some(a));
-        // Indexed again: the stale entry is overwritten.
+        // Indexed again, under the hash it carried before.
         pool.cache(a, 7);
         assert_eq!((pool.lookup(7), pool.lookup(8)), (Some(a), None));
         pool.audit().unwrap();
     }
 
     #[test]
-    fn stale_entries_are_swept_before_they_outnumber_the_blocks() {
+    fn the_index_holds_only_the_blocks_carrying_a_hash() {
         let mut pool = BlockPool::new(2);
         for h in 0..5_000 {
             let b = pool.allocate().unwrap();
             pool.cache(b, h);
             pool.release(b);
-            assert!(pool.index.len() <= 2 * 2 + 1024);
+            assert!(pool.index.len() <= 2);
         }
         assert_eq!((pool.lookup(4_999), pool.lookup(4_998)), (Some(1), Some(0)));
         assert_eq!(pool.lookup(4_997), None);
@@ -840,13 +833,13 @@ mod tests {
     }
 
     #[test]
-    fn a_full_index_mostly_stale_is_swept_rather_than_grown() {
+    fn an_index_under_churn_stays_the_size_of_its_blocks() {
         let mut pool = BlockPool::new(100);
         for h in 0..20_000 {
             let b = pool.allocate().unwrap();
             pool.cache(b, h);
             pool.release(b);
-            // Room for the 100 live entries and as many stale ones, not for 2 × 100 + 1024.
+            // Room for the 100 blocks' entries, nothing for the evicted hashes.
             assert!(pool.index.capacity() < 256, "{}", pool.index.capacity());
         }
         assert!((19_900..20_000).all(|h| pool.lookup(h).is_some()));
@@ -989,6 +982,54 @@ mod tests {
         pool.audit().unwrap();
     }
 
+    /// Random traffic (allocations in runs, prefix hits, indexing under repeated hashes,
+    /// requests' blocks released in one go) keeps the pool's invariants after every step:
+    /// pinned + free = total, the free list is exactly the unreferenced blocks, and the index
+    /// holds exactly the blocks carrying a hash (no stale entry, so never more than the
+    /// blocks).
+    #[test]
+    fn random_traffic_keeps_the_pool_invariants() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut pool = BlockPool::new(32);
+        let mut held: Vec<Vec<BlockId>> = Vec::new();
+        let mut hits = 0;
+        for _ in 0..3_000 {
+            match next(4) {
+                0 if !held.is_empty() => {
+                    let blocks = held.swap_remove(next(held.len() as u64) as usize);
+                    pool.release_all(blocks.iter().rev().copied());
+                }
+                1 => {
+                    if let Some(b) = pool.lookup(next(64)) {
+                        pool.touch(b);
+                        held.push(vec![b]);
+                        hits += 1;
+                    }
+                }
+                _ => {
+                    let n = 1 + next(4) as usize;
+                    if pool.num_free() >= n {
+                        let blocks: Vec<BlockId> =
+                            (0..n).map(|_| pool.allocate().unwrap()).collect();
+                        for &b in &blocks {
+                            pool.cache(b, next(64));
+                        }
+                        held.push(blocks);
+                    }
+                }
+            }
+            pool.audit().unwrap();
+            assert!(pool.index.len() <= pool.num_used_ever());
+        }
+        assert!(hits > 100, "the traffic hits the cache ({hits} hits)");
+    }
+
     /// The history answers exactly what a copy of the index taken at each time would.
     #[test]
     fn the_history_matches_copies_of_the_index_on_random_traffic() {
@@ -1005,11 +1046,7 @@ mod tests {
         let mut copies: Vec<(Nanos, HashSet<u64>)> = Vec::new();
         for t in 1..400u64 {
             // What a router at `t` sees: the index before anything at `t` happens.
-            let live = pool
-                .index
-                .keys()
-                .copied()
-                .filter(|&h| pool.lookup(h).is_some());
+            let live = (pool.index.iter()).map(|&b| pool.blocks[b as usize].hash);
             copies.push((t, live.collect()));
             pool.set_clock(t);
             for _ in 0..next(4) {
