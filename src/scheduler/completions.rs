@@ -2,6 +2,7 @@
 //! them to a [`Completions`] its caller owns and reuses, and the caller reads each one's
 //! record ([`Completions::record`]) when it applies them.
 
+use super::itl::StepTimes;
 use super::request::RunningRequest;
 use crate::Nanos;
 use crate::metrics::{PdRecord, RequestRecord};
@@ -79,18 +80,18 @@ impl Completions {
         (0..self.len()).map(move |k| self.record(k, model))
     }
 
-    /// Adds `req`, finished on instance `instance_id` at `end`; `step_finish_ns` are the
-    /// finish times of its instance's steps, which its token times index, or `None` when no
-    /// one reads the record's inter-token latencies (they are then left empty).
+    /// Adds `req`, finished on instance `instance_id` at `end`; `steps` are the finish
+    /// times of its instance's steps, which its token times index, or `None` when no one
+    /// reads the record's inter-token latencies (they are then left empty).
     pub(super) fn push(
         &mut self,
         req: &RunningRequest,
         instance_id: u32,
         end: Nanos,
-        step_finish_ns: Option<&[Nanos]>,
+        steps: Option<&StepTimes>,
     ) {
         let from = self.itls.len();
-        if let Some(steps) = step_finish_ns {
+        if let Some(steps) = steps {
             req.write_itls(steps, &mut self.itls);
         }
         self.done.push(Done {

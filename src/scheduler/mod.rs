@@ -231,7 +231,7 @@ pub struct Scheduler {
     hit_scratch: Vec<BlockId>,
     /// The finish time of every completed step, in completion order: a request's token
     /// times are indices into it ([`RunningRequest::note_token`]).
-    step_finish_ns: Vec<Nanos>,
+    step_finish_ns: itl::StepTimes,
     /// What the step completed last computed: prompt tokens (prefill and recompute work) and
     /// generated tokens.
     last_step_tokens: StepTokens,
@@ -389,7 +389,7 @@ impl Scheduler {
             step_items: Vec::new(),
             step_kv_send_tokens: 0,
             hit_scratch: Vec::new(),
-            step_finish_ns: Vec::new(),
+            step_finish_ns: itl::StepTimes::default(),
             last_step_tokens: StepTokens::default(),
             lower_hit: 0,
             lower: None,
@@ -1197,7 +1197,7 @@ impl Scheduler {
             self.in_flight = false;
             self.step.len()
         };
-        let step_index = self.step_finish_ns.len() as u64;
+        let step_index = self.step_finish_ns.count();
         self.step_finish_ns.push(finish);
         self.last_step_tokens = StepTokens::default();
         let members = self.stretch.members_in_flight();
@@ -1239,6 +1239,20 @@ impl Scheduler {
             // Nothing runs next: no step was formed ahead, so what finished is free now.
             self.release_freed_late();
         }
+        if self.step_finish_ns.due(self.slots.len()) {
+            self.retire_steps();
+        }
+    }
+
+    /// Pools the inter-token gaps no live request can still add to and lets go of the step
+    /// finish times only they named (see `itl.rs`).
+    fn retire_steps(&mut self) {
+        let live = self.slots.iter().flatten();
+        let starts = live.filter_map(RunningRequest::first_token_step);
+        let floor = starts
+            .chain(self.stretch.first_unsettled())
+            .fold(self.step_finish_ns.count(), u64::min);
+        self.itl.retire(floor, &mut self.step_finish_ns);
     }
 
     /// Applies scheduled entry `s` of the step completed as the `step_index`-th, which

@@ -1,6 +1,7 @@
 //! A request's state inside one instance's scheduler.
 
 use super::SchedulerConfig;
+use super::itl::StepTimes;
 use super::kv::{BlockId, request_block_hashes};
 use crate::Nanos;
 use crate::metrics::PdRecord;
@@ -53,8 +54,8 @@ pub(super) struct TokenRun {
 
 impl TokenRun {
     /// The step indices of the run.
-    fn steps(self) -> impl Iterator<Item = usize> {
-        (0..u64::from(self.len)).map(move |k| (self.start + k * u64::from(self.stride)) as usize)
+    fn steps(self) -> impl Iterator<Item = u64> {
+        (0..u64::from(self.len)).map(move |k| self.start + k * u64::from(self.stride))
     }
 }
 
@@ -185,14 +186,20 @@ impl RunningRequest {
         }
     }
 
-    /// Appends the request's inter-token latencies to `out`, from `step_finish_ns`, the
-    /// finish time of each completed step of its instance.
-    pub fn write_itls(&self, step_finish_ns: &[Nanos], out: &mut Vec<Nanos>) {
+    /// The earliest step its token runs name, if it produced a token on this instance.
+    pub fn first_token_step(&self) -> Option<u64> {
+        let current = (self.token_run.len > 0).then_some(self.token_run.start);
+        self.earlier_runs.first().map(|run| run.start).or(current)
+    }
+
+    /// Appends the request's inter-token latencies to `out`, from `steps`, the finish times
+    /// of its instance's completed steps.
+    pub fn write_itls(&self, steps: &StepTimes, out: &mut Vec<Nanos>) {
         let mut previous = self.itl_from_ns;
         let current = (self.token_run.len > 0).then_some(self.token_run);
         for run in self.earlier_runs.iter().copied().chain(current) {
             for step in run.steps() {
-                let t = step_finish_ns[step];
+                let t = steps.at(step);
                 if let Some(p) = previous {
                     out.push(t - p);
                 }

@@ -90,6 +90,12 @@ impl Stretch {
             longest: self.longest,
         };
     }
+
+    /// The earliest completed step whose token a member has not noted yet (see
+    /// [`Scheduler::settle_stretch`]), if any member.
+    pub fn first_unsettled(&self) -> Option<u64> {
+        self.members.iter().map(|m| m.completed).min()
+    }
 }
 
 impl Scheduler {
@@ -187,7 +193,7 @@ impl Scheduler {
             st.buckets.resize_with(bs as usize, Vec::new);
         }
         // The step formed now completes as the `completed - 1`-th.
-        let completed = self.step_finish_ns.len() as u64 + 1;
+        let completed = self.step_finish_ns.count() + 1;
         let mut p = st.members.len();
         while p < self.step.len() && self.running.get(p) == Some(&self.step[p].slot) {
             let s = self.step[p];
@@ -281,7 +287,7 @@ impl Scheduler {
         if self.stretch.members.is_empty() {
             return;
         }
-        let completed = self.step_finish_ns.len() as u64;
+        let completed = self.step_finish_ns.count();
         for k in 0..self.stretch.members.len() {
             if self.stretch.members[k].finish != LEFT {
                 self.settle_member(k, completed);
@@ -466,7 +472,7 @@ mod tests {
         }
         let mut itl = crate::metrics::IntegerCounts::default();
         s.itl_counts(&mut itl);
-        log.push(format!("{itl:?}"));
+        log.push(format!("{:?}", itl.sorted()));
         s.pool().audit().unwrap();
         (log, stretched)
     }

@@ -54,7 +54,6 @@ use super::{
     Cancelled, Evicted, Handoff, QueueOrder, ReceivedKv, SchedDecision, SchedulerBug,
     SchedulerConfig, SchedulerStats, StepTokens,
 };
-use crate::Nanos;
 use crate::latency::BatchItem;
 use crate::workload::Request;
 use keys::PageKeys;
@@ -202,7 +201,7 @@ pub struct SglangScheduler {
     step_kv_send_tokens: u64,
     in_flight: bool,
     formed: u64,
-    step_finish_ns: Vec<Nanos>,
+    step_finish_ns: super::itl::StepTimes,
     /// The inter-token gaps of every request finished here, pooled by step.
     itl: super::itl::ItlTally,
     /// Whether finished requests' records list their inter-token gaps.
@@ -256,7 +255,7 @@ impl SglangScheduler {
             step_kv_send_tokens: 0,
             in_flight: false,
             formed: 0,
-            step_finish_ns: Vec::new(),
+            step_finish_ns: super::itl::StepTimes::default(),
             itl: Default::default(),
             itl_values: true,
             last_step_tokens: StepTokens::default(),

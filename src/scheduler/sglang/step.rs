@@ -121,7 +121,7 @@ impl SglangScheduler {
             return;
         }
         self.in_flight = false;
-        let step_index = self.step_finish_ns.len() as u64;
+        let step_index = self.step_finish_ns.count();
         self.step_finish_ns.push(finish);
         let mut tokens = StepTokens::default();
         let overlap = !self.config.disable_overlap_schedule;
@@ -186,6 +186,19 @@ impl SglangScheduler {
         self.step = step;
         self.last_step_tokens = tokens;
         self.free_cancelled();
+        if self.step_finish_ns.due(self.slots.len()) {
+            self.retire_steps();
+        }
+    }
+
+    /// Pools the inter-token gaps no live request can still add to and lets go of the step
+    /// finish times only they named (see `itl.rs`).
+    fn retire_steps(&mut self) {
+        let live = self.slots.iter().flatten();
+        let floor = live
+            .filter_map(|req| req.r.first_token_step())
+            .fold(self.step_finish_ns.count(), u64::min);
+        self.itl.retire(floor, &mut self.step_finish_ns);
     }
 
     fn free_cancelled(&mut self) {

@@ -5,6 +5,7 @@
 
 use super::policy::LPM_FALLBACK_QUEUE;
 use super::*;
+use crate::Nanos;
 use crate::scheduler::Completions;
 
 /// Small settings: one token per page, chunks of 64, 16 places, no overlap.
