@@ -40,9 +40,10 @@ use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingSpecError, RoutingWeights};
 use crate::setup;
 use crate::setup::{
-    Deployment, EngineOptions, EvaluationConfig, Layout, PlotsOutput, RoutingOptions, RunOptions,
-    SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
+    BatchLimits, Deployment, EngineOptions, EvaluationConfig, Layout, PlotsOutput, RoutingOptions,
+    RunOptions, SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
 };
+use crate::setup::{LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS, LLMSERVINGSIM_MAX_NUM_SEQS};
 use crate::workload::spec::{DEFAULT_MAX_REQUESTS, Synthetic};
 use choices::{choices, defaulted};
 use clap::builder::PossibleValuesParser;
@@ -406,23 +407,16 @@ pub struct RunArgs {
     )]
     pub kv_cache_dtype: KvCacheDtype,
 
-    /// Most requests running at once (0 = unlimited).
-    #[arg(
-        help_heading = "Scheduler",
-        long,
-        value_name = "N",
-        default_value_t = EngineOptions::default().max_num_seqs
-    )]
-    pub max_num_seqs: u32,
+    #[arg(help_heading = "Scheduler", long, value_name = "N",
+          help = batch_limit_help("Most requests running at once (0 = unlimited)",
+                                  |l| l.max_num_seqs, LLMSERVINGSIM_MAX_NUM_SEQS))]
+    pub max_num_seqs: Option<u32>,
 
-    /// Token budget of one scheduler step (0 = the model's maximum length).
-    #[arg(
-        help_heading = "Scheduler",
-        long,
-        value_name = "N",
-        default_value_t = EngineOptions::default().max_num_batched_tokens
-    )]
-    pub max_num_batched_tokens: u32,
+    #[arg(help_heading = "Scheduler", long, value_name = "N",
+          help = batch_limit_help(
+              "Token budget of one scheduler step (0 = the model's maximum length)",
+              |l| l.max_num_batched_tokens, LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS))]
+    pub max_num_batched_tokens: Option<u32>,
 
     /// Per-request cap on prompt tokens in one step (0 = off).
     #[arg(
@@ -462,8 +456,10 @@ pub struct RunArgs {
 
     /// Price and schedule steps as LLMServingSim does: the latency backend's GPU time alone
     /// (--host-model off), each step formed when the previous one ends
-    /// (--no-async-scheduling), and its P/D accounting (--pd-flow llmservingsim). Reproduces
-    /// LLMServingSim's outputs; refused with any of those flags.
+    /// (--no-async-scheduling), its P/D accounting (--pd-flow llmservingsim), and its
+    /// scheduler limits where none is given (128 sequences, 2048 tokens, on every GPU).
+    /// Reproduces LLMServingSim's outputs; refused with the async, host-model and P/D-flow
+    /// flags.
     #[arg(
         help_heading = "Scheduler",
         long,
@@ -644,8 +640,12 @@ impl RunArgs {
             dtype: self.dtype,
             kv_cache_fp8: self.kv_cache_dtype == KvCacheDtype::Fp8,
             memory_utilization: self.npu_memory_utilization,
-            max_num_seqs: self.max_num_seqs,
-            max_num_batched_tokens: self.max_num_batched_tokens,
+            max_num_seqs: self
+                .max_num_seqs
+                .or(self.llmservingsim.then_some(LLMSERVINGSIM_MAX_NUM_SEQS)),
+            max_num_batched_tokens: self.max_num_batched_tokens.or(self
+                .llmservingsim
+                .then_some(LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS)),
             long_prefill_token_threshold: self.long_prefill_token_threshold,
             block_size: self.block_size,
             enable_chunked_prefill: switch(
@@ -799,6 +799,19 @@ fn switch(on: bool, off: bool, default: bool) -> bool {
 /// The help of an on/off flag: `text` and its default.
 fn switch_help(text: &str, default: bool) -> String {
     format!("{text} [default: {}]", if default { "on" } else { "off" })
+}
+
+/// The help of a scheduler limit whose default is vLLM 0.19's for the instance's GPU
+/// ([`BatchLimits::vllm_serve`]), LLMServingSim's under `--llmservingsim`.
+fn batch_limit_help(text: &str, limit: fn(BatchLimits) -> u32, llmservingsim: u32) -> String {
+    format!(
+        "{text}. A cluster config's per-instance value wins over the flag [default: vLLM \
+         0.19's for the GPU: {} on GPUs of at least 70 GiB other than A100, else {}; {} with \
+         --llmservingsim]",
+        limit(BatchLimits::VLLM_LARGE_GPU),
+        limit(BatchLimits::VLLM_OTHER_GPU),
+        llmservingsim
+    )
 }
 
 /// The `--kv-cache-dtype` value of a KV cache in fp8 or not.

@@ -131,15 +131,15 @@ pub fn engine(flags: &EngineFlags, recorded: Option<&Recorded>) -> anyhow::Resul
     let mut engine = EngineOptions::default();
     let meta = recorded.cloned().unwrap_or_default();
     let path = meta.path.as_str();
-    engine.max_num_seqs = pick(path, "max_num_seqs", flags.max_num_seqs, meta.max_num_seqs)?
-        .unwrap_or(engine.max_num_seqs);
+    engine.max_num_seqs =
+        pick(path, "max_num_seqs", flags.max_num_seqs, meta.max_num_seqs)?.or(engine.max_num_seqs);
     engine.max_num_batched_tokens = pick(
         path,
         "max_num_batched_tokens",
         flags.max_num_batched_tokens,
         meta.max_num_batched_tokens,
     )?
-    .unwrap_or(engine.max_num_batched_tokens);
+    .or(engine.max_num_batched_tokens);
     engine.dtype = pick(path, "dtype", flags.dtype, meta.dtype)?;
     engine.kv_cache_fp8 = pick(
         path,
@@ -269,7 +269,7 @@ mod tests {
         let engine = engine(&EngineFlags::default(), Some(&recorded)).unwrap();
         assert_eq!(
             (engine.max_num_seqs, engine.max_num_batched_tokens),
-            (64, 4096)
+            (Some(64), Some(4096))
         );
         assert!(engine.kv_cache_fp8 && !engine.async_scheduling);
         let flags = EngineFlags {

@@ -15,8 +15,9 @@ use crate::shared_data::shared;
 #[test]
 fn defaults_follow_llmservingsim() {
     let cli = parse(&[]).unwrap();
-    assert_eq!(cli.max_num_seqs, 128);
-    assert_eq!(cli.max_num_batched_tokens, 2048);
+    // The scheduler's limits are left to each instance's GPU (vLLM 0.19's rule).
+    assert_eq!(cli.max_num_seqs, None);
+    assert_eq!(cli.max_num_batched_tokens, None);
     assert_eq!(cli.block_size, 16);
     assert_eq!(cli.npu_memory_utilization, 0.9);
     assert!(!cli.no_enable_chunked_prefill && !cli.no_reserve_full_isl);
@@ -33,7 +34,68 @@ fn run_options_without_flags_match_the_flag_defaults() {
     // And a run resolves from them without clap.
     let config = setup::resolve(built).unwrap();
     assert_eq!(config.instances.len(), 1);
-    assert_eq!(config.instances[0].scheduler.max_num_seqs, Some(128));
+    assert_eq!(config.instances[0].scheduler.max_num_seqs, Some(1024));
+}
+
+/// The scheduler's limits of a single instance: `(max_num_batched_tokens, max_num_seqs)`.
+fn batch_limits(args: &[&str]) -> (u32, Option<u32>) {
+    let config = parse(args).unwrap().into_config().unwrap();
+    let s = &config.instances[0].scheduler;
+    (s.max_num_batched_tokens, s.max_num_seqs)
+}
+
+/// Without flags each GPU gets vLLM 0.19's `vllm serve` limits (by memory, A100 excluded).
+#[test]
+fn the_scheduler_limits_follow_vllm_per_gpu() {
+    let cases = [
+        ("H100-SXM", (8192, Some(1024))),
+        ("H200", (8192, Some(1024))),
+        ("B200", (8192, Some(1024))),
+        ("RTXPRO6000", (8192, Some(1024))),
+        ("A100-80G", (2048, Some(256))),
+        ("RTX4090", (2048, Some(256))),
+    ];
+    for (hardware, limits) in cases {
+        assert_eq!(
+            batch_limits(&["--hardware", hardware]),
+            limits,
+            "{hardware}"
+        );
+    }
+    // Without chunked prefill the default budget holds the model's longest prompt (vLLM).
+    assert_eq!(
+        batch_limits(&["--hardware", "RTX4090", "--no-enable-chunked-prefill"]),
+        (131_072, Some(256))
+    );
+}
+
+/// Explicit flags win over the GPU's defaults and over `--llmservingsim`'s; `--llmservingsim`
+/// alone keeps LLMServingSim's 128 sequences and 2048 tokens on every GPU.
+#[test]
+fn explicit_limits_win_and_llmservingsim_keeps_its_own() {
+    for hardware in ["H100-SXM", "RTX4090", "A100-80G"] {
+        assert_eq!(
+            batch_limits(&["--hardware", hardware, "--llmservingsim"]),
+            (2048, Some(128)),
+            "{hardware}"
+        );
+    }
+    let given = ["--max-num-seqs", "64", "--max-num-batched-tokens", "4096"];
+    for extra in [&[][..], &["--llmservingsim"][..]] {
+        let mut args = vec!["--hardware", "H200"];
+        args.extend_from_slice(&given);
+        args.extend_from_slice(extra);
+        assert_eq!(batch_limits(&args), (4096, Some(64)), "{extra:?}");
+    }
+    // One given: the other follows the GPU (the default cap at most the budget, as vLLM's).
+    assert_eq!(
+        batch_limits(&["--hardware", "H200", "--max-num-seqs", "32"]),
+        (8192, Some(32))
+    );
+    assert_eq!(
+        batch_limits(&["--hardware", "H200", "--max-num-batched-tokens", "512"]),
+        (512, Some(512))
+    );
 }
 
 /// The default a flag's help shows (`[default: X]`), if any.
@@ -66,11 +128,24 @@ fn the_help_shows_the_option_structs_defaults() {
     let e = EngineOptions::default();
     let d = crate::trace::Diagnostics::default();
     let on = |b: bool| if b { "on" } else { "off" }.to_owned();
+    // A scheduler limit left to the GPU: vLLM's two values, then LLMServingSim's.
+    let by_gpu = |v: Option<u32>, limit: fn(setup::BatchLimits) -> u32, llmservingsim: u32| {
+        assert_eq!(v, None);
+        format!(
+            "vLLM 0.19's for the GPU: {} on GPUs of at least 70 GiB other than A100, else {}; \
+             {llmservingsim} with --llmservingsim",
+            limit(setup::BatchLimits::VLLM_LARGE_GPU),
+            limit(setup::BatchLimits::VLLM_OTHER_GPU)
+        )
+    };
     let expected = [
-        ("--max-num-seqs", e.max_num_seqs.to_string()),
+        (
+            "--max-num-seqs",
+            by_gpu(e.max_num_seqs, |l| l.max_num_seqs, 128),
+        ),
         (
             "--max-num-batched-tokens",
-            e.max_num_batched_tokens.to_string(),
+            by_gpu(e.max_num_batched_tokens, |l| l.max_num_batched_tokens, 2048),
         ),
         (
             "--long-prefill-token-threshold",
@@ -342,6 +417,34 @@ const HETEROGENEOUS: &str = r#"{
                     "pd_type": null, "tp_size": 2}]}
   ]
 }"#;
+
+/// Without flags, each instance of a cluster config gets vLLM's limits for its own GPU (the
+/// memory its entry gives), and its own keys win over them.
+#[test]
+fn each_instance_without_values_gets_its_gpus_vllm_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    std::fs::write(&path, HETEROGENEOUS).unwrap();
+    let limits = |extra: &[&str]| {
+        let mut args = vec!["--cluster-config", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let cfg = parse(&args).unwrap().into_config().unwrap();
+        let of = |i: &setup::InstanceConfig| {
+            (i.scheduler.max_num_batched_tokens, i.scheduler.max_num_seqs)
+        };
+        (of(&cfg.instances[0]), of(&cfg.instances[1]))
+    };
+    // The H100 keeps its own 32 sequences; the A100 is excluded from the large defaults.
+    assert_eq!(limits(&[]), ((8192, Some(32)), (2048, Some(256))));
+    assert_eq!(
+        limits(&["--llmservingsim"]),
+        ((2048, Some(32)), (2048, Some(128)))
+    );
+    // An H100 entry declaring 64 GiB of memory is below vLLM's 70 GiB threshold.
+    let small = HETEROGENEOUS.replacen("\"mem_size\": 80", "\"mem_size\": 64", 1);
+    std::fs::write(&path, small).unwrap();
+    assert_eq!(limits(&[]), ((2048, Some(32)), (2048, Some(256))));
+}
 
 #[test]
 fn each_instance_takes_its_own_value_then_the_flag_then_the_default() {

@@ -68,8 +68,14 @@ impl VllmMeta {
         let settings = RunSettings {
             tensor_parallel_size: kwargs["tensor_parallel_size"].as_u64(),
             data_parallel_size: kwargs["data_parallel_size"].as_u64(),
-            max_num_seqs: kwargs["max_num_seqs"].as_u64(),
-            max_num_batched_tokens: kwargs["max_num_batched_tokens"].as_u64(),
+            // A run that left them to vLLM records the values its GPU gave in the resolved
+            // config (8192 / 1024 on an H100, 2048 / 256 on an A100 or a 24 GB GPU).
+            max_num_seqs: kwargs["max_num_seqs"]
+                .as_u64()
+                .or(scheduler["max_num_seqs"].as_u64()),
+            max_num_batched_tokens: kwargs["max_num_batched_tokens"]
+                .as_u64()
+                .or(scheduler["max_num_batched_tokens"].as_u64()),
             dtype: kwargs["dtype"].as_str().map(str::to_owned),
             kv_cache_dtype: kwargs["kv_cache_dtype"].as_str().map(str::to_owned),
             async_scheduling: flag("async_scheduling", &scheduler["async_scheduling"])
@@ -257,5 +263,43 @@ mod tests {
              --max-num-seqs 256"
         );
         assert!(simulated.hints(&simulated).is_empty());
+    }
+
+    /// A run that left the scheduler's limits to vLLM is compared by the values its resolved
+    /// config records: a simulation at LLMServingSim's 128 / 2048 (`--llmservingsim`) is told
+    /// the flags that align it; one at vLLM's rule for the same GPU matches.
+    #[test]
+    fn limits_left_to_vllm_are_compared_by_their_resolved_values() {
+        let meta = json!({
+            "vllm_version": "0.19.0",
+            "engine_kwargs": {"tensor_parallel_size": 1},
+            "resolved_config": {"scheduler_config": {"max_num_seqs": 1024,
+                                                     "max_num_batched_tokens": 8192}}
+        });
+        let real = RunSettings::from_vllm_meta(&meta);
+        assert_eq!(
+            (real.max_num_seqs, real.max_num_batched_tokens),
+            (Some(1024), Some(8192))
+        );
+        let llmservingsim = RunSettings {
+            max_num_seqs: Some(128),
+            max_num_batched_tokens: Some(2048),
+            ..RunSettings::default()
+        };
+        let fixes: Vec<_> = llmservingsim
+            .hints(&real)
+            .into_iter()
+            .map(|h| h.fix)
+            .collect();
+        assert_eq!(
+            fixes,
+            ["--max-num-seqs 1024", "--max-num-batched-tokens 8192"]
+        );
+        let vllm_rule = RunSettings {
+            max_num_seqs: Some(1024),
+            max_num_batched_tokens: Some(8192),
+            ..RunSettings::default()
+        };
+        assert!(vllm_rule.hints(&real).is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! config whose per-instance keys override the flags (instance value > flag > default, as in
 //! LLMServingSim).
 
-use super::{InstancePim, InstancePlacement, TierPool};
+use super::{BatchLimits, InstancePim, InstancePlacement, TierPool};
 use crate::astra::AstraOptions;
 use crate::config::Pipeline;
 use crate::config::{
@@ -87,7 +87,8 @@ impl GraphOverrides {
 }
 
 /// The engine settings of a run: what every instance gets unless its cluster-config entry
-/// says otherwise. [`Default`] gives the flags' defaults (LLMServingSim's where it has one).
+/// says otherwise. [`Default`] gives the flags' defaults (vLLM 0.19's; the scheduler's two
+/// limits left to each instance's GPU).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineOptions {
     /// The engine every instance runs (`--engine`).
@@ -97,8 +98,12 @@ pub struct EngineOptions {
     pub dtype: Option<Dtype>,
     pub kv_cache_fp8: bool,
     pub memory_utilization: f64,
-    pub max_num_seqs: u32,
-    pub max_num_batched_tokens: u32,
+    /// Most running requests (`Some(0)`: unlimited); `None`: vLLM's default for each
+    /// instance's GPU ([`BatchLimits::vllm_serve`]).
+    pub max_num_seqs: Option<u32>,
+    /// Token budget of a step (`Some(0)`: the model's length); `None`: vLLM's default for
+    /// each instance's GPU.
+    pub max_num_batched_tokens: Option<u32>,
     pub long_prefill_token_threshold: u32,
     pub block_size: u32,
     pub enable_chunked_prefill: bool,
@@ -115,8 +120,8 @@ impl Default for EngineOptions {
             dtype: None,
             kv_cache_fp8: false,
             memory_utilization: 0.9,
-            max_num_seqs: 128,
-            max_num_batched_tokens: 2048,
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
             long_prefill_token_threshold: 0,
             block_size: 16,
             enable_chunked_prefill: true,
@@ -166,12 +171,15 @@ impl EngineOptions {
     ) -> InstanceConfig {
         let dtype = self.dtype.or(model.torch_dtype).unwrap_or(Dtype::Bfloat16);
         let max_len = u32::try_from(model.max_position_embeddings).unwrap_or(u32::MAX);
+        let (max_num_batched_tokens, max_num_seqs) = BatchLimits::vllm_serve(&hardware).resolve(
+            self.max_num_batched_tokens,
+            self.max_num_seqs,
+            self.enable_chunked_prefill,
+            max_len,
+        );
         let scheduler = SchedulerConfig {
-            max_num_seqs: (self.max_num_seqs > 0).then_some(self.max_num_seqs),
-            max_num_batched_tokens: match self.max_num_batched_tokens {
-                0 => max_len,
-                n => n.min(max_len),
-            },
+            max_num_seqs,
+            max_num_batched_tokens,
             long_prefill_token_threshold: self.long_prefill_token_threshold,
             enable_chunked_prefill: self.enable_chunked_prefill,
             reserve_full_isl: self.reserve_full_isl,
@@ -258,10 +266,8 @@ impl EngineOptions {
         flags
             .apply_sglang_keys(o)
             .map_err(|(key, m)| invalid(key, m))?;
-        flags.max_num_seqs = o.max_num_seqs.unwrap_or(flags.max_num_seqs);
-        flags.max_num_batched_tokens = o
-            .max_num_batched_tokens
-            .unwrap_or(flags.max_num_batched_tokens);
+        flags.max_num_seqs = o.max_num_seqs.or(flags.max_num_seqs);
+        flags.max_num_batched_tokens = o.max_num_batched_tokens.or(flags.max_num_batched_tokens);
         flags.long_prefill_token_threshold = o
             .long_prefill_token_threshold
             .unwrap_or(flags.long_prefill_token_threshold);

@@ -7,6 +7,7 @@
 //! networks and the host model.
 
 mod astra_dp;
+mod batch_limits;
 mod control;
 mod host;
 mod instances;
@@ -21,6 +22,9 @@ mod quick;
 mod scaling;
 mod sglang;
 
+pub use batch_limits::{
+    BatchLimits, LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS, LLMSERVINGSIM_MAX_NUM_SEQS,
+};
 pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
 pub use instances::{EngineOptions, InstanceConfig};
@@ -173,7 +177,8 @@ impl RunOptions {
 
     /// The options of a run of `workload` with every setting at the default of its flag
     /// (LLMServingSim's where it has one): one Llama-3.1-8B instance on an H100-SXM, TP 1,
-    /// max-num-seqs 128, max-num-batched-tokens 2048, `LOAD` routing, seed 0.
+    /// vLLM 0.19's scheduler limits for its GPU (H100: 1024 sequences, 8192 tokens), `LOAD`
+    /// routing, seed 0.
     pub fn new(workload: WorkloadSource) -> RunOptions {
         RunOptions {
             workload,

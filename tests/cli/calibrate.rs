@@ -24,6 +24,11 @@ fn hardware_with(dir: &Path, name: &str, kernels: &str) -> PathBuf {
     path
 }
 
+/// The scheduler limits of the fitting runs here (`--max-num-seqs`,
+/// `--max-num-batched-tokens`): the validation run's 128 and 2048, under which a queue forms on
+/// the RTX PRO 6000 (vLLM's defaults for that GPU, 1024 and 8192, leave it far less loaded).
+const LIMITS: [&str; 2] = ["128", "2048"];
+
 /// Simulates `dataset` on `hardware` and writes it as a vLLM bench
 /// `requests.jsonl` (engine timestamps in seconds, arrival on the same clock).
 fn synthetic_real_run(dir: &Path, hardware: &Path, dataset: &str) -> PathBuf {
@@ -36,6 +41,10 @@ fn synthetic_real_run(dir: &Path, hardware: &Path, dataset: &str) -> PathBuf {
         "--hardware",
         s(hardware),
         "--async-scheduling",
+        "--max-num-seqs",
+        LIMITS[0],
+        "--max-num-batched-tokens",
+        LIMITS[1],
         "--output",
         s(&csv),
     ]);
@@ -73,6 +82,10 @@ fn calibrate(vllm: &Path, dataset: &str, fit: &str, output: &Path) -> (toml::Tab
         "meta-llama/Llama-3.1-8B",
         "--hardware",
         "RTXPRO6000",
+        "--max-num-seqs",
+        LIMITS[0],
+        "--max-num-batched-tokens",
+        LIMITS[1],
         "--fit",
         fit,
         "--date",
@@ -131,6 +144,10 @@ fn calibrate_all(vllm: &Path, dataset: &str, output: &Path) -> (toml::Table, Str
         "meta-llama/Llama-3.1-8B",
         "--hardware",
         "RTXPRO6000",
+        "--max-num-seqs",
+        LIMITS[0],
+        "--max-num-batched-tokens",
+        LIMITS[1],
         "--date",
         "2026-11-28",
         "--output",
@@ -228,6 +245,10 @@ fn two_constants_changed_at_once_are_recovered_from_runs_that_exercise_both() {
         "meta-llama/Llama-3.1-8B",
         "--hardware",
         "RTXPRO6000",
+        "--max-num-seqs",
+        LIMITS[0],
+        "--max-num-batched-tokens",
+        LIMITS[1],
         "--date",
         "2026-11-28",
         "--output",
@@ -301,6 +322,10 @@ fn a_fit_is_reproducible_and_validate_tells_fitted_runs_from_held_out_ones() {
         "--hardware",
         s(&first),
         "--async-scheduling",
+        "--max-num-seqs",
+        LIMITS[0],
+        "--max-num-batched-tokens",
+        LIMITS[1],
         "--output",
         s(&csv),
     ]);

@@ -374,7 +374,10 @@ fn control_plane_class_targets_judge_ttft_as_hand_computed_from_the_csv() {
         dir.path().join("s.json"),
     );
     two_class_dataset(&data);
+    // LLMServingSim's limits: the critical prompts take a step each under its 2048-token
+    // budget (vLLM's 8192 on the default H100 would take them in one).
     let base = [
+        "--llmservingsim",
         "--dataset",
         data.to_str().unwrap(),
         "--output",

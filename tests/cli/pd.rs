@@ -349,8 +349,13 @@ fn moe_dp_groups_run_on_both_sides_of_disaggregation() {
     let dataset = shared("workloads/sharegpt-qwen3-30b-a3b-300-sps10.jsonl");
     // Synchronous scheduling: every member of each group idles at some step (under
     // asynchronous scheduling one decode member always has work when its peer has none).
+    // LLMServingSim's limits (the validation run's), under which groups queue and idle.
     let base = [
         "--no-async-scheduling",
+        "--max-num-seqs",
+        "128",
+        "--max-num-batched-tokens",
+        "2048",
         "--cluster-config",
         config.to_str().unwrap(),
         "--profile-dir",
