@@ -33,10 +33,13 @@ time_case() {
     rates "  at the median" "$median" "$@"
 }
 
+# The scheduler limits every recorded timing used (vLLM's own defaults depend on the GPU).
+LIMITS=(--max-num-seqs 128 --max-num-batched-tokens 2048)
+
 if [ -f "$DATA/sharegpt-llama-3.1-8b-300-sps10.jsonl" ]; then
     time_case "ShareGPT 300 req, RTXPRO6000, Llama-3.1-8B" \
         --dataset "$DATA/sharegpt-llama-3.1-8b-300-sps10.jsonl" --hardware RTXPRO6000 \
-        --output "$TMP/out.csv"
+        "${LIMITS[@]}" --output "$TMP/out.csv"
 fi
 
 # Scaling: generated workloads at a steady 20 req/s on one H100 (same load, growing length),
@@ -47,6 +50,6 @@ for n in 10000 30000 100000; do
         [ "$ids" = yes ] && flag=
         python3 scripts/gen_workload.py --num-requests "$n" --rate 20 --seed 7 $flag --out "$TMP/w.jsonl"
         RUNS=$(( RUNS > 3 ? 3 : RUNS )) time_case "generated $n req (token ids: $ids)" \
-            --dataset "$TMP/w.jsonl" --output "$TMP/out.csv"
+            --dataset "$TMP/w.jsonl" "${LIMITS[@]}" --output "$TMP/out.csv"
     done
 done

@@ -20,7 +20,9 @@ python3 scripts/gen_workload.py --num-requests 100000 --rate 320 --seed 7 --no-t
 python3 - "$TMP/cluster.json" <<'PY'
 import json, sys
 instance = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "pd_type": None,
-            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
+            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0},
+            # the limits every recorded timing used (vLLM's H100 default is 1,024 / 8,192)
+            "max_num_seqs": 128, "max_num_batched_tokens": 2048}
 node = {"num_instances": 16, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
         "instances": [instance] * 16}
 json.dump({"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [node]},

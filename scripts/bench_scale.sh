@@ -31,7 +31,9 @@ cluster() {
     python3 - "$1" "$2" <<'PY'
 import json, sys
 instance = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "pd_type": None,
-            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
+            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0},
+            # the limits every recorded timing used (vLLM's H100 default is 1,024 / 8,192)
+            "max_num_seqs": 128, "max_num_batched_tokens": 2048}
 node = {"num_instances": 8, "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
         "instances": [instance] * 8}
 nodes = int(sys.argv[1])
@@ -60,10 +62,11 @@ measure() {
 if [ "$ONLY" != big ]; then
     python3 scripts/gen_workload.py --num-requests "$N" --rate 20 --seed 7 --no-token-ids \
         --out "$TMP/one.jsonl"
-    measure "$N req, 1 instance, no CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM
+    measure "$N req, 1 instance, no CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM \
+        --max-num-seqs 128 --max-num-batched-tokens 2048
     if [ "$CSV" = 1 ]; then
         measure "$N req, 1 instance, CSV" --dataset "$TMP/one.jsonl" --hardware H100-SXM \
-            --output "$TMP/out.csv"
+            --max-num-seqs 128 --max-num-batched-tokens 2048 --output "$TMP/out.csv"
     fi
     rm "$TMP/one.jsonl"
     python3 scripts/gen_workload.py --num-requests "$N" --rate 320 --seed 7 --no-token-ids \

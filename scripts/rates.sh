@@ -25,13 +25,16 @@ PY
     rm -f "$TMP/rates.json" "$TMP/rates.csv"
 }
 
-# h100_cluster K: writes $TMP/cluster.json, K Llama-3.1-8B H100 instances, 8 per node.
+# h100_cluster K: writes $TMP/cluster.json, K Llama-3.1-8B H100 instances, 8 per node. The
+# scheduler limits are the ones every recorded speed number used (128 sequences, 2,048 tokens;
+# vLLM's own default on an H100 is 1,024 and 8,192), so timings stay comparable across passes.
 h100_cluster() {
     python3 - "$1" "$TMP/cluster.json" <<'PY'
 import json, sys
 k = int(sys.argv[1])
 instance = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM", "pd_type": None,
-            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}}
+            "tp_size": 1, "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0},
+            "max_num_seqs": 128, "max_num_batched_tokens": 2048}
 cpu = {"mem_size": 512, "mem_bw": 256, "mem_latency": 0}
 sizes = [8] * (k // 8) + ([k % 8] if k % 8 else [])
 nodes = [{"num_instances": n, "cpu_mem": cpu, "instances": [instance] * n} for n in sizes]
