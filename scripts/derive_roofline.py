@@ -497,6 +497,84 @@ def print_allreduce_floor(data, c):
             for mib, r in sizes))
 
 
+# Message-size bands of the step-latency check: decode sizes, vLLM's custom all-reduce at 4
+# GPUs on Hopper (two-shot from 512 KiB to 8 MiB), symmetric memory and NCCL above.
+ALLREDUCE_BANDS = (("<= 1 MiB", 0, 1 << 20), ("1-8 MiB", (1 << 20) + 1, 8 << 20), (">= 8 MiB", (8 << 20) + 1, 1 << 40))
+
+# vLLM's benchmark of its communicators at 4 GPUs (PR #24532, benchmark_device_communicators.py;
+# the GPU is not named there): message MB -> (two-shot custom all-reduce, NCCL) in us.
+VLLM_PR24532_TP4_US = {0.5: (17, 21), 1: (18, 23), 1.5: (25, 25), 2: (26, 28), 3: (35, 33), 4: (42, 39)}
+
+
+def allreduce_steps_fit(fits, systems):
+    """`floor - events = F + S x steps` over the 1-64 MiB intercepts (per system and GPU count)
+    of `systems`, a ring all-reduce taking `2 (n - 1)` steps: the fixed GPU time of one
+    collective (launch and its handshakes) and the latency of one algorithm step, least
+    squares. Returns (F, S) in seconds."""
+    pts = [(2 * (n - 1), t - tables.EVENT_COST_S) for s in systems for n, t in fits[s]["floors"].items()]
+    mx, my = statistics.mean(x for x, _ in pts), statistics.mean(y for _, y in pts)
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+    return my - slope * mx, slope
+
+
+def allreduce_band_errors(data):
+    """Leave-one-table-out, per band of message size (from 64 KiB): the code's ring (2 (n - 1)
+    hops of 1 us, the ring bytes at the median efficiency of the other tables) against the
+    candidate that adds a fixed GPU time and a per-step latency fitted on the other tables'
+    intercepts (`allreduce_steps_fit`). Both add the pair of events every row holds."""
+    fits = data.fits["all_reduce"]
+    out = {}
+    for held in sorted(fits):
+        others = [s for s in fits if s != held]
+        eta = median(fits[s]["eta"] for s in others)
+        fixed, step = allreduce_steps_fit(fits, others)
+        for r in data.all_reduce:
+            if r["system"] != held or r["bytes"] < 64 << 10:
+                continue
+            band = next(name for name, lo, hi in ALLREDUCE_BANDS if lo <= r["bytes"] <= hi)
+            ring = tables.EVENT_COST_S + ring_bytes(r) / (r["link"] * eta)
+            steps = 2 * (r["n"] - 1)
+            cell = out.setdefault((held, band), ([], []))
+            cell[0].append((ring + steps * 1e-6) / r["t"] - 1)
+            cell[1].append((ring + fixed + steps * step) / r["t"] - 1)
+    return out
+
+
+def print_allreduce_bands(data):
+    fits = data.fits["all_reduce"]
+    fixed, step = allreduce_steps_fit(fits, list(fits))
+    print(f"all-reduce, one table held out, by message size: median |error| (signed), the code's ring -> "
+          f"ring + fixed GPU time + per-step latency (all tables: {fixed * 1e6:.1f} us + {step * 1e6:.2f} us a step)")
+    errors = allreduce_band_errors(data)
+    for system in sorted(fits):
+        f, s = allreduce_steps_fit(fits, [o for o in fits if o != system])
+        cells = []
+        for band, _, _ in ALLREDUCE_BANDS:
+            if (system, band) in errors:
+                before, after = errors[(system, band)]
+                cells.append(f"{band} {summary(before)} -> {summary(after)}")
+        print(f"  {system:21} (F {f * 1e6:4.1f} us, S {s * 1e6:.2f} us): " + ", ".join(cells))
+    pooled = []
+    for band, _, _ in ALLREDUCE_BANDS:
+        before = [e for (_, b), (x, _) in errors.items() if b == band for e in x]
+        after = [e for (_, b), (_, y) in errors.items() if b == band for e in y]
+        pooled.append(f"{band} {summary(before)} -> {summary(after)} [{len(before)}]")
+    print("  pooled: " + ", ".join(pooled))
+    # vLLM's two-shot kernel, priced as the candidate prices it on H100's link (450 GB/s): two
+    # steps, the ring's bytes (reduce-scatter then all-gather).
+    eta = median(g["eta"] for g in fits.values())
+    cells = []
+    for mb, (two_shot, nccl) in VLLM_PR24532_TP4_US.items():
+        moved = 1.5 * mb * 1e6 / (450e9 * eta)
+        cells.append(f"{mb} MB {two_shot} / {(2e-6 + moved) * 1e6:.0f} / {(fixed + 2 * step + moved) * 1e6:.0f}")
+    print("  vLLM PR #24532 two-shot at 4 GPUs, measured / two steps of 1 us + bytes / + fixed time (us): "
+          + ", ".join(cells))
+
+
+def summary(errors):
+    return f"{median(abs(e) for e in errors) * 100:4.1f}% ({median(errors) * 100:+5.1f})"
+
+
 def print_tp_prefill_gemms(data):
     """Issue 34 part 4: whether the GEMMs of a tensor-parallel prefill (weights split `tp`
     ways, so a quarter as many values per GPU at TP 4) are priced worse than whole ones: the
@@ -764,6 +842,8 @@ def main():
         print_moe_held_out(moe_held_out(data))
         print()
         print_allreduce_floor(data, data.constants(list(GPUS)))
+        print()
+        print_allreduce_bands(data)
         print()
         print_tp_prefill_gemms(data)
         print()

@@ -148,9 +148,10 @@ fn compute_sum(breakdown: &[LayerTiming]) -> Nanos {
 fn llama_8b_tp2_from_the_roofline_has_one_node_per_layer_and_64_allreduces() {
     let model = llama();
     let breakdown = roofline_breakdown(&model, 2);
-    // The roofline prices its own all-reduces (each block's two and the embedding's); they
-    // must not become compute nodes, and the trace keeps LLMServingSim's two per block.
-    assert_eq!(breakdown.iter().filter(|l| l.is_comm).count(), 3);
+    // The roofline prices its own collectives (each block's two all-reduces, the embedding's
+    // and the logits' all-gather); they must not become compute nodes, and the trace keeps
+    // LLMServingSim's two all-reduces per block.
+    assert_eq!(breakdown.iter().filter(|l| l.is_comm).count(), 4);
     let nodes = build(&model, 2, &breakdown, None);
     // load + embedding + 32 blocks x 9 layers + 3 head layers + 64 all-reduces + store
     assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 64 + 1);

@@ -255,6 +255,11 @@ const KERNEL_FLOOR_NS: f64 = 2_120.0;
 /// shards (vLLM's `VocabParallelEmbedding.forward`), once per step, before the first block.
 pub(crate) const EMBEDDING_ALLREDUCE: &str = "embedding_allreduce";
 
+/// Breakdown name of the all-gather of a TP > 1 step's vocabulary-parallel logits (vLLM V1's
+/// `LogitsProcessor._gather_logits`, an all-gather on CUDA since vLLM PR #9856), once per step,
+/// after `lm_head`: every GPU receives the other shards' `seqs × vocab / tp` values.
+pub(crate) const LOGITS_ALLGATHER: &str = "logits_allgather";
+
 /// The share of its peak bandwidth at which `hardware` streams on the fused-MoE kernel's large
 /// tile: SMs × clock × [`MOE_LARGE_TILE_BYTES_PER_CLOCK`] over the peak, at most 1; 1 without
 /// `sm_count` or `sm_clock_mhz`.
@@ -386,6 +391,8 @@ enum Mlp {
 struct AllReduce {
     ns_per_byte: f64,
     fixed_ns: f64,
+    /// The TP degree the ring runs over.
+    ranks: f64,
 }
 
 /// FLOPs and bytes moved by one kernel (or one part of one).
@@ -499,6 +506,7 @@ impl Roofline {
             AllReduce {
                 ns_per_byte: 2.0 * (tp - 1) as f64 / tp as f64 / link_bytes_per_ns,
                 fixed_ns: 2.0 * (tp - 1) as f64 * hardware.link_latency_ns,
+                ranks: tp as f64,
             }
         });
         let k = kernel_constants(hardware);
@@ -653,6 +661,9 @@ impl Roofline {
         visit("final_layernorm", 1, norm(t * h, h, fp));
         // One logit row per sequence.
         visit("lm_head", 1, gemm(s.seqs, h, self.vocab_per_gpu, fp));
+        if let Some(work) = self.logits_all_gather_work(s.seqs) {
+            visit(LOGITS_ALLGATHER, 1, work);
+        }
         visit("sampler", 1, kernel(0.0, s.seqs * self.vocab_per_gpu * 4.0));
     }
 
@@ -666,6 +677,21 @@ impl Roofline {
             }),
             None => self.allreduce.map(|ring| Work::Comm {
                 ns: tokens * h * fp * ring.ns_per_byte + ring.fixed_ns,
+            }),
+        }
+    }
+
+    /// Ring all-gather of the logits' vocabulary shards, `seqs × vocab / tp` values from each
+    /// GPU: `tp − 1` steps of one shard, over the same link as [`Roofline::allreduce_work`]
+    /// (half the all-reduce's steps and bytes without one).
+    fn logits_all_gather_work(&self, seqs: f64) -> Option<Work> {
+        let shard = seqs * self.vocab_per_gpu * self.fp;
+        match self.tp_collectives {
+            Some(c) => c.tp_link.map(|link| Work::Comm {
+                ns: link.all_gather_ns(c.tp, shard as u64) as f64,
+            }),
+            None => self.allreduce.map(|ring| Work::Comm {
+                ns: 0.5 * (shard * ring.ranks * ring.ns_per_byte + ring.fixed_ns),
             }),
         }
     }
@@ -917,7 +943,9 @@ impl LatencyBackend for Roofline {
 fn add_to_parts(parts: &mut StepParts, name: &str, repeats: u64, ns: Nanos) {
     match name {
         "embedding" | EMBEDDING_ALLREDUCE => parts.prologue_ns += repeats * ns,
-        "final_layernorm" | "lm_head" | "sampler" => parts.head_ns += repeats * ns,
+        "final_layernorm" | "lm_head" | LOGITS_ALLGATHER | "sampler" => {
+            parts.head_ns += repeats * ns
+        }
         _ => parts.block_ns += ns,
     }
 }
@@ -1069,7 +1097,9 @@ mod tests {
             let timings = roofline("Llama-3.1-70B", "H100", tp).breakdown(&BatchDesc::new(&batch));
             let timings = timings.unwrap();
             let comms = timings.iter().filter(|l| l.is_comm).count();
-            let all_reduce = |name| name == "allreduce" || name == EMBEDDING_ALLREDUCE;
+            let all_reduce = |name| {
+                name == "allreduce" || name == EMBEDDING_ALLREDUCE || name == LOGITS_ALLGATHER
+            };
             let names_ok = timings.iter().all(|l| l.is_comm == all_reduce(l.name));
             let busy: Nanos = timings
                 .iter()
@@ -1081,7 +1111,7 @@ mod tests {
         };
         let (tp1_comms, tp1_busy) = compute(1);
         let (tp2_comms, tp2_busy) = compute(2);
-        assert_eq!((tp1_comms, tp2_comms), (0, 3));
+        assert_eq!((tp1_comms, tp2_comms), (0, 4));
         assert!(tp2_busy < tp1_busy, "{tp2_busy} vs {tp1_busy}");
     }
 
@@ -1107,6 +1137,47 @@ mod tests {
         let mut tp1 = roofline("Llama-3.1-8B", "H100", 1);
         let tp1_layers = tp1.breakdown(&BatchDesc::new(&[prefill(2048, 0)])).unwrap();
         assert!(tp1_layers.iter().all(|l| !l.is_comm));
+    }
+
+    #[test]
+    fn a_tp_decode_step_gathers_its_logit_shards_after_the_lm_head() {
+        // Llama-3.1-8B at TP 4 on H100, 256 decodes: each GPU holds 256 × 128,256 / 4 logits
+        // (16,416,768 bytes) and receives the other three shards: 3 × 16,416,768 bytes at
+        // 450 GB/s × 0.654 (294.3 bytes/ns) = 167,347.3 ns, plus 3 hops of 1 µs: 170,347 ns.
+        let decodes = vec![
+            BatchItem {
+                new_tokens: 1,
+                context_tokens: 1000,
+            };
+            256
+        ];
+        let mut r = roofline("Llama-3.1-8B", "H100", 4);
+        let layers = r.breakdown(&BatchDesc::new(&decodes)).unwrap();
+        let names: Vec<&str> = layers.iter().rev().take(3).map(|l| l.name).collect();
+        assert_eq!(names, ["sampler", LOGITS_ALLGATHER, "lm_head"]);
+        let gather = &layers[layers.len() - 2];
+        assert_eq!(
+            (gather.repeats, gather.time_ns, gather.is_comm),
+            (1, 170_347, true)
+        );
+        // On the hardware's link (a `--tp` run) the fork's ring: 3 steps of
+        // floor(1,000 + 55,782.4) + 10 ns, and the collective's 10 ns: 170,386 ns.
+        let tp4 = Collectives {
+            tp: 4,
+            tp_link: Some(crate::latency::CommLink {
+                bandwidth_gbps: 450.0 * 0.654 * 1e9 / f64::from(1u32 << 30),
+                latency_ns: 1000.0,
+                local_mem_gbps: 0.0,
+            }),
+            ep: ExpertParallel::NONE,
+        };
+        let mut linked = roofline("Llama-3.1-8B", "H100", 4).with_tp_link(tp4);
+        let layers = linked.breakdown(&BatchDesc::new(&decodes)).unwrap();
+        assert_eq!(layers[layers.len() - 2].time_ns, 170_386);
+        // It is the head's (the last pipeline stage's).
+        let parts = linked.step_parts(&BatchDesc::new(&decodes)).unwrap();
+        let head: Nanos = layers.iter().rev().take(4).map(|l| l.time_ns).sum();
+        assert_eq!(parts.head_ns, head);
     }
 
     #[test]
