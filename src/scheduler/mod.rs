@@ -998,7 +998,10 @@ impl Scheduler {
     /// step back.
     fn release_freed_late(&mut self) {
         self.freed_late.requests = 0;
-        self.pool.release_all(self.freed_late.blocks.drain(..));
+        // Most steps free nothing: the pool (a cache miss on a large cluster) is left alone.
+        if !self.freed_late.blocks.is_empty() {
+            self.pool.release_all(self.freed_late.blocks.drain(..));
+        }
     }
 
     /// Caps a request's tokens for this step by the long-prefill threshold and `limit`.
