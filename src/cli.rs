@@ -608,6 +608,7 @@ impl RunArgs {
     /// combinations make sense).
     pub fn into_options(self) -> Result<RunOptions, ConfigError> {
         let workload = self.workload_source()?;
+        let engine = self.engine_options()?;
         let routing = RoutingOptions {
             policy: self.request_routing_policy,
             weights: self.routing_weights,
@@ -628,47 +629,6 @@ impl RunArgs {
                     (None, None) => Layout::Single,
                 },
             },
-        };
-        let defaults = EngineOptions::default();
-        let sglang = self
-            .engine
-            .sglang()
-            .map_err(|(flag, problem)| ConfigError::flag(&flag, problem))?;
-        let engine = EngineOptions {
-            engine: self.engine.engine,
-            sglang,
-            dtype: self.dtype,
-            kv_cache_fp8: self.kv_cache_dtype == KvCacheDtype::Fp8,
-            memory_utilization: self.npu_memory_utilization,
-            max_num_seqs: self
-                .max_num_seqs
-                .or(self.llmservingsim.then_some(LLMSERVINGSIM_MAX_NUM_SEQS)),
-            max_num_batched_tokens: self.max_num_batched_tokens.or(self
-                .llmservingsim
-                .then_some(LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS)),
-            long_prefill_token_threshold: self.long_prefill_token_threshold,
-            block_size: self.block_size,
-            enable_chunked_prefill: switch(
-                self.enable_chunked_prefill,
-                self.no_enable_chunked_prefill,
-                defaults.enable_chunked_prefill,
-            ),
-            enable_prefix_caching: switch(
-                self.enable_prefix_caching,
-                self.no_enable_prefix_caching,
-                defaults.enable_prefix_caching,
-            ),
-            reserve_full_isl: switch(
-                self.reserve_full_isl,
-                self.no_reserve_full_isl,
-                defaults.reserve_full_isl,
-            ),
-            async_scheduling: !self.llmservingsim
-                && switch(
-                    self.async_scheduling,
-                    self.no_async_scheduling,
-                    defaults.async_scheduling,
-                ),
         };
         let mut host = self.host;
         if self.llmservingsim {
@@ -728,6 +688,52 @@ impl RunArgs {
                 ..self.astra.into()
             },
             host: host.into(),
+        })
+    }
+
+    /// The engine settings these flags give (`--llmservingsim` fills the scheduler limits
+    /// left unset with LLMServingSim's, and turns asynchronous scheduling off).
+    fn engine_options(&self) -> Result<EngineOptions, ConfigError> {
+        let defaults = EngineOptions::default();
+        let sglang = self
+            .engine
+            .sglang()
+            .map_err(|(flag, problem)| ConfigError::flag(&flag, problem))?;
+        Ok(EngineOptions {
+            engine: self.engine.engine,
+            sglang,
+            dtype: self.dtype,
+            kv_cache_fp8: self.kv_cache_dtype == KvCacheDtype::Fp8,
+            memory_utilization: self.npu_memory_utilization,
+            max_num_seqs: self
+                .max_num_seqs
+                .or(self.llmservingsim.then_some(LLMSERVINGSIM_MAX_NUM_SEQS)),
+            max_num_batched_tokens: self.max_num_batched_tokens.or(self
+                .llmservingsim
+                .then_some(LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS)),
+            long_prefill_token_threshold: self.long_prefill_token_threshold,
+            block_size: self.block_size,
+            enable_chunked_prefill: switch(
+                self.enable_chunked_prefill,
+                self.no_enable_chunked_prefill,
+                defaults.enable_chunked_prefill,
+            ),
+            enable_prefix_caching: switch(
+                self.enable_prefix_caching,
+                self.no_enable_prefix_caching,
+                defaults.enable_prefix_caching,
+            ),
+            reserve_full_isl: switch(
+                self.reserve_full_isl,
+                self.no_reserve_full_isl,
+                defaults.reserve_full_isl,
+            ),
+            async_scheduling: !self.llmservingsim
+                && switch(
+                    self.async_scheduling,
+                    self.no_async_scheduling,
+                    defaults.async_scheduling,
+                ),
         })
     }
 

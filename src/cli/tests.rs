@@ -13,7 +13,7 @@ fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
 use crate::shared_data::shared;
 
 #[test]
-fn defaults_follow_llmservingsim() {
+fn run_flag_defaults() {
     let cli = parse(&[]).unwrap();
     // The scheduler's limits are left to each instance's GPU (vLLM 0.19's rule).
     assert_eq!(cli.max_num_seqs, None);

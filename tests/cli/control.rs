@@ -591,7 +591,14 @@ fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
         assert_eq!(said, expected, "{bundle}");
         assert_eq!(said.matches(file).count(), 1, "{said}");
     }
-    // A bad value a flag gives over the bundle's is not placed on the bundle's line.
+}
+
+/// A bad value a flag gives over the bundle's is not placed on the bundle's line.
+#[test]
+fn a_flags_bad_value_is_not_placed_on_the_bundles_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.yaml");
+    let file = path.to_str().unwrap();
     std::fs::write(
         &path,
         "admission:\n  policy: token-bucket\n  token_bucket_refill_rate: 5\n",
@@ -610,7 +617,12 @@ fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
         "blis-cosim: error: {file}: field `admission.token_bucket_refill_rate`: must be a \
          positive number, got -1\n"
     )));
-    // A bundle that cannot be read says what it is and which flag named it, once.
+}
+
+/// A bundle that cannot be read says what it is and which flag named it, once.
+#[test]
+fn an_unreadable_bundle_names_itself_and_its_flag_once() {
+    let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nothere.yaml");
     let missing = missing.to_str().unwrap();
     let out = run(&[
