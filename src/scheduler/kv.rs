@@ -20,8 +20,11 @@
 //! CPU cache, where a map of hash and id pairs twice the size did not), and the table hashes
 //! an entry by the hash its block carries, passed through as it is (the chained hashes are
 //! well mixed already). Every entry is live: an evicted block's entry is removed when the
-//! block is reused (a probe of that small table), so the index never holds more entries than
-//! blocks carrying a hash, and nothing has to sweep it.
+//! block is reused, so the index never holds more entries than blocks carrying a hash, and
+//! nothing has to sweep it. That removal needs no probe: a block carrying a hash keeps the
+//! index bucket its entry sits in (read back for every block when the table grows or
+//! rehashes, which moves entries), so eviction clears that bucket without reading the table's
+//! slots, whose miss was most of an allocation's cost.
 //!
 //! Memory follows what the instance holds, not its capacity: a block's bookkeeping exists
 //! only once the block has been used. The blocks never used yet are free and empty, so they
@@ -145,8 +148,9 @@ struct Block {
     /// Free-list neighbours (`NIL` at the ends or when not on the list).
     prev: u32,
     next: u32,
-    /// Whether `hash` is set.
-    hashed: bool,
+    /// The index bucket holding the block's entry while it carries a hash (`NIL`: it
+    /// carries none), so that evicting the block removes its entry without a probe.
+    bucket: u32,
     /// Chained hash of the tokens the block holds, when indexed.
     hash: u64,
 }
@@ -156,12 +160,16 @@ impl Block {
         ref_cnt: 0,
         prev: NIL,
         next: NIL,
-        hashed: false,
+        bucket: NIL,
         hash: 0,
     };
 
+    fn hashed(&self) -> bool {
+        self.bucket != NIL
+    }
+
     fn hash(&self) -> Option<u64> {
-        self.hashed.then_some(self.hash)
+        self.hashed().then_some(self.hash)
     }
 }
 
@@ -441,9 +449,13 @@ impl BlockPool {
         }
         self.unlink(b);
         let block = &mut self.blocks[b as usize];
-        // Only the block carrying a hash is its index entry (a duplicate is never indexed).
-        if std::mem::take(&mut block.hashed) {
-            if let Ok(entry) = self.index.find_entry(block.hash, |&x| x == b) {
+        // Only the block carrying a hash is its index entry (a duplicate is never indexed),
+        // removed from the bucket it is known to sit in: no probe, and the entry itself is
+        // not read.
+        let bucket = std::mem::replace(&mut block.bucket, NIL);
+        if bucket != NIL {
+            if let Ok(entry) = self.index.get_bucket_entry(bucket as usize) {
+                debug_assert_eq!(*entry.get(), b, "block {b}'s bucket names another block");
                 entry.remove();
             }
             if let Some(h) = &mut self.history {
@@ -498,24 +510,37 @@ impl BlockPool {
     /// indexed under a hash keeps it; a duplicate stays unindexed.
     pub fn cache(&mut self, block: BlockId, hash: u64) {
         self.use_free_list();
-        let entry = &mut self.blocks[block as usize];
-        if entry.hashed {
+        if self.blocks[block as usize].hashed() {
             return;
         }
+        self.reserve_entry();
         let blocks = &self.blocks;
         let by_hash = |&b: &BlockId| blocks[b as usize].hash;
-        match self.index.entry(hash, carries(blocks, hash), by_hash) {
+        let bucket = match self.index.entry(hash, carries(blocks, hash), by_hash) {
             // Held by another block: a duplicate stays unindexed.
             Entry::Occupied(_) => return,
-            Entry::Vacant(e) => {
-                e.insert(block);
-            }
-        }
+            Entry::Vacant(e) => e.insert(block).bucket_index(),
+        };
         let entry = &mut self.blocks[block as usize];
-        entry.hashed = true;
+        entry.bucket = u32::try_from(bucket).expect("an index of at most 2^32 blocks");
         entry.hash = hash;
         if let Some(h) = &mut self.history {
             h.since[block as usize] = h.clock;
+        }
+    }
+
+    /// Makes room in the index for one more entry. A table that has to grow (or rehash in
+    /// place) moves its entries, so every block's bucket is read back afterwards; the
+    /// insertion that follows then moves none.
+    fn reserve_entry(&mut self) {
+        if self.index.len() < self.index.capacity() {
+            return;
+        }
+        let blocks = &self.blocks;
+        self.index.reserve(1, |&b| blocks[b as usize].hash);
+        for bucket in self.index.iter_buckets() {
+            let b = *self.index.get_bucket(bucket).expect("a full bucket");
+            self.blocks[b as usize].bucket = bucket as u32;
         }
     }
 
@@ -591,14 +616,17 @@ impl BlockPool {
         }
         for (b, block) in self.blocks.iter().enumerate() {
             if let Some(h) = block.hash()
-                && self.lookup(h) != Some(b as BlockId)
+                && (self.lookup(h) != Some(b as BlockId)
+                    || self.index.get_bucket(block.bucket as usize) != Some(&(b as BlockId)))
             {
-                return Err(
-                    format!("block {b} carries a hash its index entry does not name").into(),
-                );
+                return Err(format!(
+                    "block {b} carries a hash its index entry (bucket {}) does not name",
+                    block.bucket
+                )
+                .into());
             }
         }
-        let hashed = self.blocks.iter().filter(|b| b.hashed).count();
+        let hashed = self.blocks.iter().filter(|b| b.hashed()).count();
         if self.index.len() != hashed {
             return Err(format!(
                 "{} index entries for {hashed} blocks carrying a hash",
@@ -841,6 +869,10 @@ mod tests {
             pool.release(b);
             // Room for the 100 blocks' entries, nothing for the evicted hashes.
             assert!(pool.index.capacity() < 256, "{}", pool.index.capacity());
+            // The buckets the blocks remember survive the table's rehashes in place.
+            if h % 97 == 0 {
+                pool.audit().unwrap();
+            }
         }
         assert!((19_900..20_000).all(|h| pool.lookup(h).is_some()));
         assert_eq!(pool.lookup(19_899), None);
