@@ -14,6 +14,20 @@ const BLIS_BUNDLE: &str = concat!(
     "/examples/policy/blis-overlap.yaml"
 );
 
+/// Runs the sample dataset under the policy bundle `file` and `extra` flags, the CSV discarded.
+fn run_bundle(file: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "--dataset",
+        SAMPLE,
+        "--output",
+        "/dev/null",
+        "--policy-config",
+        file,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
 #[test]
 fn reject_all_rejects_everything_and_the_run_ends_cleanly() {
     let dir = tempfile::tempdir().unwrap();
@@ -201,14 +215,7 @@ fn bad_policy_bundles_and_flags_fail_naming_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("p.yaml");
     std::fs::write(&bad, "admission:\n  policy: token-bucket\n  bucket: 5\n").unwrap();
-    let out = run(&[
-        "--dataset",
-        SAMPLE,
-        "--output",
-        "/dev/null",
-        "--policy-config",
-        bad.to_str().unwrap(),
-    ]);
+    let out = run_bundle(bad.to_str().unwrap(), &[]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -573,14 +580,7 @@ fn bad_bundles_say_exactly_what_is_wrong_naming_the_file_once() {
         ),
     ] {
         std::fs::write(&path, bundle).unwrap();
-        let out = run(&[
-            "--dataset",
-            SAMPLE,
-            "--output",
-            "/dev/null",
-            "--policy-config",
-            file,
-        ]);
+        let out = run_bundle(file, &[]);
         assert!(!out.status.success(), "{bundle}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         let said = stderr
@@ -604,15 +604,7 @@ fn a_flags_bad_value_is_not_placed_on_the_bundles_line() {
         "admission:\n  policy: token-bucket\n  token_bucket_refill_rate: 5\n",
     )
     .unwrap();
-    let out = run(&[
-        "--dataset",
-        SAMPLE,
-        "--output",
-        "/dev/null",
-        "--policy-config",
-        file,
-        "--token-bucket-refill-rate=-1",
-    ]);
+    let out = run_bundle(file, &["--token-bucket-refill-rate=-1"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!(
         "blis-cosim: error: {file}: field `admission.token_bucket_refill_rate`: must be a \
          positive number, got -1\n"
@@ -625,14 +617,7 @@ fn an_unreadable_bundle_names_itself_and_its_flag_once() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nothere.yaml");
     let missing = missing.to_str().unwrap();
-    let out = run(&[
-        "--dataset",
-        SAMPLE,
-        "--output",
-        "/dev/null",
-        "--policy-config",
-        missing,
-    ]);
+    let out = run_bundle(missing, &[]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     let said =
