@@ -2,7 +2,7 @@
 //!
 //! Each step's batch is priced by the wrapped compute backend (its per-layer
 //! [`LatencyBackend::breakdown`]), turned into the batch's Chakra trace ([`BatchTrace`]: input
-//! load, one COMP node per layer, the TP all-reduces, output store) and handed to ASTRA-Sim,
+//! load, one COMP node per layer, the TP and EP collectives, output store) and handed to ASTRA-Sim,
 //! which times compute, memory and collectives together. A colocated instance's chain is sent
 //! lean ([`lean_nodes`]: each run of COMP nodes between communications as one node, the same
 //! times), unless `--astra-detailed-traces` asks for one node per layer.

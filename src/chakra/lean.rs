@@ -8,8 +8,9 @@
 //! the sum of those, so the lean file's running totals are the detailed file's. A node written
 //! with duration 0 is kept on its own: ASTRA-Sim runs it for 1 ns, which a merged node could
 //! not carry. A Llama-3.1-8B step at
-//! TP 2 of 358 nodes (292 COMP, 64 all-reduces, the load and the store) becomes 131: one COMP
-//! node per stretch between collectives; a trace without collectives becomes three.
+//! TP 2 on the roofline of 360 nodes (292 COMP, 66 collectives, the load and the store) becomes
+//! 135: one COMP node per stretch between collectives; a trace without collectives becomes
+//! three.
 
 use super::{Dialect, EtNode, NodeKind, WireDurations};
 

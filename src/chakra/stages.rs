@@ -271,10 +271,18 @@ mod tests {
                 .collect();
             let expected: Vec<&str> = full.iter().map(|n| n.name.as_str()).collect();
             assert_eq!(names, expected);
-            // 16 blocks × 2 all-reduces on each stage; ids count up from 0.
-            for file in [first, second] {
-                let colls = file.iter().filter(|n| n.kind == NodeKind::CommColl).count();
-                assert_eq!(colls, 32);
+            // 16 blocks × 2 all-reduces on each stage, and the roofline's step-level
+            // collectives where vLLM's stages run them: the embedding's all-reduce on the
+            // first, the logits' all-gather on the last; ids count up from 0.
+            for (file, step_level) in [(first, "embedding_allreduce"), (second, "logits_allgather")]
+            {
+                let colls: Vec<&str> = file
+                    .iter()
+                    .filter(|n| n.kind == NodeKind::CommColl)
+                    .map(|n| n.name.as_str())
+                    .collect();
+                assert_eq!(colls.len(), 33);
+                assert!(colls.contains(&step_level), "{step_level}");
                 assert!(file.iter().enumerate().all(|(k, n)| n.id == k as u64));
             }
         }

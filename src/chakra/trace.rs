@@ -13,7 +13,10 @@ use super::proto::{AttributeProto, CollectiveCommType, Node};
 use super::{Dialect, EtError, EtNode, NodeKind, WireDurations, npu_file};
 use crate::Nanos;
 use crate::config::{Dtype, MemLoc, ModelArch, Placement};
-use crate::latency::{BatchDesc, LayerTiming, canonical_layer_name, layer_weight_bytes};
+use crate::latency::{
+    BatchDesc, EMBEDDING_ALLREDUCE, LOGITS_ALLGATHER, LayerTiming, canonical_layer_name,
+    layer_weight_bytes,
+};
 
 /// Layers followed by a tensor-parallel all-reduce of the full activation when `tp > 1`
 /// (LLMServingSim's `_TP_ALLREDUCE_AFTER`).
@@ -81,7 +84,15 @@ impl BatchTrace<'_> {
     ///    `max(1, total_len / ep) · (hidden + experts) · fp` bytes and a COMM_COLL
     ///    REDUCE_SCATTER of `total_len · hidden · fp` bytes (LLMServingSim's
     ///    `allgather_reducescatter` sizes, §3a), whatever the number of NPUs;
-    /// 5. a MEM_STORE of the sampler output to remote memory, `total_len · 4` bytes.
+    /// 5. when `tp > 1`, in the place the breakdown gives its step-level TP collectives (the
+    ///    roofline's, after `embedding` and after `lm_head`, where vLLM runs them): for
+    ///    [`EMBEDDING_ALLREDUCE`] (`VocabParallelEmbedding` summing its vocabulary shards) a
+    ///    COMM_COLL ALL_REDUCE of the full activation, as rule 3's; for [`LOGITS_ALLGATHER`]
+    ///    (vLLM V1's `LogitsProcessor._gather_logits`) a COMM_COLL ALL_GATHER of one rank's
+    ///    logit shard, `seqs · (vocab / tp) · fp` bytes (ASTRA-Sim's ALL_GATHER `comm_size` is
+    ///    the per-rank chunk: its ring sends it `tp − 1` times). A breakdown without them
+    ///    (the profile backend's, which prices as LLMServingSim does) gets neither;
+    /// 6. a MEM_STORE of the sampler output to remote memory, `total_len · 4` bytes.
     ///
     /// With a `placement` keeping a layer's weights in host or CXL memory, the layer's COMP
     /// node is preceded by a MEM_LOAD of its weights (one TP rank's share, from host memory
@@ -90,8 +101,9 @@ impl BatchTrace<'_> {
     /// its load and on the node before the load (LLMServingSim's weight loads, §4.7). Without
     /// one, every node depends on its predecessor.
     ///
-    /// Other communication entries of the breakdown (the backend's own TP all-reduces) are
-    /// not turned into nodes: the collectives come from rule 3. ASTRA-Sim times every
+    /// Other communication entries of the breakdown (the backend's own per-block TP
+    /// all-reduces) are not turned into nodes: those collectives come from rule 3. The
+    /// collectives of all `tp` ranks, rules 3 and 5, carry `involved_dim`. ASTRA-Sim times every
     /// collective; the breakdown's times of communication entries are not used. Node ids
     /// count up from 0.
     pub fn nodes(&self) -> Result<Vec<EtNode>, TraceError> {
@@ -234,12 +246,9 @@ impl BatchTrace<'_> {
                 suffix: "",
             };
             if layer.is_comm {
-                let role = if layer.name == EP_DISPATCH {
-                    Role::EpDispatch
-                } else {
-                    Role::EpCombine
-                };
-                out.chained(role, name, 0, None);
+                if let Some(role) = self.comm_role(layer.name) {
+                    out.chained(role, name, 0, None);
+                }
                 continue;
             }
             let weight_load = self.weight_load(block, layer.name)?.map(|load| {
@@ -332,14 +341,33 @@ impl BatchTrace<'_> {
                 total_len * self.model.hidden_size * fp,
                 self.ep_involved_dim,
             ),
+            Role::LogitsAllGather => self.collective_attrs(
+                CollectiveCommType::AllGather,
+                self.batch.num_seqs() * (self.model.vocab_size / u64::from(self.tp.max(1))) * fp,
+                self.involved_dim,
+            ),
             Role::Store => memory_attrs(total_len * 4),
         }
     }
 
-    /// The compute entries of the breakdown, and its EP dispatch and combine entries,
-    /// expanded into occurrences, with the block index of those in the repeated block.
+    /// The node role of a communication entry of the breakdown that becomes a node: the EP
+    /// dispatch and combine, and at `tp > 1` the embedding's all-reduce and the logits'
+    /// all-gather; `None` for the others.
+    fn comm_role(&self, name: &str) -> Option<Role> {
+        match name {
+            EP_DISPATCH => Some(Role::EpDispatch),
+            EP_COMBINE => Some(Role::EpCombine),
+            EMBEDDING_ALLREDUCE if self.tp > 1 => Some(Role::AllReduce),
+            LOGITS_ALLGATHER if self.tp > 1 => Some(Role::LogitsAllGather),
+            _ => None,
+        }
+    }
+
+    /// The compute entries of the breakdown, and its communication entries that become
+    /// nodes ([`BatchTrace::comm_role`]), expanded into occurrences, with the block index of
+    /// those in the repeated block.
     fn layer_sequence(&self) -> Result<Vec<(&LayerTiming, Option<u64>)>, TraceError> {
-        let is_node = |l: &&LayerTiming| !l.is_comm || [EP_DISPATCH, EP_COMBINE].contains(&l.name);
+        let is_node = |l: &&LayerTiming| !l.is_comm || self.comm_role(l.name).is_some();
         let compute: Vec<&LayerTiming> = self.breakdown.iter().filter(is_node).collect();
         let repeated: Vec<usize> = (0..compute.len())
             .filter(|&i| compute[i].repeats != 1)
@@ -427,18 +455,20 @@ enum Role {
     AllReduce,
     EpDispatch,
     EpCombine,
+    LogitsAllGather,
     Store,
 }
 
 impl Role {
     /// Every role, in discriminant order.
-    const ALL: [Role; 7] = [
+    const ALL: [Role; 8] = [
         Role::Load,
         Role::WeightLoad,
         Role::Comp,
         Role::AllReduce,
         Role::EpDispatch,
         Role::EpCombine,
+        Role::LogitsAllGather,
         Role::Store,
     ];
 
@@ -446,7 +476,9 @@ impl Role {
         match self {
             Role::Load | Role::WeightLoad => NodeKind::MemLoad,
             Role::Comp => NodeKind::Comp,
-            Role::AllReduce | Role::EpDispatch | Role::EpCombine => NodeKind::CommColl,
+            Role::AllReduce | Role::EpDispatch | Role::EpCombine | Role::LogitsAllGather => {
+                NodeKind::CommColl
+            }
             Role::Store => NodeKind::MemStore,
         }
     }

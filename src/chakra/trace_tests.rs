@@ -83,8 +83,17 @@ fn int_attr(node: &EtNode, name: &str) -> i128 {
     integer(find(&node.attrs, name).unwrap_or_else(|| panic!("{}: no {name}", node.name))).unwrap()
 }
 
-/// Checks the structure every trace must have, and returns the compute time it carries.
-fn check_chain(nodes: &[EtNode], tp: u32) -> Nanos {
+/// Bytes of the embedding's all-reduce at any TP: 103 tokens × 4,096 hidden × 2 bytes.
+const ACTIVATION_BYTES: u64 = TOTAL_LEN * 4096 * 2;
+
+/// Bytes of one rank's logit shard at TP 2: 4 sequences × (128,256 / 2) vocabulary entries ×
+/// 2 bytes.
+const TP2_LOGIT_SHARD_BYTES: u64 = 4 * 64_128 * 2;
+
+/// Checks the structure every trace must have, and returns the compute time it carries. With
+/// `step_level`, the trace must also hold the embedding's all-reduce and the logits'
+/// all-gather (a roofline breakdown at `tp` 2).
+fn check_chain(nodes: &[EtNode], tp: u32, step_level: bool) -> Nanos {
     for (i, n) in nodes.iter().enumerate() {
         assert_eq!(n.id, i as u64, "ids count up from 0");
         let expected: Vec<u64> = (i as u64).checked_sub(1).into_iter().collect();
@@ -118,17 +127,33 @@ fn check_chain(nodes: &[EtNode], tp: u32) -> Nanos {
         collectives += 1;
         assert!(tp > 1);
         assert_eq!(before.kind, NodeKind::Comp);
-        assert!(
-            before.name.ends_with(".o_proj") || before.name.ends_with(".down_proj"),
-            "{}",
-            before.name
-        );
-        assert_eq!(coll.name, format!("{}.allreduce", before.name));
-        assert_eq!(int_attr(coll, "comm_type"), 0, "ALL_REDUCE");
-        assert_eq!(int_attr(coll, "comm_size"), (TOTAL_LEN * 4096 * 2).into());
         assert_eq!(coll.duration_ns, 0, "ASTRA-Sim times collectives");
+        let (comm_type, comm_size) = (int_attr(coll, "comm_type"), int_attr(coll, "comm_size"));
+        match coll.name.as_str() {
+            "embedding_allreduce" => {
+                assert!(step_level);
+                assert_eq!(before.name, "embedding");
+                assert_eq!((comm_type, comm_size), (0, ACTIVATION_BYTES.into()));
+            }
+            "logits_allgather" => {
+                assert!(step_level && tp == 2);
+                assert_eq!(before.name, "lm_head");
+                // ALL_GATHER of one rank's shard.
+                assert_eq!((comm_type, comm_size), (2, TP2_LOGIT_SHARD_BYTES.into()));
+            }
+            _ => {
+                assert!(
+                    before.name.ends_with(".o_proj") || before.name.ends_with(".down_proj"),
+                    "{}",
+                    before.name
+                );
+                assert_eq!(coll.name, format!("{}.allreduce", before.name));
+                assert_eq!((comm_type, comm_size), (0, ACTIVATION_BYTES.into()));
+            }
+        }
     }
-    assert_eq!(collectives, if tp > 1 { 64 } else { 0 });
+    let step_level_count = if step_level { 2 } else { 0 };
+    assert_eq!(collectives, if tp > 1 { 64 + step_level_count } else { 0 });
     nodes
         .iter()
         .filter(|n| n.kind == NodeKind::Comp)
@@ -145,21 +170,42 @@ fn compute_sum(breakdown: &[LayerTiming]) -> Nanos {
 }
 
 #[test]
-fn llama_8b_tp2_from_the_roofline_has_one_node_per_layer_and_64_allreduces() {
+fn llama_8b_tp2_from_the_roofline_has_one_node_per_layer_and_66_collectives() {
     let model = llama();
     let breakdown = roofline_breakdown(&model, 2);
     // The roofline prices its own collectives (each block's two all-reduces, the embedding's
-    // and the logits' all-gather); they must not become compute nodes, and the trace keeps
-    // LLMServingSim's two all-reduces per block.
+    // all-reduce and the logits' all-gather); they must not become compute nodes. The trace
+    // keeps LLMServingSim's two all-reduces per block and adds the two step-level ones where
+    // the breakdown has them.
     assert_eq!(breakdown.iter().filter(|l| l.is_comm).count(), 4);
     let nodes = build(&model, 2, &breakdown, None);
-    // load + embedding + 32 blocks x 9 layers + 3 head layers + 64 all-reduces + store
-    assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 64 + 1);
-    assert_eq!(check_chain(&nodes, 2), compute_sum(&breakdown));
-    assert_eq!(nodes[1].name, "embedding");
-    assert_eq!(nodes[2].name, "layer0.input_layernorm");
-    let last_block = &nodes[nodes.len() - 5];
-    assert_eq!(last_block.name, "layer31.down_proj.allreduce");
+    // load + embedding + 32 blocks x 9 layers + 3 head layers + 64 block all-reduces + the
+    // embedding's all-reduce + the logits' all-gather + store
+    assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 64 + 2 + 1);
+    assert_eq!(check_chain(&nodes, 2, true), compute_sum(&breakdown));
+    let names = |range: std::ops::Range<usize>| -> Vec<&str> {
+        nodes[range].iter().map(|n| n.name.as_str()).collect()
+    };
+    assert_eq!(
+        names(0..4),
+        [
+            "embedding.input.load",
+            "embedding",
+            "embedding_allreduce",
+            "layer0.input_layernorm"
+        ]
+    );
+    assert_eq!(
+        names(nodes.len() - 6..nodes.len()),
+        [
+            "layer31.down_proj.allreduce",
+            "final_layernorm",
+            "lm_head",
+            "logits_allgather",
+            "sampler",
+            "sampler.output.store"
+        ]
+    );
     assert!(
         nodes
             .iter()
@@ -176,8 +222,10 @@ fn llama_8b_tp2_from_the_profile_has_the_same_shape_and_its_step_time() {
     let breakdown = profile_breakdown(&model, 2);
     assert!(breakdown.iter().all(|l| !l.is_comm));
     let nodes = build(&model, 2, &breakdown, None);
+    // LLMServingSim's accounting: no step-level collectives in the breakdown, none in the
+    // trace.
     assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 64 + 1);
-    let compute = check_chain(&nodes, 2);
+    let compute = check_chain(&nodes, 2, false);
     assert_eq!(compute, compute_sum(&breakdown));
     let names: Vec<&str> = nodes[2..11].iter().map(|n| n.name.as_str()).collect();
     assert_eq!(
@@ -205,7 +253,7 @@ fn a_single_gpu_trace_has_no_collectives() {
     let breakdown = profile_breakdown(&model, 1);
     let nodes = build(&model, 1, &breakdown, None);
     assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 1);
-    check_chain(&nodes, 1);
+    check_chain(&nodes, 1, false);
 }
 
 #[test]
@@ -221,13 +269,38 @@ fn involved_dims_are_attached_to_every_collective() {
         .iter()
         .filter(|n| n.kind == NodeKind::CommColl)
         .collect();
-    assert_eq!(colls.len(), 64);
+    assert_eq!(
+        colls.len(),
+        66,
+        "64 per block, the embedding's and the logits'"
+    );
     for c in colls {
         let Some(Value::BoolList(dims)) = find(&c.attrs, "involved_dim") else {
             panic!("{}: no involved_dim bool_list", c.name);
         };
         assert_eq!(dims.values, [true, false]);
     }
+}
+
+#[test]
+fn step_level_collectives_come_only_at_tp_above_1() {
+    let model = llama();
+    // The roofline prices none at TP 1: the trace has no collective.
+    let tp1 = roofline_breakdown(&model, 1);
+    assert!(tp1.iter().all(|l| !l.is_comm));
+    let nodes = build(&model, 1, &tp1, None);
+    assert_eq!(nodes.len(), 1 + 1 + 32 * 9 + 3 + 1);
+    assert_eq!(check_chain(&nodes, 1, false), compute_sum(&tp1));
+    // A TP-2 breakdown's step-level entries in a trace of one NPU (as a caller could pass)
+    // are not collectives over one NPU: they are left out.
+    let tp2 = roofline_breakdown(&model, 2);
+    let nodes = build(&model, 1, &tp2, None);
+    assert!(nodes.iter().all(|n| n.kind != NodeKind::CommColl));
+    // At TP 4 the logit shard is a quarter of the vocabulary: 4 × 32,064 × 2 bytes.
+    let tp4 = roofline_breakdown(&model, 4);
+    let nodes = build(&model, 4, &tp4, None);
+    let gather = nodes.iter().find(|n| n.name == "logits_allgather").unwrap();
+    assert_eq!(int_attr(gather, "comm_size"), (4 * 32_064 * 2).into());
 }
 
 #[test]

@@ -25,7 +25,9 @@ pub use placement::{
     StreamingSpec, WeightMemory, WeightStreaming, canonical_layer_name, layer_weight_bytes,
 };
 pub use profile::{LookupCounts, ProfileDb, ProfileError, ProfileSpec};
-pub use roofline::{MemoisedRoofline, Roofline, kernel_constants};
+pub use roofline::{
+    EMBEDDING_ALLREDUCE, LOGITS_ALLGATHER, MemoisedRoofline, Roofline, kernel_constants,
+};
 
 use crate::Nanos;
 

@@ -253,12 +253,12 @@ const KERNEL_FLOOR_NS: f64 = 2_120.0;
 
 /// Breakdown name of the all-reduce that sums a TP > 1 step's vocabulary-parallel embedding
 /// shards (vLLM's `VocabParallelEmbedding.forward`), once per step, before the first block.
-pub(crate) const EMBEDDING_ALLREDUCE: &str = "embedding_allreduce";
+pub const EMBEDDING_ALLREDUCE: &str = "embedding_allreduce";
 
 /// Breakdown name of the all-gather of a TP > 1 step's vocabulary-parallel logits (vLLM V1's
 /// `LogitsProcessor._gather_logits`, an all-gather on CUDA since vLLM PR #9856), once per step,
 /// after `lm_head`: every GPU receives the other shards' `seqs × vocab / tp` values.
-pub(crate) const LOGITS_ALLGATHER: &str = "logits_allgather";
+pub const LOGITS_ALLGATHER: &str = "logits_allgather";
 
 /// The share of its peak bandwidth at which `hardware` streams on the fused-MoE kernel's large
 /// tile: SMs × clock × [`MOE_LARGE_TILE_BYTES_PER_CLOCK`] over the peak, at most 1; 1 without

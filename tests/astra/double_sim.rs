@@ -5,8 +5,10 @@
 //! ring of steps that each cost `floor(link latency + bytes / (bw · 2^30 / 1e9))` plus the
 //! `endpoint-delay` of `system.json`, and for a reducing step `3 · floor(bytes / local-mem-bw)`
 //! more, plus one `endpoint-delay` per collective (ALL_REDUCE: `2(n − 1)` steps of `size / n`,
-//! the first `n − 1` reducing; ALL_GATHER: `n − 1` steps of `size`, the per-rank chunk;
-//! REDUCE_SCATTER: `n − 1` reducing steps of `size / n`), which starts when every NPU of its group has reached it (an NPU's k-th collective meets the others' k-th) and its communication slot is free (the
+//! the first `n − 1` reducing; ALL_GATHER: `n − 1` steps of `size`, the per-rank chunk, as
+//! the ring of both ASTRA-Sims reads `comm_size` (`Ring.cc`: `msg_size = data_size`,
+//! `final_data_size = data_size · nodes`); REDUCE_SCATTER: `n − 1` reducing steps of
+//! `size / n`), which starts when every NPU of its group has reached it (an NPU's k-th collective meets the others' k-th) and its communication slot is free (the
 //! group: every NPU of the process, or with an `involved_dim` attribute the NPUs that share
 //! their coordinates on the dimensions not involved, mixed radix with dimension 0 innermost as
 //! ASTRA-Sim numbers them; the ring runs on the link of the one involved dimension with more
@@ -23,7 +25,12 @@
 //! workload is loaded, in file order, NPU after NPU, and queue in one FIFO per memory device
 //! (host memory, `tensor_loc` 2; CXL device `n`, `tensor_loc` 3, priced with the memory file's
 //! `cxl_mem`); any other node starts when the nodes it depends on are done. Any other node or
-//! collective type is refused loudly.
+//! collective type is refused loudly. The real ones accept no more of what the driver writes:
+//! `Workload::issue_comm` of stock ASTRA-Sim 2.0 (and of its later releases) and of the
+//! LLMServingSim fork takes ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL (the fork
+//! and later upstream releases also BROADCAST, replayed for its duration); any other
+//! `comm_type` is never issued (2.0 and the fork: the workload never ends; later upstream
+//! releases throw). The double refuses every type but the first three.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;

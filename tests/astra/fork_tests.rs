@@ -14,6 +14,10 @@ fn llama() -> ModelArch {
 }
 
 fn start(options: AstraOptions, tp: u32, initial: u64) -> AstraBackend {
+    start_with(options, tp, initial, Fixed::hand_check())
+}
+
+fn start_with(options: AstraOptions, tp: u32, initial: u64, compute: Box<Fixed>) -> AstraBackend {
     let model = llama();
     let instance = AstraInstance {
         model: &model,
@@ -23,7 +27,7 @@ fn start(options: AstraOptions, tp: u32, initial: u64) -> AstraBackend {
         placement: None,
         stage_blocks: &[],
     };
-    AstraBackend::start(options, instance, Fixed::hand_check(), initial).unwrap()
+    AstraBackend::start(options, instance, compute, initial).unwrap()
 }
 
 /// The spec's hand check through the driver: TP 2 on a 16 GB/s, 20 µs link; an initial
@@ -66,6 +70,49 @@ pub fn hand_check_tp2() {
     assert_eq!(lines[..expected.len()], expected, "{text}");
     assert_eq!(lines.last(), Some(&"> exit"), "{text}");
     assert!(leftovers(runs.path()).is_empty());
+}
+
+/// The hand check with the roofline's step-level TP collectives in the breakdown, in fork and
+/// stock mode: ASTRA-Sim times the embedding's all-reduce like a block's (40,512 ns) and the
+/// logits' all-gather of one rank's shard, 1 sequence × 64,128 vocabulary entries × 2 bytes =
+/// 128,256 bytes: one ring step of ⌊20,000 + 128,256 / 17.18⌋ + 10 ns endpoint, and the
+/// collective's 10 ns: 27,485 ns. The step: 395,000 ns of compute, three 40,512 ns
+/// all-reduces and the all-gather, 544,021 ns (stock: 3 ns more, as in the stock hand check);
+/// the breakdown's own times of the two collectives are not used.
+pub fn hand_check_tp2_with_step_level_collectives() {
+    for stock in [false, true] {
+        let runs = tempfile::tempdir().unwrap();
+        DoubleEnv {
+            stock,
+            ..DoubleEnv::default()
+        }
+        .apply();
+        let mode = if stock {
+            AstraMode::Stock
+        } else {
+            AstraMode::Fork
+        };
+        let compute = Fixed::hand_check_with_step_collectives();
+        let mut backend = start_with(options(mode, 2, runs.path()), 2, 1, compute);
+        let items = decodes(1);
+        let batch = BatchDesc::new(&items);
+        let step = backend.step_time(&batch).unwrap();
+        let extra = if stock { 3 } else { 0 };
+        assert_eq!(
+            step,
+            395_000 + 3 * 40_512 + 27_485 + extra,
+            "stock: {stock}"
+        );
+        // The breakdown: the compute layers, and the rest of ASTRA-Sim's time.
+        let layers = backend.breakdown(&batch).unwrap();
+        let rest = layers.last().unwrap();
+        assert_eq!(
+            (rest.name, rest.time_ns),
+            ("astra_non_compute", 3 * 40_512 + 27_485 + extra)
+        );
+        backend.finish().unwrap();
+        assert!(leftovers(runs.path()).is_empty());
+    }
 }
 
 /// A repeated trace is priced once; memo off sends every batch and gets the same times.

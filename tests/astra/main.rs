@@ -34,6 +34,10 @@ fn main() {
 const FORK: &[Test] = &[
     ("fork::hand_check_tp2", fork_tests::hand_check_tp2),
     (
+        "fork::hand_check_tp2_with_step_level_collectives",
+        fork_tests::hand_check_tp2_with_step_level_collectives,
+    ),
+    (
         "fork::memo_hits_on_repeated_batches",
         fork_tests::memo_hits_on_repeated_batches,
     ),

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use blis_cosim::Nanos;
 use blis_cosim::astra::{AstraMode, AstraOptions, MemoryParams, NetworkConfig, OutputLimits};
-use blis_cosim::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming};
+use blis_cosim::latency::{
+    BatchDesc, BatchItem, EMBEDDING_ALLREDUCE, LOGITS_ALLGATHER, LatencyBackend, LatencyError,
+    LayerTiming,
+};
 
 use crate::double::{
     FAULT_AT_ENV, FAULT_ENV, FAULT_NPUS_ENV, MODE_ENV, PID_FILE_ENV, TRANSCRIPT_ENV,
@@ -147,7 +150,9 @@ pub fn options(mode: AstraMode, tp: u32, temp: &Path) -> AstraOptions {
     }
 }
 
-/// A compute backend with a fixed per-layer breakdown, every layer once per step.
+/// A compute backend with a fixed per-layer breakdown, every layer once per step; the
+/// roofline's step-level TP collectives ([`EMBEDDING_ALLREDUCE`], [`LOGITS_ALLGATHER`]) are
+/// communication entries.
 pub struct Fixed(pub Vec<(&'static str, Nanos)>);
 
 impl Fixed {
@@ -162,6 +167,16 @@ impl Fixed {
             ("down_proj", 100_000),
             ("lm_head", 20_000),
         ]))
+    }
+
+    /// [`Fixed::hand_check`] with the roofline's step-level TP collectives where it puts them:
+    /// the embedding's all-reduce after `embedding`, the logits' all-gather after `lm_head`,
+    /// each with a time of its own that ASTRA-Sim, timing every collective, must not use.
+    pub fn hand_check_with_step_collectives() -> Box<Fixed> {
+        let mut layers = Fixed::hand_check().0;
+        layers.insert(1, (EMBEDDING_ALLREDUCE, 7_777_000));
+        layers.push((LOGITS_ALLGATHER, 9_999_000));
+        Box::new(Fixed(layers))
     }
 }
 
@@ -186,7 +201,7 @@ impl LatencyBackend for Fixed {
             name,
             repeats: 1,
             time_ns: t * tokens,
-            is_comm: false,
+            is_comm: name == EMBEDDING_ALLREDUCE || name == LOGITS_ALLGATHER,
         }));
         Ok(())
     }

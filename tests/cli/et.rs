@@ -86,10 +86,12 @@ fn emitted_traces_dump_in_order_with_types_durations_sizes_and_deps() {
         meta.starts_with("metadata: version \"0.0.4\" schema=\"1.0.2-chakra.0.0.4\""),
         "{meta}"
     );
-    assert_eq!(header.next().unwrap(), "nodes: 358");
+    // The roofline at TP 2: load, 292 layers, 64 block all-reduces, the embedding's
+    // all-reduce, the logits' all-gather, store.
+    assert_eq!(header.next().unwrap(), "nodes: 360");
 
     let nodes = node_lines(&dump);
-    assert_eq!(nodes.len(), 358);
+    assert_eq!(nodes.len(), 360);
     for (i, (id, _, _, rest)) in nodes.iter().enumerate() {
         assert_eq!(*id, i as u64);
         let deps = if i == 0 {
@@ -111,13 +113,32 @@ fn emitted_traces_dump_in_order_with_types_durations_sizes_and_deps() {
         rest.starts_with("duration=") && rest.contains(" ns "),
         "{rest}"
     );
-    let (_, ty, name, rest) = &nodes[7];
+    let (_, ty, name, rest) = &nodes[2];
+    assert_eq!(
+        (ty.as_str(), name.as_str()),
+        ("COMM_COLL_NODE", "embedding_allreduce")
+    );
+    assert!(rest.contains("comm_type=ALL_REDUCE"), "{rest}");
+    let (_, ty, name, rest) = &nodes[8];
     assert_eq!(
         (ty.as_str(), name.as_str()),
         ("COMM_COLL_NODE", "layer0.o_proj.allreduce")
     );
     assert!(
         rest.contains("comm_type=ALL_REDUCE") && rest.contains("comm_size="),
+        "{rest}"
+    );
+    // After `lm_head`: the logits' all-gather of one rank's shard (the first step's one
+    // sequence × 64,128 entries × 2 bytes), then the sampler.
+    let names: Vec<&str> = nodes[355..359].iter().map(|n| n.2.as_str()).collect();
+    assert_eq!(
+        names,
+        ["final_layernorm", "lm_head", "logits_allgather", "sampler"]
+    );
+    let (_, ty, _, rest) = &nodes[357];
+    assert_eq!(ty, "COMM_COLL_NODE");
+    assert!(
+        rest.contains("comm_type=ALL_GATHER") && rest.contains("comm_size=128256"),
         "{rest}"
     );
     let (_, ty, name, rest) = nodes.last().unwrap();
@@ -158,11 +179,13 @@ fn upstream_files_dump_in_microseconds_and_differ_from_the_forks() {
     let nodes = node_lines(&dump);
     assert_eq!(nodes[1].1, "COMP_NODE");
     assert!(nodes[1].3.contains(" us "), "{}", nodes[1].3);
-    assert_eq!(nodes[7].1, "COMM_COLL_NODE");
+    // The embedding's all-reduce, then the first block's after `o_proj`.
+    assert_eq!(nodes[2].1, "COMM_COLL_NODE");
+    assert_eq!(nodes[8].1, "COMM_COLL_NODE");
 
     // Read in the wrong dialect, upstream COMM_COLL (7) is the fork's COMM_RECV.
     let wrong = stdout(&run(&["et", "dump", up_file]));
-    assert_eq!(node_lines(&wrong)[7].1, "COMM_RECV_NODE");
+    assert_eq!(node_lines(&wrong)[8].1, "COMM_RECV_NODE");
 }
 
 #[test]
