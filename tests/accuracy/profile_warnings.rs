@@ -1,5 +1,6 @@
-//! The profile DB's warnings: runtime limits above the profiled ones, and sequence layers
-//! without profile rows (reported once however often the sequence runs them).
+//! The profile DB's warnings: runtime limits above the profiled ones (one line per bundle and
+//! limits, naming the range, the extrapolation and the flags that keep to it), and sequence
+//! layers without profile rows (reported once however often the sequence runs them).
 
 use crate::shared_data;
 
@@ -67,11 +68,27 @@ fn limits_beyond_the_profile_and_layers_without_rows_are_each_warned_once() {
     ProfileDb::load(&spec(root, &llama, 2048, 256)).unwrap();
     assert_eq!(take_warnings(), Vec::<String>::new());
 
+    let bundle = root.join("RTXPRO6000/meta-llama/Llama-3.1-8B/bf16");
+    let note = |tokens, seqs, pins| {
+        format!(
+            "profile bundle {} was profiled up to 2048 batched tokens and 256 sequences per \
+             step; this run allows max-num-batched-tokens {tokens} and max-num-seqs {seqs} \
+             (vLLM's defaults for the GPU unless set), and a step beyond the profiled range \
+             is priced by extending each table linearly from its last two points (counted as \
+             extrapolated lookups in the summary); {pins} every step within it",
+            bundle.display()
+        )
+    };
     ProfileDb::load(&spec(root, &llama, 8192, 512)).unwrap();
-    let warnings = take_warnings();
-    assert_eq!(warnings.len(), 2, "{warnings:?}");
-    assert!(warnings[0].starts_with("max-num-batched-tokens 8192 exceeds the 2048 profiled"));
-    assert!(warnings[1].starts_with("max-num-seqs 512 exceeds the 256 profiled"));
+    let both = "--max-num-batched-tokens 2048 --max-num-seqs 256 keep";
+    assert_eq!(take_warnings(), [note(8192, 512, both)]);
+    // One line per bundle and limits: a second instance on them says nothing more.
+    ProfileDb::load(&spec(root, &llama, 8192, 512)).unwrap();
+    assert_eq!(take_warnings(), Vec::<String>::new());
+    // Only the flag of the limit beyond the range.
+    ProfileDb::load(&spec(root, &llama, 4096, 256)).unwrap();
+    let tokens = "--max-num-batched-tokens 2048 keeps";
+    assert_eq!(take_warnings(), [note(4096, 256, tokens)]);
 
     // A bundle whose dense table lacks `layernorm`, which the block runs twice.
     let tmp = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 //! architecture or a malformed checksum, times that are zero, negative or not finite, and
 //! tables without the grid shapes the lookups need are refused naming the file and the line,
 //! column or field; a different checksum, model or hardware and garbled skew labels are
-//! warned about.
+//! warned about. A run whose limits exceed a bundle's profiled range works, and says so once.
 
 use crate::binary;
 
@@ -529,4 +529,70 @@ fn skew_alphas_that_are_not_finite_or_beyond_ten_thousand_are_refused_naming_the
         err.contains("meta.yaml: skew_fit.per_tp.1.alpha_default: alpha -20000 is outside"),
         "{err}"
     );
+}
+
+/// The RTX PRO 6000 Llama bundle was profiled up to 2,048 batched tokens and 256 sequences;
+/// vLLM 0.19's defaults on that GPU (a 96 GB part) are 8,192 and 1,024. A run without flags
+/// works: one line on stderr says the bundle's range, that steps beyond it extrapolate, and
+/// the flags that keep to it, and the summary counts the extrapolated lookups; a cluster of
+/// two instances on the bundle says it once. With those flags nothing is said.
+#[test]
+fn a_run_beyond_the_profiled_range_works_and_says_so_once() {
+    if !shared_data::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = shared_data::shared_path("workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl");
+    let perf = shared_data::shared_path("profiler/perf");
+    let out = dir.path().join("out.csv");
+    let base = [
+        "--dataset",
+        s(&dataset),
+        "--profile-dir",
+        s(&perf),
+        "--hardware",
+        "RTXPRO6000",
+        "--num-reqs",
+        "100",
+        "--output",
+        s(&out),
+    ];
+    let bundle = perf.join("RTXPRO6000/meta-llama/Llama-3.1-8B/bf16");
+    let note = format!(
+        "blis-cosim [WARN] profile bundle {} was profiled up to 2048 batched tokens and 256 \
+         sequences per step; this run allows max-num-batched-tokens 8192 and max-num-seqs 1024 \
+         (vLLM's defaults for the GPU unless set), and a step beyond the profiled range is \
+         priced by extending each table linearly from its last two points (counted as \
+         extrapolated lookups in the summary); --max-num-batched-tokens 2048 --max-num-seqs 256 \
+         keep every step within it",
+        bundle.display()
+    );
+    let extrapolated = |stdout: &str| -> u64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("Profile lookups / clamped / extrapolated:"))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        line.rsplit('/').next().unwrap().trim().parse().unwrap()
+    };
+    let run_with = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let r = run(&args);
+        let err = String::from_utf8(r.stderr).unwrap();
+        assert!(r.status.success(), "{err}");
+        (String::from_utf8(r.stdout).unwrap(), err)
+    };
+    let (stdout, err) = run_with(&[]);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("profiled up to"))
+        .collect();
+    assert_eq!(lines, [note.as_str()], "{err}");
+    assert!(extrapolated(&stdout) > 0, "{stdout}");
+    // The same limits from a cluster of two instances on the bundle: still one line.
+    let (_, err) = run_with(&["--num-instances", "2"]);
+    assert_eq!(err.matches("profiled up to").count(), 1, "{err}");
+    // Pinned to the profiled range: nothing to say.
+    let (_, err) = run_with(&["--max-num-batched-tokens", "2048", "--max-num-seqs", "256"]);
+    assert!(!err.contains("profiled up to"), "{err}");
 }

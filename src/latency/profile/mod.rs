@@ -334,27 +334,60 @@ impl ProfileDb {
     }
 }
 
-/// Logs once per load when the runtime limits exceed the profiled ones.
+/// Logs one line when the runtime limits exceed the range the bundle was profiled over (its
+/// `engine_effective` limits): the range, that lookups beyond it extrapolate linearly, and the
+/// flags that keep every step within it. Once per bundle and limits in a process: the
+/// instances of a cluster load the same bundle.
 fn warn_if_beyond_profiled(spec: &ProfileSpec<'_>, meta: &meta::Meta, bundle: &Path) {
-    let runtime_tokens = u64::from(spec.max_num_batched_tokens);
-    let profiled = meta.max_num_batched_tokens;
-    if runtime_tokens > profiled {
-        log::warn!(
-            "max-num-batched-tokens {runtime_tokens} exceeds the {profiled} profiled in {}; \
-             dense and attention lookups above it extrapolate",
-            bundle.display()
-        );
+    static NOTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let Some(note) = beyond_profiled_note(spec, meta, bundle) else {
+        return;
+    };
+    let mut noted = NOTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !noted.contains(&note) {
+        log::warn!("{note}");
+        noted.push(note);
     }
-    let profiled = meta.max_num_seqs;
-    if let Some(runtime) = spec.max_num_seqs
-        && u64::from(runtime) > profiled
-    {
-        log::warn!(
-            "max-num-seqs {runtime} exceeds the {profiled} profiled in {}; per-sequence \
-             lookups above it extrapolate",
-            bundle.display()
-        );
+}
+
+/// The line [`warn_if_beyond_profiled`] logs, if the runtime limits exceed the profiled ones.
+fn beyond_profiled_note(
+    spec: &ProfileSpec<'_>,
+    meta: &meta::Meta,
+    bundle: &Path,
+) -> Option<String> {
+    let tokens = u64::from(spec.max_num_batched_tokens);
+    let (profiled_tokens, profiled_seqs) = (meta.max_num_batched_tokens, meta.max_num_seqs);
+    // `None`: no cap on the running sequences, beyond any profiled count.
+    let seqs = spec.max_num_seqs.map(u64::from);
+    let (over_tokens, over_seqs) = (
+        tokens > profiled_tokens,
+        seqs.is_none_or(|s| s > profiled_seqs),
+    );
+    if !over_tokens && !over_seqs {
+        return None;
     }
+    let seqs = seqs.map_or("unlimited".to_owned(), |s| s.to_string());
+    let mut pins = Vec::new();
+    if over_tokens {
+        pins.push(format!("--max-num-batched-tokens {profiled_tokens}"));
+    }
+    if over_seqs {
+        pins.push(format!("--max-num-seqs {profiled_seqs}"));
+    }
+    Some(format!(
+        "profile bundle {} was profiled up to {profiled_tokens} batched tokens and \
+         {profiled_seqs} sequences per step; this run allows max-num-batched-tokens {tokens} \
+         and max-num-seqs {seqs} (vLLM's defaults for the GPU unless set), and a step beyond \
+         the profiled range is priced by extending each table linearly from its last two \
+         points (counted as extrapolated lookups in the summary); {} keep{} every step within \
+         it",
+        bundle.display(),
+        pins.join(" "),
+        if pins.len() == 1 { "s" } else { "" },
+    ))
 }
 
 impl LatencyBackend for ProfileDb {
