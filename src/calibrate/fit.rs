@@ -1,6 +1,7 @@
 //! What `calibrate` fits and how: five kernel constants of the roofline, each within the range
 //! real GPUs have, found by a bounded Hooke–Jeeves pattern search (deterministic and
-//! derivative-free) on the root mean square of `validate`'s Diff% numbers.
+//! derivative-free) on the distance of the runs' simulated TTFT, TPOT and latency
+//! distributions from the real ones (`super::distance`).
 //!
 //! Why a pattern search: a simulated run's statistics are piecewise constant in the constants
 //! (integer nanoseconds, discrete scheduling decisions), so finite-difference gradients and
@@ -270,8 +271,6 @@ fn rotate(a: &mut [Vec<f64>], v: &mut [Vec<f64>], p: usize, q: usize) {
 pub struct Found {
     /// The constants at the best point, rounded as the file keeps them.
     pub kernels: KernelSpec,
-    /// The objective there.
-    pub value: f64,
     pub evaluations: usize,
 }
 
@@ -329,7 +328,6 @@ pub fn search(
     }
     Ok(Found {
         kernels: best.kernels,
-        value: best.value,
         evaluations: search.evaluations,
     })
 }
