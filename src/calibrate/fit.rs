@@ -1,6 +1,7 @@
 //! What `calibrate` fits and how: five kernel constants of the roofline, each within the range
 //! real GPUs have, found by a bounded Hooke–Jeeves pattern search (deterministic and
-//! derivative-free) on the root mean square of `validate`'s Diff% numbers.
+//! derivative-free) on the distance of the runs' simulated TTFT, TPOT and latency
+//! distributions from the real ones (`super::distance`).
 //!
 //! Why a pattern search: a simulated run's statistics are piecewise constant in the constants
 //! (integer nanoseconds, discrete scheduling decisions), so finite-difference gradients and
@@ -211,6 +212,22 @@ impl<'a> Space<'a> {
         }
         k
     }
+
+    /// The coordinates of `k` from `start`: the inverse of [`Space::point`] for a point
+    /// inside the bounds (the axes are orthonormal). The search takes them from each point
+    /// it keeps, so coordinates never run past a bound the point is clamped to (a move back
+    /// from the bound then moves the constant at once).
+    fn coordinates(&self, start: &KernelSpec, k: &KernelSpec) -> Vec<f64> {
+        let shifts: Vec<f64> = self
+            .scalars
+            .iter()
+            .map(|s| (s.get(k).unwrap_or(s.lo) - s.get(start).unwrap_or(s.lo)) / s.width)
+            .collect();
+        self.axes
+            .iter()
+            .map(|a| a.iter().zip(&shifts).map(|(x, y)| x * y).sum())
+            .collect()
+    }
 }
 
 /// The eigenvectors of the symmetric matrix `a`, by decreasing eigenvalue (cyclic Jacobi
@@ -270,8 +287,6 @@ fn rotate(a: &mut [Vec<f64>], v: &mut [Vec<f64>], p: usize, q: usize) {
 pub struct Found {
     /// The constants at the best point, rounded as the file keeps them.
     pub kernels: KernelSpec,
-    /// The objective there.
-    pub value: f64,
     pub evaluations: usize,
 }
 
@@ -323,13 +338,13 @@ pub fn search(
         if kernels != best.kernels && search.evaluations < search.max {
             let value = search.evaluate(&kernels)?;
             if value < best.value {
+                let c = space.coordinates(&start, &kernels);
                 best = Point { c, kernels, value };
             }
         }
     }
     Ok(Found {
         kernels: best.kernels,
-        value: best.value,
         evaluations: search.evaluations,
     })
 }
@@ -376,6 +391,7 @@ impl Search<'_> {
                 }
                 let value = self.evaluate(&kernels)?;
                 if value < best.value {
+                    let c = self.space.coordinates(self.start, &kernels);
                     best = Point { c, kernels, value };
                     break;
                 }
@@ -487,6 +503,26 @@ mod tests {
             (k.gemm_memory_efficiency.unwrap() - 0.90).abs() <= 0.001,
             "{k:?}"
         );
+    }
+
+    #[test]
+    fn coordinates_invert_points_and_stop_at_the_bounds() {
+        let scalars = [SCALARS[0], SCALARS[1]];
+        let space = Space::principal(&scalars, &[vec![10.0, 1.0], vec![10.0, -1.0]]);
+        let start = spec(0.82, 0.947);
+        let c = [0.5, -1.25];
+        let back = space.coordinates(&start, &space.point(&start, &c));
+        assert!(
+            back.iter().zip(c).all(|(b, c)| (b - c).abs() < 2e-3),
+            "{back:?}"
+        );
+        // Far past the weight streaming's bound 1.0: the point is clamped, and its
+        // coordinates are those of the clamped point, so one step back moves it.
+        let far = space.point(&start, &[40.0, 40.0]);
+        let clamped = space.coordinates(&start, &far);
+        assert_eq!(space.point(&start, &clamped), far);
+        let back = space.point(&start, &[clamped[0] - 0.5, clamped[1]]);
+        assert_ne!(back, far);
     }
 
     #[test]

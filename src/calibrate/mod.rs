@@ -4,6 +4,7 @@
 //! runs many times in memory. Runs given as held out are never fitted: their error before
 //! and after is reported apart from the fit's residual, as the evidence of transfer.
 
+mod distance;
 mod fit;
 mod meta;
 mod report;
@@ -70,6 +71,7 @@ struct Prepared {
     vllm: PathBuf,
     sha256: String,
     real: Samples,
+    distribution: distance::RealDistribution,
     rehearsal: Rehearsal,
 }
 
@@ -92,17 +94,22 @@ impl Prepared {
         Ok(Prepared {
             vllm: run.vllm.clone(),
             sha256: sha256_hex(&bytes),
+            distribution: distance::RealDistribution::new(&real),
             real,
             rehearsal,
         })
     }
 
+    /// The run simulated with `kernels`.
+    fn simulate(&mut self, kernels: &KernelSpec) -> anyhow::Result<Samples> {
+        self.rehearsal
+            .simulate(kernels)
+            .with_context(|| format!("simulating {}", self.vllm.display()))
+    }
+
     /// `validate`'s Diff% table of the run simulated with `kernels`.
     fn table(&mut self, kernels: &KernelSpec) -> anyhow::Result<[[f64; 5]; 3]> {
-        let sim = self
-            .rehearsal
-            .simulate(kernels)
-            .with_context(|| format!("simulating {}", self.vllm.display()))?;
+        let sim = self.simulate(kernels)?;
         Ok(diff_table(&self.real, &sim))
     }
 
@@ -119,7 +126,8 @@ impl Prepared {
     }
 }
 
-/// The fit's objective: the root mean square of every Diff% number of every table.
+/// The fit's residual, as the report and the file give it: the root mean square of every
+/// Diff% number of every table (`validate`'s error; the search minimises [`objective`]).
 fn rms(tables: &[[[f64; 5]; 3]]) -> f64 {
     let values: Vec<f64> = tables
         .iter()
@@ -131,6 +139,19 @@ fn rms(tables: &[[[f64; 5]; 3]]) -> f64 {
         return f64::INFINITY;
     }
     (values.iter().map(|v| v * v).sum::<f64>() / values.len() as f64).sqrt()
+}
+
+/// The fit's objective at `kernels`: the distance of `runs`' simulated distributions from
+/// their real ones (see [`distance`]).
+fn objective(runs: &mut [Prepared], kernels: &KernelSpec) -> anyhow::Result<f64> {
+    let squared = runs
+        .iter_mut()
+        .map(|r| {
+            let sim = r.simulate(kernels)?;
+            Ok(r.distribution.squared_distances(&sim))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(distance::rms(&squared))
 }
 
 /// The tables of `runs` simulated with `kernels`.
@@ -165,7 +186,7 @@ pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
     let scalars = chosen_scalars(options, &mut fitted_runs, &start, &before)?;
     let found = {
         let bar = progress_bar(options.limits.max_evaluations);
-        let mut objective = |k: &KernelSpec| Ok(rms(&tables(&mut fitted_runs, k)?));
+        let mut objective = |k: &KernelSpec| objective(&mut fitted_runs, k);
         let space = fit::Space::principal(&scalars.fitted, &scalars.effects);
         let found = fit::search(&space, &start, options.limits, &mut objective, &mut || {
             bar.inc(1)
@@ -174,7 +195,8 @@ pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
         found
     };
     let after = tables(&mut fitted_runs, &found.kernels)?;
-    let sensitivities = sensitivities(&scalars.fitted, &found, &mut fitted_runs)?;
+    let residual = rms(&after);
+    let sensitivities = sensitivities(&scalars.fitted, &found, residual, &mut fitted_runs)?;
     let held_before = tables(&mut held_out, &start)?;
     let held_after = tables(&mut held_out, &found.kernels)?;
     let mut hardware = base.clone();
@@ -189,7 +211,7 @@ pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
             .iter()
             .map(|s| format!("kernels.{}", s.key))
             .collect(),
-        residual_pct: round3(found.value),
+        residual_pct: round3(residual),
         initial_residual_pct: round3(start_value),
         vllm_arrival: arrival_name(options.vllm_arrival).to_owned(),
         runs: fitted_runs
@@ -360,11 +382,13 @@ fn direction_inside(s: &Scalar, value: f64) -> f64 {
     }
 }
 
-/// Per fitted scalar: the residual's change, in percentage points, when it moves 1% up (or
-/// down at its upper bound) from the fitted value.
+/// Per fitted scalar: the change of the residual (`validate`'s RMS, `residual` at the fitted
+/// values), in percentage points, when it moves 1% up (or down at its upper bound) from the
+/// fitted value.
 fn sensitivities(
     scalars: &[Scalar],
     found: &fit::Found,
+    residual: f64,
     runs: &mut [Prepared],
 ) -> anyhow::Result<Vec<f64>> {
     scalars
@@ -374,7 +398,7 @@ fn sensitivities(
             let moved = if v * 1.01 <= s.hi { v * 1.01 } else { v * 0.99 };
             let mut k = found.kernels.clone();
             s.set(&mut k, moved);
-            Ok(rms(&tables(runs, &k)?) - found.value)
+            Ok(rms(&tables(runs, &k)?) - residual)
         })
         .collect()
 }

@@ -213,11 +213,12 @@ fn prefill_heavy(dir: &Path) -> String {
 fn two_constants_changed_at_once_are_recovered_from_runs_that_exercise_both() {
     // A decode-heavy and a prefill-heavy run of a GPU whose large GEMMs and KV reads both
     // differ from the measured constants, every constant asked for: the runs identify all
-    // four. Searching along each constant, the fit stopped in a valley at 0.7325 for 0.70
-    // and 0.9714 for 0.75 (the weight streaming 0.699 for 0.947 making up for it). Along the
-    // runs' principal axes it ends at 0.6809 and 0.7369: within 3%, not the 1% a single
-    // constant is recovered to (the weight streaming, 0.947 in truth, ends at its bound 1.0
-    // and the fixed GEMM time at 3,602 ns for 4,540: four constants still trade a little).
+    // four. On validate's 15 numbers as the objective the search stopped at 0.6809 and 0.7369
+    // (3% off: the percentiles of the prefill run's few-token TPOTs jump with single
+    // scheduling decisions, so every last move climbed); on the distance between the whole
+    // distributions it ends at 0.6991 and 0.7501. The weight streaming and the fixed GEMM
+    // time are not asserted: on these runs they trade against each other (both slow a small
+    // GEMM).
     let Some(workload) = sharegpt() else {
         return;
     };
@@ -263,7 +264,7 @@ fn two_constants_changed_at_once_are_recovered_from_runs_that_exercise_both() {
     ] {
         let got = kernels[key].as_float().unwrap();
         assert!(
-            (got - truth).abs() <= 0.03 * truth,
+            (got - truth).abs() <= 0.01 * truth,
             "{key}: fitted {got}, made with {truth}\n{report}"
         );
     }
@@ -460,7 +461,7 @@ fn constants_fitted_to_the_dense_run_transfer_to_the_moe_run() {
     // at +0.2% (TPOT mean), and the dense run's fit (decode attention read faster) moves it to
     // -1.6%, and to -2.2% since prefill attention is priced by tiles and waves (the fit then
     // ends at 0.9994 instead of 0.9967; -1.9% at 1.0, where the search along the principal
-    // axes ends). Guarded here, as a known miss and not a target: the fit moves a held-out
+    // axes ended; on later pricing +1.6% -> -0.7% at 0.9994). Guarded here, as a known miss and not a target: the fit moves a held-out
     // mean by at most 3 points.
     for label in ["TPOT mean", "Latency mean"] {
         let (before, after) = diff(&report, moe, label);
