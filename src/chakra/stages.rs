@@ -348,9 +348,13 @@ mod tests {
             ep_involved_dim: None,
         };
         let err = stage_nodes(&trace, &[16, 15], 0).unwrap_err().to_string();
-        assert!(
-            err.contains("[16, 15]") && err.contains("32 blocks"),
-            "{err}"
+        assert_eq!(
+            err,
+            format!(
+                "latency breakdown: pipeline stages of [16, 15] blocks do not split the 32 \
+                 blocks of {}",
+                model.name
+            )
         );
         for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
             assert_eq!(
