@@ -428,13 +428,16 @@ fn errors_quote_the_process_with_its_control_characters_escaped() {
     let err = AstraError {
         binary: PathBuf::from("astra"),
         stage: Stage::Step { step: 3, batch: 2 },
-        fault: Fault::Unparseable("got `\u{1b}[31mred\u{7}`".into()),
+        fault: Fault::Unparseable(ParseError::IterationReport {
+            line: "\u{1b}[31mred\u{7}".into(),
+        }),
         last_lines: vec!["\u{1b}]0;title\u{7}ok\rover\0".into(), "plain é".into()],
     };
     assert_eq!(
         err.to_string(),
-        "ASTRA-Sim `astra` at step 3 (ASTRA-Sim batch 2): unparseable output: got \
-         `\\u{1b}[31mred\\u{7}`; the process was stopped; its last 2 lines:\n    \
+        "ASTRA-Sim `astra` at step 3 (ASTRA-Sim batch 2): unparseable output: expected \
+         `sys[N] iteration I finished, C cycles, exposed communication X cycles.` before \
+         `Waiting`, got `\\u{1b}[31mred\\u{7}`; the process was stopped; its last 2 lines:\n    \
          | \\u{1b}]0;title\\u{7}ok\\rover\\0\n    | plain é"
     );
 }
