@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::process::ExitStatus;
 use std::time::Duration;
 
 /// What went wrong.
@@ -10,9 +11,9 @@ use std::time::Duration;
 pub enum Fault {
     /// The binary could not be started.
     Spawn(std::io::Error),
-    /// The process ended (or closed its output) when the protocol expected more; the text
-    /// describes its exit status.
-    Exited(String),
+    /// The process ended (or closed its output) when the protocol expected more; its last
+    /// lines, stderr's among them, are in [`AstraError::last_lines`].
+    Exited(Ended),
     /// Nothing that completes the batch arrived in time.
     Stalled(Duration),
     /// The process printed more than the per-batch limit.
@@ -22,20 +23,72 @@ pub enum Fault {
         /// The limit.
         limit: u64,
     },
-    /// A line the protocol needs could not be parsed.
-    Unparseable(String),
+    /// A line the protocol needs could not be parsed, or never came.
+    Unparseable(ParseError),
     /// The process answered out of protocol (wrong NPU, iteration or time).
     Protocol(ProtocolError),
     /// Writing the inputs or talking to the process failed, or the batch does not fit it.
     Io(IoFault),
     /// The run is one the binary would refuse or crash on; nothing was started.
-    Refused(String),
+    Refused(Refusal),
     /// The network is not the shape of what runs on it; nothing was started.
     Shape(ShapeError),
     /// A batch's `.et` file could not be written.
     Write(WriteError),
     /// ASTRA-Sim did not report the finish of a pipeline stage.
     NoStageFinish(NoStageFinish),
+}
+
+/// How a process ended when the protocol expected more; renders inside "the process ended
+/// unexpectedly (...)".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited: its exit code, or the signal that ended it (`ExitStatusExt::signal`).
+    Status(ExitStatus),
+    /// It closed its output but did not exit within the grace period, and was killed.
+    Hung,
+}
+
+impl fmt::Display for Ended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ended::Status(status) => write!(f, "{status}"),
+            Ended::Hung => f.write_str("it closed its output but did not exit; killed"),
+        }
+    }
+}
+
+/// A line of ASTRA-Sim's output that the protocol needs and that did not parse (the line is
+/// kept as printed), or that never came; renders to the text after "unparseable output: ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// A stock run's final line for an NPU that does not read as one.
+    #[error("expected `sys[N] finished, T cycles, exposed communication E cycles.`, got `{line}`")]
+    FinalReport { line: String },
+    /// A stock run exited without the final line of NPU `npu`.
+    #[error("no `sys[{npu}] finished, T cycles` line before it exited")]
+    NoFinalReport { npu: usize },
+    /// The fork's report before a `Waiting` does not read as one.
+    #[error(
+        "expected `sys[N] iteration I finished, C cycles, exposed communication X cycles.` \
+         before `Waiting`, got `{line}`"
+    )]
+    IterationReport { line: String },
+}
+
+/// A run the binary would refuse or crash on, found before starting it; renders to the text
+/// after "refused before starting it: ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Stock ASTRA-Sim 2.0 exits on a network dimension of `npus` < 2 NPUs; `dims` are the
+    /// network's dimensions, in NPUs.
+    #[error(
+        "stock ASTRA-Sim 2.0 exits on a network dimension of {npus} NPU (its network parser: \
+         `npus_count ({npus}) should be larger than 1`), and this network's dimensions are \
+         {dims:?}: a TP-1 prefill instance or DP group runs with `--astra-mode fork` only (a \
+         lone TP-1 instance runs with an idle peer)"
+    )]
+    NetworkDimension { npus: u32, dims: Vec<u32> },
 }
 
 /// How the process answered out of protocol; renders to the text after "protocol error: ".
@@ -209,7 +262,7 @@ impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Fault::Spawn(e) => write!(f, "cannot start it: {e}"),
-            Fault::Exited(status) => write!(f, "the process ended unexpectedly ({status})"),
+            Fault::Exited(ended) => write!(f, "the process ended unexpectedly ({ended})"),
             Fault::Stalled(t) => write!(
                 f,
                 "no `Waiting` completing the batch within {:.3} s (--astra-timeout)",
@@ -219,10 +272,10 @@ impl fmt::Display for Fault {
                 f,
                 "runaway output: {bytes} bytes while one batch ran (limit {limit})"
             ),
-            Fault::Unparseable(m) => write!(f, "unparseable output: {m}"),
+            Fault::Unparseable(e) => write!(f, "unparseable output: {e}"),
             Fault::Protocol(e) => write!(f, "protocol error: {e}"),
             Fault::Io(e) => write!(f, "{e}"),
-            Fault::Refused(m) => write!(f, "refused before starting it: {m}"),
+            Fault::Refused(r) => write!(f, "refused before starting it: {r}"),
             Fault::Shape(e) => write!(f, "{e}"),
             Fault::Write(e) => write!(f, "{e}"),
             Fault::NoStageFinish(e) => write!(f, "protocol error: {e}"),
@@ -316,10 +369,12 @@ impl fmt::Display for Escaped<'_> {
 /// The faults that were text print the messages they printed then.
 #[cfg(test)]
 mod message_tests {
-    use super::{Fault, IoFault, ProtocolError, WriteError};
-    use crate::chakra::TraceError;
+    use super::{Ended, Fault, IoFault, ParseError, ProtocolError, Refusal, WriteError};
+    use crate::chakra::{BreakdownError, TraceError};
     use std::io::{Error, ErrorKind};
+    use std::os::unix::process::ExitStatusExt;
     use std::path::PathBuf;
+    use std::process::ExitStatus;
 
     #[test]
     fn typed_faults_print_their_messages() {
@@ -397,9 +452,9 @@ mod message_tests {
             (
                 Fault::Io(IoFault::MemberTrace {
                     member: 2,
-                    error: Box::new(TraceError::Breakdown("no block".into())),
+                    error: Box::new(TraceError::Breakdown(BreakdownError::NoComputeLayers)),
                 }),
-                "the trace of member 2: latency breakdown: no block",
+                "the trace of member 2: latency breakdown: no compute layers",
             ),
             (
                 Fault::Io(IoFault::WaveSize {
@@ -428,6 +483,46 @@ mod message_tests {
             (
                 Fault::Io(IoFault::Stopped),
                 "ASTRA-Sim was stopped by an earlier fault",
+            ),
+            (
+                Fault::Exited(Ended::Status(ExitStatus::from_raw(3 << 8))),
+                "the process ended unexpectedly (exit status: 3)",
+            ),
+            (
+                Fault::Exited(Ended::Status(ExitStatus::from_raw(9))),
+                "the process ended unexpectedly (signal: 9 (SIGKILL))",
+            ),
+            (
+                Fault::Exited(Ended::Hung),
+                "the process ended unexpectedly (it closed its output but did not exit; killed)",
+            ),
+            (
+                Fault::Unparseable(ParseError::FinalReport {
+                    line: "sys[0] finished, many cycles".into(),
+                }),
+                "unparseable output: expected `sys[N] finished, T cycles, exposed communication \
+                 E cycles.`, got `sys[0] finished, many cycles`",
+            ),
+            (
+                Fault::Unparseable(ParseError::NoFinalReport { npu: 1 }),
+                "unparseable output: no `sys[1] finished, T cycles` line before it exited",
+            ),
+            (
+                Fault::Unparseable(ParseError::IterationReport {
+                    line: "sys[0] iteration ?? finished".into(),
+                }),
+                "unparseable output: expected `sys[N] iteration I finished, C cycles, exposed \
+                 communication X cycles.` before `Waiting`, got `sys[0] iteration ?? finished`",
+            ),
+            (
+                Fault::Refused(Refusal::NetworkDimension {
+                    npus: 1,
+                    dims: vec![1, 2],
+                }),
+                "refused before starting it: stock ASTRA-Sim 2.0 exits on a network dimension \
+                 of 1 NPU (its network parser: `npus_count (1) should be larger than 1`), and \
+                 this network's dimensions are [1, 2]: a TP-1 prefill instance or DP group runs \
+                 with `--astra-mode fork` only (a lone TP-1 instance runs with an idle peer)",
             ),
             (
                 Fault::Write(WriteError {

@@ -26,7 +26,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::protocol::{Report, is_exit_check, is_waiting, parse_report};
-use super::{AstraInputs, AstraProcess, Fault, IoFault, OutputLimits, ProtocolError};
+use super::{
+    AstraInputs, AstraProcess, Ended, Fault, IoFault, OutputLimits, ParseError, ProtocolError,
+};
 
 /// A running fork serving one instance.
 pub(crate) struct ForkSession {
@@ -220,10 +222,9 @@ impl ForkSession {
                 continue;
             }
             return parse_report(&previous).ok_or_else(|| {
-                Fault::Unparseable(format!(
-                    "expected `sys[N] iteration I finished, C cycles, exposed communication X \
-                     cycles.` before `Waiting`, got `{previous}`"
-                ))
+                Fault::Unparseable(ParseError::IterationReport {
+                    line: previous.clone(),
+                })
             });
         }
     }
@@ -259,7 +260,7 @@ impl ForkSession {
         }
         let status = self.process.wait(deadline)?;
         if !status.success() {
-            return Err(Fault::Exited(status.to_string()));
+            return Err(Fault::Exited(Ended::Status(status)));
         }
         Ok(match confirmed {
             Some(true) => None,

@@ -76,8 +76,8 @@ mod tests;
 pub use args::{ASTRA_SIM_ENV, CosimOptions, DEFAULT_TIMEOUT_S, InstanceNetwork, NetworkBackend};
 pub use backend::{AstraBackend, AstraInstance, AstraStats};
 pub use error::{
-    AstraError, Fault, IoFault, NoStageFinish, ProtocolError, ShapeError, Stage, StepError,
-    WriteError,
+    AstraError, Ended, Fault, IoFault, NoStageFinish, ParseError, ProtocolError, Refusal,
+    ShapeError, Stage, StepError, WriteError,
 };
 pub use group::{AstraGroup, AstraGroupSpec, group_dims, group_network};
 pub use inputs::{

@@ -45,7 +45,7 @@ use rustix::io::{Errno, ioctl_fionbio, read, write};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
 use super::lines::LineSplitter;
-use super::{Fault, IoFault, OutputLimits};
+use super::{Ended, Fault, IoFault, OutputLimits};
 use crate::interrupt::{PendingGroup, register_group};
 
 /// Largest chunk read from a pipe at once.
@@ -433,8 +433,8 @@ impl AstraProcess {
     pub fn exited(&mut self) -> Fault {
         self.close_stdin();
         match self.wait(Instant::now() + EXIT_GRACE) {
-            Ok(status) => Fault::Exited(status.to_string()),
-            Err(_) => Fault::Exited("it closed its output but did not exit; killed".into()),
+            Ok(status) => Fault::Exited(Ended::Status(status)),
+            Err(_) => Fault::Exited(Ended::Hung),
         }
     }
 

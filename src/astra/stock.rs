@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use super::protocol::parse_final_report;
 use super::{
-    AstraInputs, AstraProcess, Fault, NetworkConfig, NetworkDim, OutputLimits, ProtocolError,
+    AstraInputs, AstraProcess, Ended, Fault, NetworkConfig, NetworkDim, OutputLimits, ParseError,
+    ProtocolError, Refusal,
 };
 
 /// Stock mode's network for a one-NPU network (a TP-1 instance): the same link as one
@@ -44,12 +45,7 @@ pub(crate) fn check_network(network: &NetworkConfig) -> Result<(), Fault> {
     let dims: Vec<u32> = network.dims.iter().map(|d| d.npus).collect();
     match dims.iter().find(|&&n| n < 2) {
         None => Ok(()),
-        Some(n) => Err(Fault::Refused(format!(
-            "stock ASTRA-Sim 2.0 exits on a network dimension of {n} NPU (its network parser: \
-             `npus_count ({n}) should be larger than 1`), and this network's dimensions are \
-             {dims:?}: a TP-1 prefill instance or DP group runs with `--astra-mode fork` only \
-             (a lone TP-1 instance runs with an idle peer)"
-        ))),
+        Some(&npus) => Err(Fault::Refused(Refusal::NetworkDimension { npus, dims })),
     }
 }
 
@@ -122,20 +118,17 @@ impl StockRun {
                 ))?;
                 *slot = Some(report.cycles);
             } else if line.contains("sys[") && line.contains(" finished") {
-                return Err(Fault::Unparseable(format!(
-                    "expected `sys[N] finished, T cycles, exposed communication E cycles.`, got \
-                     `{line}`"
-                )));
+                return Err(Fault::Unparseable(ParseError::FinalReport {
+                    line: line.to_owned(),
+                }));
             }
         }
         let status = self.process.wait(deadline)?;
         if !status.success() {
-            return Err(Fault::Exited(status.to_string()));
+            return Err(Fault::Exited(Ended::Status(status)));
         }
         if let Some(npu) = times.iter().position(Option::is_none) {
-            return Err(Fault::Unparseable(format!(
-                "no `sys[{npu}] finished, T cycles` line before it exited"
-            )));
+            return Err(Fault::Unparseable(ParseError::NoFinalReport { npu }));
         }
         Ok(times.into_iter().flatten().collect())
     }

@@ -21,7 +21,7 @@
 //! `comm_src` and `comm_dst`, from there.
 
 use super::prefill::p2p_attrs;
-use super::{BatchTrace, Dialect, EtNode, NodeKind, TraceError, encode_et};
+use super::{BatchTrace, BreakdownError, Dialect, EtNode, NodeKind, TraceError, encode_et};
 
 /// The files of one batch on a pipelined instance whose NPUs start at `first_npu`, NPU
 /// `first_npu + s·tp + r` at index `s·tp + r` (see the module documentation). `stage_blocks`
@@ -66,10 +66,11 @@ fn stages_of_nodes(
     let pp = stage_blocks.len();
     let total: u64 = stage_blocks.iter().map(|&b| u64::from(b)).sum();
     if pp == 0 || total != trace.model.num_layers {
-        return Err(TraceError::Breakdown(format!(
-            "pipeline stages of {stage_blocks:?} blocks do not split the {} blocks of {}",
-            trace.model.num_layers, trace.model.name
-        )));
+        return Err(TraceError::Breakdown(BreakdownError::Stages {
+            stages: stage_blocks.to_vec(),
+            blocks: trace.model.num_layers,
+            model: trace.model.name.clone(),
+        }));
     }
     let mut block_stage = Vec::with_capacity(total as usize);
     for (s, &blocks) in stage_blocks.iter().enumerate() {
@@ -134,10 +135,9 @@ fn stage_file(
         let mut deps: Vec<u64> = Vec::with_capacity(node.data_deps.len());
         for &d in &node.data_deps {
             let dep = moved[d as usize].or(recv).ok_or_else(|| {
-                TraceError::Breakdown(format!(
-                    "node `{}` of stage 0 depends on a later stage",
-                    node.name
-                ))
+                TraceError::Breakdown(BreakdownError::LaterStage {
+                    node: node.name.clone(),
+                })
             })?;
             if !deps.contains(&dep) {
                 deps.push(dep);
@@ -356,9 +356,13 @@ mod tests {
             ep_involved_dim: None,
         };
         let err = stage_nodes(&trace, &[16, 15], 0).unwrap_err().to_string();
-        assert!(
-            err.contains("[16, 15]") && err.contains("32 blocks"),
-            "{err}"
+        assert_eq!(
+            err,
+            format!(
+                "latency breakdown: pipeline stages of [16, 15] blocks do not split the 32 \
+                 blocks of {}",
+                model.name
+            )
         );
         for dialect in [Dialect::LlmServingSim, Dialect::Upstream] {
             assert_eq!(

@@ -38,10 +38,40 @@ const CXL_MEMORY: u32 = 3;
 pub enum TraceError {
     /// The breakdown's shape is not prologue (once), block (`num_layers` times), head (once).
     #[error("latency breakdown: {0}")]
-    Breakdown(String),
+    Breakdown(BreakdownError),
     /// Writing the trace failed.
     #[error(transparent)]
     Et(#[from] EtError),
+}
+
+/// Why a breakdown cannot be laid out as a trace; renders to the text after "latency
+/// breakdown: ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BreakdownError {
+    /// Nothing but communication entries.
+    #[error("no compute layers")]
+    NoComputeLayers,
+    /// A layer in the block's span that runs neither once nor once per block of `model`.
+    #[error(
+        "layer `{layer}` runs {repeats} times per step; expected once, or {blocks} times as a \
+         block layer of {model}, in one contiguous block"
+    )]
+    Repeats {
+        layer: &'static str,
+        repeats: u64,
+        blocks: u64,
+        model: String,
+    },
+    /// Pipeline stages (blocks per stage) whose sum is not the model's block count.
+    #[error("pipeline stages of {stages:?} blocks do not split the {blocks} blocks of {model}")]
+    Stages {
+        stages: Vec<u32>,
+        blocks: u64,
+        model: String,
+    },
+    /// A node of a later stage's file depends on a node of no earlier stage.
+    #[error("node `{node}` of stage 0 depends on a later stage")]
+    LaterStage { node: String },
 }
 
 /// Everything the trace of one batch depends on.
@@ -231,7 +261,7 @@ impl BatchTrace<'_> {
     fn layout(&self, mut visit: impl FnMut(Slot<'_>)) -> Result<(), TraceError> {
         let layers = self.layer_sequence()?;
         let (Some((first, _)), Some((last, _))) = (layers.first(), layers.last()) else {
-            return Err(TraceError::Breakdown("no compute layers".into()));
+            return Err(TraceError::Breakdown(BreakdownError::NoComputeLayers));
         };
         let mut out = Emitter {
             next: 0,
@@ -377,11 +407,12 @@ impl BatchTrace<'_> {
         };
         let blocks = self.model.num_layers;
         if let Some(odd) = compute[start..=end].iter().find(|l| l.repeats != blocks) {
-            return Err(TraceError::Breakdown(format!(
-                "layer `{}` runs {} times per step; expected once, or {blocks} times as a \
-                 block layer of {}, in one contiguous block",
-                odd.name, odd.repeats, self.model.name
-            )));
+            return Err(TraceError::Breakdown(BreakdownError::Repeats {
+                layer: odd.name,
+                repeats: odd.repeats,
+                blocks,
+                model: self.model.name.clone(),
+            }));
         }
         let mut layers: Vec<(&LayerTiming, Option<u64>)> =
             compute[..start].iter().map(|&l| (l, None)).collect();

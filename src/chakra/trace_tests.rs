@@ -282,6 +282,15 @@ fn involved_dims_are_attached_to_every_collective() {
     }
 }
 
+/// The message of a breakdown whose layer `odd` repeats neither once nor once per block.
+fn odd_repeats_message(odd: &LayerTiming, model: &ModelArch) -> String {
+    format!(
+        "latency breakdown: layer `{}` runs {} times per step; expected once, or {} times as \
+         a block layer of {}, in one contiguous block",
+        odd.name, odd.repeats, model.num_layers, model.name
+    )
+}
+
 #[test]
 fn step_level_collectives_come_only_at_tp_above_1() {
     let model = llama();
@@ -321,7 +330,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
     }
     .nodes()
     .unwrap_err();
-    assert!(err.to_string().contains("runs 7 times per step"), "{err}");
+    assert_eq!(err.to_string(), odd_repeats_message(&breakdown[3], &model));
     let only_comm: Vec<LayerTiming> = breakdown.into_iter().filter(|l| l.is_comm).collect();
     let err = BatchTrace {
         batch: &BatchDesc::new(&ITEMS),
@@ -336,7 +345,7 @@ fn a_breakdown_that_is_not_prologue_block_head_is_refused() {
     }
     .nodes()
     .unwrap_err();
-    assert!(err.to_string().contains("no compute layers"), "{err}");
+    assert_eq!(err.to_string(), "latency breakdown: no compute layers");
 }
 
 #[test]
@@ -413,7 +422,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
     }
     .encode_into(Dialect::LlmServingSim, &mut out)
     .unwrap_err();
-    assert!(err.to_string().contains("runs 7 times per step"), "{err}");
+    assert_eq!(err.to_string(), odd_repeats_message(&odd[3], &model));
 }
 
 /// Qwen3-30B-A3B at TP 2 with EP 2 from the RTXPRO6000 profile, with the EP collectives

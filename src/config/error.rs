@@ -63,7 +63,7 @@ pub enum ConfigError {
     },
     /// The model does not fit the hardware as configured.
     #[error("{0}")]
-    DoesNotFit(String),
+    DoesNotFit(super::FitError),
 }
 
 /// The name of the source of command-line errors.

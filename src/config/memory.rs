@@ -56,14 +56,13 @@ pub fn kv_capacity(model: &ModelArch, sizing: &KvSizing) -> Result<KvCapacity, C
 
     let memory_bytes = sizing.memory_gib * GIB;
     if weight_bytes as f64 > memory_bytes {
-        return Err(ConfigError::DoesNotFit(format!(
-            "{} needs {:.2} GiB of {} weights per GPU at tp={tp}, more than the {:.2} GiB of \
-             device memory",
-            model.name,
-            weight_bytes as f64 / GIB,
-            sizing.dtype,
-            sizing.memory_gib
-        )));
+        return Err(ConfigError::DoesNotFit(FitError::Weights {
+            model: model.name.clone(),
+            weight_bytes,
+            dtype: sizing.dtype,
+            tp: sizing.tp,
+            memory_gib: sizing.memory_gib,
+        }));
     }
     // Python `int()` truncation of the f64 product, as LLMServingSim computes it.
     let requested = (memory_bytes * sizing.utilization) as u64;
@@ -71,17 +70,15 @@ pub fn kv_capacity(model: &ModelArch, sizing: &KvSizing) -> Result<KvCapacity, C
     let kv_bytes = requested.saturating_sub(weight_bytes);
     let num_blocks = kv_bytes / block_bytes;
     if num_blocks == 0 {
-        return Err(ConfigError::DoesNotFit(format!(
-            "{} leaves {:.2} GiB for the KV cache after {:.2} GiB of weights per GPU \
-             ({} x {:.2} GiB usable), less than one block of {} tokens ({:.4} GiB)",
-            model.name,
-            kv_bytes as f64 / GIB,
-            weight_bytes as f64 / GIB,
-            sizing.utilization,
-            sizing.memory_gib,
-            sizing.block_size,
-            block_bytes as f64 / GIB
-        )));
+        return Err(ConfigError::DoesNotFit(FitError::NoBlock {
+            model: model.name.clone(),
+            kv_bytes,
+            weight_bytes,
+            utilization: sizing.utilization,
+            memory_gib: sizing.memory_gib,
+            block_size: sizing.block_size,
+            block_bytes,
+        }));
     }
     Ok(KvCapacity {
         weight_bytes,
@@ -100,6 +97,48 @@ pub fn full_kv_bytes_per_token(model: &ModelArch, kv_dtype: Dtype) -> u64 {
 
 /// Bytes in a GiB.
 const GIB: f64 = (1u64 << 30) as f64;
+
+/// Bytes in GiB, for messages.
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / GIB
+}
+
+/// How a model does not fit the hardware as configured (per GPU); renders to the whole
+/// message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FitError {
+    /// The weights alone are more than the device memory.
+    #[error(
+        "{model} needs {:.2} GiB of {dtype} weights per GPU at tp={tp}, more than the \
+         {memory_gib:.2} GiB of device memory",
+        gib(*weight_bytes)
+    )]
+    Weights {
+        model: String,
+        weight_bytes: u64,
+        dtype: Dtype,
+        tp: u32,
+        memory_gib: f64,
+    },
+    /// What the utilization share leaves after the weights holds no KV block.
+    #[error(
+        "{model} leaves {:.2} GiB for the KV cache after {:.2} GiB of weights per GPU \
+         ({utilization} x {memory_gib:.2} GiB usable), less than one block of {block_size} \
+         tokens ({:.4} GiB)",
+        gib(*kv_bytes),
+        gib(*weight_bytes),
+        gib(*block_bytes)
+    )]
+    NoBlock {
+        model: String,
+        kv_bytes: u64,
+        weight_bytes: u64,
+        utilization: f64,
+        memory_gib: f64,
+        block_size: u32,
+        block_bytes: u64,
+    },
+}
 
 fn validate(model: &ModelArch, sizing: &KvSizing) -> Result<(), ConfigError> {
     let source = format!("KV sizing of {}", model.name);
@@ -303,14 +342,31 @@ mod tests {
     fn a_model_too_big_for_the_device_does_not_fit() {
         let err = capacity("Llama-3.1-70B", &sizing(80.0, 0.9, 1)).unwrap_err();
         assert!(
-            matches!(err, ConfigError::DoesNotFit(ref m) if m.contains("GiB")),
+            matches!(err, ConfigError::DoesNotFit(FitError::Weights { .. })),
             "{err}"
+        );
+        // The messages as they were when they were text (checked against the binary before).
+        let name = ModelArch::resolve("Llama-3.1-8B").unwrap().name;
+        let err = capacity("Llama-3.1-8B", &sizing(10.0, 0.9, 1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{name} needs 14.96 GiB of bfloat16 weights per GPU at tp=1, more than the \
+                 10.00 GiB of device memory"
+            )
         );
         // Weights fit the device but not the utilization share: no room for one block.
         let err = capacity("Llama-3.1-8B", &sizing(16.0, 0.9, 1)).unwrap_err();
         assert!(
-            matches!(err, ConfigError::DoesNotFit(ref m) if m.contains("one block")),
+            matches!(err, ConfigError::DoesNotFit(FitError::NoBlock { .. })),
             "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{name} leaves 0.00 GiB for the KV cache after 14.96 GiB of weights per GPU \
+                 (0.9 x 16.00 GiB usable), less than one block of 16 tokens (0.0020 GiB)"
+            )
         );
     }
 

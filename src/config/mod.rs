@@ -27,7 +27,7 @@ pub use error::{Bound, COMMAND_LINE, ConfigError, DurationError, Problem};
 pub use hardware::{
     Calibration, CalibrationRun, Hardware, HostSpec, KernelSpec, MAX_KERNEL_EFFICIENCY,
 };
-pub use memory::{KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
+pub use memory::{FitError, KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};
 pub use pim::PimDevice;
 pub use pipeline::{Pipeline, stage_blocks};

@@ -514,12 +514,12 @@ mod error_tests {
 mod message_tests {
     use super::LatencyError as E;
     use crate::astra::{NoStageFinish, StepError};
-    use crate::chakra::TraceError;
+    use crate::chakra::{BreakdownError, TraceError};
 
     #[test]
     fn latency_errors_print_their_messages() {
         let anyhow = anyhow::anyhow!("cannot read x").context("instance 0");
-        let trace = || TraceError::Breakdown("no block".into());
+        let trace = || TraceError::Breakdown(BreakdownError::NoComputeLayers);
         let cases: Vec<(E, &str)> = vec![
             (
                 E::EmptyBatch {
@@ -577,7 +577,7 @@ mod message_tests {
                     error: trace(),
                 }
                 .into(),
-                "ASTRA-Sim trace of step 4: latency breakdown: no block",
+                "ASTRA-Sim trace of step 4: latency breakdown: no compute layers",
             ),
             (
                 StepError::Trace {
@@ -585,7 +585,7 @@ mod message_tests {
                     error: trace(),
                 }
                 .into(),
-                "ASTRA-Sim trace: latency breakdown: no block",
+                "ASTRA-Sim trace: latency breakdown: no compute layers",
             ),
             (
                 StepError::BelowCompute {

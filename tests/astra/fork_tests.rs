@@ -217,7 +217,7 @@ fn fault_at_step_1(fault: &'static str, expect: &str, bound: Duration) {
 pub fn fault_crash() {
     fault_at_step_1(
         "crash",
-        "ended unexpectedly (exit status: 139)",
+        ": the process ended unexpectedly (exit status: 139); ",
         Duration::from_secs(5),
     );
     fault_at_step_1(
@@ -244,15 +244,20 @@ pub fn fault_spam() {
 
 /// A malformed report line.
 pub fn fault_garbage() {
-    fault_at_step_1("garbage", "unparseable output", Duration::from_secs(5));
-    fault_at_step_1("garbage", "got `[2026-01-01", Duration::from_secs(5));
+    fault_at_step_1(
+        "garbage",
+        ": unparseable output: expected `sys[N] iteration I finished, C cycles, exposed \
+         communication X cycles.` before `Waiting`, got `[2026-01-01 00:00:00.000] [workload] \
+         [info] sys[0] iteration ?? finished, a lot of cycles`; ",
+        Duration::from_secs(5),
+    );
 }
 
 /// A quiet exit in the middle of the protocol.
 pub fn fault_quit() {
     fault_at_step_1(
         "quit",
-        "ended unexpectedly (exit status: 0)",
+        ": the process ended unexpectedly (exit status: 0); ",
         Duration::from_secs(5),
     );
 }

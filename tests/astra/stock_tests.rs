@@ -58,12 +58,20 @@ pub fn stock_prices_the_hand_check_once_per_distinct_batch() {
 /// Every fault of a stock process fails step 0 naming it, within bounds, and leaves nothing.
 pub fn stock_faults() {
     for (fault, expect) in [
-        ("crash", "ended unexpectedly (exit status: 139)"),
+        (
+            "crash",
+            ": the process ended unexpectedly (exit status: 139); ",
+        ),
         (
             "quit",
-            "no `sys[0] finished, T cycles` line before it exited",
+            ": unparseable output: no `sys[0] finished, T cycles` line before it exited; ",
         ),
-        ("garbage", "unparseable output"),
+        (
+            "garbage",
+            ": unparseable output: expected `sys[N] finished, T cycles, exposed communication \
+             E cycles.`, got `[2026-01-01 00:00:00.000] [workload] [info] sys[0] finished, \
+             many cycles, exposed communication 0 cycles.`; ",
+        ),
         ("stall", "within 1.000 s"),
         ("spam", "runaway output"),
     ] {
