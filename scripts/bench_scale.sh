@@ -4,11 +4,13 @@
 # scripts/bench_cluster.sh's cluster) at 320 req/s, and on 10,000 H100 instances (1,250 nodes
 # x 8, round-robin routing: RR) at 200,000 req/s; then N requests generated in memory from the
 # mixed-slo and prefix-heavy scenarios (streamed), N requests in conversations of five turns
-# (sessions, streamed), and 100,000 autoscaler replica slots. Prints each run's wall time, CPU
+# and in N/1,000 conversations of 1,000 turns, from 100 closed-loop users, and in ReAct agent
+# sessions of 11 LLM calls (sessions, streamed; a conversation drawn a turn at a time), and
+# 100,000 autoscaler replica slots. Prints each run's wall time, CPU
 # time and peak RSS (GNU time), with and without the per-request CSV, and
 # (unless RATES=0) the generated tokens and events per second at that wall time
 # (scripts/rates.sh: one more, untimed run per case). The bounds: peak RSS under 500 MB for 1
-# and 16 instances and for the scenarios, under 2 GB and 60 s for 10,000 instances.
+# and 16 instances and for the scenarios and specs, under 2 GB and 60 s for 10,000 instances.
 #   scripts/bench_scale.sh              # 1,000,000 requests
 #   CSV=0 scripts/bench_scale.sh 10000000   # without the CSV cases (10M rows: ~26 GB)
 #   ONLY=big scripts/bench_scale.sh     # only the 10,000-instance and scenario cases
@@ -111,6 +113,35 @@ clients:
 EOF
 cluster 2 "$TMP/cluster.json"
 measure "$N req in $((N / 5)) sessions, 16 instances" --workload-spec "$TMP/sessions.yaml" \
+    --cluster-config "$TMP/cluster.json" --sessions-output "$TMP/sessions.csv"
+rm -f "$TMP/sessions.csv"
+# Long conversations: N/1,000 of 1,000 turns, all in flight at once for most of the run; each
+# holds the turn it has reached, not its plan.
+sed -e "s/num_requests: .*/num_requests: $((N / 1000))/" -e 's/aggregate_rate: 100/aggregate_rate: 2/' \
+    -e 's/max_turns: 5,/max_turns: 1000,/' -e 's/value: 500000/value: 2000000/' \
+    "$TMP/sessions.yaml" >"$TMP/long.yaml"
+measure "$N req in $((N / 1000)) conversations, 16 instances" --workload-spec "$TMP/long.yaml" \
+    --cluster-config "$TMP/cluster.json" --sessions-output "$TMP/sessions.csv"
+rm -f "$TMP/sessions.csv"
+# Closed-loop users: 100, each sending N/100 requests one after another.
+cat >"$TMP/users.yaml" <<EOF
+version: "2"
+seed: 11
+num_requests: $N
+clients:
+  - id: users
+    concurrency: 100
+    think_time_us: 1000000
+    input_distribution: {type: uniform, params: {min: 100, max: 1000}}
+    output_distribution: {type: uniform, params: {min: 10, max: 100}}
+EOF
+measure "$N req from 100 closed-loop users, 16 instances" --workload-spec "$TMP/users.yaml" \
+    --cluster-config "$TMP/cluster.json" --sessions-output "$TMP/sessions.csv"
+rm -f "$TMP/sessions.csv"
+# Agentic DAGs: ReAct sessions of 11 LLM calls and 5 tool calls, 10 a second, no horizon.
+sed -e "s/^num_requests: .*/num_requests: $((N / 11))/" -e 's/^aggregate_rate: .*/aggregate_rate: 10/' \
+    -e '/^horizon/d' examples/scenarios/react-search.yaml >"$TMP/agents.yaml"
+measure "$N req in $((N / 11)) ReAct sessions, 16 instances" --workload-spec "$TMP/agents.yaml" \
     --cluster-config "$TMP/cluster.json" --sessions-output "$TMP/sessions.csv"
 rm -f "$TMP/sessions.csv"
 # Replica slots: each costs its config, backend and scheduler before it is provisioned.

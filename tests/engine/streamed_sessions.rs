@@ -82,6 +82,8 @@ struct Seeing<'w> {
     rec: Recorder,
     labels: Vec<Option<(String, String)>>,
     live: SharedSessions<'w>,
+    /// Most plan nodes the sessions in flight held after a request finished.
+    most_nodes: usize,
 }
 
 fn owned(label: Option<(&str, &str)>) -> Option<(String, String)> {
@@ -94,6 +96,7 @@ impl Observer for Seeing<'_> {
         self.labels
             .push(owned(self.live.borrow().label(r.request_id)));
         self.live.borrow_mut().observed(r.request_id);
+        self.most_nodes = self.most_nodes.max(self.live.borrow().held_nodes());
         Ok(())
     }
 
@@ -106,12 +109,13 @@ impl Observer for Seeing<'_> {
     }
 }
 
-/// The same workload streamed; also how many sessions are still held after the run.
+/// The same workload streamed; also how many sessions are still held after the run and the
+/// most plan nodes they held during it.
 fn streamed(
     spec: &WorkloadSpec,
     overrides: Overrides,
     max_in_flight: Option<usize>,
-) -> (Ran, usize) {
+) -> (Ran, usize, usize) {
     let setups = [setup("m", 8_000), setup("m", 8_000)];
     let (plan, generator) = stream_workload(spec, overrides).unwrap();
     let live: SharedSessions<'_> = Rc::new(RefCell::new(LiveSessions::new(Some(&plan.classes))));
@@ -123,18 +127,20 @@ fn streamed(
         rec: Recorder::default(),
         labels: Vec::new(),
         live: Rc::clone(&live),
+        most_nodes: 0,
     };
     let outcome = run_with(run, &mut Rc::clone(&live), &mut seeing);
     let live = live.borrow();
     let sessions: Vec<String> = live.outcomes().iter().map(|o| format!("{o:?}")).collect();
     let held = live.held();
+    let most_nodes = seeing.most_nodes;
     let ran = Ran {
         finished: seeing.rec.finished,
         labels: seeing.labels,
         outcome,
         sessions,
     };
-    (ran, held)
+    (ran, held, most_nodes)
 }
 
 fn overrides(n: Option<u64>) -> Overrides {
@@ -151,7 +157,7 @@ fn agree(spec: &WorkloadSpec, n: Option<u64>) -> usize {
     let mut held = 0;
     for max_in_flight in [None, Some(3)] {
         let whole = listed(spec, overrides(n), max_in_flight);
-        let (drawn, left) = streamed(spec, overrides(n), max_in_flight);
+        let (drawn, left, _) = streamed(spec, overrides(n), max_in_flight);
         assert!(!whole.finished.is_empty());
         assert!(whole.labels.iter().any(Option::is_some));
         assert_eq!(whole, drawn, "{} at {max_in_flight:?}", spec.source_name);
@@ -201,4 +207,45 @@ fn streamed_conversations_and_closed_loop_users_run_as_listed_ones() {
         output_distribution: {type: constant, params: {value: 5}}\n";
     let spec = WorkloadSpec::from_yaml(text, "w.yaml").unwrap();
     assert_eq!(agree(&spec, Some(40)), 0);
+}
+
+/// Three conversations of 150 turns (accumulated context with token ids over a client
+/// network, exponential think times), and closed-loop users of 60 requests each.
+fn long_conversations(horizon: Option<u64>) -> WorkloadSpec {
+    let horizon = horizon.map_or(String::new(), |h| format!("horizon: {h}\n"));
+    let text = format!(
+        "aggregate_rate: 1\nnum_requests: 3\n{horizon}clients:\n  - id: chat\n    \
+         rate_fraction: 1\n    prefix_group: sys\n    prefix_length: 16\n    arrival: \
+         {{process: poisson}}\n    network: {{rtt_ms: 30, bandwidth_mbps: 10}}\n    \
+         input_distribution: {{type: uniform, params: {{min: 5, max: 30}}}}\n    \
+         output_distribution: {{type: uniform, params: {{min: 2, max: 9}}}}\n    follow_up: \
+         {{probability: 1, max_turns: 150, context_growth: accumulate, think_time: {{type: \
+         exponential, params: {{mean: 100000}}}}}}\n"
+    );
+    WorkloadSpec::from_yaml(&text, "w.yaml").unwrap()
+}
+
+#[test]
+fn a_conversation_holds_the_turn_it_has_reached_not_its_whole_plan() {
+    let users = "num_requests: 240\nclients:\n  - id: users\n    concurrency: 4\n    \
+        think_time: {type: exponential, params: {mean: 50000}}\n    \
+        input_distribution: {type: uniform, params: {min: 5, max: 300}}\n    \
+        output_distribution: {type: uniform, params: {min: 2, max: 9}}\n";
+    let closed = WorkloadSpec::from_yaml(users, "u.yaml").unwrap();
+    let cut = long_conversations(Some(4_000_000));
+    for (spec, sessions) in [(long_conversations(None), 3), (cut, 3), (closed, 4)] {
+        for max_in_flight in [None, Some(2)] {
+            let whole = listed(&spec, overrides(None), max_in_flight);
+            let (drawn, left, most) = streamed(&spec, overrides(None), max_in_flight);
+            assert_eq!(whole, drawn, "{} at {max_in_flight:?}", spec.source_name);
+            assert_eq!(left, 0, "every session let go");
+            // A whole plan holds two nodes a turn (the call and its think time): 119 and
+            // more for each session here. Drawn a turn at a time and folded, a session
+            // holds its latest turn and the next one.
+            assert!(
+                most <= 4 * sessions,
+                "{most} nodes held by {sessions} sessions ({max_in_flight:?})"
+            );
+        }
+    }
 }

@@ -4,13 +4,17 @@
 //! only their outcome. Memory follows the sessions in flight, not the workload.
 //!
 //! The stream, the engine's injector and the run's observer all reach the sessions: they
-//! share them ([`SharedSessions`]). A session ends when none of its LLM calls is running and
+//! share them ([`SharedSessions`]). A session whose plan has a tail ([`super::PlanTail`]: a
+//! conversation's later turns) is drawn further as its LLM calls finish, so it holds the turns
+//! it has reached, not those still to come; a finished LLM call's request lets its token ids
+//! go (the engine has its own copy). A session ends when none of its LLM calls is running and
 //! the observer has seen every one that finished (the observer names a request's session
 //! and step in the request CSV, after the injector has heard of it).
 
+use super::fold::Folded;
 use super::outcome::outcome_of;
-use super::registry::{Ready, SessionRun, fresh_timings};
-use super::{NodeTiming, PlanBuilder, SessionHeader, SessionOutcome, SessionPlan};
+use super::registry::{Ready, SessionRun, fresh_timing, fresh_timings};
+use super::{NodeKind, NodeTiming, PlanBuilder, SessionHeader, SessionOutcome, SessionPlan, Tail};
 use crate::metrics::RequestRecord;
 use crate::workload::{Injector, Request, RequestClasses};
 use std::cell::RefCell;
@@ -28,7 +32,7 @@ pub struct LiveSessions<'c> {
     clients: Option<&'c RequestClasses>,
     /// Whether sessions are kept after they start (a dry pass keeps none).
     keep: bool,
-    live: BTreeMap<u64, Live>,
+    live: BTreeMap<u64, Live<'c>>,
     /// One entry per session started: its outcome once it has ended.
     ended: Vec<Option<Ended>>,
     ready: Ready,
@@ -36,10 +40,17 @@ pub struct LiveSessions<'c> {
 
 /// A session in flight.
 #[derive(Debug)]
-struct Live {
+struct Live<'c> {
     /// Its place among the sessions started.
     index: usize,
     plan: SessionPlan,
+    /// The rest of its plan, not drawn yet.
+    tail: Option<Tail<'c>>,
+    /// LLM calls of its whole plan.
+    planned: u32,
+    /// Its nodes before the latest LLM call, folded, when its plan is a chain (drawn by a
+    /// tail); `None` otherwise.
+    folded: Option<Folded>,
     requests: Vec<Request>,
     nodes: Vec<NodeTiming>,
     /// LLM calls released and not finished.
@@ -79,9 +90,19 @@ impl<'c> LiveSessions<'c> {
 
     /// Starts the session of `header` with the nodes of `plan` at its arrival: appends to
     /// `out` the requests it starts with (its roots, and those after tool calls or think
-    /// times only). Sessions start in id order.
-    pub fn start(&mut self, header: SessionHeader, plan: PlanBuilder, out: &mut Vec<Request>) {
+    /// times only). `tail` draws the rest of the plan as its LLM calls finish. Sessions start
+    /// in id order.
+    pub fn start(
+        &mut self,
+        header: SessionHeader,
+        plan: PlanBuilder,
+        tail: Option<Tail<'c>>,
+        out: &mut Vec<Request>,
+    ) {
         let (plan, requests) = plan.build(header, 0);
+        let planned = tail
+            .as_ref()
+            .map_or(plan.llm_nodes.len() as u32, |t| t.planned());
         let mut nodes: Vec<NodeTiming> = fresh_timings(&plan).collect();
         let running = self
             .run(&plan, &requests, &mut nodes)
@@ -92,6 +113,9 @@ impl<'c> LiveSessions<'c> {
         let live = Live {
             index: self.ended.len(),
             plan,
+            folded: tail.is_some().then(Folded::default),
+            tail,
+            planned,
             requests,
             nodes,
             running,
@@ -122,12 +146,12 @@ impl<'c> LiveSessions<'c> {
 
     /// Keeps `live` in flight, or records its outcome when nothing of it can change (no LLM
     /// call running) and the observer has seen all it finished.
-    fn end_if_done(&mut self, live: Live) {
+    fn end_if_done(&mut self, live: Live<'c>) {
         if live.running > 0 || live.observed < live.finished {
             self.live.insert(live.plan.first_id, live);
             return;
         }
-        let outcome = outcome_of(&live.plan, &live.nodes);
+        let outcome = live.outcome();
         self.ended[live.index] = Some(Ended {
             id: outcome.id.into(),
             client: outcome.client.map(Into::into),
@@ -140,7 +164,7 @@ impl<'c> LiveSessions<'c> {
     }
 
     /// The session in flight holding request `id`, taken out, and its LLM node.
-    fn take(&mut self, id: u64) -> Option<(Live, u32)> {
+    fn take(&mut self, id: u64) -> Option<(Live<'c>, u32)> {
         let (&first, live) = self.live.range(..=id).next_back()?;
         let node = *live.plan.llm_nodes.get((id - first) as usize)?;
         Some((self.live.remove(&first)?, node))
@@ -167,6 +191,12 @@ impl<'c> LiveSessions<'c> {
         self.live.len()
     }
 
+    /// Plan nodes held by the sessions in flight (a conversation holds those from its latest
+    /// LLM call on, not its turns to come or those done).
+    pub fn held_nodes(&self) -> usize {
+        self.live.values().map(|l| l.plan.nodes.len()).sum()
+    }
+
     /// Whether a session was started.
     pub fn is_empty(&self) -> bool {
         self.ended.is_empty()
@@ -186,7 +216,7 @@ impl<'c> LiveSessions<'c> {
                 },
                 None => {
                     let live = in_flight.next().expect("a session not ended is in flight");
-                    outcome_of(&live.plan, &live.nodes)
+                    live.outcome()
                 }
             })
             .collect()
@@ -204,6 +234,7 @@ impl Injector for SharedSessions<'_> {
         let Some((mut live, node)) = sessions.take(record.request_id) else {
             return;
         };
+        let node = live.finished(node);
         let released = {
             let mut run = sessions.run(&live.plan, &live.requests, &mut live.nodes);
             run.request_finished(node, record, &mut sessions.ready, out)
@@ -211,5 +242,53 @@ impl Injector for SharedSessions<'_> {
         live.running = live.running - 1 + released;
         live.finished += 1;
         sessions.end_if_done(live);
+    }
+}
+
+impl Live<'_> {
+    /// Its LLM node `node` has finished: the request lets its token ids go, a chain folds
+    /// the nodes before it once the observer has seen every call among them, and the tail
+    /// draws what that call leads to. Returns the node's index after the fold.
+    fn finished(&mut self, mut node: u32) -> u32 {
+        if let NodeKind::Llm { request } = self.plan.nodes[node as usize].kind {
+            self.requests[request as usize].token_ids = Vec::new();
+        }
+        if let Some(folded) = &mut self.folded
+            && node > 0
+            && self.observed == self.finished
+        {
+            let (plan, requests, nodes) = (&mut self.plan, &mut self.requests, &mut self.nodes);
+            folded.fold(node as usize, plan, requests, nodes);
+            node = 0;
+        }
+        let Some(tail) = &mut self.tail else {
+            return node;
+        };
+        let mut more = PlanBuilder::after(&self.plan);
+        let left = tail.extend(&mut more);
+        let from = self.plan.nodes.len();
+        self.plan.append(more, 0, &mut self.requests);
+        let arrival_ns = self.plan.arrival_ns;
+        self.nodes.extend(
+            self.plan.nodes[from..]
+                .iter()
+                .map(|n| fresh_timing(n, arrival_ns)),
+        );
+        if !left {
+            self.tail = None;
+        }
+        node
+    }
+
+    /// Its outcome so far (LLM calls planned: those of the whole plan).
+    fn outcome(&self) -> SessionOutcome<'_> {
+        let outcome = match &self.folded {
+            Some(f) => f.outcome(&self.plan, &self.nodes),
+            None => outcome_of(&self.plan, &self.nodes),
+        };
+        SessionOutcome {
+            llm_planned: self.planned,
+            ..outcome
+        }
     }
 }

@@ -19,6 +19,7 @@
 //! Request ids: a session reserves one id per LLM node, consecutively, in node order (as
 //! LLMServingSim reserves ids for the sub-requests of a session line).
 
+mod fold;
 mod live;
 mod outcome;
 mod registry;
@@ -91,9 +92,12 @@ pub struct SessionPlan {
     pub llm_nodes: Vec<u32>,
 }
 
-/// Builds the nodes of one session in plan order.
+/// Builds the nodes of one session in plan order: a whole plan, or the nodes a running
+/// session adds ([`PlanBuilder::after`], [`SessionPlan::append`]).
 #[derive(Debug, Default)]
 pub struct PlanBuilder {
+    /// Nodes of the plan before these (0 for a whole plan).
+    offset: u32,
     nodes: Vec<PlanNode>,
     requests: Vec<Request>,
 }
@@ -102,6 +106,15 @@ impl PlanBuilder {
     /// An empty plan.
     pub fn new() -> PlanBuilder {
         PlanBuilder::default()
+    }
+
+    /// The nodes that follow `plan`'s: their indices, and those of their parents, count
+    /// `plan`'s nodes.
+    pub fn after(plan: &SessionPlan) -> PlanBuilder {
+        PlanBuilder {
+            offset: plan.nodes.len() as u32,
+            ..PlanBuilder::default()
+        }
     }
 
     /// Adds a node and returns its index; `parents` must be earlier nodes. For an LLM node
@@ -114,7 +127,7 @@ impl PlanBuilder {
         iteration: Option<u32>,
         fan_out: bool,
     ) -> u32 {
-        let index = self.nodes.len() as u32;
+        let index = self.len() as u32;
         assert!(
             parents.iter().all(|&p| p < index),
             "a node's parents come before it"
@@ -140,9 +153,9 @@ impl PlanBuilder {
         index
     }
 
-    /// Nodes so far.
+    /// Nodes so far (those of the plan it follows included).
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.offset as usize + self.nodes.len()
     }
 
     /// Whether no node was added.
@@ -150,59 +163,89 @@ impl PlanBuilder {
         self.nodes.is_empty()
     }
 
-    /// Number of LLM nodes so far: the ids the session reserves.
+    /// Number of LLM nodes added: the ids they take.
     pub fn num_requests(&self) -> u64 {
         self.requests.len() as u64
     }
 
-    /// The node at `index`.
+    /// The node at `index` (one added here).
     pub fn node(&self, index: u32) -> &PlanNode {
-        &self.nodes[index as usize]
+        &self.nodes[(index - self.offset) as usize]
     }
 
     /// The session of `header` with these nodes, and the requests of its LLM nodes (ids from
     /// `header.first_id`, the session's line); an LLM node's `request` is the index of its
     /// request plus `base` (where the requests go in a set's list).
     pub fn build(self, header: SessionHeader, base: u32) -> (SessionPlan, Vec<Request>) {
-        let PlanBuilder {
-            mut nodes,
-            mut requests,
-        } = self;
-        let mut llm_nodes = Vec::with_capacity(requests.len());
-        for i in 0..nodes.len() {
-            for p in nodes[i].parents.clone() {
-                nodes[p as usize].children.push(i as u32);
-            }
-            if let NodeKind::Llm { request } = &mut nodes[i].kind {
-                *request += base;
-                llm_nodes.push(i as u32);
-            }
-        }
-        for (k, r) in requests.iter_mut().enumerate() {
-            r.id = header.first_id + k as u64;
-            r.line = header.line;
-            r.arrival_ns = header.arrival_ns;
-        }
-        let plan = SessionPlan {
+        assert_eq!(self.offset, 0, "a whole plan starts at its first node");
+        let mut plan = SessionPlan {
             id: header.id,
             client: header.client,
             arrival_ns: header.arrival_ns,
             deadline_ns: header.deadline_ns,
-            nodes,
+            nodes: Vec::with_capacity(self.nodes.len()),
             first_id: header.first_id,
             line: header.line,
-            llm_nodes,
+            llm_nodes: Vec::with_capacity(self.requests.len()),
         };
+        let mut requests = Vec::with_capacity(self.requests.len());
+        plan.append(self, base, &mut requests);
         (plan, requests)
     }
 
-    /// The request of the LLM node at `index`.
+    /// The request of the LLM node at `index` (one added here).
     pub fn request(&self, index: u32) -> Option<&Request> {
-        match self.nodes[index as usize].kind {
+        match self.node(index).kind {
             NodeKind::Llm { request } => Some(&self.requests[request as usize]),
             _ => None,
         }
     }
+}
+
+impl SessionPlan {
+    /// Adds the nodes of `more` (built [`PlanBuilder::after`] this plan) and appends their
+    /// requests to `requests`: ids follow the plan's last request's, the line and arrival
+    /// are the session's; an LLM node's `request` indexes `requests` less `base`.
+    pub fn append(&mut self, more: PlanBuilder, base: u32, requests: &mut Vec<Request>) {
+        assert_eq!(
+            more.offset as usize,
+            self.nodes.len(),
+            "nodes follow the plan's"
+        );
+        let first = requests.len() as u32 + base;
+        let next_id = self.first_id + self.llm_nodes.len() as u64;
+        for mut node in more.nodes {
+            let index = self.nodes.len() as u32;
+            for &p in &node.parents {
+                self.nodes[p as usize].children.push(index);
+            }
+            if let NodeKind::Llm { request } = &mut node.kind {
+                *request += first;
+                self.llm_nodes.push(index);
+            }
+            self.nodes.push(node);
+        }
+        requests.extend(more.requests.into_iter().enumerate().map(|(k, r)| Request {
+            id: next_id + k as u64,
+            line: self.line,
+            arrival_ns: self.arrival_ns,
+            ..r
+        }));
+    }
+}
+
+/// A session's [`PlanTail`], as a stream hands it to [`LiveSessions::start`].
+pub type Tail<'a> = Box<dyn PlanTail + 'a>;
+
+/// The rest of a session's plan, drawn as the session reaches it rather than when it starts
+/// (a conversation's later turns), from the session's own random streams: the same nodes,
+/// whenever they are drawn.
+pub trait PlanTail: std::fmt::Debug {
+    /// An LLM call of the session has finished: pushes onto `plan` the nodes that call leads
+    /// to. `false` once nothing is left to draw.
+    fn extend(&mut self, plan: &mut PlanBuilder) -> bool;
+    /// LLM calls of the whole plan (the ids the session reserves).
+    fn planned(&self) -> u32;
 }
 
 /// What a node does, as given to [`PlanBuilder::push`].

@@ -1,6 +1,6 @@
 //! Running session plans: which node starts when.
 
-use super::{NodeKind, SessionPlan, SessionSet};
+use super::{NodeKind, PlanNode, SessionPlan, SessionSet};
 use crate::Nanos;
 use crate::metrics::RequestRecord;
 use crate::workload::Injector;
@@ -270,13 +270,18 @@ impl SessionRun<'_> {
 
 /// The timings of `plan`'s nodes before it starts.
 pub(super) fn fresh_timings(plan: &SessionPlan) -> impl Iterator<Item = NodeTiming> + '_ {
-    plan.nodes.iter().map(|n| NodeTiming {
+    plan.nodes.iter().map(|n| fresh_timing(n, plan.arrival_ns))
+}
+
+/// The timing of `node` of a session arriving at `arrival_ns` before it starts.
+pub(super) fn fresh_timing(node: &PlanNode, arrival_ns: Nanos) -> NodeTiming {
+    NodeTiming {
         status: NodeStatus::Pending,
-        waiting: n.parents.len() as u32,
-        ready_ns: plan.arrival_ns,
+        waiting: node.parents.len() as u32,
+        ready_ns: arrival_ns,
         start_ns: 0,
         end_ns: 0,
-    })
+    }
 }
 
 /// Nodes of one session whose parents are all done, in the order they became ready: (node,

@@ -2,16 +2,17 @@
 
 use super::arrival::ArrivalClock;
 use super::limits::{DEFAULT_MAX_REQUESTS, PlanProblem, check_requests};
-use super::session_gen::{SessionDraw, agentic_plan, conversation_plan};
+use super::session_gen::{SessionDraw, Turns, agentic_plan};
 use super::window::WindowedClock;
 use super::{ClientSpec, LengthDist, Multimodal, SloClass, SpecError, Traffic, WorkloadSpec};
 use crate::Nanos;
-use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet};
+use crate::workload::sessions::{PlanBuilder, SessionHeader, SessionSet, Tail};
 use crate::workload::{MAX_TOKENS, Request, RequestClasses, RequestProfile, Workload};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 /// Token ids are drawn uniformly from `[0, TOKEN_ID_SPACE)`, 17 bits (about Llama-3's
 /// vocabulary of 128,256). Only their equality matters: they identify shared prefixes for
@@ -174,6 +175,9 @@ struct ClientState {
     token_seed: u64,
     /// Index into `Generator::prefixes`.
     prefix_group: Option<usize>,
+    /// The shared prefix of its sessions' prompts (`prefix_length` ids of its group's), when
+    /// it has a prefix group.
+    prefix: Option<Arc<[u32]>>,
     /// Turns of each user of a closed-loop client (empty for other clients).
     turns: Vec<u32>,
     /// Whether the client is closed-loop (read on every draw, kept with the streams).
@@ -306,6 +310,10 @@ impl<'a> Generator<'a> {
                     .prefix_group
                     .as_ref()
                     .map(|g| group_names.iter().position(|n| n == g).expect("collected")),
+                prefix: c.prefix_group.as_ref().map(|g| {
+                    let group = group_names.iter().position(|n| n == g).expect("collected");
+                    Arc::from(&prefixes[group][..c.prefix_length as usize])
+                }),
                 next: GeneratedRequest {
                     id: 0,
                     line: 0,
@@ -517,20 +525,46 @@ impl<'a> Generator<'a> {
     }
 
     /// The session `req` starts (`None` for a plain request): its header (id
-    /// `<client>/<k>` for the client's k-th session, deadline at the horizon) and its plan,
-    /// drawn from the session's own streams.
+    /// `<client>/<k>` for the client's k-th session, deadline at the horizon) and its whole
+    /// plan, drawn from the session's own streams.
     pub fn session(&self, req: &GeneratedRequest) -> Option<(SessionHeader, PlanBuilder)> {
+        let (header, plan) = self.session_start(req)?;
+        let plan = match plan {
+            Drawn::Whole(plan) => plan,
+            Drawn::Turns(turns) => turns.whole(),
+        };
+        Some((header, plan))
+    }
+
+    /// The same session with only what it starts with drawn (a conversation's first turn)
+    /// and the rest of its plan, drawn when the run reaches it; the same plan in the end.
+    pub fn session_lazily(
+        &self,
+        req: &GeneratedRequest,
+    ) -> Option<(SessionHeader, PlanBuilder, Option<Tail<'a>>)> {
+        let (header, plan) = self.session_start(req)?;
+        let (plan, tail) = match plan {
+            Drawn::Whole(plan) => (plan, None),
+            Drawn::Turns(turns) => turns.start(),
+        };
+        Some((header, plan, tail))
+    }
+
+    /// The header of the session `req` starts and its plan, whole or as turns to draw.
+    fn session_start(&self, req: &GeneratedRequest) -> Option<(SessionHeader, Drawn<'a>)> {
         if !req.session {
             return None;
         }
-        let spec = &self.spec.clients[req.client as usize];
+        let spec: &'a ClientSpec = &self.spec.clients[req.client as usize];
         let seed = |stream: &str| {
             ChaCha8Rng::seed_from_u64(session_seed(self.seed, stream, &spec.id, req.seq))
         };
         let mut draw = SessionDraw {
             rng: seed("session"),
             ids: self
-                .prefix_ids(req.client as usize)
+                .clients
+                .get(req.client as usize)
+                .and_then(|c| c.prefix.clone())
                 .map(|prefix| (prefix, seed("session-tokens"))),
             model: spec.model.clone(),
         };
@@ -541,13 +575,8 @@ impl<'a> Generator<'a> {
                 conversation: None,
             } if spec.closed_loop.is_some() => {
                 let users = spec.closed_loop.as_ref().expect("checked");
-                let chain = super::Conversation {
-                    max_turns: req.requests,
-                    follow_up_probability: 1.0,
-                    think_time: users.think.clone(),
-                    accumulate: false,
-                };
-                conversation_plan(&chain, req.requests, input, output, &mut draw)
+                let chain = Turns::new((&users.think, false), (input, output), draw, req.requests);
+                Drawn::Turns(Box::new(chain))
             }
             Traffic::Requests {
                 input,
@@ -555,9 +584,10 @@ impl<'a> Generator<'a> {
                 conversation: Some(c),
             } => {
                 let turns = c.turns(&mut draw.rng);
-                conversation_plan(c, turns, input, output, &mut draw)
+                let think = (&c.think_time, c.accumulate);
+                Drawn::Turns(Box::new(Turns::new(think, (input, output), draw, turns)))
             }
-            Traffic::Agentic(a) => agentic_plan(a, &mut draw),
+            Traffic::Agentic(a) => Drawn::Whole(agentic_plan(a, &mut draw)),
             Traffic::Requests {
                 conversation: None, ..
             } => return None,
@@ -845,4 +875,12 @@ pub(super) fn class_name(client: &ClientSpec) -> &'static str {
         Some(SloClass::Background) => "background",
         None => "default",
     }
+}
+
+/// A session's plan as [`Generator::session_start`] draws it.
+enum Drawn<'a> {
+    /// An agentic workflow's, drawn whole.
+    Whole(PlanBuilder),
+    /// A conversation's or closed-loop user's turns, none drawn yet.
+    Turns(Box<Turns<'a>>),
 }

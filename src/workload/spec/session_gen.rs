@@ -6,36 +6,42 @@
 //! returned by the tool calls it waits for, then its own drawn prompt tokens. Token ids are
 //! drawn only for clients in a prefix group (as for flat requests); a session's requests then
 //! carry prompt and output ids, so that accumulated context hits the prefix cache.
+//!
+//! A conversation's turns are drawn one at a time ([`Turns`]): a run draws the next turn when
+//! the previous one finishes, `generate` draws them all at once; the streams are read in the
+//! same order either way, so the turns are the same.
 
 use super::agentic::{Action, AgenticSpec};
-use super::conversation::Conversation;
-use super::dist::LengthDist;
+use super::dist::{DurationDist, LengthDist};
 use super::generate::token_id;
-use crate::workload::sessions::{PlanBuilder, Step};
+use crate::workload::sessions::{PlanBuilder, PlanTail, Step, Tail};
 use crate::workload::{MAX_TOKENS, Request};
 use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
 
 /// The random streams and fixed parts of one session's requests.
-pub(super) struct SessionDraw<'a> {
+#[derive(Debug)]
+pub(super) struct SessionDraw {
     /// Sizes, latencies, think times and turn counts.
     pub rng: ChaCha8Rng,
     /// Token ids: the group's shared prefix and the stream of ids unique to the session.
-    pub ids: Option<(&'a [u32], ChaCha8Rng)>,
+    pub ids: Option<(Arc<[u32]>, ChaCha8Rng)>,
     /// Model the requests name.
     pub model: Option<String>,
 }
 
 /// An LLM call drawn so far: its counts and token ids (prompt, then output).
+#[derive(Debug)]
 struct Call {
     input: u64,
     output: u32,
     ids: Vec<u32>,
 }
 
-impl SessionDraw<'_> {
+impl SessionDraw {
     /// The context of a first call: the shared prefix.
     fn prefix(&self) -> Call {
-        let prefix = self.ids.as_ref().map_or(&[][..], |(p, _)| p);
+        let prefix = self.ids.as_ref().map_or(&[][..], |(p, _)| &p[..]);
         Call {
             input: prefix.len() as u64,
             output: 0,
@@ -99,7 +105,7 @@ fn label(id: &str, iteration: Option<u32>, branch: Option<u32>) -> String {
 }
 
 /// The plan of one session of an agentic workflow.
-pub(super) fn agentic_plan(spec: &AgenticSpec, draw: &mut SessionDraw<'_>) -> PlanBuilder {
+pub(super) fn agentic_plan(spec: &AgenticSpec, draw: &mut SessionDraw) -> PlanBuilder {
     let mut plan = PlanBuilder::new();
     // Per node: the call drawn (LLM nodes), or the tokens returned (tool nodes).
     let mut calls: Vec<Option<Call>> = Vec::with_capacity(spec.template.len());
@@ -157,39 +163,93 @@ pub(super) fn agentic_plan(spec: &AgenticSpec, draw: &mut SessionDraw<'_>) -> Pl
     plan
 }
 
-/// The plan of one conversation of `turns` turns (labelled `0`, `1`, ...), with a think
-/// time between consecutive turns.
-pub(super) fn conversation_plan(
-    conversation: &Conversation,
-    turns: u32,
-    input: &LengthDist,
-    output: &LengthDist,
-    draw: &mut SessionDraw<'_>,
-) -> PlanBuilder {
-    let mut plan = PlanBuilder::new();
-    let mut previous: Option<(u32, Call)> = None;
-    for k in 0..turns {
-        let own = input.sample(&mut draw.rng);
-        let out = output.sample(&mut draw.rng);
-        let context = match &previous {
-            Some((_, call)) if conversation.accumulate => carried(call),
+/// A conversation's turns (labelled `0`, `1`, ...), each followed by a think time but the
+/// last, drawn a turn at a time.
+#[derive(Debug)]
+pub(super) struct Turns<'a> {
+    /// Pause between a turn's completion and the next turn's arrival.
+    pub think: &'a DurationDist,
+    /// Each turn's prompt carries the previous turn's prompt and output.
+    pub accumulate: bool,
+    pub input: &'a LengthDist,
+    pub output: &'a LengthDist,
+    pub draw: SessionDraw,
+    /// Turns of the conversation.
+    pub turns: u32,
+    /// Turns drawn so far.
+    pub drawn: u32,
+    /// The call of the last turn drawn, when another follows (its think time is then the
+    /// plan's last node, wherever the plan starts: a running session folds its first nodes).
+    previous: Option<Call>,
+}
+
+impl<'a> Turns<'a> {
+    /// A conversation of `turns` turns drawn from `draw`, none drawn yet.
+    pub fn new(
+        (think, accumulate): (&'a DurationDist, bool),
+        (input, output): (&'a LengthDist, &'a LengthDist),
+        draw: SessionDraw,
+        turns: u32,
+    ) -> Turns<'a> {
+        Turns {
+            think,
+            accumulate,
+            input,
+            output,
+            draw,
+            turns,
+            drawn: 0,
+            previous: None,
+        }
+    }
+
+    /// Its first turn in a plan of its own, and the rest to draw later (`None` for a single
+    /// turn).
+    pub fn start(mut self: Box<Self>) -> (PlanBuilder, Option<Tail<'a>>) {
+        let mut plan = PlanBuilder::new();
+        let more = self.extend(&mut plan);
+        (plan, more.then_some(self as Tail<'a>))
+    }
+
+    /// Every turn in one plan.
+    pub fn whole(mut self: Box<Self>) -> PlanBuilder {
+        let mut plan = PlanBuilder::new();
+        while self.extend(&mut plan) {}
+        plan
+    }
+}
+
+impl PlanTail for Turns<'_> {
+    /// Draws the next turn (and its think time unless it is the last).
+    fn extend(&mut self, plan: &mut PlanBuilder) -> bool {
+        if self.drawn >= self.turns {
+            return false;
+        }
+        let k = self.drawn;
+        let draw = &mut self.draw;
+        let own = self.input.sample(&mut draw.rng);
+        let out = self.output.sample(&mut draw.rng);
+        let context = match &self.previous {
+            Some(call) if self.accumulate => carried(call),
             _ => draw.prefix(),
         };
         let (call, request) = draw.call(context, own, out);
-        let parents = previous
-            .as_ref()
-            .map(|&(think, _)| think)
-            .into_iter()
-            .collect();
+        let parents = match self.previous {
+            Some(_) => vec![plan.len() as u32 - 1],
+            None => Vec::new(),
+        };
         let node = plan.push(k.to_string(), parents, Step::Llm(request), None, false);
-        previous = (k + 1 < turns).then(|| {
-            let think = conversation.think_time.sample_ns(&mut draw.rng);
+        self.drawn += 1;
+        self.previous = (self.drawn < self.turns).then(|| {
+            let think = self.think.sample_ns(&mut draw.rng);
             let label = format!("{k}+think");
-            (
-                plan.push(label, vec![node], Step::Think(think), None, false),
-                call,
-            )
+            plan.push(label, vec![node], Step::Think(think), None, false);
+            call
         });
+        self.drawn < self.turns
     }
-    plan
+
+    fn planned(&self) -> u32 {
+        self.turns
+    }
 }

@@ -1,7 +1,7 @@
 //! A spec's workload drawn as the run reaches it, sessions included: each session is planned
 //! when its first arrival comes and started then (its first requests join the stream), and
 //! its later requests are released as earlier ones finish ([`LiveSessions`]), so that only
-//! the sessions in flight are held.
+//! the sessions in flight are held, and of a conversation only the turns it has reached.
 //!
 //! The stream gives the requests a whole generated workload starts with (its flat requests
 //! and the requests its sessions start with), in the same order (arrival, then id), with the
@@ -115,7 +115,7 @@ impl<'a> SessionStream<'a> {
         let Some(g) = self.generator.next() else {
             return false;
         };
-        let Some((mut header, plan)) = self.generator.session(&g) else {
+        let Some((mut header, plan, tail)) = self.generator.session_lazily(&g) else {
             let r = self.generator.request(&g);
             let arrival_ns = (self.retime)(r.arrival_ns);
             self.started
@@ -127,7 +127,9 @@ impl<'a> SessionStream<'a> {
             Either::Shared(s) => &**s,
             Either::Own(s) => s,
         };
-        sessions.borrow_mut().start(header, plan, &mut self.scratch);
+        sessions
+            .borrow_mut()
+            .start(header, plan, tail, &mut self.scratch);
         self.started
             .extend(self.scratch.drain(..).map(|r| Reverse(Keyed(r))));
         true
