@@ -104,12 +104,12 @@ pub fn request_block_hashes(
         return block_hashes_with(&request.token_ids[..end], block_size, out, bytes);
     };
     let len = max_tokens.min(request.input_toks as usize);
-    let mut tokens = blocks.tokens(len);
     out.clear();
     let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
-    for _ in 0..len / block_size as usize {
-        parent = chain(parent, tokens.by_ref(), bytes);
+    for start in (0..len / block_size as usize).map(|k| k * block_size as usize) {
+        blocks.write_tokens_le(start, &mut bytes[8..]);
+        parent = hash_block(parent, bytes);
         out.push(parent);
     }
 }
@@ -125,12 +125,18 @@ fn block_bytes(bytes: &mut Vec<u8>, block_size: u32) -> &mut [u8] {
 /// ids' little-endian bytes, written into `bytes` (from [`block_bytes`]), which takes exactly
 /// one block's tokens from `tokens`.
 fn chain(parent: u64, tokens: impl Iterator<Item = u32>, bytes: &mut [u8]) -> u64 {
-    let (head, body) = bytes.split_at_mut(8);
-    head.copy_from_slice(&parent.to_le_bytes());
+    let body = &mut bytes[8..];
     // The chunks come first, so that `tokens` is not read past the block.
     for (dst, t) in body.chunks_exact_mut(4).zip(tokens) {
         dst.copy_from_slice(&t.to_le_bytes());
     }
+    hash_block(parent, bytes)
+}
+
+/// The hash of one block chained on `parent`, its token ids' bytes already in `bytes` after
+/// the first 8 (which take the parent's).
+fn hash_block(parent: u64, bytes: &mut [u8]) -> u64 {
+    bytes[..8].copy_from_slice(&parent.to_le_bytes());
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
