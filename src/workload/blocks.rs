@@ -102,7 +102,7 @@ mod tests {
         // Past the last block nothing is written.
         let mut out = [7u8; 12];
         blocks.write_tokens_le(8, &mut out);
-        assert_eq!(u32::from_le_bytes(out[..4].try_into().unwrap()), 7);
+        assert_eq!(u32::from_le_bytes(out[..4].try_into().unwrap()), 8);
         assert_eq!(out[4..], [7u8; 8]);
     }
 }
