@@ -15,16 +15,23 @@
 //! reference counts are not kept then (taking and freeing a block touches only the top of the
 //! stack, not the block's bookkeeping) and are written when the stack turns into the list.
 //!
-//! The index is a [`hashbrown::HashTable`] of block ids: a block's hash lives in the block's
-//! bookkeeping, so an entry is 4 bytes (the table of an instance stays small enough for the
-//! CPU cache, where a map of hash and id pairs twice the size did not), and the table hashes
-//! an entry by the hash its block carries, passed through as it is (the chained hashes are
-//! well mixed already). Every entry is live: an evicted block's entry is removed when the
-//! block is reused, so the index never holds more entries than blocks carrying a hash, and
-//! nothing has to sweep it. That removal needs no probe: a block carrying a hash keeps the
-//! index bucket its entry sits in (read back for every block when the table grows or
-//! rehashes, which moves entries), so eviction clears that bucket without reading the table's
-//! slots, whose miss was most of an allocation's cost.
+//! The index maps a chained hash to the one block indexed under it, and is kept as a tree
+//! along the chains: a lookup always walks a chain from its first block (a block's hash
+//! covers every token before it, so a chain is found up to its first miss), so the block
+//! holding hash `h_i` is looked for among the children of the block the walk found for
+//! `h_{i-1}`, and a computed block is indexed by linking it under its parent, a block the
+//! request has just touched, instead of writing a slot of a table the size of the instance
+//! (whose cache misses were most of the cost of a prompt block). A block keeps at most
+//! eight children. The rest of the index is a [`hashbrown::HashTable`] of block
+//! ids hashed by the hash their block carries (passed through as it is): the chains' first
+//! blocks, the children past a full list, the blocks whose parent's hash the index did not
+//! hold when they were indexed, and those whose parent was evicted (orphans: a lookup reaches
+//! them only once their parent's hash is indexed again, by another block). A lookup that
+//! misses among the children probes the table only when a counting filter of the table's
+//! hashes says it may hold it. Every entry is live: an evicted block leaves the index when it
+//! is reused, so nothing has to sweep it, and that needs no probe: a block in the table keeps
+//! its bucket (read back for every block when the table grows or rehashes, which moves
+//! entries), and a child is taken off its parent's short list.
 //!
 //! Memory follows what the instance holds, not its capacity: a block's bookkeeping exists
 //! only once the block has been used. The blocks never used yet are free and empty, so they
@@ -36,7 +43,6 @@ use super::SchedulerBug;
 use crate::Nanos;
 use crate::workload::Request;
 use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
 use std::collections::{HashMap, VecDeque};
 
 /// Index of a KV block.
@@ -104,12 +110,12 @@ pub fn request_block_hashes(
         return block_hashes_with(&request.token_ids[..end], block_size, out, bytes);
     };
     let len = max_tokens.min(request.input_toks as usize);
-    let mut tokens = blocks.tokens(len);
     out.clear();
     let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
-    for _ in 0..len / block_size as usize {
-        parent = chain(parent, tokens.by_ref(), bytes);
+    for start in (0..len / block_size as usize).map(|k| k * block_size as usize) {
+        blocks.write_tokens_le(start, &mut bytes[8..]);
+        parent = hash_block(parent, bytes);
         out.push(parent);
     }
 }
@@ -125,22 +131,34 @@ fn block_bytes(bytes: &mut Vec<u8>, block_size: u32) -> &mut [u8] {
 /// ids' little-endian bytes, written into `bytes` (from [`block_bytes`]), which takes exactly
 /// one block's tokens from `tokens`.
 fn chain(parent: u64, tokens: impl Iterator<Item = u32>, bytes: &mut [u8]) -> u64 {
-    let (head, body) = bytes.split_at_mut(8);
-    head.copy_from_slice(&parent.to_le_bytes());
+    let body = &mut bytes[8..];
     // The chunks come first, so that `tokens` is not read past the block.
     for (dst, t) in body.chunks_exact_mut(4).zip(tokens) {
         dst.copy_from_slice(&t.to_le_bytes());
     }
+    hash_block(parent, bytes)
+}
+
+/// The hash of one block chained on `parent`, its token ids' bytes already in `bytes` after
+/// the first 8 (which take the parent's).
+fn hash_block(parent: u64, bytes: &mut [u8]) -> u64 {
+    bytes[..8].copy_from_slice(&parent.to_le_bytes());
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
-/// Whether an index entry's block carries `hash` (the index's equality on hashes).
+/// Whether a table entry's block carries `hash` (the table's equality on hashes).
 fn carries(blocks: &[Block], hash: u64) -> impl Fn(&BlockId) -> bool + '_ {
     move |&b| blocks[b as usize].hash() == Some(hash)
 }
 
+/// The bit of [`Block::home`] that says the rest is a table bucket, not a parent block.
+const LOOSE: u32 = 1 << 31;
+
+/// The most children a block keeps on its own list; the index puts more in the table.
+const MAX_CHILDREN: usize = 8;
+
 /// One block's bookkeeping, kept together so that a free-list operation touches one cache
-/// line per block instead of one per field.
+/// line per block instead of one per field (32 bytes: two blocks a line).
 #[derive(Debug, Clone, Copy)]
 struct Block {
     /// Requests holding the block.
@@ -148,28 +166,98 @@ struct Block {
     /// Free-list neighbours (`NIL` at the ends or when not on the list).
     prev: u32,
     next: u32,
-    /// The index bucket holding the block's entry while it carries a hash (`NIL`: it
-    /// carries none), so that evicting the block removes its entry without a probe.
-    bucket: u32,
+    /// Where the block's index entry is while it carries a hash (`NIL`: it carries none):
+    /// `LOOSE | bucket` for the table's bucket (so that evicting the block removes its entry
+    /// without a probe), else the block whose child it is.
+    home: u32,
     /// Chained hash of the tokens the block holds, when indexed.
     hash: u64,
+    /// The first of the blocks indexed as its children, and the next child of its own parent
+    /// (`NIL`: none).
+    child: u32,
+    sibling: u32,
 }
+
+// Two blocks a cache line.
+const _: () = assert!(std::mem::size_of::<Block>() == 32);
 
 impl Block {
     const EMPTY: Block = Block {
         ref_cnt: 0,
         prev: NIL,
         next: NIL,
-        bucket: NIL,
+        home: NIL,
         hash: 0,
+        child: NIL,
+        sibling: NIL,
     };
 
     fn hashed(&self) -> bool {
-        self.bucket != NIL
+        self.home != NIL
     }
 
     fn hash(&self) -> Option<u64> {
         self.hashed().then_some(self.hash)
+    }
+
+    /// The table bucket holding the block's entry, if it is in the table.
+    fn bucket(&self) -> Option<usize> {
+        (self.hashed() && self.home & LOOSE != 0).then_some((self.home & !LOOSE) as usize)
+    }
+
+    /// The block whose child it is, if it is one.
+    fn parent(&self) -> Option<BlockId> {
+        (self.home & LOOSE == 0).then_some(self.home)
+    }
+
+    fn children<'a>(&self, blocks: &'a [Block]) -> impl Iterator<Item = BlockId> + 'a {
+        let real = |c: BlockId| (c != NIL).then_some(c);
+        std::iter::successors(real(self.child), move |&c| real(blocks[c as usize].sibling))
+    }
+}
+
+/// Counters of the table's entries by the top bits of their hashes, four per table bucket (a
+/// counting filter: a zero says that no block in the table carries a hash with those bits,
+/// so a lookup need not probe the table). A counter that reaches 255 stays there.
+#[derive(Debug)]
+struct LooseFilter {
+    counts: Vec<u8>,
+    shift: u32,
+}
+
+impl LooseFilter {
+    fn slot(&self, hash: u64) -> usize {
+        // `checked_shr`: an empty filter (shift 64) has no slot but the first.
+        hash.checked_shr(self.shift).unwrap_or(0) as usize
+    }
+
+    fn may_hold(&self, hash: u64) -> bool {
+        self.counts.get(self.slot(hash)).is_some_and(|&c| c > 0)
+    }
+
+    fn add(&mut self, hash: u64) {
+        let slot = self.slot(hash);
+        let c = &mut self.counts[slot];
+        *c = c.saturating_add(1);
+    }
+
+    fn remove(&mut self, hash: u64) {
+        let slot = self.slot(hash);
+        let c = &mut self.counts[slot];
+        if *c != u8::MAX {
+            *c -= 1;
+        }
+    }
+
+    /// Recounts the hashes of a table of `buckets` buckets.
+    fn rebuild(&mut self, buckets: usize, hashes: impl Iterator<Item = u64>) {
+        let size = (4 * buckets).next_power_of_two();
+        self.shift = 64 - size.trailing_zeros();
+        self.counts.clear();
+        self.counts.resize(size, 0);
+        for h in hashes {
+            self.add(h);
+        }
     }
 }
 
@@ -186,8 +274,10 @@ pub struct BlockPool {
     head: u32,
     tail: u32,
     num_free: usize,
-    /// The prefix index: the blocks carrying a hash, found by it (see the module docs).
+    /// The prefix index's table: the indexed blocks that are no other block's children
+    /// (see the module docs), found by their hashes, and its filter.
     index: HashTable<BlockId>,
+    filter: LooseFilter,
     /// When the prefix index changed, for routers that see it late (`None`: not kept).
     history: Option<Box<CacheHistory>>,
     /// Recent evictions, for KV thrashing (`None`: not watched).
@@ -314,6 +404,10 @@ impl BlockPool {
             tail: NIL,
             num_free: num_blocks as usize,
             index: HashTable::new(),
+            filter: LooseFilter {
+                counts: Vec::new(),
+                shift: 64,
+            },
             history: None,
             thrash: None,
         }
@@ -370,12 +464,49 @@ impl BlockPool {
 
     /// Whether the block with chained hash `hash` was in the prefix index as a router saw it
     /// at `t` (indexed before `t`, not evicted before `t`); without history, whether it is
-    /// now. `t` must not be older than the last [`BlockPool::forget_before`].
-    pub fn held_at(&self, hash: u64, t: Nanos) -> bool {
-        let current = self.lookup(hash);
-        match &self.history {
+    /// now. `t` must not be older than the last [`BlockPool::forget_before`]. `parent` is as
+    /// for [`BlockPool::lookup_after`]; the block holding `hash` now comes back too.
+    pub fn held_after(
+        &self,
+        parent: Option<BlockId>,
+        hash: u64,
+        t: Nanos,
+    ) -> (bool, Option<BlockId>) {
+        let current = self.lookup_after(parent, hash);
+        let held = match &self.history {
             Some(h) => h.held_at(current, hash, t),
             None => current.is_some(),
+        };
+        (held, current)
+    }
+
+    /// How many leading blocks of the chain `hashes` the index holds now, each of their
+    /// blocks given to `found` in chain order.
+    pub fn cached_prefix(&self, hashes: &[u64], mut found: impl FnMut(BlockId)) -> usize {
+        let mut parent = None;
+        (hashes.iter())
+            .take_while(|&&h| {
+                parent = self.lookup_after(parent, h);
+                parent.inspect(|&b| found(b)).is_some()
+            })
+            .count()
+    }
+
+    /// The block the index holds for the last hash of the chain `hashes` (walked from its
+    /// start, through the hashes it misses).
+    fn holder_of_last(&self, hashes: &[u64]) -> Option<BlockId> {
+        (hashes.iter()).fold(None, |parent, &h| self.lookup_after(parent, h))
+    }
+
+    /// The block the index holds for `hashes[i - 1]`, the chain parent of block `i` of a
+    /// request whose blocks are `blocks` (`None` for the first block, or a parent the index
+    /// does not hold): the request's own block when it is the indexed one, as it nearly
+    /// always is.
+    pub fn chain_parent(&self, blocks: &[BlockId], hashes: &[u64], i: usize) -> Option<BlockId> {
+        let q = *blocks.get(i.checked_sub(1)?)?;
+        match self.blocks[q as usize].hash() == Some(hashes[i - 1]) {
+            true => Some(q),
+            false => self.holder_of_last(&hashes[..i]),
         }
     }
 
@@ -416,10 +547,41 @@ impl BlockPool {
         self.num_blocks() - self.num_free
     }
 
-    /// The cached block holding the block with chained hash `hash`, if any.
-    pub fn lookup(&self, hash: u64) -> Option<BlockId> {
+    /// The cached block holding the block with chained hash `hash`, if any, given the block
+    /// the index holds for the hash's chain parent (`None`: the chain's first block, or a
+    /// parent the index does not hold). Lookups walk a chain from its start, passing each
+    /// answer on as the next hash's parent.
+    pub fn lookup_after(&self, parent: Option<BlockId>, hash: u64) -> Option<BlockId> {
+        if let Some(q) = parent
+            && let (Some(b), _) = self.child_with(q, hash)
+        {
+            return Some(b);
+        }
+        self.lookup_loose(hash)
+    }
+
+    /// The block carrying `hash` in the table, if any.
+    fn lookup_loose(&self, hash: u64) -> Option<BlockId> {
+        if !self.filter.may_hold(hash) {
+            return None;
+        }
         let blocks = &self.blocks;
         self.index.find(hash, carries(blocks, hash)).copied()
+    }
+
+    /// The child of `q` carrying `hash`, if any, and how many children were looked at.
+    fn child_with(&self, q: BlockId, hash: u64) -> (Option<BlockId>, usize) {
+        let mut c = self.blocks[q as usize].child;
+        let mut seen = 0;
+        while c != NIL {
+            let child = &self.blocks[c as usize];
+            if child.hash == hash {
+                return (Some(c), seen);
+            }
+            seen += 1;
+            c = child.sibling;
+        }
+        (None, seen)
     }
 
     /// Reference count of a block.
@@ -448,28 +610,64 @@ impl BlockPool {
             return None;
         }
         self.unlink(b);
-        let block = &mut self.blocks[b as usize];
-        // Only the block carrying a hash is its index entry (a duplicate is never indexed),
-        // removed from the bucket it is known to sit in: no probe, and the entry itself is
-        // not read.
-        let bucket = std::mem::replace(&mut block.bucket, NIL);
-        if bucket != NIL {
-            if let Ok(entry) = self.index.get_bucket_entry(bucket as usize) {
-                debug_assert_eq!(*entry.get(), b, "block {b}'s bucket names another block");
-                entry.remove();
-            }
-            if let Some(h) = &mut self.history {
-                h.record_eviction(block.hash, b);
-            }
-            if let Some(t) = &mut self.thrash {
-                t.record(block.hash);
-            }
+        // Only the block carrying a hash is its index entry (a duplicate is never indexed).
+        if self.blocks[b as usize].hashed() {
+            self.unindex(b);
         }
-        block.ref_cnt = 1;
+        self.blocks[b as usize].ref_cnt = 1;
         Some(b)
     }
 
-    /// Takes a reference on a cached block found by [`BlockPool::lookup`], pulling it off the
+    /// Drops an evicted block's index entry: from the table bucket it is known to sit in
+    /// (no probe, the entry itself not read) or from its parent's list; its own children,
+    /// whose chain parent the index no longer holds, move to the table.
+    fn unindex(&mut self, b: BlockId) {
+        let block = self.blocks[b as usize];
+        self.blocks[b as usize] = Block {
+            ref_cnt: block.ref_cnt,
+            ..Block::EMPTY
+        };
+        match block.bucket() {
+            Some(bucket) => {
+                if let Ok(entry) = self.index.get_bucket_entry(bucket) {
+                    debug_assert_eq!(*entry.get(), b, "block {b}'s bucket names another block");
+                    entry.remove();
+                }
+                self.filter.remove(block.hash);
+            }
+            None => self.drop_child(block.home, b, block.sibling),
+        }
+        let mut c = block.child;
+        while c != NIL {
+            let child = &mut self.blocks[c as usize];
+            let next = std::mem::replace(&mut child.sibling, NIL);
+            let hash = child.hash;
+            self.insert_loose(c, hash);
+            c = next;
+        }
+        if let Some(h) = &mut self.history {
+            h.record_eviction(block.hash, b);
+        }
+        if let Some(t) = &mut self.thrash {
+            t.record(block.hash);
+        }
+    }
+
+    /// Takes `b` (whose next sibling is `after`) off `q`'s list of children.
+    fn drop_child(&mut self, q: BlockId, b: BlockId, after: u32) {
+        let first = &mut self.blocks[q as usize].child;
+        if *first == b {
+            *first = after;
+            return;
+        }
+        let mut c = *first;
+        while self.blocks[c as usize].sibling != b {
+            c = self.blocks[c as usize].sibling;
+        }
+        self.blocks[c as usize].sibling = after;
+    }
+
+    /// Takes a reference on a cached block found by [`BlockPool::lookup_after`], pulling it off the
     /// free list if nobody held it. A shared block ends the stack (see the module docs).
     pub fn touch(&mut self, block: BlockId) {
         self.use_free_list();
@@ -506,27 +704,63 @@ impl BlockPool {
         }
     }
 
-    /// Records that `block` holds the full block with chained hash `hash`. The first block
-    /// indexed under a hash keeps it; a duplicate stays unindexed.
-    pub fn cache(&mut self, block: BlockId, hash: u64) {
+    /// Records that `block` holds the full block with chained hash `hash`, whose chain
+    /// parent's hash the index holds in block `parent` (`None`: the chain's first block, or
+    /// a parent the index does not hold; see [`BlockPool::chain_parent`]). The first block
+    /// indexed under a hash keeps it; a duplicate stays unindexed. Returns the block that
+    /// holds `hash` in the index now, the parent of the chain's next block.
+    pub fn cache_after(&mut self, parent: Option<BlockId>, block: BlockId, hash: u64) -> BlockId {
         self.use_free_list();
         if self.blocks[block as usize].hashed() {
-            return;
+            return block;
         }
-        self.reserve_entry();
-        let blocks = &self.blocks;
-        let by_hash = |&b: &BlockId| blocks[b as usize].hash;
-        let bucket = match self.index.entry(hash, carries(blocks, hash), by_hash) {
-            // Held by another block: a duplicate stays unindexed.
-            Entry::Occupied(_) => return,
-            Entry::Vacant(e) => e.insert(block).bucket_index(),
-        };
-        let entry = &mut self.blocks[block as usize];
-        entry.bucket = u32::try_from(bucket).expect("an index of at most 2^32 blocks");
-        entry.hash = hash;
+        let mut children = 0;
+        if let Some(q) = parent {
+            let (found, seen) = self.child_with(q, hash);
+            if let Some(b) = found {
+                return b;
+            }
+            children = seen;
+        }
+        if let Some(b) = self.lookup_loose(hash) {
+            return b;
+        }
+        match parent {
+            // A block id with the top bit set cannot be a `home` (it reads as a bucket).
+            Some(q) if children < MAX_CHILDREN && q < LOOSE && self.blocks[q as usize].hashed() => {
+                let first = std::mem::replace(&mut self.blocks[q as usize].child, block);
+                let entry = &mut self.blocks[block as usize];
+                (entry.home, entry.sibling, entry.hash) = (q, first, hash);
+            }
+            _ => self.insert_loose(block, hash),
+        }
         if let Some(h) = &mut self.history {
             h.since[block as usize] = h.clock;
         }
+        block
+    }
+
+    /// [`BlockPool::cache_after`] for a block no index entry is the chain parent of.
+    pub fn cache(&mut self, block: BlockId, hash: u64) {
+        self.cache_after(None, block, hash);
+    }
+
+    /// Puts `block`, carrying `hash` and in the index nowhere yet, in the table.
+    fn insert_loose(&mut self, block: BlockId, hash: u64) {
+        self.reserve_entry();
+        let blocks = &self.blocks;
+        let by_hash = |&b: &BlockId| blocks[b as usize].hash;
+        let bucket = self
+            .index
+            .insert_unique(hash, block, by_hash)
+            .bucket_index();
+        let bucket = u32::try_from(bucket)
+            .ok()
+            .filter(|&b| b < LOOSE - 1)
+            .expect("a prefix table of fewer than 2^31 buckets");
+        let entry = &mut self.blocks[block as usize];
+        (entry.home, entry.hash) = (LOOSE | bucket, hash);
+        self.filter.add(hash);
     }
 
     /// Makes room in the index for one more entry. A table that has to grow (or rehash in
@@ -540,8 +774,11 @@ impl BlockPool {
         self.index.reserve(1, |&b| blocks[b as usize].hash);
         for bucket in self.index.iter_buckets() {
             let b = *self.index.get_bucket(bucket).expect("a full bucket");
-            self.blocks[b as usize].bucket = bucket as u32;
+            self.blocks[b as usize].home = LOOSE | bucket as u32;
         }
+        let blocks = &self.blocks;
+        let hashes = self.index.iter().map(|&b| blocks[b as usize].hash);
+        self.filter.rebuild(self.index.num_buckets(), hashes);
     }
 
     /// Recounts the pool from scratch and checks its invariants: pinned + free = total, the
@@ -614,22 +851,53 @@ impl BlockPool {
             )
             .into());
         }
-        for (b, block) in self.blocks.iter().enumerate() {
-            if let Some(h) = block.hash()
-                && (self.lookup(h) != Some(b as BlockId)
-                    || self.index.get_bucket(block.bucket as usize) != Some(&(b as BlockId)))
-            {
-                return Err(format!(
-                    "block {b} carries a hash its index entry (bucket {}) does not name",
-                    block.bucket
-                )
-                .into());
+        self.audit_index()
+    }
+
+    /// Checks the index: every block carrying a hash is in the table (in the bucket it
+    /// remembers, counted by the filter) or on its parent's list of children (the parent
+    /// indexed, the list at most [`MAX_CHILDREN`] long), exactly once, and no two carry the
+    /// same hash.
+    fn audit_index(&self) -> Result<(), SchedulerBug> {
+        let blocks = &self.blocks;
+        let mut hashes = std::collections::HashSet::new();
+        let mut loose = 0;
+        for (b, block) in blocks.iter().enumerate() {
+            let b = b as BlockId;
+            let Some(h) = block.hash() else {
+                if (block.child, block.sibling) != (NIL, NIL) {
+                    return Err(format!("block {b} carries no hash but has index links").into());
+                }
+                continue;
+            };
+            if !hashes.insert(h) {
+                return Err(format!("block {b}'s hash {h:#x} is indexed twice").into());
+            }
+            let found = match (block.bucket(), block.parent()) {
+                (Some(bucket), _) => {
+                    loose += 1;
+                    self.filter.may_hold(h)
+                        && self.index.get_bucket(bucket) == Some(&b)
+                        && self.lookup_loose(h) == Some(b)
+                }
+                (None, Some(q)) => {
+                    let siblings = blocks.get(q as usize).filter(|p| p.hashed());
+                    siblings.is_some_and(|p| p.children(blocks).filter(|&c| c == b).count() == 1)
+                }
+                (None, None) => false,
+            };
+            if !found || block.children(blocks).count() > MAX_CHILDREN {
+                return Err(
+                    format!("block {b}'s index entry (home {:#x}) is amiss", block.home).into(),
+                );
+            }
+            if block.children(blocks).any(|c| blocks[c as usize].home != b) {
+                return Err(format!("a child of block {b} names another parent").into());
             }
         }
-        let hashed = self.blocks.iter().filter(|b| b.hashed()).count();
-        if self.index.len() != hashed {
+        if self.index.len() != loose {
             return Err(format!(
-                "{} index entries for {hashed} blocks carrying a hash",
+                "{} table entries for {loose} blocks in it",
                 self.index.len()
             )
             .into());
@@ -692,6 +960,17 @@ impl BlockPool {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    impl BlockPool {
+        /// The block carrying `hash`, a hash the tests cache with no chain parent.
+        fn lookup(&self, hash: u64) -> Option<BlockId> {
+            self.lookup_after(None, hash)
+        }
+
+        fn held_at(&self, hash: u64, t: Nanos) -> bool {
+            self.held_after(None, hash, t).0
+        }
+    }
 
     #[test]
     fn a_new_pool_has_every_block_free() {
@@ -1060,6 +1339,95 @@ mod tests {
             assert!(pool.index.len() <= pool.num_used_ever());
         }
         assert!(hits > 100, "the traffic hits the cache ({hits} hits)");
+    }
+
+    /// Requests sharing prefixes (chains over a few block contents, more than a block keeps
+    /// children after some prefixes), indexed in two steps with other traffic between, keep
+    /// the index equal to a plain map of hash to the first block indexed under it: every
+    /// lookup walk answers as the map does, and the pool audits after every operation.
+    #[test]
+    fn chained_traffic_indexes_as_a_plain_map_would() {
+        let mut rng = 0x0DDB_1A5E_5BAD_5EEDu64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut pool = BlockPool::new(40);
+        pool.keep_history();
+        let mut model: HashMap<u64, BlockId> = HashMap::new();
+        // Held requests: their blocks, hashes, and how many of them are indexed.
+        let mut held: Vec<(Vec<BlockId>, Vec<u64>, usize)> = Vec::new();
+        let (mut hits, mut children_full) = (0, 0);
+        for t in 0..4_000u64 {
+            pool.set_clock(t);
+            match next(3) {
+                0 if !held.is_empty() => {
+                    let (blocks, ..) = held.swap_remove(next(held.len() as u64) as usize);
+                    pool.release_all(blocks.iter().rev().copied());
+                }
+                1 if !held.is_empty() => {
+                    // A request's next step indexes the rest of its blocks.
+                    let k = next(held.len() as u64) as usize;
+                    let (blocks, hashes, done) = &mut held[k];
+                    let mut parent = pool.chain_parent(blocks, hashes, *done);
+                    for i in *done..blocks.len() {
+                        let holder = *model.entry(hashes[i]).or_insert(blocks[i]);
+                        parent = Some(pool.cache_after(parent, blocks[i], hashes[i]));
+                        assert_eq!(parent, Some(holder));
+                    }
+                    *done = blocks.len();
+                }
+                _ => {
+                    let len = 1 + next(7) as usize;
+                    let tokens: Vec<u32> = (0..len)
+                        .map(|i| if i == 2 { next(12) } else { next(2) } as u32)
+                        .collect();
+                    let mut hashes = Vec::new();
+                    block_hashes(&tokens, 1, &mut hashes);
+                    let mut blocks = Vec::new();
+                    pool.cached_prefix(&hashes, |b| blocks.push(b));
+                    let walked = hashes.iter().map_while(|h| model.get(h).copied());
+                    assert_eq!(blocks, walked.collect::<Vec<_>>());
+                    let fresh = len - blocks.len();
+                    let free_hits = blocks.iter().filter(|&&b| pool.ref_count(b) == 0);
+                    if fresh + free_hits.count() > pool.num_free() {
+                        continue;
+                    }
+                    hits += blocks.len();
+                    blocks.iter().for_each(|&b| pool.touch(b));
+                    for _ in 0..fresh {
+                        let b = pool.allocate().unwrap();
+                        model.retain(|_, &mut m| m != b);
+                        blocks.push(b);
+                    }
+                    // The first step indexes part of the new blocks.
+                    let done = blocks.len() - fresh + next(fresh as u64 + 1) as usize;
+                    let mut parent = None;
+                    for i in 0..done {
+                        let holder = *model.entry(hashes[i]).or_insert(blocks[i]);
+                        parent = Some(pool.cache_after(parent, blocks[i], hashes[i]));
+                        assert_eq!(parent, Some(holder));
+                    }
+                    held.push((blocks, hashes, done));
+                }
+            }
+            pool.audit().unwrap();
+            for (&h, &b) in &model {
+                let parent = pool.blocks[b as usize].parent();
+                assert_eq!(pool.lookup_after(parent, h), Some(b));
+            }
+            let full =
+                (pool.blocks.iter()).filter(|b| b.children(&pool.blocks).count() == MAX_CHILDREN);
+            children_full += full.count();
+        }
+        assert!(hits > 1_000, "the traffic hits the cache ({hits} hits)");
+        assert!(
+            children_full > 10,
+            "blocks fill their lists ({children_full})"
+        );
+        assert!(pool.index.len() < model.len(), "most entries are children");
     }
 
     /// The history answers exactly what a copy of the index taken at each time would.

@@ -604,19 +604,20 @@ impl Scheduler {
     /// use or free), stopping at the first miss. Read-only: eviction order and reference
     /// counts are untouched.
     pub fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
-        hashes
-            .iter()
-            .take_while(|&&h| self.pool.lookup(h).is_some())
-            .count()
+        self.pool.cached_prefix(hashes, |_| {})
     }
 
     /// How many leading blocks of the chain `hashes` the prefix cache held as a router saw
-    /// it at `t` (see [`BlockPool::held_at`]; needs [`Scheduler::keep_cache_history`], else
-    /// the cache as it is now).
+    /// it at `t` (see [`BlockPool::held_after`]; needs [`Scheduler::keep_cache_history`],
+    /// else the cache as it is now).
     pub fn cached_prefix_blocks_at(&self, hashes: &[u64], t: Nanos) -> usize {
-        hashes
-            .iter()
-            .take_while(|&&h| self.pool.held_at(h, t))
+        let mut parent = None;
+        (hashes.iter())
+            .take_while(|&&h| {
+                let held;
+                (held, parent) = self.pool.held_after(parent, h, t);
+                held
+            })
             .count()
     }
 
@@ -1028,12 +1029,9 @@ impl Scheduler {
             return req.computed;
         }
         let max_blocks = ((req.reached - 1) / self.config.block_size) as usize;
-        for &h in req.hashes.iter().take(max_blocks) {
-            match self.pool.lookup(h) {
-                Some(b) => self.hit_scratch.push(b),
-                None => break,
-            }
-        }
+        let hashes = &req.hashes[..max_blocks.min(req.hashes.len())];
+        self.pool
+            .cached_prefix(hashes, |b| self.hit_scratch.push(b));
         if self.watch.is_some() {
             let (pool, lower, hashes) = (&self.pool, self.lower.as_ref(), &req.hashes);
             let thrashed = |&(i, h): &(usize, &u64)| {
@@ -1146,8 +1144,10 @@ impl Scheduler {
         let full = ((req.computed + new_tokens).min(req.reached) / block) as usize;
         let upto = full.min(req.hashes.len());
         let from = req.cached_blocks;
+        let mut parent = pool.chain_parent(&req.blocks, &req.hashes, from);
         while req.cached_blocks < upto {
-            pool.cache(req.blocks[req.cached_blocks], req.hashes[req.cached_blocks]);
+            let i = req.cached_blocks;
+            parent = Some(pool.cache_after(parent, req.blocks[i], req.hashes[i]));
             req.cached_blocks += 1;
         }
         if let Some(tier) = lower

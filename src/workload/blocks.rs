@@ -41,6 +41,29 @@ impl PromptBlocks {
             .flat_map(move |&first| first..first + bs)
             .take(len)
     }
+
+    /// Writes the token ids from position `from` on into `out`, four little-endian bytes
+    /// each, as many as `out` holds (fewer when the blocks end first: the rest of `out` is
+    /// left as it was). The same ids as [`PromptBlocks::tokens`], written a block's run of
+    /// consecutive ids at a time.
+    pub fn write_tokens_le(&self, from: usize, mut out: &mut [u8]) {
+        let bs = self.block_size as usize;
+        let mut pos = from;
+        while out.len() >= 4 {
+            let Some(&first) = self.firsts.get(pos / bs) else {
+                return;
+            };
+            let off = pos % bs;
+            let run = (bs - off).min(out.len() / 4);
+            let (head, rest) = out.split_at_mut(4 * run);
+            let first = first + off as u32;
+            for (i, dst) in head.chunks_exact_mut(4).enumerate() {
+                dst.copy_from_slice(&(first + i as u32).to_le_bytes());
+            }
+            out = rest;
+            pos += run;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -59,5 +82,27 @@ mod tests {
             .collect();
         assert_eq!(*top.last().unwrap(), u32::MAX - 1 - (u32::MAX % 512));
         assert_eq!(PromptBlocks::new(&[1, max + 1], 512), Err(1));
+    }
+
+    #[test]
+    fn written_tokens_are_the_listed_ones_across_block_edges() {
+        let blocks = PromptBlocks::new(&[0, 5, 2], 3).unwrap();
+        let tokens: Vec<u32> = blocks.tokens(9).collect();
+        for from in 0..9 {
+            for n in 0..=9 - from {
+                let mut out = vec![0xAB; 4 * n + 2];
+                blocks.write_tokens_le(from, &mut out);
+                let written: Vec<u32> = (out.chunks_exact(4))
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                assert_eq!(written, tokens[from..from + n], "from {from}, {n} tokens");
+                assert_eq!(out[4 * n..], [0xAB, 0xAB]);
+            }
+        }
+        // Past the last block nothing is written.
+        let mut out = [7u8; 12];
+        blocks.write_tokens_le(8, &mut out);
+        assert_eq!(u32::from_le_bytes(out[..4].try_into().unwrap()), 8);
+        assert_eq!(out[4..], [7u8; 8]);
     }
 }
