@@ -189,6 +189,22 @@ pub(super) struct StepReport {
 }
 
 impl StepReport {
+    /// The report of the step instance `id` (`inst`) finished at `now` ([`finish_step`]),
+    /// read from its scheduler.
+    pub fn of(scheduler: &Core, inst: &InstanceSim<'_>, id: u32, now: Nanos) -> StepReport {
+        StepReport {
+            instance: id,
+            start_ns: inst.step_start,
+            end_ns: now,
+            shape: inst.shape,
+            waiting: inst.waiting,
+            running: inst.running,
+            tokens: scheduler.last_step_tokens(),
+            kv_blocks_used: scheduler.kv_blocks_used(),
+            kv_blocks: scheduler.kv_blocks(),
+        }
+    }
+
     /// The step's event, its batch being `completed` (its scheduler's
     /// [`Core::completed_batch`]).
     pub fn event(self, completed: &[BatchItem]) -> StepEvent<'_> {
@@ -207,15 +223,15 @@ impl StepReport {
 }
 
 /// Applies the results of instance `id`'s step, which ends at `now`: the requests it
-/// finished are appended to `finished`. Returns its report, or `None` for a DP dummy step
-/// (nothing of the instance ran in it).
+/// finished are appended to `finished`. Returns whether requests of the instance ran in it
+/// (not for a DP dummy step); its report is then [`StepReport::of`].
 pub(super) fn finish_step(
     scheduler: &mut Core,
     inst: &mut InstanceSim<'_>,
     id: u32,
     now: Nanos,
     finished: &mut Completions,
-) -> Option<StepReport> {
+) -> bool {
     if let Some(formed) = inst.stages.as_mut().and_then(|s| s.finish()) {
         inst.step_start = formed.start;
         inst.waiting = formed.waiting;
@@ -226,18 +242,8 @@ pub(super) fn finish_step(
     inst.busy = false;
     inst.last_end = Some(now);
     if std::mem::take(&mut inst.dummy) {
-        return None;
+        return false;
     }
     scheduler.complete_step(now, id, finished);
-    Some(StepReport {
-        instance: id,
-        start_ns: inst.step_start,
-        end_ns: now,
-        shape: inst.shape,
-        waiting: inst.waiting,
-        running: inst.running,
-        tokens: scheduler.last_step_tokens(),
-        kv_blocks_used: scheduler.kv_blocks_used(),
-        kv_blocks: scheduler.kv_blocks(),
-    })
+    true
 }

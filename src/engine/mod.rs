@@ -266,6 +266,12 @@ pub trait Observer {
         Ok(())
     }
 
+    /// Whether this observer reads finished steps ([`Observer::step_finished`]); when not,
+    /// the engine neither builds their reports nor calls it. Read once, at start-up.
+    fn wants_steps(&self) -> bool {
+        true
+    }
+
     /// Whether the records of finished requests must list their inter-token latencies
     /// ([`RequestRecord::itl_ns`]); when not, they are left empty, and the run's pooled gaps
     /// are in [`RunOutcome::itl`] all the same. Read once, at start-up.

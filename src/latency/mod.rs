@@ -403,6 +403,14 @@ pub trait LatencyBackend {
         out: &mut Vec<LayerTiming>,
     ) -> Result<(), LatencyError>;
 
+    /// Which layer list (names and repeats) [`LatencyBackend::layer_times`] gives for the
+    /// step priced last, as a number that differs between the backend's different lists,
+    /// when the backend can tell without listing them; `None` (the default) when it cannot.
+    /// The host model then reads what it worked out for that list instead of the list.
+    fn last_layer_list(&self) -> Option<u64> {
+        None
+    }
+
     /// [`LatencyBackend::layer_times`] into a new vector.
     fn breakdown(&mut self, batch: &BatchDesc<'_>) -> Result<Vec<LayerTiming>, LatencyError> {
         let mut layers = Vec::new();

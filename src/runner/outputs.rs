@@ -109,6 +109,15 @@ impl Observer for Outputs<'_> {
         self.csv.is_some() || self.slo.is_some()
     }
 
+    fn wants_steps(&self) -> bool {
+        // What `step_finished` below reads; the log level is set before the run.
+        self.trace
+            .as_ref()
+            .is_some_and(|t| t.level() == TraceLevel::Detailed)
+            || self.timeseries.is_some()
+            || self.rereads_steps()
+    }
+
     fn trace_level(&self) -> TraceLevel {
         self.trace
             .as_ref()
@@ -146,10 +155,7 @@ impl Observer for Outputs<'_> {
         }
         // The step was priced (and its lookups counted) before it ran; the reports below
         // re-read it, when there are any.
-        let rereads = !self.emit_et.is_empty()
-            || self.power.is_some()
-            || log::log_enabled!(log::Level::Debug);
-        if !rereads {
+        if !self.rereads_steps() {
             return Ok(());
         }
         backend.count_lookups(false);
@@ -179,6 +185,12 @@ impl Observer for Outputs<'_> {
 }
 
 impl Outputs<'_> {
+    /// Whether a finished step is read again for the reports of [`Outputs::report_step`]:
+    /// execution traces, the power model, debug lines.
+    fn rereads_steps(&self) -> bool {
+        !self.emit_et.is_empty() || self.power.is_some() || log::log_enabled!(log::Level::Debug)
+    }
+
     /// The step's execution trace, power and debug lines.
     fn report_step(
         &mut self,

@@ -297,8 +297,11 @@ pub struct Scheduler {
     /// Whether decode-only steps may run as stretches (see `stretch.rs`), and the current one.
     stretches: bool,
     stretch: stretch::Stretch,
-    /// Scratch of [`Scheduler::complete_step`]: the slots of requests leaving the running set.
+    /// Scratch of [`Scheduler::complete_step`]: the slots of requests leaving the running set,
+    /// and by slot whether it is one of them (the running set is then compacted with one look
+    /// per request, not a search of the list).
     leaving: Vec<u32>,
+    is_leaving: Vec<bool>,
     /// The emptied block lists of finished requests, for the next admissions (a list grows
     /// with its request, so a reused one rarely grows again).
     spare_blocks: Vec<Vec<BlockId>>,
@@ -423,6 +426,7 @@ impl Scheduler {
             stretches: true,
             stretch: stretch::Stretch::default(),
             leaving: Vec::new(),
+            is_leaving: Vec::new(),
             spare_blocks: Vec::new(),
         }
     }
@@ -1218,11 +1222,13 @@ impl Scheduler {
             self.free_cancelled_slots();
         }
         if finished_any {
-            let (slots, free_slots, leaving) =
-                (&mut self.slots, &mut self.free_slots, &mut self.leaving);
+            // Slots made since the last requests left are in the running set too.
+            self.is_leaving.resize(self.slots.len(), false);
+            let (slots, free_slots, is_leaving) =
+                (&mut self.slots, &mut self.free_slots, &mut self.is_leaving);
             let spare = &mut self.spare_blocks;
             self.running.retain(|&slot| {
-                if !leaving.contains(&slot) {
+                if !is_leaving[slot as usize] {
                     return true;
                 }
                 // A handed-off request leaves the running set; its slot and blocks stay until
@@ -1236,7 +1242,10 @@ impl Scheduler {
                 }
                 false
             });
-            leaving.clear();
+            for &slot in &self.leaving {
+                self.is_leaving[slot as usize] = false;
+            }
+            self.leaving.clear();
         }
         if self.running.is_empty() && self.waiting.is_empty() {
             // Nothing runs next: no step was formed ahead, so what finished is free now.
@@ -1312,6 +1321,10 @@ impl Scheduler {
             return false;
         }
         self.leaving.push(s.slot);
+        if self.is_leaving.len() <= s.slot as usize {
+            self.is_leaving.resize(self.slots.len(), false);
+        }
+        self.is_leaving[s.slot as usize] = true;
         true
     }
 }

@@ -162,6 +162,7 @@ mod tests {
             let text = text.split("#[cfg(test)]").next().unwrap_or("");
             let text = text.replace("observer.trace_level()", "");
             let text = text.replace("observer.wants_itl_values()", "");
+            let text = text.replace("observer.wants_steps()", "");
             let calls = text.matches("observer.").count();
             if file == this {
                 let body = text.split("fn apply_effects").nth(1).unwrap_or("");

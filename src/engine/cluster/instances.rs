@@ -5,7 +5,7 @@
 use super::super::SimError;
 use super::super::dp;
 use super::super::events::EventKind;
-use super::super::instance;
+use super::super::instance::{self, StepReport};
 use super::super::pd::DecodeChoice;
 use super::effects::Effect;
 use super::endings::Ending;
@@ -24,14 +24,19 @@ impl<'r> Cluster<'r> {
         let i = id as usize;
         let from = self.effects.completions.len();
         let (scheduler, inst) = (&mut self.schedulers[i], &mut self.instances[i]);
-        let report =
+        let ran =
             instance::finish_step(scheduler, inst, id, self.now, &mut self.effects.completions);
+        // Its report is read before the ends below change anything.
+        let report =
+            (ran && self.report_steps).then(|| StepReport::of(scheduler, inst, id, self.now));
         for k in from..self.effects.completions.len() {
             self.end(Ending::Completed(k), s)?;
         }
-        if let Some(report) = report {
+        if ran {
             let stats = self.schedulers[i].stats();
             self.instances[i].recent.step_finished(&stats);
+        }
+        if let Some(report) = report {
             self.effects.push(Effect::StepEnded(report));
         }
         self.mark_ready(id);

@@ -246,6 +246,8 @@ pub struct Cluster<'r> {
     hol_blocking: u64,
     /// Whether decisions are reported to the observer (its trace level is not `none`).
     tracing: bool,
+    /// Whether finished steps are reported to the observer ([`super::Observer::wants_steps`]).
+    report_steps: bool,
     /// The requests' timers, when some have a timeout.
     timeouts: Option<TimeoutState<'r>>,
     /// The autoscaler and its scratch, when replicas come and go.

@@ -82,6 +82,7 @@ impl<'r> Cluster<'r> {
             watch,
             hol_blocking: 0,
             tracing,
+            report_steps: services.observer.wants_steps(),
             timeouts: TimeoutState::new(clients),
             scaling: None,
             now: 0,

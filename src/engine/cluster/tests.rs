@@ -342,6 +342,29 @@ impl Observer for Gaps {
 /// Runs `n` random requests of `seed` on two instances of `blocks` KV blocks each (few
 /// enough to preempt), round-robin, with the records listing their gaps if `wants`.
 fn run_gaps(seed: u64, n: u64, blocks: u32, async_scheduling: bool, wants: bool) -> Gaps {
+    let mut gaps = Gaps {
+        listed: Default::default(),
+        wants,
+        finished: 0,
+    };
+    let outcome = run_random(seed, n, blocks, async_scheduling, &mut gaps);
+    assert_eq!(gaps.finished, n);
+    if wants {
+        assert_eq!(outcome.itl, gaps.listed, "seed {seed}: pooled = listed");
+    }
+    gaps.listed = outcome.itl;
+    gaps
+}
+
+/// Runs `n` random requests of `seed` on two instances of `blocks` KV blocks each,
+/// round-robin, reported to `observer`.
+fn run_random(
+    seed: u64,
+    n: u64,
+    blocks: u32,
+    async_scheduling: bool,
+    observer: &mut dyn Observer,
+) -> crate::engine::RunOutcome {
     let mut state = seed;
     let mut t = 0;
     let requests: Vec<Request> = (0..n)
@@ -361,19 +384,52 @@ fn run_gaps(seed: u64, n: u64, blocks: u32, async_scheduling: bool, wants: bool)
         .map(|b| b as &mut dyn LatencyBackend)
         .collect();
     let mut router = Router::new(RoutingPolicy::RoundRobin, seed);
-    let mut gaps = Gaps {
-        listed: Default::default(),
-        wants,
-        finished: 0,
-    };
-    let services = Services::new(&mut dyns, &mut router, &mut gaps);
-    let outcome = super::super::simulate(Run::new(&requests, &setups), services).unwrap();
-    assert_eq!(gaps.finished, n);
-    if wants {
-        assert_eq!(outcome.itl, gaps.listed, "seed {seed}: pooled = listed");
+    let services = Services::new(&mut dyns, &mut router, observer);
+    super::super::simulate(Run::new(&requests, &setups), services).unwrap()
+}
+
+/// Counts the steps reported to it, or checks that none is when it reads none.
+struct Steps {
+    wants: bool,
+    seen: u64,
+}
+
+impl Observer for Steps {
+    fn request_finished(&mut self, _: &RequestRecord<'_>) -> anyhow::Result<()> {
+        Ok(())
     }
-    gaps.listed = outcome.itl;
-    gaps
+
+    fn step_finished(
+        &mut self,
+        _: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        assert!(self.wants, "no one asked for the steps");
+        self.seen += 1;
+        Ok(())
+    }
+
+    fn wants_steps(&self) -> bool {
+        self.wants
+    }
+}
+
+#[test]
+fn steps_are_reported_only_to_an_observer_that_reads_them() {
+    for seed in 1..=3 {
+        let mut reading = Steps {
+            wants: true,
+            seen: 0,
+        };
+        let read = run_random(seed, 60, 30, seed % 2 == 0, &mut reading);
+        assert_eq!(reading.seen, read.steps, "seed {seed}: every step reported");
+        let mut not_reading = Steps {
+            wants: false,
+            seen: 0,
+        };
+        let unread = run_random(seed, 60, 30, seed % 2 == 0, &mut not_reading);
+        assert_eq!(read, unread, "seed {seed}: the same run");
+    }
 }
 
 proptest::proptest! {

@@ -56,6 +56,9 @@ pub struct HostModel {
     layers: Vec<LayerTiming>,
     /// The issue side of `layers`' names and repeats.
     plan: IssuePlan,
+    /// The compute backend's number for the list `plan` was worked out for
+    /// ([`LatencyBackend::last_layer_list`]), when it tells one.
+    plan_list: Option<u64>,
     last: Option<Priced>,
 }
 
@@ -75,6 +78,7 @@ impl HostModel {
             async_scheduling,
             layers: Vec::new(),
             plan: IssuePlan::default(),
+            plan_list: None,
             last: None,
         }
     }
@@ -143,16 +147,46 @@ impl HostModel {
         pipeline
     }
 
+    /// A step the host is ahead of, priced from the compute backend's total alone: when the
+    /// plan's bound says so for the step's mode and the backend tells that the step's layer
+    /// list is the one the plan was worked out for. `None`: the step needs its layers.
+    fn price_ahead(
+        &mut self,
+        run: &BatchDesc<'_>,
+        mode: StepMode,
+        host_start: f64,
+    ) -> Result<Option<Priced>, LatencyError> {
+        let bound = host_start + self.plan.bound(mode);
+        let ahead = bound <= 0.0;
+        if !ahead || self.plan_list.is_none() {
+            return Ok(None);
+        }
+        let gpu = self.inner.step_time(run)?;
+        if self.inner.last_layer_list() != self.plan_list {
+            return Ok(None);
+        }
+        Ok(Some(Priced {
+            issued: bound,
+            duration: gpu,
+            wait: 0,
+            mode,
+        }))
+    }
+
     /// Prices `batch` into `self.last`.
     fn price(&mut self, batch: &BatchDesc<'_>) -> Result<Priced, LatencyError> {
         let (run, mode) = self.run_batch(batch);
+        let host_start = self.host_start(batch);
+        if let Some(priced) = self.price_ahead(&run, mode, host_start)? {
+            return Ok(priced);
+        }
         let mut layers = std::mem::take(&mut self.layers);
         let priced = self.inner.layer_times(&run, &mut layers);
         self.layers = layers;
         priced?;
         let gpu: Nanos = self.layers.iter().map(|l| l.repeats * l.time_ns).sum();
-        let host_start = self.host_start(batch);
         self.plan.fit(&self.layers, &self.host);
+        self.plan_list = self.inner.last_layer_list();
         // A host that has issued everything before the step starts never holds the GPU back.
         let bound = host_start + self.plan.bound(mode);
         if bound <= 0.0 {
@@ -238,6 +272,10 @@ mod tests {
     struct Fixed {
         block_ns: Nanos,
         last_pad: u32,
+        /// Whether it tells its layer list ([`LatencyBackend::last_layer_list`]).
+        tells_list: bool,
+        /// How many times it was asked for its layers.
+        listed: std::rc::Rc<std::cell::Cell<u32>>,
     }
 
     impl LatencyBackend for Fixed {
@@ -246,8 +284,12 @@ mod tests {
         }
 
         fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-            let layers = self.breakdown(batch)?;
-            Ok(layers.iter().map(|l| l.repeats * l.time_ns).sum())
+            self.last_pad = batch.pad_tokens;
+            Ok(2_000 + 2 * self.block_ns)
+        }
+
+        fn last_layer_list(&self) -> Option<u64> {
+            self.tells_list.then_some(3)
         }
 
         fn layer_times(
@@ -256,6 +298,7 @@ mod tests {
             out: &mut Vec<LayerTiming>,
         ) -> Result<(), LatencyError> {
             self.last_pad = batch.pad_tokens;
+            self.listed.set(self.listed.get() + 1);
             let layer = |name, repeats, time_ns| LayerTiming {
                 name,
                 repeats,
@@ -282,10 +325,23 @@ mod tests {
     }
 
     fn model(block_ns: Nanos, async_scheduling: bool) -> HostModel {
+        model_listing(block_ns, async_scheduling, false, Default::default())
+    }
+
+    /// [`model`] whose compute backend tells its layer list if `tells_list`, and counts in
+    /// `listed` the times it lists its layers.
+    fn model_listing(
+        block_ns: Nanos,
+        async_scheduling: bool,
+        tells_list: bool,
+        listed: std::rc::Rc<std::cell::Cell<u32>>,
+    ) -> HostModel {
         let policy = GraphPolicy::resolve(&GraphOptions::default(), 4, 2048).unwrap();
         let inner = Box::new(Fixed {
             block_ns,
             last_pad: 0,
+            tells_list,
+            listed,
         });
         HostModel::new(inner, host(), policy, async_scheduling)
     }
@@ -336,6 +392,29 @@ mod tests {
         assert_eq!(asynchronous.step_time(&next).unwrap(), 2_002_000);
         // After an idle gap the host starts with the step again.
         assert_eq!(asynchronous.step_time(&batch).unwrap(), 2_115_000);
+    }
+
+    #[test]
+    fn a_step_the_host_is_ahead_of_is_priced_without_its_layers_when_the_list_is_told() {
+        // GPU-bound steps formed back to back under async scheduling: after the first, the
+        // host is a whole step ahead.
+        let items = prefill(100);
+        let batch = BatchDesc::new(&items);
+        let (told, untold) = (Default::default(), Default::default());
+        let mut telling = model_listing(1_000_000, true, true, std::rc::Rc::clone(&told));
+        let mut listing = model_listing(1_000_000, true, false, std::rc::Rc::clone(&untold));
+        for step in 0..6 {
+            let b = batch.with_back_to_back(step % 3 != 0);
+            let ns = telling.step_time(&b).unwrap();
+            assert_eq!(ns, listing.step_time(&b).unwrap(), "step {step}");
+            assert_eq!(
+                telling.breakdown(&b).unwrap(),
+                listing.breakdown(&b).unwrap()
+            );
+        }
+        // Only the steps after an idle gap (0 and 3) listed their layers to be priced; each
+        // breakdown lists them once more.
+        assert_eq!((told.get(), untold.get()), (2 + 6, 6 + 6));
     }
 
     #[test]

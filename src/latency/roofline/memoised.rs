@@ -59,6 +59,9 @@ pub struct MemoisedRoofline {
     attention: Option<usize>,
     /// Per token shape: each layer's time (attention's slot unused), then their total.
     memo: PriceMemo<TokenShape>,
+    /// The length of the last priced step's layer list (which tells the list: `layers`, less
+    /// attention when the step has none).
+    last_list: Option<u64>,
 }
 
 impl MemoisedRoofline {
@@ -86,7 +89,14 @@ impl MemoisedRoofline {
             layers: layers.into_boxed_slice(),
             attention,
             memo: PriceMemo::new(SLOTS, width),
+            last_list: None,
         }
+    }
+
+    /// Notes the layer list of the step just priced, `attention` its attention's time.
+    fn note_list(&mut self, attention: Option<Nanos>) {
+        let left_out = self.attention.is_some() && attention.is_none();
+        self.last_list = Some((self.layers.len() - usize::from(left_out)) as u64);
     }
 
     /// Hits and misses of the memo so far.
@@ -140,7 +150,13 @@ impl LatencyBackend for MemoisedRoofline {
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
         let repeats = self.attention.map_or(0, |at| self.layers[at].1);
         let (attention, prices) = price(&self.roofline, self.attention, &mut self.memo, batch)?;
-        Ok(prices[prices.len() - 1] + attention.map_or(0, |ns| repeats * ns))
+        let ns = prices[prices.len() - 1] + attention.map_or(0, |ns| repeats * ns);
+        self.note_list(attention);
+        Ok(ns)
+    }
+
+    fn last_layer_list(&self) -> Option<u64> {
+        self.last_list
     }
 
     fn layer_times(
@@ -164,6 +180,7 @@ impl LatencyBackend for MemoisedRoofline {
                 is_comm,
             });
         }
+        self.note_list(attention);
         Ok(())
     }
 
@@ -321,9 +338,13 @@ mod tests {
                 for batch in &batches {
                     let desc = batch_desc(batch);
                     prop_assert_eq!(alone.step_time(&desc)?, memoised.step_time(&desc)?);
+                    let priced_list = memoised.last_layer_list();
                     alone.layer_times(&desc, &mut a)?;
                     memoised.layer_times(&desc, &mut b)?;
                     prop_assert_eq!(&a, &b);
+                    // The list is told as it is listed, whether priced or listed.
+                    prop_assert_eq!(priced_list, Some(b.len() as u64));
+                    prop_assert_eq!(memoised.last_layer_list(), Some(b.len() as u64));
                     prop_assert_eq!(alone.step_parts(&desc)?, memoised.step_parts(&desc)?);
                     let blocks = [10, 20, 10];
                     let (ka, kb) = (
