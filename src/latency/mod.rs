@@ -13,6 +13,7 @@ mod pim;
 mod placement;
 mod profile;
 mod roofline;
+mod shared;
 
 pub use collective::{
     Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
@@ -26,6 +27,7 @@ pub use placement::{
 };
 pub use profile::{LookupCounts, ProfileDb, ProfileError, ProfileSpec};
 pub use roofline::{MemoisedRoofline, Roofline, kernel_constants};
+pub use shared::SharedBackend;
 
 use crate::Nanos;
 
