@@ -19,7 +19,7 @@ pub use collective::{
     Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
     RankLoad,
 };
-pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, StepMode};
+pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, SharedHost, StepMode};
 pub use memo::MemoStats;
 pub use pim::{PimActivity, PimOffload, PimSpec};
 pub use placement::{

@@ -6,8 +6,9 @@
 //! roofline's constants, the memo's slots) in the CPU cache however many instances step in
 //! turn, and a memo hit carries across instances: a batch shape one instance priced is not
 //! priced again for another. Never for a backend that keeps state from one step to the next
-//! (the host model, weight streaming, PIM, ASTRA-Sim, the profile tables' lookup counts):
-//! those stay one per instance, over a shared compute backend where they have one.
+//! (weight streaming, PIM, ASTRA-Sim, the profile tables' lookup counts): those stay one per
+//! instance, over a shared compute backend where they have one. The host model keeps only its
+//! last step per instance ([`super::SharedHost`]).
 
 use super::{
     BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimActivity, StageSends,
@@ -42,6 +43,11 @@ impl<B> SharedBackend<B> {
     /// Reads the backend (its statistics, say).
     pub fn with<T>(&self, read: impl FnOnce(&B) -> T) -> T {
         read(&self.backend.borrow())
+    }
+
+    /// Runs `call` on the backend.
+    pub fn with_mut<T>(&self, call: impl FnOnce(&mut B) -> T) -> T {
+        call(&mut self.backend.borrow_mut())
     }
 }
 

@@ -7,9 +7,9 @@ use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::config::{Dtype, Hardware, InstanceRole, ModelArch};
 use crate::latency::{
-    BatchDesc, Collectives, HostModel, LatencyBackend, LatencyError, LayerTiming, LookupCounts,
-    MemoisedRoofline, PimOffload, PimSpec, ProfileDb, ProfileSpec, Roofline, SharedBackend,
-    StageSends, StepParts, StreamingSpec, WeightMemory, WeightStreaming,
+    BatchDesc, Collectives, GraphPolicy, HostModel, LatencyBackend, LatencyError, LayerTiming,
+    LookupCounts, MemoisedRoofline, PimOffload, PimSpec, ProfileDb, ProfileSpec, Roofline,
+    SharedBackend, SharedHost, StageSends, StepParts, StreamingSpec, WeightMemory, WeightStreaming,
 };
 use crate::setup::{InstanceConfig, SimConfig};
 use std::cell::RefCell;
@@ -22,6 +22,17 @@ use std::time::Instant;
 #[derive(Default)]
 pub(super) struct Rooflines {
     built: RefCell<Vec<(RooflineInputs, SharedBackend<MemoisedRoofline>)>>,
+    /// The host models over them, one per roofline, graph policy and scheduling mode (the
+    /// host's costs are the hardware's, part of the roofline's inputs).
+    hosts: RefCell<Vec<HostOver>>,
+}
+
+/// A host model of the run, over roofline `roofline` (its index in [`Rooflines`]).
+struct HostOver {
+    roofline: usize,
+    policy: GraphPolicy,
+    async_scheduling: bool,
+    model: SharedBackend<HostModel>,
 }
 
 /// What an instance's roofline is built from.
@@ -58,10 +69,22 @@ impl Rooflines {
     /// A handle on `inst`'s memoised roofline, built now if no instance before built one
     /// from the same inputs.
     fn of(&self, inst: &InstanceConfig, label: &str) -> SharedBackend<MemoisedRoofline> {
+        self.with_index(inst, label).1
+    }
+
+    /// [`Rooflines::of`], with the roofline's index among the run's.
+    fn with_index(
+        &self,
+        inst: &InstanceConfig,
+        label: &str,
+    ) -> (usize, SharedBackend<MemoisedRoofline>) {
         log::info!("{label}latency backend: roofline (analytical)");
         let mut built = self.built.borrow_mut();
-        if let Some((_, shared)) = built.iter().find(|(inputs, _)| inputs.match_those_of(inst)) {
-            return shared.share();
+        if let Some(i) = built
+            .iter()
+            .position(|(inputs, _)| inputs.match_those_of(inst))
+        {
+            return (i, built[i].1.share());
         }
         let roofline = Roofline::new(&inst.model, &inst.hardware, inst.tp, inst.dtype)
             .with_expert_parallel(&inst.model, inst.collectives)
@@ -69,7 +92,38 @@ impl Rooflines {
         // Its token-wise layers' prices memoised: the same prices, fewer computed.
         let shared = SharedBackend::new(MemoisedRoofline::new(roofline));
         built.push((RooflineInputs::of(inst), shared.share()));
-        shared
+        (built.len() - 1, shared)
+    }
+
+    /// `inst`'s host model over its memoised roofline, shared with the instances before it
+    /// of the same roofline, graph policy and scheduling mode; `None` unless `inst` prices
+    /// with exactly that (no profile tables, ASTRA-Sim, streamed weights or PIM).
+    fn host(&self, config: &SimConfig, inst: &InstanceConfig, label: &str) -> Option<SharedHost> {
+        let policy = inst.host_model.as_ref()?;
+        let streams = inst.placement.as_ref().is_some_and(|p| p.streams_weights());
+        if config.profile_dir.is_some() || inst.astra.is_some() || streams || inst.pim.is_some() {
+            return None;
+        }
+        let (roofline, compute) = self.with_index(inst, label);
+        let async_scheduling = inst.scheduler.async_scheduling;
+        let mut hosts = self.hosts.borrow_mut();
+        let same = |h: &&HostOver| {
+            h.roofline == roofline && h.policy == *policy && h.async_scheduling == async_scheduling
+        };
+        if let Some(h) = hosts.iter().find(same) {
+            return Some(SharedHost::new(&h.model));
+        }
+        let host = inst.hardware.host.clone();
+        let model = HostModel::new(Box::new(compute), host, policy.clone(), async_scheduling);
+        let model = SharedBackend::new(model);
+        let handle = SharedHost::new(&model);
+        hosts.push(HostOver {
+            roofline,
+            policy: policy.clone(),
+            async_scheduling,
+            model,
+        });
+        Some(handle)
     }
 }
 
@@ -148,6 +202,9 @@ impl Backend {
         first_arrival: Nanos,
         rooflines: &Rooflines,
     ) -> anyhow::Result<Backend> {
+        if let Some(host) = rooflines.host(config, inst, label) {
+            return Ok(Backend::Compute(Box::new(host)));
+        }
         let compute = Backend::compute(config, inst, label, rooflines)?;
         let streamed = inst.placement.as_ref().filter(|p| p.streams_weights());
         let compute = with_streaming(compute, inst, label)?;
