@@ -13,12 +13,13 @@ mod pim;
 mod placement;
 mod profile;
 mod roofline;
+mod shared;
 
 pub use collective::{
     Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
     RankLoad,
 };
-pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, StepMode};
+pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, SharedHost, StepMode};
 pub use memo::MemoStats;
 pub use pim::{PimActivity, PimOffload, PimSpec};
 pub use placement::{
@@ -28,6 +29,7 @@ pub use profile::{LookupCounts, ProfileDb, ProfileError, ProfileSpec};
 pub use roofline::{
     EMBEDDING_ALLREDUCE, LOGITS_ALLGATHER, MemoisedRoofline, Roofline, kernel_constants,
 };
+pub use shared::SharedBackend;
 
 use crate::Nanos;
 

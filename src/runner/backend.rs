@@ -1,17 +1,131 @@
 //! The latency backend of each instance: the profile DB or the roofline, optionally under
 //! ASTRA-Sim (one ASTRA-Sim process per instance). An autoscaled run's replica slot starts
-//! its backend when it first prices a step ([`SlotBackend`]).
+//! its backend when it first prices a step ([`SlotBackend`]). Instances that price alike
+//! share one memoised roofline ([`Rooflines`]).
 
 use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
-use crate::config::InstanceRole;
+use crate::config::{Dtype, Hardware, InstanceRole, ModelArch};
 use crate::latency::{
-    BatchDesc, HostModel, LatencyBackend, LatencyError, LayerTiming, LookupCounts,
-    MemoisedRoofline, PimOffload, PimSpec, ProfileDb, ProfileSpec, Roofline, StageSends, StepParts,
-    StreamingSpec, WeightMemory, WeightStreaming,
+    BatchDesc, Collectives, GraphPolicy, HostModel, LatencyBackend, LatencyError, LayerTiming,
+    LookupCounts, MemoisedRoofline, PimOffload, PimSpec, ProfileDb, ProfileSpec, Roofline,
+    SharedBackend, SharedHost, StageSends, StepParts, StreamingSpec, WeightMemory, WeightStreaming,
 };
 use crate::setup::{InstanceConfig, SimConfig};
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Instant;
+
+/// The memoised rooflines of a run, one per distinct roofline: instances whose roofline is
+/// built from equal inputs (model, hardware, TP, dtype, collectives: everything
+/// [`Backend::compute`] builds it from) price with one backend (see [`SharedBackend`]).
+#[derive(Default)]
+pub(super) struct Rooflines {
+    built: RefCell<Vec<(RooflineInputs, SharedBackend<MemoisedRoofline>)>>,
+    /// The host models over them, one per roofline, graph policy and scheduling mode (the
+    /// host's costs are the hardware's, part of the roofline's inputs).
+    hosts: RefCell<Vec<HostOver>>,
+}
+
+/// A host model of the run, over roofline `roofline` (its index in [`Rooflines`]).
+struct HostOver {
+    roofline: usize,
+    policy: GraphPolicy,
+    async_scheduling: bool,
+    model: SharedBackend<HostModel>,
+}
+
+/// What an instance's roofline is built from.
+struct RooflineInputs {
+    model: ModelArch,
+    hardware: Hardware,
+    tp: u32,
+    dtype: Dtype,
+    collectives: Collectives,
+}
+
+impl RooflineInputs {
+    fn of(inst: &InstanceConfig) -> RooflineInputs {
+        RooflineInputs {
+            model: inst.model.clone(),
+            hardware: inst.hardware.clone(),
+            tp: inst.tp,
+            dtype: inst.dtype,
+            collectives: inst.collectives,
+        }
+    }
+
+    /// Whether `inst`'s roofline is built from these inputs.
+    fn match_those_of(&self, inst: &InstanceConfig) -> bool {
+        self.tp == inst.tp
+            && self.dtype == inst.dtype
+            && self.collectives == inst.collectives
+            && self.model == inst.model
+            && self.hardware == inst.hardware
+    }
+}
+
+impl Rooflines {
+    /// A handle on `inst`'s memoised roofline, built now if no instance before built one
+    /// from the same inputs.
+    fn of(&self, inst: &InstanceConfig, label: &str) -> SharedBackend<MemoisedRoofline> {
+        self.with_index(inst, label).1
+    }
+
+    /// [`Rooflines::of`], with the roofline's index among the run's.
+    fn with_index(
+        &self,
+        inst: &InstanceConfig,
+        label: &str,
+    ) -> (usize, SharedBackend<MemoisedRoofline>) {
+        log::info!("{label}latency backend: roofline (analytical)");
+        let mut built = self.built.borrow_mut();
+        if let Some(i) = built
+            .iter()
+            .position(|(inputs, _)| inputs.match_those_of(inst))
+        {
+            return (i, built[i].1.share());
+        }
+        let roofline = Roofline::new(&inst.model, &inst.hardware, inst.tp, inst.dtype)
+            .with_expert_parallel(&inst.model, inst.collectives)
+            .with_tp_link(inst.collectives);
+        // Its token-wise layers' prices memoised: the same prices, fewer computed.
+        let shared = SharedBackend::new(MemoisedRoofline::new(roofline));
+        built.push((RooflineInputs::of(inst), shared.share()));
+        (built.len() - 1, shared)
+    }
+
+    /// `inst`'s host model over its memoised roofline, shared with the instances before it
+    /// of the same roofline, graph policy and scheduling mode; `None` unless `inst` prices
+    /// with exactly that (no profile tables, ASTRA-Sim, streamed weights or PIM).
+    fn host(&self, config: &SimConfig, inst: &InstanceConfig, label: &str) -> Option<SharedHost> {
+        let policy = inst.host_model.as_ref()?;
+        let streams = inst.placement.as_ref().is_some_and(|p| p.streams_weights());
+        if config.profile_dir.is_some() || inst.astra.is_some() || streams || inst.pim.is_some() {
+            return None;
+        }
+        let (roofline, compute) = self.with_index(inst, label);
+        let async_scheduling = inst.scheduler.async_scheduling;
+        let mut hosts = self.hosts.borrow_mut();
+        let same = |h: &&HostOver| {
+            h.roofline == roofline && h.policy == *policy && h.async_scheduling == async_scheduling
+        };
+        if let Some(h) = hosts.iter().find(same) {
+            return Some(SharedHost::new(&h.model));
+        }
+        let host = inst.hardware.host.clone();
+        let model = HostModel::new(Box::new(compute), host, policy.clone(), async_scheduling);
+        let model = SharedBackend::new(model);
+        let handle = SharedHost::new(&model);
+        hosts.push(HostOver {
+            roofline,
+            policy: policy.clone(),
+            async_scheduling,
+            model,
+        });
+        Some(handle)
+    }
+}
 
 /// The latency backend of one instance.
 pub(super) enum Backend {
@@ -86,8 +200,12 @@ impl Backend {
         inst: &InstanceConfig,
         label: &str,
         first_arrival: Nanos,
+        rooflines: &Rooflines,
     ) -> anyhow::Result<Backend> {
-        let compute = Backend::compute(config, inst, label)?;
+        if let Some(host) = rooflines.host(config, inst, label) {
+            return Ok(Backend::Compute(Box::new(host)));
+        }
+        let compute = Backend::compute(config, inst, label, rooflines)?;
         let streamed = inst.placement.as_ref().filter(|p| p.streams_weights());
         let compute = with_streaming(compute, inst, label)?;
         let compute = with_pim(compute, inst, label)?;
@@ -138,14 +256,10 @@ impl Backend {
         config: &SimConfig,
         inst: &InstanceConfig,
         label: &str,
+        rooflines: &Rooflines,
     ) -> anyhow::Result<Box<dyn LatencyBackend>> {
         let Some(root) = &config.profile_dir else {
-            log::info!("{label}latency backend: roofline (analytical)");
-            let roofline = Roofline::new(&inst.model, &inst.hardware, inst.tp, inst.dtype)
-                .with_expert_parallel(&inst.model, inst.collectives)
-                .with_tp_link(inst.collectives);
-            // Its token-wise layers' prices memoised: the same prices, fewer computed.
-            return Ok(Box::new(MemoisedRoofline::new(roofline)));
+            return Ok(Box::new(rooflines.of(inst, label)));
         };
         let started = Instant::now();
         let db = ProfileDb::load(&ProfileSpec {
@@ -196,6 +310,8 @@ pub(super) struct SlotBackend<'c> {
     config: &'c SimConfig,
     id: usize,
     first_arrival: Nanos,
+    /// The run's rooflines, which a late backend shares too.
+    rooflines: Rc<Rooflines>,
     built: Option<Backend>,
     /// The backend's name, and whether it counts profile lookups (as its template's does).
     name: &'static str,
@@ -210,11 +326,13 @@ impl<'c> SlotBackend<'c> {
         id: usize,
         first_arrival: Nanos,
         template: Option<&SlotBackend<'c>>,
+        rooflines: &Rc<Rooflines>,
     ) -> anyhow::Result<SlotBackend<'c>> {
         let mut slot = SlotBackend {
             config,
             id,
             first_arrival,
+            rooflines: Rc::clone(rooflines),
             built: None,
             name: "",
             counts_lookups: false,
@@ -222,8 +340,9 @@ impl<'c> SlotBackend<'c> {
         match template {
             Some(t) => (slot.name, slot.counts_lookups) = (t.name, t.counts_lookups),
             None => {
+                let (inst, label) = (config.instance(id), slot.label());
                 let mut backend =
-                    Backend::new(config, config.instance(id), &slot.label(), first_arrival)?;
+                    Backend::new(config, inst, &label, first_arrival, &slot.rooflines)?;
                 slot.name = backend.as_dyn().name();
                 slot.counts_lookups = backend.as_dyn().profile_lookups().is_some();
                 slot.built = Some(backend);
@@ -245,9 +364,9 @@ impl<'c> SlotBackend<'c> {
     fn started(&mut self) -> Result<&mut dyn LatencyBackend, LatencyError> {
         if self.built.is_none() {
             let (config, label) = (self.config, self.label());
-            let backend =
-                Backend::new(config, config.instance(self.id), &label, self.first_arrival)
-                    .map_err(LatencyError::Start)?;
+            let inst = config.instance(self.id);
+            let backend = Backend::new(config, inst, &label, self.first_arrival, &self.rooflines)
+                .map_err(LatencyError::Start)?;
             self.built = Some(backend);
         }
         Ok(self.built.as_mut().expect("started above").as_dyn())
@@ -387,4 +506,57 @@ fn with_pim(
         }
         None => compute,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::{BatchItem, MemoStats};
+    use crate::setup::EngineOptions;
+
+    fn llama_on_h100(tp: u32) -> InstanceConfig {
+        let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+        let hardware = Hardware::resolve("H100-SXM").unwrap();
+        EngineOptions::default().instance(0, model, hardware, tp)
+    }
+
+    #[test]
+    fn instances_that_price_alike_share_one_memoised_roofline() {
+        let rooflines = Rooflines::default();
+        let (a, b, wider) = (llama_on_h100(1), llama_on_h100(1), llama_on_h100(2));
+        let (mut on_a, mut on_b) = (rooflines.of(&a, ""), rooflines.of(&b, ""));
+        let mut on_wider = rooflines.of(&wider, "");
+        let items = [
+            BatchItem {
+                new_tokens: 300,
+                context_tokens: 0,
+            },
+            BatchItem {
+                new_tokens: 1,
+                context_tokens: 700,
+            },
+        ];
+        let batch = BatchDesc::new(&items);
+        let alone = |inst: &InstanceConfig| {
+            let roofline = Roofline::new(&inst.model, &inst.hardware, inst.tp, inst.dtype)
+                .with_expert_parallel(&inst.model, inst.collectives)
+                .with_tp_link(inst.collectives);
+            MemoisedRoofline::new(roofline).step_time(&batch).unwrap()
+        };
+        assert_eq!(on_a.step_time(&batch).unwrap(), alone(&a));
+        // B's step is A's memo hit: the same backend, priced once.
+        assert_eq!(on_b.step_time(&batch).unwrap(), alone(&b));
+        assert_eq!(
+            on_b.with(MemoisedRoofline::stats),
+            MemoStats { hits: 1, misses: 1 }
+        );
+        // TP 2 prices differently: a roofline of its own.
+        assert_eq!(on_wider.step_time(&batch).unwrap(), alone(&wider));
+        assert_ne!(alone(&wider), alone(&a));
+        assert_eq!(
+            on_wider.with(MemoisedRoofline::stats),
+            MemoStats { hits: 0, misses: 1 }
+        );
+        assert_eq!(rooflines.built.borrow().len(), 2);
+    }
 }

@@ -41,7 +41,7 @@ use crate::workload::{
     DatasetFormat, Injector, MAX_TIME_NS, Request, Workload, detected, read_dataset,
 };
 use anyhow::Context;
-use backend::SlotBackend;
+use backend::{Rooflines, SlotBackend};
 use outputs::{Outputs, Progress, SessionLabels};
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -333,10 +333,11 @@ fn build_instances(config: &SimConfig, first_arrival: Nanos) -> anyhow::Result<I
         setups: Vec::with_capacity(config.instances.len()),
         backends: Vec::with_capacity(n),
     };
+    let rooflines = Rc::new(Rooflines::default());
     for id in 0..n {
         let (inst, capacity) = (config.instance(id), config.kv(id));
         let template = (id % per != 0).then(|| &built.backends[id - id % per]);
-        let backend = SlotBackend::new(config, id, first_arrival, template)?;
+        let backend = SlotBackend::new(config, id, first_arrival, template, &rooflines)?;
         log_memory(config, inst, capacity, &backend.label());
         if template.is_none() {
             built.setups.push(instance_setup(inst, capacity)?);

@@ -3,7 +3,7 @@
 //! rebuilds the roofline from the in-memory model and hardware, and keeps the requests'
 //! times in memory (no output is written).
 
-use super::backend::Backend;
+use super::backend::{Backend, Rooflines};
 use super::{Retime, disaggregation, instance_setup, load_workload, replay};
 use crate::Nanos;
 use crate::config::KernelSpec;
@@ -81,8 +81,15 @@ impl Rehearsal {
         }
         let config = &self.config;
         let mut backends = Vec::with_capacity(config.instances.len());
+        let rooflines = Rooflines::default();
         for inst in &config.instances {
-            backends.push(Backend::new(config, inst, "", self.first_arrival)?);
+            backends.push(Backend::new(
+                config,
+                inst,
+                "",
+                self.first_arrival,
+                &rooflines,
+            )?);
         }
         let mut dyn_backends: Vec<&mut dyn LatencyBackend> =
             backends.iter_mut().map(Backend::as_dyn).collect();

@@ -29,7 +29,10 @@ mod plan;
 
 pub use graphs::{CudaGraphMode, GraphOptions, GraphPolicy, StepMode};
 
-use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming, StepParts};
+use super::{
+    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimActivity, SharedBackend,
+    StepParts,
+};
 use crate::Nanos;
 use crate::config::HostSpec;
 use issue::Pipeline;
@@ -205,6 +208,73 @@ impl HostModel {
             wait,
             mode,
         })
+    }
+}
+
+/// A [`HostModel`] several instances price with: its layer buffer and issue plan (which
+/// depend only on the layers a step has) are shared, each instance's last step (where its
+/// host stands) is its own. Prices every step exactly as a host model of its own would.
+pub struct SharedHost {
+    model: SharedBackend<HostModel>,
+    last: Option<Priced>,
+}
+
+impl SharedHost {
+    /// A handle on `model`, which has not priced a step for it yet.
+    pub fn new(model: &SharedBackend<HostModel>) -> SharedHost {
+        SharedHost {
+            model: model.share(),
+            last: None,
+        }
+    }
+
+    /// Runs `call` on the shared model as it stands for this instance.
+    fn as_mine<T>(&mut self, call: impl FnOnce(&mut HostModel) -> T) -> T {
+        let last = &mut self.last;
+        self.model.with_mut(|m| {
+            m.last = *last;
+            let out = call(m);
+            *last = m.last;
+            out
+        })
+    }
+}
+
+impl LatencyBackend for SharedHost {
+    fn name(&self) -> &'static str {
+        self.model.name()
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        self.as_mine(|m| m.step_time(batch))
+    }
+
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        self.as_mine(|m| m.layer_times(batch, out))
+    }
+
+    fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
+        self.as_mine(|m| m.step_parts(batch))
+    }
+
+    fn streamed_weight_bytes(&self) -> u64 {
+        self.model.streamed_weight_bytes()
+    }
+
+    fn pim_activity(&self) -> PimActivity {
+        self.model.pim_activity()
+    }
+
+    fn profile_lookups(&self) -> Option<LookupCounts> {
+        self.model.profile_lookups()
+    }
+
+    fn count_lookups(&mut self, on: bool) {
+        self.model.count_lookups(on);
     }
 }
 
@@ -415,6 +485,32 @@ mod tests {
         // Only the steps after an idle gap (0 and 3) listed their layers to be priced; each
         // breakdown lists them once more.
         assert_eq!((told.get(), untold.get()), (2 + 6, 6 + 6));
+    }
+
+    #[test]
+    fn instances_sharing_a_host_model_keep_their_own_last_step() {
+        // Two asynchronous instances step in turn on one model: each one's back-to-back step
+        // follows its own previous step, as on a model of its own.
+        let (long, short) = (prefill(100), prefill(20));
+        let steps = [
+            (0, BatchDesc::new(&long)),
+            (1, BatchDesc::new(&short)),
+            (0, BatchDesc::new(&short).with_back_to_back(true)),
+            (1, BatchDesc::new(&long).with_back_to_back(true)),
+            (1, BatchDesc::new(&short).with_back_to_back(true)),
+            (0, BatchDesc::new(&long).with_back_to_back(true)),
+        ];
+        let mut own = [model(300_000, true), model(300_000, true)];
+        let one = SharedBackend::new(model(300_000, true));
+        let mut shared = [SharedHost::new(&one), SharedHost::new(&one)];
+        for (instance, batch) in steps {
+            let alone = own[instance].step_time(&batch).unwrap();
+            assert_eq!(shared[instance].step_time(&batch).unwrap(), alone);
+            assert_eq!(
+                shared[instance].breakdown(&batch).unwrap(),
+                own[instance].breakdown(&batch).unwrap()
+            );
+        }
     }
 
     #[test]
