@@ -182,6 +182,19 @@ fn session_spec(dir: &Path, n: u32) -> std::path::PathBuf {
     heavy_spec(dir.join(format!("sessions{n}.yaml")), n, 5, follow_up)
 }
 
+/// Peak RSS of a run of the session spec `spec` without prefix caching, writing its sessions.
+fn sessions_peak_rss_kb(dir: &Path, spec: &Path) -> u64 {
+    let sessions = dir.join("sessions.csv");
+    let args = [
+        "--workload-spec".as_ref(),
+        spec.as_os_str(),
+        "--no-enable-prefix-caching".as_ref(),
+        "--sessions-output".as_ref(),
+        sessions.as_os_str(),
+    ];
+    peak_rss_kb_of(dir, &args)
+}
+
 #[test]
 fn a_generated_workload_with_sessions_is_streamed_not_held() {
     // Issue 36: a session is planned when it starts and let go when it ends (its outcome
@@ -193,15 +206,7 @@ fn a_generated_workload_with_sessions_is_streamed_not_held() {
     let dir = tempfile::tempdir().unwrap();
     let rss = |n: u32| {
         let spec = session_spec(dir.path(), n);
-        let sessions = dir.path().join("sessions.csv");
-        let args = [
-            "--workload-spec".as_ref(),
-            spec.as_os_str(),
-            "--no-enable-prefix-caching".as_ref(),
-            "--sessions-output".as_ref(),
-            sessions.as_os_str(),
-        ];
-        peak_rss_kb_of(dir.path(), &args)
+        sessions_peak_rss_kb(dir.path(), &spec)
     };
     let (small, large) = (rss(400), rss(4_000));
     // 18,000 more requests of 4.8 kB of token ids: +86 MB if they were held (+120 MB
@@ -232,15 +237,7 @@ fn a_long_conversation_holds_the_turn_it_has_reached_not_its_plan() {
             5,
             &follow_up,
         );
-        let sessions = dir.path().join("sessions.csv");
-        let args = [
-            "--workload-spec".as_ref(),
-            spec.as_os_str(),
-            "--no-enable-prefix-caching".as_ref(),
-            "--sessions-output".as_ref(),
-            sessions.as_os_str(),
-        ];
-        peak_rss_kb_of(dir.path(), &args)
+        sessions_peak_rss_kb(dir.path(), &spec)
     };
     let (short, long) = (rss(50), rss(1_000));
     assert!(
