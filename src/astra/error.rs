@@ -376,11 +376,17 @@ mod message_tests {
     use std::path::PathBuf;
     use std::process::ExitStatus;
 
+    /// Checks that each fault prints its message.
+    fn assert_messages<const N: usize>(cases: [(Fault, &str); N]) {
+        for (fault, expected) in cases {
+            assert_eq!(fault.to_string(), expected);
+        }
+    }
+
     #[test]
-    fn typed_faults_print_their_messages() {
-        let io = || Error::new(ErrorKind::BrokenPipe, "broken pipe");
+    fn protocol_faults_print_their_messages() {
         let p = Fault::Protocol;
-        let cases = [
+        assert_messages([
             (
                 p(ProtocolError::FirstIteration {
                     npu: 1,
@@ -425,6 +431,13 @@ mod message_tests {
                 p(ProtocolError::NoSuchNpu { npu: 9, npus: 8 }),
                 "protocol error: a report for NPU 9, but the batch has 8 NPUs",
             ),
+        ]);
+    }
+
+    #[test]
+    fn io_faults_print_their_messages() {
+        let io = || Error::new(ErrorKind::BrokenPipe, "broken pipe");
+        assert_messages([
             (
                 Fault::Io(IoFault::NonBlocking(io())),
                 "making its pipes non-blocking: broken pipe",
@@ -484,6 +497,13 @@ mod message_tests {
                 Fault::Io(IoFault::Stopped),
                 "ASTRA-Sim was stopped by an earlier fault",
             ),
+        ]);
+    }
+
+    #[test]
+    fn process_faults_print_their_messages() {
+        let io = || Error::new(ErrorKind::BrokenPipe, "broken pipe");
+        assert_messages([
             (
                 Fault::Exited(Ended::Status(ExitStatus::from_raw(3 << 8))),
                 "the process ended unexpectedly (exit status: 3)",
@@ -531,9 +551,6 @@ mod message_tests {
                 }),
                 "writing /t/b0.3.et: broken pipe",
             ),
-        ];
-        for (fault, expected) in cases {
-            assert_eq!(fault.to_string(), expected);
-        }
+        ]);
     }
 }
