@@ -1,7 +1,10 @@
 //! What `calibrate` fits and how: five kernel constants of the roofline, each within the range
 //! real GPUs have, found by a bounded Hooke–Jeeves pattern search (deterministic and
 //! derivative-free) on the distance of the runs' simulated TTFT, TPOT and latency
-//! distributions from the real ones (`super::distance`).
+//! distributions from the real ones (`super::distance`), in rounds that each start from the
+//! best point with the runs' response there and its Gauss–Newton step
+//! ([`search_in_rounds`]). The response is measured with moves of 5% of each range, far
+//! larger than the steps and flats below, so it sees the trend.
 //!
 //! Why a pattern search: a simulated run's statistics are piecewise constant in the constants
 //! (integer nanoseconds, discrete scheduling decisions), so finite-difference gradients and
@@ -287,19 +290,184 @@ fn rotate(a: &mut [Vec<f64>], v: &mut [Vec<f64>], p: usize, q: usize) {
 pub struct Found {
     /// The constants at the best point, rounded as the file keeps them.
     pub kernels: KernelSpec,
+    /// The objective there.
+    pub value: f64,
     pub evaluations: usize,
+    /// How many rounds (a response, a Gauss–Newton step, a pattern search) it made.
+    pub rounds: usize,
+    /// The simulations that measured the response after the first round's (not counted
+    /// against the most evaluations: each round makes at least one evaluation).
+    pub probes: usize,
 }
 
-/// Minimises `objective` over the scalars of `space` (each within its bounds) from `start`,
-/// by a Hooke–Jeeves pattern search along the space's axes: a sweep tries one step up, then
-/// down, along each axis, keeping any improvement; after a sweep that improved, one pattern
-/// move repeats the sweep's whole displacement (which follows a valley that no single axis
-/// descends); after a sweep that did not, the step halves. Points are rounded to the file's
-/// precision (and clamped to the bounds) before they are evaluated, so the result is exactly
-/// a point evaluated. `progress` is called after each evaluation.
+/// How the runs' numbers respond at a point: `effects[i]`, how they move when scalar `i`
+/// moves one width from it (inwards at a bound), and `numbers`, their values there (0 where
+/// a number does not exist).
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub effects: Vec<Vec<f64>>,
+    pub numbers: Vec<f64>,
+}
+
+/// Minimises `objective` over `scalars` (each within its bounds) from `start`. Each round
+/// starts from the best point so far with the runs' [`Response`] there: first a
+/// Gauss–Newton step (the move, in widths, that brings the numbers to zero by the response
+/// taken as linear, clamped to the bounds; tried whole, half and quarter), then a
+/// [`search`] along the principal axes of the response, from its first step again. Rounds
+/// continue while one improves. The axes found at one point hold only where the response is
+/// close to linear: where a valley that two constants share bends, or a constant reaches a
+/// bound and the others must slide along it, every move along the old axes climbs and the
+/// steps shrink to nothing short of the floor. A round follows the valley as it is where
+/// the last stopped, and the Gauss–Newton step crosses the flat floor of a shallow valley
+/// in one move that no pattern step on it finds.
+pub fn search_in_rounds(
+    scalars: &[Scalar],
+    start: &KernelSpec,
+    limits: SearchLimits,
+    response_at: &mut dyn FnMut(&KernelSpec) -> anyhow::Result<Response>,
+    objective: &mut dyn FnMut(&KernelSpec) -> anyhow::Result<f64>,
+    progress: &mut dyn FnMut(),
+) -> anyhow::Result<Found> {
+    let mut best = Found {
+        kernels: start.clone(),
+        value: objective(start)?,
+        evaluations: 1,
+        rounds: 0,
+        probes: 0,
+    };
+    progress();
+    while best.evaluations < limits.max_evaluations {
+        let response = response_at(&best.kernels)?;
+        if best.rounds > 0 {
+            // The response's simulations: the point and one move of each scalar.
+            best.probes += scalars.len() + 1;
+        }
+        best.rounds += 1;
+        let before = best.value;
+        newton(scalars, &mut best, &response, limits, objective, progress)?;
+        let space = Space::principal(scalars, &response.effects);
+        let rest = SearchLimits {
+            max_evaluations: limits.max_evaluations - best.evaluations,
+            ..limits
+        };
+        let again = search(
+            &space,
+            &best.kernels,
+            Some(best.value),
+            rest,
+            objective,
+            progress,
+        )?;
+        best.evaluations += again.evaluations;
+        if again.value < best.value {
+            (best.kernels, best.value) = (again.kernels, again.value);
+        }
+        if best.value >= before {
+            break;
+        }
+    }
+    Ok(best)
+}
+
+/// Tries the Gauss–Newton step of `response` from `best`, whole, then a half and a quarter
+/// of it, and moves `best` to the first that improves, if one does.
+fn newton(
+    scalars: &[Scalar],
+    best: &mut Found,
+    response: &Response,
+    limits: SearchLimits,
+    objective: &mut dyn FnMut(&KernelSpec) -> anyhow::Result<f64>,
+    progress: &mut dyn FnMut(),
+) -> anyhow::Result<()> {
+    for fraction in [1.0, 0.5, 0.25] {
+        if best.evaluations >= limits.max_evaluations {
+            break;
+        }
+        let k = newton_point(scalars, &best.kernels, response, fraction);
+        if k == best.kernels {
+            break;
+        }
+        let value = objective(&k)?;
+        progress();
+        best.evaluations += 1;
+        if value < best.value {
+            (best.kernels, best.value) = (k, value);
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// `from` moved by `fraction` of the Gauss–Newton step of `response` (the least-squares
+/// solution, in widths, of effects × move = −numbers), rounded and clamped to the bounds.
+fn newton_point(
+    scalars: &[Scalar],
+    from: &KernelSpec,
+    response: &Response,
+    fraction: f64,
+) -> KernelSpec {
+    let e = &response.effects;
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let mut normal: Vec<Vec<f64>> = e
+        .iter()
+        .map(|a| e.iter().map(|b| dot(a, b)).collect())
+        .collect();
+    let trace: f64 = (0..e.len()).map(|i| normal[i][i]).sum();
+    for (i, row) in normal.iter_mut().enumerate() {
+        row[i] += 1e-9 * trace;
+    }
+    let right: Vec<f64> = e.iter().map(|a| -dot(a, &response.numbers)).collect();
+    let mut k = from.clone();
+    if let Some(step) = solve(normal, right) {
+        for (s, d) in scalars.iter().zip(step) {
+            let now = s.get(from).unwrap_or(s.lo);
+            s.set(&mut k, s.round(now + fraction * d * s.width));
+        }
+    }
+    k
+}
+
+/// The solution of `a` x = `b` (Gaussian elimination with partial pivoting; `None` when
+/// `a` is singular or the solution is not finite).
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col] == 0.0 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..n {
+            let (upper, lower) = a.split_at_mut(row);
+            let (pivot_row, this) = (&upper[col], &mut lower[0]);
+            let f = this[col] / pivot_row[col];
+            this.iter_mut()
+                .zip(pivot_row)
+                .for_each(|(x, p)| *x -= f * p);
+            b[row] -= f * b[col];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let tail: f64 = (row + 1..n).map(|j| a[row][j] * x[j]).sum();
+        x[row] = (b[row] - tail) / a[row][row];
+    }
+    x.iter().all(|v| v.is_finite()).then_some(x)
+}
+
+/// Minimises `objective` over the scalars of `space` (each within its bounds) from `start`
+/// (whose objective is `value` when known), by a Hooke–Jeeves pattern search along the
+/// space's axes: a sweep tries one step up, then down, along each axis, keeping any
+/// improvement; after a sweep that improved, one pattern move repeats the sweep's whole
+/// displacement (which follows a valley that no single axis descends); after a sweep that
+/// did not, the step halves. Points are rounded to the file's precision (and clamped to the
+/// bounds) before they are evaluated, so the result is exactly a point evaluated.
+/// `progress` is called after each evaluation.
 pub fn search(
     space: &Space<'_>,
     start: &KernelSpec,
+    value: Option<f64>,
     limits: SearchLimits,
     objective: &mut dyn FnMut(&KernelSpec) -> anyhow::Result<f64>,
     progress: &mut dyn FnMut(),
@@ -318,7 +486,10 @@ pub fn search(
         kernels: start.clone(),
         value: 0.0,
     };
-    best.value = search.evaluate(&best.kernels)?;
+    best.value = match value {
+        Some(v) => v,
+        None => search.evaluate(&best.kernels)?,
+    };
     let mut step = limits.first_step;
     while step >= limits.last_step && search.evaluations < search.max {
         let before = best.c.clone();
@@ -345,7 +516,10 @@ pub fn search(
     }
     Ok(Found {
         kernels: best.kernels,
+        value: best.value,
         evaluations: search.evaluations,
+        rounds: 0,
+        probes: 0,
     })
 }
 
@@ -431,6 +605,7 @@ mod tests {
         let found = search(
             &along_each(&scalars),
             &spec(0.82, 0.947),
+            None,
             limits,
             &mut bowl,
             &mut || {},
@@ -453,6 +628,7 @@ mod tests {
         let found = search(
             &along_each(&scalars),
             &spec(0.82, 0.947),
+            None,
             limits,
             &mut outside,
             &mut || {},
@@ -490,6 +666,7 @@ mod tests {
         let found = search(
             &space,
             &centre,
+            None,
             SearchLimits::default(),
             &mut valley,
             &mut || {},
@@ -523,6 +700,38 @@ mod tests {
         assert_eq!(space.point(&start, &clamped), far);
         let back = space.point(&start, &[clamped[0] - 0.5, clamped[1]]);
         assert_ne!(back, far);
+    }
+
+    #[test]
+    fn the_gauss_newton_step_solves_the_linear_response_and_stays_in_bounds() {
+        assert_eq!(
+            solve(vec![vec![2.0, 0.0], vec![0.0, 4.0]], vec![1.0, 2.0]),
+            Some(vec![0.5, 0.5])
+        );
+        let x = solve(vec![vec![0.0, 1.0], vec![3.0, 1.0]], vec![2.0, 5.0]).unwrap();
+        assert!(
+            (x[0] - 1.0).abs() < 1e-12 && (x[1] - 2.0).abs() < 1e-12,
+            "{x:?}"
+        );
+        assert_eq!(
+            solve(vec![vec![1.0, 2.0], vec![2.0, 4.0]], vec![1.0, 1.0]),
+            None
+        );
+        // Numbers 0.3 and −0.1 above zero; one width of each scalar moves them by (1, 0) and
+        // (0, 0.5): the step is −0.3 and +0.2 widths.
+        let scalars = [SCALARS[0], SCALARS[1]];
+        let response = Response {
+            effects: vec![vec![1.0, 0.0], vec![0.0, 0.5]],
+            numbers: vec![0.3, -0.1],
+        };
+        let k = newton_point(&scalars, &spec(0.82, 0.947), &response, 1.0);
+        assert_eq!(
+            k.gemm_compute_efficiency,
+            Some(SCALARS[0].round(0.82 - 0.3 * 0.084))
+        );
+        // The weight streaming's step (+0.2 × 0.037) passes its bound 1.0 from 0.995.
+        let k = newton_point(&scalars, &spec(0.82, 0.995), &response, 1.0);
+        assert_eq!(k.gemm_memory_efficiency, Some(1.0));
     }
 
     #[test]

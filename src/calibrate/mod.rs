@@ -20,6 +20,7 @@ use crate::runner::Rehearsal;
 use crate::setup::{self, RunOptions};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::cell::RefCell;
 use std::path::PathBuf;
 
 /// Engine settings given on the command line; `None`: from the run's `meta.json`, else the
@@ -186,11 +187,25 @@ pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
     let scalars = chosen_scalars(options, &mut fitted_runs, &start, &before)?;
     let found = {
         let bar = progress_bar(options.limits.max_evaluations);
-        let mut objective = |k: &KernelSpec| objective(&mut fitted_runs, k);
-        let space = fit::Space::principal(&scalars.fitted, &scalars.effects);
-        let found = fit::search(&space, &start, options.limits, &mut objective, &mut || {
-            bar.inc(1)
-        })?;
+        let runs = RefCell::new(&mut fitted_runs);
+        let mut objective = |k: &KernelSpec| objective(&mut runs.borrow_mut(), k);
+        let mut response_at = |k: &KernelSpec| {
+            if *k == start {
+                return Ok(fit::Response {
+                    effects: scalars.effects.clone(),
+                    numbers: numbers(&before),
+                });
+            }
+            response(&scalars.fitted, &mut runs.borrow_mut(), k)
+        };
+        let found = fit::search_in_rounds(
+            &scalars.fitted,
+            &start,
+            options.limits,
+            &mut response_at,
+            &mut objective,
+            &mut || bar.inc(1),
+        )?;
         bar.finish_and_clear();
         found
     };
@@ -292,20 +307,13 @@ fn chosen_scalars(
                 .push((s, "no fitted run has a MoE model".into()));
             continue;
         }
-        let now = s.get(start).unwrap_or(s.lo);
-        let mut probe = start.clone();
-        s.set(
-            &mut probe,
-            s.round(now + 0.05 * (s.hi - s.lo) * direction_inside(&s, now)),
-        );
-        let effect = effect(before, &tables(runs, &probe)?);
+        let (effect, per_width) = probe(&s, runs, start, before)?;
         if effect.iter().all(|d| *d == 0.0) {
             chosen
                 .left
                 .push((s, "the fitted runs do not depend on it".into()));
         } else {
-            let moved = s.get(&probe).unwrap_or(s.lo) - now;
-            exercised.push((s, effect, s.width / moved.abs()));
+            exercised.push((s, effect, per_width));
         }
     }
     identifiable(exercised, &mut chosen);
@@ -313,6 +321,52 @@ fn chosen_scalars(
         bail!("nothing to fit: the runs depend on none of the constants asked for");
     }
     Ok(chosen)
+}
+
+/// How the runs' Diff% numbers (`before` at `at`) move when `s` moves 5% of its range from
+/// `at` (inwards at a bound), and the factor that scales that move to one width.
+fn probe(
+    s: &Scalar,
+    runs: &mut [Prepared],
+    at: &KernelSpec,
+    before: &[[[f64; 5]; 3]],
+) -> anyhow::Result<(Vec<f64>, f64)> {
+    let now = s.get(at).unwrap_or(s.lo);
+    let mut moved = at.clone();
+    s.set(
+        &mut moved,
+        s.round(now + 0.05 * (s.hi - s.lo) * direction_inside(s, now)),
+    );
+    let effect = effect(before, &tables(runs, &moved)?);
+    let step = s.get(&moved).unwrap_or(s.lo) - now;
+    Ok((effect, s.width / step.abs()))
+}
+
+/// How the runs' Diff% numbers respond at `at` to each of `scalars` (what the search's
+/// axes and Gauss–Newton step follow from there).
+fn response(
+    scalars: &[Scalar],
+    runs: &mut [Prepared],
+    at: &KernelSpec,
+) -> anyhow::Result<fit::Response> {
+    let before = tables(runs, at)?;
+    let effects = scalars
+        .iter()
+        .map(|s| {
+            let (effect, per_width) = probe(s, runs, at, &before)?;
+            Ok(effect.iter().map(|x| x * per_width).collect())
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(fit::Response {
+        effects,
+        numbers: numbers(&before),
+    })
+}
+
+/// Every Diff% number of `tables`, in [`effect`]'s order (0 where one does not exist).
+fn numbers(tables: &[[[f64; 5]; 3]]) -> Vec<f64> {
+    let flat = tables.iter().flatten().flatten();
+    flat.map(|v| if v.is_finite() { *v } else { 0.0 }).collect()
 }
 
 /// How every Diff% number of the runs moved from `before` to `after` (0 where one of the
