@@ -80,7 +80,9 @@ struct Sample {
 
 /// The inter-token gaps of every group, as counts per distinct gap. A grouping with a single
 /// group (one class, one tenant, one model: most runs) holds nothing of its own: that group's
-/// gaps are `all`'s, so each generated token is counted once, not four times.
+/// gaps are `all`'s, so each generated token is counted once, not four times. With more than
+/// one class, `all` is left empty during the run and made from the classes' at the end
+/// ([`ItlCounts::overall`]): every request has exactly one class.
 #[derive(Debug, Default)]
 struct ItlCounts {
     all: IntegerCounts,
@@ -93,6 +95,15 @@ struct ItlCounts {
 }
 
 impl ItlCounts {
+    /// Every gap recorded so far.
+    fn overall(&self) -> IntegerCounts {
+        let mut overall = self.all.clone();
+        for class in &self.by_class {
+            overall.merge(class);
+        }
+        overall
+    }
+
     /// The gaps of group `i` of a grouping tallied in `groups`.
     fn of<'a>(&'a self, groups: &'a [IntegerCounts], i: usize) -> Option<&'a IntegerCounts> {
         if groups.is_empty() {
@@ -199,7 +210,7 @@ impl SloCollector {
         match self.models.len() {
             1 => {}
             // Every gap so far was the first model's.
-            2 => self.itl.by_model = vec![self.itl.all.clone(), IntegerCounts::default()],
+            2 => self.itl.by_model = vec![self.itl.overall(), IntegerCounts::default()],
             _ => self.itl.by_model.push(IntegerCounts::default()),
         }
         (self.models.len() - 1) as u32
@@ -208,7 +219,9 @@ impl SloCollector {
     /// Adds a request's inter-token gaps to its groups.
     fn record_itl(&mut self, s: &Sample, gaps_ns: &[Nanos]) {
         let itl = &mut self.itl;
-        itl.all.extend(gaps_ns);
+        if itl.by_class.is_empty() {
+            itl.all.extend(gaps_ns);
+        }
         for (groups, i) in [
             (&mut itl.by_class, s.class),
             (&mut itl.by_tenant, s.tenant),
@@ -243,7 +256,10 @@ impl SloCollector {
     }
 
     /// The report of a run that lasted `duration_s` on `instances`.
-    pub fn finish(self, duration_s: f64, instances: &[InstanceInfo]) -> SloReport {
+    pub fn finish(mut self, duration_s: f64, instances: &[InstanceInfo]) -> SloReport {
+        if !self.itl.by_class.is_empty() {
+            self.itl.all = self.itl.overall();
+        }
         let (tenants, classes) = (names(self.classes.tenants()), names(self.classes.classes()));
         let groups = |names: &[String], itl: &[IntegerCounts], key: fn(&Sample) -> u32| {
             let of = |(i, name): (usize, &String)| {
