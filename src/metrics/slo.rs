@@ -78,13 +78,40 @@ struct Sample {
     client_e2e_ms: f64,
 }
 
-/// The inter-token gaps of every group, as counts per distinct gap.
+/// The inter-token gaps of every group, as counts per distinct gap. A grouping with a single
+/// group (one class, one tenant, one model: most runs) holds nothing of its own: that group's
+/// gaps are `all`'s, so each generated token is counted once, not four times. With more than
+/// one class, `all` is left empty during the run and made from the classes' at the end
+/// ([`ItlCounts::overall`]): every request has exactly one class.
 #[derive(Debug, Default)]
 struct ItlCounts {
     all: IntegerCounts,
+    /// Empty while the run has at most one class.
     by_class: Vec<IntegerCounts>,
+    /// Empty while the run has at most one tenant.
     by_tenant: Vec<IntegerCounts>,
+    /// Empty while at most one model has served requests.
     by_model: Vec<IntegerCounts>,
+}
+
+impl ItlCounts {
+    /// Every gap recorded so far.
+    fn overall(&self) -> IntegerCounts {
+        let mut overall = self.all.clone();
+        for class in &self.by_class {
+            overall.merge(class);
+        }
+        overall
+    }
+
+    /// The gaps of group `i` of a grouping tallied in `groups`.
+    fn of<'a>(&'a self, groups: &'a [IntegerCounts], i: usize) -> Option<&'a IntegerCounts> {
+        if groups.is_empty() {
+            (i == 0).then_some(&self.all)
+        } else {
+            groups.get(i)
+        }
+    }
 }
 
 /// Collects the completed requests of a run.
@@ -117,7 +144,10 @@ impl SloCollector {
                 target.map(|&(_, ns)| ns as f64 / NS_PER_MS)
             })
             .collect();
-        let groups = |n: usize| (0..n.max(1)).map(|_| IntegerCounts::default()).collect();
+        let groups = |n: usize| {
+            let own = if n > 1 { n } else { 0 };
+            (0..own).map(|_| IntegerCounts::default()).collect()
+        };
         SloCollector {
             itl: ItlCounts {
                 by_class: groups(classes.classes().len()),
@@ -177,14 +207,21 @@ impl SloCollector {
             return i as u32;
         }
         self.models.push(name.to_owned());
-        self.itl.by_model.push(IntegerCounts::default());
+        match self.models.len() {
+            1 => {}
+            // Every gap so far was the first model's.
+            2 => self.itl.by_model = vec![self.itl.overall(), IntegerCounts::default()],
+            _ => self.itl.by_model.push(IntegerCounts::default()),
+        }
         (self.models.len() - 1) as u32
     }
 
     /// Adds a request's inter-token gaps to its groups.
     fn record_itl(&mut self, s: &Sample, gaps_ns: &[Nanos]) {
         let itl = &mut self.itl;
-        itl.all.extend(gaps_ns);
+        if itl.by_class.is_empty() {
+            itl.all.extend(gaps_ns);
+        }
         for (groups, i) in [
             (&mut itl.by_class, s.class),
             (&mut itl.by_tenant, s.tenant),
@@ -219,12 +256,15 @@ impl SloCollector {
     }
 
     /// The report of a run that lasted `duration_s` on `instances`.
-    pub fn finish(self, duration_s: f64, instances: &[InstanceInfo]) -> SloReport {
+    pub fn finish(mut self, duration_s: f64, instances: &[InstanceInfo]) -> SloReport {
+        if !self.itl.by_class.is_empty() {
+            self.itl.all = self.itl.overall();
+        }
         let (tenants, classes) = (names(self.classes.tenants()), names(self.classes.classes()));
         let groups = |names: &[String], itl: &[IntegerCounts], key: fn(&Sample) -> u32| {
             let of = |(i, name): (usize, &String)| {
                 let pick = |s: &Sample| key(s) as usize == i;
-                let gaps = itl.get(i).map(Dist::of_counts).unwrap_or_default();
+                let gaps = self.itl.of(itl, i).map(Dist::of_counts).unwrap_or_default();
                 Group::of(name.clone(), &self.samples, &pick, gaps, duration_s)
             };
             names.iter().enumerate().map(of).collect::<Vec<Group>>()
@@ -457,6 +497,7 @@ mod tests {
     use super::*;
     use crate::metrics::PrefixCacheStats;
     use serde_json::Value;
+    use std::collections::BTreeMap;
 
     fn record(id: u64, ttft_ms: u64, e2e_ms: u64, output_toks: u32) -> RequestRecord<'static> {
         RequestRecord {
@@ -471,6 +512,68 @@ mod tests {
             queuing_delay_ns: 0,
             itl_ns: &[],
             pd: None,
+        }
+    }
+
+    #[test]
+    fn groups_pool_the_gaps_of_their_requests_however_many_groups_there_are() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+        let models = ["m", "n", "o"];
+        for case in 0..40 {
+            // One to three tenants, classes and models, with requests in runs of one class.
+            let tenants = rng.random_range(1..4);
+            let kinds = rng.random_range(1..4);
+            let used = rng.random_range(1..4);
+            let mut classes = RequestClasses::default();
+            let mut keys = Vec::new();
+            for first in (0..60u64).step_by(6) {
+                let (t, c) = (rng.random_range(0..tenants), rng.random_range(0..kinds));
+                classes.assign(first, 6, &format!("t{t}"), &format!("c{c}"));
+                keys.extend([(t, c); 6]);
+            }
+            let gaps: Vec<Vec<u64>> = (0..60)
+                .map(|_| {
+                    let n = rng.random_range(0..20);
+                    (0..n)
+                        .map(|_| rng.random_range(1..50) * 1_000_000)
+                        .collect()
+                })
+                .collect();
+            let mut c = SloCollector::new(Some(&classes), SloTargets::default(), &[]);
+            // Each group's gaps tallied on its own, as every group did before.
+            let mut expected: BTreeMap<String, IntegerCounts> = BTreeMap::new();
+            for (id, gaps) in gaps.iter().enumerate() {
+                let mut r = record(id as u64, 10, 20, gaps.len() as u32 + 1);
+                r.model = models[rng.random_range(0..used)];
+                r.itl_ns = gaps;
+                c.record(&r);
+                let (t, k) = keys[id];
+                for group in [
+                    "all".to_owned(),
+                    format!("tenant t{t}"),
+                    format!("class c{k}"),
+                    format!("model {}", r.model),
+                ] {
+                    expected.entry(group).or_default().extend(gaps);
+                }
+            }
+            let report = c.finish(1.0, &[]);
+            let mut actual = vec![("all".to_owned(), report.overall.itl)];
+            for (kind, groups) in [
+                ("tenant", &report.by_tenant),
+                ("class", &report.by_class),
+                ("model", &report.by_model),
+            ] {
+                let named = groups.iter().map(|g| (format!("{kind} {}", g.name), g.itl));
+                actual.extend(named.filter(|(_, itl)| *itl != Dist::default()));
+            }
+            actual.sort_by(|a, b| a.0.cmp(&b.0));
+            let expected: Vec<(String, Dist)> = (expected.iter())
+                .map(|(name, counts)| (name.clone(), Dist::of_counts(counts)))
+                .filter(|(_, itl)| *itl != Dist::default())
+                .collect();
+            assert_eq!(actual, expected, "case {case}");
         }
     }
 

@@ -223,8 +223,14 @@ impl IntegerCounts {
         *self.wide.entry(value).or_insert(0) += count;
     }
 
-    /// Adds every value `other` holds.
+    /// Adds every value `other` holds. Into an empty one that is a copy of `other`'s tables,
+    /// not a probe per distinct value: the run's pooled gaps (a distinct value per step, a
+    /// million or more) are merged that way into the summary's.
     pub fn merge(&mut self, other: &IntegerCounts) {
+        if self.is_empty() {
+            self.clone_from(other);
+            return;
+        }
         for (&v, &c) in &other.narrow {
             self.add(u64::from(v), u64::from(c));
         }
@@ -633,6 +639,40 @@ mod tests {
         let expected: Vec<(u64, u64)> = plain.into_iter().collect();
         assert_eq!(merged.sorted(), expected);
         assert_eq!(merged.len(), expected.iter().map(|&(_, c)| c).sum::<u64>());
+    }
+
+    #[test]
+    fn merged_counts_are_those_of_one_plain_map() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+        for case in 0..50 {
+            // A few tallies of random values (some past 32 bits), merged into an empty one
+            // (a copy) and then into one holding values (a probe per value).
+            let parts: Vec<Vec<u64>> = (0..rng.random_range(1..5))
+                .map(|_| {
+                    let n = rng.random_range(0..300);
+                    let top = [10, 1_000, 1 << 40][rng.random_range(0..3)];
+                    (0..n).map(|_| rng.random_range(0..top)).collect()
+                })
+                .collect();
+            let mut plain = std::collections::BTreeMap::<u64, u64>::new();
+            let mut merged = IntegerCounts::default();
+            for part in &parts {
+                let mut counts = IntegerCounts::default();
+                counts.extend(part);
+                merged.merge(&counts);
+                for &v in part {
+                    *plain.entry(v).or_insert(0) += 1;
+                }
+            }
+            let expected: Vec<(u64, u64)> = plain.into_iter().collect();
+            assert_eq!(merged.sorted(), expected, "case {case}");
+            assert_eq!(
+                merged.len(),
+                parts.iter().map(|p| p.len() as u64).sum::<u64>(),
+                "case {case}"
+            );
+        }
     }
 
     #[test]
