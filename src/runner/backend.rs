@@ -550,6 +550,13 @@ mod tests {
             on_b.with(MemoisedRoofline::stats),
             MemoStats { hits: 1, misses: 1 }
         );
+        // The share tells the layer list its roofline priced last, which a host model over
+        // it reads to skip listing the layers again.
+        assert!(on_b.last_layer_list().is_some());
+        assert_eq!(
+            on_b.last_layer_list(),
+            on_b.with(MemoisedRoofline::last_layer_list)
+        );
         // TP 2 prices differently: a roofline of its own.
         assert_eq!(on_wider.step_time(&batch).unwrap(), alone(&wider));
         assert_ne!(alone(&wider), alone(&a));
