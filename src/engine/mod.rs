@@ -241,12 +241,14 @@ pub trait Observer {
     fn request_finished(&mut self, record: &RequestRecord<'_>) -> anyhow::Result<()>;
 
     /// A step finished (called after its requests are recorded); `backend` is the latency
-    /// backend of the instance that ran it.
+    /// backend of the instance that ran it. Ignored unless implemented.
     fn step_finished(
         &mut self,
-        step: &StepEvent<'_>,
-        backend: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()>;
+        _step: &StepEvent<'_>,
+        _backend: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
 
     /// A KV transfer from a prefill to a decode instance started or arrived. Ignored unless
     /// implemented.

@@ -7,7 +7,7 @@ use super::backend::{Backend, Rooflines};
 use super::{Retime, disaggregation, instance_setup, load_workload, replay};
 use crate::Nanos;
 use crate::config::KernelSpec;
-use crate::engine::{self, InstanceSetup, Observer, Run, Services, StepEvent};
+use crate::engine::{self, InstanceSetup, Observer, Run, Services};
 use crate::latency::LatencyBackend;
 use crate::metrics::{RequestRecord, Samples};
 use crate::router::Router;
@@ -118,14 +118,6 @@ impl Observer for Times {
         self.samples[0].push(ms(record.ttft_ns()));
         self.samples[1].push(ms(record.tpot_ns()));
         self.samples[2].push(ms(record.latency_ns()));
-        Ok(())
-    }
-
-    fn step_finished(
-        &mut self,
-        _step: &StepEvent<'_>,
-        _backend: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
         Ok(())
     }
 }

@@ -52,14 +52,6 @@ impl Observer for Ends {
         Ok(())
     }
 
-    fn step_finished(
-        &mut self,
-        _: &StepEvent<'_>,
-        _: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
-        Ok(())
-    }
-
     fn request_dropped(&mut self, r: &Request, _: Nanos, _: Dropped) -> anyhow::Result<()> {
         self.dropped.push(r.id);
         Ok(())

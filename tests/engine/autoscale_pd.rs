@@ -14,7 +14,7 @@ use blis_cosim::autoscale::{
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::control::Dropped;
 use blis_cosim::engine::{
-    Cluster, Disaggregation, Observer, PdFlow, Run, RunOutcome, Services, StepEvent, TransferEvent,
+    Cluster, Disaggregation, Observer, PdFlow, Run, RunOutcome, Services, TransferEvent,
 };
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
@@ -51,14 +51,6 @@ impl Observer for Ends {
             pd.prefill_end_ns,
             pd.transfer_start_ns,
         ));
-        Ok(())
-    }
-
-    fn step_finished(
-        &mut self,
-        _: &StepEvent<'_>,
-        _: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use blis_cosim::Nanos;
 use blis_cosim::control::admission::{AdmissionPolicy, BucketParams, TierShedParams};
 use blis_cosim::control::flow::{Detector, DispatchOrder, FlowConfig};
 use blis_cosim::control::{ControlConfig, ControlPlane, Dropped};
-use blis_cosim::engine::{Observer, Run, RunOutcome, Services, StepEvent};
+use blis_cosim::engine::{Observer, Run, RunOutcome, Services};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{Router, RoutingPolicy};
@@ -29,14 +29,6 @@ impl Observer for Ends {
         let mut rec = Recorder::default();
         rec.request_finished(r)?;
         self.finished.extend(rec.finished);
-        Ok(())
-    }
-
-    fn step_finished(
-        &mut self,
-        _: &StepEvent<'_>,
-        _: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
         Ok(())
     }
 

@@ -102,14 +102,6 @@ impl Observer for Ends {
         Ok(())
     }
 
-    fn step_finished(
-        &mut self,
-        _: &StepEvent<'_>,
-        _: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
-        Ok(())
-    }
-
     fn request_dropped(&mut self, r: &Request, _: Nanos, why: Dropped) -> anyhow::Result<()> {
         let kind = match (why.outcome, why.stage) {
             (Outcome::TimedOut, _) => Kind::TimedOut,
@@ -323,14 +315,6 @@ impl Observer for Gaps {
             assert!(r.itl_ns.is_empty(), "no one asked for the gaps");
         }
         self.finished += 1;
-        Ok(())
-    }
-
-    fn step_finished(
-        &mut self,
-        _: &StepEvent<'_>,
-        _: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
         Ok(())
     }
 
@@ -568,14 +552,6 @@ impl Observer for Placed {
     fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
         self.0
             .push((r.request_id, r.instance_id, r.first_token_ns, r.end_ns));
-        Ok(())
-    }
-
-    fn step_finished(
-        &mut self,
-        _: &StepEvent<'_>,
-        _: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
         Ok(())
     }
 }
