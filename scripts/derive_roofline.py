@@ -571,6 +571,72 @@ def print_allreduce_bands(data):
           + ", ".join(cells))
 
 
+# NCCL's own model of what a ring moves per NVLink link and direction, GB/s (NCCL
+# src/graph/topo.h: SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6), and the links per GPU of each
+# system (NVLink 3 and 4 links carry 25 GB/s a direction: DGX A100 12, DGX H100 18, one
+# 600 GB/s bridge 12). NCCL's ring latency on NVLink, us: base + per step (src/graph/tuning.cc
+# baseLat and hwLat[NVLINK][RING]: Simple 8.4 + 3.4, LL128 14.0 + 1.9), the same on every
+# architecture.
+NCCL_NVLINK_GBPS = {"A100": 20.0, "H100": 20.6}
+NCCL_LINKS = {"a100_dgx": 12, "h100_dgx": 18, "a100_pairwise_nvlink": 12, "h100_pairwise_nvlink": 12}
+NCCL_RING_LATENCY_US = {"Simple": (8.4, 3.4), "LL128": (14.0, 1.9)}
+
+
+def allreduce_fits_by_ranks(rows, smallest):
+    """Per (system, GPU count): `t = t0 + ring bytes / (eta x link)` over messages of at least
+    `smallest` bytes up to 64 MiB; returns {(system, n): (t0 seconds, eta)}."""
+    out = {}
+    for system, n in sorted({(r["system"], r["n"]) for r in rows}):
+        mine = [r for r in rows if r["system"] == system and r["n"] == n and smallest <= r["bytes"] <= 64 << 20]
+        t0, rate = fit([(ring_bytes(r), r["t"]) for r in mine])
+        out[(system, n)] = (t0, rate / mine[0]["link"])
+    return out
+
+
+def allreduce_transfer_errors(data):
+    """The all-reduce row of the leave-one-GPU-out table (rows of at least 1 MiB, each system's
+    own small-message time as the fixed part) with the efficiency taken as: the code's (median
+    of the other GPU's systems), the held-out system's own (what is left when the efficiency
+    transfers perfectly), NCCL's own per-link rate (no fit), and the other GPU's systems at the
+    same GPU count, fitted from 16, 8, 4 and 1 MiB."""
+    fits = data.fits["all_reduce"]
+    ways = {
+        "code": lambda r, others: median(fits[s]["eta"] for s in others),
+        "own": lambda r, others: fits[r["system"]]["eta"],
+        "NCCL per link": lambda r, others: NCCL_LINKS[r["system"]] * NCCL_NVLINK_GBPS[r["gpu"]] * 1e9 / r["link"],
+    }
+    for mib in (16, 8, 4, 1):
+        by_ranks = allreduce_fits_by_ranks(data.all_reduce, mib << 20)
+        ways[f"same count {mib}+ MiB"] = lambda r, others, b=by_ranks: median(
+            e for (s, n), (_, e) in b.items() if s in others and n == r["n"])
+    out = {}
+    for gpu in sorted({f["gpu"] for f in fits.values()}):
+        others = [s for s in fits if fits[s]["gpu"] != gpu]
+        for r in data.all_reduce:
+            if r["gpu"] != gpu or r["bytes"] < 1 << 20:
+                continue
+            for way, eta in ways.items():
+                t = fits[r["system"]]["t0"] + ring_bytes(r) / (r["link"] * eta(r, others))
+                out.setdefault((way, gpu), []).append(t / r["t"] - 1)
+    return out
+
+
+def print_allreduce_transfer(data):
+    print("all-reduce held out by GPU (rows >= 1 MiB, own small-message time), the link efficiency taken as:")
+    errors = allreduce_transfer_errors(data)
+    for way in dict.fromkeys(w for w, _ in errors):
+        cells = [f"{gpu} {summary(e)}" for (w, gpu), e in errors.items() if w == way]
+        pooled = [x for (w, _), e in errors.items() if w == way for x in e]
+        print(f"  {way:20}: " + ", ".join(cells) + f", pooled {median(abs(x) for x in pooled) * 100:.1f}%")
+    wide = allreduce_fits_by_ranks(data.all_reduce, 1 << 20)
+    for (system, n), (t0, eta) in allreduce_fits_by_ranks(data.all_reduce, 16 << 20).items():
+        t1, eta1 = wide[(system, n)]
+        simple, ll128 = ((b + 2 * (n - 1) * s) for b, s in NCCL_RING_LATENCY_US.values())
+        print(f"  {system:21} {n} GPUs: eta {eta:.3f} (16-64 MiB) / {eta1:.3f} (1-64 MiB); intercept less events "
+              f"{(t0 - tables.EVENT_COST_S) * 1e6:5.1f} / {(t1 - tables.EVENT_COST_S) * 1e6:5.1f} us "
+              f"(NCCL's ring latency: Simple {simple:.1f}, LL128 {ll128:.1f} us)")
+
+
 def summary(errors):
     return f"{median(abs(e) for e in errors) * 100:4.1f}% ({median(errors) * 100:+5.1f})"
 
@@ -844,6 +910,8 @@ def main():
         print_allreduce_floor(data, data.constants(list(GPUS)))
         print()
         print_allreduce_bands(data)
+        print()
+        print_allreduce_transfer(data)
         print()
         print_tp_prefill_gemms(data)
         print()
