@@ -9,9 +9,10 @@ validation run is read.
 
 For every GPU the script fits what its own tables say (a GEMM's fixed time, weight-streaming
 and compute efficiencies and how much of the shorter of the two the longer hides; attention's
-fixed time and efficiencies; the fused-MoE kernel's, with the thread blocks per SM its grouped
-GEMMs need to stream at full rate and the bytes per SM per clock its large tile streams at
-most; the least time of a kernel; an all-reduce's fixed time and link efficiency). A constant
+fixed time and efficiencies; the fused-MoE kernel's, with the memory latency in SM clocks
+that sets how many thread blocks its grouped GEMMs need to stream at full rate and the bytes
+per SM per clock its large tile streams at most; the least time of a kernel; an all-reduce's
+fixed time and link efficiency). A constant
 of the roofline is the median of a family's per-GPU values over the GPUs that have it; the
 weight-streaming efficiency of GEMMs is the median within the architecture class (Ampere, sm_8x
 before Ada; later parts), the one constant whose per-GPU values split by class. Then, for
@@ -254,18 +255,33 @@ def large_tile(r):
     return r["n"] > r["E_loc"]
 
 
-def moe_parts(r, eta_m, blocks_per_sm, large_tile_cap=None):
+# Weight bytes one thread block of the fused-MoE kernel keeps in flight: vLLM's default configs
+# set no `num_stages`, so Triton's default of 3 pipeline stages applies, 2 K steps loading
+# ahead of the one being computed, each a BLOCK_K x BLOCK_N tile of bf16 weights: 64 x 32 on
+# the small tile (16 x 32 x 64), 32 x 64 on the large (64 x 64 x 32), 8,192 bytes on both.
+MOE_BLOCK_BYTES_IN_FLIGHT = 2 * 64 * 32 * 2
+
+
+def moe_saturating_blocks(gpu, latency):
+    """Thread blocks that saturate `gpu`'s bandwidth by Little's law: the bytes in flight the
+    peak needs (bytes per clock x the memory latency of `latency` SM clocks) over a block's
+    (`MOE_BLOCK_BYTES_IN_FLIGHT`). 0: no limit."""
+    g = GPUS[gpu]
+    return latency * g["bw"] / g["clock"] / MOE_BLOCK_BYTES_IN_FLIGHT
+
+
+def moe_parts(r, eta_m, latency, large_tile_cap=None):
     """(MMA seconds at peak, seconds of weight and activation streaming) of a fused-MoE row.
-    The weights of the experts hit stream at `eta_m` of peak bandwidth once each GEMM has
-    `blocks_per_sm` thread blocks per SM, and in proportion below (a block keeps a bounded
-    number of loads in flight: few experts, few tile columns or one tile row each leave the
-    GPU's bandwidth unused); the routed rows in and out at `eta_m`. On vLLM's large tile the
-    peak is at most `large_tile_cap` (`large_tile_peak`), and the MMA work is of whole 64-row
-    tiles per expert hit (`mma_rows`)."""
+    The weights of the experts hit stream at `eta_m` of peak bandwidth once each GEMM has the
+    thread blocks that keep the bytes in flight a memory latency of `latency` SM clocks needs
+    (`moe_saturating_blocks`), and in proportion below (few experts, few tile columns or one
+    tile row each leave the GPU's bandwidth unused); the routed rows in and out at `eta_m`. On
+    vLLM's large tile the peak is at most `large_tile_cap` (`large_tile_peak`), and the MMA
+    work is of whole 64-row tiles per expert hit (`mma_rows`)."""
     g = GPUS[r["gpu"]]
     expert = r["hidden"] * r["width"] * 2
     bw = large_tile_peak(r, large_tile_cap) * eta_m
-    full = blocks_per_sm * g["sms"]
+    full = moe_saturating_blocks(r["gpu"], latency)
     up, down = (bw * min(1.0, blocks / full) if full else bw for blocks in moe_tiles(r))
     moved = 2 * r["active"] * expert / up + r["active"] * expert / down + 2 * r["routed"] * r["hidden"] * 2 / bw
     flops = mma_rows(r) * 2 * 3 * r["hidden"] * r["width"]
@@ -301,14 +317,14 @@ def large_tile_peak(r, cap):
 
 def moe_time(c, r):
     """The fused-MoE kernel as src/latency/roofline.rs prices it."""
-    at_peak, moved = moe_parts(r, c["moe_eta_m"], c["moe_blocks_per_sm"], c["moe_large_tile"])
+    at_peak, moved = moe_parts(r, c["moe_eta_m"], c["moe_latency"], c["moe_large_tile"])
     compute = at_peak / c["moe_eta_c"]
     return c["moe_t0"] + max(compute, moved) + c["moe_unhidden"] * min(compute, moved)
 
 
-# Thread blocks per SM that saturate the bandwidth, tried by the light rows' fit (0: any
-# number does).
-BLOCKS_PER_SM = [x / 4 for x in range(0, 33)]
+# The memory latency in SM clocks that sets the blocks saturating the bandwidth, tried by the
+# light rows' fit (0: any number of blocks does).
+LATENCY_CLOCKS = [x * 50.0 for x in range(0, 101)]
 # Bytes per SM per clock the large tile streams at most, tried by the same fit (None: no
 # limit); with `--flat-large-tile`, shares of the peak instead (a what-if: RTX PRO 6000's own
 # table shows no such loss, and its bench case's TPOT goes from +0.2% to +11% with a share).
@@ -317,13 +333,13 @@ LARGE_TILE_CAPS = [None] + ([x / 20 for x in range(10, 20)] if "--flat-large-til
 
 
 def moe_light_fit(light):
-    """(t0, eta_m, blocks per SM, large-tile cap or None) of the rows whose weights
-    dominate. For each number of blocks per SM and large-tile cap on the grids the streaming
+    """(t0, eta_m, latency in clocks, large-tile cap or None) of the rows whose weights
+    dominate. For each latency and large-tile cap on the grids the streaming
     time is `x / eta_m`, with `x` the bytes over the bandwidth the blocks reach, so
     `t = t0 + x / eta_m` is fitted as the GEMMs are (least squares of the relative error); the
     pair whose fit has the least median over the GPU's tables of their median |error| wins
     (every table weighs alike, and one table whose kernel behaves otherwise does not decide
-    it). The blocks per SM are kept (else 0) only where at least a third of the rows then
+    it). The latency is kept (else 0) only where at least a third of the rows then
     stream slower than `eta_m` allows; the cap is tried only where at least a tenth of the
     rows run on the large tile: else the tables do not measure it."""
     tables_of = {}
@@ -332,13 +348,13 @@ def moe_light_fit(light):
 
     def fit_at(k, q):
         t0, rate = fit([(moe_parts(r, 1.0, k, q)[1], r["t"]) for r in light])
-        c = {"moe_t0": t0, "moe_eta_m": rate, "moe_blocks_per_sm": k, "moe_eta_c": 1.0, "moe_unhidden": 0.0,
+        c = {"moe_t0": t0, "moe_eta_m": rate, "moe_latency": k, "moe_eta_c": 1.0, "moe_unhidden": 0.0,
              "moe_large_tile": q}
         err = median(median(abs(moe_time(c, r) / r["t"] - 1) for r in rows) for rows in tables_of.values())
         return err, t0, rate, k, q
     tiled = [r for r in light if large_tile(r)]
     caps = LARGE_TILE_CAPS if len(tiled) >= len(light) / 10 else [None]
-    _, t0, eta, k, q = min((fit_at(k, q) for k in BLOCKS_PER_SM for q in caps), key=lambda f: f[0])
+    _, t0, eta, k, q = min((fit_at(k, q) for k in LATENCY_CLOCKS for q in caps), key=lambda f: f[0])
     limited = sum(1 for r in light if moe_parts(r, eta, k, q)[1] > moe_parts(r, eta, 0, q)[1] * 1.05)
     if limited < len(light) / 3:
         _, t0, eta, k, q = min((fit_at(0.0, q) for q in caps), key=lambda f: f[0])
@@ -363,7 +379,7 @@ def loop_time(c, r):
 
 
 def moe_fits(rows):
-    """Per GPU: t0, weight-streaming efficiency, the per-block rate and the large tile's cap
+    """Per GPU: t0, weight-streaming efficiency, the memory latency and the large tile's cap
     from the rows with at most 4 routed rows per expert hit (the weights dominate), the compute
     efficiency from those with at least 256 (the MMA work dominates; median), the unhidden
     share by least squares over all its rows. Only vLLM's fused kernel (`fused`): a per-expert
@@ -374,14 +390,14 @@ def moe_fits(rows):
         light = [r for r in mine if r["routed"] <= 4 * max(r["active"], 1)]
         if len(light) < 3:
             continue
-        t0, eta, blocks, cap = moe_light_fit(light)
-        f = {"t0": t0, "eta_m": eta, "blocks_per_sm": blocks, "large_tile": cap, "n": len(mine),
+        t0, eta, latency, cap = moe_light_fit(light)
+        f = {"t0": t0, "eta_m": eta, "latency": latency, "large_tile": cap, "n": len(mine),
              "kernel_timed": all(r["src"] in ("lss", "frontier-kernel") for r in mine)}
-        heavy = [moe_parts(r, eta, blocks, cap)[0] / (r["t"] - t0) for r in mine
+        heavy = [moe_parts(r, eta, latency, cap)[0] / (r["t"] - t0) for r in mine
                  if r["routed"] >= 256 * max(r["active"], 1) and r["t"] > t0]
         if heavy:
             f["eta_c"] = median(heavy)
-            base = {"moe_t0": t0, "moe_eta_m": eta, "moe_eta_c": f["eta_c"], "moe_blocks_per_sm": blocks,
+            base = {"moe_t0": t0, "moe_eta_m": eta, "moe_eta_c": f["eta_c"], "moe_latency": latency,
                     "moe_large_tile": cap}
             f["unhidden"] = best([k / 50 for k in range(51)],
                                  lambda k: [moe_time(dict(base, moe_unhidden=k), r) / r["t"] - 1 for r in mine])
@@ -392,7 +408,7 @@ def moe_fits(rows):
 def moe_constants(fits, gpus):
     have = [g for g in gpus if g in fits]
     full = [g for g in have if "eta_c" in fits[g]]
-    blocks = [fits[g]["blocks_per_sm"] for g in have if fits[g]["blocks_per_sm"]]
+    latencies = [fits[g]["latency"] for g in have if fits[g]["latency"]]
     caps = [fits[g]["large_tile"] for g in have if fits[g]["large_tile"] is not None]
     return {
         # Event-timed and looped tables carry host time in their intercept: the fixed time
@@ -402,7 +418,7 @@ def moe_constants(fits, gpus):
         "moe_eta_c": median(fits[g]["eta_c"] for g in full),
         "moe_unhidden": median(fits[g]["unhidden"] for g in full),
         # Without a table that measures it, no limit (the roofline before it).
-        "moe_blocks_per_sm": median(blocks) if blocks else 0.0,
+        "moe_latency": median(latencies) if latencies else 0.0,
         # Measured only where a GPU's weight-bound rows run both tiles (H800's tables).
         "moe_large_tile": median(caps) if caps else None,
     }
@@ -882,7 +898,9 @@ def print_fits(data):
             print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, {eta:.3f} {unit}")
     for gpu, g in f["moe"].items():
         extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
-        block = f", saturates at {g['blocks_per_sm']:.2f} blocks/SM" if g["blocks_per_sm"] else ", blocks never limit"
+        block = (f", blocks saturate at a {g['latency']:.0f}-clock latency "
+                 f"({moe_saturating_blocks(gpu, g['latency']) / GPUS[gpu]['sms']:.2f} per SM)"
+                 if g["latency"] else ", blocks never limit")
         if g["large_tile"] is not None and g["large_tile"] < 1.0:
             block += f", large tile at {g['large_tile']:.2f} of the rate"
         elif g["large_tile"] is not None:
@@ -938,7 +956,7 @@ def main():
     print(f"MOE_MEMORY_EFFICIENCY = {c['moe_eta_m']:.3f}")
     print(f"MOE_COMPUTE_EFFICIENCY = {c['moe_eta_c']:.2f}")
     print(f"MOE_UNHIDDEN = {c['moe_unhidden']:.2f}")
-    print(f"MOE_SATURATING_BLOCKS_PER_SM = {c['moe_blocks_per_sm']:.2f}")
+    print(f"MOE_LATENCY_CLOCKS = {c['moe_latency']:.0f}")
     if "--flat-large-tile" in sys.argv:
         print(f"(what-if, not held by the code) MOE_LARGE_TILE_STREAMING = {c['moe_large_tile']:.2f}")
     else:

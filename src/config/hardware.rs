@@ -46,16 +46,17 @@ pub struct Hardware {
     /// run 128-row tiles. Absent: a later, non-Hopper part.
     #[serde(default)]
     pub architecture: Option<String>,
-    /// Streaming multiprocessors (or the part's equivalent compute units): the fused-MoE
-    /// kernel streams its experts' weights at full rate only with enough thread blocks per
-    /// SM (see the roofline's `MOE_SATURATING_BLOCKS_PER_SM`), and prefill attention's tiles
-    /// run in waves of one per SM (`prefill_waves`). Absent: no such limit, no waves.
+    /// Streaming multiprocessors (or the part's equivalent compute units): prefill
+    /// attention's tiles run in waves of one per SM (`prefill_waves`); with `sm_clock_mhz`,
+    /// the fused-MoE kernel's limits below. Absent: no waves, no such limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_count: Option<u32>,
     /// The SM clock at which the datasheet's tensor peak is quoted, MHz: the fused-MoE
-    /// kernel's large tile streams at most a fixed number of bytes per SM per clock (see the
-    /// roofline's `MOE_LARGE_TILE_BYTES_PER_CLOCK`). Absent (or without `sm_count`): no such
-    /// limit.
+    /// kernel streams its experts' weights at full rate only with enough thread blocks to keep
+    /// the peak's bytes per clock in flight over the memory latency (see the roofline's
+    /// `MOE_LATENCY_CLOCKS`), and its large tile streams at most a fixed number of bytes per
+    /// SM per clock (`MOE_LARGE_TILE_BYTES_PER_CLOCK`). Absent (or without `sm_count`): no
+    /// such limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_clock_mhz: Option<f64>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
