@@ -31,8 +31,10 @@ import statistics
 # = SMs x dense BF16 FLOP per SM per clock x clock, with 2,048 FLOP per SM per clock on Ampere's
 # GA100 (A100 whitepaper: 1,410 MHz), 1,024 on GA102 (A40: 1,740 MHz), 4,096 on Hopper (twice
 # Ampere's per SM per clock, whitepaper; 989.4 TFLOP/s over 132 SMs: 1,830 MHz), 512 on Ada with
-# FP32 accumulation (RTX 4090: 2,520 MHz, whitepaper) and 1,024 on GB202 (RTX PRO 6000: 503.8
-# TFLOP/s over 188 SMs: 2,617 MHz).
+# FP32 accumulation (RTX 4090) and 1,024 on GB202 (RTX PRO 6000: 503.8 TFLOP/s over 188 SMs:
+# 2,617 MHz). The RTX 4090's peak is at the clock a stock card holds under full load, 2,730
+# MHz, not the whitepaper's 2,520 MHz "boost clock" (GeForce cards run above it; at 2,520 MHz
+# its GEMMs would reach 1.02 of the peak): 178.9 TFLOP/s (hardware/RTX4090.toml).
 GPUS = {
     "A100": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9},
     "A800": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9},
@@ -40,7 +42,7 @@ GPUS = {
     "H100": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
     "H800": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
     "H200": {"flops": 989.4e12, "bw": 4800e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
-    "RTX4090": {"flops": 165.2e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "gen": "ada", "clock": 2.520e9},
+    "RTX4090": {"flops": 178.9e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "gen": "ada", "clock": 2.730e9},
     "RTXPRO6000": {"flops": 503.8e12, "bw": 1597e9, "sms": 188, "l2": 128e6, "gen": "blackwell", "clock": 2.617e9},
 }
 FRONTIER_DEVICE = {"a100": "A100", "a800": "A800", "a40": "A40", "h100": "H100", "h800": "H800",
