@@ -218,6 +218,14 @@ impl EventQueue {
         self.heap.peek().map(|e| e.0.event())
     }
 
+    /// The instance whose step ends first, when the earliest pending event is a step end.
+    pub fn next_step_end(&self) -> Option<u32> {
+        match self.heap.peek()?.0.kind {
+            EventKind::StepEnd { instance } => Some(instance),
+            _ => None,
+        }
+    }
+
     /// Removes and returns the earliest event if it happens at or before `time`.
     pub fn pop_until(&mut self, time: Nanos) -> Option<Event> {
         if self.next_time()? <= time {
