@@ -339,6 +339,20 @@ mod tests {
     }
 
     #[test]
+    fn the_next_step_end_is_named_only_when_it_comes_first() {
+        let mut q = EventQueue::with_capacity(3);
+        assert_eq!(q.next_step_end(), None);
+        q.push(5, EventKind::Arrival);
+        q.push(7, EventKind::StepEnd { instance: 3 });
+        q.push(7, EventKind::StepEnd { instance: 2 });
+        assert_eq!(q.next_step_end(), None, "an arrival comes first");
+        q.pop_until(5);
+        assert_eq!(q.next_step_end(), Some(2), "then instance 2's step end");
+        q.pop_until(7);
+        assert_eq!(q.next_step_end(), Some(3));
+    }
+
+    #[test]
     fn pop_until_stops_at_the_instant() {
         let mut q = EventQueue::with_capacity(2);
         q.push(7, EventKind::Arrival);
