@@ -218,6 +218,14 @@ impl EventQueue {
         self.heap.peek().map(|e| e.0.event())
     }
 
+    /// The instance whose step ends first, when the earliest pending event is a step end.
+    pub fn next_step_end(&self) -> Option<u32> {
+        match self.heap.peek()?.0.kind {
+            EventKind::StepEnd { instance } => Some(instance),
+            _ => None,
+        }
+    }
+
     /// Removes and returns the earliest event if it happens at or before `time`.
     pub fn pop_until(&mut self, time: Nanos) -> Option<Event> {
         if self.next_time()? <= time {
@@ -328,6 +336,20 @@ mod tests {
             Phase::Timeouts < Phase::StartSteps,
             "steps start after every event"
         );
+    }
+
+    #[test]
+    fn the_next_step_end_is_named_only_when_it_comes_first() {
+        let mut q = EventQueue::with_capacity(3);
+        assert_eq!(q.next_step_end(), None);
+        q.push(5, EventKind::Arrival);
+        q.push(7, EventKind::StepEnd { instance: 3 });
+        q.push(7, EventKind::StepEnd { instance: 2 });
+        assert_eq!(q.next_step_end(), None, "an arrival comes first");
+        q.pop_until(5);
+        assert_eq!(q.next_step_end(), Some(2), "then instance 2's step end");
+        q.pop_until(7);
+        assert_eq!(q.next_step_end(), Some(3));
     }
 
     #[test]

@@ -104,6 +104,15 @@ impl Core {
         }
     }
 
+    /// Warms the CPU cache for the core's next step (see `scheduler/warm.rs`); changes
+    /// nothing.
+    pub fn warm(&self) {
+        match self {
+            Core::Vllm(s) => s.warm(),
+            Core::Sglang(_) => {}
+        }
+    }
+
     /// Forms the next pass at `now`; `None` when nothing can run.
     pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
         each!(self, s => s.schedule(now))

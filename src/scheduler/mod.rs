@@ -43,7 +43,9 @@ mod pd;
 mod request;
 pub mod sglang;
 mod stretch;
+mod warm;
 mod watch;
+pub(crate) use warm::value as warm_value;
 
 pub use cancel::Cancelled;
 pub use completions::Completions;

@@ -91,6 +91,21 @@ impl Stretch {
         };
     }
 
+    /// Warms what giving bucket `key` its new blocks touches: the bucket and its members'
+    /// entries and block lists' ends.
+    pub(super) fn warm(&self, key: usize) {
+        let Some(bucket) = self.buckets.get(key) else {
+            return;
+        };
+        super::warm::slice(bucket);
+        for &k in bucket {
+            if let Some(m) = self.members.get(k as usize) {
+                super::warm::value(m);
+                super::warm::line(m.blocks.as_ptr().wrapping_add(m.blocks.len()));
+            }
+        }
+    }
+
     /// The earliest completed step whose token a member has not noted yet (see
     /// [`Scheduler::settle_stretch`]), if any member.
     pub fn first_unsettled(&self) -> Option<u64> {

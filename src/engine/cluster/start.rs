@@ -87,6 +87,7 @@ impl<'r> Cluster<'r> {
             scaling: None,
             now: 0,
             settled: 0,
+            warm: setups.len() > super::WARM_ABOVE,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);

@@ -349,6 +349,20 @@ fn run_random(
     async_scheduling: bool,
     observer: &mut dyn Observer,
 ) -> crate::engine::RunOutcome {
+    run_random_on(2, seed, n, blocks, async_scheduling, observer, None)
+}
+
+/// [`run_random`] on `k` instances, the loop warming the caches or not as `warm` says
+/// (`None`: as the instance count makes it).
+fn run_random_on(
+    k: usize,
+    seed: u64,
+    n: u64,
+    blocks: u32,
+    async_scheduling: bool,
+    observer: &mut dyn Observer,
+    warm: Option<bool>,
+) -> crate::engine::RunOutcome {
     let mut state = seed;
     let mut t = 0;
     let requests: Vec<Request> = (0..n)
@@ -361,15 +375,89 @@ fn run_random(
         .collect();
     let mut one = setup(blocks);
     one.scheduler.async_scheduling = async_scheduling;
-    let setups = vec![one; 2];
-    let mut backends = [Linear, Linear];
+    let setups = vec![one; k];
+    let mut backends: Vec<Linear> = (0..k).map(|_| Linear).collect();
     let mut dyns: Vec<&mut dyn LatencyBackend> = backends
         .iter_mut()
         .map(|b| b as &mut dyn LatencyBackend)
         .collect();
     let mut router = Router::new(RoutingPolicy::RoundRobin, seed);
     let services = Services::new(&mut dyns, &mut router, observer);
-    super::super::simulate(Run::new(&requests, &setups), services).unwrap()
+    let mut cluster = Cluster::new(Run::new(&requests, &setups), &services).unwrap();
+    if let Some(warm) = warm {
+        cluster.warm = warm;
+    }
+    cluster.run(services).unwrap()
+}
+
+/// Every record a run finishes, as the CSV would list it (inter-token gaps included).
+#[derive(Default)]
+struct Records(Vec<String>);
+
+impl Observer for Records {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        self.0.push(format!("{r:?}"));
+        Ok(())
+    }
+
+    fn wants_itl_values(&self) -> bool {
+        true
+    }
+}
+
+/// Warming the caches for the next instance's step is a hint: the run is the same with it
+/// and without it (decode stretches, preemptions, asynchronous scheduling).
+#[test]
+fn a_warmed_run_is_the_run_unwarmed() {
+    for seed in 1..=4 {
+        let (k, blocks, async_scheduling) = (3 + seed as usize, 19 + 9 * seed as u32, seed > 2);
+        let mut warmed = Records::default();
+        let on = run_random_on(
+            k,
+            seed,
+            300,
+            blocks,
+            async_scheduling,
+            &mut warmed,
+            Some(true),
+        );
+        let mut cold = Records::default();
+        let off = run_random_on(
+            k,
+            seed,
+            300,
+            blocks,
+            async_scheduling,
+            &mut cold,
+            Some(false),
+        );
+        assert_eq!(on, off, "seed {seed}: the same outcome");
+        assert_eq!(warmed.0.len(), 300, "seed {seed}");
+        assert_eq!(
+            warmed.0, cold.0,
+            "seed {seed}: the same records, gaps included"
+        );
+    }
+}
+
+#[test]
+fn the_loop_warms_the_caches_only_above_its_instance_count() {
+    let warms = |k: usize| {
+        let setups = vec![setup(40); k];
+        let mut backends: Vec<Linear> = (0..k).map(|_| Linear).collect();
+        let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+            .iter_mut()
+            .map(|b| b as &mut dyn LatencyBackend)
+            .collect();
+        let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+        let mut records = Records::default();
+        let services = Services::new(&mut dyns, &mut router, &mut records);
+        Cluster::new(Run::new(&[], &setups), &services)
+            .unwrap()
+            .warm
+    };
+    assert!(!warms(super::WARM_ABOVE));
+    assert!(warms(super::WARM_ABOVE + 1));
 }
 
 /// Counts the steps reported to it, or checks that none is when it reads none.
