@@ -10,7 +10,7 @@ generated=src/chakra/et_def.rs
 target="${CARGO_TARGET_DIR:-target}/chakra-proto"
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
-cargo run --quiet --release --locked --manifest-path scripts/chakra_proto/Cargo.toml \
+cargo run --quiet --locked --manifest-path scripts/chakra_proto/Cargo.toml \
     --target-dir "$target" -- "$PWD" >"$tmp"
 if [[ "${1:-}" == --check ]]; then
     if ! cmp -s "$tmp" "$generated"; then
