@@ -5,6 +5,8 @@
 //! once the entries appended since the last batch outnumber the sorted ones (and a floor),
 //! they are sorted and folded in.
 
+use super::stats::sort_adding_equal;
+
 /// Bits of a packed entry that hold its count; the value is held above them.
 const COUNT_BITS: u32 = 24;
 
@@ -25,8 +27,8 @@ pub struct CountLog {
     sorted: Vec<u64>,
     /// Entries appended since the last batch, packed the same way, in the order they came.
     appended: Vec<u64>,
-    /// Entries whose value or count is too large to pack, as they came.
-    wide: Vec<(u64, u64)>,
+    /// Values whose value or count is too large to pack, with their counts.
+    wide: std::collections::BTreeMap<u64, u64>,
     /// How many values it holds.
     len: u64,
 }
@@ -39,7 +41,7 @@ impl CountLog {
         }
         self.len += count;
         if value > MAX_VALUE || count > MAX_COUNT {
-            self.wide.push((value, count));
+            *self.wide.entry(value).or_insert(0) += count;
             return;
         }
         self.appended.push(value << COUNT_BITS | count);
@@ -53,7 +55,9 @@ impl CountLog {
         self.len += other.len;
         self.appended.extend_from_slice(&other.sorted);
         self.appended.extend_from_slice(&other.appended);
-        self.wide.extend_from_slice(&other.wide);
+        for (&value, &count) in &other.wide {
+            *self.wide.entry(value).or_insert(0) += count;
+        }
         self.fold_when_due();
     }
 
@@ -76,17 +80,9 @@ impl CountLog {
             log.fold_appended();
             log.sorted.iter().map(|&e| unpack(e)).collect()
         };
-        if !self.wide.is_empty() {
-            pairs.extend_from_slice(&self.wide);
-            pairs.sort_by_key(|&(v, _)| v);
-        }
-        pairs.dedup_by(|next, kept| {
-            let same = next.0 == kept.0;
-            if same {
-                kept.1 += next.1;
-            }
-            same
-        });
+        // Sorted but for the side list; a value past MAX_COUNT takes several entries.
+        pairs.extend(self.wide.iter().map(|(&v, &c)| (v, c)));
+        sort_adding_equal(&mut pairs);
         pairs
     }
 

@@ -288,16 +288,22 @@ impl IntegerCounts {
         }
         // The maps' values and the log's, both sorted: merged, equal values added.
         distinct.extend(self.log.sorted());
-        distinct.sort_by_key(|&(v, _)| v);
-        distinct.dedup_by(|next, kept| {
-            let same = next.0 == kept.0;
-            if same {
-                kept.1 += next.1;
-            }
-            same
-        });
+        sort_adding_equal(&mut distinct);
         distinct
     }
+}
+
+/// Sorts `(value, count)` pairs by value (a stable sort: runs already sorted cost about a
+/// pass each) and adds up the counts of equal values.
+pub(super) fn sort_adding_equal(pairs: &mut Vec<(u64, u64)>) {
+    pairs.sort_by_key(|&(v, _)| v);
+    pairs.dedup_by(|next, kept| {
+        let same = next.0 == kept.0;
+        if same {
+            kept.1 += next.1;
+        }
+        same
+    });
 }
 
 /// Where numpy's linear `q`-th percentile (0–100) of `len` values lies: the index of its
