@@ -2,6 +2,7 @@
 //! against a real vLLM run.
 
 mod anomalies;
+mod count_log;
 mod csv_out;
 mod fitness;
 mod plots;
@@ -17,6 +18,7 @@ mod validate;
 
 pub use crate::output::write_atomically;
 pub use anomalies::{AnomalyCounts, DEFAULT_THRASH_WINDOW_NS};
+pub use count_log::CountLog;
 pub use csv_out::{CSV_HEADER, CsvColumns, PD_CSV_COLUMNS, RequestCsv, SESSION_COLUMNS};
 pub use fitness::{
     DEFAULT_WEIGHTS, Fitness, FitnessError, FitnessInputs, FitnessTerm, FitnessWeights, METRICS,

@@ -2,6 +2,8 @@
 
 use std::cmp::Ordering;
 
+use super::count_log::CountLog;
+
 /// Nanoseconds per millisecond.
 pub(super) const NS_PER_MS: f64 = 1e6;
 
@@ -161,13 +163,25 @@ fn variance<T: Copy>(values: &[T], mean: f64, to_f64: impl Fn(T) -> f64) -> f64 
 /// in one of the two, never both. The values are hashed with foldhash's fixed-seed hasher: a
 /// few multiplications for an integer, where a streaming xxh3 state cost more than the table
 /// itself (the maps' order never reaches an output: [`IntegerCounts::sorted`] sorts, merging
-/// adds).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// adds). Counts tallied elsewhere in a [`CountLog`] are merged into a log of its own
+/// ([`IntegerCounts::merge_log`]), without a probe per distinct value.
+#[derive(Debug, Clone, Default)]
 pub struct IntegerCounts {
     narrow: std::collections::HashMap<u32, u32, foldhash::fast::FixedState>,
     wide: std::collections::HashMap<u64, u64, foldhash::fast::FixedState>,
+    /// Counts merged from logs; a value may be held both here and in a map.
+    log: CountLog,
     len: u64,
 }
+
+/// Equal when they hold the same values with the same counts, however held.
+impl PartialEq for IntegerCounts {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.sorted() == other.sorted()
+    }
+}
+
+impl Eq for IntegerCounts {}
 
 impl IntegerCounts {
     /// Adds every value of `values`.
@@ -237,6 +251,14 @@ impl IntegerCounts {
         for (&v, &c) in &other.wide {
             self.add(v, c);
         }
+        self.merge_log(&other.log);
+    }
+
+    /// Adds every value `log` holds: its entries are appended to this one's log, sorted
+    /// in batches, not probed one by one.
+    pub fn merge_log(&mut self, log: &CountLog) {
+        self.len += log.len();
+        self.log.merge(log);
     }
 
     /// How many values it holds.
@@ -258,8 +280,30 @@ impl IntegerCounts {
         let wide = self.wide.iter().map(|(&v, &c)| (v, c));
         let mut distinct: Vec<(u64, u64)> = narrow.chain(wide).collect();
         distinct.sort_unstable();
+        if self.log.is_empty() {
+            return distinct;
+        }
+        if distinct.is_empty() {
+            return self.log.sorted();
+        }
+        // The maps' values and the log's, both sorted: merged, equal values added.
+        distinct.extend(self.log.sorted());
+        sort_adding_equal(&mut distinct);
         distinct
     }
+}
+
+/// Sorts `(value, count)` pairs by value (a stable sort: runs already sorted cost about a
+/// pass each) and adds up the counts of equal values.
+pub(super) fn sort_adding_equal(pairs: &mut Vec<(u64, u64)>) {
+    pairs.sort_by_key(|&(v, _)| v);
+    pairs.dedup_by(|next, kept| {
+        let same = next.0 == kept.0;
+        if same {
+            kept.1 += next.1;
+        }
+        same
+    });
 }
 
 /// Where numpy's linear `q`-th percentile (0–100) of `len` values lies: the index of its
@@ -658,8 +702,16 @@ mod tests {
             let mut plain = std::collections::BTreeMap::<u64, u64>::new();
             let mut merged = IntegerCounts::default();
             for part in &parts {
+                // Some parts tallied in maps, some in logs, some in both.
                 let mut counts = IntegerCounts::default();
-                counts.extend(part);
+                let mut log = CountLog::default();
+                for &v in part {
+                    match rng.random_range(0..3) {
+                        0 => counts.add(v, 1),
+                        _ => log.add(v, 1),
+                    }
+                }
+                counts.merge_log(&log);
                 merged.merge(&counts);
                 for &v in part {
                     *plain.entry(v).or_insert(0) += 1;
@@ -667,6 +719,12 @@ mod tests {
             }
             let expected: Vec<(u64, u64)> = plain.into_iter().collect();
             assert_eq!(merged.sorted(), expected, "case {case}");
+            // Equal to the same values held in a map alone.
+            let mut in_map = IntegerCounts::default();
+            for &(v, c) in &expected {
+                in_map.add(v, c);
+            }
+            assert_eq!(merged, in_map, "case {case}");
             assert_eq!(
                 merged.len(),
                 parts.iter().map(|p| p.len() as u64).sum::<u64>(),

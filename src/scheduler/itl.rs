@@ -14,7 +14,7 @@
 
 use super::request::RunningRequest;
 use crate::Nanos;
-use crate::metrics::IntegerCounts;
+use crate::metrics::{CountLog, IntegerCounts};
 
 /// Fewest steps held before [`StepTimes::due`] asks for a retirement (a handful in unit
 /// tests, so that their runs retire steps often).
@@ -74,8 +74,9 @@ pub(super) struct ItlTally {
     /// `covered` plus `cover[k]` summed over `k ≤ j - first`: how many finished requests
     /// have the gap between steps `j - 1` and `j` (`j ≥ 1`).
     cover: Vec<i64>,
-    /// Gaps counted one by one.
-    other: IntegerCounts,
+    /// Gaps counted: those of retired steps, and those counted one by one. A log, not a
+    /// map: nearly every step's gap is a value of its own, so a probe per step would miss.
+    counted: CountLog,
 }
 
 impl ItlTally {
@@ -87,7 +88,7 @@ impl ItlTally {
         for run in req.earlier_runs.iter().copied().chain(current) {
             let first = run.start;
             if let Some(p) = previous {
-                self.other.add(steps.at(first) - p, 1);
+                self.counted.add(steps.at(first) - p, 1);
             }
             let len = u64::from(run.len);
             let stride = u64::from(run.stride);
@@ -96,7 +97,7 @@ impl ItlTally {
             } else {
                 for j in 1..len {
                     let k = first + j * stride;
-                    self.other.add(steps.at(k) - steps.at(k - stride), 1);
+                    self.counted.add(steps.at(k) - steps.at(k - stride), 1);
                 }
             }
             previous = Some(steps.at(first + (len - 1) * stride));
@@ -123,7 +124,7 @@ impl ItlTally {
             self.covered += d;
             if self.covered > 0 {
                 let j = self.first + k as u64;
-                self.other
+                self.counted
                     .add(steps.at(j) - steps.at(j - 1), self.covered as u64);
             }
         }
@@ -133,15 +134,17 @@ impl ItlTally {
 
     /// Adds every pooled gap to `out`.
     pub fn count_into(&self, steps: &StepTimes, out: &mut IntegerCounts) {
-        out.merge(&self.other);
+        let mut rest = CountLog::default();
         let mut covered = self.covered;
         for (k, d) in self.cover.iter().enumerate() {
             covered += d;
             if covered > 0 {
                 let j = self.first + k as u64;
-                out.add(steps.at(j) - steps.at(j - 1), covered as u64);
+                rest.add(steps.at(j) - steps.at(j - 1), covered as u64);
             }
         }
+        out.merge_log(&self.counted);
+        out.merge_log(&rest);
     }
 }
 

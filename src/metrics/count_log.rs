@@ -1,0 +1,264 @@
+//! A multiset of integers written as `(value, count)` entries appended in any order and
+//! sorted in batches: an append per entry instead of a hash-map probe, for tallies such as an
+//! instance's inter-token gaps, where nearly every entry is a value the tally has seen at most
+//! a few times (each step's duration is its own). Memory stays bounded by the distinct values:
+//! once the entries appended since the last batch outnumber the sorted ones (and a floor),
+//! they are sorted and folded in.
+
+use super::stats::sort_adding_equal;
+
+/// Bits of a packed entry that hold its count; the value is held above them.
+const COUNT_BITS: u32 = 24;
+
+/// The largest count one packed entry holds.
+const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
+
+/// The largest value a packed entry holds (gaps under about 18 minutes).
+const MAX_VALUE: u64 = u64::MAX >> COUNT_BITS;
+
+/// Fewest appended entries that make a batch (fewer in unit tests, so that they batch often).
+const MIN_BATCH: usize = if cfg!(test) { 8 } else { 1 << 15 };
+
+/// Integers with their counts, appended and sorted in batches; see the module.
+#[derive(Debug, Clone, Default)]
+pub struct CountLog {
+    /// Distinct values in ascending order, each packed as `value << COUNT_BITS | count`;
+    /// a value whose count passes [`MAX_COUNT`] takes several adjacent entries.
+    sorted: Vec<u64>,
+    /// Entries appended since the last batch, packed the same way, in the order they came.
+    appended: Vec<u64>,
+    /// Values whose value or count is too large to pack, with their counts.
+    wide: std::collections::BTreeMap<u64, u64>,
+    /// How many values it holds.
+    len: u64,
+}
+
+impl CountLog {
+    /// Adds `count` copies of `value`.
+    pub fn add(&mut self, value: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.len += count;
+        if value > MAX_VALUE || count > MAX_COUNT {
+            *self.wide.entry(value).or_insert(0) += count;
+            return;
+        }
+        self.appended.push(value << COUNT_BITS | count);
+        self.fold_when_due();
+    }
+
+    /// Adds every value `other` holds: its entries appended, sorted in batches as added
+    /// ones are (so that merging many logs costs about a sort of them all, not a pass over
+    /// the merged ones per log).
+    pub fn merge(&mut self, other: &CountLog) {
+        self.len += other.len;
+        self.appended.extend_from_slice(&other.sorted);
+        self.appended.extend_from_slice(&other.appended);
+        for (&value, &count) in &other.wide {
+            *self.wide.entry(value).or_insert(0) += count;
+        }
+        self.fold_when_due();
+    }
+
+    /// How many values it holds.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Each distinct value with its count, smallest first.
+    pub fn sorted(&self) -> Vec<(u64, u64)> {
+        let mut pairs: Vec<(u64, u64)> = if self.appended.is_empty() {
+            self.sorted.iter().map(|&e| unpack(e)).collect()
+        } else {
+            let mut log = self.clone();
+            log.fold_appended();
+            log.sorted.iter().map(|&e| unpack(e)).collect()
+        };
+        // Sorted but for the side list; a value past MAX_COUNT takes several entries.
+        pairs.extend(self.wide.iter().map(|(&v, &c)| (v, c)));
+        sort_adding_equal(&mut pairs);
+        pairs
+    }
+
+    /// Folds the appended entries in once they outnumber the sorted ones and a batch, so
+    /// that it holds at most about twice its distinct values.
+    fn fold_when_due(&mut self) {
+        if self.appended.len() >= self.sorted.len().max(MIN_BATCH) {
+            self.fold_appended();
+        }
+    }
+
+    /// Sorts the appended entries and folds them into the sorted ones.
+    fn fold_appended(&mut self) {
+        if self.appended.is_empty() {
+            return;
+        }
+        let mut appended = std::mem::take(&mut self.appended);
+        sort_by_value(&mut appended);
+        self.merge_sorted(&appended);
+        appended.clear();
+        self.appended = appended;
+    }
+
+    /// Merges the packed entries `entries`, ascending by value, into the sorted ones.
+    fn merge_sorted(&mut self, entries: &[u64]) {
+        if entries.is_empty() {
+            return;
+        }
+        let (a, b) = (&self.sorted[..], entries);
+        let mut merged = Coalesced::with_len(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        // Which side comes next is as good as random: chosen without a branch.
+        while i < a.len() && j < b.len() {
+            let (x, y) = (a[i], b[j]);
+            let from_a = x <= y;
+            merged.push(if from_a { x } else { y });
+            i += usize::from(from_a);
+            j += usize::from(!from_a);
+        }
+        for &entry in a[i..].iter().chain(&b[j..]) {
+            merged.push(entry);
+        }
+        self.sorted = merged.into_vec();
+    }
+}
+
+/// The value and count of a packed entry.
+fn unpack(entry: u64) -> (u64, u64) {
+    (entry >> COUNT_BITS, entry & MAX_COUNT)
+}
+
+/// Bits of a value's offset sorted per pass of [`sort_by_value`].
+const DIGIT_BITS: u32 = 11;
+
+/// Below this many entries, [`sort_by_value`] compares instead of counting.
+const COUNT_SORT_ABOVE: usize = 1024;
+
+/// Sorts packed entries by value (entries of one value in any order): least significant
+/// digit first over the values' offsets from the smallest, [`DIGIT_BITS`] a pass, as many
+/// passes as the values' range needs (two or three for a run's step times).
+fn sort_by_value(entries: &mut Vec<u64>) {
+    if entries.len() <= COUNT_SORT_ABOVE {
+        entries.sort_unstable();
+        return;
+    }
+    let (lo, hi) = entries
+        .iter()
+        .fold((u64::MAX, 0), |(lo, hi), &e| (lo.min(e), hi.max(e)));
+    let (lo, range) = (lo >> COUNT_BITS, (hi >> COUNT_BITS) - (lo >> COUNT_BITS));
+    let passes = (u64::BITS - range.leading_zeros()).div_ceil(DIGIT_BITS);
+    let mut scratch = vec![0u64; entries.len()];
+    for pass in 0..passes {
+        let digit =
+            |e: u64| (((e >> COUNT_BITS) - lo) >> (pass * DIGIT_BITS)) as usize & DIGIT_MASK;
+        let mut starts = [0usize; 1 << DIGIT_BITS];
+        for &e in entries.iter() {
+            starts[digit(e)] += 1;
+        }
+        let mut sum = 0;
+        for start in starts.iter_mut() {
+            (*start, sum) = (sum, sum + *start);
+        }
+        for &e in entries.iter() {
+            let d = digit(e);
+            scratch[starts[d]] = e;
+            starts[d] += 1;
+        }
+        std::mem::swap(entries, &mut scratch);
+    }
+}
+
+/// The low [`DIGIT_BITS`] bits.
+const DIGIT_MASK: usize = (1 << DIGIT_BITS) - 1;
+
+/// Packed entries written in ascending value order, an entry added to the one before when
+/// both hold the same value and the sum still fits: without a branch on which.
+struct Coalesced {
+    out: Vec<u64>,
+    /// Entries written.
+    len: usize,
+}
+
+impl Coalesced {
+    /// Room for `len` entries.
+    fn with_len(len: usize) -> Coalesced {
+        Coalesced {
+            out: vec![0; len],
+            len: 0,
+        }
+    }
+
+    /// Writes `entry` after the others (or adds it to the last).
+    fn push(&mut self, entry: u64) {
+        let last = self.out[self.len.saturating_sub(1)];
+        let same = (self.len > 0)
+            & (last >> COUNT_BITS == entry >> COUNT_BITS)
+            & ((last & MAX_COUNT) + (entry & MAX_COUNT) <= MAX_COUNT);
+        let at = self.len - usize::from(same);
+        self.out[at] = if same {
+            last + (entry & MAX_COUNT)
+        } else {
+            entry
+        };
+        self.len += usize::from(!same);
+    }
+
+    /// The entries written.
+    fn into_vec(mut self) -> Vec<u64> {
+        self.out.truncate(self.len);
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::IntegerCounts;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever is added, in whatever order and batches, the log holds the same values
+        /// and counts as a hash-map tally, and no more entries than twice its distinct
+        /// values (or a batch).
+        #[test]
+        fn a_log_counts_what_a_map_counts(
+            adds in prop::collection::vec(
+                (prop_oneof![0..20u64, 0..1u64 << 40, MAX_VALUE - 2..=MAX_VALUE + 2, Just(u64::MAX)],
+                 prop_oneof![1..4u64, Just(0u64), MAX_COUNT - 1..=MAX_COUNT + 1, Just(u64::MAX / 4)]),
+                0..300),
+        ) {
+            let (mut log, mut map) = (CountLog::default(), IntegerCounts::default());
+            let mut packed = std::collections::BTreeMap::<u64, u64>::new();
+            for &(value, count) in &adds {
+                log.add(value, count);
+                map.add(value, count);
+                if value <= MAX_VALUE && (1..=MAX_COUNT).contains(&count) {
+                    *packed.entry(value).or_insert(0) += count;
+                }
+                // A packed value takes one entry, or, past MAX_COUNT, fewer than two per
+                // MAX_COUNT of its count (any two entries in a row hold more than that);
+                // the appended entries never outnumber the sorted ones (or a batch).
+                let needed: u64 = packed.values().map(|c| 2 * c.div_ceil(MAX_COUNT) - 1).sum();
+                prop_assert!(log.sorted.len() as u64 <= needed);
+                prop_assert!(log.appended.len() < log.sorted.len().max(MIN_BATCH));
+            }
+            // Merged into a log holding values, and into an empty one.
+            let mut merged = CountLog::default();
+            merged.add(3, 2);
+            map.add(3, 2);
+            merged.merge(&log);
+            prop_assert_eq!(merged.len(), map.len());
+            prop_assert_eq!(merged.sorted(), map.sorted());
+            let mut copied = CountLog::default();
+            copied.merge(&log);
+            prop_assert_eq!(copied.len(), log.len());
+            prop_assert_eq!(copied.sorted(), log.sorted());
+        }
+    }
+}
