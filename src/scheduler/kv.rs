@@ -163,9 +163,10 @@ const MAX_CHILDREN: usize = 8;
 struct Block {
     /// Requests holding the block.
     ref_cnt: u32,
-    /// Free-list neighbours (`NIL` at the ends or when not on the list).
-    prev: u32,
-    next: u32,
+    /// How many times the block has gone on the free list (wrapping): of its entries in
+    /// [`BlockPool::free`], only the one carrying this count, while nobody holds the block,
+    /// is live.
+    turn: u32,
     /// Where the block's index entry is while it carries a hash (`NIL`: it carries none):
     /// `LOOSE | bucket` for the table's bucket (so that evicting the block removes its entry
     /// without a probe), else the block whose child it is.
@@ -181,11 +182,25 @@ struct Block {
 // Two blocks a cache line.
 const _: () = assert!(std::mem::size_of::<Block>() == 32);
 
+/// How many free-list entries ahead of the head an allocation asks the CPU to fetch the
+/// block of (see [`BlockPool::free`]): enough allocations to cover a miss to memory. The
+/// chain parent an eviction unlinks the block from is nearly always the next entry (a
+/// request frees its blocks last first), so it is fetched too.
+const FETCH_AHEAD: usize = 16;
+
+/// How many blocks ahead a release fetches: a release does less than an allocation, so it
+/// looks further ahead.
+const RELEASE_AHEAD: usize = 32;
+
+/// Asks the CPU to bring `block`'s bookkeeping into its cache (a hint: it changes nothing).
+fn prefetch(block: &Block) {
+    super::warm::line(std::ptr::from_ref(block));
+}
+
 impl Block {
     const EMPTY: Block = Block {
         ref_cnt: 0,
-        prev: NIL,
-        next: NIL,
+        turn: 0,
         home: NIL,
         hash: 0,
         child: NIL,
@@ -271,8 +286,15 @@ pub struct BlockPool {
     /// The free blocks while no block has been indexed yet (see the module docs); `None`
     /// once the free list is in use.
     stack: Option<Vec<BlockId>>,
-    head: u32,
-    tail: u32,
+    /// The free list, least recently freed first, as entries `(block, turn)` in an array
+    /// rather than links through the blocks: an allocation knows the blocks it takes next
+    /// and fetches their bookkeeping ahead (a walk along links would wait for each block's
+    /// cache miss in turn). A block taken off the list out of order (a prefix hit on a free
+    /// block) leaves its entry behind, stale: an entry is live only while its block is free
+    /// and carries the entry's turn. Stale entries are skipped when they reach the head and
+    /// swept out when they outnumber the live ones.
+    free: VecDeque<(BlockId, u32)>,
+    stale: usize,
     num_free: usize,
     /// The prefix index's table: the indexed blocks that are no other block's children
     /// (see the module docs), found by their hashes, and its filter.
@@ -400,8 +422,8 @@ impl BlockPool {
             blocks: Vec::new(),
             capacity: num_blocks,
             stack: Some(Vec::new()),
-            head: NIL,
-            tail: NIL,
+            free: VecDeque::new(),
+            stale: 0,
             num_free: num_blocks as usize,
             index: HashTable::new(),
             filter: LooseFilter {
@@ -605,11 +627,7 @@ impl BlockPool {
         if let Some(b) = self.allocate_fresh() {
             return Some(b);
         }
-        let b = self.head;
-        if b == NIL {
-            return None;
-        }
-        self.unlink(b);
+        let b = self.pop_free()?;
         // Only the block carrying a hash is its index entry (a duplicate is never indexed).
         if self.blocks[b as usize].hashed() {
             self.unindex(b);
@@ -625,6 +643,7 @@ impl BlockPool {
         let block = self.blocks[b as usize];
         self.blocks[b as usize] = Block {
             ref_cnt: block.ref_cnt,
+            turn: block.turn,
             ..Block::EMPTY
         };
         match block.bucket() {
@@ -671,10 +690,14 @@ impl BlockPool {
     /// free list if nobody held it. A shared block ends the stack (see the module docs).
     pub fn touch(&mut self, block: BlockId) {
         self.use_free_list();
-        if self.blocks[block as usize].ref_cnt == 0 {
-            self.unlink(block);
+        let rc = &mut self.blocks[block as usize].ref_cnt;
+        *rc += 1;
+        if *rc == 1 {
+            // Its entry on the free list goes stale.
+            self.num_free -= 1;
+            self.stale += 1;
+            self.sweep_stale();
         }
-        self.blocks[block as usize].ref_cnt += 1;
     }
 
     /// Drops one reference; a block nobody holds goes to the tail of the free list, keeping
@@ -686,15 +709,25 @@ impl BlockPool {
     /// Drops one reference on each of `blocks`, in their order, as [`BlockPool::release`]
     /// one by one would (a request frees its blocks last first:
     /// `release_all(blocks.iter().rev().copied())`). On the stack they are pushed in one go,
-    /// their bookkeeping untouched.
-    pub fn release_all(&mut self, blocks: impl IntoIterator<Item = BlockId>) {
+    /// their bookkeeping untouched; on the list, the bookkeeping of the block
+    /// [`RELEASE_AHEAD`] places on is fetched meanwhile.
+    pub fn release_all<I>(&mut self, blocks: I)
+    where
+        I: IntoIterator<Item = BlockId>,
+        I::IntoIter: Clone,
+    {
         if let Some(stack) = &mut self.stack {
             let before = stack.len();
             stack.extend(blocks);
             self.num_free += stack.len() - before;
             return;
         }
+        let blocks = blocks.into_iter();
+        let mut ahead = blocks.clone().skip(RELEASE_AHEAD);
         for block in blocks {
+            if let Some(b) = ahead.next() {
+                prefetch(&self.blocks[b as usize]);
+            }
             let rc = &mut self.blocks[block as usize].ref_cnt;
             debug_assert!(*rc > 0, "release of a free block {block}");
             *rc -= 1;
@@ -798,7 +831,7 @@ impl BlockPool {
         };
         match &self.stack {
             Some(stack) => {
-                if !self.index.is_empty() || self.head != NIL {
+                if !self.index.is_empty() || !self.free.is_empty() {
                     return Err(SchedulerBug::new(
                         "the free stack is in use beside an index or a list".into(),
                     ));
@@ -808,10 +841,19 @@ impl BlockPool {
                 }
             }
             None => {
-                let mut b = self.head;
-                while b != NIL {
-                    mark(b)?;
-                    b = self.blocks[b as usize].next;
+                let mut stale = 0;
+                for &(b, turn) in &self.free {
+                    match self.is_live(b, turn) {
+                        true => mark(b)?,
+                        false => stale += 1,
+                    }
+                }
+                if stale != self.stale {
+                    return Err(format!(
+                        "free list has {stale} stale entries, counter says {}",
+                        self.stale
+                    )
+                    .into());
                 }
             }
         }
@@ -923,37 +965,54 @@ impl BlockPool {
         }
     }
 
+    /// Puts `b`, which nobody holds now, at the tail of the free list.
     fn push_tail(&mut self, b: BlockId) {
-        let tail = self.tail;
         let block = &mut self.blocks[b as usize];
-        block.prev = tail;
-        block.next = NIL;
-        if tail == NIL {
-            self.head = b;
-        } else {
-            self.blocks[tail as usize].next = b;
-        }
-        self.tail = b;
+        block.turn = block.turn.wrapping_add(1);
+        self.free.push_back((b, block.turn));
         self.num_free += 1;
     }
 
-    fn unlink(&mut self, b: BlockId) {
-        let block = &mut self.blocks[b as usize];
-        let (p, n) = (block.prev, block.next);
-        block.prev = NIL;
-        block.next = NIL;
-        if p == NIL {
-            self.head = n;
-        } else {
-            self.blocks[p as usize].next = n;
-        }
-        if n == NIL {
-            self.tail = p;
-        } else {
-            self.blocks[n as usize].prev = p;
-        }
-        self.num_free -= 1;
+    /// Whether the free-list entry `(b, turn)` is live (see [`BlockPool::free`]).
+    fn is_live(&self, b: BlockId, turn: u32) -> bool {
+        live(&self.blocks, b, turn)
     }
+
+    /// Takes the least recently freed block off the free list (skipping stale entries),
+    /// fetching meanwhile the bookkeeping of the block [`FETCH_AHEAD`] entries behind it.
+    fn pop_free(&mut self) -> Option<BlockId> {
+        while let Some((b, turn)) = self.free.pop_front() {
+            if let Some(&(ahead, _)) = self.free.get(FETCH_AHEAD) {
+                prefetch(&self.blocks[ahead as usize]);
+            }
+            if self.is_live(b, turn) {
+                self.num_free -= 1;
+                return Some(b);
+            }
+            self.stale -= 1;
+        }
+        None
+    }
+
+    /// Sweeps the stale entries out of the free list once they outnumber the live ones
+    /// (and a few), so that the list stays within about twice the free blocks. A block
+    /// turns 2^32 times only after as many entries of it went stale, so a swept list never
+    /// holds a stale entry whose turn came round again.
+    fn sweep_stale(&mut self) {
+        if self.stale <= 64 || 2 * self.stale <= self.free.len() {
+            return;
+        }
+        let blocks = &self.blocks;
+        self.free.retain(|&(b, turn)| live(blocks, b, turn));
+        self.stale = 0;
+    }
+}
+
+/// Whether the free-list entry `(b, turn)` is live: nobody holds `b` and this is its latest
+/// turn on the list.
+fn live(blocks: &[Block], b: BlockId, turn: u32) -> bool {
+    let block = &blocks[b as usize];
+    block.ref_cnt == 0 && block.turn == turn
 }
 
 #[cfg(test)]
@@ -1291,6 +1350,92 @@ mod tests {
         pool.forget_before(25);
         assert!(pool.held_at(7, 35));
         pool.audit().unwrap();
+    }
+
+    /// Random traffic (runs of allocations, hits on free blocks, requests' blocks released in
+    /// one go) takes blocks exactly as a plain list in freeing order would (the never-used
+    /// blocks first, a hit taking its block out of the middle), and the list's stale entries
+    /// are swept so that it stays within twice the free blocks (and a few).
+    #[test]
+    fn the_free_list_hands_out_blocks_in_freeing_order_through_hits_and_sweeps() {
+        let mut rng = 0x5EED_F00D_1234_5678u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        const CAP: u32 = 600;
+        let mut pool = BlockPool::new(CAP);
+        let (mut list, mut fresh) = (VecDeque::<BlockId>::new(), 0);
+        let mut refs = vec![0u32; CAP as usize];
+        let mut held: Vec<Vec<BlockId>> = Vec::new();
+        let mut sweeps = 0;
+        for step in 0..20_000 {
+            match next(3) {
+                0 if !held.is_empty() => {
+                    let blocks = held.swap_remove(next(held.len() as u64) as usize);
+                    pool.release_all(blocks.iter().rev().copied());
+                    for &b in blocks.iter().rev() {
+                        refs[b as usize] -= 1;
+                        if refs[b as usize] == 0 {
+                            list.push_back(b);
+                        }
+                    }
+                }
+                1 if !list.is_empty() => {
+                    let b = list.remove(next(list.len() as u64) as usize).unwrap();
+                    let stale_before = pool.stale;
+                    pool.touch(b);
+                    sweeps += usize::from(stale_before > 0 && pool.stale == 0);
+                    refs[b as usize] += 1;
+                    held.push(vec![b]);
+                }
+                _ => {
+                    let n = 1 + next(40) as usize;
+                    if pool.num_free() < n {
+                        continue;
+                    }
+                    let taken: Vec<BlockId> = (0..n).map(|_| pool.allocate().unwrap()).collect();
+                    let mut expected = Vec::new();
+                    for _ in 0..n {
+                        expected.push(match fresh < CAP {
+                            true => fresh,
+                            false => list.pop_front().unwrap(),
+                        });
+                        fresh = (fresh + 1).min(CAP);
+                    }
+                    assert_eq!(taken, expected, "step {step}");
+                    if step == 0 {
+                        // Leaves the stack for the free list.
+                        pool.cache(taken[0], 1);
+                    }
+                    for &b in &taken {
+                        refs[b as usize] += 1;
+                    }
+                    held.push(taken);
+                }
+            }
+            pool.audit().unwrap();
+            assert!(pool.free.len() <= 2 * pool.num_free() + 64, "step {step}");
+        }
+        // Hits on free blocks of requests that finish at once: each leaves a stale entry.
+        for _ in 0..2_000 {
+            let b = list.remove(next(list.len() as u64) as usize).unwrap();
+            let stale_before = pool.stale;
+            pool.touch(b);
+            sweeps += usize::from(stale_before > 0 && pool.stale == 0);
+            pool.release(b);
+            list.push_back(b);
+            assert!(pool.free.len() <= 2 * pool.num_free() + 64);
+        }
+        pool.audit().unwrap();
+        assert!(sweeps > 0, "the stale entries were swept");
+        let expected: Vec<BlockId> = (fresh..CAP).chain(list).collect();
+        let rest: Vec<BlockId> = (0..expected.len())
+            .map(|_| pool.allocate().unwrap())
+            .collect();
+        assert_eq!(rest, expected);
     }
 
     /// Random traffic (allocations in runs, prefix hits, indexing under repeated hashes,

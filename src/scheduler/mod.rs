@@ -1007,7 +1007,9 @@ impl Scheduler {
         self.freed_late.requests = 0;
         // Most steps free nothing: the pool (a cache miss on a large cluster) is left alone.
         if !self.freed_late.blocks.is_empty() {
-            self.pool.release_all(self.freed_late.blocks.drain(..));
+            self.pool
+                .release_all(self.freed_late.blocks.iter().copied());
+            self.freed_late.blocks.clear();
         }
     }
 
