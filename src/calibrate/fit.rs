@@ -14,6 +14,8 @@
 //! tuning beyond its step sizes.
 
 use crate::config::KernelSpec;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// One constant the fit may move (two are the same when their keys are).
 #[derive(Debug, Clone, Copy)]
@@ -298,6 +300,8 @@ pub struct Found {
     /// The simulations that measured the response after the first round's (not counted
     /// against the most evaluations: each round makes at least one evaluation).
     pub probes: usize,
+    /// How many starts it searched from ([`search_from_starts`]).
+    pub starts: usize,
 }
 
 /// How the runs' numbers respond at a point: `effects[i]`, how they move when scalar `i`
@@ -334,6 +338,7 @@ pub fn search_in_rounds(
         evaluations: 1,
         rounds: 0,
         probes: 0,
+        starts: 1,
     };
     progress();
     while best.evaluations < limits.max_evaluations {
@@ -366,6 +371,72 @@ pub fn search_in_rounds(
             break;
         }
     }
+    Ok(best)
+}
+
+/// How many starts a fit searches from besides the measured constants ([`starts`]).
+pub const EXTRA_STARTS: usize = 3;
+
+/// The seed of the stream that places the extra starts (fixed: a fit is the same on every
+/// run).
+const STARTS_SEED: u64 = 37;
+
+/// Where a multi-start fit begins: `start` (the measured constants), then `extra` points
+/// spread over the fitted scalars' bounds as a Latin hypercube: each scalar's range is cut
+/// into `extra` equal strata, every stratum's midpoint is used by exactly one start, and
+/// which start gets which midpoint is a shuffle drawn from a ChaCha stream of fixed seed.
+/// Every scalar thus starts once in each part of its range, never at a bound, and the
+/// points are the same on every run.
+pub fn starts(scalars: &[Scalar], start: &KernelSpec, extra: usize) -> Vec<KernelSpec> {
+    let mut rng = ChaCha8Rng::seed_from_u64(STARTS_SEED);
+    let mut out = vec![start.clone(); extra + 1];
+    for s in scalars {
+        let mut strata: Vec<usize> = (0..extra).collect();
+        for i in (1..extra).rev() {
+            strata.swap(i, rng.random_range(0..=i));
+        }
+        for (k, stratum) in out[1..].iter_mut().zip(strata) {
+            let u = (stratum as f64 + 0.5) / extra as f64;
+            s.set(k, s.round(s.lo + u * (s.hi - s.lo)));
+        }
+    }
+    out
+}
+
+/// [`search_in_rounds`] from each of `starts` in turn (each with the whole of `limits`),
+/// keeping the end with the lowest objective (the earliest start's on a tie). One search
+/// descends into the basin its start lies in: where the runs' distance has a second, shallower
+/// valley (a constant pushed to its bound while another compensates), a search from the
+/// measured constants can end there, and a start in another part of the range reaches the
+/// deeper one. The returned counts add up every start's simulations; `rounds` are the
+/// winner's.
+pub fn search_from_starts(
+    scalars: &[Scalar],
+    starts: &[KernelSpec],
+    limits: SearchLimits,
+    response_at: &mut dyn FnMut(&KernelSpec) -> anyhow::Result<Response>,
+    objective: &mut dyn FnMut(&KernelSpec) -> anyhow::Result<f64>,
+    progress: &mut dyn FnMut(),
+) -> anyhow::Result<Found> {
+    let mut best: Option<Found> = None;
+    let (mut evaluations, mut probes) = (0, 0);
+    for start in starts {
+        let found = search_in_rounds(scalars, start, limits, response_at, objective, progress)?;
+        evaluations += found.evaluations;
+        // A start's first response is simulated too (the measured constants' is not: the
+        // identifiability check measured it).
+        probes += found.probes
+            + if start == &starts[0] {
+                0
+            } else {
+                scalars.len() + 1
+            };
+        if best.as_ref().is_none_or(|b| found.value < b.value) {
+            best = Some(found);
+        }
+    }
+    let mut best = best.ok_or_else(|| anyhow::anyhow!("no start to search from"))?;
+    (best.evaluations, best.probes, best.starts) = (evaluations, probes, starts.len());
     Ok(best)
 }
 
@@ -520,6 +591,7 @@ pub fn search(
         evaluations: search.evaluations,
         rounds: 0,
         probes: 0,
+        starts: 1,
     })
 }
 
@@ -732,6 +804,102 @@ mod tests {
         // The weight streaming's step (+0.2 × 0.037) passes its bound 1.0 from 0.995.
         let k = newton_point(&scalars, &spec(0.82, 0.995), &response, 1.0);
         assert_eq!(k.gemm_memory_efficiency, Some(1.0));
+    }
+
+    /// The fixed GEMM time's place in its range, 0 at 500 ns and 1 at 12,000 ns.
+    fn place(k: &KernelSpec) -> f64 {
+        (k.gemm_fixed_ns.unwrap() - 500.0) / 11_500.0
+    }
+
+    /// Two numbers whose squares sum to a distance with two valleys in the fixed GEMM time:
+    /// a deep one (0) at 10% of its range and a shallow one (0.073) at its upper bound,
+    /// with a ridge at about 55% between them.
+    fn two_valleys(k: &KernelSpec) -> Vec<f64> {
+        let x = place(k);
+        vec![4.0 * (x - 0.1) * (1.0 - x), 0.3 * (x - 0.1)]
+    }
+
+    /// [`two_valleys`]'s response at `k`: one width up (down at the upper bound), per width up.
+    fn two_valleys_response(k: &KernelSpec) -> anyhow::Result<Response> {
+        let s = SCALARS[2];
+        let v = k.gemm_fixed_ns.unwrap();
+        let step = if v + s.width <= s.hi {
+            s.width
+        } else {
+            -s.width
+        };
+        let mut moved = k.clone();
+        s.set(&mut moved, v + step);
+        let (at, there) = (two_valleys(k), two_valleys(&moved));
+        let effect = at.iter().zip(&there).map(|(a, b)| (b - a) * s.width / step);
+        Ok(Response {
+            effects: vec![effect.collect()],
+            numbers: at,
+        })
+    }
+
+    #[test]
+    fn starts_spread_over_the_range_reach_the_deeper_of_two_valleys() {
+        let scalars = [SCALARS[2]];
+        let mut distance = |k: &KernelSpec| Ok(two_valleys(k).iter().map(|n| n * n).sum());
+        let measured = KernelSpec {
+            gemm_fixed_ns: Some(9000.0),
+            ..KernelSpec::default()
+        };
+        let limits = SearchLimits::default();
+        // From the measured 9,000 ns (past the ridge) one search ends in the shallow valley
+        // at the bound.
+        let one = search_in_rounds(
+            &scalars,
+            &measured,
+            limits,
+            &mut two_valleys_response,
+            &mut distance,
+            &mut || {},
+        )
+        .unwrap();
+        assert!(place(&one.kernels) > 0.99 && one.value > 0.07, "{one:?}");
+        // Three more starts, one in each third of the range: the first third's reaches 10%.
+        let starts = starts(&scalars, &measured, EXTRA_STARTS);
+        let places: Vec<f64> = starts[1..].iter().map(place).collect();
+        let mut sorted = places.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert!(
+            sorted
+                .iter()
+                .zip([1.0, 3.0, 5.0])
+                .all(|(p, t)| (p - t / 6.0).abs() < 1e-4)
+        );
+        let found = search_from_starts(
+            &scalars,
+            &starts,
+            limits,
+            &mut two_valleys_response,
+            &mut distance,
+            &mut || {},
+        )
+        .unwrap();
+        let x = place(&found.kernels);
+        assert!((x - 0.1).abs() < 1e-3, "{found:?}");
+        assert_eq!(found.starts, 4);
+        assert!(found.evaluations > one.evaluations);
+        // The same points in the same order on every run.
+        assert_eq!(starts, super::starts(&scalars, &measured, EXTRA_STARTS));
+    }
+
+    #[test]
+    fn every_scalar_starts_once_in_each_stratum_of_its_range() {
+        let measured = spec(0.82, 0.947);
+        let starts = starts(&SCALARS, &measured, 4);
+        assert_eq!(starts[0], measured);
+        for s in SCALARS {
+            let mut strata: Vec<usize> = starts[1..]
+                .iter()
+                .map(|k| ((s.get(k).unwrap() - s.lo) / (s.hi - s.lo) * 4.0) as usize)
+                .collect();
+            strata.sort_unstable();
+            assert_eq!(strata, [0, 1, 2, 3], "{}", s.key);
+        }
     }
 
     #[test]

@@ -186,7 +186,8 @@ pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
     let start_value = rms(&before);
     let scalars = chosen_scalars(options, &mut fitted_runs, &start, &before)?;
     let found = {
-        let bar = progress_bar(options.limits.max_evaluations);
+        let starts = fit::starts(&scalars.fitted, &start, fit::EXTRA_STARTS);
+        let bar = progress_bar(options.limits.max_evaluations * starts.len());
         let runs = RefCell::new(&mut fitted_runs);
         let mut objective = |k: &KernelSpec| objective(&mut runs.borrow_mut(), k);
         let mut response_at = |k: &KernelSpec| {
@@ -198,9 +199,9 @@ pub fn calibrate(options: &CalibrateOptions) -> anyhow::Result<Calibrated> {
             }
             response(&scalars.fitted, &mut runs.borrow_mut(), k)
         };
-        let found = fit::search_in_rounds(
+        let found = fit::search_from_starts(
             &scalars.fitted,
-            &start,
+            &starts,
             options.limits,
             &mut response_at,
             &mut objective,
@@ -324,7 +325,10 @@ fn chosen_scalars(
 }
 
 /// How the runs' Diff% numbers (`before` at `at`) move when `s` moves 5% of its range from
-/// `at` (inwards at a bound), and the factor that scales that move to one width.
+/// `at` (inwards at a bound), and the factor that scales that move to one width up: negative
+/// when the move was down, so that a scaled effect is always that of a move up (a response
+/// measured at the upper bound once had its sign reversed there, and its Gauss–Newton step
+/// pushed that constant further into the bound).
 fn probe(
     s: &Scalar,
     runs: &mut [Prepared],
@@ -339,7 +343,7 @@ fn probe(
     );
     let effect = effect(before, &tables(runs, &moved)?);
     let step = s.get(&moved).unwrap_or(s.lo) - now;
-    Ok((effect, s.width / step.abs()))
+    Ok((effect, s.width / step))
 }
 
 /// How the runs' Diff% numbers respond at `at` to each of `scalars` (what the search's

@@ -43,11 +43,12 @@ pub(super) fn render(r: &Report<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Fitted {} constant(s) in {} simulations of {} run(s) ({} round(s) of Gauss–Newton \
-         steps and a bounded Hooke–Jeeves pattern search):",
+        "Fitted {} constant(s) in {} simulations of {} run(s) (searched from {} starts; the \
+         best in {} round(s) of Gauss–Newton steps and a bounded Hooke–Jeeves pattern search):",
         r.scalars.fitted.len(),
         r.found.evaluations + r.found.probes,
         r.fitted.paths.len(),
+        r.found.starts,
         r.found.rounds
     );
     for (s, sensitivity) in r.scalars.fitted.iter().zip(r.sensitivities) {

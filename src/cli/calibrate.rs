@@ -88,7 +88,8 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
     pub fit: Option<Vec<String>>,
 
-    /// Most simulations of the fit (each simulates every fitted run once).
+    /// Most simulations of the fit from each of its starts (each simulates every fitted run
+    /// once).
     #[arg(long, value_name = "N", default_value_t = SearchLimits::default().max_evaluations)]
     pub max_evaluations: usize,
 
