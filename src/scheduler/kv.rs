@@ -1020,6 +1020,16 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// A xorshift64 stream from `seed` (non-zero): each call draws a number below `n`.
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+
     impl BlockPool {
         /// The block carrying `hash`, a hash the tests cache with no chain parent.
         fn lookup(&self, hash: u64) -> Option<BlockId> {
@@ -1358,13 +1368,7 @@ mod tests {
     /// are swept so that it stays within twice the free blocks (and a few).
     #[test]
     fn the_free_list_hands_out_blocks_in_freeing_order_through_hits_and_sweeps() {
-        let mut rng = 0x5EED_F00D_1234_5678u64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = xorshift(0x5EED_F00D_1234_5678u64);
         const CAP: u32 = 600;
         let mut pool = BlockPool::new(CAP);
         let (mut list, mut fresh) = (VecDeque::<BlockId>::new(), 0);
@@ -1445,13 +1449,7 @@ mod tests {
     /// blocks).
     #[test]
     fn random_traffic_keeps_the_pool_invariants() {
-        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15u64);
         let mut pool = BlockPool::new(32);
         let mut held: Vec<Vec<BlockId>> = Vec::new();
         let mut hits = 0;
@@ -1492,13 +1490,7 @@ mod tests {
     /// lookup walk answers as the map does, and the pool audits after every operation.
     #[test]
     fn chained_traffic_indexes_as_a_plain_map_would() {
-        let mut rng = 0x0DDB_1A5E_5BAD_5EEDu64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = xorshift(0x0DDB_1A5E_5BAD_5EEDu64);
         let mut pool = BlockPool::new(40);
         pool.keep_history();
         let mut model: HashMap<u64, BlockId> = HashMap::new();
@@ -1578,13 +1570,7 @@ mod tests {
     /// The history answers exactly what a copy of the index taken at each time would.
     #[test]
     fn the_history_matches_copies_of_the_index_on_random_traffic() {
-        let mut rng = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1Du64);
         let mut pool = BlockPool::new(16);
         pool.keep_history();
         let mut held: Vec<BlockId> = Vec::new();
