@@ -420,17 +420,12 @@ pub fn search_from_starts(
 ) -> anyhow::Result<Found> {
     let mut best: Option<Found> = None;
     let (mut evaluations, mut probes) = (0, 0);
-    for start in starts {
+    for (i, start) in starts.iter().enumerate() {
         let found = search_in_rounds(scalars, start, limits, response_at, objective, progress)?;
         evaluations += found.evaluations;
-        // A start's first response is simulated too (the measured constants' is not: the
+        // A later start's first response is simulated too (the first start's is not: the
         // identifiability check measured it).
-        probes += found.probes
-            + if start == &starts[0] {
-                0
-            } else {
-                scalars.len() + 1
-            };
+        probes += found.probes + if i == 0 { 0 } else { scalars.len() + 1 };
         if best.as_ref().is_none_or(|b| found.value < b.value) {
             best = Some(found);
         }
