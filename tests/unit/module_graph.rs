@@ -1,0 +1,1 @@
+//! The library's module graph (no import circles, layering).
