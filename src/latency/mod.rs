@@ -11,7 +11,7 @@ mod host;
 mod memo;
 mod pim;
 mod placement;
-mod profile;
+pub mod profile;
 mod roofline;
 mod shared;
 

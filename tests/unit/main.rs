@@ -2,6 +2,9 @@
 //! than beside the code so that a cold `cargo test --release` compiles the library once
 //! instead of twice (once as the library, once with its unit tests).
 
+#[path = "../common/shared_data.rs"]
+mod shared_data;
+
 mod astra;
 mod autoscale;
 mod calibrate;

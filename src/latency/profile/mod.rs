@@ -4,19 +4,15 @@
 //! Files: `arch` (layer sequences), `load` (folders and CSVs), `meta` (`meta.yaml`), `skew`
 //! (the skew alpha), `lookup` (interpolation), `resolve` (sequence → priced rows), `error`.
 
-mod arch;
+pub mod arch;
 mod error;
-#[cfg(test)]
-mod fixture_tests;
-mod identity;
+pub mod identity;
 mod load;
-mod lookup;
-mod meta;
+pub mod lookup;
+pub mod meta;
 mod resolve;
-mod shape;
-mod skew;
-#[cfg(test)]
-mod tests;
+pub mod shape;
+pub mod skew;
 
 use std::path::{Path, PathBuf};
 

@@ -31,7 +31,7 @@ fn keys_text(keys: &[u64]) -> String {
 
 /// `dense.csv` / `per_sequence.csv`: every layer at the same keys (`what`: `tokens` or
 /// `sequences`), at least two of them.
-pub(super) fn check_1d(
+pub fn check_1d(
     path: &Path,
     what: &str,
     layers: &[(String, Vec<(u64, f64)>)],
@@ -70,7 +70,7 @@ pub(super) fn check_1d(
 /// One `attention.csv` row against the profiler's rules: `prefill_chunk` 0 (pure decode) has
 /// `kv_prefill` 0; `n_decode` 0 (pure prefill) has `kv_decode` 0, and decodes have a context;
 /// the empty batch (0, 0) is never profiled. Returns the offending column and why.
-pub(super) fn attention_row(key: [u64; 4]) -> Option<(usize, &'static str)> {
+pub fn attention_row(key: [u64; 4]) -> Option<(usize, &'static str)> {
     let [pc, kp, nd, kd] = key;
     match () {
         _ if pc == 0 && nd == 0 => {
@@ -85,7 +85,7 @@ pub(super) fn attention_row(key: [u64; 4]) -> Option<(usize, &'static str)> {
 
 /// The whole attention grid: pure decodes at two or more `n_decode` and `kv_decode` values,
 /// and at least one pure prefill.
-pub(super) fn check_attention(path: &Path, keys: &[[u64; 4]]) -> Result<(), ProfileError> {
+pub fn check_attention(path: &Path, keys: &[[u64; 4]]) -> Result<(), ProfileError> {
     let decodes = keys.iter().filter(|k| k[0] == 0);
     let nd: BTreeSet<u64> = decodes.clone().map(|k| k[2]).collect();
     let kd: BTreeSet<u64> = decodes.map(|k| k[3]).collect();
@@ -114,7 +114,7 @@ pub(super) fn check_attention(path: &Path, keys: &[[u64; 4]]) -> Result<(), Prof
 /// `moe.csv`: at least two token counts, and each activated-experts row at every token count
 /// from its first up to the largest (the profiler drops only the small counts that cannot
 /// activate that many experts).
-pub(super) fn check_moe(path: &Path, points: &[(u64, u64, f64)]) -> Result<(), ProfileError> {
+pub fn check_moe(path: &Path, points: &[(u64, u64, f64)]) -> Result<(), ProfileError> {
     let axis: Vec<u64> = points
         .iter()
         .map(|p| p.0)
@@ -150,84 +150,4 @@ pub(super) fn check_moe(path: &Path, points: &[(u64, u64, f64)]) -> Result<(), P
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn layers(rows: &[(&str, &[u64])]) -> Vec<(String, Vec<(u64, f64)>)> {
-        rows.iter()
-            .map(|(name, keys)| (name.to_string(), keys.iter().map(|&k| (k, 1.0)).collect()))
-            .collect()
-    }
-
-    fn message(result: Result<(), ProfileError>) -> String {
-        result.unwrap_err().to_string()
-    }
-
-    #[test]
-    fn dense_layers_must_share_an_axis_of_two_or_more_points() {
-        let p = Path::new("dense.csv");
-        assert!(check_1d(p, "tokens", &layers(&[("a", &[1, 2]), ("b", &[1, 2])])).is_ok());
-        let err = message(check_1d(
-            p,
-            "tokens",
-            &layers(&[("a", &[1, 2, 4]), ("b", &[1, 4])]),
-        ));
-        assert_eq!(
-            err,
-            "dense.csv: not a full grid: layer `b` lacks tokens 2 that other layers have"
-        );
-        let err = message(check_1d(
-            p,
-            "tokens",
-            &layers(&[("a", &[1, 2]), ("b", &[2, 4])]),
-        ));
-        assert!(err.contains("layer `a` lacks tokens 4 that other"), "{err}");
-        let err = message(check_1d(p, "tokens", &layers(&[("a", &[1]), ("b", &[1])])));
-        assert!(
-            err.contains("every layer has one tokens count (1)"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn attention_rows_follow_the_profilers_rules() {
-        assert_eq!(attention_row([16, 0, 0, 0]), None);
-        assert_eq!(attention_row([0, 0, 4, 16]), None);
-        assert_eq!(attention_row([0, 0, 0, 0]).unwrap().0, 2);
-        assert_eq!(attention_row([0, 16, 1, 16]).unwrap().0, 1);
-        assert_eq!(attention_row([16, 0, 0, 16]).unwrap().0, 3);
-        assert_eq!(attention_row([16, 0, 2, 0]).unwrap().0, 3);
-    }
-
-    #[test]
-    fn an_attention_grid_needs_decodes_on_two_axes_and_a_prefill() {
-        let p = Path::new("attention.csv");
-        let ok = [[0, 0, 1, 16], [0, 0, 2, 32], [16, 0, 0, 0]];
-        assert!(check_attention(p, &ok).is_ok());
-        let err = message(check_attention(p, &ok[..1]));
-        assert!(err.contains("have 1 and 1 (1 rows in all)"), "{err}");
-        let err = message(check_attention(p, &ok[..2]));
-        assert!(err.contains("no pure-prefill rows"), "{err}");
-    }
-
-    #[test]
-    fn moe_rows_run_from_their_first_token_count_to_the_largest() {
-        let p = Path::new("moe.csv");
-        let ok = [
-            (1, 2, 1.0),
-            (2, 2, 1.0),
-            (4, 2, 1.0),
-            (2, 4, 1.0),
-            (4, 4, 1.0),
-        ];
-        assert!(check_moe(p, &ok).is_ok());
-        let holed = [(1, 2, 1.0), (4, 2, 1.0), (2, 4, 1.0), (4, 4, 1.0)];
-        let err = message(check_moe(p, &holed));
-        assert!(err.contains("activated_experts 2 lacks tokens 2"), "{err}");
-        let err = message(check_moe(p, &ok[..1]));
-        assert!(err.contains("one token count (1)"), "{err}");
-    }
 }

@@ -3,8 +3,14 @@
 
 use std::fs;
 
-use super::*;
-use crate::latency::BatchItem;
+use blis_cosim::Nanos;
+use blis_cosim::config::Dtype;
+use blis_cosim::config::ModelArch;
+use blis_cosim::latency::BatchDesc;
+use blis_cosim::latency::BatchItem;
+use blis_cosim::latency::LatencyBackend;
+use blis_cosim::latency::profile::*;
+use std::path::Path;
 
 const LLAMA_DENSE: [&str; 9] = [
     "embedding",
@@ -108,7 +114,7 @@ fn spec<'a>(root: &'a Path, model: &'a ModelArch, tp: u32) -> ProfileSpec<'a> {
         architecture: None,
         max_num_batched_tokens: 4,
         max_num_seqs: Some(2),
-        collectives: crate::latency::Collectives::NONE,
+        collectives: blis_cosim::latency::Collectives::NONE,
     }
 }
 

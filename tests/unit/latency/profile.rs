@@ -1,8 +1,23 @@
 //! Bundle-level tests: the golden values of LLMServingSim's example run, bundle selection and
 //! bad bundles.
 
-use super::*;
-use crate::latency::BatchItem;
+mod arch;
+mod fixture_tests;
+mod identity;
+mod lookup;
+mod meta;
+mod shape;
+mod skew;
+
+use blis_cosim::Nanos;
+use blis_cosim::config::Dtype;
+use blis_cosim::config::ModelArch;
+use blis_cosim::latency::BatchDesc;
+use blis_cosim::latency::BatchItem;
+use blis_cosim::latency::LatencyBackend;
+use blis_cosim::latency::profile::*;
+use std::path::Path;
+use std::path::PathBuf;
 
 fn perf_root() -> PathBuf {
     crate::shared_data::shared_path("profiler/perf")
@@ -19,7 +34,7 @@ fn spec<'a>(root: &'a Path, hardware: &'a str, model: &'a ModelArch, tp: u32) ->
         architecture: None,
         max_num_batched_tokens: 2048,
         max_num_seqs: Some(256),
-        collectives: crate::latency::Collectives::NONE,
+        collectives: blis_cosim::latency::Collectives::NONE,
     }
 }
 
