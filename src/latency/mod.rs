@@ -12,7 +12,7 @@ mod memo;
 mod pim;
 mod placement;
 pub mod profile;
-mod roofline;
+pub mod roofline;
 mod shared;
 
 pub use collective::{

@@ -1,3 +1,4 @@
 //! Unit tests of `blis_cosim::latency`.
 
 mod profile;
+mod roofline;

@@ -1,0 +1,761 @@
+mod memoised;
+mod sums;
+
+use blis_cosim::Nanos;
+use blis_cosim::config::Dtype;
+use blis_cosim::config::Hardware;
+use blis_cosim::config::ModelArch;
+use blis_cosim::latency::BatchDesc;
+use blis_cosim::latency::Collectives;
+use blis_cosim::latency::LatencyBackend;
+use blis_cosim::latency::roofline::*;
+use blis_cosim::latency::{BatchItem, ExpertParallel, ExpertRouting};
+
+fn roofline(model: &str, hardware: &str, tp: u32) -> Roofline {
+    let model = ModelArch::resolve(model).unwrap();
+    Roofline::new(
+        &model,
+        &Hardware::resolve(hardware).unwrap(),
+        tp,
+        Dtype::Bfloat16,
+    )
+}
+
+fn decodes(n: usize, context_tokens: u32) -> Vec<BatchItem> {
+    vec![
+        BatchItem {
+            new_tokens: 1,
+            context_tokens
+        };
+        n
+    ]
+}
+
+fn time(r: &mut Roofline, items: &[BatchItem]) -> Nanos {
+    r.step_time(&BatchDesc::new(items)).unwrap()
+}
+
+fn layers(r: &Roofline, items: &[BatchItem]) -> Vec<(&'static str, Work)> {
+    let step = r.step(&BatchDesc::new(items)).unwrap();
+    let mut out = Vec::new();
+    r.for_each_layer(&step, |name, _, work| out.push((name, work)));
+    out
+}
+
+#[test]
+fn a_dp_members_experts_are_those_the_whole_groups_gate_tokens_fire() {
+    // Qwen3-30B-A3B (128 experts, top-8), EP 2 over a DP group of two members: one
+    // decode token here, one dummy row on the other member, so 2 tokens at the gate.
+    let model = ModelArch::resolve("Qwen3-30B-A3B-Instruct-2507").unwrap();
+    let ep = ExpertParallel {
+        total: 2,
+        local: 1,
+        first_rank: 0,
+        routing: ExpertRouting::Balanced,
+        link: None,
+    };
+    let collectives = Collectives {
+        ep,
+        ..Collectives::NONE
+    };
+    let r = roofline("Qwen3-30B-A3B-Instruct-2507", "H100", 1)
+        .with_expert_parallel(&model, collectives);
+    let items = decodes(1, 100);
+    let experts = |batch: &BatchDesc<'_>| {
+        let step = r.step(batch).unwrap();
+        let mut bytes = 0.0;
+        r.for_each_layer(&step, |name, _, work| {
+            if let ("experts", Work::Experts { cost, .. }) = (name, work) {
+                bytes = cost.bytes;
+            }
+        });
+        bytes
+    };
+    // 3 × 2048 × 768 weights of 2 bytes per expert; both members' rows are computed
+    // (2 × 8 / 2 = 8 routed rows of 2 × 2048 × 2 bytes in and out).
+    let expert_bytes = 3.0 * 2048.0 * 768.0 * 2.0;
+    let rows = 8.0 * 2.0 * 2048.0 * 2.0;
+    // Own token only: 64 × (1 − (15/16)^1) = 4 experts; with the gate's 2 tokens,
+    // 64 × (1 − (15/16)^2) = 7.75.
+    let own = experts(&BatchDesc::new(&items));
+    let group = experts(&BatchDesc::new(&items).with_gate_tokens(2));
+    assert!((own - (4.0 * expert_bytes + rows)).abs() < 1.0, "{own}");
+    assert!(
+        (group - (7.75 * expert_bytes + rows)).abs() < 1.0,
+        "{group}"
+    );
+}
+
+#[test]
+fn decode_step_time_grows_with_batch_size() {
+    let mut r = roofline("Llama-3.1-8B", "H100", 1);
+    let times: Vec<Nanos> = [1, 8, 64, 256]
+        .map(|n| time(&mut r, &decodes(n, 1000)))
+        .into();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+}
+
+#[test]
+fn decode_step_time_grows_with_context_length() {
+    let mut r = roofline("Llama-3.1-8B", "H100", 1);
+    let times: Vec<Nanos> = [10, 1000, 10_000]
+        .map(|c| time(&mut r, &decodes(8, c)))
+        .into();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+}
+
+#[test]
+fn a_long_prefill_is_compute_bound_in_its_gemms() {
+    let r = roofline("Llama-3.1-8B", "H100", 1);
+    let prefill = [BatchItem {
+        new_tokens: 2048,
+        context_tokens: 0,
+    }];
+    let gemms = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"];
+    let mut checked = 0;
+    for (name, work) in layers(&r, &prefill) {
+        let Work::Gemm(c) = work else { continue };
+        let compute_bound = c.flops / r.gemm_flops_per_ns > c.bytes / r.gemm_bytes_per_ns;
+        if gemms.contains(&name) {
+            assert!(compute_bound, "{name}");
+            checked += 1;
+        } else if name == "lm_head" {
+            // One logit row for the single sequence: weight streaming dominates.
+            assert!(!compute_bound);
+        }
+    }
+    assert_eq!(checked, 4);
+}
+
+#[test]
+fn batch_one_decode_of_llama_8b_on_rtxpro6000_is_near_the_measured_11_ms() {
+    let measured = 11.1e6;
+    let t = time(
+        &mut roofline("Llama-3.1-8B", "RTXPRO6000", 1),
+        &decodes(1, 100),
+    ) as f64;
+    assert!((t - measured).abs() / measured < 0.10, "{t} ns");
+}
+
+#[test]
+fn tensor_parallelism_adds_allreduces_and_cuts_per_gpu_compute() {
+    let batch = [
+        BatchItem {
+            new_tokens: 512,
+            context_tokens: 0,
+        },
+        BatchItem {
+            new_tokens: 1,
+            context_tokens: 300,
+        },
+    ];
+    let compute = |tp| {
+        let timings = roofline("Llama-3.1-70B", "H100", tp).breakdown(&BatchDesc::new(&batch));
+        let timings = timings.unwrap();
+        let comms = timings.iter().filter(|l| l.is_comm).count();
+        let all_reduce =
+            |name| name == "allreduce" || name == EMBEDDING_ALLREDUCE || name == LOGITS_ALLGATHER;
+        let names_ok = timings.iter().all(|l| l.is_comm == all_reduce(l.name));
+        let busy: Nanos = timings
+            .iter()
+            .filter(|l| !l.is_comm)
+            .map(|l| l.repeats * l.time_ns)
+            .sum();
+        assert!(names_ok);
+        (comms, busy)
+    };
+    let (tp1_comms, tp1_busy) = compute(1);
+    let (tp2_comms, tp2_busy) = compute(2);
+    assert_eq!((tp1_comms, tp2_comms), (0, 4));
+    assert!(tp2_busy < tp1_busy, "{tp2_busy} vs {tp1_busy}");
+}
+
+#[test]
+fn a_tp_step_sums_its_embedding_shards_with_one_all_reduce_of_its_tokens() {
+    // Llama-3.1-8B at TP 4 on H100, a 2,048-token prefill: 2,048 × 4,096 × 2 bytes =
+    // 16 MiB; the ring moves 2 × 3/4 of it (25,165,824 bytes) at 450 GB/s × 0.654
+    // (294.3 bytes/ns) = 85,510.8 ns, plus 2 × 3 hops of 1 µs: 91,511 ns, once per step
+    // before the first block, the same all-reduce as each block's two.
+    let mut r = roofline("Llama-3.1-8B", "H100", 4);
+    let layers = r.breakdown(&BatchDesc::new(&[prefill(2048, 0)])).unwrap();
+    let names: Vec<&str> = layers.iter().take(3).map(|l| l.name).collect();
+    assert_eq!(names, ["embedding", EMBEDDING_ALLREDUCE, "input_layernorm"]);
+    let embedding = &layers[1];
+    assert_eq!((embedding.repeats, embedding.time_ns), (1, 91_511));
+    assert!(embedding.is_comm);
+    let block = layers.iter().find(|l| l.name == "allreduce").unwrap();
+    assert_eq!(block.time_ns, embedding.time_ns);
+    // It belongs to the prologue (the first pipeline stage's), not to every block.
+    let parts = r.step_parts(&BatchDesc::new(&[prefill(2048, 0)])).unwrap();
+    assert_eq!(parts.prologue_ns, layers[0].time_ns + 91_511);
+    // At TP 1 there is nothing to sum.
+    let mut tp1 = roofline("Llama-3.1-8B", "H100", 1);
+    let tp1_layers = tp1.breakdown(&BatchDesc::new(&[prefill(2048, 0)])).unwrap();
+    assert!(tp1_layers.iter().all(|l| !l.is_comm));
+}
+
+#[test]
+fn a_tp_decode_step_gathers_its_logit_shards_after_the_lm_head() {
+    // Llama-3.1-8B at TP 4 on H100, 256 decodes: each GPU holds 256 × 128,256 / 4 logits
+    // (16,416,768 bytes) and receives the other three shards: 3 × 16,416,768 bytes at
+    // 450 GB/s × 0.654 (294.3 bytes/ns) = 167,347.3 ns, plus 3 hops of 1 µs: 170,347 ns.
+    let decodes = vec![
+        BatchItem {
+            new_tokens: 1,
+            context_tokens: 1000,
+        };
+        256
+    ];
+    let mut r = roofline("Llama-3.1-8B", "H100", 4);
+    let layers = r.breakdown(&BatchDesc::new(&decodes)).unwrap();
+    let names: Vec<&str> = layers.iter().rev().take(3).map(|l| l.name).collect();
+    assert_eq!(names, ["sampler", LOGITS_ALLGATHER, "lm_head"]);
+    let gather = &layers[layers.len() - 2];
+    assert_eq!(
+        (gather.repeats, gather.time_ns, gather.is_comm),
+        (1, 170_347, true)
+    );
+    // On the hardware's link (a `--tp` run) the fork's ring: 3 steps of
+    // floor(1,000 + 55,782.4) + 10 ns, and the collective's 10 ns: 170,386 ns.
+    let tp4 = Collectives {
+        tp: 4,
+        tp_link: Some(blis_cosim::latency::CommLink {
+            bandwidth_gbps: 450.0 * 0.654 * 1e9 / f64::from(1u32 << 30),
+            latency_ns: 1000.0,
+            local_mem_gbps: 0.0,
+        }),
+        ep: ExpertParallel::NONE,
+    };
+    let mut linked = roofline("Llama-3.1-8B", "H100", 4).with_tp_link(tp4);
+    let layers = linked.breakdown(&BatchDesc::new(&decodes)).unwrap();
+    assert_eq!(layers[layers.len() - 2].time_ns, 170_386);
+    // It is the head's (the last pipeline stage's).
+    let parts = linked.step_parts(&BatchDesc::new(&decodes)).unwrap();
+    let head: Nanos = layers.iter().rev().take(4).map(|l| l.time_ns).sum();
+    assert_eq!(parts.head_ns, head);
+}
+
+#[test]
+fn breakdown_sums_exactly_to_step_time() {
+    let mixed = [
+        BatchItem {
+            new_tokens: 700,
+            context_tokens: 128,
+        },
+        BatchItem {
+            new_tokens: 1,
+            context_tokens: 5000,
+        },
+        BatchItem {
+            new_tokens: 1,
+            context_tokens: 7,
+        },
+    ];
+    for (model, tp) in [
+        ("Llama-3.1-8B", 1),
+        ("Qwen3-32B", 4),
+        ("Qwen3-30B-A3B-Instruct-2507", 2),
+    ] {
+        let mut r = roofline(model, "B200", tp);
+        for items in [&mixed[..], &mixed[1..], &decodes(1, 0)] {
+            let batch = BatchDesc::new(items);
+            let sum: Nanos = r
+                .breakdown(&batch)
+                .unwrap()
+                .iter()
+                .map(|l| l.repeats * l.time_ns)
+                .sum();
+            assert_eq!(sum, r.step_time(&batch).unwrap(), "{model} tp{tp}");
+            let parts = r.step_parts(&batch).unwrap();
+            let layers = r.num_layers;
+            let split = parts.prologue_ns + layers * parts.block_ns + parts.head_ns;
+            assert_eq!(split, sum, "{model} tp{tp}: step parts");
+            assert!(parts.prologue_ns > 0 && parts.block_ns > 0 && parts.head_ns > 0);
+        }
+    }
+}
+
+#[test]
+fn qk_norm_runs_only_for_qwen3_models() {
+    let has_qk_norm = |model| {
+        let timings = roofline(model, "H200", 1).breakdown(&BatchDesc::new(&decodes(1, 1)));
+        timings.unwrap().iter().any(|l| l.name == "qk_norm")
+    };
+    assert!(has_qk_norm("Qwen3-32B") && has_qk_norm("Qwen3-30B-A3B-Instruct-2507"));
+    assert!(!has_qk_norm("Llama-3.1-8B") && !has_qk_norm("Mixtral-8x7B-v0.1"));
+}
+
+/// The `experts` layer's time for `items` (ns, as priced).
+fn experts_ns(r: &Roofline, items: &[BatchItem]) -> f64 {
+    let step = r.step(&BatchDesc::new(items)).unwrap();
+    let mut ns = 0;
+    r.for_each_layer(&step, |name, _, work| {
+        if name == "experts" {
+            ns = r.layer_ns(work);
+        }
+    });
+    ns as f64
+}
+
+/// The fused-MoE kernel by hand: `MOE_FIXED_NS + max(c, m) + MOE_UNHIDDEN × min(c, m)`,
+/// `m` the streamed bytes at 0.873 of the bandwidth (GB/s = bytes/ns), `c` the FLOPs at
+/// 0.42 of the peak, 0.25 of the shorter unhidden, 4.9 µs fixed.
+fn fused_moe_by_hand(streamed: f64, flops: f64, bw_gbps: f64, peak_tflops: f64) -> f64 {
+    let m = streamed / (bw_gbps * 0.873);
+    let c = flops / (peak_tflops * 1e3 * 0.42);
+    4_900.0 + m.max(c) + 0.25 * m.min(c)
+}
+
+/// `weights` streamed by a gate-and-up GEMM at share `up` of the bandwidth and a down
+/// GEMM at `down` (two thirds and one third of them), plus `activations` at full rate.
+fn streamed(weights: f64, up: f64, down: f64, activations: f64) -> f64 {
+    weights * (2.0 / 3.0 / up + 1.0 / 3.0 / down) + activations
+}
+
+#[test]
+fn moe_one_decode_streams_the_weights_of_its_top_k_experts() {
+    // Weight-bound regime. Mixtral-8x7B on H100 at TP 1, one decode: top-2 of 8 experts,
+    // 8 × (1 − 6/8) = 2 experts hit, each 3 × 4096 × 14336 bf16 weights; 2 routed rows
+    // of 4096 in and out; 2 × 2 × 3 × 4096 × 14336 FLOPs. One token, 8 experts: 16 × 32
+    // tiles (the small tile: no bytes-per-clock limit), one tile row per expert hit; gate
+    // and up 2 × 896 blocks, down 2 × 4096 / 32 = 256: both saturated (H100 needs 223.5:
+    // 3,350 GB/s at 1.83 GHz is 1,831 bytes per clock, × 1,000 clocks over 8,192 bytes
+    // in flight per block).
+    let r = roofline("Mixtral-8x7B-v0.1", "H100", 1);
+    let weights = 2.0 * 3.0 * 4096.0 * 14336.0 * 2.0;
+    let bytes = streamed(weights, 1.0, 1.0, 2.0 * 2.0 * 4096.0 * 2.0);
+    let flops = 2.0 * 2.0 * 3.0 * 4096.0 * 14336.0;
+    let expected = fused_moe_by_hand(bytes, flops, 3350.0, 989.4);
+    let got = experts_ns(&r, &decodes(1, 100));
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    // 704.7 MB streamed at 0.873 × 3.35 TB/s: 241.0 µs, 4.9 µs fixed, and 0.25 of the
+    // 1.7 µs of MMA work (the small tile: the routed rows, not padded).
+    assert!((got - 246_276.0).abs() < 10.0, "{got}");
+}
+
+#[test]
+fn moe_a_long_prefill_is_bound_by_the_routed_rows_mma_work() {
+    // MMA-bound regime. Mixtral-8x7B on H100 at TP 1, a 4,096-token prefill: every expert
+    // is hit (8 × (1 − (6/8)^4096) = 8), 8,192 routed rows (16 full tile rows of 64 each,
+    // nothing padded: thousands of blocks, the bandwidth saturated), streamed on the large
+    // tile at 0.757
+    // of the bandwidth (132 SMs × 1.83 GHz × 10.5 bytes over 3,350 GB/s).
+    let r = roofline("Mixtral-8x7B-v0.1", "H100", 1);
+    let prefill = [BatchItem {
+        new_tokens: 4096,
+        context_tokens: 0,
+    }];
+    let routed = 4096.0 * 2.0;
+    let tile = 132.0 * 1.83 * 10.5 / 3350.0;
+    let bytes = (8.0 * 3.0 * 4096.0 * 14336.0 * 2.0 + 2.0 * routed * 4096.0 * 2.0) / tile;
+    let flops = routed * 2.0 * 3.0 * 4096.0 * 14336.0;
+    let expected = fused_moe_by_hand(bytes, flops, 3350.0, 989.4);
+    let got = experts_ns(&r, &prefill);
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    let c = flops / (989.4e3 * 0.42);
+    assert!(c > 2.0 * bytes / (3350.0 * 0.873), "the MMA work dominates");
+}
+
+#[test]
+fn moe_many_small_experts_in_between_pay_both_parts() {
+    // Both parts count. Qwen3-30B-A3B on RTX PRO 6000 at TP 1, 64 decodes: top-8 of 128
+    // experts, 128 × (1 − (120/128)^64) = 126.9 experts hit of 3 × 2048 × 768 bf16
+    // weights; 512 routed rows. 64 tokens, 128 experts: 16 × 32 tiles, 126.9 tile rows,
+    // 126.9 × 48 and × 64 blocks: saturated (RTX PRO 6000 needs 74.5: 1,597 GB/s at
+    // 2.617 GHz is 610 bytes per clock, × 1,000 clocks over 8,192 bytes per block).
+    let r = roofline("Qwen3-30B-A3B-Instruct-2507", "RTXPRO6000", 1);
+    let active = 128.0 * (1.0 - (120.0f64 / 128.0).powi(64));
+    let routed = 64.0 * 8.0;
+    let bytes = active * 3.0 * 2048.0 * 768.0 * 2.0 + 2.0 * routed * 2048.0 * 2.0;
+    let flops = routed * 2.0 * 3.0 * 2048.0 * 768.0;
+    let expected = fused_moe_by_hand(bytes, flops, 1597.0, 503.8);
+    let got = experts_ns(&r, &decodes(64, 500));
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+}
+
+#[test]
+fn moe_tensor_and_expert_parallel_layouts_split_width_or_experts() {
+    // TP 2 halves every expert's width (its weights and FLOPs per GPU). Mixtral-8x7B on
+    // H100, 4 decodes: 8 × (1 − (6/8)^4) = 5.47 experts hit, 8 routed rows (16 × 32
+    // tiles: 5.47 × 448 and 5.47 × 128 blocks, saturated).
+    let model = ModelArch::resolve("Mixtral-8x7B-v0.1").unwrap();
+    let active = 8.0 * (1.0 - 0.75f64.powi(4));
+    let expert = 3.0 * 4096.0 * 14336.0;
+    let tp2 = roofline("Mixtral-8x7B-v0.1", "H100", 2);
+    let bytes = active * expert / 2.0 * 2.0 + 2.0 * 8.0 * 4096.0 * 2.0;
+    let flops = 8.0 * 2.0 * expert / 2.0;
+    let expected = fused_moe_by_hand(bytes, flops, 3350.0, 989.4);
+    let got = experts_ns(&tp2, &decodes(4, 100));
+    assert!((got - expected).abs() <= 1.0, "TP 2: {got} vs {expected}");
+    let ep = ExpertParallel {
+        total: 2,
+        local: 1,
+        first_rank: 0,
+        routing: ExpertRouting::Balanced,
+        link: None,
+    };
+    // EP 2 over a DP group of two members with 4 decodes each: the gate sees 8 tokens,
+    // 8 × (1 − (6/8)^8) = 7.2 experts are hit, half of them (whole) on this rank; it
+    // computes half the group's 2 × 4 × 2 routed rows. 8 tokens, 4 experts here: the large
+    // 64 × 64 tile, at most 10.5 bytes per SM per clock (132 × 1.83 GHz × 10.5 over
+    // 3,350 GB/s: 0.757 of the bandwidth, the routed rows too), one tile row per expert
+    // hit: 3.6 × 64 rows of MMA work for the 8 routed; gate and up have 3.6 × 28672 / 64
+    // blocks, down 3.6 × 4096 / 64 = 230.6, both past the 223.5 that saturate H100.
+    let ep2 = roofline("Mixtral-8x7B-v0.1", "H100", 1).with_expert_parallel(
+        &model,
+        Collectives {
+            ep,
+            ..Collectives::NONE
+        },
+    );
+    let active = 4.0 * (1.0 - 0.75f64.powi(8));
+    let tile = 132.0 * 1.83 * 10.5 / 3350.0;
+    assert!(active * 64.0 > 223.5, "{active}");
+    let bytes = streamed(active * expert * 2.0, tile, tile, 0.0) + 2.0 * 8.0 * 4096.0 * 2.0 / tile;
+    let flops = active * 64.0 * 2.0 * expert;
+    let expected = fused_moe_by_hand(bytes, flops, 3350.0, 989.4);
+    let items = decodes(4, 100);
+    let step = ep2
+        .step(&BatchDesc::new(&items).with_gate_tokens(8))
+        .unwrap();
+    let mut got = 0.0;
+    ep2.for_each_layer(&step, |name, _, work| {
+        if name == "experts" {
+            got = ep2.layer_ns(work) as f64;
+        }
+    });
+    assert!((got - expected).abs() <= 1.0, "EP 2: {got} vs {expected}");
+}
+
+#[test]
+fn moe_few_experts_with_too_few_thread_blocks_stream_slower() {
+    // Few large experts on few tokens: Mixtral-8x7B at TP 8 (expert width 1,792), one
+    // decode, 2 experts hit. 16 × 32 tiles, one tile row each: gate and up have
+    // 2 × 3584 / 32 = 224 blocks, down 2 × 4096 / 32 = 256. H100 (1,831 bytes per clock ×
+    // 1,000 clocks over 8,192 bytes per block: 223.5) is saturated by both; H200 (4,800
+    // GB/s at the same 1.83 GHz: 2,623 bytes per clock, 320.2 blocks) streams both in
+    // proportion.
+    let weights = 2.0 * 3.0 * 4096.0 * 1792.0 * 2.0;
+    let activations = 2.0 * 2.0 * 4096.0 * 2.0;
+    let flops = 2.0 * 2.0 * 3.0 * 4096.0 * 1792.0;
+    let h100 = experts_ns(&roofline("Mixtral-8x7B-v0.1", "H100", 8), &decodes(1, 100));
+    let plain_h100 = fused_moe_by_hand(weights + activations, flops, 3350.0, 989.4);
+    assert!((h100 - plain_h100).abs() <= 1.0, "{h100} vs {plain_h100}");
+    let blocks = 4800.0 / 1.83 * 1000.0 / 8192.0;
+    let bytes = streamed(weights, 224.0 / blocks, 256.0 / blocks, activations);
+    let expected = fused_moe_by_hand(bytes, flops, 4800.0, 989.4);
+    let got = experts_ns(&roofline("Mixtral-8x7B-v0.1", "H200", 8), &decodes(1, 100));
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    // A part without `sm_count` has no such limit.
+    let mut h200 = Hardware::resolve("H200").unwrap();
+    h200.sm_count = None;
+    let model = ModelArch::resolve("Mixtral-8x7B-v0.1").unwrap();
+    let unlimited = Roofline::new(&model, &h200, 8, Dtype::Bfloat16);
+    let plain = fused_moe_by_hand(weights + activations, flops, 4800.0, 989.4);
+    assert!((experts_ns(&unlimited, &decodes(1, 100)) - plain).abs() <= 1.0);
+    assert!(got > plain * 1.25, "{got} vs {plain}");
+}
+
+/// The experts' time of `model` on `hardware` at TP `tp` without `sm_clock_mhz` (no
+/// bytes-per-clock limit on the large tile).
+fn experts_ns_without_clock(model: &str, hardware: &str, tp: u32, items: &[BatchItem]) -> f64 {
+    let mut part = Hardware::resolve(hardware).unwrap();
+    part.sm_clock_mhz = None;
+    let model = ModelArch::resolve(model).unwrap();
+    experts_ns(&Roofline::new(&model, &part, tp, Dtype::Bfloat16), items)
+}
+
+#[test]
+fn moe_the_large_tile_holds_an_hbm_part_to_its_bytes_per_sm_per_clock() {
+    // Few large experts on the large tile, on a part with many bytes per SM per clock:
+    // Mixtral-8x7B at TP 2 on H100, 64 decodes. 8 × (1 − (6/8)^64) = 8.0 experts hit of
+    // 3 × 4096 × 7168 bf16 weights, 128 routed rows (16 per expert: one 64-row tile row
+    // each, whose 8 × 64 rows of MMA work the kernel does); gate and up 8 × 224 blocks,
+    // down 8 × 64: saturated. 64 tokens over 8 experts
+    // take the 64 × 64 tile: 132 SMs × 1.83 GHz × 10.5 bytes = 2,536 GB/s, 0.757 of the
+    // 3,350 GB/s peak (13.9 bytes per SM per clock), for the weights and the routed rows.
+    let r = roofline("Mixtral-8x7B-v0.1", "H100", 2);
+    let active = 8.0 * (1.0 - 0.75f64.powi(64));
+    let tile = 132.0 * 1.83 * 10.5 / 3350.0;
+    let weights = active * 3.0 * 4096.0 * 7168.0 * 2.0;
+    let activations = 2.0 * 128.0 * 4096.0 * 2.0;
+    let flops = active * 64.0 * 2.0 * 3.0 * 4096.0 * 7168.0;
+    let bytes = (weights + activations) / tile;
+    let expected = fused_moe_by_hand(bytes, flops, 3350.0, 989.4);
+    let items = decodes(64, 100);
+    let got = experts_ns(&r, &items);
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    // 1.41 GB at 0.757 × 0.873 × 3.35 TB/s: 637 µs, 4.9 µs fixed and 0.25 of the 217 µs of
+    // MMA work (54 µs unpadded); at the full rate they would take 483 µs.
+    assert!((got - 696_569.0).abs() < 10.0, "{got}");
+    let unlimited = experts_ns_without_clock("Mixtral-8x7B-v0.1", "H100", 2, &items);
+    let plain = fused_moe_by_hand(weights + activations, flops, 3350.0, 989.4);
+    assert!((unlimited - plain).abs() <= 1.0, "{unlimited} vs {plain}");
+}
+
+#[test]
+fn moe_the_large_tile_leaves_a_gddr_part_at_full_rate() {
+    // The same tile on a part with few bytes per SM per clock: Qwen3-30B-A3B on RTX PRO
+    // 6000 at TP 1, 256 decodes (more tokens than its 128 experts: the 64 × 64 tile).
+    // 188 SMs × 2.617 GHz × 10.5 bytes = 5,166 GB/s, above the 1,597 GB/s peak (3.2 bytes
+    // per SM per clock): nothing changes. 128 × (1 − (120/128)^256) experts hit, 2,048
+    // routed rows (16 per expert, one tile row: MMA work of 64 rows each); gate and up
+    // 128 × 24 blocks, down 128 × 32: saturated (74.5).
+    let r = roofline("Qwen3-30B-A3B-Instruct-2507", "RTXPRO6000", 1);
+    let active = 128.0 * (1.0 - (120.0f64 / 128.0).powi(256));
+    let routed = 256.0 * 8.0;
+    let bytes = active * 3.0 * 2048.0 * 768.0 * 2.0 + 2.0 * routed * 2048.0 * 2.0;
+    let flops = active * 64.0 * 2.0 * 3.0 * 2048.0 * 768.0;
+    let expected = fused_moe_by_hand(bytes, flops, 1597.0, 503.8);
+    let items = decodes(256, 500);
+    let got = experts_ns(&r, &items);
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    let unlimited =
+        experts_ns_without_clock("Qwen3-30B-A3B-Instruct-2507", "RTXPRO6000", 1, &items);
+    assert_eq!(got, unlimited);
+}
+
+/// The fused-MoE kernel's MMA work (FLOPs) in a step of `items` on `r`.
+fn experts_flops(r: &Roofline, items: &[BatchItem]) -> f64 {
+    let layers = layers(r, items);
+    let Some((_, Work::Experts { cost, .. })) = layers.iter().find(|(n, _)| *n == "experts") else {
+        panic!("no experts layer")
+    };
+    cost.flops
+}
+
+#[test]
+fn moe_the_large_tile_computes_whole_64_row_tiles_per_expert() {
+    // Qwen3-30B-A3B on H100 at TP 1 (128 experts of 3 × 2048 × 768, top-8), prefills of
+    // more tokens than experts: the 64 × 64 tile. 512 tokens: every expert hit
+    // (128 × (1 − (15/16)^512) = 128.0), 4,096 routed rows, 32 per expert: each expert's
+    // tile row is half empty and computed whole, 128 × 64 = 8,192 rows of MMA work.
+    // 1,024 tokens: 64 per expert, the same 8,192 rows, none padded.
+    let r = roofline("Qwen3-30B-A3B-Instruct-2507", "H100", 1);
+    let prefill = |n: u32| {
+        [BatchItem {
+            new_tokens: n,
+            context_tokens: 0,
+        }]
+    };
+    let per_row = 2.0 * 3.0 * 2048.0 * 768.0;
+    let active = 128.0 * (1.0 - (15.0f64 / 16.0).powi(512));
+    let half = experts_flops(&r, &prefill(512));
+    assert!((half - active * 64.0 * per_row).abs() <= 1.0, "{half}");
+    assert!((half / (4096.0 * per_row) - 2.0).abs() < 1e-9, "{half}");
+    let full = experts_flops(&r, &prefill(1024));
+    assert!((full - 8192.0 * per_row).abs() <= 1.0, "{full}");
+    // The whole kernel by hand: 128 experts' weights and 4,096 routed rows in and out at
+    // 0.757 of the bandwidth (the large tile's 10.5 bytes per SM per clock; tile rows
+    // 128 × 24 blocks and more: saturated), 8,192 rows of MMA work.
+    let tile = 132.0 * 1.83 * 10.5 / 3350.0;
+    let bytes = (active * 3.0 * 2048.0 * 768.0 * 2.0 + 2.0 * 4096.0 * 2048.0 * 2.0) / tile;
+    let expected = fused_moe_by_hand(bytes, active * 64.0 * per_row, 3350.0, 989.4);
+    let got = experts_ns(&r, &prefill(512));
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    // A batch of no more tokens than experts takes the small tile: the routed rows only
+    // (64 decodes: 512 routed rows).
+    let small = experts_flops(&r, &decodes(64, 100));
+    assert!((small - 512.0 * per_row).abs() <= 1.0, "{small}");
+}
+
+#[test]
+fn a_single_decode_reads_only_its_top_k_experts() {
+    // Qwen3-30B-A3B: one token activates 8 of 128 experts of 3 x 2048 x 768 bf16 weights.
+    let r = roofline("Qwen3-30B-A3B-Instruct-2507", "H100", 1);
+    let (_, experts) = *layers(&r, &decodes(1, 10))
+        .iter()
+        .find(|(n, _)| *n == "experts")
+        .unwrap();
+    let Work::Experts { cost, .. } = experts else {
+        panic!("experts is a kernel")
+    };
+    let weights = 8.0 * 3.0 * 2048.0 * 768.0 * 2.0;
+    let activations = 2.0 * 8.0 * 2048.0 * 2.0;
+    assert!(
+        (cost.bytes - (weights + activations)).abs() < 1.0,
+        "{}",
+        cost.bytes
+    );
+    // A large batch touches (almost) all of them.
+    let big = layers(&r, &decodes(512, 10));
+    let Some((_, Work::Experts { cost: big, .. })) = big.iter().find(|(n, _)| *n == "experts")
+    else {
+        panic!()
+    };
+    assert!(big.bytes > 127.0 * 3.0 * 2048.0 * 768.0 * 2.0);
+}
+
+#[test]
+fn tp_all_reduces_run_over_the_instances_link_when_it_has_one() {
+    // Llama-3.1-8B at TP 2 on a 16 GB/s, 20 µs link (LLMServingSim's PCIe numbers): each
+    // all-reduce costs what the ring model of the collectives prices, not the datasheet's.
+    let model = ModelArch::resolve("Llama-3.1-8B").unwrap();
+    let link = blis_cosim::latency::CommLink {
+        bandwidth_gbps: 16.0,
+        latency_ns: 20_000.0,
+        local_mem_gbps: 1597.0,
+    };
+    let collectives = Collectives {
+        tp: 2,
+        tp_link: Some(link),
+        ..Collectives::NONE
+    };
+    let items = decodes(64, 500);
+    let allreduce = |r: &mut Roofline| {
+        let layers = r.breakdown(&BatchDesc::new(&items)).unwrap();
+        layers
+            .iter()
+            .find(|l| l.name == "allreduce")
+            .unwrap()
+            .time_ns
+    };
+    let mut datasheet = roofline("Llama-3.1-8B", "RTXPRO6000", 2);
+    let mut linked = roofline("Llama-3.1-8B", "RTXPRO6000", 2)
+        .with_expert_parallel(&model, collectives)
+        .with_tp_link(collectives);
+    assert_eq!(
+        allreduce(&mut linked),
+        collectives.tp_all_reduce_ns(64, 4096, 2)
+    );
+    assert!(allreduce(&mut linked) > 2 * allreduce(&mut datasheet));
+    // Without a link (collectives priced by ASTRA-Sim) the datasheet's stays.
+    let mut unlinked = roofline("Llama-3.1-8B", "RTXPRO6000", 2).with_tp_link(Collectives {
+        tp: 2,
+        ..Collectives::NONE
+    });
+    assert_eq!(allreduce(&mut unlinked), allreduce(&mut datasheet));
+}
+
+#[test]
+fn mixed_decode_efficiency_interpolates_on_log2_of_blocks_and_context() {
+    let t = &MIXED_DECODE_EFFICIENCY;
+    assert_eq!(mixed_decode_efficiency(128.0, 16.0), t[0][0]);
+    assert_eq!(mixed_decode_efficiency(256.0, 1024.0), t[1][6]);
+    // Halfway (on log2) between two rows and two columns: the mean of the four corners.
+    let mid = mixed_decode_efficiency(128.0 * 2f64.sqrt(), 16.0 * 2f64.sqrt());
+    let corners = (t[0][0] + t[0][1] + t[1][0] + t[1][1]) / 4.0;
+    assert!((mid - corners).abs() < 1e-12, "{mid} {corners}");
+    // Fewer blocks than the first row: proportionally less; beyond the table: its edge.
+    assert!((mixed_decode_efficiency(64.0, 16.0) - t[0][0] / 2.0).abs() < 1e-12);
+    assert_eq!(mixed_decode_efficiency(1e6, 1e6), t[5][10]);
+    assert_eq!(mixed_decode_efficiency(4096.0, 1.0), t[5][0]);
+}
+
+#[test]
+fn a_skewed_decode_batch_pays_alpha_of_the_gap_to_its_longest_context() {
+    // Llama-3.1-8B on H100: two decodes at contexts 100 and 200 (KV read 100 + 1 and
+    // 200 + 1 tokens) against two at the mean, 150: the same KV bytes, plus alpha times
+    // the 100 tokens the shorter one would read at the longest context.
+    let r = roofline("Llama-3.1-8B", "H100", 1);
+    let attention = |items: &[BatchItem]| {
+        let step = r.step(&BatchDesc::new(items)).unwrap();
+        let mut ns = 0;
+        r.for_each_layer(&step, |name, _, work| {
+            if name == "attention" {
+                ns = r.layer_ns(work);
+            }
+        });
+        ns as f64
+    };
+    let item = |context_tokens| BatchItem {
+        new_tokens: 1,
+        context_tokens,
+    };
+    let skewed = attention(&[item(100), item(200)]);
+    let uniform = attention(&[item(150), item(150)]);
+    let kv_row = 8.0 * 128.0 * 2.0 * 2.0;
+    let expected = DECODE_SKEW_ALPHA * 100.0 * kv_row / r.attention_bytes_per_ns;
+    assert!(
+        (skewed - uniform - expected).abs() <= 1.0,
+        "{skewed} {uniform} {expected}"
+    );
+}
+
+#[test]
+fn empty_batches_and_zero_token_items_are_errors() {
+    let mut r = roofline("Llama-3.1-8B", "H100", 1);
+    assert!(r.step_time(&BatchDesc::new(&[])).is_err());
+    let zero = [BatchItem {
+        new_tokens: 0,
+        context_tokens: 3,
+    }];
+    assert!(r.step_time(&BatchDesc::new(&zero)).is_err());
+}
+
+fn attention_ns(r: &Roofline, items: &[BatchItem]) -> f64 {
+    let (_, work) = layers(r, items)
+        .into_iter()
+        .find(|(name, _)| *name == "attention")
+        .unwrap();
+    r.layer_ns(work) as f64
+}
+
+fn prefill(new_tokens: u32, context_tokens: u32) -> BatchItem {
+    BatchItem {
+        new_tokens,
+        context_tokens,
+    }
+}
+
+#[test]
+fn prefill_waves_count_each_waves_longest_tile() {
+    // A 256-token chunk, 2 heads, 64-row tiles: per head tiles reaching 1, 2, 3, 4 KV
+    // tiles. On 4 SMs, longest first: [4, 4, 3, 3] then [2, 2, 1, 1]: 4 + 2 = 6.
+    assert_eq!(prefill_waves([(256, 0)].into_iter(), 2, 64, Some(4)), 6);
+    // No waves (no SM count): every tile's KV tiles, 2 x (1 + 2 + 3 + 4).
+    assert_eq!(prefill_waves([(256, 0)].into_iter(), 2, 64, None), 20);
+    // A 16-token chunk over a 1,000-token prefix: one mostly empty tile per head that
+    // reads ceil(1016 / 64) = 16 KV tiles; 32 heads fit in one wave on 132 SMs.
+    assert_eq!(
+        prefill_waves([(16, 1000)].into_iter(), 32, 64, Some(132)),
+        16
+    );
+    // Two sequences share the waves: 100 + 28 tokens at prefix 0, one tile each per
+    // head (KV tiles 2 and 1), 3 heads on 4 SMs: KV tile 1 is reached by 6 tiles (2
+    // waves), KV tile 2 by 3 (1 wave).
+    assert_eq!(
+        prefill_waves([(100, 0), (28, 0)].into_iter(), 3, 128, Some(4)),
+        3
+    );
+}
+
+#[test]
+fn a_prefill_only_attention_is_its_waves_at_the_prefill_efficiency() {
+    // Llama-3.1-8B on H100 (Hopper: 128-row tiles, 132 SMs), a 2,048-token prompt: 32
+    // heads x 16 tiles; the tile ending at row 128 k reaches 2 k KV tiles of 64, so KV
+    // tiles 1-8 are reached by 512-416 tiles (4 waves of 132 each), 9-16 by 384-288 (3),
+    // 17-24 by 256-160 (2), 25-32 by 128-32 (1): 80 waves. Work: 80 x 64 x 128 x 128 x 4
+    // x 132 FLOPs at 0.607 of 989.4 TFLOP/s.
+    let r = roofline("Llama-3.1-8B", "H100", 1);
+    let flops = 80.0 * 64.0 * 128.0 * 128.0 * 4.0 * 132.0;
+    let expected = 7_100.0 + flops / (989.4e3 * 0.607);
+    let got = attention_ns(&r, &[prefill(2048, 0)]);
+    assert!((got - expected).abs() <= 1.0, "{got} {expected}");
+}
+
+#[test]
+fn a_short_chunk_over_a_long_prefix_pays_whole_tiles() {
+    // RTX 4090 (64-row tiles, 128 SMs), Llama-3.1-8B: a 16-token chunk over 8,000
+    // tokens of prefix. Each of the 32 heads has one tile that reads ceil(8016 / 64) =
+    // 126 KV tiles, in one wave: the work of 64 rows, 4x the chunk's own 16.
+    let r = roofline("Llama-3.1-8B", "RTX4090", 1);
+    let flops = 126.0 * 64.0 * 64.0 * 128.0 * 4.0 * 128.0;
+    let expected = 7_100.0 + flops / (178.9e3 * 0.607);
+    let got = attention_ns(&r, &[prefill(16, 8000)]);
+    assert!((got - expected).abs() <= 1.0, "{got} {expected}");
+}
+
+#[test]
+fn many_prefills_at_once_share_their_waves_as_few_do() {
+    // 40 prompts of 64 tokens (more than the stack holds) and 20: one tile of one KV
+    // tile per head each, ceil(40 x 32 / 132) = 10 and ceil(20 x 32 / 132) = 5 waves.
+    let r = roofline("Llama-3.1-8B", "H100", 1);
+    let wave = 64.0 * 128.0 * 128.0 * 4.0 * 132.0 / (989.4e3 * 0.607);
+    for (n, waves) in [(40, 10.0), (20, 5.0)] {
+        let items = vec![prefill(64, 0); n];
+        let got = attention_ns(&r, &items);
+        let expected = 7_100.0 + waves * wave;
+        assert!((got - expected).abs() <= 1.0, "{n}: {got} {expected}");
+    }
+}

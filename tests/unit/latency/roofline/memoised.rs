@@ -1,0 +1,190 @@
+use blis_cosim::config::{Dtype, Hardware, ModelArch};
+use blis_cosim::latency::BatchDesc;
+use blis_cosim::latency::BatchItem;
+use blis_cosim::latency::LatencyBackend;
+use blis_cosim::latency::MemoStats;
+use blis_cosim::latency::Roofline;
+use blis_cosim::latency::roofline::memoised::*;
+use blis_cosim::latency::{
+    Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting, StageSends,
+};
+use proptest::prelude::*;
+
+fn roofline(model: &str, hardware: &str, tp: u32) -> Roofline {
+    let arch = ModelArch::resolve(model).unwrap();
+    Roofline::new(
+        &arch,
+        &Hardware::resolve(hardware).unwrap(),
+        tp,
+        Dtype::Bfloat16,
+    )
+}
+
+const LINK: CommLink = CommLink {
+    bandwidth_gbps: 16.0,
+    latency_ns: 20_000.0,
+    local_mem_gbps: 1597.0,
+};
+
+/// Rooflines of every layer layout: dense at TP 1, dense at TP 4 over a link, QK norm, MoE
+/// at TP 2, MoE under EP 2 with its dispatch and combine, MoE on a part without `sm_count`.
+fn rooflines() -> Vec<Roofline> {
+    let moe = "Qwen3-30B-A3B-Instruct-2507";
+    let tp4 = Collectives {
+        tp: 4,
+        tp_link: Some(LINK),
+        ..Collectives::NONE
+    };
+    let ep = Collectives {
+        ep: ExpertParallel {
+            total: 2,
+            local: 2,
+            first_rank: 0,
+            routing: ExpertRouting::Balanced,
+            link: Some(EpNetwork {
+                inner: (2, LINK),
+                outer: (1, LINK),
+            }),
+        },
+        ..Collectives::NONE
+    };
+    let moe_arch = ModelArch::resolve(moe).unwrap();
+    let mut a100 = Hardware::resolve("A100").unwrap();
+    a100.sm_count = None;
+    let mixtral = ModelArch::resolve("Mixtral-8x7B-v0.1").unwrap();
+    let no_sm_count = Roofline::new(&mixtral, &a100, 2, Dtype::Bfloat16);
+    vec![
+        roofline("Llama-3.1-8B", "H100", 1),
+        roofline("Llama-3.1-70B", "H100", 4).with_tp_link(tp4),
+        roofline("Qwen3-32B", "RTXPRO6000", 1),
+        roofline(moe, "H100", 2),
+        roofline(moe, "H100", 1).with_expert_parallel(&moe_arch, ep),
+        no_sm_count,
+    ]
+}
+
+/// A batch: its items, DP padding, gate tokens and whether decode attention is offloaded.
+type Batch = (Vec<BatchItem>, u32, u64, bool);
+
+fn batch_desc((items, pad, gate, offloaded): &Batch) -> BatchDesc<'_> {
+    let desc = BatchDesc::padded(items, *pad).with_gate_tokens(*gate);
+    if *offloaded {
+        desc.with_attention_offloaded()
+    } else {
+        desc
+    }
+}
+
+fn item() -> impl Strategy<Value = BatchItem> {
+    let decode = (0u32..40_000).prop_map(|context_tokens| BatchItem {
+        new_tokens: 1,
+        context_tokens,
+    });
+    let chunk = (2u32..4_096, 0u32..40_000).prop_map(|(new_tokens, context_tokens)| BatchItem {
+        new_tokens,
+        context_tokens,
+    });
+    prop_oneof![4 => decode, 1 => chunk]
+}
+
+fn batch() -> impl Strategy<Value = Batch> {
+    let gate = prop_oneof![Just(0u64), 1u64..10_000];
+    (
+        prop::collection::vec(item(), 1..48),
+        prop_oneof![3 => Just(0u32), 1 => 1u32..16],
+        gate,
+        prop::bool::weighted(0.2),
+    )
+}
+
+/// Each batch, then the same batch one token further into each decode's context (the same
+/// token shape: a hit priced with a new attention).
+fn with_next_steps(batches: Vec<Batch>) -> Vec<Batch> {
+    let mut out = Vec::new();
+    for b in batches {
+        let mut next = b.clone();
+        for item in next.0.iter_mut().filter(|i| i.is_decode()) {
+            item.context_tokens += 1;
+        }
+        out.extend([b, next]);
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn the_memo_prices_every_batch_as_the_roofline_alone(
+        batches in prop::collection::vec(batch(), 1..12),
+    ) {
+        let batches = with_next_steps(batches);
+        for plain in rooflines() {
+            let mut alone = plain.clone();
+            let mut memoised = MemoisedRoofline::new(plain);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let (mut sa, mut sb) = ([0; 3], [0; 3]);
+            for batch in &batches {
+                let desc = batch_desc(batch);
+                prop_assert_eq!(alone.step_time(&desc)?, memoised.step_time(&desc)?);
+                let priced_list = memoised.last_layer_list();
+                alone.layer_times(&desc, &mut a)?;
+                memoised.layer_times(&desc, &mut b)?;
+                prop_assert_eq!(&a, &b);
+                // The list is told as it is listed, whether priced or listed.
+                prop_assert_eq!(priced_list, Some(b.len() as u64));
+                prop_assert_eq!(memoised.last_layer_list(), Some(b.len() as u64));
+                prop_assert_eq!(alone.step_parts(&desc)?, memoised.step_parts(&desc)?);
+                let blocks = [10, 20, 10];
+                let (ka, kb) = (
+                    alone.stage_times(&desc, &blocks, &mut sa)?,
+                    memoised.stage_times(&desc, &blocks, &mut sb)?,
+                );
+                prop_assert_eq!((ka, sa), (kb, sb));
+                prop_assert_eq!(kb, StageSends::Separate);
+            }
+            // Every batch's second pricing and its next step hit.
+            prop_assert!(memoised.stats().hits >= 3 * batches.len() as u64);
+        }
+    }
+}
+
+#[test]
+fn a_decode_batch_growing_its_contexts_hits_after_its_first_step() {
+    let mut memoised = MemoisedRoofline::new(roofline("Llama-3.1-8B", "H100", 1));
+    let mut alone = roofline("Llama-3.1-8B", "H100", 1);
+    let mut times = Vec::new();
+    for step in 0..100 {
+        let items: Vec<BatchItem> = (0..32)
+            .map(|i| BatchItem {
+                new_tokens: 1,
+                context_tokens: 1000 * i + step,
+            })
+            .collect();
+        let desc = BatchDesc::new(&items);
+        let ns = memoised.step_time(&desc).unwrap();
+        assert_eq!(ns, alone.step_time(&desc).unwrap());
+        times.push(ns);
+    }
+    assert_eq!(
+        memoised.stats(),
+        MemoStats {
+            hits: 99,
+            misses: 1
+        }
+    );
+    // Attention, priced every step, grows with the contexts.
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+}
+
+#[test]
+fn errors_pass_through_and_store_nothing() {
+    let mut memoised = MemoisedRoofline::new(roofline("Llama-3.1-8B", "H100", 1));
+    assert!(memoised.step_time(&BatchDesc::new(&[])).is_err());
+    let zero = [BatchItem {
+        new_tokens: 0,
+        context_tokens: 5,
+    }];
+    assert!(memoised.step_time(&BatchDesc::new(&zero)).is_err());
+    assert_eq!(memoised.stats(), MemoStats::default());
+}
