@@ -11,7 +11,7 @@
 use crate::Nanos;
 
 /// A key of a [`PriceMemo`]: compared exactly, hashed to pick its slot.
-pub(crate) trait MemoKey: Copy + Eq {
+pub trait MemoKey: Copy + Eq {
     /// A well-mixed hash of the key (any deterministic function: it only spreads keys over
     /// slots).
     fn memo_hash(&self) -> u64;
@@ -40,8 +40,9 @@ impl MemoStats {
 
 /// A direct-mapped cache of `slots` keys, each holding `width` prices.
 #[derive(Debug, Clone)]
-pub(crate) struct PriceMemo<K> {
-    keys: Box<[Option<K>]>,
+pub struct PriceMemo<K> {
+    /// The key each slot holds, if any.
+    pub keys: Box<[Option<K>]>,
     /// `width` prices per slot, slot after slot.
     prices: Box<[Nanos]>,
     width: usize,
@@ -62,7 +63,7 @@ impl<K: MemoKey> PriceMemo<K> {
     }
 
     /// The slot `key` maps to.
-    fn slot(&self, key: &K) -> usize {
+    pub fn slot(&self, key: &K) -> usize {
         // The high bits of a multiplicative hash are the well-mixed ones.
         let mixed = key.memo_hash().wrapping_mul(0x9E37_79B9_7F4A_7C15);
         (mixed >> 32) as usize & (self.keys.len() - 1)
@@ -86,36 +87,5 @@ impl<K: MemoKey> PriceMemo<K> {
     /// Hits and misses so far.
     pub fn stats(&self) -> MemoStats {
         self.stats
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    impl MemoKey for u64 {
-        fn memo_hash(&self) -> u64 {
-            *self
-        }
-    }
-
-    #[test]
-    fn a_key_hits_after_its_miss_until_a_key_of_its_slot_evicts_it() {
-        let mut memo = PriceMemo::<u64>::new(3, 2);
-        assert_eq!(memo.keys.len(), 4);
-        let (hit, prices) = memo.entry(7);
-        assert!(!hit);
-        prices.copy_from_slice(&[70, 71]);
-        let (hit, prices) = memo.entry(7);
-        assert!(hit);
-        assert_eq!(prices, &[70, 71]);
-        // Find another key of the same slot: it evicts 7.
-        let other = (8..1000u64)
-            .find(|k| memo.slot(k) == memo.slot(&7))
-            .unwrap();
-        assert!(!memo.entry(other).0);
-        assert!(!memo.entry(7).0);
-        assert_eq!(memo.stats(), MemoStats { hits: 1, misses: 3 });
-        assert_eq!(memo.stats().hit_rate(), 0.25);
     }
 }

@@ -67,7 +67,7 @@ pub struct PimSpec {
 
 impl PimSpec {
     /// PIM compute of one attention row over `len` context tokens, ns.
-    fn pim_ns(&self, len: u64, split: u64) -> Nanos {
+    pub fn pim_ns(&self, len: u64, split: u64) -> Nanos {
         let gqa = (self.heads as f64 / self.kv_heads as f64) / 4.0;
         let kv_scale = (self.heads * self.head_dim) as f64 / 4096.0;
         let slope = self.slope_ns * gqa;
@@ -86,7 +86,7 @@ impl PimSpec {
 
     /// Channel time of one attention row: PIM compute plus loading its query and KV row and
     /// storing its output.
-    fn row_ns(&self, len: u64, split: u64) -> Nanos {
+    pub fn row_ns(&self, len: u64, split: u64) -> Nanos {
         self.pim_ns(len, split) + self.mem_ns(self.row_bytes(split))
     }
 
@@ -161,11 +161,13 @@ pub struct PimOffload {
     /// Per sub-batch: the inner backend's entries, where they are cut, and per-channel time.
     entries: [Vec<LayerTiming>; 2],
     cuts: [Cuts; 2],
-    channel_ns: [Vec<Nanos>; 2],
+    /// Per sub-batch, the time of each PIM channel.
+    pub channel_ns: [Vec<Nanos>; 2],
     /// Sub-batch items and the balancer's order.
-    subs: [Vec<BatchItem>; 2],
+    pub subs: [Vec<BatchItem>; 2],
     order: Vec<(Reverse<u32>, u32)>,
-    loads: Vec<u64>,
+    /// KV tokens the balancer has placed on each channel.
+    pub loads: Vec<u64>,
     /// The step's DAG.
     nodes: Vec<Node>,
     edges: Vec<u32>,
@@ -242,7 +244,7 @@ impl PimOffload {
 
     /// Splits `items` into two sub-batches by token count (LLMServingSim's `_make_sub_batch`);
     /// false when the step is not split (one request).
-    fn split_batch(&mut self, items: &[BatchItem]) -> bool {
+    pub fn split_batch(&mut self, items: &[BatchItem]) -> bool {
         self.subs[0].clear();
         self.subs[1].clear();
         if !self.spec.sub_batch || items.len() < 2 {
@@ -267,7 +269,7 @@ impl PimOffload {
 
     /// Deals the decodes of sub-batch `sub` (or of `items`) over the channels and sums each
     /// channel's time; returns whether any row was placed.
-    fn balance(&mut self, sub: usize, items: &[BatchItem]) -> bool {
+    pub fn balance(&mut self, sub: usize, items: &[BatchItem]) -> bool {
         self.order.clear();
         self.order.extend(
             items
@@ -653,6 +655,3 @@ impl LatencyBackend for PimOffload {
         Some(&mut *self.inner)
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -369,6 +369,3 @@ impl LatencyBackend for WeightStreaming {
         Some(&mut *self.inner)
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -6,7 +6,14 @@
 //! `8·16·2/2 = 128` out: `5 + ⌊320/32⌋ = 15` ns of memory. `row(L) = 50·(L+1) + 15`:
 //! `row(10) = 565`, `row(5) = 315`.
 
-use super::*;
+use blis_cosim::Nanos;
+use blis_cosim::latency::BatchDesc;
+use blis_cosim::latency::BatchItem;
+use blis_cosim::latency::LatencyBackend;
+use blis_cosim::latency::LatencyError;
+use blis_cosim::latency::LayerTiming;
+use blis_cosim::latency::WeightMemory;
+use blis_cosim::latency::*;
 
 /// Two blocks: embedding 10, per block rotary_emb 20, attention 30 (only when something is
 /// left for the GPU's attention), o_proj 40, then sampler 5.

@@ -1,9 +1,15 @@
 //! The load/compute pipeline on a tiny hand-made model, with the expected times worked out
 //! in the comments.
 
-use super::*;
-use crate::config::{Placement, PlacementContext};
-use crate::latency::BatchItem;
+use blis_cosim::Nanos;
+use blis_cosim::config::ModelArch;
+use blis_cosim::config::{Placement, PlacementContext};
+use blis_cosim::latency::BatchDesc;
+use blis_cosim::latency::BatchItem;
+use blis_cosim::latency::LatencyBackend;
+use blis_cosim::latency::LatencyError;
+use blis_cosim::latency::LayerTiming;
+use blis_cosim::latency::*;
 use serde_json::json;
 
 /// Two blocks; with 1-byte weights: embedding and lm_head 10·4 = 40 B, qkv_proj

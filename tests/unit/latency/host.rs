@@ -1,0 +1,206 @@
+mod graphs;
+mod issue;
+mod plan;
+
+use blis_cosim::Nanos;
+use blis_cosim::config::HostSpec;
+use blis_cosim::latency::BatchDesc;
+use blis_cosim::latency::BatchItem;
+use blis_cosim::latency::LatencyBackend;
+use blis_cosim::latency::LatencyError;
+use blis_cosim::latency::LayerTiming;
+use blis_cosim::latency::SharedBackend;
+use blis_cosim::latency::host::*;
+
+/// A compute backend with fixed layers (an embedding, a two-block GEMM, the sampler) that
+/// records the padding it was asked to price.
+struct Fixed {
+    block_ns: Nanos,
+    last_pad: u32,
+    /// Whether it tells its layer list ([`LatencyBackend::last_layer_list`]).
+    tells_list: bool,
+    /// How many times it was asked for its layers.
+    listed: std::rc::Rc<std::cell::Cell<u32>>,
+}
+
+impl LatencyBackend for Fixed {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        self.last_pad = batch.pad_tokens;
+        Ok(2_000 + 2 * self.block_ns)
+    }
+
+    fn last_layer_list(&self) -> Option<u64> {
+        self.tells_list.then_some(3)
+    }
+
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        self.last_pad = batch.pad_tokens;
+        self.listed.set(self.listed.get() + 1);
+        let layer = |name, repeats, time_ns| LayerTiming {
+            name,
+            repeats,
+            time_ns,
+            is_comm: false,
+        };
+        *out = vec![
+            layer("embedding", 1, 1_000),
+            layer("qkv_proj", 2, self.block_ns),
+            layer("sampler", 1, 1_000),
+        ];
+        Ok(())
+    }
+}
+
+fn host() -> HostSpec {
+    HostSpec {
+        launch_ns: 3_000.0,
+        compiled_kernel_ns: 7_000.0,
+        eager_op_ns: 20_000.0,
+        step_cpu_ns: 100_000.0,
+        seq_cpu_ns: 0.0,
+    }
+}
+
+fn model(block_ns: Nanos, async_scheduling: bool) -> HostModel {
+    model_listing(block_ns, async_scheduling, false, Default::default())
+}
+
+/// [`model`] whose compute backend tells its layer list if `tells_list`, and counts in
+/// `listed` the times it lists its layers.
+fn model_listing(
+    block_ns: Nanos,
+    async_scheduling: bool,
+    tells_list: bool,
+    listed: std::rc::Rc<std::cell::Cell<u32>>,
+) -> HostModel {
+    let policy = GraphPolicy::resolve(&GraphOptions::default(), 4, 2048).unwrap();
+    let inner = Box::new(Fixed {
+        block_ns,
+        last_pad: 0,
+        tells_list,
+        listed,
+    });
+    HostModel::new(inner, host(), policy, async_scheduling)
+}
+
+/// One prefill of `tokens` tokens: more than the largest capture size (8) runs compiled.
+fn prefill(tokens: u32) -> [BatchItem; 1] {
+    [BatchItem {
+        new_tokens: tokens,
+        context_tokens: 0,
+    }]
+}
+
+#[test]
+fn a_host_bound_compiled_step_waits_for_every_launch() {
+    // CPU work 100 µs; embedding issued at 107 (compiled, 7 µs), GEMMs at 114 and 121, the
+    // sampler's four eager ops at 141 … 201 µs, each 250 ns on the GPU.
+    let mut m = model(10_000, false);
+    let items = prefill(100);
+    let ns = m.step_time(&BatchDesc::new(&items)).unwrap();
+    assert_eq!(ns, 201_250);
+    let layers = m.breakdown(&BatchDesc::new(&items)).unwrap();
+    let wait = layers.last().unwrap();
+    assert_eq!(wait.name, "host_wait (compiled, no graph)");
+    assert_eq!(wait.time_ns, 201_250 - 22_000);
+    assert_eq!(
+        layers.iter().map(|l| l.repeats * l.time_ns).sum::<Nanos>(),
+        ns
+    );
+}
+
+#[test]
+fn async_scheduling_hides_the_cpu_work_behind_the_previous_step_only_back_to_back() {
+    // GPU-bound: two 1 ms GEMMs. Synchronous: the CPU work and the first launches show
+    // (embedding issued at 107 µs, so the GEMMs end at 2,114 µs, the sampler at 2,115).
+    let items = prefill(100);
+    let batch = BatchDesc::new(&items);
+    let mut sync = model(1_000_000, false);
+    assert_eq!(sync.step_time(&batch).unwrap(), 2_115_000);
+    assert_eq!(
+        sync.step_time(&batch.with_back_to_back(true)).unwrap(),
+        2_115_000
+    );
+    // Asynchronous: the first step (nothing ran before) pays as much; the next one,
+    // formed while it ran, costs exactly the GPU time.
+    let mut asynchronous = model(1_000_000, true);
+    assert_eq!(asynchronous.step_time(&batch).unwrap(), 2_115_000);
+    let next = batch.with_back_to_back(true);
+    assert_eq!(asynchronous.step_time(&next).unwrap(), 2_002_000);
+    // After an idle gap the host starts with the step again.
+    assert_eq!(asynchronous.step_time(&batch).unwrap(), 2_115_000);
+}
+
+#[test]
+fn a_step_the_host_is_ahead_of_is_priced_without_its_layers_when_the_list_is_told() {
+    // GPU-bound steps formed back to back under async scheduling: after the first, the
+    // host is a whole step ahead.
+    let items = prefill(100);
+    let batch = BatchDesc::new(&items);
+    let (told, untold) = (Default::default(), Default::default());
+    let mut telling = model_listing(1_000_000, true, true, std::rc::Rc::clone(&told));
+    let mut listing = model_listing(1_000_000, true, false, std::rc::Rc::clone(&untold));
+    for step in 0..6 {
+        let b = batch.with_back_to_back(step % 3 != 0);
+        let ns = telling.step_time(&b).unwrap();
+        assert_eq!(ns, listing.step_time(&b).unwrap(), "step {step}");
+        assert_eq!(
+            telling.breakdown(&b).unwrap(),
+            listing.breakdown(&b).unwrap()
+        );
+    }
+    // Only the steps after an idle gap (0 and 3) listed their layers to be priced; each
+    // breakdown lists them once more.
+    assert_eq!((told.get(), untold.get()), (2 + 6, 6 + 6));
+}
+
+#[test]
+fn instances_sharing_a_host_model_keep_their_own_last_step() {
+    // Two asynchronous instances step in turn on one model: each one's back-to-back step
+    // follows its own previous step, as on a model of its own.
+    let (long, short) = (prefill(100), prefill(20));
+    let steps = [
+        (0, BatchDesc::new(&long)),
+        (1, BatchDesc::new(&short)),
+        (0, BatchDesc::new(&short).with_back_to_back(true)),
+        (1, BatchDesc::new(&long).with_back_to_back(true)),
+        (1, BatchDesc::new(&short).with_back_to_back(true)),
+        (0, BatchDesc::new(&long).with_back_to_back(true)),
+    ];
+    let mut own = [model(300_000, true), model(300_000, true)];
+    let one = SharedBackend::new(model(300_000, true));
+    let mut shared = [SharedHost::new(&one), SharedHost::new(&one)];
+    for (instance, batch) in steps {
+        let alone = own[instance].step_time(&batch).unwrap();
+        assert_eq!(shared[instance].step_time(&batch).unwrap(), alone);
+        assert_eq!(
+            shared[instance].breakdown(&batch).unwrap(),
+            own[instance].breakdown(&batch).unwrap()
+        );
+    }
+}
+
+#[test]
+fn a_small_decode_batch_replays_one_padded_full_graph() {
+    // Three decodes run at capture size 4 (one padded token); the graph costs one 3 µs
+    // launch after the 100 µs of CPU work, the sampler's eager ops 20 µs each.
+    let mut m = model(10_000, false);
+    let items = [BatchItem {
+        new_tokens: 1,
+        context_tokens: 9,
+    }; 3];
+    let ns = m.step_time(&BatchDesc::new(&items)).unwrap();
+    // The graph is launched by 103 µs (its kernels end at 124); the host then issues the
+    // sampler's ops at 123, 143, 163 and 183 µs; the last ends at 183.25.
+    assert_eq!(ns, 183_250);
+    let layers = m.breakdown(&BatchDesc::new(&items)).unwrap();
+    assert_eq!(layers.last().unwrap().name, "host_wait (full graph)");
+}
