@@ -4,13 +4,10 @@ mod plan;
 
 use blis_cosim::Nanos;
 use blis_cosim::config::HostSpec;
-use blis_cosim::latency::BatchDesc;
-use blis_cosim::latency::BatchItem;
-use blis_cosim::latency::LatencyBackend;
-use blis_cosim::latency::LatencyError;
-use blis_cosim::latency::LayerTiming;
-use blis_cosim::latency::SharedBackend;
 use blis_cosim::latency::host::*;
+use blis_cosim::latency::{
+    BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, SharedBackend,
+};
 
 /// A compute backend with fixed layers (an embedding, a two-block GEMM, the sampler) that
 /// records the padding it was asked to price.

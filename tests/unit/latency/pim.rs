@@ -7,12 +7,6 @@
 //! `row(10) = 565`, `row(5) = 315`.
 
 use blis_cosim::Nanos;
-use blis_cosim::latency::BatchDesc;
-use blis_cosim::latency::BatchItem;
-use blis_cosim::latency::LatencyBackend;
-use blis_cosim::latency::LatencyError;
-use blis_cosim::latency::LayerTiming;
-use blis_cosim::latency::WeightMemory;
 use blis_cosim::latency::*;
 
 /// Two blocks: embedding 10, per block rotary_emb 20, attention 30 (only when something is

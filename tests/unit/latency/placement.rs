@@ -2,13 +2,7 @@
 //! in the comments.
 
 use blis_cosim::Nanos;
-use blis_cosim::config::ModelArch;
-use blis_cosim::config::{Placement, PlacementContext};
-use blis_cosim::latency::BatchDesc;
-use blis_cosim::latency::BatchItem;
-use blis_cosim::latency::LatencyBackend;
-use blis_cosim::latency::LatencyError;
-use blis_cosim::latency::LayerTiming;
+use blis_cosim::config::{ModelArch, Placement, PlacementContext};
 use blis_cosim::latency::*;
 use serde_json::json;
 

@@ -10,14 +10,10 @@ mod shape;
 mod skew;
 
 use blis_cosim::Nanos;
-use blis_cosim::config::Dtype;
-use blis_cosim::config::ModelArch;
-use blis_cosim::latency::BatchDesc;
-use blis_cosim::latency::BatchItem;
-use blis_cosim::latency::LatencyBackend;
+use blis_cosim::config::{Dtype, ModelArch};
 use blis_cosim::latency::profile::*;
-use std::path::Path;
-use std::path::PathBuf;
+use blis_cosim::latency::{BatchDesc, BatchItem, LatencyBackend};
+use std::path::{Path, PathBuf};
 
 fn perf_root() -> PathBuf {
     crate::shared_data::shared_path("profiler/perf")

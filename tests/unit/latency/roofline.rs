@@ -2,14 +2,11 @@ mod memoised;
 mod sums;
 
 use blis_cosim::Nanos;
-use blis_cosim::config::Dtype;
-use blis_cosim::config::Hardware;
-use blis_cosim::config::ModelArch;
-use blis_cosim::latency::BatchDesc;
-use blis_cosim::latency::Collectives;
-use blis_cosim::latency::LatencyBackend;
+use blis_cosim::config::{Dtype, Hardware, ModelArch};
 use blis_cosim::latency::roofline::*;
-use blis_cosim::latency::{BatchItem, ExpertParallel, ExpertRouting};
+use blis_cosim::latency::{
+    BatchDesc, BatchItem, Collectives, ExpertParallel, ExpertRouting, LatencyBackend,
+};
 
 fn roofline(model: &str, hardware: &str, tp: u32) -> Roofline {
     let model = ModelArch::resolve(model).unwrap();

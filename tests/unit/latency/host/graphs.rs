@@ -1,5 +1,4 @@
-use blis_cosim::config::Bound;
-use blis_cosim::config::Problem;
+use blis_cosim::config::{Bound, Problem};
 use blis_cosim::latency::host::graphs::*;
 
 fn policy(mode: CudaGraphMode, seqs: u32, budget: u32) -> GraphPolicy {

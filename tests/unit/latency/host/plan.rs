@@ -1,5 +1,6 @@
 use blis_cosim::config::HostSpec;
 use blis_cosim::latency::LayerTiming;
+use blis_cosim::latency::host::issue;
 use blis_cosim::latency::host::plan::*;
 
 fn layer(name: &'static str, repeats: u64) -> LayerTiming {
@@ -24,8 +25,8 @@ fn the_plan_follows_the_list_it_is_given() {
     let bound = |layers: &[LayerTiming], mode| -> f64 {
         (layers.iter())
             .map(|l| {
-                let cost = f64::from(blis_cosim::latency::host::issue::kernels_of(l.name))
-                    * blis_cosim::latency::host::issue::issue_ns(&host, l.name, mode);
+                let cost =
+                    f64::from(issue::kernels_of(l.name)) * issue::issue_ns(&host, l.name, mode);
                 l.repeats as f64 * (cost + host.launch_ns)
             })
             .sum()
@@ -36,12 +37,9 @@ fn the_plan_follows_the_list_it_is_given() {
         assert_eq!(attention.kernels, 2);
         assert_eq!(
             attention.cost(mode),
-            blis_cosim::latency::host::issue::issue_ns(&host, "attention", mode)
+            issue::issue_ns(&host, "attention", mode)
         );
-        assert_eq!(
-            attention.in_graph(mode),
-            blis_cosim::latency::host::issue::in_graph("attention", mode)
-        );
+        assert_eq!(attention.in_graph(mode), issue::in_graph("attention", mode));
     }
     // Another list (attention left out, a block repeated less) is worked out again.
     let other = [layer("embedding", 1), layer("sampler", 1)];

@@ -4,12 +4,9 @@
 use std::fs;
 
 use blis_cosim::Nanos;
-use blis_cosim::config::Dtype;
-use blis_cosim::config::ModelArch;
-use blis_cosim::latency::BatchDesc;
-use blis_cosim::latency::BatchItem;
-use blis_cosim::latency::LatencyBackend;
+use blis_cosim::config::{Dtype, ModelArch};
 use blis_cosim::latency::profile::*;
+use blis_cosim::latency::{BatchDesc, BatchItem, LatencyBackend};
 use std::path::Path;
 
 const LLAMA_DENSE: [&str; 9] = [

@@ -1,12 +1,8 @@
 use blis_cosim::config::{Dtype, Hardware, ModelArch};
-use blis_cosim::latency::BatchDesc;
-use blis_cosim::latency::BatchItem;
-use blis_cosim::latency::LatencyBackend;
-use blis_cosim::latency::MemoStats;
-use blis_cosim::latency::Roofline;
 use blis_cosim::latency::roofline::memoised::*;
 use blis_cosim::latency::{
-    Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting, StageSends,
+    BatchDesc, BatchItem, Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting,
+    LatencyBackend, MemoStats, Roofline, StageSends,
 };
 use proptest::prelude::*;
 

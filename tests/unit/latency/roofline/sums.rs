@@ -1,7 +1,6 @@
-use blis_cosim::latency::BatchDesc;
 use blis_cosim::latency::roofline::PREFILLS_ON_STACK;
 use blis_cosim::latency::roofline::sums::*;
-use blis_cosim::latency::{BatchItem, DecodeLead};
+use blis_cosim::latency::{BatchDesc, BatchItem, DecodeLead};
 use proptest::prelude::*;
 
 fn bits(t: &DecodeTerms) -> [u64; 6] {
