@@ -169,7 +169,7 @@ enum RawVersion {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawClient {
+pub struct RawClient {
     #[serde(default)]
     pub(super) id: Option<String>,
     #[serde(default)]
