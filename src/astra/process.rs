@@ -61,7 +61,7 @@ const BURST_PAUSE: Duration = Duration::from_micros(20);
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
 /// A running ASTRA-Sim process.
-pub(crate) struct AstraProcess {
+pub struct AstraProcess {
     child: Child,
     /// The process's group, registered for killing on interruption.
     group: PendingGroup,
