@@ -1,4 +1,5 @@
-//! Unit tests of `blis_cosim::astra`: output parsing, line splitting, batch files, generated configs, flag resolution.
+//! Unit tests of `blis_cosim::astra`: output parsing, line splitting, batch files, generated
+//! configs, flag resolution.
 
 mod error;
 #[cfg(unix)]
@@ -11,7 +12,12 @@ use blis_cosim::astra::lines::{LineSplitter, MAX_LINE};
 use blis_cosim::astra::protocol::{
     FinalReport, Report, is_waiting, parse_final_report, parse_report,
 };
-use blis_cosim::astra::*;
+use blis_cosim::astra::{
+    AstraError, AstraMode, AstraStats, CosimOptions, CxlParams, DEFAULT_HOST_MEM_BW_GBPS, Fault,
+    InstanceNetwork, MEMORY_TEMPLATE, MemoryParams, NETWORK_TEMPLATE, NetworkBackend,
+    NetworkConfig, NetworkDim, ParseError, REMOTE_MEMORY_TEMPLATE, SYSTEM_TEMPLATE, Stage,
+    Topology, describe, memory_json, pipeline_network, report_line, system_json,
+};
 use blis_cosim::config::{ClusterConfig, Hardware};
 
 #[test]

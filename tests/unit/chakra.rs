@@ -1,5 +1,5 @@
-//! Unit tests of `blis_cosim::chakra`. File-level tests: round trips in both dialects, what distinguishes the dialects, and the
-//! reader's refusals of malformed files.
+//! Unit tests of `blis_cosim::chakra`. File-level tests: round trips in both dialects, what
+//! distinguishes the dialects, and the reader's refusals of malformed files.
 
 mod prefill;
 mod stages;
@@ -11,7 +11,10 @@ use blis_cosim::chakra::attr::{
     bool_attr, bool_list_attr, int64_attr, string_attr, uint32_attr, uint64_attr,
 };
 use blis_cosim::chakra::proto::Node;
-use blis_cosim::chakra::*;
+use blis_cosim::chakra::{
+    Dialect, ET_VERSION, EtError, EtFile, EtNode, NodeKind, WireDurations, encode_et,
+    global_metadata, lean_nodes, npu_file, parse_et, proto, read_et, write_et, write_npu_files,
+};
 
 fn node(id: u64, kind: NodeKind, duration_ns: u64, attrs: Vec<proto::AttributeProto>) -> EtNode {
     EtNode {

@@ -5,10 +5,8 @@ mod mixups;
 mod short_help;
 
 use blis_cosim::choice::Choice;
-use blis_cosim::cli::control;
-use blis_cosim::cli::*;
-use blis_cosim::config::Dtype;
-use blis_cosim::config::{ClusterConfig, InstanceRole, PrefixStorage};
+use blis_cosim::cli::{Cli, Command, RunArgs, control, kv_cache_dtype};
+use blis_cosim::config::{ClusterConfig, Dtype, InstanceRole, PrefixStorage};
 use blis_cosim::latency::{CommLink, EpNetwork, ExpertRouting};
 use blis_cosim::metrics::VllmArrival;
 use blis_cosim::router::RoutingPolicy;

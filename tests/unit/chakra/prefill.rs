@@ -1,11 +1,10 @@
 //! Unit tests of `blis_cosim::chakra::prefill`.
 
 use blis_cosim::chakra::attr::{find, integer};
-use blis_cosim::chakra::prefill::*;
+use blis_cosim::chakra::prefill::{kv_send_bytes, prefill_nodes};
 use blis_cosim::chakra::proto::attribute_proto::Value;
 use blis_cosim::chakra::{BatchTrace, Dialect, EtNode, NodeKind, encode_et};
-use blis_cosim::config::ModelArch;
-use blis_cosim::config::{Dtype, Hardware};
+use blis_cosim::config::{Dtype, Hardware, ModelArch};
 use blis_cosim::latency::{BatchDesc, BatchItem, LatencyBackend, Roofline};
 
 fn attr(node: &EtNode, name: &str) -> i128 {

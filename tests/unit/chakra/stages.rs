@@ -1,7 +1,7 @@
 //! Unit tests of `blis_cosim::chakra::stages`.
 
 use blis_cosim::chakra::attr::{find, integer};
-use blis_cosim::chakra::stages::*;
+use blis_cosim::chakra::stages::{encode_stages, stage_nodes};
 use blis_cosim::chakra::{BatchTrace, Dialect, EtNode, NodeKind};
 use blis_cosim::config::{Dtype, Hardware, ModelArch};
 use blis_cosim::latency::{BatchDesc, BatchItem, LatencyBackend, Roofline};

@@ -3,7 +3,7 @@
 use blis_cosim::Nanos;
 use blis_cosim::chakra::attr::{find, integer};
 use blis_cosim::chakra::proto::attribute_proto::Value;
-use blis_cosim::chakra::*;
+use blis_cosim::chakra::{BatchTrace, Dialect, EtNode, NodeKind, encode_et, npu_file, read_et};
 use blis_cosim::config::{Dtype, Hardware, ModelArch};
 use blis_cosim::latency::{
     BatchDesc, BatchItem, LatencyBackend, LayerTiming, ProfileDb, ProfileSpec, Roofline,

@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::cli::mixups`.
 
-use blis_cosim::cli::mixups::*;
+use blis_cosim::cli::mixups::{FileKind, hints, sniff};
 use std::path::Path;
 
 fn file(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {

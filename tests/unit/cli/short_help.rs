@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::cli::short_help`.
 
-use blis_cosim::cli::short_help::*;
+use blis_cosim::cli::short_help::{FIRST_RUN, command, explain_negative};
 
 fn error_of(args: &[&str]) -> String {
     let mut argv = vec!["blis-cosim", "--scenario", "mixed-slo"];

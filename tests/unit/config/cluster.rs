@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::config::cluster`.
 
-use blis_cosim::config::*;
+use blis_cosim::config::ClusterConfig;
 
 use crate::shared_data::shared_path as shared;
 

@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::config::dtype`.
 
-use blis_cosim::config::*;
+use blis_cosim::config::Dtype;
 
 #[test]
 fn parses_vllm_and_short_names() {

@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::config::error`.
 
-use blis_cosim::config::*;
+use blis_cosim::config::{Bound, ConfigError, Problem};
 
 #[test]
 fn problems_render_as_the_messages_users_read() {

@@ -1,7 +1,7 @@
 //! Unit tests of `blis_cosim::config::hardware`.
 
 use blis_cosim::config::hardware::bundled;
-use blis_cosim::config::*;
+use blis_cosim::config::{ConfigError, Dtype, Hardware};
 
 fn expect_invalid(result: Result<Hardware, ConfigError>) -> (String, String) {
     match result {

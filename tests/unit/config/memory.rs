@@ -1,7 +1,9 @@
 //! Unit tests of `blis_cosim::config::memory`.
 
 use blis_cosim::config::memory::{GIB, weight_bytes};
-use blis_cosim::config::*;
+use blis_cosim::config::{
+    ConfigError, Dtype, FitError, KvCapacity, KvSizing, ModelArch, kv_capacity,
+};
 
 fn sizing(memory_gib: f64, utilization: f64, tp: u32) -> KvSizing {
     KvSizing {

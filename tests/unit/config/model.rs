@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::config::model`.
 
-use blis_cosim::config::*;
+use blis_cosim::config::{ConfigError, Dtype, ModelArch};
 
 /// The reference HF configs shipped next to the repository (`../shared` in CI).
 fn shared_config(rel: &str) -> String {

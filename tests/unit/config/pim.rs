@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::config::pim`.
 
-use blis_cosim::config::*;
+use blis_cosim::config::PimDevice;
 
 /// The keys of LLMServingSim's `DDR4_8GB_3200_pim.ini` that the model reads.
 const DDR4: &str = "[dram_structure]\nprotocol = DDR4\nbankgroups = 2\nbanks_per_group = 4\n\

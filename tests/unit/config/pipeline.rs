@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::config::pipeline`.
 
-use blis_cosim::config::*;
+use blis_cosim::config::stage_blocks;
 
 #[test]
 fn stages_split_as_vllm_get_pp_indices() {

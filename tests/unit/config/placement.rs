@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::config::placement`.
 
-use blis_cosim::config::*;
+use blis_cosim::config::{MemLoc, Placement, PlacementContext};
 use serde_json::json;
 
 fn cx(cxl: Option<u32>) -> PlacementContext<'static> {

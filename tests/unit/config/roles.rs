@@ -1,7 +1,6 @@
 //! Unit tests of `blis_cosim::config::roles`.
 
-use blis_cosim::config::ClusterConfig;
-use blis_cosim::config::*;
+use blis_cosim::config::{ClusterConfig, InstanceRole};
 
 /// A one-node config of Llama-3.1-8B instances with these `pd_type` values.
 fn config(pd_types: &[&str]) -> ClusterConfig {

@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::config::topology`.
 
-use blis_cosim::config::*;
+use blis_cosim::config::{ClusterConfig, ClusterLinks, ConfigError, Link};
 
 fn config(link_bw: &str, link_latency: &str, instances: &[(&str, u32)]) -> ClusterConfig {
     ClusterConfig::parse(&config_text(link_bw, link_latency, instances), "c.json").unwrap()

@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::workload::blocks`.
 
-use blis_cosim::workload::*;
+use blis_cosim::workload::PromptBlocks;
 
 #[test]
 fn tokens_follow_the_block_ids_and_stop_inside_the_last_block() {

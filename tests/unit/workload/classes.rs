@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::workload::classes`.
 
-use blis_cosim::workload::*;
+use blis_cosim::workload::{ClassTargets, RequestClasses, RequestExtras, RequestProfile};
 
 #[test]
 fn ids_get_their_clients_tenant_and_class() {

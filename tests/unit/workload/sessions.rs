@@ -1,9 +1,9 @@
 use blis_cosim::Nanos;
 use blis_cosim::metrics::RequestRecord;
-use blis_cosim::workload::Injector;
-use blis_cosim::workload::Request;
-use blis_cosim::workload::sessions::NodeStatus;
-use blis_cosim::workload::sessions::*;
+use blis_cosim::workload::sessions::{
+    NodeStatus, PlanBuilder, SessionHeader, SessionRegistry, SessionSet, Step,
+};
+use blis_cosim::workload::{Injector, Request};
 
 fn req(input: u32) -> Request {
     Request {

@@ -1,6 +1,6 @@
 //! Unit tests of `blis_cosim::workload::trace_scenarios`.
 
-use blis_cosim::workload::*;
+use blis_cosim::workload::{DatasetFormat, trace_scenario};
 use std::path::Path;
 
 #[test]

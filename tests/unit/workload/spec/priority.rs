@@ -1,8 +1,9 @@
 //! Unit tests of `blis_cosim::workload::spec::priority`.
 
 use blis_cosim::workload::spec::priority::RawPriorityDist;
-use blis_cosim::workload::spec::*;
-use blis_cosim::workload::spec::{Overrides, WorkloadSpec, generate_workload, write_jsonl};
+use blis_cosim::workload::spec::{
+    Overrides, PriorityDist, PriorityError, WorkloadSpec, generate_workload, write_jsonl,
+};
 
 fn dist(values: Vec<i32>, weights: Option<Vec<f64>>) -> Result<PriorityDist, PriorityError> {
     PriorityDist::parse(RawPriorityDist { values, weights })

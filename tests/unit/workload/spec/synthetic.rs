@@ -1,7 +1,6 @@
 //! Unit tests of `blis_cosim::workload::spec::synthetic`.
 
-use blis_cosim::workload::spec::*;
-use blis_cosim::workload::spec::{Overrides, generate_workload};
+use blis_cosim::workload::spec::{Overrides, Synthetic, generate_workload};
 
 #[test]
 fn the_quick_workload_has_its_rate_lengths_and_count() {
