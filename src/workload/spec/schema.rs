@@ -167,6 +167,7 @@ enum RawVersion {
     Number(u64),
 }
 
+/// A client as written in the spec, before its checks (a [`ClientSpec`] or a cohort).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawClient {

@@ -375,7 +375,7 @@ pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, PdfError> {
     Ok(bins)
 }
 
-/// [`parse_pdf`]'s bins with the counts as written (whole part; 0 kept).
+/// `parse_pdf`'s bins with the counts as written (whole part; 0 kept).
 pub fn parse_pdf_counts(text: &str) -> Result<Vec<(u32, f64)>, PdfError> {
     let body = text
         .trim()
