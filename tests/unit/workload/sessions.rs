@@ -1,3 +1,5 @@
+//! Unit tests of `blis_cosim::workload::sessions`.
+
 use blis_cosim::Nanos;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::workload::sessions::{
