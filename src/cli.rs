@@ -7,7 +7,7 @@ mod calibrate;
 mod choices;
 mod command_paths;
 mod commands;
-mod control;
+pub mod control;
 mod dataset;
 mod diagnostics;
 mod host;
@@ -821,7 +821,7 @@ fn batch_limit_help(text: &str, limit: fn(BatchLimits) -> u32, llmservingsim: u3
 }
 
 /// The `--kv-cache-dtype` value of a KV cache in fp8 or not.
-fn kv_cache_dtype(fp8: bool) -> KvCacheDtype {
+pub fn kv_cache_dtype(fp8: bool) -> KvCacheDtype {
     if fp8 {
         KvCacheDtype::Fp8
     } else {
@@ -864,6 +864,3 @@ fn parse_log_level(s: &str) -> Result<log::LevelFilter, Problem> {
         )),
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -277,7 +277,7 @@ const PREFILL_INVOLVED_DIM: [bool; 2] = [true, false];
 /// stage could report last; the next batch would reach it first, and its first node, a RECV,
 /// gives the fork no event: with nothing queued the fork idles a whole millisecond before
 /// the round that hands stage 0 the batch.
-pub(super) fn reporting_npus(npus: u32, tp: u32, stages: u32) -> (Vec<u32>, Vec<u32>) {
+pub fn reporting_npus(npus: u32, tp: u32, stages: u32) -> (Vec<u32>, Vec<u32>) {
     let starts = (0..stages.max(2) - 1).map(|s| s * tp.max(1)).collect();
     let ends = (npus > 1).then(|| npus - 1).into_iter().collect();
     (starts, ends)
@@ -299,22 +299,11 @@ fn add_idle_peer(options: &mut AstraOptions, stages: u32) -> Result<Option<Vec<u
 /// One set of batch files rewritten in place: per NPU, the open file and the length last
 /// written (`u64::MAX` after a failed write); empty until first used.
 #[derive(Default)]
-pub(super) struct Slot(Vec<(File, u64)>);
+pub struct Slot(Vec<(File, u64)>);
 
 impl Slot {
-    /// Writes `bytes` as the file `<prefix>.<npu>.et` of each of `npus` NPUs.
-    #[cfg(test)]
-    pub(super) fn write(
-        &mut self,
-        prefix: &Path,
-        npus: u32,
-        bytes: &[u8],
-    ) -> Result<(), WriteError> {
-        self.write_each(prefix, npus, |_| bytes)
-    }
-
     /// Writes `bytes(npu)` as the file `<prefix>.<npu>.et` of each of `npus` NPUs.
-    pub(super) fn write_each<'b>(
+    pub fn write_each<'b>(
         &mut self,
         prefix: &Path,
         npus: u32,

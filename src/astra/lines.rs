@@ -1,7 +1,7 @@
 //! Splitting a process's output, received in chunks, into lines of bounded length.
 
 /// Bytes of one line kept; the rest of the line is dropped.
-pub(crate) const MAX_LINE: usize = 4096;
+pub const MAX_LINE: usize = 4096;
 
 /// What replaces the dropped part of a cut line.
 const CUT_MARK: &str = " [...]";
@@ -10,7 +10,7 @@ const CUT_MARK: &str = " [...]";
 /// to [`MAX_LINE`] bytes. Holds at most the unread lines of the last chunk plus one partial
 /// line.
 #[derive(Debug, Default)]
-pub(crate) struct LineSplitter {
+pub struct LineSplitter {
     buf: Vec<u8>,
     /// Start of the unread part of `buf`.
     pos: usize,

@@ -56,22 +56,18 @@
 //! members run as colocated instances, a process each.
 
 mod args;
-mod backend;
+pub mod backend;
 mod error;
 mod fork;
 mod group;
 mod inputs;
-mod lines;
+pub mod lines;
 mod network;
 mod options;
 mod pd;
-mod process;
-#[cfg(all(test, unix))]
-mod process_tests;
+pub mod process;
 pub mod protocol;
-mod stock;
-#[cfg(test)]
-mod tests;
+pub mod stock;
 
 pub use args::{ASTRA_SIM_ENV, CosimOptions, DEFAULT_TIMEOUT_S, InstanceNetwork, NetworkBackend};
 pub use backend::{AstraBackend, AstraInstance, AstraStats};

@@ -10,7 +10,7 @@
 //! The fork flushes every line it prints (a Llama decode step prints about 300, a few µs
 //! apart), and a driver waiting in `poll` is woken for each one, which costs the fork a
 //! wake-up (often an interrupt to the other CPU) per line. So while the process is printing
-//! (the last wait brought output), [`AstraProcess::next_line`] sleeps [`BURST_PAUSE`] before
+//! (the last wait brought output), [`AstraProcess::next_line`] sleeps `BURST_PAUSE` before
 //! it waits again, and then reads the lines that piled up in one go. That pause, plus the
 //! system's timer slack (50 µs by default), bounds how late the driver sees a prompt (a batch
 //! takes the fork about 1 ms); it never sleeps past the deadline.
@@ -61,7 +61,7 @@ const BURST_PAUSE: Duration = Duration::from_micros(20);
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
 /// A running ASTRA-Sim process.
-pub(crate) struct AstraProcess {
+pub struct AstraProcess {
     child: Child,
     /// The process's group, registered for killing on interruption.
     group: PendingGroup,

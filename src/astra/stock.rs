@@ -30,7 +30,7 @@ use super::{
 /// to the peer (a TP-1 trace has no collective) and its host-memory queue is the node's, which
 /// only NPU 0 uses, so NPU 0's time is the one-NPU time; the peer reports 0. `None` for any
 /// other network.
-pub(crate) fn with_idle_peer(network: &NetworkConfig) -> Option<NetworkConfig> {
+pub fn with_idle_peer(network: &NetworkConfig) -> Option<NetworkConfig> {
     match network.dims.as_slice() {
         [dim] if dim.npus == 1 => Some(NetworkConfig {
             dims: vec![NetworkDim { npus: 2, ..*dim }],
@@ -41,7 +41,7 @@ pub(crate) fn with_idle_peer(network: &NetworkConfig) -> Option<NetworkConfig> {
 
 /// Refuses a network stock ASTRA-Sim 2.0 would refuse: one with a dimension of fewer than 2
 /// NPUs (a TP-1 prefill instance or DP group; a lone TP-1 instance has its idle peer by now).
-pub(crate) fn check_network(network: &NetworkConfig) -> Result<(), Fault> {
+pub fn check_network(network: &NetworkConfig) -> Result<(), Fault> {
     let dims: Vec<u32> = network.dims.iter().map(|d| d.npus).collect();
     match dims.iter().find(|&&n| n < 2) {
         None => Ok(()),

@@ -24,11 +24,7 @@ mod lean;
 mod node;
 pub mod prefill;
 pub mod stages;
-#[cfg(test)]
-mod tests;
 mod trace;
-#[cfg(test)]
-mod trace_tests;
 
 pub use dialect::{Dialect, NodeKind, WireDurations};
 pub use dump::render_dump;

@@ -217,7 +217,7 @@ pub struct ControlArgs {
 
 /// The autoscaler a bundle naming only the default policy gets: its defaults, from the one
 /// place that sets them (the settings' resolution).
-pub(super) fn autoscale_defaults() -> AutoscaleConfig {
+pub fn autoscale_defaults() -> AutoscaleConfig {
     let named = AutoscaleSettings {
         policy: Layer::named(Some(AutoscalePolicy::default())),
         ..AutoscaleSettings::default()
@@ -227,7 +227,7 @@ pub(super) fn autoscale_defaults() -> AutoscaleConfig {
 }
 
 /// `ns` as a duration in seconds, `10s`.
-pub(super) fn seconds(ns: Nanos) -> String {
+pub fn seconds(ns: Nanos) -> String {
     format!("{}s", ns as f64 / 1e9)
 }
 

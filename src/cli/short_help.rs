@@ -8,7 +8,7 @@ use clap::{Arg, CommandFactory, FromArgMatches};
 
 /// The main command's flags `-h` shows (clap ids): a workload, a deployment, the scheduler's
 /// two main limits, a policy bundle and the outputs.
-const FIRST_RUN: [&str; 16] = [
+pub const FIRST_RUN: [&str; 16] = [
     "dataset",
     "workload_spec",
     "scenario",
@@ -61,7 +61,7 @@ pub fn parse() -> Cli {
 
 /// A negative number refused by a flag of whole numbers says that the value cannot be
 /// negative (clap's own words are `invalid digit found in string` or a range).
-fn explain_negative(error: clap::Error) -> clap::Error {
+pub fn explain_negative(error: clap::Error) -> clap::Error {
     if error.kind() != ErrorKind::ValueValidation {
         return error;
     }
@@ -81,63 +81,4 @@ fn explain_negative(error: clap::Error) -> clap::Error {
          or more)"
     );
     command().error(ErrorKind::ValueValidation, message)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn error_of(args: &[&str]) -> String {
-        let mut argv = vec!["blis-cosim", "--scenario", "mixed-slo"];
-        argv.extend(args);
-        let e = command().try_get_matches_from(argv).unwrap_err();
-        explain_negative(e).to_string()
-    }
-
-    #[test]
-    fn a_negative_count_is_named_as_negative() {
-        let e = error_of(&["--max-num-seqs", "-5"]);
-        assert!(
-            e.contains("'-5' for '--max-num-seqs <N>': the value cannot be negative"),
-            "{e}"
-        );
-        assert!(!e.contains("unexpected argument"), "{e}");
-        let e = error_of(&["--emit-et-limit", "-2"]);
-        assert!(e.contains("cannot be negative"), "{e}");
-        // A flag with a range keeps its range; a flag taking negative numbers takes them.
-        let e = error_of(&["--tp", "-1"]);
-        assert!(e.contains("1..=1024"), "{e}");
-        let matches = command().try_get_matches_from([
-            "blis-cosim",
-            "generate",
-            "--scenario",
-            "mixed-slo",
-            "--output",
-            "x",
-            "--seed",
-            "-3",
-        ]);
-        assert!(matches.is_ok(), "{matches:?}");
-    }
-
-    #[test]
-    fn every_first_run_flag_exists_and_short_help_is_short() {
-        let cmd = command();
-        for id in FIRST_RUN {
-            assert!(
-                cmd.get_arguments().any(|a| a.get_id() == id),
-                "no flag {id}"
-            );
-        }
-        let short = command().render_help().to_string();
-        let long = command().render_long_help().to_string();
-        assert!(short.lines().count() < 80, "{short}");
-        assert!(short.contains("--dataset") && short.contains("`blis-cosim --help`"));
-        assert!(!short.contains("--admission-policy"), "{short}");
-        assert!(long.contains("--admission-policy"));
-        for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
-            let long_flag = format!("--{}", arg.get_long().unwrap_or_default());
-            assert!(long.contains(&long_flag), "{long_flag} missing from --help");
-        }
-    }
 }

@@ -7,8 +7,8 @@
 mod cluster;
 mod dtype;
 mod error;
-mod hardware;
-mod memory;
+pub mod hardware;
+pub mod memory;
 mod model;
 mod pim;
 mod pipeline;

@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// Largest prompt or output length accepted, tokens: far beyond any model's context, so a
 /// bigger value is a corrupt file rather than a workload.
-pub(crate) const MAX_TOKENS: u64 = 16 * 1024 * 1024;
+pub const MAX_TOKENS: u64 = 16 * 1024 * 1024;
 
 /// Latest time or longest duration a workload may give, ns: 10^18 (about 31 years), so that
 /// sums of times stay far below 2^64.

@@ -8,7 +8,7 @@
 //! [`read_dataset`] also reads public production traces (Mooncake's JSONL, Azure's CSV), and
 //! [`write_requests_jsonl`] writes flat requests back as LLMServingSim JSONL.
 
-mod azure;
+pub mod azure;
 mod blocks;
 mod classes;
 mod dataset;
@@ -29,7 +29,7 @@ pub use classes::{ClassTargets, Profile, RequestClasses, RequestExtras, RequestP
 pub use dataset::{DatasetFormat, DatasetOptions, detect_format, detected, read_dataset};
 pub use error::{FieldProblem, WorkloadError};
 pub use injection::{Injector, NoInjection};
-pub(crate) use jsonl::MAX_TOKENS;
+pub use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, read_jsonl, read_workload};
 pub use jsonl_write::write_requests_jsonl;
 pub use mooncake::{MOONCAKE_BLOCK_SIZE, read_mooncake};

@@ -1,1 +1,12 @@
 //! Unit tests of `blis_cosim::config`.
+mod cluster;
+mod dtype;
+mod error;
+mod hardware;
+mod memory;
+mod model;
+mod pim;
+mod pipeline;
+mod placement;
+mod roles;
+mod topology;

@@ -23,8 +23,6 @@ mod fold;
 mod live;
 mod outcome;
 mod registry;
-#[cfg(test)]
-mod tests;
 
 pub use live::{LiveSessions, SharedSessions};
 pub use outcome::SessionOutcome;

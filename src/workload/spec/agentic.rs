@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 /// The YAML form of `agentic`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawAgentic {
+pub struct RawAgentic {
     #[serde(default)]
     workflow: Option<String>,
     #[serde(default, rename = "loop")]

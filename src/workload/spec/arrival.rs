@@ -332,7 +332,7 @@ fn shape_of(
 
 /// The Weibull shape `k` whose coefficient of variation is `cv`:
 /// `cv² = Γ(1 + 2/k) / Γ(1 + 1/k)² − 1`, decreasing in `k`, solved by bisection.
-pub(super) fn weibull_shape(cv: f64) -> f64 {
+pub fn weibull_shape(cv: f64) -> f64 {
     let cv_of = |k: f64| {
         (libm::lgamma(1.0 + 2.0 / k) - 2.0 * libm::lgamma(1.0 + 1.0 / k))
             .exp_m1()
@@ -353,7 +353,7 @@ pub(super) fn weibull_shape(cv: f64) -> f64 {
 /// One client's arrival clock: the time of its latest arrival (ns, continuous) and the
 /// sampler of the next one.
 #[derive(Debug, Clone)]
-pub(super) struct ArrivalClock {
+pub struct ArrivalClock {
     t: f64,
     kind: ClockKind,
 }
@@ -400,11 +400,7 @@ enum ClockKind {
 impl ArrivalClock {
     /// A clock at time 0 for `process` at `rate` requests per second (positive, finite),
     /// that will draw from `rng` (read ahead, on a copy, by the normalised process).
-    pub(super) fn new<R: Rng + Clone>(
-        process: &ArrivalProcess,
-        rate: f64,
-        rng: &R,
-    ) -> ArrivalClock {
+    pub fn new<R: Rng + Clone>(process: &ArrivalProcess, rate: f64, rng: &R) -> ArrivalClock {
         let per_ns = rate / 1e9;
         let mean_gap = 1.0 / per_ns;
         let kind = match *process {
@@ -482,7 +478,7 @@ impl ArrivalClock {
 
     /// Advances to the next arrival and returns its time, ns (non-decreasing; infinite once a
     /// process of a fixed count is spent).
-    pub(super) fn next<R: Rng + ?Sized>(&mut self, rng: &mut R) -> f64 {
+    pub fn next<R: Rng + ?Sized>(&mut self, rng: &mut R) -> f64 {
         match &mut self.kind {
             ClockKind::Poisson(d) => self.t += d.sample(rng),
             ClockKind::Constant(gap) => self.t += *gap,

@@ -39,9 +39,9 @@
 //! Not supported yet, and refused with a message naming the field: LoRA adapters and BLIS's
 //! multi-period conversion of ServeGen's reasoning and multimodal data.
 
-mod agentic;
+pub mod agentic;
 mod agentic_error;
-mod arrival;
+pub mod arrival;
 mod client_error;
 mod closed_loop;
 mod cohort;
@@ -52,13 +52,13 @@ mod generate;
 mod inference_perf;
 mod jsonl_out;
 mod limits;
-mod priority;
+pub mod priority;
 mod rule_error;
 mod scenarios;
-mod schema;
-mod servegen;
+pub mod schema;
+pub mod servegen;
 mod servegen_error;
-mod servegen_periods;
+pub mod servegen_periods;
 mod session_gen;
 mod session_out;
 mod session_stream;
@@ -215,8 +215,3 @@ where
 
     deserializer.deserialize_map(Checked(PhantomData))
 }
-
-#[cfg(test)]
-mod error_tests;
-#[cfg(test)]
-mod tests;

@@ -167,9 +167,10 @@ enum RawVersion {
     Number(u64),
 }
 
+/// A client as written in the spec, before its checks (a [`ClientSpec`] or a cohort).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawClient {
+pub struct RawClient {
     #[serde(default)]
     pub(super) id: Option<String>,
     #[serde(default)]

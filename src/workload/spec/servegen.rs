@@ -70,9 +70,11 @@ pub(super) const WINDOW_S: f64 = 600.0;
 
 /// Rows picked by start time, s: `[start, end)`, an unset bound (0) open.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Span {
-    pub(super) start: f64,
-    pub(super) end: f64,
+pub struct Span {
+    /// Start, s.
+    pub start: f64,
+    /// End, s (0: open).
+    pub end: f64,
 }
 
 impl Span {
@@ -192,7 +194,7 @@ fn chunk_ids(dir: &Path) -> Result<Vec<(String, String)>, ServeGenError> {
 }
 
 /// One dataset entry: the prompt and output length PDFs, parsed when first used.
-pub(super) struct Entry {
+pub struct Entry {
     /// `input_tokens`, or multimodal data's `text_tokens`.
     pub(super) input: String,
     pub(super) output: String,
@@ -223,7 +225,7 @@ const MULTIMODAL_FIELDS: [&str; 8] = [
 /// A chunk's dataset: entries by time stamp (s) before the span's end, empty ones skipped
 /// (as BLIS and ServeGen skip them; a multimodal entry with any empty PDF, as ServeGen).
 /// Sets `reasoning` when an entry has `reason_ratio`.
-pub(super) fn read_dataset(
+pub fn read_dataset(
     path: &Path,
     span: Span,
     reasoning: &mut bool,
@@ -373,8 +375,8 @@ pub(super) fn parse_pdf(text: &str) -> Result<Vec<(u32, f64)>, PdfError> {
     Ok(bins)
 }
 
-/// [`parse_pdf`]'s bins with the counts as written (whole part; 0 kept).
-pub(super) fn parse_pdf_counts(text: &str) -> Result<Vec<(u32, f64)>, PdfError> {
+/// `parse_pdf`'s bins with the counts as written (whole part; 0 kept).
+pub fn parse_pdf_counts(text: &str) -> Result<Vec<(u32, f64)>, PdfError> {
     let body = text
         .trim()
         .strip_prefix('{')
@@ -410,14 +412,17 @@ pub(super) fn parse_pdf_counts(text: &str) -> Result<Vec<(u32, f64)>, PdfError> 
 }
 
 /// One trace row.
-pub(super) struct Row {
-    pub(super) start_s: f64,
-    pub(super) rate: f64,
-    pub(super) cv: f64,
+pub struct Row {
+    /// Start time, s.
+    pub start_s: f64,
+    /// Requests per second.
+    pub rate: f64,
+    /// Coefficient of variation of the inter-arrival gaps.
+    pub cv: f64,
     /// Lower case: `gamma`, `weibull`, or another (Poisson).
-    pub(super) pattern: String,
+    pub pattern: String,
     /// The fitted shape and scale (both positive), when the row has them.
-    pub(super) fitted: Option<(f64, f64)>,
+    pub fitted: Option<(f64, f64)>,
 }
 
 /// Parses trace line `text`; errors name the column.

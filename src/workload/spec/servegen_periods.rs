@@ -60,10 +60,13 @@ pub(super) struct Periods {
 
 /// One chunk with an active row at a picked window: its dataset entries at the times of day
 /// the picked windows fit from, and its active rows at the picked times of day.
-struct Chunk {
-    dataset: PathBuf,
-    entries: BTreeMap<i64, Entry>,
-    rows: Vec<Row>,
+pub struct Chunk {
+    /// The dataset file the entries come from.
+    pub dataset: PathBuf,
+    /// Dataset entries by time of day, s.
+    pub entries: BTreeMap<i64, Entry>,
+    /// Active rows at the picked times of day.
+    pub rows: Vec<Row>,
 }
 
 /// Seconds since midnight of a row's start, as BLIS compares them (whole seconds).
@@ -296,7 +299,7 @@ fn chunk_fit(chunk: &Chunk, window: i64, sum: &mut FitSum) -> Result<(), ServeGe
 
 /// BLIS's log-normal fit of a length PDF: the probability-weighted mean µ and standard
 /// deviation σ of ln(tokens) over counts ≥ 1; `None` when no such count has probability.
-pub(super) fn fit_lognormal(bins: &[(u32, f64)]) -> Option<(f64, f64)> {
+pub fn fit_lognormal(bins: &[(u32, f64)]) -> Option<(f64, f64)> {
     let mut sorted: Vec<(u32, f64)> = bins.iter().copied().filter(|b| b.0 > 0).collect();
     sorted.sort_by_key(|b| b.0);
     let (mut mass, mut sum_ln, mut sum_ln2) = (0.0, 0.0, 0.0);
@@ -315,7 +318,7 @@ pub(super) fn fit_lognormal(bins: &[(u32, f64)]) -> Option<(f64, f64)> {
 }
 
 /// The cohort's arrival process (see the module doc).
-fn cohort_arrival(chunks: &[&Chunk], window: i64) -> Result<ArrivalProcess, ArrivalError> {
+pub fn cohort_arrival(chunks: &[&Chunk], window: i64) -> Result<ArrivalProcess, ArrivalError> {
     let (mut cv, mut shape, mut scale, mut n) = (0.0, 0.0, 0.0, 0u32);
     let (mut gamma, mut weibull) = (0u32, 0u32);
     let rows = chunks.iter().flat_map(|c| c.rows.iter());
@@ -351,71 +354,4 @@ fn cohort_arrival(chunks: &[&Chunk], window: i64) -> Result<ArrivalProcess, Arri
         return Ok(ArrivalProcess::Poisson);
     }
     window_arrival_process(process, Some(cv), None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(pattern: &str, cv: f64, fitted: Option<(f64, f64)>) -> Row {
-        Row {
-            start_s: 600.0,
-            rate: 1.0,
-            cv,
-            pattern: pattern.into(),
-            fitted,
-        }
-    }
-
-    fn chunk(rows: Vec<Row>) -> Chunk {
-        Chunk {
-            dataset: PathBuf::new(),
-            entries: BTreeMap::new(),
-            rows,
-        }
-    }
-
-    #[test]
-    fn fit_is_the_weighted_mean_and_deviation_of_ln_tokens_over_positive_counts() {
-        // 100 and 400 with ½ each (0 dropped): µ = ln 200, σ = ln 2.
-        let (mu, sigma) = fit_lognormal(&[(400, 0.5), (0, 0.3), (100, 0.5)]).unwrap();
-        assert!((mu - 200f64.ln()).abs() < 1e-12, "{mu}");
-        assert!((sigma - 2f64.ln()).abs() < 1e-12, "{sigma}");
-        assert_eq!(fit_lognormal(&[(0, 1.0), (5, 0.0)]), None);
-    }
-
-    #[test]
-    fn arrival_is_the_majority_pattern_with_the_mean_shape_or_cv() {
-        // Rows at the picked window 600 s only; one Weibull, two Gamma: Gamma. Mean fitted
-        // shape over all three rows: (0.6 + 0.3 + 0) / 3 = 0.3.
-        let a = chunk(vec![
-            row("gamma", 2.0, Some((0.6, 3.0))),
-            row("gamma", 2.0, Some((0.3, 1.0))),
-        ]);
-        let b = chunk(vec![row("weibull", 1.0, None)]);
-        let process = cohort_arrival(&[&a, &b], 600).unwrap();
-        let ArrivalProcess::Gamma { shape, .. } = process else {
-            panic!("{process:?}")
-        };
-        assert!((shape - 0.3).abs() < 1e-12, "{shape}");
-        // No fitted shape: mean cv (2 + 2 + 0 for Poisson) / 3 = 4/3 → shape 9/16.
-        let c = chunk(vec![
-            row("gamma", 2.0, None),
-            row("gamma", 2.0, None),
-            row("", 5.0, None),
-        ]);
-        let ArrivalProcess::Gamma { shape, .. } = cohort_arrival(&[&c], 600).unwrap() else {
-            panic!()
-        };
-        assert!((shape - 9.0 / 16.0).abs() < 1e-12, "{shape}");
-        // A Gamma cv above 10 (shape below 0.01) is Poisson, as BLIS falls back.
-        let d = chunk(vec![row("gamma", 11.0, None)]);
-        assert_eq!(cohort_arrival(&[&d], 600).unwrap(), ArrivalProcess::Poisson);
-        // Weibull majority from cv 1: shape 1.
-        let w = chunk(vec![row("weibull", 1.0, None)]);
-        let ArrivalProcess::Weibull { shape, .. } = cohort_arrival(&[&w], 600).unwrap() else {
-            panic!()
-        };
-        assert!((shape - 1.0).abs() < 1e-3, "{shape}");
-    }
 }

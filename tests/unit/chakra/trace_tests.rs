@@ -1,11 +1,11 @@
 //! Trace-builder tests on Llama-3.1-8B with both compute backends.
 
-use super::attr::{find, integer};
-use super::proto::attribute_proto::Value;
-use super::*;
-use crate::Nanos;
-use crate::config::{Dtype, Hardware, ModelArch};
-use crate::latency::{
+use blis_cosim::Nanos;
+use blis_cosim::chakra::attr::{find, integer};
+use blis_cosim::chakra::proto::attribute_proto::Value;
+use blis_cosim::chakra::{BatchTrace, Dialect, EtNode, NodeKind, encode_et, npu_file, read_et};
+use blis_cosim::config::{Dtype, Hardware, ModelArch};
+use blis_cosim::latency::{
     BatchDesc, BatchItem, LatencyBackend, LayerTiming, ProfileDb, ProfileSpec, Roofline,
 };
 
@@ -52,7 +52,7 @@ fn profile_breakdown(model: &ModelArch, tp: u32) -> Vec<LayerTiming> {
         architecture: None,
         max_num_batched_tokens: 2048,
         max_num_seqs: Some(256),
-        collectives: crate::latency::Collectives::NONE,
+        collectives: blis_cosim::latency::Collectives::NONE,
     })
     .unwrap();
     db.breakdown(&BatchDesc::new(&ITEMS)).unwrap()
@@ -428,7 +428,7 @@ fn encode_into_writes_exactly_the_encoded_nodes() {
 /// Qwen3-30B-A3B at TP 2 with EP 2 from the RTXPRO6000 profile, with the EP collectives
 /// priced as rows (as both network backends set them up).
 fn moe_ep2_breakdown(model: &ModelArch) -> Vec<LayerTiming> {
-    use crate::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
+    use blis_cosim::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
     let root = crate::shared_data::shared_path("profiler/perf");
     let link = CommLink {
         bandwidth_gbps: 16.0,
@@ -556,7 +556,7 @@ fn weights_a_placement_keeps_off_the_gpu_are_loaded_before_their_layers() {
     if !crate::shared_data::available() {
         return;
     }
-    use crate::config::{Placement, PlacementContext};
+    use blis_cosim::config::{Placement, PlacementContext};
     let model = llama();
     let placement = Placement::parse(
         &serde_json::json!({

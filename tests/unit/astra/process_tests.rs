@@ -5,8 +5,8 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::process::AstraProcess;
-use super::{Fault, OutputLimits};
+use blis_cosim::astra::process::AstraProcess;
+use blis_cosim::astra::{Fault, OutputLimits};
 
 fn sh(script: &str, max_bytes: u64, tail_lines: usize) -> AstraProcess {
     let args = [OsString::from("-c"), OsString::from(script)];

@@ -1,7 +1,11 @@
-use super::registry::NodeStatus;
-use super::*;
-use crate::metrics::RequestRecord;
-use crate::workload::Injector;
+//! Unit tests of `blis_cosim::workload::sessions`.
+
+use blis_cosim::Nanos;
+use blis_cosim::metrics::RequestRecord;
+use blis_cosim::workload::sessions::{
+    NodeStatus, PlanBuilder, SessionHeader, SessionRegistry, SessionSet, Step,
+};
+use blis_cosim::workload::{Injector, Request};
 
 fn req(input: u32) -> Request {
     Request {
@@ -164,8 +168,8 @@ fn a_clients_network_delays_each_round_both_ways() {
     let t = b.push("think".into(), vec![a], Step::Think(2_000_000), None, false);
     b.push("1".into(), vec![t], Step::Llm(req(500)), None, false);
     set.add(header("chat", 100_000_000, 0, None), b);
-    let mut classes = crate::workload::RequestClasses::default();
-    let far = crate::workload::RequestProfile {
+    let mut classes = blis_cosim::workload::RequestClasses::default();
+    let far = blis_cosim::workload::RequestProfile {
         rtt_ms: Some(40.0),
         bandwidth_mbps: Some(100.0),
         ..Default::default()

@@ -1,18 +1,17 @@
 //! The spec's typed errors: each check returns the value that says what is wrong, and the
 //! value renders to the message users read.
 
-use super::agentic::RawAgentic;
-use super::schema::RawClient;
-use super::servegen::{parse_pdf_counts, read_dataset};
-use super::servegen_error::{EntryProblem, PdfError, ServeGenError};
-use super::{
-    AgenticError, AgenticSpec, ClientError, ClientProblem, CohortSpec, PatternError, SpecError,
-    StepProblem, TopProblem, WorkloadSpec,
+use blis_cosim::workload::spec::agentic::RawAgentic;
+use blis_cosim::workload::spec::schema::RawClient;
+use blis_cosim::workload::spec::servegen::{parse_pdf_counts, read_dataset};
+use blis_cosim::workload::spec::{
+    AgenticError, AgenticSpec, ClientError, ClientProblem, CohortSpec, EntryProblem, PatternError,
+    PdfError, ServeGenError, SpecError, StepProblem, TopProblem, WorkloadSpec,
 };
 
 fn client_error(yaml: &str) -> ClientError {
     let raw: RawClient = serde_yaml_ng::from_str(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
-    super::ClientSpec::try_from(raw).expect_err(yaml)
+    blis_cosim::workload::spec::ClientSpec::try_from(raw).expect_err(yaml)
 }
 
 fn agentic_error(yaml: &str) -> AgenticError {
@@ -178,7 +177,7 @@ fn servegen_errors_hold_the_file_the_entry_and_the_field() {
     );
     let dataset = dir.path().join("chunk-1-dataset.json");
     std::fs::write(&dataset, r#"{"soon": {"input_tokens": "{1: 1}"}}"#).unwrap();
-    let open = super::servegen::Span {
+    let open = blis_cosim::workload::spec::servegen::Span {
         start: 0.0,
         end: 0.0,
     };
@@ -216,7 +215,7 @@ fn a_pdf_error_says_which_part_is_wrong() {
             "{-1: 0.5}",
             PdfError::Key {
                 key: text("-1"),
-                limit: crate::workload::MAX_TOKENS as u32,
+                limit: blis_cosim::workload::MAX_TOKENS as u32,
             },
         ),
         (

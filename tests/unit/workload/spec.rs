@@ -1,8 +1,14 @@
 //! Statistical tests of the length distributions and arrival processes on large samples with
 //! fixed seeds, and their parameter validation.
 
-use super::arrival::{ArrivalClock, weibull_shape};
-use super::{ArrivalProcess, LengthDist};
+mod error_tests;
+mod limits;
+mod priority;
+mod servegen_periods;
+mod synthetic;
+
+use blis_cosim::workload::spec::arrival::{ArrivalClock, weibull_shape};
+use blis_cosim::workload::spec::{ArrivalProcess, LengthDist};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 

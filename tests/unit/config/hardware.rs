@@ -1,0 +1,162 @@
+//! Unit tests of `blis_cosim::config::hardware`.
+
+use blis_cosim::config::hardware::bundled;
+use blis_cosim::config::{ConfigError, Dtype, Hardware};
+
+fn expect_invalid(result: Result<Hardware, ConfigError>) -> (String, String) {
+    match result {
+        Err(ConfigError::Invalid { field, problem, .. }) => (field, problem.to_string()),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+fn h100_text() -> &'static str {
+    bundled().find(|(name, _)| *name == "H100-SXM").unwrap().1
+}
+
+#[test]
+fn every_bundled_file_parses_and_carries_its_file_name() {
+    let names = Hardware::bundled_names();
+    assert_eq!(
+        names,
+        [
+            "A100-80G",
+            "B200",
+            "H100-SXM",
+            "H200",
+            "RTX4090",
+            "RTXPRO6000"
+        ]
+    );
+    for name in names {
+        assert_eq!(Hardware::resolve(&name).unwrap().name, name);
+    }
+}
+
+#[test]
+fn names_resolve_case_insensitively_and_through_aliases() {
+    assert_eq!(Hardware::resolve("h100").unwrap().name, "H100-SXM");
+    assert_eq!(Hardware::resolve("A100").unwrap().name, "A100-80G");
+    assert_eq!(Hardware::resolve("rtxpro6000").unwrap().name, "RTXPRO6000");
+    assert_eq!(Hardware::default_hardware().name, "H100-SXM");
+}
+
+#[test]
+fn a_hardware_file_resolves_by_path() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/B200.toml");
+    assert_eq!(Hardware::resolve(path).unwrap().memory_gib, 180.0);
+    assert!(matches!(
+        Hardware::resolve("nope.toml"),
+        Err(ConfigError::Io { .. })
+    ));
+}
+
+#[test]
+fn unknown_names_list_the_bundled_hardware() {
+    match Hardware::resolve("TPUv9") {
+        Err(ConfigError::Unknown { known, kind, .. }) => {
+            assert_eq!(kind, "hardware");
+            assert!(known.contains("RTX4090"), "{known}");
+        }
+        other => panic!("expected Unknown, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_unknown_key_is_an_error_naming_it_and_its_line() {
+    let text = format!("{}bogus_key = 1.0\n", h100_text());
+    let (field, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+    assert_eq!(field, "(toml)");
+    assert!(
+        message.contains("bogus_key") && message.contains("line"),
+        "{message}"
+    );
+}
+
+#[test]
+fn sm_count_is_optional_and_bounded() {
+    let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
+    assert_eq!(h100.sm_count, Some(132));
+    let without: String = h100_text()
+        .lines()
+        .filter(|l| !l.starts_with("sm_count"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        Hardware::from_toml(&without, "x.toml").unwrap().sm_count,
+        None
+    );
+    let zero = h100_text().replace("sm_count = 132", "sm_count = 0");
+    let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
+    assert_eq!(field, "sm_count", "{message}");
+}
+
+#[test]
+fn sm_clock_is_optional_and_bounded() {
+    let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
+    assert_eq!(h100.sm_clock_mhz, Some(1830.0));
+    let without: String = h100_text()
+        .lines()
+        .filter(|l| !l.starts_with("sm_clock_mhz"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        Hardware::from_toml(&without, "x.toml")
+            .unwrap()
+            .sm_clock_mhz,
+        None
+    );
+    let zero = h100_text().replace("sm_clock_mhz = 1830.0", "sm_clock_mhz = 0.0");
+    let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
+    assert_eq!(field, "sm_clock_mhz", "{message}");
+}
+
+#[test]
+fn a_missing_key_is_an_error_naming_it() {
+    let text: String = h100_text()
+        .lines()
+        .filter(|l| !l.starts_with("memory_bw_gbps"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (_, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+    assert!(message.contains("memory_bw_gbps"), "{message}");
+}
+
+#[test]
+fn out_of_range_numbers_are_rejected() {
+    for (from, to, field) in [
+        (
+            "memory_efficiency = 0.9",
+            "memory_efficiency = 1.5",
+            "memory_efficiency",
+        ),
+        (
+            "compute_efficiency = 0.7",
+            "compute_efficiency = 0.0",
+            "compute_efficiency",
+        ),
+        ("memory_gib = 80.0", "memory_gib = -80.0", "memory_gib"),
+        (
+            "kernel_launch_ns = 500.0",
+            "kernel_launch_ns = -1.0",
+            "kernel_launch_ns",
+        ),
+    ] {
+        let text = h100_text().replace(from, to);
+        assert_eq!(
+            expect_invalid(Hardware::from_toml(&text, "x.toml")).0,
+            field
+        );
+    }
+}
+
+#[test]
+fn peak_flops_picks_the_dtype_peak_and_falls_back_to_bf16() {
+    let h100 = Hardware::resolve("H100").unwrap();
+    assert_eq!(h100.peak_flops(Dtype::Bfloat16), 989.4e12);
+    assert_eq!(h100.peak_flops(Dtype::Float32), 494.7e12);
+    assert_eq!(h100.peak_flops(Dtype::Fp8), 1978.9e12);
+    let a100 = Hardware::resolve("A100").unwrap();
+    assert_eq!(a100.peak_flops(Dtype::Fp8), 312e12);
+    assert_eq!(a100.peak_flops(Dtype::Int8), 624e12);
+}
