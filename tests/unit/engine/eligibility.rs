@@ -1,4 +1,3 @@
-
 use blis_cosim::config::InstanceRole;
 use blis_cosim::engine::eligibility::*;
 use blis_cosim::engine::{InstanceSetup, Setups};

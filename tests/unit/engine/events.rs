@@ -1,4 +1,3 @@
-
 use blis_cosim::engine::events::*;
 
 #[test]

@@ -1,4 +1,3 @@
-
 use blis_cosim::config::{InstanceRole, Link};
 use blis_cosim::engine::pd::*;
 use blis_cosim::router::Router;

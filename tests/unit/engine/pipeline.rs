@@ -1,4 +1,3 @@
-
 use blis_cosim::Nanos;
 use blis_cosim::config::Link;
 use blis_cosim::engine::dp::StepShape;

@@ -1,4 +1,3 @@
-
 use blis_cosim::metrics::IntegerCounts;
 use blis_cosim::scheduler::SchedulerConfig;
 use blis_cosim::scheduler::itl::*;

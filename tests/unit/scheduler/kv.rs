@@ -1,4 +1,3 @@
-
 use blis_cosim::Nanos;
 use blis_cosim::scheduler::kv::*;
 use blis_cosim::workload::Request;

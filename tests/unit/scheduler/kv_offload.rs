@@ -1,4 +1,3 @@
-
 use blis_cosim::scheduler::kv_offload::*;
 
 /// A link of 10 GB/s (10 bytes per ns) and 100 ns per transfer.

@@ -1,4 +1,3 @@
-
 use blis_cosim::scheduler::lower_tier::*;
 
 /// A memory holding `blocks` coarse blocks of `block_bytes` bytes, at 10 GB/s and 100 ns.

@@ -1,4 +1,3 @@
-
 use blis_cosim::Nanos;
 use blis_cosim::latency::{BatchItem, DecodeLead};
 use blis_cosim::scheduler::{Completions, Scheduler, SchedulerConfig};

@@ -1,4 +1,3 @@
-
 use std::path::Path;
 
 /// Every `.rs` file under `dir`.

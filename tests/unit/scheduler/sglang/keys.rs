@@ -1,4 +1,3 @@
-
 use blis_cosim::scheduler::kv::CHAIN_SEED;
 use blis_cosim::scheduler::request_block_hashes;
 use blis_cosim::scheduler::sglang::keys::*;

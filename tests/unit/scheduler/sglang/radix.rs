@@ -1,4 +1,3 @@
-
 use blis_cosim::scheduler::sglang::radix::*;
 
 /// Page keys: distinct small numbers stand for chained hashes.
