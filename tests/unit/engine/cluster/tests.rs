@@ -251,7 +251,10 @@ fn run_all_endings(
         Run::new(&requests, &setups)
     };
     let run = run.clients(Some(&clients)).autoscaled(autoscaler);
-    let outcome = blis_cosim::engine::simulate(run, services).unwrap();
+    let mut cluster = Cluster::new(run, &services).unwrap();
+    // Retiring step finish times after a handful held, so that runs retire steps often.
+    cluster.retire_steps_after(4);
+    let outcome = cluster.run(services).unwrap();
     (outcome, ends.0)
 }
 
@@ -604,6 +607,7 @@ fn run_two_bursts_counted(
     run.setups = blis_cosim::engine::Setups::replicated(&setups, slots / setups.len());
     let mut cluster = Cluster::new(run, &services).unwrap();
     cluster.skip_idle_ticks(skip_idle);
+    cluster.retire_steps_after(4);
     while cluster.step(&mut services).unwrap().is_some() {}
     let outcome = cluster.outcome().unwrap();
     let counted = Counted {
@@ -719,7 +723,9 @@ fn run_ranked(
     let mut placed = Placed::default();
     let s = Services::new(&mut dyns, &mut router, &mut placed);
     let run = Run::new(&requests, &setups).signals(signals);
-    Cluster::new(run, &s).unwrap().run(s).unwrap();
+    let mut cluster = Cluster::new(run, &s).unwrap();
+    cluster.retire_steps_after(4);
+    cluster.run(s).unwrap();
     (placed.0, router.ranked)
 }
 
