@@ -1,7 +1,10 @@
 //! Each policy's decision on hand-built observations, the settings' defaults and errors, and
 //! the fleet's bounds, windows, cooldown and oscillation count on a hand-driven view.
 
-use blis_cosim::autoscale::*;
+use blis_cosim::autoscale::{
+    AutoscaleConfig, AutoscalePolicy, AutoscaleSettings, Autoscaler, Change, DEFAULT_WARMUP_NS,
+    Observation, Policy, ReplicaState, ReplicaTemplate, SaturationParams, ScaleNote, SloParams,
+};
 use blis_cosim::control::section::Layer;
 use blis_cosim::router::{ClusterView, InstanceSnapshot};
 

@@ -1,6 +1,6 @@
 use blis_cosim::control::ControlConfig;
 use blis_cosim::control::bundle::parse_bundle;
-use blis_cosim::control::export::*;
+use blis_cosim::control::export::bundle_text;
 use blis_cosim::router::RoutingPolicy;
 
 /// A bundle setting every section, read, exported, read again: the same settings.

@@ -1,6 +1,6 @@
 use blis_cosim::choice::Choice;
 use blis_cosim::config::{Bound, Problem};
-use blis_cosim::control::section::*;
+use blis_cosim::control::section::{Layer, Policy, line_of, split_section};
 use serde_yaml_ng::Mapping;
 
 /// Every policy of `T` is read back from its own name (serde's and strum's names agree)

@@ -14,7 +14,9 @@ use blis_cosim::control::priority::{
     ConstantParams, PriorityInput, PriorityPolicy, TenantPriorityParams,
 };
 use blis_cosim::control::section::Layer;
-use blis_cosim::control::*;
+use blis_cosim::control::{
+    Action, ControlConfig, ControlNote, ControlPlane, Dropped, Load, Outcome, Stage, Ticket,
+};
 use blis_cosim::router::{ClusterView, InstanceSnapshot};
 use blis_cosim::scheduler::{PreemptionOrder, QueueOrder};
 

@@ -1,5 +1,5 @@
 use blis_cosim::config::InstanceRole;
-use blis_cosim::engine::eligibility::*;
+use blis_cosim::engine::eligibility::{Eligibility, unservable};
 use blis_cosim::engine::{InstanceSetup, Setups};
 use blis_cosim::scheduler::SchedulerConfig;
 use blis_cosim::workload::Request;

@@ -1,4 +1,4 @@
-use blis_cosim::engine::events::*;
+use blis_cosim::engine::events::{EventKind, EventQueue, Phase};
 
 #[test]
 fn events_pop_by_time_then_completions_by_instance_then_arrivals_then_insertion() {

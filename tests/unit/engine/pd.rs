@@ -1,5 +1,5 @@
 use blis_cosim::config::{InstanceRole, Link};
-use blis_cosim::engine::pd::*;
+use blis_cosim::engine::pd::Disaggregation;
 use blis_cosim::router::Router;
 
 /// A link of `gbps` GB/s and no latency.

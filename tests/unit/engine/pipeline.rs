@@ -1,7 +1,7 @@
 use blis_cosim::Nanos;
 use blis_cosim::config::Link;
 use blis_cosim::engine::dp::StepShape;
-use blis_cosim::engine::pipeline::*;
+use blis_cosim::engine::pipeline::{Formed, Pipeline, Stages, Timing};
 use blis_cosim::latency::StepParts;
 
 /// Two stages of one block each, prologue 10, block 100, head 20: stage 0 takes 110 ns,

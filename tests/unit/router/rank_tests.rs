@@ -1,6 +1,6 @@
 //! The ranking a view keeps picks what the scan over every snapshot picks, ties included.
 
-use blis_cosim::router::*;
+use blis_cosim::router::{ClusterView, InstanceSnapshot, RankTree, Ranking, Router, RoutingPolicy};
 use blis_cosim::workload::Request;
 use proptest::prelude::*;
 

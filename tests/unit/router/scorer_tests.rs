@@ -3,7 +3,10 @@
 
 use blis_cosim::Nanos;
 use blis_cosim::choice::Choice;
-use blis_cosim::router::*;
+use blis_cosim::router::{
+    ClusterView, Explanation, InstanceSnapshot, Refresh, Router, Routing, RoutingPolicy,
+    RoutingSpecError, Scorer, ScorerSet, Signal, SignalConfig, WeightBound, parse_duration_ns,
+};
 use blis_cosim::router::{LruBlocks, ScoreScratch};
 use blis_cosim::scheduler::block_hashes;
 use blis_cosim::workload::Request;

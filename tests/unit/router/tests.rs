@@ -1,7 +1,10 @@
 //! Each policy's choice on hand-built instance states, and tie-breaking.
 
 use blis_cosim::choice::Choice;
-use blis_cosim::router::*;
+use blis_cosim::router::{
+    ClusterView, InstanceSnapshot, Router, Routing, RoutingPolicy, RoutingSpecError,
+    RoutingWeights, WeightBound, Weighting,
+};
 use blis_cosim::scheduler::{Core, Scheduler, SchedulerConfig, block_hashes};
 use blis_cosim::workload::Request;
 use std::collections::HashSet;

@@ -1,6 +1,6 @@
 use blis_cosim::metrics::IntegerCounts;
 use blis_cosim::scheduler::SchedulerConfig;
-use blis_cosim::scheduler::itl::*;
+use blis_cosim::scheduler::itl::{ItlTally, StepTimes};
 use blis_cosim::scheduler::request::RunningRequest;
 use blis_cosim::workload::Request;
 

@@ -1,5 +1,7 @@
 use blis_cosim::Nanos;
-use blis_cosim::scheduler::kv::*;
+use blis_cosim::scheduler::kv::{
+    BlockId, BlockPool, MAX_CHILDREN, block_hashes, request_block_hashes,
+};
 use blis_cosim::workload::Request;
 use std::collections::{HashMap, HashSet, VecDeque};
 

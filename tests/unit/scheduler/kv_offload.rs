@@ -1,4 +1,4 @@
-use blis_cosim::scheduler::kv_offload::*;
+use blis_cosim::scheduler::kv_offload::{CpuTierSize, TransferLink};
 
 /// A link of 10 GB/s (10 bytes per ns) and 100 ns per transfer.
 fn link() -> TransferLink {

@@ -1,4 +1,4 @@
-use blis_cosim::scheduler::lower_tier::*;
+use blis_cosim::scheduler::lower_tier::{LowerPool, LowerTier, TierMemory};
 
 /// A memory holding `blocks` coarse blocks of `block_bytes` bytes, at 10 GB/s and 100 ns.
 fn memory(blocks: u64, block_bytes: u64) -> TierMemory {

@@ -1,6 +1,6 @@
 use blis_cosim::scheduler::kv::CHAIN_SEED;
 use blis_cosim::scheduler::request_block_hashes;
-use blis_cosim::scheduler::sglang::keys::*;
+use blis_cosim::scheduler::sglang::keys::{PageKeys, chain_one};
 use blis_cosim::workload::{PromptBlocks, Request};
 
 fn listed(n: u32) -> Request {

@@ -1,4 +1,4 @@
-use blis_cosim::scheduler::sglang::radix::*;
+use blis_cosim::scheduler::sglang::radix::{NodeId, ROOT, RadixCache};
 
 /// Page keys: distinct small numbers stand for chained hashes.
 fn keys(range: std::ops::Range<u64>) -> Vec<u64> {

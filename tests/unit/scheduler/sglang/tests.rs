@@ -8,7 +8,9 @@ use blis_cosim::scheduler::Completions;
 use blis_cosim::scheduler::SchedDecision;
 use blis_cosim::scheduler::request::RunningRequest;
 use blis_cosim::scheduler::sglang::policy::LPM_FALLBACK_QUEUE;
-use blis_cosim::scheduler::sglang::*;
+use blis_cosim::scheduler::sglang::{
+    MAX_PREFILL_TOKENS, PassKind, SchedulePolicy, SglangConfig, SglangScheduler,
+};
 use blis_cosim::workload::Request;
 
 /// Small settings: one token per page, chunks of 64, 16 places, no overlap.
