@@ -42,7 +42,7 @@ pub mod lower_tier;
 mod pd;
 pub mod request;
 pub mod sglang;
-pub mod stretch;
+mod stretch;
 mod warm;
 mod watch;
 pub(crate) use warm::value as warm_value;
