@@ -32,7 +32,4 @@ pub use config::{
 pub use fleet::{Autoscaler, Change, ReplicaState, ReplicaTemplate, ScaleCounts};
 pub use notes::{ScaleAction, ScaleNote};
 pub use policy::{Observation, Policy};
-pub use report::{AutoscaleReport, PoolCost, ReplicaTimeline, ScaleSample, StateChange};
-
-#[cfg(test)]
-mod tests;
+pub use report::{AutoscaleReport, PoolCost, ReplicaTimeline, ScaleSample, StateChange, cost_text};

@@ -592,6 +592,3 @@ impl ControlPlane {
         self.admission.policy()
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -11,12 +11,6 @@ use crate::config::InstanceRole;
 use crate::scheduler::sglang::SglangScheduler;
 use crate::scheduler::{Core, PreemptionOrder, QueueOrder, Scheduler};
 
-#[cfg(test)]
-thread_local! {
-    /// Tests: how many cores were built.
-    pub(super) static CORES_BUILT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
 /// How every core of a run is built: the same steps in the same order, whether before the
 /// run or when its slot is first provisioned.
 pub(super) struct Recipe<'r> {
@@ -41,8 +35,6 @@ impl Recipe<'_> {
     /// Instance `id`'s core: vLLM's scheduler, or SGLang's when its setup has SGLang
     /// settings, set up for its pipeline depth, role and the run's settings.
     fn build(&self, id: usize) -> Core {
-        #[cfg(test)]
-        CORES_BUILT.set(CORES_BUILT.get() + 1);
         let setup = self.setups.get(id);
         let mut core = match &setup.sglang {
             Some(config) => Core::Sglang(Box::new(SglangScheduler::new(
@@ -101,6 +93,9 @@ pub(super) struct Cores<'r> {
     /// When asked for ([`Cores::track_changes`]): the instances indexed mutably since the
     /// list was last cleared.
     changes: Option<Changes>,
+    /// When set ([`Cores::retire_steps_after`]): how many step finish times a core holds
+    /// before letting go of some, for the cores built from now on.
+    retire_after: Option<usize>,
 }
 
 /// Instances that may have changed, each listed once.
@@ -123,6 +118,7 @@ impl<'r> Cores<'r> {
                 at: Vec::new(),
                 pristine: Vec::new(),
                 changes: None,
+                retire_after: None,
             };
         }
         let pristine = (0..n).step_by(per).map(|id| recipe.build(id)).collect();
@@ -132,6 +128,22 @@ impl<'r> Cores<'r> {
             at: vec![UNBUILT; n],
             pristine,
             changes: None,
+            retire_after: None,
+        }
+    }
+
+    /// How many cores were built: one per instance built so far, and one per setup standing
+    /// for its unbuilt instances.
+    pub(super) fn built(&self) -> usize {
+        self.built.len() + self.pristine.len()
+    }
+
+    /// Makes every core, built or still to build, let go of step finish times once `steps`
+    /// are held ([`Core::retire_steps_after`]).
+    pub(super) fn retire_steps_after(&mut self, steps: usize) {
+        self.retire_after = Some(steps);
+        for core in self.built.iter_mut().chain(&mut self.pristine) {
+            core.retire_steps_after(steps);
         }
     }
 
@@ -202,7 +214,11 @@ impl std::ops::IndexMut<usize> for Cores<'_> {
         }
         if self.at[id] == UNBUILT {
             self.at[id] = self.built.len() as u32;
-            self.built.push(self.recipe.build(id));
+            let mut core = self.recipe.build(id);
+            if let Some(steps) = self.retire_after {
+                core.retire_steps_after(steps);
+            }
+            self.built.push(core);
         }
         &mut self.built[self.at[id] as usize]
     }

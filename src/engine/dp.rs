@@ -164,7 +164,7 @@ fn form_batches(
 /// prefill instance's). The default, no padding, gate or sent tokens, is a colocated step
 /// outside DP groups.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct StepShape {
+pub struct StepShape {
     pub pad_tokens: u32,
     pub gate_tokens: u64,
     pub kv_send_tokens: u64,

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 /// The candidate instances of every request. Requests with the same candidates share one
 /// list; in a homogeneous cluster there is exactly one.
 #[derive(Debug)]
-pub(super) struct Eligibility {
+pub struct Eligibility {
     roles: Vec<InstanceRole>,
     /// Per instance: the first instance with an equal setup and role (instances of one class
     /// accept the same requests, so one of each is checked).
@@ -46,7 +46,7 @@ pub(super) struct Eligibility {
 /// The candidate lists of one request: where it may arrive, and the decode instances that
 /// can take it after its prefill (empty without disaggregation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Groups {
+pub struct Groups {
     arrival: u32,
     decode: u32,
 }
@@ -269,7 +269,7 @@ fn refusal(r: &Request, setups: Setups<'_>, roles: &[InstanceRole]) -> SimError 
 
 /// Why `setup`, in `role`, can never serve `r`, or `None` when it can. A prefill instance only
 /// holds the prompt; a decode instance never runs it in chunks (it receives its KV).
-pub(super) fn unservable(r: &Request, setup: &InstanceSetup, role: InstanceRole) -> Option<String> {
+pub fn unservable(r: &Request, setup: &InstanceSetup, role: InstanceRole) -> Option<String> {
     if let Some(m) = &r.model
         && !model_matches(m, &setup.model_name)
     {
@@ -329,131 +329,4 @@ fn model_matches(asked: &str, served: &str) -> bool {
         s.rsplit('/').next().unwrap_or(s)
     }
     asked.eq_ignore_ascii_case(served) || short(asked).eq_ignore_ascii_case(short(served))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scheduler::SchedulerConfig;
-
-    fn setup(model: &str, num_blocks: u32) -> InstanceSetup {
-        InstanceSetup {
-            model_name: model.into(),
-            max_model_len: 100_000,
-            num_blocks,
-            scheduler: SchedulerConfig {
-                max_num_seqs: Some(4),
-                max_num_batched_tokens: 256,
-                long_prefill_token_threshold: 0,
-                enable_chunked_prefill: true,
-                reserve_full_isl: false,
-                enable_prefix_caching: false,
-                block_size: 16,
-                async_scheduling: false,
-            },
-            dp_group: None,
-            lower_tier: None,
-            pipeline: None,
-            sglang: None,
-        }
-    }
-
-    fn request(id: u64, model: Option<&str>, input_toks: u32, output_toks: u32) -> Request {
-        Request {
-            id,
-            line: id + 1,
-            model: model.map(Into::into),
-            arrival_ns: 0,
-            input_toks,
-            output_toks,
-            token_ids: Vec::new(),
-            prompt_blocks: None,
-        }
-    }
-
-    /// The lists instance by instance, as the rules state them.
-    fn reference(r: &Request, setups: Setups<'_>, roles: &[InstanceRole]) -> [Vec<u32>; 2] {
-        let ok = |i: usize| unservable(r, &setups[i], roles[i]).is_none();
-        let n = setups.len();
-        let decode: Vec<u32> = (0..n)
-            .filter(|&d| roles[d] == InstanceRole::Decode && ok(d))
-            .map(|d| d as u32)
-            .collect();
-        let has_decode = |i: usize| {
-            decode
-                .iter()
-                .any(|&d| setups[d as usize].model_name == setups[i].model_name)
-        };
-        let arrival = (0..n)
-            .filter(|&i| ok(i))
-            .filter(|&i| match roles[i] {
-                InstanceRole::Colocated => true,
-                InstanceRole::Prefill => has_decode(i),
-                InstanceRole::Decode => false,
-            })
-            .map(|i| i as u32)
-            .collect();
-        [arrival, decode]
-    }
-
-    /// Requests of two models and many lengths on instances of several sizes and roles get
-    /// the lists the rules give instance by instance, the same lists again when their
-    /// classes accept them alike, and the same refusals.
-    #[test]
-    fn lists_by_class_equal_the_lists_by_instance() {
-        use InstanceRole::{Colocated, Decode, Prefill};
-        let layout = [
-            ("a", 8, Colocated),
-            ("a", 64, Colocated),
-            ("b", 8, Prefill),
-            ("a", 8, Colocated),
-            ("b", 32, Decode),
-            ("b", 8, Prefill),
-            ("a", 64, Colocated),
-            ("b", 4, Decode),
-        ];
-        let setups: Vec<_> = layout.iter().map(|&(m, b, _)| setup(m, b)).collect();
-        let roles: Vec<_> = layout.iter().map(|l| l.2).collect();
-        let mut requests = Vec::new();
-        for (k, input) in [1u32, 40, 100, 130, 200, 500, 1000].into_iter().enumerate() {
-            for (j, model) in [None, Some("a"), Some("b")].into_iter().enumerate() {
-                let id = (k * 3 + j) as u64;
-                requests.push(request(id, model, input, 20));
-            }
-        }
-        let servable: Vec<Request> = requests
-            .iter()
-            .filter(|r| !reference(r, (&setups[..]).into(), &roles)[0].is_empty())
-            .cloned()
-            .collect();
-        let mut eligibility =
-            Eligibility::compute(&servable, (&setups[..]).into(), &roles).unwrap();
-        for (index, r) in servable.iter().enumerate() {
-            let expected = reference(r, (&setups[..]).into(), &roles);
-            let groups = eligibility.groups(index);
-            assert_eq!(
-                eligibility.arrival(groups),
-                &expected[0][..],
-                "request {}",
-                r.id
-            );
-            assert_eq!(
-                eligibility.decode(groups),
-                &expected[1][..],
-                "request {}",
-                r.id
-            );
-        }
-        for r in &requests {
-            let expected = reference(r, (&setups[..]).into(), &roles);
-            match eligibility.groups_for(r, (&setups[..]).into()) {
-                Ok(groups) => {
-                    assert_eq!(eligibility.arrival(groups), &expected[0][..]);
-                    assert_eq!(eligibility.decode(groups), &expected[1][..]);
-                }
-                Err(_) => assert!(expected[0].is_empty(), "request {} refused", r.id),
-            }
-        }
-        assert!(servable.len() < requests.len(), "some requests are refused");
-    }
 }

@@ -75,16 +75,16 @@
 //! (in the order the requests entered); then idle instances start steps, by instance id. Every tie is broken by a fixed rule, so a run is
 //! deterministic.
 
-mod cluster;
+pub mod cluster;
 mod cores;
-mod dp;
-mod eligibility;
-mod events;
+pub mod dp;
+pub mod eligibility;
+pub mod events;
 mod hol;
 mod inject;
 mod instance;
-mod pd;
-mod pipeline;
+pub mod pd;
+pub mod pipeline;
 mod signals;
 mod tiers;
 mod timeouts;

@@ -35,6 +35,7 @@ use crate::router::{
     ClusterView, InstanceSnapshot, RankTree, Ranking, Refresh, Signal, SignalConfig,
 };
 use crate::scheduler::{Core, SchedulerStats};
+use std::cell::Cell;
 
 /// An instance's recent statistics, updated as its steps end: exponentially weighted means
 /// (weight 1/8 to each new sample) of the time to first token, time per output token and
@@ -95,16 +96,8 @@ impl Recent {
     }
 }
 
-#[cfg(test)]
-thread_local! {
-    /// Tests: how many instance snapshots were taken.
-    pub(crate) static SNAPSHOTS_TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
 /// The instance's snapshot as it is now, at `now`.
 fn observe(scheduler: &Core, recent: &Recent, now: Nanos) -> InstanceSnapshot {
-    #[cfg(test)]
-    SNAPSHOTS_TAKEN.set(SNAPSHOTS_TAKEN.get() + 1);
     let offload = scheduler.offload_load(now);
     InstanceSnapshot {
         cpu_kv_blocks_used: offload.cpu_blocks_used,
@@ -204,6 +197,8 @@ pub(crate) struct Signals {
     /// The run's router's ranking of the instances, when it picks by one and every instance
     /// may change (no autoscaler).
     rank: Option<Rank>,
+    /// How many instance snapshots were taken ([`Signals::snapshots_taken`]).
+    taken: Cell<u64>,
 }
 
 /// Every instance ranked by a policy's key of what the router sees of it (`router/rank.rs`),
@@ -234,7 +229,19 @@ impl Signals {
             prefix_at,
             active: None,
             rank: None,
+            taken: Cell::new(schedulers.len() as u64),
         }
+    }
+
+    /// How many instance snapshots were taken so far, at the start included.
+    pub(crate) fn snapshots_taken(&self) -> u64 {
+        self.taken.get()
+    }
+
+    /// The instance's snapshot as it is now, at `now`, counted.
+    fn take_snapshot(&self, scheduler: &Core, recent: &Recent, now: Nanos) -> InstanceSnapshot {
+        self.taken.set(self.taken.get() + 1);
+        observe(scheduler, recent, now)
     }
 
     /// Keeps the instances ranked by `ranking` (the run's router's, if any) from now on,
@@ -332,7 +339,7 @@ impl Signals {
         if self.copies && copy.contains(&true) {
             self.rank_all_again();
             for i in active_ids(&self.active, schedulers.len()) {
-                let live = observe(&schedulers[i], &instances[i].recent, now);
+                let live = self.take_snapshot(&schedulers[i], &instances[i].recent, now);
                 for signal in &Signal::ALL[..7] {
                     if copy[signal.index()] {
                         copy_signal(*signal, &live, &mut self.held[i]);
@@ -369,7 +376,7 @@ impl Signals {
             return true;
         }
         self.active().all(|i| {
-            let live = observe(&schedulers[i], &instances[i].recent, now);
+            let live = self.take_snapshot(&schedulers[i], &instances[i].recent, now);
             let mut read = self.held[i];
             for signal in signals.iter().filter(periodic) {
                 copy_signal(*signal, &live, &mut read);
@@ -411,7 +418,7 @@ impl Signals {
         if self.copies && copy.contains(&true) {
             self.rank_all_again();
             for i in active_ids(&self.active, schedulers.len()) {
-                let live = observe(&schedulers[i], &instances[i].recent, last);
+                let live = self.take_snapshot(&schedulers[i], &instances[i].recent, last);
                 for signal in &Signal::ALL[..7] {
                     if copy[signal.index()] {
                         copy_signal(*signal, &live, &mut self.held[i]);
@@ -467,7 +474,10 @@ impl Signals {
         schedulers: &Cores<'_>,
         instances: &[InstanceSim<'_>],
     ) -> InstanceSnapshot {
-        self.seen_with(i, observe(&schedulers[i], &instances[i].recent, self.now))
+        self.seen_with(
+            i,
+            self.take_snapshot(&schedulers[i], &instances[i].recent, self.now),
+        )
     }
 
     /// What the router sees of instance `i` with its immediate signals read as `live`.

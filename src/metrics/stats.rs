@@ -272,7 +272,7 @@ impl IntegerCounts {
     }
 
     /// Each distinct value with its count, smallest first.
-    pub(crate) fn sorted(&self) -> Vec<(u64, u64)> {
+    pub fn sorted(&self) -> Vec<(u64, u64)> {
         let narrow = self
             .narrow
             .iter()

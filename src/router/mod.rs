@@ -30,14 +30,8 @@
 mod explain;
 mod policy;
 mod rank;
-#[cfg(test)]
-mod rank_tests;
-#[cfg(test)]
-mod scorer_tests;
 mod scorers;
 mod signals;
-#[cfg(test)]
-mod tests;
 
 /// Routing settings' errors are configuration errors: their home is `config`, which the
 /// setup layer's `Problem` may name.
@@ -45,7 +39,7 @@ pub use crate::config::{RoutingSpecError, WeightBound};
 pub use explain::{CandidateScore, Explanation};
 pub use policy::{RoutingPolicy, RoutingWeights, Weighting};
 pub use rank::{RankTree, Ranking};
-pub use scorers::{PREFIX_INDEX_BLOCKS, Scorer, ScorerSet};
+pub use scorers::{LruBlocks, PREFIX_INDEX_BLOCKS, ScoreScratch, Scorer, ScorerSet};
 pub use signals::{Refresh, Signal, SignalConfig, parse_duration_ns};
 
 use crate::Nanos;
@@ -272,6 +266,11 @@ impl Router {
             scores: scorers::ScoreScratch::default(),
             explain: None,
         }
+    }
+
+    /// What weighted scoring keeps between requests, to score candidates one scorer at a time.
+    pub fn scores_mut(&mut self) -> &mut ScoreScratch {
+        &mut self.scores
     }
 
     /// Makes the router explain each decision, listing the `k` best candidates

@@ -329,7 +329,7 @@ pub const LOAD_AWARE_QUEUE_THRESHOLD: usize = 128;
 /// What weighted scoring reuses from one request to the next, so that routing allocates
 /// nothing once warm.
 #[derive(Debug, Default)]
-pub(super) struct ScoreScratch {
+pub struct ScoreScratch {
     snaps: Vec<InstanceSnapshot>,
     raw: Vec<f64>,
     total: Vec<f64>,
@@ -417,8 +417,7 @@ impl ScoreScratch {
     }
 
     /// `scorer`'s normalised score of each candidate (for tests).
-    #[cfg(test)]
-    pub(super) fn scores_of<V: ClusterView + ?Sized>(
+    pub fn scores_of<V: ClusterView + ?Sized>(
         &mut self,
         scorer: Scorer,
         request: &Request,
@@ -627,7 +626,7 @@ const NIL: u32 = u32::MAX;
 /// A fixed-capacity LRU set of block hashes: a hash map into an arena of doubly linked
 /// nodes (most recent at the head). Allocates only while growing to its capacity.
 #[derive(Debug)]
-pub(super) struct LruBlocks {
+pub struct LruBlocks {
     capacity: usize,
     lookup: BlockHashMap<u32>,
     nodes: Vec<LruNode>,
@@ -644,7 +643,7 @@ struct LruNode {
 
 impl LruBlocks {
     /// An empty set remembering at most `capacity` hashes.
-    pub(super) fn new(capacity: usize) -> LruBlocks {
+    pub fn new(capacity: usize) -> LruBlocks {
         assert!(capacity > 0, "an LRU set needs room");
         LruBlocks {
             capacity,
@@ -656,18 +655,22 @@ impl LruBlocks {
     }
 
     /// Whether `hash` is in the set (recency unchanged).
-    pub(super) fn contains(&self, hash: u64) -> bool {
+    pub fn contains(&self, hash: u64) -> bool {
         self.lookup.contains_key(&hash)
     }
 
     /// Hashes in the set.
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.lookup.len()
     }
 
+    /// Whether the set holds no hash.
+    pub fn is_empty(&self) -> bool {
+        self.lookup.is_empty()
+    }
+
     /// Adds `hash` or makes it the most recent, evicting the least recent at capacity.
-    pub(super) fn touch(&mut self, hash: u64) {
+    pub fn touch(&mut self, hash: u64) {
         if let Some(&node) = self.lookup.get(&hash) {
             self.unlink(node);
             self.push_head(node);

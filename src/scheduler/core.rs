@@ -347,6 +347,12 @@ impl Core {
         each!(self, s => s.keep_itl_values(on))
     }
 
+    /// Lets go of step finish times once `steps` are held (see
+    /// [`Scheduler::retire_steps_after`]).
+    pub fn retire_steps_after(&mut self, steps: usize) {
+        each!(self, s => s.retire_steps_after(steps))
+    }
+
     /// Adds the inter-token gaps of every request finished here so far to `out`.
     pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
         each!(self, s => s.itl_counts(out))

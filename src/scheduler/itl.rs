@@ -16,25 +16,49 @@ use super::request::RunningRequest;
 use crate::Nanos;
 use crate::metrics::{CountLog, IntegerCounts};
 
-/// Fewest steps held before [`StepTimes::due`] asks for a retirement (a handful in unit
-/// tests, so that their runs retire steps often).
-const RETIRE_AFTER_STEPS: usize = if cfg!(test) { 4 } else { 4096 };
+/// Fewest steps held before [`StepTimes::due`] asks for a retirement, unless set otherwise
+/// ([`StepTimes::retire_after`]; tests set a handful, so that their runs retire steps often).
+const RETIRE_AFTER_STEPS: usize = 4096;
 
 /// The finish times of an instance's completed steps, by step number (0 for the first
 /// completed), from the oldest one a live request's token runs may still name.
-#[derive(Debug, Default)]
-pub(super) struct StepTimes {
+#[derive(Debug)]
+pub struct StepTimes {
     /// The step number of `times[0]`.
     first: u64,
     times: Vec<Nanos>,
     /// How many steps held make the next retirement due.
     next_retire: usize,
+    /// Fewest steps held before a retirement is due.
+    retire_after: usize,
+}
+
+impl Default for StepTimes {
+    fn default() -> StepTimes {
+        StepTimes {
+            first: 0,
+            times: Vec::new(),
+            next_retire: 0,
+            retire_after: RETIRE_AFTER_STEPS,
+        }
+    }
 }
 
 impl StepTimes {
+    /// Makes a retirement due from `steps` steps held on (at least 1; [`RETIRE_AFTER_STEPS`]
+    /// unless set): the pool is the same whatever it is, only the memory held changes.
+    pub fn retire_after(&mut self, steps: usize) {
+        self.retire_after = steps.max(1);
+    }
+
     /// Steps completed so far: the number the next one gets.
     pub fn count(&self) -> u64 {
         self.first + self.times.len() as u64
+    }
+
+    /// How many steps' finish times are held.
+    pub fn held(&self) -> usize {
+        self.times.len()
     }
 
     /// Records the next step's finish time.
@@ -48,11 +72,11 @@ impl StepTimes {
     }
 
     /// Whether enough steps are held that looking for ones to let go pays: at least
-    /// [`RETIRE_AFTER_STEPS`], twice those held after the last retirement, and `requests`
+    /// [`StepTimes::retire_after`], twice those held after the last retirement, and `requests`
     /// (the scheduler's request slots, which a retirement visits), so that retiring costs a
     /// bounded amount per step.
     pub fn due(&self, requests: usize) -> bool {
-        self.times.len() >= self.next_retire.max(RETIRE_AFTER_STEPS).max(requests)
+        self.times.len() >= self.next_retire.max(self.retire_after).max(requests)
     }
 
     /// Lets go of the steps before `step` (at most [`StepTimes::count`]).
@@ -66,7 +90,7 @@ impl StepTimes {
 
 /// The inter-token gaps of the requests an instance finished, pooled.
 #[derive(Debug, Default)]
-pub(super) struct ItlTally {
+pub struct ItlTally {
     /// The step number of `cover[0]`.
     first: u64,
     /// Pooled so far: the sum of the entries counted and let go.
@@ -145,84 +169,5 @@ impl ItlTally {
         }
         out.merge_log(&self.counted);
         out.merge_log(&rest);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scheduler::SchedulerConfig;
-    use crate::workload::Request;
-
-    fn request(id: u64) -> RunningRequest {
-        let config = SchedulerConfig {
-            max_num_seqs: None,
-            max_num_batched_tokens: 512,
-            long_prefill_token_threshold: 0,
-            enable_chunked_prefill: true,
-            reserve_full_isl: false,
-            enable_prefix_caching: false,
-            block_size: 16,
-            async_scheduling: false,
-        };
-        let request = Request {
-            id,
-            line: 1,
-            model: None,
-            arrival_ns: 0,
-            input_toks: 1,
-            output_toks: 1,
-            token_ids: Vec::new(),
-            prompt_blocks: None,
-        };
-        RunningRequest::new(&request, &config)
-    }
-
-    /// Pools the gaps of requests that produce tokens in `tokens` (each its steps, rising)
-    /// over 300 steps finishing at k² + k ns; with `retire`, retires after every step.
-    fn pool(tokens: &[Vec<u64>], retire: bool) -> (IntegerCounts, usize) {
-        let mut reqs: Vec<RunningRequest> = (0..tokens.len() as u64).map(request).collect();
-        let (mut steps, mut tally) = (StepTimes::default(), ItlTally::default());
-        let mut most_held = 0;
-        for k in 0..300u64 {
-            steps.push(k * k + k);
-            for (req, steps_of) in reqs.iter_mut().zip(tokens) {
-                if steps_of.contains(&k) {
-                    req.note_token(k);
-                }
-                if steps_of.last() == Some(&k) {
-                    tally.add(req, &steps);
-                }
-            }
-            if retire {
-                let live = reqs.iter().zip(tokens).filter(|(_, t)| t.last() > Some(&k));
-                let starts = live.filter_map(|(r, _)| r.first_token_step());
-                tally.retire(starts.fold(steps.count(), u64::min), &mut steps);
-            }
-            most_held = most_held.max(steps.times.len());
-        }
-        let mut out = IntegerCounts::default();
-        tally.count_into(&steps, &mut out);
-        (out, most_held)
-    }
-
-    #[test]
-    fn retiring_steps_pools_the_same_gaps_and_holds_only_live_steps() {
-        let tokens = vec![
-            (2..50).collect(),
-            (10..120).collect(),
-            // Stride 2, then a break (a preemption), then consecutive steps.
-            (130..160).step_by(2).chain(170..200).collect(),
-            vec![205],
-            (210..299).collect(),
-            (40..45).chain(100..101).collect(),
-        ];
-        let (kept, all_held) = pool(&tokens, false);
-        let (retired, most_held) = pool(&tokens, true);
-        assert_eq!(retired, kept);
-        assert!(kept.len() > 250);
-        assert_eq!(all_held, 300);
-        // The longest live span: steps 10..120 (the request from 10 is live until 119).
-        assert!(most_held <= 111, "{most_held} steps held");
     }
 }

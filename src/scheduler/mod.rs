@@ -35,12 +35,12 @@
 mod cancel;
 mod completions;
 mod core;
-mod itl;
-mod kv;
-mod kv_offload;
-mod lower_tier;
+pub mod itl;
+pub mod kv;
+pub mod kv_offload;
+pub mod lower_tier;
 mod pd;
-mod request;
+pub mod request;
 pub mod sglang;
 mod stretch;
 mod warm;
@@ -438,6 +438,12 @@ impl Scheduler {
     /// work per generated token.
     pub fn keep_itl_values(&mut self, on: bool) {
         self.itl_values = on;
+    }
+
+    /// Lets go of step finish times no live request names once `steps` are held (4,096
+    /// unless set; see `itl.rs`): the inter-token gaps pooled are the same whatever it is.
+    pub fn retire_steps_after(&mut self, steps: usize) {
+        self.step_finish_ns.retire_after(steps);
     }
 
     /// Adds the inter-token gaps of every request finished here so far to `out`.

@@ -9,7 +9,7 @@ use crate::workload::Request;
 
 /// Where a request is in its life on an instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
+pub enum Phase {
     /// The prompt is not fully computed yet; no token produced.
     Prefill,
     /// The first token is out; one token per step until the target length.
@@ -27,7 +27,7 @@ pub(super) enum Phase {
 /// Where a decode instance's request stands with the prompt KV it pulls from a prefill
 /// instance (vLLM's P/D flow, [`super::Scheduler::receive_remote`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum KvPull {
+pub enum KvPull {
     /// Nothing to pull: its KV is computed (or received) here.
     Local,
     /// Waiting for a step to start its pull (vLLM: `WAITING` with the remote's parameters).
@@ -46,7 +46,7 @@ pub(super) enum KvPull {
 /// per step makes one run of stride 1; under pipeline parallelism a request skips the steps
 /// formed while its token is in flight, stride `pp` in steady state.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct TokenRun {
+pub struct TokenRun {
     pub start: u64,
     pub stride: u32,
     pub len: u32,
@@ -61,7 +61,7 @@ impl TokenRun {
 
 /// Scheduler-side state of one request.
 #[derive(Debug)]
-pub(super) struct RunningRequest {
+pub struct RunningRequest {
     pub id: u64,
     pub arrival_ns: Nanos,
     pub input_toks: u32,

@@ -114,6 +114,23 @@ impl Stretch {
 }
 
 impl Scheduler {
+    /// The KV blocks of each slot holding a request, slot by slot: a stretch member's own
+    /// while it is one, else the request's.
+    pub fn blocks_by_slot(&self) -> Vec<&[BlockId]> {
+        let member = |slot: usize| {
+            let live = |m: &&Member| m.slot as usize == slot && m.finish != LEFT;
+            self.stretch.members.iter().find(live)
+        };
+        (self.slots.iter().enumerate())
+            .filter_map(|(k, r)| Some(member(k).map_or(&r.as_ref()?.blocks[..], |m| &m.blocks[..])))
+            .collect()
+    }
+
+    /// How many stretch members lead the step in flight.
+    pub fn stretch_members_in_flight(&self) -> usize {
+        self.stretch.members_in_flight()
+    }
+
     /// Turns decode stretches on or off (on by default); off, every step visits its requests.
     pub fn step_in_stretches(&mut self, on: bool) {
         self.settle_stretch();
@@ -317,249 +334,5 @@ impl Scheduler {
         st.left = 0;
         st.next_finish = LEFT;
         (st.kv_tokens, st.longest) = (0, 0);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::{Completions, Scheduler, SchedulerConfig};
-    use crate::Nanos;
-    use crate::latency::{BatchItem, DecodeLead};
-    use crate::workload::Request;
-    use proptest::prelude::*;
-
-    /// A small random workload and instance.
-    #[derive(Debug, Clone)]
-    struct Case {
-        config: SchedulerConfig,
-        num_blocks: u32,
-        /// Arrival gap, prompt and output tokens, token ids (none, the prompt's, or the
-        /// prompt's and the output's), and whether a later arrival cancels it.
-        requests: Vec<(Nanos, u32, u32, u8, bool)>,
-    }
-
-    fn case() -> impl Strategy<Value = Case> {
-        let config = (
-            prop::sample::select(vec![2u32, 4, 16]),
-            prop::option::of(1u32..9),
-            8u32..300,
-            prop::sample::select(vec![0u32, 0, 5, 40]),
-            any::<bool>(),
-            any::<bool>(),
-            any::<bool>(),
-        );
-        let request = (
-            0u64..40_000,
-            1u32..90,
-            1u32..70,
-            0u8..3,
-            prop::bool::weighted(0.08),
-        );
-        (config, 0u32..120, prop::collection::vec(request, 1..40)).prop_map(
-            |((bs, seqs, budget, threshold, async_on, prefix, reserve), extra, requests)| {
-                let config = SchedulerConfig {
-                    max_num_seqs: seqs,
-                    max_num_batched_tokens: budget,
-                    long_prefill_token_threshold: threshold,
-                    enable_chunked_prefill: true,
-                    reserve_full_isl: reserve,
-                    enable_prefix_caching: prefix,
-                    block_size: bs,
-                    async_scheduling: async_on,
-                };
-                // Room for the longest sequence, and few enough blocks to preempt.
-                let num_blocks = 160u32.div_ceil(bs) + 1 + extra / bs;
-                Case {
-                    config,
-                    num_blocks,
-                    requests,
-                }
-            },
-        )
-    }
-
-    fn requests(case: &Case) -> Vec<Request> {
-        let mut t = 0;
-        let mut out = Vec::new();
-        for (id, &(gap, input, output, ids, _)) in case.requests.iter().enumerate() {
-            t += gap;
-            // Two families of prompts sharing prefixes.
-            let ids = match ids {
-                0 => Vec::new(),
-                1 => (0..input).map(|k| k % 7 + (id as u32 % 2)).collect(),
-                _ => (0..input + output)
-                    .map(|k| k % 5 + (id as u32 % 2))
-                    .collect(),
-            };
-            out.push(Request {
-                id: id as u64,
-                line: id as u64 + 1,
-                model: None,
-                arrival_ns: t,
-                input_toks: input,
-                output_toks: output,
-                token_ids: ids,
-                prompt_blocks: None,
-            });
-        }
-        out
-    }
-
-    /// A price that reads every item: 1 µs a step, 13 ns a token, a nanosecond per 7 tokens
-    /// of context.
-    fn price(batch: &[BatchItem]) -> Nanos {
-        let tokens: u64 = batch.iter().map(|b| u64::from(b.new_tokens)).sum();
-        let context: u64 = batch.iter().map(|b| u64::from(b.context_tokens)).sum();
-        1_000 + 13 * tokens + context / 7
-    }
-
-    /// Everything outside the scheduler can see of it now, and its blocks.
-    fn seen(s: &Scheduler) -> String {
-        // A member's blocks are the member's while it is one.
-        let member = |slot: usize| {
-            let live = |m: &&super::Member| m.slot as usize == slot && m.finish != super::LEFT;
-            s.stretch.members.iter().find(live)
-        };
-        let blocks: Vec<_> = (s.slots.iter().enumerate())
-            .filter_map(|(k, r)| Some(member(k).map_or(&r.as_ref()?.blocks, |m| &m.blocks)))
-            .collect();
-        format!(
-            "{} waiting, {} running, {} free, {} used ever, {:?}, {:?}, blocks {blocks:?}",
-            s.num_waiting(),
-            s.num_running(),
-            s.pool().num_free(),
-            s.pool().num_used_ever(),
-            s.stats(),
-            s.last_step_tokens(),
-        )
-    }
-
-    /// Runs `case` on one instance, stepping in stretches or not; returns every batch,
-    /// finished record and visible state, in order, and how many tokens were stepped in
-    /// bulk (members of the steps, summed).
-    fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
-        let mut s = Scheduler::new(case.config.clone(), case.num_blocks);
-        s.step_in_stretches(stretches);
-        let reqs = requests(case);
-        let mut log = Vec::new();
-        let mut done = Completions::default();
-        let (mut next, mut now, mut stretched) = (0, 0, 0);
-        let mut cancels = 0;
-        loop {
-            if !s.has_work() {
-                let Some(r) = reqs.get(next) else { break };
-                now = now.max(r.arrival_ns);
-            }
-            // Arrivals up to now join before the step is formed.
-            while next < reqs.len() && reqs[next].arrival_ns <= now {
-                s.enqueue(&reqs[next]);
-                next += 1;
-            }
-            if s.schedule(now).unwrap().is_none() {
-                log.push(format!("nothing to run at {now}: {}", seen(&s)));
-                break;
-            }
-            let batch = s.last_batch();
-            // The members' sums kept as they join, grow and leave are their items' sums.
-            let lead = s.last_lead();
-            assert_eq!(Some(lead), DecodeLead::summing(&batch[..lead.count]));
-            let end = now + price(batch);
-            let formed = format!("{now}: {batch:?}");
-            log.push(format!("{formed}; {}", seen(&s)));
-            // Arrivals and cancellations while the step runs.
-            while next < reqs.len() && reqs[next].arrival_ns < end {
-                s.enqueue(&reqs[next]);
-                if case.requests[next].4 {
-                    let victim = cancels % (next as u64 + 1);
-                    cancels += 1;
-                    log.push(format!("cancel {victim}: {:?}", s.cancel(victim)));
-                }
-                next += 1;
-            }
-            stretched += s.stretch.members_in_flight() as u64;
-            s.complete_step(end, 0, &mut done);
-            for r in done.records("m") {
-                log.push(format!("{r:?}"));
-            }
-            done.clear();
-            log.push(format!("{end}: {}", seen(&s)));
-            now = end;
-        }
-        let mut itl = crate::metrics::IntegerCounts::default();
-        s.itl_counts(&mut itl);
-        log.push(format!("{:?}", itl.sorted()));
-        s.pool().audit().unwrap();
-        (log, stretched)
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
-
-        /// Stepping a random workload in stretches gives the same batches (so the same
-        /// prices), the same records (inter-token latencies included), the same KV blocks
-        /// and the same counters as stepping it one step at a time, under preemption,
-        /// asynchronous scheduling, chunked prompts, prefix caching and cancellations.
-        #[test]
-        fn stretches_step_like_single_steps(case in case()) {
-            let (single, none) = run(&case, false);
-            let (stretched, _) = run(&case, true);
-            prop_assert_eq!(none, 0);
-            prop_assert_eq!(single.len(), stretched.len());
-            for (a, b) in single.iter().zip(&stretched) {
-                prop_assert_eq!(a, b);
-            }
-        }
-    }
-
-    /// An instance with room for everything, no prompt chunking needed.
-    fn roomy() -> SchedulerConfig {
-        SchedulerConfig {
-            max_num_seqs: None,
-            max_num_batched_tokens: 512,
-            long_prefill_token_threshold: 0,
-            enable_chunked_prefill: true,
-            reserve_full_isl: false,
-            enable_prefix_caching: true,
-            block_size: 16,
-            async_scheduling: true,
-        }
-    }
-
-    #[test]
-    fn long_decodes_run_in_stretches() {
-        let case = Case {
-            config: roomy(),
-            num_blocks: 1000,
-            requests: (0..8)
-                .map(|k| (10, 30 + k, 200 + 7 * k, 1, false))
-                .collect(),
-        };
-        let (single, _) = run(&case, false);
-        let (stretched, tokens) = run(&case, true);
-        assert_eq!(single, stretched);
-        // Eight decodes of 200 to 250 tokens: all but the first two tokens of each.
-        let generated: u32 = case.requests.iter().map(|r| r.2).sum();
-        assert_eq!(tokens, u64::from(generated - 2 * 8));
-    }
-
-    /// Requests keep arriving and finishing around the steady decoders, which stay in bulk:
-    /// only each request's first two tokens are stepped one by one.
-    #[test]
-    fn requests_join_and_leave_stretches() {
-        let case = Case {
-            config: roomy(),
-            num_blocks: 2000,
-            requests: (0..40)
-                .map(|k| (1_500, 30 + k, 100 + 3 * (k % 7), 0, false))
-                .collect(),
-        };
-        let (single, _) = run(&case, false);
-        let (stretched, tokens) = run(&case, true);
-        assert_eq!(single, stretched);
-        let generated: u32 = case.requests.iter().map(|r| r.2).sum();
-        assert!(
-            tokens >= u64::from(generated - 2 * 40),
-            "{tokens} of {generated} tokens in bulk"
-        );
     }
 }

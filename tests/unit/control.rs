@@ -1,1 +1,4 @@
 //! Unit tests of `blis_cosim::control`.
+mod export;
+mod section;
+mod tests;

@@ -268,7 +268,7 @@ pub struct Cluster<'r> {
 /// 1 MiB of L2 per core and 32 MiB of L3, shared machine) it cost 2-4 % at 16, 32, 64 and
 /// 128 instances and saved 8-11 % at 192, 256 and 512. A machine with larger caches moves the
 /// point up, a smaller one down; the outputs are the same either way.
-const WARM_ABOVE: usize = 128;
+pub const WARM_ABOVE: usize = 128;
 
 impl<'r> Cluster<'r> {
     /// The simulated time: the last instant settled (0 before the first), or the time
@@ -323,6 +323,48 @@ impl<'r> Cluster<'r> {
     /// Requests that timed out so far.
     pub fn timed_out(&self) -> u64 {
         self.tally.timed_out
+    }
+
+    /// Instance snapshots taken so far for the router and the autoscaler, at the start (one
+    /// per instance) included.
+    pub fn snapshots_taken(&self) -> u64 {
+        self.signals.snapshots_taken()
+    }
+
+    /// Engine cores built so far: one per instance built, and one per setup standing for
+    /// its instances not built yet (see `cores.rs`).
+    pub fn cores_built(&self) -> usize {
+        self.schedulers.built()
+    }
+
+    /// Autoscaler ticks evaluated so far (0 without an autoscaler).
+    pub fn ticks_evaluated(&self) -> u64 {
+        self.scaling.as_ref().map_or(0, |sc| sc.evaluated)
+    }
+
+    /// Skips the autoscaler's ticks that would change nothing (`true`, the default), or
+    /// evaluates every tick: the run is the same either way.
+    pub fn skip_idle_ticks(&mut self, on: bool) {
+        if let Some(sc) = &mut self.scaling {
+            sc.skip_idle = on;
+        }
+    }
+
+    /// Warms the CPU caches one event ahead (`true`) or not, whatever the instance count
+    /// ([`WARM_ABOVE`] decides by default): the run is the same either way.
+    pub fn warm_caches(&mut self, on: bool) {
+        self.warm = on;
+    }
+
+    /// Whether the loop warms the CPU caches one event ahead.
+    pub fn warms_caches(&self) -> bool {
+        self.warm
+    }
+
+    /// Makes every instance let go of step finish times no live request names once `steps`
+    /// are held (4,096 by default): the run is the same whatever it is.
+    pub fn retire_steps_after(&mut self, steps: usize) {
+        self.schedulers.retire_steps_after(steps);
     }
 
     /// Requests that ended so far, served or not.
@@ -395,7 +437,7 @@ impl<'r> Cluster<'r> {
     }
 
     /// The outcome of a run with nothing left to happen; an error if a request was lost.
-    fn outcome(&self) -> Result<RunOutcome, SimError> {
+    pub fn outcome(&self) -> Result<RunOutcome, SimError> {
         let parked = self.control.parked();
         if !self.gateway.held.is_empty() || parked > 0 {
             return Err(SimError::Stranded {
@@ -471,6 +513,3 @@ impl<'r> Cluster<'r> {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -22,14 +22,6 @@ use crate::workload::Request;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
-#[cfg(test)]
-thread_local! {
-    /// Tests: whether idle ticks are skipped (to compare with every tick evaluated), and
-    /// how many ticks the autoscaler evaluated.
-    pub(super) static SKIP_IDLE_TICKS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-    pub(super) static TICKS_EVALUATED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
 /// The autoscaler of a run and the engine's scratch for it.
 pub(super) struct Scaling<'r> {
     autoscaler: Autoscaler,
@@ -40,6 +32,11 @@ pub(super) struct Scaling<'r> {
     /// With `redirect` drains: every request on an instance, by id, with its candidate
     /// lists and priority, to hand it back to the router.
     on_instances: HashMap<u64, (Cow<'r, Request>, Groups, i32)>,
+    /// Whether ticks that would change nothing are skipped (on unless turned off, to
+    /// compare with every tick evaluated).
+    pub(super) skip_idle: bool,
+    /// How many ticks the autoscaler evaluated.
+    pub(super) evaluated: u64,
 }
 
 impl<'r> Scaling<'r> {
@@ -151,6 +148,8 @@ impl<'r> Cluster<'r> {
             changes: Vec::new(),
             evicted: Vec::new(),
             on_instances: HashMap::new(),
+            skip_idle: true,
+            evaluated: 0,
         });
         self.queue.push(interval, EventKind::ScaleTick);
         Ok(())
@@ -217,8 +216,7 @@ impl<'r> Cluster<'r> {
         let Some(scaling) = &mut self.scaling else {
             return Ok(());
         };
-        #[cfg(test)]
-        TICKS_EVALUATED.set(TICKS_EVALUATED.get() + 1);
+        scaling.evaluated += 1;
         let view = self.signals.view(&self.schedulers, &self.instances);
         scaling.changes.clear();
         scaling
@@ -249,11 +247,8 @@ impl<'r> Cluster<'r> {
         let (Some(scaling), Some(event)) = (&self.scaling, self.queue.next_time()) else {
             return 0;
         };
-        #[cfg(test)]
-        if !SKIP_IDLE_TICKS.get() {
-            return 0;
-        }
-        if event <= self.now || interval == 0 || !scaling.autoscaler.steady() {
+        if !scaling.skip_idle || event <= self.now || interval == 0 || !scaling.autoscaler.steady()
+        {
             return 0;
         }
         let idle = self.signals.active().all(|i| {

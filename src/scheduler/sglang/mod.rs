@@ -40,12 +40,10 @@
 
 mod admit;
 mod decode;
-mod keys;
-pub(crate) mod policy;
-pub(crate) mod radix;
+pub mod keys;
+pub mod policy;
+pub mod radix;
 mod step;
-#[cfg(test)]
-mod tests;
 
 pub use policy::SchedulePolicy;
 
@@ -151,7 +149,7 @@ pub(super) struct SgRequest {
 
 /// What a pass runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum PassKind {
+pub enum PassKind {
     #[default]
     Decode,
     Prefill,
@@ -277,6 +275,21 @@ impl SglangScheduler {
     /// The SGLang settings.
     pub fn sglang_config(&self) -> &SglangConfig {
         &self.config
+    }
+
+    /// What the pass formed last runs.
+    pub fn pass_kind(&self) -> PassKind {
+        self.kind
+    }
+
+    /// The pass formed last: each request's id and new tokens, in batch order.
+    pub fn formed_pass(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        (self.step.iter()).map(|x| (self.req(x.slot).r.id, x.new_tokens))
+    }
+
+    /// The radix cache.
+    pub fn tree(&self) -> &RadixCache {
+        &self.tree
     }
 
     /// The engine-neutral view of the settings.
@@ -595,6 +608,12 @@ impl SglangScheduler {
     /// default); off, they are only pooled ([`SglangScheduler::itl_counts`]).
     pub fn keep_itl_values(&mut self, on: bool) {
         self.itl_values = on;
+    }
+
+    /// Lets go of step finish times no live request names once `steps` are held (4,096
+    /// unless set; see `itl.rs`): the inter-token gaps pooled are the same whatever it is.
+    pub fn retire_steps_after(&mut self, steps: usize) {
+        self.step_finish_ns.retire_after(steps);
     }
 
     /// Adds the inter-token gaps of every request finished here so far to `out`.

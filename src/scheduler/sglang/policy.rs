@@ -161,7 +161,7 @@ pub(super) fn match_limit(req: &SgRequest, page: u32) -> usize {
 impl RadixCache {
     /// The DFS-weight order of waiting requests, given as (matched node, slot) in queue
     /// order: slots in the order to admit them.
-    pub(crate) fn dfs_weight_order(&self, at: &[(NodeId, u32)]) -> Vec<u32> {
+    pub fn dfs_weight_order(&self, at: &[(NodeId, u32)]) -> Vec<u32> {
         let mut weight = std::collections::BTreeMap::<NodeId, u32>::new();
         for &(node, _) in at {
             let mut n = node;

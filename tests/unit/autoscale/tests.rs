@@ -1,9 +1,12 @@
 //! Each policy's decision on hand-built observations, the settings' defaults and errors, and
 //! the fleet's bounds, windows, cooldown and oscillation count on a hand-driven view.
 
-use super::*;
-use crate::control::section::Layer;
-use crate::router::{ClusterView, InstanceSnapshot};
+use blis_cosim::autoscale::{
+    AutoscaleConfig, AutoscalePolicy, AutoscaleSettings, Autoscaler, Change, DEFAULT_WARMUP_NS,
+    Observation, Policy, ReplicaState, ReplicaTemplate, SaturationParams, ScaleNote, SloParams,
+};
+use blis_cosim::control::section::Layer;
+use blis_cosim::router::{ClusterView, InstanceSnapshot};
 
 /// A ready replica with `waiting` and `running` requests out of `max_num_seqs` 10, and
 /// `kv_used` of its 100 KV blocks of 16 tokens.
@@ -262,7 +265,7 @@ fn fleet(kind: AutoscalePolicy, tweak: impl Fn(&mut AutoscaleConfig)) -> Autosca
 }
 
 const S: Nanos = 1_000_000_000;
-use crate::Nanos;
+use blis_cosim::Nanos;
 
 #[test]
 fn bounds_cooldown_and_oscillations_on_a_hand_driven_fleet() {
@@ -469,7 +472,7 @@ fn slo_scaling_holds_through_its_cooldown_and_traces_the_latencies_it_saw() {
 
 #[test]
 fn slo_targets_come_from_the_class_targets_and_one_is_required() {
-    use crate::control::bundle::parse_bundle;
+    use blis_cosim::control::bundle::parse_bundle;
     let build = |text: &str| parse_bundle(text).unwrap().build();
     let c =
         build("autoscale:\n  policy: slo\nslo_targets: {critical: 150ms, batch: 2s}\n").unwrap();
@@ -585,10 +588,10 @@ fn finished(
     ttft_ms: u64,
     output: u32,
     tpot_ms: u64,
-) -> crate::metrics::RequestRecord<'static> {
+) -> blis_cosim::metrics::RequestRecord<'static> {
     let end_ns = (end_s * 1e9) as Nanos;
     let first_token_ns = end_ns - u64::from(output - 1) * tpot_ms * 1_000_000;
-    crate::metrics::RequestRecord {
+    blis_cosim::metrics::RequestRecord {
         instance_id: 0,
         request_id: 0,
         model: "m",
@@ -655,7 +658,7 @@ fn slo_with_a_window_scales_on_the_attainment_of_the_requests_finished_in_it() {
 
 #[test]
 fn slo_window_settings_are_checked_and_exported() {
-    use crate::control::bundle::parse_bundle;
+    use blis_cosim::control::bundle::parse_bundle;
     let build = |text: &str| parse_bundle(text).unwrap().build();
     let c = build(
         "autoscale: {type: slo, params: {ttft_target_ms: 300, window_ms: 30000, \

@@ -1,10 +1,15 @@
 //! BLIS's scorers, weighted sums and `always-busiest` on hand-built instance states; the
 //! parsing of scorer lists and signal refresh modes.
 
-use super::scorers::{LruBlocks, ScoreScratch};
-use super::*;
-use crate::choice::Choice;
-use crate::scheduler::block_hashes;
+use blis_cosim::Nanos;
+use blis_cosim::choice::Choice;
+use blis_cosim::router::{
+    ClusterView, Explanation, InstanceSnapshot, Refresh, Router, Routing, RoutingPolicy,
+    RoutingSpecError, Scorer, ScorerSet, Signal, SignalConfig, WeightBound, parse_duration_ns,
+};
+use blis_cosim::router::{LruBlocks, ScoreScratch};
+use blis_cosim::scheduler::block_hashes;
+use blis_cosim::workload::Request;
 use std::collections::HashSet;
 
 /// Hand-built snapshots, and the prefix blocks each instance caches.
@@ -179,17 +184,17 @@ fn prefix_affinity_learns_from_the_routers_own_decisions() {
     shared.extend(100..108);
     let second = prompt(2, shared);
     let s = router
-        .scores
+        .scores_mut()
         .scores_of(Scorer::PrefixAffinity, &second, &[0, 1], &busy);
     assert_eq!(s, [0.0, 0.5]);
     // A prompt shorter than a block, or without token ids, scores 0 everywhere.
     let short = prompt(3, (0..3).collect());
     let s = router
-        .scores
+        .scores_mut()
         .scores_of(Scorer::PrefixAffinity, &short, &[0, 1], &busy);
     assert_eq!(s, [0.0, 0.0]);
     let s = router
-        .scores
+        .scores_mut()
         .scores_of(Scorer::PrefixAffinity, &no_ids(), &[0, 1], &busy);
     assert_eq!(s, [0.0, 0.0]);
 }
@@ -391,7 +396,7 @@ fn signal_refresh_modes_parse_and_the_blis_flags_map_onto_them() {
         too_long,
         RoutingSpecError::DurationTooLong {
             text: "99999999999999s".into(),
-            max_ns: crate::workload::MAX_TIME_NS
+            max_ns: blis_cosim::workload::MAX_TIME_NS
         }
     );
     assert!(
@@ -544,7 +549,7 @@ fn no_hit_lru_spreads_cold_requests_over_the_least_recently_used_instances() {
     assert_eq!(picks, [0, 1, 2]);
     // Order now 2, 1, 0 (most recent first): 0 scores 1, 1 scores 0.5, 2 scores 0.
     let s = router
-        .scores
+        .scores_mut()
         .scores_of(Scorer::NoHitLru, &no_ids(), &c, &view);
     assert_eq!(s, [1.0, 0.5, 0.0]);
     // A warm request (instance 2 holds its first block) scores 0.5 everywhere, ties to the
@@ -556,7 +561,7 @@ fn no_hit_lru_spreads_cold_requests_over_the_least_recently_used_instances() {
     warm_view.cached[2].insert(hashes[0]);
     let warm = prompt(1, tokens);
     let s = router
-        .scores
+        .scores_mut()
         .scores_of(Scorer::NoHitLru, &warm, &c, &warm_view);
     assert_eq!(s, [0.5, 0.5, 0.5]);
     assert_eq!(router.route(&warm, &c, &warm_view), 0);

@@ -3,10 +3,15 @@
 //! retraction with the ratio re-estimated, its decay and reset, radix hits at page
 //! granularity with LRU eviction, `lpm` order and its FCFS fallback, the overlap scheduler.
 
-use super::policy::LPM_FALLBACK_QUEUE;
-use super::*;
-use crate::Nanos;
-use crate::scheduler::Completions;
+use blis_cosim::Nanos;
+use blis_cosim::scheduler::Completions;
+use blis_cosim::scheduler::SchedDecision;
+use blis_cosim::scheduler::request::RunningRequest;
+use blis_cosim::scheduler::sglang::policy::LPM_FALLBACK_QUEUE;
+use blis_cosim::scheduler::sglang::{
+    MAX_PREFILL_TOKENS, PassKind, SchedulePolicy, SglangConfig, SglangScheduler,
+};
+use blis_cosim::workload::Request;
 
 /// Small settings: one token per page, chunks of 64, 16 places, no overlap.
 fn config() -> SglangConfig {
@@ -52,9 +57,12 @@ struct Run {
 }
 
 impl Run {
+    /// Retiring step finish times after a handful held, so that runs retire steps often.
     fn new(config: SglangConfig, pages: u32) -> Run {
+        let mut s = SglangScheduler::new(config, pages, 1 << 20, 7);
+        s.retire_steps_after(4);
         Run {
-            s: SglangScheduler::new(config, pages, 1 << 20, 7),
+            s,
             now: 0,
             done: Completions::default(),
         }
@@ -67,12 +75,7 @@ impl Run {
     /// Forms the next pass: its (request id, new tokens) in batch order, or `None`.
     fn form(&mut self) -> Option<Vec<(u64, u32)>> {
         self.s.schedule(self.now).unwrap()?;
-        let s = &self.s;
-        let pass: Vec<(u64, u32)> = s
-            .step
-            .iter()
-            .map(|x| (s.req(x.slot).r.id, x.new_tokens))
-            .collect();
+        let pass: Vec<(u64, u32)> = self.s.formed_pass().collect();
         Some(pass)
     }
 
@@ -105,7 +108,7 @@ fn a_prefill_pass_pauses_the_running_decodes() {
     run.add(request(1, tokens(100, 4), 2));
     // B's prefill runs alone: A, running, decodes nothing in it.
     assert_eq!(run.pass(), Some(vec![(1, 4)]));
-    assert_eq!(run.s.kind, PassKind::Prefill);
+    assert_eq!(run.s.pass_kind(), PassKind::Prefill);
     assert_eq!(run.pass(), Some(vec![(0, 1), (1, 1)]));
     assert_eq!(run.finished(), vec![1]);
     assert_eq!(run.pass(), Some(vec![(0, 1)]));
@@ -126,7 +129,7 @@ fn mixed_chunks_run_the_decodes_in_the_prefill_pass() {
     assert_eq!(run.pass(), Some(vec![(0, 4)]));
     run.add(request(1, tokens(100, 4), 2));
     assert_eq!(run.pass(), Some(vec![(1, 4), (0, 1)]));
-    assert_eq!(run.s.kind, PassKind::Mixed);
+    assert_eq!(run.s.pass_kind(), PassKind::Mixed);
     // A's context in the mixed pass: its 4 prompt tokens.
     assert_eq!(run.s.last_batch()[1].context_tokens, 4);
 }
@@ -264,11 +267,11 @@ fn pooled_inter_token_gaps_equal_the_listed_ones() {
         while run.pass().is_some() {}
         assert_eq!(run.finished().len(), 3);
         assert!(run.s.stats().preemptions > 0, "a retraction happened");
-        let mut listed = crate::metrics::IntegerCounts::default();
+        let mut listed = blis_cosim::metrics::IntegerCounts::default();
         for k in 0..run.done.len() {
             listed.extend(run.done.record(k, "m").itl_ns);
         }
-        let mut pool = crate::metrics::IntegerCounts::default();
+        let mut pool = blis_cosim::metrics::IntegerCounts::default();
         run.s.itl_counts(&mut pool);
         (listed, pool)
     };
@@ -339,7 +342,7 @@ fn eviction_frees_the_least_recently_used_unlocked_leaf() {
     run.pass();
     run.add(request(2, tokens(1, 9), 1)); // X again: touched, a hit of 8 tokens
     run.pass();
-    assert_eq!(run.s.tree.free_pages(), 2);
+    assert_eq!(run.s.tree().free_pages(), 2);
     // Z needs 3 pages (9 tokens) + nothing cached: 2 free + the LRU leaf Y evicted.
     run.add(request(3, tokens(200, 9), 1));
     assert_eq!(run.pass(), Some(vec![(3, 9)]));

@@ -1,6 +1,7 @@
 //! The ranking a view keeps picks what the scan over every snapshot picks, ties included.
 
-use super::*;
+use blis_cosim::router::{ClusterView, InstanceSnapshot, RankTree, Ranking, Router, RoutingPolicy};
+use blis_cosim::workload::Request;
 use proptest::prelude::*;
 
 /// Hand-built instance states (waiting, running, KV blocks used, `max_num_seqs`), seen

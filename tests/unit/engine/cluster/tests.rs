@@ -2,19 +2,19 @@
 //! `step_until` leaves the clock where it was asked to and refuses the past; every request
 //! ends exactly once, in one of the five endings, with all five in play at once.
 
-use super::{Cluster, Run, Services};
-use crate::Nanos;
-use crate::autoscale::{
+use blis_cosim::Nanos;
+use blis_cosim::autoscale::{
     AutoscalePolicy, AutoscaleSettings, Autoscaler, DrainMode, ReplicaTemplate,
 };
-use crate::control::flow::{Detector, FlowConfig};
-use crate::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
-use crate::engine::{InstanceSetup, Observer, SimError, StepEvent};
-use crate::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
-use crate::metrics::RequestRecord;
-use crate::router::{ClusterView, RouteDecision, Router, Routing, RoutingPolicy};
-use crate::scheduler::SchedulerConfig;
-use crate::workload::{Request, RequestClasses, RequestProfile};
+use blis_cosim::control::flow::{Detector, FlowConfig};
+use blis_cosim::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
+use blis_cosim::engine::{Cluster, Run, Services};
+use blis_cosim::engine::{InstanceSetup, Observer, SimError, StepEvent};
+use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+use blis_cosim::metrics::RequestRecord;
+use blis_cosim::router::{ClusterView, RouteDecision, Router, Routing, RoutingPolicy};
+use blis_cosim::scheduler::SchedulerConfig;
+use blis_cosim::workload::{Request, RequestClasses, RequestProfile};
 
 const US: Nanos = 1_000;
 
@@ -176,7 +176,7 @@ fn run_all_endings(
     seed: u64,
     n: u64,
     streamed: bool,
-) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
+) -> (blis_cosim::engine::RunOutcome, Vec<(u64, Kind)>) {
     let mut state = seed;
     let mut t = 0;
     let requests: Vec<Request> = (0..n)
@@ -207,7 +207,7 @@ fn run_all_endings(
     };
     let mut control = ControlPlane::new(control, Some(&clients));
     let mut scaling = AutoscaleSettings {
-        policy: crate::control::section::Layer::named(Some(AutoscalePolicy::Oscillator)),
+        policy: blis_cosim::control::section::Layer::named(Some(AutoscalePolicy::Oscillator)),
         ..Default::default()
     }
     .build()
@@ -251,7 +251,10 @@ fn run_all_endings(
         Run::new(&requests, &setups)
     };
     let run = run.clients(Some(&clients)).autoscaled(autoscaler);
-    let outcome = super::super::simulate(run, services).unwrap();
+    let mut cluster = Cluster::new(run, &services).unwrap();
+    // Retiring step finish times after a handful held, so that runs retire steps often.
+    cluster.retire_steps_after(4);
+    let outcome = cluster.run(services).unwrap();
     (outcome, ends.0)
 }
 
@@ -302,7 +305,7 @@ fn every_request_ends_exactly_once_in_one_of_five_endings() {
 
 /// Pools the inter-token latencies the records list, or checks that they list none.
 struct Gaps {
-    listed: crate::metrics::IntegerCounts,
+    listed: blis_cosim::metrics::IntegerCounts,
     wants: bool,
     finished: u64,
 }
@@ -348,7 +351,7 @@ fn run_random(
     blocks: u32,
     async_scheduling: bool,
     observer: &mut dyn Observer,
-) -> crate::engine::RunOutcome {
+) -> blis_cosim::engine::RunOutcome {
     run_random_on(2, seed, n, blocks, async_scheduling, observer, None)
 }
 
@@ -362,7 +365,7 @@ fn run_random_on(
     async_scheduling: bool,
     observer: &mut dyn Observer,
     warm: Option<bool>,
-) -> crate::engine::RunOutcome {
+) -> blis_cosim::engine::RunOutcome {
     let mut state = seed;
     let mut t = 0;
     let requests: Vec<Request> = (0..n)
@@ -385,8 +388,10 @@ fn run_random_on(
     let services = Services::new(&mut dyns, &mut router, observer);
     let mut cluster = Cluster::new(Run::new(&requests, &setups), &services).unwrap();
     if let Some(warm) = warm {
-        cluster.warm = warm;
+        cluster.warm_caches(warm);
     }
+    // Retiring step finish times after a handful held, so that runs retire steps often.
+    cluster.retire_steps_after(4);
     cluster.run(services).unwrap()
 }
 
@@ -454,10 +459,10 @@ fn the_loop_warms_the_caches_only_above_its_instance_count() {
         let services = Services::new(&mut dyns, &mut router, &mut records);
         Cluster::new(Run::new(&[], &setups), &services)
             .unwrap()
-            .warm
+            .warms_caches()
     };
-    assert!(!warms(super::WARM_ABOVE));
-    assert!(warms(super::WARM_ABOVE + 1));
+    assert!(!warms(blis_cosim::engine::cluster::WARM_ABOVE));
+    assert!(warms(blis_cosim::engine::cluster::WARM_ABOVE + 1));
 }
 
 /// Counts the steps reported to it, or checks that none is when it reads none.
@@ -533,23 +538,22 @@ fn a_streamed_run_is_the_listed_run() {
     }
 }
 
+/// How many instance snapshots, engine cores and autoscaler ticks a run took.
+struct Counted {
+    snapshots: u64,
+    cores: usize,
+    ticks: u64,
+}
+
 /// Two bursts of 30 requests 40 ms apart on up to three replicas scaled by thresholds every
-/// 20 µs; returns the outcome and how each request ended.
-fn run_two_bursts() -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
-    run_two_bursts_on(3)
-}
-
-/// [`run_two_bursts`] with `slots` replica slots for its at most three replicas.
-fn run_two_bursts_on(slots: usize) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
-    run_two_bursts_sharing(slots, false)
-}
-
-/// [`run_two_bursts_on`], the slots sharing one setup when `shared` (an autoscaled run's
-/// template), else each with a copy of it.
-fn run_two_bursts_sharing(
+/// 20 µs, with `slots` replica slots for them, sharing one setup when `shared` (an autoscaled
+/// run's template), else each with a copy of it, skipping idle ticks or evaluating every one
+/// as `skip_idle` says: the outcome, how each request ended, and what the run counted.
+fn run_two_bursts_counted(
     slots: usize,
     shared: bool,
-) -> (crate::engine::RunOutcome, Vec<(u64, Kind)>) {
+    skip_idle: bool,
+) -> ((blis_cosim::engine::RunOutcome, Vec<(u64, Kind)>), Counted) {
     let mut state = 3;
     let requests: Vec<Request> = (0..60)
         .map(|id| {
@@ -564,7 +568,9 @@ fn run_two_bursts_sharing(
         })
         .collect();
     let mut scaling = AutoscaleSettings {
-        policy: crate::control::section::Layer::named(Some(AutoscalePolicy::threshold(0.5, 0.2))),
+        policy: blis_cosim::control::section::Layer::named(Some(AutoscalePolicy::threshold(
+            0.5, 0.2,
+        ))),
         ..Default::default()
     }
     .build()
@@ -596,24 +602,28 @@ fn run_two_bursts_sharing(
         .collect();
     let mut router = Router::new(RoutingPolicy::LeastLoaded, 9);
     let mut ends = Ends::default();
-    let services = Services::new(&mut dyns, &mut router, &mut ends);
+    let mut services = Services::new(&mut dyns, &mut router, &mut ends);
     let mut run = Run::new(&requests, &setups).autoscaled(autoscaler);
-    run.setups = crate::engine::Setups::replicated(&setups, slots / setups.len());
-    let outcome = super::super::simulate(run, services).unwrap();
-    (outcome, ends.0)
+    run.setups = blis_cosim::engine::Setups::replicated(&setups, slots / setups.len());
+    let mut cluster = Cluster::new(run, &services).unwrap();
+    cluster.skip_idle_ticks(skip_idle);
+    cluster.retire_steps_after(4);
+    while cluster.step(&mut services).unwrap().is_some() {}
+    let outcome = cluster.outcome().unwrap();
+    let counted = Counted {
+        snapshots: cluster.snapshots_taken(),
+        cores: cluster.cores_built(),
+        ticks: cluster.ticks_evaluated(),
+    };
+    ((outcome, ends.0), counted)
 }
 
 #[test]
 fn idle_ticks_are_skipped_and_the_run_is_the_same() {
-    use super::scaling::{SKIP_IDLE_TICKS, TICKS_EVALUATED};
-    SKIP_IDLE_TICKS.set(false);
-    TICKS_EVALUATED.set(0);
-    let every = run_two_bursts();
-    let all = TICKS_EVALUATED.get();
-    SKIP_IDLE_TICKS.set(true);
-    TICKS_EVALUATED.set(0);
-    let skipping = run_two_bursts();
-    let evaluated = TICKS_EVALUATED.get();
+    let (every, all) = run_two_bursts_counted(3, false, false);
+    let all = all.ticks;
+    let (skipping, evaluated) = run_two_bursts_counted(3, false, true);
+    let evaluated = evaluated.ticks;
     let report = skipping.0.autoscale.as_ref().unwrap();
     // A tick every 20 µs over the 40 ms between the bursts and after.
     assert!(all >= 2_000, "{all} ticks");
@@ -648,7 +658,7 @@ impl Observer for Placed {
 struct Unranked<'a>(&'a dyn ClusterView);
 
 impl ClusterView for Unranked<'_> {
-    fn snapshot(&self, id: u32) -> crate::router::InstanceSnapshot {
+    fn snapshot(&self, id: u32) -> blis_cosim::router::InstanceSnapshot {
         self.0.snapshot(id)
     }
 
@@ -675,7 +685,7 @@ impl Routing for Ranks {
         self.router.decide(r, candidates, view)
     }
 
-    fn ranking(&self) -> Option<crate::router::Ranking> {
+    fn ranking(&self) -> Option<blis_cosim::router::Ranking> {
         self.router.policy().ranking()
     }
 }
@@ -686,7 +696,7 @@ impl Routing for Ranks {
 fn run_ranked(
     seed: u64,
     policy: RoutingPolicy,
-    signals: crate::router::SignalConfig,
+    signals: blis_cosim::router::SignalConfig,
     scanning: bool,
 ) -> (Vec<(u64, u32, Nanos, Nanos)>, u64) {
     let mut state = seed;
@@ -713,15 +723,17 @@ fn run_ranked(
     let mut placed = Placed::default();
     let s = Services::new(&mut dyns, &mut router, &mut placed);
     let run = Run::new(&requests, &setups).signals(signals);
-    Cluster::new(run, &s).unwrap().run(s).unwrap();
+    let mut cluster = Cluster::new(run, &s).unwrap();
+    cluster.retire_steps_after(4);
+    cluster.run(s).unwrap();
     (placed.0, router.ranked)
 }
 
 #[test]
 fn a_ranked_run_routes_as_the_scan_with_fresh_and_stale_signals() {
-    use crate::router::{Signal, SignalConfig};
+    use blis_cosim::router::{Signal, SignalConfig};
     let mut on_demand = SignalConfig::all_immediate();
-    on_demand.set(Signal::Queue, crate::router::Refresh::OnDemand);
+    on_demand.set(Signal::Queue, blis_cosim::router::Refresh::OnDemand);
     let signals = [
         SignalConfig::all_immediate(),
         SignalConfig::default().with_snapshot_refresh(3 * US),
@@ -749,13 +761,10 @@ fn a_ranked_run_routes_as_the_scan_with_fresh_and_stale_signals() {
 fn slots_never_provisioned_cost_no_snapshot_after_the_start() {
     // Issue 36: a decision, a tick and a signal refresh visit the replicas provisioned,
     // not every slot; the run is the same whatever the number of slots.
-    use super::super::signals::SNAPSHOTS_TAKEN;
-    SNAPSHOTS_TAKEN.set(0);
-    let (few, few_ends) = run_two_bursts_on(3);
-    let taken_few = SNAPSHOTS_TAKEN.get();
-    SNAPSHOTS_TAKEN.set(0);
-    let (many, many_ends) = run_two_bursts_on(3_000);
-    let taken_many = SNAPSHOTS_TAKEN.get();
+    let ((few, few_ends), taken_few) = run_two_bursts_counted(3, false, true);
+    let taken_few = taken_few.snapshots;
+    let ((many, many_ends), taken_many) = run_two_bursts_counted(3_000, false, true);
+    let taken_many = taken_many.snapshots;
     assert_eq!(few_ends, many_ends);
     let (few, many) = (few.autoscale.unwrap(), many.autoscale.unwrap());
     assert!(few.counts.scale_ups > 0, "{:?}", few.counts);
@@ -786,13 +795,10 @@ fn a_replica_slots_core_is_built_when_it_is_first_provisioned() {
     // the replicas ever on, not the 3,000 slots; the run is the one whose 3,000 cores were
     // all built before it (as every slot's was before, and still is when each setup is one
     // instance's).
-    use super::super::cores::CORES_BUILT;
-    CORES_BUILT.set(0);
-    let (before, before_ends) = run_two_bursts_sharing(3_000, false);
-    assert_eq!(CORES_BUILT.get(), 3_000);
-    CORES_BUILT.set(0);
-    let (lazy, lazy_ends) = run_two_bursts_sharing(3_000, true);
-    let built = CORES_BUILT.get();
+    let ((before, before_ends), eager) = run_two_bursts_counted(3_000, false, true);
+    assert_eq!(eager.cores, 3_000);
+    let ((lazy, lazy_ends), built) = run_two_bursts_counted(3_000, true, true);
+    let built = built.cores as u64;
     assert_eq!(before, lazy);
     assert_eq!(before_ends, lazy_ends);
     let report = lazy.autoscale.unwrap();

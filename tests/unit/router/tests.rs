@@ -1,8 +1,12 @@
 //! Each policy's choice on hand-built instance states, and tie-breaking.
 
-use super::*;
-use crate::choice::Choice;
-use crate::scheduler::{Core, Scheduler, SchedulerConfig, block_hashes};
+use blis_cosim::choice::Choice;
+use blis_cosim::router::{
+    ClusterView, InstanceSnapshot, Router, Routing, RoutingPolicy, RoutingSpecError,
+    RoutingWeights, WeightBound, Weighting,
+};
+use blis_cosim::scheduler::{Core, Scheduler, SchedulerConfig, block_hashes};
+use blis_cosim::workload::Request;
 use std::collections::HashSet;
 
 /// A hand-built instance state.
@@ -31,9 +35,13 @@ fn fake(waiting: usize, running: usize) -> Fake {
     }
 }
 
-impl ClusterView for [Fake] {
+/// Hand-built instance states seen by the router (a slice of them, wrapped: the trait is the
+/// library's).
+struct Fakes<'a>(&'a [Fake]);
+
+impl ClusterView for Fakes<'_> {
     fn snapshot(&self, id: u32) -> InstanceSnapshot {
-        let f = &self[id as usize];
+        let f = &self.0[id as usize];
         InstanceSnapshot {
             waiting: f.waiting,
             running: f.running,
@@ -49,7 +57,7 @@ impl ClusterView for [Fake] {
     fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {
         hashes
             .iter()
-            .take_while(|h| self[id as usize].cached.contains(h))
+            .take_while(|h| self.0[id as usize].cached.contains(h))
             .count()
     }
 }
@@ -82,7 +90,7 @@ fn route_seq(router: &mut Router, instances: &[Fake], times: usize) -> Vec<u32> 
     let r = request(8, Vec::new());
     let candidates = all(instances.len() as u32);
     (0..times)
-        .map(|_| router.route(&r, &candidates, instances))
+        .map(|_| router.route(&r, &candidates, &Fakes(instances)))
         .collect()
 }
 
@@ -128,7 +136,7 @@ fn round_robin_cycles_over_the_candidates() {
     let r = request(8, Vec::new());
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
     let picks: Vec<u32> = (0..4)
-        .map(|_| router.route(&r, &[0, 2], &instances[..]))
+        .map(|_| router.route(&r, &[0, 2], &Fakes(&instances)))
         .collect();
     assert_eq!(picks, [0, 2, 0, 2], "only the candidates");
 }
@@ -155,7 +163,7 @@ fn random_is_seeded_uniform_and_stays_within_the_candidates() {
     }
     let r = request(8, Vec::new());
     let mut router = Router::new(RoutingPolicy::Random, 1);
-    assert!((0..100).all(|_| [1, 3].contains(&router.route(&r, &[1, 3], &instances[..]))));
+    assert!((0..100).all(|_| [1, 3].contains(&router.route(&r, &[1, 3], &Fakes(&instances)))));
 }
 
 #[test]
@@ -184,21 +192,21 @@ fn prefix_affinity_picks_the_longest_cached_prefix() {
     cache_prefix(&mut instances[2], &tokens, 3);
     let r = request(20, tokens.clone());
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
-    assert_eq!(router.route(&r, &all(3), &instances[..]), 2);
+    assert_eq!(router.route(&r, &all(3), &Fakes(&instances)), 2);
     // Equal prefixes: the lowest id.
     cache_prefix(&mut instances[1], &tokens, 3);
-    assert_eq!(router.route(&r, &all(3), &instances[..]), 1);
+    assert_eq!(router.route(&r, &all(3), &Fakes(&instances)), 1);
     // A request sharing nothing falls back to least-loaded.
     let other = request(20, (100..120).collect());
-    assert_eq!(router.route(&other, &all(3), &instances[..]), 0);
+    assert_eq!(router.route(&other, &all(3), &Fakes(&instances)), 0);
     // Without token ids, or on an instance with caching off, nothing is cached.
     assert_eq!(
-        router.route(&request(20, Vec::new()), &all(3), &instances[..]),
+        router.route(&request(20, Vec::new()), &all(3), &Fakes(&instances)),
         0
     );
     instances[1].caching = false;
     instances[2].caching = false;
-    assert_eq!(router.route(&r, &all(3), &instances[..]), 0);
+    assert_eq!(router.route(&r, &all(3), &Fakes(&instances)), 0);
 }
 
 #[test]
@@ -211,20 +219,20 @@ fn prefix_affinity_explains_its_fallback_from_the_decisions_own_scores() {
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
     router.explain_top(3);
     let r = request(20, tokens.clone());
-    assert_eq!(router.route(&r, &all(3), &instances[..]), 1);
+    assert_eq!(router.route(&r, &all(3), &Fakes(&instances)), 1);
     let ex = router.explanation().unwrap();
     assert_eq!(ex.parts(), ["load"]);
     assert_eq!(ex.chosen().instance, 1);
     // Cached on instance 2 only: it wins on cached tokens (16: the last block's last token
     // is left to compute), and the fallback is not taken.
     cache_prefix(&mut instances[2], &tokens, 5);
-    assert_eq!(router.route(&r, &all(3), &instances[..]), 2);
+    assert_eq!(router.route(&r, &all(3), &Fakes(&instances)), 2);
     let ex = router.explanation().unwrap();
     assert_eq!(ex.parts(), ["cached-tokens"]);
     assert_eq!((ex.best().instance, ex.regret()), (2, 0.0));
     // A request sharing nothing after it, among two candidates: the fallback again.
     let other = request(20, (100..120).collect());
-    assert_eq!(router.route(&other, &all(2), &instances[..]), 1);
+    assert_eq!(router.route(&other, &all(2), &Fakes(&instances)), 1);
     assert_eq!(router.explanation().unwrap().parts(), ["load"]);
 }
 
@@ -237,7 +245,7 @@ fn prefix_affinity_leaves_the_last_prompt_token_to_compute() {
     cache_prefix(&mut instances[1], &tokens, 2);
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
     assert_eq!(
-        router.route(&request(8, tokens), &all(2), &instances[..]),
+        router.route(&request(8, tokens), &all(2), &Fakes(&instances)),
         0
     );
 }
@@ -253,10 +261,10 @@ fn prefix_affinity_compares_tokens_across_block_sizes() {
     let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
     let r = request(40, tokens);
     assert_eq!(
-        router.route(&r, &all(2), &[small.clone(), large.clone()][..]),
+        router.route(&r, &all(2), &Fakes(&[small.clone(), large.clone()])),
         1
     );
-    assert_eq!(router.route(&r, &all(2), &[large, small][..]), 0);
+    assert_eq!(router.route(&r, &all(2), &Fakes(&[large, small])), 0);
 }
 
 #[test]
@@ -286,13 +294,13 @@ fn weighted_follows_its_weights_and_breaks_ties_by_lowest_id() {
     let r = request(20, tokens);
     let mut router = weighted("queue=1,prefix=3");
     assert_eq!(
-        router.route(&r, &all(2), &instances[..]),
+        router.route(&r, &all(2), &Fakes(&instances)),
         1,
         "prefix outweighs queue"
     );
     let mut router = weighted("queue=1,prefix=0.5");
     assert_eq!(
-        router.route(&r, &all(2), &instances[..]),
+        router.route(&r, &all(2), &Fakes(&instances)),
         0,
         "queue outweighs prefix"
     );

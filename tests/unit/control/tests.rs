@@ -1,18 +1,24 @@
 //! Each policy's decision on hand-built states.
 
-use super::admission::{
+use blis_cosim::Nanos;
+use blis_cosim::choice::Choice;
+use blis_cosim::control::admission::{
     Admission, AdmissionConfig, AdmissionPolicy, BucketParams, RateLimitParams, TierShedParams,
     TokenBucket,
 };
-use super::bundle::{DurationError, parse_bundle, parse_duration};
-use super::flow::{
+use blis_cosim::control::bundle::{DurationError, parse_bundle, parse_duration};
+use blis_cosim::control::flow::{
     ConcurrencyParams, Detector, DispatchOrder, FlowConfig, FlowQueue, UtilizationParams,
 };
-use super::priority::{ConstantParams, PriorityInput, PriorityPolicy, TenantPriorityParams};
-use super::section::Layer;
-use super::*;
-use crate::choice::Choice;
-use crate::router::InstanceSnapshot;
+use blis_cosim::control::priority::{
+    ConstantParams, PriorityInput, PriorityPolicy, TenantPriorityParams,
+};
+use blis_cosim::control::section::Layer;
+use blis_cosim::control::{
+    Action, ControlConfig, ControlNote, ControlPlane, Dropped, Load, Outcome, Stage, Ticket,
+};
+use blis_cosim::router::{ClusterView, InstanceSnapshot};
+use blis_cosim::scheduler::{PreemptionOrder, QueueOrder};
 
 /// A cluster seen as fixed snapshots.
 struct Fixed(Vec<InstanceSnapshot>);
@@ -225,8 +231,14 @@ fn priority_policies_on_hand_built_requests() {
     let late = dl.priority(&input("x", 0, None, Some(90_000_000)));
     let never = dl.priority(&input("x", 0, None, None));
     assert!(soon > late && late > never, "{soon} {late} {never}");
-    assert_eq!(super::priority::default_class_priority("sheddable"), -2);
-    assert_eq!(super::priority::default_class_priority("unknown"), 3);
+    assert_eq!(
+        blis_cosim::control::priority::default_class_priority("sheddable"),
+        -2
+    );
+    assert_eq!(
+        blis_cosim::control::priority::default_class_priority("unknown"),
+        3
+    );
 }
 
 fn flow(order: DispatchOrder, f: impl FnOnce(&mut FlowConfig)) -> FlowQueue {
@@ -342,7 +354,7 @@ fn control_plane_latencies_delay_the_stages() {
     };
     let mut cp = ControlPlane::new(config, None);
     let view = Fixed(vec![inst(0, 0, 0)]);
-    let request = crate::workload::Request {
+    let request = blis_cosim::workload::Request {
         id: 0,
         line: 1,
         model: None,
@@ -435,7 +447,7 @@ fn a_blis_policy_bundle_reads_unchanged_and_unknown_keys_are_named() {
 #[test]
 fn flags_override_the_bundle() {
     let file = parse_bundle("admission:\n  policy: reject-all\nscheduler: sjf\n").unwrap();
-    let flags = super::bundle::Settings {
+    let flags = blis_cosim::control::bundle::Settings {
         admission: Layer::named(Some(AdmissionPolicy::AlwaysAdmit)),
         ..Default::default()
     };
@@ -445,8 +457,8 @@ fn flags_override_the_bundle() {
 }
 
 /// A request of `id` arriving at 0.
-fn arrival(id: u64) -> crate::workload::Request {
-    crate::workload::Request {
+fn arrival(id: u64) -> blis_cosim::workload::Request {
+    blis_cosim::workload::Request {
         id,
         line: id + 1,
         model: None,

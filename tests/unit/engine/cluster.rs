@@ -1,0 +1,3 @@
+//! Unit tests of `blis_cosim::engine::cluster`.
+mod effects;
+mod tests;

@@ -1,0 +1,125 @@
+use blis_cosim::engine::events::{EventKind, EventQueue, Phase};
+
+#[test]
+fn events_pop_by_time_then_completions_by_instance_then_arrivals_then_insertion() {
+    let mut q = EventQueue::with_capacity(8);
+    q.push(20, EventKind::Arrival);
+    q.push(10, EventKind::Arrival);
+    q.push(10, EventKind::StepEnd { instance: 3 });
+    q.push(10, EventKind::StepEnd { instance: 1 });
+    q.push(5, EventKind::StepEnd { instance: 7 });
+    q.push(10, EventKind::StepEnd { instance: 1 });
+    let mut order = Vec::new();
+    while let Some(e) = q.pop_until(u64::MAX) {
+        order.push((e.time, e.kind, e.seq));
+    }
+    use EventKind::{Arrival, StepEnd};
+    assert_eq!(
+        order,
+        [
+            (5, StepEnd { instance: 7 }, 4),
+            (10, StepEnd { instance: 1 }, 3),
+            (10, StepEnd { instance: 1 }, 5),
+            (10, StepEnd { instance: 3 }, 2),
+            (10, Arrival, 1),
+            (20, Arrival, 0),
+        ]
+    );
+}
+
+#[test]
+fn transfer_ends_come_after_step_ends_and_before_arrivals() {
+    let mut q = EventQueue::with_capacity(4);
+    q.push(10, EventKind::Arrival);
+    q.push(10, EventKind::TransferEnd { sender: 0 });
+    q.push(10, EventKind::StepEnd { instance: 5 });
+    q.push(10, EventKind::TransferEnd { sender: 2 });
+    let mut order = Vec::new();
+    while let Some(e) = q.pop_until(10) {
+        order.push(e.kind);
+    }
+    use EventKind::{Arrival, StepEnd, TransferEnd};
+    assert_eq!(
+        order,
+        [
+            StepEnd { instance: 5 },
+            TransferEnd { sender: 0 },
+            TransferEnd { sender: 2 },
+            Arrival
+        ]
+    );
+}
+
+/// The same-instant order, as a table: each kind of event at one instant, scheduled in
+/// reverse, comes out phase by phase and by instance within a phase.
+#[test]
+fn same_instant_order_table() {
+    use EventKind::{
+        Arrival, Control, Replica, ScaleTick, StageFree, StepEnd, Timeout, TransferEnd,
+    };
+    let table = [
+        (StepEnd { instance: 0 }, Phase::StepEnds),
+        (StepEnd { instance: 2 }, Phase::StepEnds),
+        (TransferEnd { sender: 1 }, Phase::TransferEnds),
+        (TransferEnd { sender: 3 }, Phase::TransferEnds),
+        (StageFree { instance: 0 }, Phase::StagesFree),
+        (StageFree { instance: 4 }, Phase::StagesFree),
+        (
+            Replica {
+                instance: 0,
+                epoch: 1,
+            },
+            Phase::Scaling,
+        ),
+        (
+            Replica {
+                instance: 3,
+                epoch: 1,
+            },
+            Phase::Scaling,
+        ),
+        (ScaleTick, Phase::Scaling),
+        (Control, Phase::Control),
+        (Arrival, Phase::Arrivals),
+        (Timeout, Phase::Timeouts),
+    ];
+    let mut q = EventQueue::with_capacity(table.len());
+    for (kind, phase) in table.iter().rev() {
+        assert_eq!(kind.phase(), *phase);
+        q.push(100, *kind);
+    }
+    let order: Vec<EventKind> = std::iter::from_fn(|| q.pop_until(100))
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(order, table.map(|(kind, _)| kind));
+    assert!(
+        Phase::Timeouts < Phase::StartSteps,
+        "steps start after every event"
+    );
+}
+
+#[test]
+fn the_next_step_end_is_named_only_when_it_comes_first() {
+    let mut q = EventQueue::with_capacity(3);
+    assert_eq!(q.next_step_end(), None);
+    q.push(5, EventKind::Arrival);
+    q.push(7, EventKind::StepEnd { instance: 3 });
+    q.push(7, EventKind::StepEnd { instance: 2 });
+    assert_eq!(q.next_step_end(), None, "an arrival comes first");
+    q.pop_until(5);
+    assert_eq!(q.next_step_end(), Some(2), "then instance 2's step end");
+    q.pop_until(7);
+    assert_eq!(q.next_step_end(), Some(3));
+}
+
+#[test]
+fn pop_until_stops_at_the_instant() {
+    let mut q = EventQueue::with_capacity(2);
+    q.push(7, EventKind::Arrival);
+    q.push(9, EventKind::StepEnd { instance: 0 });
+    assert_eq!(q.next_time(), Some(7));
+    assert_eq!(q.pop_until(6), None);
+    assert_eq!(q.pop_until(7).map(|e| e.time), Some(7));
+    assert_eq!(q.pop_until(7), None);
+    assert_eq!(q.next_time(), Some(9));
+}
