@@ -29,15 +29,12 @@ pub mod power;
 pub mod router;
 pub mod runner;
 pub mod scheduler;
-mod serde_messages;
+pub mod serde_messages;
 pub mod setup;
 pub mod sweep;
 pub mod trace;
 pub mod workload;
 pub mod yaml;
-
-#[cfg(test)]
-mod module_graph_tests;
 
 #[cfg(test)]
 #[path = "../tests/common/shared_data.rs"]

@@ -15,9 +15,6 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use tempfile::{NamedTempFile, TempDir};
 
-#[cfg(test)]
-mod tests;
-
 /// The name that stands for standard output, for the outputs whose format allows it.
 pub const STDOUT: &str = "-";
 

@@ -7,9 +7,6 @@ use crate::output::{STDOUT, TMP_SUFFIX, Target, hidden_prefix, parent_dir, targe
 use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
 
-#[cfg(test)]
-mod tests;
-
 /// What a command does with a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -202,7 +199,7 @@ fn writable(p: &CommandPath<'_>, dir: &Path) -> anyhow::Result<()> {
 /// The temporary files and folders of our naming (`.NAME.XXXXXX.tmp`) beside the output
 /// `p`, older than now: what a killed run of this output left. Only reported, never removed
 /// (another run may be writing them).
-fn stale_temporaries(p: &CommandPath<'_>) -> Vec<PathBuf> {
+pub fn stale_temporaries(p: &CommandPath<'_>) -> Vec<PathBuf> {
     let file = match (p.role, target(p.path)) {
         (Role::Input, _) => return Vec::new(),
         (Role::OutputDir, _) => p.path.to_path_buf(),

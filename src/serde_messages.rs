@@ -2,7 +2,7 @@
 //! own types ("struct Line with 7 elements", "untagged enum PerDim") mean nothing to a user.
 
 /// `message` with the internal type names replaced by what the file should hold.
-pub(crate) fn in_user_terms(message: &str) -> String {
+pub fn in_user_terms(message: &str) -> String {
     const UNTAGGED: &str = "data did not match any variant of untagged enum ";
     if let Some(at) = message.find(UNTAGGED) {
         let rest = &message[at + UNTAGGED.len()..];
@@ -59,26 +59,4 @@ fn replace_structs(message: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::in_user_terms;
-
-    #[test]
-    fn type_names_become_what_the_file_should_hold() {
-        assert_eq!(
-            in_user_terms("invalid type: sequence, expected struct Line"),
-            "invalid type: sequence, expected an object"
-        );
-        assert_eq!(
-            in_user_terms("invalid length 3, expected struct Line with 7 elements at line 1"),
-            "invalid length 3, expected an object at line 1"
-        );
-        assert_eq!(
-            in_user_terms("data did not match any variant of untagged enum PerDim at line 1"),
-            "expected a number or a list of numbers (one per dimension) at line 1"
-        );
-        assert_eq!(in_user_terms("missing field `x`"), "missing field `x`");
-    }
 }

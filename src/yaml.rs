@@ -4,9 +4,6 @@
 
 use std::fmt;
 
-#[cfg(test)]
-mod tests;
-
 /// Most levels YAML text may nest (block indentation, `- ` entries on one line, and flow
 /// `[`/`{`), counted together. The YAML deserializer itself stops at 128 levels, so nothing it
 /// could read is refused.

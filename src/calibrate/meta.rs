@@ -237,60 +237,7 @@ pub fn check(config: &SimConfig, recorded: &Recorded) -> anyhow::Result<()> {
 
 /// Whether two model names are the same model: equal, ignoring case and the organisation
 /// (`meta-llama/Llama-3.1-8B` is `Llama-3.1-8B`).
-fn same_model(a: &str, b: &str) -> bool {
+pub fn same_model(a: &str, b: &str) -> bool {
     let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_ascii_lowercase();
     base(a) == base(b)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn an_unmodelled_setting_is_refused_by_name() {
-        let meta = json!({"vllm_version": "0.19.0", "engine_kwargs": {
-            "max_num_seqs": 64, "speculative_config": {"method": "eagle"}}});
-        let e = parse(&meta, "m.json").unwrap_err().to_string();
-        assert!(e.contains("engine_kwargs.speculative_config"), "{e}");
-        assert!(e.contains("does not reproduce"), "{e}");
-        let meta = json!({"engine_kwargs": {"kv_cache_dtype": "int4"}});
-        let e = parse(&meta, "m.json").unwrap_err().to_string();
-        assert!(e.contains("kv_cache_dtype = int4"), "{e}");
-    }
-
-    #[test]
-    fn recorded_settings_reach_the_engine_and_disagreeing_flags_are_refused() {
-        let meta = json!({"vllm_version": "0.10.1", "engine_kwargs": {
-            "max_num_seqs": 64, "max_num_batched_tokens": 4096, "enforce_eager": false,
-            "kv_cache_dtype": "fp8_e4m3"}});
-        let recorded = parse(&meta, "m.json").unwrap();
-        assert_eq!(recorded.async_scheduling, Some(false));
-        let engine = engine(&EngineFlags::default(), Some(&recorded)).unwrap();
-        assert_eq!(
-            (engine.max_num_seqs, engine.max_num_batched_tokens),
-            (Some(64), Some(4096))
-        );
-        assert!(engine.kv_cache_fp8 && !engine.async_scheduling);
-        let flags = EngineFlags {
-            max_num_seqs: Some(128),
-            ..EngineFlags::default()
-        };
-        let e = super::engine(&flags, Some(&recorded))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("max_num_seqs = 64") && e.contains("128"), "{e}");
-        // Without a meta.json, vLLM's current default: asynchronous scheduling.
-        assert!(
-            super::engine(&EngineFlags::default(), None)
-                .unwrap()
-                .async_scheduling
-        );
-    }
-
-    #[test]
-    fn model_names_match_without_their_organisation() {
-        assert!(same_model("meta-llama/Llama-3.1-8B", "llama-3.1-8b"));
-        assert!(!same_model("Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B"));
-    }
 }

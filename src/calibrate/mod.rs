@@ -4,9 +4,9 @@
 //! runs many times in memory. Runs given as held out are never fitted: their error before
 //! and after is reported apart from the fit's residual, as the evidence of transfer.
 
-mod distance;
-mod fit;
-mod meta;
+pub mod distance;
+pub mod fit;
+pub mod meta;
 mod report;
 
 pub use fit::{SCALARS, Scalar, SearchLimits};
@@ -129,7 +129,7 @@ impl Prepared {
 
 /// The fit's residual, as the report and the file give it: the root mean square of every
 /// Diff% number of every table (`validate`'s error; the search minimises [`objective`]).
-fn rms(tables: &[[[f64; 5]; 3]]) -> f64 {
+pub fn rms(tables: &[[[f64; 5]; 3]]) -> f64 {
     let values: Vec<f64> = tables
         .iter()
         .flat_map(|t| t.iter().flatten())
@@ -492,7 +492,7 @@ fn today_utc() -> String {
 }
 
 /// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's `civil_from_days`).
-fn civil_date(days: i64) -> String {
+pub fn civil_date(days: i64) -> String {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -514,25 +514,4 @@ pub fn hardware_file(calibrated: &Hardware) -> anyhow::Result<String> {
          (or a cluster config's \"hardware\").\n{body}",
         calibrated.name
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_are_civil() {
-        assert_eq!(civil_date(0), "1970-01-01");
-        assert_eq!(civil_date(20_785), "2026-11-28");
-        assert_eq!(civil_date(11_016), "2000-02-29");
-    }
-
-    #[test]
-    fn the_residual_skips_numbers_that_do_not_exist() {
-        let mut t = [[1.0; 5]; 3];
-        t[0][0] = f64::NAN;
-        t[2][4] = 3.0;
-        let expect = ((13.0 + 9.0) / 14.0f64).sqrt();
-        assert!((rms(&[t]) - expect).abs() < 1e-12);
-    }
 }

@@ -36,19 +36,19 @@ fn file_name(path: &Path) -> String {
 /// `settings_sha256` hashes. Output paths, the seed, the workload and the deployment are
 /// not in it.
 #[derive(Serialize)]
-struct PolicySettings<'a> {
+pub struct PolicySettings<'a> {
     /// `--request-routing-policy` with its weights or scorers.
-    routing: &'a RoutingPolicy,
+    pub routing: &'a RoutingPolicy,
     /// Each routing signal's refresh mode.
-    signals: &'a SignalConfig,
+    pub signals: &'a SignalConfig,
     /// Admission, priority, SLO priorities and targets, gateway queue, control-plane
     /// latencies, instance scheduling and preemption, autoscaling.
-    control: &'a ControlConfig,
+    pub control: &'a ControlConfig,
 }
 
 /// The canonical serialisation of policy settings: compact JSON, every object's keys
 /// sorted, policies and modes named in kebab case, durations in ns.
-fn canonical_settings(settings: &PolicySettings<'_>) -> anyhow::Result<String> {
+pub fn canonical_settings(settings: &PolicySettings<'_>) -> anyhow::Result<String> {
     let value = serde_json::to_value(settings).context("serialising the policy settings")?;
     Ok(sorted(value).to_string())
 }
@@ -115,53 +115,4 @@ pub fn workload(source: &WorkloadSource) -> anyhow::Result<Value> {
         }
     };
     Ok(json!({"source": kind, "name": name, "sha256": hash}))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scheduler::QueueOrder;
-
-    #[test]
-    fn canonical_settings_sort_keys_and_follow_a_policy_change() {
-        let (signals, mut control) = (SignalConfig::default(), ControlConfig::default());
-        let of = |routing: &RoutingPolicy, control: &ControlConfig| {
-            canonical_settings(&PolicySettings {
-                routing,
-                signals: &signals,
-                control,
-            })
-            .unwrap()
-        };
-        let rr = of(&RoutingPolicy::RoundRobin, &control);
-        // Top-level keys in order, the routing policy named, each signal's mode by name.
-        assert!(rr.starts_with(r#"{"control":{"admission":{"#), "{rr}");
-        assert!(
-            rr.contains(r#"},"routing":{"type":"RR"},"signals":{"#),
-            "{rr}"
-        );
-        assert!(rr.contains(r#""hit-rate":"periodic:10000000ns""#), "{rr}");
-        assert!(rr.contains(r#""scheduler":"fcfs""#), "{rr}");
-        assert_eq!(
-            rr,
-            of(&RoutingPolicy::RoundRobin, &control),
-            "deterministic"
-        );
-        assert_ne!(rr, of(&RoutingPolicy::LeastLoaded, &control));
-        control.scheduler = QueueOrder::ReversePriority;
-        let reverse = of(&RoutingPolicy::RoundRobin, &control);
-        assert!(
-            reverse.contains(r#""scheduler":"reverse-priority""#),
-            "{reverse}"
-        );
-    }
-
-    #[test]
-    fn sha256_of_known_text() {
-        // FIPS 180-2 example: SHA-256("abc").
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
 }

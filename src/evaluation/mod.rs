@@ -3,7 +3,7 @@
 //! anomaly and outcome counts, a trace summary and the run's identity. The layout is the
 //! versioned schema `docs/src/evaluation-schema.json` ([`SCHEMA_VERSION`]).
 
-mod identity;
+pub mod identity;
 
 pub use identity::sha256_hex;
 

@@ -11,16 +11,16 @@ use super::stats::sort_adding_equal;
 const COUNT_BITS: u32 = 24;
 
 /// The largest count one packed entry holds.
-const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
+pub const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
 
 /// The largest value a packed entry holds (gaps under about 18 minutes).
-const MAX_VALUE: u64 = u64::MAX >> COUNT_BITS;
+pub const MAX_VALUE: u64 = u64::MAX >> COUNT_BITS;
 
-/// Fewest appended entries that make a batch (fewer in unit tests, so that they batch often).
-const MIN_BATCH: usize = if cfg!(test) { 8 } else { 1 << 15 };
+/// Fewest appended entries that make a batch, unless a log is made with another floor.
+const MIN_BATCH: usize = 1 << 15;
 
 /// Integers with their counts, appended and sorted in batches; see the module.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CountLog {
     /// Distinct values in ascending order, each packed as `value << COUNT_BITS | count`;
     /// a value whose count passes [`MAX_COUNT`] takes several adjacent entries.
@@ -31,9 +31,34 @@ pub struct CountLog {
     wide: std::collections::BTreeMap<u64, u64>,
     /// How many values it holds.
     len: u64,
+    /// Fewest appended entries that make a batch.
+    min_batch: usize,
+}
+
+impl Default for CountLog {
+    fn default() -> Self {
+        CountLog::with_min_batch(MIN_BATCH)
+    }
 }
 
 impl CountLog {
+    /// An empty log that sorts a batch once `min_batch` entries (and more than it holds
+    /// sorted) have been appended; [`CountLog::default`] takes 32,768.
+    pub fn with_min_batch(min_batch: usize) -> Self {
+        CountLog {
+            sorted: Vec::new(),
+            appended: Vec::new(),
+            wide: std::collections::BTreeMap::new(),
+            len: 0,
+            min_batch,
+        }
+    }
+
+    /// How many packed entries it holds: sorted, and appended since the last batch.
+    pub fn packed_entries(&self) -> (usize, usize) {
+        (self.sorted.len(), self.appended.len())
+    }
+
     /// Adds `count` copies of `value`.
     pub fn add(&mut self, value: u64, count: u64) {
         if count == 0 {
@@ -89,7 +114,7 @@ impl CountLog {
     /// Folds the appended entries in once they outnumber the sorted ones and a batch, so
     /// that it holds at most about twice its distinct values.
     fn fold_when_due(&mut self) {
-        if self.appended.len() >= self.sorted.len().max(MIN_BATCH) {
+        if self.appended.len() >= self.sorted.len().max(self.min_batch) {
             self.fold_appended();
         }
     }
@@ -213,52 +238,5 @@ impl Coalesced {
     fn into_vec(mut self) -> Vec<u64> {
         self.out.truncate(self.len);
         self.out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metrics::IntegerCounts;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Whatever is added, in whatever order and batches, the log holds the same values
-        /// and counts as a hash-map tally, and no more entries than twice its distinct
-        /// values (or a batch).
-        #[test]
-        fn a_log_counts_what_a_map_counts(
-            adds in prop::collection::vec(
-                (prop_oneof![0..20u64, 0..1u64 << 40, MAX_VALUE - 2..=MAX_VALUE + 2, Just(u64::MAX)],
-                 prop_oneof![1..4u64, Just(0u64), MAX_COUNT - 1..=MAX_COUNT + 1, Just(u64::MAX / 4)]),
-                0..300),
-        ) {
-            let (mut log, mut map) = (CountLog::default(), IntegerCounts::default());
-            let mut packed = std::collections::BTreeMap::<u64, u64>::new();
-            for &(value, count) in &adds {
-                log.add(value, count);
-                map.add(value, count);
-                if value <= MAX_VALUE && (1..=MAX_COUNT).contains(&count) {
-                    *packed.entry(value).or_insert(0) += count;
-                }
-                // A packed value takes one entry, or, past MAX_COUNT, fewer than two per
-                // MAX_COUNT of its count (any two entries in a row hold more than that);
-                // the appended entries never outnumber the sorted ones (or a batch).
-                let needed: u64 = packed.values().map(|c| 2 * c.div_ceil(MAX_COUNT) - 1).sum();
-                prop_assert!(log.sorted.len() as u64 <= needed);
-                prop_assert!(log.appended.len() < log.sorted.len().max(MIN_BATCH));
-            }
-            // Merged into a log holding values, and into an empty one.
-            let mut merged = CountLog::default();
-            merged.add(3, 2);
-            map.add(3, 2);
-            merged.merge(&log);
-            prop_assert_eq!(merged.len(), map.len());
-            prop_assert_eq!(merged.sorted(), map.sorted());
-            let mut copied = CountLog::default();
-            copied.merge(&log);
-            prop_assert_eq!(copied.len(), log.len());
-            prop_assert_eq!(copied.sorted(), log.sorted());
-        }
     }
 }

@@ -70,11 +70,11 @@ impl CsvColumns {
 }
 
 /// Python's `csv.writer` default line terminator.
-const LINE_END: &[u8] = b"\r\n";
+pub const LINE_END: &[u8] = b"\r\n";
 
 /// Formatted rows are handed to the file in chunks of at least this many bytes, which the
 /// buffered writer passes straight through: each byte is copied once.
-const CHUNK: usize = 1 << 16;
+pub const CHUNK: usize = 1 << 16;
 
 /// A batch of rows goes to the writer thread once it holds this many inter-token latencies
 /// (or [`BATCH_ROWS`] rows), so that a hand-over costs little next to the formatting.
@@ -363,7 +363,7 @@ impl OwnedRecord {
 }
 
 /// Appends the fields of `r`'s CSV row, without the line end.
-fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
+pub fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     let mut num = itoa::Buffer::new();
     let mut int_field = |row: &mut Vec<u8>, value: u64| {
         row.extend_from_slice(num.format(value).as_bytes());
@@ -445,6 +445,3 @@ pub(super) fn push_text_field(row: &mut Vec<u8>, text: &str) {
     }
     row.push(b'"');
 }
-
-#[cfg(test)]
-mod tests;

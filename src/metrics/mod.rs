@@ -1,20 +1,20 @@
 //! Per-request records, the per-request CSV, the vLLM-style run summary, and validation
 //! against a real vLLM run.
 
-mod anomalies;
-mod count_log;
-mod csv_out;
-mod fitness;
-mod plots;
+pub mod anomalies;
+pub mod count_log;
+pub mod csv_out;
+pub mod fitness;
+pub mod plots;
 mod run_plots;
-mod run_settings;
+pub mod run_settings;
 mod scale_plots;
-mod sessions;
-mod slo;
-mod stats;
-mod summary;
+pub mod sessions;
+pub mod slo;
+pub mod stats;
+pub mod summary;
 mod timeseries;
-mod validate;
+pub mod validate;
 
 pub use crate::output::write_atomically;
 pub use anomalies::{AnomalyCounts, DEFAULT_THRASH_WINDOW_NS};
@@ -25,7 +25,7 @@ pub use fitness::{
     REFERENCE_MS,
 };
 pub use plots::PlotFormat;
-pub(crate) use plots::{tick_label, whole_label_count, whole_tick_label};
+pub use plots::{tick_label, whole_label_count, whole_tick_label};
 pub use run_plots::RunPlots;
 pub use run_settings::{RunSettings, SettingHint, VllmMeta};
 pub use scale_plots::write_autoscale_plots;

@@ -66,7 +66,7 @@ const COLORS: [RGBColor; 8] = [
 const FONT: &str = "sans-serif";
 
 /// One line of a chart.
-pub(super) struct Series {
+pub struct Series {
     pub label: String,
     /// `(x, y)` points, in x order.
     pub points: Vec<(f64, f64)>,
@@ -107,7 +107,7 @@ impl Series {
 }
 
 /// One chart: its lines in the default colour cycle, with a legend.
-pub(super) struct Chart {
+pub struct Chart {
     /// File stem.
     pub name: &'static str,
     pub title: String,
@@ -230,14 +230,14 @@ fn draw_on<DB: DrawingBackend>(
 
 /// The share of the plotting area's height a legend of `rows` lines takes, with a gap: about
 /// 22 px a line and 24 px of frame and gap, of the ~490 px a [`SIZE`] chart plots in.
-fn legend_share(rows: usize) -> f64 {
+pub fn legend_share(rows: usize) -> f64 {
     let plot_px = f64::from(SIZE.1) - 110.0;
     ((rows as f64 * 22.0 + 24.0) / plot_px).min(0.5)
 }
 
 /// A tick's text with as many decimals as ticks `step` apart need (none for whole steps):
 /// `120`, not `120.0`; `0.25`; `1000.12` on an axis that varies by less than 1%.
-pub(crate) fn tick_label(v: f64, step: f64) -> String {
+pub fn tick_label(v: f64, step: f64) -> String {
     let decimals = if step > 0.0 && step.is_finite() {
         (-step.log10().floor()).clamp(0.0, 12.0) as usize
     } else {
@@ -252,7 +252,7 @@ pub(crate) fn tick_label(v: f64, step: f64) -> String {
 }
 
 /// A tick of a whole-number axis: the number, or nothing between whole numbers.
-pub(crate) fn whole_tick_label(v: f64) -> String {
+pub fn whole_tick_label(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{}", v.round())
     } else {
@@ -262,7 +262,7 @@ pub(crate) fn whole_tick_label(v: f64) -> String {
 
 /// How many labels a whole-number axis from 0 to `max` asks for, so that its ticks are at
 /// least 1 apart.
-pub(crate) fn whole_label_count(max: f64) -> usize {
+pub fn whole_label_count(max: f64) -> usize {
     (max.floor() as usize + 1).clamp(2, 11)
 }
 
@@ -271,37 +271,4 @@ pub(crate) fn whole_label_count(max: f64) -> usize {
 fn axis_max(values: impl Iterator<Item = f64>) -> f64 {
     let max = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
     if max > 0.0 { max } else { 1.0 }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ticks_carry_the_decimals_their_step_needs_and_whole_axes_only_whole_numbers() {
-        assert_eq!(tick_label(120.0, 20.0), "120");
-        assert_eq!(tick_label(0.25, 0.05), "0.25");
-        assert_eq!(tick_label(1000.12, 0.08), "1000.12");
-        assert_eq!(tick_label(-0.0001, 0.5), "0.0");
-        assert_eq!(whole_tick_label(3.0), "3");
-        assert_eq!(whole_tick_label(2.5), "");
-        assert_eq!(whole_label_count(3.7), 4);
-        assert_eq!(whole_label_count(120.0), 11);
-    }
-
-    #[test]
-    fn a_stepped_series_holds_each_value_until_the_next_point() {
-        let s = Series::solid("r", vec![(0.0, 2.0), (5.0, 3.0), (9.0, 2.0)]).stepped();
-        assert_eq!(
-            s.points,
-            [(0.0, 2.0), (5.0, 2.0), (5.0, 3.0), (9.0, 3.0), (9.0, 2.0)]
-        );
-    }
-
-    #[test]
-    fn a_legend_on_top_gets_a_band_above_the_data() {
-        let share = legend_share(3);
-        assert!(share > 0.1 && share < 0.25, "{share}");
-        assert!(legend_share(40) <= 0.5);
-    }
 }

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use super::count_log::CountLog;
 
 /// Nanoseconds per millisecond.
-pub(super) const NS_PER_MS: f64 = 1e6;
+pub const NS_PER_MS: f64 = 1e6;
 
 /// Mean, median, spread and tail percentiles of one latency metric, in milliseconds, as vLLM's
 /// `benchmark_serving` reports them.
@@ -30,7 +30,7 @@ impl LatencyStats {
     /// Statistics of `values_ns` (in ns, read through `to_f64`, ordered by `cmp`), converted to
     /// ms. The slice is reordered: percentiles are found by selection, not by a full sort,
     /// because pooled inter-token latencies run to tens of millions of values.
-    pub(super) fn from_ns<T: Copy>(
+    pub fn from_ns<T: Copy>(
         values_ns: &mut [T],
         cmp: impl Fn(&T, &T) -> Ordering,
         to_f64: impl Fn(T) -> f64,
@@ -53,7 +53,7 @@ impl LatencyStats {
     /// inter-token latencies: exact integer sums give the mean (the in-order float sum's
     /// whenever that sum is exact, below 2^53 ns) and the variance, radix selection the
     /// percentiles.
-    pub(super) fn from_integer_ns(values_ns: &[u64]) -> Self {
+    pub fn from_integer_ns(values_ns: &[u64]) -> Self {
         if values_ns.is_empty() {
             return LatencyStats::default();
         }
@@ -83,7 +83,7 @@ impl LatencyStats {
     /// exact integer moments and order statistics found by walking the distinct values in
     /// order. (Only when the sum of squares overflows 2^128 does the variance, then summed
     /// per distinct value, differ in its last bits.)
-    pub(super) fn from_counts(counts: &IntegerCounts) -> Self {
+    pub fn from_counts(counts: &IntegerCounts) -> Self {
         let distinct = counts.sorted();
         let n = counts.len;
         if n == 0 {
@@ -295,7 +295,7 @@ impl IntegerCounts {
 
 /// Sorts `(value, count)` pairs by value (a stable sort: runs already sorted cost about a
 /// pass each) and adds up the counts of equal values.
-pub(super) fn sort_adding_equal(pairs: &mut Vec<(u64, u64)>) {
+pub fn sort_adding_equal(pairs: &mut Vec<(u64, u64)>) {
     pairs.sort_by_key(|&(v, _)| v);
     pairs.dedup_by(|next, kept| {
         let same = next.0 == kept.0;
@@ -316,17 +316,20 @@ fn percentile_position(len: usize, q: f64) -> (usize, f64) {
 }
 
 /// Count, exact sum and sum of squares, and range of integers, from one pass.
-struct Moments {
+pub struct Moments {
     count: u128,
     sum: u128,
     /// `None` once the sum of squares overflows.
     sum_of_squares: Option<u128>,
-    min: u64,
-    max: u64,
+    /// The smallest value (`u64::MAX` of none).
+    pub min: u64,
+    /// The largest value (0 of none).
+    pub max: u64,
 }
 
 impl Moments {
-    fn of(values: &[u64]) -> Moments {
+    /// The moments of `values`.
+    pub fn of(values: &[u64]) -> Moments {
         let (mut sum, mut squares, mut overflowed) = (0u128, 0u128, false);
         let (mut min, mut max) = (u64::MAX, 0);
         for &v in values {
@@ -349,7 +352,7 @@ impl Moments {
 
     /// The population variance, `(n·Σx² − (Σx)²) / n²`, computed exactly and rounded once;
     /// `None` when the integers involved overflow.
-    fn variance(&self) -> Option<f64> {
+    pub fn variance(&self) -> Option<f64> {
         let scaled = self.count.checked_mul(self.sum_of_squares?)?;
         let deviation = scaled.checked_sub(self.sum.checked_mul(self.sum)?)?;
         let n = self.count as f64;
@@ -375,7 +378,7 @@ const UNWANTED: u8 = u8::MAX;
 /// than one value, a second pass counts the values of the buckets holding the ranks by their
 /// offset within the bucket, which resolves them when the range is below 2^32; beyond, those
 /// buckets' values are gathered and resolved the same way, recursively.
-fn order_statistics(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut [u64]) {
+pub fn order_statistics(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut [u64]) {
     let range = max - min;
     if range == 0 {
         out.fill(min);
@@ -485,7 +488,7 @@ fn lerp(a: f64, b: f64, t: f64) -> f64 {
 
 /// The arithmetic mean of `values` read through `to_f64`, summed in order (Python's
 /// `sum(xs) / len(xs)`); NaN for an empty slice.
-pub(super) fn mean<T: Copy>(values: &[T], to_f64: impl Fn(T) -> f64) -> f64 {
+pub fn mean<T: Copy>(values: &[T], to_f64: impl Fn(T) -> f64) -> f64 {
     values.iter().map(|&v| to_f64(v)).sum::<f64>() / values.len() as f64
 }
 
@@ -493,7 +496,7 @@ pub(super) fn mean<T: Copy>(values: &[T], to_f64: impl Fn(T) -> f64) -> f64 {
 /// interpolation between the order statistics around index `q/100 · (n − 1)`, with numpy's
 /// two-sided lerp so results match `np.percentile` to the last bit. 0 for an empty slice.
 /// Reorders `values` (selection in O(n)).
-pub(super) fn percentile<T: Copy>(
+pub fn percentile<T: Copy>(
     values: &mut [T],
     q: f64,
     cmp: impl Fn(&T, &T) -> Ordering,
@@ -521,254 +524,4 @@ fn percentile_above<T: Copy>(
     let (_, &mut lo, higher) = values[start..].select_nth_unstable_by(below - start, cmp);
     let hi = higher.iter().copied().min_by(cmp).unwrap_or(lo);
     (lerp(to_f64(lo), to_f64(hi), t), below)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn exact(v: u64) -> f64 {
-        v as f64
-    }
-
-    fn pct(values: &[u64], q: f64) -> f64 {
-        percentile(&mut values.to_vec(), q, u64::cmp, exact)
-    }
-
-    fn assert_close(actual: f64, expected: f64) {
-        assert!(
-            (actual - expected).abs() < 1e-9,
-            "{actual} is not {expected}"
-        );
-    }
-
-    #[test]
-    fn percentile_interpolates_linearly_like_numpy() {
-        let values = [1u64, 2, 3, 4];
-        assert_close(pct(&values, 90.0), 3.7);
-        assert_close(pct(&values, 50.0), 2.5);
-        assert_close(pct(&values, 99.0), 3.97);
-        assert_close(pct(&values, 0.0), 1.0);
-        assert_close(pct(&values, 100.0), 4.0);
-        assert_close(pct(&[15u64, 20, 35, 40, 50], 40.0), 29.0);
-        let one_to_ten: Vec<u64> = (1..=10).collect();
-        assert_close(pct(&one_to_ten, 90.0), 9.1);
-    }
-
-    #[test]
-    fn percentile_does_not_need_sorted_input() {
-        assert_close(pct(&[4, 1, 3, 2], 90.0), 3.7);
-        assert_close(pct(&[50, 15, 40, 20, 35], 40.0), 29.0);
-        let shuffled: Vec<u64> = (0..1000).map(|i| (i * 7919) % 1000).collect();
-        assert_close(pct(&shuffled, 99.0), 989.01);
-    }
-
-    #[test]
-    fn percentile_of_one_value_is_that_value_and_of_none_is_zero() {
-        assert_eq!(pct(&[7u64], 99.0), 7.0);
-        assert_eq!(pct(&[], 50.0), 0.0);
-    }
-
-    #[test]
-    fn stats_are_in_milliseconds_with_population_std() {
-        let mut ns = [4_000_000u64, 2_000_000, 1_000_000, 3_000_000];
-        let stats = LatencyStats::from_ns(&mut ns, u64::cmp, exact);
-        assert_eq!(stats.count, 4);
-        assert_close(stats.mean_ms, 2.5);
-        assert_close(stats.median_ms, 2.5);
-        assert_close(stats.std_ms, 1.25f64.sqrt());
-        assert_close(stats.p90_ms, 3.7);
-        assert_close(stats.p99_ms, 3.97);
-    }
-
-    #[test]
-    fn integer_stats_are_those_of_the_generic_selection() {
-        use rand::{RngExt, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        // Small and large counts, narrow and wide ranges (one, two and four radix passes),
-        // heavy repeats, and a lone outlier far above a tight cluster.
-        let cases: Vec<Vec<u64>> = vec![
-            vec![5],
-            vec![9, 9, 9, 9],
-            (0..3_000).map(|_| rng.random_range(0..1_000_000)).collect(),
-            (0..50_000).map(|_| rng.random_range(0..100)).collect(),
-            (0..50_000)
-                .map(|_| rng.random_range(0..300_000_000))
-                .collect(),
-            (0..50_000).map(|_| rng.random::<u64>()).collect(),
-            (0..50_000)
-                .map(|i| if i == 7 { u64::MAX } else { 6_400_000 + i % 3 })
-                .collect(),
-            (0..20_001)
-                .map(|i| 1_000_000 + (i * 7919) % 20_001)
-                .collect(),
-        ];
-        for values in cases {
-            let expected = LatencyStats::from_ns(&mut values.clone(), u64::cmp, exact);
-            let actual = LatencyStats::from_integer_ns(&values);
-            let case = format!("{} values from {}", values.len(), values[0]);
-            assert_eq!(actual.count, expected.count, "{case}");
-            assert_eq!(
-                [actual.median_ms, actual.p90_ms, actual.p99_ms],
-                [expected.median_ms, expected.p90_ms, expected.p99_ms],
-                "{case}"
-            );
-            // The integer sums are exact; the float ones round at every step, by up to half
-            // an ulp of 2^64 (2^-53 relative) per value once an outlier near 2^64 is summed.
-            for (a, e) in [
-                (actual.mean_ms, expected.mean_ms),
-                (actual.std_ms, expected.std_ms),
-            ] {
-                assert!((a - e).abs() <= 1e-9 * e.abs(), "{case}: {a} vs {e}");
-            }
-            // Counts per distinct value give the same numbers (the variance to rounding only
-            // when the sum of squares overflows, as with values near 2^64).
-            let mut counts = IntegerCounts::default();
-            counts.extend(&values[..values.len() / 2]);
-            counts.extend(&values[values.len() / 2..]);
-            let counted = LatencyStats::from_counts(&counts);
-            assert_eq!(
-                [
-                    counted.mean_ms,
-                    counted.median_ms,
-                    counted.p90_ms,
-                    counted.p99_ms
-                ],
-                [
-                    actual.mean_ms,
-                    actual.median_ms,
-                    actual.p90_ms,
-                    actual.p99_ms
-                ],
-                "{case}"
-            );
-            assert_eq!(counted.count, actual.count, "{case}");
-            let (a, e) = (counted.std_ms, actual.std_ms);
-            assert!((a - e).abs() <= 1e-9 * e.abs(), "{case}: {a} vs {e}");
-        }
-    }
-
-    #[test]
-    fn counts_past_32_bits_move_to_the_wide_table() {
-        // Values and counts on both sides of 2^32, added in pieces and merged: the distinct
-        // values and their counts are those of a plain map.
-        let big = u64::from(u32::MAX);
-        let adds = [
-            (7, 1),
-            (big, 2),
-            (big + 1, 3),
-            (7, big - 1),
-            (7, 5),
-            (9, big + 4),
-            (7, 1),
-            (u64::MAX, 1),
-            (0, 0),
-        ];
-        let mut counts = IntegerCounts::default();
-        let mut plain = std::collections::BTreeMap::<u64, u64>::new();
-        for (value, count) in adds {
-            counts.add(value, count);
-            if count > 0 {
-                *plain.entry(value).or_insert(0) += count;
-            }
-        }
-        let mut merged = IntegerCounts::default();
-        merged.add(7, 3);
-        merged.merge(&counts);
-        merged.extend(&[7, big, big + 1, u64::MAX, 11]);
-        *plain.entry(7).or_insert(0) += 4;
-        for value in [big, big + 1, u64::MAX, 11] {
-            *plain.entry(value).or_insert(0) += 1;
-        }
-        let expected: Vec<(u64, u64)> = plain.into_iter().collect();
-        assert_eq!(merged.sorted(), expected);
-        assert_eq!(merged.len(), expected.iter().map(|&(_, c)| c).sum::<u64>());
-    }
-
-    #[test]
-    fn merged_counts_are_those_of_one_plain_map() {
-        use rand::{RngExt, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
-        for case in 0..50 {
-            // A few tallies of random values (some past 32 bits), merged into an empty one
-            // (a copy) and then into one holding values (a probe per value).
-            let parts: Vec<Vec<u64>> = (0..rng.random_range(1..5))
-                .map(|_| {
-                    let n = rng.random_range(0..300);
-                    let top = [10, 1_000, 1 << 40][rng.random_range(0..3)];
-                    (0..n).map(|_| rng.random_range(0..top)).collect()
-                })
-                .collect();
-            let mut plain = std::collections::BTreeMap::<u64, u64>::new();
-            let mut merged = IntegerCounts::default();
-            for part in &parts {
-                // Some parts tallied in maps, some in logs, some in both.
-                let mut counts = IntegerCounts::default();
-                let mut log = CountLog::default();
-                for &v in part {
-                    match rng.random_range(0..3) {
-                        0 => counts.add(v, 1),
-                        _ => log.add(v, 1),
-                    }
-                }
-                counts.merge_log(&log);
-                merged.merge(&counts);
-                for &v in part {
-                    *plain.entry(v).or_insert(0) += 1;
-                }
-            }
-            let expected: Vec<(u64, u64)> = plain.into_iter().collect();
-            assert_eq!(merged.sorted(), expected, "case {case}");
-            // Equal to the same values held in a map alone.
-            let mut in_map = IntegerCounts::default();
-            for &(v, c) in &expected {
-                in_map.add(v, c);
-            }
-            assert_eq!(merged, in_map, "case {case}");
-            assert_eq!(
-                merged.len(),
-                parts.iter().map(|p| p.len() as u64).sum::<u64>(),
-                "case {case}"
-            );
-        }
-    }
-
-    #[test]
-    fn integer_order_statistics_match_a_sort() {
-        let values: Vec<u64> = (0..10_000u64)
-            .map(|i| ((i * 104_729) % 65_537) << 20)
-            .collect();
-        let mut sorted = values.clone();
-        sorted.sort_unstable();
-        let ranks = [0, 1, 4_999, 5_000, 9_998, 9_999];
-        let mut out = [0; 6];
-        order_statistics(&values, sorted[0], sorted[9_999], &ranks, &mut out);
-        assert_eq!(out, ranks.map(|r| sorted[r]));
-    }
-
-    #[test]
-    fn integer_mean_and_variance_are_exact() {
-        // In floats, 2^53 + 1 is not representable: an in-order float sum would lose the 1s.
-        let big = 1u64 << 53;
-        let stats = LatencyStats::from_integer_ns(&[big, 1, 1, 1]);
-        let mean = (big as f64 + 3.0) / 4.0;
-        assert_eq!(stats.mean_ms, mean / NS_PER_MS);
-        let moments = Moments::of(&[1, 2, 3, 4]);
-        assert_eq!(moments.variance(), Some(1.25));
-        assert_eq!((moments.min, moments.max), (1, 4));
-        assert_eq!(Moments::of(&[u64::MAX, u64::MAX]).variance(), None);
-    }
-
-    #[test]
-    fn integer_stats_of_no_values_are_all_zero() {
-        assert_eq!(LatencyStats::from_integer_ns(&[]), LatencyStats::default());
-    }
-
-    #[test]
-    fn stats_of_no_values_are_all_zero() {
-        assert_eq!(
-            LatencyStats::from_ns(&mut [] as &mut [f64], f64::total_cmp, |v| v),
-            LatencyStats::default()
-        );
-    }
 }

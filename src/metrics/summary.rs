@@ -11,11 +11,11 @@ use crate::power::PowerReport;
 use serde_json::{Map, Value};
 use std::path::Path;
 
-mod instances;
-mod overload;
-mod pd;
-mod render;
-mod tier;
+pub mod instances;
+pub mod overload;
+pub mod pd;
+pub mod render;
+pub mod tier;
 
 use instances::InstanceTally;
 pub use instances::{InstanceInfo, InstanceSummary};
@@ -524,6 +524,3 @@ impl Summary {
         ]
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -3,7 +3,7 @@
 //! per-request CSV, their mean and tail percentiles side by side with the relative difference,
 //! and plots of both runs.
 
-mod matching;
+pub mod matching;
 
 use super::plots::{self, Chart, PlotFormat, Series};
 use super::stats::{NS_PER_MS, mean, percentile};
@@ -78,14 +78,16 @@ struct Run {
 
 /// One statistic of one metric on both sides, ms.
 #[derive(Debug, Clone, Copy)]
-struct Cell {
-    real_ms: f64,
-    sim_ms: f64,
+pub struct Cell {
+    /// The vLLM run's value.
+    pub real_ms: f64,
+    /// The simulator's value.
+    pub sim_ms: f64,
 }
 
 impl Cell {
     /// `(sim − vLLM) / vLLM × 100`; NaN when the vLLM value is 0 or NaN.
-    fn diff_pct(self) -> f64 {
+    pub fn diff_pct(self) -> f64 {
         if self.real_ms == 0.0 {
             f64::NAN
         } else {
@@ -314,7 +316,7 @@ impl Validation {
 /// The case a validation compares, named by its files: the vLLM run's folder (its last two
 /// parts, leaving out a last `vllm`, as in LLMServingSim's `bench/examples/<GPU>/<model>/vllm`)
 /// and the simulated CSV's name, e.g. `RTXPRO6000/Llama-3.1-8B: vLLM vs out.csv`.
-fn case_name(real_requests: &Path, sim_csv: &Path) -> String {
+pub fn case_name(real_requests: &Path, sim_csv: &Path) -> String {
     let folder = real_requests.parent().unwrap_or(Path::new(""));
     let mut parts: Vec<String> = folder
         .components()
@@ -338,7 +340,7 @@ fn case_name(real_requests: &Path, sim_csv: &Path) -> String {
 }
 
 /// `Σ|sim − real| / Σ real × 100` over the seconds (`t` rounded) either series has.
-fn series_error_pct(real: &[(f64, f64)], sim: &[(f64, f64)]) -> f64 {
+pub fn series_error_pct(real: &[(f64, f64)], sim: &[(f64, f64)]) -> f64 {
     let mut by_second: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
     for &(t, v) in real {
         by_second.entry(t.round() as i64).or_default().0 += v;
@@ -356,7 +358,7 @@ fn series_error_pct(real: &[(f64, f64)], sim: &[(f64, f64)]) -> f64 {
 }
 
 /// The empirical CDF of ascending latencies in ms: `(latency s, fraction ≤ it)`.
-fn latency_cdf(sorted_ms: &[f64]) -> Vec<(f64, f64)> {
+pub fn latency_cdf(sorted_ms: &[f64]) -> Vec<(f64, f64)> {
     let n = sorted_ms.len() as f64;
     sorted_ms
         .iter()
@@ -367,7 +369,7 @@ fn latency_cdf(sorted_ms: &[f64]) -> Vec<(f64, f64)> {
 
 /// Mean (`q = None`) or `q`-th percentile of `values`; NaN for no values, as Python's
 /// validation prints it. Reorders `values`.
-fn statistic(values: &mut [f64], q: Option<f64>) -> f64 {
+pub fn statistic(values: &mut [f64], q: Option<f64>) -> f64 {
     match q {
         _ if values.is_empty() => f64::NAN,
         None => mean(values, |v| v),
@@ -376,7 +378,7 @@ fn statistic(values: &mut [f64], q: Option<f64>) -> f64 {
 }
 
 /// `value` as Python's `f"{value:.1f}"` (`plus`: `f"{value:+.1f}"`), `nan` included.
-fn python_fixed(value: f64, plus: bool) -> String {
+pub fn python_fixed(value: f64, plus: bool) -> String {
     match (value.is_nan(), plus) {
         (true, false) => "nan".into(),
         (true, true) => "+nan".into(),
@@ -387,29 +389,38 @@ fn python_fixed(value: f64, plus: bool) -> String {
 
 /// One line of vLLM's `requests.jsonl` (timestamps in seconds).
 #[derive(Debug, Deserialize)]
-struct RealRequest {
+pub struct RealRequest {
     /// `bench-<n>` in LLMServingSim's bench runs: the request's id is the number.
     #[serde(default)]
-    request_id: Option<String>,
+    pub request_id: Option<String>,
+    /// Prompt tokens.
     #[serde(default)]
-    input_toks: Option<u64>,
-    output_toks: u64,
+    pub input_toks: Option<u64>,
+    /// Generated tokens.
+    pub output_toks: u64,
     /// Epoch time in current vLLM, so usually on a different clock from the rest.
-    arrival_time: Option<f64>,
+    pub arrival_time: Option<f64>,
     /// Engine (monotonic) clock, like the token timestamps.
-    queued_ts: Option<f64>,
-    first_token_ts: f64,
-    last_token_ts: f64,
+    pub queued_ts: Option<f64>,
+    /// When the first token came (engine clock).
+    pub first_token_ts: f64,
+    /// When the last token came (engine clock).
+    pub last_token_ts: f64,
 }
 
 /// A [`RealRequest`] with its arrival on the engine clock.
 #[derive(Debug)]
-struct RealTimes {
-    served: Served,
-    output_toks: u64,
-    arrival: f64,
-    first_token: f64,
-    last_token: f64,
+pub struct RealTimes {
+    /// The request's id and token counts, for matching with the simulated ones.
+    pub served: Served,
+    /// Generated tokens.
+    pub output_toks: u64,
+    /// Arrival, engine clock, seconds.
+    pub arrival: f64,
+    /// First token, engine clock, seconds.
+    pub first_token: f64,
+    /// Last token, engine clock, seconds.
+    pub last_token: f64,
 }
 
 /// Reads `requests.jsonl`, resolving each arrival with [`engine_arrival`]; with
@@ -500,7 +511,7 @@ fn client_clock_offset(raw: &[(usize, RealRequest, f64)]) -> anyhow::Result<Opti
 /// when it is within [`SAME_CLOCK_MAX_GAP_S`] of both token timestamps, else `queued_ts` when it
 /// is within that of either. Unlike LLMServingSim, which then falls back to `arrival_time`,
 /// an arrival on neither clock is an error.
-fn engine_arrival(r: &RealRequest) -> anyhow::Result<f64> {
+pub fn engine_arrival(r: &RealRequest) -> anyhow::Result<f64> {
     let near = |a: f64, b: f64| (a - b).abs() < SAME_CLOCK_MAX_GAP_S;
     if let Some(arrival) = r.arrival_time
         && near(arrival, r.first_token_ts)
@@ -570,7 +581,7 @@ fn check_time(name: &str, ms: f64) -> anyhow::Result<()> {
 
 /// The real run's generation throughput with each request's tokens spread evenly from its
 /// first to its last token, time measured from the earliest arrival.
-fn spread_real_tokens(requests: &[RealTimes], path: &Path) -> anyhow::Result<Vec<(f64, f64)>> {
+pub fn spread_real_tokens(requests: &[RealTimes], path: &Path) -> anyhow::Result<Vec<(f64, f64)>> {
     let start = requests
         .iter()
         .map(|r| r.arrival)
@@ -728,7 +739,7 @@ fn field_at(path: &Path, record: &csv::StringRecord, name: &str) -> String {
 }
 
 /// A Python list repr of numbers, `[a, b, c]`.
-fn parse_list(text: &str) -> anyhow::Result<Vec<f64>> {
+pub fn parse_list(text: &str) -> anyhow::Result<Vec<f64>> {
     let Some(inner) = text
         .trim()
         .strip_prefix('[')
@@ -750,7 +761,7 @@ fn parse_list(text: &str) -> anyhow::Result<Vec<f64>> {
 
 /// Events per second in 1 s buckets of `times_s`, each labelled with its end (as vLLM's
 /// timeseries are), with empty seconds as zeros.
-fn per_second(times_s: impl Iterator<Item = f64>) -> anyhow::Result<Vec<(f64, f64)>> {
+pub fn per_second(times_s: impl Iterator<Item = f64>) -> anyhow::Result<Vec<(f64, f64)>> {
     let mut counts: Vec<u64> = Vec::new();
     for t in times_s {
         if !(0.0..MAX_RUN_S).contains(&t) {
@@ -768,6 +779,3 @@ fn per_second(times_s: impl Iterator<Item = f64>) -> anyhow::Result<Vec<(f64, f6
         .map(|(i, count)| ((i + 1) as f64, count as f64))
         .collect())
 }
-
-#[cfg(test)]
-mod tests;

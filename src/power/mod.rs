@@ -342,6 +342,3 @@ impl PowerModel {
         PowerReport::new(nodes, duration_s, seconds(self.interval_ns), series_w)
     }
 }
-
-#[cfg(test)]
-mod tests;

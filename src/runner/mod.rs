@@ -1,6 +1,6 @@
 //! The main job: load the workload, size the KV cache, run the engine, write the outputs.
 
-mod backend;
+pub mod backend;
 mod evaluate;
 mod outputs;
 mod rehearsal;

@@ -7,7 +7,7 @@
 //! networks and the host model.
 
 mod astra_dp;
-mod batch_limits;
+pub mod batch_limits;
 mod control;
 mod host;
 mod instances;
@@ -18,9 +18,9 @@ mod pipeline;
 mod placement;
 mod power;
 mod prefix_storage;
-mod quick;
+pub mod quick;
 mod scaling;
-mod sglang;
+pub mod sglang;
 
 pub use batch_limits::{
     BatchLimits, LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS, LLMSERVINGSIM_MAX_NUM_SEQS,

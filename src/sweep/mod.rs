@@ -10,7 +10,7 @@ mod console;
 pub mod exec;
 pub mod expr;
 pub mod pareto;
-mod plot;
+pub mod plot;
 pub mod points;
 pub mod report;
 pub mod results;
@@ -152,6 +152,3 @@ pub fn parse_ids(text: &str, count: usize) -> anyhow::Result<Vec<usize>> {
     ids.dedup();
     Ok(ids)
 }
-
-#[cfg(test)]
-mod tests;

@@ -68,7 +68,7 @@ impl ReportOptions {
 
 /// One configuration: its points' rows and its mean values.
 #[derive(Debug)]
-pub(super) struct Config {
+pub struct Config {
     pub id: String,
     pub rows: Vec<usize>,
     /// The parameter columns' values (from its first row).

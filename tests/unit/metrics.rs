@@ -1,1 +1,12 @@
 //! Unit tests of `blis_cosim::metrics`.
+
+mod anomalies;
+mod count_log;
+mod csv_out;
+mod fitness;
+mod plots;
+mod run_settings;
+mod slo;
+mod stats;
+mod summary;
+mod validate;

@@ -1,1 +1,6 @@
 //! Unit tests of `blis_cosim::setup`.
+
+mod batch_limits;
+mod placement;
+mod quick;
+mod sglang;

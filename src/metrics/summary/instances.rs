@@ -47,7 +47,7 @@ pub struct InstanceInfo {
 
 /// Running totals of the requests one instance finished.
 #[derive(Debug, Clone, Default)]
-pub(super) struct InstanceTally {
+pub struct InstanceTally {
     completed: u64,
     input_toks: u64,
     output_toks: u64,

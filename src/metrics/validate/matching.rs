@@ -7,14 +7,17 @@ use std::collections::BTreeMap;
 
 /// One request's id and token counts, as one run recorded it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Served {
+pub struct Served {
+    /// The request's number.
     pub id: u64,
+    /// Prompt tokens, where the run recorded them.
     pub input: Option<u64>,
+    /// Generated tokens.
     pub output: u64,
 }
 
 /// The number that ends a vLLM `request_id` (`bench-17` → 17).
-pub(super) fn trailing_id(request_id: &str) -> Option<u64> {
+pub fn trailing_id(request_id: &str) -> Option<u64> {
     let start = request_id
         .rfind(|c: char| !c.is_ascii_digit())
         .map_or(0, |i| i + 1);
@@ -23,7 +26,7 @@ pub(super) fn trailing_id(request_id: &str) -> Option<u64> {
 
 /// What differs between the requests of the real run and of the simulation: one sentence per
 /// kind of difference, none when they served the same requests.
-pub(super) fn differences(real: &[Served], sim: &[Served]) -> Vec<String> {
+pub fn differences(real: &[Served], sim: &[Served]) -> Vec<String> {
     let mut out = Vec::new();
     if real.len() != sim.len() {
         out.push(format!(
@@ -86,36 +89,4 @@ fn ids(ids: &[u64]) -> String {
         text.push(format!("and {} more", ids.len() - SHOWN));
     }
     text.join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn served(id: u64, input: u64, output: u64) -> Served {
-        Served {
-            id,
-            input: Some(input),
-            output,
-        }
-    }
-
-    #[test]
-    fn the_same_requests_have_no_difference_and_others_are_named() {
-        let real: Vec<Served> = (0..8).map(|i| served(i, 10, 5)).collect();
-        assert!(differences(&real, &real).is_empty());
-        let mut sim: Vec<Served> = real[..3].to_vec();
-        sim[1].output = 6;
-        assert_eq!(
-            differences(&real, &sim),
-            [
-                "the vLLM run has 8 requests, the simulation 3",
-                "5 vLLM requests have no simulated request of the same id (3, 4, 5, 6, 7)",
-                "1 requests of the same id differ in prompt or output tokens (first: request 1, \
-                 vLLM 10/5, simulation 10/6 prompt/output)",
-            ]
-        );
-        assert_eq!(trailing_id("bench-17"), Some(17));
-        assert_eq!(trailing_id("cmpl-abc"), None);
-    }
 }

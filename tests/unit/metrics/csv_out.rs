@@ -1,7 +1,11 @@
+//! Unit tests of `blis_cosim::metrics::csv_out`.
+//!
 //! Tests of the per-request CSV: rows byte for byte, the extra column sets, atomic writes.
 
-use super::*;
+use blis_cosim::metrics::RequestRecord;
+use blis_cosim::metrics::csv_out::*;
 use std::fs;
+use std::path::Path;
 
 const HEADER_LINE: &str = "instance id,request id,model,input,output,arrival,end_time,\
                            latency,queuing_delay,TTFT,TPOT,ITL\r\n";
@@ -118,7 +122,7 @@ fn pd_csv_appends_the_prefill_instance_and_the_transfer_time() {
     .unwrap();
     let decoded = RequestRecord {
         instance_id: 3,
-        pd: Some(crate::metrics::PdRecord {
+        pd: Some(blis_cosim::metrics::PdRecord {
             prefill_instance: 1,
             prefill_end_ns: 100,
             transfer_start_ns: 150,

@@ -1,7 +1,18 @@
+//! Unit tests of `blis_cosim::metrics::summary`.
+//!
 //! Summary statistics, JSON keys and files.
 
-use super::*;
-use crate::config::InstanceRole;
+mod overload;
+mod pd;
+mod render;
+mod tier;
+
+use blis_cosim::Nanos;
+use blis_cosim::config::InstanceRole;
+use blis_cosim::metrics::RequestRecord;
+use blis_cosim::metrics::summary::instances::InstanceInfo;
+use blis_cosim::metrics::summary::*;
+use serde_json::Value;
 
 pub(super) fn instance_info() -> InstanceInfo {
     InstanceInfo {
@@ -19,7 +30,7 @@ pub(super) fn instance_info() -> InstanceInfo {
         lower_tier: None,
         profile_lookups: None,
         role: InstanceRole::Colocated,
-        engine: crate::scheduler::Engine::Vllm,
+        engine: blis_cosim::scheduler::Engine::Vllm,
     }
 }
 

@@ -1,4 +1,10 @@
-use super::*;
+//! Unit tests of `blis_cosim::metrics::validate`.
+
+mod matching;
+
+use blis_cosim::metrics::validate::matching::Served;
+use blis_cosim::metrics::validate::*;
+use std::path::Path;
 
 fn request(arrival_time: Option<f64>, queued_ts: Option<f64>) -> RealRequest {
     RealRequest {
