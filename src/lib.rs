@@ -36,10 +36,6 @@ pub mod trace;
 pub mod workload;
 pub mod yaml;
 
-#[cfg(test)]
-#[path = "../tests/common/shared_data.rs"]
-pub(crate) mod shared_data;
-
 /// Simulated time and durations, in integer nanoseconds.
 pub type Nanos = u64;
 

@@ -26,8 +26,6 @@ mod runner;
 mod scheduler;
 mod serde_messages;
 mod setup;
-#[path = "../common/shared_data.rs"]
-mod shared_data;
 mod sweep;
 mod workload;
 mod yaml;

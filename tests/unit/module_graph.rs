@@ -232,6 +232,61 @@ fn clap_stays_in_the_command_line() {
     }
 }
 
+/// Whether a line of library code is test code: a `#[test]`, a `cfg` on `test`, a proptest
+/// block or a test module file.
+fn is_test_line(line: &str) -> bool {
+    let line = line.trim_start();
+    let attribute = line.starts_with("#[")
+        && (line.starts_with("#[test]")
+            || ["(test)", "(test,", " test)", " test,"]
+                .iter()
+                .any(|p| line.contains(p)));
+    attribute || line.contains("cfg!(test") || line.starts_with("proptest!")
+}
+
+/// The library is built without its tests (`[lib] test = false` in `Cargo.toml`), so a test
+/// written in `src/` would never run: unit tests live in this harness.
+#[test]
+fn the_library_holds_no_tests() {
+    let mut files = Vec::new();
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    files.sort();
+    let mut found = Vec::new();
+    for file in &files {
+        if is_test_file(file) {
+            found.push(format!("{} (a test module file)", file.display()));
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if is_test_line(line) {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "test code in src/ would never run:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_test_line_is_told_from_code() {
+    assert!(is_test_line("    #[test]"));
+    assert!(is_test_line("#[cfg(test)]"));
+    assert!(is_test_line("#[cfg(all(test, unix))]"));
+    assert!(is_test_line(
+        "const N: usize = if cfg!(test) { 8 } else { 64 };"
+    ));
+    assert!(is_test_line("proptest! {"));
+    assert!(!is_test_line("#[cfg(unix)]"));
+    assert!(!is_test_line("/// The latest test of the queue."));
+    assert!(!is_test_line("fn test_count(&self) -> usize {"));
+}
+
 #[test]
 fn the_reader_sees_imports_and_skips_tests_and_comments() {
     let text = "use crate::a::X;\n// use crate::b;\nfn f() { crate::c::g(); } // crate::d\n\
