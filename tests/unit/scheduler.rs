@@ -1,1 +1,2 @@
 //! Unit tests of `blis_cosim::scheduler`.
+mod prompt_hashes;
