@@ -41,7 +41,7 @@
 
 use super::SchedulerBug;
 use crate::Nanos;
-use crate::workload::Request;
+use crate::workload::{PromptBlocks, Request};
 use hashbrown::HashTable;
 use std::collections::{HashMap, VecDeque};
 
@@ -111,6 +111,9 @@ pub fn request_block_hashes(
     };
     let len = max_tokens.min(request.input_toks as usize);
     out.clear();
+    if prompt_block_hashes(blocks, block_size, len / block_size as usize, out, bytes) {
+        return;
+    }
     let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
     for start in (0..len / block_size as usize).map(|k| k * block_size as usize) {
@@ -118,6 +121,47 @@ pub fn request_block_hashes(
         parent = hash_block(parent, bytes);
         out.push(parent);
     }
+}
+
+/// Appends to `out` the chained hashes of the first `full` KV blocks of `kv_block` tokens of
+/// prompt blocks `blocks` (from [`CHAIN_SEED`]), prompt block after prompt block: a KV block's
+/// tokens are then consecutive ids from its first, written by adding one, not looked up.
+/// Returns false, appending nothing, where a KV block would straddle two prompt blocks or the
+/// prompt blocks hold fewer than `full` KV blocks.
+fn prompt_block_hashes(
+    blocks: &PromptBlocks,
+    kv_block: u32,
+    full: usize,
+    out: &mut Vec<u64>,
+    bytes: &mut Vec<u8>,
+) -> bool {
+    let prompt_block = blocks.block_size();
+    if kv_block == 0 || !prompt_block.is_multiple_of(kv_block) {
+        return false;
+    }
+    let per = (prompt_block / kv_block) as usize;
+    if full > blocks.firsts().len() * per {
+        return false;
+    }
+    let bytes = block_bytes(bytes, kv_block);
+    let mut parent = CHAIN_SEED;
+    let mut left = full;
+    for &first in blocks.firsts() {
+        if left == 0 {
+            break;
+        }
+        let mut token = first;
+        for _ in 0..left.min(per) {
+            for dst in bytes[8..].chunks_exact_mut(4) {
+                dst.copy_from_slice(&token.to_le_bytes());
+                token += 1;
+            }
+            parent = hash_block(parent, bytes);
+            out.push(parent);
+        }
+        left -= left.min(per);
+    }
+    true
 }
 
 /// `bytes` sized for one block's hash input: the parent hash and `block_size` token ids.

@@ -33,6 +33,16 @@ impl PromptBlocks {
         u64::from(u32::MAX) / u64::from(block_size) - 1
     }
 
+    /// The first token id of each block, in prompt order.
+    pub fn firsts(&self) -> &[u32] {
+        &self.firsts
+    }
+
+    /// Tokens per block.
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
     /// The first `len` token ids of the prompt.
     pub fn tokens(&self, len: usize) -> impl Iterator<Item = u32> + '_ {
         let bs = self.block_size;
