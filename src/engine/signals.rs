@@ -330,7 +330,7 @@ impl Signals {
             }
         }
         if self.copies && copy.contains(&true) {
-            self.rank_all_again();
+            self.rank_all_again(&copy);
             for i in active_ids(&self.active, schedulers.len()) {
                 let live = observe(&schedulers[i], &instances[i].recent, now);
                 for signal in &Signal::ALL[..7] {
@@ -409,7 +409,7 @@ impl Signals {
         let copy: [bool; 8] =
             std::array::from_fn(|k| k < 7 && !self.immediate[k] && self.read_at[k] != first[k]);
         if self.copies && copy.contains(&true) {
-            self.rank_all_again();
+            self.rank_all_again(&copy);
             for i in active_ids(&self.active, schedulers.len()) {
                 let live = observe(&schedulers[i], &instances[i].recent, last);
                 for signal in &Signal::ALL[..7] {
@@ -429,8 +429,15 @@ impl Signals {
         self.rerank(schedulers);
     }
 
-    /// After a stale signal was copied: every instance's key is taken again.
-    fn rank_all_again(&mut self) {
+    /// After the stale signals `copied` were copied: every instance's key is taken again if
+    /// a key reads one of them. A key reads requests waiting and running and KV blocks used
+    /// ([`Ranking::key`]; the in-flight count is always live), so copying only the hit rate
+    /// or the recent latencies (periodic by default, the hit rate every 10 ms) changes no key.
+    fn rank_all_again(&mut self, copied: &[bool; 8]) {
+        let keyed = [Signal::Queue, Signal::Running, Signal::Kv];
+        if !keyed.iter().any(|s| copied[s.index()]) {
+            return;
+        }
         if let Some(rank) = &mut self.rank {
             rank.stale = true;
         }
@@ -487,7 +494,33 @@ impl Signals {
     /// instance read only for the load signals a key depends on (requests waiting and
     /// running, KV blocks used, in flight).
     fn key(&self, by: Ranking, i: usize, schedulers: &Cores<'_>) -> u128 {
+        if by == Ranking::Load {
+            return by.key(&self.seen_for_load(i, &schedulers[i]));
+        }
         by.key(&self.seen_with(i, InstanceSnapshot::of(&schedulers[i])))
+    }
+
+    /// What `LOAD`'s key reads of what the router sees of instance `i` (requests waiting
+    /// and running, `max_num_seqs`), the instance read for nothing else: the KV pool and
+    /// the rest of the snapshot are not touched (a key is taken after most steps).
+    fn seen_for_load(&self, i: usize, core: &Core) -> InstanceSnapshot {
+        let held = &self.held[i];
+        let waiting = if self.immediate[Signal::Queue.index()] {
+            core.num_waiting() + core.num_incoming()
+        } else {
+            held.waiting
+        };
+        let running = if self.immediate[Signal::Running.index()] {
+            core.num_running()
+        } else {
+            held.running
+        };
+        InstanceSnapshot {
+            waiting,
+            running,
+            max_num_seqs: held.max_num_seqs,
+            ..InstanceSnapshot::default()
+        }
     }
 
     /// The view over `schedulers` and `instances` (the live prefix caches, asked at the
