@@ -121,6 +121,23 @@ fn observe(scheduler: &Core, recent: &Recent, now: Nanos) -> InstanceSnapshot {
     }
 }
 
+/// The signals read from an instance's scheduler (the others are the engine's recent
+/// statistics, and the prefix cache, read where it is asked).
+const SCHEDULER_SIGNALS: [Signal; 3] = [Signal::Queue, Signal::Running, Signal::Kv];
+
+/// The recent statistics of an instance at `now`, what its hit rate and recent latency
+/// signals read ([`observe`] without the scheduler: the other fields are left at zero).
+fn observe_recent(recent: &Recent, now: Nanos) -> InstanceSnapshot {
+    InstanceSnapshot {
+        recent_ttft_ns: recent.ttft_ns.unwrap_or(0),
+        recent_tpot_ns: recent.tpot_ns.unwrap_or(0),
+        estimated_wait_ns: recent.wait_ns.unwrap_or(0),
+        cache_hit_rate: recent.hit_rate(),
+        taken_at: now,
+        ..InstanceSnapshot::default()
+    }
+}
+
 /// Copies `signal`'s fields from `live` into `held`.
 fn copy_signal(signal: Signal, live: &InstanceSnapshot, held: &mut InstanceSnapshot) {
     match signal {
@@ -331,14 +348,7 @@ impl Signals {
         }
         if self.copies && copy.contains(&true) {
             self.rank_all_again(&copy);
-            for i in active_ids(&self.active, schedulers.len()) {
-                let live = observe(&schedulers[i], &instances[i].recent, now);
-                for signal in &Signal::ALL[..7] {
-                    if copy[signal.index()] {
-                        copy_signal(*signal, &live, &mut self.held[i]);
-                    }
-                }
-            }
+            self.copy_held(&copy, schedulers, instances, now);
         }
         if self.prefix_at.is_none() {
             return;
@@ -410,14 +420,7 @@ impl Signals {
             std::array::from_fn(|k| k < 7 && !self.immediate[k] && self.read_at[k] != first[k]);
         if self.copies && copy.contains(&true) {
             self.rank_all_again(&copy);
-            for i in active_ids(&self.active, schedulers.len()) {
-                let live = observe(&schedulers[i], &instances[i].recent, last);
-                for signal in &Signal::ALL[..7] {
-                    if copy[signal.index()] {
-                        copy_signal(*signal, &live, &mut self.held[i]);
-                    }
-                }
-            }
+            self.copy_held(&copy, schedulers, instances, last);
         }
         let prefix = Signal::Prefix.index();
         if self.read_at[prefix] != first[prefix] {
@@ -429,13 +432,38 @@ impl Signals {
         self.rerank(schedulers);
     }
 
+    /// Copies the signals `copy` of every active instance, as they are at `now`, into what
+    /// the router holds. The scheduler is read only when a copied signal is its own (queue,
+    /// running, KV); the hit rate and the recent latencies are the engine's (`Recent`).
+    fn copy_held(
+        &mut self,
+        copy: &[bool; 8],
+        schedulers: &Cores<'_>,
+        instances: &[InstanceSim<'_>],
+        now: Nanos,
+    ) {
+        let reads_scheduler = SCHEDULER_SIGNALS.iter().any(|s| copy[s.index()]);
+        for i in active_ids(&self.active, schedulers.len()) {
+            let recent = &instances[i].recent;
+            let live = if reads_scheduler {
+                observe(&schedulers[i], recent, now)
+            } else {
+                observe_recent(recent, now)
+            };
+            for signal in &Signal::ALL[..7] {
+                if copy[signal.index()] {
+                    copy_signal(*signal, &live, &mut self.held[i]);
+                }
+            }
+        }
+    }
+
     /// After the stale signals `copied` were copied: every instance's key is taken again if
     /// a key reads one of them. A key reads requests waiting and running and KV blocks used
     /// ([`Ranking::key`]; the in-flight count is always live), so copying only the hit rate
     /// or the recent latencies (periodic by default, the hit rate every 10 ms) changes no key.
     fn rank_all_again(&mut self, copied: &[bool; 8]) {
-        let keyed = [Signal::Queue, Signal::Running, Signal::Kv];
-        if !keyed.iter().any(|s| copied[s.index()]) {
+        if !SCHEDULER_SIGNALS.iter().any(|s| copied[s.index()]) {
             return;
         }
         if let Some(rank) = &mut self.rank {
