@@ -114,6 +114,23 @@ fn observe(scheduler: &Core, recent: &Recent, now: Nanos) -> InstanceSnapshot {
     }
 }
 
+/// The signals read from an instance's scheduler (the others are the engine's recent
+/// statistics, and the prefix cache, read where it is asked).
+const SCHEDULER_SIGNALS: [Signal; 3] = [Signal::Queue, Signal::Running, Signal::Kv];
+
+/// The recent statistics of an instance at `now`, what its hit rate and recent latency
+/// signals read ([`observe`] without the scheduler: the other fields are left at zero).
+fn observe_recent(recent: &Recent, now: Nanos) -> InstanceSnapshot {
+    InstanceSnapshot {
+        recent_ttft_ns: recent.ttft_ns.unwrap_or(0),
+        recent_tpot_ns: recent.tpot_ns.unwrap_or(0),
+        estimated_wait_ns: recent.wait_ns.unwrap_or(0),
+        cache_hit_rate: recent.hit_rate(),
+        taken_at: now,
+        ..InstanceSnapshot::default()
+    }
+}
+
 /// Copies `signal`'s fields from `live` into `held`.
 fn copy_signal(signal: Signal, live: &InstanceSnapshot, held: &mut InstanceSnapshot) {
     match signal {
@@ -337,15 +354,8 @@ impl Signals {
             }
         }
         if self.copies && copy.contains(&true) {
-            self.rank_all_again();
-            for i in active_ids(&self.active, schedulers.len()) {
-                let live = self.take_snapshot(&schedulers[i], &instances[i].recent, now);
-                for signal in &Signal::ALL[..7] {
-                    if copy[signal.index()] {
-                        copy_signal(*signal, &live, &mut self.held[i]);
-                    }
-                }
-            }
+            self.rank_all_again(&copy);
+            self.copy_held(&copy, schedulers, instances, now);
         }
         if self.prefix_at.is_none() {
             return;
@@ -416,15 +426,8 @@ impl Signals {
         let copy: [bool; 8] =
             std::array::from_fn(|k| k < 7 && !self.immediate[k] && self.read_at[k] != first[k]);
         if self.copies && copy.contains(&true) {
-            self.rank_all_again();
-            for i in active_ids(&self.active, schedulers.len()) {
-                let live = self.take_snapshot(&schedulers[i], &instances[i].recent, last);
-                for signal in &Signal::ALL[..7] {
-                    if copy[signal.index()] {
-                        copy_signal(*signal, &live, &mut self.held[i]);
-                    }
-                }
-            }
+            self.rank_all_again(&copy);
+            self.copy_held(&copy, schedulers, instances, last);
         }
         let prefix = Signal::Prefix.index();
         if self.read_at[prefix] != first[prefix] {
@@ -436,8 +439,40 @@ impl Signals {
         self.rerank(schedulers);
     }
 
-    /// After a stale signal was copied: every instance's key is taken again.
-    fn rank_all_again(&mut self) {
+    /// Copies the signals `copy` of every active instance, as they are at `now`, into what
+    /// the router holds. The scheduler is read only when a copied signal is its own (queue,
+    /// running, KV); the hit rate and the recent latencies are the engine's (`Recent`).
+    fn copy_held(
+        &mut self,
+        copy: &[bool; 8],
+        schedulers: &Cores<'_>,
+        instances: &[InstanceSim<'_>],
+        now: Nanos,
+    ) {
+        let reads_scheduler = SCHEDULER_SIGNALS.iter().any(|s| copy[s.index()]);
+        for i in active_ids(&self.active, schedulers.len()) {
+            let recent = &instances[i].recent;
+            let live = if reads_scheduler {
+                self.take_snapshot(&schedulers[i], recent, now)
+            } else {
+                observe_recent(recent, now)
+            };
+            for signal in &Signal::ALL[..7] {
+                if copy[signal.index()] {
+                    copy_signal(*signal, &live, &mut self.held[i]);
+                }
+            }
+        }
+    }
+
+    /// After the stale signals `copied` were copied: every instance's key is taken again if
+    /// a key reads one of them. A key reads requests waiting and running and KV blocks used
+    /// ([`Ranking::key`]; the in-flight count is always live), so copying only the hit rate
+    /// or the recent latencies (periodic by default, the hit rate every 10 ms) changes no key.
+    fn rank_all_again(&mut self, copied: &[bool; 8]) {
+        if !SCHEDULER_SIGNALS.iter().any(|s| copied[s.index()]) {
+            return;
+        }
         if let Some(rank) = &mut self.rank {
             rank.stale = true;
         }
@@ -497,7 +532,33 @@ impl Signals {
     /// instance read only for the load signals a key depends on (requests waiting and
     /// running, KV blocks used, in flight).
     fn key(&self, by: Ranking, i: usize, schedulers: &Cores<'_>) -> u128 {
+        if by == Ranking::Load {
+            return by.key(&self.seen_for_load(i, &schedulers[i]));
+        }
         by.key(&self.seen_with(i, InstanceSnapshot::of(&schedulers[i])))
+    }
+
+    /// What `LOAD`'s key reads of what the router sees of instance `i` (requests waiting
+    /// and running, `max_num_seqs`), the instance read for nothing else: the KV pool and
+    /// the rest of the snapshot are not touched (a key is taken after most steps).
+    fn seen_for_load(&self, i: usize, core: &Core) -> InstanceSnapshot {
+        let held = &self.held[i];
+        let waiting = if self.immediate[Signal::Queue.index()] {
+            core.num_waiting() + core.num_incoming()
+        } else {
+            held.waiting
+        };
+        let running = if self.immediate[Signal::Running.index()] {
+            core.num_running()
+        } else {
+            held.running
+        };
+        InstanceSnapshot {
+            waiting,
+            running,
+            max_num_seqs: held.max_num_seqs,
+            ..InstanceSnapshot::default()
+        }
     }
 
     /// The view over `schedulers` and `instances` (the live prefix caches, asked at the

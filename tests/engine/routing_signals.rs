@@ -303,6 +303,35 @@ fn default_signals_route_exactly_as_the_live_state() {
 }
 
 #[test]
+fn stale_signals_no_key_reads_leave_the_ranked_policies_on_the_live_state() {
+    // The hit rate and the recent latencies copied at every decision (periodic at 1 ns) move
+    // no key of `LOAD`, `least-loaded` or `always-busiest`, whose rankings the engine then
+    // keeps without taking every instance's key again: they route as on the live state.
+    use blis_cosim::router::{Refresh, Signal};
+    let requests = workload(9, 300, false);
+    let mut copied = SignalConfig::all_immediate();
+    for signal in [Signal::HitRate, Signal::Ttft, Signal::Tpot, Signal::Wait] {
+        copied.set(signal, Refresh::Periodic(1));
+    }
+    for policy in [
+        RoutingPolicy::Load,
+        RoutingPolicy::LeastLoaded,
+        RoutingPolicy::AlwaysBusiest,
+    ] {
+        let live = run(
+            &requests,
+            60,
+            SignalConfig::all_immediate(),
+            &mut Router::new(policy.clone(), 3),
+        );
+        let stale = run(&requests, 60, copied, &mut Router::new(policy.clone(), 3));
+        assert_eq!(live.0.finished, 300, "{policy}");
+        assert_eq!(live.1.finished, stale.1.finished, "{policy}");
+        assert_eq!(live.1.steps, stale.1.steps, "{policy}");
+    }
+}
+
+#[test]
 fn always_busiest_piles_everything_on_one_instance() {
     let requests = workload(3, 200, false);
     let (outcome, rec) = run(
