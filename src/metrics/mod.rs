@@ -25,7 +25,7 @@ pub use fitness::{
     REFERENCE_MS,
 };
 pub use plots::PlotFormat;
-pub use plots::{tick_label, whole_label_count, whole_tick_label};
+pub use plots::{tick_label, whole_label_count, whole_tick_label, write_png};
 pub use run_plots::RunPlots;
 pub use run_settings::{RunSettings, SettingHint, VllmMeta};
 pub use scale_plots::write_autoscale_plots;

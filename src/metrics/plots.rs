@@ -7,7 +7,9 @@ use anyhow::{Context, anyhow, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// Image format of [`super::Validation::write_plots`].
@@ -134,7 +136,7 @@ pub(super) fn write_charts(
         let tmp = dir.path().join(&file);
         match format {
             PlotFormat::Svg => draw(SVGBackend::new(&tmp, SIZE).into_drawing_area(), chart),
-            PlotFormat::Png => draw(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), chart),
+            PlotFormat::Png => write_png(&tmp, SIZE, |root| draw(root, chart)),
         }
         .with_context(|| format!("drawing {}", dest.display()))?;
         paths.push(dest);
@@ -151,6 +153,31 @@ fn register_embedded_font() -> anyhow::Result<()> {
     if !ok {
         bail!("the embedded DejaVu Sans font could not be loaded");
     }
+    Ok(())
+}
+
+/// Draws with `draw` on an RGB raster of `size` and writes it to `path` as a PNG, encoded as
+/// plotters' own PNG output was (the `image` crate's default encoder: the `png` crate's fast
+/// compression with adaptive filtering), byte for byte, without the `image` crate and its
+/// decoders in the build.
+pub(crate) fn write_png(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    draw(BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area())?;
+    let mut file = BufWriter::new(File::create(path)?);
+    let mut encoder = png::Encoder::new(&mut file, size.0, size.1);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Fast);
+    encoder.set_filter(png::FilterType::Sub);
+    encoder.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(&pixels)?;
+    writer.finish()?;
+    file.flush()?;
     Ok(())
 }
 

@@ -65,7 +65,7 @@ pub fn draw(
             match format {
                 PlotFormat::Svg => chart(SVGBackend::new(&tmp, SIZE).into_drawing_area(), &picture),
                 PlotFormat::Png => {
-                    chart(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), &picture)
+                    crate::metrics::write_png(&tmp, SIZE, |root| chart(root, &picture))
                 }
             }
             .with_context(|| format!("drawing {}", dest.display()))?;
