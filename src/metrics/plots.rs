@@ -160,7 +160,7 @@ fn register_embedded_font() -> anyhow::Result<()> {
 /// plotters' own PNG output was (the `image` crate's default encoder: the `png` crate's fast
 /// compression with adaptive filtering), byte for byte, without the `image` crate and its
 /// decoders in the build.
-pub(crate) fn write_png(
+pub fn write_png(
     path: &Path,
     size: (u32, u32),
     draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> anyhow::Result<()>,
