@@ -1,8 +1,9 @@
 //! The evaluation result (`--evaluation-json`) and fitness (`--fitness-weights`) through the
-//! binary and the library: the JSON validates against its documented schema
-//! (`docs/src/evaluation-schema.json`), reruns are byte-identical but for the wall time, bad
-//! weights are refused naming the metrics, and a run without targets or classes prints and
-//! writes exactly what it did before.
+//! binary and the library: reruns are byte-identical but for the wall time, bad weights are
+//! refused naming the metrics, and a run without targets or classes prints and writes exactly
+//! what it did before. (That the documents validate against their schema,
+//! `docs/src/evaluation-schema.json`, is checked by Python's `jsonschema` in the `python`
+//! harness: `tests/python/evaluation_schema.rs`.)
 
 use crate::binary;
 
@@ -13,21 +14,6 @@ use std::path::{Path, PathBuf};
 
 const SPEC: &str = "examples/policy/bursty-two-tenant.yaml";
 const BUNDLE: &str = "examples/policy/protect-critical.yaml";
-
-fn schema() -> Value {
-    let text = std::fs::read_to_string("docs/src/evaluation-schema.json").unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// Panics with every violation when `document` does not satisfy the documented schema.
-fn assert_valid(document: &Value) {
-    let validator = jsonschema::validator_for(&schema()).expect("the schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(document)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(errors.is_empty(), "schema violations: {errors:#?}");
-}
 
 fn evaluation(dir: &Path, args: &[&str]) -> (Value, String) {
     let path = dir.join("eval.json");
@@ -42,7 +28,7 @@ fn evaluation(dir: &Path, args: &[&str]) -> (Value, String) {
 }
 
 #[test]
-fn a_policy_run_writes_an_evaluation_that_validates() {
+fn a_policy_run_writes_its_fitness_metrics_and_identity() {
     let dir = tempfile::tempdir().unwrap();
     let (json, text) = evaluation(
         dir.path(),
@@ -59,7 +45,6 @@ fn a_policy_run_writes_an_evaluation_that_validates() {
             "attainment=2,completion=1,jain_tokens=1",
         ],
     );
-    assert_valid(&json);
     assert_eq!(json["schema_version"], 2);
     let fitness = &json["fitness"];
     let terms = fitness["terms"].as_object().unwrap();
@@ -122,7 +107,6 @@ fn a_traced_run_puts_its_trace_summary_in_the_evaluation() {
             summary.to_str().unwrap(),
         ],
     );
-    assert_valid(&json);
     let traced = &json["trace_summary"];
     let gateway = &traced["gateway"];
     let lines = std::fs::read_to_string(&trace).unwrap().lines().count();
@@ -173,10 +157,9 @@ fn sha256_of(bytes: &[u8]) -> String {
 }
 
 #[test]
-fn a_dataset_run_with_default_weights_validates() {
+fn a_dataset_run_gets_the_default_weights_and_prints_no_fitness() {
     let dir = tempfile::tempdir().unwrap();
     let (json, text) = evaluation(dir.path(), &["--dataset", "examples/sample.jsonl"]);
-    assert_valid(&json);
     let terms: Vec<&String> = json["fitness"]["terms"]
         .as_object()
         .unwrap()
@@ -192,17 +175,6 @@ fn a_dataset_run_with_default_weights_validates() {
         !text.contains("Fitness"),
         "no --fitness-weights: nothing printed"
     );
-    // A document that breaks the schema is caught (an unknown key, a missing one).
-    let mut broken = json.clone();
-    broken["metrics"]["surprise"] = 1.into();
-    let validator = jsonschema::validator_for(&schema()).unwrap();
-    assert!(!validator.is_valid(&broken));
-    let mut missing = json;
-    missing["anomalies"]
-        .as_object_mut()
-        .unwrap()
-        .remove("kv_thrashing");
-    assert!(!validator.is_valid(&missing));
 }
 
 /// The `settings_sha256` of a run of the sample with `extra`.
@@ -451,7 +423,6 @@ fn every_model_gets_its_own_metrics() {
             "200",
         ],
     );
-    assert_valid(&json);
     let models = &json["metrics"]["slo"]["by_model"];
     assert_eq!(models["meta-llama/Llama-3.1-8B"]["completed"], 75);
     assert_eq!(models["Qwen/Qwen3-32B"]["completed"], 25);
@@ -464,7 +435,7 @@ fn every_model_gets_its_own_metrics() {
 }
 
 #[test]
-fn a_timed_out_request_is_counted_and_the_evaluation_validates() {
+fn a_timed_out_request_is_counted_in_the_evaluation() {
     // Request 1 runs past its 1 ms timeout and ends there; request 0 completes.
     let dir = tempfile::tempdir().unwrap();
     let lines = [
@@ -474,7 +445,6 @@ fn a_timed_out_request_is_counted_and_the_evaluation_validates() {
     let data = dir.path().join("w.jsonl");
     std::fs::write(&data, lines.join("\n") + "\n").unwrap();
     let (json, _) = evaluation(dir.path(), &["--dataset", data.to_str().unwrap()]);
-    assert_valid(&json);
     let outcomes = &json["outcomes"];
     assert_eq!(
         (&outcomes["completed"], &outcomes["timed_out"]),
@@ -506,7 +476,6 @@ fn an_autoscaled_run_puts_its_scaling_and_oscillations_in_the_evaluation() {
             summary.to_str().unwrap(),
         ],
     );
-    assert_valid(&json);
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     let scaled = &summary["autoscale"];
     assert_eq!(scaled["scale_oscillations"], 1);

@@ -13,30 +13,9 @@ use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The environment's Python, when Ray imports in it.
-fn python_with_ray() -> Option<String> {
-    let python = format!("{ROOT}/target/pyvenv/bin/python");
-    let ready = Command::new(&python)
-        .args(["-c", "import ray"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ready {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("BLIS_COSIM_REQUIRE_DATA").is_none(),
-        "{python} cannot import ray and BLIS_COSIM_REQUIRE_DATA is set: run scripts/python_env.sh"
-    );
-    crate::shared_data::skip(
-        "no Ray environment",
-        &format!("{python} cannot import ray (run scripts/python_env.sh to create it)"),
-    );
-    None
-}
-
 #[test]
 fn local_and_ray_sweeps_of_20_points_give_identical_results() {
-    let Some(python) = python_with_ray() else {
+    let Some(python) = crate::venv_python("ray", "no Ray environment") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
