@@ -63,7 +63,13 @@ impl DataSet {
 /// with a note.
 pub fn data_root() -> PathBuf {
     let Some(dir) = std::env::var_os(DATA_ENV).map(PathBuf::from) else {
-        return Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+        // The repository's root (where `Cargo.lock` is): the manifest's folder, or for the
+        // unit tests' package (`tests/unit/`) the folder two up.
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = manifest
+            .ancestors()
+            .find(|d| d.join("Cargo.lock").is_file());
+        return root.unwrap_or(manifest).join("../shared/data");
     };
     let old_meaning = dir.join("profiler").is_dir() && !dir.join("llmservingsim").is_dir();
     match dir.parent() {

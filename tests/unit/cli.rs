@@ -1166,7 +1166,7 @@ fn every_policy_is_in_the_help_the_bundle_and_the_guide() {
     use blis_cosim::scheduler::{PreemptionOrder, QueueOrder};
     use clap::CommandFactory;
     let help = Cli::command().render_long_help().to_string();
-    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src");
+    let docs = std::path::Path::new(root!()).join("docs/src");
     let guide: String = ["control-plane.md", "autoscaling.md", "cluster.md"]
         .iter()
         .map(|f| std::fs::read_to_string(docs.join(f)).unwrap())

@@ -117,7 +117,7 @@ fn module_of(src: &Path, file: &Path) -> String {
 
 /// The graph of `src/` and the non-test files of each module.
 fn graph() -> (Graph, BTreeMap<String, Vec<(PathBuf, String)>>) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = Path::new(root!()).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
@@ -249,10 +249,7 @@ fn is_test_line(line: &str) -> bool {
 #[test]
 fn the_library_holds_no_tests() {
     let mut files = Vec::new();
-    rust_files(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut files,
-    );
+    rust_files(&Path::new(root!()).join("src"), &mut files);
     files.sort();
     let mut found = Vec::new();
     for file in &files {

@@ -153,10 +153,7 @@ fn derived_fields_and_constraints() {
 #[test]
 fn pointer_and_replicate_axes_edit_the_cluster_config() {
     let dir = tempfile::tempdir().unwrap();
-    let example = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/sweeps/cluster-h100.json"
-    );
+    let example = concat!(root!(), "/examples/sweeps/cluster-h100.json");
     std::fs::copy(example, dir.path().join("c.json")).unwrap();
     let y = "base:\n  cluster_config: c.json\n  flags: {scenario: mixed-slo}\naxes:\n  - name: tp\n    \
              pointer: [/nodes/0/instances/0/tp_size, /nodes/0/instances/0/num_npus]\n    values: [2]\n  \
@@ -221,7 +218,7 @@ fn every_bad_spec_is_refused_with_its_axis_and_reason() {
         ("base:\n  cluster_config: missing.json\n".to_owned(), "missing.json"),
         (
             format!("base:\n  cluster_config: {}/examples/sweeps/cluster-h100.json\naxes:\n  - name: n\n    \
-                     pointer: /nodes/0/num_instances\n    values: [1, 2]\n", env!("CARGO_MANIFEST_DIR")),
+                     pointer: /nodes/0/num_instances\n    values: [1, 2]\n", root!()),
             "configuration n=2: cluster config: field `nodes[0].num_instances`",
         ),
     ];

@@ -4,7 +4,7 @@ use blis_cosim::yaml::*;
 
 #[test]
 fn every_bundled_yaml_file_is_far_below_the_limit() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::path::Path::new(root!());
     let mut checked = 0;
     for dir in [
         "examples/scenarios",

@@ -43,7 +43,7 @@ fn names_resolve_case_insensitively_and_through_aliases() {
 
 #[test]
 fn a_hardware_file_resolves_by_path() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/B200.toml");
+    let path = concat!(root!(), "/hardware/B200.toml");
     assert_eq!(Hardware::resolve(path).unwrap().memory_gib, 180.0);
     assert!(matches!(
         Hardware::resolve("nope.toml"),

@@ -16,7 +16,7 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// `Cluster::apply_effects` (and start-up, which reads its trace level).
 #[test]
 fn only_apply_effects_calls_the_observer() {
-    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine");
+    let engine = Path::new(root!()).join("src/engine");
     let mut files = Vec::new();
     sources(&engine, &mut files);
     let this = engine.join("cluster/effects.rs");
