@@ -64,7 +64,7 @@ impl DataSet {
 pub fn data_root() -> PathBuf {
     let Some(dir) = std::env::var_os(DATA_ENV).map(PathBuf::from) else {
         // The repository's root (where `Cargo.lock` is): the manifest's folder, or for the
-        // unit tests' package (`tests/unit/`) the folder two up.
+        // library-level harnesses' package (`tests/`) the folder above.
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
         let root = manifest
             .ancestors()

@@ -2,11 +2,10 @@
 //! than beside the code so that a cold `cargo test --release` compiles the library once
 //! instead of twice (once as the library, once with its unit tests).
 
-/// The repository's root, as a literal (`tests/unit/` is a package of its own, two folders
-/// down).
+/// The repository's root, as a literal (`tests/` is a package of its own, a folder down).
 macro_rules! root {
     () => {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
+        concat!(env!("CARGO_MANIFEST_DIR"), "/..")
     };
 }
 

@@ -1,0 +1,1 @@
+//! Nothing: this package holds test harnesses (`unit/`, `engine/`, `no_alloc/`).
