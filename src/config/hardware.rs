@@ -59,6 +59,11 @@ pub struct Hardware {
     /// such limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_clock_mhz: Option<f64>,
+    /// Shared memory per SM, KiB (the CUDA C++ Programming Guide's table by compute
+    /// capability): how many of decode attention's split-KV thread blocks an SM holds, so how
+    /// many waves its grid takes (the roofline's `decode` module). Absent: one block per SM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_memory_per_sm_kib: Option<u32>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
     #[serde(default)]
     pub host: HostSpec,
@@ -303,6 +308,11 @@ impl Hardware {
                 (
                     "sm_clock_mhz",
                     hw.sm_clock_mhz,
+                    Bound::closed(1.0, 100_000.0, ""),
+                ),
+                (
+                    "shared_memory_per_sm_kib",
+                    hw.shared_memory_per_sm_kib.map(f64::from),
                     Bound::closed(1.0, 100_000.0, ""),
                 ),
             ])

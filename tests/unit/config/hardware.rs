@@ -112,6 +112,25 @@ fn sm_clock_is_optional_and_bounded() {
 }
 
 #[test]
+fn shared_memory_per_sm_is_optional_and_bounded() {
+    let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
+    assert_eq!(h100.shared_memory_per_sm_kib, Some(228));
+    let without: String = h100_text()
+        .lines()
+        .filter(|l| !l.starts_with("shared_memory_per_sm_kib"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let parsed = Hardware::from_toml(&without, "x.toml").unwrap();
+    assert_eq!(parsed.shared_memory_per_sm_kib, None);
+    let zero = h100_text().replace(
+        "shared_memory_per_sm_kib = 228",
+        "shared_memory_per_sm_kib = 0",
+    );
+    let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
+    assert_eq!(field, "shared_memory_per_sm_kib", "{message}");
+}
+
+#[test]
 fn a_missing_key_is_an_error_naming_it() {
     let text: String = h100_text()
         .lines()
