@@ -195,16 +195,19 @@ def attention_fits(rows):
     """Per GPU: `t = t0 + x / rate` over its pure-decode rows (x: KV bytes; rate / peak
     bandwidth: the decode efficiency), kept only where the work of at least a third of the
     rows takes longer than the fitted fixed time (else the table measures the fixed time
-    alone); and over its prefill rows (x: the waves' MMA work, `prefill_wave_flops`; rate /
-    peak FLOP/s: the prefill efficiency)."""
+    alone; the intercept is a mixed batch's fixed time, `ATTENTION_FIXED_NS`), and on those
+    GPUs the pure-decode kernel model (`decode_fit`); and over its prefill rows (x: the waves'
+    MMA work, `prefill_wave_flops`; rate / peak FLOP/s: the prefill efficiency)."""
     out = {}
     for gpu in GPUS:
         f = {}
-        mine = [(r["x"], r["t"]) for r in rows if r["gpu"] == gpu and r["kind"] == "decode"]
+        decodes = [r for r in rows if r["gpu"] == gpu and r["kind"] == "decode"]
+        mine = [(r["x"], r["t"]) for r in decodes]
         if len(mine) >= 3:
             t0, rate = fit(mine)
             if rate > 0 and sum(1 for x, _ in mine if x / rate > t0) >= len(mine) / 3:
                 f["decode"] = (t0, rate / GPUS[gpu]["bw"])
+                f["decode_kernels"] = decode_fit(decodes)
         mine = [(attention_wave_flops(r), r["t"]) for r in rows if r["gpu"] == gpu and r["kind"] == "prefill"]
         if len(mine) >= 3:
             t0, rate = fit(mine)
@@ -216,21 +219,141 @@ def attention_fits(rows):
 
 def attention_constants(fits, gpus):
     have = [g for g in gpus if g in fits]
-    return {
+    kernels = [fits[g]["decode_kernels"] for g in have if "decode_kernels" in fits[g]]
+    c = {
         "attention_t0": median(fits[g]["decode"][0] for g in have if "decode" in fits[g]),
-        "decode_eta": median(fits[g]["decode"][1] for g in have if "decode" in fits[g]),
         "prefill_t0": median(fits[g]["prefill"][0] for g in have if "prefill" in fits[g]),
         "prefill_eta": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g]),
     }
+    for name in DECODE_CONSTANTS:
+        c[name] = median(k[name] for k in kernels if name in k)
+    return c
 
 
 def attention_time(c, r):
-    """Decode: KV bytes at the decode efficiency. Prefill: the waves' MMA work at the prefill
-    efficiency of peak FLOP/s."""
+    """Decode: the kernels the row's backend launches and the split-KV grid's waves, in SM
+    clocks, plus the KV bytes at the decode efficiency (`decode_time`). Prefill: the waves'
+    MMA work at the prefill efficiency of peak FLOP/s."""
     g = GPUS[r["gpu"]]
     if r["kind"] == "decode":
-        return c["attention_t0"] + r["x"] / (g["bw"] * c["decode_eta"])
+        return decode_time(c, r)
     return c["prefill_t0"] + attention_wave_flops(r) / (g["flops"] * c["prefill_eta"])
+
+
+# ------------------------------------------------------------------------ pure-decode attention
+
+# A pure-decode batch runs FlashAttention's split-KV kernel (FA2's `flash_fwd_splitkv_kernel`;
+# vLLM's fork, `csrc/flash_attn/flash_api.cpp`): with one query token per sequence the GQA
+# group is packed into the query rows of one tile of 64 rows (`seqlenq_ngroups_swapped`), so
+# the grid has one thread block per sequence, KV head and split of the KV, and
+# `num_splits_heuristic` picks the splits. Each block streams its split of the KV in tiles of
+# `decode_kv_block` tokens; its shared memory holds the 64-row query tile and one K and one V
+# tile (`Flash_fwd_kernel_traits<d, 64, kBlockN, 4>`), which sets how many blocks an SM holds.
+DECODE_TILE_ROWS = 64
+DECODE_MAX_SPLITS = 128
+# The constants of the decode model, per GPU from its own rows (`decode_fit`), the median over
+# the GPUs: the clocks of a small kernel (the KV-cache write, a transposing copy), of the
+# attention kernel's first wave, of the split-KV combine kernel and of each further wave of the
+# grid; and the share of peak bandwidth at which the KV streams.
+DECODE_CONSTANTS = ["decode_small_clocks", "decode_attention_clocks", "decode_combine_clocks",
+                    "decode_wave_clocks", "decode_eta"]
+
+
+def decode_kv_block(head_dim):
+    """KV tokens per tile of FA2's split-KV kernel (`run_mha_fwd_splitkv_dispatch`)."""
+    return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
+
+
+def decode_splits(blocks, slots, kv_tiles, max_splits=DECODE_MAX_SPLITS):
+    """How many splits of the KV FlashAttention-2 gives each of `blocks` thread blocks on
+    `slots` resident blocks when the KV is `kv_tiles` tiles long (`num_splits_heuristic`):
+    none when the blocks nearly fill the slots; else the fewest splits whose waves are at
+    least 0.85 as full as the fullest, counting only split counts that change the tiles per
+    split."""
+    if blocks >= 0.8 * slots:
+        return 1
+    top = min(max_splits, slots, kv_tiles)
+    def eligible(s):
+        return s == 1 or -(-kv_tiles // s) != -(-kv_tiles // (s - 1))
+    def fill(s):
+        waves = blocks * s / slots
+        return waves / math.ceil(waves)
+    fills = {s: fill(s) for s in range(1, top + 1) if eligible(s)}
+    best = max(fills.values())
+    return next(s for s in sorted(fills) if fills[s] >= 0.85 * best)
+
+
+def decode_blocks_per_sm(gpu, head_dim):
+    """Split-KV thread blocks one SM holds: its shared memory over a block's query tile and
+    one K and one V tile (16-bit values)."""
+    block = (DECODE_TILE_ROWS + 2 * decode_kv_block(head_dim)) * head_dim * 2
+    return max(1, GPUS[gpu]["smem"] * 1024 // block)
+
+
+def decode_grid(r):
+    """(splits, waves, small kernels) of a pure-decode row: FA2's heuristic on twice the SMs
+    (it assumes two 128-thread blocks per SM), the waves of its grid over the blocks the SMs
+    hold, and the small kernels its backend launches beside the attention kernel: vLLM's
+    FlashAttention-2 path writes the KV cache, copies the query into the packed layout and
+    the output back (both transposes; the query's is a view with one sequence or one KV head)
+    and, without splits, the softmax statistics likewise; FlashInfer's writes the KV cache;
+    PyTorch's SDPA launches none. Splits add the combine kernel."""
+    g = GPUS[r["gpu"]]
+    b, kvh, d = r["batch"], r["kv_heads"], r["head_dim"]
+    m_blocks = -(-max(1, r["q_heads"] // kvh) // DECODE_TILE_ROWS)
+    kv_tiles = -(-(r["context"] + 1) // decode_kv_block(d))
+    splits = decode_splits(b * kvh * m_blocks, 2 * g["sms"], kv_tiles)
+    blocks = b * kvh * m_blocks * splits
+    waves = -(-blocks // (g["sms"] * decode_blocks_per_sm(r["gpu"], d)))
+    if r["path"] == "fa2-vllm":
+        transposes = 1 + (splits == 1) if b >= 2 and kvh >= 2 else 0
+        small = 2 + transposes
+    else:
+        small = 1 if r["path"] == "flashinfer" else 0
+    return splits, waves, small
+
+
+def decode_terms(r):
+    """The decode model's terms of a row, in the order of `DECODE_CONSTANTS`: seconds per
+    clock of each kernel term, then KV bytes over peak bandwidth."""
+    g = GPUS[r["gpu"]]
+    splits, waves, small = decode_grid(r)
+    clock = g["clock"]
+    return [small / clock, 1 / clock, (splits > 1) / clock, (waves - 1) / clock, r["x"] / g["bw"]]
+
+
+def decode_time(c, r):
+    terms = decode_terms(r)
+    values = [c[name] for name in DECODE_CONSTANTS[:4]] + [1 / c["decode_eta"]]
+    return sum(t * v for t, v in zip(terms, values))
+
+
+def solve(a, b):
+    """`x` with `a x = b` (Gaussian elimination with partial pivoting)."""
+    n = len(a)
+    m = [row[:] + [v] for row, v in zip(a, b)]
+    for i in range(n):
+        p = max(range(i, n), key=lambda k: abs(m[k][i]))
+        m[i], m[p] = m[p], m[i]
+        for k in range(n):
+            if k != i:
+                f = m[k][i] / m[i][i]
+                m[k] = [x - f * y for x, y in zip(m[k], m[i])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def decode_fit(rows):
+    """One GPU's decode constants: least squares of the relative error of `decode_time` over
+    its pure-decode rows; a term no row has (no small kernels, no splits) is left out."""
+    terms = [decode_terms(r) for r in rows]
+    used = [j for j in range(len(DECODE_CONSTANTS)) if any(t[j] for t in terms)]
+    a = [[sum(t[i] * t[j] / (r["t"] * r["t"]) for t, r in zip(terms, rows)) for j in used] for i in used]
+    b = [sum(t[i] / r["t"] for t, r in zip(terms, rows)) for i in used]
+    x = dict(zip(used, solve(a, b)))
+    out = {DECODE_CONSTANTS[j]: x[j] for j in used if j < 4}
+    if 4 in x:
+        out["decode_eta"] = 1 / x[4]
+    return out
 
 
 # ------------------------------------------------------------------------------------ fused MoE
@@ -893,9 +1016,15 @@ def print_fits(data):
         extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
         print(f"  GEMM       {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.2f} us, weight eta {g['eta_m']:.3f}{extra}")
     for gpu, g in f["attention"].items():
-        for kind, (t0, eta) in g.items():
-            unit = "of peak bandwidth" if kind == "decode" else "of peak FLOP/s in waves"
-            print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, {eta:.3f} {unit}")
+        for kind in ("decode", "prefill"):
+            if kind in g:
+                t0, eta = g[kind]
+                unit = "of peak bandwidth" if kind == "decode" else "of peak FLOP/s in waves"
+                print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, {eta:.3f} {unit}")
+        if "decode_kernels" in g:
+            k = g["decode_kernels"]
+            clocks = ", ".join(f"{name[7:-7]} {k[name]:.0f}" for name in DECODE_CONSTANTS[:4] if name in k)
+            print(f"  attention  {gpu:11} decode kernels (SM clocks): {clocks}; KV at {k['decode_eta']:.3f} of peak bandwidth")
     for gpu, g in f["moe"].items():
         extra = f", compute eta {g['eta_c']:.2f}, unhidden {g['unhidden']:.2f}" if "eta_c" in g else ""
         block = (f", blocks saturate at a {g['latency']:.0f}-clock latency "
@@ -949,6 +1078,8 @@ def main():
     print(f"GEMM_UNHIDDEN = {c['gemm_unhidden']:.2f}")
     print(f"ATTENTION_FIXED_NS = {round(c['attention_t0'] * 1e7) * 100}")
     print(f"DECODE_ATTENTION_EFFICIENCY = {c['decode_eta']:.3f}")
+    for name in DECODE_CONSTANTS[:4]:
+        print(f"{name.upper()} = {round(c[name], -1):.0f}")
     print(f"PREFILL_ATTENTION_FIXED_NS = {round(c['prefill_t0'] * 1e7) * 100}")
     print(f"PREFILL_ATTENTION_EFFICIENCY = {c['prefill_eta']:.3f}")
     print(f"MIXED_DECODE_EFFICIENCY = {', '.join(f'{m:.3f}' for row in mixed for m in row)}")

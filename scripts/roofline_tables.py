@@ -34,16 +34,20 @@ import statistics
 # FP32 accumulation (RTX 4090) and 1,024 on GB202 (RTX PRO 6000: 503.8 TFLOP/s over 188 SMs:
 # 2,617 MHz). The RTX 4090's peak is at the clock a stock card holds under full load, 2,730
 # MHz, not the whitepaper's 2,520 MHz "boost clock" (GeForce cards run above it; at 2,520 MHz
-# its GEMMs would reach 1.02 of the peak): 178.9 TFLOP/s (hardware/RTX4090.toml).
+# its GEMMs would reach 1.02 of the peak): 178.9 TFLOP/s (hardware/RTX4090.toml). `smem`:
+# shared memory per SM, KiB, by compute capability (CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability": 8.0 164, 8.6 and 8.9 100, 9.0 228, 12.0 100), which
+# sets how many of a decode attention kernel's thread blocks an SM holds.
 GPUS = {
-    "A100": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9},
-    "A800": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9},
-    "A40": {"flops": 149.7e12, "bw": 696e9, "sms": 84, "l2": 6e6, "gen": "ampere", "clock": 1.740e9},
-    "H100": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
-    "H800": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
-    "H200": {"flops": 989.4e12, "bw": 4800e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9},
-    "RTX4090": {"flops": 178.9e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "gen": "ada", "clock": 2.730e9},
-    "RTXPRO6000": {"flops": 503.8e12, "bw": 1597e9, "sms": 188, "l2": 128e6, "gen": "blackwell", "clock": 2.617e9},
+    "A100": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9, "smem": 164},
+    "A800": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9, "smem": 164},
+    "A40": {"flops": 149.7e12, "bw": 696e9, "sms": 84, "l2": 6e6, "gen": "ampere", "clock": 1.740e9, "smem": 100},
+    "H100": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9, "smem": 228},
+    "H800": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9, "smem": 228},
+    "H200": {"flops": 989.4e12, "bw": 4800e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9, "smem": 228},
+    "RTX4090": {"flops": 178.9e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "gen": "ada", "clock": 2.730e9, "smem": 100},
+    "RTXPRO6000": {"flops": 503.8e12, "bw": 1597e9, "sms": 188, "l2": 128e6, "gen": "blackwell", "clock": 2.617e9,
+                   "smem": 100},
 }
 FRONTIER_DEVICE = {"a100": "A100", "a800": "A800", "a40": "A40", "h100": "H100", "h800": "H800",
                    "rtx_pro_6000": "RTXPRO6000"}
@@ -188,7 +192,8 @@ def attention(t):
                     s = float(r["time_us"]) * 1e-6
                     shape = {"gpu": gpu, "src": "lss", "t": s, "q_heads": qh, "kv_heads": kh, "head_dim": 128}
                     if pc == 0 and nd > 0:
-                        rows.append(dict(shape, kind="decode", x=nd * kd * kh * 128 * 4, batch=nd, context=kd))
+                        rows.append(dict(shape, kind="decode", x=nd * kd * kh * 128 * 4, batch=nd, context=kd,
+                                         path="fa2-vllm"))
                     elif nd == 0 and pc > 0:
                         rows.append(dict(shape, kind="prefill", x=causal_flops(qh, 128, pc, kp), chunk=pc, prefix=kp,
                                          kv_bytes=(kp + pc) * kh * 128 * 4))
@@ -221,7 +226,7 @@ def attention(t):
                 if kv == 0:
                     continue
                 row = {"kind": "decode", "x": bs * kv * kh * hd * 4, "t": ms("attn_decode") + extra, "batch": bs,
-                       "context": kv}
+                       "context": kv, "path": r.get("attention_backend", "").lower()}
             if timing == "event":
                 # Each of the five attention ops has its own pair of events; the reshapes and
                 # the cache write are launch-bound (17-42 µs each on the A800).
@@ -234,7 +239,8 @@ def attention(t):
         a = json.load(open(t.h200))["pass1"]["attention"]
         for d in a["decode"]:
             s = min(x for x in (d.get("flash_ns"), d.get("cudnn_ns")) if x) * 1e-9
-            rows.append({"gpu": "H200", "src": "ours", "kind": "decode", "x": d["kv_bytes"], "t": s, **h200_decode(d)})
+            rows.append({"gpu": "H200", "src": "ours", "kind": "decode", "x": d["kv_bytes"], "t": s, "path": "sdpa",
+                         **h200_decode(d)})
         for p in a["prefill"]:
             s = min(p[k] for k in p if k.endswith("_ns") and p[k]) * 1e-9
             rows.append({"gpu": "H200", "src": "ours", "kind": "prefill", "x": p["causal_flops"], "t": s, "chunk": p["L"],

@@ -127,16 +127,17 @@ pub const SCALARS: [Scalar; 5] = [
         0,
         1785.0
     ),
-    // Decode attention reading the KV cache: 0.866 median over the tables; paged KV reads
-    // below 0.3 of bandwidth are a broken kernel, above 1.0 impossible. Width: 0.036 over
-    // H200 0.912, RTX 4090 0.866, RTX PRO 6000 0.842.
+    // Decode attention streaming the KV cache: 0.916 median over the tables (with the decode
+    // kernels' clocks and waves, `roofline/decode.rs`); paged KV reads below 0.3 of bandwidth
+    // are a broken kernel, above 1.0 impossible. Width: 0.017 over H200 0.906, RTX 4090 0.940,
+    // RTX PRO 6000 0.916.
     kernel_scalar!(
         decode_attention_efficiency,
         "fraction of peak memory bandwidth at which decode attention reads the KV cache",
         0.3,
         1.0,
         4,
-        0.036
+        0.017
     ),
     // Fused MoE streaming the hit experts' weights: 0.68–0.93 measured (A100 to A800).
     // Width: 0.105 over A100 0.682, A800 0.926, H800 0.818, RTX PRO 6000 0.873.

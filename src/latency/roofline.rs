@@ -18,8 +18,10 @@ use super::{
 };
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
+use decode::DecodeKernels;
 use sums::{BatchSums, DecodeRates};
 
+pub mod decode;
 pub mod memoised;
 pub mod sums;
 
@@ -32,13 +34,15 @@ pub use memoised::MemoisedRoofline;
 // in docs/src/accuracy.md). No validation run is read. `tests/accuracy/derive_roofline.rs`
 // checks that the values here are those the script prints.
 
-/// Fixed GPU time of one attention kernel (metadata, launch of its blocks, the last wave),
-/// ns: the intercept of `t = t0 + KV bytes / rate` fitted, weighted by relative error, to
-/// each GPU's decode rows (RTX 4090 12.7, RTX PRO 6000 11.3, H200 11.0 µs; the median).
+/// Fixed GPU time of an attention launch that prefills beside its decodes, and of a pure-decode
+/// launch on a part without `sm_count` or `sm_clock_mhz`, ns: the intercept of `t = t0 + KV
+/// bytes / rate` fitted, weighted by relative error, to each GPU's decode rows (RTX 4090 12.7,
+/// RTX PRO 6000 11.3, H200 11.0 µs; the median).
 const ATTENTION_FIXED_NS: f64 = 11_300.0;
-/// Fraction of peak memory bandwidth decode attention reaches reading the KV cache: the same
-/// fits' rates (RTX 4090 0.866, RTX PRO 6000 0.842, H200 0.912; the median).
-const DECODE_ATTENTION_EFFICIENCY: f64 = 0.866;
+/// Fraction of peak memory bandwidth at which decode attention streams the KV cache, fitted per
+/// GPU with the decode kernels' clocks and waves (`decode`; RTX 4090 0.940, RTX PRO 6000 0.916,
+/// H200 0.906; the median).
+const DECODE_ATTENTION_EFFICIENCY: f64 = 0.916;
 /// Fixed GPU time of a prefill-only attention kernel, ns, and the share of peak FLOP/s its
 /// thread blocks reach: the intercept and rate of `t = t0 + waves' MMA work / rate` fitted,
 /// weighted by relative error, to each GPU's prefill rows (chunks of 16-12,416 tokens over
@@ -367,6 +371,9 @@ pub struct Roofline {
     /// waves run on (the hardware file's `sm_count`; none: no waves).
     prefill_tile_rows: u64,
     sm_count: Option<u64>,
+    /// How a pure-decode launch's kernels and waves are priced (`None`: a part without
+    /// `sm_count` or `sm_clock_mhz`, which pays [`ATTENTION_FIXED_NS`]).
+    decode_kernels: Option<DecodeKernels>,
     /// The part's peak memory bandwidth, bytes/ns (a mixed batch's decodes read at a share
     /// of it, [`MIXED_DECODE_EFFICIENCY`]).
     peak_bytes_per_ns: f64,
@@ -454,6 +461,8 @@ pub enum Work {
         decodes: f64,
         /// Their mean context, KV tokens read per decode.
         context: f64,
+        /// KV tokens the longest of them reads (the split-KV grid's length).
+        longest: f64,
         /// See [`Step::decode_skew_bytes`].
         skew_bytes: f64,
     },
@@ -481,8 +490,9 @@ pub struct Step {
     decode: Cost,
     /// Decodes whose attention runs on the GPU.
     decodes: f64,
-    /// KV tokens those decodes read, summed.
+    /// KV tokens those decodes read, summed, and the most one reads.
     decode_context: f64,
+    decode_longest: f64,
     /// KV bytes the decodes would read beyond theirs if every one had the longest context.
     decode_skew_bytes: f64,
 }
@@ -570,6 +580,12 @@ impl Roofline {
                 PREFILL_TILE_ROWS
             },
             sm_count: hardware.sm_count.map(u64::from),
+            decode_kernels: DecodeKernels::new(
+                hardware,
+                (model.num_kv_heads / tp).max(1),
+                model.num_heads / tp,
+                model.head_dim,
+            ),
             attention_bytes_per_ns: hardware.memory_bw_gbps * decode_attention_efficiency,
             peak_bytes_per_ns: hardware.memory_bw_gbps,
             moe_flops_per_ns: hardware.peak_flops(dtype) * MOE_COMPUTE_EFFICIENCY / 1e9,
@@ -652,6 +668,7 @@ impl Roofline {
             decode: d.cost,
             decodes: d.decodes,
             decode_context: d.context,
+            decode_longest: d.longest,
             // The KV the decodes would read if each had the longest context.
             decode_skew_bytes: (d.decodes * d.longest - d.context) * kv_row,
         })
@@ -759,6 +776,7 @@ impl Roofline {
             decode: s.decode,
             decodes: s.decodes,
             context: s.decode_context / s.decodes.max(1.0),
+            longest: s.decode_longest,
             skew_bytes: s.decode_skew_bytes,
         })
     }
@@ -897,14 +915,19 @@ impl Roofline {
                 decode,
                 decodes,
                 context,
+                longest,
                 skew_bytes,
             } => {
                 let prefill_ns = prefill_flops / self.attention_flops_per_ns;
+                let mixed = prefill_flops > 0.0;
                 if decode == Cost::default() {
                     PREFILL_ATTENTION_FIXED_NS + prefill_ns
                 } else {
-                    let mixed = prefill_flops > 0.0;
-                    ATTENTION_FIXED_NS
+                    let fixed = match (mixed, self.decode_kernels) {
+                        (false, Some(k)) => k.fixed_ns(decodes as u64, longest as u64),
+                        _ => ATTENTION_FIXED_NS,
+                    };
+                    fixed
                         + prefill_ns
                         + self.decode_attention_ns(decode, decodes, context, skew_bytes, mixed)
                 }

@@ -160,10 +160,13 @@ fn calibrate_all(vllm: &Path, dataset: &str, output: &Path) -> (toml::Table, Str
 
 #[test]
 fn with_every_constant_asked_for_only_those_the_run_identifies_are_fitted_and_recovered() {
-    // One decode-heavy run: the weight-streaming, KV-read and fixed-time constants all slow
+    // One decode-heavy run: the weight-streaming, KV-read and GEMM compute constants all slow
     // the decode steps alike, so fitted together they trade along a valley. The fit moves
     // only the one with the largest effect, recovers it, and keeps the others at their
-    // measured values (here the truth), naming what it cannot tell them from.
+    // measured values (here the truth), naming what it cannot tell them from. The fixed GEMM
+    // time it tells apart, since pure-decode attention is priced by its kernels and split-KV
+    // waves (its time no longer grows with the KV alone): fitted, it is recovered (4,541 ns
+    // for the measured 4,540).
     let Some(workload) = sharegpt() else {
         return;
     };
@@ -173,13 +176,13 @@ fn with_every_constant_asked_for_only_those_the_run_identifies_are_fitted_and_re
     let hardware = hardware_with(dir.path(), "truth.toml", &made);
     let vllm = synthetic_real_run(dir.path(), &hardware, &workload);
     let (kernels, report) = calibrate_all(&vllm, &workload, &dir.path().join("fit.toml"));
-    let got = kernels["decode_attention_efficiency"].as_float().unwrap();
-    assert!((got - truth).abs() <= 0.01 * truth, "{got}\n{report}");
-    for key in [
-        "gemm_compute_efficiency",
-        "gemm_memory_efficiency",
-        "gemm_fixed_ns",
-    ] {
+    let truths = [
+        ("decode_attention_efficiency", truth),
+        // The measured fixed GEMM time (`GEMM_FIXED_NS`).
+        ("gemm_fixed_ns", 4540.0),
+    ];
+    assert_recovered(&kernels, &report, &truths);
+    for key in ["gemm_compute_efficiency", "gemm_memory_efficiency"] {
         assert!(!kernels.contains_key(key), "{key} moved\n{report}");
         assert!(
             report.contains(&format!(
@@ -299,9 +302,28 @@ fn three_constants_changed_at_once_are_recovered_though_two_of_them_trade() {
     let truths = [
         ("gemm_compute_efficiency", 0.75),
         ("decode_attention_efficiency", 0.7),
-        ("gemm_memory_efficiency", 0.9),
     ];
     assert_recovered(&kernels, &report, &truths);
+    // The weight streaming and the fixed GEMM time trade along the valley the two runs leave
+    // them (every weight-bound GEMM pays both; accuracy guide, "Calibrate's recovery of three
+    // constants"): with pure-decode attention priced by its kernels and waves the fit ends at
+    // 0.884 and 3,102 ns (residual 0.01%). Asserted is what the runs do determine: a decode
+    // step's four GEMMs of Llama-3.1-8B on the RTX PRO 6000 (436,207,616 weight bytes a
+    // layer at 1,597 GB/s) take, within 1%, what they take with the truth (0.9, 4,540 ns).
+    let gemms_ns =
+        |fixed: f64, efficiency: f64| 4.0 * fixed + 436_207_616.0 / (efficiency * 1597.0);
+    let fitted = gemms_ns(
+        kernels
+            .get("gemm_fixed_ns")
+            .and_then(|v| v.as_float())
+            .unwrap_or(4540.0),
+        kernels["gemm_memory_efficiency"].as_float().unwrap(),
+    );
+    let truth = gemms_ns(4540.0, 0.9);
+    assert!(
+        (fitted / truth - 1.0).abs() <= 0.01,
+        "{fitted} ns against {truth} ns\n{report}"
+    );
 }
 
 #[test]

@@ -1,3 +1,4 @@
+mod decode;
 mod memoised;
 mod sums;
 
