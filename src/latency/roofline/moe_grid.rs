@@ -9,10 +9,10 @@
 //! `a_rows × top_k × BLOCK_SIZE_M` when its input has fewer rows than a tile (vLLM 0.19,
 //! `fused_moe.py` and `moe_align_block_size.py`, commit 2a69949bd). Blocks past the padded
 //! rows of the experts hit return at once; under EP, those of other ranks' experts write
-//! zeros. Either way each one costs the SM some clocks: with 512 experts of top-10 a grid
-//! holds ~480 tile rows, most of them idle, whatever the batch (H800's Qwen3-Next table:
-//! a ~20 µs step between one token and two, where the down GEMM's grid grows from 10 tile
-//! rows to 481).
+//! zeros. Either way each one costs the SM some clocks. vLLM 0.10.2, which Frontier's kernel
+//! tables ran, lacks the cap below as many routed rows as experts: with 512 experts of top-10
+//! its grids hold ~480 tile rows whatever the batch (H800's Qwen3-Next table: a ~20 µs step
+//! between one token and two, where the down GEMM's grid grows from 10 tile rows to 482).
 
 /// One fused-MoE launch on one GPU: what sizes its two grouped GEMMs' grids.
 #[derive(Debug, Clone, Copy)]

@@ -27,7 +27,7 @@ fn fewer_routed_rows_than_experts_pad_only_the_rows_routed() {
     assert_eq!(grid_rows(&one, 16.0, 10.0, 1.0), 10.0);
     assert_eq!(idle_blocks(&one, SMALL), 0.0);
     // Two tokens: 20 rows of 16, the down GEMM's 20-row input no longer capped, and vLLM
-    // 0.19 still pads only the 20 routed rows (vLLM 0.10 padded 20 + 512 × 15: 481 rows).
+    // 0.19 still pads only the 20 routed rows (vLLM 0.10 padded 20 + 512 × 15: 482 tile rows).
     let two = qwen3_next(2.0, 20.0, 20.0);
     assert_eq!(grid_rows(&two, 16.0, 20.0, 1.0), 20.0);
     assert_eq!(idle_blocks(&two, SMALL), 0.0);
