@@ -10,8 +10,9 @@ validation run is read.
 For every GPU the script fits what its own tables say (a GEMM's fixed time, weight-streaming
 and compute efficiencies and how much of the shorter of the two the longer hides; attention's
 fixed time and efficiencies; the fused-MoE kernel's, with the memory latency in SM clocks
-that sets how many thread blocks its grouped GEMMs need to stream at full rate and the bytes
-per SM per clock its large tile streams at most; the least time of a kernel; an all-reduce's
+that sets how many thread blocks its grouped GEMMs need to stream at full rate, the bytes
+per SM per clock its large tile streams at most, and the SM clocks a thread block of its grid
+takes when it does no MMA work; the least time of a kernel; an all-reduce's
 fixed time and link efficiency). A constant
 of the roofline is the median of a family's per-GPU values over the GPUs that have it; the
 weight-streaming efficiency of GEMMs is the median within the architecture class (Ampere, sm_8x
@@ -438,11 +439,46 @@ def large_tile_peak(r, cap):
     return min(g["bw"], cap * g["sms"] * g["clock"])
 
 
+def moe_grid_rows(r, block_m, a_rows, top_k):
+    """Tile rows (`cdiv(EM, BLOCK_SIZE_M)`) of one grouped GEMM's grid, `a_rows` rows of input
+    each routed `top_k` times. `moe_align_block_size` sizes the sorted ids for every expert of
+    the model, on every EP rank (`numel + E x (BLOCK_SIZE_M - 1)`); vLLM 0.19 (LLMServingSim's
+    tables, and the roofline) caps that at `numel x BLOCK_SIZE_M` when there are fewer routed
+    rows than experts, vLLM 0.10.2 (Frontier's) does not; `invoke_fused_moe_kernel` caps it at
+    `a_rows x top_k x BLOCK_SIZE_M` when `a_rows < BLOCK_SIZE_M`."""
+    numel = r["n"] * r["top_k"]
+    padded = numel + r["E"] * (block_m - 1)
+    if r["src"] == "lss" and numel < r["E"]:
+        padded = min(padded, numel * block_m)
+    if a_rows < block_m:
+        padded = min(padded, a_rows * top_k * block_m)
+    return math.ceil(padded / block_m)
+
+
+def moe_idle_blocks(r):
+    """Thread blocks of a row's two grouped GEMMs that do no MMA work: the grid's tile rows
+    beyond those of this GPU's experts hit (past `num_tokens_post_padded` they return at once;
+    those of other EP ranks' experts write zeros), times the GEMM's tile columns."""
+    block_m, block_n = (16, 32) if r["n"] <= r["E_loc"] else (64, 64)
+    real = r["active"] * math.ceil(r["routed"] / max(r["active"], 1e-9) / block_m - 1e-9)
+    numel = r["n"] * r["top_k"]
+    up = max(0.0, moe_grid_rows(r, block_m, r["n"], r["top_k"]) - real) * math.ceil(2 * r["width"] / block_n)
+    down = max(0.0, moe_grid_rows(r, block_m, numel, 1) - real) * math.ceil(r["hidden"] / block_n)
+    return up + down
+
+
+def moe_idle_time(r, clocks):
+    """Seconds the idle blocks take: `clocks` SM clocks each, spread over the SMs."""
+    g = GPUS[r["gpu"]]
+    return moe_idle_blocks(r) * clocks / (g["sms"] * g["clock"])
+
+
 def moe_time(c, r):
     """The fused-MoE kernel as src/latency/roofline.rs prices it."""
     at_peak, moved = moe_parts(r, c["moe_eta_m"], c["moe_latency"], c["moe_large_tile"])
     compute = at_peak / c["moe_eta_c"]
-    return c["moe_t0"] + max(compute, moved) + c["moe_unhidden"] * min(compute, moved)
+    busy = max(compute, moved) + c["moe_unhidden"] * min(compute, moved)
+    return c["moe_t0"] + busy + moe_idle_time(r, c.get("moe_idle_clocks", 0.0))
 
 
 # The memory latency in SM clocks that sets the blocks saturating the bandwidth, tried by the
@@ -455,33 +491,53 @@ LARGE_TILE_CAPS = [None] + ([x / 20 for x in range(10, 20)] if "--flat-large-til
                             else [x / 2 for x in range(8, 41)])
 
 
+def idling(r):
+    """Whether a row's grids launch more idle thread blocks than working ones."""
+    return moe_idle_blocks(r) > sum(moe_tiles(r))
+
+
 def moe_light_fit(light):
-    """(t0, eta_m, latency in clocks, large-tile cap or None) of the rows whose weights
-    dominate. For each latency and large-tile cap on the grids the streaming
+    """(t0, eta_m, latency in clocks, large-tile cap or None, SM clocks per idle block) of the
+    rows whose weights dominate. For each latency and large-tile cap on the grids the streaming
     time is `x / eta_m`, with `x` the bytes over the bandwidth the blocks reach, so
     `t = t0 + x / eta_m` is fitted as the GEMMs are (least squares of the relative error); the
     pair whose fit has the least median over the GPU's tables of their median |error| wins
     (every table weighs alike, and one table whose kernel behaves otherwise does not decide
     it). The latency is kept (else 0) only where at least a third of the rows then
     stream slower than `eta_m` allows; the cap is tried only where at least a tenth of the
-    rows run on the large tile: else the tables do not measure it."""
+    rows run on the large tile: else the tables do not measure it. Where at least a tenth of
+    the rows launch more idle thread blocks than working ones (`idling`), the SM clocks per
+    idle block are the median over those rows of what the fit leaves unpriced per idle block
+    (`moe_idle_blocks`), and the fixed time and efficiency are fitted again, at the same
+    latency and cap, with each row's idle time taken off; else no idle time (the GPU's tables
+    do not measure it)."""
     tables_of = {}
     for r in light:
         tables_of.setdefault(r["model"], []).append(r)
 
-    def fit_at(k, q):
-        t0, rate = fit([(moe_parts(r, 1.0, k, q)[1], r["t"]) for r in light])
+    def fit_at(k, q, idle=0.0):
+        t0, rate = fit([(moe_parts(r, 1.0, k, q)[1], r["t"] - moe_idle_time(r, idle)) for r in light])
         c = {"moe_t0": t0, "moe_eta_m": rate, "moe_latency": k, "moe_eta_c": 1.0, "moe_unhidden": 0.0,
-             "moe_large_tile": q}
+             "moe_large_tile": q, "moe_idle_clocks": idle}
         err = median(median(abs(moe_time(c, r) / r["t"] - 1) for r in rows) for rows in tables_of.values())
-        return err, t0, rate, k, q
+        return err, c
     tiled = [r for r in light if large_tile(r)]
     caps = LARGE_TILE_CAPS if len(tiled) >= len(light) / 10 else [None]
-    _, t0, eta, k, q = min((fit_at(k, q) for k in LATENCY_CLOCKS for q in caps), key=lambda f: f[0])
-    limited = sum(1 for r in light if moe_parts(r, eta, k, q)[1] > moe_parts(r, eta, 0, q)[1] * 1.05)
-    if limited < len(light) / 3:
-        _, t0, eta, k, q = min((fit_at(0.0, q) for q in caps), key=lambda f: f[0])
-    return t0, eta, k, q
+
+    def search():
+        _, c = min((fit_at(k, q) for k in LATENCY_CLOCKS for q in caps), key=lambda f: f[0])
+        k, q = c["moe_latency"], c["moe_large_tile"]
+        eta = c["moe_eta_m"]
+        limited = sum(1 for r in light if moe_parts(r, eta, k, q)[1] > moe_parts(r, eta, 0, q)[1] * 1.05)
+        if limited < len(light) / 3:
+            _, c = min((fit_at(0.0, q) for q in caps), key=lambda f: f[0])
+        return c
+    c = search()
+    idle_rows = [r for r in light if idling(r)]
+    if len(idle_rows) >= len(light) / 10:
+        idle = median(max(0.0, r["t"] - moe_time(c, r)) / moe_idle_time(r, 1.0) for r in idle_rows)
+        c = fit_at(c["moe_latency"], c["moe_large_tile"], idle)[1]
+    return c["moe_t0"], c["moe_eta_m"], c["moe_latency"], c["moe_large_tile"], c["moe_idle_clocks"]
 
 
 def fused(r):
@@ -513,15 +569,15 @@ def moe_fits(rows):
         light = [r for r in mine if r["routed"] <= 4 * max(r["active"], 1)]
         if len(light) < 3:
             continue
-        t0, eta, latency, cap = moe_light_fit(light)
-        f = {"t0": t0, "eta_m": eta, "latency": latency, "large_tile": cap, "n": len(mine),
+        t0, eta, latency, cap, idle = moe_light_fit(light)
+        f = {"t0": t0, "eta_m": eta, "latency": latency, "large_tile": cap, "idle": idle, "n": len(mine),
              "kernel_timed": all(r["src"] in ("lss", "frontier-kernel") for r in mine)}
-        heavy = [moe_parts(r, eta, latency, cap)[0] / (r["t"] - t0) for r in mine
-                 if r["routed"] >= 256 * max(r["active"], 1) and r["t"] > t0]
+        heavy = [moe_parts(r, eta, latency, cap)[0] / (r["t"] - t0 - moe_idle_time(r, idle)) for r in mine
+                 if r["routed"] >= 256 * max(r["active"], 1) and r["t"] > t0 + moe_idle_time(r, idle)]
         if heavy:
             f["eta_c"] = median(heavy)
             base = {"moe_t0": t0, "moe_eta_m": eta, "moe_eta_c": f["eta_c"], "moe_latency": latency,
-                    "moe_large_tile": cap}
+                    "moe_large_tile": cap, "moe_idle_clocks": idle}
             f["unhidden"] = best([k / 50 for k in range(51)],
                                  lambda k: [moe_time(dict(base, moe_unhidden=k), r) / r["t"] - 1 for r in mine])
         out[gpu] = f
@@ -533,6 +589,7 @@ def moe_constants(fits, gpus):
     full = [g for g in have if "eta_c" in fits[g]]
     latencies = [fits[g]["latency"] for g in have if fits[g]["latency"]]
     caps = [fits[g]["large_tile"] for g in have if fits[g]["large_tile"] is not None]
+    idles = [fits[g]["idle"] for g in have if fits[g]["idle"]]
     return {
         # Event-timed and looped tables carry host time in their intercept: the fixed time
         # comes from the kernel-timed ones.
@@ -544,6 +601,8 @@ def moe_constants(fits, gpus):
         "moe_latency": median(latencies) if latencies else 0.0,
         # Measured only where a GPU's weight-bound rows run both tiles (H800's tables).
         "moe_large_tile": median(caps) if caps else None,
+        # Measured only where a GPU's rows launch many idle blocks (H800's, A800's Qwen3-Next).
+        "moe_idle_clocks": median(idles) if idles else 0.0,
     }
 
 
@@ -1030,6 +1089,8 @@ def print_fits(data):
         block = (f", blocks saturate at a {g['latency']:.0f}-clock latency "
                  f"({moe_saturating_blocks(gpu, g['latency']) / GPUS[gpu]['sms']:.2f} per SM)"
                  if g["latency"] else ", blocks never limit")
+        if g["idle"]:
+            block += f", {g['idle']:.0f} SM clocks per idle block"
         if g["large_tile"] is not None and g["large_tile"] < 1.0:
             block += f", large tile at {g['large_tile']:.2f} of the rate"
         elif g["large_tile"] is not None:
@@ -1088,6 +1149,7 @@ def main():
     print(f"MOE_COMPUTE_EFFICIENCY = {c['moe_eta_c']:.2f}")
     print(f"MOE_UNHIDDEN = {c['moe_unhidden']:.2f}")
     print(f"MOE_LATENCY_CLOCKS = {c['moe_latency']:.0f}")
+    print(f"MOE_IDLE_BLOCK_CLOCKS = {c['moe_idle_clocks']:.0f}")
     if "--flat-large-tile" in sys.argv:
         print(f"(what-if, not held by the code) MOE_LARGE_TILE_STREAMING = {c['moe_large_tile']:.2f}")
     else:

@@ -19,10 +19,12 @@ use super::{
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
+use moe_grid::MoeLaunch;
 use sums::{BatchSums, DecodeRates};
 
 pub mod decode;
 pub mod memoised;
+pub mod moe_grid;
 pub mod sums;
 
 pub use memoised::MemoisedRoofline;
@@ -179,14 +181,17 @@ pub const DECODE_SKEW_ALPHA: f64 = 0.059;
 /// weights of the experts the batch hits plus the routed rows in and out at
 /// [`MOE_MEMORY_EFFICIENCY`] of peak bandwidth, each GEMM's weights slowed where it has fewer
 /// thread blocks than keep the bytes in flight [`MOE_LATENCY_CLOCKS`] needs, and on the large
-/// tile to [`MOE_LARGE_TILE_BYTES_PER_CLOCK`] per SM per clock. Per GPU: the fixed time and
+/// tile to [`MOE_LARGE_TILE_BYTES_PER_CLOCK`] per SM per clock; plus the grids' idle thread
+/// blocks at [`MOE_IDLE_BLOCK_CLOCKS`] each. Per GPU: the fixed time and
 /// weight-streaming efficiency are fitted to rows with at most 4 routed rows per expert hit
 /// (with the latency that fits best), the compute efficiency is the median over rows with
 /// at least 256, the unhidden share is fitted over all rows. Tables of vLLM's fused Triton
-/// kernel only: RTX PRO 6000 (LLMServingSim, Qwen3-30B-A3B: 2.7 µs, 0.873, 0.46, 0.18), H800
+/// kernel only: RTX PRO 6000 (LLMServingSim, Qwen3-30B-A3B: 2.4 µs, 0.876, 0.47, 0.16), H800
 /// (Frontier, kernel-only, five models of 8-512 experts, top-2 to top-10, rows whose experts do
-/// not all fit in L2: 7.0 µs, 0.817) and A800 (Frontier, Qwen3-30B-A3B and Qwen3-Next,
-/// event-timed, GPU-bound rows: 0.922, 0.37, 0.32). The fixed time comes from the kernel-timed
+/// not all fit in L2: 6.0 µs, 0.847) and A800 (Frontier, Qwen3-30B-A3B and Qwen3-Next,
+/// event-timed, GPU-bound rows: 0.922, 0.37, 0.32), each with its idle blocks' time
+/// ([`MOE_IDLE_BLOCK_CLOCKS`]) taken off (before it: H800 7.0 µs and 0.817; the median fixed
+/// time 4.9 µs, the efficiency 0.873, the unhidden share 0.25). The fixed time comes from the kernel-timed
 /// tables only. How the tables are read (`scripts/roofline_tables.py`): an event-timed row
 /// less the host's lead before the first kernel (0.44 of the file's one-token time, from H800's
 /// rows timed both ways: 88 µs on A800's host), with the routed rows the profiler counted (its
@@ -194,10 +199,22 @@ pub const DECODE_SKEW_ALPHA: f64 = 0.059;
 /// cuBLAS loop on A100 (Mixtral-8x7B) is not this kernel and is checked as GEMMs instead. Read
 /// so, held out, A800's fused MoE goes from 22.9% to 15.0% and all rows from 24.6% to 15.8%
 /// (`scripts/derive_roofline.py --loo`).
-const MOE_FIXED_NS: f64 = 4_900.0;
-const MOE_MEMORY_EFFICIENCY: f64 = 0.873;
+const MOE_FIXED_NS: f64 = 4_200.0;
+const MOE_MEMORY_EFFICIENCY: f64 = 0.876;
 const MOE_COMPUTE_EFFICIENCY: f64 = 0.42;
-const MOE_UNHIDDEN: f64 = 0.25;
+const MOE_UNHIDDEN: f64 = 0.24;
+/// SM clocks one thread block of the fused-MoE kernel's grid takes when it does no MMA work
+/// ([`moe_grid::idle_blocks`]: tile rows past the experts hit, which return at once, or of
+/// other EP ranks' experts, which write zeros), spread over the SMs. Fitted per GPU as the
+/// median, over the rows whose grids launch more idle blocks than working ones, of what the
+/// rest of the model leaves unpriced per idle block: H800 (kernel-only, Qwen3-Next's 512
+/// experts, top-10) 102, A800 (event-timed, the same shapes) 67, RTX PRO 6000 220; the median.
+/// Held out, H800's Qwen3-Next table goes from 42.7% to 10.5% (the other tables' constants;
+/// 51.5% to 17.9% with the other GPUs'), A800's stays within 3%: its rows are the
+/// weight-bound ones, where the idle blocks are 2–4% of the time
+/// (`scripts/derive_roofline.py --loo`). Applies where the hardware file gives `sm_count`
+/// and `sm_clock_mhz`.
+const MOE_IDLE_BLOCK_CLOCKS: f64 = 102.0;
 /// The memory latency, in SM clocks, that sets how many thread blocks a grouped GEMM of the
 /// fused-MoE kernel needs to stream its weights at [`MOE_MEMORY_EFFICIENCY`]: by Little's law
 /// the part's peak bytes per clock × this latency must be in flight, each block keeps
@@ -291,6 +308,17 @@ fn moe_large_tile_share(hardware: &Hardware) -> f64 {
     }
 }
 
+/// Nanoseconds the fused-MoE kernel's idle thread blocks take each on `hardware`:
+/// [`MOE_IDLE_BLOCK_CLOCKS`] over its SMs and clock; 0 without `sm_count` or `sm_clock_mhz`.
+fn moe_idle_ns_per_block(hardware: &Hardware) -> f64 {
+    match (hardware.sm_count, hardware.sm_clock_mhz) {
+        (Some(sms), Some(mhz)) if sms > 0 && mhz > 0.0 => {
+            MOE_IDLE_BLOCK_CLOCKS / (f64::from(sms) * mhz / 1e3)
+        }
+        _ => 0.0,
+    }
+}
+
 /// Thread blocks that saturate `hardware`'s bandwidth on the fused-MoE kernel: its peak bytes
 /// per clock × [`MOE_LATENCY_CLOCKS`] over [`MOE_BLOCK_BYTES_IN_FLIGHT`]; 0 (no limit)
 /// without `sm_count` or `sm_clock_mhz`.
@@ -301,6 +329,16 @@ fn moe_saturating_blocks(hardware: &Hardware) -> f64 {
             bytes_per_clock * MOE_LATENCY_CLOCKS / MOE_BLOCK_BYTES_IN_FLIGHT
         }
         _ => 0.0,
+    }
+}
+
+/// vLLM's default fused-MoE tile (rows × columns) when `tokens` enter the kernel of
+/// `experts`: the small one while there are no more tokens than experts.
+fn moe_tile(tokens: f64, experts: f64) -> (f64, f64) {
+    if tokens <= experts {
+        MOE_SMALL_TILE
+    } else {
+        MOE_LARGE_TILE
     }
 }
 
@@ -387,6 +425,8 @@ pub struct Roofline {
     /// [`MOE_LARGE_TILE_BYTES_PER_CLOCK`] over the peak bandwidth, at most 1 (1: a part
     /// without `sm_count` or `sm_clock_mhz`).
     moe_large_tile_share: f64,
+    /// Time of one idle thread block of the fused-MoE grid, ns (`moe_idle_ns_per_block`).
+    moe_idle_ns_per_block: f64,
     launch_ns: f64,
     /// Fixed time of a GEMM kernel, ns ([`GEMM_FIXED_NS`] unless the hardware file says).
     gemm_fixed_ns: f64,
@@ -466,11 +506,13 @@ pub enum Work {
         /// See [`Step::decode_skew_bytes`].
         skew_bytes: f64,
     },
-    /// The fused-MoE grouped GEMMs (their own efficiencies): the work, and the bytes as they
-    /// stream (the weights of a GEMM with too few thread blocks count for more).
+    /// The fused-MoE grouped GEMMs (their own efficiencies): the work, the bytes as they
+    /// stream (the weights of a GEMM with too few thread blocks count for more), and the
+    /// thread blocks of their grids that do no MMA work ([`moe_grid::idle_blocks`]).
     Experts {
         cost: Cost,
         streamed_bytes: f64,
+        idle_blocks: f64,
     },
     /// A collective whose time is already known, ns.
     Comm {
@@ -592,6 +634,7 @@ impl Roofline {
             moe_bytes_per_ns: hardware.memory_bw_gbps * moe_memory_efficiency,
             moe_saturating_blocks: moe_saturating_blocks(hardware),
             moe_large_tile_share: moe_large_tile_share(hardware),
+            moe_idle_ns_per_block: moe_idle_ns_per_block(hardware),
             launch_ns: hardware.kernel_launch_ns,
             gemm_fixed_ns: k.gemm_fixed_ns.unwrap_or_default(),
             allreduce,
@@ -822,6 +865,15 @@ impl Roofline {
         };
         let (up, down, tile) =
             self.moe_stream_shares(group * t, experts / ep, active, routed, width);
+        let launch = MoeLaunch {
+            tokens: group * t,
+            experts,
+            top_k,
+            active,
+            routed,
+            up_columns: 2.0 * width,
+            down_columns: h,
+        };
         // Gate and up hold two thirds of an expert's weights, down one third.
         let streamed_bytes =
             active * expert_bytes * (2.0 / 3.0 / up + 1.0 / 3.0 / down) + activations / tile;
@@ -831,6 +883,7 @@ impl Roofline {
             Work::Experts {
                 cost,
                 streamed_bytes,
+                idle_blocks: moe_grid::idle_blocks(&launch, moe_tile(group * t, experts / ep)),
             },
         );
         if let Some((_, combine)) = comm {
@@ -852,10 +905,11 @@ impl Roofline {
         routed: f64,
         width: f64,
     ) -> (f64, f64, f64) {
-        let ((rows, columns), tile) = if tokens <= experts {
-            (MOE_SMALL_TILE, 1.0)
+        let (rows, columns) = moe_tile(tokens, experts);
+        let tile = if tokens <= experts {
+            1.0
         } else {
-            (MOE_LARGE_TILE, self.moe_large_tile_share)
+            self.moe_large_tile_share
         };
         if self.moe_saturating_blocks <= 0.0 || active <= 0.0 {
             return (tile, tile, tile);
@@ -935,12 +989,14 @@ impl Roofline {
             Work::Experts {
                 cost: c,
                 streamed_bytes,
+                idle_blocks,
             } => {
                 let (compute, memory) = (
                     c.flops / self.moe_flops_per_ns,
                     streamed_bytes / self.moe_bytes_per_ns,
                 );
-                MOE_FIXED_NS + compute.max(memory) + MOE_UNHIDDEN * compute.min(memory)
+                let idle = idle_blocks * self.moe_idle_ns_per_block;
+                MOE_FIXED_NS + compute.max(memory) + MOE_UNHIDDEN * compute.min(memory) + idle
             }
             Work::Comm { ns } => ns,
         };
