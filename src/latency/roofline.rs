@@ -20,7 +20,7 @@ use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
 use moe_grid::MoeLaunch;
-use sums::{BatchSums, DecodeRates};
+use sums::{BatchSums, DecodeRates, PrefillRoom};
 
 pub mod decode;
 pub mod memoised;
@@ -683,7 +683,8 @@ impl Roofline {
     /// Sums the batch into the totals the layers need, without allocating: one pass in
     /// integers ([`BatchSums`]), exactly the totals summing request by request gives.
     pub fn step(&self, batch: &BatchDesc<'_>) -> Result<Step, LatencyError> {
-        let sums = BatchSums::of(batch)?;
+        let mut room: PrefillRoom = [(0, 0); PREFILLS_ON_STACK];
+        let sums = BatchSums::of(batch, &mut room)?;
         let (hpg, hd, fp) = (self.heads_per_gpu, self.head_dim, self.fp);
         let kv_row = self.kv_heads_per_gpu * hd * 2.0 * fp;
         // DP padding: dummy decodes every token-wise layer computes, without KV.

@@ -15,8 +15,12 @@ use crate::latency::{BatchDesc, LatencyError};
 /// Integers below this are exact in an `f64`, and so are sums and products that stay below it.
 pub const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
 
+/// Room for the first [`PREFILLS_ON_STACK`] prefills' `(chunk, prefix)`, on the caller's
+/// stack: [`BatchSums`] borrows it rather than carrying 512 bytes that each return would copy.
+pub type PrefillRoom = [(u64, u64); PREFILLS_ON_STACK];
+
 /// A batch's aggregates (see the module docs).
-pub struct BatchSums {
+pub struct BatchSums<'a> {
     /// Tokens computed, over all requests (padding excluded).
     tokens: u64,
     /// Decodes whose attention runs on the GPU.
@@ -25,7 +29,7 @@ pub struct BatchSums {
     pub context: u64,
     longest: u64,
     /// The first [`PREFILLS_ON_STACK`] prefills' `(chunk, prefix)`, and how many there are.
-    prefills: [(u64, u64); PREFILLS_ON_STACK],
+    prefills: &'a PrefillRoom,
     n_prefills: usize,
 }
 
@@ -52,9 +56,10 @@ pub struct DecodeRates {
     pub query_bytes: f64,
 }
 
-impl BatchSums {
-    /// Sums `batch`; an empty batch or a request that computes no tokens is an error.
-    pub fn of(batch: &BatchDesc<'_>) -> Result<BatchSums, LatencyError> {
+impl<'a> BatchSums<'a> {
+    /// Sums `batch`, its first prefills' shapes written into `room`; an empty batch or a
+    /// request that computes no tokens is an error.
+    pub fn of(batch: &BatchDesc<'_>, room: &'a mut PrefillRoom) -> Result<Self, LatencyError> {
         if batch.items.is_empty() {
             return Err(LatencyError::EmptyBatch {
                 backend: "roofline",
@@ -72,7 +77,6 @@ impl BatchSums {
             ),
             true => (lead.count as u64, 0, 0, 0),
         };
-        let mut prefills = [(0, 0); PREFILLS_ON_STACK];
         let mut n_prefills = 0;
         for (i, item) in (lead.count..).zip(batch.tail()) {
             let (new, prior) = (u64::from(item.new_tokens), u64::from(item.context_tokens));
@@ -84,7 +88,7 @@ impl BatchSums {
             }
             tokens += new;
             if !item.is_decode() {
-                if let Some(slot) = prefills.get_mut(n_prefills) {
+                if let Some(slot) = room.get_mut(n_prefills) {
                     *slot = (new, prior);
                 }
                 n_prefills += 1;
@@ -100,7 +104,7 @@ impl BatchSums {
             decodes,
             context,
             longest,
-            prefills,
+            prefills: room,
             n_prefills,
         })
     }

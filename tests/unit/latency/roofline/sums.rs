@@ -56,7 +56,8 @@ proptest! {
         let batch = if offloaded { batch.with_attention_offloaded() } else { batch };
         let rates = RATES[rates];
         let pad = f64::from(pad);
-        let sums = BatchSums::of(&batch).unwrap();
+        let mut room = [(0, 0); PREFILLS_ON_STACK];
+        let sums = BatchSums::of(&batch, &mut room).unwrap();
         prop_assert_eq!(
             bits(&sums.decode_terms(&batch, pad, rates)),
             bits(&per_request(&batch, pad, rates))
@@ -92,7 +93,9 @@ proptest! {
         prop_assert_eq!(led.tail().len(), items.len() - known.count);
         prop_assert_eq!(led.total_tokens(), batch.total_tokens());
         prop_assert_eq!(led.all_decodes(), batch.all_decodes());
-        let (a, b) = (BatchSums::of(&batch).unwrap(), BatchSums::of(&led).unwrap());
+        let (mut room_a, mut room_b) = ([(0, 0); PREFILLS_ON_STACK], [(0, 0); PREFILLS_ON_STACK]);
+        let a = BatchSums::of(&batch, &mut room_a).unwrap();
+        let b = BatchSums::of(&led, &mut room_b).unwrap();
         let rates = RATES[0];
         let pad = f64::from(pad);
         prop_assert_eq!(
@@ -115,7 +118,8 @@ fn beyond_the_exact_range_the_terms_are_summed_request_by_request() {
         600
     ];
     let batch = BatchDesc::new(&items);
-    let sums = BatchSums::of(&batch).unwrap();
+    let mut room = [(0, 0); PREFILLS_ON_STACK];
+    let sums = BatchSums::of(&batch, &mut room).unwrap();
     let rates = RATES[1];
     assert!(rates.flops_per_token * sums.context as f64 >= EXACT);
     let terms = sums.decode_terms(&batch, 0.0, rates);
