@@ -229,6 +229,17 @@ impl EventQueue {
         }
     }
 
+    /// The instance whose step ends second, when the second earliest pending event is a
+    /// step end.
+    pub fn second_step_end(&self) -> Option<u32> {
+        // The second earliest entry is one of the first's two children.
+        let next = self.heap.get(1..self.heap.len().min(3))?;
+        match next.iter().min_by_key(|e| e.key())?.kind {
+            EventKind::StepEnd { instance } => Some(instance),
+            _ => None,
+        }
+    }
+
     /// Removes and returns the earliest event if it happens at or before `time`.
     pub fn pop_until(&mut self, time: Nanos) -> Option<Event> {
         if self.next_time()? > time {

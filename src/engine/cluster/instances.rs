@@ -99,6 +99,12 @@ impl<'r> Cluster<'r> {
         let Some(id) = self.queue.lone_step_end(t) else {
             return Ok(false);
         };
+        if self.warm
+            && let Some(j) = self.queue.second_step_end()
+        {
+            // One event ahead, as the loop warms: while this step end is applied.
+            self.warm_instance(j);
+        }
         let i = id as usize;
         let inst = &mut self.instances[i];
         if inst.stages.is_some() || self.setups[i].dp_group.is_some() || !self.ready.is_empty() {

@@ -430,9 +430,6 @@ impl<'r> Cluster<'r> {
         let quiet = self.quiet && s.control.is_none() && self.gateway.held.is_empty();
         if quiet && self.quiet_step_end(t, s)? {
             self.quiet_steps += 1;
-            if self.warm {
-                self.warm_next();
-            }
             self.settled = t;
             return Ok(Some(t));
         }
@@ -538,10 +535,16 @@ impl<'r> Cluster<'r> {
     /// first.
     fn warm_next(&self) {
         if let Some(j) = self.queue.next_step_end() {
-            let j = j as usize;
-            crate::scheduler::warm_value(&self.instances[j]);
-            self.schedulers[j].warm();
+            self.warm_instance(j);
         }
+    }
+
+    /// Warms the CPU cache for a step of instance `j`: its state beside its scheduler and
+    /// what its scheduler touches first.
+    fn warm_instance(&self, j: u32) {
+        let j = j as usize;
+        crate::scheduler::warm_value(&self.instances[j]);
+        self.schedulers[j].warm();
     }
 
     /// Queues instance `id` for a scheduling attempt at the end of the current instant.
