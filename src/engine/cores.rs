@@ -200,15 +200,21 @@ impl std::ops::Index<usize> for Cores<'_> {
     }
 }
 
-impl std::ops::IndexMut<usize> for Cores<'_> {
-    /// Instance `id`'s core, built now if it was not.
-    fn index_mut(&mut self, id: usize) -> &mut Core {
+impl Cores<'_> {
+    /// Lists instance `id` among the [`Cores::changed`] ones, when tracking.
+    pub(super) fn note_changed(&mut self, id: usize) {
         if let Some(c) = &mut self.changes
             && !c.listed[id]
         {
             c.listed[id] = true;
             c.ids.push(id as u32);
         }
+    }
+
+    /// Instance `id`'s core, built now if it was not, without listing it among the
+    /// [`Cores::changed`] ones: for a caller that lists it ([`Cores::note_changed`]) when
+    /// what it changed is read by the ranking.
+    pub(super) fn get_mut_unlisted(&mut self, id: usize) -> &mut Core {
         if self.at.is_empty() {
             return &mut self.built[id];
         }
@@ -221,6 +227,14 @@ impl std::ops::IndexMut<usize> for Cores<'_> {
             self.built.push(core);
         }
         &mut self.built[self.at[id] as usize]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Cores<'_> {
+    /// Instance `id`'s core, built now if it was not, listed among the changed ones.
+    fn index_mut(&mut self, id: usize) -> &mut Core {
+        self.note_changed(id);
+        self.get_mut_unlisted(id)
     }
 }
 

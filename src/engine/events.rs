@@ -2,8 +2,6 @@
 //! that states the same-instant order ([`Phase`]).
 
 use crate::Nanos;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// The phases of one simulated instant, in the order the loop settles them. Events at the
 /// same time are applied phase by phase, and within a phase by instance id (the subject of
@@ -165,30 +163,13 @@ impl Entry {
     }
 }
 
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Entry {}
-
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key().cmp(&other.key())
-    }
-}
-
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// Pending events, popped in [`Event`] order.
+/// Pending events, popped in [`Event`] order: a binary min-heap of [`Entry`]s (their order
+/// is total, so any heap pops them in the same order), which can also replace its earliest
+/// event in one pass ([`EventQueue::replace_next`]) and tell whether it is alone at its
+/// instant ([`EventQueue::lone_step_end`]).
 #[derive(Debug, Default)]
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<Entry>>,
+    heap: Vec<Entry>,
     next_seq: u64,
 }
 
@@ -196,31 +177,64 @@ impl EventQueue {
     /// An empty queue with room for `capacity` events before it grows.
     pub fn with_capacity(capacity: usize) -> EventQueue {
         EventQueue {
-            heap: BinaryHeap::with_capacity(capacity),
+            heap: Vec::with_capacity(capacity),
             next_seq: 0,
         }
     }
 
-    /// Schedules `kind` at `time`.
-    pub fn push(&mut self, time: Nanos, kind: EventKind) {
+    /// The entry of `kind` at `time`, numbered in scheduling order.
+    fn entry(&mut self, time: Nanos, kind: EventKind) -> Entry {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Reverse(Entry::new(time, kind, seq)));
+        Entry::new(time, kind, seq)
+    }
+
+    /// Schedules `kind` at `time`.
+    pub fn push(&mut self, time: Nanos, kind: EventKind) {
+        let entry = self.entry(time, kind);
+        self.heap.push(entry);
+        self.sift_up(self.heap.len() - 1);
     }
 
     /// Time of the earliest pending event.
     pub fn next_time(&self) -> Option<Nanos> {
-        self.heap.peek().map(|e| e.0.time)
+        self.heap.first().map(|e| e.time)
     }
 
     /// The earliest pending event.
     pub fn peek(&self) -> Option<Event> {
-        self.heap.peek().map(|e| e.0.event())
+        self.heap.first().map(|e| e.event())
     }
 
     /// The instance whose step ends first, when the earliest pending event is a step end.
     pub fn next_step_end(&self) -> Option<u32> {
-        match self.heap.peek()?.0.kind {
+        match self.heap.first()?.kind {
+            EventKind::StepEnd { instance } => Some(instance),
+            _ => None,
+        }
+    }
+
+    /// The instance whose step ends at `time`, when that is the earliest pending event and
+    /// no other is pending at `time`.
+    pub fn lone_step_end(&self, time: Nanos) -> Option<u32> {
+        let first = self.heap.first().filter(|e| e.time == time)?;
+        // The second earliest entry is one of the first's two children.
+        let next = &self.heap[1..self.heap.len().min(3)];
+        if next.iter().any(|e| e.time == time) {
+            return None;
+        }
+        match first.kind {
+            EventKind::StepEnd { instance } => Some(instance),
+            _ => None,
+        }
+    }
+
+    /// The instance whose step ends second, when the second earliest pending event is a
+    /// step end.
+    pub fn second_step_end(&self) -> Option<u32> {
+        // The second earliest entry is one of the first's two children.
+        let next = self.heap.get(1..self.heap.len().min(3))?;
+        match next.iter().min_by_key(|e| e.key())?.kind {
             EventKind::StepEnd { instance } => Some(instance),
             _ => None,
         }
@@ -228,10 +242,61 @@ impl EventQueue {
 
     /// Removes and returns the earliest event if it happens at or before `time`.
     pub fn pop_until(&mut self, time: Nanos) -> Option<Event> {
-        if self.next_time()? <= time {
-            self.heap.pop().map(|e| e.0.event())
-        } else {
-            None
+        if self.next_time()? > time {
+            return None;
         }
+        let first = self.heap.swap_remove(0);
+        if !self.heap.is_empty() {
+            self.sift_down(0);
+        }
+        Some(first.event())
+    }
+
+    /// Removes the earliest event and schedules `kind` at `time` in one pass: what
+    /// [`EventQueue::pop_until`] then [`EventQueue::push`] do.
+    pub fn replace_next(&mut self, time: Nanos, kind: EventKind) {
+        let entry = self.entry(time, kind);
+        match self.heap.first_mut() {
+            Some(first) => {
+                *first = entry;
+                self.sift_down(0);
+            }
+            None => self.heap.push(entry),
+        }
+    }
+
+    /// Moves the entry at `k` up to its place.
+    fn sift_up(&mut self, mut k: usize) {
+        let entry = self.heap[k];
+        while k > 0 {
+            let parent = (k - 1) / 2;
+            if self.heap[parent].key() <= entry.key() {
+                break;
+            }
+            self.heap[k] = self.heap[parent];
+            k = parent;
+        }
+        self.heap[k] = entry;
+    }
+
+    /// Moves the entry at `k` down to its place.
+    fn sift_down(&mut self, mut k: usize) {
+        let n = self.heap.len();
+        let entry = self.heap[k];
+        loop {
+            let mut child = 2 * k + 1;
+            if child >= n {
+                break;
+            }
+            if child + 1 < n && self.heap[child + 1].key() < self.heap[child].key() {
+                child += 1;
+            }
+            if self.heap[child].key() >= entry.key() {
+                break;
+            }
+            self.heap[k] = self.heap[child];
+            k = child;
+        }
+        self.heap[k] = entry;
     }
 }

@@ -74,6 +74,17 @@
 //! then initial requests in list order, then released ones in release order), then timeouts
 //! (in the order the requests entered); then idle instances start steps, by instance id. Every tie is broken by a fixed rule, so a run is
 //! deterministic.
+//!
+//! Most instants are one instance's step end and nothing else. When that step ends no request,
+//! the instant's phases have nothing to do but start that instance's next step, so the loop
+//! settles it quietly ([`Cluster::step_quietly`]): the instance forms and prices its next step
+//! at once, and that step's end takes the place of the one applied in the event queue. Every
+//! step is still formed, priced and completed one at a time (the latency backend, the host
+//! model and ASTRA-Sim see each one); only runs in which something outside the instance hears
+//! of every step or may act at any step end settle every instant phase by phase: an observer
+//! of steps or decisions, P/D transfers, an autoscaler, timeouts, anomaly detection, a
+//! concurrency gate, a control plane or requests held at the gateway, and the steps of DP
+//! groups and pipelined instances.
 
 pub mod cluster;
 mod cores;

@@ -261,6 +261,13 @@ impl Signals {
         observe(scheduler, recent, now)
     }
 
+    /// Whether the ranking kept, if any, takes its keys from requests waiting and running
+    /// alone (`LOAD`'s): a change to an instance that leaves both as they were leaves its
+    /// key as it was.
+    pub(crate) fn keys_read_queues_only(&self) -> bool {
+        self.rank.as_ref().is_none_or(|r| r.by == Ranking::Load)
+    }
+
     /// Keeps the instances ranked by `ranking` (the run's router's, if any) from now on,
     /// listing the instances that change in `schedulers`.
     pub(crate) fn rank_by(&mut self, ranking: Option<Ranking>, schedulers: &mut Cores<'_>) {

@@ -67,8 +67,10 @@ const PREFILL_TILE_ROWS: u64 = 64;
 /// KV rows a prefill tile reads per iteration (64 in both kernel families at head dim 128).
 const PREFILL_KV_TILE: u64 = 64;
 /// Prefills of a step kept on the stack while their waves are counted; a step with more (many
-/// short prompts at once) reads them from the batch for each KV tile instead.
-pub const PREFILLS_ON_STACK: usize = 32;
+/// short prompts at once) reads them from the batch for each KV tile instead. Few, so that
+/// the sums a step is priced from are cheap to clear and to move (with 32 their clearing and
+/// copying took about 4 % of the BLIS comparison's run, where a step has one or two).
+pub const PREFILLS_ON_STACK: usize = 8;
 
 /// Waves of KV tiles a causal varlen prefill's thread blocks take, summed: each of the
 /// `heads` query heads of each sequence (`(chunk, prefix)` of `prefills`) splits its chunk into
@@ -699,7 +701,8 @@ impl Roofline {
         let waves = match sums.prefills() {
             Some(prefills) => prefill_waves(prefills.iter().copied(), heads, rows, sms),
             None => {
-                let items = batch.items.iter().filter(|i| !i.is_decode());
+                // The lead's items are decodes (`DecodeLead`): only the tail holds prefills.
+                let items = batch.tail().iter().filter(|i| !i.is_decode());
                 let shapes = items.map(|i| (u64::from(i.new_tokens), u64::from(i.context_tokens)));
                 prefill_waves(shapes, heads, rows, sms)
             }

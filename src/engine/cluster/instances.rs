@@ -29,6 +29,20 @@ impl<'r> Cluster<'r> {
         // Its report is read before the ends below change anything.
         let report =
             (ran && self.report_steps).then(|| StepReport::of(scheduler, inst, id, self.now));
+        self.settle_step_end(id, ran, from, report, s)
+    }
+
+    /// The rest of phase 1 for instance `id`, whose step ended now (`ran`: requests of the
+    /// instance ran in it) and finished the completions from the `from`-th on.
+    fn settle_step_end(
+        &mut self,
+        id: u32,
+        ran: bool,
+        from: usize,
+        report: Option<StepReport>,
+        s: &mut Services<'_, '_>,
+    ) -> Result<(), SimError> {
+        let i = id as usize;
         for k in from..self.effects.completions.len() {
             self.end(Ending::Completed(k), s)?;
         }
@@ -67,6 +81,69 @@ impl<'r> Cluster<'r> {
         self.admit_gated();
         self.ask_gateway_again(s);
         Ok(())
+    }
+
+    /// A quiet step end (see [`Cluster::step_quietly`]): when the earliest event is instance
+    /// `id`'s step end at `t`, alone at its instant, its step is completed, and when that
+    /// ended no request the instant is settled here: the instance forms and prices its next
+    /// step at once and its step end takes the place of the one applied, without the
+    /// instant's phases (there is nothing else to apply at `t`, and nothing outside the
+    /// instance hears of a step that ends nothing). Returns whether the instant is settled;
+    /// when a request ended, the step end is applied as [`Cluster::on_step_end`] does and the
+    /// loop settles the rest of the instant.
+    pub(super) fn quiet_step_end(
+        &mut self,
+        t: crate::Nanos,
+        s: &mut Services<'_, '_>,
+    ) -> Result<bool, SimError> {
+        let Some(id) = self.queue.lone_step_end(t) else {
+            return Ok(false);
+        };
+        if self.warm
+            && let Some(j) = self.queue.second_step_end()
+        {
+            // One event ahead, as the loop warms: while this step end is applied.
+            self.warm_instance(j);
+        }
+        let i = id as usize;
+        let inst = &mut self.instances[i];
+        if inst.stages.is_some() || self.setups[i].dp_group.is_some() || !self.ready.is_empty() {
+            return Ok(false);
+        }
+        // The ranking reads requests waiting and running alone: the instance is listed as
+        // changed only when they change.
+        let by_queues = self.signals.keys_read_queues_only();
+        let scheduler = self.schedulers.get_mut_unlisted(i);
+        let queues =
+            |c: &crate::scheduler::Core| (c.num_waiting() + c.num_incoming(), c.num_running());
+        let before = queues(scheduler);
+        let completions = &mut self.effects.completions;
+        let from = completions.len();
+        let ran = instance::finish_step(scheduler, inst, id, t, completions);
+        if completions.len() > from || !ran {
+            self.schedulers.note_changed(i);
+            self.queue.pop_until(t);
+            self.settle_step_end(id, ran, from, None, s)?;
+            self.apply_effects(s)?;
+            return Ok(false);
+        }
+        inst.recent.step_finished(&scheduler.stats());
+        let end = match scheduler.has_work() {
+            true => instance::start_step(scheduler, inst, id, t, &mut *s.backends[i])?,
+            false => None,
+        };
+        if !by_queues || queues(scheduler) != before {
+            self.schedulers.note_changed(i);
+        }
+        match end {
+            Some(end) => self
+                .queue
+                .replace_next(end, EventKind::StepEnd { instance: id }),
+            None => {
+                self.queue.pop_until(t);
+            }
+        }
+        Ok(true)
     }
 
     /// Phase 2: the KV transfer from `sender` arrives now at its decode instance.

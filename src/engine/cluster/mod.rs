@@ -259,6 +259,10 @@ pub struct Cluster<'r> {
     settled: Nanos,
     /// Whether the loop warms the caches for the next instance's step ([`WARM_ABOVE`]).
     warm: bool,
+    /// Whether a step end alone at its instant may be settled quietly
+    /// ([`Cluster::step_quietly`]), and how many were.
+    quiet: bool,
+    quiet_steps: u64,
 }
 
 /// Instances above which the loop warms the CPU cache for the instance whose step ends next,
@@ -361,6 +365,40 @@ impl<'r> Cluster<'r> {
         self.warm
     }
 
+    /// Settles a step end that is alone at its instant and ends no request quietly
+    /// (`true`, the default where the run allows it), or always phase by phase: the run is
+    /// the same either way. Quietly, the instance's next step is formed and priced at once
+    /// and its end replaces the one applied in the event queue, without the instant's
+    /// phases, effects and queue of instances to start. A run allows it when nothing
+    /// outside the instance hears of such a step: no observer of steps or decisions, no
+    /// P/D transfers, autoscaler, timeouts, anomaly watch or concurrency gate, and (checked
+    /// at each step) no control plane and no request held at the gateway; DP groups and
+    /// pipelined instances always step phase by phase.
+    pub fn step_quietly(&mut self, on: bool) {
+        self.quiet = on && self.allows_quiet_steps();
+    }
+
+    /// Whether step ends may be settled quietly ([`Cluster::step_quietly`]).
+    pub fn steps_quietly(&self) -> bool {
+        self.quiet
+    }
+
+    /// How many instants were settled by a quiet step end so far.
+    pub fn quiet_steps(&self) -> u64 {
+        self.quiet_steps
+    }
+
+    /// Whether the run allows quiet step ends ([`Cluster::step_quietly`]).
+    fn allows_quiet_steps(&self) -> bool {
+        !self.report_steps
+            && !self.tracing
+            && self.transfers.is_none()
+            && self.scaling.is_none()
+            && self.timeouts.is_none()
+            && self.watch.is_none()
+            && !self.arrivals.gated()
+    }
+
     /// Makes every instance let go of step finish times no live request names once `steps`
     /// are held (4,096 by default): the run is the same whatever it is.
     pub fn retire_steps_after(&mut self, steps: usize) {
@@ -389,6 +427,12 @@ impl<'r> Cluster<'r> {
             return Err(SchedulerBug::new(message).into());
         }
         self.now = t;
+        let quiet = self.quiet && s.control.is_none() && self.gateway.held.is_empty();
+        if quiet && self.quiet_step_end(t, s)? {
+            self.quiet_steps += 1;
+            self.settled = t;
+            return Ok(Some(t));
+        }
         while let Some(event) = self.queue.pop_until(t) {
             if self.warm {
                 self.warm_next();
@@ -491,10 +535,16 @@ impl<'r> Cluster<'r> {
     /// first.
     fn warm_next(&self) {
         if let Some(j) = self.queue.next_step_end() {
-            let j = j as usize;
-            crate::scheduler::warm_value(&self.instances[j]);
-            self.schedulers[j].warm();
+            self.warm_instance(j);
         }
+    }
+
+    /// Warms the CPU cache for a step of instance `j`: its state beside its scheduler and
+    /// what its scheduler touches first.
+    fn warm_instance(&self, j: u32) {
+        let j = j as usize;
+        crate::scheduler::warm_value(&self.instances[j]);
+        self.schedulers[j].warm();
     }
 
     /// Queues instance `id` for a scheduling attempt at the end of the current instant.

@@ -88,6 +88,8 @@ impl<'r> Cluster<'r> {
             now: 0,
             settled: 0,
             warm: setups.len() > super::WARM_ABOVE,
+            quiet: false,
+            quiet_steps: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);
@@ -98,6 +100,7 @@ impl<'r> Cluster<'r> {
         if let Some(autoscaler) = autoscaler {
             cluster.start_scaling(autoscaler)?;
         }
+        cluster.step_quietly(true);
         Ok(cluster)
     }
 }

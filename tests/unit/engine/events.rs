@@ -123,3 +123,55 @@ fn pop_until_stops_at_the_instant() {
     assert_eq!(q.pop_until(7), None);
     assert_eq!(q.next_time(), Some(9));
 }
+
+#[test]
+fn a_step_end_is_lone_only_when_nothing_else_is_due_at_its_instant() {
+    let mut q = EventQueue::with_capacity(4);
+    assert_eq!(q.lone_step_end(7), None);
+    q.push(7, EventKind::StepEnd { instance: 2 });
+    assert_eq!(q.lone_step_end(7), Some(2));
+    assert_eq!(q.lone_step_end(6), None, "not at that instant");
+    q.push(9, EventKind::StepEnd { instance: 1 });
+    q.push(8, EventKind::Arrival);
+    assert_eq!(q.lone_step_end(7), Some(2));
+    assert_eq!(q.second_step_end(), None, "an arrival comes second");
+    q.push(7, EventKind::Arrival);
+    assert_eq!(q.lone_step_end(7), None, "an arrival at the same instant");
+    q.pop_until(7);
+    assert_eq!(q.lone_step_end(7), None, "an arrival comes first");
+}
+
+/// Replacing the earliest event pops in the order popping it and pushing the new one
+/// gives, insertion numbers included.
+#[test]
+fn replacing_the_earliest_event_is_popping_it_then_pushing() {
+    let mut state = 7u64;
+    let mut draw = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % 50
+    };
+    let (mut a, mut b) = (EventQueue::with_capacity(4), EventQueue::with_capacity(4));
+    for k in 0..40u32 {
+        let (time, instance) = (draw(), k % 5);
+        a.push(time, EventKind::StepEnd { instance });
+        b.push(time, EventKind::StepEnd { instance });
+    }
+    for k in 0..200u32 {
+        let second = a.second_step_end();
+        let first = a.pop_until(u64::MAX).unwrap();
+        assert_eq!(second, a.next_step_end(), "the second comes next");
+        let kind = match k % 3 {
+            0 => EventKind::Arrival,
+            _ => EventKind::StepEnd { instance: k % 7 },
+        };
+        let time = first.time + draw();
+        a.push(time, kind);
+        assert_eq!(b.peek(), Some(first));
+        b.replace_next(time, kind);
+    }
+    let rest =
+        |q: &mut EventQueue| std::iter::from_fn(|| q.pop_until(u64::MAX)).collect::<Vec<_>>();
+    assert_eq!(rest(&mut a), rest(&mut b));
+}

@@ -366,33 +366,76 @@ fn run_random_on(
     observer: &mut dyn Observer,
     warm: Option<bool>,
 ) -> blis_cosim::engine::RunOutcome {
-    let mut state = seed;
-    let mut t = 0;
-    let requests: Vec<Request> = (0..n)
-        .map(|id| {
-            t += next(&mut state) % (4 * US);
-            let input = 1 + (next(&mut state) % 200) as u32;
-            let output = 1 + (next(&mut state) % 80) as u32;
-            request(id, t, input, output)
-        })
-        .collect();
-    let mut one = setup(blocks);
-    one.scheduler.async_scheduling = async_scheduling;
-    let setups = vec![one; k];
-    let mut backends: Vec<Linear> = (0..k).map(|_| Linear).collect();
-    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
-        .iter_mut()
-        .map(|b| b as &mut dyn LatencyBackend)
-        .collect();
-    let mut router = Router::new(RoutingPolicy::RoundRobin, seed);
-    let services = Services::new(&mut dyns, &mut router, observer);
-    let mut cluster = Cluster::new(Run::new(&requests, &setups), &services).unwrap();
-    if let Some(warm) = warm {
-        cluster.warm_caches(warm);
+    let set_up = |cluster: &mut Cluster<'_>| {
+        if let Some(warm) = warm {
+            cluster.warm_caches(warm);
+        }
+    };
+    let random = RandomRun {
+        k,
+        seed,
+        n,
+        blocks,
+        async_scheduling,
+        policy: RoutingPolicy::RoundRobin,
+    };
+    random.run(observer, set_up).0
+}
+
+/// `n` random requests of `seed` on `k` instances of `blocks` KV blocks each, routed by
+/// `policy`.
+struct RandomRun {
+    k: usize,
+    seed: u64,
+    n: u64,
+    blocks: u32,
+    async_scheduling: bool,
+    policy: RoutingPolicy,
+}
+
+impl RandomRun {
+    /// Runs to the end, reported to `observer`, the cluster set up by `set_up` first;
+    /// returns the outcome and how many step ends were settled quietly.
+    fn run(
+        &self,
+        observer: &mut dyn Observer,
+        set_up: impl FnOnce(&mut Cluster<'_>),
+    ) -> (blis_cosim::engine::RunOutcome, u64) {
+        let RandomRun {
+            k,
+            seed,
+            n,
+            blocks,
+            async_scheduling,
+            ref policy,
+        } = *self;
+        let mut state = seed;
+        let mut t = 0;
+        let requests: Vec<Request> = (0..n)
+            .map(|id| {
+                t += next(&mut state) % (4 * US);
+                let input = 1 + (next(&mut state) % 200) as u32;
+                let output = 1 + (next(&mut state) % 80) as u32;
+                request(id, t, input, output)
+            })
+            .collect();
+        let mut one = setup(blocks);
+        one.scheduler.async_scheduling = async_scheduling;
+        let setups = vec![one; k];
+        let mut backends: Vec<Linear> = (0..k).map(|_| Linear).collect();
+        let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+            .iter_mut()
+            .map(|b| b as &mut dyn LatencyBackend)
+            .collect();
+        let mut router = Router::new(policy.clone(), seed);
+        let mut services = Services::new(&mut dyns, &mut router, observer);
+        let mut cluster = Cluster::new(Run::new(&requests, &setups), &services).unwrap();
+        set_up(&mut cluster);
+        // Retiring step finish times after a handful held, so that runs retire steps often.
+        cluster.retire_steps_after(4);
+        while cluster.step(&mut services).unwrap().is_some() {}
+        (cluster.outcome().unwrap(), cluster.quiet_steps())
     }
-    // Retiring step finish times after a handful held, so that runs retire steps often.
-    cluster.retire_steps_after(4);
-    cluster.run(services).unwrap()
 }
 
 /// Every record a run finishes, as the CSV would list it (inter-token gaps included).
@@ -443,6 +486,84 @@ fn a_warmed_run_is_the_run_unwarmed() {
             "seed {seed}: the same records, gaps included"
         );
     }
+}
+
+/// Every finished request's record (inter-token gaps included), and no step.
+#[derive(Default)]
+struct Finished(Vec<String>);
+
+impl Observer for Finished {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        self.0.push(format!("{r:?}"));
+        Ok(())
+    }
+
+    fn wants_steps(&self) -> bool {
+        false
+    }
+}
+
+/// Step ends settled quietly give the run the instant's phases give (decode stretches,
+/// preemptions, asynchronous scheduling, `LOAD`'s ranking, round-robin, warmed caches), and
+/// are taken by default where the run allows them.
+#[test]
+fn a_quiet_run_is_the_run_phase_by_phase() {
+    for seed in 1..=8 {
+        let random = RandomRun {
+            k: 2 + seed as usize % 5,
+            seed,
+            n: 400,
+            blocks: 19 + 7 * seed as u32,
+            async_scheduling: seed % 4 >= 2,
+            policy: match seed % 3 {
+                0 => RoutingPolicy::RoundRobin,
+                1 => RoutingPolicy::Load,
+                _ => RoutingPolicy::LeastLoaded,
+            },
+        };
+        let mut quiet = Finished::default();
+        let (on, taken) = random.run(&mut quiet, |c| {
+            assert!(c.steps_quietly(), "on by default");
+            c.warm_caches(seed % 2 == 0);
+        });
+        let mut phased = Finished::default();
+        let (off, none) = random.run(&mut phased, |c| {
+            c.step_quietly(false);
+            c.warm_caches(seed % 2 == 0);
+        });
+        assert_eq!(none, 0, "seed {seed}: turned off");
+        assert!(
+            taken > on.steps / 4,
+            "seed {seed}: {taken} of {} steps quiet",
+            on.steps
+        );
+        assert_eq!(on, off, "seed {seed}: the same outcome");
+        assert_eq!(quiet.0.len(), 400, "seed {seed}");
+        assert_eq!(
+            quiet.0, phased.0,
+            "seed {seed}: the same records, gaps included"
+        );
+    }
+}
+
+/// An observer of steps hears of every one: no step end is settled quietly for it.
+#[test]
+fn steps_are_never_quiet_for_an_observer_of_steps() {
+    let mut reading = Steps {
+        wants: true,
+        seen: 0,
+    };
+    let random = RandomRun {
+        k: 3,
+        seed: 5,
+        n: 60,
+        blocks: 40,
+        async_scheduling: true,
+        policy: RoutingPolicy::Load,
+    };
+    let (outcome, taken) = random.run(&mut reading, |c| assert!(!c.steps_quietly()));
+    assert_eq!(taken, 0);
+    assert_eq!(reading.seen, outcome.steps, "every step reported");
 }
 
 #[test]
