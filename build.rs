@@ -52,22 +52,19 @@ fn write_table(out: &mut impl Write, name: &str, root: &Path, ext: &str) {
 }
 
 fn main() {
+    // The library's package is `lib/`; the data lives beside it, at the repository's root.
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest.parent().unwrap();
     let out_path = PathBuf::from(env::var("OUT_DIR").unwrap()).join("embedded.rs");
     let mut out = fs::File::create(&out_path).unwrap();
-    write_table(
-        &mut out,
-        "MODEL_ARCHS",
-        &manifest.join("model_archs"),
-        "json",
-    );
+    write_table(&mut out, "MODEL_ARCHS", &root.join("model_archs"), "json");
     write_table(
         &mut out,
         "LAYER_SEQUENCES",
-        &manifest.join("model_archs"),
+        &root.join("model_archs"),
         "yaml",
     );
-    write_table(&mut out, "HARDWARE", &manifest.join("hardware"), "toml");
-    println!("cargo:rerun-if-changed=model_archs");
-    println!("cargo:rerun-if-changed=hardware");
+    write_table(&mut out, "HARDWARE", &root.join("hardware"), "toml");
+    println!("cargo:rerun-if-changed=../model_archs");
+    println!("cargo:rerun-if-changed=../hardware");
 }

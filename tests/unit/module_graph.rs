@@ -244,7 +244,7 @@ fn is_test_line(line: &str) -> bool {
     attribute || line.contains("cfg!(test") || line.starts_with("proptest!")
 }
 
-/// The library is built without its tests (`[lib] test = false` in `Cargo.toml`), so a test
+/// The library is built without its tests (`[lib] test = false` in `lib/Cargo.toml`), so a test
 /// written in `src/` would never run: unit tests live in this harness.
 #[test]
 fn the_library_holds_no_tests() {
