@@ -31,6 +31,33 @@ fn splits_take_the_fewest_within_85_percent_of_the_fullest_waves() {
 }
 
 #[test]
+fn remembered_splits_are_the_splits_of_their_own_arguments() {
+    // The memo keeps 1,024 entries picked by a hash: many more keys than entries, asked in
+    // one order and then in another, must each get their own answer, whatever they evicted.
+    let keys: Vec<(u64, u64, u64)> = (1..=64u64)
+        .flat_map(|b| (1..=40u64).map(move |k| (b * 8, 264 + (b % 3) * 112, k * 7)))
+        .collect();
+    let first: Vec<u64> = keys.iter().map(|&(b, s, k)| num_splits(b, s, k)).collect();
+    for (i, &(b, s, k)) in keys.iter().enumerate().rev() {
+        assert_eq!(
+            num_splits(b, s, k),
+            first[i],
+            "{b} blocks, {s} slots, {k} tiles"
+        );
+    }
+    for (i, &(b, s, k)) in keys.iter().enumerate().step_by(7) {
+        assert_eq!(
+            num_splits(b, s, k),
+            first[i],
+            "{b} blocks, {s} slots, {k} tiles"
+        );
+    }
+    // And the answers are the heuristic's: a hand-checked case from the tests above, asked
+    // after the memo filled up.
+    assert_eq!(num_splits(48, 108, 64), 2);
+}
+
+#[test]
 fn only_split_counts_that_change_the_tiles_per_split_are_eligible() {
     // 75 blocks, 8 KV tiles: 5 splits would fill 375 of 376 slots but cut 2 tiles per split,
     // as 4 do; among 1, 2, 3, 4 and 8 splits the best fill is 0.80 (4 and 8), and 3 splits
