@@ -347,6 +347,12 @@ impl Hardware {
             .is_some_and(|a| a.eq_ignore_ascii_case("ampere"))
     }
 
+    /// SM clocks the whole part ticks per ns (SMs × clock), when the file gives `sm_count` and
+    /// `sm_clock_mhz`: what the roofline's per-SM-per-clock constants scale by.
+    pub fn sm_clocks_per_ns(&self) -> Option<f64> {
+        Some(f64::from(self.sm_count?) * self.sm_clock_mhz? / 1e3)
+    }
+
     /// Whether the part is of NVIDIA's Hopper generation (sm_90: H100, H800, H200, ...), whose
     /// attention kernels run 128-row tiles (the roofline's `PREFILL_TILE_ROWS_HOPPER`).
     pub fn is_hopper(&self) -> bool {

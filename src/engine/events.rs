@@ -218,9 +218,7 @@ impl EventQueue {
     /// no other is pending at `time`.
     pub fn lone_step_end(&self, time: Nanos) -> Option<u32> {
         let first = self.heap.first().filter(|e| e.time == time)?;
-        // The second earliest entry is one of the first's two children.
-        let next = &self.heap[1..self.heap.len().min(3)];
-        if next.iter().any(|e| e.time == time) {
+        if self.first_children().iter().any(|e| e.time == time) {
             return None;
         }
         match first.kind {
@@ -232,12 +230,16 @@ impl EventQueue {
     /// The instance whose step ends second, when the second earliest pending event is a
     /// step end.
     pub fn second_step_end(&self) -> Option<u32> {
-        // The second earliest entry is one of the first's two children.
-        let next = self.heap.get(1..self.heap.len().min(3))?;
-        match next.iter().min_by_key(|e| e.key())?.kind {
+        match self.first_children().iter().min_by_key(|e| e.key())?.kind {
             EventKind::StepEnd { instance } => Some(instance),
             _ => None,
         }
+    }
+
+    /// The earliest entry's children in the heap (none, one or two): the second earliest
+    /// entry is one of them.
+    fn first_children(&self) -> &[Entry] {
+        self.heap.get(1..self.heap.len().min(3)).unwrap_or_default()
     }
 
     /// Removes and returns the earliest event if it happens at or before `time`.

@@ -301,24 +301,21 @@ pub const LOGITS_ALLGATHER: &str = "logits_allgather";
 /// tile: SMs × clock × [`MOE_LARGE_TILE_BYTES_PER_CLOCK`] over the peak, at most 1; 1 without
 /// `sm_count` or `sm_clock_mhz`.
 fn moe_large_tile_share(hardware: &Hardware) -> f64 {
-    match (hardware.sm_count, hardware.sm_clock_mhz) {
-        (Some(sms), Some(mhz)) => {
-            let bytes_per_ns = f64::from(sms) * mhz / 1e3 * MOE_LARGE_TILE_BYTES_PER_CLOCK;
+    match hardware.sm_clocks_per_ns() {
+        Some(clocks_per_ns) => {
+            let bytes_per_ns = clocks_per_ns * MOE_LARGE_TILE_BYTES_PER_CLOCK;
             (bytes_per_ns / hardware.memory_bw_gbps).min(1.0)
         }
-        _ => 1.0,
+        None => 1.0,
     }
 }
 
 /// Nanoseconds the fused-MoE kernel's idle thread blocks take each on `hardware`:
 /// [`MOE_IDLE_BLOCK_CLOCKS`] over its SMs and clock; 0 without `sm_count` or `sm_clock_mhz`.
 fn moe_idle_ns_per_block(hardware: &Hardware) -> f64 {
-    match (hardware.sm_count, hardware.sm_clock_mhz) {
-        (Some(sms), Some(mhz)) if sms > 0 && mhz > 0.0 => {
-            MOE_IDLE_BLOCK_CLOCKS / (f64::from(sms) * mhz / 1e3)
-        }
-        _ => 0.0,
-    }
+    hardware
+        .sm_clocks_per_ns()
+        .map_or(0.0, |clocks_per_ns| MOE_IDLE_BLOCK_CLOCKS / clocks_per_ns)
 }
 
 /// Thread blocks that saturate `hardware`'s bandwidth on the fused-MoE kernel: its peak bytes

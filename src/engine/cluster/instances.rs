@@ -99,17 +99,20 @@ impl<'r> Cluster<'r> {
         let Some(id) = self.queue.lone_step_end(t) else {
             return Ok(false);
         };
+        let i = id as usize;
+        if self.instances[i].stages.is_some()
+            || self.setups[i].dp_group.is_some()
+            || !self.ready.is_empty()
+        {
+            return Ok(false);
+        }
         if self.warm
             && let Some(j) = self.queue.second_step_end()
         {
             // One event ahead, as the loop warms: while this step end is applied.
             self.warm_instance(j);
         }
-        let i = id as usize;
         let inst = &mut self.instances[i];
-        if inst.stages.is_some() || self.setups[i].dp_group.is_some() || !self.ready.is_empty() {
-            return Ok(false);
-        }
         // The ranking reads requests waiting and running alone: the instance is listed as
         // changed only when they change.
         let by_queues = self.signals.keys_read_queues_only();
