@@ -12,7 +12,9 @@ and compute efficiencies and how much of the shorter of the two the longer hides
 fixed time and efficiencies; the fused-MoE kernel's, with the memory latency in SM clocks
 that sets how many thread blocks its grouped GEMMs need to stream at full rate, the bytes
 per SM per clock its large tile streams at most, and the SM clocks a thread block of its grid
-takes when it does no MMA work; the least time of a kernel; an all-reduce's
+takes when it does no MMA work; the least time of a kernel; a row kernel's (norms,
+SiLU-and-mul, rotary: a thread block per token) fixed SM clocks, the bytes per clock one
+thread block moves along its row, and the bytes per SM per clock its grid streams from L2; an all-reduce's
 fixed time and link efficiency). A constant
 of the roofline is the median of a family's per-GPU values over the GPUs that have it; the
 weight-streaming efficiency of GEMMs is the median within the architecture class (Ampere, sm_8x
@@ -611,18 +613,60 @@ def moe_constants(fits, gpus):
 NORMS = ("input_layernorm", "layernorm")
 
 
+def row_waves(r):
+    """Waves of a row kernel's grid: vLLM's RMSNorm, fused add + RMSNorm, SiLU-and-mul and
+    rotary kernels launch a thread block per token (up to 1,024 threads, or 512 for rotary:
+    `csrc/layernorm_kernels.cu`, `activation_kernels.cu`, `pos_encoding_kernels.cu`), one
+    resident per SM at that size on parts of 1,536 threads per SM (sm_86, sm_89, sm_120)."""
+    return math.ceil(r["tokens"] / GPUS[r["gpu"]]["sms"])
+
+
 def elementwise_fits(rows):
-    """Per GPU: the least time of a kernel, the median time of a one-token RMSNorm."""
+    """Per GPU: the least time of a kernel (the median one-token RMSNorm); a row kernel's
+    fixed SM clocks and the bytes per SM clock one thread block moves along its row, fitted
+    over the rows whose grid takes one wave (`(t - launch) x clock = F + row bytes / b`);
+    and, where the tables have grids of several waves, the bytes per SM per clock at which
+    the part streams a working set that fits its L2 (least squares of the relative error)."""
     out = {}
     for gpu in GPUS:
-        ones = [r["t"] for r in rows if r["gpu"] == gpu and r["op"] in NORMS and r["tokens"] == 1]
-        if ones:
-            out[gpu] = {"floor": median(ones)}
+        mine = [r for r in rows if r["gpu"] == gpu]
+        ones = [r["t"] for r in mine if r["op"] in NORMS and r["tokens"] == 1]
+        if not ones:
+            continue
+        clock = GPUS[gpu]["clock"]
+        single = [(r["bytes"] / r["tokens"], (r["t"] - LAUNCH_S) * clock) for r in mine if row_waves(r) == 1]
+        fixed, per_clock = fit(single)
+        f = {"floor": median(ones), "row_fixed": fixed, "row_bytes": per_clock, "l2": None}
+        waves = [r for r in mine if row_waves(r) > 1 and r["bytes"] <= GPUS[gpu]["l2"]]
+        if waves:
+            def error(l2):
+                c = {"row_fixed": fixed, "row_bytes": per_clock, "l2_bytes": l2}
+                return [row_kernel_time(c, r) / r["t"] - 1 for r in waves]
+            f["l2"] = best([x / 8 for x in range(4, 400)], error)
+        out[gpu] = f
     return out
 
 
-def elementwise_time(c, r):
-    return max(r["bytes"] / (GPUS[r["gpu"]]["bw"] * ELEMENTWISE_EFFICIENCY) + LAUNCH_S, c["floor"])
+def row_kernel_time(c, r):
+    """A row kernel as src/latency/roofline.rs prices it: its waves of one row per SM, each
+    paying the row's bytes at a thread block's bytes per clock, after the fixed clocks; or, if
+    longer, the fixed clocks and the whole working set streamed from L2 (when it fits) or DRAM;
+    plus the launch."""
+    g = GPUS[r["gpu"]]
+    row = r["bytes"] / r["tokens"]
+    waves = (c["row_fixed"] + row_waves(r) * row / c["row_bytes"]) / g["clock"]
+    if r["bytes"] <= g["l2"]:
+        rate = c["l2_bytes"] * g["sms"] * g["clock"]
+    else:
+        rate = g["bw"] * ELEMENTWISE_EFFICIENCY
+    return max(waves, c["row_fixed"] / g["clock"] + r["bytes"] / rate) + LAUNCH_S
+
+
+def elementwise_constants(fits, gpus):
+    def over(key):
+        return median(fits[g][key] for g in gpus if g in fits and fits[g][key] is not None)
+    return {"floor": over("floor"), "row_fixed": over("row_fixed"), "row_bytes": over("row_bytes"),
+            "l2_bytes": over("l2")}
 
 
 # ------------------------------------------------------------------------------------ all-reduce
@@ -949,7 +993,7 @@ class Data:
         c.update(gemm_constants(f["gemm"], gpus))
         c.update(attention_constants(f["attention"], gpus))
         c.update(moe_constants(f["moe"], gpus))
-        c["floor"] = median(f["elementwise"][g]["floor"] for g in gpus if g in f["elementwise"])
+        c.update(elementwise_constants(f["elementwise"], gpus))
         c.update(allreduce_constants(f["all_reduce"], gpus))
         c["mixed"] = mixed_table([grid for (gpu, _), grid in self.mixed.items() if gpu in gpus])
         return c
@@ -970,7 +1014,7 @@ class Data:
                 out["MoE expert loop"].append(loop_time(c, r) / r["t"] - 1)
         for r in self.elementwise:
             if r["gpu"] == gpu:
-                out["norms/elementwise"].append(elementwise_time(c, r) / r["t"] - 1)
+                out["norms/elementwise"].append(row_kernel_time(c, r) / r["t"] - 1)
         for r in self.all_reduce:
             if r["gpu"] == gpu and r["bytes"] >= 1 << 20:
                 small = self.fits["all_reduce"][r["system"]]["t0"]
@@ -1097,7 +1141,9 @@ def print_fits(data):
             block += f", large tile at most {g['large_tile']:.1f} bytes per SM per clock"
         print(f"  fused MoE  {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.1f} us, weight eta {g['eta_m']:.3f}{block}{extra}")
     for gpu, g in f["elementwise"].items():
-        print(f"  floor      {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us")
+        l2 = f", L2 at {g['l2']:.2f} bytes per SM per clock" if g["l2"] else ""
+        print(f"  rows       {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us; row kernel {g['row_fixed']:.0f} clocks "
+              f"+ row bytes at {g['row_bytes']:.1f} per clock{l2}")
     for system, g in sorted(f["all_reduce"].items()):
         floors = ", ".join(f"{n} GPUs {t * 1e6:.1f}" for n, t in g["floors"].items())
         print(f"  all-reduce {system:21}: <= 64 KiB {g['t0'] * 1e6:5.1f} us (event-timed eager op), link eta {g['eta']:.3f}, "
@@ -1155,6 +1201,9 @@ def main():
     else:
         print(f"MOE_LARGE_TILE_BYTES_PER_CLOCK = {c['moe_large_tile']:.1f}")
     print(f"KERNEL_FLOOR_NS = {round(c['floor'] * 1e8) * 10}")
+    print(f"ROW_KERNEL_FIXED_CLOCKS = {round(c['row_fixed'], -1):.0f}")
+    print(f"ROW_BYTES_PER_CLOCK = {c['row_bytes']:.1f}")
+    print(f"L2_BYTES_PER_SM_CLOCK = {c['l2_bytes']:.2f}")
     print(f"ALLREDUCE_LINK_EFFICIENCY = {c['allreduce_eta']:.3f}")
 
 

@@ -64,6 +64,11 @@ pub struct Hardware {
     /// many waves its grid takes (the roofline's `decode` module). Absent: one block per SM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_memory_per_sm_kib: Option<u32>,
+    /// L2 cache, MB (10^6 bytes; the datasheet's): a row kernel (norms, SiLU-and-mul, rotary)
+    /// whose working set, read and written, fits it streams at the L2's rate (the roofline's
+    /// `rows` module). Absent: from DRAM at any size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_cache_mb: Option<f64>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
     #[serde(default)]
     pub host: HostSpec,
@@ -314,6 +319,11 @@ impl Hardware {
                     "shared_memory_per_sm_kib",
                     hw.shared_memory_per_sm_kib.map(f64::from),
                     Bound::closed(1.0, 100_000.0, ""),
+                ),
+                (
+                    "l2_cache_mb",
+                    hw.l2_cache_mb,
+                    Bound::closed(0.001, 100_000.0, ""),
                 ),
             ])
             .chain(

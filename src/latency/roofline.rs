@@ -20,11 +20,13 @@ use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
 use moe_grid::MoeLaunch;
+use rows::RowKernels;
 use sums::{BatchSums, DecodeRates, PrefillRoom};
 
 pub mod decode;
 pub mod memoised;
 pub mod moe_grid;
+pub mod rows;
 pub mod sums;
 
 pub use memoised::MemoisedRoofline;
@@ -288,6 +290,19 @@ const GEMM_UNHIDDEN: f64 = 0.50;
 /// bundles and Frontier's kernel-only files).
 const KERNEL_FLOOR_NS: f64 = 2_120.0;
 
+/// A row kernel's fixed SM clocks (ramp and tail, the launch apart; [`rows`]), fitted per GPU with
+/// [`ROW_BYTES_PER_CLOCK`] over its one-wave rows, less the launch (`(t − 0.5 µs) × clock =
+/// fixed + row bytes / rate`): H800 3,011 (Frontier's kernel-only rows), RTX 4090 3,819,
+/// RTX PRO 6000 4,363 (LLMServingSim's bundles, Frontier's); the median.
+pub(crate) const ROW_KERNEL_FIXED_CLOCKS: f64 = 3_820.0;
+/// Bytes of its row one thread block of a row kernel moves per SM clock: H800 11.1, RTX 4090
+/// 23.7, RTX PRO 6000 30.8 (fitted with [`ROW_KERNEL_FIXED_CLOCKS`]); the median.
+pub(crate) const ROW_BYTES_PER_CLOCK: f64 = 23.7;
+/// Bytes per SM per clock at which a row kernel's grid of several waves streams a working set
+/// that fits L2 (`l2_cache_mb`), fitted per GPU over such rows: RTX 4090 6.62, RTX PRO 6000
+/// 8.62 (the only tables with grids of several waves); the median.
+pub(crate) const L2_BYTES_PER_SM_CLOCK: f64 = 7.62;
+
 /// Breakdown name of the all-reduce that sums a TP > 1 step's vocabulary-parallel embedding
 /// shards (vLLM's `VocabParallelEmbedding.forward`), once per step, before the first block.
 pub const EMBEDDING_ALLREDUCE: &str = "embedding_allreduce";
@@ -411,6 +426,8 @@ pub struct Roofline {
     /// How a pure-decode launch's kernels and waves are priced (`None`: a part without
     /// `sm_count` or `sm_clock_mhz`, which pays [`ATTENTION_FIXED_NS`]).
     decode_kernels: Option<DecodeKernels>,
+    /// The part's row-kernel prices; `None` without its SM count and clock.
+    row_kernels: Option<RowKernels>,
     /// The part's peak memory bandwidth, bytes/ns (a mixed batch's decodes read at a share
     /// of it, [`MIXED_DECODE_EFFICIENCY`]).
     peak_bytes_per_ns: f64,
@@ -489,6 +506,14 @@ impl Cost {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Work {
     Kernel(Cost),
+    /// A row kernel over `rows` rows (a thread block each: norms, SiLU-and-mul, rotary;
+    /// [`rows`]).
+    Rows {
+        /// Its FLOPs and the bytes it reads and writes.
+        cost: Cost,
+        /// Its rows, a thread block each.
+        rows: f64,
+    },
     /// A GEMM (its fixed time and weight-streaming efficiency: [`GEMM_FIXED_NS`]).
     Gemm(Cost),
     /// One attention launch whose prefill and decode parts are priced separately.
@@ -552,9 +577,23 @@ fn gemm(m: f64, k: f64, n: f64, fp: f64) -> Work {
     })
 }
 
-/// RMSNorm over `elems` values with a weight of `width`: read, write, weight.
+/// A row kernel of `flops` and `bytes` over `rows` rows.
+fn row_kernel(flops: f64, bytes: f64, rows: f64) -> Work {
+    Work::Rows {
+        cost: Cost { flops, bytes },
+        rows,
+    }
+}
+
+/// RMSNorm over `elems` values in rows of `width` (a thread block each): read, write, weight.
 fn norm(elems: f64, width: f64, fp: f64) -> Work {
-    kernel(4.0 * elems, (2.0 * elems + width) * fp)
+    row_kernel(4.0 * elems, (2.0 * elems + width) * fp, elems / width)
+}
+
+/// RMSNorm of `qk` Q and K values per head of `head_dim` (a row each), with a weight for Q
+/// and one for K.
+fn qk_norm(qk: f64, head_dim: f64, fp: f64) -> Work {
+    row_kernel(4.0 * qk, (2.0 * qk + 2.0 * head_dim) * fp, qk / head_dim)
 }
 
 impl Roofline {
@@ -627,6 +666,7 @@ impl Roofline {
                 model.num_heads / tp,
                 model.head_dim,
             ),
+            row_kernels: RowKernels::new(hardware),
             attention_bytes_per_ns: hardware.memory_bw_gbps * decode_attention_efficiency,
             peak_bytes_per_ns: hardware.memory_bw_gbps,
             moe_flops_per_ns: hardware.peak_flops(dtype) * MOE_COMPUTE_EFFICIENCY / 1e9,
@@ -739,7 +779,7 @@ impl Roofline {
             Mlp::Dense { ffn_per_gpu: f } => {
                 visit("gate_up_proj", l, gemm(t, h, 2.0 * f, fp));
                 // SiLU of the gate times the up projection.
-                visit("act_fn", l, kernel(5.0 * t * f, 3.0 * t * f * fp));
+                visit("act_fn", l, row_kernel(5.0 * t * f, 3.0 * t * f * fp, t));
                 visit("down_proj", l, gemm(t, f, h, fp));
             }
             Mlp::Moe { .. } => self.visit_moe(s, &mut visit),
@@ -797,13 +837,15 @@ impl Roofline {
         );
         let qk = t * (self.q_out + self.kv_out);
         if self.qk_norm {
-            visit("qk_norm", l, norm(qk, 2.0 * self.head_dim, fp));
+            // Q and K normalised per head: a row (thread block) per head of each token, one
+            // weight per Q and K.
+            visit("qk_norm", l, qk_norm(qk, self.head_dim, fp));
         }
         // Rotates Q and K in place and gathers one cos/sin row per token.
         visit(
             "rotary_emb",
             l,
-            kernel(3.0 * qk, (2.0 * qk + t * self.head_dim) * fp),
+            row_kernel(3.0 * qk, (2.0 * qk + t * self.head_dim) * fp, t),
         );
         if let Some(work) = self.attention_work(s) {
             visit("attention", l, work);
@@ -957,6 +999,10 @@ impl Roofline {
     pub fn layer_ns(&self, work: Work) -> Nanos {
         let ns = match work {
             Work::Kernel(cost) => (self.roofline_ns(cost) + self.launch_ns).max(KERNEL_FLOOR_NS),
+            Work::Rows { cost, rows } => match self.row_kernels {
+                Some(k) => k.ns(cost.bytes, rows, self.bytes_per_ns) + self.launch_ns,
+                None => (self.roofline_ns(cost) + self.launch_ns).max(KERNEL_FLOOR_NS),
+            },
             Work::Gemm(c) => {
                 let (compute, memory) = (
                     c.flops / self.gemm_flops_per_ns,

@@ -160,13 +160,13 @@ fn calibrate_all(vllm: &Path, dataset: &str, output: &Path) -> (toml::Table, Str
 
 #[test]
 fn with_every_constant_asked_for_only_those_the_run_identifies_are_fitted_and_recovered() {
-    // One decode-heavy run: the weight-streaming, KV-read and GEMM compute constants all slow
-    // the decode steps alike, so fitted together they trade along a valley. The fit moves
-    // only the one with the largest effect, recovers it, and keeps the others at their
-    // measured values (here the truth), naming what it cannot tell them from. The fixed GEMM
-    // time it tells apart, since pure-decode attention is priced by its kernels and split-KV
-    // waves (its time no longer grows with the KV alone): fitted, it is recovered (4,541 ns
-    // for the measured 4,540).
+    // One decode-heavy run: the weight-streaming, KV-read, GEMM compute and fixed GEMM
+    // constants all slow the decode steps alike, so fitted together they trade along a
+    // valley. The fit moves only the one with the largest effect, recovers it, and keeps the
+    // others at their measured values (here the truth), naming what it cannot tell them from.
+    // (With the norms and elementwise kernels priced by their rows and waves, 19% of the
+    // fixed GEMM time's effect on this run is its own, under the 25% rule: it was told apart,
+    // 4,541 ns for the measured 4,540, while those kernels were priced at DRAM bandwidth.)
     let Some(workload) = sharegpt() else {
         return;
     };
@@ -176,13 +176,12 @@ fn with_every_constant_asked_for_only_those_the_run_identifies_are_fitted_and_re
     let hardware = hardware_with(dir.path(), "truth.toml", &made);
     let vllm = synthetic_real_run(dir.path(), &hardware, &workload);
     let (kernels, report) = calibrate_all(&vllm, &workload, &dir.path().join("fit.toml"));
-    let truths = [
-        ("decode_attention_efficiency", truth),
-        // The measured fixed GEMM time (`GEMM_FIXED_NS`).
-        ("gemm_fixed_ns", 4540.0),
-    ];
-    assert_recovered(&kernels, &report, &truths);
-    for key in ["gemm_compute_efficiency", "gemm_memory_efficiency"] {
+    assert_recovered(&kernels, &report, &[("decode_attention_efficiency", truth)]);
+    for key in [
+        "gemm_compute_efficiency",
+        "gemm_memory_efficiency",
+        "gemm_fixed_ns",
+    ] {
         assert!(!kernels.contains_key(key), "{key} moved\n{report}");
         assert!(
             report.contains(&format!(
@@ -256,7 +255,8 @@ fn fit_decode_and_prefill_runs(workload: &str, made: &str) -> (toml::Table, Stri
 /// Asserts that each of `truths` (key, value made with) was fitted within 1%.
 fn assert_recovered(kernels: &toml::Table, report: &str, truths: &[(&str, f64)]) {
     for (key, truth) in truths {
-        let got = kernels[*key].as_float().unwrap();
+        let got = (kernels.get(*key).and_then(|v| v.as_float()))
+            .unwrap_or_else(|| panic!("{key} not fitted\n{report}"));
         assert!(
             (got - truth).abs() <= 0.01 * truth,
             "{key}: fitted {got}, made with {truth}\n{report}"

@@ -131,6 +131,26 @@ fn shared_memory_per_sm_is_optional_and_bounded() {
 }
 
 #[test]
+fn the_l2_size_is_optional_and_bounded() {
+    let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
+    assert_eq!(h100.l2_cache_mb, Some(50.0));
+    let without: String = h100_text()
+        .lines()
+        .filter(|l| !l.starts_with("l2_cache_mb"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        Hardware::from_toml(&without, "x.toml").unwrap().l2_cache_mb,
+        None
+    );
+    for bad in ["0.0", "-50.0"] {
+        let text = h100_text().replace("l2_cache_mb = 50.0", &format!("l2_cache_mb = {bad}"));
+        let (field, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+        assert_eq!(field, "l2_cache_mb", "{message}");
+    }
+}
+
+#[test]
 fn a_missing_key_is_an_error_naming_it() {
     let text: String = h100_text()
         .lines()

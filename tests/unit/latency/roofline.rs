@@ -1,6 +1,7 @@
 mod decode;
 mod memoised;
 mod moe_grid;
+mod rows;
 mod sums;
 
 use blis_cosim::Nanos;

@@ -1,0 +1,113 @@
+//! Row kernels (`src/latency/roofline/rows.rs`): norms, SiLU-and-mul and rotary as a thread
+//! block per row, against cases computed by hand from the hardware files' SMs, clocks and L2.
+
+use blis_cosim::config::{Dtype, Hardware, ModelArch};
+use blis_cosim::latency::roofline::rows::RowKernels;
+use blis_cosim::latency::roofline::{Roofline, Work};
+use blis_cosim::latency::{BatchDesc, BatchItem};
+
+fn part(name: &str) -> Hardware {
+    Hardware::resolve(name).unwrap()
+}
+
+/// DRAM's streaming rate of `hardware`, bytes per ns (`memory_efficiency` of its peak).
+fn dram(hardware: &Hardware) -> f64 {
+    hardware.memory_bw_gbps * hardware.memory_efficiency
+}
+
+fn close(got: f64, want: f64) {
+    assert!((got - want).abs() < 0.01, "got {got}, want {want}");
+}
+
+#[test]
+fn one_row_pays_the_fixed_clocks_and_its_row_at_a_blocks_rate() {
+    // RTX PRO 6000: 2,617 MHz. One 8 KiB row: 3,820 clocks / 2.617 = 1,459.69 ns, plus
+    // 8,192 bytes / (23.7 bytes per clock × 2.617) = 132.08 ns: 1,591.77 ns. Its L2 stream
+    // (1,459.69 + 8,192 / (7.62 × 188 × 2.617) = 1,461.87 ns) is shorter.
+    let pro = part("RTXPRO6000");
+    let k = RowKernels::new(&pro).unwrap();
+    close(k.ns(8_192.0, 1.0, dram(&pro)), 1_591.77);
+}
+
+#[test]
+fn many_waves_that_fit_in_l2_stream_at_its_rate() {
+    // 2,048 rows of 8 KiB (16.8 MB, under the 128 MB L2) on 188 SMs: 11 waves of the row,
+    // 1,459.69 + 11 × 132.08 = 2,912.57 ns; the L2 stream, 1,459.69 + 16,777,216 bytes /
+    // (7.62 × 188 × 2.617 = 3,749.0 bytes per ns) = 5,934.79 ns, is longer.
+    let pro = part("RTXPRO6000");
+    let k = RowKernels::new(&pro).unwrap();
+    close(k.ns(2_048.0 * 8_192.0, 2_048.0, dram(&pro)), 5_934.79);
+}
+
+#[test]
+fn a_working_set_beyond_l2_streams_from_dram() {
+    // RTX 4090 (128 SMs, 2,730 MHz, 72 MB L2): SiLU-and-mul of 2,048 tokens of Llama-3.1-8B,
+    // 86,016 bytes a row, 176.2 MB: 3,820 / 2.73 = 1,399.27 ns + 176,160,768 bytes / (1,008 ×
+    // 0.9 = 907.2 bytes per ns) = 195,580.01 ns (its 16 waves take 22,670.28 ns).
+    let rtx = part("RTX4090");
+    let k = RowKernels::new(&rtx).unwrap();
+    close(k.ns(2_048.0 * 86_016.0, 2_048.0, dram(&rtx)), 195_580.01);
+}
+
+#[test]
+fn without_an_l2_size_every_working_set_streams_from_dram() {
+    // The 16.8 MB of the L2 case above, from DRAM: 1,459.69 + 16,777,216 / (1,597 × 0.9 =
+    // 1,437.3) = 1,459.69 + 11,672.73 = 13,132.42 ns.
+    let mut pro = part("RTXPRO6000");
+    pro.l2_cache_mb = None;
+    let k = RowKernels::new(&pro).unwrap();
+    close(k.ns(2_048.0 * 8_192.0, 2_048.0, dram(&pro)), 13_132.42);
+}
+
+#[test]
+fn a_part_without_its_clock_has_no_row_kernel_prices() {
+    // B200's file gives no `sm_clock_mhz`: the roofline prices its norms as any kernel.
+    assert_eq!(RowKernels::new(&part("B200")), None);
+    let mut pro = part("RTXPRO6000");
+    pro.sm_count = None;
+    assert_eq!(RowKernels::new(&pro), None);
+}
+
+#[test]
+fn a_steps_norms_activation_and_rotary_are_priced_as_row_kernels() {
+    // Llama-3.1-8B on RTX PRO 6000, 64 decodes: each norm is 64 rows of 4,096 values
+    // (16,384 bytes read and written, a weight of 8,192), SiLU-and-mul 64 rows of 3 × 14,336
+    // values, rotary 64 rows; every one is its row kernel's time plus the launch.
+    let pro = part("RTXPRO6000");
+    let model = ModelArch::resolve("Llama-3.1-8B").unwrap();
+    let r = Roofline::new(&model, &pro, 1, Dtype::Bfloat16);
+    let k = RowKernels::new(&pro).unwrap();
+    let items = vec![
+        BatchItem {
+            new_tokens: 1,
+            context_tokens: 100,
+        };
+        64
+    ];
+    let step = r.step(&BatchDesc::new(&items)).unwrap();
+    let mut seen = Vec::new();
+    r.for_each_layer(&step, |name, _, work| {
+        if let Work::Rows { cost, rows } = work {
+            assert_eq!(rows, 64.0, "{name}");
+            let want = k.ns(cost.bytes, rows, dram(&pro)) + pro.kernel_launch_ns;
+            assert_eq!(r.layer_ns(work), want.round() as u64, "{name}");
+            seen.push(name);
+        }
+    });
+    let want = [
+        "input_layernorm",
+        "rotary_emb",
+        "post_attention_layernorm",
+        "act_fn",
+        "final_layernorm",
+    ];
+    assert_eq!(seen, want);
+    let norm = (64.0 * 4_096.0 * 2.0 + 4_096.0) * 2.0;
+    let mut norm_bytes = 0.0;
+    r.for_each_layer(&step, |name, _, work| {
+        if let (Work::Rows { cost, .. }, "input_layernorm") = (work, name) {
+            norm_bytes = cost.bytes;
+        }
+    });
+    assert_eq!(norm_bytes, norm);
+}
