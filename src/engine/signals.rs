@@ -34,7 +34,7 @@ use crate::metrics::RequestRecord;
 use crate::router::{
     ClusterView, InstanceSnapshot, RankTree, Ranking, Refresh, Signal, SignalConfig,
 };
-use crate::scheduler::{Core, SchedulerStats};
+use crate::scheduler::Core;
 use std::cell::Cell;
 
 /// An instance's recent statistics, updated as its steps end: exponentially weighted means
@@ -75,12 +75,13 @@ impl Recent {
         self.wait_ns = ewma(self.wait_ns, rec.queuing_delay_ns);
     }
 
-    /// A step of the instance ended; `stats` are its scheduler's totals now.
-    pub(crate) fn step_finished(&mut self, stats: &SchedulerStats) {
-        let looked_up = stats.prefix_requested_tokens - self.last_looked_up;
-        let hit = stats.prefix_hit_tokens - self.last_hit;
-        self.last_looked_up = stats.prefix_requested_tokens;
-        self.last_hit = stats.prefix_hit_tokens;
+    /// A step of the instance ended; `looked_up` and `hit` are its scheduler's prefix-cache
+    /// totals now ([`Core::prefix_tokens`]).
+    pub(crate) fn step_finished(&mut self, (total_looked_up, total_hit): (u64, u64)) {
+        let looked_up = total_looked_up - self.last_looked_up;
+        let hit = total_hit - self.last_hit;
+        self.last_looked_up = total_looked_up;
+        self.last_hit = total_hit;
         if looked_up > 0 {
             self.looked_up = self.looked_up - self.looked_up / 8 + looked_up;
             self.hit = self.hit - self.hit / 8 + hit;

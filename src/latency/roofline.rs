@@ -721,6 +721,9 @@ impl Roofline {
 
     /// Sums the batch into the totals the layers need, without allocating: one pass in
     /// integers ([`BatchSums`]), exactly the totals summing request by request gives.
+    ///
+    /// Inlined into its callers in other codegen units (a per-step call otherwise).
+    #[inline]
     pub fn step(&self, batch: &BatchDesc<'_>) -> Result<Step, LatencyError> {
         let mut room: PrefillRoom = [(0, 0); PREFILLS_ON_STACK];
         let sums = BatchSums::of(batch, &mut room)?;
@@ -996,6 +999,9 @@ impl Roofline {
     }
 
     /// Time of one occurrence of a layer, rounded to the nearest ns, at least 1 ns.
+    ///
+    /// Inlined into its callers in other codegen units (a per-step call otherwise).
+    #[inline]
     pub fn layer_ns(&self, work: Work) -> Nanos {
         let ns = match work {
             Work::Kernel(cost) => (self.roofline_ns(cost) + self.launch_ns).max(KERNEL_FLOOR_NS),

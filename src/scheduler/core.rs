@@ -231,6 +231,12 @@ impl Core {
         each!(self, s => s.stats())
     }
 
+    /// Prompt tokens looked up in the prefix cache so far, and of those the tokens found
+    /// there: what a step's end reads of [`Core::stats`], without copying them all.
+    pub fn prefix_tokens(&self) -> (u64, u64) {
+        each!(self, s => s.prefix_tokens())
+    }
+
     /// Leading blocks of the chain `hashes` the prefix cache holds now.
     pub fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
         each!(self, s => s.cached_prefix_blocks(hashes))

@@ -579,6 +579,14 @@ impl Scheduler {
         }
     }
 
+    /// [`SchedulerStats::prefix_requested_tokens`] and [`SchedulerStats::prefix_hit_tokens`].
+    pub fn prefix_tokens(&self) -> (u64, u64) {
+        (
+            self.stats.prefix_requested_tokens,
+            self.stats.prefix_hit_tokens,
+        )
+    }
+
     /// The batch formed by the last [`Scheduler::schedule`].
     pub fn last_batch(&self) -> &[BatchItem] {
         &self.step_items

@@ -47,8 +47,8 @@ impl<'r> Cluster<'r> {
             self.end(Ending::Completed(k), s)?;
         }
         if ran {
-            let stats = self.schedulers[i].stats();
-            self.instances[i].recent.step_finished(&stats);
+            let prefix = self.schedulers[i].prefix_tokens();
+            self.instances[i].recent.step_finished(prefix);
         }
         if let Some(report) = report {
             self.effects.push(Effect::StepEnded(report));
@@ -130,7 +130,7 @@ impl<'r> Cluster<'r> {
             self.apply_effects(s)?;
             return Ok(false);
         }
-        inst.recent.step_finished(&scheduler.stats());
+        inst.recent.step_finished(scheduler.prefix_tokens());
         let end = match scheduler.has_work() {
             true => instance::start_step(scheduler, inst, id, t, &mut *s.backends[i])?,
             false => None,

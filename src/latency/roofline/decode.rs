@@ -56,6 +56,9 @@ pub fn kv_block(head_dim: u64) -> u64 {
 /// when each block's KV is `kv_tiles` tiles long (`num_splits_heuristic`): none when the
 /// blocks nearly fill the slots; else the fewest splits whose waves are at least 0.85 as full
 /// as the fullest, counting only split counts that change the tiles per split.
+///
+/// Inlined into its callers in other codegen units (a per-step call otherwise).
+#[inline]
 pub fn num_splits(blocks: u64, slots: u64, kv_tiles: u64) -> u64 {
     let key = (blocks ^ kv_tiles.rotate_left(24) ^ slots.rotate_left(48))
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -157,6 +160,9 @@ impl DecodeKernels {
     }
 
     /// The grid of `decodes` sequences whose longest reads `longest` KV tokens.
+    ///
+    /// Inlined into its callers in other codegen units (a per-step call otherwise).
+    #[inline]
     pub fn grid(&self, decodes: u64, longest: u64) -> DecodeGrid {
         let blocks = decodes * self.kv_heads * self.query_tiles;
         let splits = num_splits(blocks, 2 * self.sm_count, longest.div_ceil(self.kv_block));
@@ -177,6 +183,9 @@ impl DecodeKernels {
     }
 
     /// The launch's time other than its KV stream, ns.
+    ///
+    /// Inlined into its callers in other codegen units (a per-step call otherwise).
+    #[inline]
     pub fn fixed_ns(&self, decodes: u64, longest: u64) -> f64 {
         let g = self.grid(decodes, longest);
         let combine = if g.splits > 1 {

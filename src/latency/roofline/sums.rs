@@ -59,6 +59,9 @@ pub struct DecodeRates {
 impl<'a> BatchSums<'a> {
     /// Sums `batch`, its first prefills' shapes written into `room`; an empty batch or a
     /// request that computes no tokens is an error.
+    ///
+    /// Inlined into its callers in other codegen units (a per-step call otherwise).
+    #[inline]
     pub fn of(batch: &BatchDesc<'_>, room: &'a mut PrefillRoom) -> Result<Self, LatencyError> {
         if batch.items.is_empty() {
             return Err(LatencyError::EmptyBatch {
@@ -126,6 +129,9 @@ impl<'a> BatchSums<'a> {
 
     /// The decodes' terms at `rates`, with `pad` dummy tokens: from the sums where they are
     /// exact, else summed over `batch` request by request.
+    ///
+    /// Inlined into its callers in other codegen units (a per-step call otherwise).
+    #[inline]
     pub fn decode_terms(&self, batch: &BatchDesc<'_>, pad: f64, rates: DecodeRates) -> DecodeTerms {
         let (context, decodes) = (self.context as f64, self.decodes as f64);
         let tokens = self.tokens + u64::from(batch.pad_tokens);

@@ -328,6 +328,14 @@ impl SglangScheduler {
         self.stats
     }
 
+    /// [`SchedulerStats::prefix_requested_tokens`] and [`SchedulerStats::prefix_hit_tokens`].
+    pub fn prefix_tokens(&self) -> (u64, u64) {
+        (
+            self.stats.prefix_requested_tokens,
+            self.stats.prefix_hit_tokens,
+        )
+    }
+
     /// KV pages in use (locked by or private to requests), and the pool's size.
     pub fn kv_pages_used(&self) -> usize {
         self.tree.pinned_pages() as usize
