@@ -60,6 +60,11 @@ pub fn kv_block(head_dim: u64) -> u64 {
 /// Inlined into its callers in other codegen units (a per-step call otherwise).
 #[inline]
 pub fn num_splits(blocks: u64, slots: u64, kv_tiles: u64) -> u64 {
+    // Answered before the memo: most decode batches fill the slots (the memo's entry is a
+    // cache miss more than this comparison).
+    if fills_slots(blocks, slots) {
+        return 1;
+    }
     let key = (blocks ^ kv_tiles.rotate_left(24) ^ slots.rotate_left(48))
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let slot = (key >> (64 - SPLITS_SEEN_BITS)) as usize;
@@ -89,7 +94,7 @@ thread_local! {
 
 /// [`num_splits`] searched for.
 fn search_splits(blocks: u64, slots: u64, kv_tiles: u64) -> u64 {
-    if blocks as f64 >= 0.8 * slots as f64 {
+    if fills_slots(blocks, slots) {
         return 1;
     }
     let top = MAX_SPLITS.min(slots).min(kv_tiles);
@@ -105,6 +110,12 @@ fn search_splits(blocks: u64, slots: u64, kv_tiles: u64) -> u64 {
     (1..=top)
         .find(|&s| eligible(s) && fill(s) >= 0.85 * best)
         .unwrap_or(1)
+}
+
+/// Whether `blocks` thread blocks nearly fill `slots` resident blocks: then there are no
+/// splits.
+fn fills_slots(blocks: u64, slots: u64) -> bool {
+    blocks as f64 >= 0.8 * slots as f64
 }
 
 /// The split-KV grid of one pure-decode launch and the small kernels around it.
