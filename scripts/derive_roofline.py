@@ -28,10 +28,17 @@ The last lines ("constants held by src/latency/roofline.rs") print the constants
 every GPU, rounded as the code rounds them; `tests/accuracy/derive_roofline.rs` checks that the two
 agree.
 
-Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile]   (DATA_DIR default ../shared/data)
+Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
+                                  [--gemm-rows=GPU]   (DATA_DIR default ../shared/data)
 `--flat-large-tile` fits, instead of the large fused-MoE tile's bytes per SM per clock, a flat
 share of the small tile's streaming rate (the what-if of an earlier session, which RTX PRO 6000's
 table refutes; docs/src/accuracy.md).
+`--frontier-shapes` shapes Frontier's GEMM rows as its profiler built them (each model's own
+head dimension, Step2Mini's and Step3's query projections; the QKV projections timed with
+their QK-norm kernels left out; `roofline_tables.linear_shapes`), a what-if: only H800's tables
+change, and the constants it derives are not the code's (docs/src/accuracy.md, "H800's GEMMs").
+`--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
+held-out error (the constants derived from the other GPUs).
 """
 import math
 import os
@@ -972,7 +979,7 @@ class Data:
     def __init__(self):
         t = tables.Tables(DATA, MEASURED_H200)
         self.tables = t
-        self.gemms = tables.gemms(t)
+        self.gemms = tables.gemms(t, "--frontier-shapes" in sys.argv)
         self.attention = tables.attention(t)
         self.moe = tables.moe(t)
         self.elementwise = tables.elementwise(t)
@@ -1152,9 +1159,28 @@ def print_fits(data):
         print(f"  left out: {reason} ({n} rows)")
 
 
+def print_gemm_rows(data, gpu):
+    """Every GEMM row of `gpu` with the held-out roofline's time and error, one line each
+    (comma-separated), sorted by table, op, TP and tokens."""
+    if gpu not in GPUS:
+        sys.exit(f"--gemm-rows={gpu}: no such GPU (one of {', '.join(GPUS)})")
+    c = data.constants([g for g in GPUS if g != gpu])
+    print(f"GEMM rows of {gpu}, held out: model,op,tp,fp8,M,K,N,weight MB,measured us,priced us,error %")
+    for r in sorted((r for r in data.gemms if r["gpu"] == gpu),
+                    key=lambda r: (r["model"], r["op"], r["tp"], r["M"], r["K"], r["N"])):
+        t = gemm_time(c, r)
+        weight = r["K"] * r["N"] * (1 if r["fp8"] else 2) / 1e6
+        print(f"{r['model']},{r['op']},{r['tp']},{int(r['fp8'])},{r['M']},{r['K']},{r['N']},{weight:.1f},"
+              f"{r['t'] * 1e6:.2f},{t * 1e6:.2f},{(t / r['t'] - 1) * 100:+.1f}")
+
+
 def main():
     data = Data()
     print_fits(data)
+    for arg in sys.argv[1:]:
+        if arg.startswith("--gemm-rows="):
+            print()
+            print_gemm_rows(data, arg.split("=", 1)[1])
     if "--loo" in sys.argv:
         print()
         print_loo(leave_one_out(data))
@@ -1175,8 +1201,9 @@ def main():
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
-    if "--flat-large-tile" in sys.argv:
-        print("with --flat-large-tile, a what-if: src/latency/roofline.rs holds the constants derived without it")
+    for flag in ("--flat-large-tile", "--frontier-shapes"):
+        if flag in sys.argv:
+            print(f"with {flag}, a what-if: src/latency/roofline.rs holds the constants derived without it")
     print("constants held by src/latency/roofline.rs:")
     print(f"GEMM_FIXED_NS = {round(c['gemm_t0'] * 1e8) * 10}")
     print(f"GEMM_MEMORY_EFFICIENCY = {c['gemm_eta_m']:.3f}")

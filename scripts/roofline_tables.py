@@ -102,18 +102,62 @@ def timing_of(row, file_timing):
 
 # ---------------------------------------------------------------------------------------- GEMMs
 
-def linear_shapes(r):
-    """(K, N) per GPU of each linear layer of a Frontier/Vidur row (sharded by its TP)."""
+# Head dimensions of Frontier's models that set one other than n_embd / n_head (their
+# `head_dim` in Frontier's `data/config/models/<model>.json`, commit a4b22df, which its profiler
+# builds the projections from; the CSV rows do not carry it). Qwen3-30B-A3B-tiny: 32 heads of
+# 128 over a hidden size of 2,048; Phi-tiny-MoE: 16 of 128 over 4,096; Step2Mini-tiny: 16 of 128
+# over 2,048; Qwen3-Next (reduced): 16 of 256 over 2,048; Step3 (step-moe): 64 of 256 over 7,168;
+# A800's event-timed Qwen3 tables, left out, likewise.
+FRONTIER_HEAD_DIM = {"Qwen3-30B-A3B-tiny": 128, "qwen3-a3b-30b-moe": 128, "Phi-tiny-MoE-instruct": 128,
+                     "Step2Mini-tiny": 128, "qwen3-next-80b-a3b-instruct-reduced-l2": 256,
+                     "qwen3-next-80b-a3b-instruct-reduced-l20": 256, "step-moe-noquant-small": 256}
+
+# Ops of a Frontier row that time more than one GEMM, left out of the GEMM rows: with QK-norm
+# the `attn_pre_proj` scope holds the QKV projection and the q and k RMSNorm kernels; Step3's
+# holds its QKV projection, the q RMSNorm and the q up-projection (its `attn_pre_proj_qkv` and
+# `attn_pre_proj_wq` are timed alone and kept). Frontier's `linear_op_impl.py`.
+SEVERAL_KERNELS = {"qk_norm": "GEMM: QKV projection timed with its q/k RMSNorms (models with QK-norm)",
+                   "step3_text": "GEMM: Step3's attn_pre_proj (QKV, q RMSNorm and q up-projection in one scope)"}
+
+
+def linear_shapes(r, model, frontier_shapes):
+    """(K, N) per GPU of each linear layer of a Frontier/Vidur row (sharded by its TP), and the
+    reasons for the ops left out. By default every model's head dimension is n_embd / n_head
+    and `attn_pre_proj` one QKV GEMM (what the derivation uses). With `frontier_shapes` (the
+    `--frontier-shapes` what-if), as Frontier's profiler builds them (`linear_op_impl.py`): the
+    model's own head dimension, the output gate's doubled query, Step2Mini's and Step3's
+    shared query projection, and the ops of several kernels left out (`SEVERAL_KERNELS`)."""
     h, nh, nkv = int(r["n_embd"]), int(r["n_head"]), int(r["n_kv_head"])
     ffn, tp = int(r["n_expanded_embd"]), int(r["num_tensor_parallel_workers"])
-    hd = h // nh
+    hd = FRONTIER_HEAD_DIM.get(model.split("/")[-1], h // nh) if frontier_shapes else h // nh
     q, kv = nh * hd // tp, max(nkv // tp, 1) * hd
+    if not frontier_shapes:
+        return dict(attn_pre_proj=(h, q + 2 * kv), attn_post_proj=(q, h), **mlp_shapes(r, h, ffn, tp)), {}
+    profile = r.get("model_architecture_profile", "generic")
+    gate = 2 if r.get("attn_output_gate") == "True" else 1
+    shapes, left = {}, {}
+    if profile in ("step2_mini", "step3_text"):
+        share_q = int(r["share_q_dim"])
+        if profile == "step2_mini":
+            shapes["attn_pre_proj"] = (h, share_q + 2 * kv)
+            shapes["attn_wq_proj"] = (share_q, q)
+        else:
+            shapes["attn_pre_proj_qkv"] = (h, share_q + 2 * kv)
+            shapes["attn_pre_proj_wq"] = (share_q, q)
+            left["attn_pre_proj"] = SEVERAL_KERNELS["step3_text"]
+    elif r.get("use_qk_norm") == "True":
+        left["attn_pre_proj"] = SEVERAL_KERNELS["qk_norm"]
+    else:
+        shapes["attn_pre_proj"] = (h, gate * q + 2 * kv)
+    return dict(shapes, attn_post_proj=(q, h), **mlp_shapes(r, h, ffn, tp)), left
+
+
+def mlp_shapes(r, h, ffn, tp):
+    """(K, N) per GPU of a row's MLP up (gate and up when gated) and down projections."""
+    if not (ffn and r.get("time_stats.mlp_up_proj.median")):
+        return {}
     gated = r.get("use_gated_mlp", "True") == "True"
-    shapes = {"attn_pre_proj": (h, q + 2 * kv), "attn_post_proj": (q, h)}
-    if ffn and r.get("time_stats.mlp_up_proj.median"):
-        shapes["mlp_up_proj"] = (h, (2 if gated else 1) * ffn // tp)
-        shapes["mlp_down_proj"] = (ffn // tp, h)
-    return shapes
+    return {"mlp_up_proj": (h, (2 if gated else 1) * ffn // tp), "mlp_down_proj": (ffn // tp, h)}
 
 
 LSS_GEMMS = {
@@ -123,16 +167,21 @@ LSS_GEMMS = {
 }
 
 
-def gemms(t):
-    """GEMM rows: gpu, source, M, K, N, seconds, fp8 (weights and activations in FP8)."""
+def gemms(t, frontier_shapes=False):
+    """GEMM rows: gpu, source, M, K, N, seconds, fp8 (weights and activations in FP8), and the
+    table's model, op and TP. `frontier_shapes`: Frontier's rows shaped as its profiler built
+    them (`linear_shapes`)."""
     rows = []
     for gpu, model, path, ft in t.frontier_files("mlp") + t.frontier_files("linear_op"):
         for r in csv.DictReader(open(path)):
             try:
-                shapes = linear_shapes(r)
+                shapes, left = linear_shapes(r, model, frontier_shapes)
             except (KeyError, ValueError, ZeroDivisionError):
                 continue
             timing = timing_of(r, ft)
+            for op, reason in left.items():
+                if r.get(f"time_stats.{op}.median") and timing != "event":
+                    t.leave_out(reason)
             if timing == "event":
                 # Frontier's event-timed linear ops hold more than the GEMM (the QKV projection
                 # with its q/k norms: several launches, 70-100 µs of host time per op).
@@ -145,7 +194,8 @@ def gemms(t):
                     continue
                 s = float(v) * 1e-3
                 rows.append({"gpu": gpu, "src": "frontier-" + timing, "M": int(r["num_tokens"]),
-                             "K": k, "N": n, "t": s, "fp8": fp8})
+                             "K": k, "N": n, "t": s, "fp8": fp8, "model": model, "op": op,
+                             "tp": int(r["num_tensor_parallel_workers"])})
     for gpu in ("RTX4090", "RTXPRO6000"):
         for model, shapes in LSS_GEMMS.items():
             for tp in (1, 2):
@@ -161,11 +211,12 @@ def gemms(t):
                     else:
                         n //= tp
                     rows.append({"gpu": gpu, "src": "lss", "M": int(r["tokens"]), "K": k, "N": n,
-                                 "t": float(r["time_us"]) * 1e-6, "fp8": False})
+                                 "t": float(r["time_us"]) * 1e-6, "fp8": False, "model": model,
+                                 "op": r["layer"], "tp": tp})
     if os.path.exists(t.h200):
         for g in json.load(open(t.h200))["pass1"]["gemm"]:
             rows.append({"gpu": "H200", "src": "ours", "M": g["M"], "K": g["K"], "N": g["N"],
-                         "t": g["gpu_ns"] * 1e-9, "fp8": False})
+                         "t": g["gpu_ns"] * 1e-9, "fp8": False, "model": "measured", "op": "gemm", "tp": 1})
     return rows
 
 
