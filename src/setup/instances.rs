@@ -2,7 +2,10 @@
 //! config whose per-instance keys override the flags (instance value > flag > default, as in
 //! LLMServingSim).
 
+use std::collections::BTreeMap;
+
 use super::{BatchLimits, InstancePim, InstancePlacement, TierPool};
+
 use crate::astra::AstraOptions;
 use crate::config::Pipeline;
 use crate::config::{
@@ -11,6 +14,37 @@ use crate::config::{
 use crate::latency::{Collectives, CudaGraphMode, GraphOptions, GraphPolicy};
 use crate::scheduler::sglang::{SchedulePolicy, SglangConfig};
 use crate::scheduler::{Engine, SchedulerConfig};
+
+/// The models and hardware a cluster config names, each resolved once: instances that name
+/// the same model or hardware get copies of one parse (parsing the bundled hardware TOML
+/// again for each of 256 instances was most of a 256-instance run's set-up).
+#[derive(Debug, Default)]
+pub struct ResolvedSpecs {
+    models: BTreeMap<String, ModelArch>,
+    hardware: BTreeMap<String, Hardware>,
+}
+
+impl ResolvedSpecs {
+    /// The model `spec` names ([`ModelArch::resolve`]), parsed at its first request.
+    pub fn model(&mut self, spec: &str) -> Result<ModelArch, ConfigError> {
+        if let Some(model) = self.models.get(spec) {
+            return Ok(model.clone());
+        }
+        let model = ModelArch::resolve(spec)?;
+        self.models.insert(spec.to_string(), model.clone());
+        Ok(model)
+    }
+
+    /// The hardware `spec` names ([`Hardware::resolve`]), parsed at its first request.
+    pub fn hardware(&mut self, spec: &str) -> Result<Hardware, ConfigError> {
+        if let Some(hardware) = self.hardware.get(spec) {
+            return Ok(hardware.clone());
+        }
+        let hardware = Hardware::resolve(spec)?;
+        self.hardware.insert(spec.to_string(), hardware.clone());
+        Ok(hardware)
+    }
+}
 
 /// One instance, resolved and validated.
 #[derive(Debug, Clone)]
@@ -217,12 +251,13 @@ impl EngineOptions {
         &self,
         placed: &PlacedInstance<'_>,
         source: &str,
+        specs: &mut ResolvedSpecs,
     ) -> Result<InstanceConfig, ConfigError> {
         let inst = placed.spec;
         let invalid = |key: &str, problem| {
             ConfigError::invalid(source, format!("{}.{key}", placed.path), problem)
         };
-        let model = ModelArch::resolve(&inst.model_name)?;
+        let model = specs.model(&inst.model_name)?;
         let pp = inst.pp();
         if u64::from(pp) > model.num_layers {
             return Err(invalid(
@@ -236,7 +271,7 @@ impl EngineOptions {
                 ),
             ));
         }
-        let mut hardware = Hardware::resolve(&inst.hardware)?;
+        let mut hardware = specs.hardware(&inst.hardware)?;
         hardware.memory_gib = inst.npu_mem.mem_size;
         hardware.memory_bw_gbps = inst.npu_mem.mem_bw;
         let o = &inst.overrides;

@@ -27,7 +27,7 @@ pub use batch_limits::{
 };
 pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
-pub use instances::{EngineOptions, InstanceConfig};
+pub use instances::{EngineOptions, InstanceConfig, ResolvedSpecs};
 pub use paths::NamedFile;
 pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
@@ -534,9 +534,10 @@ fn deploy_cluster(
     let astra_selected = pricing == parallel::CommPricing::Astra;
     let pims = options.pim.resolve(&mut cluster, path, &source)?;
     let placed = cluster.instances(&source)?;
+    let mut specs = ResolvedSpecs::default();
     let mut instances = placed
         .iter()
-        .map(|placed| options.engine.cluster_instance(placed, &source))
+        .map(|placed| options.engine.cluster_instance(placed, &source, &mut specs))
         .collect::<Result<Vec<_>, _>>()?;
     placement::assign(&cluster, &placed, &mut instances, &source)?;
     let expert = (options.expert_routing, options.seed);
