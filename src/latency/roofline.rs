@@ -722,8 +722,9 @@ impl Roofline {
     /// Sums the batch into the totals the layers need, without allocating: one pass in
     /// integers ([`BatchSums`]), exactly the totals summing request by request gives.
     ///
-    /// Inlined into its callers in other codegen units (a per-step call otherwise).
-    #[inline]
+    /// Always inlined: called, its `Step` went through memory and the caller's first read of
+    /// it was a stalled load every step.
+    #[inline(always)]
     pub fn step(&self, batch: &BatchDesc<'_>) -> Result<Step, LatencyError> {
         let mut room: PrefillRoom = [(0, 0); PREFILLS_ON_STACK];
         let sums = BatchSums::of(batch, &mut room)?;

@@ -99,10 +99,11 @@ impl HostModel {
         (run, mode)
     }
 
-    /// When the host starts issuing the step, ns from its start (see the module docs).
-    fn host_start(&self, batch: &BatchDesc<'_>) -> f64 {
+    /// When the host starts issuing the step after `last` (the host's previous step), ns from
+    /// its start (see the module docs).
+    fn host_start(&self, batch: &BatchDesc<'_>, last: Option<Priced>) -> f64 {
         let cpu = self.host.step_cpu_ns + self.host.seq_cpu_ns * batch.items.len() as f64;
-        match self.last {
+        match last {
             Some(prev) if self.async_scheduling && batch.back_to_back => {
                 prev.issued.max(0.0) + cpu - prev.duration as f64
             }
@@ -176,10 +177,19 @@ impl HostModel {
         }))
     }
 
-    /// Prices `batch` into `self.last`.
-    fn price(&mut self, batch: &BatchDesc<'_>) -> Result<Priced, LatencyError> {
+    /// Prices `batch`, the step after `last` (the host's previous step, `None` before its
+    /// first).
+    ///
+    /// Always inlined into its two callers, which store the step where it is kept: returned
+    /// through memory, the step's first read back was a stalled load every step.
+    #[inline(always)]
+    fn price(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        last: Option<Priced>,
+    ) -> Result<Priced, LatencyError> {
         let (run, mode) = self.run_batch(batch);
-        let host_start = self.host_start(batch);
+        let host_start = self.host_start(batch, last);
         if let Some(priced) = self.price_ahead(&run, mode, host_start)? {
             return Ok(priced);
         }
@@ -245,8 +255,16 @@ impl LatencyBackend for SharedHost {
         self.model.name()
     }
 
+    /// Prices on the shared model from this instance's last step, kept here: the model's own
+    /// last step is neither read nor written (a copy in and out through it cost a stalled
+    /// load every step).
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        self.as_mine(|m| m.step_time(batch))
+        let last = &mut self.last;
+        self.model.with_mut(|m| {
+            let priced = m.price(batch, *last)?;
+            *last = Some(priced);
+            Ok(priced.duration)
+        })
     }
 
     fn layer_times(
@@ -300,7 +318,7 @@ impl LatencyBackend for HostModel {
     }
 
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        let priced = self.price(batch)?;
+        let priced = self.price(batch, self.last)?;
         self.last = Some(priced);
         Ok(priced.duration)
     }
