@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use super::{BatchLimits, InstancePim, InstancePlacement, TierPool};
-
 use crate::astra::AstraOptions;
 use crate::config::Pipeline;
 use crate::config::{
@@ -27,23 +26,28 @@ pub struct ResolvedSpecs {
 impl ResolvedSpecs {
     /// The model `spec` names ([`ModelArch::resolve`]), parsed at its first request.
     pub fn model(&mut self, spec: &str) -> Result<ModelArch, ConfigError> {
-        if let Some(model) = self.models.get(spec) {
-            return Ok(model.clone());
-        }
-        let model = ModelArch::resolve(spec)?;
-        self.models.insert(spec.to_string(), model.clone());
-        Ok(model)
+        resolved_once(&mut self.models, spec, ModelArch::resolve)
     }
 
     /// The hardware `spec` names ([`Hardware::resolve`]), parsed at its first request.
     pub fn hardware(&mut self, spec: &str) -> Result<Hardware, ConfigError> {
-        if let Some(hardware) = self.hardware.get(spec) {
-            return Ok(hardware.clone());
-        }
-        let hardware = Hardware::resolve(spec)?;
-        self.hardware.insert(spec.to_string(), hardware.clone());
-        Ok(hardware)
+        resolved_once(&mut self.hardware, spec, Hardware::resolve)
     }
+}
+
+/// A copy of what `resolve` made of `spec`, resolved at its first request and kept in `seen`
+/// (an error is not kept: it comes again, the same, at the next request).
+fn resolved_once<T: Clone>(
+    seen: &mut BTreeMap<String, T>,
+    spec: &str,
+    resolve: impl FnOnce(&str) -> Result<T, ConfigError>,
+) -> Result<T, ConfigError> {
+    if let Some(value) = seen.get(spec) {
+        return Ok(value.clone());
+    }
+    let value = resolve(spec)?;
+    seen.insert(spec.to_string(), value.clone());
+    Ok(value)
 }
 
 /// One instance, resolved and validated.

@@ -14,6 +14,15 @@ fn h100_text() -> &'static str {
     bundled().find(|(name, _)| *name == "H100-SXM").unwrap().1
 }
 
+/// The bundled H100 file without its line setting `key`.
+fn h100_without(key: &str) -> String {
+    h100_text()
+        .lines()
+        .filter(|l| !l.starts_with(key))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 #[test]
 fn every_bundled_file_parses_and_carries_its_file_name() {
     let names = Hardware::bundled_names();
@@ -77,11 +86,7 @@ fn an_unknown_key_is_an_error_naming_it_and_its_line() {
 fn sm_count_is_optional_and_bounded() {
     let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
     assert_eq!(h100.sm_count, Some(132));
-    let without: String = h100_text()
-        .lines()
-        .filter(|l| !l.starts_with("sm_count"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let without = h100_without("sm_count");
     assert_eq!(
         Hardware::from_toml(&without, "x.toml").unwrap().sm_count,
         None
@@ -95,11 +100,7 @@ fn sm_count_is_optional_and_bounded() {
 fn sm_clock_is_optional_and_bounded() {
     let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
     assert_eq!(h100.sm_clock_mhz, Some(1830.0));
-    let without: String = h100_text()
-        .lines()
-        .filter(|l| !l.starts_with("sm_clock_mhz"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let without = h100_without("sm_clock_mhz");
     assert_eq!(
         Hardware::from_toml(&without, "x.toml")
             .unwrap()
@@ -115,11 +116,7 @@ fn sm_clock_is_optional_and_bounded() {
 fn shared_memory_per_sm_is_optional_and_bounded() {
     let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
     assert_eq!(h100.shared_memory_per_sm_kib, Some(228));
-    let without: String = h100_text()
-        .lines()
-        .filter(|l| !l.starts_with("shared_memory_per_sm_kib"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let without = h100_without("shared_memory_per_sm_kib");
     let parsed = Hardware::from_toml(&without, "x.toml").unwrap();
     assert_eq!(parsed.shared_memory_per_sm_kib, None);
     let zero = h100_text().replace(
@@ -134,11 +131,7 @@ fn shared_memory_per_sm_is_optional_and_bounded() {
 fn the_l2_size_is_optional_and_bounded() {
     let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
     assert_eq!(h100.l2_cache_mb, Some(50.0));
-    let without: String = h100_text()
-        .lines()
-        .filter(|l| !l.starts_with("l2_cache_mb"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let without = h100_without("l2_cache_mb");
     assert_eq!(
         Hardware::from_toml(&without, "x.toml").unwrap().l2_cache_mb,
         None
@@ -152,11 +145,7 @@ fn the_l2_size_is_optional_and_bounded() {
 
 #[test]
 fn a_missing_key_is_an_error_naming_it() {
-    let text: String = h100_text()
-        .lines()
-        .filter(|l| !l.starts_with("memory_bw_gbps"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let text = h100_without("memory_bw_gbps");
     let (_, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
     assert!(message.contains("memory_bw_gbps"), "{message}");
 }
