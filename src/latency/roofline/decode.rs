@@ -92,11 +92,9 @@ thread_local! {
         const { [const { Cell::new([0; 4]) }; 1 << SPLITS_SEEN_BITS] };
 }
 
-/// [`num_splits`] searched for.
+/// [`num_splits`] searched for, for blocks that do not fill the slots (its caller has
+/// answered those).
 fn search_splits(blocks: u64, slots: u64, kv_tiles: u64) -> u64 {
-    if fills_slots(blocks, slots) {
-        return 1;
-    }
     let top = MAX_SPLITS.min(slots).min(kv_tiles);
     let eligible = |s: u64| s == 1 || kv_tiles.div_ceil(s) != kv_tiles.div_ceil(s - 1);
     let fill = |s: u64| {

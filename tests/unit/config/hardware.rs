@@ -10,6 +10,13 @@ fn expect_invalid(result: Result<Hardware, ConfigError>) -> (String, String) {
     }
 }
 
+/// Asserts that the bundled H100 file with `from` replaced by `to` is refused, naming `field`.
+fn assert_rejected_as(from: &str, to: &str, field: &str) {
+    let text = h100_text().replace(from, to);
+    let (named, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+    assert_eq!(named, field, "{message}");
+}
+
 fn h100_text() -> &'static str {
     bundled().find(|(name, _)| *name == "H100-SXM").unwrap().1
 }
@@ -91,9 +98,7 @@ fn sm_count_is_optional_and_bounded() {
         Hardware::from_toml(&without, "x.toml").unwrap().sm_count,
         None
     );
-    let zero = h100_text().replace("sm_count = 132", "sm_count = 0");
-    let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
-    assert_eq!(field, "sm_count", "{message}");
+    assert_rejected_as("sm_count = 132", "sm_count = 0", "sm_count");
 }
 
 #[test]
@@ -107,9 +112,11 @@ fn sm_clock_is_optional_and_bounded() {
             .sm_clock_mhz,
         None
     );
-    let zero = h100_text().replace("sm_clock_mhz = 1830.0", "sm_clock_mhz = 0.0");
-    let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
-    assert_eq!(field, "sm_clock_mhz", "{message}");
+    assert_rejected_as(
+        "sm_clock_mhz = 1830.0",
+        "sm_clock_mhz = 0.0",
+        "sm_clock_mhz",
+    );
 }
 
 #[test]
@@ -119,12 +126,11 @@ fn shared_memory_per_sm_is_optional_and_bounded() {
     let without = h100_without("shared_memory_per_sm_kib");
     let parsed = Hardware::from_toml(&without, "x.toml").unwrap();
     assert_eq!(parsed.shared_memory_per_sm_kib, None);
-    let zero = h100_text().replace(
+    assert_rejected_as(
         "shared_memory_per_sm_kib = 228",
         "shared_memory_per_sm_kib = 0",
+        "shared_memory_per_sm_kib",
     );
-    let (field, message) = expect_invalid(Hardware::from_toml(&zero, "x.toml"));
-    assert_eq!(field, "shared_memory_per_sm_kib", "{message}");
 }
 
 #[test]
@@ -137,9 +143,11 @@ fn the_l2_size_is_optional_and_bounded() {
         None
     );
     for bad in ["0.0", "-50.0"] {
-        let text = h100_text().replace("l2_cache_mb = 50.0", &format!("l2_cache_mb = {bad}"));
-        let (field, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
-        assert_eq!(field, "l2_cache_mb", "{message}");
+        assert_rejected_as(
+            "l2_cache_mb = 50.0",
+            &format!("l2_cache_mb = {bad}"),
+            "l2_cache_mb",
+        );
     }
 }
 

@@ -48,14 +48,10 @@ fn remembered_splits_are_the_splits_of_their_own_arguments() {
         })
         .collect();
     assert!(truth.iter().any(|&n| n > 1) && truth.contains(&1));
-    for (i, &(b, s, k)) in keys.iter().enumerate() {
-        assert_eq!(
-            num_splits(b, s, k),
-            truth[i],
-            "{b} blocks, {s} slots, {k} tiles"
-        );
-    }
-    for (i, &(b, s, k)) in keys.iter().enumerate().rev().step_by(3) {
+    let forward = 0..keys.len();
+    let again = (0..keys.len()).rev().step_by(3);
+    for i in forward.chain(again) {
+        let (b, s, k) = keys[i];
         assert_eq!(
             num_splits(b, s, k),
             truth[i],
