@@ -30,6 +30,10 @@ agree.
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
                                   [--gemm-rows=GPU]   (DATA_DIR default ../shared/data)
+       scripts/derive_roofline.py --custom-allreduce
+`--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
+generation (also part of `--loo`), from public timings written in this script; it reads no
+data directory.
 `--flat-large-tile` fits, instead of the large fused-MoE tile's bytes per SM per clock, a flat
 share of the small tile's streaming rate (the what-if of an earlier session, which RTX PRO 6000's
 table refutes; docs/src/accuracy.md).
@@ -820,6 +824,135 @@ def print_allreduce_bands(data):
           + ", ".join(cells))
 
 
+# vLLM's custom all-reduce kernels timed alone, each algorithm forced, by vLLM's own
+# `benchmarks/kernels/benchmark_device_communicators.py` (bf16, a (tokens, 8192) tensor, so
+# 32 tokens = 0.5 MiB; the PR's "MB" are MiB; its ms written here in us). Columns ca_1stage
+# (one-shot) and ca_2stage (two-shot). Two GPU generations:
+# - H100 (NVLink 4, 450 GB/s a direction): vLLM PR #24111 description, "Isolated primitives
+#   benchmark results, H100", the TP=4 and TP=6 tables, rows 0.5-4 MiB (its TP=2 and TP=8
+#   tables and the rows from 16 MiB were not readable here; the TP=4 and TP=6 parts were read
+#   without their heading, and are taken as H100's as the only GPU the PR names: its pynccl
+#   column at 4 GPUs and 4 MiB, 37 us, is Frontier's DGX H100 all-reduce less its events, 38).
+# - B300 (NVLink 5, 900 GB/s a direction): vLLM PR #37756 description (SM 10.3), the one
+#   table with ca_1stage and ca_2stage readable here, 16 KiB-128 MiB; its world size is not in
+#   the readable part and is taken as 6 from the PR's own limits: at 6 it sets the custom
+#   all-reduce's limit to 8 MiB and symmetric memory's to 32 MiB (8: 4 and 64 MiB), and in
+#   this table ca_2stage beats pynccl up to 8 MiB (74 / 80 us) and not at 16 MiB (136 / 83),
+#   symm_mem_multimem beats pynccl up to 32 MiB and not at 64 MiB, and beats two-shot at
+#   32 MiB, which the PR says holds at 6 and 8 GPUs, not at 2 and 4. Only rows up to 8 MiB
+#   are used (vLLM's custom buffer, `max_size`, is 8 MiB).
+CUSTOM_AR_US = {
+    ("H100", 4): {"sizes_kib": (512, 1024, 1536, 2048, 3072, 4096),
+                  "one": (10, 15, 19, 22, 30, 38), "two": (17, 18, 27, 27, 35, 43)},
+    ("H100", 6): {"sizes_kib": (512, 1024, 1536, 2048, 3072, 4096),
+                  "one": (13, 21, 30, 38, 53, 70), "two": (15, 17, 20, 26, 29, 37)},
+    ("B300", 6): {"sizes_kib": (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192),
+                  "one": (7, 8, 8, 8, 9, 11, 17, 26, 45, 80), "two": (19, 20, 21, 22, 22, 23, 23, 36, 49, 74)},
+}
+CUSTOM_AR_LINK_GBPS = {"H100": 450.0, "B300": 900.0}
+
+
+def custom_ar_rows():
+    """The custom all-reduce rows: gpu, n, algorithm, message bytes, time (s), link (bytes/s)."""
+    rows = []
+    for (gpu, n), t in CUSTOM_AR_US.items():
+        for alg in ("one", "two"):
+            for kib, us in zip(t["sizes_kib"], t[alg]):
+                rows.append({"gpu": gpu, "n": n, "alg": alg, "bytes": kib * 1024, "t": us * 1e-6,
+                             "link": CUSTOM_AR_LINK_GBPS[gpu] * 1e9})
+    return rows
+
+
+def custom_ar_terms(r, rate):
+    """The physics of vLLM's two kernels: one-shot, one step, each GPU reading the other
+    `n - 1` GPUs' whole message; two-shot, two steps (reduce-scatter, all-gather), the ring's
+    `2 (n - 1) / n` of it. Returns (steps, seconds of bytes at `rate` bytes/s)."""
+    n = r["n"]
+    if r["alg"] == "one":
+        return 1, (n - 1) * r["bytes"] / rate
+    return 2, 2 * (n - 1) / n * r["bytes"] / rate
+
+
+def solve(m, v):
+    """`m x = v` by Gauss-Jordan elimination with partial pivoting (a 2 x 2 or 3 x 3 system)."""
+    k = len(v)
+    a = [row[:] + [v[i]] for i, row in enumerate(m)]
+    for i in range(k):
+        p = max(range(i, k), key=lambda j: abs(a[j][i]))
+        a[i], a[p] = a[p], a[i]
+        for j in range(k):
+            if j != i:
+                f = a[j][i] / a[i][i]
+                a[j] = [x - f * y for x, y in zip(a[j], a[i])]
+    return [a[i][k] / a[i][i] for i in range(k)]
+
+
+def custom_ar_fit(rows, kernel_rate, fixed):
+    """`t = F + steps x S + bytes / rate` over `rows`, least squares of the relative error.
+    The rate is the link's at an efficiency (`kernel_rate` False) or one rate in bytes/s
+    whatever the link (True: the kernel's 36 thread blocks, not the link, set it); `fixed`
+    False holds F at 0. Returns (F s, S s, efficiency or rate)."""
+    def x(r):
+        steps, inv = custom_ar_terms(r, 1.0 if kernel_rate else r["link"])
+        return ([1.0] if fixed else []) + [steps, inv]
+    xs = [[v / r["t"] for v in x(r)] for r in rows]
+    k = len(xs[0])
+    c = solve([[sum(a[i] * a[j] for a in xs) for j in range(k)] for i in range(k)],
+              [sum(a[i] for a in xs) for i in range(k)])
+    if not fixed:
+        c = [0.0] + c
+    return c[0], c[1], 1.0 / c[2]
+
+
+def custom_ar_time(c, r, kernel_rate):
+    fixed, step, rate = c
+    steps, seconds = custom_ar_terms(r, rate if kernel_rate else r["link"] * rate)
+    return fixed + steps * step + seconds
+
+
+def code_ring_time(r):
+    """Today's TP all-reduce on a hardware file's link: `2 (n - 1)` hops of 1 us and the ring's
+    bytes at the bundled `link_efficiency` (0.654), whatever vLLM dispatches."""
+    n = r["n"]
+    return 2 * (n - 1) * 1e-6 + 2 * (n - 1) / n * r["bytes"] / (r["link"] * 0.654)
+
+
+CUSTOM_AR_FORMS = (("link rate, F free", False, True), ("link rate, F = 0", False, False),
+                   ("kernel rate, F free", True, True), ("kernel rate, F = 0", True, False))
+
+
+def print_custom_allreduce_held_out():
+    """Issue 34 items 1 and 4: vLLM's custom all-reduce priced by its physics, the constants
+    derived on one GPU generation's table and checked on the other's, both ways, against the
+    code's ring on the same rows (median |error|, signed median, rows)."""
+    rows = custom_ar_rows()
+    print("vLLM custom all-reduce (one-shot / two-shot, benchmark_device_communicators), derived on one "
+          "generation, held out on the other; the code's ring on the same rows")
+    for derive, held in (("H100", "B300"), ("B300", "H100")):
+        mine = [r for r in rows if r["gpu"] == held]
+        ring = [f"{alg}-shot {summary([code_ring_time(r) / r['t'] - 1 for r in mine if r['alg'] == alg])}"
+                for alg in ("one", "two")]
+        print(f"  derived on {derive}, held out {held}: code's ring {summary([code_ring_time(r) / r['t'] - 1 for r in mine])} "
+              f"[{len(mine)}]; " + ", ".join(ring))
+        for name, kernel_rate, fixed in CUSTOM_AR_FORMS:
+            c = custom_ar_fit([r for r in rows if r["gpu"] == derive], kernel_rate, fixed)
+            rate = f"{c[2] / 1e9:.0f} GB/s" if kernel_rate else f"eta {c[2]:.3f}"
+            cells = []
+            for alg in ("one", "two"):
+                part = [r for r in mine if r["alg"] == alg]
+                cells.append(f"{alg}-shot {summary([custom_ar_time(c, r, kernel_rate) / r['t'] - 1 for r in part])}")
+            pooled = summary([custom_ar_time(c, r, kernel_rate) / r["t"] - 1 for r in mine])
+            print(f"    {name:19} (F {c[0] * 1e6:5.1f} us, S {c[1] * 1e6:4.1f} us, {rate}): {pooled}; " + ", ".join(cells))
+    for (gpu, n), t in CUSTOM_AR_US.items():
+        mine = [r for r in rows if r["gpu"] == gpu and r["n"] == n and r["bytes"] >= 512 << 10]
+        for alg in ("one", "two"):
+            pts = [(custom_ar_terms(r, 1.0)[1], r["t"]) for r in mine if r["alg"] == alg]
+            t0, rate = fit(pts)
+            share = rate / (CUSTOM_AR_LINK_GBPS[gpu] * 1e9)
+            print(f"  {gpu} {n} GPUs {alg}-shot, 0.5-{t['sizes_kib'][-1] // 1024} MiB alone: "
+                  f"{t0 * 1e6:4.1f} us + its bytes at {rate / 1e9:.0f} GB/s ({share:.2f} of the link)")
+
+
 # NCCL's own model of what a ring moves per NVLink link and direction, GB/s (NCCL
 # src/graph/topo.h: SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6), and the links per GPU of each
 # system (NVLink 3 and 4 links carry 25 GB/s a direction: DGX A100 12, DGX H100 18, one
@@ -1175,6 +1308,10 @@ def print_gemm_rows(data, gpu):
 
 
 def main():
+    if "--custom-allreduce" in sys.argv:
+        # Public numbers written in this script: no data directory is read.
+        print_custom_allreduce_held_out()
+        return
     data = Data()
     print_fits(data)
     for arg in sys.argv[1:]:
@@ -1192,6 +1329,8 @@ def main():
         print_allreduce_bands(data)
         print()
         print_allreduce_transfer(data)
+        print()
+        print_custom_allreduce_held_out()
         print()
         print_tp_prefill_gemms(data)
         print()
