@@ -389,7 +389,7 @@ fn moe_default_tile(tokens: f64, experts: f64) -> MoeTile {
 
 /// A tile of a tuned config file ([`moe_tuned`]) in `fp`-byte weights: its MMA work in whole
 /// tiles, its own bytes in flight, and no bytes-per-clock cap (fitted on the default large
-/// tile's 8 KiB in flight; a tuned tile keeps 12–192 KiB).
+/// tile's 8 KiB in flight; the bundled tuned tiles keep 48–96 KiB).
 fn moe_tuned_tile(tile: TunedTile, fp: f64) -> MoeTile {
     MoeTile {
         rows: f64::from(tile.block_m),

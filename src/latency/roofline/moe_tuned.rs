@@ -54,7 +54,7 @@ const fn tile(tokens: u32, block_m: u32, block_n: u32, block_k: u32, stages: u32
 }
 
 /// vLLM's `E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json` (Mixtral-8x7B at TP 2; tuned in
-/// vLLM PR #3389; the repository's file at commit 02ba322d).
+/// vLLM PR #3389; the repository's file at commit 4652ef5d).
 const H100_E8_N7168: &[TunedTile] = &[
     tile(1, 16, 64, 128, 4),
     tile(2, 16, 128, 128, 4),
@@ -77,26 +77,26 @@ const H100_E8_N7168: &[TunedTile] = &[
 ];
 
 /// vLLM's `E=8,N=3584,device_name=NVIDIA_H100_80GB_HBM3.json` (Mixtral-8x7B at TP 4; the
-/// repository's file at commit 58d4091f).
+/// repository's file at commit 702e0e20).
 const H100_E8_N3584: &[TunedTile] = &[
-    tile(1, 16, 32, 64, 4),
-    tile(2, 16, 32, 256, 4),
-    tile(4, 16, 256, 64, 4),
-    tile(8, 16, 128, 128, 4),
-    tile(16, 16, 128, 256, 4),
-    tile(24, 16, 256, 128, 4),
-    tile(32, 16, 128, 256, 4),
-    tile(48, 64, 32, 256, 4),
-    tile(64, 64, 32, 256, 4),
-    tile(96, 64, 32, 128, 4),
-    tile(128, 128, 256, 64, 4),
-    tile(256, 64, 32, 128, 4),
-    tile(512, 64, 256, 128, 4),
-    tile(1024, 128, 256, 128, 4),
-    tile(1536, 128, 256, 128, 4),
-    tile(2048, 128, 256, 128, 4),
-    tile(3072, 128, 256, 128, 4),
-    tile(4096, 128, 256, 128, 4),
+    tile(1, 16, 64, 256, 4),
+    tile(2, 16, 256, 64, 4),
+    tile(4, 16, 64, 256, 4),
+    tile(8, 16, 64, 128, 4),
+    tile(16, 16, 64, 128, 4),
+    tile(24, 16, 64, 128, 4),
+    tile(32, 16, 64, 128, 4),
+    tile(48, 32, 128, 128, 4),
+    tile(64, 32, 128, 128, 4),
+    tile(96, 32, 128, 128, 4),
+    tile(128, 64, 128, 128, 4),
+    tile(256, 128, 256, 64, 4),
+    tile(512, 64, 128, 64, 4),
+    tile(1024, 64, 256, 64, 4),
+    tile(1536, 128, 256, 64, 4),
+    tile(2048, 128, 256, 64, 4),
+    tile(3072, 128, 256, 64, 4),
+    tile(4096, 128, 256, 64, 4),
 ];
 
 /// The tuned files bundled, by the hardware file they apply to (`H100-SXM`: vLLM's
