@@ -20,12 +20,14 @@ use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
 use moe_grid::MoeLaunch;
+use moe_tuned::TunedTile;
 use rows::RowKernels;
 use sums::{BatchSums, DecodeRates, PrefillRoom};
 
 pub mod decode;
 pub mod memoised;
 pub mod moe_grid;
+pub mod moe_tuned;
 pub mod rows;
 pub mod sums;
 
@@ -259,6 +261,11 @@ const MOE_BLOCK_BYTES_IN_FLIGHT: f64 = 2.0 * 64.0 * 32.0 * 2.0;
 /// Applies where the hardware file gives `sm_count` and `sm_clock_mhz`.
 const MOE_LARGE_TILE_BYTES_PER_CLOCK: f64 = 10.5;
 /// vLLM's default fused-MoE tiles for unquantized weights (rows × columns): few tokens, many.
+/// Where vLLM ships a tuned config file for the shape and part ([`moe_tuned`]), the file's
+/// tile is priced instead: its own bytes in flight per block, whole tiles of its rows, and
+/// no [`MOE_LARGE_TILE_BYTES_PER_CLOCK`] cap (Mixtral-8x7B at TP 2 on H100 against vLLM's
+/// `benchmark_moe.py`, PR #24700: 40–45% slow at 16–128 tokens on the default tiles, 2–10% on
+/// the file's).
 const MOE_SMALL_TILE: (f64, f64) = (16.0, 32.0);
 const MOE_LARGE_TILE: (f64, f64) = (64.0, 64.0);
 
@@ -346,27 +353,62 @@ fn moe_saturating_blocks(hardware: &Hardware) -> f64 {
     }
 }
 
-/// vLLM's default fused-MoE tile (rows × columns) when `tokens` enter the kernel of
-/// `experts`: the small one while there are no more tokens than experts.
-fn moe_tile(tokens: f64, experts: f64) -> (f64, f64) {
-    if tokens <= experts {
+/// The tile a fused-MoE launch runs on, and what it sets in the pricing.
+#[derive(Debug, Clone, Copy)]
+struct MoeTile {
+    /// Rows and columns of one thread block's output tile.
+    rows: f64,
+    columns: f64,
+    /// Weight bytes a thread block keeps in flight (the thread-block limit,
+    /// [`MOE_LATENCY_CLOCKS`]).
+    bytes_in_flight: f64,
+    /// Whether its MMA work covers whole tiles: each expert hit's routed rows rounded up.
+    whole_tiles: bool,
+    /// Whether it is the default large tile, held to [`MOE_LARGE_TILE_BYTES_PER_CLOCK`].
+    capped: bool,
+}
+
+/// vLLM's default fused-MoE tile when `tokens` enter the kernel of `experts`: the small one
+/// while there are no more tokens than experts (its MMA work the routed rows: few per expert
+/// hit, which the weights hide), else the large one (whole 64-row tiles per expert hit).
+fn moe_default_tile(tokens: f64, experts: f64) -> MoeTile {
+    let small = tokens <= experts;
+    let (rows, columns) = if small {
         MOE_SMALL_TILE
     } else {
         MOE_LARGE_TILE
+    };
+    MoeTile {
+        rows,
+        columns,
+        bytes_in_flight: MOE_BLOCK_BYTES_IN_FLIGHT,
+        whole_tiles: !small,
+        capped: !small,
     }
 }
 
-/// Rows whose MMA work the fused-MoE kernel's grouped GEMMs do when `tokens` rows enter the
-/// kernel of `experts` and `active` of them are hit by `routed` rows: on the large tile (more
-/// tokens than experts) each expert hit computes whole tiles of [`MOE_LARGE_TILE`]'s 64 rows,
-/// its routed rows rounded up (the tile rows [`Roofline::moe_stream_shares`] counts). On the
-/// small tile, the routed rows: few per expert hit, whose MMA work the weights hide.
-fn moe_mma_rows(tokens: f64, experts: f64, active: f64, routed: f64) -> f64 {
-    if tokens <= experts || active <= 0.0 {
+/// A tile of a tuned config file ([`moe_tuned`]) in `fp`-byte weights: its MMA work in whole
+/// tiles, its own bytes in flight, and no bytes-per-clock cap (fitted on the default large
+/// tile's 8 KiB in flight; the bundled tuned tiles keep 48–96 KiB).
+fn moe_tuned_tile(tile: TunedTile, fp: f64) -> MoeTile {
+    MoeTile {
+        rows: f64::from(tile.block_m),
+        columns: f64::from(tile.block_n),
+        bytes_in_flight: tile.bytes_in_flight(fp),
+        whole_tiles: true,
+        capped: false,
+    }
+}
+
+/// Rows whose MMA work the fused-MoE kernel's grouped GEMMs do on `tile` when `active`
+/// experts are hit by `routed` rows: with whole tiles, each expert hit's routed rows rounded
+/// up to the tile's (the tile rows [`Roofline::moe_stream_shares`] counts); else the routed
+/// rows.
+fn moe_mma_rows(tile: MoeTile, active: f64, routed: f64) -> f64 {
+    if !tile.whole_tiles || active <= 0.0 {
         return routed;
     }
-    let rows = MOE_LARGE_TILE.0;
-    active * (routed / active / rows).ceil() * rows
+    active * (routed / active / tile.rows).ceil() * tile.rows
 }
 
 /// The kernel constants the roofline prices `hardware` with: its `[kernels]` values where it
@@ -443,6 +485,10 @@ pub struct Roofline {
     moe_large_tile_share: f64,
     /// Time of one idle thread block of the fused-MoE grid, ns (`moe_idle_ns_per_block`).
     moe_idle_ns_per_block: f64,
+    /// The part's name in the bundled tuned fused-MoE configs ([`moe_tuned::device`]), and
+    /// the tuned tiles vLLM runs this model's experts on, if a file is for them.
+    moe_tuned_device: Option<&'static str>,
+    moe_tuned: Option<&'static [TunedTile]>,
     launch_ns: f64,
     /// Fixed time of a GEMM kernel, ns ([`GEMM_FIXED_NS`] unless the hardware file says).
     gemm_fixed_ns: f64,
@@ -603,6 +649,13 @@ impl Roofline {
         let tp = u64::from(tp.max(1));
         let fp = dtype.bytes() as f64;
         let hidden = model.hidden_size as f64;
+        let moe_tuned_device = moe_tuned::device(&hardware.name);
+        let moe_tuned = match (&model.moe, moe_tuned_device) {
+            (Some(moe), Some(device)) => {
+                moe_tuned::tuned_tiles(device, moe.num_experts, moe.moe_intermediate_size / tp)
+            }
+            _ => None,
+        };
         let mlp = match &model.moe {
             None => Mlp::Dense {
                 ffn_per_gpu: (model.intermediate_size / tp) as f64,
@@ -674,6 +727,8 @@ impl Roofline {
             moe_saturating_blocks: moe_saturating_blocks(hardware),
             moe_large_tile_share: moe_large_tile_share(hardware),
             moe_idle_ns_per_block: moe_idle_ns_per_block(hardware),
+            moe_tuned_device,
+            moe_tuned,
             launch_ns: hardware.kernel_launch_ns,
             gemm_fixed_ns: k.gemm_fixed_ns.unwrap_or_default(),
             allreduce,
@@ -712,6 +767,10 @@ impl Roofline {
             width: moe.moe_intermediate_size as f64,
             flops_per_token_expert: 2.0 * whole,
         };
+        self.moe_tuned = self.moe_tuned_device.and_then(|device| {
+            let local = moe.num_experts / u64::from(ep);
+            moe_tuned::tuned_tiles(device, local, moe.moe_intermediate_size)
+        });
         self.expert_comm = collectives
             .ep
             .link
@@ -906,12 +965,12 @@ impl Roofline {
         let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(s.gate));
         let routed = group * t * top_k / ep;
         let activations = 2.0 * routed * h * fp;
+        let tile = self.moe_tile(group * t, experts / ep);
         let cost = Cost {
-            flops: moe_mma_rows(group * t, experts / ep, active, routed) * flops_per_token_expert,
+            flops: moe_mma_rows(tile, active, routed) * flops_per_token_expert,
             bytes: active * expert_bytes + activations,
         };
-        let (up, down, tile) =
-            self.moe_stream_shares(group * t, experts / ep, active, routed, width);
+        let (up, down, share) = self.moe_stream_shares(tile, active, routed, width);
         let launch = MoeLaunch {
             tokens: group * t,
             experts,
@@ -923,14 +982,14 @@ impl Roofline {
         };
         // Gate and up hold two thirds of an expert's weights, down one third.
         let streamed_bytes =
-            active * expert_bytes * (2.0 / 3.0 / up + 1.0 / 3.0 / down) + activations / tile;
+            active * expert_bytes * (2.0 / 3.0 / up + 1.0 / 3.0 / down) + activations / share;
         visit(
             "experts",
             l,
             Work::Experts {
                 cost,
                 streamed_bytes,
-                idle_blocks: moe_grid::idle_blocks(&launch, moe_tile(group * t, experts / ep)),
+                idle_blocks: moe_grid::idle_blocks(&launch, (tile.rows, tile.columns)),
             },
         );
         if let Some((_, combine)) = comm {
@@ -938,33 +997,42 @@ impl Roofline {
         }
     }
 
+    /// The tile vLLM runs `tokens` rows entering the kernel of this GPU's `experts` on: the
+    /// tuned file's entry nearest the tokens where a file is for this shape and part, else
+    /// the default.
+    fn moe_tile(&self, tokens: f64, experts: f64) -> MoeTile {
+        match self.moe_tuned.and_then(|t| moe_tuned::nearest(t, tokens)) {
+            Some(tuned) => moe_tuned_tile(tuned, self.fp),
+            None => moe_default_tile(tokens, experts),
+        }
+    }
+
     /// Shares of the fused-MoE bandwidth at which its gate-and-up and its down GEMM stream
-    /// their weights, and the tile's own share (the large tile's bytes per SM per clock,
-    /// [`MOE_LARGE_TILE_BYTES_PER_CLOCK`]; 1 on the small tile) at which the routed rows
-    /// stream: each GEMM's thread blocks over the blocks that saturate the part
-    /// ([`MOE_LATENCY_CLOCKS`]), at most 1, times the tile's share. `tokens` rows
-    /// enter the kernel of this GPU's `experts`; `active` of them are hit by `routed` rows.
+    /// their weights on `tile`, and the tile's own share (the default large tile's bytes per
+    /// SM per clock, [`MOE_LARGE_TILE_BYTES_PER_CLOCK`]; else 1) at which the routed rows
+    /// stream: each GEMM's thread blocks over the blocks that saturate the part with the
+    /// tile's bytes in flight ([`MOE_LATENCY_CLOCKS`]), at most 1, times the tile's share.
+    /// `active` experts of this GPU are hit by `routed` rows.
     fn moe_stream_shares(
         &self,
-        tokens: f64,
-        experts: f64,
+        tile: MoeTile,
         active: f64,
         routed: f64,
         width: f64,
     ) -> (f64, f64, f64) {
-        let (rows, columns) = moe_tile(tokens, experts);
-        let tile = if tokens <= experts {
-            1.0
-        } else {
+        let own = if tile.capped {
             self.moe_large_tile_share
+        } else {
+            1.0
         };
         if self.moe_saturating_blocks <= 0.0 || active <= 0.0 {
-            return (tile, tile, tile);
+            return (own, own, own);
         }
-        let tile_rows = active * (routed / active / rows).ceil().max(1.0);
-        let share =
-            |n: f64| (tile_rows * (n / columns).ceil() / self.moe_saturating_blocks).min(1.0);
-        (tile * share(2.0 * width), tile * share(self.hidden), tile)
+        let saturating =
+            self.moe_saturating_blocks * MOE_BLOCK_BYTES_IN_FLIGHT / tile.bytes_in_flight;
+        let tile_rows = active * (routed / active / tile.rows).ceil().max(1.0);
+        let share = |n: f64| (tile_rows * (n / tile.columns).ceil() / saturating).min(1.0);
+        (own * share(2.0 * width), own * share(self.hidden), own)
     }
 
     /// Unrounded time of a roofline-priced cost, without launch overhead, ns.

@@ -1,6 +1,7 @@
 mod decode;
 mod memoised;
 mod moe_grid;
+mod moe_tuned;
 mod rows;
 mod sums;
 
@@ -19,6 +20,15 @@ fn roofline(model: &str, hardware: &str, tp: u32) -> Roofline {
         tp,
         Dtype::Bfloat16,
     )
+}
+
+/// `model` on a copy of `hardware` under another name, which none of vLLM's tuned fused-MoE
+/// config files bundled is for: the fused-MoE kernel runs vLLM's default tiles.
+fn roofline_default_tiles(model: &str, hardware: &str, tp: u32) -> Roofline {
+    let mut part = Hardware::resolve(hardware).unwrap();
+    part.name = format!("{} (own file)", part.name);
+    let model = ModelArch::resolve(model).unwrap();
+    Roofline::new(&model, &part, tp, Dtype::Bfloat16)
 }
 
 fn decodes(n: usize, context_tokens: u32) -> Vec<BatchItem> {
@@ -390,12 +400,12 @@ fn moe_many_small_experts_in_between_pay_both_parts() {
 #[test]
 fn moe_tensor_and_expert_parallel_layouts_split_width_or_experts() {
     // TP 2 halves every expert's width (its weights and FLOPs per GPU). Mixtral-8x7B on
-    // H100, 4 decodes: 8 × (1 − (6/8)^4) = 5.47 experts hit, 8 routed rows (16 × 32
-    // tiles: 5.47 × 448 and 5.47 × 128 blocks, saturated).
+    // H100 (vLLM's default tiles), 4 decodes: 8 × (1 − (6/8)^4) = 5.47 experts hit, 8 routed
+    // rows (16 × 32 tiles: 5.47 × 448 and 5.47 × 128 blocks, saturated).
     let model = ModelArch::resolve("Mixtral-8x7B-v0.1").unwrap();
     let active = 8.0 * (1.0 - 0.75f64.powi(4));
     let expert = 3.0 * 4096.0 * 14336.0;
-    let tp2 = roofline("Mixtral-8x7B-v0.1", "H100", 2);
+    let tp2 = roofline_default_tiles("Mixtral-8x7B-v0.1", "H100", 2);
     let bytes = active * expert / 2.0 * 2.0 + 2.0 * 8.0 * 4096.0 * 2.0;
     let flops = 8.0 * 2.0 * expert / 2.0;
     // The grids: 8 routed rows + 8 × 15 padded; the inputs (4 tokens, 8 routed rows) have
@@ -479,10 +489,11 @@ fn moe_few_experts_with_too_few_thread_blocks_stream_slower() {
 }
 
 /// The experts' time of `model` on `hardware` at TP `tp` without `sm_clock_mhz` (no
-/// bytes-per-clock limit on the large tile).
+/// bytes-per-clock limit on the large tile), on vLLM's default tiles.
 fn experts_ns_without_clock(model: &str, hardware: &str, tp: u32, items: &[BatchItem]) -> f64 {
     let mut part = Hardware::resolve(hardware).unwrap();
     part.sm_clock_mhz = None;
+    part.name = format!("{} (own file)", part.name);
     let model = ModelArch::resolve(model).unwrap();
     experts_ns(&Roofline::new(&model, &part, tp, Dtype::Bfloat16), items)
 }
@@ -490,13 +501,14 @@ fn experts_ns_without_clock(model: &str, hardware: &str, tp: u32, items: &[Batch
 #[test]
 fn moe_the_large_tile_holds_an_hbm_part_to_its_bytes_per_sm_per_clock() {
     // Few large experts on the large tile, on a part with many bytes per SM per clock:
-    // Mixtral-8x7B at TP 2 on H100, 64 decodes. 8 × (1 − (6/8)^64) = 8.0 experts hit of
+    // Mixtral-8x7B at TP 2 on H100 (vLLM's default tiles, as without a tuned file), 64
+    // decodes. 8 × (1 − (6/8)^64) = 8.0 experts hit of
     // 3 × 4096 × 7168 bf16 weights, 128 routed rows (16 per expert: one 64-row tile row
     // each, whose 8 × 64 rows of MMA work the kernel does); gate and up 8 × 224 blocks,
     // down 8 × 64: saturated. 64 tokens over 8 experts
     // take the 64 × 64 tile: 132 SMs × 1.83 GHz × 10.5 bytes = 2,536 GB/s, 0.757 of the
     // 3,350 GB/s peak (13.9 bytes per SM per clock), for the weights and the routed rows.
-    let r = roofline("Mixtral-8x7B-v0.1", "H100", 2);
+    let r = roofline_default_tiles("Mixtral-8x7B-v0.1", "H100", 2);
     let active = 8.0 * (1.0 - 0.75f64.powi(64));
     let tile = 132.0 * 1.83 * 10.5 / 3350.0;
     let weights = active * 3.0 * 4096.0 * 7168.0 * 2.0;
@@ -546,6 +558,37 @@ fn moe_the_large_tile_leaves_a_gddr_part_at_full_rate() {
         (got - idle - unlimited).abs() <= 1.0,
         "{got} vs {unlimited}"
     );
+}
+
+#[test]
+fn moe_a_tuned_config_file_sets_the_tile_where_vllm_has_one() {
+    // Mixtral-8x7B at TP 2 on H100, 64 decodes: vLLM reads `E=8,N=7168,...H100_80GB_HBM3`,
+    // whose entry 64 is a 32 × 128 tile, K step 128, 4 stages: 3 × 128 × 128 bf16 weights
+    // in flight per block (98,304 bytes), so 1,831 bytes per clock × 1,000 clocks need 18.6
+    // blocks; gate and up have 8 × 14336 / 128 = 896, down 8 × 4096 / 128 = 256: saturated.
+    // No bytes-per-clock cap (that is the default large tile's). 8.0 experts hit, 128 routed
+    // rows, 16 per expert: one 32-row tile row each, computed whole.
+    let r = roofline("Mixtral-8x7B-v0.1", "H100", 2);
+    let active = 8.0 * (1.0 - 0.75f64.powi(64));
+    let weights = active * 3.0 * 4096.0 * 7168.0 * 2.0;
+    let activations = 2.0 * 128.0 * 4096.0 * 2.0;
+    let flops = active * 32.0 * 2.0 * 3.0 * 4096.0 * 7168.0;
+    // The grids: 128 routed rows + 8 × 31 padded, 12 tile rows of 32, 8 working; 4 idle
+    // rows of 112 (gate and up) and 32 (down) blocks.
+    let idle = idle_ns((12.0 - active) * (112.0 + 32.0), 132.0, 1.83);
+    let expected = fused_moe_by_hand(weights + activations, flops, 3350.0, 989.4) + idle;
+    let items = decodes(64, 100);
+    let got = experts_ns(&r, &items);
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    // vLLM's `benchmark_moe.py` on an H100 with this file (PR #24700): 483.14 µs at 64
+    // tokens for the whole MoE block less its router (top-k, alignment, both GEMMs, SiLU,
+    // top-k sum). Priced on the default tiles the experts alone took 43% more.
+    assert!((got / 483_140.0 - 1.0).abs() < 0.07, "{got}");
+    let default = experts_ns(
+        &roofline_default_tiles("Mixtral-8x7B-v0.1", "H100", 2),
+        &items,
+    );
+    assert!(default / 483_140.0 > 1.4, "{default}");
 }
 
 /// The fused-MoE kernel's MMA work (FLOPs) in a step of `items` on `r`.
