@@ -26,7 +26,9 @@ GPUs' constants and with the other tables' (its own GPU's other tables included)
 
 The last lines ("constants held by src/latency/roofline.rs") print the constants derived from
 every GPU, rounded as the code rounds them; `tests/accuracy/derive_roofline.rs` checks that the two
-agree.
+agree. Before them, the host model's eager launch costs (`scripts/host_launch.py`: an eager op,
+and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked on RTX PRO
+6000's) and the defaults `HostSpec` holds ("constants held by the host model's defaults").
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
                                   [--gemm-rows=GPU]   (DATA_DIR default ../shared/data)
@@ -50,6 +52,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import host_launch  # noqa: E402
 import roofline_tables as tables  # noqa: E402
 from roofline_tables import GPUS  # noqa: E402
 
@@ -1314,6 +1317,9 @@ def main():
         return
     data = Data()
     print_fits(data)
+    pairs = tables.moe_pairs(data.tables)
+    host = host_launch.host_launches(data.tables, pairs)
+    host_launch.print_host_launches(host, pairs)
     for arg in sys.argv[1:]:
         if arg.startswith("--gemm-rows="):
             print()
@@ -1343,6 +1349,9 @@ def main():
     for flag in ("--flat-large-tile", "--frontier-shapes"):
         if flag in sys.argv:
             print(f"with {flag}, a what-if: src/latency/roofline.rs holds the constants derived without it")
+    print("constants held by the host model's defaults (src/config/hardware.rs, HostSpec):")
+    print(f"eager_op_ns = {round(host['eager_op'] * 1e7) * 100}")
+    print(f"triton_launch_ns = {round(host['triton_launch'] * 1e7) * 100}")
     print("constants held by src/latency/roofline.rs:")
     print(f"GEMM_FIXED_NS = {round(c['gemm_t0'] * 1e8) * 10}")
     print(f"GEMM_MEMORY_EFFICIENCY = {c['gemm_eta_m']:.3f}")

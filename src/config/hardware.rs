@@ -194,6 +194,9 @@ pub struct HostSpec {
     pub compiled_kernel_ns: f64,
     /// One eagerly launched PyTorch op (Python dispatch plus the launch), ns.
     pub eager_op_ns: f64,
+    /// One launch of vLLM's fused-MoE Triton kernel outside a graph (`invoke_fused_moe_kernel`'s
+    /// Python and Triton's launcher), ns; a fused-MoE layer makes two.
+    pub triton_launch_ns: f64,
     /// The CPU work of a step outside the forward pass (scheduling, input preparation,
     /// output processing), ns.
     pub step_cpu_ns: f64,
@@ -207,6 +210,7 @@ impl Default for HostSpec {
             launch_ns: 3_000.0,
             compiled_kernel_ns: 7_000.0,
             eager_op_ns: 22_600.0,
+            triton_launch_ns: 50_100.0,
             step_cpu_ns: 400_000.0,
             seq_cpu_ns: 12_700.0,
         }
@@ -215,11 +219,12 @@ impl Default for HostSpec {
 
 impl HostSpec {
     /// Every field as `(key, value)`, for validation.
-    fn fields(&self) -> [(&'static str, f64); 5] {
+    fn fields(&self) -> [(&'static str, f64); 6] {
         [
             ("host.launch_ns", self.launch_ns),
             ("host.compiled_kernel_ns", self.compiled_kernel_ns),
             ("host.eager_op_ns", self.eager_op_ns),
+            ("host.triton_launch_ns", self.triton_launch_ns),
             ("host.step_cpu_ns", self.step_cpu_ns),
             ("host.seq_cpu_ns", self.seq_cpu_ns),
         ]

@@ -1,7 +1,9 @@
 //! The roofline's measured constants are what `scripts/derive_roofline.py` derives: the script
 //! prints, last, the values `src/latency/roofline.rs` holds ("constants held by ..."), and this
-//! test reads both and checks that they agree, so neither can drift from the other. Needs the
-//! shared data (LLMServingSim's bundles and Frontier's profiles, beside it) and `python3`.
+//! test reads both and checks that they agree, so neither can drift from the other; likewise
+//! the host model's eager launch costs (`scripts/host_launch.py`) and `HostSpec`'s defaults.
+//! Needs the shared data (LLMServingSim's bundles and Frontier's profiles, beside it) and
+//! `python3`.
 
 use crate::shared_data;
 
@@ -62,6 +64,7 @@ fn the_roofline_holds_the_constants_the_script_derives() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
+    check_host_defaults(&stdout);
     let block = stdout
         .split("constants held by src/latency/roofline.rs:")
         .nth(1)
@@ -84,6 +87,37 @@ fn the_roofline_holds_the_constants_the_script_derives() {
         checked += 1;
     }
     assert!(checked >= 19, "{checked} constants checked");
+}
+
+/// The host model's block of the script's output ("constants held by the host model's
+/// defaults"): each value is `HostSpec::default()`'s; the Triton launch's is every bundled
+/// hardware file's too (no file has a measurement of its own).
+fn check_host_defaults(stdout: &str) {
+    use blis_cosim::config::{Hardware, HostSpec};
+    let block = stdout
+        .split("constants held by the host model's defaults (src/config/hardware.rs, HostSpec):")
+        .nth(1)
+        .and_then(|rest| rest.split("constants held by").next())
+        .expect("the script prints the host block");
+    let defaults = HostSpec::default();
+    let mut checked = 0;
+    for line in block.lines().filter(|l| l.contains(" = ")) {
+        let (name, value) = line.split_once(" = ").unwrap();
+        let derived: f64 = value.trim().parse().unwrap();
+        match name.trim() {
+            "eager_op_ns" => assert_eq!(defaults.eager_op_ns, derived, "{name}"),
+            "triton_launch_ns" => {
+                assert_eq!(defaults.triton_launch_ns, derived, "{name}");
+                for part in Hardware::bundled_names() {
+                    let host = Hardware::resolve(&part).unwrap().host;
+                    assert_eq!(host.triton_launch_ns, derived, "{part}: {name}");
+                }
+            }
+            other => panic!("the script derives {other}, which no test checks"),
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "host constants checked");
 }
 
 /// `(file, link_efficiency)` of every bundled hardware file.

@@ -36,8 +36,18 @@ pub fn in_graph(layer: &str, mode: StepMode) -> bool {
     matches!(mode, StepMode::Full | StepMode::Piecewise) && !outside_graph(layer, mode)
 }
 
-/// Host cost of issuing one kernel of `layer` in `mode`, ns (0 inside a graph).
-pub fn issue_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
+/// Of a layer's kernels, those vLLM launches through Triton's Python launcher rather than as
+/// PyTorch ops: the fused MoE's two grouped GEMMs (`invoke_fused_moe_kernel`).
+pub fn triton_launches_of(layer: &str) -> u32 {
+    match layer {
+        "moe" | "experts" => 2,
+        _ => 0,
+    }
+}
+
+/// Host cost of issuing one PyTorch op (or compiled kernel) of `layer` in `mode`, ns (0 inside
+/// a graph).
+fn op_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
     if outside_graph(layer, mode) {
         return host.eager_op_ns;
     }
@@ -46,6 +56,19 @@ pub fn issue_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
         StepMode::Compiled => host.compiled_kernel_ns,
         StepMode::Piecewise | StepMode::Full => 0.0,
     }
+}
+
+/// Host cost of issuing one kernel of `layer` in `mode`, ns (0 inside a graph): the mean over
+/// its kernels of an op's cost and, for its Triton launches, `triton_launch_ns`.
+pub fn issue_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
+    let op = op_ns(host, layer, mode);
+    let triton = triton_launches_of(layer);
+    if triton == 0 || in_graph(layer, mode) {
+        return op;
+    }
+    let kernels = kernels_of(layer);
+    let ops = f64::from(kernels - triton) * op;
+    (ops + f64::from(triton) * host.triton_launch_ns) / f64::from(kernels)
 }
 
 /// The two-stage pipeline of one step: the host issues kernels one after the other; a kernel

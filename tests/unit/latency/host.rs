@@ -9,10 +9,12 @@ use blis_cosim::latency::{
     BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, SharedBackend,
 };
 
-/// A compute backend with fixed layers (an embedding, a two-block GEMM, the sampler) that
-/// records the padding it was asked to price.
+/// A compute backend with fixed layers (an embedding, a two-block layer, by default a GEMM,
+/// the sampler) that records the padding it was asked to price.
 struct Fixed {
     block_ns: Nanos,
+    /// The canonical name of the repeated block's layer.
+    block: &'static str,
     last_pad: u32,
     /// Whether it tells its layer list ([`LatencyBackend::last_layer_list`]).
     tells_list: bool,
@@ -49,7 +51,7 @@ impl LatencyBackend for Fixed {
         };
         *out = vec![
             layer("embedding", 1, 1_000),
-            layer("qkv_proj", 2, self.block_ns),
+            layer(self.block, 2, self.block_ns),
             layer("sampler", 1, 1_000),
         ];
         Ok(())
@@ -61,6 +63,7 @@ fn host() -> HostSpec {
         launch_ns: 3_000.0,
         compiled_kernel_ns: 7_000.0,
         eager_op_ns: 20_000.0,
+        triton_launch_ns: 50_000.0,
         step_cpu_ns: 100_000.0,
         seq_cpu_ns: 0.0,
     }
@@ -81,6 +84,7 @@ fn model_listing(
     let policy = GraphPolicy::resolve(&GraphOptions::default(), 4, 2048).unwrap();
     let inner = Box::new(Fixed {
         block_ns,
+        block: "qkv_proj",
         last_pad: 0,
         tells_list,
         listed,
@@ -112,6 +116,38 @@ fn a_host_bound_compiled_step_waits_for_every_launch() {
         layers.iter().map(|l| l.repeats * l.time_ns).sum::<Nanos>(),
         ns
     );
+}
+
+#[test]
+fn a_host_bound_eager_moe_step_pays_two_triton_launches_per_layer() {
+    // `--enforce-eager`, one decode; the block is a fused-MoE layer (twice), 6 µs on the GPU.
+    // Its six kernels cost the host (4 × 20 + 2 × 50) / 6 = 30 µs each: CPU work 100 µs,
+    // embedding issued at 120, the two MoE layers' twelve kernels at 150 … 480 µs (each
+    // 1 µs on the GPU), the sampler's four ops at 500 … 560; the last ends at 560.25.
+    let eager = GraphOptions {
+        enforce_eager: true,
+        ..Default::default()
+    };
+    let policy = GraphPolicy::resolve(&eager, 4, 2048).unwrap();
+    let inner = Box::new(Fixed {
+        block_ns: 6_000,
+        block: "experts",
+        last_pad: 0,
+        tells_list: false,
+        listed: Default::default(),
+    });
+    let mut m = HostModel::new(inner, host(), policy, false);
+    let items = [BatchItem {
+        new_tokens: 1,
+        context_tokens: 9,
+    }];
+    let ns = m.step_time(&BatchDesc::new(&items)).unwrap();
+    assert_eq!(ns, 560_250);
+    // At an eager op's cost per kernel the twelve would end 120 µs sooner.
+    let layers = m.breakdown(&BatchDesc::new(&items)).unwrap();
+    let wait = layers.last().unwrap();
+    assert_eq!(wait.name, "host_wait (eager)");
+    assert_eq!(wait.time_ns, 560_250 - (1_000 + 2 * 6_000 + 1_000));
 }
 
 #[test]

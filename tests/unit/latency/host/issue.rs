@@ -101,3 +101,21 @@ fn kernel_counts_and_issue_costs_by_mode() {
     );
     assert_eq!(issue_ns(&host, "lm_head", StepMode::Full), host.eager_op_ns);
 }
+
+#[test]
+fn a_fused_moe_layer_issues_two_triton_launches_beside_its_ops_outside_graphs() {
+    let host = HostSpec::default();
+    assert_eq!(kernels_of("experts"), 6);
+    assert_eq!(triton_launches_of("experts"), 2);
+    assert_eq!(triton_launches_of("moe"), 2);
+    assert_eq!(triton_launches_of("qkv_proj"), 0);
+    // Eager: four ops at 22.6 µs and two launches at 50.1 µs, (90.4 + 100.2) / 6 each.
+    let eager = issue_ns(&host, "experts", StepMode::Eager);
+    assert!((eager * 6.0 - (4.0 * 22_600.0 + 2.0 * 50_100.0)).abs() < 1e-6);
+    // Compiled (no graph): four kernels at 7 µs and the same two launches.
+    let compiled = issue_ns(&host, "moe", StepMode::Compiled);
+    assert!((compiled * 6.0 - (4.0 * 7_000.0 + 2.0 * 50_100.0)).abs() < 1e-6);
+    // Inside a graph the layer costs the host nothing.
+    assert_eq!(issue_ns(&host, "experts", StepMode::Piecewise), 0.0);
+    assert_eq!(issue_ns(&host, "experts", StepMode::Full), 0.0);
+}
