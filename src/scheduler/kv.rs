@@ -87,6 +87,7 @@ pub fn block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>) {
 /// once the buffers have grown.
 pub fn block_hashes_with(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, bytes: &mut Vec<u8>) {
     out.clear();
+    out.reserve(tokens.len() / block_size as usize);
     let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
     for block in tokens.chunks_exact(block_size as usize) {
@@ -143,6 +144,7 @@ fn prompt_block_hashes(
     if full > blocks.firsts().len() * per {
         return false;
     }
+    out.reserve(full);
     let bytes = block_bytes(bytes, kv_block);
     let mut parent = CHAIN_SEED;
     let mut left = full;
