@@ -87,6 +87,7 @@ pub fn block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>) {
 /// once the buffers have grown.
 pub fn block_hashes_with(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, bytes: &mut Vec<u8>) {
     out.clear();
+    out.reserve(tokens.len() / block_size as usize);
     let bytes = block_bytes(bytes, block_size);
     let mut parent = CHAIN_SEED;
     for block in tokens.chunks_exact(block_size as usize) {
@@ -143,6 +144,7 @@ fn prompt_block_hashes(
     if full > blocks.firsts().len() * per {
         return false;
     }
+    out.reserve(full);
     let bytes = block_bytes(bytes, kv_block);
     let mut parent = CHAIN_SEED;
     let mut left = full;
@@ -286,11 +288,13 @@ struct LooseFilter {
 }
 
 impl LooseFilter {
+    #[inline]
     fn slot(&self, hash: u64) -> usize {
         // `checked_shr`: an empty filter (shift 64) has no slot but the first.
         hash.checked_shr(self.shift).unwrap_or(0) as usize
     }
 
+    #[inline]
     fn may_hold(&self, hash: u64) -> bool {
         self.counts.get(self.slot(hash)).is_some_and(|&c| c > 0)
     }
@@ -629,11 +633,19 @@ impl BlockPool {
         self.lookup_loose(hash)
     }
 
-    /// The block carrying `hash` in the table, if any.
+    /// The block carrying `hash` in the table, if any. Every computed block is looked for
+    /// here before it is indexed, and the filter turns away nine in ten, so its test is
+    /// inlined and only the probe is called.
+    #[inline]
     fn lookup_loose(&self, hash: u64) -> Option<BlockId> {
         if !self.filter.may_hold(hash) {
             return None;
         }
+        self.probe_loose(hash)
+    }
+
+    /// The block carrying `hash` in the table, if any, found by a probe.
+    fn probe_loose(&self, hash: u64) -> Option<BlockId> {
         let blocks = &self.blocks;
         self.index.find(hash, carries(blocks, hash)).copied()
     }
@@ -994,9 +1006,19 @@ impl BlockPool {
         Ok(())
     }
 
+    /// Leaves stack mode, if the pool is still in it (see [`BlockPool::leave_stack`]): asked
+    /// before every indexing and every hit, so the common answer (left already) is inlined.
+    #[inline]
+    fn use_free_list(&mut self) {
+        if self.stack.is_some() {
+            self.leave_stack();
+        }
+    }
+
     /// Leaves stack mode: the free blocks, all without a hash and so interchangeable, form
     /// the free list (oldest freed first, after the blocks never used).
-    fn use_free_list(&mut self) {
+    #[cold]
+    fn leave_stack(&mut self) {
         if let Some(stack) = self.stack.take() {
             // The reference counts, not kept on the stack: one for each block off it.
             for block in &mut self.blocks {

@@ -1,6 +1,6 @@
 use blis_cosim::Nanos;
 use blis_cosim::scheduler::kv::{
-    BlockId, BlockPool, MAX_CHILDREN, block_hashes, request_block_hashes,
+    BlockId, BlockPool, CHAIN_SEED, MAX_CHILDREN, block_hashes, request_block_hashes,
 };
 use blis_cosim::workload::{PromptBlocks, Request};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -295,6 +295,44 @@ fn prompt_blocks_hash_like_their_listed_token_ids() {
         assert_eq!(a, b, "block size {bs}, {max} tokens");
         assert_eq!(a.len(), max.min(1300) / bs as usize);
     }
+}
+
+/// The chained hashes of `tokens`' full blocks of `block_size`, each the xxh3-64 of the
+/// parent's and the block's token ids' little-endian bytes, as the hash crate computes it.
+fn reference_hashes(tokens: &[u32], block_size: usize) -> Vec<u64> {
+    let mut parent = CHAIN_SEED;
+    let chain = |block: &[u32]| {
+        let mut bytes = parent.to_le_bytes().to_vec();
+        bytes.extend(block.iter().flat_map(|t| t.to_le_bytes()));
+        parent = xxhash_rust::xxh3::xxh3_64(&bytes);
+        parent
+    };
+    tokens.chunks_exact(block_size).map(chain).collect()
+}
+
+#[test]
+fn block_hashes_are_xxh3_of_the_parent_and_the_tokens_at_every_block_size() {
+    let mut draw = xorshift(0x5EED);
+    let mut out = Vec::new();
+    for block_size in [1, 2, 7, 15, 16, 17, 32] {
+        for _ in 0..50 {
+            let len = draw(200) as usize;
+            let tokens: Vec<u32> = (0..len).map(|_| draw(1 << 32) as u32).collect();
+            block_hashes(&tokens, block_size as u32, &mut out);
+            assert_eq!(out, reference_hashes(&tokens, block_size), "{block_size}");
+        }
+    }
+    // Block-id prompts, near the largest token id.
+    let ids = [PromptBlocks::max_id(512), 0, 3];
+    let req = block_id_request(&ids, 512, 3 * 512);
+    let tokens: Vec<u32> = req
+        .prompt_blocks
+        .as_ref()
+        .unwrap()
+        .tokens(3 * 512)
+        .collect();
+    request_block_hashes(&req, 16, usize::MAX, &mut out, &mut Vec::new());
+    assert_eq!(out, reference_hashes(&tokens, 16));
 }
 
 #[test]
