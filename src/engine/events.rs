@@ -193,7 +193,7 @@ impl EventQueue {
     pub fn push(&mut self, time: Nanos, kind: EventKind) {
         let entry = self.entry(time, kind);
         self.heap.push(entry);
-        self.sift_up(self.heap.len() - 1);
+        self.sift_up(self.heap.len() - 1, entry);
     }
 
     /// Time of the earliest pending event.
@@ -247,10 +247,15 @@ impl EventQueue {
         if self.next_time()? > time {
             return None;
         }
-        let first = self.heap.swap_remove(0);
-        if !self.heap.is_empty() {
-            self.sift_down(0);
-        }
+        let last = self.heap.pop()?;
+        let first = match self.heap.is_empty() {
+            true => last,
+            false => {
+                let first = self.heap[0];
+                self.sift_down_into(last);
+                first
+            }
+        };
         Some(first.event())
     }
 
@@ -258,18 +263,14 @@ impl EventQueue {
     /// [`EventQueue::pop_until`] then [`EventQueue::push`] do.
     pub fn replace_next(&mut self, time: Nanos, kind: EventKind) {
         let entry = self.entry(time, kind);
-        match self.heap.first_mut() {
-            Some(first) => {
-                *first = entry;
-                self.sift_down(0);
-            }
-            None => self.heap.push(entry),
+        match self.heap.is_empty() {
+            false => self.sift_down_into(entry),
+            true => self.heap.push(entry),
         }
     }
 
-    /// Moves the entry at `k` up to its place.
-    fn sift_up(&mut self, mut k: usize) {
-        let entry = self.heap[k];
+    /// Moves `entry`, the one at `k`, up to its place.
+    fn sift_up(&mut self, mut k: usize, entry: Entry) {
         while k > 0 {
             let parent = (k - 1) / 2;
             if self.heap[parent].key() <= entry.key() {
@@ -281,24 +282,29 @@ impl EventQueue {
         self.heap[k] = entry;
     }
 
-    /// Moves the entry at `k` down to its place.
-    fn sift_down(&mut self, mut k: usize) {
-        let n = self.heap.len();
-        let entry = self.heap[k];
+    /// Fills the root's place with `entry`, moved down to its place: the root's content is
+    /// dropped (read it first). The entry travels in registers, not read back from the slot
+    /// it was just written to, and the smaller child is chosen without a branch (which of
+    /// two step ends comes first is as good as random).
+    fn sift_down_into(&mut self, entry: Entry) {
+        let heap = &mut self.heap[..];
+        let n = heap.len();
+        let key = entry.key();
+        let mut k = 0;
         loop {
-            let mut child = 2 * k + 1;
-            if child >= n {
+            let left = 2 * k + 1;
+            if left >= n {
                 break;
             }
-            if child + 1 < n && self.heap[child + 1].key() < self.heap[child].key() {
-                child += 1;
-            }
-            if self.heap[child].key() >= entry.key() {
+            // The right child, or the left again when there is none.
+            let right = (left + 1).min(n - 1);
+            let child = left + usize::from(heap[right].key() < heap[left].key());
+            if heap[child].key() >= key {
                 break;
             }
-            self.heap[k] = self.heap[child];
+            heap[k] = heap[child];
             k = child;
         }
-        self.heap[k] = entry;
+        heap[k] = entry;
     }
 }

@@ -128,6 +128,12 @@ impl CountLog {
         sort_by_value(&mut appended);
         self.merge_sorted(&appended);
         appended.clear();
+        // Room for the whole next batch in one allocation: growing the list as entries
+        // come would copy it at each doubling.
+        let next_batch = self.sorted.len().max(self.min_batch);
+        if appended.capacity() < next_batch {
+            appended = Vec::with_capacity(next_batch);
+        }
         self.appended = appended;
     }
 

@@ -100,6 +100,18 @@ impl SummaryCollector {
         }
     }
 
+    /// Makes room for the records of `requests` finished requests at once, so that the
+    /// per-request lists are not copied as they grow (a list whose room cannot be had grows
+    /// as it goes instead). Untouched room costs address space only.
+    pub fn expect_requests(&mut self, requests: u64) {
+        let n = usize::try_from(requests).unwrap_or(usize::MAX);
+        // Each list takes what it can; failing, it grows as records come.
+        let _ = self.ttft_ns.try_reserve_exact(n);
+        let _ = self.tpot_ns.try_reserve_exact(n);
+        let _ = self.e2el_ns.try_reserve_exact(n);
+        let _ = self.arrivals.try_reserve_exact(n);
+    }
+
     /// Adds the run's pooled inter-token gaps (see [`SummaryCollector::with_pooled_itls`]).
     pub fn add_pooled_itls(&mut self, gaps: &IntegerCounts) {
         self.itl_ns.merge(gaps);

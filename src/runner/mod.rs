@@ -426,9 +426,11 @@ fn open_outputs<'w>(
         Some(settings) => Some(StagedDir::create(&settings.dir)?),
         None => None,
     };
+    let mut summary = SummaryCollector::with_pooled_itls();
+    summary.expect_requests(num_requests);
     Ok(Outputs {
         csv,
-        summary: SummaryCollector::with_pooled_itls(),
+        summary,
         progress: Progress::new(num_requests),
         emit_et: step_emitters(config, emit_et_dir.as_ref()),
         emit_et_dir,

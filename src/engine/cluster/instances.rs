@@ -100,10 +100,9 @@ impl<'r> Cluster<'r> {
             return Ok(false);
         };
         let i = id as usize;
-        if self.instances[i].stages.is_some()
-            || self.setups[i].dp_group.is_some()
-            || !self.ready.is_empty()
-        {
+        // A run without DP groups does not look the instance's setup up (a division).
+        let in_group = !self.groups.is_empty() && self.setups[i].dp_group.is_some();
+        if self.instances[i].stages.is_some() || in_group || !self.ready.is_empty() {
             return Ok(false);
         }
         if self.warm

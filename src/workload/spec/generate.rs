@@ -160,6 +160,8 @@ pub struct Generator<'a> {
     /// Whether a client's prompt upload time varies (a network with a bandwidth), so that a
     /// request may arrive before one drawn earlier.
     overtaking: bool,
+    /// Draws for a pass that reads arrivals, ids and clients only ([`Generator::counting`]).
+    counting: bool,
 }
 
 /// One client's random streams and its next (already drawn) request.
@@ -348,6 +350,7 @@ impl<'a> Generator<'a> {
                 let p = &c.profile;
                 p.rtt_ms.is_some() && p.bandwidth_mbps.is_some()
             }),
+            counting: false,
         };
         if !closed_loop_turns.is_empty() {
             for (state, turns) in generator.clients.iter_mut().zip(closed_loop_turns) {
@@ -386,6 +389,15 @@ impl<'a> Generator<'a> {
         self.queue.iter().map(earliest).min()
     }
 
+    /// The same generator for a pass that reads only the arrivals, ids, sessions and clients
+    /// of what it generates: a plain request whose arrival does not depend on its prompt (no
+    /// network between client and gateway) is given no lengths, and its length streams are
+    /// not drawn. Its arrival streams are drawn as ever, so its arrivals are the same.
+    pub fn counting(mut self) -> Self {
+        self.counting = true;
+        self
+    }
+
     /// Draws client `i`'s next request and queues it, unless it falls at or past the horizon.
     fn draw(&mut self, i: usize) {
         if self.clients[i].closed {
@@ -418,6 +430,10 @@ impl<'a> Generator<'a> {
                 return;
             }
         };
+        if self.counting && spec.profile.rtt_ms.is_none() {
+            self.queue_counted(i, arrival_ns);
+            return;
+        }
         let (input, output, multimodal) = window_lengths(spec, window, input, output);
         let prefix_toks = spec.prefix_length;
         let (own, media) = match multimodal {
@@ -500,6 +516,29 @@ impl<'a> Generator<'a> {
             }
             state.drawn += 1;
         }
+    }
+
+    /// Queues a plain request of client `i` arriving at `arrival_ns`, without its lengths
+    /// (see [`Generator::counting`]).
+    fn queue_counted(&mut self, i: usize, arrival_ns: Nanos) {
+        let state = &mut self.clients[i];
+        state.next = GeneratedRequest {
+            id: 0,
+            line: 0,
+            arrival_ns,
+            client: i as u32,
+            session: false,
+            requests: 1,
+            input_toks: 0,
+            output_toks: 0,
+            prefix_toks: 0,
+            streaming: false,
+            media: [0; 3],
+            seq: state.drawn,
+            sent_ns: arrival_ns,
+        };
+        state.drawn += 1;
+        self.queue.push(Reverse((arrival_ns, i as u32)));
     }
 
     /// Queues a session of client `i` arriving at `arrival_ns` with `requests` LLM calls.
@@ -801,7 +840,7 @@ pub fn stream_workload(
         classes: RequestClasses::default(),
     };
     let mut arrivals = 0u64;
-    for g in Generator::new(spec, overrides)? {
+    for g in Generator::new(spec, overrides)?.counting() {
         // A client's network may let a short prompt overtake a long one.
         if arrivals == 0 || g.arrival_ns < plan.first_arrival_ns {
             plan.first_arrival_ns = g.arrival_ns;

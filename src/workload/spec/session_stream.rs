@@ -109,18 +109,16 @@ impl<'a> SessionStream<'a> {
         Rc::clone(&self.count)
     }
 
-    /// Draws the generator's next arrival: a flat request, or a session, started; either
-    /// way what it brings waits in `started`. `false` once the generator is spent.
-    fn advance(&mut self) -> bool {
+    /// Draws the generator's next arrival: a flat request, handed back, or a session,
+    /// started, what it brings waiting in `started`.
+    fn advance(&mut self) -> Drawn {
         let Some(g) = self.generator.next() else {
-            return false;
+            return Drawn::Spent;
         };
         let Some((mut header, plan, tail)) = self.generator.session_lazily(&g) else {
             let r = self.generator.request(&g);
             let arrival_ns = (self.retime)(r.arrival_ns);
-            self.started
-                .push(Reverse(Keyed(Request { arrival_ns, ..r })));
-            return true;
+            return Drawn::Flat(Request { arrival_ns, ..r });
         };
         header.arrival_ns = (self.retime)(header.arrival_ns);
         let sessions = match &self.sessions {
@@ -132,8 +130,31 @@ impl<'a> SessionStream<'a> {
             .start(header, plan, tail, &mut self.scratch);
         self.started
             .extend(self.scratch.drain(..).map(|r| Reverse(Keyed(r))));
-        true
+        Drawn::Started
     }
+
+    /// Whether a request arriving at `arrival_ns` is due: no later than anything still to be
+    /// drawn (at equal times the drawn one has the lower id).
+    fn due(&self, arrival_ns: Nanos) -> bool {
+        let bound = self.generator.not_before().map(|t| (self.retime)(t));
+        bound.is_none_or(|b| arrival_ns <= b)
+    }
+
+    /// Hands `r` out, counted.
+    fn hand_out(&mut self, r: Request) -> Option<Request> {
+        self.count.set(self.count.get() + 1);
+        Some(r)
+    }
+}
+
+/// What [`SessionStream::advance`] drew.
+enum Drawn {
+    /// Nothing: the generator is spent.
+    Spent,
+    /// A flat request, not queued.
+    Flat(Request),
+    /// A session, started: its first requests wait in `started`.
+    Started,
 }
 
 impl Iterator for SessionStream<'_> {
@@ -141,21 +162,21 @@ impl Iterator for SessionStream<'_> {
 
     fn next(&mut self) -> Option<Request> {
         loop {
-            // Whatever is drawn and due no later than anything still to be drawn goes first
-            // (at equal times the drawn one has the lower id).
-            let bound = self.generator.not_before().map(|t| (self.retime)(t));
-            let due = match (self.started.peek(), bound) {
-                (Some(Reverse(first)), Some(b)) => first.0.arrival_ns <= b,
-                (Some(_), None) => true,
-                (None, None) => return None,
-                (None, Some(_)) => false,
-            };
-            if due {
-                self.count.set(self.count.get() + 1);
-                return self.started.pop().map(|r| r.0.0);
+            // Whatever is drawn and due goes first.
+            if let Some(Reverse(first)) = self.started.peek()
+                && self.due(first.0.arrival_ns)
+            {
+                let r = self.started.pop().map(|r| r.0.0)?;
+                return self.hand_out(r);
             }
-            if !self.advance() && self.started.is_empty() {
-                return None;
+            match self.advance() {
+                // Due at once with nothing else drawn: handed out without queueing it.
+                Drawn::Flat(r) if self.started.is_empty() && self.due(r.arrival_ns) => {
+                    return self.hand_out(r);
+                }
+                Drawn::Flat(r) => self.started.push(Reverse(Keyed(r))),
+                Drawn::Spent if self.started.is_empty() => return None,
+                Drawn::Spent | Drawn::Started => {}
             }
         }
     }

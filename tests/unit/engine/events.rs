@@ -175,3 +175,68 @@ fn replacing_the_earliest_event_is_popping_it_then_pushing() {
         |q: &mut EventQueue| std::iter::from_fn(|| q.pop_until(u64::MAX)).collect::<Vec<_>>();
     assert_eq!(rest(&mut a), rest(&mut b));
 }
+
+/// The queue pops in the order of a plain sort by (time, phase, instance, insertion) under
+/// random pushes, pops and replacements of the earliest event, heaps of every size from
+/// empty up included.
+#[test]
+fn the_queue_pops_as_a_sorted_list_does() {
+    use EventKind::{Arrival, Control, StepEnd, TransferEnd};
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut draw = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut q = EventQueue::with_capacity(2);
+    // The reference: (time, phase, subject, insertion, kind), the earliest taken by a scan.
+    let mut list: Vec<(u64, Phase, u32, u64, EventKind)> = Vec::new();
+    let (mut seq, mut now) = (0u64, 0u64);
+    for _ in 0..5_000 {
+        let (time, subject) = (now + draw(40), draw(6) as u32);
+        let kind = match draw(4) {
+            0 => Arrival,
+            1 => Control,
+            2 => TransferEnd { sender: subject },
+            _ => StepEnd { instance: subject },
+        };
+        let subject = match kind {
+            Arrival | Control => 0,
+            _ => subject,
+        };
+        let earliest = list
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, e)| (e.0, e.1, e.2, e.3));
+        let earliest = earliest.map(|(k, _)| k);
+        match draw(3) {
+            0 if list.len() < 64 => {
+                q.push(time, kind);
+                list.push((time, kind.phase(), subject, seq, kind));
+                seq += 1;
+            }
+            1 if earliest.is_some() => {
+                let want = list.remove(earliest.unwrap());
+                let got = q.pop_until(u64::MAX).expect("an event");
+                assert_eq!((got.time, got.kind, got.seq), (want.0, want.4, want.3));
+                now = got.time;
+            }
+            _ if earliest.is_some() => {
+                let want = list.remove(earliest.unwrap());
+                assert_eq!(q.peek().map(|e| (e.time, e.kind)), Some((want.0, want.4)));
+                q.replace_next(time, kind);
+                list.push((time, kind.phase(), subject, seq, kind));
+                seq += 1;
+                now = want.0;
+            }
+            _ => assert_eq!(q.pop_until(u64::MAX), None, "the queue is empty"),
+        }
+    }
+    list.sort_by_key(|e| (e.0, e.1, e.2, e.3));
+    for want in list {
+        let got = q.pop_until(u64::MAX).expect("an event");
+        assert_eq!((got.time, got.kind, got.seq), (want.0, want.4, want.3));
+    }
+    assert_eq!(q.pop_until(u64::MAX), None);
+}
