@@ -14,14 +14,15 @@
 //! [`Roofline::breakdown`] share that rounding, so the breakdown sums exactly to the step time.
 
 use super::{
-    BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape, StepParts,
+    BatchDesc, Collectives, DecodeLead, LatencyBackend, LatencyError, LayerTiming, MoeShape,
+    StepParts,
 };
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
 use moe_grid::MoeLaunch;
 use rows::RowKernels;
-use sums::{BatchSums, DecodeRates, PrefillRoom};
+use sums::{BatchSums, DecodeRates, DecodeTerms, PrefillRoom};
 
 pub mod decode;
 pub mod memoised;
@@ -728,17 +729,14 @@ impl Roofline {
     pub fn step(&self, batch: &BatchDesc<'_>) -> Result<Step, LatencyError> {
         let mut room: PrefillRoom = [(0, 0); PREFILLS_ON_STACK];
         let sums = BatchSums::of(batch, &mut room)?;
-        let (hpg, hd, fp) = (self.heads_per_gpu, self.head_dim, self.fp);
-        let kv_row = self.kv_heads_per_gpu * hd * 2.0 * fp;
         // DP padding: dummy decodes every token-wise layer computes, without KV.
         let pad = f64::from(batch.pad_tokens);
-        let rates = DecodeRates {
-            flops_per_token: 4.0 * hpg * hd,
-            kv_row,
-            query_bytes: 2.0 * hpg * hd * fp,
-        };
-        let d = sums.decode_terms(batch, pad, rates);
-        let (heads, rows, sms) = (hpg as u64, self.prefill_tile_rows, self.sm_count);
+        let d = sums.decode_terms(batch, pad, self.decode_rates());
+        let (heads, rows, sms) = (
+            self.heads_per_gpu as u64,
+            self.prefill_tile_rows,
+            self.sm_count,
+        );
         let waves = match sums.prefills() {
             Some(prefills) => prefill_waves(prefills.iter().copied(), heads, rows, sms),
             None => {
@@ -748,18 +746,59 @@ impl Roofline {
                 prefill_waves(shapes, heads, rows, sms)
             }
         };
-        Ok(Step {
+        let seqs = batch.items.len() as f64 + pad;
+        Ok(self.step_of(d, seqs, sums.gate_tokens(batch) as f64, waves))
+    }
+
+    /// [`Roofline::step`] of a batch of `lead`'s decodes and nothing else (`lead.count`
+    /// items, attention on the GPU, the batch's own gate tokens), padded with `pad` dummy
+    /// decodes: the same totals, from the sums alone. `None` for an empty lead, and where the
+    /// sums would not be exact (`step` then sums the items one by one).
+    #[inline]
+    pub fn decode_step(&self, lead: DecodeLead, pad: u32) -> Option<Step> {
+        let n = lead.count as u64;
+        let tokens = n + u64::from(pad);
+        let sums = (n, lead.kv_tokens, lead.longest);
+        let d = DecodeTerms::exact(tokens, sums, lead.count, self.decode_rates())?;
+        let seqs = lead.count as f64 + f64::from(pad);
+        (n > 0).then(|| self.step_of(d, seqs, tokens as f64, 0))
+    }
+
+    /// What one decode's attention costs per KV token read and once.
+    fn decode_rates(&self) -> DecodeRates {
+        let (hpg, hd, fp) = (self.heads_per_gpu, self.head_dim, self.fp);
+        DecodeRates {
+            flops_per_token: 4.0 * hpg * hd,
+            kv_row: self.kv_row(),
+            query_bytes: 2.0 * hpg * hd * fp,
+        }
+    }
+
+    /// KV bytes per token one GPU reads.
+    fn kv_row(&self) -> f64 {
+        self.kv_heads_per_gpu * self.head_dim * 2.0 * self.fp
+    }
+
+    /// The step of `seqs` sequences (padding included) whose decodes' terms are `d`, whose
+    /// experts' gate sees `gate` tokens and whose prefills take `waves` waves of KV tiles
+    /// ([`prefill_waves`]).
+    #[inline(always)]
+    fn step_of(&self, d: DecodeTerms, seqs: f64, gate: f64, waves: u64) -> Step {
+        let (rows, sms) = (self.prefill_tile_rows, self.sm_count);
+        Step {
             tokens: d.tokens,
-            seqs: batch.items.len() as f64 + pad,
-            gate: sums.gate_tokens(batch) as f64,
-            prefill_flops: (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64 * hd * 4.0,
+            seqs,
+            gate,
+            prefill_flops: (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64
+                * self.head_dim
+                * 4.0,
             decode: d.cost,
             decodes: d.decodes,
             decode_context: d.context,
             decode_longest: d.longest,
             // The KV the decodes would read if each had the longest context.
-            decode_skew_bytes: (d.decodes * d.longest - d.context) * kv_row,
-        })
+            decode_skew_bytes: (d.decodes * d.longest - d.context) * self.kv_row(),
+        }
     }
 
     /// Calls `visit(name, repeats, work)` for every layer of the step, in execution order.
