@@ -16,6 +16,7 @@
 //! before.
 
 use super::{HostModel, Priced};
+use crate::latency::roofline::DecodeFixed;
 use crate::latency::roofline::memoised::DecodeSize;
 use crate::latency::{BatchDesc, DecodeLead, StepMode};
 
@@ -32,6 +33,8 @@ pub struct DecodeShape {
     cpu: f64,
     /// The compute backend's price of it, but for its attention.
     size: DecodeSize,
+    /// The attention launch's fixed time, kept while the longest context keeps its grid.
+    fixed: Option<DecodeFixed>,
 }
 
 impl HostModel {
@@ -47,13 +50,9 @@ impl HostModel {
         shape: &mut Option<DecodeShape>,
     ) -> Option<Priced> {
         let lead = pure_decode(batch)?;
-        let s = match *shape {
+        let s = match shape {
             Some(s) if s.decodes == lead.count => s,
-            _ => {
-                let s = self.resolve_decode(lead)?;
-                *shape = Some(s);
-                s
-            }
+            _ => shape.insert(self.resolve_decode(lead)?),
         };
         if self.plan_list != Some(s.size.list) {
             return None;
@@ -65,7 +64,7 @@ impl HostModel {
             return None;
         }
         let roofline = self.roofline.as_ref()?;
-        let attention = roofline.with(|r| r.decode_attention_ns(lead, s.pad))?;
+        let attention = roofline.with(|r| r.decode_attention_ns(lead, s.pad, &mut s.fixed))?;
         Some(Priced {
             issued: bound,
             duration: s.size.token_ns + s.size.attention_repeats * attention,
@@ -89,6 +88,7 @@ impl HostModel {
             pad,
             cpu: self.step_cpu(lead.count),
             size,
+            fixed: None,
         })
     }
 }

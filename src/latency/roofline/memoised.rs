@@ -9,7 +9,7 @@
 //! need the decodes' summed context in its key, which grows every decode step: it would almost
 //! never hit.
 
-use super::{Roofline, Step, Work, add_to_parts};
+use super::{DecodeFixed, Roofline, Step, Work, add_to_parts};
 use crate::Nanos;
 use crate::latency::memo::{MemoKey, MemoStats, PriceMemo};
 use crate::latency::{
@@ -126,13 +126,18 @@ impl MemoisedRoofline {
     }
 
     /// The attention layer's time in a step of `lead`'s decodes alone padded with `pad`
-    /// (see [`MemoisedRoofline::decode_size`]), from the decodes' sums; `None` when such a
-    /// step is not priced from its sums.
+    /// (see [`MemoisedRoofline::decode_size`]), from the decodes' sums, the launch's fixed
+    /// time from `kept` where it holds (the caller's: the last such step's, see
+    /// [`DecodeFixed`]); `None` when such a step is not priced from its sums.
     #[inline]
-    pub fn decode_attention_ns(&self, lead: DecodeLead, pad: u32) -> Option<Nanos> {
+    pub fn decode_attention_ns(
+        &self,
+        lead: DecodeLead,
+        pad: u32,
+        kept: &mut Option<DecodeFixed>,
+    ) -> Option<Nanos> {
         let step = self.roofline.decode_step(lead, pad)?;
-        let work = self.roofline.attention_work(&step)?;
-        Some(self.roofline.layer_ns(work))
+        self.roofline.decode_layer_ns(&step, kept)
     }
 }
 

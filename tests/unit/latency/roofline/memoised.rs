@@ -161,18 +161,22 @@ proptest! {
     fn a_pure_decode_is_priced_from_its_sums_as_the_roofline_reads_its_items(
         contexts in prop::collection::vec(0u32..300_000, 1..300),
         pad in prop_oneof![2 => Just(0u32), 1 => 1u32..64],
-        more in prop::collection::vec(0u32..3, 1..8),
+        more in prop::collection::vec(prop_oneof![6 => Just(0u32), 1 => 1u32..3], 1..40),
     ) {
         for plain in rooflines() {
             let mut alone = plain.clone();
             let mut memoised = MemoisedRoofline::new(plain);
             // The batch, then steps with its contexts grown (the same size) and decodes added.
             let mut contexts = contexts.clone();
+            let mut kept = None;
             for &grown in &more {
                 let items = decodes(&contexts);
                 let lead = DecodeLead::summing(&items).unwrap();
                 let size = memoised.decode_size(lead, pad).unwrap();
-                let attention = memoised.decode_attention_ns(lead, pad).unwrap();
+                let attention = memoised.decode_attention_ns(lead, pad, &mut None).unwrap();
+                // The same with the fixed time kept from the step before.
+                let kept_ns = memoised.decode_attention_ns(lead, pad, &mut kept).unwrap();
+                prop_assert_eq!(kept_ns, attention);
                 let direct = size.token_ns + size.attention_repeats * attention;
                 // The reference reads the items one by one.
                 let desc = BatchDesc::padded(&items, pad);
@@ -195,7 +199,7 @@ fn a_pure_decode_whose_sums_are_not_exact_is_not_priced_from_them() {
         longest: 1 << 59,
     };
     assert_eq!(memoised.decode_size(huge, 0), None);
-    assert_eq!(memoised.decode_attention_ns(huge, 0), None);
+    assert_eq!(memoised.decode_attention_ns(huge, 0, &mut None), None);
     assert_eq!(memoised.decode_size(DecodeLead::default(), 0), None);
     let one = DecodeLead {
         count: 1,
