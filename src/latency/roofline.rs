@@ -14,7 +14,8 @@
 //! [`Roofline::breakdown`] share that rounding, so the breakdown sums exactly to the step time.
 
 use super::{
-    BatchDesc, Collectives, LatencyBackend, LatencyError, LayerTiming, MoeShape, StepParts,
+    BatchDesc, Collectives, DecodeLead, LatencyBackend, LatencyError, LayerTiming, MoeShape,
+    StepParts,
 };
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
@@ -22,7 +23,7 @@ use decode::DecodeKernels;
 use moe_grid::MoeLaunch;
 use moe_tuned::TunedTile;
 use rows::RowKernels;
-use sums::{BatchSums, DecodeRates, PrefillRoom};
+use sums::{BatchSums, DecodeRates, DecodeTerms, PrefillRoom};
 
 pub mod decode;
 pub mod memoised;
@@ -563,19 +564,7 @@ pub enum Work {
     /// A GEMM (its fixed time and weight-streaming efficiency: [`GEMM_FIXED_NS`]).
     Gemm(Cost),
     /// One attention launch whose prefill and decode parts are priced separately.
-    Attention {
-        /// The prefills' MMA work as their waves pay it, FLOPs ([`prefill_waves`]).
-        prefill_flops: f64,
-        decode: Cost,
-        /// Decodes in the batch (their KV reads slow down next to a prefill).
-        decodes: f64,
-        /// Their mean context, KV tokens read per decode.
-        context: f64,
-        /// KV tokens the longest of them reads (the split-KV grid's length).
-        longest: f64,
-        /// See [`Step::decode_skew_bytes`].
-        skew_bytes: f64,
-    },
+    Attention(AttentionWork),
     /// The fused-MoE grouped GEMMs (their own efficiencies): the work, the bytes as they
     /// stream (the weights of a GEMM with too few thread blocks count for more), and the
     /// thread blocks of their grids that do no MMA work ([`moe_grid::idle_blocks`]).
@@ -588,6 +577,41 @@ pub enum Work {
     Comm {
         ns: f64,
     },
+}
+
+/// One attention launch's work ([`Work::Attention`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionWork {
+    /// The prefills' MMA work as their waves pay it, FLOPs ([`prefill_waves`]).
+    pub prefill_flops: f64,
+    pub decode: Cost,
+    /// Decodes in the batch (their KV reads slow down next to a prefill).
+    pub decodes: f64,
+    /// Their mean context, KV tokens read per decode.
+    pub context: f64,
+    /// KV tokens the longest of them reads (the split-KV grid's length).
+    pub longest: f64,
+    /// See [`Step::decode_skew_bytes`].
+    pub skew_bytes: f64,
+}
+
+impl AttentionWork {
+    /// Whether the launch is decodes alone (the split-KV kernel, [`decode`]).
+    fn pure_decode(&self) -> bool {
+        let mixed = self.prefill_flops > 0.0;
+        !mixed && self.decode != Cost::default()
+    }
+}
+
+/// A pure-decode launch's fixed time (besides its KV stream), kept for the launches of the
+/// same grid: `decodes` decodes whose longest reads `first..=last` KV tokens (the same KV
+/// tiles per thread block, [`DecodeKernels::same_grid`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DecodeFixed {
+    decodes: u64,
+    first: u64,
+    last: u64,
+    ns: f64,
 }
 
 /// Batch totals the layer costs depend on.
@@ -787,17 +811,14 @@ impl Roofline {
     pub fn step(&self, batch: &BatchDesc<'_>) -> Result<Step, LatencyError> {
         let mut room: PrefillRoom = [(0, 0); PREFILLS_ON_STACK];
         let sums = BatchSums::of(batch, &mut room)?;
-        let (hpg, hd, fp) = (self.heads_per_gpu, self.head_dim, self.fp);
-        let kv_row = self.kv_heads_per_gpu * hd * 2.0 * fp;
         // DP padding: dummy decodes every token-wise layer computes, without KV.
         let pad = f64::from(batch.pad_tokens);
-        let rates = DecodeRates {
-            flops_per_token: 4.0 * hpg * hd,
-            kv_row,
-            query_bytes: 2.0 * hpg * hd * fp,
-        };
-        let d = sums.decode_terms(batch, pad, rates);
-        let (heads, rows, sms) = (hpg as u64, self.prefill_tile_rows, self.sm_count);
+        let d = sums.decode_terms(batch, pad, self.decode_rates());
+        let (heads, rows, sms) = (
+            self.heads_per_gpu as u64,
+            self.prefill_tile_rows,
+            self.sm_count,
+        );
         let waves = match sums.prefills() {
             Some(prefills) => prefill_waves(prefills.iter().copied(), heads, rows, sms),
             None => {
@@ -807,18 +828,59 @@ impl Roofline {
                 prefill_waves(shapes, heads, rows, sms)
             }
         };
-        Ok(Step {
+        let seqs = batch.items.len() as f64 + pad;
+        Ok(self.step_of(d, seqs, sums.gate_tokens(batch) as f64, waves))
+    }
+
+    /// [`Roofline::step`] of a batch of `lead`'s decodes and nothing else (`lead.count`
+    /// items, attention on the GPU, the batch's own gate tokens), padded with `pad` dummy
+    /// decodes: the same totals, from the sums alone. `None` for an empty lead, and where the
+    /// sums would not be exact (`step` then sums the items one by one).
+    #[inline]
+    pub fn decode_step(&self, lead: DecodeLead, pad: u32) -> Option<Step> {
+        let n = lead.count as u64;
+        let tokens = n + u64::from(pad);
+        let sums = (n, lead.kv_tokens, lead.longest);
+        let d = DecodeTerms::exact(tokens, sums, lead.count, self.decode_rates())?;
+        let seqs = lead.count as f64 + f64::from(pad);
+        (n > 0).then(|| self.step_of(d, seqs, tokens as f64, 0))
+    }
+
+    /// What one decode's attention costs per KV token read and once.
+    fn decode_rates(&self) -> DecodeRates {
+        let (hpg, hd, fp) = (self.heads_per_gpu, self.head_dim, self.fp);
+        DecodeRates {
+            flops_per_token: 4.0 * hpg * hd,
+            kv_row: self.kv_row(),
+            query_bytes: 2.0 * hpg * hd * fp,
+        }
+    }
+
+    /// KV bytes per token one GPU reads.
+    fn kv_row(&self) -> f64 {
+        self.kv_heads_per_gpu * self.head_dim * 2.0 * self.fp
+    }
+
+    /// The step of `seqs` sequences (padding included) whose decodes' terms are `d`, whose
+    /// experts' gate sees `gate` tokens and whose prefills take `waves` waves of KV tiles
+    /// ([`prefill_waves`]).
+    #[inline(always)]
+    fn step_of(&self, d: DecodeTerms, seqs: f64, gate: f64, waves: u64) -> Step {
+        let (rows, sms) = (self.prefill_tile_rows, self.sm_count);
+        Step {
             tokens: d.tokens,
-            seqs: batch.items.len() as f64 + pad,
-            gate: sums.gate_tokens(batch) as f64,
-            prefill_flops: (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64 * hd * 4.0,
+            seqs,
+            gate,
+            prefill_flops: (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64
+                * self.head_dim
+                * 4.0,
             decode: d.cost,
             decodes: d.decodes,
             decode_context: d.context,
             decode_longest: d.longest,
             // The KV the decodes would read if each had the longest context.
-            decode_skew_bytes: (d.decodes * d.longest - d.context) * kv_row,
-        })
+            decode_skew_bytes: (d.decodes * d.longest - d.context) * self.kv_row(),
+        }
     }
 
     /// Calls `visit(name, repeats, work)` for every layer of the step, in execution order.
@@ -920,14 +982,15 @@ impl Roofline {
     /// attention offloaded). The only layer that reads more of a step than its token counts
     /// (see `token_memo.rs`).
     fn attention_work(&self, s: &Step) -> Option<Work> {
-        (s.prefill_flops > 0.0 || s.decode != Cost::default()).then(|| Work::Attention {
+        let work = AttentionWork {
             prefill_flops: s.prefill_flops,
             decode: s.decode,
             decodes: s.decodes,
             context: s.decode_context / s.decodes.max(1.0),
             longest: s.decode_longest,
             skew_bytes: s.decode_skew_bytes,
-        })
+        };
+        (s.prefill_flops > 0.0 || s.decode != Cost::default()).then_some(Work::Attention(work))
     }
 
     /// The MoE block: router, expert-parallel dispatch, the grouped expert GEMMs and the
@@ -1067,6 +1130,73 @@ impl Roofline {
         ns + DECODE_SKEW_ALPHA * skew_bytes / bw
     }
 
+    /// Unrounded time of attention launch `a` whose decodes' launch takes `fixed` ns besides
+    /// their KV ([`Roofline::decode_fixed_ns`] for decodes alone, else
+    /// [`ATTENTION_FIXED_NS`]).
+    #[inline]
+    fn attention_ns(&self, a: &AttentionWork, fixed: f64) -> f64 {
+        let prefill_ns = a.prefill_flops / self.attention_flops_per_ns;
+        let mixed = a.prefill_flops > 0.0;
+        if a.decode == Cost::default() {
+            PREFILL_ATTENTION_FIXED_NS + prefill_ns
+        } else {
+            let decode =
+                self.decode_attention_ns(a.decode, a.decodes, a.context, a.skew_bytes, mixed);
+            fixed + prefill_ns + decode
+        }
+    }
+
+    /// The fixed time of a launch of `decodes` decodes alone, the longest reading `longest`
+    /// KV tokens: its kernels and waves ([`DecodeKernels::fixed_ns`]), or
+    /// [`ATTENTION_FIXED_NS`] on a part without `sm_count` or `sm_clock_mhz`.
+    #[inline]
+    fn decode_fixed_ns(&self, decodes: f64, longest: f64) -> f64 {
+        match self.decode_kernels {
+            Some(k) => k.fixed_ns(decodes as u64, longest as u64),
+            None => ATTENTION_FIXED_NS,
+        }
+    }
+
+    /// [`Roofline::decode_fixed_ns`] of pure-decode launch `a`: `kept`'s when it holds for
+    /// `a`'s grid, else worked out and kept.
+    #[inline]
+    fn kept_decode_fixed_ns(&self, a: &AttentionWork, kept: &mut Option<DecodeFixed>) -> f64 {
+        let (decodes, longest) = (a.decodes as u64, a.longest as u64);
+        if let Some(k) = kept
+            && k.decodes == decodes
+            && (k.first..=k.last).contains(&longest)
+        {
+            return k.ns;
+        }
+        let ns = self.decode_fixed_ns(a.decodes, a.longest);
+        let (first, last) = self
+            .decode_kernels
+            .map_or((0, u64::MAX), |k| k.same_grid(longest));
+        *kept = Some(DecodeFixed {
+            decodes,
+            first,
+            last,
+            ns,
+        });
+        ns
+    }
+
+    /// The attention layer's time in step `s` of decodes alone ([`Roofline::decode_step`]),
+    /// rounded as [`Roofline::layer_ns`] rounds it, the launch's fixed time from `kept` where it
+    /// holds (see [`DecodeFixed`]); `None` when the step has no attention work.
+    #[inline]
+    pub fn decode_layer_ns(&self, s: &Step, kept: &mut Option<DecodeFixed>) -> Option<Nanos> {
+        let Some(Work::Attention(a)) = self.attention_work(s) else {
+            return None;
+        };
+        let fixed = if a.pure_decode() {
+            self.kept_decode_fixed_ns(&a, kept)
+        } else {
+            ATTENTION_FIXED_NS
+        };
+        Some(rounded(self.attention_ns(&a, fixed)))
+    }
+
     /// Time of one occurrence of a layer, rounded to the nearest ns, at least 1 ns.
     ///
     /// Inlined into its callers in other codegen units (a per-step call otherwise).
@@ -1086,27 +1216,13 @@ impl Roofline {
                 let busy = compute.max(memory) + GEMM_UNHIDDEN * compute.min(memory);
                 (self.gemm_fixed_ns + busy + self.launch_ns).max(KERNEL_FLOOR_NS)
             }
-            Work::Attention {
-                prefill_flops,
-                decode,
-                decodes,
-                context,
-                longest,
-                skew_bytes,
-            } => {
-                let prefill_ns = prefill_flops / self.attention_flops_per_ns;
-                let mixed = prefill_flops > 0.0;
-                if decode == Cost::default() {
-                    PREFILL_ATTENTION_FIXED_NS + prefill_ns
+            Work::Attention(a) => {
+                let fixed = if a.pure_decode() {
+                    self.decode_fixed_ns(a.decodes, a.longest)
                 } else {
-                    let fixed = match (mixed, self.decode_kernels) {
-                        (false, Some(k)) => k.fixed_ns(decodes as u64, longest as u64),
-                        _ => ATTENTION_FIXED_NS,
-                    };
-                    fixed
-                        + prefill_ns
-                        + self.decode_attention_ns(decode, decodes, context, skew_bytes, mixed)
-                }
+                    ATTENTION_FIXED_NS
+                };
+                self.attention_ns(&a, fixed)
             }
             Work::Experts {
                 cost: c,
@@ -1122,8 +1238,14 @@ impl Roofline {
             }
             Work::Comm { ns } => ns,
         };
-        (ns.round() as Nanos).max(1)
+        rounded(ns)
     }
+}
+
+/// A layer occurrence's time `ns` rounded to the nearest nanosecond, at least 1 ns.
+#[inline]
+fn rounded(ns: f64) -> Nanos {
+    (ns.round() as Nanos).max(1)
 }
 
 impl LatencyBackend for Roofline {

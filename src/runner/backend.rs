@@ -119,7 +119,7 @@ impl Rooflines {
             return Some(SharedHost::new(&h.model));
         }
         let host = inst.hardware.host.clone();
-        let model = HostModel::new(Box::new(compute), host, policy.clone(), async_scheduling);
+        let model = HostModel::over_roofline(&compute, host, policy.clone(), async_scheduling);
         let model = SharedBackend::new(model);
         let handle = SharedHost::new(&model);
         hosts.push(HostOver {

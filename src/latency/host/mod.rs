@@ -23,6 +23,7 @@
 //! model only adds the time the GPU waits for the host. Pipelined instances (`pp > 1`) are
 //! priced by the compute backend alone.
 
+mod decode;
 pub mod graphs;
 pub mod issue;
 pub mod plan;
@@ -30,11 +31,12 @@ pub mod plan;
 pub use graphs::{CudaGraphMode, GraphOptions, GraphPolicy, StepMode};
 
 use super::{
-    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, PimActivity, SharedBackend,
-    StepParts,
+    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, MemoisedRoofline,
+    PimActivity, SharedBackend, StepParts,
 };
 use crate::Nanos;
 use crate::config::HostSpec;
+use decode::DecodeShape;
 use issue::Pipeline;
 use plan::IssuePlan;
 
@@ -63,6 +65,9 @@ pub struct HostModel {
     /// ([`LatencyBackend::last_layer_list`]), when it tells one.
     plan_list: Option<u64>,
     last: Option<Priced>,
+    /// The compute backend, when it is this memoised roofline: [`SharedHost`] then prices
+    /// pure-decode steps from their sums (`decode.rs`).
+    roofline: Option<SharedBackend<MemoisedRoofline>>,
 }
 
 impl HostModel {
@@ -83,6 +88,23 @@ impl HostModel {
             plan: IssuePlan::default(),
             plan_list: None,
             last: None,
+            roofline: None,
+        }
+    }
+
+    /// [`HostModel::new`] over the memoised roofline `roofline` (a handle on it): the
+    /// instances of a [`SharedHost`] on it price their pure-decode steps from the decodes'
+    /// sums, to the same nanosecond (`decode.rs`).
+    pub fn over_roofline(
+        roofline: &SharedBackend<MemoisedRoofline>,
+        host: HostSpec,
+        policy: GraphPolicy,
+        async_scheduling: bool,
+    ) -> HostModel {
+        let inner = Box::new(roofline.share());
+        HostModel {
+            roofline: Some(roofline.share()),
+            ..HostModel::new(inner, host, policy, async_scheduling)
         }
     }
 
@@ -102,9 +124,20 @@ impl HostModel {
     /// When the host starts issuing the step after `last` (the host's previous step), ns from
     /// its start (see the module docs).
     fn host_start(&self, batch: &BatchDesc<'_>, last: Option<Priced>) -> f64 {
-        let cpu = self.host.step_cpu_ns + self.host.seq_cpu_ns * batch.items.len() as f64;
+        let cpu = self.step_cpu(batch.items.len());
+        self.start_after(last, batch.back_to_back, cpu)
+    }
+
+    /// The host's CPU work before the first launch of a step of `requests` requests, ns.
+    fn step_cpu(&self, requests: usize) -> f64 {
+        self.host.step_cpu_ns + self.host.seq_cpu_ns * requests as f64
+    }
+
+    /// [`HostModel::host_start`] of a step whose CPU work is `cpu`, formed `back_to_back`.
+    #[inline]
+    fn start_after(&self, last: Option<Priced>, back_to_back: bool, cpu: f64) -> f64 {
         match last {
-            Some(prev) if self.async_scheduling && batch.back_to_back => {
+            Some(prev) if self.async_scheduling && back_to_back => {
                 prev.issued.max(0.0) + cpu - prev.duration as f64
             }
             _ => cpu,
@@ -227,6 +260,8 @@ impl HostModel {
 pub struct SharedHost {
     model: SharedBackend<HostModel>,
     last: Option<Priced>,
+    /// The terms of this instance's last pure-decode step priced from its sums (`decode.rs`).
+    decode: Option<DecodeShape>,
 }
 
 impl SharedHost {
@@ -235,6 +270,7 @@ impl SharedHost {
         SharedHost {
             model: model.share(),
             last: None,
+            decode: None,
         }
     }
 
@@ -257,11 +293,15 @@ impl LatencyBackend for SharedHost {
 
     /// Prices on the shared model from this instance's last step, kept here: the model's own
     /// last step is neither read nor written (a copy in and out through it cost a stalled
-    /// load every step).
+    /// load every step). A pure-decode step is priced from its sums where the model can
+    /// (`decode.rs`), else through the chain.
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        let last = &mut self.last;
+        let (last, decode) = (&mut self.last, &mut self.decode);
         self.model.with_mut(|m| {
-            let priced = m.price(batch, *last)?;
+            let priced = match m.price_decode(batch, *last, decode) {
+                Some(priced) => priced,
+                None => m.price(batch, *last)?,
+            };
             *last = Some(priced);
             Ok(priced.duration)
         })

@@ -191,6 +191,18 @@ impl DecodeKernels {
         }
     }
 
+    /// The longest KV reads, `first..=last`, whose launches of any number of decodes have the
+    /// grid (and so the fixed time) of `longest`'s: those of as many KV tiles per thread block.
+    pub fn same_grid(&self, longest: u64) -> (u64, u64) {
+        match longest.div_ceil(self.kv_block) {
+            0 => (0, 0),
+            tiles => (
+                (tiles - 1) * self.kv_block + 1,
+                tiles.saturating_mul(self.kv_block),
+            ),
+        }
+    }
+
     /// The launch's time other than its KV stream, ns.
     ///
     /// Inlined into its callers in other codegen units (a per-step call otherwise).

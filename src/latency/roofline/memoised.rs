@@ -9,10 +9,12 @@
 //! need the decodes' summed context in its key, which grows every decode step: it would almost
 //! never hit.
 
-use super::{Roofline, Step, Work, add_to_parts};
+use super::{DecodeFixed, Roofline, Step, Work, add_to_parts};
 use crate::Nanos;
 use crate::latency::memo::{MemoKey, MemoStats, PriceMemo};
-use crate::latency::{BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, StepParts};
+use crate::latency::{
+    BatchDesc, BatchItem, DecodeLead, LatencyBackend, LatencyError, LayerTiming, StepParts,
+};
 
 /// Slots of the memo. The shapes a run revisits are few (decode batch sizes, most of them
 /// rounded to a CUDA-graph capture size); almost every prompt brings a shape of its own, seen
@@ -103,6 +105,55 @@ impl MemoisedRoofline {
     pub fn stats(&self) -> MemoStats {
         self.memo.stats()
     }
+
+    /// What a step of `lead`'s decodes alone padded with `pad` dummy decodes (see
+    /// [`Roofline::decode_step`]) costs besides its attention, which is all that changes while
+    /// its decodes' contexts grow; `None` when such a step is not priced from its sums (a
+    /// model without attention work, sums that would not be exact).
+    pub fn decode_size(&mut self, lead: DecodeLead, pad: u32) -> Option<DecodeSize> {
+        let at = self.attention?;
+        let step = self.roofline.decode_step(lead, pad)?;
+        self.roofline.attention_work(&step)?;
+        let (hit, prices) = self.memo.entry(TokenShape::of(&step));
+        if !hit {
+            fill(&self.roofline, &step, Some(at), prices);
+        }
+        Some(DecodeSize {
+            token_ns: prices[prices.len() - 1],
+            attention_repeats: self.layers[at].1,
+            list: self.layers.len() as u64,
+        })
+    }
+
+    /// The attention layer's time in a step of `lead`'s decodes alone padded with `pad`
+    /// (see [`MemoisedRoofline::decode_size`]), from the decodes' sums, the launch's fixed
+    /// time from `kept` where it holds (the caller's: the last such step's, see
+    /// [`DecodeFixed`]); `None` when such a step is not priced from its sums.
+    #[inline]
+    pub fn decode_attention_ns(
+        &self,
+        lead: DecodeLead,
+        pad: u32,
+        kept: &mut Option<DecodeFixed>,
+    ) -> Option<Nanos> {
+        let step = self.roofline.decode_step(lead, pad)?;
+        self.roofline.decode_layer_ns(&step, kept)
+    }
+}
+
+/// The part of a pure-decode step's price that depends on its batch size only (its decodes
+/// and their padding), not on their contexts: see [`MemoisedRoofline::decode_size`]. The step
+/// costs `token_ns + attention_repeats × ` its attention layer's time
+/// ([`MemoisedRoofline::decode_attention_ns`]), exactly as [`LatencyBackend::step_time`] prices
+/// it, and its layer list is `list` ([`LatencyBackend::last_layer_list`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeSize {
+    /// The token-wise layers' total, ns.
+    pub token_ns: Nanos,
+    /// How many times the attention layer runs in a step.
+    pub attention_repeats: u64,
+    /// The step's layer list, as [`LatencyBackend::last_layer_list`] tells it.
+    pub list: u64,
 }
 
 /// Prices `batch` on `r`: the attention layer's time (`None` without one) and `memo`'s prices

@@ -133,28 +133,43 @@ impl<'a> BatchSums<'a> {
     /// Inlined into its callers in other codegen units (a per-step call otherwise).
     #[inline]
     pub fn decode_terms(&self, batch: &BatchDesc<'_>, pad: f64, rates: DecodeRates) -> DecodeTerms {
-        let (context, decodes) = (self.context as f64, self.decodes as f64);
         let tokens = self.tokens + u64::from(batch.pad_tokens);
+        let sums = (self.decodes, self.context, self.longest);
+        DecodeTerms::exact(tokens, sums, batch.items.len(), rates)
+            .unwrap_or_else(|| per_request(batch, pad, rates))
+    }
+}
+
+impl DecodeTerms {
+    /// The terms of a batch of `items` requests computing `tokens` tokens (padding included)
+    /// whose decodes number, read in all and read at most `(decodes, context, longest)` KV
+    /// tokens, from these sums; `None` where they would not be exact (then the batch is summed
+    /// request by request, [`per_request`]).
+    #[inline]
+    pub fn exact(
+        tokens: u64,
+        (decodes, context, longest): (u64, u64, u64),
+        items: usize,
+        rates: DecodeRates,
+    ) -> Option<DecodeTerms> {
+        let (context, decodes) = (context as f64, decodes as f64);
         let cost = Cost {
             flops: rates.flops_per_token * context,
             bytes: rates.kv_row * context + decodes * rates.query_bytes,
         };
         // Items beyond u32::MAX could overflow the integer sums.
-        let exact = u32::try_from(batch.items.len()).is_ok()
+        let exact = u32::try_from(items).is_ok()
             && (tokens as f64) < EXACT
             && context < EXACT
             && cost.flops < EXACT
             && cost.bytes < EXACT;
-        if !exact {
-            return per_request(batch, pad, rates);
-        }
-        DecodeTerms {
+        exact.then_some(DecodeTerms {
             tokens: tokens as f64,
             decodes,
             context,
-            longest: self.longest as f64,
+            longest: longest as f64,
             cost,
-        }
+        })
     }
 }
 

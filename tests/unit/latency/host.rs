@@ -1,3 +1,4 @@
+mod decode;
 mod graphs;
 mod issue;
 mod plan;

@@ -71,6 +71,30 @@ fn only_split_counts_that_change_the_tiles_per_split_are_eligible() {
 }
 
 #[test]
+fn the_longest_reads_of_one_grid_are_those_of_as_many_kv_tiles() {
+    // 128-token KV tiles at head dim 128: 1..=128 is one tile, 129..=256 two.
+    let k = kernels("H100");
+    assert_eq!(k.same_grid(0), (0, 0));
+    assert_eq!(k.same_grid(1), (1, 128));
+    assert_eq!(k.same_grid(128), (1, 128));
+    assert_eq!(k.same_grid(129), (129, 256));
+    assert_eq!(k.same_grid(u64::MAX).1, u64::MAX);
+    // Every decode count's launch has one grid over the range, and another just beyond it.
+    for longest in [1, 77, 128, 129, 1_000, 40_000, 131_072] {
+        let (first, last) = k.same_grid(longest);
+        for decodes in [1, 2, 3, 7, 16, 33, 100, 300] {
+            let grid = k.grid(decodes, longest);
+            assert_eq!(k.grid(decodes, first), grid, "{decodes} × {longest}");
+            assert_eq!(k.grid(decodes, last), grid, "{decodes} × {longest}");
+            assert_eq!(k.fixed_ns(decodes, first), k.fixed_ns(decodes, longest));
+            assert_eq!(k.fixed_ns(decodes, last), k.fixed_ns(decodes, longest));
+        }
+        assert_eq!(k.same_grid(first - 1).1, first - 1);
+        assert_eq!(k.same_grid(last + 1).0, last + 1);
+    }
+}
+
+#[test]
 fn kv_tiles_follow_the_head_dimension() {
     assert_eq!(kv_block(64), 256);
     assert_eq!(kv_block(128), 128);

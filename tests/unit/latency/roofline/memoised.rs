@@ -1,8 +1,8 @@
 use blis_cosim::config::{Dtype, Hardware, ModelArch};
 use blis_cosim::latency::roofline::memoised::*;
 use blis_cosim::latency::{
-    BatchDesc, BatchItem, Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting,
-    LatencyBackend, MemoStats, Roofline, StageSends,
+    BatchDesc, BatchItem, Collectives, CommLink, DecodeLead, EpNetwork, ExpertParallel,
+    ExpertRouting, LatencyBackend, MemoStats, Roofline, StageSends,
 };
 use proptest::prelude::*;
 
@@ -143,6 +143,70 @@ proptest! {
             prop_assert!(memoised.stats().hits >= 3 * batches.len() as u64);
         }
     }
+}
+
+/// One-token decodes over `contexts`.
+fn decodes(contexts: &[u32]) -> Vec<BatchItem> {
+    let decode = |&context_tokens: &u32| BatchItem {
+        new_tokens: 1,
+        context_tokens,
+    };
+    contexts.iter().map(decode).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn a_pure_decode_is_priced_from_its_sums_as_the_roofline_reads_its_items(
+        contexts in prop::collection::vec(0u32..300_000, 1..300),
+        pad in prop_oneof![2 => Just(0u32), 1 => 1u32..64],
+        more in prop::collection::vec(prop_oneof![6 => Just(0u32), 1 => 1u32..3], 1..40),
+    ) {
+        for plain in rooflines() {
+            let mut alone = plain.clone();
+            let mut memoised = MemoisedRoofline::new(plain);
+            // The batch, then steps with its contexts grown (the same size) and decodes added.
+            let mut contexts = contexts.clone();
+            let mut kept = None;
+            for &grown in &more {
+                let items = decodes(&contexts);
+                let lead = DecodeLead::summing(&items).unwrap();
+                let size = memoised.decode_size(lead, pad).unwrap();
+                let attention = memoised.decode_attention_ns(lead, pad, &mut None).unwrap();
+                // The same with the fixed time kept from the step before.
+                let kept_ns = memoised.decode_attention_ns(lead, pad, &mut kept).unwrap();
+                prop_assert_eq!(kept_ns, attention);
+                let direct = size.token_ns + size.attention_repeats * attention;
+                // The reference reads the items one by one.
+                let desc = BatchDesc::padded(&items, pad);
+                prop_assert_eq!(direct, alone.step_time(&desc)?);
+                memoised.step_time(&desc.with_decode_lead(lead))?;
+                prop_assert_eq!(Some(size.list), memoised.last_layer_list());
+                contexts.iter_mut().for_each(|c| *c += 1);
+                contexts.extend(std::iter::repeat_n(7, grown as usize));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pure_decode_whose_sums_are_not_exact_is_not_priced_from_them() {
+    let mut memoised = MemoisedRoofline::new(roofline("Llama-3.1-8B", "H100", 1));
+    let huge = DecodeLead {
+        count: 2,
+        kv_tokens: 1 << 60,
+        longest: 1 << 59,
+    };
+    assert_eq!(memoised.decode_size(huge, 0), None);
+    assert_eq!(memoised.decode_attention_ns(huge, 0, &mut None), None);
+    assert_eq!(memoised.decode_size(DecodeLead::default(), 0), None);
+    let one = DecodeLead {
+        count: 1,
+        kv_tokens: 1,
+        longest: 1,
+    };
+    assert!(memoised.decode_size(one, 0).is_some());
 }
 
 #[test]
