@@ -10,7 +10,10 @@
 //! way. A member is visited once more when it finishes: it is brought up to date (its
 //! progress, its token times as one run of consecutive steps) and completes as any request
 //! would. So an arrival or a finish costs work for its own request only, and the steps in
-//! between cost work per step, not per request.
+//! between cost work per step, not per request. Members are kept by an id that does not
+//! change while they are members, their finishing steps in a min-heap and their blocks in
+//! their buckets' entries: a finish reads the members that finish, not every member, and
+//! members leaving move no other member and rebuild no bucket.
 //!
 //! Everything is brought up to date ([`Scheduler::settle_stretch`]) when the members' blocks
 //! do not fit (where a preemption could follow), or when something reaches into the running
@@ -20,18 +23,23 @@
 //! per step, priced by the backend as before, so every output is the same as stepping one at
 //! a time.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use super::request::Phase;
 use super::{BlockId, Completions, PreemptionOrder, Scheduler};
 use crate::Nanos;
 use crate::latency::DecodeLead;
 
-/// A request stepped in bulk, and where it stood when it joined.
+/// A request stepped in bulk, and where it stood when it joined. Members are kept by a
+/// stable id (their index in [`Stretch::members`]) so that members leaving move no other
+/// member, and its buckets need no rebuilding.
 #[derive(Debug)]
 struct Member {
     slot: u32,
-    /// Its KV blocks, moved here from the request while it is a member (so that a step's
-    /// new blocks are added without visiting the request).
-    blocks: Vec<BlockId>,
+    /// Its bucket: a step formed as the instance's `f`-th, `f % block_size == key`, gives it
+    /// a new block.
+    key: u32,
     /// Its computed tokens, and the instance's steps formed, when it joined.
     computed: u32,
     formed: u64,
@@ -41,9 +49,14 @@ struct Member {
     completed: u64,
     /// The index of the completed step that produces its last token (`LEFT` once it has).
     finish: u64,
-    /// Its bucket: a step formed as the instance's `f`-th, `f % block_size == key`, gives it
-    /// a new block.
-    key: u32,
+}
+
+/// A member's KV blocks, moved here from the request while it is a member (so that a step's
+/// new blocks are added without visiting the request or the member), in its bucket.
+#[derive(Debug)]
+struct Holding {
+    member: u32,
+    blocks: Vec<BlockId>,
 }
 
 /// [`Member::finish`] of a member that finished (it is dropped when the next step is formed).
@@ -52,17 +65,22 @@ const LEFT: u64 = u64::MAX;
 /// The members of an instance, its buffers reused from one stretch to the next.
 #[derive(Debug, Default)]
 pub(super) struct Stretch {
-    /// In running order: the first `members.len()` entries of `running`, of the step and of
-    /// its batch.
+    /// By id; the ids in `free_ids` are unused.
     members: Vec<Member>,
+    free_ids: Vec<u32>,
+    /// The members' ids in running order: the first `order.len()` entries of `running`, of
+    /// the step and of its batch.
+    order: Vec<u32>,
     /// How many members lead the step in flight.
     in_flight: usize,
-    /// Members that finished and are still listed.
-    left: usize,
-    /// The earliest `finish` among the members.
-    next_finish: u64,
-    /// Per bucket, the positions of its members in running order.
-    buckets: Vec<Vec<u32>>,
+    /// Members that finished and are still listed: their positions (ascending) and ids.
+    left: Vec<(u32, u32)>,
+    /// The members that have not finished, earliest finish first.
+    finishes: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Scratch: the ids of the members finishing with the step completed now.
+    finishing: Vec<u32>,
+    /// Per bucket, its members' blocks in running order.
+    buckets: Vec<Vec<Holding>>,
     /// The members' KV reads in the last formed step (`context + 1` each, summed) and the
     /// longest, kept as members join, grow and leave.
     kv_tokens: u64,
@@ -85,31 +103,64 @@ impl Stretch {
     /// Notes the step just formed: its lead is the members now.
     pub(super) fn note_formed(&mut self) {
         self.formed_lead = DecodeLead {
-            count: self.members.len(),
+            count: self.order.len(),
             kv_tokens: self.kv_tokens,
             longest: self.longest,
         };
     }
 
-    /// Warms what giving bucket `key` its new blocks touches: the bucket and its members'
-    /// entries and block lists' ends.
+    /// Warms what giving bucket `key` its new blocks touches: the bucket and the ends of its
+    /// members' block lists.
     pub(super) fn warm(&self, key: usize) {
         let Some(bucket) = self.buckets.get(key) else {
             return;
         };
         super::warm::slice(bucket);
-        for &k in bucket {
-            if let Some(m) = self.members.get(k as usize) {
-                super::warm::value(m);
-                super::warm::line(m.blocks.as_ptr().wrapping_add(m.blocks.len()));
-            }
+        for h in bucket {
+            super::warm::line(h.blocks.as_ptr().wrapping_add(h.blocks.len()));
         }
     }
 
     /// The earliest completed step whose token a member has not noted yet (see
     /// [`Scheduler::settle_stretch`]), if any member.
     pub fn first_unsettled(&self) -> Option<u64> {
-        self.members.iter().map(|m| m.completed).min()
+        let members = &self.members;
+        self.order
+            .iter()
+            .map(|&id| members[id as usize].completed)
+            .min()
+    }
+
+    /// Adds `member` under an unused id, returns the id.
+    fn add(&mut self, member: Member) -> u32 {
+        if let Some(id) = self.free_ids.pop() {
+            self.members[id as usize] = member;
+            return id;
+        }
+        self.members.push(member);
+        (self.members.len() - 1) as u32
+    }
+
+    /// The blocks member `id` holds while it is one.
+    fn holding(&mut self, id: u32) -> &mut Vec<BlockId> {
+        let key = self.members[id as usize].key as usize;
+        let mut bucket = self.buckets[key].iter_mut();
+        let h = bucket.find(|h| h.member == id);
+        &mut h.expect("a member holds its blocks in its bucket").blocks
+    }
+
+    /// Forgets every member.
+    fn clear(&mut self) {
+        self.members.clear();
+        self.free_ids.clear();
+        self.order.clear();
+        for bucket in &mut self.buckets {
+            bucket.clear();
+        }
+        self.finishes.clear();
+        self.left.clear();
+        self.in_flight = 0;
+        (self.kv_tokens, self.longest) = (0, 0);
     }
 }
 
@@ -117,12 +168,16 @@ impl Scheduler {
     /// The KV blocks of each slot holding a request, slot by slot: a stretch member's own
     /// while it is one, else the request's.
     pub fn blocks_by_slot(&self) -> Vec<&[BlockId]> {
+        let st = &self.stretch;
         let member = |slot: usize| {
-            let live = |m: &&Member| m.slot as usize == slot && m.finish != LEFT;
-            self.stretch.members.iter().find(live)
+            let live = |h: &&Holding| {
+                let m = &st.members[h.member as usize];
+                m.slot as usize == slot && m.finish != LEFT
+            };
+            st.buckets.iter().flatten().find(live)
         };
         (self.slots.iter().enumerate())
-            .filter_map(|(k, r)| Some(member(k).map_or(&r.as_ref()?.blocks[..], |m| &m.blocks[..])))
+            .filter_map(|(k, r)| Some(member(k).map_or(&r.as_ref()?.blocks[..], |h| &h.blocks[..])))
             .collect()
     }
 
@@ -151,10 +206,10 @@ impl Scheduler {
     /// others their next token's blocks and batch items; returns how many members lead the
     /// step (0, everything settled, when their blocks do not fit).
     pub(super) fn advance_stretch(&mut self, now: Nanos) -> usize {
-        if self.stretch.left > 0 {
+        if !self.stretch.left.is_empty() {
             self.drop_left_members();
         }
-        let m = self.stretch.members.len();
+        let m = self.stretch.order.len();
         if m == 0 {
             return 0;
         }
@@ -165,10 +220,9 @@ impl Scheduler {
             return 0;
         }
         self.pool.set_clock(now);
-        let st = &mut self.stretch;
-        for &k in &st.buckets[key] {
+        for h in &mut self.stretch.buckets[key] {
             let block = self.pool.allocate().expect("checked free blocks");
-            st.members[k as usize].blocks.push(block);
+            h.blocks.push(block);
         }
         for item in &mut self.step_items[..m] {
             item.context_tokens += 1;
@@ -179,32 +233,33 @@ impl Scheduler {
         m
     }
 
-    /// Removes the members that finished from the members, the step and its batch (the
-    /// step's entries behind the members are dropped: the next step forms them), buckets the
-    /// others again by their new positions and sums their KV reads again.
+    /// Removes the members that finished from the members, their buckets, the step and its
+    /// batch (the step's entries behind the members are dropped: the next step forms them),
+    /// and sums the others' KV reads again.
     fn drop_left_members(&mut self) {
         let st = &mut self.stretch;
         // Those before the first that left stay where they are.
-        let first = st.members.iter().position(|m| m.finish == LEFT);
-        let first = first.unwrap_or(st.members.len());
+        let first = st.left[0].0 as usize;
         let mut kept = first;
-        for k in first..st.members.len() {
-            if st.members[k].finish != LEFT {
+        let mut left = st.left.iter().peekable();
+        for k in first..st.order.len() {
+            if left.next_if(|&&(p, _)| p as usize == k).is_none() {
                 self.step[kept] = self.step[k];
                 self.step_items[kept] = self.step_items[k];
+                st.order[kept] = st.order[k];
                 kept += 1;
             }
         }
-        st.members.retain(|m| m.finish != LEFT);
-        st.left = 0;
+        for &(_, id) in &st.left {
+            let bucket = &mut st.buckets[st.members[id as usize].key as usize];
+            let at = bucket.iter().position(|h| h.member == id);
+            bucket.remove(at.expect("a member is in its bucket"));
+            st.free_ids.push(id);
+        }
+        st.left.clear();
+        st.order.truncate(kept);
         self.step.truncate(kept);
         self.step_items.truncate(kept);
-        for bucket in &mut st.buckets {
-            bucket.clear();
-        }
-        for (k, member) in st.members.iter().enumerate() {
-            st.buckets[member.key as usize].push(k as u32);
-        }
         let lead = DecodeLead::summing(&self.step_items).expect("members decode");
         (st.kv_tokens, st.longest) = (lead.kv_tokens, lead.longest);
     }
@@ -217,8 +272,7 @@ impl Scheduler {
         }
         let bs = self.config.block_size;
         let st = &mut self.stretch;
-        if st.members.is_empty() {
-            st.next_finish = LEFT;
+        if st.order.is_empty() {
             (st.kv_tokens, st.longest) = (0, 0);
         }
         if st.buckets.len() != bs as usize {
@@ -226,7 +280,7 @@ impl Scheduler {
         }
         // The step formed now completes as the `completed - 1`-th.
         let completed = self.step_finish_ns.count() + 1;
-        let mut p = st.members.len();
+        let mut p = st.order.len();
         while p < self.step.len() && self.running.get(p) == Some(&self.step[p].slot) {
             let s = self.step[p];
             let req = self.slots[s.slot as usize]
@@ -247,18 +301,19 @@ impl Scheduler {
             // token comes with.
             let reached = req.computed + 1;
             let finish = completed + u64::from(req.target - reached) - 1;
-            st.members.push(Member {
+            let id = st.add(Member {
                 slot: s.slot,
-                blocks: std::mem::take(&mut req.blocks),
+                key: key as u32,
                 computed: req.computed,
                 formed: self.formed,
                 reached,
                 completed,
                 finish,
-                key: key as u32,
             });
-            st.buckets[key as usize].push(p as u32);
-            st.next_finish = st.next_finish.min(finish);
+            st.order.push(id);
+            let blocks = std::mem::take(&mut req.blocks);
+            st.buckets[key as usize].push(Holding { member: id, blocks });
+            st.finishes.push(Reverse((finish, id)));
             let read = u64::from(self.step_items[p].context_tokens) + 1;
             st.kv_tokens += read;
             st.longest = st.longest.max(read);
@@ -277,32 +332,40 @@ impl Scheduler {
         finished: &mut Completions,
     ) -> bool {
         let m = std::mem::take(&mut self.stretch.in_flight);
-        let mut done = 0;
-        if index == self.stretch.next_finish {
+        let st = &mut self.stretch;
+        while let Some(&Reverse((f, id))) = st.finishes.peek()
+            && f == index
+        {
+            st.finishes.pop();
+            st.finishing.push(id);
+        }
+        let done = st.finishing.len();
+        if done > 0 {
+            // In running order, as single steps complete them.
             for k in 0..m {
-                if self.stretch.members[k].finish == index {
-                    self.settle_member(k, index);
+                let id = self.stretch.order[k];
+                if self.stretch.finishing.contains(&id) {
+                    self.settle_member(id, k, index);
                     self.complete_entry(self.step[k], index, finish, instance_id, finished);
-                    self.stretch.members[k].finish = LEFT;
-                    done += 1;
+                    self.stretch.members[id as usize].finish = LEFT;
+                    self.stretch.left.push((k as u32, id));
                 }
             }
-            let st = &mut self.stretch;
-            st.left += done;
-            st.next_finish = st.members.iter().map(|m| m.finish).min().unwrap_or(LEFT);
+            self.stretch.finishing.clear();
         }
         self.last_step_tokens.generated += (m - done) as u64;
         done > 0
     }
 
-    /// Brings member `k` up to the steps formed so far and the first `completed` steps
-    /// completed, and its step entry with it; gives it its blocks back.
-    fn settle_member(&mut self, k: usize, completed: u64) {
-        let member = &mut self.stretch.members[k];
+    /// Brings member `id`, at position `k`, up to the steps formed so far and the first
+    /// `completed` steps completed, and its step entry with it; gives it its blocks back.
+    fn settle_member(&mut self, id: u32, k: usize, completed: u64) {
+        let blocks = std::mem::take(self.stretch.holding(id));
+        let member = &self.stretch.members[id as usize];
         let req = self.slots[member.slot as usize]
             .as_mut()
             .expect("member slot");
-        req.blocks = std::mem::take(&mut member.blocks);
+        req.blocks = blocks;
         req.computed = member.computed + (self.formed - member.formed) as u32;
         if completed > member.completed {
             let n = (completed - member.completed) as u32;
@@ -316,23 +379,16 @@ impl Scheduler {
     /// as single steps would have left it; the step in flight then completes as a single
     /// step.
     pub(super) fn settle_stretch(&mut self) {
-        if self.stretch.members.is_empty() {
+        if self.stretch.order.is_empty() {
             return;
         }
         let completed = self.step_finish_ns.count();
-        for k in 0..self.stretch.members.len() {
-            if self.stretch.members[k].finish != LEFT {
-                self.settle_member(k, completed);
+        for k in 0..self.stretch.order.len() {
+            let id = self.stretch.order[k];
+            if self.stretch.members[id as usize].finish != LEFT {
+                self.settle_member(id, k, completed);
             }
         }
-        let st = &mut self.stretch;
-        st.members.clear();
-        for bucket in &mut st.buckets {
-            bucket.clear();
-        }
-        st.in_flight = 0;
-        st.left = 0;
-        st.next_finish = LEFT;
-        (st.kv_tokens, st.longest) = (0, 0);
+        self.stretch.clear();
     }
 }
