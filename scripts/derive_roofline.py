@@ -876,20 +876,6 @@ def custom_ar_terms(r, rate):
     return 2, 2 * (n - 1) / n * r["bytes"] / rate
 
 
-def solve(m, v):
-    """`m x = v` by Gauss-Jordan elimination with partial pivoting (a 2 x 2 or 3 x 3 system)."""
-    k = len(v)
-    a = [row[:] + [v[i]] for i, row in enumerate(m)]
-    for i in range(k):
-        p = max(range(i, k), key=lambda j: abs(a[j][i]))
-        a[i], a[p] = a[p], a[i]
-        for j in range(k):
-            if j != i:
-                f = a[j][i] / a[i][i]
-                a[j] = [x - f * y for x, y in zip(a[j], a[i])]
-    return [a[i][k] / a[i][i] for i in range(k)]
-
-
 def custom_ar_fit(rows, kernel_rate, fixed):
     """`t = F + steps x S + bytes / rate` over `rows`, least squares of the relative error.
     The rate is the link's at an efficiency (`kernel_rate` False) or one rate in bytes/s

@@ -7,7 +7,7 @@ use crate::config::HostSpec;
 /// Kernels (eager: PyTorch ops) one occurrence of a layer runs, by canonical layer name:
 /// vLLM's fused RMSNorm, rotary and SiLU-and-mul are one kernel each; attention writes the KV
 /// cache and then attends (two); a fused-MoE layer routes (gate GEMM, top-k softmax), aligns
-/// and sorts the routed rows, runs two grouped GEMMs and sums the top-k outputs (seven); the
+/// and sorts the routed rows, runs two grouped GEMMs and sums the top-k outputs (six); the
 /// sampler of a greedy batch takes a few kernels (softmax, argmax, gathers: four). Every
 /// other layer (GEMMs, collectives, embedding) is one kernel.
 pub fn kernels_of(layer: &str) -> u32 {

@@ -421,17 +421,17 @@ impl<'a> Generator<'a> {
             } => {
                 let seed = session_seed(self.seed, "session", &spec.id, state.drawn);
                 let turns = c.turns(&mut ChaCha8Rng::seed_from_u64(seed));
-                self.queue_session(i, arrival_ns, turns);
+                self.queue_bare(i, arrival_ns, true, turns);
                 return;
             }
             Traffic::Agentic(a) => {
                 let calls = a.num_llm_calls();
-                self.queue_session(i, arrival_ns, calls);
+                self.queue_bare(i, arrival_ns, true, calls);
                 return;
             }
         };
         if self.counting && spec.profile.rtt_ms.is_none() {
-            self.queue_counted(i, arrival_ns);
+            self.queue_bare(i, arrival_ns, false, 1);
             return;
         }
         let (input, output, multimodal) = window_lengths(spec, window, input, output);
@@ -511,45 +511,24 @@ impl<'a> Generator<'a> {
                 if arrival_ns >= self.horizon_ns {
                     return;
                 }
-                self.queue_session(i, arrival_ns, turns);
+                self.queue_bare(i, arrival_ns, true, turns);
                 return;
             }
             state.drawn += 1;
         }
     }
 
-    /// Queues a plain request of client `i` arriving at `arrival_ns`, without its lengths
-    /// (see [`Generator::counting`]).
-    fn queue_counted(&mut self, i: usize, arrival_ns: Nanos) {
+    /// Queues a request of client `i` arriving at `arrival_ns` with nothing else drawn: a
+    /// session (`session`, with `requests` LLM calls, its plan drawn when it starts) or a plain
+    /// request without its lengths (see [`Generator::counting`]).
+    fn queue_bare(&mut self, i: usize, arrival_ns: Nanos, session: bool, requests: u32) {
         let state = &mut self.clients[i];
         state.next = GeneratedRequest {
             id: 0,
             line: 0,
             arrival_ns,
             client: i as u32,
-            session: false,
-            requests: 1,
-            input_toks: 0,
-            output_toks: 0,
-            prefix_toks: 0,
-            streaming: false,
-            media: [0; 3],
-            seq: state.drawn,
-            sent_ns: arrival_ns,
-        };
-        state.drawn += 1;
-        self.queue.push(Reverse((arrival_ns, i as u32)));
-    }
-
-    /// Queues a session of client `i` arriving at `arrival_ns` with `requests` LLM calls.
-    fn queue_session(&mut self, i: usize, arrival_ns: Nanos, requests: u32) {
-        let state = &mut self.clients[i];
-        state.next = GeneratedRequest {
-            id: 0,
-            line: 0,
-            arrival_ns,
-            client: i as u32,
-            session: true,
+            session,
             requests,
             input_toks: 0,
             output_toks: 0,
