@@ -814,9 +814,9 @@ fn generated<'s>(
     spec: &'s WorkloadSpec,
     config: &SimConfig,
 ) -> anyhow::Result<(Workload, Option<(StreamPlan, Generator<'s>)>)> {
-    let (plan, generator) = stream_workload(spec, spec_overrides(config))?;
+    let (mut plan, generator) = stream_workload(spec, spec_overrides(config))?;
     let workload = Workload {
-        classes: Some(plan.classes.clone()),
+        classes: Some(std::mem::take(&mut plan.classes)),
         ..Workload::default()
     };
     Ok((workload, Some((plan, generator))))

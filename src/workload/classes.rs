@@ -138,10 +138,118 @@ pub struct RequestClasses {
     /// Profiles, by index; index 0 is the empty profile.
     profiles: Vec<RequestProfile>,
     /// `(tenant, class, profile)` indices by request id; `NONE` for an id no client gave.
-    of: Vec<(u32, u32, u32)>,
+    of: IdLabels,
 }
 
-const NONE: (u32, u32, u32) = (u32::MAX, u32::MAX, u32::MAX);
+/// A request's `(tenant, class, profile)` indices.
+type Labels = (u32, u32, u32);
+
+const NONE: Labels = (u32::MAX, u32::MAX, u32::MAX);
+
+/// Runs kept before the table turns dense: a lookup then searches at most this many.
+const MAX_RUNS: usize = 1024;
+
+/// [`Labels`] by request id: runs of consecutive ids with equal labels while ids are given in
+/// ascending order and the runs are few (a workload of one client is one run, whatever its
+/// size), else a list with an entry per id.
+#[derive(Debug, Clone)]
+enum IdLabels {
+    /// Each run's first id (ascending) and labels; a run ends where the next begins, the last
+    /// at `end` (ids from `end` on have none).
+    Runs {
+        starts: Vec<u64>,
+        labels: Vec<Labels>,
+        end: u64,
+    },
+    /// The labels of each id below its length.
+    Dense(Vec<Labels>),
+}
+
+impl Default for IdLabels {
+    fn default() -> IdLabels {
+        IdLabels::Runs {
+            starts: Vec::new(),
+            labels: Vec::new(),
+            end: 0,
+        }
+    }
+}
+
+impl IdLabels {
+    /// Gives the ids `from..end` the labels `value`.
+    fn assign(&mut self, from: u64, end: u64, value: Labels) {
+        if from >= end {
+            return;
+        }
+        if let IdLabels::Runs {
+            starts,
+            labels,
+            end: last,
+        } = self
+        {
+            if from >= *last && starts.len() + 2 <= MAX_RUNS {
+                if from > *last {
+                    push_run(starts, labels, *last, NONE);
+                }
+                push_run(starts, labels, from, value);
+                *last = end;
+                return;
+            }
+            *self = IdLabels::Dense(self.dense());
+        }
+        if let IdLabels::Dense(of) = self {
+            let (from, end) = (from as usize, end as usize);
+            if of.len() < end {
+                of.resize(end, NONE);
+            }
+            of[from..end].fill(value);
+        }
+    }
+
+    /// The labels of id `id` (`NONE` when it has none).
+    fn get(&self, id: u64) -> Labels {
+        match self {
+            IdLabels::Runs { .. } if id >= self.end() => NONE,
+            IdLabels::Runs { starts, labels, .. } => {
+                // The first run starts at 0 or later; ids before it have none.
+                match starts.partition_point(|&s| s <= id) {
+                    0 => NONE,
+                    k => labels[k - 1],
+                }
+            }
+            IdLabels::Dense(of) => of.get(id as usize).copied().unwrap_or(NONE),
+        }
+    }
+
+    /// One past the last id that may have labels.
+    fn end(&self) -> u64 {
+        match self {
+            IdLabels::Runs { end, .. } => *end,
+            IdLabels::Dense(of) => of.len() as u64,
+        }
+    }
+
+    /// The labels of every id below [`IdLabels::end`], one entry each.
+    fn dense(&self) -> Vec<Labels> {
+        (0..self.end()).map(|id| self.get(id)).collect()
+    }
+}
+
+/// Starts a run of `value` at `from`, or lets the last run go on when it has `value`.
+fn push_run(starts: &mut Vec<u64>, labels: &mut Vec<Labels>, from: u64, value: Labels) {
+    if labels.last() != Some(&value) {
+        starts.push(from);
+        labels.push(value);
+    }
+}
+
+/// Two tables are equal when they give every id the same labels, however they keep them.
+impl PartialEq for IdLabels {
+    fn eq(&self, other: &IdLabels) -> bool {
+        let end = self.end().max(other.end());
+        (0..end).all(|id| self.get(id) == other.get(id))
+    }
+}
 
 impl RequestClasses {
     /// Gives the `count` request ids from `first_id` to `tenant` and `class`.
@@ -174,11 +282,15 @@ impl RequestClasses {
             intern(&mut self.classes, class),
             u32::try_from(p).unwrap_or(0),
         );
-        let end = first_id as usize + count as usize;
-        if self.of.len() < end {
-            self.of.resize(end, NONE);
-        }
-        self.of[first_id as usize..end].fill(pair);
+        self.of.assign(first_id, first_id + u64::from(count), pair);
+    }
+
+    /// Gives the `count` request ids from `first_id` the tenant, class and profile of request
+    /// `like` (none, if it has none), without looking their names up again.
+    pub fn assign_like(&mut self, first_id: u64, count: u32, like: u64) {
+        let labels = self.of.get(like);
+        self.of
+            .assign(first_id, first_id + u64::from(count), labels);
     }
 
     /// Gives the `count` request ids from `first_id` to `tenant` and `class`, with the
@@ -219,16 +331,14 @@ impl RequestClasses {
 
     /// The tenant and class indices of request `id`, if it has them.
     pub fn of(&self, id: u64) -> Option<(u32, u32)> {
-        self.of
-            .get(id as usize)
-            .filter(|&&p| p != NONE)
-            .map(|&(t, c, _)| (t, c))
+        let (t, c, _) = self.of.get(id);
+        (t != u32::MAX).then_some((t, c))
     }
 
     /// The profile of request `id` (empty when it has none).
     pub fn profile(&self, id: u64) -> RequestProfile {
-        match self.of.get(id as usize) {
-            Some(&(_, _, p)) if p != u32::MAX => self.profiles[p as usize],
+        match self.of.get(id) {
+            (_, _, p) if p != u32::MAX => self.profiles[p as usize],
             _ => RequestProfile::default(),
         }
     }

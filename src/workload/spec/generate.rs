@@ -769,8 +769,9 @@ pub fn generate_workload(spec: &WorkloadSpec, overrides: Overrides) -> Result<Wo
     let mut requests = Vec::new();
     let mut sessions = SessionSet::new();
     let mut classes = RequestClasses::default();
+    let mut assigner = ClassAssigner::new(spec);
     while let Some(g) = generator.next() {
-        assign_class(spec, &g, &mut classes);
+        assigner.assign(&g, &mut classes);
         match generator.session(&g) {
             Some((header, plan)) => sessions.add(header, plan),
             None => requests.push(generator.request(&g)),
@@ -819,6 +820,7 @@ pub fn stream_workload(
         classes: RequestClasses::default(),
     };
     let mut arrivals = 0u64;
+    let mut assigner = ClassAssigner::new(spec);
     for g in Generator::new(spec, overrides)?.counting() {
         // A client's network may let a short prompt overtake a long one.
         if arrivals == 0 || g.arrival_ns < plan.first_arrival_ns {
@@ -828,7 +830,7 @@ pub fn stream_workload(
         arrivals += 1;
         plan.count += u64::from(g.requests);
         plan.sessions += u64::from(g.session);
-        assign_class(spec, &g, &mut plan.classes);
+        assigner.assign(&g, &mut plan.classes);
     }
     if arrivals == 0 {
         return Err(nothing_generated(spec));
@@ -837,17 +839,43 @@ pub fn stream_workload(
     Ok((plan, Generator::new(spec, overrides)?))
 }
 
-/// Gives arrival `g`'s ids its client's tenant, SLO class and profile (a client's nonzero
+/// Gives each arrival's ids its client's tenant, SLO class and profile (a client's nonzero
 /// `priority` is its requests' own; 0 leaves the class's; a `priority_distribution` gives
 /// each arrival its own draw).
-fn assign_class(spec: &WorkloadSpec, g: &GeneratedRequest, classes: &mut RequestClasses) {
-    let client = &spec.clients[g.client as usize];
-    let profile = RequestProfile {
-        priority: priority_of(spec, g),
-        ..client.profile
-    };
-    let (tenant, class) = (tenant_name(client), class_name(client));
-    classes.assign_profile(g.id, g.requests, tenant, class, &profile);
+struct ClassAssigner<'s> {
+    spec: &'s WorkloadSpec,
+    /// Each client's last arrival's first id, for a client whose arrivals all get the same.
+    last: Vec<Option<u64>>,
+}
+
+impl<'s> ClassAssigner<'s> {
+    fn new(spec: &'s WorkloadSpec) -> ClassAssigner<'s> {
+        ClassAssigner {
+            spec,
+            last: vec![None; spec.clients.len()],
+        }
+    }
+
+    /// Gives arrival `g`'s ids their classes: those of its client's last arrival when its
+    /// client draws no priority per arrival, else looked up by name.
+    fn assign(&mut self, g: &GeneratedRequest, classes: &mut RequestClasses) {
+        let client = &self.spec.clients[g.client as usize];
+        let last = &mut self.last[g.client as usize];
+        match *last {
+            Some(like) => classes.assign_like(g.id, g.requests, like),
+            None => {
+                let profile = RequestProfile {
+                    priority: priority_of(self.spec, g),
+                    ..client.profile
+                };
+                let (tenant, class) = (tenant_name(client), class_name(client));
+                classes.assign_profile(g.id, g.requests, tenant, class, &profile);
+            }
+        }
+        if client.priority_dist.is_none() && g.requests > 0 {
+            *last = Some(g.id);
+        }
+    }
 }
 
 /// The own priority of arrival `g`'s requests: its draw from its client's

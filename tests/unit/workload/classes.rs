@@ -63,3 +63,77 @@ fn extras_are_stored_once_per_distinct_profile() {
     assert_eq!(c.profile_count(), 2);
     assert_eq!(c.of(2), Some((0, 0)));
 }
+
+/// A plain model of the table: labels by id, one entry per id, assigned in call order.
+fn model_assign(model: &mut Vec<Option<usize>>, first: u64, count: u32, name: usize) {
+    let end = (first + u64::from(count)) as usize;
+    if model.len() < end {
+        model.resize(end, None);
+    }
+    model[first as usize..end].fill(Some(name));
+}
+
+#[test]
+fn ids_given_in_runs_ascending_or_not_read_as_given_one_by_one() {
+    // Ids in ascending runs with gaps (kept as runs), then past the run limit, then out of
+    // order (kept one per id): every id reads as a plain list of the assignments says.
+    let names = ["a", "b", "c"];
+    for (case, order) in [(0u64, false), (1, false), (2, true)] {
+        let mut c = RequestClasses::default();
+        let mut model = Vec::new();
+        let mut next = 0u64;
+        let mut state = case + 1;
+        let runs = if case == 1 { 3000 } else { 400 };
+        for k in 0..runs {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let pick = (state >> 33) as usize % 3;
+            let count = 1 + (state >> 40) as u32 % 4;
+            let gap = (state >> 50) % 3 / 2;
+            let first = if order && k % 7 == 3 {
+                next / 2
+            } else {
+                next + gap
+            };
+            c.assign(first, count, names[pick], names[pick]);
+            model_assign(&mut model, first, count, pick);
+            next = next.max(first + u64::from(count));
+        }
+        for id in 0..next + 3 {
+            let want = model.get(id as usize).copied().flatten().map(|p| names[p]);
+            let got = c.of(id).map(|(t, k)| {
+                assert_eq!(t, k, "tenant and class were given alike");
+                c.tenants()[t as usize].as_str()
+            });
+            assert_eq!(got, want, "case {case}, id {id}");
+        }
+    }
+}
+
+#[test]
+fn an_id_like_another_gets_its_labels_and_tables_compare_by_what_they_give() {
+    let net = RequestProfile {
+        rtt_ms: Some(10.0),
+        ..RequestProfile::default()
+    };
+    let mut by_name = RequestClasses::default();
+    let mut alike = RequestClasses::default();
+    for (first, count) in [(0u64, 2u32), (2, 1), (5, 3)] {
+        by_name.assign_profile(first, count, "t", "gold", &net);
+    }
+    alike.assign_profile(0, 2, "t", "gold", &net);
+    alike.assign_like(2, 1, 0);
+    alike.assign_like(5, 3, 2);
+    assert_eq!(alike.of(6), Some((0, 0)));
+    assert_eq!(alike.profile(7), net);
+    assert_eq!(alike.of(3), None, "a gap has no labels");
+    assert_eq!(alike, by_name);
+    // The same labels kept one per id (given out of order) compare equal too.
+    let mut dense = RequestClasses::default();
+    dense.assign_profile(5, 3, "t", "gold", &net);
+    dense.assign_profile(0, 3, "t", "gold", &net);
+    assert_eq!(dense, by_name);
+    dense.assign(3, 1, "t", "gold");
+    assert_ne!(dense, by_name);
+}
