@@ -31,6 +31,10 @@ pub struct Eligibility {
     /// The candidate lists by which classes accept a request (one flag per class, in the
     /// order of `classes`): a request costs one check per class, not per instance.
     by_pattern: HashMap<Vec<bool>, Groups>,
+    /// The last request's pattern and its candidate lists: the next request nearly always
+    /// has the same (one class, or requests alike), and is then spared the map's hashing.
+    last_pattern: Vec<bool>,
+    last_groups: Option<Groups>,
     groups: Vec<Vec<u32>>,
     index: HashMap<Vec<u32>, u32>,
     /// Per request of the initial list: its candidate lists.
@@ -87,6 +91,8 @@ impl Eligibility {
             class_of,
             model_of,
             pattern: Vec::with_capacity(classes.len()),
+            last_pattern: Vec::with_capacity(classes.len()),
+            last_groups: None,
             classes,
             by_pattern: HashMap::new(),
             groups: Vec::new(),
@@ -151,11 +157,21 @@ impl Eligibility {
             self.accepts[i] = accepts;
             self.pattern.push(accepts);
         }
-        if let Some(&groups) = self.by_pattern.get(&self.pattern) {
+        if let Some(groups) = self.last_groups
+            && self.pattern == self.last_pattern
+        {
             return Ok(groups);
         }
-        let groups = self.build(r, setups)?;
-        self.by_pattern.insert(self.pattern.clone(), groups);
+        let groups = match self.by_pattern.get(&self.pattern) {
+            Some(&groups) => groups,
+            None => {
+                let groups = self.build(r, setups)?;
+                self.by_pattern.insert(self.pattern.clone(), groups);
+                groups
+            }
+        };
+        self.last_pattern.clone_from(&self.pattern);
+        self.last_groups = Some(groups);
         Ok(groups)
     }
 

@@ -123,3 +123,43 @@ fn lists_by_class_equal_the_lists_by_instance() {
     }
     assert!(servable.len() < requests.len(), "some requests are refused");
 }
+
+/// Requests whose classes accept them as the last one's did, as an earlier one's did, or as
+/// none did (refused in between) get the lists the rules give, each time.
+#[test]
+fn a_pattern_like_the_last_or_an_earlier_one_gives_the_rules_lists() {
+    use InstanceRole::Colocated;
+    let layout = [("a", 8), ("a", 64), ("b", 16)];
+    let setups: Vec<_> = layout.iter().map(|&(m, b)| setup(m, b)).collect();
+    let roles = vec![Colocated; layout.len()];
+    let mut eligibility = Eligibility::compute(&[], (&setups[..]).into(), &roles).unwrap();
+    // Inputs and models: 100 tokens fit everywhere, 500 only in 64 blocks, 5000 nowhere.
+    let asks = [
+        (100, None),
+        (100, None),
+        (500, None),
+        (500, None),
+        (5000, None),
+        (500, None),
+        (100, Some("b")),
+        (100, None),
+        (5000, Some("a")),
+        (100, None),
+        (500, Some("a")),
+    ];
+    for (id, &(input, model)) in asks.iter().enumerate() {
+        let r = request(id as u64, model, input, 20);
+        let expected = reference(&r, (&setups[..]).into(), &roles);
+        match eligibility.groups_for(&r, (&setups[..]).into()) {
+            Ok(groups) => {
+                assert_eq!(
+                    eligibility.arrival(groups),
+                    &expected[0][..],
+                    "request {id}"
+                );
+                assert_eq!(eligibility.decode(groups), &expected[1][..], "request {id}");
+            }
+            Err(_) => assert!(expected[0].is_empty(), "request {id} refused"),
+        }
+    }
+}
