@@ -1392,6 +1392,7 @@ def main():
         # Public numbers written in this script: no data directory is read.
         print_custom_allreduce_held_out()
         return
+    v0 = tables.v0_gemms(v0_root()) if v0_root() else None  # bad input fails before the derivation
     data = Data()
     print_fits(data)
     pairs = tables.moe_pairs(data.tables)
@@ -1401,14 +1402,13 @@ def main():
         if arg.startswith("--gemm-rows="):
             print()
             print_gemm_rows(data, arg.split("=", 1)[1])
-    if v0_root():
+    if v0:
         print()
-        rows = tables.v0_gemms(v0_root())
-        print_v0_gemms(data, rows)
+        print_v0_gemms(data, v0)
         print()
-        print_v0_pairs(data, rows)
+        print_v0_pairs(data, v0)
         print()
-        print_tp_prefill_gemms(data, rows, ("H100",), " (LLMServingSim v0 tables)")
+        print_tp_prefill_gemms(data, v0, ("H100",), " (LLMServingSim v0 tables)")
     if "--loo" in sys.argv:
         print()
         print_loo(leave_one_out(data))

@@ -610,11 +610,19 @@ def v0_gemms(root):
         if model not in V0_MODELS or (gpu not in GPUS and gpu not in V0_GPUS):
             continue
         shapes = v0_shapes(model, tp)
-        for r in csv.DictReader(open(path)):
-            op = r["layer_name"]
-            if op not in shapes or int(r["kv_cache"]) != 0:
+        for line, r in enumerate(csv.DictReader(open(path)), start=2):
+            try:
+                op, m, kv, ns = r["layer_name"], int(r["input"]), int(r["kv_cache"]), int(r["latency(ns)"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise SystemExit(f"{path}:{line}: a layer row needs integer input, kv_cache and latency(ns) ({e!r})")
+            if op not in shapes or kv != 0:
                 continue
+            if m <= 0 or ns <= 0:
+                raise SystemExit(f"{path}:{line}: input and latency(ns) must be positive ({m}, {ns})")
             k, n = shapes[op]
-            rows.append({"gpu": gpu, "src": "lss-v0", "M": int(r["input"]), "K": k, "N": n,
-                         "t": int(r["latency(ns)"]) * 1e-9, "fp8": False, "model": model, "op": op, "tp": tp})
+            rows.append({"gpu": gpu, "src": "lss-v0", "M": m, "K": k, "N": n, "t": ns * 1e-9, "fp8": False,
+                         "model": model, "op": op, "tp": tp})
+    if not rows:
+        raise SystemExit(f"{root}: no perf_models/<GPU>/<org>/<model>/tp<N>/layers.csv of a GPU and model "
+                         f"the v0 reader knows ({', '.join(sorted(GPUS) + sorted(V0_GPUS))}; {', '.join(V0_MODELS)})")
     return rows
