@@ -31,7 +31,8 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 6000's) and the defaults `HostSpec` holds ("constants held by the host model's defaults").
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
-                                  [--gemm-rows=GPU]   (DATA_DIR default ../shared/data)
+                                  [--gemm-rows=GPU] [--llmservingsim-v0=DIR]
+                                  (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
 `--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
 generation (also part of `--loo`), from public timings written in this script; it reads no
@@ -45,7 +46,14 @@ their QK-norm kernels left out; `roofline_tables.linear_shapes`), a what-if: onl
 change, and the constants it derives are not the code's (docs/src/accuracy.md, "H800's GEMMs").
 `--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
 held-out error (the constants derived from the other GPUs).
+`--llmservingsim-v0=DIR` reads, as a check only (no constant comes from them), the GEMM rows of
+LLMServingSim's v0 per-layer tables in DIR (a checkout of LLMServingSim's repository, or an
+export of its `profiler/v0`; kept outside this repository): H100, RTX A6000 and RTX 3090
+(`roofline_tables.v0_gemms`). It prints, before the constants, the roofline's held-out error on
+them by regime, per GPU, per model and TP, per op; each GPU's own fit; H100's GEMMs of the
+same shape in Frontier's tables beside them; and H100's by prefill tokens and weights per GPU.
 """
+
 import math
 import os
 import statistics
@@ -89,8 +97,14 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
+def part(gpu):
+    """The datasheet numbers of `gpu`: a part whose tables derive the constants, or one only
+    LLMServingSim's v0 tables time (`--llmservingsim-v0`, held out by construction)."""
+    return GPUS[gpu] if gpu in GPUS else tables.V0_GPUS[gpu]
+
+
 def ampere(gpu):
-    return GPUS[gpu]["gen"] == "ampere"
+    return part(gpu)["gen"] == "ampere"
 
 
 # ---------------------------------------------------------------------------------------- GEMMs
@@ -104,7 +118,7 @@ def gemm_bytes(r):
 def gemm_time(c, r):
     """A GEMM as src/latency/roofline.rs prices it: fixed time + the longer of its MMA work and
     weight stream + the unhidden share of the shorter + the launch."""
-    g = GPUS[r["gpu"]]
+    g = part(r["gpu"])
     peak = g["flops"] * (2 if r["fp8"] else 1)
     eta_m = c["gemm_eta_m_ampere"] if ampere(r["gpu"]) else c["gemm_eta_m"]
     compute = 2 * r["M"] * r["K"] * r["N"] / (peak * c["gemm_eta_c"])
@@ -112,17 +126,17 @@ def gemm_time(c, r):
     return c["gemm_t0"] + max(compute, memory) + c["gemm_unhidden"] * min(compute, memory) + LAUNCH_S
 
 
-def gemm_fits(rows):
-    """Per GPU: t0 and weight-streaming efficiency from its GEMMs of <= 16 tokens, then the
-    compute efficiency and the unhidden share from the rest (grid, relative least squares)."""
+def gemm_fits(rows, gpus=GPUS):
+    """Per GPU of `gpus`: t0 and weight-streaming efficiency from its GEMMs of <= 16 tokens, then
+    the compute efficiency and the unhidden share from the rest (grid, relative least squares)."""
     out = {}
-    for gpu in GPUS:
+    for gpu in gpus:
         mine = [r for r in rows if r["gpu"] == gpu and not r["fp8"]]
         small = [(gemm_bytes(r), r["t"]) for r in mine if r["M"] <= 16]
         if len(small) < 3:
             continue
         t0, rate = fit(small)
-        f = {"t0": t0, "eta_m": rate / GPUS[gpu]["bw"], "n": len(mine)}
+        f = {"t0": t0, "eta_m": rate / part(gpu)["bw"], "n": len(mine)}
         rest = [r for r in mine if r["M"] > 16]
         # Every GPU weighs alike: at most ~2,000 rows each, every k-th in table order.
         rest = rest[::max(1, len(rest) // 2000)]
@@ -1012,19 +1026,20 @@ def summary(errors):
     return f"{median(abs(e) for e in errors) * 100:4.1f}% ({median(errors) * 100:+5.1f})"
 
 
-def print_tp_prefill_gemms(data):
+def print_tp_prefill_gemms(data, rows=None, gpus=("H100", "A100", "A40"), what=""):
     """Issue 34 part 4: whether the GEMMs of a tensor-parallel prefill (weights split `tp`
     ways, so a quarter as many values per GPU at TP 4) are priced worse than whole ones: the
     held-out GEMM error on H100, A100 and A40 (the GPUs with tables of every shape) by prefill
     tokens (the transition regime's 64-511 and a chunk's 512 up) and weight values per GPU (a Llama-3.1-70B layer's GEMMs hold 67-470 M values at
-    TP 1, 17-117 M at TP 4; Llama-3.1-8B's 17-117 M and 4-29 M)."""
-    print("GEMMs of prefill chunks, held out, by weight values per GPU: median signed error (rows)")
-    for gpu in ("H100", "A100", "A40"):
+    TP 1, 17-117 M at TP 4; Llama-3.1-8B's 17-117 M and 4-29 M). `rows`: other GEMM rows than
+    the derivation's (`what` names them), held out the same way."""
+    print(f"GEMMs of prefill chunks{what}, held out, by weight values per GPU: median signed error (rows)")
+    for gpu in gpus:
         c = data.constants([g for g in GPUS if g != gpu])
         for lo_m, hi_m in ((64, 129), (129, 512), (512, 2048), (2048, 1 << 30)):
             cells = []
             for lo, hi in ((0, 4), (4, 16), (16, 64), (64, 1 << 20)):
-                e = [gemm_time(c, r) / r["t"] - 1 for r in data.gemms
+                e = [gemm_time(c, r) / r["t"] - 1 for r in (data.gemms if rows is None else rows)
                      if r["gpu"] == gpu and not r["fp8"] and lo_m <= r["M"] < hi_m
                      and lo * 1e6 <= r["K"] * r["N"] < hi * 1e6]
                 cells.append(f"{lo}-{hi if hi < 1 << 20 else ''} M {median(e) * 100:+5.1f}% ({len(e)})" if e else "")
@@ -1296,11 +1311,88 @@ def print_gemm_rows(data, gpu):
               f"{r['t'] * 1e6:.2f},{t * 1e6:.2f},{(t / r['t'] - 1) * 100:+.1f}")
 
 
+def v0_root():
+    """The directory `--llmservingsim-v0=DIR` names, or None."""
+    for arg in sys.argv[1:]:
+        if arg.startswith("--llmservingsim-v0="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def regime_cell(e):
+    return f"{median(abs(x) for x in e) * 100:5.1f}% ({median(e) * 100:+5.1f}) [{len(e):4}]" if e else " " * 21
+
+
+def print_v0_gemms(data, rows):
+    """The roofline's held-out error on LLMServingSim's v0 GEMM rows (`--llmservingsim-v0`):
+    every row priced with the constants derived without its GPU (all of them for A6000 and RTX
+    3090, which no table here derives from), by the held-out table's regimes, per GPU, per
+    model and TP, and per op; H100's Frontier rows, held out the same way, beside them."""
+    regimes = FAMILIES[:4]
+    held = {}
+    for r in rows:
+        if r["gpu"] not in held:
+            held[r["gpu"]] = data.constants([g for g in GPUS if g != r["gpu"]])
+    errs = [(r, gemm_time(held[r["gpu"]], r) / r["t"] - 1) for r in rows]
+
+    def line(label, keep):
+        cells = [[e for r, e in errs if keep(r) and gemm_regime(r) == f] for f in regimes]
+        every = [x for c in cells for x in c]
+        print(f"  {label:44}" + "".join(f" | {regime_cell(c)}" for c in cells) + f" | {regime_cell(every)}")
+    print("LLMServingSim v0 GEMM rows, held out: median |error| (signed median) [rows] by regime")
+    print(f"  {'rows':44}" + "".join(f" | {f:>21}" for f in regimes) + f" | {'all':>21}")
+    if "H100" in held:
+        frontier = data.errors("H100", held["H100"])
+        print(f"  {'H100 (Frontier tables, for comparison)':44}" + "".join(f" | {regime_cell(frontier[f])}" for f in regimes))
+    for gpu in sorted(held):
+        line(gpu, lambda r: r["gpu"] == gpu)
+    for gpu, model, tp in sorted({(r["gpu"], r["model"], r["tp"]) for r in rows}):
+        line(f"{gpu} {model.split('/')[-1]} TP {tp}", lambda r: (r["gpu"], r["model"], r["tp"]) == (gpu, model, tp))
+    for gpu, op in sorted({(r["gpu"], r["op"]) for r in rows}):
+        line(f"{gpu} {op}", lambda r: (r["gpu"], r["op"]) == (gpu, op))
+    print("  each GPU's own fit to its v0 rows (as the derivation fits a GPU; not used for any constant):")
+    for gpu, f in gemm_fits(rows, sorted(held)).items():
+        print(f"    {gpu:8}: t0 {f['t0'] * 1e6:5.2f} us, weight eta {f['eta_m']:.3f}, compute eta {f['eta_c']:.2f}, "
+              f"unhidden {f['unhidden']:.2f}")
+
+
+def tile_waves(r, sms, tile_m=128, tile_n=256):
+    """Waves of `tile_m` x `tile_n` output tiles over `sms` SMs, one tile per SM at a time."""
+    return math.ceil(math.ceil(r["M"] / tile_m) * math.ceil(r["N"] / tile_n) / sms)
+
+
+def print_v0_pairs(data, rows):
+    """H100's GEMMs of one shape (M, K, N) in both Frontier's tables and LLMServingSim's v0
+    tables: the median ratio of their times by regime, then, per shape, the share of the dense
+    peak each table reaches at 448-640 tokens, where a grid of 128 x 256 tiles over H100's
+    132 SMs goes from one wave to two (at N 8,192 between 512 and 520 tokens: a kernel that
+    runs its tiles in whole waves takes about twice as long at 520 as at 512)."""
+    theirs = {(r["M"], r["K"], r["N"]): r["t"] for r in data.gemms if r["gpu"] == "H100" and not r["fp8"]}
+    pairs = [(r, theirs[(r["M"], r["K"], r["N"])]) for r in rows
+             if r["gpu"] == "H100" and (r["M"], r["K"], r["N"]) in theirs]
+    if not pairs:
+        return
+    print("H100 GEMMs of the same shape in Frontier's tables and the v0 tables: median time ratio Frontier / v0 (shapes)")
+    print("  " + ", ".join(f"{f} {median(t / r['t'] for r, t in pairs if gemm_regime(r) == f):.3f} "
+                           f"({sum(1 for r, _ in pairs if gemm_regime(r) == f)})" for f in FAMILIES[:4]))
+    print("  share of the dense peak, Frontier / v0, by tokens (waves of 128 x 256 tiles on 132 SMs)")
+    sms, peak = GPUS["H100"]["sms"], GPUS["H100"]["flops"]
+    for k, n in sorted({(r["K"], r["N"]) for r, _ in pairs}):
+        cells = []
+        for r, t in sorted(((r, t) for r, t in pairs if (r["K"], r["N"]) == (k, n) and r["M"] in (448, 512, 520, 576, 640)),
+                           key=lambda x: x[0]["M"]):
+            flops = 2 * r["M"] * r["K"] * r["N"] / peak
+            cells.append(f"{r['M']}: {flops / t:.2f} / {flops / r['t']:.2f} ({tile_waves(r, sms)})")
+        if len({c.split(":")[0] for c in cells}) == len(cells) and cells:
+            print(f"    K {k:5} N {n:5}: " + ", ".join(cells))
+
+
 def main():
     if "--custom-allreduce" in sys.argv:
         # Public numbers written in this script: no data directory is read.
         print_custom_allreduce_held_out()
         return
+    v0 = tables.v0_gemms(v0_root()) if v0_root() else None  # bad input fails before the derivation
     data = Data()
     print_fits(data)
     pairs = tables.moe_pairs(data.tables)
@@ -1310,6 +1402,13 @@ def main():
         if arg.startswith("--gemm-rows="):
             print()
             print_gemm_rows(data, arg.split("=", 1)[1])
+    if v0:
+        print()
+        print_v0_gemms(data, v0)
+        print()
+        print_v0_pairs(data, v0)
+        print()
+        print_tp_prefill_gemms(data, v0, ("H100",), " (LLMServingSim v0 tables)")
     if "--loo" in sys.argv:
         print()
         print_loo(leave_one_out(data))

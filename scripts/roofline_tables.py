@@ -547,3 +547,82 @@ def all_reduce(t):
                 continue
             rows.append({"system": system, "gpu": gpu, "link": link, "n": n, "bytes": size, "t": statistics.median(v)})
     return rows
+
+
+# ---------------------------------------------- LLMServingSim's v0 per-layer tables (held out)
+
+# Parts that only LLMServingSim's v0 tables time, never used to derive a constant: their
+# datasheet numbers, as `GPUS` holds them. RTX A6000 (NVIDIA RTX A6000 datasheet: 84 SMs,
+# 768 GB/s GDDR6, 309.7 TFLOPS FP16 tensor with sparsity -> 154.8 dense at its 1,800 MHz boost,
+# 84 x 1,024 FLOP per SM per clock x 1.8 GHz); GeForce RTX 3090 (NVIDIA Ampere GA102 whitepaper,
+# appendix table: 82 SMs, 1,695 MHz boost, 936 GB/s GDDR6X, 71 TFLOPS dense FP16 tensor with
+# FP32 accumulation, which PyTorch's half-precision GEMMs use: 82 x 512 x 1.695 GHz = 71.2). Both
+# GA102, 6 MB of L2 (whitepaper), compute capability 8.6 (100 KiB of shared memory per SM).
+V0_GPUS = {
+    "A6000": {"flops": 154.8e12, "bw": 768e9, "sms": 84, "l2": 6e6, "gen": "ampere", "clock": 1.800e9, "smem": 100},
+    "RTX3090": {"flops": 71.2e12, "bw": 936e9, "sms": 82, "l2": 6e6, "gen": "ampere", "clock": 1.695e9, "smem": 100},
+}
+
+# The v0 profiler's models (`profiler/v0/models/*.py`, built from the Hugging Face configs):
+# hidden size, query heads, KV heads, head dimension, MLP width, vocabulary, experts' width
+# (Mixtral and Phi-mini-MoE run one expert, unsharded, on every token). The router's `gate`
+# scope is not read: it holds the router GEMM with its softmax, top-k, normalisation and the
+# output's allocation, several kernels.
+V0_MODELS = {
+    "meta-llama/Llama-3.1-8B": (4096, 32, 8, 128, 14336, 128256, 0),
+    "meta-llama/Llama-3.1-70B": (8192, 64, 8, 128, 28672, 128256, 0),
+    "mistralai/Mixtral-8x7B-v0.1": (4096, 32, 8, 128, 0, 32000, 14336),
+    "microsoft/Phi-mini-MoE-instruct": (4096, 32, 8, 128, 0, 32064, 960),
+}
+
+
+def v0_shapes(model, tp):
+    """(K, N) per GPU of every linear layer the v0 profiler times for `model` at `tp`: the
+    attention and MLP projections and `lm_head` split `tp` ways as its models split them, the
+    experts' `w1`/`w3`/`w2` whole."""
+    h, nh, nkv, hd, ffn, vocab, expert = V0_MODELS[model]
+    shapes = {"q_proj": (h, nh * hd // tp), "k_proj": (h, nkv * hd // tp), "v_proj": (h, nkv * hd // tp),
+              "o_proj": (nh * hd // tp, h), "lm_head": (h, vocab // tp)}
+    if ffn:
+        shapes.update(gate_proj=(h, ffn // tp), up_proj=(h, ffn // tp), down_proj=(ffn // tp, h))
+    if expert:
+        shapes.update({"expert.w1": (h, expert), "expert.w3": (h, expert), "expert.w2": (expert, h)})
+    return shapes
+
+
+def v0_gemms(root):
+    """GEMM rows of LLMServingSim's v0 per-layer tables under `root` (a checkout of its
+    repository or an export of `profiler/v0`): every `perf_models/<GPU>/<org>/<model>/tp<N>/
+    layers.csv` of a GPU and model above. The profiler (`profiler/v0/profiler/layers/main.py`,
+    its default `record_function` method, `utils/record_function_tracer.py`) runs one Hugging
+    Face layer in FP16 eager mode and sums, per scope, the GPU time of the kernels its CUDA
+    runtime calls launched (Kineto), median of 30; each `nn.Linear` of 2-D tokens is one cuBLAS
+    GEMM (with a bias on Phi-mini-MoE's attention projections). Its norms and rotary are
+    Hugging Face's unfused eager ops (several kernels each) and its attention Vidur's format,
+    so neither is read. Same row format as `gemms`, `src` "lss-v0"."""
+    base = os.path.join(root, "profiler/v0/perf_models")
+    if not os.path.isdir(base):
+        base = os.path.join(root, "perf_models")
+    rows = []
+    for path in sorted(glob.glob(os.path.join(base, "*", "*", "*", "tp*", "layers.csv"))):
+        rel = os.path.relpath(path, base).split(os.sep)
+        gpu, model, tp = rel[0], "/".join(rel[1:3]), int(rel[3][2:])
+        if model not in V0_MODELS or (gpu not in GPUS and gpu not in V0_GPUS):
+            continue
+        shapes = v0_shapes(model, tp)
+        for line, r in enumerate(csv.DictReader(open(path)), start=2):
+            try:
+                op, m, kv, ns = r["layer_name"], int(r["input"]), int(r["kv_cache"]), int(r["latency(ns)"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise SystemExit(f"{path}:{line}: a layer row needs integer input, kv_cache and latency(ns) ({e!r})")
+            if op not in shapes or kv != 0:
+                continue
+            if m <= 0 or ns <= 0:
+                raise SystemExit(f"{path}:{line}: input and latency(ns) must be positive ({m}, {ns})")
+            k, n = shapes[op]
+            rows.append({"gpu": gpu, "src": "lss-v0", "M": m, "K": k, "N": n, "t": ns * 1e-9, "fp8": False,
+                         "model": model, "op": op, "tp": tp})
+    if not rows:
+        raise SystemExit(f"{root}: no perf_models/<GPU>/<org>/<model>/tp<N>/layers.csv of a GPU and model "
+                         f"the v0 reader knows ({', '.join(sorted(GPUS) + sorted(V0_GPUS))}; {', '.join(V0_MODELS)})")
+    return rows

@@ -139,3 +139,95 @@ fn bundled_link_efficiencies() -> Vec<(String, f64)> {
     assert!(!out.is_empty());
     out
 }
+
+/// `--llmservingsim-v0=DIR` reads the GEMM rows of LLMServingSim's v0 per-layer tables as
+/// its models shape them and prices them held out. A fixture (written here, not the real
+/// tables) for RTX A6000, a part no table of the derivation times, so its rows are priced
+/// with every GPU's constants, the code's: a Llama-3.1-8B `q_proj` of one token at TP 2
+/// (K 4,096, N 2,048) and a Phi-mini-MoE `expert.w2` of one token (K 960, N 4,096: the expert
+/// is not split by TP), each timed so that the price is 10% above / 20% below it. Rows the
+/// loader must skip: the router's `gate` (several kernels), a norm, a row with a KV cache and
+/// a part it has no datasheet numbers for.
+#[test]
+fn the_v0_tables_are_read_as_their_models_shape_them() {
+    use shared_data::DataSet::{Frontier, LlmServingSim};
+    if shared_data::require(LlmServingSim).is_none() || shared_data::require(Frontier).is_none() {
+        return;
+    }
+    // Hand-computed prices (A6000: 768 GB/s, 154.8 TFLOP/s dense FP16; the code's GEMM
+    // constants: 4,540 ns fixed, Ampere weight streaming 0.783, MMA 0.82, unhidden 0.50, and
+    // the 500 ns launch), ns:
+    // q_proj: 2 x (4,096 x 2,048 + 4,096 + 2,048) = 16,789,504 bytes / (768 x 0.783) = 27,920;
+    //   MMA 2 x 4,096 x 2,048 / (154.8e3 x 0.82) = 132.2; 4,540 + 27,920 + 66.1 + 500 = 33,026.
+    // expert.w2: 2 x (960 x 4,096 + 960 + 4,096) = 7,874,432 bytes -> 13,094.7; MMA 62.0;
+    //   4,540 + 13,094.7 + 31.0 + 500 = 18,165.7.
+    let (q_ns, expert_ns) = (33_026.0_f64, 18_165.7_f64);
+    let dir = tempfile::tempdir().unwrap();
+    let header = "layer_name,input,kv_cache,tp_size,latency(ns)\n";
+    let write = |rel: &str, body: String| {
+        let path = dir.path().join("profiler/v0/perf_models").join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("{header}{body}")).unwrap();
+    };
+    let q = (q_ns / 1.10).round();
+    write(
+        "A6000/meta-llama/Llama-3.1-8B/tp2/layers.csv",
+        format!("q_proj,1,0,2,{q}\nq_proj,1,16,2,1\ninput_layernorm,1,0,2,1\n"),
+    );
+    let w2 = (expert_ns / 0.80).round();
+    write(
+        "A6000/microsoft/Phi-mini-MoE-instruct/tp2/layers.csv",
+        format!("expert.w2,1,0,2,{w2}\ngate,1,0,2,1\n"),
+    );
+    write(
+        "TPU-v6e-1/meta-llama/Llama-3.1-8B/tp1/layers.csv",
+        "q_proj,1,0,1,1\n".into(),
+    );
+    let root = shared_data::data_root();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/derive_roofline.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(&root)
+        .arg(format!("--llmservingsim-v0={}", dir.path().display()))
+        .output();
+    let Ok(out) = out else {
+        shared_data::skip("no python3", "python3 not runnable");
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    // The M <= 16 cell of a row of the held-out table: (signed median %, rows).
+    let cell = |label: &str| -> (f64, usize) {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(label) && l.contains(" | "))
+            .unwrap_or_else(|| panic!("no line {label}:\n{stdout}"));
+        let first = line.split(" | ").nth(1).unwrap();
+        let inside = |open: char, close: char| first.split([open, close]).nth(1).unwrap().trim();
+        (
+            inside('(', ')').parse().unwrap(),
+            inside('[', ']').parse().unwrap(),
+        )
+    };
+    let (e, n) = cell("A6000 Llama-3.1-8B TP 2");
+    assert_eq!(n, 1, "the KV-cache row and the norm are not GEMM rows");
+    assert!(
+        (e - 10.0).abs() <= 0.2,
+        "q_proj priced {e:+.1}%, by hand +10.0%"
+    );
+    let (e, n) = cell("A6000 Phi-mini-MoE-instruct TP 2");
+    assert_eq!(n, 1, "the router's gate scope is not read");
+    assert!(
+        (e + 20.0).abs() <= 0.2,
+        "expert.w2 priced {e:+.1}%, by hand -20.0%"
+    );
+    assert_eq!(cell("A6000 ").1, 2);
+    assert!(
+        !stdout.contains("TPU"),
+        "a part without datasheet numbers is skipped"
+    );
+}
