@@ -31,7 +31,8 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 6000's) and the defaults `HostSpec` holds ("constants held by the host model's defaults").
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
-                                  [--gemm-rows=GPU] [--llmservingsim-v0=DIR]
+                                  [--vllm019-default-tiles] [--gemm-rows=GPU]
+                                  [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
 `--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
@@ -44,6 +45,9 @@ table refutes; docs/src/accuracy.md).
 head dimension, Step2Mini's and Step3's query projections; the QKV projections timed with
 their QK-norm kernels left out; `roofline_tables.linear_shapes`), a what-if: only H800's tables
 change, and the constants it derives are not the code's (docs/src/accuracy.md, "H800's GEMMs").
+`--vllm019-default-tiles` reads LLMServingSim's fused-MoE table (vLLM 0.19, no tuned file) on
+vLLM 0.19's default tiles instead of 0.10.2's, a what-if that held out does worse
+(docs/src/accuracy.md, "Every bundled part's tuned files").
 `--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
 held-out error (the constants derived from the other GPUs).
 `--llmservingsim-v0=DIR` reads, as a check only (no constant comes from them), the GEMM rows of
@@ -389,14 +393,39 @@ def decode_fit(rows):
 
 # ------------------------------------------------------------------------------------ fused MoE
 
+# `--vllm019-default-tiles`: read LLMServingSim's tables (vLLM 0.19) on 0.19's default tiles.
+VLLM019_DEFAULT_TILES = "--vllm019-default-tiles" in sys.argv
+
+
+def moe_tile(r):
+    """(rows, columns, weight bytes in flight per thread block, whether its MMA work is whole
+    tiles, whether the large tile's bytes-per-clock cap holds) of the tile vLLM's default
+    config (no table here ran a tuned file) gives a row's grouped GEMMs. vLLM 0.10.2
+    (Frontier's tables; every table unless `--vllm019-default-tiles`): 16 x 32 (K step 64)
+    when the batch has no more tokens than the GPU has experts, else 64 x 64 (K step 32),
+    Triton's 3 stages, `MOE_BLOCK_BYTES_IN_FLIGHT`; SGLang's copy,
+    `fused_moe_triton_config.py`, has the same heuristic. With the flag, LLMServingSim's
+    tables (vLLM 0.19) on 0.19's `get_default_config`: BLOCK_SIZE_M 16 / 32 / 64 / 128 up to
+    32 / 96 / 512 tokens and above, BLOCK_SIZE_N 64 up to 64 tokens then 128, BLOCK_SIZE_K 128
+    up to 64 tokens then 64, 4 stages up to 32 tokens then 3, priced as the roofline prices a
+    tuned tile (its own bytes in flight, whole tiles, no cap): a what-if that held out does
+    worse (docs/src/accuracy.md, "Every bundled part's tuned files")."""
+    if r["src"] == "lss" and VLLM019_DEFAULT_TILES:
+        m = r["n"]
+        block_m = 16 if m <= 32 else 32 if m <= 96 else 64 if m <= 512 else 128
+        block_n, block_k = (64, 128) if m <= 64 else (128, 64)
+        stages = 4 if m <= 32 else 3
+        return block_m, block_n, (stages - 1) * block_k * block_n * 2, True, False
+    if r["n"] <= r["E_loc"]:
+        return 16, 32, MOE_BLOCK_BYTES_IN_FLIGHT, False, False
+    return 64, 64, MOE_BLOCK_BYTES_IN_FLIGHT, True, True
+
+
 def moe_tiles(r):
-    """Thread blocks (CTAs) of the two grouped GEMMs of a fused-MoE row: vLLM's default tile
-    for unquantized weights is 16 x 32 (rows x columns) when the batch has no more tokens than
-    the GPU has experts, else 64 x 64 (`get_default_config` of vLLM's fused_moe.py; SGLang's
-    copy, `fused_moe_triton_config.py`, has the same heuristic); each expert hit gets
-    ceil(rows / tile rows) tile rows, each as many blocks as its GEMM has tile columns
-    (gate and up: 2 x width; down: hidden)."""
-    block_m, block_n = (16, 32) if r["n"] <= r["E_loc"] else (64, 64)
+    """Thread blocks (CTAs) of the two grouped GEMMs of a fused-MoE row on its tile
+    (`moe_tile`): each expert hit gets ceil(rows / tile rows) tile rows, each as many blocks
+    as its GEMM has tile columns (gate and up: 2 x width; down: hidden)."""
+    block_m, block_n = moe_tile(r)[:2]
     per_expert = r["routed"] / max(r["active"], 1e-9)
     tile_rows = r["active"] * math.ceil(per_expert / block_m - 1e-9)
     return (max(1.0, tile_rows * math.ceil(2 * r["width"] / block_n)),
@@ -404,12 +433,12 @@ def moe_tiles(r):
 
 
 def large_tile(r):
-    """Whether vLLM's default config runs the row's grouped GEMMs on its 64 x 64 tile (more
-    tokens than the GPU has experts)."""
-    return r["n"] > r["E_loc"]
+    """Whether vLLM 0.10.2's default config runs the row's grouped GEMMs on its 64 x 64 tile
+    (more tokens than the GPU has experts), the tile the bytes-per-clock cap holds."""
+    return moe_tile(r)[4]
 
 
-# Weight bytes one thread block of the fused-MoE kernel keeps in flight: vLLM's default configs
+# Weight bytes one thread block of the fused-MoE kernel keeps in flight: vLLM 0.10's default configs
 # set no `num_stages`, so Triton's default of 3 pipeline stages applies, 2 K steps loading
 # ahead of the one being computed, each a BLOCK_K x BLOCK_N tile of bf16 weights: 64 x 32 on
 # the small tile (16 x 32 x 64), 32 x 64 on the large (64 x 64 x 32), 8,192 bytes on both.
@@ -435,7 +464,7 @@ def moe_parts(r, eta_m, latency, large_tile_cap=None):
     g = GPUS[r["gpu"]]
     expert = r["hidden"] * r["width"] * 2
     bw = large_tile_peak(r, large_tile_cap) * eta_m
-    full = moe_saturating_blocks(r["gpu"], latency)
+    full = moe_saturating_blocks(r["gpu"], latency) * MOE_BLOCK_BYTES_IN_FLIGHT / moe_tile(r)[2]
     up, down = (bw * min(1.0, blocks / full) if full else bw for blocks in moe_tiles(r))
     moved = 2 * r["active"] * expert / up + r["active"] * expert / down + 2 * r["routed"] * r["hidden"] * 2 / bw
     flops = mma_rows(r) * 2 * 3 * r["hidden"] * r["width"]
@@ -443,13 +472,14 @@ def moe_parts(r, eta_m, latency, large_tile_cap=None):
 
 
 def mma_rows(r):
-    """The rows whose MMA work the grouped GEMMs do: on vLLM's large tile each expert hit
-    computes whole tiles of 64 rows (its routed rows rounded up; `moe_tiles`'s tile rows), on
-    the small tile the routed rows."""
-    if not large_tile(r):
+    """The rows whose MMA work the grouped GEMMs do: on a tile of whole tiles (`moe_tile`: 0.10's
+    large tile, 64 rows) each expert hit computes its routed rows rounded up to the tile's
+    (`moe_tiles`'s tile rows), on 0.10's small tile the routed rows."""
+    block_m, _, _, whole, _ = moe_tile(r)
+    if not whole:
         return r["routed"]
     per_expert = r["routed"] / max(r["active"], 1e-9)
-    return r["active"] * 64 * math.ceil(per_expert / 64 - 1e-9)
+    return r["active"] * block_m * math.ceil(per_expert / block_m - 1e-9)
 
 
 def large_tile_peak(r, cap):
@@ -489,7 +519,7 @@ def moe_idle_blocks(r):
     """Thread blocks of a row's two grouped GEMMs that do no MMA work: the grid's tile rows
     beyond those of this GPU's experts hit (past `num_tokens_post_padded` they return at once;
     those of other EP ranks' experts write zeros), times the GEMM's tile columns."""
-    block_m, block_n = (16, 32) if r["n"] <= r["E_loc"] else (64, 64)
+    block_m, block_n = moe_tile(r)[:2]
     real = r["active"] * math.ceil(r["routed"] / max(r["active"], 1e-9) / block_m - 1e-9)
     numel = r["n"] * r["top_k"]
     up = max(0.0, moe_grid_rows(r, block_m, r["n"], r["top_k"]) - real) * math.ceil(2 * r["width"] / block_n)
@@ -1431,7 +1461,7 @@ def main():
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
-    for flag in ("--flat-large-tile", "--frontier-shapes"):
+    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles"):
         if flag in sys.argv:
             print(f"with {flag}, a what-if: src/latency/roofline.rs holds the constants derived without it")
     print("constants held by the host model's defaults (src/config/hardware.rs, HostSpec):")

@@ -369,9 +369,11 @@ struct MoeTile {
     capped: bool,
 }
 
-/// vLLM's default fused-MoE tile when `tokens` enter the kernel of `experts`: the small one
-/// while there are no more tokens than experts (its MMA work the routed rows: few per expert
-/// hit, which the weights hide), else the large one (whole 64-row tiles per expert hit).
+/// vLLM 0.10.2's default fused-MoE tile when `tokens` enter the kernel of `experts` (the tiles
+/// the constants were fitted on; priced wherever vLLM ships no tuned file, [`moe_tuned`]): the
+/// small one while there are no more tokens than experts (its MMA work the routed rows: few
+/// per expert hit, which the weights hide), else the large one (whole 64-row tiles per expert
+/// hit).
 fn moe_default_tile(tokens: f64, experts: f64) -> MoeTile {
     let small = tokens <= experts;
     let (rows, columns) = if small {
@@ -486,8 +488,9 @@ pub struct Roofline {
     moe_large_tile_share: f64,
     /// Time of one idle thread block of the fused-MoE grid, ns (`moe_idle_ns_per_block`).
     moe_idle_ns_per_block: f64,
-    /// The part's name in the bundled tuned fused-MoE configs ([`moe_tuned::device`]), and
-    /// the tuned tiles vLLM runs this model's experts on, if a file is for them.
+    /// The name vLLM's tuned fused-MoE configs give the part ([`moe_tuned::vllm_device`];
+    /// `None` for weights not in 16 bits), and the tuned tiles vLLM runs this model's experts
+    /// on, if it ships a file for them.
     moe_tuned_device: Option<&'static str>,
     moe_tuned: Option<&'static [TunedTile]>,
     launch_ns: f64,
@@ -673,7 +676,11 @@ impl Roofline {
         let tp = u64::from(tp.max(1));
         let fp = dtype.bytes() as f64;
         let hidden = model.hidden_size as f64;
-        let moe_tuned_device = moe_tuned::device(&hardware.name);
+        // vLLM's tuned files without a `dtype` in their name are for 16-bit weights.
+        let moe_tuned_device = match dtype {
+            Dtype::Bfloat16 | Dtype::Float16 => moe_tuned::vllm_device(&hardware.name),
+            _ => None,
+        };
         let moe_tuned = match (&model.moe, moe_tuned_device) {
             (Some(moe), Some(device)) => {
                 moe_tuned::tuned_tiles(device, moe.num_experts, moe.moe_intermediate_size / tp)

@@ -470,17 +470,25 @@ fn moe_few_experts_with_too_few_thread_blocks_stream_slower() {
     let weights = 2.0 * 3.0 * 4096.0 * 1792.0 * 2.0;
     let activations = 2.0 * 2.0 * 4096.0 * 2.0;
     let flops = 2.0 * 2.0 * 3.0 * 4096.0 * 1792.0;
-    let h100 = experts_ns(&roofline("Mixtral-8x7B-v0.1", "H100", 8), &decodes(1, 100));
+    // vLLM ships tuned files for this shape on both parts; these are its default tiles.
+    let h100 = experts_ns(
+        &roofline_default_tiles("Mixtral-8x7B-v0.1", "H100", 8),
+        &decodes(1, 100),
+    );
     let plain_h100 = fused_moe_by_hand(weights + activations, flops, 3350.0, 989.4);
     assert!((h100 - plain_h100).abs() <= 1.0, "{h100} vs {plain_h100}");
     let blocks = 4800.0 / 1.83 * 1000.0 / 8192.0;
     let bytes = streamed(weights, 224.0 / blocks, 256.0 / blocks, activations);
     let expected = fused_moe_by_hand(bytes, flops, 4800.0, 989.4);
-    let got = experts_ns(&roofline("Mixtral-8x7B-v0.1", "H200", 8), &decodes(1, 100));
+    let got = experts_ns(
+        &roofline_default_tiles("Mixtral-8x7B-v0.1", "H200", 8),
+        &decodes(1, 100),
+    );
     assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
     // A part without `sm_count` has no such limit.
     let mut h200 = Hardware::resolve("H200").unwrap();
     h200.sm_count = None;
+    h200.name = "H200 (own file)".into();
     let model = ModelArch::resolve("Mixtral-8x7B-v0.1").unwrap();
     let unlimited = Roofline::new(&model, &h200, 8, Dtype::Bfloat16);
     let plain = fused_moe_by_hand(weights + activations, flops, 4800.0, 989.4);
@@ -837,4 +845,59 @@ fn many_prefills_at_once_share_their_waves_as_few_do() {
         let expected = 7_100.0 + waves * wave;
         assert!((got - expected).abs() <= 1.0, "{n}: {got} {expected}");
     }
+}
+
+#[test]
+fn moe_a_tuned_file_of_another_part_and_shape_sets_the_tile() {
+    // Qwen3-30B-A3B at TP 1 on H200, 16 decodes: vLLM reads `E=128,N=768,...NVIDIA_H200`,
+    // whose entry 16 is a 16 × 64 tile, K step 256, 2 stages: one K step of 256 × 64 bf16
+    // weights in flight per block (32,768 bytes), so 2,623 bytes per clock × 1,000 clocks
+    // need 80.1 blocks. 128 × (1 − (15/16)^16) = 82.4 experts hit, 128 routed rows (1.6 per
+    // expert: one 16-row tile row each, computed whole); gate and up 82.4 × 2 × 768 / 64,
+    // down 82.4 × 2048 / 64 blocks: saturated, no cap.
+    let r = roofline("Qwen3-30B-A3B-Instruct-2507", "H200", 1);
+    let active = 128.0 * (1.0 - (15.0f64 / 16.0).powi(16));
+    let expert = 3.0 * 2048.0 * 768.0;
+    let activations = 2.0 * 128.0 * 2048.0 * 2.0;
+    let flops = active * 16.0 * 2.0 * expert;
+    // The grids: 128 routed rows + 128 × 15 padded, 128 tile rows of 16, `active` working;
+    // the idle rows have 24 (gate and up) and 32 (down) blocks.
+    let idle = idle_ns((128.0 - active) * (24.0 + 32.0), 132.0, 1.83);
+    let expected =
+        fused_moe_by_hand(active * expert * 2.0 + activations, flops, 4800.0, 989.4) + idle;
+    let items = decodes(16, 100);
+    let got = experts_ns(&r, &items);
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    // Without the file, vLLM 0.10's default 16 × 32 tile (8 KiB in flight: 320 blocks
+    // needed, 82.4 × 48 and 82.4 × 64 launched) streams at the same rate, its MMA work is the
+    // 128 routed rows, and its idle rows have twice the blocks: 2.7% cheaper here.
+    let default = experts_ns(
+        &roofline_default_tiles("Qwen3-30B-A3B-Instruct-2507", "H200", 1),
+        &items,
+    );
+    let idle = idle_ns((128.0 - active) * (48.0 + 64.0), 132.0, 1.83);
+    let routed_flops = 128.0 * 2.0 * expert;
+    let by_hand = fused_moe_by_hand(
+        active * expert * 2.0 + activations,
+        routed_flops,
+        4800.0,
+        989.4,
+    ) + idle;
+    assert!((default - by_hand).abs() <= 1.0, "{default} vs {by_hand}");
+    assert!((got / default - 1.028).abs() < 0.001, "{got} vs {default}");
+    // No file (Qwen3-30B-A3B at TP 1 on H100): the defaults, as on a part of its own.
+    let h100 = experts_ns(&roofline("Qwen3-30B-A3B-Instruct-2507", "H100", 1), &items);
+    let own = experts_ns(
+        &roofline_default_tiles("Qwen3-30B-A3B-Instruct-2507", "H100", 1),
+        &items,
+    );
+    assert_eq!(h100, own);
+    // fp8 weights: vLLM would read a `dtype=fp8_w8a8` file, none bundled: the defaults.
+    let model = ModelArch::resolve("Qwen3-30B-A3B-Instruct-2507").unwrap();
+    let fp8 =
+        |hardware: &Hardware| experts_ns(&Roofline::new(&model, hardware, 1, Dtype::Fp8), &items);
+    let h200 = Hardware::resolve("H200").unwrap();
+    let mut own = h200.clone();
+    own.name = "H200 (own file)".into();
+    assert_eq!(fp8(&h200), fp8(&own));
 }

@@ -1,24 +1,102 @@
 use blis_cosim::latency::roofline::moe_tuned::*;
 
+/// vLLM's name of H100 SXM5 80GB.
+const H100: &str = "NVIDIA_H100_80GB_HBM3";
+
 /// The tiles of vLLM's `E=8,N=7168` H100 file (Mixtral-8x7B at TP 2).
 fn mixtral_tp2() -> &'static [TunedTile] {
-    tuned_tiles(device("H100-SXM").unwrap(), 8, 7168).unwrap()
+    tuned_tiles(H100, 8, 7168).unwrap()
+}
+
+/// `(block_m, block_n, block_k, stages)` of a tile.
+fn shape(t: TunedTile) -> (u32, u32, u32, u32) {
+    (t.block_m, t.block_n, t.block_k, t.stages)
+}
+
+/// The entry vLLM picks for `tokens` from the file of `experts` × `width` on `device`.
+fn entry(device: &str, experts: u64, width: u64, tokens: f64) -> (u32, u32, u32, u32) {
+    let tiles = tuned_tiles(device, experts, width).unwrap();
+    shape(nearest(tiles, tokens).unwrap())
+}
+
+#[test]
+fn each_bundled_part_has_the_name_torch_gives_it() {
+    assert_eq!(vllm_device("H100-SXM"), Some(H100));
+    assert_eq!(vllm_device("H200"), Some("NVIDIA_H200"));
+    assert_eq!(vllm_device("A100-80G"), Some("NVIDIA_A100-SXM4-80GB"));
+    assert_eq!(vllm_device("B200"), Some("NVIDIA_B200"));
+    assert_eq!(
+        vllm_device("RTXPRO6000"),
+        Some("NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition")
+    );
+    assert_eq!(vllm_device("RTX4090"), Some("NVIDIA_GeForce_RTX_4090"));
+    assert_eq!(vllm_device("H100-SXM (own file)"), None);
 }
 
 #[test]
 fn a_file_is_found_only_for_its_part_experts_and_width() {
-    assert_eq!(device("H100-SXM"), Some("H100-SXM"));
-    assert_eq!(device("H200"), None);
-    assert_eq!(device("RTXPRO6000"), None);
-    let h100 = device("H100-SXM").unwrap();
-    assert!(tuned_tiles(h100, 8, 3584).is_some(), "Mixtral at TP 4");
-    // Mixtral at TP 8 (width 1,792) and Qwen3-30B-A3B (128 of 768): no file bundled.
-    assert!(tuned_tiles(h100, 8, 1792).is_none());
-    assert!(tuned_tiles(h100, 128, 768).is_none());
+    // Mixtral-8x7B (8 experts of 14,336): H100 at TP 2 / 4 / 8, H200 at TP 1 to 8, A100 at
+    // TP 2 / 4 / 8 and at EP 8 (one expert of 14,336 per GPU).
+    for width in [7168, 3584, 1792] {
+        assert!(tuned_tiles(H100, 8, width).is_some(), "H100 {width}");
+        assert!(tuned_tiles("NVIDIA_A100-SXM4-80GB", 8, width).is_some());
+    }
+    assert!(
+        tuned_tiles(H100, 8, 14336).is_none(),
+        "no TP 1 file on H100"
+    );
+    for width in [14336, 7168, 3584, 1792] {
+        assert!(
+            tuned_tiles("NVIDIA_H200", 8, width).is_some(),
+            "H200 {width}"
+        );
+    }
+    assert!(tuned_tiles("NVIDIA_A100-SXM4-80GB", 1, 14336).is_some());
+    // Qwen3-30B-A3B (128 experts of 768): H200 at TP 1 to 8, H100 at TP 2 and 4, A100 at
+    // TP 4, B200 at TP 1; none on H100 at TP 1 nor under EP (64 experts of 768).
+    for width in [768, 384, 192, 96] {
+        assert!(
+            tuned_tiles("NVIDIA_H200", 128, width).is_some(),
+            "H200 {width}"
+        );
+    }
+    assert!(tuned_tiles(H100, 128, 384).is_some());
+    assert!(tuned_tiles(H100, 128, 192).is_some());
+    assert!(tuned_tiles(H100, 128, 768).is_none());
+    assert!(tuned_tiles(H100, 64, 768).is_none());
+    assert!(tuned_tiles("NVIDIA_A100-SXM4-80GB", 128, 192).is_some());
+    assert!(tuned_tiles("NVIDIA_B200", 128, 768).is_some());
+    assert!(tuned_tiles("NVIDIA_B200", 128, 384).is_none());
+    // Phi-mini-MoE (16 of 960) has no file; nor has any shape on the RTX parts.
+    assert!(tuned_tiles(H100, 16, 960).is_none());
+    let rtx = vllm_device("RTXPRO6000").unwrap();
+    assert!(tuned_tiles(rtx, 128, 768).is_none());
+    assert!(tuned_tiles(rtx, 64, 768).is_none());
 }
 
 #[test]
-fn vllm_takes_the_entry_nearest_the_tokens_the_smaller_on_a_tie() {
+fn the_entries_are_those_of_vllms_files() {
+    // Hand-read from vLLM 0.19.0's files: the key, then BLOCK_SIZE_M, _N, _K, num_stages.
+    // `E=8,N=7168,...H100_80GB_HBM3`, "64": 32, 128, 128, 4.
+    assert_eq!(entry(H100, 8, 7168, 64.0), (32, 128, 128, 4));
+    // `E=128,N=384,...H100_80GB_HBM3`, "1": 16, 32, 128, 4; "256": 32, 64, 128, 2.
+    assert_eq!(entry(H100, 128, 384, 1.0), (16, 32, 128, 4));
+    assert_eq!(entry(H100, 128, 384, 256.0), (32, 64, 128, 2));
+    // `E=128,N=768,device_name=NVIDIA_H200.json`, "16": 16, 64, 256, 2.
+    assert_eq!(entry("NVIDIA_H200", 128, 768, 16.0), (16, 64, 256, 2));
+    // `E=8,N=14336,device_name=NVIDIA_H200.json`, "1024": 128, 256, 64, 4.
+    assert_eq!(entry("NVIDIA_H200", 8, 14336, 1024.0), (128, 256, 64, 4));
+    // `E=8,N=7168,device_name=NVIDIA_A100-SXM4-80GB.json`, "32": 16, 64, 256, 4.
+    assert_eq!(
+        entry("NVIDIA_A100-SXM4-80GB", 8, 7168, 32.0),
+        (16, 64, 256, 4)
+    );
+    // `E=128,N=768,device_name=NVIDIA_B200.json`, "2": 16, 64, 64, 5.
+    assert_eq!(entry("NVIDIA_B200", 128, 768, 2.0), (16, 64, 64, 5));
+}
+
+#[test]
+fn vllm_takes_the_entry_nearest_the_tokens_the_first_on_a_tie() {
     let tiles = mixtral_tp2();
     let key = |tokens: f64| nearest(tiles, tokens).unwrap().tokens;
     assert_eq!(key(1.0), 1);
@@ -28,12 +106,15 @@ fn vllm_takes_the_entry_nearest_the_tokens_the_smaller_on_a_tie() {
     assert_eq!(key(100.0), 96);
     assert_eq!(key(100_000.0), 4096, "past the last key");
     assert!(nearest(&[], 8.0).is_none());
-    // Entry 64: 32 × 128 tiles with a K step of 128 and 4 stages.
-    let t = nearest(tiles, 64.0).unwrap();
-    assert_eq!(
-        (t.block_m, t.block_n, t.block_k, t.stages),
-        (32, 128, 128, 4)
-    );
+    // Every bundled file lists its keys ascending, as vLLM's tie rule is read here.
+    for width in [7168, 3584, 1792] {
+        let keys: Vec<u32> = tuned_tiles(H100, 8, width)
+            .unwrap()
+            .iter()
+            .map(|t| t.tokens)
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
+    }
 }
 
 #[test]
