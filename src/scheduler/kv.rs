@@ -517,8 +517,18 @@ impl BlockPool {
     }
 
     /// Stamps the changes that follow with time `now` (a no-op without history or thrash
-    /// watch).
+    /// watch). Asked before every step is formed, and nearly always a no-op, so the test is
+    /// inlined and the stamping called.
+    #[inline]
     pub fn set_clock(&mut self, now: Nanos) {
+        if self.history.is_some() || self.thrash.is_some() {
+            self.stamp(now);
+        }
+    }
+
+    /// [`BlockPool::set_clock`] of a pool that keeps its history or watches thrashing.
+    #[cold]
+    fn stamp(&mut self, now: Nanos) {
         if let Some(h) = &mut self.history {
             h.clock = now;
         }
