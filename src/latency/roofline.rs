@@ -85,6 +85,11 @@ pub const PREFILLS_ON_STACK: usize = 8;
 /// and each wave lasts as long as its longest tile, so the time is the sum over waves of their
 /// first tile's KV tiles: with `n(m)` the tiles that reach KV tile `m`, `sum_m ceil(n(m) /
 /// sms)`. Without `sms`, no waves: the padded tiles' total KV tiles.
+///
+/// `n(m)` changes only where some sequence's tiles stop reaching (a query tile's worth of KV
+/// rows past its prefix, or its chunk's end), so the KV tiles are taken in runs of equal
+/// `n(m)` ([`tiles_reaching`]): a chunk after a long prefix beside a new prompt's chunk is a
+/// few runs, not a pass over every KV tile of the prefix.
 pub fn prefill_waves<I>(prefills: I, heads: u64, tile_rows: u64, sms: Option<u64>) -> u64
 where
     I: Iterator<Item = (u64, u64)> + Clone,
@@ -100,18 +105,41 @@ where
     // Every tile reaches the KV tiles up to the shortest prefix.
     let full = (lowest / kv + 1).min(top);
     let mut waves = full * per_wave(tiles);
-    for m in full + 1..=top {
-        let reach = (m - 1) * kv;
-        let n: u64 = prefills
-            .clone()
-            .filter(|&(chunk, prefix)| prefix + chunk > reach)
-            .map(|(chunk, prefix)| {
-                heads * (chunk.div_ceil(tile_rows) - reach.saturating_sub(prefix) / tile_rows)
-            })
-            .sum();
-        waves += per_wave(n);
+    let mut m = full + 1;
+    while m <= top {
+        let (n, next) = tiles_reaching(prefills.clone(), (m - 1) * kv, tile_rows);
+        // The first KV tile whose rows start at `next` or later.
+        let end = (next.div_ceil(kv) + 1).min(top + 1);
+        waves += (end - m) * per_wave(heads * n);
+        m = end;
     }
     waves
+}
+
+/// For [`prefill_waves`]: the query tiles of one head over `prefills` that reach the KV tile
+/// whose rows start at `reach` (past every prefill's shortest prefix), and the least row at
+/// which that count changes (`u64::MAX`: never again).
+fn tiles_reaching<I>(prefills: I, reach: u64, tile_rows: u64) -> (u64, u64)
+where
+    I: Iterator<Item = (u64, u64)>,
+{
+    // Tiles are 64 or 128 rows: a shift, not a division, on the runs' chain of dependencies.
+    let shift = tile_rows
+        .is_power_of_two()
+        .then(|| tile_rows.trailing_zeros());
+    let tiles_in = |rows: u64| shift.map_or_else(|| rows / tile_rows, |s| rows >> s);
+    let (mut n, mut next) = (0, u64::MAX);
+    for (chunk, prefix) in prefills {
+        let end = prefix + chunk;
+        if end <= reach {
+            continue;
+        }
+        // Query tiles whose last row lies before `reach` (none while within the prefix).
+        let short = tiles_in(reach.saturating_sub(prefix));
+        n += chunk.div_ceil(tile_rows) - short;
+        next = next.min(end.min(prefix + (short + 1) * tile_rows));
+    }
+    (n, next)
 }
 
 /// Rate at which a *mixed* batch's attention reads the KV cache of its decodes, as a

@@ -517,8 +517,18 @@ impl BlockPool {
     }
 
     /// Stamps the changes that follow with time `now` (a no-op without history or thrash
-    /// watch).
+    /// watch). Asked before every step is formed, and nearly always a no-op, so the test is
+    /// inlined and the stamping called.
+    #[inline]
     pub fn set_clock(&mut self, now: Nanos) {
+        if self.history.is_some() || self.thrash.is_some() {
+            self.stamp(now);
+        }
+    }
+
+    /// [`BlockPool::set_clock`] of a pool that keeps its history or watches thrashing.
+    #[cold]
+    fn stamp(&mut self, now: Nanos) {
         if let Some(h) = &mut self.history {
             h.clock = now;
         }
@@ -801,6 +811,7 @@ impl BlockPool {
     /// a parent the index does not hold; see [`BlockPool::chain_parent`]). The first block
     /// indexed under a hash keeps it; a duplicate stays unindexed. Returns the block that
     /// holds `hash` in the index now, the parent of the chain's next block.
+    #[inline]
     pub fn cache_after(&mut self, parent: Option<BlockId>, block: BlockId, hash: u64) -> BlockId {
         self.use_free_list();
         if self.blocks[block as usize].hashed() {
@@ -830,6 +841,17 @@ impl BlockPool {
             h.since[block as usize] = h.clock;
         }
         block
+    }
+
+    /// Indexes a run of a request's blocks as [`BlockPool::cache_after`] one after the other
+    /// would: `blocks[k]` under `hashes[k]`, the first after `parent`, each later one after
+    /// the block the index holds for the hash before it. One call for a chunk's blocks, with
+    /// `cache_after` inlined into its loop.
+    pub fn cache_run(&mut self, parent: Option<BlockId>, blocks: &[BlockId], hashes: &[u64]) {
+        let mut parent = parent;
+        for (&block, &hash) in blocks.iter().zip(hashes) {
+            parent = Some(self.cache_after(parent, block, hash));
+        }
     }
 
     /// [`BlockPool::cache_after`] for a block no index entry is the chain parent of.

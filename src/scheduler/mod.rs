@@ -1166,11 +1166,10 @@ impl Scheduler {
         let full = ((req.computed + new_tokens).min(req.reached) / block) as usize;
         let upto = full.min(req.hashes.len());
         let from = req.cached_blocks;
-        let mut parent = pool.chain_parent(&req.blocks, &req.hashes, from);
-        while req.cached_blocks < upto {
-            let i = req.cached_blocks;
-            parent = Some(pool.cache_after(parent, req.blocks[i], req.hashes[i]));
-            req.cached_blocks += 1;
+        if from < upto {
+            let parent = pool.chain_parent(&req.blocks, &req.hashes, from);
+            pool.cache_run(parent, &req.blocks[from..upto], &req.hashes[from..upto]);
+            req.cached_blocks = upto;
         }
         if let Some(tier) = lower
             && from < upto

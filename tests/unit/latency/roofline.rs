@@ -807,6 +807,59 @@ fn prefill_waves_count_each_waves_longest_tile() {
     );
 }
 
+/// [`prefill_waves`] as its definition reads: the tiles reaching each KV tile past the
+/// shortest prefix counted one KV tile at a time.
+fn waves_tile_by_tile(
+    prefills: &[(u64, u64)],
+    heads: u64,
+    tile_rows: u64,
+    sms: Option<u64>,
+) -> u64 {
+    const KV: u64 = 64;
+    let lowest = prefills.iter().map(|p| p.1).min().unwrap_or(u64::MAX);
+    let top = prefills
+        .iter()
+        .map(|&(c, p)| (p + c).div_ceil(KV))
+        .max()
+        .unwrap_or(0);
+    let tiles: u64 = prefills
+        .iter()
+        .map(|&(c, _)| heads * c.div_ceil(tile_rows))
+        .sum();
+    let per_wave = |n: u64| sms.map_or(n, |s| n.div_ceil(s));
+    let full = (lowest / KV + 1).min(top);
+    let mut waves = full * per_wave(tiles);
+    for m in full + 1..=top {
+        let reach = (m - 1) * KV;
+        let n: u64 = (prefills.iter())
+            .filter(|&&(c, p)| p + c > reach)
+            .map(|&(c, p)| heads * (c.div_ceil(tile_rows) - reach.saturating_sub(p) / tile_rows))
+            .sum();
+        waves += per_wave(n);
+    }
+    waves
+}
+
+proptest::proptest! {
+    /// Counted in runs of equal tile counts, the waves are the ones counted KV tile by KV
+    /// tile: chunks short and long, prefixes shared, far apart and off the tiles' grid, both
+    /// tile sizes, with and without waves.
+    #[test]
+    fn prefill_waves_in_runs_are_the_waves_tile_by_tile(
+        prefills in proptest::collection::vec(
+            (1..5_000u64, proptest::prop_oneof![0..300u64, 0..100_000u64, proptest::strategy::Just(0u64)]),
+            0..6),
+        heads in 1..64u64,
+        tile_rows in proptest::prop_oneof![proptest::strategy::Just(64u64), proptest::strategy::Just(128u64), 1..300u64],
+        sms in proptest::option::of(1..200u64),
+    ) {
+        proptest::prop_assert_eq!(
+            prefill_waves(prefills.iter().copied(), heads, tile_rows, sms),
+            waves_tile_by_tile(&prefills, heads, tile_rows, sms)
+        );
+    }
+}
+
 #[test]
 fn a_prefill_only_attention_is_its_waves_at_the_prefill_efficiency() {
     // Llama-3.1-8B on H100 (Hopper: 128-row tiles, 132 SMs), a 2,048-token prompt: 32

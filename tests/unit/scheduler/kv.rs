@@ -533,10 +533,17 @@ fn chained_traffic_indexes_as_a_plain_map_would() {
                 pool.release_all(blocks.iter().rev().copied());
             }
             1 if !held.is_empty() => {
-                // A request's next step indexes the rest of its blocks.
+                // A request's next step indexes the rest of its blocks, one run at a time
+                // or block by block; the index is checked against the map after each step.
                 let k = next(held.len() as u64) as usize;
                 let (blocks, hashes, done) = &mut held[k];
                 let mut parent = pool.chain_parent(blocks, hashes, *done);
+                if next(2) == 0 {
+                    pool.cache_run(parent, &blocks[*done..], &hashes[*done..]);
+                    for i in *done..blocks.len() {
+                        model.entry(hashes[i]).or_insert(blocks[i]);
+                    }
+                }
                 for i in *done..blocks.len() {
                     let holder = *model.entry(hashes[i]).or_insert(blocks[i]);
                     parent = Some(pool.cache_after(parent, blocks[i], hashes[i]));
