@@ -2,7 +2,8 @@
 # Wall-time cost of decision traces (issue 21): bench_cluster.sh's case (16 H100-SXM instances,
 # 2 nodes x 8, Llama-3.1-8B, 100,000 generated requests at 320 req/s, with the CSV), run with
 # `--trace-level decisions --counterfactual-k 3 --trace-output` (A) against the same run without
-# traces (B), paired A B A B ... with farm-bench when it is installed (else /usr/bin/time).
+# traces (B), paired A B A B ... under /usr/bin/time; prints each run's wall and CPU seconds
+# and the median CPU ratio A/B over the pairs.
 # Target: A/B <= 1.25.
 #   scripts/bench_trace.sh
 #   RUNS=5 BIN=path/to/blis-cosim scripts/bench_trace.sh
@@ -33,18 +34,22 @@ PY
 
 base="$BIN --cluster-config $TMP/cluster.json --dataset $TMP/w.jsonl --output $TMP/out.csv"
 traced="$base --trace-level decisions --counterfactual-k 3 --trace-output $TMP/trace.jsonl"
-if command -v farm-bench >/dev/null; then
-    # shellcheck disable=SC2086 # the commands are words
-    farm-bench -n "$RUNS" --timeout 1800 --vs "$base" -- $traced
-else
-    for label in untraced traced; do
+for _ in $(seq "$RUNS"); do
+    for label in traced untraced; do
         cmd=$base
         [ "$label" = traced ] && cmd=$traced
-        for _ in $(seq "$RUNS"); do
-            # shellcheck disable=SC2086
-            /usr/bin/time -f "$label %e s wall, %U s user" -a -o "$TMP/times" $cmd >/dev/null 2>&1
-        done
+        # shellcheck disable=SC2086 # the commands are words
+        /usr/bin/time -f "$label %e %U %S" -a -o "$TMP/times" $cmd >/dev/null 2>&1
     done
-    cat "$TMP/times"
-fi
+done
+python3 - "$TMP/times" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+cpu = {"traced": [], "untraced": []}
+for label, wall, user, system in rows:
+    cpu[label].append(float(user) + float(system))
+    print(f"{label}: {wall} s wall, {float(user) + float(system):.3f} s CPU")
+ratios = [a / b for a, b in zip(cpu["traced"], cpu["untraced"])]
+print(f"traced / untraced CPU, median of {len(ratios)} pairs: {statistics.median(ratios):.3f}")
+PY
 [ -f "$TMP/trace.jsonl" ] && echo "trace: $(wc -l <"$TMP/trace.jsonl") records, $(du -h "$TMP/trace.jsonl" | cut -f1)"
