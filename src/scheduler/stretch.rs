@@ -59,6 +59,16 @@ struct Holding {
     blocks: Vec<BlockId>,
 }
 
+/// A member's finishing step in [`Stretch::finishes`], with its request's slot, so that the
+/// step can be warmed without reading the member (in the 16 bytes a step and an id take).
+/// Ordered by step, then id (ids are unique among members).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Finish {
+    step: u64,
+    id: u32,
+    slot: u32,
+}
+
 /// [`Member::finish`] of a member that finished (it is dropped when the next step is formed).
 const LEFT: u64 = u64::MAX;
 
@@ -76,7 +86,7 @@ pub(super) struct Stretch {
     /// Members that finished and are still listed: their positions (ascending) and ids.
     left: Vec<(u32, u32)>,
     /// The members that have not finished, earliest finish first.
-    finishes: BinaryHeap<Reverse<(u64, u32)>>,
+    finishes: BinaryHeap<Reverse<Finish>>,
     /// Scratch: the ids of the members finishing with the step completed now.
     finishing: Vec<u32>,
     /// Per bucket, its members' blocks in running order.
@@ -118,6 +128,23 @@ impl Stretch {
         super::warm::slice(bucket);
         for h in bucket {
             super::warm::line(h.blocks.as_ptr().wrapping_add(h.blocks.len()));
+        }
+    }
+
+    /// Warms what completing the `index`-th step touches first for the earliest member it
+    /// finishes, if any: the member and its request among `slots`.
+    pub(super) fn warm_finishing<T>(&self, index: u64, slots: &[T]) {
+        let Some(&Reverse(next)) = self.finishes.peek() else {
+            return;
+        };
+        if next.step != index {
+            return;
+        }
+        if let Some(member) = self.members.get(next.id as usize) {
+            super::warm::value(member);
+        }
+        if let Some(request) = slots.get(next.slot as usize) {
+            super::warm::value(request);
         }
     }
 
@@ -313,7 +340,11 @@ impl Scheduler {
             st.order.push(id);
             let blocks = std::mem::take(&mut req.blocks);
             st.buckets[key as usize].push(Holding { member: id, blocks });
-            st.finishes.push(Reverse((finish, id)));
+            st.finishes.push(Reverse(Finish {
+                step: finish,
+                id,
+                slot: s.slot,
+            }));
             let read = u64::from(self.step_items[p].context_tokens) + 1;
             st.kv_tokens += read;
             st.longest = st.longest.max(read);
@@ -333,11 +364,11 @@ impl Scheduler {
     ) -> bool {
         let m = std::mem::take(&mut self.stretch.in_flight);
         let st = &mut self.stretch;
-        while let Some(&Reverse((f, id))) = st.finishes.peek()
-            && f == index
+        while let Some(&Reverse(next)) = st.finishes.peek()
+            && next.step == index
         {
             st.finishes.pop();
-            st.finishing.push(id);
+            st.finishing.push(next.id);
         }
         let done = st.finishing.len();
         if done > 0 {

@@ -49,9 +49,12 @@ fn bytes(start: *const u8, len: usize) {
 
 impl super::Scheduler {
     /// Warms what the instance's next step end and step touch first and cannot find ahead
-    /// by itself: the stretch bucket that takes new blocks (its members and the ends of their
+    /// by itself: the first stretch member the step end finishes (the member and its
+    /// request), the stretch bucket that takes new blocks (its members and the ends of their
     /// block lists), and the step and its batch.
     pub(crate) fn warm(&self) {
+        self.stretch
+            .warm_finishing(self.step_finish_ns.count(), &self.slots);
         let bs = u64::from(self.config.block_size.max(1));
         self.stretch.warm(((self.formed + 1) % bs) as usize);
         slice(&self.step_items);
