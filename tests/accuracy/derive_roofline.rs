@@ -37,16 +37,17 @@ fn held(name: &str) -> Vec<f64> {
         .collect()
 }
 
-#[test]
-fn the_roofline_holds_the_constants_the_script_derives() {
-    use shared_data::DataSet::{Frontier, LlmServingSim};
-    if shared_data::require(LlmServingSim).is_none() || shared_data::require(Frontier).is_none() {
-        return;
-    }
-    // The script reads `<root>/llmservingsim` and `<root>/frontier`.
-    let root = shared_data::data_root();
+/// `scripts/derive_roofline.py` run on the shared data (it reads `<root>/llmservingsim` and
+/// `<root>/frontier`) with `extra` arguments: its standard output, or `None` (the skip said)
+/// where `python3` cannot run and the shared data is not required.
+fn derive(extra: &[&str]) -> Option<String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/derive_roofline.py");
-    let out = match Command::new("python3").arg(script).arg(&root).output() {
+    let out = match Command::new("python3")
+        .arg(script)
+        .arg(shared_data::data_root())
+        .args(extra)
+        .output()
+    {
         Ok(out) => out,
         Err(e) => {
             assert!(
@@ -55,7 +56,7 @@ fn the_roofline_holds_the_constants_the_script_derives() {
                 shared_data::REQUIRE_ENV
             );
             shared_data::skip("no python3", &format!("python3 not runnable: {e}"));
-            return;
+            return None;
         }
     };
     assert!(
@@ -63,7 +64,18 @@ fn the_roofline_holds_the_constants_the_script_derives() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn the_roofline_holds_the_constants_the_script_derives() {
+    use shared_data::DataSet::{Frontier, LlmServingSim};
+    if shared_data::require(LlmServingSim).is_none() || shared_data::require(Frontier).is_none() {
+        return;
+    }
+    let Some(stdout) = derive(&[]) else {
+        return;
+    };
     check_host_defaults(&stdout);
     let block = stdout
         .split("constants held by src/latency/roofline.rs:")
@@ -183,23 +195,10 @@ fn the_v0_tables_are_read_as_their_models_shape_them() {
         "TPU-v6e-1/meta-llama/Llama-3.1-8B/tp1/layers.csv",
         "q_proj,1,0,1,1\n".into(),
     );
-    let root = shared_data::data_root();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/derive_roofline.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(&root)
-        .arg(format!("--llmservingsim-v0={}", dir.path().display()))
-        .output();
-    let Ok(out) = out else {
-        shared_data::skip("no python3", "python3 not runnable");
+    let v0 = format!("--llmservingsim-v0={}", dir.path().display());
+    let Some(stdout) = derive(&[&v0]) else {
         return;
     };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
     // The M <= 16 cell of a row of the held-out table: (signed median %, rows).
     let cell = |label: &str| -> (f64, usize) {
         let line = stdout
