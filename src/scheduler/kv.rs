@@ -685,13 +685,25 @@ impl BlockPool {
     }
 
     /// Pops the least recently freed block, evicting its cached hash. `None` when empty.
+    /// A block off the stack (nothing to evict, no bookkeeping) is taken inline; the rest
+    /// is a call.
+    #[inline]
     pub fn allocate(&mut self) -> Option<BlockId> {
-        if let Some(stack) = &mut self.stack {
-            let Some(b) = stack.pop() else {
-                return self.allocate_fresh();
-            };
+        if let Some(stack) = &mut self.stack
+            && let Some(b) = stack.pop()
+        {
             self.num_free -= 1;
             return Some(b);
+        }
+        self.allocate_slow()
+    }
+
+    /// [`BlockPool::allocate`] past the stack's top: a fresh block, or, off the stack, the
+    /// free list's head with its cached hash evicted.
+    #[inline(never)]
+    fn allocate_slow(&mut self) -> Option<BlockId> {
+        if self.stack.is_some() {
+            return self.allocate_fresh();
         }
         if let Some(b) = self.allocate_fresh() {
             return Some(b);

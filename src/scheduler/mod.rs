@@ -1245,19 +1245,10 @@ impl Scheduler {
                 (&mut self.slots, &mut self.free_slots, &mut self.is_leaving);
             let spare = &mut self.spare_blocks;
             self.running.retain(|&slot| {
-                if !is_leaving[slot as usize] {
-                    return true;
+                !is_leaving[slot as usize] || {
+                    free_finished_slot(slots, free_slots, spare, slot);
+                    false
                 }
-                // A handed-off request leaves the running set; its slot and blocks stay until
-                // the transfer ends.
-                let entry = &mut slots[slot as usize];
-                if entry.as_ref().is_some_and(|r| r.phase == Phase::Finished) {
-                    let mut blocks = entry.take().map(|r| r.blocks).unwrap_or_default();
-                    blocks.clear();
-                    spare.push(blocks);
-                    free_slots.push(slot);
-                }
-                false
             });
             for &slot in &self.leaving {
                 self.is_leaving[slot as usize] = false;
@@ -1343,5 +1334,25 @@ impl Scheduler {
         }
         self.is_leaving[s.slot as usize] = true;
         true
+    }
+}
+
+/// Frees the slot of a request leaving the running set, if it finished (its block list kept
+/// for reuse in `spare`). A handed-off request leaves the running set too, but its slot and
+/// blocks stay until the transfer ends. Called for leaving requests only, so that the running
+/// set's pass tests the rest inline.
+#[inline(never)]
+fn free_finished_slot(
+    slots: &mut [Option<RunningRequest>],
+    free_slots: &mut Vec<u32>,
+    spare: &mut Vec<Vec<BlockId>>,
+    slot: u32,
+) {
+    let entry = &mut slots[slot as usize];
+    if entry.as_ref().is_some_and(|r| r.phase == Phase::Finished) {
+        let mut blocks = entry.take().map(|r| r.blocks).unwrap_or_default();
+        blocks.clear();
+        spare.push(blocks);
+        free_slots.push(slot);
     }
 }
