@@ -702,11 +702,9 @@ impl BlockPool {
     /// free list's head with its cached hash evicted.
     #[inline(never)]
     fn allocate_slow(&mut self) -> Option<BlockId> {
-        if self.stack.is_some() {
-            return self.allocate_fresh();
-        }
-        if let Some(b) = self.allocate_fresh() {
-            return Some(b);
+        let fresh = self.allocate_fresh();
+        if fresh.is_some() || self.stack.is_some() {
+            return fresh;
         }
         let b = self.pop_free()?;
         // Only the block carrying a hash is its index entry (a duplicate is never indexed).
