@@ -31,8 +31,8 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 6000's) and the defaults `HostSpec` holds ("constants held by the host model's defaults").
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
-                                  [--vllm019-default-tiles] [--gemm-rows=GPU]
-                                  [--llmservingsim-v0=DIR]
+                                  [--vllm019-default-tiles] [--moe-cap-from-latency]
+                                  [--gemm-rows=GPU] [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
 `--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
@@ -48,6 +48,9 @@ change, and the constants it derives are not the code's (docs/src/accuracy.md, "
 `--vllm019-default-tiles` reads LLMServingSim's fused-MoE table (vLLM 0.19, no tuned file) on
 vLLM 0.19's default tiles instead of 0.10.2's, a what-if that held out does worse
 (docs/src/accuracy.md, "Every bundled part's tuned files").
+`--moe-cap-from-latency`: where no table of a derivation measures the large fused-MoE tile's
+bytes per SM per clock (H800 held out), one thread block's weight bytes in flight per memory
+latency, a what-if (docs/src/accuracy.md, "Few large experts held out").
 `--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
 held-out error (the constants derived from the other GPUs).
 `--llmservingsim-v0=DIR` reads, as a check only (no constant comes from them), the GEMM rows of
@@ -644,12 +647,28 @@ def moe_fits(rows):
     return out
 
 
+# The memory latency in SM clocks that a pointer chase through DRAM measures, one dependent
+# load at a time (markdewing/AI_kernels, `latency/README.md`, commit 0d701add; clocks not
+# locked): V100 460, RTX 2000 570, A100 SXM 550, RTX 4090 636, H100 SXM 700, GH200 690, RTX 5090
+# 936, RTX PRO 6000 864, B200 860, B300 848; the median. A derivation whose GPUs have no table
+# that measures the thread-block limit (H800's kernel-only tables are the only ones: H800 held
+# out) takes this latency for it rather than none; with H800's tables the limit is H800's fit
+# (1,000 clocks: the kernel waits longer per load than an idle pointer chase).
+PUBLIC_MEMORY_LATENCY_CLOCKS = 695.0
+
+# `--moe-cap-from-latency`: where no table measures the large tile's cap, one thread block's
+# weight bytes in flight per SM per memory latency (a what-if, docs/src/accuracy.md).
+MOE_CAP_FROM_LATENCY = "--moe-cap-from-latency" in sys.argv
+
+
 def moe_constants(fits, gpus):
     have = [g for g in gpus if g in fits]
     full = [g for g in have if "eta_c" in fits[g]]
     latencies = [fits[g]["latency"] for g in have if fits[g]["latency"]]
     caps = [fits[g]["large_tile"] for g in have if fits[g]["large_tile"] is not None]
     idles = [fits[g]["idle"] for g in have if fits[g]["idle"]]
+    latency = median(latencies) if latencies else PUBLIC_MEMORY_LATENCY_CLOCKS
+    cap = MOE_BLOCK_BYTES_IN_FLIGHT / latency if MOE_CAP_FROM_LATENCY else None
     return {
         # Event-timed and looped tables carry host time in their intercept: the fixed time
         # comes from the kernel-timed ones.
@@ -657,10 +676,10 @@ def moe_constants(fits, gpus):
         "moe_eta_m": median(fits[g]["eta_m"] for g in have),
         "moe_eta_c": median(fits[g]["eta_c"] for g in full),
         "moe_unhidden": median(fits[g]["unhidden"] for g in full),
-        # Without a table that measures it, no limit (the roofline before it).
-        "moe_latency": median(latencies) if latencies else 0.0,
+        # Without a table that measures it, the public pointer chase's latency.
+        "moe_latency": latency,
         # Measured only where a GPU's weight-bound rows run both tiles (H800's tables).
-        "moe_large_tile": median(caps) if caps else None,
+        "moe_large_tile": median(caps) if caps else cap,
         # Measured only where a GPU's rows launch many idle blocks (H800's, A800's Qwen3-Next).
         "moe_idle_clocks": median(idles) if idles else 0.0,
     }

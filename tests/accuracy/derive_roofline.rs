@@ -230,3 +230,86 @@ fn the_v0_tables_are_read_as_their_models_shape_them() {
         "a part without datasheet numbers is skipped"
     );
 }
+
+/// `moe_constants` and `moe_time` of `scripts/derive_roofline.py`, run on hand-made fits and a
+/// hand-made row: what `python3 -c` prints of `code`, or `None` (the skip said) where
+/// `python3` cannot run.
+fn derive_python(code: &str) -> Option<String> {
+    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts");
+    let program = format!("import sys; sys.path.insert(0, {scripts:?})\n{code}");
+    let out = match Command::new("python3").arg("-c").arg(program).output() {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var_os(shared_data::REQUIRE_ENV).is_none(),
+                "python3 not runnable ({e}) and {} is set",
+                shared_data::REQUIRE_ENV
+            );
+            shared_data::skip("no python3", &format!("python3 not runnable: {e}"));
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+/// A derivation whose GPUs have no table that measures the fused-MoE thread-block limit (H800
+/// held out) takes the public pointer chase's memory latency, the median of ten parts' (460,
+/// 550, 570, 636, 690, 700, 848, 860, 864, 936 clocks: 695); one whose GPUs measure it takes
+/// their median. A one-token row of 2 of 16 experts of 4,096 × 224 on H800, priced by hand at
+/// both latencies.
+#[test]
+fn the_held_out_memory_latency_is_the_public_pointer_chase() {
+    let code = r#"
+import derive_roofline as d
+fit = {"t0": 2e-6, "eta_m": 0.9, "latency": 0.0, "large_tile": None, "idle": 0.0, "kernel_timed": True,
+       "eta_c": 0.42, "unhidden": 0.24}
+fits = {"A800": dict(fit), "RTXPRO6000": dict(fit), "H800": dict(fit, latency=1000.0)}
+row = {"gpu": "H800", "src": "frontier-kernel", "model": "m", "n": 1, "E": 16, "E_loc": 16, "top_k": 2,
+       "hidden": 4096, "width": 224, "active": 2.0, "routed": 2.0, "t": 1.0}
+for gpus in (["A800", "RTXPRO6000"], ["A800", "RTXPRO6000", "H800"]):
+    c = d.moe_constants(fits, gpus)
+    print(c["moe_latency"], c["moe_large_tile"], d.moe_time(c, row) * 1e9)
+"#;
+    let Some(stdout) = derive_python(code) else {
+        return;
+    };
+    // By hand, ns: H800 streams 3,350 GB/s at 1.83 GHz, 1,830.6 bytes per clock; a block of
+    // the small tile (one token: 16 x 32) keeps 8,192 bytes in flight, so L clocks of latency
+    // need L x 1,830.6 / 8,192 blocks. The gate-and-up GEMM has 2 experts x 448 / 32 = 28
+    // blocks, the down GEMM 2 x 4,096 / 32 = 256 (at least the need: full rate). An expert's
+    // matrix is 4,096 x 224 x 2 = 1,835,008 bytes; the weights stream at 0.9 x 3,350 GB/s:
+    // gate and up 2 x 2 x 1,835,008 / share, down 2 x 1,835,008, the 2 routed rows in and out
+    // 2 x 2 x 4,096 x 2 = 32,768. MMA: 2 rows x 2 x 3 x 4,096 x 224 FLOP at 0.42 x 989.4 TFLOP/s, 0.24
+    // of it unhidden; 2,000 ns fixed.
+    let bw = 0.9 * 3350.0; // bytes per ns
+    let mma = 2.0 * 2.0 * 3.0 * 4096.0 * 224.0 / (0.42 * 989.4e3);
+    let price = |latency: f64| {
+        let need = latency * (3350.0 / 1.83) / 8192.0;
+        let share = (28.0 / need).min(1.0);
+        let bytes = 4.0 * 1_835_008.0 / share + 2.0 * 1_835_008.0 + 32_768.0;
+        2_000.0 + bytes / bw + 0.24 * mma
+    };
+    let lines: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for (line, latency) in lines.iter().zip([695.0, 1000.0]) {
+        assert_eq!(line[0].parse::<f64>().unwrap(), latency, "{stdout}");
+        assert_eq!(line[1], "None", "no table measures the large tile's cap");
+        let priced: f64 = line[2].parse().unwrap();
+        let expected = price(latency);
+        assert!(
+            (priced / expected - 1.0).abs() < 1e-9,
+            "latency {latency}: priced {priced} ns, by hand {expected} ns"
+        );
+    }
+    // The public latency prices the row at 16.7 µs, H800's own at 22.7 (measured on H800's
+    // Phi-tiny-MoE table: 18.4 µs); without a limit it was 5.7.
+    assert!((price(695.0) - 16_738.0).abs() < 1.0);
+}
