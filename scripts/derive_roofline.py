@@ -32,7 +32,7 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
                                   [--vllm019-default-tiles] [--moe-cap-from-latency]
-                                  [--gemm-rows=GPU] [--llmservingsim-v0=DIR]
+                                  [--gemm-rows=GPU] [--row-kernels] [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
 `--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
@@ -53,6 +53,9 @@ bytes per SM per clock (H800 held out), one thread block's weight bytes in fligh
 latency, a what-if (docs/src/accuracy.md, "Few large experts held out").
 `--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
 held-out error (the constants derived from the other GPUs).
+`--row-kernels` prints, before the constants, every row-kernel row (norms, SiLU-and-mul,
+rotary) by GPU, table and op with the roofline's held-out error, its tokens, waves and the
+row bytes of the kernels it times.
 `--llmservingsim-v0=DIR` reads, as a check only (no constant comes from them), the GEMM rows of
 LLMServingSim's v0 per-layer tables in DIR (a checkout of LLMServingSim's repository, or an
 export of its `profiler/v0`; kept outside this repository): H100, RTX A6000 and RTX 3090
@@ -690,34 +693,77 @@ def moe_constants(fits, gpus):
 NORMS = ("input_layernorm", "layernorm")
 
 
+def row_launches(r):
+    """(bytes, vectorised) of each kernel a row-kernel row times (its time is their mean): a
+    thread block per token, loading its row 16 bytes at a time (vectorised) or one element at
+    a time, as the row's vLLM launches it (`csrc/layernorm_kernels.cu`,
+    `activation_kernels.cu`, `pos_encoding_kernels.cu`; 0.10.2 and 0.19.0):
+    - RMSNorm (`rms_norm`) reads and writes the row and reads the weight: scalar in 0.10,
+      vectorised in 0.19;
+    - fused add + RMSNorm (`fused_add_rms_norm`) reads the row and the residual, writes both
+      and reads the weight: vectorised in both. Frontier's `post_attention_layernorm` times it
+      (with the residual; Phi-tiny-MoE's `add` times the same call) and `input_layernorm`
+      times RMSNorm (a one-layer model, no residual yet); LLMServingSim's `layernorm` is the
+      mean of both (vLLM's layerwise profile sums the decoder layer's two `RMSNorm` modules of
+      the same name, per invocation);
+    - SiLU-and-mul reads two rows of the MLP's width and writes one: scalar in 0.10,
+      vectorised in 0.19;
+    - rotary reads and writes the query and key heads and one cos/sin row: scalar in both."""
+    m, h = r["tokens"], r["h"]
+    vector = r["vllm"] != "0.10"
+    rms = ((2 * m * h + h) * 2, vector)
+    fused = ((4 * m * h + h) * 2, True)
+    launches = {"input_layernorm": [rms], "post_attention_layernorm": [fused], "add": [fused],
+                "layernorm": [rms, fused]}
+    if r["op"] in launches:
+        return launches[r["op"]]
+    if r["op"] in ("mlp_act", "act_fn"):
+        return [(3 * m * r["ffn"] * 2, vector)]
+    return [((2 * m * (r["q"] + r["k"]) + m * r["rot"]) * 2, False)]
+
+
 def row_waves(r):
-    """Waves of a row kernel's grid: vLLM's RMSNorm, fused add + RMSNorm, SiLU-and-mul and
-    rotary kernels launch a thread block per token (up to 1,024 threads, or 512 for rotary:
-    `csrc/layernorm_kernels.cu`, `activation_kernels.cu`, `pos_encoding_kernels.cu`), one
-    resident per SM at that size on parts of 1,536 threads per SM (sm_86, sm_89, sm_120)."""
+    """Waves of a row kernel's grid, one thread block per SM at a time (a token each)."""
     return math.ceil(r["tokens"] / GPUS[r["gpu"]]["sms"])
+
+
+def fit_row_rates(rows):
+    """`(t - launch) x clock = F + s / scalar + v / vector` over one-wave rows (s, v: the mean
+    row bytes a thread block loads one element or 16 bytes at a time), least squares of the
+    relative error; (F, scalar, vector), a rate None where no row loads that way."""
+    terms, clocks = [], []
+    for r in rows:
+        launches = row_launches(r)
+        s = sum(b for b, vec in launches if not vec) / len(launches) / r["tokens"]
+        v = sum(b for b, vec in launches if vec) / len(launches) / r["tokens"]
+        terms.append([1.0, s, v])
+        clocks.append((r["t"] - LAUNCH_S) * GPUS[r["gpu"]]["clock"])
+    used = [i for i in range(3) if any(t[i] for t in terms)]
+    a = [[sum(t[i] * t[j] / (y * y) for t, y in zip(terms, clocks)) for j in used] for i in used]
+    b = [sum(t[i] / y for t, y in zip(terms, clocks)) for i in used]
+    x = dict(zip(used, solve(a, b)))
+    return x[0], 1 / x[1] if 1 in x else None, 1 / x[2] if 2 in x else None
 
 
 def elementwise_fits(rows):
     """Per GPU: the least time of a kernel (the median one-token RMSNorm); a row kernel's
-    fixed SM clocks and the bytes per SM clock one thread block moves along its row, fitted
-    over the rows whose grid takes one wave (`(t - launch) x clock = F + row bytes / b`);
-    and, where the tables have grids of several waves, the bytes per SM per clock at which
-    the part streams a working set that fits its L2 (least squares of the relative error)."""
+    fixed SM clocks and the bytes per SM clock one thread block moves along its row when it
+    loads one element at a time and 16 bytes at a time, fitted over the rows whose grid takes
+    one wave (`fit_row_rates`); and, where the tables have grids of several waves, the bytes
+    per SM per clock at which the part streams a working set that fits its L2 (least squares
+    of the relative error)."""
     out = {}
     for gpu in GPUS:
         mine = [r for r in rows if r["gpu"] == gpu]
         ones = [r["t"] for r in mine if r["op"] in NORMS and r["tokens"] == 1]
         if not ones:
             continue
-        clock = GPUS[gpu]["clock"]
-        single = [(r["bytes"] / r["tokens"], (r["t"] - LAUNCH_S) * clock) for r in mine if row_waves(r) == 1]
-        fixed, per_clock = fit(single)
-        f = {"floor": median(ones), "row_fixed": fixed, "row_bytes": per_clock, "l2": None}
-        waves = [r for r in mine if row_waves(r) > 1 and r["bytes"] <= GPUS[gpu]["l2"]]
+        fixed, scalar, vector = fit_row_rates([r for r in mine if row_waves(r) == 1])
+        f = {"floor": median(ones), "row_fixed": fixed, "row_scalar": scalar, "row_vector": vector, "l2": None}
+        waves = [r for r in mine if row_waves(r) > 1 and all(b <= GPUS[gpu]["l2"] for b, _ in row_launches(r))]
         if waves:
             def error(l2):
-                c = {"row_fixed": fixed, "row_bytes": per_clock, "l2_bytes": l2}
+                c = {"row_fixed": fixed, "row_scalar": scalar or vector, "row_vector": vector or scalar, "l2_bytes": l2}
                 return [row_kernel_time(c, r) / r["t"] - 1 for r in waves]
             f["l2"] = best([x / 8 for x in range(4, 400)], error)
         out[gpu] = f
@@ -725,25 +771,47 @@ def elementwise_fits(rows):
 
 
 def row_kernel_time(c, r):
-    """A row kernel as src/latency/roofline.rs prices it: its waves of one row per SM, each
-    paying the row's bytes at a thread block's bytes per clock, after the fixed clocks; or, if
-    longer, the fixed clocks and the whole working set streamed from L2 (when it fits) or DRAM;
-    plus the launch."""
+    """A row-kernel row as src/latency/roofline/rows.rs prices each of its kernels (the mean
+    of them): its waves of one row per SM, each paying the row's bytes at a thread block's
+    bytes per clock (scalar or vectorised loads), after the fixed clocks; or, if longer, the
+    fixed clocks and the whole working set streamed from L2 (when it fits) or DRAM; plus the
+    launch."""
     g = GPUS[r["gpu"]]
-    row = r["bytes"] / r["tokens"]
-    waves = (c["row_fixed"] + row_waves(r) * row / c["row_bytes"]) / g["clock"]
-    if r["bytes"] <= g["l2"]:
-        rate = c["l2_bytes"] * g["sms"] * g["clock"]
-    else:
-        rate = g["bw"] * ELEMENTWISE_EFFICIENCY
-    return max(waves, c["row_fixed"] / g["clock"] + r["bytes"] / rate) + LAUNCH_S
+    times = []
+    for b, vector in row_launches(r):
+        rate = c["row_vector"] if vector else c["row_scalar"]
+        waves = (c["row_fixed"] + row_waves(r) * b / r["tokens"] / rate) / g["clock"]
+        stream = c["l2_bytes"] * g["sms"] * g["clock"] if b <= g["l2"] else g["bw"] * ELEMENTWISE_EFFICIENCY
+        times.append(max(waves, c["row_fixed"] / g["clock"] + b / stream) + LAUNCH_S)
+    return sum(times) / len(times)
 
 
 def elementwise_constants(fits, gpus):
     def over(key):
         return median(fits[g][key] for g in gpus if g in fits and fits[g][key] is not None)
-    return {"floor": over("floor"), "row_fixed": over("row_fixed"), "row_bytes": over("row_bytes"),
-            "l2_bytes": over("l2")}
+    return {"floor": over("floor"), "row_fixed": over("row_fixed"), "row_scalar": over("row_scalar"),
+            "row_vector": over("row_vector"), "l2_bytes": over("l2")}
+
+
+def print_row_kernels(data):
+    """Every row-kernel row's held-out error (the constants derived from the other GPUs), in
+    groups by GPU, table and op, with each group's median |error| and signed median; a row's
+    line gives its tokens, waves, its kernels' row bytes (s: scalar loads, v: vectorised),
+    the measured and priced times."""
+    groups = {}
+    for gpu in sorted({r["gpu"] for r in data.elementwise}):
+        c = data.constants([g for g in GPUS if g != gpu])
+        for r in data.elementwise:
+            if r["gpu"] == gpu:
+                groups.setdefault((gpu, r["table"], r["op"]), []).append((r, row_kernel_time(c, r)))
+    for (gpu, table, op), rs in groups.items():
+        errors = [p / r["t"] - 1 for r, p in rs]
+        print(f"{gpu} {table} {op}: {len(rs)} rows, held out {median(abs(e) for e in errors):.1%} "
+              f"({median(errors):+.1%})")
+        for r, p in rs:
+            kinds = " + ".join(f"{b / r['tokens']:.0f} {'v' if vec else 's'}" for b, vec in row_launches(r))
+            print(f"  {r['tokens']:5} tokens, {row_waves(r):2} waves, row bytes {kinds}: {r['t'] * 1e6:7.2f} us, "
+                  f"priced {p * 1e6:7.2f} ({p / r['t'] - 1:+.1%})")
 
 
 # ------------------------------------------------------------------------------------ all-reduce
@@ -1335,8 +1403,10 @@ def print_fits(data):
         print(f"  fused MoE  {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.1f} us, weight eta {g['eta_m']:.3f}{block}{extra}")
     for gpu, g in f["elementwise"].items():
         l2 = f", L2 at {g['l2']:.2f} bytes per SM per clock" if g["l2"] else ""
+        rates = ", ".join(f"{name} {rate:.1f}" for name, rate in (("scalar", g["row_scalar"]), ("vectorised", g["row_vector"]))
+                          if rate is not None)
         print(f"  rows       {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us; row kernel {g['row_fixed']:.0f} clocks "
-              f"+ row bytes at {g['row_bytes']:.1f} per clock{l2}")
+              f"+ row bytes per clock ({rates}){l2}")
     for system, g in sorted(f["all_reduce"].items()):
         floors = ", ".join(f"{n} GPUs {t * 1e6:.1f}" for n, t in g["floors"].items())
         print(f"  all-reduce {system:21}: <= 64 KiB {g['t0'] * 1e6:5.1f} us (event-timed eager op), link eta {g['eta']:.3f}, "
@@ -1451,6 +1521,9 @@ def main():
         if arg.startswith("--gemm-rows="):
             print()
             print_gemm_rows(data, arg.split("=", 1)[1])
+    if "--row-kernels" in sys.argv:
+        print()
+        print_row_kernels(data)
     if v0:
         print()
         print_v0_gemms(data, v0)
@@ -1511,7 +1584,8 @@ def main():
         print(f"MOE_LARGE_TILE_BYTES_PER_CLOCK = {c['moe_large_tile']:.1f}")
     print(f"KERNEL_FLOOR_NS = {round(c['floor'] * 1e8) * 10}")
     print(f"ROW_KERNEL_FIXED_CLOCKS = {round(c['row_fixed'], -1):.0f}")
-    print(f"ROW_BYTES_PER_CLOCK = {c['row_bytes']:.1f}")
+    print(f"ROW_SCALAR_BYTES_PER_CLOCK = {c['row_scalar']:.1f}")
+    print(f"ROW_VECTOR_BYTES_PER_CLOCK = {c['row_vector']:.1f}")
     print(f"L2_BYTES_PER_SM_CLOCK = {c['l2_bytes']:.2f}")
     print(f"ALLREDUCE_LINK_EFFICIENCY = {c['allreduce_eta']:.3f}")
 

@@ -474,9 +474,21 @@ def moe(t):
 
 # ------------------------------------------------------------------------ norms and elementwise
 
+# The row-kernel ops of each table, by the name it times them under.
+FRONTIER_ROW_OPS = ("input_layernorm", "post_attention_layernorm", "add", "attn_rope", "mlp_act")
+LLMSERVINGSIM_ROW_OPS = ("layernorm", "rotary_emb", "act_fn")
+# LLMServingSim's dense tables' models: hidden size, query and key widths, SiLU-and-mul width
+# (0: a MoE model, whose dense table has none), head dimension.
+LLMSERVINGSIM_ROW_SHAPES = {"meta-llama/Llama-3.1-8B": (4096, 4096, 1024, 14336, 128),
+                            "Qwen/Qwen3-30B-A3B-Instruct-2507": (2048, 4096, 512, 0, 128)}
+
+
 def elementwise(t):
-    """Elementwise rows (RMSNorm, rotary, SiLU-and-mul, residual add), kernel-only: gpu, op,
-    bytes moved, seconds."""
+    """Row-kernel rows (RMSNorm, fused add + RMSNorm, rotary, SiLU-and-mul), kernel-only: gpu,
+    op, tokens, seconds, the table, the vLLM version that ran it (Frontier's profiler ran
+    vLLM 0.10, its `environment_profiling.yml`; LLMServingSim's bundles 0.19, their
+    `meta.yaml`) and the shape per GPU (hidden size, query and key widths, SiLU-and-mul width,
+    rotary dimension: Frontier's profiler rotates each head whole)."""
     rows = []
     for gpu, model, path, ft in t.frontier_files("mlp") + t.frontier_files("linear_op"):
         for r in csv.DictReader(open(path)):
@@ -488,29 +500,25 @@ def elementwise(t):
                 continue
             h, nh, nkv = int(r["n_embd"]), int(r["n_head"]), int(r["n_kv_head"])
             tp, m = int(r["num_tensor_parallel_workers"]), int(r["num_tokens"])
-            hd = h // nh
-            q, kv = nh * hd // tp, max(nkv // tp, 1) * hd
-            ffn = int(r["n_expanded_embd"]) // tp
-            moved = {"input_layernorm": (2 * m * h + h) * 2, "post_attention_layernorm": (2 * m * h + h) * 2,
-                     "attn_rope": (2 * m * (q + kv) + m * hd) * 2, "mlp_act": 3 * m * ffn * 2, "add": 3 * m * h * 2}
-            for op, b in moved.items():
+            hd = FRONTIER_HEAD_DIM.get(model, h // nh)
+            shape = {"h": h, "q": nh * hd // tp, "k": max(nkv // tp, 1) * hd,
+                     "ffn": int(r["n_expanded_embd"]) // tp, "rot": hd}
+            for op in FRONTIER_ROW_OPS:
                 v = r.get(f"time_stats.{op}.median")
                 if v:
-                    rows.append({"gpu": gpu, "op": op, "bytes": b, "t": float(v) * 1e-3, "tokens": m})
-    shapes = {"meta-llama/Llama-3.1-8B": (4096, 4096 + 2048, 14336), "Qwen/Qwen3-30B-A3B-Instruct-2507": (2048, 4096 + 1024, 0)}
+                    rows.append({"gpu": gpu, "op": op, "tokens": m, "t": float(v) * 1e-3,
+                                 "table": f"Frontier {model} TP{tp}", "vllm": "0.10", **shape})
     for gpu in ("RTX4090", "RTXPRO6000"):
-        for model, (h, qk, ffn) in shapes.items():
+        for model, (h, q, k, ffn, hd) in LLMSERVINGSIM_ROW_SHAPES.items():
             path = os.path.join(t.lss, gpu, model, "bf16/tp1/dense.csv")
             if not os.path.exists(path):
                 continue
+            shape = {"h": h, "q": q, "k": k, "ffn": ffn, "rot": hd}
             for r in csv.DictReader(open(path)):
-                m = int(r["tokens"])
-                moved = {"layernorm": (2 * m * h + h) * 2, "rotary_emb": (2 * m * qk + m * 128) * 2}
-                if ffn:
-                    moved["act_fn"] = 3 * m * ffn * 2
-                if r["layer"] in moved:
-                    rows.append({"gpu": gpu, "op": r["layer"], "bytes": moved[r["layer"]],
-                                 "t": float(r["time_us"]) * 1e-6, "tokens": m})
+                if r["layer"] in LLMSERVINGSIM_ROW_OPS and (ffn or r["layer"] != "act_fn"):
+                    rows.append({"gpu": gpu, "op": r["layer"], "tokens": int(r["tokens"]),
+                                 "t": float(r["time_us"]) * 1e-6, "table": f"LLMServingSim {model.split('/')[-1]}",
+                                 "vllm": "0.19", **shape})
     return rows
 
 

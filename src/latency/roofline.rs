@@ -22,7 +22,7 @@ use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
 use moe_grid::MoeLaunch;
 use moe_tuned::TunedTile;
-use rows::RowKernels;
+use rows::{Loads, RowKernels};
 use sums::{BatchSums, DecodeRates, DecodeTerms, PrefillRoom};
 
 pub mod decode;
@@ -329,17 +329,24 @@ const GEMM_UNHIDDEN: f64 = 0.50;
 const KERNEL_FLOOR_NS: f64 = 2_120.0;
 
 /// A row kernel's fixed SM clocks (ramp and tail, the launch apart; [`rows`]), fitted per GPU with
-/// [`ROW_BYTES_PER_CLOCK`] over its one-wave rows, less the launch (`(t − 0.5 µs) × clock =
-/// fixed + row bytes / rate`): H800 3,011 (Frontier's kernel-only rows), RTX 4090 3,819,
-/// RTX PRO 6000 4,363 (LLMServingSim's bundles, Frontier's); the median.
-pub(crate) const ROW_KERNEL_FIXED_CLOCKS: f64 = 3_820.0;
-/// Bytes of its row one thread block of a row kernel moves per SM clock: H800 11.1, RTX 4090
-/// 23.7, RTX PRO 6000 30.8 (fitted with [`ROW_KERNEL_FIXED_CLOCKS`]); the median.
-pub(crate) const ROW_BYTES_PER_CLOCK: f64 = 23.7;
+/// [`ROW_SCALAR_BYTES_PER_CLOCK`] and [`ROW_VECTOR_BYTES_PER_CLOCK`] over its one-wave rows,
+/// less the launch (`(t − 0.5 µs) × clock = fixed + scalar row bytes / scalar rate + vectorised
+/// row bytes / vectorised rate`): H800 2,762 (Frontier's kernel-only rows), RTX 4090 3,077,
+/// RTX PRO 6000 3,843 (LLMServingSim's bundles, Frontier's); the median.
+pub(crate) const ROW_KERNEL_FIXED_CLOCKS: f64 = 3_080.0;
+/// Bytes of its row one thread block of a row kernel moves per SM clock when its threads load
+/// one element at a time (vLLM's rotary kernel): H800 8.7, RTX 4090 9.9, RTX PRO 6000 11.4
+/// (fitted with [`ROW_KERNEL_FIXED_CLOCKS`]; H800's from vLLM 0.10's RMSNorm, SiLU-and-mul and
+/// rotary, the RTX parts' from rotary); the median.
+pub(crate) const ROW_SCALAR_BYTES_PER_CLOCK: f64 = 9.9;
+/// The same when its threads load 16 bytes at a time (vLLM 0.19's RMSNorm, fused add +
+/// RMSNorm and SiLU-and-mul; 0.10's fused add + RMSNorm): H800 18.5, RTX 4090 20.0, RTX PRO
+/// 6000 27.2; the median.
+pub(crate) const ROW_VECTOR_BYTES_PER_CLOCK: f64 = 20.0;
 /// Bytes per SM per clock at which a row kernel's grid of several waves streams a working set
-/// that fits L2 (`l2_cache_mb`), fitted per GPU over such rows: RTX 4090 6.62, RTX PRO 6000
-/// 8.62 (the only tables with grids of several waves); the median.
-pub(crate) const L2_BYTES_PER_SM_CLOCK: f64 = 7.62;
+/// that fits L2 (`l2_cache_mb`), fitted per GPU over such rows: RTX 4090 6.25, RTX PRO 6000
+/// 8.88 (the only tables with grids of several waves); the median.
+pub(crate) const L2_BYTES_PER_SM_CLOCK: f64 = 7.56;
 
 /// Breakdown name of the all-reduce that sums a TP > 1 step's vocabulary-parallel embedding
 /// shards (vLLM's `VocabParallelEmbedding.forward`), once per step, before the first block.
@@ -593,6 +600,8 @@ pub enum Work {
         cost: Cost,
         /// Its rows, a thread block each.
         rows: f64,
+        /// How its threads load their row.
+        loads: Loads,
     },
     /// A GEMM (its fixed time and weight-streaming efficiency: [`GEMM_FIXED_NS`]).
     Gemm(Cost),
@@ -680,23 +689,37 @@ fn gemm(m: f64, k: f64, n: f64, fp: f64) -> Work {
     })
 }
 
-/// A row kernel of `flops` and `bytes` over `rows` rows.
-fn row_kernel(flops: f64, bytes: f64, rows: f64) -> Work {
+/// A row kernel of `flops` and `bytes` over `rows` rows, its threads loading as `loads`.
+fn row_kernel(flops: f64, bytes: f64, rows: f64, loads: Loads) -> Work {
     Work::Rows {
         cost: Cost { flops, bytes },
         rows,
+        loads,
     }
 }
 
-/// RMSNorm over `elems` values in rows of `width` (a thread block each): read, write, weight.
+/// vLLM's fused add + RMSNorm (`fused_add_rms_norm`, the norm of every decoder layer but the
+/// first layer's input norm, and the final norm) over `elems` values in rows of `width` (a
+/// thread block each): reads the row and the residual, writes both, reads the weight; 16 bytes
+/// a load.
 fn norm(elems: f64, width: f64, fp: f64) -> Work {
-    row_kernel(4.0 * elems, (2.0 * elems + width) * fp, elems / width)
+    row_kernel(
+        4.0 * elems,
+        (4.0 * elems + width) * fp,
+        elems / width,
+        Loads::Vector,
+    )
 }
 
 /// RMSNorm of `qk` Q and K values per head of `head_dim` (a row each), with a weight for Q
-/// and one for K.
+/// and one for K; 16 bytes a load (vLLM 0.19's `rms_norm`).
 fn qk_norm(qk: f64, head_dim: f64, fp: f64) -> Work {
-    row_kernel(4.0 * qk, (2.0 * qk + 2.0 * head_dim) * fp, qk / head_dim)
+    row_kernel(
+        4.0 * qk,
+        (2.0 * qk + 2.0 * head_dim) * fp,
+        qk / head_dim,
+        Loads::Vector,
+    )
 }
 
 impl Roofline {
@@ -941,7 +964,11 @@ impl Roofline {
             Mlp::Dense { ffn_per_gpu: f } => {
                 visit("gate_up_proj", l, gemm(t, h, 2.0 * f, fp));
                 // SiLU of the gate times the up projection.
-                visit("act_fn", l, row_kernel(5.0 * t * f, 3.0 * t * f * fp, t));
+                visit(
+                    "act_fn",
+                    l,
+                    row_kernel(5.0 * t * f, 3.0 * t * f * fp, t, Loads::Vector),
+                );
                 visit("down_proj", l, gemm(t, f, h, fp));
             }
             Mlp::Moe { .. } => self.visit_moe(s, &mut visit),
@@ -1007,7 +1034,12 @@ impl Roofline {
         visit(
             "rotary_emb",
             l,
-            row_kernel(3.0 * qk, (2.0 * qk + t * self.head_dim) * fp, t),
+            row_kernel(
+                3.0 * qk,
+                (2.0 * qk + t * self.head_dim) * fp,
+                t,
+                Loads::Scalar,
+            ),
         );
         if let Some(work) = self.attention_work(s) {
             visit("attention", l, work);
@@ -1241,8 +1273,8 @@ impl Roofline {
     pub fn layer_ns(&self, work: Work) -> Nanos {
         let ns = match work {
             Work::Kernel(cost) => (self.roofline_ns(cost) + self.launch_ns).max(KERNEL_FLOOR_NS),
-            Work::Rows { cost, rows } => match self.row_kernels {
-                Some(k) => k.ns(cost.bytes, rows, self.bytes_per_ns) + self.launch_ns,
+            Work::Rows { cost, rows, loads } => match self.row_kernels {
+                Some(k) => k.ns(cost.bytes, rows, loads, self.bytes_per_ns) + self.launch_ns,
                 None => (self.roofline_ns(cost) + self.launch_ns).max(KERNEL_FLOOR_NS),
             },
             Work::Gemm(c) => {

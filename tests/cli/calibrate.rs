@@ -162,11 +162,13 @@ fn calibrate_all(vllm: &Path, dataset: &str, output: &Path) -> (toml::Table, Str
 fn with_every_constant_asked_for_only_those_the_run_identifies_are_fitted_and_recovered() {
     // One decode-heavy run: the weight-streaming, KV-read, GEMM compute and fixed GEMM
     // constants all slow the decode steps alike, so fitted together they trade along a
-    // valley. The fit moves only the one with the largest effect, recovers it, and keeps the
+    // valley. The fit moves the one with the largest effect and recovers it, and keeps the
     // others at their measured values (here the truth), naming what it cannot tell them from.
-    // (With the norms and elementwise kernels priced by their rows and waves, 19% of the
-    // fixed GEMM time's effect on this run is its own, under the 25% rule: it was told apart,
-    // 4,541 ns for the measured 4,540, while those kernels were priced at DRAM bandwidth.)
+    // The fixed GEMM time sits at the 25% rule's edge, so either is right for it: not fitted,
+    // or fitted and recovered. (Its own share of its effect on this run was 19% with the
+    // norms and elementwise kernels priced by their rows and waves, and it was told apart,
+    // 4,541 ns for the measured 4,540, while they were priced at DRAM bandwidth, and again,
+    // 4,515 ns, with the norms priced as vLLM's fused add + RMSNorm and the rows' loads.)
     let Some(workload) = sharegpt() else {
         return;
     };
@@ -177,20 +179,26 @@ fn with_every_constant_asked_for_only_those_the_run_identifies_are_fitted_and_re
     let vllm = synthetic_real_run(dir.path(), &hardware, &workload);
     let (kernels, report) = calibrate_all(&vllm, &workload, &dir.path().join("fit.toml"));
     assert_recovered(&kernels, &report, &[("decode_attention_efficiency", truth)]);
-    for key in [
-        "gemm_compute_efficiency",
-        "gemm_memory_efficiency",
-        "gemm_fixed_ns",
-    ] {
-        assert!(!kernels.contains_key(key), "{key} moved\n{report}");
-        assert!(
-            report.contains(&format!(
-                "kernels.{key} not fitted: these runs cannot tell it from \
-                 decode_attention_efficiency"
-            )),
-            "{key}\n{report}"
-        );
+    for key in ["gemm_compute_efficiency", "gemm_memory_efficiency"] {
+        assert_not_told_apart(&kernels, &report, key);
     }
+    if kernels.contains_key("gemm_fixed_ns") {
+        assert_recovered(&kernels, &report, &[("gemm_fixed_ns", 4_540.0)]);
+    } else {
+        assert_not_told_apart(&kernels, &report, "gemm_fixed_ns");
+    }
+}
+
+/// `key` kept its measured value, the report naming the constant it cannot be told from.
+fn assert_not_told_apart(kernels: &toml::Table, report: &str, key: &str) {
+    assert!(!kernels.contains_key(key), "{key} moved\n{report}");
+    assert!(
+        report.contains(&format!(
+            "kernels.{key} not fitted: these runs cannot tell it from \
+             decode_attention_efficiency"
+        )),
+        "{key}\n{report}"
+    );
 }
 
 /// 150 prompts of 1,536 to 6,015 tokens with 3 to 15 output tokens, one every 275 ms: a run

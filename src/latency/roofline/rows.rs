@@ -5,16 +5,30 @@
 //!
 //! The grid runs in waves of one row per SM (a 1,024-thread block is the one resident block
 //! on a part of 1,536 threads per SM). Each wave costs the row's bytes at the bytes one thread
-//! block moves per SM clock, after a fixed number of clocks (launch, ramp and tail); when the
-//! whole working set, read and written, streams slower than that, it sets the time: from L2
-//! at a share of bytes per SM per clock when it fits the part's L2 (`l2_cache_mb`), else from
-//! DRAM at the hardware file's `memory_efficiency`. The constants (`ROW_KERNEL_FIXED_CLOCKS`,
-//! `ROW_BYTES_PER_CLOCK`, `L2_BYTES_PER_SM_CLOCK`) are the medians of per-GPU fits
-//! (`scripts/derive_roofline.py`; accuracy guide, "Norms and elementwise kernels by their
-//! rows and waves").
+//! block moves per SM clock, after a fixed number of clocks (launch, ramp and tail); a block
+//! whose threads load 16 bytes at a time (vLLM 0.19's norms and SiLU-and-mul) moves about
+//! twice the bytes per clock of one whose threads load one element at a time (its rotary
+//! kernel). When the whole working set, read and written, streams slower than that, it sets
+//! the time: from L2 at a share of bytes per SM per clock when it fits the part's L2
+//! (`l2_cache_mb`), else from DRAM at the hardware file's `memory_efficiency`. The constants
+//! (`ROW_KERNEL_FIXED_CLOCKS`, `ROW_SCALAR_BYTES_PER_CLOCK`, `ROW_VECTOR_BYTES_PER_CLOCK`,
+//! `L2_BYTES_PER_SM_CLOCK`) are the medians of per-GPU fits (`scripts/derive_roofline.py`;
+//! accuracy guide, "Norms and elementwise kernels by their rows and waves").
 
-use super::{L2_BYTES_PER_SM_CLOCK, ROW_BYTES_PER_CLOCK, ROW_KERNEL_FIXED_CLOCKS};
+use super::{
+    L2_BYTES_PER_SM_CLOCK, ROW_KERNEL_FIXED_CLOCKS, ROW_SCALAR_BYTES_PER_CLOCK,
+    ROW_VECTOR_BYTES_PER_CLOCK,
+};
 use crate::config::Hardware;
+
+/// How a row kernel's threads load their row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loads {
+    /// One element at a time (vLLM's rotary kernel).
+    Scalar,
+    /// 16 bytes at a time (vLLM 0.19's RMSNorm, fused add + RMSNorm and SiLU-and-mul).
+    Vector,
+}
 
 /// A part's prices of a row kernel, precomputed from its hardware file.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -23,8 +37,10 @@ pub struct RowKernels {
     sms: f64,
     /// The fixed clocks, ns.
     fixed_ns: f64,
-    /// ns per byte of a row one thread block moves.
-    ns_per_row_byte: f64,
+    /// ns per byte of a row one thread block moves, loading one element at a time.
+    ns_per_scalar_byte: f64,
+    /// ns per byte of a row one thread block moves, loading 16 bytes at a time.
+    ns_per_vector_byte: f64,
     /// L2 size, bytes (0: none known).
     l2_bytes: f64,
     /// The whole part's L2 streaming rate, bytes per ns.
@@ -40,19 +56,24 @@ impl RowKernels {
         Some(RowKernels {
             sms,
             fixed_ns: ROW_KERNEL_FIXED_CLOCKS / clocks_per_ns,
-            ns_per_row_byte: 1.0 / (ROW_BYTES_PER_CLOCK * clocks_per_ns),
+            ns_per_scalar_byte: 1.0 / (ROW_SCALAR_BYTES_PER_CLOCK * clocks_per_ns),
+            ns_per_vector_byte: 1.0 / (ROW_VECTOR_BYTES_PER_CLOCK * clocks_per_ns),
             l2_bytes: hardware.l2_cache_mb.unwrap_or(0.0) * 1e6,
             l2_bytes_per_ns: L2_BYTES_PER_SM_CLOCK * sms * clocks_per_ns,
         })
     }
 
-    /// GPU time of a row kernel over `rows` rows moving `bytes` in all, ns (without the
-    /// launch): the longer of its waves and its working set's stream, DRAM's at
-    /// `dram_bytes_per_ns`.
-    pub fn ns(&self, bytes: f64, rows: f64, dram_bytes_per_ns: f64) -> f64 {
+    /// GPU time of a row kernel over `rows` rows moving `bytes` in all, its threads loading
+    /// as `loads`, ns (without the launch): the longer of its waves and its working set's
+    /// stream, DRAM's at `dram_bytes_per_ns`.
+    pub fn ns(&self, bytes: f64, rows: f64, loads: Loads, dram_bytes_per_ns: f64) -> f64 {
         let rows = rows.max(1.0);
         let waves = (rows / self.sms).ceil();
-        let latency = self.fixed_ns + waves * (bytes / rows) * self.ns_per_row_byte;
+        let ns_per_row_byte = match loads {
+            Loads::Scalar => self.ns_per_scalar_byte,
+            Loads::Vector => self.ns_per_vector_byte,
+        };
+        let latency = self.fixed_ns + waves * (bytes / rows) * ns_per_row_byte;
         let rate = if bytes <= self.l2_bytes {
             self.l2_bytes_per_ns
         } else {

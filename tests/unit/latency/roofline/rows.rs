@@ -2,7 +2,7 @@
 //! block per row, against cases computed by hand from the hardware files' SMs, clocks and L2.
 
 use blis_cosim::config::{Dtype, Hardware, ModelArch};
-use blis_cosim::latency::roofline::rows::RowKernels;
+use blis_cosim::latency::roofline::rows::{Loads, RowKernels};
 use blis_cosim::latency::roofline::{Roofline, Work};
 use blis_cosim::latency::{BatchDesc, BatchItem};
 
@@ -21,42 +21,60 @@ fn close(got: f64, want: f64) {
 
 #[test]
 fn one_row_pays_the_fixed_clocks_and_its_row_at_a_blocks_rate() {
-    // RTX PRO 6000: 2,617 MHz. One 8 KiB row: 3,820 clocks / 2.617 = 1,459.69 ns, plus
-    // 8,192 bytes / (23.7 bytes per clock × 2.617) = 132.08 ns: 1,591.77 ns. Its L2 stream
-    // (1,459.69 + 8,192 / (7.62 × 188 × 2.617) = 1,461.87 ns) is shorter.
+    // RTX PRO 6000: 2,617 MHz. One 8 KiB row loaded 16 bytes at a time: 3,080 clocks / 2.617
+    // = 1,176.92 ns, plus 8,192 bytes / (20.0 bytes per clock × 2.617) = 156.52 ns: 1,333.44
+    // ns. Its L2 stream (1,176.92 + 8,192 / (7.56 × 188 × 2.617) = 1,179.12 ns) is shorter.
     let pro = part("RTXPRO6000");
     let k = RowKernels::new(&pro).unwrap();
-    close(k.ns(8_192.0, 1.0, dram(&pro)), 1_591.77);
+    close(k.ns(8_192.0, 1.0, Loads::Vector, dram(&pro)), 1_333.44);
+}
+
+#[test]
+fn a_row_loaded_one_element_at_a_time_moves_fewer_bytes_per_clock() {
+    // The same row loaded one element at a time (vLLM's rotary kernel): 8,192 bytes / (9.9
+    // bytes per clock × 2.617) = 316.19 ns after the 1,176.92 fixed: 1,493.11 ns.
+    let pro = part("RTXPRO6000");
+    let k = RowKernels::new(&pro).unwrap();
+    close(k.ns(8_192.0, 1.0, Loads::Scalar, dram(&pro)), 1_493.11);
 }
 
 #[test]
 fn many_waves_that_fit_in_l2_stream_at_its_rate() {
     // 2,048 rows of 8 KiB (16.8 MB, under the 128 MB L2) on 188 SMs: 11 waves of the row,
-    // 1,459.69 + 11 × 132.08 = 2,912.57 ns; the L2 stream, 1,459.69 + 16,777,216 bytes /
-    // (7.62 × 188 × 2.617 = 3,749.0 bytes per ns) = 5,934.79 ns, is longer.
+    // 1,176.92 + 11 × 156.52 = 2,898.59 ns; the L2 stream, 1,176.92 + 16,777,216 bytes /
+    // (7.56 × 188 × 2.617 = 3,719.49 bytes per ns) = 5,687.54 ns, is longer.
     let pro = part("RTXPRO6000");
     let k = RowKernels::new(&pro).unwrap();
-    close(k.ns(2_048.0 * 8_192.0, 2_048.0, dram(&pro)), 5_934.79);
+    close(
+        k.ns(2_048.0 * 8_192.0, 2_048.0, Loads::Vector, dram(&pro)),
+        5_687.54,
+    );
 }
 
 #[test]
 fn a_working_set_beyond_l2_streams_from_dram() {
     // RTX 4090 (128 SMs, 2,730 MHz, 72 MB L2): SiLU-and-mul of 2,048 tokens of Llama-3.1-8B,
-    // 86,016 bytes a row, 176.2 MB: 3,820 / 2.73 = 1,399.27 ns + 176,160,768 bytes / (1,008 ×
-    // 0.9 = 907.2 bytes per ns) = 195,580.01 ns (its 16 waves take 22,670.28 ns).
+    // 86,016 bytes a row, 176.2 MB: 3,080 / 2.73 = 1,128.21 ns + 176,160,768 bytes / (1,008 ×
+    // 0.9 = 907.2 bytes per ns) = 195,308.95 ns (its 16 waves take 26,334.36 ns).
     let rtx = part("RTX4090");
     let k = RowKernels::new(&rtx).unwrap();
-    close(k.ns(2_048.0 * 86_016.0, 2_048.0, dram(&rtx)), 195_580.01);
+    close(
+        k.ns(2_048.0 * 86_016.0, 2_048.0, Loads::Vector, dram(&rtx)),
+        195_308.95,
+    );
 }
 
 #[test]
 fn without_an_l2_size_every_working_set_streams_from_dram() {
-    // The 16.8 MB of the L2 case above, from DRAM: 1,459.69 + 16,777,216 / (1,597 × 0.9 =
-    // 1,437.3) = 1,459.69 + 11,672.73 = 13,132.42 ns.
+    // The 16.8 MB of the L2 case above, from DRAM: 1,176.92 + 16,777,216 / (1,597 × 0.9 =
+    // 1,437.3) = 1,176.92 + 11,672.73 = 12,849.65 ns.
     let mut pro = part("RTXPRO6000");
     pro.l2_cache_mb = None;
     let k = RowKernels::new(&pro).unwrap();
-    close(k.ns(2_048.0 * 8_192.0, 2_048.0, dram(&pro)), 13_132.42);
+    close(
+        k.ns(2_048.0 * 8_192.0, 2_048.0, Loads::Vector, dram(&pro)),
+        12_849.65,
+    );
 }
 
 #[test]
@@ -70,9 +88,11 @@ fn a_part_without_its_clock_has_no_row_kernel_prices() {
 
 #[test]
 fn a_steps_norms_activation_and_rotary_are_priced_as_row_kernels() {
-    // Llama-3.1-8B on RTX PRO 6000, 64 decodes: each norm is 64 rows of 4,096 values
-    // (16,384 bytes read and written, a weight of 8,192), SiLU-and-mul 64 rows of 3 × 14,336
-    // values, rotary 64 rows; every one is its row kernel's time plus the launch.
+    // Llama-3.1-8B on RTX PRO 6000, 64 decodes: each norm is vLLM's fused add + RMSNorm over
+    // 64 rows of 4,096 values (the row and the residual read and written, 32,768 bytes, and a
+    // weight of 8,192), SiLU-and-mul 64 rows of 3 × 14,336 values, both loaded 16 bytes at a
+    // time; rotary 64 rows loaded one element at a time; every one is its row kernel's time
+    // plus the launch.
     let pro = part("RTXPRO6000");
     let model = ModelArch::resolve("Llama-3.1-8B").unwrap();
     let r = Roofline::new(&model, &pro, 1, Dtype::Bfloat16);
@@ -87,9 +107,15 @@ fn a_steps_norms_activation_and_rotary_are_priced_as_row_kernels() {
     let step = r.step(&BatchDesc::new(&items)).unwrap();
     let mut seen = Vec::new();
     r.for_each_layer(&step, |name, _, work| {
-        if let Work::Rows { cost, rows } = work {
+        if let Work::Rows { cost, rows, loads } = work {
             assert_eq!(rows, 64.0, "{name}");
-            let want = k.ns(cost.bytes, rows, dram(&pro)) + pro.kernel_launch_ns;
+            let want_loads = if name == "rotary_emb" {
+                Loads::Scalar
+            } else {
+                Loads::Vector
+            };
+            assert_eq!(loads, want_loads, "{name}");
+            let want = k.ns(cost.bytes, rows, loads, dram(&pro)) + pro.kernel_launch_ns;
             assert_eq!(r.layer_ns(work), want.round() as u64, "{name}");
             seen.push(name);
         }
@@ -102,12 +128,14 @@ fn a_steps_norms_activation_and_rotary_are_priced_as_row_kernels() {
         "final_layernorm",
     ];
     assert_eq!(seen, want);
-    let norm = (64.0 * 4_096.0 * 2.0 + 4_096.0) * 2.0;
-    let mut norm_bytes = 0.0;
+    let norm = (64.0 * 4_096.0 * 4.0 + 4_096.0) * 2.0;
+    let mut norm_bytes = Vec::new();
     r.for_each_layer(&step, |name, _, work| {
-        if let (Work::Rows { cost, .. }, "input_layernorm") = (work, name) {
-            norm_bytes = cost.bytes;
+        if let Work::Rows { cost, .. } = work
+            && name.ends_with("layernorm")
+        {
+            norm_bytes.push(cost.bytes);
         }
     });
-    assert_eq!(norm_bytes, norm);
+    assert_eq!(norm_bytes, [norm; 3]);
 }
