@@ -943,8 +943,17 @@ impl Roofline {
         }
     }
 
-    /// Calls `visit(name, repeats, work)` for every layer of the step, in execution order.
+    /// Calls `visit(name, repeats, work)` for every layer of the step, in execution order:
+    /// the token-wise layers, then those of its sequences.
     pub fn for_each_layer(&self, s: &Step, mut visit: impl FnMut(&'static str, u64, Work)) {
+        self.for_each_token_layer(s, &mut visit);
+        self.for_each_sequence_layer(s.seqs, visit);
+    }
+
+    /// [`Roofline::for_each_layer`] up to the final norm: the layers that read the step's
+    /// tokens, gate tokens and attention work, never its sequence count (the price memo keys
+    /// their total by the token counts alone, `memoised.rs`).
+    pub fn for_each_token_layer(&self, s: &Step, mut visit: impl FnMut(&'static str, u64, Work)) {
         let (t, h, fp) = (s.tokens, self.hidden, self.fp);
         let allreduce = self.allreduce_work(t);
         let l = self.num_layers;
@@ -977,12 +986,22 @@ impl Roofline {
             visit("allreduce", l, work);
         }
         visit("final_layernorm", 1, norm(t * h, h, fp));
+    }
+
+    /// The last layers of a step of `seqs` sequences (padding included), which read nothing
+    /// else of it: the LM head, the logits' gather and the sampler.
+    pub fn for_each_sequence_layer(
+        &self,
+        seqs: f64,
+        mut visit: impl FnMut(&'static str, u64, Work),
+    ) {
+        let (h, fp) = (self.hidden, self.fp);
         // One logit row per sequence.
-        visit("lm_head", 1, gemm(s.seqs, h, self.vocab_per_gpu, fp));
-        if let Some(work) = self.logits_all_gather_work(s.seqs) {
+        visit("lm_head", 1, gemm(seqs, h, self.vocab_per_gpu, fp));
+        if let Some(work) = self.logits_all_gather_work(seqs) {
             visit(LOGITS_ALLGATHER, 1, work);
         }
-        visit("sampler", 1, kernel(0.0, s.seqs * self.vocab_per_gpu * 4.0));
+        visit("sampler", 1, kernel(0.0, seqs * self.vocab_per_gpu * 4.0));
     }
 
     /// Ring all-reduce of the full `tokens × hidden` activation: over the instance's link as
@@ -1311,10 +1330,18 @@ impl Roofline {
     }
 }
 
-/// A layer occurrence's time `ns` rounded to the nearest nanosecond, at least 1 ns.
+/// A layer occurrence's time `ns` rounded to the nearest nanosecond (halves away from zero,
+/// as [`f64::round`]; beyond `Nanos` saturated, as `as` casts), at least 1 ns.
+///
+/// Without a call: `f64::round` is one into libm on the baseline x86-64 target (no SSE4.1),
+/// a few per cent of a decode-heavy run's samples. The cast truncates; the fraction left is
+/// exact (`ns` and its whole part are within a factor of two, or `ns` is below 1), and from
+/// 2^52 up every `f64` is whole, so the fraction is 0.
 #[inline]
-fn rounded(ns: f64) -> Nanos {
-    (ns.round() as Nanos).max(1)
+pub fn rounded(ns: f64) -> Nanos {
+    let whole = ns as Nanos;
+    let up = ns - whole as f64 >= 0.5;
+    whole.saturating_add(Nanos::from(up)).max(1)
 }
 
 impl LatencyBackend for Roofline {

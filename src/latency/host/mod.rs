@@ -68,6 +68,10 @@ pub struct HostModel {
     /// The compute backend, when it is this memoised roofline: [`SharedHost`] then prices
     /// pure-decode steps from their sums (`decode.rs`).
     roofline: Option<SharedBackend<MemoisedRoofline>>,
+    /// The terms of the pure-decode sizes resolved so far, each in slot `decodes %`
+    /// [`decode::SIZE_SLOTS`] (empty without `roofline`; an instance's launch fixed time is
+    /// its own, never kept here).
+    decode_sizes: Box<[Option<DecodeShape>]>,
 }
 
 impl HostModel {
@@ -89,6 +93,7 @@ impl HostModel {
             plan_list: None,
             last: None,
             roofline: None,
+            decode_sizes: Box::new([]),
         }
     }
 
@@ -104,6 +109,7 @@ impl HostModel {
         let inner = Box::new(roofline.share());
         HostModel {
             roofline: Some(roofline.share()),
+            decode_sizes: vec![None; decode::SIZE_SLOTS].into_boxed_slice(),
             ..HostModel::new(inner, host, policy, async_scheduling)
         }
     }

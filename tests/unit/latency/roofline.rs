@@ -954,3 +954,72 @@ fn moe_a_tuned_file_of_another_part_and_shape_sets_the_tile() {
     own.name = "H200 (own file)".into();
     assert_eq!(fp8(&h200), fp8(&own));
 }
+
+/// [`rounded`] as the `f64::round` it replaces rounds: `(ns.round() as Nanos).max(1)`.
+fn rounded_by_libm(ns: f64) -> Nanos {
+    (ns.round() as Nanos).max(1)
+}
+
+#[test]
+fn a_layer_time_is_rounded_as_libm_rounds_it_at_the_edges() {
+    let two = |e: i32| 2f64.powi(e);
+    let mut edges = vec![
+        0.0,
+        -0.0,
+        0.5,
+        1.5,
+        2.5,
+        0.499_999_999_999_999_94,
+        1.499_999_999_999_999_8,
+        -0.5,
+        -0.7,
+        -3.5,
+        f64::MIN_POSITIVE,
+        f64::EPSILON,
+        f64::MAX,
+        f64::MIN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        two(52) - 0.5,
+        two(52) - 1.5,
+        two(52),
+        two(52) + 1.0,
+        two(53) - 1.0,
+        two(53),
+        two(63),
+        two(64),
+        two(64) - 2048.0,
+        two(65),
+    ];
+    let around: Vec<f64> = edges
+        .iter()
+        .flat_map(|&x| [x.next_up(), x.next_down()])
+        .collect();
+    edges.extend(around);
+    for ns in edges {
+        assert_eq!(rounded(ns), rounded_by_libm(ns), "{ns:e}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+
+    #[test]
+    fn a_layer_time_is_rounded_as_libm_rounds_it(
+        bits in proptest::prelude::any::<u64>(),
+        whole in 0u64..1 << 54,
+        nudge in -2i32..=2,
+        ns in 0.0..1e13f64,
+    ) {
+        // Any bits (NaN, infinities, negatives, subnormals, beyond 2^64), any time, and the
+        // halves and their neighbours, where rounding turns.
+        let mut half = whole as f64 + 0.5;
+        for _ in 0..nudge.abs() {
+            half = if nudge > 0 { half.next_up() } else { half.next_down() };
+        }
+        for x in [f64::from_bits(bits), ns, half] {
+            proptest::prop_assert_eq!(rounded(x), rounded_by_libm(x), "{:e}", x);
+        }
+    }
+}

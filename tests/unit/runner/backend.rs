@@ -37,11 +37,11 @@ fn instances_that_price_alike_share_one_memoised_roofline() {
         MemoisedRoofline::new(roofline).step_time(&batch).unwrap()
     };
     assert_eq!(on_a.step_time(&batch).unwrap(), alone(&a));
-    // B's step is A's memo hit: the same backend, priced once.
+    // B's step is A's memo hits (the step's two totals): the same backend, priced once.
     assert_eq!(on_b.step_time(&batch).unwrap(), alone(&b));
     assert_eq!(
-        on_b.with(MemoisedRoofline::stats),
-        MemoStats { hits: 1, misses: 1 }
+        on_b.with(MemoisedRoofline::totals_stats),
+        MemoStats { hits: 2, misses: 2 }
     );
     // The share tells the layer list its roofline priced last, which a host model over
     // it reads to skip listing the layers again.
@@ -54,8 +54,8 @@ fn instances_that_price_alike_share_one_memoised_roofline() {
     assert_eq!(on_wider.step_time(&batch).unwrap(), alone(&wider));
     assert_ne!(alone(&wider), alone(&a));
     assert_eq!(
-        on_wider.with(MemoisedRoofline::stats),
-        MemoStats { hits: 0, misses: 1 }
+        on_wider.with(MemoisedRoofline::totals_stats),
+        MemoStats { hits: 0, misses: 2 }
     );
     assert_eq!(rooflines.built_count(), 2);
 }

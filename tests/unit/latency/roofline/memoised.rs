@@ -1,4 +1,5 @@
 use blis_cosim::config::{Dtype, Hardware, ModelArch};
+use blis_cosim::latency::roofline::Work;
 use blis_cosim::latency::roofline::memoised::*;
 use blis_cosim::latency::{
     BatchDesc, BatchItem, Collectives, CommLink, DecodeLead, EpNetwork, ExpertParallel,
@@ -139,8 +140,11 @@ proptest! {
                 prop_assert_eq!((ka, sa), (kb, sb));
                 prop_assert_eq!(kb, StageSends::Separate);
             }
-            // Every batch's second pricing and its next step hit.
-            prop_assert!(memoised.stats().hits >= 3 * batches.len() as u64);
+            // Every batch's second pricing and its next step hit: the reports' lookups of the
+            // per-layer memo (three a step, the first a miss) and the totals' (two a step).
+            let pairs = batches.len() as u64 / 2;
+            prop_assert!(memoised.stats().hits >= 5 * pairs);
+            prop_assert!(memoised.totals_stats().hits >= 2 * pairs);
         }
     }
 }
@@ -226,13 +230,16 @@ fn a_decode_batch_growing_its_contexts_hits_after_its_first_step() {
         assert_eq!(ns, alone.step_time(&desc).unwrap());
         times.push(ns);
     }
+    // Two lookups a step, the token-wise layers' total and the sequences': both hit from the
+    // second step on. The per-layer memo serves only reports.
     assert_eq!(
-        memoised.stats(),
+        memoised.totals_stats(),
         MemoStats {
-            hits: 99,
-            misses: 1
+            hits: 2 * 99,
+            misses: 2
         }
     );
+    assert_eq!(memoised.stats(), MemoStats::default());
     // Attention, priced every step, grows with the contexts.
     assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
 }
@@ -247,4 +254,48 @@ fn errors_pass_through_and_store_nothing() {
     }];
     assert!(memoised.step_time(&BatchDesc::new(&zero)).is_err());
     assert_eq!(memoised.stats(), MemoStats::default());
+}
+
+/// The memo keeps the token-wise layers' total by the token counts alone: no layer before the
+/// LM head reads the sequence count, on every layer layout.
+#[test]
+fn the_token_wise_layers_read_no_sequence_count() {
+    let item = |new_tokens, context_tokens| BatchItem {
+        new_tokens,
+        context_tokens,
+    };
+    // 24 tokens in one sequence, two, and 24 (decodes).
+    let batches: [Vec<BatchItem>; 3] = [
+        vec![item(24, 0)],
+        vec![item(12, 100), item(12, 0)],
+        (0..24).map(|i| item(1, 50 * i)).collect(),
+    ];
+    for r in rooflines() {
+        let layers = |batch: &[BatchItem]| {
+            let step = r.step(&BatchDesc::new(batch)).unwrap();
+            let (mut tokens, mut sequences) = (Vec::new(), Vec::new());
+            r.for_each_token_layer(&step, |name, repeats, work| {
+                if !matches!(work, Work::Attention(_)) {
+                    tokens.push((name, repeats, r.layer_ns(work)));
+                }
+            });
+            r.for_each_sequence_layer(batch.len() as f64, |name, _, work| {
+                sequences.push((name, r.layer_ns(work)));
+            });
+            let mut all = Vec::new();
+            r.for_each_layer(&step, |name, _, _| all.push(name));
+            (tokens, sequences, all)
+        };
+        let [one, two, many] = [0, 1, 2].map(|i| layers(&batches[i]));
+        assert_eq!(one.0, two.0);
+        assert_eq!(one.0, many.0);
+        // Not a vacuous check: the sequences' layers differ, and each list is the step's.
+        assert!(!one.0.is_empty());
+        assert_ne!(one.1, many.1);
+        for (tokens, sequences, all) in [one, two, many] {
+            let attention = usize::from(all.contains(&"attention"));
+            assert_eq!(tokens.len() + sequences.len() + attention, all.len());
+            assert_eq!(all.last(), sequences.last().map(|s| &s.0));
+        }
+    }
 }
