@@ -189,6 +189,7 @@ impl<'r> Cores<'r> {
 impl std::ops::Index<usize> for Cores<'_> {
     type Output = Core;
 
+    #[inline]
     fn index(&self, id: usize) -> &Core {
         if self.at.is_empty() {
             return &self.built[id];
@@ -202,6 +203,7 @@ impl std::ops::Index<usize> for Cores<'_> {
 
 impl Cores<'_> {
     /// Lists instance `id` among the [`Cores::changed`] ones, when tracking.
+    #[inline]
     pub(super) fn note_changed(&mut self, id: usize) {
         if let Some(c) = &mut self.changes
             && !c.listed[id]
@@ -214,10 +216,16 @@ impl Cores<'_> {
     /// Instance `id`'s core, built now if it was not, without listing it among the
     /// [`Cores::changed`] ones: for a caller that lists it ([`Cores::note_changed`]) when
     /// what it changed is read by the ranking.
+    #[inline]
     pub(super) fn get_mut_unlisted(&mut self, id: usize) -> &mut Core {
         if self.at.is_empty() {
             return &mut self.built[id];
         }
+        self.get_mut_by_slot(id)
+    }
+
+    /// [`Cores::get_mut_unlisted`] where cores are built as their slots are first changed.
+    fn get_mut_by_slot(&mut self, id: usize) -> &mut Core {
         if self.at[id] == UNBUILT {
             self.at[id] = self.built.len() as u32;
             let mut core = self.recipe.build(id);
@@ -232,6 +240,7 @@ impl Cores<'_> {
 
 impl std::ops::IndexMut<usize> for Cores<'_> {
     /// Instance `id`'s core, built now if it was not, listed among the changed ones.
+    #[inline]
     fn index_mut(&mut self, id: usize) -> &mut Core {
         self.note_changed(id);
         self.get_mut_unlisted(id)

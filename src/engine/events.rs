@@ -102,18 +102,6 @@ impl EventKind {
             EventKind::Timeout => Phase::Timeouts,
         }
     }
-
-    /// The instance the event is about (the sender of a transfer; none for arrivals).
-    fn subject(self) -> u32 {
-        match self {
-            EventKind::StepEnd { instance } | EventKind::StageFree { instance } => instance,
-            EventKind::TransferEnd { sender } => sender,
-            EventKind::Replica { instance, .. } => instance,
-            // After every replica's change of the instant.
-            EventKind::ScaleTick => u32::MAX,
-            EventKind::Arrival | EventKind::Control | EventKind::Timeout => 0,
-        }
-    }
 }
 
 /// One scheduled event. The queue pops them by `(time, phase, instance, seq)`: earlier first,
@@ -124,46 +112,119 @@ pub struct Event {
     pub time: Nanos,
     /// What.
     pub kind: EventKind,
-    /// Insertion number: the last tie-breaker.
+    /// Insertion number: the last tie-breaker (below `2^29`: past that, the events queued
+    /// are numbered again in the same order).
     pub seq: u64,
 }
 
-/// A queued event with its order precomputed: `(time, rank, seq)`, the rank holding the
-/// phase above the subject, so that the heap compares three integers rather than matching
-/// on the kinds at every comparison.
+/// Bits of an entry's order word that number the events (see [`Entry`]).
+const SEQ_BITS: u32 = 29;
+/// The insertion numbers' mask in an entry's order word.
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+
+/// A queued event with its order precomputed in two words, so that the heap compares one
+/// 128-bit integer (no branch) rather than matching on the kinds: the time, then the phase
+/// (3 bits), the subject (32 bits) and the insertion number (the low [`SEQ_BITS`] bits,
+/// renumbered in the same order once they run out: [`EventQueue::renumber`]). The kind is
+/// kept as its tag and its replica epoch, and rebuilt with the subject when popped. 24 bytes,
+/// against 40 for the time, two words of order and the kind.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     time: Nanos,
-    rank: u64,
-    seq: u64,
-    kind: EventKind,
+    order: u64,
+    epoch: u32,
+    tag: Tag,
+}
+
+/// Which [`EventKind`] an entry holds.
+#[derive(Debug, Clone, Copy)]
+enum Tag {
+    StepEnd,
+    TransferEnd,
+    StageFree,
+    Replica,
+    ScaleTick,
+    Arrival,
+    Control,
+    Timeout,
 }
 
 impl Entry {
+    /// The entry of `kind` at `time`, numbered `seq`: its tag, its phase (as
+    /// [`EventKind::phase`]), the instance it is about (the sender of a transfer; none for
+    /// arrivals) and its epoch, read in one match.
+    #[inline]
     fn new(time: Nanos, kind: EventKind, seq: u64) -> Entry {
-        let rank = ((kind.phase() as u64) << 32) | u64::from(kind.subject());
+        let (tag, phase, subject, epoch) = match kind {
+            EventKind::StepEnd { instance } => (Tag::StepEnd, Phase::StepEnds, instance, 0),
+            EventKind::TransferEnd { sender } => (Tag::TransferEnd, Phase::TransferEnds, sender, 0),
+            EventKind::StageFree { instance } => (Tag::StageFree, Phase::StagesFree, instance, 0),
+            EventKind::Replica { instance, epoch } => {
+                (Tag::Replica, Phase::Scaling, instance, epoch)
+            }
+            // After every replica's change of the instant.
+            EventKind::ScaleTick => (Tag::ScaleTick, Phase::Scaling, u32::MAX, 0),
+            EventKind::Arrival => (Tag::Arrival, Phase::Arrivals, 0, 0),
+            EventKind::Control => (Tag::Control, Phase::Control, 0, 0),
+            EventKind::Timeout => (Tag::Timeout, Phase::Timeouts, 0, 0),
+        };
+        let order = ((phase as u64) << (32 + SEQ_BITS))
+            | (u64::from(subject) << SEQ_BITS)
+            | (seq & SEQ_MASK);
         Entry {
             time,
-            rank,
-            seq,
-            kind,
+            order,
+            epoch,
+            tag,
         }
     }
 
-    fn key(&self) -> (Nanos, u64, u64) {
-        (self.time, self.rank, self.seq)
+    /// `(time, phase, subject, seq)` as one integer.
+    #[inline(always)]
+    fn key(&self) -> u128 {
+        (u128::from(self.time) << 64) | u128::from(self.order)
+    }
+
+    fn subject(&self) -> u32 {
+        (self.order >> SEQ_BITS) as u32
+    }
+
+    fn kind(&self) -> EventKind {
+        let subject = self.subject();
+        match self.tag {
+            Tag::StepEnd => EventKind::StepEnd { instance: subject },
+            Tag::TransferEnd => EventKind::TransferEnd { sender: subject },
+            Tag::StageFree => EventKind::StageFree { instance: subject },
+            Tag::Replica => EventKind::Replica {
+                instance: subject,
+                epoch: self.epoch,
+            },
+            Tag::ScaleTick => EventKind::ScaleTick,
+            Tag::Arrival => EventKind::Arrival,
+            Tag::Control => EventKind::Control,
+            Tag::Timeout => EventKind::Timeout,
+        }
+    }
+
+    /// The instance whose step ends, for a step end.
+    fn step_end(&self) -> Option<u32> {
+        matches!(self.tag, Tag::StepEnd).then(|| self.subject())
     }
 
     fn event(self) -> Event {
         Event {
             time: self.time,
-            kind: self.kind,
-            seq: self.seq,
+            kind: self.kind(),
+            seq: self.order & SEQ_MASK,
         }
     }
 }
 
-/// Pending events, popped in [`Event`] order: a binary min-heap of [`Entry`]s (their order
+/// Children of an entry in the heap: a 4-ary heap is half as deep as a binary one, and the
+/// four children of an entry lie side by side (96 bytes).
+const ARITY: usize = 4;
+
+/// Pending events, popped in [`Event`] order: a 4-ary min-heap of [`Entry`]s (their order
 /// is total, so any heap pops them in the same order), which can also replace its earliest
 /// event in one pass ([`EventQueue::replace_next`]) and tell whether it is alone at its
 /// instant ([`EventQueue::lone_step_end`]).
@@ -176,17 +237,42 @@ pub struct EventQueue {
 impl EventQueue {
     /// An empty queue with room for `capacity` events before it grows.
     pub fn with_capacity(capacity: usize) -> EventQueue {
+        EventQueue::numbered_from(capacity, 0)
+    }
+
+    /// An empty queue with room for `capacity` events, which numbers the events scheduled
+    /// from `seq` on (below `2^29`: for tests of the numbering past `2^29`, where the events
+    /// queued are numbered again in the same order).
+    pub fn numbered_from(capacity: usize, seq: u64) -> EventQueue {
         EventQueue {
             heap: Vec::with_capacity(capacity),
-            next_seq: 0,
+            next_seq: seq & SEQ_MASK,
         }
     }
 
     /// The entry of `kind` at `time`, numbered in scheduling order.
+    #[inline]
     fn entry(&mut self, time: Nanos, kind: EventKind) -> Entry {
+        if self.next_seq > SEQ_MASK {
+            self.renumber();
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         Entry::new(time, kind, seq)
+    }
+
+    /// Numbers the pending events `0..len` in the order of their insertion numbers, once
+    /// those have run out of bits: every two events compare as before (so the heap stays a
+    /// heap), and numbering goes on from `len`. Once every `2^29` events scheduled; the
+    /// queue holds far fewer (about one event per instance).
+    fn renumber(&mut self) {
+        let mut by_seq: Vec<u32> = (0..self.heap.len() as u32).collect();
+        by_seq.sort_unstable_by_key(|&k| self.heap[k as usize].order & SEQ_MASK);
+        for (seq, &k) in by_seq.iter().enumerate() {
+            let entry = &mut self.heap[k as usize];
+            entry.order = (entry.order & !SEQ_MASK) | seq as u64;
+        }
+        self.next_seq = self.heap.len() as u64;
     }
 
     /// Schedules `kind` at `time`.
@@ -208,38 +294,37 @@ impl EventQueue {
 
     /// The instance whose step ends first, when the earliest pending event is a step end.
     pub fn next_step_end(&self) -> Option<u32> {
-        match self.heap.first()?.kind {
-            EventKind::StepEnd { instance } => Some(instance),
-            _ => None,
-        }
+        self.heap.first()?.step_end()
     }
 
     /// The instance whose step ends at `time`, when that is the earliest pending event and
     /// no other is pending at `time`.
     pub fn lone_step_end(&self, time: Nanos) -> Option<u32> {
         let first = self.heap.first().filter(|e| e.time == time)?;
+        // Any other event at `time` would have one at `time` above it, up to the root.
         if self.first_children().iter().any(|e| e.time == time) {
             return None;
         }
-        match first.kind {
-            EventKind::StepEnd { instance } => Some(instance),
-            _ => None,
-        }
+        first.step_end()
     }
 
     /// The instance whose step ends second, when the second earliest pending event is a
     /// step end.
     pub fn second_step_end(&self) -> Option<u32> {
-        match self.first_children().iter().min_by_key(|e| e.key())?.kind {
-            EventKind::StepEnd { instance } => Some(instance),
-            _ => None,
-        }
+        let second = match self.heap.len() {
+            0 | 1 => return None,
+            n if n > ARITY => least_of_four(&self.heap, 1),
+            n => least_of(&self.heap, 1, n),
+        };
+        self.heap[second].step_end()
     }
 
-    /// The earliest entry's children in the heap (none, one or two): the second earliest
+    /// The earliest entry's children in the heap (up to [`ARITY`]): the second earliest
     /// entry is one of them.
     fn first_children(&self) -> &[Entry] {
-        self.heap.get(1..self.heap.len().min(3)).unwrap_or_default()
+        self.heap
+            .get(1..self.heap.len().min(ARITY + 1))
+            .unwrap_or_default()
     }
 
     /// Removes and returns the earliest event if it happens at or before `time`.
@@ -271,9 +356,10 @@ impl EventQueue {
 
     /// Moves `entry`, the one at `k`, up to its place.
     fn sift_up(&mut self, mut k: usize, entry: Entry) {
+        let key = entry.key();
         while k > 0 {
-            let parent = (k - 1) / 2;
-            if self.heap[parent].key() <= entry.key() {
+            let parent = (k - 1) / ARITY;
+            if self.heap[parent].key() <= key {
                 break;
             }
             self.heap[k] = self.heap[parent];
@@ -284,21 +370,20 @@ impl EventQueue {
 
     /// Fills the root's place with `entry`, moved down to its place: the root's content is
     /// dropped (read it first). The entry travels in registers, not read back from the slot
-    /// it was just written to, and the smaller child is chosen without a branch (which of
-    /// two step ends comes first is as good as random).
+    /// it was just written to, and the least of four children is chosen without a branch
+    /// (which of several step ends comes first is as good as random).
     fn sift_down_into(&mut self, entry: Entry) {
         let heap = &mut self.heap[..];
         let n = heap.len();
         let key = entry.key();
         let mut k = 0;
         loop {
-            let left = 2 * k + 1;
-            if left >= n {
-                break;
-            }
-            // The right child, or the left again when there is none.
-            let right = (left + 1).min(n - 1);
-            let child = left + usize::from(heap[right].key() < heap[left].key());
+            let first = ARITY * k + 1;
+            let child = match n.checked_sub(first) {
+                Some(children) if children >= ARITY => least_of_four(heap, first),
+                Some(children) if children > 0 => least_of(heap, first, n),
+                _ => break,
+            };
             if heap[child].key() >= key {
                 break;
             }
@@ -307,4 +392,25 @@ impl EventQueue {
         }
         heap[k] = entry;
     }
+}
+
+/// The index of the least of the four entries from `first`, chosen without a branch.
+#[inline(always)]
+fn least_of_four(heap: &[Entry], first: usize) -> usize {
+    let four = &heap[first..first + ARITY];
+    let a = usize::from(four[1].key() < four[0].key());
+    let b = 2 + usize::from(four[3].key() < four[2].key());
+    let c = if four[b].key() < four[a].key() { b } else { a };
+    first + c
+}
+
+/// The index of the least entry in `first..end` (fewer than four: the heap's last ones).
+fn least_of(heap: &[Entry], first: usize, end: usize) -> usize {
+    (first + 1..end).fold(first, |least, k| {
+        if heap[k].key() < heap[least].key() {
+            k
+        } else {
+            least
+        }
+    })
 }

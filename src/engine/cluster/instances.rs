@@ -100,8 +100,7 @@ impl<'r> Cluster<'r> {
             return Ok(false);
         };
         let i = id as usize;
-        // A run without DP groups does not look the instance's setup up (a division).
-        let in_group = !self.groups.is_empty() && self.setups[i].dp_group.is_some();
+        let in_group = self.dp_group(id).is_some();
         if self.instances[i].stages.is_some() || in_group || !self.ready.is_empty() {
             return Ok(false);
         }
@@ -194,7 +193,7 @@ impl<'r> Cluster<'r> {
         for k in 0..self.ready.len() {
             let id = self.ready[k];
             self.instances[id as usize].ready = false;
-            match self.setups[id as usize].dp_group {
+            match self.dp_group(id) {
                 Some(group) => {
                     self.start_wave(group, s)?;
                     for k in 0..self.groups[group as usize].len() {

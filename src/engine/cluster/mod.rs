@@ -547,6 +547,16 @@ impl<'r> Cluster<'r> {
         self.schedulers[j].warm();
     }
 
+    /// Instance `id`'s DP group, if any. A run without DP groups does not look the
+    /// instance's setup up (a division, and a cache line of the setup a step needs nothing
+    /// else from).
+    fn dp_group(&self, id: u32) -> Option<u32> {
+        match self.groups.is_empty() {
+            true => None,
+            false => self.setups[id as usize].dp_group,
+        }
+    }
+
     /// Queues instance `id` for a scheduling attempt at the end of the current instant.
     fn mark_ready(&mut self, id: u32) {
         let inst = &mut self.instances[id as usize];

@@ -240,3 +240,61 @@ fn the_queue_pops_as_a_sorted_list_does() {
     }
     assert_eq!(q.pop_until(u64::MAX), None);
 }
+
+/// Past `2^29` insertion numbers the queued events are numbered again in the same order: the
+/// queue pops as a plain sort by (time, phase, instance, insertion) across the renumbering,
+/// with replica epochs and every kind kept.
+#[test]
+fn the_queue_pops_in_order_across_its_renumbering() {
+    use EventKind::{Arrival, Replica, ScaleTick, StepEnd, TransferEnd};
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut draw = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let first = (1 << 29) - 300;
+    let mut q = EventQueue::numbered_from(4, first);
+    let mut list: Vec<(u64, Phase, u32, u64, EventKind)> = Vec::new();
+    let (mut seq, mut now, mut popped) = (0u64, 0u64, 0);
+    for _ in 0..3_000 {
+        let (time, subject) = (now + draw(30), draw(5) as u32);
+        let kind = match draw(5) {
+            0 => Arrival,
+            1 => ScaleTick,
+            2 => Replica {
+                instance: subject,
+                epoch: draw(3) as u32,
+            },
+            3 => TransferEnd { sender: subject },
+            _ => StepEnd { instance: subject },
+        };
+        let subject = match kind {
+            Arrival => 0,
+            ScaleTick => u32::MAX,
+            _ => subject,
+        };
+        if draw(2) == 0 || list.len() < 8 {
+            q.push(time, kind);
+            list.push((time, kind.phase(), subject, seq, kind));
+            seq += 1;
+            continue;
+        }
+        let earliest = (0..list.len())
+            .min_by_key(|&k| (list[k].0, list[k].1, list[k].2, list[k].3))
+            .expect("an event");
+        let want = list.remove(earliest);
+        let got = q.pop_until(u64::MAX).expect("an event");
+        assert_eq!((got.time, got.kind), (want.0, want.4));
+        now = got.time;
+        popped += 1;
+    }
+    assert!(seq > 300 && popped > 300, "the numbers ran out midway");
+    list.sort_by_key(|e| (e.0, e.1, e.2, e.3));
+    for want in list {
+        let got = q.pop_until(u64::MAX).expect("an event");
+        assert_eq!((got.time, got.kind), (want.0, want.4));
+    }
+    assert_eq!(q.pop_until(u64::MAX), None);
+}
