@@ -32,7 +32,8 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
                                   [--vllm019-default-tiles] [--moe-cap-from-latency]
-                                  [--gemm-rows=GPU] [--row-kernels] [--llmservingsim-v0=DIR]
+                                  [--mixed-table] [--gemm-rows=GPU] [--row-kernels]
+                                  [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
 `--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
@@ -395,6 +396,80 @@ def decode_fit(rows):
     if 4 in x:
         out["decode_eta"] = 1 / x[4]
     return out
+
+
+# ------------------------------------------------------ mixed-batch attention by its kernel
+
+# A mixed batch's decodes priced as the launch vLLM 0.19 makes on the parts with mixed rows.
+# Its attention backend there is FLASH_ATTN (`_get_backend_priorities`, vllm/platforms/cuda.py:
+# FlashInfer first only on compute capability 10), FlashAttention-2 on sm_89 and sm_120. With a
+# query of more than one token `mha_varlen_fwd` packs no GQA group and, paged, takes no split
+# of the KV (vllm-project/flash-attention 617264c, csrc/flash_attn/flash_api.cpp; vLLM passes
+# `num_splits` 0 without CUDA graphs), yet runs the split-KV kernel (`force_split_kernel`) on a
+# grid of ceil(longest query / 64) query tiles x sequences x query heads
+# (`run_mha_fwd_splitkv_dispatch`). So every decode has one working block per query head, a
+# whole 64-row query tile (one row used) computed against its KV head's cache like a prefill
+# tile, and ceil(chunk / 64) - 1 blocks per query head that find no query rows and return
+# (`compute_attn_1rowblock_splitkv`). `--mixed-table`, a what-if, checks the efficiency table
+# (`MIXED_DECODE_EFFICIENCY`, which the code keeps for parts without `sm_count` or
+# `sm_clock_mhz`) instead.
+MIXED_TABLE = "--mixed-table" in sys.argv
+MIXED_TILE_ROWS = 64
+
+
+def mixed_kernel_extra(c, gpu, q_heads, kv_heads, head_dim, chunk, decodes, context):
+    """Seconds `decodes` decodes of `context` KV tokens add to a varlen launch whose longest
+    query is a prefill `chunk`: the grid's idle blocks, one memory latency each (`moe_latency`
+    clocks: they read the sequence lengths and return), on the blocks the SMs hold; then the
+    longer of the working blocks' waves (each a pure-decode further wave of clocks and a
+    prefill tile's MMA work over the KV tiles of `context` at the prefill efficiency) and their
+    KV from DRAM at the decode efficiency (once per KV head while a GQA group's blocks run
+    together or one head's KV of every sequence fits L2, else once per query head)."""
+    g = GPUS[gpu]
+    slots = g["sms"] * decode_blocks_per_sm(gpu, head_dim)
+    idle = (-(-chunk // MIXED_TILE_ROWS) - 1) * decodes * q_heads
+    waves = -(-decodes * q_heads // slots)
+    kv_tiles = -(-context // PREFILL_KV_TILE)
+    tile_flops = 4 * prefill_tile_rows(gpu) * head_dim * PREFILL_KV_TILE
+    wave_s = c["decode_wave_clocks"] / g["clock"] + slots * kv_tiles * tile_flops / (g["flops"] * c["prefill_eta"])
+    group, sequences, head_bytes = q_heads // max(kv_heads, 1), decodes + 1, context * head_dim * 2 * 2
+    shared = sequences * (group - 1) < slots or sequences * head_bytes <= g["l2"]
+    dram = decodes * head_bytes * (kv_heads if shared else q_heads)
+    return idle * c["moe_latency"] / (slots * g["clock"]) + max(waves * wave_s, dram / (c["decode_eta"] * g["bw"]))
+
+
+def mixed_kernel_errors(c, gpu, q_heads, kv_heads, cells):
+    """Per (decodes, KV) cell of `cells` (`tables.mixed_extras`): the median over its prefill
+    shapes of the priced extra time over the median measured, less 1."""
+    out = []
+    for (nd, kv), shapes in sorted(cells.items()):
+        priced = median(mixed_kernel_extra(c, gpu, q_heads, kv_heads, 128, pc, nd, kv) for pc, _, _ in shapes)
+        out.append(priced / median(e for _, _, e in shapes) - 1)
+    return out
+
+
+def print_mixed_kernel_fits(data):
+    """What each mixed table says of the kernel's terms on its own (medians over the prefill
+    shapes): the clocks an idle block takes (the extra time of chunks of 512 or more tokens
+    over 16-token ones at 16-64 KV tokens, per idle block), a wave of working blocks' clocks at
+    16 KV tokens beside a 16-token chunk (no idle blocks), and the share of peak FLOP/s their
+    MMA work reaches from 512 to 1,024 KV tokens at 16-32 decodes (their KV in L2)."""
+    print("mixed batches, FlashAttention-2's varlen grid, per table (medians over prefill shapes):")
+    for (gpu, model), cells in data.mixed_extras.items():
+        g = GPUS[gpu]
+        q_heads = next(q for g2, m, _, q in tables.MIXED_SOURCES if (g2, m) == (gpu, model))
+        slots = g["sms"] * decode_blocks_per_sm(gpu, 128)
+        tile_flops = 4 * prefill_tile_rows(gpu) * 128 * PREFILL_KV_TILE
+        at = {(nd, kv): {(pc, kp): e for pc, kp, e in v} for (nd, kv), v in cells.items()}
+        idle = [(e - at[cell][(16, kp)]) * slots * g["clock"] / ((-(-pc // 64) - 1) * cell[0] * q_heads)
+                for cell in at if cell[0] >= 32 and cell[1] <= 64
+                for (pc, kp), e in at[cell].items() if pc >= 512 and (16, kp) in at[cell]]
+        wave = [e * g["clock"] / -(-nd * q_heads // slots) for nd in (64, 128)
+                for (pc, _), e in at[(nd, 16)].items() if pc == 16]
+        share = [-(-nd * q_heads // slots) * slots * 8 * tile_flops / ((e - at[(nd, 512)][key]) * g["flops"])
+                 for nd in (16, 32) for key, e in at[(nd, 1024)].items() if key[0] == 16]
+        print(f"  {gpu:11} {model.split('/')[-1]:28} idle block {median(idle):6.0f} clocks, a wave at 16 KV tokens "
+              f"{median(wave):6.0f} clocks, MMA {median(share):.3f} of peak FLOP/s")
 
 
 # ------------------------------------------------------------------------------------ fused MoE
@@ -1247,6 +1322,8 @@ class Data:
         }
         self.mixed = {(gpu, model): tables.mixed_decode_grid(t, gpu, model, kv, q)
                       for gpu, model, kv, q in tables.MIXED_SOURCES}
+        self.mixed_extras = {(gpu, model): tables.mixed_extras(t, gpu, model)
+                             for gpu, model, _, _ in tables.MIXED_SOURCES}
 
     def constants(self, gpus):
         f = self.fits
@@ -1280,7 +1357,11 @@ class Data:
             if r["gpu"] == gpu and r["bytes"] >= 1 << 20:
                 small = self.fits["all_reduce"][r["system"]]["t0"]
                 out["all-reduce"].append(allreduce_time(c, r, small) / r["t"] - 1)
-        for (g, _), grid in self.mixed.items():
+        for g, model, kv_heads, q_heads in tables.MIXED_SOURCES if not MIXED_TABLE else []:
+            if g == gpu:
+                # The decodes' extra time in a mixed batch, priced by the varlen kernel's grid.
+                out["mixed attn"] += mixed_kernel_errors(c, gpu, q_heads, kv_heads, self.mixed_extras[(g, model)])
+        for (g, _), grid in self.mixed.items() if MIXED_TABLE else []:
             if g == gpu and c["mixed"]:
                 # The decodes' extra time in a mixed batch, predicted from the other GPUs' table.
                 out["mixed attn"] += [grid[cell] / c["mixed"][cell] - 1 for cell in grid if cell in c["mixed"]]
@@ -1531,6 +1612,8 @@ def main():
         print_v0_pairs(data, v0)
         print()
         print_tp_prefill_gemms(data, v0, ("H100",), " (LLMServingSim v0 tables)")
+    print()
+    print_mixed_kernel_fits(data)
     if "--loo" in sys.argv:
         print()
         print_loo(leave_one_out(data))
@@ -1553,7 +1636,7 @@ def main():
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
-    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles"):
+    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles", "--mixed-table"):
         if flag in sys.argv:
             print(f"with {flag}, a what-if: src/latency/roofline.rs holds the constants derived without it")
     print("constants held by the host model's defaults (src/config/hardware.rs, HostSpec):")

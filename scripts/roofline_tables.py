@@ -333,10 +333,9 @@ MIXED_DECODES = [4, 8, 16, 32, 64, 128]
 MIXED_KV = [16 << i for i in range(11)]
 
 
-def mixed_decode_grid(t, gpu, model, kv_heads, q_heads):
-    """Per (decodes, decode KV) cell of an LLMServingSim attention table: the decodes' KV bytes
-    counted once per query head, over the median of (mixed time − the same prefill alone)
-    across the cell's prefill shapes, over the peak bandwidth."""
+def mixed_extras(t, gpu, model):
+    """Per (decodes, decode KV) cell of an LLMServingSim attention table (TP 1): for each of
+    the cell's prefill shapes, (chunk, prefix, mixed time - the same prefill alone), seconds."""
     path = os.path.join(t.lss, gpu, model, "bf16/tp1/attention.csv")
     rows = list(csv.DictReader(open(path)))
     alone = {(r["prefill_chunk"], r["kv_prefill"]): float(r["time_us"]) for r in rows if r["n_decode"] == "0"}
@@ -345,9 +344,16 @@ def mixed_decode_grid(t, gpu, model, kv_heads, q_heads):
         key, nd, kv = (r["prefill_chunk"], r["kv_prefill"]), int(r["n_decode"]), int(r["kv_decode"])
         if int(r["prefill_chunk"]) == 0 or nd not in MIXED_DECODES or kv not in MIXED_KV or key not in alone:
             continue
-        extra.setdefault((nd, kv), []).append((float(r["time_us"]) - alone[key]) * 1e-6)
-    return {(nd, kv): nd * kv * q_heads * 128 * 4 / statistics.median(v) / GPUS[gpu]["bw"]
-            for (nd, kv), v in extra.items()}
+        extra.setdefault((nd, kv), []).append((int(key[0]), int(key[1]), (float(r["time_us"]) - alone[key]) * 1e-6))
+    return extra
+
+
+def mixed_decode_grid(t, gpu, model, kv_heads, q_heads):
+    """Per (decodes, decode KV) cell of an LLMServingSim attention table: the decodes' KV bytes
+    counted once per query head, over the median of (mixed time - the same prefill alone)
+    across the cell's prefill shapes, over the peak bandwidth."""
+    return {(nd, kv): nd * kv * q_heads * 128 * 4 / statistics.median(e for _, _, e in v) / GPUS[gpu]["bw"]
+            for (nd, kv), v in mixed_extras(t, gpu, model).items()}
 
 
 # ------------------------------------------------------------------------------------ fused MoE

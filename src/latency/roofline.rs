@@ -20,6 +20,7 @@ use super::{
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
+use mixed::{MixedDecodes, MixedKernels};
 use moe_grid::MoeLaunch;
 use moe_tuned::TunedTile;
 use rows::{Loads, RowKernels};
@@ -27,6 +28,7 @@ use sums::{BatchSums, DecodeRates, DecodeTerms, PrefillRoom};
 
 pub mod decode;
 pub mod memoised;
+pub mod mixed;
 pub mod moe_grid;
 pub mod moe_tuned;
 pub mod rows;
@@ -142,10 +144,12 @@ where
     (n, next)
 }
 
-/// Rate at which a *mixed* batch's attention reads the KV cache of its decodes, as a
-/// fraction of peak bandwidth with the KV bytes counted once per *query* head, by the decodes'
-/// thread blocks (rows: decodes × query heads per GPU, 128, 256, … 4,096; fewer: the first row
-/// times blocks / 128; more: the last) and their mean context (columns: 16, 32, … 16,384 KV
+/// On Hopper (FlashAttention-3) and on a part without `sm_count` or `sm_clock_mhz` (else
+/// [`mixed`] prices them by FlashAttention-2's varlen grid): rate at which a *mixed* batch's
+/// attention reads the KV cache of its decodes, as a fraction of peak bandwidth with the KV
+/// bytes counted once per *query* head, by the decodes' thread blocks (rows: decodes × query
+/// heads per GPU, 128, 256, … 4,096; fewer: the first row times blocks / 128; more: the last)
+/// and their mean context (columns: 16, 32, … 16,384 KV
 /// tokens, clamped), interpolated on log2 of both. In a batch with a prefill the varlen kernel
 /// gives every decode one block per query head (only a pure-decode batch packs a GQA group
 /// into one block per KV head), and each block reads its KV head's cache: the work grows with
@@ -271,7 +275,7 @@ const MOE_IDLE_BLOCK_CLOCKS: f64 = 102.0;
 /// out, fused MoE over all rows goes from 15.8% to 13.6% (A800 15.0% to 12.7%; with the
 /// latency's finer grid the large tile's cap refits 11 → 10.5), no few-large-expert table
 /// faster. Applies where the hardware file gives `sm_count` and `sm_clock_mhz`.
-const MOE_LATENCY_CLOCKS: f64 = 1000.0;
+pub(crate) const MOE_LATENCY_CLOCKS: f64 = 1000.0;
 /// Weight bytes one thread block of the fused-MoE kernel keeps in flight: vLLM's default
 /// configs set no `num_stages`, so Triton's default of 3 pipeline stages applies, 2 K steps
 /// loading ahead of the one computed, each a BLOCK_K × BLOCK_N tile of bf16 weights: 64 × 32
@@ -508,6 +512,10 @@ pub struct Roofline {
     /// How a pure-decode launch's kernels and waves are priced (`None`: a part without
     /// `sm_count` or `sm_clock_mhz`, which pays [`ATTENTION_FIXED_NS`]).
     decode_kernels: Option<DecodeKernels>,
+    /// How a mixed batch's decodes are priced (`None`: on Hopper, which runs
+    /// FlashAttention-3, and where `decode_kernels` is `None`, at [`MIXED_DECODE_EFFICIENCY`]
+    /// instead).
+    mixed_kernels: Option<MixedKernels>,
     /// The part's row-kernel prices; `None` without its SM count and clock.
     row_kernels: Option<RowKernels>,
     /// The part's peak memory bandwidth, bytes/ns (a mixed batch's decodes read at a share
@@ -635,6 +643,8 @@ pub struct AttentionWork {
     pub longest: f64,
     /// See [`Step::decode_skew_bytes`].
     pub skew_bytes: f64,
+    /// See [`Step::query_tiles`].
+    pub query_tiles: f64,
 }
 
 impl AttentionWork {
@@ -673,6 +683,9 @@ pub struct Step {
     decode_longest: f64,
     /// KV bytes the decodes would read beyond theirs if every one had the longest context.
     decode_skew_bytes: f64,
+    /// Query tiles per sequence and head of the varlen attention grid: its longest query's
+    /// ([`mixed::MIXED_TILE_ROWS`] rows each; 0 without a prefill).
+    query_tiles: f64,
 }
 
 /// A roofline-priced kernel of `flops` and `bytes`.
@@ -774,6 +787,17 @@ impl Roofline {
         );
         let gemm_flops_per_ns =
             hardware.peak_flops(dtype) * k.gemm_compute_efficiency.unwrap_or_default() / 1e9;
+        let prefill_tile_rows = if hardware.is_hopper() {
+            PREFILL_TILE_ROWS_HOPPER
+        } else {
+            PREFILL_TILE_ROWS
+        };
+        let heads = (
+            (model.num_kv_heads / tp).max(1),
+            model.num_heads / tp,
+            model.head_dim,
+        );
+        let decode_kernels = DecodeKernels::new(hardware, heads.0, heads.1, heads.2);
         Roofline {
             num_layers: model.num_layers,
             fp,
@@ -791,18 +815,14 @@ impl Roofline {
             gemm_flops_per_ns,
             gemm_bytes_per_ns: hardware.memory_bw_gbps * gemm_memory_efficiency,
             attention_flops_per_ns: hardware.peak_flops(dtype) * PREFILL_ATTENTION_EFFICIENCY / 1e9,
-            prefill_tile_rows: if hardware.is_hopper() {
-                PREFILL_TILE_ROWS_HOPPER
-            } else {
-                PREFILL_TILE_ROWS
-            },
+            prefill_tile_rows,
             sm_count: hardware.sm_count.map(u64::from),
-            decode_kernels: DecodeKernels::new(
-                hardware,
-                (model.num_kv_heads / tp).max(1),
-                model.num_heads / tp,
-                model.head_dim,
-            ),
+            decode_kernels,
+            // Hopper runs FlashAttention-3, another grid: it keeps the table.
+            mixed_kernels: decode_kernels.filter(|_| !hardware.is_hopper()).map(|d| {
+                let tiles = (prefill_tile_rows, PREFILL_KV_TILE);
+                MixedKernels::new(hardware, &d, heads, fp, tiles)
+            }),
             row_kernels: RowKernels::new(hardware),
             attention_bytes_per_ns: hardware.memory_bw_gbps * decode_attention_efficiency,
             peak_bytes_per_ns: hardware.memory_bw_gbps,
@@ -879,17 +899,24 @@ impl Roofline {
             self.prefill_tile_rows,
             self.sm_count,
         );
-        let waves = match sums.prefills() {
-            Some(prefills) => prefill_waves(prefills.iter().copied(), heads, rows, sms),
+        let (waves, longest_chunk) = match sums.prefills() {
+            Some(prefills) => (
+                prefill_waves(prefills.iter().copied(), heads, rows, sms),
+                prefills.iter().map(|p| p.0).max().unwrap_or(0),
+            ),
             None => {
                 // The lead's items are decodes (`DecodeLead`): only the tail holds prefills.
                 let items = batch.tail().iter().filter(|i| !i.is_decode());
                 let shapes = items.map(|i| (u64::from(i.new_tokens), u64::from(i.context_tokens)));
-                prefill_waves(shapes, heads, rows, sms)
+                (
+                    prefill_waves(shapes.clone(), heads, rows, sms),
+                    shapes.map(|p| p.0).max().unwrap_or(0),
+                )
             }
         };
         let seqs = batch.items.len() as f64 + pad;
-        Ok(self.step_of(d, seqs, sums.gate_tokens(batch) as f64, waves))
+        let gate = sums.gate_tokens(batch) as f64;
+        Ok(self.step_of(d, seqs, gate, (waves, longest_chunk)))
     }
 
     /// [`Roofline::step`] of a batch of `lead`'s decodes and nothing else (`lead.count`
@@ -903,7 +930,7 @@ impl Roofline {
         let sums = (n, lead.kv_tokens, lead.longest);
         let d = DecodeTerms::exact(tokens, sums, lead.count, self.decode_rates())?;
         let seqs = lead.count as f64 + f64::from(pad);
-        (n > 0).then(|| self.step_of(d, seqs, tokens as f64, 0))
+        (n > 0).then(|| self.step_of(d, seqs, tokens as f64, (0, 0)))
     }
 
     /// What one decode's attention costs per KV token read and once.
@@ -923,9 +950,10 @@ impl Roofline {
 
     /// The step of `seqs` sequences (padding included) whose decodes' terms are `d`, whose
     /// experts' gate sees `gate` tokens and whose prefills take `waves` waves of KV tiles
-    /// ([`prefill_waves`]).
+    /// ([`prefill_waves`]), the longest chunk being `longest_chunk` tokens.
     #[inline(always)]
-    fn step_of(&self, d: DecodeTerms, seqs: f64, gate: f64, waves: u64) -> Step {
+    fn step_of(&self, d: DecodeTerms, seqs: f64, gate: f64, prefills: (u64, u64)) -> Step {
+        let (waves, longest_chunk) = prefills;
         let (rows, sms) = (self.prefill_tile_rows, self.sm_count);
         Step {
             tokens: d.tokens,
@@ -940,6 +968,7 @@ impl Roofline {
             decode_longest: d.longest,
             // The KV the decodes would read if each had the longest context.
             decode_skew_bytes: (d.decodes * d.longest - d.context) * self.kv_row(),
+            query_tiles: longest_chunk.div_ceil(mixed::MIXED_TILE_ROWS) as f64,
         }
     }
 
@@ -1077,6 +1106,7 @@ impl Roofline {
             context: s.decode_context / s.decodes.max(1.0),
             longest: s.decode_longest,
             skew_bytes: s.decode_skew_bytes,
+            query_tiles: s.query_tiles,
         };
         (s.prefill_flops > 0.0 || s.decode != Cost::default()).then_some(Work::Attention(work))
     }
@@ -1220,18 +1250,34 @@ impl Roofline {
 
     /// Unrounded time of attention launch `a` whose decodes' launch takes `fixed` ns besides
     /// their KV ([`Roofline::decode_fixed_ns`] for decodes alone, else
-    /// [`ATTENTION_FIXED_NS`]).
+    /// [`ATTENTION_FIXED_NS`]); a mixed launch on a part with [`MixedKernels`] is its prefills'
+    /// price and what its decodes add ([`Roofline::mixed_decodes_ns`]).
     #[inline]
     fn attention_ns(&self, a: &AttentionWork, fixed: f64) -> f64 {
         let prefill_ns = a.prefill_flops / self.attention_flops_per_ns;
         let mixed = a.prefill_flops > 0.0;
         if a.decode == Cost::default() {
             PREFILL_ATTENTION_FIXED_NS + prefill_ns
+        } else if let (true, Some(k)) = (mixed, self.mixed_kernels) {
+            PREFILL_ATTENTION_FIXED_NS + prefill_ns + self.mixed_decodes_ns(a, k)
         } else {
             let decode =
                 self.decode_attention_ns(a.decode, a.decodes, a.context, a.skew_bytes, mixed);
             fixed + prefill_ns + decode
         }
+    }
+
+    /// What the decodes of mixed launch `a` add to it on `k`'s part ([`MixedKernels`]), ns,
+    /// plus [`DECODE_SKEW_ALPHA`] of the reads a skewed batch's longest contexts add at the
+    /// decode KV bandwidth.
+    fn mixed_decodes_ns(&self, a: &AttentionWork, k: MixedKernels) -> f64 {
+        let d = MixedDecodes {
+            decodes: a.decodes,
+            context: a.context,
+            query_tiles: a.query_tiles,
+        };
+        let bw = self.attention_bytes_per_ns;
+        k.decodes_ns(d, self.attention_flops_per_ns, bw) + DECODE_SKEW_ALPHA * a.skew_bytes / bw
     }
 
     /// The fixed time of a launch of `decodes` decodes alone, the longest reading `longest`

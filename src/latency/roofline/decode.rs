@@ -168,6 +168,16 @@ impl DecodeKernels {
         })
     }
 
+    /// Thread blocks of the split-KV kernel the SMs hold at once.
+    pub fn slots(&self) -> u64 {
+        self.sm_count * self.blocks_per_sm
+    }
+
+    /// SM clocks per ns.
+    pub fn clocks_per_ns(&self) -> f64 {
+        self.clocks_per_ns
+    }
+
     /// The grid of `decodes` sequences whose longest reads `longest` KV tokens.
     ///
     /// Inlined into its callers in other codegen units (a per-step call otherwise).

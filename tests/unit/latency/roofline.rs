@@ -1,5 +1,6 @@
 mod decode;
 mod memoised;
+mod mixed;
 mod moe_grid;
 mod moe_tuned;
 mod rows;
