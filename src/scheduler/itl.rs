@@ -79,6 +79,13 @@ impl StepTimes {
         self.times.len() >= self.next_retire.max(self.retire_after).max(requests)
     }
 
+    /// Warms the finish time of step `step` (a hint, see `warm.rs`).
+    #[inline(always)]
+    fn warm(&self, step: u64) {
+        let at = step.saturating_sub(self.first) as usize;
+        super::warm::line(self.times.as_ptr().wrapping_add(at));
+    }
+
     /// Lets go of the steps before `step` (at most [`StepTimes::count`]).
     fn forget_before(&mut self, step: u64) {
         let k = (step.saturating_sub(self.first) as usize).min(self.times.len());
@@ -126,6 +133,17 @@ impl ItlTally {
             }
             previous = Some(steps.at(first + (len - 1) * stride));
         }
+    }
+
+    /// Warms what adding `req` reads that is long cold by the time it finishes (a hint, see
+    /// `warm.rs`): the finish times of its first token run's start, and the tally's entry at
+    /// the start of its last run (its longest, but for a preemption or a hand-off).
+    #[inline(always)]
+    pub fn warm(&self, req: &RunningRequest, steps: &StepTimes) {
+        let first = req.earlier_runs.first().unwrap_or(&req.token_run);
+        steps.warm(first.start);
+        let at = (req.token_run.start + 1).saturating_sub(self.first) as usize;
+        super::warm::line(self.cover.as_ptr().wrapping_add(at));
     }
 
     /// Counts the gaps ending at steps `from..to` once more.

@@ -1221,6 +1221,13 @@ impl Scheduler {
             self.in_flight = false;
             self.step.len()
         };
+        // The next step's admissions read the waiting head first: fetched while this one
+        // completes (a hint, see `warm.rs`).
+        if let Some(&slot) = self.waiting.front()
+            && let Some(request) = self.slots.get(slot as usize)
+        {
+            warm::value(request);
+        }
         let step_index = self.step_finish_ns.count();
         self.step_finish_ns.push(finish);
         self.last_step_tokens = StepTokens::default();
@@ -1239,21 +1246,7 @@ impl Scheduler {
             self.free_cancelled_slots();
         }
         if finished_any {
-            // Slots made since the last requests left are in the running set too.
-            self.is_leaving.resize(self.slots.len(), false);
-            let (slots, free_slots, is_leaving) =
-                (&mut self.slots, &mut self.free_slots, &mut self.is_leaving);
-            let spare = &mut self.spare_blocks;
-            self.running.retain(|&slot| {
-                !is_leaving[slot as usize] || {
-                    free_finished_slot(slots, free_slots, spare, slot);
-                    false
-                }
-            });
-            for &slot in &self.leaving {
-                self.is_leaving[slot as usize] = false;
-            }
-            self.leaving.clear();
+            self.drop_leaving();
         }
         if self.running.is_empty() && self.waiting.is_empty() {
             // Nothing runs next: no step was formed ahead, so what finished is free now.
@@ -1262,6 +1255,48 @@ impl Scheduler {
         if self.step_finish_ns.due(self.slots.len()) {
             self.retire_steps();
         }
+    }
+
+    /// Takes the requests that left with the step just completed (`leaving`) out of the
+    /// running set, freeing the slots of those that finished. When they are all stretch
+    /// members, whose places lead the running set, the set moves down past them run by run;
+    /// else it is passed through once, one look per request.
+    fn drop_leaving(&mut self) {
+        let made = self.slots.len();
+        let (slots, free_slots) = (&mut self.slots, &mut self.free_slots);
+        let spare = &mut self.spare_blocks;
+        if let Some(left) = self.stretch.left_members(self.leaving.len()) {
+            let mut kept = left[0].0 as usize;
+            for (i, &(p, _)) in left.iter().enumerate() {
+                let slot = self.running[p as usize];
+                debug_assert!(
+                    self.is_leaving[slot as usize],
+                    "a member that left is leaving"
+                );
+                free_finished_slot(slots, free_slots, spare, slot);
+                let from = p as usize + 1;
+                let to = left
+                    .get(i + 1)
+                    .map_or(self.running.len(), |&(q, _)| q as usize);
+                self.running.copy_within(from..to, kept);
+                kept += to - from;
+            }
+            self.running.truncate(kept);
+        } else {
+            // Slots made since the last requests left are in the running set too.
+            self.is_leaving.resize(made, false);
+            let is_leaving = &self.is_leaving;
+            self.running.retain(|&slot| {
+                !is_leaving[slot as usize] || {
+                    free_finished_slot(slots, free_slots, spare, slot);
+                    false
+                }
+            });
+        }
+        for &slot in &self.leaving {
+            self.is_leaving[slot as usize] = false;
+        }
+        self.leaving.clear();
     }
 
     /// Pools the inter-token gaps no live request can still add to and lets go of the step
@@ -1310,6 +1345,9 @@ impl Scheduler {
             req.note_token(step_index);
         }
         if req.reached >= req.target {
+            // What finishing reads that is long cold: fetched while the record is written.
+            self.itl.warm(req, &self.step_finish_ns);
+            warm::slice(&req.blocks);
             let steps = &self.step_finish_ns;
             finished.push(req, instance_id, finish, self.itl_values.then_some(steps));
             self.itl.add(req, steps);

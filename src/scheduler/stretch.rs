@@ -29,7 +29,7 @@ use std::collections::BinaryHeap;
 use super::request::Phase;
 use super::{BlockId, Completions, PreemptionOrder, Scheduler};
 use crate::Nanos;
-use crate::latency::DecodeLead;
+use crate::latency::{BatchItem, DecodeLead};
 
 /// A request stepped in bulk, and where it stood when it joined. Members are kept by a
 /// stable id (their index in [`Stretch::members`]) so that members leaving move no other
@@ -71,6 +71,22 @@ struct Finish {
 
 /// [`Member::finish`] of a member that finished (it is dropped when the next step is formed).
 const LEFT: u64 = u64::MAX;
+
+/// The KV reads (`context + 1`) of the members leaving a stretch: their sum and the longest.
+#[derive(Debug, Default)]
+struct LeftReads {
+    sum: u64,
+    longest: u64,
+}
+
+impl LeftReads {
+    /// Adds the read of a leaving member's batch item.
+    fn note(&mut self, item: &BatchItem) {
+        let read = u64::from(item.context_tokens) + 1;
+        self.sum += read;
+        self.longest = self.longest.max(read);
+    }
+}
 
 /// The members of an instance, its buffers reused from one stretch to the next.
 #[derive(Debug, Default)]
@@ -156,6 +172,13 @@ impl Stretch {
             .iter()
             .map(|&id| members[id as usize].completed)
             .min()
+    }
+
+    /// The places (ascending) and ids of the members that finished with the step just
+    /// completed, if they are all of the `leaving` requests that left with it: a member's
+    /// place in the running set is its place among the members.
+    pub(super) fn left_members(&self, leaving: usize) -> Option<&[(u32, u32)]> {
+        (!self.left.is_empty() && self.left.len() == leaving).then_some(&self.left[..])
     }
 
     /// Adds `member` under an unused id, returns the id.
@@ -251,8 +274,12 @@ impl Scheduler {
             let block = self.pool.allocate().expect("checked free blocks");
             h.blocks.push(block);
         }
+        // Whole items written (a member's is a decode), so that the adds run side by side.
         for item in &mut self.step_items[..m] {
-            item.context_tokens += 1;
+            *item = BatchItem {
+                new_tokens: 1,
+                context_tokens: item.context_tokens + 1,
+            };
         }
         self.stretch.kv_tokens += m as u64;
         self.stretch.longest += 1;
@@ -262,20 +289,22 @@ impl Scheduler {
 
     /// Removes the members that finished from the members, their buckets, the step and its
     /// batch (the step's entries behind the members are dropped: the next step forms them),
-    /// and sums the others' KV reads again.
+    /// and takes their KV reads off the members' sums.
     fn drop_left_members(&mut self) {
         let st = &mut self.stretch;
-        // Those before the first that left stay where they are.
-        let first = st.left[0].0 as usize;
-        let mut kept = first;
-        let mut left = st.left.iter().peekable();
-        for k in first..st.order.len() {
-            if left.next_if(|&&(p, _)| p as usize == k).is_none() {
-                self.step[kept] = self.step[k];
-                self.step_items[kept] = self.step_items[k];
-                st.order[kept] = st.order[k];
-                kept += 1;
-            }
+        let len = st.order.len();
+        let mut read = LeftReads::default();
+        // Those before the first that left stay where they are; each run of members between
+        // two that left moves down in one copy.
+        let mut kept = st.left[0].0 as usize;
+        for (i, &(p, _)) in st.left.iter().enumerate() {
+            read.note(&self.step_items[p as usize]);
+            let from = p as usize + 1;
+            let to = st.left.get(i + 1).map_or(len, |&(q, _)| q as usize);
+            self.step.copy_within(from..to, kept);
+            self.step_items.copy_within(from..to, kept);
+            st.order.copy_within(from..to, kept);
+            kept += to - from;
         }
         for &(_, id) in &st.left {
             let bucket = &mut st.buckets[st.members[id as usize].key as usize];
@@ -287,8 +316,20 @@ impl Scheduler {
         st.order.truncate(kept);
         self.step.truncate(kept);
         self.step_items.truncate(kept);
-        let lead = DecodeLead::summing(&self.step_items).expect("members decode");
-        (st.kv_tokens, st.longest) = (lead.kv_tokens, lead.longest);
+        st.kv_tokens -= read.sum;
+        // The longest read is another member's unless one of those that left had it.
+        if read.longest == st.longest {
+            let reads = self
+                .step_items
+                .iter()
+                .map(|b| u64::from(b.context_tokens) + 1);
+            st.longest = reads.max().unwrap_or(0);
+        }
+        debug_assert_eq!(
+            DecodeLead::summing(&self.step_items).map(|l| (l.kv_tokens, l.longest)),
+            Some((st.kv_tokens, st.longest)),
+            "the members' sums are their items' sums"
+        );
     }
 
     /// After a step was formed: the steady decoders right behind the members (in running
@@ -369,6 +410,12 @@ impl Scheduler {
         {
             st.finishes.pop();
             st.finishing.push(next.id);
+            // Settling it reads the member and its request first: fetched while the
+            // members are searched for it.
+            super::warm::value(&st.members[next.id as usize]);
+            if let Some(request) = self.slots.get(next.slot as usize) {
+                super::warm::value(request);
+            }
         }
         let done = st.finishing.len();
         if done > 0 {
