@@ -42,12 +42,15 @@ fn held(name: &str) -> Vec<f64> {
 /// where `python3` cannot run and the shared data is not required.
 fn derive(extra: &[&str]) -> Option<String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/derive_roofline.py");
-    let out = match Command::new("python3")
-        .arg(script)
-        .arg(shared_data::data_root())
-        .args(extra)
-        .output()
-    {
+    let mut python = Command::new("python3");
+    python.arg(script).arg(shared_data::data_root()).args(extra);
+    run_python(&mut python)
+}
+
+/// What `python` prints when it succeeds, or `None` (the skip said) where `python3` cannot
+/// run and the shared data is not required; a failing script fails the test with its error.
+fn run_python(python: &mut Command) -> Option<String> {
+    let out = match python.output() {
         Ok(out) => out,
         Err(e) => {
             assert!(
@@ -231,30 +234,12 @@ fn the_v0_tables_are_read_as_their_models_shape_them() {
     );
 }
 
-/// `moe_constants` and `moe_time` of `scripts/derive_roofline.py`, run on hand-made fits and a
-/// hand-made row: what `python3 -c` prints of `code`, or `None` (the skip said) where
-/// `python3` cannot run.
+/// Functions of `scripts/derive_roofline.py` run on hand-made inputs: what `python3 -c`
+/// prints of `code` (the script's folder importable), or `None` as [`run_python`] says.
 fn derive_python(code: &str) -> Option<String> {
     let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts");
     let program = format!("import sys; sys.path.insert(0, {scripts:?})\n{code}");
-    let out = match Command::new("python3").arg("-c").arg(program).output() {
-        Ok(out) => out,
-        Err(e) => {
-            assert!(
-                std::env::var_os(shared_data::REQUIRE_ENV).is_none(),
-                "python3 not runnable ({e}) and {} is set",
-                shared_data::REQUIRE_ENV
-            );
-            shared_data::skip("no python3", &format!("python3 not runnable: {e}"));
-            return None;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).unwrap())
+    run_python(Command::new("python3").arg("-c").arg(program))
 }
 
 /// A derivation whose GPUs have no table that measures the fused-MoE thread-block limit (H800
