@@ -1266,20 +1266,15 @@ impl Scheduler {
         let (slots, free_slots) = (&mut self.slots, &mut self.free_slots);
         let spare = &mut self.spare_blocks;
         if let Some(left) = self.stretch.left_members(self.leaving.len()) {
-            let mut kept = left[0].0 as usize;
-            for (i, &(p, _)) in left.iter().enumerate() {
-                let slot = self.running[p as usize];
+            let kept = self.running.len() - left.len();
+            for (run, to) in stretch::runs_kept(left, self.running.len()) {
+                let slot = self.running[run.start - 1];
                 debug_assert!(
                     self.is_leaving[slot as usize],
                     "a member that left is leaving"
                 );
                 free_finished_slot(slots, free_slots, spare, slot);
-                let from = p as usize + 1;
-                let to = left
-                    .get(i + 1)
-                    .map_or(self.running.len(), |&(q, _)| q as usize);
-                self.running.copy_within(from..to, kept);
-                kept += to - from;
+                self.running.copy_within(run, to);
             }
             self.running.truncate(kept);
         } else {

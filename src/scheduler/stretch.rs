@@ -25,6 +25,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::ops::Range;
 
 use super::request::Phase;
 use super::{BlockId, Completions, PreemptionOrder, Scheduler};
@@ -86,6 +87,26 @@ impl LeftReads {
         self.sum += read;
         self.longest = self.longest.max(read);
     }
+}
+
+/// Closing the gaps that the places `left` (ascending, with their ids) leave in a list of
+/// `len`: for each place, the run of places after it up to the next one (or `len`), and where
+/// that run moves down to. Copied in order, the runs leave the list's first `len - left.len()`
+/// places holding what stays, in order.
+pub(super) fn runs_kept(
+    left: &[(u32, u32)],
+    len: usize,
+) -> impl Iterator<Item = (Range<usize>, usize)> + '_ {
+    let first = left.first().map_or(len, |&(p, _)| p as usize);
+    left.iter()
+        .enumerate()
+        .scan(first, move |kept, (i, &(p, _))| {
+            let from = p as usize + 1;
+            let to = left.get(i + 1).map_or(len, |&(q, _)| q as usize);
+            let at = *kept;
+            *kept += to - from;
+            Some((from..to, at))
+        })
 }
 
 /// The members of an instance, its buffers reused from one stretch to the next.
@@ -292,19 +313,15 @@ impl Scheduler {
     /// and takes their KV reads off the members' sums.
     fn drop_left_members(&mut self) {
         let st = &mut self.stretch;
-        let len = st.order.len();
+        let kept = st.order.len() - st.left.len();
         let mut read = LeftReads::default();
         // Those before the first that left stay where they are; each run of members between
         // two that left moves down in one copy.
-        let mut kept = st.left[0].0 as usize;
-        for (i, &(p, _)) in st.left.iter().enumerate() {
-            read.note(&self.step_items[p as usize]);
-            let from = p as usize + 1;
-            let to = st.left.get(i + 1).map_or(len, |&(q, _)| q as usize);
-            self.step.copy_within(from..to, kept);
-            self.step_items.copy_within(from..to, kept);
-            st.order.copy_within(from..to, kept);
-            kept += to - from;
+        for (run, to) in runs_kept(&st.left, st.order.len()) {
+            read.note(&self.step_items[run.start - 1]);
+            self.step.copy_within(run.clone(), to);
+            self.step_items.copy_within(run.clone(), to);
+            st.order.copy_within(run, to);
         }
         for &(_, id) in &st.left {
             let bucket = &mut st.buckets[st.members[id as usize].key as usize];

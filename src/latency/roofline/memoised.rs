@@ -96,6 +96,9 @@ impl MemoKey for Sequences {
 /// A step's layers other than attention, their total (see the module docs).
 #[derive(Debug)]
 struct Totals {
+    /// Whether the roofline's steps have an attention layer, which the token-wise total
+    /// leaves out (it is priced every step).
+    attention: bool,
     /// The token-wise layers' total by [`TokenCounts`].
     tokens: PriceMemo<TokenCounts>,
     /// The sequence-wise layers' total by [`Sequences`].
@@ -103,16 +106,18 @@ struct Totals {
 }
 
 impl Totals {
-    fn new() -> Totals {
+    fn new(attention: bool) -> Totals {
         Totals {
+            attention,
             tokens: PriceMemo::new(TOKEN_SLOTS, 1),
             sequences: PriceMemo::new(SEQUENCE_SLOTS, 1),
         }
     }
 
-    /// The total of step `s`'s layers on `r` but its attention (every layer without one:
-    /// `attention` false), from the memos or priced and stored.
-    fn of(&mut self, r: &Roofline, s: &Step, attention: bool) -> Nanos {
+    /// The total of step `s`'s layers on `r` but its attention, from the memos or priced and
+    /// stored.
+    fn of(&mut self, r: &Roofline, s: &Step) -> Nanos {
+        let attention = self.attention;
         let key = TokenCounts {
             tokens: s.tokens.to_bits(),
             gate: s.gate.to_bits(),
@@ -193,7 +198,7 @@ impl MemoisedRoofline {
             layers: layers.into_boxed_slice(),
             attention,
             memo: PriceMemo::new(SLOTS, width),
-            totals: Totals::new(),
+            totals: Totals::new(attention.is_some()),
             last_list: None,
         }
     }
@@ -224,7 +229,7 @@ impl MemoisedRoofline {
         let step = self.roofline.decode_step(lead, pad)?;
         self.roofline.attention_work(&step)?;
         Some(DecodeSize {
-            token_ns: self.totals.of(&self.roofline, &step, true),
+            token_ns: self.totals.of(&self.roofline, &step),
             attention_repeats: self.layers[at].1,
             list: self.layers.len() as u64,
         })
@@ -309,7 +314,7 @@ impl LatencyBackend for MemoisedRoofline {
         let r = &self.roofline;
         let step = r.step(batch)?;
         let attention = r.attention_work(&step).map(|work| r.layer_ns(work));
-        let others = self.totals.of(r, &step, self.attention.is_some());
+        let others = self.totals.of(r, &step);
         let ns = others + attention.map_or(0, |ns| repeats * ns);
         self.note_list(attention);
         Ok(ns)
