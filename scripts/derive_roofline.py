@@ -410,40 +410,60 @@ def decode_fit(rows):
 # (`run_mha_fwd_splitkv_dispatch`). So every decode has one working block per query head, a
 # whole 64-row query tile (one row used) computed against its KV head's cache like a prefill
 # tile, and ceil(chunk / 64) - 1 blocks per query head that find no query rows and return
-# (`compute_attn_1rowblock_splitkv`). `--mixed-table`, a what-if, checks the efficiency table
+# (`compute_attn_1rowblock_splitkv`). A working block computes whole KV tiles of the split
+# kernel's `kBlockN` (128 tokens at head dimension 128, `decode_kv_block`), its last one masked,
+# over the decode's cached tokens and its new one. `--mixed-table`, a what-if, checks the efficiency table
 # (`MIXED_DECODE_EFFICIENCY`, which the code keeps for parts without `sm_count` or
 # `sm_clock_mhz`) instead.
 MIXED_TABLE = "--mixed-table" in sys.argv
 MIXED_TILE_ROWS = 64
 
 
-def mixed_kernel_extra(c, gpu, q_heads, kv_heads, head_dim, chunk, decodes, context):
-    """Seconds `decodes` decodes of `context` KV tokens add to a varlen launch whose longest
-    query is a prefill `chunk`: the grid's idle blocks, one memory latency each (`moe_latency`
-    clocks: they read the sequence lengths and return), on the blocks the SMs hold; then the
-    longer of the working blocks' waves (each a pure-decode further wave of clocks and a
-    prefill tile's MMA work over the KV tiles of `context` at the prefill efficiency) and their
-    KV from DRAM at the decode efficiency (once per KV head while a GQA group's blocks run
-    together or one head's KV of every sequence fits L2, else once per query head)."""
+def mixed_kernel_extra(c, gpu, q_heads, kv_heads, head_dim, chunk, decodes, context, prefix=0):
+    """Seconds `decodes` decodes reading `context` KV tokens each (the new token included) add
+    to a varlen launch of one prefill `chunk` over `prefix`: the grid's idle blocks, one memory
+    latency each (`moe_latency` clocks: they read the sequence lengths and return), on the
+    blocks the SMs hold; then the longer of the working blocks (`mixed_working_time`) and their
+    KV from DRAM at the decode efficiency: once per KV head where one head's KV of every
+    sequence fits L2, else once per window of `slots` blocks in flight that a GQA group's heads
+    span (a sequence's blocks of consecutive heads are a sequence count of working blocks apart
+    in blockIdx order; heads in flight together share a read): group x sequences / slots reads,
+    at least one and at most one per query head."""
     g = GPUS[gpu]
     slots = g["sms"] * decode_blocks_per_sm(gpu, head_dim)
-    idle = (-(-chunk // MIXED_TILE_ROWS) - 1) * decodes * q_heads
-    waves = -(-decodes * q_heads // slots)
-    kv_tiles = -(-context // PREFILL_KV_TILE)
-    tile_flops = 4 * prefill_tile_rows(gpu) * head_dim * PREFILL_KV_TILE
-    wave_s = c["decode_wave_clocks"] / g["clock"] + slots * kv_tiles * tile_flops / (g["flops"] * c["prefill_eta"])
+    query_tiles = -(-chunk // MIXED_TILE_ROWS)
+    idle = (query_tiles - 1) * decodes * q_heads
+    kv_tile = decode_kv_block(head_dim)
+    tile_flops = 4 * MIXED_TILE_ROWS * head_dim * kv_tile
+    block_s = c["decode_wave_clocks"] / g["clock"] + slots * -(-context // kv_tile) * tile_flops / (g["flops"] * c["prefill_eta"])
+    prefill_s = prefill_wave_flops([(chunk, prefix)], q_heads, head_dim, g["sms"], prefill_tile_rows(gpu)) / (g["flops"] * c["prefill_eta"])
+    working = mixed_working_time(decodes * q_heads, query_tiles * q_heads, slots, block_s, prefill_s)
     group, sequences, head_bytes = q_heads // max(kv_heads, 1), decodes + 1, context * head_dim * 2 * 2
-    shared = sequences * (group - 1) < slots or sequences * head_bytes <= g["l2"]
-    dram = decodes * head_bytes * (kv_heads if shared else q_heads)
-    return idle * c["moe_latency"] / (slots * g["clock"]) + max(waves * wave_s, dram / (c["decode_eta"] * g["bw"]))
+    reads = 1 if sequences * head_bytes <= g["l2"] else max(1, min(group, group * sequences / slots))
+    dram = decodes * head_bytes * kv_heads * reads
+    return idle * c["moe_latency"] / (slots * g["clock"]) + max(working, dram / (c["decode_eta"] * g["bw"]))
+
+
+def mixed_working_time(blocks, prefill_blocks, slots, block_s, prefill_s):
+    """Seconds `blocks` working decode blocks of `block_s` each add to a launch whose prefill
+    has `prefill_blocks` blocks and takes `prefill_s`: the grid runs its blocks in blockIdx
+    order (query tile, sequence, then head slowest), so each head's decode and prefill blocks
+    are issued together and the decodes first take the slots the prefill leaves free, as many
+    rounds as fit in its time (at least one); the rest run in waves on every slot after it."""
+    free = max(0, slots - prefill_blocks)
+    rounds = max(1, math.floor(prefill_s / block_s))
+    beside = min(blocks, free * rounds)
+    busy = -(-beside // free) * block_s if beside else 0.0
+    return max(0.0, busy - prefill_s) + -(-(blocks - beside) // slots) * block_s
 
 
 def mixed_kernel_errors(c, gpu, q_heads, kv_heads, cells):
     """Per (decodes, KV) cell of `cells` (`tables.mixed_extras`): the median over its prefill
-    shapes of the priced extra time over the median measured, less 1."""
+    shapes of the priced extra time over the median measured, less 1 (a decode of `kv` cached
+    tokens reads `kv` + 1)."""
     out = []
     for (nd, kv), shapes in sorted(cells.items()):
-        priced = median(mixed_kernel_extra(c, gpu, q_heads, kv_heads, 128, pc, nd, kv) for pc, _, _ in shapes)
+        priced = median(mixed_kernel_extra(c, gpu, q_heads, kv_heads, 128, pc, nd, kv + 1, kp) for pc, kp, _ in shapes)
         out.append(priced / median(e for _, _, e in shapes) - 1)
     return out
 

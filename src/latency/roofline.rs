@@ -79,6 +79,35 @@ const PREFILL_KV_TILE: u64 = 64;
 /// copying took about 4 % of the BLIS comparison's run, where a step has one or two).
 pub const PREFILLS_ON_STACK: usize = 8;
 
+/// A step's prefills as the attention launch's grids see them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct PrefillGrid {
+    /// [`prefill_waves`] of the prefills.
+    waves: u64,
+    /// The longest chunk, tokens.
+    longest_chunk: u64,
+    /// Their query tiles of [`mixed::MIXED_TILE_ROWS`] rows per head, summed: the varlen
+    /// grid's blocks that hold prefill rows, per query head.
+    query_tiles: u64,
+}
+
+impl PrefillGrid {
+    /// The grid of `prefills` (`(chunk, prefix)`), `heads` query heads each, whose waves
+    /// [`prefill_waves`] counts in tiles of `tile_rows` on `sms`.
+    #[inline(always)]
+    fn of<I>(prefills: I, heads: u64, tile_rows: u64, sms: Option<u64>) -> Self
+    where
+        I: Iterator<Item = (u64, u64)> + Clone,
+    {
+        let chunks = prefills.clone().map(|p| p.0);
+        PrefillGrid {
+            waves: prefill_waves(prefills, heads, tile_rows, sms),
+            longest_chunk: chunks.clone().max().unwrap_or(0),
+            query_tiles: chunks.map(|c| c.div_ceil(mixed::MIXED_TILE_ROWS)).sum(),
+        }
+    }
+}
+
 /// Waves of KV tiles a causal varlen prefill's thread blocks take, summed: each of the
 /// `heads` query heads of each sequence (`(chunk, prefix)` of `prefills`) splits its chunk into
 /// query tiles of `tile_rows`, and a tile computes all its rows against every KV tile up to
@@ -645,6 +674,8 @@ pub struct AttentionWork {
     pub skew_bytes: f64,
     /// See [`Step::query_tiles`].
     pub query_tiles: f64,
+    /// See [`Step::prefill_query_tiles`].
+    pub prefill_query_tiles: f64,
 }
 
 impl AttentionWork {
@@ -686,6 +717,9 @@ pub struct Step {
     /// Query tiles per sequence and head of the varlen attention grid: its longest query's
     /// ([`mixed::MIXED_TILE_ROWS`] rows each; 0 without a prefill).
     query_tiles: f64,
+    /// The prefills' query tiles per head of that grid: its thread blocks that hold prefill
+    /// rows, per query head.
+    prefill_query_tiles: f64,
 }
 
 /// A roofline-priced kernel of `flops` and `bytes`.
@@ -819,10 +853,9 @@ impl Roofline {
             sm_count: hardware.sm_count.map(u64::from),
             decode_kernels,
             // Hopper runs FlashAttention-3, another grid: it keeps the table.
-            mixed_kernels: decode_kernels.filter(|_| !hardware.is_hopper()).map(|d| {
-                let tiles = (prefill_tile_rows, PREFILL_KV_TILE);
-                MixedKernels::new(hardware, &d, heads, fp, tiles)
-            }),
+            mixed_kernels: decode_kernels
+                .filter(|_| !hardware.is_hopper())
+                .map(|d| MixedKernels::new(hardware, &d, heads, fp)),
             row_kernels: RowKernels::new(hardware),
             attention_bytes_per_ns: hardware.memory_bw_gbps * decode_attention_efficiency,
             peak_bytes_per_ns: hardware.memory_bw_gbps,
@@ -899,24 +932,18 @@ impl Roofline {
             self.prefill_tile_rows,
             self.sm_count,
         );
-        let (waves, longest_chunk) = match sums.prefills() {
-            Some(prefills) => (
-                prefill_waves(prefills.iter().copied(), heads, rows, sms),
-                prefills.iter().map(|p| p.0).max().unwrap_or(0),
-            ),
+        let prefills = match sums.prefills() {
+            Some(prefills) => PrefillGrid::of(prefills.iter().copied(), heads, rows, sms),
             None => {
                 // The lead's items are decodes (`DecodeLead`): only the tail holds prefills.
                 let items = batch.tail().iter().filter(|i| !i.is_decode());
                 let shapes = items.map(|i| (u64::from(i.new_tokens), u64::from(i.context_tokens)));
-                (
-                    prefill_waves(shapes.clone(), heads, rows, sms),
-                    shapes.map(|p| p.0).max().unwrap_or(0),
-                )
+                PrefillGrid::of(shapes, heads, rows, sms)
             }
         };
         let seqs = batch.items.len() as f64 + pad;
         let gate = sums.gate_tokens(batch) as f64;
-        Ok(self.step_of(d, seqs, gate, (waves, longest_chunk)))
+        Ok(self.step_of(d, seqs, gate, prefills))
     }
 
     /// [`Roofline::step`] of a batch of `lead`'s decodes and nothing else (`lead.count`
@@ -930,7 +957,7 @@ impl Roofline {
         let sums = (n, lead.kv_tokens, lead.longest);
         let d = DecodeTerms::exact(tokens, sums, lead.count, self.decode_rates())?;
         let seqs = lead.count as f64 + f64::from(pad);
-        (n > 0).then(|| self.step_of(d, seqs, tokens as f64, (0, 0)))
+        (n > 0).then(|| self.step_of(d, seqs, tokens as f64, PrefillGrid::default()))
     }
 
     /// What one decode's attention costs per KV token read and once.
@@ -949,11 +976,14 @@ impl Roofline {
     }
 
     /// The step of `seqs` sequences (padding included) whose decodes' terms are `d`, whose
-    /// experts' gate sees `gate` tokens and whose prefills take `waves` waves of KV tiles
-    /// ([`prefill_waves`]), the longest chunk being `longest_chunk` tokens.
+    /// experts' gate sees `gate` tokens and whose prefills' grid is `prefills`.
     #[inline(always)]
-    fn step_of(&self, d: DecodeTerms, seqs: f64, gate: f64, prefills: (u64, u64)) -> Step {
-        let (waves, longest_chunk) = prefills;
+    fn step_of(&self, d: DecodeTerms, seqs: f64, gate: f64, prefills: PrefillGrid) -> Step {
+        let PrefillGrid {
+            waves,
+            longest_chunk,
+            query_tiles,
+        } = prefills;
         let (rows, sms) = (self.prefill_tile_rows, self.sm_count);
         Step {
             tokens: d.tokens,
@@ -969,6 +999,7 @@ impl Roofline {
             // The KV the decodes would read if each had the longest context.
             decode_skew_bytes: (d.decodes * d.longest - d.context) * self.kv_row(),
             query_tiles: longest_chunk.div_ceil(mixed::MIXED_TILE_ROWS) as f64,
+            prefill_query_tiles: query_tiles as f64,
         }
     }
 
@@ -1107,6 +1138,7 @@ impl Roofline {
             longest: s.decode_longest,
             skew_bytes: s.decode_skew_bytes,
             query_tiles: s.query_tiles,
+            prefill_query_tiles: s.prefill_query_tiles,
         };
         (s.prefill_flops > 0.0 || s.decode != Cost::default()).then_some(Work::Attention(work))
     }
@@ -1259,7 +1291,7 @@ impl Roofline {
         if a.decode == Cost::default() {
             PREFILL_ATTENTION_FIXED_NS + prefill_ns
         } else if let (true, Some(k)) = (mixed, self.mixed_kernels) {
-            PREFILL_ATTENTION_FIXED_NS + prefill_ns + self.mixed_decodes_ns(a, k)
+            PREFILL_ATTENTION_FIXED_NS + prefill_ns + self.mixed_decodes_ns(a, k, prefill_ns)
         } else {
             let decode =
                 self.decode_attention_ns(a.decode, a.decodes, a.context, a.skew_bytes, mixed);
@@ -1267,17 +1299,19 @@ impl Roofline {
         }
     }
 
-    /// What the decodes of mixed launch `a` add to it on `k`'s part ([`MixedKernels`]), ns,
-    /// plus [`DECODE_SKEW_ALPHA`] of the reads a skewed batch's longest contexts add at the
-    /// decode KV bandwidth.
-    fn mixed_decodes_ns(&self, a: &AttentionWork, k: MixedKernels) -> f64 {
+    /// What the decodes of mixed launch `a`, whose prefills take `prefill_ns`, add to it on
+    /// `k`'s part ([`MixedKernels`]), ns, plus [`DECODE_SKEW_ALPHA`] of the reads a skewed
+    /// batch's longest contexts add at the decode KV bandwidth.
+    fn mixed_decodes_ns(&self, a: &AttentionWork, k: MixedKernels, prefill_ns: f64) -> f64 {
         let d = MixedDecodes {
             decodes: a.decodes,
             context: a.context,
             query_tiles: a.query_tiles,
+            prefill_query_tiles: a.prefill_query_tiles,
         };
         let bw = self.attention_bytes_per_ns;
-        k.decodes_ns(d, self.attention_flops_per_ns, bw) + DECODE_SKEW_ALPHA * a.skew_bytes / bw
+        let rates = (self.attention_flops_per_ns, bw);
+        k.decodes_ns(d, prefill_ns, rates) + DECODE_SKEW_ALPHA * a.skew_bytes / bw
     }
 
     /// The fixed time of a launch of `decodes` decodes alone, the longest reading `longest`

@@ -303,22 +303,28 @@ for gpus in (["A800", "RTXPRO6000"], ["A800", "RTXPRO6000", "H800"]):
 /// grid as the roofline does (`src/latency/roofline/mixed.rs`): the cases its unit tests
 /// compute by hand (`tests/unit/latency/roofline/mixed.rs`), RTX PRO 6000, 32 query heads over
 /// 8 KV heads of 128, the code's constants (a further wave 6,100 clocks, prefill efficiency
-/// 0.607, memory latency 1,000 clocks, decode efficiency 0.916): 8 decodes of 1,024 KV tokens
-/// beside a 256-token chunk, 47,479.17 ns (idle blocks and two waves of working blocks); 128
-/// decodes of 16,384 beside a 16-token chunk, their KV once per query head from DRAM,
-/// 23,488,184.98 ns.
+/// 0.607, memory latency 1,000 clocks, decode efficiency 0.916): 8 decodes reading 1,024 KV
+/// tokens beside a fresh 256-token chunk, 65,281.22 ns (idle blocks, 60 working blocks beside
+/// the prefill's 128 and two waves after it); 4 reading 16 beside a 32-token chunk, 3,620.18
+/// ns (all beside it); 128 decodes of 16,384 beside a 16-token chunk, their KV from DRAM 4 ×
+/// 129 / 188 times per KV head (the heads of a group in flight together share a read),
+/// 16,116,892.88 ns.
 #[test]
 fn the_script_prices_mixed_decodes_as_the_roofline_does() {
     let code = "import derive_roofline as d\n\
          c = {'decode_wave_clocks': 6100, 'prefill_eta': 0.607, 'moe_latency': 1000, 'decode_eta': 0.916}\n\
          print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 256, 8, 1024))\n\
+         print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 32, 4, 16))\n\
          print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 16, 128, 16384))";
     let Some(stdout) = derive_python(code) else {
         return;
     };
     let priced: Vec<f64> = stdout.lines().map(|l| l.trim().parse().unwrap()).collect();
-    assert_eq!(priced.len(), 2);
-    for (got, hand) in priced.iter().zip([47_479.172e-9, 23_488_184.98e-9]) {
+    assert_eq!(priced.len(), 3);
+    for (got, hand) in priced
+        .iter()
+        .zip([65_281.22e-9, 3_620.174e-9, 16_116_892.88e-9])
+    {
         assert!(
             (got / hand - 1.0).abs() < 1e-6,
             "priced {got:e} s, by hand {hand:e} s"

@@ -7,23 +7,27 @@ use blis_cosim::latency::roofline::mixed::*;
 use blis_cosim::latency::roofline::{Roofline, Work};
 use blis_cosim::latency::{BatchDesc, BatchItem};
 
-/// Llama-3.1-8B at TP 1 (8 KV heads, 32 query heads of 128, bf16) on `hardware`, with
-/// FlashAttention-2's 64-row prefill tiles against 64-token KV tiles.
+/// Llama-3.1-8B at TP 1 (8 KV heads, 32 query heads of 128, bf16) on `hardware`: 64-row
+/// query tiles against the split kernel's 128-token KV tiles.
 fn kernels(hardware: &Hardware) -> MixedKernels {
     let decode = DecodeKernels::new(hardware, 8, 32, 128).unwrap();
-    MixedKernels::new(hardware, &decode, (8, 32, 128), 2.0, (64, 64))
+    MixedKernels::new(hardware, &decode, (8, 32, 128), 2.0)
 }
 
 /// RTX PRO 6000's rates as the roofline takes them: 503.8 TFLOP/s × 0.607 (prefill
 /// efficiency), 1,597 GB/s × 0.916 (decode efficiency), per ns.
 const MMA: f64 = 503.8e3 * 0.607;
 const DRAM: f64 = 1597.0 * 0.916;
+const RATES: (f64, f64) = (MMA, DRAM);
 
-fn decodes(decodes: f64, context: f64, query_tiles: f64) -> MixedDecodes {
+/// `decodes` decodes reading `context` KV tokens, the longest query `query_tiles` tiles long,
+/// the prefills' query tiles per head `prefill_query_tiles`.
+fn decodes(decodes: f64, context: f64, query_tiles: f64, prefill_query_tiles: f64) -> MixedDecodes {
     MixedDecodes {
         decodes,
         context,
         query_tiles,
+        prefill_query_tiles,
     }
 }
 
@@ -34,44 +38,88 @@ fn close(got: f64, hand: f64) {
     );
 }
 
+/// On RTX PRO 6000 (188 SMs holding one 80 KiB block each, 2.617 clocks per ns) a working
+/// block of `kv_tiles` 128-token tiles: 6,100 / 2.617 = 2,330.91 ns and, per tile, 188 blocks ×
+/// 4 × 64 × 128 × 128 FLOPs over MMA = 2,578.52 ns.
+fn block_ns(kv_tiles: f64) -> f64 {
+    6100.0 / 2.617 + kv_tiles * 188.0 * 4.0 * 64.0 * 128.0 * 128.0 / MMA
+}
+
 #[test]
-fn idle_blocks_and_working_waves_outlast_a_shared_kv_stream() {
-    // RTX PRO 6000: 188 SMs holding one 80 KiB block each, 2.617 clocks per ns. 8 decodes of
-    // 1,024 tokens beside a 256-token chunk (4 query tiles): 3 × 8 × 32 = 768 idle blocks,
-    // 768 × 1,000 / (188 × 2.617) = 1,560.99 ns; 256 working blocks, 2 waves, each 6,100 /
-    // 2.617 = 2,330.91 ns and 188 blocks × 16 KV tiles × 4 × 64 × 64 × 128 FLOPs over MMA =
-    // 20,628.18 ns: 45,918.18 ns. Their KV once per KV head (9 sequences × 3 < 188: a group's
-    // blocks run together), 8 × 1,024 × 512 × 8 bytes over DRAM = 22,937.68 ns, is shorter.
+fn a_working_block_computes_whole_128_token_kv_tiles() {
+    // 1 to 128 KV tokens are one tile, 129 two: 4,909.44 and 7,487.96 ns.
+    close(block_ns(1.0), 4_909.436);
+    close(block_ns(2.0), 7_487.955);
     let k = kernels(&Hardware::resolve("RTXPRO6000").unwrap());
+    // 4 decodes beside one 16-token chunk (its 32 blocks leave 156 slots free) outlast a
+    // prefill of 3,000 ns by one block: 1,909.44 ns at 128 KV tokens, 4,487.96 at 129.
     close(
-        k.decodes_ns(decodes(8.0, 1024.0, 4.0), MMA, DRAM),
-        47_479.172,
+        k.decodes_ns(decodes(4.0, 128.0, 1.0, 1.0), 3000.0, RATES),
+        1_909.436,
+    );
+    close(
+        k.decodes_ns(decodes(4.0, 129.0, 1.0, 1.0), 3000.0, RATES),
+        4_487.955,
     );
 }
 
 #[test]
-fn a_group_apart_reads_its_kv_once_per_query_head_beyond_l2() {
+fn decodes_run_in_the_slots_the_prefill_leaves_free() {
     let k = kernels(&Hardware::resolve("RTXPRO6000").unwrap());
-    // 128 decodes: 129 sequences × 3 ≥ 188 slots, so a GQA group's blocks run apart. At 1,024
-    // tokens one head's KV of every sequence, 129 × 1,024 × 512 = 67.6 MB, fits the 128 MB
-    // L2: once per KV head, 367,002.89 ns, under the 22 waves of 22,959.09 ns (505,100.02).
+    // 8 decodes of 16 KV tokens, 256 blocks of 4,909.44 ns, beside a 16-token chunk of 10,000
+    // ns: 156 free slots, two rounds within the prefill (312 ≥ 256 blocks, 9,818.87 ns). Only
+    // their KV is left, 8 × 16 × 512 × 8 bytes over DRAM = 358.40 ns.
     close(
-        k.decodes_ns(decodes(128.0, 1024.0, 1.0), MMA, DRAM),
+        k.decodes_ns(decodes(8.0, 16.0, 1.0, 1.0), 10_000.0, RATES),
+        358.401,
+    );
+    // Beside a 256-token chunk of 20,000 ns (4 query tiles: 128 prefill blocks, 60 free
+    // slots) at 1,024 KV tokens (8 tiles, 22,959.09 ns a block): 3 × 8 × 32 = 768 idle blocks,
+    // 768 × 1,000 / (188 × 2.617) = 1,560.99 ns; 60 blocks beside the prefill outlast it by
+    // 2,959.09 ns, and the other 196 take two waves, 45,918.18 ns. Their KV once per KV head
+    // (one head's of every sequence fits L2), 8 × 1,024 × 512 × 8 bytes over DRAM = 22,937.68
+    // ns, is shorter: 50,438.26 ns.
+    close(block_ns(8.0), 22_959.092);
+    close(
+        k.decodes_ns(decodes(8.0, 1024.0, 4.0, 4.0), 20_000.0, RATES),
+        50_438.264,
+    );
+}
+
+#[test]
+fn a_group_shares_its_kv_reads_while_its_heads_are_in_flight_together() {
+    let k = kernels(&Hardware::resolve("RTXPRO6000").unwrap());
+    // 128 decodes beside six prefills of at most 64 tokens (192 blocks: no slot free), so
+    // their 4,096 blocks take 22 waves. At 1,024 tokens one head's KV of every sequence, 129 ×
+    // 1,024 × 512 = 67.6 MB, fits the 128 MB L2: once per KV head, 367,002.89 ns, under the 22
+    // waves of 22,959.09 ns (505,100.02).
+    close(
+        k.decodes_ns(decodes(128.0, 1024.0, 1.0, 6.0), 0.0, RATES),
         505_100.025,
     );
-    // At 2,048 tokens it is 135.3 MB: once per query head, 128 × 2,048 × 512 × 32 bytes =
-    // 2,936,023.12 ns, longer than 22 waves of 43,587.27 ns.
+    // At 2,048 tokens it is 135.3 MB. A sequence's blocks of consecutive query heads are 129
+    // blocks apart, so the 188 slots hold 188 / 129 heads of a group of 4 at once: 4 × 129 /
+    // 188 = 2.7447 reads per KV head, 128 × 2,048 × 512 × 8 × 2.7447 bytes = 2,014,611.61 ns,
+    // longer than 22 waves of 43,587.27 ns.
     close(
-        k.decodes_ns(decodes(128.0, 2048.0, 1.0), MMA, DRAM),
-        2_936_023.122,
+        k.decodes_ns(decodes(128.0, 2048.0, 1.0, 6.0), 0.0, RATES),
+        2_014_611.610,
     );
-    // Without a known L2 the re-reads miss.
+    // Without a known L2 the 1,024-token KV is read as often: 1,007,305.81 ns.
     let mut part = Hardware::resolve("RTXPRO6000").unwrap();
     part.l2_cache_mb = None;
-    let dram = 128.0 * 1024.0 * 512.0 * 32.0 / DRAM;
     close(
-        kernels(&part).decodes_ns(decodes(128.0, 1024.0, 1.0), MMA, DRAM),
-        dram,
+        kernels(&part).decodes_ns(decodes(128.0, 1024.0, 1.0, 6.0), 0.0, RATES),
+        1_007_305.805,
+    );
+    // On RTX 4090 (128 slots, 72 MB of L2) 129 blocks apart is a head at a time: once per
+    // query head, 128 × 2,048 × 512 × 32 bytes over 1,008 GB/s × 0.916 (the MMA work made
+    // negligible, so the KV is the longer term).
+    let part = Hardware::resolve("RTX4090").unwrap();
+    let dram = 1008.0 * 0.916;
+    close(
+        kernels(&part).decodes_ns(decodes(128.0, 2048.0, 1.0, 6.0), 0.0, (1e12, dram)),
+        128.0 * 2048.0 * 512.0 * 32.0 / dram,
     );
 }
 
@@ -105,6 +153,37 @@ fn a_mixed_launch_is_its_prefill_and_what_its_decodes_add() {
     let mut items = vec![prefill];
     items.extend([decode; 8]);
     let added = attention_ns(&r, &items) - attention_ns(&r, &[prefill]);
-    // The first case above; each layer is rounded to the nanosecond.
-    assert!((added - 47_479.17).abs() <= 1.0, "{added}");
+    // The chunk's 4 waves of 64 × 64 tiles on 188 SMs, 4 × 64 × 64 × 188 × 128 × 4 FLOPs over
+    // MMA = 5,157.04 ns; 60 decode blocks beside it outlast it by 22,959.09 − 5,157.04 =
+    // 17,802.05 ns, the other 196 take two waves (45,918.18) and the idle blocks 1,560.99:
+    // 65,281.22 ns. Each layer is rounded to the nanosecond.
+    assert!((added - 65_281.22).abs() <= 1.0, "{added}");
+}
+
+#[test]
+fn every_prefill_of_the_launch_holds_its_blocks() {
+    let model = ModelArch::resolve("Llama-3.1-8B").unwrap();
+    let part = Hardware::resolve("RTXPRO6000").unwrap();
+    let r = Roofline::new(&model, &part, 1, Dtype::Bfloat16);
+    let prefill = BatchItem {
+        new_tokens: 32,
+        context_tokens: 0,
+    };
+    // Four decodes reading 16 KV tokens: 128 blocks of 4,909.44 ns.
+    let decode = BatchItem {
+        new_tokens: 1,
+        context_tokens: 15,
+    };
+    let added = |prefills: usize| {
+        let mut items = vec![prefill; prefills];
+        items.extend([decode; 4]);
+        attention_ns(&r, &items) - attention_ns(&r, &items[..prefills])
+    };
+    // One 32-token chunk: one wave of 64 × 64 tiles, 64 × 64 × 188 × 128 × 4 FLOPs over MMA =
+    // 1,289.26 ns, its 32 blocks leaving 156 slots: all 128 decode blocks run beside it and
+    // outlast it by 3,620.18 ns.
+    assert!((added(1) - 3_620.18).abs() <= 1.0, "{}", added(1));
+    // Two: still one wave, but 64 blocks leave 124 slots; the other 4 decode blocks take a
+    // wave after: 3,620.18 + 4,909.44 = 8,529.62 ns.
+    assert!((added(2) - 8_529.62).abs() <= 1.0, "{}", added(2));
 }
