@@ -95,7 +95,7 @@ impl MixedKernels {
 
     /// Time the decodes `d` add to their launch, whose prefills take `prefill_ns`, ns: the
     /// idle blocks' memory latency over the slots, then the longer of the working blocks
-    /// ([`MixedKernels::working_ns`]) and their KV from DRAM; `rates` are the MMA FLOPs and
+    /// (`working_ns`, below) and their KV from DRAM; `rates` are the MMA FLOPs and
     /// DRAM bytes per ns of the part.
     pub fn decodes_ns(&self, d: MixedDecodes, prefill_ns: f64, rates: (f64, f64)) -> f64 {
         let (mma_flops_per_ns, dram_bytes_per_ns) = rates;
