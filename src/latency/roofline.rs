@@ -27,6 +27,7 @@ use rows::{Loads, RowKernels};
 use sums::{BatchSums, DecodeRates, DecodeTerms, PrefillRoom};
 
 pub mod decode;
+pub mod decode_attention;
 pub mod memoised;
 pub mod mixed;
 pub mod moe_grid;
@@ -984,23 +985,27 @@ impl Roofline {
             longest_chunk,
             query_tiles,
         } = prefills;
-        let (rows, sms) = (self.prefill_tile_rows, self.sm_count);
         Step {
             tokens: d.tokens,
             seqs,
             gate,
-            prefill_flops: (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64
-                * self.head_dim
-                * 4.0,
+            prefill_flops: self.prefill_flops(waves),
+            decode_skew_bytes: d.skew_bytes(self.kv_row()),
             decode: d.cost,
             decodes: d.decodes,
             decode_context: d.context,
             decode_longest: d.longest,
-            // The KV the decodes would read if each had the longest context.
-            decode_skew_bytes: (d.decodes * d.longest - d.context) * self.kv_row(),
             query_tiles: longest_chunk.div_ceil(mixed::MIXED_TILE_ROWS) as f64,
             prefill_query_tiles: query_tiles as f64,
         }
+    }
+
+    /// The prefills' attention work as `waves` waves of KV tiles pay it ([`prefill_waves`]),
+    /// FLOPs.
+    #[inline]
+    fn prefill_flops(&self, waves: u64) -> f64 {
+        let (rows, sms) = (self.prefill_tile_rows, self.sm_count);
+        (waves * PREFILL_KV_TILE * rows * sms.unwrap_or(1)) as f64 * self.head_dim * 4.0
     }
 
     /// Calls `visit(name, repeats, work)` for every layer of the step, in execution order:
@@ -1264,19 +1269,24 @@ impl Roofline {
         skew_bytes: f64,
         mixed: bool,
     ) -> f64 {
-        let (bw, ns) = if mixed {
-            // KV bytes per query head: the rate per KV byte is the table's over the GQA
-            // group size.
-            let group = self.heads_per_gpu / self.kv_heads_per_gpu;
-            let bw = self.peak_bytes_per_ns
-                * mixed_decode_efficiency(decodes * self.heads_per_gpu, context)
-                / group;
-            (bw, decode.bytes / bw)
-        } else {
-            let bw = self.attention_bytes_per_ns;
-            let ns = (decode.flops / self.attention_flops_per_ns).max(decode.bytes / bw);
-            (bw, ns)
-        };
+        if !mixed {
+            return self.decode_kv_ns(decode, skew_bytes);
+        }
+        // KV bytes per query head: the rate per KV byte is the table's over the GQA group
+        // size.
+        let group = self.heads_per_gpu / self.kv_heads_per_gpu;
+        let bw = self.peak_bytes_per_ns
+            * mixed_decode_efficiency(decodes * self.heads_per_gpu, context)
+            / group;
+        decode.bytes / bw + DECODE_SKEW_ALPHA * skew_bytes / bw
+    }
+
+    /// [`Roofline::decode_attention_ns`] of decodes alone: their KV at the decode efficiency,
+    /// plus [`DECODE_SKEW_ALPHA`] of the reads a skewed batch's longest contexts add.
+    #[inline]
+    fn decode_kv_ns(&self, decode: Cost, skew_bytes: f64) -> f64 {
+        let bw = self.attention_bytes_per_ns;
+        let ns = (decode.flops / self.attention_flops_per_ns).max(decode.bytes / bw);
         ns + DECODE_SKEW_ALPHA * skew_bytes / bw
     }
 
@@ -1325,18 +1335,23 @@ impl Roofline {
         }
     }
 
-    /// [`Roofline::decode_fixed_ns`] of pure-decode launch `a`: `kept`'s when it holds for
-    /// `a`'s grid, else worked out and kept.
+    /// [`Roofline::decode_fixed_ns`] of a pure-decode launch of `decodes` decodes whose
+    /// longest reads `longest` KV tokens: `kept`'s when it holds for the launch's grid, else
+    /// worked out and kept.
     #[inline]
-    fn kept_decode_fixed_ns(&self, a: &AttentionWork, kept: &mut Option<DecodeFixed>) -> f64 {
-        let (decodes, longest) = (a.decodes as u64, a.longest as u64);
+    fn kept_decode_fixed_ns(
+        &self,
+        decodes: u64,
+        longest: u64,
+        kept: &mut Option<DecodeFixed>,
+    ) -> f64 {
         if let Some(k) = kept
             && k.decodes == decodes
             && (k.first..=k.last).contains(&longest)
         {
             return k.ns;
         }
-        let ns = self.decode_fixed_ns(a.decodes, a.longest);
+        let ns = self.decode_fixed_ns(decodes as f64, longest as f64);
         let (first, last) = self
             .decode_kernels
             .map_or((0, u64::MAX), |k| k.same_grid(longest));
@@ -1347,22 +1362,6 @@ impl Roofline {
             ns,
         });
         ns
-    }
-
-    /// The attention layer's time in step `s` of decodes alone ([`Roofline::decode_step`]),
-    /// rounded as [`Roofline::layer_ns`] rounds it, the launch's fixed time from `kept` where it
-    /// holds (see [`DecodeFixed`]); `None` when the step has no attention work.
-    #[inline]
-    pub fn decode_layer_ns(&self, s: &Step, kept: &mut Option<DecodeFixed>) -> Option<Nanos> {
-        let Some(Work::Attention(a)) = self.attention_work(s) else {
-            return None;
-        };
-        let fixed = if a.pure_decode() {
-            self.kept_decode_fixed_ns(&a, kept)
-        } else {
-            ATTENTION_FIXED_NS
-        };
-        Some(rounded(self.attention_ns(&a, fixed)))
     }
 
     /// Time of one occurrence of a layer, rounded to the nearest ns, at least 1 ns.
@@ -1416,13 +1415,23 @@ impl Roofline {
 /// Without a call: `f64::round` is one into libm on the baseline x86-64 target (no SSE4.1),
 /// a few per cent of a decode-heavy run's samples. The cast truncates; the fraction left is
 /// exact (`ns` and its whole part are within a factor of two, or `ns` is below 1), and from
-/// 2^52 up every `f64` is whole, so the fraction is 0.
+/// 2^52 up every `f64` is whole, so the fraction is 0. From 0 up to 2^63 the casts go through
+/// `i64`, which gives the same numbers: one instruction each on that target, where `u64`'s
+/// take several and a saturation check.
 #[inline]
 pub fn rounded(ns: f64) -> Nanos {
+    if (0.0..SIGNED_CASTS).contains(&ns) {
+        let whole = ns as i64;
+        let up = ns - whole as f64 >= 0.5;
+        return (whole as Nanos + Nanos::from(up)).max(1);
+    }
     let whole = ns as Nanos;
     let up = ns - whole as f64 >= 0.5;
     whole.saturating_add(Nanos::from(up)).max(1)
 }
+
+/// 2^63: the times below it [`rounded`] casts through `i64`.
+const SIGNED_CASTS: f64 = 9_223_372_036_854_775_808.0;
 
 impl LatencyBackend for Roofline {
     fn name(&self) -> &'static str {

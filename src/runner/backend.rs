@@ -134,6 +134,9 @@ impl Rooflines {
 
 /// The latency backend of one instance.
 pub(super) enum Backend {
+    /// The host model shared with the instances over the same roofline: held as itself, so
+    /// that a step reaches it without a virtual call.
+    Host(SharedHost),
     /// The compute backend alone: the profile DB or the roofline.
     Compute(Box<dyn LatencyBackend>),
     /// ASTRA-Sim co-simulation over a compute backend.
@@ -208,7 +211,7 @@ impl Backend {
         rooflines: &Rooflines,
     ) -> anyhow::Result<Backend> {
         if let Some(host) = rooflines.host(config, inst, label) {
-            return Ok(Backend::Compute(Box::new(host)));
+            return Ok(Backend::Host(host));
         }
         let compute = Backend::compute(config, inst, label, rooflines)?;
         let streamed = inst.placement.as_ref().filter(|p| p.streams_weights());
@@ -289,8 +292,28 @@ impl Backend {
 
     pub(super) fn as_dyn(&mut self) -> &mut dyn LatencyBackend {
         match self {
+            Backend::Host(h) => h,
             Backend::Compute(c) => c.as_mut(),
             Backend::Astra(a) => a.as_mut(),
+        }
+    }
+
+    /// [`Backend::as_dyn`], to read.
+    fn as_ref_dyn(&self) -> &dyn LatencyBackend {
+        match self {
+            Backend::Host(h) => h,
+            Backend::Compute(c) => c.as_ref(),
+            Backend::Astra(a) => a.as_ref(),
+        }
+    }
+
+    /// The step's price ([`LatencyBackend::step_time`]), the shared host model's called
+    /// directly.
+    #[inline]
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        match self {
+            Backend::Host(h) => h.step_time(batch),
+            b => b.as_dyn().step_time(batch),
         }
     }
 
@@ -366,15 +389,23 @@ impl<'c> SlotBackend<'c> {
     }
 
     /// The backend, started now if it was not.
-    fn started(&mut self) -> Result<&mut dyn LatencyBackend, LatencyError> {
+    #[inline]
+    fn started(&mut self) -> Result<&mut Backend, LatencyError> {
         if self.built.is_none() {
-            let (config, label) = (self.config, self.label());
-            let inst = config.instance(self.id);
-            let backend = Backend::new(config, inst, &label, self.first_arrival, &self.rooflines)
-                .map_err(LatencyError::Start)?;
-            self.built = Some(backend);
+            self.start()?;
         }
-        Ok(self.built.as_mut().expect("started above").as_dyn())
+        Ok(self.built.as_mut().expect("started above"))
+    }
+
+    /// Starts the backend (see [`SlotBackend::started`]).
+    #[cold]
+    fn start(&mut self) -> Result<(), LatencyError> {
+        let (config, label) = (self.config, self.label());
+        let inst = config.instance(self.id);
+        let backend = Backend::new(config, inst, &label, self.first_arrival, &self.rooflines)
+            .map_err(LatencyError::Start)?;
+        self.built = Some(backend);
+        Ok(())
     }
 
     /// Ends the backend, if it was started (see [`Backend::finish`]).
@@ -397,11 +428,11 @@ impl LatencyBackend for SlotBackend<'_> {
         batch: &BatchDesc<'_>,
         out: &mut Vec<LayerTiming>,
     ) -> Result<(), LatencyError> {
-        self.started()?.layer_times(batch, out)
+        self.started()?.as_dyn().layer_times(batch, out)
     }
 
     fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
-        self.started()?.step_parts(batch)
+        self.started()?.as_dyn().step_parts(batch)
     }
 
     fn stage_times(
@@ -410,15 +441,13 @@ impl LatencyBackend for SlotBackend<'_> {
         stage_blocks: &[u32],
         out: &mut [Nanos],
     ) -> Result<StageSends, LatencyError> {
-        self.started()?.stage_times(batch, stage_blocks, out)
+        self.started()?
+            .as_dyn()
+            .stage_times(batch, stage_blocks, out)
     }
 
     fn inner(&self) -> Option<&dyn LatencyBackend> {
-        match &self.built {
-            Some(Backend::Compute(c)) => Some(c.as_ref()),
-            Some(Backend::Astra(a)) => Some(a.as_ref()),
-            None => None,
-        }
+        self.built.as_ref().map(Backend::as_ref_dyn)
     }
 
     fn inner_mut(&mut self) -> Option<&mut dyn LatencyBackend> {

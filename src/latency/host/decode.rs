@@ -15,11 +15,23 @@
 //! nanosecond: a step that is not a pure decode, whose host is not ahead, or whose issue plan
 //! is for another layer list is priced through the chain, which then keeps its own state as
 //! before.
+//!
+//! Once a size's terms carry the issue plan's bound (the plan is a function of the layer list,
+//! so the bound holds for the run), its steps are priced by the instance alone
+//! ([`DirectDecode`]): no virtual call, no borrow of the shared model or the roofline, the
+//! attention from what of the roofline a pure decode reads, resolved once per model
+//! ([`DecodeAttention`]). The table of sizes is shared by the model's instances as cells,
+//! and keeps, per size, the launch fixed time the last instance at it left (checked against
+//! each launch's grid before it is used).
 
-use super::{HostModel, Priced};
+use super::{HostModel, Priced, start_after};
+use crate::Nanos;
 use crate::latency::roofline::DecodeFixed;
-use crate::latency::roofline::memoised::DecodeSize;
-use crate::latency::{BatchDesc, DecodeLead, StepMode};
+use crate::latency::roofline::decode_attention::DecodeAttention;
+use crate::latency::roofline::memoised::{DecodeSize, MemoisedRoofline};
+use crate::latency::{BatchDesc, DecodeLead, SharedBackend, StepMode};
+use std::cell::Cell;
+use std::rc::Rc;
 
 /// Slots of the model's table of resolved sizes (a size's slot is its decodes modulo them):
 /// a stretch's size changes every few steps on a busy instance (on the BLIS spec at 100K
@@ -41,62 +53,157 @@ pub struct DecodeShape {
     size: DecodeSize,
     /// The attention launch's fixed time, kept while the longest context keeps its grid.
     fixed: Option<DecodeFixed>,
+    /// The bound of the host's issue time of the step's layer list in `mode`
+    /// ([`super::plan::IssuePlan::bound`]), ns; +∞ until the model's plan was worked out for
+    /// that list. A plan is a function of its list alone, so the bound holds for the run.
+    bound: f64,
 }
 
-impl HostModel {
-    /// `batch`, the step after `last` (the host's previous step), priced from its decodes'
-    /// sums when it is a pure decode whose host is ahead (see the module docs), `shape` the
-    /// terms of the instance's last pure-decode step, resolved again when the size changed.
-    /// `None`: the step is priced through the chain ([`HostModel::price`]).
+/// What a [`super::SharedHost`] prices a pure-decode step of a size resolved before with,
+/// without the shared model (see the module docs): the compute roofline's pure-decode
+/// attention, the model's table of resolved sizes (both shared by its instances) and its
+/// scheduling mode.
+#[derive(Clone)]
+pub struct DirectDecode {
+    attention: Rc<DecodeAttention>,
+    /// Each resolved size in slot `decodes %` [`SIZE_SLOTS`] (an instance's launch fixed time
+    /// is its own, never kept here).
+    sizes: Rc<[Cell<Option<DecodeShape>>]>,
+    async_scheduling: bool,
+}
+
+impl DirectDecode {
+    /// The direct path of a host model over `roofline`, under asynchronous scheduling if
+    /// `async_scheduling`, with no size resolved yet.
+    pub fn new(roofline: &SharedBackend<MemoisedRoofline>, async_scheduling: bool) -> Self {
+        DirectDecode {
+            attention: Rc::new(roofline.with(|r| DecodeAttention::new(r.roofline().clone()))),
+            sizes: (0..SIZE_SLOTS).map(|_| Cell::new(None)).collect(),
+            async_scheduling,
+        }
+    }
+
+    /// The table's terms of steps of `decodes` decodes, if resolved.
+    fn size(&self, decodes: usize) -> Option<DecodeShape> {
+        let s = self.sizes.get(decodes % SIZE_SLOTS)?.get()?;
+        (s.decodes == decodes).then_some(s)
+    }
+
+    /// Keeps `s` in the table, in place of the size in its slot.
+    fn keep(&self, s: DecodeShape) {
+        if let Some(slot) = self.sizes.get(s.decodes % SIZE_SLOTS) {
+            slot.set(Some(s));
+        }
+    }
+
+    /// `shape` changed to the terms of steps of `decodes` decodes (the table's, if it holds
+    /// them), the launch fixed time of the size it leaves kept in the table, where that size
+    /// still is, for whichever instance steps at it next (the fixed time is checked against
+    /// each launch's grid before it is used).
+    fn switch<'s>(
+        &self,
+        shape: &'s mut Option<DecodeShape>,
+        decodes: usize,
+    ) -> Option<&'s mut DecodeShape> {
+        if let Some(left) = shape
+            && let Some(kept) = self.size(left.decodes)
+        {
+            self.keep(DecodeShape {
+                fixed: left.fixed,
+                ..kept
+            });
+        }
+        *shape = self.size(decodes);
+        shape.as_mut()
+    }
+
+    /// The duration of `batch`, the step after `last` (the host's previous step, replaced by
+    /// this one), priced from its decodes' sums when it is a pure decode of a size the table
+    /// holds with its bound and its host is ahead; `shape` the terms of the instance's last
+    /// pure-decode step, taken from the table when the size changed. `None`: the step is
+    /// priced on the model, and `last` is left as it was.
+    ///
+    /// Writes the step where it is kept rather than returning it: returned through memory,
+    /// its first read back was a stalled load every step.
     #[inline]
-    pub(super) fn price_decode(
-        &mut self,
+    pub fn price(
+        &self,
         batch: &BatchDesc<'_>,
-        last: Option<Priced>,
+        last: &mut Option<Priced>,
         shape: &mut Option<DecodeShape>,
-    ) -> Option<Priced> {
+    ) -> Option<Nanos> {
         let lead = pure_decode(batch)?;
         let s = match shape {
             Some(s) if s.decodes == lead.count => s,
-            _ => shape.insert(self.decode_shape(lead)?),
+            _ => self.switch(shape, lead.count)?,
         };
-        if self.plan_list != Some(s.size.list) {
-            return None;
-        }
-        let host_start = self.start_after(last, batch.back_to_back, s.cpu);
-        let bound = host_start + self.plan.bound(s.mode);
+        let host_start = start_after(self.async_scheduling, *last, batch.back_to_back, s.cpu);
+        let bound = host_start + s.bound;
         let ahead = bound <= 0.0;
         if !ahead {
             return None;
         }
-        let roofline = self.roofline.as_ref()?;
-        let attention = roofline.with(|r| r.decode_attention_ns(lead, s.pad, &mut s.fixed))?;
-        Some(Priced {
+        let attention = self.attention.layer_ns(lead, s.pad, &mut s.fixed)?;
+        let duration = s.size.token_ns + s.size.attention_repeats * attention;
+        *last = Some(Priced {
             issued: bound,
-            duration: s.size.token_ns + s.size.attention_repeats * attention,
+            duration,
             wait: 0,
             mode: s.mode,
-        })
+        });
+        Some(duration)
+    }
+}
+
+impl HostModel {
+    /// The duration of `batch`, the step after `last` (the host's previous step, replaced by
+    /// this one), priced from its decodes' sums when it is a pure decode whose host is ahead
+    /// (see the module docs), `shape` the terms of the instance's last pure-decode step,
+    /// resolved again when the size changed and given the plan's bound once the plan is for
+    /// its layer list. `None`: the step is priced through the chain ([`HostModel::price`]),
+    /// `last` left as it was.
+    #[inline]
+    pub(super) fn price_decode(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        last: &mut Option<Priced>,
+        shape: &mut Option<DecodeShape>,
+    ) -> Option<Nanos> {
+        let lead = pure_decode(batch)?;
+        let s = match shape {
+            Some(s) if s.decodes == lead.count => s,
+            _ => self.decode_shape(shape, lead)?,
+        };
+        if self.plan_list != Some(s.size.list) {
+            return None;
+        }
+        let direct = self.direct.as_ref()?;
+        if s.bound.is_infinite() {
+            s.bound = self.plan.bound(s.mode);
+            direct.keep(*s);
+        }
+        direct.price(batch, last, shape)
     }
 
-    /// The terms pure-decode steps of `lead.count` decodes share: the table's, else resolved
-    /// and kept there; `None` as [`HostModel::resolve_decode`].
-    fn decode_shape(&mut self, lead: DecodeLead) -> Option<DecodeShape> {
-        let slot = lead.count % SIZE_SLOTS;
-        if let Some(Some(s)) = self.decode_sizes.get(slot)
-            && s.decodes == lead.count
-        {
-            return Some(*s);
+    /// `shape` changed to the terms pure-decode steps of `lead.count` decodes share: the
+    /// table's ([`DirectDecode::switch`]), else resolved and kept there; `None` as
+    /// [`HostModel::resolve_decode`].
+    fn decode_shape<'s>(
+        &mut self,
+        shape: &'s mut Option<DecodeShape>,
+        lead: DecodeLead,
+    ) -> Option<&'s mut DecodeShape> {
+        let direct = self.direct.as_ref()?;
+        if direct.switch(shape, lead.count).is_none() {
+            let s = self.resolve_decode(lead)?;
+            direct.keep(s);
+            *shape = Some(s);
         }
-        let s = self.resolve_decode(lead)?;
-        if let Some(kept) = self.decode_sizes.get_mut(slot) {
-            *kept = Some(s);
-        }
-        Some(s)
+        shape.as_mut()
     }
 
-    /// The terms pure-decode steps of `lead.count` decodes share; `None` without a memoised
-    /// roofline, or for a step its sums do not price.
+    /// The terms pure-decode steps of `lead.count` decodes share (the plan's bound not yet
+    /// known); `None` without a memoised roofline, or for a step its sums do not price.
     #[cold]
     fn resolve_decode(&self, lead: DecodeLead) -> Option<DecodeShape> {
         let roofline = self.roofline.as_ref()?;
@@ -111,6 +218,7 @@ impl HostModel {
             cpu: self.step_cpu(lead.count),
             size,
             fixed: None,
+            bound: f64::INFINITY,
         })
     }
 }

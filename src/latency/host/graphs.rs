@@ -186,7 +186,8 @@ impl GraphPolicy {
         if self.enforce_eager {
             return (StepMode::Eager, tokens);
         }
-        let padded = self.sizes.iter().copied().find(|&s| s >= tokens);
+        // The first size that holds the tokens (the sizes ascend).
+        let padded = (self.sizes.get(self.sizes.partition_point(|&s| s < tokens))).copied();
         let full_decode = uniform_decode && tokens <= self.max_decode;
         let chosen = match self.mode {
             CudaGraphMode::None => None,

@@ -36,7 +36,7 @@ use super::{
 };
 use crate::Nanos;
 use crate::config::HostSpec;
-use decode::DecodeShape;
+use decode::{DecodeShape, DirectDecode};
 use issue::Pipeline;
 use plan::IssuePlan;
 
@@ -68,10 +68,9 @@ pub struct HostModel {
     /// The compute backend, when it is this memoised roofline: [`SharedHost`] then prices
     /// pure-decode steps from their sums (`decode.rs`).
     roofline: Option<SharedBackend<MemoisedRoofline>>,
-    /// The terms of the pure-decode sizes resolved so far, each in slot `decodes %`
-    /// [`decode::SIZE_SLOTS`] (empty without `roofline`; an instance's launch fixed time is
-    /// its own, never kept here).
-    decode_sizes: Box<[Option<DecodeShape>]>,
+    /// What those steps are priced with, the table of sizes resolved so far included, shared
+    /// with every [`SharedHost`] on the model (`None` without `roofline`).
+    direct: Option<DirectDecode>,
 }
 
 impl HostModel {
@@ -93,7 +92,7 @@ impl HostModel {
             plan_list: None,
             last: None,
             roofline: None,
-            decode_sizes: Box::new([]),
+            direct: None,
         }
     }
 
@@ -109,7 +108,7 @@ impl HostModel {
         let inner = Box::new(roofline.share());
         HostModel {
             roofline: Some(roofline.share()),
-            decode_sizes: vec![None; decode::SIZE_SLOTS].into_boxed_slice(),
+            direct: Some(DirectDecode::new(roofline, async_scheduling)),
             ..HostModel::new(inner, host, policy, async_scheduling)
         }
     }
@@ -142,12 +141,7 @@ impl HostModel {
     /// [`HostModel::host_start`] of a step whose CPU work is `cpu`, formed `back_to_back`.
     #[inline]
     fn start_after(&self, last: Option<Priced>, back_to_back: bool, cpu: f64) -> f64 {
-        match last {
-            Some(prev) if self.async_scheduling && back_to_back => {
-                prev.issued.max(0.0) + cpu - prev.duration as f64
-            }
-            _ => cpu,
-        }
+        start_after(self.async_scheduling, last, back_to_back, cpu)
     }
 
     /// Runs the issue pipeline over `self.layers` (prologue, `repeats ×` the block, head),
@@ -204,8 +198,8 @@ impl HostModel {
         if !ahead || self.plan_list.is_none() {
             return Ok(None);
         }
-        let gpu = self.inner.step_time(run)?;
-        if self.inner.last_layer_list() != self.plan_list {
+        let (gpu, list) = self.compute_total(run)?;
+        if list != self.plan_list {
             return Ok(None);
         }
         Ok(Some(Priced {
@@ -214,6 +208,16 @@ impl HostModel {
             wait: 0,
             mode,
         }))
+    }
+
+    /// The compute backend's price of `run` and the layer list it had
+    /// ([`LatencyBackend::last_layer_list`]): the memoised roofline's called as itself where it
+    /// is the compute backend (`inner` is a handle on it), without two virtual calls.
+    fn compute_total(&mut self, run: &BatchDesc<'_>) -> Result<(Nanos, Option<u64>), LatencyError> {
+        match &self.roofline {
+            Some(r) => r.with_mut(|r| Ok((r.step_time(run)?, r.last_layer_list()))),
+            None => Ok((self.inner.step_time(run)?, self.inner.last_layer_list())),
+        }
     }
 
     /// Prices `batch`, the step after `last` (the host's previous step, `None` before its
@@ -260,6 +264,18 @@ impl HostModel {
     }
 }
 
+/// [`HostModel::host_start`] of a step whose CPU work is `cpu`, formed `back_to_back` after
+/// `last`, under asynchronous scheduling if `async_scheduling`.
+#[inline(always)]
+fn start_after(async_scheduling: bool, last: Option<Priced>, back_to_back: bool, cpu: f64) -> f64 {
+    match last {
+        Some(prev) if async_scheduling && back_to_back => {
+            prev.issued.max(0.0) + cpu - prev.duration as f64
+        }
+        _ => cpu,
+    }
+}
+
 /// A [`HostModel`] several instances price with: its layer buffer and issue plan (which
 /// depend only on the layers a step has) are shared, each instance's last step (where its
 /// host stands) is its own. Prices every step exactly as a host model of its own would.
@@ -268,6 +284,8 @@ pub struct SharedHost {
     last: Option<Priced>,
     /// The terms of this instance's last pure-decode step priced from its sums (`decode.rs`).
     decode: Option<DecodeShape>,
+    /// The model's [`DirectDecode`], which prices such steps without the shared model.
+    direct: Option<DirectDecode>,
 }
 
 impl SharedHost {
@@ -277,6 +295,7 @@ impl SharedHost {
             model: model.share(),
             last: None,
             decode: None,
+            direct: model.with(|m| m.direct.clone()),
         }
     }
 
@@ -290,6 +309,23 @@ impl SharedHost {
             out
         })
     }
+
+    /// Prices on the shared model from this instance's last step, kept here: the model's own
+    /// last step is neither read nor written (a copy in and out through it cost a stalled
+    /// load every step). A pure-decode step is priced from its sums where the model can
+    /// (`decode.rs`), else through the chain.
+    #[inline(never)]
+    fn price_on_model(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        let (last, decode) = (&mut self.last, &mut self.decode);
+        self.model.with_mut(|m| {
+            if let Some(duration) = m.price_decode(batch, last, decode) {
+                return Ok(duration);
+            }
+            let priced = m.price(batch, *last)?;
+            *last = Some(priced);
+            Ok(priced.duration)
+        })
+    }
 }
 
 impl LatencyBackend for SharedHost {
@@ -297,20 +333,16 @@ impl LatencyBackend for SharedHost {
         self.model.name()
     }
 
-    /// Prices on the shared model from this instance's last step, kept here: the model's own
-    /// last step is neither read nor written (a copy in and out through it cost a stalled
-    /// load every step). A pure-decode step is priced from its sums where the model can
-    /// (`decode.rs`), else through the chain.
+    /// A pure-decode step of a size resolved before, whose host is ahead, priced from its sums
+    /// here ([`DirectDecode`]); any other step on the shared model
+    /// ([`SharedHost::price_on_model`]).
+    #[inline]
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        let (last, decode) = (&mut self.last, &mut self.decode);
-        self.model.with_mut(|m| {
-            let priced = match m.price_decode(batch, *last, decode) {
-                Some(priced) => priced,
-                None => m.price(batch, *last)?,
-            };
-            *last = Some(priced);
-            Ok(priced.duration)
-        })
+        let direct = self.direct.as_ref();
+        match direct.and_then(|d| d.price(batch, &mut self.last, &mut self.decode)) {
+            Some(duration) => Ok(duration),
+            None => self.price_on_model(batch),
+        }
     }
 
     fn layer_times(

@@ -15,7 +15,7 @@
 //! and [`LatencyBackend::step_time`] adds them. The per-layer memo serves the reports that list
 //! a step's layers.
 
-use super::{DecodeFixed, Roofline, Step, Work, add_to_parts};
+use super::{Roofline, Step, Work, add_to_parts};
 use crate::Nanos;
 use crate::latency::memo::{MemoKey, MemoStats, PriceMemo};
 use crate::latency::{
@@ -209,6 +209,11 @@ impl MemoisedRoofline {
         self.last_list = Some((self.layers.len() - usize::from(left_out)) as u64);
     }
 
+    /// The roofline it prices with.
+    pub fn roofline(&self) -> &Roofline {
+        &self.roofline
+    }
+
     /// Hits and misses of the per-layer memo so far (the reports' lookups).
     pub fn stats(&self) -> MemoStats {
         self.memo.stats()
@@ -234,27 +239,12 @@ impl MemoisedRoofline {
             list: self.layers.len() as u64,
         })
     }
-
-    /// The attention layer's time in a step of `lead`'s decodes alone padded with `pad`
-    /// (see [`MemoisedRoofline::decode_size`]), from the decodes' sums, the launch's fixed
-    /// time from `kept` where it holds (the caller's: the last such step's, see
-    /// [`DecodeFixed`]); `None` when such a step is not priced from its sums.
-    #[inline]
-    pub fn decode_attention_ns(
-        &self,
-        lead: DecodeLead,
-        pad: u32,
-        kept: &mut Option<DecodeFixed>,
-    ) -> Option<Nanos> {
-        let step = self.roofline.decode_step(lead, pad)?;
-        self.roofline.decode_layer_ns(&step, kept)
-    }
 }
 
 /// The part of a pure-decode step's price that depends on its batch size only (its decodes
 /// and their padding), not on their contexts: see [`MemoisedRoofline::decode_size`]. The step
 /// costs `token_ns + attention_repeats × ` its attention layer's time
-/// ([`MemoisedRoofline::decode_attention_ns`]), exactly as [`LatencyBackend::step_time`] prices
+/// ([`super::decode_attention::DecodeAttention::layer_ns`]), exactly as [`LatencyBackend::step_time`] prices
 /// it, and its layer list is `list` ([`LatencyBackend::last_layer_list`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeSize {

@@ -47,7 +47,7 @@ pub struct DecodeTerms {
 }
 
 /// What one decode's attention costs per KV token read and once.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct DecodeRates {
     pub flops_per_token: f64,
     /// KV bytes per token read.
@@ -170,6 +170,13 @@ impl DecodeTerms {
             longest: longest as f64,
             cost,
         })
+    }
+
+    /// KV bytes of `kv_row` per token the decodes would read beyond theirs if each had the
+    /// longest context.
+    #[inline]
+    pub fn skew_bytes(&self, kv_row: f64) -> f64 {
+        (self.decodes * self.longest - self.context) * kv_row
     }
 }
 

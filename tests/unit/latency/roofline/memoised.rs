@@ -1,5 +1,6 @@
 use blis_cosim::config::{Dtype, Hardware, ModelArch};
 use blis_cosim::latency::roofline::Work;
+use blis_cosim::latency::roofline::decode_attention::DecodeAttention;
 use blis_cosim::latency::roofline::memoised::*;
 use blis_cosim::latency::{
     BatchDesc, BatchItem, Collectives, CommLink, DecodeLead, EpNetwork, ExpertParallel,
@@ -169,6 +170,7 @@ proptest! {
     ) {
         for plain in rooflines() {
             let mut alone = plain.clone();
+            let attention_of = DecodeAttention::new(plain.clone());
             let mut memoised = MemoisedRoofline::new(plain);
             // The batch, then steps with its contexts grown (the same size) and decodes added.
             let mut contexts = contexts.clone();
@@ -177,9 +179,9 @@ proptest! {
                 let items = decodes(&contexts);
                 let lead = DecodeLead::summing(&items).unwrap();
                 let size = memoised.decode_size(lead, pad).unwrap();
-                let attention = memoised.decode_attention_ns(lead, pad, &mut None).unwrap();
+                let attention = attention_of.layer_ns(lead, pad, &mut None).unwrap();
                 // The same with the fixed time kept from the step before.
-                let kept_ns = memoised.decode_attention_ns(lead, pad, &mut kept).unwrap();
+                let kept_ns = attention_of.layer_ns(lead, pad, &mut kept).unwrap();
                 prop_assert_eq!(kept_ns, attention);
                 let direct = size.token_ns + size.attention_repeats * attention;
                 // The reference reads the items one by one.
@@ -196,14 +198,20 @@ proptest! {
 
 #[test]
 fn a_pure_decode_whose_sums_are_not_exact_is_not_priced_from_them() {
-    let mut memoised = MemoisedRoofline::new(roofline("Llama-3.1-8B", "H100", 1));
+    let plain = roofline("Llama-3.1-8B", "H100", 1);
+    let attention_of = DecodeAttention::new(plain.clone());
+    let mut memoised = MemoisedRoofline::new(plain);
     let huge = DecodeLead {
         count: 2,
         kv_tokens: 1 << 60,
         longest: 1 << 59,
     };
     assert_eq!(memoised.decode_size(huge, 0), None);
-    assert_eq!(memoised.decode_attention_ns(huge, 0, &mut None), None);
+    assert_eq!(attention_of.layer_ns(huge, 0, &mut None), None);
+    assert_eq!(
+        attention_of.layer_ns(DecodeLead::default(), 0, &mut None),
+        None
+    );
     assert_eq!(memoised.decode_size(DecodeLead::default(), 0), None);
     let one = DecodeLead {
         count: 1,
