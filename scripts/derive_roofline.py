@@ -24,6 +24,11 @@ are compared with its tables: the held-out error per op family, printed as a tab
 the table of docs/src/accuracy.md), and for every fused-MoE table its error with the other
 GPUs' constants and with the other tables' (its own GPU's other tables included).
 
+FP8 GEMM rows (H800's Llama-3.1-405B table, the only FP8 table) are priced as
+src/latency/roofline/fp8.rs prices vLLM's FP8 linear layers: the input's per-token quantization
+as a row kernel, then the GEMM at the FP8 peak times GEMM_FP8_COMPUTE_EFFICIENCY, a public
+H100 measurement written below; no FP8 constant is fitted to any table.
+
 The last lines ("constants held by src/latency/roofline.rs") print the constants derived from
 every GPU, rounded as the code rounds them; `tests/accuracy/derive_roofline.rs` checks that the two
 agree. Before them, the host model's eager launch costs (`scripts/host_launch.py`: an eager op,
