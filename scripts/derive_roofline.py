@@ -24,6 +24,11 @@ are compared with its tables: the held-out error per op family, printed as a tab
 the table of docs/src/accuracy.md), and for every fused-MoE table its error with the other
 GPUs' constants and with the other tables' (its own GPU's other tables included).
 
+FP8 GEMM rows (H800's Llama-3.1-405B table, the only FP8 table) are priced as
+src/latency/roofline/fp8.rs prices vLLM's FP8 linear layers: the input's per-token quantization
+as a row kernel, then the GEMM at the FP8 peak times GEMM_FP8_COMPUTE_EFFICIENCY, a public
+H100 measurement written below; no FP8 constant is fitted to any table.
+
 The last lines ("constants held by src/latency/roofline.rs") print the constants derived from
 every GPU, rounded as the code rounds them; `tests/accuracy/derive_roofline.rs` checks that the two
 agree. Before them, the host model's eager launch costs (`scripts/host_launch.py`: an eager op,
@@ -120,21 +125,52 @@ def ampere(gpu):
 
 # ---------------------------------------------------------------------------------------- GEMMs
 
+# Share of the dense FP8 peak a compute-bound FP8 GEMM sustains, from a public measurement on
+# another GPU than any FP8 table here (H800's is the only one, and it is held out by this):
+# NVIDIA/cutlass issue #1662 (2024-07-30), an HGX H100 SXM (700 W) with cuBLAS 12.5 through
+# `torch._scaled_mm`, 1,296.9 TFLOP/s in FP8 against the 1,978.9 TFLOP/s dense FP8 peak (its
+# BF16 `torch.matmul` in the same run, 764.9 of 989.4 TFLOP/s, 0.77, is what the BF16 tables fit
+# for H100, 0.79). The FP8 tensor cores do twice the BF16 work per clock; under the power limit
+# they do not sustain the clock that doubling assumes.
+GEMM_FP8_COMPUTE_EFFICIENCY = round(1296.9 / 1978.9, 2)
+# Bytes a thread block of vLLM's per-token dynamic FP8 quantization moves per input value
+# (`dynamic_per_token_scaled_fp8_quant`, a block per token: the row read for its absolute
+# maximum, read again to scale, written in one byte), the kernel `Fp8LinearOp` runs before
+# every FP8 GEMM; plus each token's 4-byte scale.
+FP8_QUANT_BYTES_PER_VALUE = 5
+FP8_QUANT_SCALE_BYTES = 4
+
+
 def gemm_bytes(r):
     if r["fp8"]:
         return r["K"] * r["N"] + r["M"] * r["K"] + 2 * r["M"] * r["N"]
     return 2 * (r["K"] * r["N"] + r["M"] * r["K"] + r["M"] * r["N"])
 
 
+def fp8_quant_time(c, r):
+    """The per-token activation quantization before an FP8 GEMM, as a row kernel
+    (src/latency/roofline/rows.rs): a thread block per token, 16-byte loads."""
+    g = GPUS[r["gpu"]]
+    rows = r["M"]
+    b = rows * (FP8_QUANT_BYTES_PER_VALUE * r["K"] + FP8_QUANT_SCALE_BYTES)
+    waves = (c["row_fixed"] + math.ceil(rows / g["sms"]) * b / rows / c["row_vector"]) / g["clock"]
+    stream = c["l2_bytes"] * g["sms"] * g["clock"] if b <= g["l2"] else g["bw"] * ELEMENTWISE_EFFICIENCY
+    return max(waves, c["row_fixed"] / g["clock"] + b / stream) + LAUNCH_S
+
+
 def gemm_time(c, r):
     """A GEMM as src/latency/roofline.rs prices it: fixed time + the longer of its MMA work and
-    weight stream + the unhidden share of the shorter + the launch."""
+    weight stream + the unhidden share of the shorter + the launch; an FP8 GEMM (weights and
+    input in one byte, output in two) at the FP8 peak and [`GEMM_FP8_COMPUTE_EFFICIENCY`],
+    after its activation's quantization ([`fp8_quant_time`])."""
     g = part(r["gpu"])
     peak = g["flops"] * (2 if r["fp8"] else 1)
+    eta_c = GEMM_FP8_COMPUTE_EFFICIENCY if r["fp8"] else c["gemm_eta_c"]
     eta_m = c["gemm_eta_m_ampere"] if ampere(r["gpu"]) else c["gemm_eta_m"]
-    compute = 2 * r["M"] * r["K"] * r["N"] / (peak * c["gemm_eta_c"])
+    compute = 2 * r["M"] * r["K"] * r["N"] / (peak * eta_c)
     memory = gemm_bytes(r) / (g["bw"] * eta_m)
-    return c["gemm_t0"] + max(compute, memory) + c["gemm_unhidden"] * min(compute, memory) + LAUNCH_S
+    t = c["gemm_t0"] + max(compute, memory) + c["gemm_unhidden"] * min(compute, memory) + LAUNCH_S
+    return t + fp8_quant_time(c, r) if r["fp8"] else t
 
 
 def gemm_fits(rows, gpus=GPUS):
@@ -1668,6 +1704,7 @@ def main():
     print(f"GEMM_MEMORY_EFFICIENCY_AMPERE = {c['gemm_eta_m_ampere']:.3f}")
     print(f"GEMM_COMPUTE_EFFICIENCY = {c['gemm_eta_c']:.2f}")
     print(f"GEMM_UNHIDDEN = {c['gemm_unhidden']:.2f}")
+    print(f"GEMM_FP8_COMPUTE_EFFICIENCY = {GEMM_FP8_COMPUTE_EFFICIENCY:.2f}")
     print(f"ATTENTION_FIXED_NS = {round(c['attention_t0'] * 1e7) * 100}")
     print(f"DECODE_ATTENTION_EFFICIENCY = {c['decode_eta']:.3f}")
     for name in DECODE_CONSTANTS[:4]:

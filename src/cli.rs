@@ -393,11 +393,12 @@ pub struct RunArgs {
     pub tp: Option<u32>,
 
     /// Weight and activation dtype: float16, bfloat16, float32, fp8, int8 (default: the
-    /// model's torch_dtype, else bfloat16).
+    /// model's quantization_config, else its torch_dtype, else bfloat16). fp8 is vLLM's
+    /// `--quantization fp8`: FP8 linear and expert weights, activations in bfloat16.
     #[arg(help_heading = "Deployment", long, value_name = "DTYPE", value_parser = parse_dtype)]
     pub dtype: Option<Dtype>,
 
-    /// KV-cache dtype: auto (same as --dtype) or fp8.
+    /// KV-cache dtype: auto (the activations' dtype: bfloat16 under --dtype fp8) or fp8.
     #[arg(
         help_heading = "Deployment",
         long,

@@ -25,6 +25,17 @@ impl Dtype {
         }
     }
 
+    /// The dtype of activations, norms and attention when serving in `self`: vLLM's FP8
+    /// (`--quantization fp8`) quantizes the linear layers' and experts' weights alone and
+    /// keeps the rest, the KV cache included unless `--kv-cache-dtype fp8`, in 16 bits
+    /// (bfloat16 here); every other dtype is its own.
+    pub fn activations(self) -> Dtype {
+        match self {
+            Dtype::Fp8 => Dtype::Bfloat16,
+            other => other,
+        }
+    }
+
     /// Short name used in profile-bundle variant folders (`bf16`, `fp16`, ...).
     pub fn short_name(self) -> &'static str {
         match self {
@@ -81,7 +92,7 @@ impl fmt::Display for Dtype {
 )]
 #[strum(serialize_all = "lowercase")]
 pub enum KvCacheDtype {
-    /// The model's dtype.
+    /// The activations' dtype (bfloat16 under fp8 weights).
     #[default]
     Auto,
     /// One byte per value.

@@ -49,7 +49,8 @@ pub struct KvCapacity {
 pub fn kv_capacity(model: &ModelArch, sizing: &KvSizing) -> Result<KvCapacity, ConfigError> {
     validate(model, sizing)?;
     let (tp, pp) = (u64::from(sizing.tp), u64::from(sizing.pp));
-    let weight_bytes = weight_bytes(model, tp, tp, sizing.dtype.bytes(), pp);
+    let (linear_fp, fp) = (sizing.dtype.bytes(), sizing.dtype.activations().bytes());
+    let weight_bytes = served_weight_bytes(model, (tp, tp, pp), linear_fp, fp);
     let kv_heads_per_gpu = (model.num_kv_heads / tp).max(1);
     let kv_bytes_per_token =
         2 * kv_heads_per_gpu * model.head_dim * model.num_layers * sizing.kv_dtype.bytes() / pp;
@@ -186,19 +187,31 @@ fn validate(model: &ModelArch, sizing: &KvSizing) -> Result<(), ConfigError> {
 /// `ep` and `pp` pipeline stages (LLMServingSim's `get_weight`; `qk_norm` and rotary carry
 /// no counted weights).
 pub fn weight_bytes(model: &ModelArch, tp: u64, ep: u64, fp: u64, pp: u64) -> u64 {
+    served_weight_bytes(model, (tp, ep, pp), fp, fp)
+}
+
+/// [`weight_bytes`] with the linear layers' and experts' weights in `linear_fp` bytes and
+/// the rest (embedding, norms, router, LM head) in `fp`: vLLM's FP8 quantizes only the
+/// former (`Dtype::activations`). `(tp, ep, pp)`: the parallel degrees.
+fn served_weight_bytes(
+    model: &ModelArch,
+    (tp, ep, pp): (u64, u64, u64),
+    linear_fp: u64,
+    fp: u64,
+) -> u64 {
     let hidden = model.hidden_size;
     let (q_dim, kv_dim) = (model.q_dim(), model.kv_dim());
     let vocab_per_gpu = model.vocab_size / tp;
-    let qkv = hidden * ((q_dim + 2 * kv_dim) / tp) * fp;
-    let o_proj = (q_dim / tp) * hidden * fp;
+    let qkv = hidden * ((q_dim + 2 * kv_dim) / tp) * linear_fp;
+    let o_proj = (q_dim / tp) * hidden * linear_fp;
     let mlp = match &model.moe {
         Some(moe) => {
             let router = hidden * moe.num_experts * fp;
-            router + (moe.num_experts / ep) * 3 * hidden * moe.moe_intermediate_size * fp
+            router + (moe.num_experts / ep) * 3 * hidden * moe.moe_intermediate_size * linear_fp
         }
         None => {
             let ffn = model.intermediate_size / tp;
-            hidden * 2 * ffn * fp + ffn * hidden * fp
+            hidden * 2 * ffn * linear_fp + ffn * hidden * linear_fp
         }
     };
     let block = 2 * hidden * fp + qkv + o_proj + mlp;

@@ -35,6 +35,9 @@ pub struct ModelArch {
     pub max_position_embeddings: u64,
     /// Default dtype from `torch_dtype`.
     pub torch_dtype: Option<Dtype>,
+    /// The checkpoint's quantization (`quantization_config.quant_method`): `Some(Fp8)` for
+    /// `fp8`, the one method priced here.
+    pub quantization: Option<Dtype>,
     pub moe: Option<MoeArch>,
 }
 
@@ -102,6 +105,7 @@ impl ModelArch {
                     .map_err(|e| fields.invalid("torch_dtype", e))?,
             ),
         };
+        let quantization = fields.quantization(hf.quantization_config.as_ref())?;
         let moe = fields.moe(&hf, intermediate_size)?;
         let name = [hf.name, hf.name_or_path]
             .into_iter()
@@ -120,6 +124,7 @@ impl ModelArch {
             vocab_size,
             max_position_embeddings,
             torch_dtype,
+            quantization,
             moe,
         })
     }
@@ -170,6 +175,13 @@ struct HfConfig {
     num_experts: Option<u64>,
     num_experts_per_tok: Option<u64>,
     moe_intermediate_size: Option<u64>,
+    quantization_config: Option<HfQuantization>,
+}
+
+/// The key of a `config.json`'s `quantization_config` that matters here.
+#[derive(serde::Deserialize)]
+struct HfQuantization {
+    quant_method: Option<String>,
 }
 
 /// Field checks of one HuggingFace `config.json`, with errors naming its source.
@@ -180,6 +192,23 @@ struct HfFields<'a> {
 impl HfFields<'_> {
     fn invalid(&self, field: &str, problem: Problem) -> ConfigError {
         ConfigError::invalid(self.source_name, field, problem)
+    }
+
+    /// The checkpoint's quantization: `fp8` (what vLLM's `Fp8Config` serves: FP8 weights of
+    /// the linear layers and experts); no other method is priced, so any other is an error
+    /// rather than a run priced in 16 bits.
+    fn quantization(&self, q: Option<&HfQuantization>) -> Result<Option<Dtype>, ConfigError> {
+        let Some(q) = q else {
+            return Ok(None);
+        };
+        const FIELD: &str = "quantization_config.quant_method";
+        match q.quant_method.as_deref() {
+            None => Err(self.invalid(FIELD, Problem::missing())),
+            Some(m) if m.eq_ignore_ascii_case("fp8") => Ok(Some(Dtype::Fp8)),
+            Some(other) => {
+                Err(self.invalid(FIELD, Problem::not_one_of(format!("`{other}`"), &["fp8"])))
+            }
+        }
     }
 
     /// A field that must be present and positive.

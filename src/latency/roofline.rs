@@ -20,6 +20,7 @@ use super::{
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
+use fp8::{Precision, fp8_gemm_flops_per_ns, linear, moe_flops_per_ns};
 use mixed::{MixedDecodes, MixedKernels};
 use moe_grid::MoeLaunch;
 use moe_tuned::TunedTile;
@@ -28,6 +29,7 @@ use sums::{BatchSums, DecodeRates, DecodeTerms, PrefillRoom};
 
 pub mod decode;
 pub mod decode_attention;
+pub mod fp8;
 pub mod memoised;
 pub mod mixed;
 pub mod moe_grid;
@@ -511,8 +513,13 @@ pub fn kernel_constants(hardware: &Hardware) -> KernelSpec {
 pub struct Roofline {
     /// Decoder blocks of the model.
     pub num_layers: u64,
-    /// Bytes per element of weights, activations and KV cache.
+    /// Bytes per element of activations (and of the weights no quantization reaches).
     fp: f64,
+    /// The widths of weights, activations and KV cache, and whether linear layers run FP8.
+    precision: Precision,
+    /// An FP8 GEMM's MMA rate: the FP8 peak times [`fp8::GEMM_FP8_COMPUTE_EFFICIENCY`] (0
+    /// without FP8 linear layers).
+    fp8_gemm_flops_per_ns: f64,
     hidden: f64,
     head_dim: f64,
     heads_per_gpu: f64,
@@ -643,6 +650,14 @@ pub enum Work {
     },
     /// A GEMM (its fixed time and weight-streaming efficiency: [`GEMM_FIXED_NS`]).
     Gemm(Cost),
+    /// A linear layer on vLLM's FP8 path ([`fp8`]): the per-token quantization of its input
+    /// (a row kernel, a token per thread block) and the scaled GEMM at the FP8 MMA rate.
+    Fp8Gemm {
+        gemm: Cost,
+        quant: Cost,
+        /// The input's tokens: the quantization's rows.
+        tokens: f64,
+    },
     /// One attention launch whose prefill and decode parts are priced separately.
     Attention(AttentionWork),
     /// The fused-MoE grouped GEMMs (their own efficiencies): the work, the bytes as they
@@ -771,11 +786,25 @@ fn qk_norm(qk: f64, head_dim: f64, fp: f64) -> Work {
 }
 
 impl Roofline {
-    /// A roofline for `model` on `hardware` with tensor parallelism `tp` and weights in `dtype`.
-    /// The KV cache is taken to be in `dtype` too. `tp = 0` is treated as 1.
+    /// A roofline for `model` on `hardware` with tensor parallelism `tp` served in `dtype`,
+    /// the KV cache in its activations' dtype ([`Dtype::activations`]). `tp = 0` is treated
+    /// as 1.
     pub fn new(model: &ModelArch, hardware: &Hardware, tp: u32, dtype: Dtype) -> Roofline {
+        Roofline::served(model, hardware, tp, dtype, dtype.activations())
+    }
+
+    /// [`Roofline::new`] with the KV cache in `kv_cache` (`--kv-cache-dtype`).
+    pub fn served(
+        model: &ModelArch,
+        hardware: &Hardware,
+        tp: u32,
+        dtype: Dtype,
+        kv_cache: Dtype,
+    ) -> Roofline {
         let tp = u64::from(tp.max(1));
-        let fp = dtype.bytes() as f64;
+        let precision = Precision::served(dtype, kv_cache);
+        let fp = precision.activations;
+        let peak_flops = hardware.peak_flops(dtype.activations());
         let hidden = model.hidden_size as f64;
         // vLLM's tuned files without a `dtype` in their name are for 16-bit weights.
         let moe_tuned_device = match dtype {
@@ -800,7 +829,7 @@ impl Roofline {
                     top_k: moe.top_k as f64,
                     ep: 1.0,
                     group: 1.0,
-                    expert_bytes: per_gpu * fp,
+                    expert_bytes: per_gpu * precision.weights,
                     width: moe.moe_intermediate_size as f64 / tp as f64,
                     flops_per_token_expert: 2.0 * per_gpu,
                 }
@@ -820,8 +849,7 @@ impl Roofline {
             k.decode_attention_efficiency.unwrap_or_default(),
             k.moe_memory_efficiency.unwrap_or_default(),
         );
-        let gemm_flops_per_ns =
-            hardware.peak_flops(dtype) * k.gemm_compute_efficiency.unwrap_or_default() / 1e9;
+        let gemm_flops_per_ns = peak_flops * k.gemm_compute_efficiency.unwrap_or_default() / 1e9;
         let prefill_tile_rows = if hardware.is_hopper() {
             PREFILL_TILE_ROWS_HOPPER
         } else {
@@ -836,6 +864,8 @@ impl Roofline {
         Roofline {
             num_layers: model.num_layers,
             fp,
+            precision,
+            fp8_gemm_flops_per_ns: fp8_gemm_flops_per_ns(hardware, &precision),
             hidden,
             head_dim: model.head_dim as f64,
             heads_per_gpu: (model.num_heads / tp) as f64,
@@ -845,22 +875,22 @@ impl Roofline {
             vocab_per_gpu: (model.vocab_size / tp) as f64,
             mlp,
             qk_norm: matches!(model.model_type.as_str(), "qwen3" | "qwen3_moe"),
-            flops_per_ns: hardware.peak_flops(dtype) * hardware.compute_efficiency / 1e9,
+            flops_per_ns: peak_flops * hardware.compute_efficiency / 1e9,
             bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
             gemm_flops_per_ns,
             gemm_bytes_per_ns: hardware.memory_bw_gbps * gemm_memory_efficiency,
-            attention_flops_per_ns: hardware.peak_flops(dtype) * PREFILL_ATTENTION_EFFICIENCY / 1e9,
+            attention_flops_per_ns: peak_flops * PREFILL_ATTENTION_EFFICIENCY / 1e9,
             prefill_tile_rows,
             sm_count: hardware.sm_count.map(u64::from),
             decode_kernels,
             // Hopper runs FlashAttention-3, another grid: it keeps the table.
             mixed_kernels: decode_kernels
                 .filter(|_| !hardware.is_hopper())
-                .map(|d| MixedKernels::new(hardware, &d, heads, fp)),
+                .map(|d| MixedKernels::new(hardware, &d, heads, precision.kv)),
             row_kernels: RowKernels::new(hardware),
             attention_bytes_per_ns: hardware.memory_bw_gbps * decode_attention_efficiency,
             peak_bytes_per_ns: hardware.memory_bw_gbps,
-            moe_flops_per_ns: hardware.peak_flops(dtype) * MOE_COMPUTE_EFFICIENCY / 1e9,
+            moe_flops_per_ns: moe_flops_per_ns(hardware, dtype),
             moe_bytes_per_ns: hardware.memory_bw_gbps * moe_memory_efficiency,
             moe_saturating_blocks: moe_saturating_blocks(hardware),
             moe_large_tile_share: moe_large_tile_share(hardware),
@@ -901,7 +931,7 @@ impl Roofline {
             top_k: moe.top_k as f64,
             ep: f64::from(ep),
             group: collectives.ep.group_members() as f64,
-            expert_bytes: whole * self.fp,
+            expert_bytes: whole * self.precision.weights,
             width: moe.moe_intermediate_size as f64,
             flops_per_token_expert: 2.0 * whole,
         };
@@ -973,7 +1003,7 @@ impl Roofline {
 
     /// KV bytes per token one GPU reads.
     fn kv_row(&self) -> f64 {
-        self.kv_heads_per_gpu * self.head_dim * 2.0 * self.fp
+        self.kv_heads_per_gpu * self.head_dim * 2.0 * self.precision.kv
     }
 
     /// The step of `seqs` sequences (padding included) whose decodes' terms are `d`, whose
@@ -1036,14 +1066,14 @@ impl Roofline {
         visit("post_attention_layernorm", l, norm(t * h, h, fp));
         match self.mlp {
             Mlp::Dense { ffn_per_gpu: f } => {
-                visit("gate_up_proj", l, gemm(t, h, 2.0 * f, fp));
+                visit("gate_up_proj", l, linear(t, h, 2.0 * f, &self.precision));
                 // SiLU of the gate times the up projection.
                 visit(
                     "act_fn",
                     l,
                     row_kernel(5.0 * t * f, 3.0 * t * f * fp, t, Loads::Vector),
                 );
-                visit("down_proj", l, gemm(t, f, h, fp));
+                visit("down_proj", l, linear(t, f, h, &self.precision));
             }
             Mlp::Moe { .. } => self.visit_moe(s, &mut visit),
         }
@@ -1106,7 +1136,7 @@ impl Roofline {
         visit(
             "qkv_proj",
             l,
-            gemm(t, h, self.q_out + 2.0 * self.kv_out, fp),
+            linear(t, h, self.q_out + 2.0 * self.kv_out, &self.precision),
         );
         let qk = t * (self.q_out + self.kv_out);
         if self.qk_norm {
@@ -1128,7 +1158,7 @@ impl Roofline {
         if let Some(work) = self.attention_work(s) {
             visit("attention", l, work);
         }
-        visit("o_proj", l, gemm(t, self.q_out, h, fp));
+        visit("o_proj", l, linear(t, self.q_out, h, &self.precision));
     }
 
     /// The attention layer's work; `None` when it has nothing to compute (only with decode
@@ -1220,7 +1250,7 @@ impl Roofline {
     /// the default.
     fn moe_tile(&self, tokens: f64, experts: f64) -> MoeTile {
         match self.moe_tuned.and_then(|t| moe_tuned::nearest(t, tokens)) {
-            Some(tuned) => moe_tuned_tile(tuned, self.fp),
+            Some(tuned) => moe_tuned_tile(tuned, self.precision.weights),
             None => moe_default_tile(tokens, experts),
         }
     }
@@ -1251,6 +1281,14 @@ impl Roofline {
         let tile_rows = active * (routed / active / tile.rows).ceil().max(1.0);
         let share = |n: f64| (tile_rows * (n / tile.columns).ceil() / saturating).min(1.0);
         (own * share(2.0 * width), own * share(self.hidden), own)
+    }
+
+    /// Unrounded time of a GEMM whose MMA work runs at `flops_per_ns`, its launch included,
+    /// ns.
+    fn gemm_ns(&self, c: Cost, flops_per_ns: f64) -> f64 {
+        let (compute, memory) = (c.flops / flops_per_ns, c.bytes / self.gemm_bytes_per_ns);
+        let busy = compute.max(memory) + GEMM_UNHIDDEN * compute.min(memory);
+        (self.gemm_fixed_ns + busy + self.launch_ns).max(KERNEL_FLOOR_NS)
     }
 
     /// Unrounded time of a roofline-priced cost, without launch overhead, ns.
@@ -1375,13 +1413,18 @@ impl Roofline {
                 Some(k) => k.ns(cost.bytes, rows, loads, self.bytes_per_ns) + self.launch_ns,
                 None => (self.roofline_ns(cost) + self.launch_ns).max(KERNEL_FLOOR_NS),
             },
-            Work::Gemm(c) => {
-                let (compute, memory) = (
-                    c.flops / self.gemm_flops_per_ns,
-                    c.bytes / self.gemm_bytes_per_ns,
-                );
-                let busy = compute.max(memory) + GEMM_UNHIDDEN * compute.min(memory);
-                (self.gemm_fixed_ns + busy + self.launch_ns).max(KERNEL_FLOOR_NS)
+            Work::Gemm(c) => self.gemm_ns(c, self.gemm_flops_per_ns),
+            Work::Fp8Gemm {
+                gemm,
+                quant,
+                tokens,
+            } => {
+                let rows = Work::Rows {
+                    cost: quant,
+                    rows: tokens,
+                    loads: Loads::Vector,
+                };
+                self.gemm_ns(gemm, self.fp8_gemm_flops_per_ns) + self.layer_ns(rows) as f64
             }
             Work::Attention(a) => {
                 let fixed = if a.pure_decode() {

@@ -41,6 +41,7 @@ struct RooflineInputs {
     hardware: Hardware,
     tp: u32,
     dtype: Dtype,
+    kv_dtype: Dtype,
     collectives: Collectives,
 }
 
@@ -51,6 +52,7 @@ impl RooflineInputs {
             hardware: inst.hardware.clone(),
             tp: inst.tp,
             dtype: inst.dtype,
+            kv_dtype: inst.kv_dtype(),
             collectives: inst.collectives,
         }
     }
@@ -59,6 +61,7 @@ impl RooflineInputs {
     fn match_those_of(&self, inst: &InstanceConfig) -> bool {
         self.tp == inst.tp
             && self.dtype == inst.dtype
+            && self.kv_dtype == inst.kv_dtype()
             && self.collectives == inst.collectives
             && self.model == inst.model
             && self.hardware == inst.hardware
@@ -91,7 +94,8 @@ impl Rooflines {
         {
             return (i, built[i].1.share());
         }
-        let roofline = Roofline::new(&inst.model, &inst.hardware, inst.tp, inst.dtype)
+        let (model, hardware) = (&inst.model, &inst.hardware);
+        let roofline = Roofline::served(model, hardware, inst.tp, inst.dtype, inst.kv_dtype())
             .with_expert_parallel(&inst.model, inst.collectives)
             .with_tp_link(inst.collectives);
         // Its token-wise layers' prices memoised: the same prices, fewer computed.

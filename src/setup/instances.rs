@@ -207,7 +207,7 @@ impl EngineOptions {
         hardware: Hardware,
         tp: u32,
     ) -> InstanceConfig {
-        let dtype = self.dtype.or(model.torch_dtype).unwrap_or(Dtype::Bfloat16);
+        let dtype = served_dtype(self.dtype, &model);
         let max_len = u32::try_from(model.max_position_embeddings).unwrap_or(u32::MAX);
         let (max_num_batched_tokens, max_num_seqs) = BatchLimits::vllm_serve(&hardware).resolve(
             self.max_num_batched_tokens,
@@ -375,5 +375,17 @@ impl EngineOptions {
             .unwrap_or(s.disable_overlap_schedule);
         s.mem_fraction_static = o.mem_fraction_static.or(s.mem_fraction_static);
         s.check()
+    }
+}
+
+/// The dtype an instance of `model` serves in given `--dtype` (`flag`): a checkpoint
+/// quantized to FP8 (`quantization_config`) is served in FP8 whatever 16-bit activation dtype
+/// the flag names, as vLLM does (`--dtype` sets the activations; the checkpoint's
+/// quantization the weights); else the flag, the model's `torch_dtype`, or bfloat16.
+fn served_dtype(flag: Option<Dtype>, model: &ModelArch) -> Dtype {
+    match (model.quantization, flag) {
+        (Some(q), None | Some(Dtype::Bfloat16 | Dtype::Float16)) => q,
+        (_, Some(d)) => d,
+        (None, None) => model.torch_dtype.unwrap_or(Dtype::Bfloat16),
     }
 }

@@ -78,12 +78,13 @@ impl InstanceConfig {
         }
     }
 
-    /// The dtype of its KV cache.
+    /// The dtype of its KV cache: fp8 with `--kv-cache-dtype fp8`, else its activations' (16 bits
+    /// under FP8 weights, as vLLM keeps it).
     pub fn kv_dtype(&self) -> Dtype {
         if self.kv_cache_fp8 {
             Dtype::Fp8
         } else {
-            self.dtype
+            self.dtype.activations()
         }
     }
 }

@@ -9,10 +9,11 @@ use crate::shared_data;
 
 use std::process::Command;
 
-/// The roofline's source and its decode-attention module's.
-const SOURCES: [&str; 2] = [
+/// The roofline's source, its decode-attention module's and its FP8 module's.
+const SOURCES: [&str; 3] = [
     include_str!("../../src/latency/roofline.rs"),
     include_str!("../../src/latency/roofline/decode.rs"),
+    include_str!("../../src/latency/roofline/fp8.rs"),
 ];
 
 /// The numbers of `const NAME: TYPE = VALUE;` in the roofline's sources (an array's entries in
@@ -22,7 +23,9 @@ fn held(name: &str) -> Vec<f64> {
     let (source, start) = SOURCES
         .iter()
         .find_map(|s| s.find(&key).map(|at| (s, at)))
-        .unwrap_or_else(|| panic!("no const {name} in roofline.rs or roofline/decode.rs"));
+        .unwrap_or_else(|| {
+            panic!("no const {name} in roofline.rs, roofline/decode.rs or roofline/fp8.rs")
+        });
     let rest = &source[start..];
     let value = &rest[rest.find('=').unwrap() + 1..];
     let value = &value[..value.find(';').unwrap()];

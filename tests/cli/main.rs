@@ -16,6 +16,7 @@ mod docs_flags;
 mod end_to_end;
 mod et;
 mod evaluation;
+mod fp8;
 mod host_model;
 mod interrupt;
 mod json_shape;

@@ -198,3 +198,24 @@ fn bad_sizing_is_invalid_naming_the_field() {
         }
     }
 }
+
+#[test]
+fn fp8_weights_are_one_byte_in_the_linear_layers_alone() {
+    // vLLM's FP8 quantizes the linear layers: Llama-3.1-8B's 218,103,808 linear weights per
+    // block take a byte each, its two norms (16,384 B), the embedding and LM head
+    // (1,050,673,152 B each) and the final norm (8,192 B) stay in 16 bits: 32 × 218,120,192
+    // + 2,101,354,496 = 9,081,200,640 B. The KV cache stays in 16 bits (131,072 B a token)
+    // unless it is FP8 too (65,536): (92,771,293,593 − weights) / (16 × KV bytes per token).
+    let fp8 = |kv_dtype| KvSizing {
+        dtype: Dtype::Fp8,
+        kv_dtype,
+        ..sizing(96.0, 0.9, 1)
+    };
+    let cap = capacity("Llama-3.1-8B", &fp8(Dtype::Bfloat16)).unwrap();
+    assert_eq!(cap.weight_bytes, 9_081_200_640);
+    assert_eq!(cap.kv_bytes_per_token, 131_072);
+    assert_eq!(cap.num_blocks, 39_906);
+    let cap = capacity("Llama-3.1-8B", &fp8(Dtype::Fp8)).unwrap();
+    assert_eq!(cap.kv_bytes_per_token, 65_536);
+    assert_eq!(cap.num_blocks, 79_813);
+}

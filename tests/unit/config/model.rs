@@ -179,3 +179,30 @@ fn unknown_names_list_the_bundled_models() {
         Err(ConfigError::Io { .. })
     ));
 }
+
+#[test]
+fn an_fp8_quantization_config_serves_the_model_in_fp8() {
+    let with = |q: &str| MINIMAL.replace('}', &format!(", \"quantization_config\": {q}}}"));
+    let fp8 = with(r#"{"quant_method": "fp8", "activation_scheme": "dynamic"}"#);
+    let arch = ModelArch::from_hf_json(&fp8, "t.json", "t").unwrap();
+    assert_eq!(arch.quantization, Some(Dtype::Fp8));
+    assert_eq!(
+        ModelArch::from_hf_json(MINIMAL, "t.json", "t")
+            .unwrap()
+            .quantization,
+        None
+    );
+    // A method not priced here is an error naming the file and the field, not a run priced
+    // in 16 bits; so is a config without its method.
+    for (q, says) in [
+        (r#"{"quant_method": "awq", "bits": 4}"#, "`awq`"),
+        (r#"{"bits": 4}"#, "missing"),
+    ] {
+        let err = ModelArch::from_hf_json(&with(q), "org/awq/config.json", "t").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("org/awq/config.json"), "{text}");
+        let (field, problem) = expect_invalid(Err(err));
+        assert_eq!(field, "quantization_config.quant_method");
+        assert!(problem.contains(says), "{problem}");
+    }
+}

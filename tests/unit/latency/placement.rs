@@ -21,6 +21,7 @@ fn tiny_model() -> ModelArch {
         vocab_size: 10,
         max_position_embeddings: 1024,
         torch_dtype: None,
+        quantization: None,
         moe: None,
     }
 }

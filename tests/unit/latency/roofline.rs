@@ -1,4 +1,5 @@
 mod decode;
+mod fp8;
 mod memoised;
 mod mixed;
 mod moe_grid;
