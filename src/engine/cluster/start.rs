@@ -90,6 +90,8 @@ impl<'r> Cluster<'r> {
             warm: setups.len() > super::WARM_ABOVE,
             quiet: false,
             quiet_steps: 0,
+            ahead: false,
+            steps_ahead: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);
