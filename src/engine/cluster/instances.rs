@@ -110,7 +110,7 @@ impl<'r> Cluster<'r> {
             // One event ahead, as the loop warms: while this step end is applied.
             self.warm_instance(j);
         }
-        let horizon = self.ahead_horizon(s);
+        let horizon = self.ahead_horizon();
         let inst = &mut self.instances[i];
         // The ranking reads requests waiting and running alone: the instance is listed as
         // changed only when they change.
@@ -159,9 +159,8 @@ impl<'r> Cluster<'r> {
 
     /// How far a quiet step end may run its instance ahead ([`Cluster::step_ahead`]): to the
     /// next known arrival (strictly before it), or not at all (0).
-    fn ahead_horizon(&self, s: &Services<'_, '_>) -> crate::Nanos {
-        let releases = s.injector.as_deref().is_some_and(|j| j.may_release());
-        match self.ahead && !releases {
+    fn ahead_horizon(&self) -> crate::Nanos {
+        match self.ahead && !self.releases {
             true => self.arrivals.next_arrival().unwrap_or(crate::Nanos::MAX),
             false => 0,
         }

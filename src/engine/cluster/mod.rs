@@ -267,6 +267,9 @@ pub struct Cluster<'r> {
     /// ([`Cluster::step_ahead`]), and how many steps were.
     ahead: bool,
     steps_ahead: u64,
+    /// Whether the run's injector may release requests as others finish (then no instance
+    /// runs ahead: a released request could arrive before the next known arrival).
+    releases: bool,
 }
 
 /// Instances above which the loop warms the CPU cache for the instance whose step ends next,

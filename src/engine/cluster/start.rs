@@ -91,6 +91,7 @@ impl<'r> Cluster<'r> {
             quiet: false,
             quiet_steps: 0,
             ahead: false,
+            releases: (services.injector.as_ref()).is_some_and(|j| j.may_release()),
             steps_ahead: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
