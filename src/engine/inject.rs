@@ -229,6 +229,12 @@ impl<'r> Arrivals<'r> {
         listed.into_iter().chain(streamed).min()
     }
 
+    /// When the next request arrives that is known now (initial, or released and pending).
+    pub fn next_arrival(&self) -> Option<Nanos> {
+        let released = self.pending.peek().map(|e| e.0.0);
+        self.next_initial().into_iter().chain(released).min()
+    }
+
     /// When an arrival event is needed for the next initial request (arriving after `now`,
     /// at `None` before the run starts) and none is pending for it yet.
     pub fn initial_event(&mut self, now: Option<Nanos>) -> Option<Nanos> {

@@ -17,7 +17,7 @@ use super::signals::Recent;
 use super::{InstanceSetup, SimError, StepEvent, pipeline};
 use crate::Nanos;
 use crate::latency::{BatchItem, LatencyBackend, LatencyError, StageSends};
-use crate::scheduler::{Completions, Core, StepTokens};
+use crate::scheduler::{Completions, Core, SchedulerBug, StepTokens};
 
 /// One instance's state in the loop, besides its scheduler.
 pub(super) struct InstanceSim<'a> {
@@ -107,6 +107,39 @@ pub(super) fn start_step(
     inst.shape = shape;
     inst.steps += 1;
     Ok(Some(end))
+}
+
+/// Runs idle-free instance `id` ahead of the clock from its step in flight, which ends at
+/// `end`: while that step ends before `horizon` and ends no request
+/// ([`Core::in_flight_ends_nothing`]), it is completed at its end and the next step is formed
+/// and priced there, as a quiet step end does. `finished` must stay as it is (nothing
+/// finishes). Returns when the step then in flight ends (`None`: none was formed) and how
+/// many steps were completed ahead.
+pub(super) fn run_ahead(
+    scheduler: &mut Core,
+    inst: &mut InstanceSim<'_>,
+    id: u32,
+    mut end: Nanos,
+    horizon: Nanos,
+    backend: &mut dyn LatencyBackend,
+    finished: &mut Completions,
+) -> Result<(Option<Nanos>, u64), SimError> {
+    let mut steps = 0;
+    while end < horizon && scheduler.in_flight_ends_nothing() {
+        let before = finished.len();
+        finish_step(scheduler, inst, id, end, finished);
+        if finished.len() != before {
+            let message = format!("instance {id}'s step run ahead to {end} ended a request");
+            return Err(SchedulerBug::new(message).into());
+        }
+        inst.recent.step_finished(scheduler.prefix_tokens());
+        steps += 1;
+        match start_step(scheduler, inst, id, end, backend)? {
+            Some(next) => end = next,
+            None => return Ok((None, steps)),
+        }
+    }
+    Ok((Some(end), steps))
 }
 
 /// `now + ns`, refused past [`crate::workload::MAX_TIME_NS`] (where sums of times could

@@ -85,6 +85,16 @@
 //! of steps or decisions, P/D transfers, an autoscaler, timeouts, anomaly detection, a
 //! concurrency gate, a control plane or requests held at the gateway, and the steps of DP
 //! groups and pipelined instances.
+//!
+//! A whole run ([`Cluster::run`]) goes one further ([`Cluster::step_ahead`]): after a quiet
+//! step end, while the instance's step in flight ends no request (a decode stretch's, none of
+//! whose members finishes with it) and ends before the next known arrival, it is completed
+//! and the next one formed and priced at its end without an event, ahead of the clock.
+//! Nothing can read or change the instance before that arrival, and what a ranking reads of
+//! it (its queues' lengths) is read then, as it is then. Each step is still formed, priced
+//! (the backend sees the instance's steps one at a time, in order) and completed; a step that
+//! ends a request is left to its instant, so completions are heard of in time order. Not when
+//! finished requests may release others (sessions): a released request could arrive first.
 
 pub mod cluster;
 mod cores;

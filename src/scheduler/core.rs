@@ -231,6 +231,15 @@ impl Core {
         each!(self, s => s.stats())
     }
 
+    /// Whether completing the step in flight would end no request (vLLM's decode stretches,
+    /// [`Scheduler::in_flight_ends_nothing`]; SGLang's core never says so).
+    pub fn in_flight_ends_nothing(&self) -> bool {
+        match self {
+            Core::Vllm(s) => s.in_flight_ends_nothing(),
+            Core::Sglang(_) => false,
+        }
+    }
+
     /// Prompt tokens looked up in the prefix cache so far, and of those the tokens found
     /// there: what a step's end reads of [`Core::stats`], without copying them all.
     pub fn prefix_tokens(&self) -> (u64, u64) {

@@ -252,6 +252,18 @@ impl Scheduler {
             .collect()
     }
 
+    /// Whether completing the step in flight would end no request: every entry of it is a
+    /// stretch member (so nothing is handed off or cancelled with it) and none finishes with
+    /// it. Completing it then changes nothing but the instance's own state.
+    pub fn in_flight_ends_nothing(&self) -> bool {
+        let m = self.stretch.in_flight;
+        let index = self.step_finish_ns.count();
+        m > 0
+            && m == self.step.len()
+            && self.cancelled.is_empty()
+            && (self.stretch.finishes.peek()).is_none_or(|f| f.0.step != index)
+    }
+
     /// How many stretch members lead the step in flight.
     pub fn stretch_members_in_flight(&self) -> usize {
         self.stretch.members_in_flight()

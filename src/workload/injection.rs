@@ -17,6 +17,12 @@ pub trait Injector {
     /// instance under disaggregation). Appends to `out`
     /// the requests this releases, each with `arrival_ns >= record.end_ns`.
     fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>);
+
+    /// Whether it may release a request at all: by default, when it lists some
+    /// ([`Injector::deferred`]).
+    fn may_release(&self) -> bool {
+        !self.deferred().is_empty()
+    }
 }
 
 /// Releases nothing: a workload fully known before the run.

@@ -110,6 +110,7 @@ impl<'r> Cluster<'r> {
             // One event ahead, as the loop warms: while this step end is applied.
             self.warm_instance(j);
         }
+        let horizon = self.ahead_horizon();
         let inst = &mut self.instances[i];
         // The ranking reads requests waiting and running alone: the instance is listed as
         // changed only when they change.
@@ -129,10 +130,19 @@ impl<'r> Cluster<'r> {
             return Ok(false);
         }
         inst.recent.step_finished(scheduler.prefix_tokens());
-        let end = match scheduler.has_work() {
-            true => instance::start_step(scheduler, inst, id, t, &mut *s.backends[i])?,
+        let backend = &mut *s.backends[i];
+        let mut end = match scheduler.has_work() {
+            true => instance::start_step(scheduler, inst, id, t, backend)?,
             false => None,
         };
+        if let Some(at) = end
+            && horizon > at
+        {
+            let ahead =
+                instance::run_ahead(scheduler, inst, id, at, horizon, backend, completions)?;
+            end = ahead.0;
+            self.steps_ahead += ahead.1;
+        }
         if !by_queues || queues(scheduler) != before {
             self.schedulers.note_changed(i);
         }
@@ -145,6 +155,15 @@ impl<'r> Cluster<'r> {
             }
         }
         Ok(true)
+    }
+
+    /// How far a quiet step end may run its instance ahead ([`Cluster::step_ahead`]): to the
+    /// next known arrival (strictly before it), or not at all (0).
+    fn ahead_horizon(&self) -> crate::Nanos {
+        match self.ahead && !self.releases {
+            true => self.arrivals.next_arrival().unwrap_or(crate::Nanos::MAX),
+            false => 0,
+        }
     }
 
     /// Phase 2: the KV transfer from `sender` arrives now at its decode instance.

@@ -90,6 +90,9 @@ impl<'r> Cluster<'r> {
             warm: setups.len() > super::WARM_ABOVE,
             quiet: false,
             quiet_steps: 0,
+            ahead: false,
+            releases: (services.injector.as_ref()).is_some_and(|j| j.may_release()),
+            steps_ahead: 0,
         };
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);

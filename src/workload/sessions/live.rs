@@ -229,6 +229,11 @@ impl Injector for SharedSessions<'_> {
         &[]
     }
 
+    /// Sessions are planned as their first arrival comes: any may release more.
+    fn may_release(&self) -> bool {
+        true
+    }
+
     fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>) {
         let mut sessions = self.borrow_mut();
         let Some((mut live, node)) = sessions.take(record.request_id) else {

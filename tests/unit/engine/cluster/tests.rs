@@ -378,6 +378,7 @@ fn run_random_on(
         blocks,
         async_scheduling,
         policy: RoutingPolicy::RoundRobin,
+        spells: false,
     };
     random.run(observer, set_up).0
 }
@@ -391,34 +392,48 @@ struct RandomRun {
     blocks: u32,
     async_scheduling: bool,
     policy: RoutingPolicy,
+    /// Arrivals on a 10 ns grid (the grid of [`Linear`]'s prices, so that some land exactly
+    /// at a step end) in bursts with long quiet spells between.
+    spells: bool,
 }
 
 impl RandomRun {
-    /// Runs to the end, reported to `observer`, the cluster set up by `set_up` first;
-    /// returns the outcome and how many step ends were settled quietly.
-    fn run(
-        &self,
-        observer: &mut dyn Observer,
-        set_up: impl FnOnce(&mut Cluster<'_>),
-    ) -> (blis_cosim::engine::RunOutcome, u64) {
-        let RandomRun {
-            k,
-            seed,
-            n,
-            blocks,
-            async_scheduling,
-            ref policy,
-        } = *self;
-        let mut state = seed;
+    /// The run's requests, by arrival.
+    fn requests(&self) -> Vec<Request> {
+        let mut state = self.seed;
         let mut t = 0;
-        let requests: Vec<Request> = (0..n)
+        (0..self.n)
             .map(|id| {
-                t += next(&mut state) % (4 * US);
+                let gap = next(&mut state) % (4 * US);
+                t += match self.spells {
+                    false => gap,
+                    true if id % 16 == 15 => 200 * US + gap / 10 * 10,
+                    true => gap / 10 * 10,
+                };
                 let input = 1 + (next(&mut state) % 200) as u32;
                 let output = 1 + (next(&mut state) % 80) as u32;
                 request(id, t, input, output)
             })
-            .collect();
+            .collect()
+    }
+
+    /// Runs to the end, reported to `observer`, the cluster set up by `set_up` first;
+    /// returns the outcome, how many step ends were settled quietly and how many steps were
+    /// run ahead of the clock.
+    fn run(
+        &self,
+        observer: &mut dyn Observer,
+        set_up: impl FnOnce(&mut Cluster<'_>),
+    ) -> (blis_cosim::engine::RunOutcome, u64, u64) {
+        let RandomRun {
+            k,
+            seed,
+            blocks,
+            async_scheduling,
+            ref policy,
+            ..
+        } = *self;
+        let requests = self.requests();
         let mut one = setup(blocks);
         one.scheduler.async_scheduling = async_scheduling;
         let setups = vec![one; k];
@@ -434,7 +449,8 @@ impl RandomRun {
         // Retiring step finish times after a handful held, so that runs retire steps often.
         cluster.retire_steps_after(4);
         while cluster.step(&mut services).unwrap().is_some() {}
-        (cluster.outcome().unwrap(), cluster.quiet_steps())
+        let counts = (cluster.quiet_steps(), cluster.steps_run_ahead());
+        (cluster.outcome().unwrap(), counts.0, counts.1)
     }
 }
 
@@ -520,14 +536,15 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
                 1 => RoutingPolicy::Load,
                 _ => RoutingPolicy::LeastLoaded,
             },
+            spells: false,
         };
         let mut quiet = Finished::default();
-        let (on, taken) = random.run(&mut quiet, |c| {
+        let (on, taken, _) = random.run(&mut quiet, |c| {
             assert!(c.steps_quietly(), "on by default");
             c.warm_caches(seed % 2 == 0);
         });
         let mut phased = Finished::default();
-        let (off, none) = random.run(&mut phased, |c| {
+        let (off, none, _) = random.run(&mut phased, |c| {
             c.step_quietly(false);
             c.warm_caches(seed % 2 == 0);
         });
@@ -546,6 +563,131 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
     }
 }
 
+/// The routing policy of random run `k`: round-robin, `LOAD` or least-loaded.
+fn policy_of(k: u8) -> RoutingPolicy {
+    match k % 3 {
+        0 => RoutingPolicy::RoundRobin,
+        1 => RoutingPolicy::Load,
+        _ => RoutingPolicy::LeastLoaded,
+    }
+}
+
+/// Runs `random` with instances run ahead of the clock and settled instant by instant, and
+/// checks that both give the same outcome and records (inter-token gaps included); returns
+/// how many steps were run ahead.
+fn run_ahead_and_settled(random: &RandomRun) -> u64 {
+    let mut ahead = Listed::default();
+    let (on, _, ran) = random.run(&mut ahead, |c| c.step_ahead(true));
+    let mut settled = Listed::default();
+    let (off, _, none) = random.run(&mut settled, |_| {});
+    assert_eq!(none, 0, "off unless asked for outside `run`");
+    assert_eq!(on, off, "the same outcome");
+    assert_eq!(ahead.0.len() as u64, random.n);
+    assert_eq!(ahead.0, settled.0, "the same records, gaps included");
+    ran
+}
+
+/// Every finished request's record with its inter-token gaps listed (the CSV's `itl`
+/// column), and no step.
+#[derive(Default)]
+struct Listed(Vec<String>);
+
+impl Observer for Listed {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        self.0.push(format!("{r:?}"));
+        Ok(())
+    }
+
+    fn wants_itl_values(&self) -> bool {
+        true
+    }
+
+    fn wants_steps(&self) -> bool {
+        false
+    }
+}
+
+/// Step ends of a run (every step heard of: none quiet, none run ahead).
+#[derive(Default)]
+struct StepEnds(std::collections::BTreeSet<Nanos>);
+
+impl Observer for StepEnds {
+    fn request_finished(&mut self, _: &RequestRecord<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        self.0.insert(step.end_ns);
+        Ok(())
+    }
+
+    fn wants_steps(&self) -> bool {
+        true
+    }
+}
+
+/// Instances run ahead of the clock ([`Cluster::step_ahead`]) give the run settled instant
+/// by instant, and do run ahead, on workloads where arrivals land exactly at step ends:
+/// arrivals and prices on one 10 ns grid, bursts with quiet spells between (stretches then
+/// run ahead many steps), preemptions, asynchronous scheduling, the three ranked or
+/// unranked policies.
+#[test]
+fn a_run_ahead_is_the_run_settled_with_arrivals_at_step_ends() {
+    let (mut ran, mut at_step_ends) = (0, 0);
+    for seed in 1..=6 {
+        let random = RandomRun {
+            k: 1 + seed as usize % 4,
+            seed,
+            n: 300,
+            blocks: 19 + 9 * seed as u32,
+            async_scheduling: seed % 2 == 0,
+            policy: policy_of(seed as u8),
+            spells: true,
+        };
+        ran += run_ahead_and_settled(&random);
+        let mut ends = StepEnds::default();
+        random.run(&mut ends, |c| c.step_ahead(true));
+        let arrivals = random.requests();
+        at_step_ends += arrivals
+            .iter()
+            .filter(|r| ends.0.contains(&r.arrival_ns))
+            .count();
+    }
+    assert!(ran > 1_000, "{ran} steps run ahead");
+    assert!(at_step_ends > 10, "{at_step_ends} arrivals at a step end");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(16))]
+
+    /// Random workloads give the same run with instances run ahead of the clock as settled
+    /// instant by instant (see the test above), with arrivals on the prices' grid or not.
+    #[test]
+    fn random_runs_ahead_are_the_runs_settled(
+        seed in 1u64..u64::MAX,
+        k in 1usize..6,
+        blocks in 19u32..80,
+        async_scheduling in proptest::bool::ANY,
+        policy in 0u8..3,
+        spells in proptest::bool::ANY,
+    ) {
+        let random = RandomRun {
+            k,
+            seed,
+            n: 200,
+            blocks,
+            async_scheduling,
+            policy: policy_of(policy),
+            spells,
+        };
+        run_ahead_and_settled(&random);
+    }
+}
+
 /// An observer of steps hears of every one: no step end is settled quietly for it.
 #[test]
 fn steps_are_never_quiet_for_an_observer_of_steps() {
@@ -560,9 +702,13 @@ fn steps_are_never_quiet_for_an_observer_of_steps() {
         blocks: 40,
         async_scheduling: true,
         policy: RoutingPolicy::Load,
+        spells: false,
     };
-    let (outcome, taken) = random.run(&mut reading, |c| assert!(!c.steps_quietly()));
-    assert_eq!(taken, 0);
+    let (outcome, taken, ahead) = random.run(&mut reading, |c| {
+        assert!(!c.steps_quietly());
+        c.step_ahead(true);
+    });
+    assert_eq!((taken, ahead), (0, 0), "none quiet, none run ahead");
     assert_eq!(reading.seen, outcome.steps, "every step reported");
 }
 
