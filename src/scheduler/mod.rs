@@ -330,7 +330,7 @@ pub struct Scheduler {
 }
 
 /// The bytes at the start of a [`Scheduler`] that a step reads whatever it does (the fields
-/// up to the pool, and the pool's first line), which the warming fetches at once.
+/// up to the pool, and the pool's first line).
 const HOT_BYTES: usize = std::mem::offset_of!(Scheduler, pool) + 64;
 
 // The step's fields fit in the first eleven cache lines (a field added among them that breaks

@@ -49,12 +49,10 @@ fn bytes(start: *const u8, len: usize) {
 
 impl super::Scheduler {
     /// Warms what the instance's next step end and step touch first and cannot find ahead
-    /// by itself: the scheduler's own fields that every step reads (its first lines, see
-    /// [`super::HOT_BYTES`]), the first stretch member the step end finishes (the member and
-    /// its request), the stretch bucket that takes new blocks (its members and the ends of
-    /// their block lists), and the step and its batch.
+    /// by itself: the first stretch member the step end finishes (the member and its
+    /// request), the stretch bucket that takes new blocks (its members and the ends of their
+    /// block lists), and the step and its batch.
     pub(crate) fn warm(&self) {
-        bytes(std::ptr::from_ref(self).cast::<u8>(), super::HOT_BYTES);
         self.stretch
             .warm_finishing(self.step_finish_ns.count(), &self.slots);
         let bs = u64::from(self.config.block_size.max(1));
