@@ -325,16 +325,23 @@ impl LooseFilter {
     }
 }
 
-/// The pool of KV blocks of one instance.
+/// The pool of KV blocks of one instance. Laid out (`repr(C)`) with what taking a block off
+/// the stack and setting the clock read first, in one cache line.
 #[derive(Debug)]
+#[repr(C)]
 pub struct BlockPool {
-    /// The blocks used so far, by id; ids from `blocks.len()` to `capacity` are fresh.
-    pub blocks: Vec<Block>,
-    /// Total blocks.
-    capacity: u32,
     /// The free blocks while no block has been indexed yet (see the module docs); `None`
     /// once the free list is in use.
     stack: Option<Vec<BlockId>>,
+    num_free: usize,
+    /// When the prefix index changed, for routers that see it late (`None`: not kept).
+    pub history: Option<Box<CacheHistory>>,
+    /// Recent evictions, for KV thrashing (`None`: not watched).
+    thrash: Option<Box<ThrashWatch>>,
+    /// Total blocks.
+    capacity: u32,
+    /// The blocks used so far, by id; ids from `blocks.len()` to `capacity` are fresh.
+    pub blocks: Vec<Block>,
     /// The free list, least recently freed first, as entries `(block, turn)` in an array
     /// rather than links through the blocks: an allocation knows the blocks it takes next
     /// and fetches their bookkeeping ahead (a walk along links would wait for each block's
@@ -345,15 +352,10 @@ pub struct BlockPool {
     pub free: VecDeque<(BlockId, u32)>,
     /// How many of the free list's entries are stale.
     pub stale: usize,
-    num_free: usize,
     /// The prefix index's table: the indexed blocks that are no other block's children
     /// (see the module docs), found by their hashes, and its filter.
     pub index: HashTable<BlockId>,
     filter: LooseFilter,
-    /// When the prefix index changed, for routers that see it late (`None`: not kept).
-    pub history: Option<Box<CacheHistory>>,
-    /// Recent evictions, for KV thrashing (`None`: not watched).
-    thrash: Option<Box<ThrashWatch>>,
 }
 
 /// The hashes evicted from the prefix index within the last `window` ns, with when: a

@@ -217,46 +217,102 @@ struct InFlight {
 }
 
 /// The scheduler of one instance.
+///
+/// Its fields are laid out by when a step reads them (`repr(C)`, from a cache line's start):
+/// with hundreds of instances taking turns, an instance's state is cold at each of its steps,
+/// and every line a step touches is a miss of its own. First what the warming and every step
+/// read (the stretch, the step, the slots, the step times, the counters and switches of the
+/// step being formed, the pool's stack: `HOT_BYTES`), then what steps that finish requests
+/// read, then admissions, then what only some runs or calls read (pipelines, P/D, counters).
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct Scheduler {
-    config: SchedulerConfig,
-    pool: BlockPool,
-    slots: Vec<Option<RunningRequest>>,
-    free_slots: Vec<u32>,
-    waiting: std::collections::VecDeque<u32>,
-    running: Vec<u32>,
-    step: Vec<Scheduled>,
+    // Read by the warming and by every step.
+    /// The current decode stretch (see `stretch.rs`).
+    stretch: stretch::Stretch,
     step_items: Vec<BatchItem>,
-    /// KV tokens a prefill instance sends in the last formed step (see
-    /// [`Scheduler::last_kv_send_tokens`]).
-    step_kv_send_tokens: u64,
-    hit_scratch: Vec<BlockId>,
+    step: Vec<Scheduled>,
+    slots: Vec<Option<RunningRequest>>,
     /// The finish time of every completed step, in completion order: a request's token
     /// times are indices into it ([`RunningRequest::note_token`]).
     step_finish_ns: itl::StepTimes,
-    /// What the step completed last computed: prompt tokens (prefill and recompute work) and
-    /// generated tokens.
-    last_step_tokens: StepTokens,
-    /// Tokens of the last prefix lookup found in the lower tier (past the device hits).
-    lower_hit: u32,
-    /// The lower tier of the prefix cache, if any.
-    lower: Option<LowerTier>,
+    /// Steps formed so far.
+    formed: u64,
+    /// Most steps in flight at once (the pipeline depth, `pp`; 1 without pipelining).
+    depth: usize,
+    config: SchedulerConfig,
+    running: Vec<u32>,
+    waiting: std::collections::VecDeque<u32>,
+    /// KV tokens a prefill instance sends in the last formed step (see
+    /// [`Scheduler::last_kv_send_tokens`]).
+    step_kv_send_tokens: u64,
     /// Tokens recalled from the lower tier by the step being formed, and their load time.
     step_recall_tokens: u64,
     step_recall_ns: Nanos,
-    stats: SchedulerStats,
-    /// A prefill instance: requests leave at the end of their prefill.
-    hand_off: bool,
-    /// Slots of requests handed off and not yet collected by [`Scheduler::pop_handoff`].
-    handoffs: std::collections::VecDeque<u32>,
-    /// Requests handed off whose blocks are still held (KV transfer not finished).
-    handed_off: usize,
+    /// What the step completed last computed: prompt tokens (prefill and recompute work) and
+    /// generated tokens.
+    last_step_tokens: StepTokens,
+    /// Under async scheduling: what the step completed last freed, still held while the next
+    /// step is formed.
+    freed_late: FreedLate,
+    /// Anomaly detection, when on.
+    watch: Option<Box<watch::Watch>>,
+    /// The lower tier of the prefix cache, if any.
+    lower: Option<Box<LowerTier>>,
+    /// Slots of cancelled requests still included in a step in flight (see `cancel.rs`).
+    cancelled: Vec<u32>,
     /// Requests routed here whose KV cache is still on its way.
     incoming: usize,
     /// vLLM's P/D flow: slots of requests whose prompt KV is being pulled here, and the ids
     /// of those whose pull the step being formed starts (collected by
     /// [`Scheduler::pop_pull_start`]).
     pulling: Vec<u32>,
+    /// [`SchedulerStats::prefix_requested_tokens`] and [`SchedulerStats::prefix_hit_tokens`],
+    /// which the engine reads at every step end: kept here, among what a step reads, and
+    /// put into the counters by [`Scheduler::stats`].
+    prefix_requested_tokens: u64,
+    prefix_hit_tokens: u64,
+    /// Tokens of the last prefix lookup found in the lower tier (past the device hits).
+    lower_hit: u32,
+    /// Blocks the last prefix lookup found evicted within the thrash window.
+    thrash_pending: u32,
+    /// A formed step has not completed yet.
+    in_flight: bool,
+    /// Whether decode-only steps may run as stretches.
+    stretches: bool,
+    /// A prefill instance: requests leave at the end of their prefill.
+    hand_off: bool,
+    /// Whether finished requests' records list their inter-token latencies.
+    itl_values: bool,
+    /// Waiting-queue order and preemption victim choice.
+    order: QueueOrder,
+    preemption: PreemptionOrder,
+    /// The KV blocks (what a step reads of it first: its stack and free count).
+    pool: BlockPool,
+    // Read by steps that finish requests.
+    /// Scratch of [`Scheduler::complete_step`]: the slots of requests leaving the running set,
+    /// and by slot whether it is one of them (the running set is then compacted with one look
+    /// per request, not a search of the list).
+    leaving: Vec<u32>,
+    is_leaving: Vec<bool>,
+    /// The emptied block lists of finished requests, for the next admissions (a list grows
+    /// with its request, so a reused one rarely grows again).
+    spare_blocks: Vec<Vec<BlockId>>,
+    free_slots: Vec<u32>,
+    /// The inter-token gaps of the requests finished here, pooled by step (see `itl.rs`).
+    itl: itl::ItlTally,
+    // Read by admissions.
+    hit_scratch: Vec<BlockId>,
+    /// The decisions of the steps formed since the last [`Scheduler::take_decisions`], when
+    /// they are traced.
+    decisions: Option<Vec<SchedDecision>>,
+    /// Counters (the prefix cache's two are kept among the step's fields, above).
+    stats: SchedulerStats,
+    // Read by pipelined and P/D runs only.
+    /// Slots of requests handed off and not yet collected by [`Scheduler::pop_handoff`].
+    handoffs: std::collections::VecDeque<u32>,
+    /// Requests handed off whose blocks are still held (KV transfer not finished).
+    handed_off: usize,
     /// Pulls started here so far (vLLM's flow): each pull's start order.
     pulls_started: u64,
     pull_starts: std::collections::VecDeque<u64>,
@@ -266,48 +322,20 @@ pub struct Scheduler {
     pulled_blocks: usize,
     /// Handed-off requests waiting for a ready decode replica (autoscaled P/D runs).
     held_for_decode: usize,
-    /// Steps formed so far.
-    formed: u64,
-    /// A formed step has not completed yet.
-    in_flight: bool,
-    /// Under async scheduling: what the step completed last freed, still held while the next
-    /// step is formed.
-    freed_late: FreedLate,
-    /// Most steps in flight at once (the pipeline depth, `pp`; 1 without pipelining).
-    depth: usize,
     /// With `depth > 1`: the steps in flight, oldest first.
     pipeline: std::collections::VecDeque<InFlight>,
     /// With `depth > 1`: the step completed last; buffers of completed steps for reuse.
     completed: InFlight,
     spare: Vec<InFlight>,
-    /// Waiting-queue order and preemption victim choice.
-    order: QueueOrder,
-    preemption: PreemptionOrder,
-    /// Anomaly detection, when on.
-    watch: Option<Box<watch::Watch>>,
-    /// Blocks the last prefix lookup found evicted within the thrash window.
-    thrash_pending: u32,
-    /// The decisions of the steps formed since the last [`Scheduler::take_decisions`], when
-    /// they are traced.
-    decisions: Option<Vec<SchedDecision>>,
-    /// Slots of cancelled requests still included in a step in flight (see `cancel.rs`).
-    cancelled: Vec<u32>,
-    /// The inter-token gaps of the requests finished here, pooled by step (see `itl.rs`).
-    itl: itl::ItlTally,
-    /// Whether finished requests' records list their inter-token latencies.
-    itl_values: bool,
-    /// Whether decode-only steps may run as stretches (see `stretch.rs`), and the current one.
-    stretches: bool,
-    stretch: stretch::Stretch,
-    /// Scratch of [`Scheduler::complete_step`]: the slots of requests leaving the running set,
-    /// and by slot whether it is one of them (the running set is then compacted with one look
-    /// per request, not a search of the list).
-    leaving: Vec<u32>,
-    is_leaving: Vec<bool>,
-    /// The emptied block lists of finished requests, for the next admissions (a list grows
-    /// with its request, so a reused one rarely grows again).
-    spare_blocks: Vec<Vec<BlockId>>,
 }
+
+/// The bytes at the start of a [`Scheduler`] that a step reads whatever it does (the fields
+/// up to the pool, and the pool's first line).
+const HOT_BYTES: usize = std::mem::offset_of!(Scheduler, pool) + 64;
+
+// The step's fields fit in the first eleven cache lines (a field added among them that breaks
+// this costs every instance a miss a step at scale).
+const _: () = assert!(HOT_BYTES <= 11 * 64);
 
 /// Under async scheduling, vLLM forms a step while the previous one runs: requests that finish
 /// with step `k` still hold their places (`max_num_seqs`) and KV blocks when step `k + 1` is
@@ -396,6 +424,8 @@ impl Scheduler {
             hit_scratch: Vec::new(),
             step_finish_ns: itl::StepTimes::default(),
             last_step_tokens: StepTokens::default(),
+            prefix_requested_tokens: 0,
+            prefix_hit_tokens: 0,
             lower_hit: 0,
             lower: None,
             step_recall_tokens: 0,
@@ -522,7 +552,12 @@ impl Scheduler {
         kv_bytes_per_token: u64,
     ) {
         let block = self.config.block_size;
-        self.lower = Some(LowerTier::new(pool, space, kv_bytes_per_token, block));
+        self.lower = Some(Box::new(LowerTier::new(
+            pool,
+            space,
+            kv_bytes_per_token,
+            block,
+        )));
     }
 
     /// Gives the prefix cache the CPU tier of KV offloading (`spec`) in its private `pool`,
@@ -534,12 +569,17 @@ impl Scheduler {
         spec: KvOffloadSpec,
     ) {
         let block = self.config.block_size;
-        self.lower = Some(LowerTier::offload(pool, kv_bytes_per_token, block, spec));
+        self.lower = Some(Box::new(LowerTier::offload(
+            pool,
+            kv_bytes_per_token,
+            block,
+            spec,
+        )));
     }
 
     /// The KV offload link's counters (`None` unless KV offloading).
     pub fn offload_link_stats(&self) -> Option<LinkStats> {
-        self.lower.as_ref().and_then(LowerTier::link_stats)
+        self.lower.as_deref().and_then(LowerTier::link_stats)
     }
 
     /// KV offloading's CPU tier occupancy and link queue at `now` (`None` unless KV
@@ -575,16 +615,15 @@ impl Scheduler {
     pub fn stats(&self) -> SchedulerStats {
         SchedulerStats {
             kv_offload: self.offload_link_stats(),
+            prefix_requested_tokens: self.prefix_requested_tokens,
+            prefix_hit_tokens: self.prefix_hit_tokens,
             ..self.stats
         }
     }
 
     /// [`SchedulerStats::prefix_requested_tokens`] and [`SchedulerStats::prefix_hit_tokens`].
     pub fn prefix_tokens(&self) -> (u64, u64) {
-        (
-            self.stats.prefix_requested_tokens,
-            self.stats.prefix_hit_tokens,
-        )
+        (self.prefix_requested_tokens, self.prefix_hit_tokens)
     }
 
     /// The batch formed by the last [`Scheduler::schedule`].
@@ -1125,13 +1164,19 @@ impl Scheduler {
         }
         if !req.prefix_recorded && self.config.enable_prefix_caching {
             req.prefix_recorded = true;
-            self.stats.prefix_requested_tokens += u64::from(req.input_toks);
-            self.stats.prefix_hit_tokens += u64::from(hit_tokens - recalled);
+            self.prefix_requested_tokens += u64::from(req.input_toks);
+            self.prefix_hit_tokens += u64::from(hit_tokens - recalled);
             self.stats.lower_hit_tokens += u64::from(recalled);
         }
         req.computed = hit_tokens;
         self.stats.kv_thrash_blocks += u64::from(std::mem::take(&mut self.thrash_pending));
-        Self::index_full_blocks(&mut self.pool, self.lower.as_mut(), req, new_tokens, block);
+        Self::index_full_blocks(
+            &mut self.pool,
+            self.lower.as_deref_mut(),
+            req,
+            new_tokens,
+            block,
+        );
         true
     }
 
@@ -1149,7 +1194,13 @@ impl Scheduler {
             req.blocks
                 .push(self.pool.allocate().expect("checked free blocks"));
         }
-        Self::index_full_blocks(&mut self.pool, self.lower.as_mut(), req, new_tokens, block);
+        Self::index_full_blocks(
+            &mut self.pool,
+            self.lower.as_deref_mut(),
+            req,
+            new_tokens,
+            block,
+        );
         true
     }
 

@@ -109,31 +109,34 @@ pub(super) fn runs_kept(
         })
 }
 
-/// The members of an instance, its buffers reused from one stretch to the next.
+/// The members of an instance, its buffers reused from one stretch to the next. Laid out
+/// (`repr(C)`) with what every step reads first (the warming's heap top and buckets, the
+/// members' count and sums), then what only steps that finish or admit members read.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(super) struct Stretch {
-    /// By id; the ids in `free_ids` are unused.
-    members: Vec<Member>,
-    free_ids: Vec<u32>,
+    /// The members that have not finished, earliest finish first.
+    finishes: BinaryHeap<Reverse<Finish>>,
+    /// Per bucket, its members' blocks in running order.
+    buckets: Vec<Vec<Holding>>,
     /// The members' ids in running order: the first `order.len()` entries of `running`, of
     /// the step and of its batch.
     order: Vec<u32>,
-    /// How many members lead the step in flight.
-    in_flight: usize,
     /// Members that finished and are still listed: their positions (ascending) and ids.
     left: Vec<(u32, u32)>,
-    /// The members that have not finished, earliest finish first.
-    finishes: BinaryHeap<Reverse<Finish>>,
-    /// Scratch: the ids of the members finishing with the step completed now.
-    finishing: Vec<u32>,
-    /// Per bucket, its members' blocks in running order.
-    buckets: Vec<Vec<Holding>>,
+    /// How many members lead the step in flight.
+    in_flight: usize,
     /// The members' KV reads in the last formed step (`context + 1` each, summed) and the
     /// longest, kept as members join, grow and leave.
     kv_tokens: u64,
     longest: u64,
     /// The lead of the last formed step: its members, as pricing reads them.
     formed_lead: DecodeLead,
+    /// By id; the ids in `free_ids` are unused.
+    members: Vec<Member>,
+    free_ids: Vec<u32>,
+    /// Scratch: the ids of the members finishing with the step completed now.
+    finishing: Vec<u32>,
 }
 
 impl Stretch {
