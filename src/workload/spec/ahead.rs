@@ -105,7 +105,29 @@ impl Iterator for DrawnAhead<'_> {
             return None;
         }
         self.count.set(self.count.get() + 1);
-        self.current.pop()
+        let next = self.current.pop();
+        // The one after was written by the drawing thread's core: fetched while the run
+        // works on this one.
+        if let Some(after) = self.current.last() {
+            warm(after);
+        }
+        next
+    }
+}
+
+/// Hints that every cache line of `request` is read soon (a hint changes no value).
+#[inline(always)]
+fn warm(request: &Request) {
+    let start = std::ptr::from_ref(request).cast::<i8>();
+    for offset in (0..size_of::<Request>()).step_by(64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint: it never faults and reads nothing the program sees.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = start.wrapping_add(offset);
     }
 }
 
