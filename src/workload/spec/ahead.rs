@@ -23,10 +23,10 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::{Scope, ScopedJoinHandle};
 
 /// Requests a batch holds: a hand-over per this many requests.
-pub const BATCH: usize = 1024;
+pub const BATCH: usize = 4096;
 
 /// Full batches the drawing thread may be ahead of the run before it waits.
-pub const BATCHES_AHEAD: usize = 4;
+pub const BATCHES_AHEAD: usize = 2;
 
 /// The requests of a workload without sessions, drawn on a thread of `scope` (see the
 /// module); an iterator that gives them in the stream's order.

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 /// Two open-loop clients, one behind a network (a short prompt may overtake a long one sent
 /// earlier, so the stream reorders what it draws), one with a shared prefix (token ids); more
-/// requests than several batches hold.
+/// requests than a batch holds.
 const SPEC: &str = "version: \"2\"\nseed: 5\naggregate_rate: 400\nnum_requests: 5000\n\
     clients:\n  - id: plain\n    rate_fraction: 0.6\n    arrival: {process: poisson}\n    \
     prefix_group: system\n    prefix_length: 32\n    \
