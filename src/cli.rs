@@ -557,7 +557,7 @@ pub struct RunArgs {
     /// Threads of a run: 1 keeps everything on the simulation's thread; 2 draws a generated
     /// workload's open-loop arrivals and folds the inter-token gaps on a second one (outputs
     /// byte-identical either way). Default: 2 on a machine with two cores or more, for runs of
-    /// 20,000 requests or more.
+    /// 10,000 requests or more.
     #[arg(help_heading = "Outputs", long, value_name = "N",
           value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,

@@ -150,10 +150,10 @@ fn run_in<'scope, 'env>(
         .with_injector(injector)
         .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer))
         .with_control(control.as_mut());
-    let folding = match config.threads.second(num_requests) {
-        true => Some(FoldBehind::start().context("starting the thread that folds the gaps")?),
-        false => None,
-    };
+    let folding = (config.threads.second(num_requests))
+        .then(FoldBehind::start)
+        .transpose()
+        .context("starting the thread that folds the gaps")?;
     let simulated = engine::simulate(run, services);
     drop(folding);
     let outcome = match simulated {
