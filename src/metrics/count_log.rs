@@ -3,8 +3,11 @@
 //! instance's inter-token gaps, where nearly every entry is a value the tally has seen at most
 //! a few times (each step's duration is its own). Memory stays bounded by the distinct values:
 //! once the entries appended since the last batch outnumber the sorted ones (and a floor),
-//! they are sorted and folded in.
+//! they are sorted and folded in. While a [`super::FoldBehind`] is held, the logs made by
+//! [`CountLog::default`] are sorted and folded on a folding thread instead (see
+//! `fold_behind.rs`); what they hold is the same.
 
+use super::fold_behind::{self, Behind, CHUNK};
 use super::stats::sort_adding_equal;
 
 /// Bits of a packed entry that hold its count; the value is held above them.
@@ -20,7 +23,7 @@ pub const MAX_VALUE: u64 = u64::MAX >> COUNT_BITS;
 const MIN_BATCH: usize = 1 << 15;
 
 /// Integers with their counts, appended and sorted in batches; see the module.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CountLog {
     /// Distinct values in ascending order, each packed as `value << COUNT_BITS | count`;
     /// a value whose count passes [`MAX_COUNT`] takes several adjacent entries.
@@ -33,11 +36,49 @@ pub struct CountLog {
     len: u64,
     /// Fewest appended entries that make a batch.
     min_batch: usize,
+    /// The folding thread that sorts and folds the appended entries, a chunk at a time, when
+    /// the log was made while a [`super::FoldBehind`] was held; `sorted` then stays empty.
+    behind: Option<Behind>,
 }
 
 impl Default for CountLog {
+    /// An empty log ([`CountLog::with_min_batch`] 32,768), folded behind while this thread
+    /// holds a [`super::FoldBehind`].
     fn default() -> Self {
+        CountLog {
+            behind: fold_behind::current().map(Behind::new),
+            ..CountLog::with_min_batch(MIN_BATCH)
+        }
+    }
+}
+
+impl CountLog {
+    /// An empty log folded on its own thread whatever the thread holds (the folded part of
+    /// a log folded behind).
+    pub(super) fn plain() -> CountLog {
         CountLog::with_min_batch(MIN_BATCH)
+    }
+}
+
+impl Clone for CountLog {
+    /// A copy; of a log folded behind, a log folded on its own thread.
+    fn clone(&self) -> Self {
+        if self.behind.is_none() {
+            return CountLog {
+                sorted: self.sorted.clone(),
+                appended: self.appended.clone(),
+                wide: self.wide.clone(),
+                len: self.len,
+                min_batch: self.min_batch,
+                behind: None,
+            };
+        }
+        let mut copy = CountLog::with_min_batch(self.min_batch);
+        self.each_packed(|entries| copy.appended.extend_from_slice(entries));
+        copy.fold_appended();
+        copy.wide = self.wide.clone();
+        copy.len = self.len;
+        copy
     }
 }
 
@@ -51,12 +92,43 @@ impl CountLog {
             wide: std::collections::BTreeMap::new(),
             len: 0,
             min_batch,
+            behind: None,
         }
     }
 
-    /// How many packed entries it holds: sorted, and appended since the last batch.
+    /// How many packed entries it holds: sorted, and appended since the last batch (of a log
+    /// folded behind, those its folded part holds sorted and appended, and those it appended
+    /// since its last chunk).
     pub fn packed_entries(&self) -> (usize, usize) {
-        (self.sorted.len(), self.appended.len())
+        let (sorted, appended) = (self.sorted.len(), self.appended.len());
+        match &self.behind {
+            None => (sorted, appended),
+            Some(behind) => behind.read(|log| {
+                let (s, a) = log.packed_entries();
+                (sorted + s, appended + a)
+            }),
+        }
+    }
+
+    /// Each run of packed entries it holds (of a log folded behind, once its chunks are
+    /// folded), to `each`; not the side list of wide values.
+    fn each_packed(&self, mut each: impl FnMut(&[u64])) {
+        if let Some(behind) = &self.behind {
+            // The folded part is a plain log.
+            behind.read(|log| {
+                each(&log.sorted);
+                each(&log.appended);
+            });
+        }
+        each(&self.sorted);
+        each(&self.appended);
+    }
+
+    /// Adds packed entries (from a log folded behind): the folding thread's side.
+    pub(super) fn append_packed(&mut self, entries: &[u64]) {
+        self.len += entries.iter().map(|&e| e & MAX_COUNT).sum::<u64>();
+        self.appended.extend_from_slice(entries);
+        self.fold_when_due();
     }
 
     /// Adds `count` copies of `value`.
@@ -78,8 +150,7 @@ impl CountLog {
     /// the merged ones per log).
     pub fn merge(&mut self, other: &CountLog) {
         self.len += other.len;
-        self.appended.extend_from_slice(&other.sorted);
-        self.appended.extend_from_slice(&other.appended);
+        other.each_packed(|entries| self.appended.extend_from_slice(entries));
         for (&value, &count) in &other.wide {
             *self.wide.entry(value).or_insert(0) += count;
         }
@@ -98,7 +169,7 @@ impl CountLog {
 
     /// Each distinct value with its count, smallest first.
     pub fn sorted(&self) -> Vec<(u64, u64)> {
-        let mut pairs: Vec<(u64, u64)> = if self.appended.is_empty() {
+        let mut pairs: Vec<(u64, u64)> = if self.appended.is_empty() && self.behind.is_none() {
             self.sorted.iter().map(|&e| unpack(e)).collect()
         } else {
             let mut log = self.clone();
@@ -114,6 +185,12 @@ impl CountLog {
     /// Folds the appended entries in once they outnumber the sorted ones and a batch, so
     /// that it holds at most about twice its distinct values.
     fn fold_when_due(&mut self) {
+        if let Some(behind) = &mut self.behind {
+            if self.appended.len() >= CHUNK {
+                behind.hand_over(&mut self.appended);
+            }
+            return;
+        }
         if self.appended.len() >= self.sorted.len().max(self.min_batch) {
             self.fold_appended();
         }

@@ -5,6 +5,7 @@ pub mod anomalies;
 pub mod count_log;
 pub mod csv_out;
 pub mod fitness;
+mod fold_behind;
 pub mod plots;
 mod run_plots;
 pub mod run_settings;
@@ -24,6 +25,7 @@ pub use fitness::{
     DEFAULT_WEIGHTS, Fitness, FitnessError, FitnessInputs, FitnessTerm, FitnessWeights, METRICS,
     REFERENCE_MS,
 };
+pub use fold_behind::FoldBehind;
 pub use plots::PlotFormat;
 pub use plots::{tick_label, whole_label_count, whole_tick_label, write_png};
 pub use run_plots::RunPlots;

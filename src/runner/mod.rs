@@ -5,10 +5,11 @@ mod evaluate;
 mod outputs;
 mod rehearsal;
 mod scaling;
+mod threads;
 mod waves;
 
 use crate::evaluation::RunSignals;
-use crate::metrics::{RunPlots, RunSettings, SloCollector, TimeSeries};
+use crate::metrics::{FoldBehind, RunPlots, RunSettings, SloCollector, TimeSeries};
 use crate::output::{Finished, StagedDir};
 
 use crate::Nanos;
@@ -34,8 +35,8 @@ use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::sessions::{LiveSessions, SessionOutcome, SharedSessions};
 use crate::workload::spec::{
-    Generator, Overrides, SessionStream, StreamPlan, Synthetic, WorkloadSpec, generate_workload,
-    scenario, stream_workload,
+    DrawnAhead, Generator, Overrides, SessionStream, StreamPlan, Synthetic, WorkloadSpec,
+    generate_workload, scenario, stream_workload,
 };
 use crate::workload::{
     DatasetFormat, Injector, MAX_TIME_NS, Request, Workload, detected, read_dataset,
@@ -46,21 +47,33 @@ use outputs::{Outputs, Progress, SessionLabels};
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::thread::Scope;
 
 pub use rehearsal::Rehearsal;
+pub use threads::{AUTO_FROM_REQUESTS, Threads};
 
 /// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let started = std::time::Instant::now();
     let spec = load_spec(config)?;
+    std::thread::scope(|scope| run_in(config, spec.as_ref(), scope, started))
+}
+
+/// [`run`] with the workload's `spec` loaded, any second thread it starts in `scope`.
+fn run_in<'scope, 'env>(
+    config: &'env SimConfig,
+    spec: Option<&'env WorkloadSpec>,
+    scope: &'scope Scope<'scope, 'env>,
+    started: std::time::Instant,
+) -> anyhow::Result<Summary> {
     let Prepared {
         workload,
         stream,
         has_sessions,
         retime,
         max_in_flight,
-    } = prepare(config, spec.as_ref())?;
+    } = prepare(config, spec)?;
     let mut registry =
         SessionRegistry::new(&workload.sessions).with_clients(workload.classes.as_ref());
     let live: SharedSessions<'_> =
@@ -71,7 +84,10 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         None => workload.num_requests() as u64,
     };
     let streamed = stream
-        .map(|(plan, generator)| streamed(config, &workload, &plan, generator, retime, &live))
+        .map(|(plan, generator)| {
+            let drawing = Drawing { retime, scope };
+            streamed(config, &workload, &plan, generator, drawing, &live)
+        })
         .transpose()?;
     let (first_arrival, last_arrival) = match &streamed {
         Some(s) => (s.first_arrival, s.last_arrival),
@@ -134,7 +150,13 @@ pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
         .with_injector(injector)
         .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer))
         .with_control(control.as_mut());
-    let outcome = match engine::simulate(run, services) {
+    let folding = (config.threads.second(num_requests))
+        .then(FoldBehind::start)
+        .transpose()
+        .context("starting the thread that folds the gaps")?;
+    let simulated = engine::simulate(run, services);
+    drop(folding);
+    let outcome = match simulated {
         Ok(outcome) => outcome,
         Err(e) => {
             // Stop every group's process (dropping it kills it) before reporting.
@@ -224,17 +246,25 @@ struct Streamed<'r> {
     listed: Rc<Cell<u64>>,
 }
 
-/// The stream of the workload `generator` draws (surveyed in `plan`), its arrivals moved by
-/// `retime`, its sessions started in `live`. The last arrival is learnt only for an
-/// autoscaled run, of a workload with sessions by a dry pass over what it starts with.
-fn streamed<'r>(
+/// How a generated workload's stream is drawn: its arrivals moved by `retime`; drawn ahead on
+/// a thread of `scope` when the run takes a second thread and the workload has no sessions.
+struct Drawing<'scope, 'env> {
+    retime: Retime,
+    scope: &'scope Scope<'scope, 'env>,
+}
+
+/// The stream of the workload `generator` draws (surveyed in `plan`), as `drawing` says, its
+/// sessions started in `live`. The last arrival is learnt only for an autoscaled run, of a
+/// workload with sessions by a dry pass over what it starts with.
+fn streamed<'r, 'scope: 'r, 'env: 'r>(
     config: &SimConfig,
     workload: &'r Workload,
     plan: &StreamPlan,
-    generator: Generator<'r>,
-    retime: Retime,
+    generator: Generator<'env>,
+    drawing: Drawing<'scope, 'env>,
     live: &SharedSessions<'r>,
 ) -> anyhow::Result<Streamed<'r>> {
+    let retime = drawing.retime;
     let last_arrival = match (&config.control.autoscale, plan.sessions) {
         (None, _) => 0,
         (Some(_), 0) => retime.apply(plan.last_arrival_ns),
@@ -245,6 +275,18 @@ fn streamed<'r>(
             dry.map(|r| r.arrival_ns).max().unwrap_or(0)
         }
     };
+    if plan.sessions == 0 && config.threads.second(plan.count) {
+        let mut ahead = DrawnAhead::start(drawing.scope, generator, move |t| retime.apply(t))
+            .context("starting the thread that draws the workload")?;
+        let listed = ahead.counter();
+        let first = ahead.next();
+        return Ok(Streamed {
+            first_arrival: first.as_ref().map_or(0, |r| r.arrival_ns),
+            last_arrival,
+            stream: Box::new(first.into_iter().chain(ahead)),
+            listed,
+        });
+    }
     let retimed = Box::new(move |t| retime.apply(t));
     let mut stream = SessionStream::new(generator, Rc::clone(live), retimed);
     let listed = stream.counter();

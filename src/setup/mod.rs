@@ -162,6 +162,8 @@ pub struct RunOptions {
     pub log_level: log::LevelFilter,
     /// Seconds between power log lines.
     pub log_interval: f64,
+    /// Threads of the run (`--threads`).
+    pub threads: crate::runner::Threads,
     pub emit_et: Option<EmitEt>,
     pub prefix: PrefixStorageOptions,
     pub pim: PimOptions,
@@ -209,6 +211,7 @@ impl RunOptions {
             seed: RunOptions::DEFAULT_SEED,
             log_level: log::LevelFilter::Warn,
             log_interval: RunOptions::DEFAULT_LOG_INTERVAL_S,
+            threads: crate::runner::Threads::Auto,
             emit_et: None,
             prefix: PrefixStorageOptions::default(),
             pim: PimOptions::default(),
@@ -275,6 +278,8 @@ pub struct SimConfig {
     pub architecture: Option<PathBuf>,
     pub seed: u64,
     pub log_level: log::LevelFilter,
+    /// Threads of the run (`--threads`).
+    pub threads: crate::runner::Threads,
     /// Execution traces of the first steps to write (`--emit-et`).
     pub emit_et: Option<EmitEt>,
     /// The power model, when every node of the cluster config has a `power` block.
@@ -467,6 +472,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
         architecture: options.architecture,
         seed: options.seed,
         log_level: options.log_level,
+        threads: options.threads,
         emit_et: options.emit_et,
         power: deployed.power,
     })

@@ -160,6 +160,27 @@ fn an_interrupted_run_leaves_no_temporary_output_and_says_so() {
     }
 }
 
+/// On two threads (the workload drawn and the gaps folded beside the loop) as on one: an
+/// interruption leaves no output behind.
+#[test]
+fn an_interrupted_run_on_two_threads_leaves_no_temporary_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), 1_000_000);
+    let out = dir.path().join("out.csv");
+    let json = dir.path().join("summary.json");
+    let mut args = stalled_run(&spec, &out, &json);
+    args.extend(["--threads", "2"]);
+    let (code, stderr) = interrupt_once_writing(spawn(&args), dir.path(), "-INT");
+    assert_eq!(code, Some(130), "{}", tail(&stderr));
+    assert!(
+        stderr.contains("interrupted by SIGINT: no output was written"),
+        "{}",
+        tail(&stderr)
+    );
+    assert_eq!(temporaries(dir.path()), Vec::<String>::new());
+    assert!(!out.exists() && !json.exists());
+}
+
 /// Started with SIGHUP ignored (`nohup`), a run goes on through a hangup; SIGTERM still ends it
 /// cleanly.
 #[test]

@@ -40,6 +40,7 @@ mod slo;
 mod spec_limits;
 mod summary_memory;
 mod sweep;
+mod threads;
 mod timeseries;
 mod trace;
 mod trace_scaling;

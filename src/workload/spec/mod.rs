@@ -41,6 +41,7 @@
 
 pub mod agentic;
 mod agentic_error;
+mod ahead;
 pub mod arrival;
 mod client_error;
 mod closed_loop;
@@ -69,6 +70,7 @@ mod workflow;
 
 pub use agentic::{Action, AgenticSpec, LoopSpec, StepSpec, ToolSpec};
 pub use agentic_error::{AgenticError, StepProblem};
+pub use ahead::DrawnAhead;
 pub use arrival::{ArrivalError, ArrivalProcess};
 pub use client_error::{ClientError, ClientProblem, PatternError};
 pub use cohort::CohortSpec;

@@ -47,3 +47,66 @@ proptest! {
         prop_assert_eq!(copied.sorted(), log.sorted());
     }
 }
+
+/// `n` values as a run's gaps come: mostly distinct, some repeated, a few too wide to pack
+/// (a simple generator, the same every time).
+fn gaps(n: usize, seed: u64) -> Vec<(u64, u64)> {
+    let mut x = seed;
+    (0..n)
+        .map(|i| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let value = match i % 97 {
+                0 => MAX_VALUE + (x >> 60),
+                1..=20 => 7_000_000 + (x >> 61),
+                _ => 5_000_000 + (x >> 44),
+            };
+            (value, 1 + (x >> 62))
+        })
+        .collect()
+}
+
+/// Logs made while a `FoldBehind` is held fold on the folding thread (several chunks'
+/// worth here): they hold, merge and copy what logs folded on their own thread do, and stay
+/// bounded; logs made after it is dropped fold on their own thread again.
+#[test]
+fn logs_folded_behind_hold_what_logs_folded_in_place_hold() {
+    let (adds, more) = (gaps(150_000, 1), gaps(40_000, 2));
+    let fill = |log: &mut CountLog, adds: &[(u64, u64)]| {
+        adds.iter().for_each(|&(v, c)| log.add(v, c));
+    };
+    let (mut plain, mut plain_more) = (CountLog::default(), CountLog::default());
+    fill(&mut plain, &adds);
+    fill(&mut plain_more, &more);
+    let folding = blis_cosim::metrics::FoldBehind::start().unwrap();
+    let (mut behind, mut behind_more) = (CountLog::default(), CountLog::default());
+    fill(&mut behind, &adds);
+    fill(&mut behind_more, &more);
+    drop(folding);
+    assert_eq!(behind.len(), plain.len());
+    assert_eq!(behind.sorted(), plain.sorted());
+    // Bounded: no more entries than the values added, nor than twice the distinct ones
+    // and a chunk.
+    let (sorted, appended) = behind.packed_entries();
+    let distinct = plain.sorted().len();
+    assert!(
+        sorted <= distinct && appended <= distinct + (1 << 15),
+        "{sorted} {appended}"
+    );
+    // A copy is a log folded in place, with the same values.
+    let copy = behind.clone();
+    assert_eq!(copy.sorted(), plain.sorted());
+    // Merges either way, and into a log made after the guard is gone.
+    plain.merge(&plain_more);
+    behind.merge(&behind_more);
+    assert_eq!(behind.sorted(), plain.sorted());
+    let mut after = CountLog::default();
+    after.merge(&behind);
+    assert_eq!(after.len(), plain.len());
+    assert_eq!(after.sorted(), plain.sorted());
+    let mut into_behind = behind_more;
+    into_behind.merge(&copy);
+    plain_more.merge(&copy);
+    assert_eq!(into_behind.sorted(), plain_more.sorted());
+}

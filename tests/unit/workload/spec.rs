@@ -1,6 +1,7 @@
 //! Statistical tests of the length distributions and arrival processes on large samples with
 //! fixed seeds, and their parameter validation.
 
+mod ahead;
 mod counting;
 mod error_tests;
 mod limits;

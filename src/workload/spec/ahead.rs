@@ -1,0 +1,156 @@
+//! A generated workload without sessions drawn on a second thread, ahead of the run: the
+//! arrival clocks, the length draws and their ChaCha streams cost the simulation's thread
+//! nothing but taking each request off a batch.
+//!
+//! Only a workload whose arrivals are all open-loop requests can be drawn ahead: a session's
+//! later requests depend on the run's completions, so a workload with sessions (conversations,
+//! closed-loop users, agentic workflows) is drawn on the simulation's thread
+//! ([`super::SessionStream`]). The requests come in the order and with the contents the
+//! one-thread stream gives (the drawing thread runs that stream itself), so a run's outputs
+//! are the same on one thread or two.
+//!
+//! Memory stays bounded: at most [`BATCHES_AHEAD`] batches of [`BATCH`] requests wait, and an
+//! emptied batch goes back to the drawing thread to be filled again. When the run stops early
+//! (an error), the receiving end goes away and the drawing thread stops at its next hand-over.
+
+use super::generate::Generator;
+use super::session_stream::SessionStream;
+use crate::Nanos;
+use crate::workload::Request;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::thread::{Scope, ScopedJoinHandle};
+
+/// Requests a batch holds: a hand-over per this many requests.
+pub const BATCH: usize = 4096;
+
+/// Full batches the drawing thread may be ahead of the run before it waits.
+pub const BATCHES_AHEAD: usize = 2;
+
+/// The requests of a workload without sessions, drawn on a thread of `scope` (see the
+/// module); an iterator that gives them in the stream's order.
+pub struct DrawnAhead<'scope> {
+    /// Full batches, each in reverse order (the next request last); an empty one ends the
+    /// stream.
+    batches: Receiver<Vec<Request>>,
+    /// Emptied batches, back to the drawing thread.
+    emptied: Sender<Vec<Request>>,
+    /// The batch being handed out, the next request last.
+    current: Vec<Request>,
+    /// Whether the empty batch that ends the stream has come.
+    ended: bool,
+    /// Requests handed out so far.
+    count: Rc<Cell<u64>>,
+    /// The drawing thread, joined when it stops without ending the stream (it panicked).
+    drawer: Option<ScopedJoinHandle<'scope, ()>>,
+}
+
+impl<'scope> DrawnAhead<'scope> {
+    /// Starts drawing `generator`'s requests (its workload has no sessions), their arrivals
+    /// moved by `retime`, on a thread of `scope`.
+    pub fn start<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        generator: Generator<'env>,
+        retime: impl Fn(Nanos) -> Nanos + Send + 'env,
+    ) -> std::io::Result<DrawnAhead<'scope>> {
+        let (to_run, batches) = mpsc::sync_channel(BATCHES_AHEAD);
+        let (emptied, to_refill) = mpsc::channel();
+        let drawer = std::thread::Builder::new()
+            .name("workload".to_owned())
+            .spawn_scoped(scope, move || draw(generator, retime, &to_run, &to_refill))?;
+        Ok(DrawnAhead {
+            batches,
+            emptied,
+            current: Vec::new(),
+            ended: false,
+            count: Rc::new(Cell::new(0)),
+            drawer: Some(drawer),
+        })
+    }
+
+    /// The count of requests handed out so far, readable after the stream is gone.
+    pub fn counter(&self) -> Rc<Cell<u64>> {
+        Rc::clone(&self.count)
+    }
+
+    /// Takes the next batch into `current` (the emptied one goes back); false once the
+    /// stream has ended. A drawing thread that stopped without ending it panicked: its
+    /// panic is carried on here.
+    fn refill(&mut self) -> bool {
+        match self.batches.recv() {
+            Ok(batch) if batch.is_empty() => {
+                self.ended = true;
+                false
+            }
+            Ok(batch) => {
+                let emptied = std::mem::replace(&mut self.current, batch);
+                // The drawing thread may have stopped already: the batch is then dropped.
+                let _ = self.emptied.send(emptied);
+                true
+            }
+            Err(_) => match self.drawer.take().map(ScopedJoinHandle::join) {
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                _ => unreachable!("the workload's drawing thread stopped without ending"),
+            },
+        }
+    }
+}
+
+impl Iterator for DrawnAhead<'_> {
+    type Item = Request;
+
+    fn next(&mut self) -> Option<Request> {
+        if self.current.is_empty() && (self.ended || !self.refill()) {
+            return None;
+        }
+        self.count.set(self.count.get() + 1);
+        let next = self.current.pop();
+        // The one after was written by the drawing thread's core: fetched while the run
+        // works on this one.
+        if let Some(after) = self.current.last() {
+            warm(after);
+        }
+        next
+    }
+}
+
+/// Hints that every cache line of `request` is read soon (a hint changes no value).
+#[inline(always)]
+fn warm(request: &Request) {
+    let start = std::ptr::from_ref(request).cast::<i8>();
+    for offset in (0..size_of::<Request>()).step_by(64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint: it never faults and reads nothing the program sees.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = start.wrapping_add(offset);
+    }
+}
+
+/// The drawing thread: fills batches from the one-thread stream of `generator` and sends
+/// them, reversed, until the stream ends (then an empty batch) or the run goes away.
+fn draw(
+    generator: Generator<'_>,
+    retime: impl Fn(Nanos) -> Nanos,
+    to_run: &SyncSender<Vec<Request>>,
+    to_refill: &Receiver<Vec<Request>>,
+) {
+    // No session starts in a workload without sessions: the stream's own are never used.
+    let mut stream = SessionStream::dry(generator, None, Box::new(retime));
+    loop {
+        let mut batch = to_refill
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        batch.clear();
+        batch.extend(stream.by_ref().take(BATCH));
+        batch.reverse();
+        let last = batch.is_empty();
+        if to_run.send(batch).is_err() || last {
+            return;
+        }
+    }
+}
