@@ -7,6 +7,7 @@ use super::exec::{Flags, Runner, run_point};
 use super::points::Point;
 use super::results::{self, Folder, Outcome, Stream, Table};
 use super::spec::Spec;
+use crate::runner::Threads;
 use anyhow::Context;
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
@@ -57,13 +58,16 @@ pub fn run_all(
     let (tx, rx) = mpsc::channel::<(usize, Outcome, Duration)>();
     let next = AtomicUsize::new(0);
     let mut failed = 0;
+    let workers = jobs.min(pending.len());
+    // Points running side by side already use the cores: each keeps to its own thread.
+    let shared = workers > 1;
     std::thread::scope(|s| -> anyhow::Result<()> {
-        for _ in 0..jobs.min(pending.len()) {
+        for _ in 0..workers {
             let tx = tx.clone();
             let (next, pending) = (&next, &pending);
             std::thread::Builder::new()
                 .stack_size(STACK)
-                .spawn_scoped(s, move || worker(next, pending, folder, main, &tx))
+                .spawn_scoped(s, move || worker(next, pending, folder, main, shared, &tx))
                 .context("starting a worker thread")?;
         }
         drop(tx);
@@ -89,13 +93,14 @@ fn worker(
     pending: &[&Point],
     folder: &Folder,
     main: Main<'_>,
+    shared: bool,
     tx: &mpsc::Sender<(usize, Outcome, Duration)>,
 ) {
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(point) = pending.get(i) else { return };
         let started = Instant::now();
-        let outcome = run_one(point, folder, main);
+        let outcome = run_one(point, folder, main, shared);
         if tx.send((i, outcome, started.elapsed())).is_err() {
             return;
         }
@@ -103,12 +108,17 @@ fn worker(
 }
 
 /// Runs one point (its flags become run options, handed to the runner) and writes its
-/// summary JSON; a panic is a failure like an error.
-fn run_one(point: &Point, folder: &Folder, (flags, runner): Main<'_>) -> Outcome {
+/// summary JSON; a panic is a failure like an error. With `shared` cores (other points run
+/// beside it), a point left to choose its threads takes one.
+fn run_one(point: &Point, folder: &Folder, (flags, runner): Main<'_>, shared: bool) -> Outcome {
     let args = point_args(point, folder);
     // The flags and the runner keep no state a panic could leave half-changed.
     let ran = std::panic::catch_unwind(AssertUnwindSafe(|| -> anyhow::Result<Outcome> {
-        let run = run_point(flags.options(&args)?, runner)?;
+        let mut options = flags.options(&args)?;
+        if shared && options.threads == Threads::Auto {
+            options.threads = Threads::One;
+        }
+        let run = run_point(options, runner)?;
         let json_path = folder.points().join(format!("{}.json", point.id));
         run.summary.write_json(&json_path)?;
         Ok(Outcome::Ok {
