@@ -38,8 +38,8 @@ use crate::config::{Bound, ConfigError, Dtype, KvCacheDtype, PdFlow, Problem};
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingSpecError, RoutingWeights};
-use crate::runner::Threads;
 use crate::setup;
+use crate::setup::Threads;
 use crate::setup::{
     BatchLimits, Deployment, EngineOptions, EvaluationConfig, Layout, PlotsOutput, RoutingOptions,
     RunOptions, SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,

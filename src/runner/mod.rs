@@ -5,7 +5,6 @@ mod evaluate;
 mod outputs;
 mod rehearsal;
 mod scaling;
-mod threads;
 mod waves;
 
 use crate::evaluation::RunSignals;
@@ -50,7 +49,6 @@ use std::rc::Rc;
 use std::thread::Scope;
 
 pub use rehearsal::Rehearsal;
-pub use threads::{AUTO_FROM_REQUESTS, Threads};
 
 /// Runs the simulation described by `config` and returns its summary. The CSV and JSON files
 /// are in place when this returns `Ok`; on error, none of them is touched.

@@ -21,6 +21,7 @@ mod prefix_storage;
 pub mod quick;
 mod scaling;
 pub mod sglang;
+mod threads;
 
 pub use batch_limits::{
     BatchLimits, LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS, LLMSERVINGSIM_MAX_NUM_SEQS,
@@ -36,6 +37,7 @@ pub use prefix_storage::{PrefixStorageOptions, TierPool};
 pub use quick::Layout;
 pub use scaling::{MAX_REPLICA_SLOTS, MIN_INTERVAL_NS};
 pub use sglang::SglangOptions;
+pub use threads::{AUTO_FROM_REQUESTS, Threads};
 
 use crate::Nanos;
 use crate::astra::{self, AstraMode, AstraOptions, CosimOptions, InstanceNetwork};
@@ -163,7 +165,7 @@ pub struct RunOptions {
     /// Seconds between power log lines.
     pub log_interval: f64,
     /// Threads of the run (`--threads`).
-    pub threads: crate::runner::Threads,
+    pub threads: Threads,
     pub emit_et: Option<EmitEt>,
     pub prefix: PrefixStorageOptions,
     pub pim: PimOptions,
@@ -211,7 +213,7 @@ impl RunOptions {
             seed: RunOptions::DEFAULT_SEED,
             log_level: log::LevelFilter::Warn,
             log_interval: RunOptions::DEFAULT_LOG_INTERVAL_S,
-            threads: crate::runner::Threads::Auto,
+            threads: Threads::Auto,
             emit_et: None,
             prefix: PrefixStorageOptions::default(),
             pim: PimOptions::default(),
@@ -279,7 +281,7 @@ pub struct SimConfig {
     pub seed: u64,
     pub log_level: log::LevelFilter,
     /// Threads of the run (`--threads`).
-    pub threads: crate::runner::Threads,
+    pub threads: Threads,
     /// Execution traces of the first steps to write (`--emit-et`).
     pub emit_et: Option<EmitEt>,
     /// The power model, when every node of the cluster config has a `power` block.

@@ -7,7 +7,7 @@ use super::exec::{Flags, Runner, run_point};
 use super::points::Point;
 use super::results::{self, Folder, Outcome, Stream, Table};
 use super::spec::Spec;
-use crate::runner::Threads;
+use crate::setup::Threads;
 use anyhow::Context;
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;

@@ -1,4 +1,3 @@
 //! Unit tests of `blis_cosim::runner`.
 
 mod backend;
-mod threads;

@@ -5,3 +5,4 @@ mod instances;
 mod placement;
 mod quick;
 mod sglang;
+mod threads;

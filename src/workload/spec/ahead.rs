@@ -9,8 +9,10 @@
 //! one-thread stream gives (the drawing thread runs that stream itself), so a run's outputs
 //! are the same on one thread or two.
 //!
-//! Memory stays bounded: at most [`BATCHES_AHEAD`] batches of [`BATCH`] requests wait, and an
-//! emptied batch goes back to the drawing thread to be filled again. When the run stops early
+//! Memory stays bounded: at most [`BATCHES_AHEAD`] batches wait, each of at most [`BATCH`]
+//! requests and about [`BATCH_BYTES`] of their token ids (requests that carry their prompts'
+//! ids fill a batch sooner), and an emptied batch goes back to the drawing thread to be
+//! filled again. When the run stops early
 //! (an error), the receiving end goes away and the drawing thread stops at its next hand-over.
 
 use super::generate::Generator;
@@ -24,6 +26,9 @@ use std::thread::{Scope, ScopedJoinHandle};
 
 /// Requests a batch holds: a hand-over per this many requests.
 pub const BATCH: usize = 4096;
+
+/// Bytes of token ids after which a batch is handed over before it holds [`BATCH`] requests.
+pub const BATCH_BYTES: usize = 1 << 20;
 
 /// Full batches the drawing thread may be ahead of the run before it waits.
 pub const BATCHES_AHEAD: usize = 2;
@@ -146,11 +151,22 @@ fn draw(
             .try_recv()
             .unwrap_or_else(|_| Vec::with_capacity(BATCH));
         batch.clear();
-        batch.extend(stream.by_ref().take(BATCH));
+        fill(&mut batch, &mut stream);
         batch.reverse();
         let last = batch.is_empty();
         if to_run.send(batch).is_err() || last {
             return;
         }
+    }
+}
+
+/// Fills `batch` from `stream` up to [`BATCH`] requests or [`BATCH_BYTES`] of token ids,
+/// whichever comes first (at least one request while the stream lasts).
+fn fill(batch: &mut Vec<Request>, stream: &mut SessionStream<'_>) {
+    let mut bytes = 0;
+    while batch.len() < BATCH && bytes < BATCH_BYTES {
+        let Some(request) = stream.next() else { return };
+        bytes += request.token_ids.len() * size_of::<u32>();
+        batch.push(request);
     }
 }

@@ -1,6 +1,6 @@
-//! Unit tests of `blis_cosim::runner::threads`.
+//! Unit tests of `blis_cosim::setup::threads`.
 
-use blis_cosim::runner::{AUTO_FROM_REQUESTS, Threads};
+use blis_cosim::setup::{AUTO_FROM_REQUESTS, Threads};
 
 #[test]
 fn the_flag_names_the_threads_and_auto_takes_two_for_large_runs_only() {
