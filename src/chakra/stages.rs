@@ -35,7 +35,7 @@ pub fn stage_nodes(
     let base = trace.block_nodes()?;
     let stage_of = stages_of_nodes(trace, stage_blocks, &base)?;
     let tp = trace.tp.max(1);
-    let bytes = trace.batch.total_tokens() * trace.model.hidden_size * trace.dtype.bytes();
+    let bytes = trace.batch.total_tokens() * trace.model.hidden_size * trace.bytes().activations;
     let mut files = Vec::with_capacity(pp * tp as usize);
     // The new id of each base node in the file being built (`None`: another stage's).
     let mut moved: Vec<Option<u64>> = vec![None; base.len()];

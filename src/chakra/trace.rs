@@ -12,7 +12,7 @@ use super::io::encode_metadata;
 use super::proto::{AttributeProto, CollectiveCommType, Node};
 use super::{Dialect, EtError, EtNode, NodeKind, WireDurations, npu_file};
 use crate::Nanos;
-use crate::config::{Dtype, MemLoc, ModelArch, Placement};
+use crate::config::{Dtype, MemLoc, ModelArch, Placement, ServedBytes};
 use crate::latency::{
     BatchDesc, EMBEDDING_ALLREDUCE, LOGITS_ALLGATHER, LayerTiming, canonical_layer_name,
     layer_weight_bytes,
@@ -86,7 +86,8 @@ pub struct BatchTrace<'a> {
     /// Expert-parallel degree (1 without expert parallelism): sizes the MoE dispatch and
     /// combine collectives.
     pub ep: u32,
-    /// Activation dtype (bytes per element of the tensors).
+    /// The served dtype: the linear layers' and experts' weights in it, the tensors and
+    /// collectives in its activations' ([`BatchTrace::bytes`]).
     pub dtype: Dtype,
     /// The active backend's per-layer breakdown of this batch, in execution order.
     pub breakdown: &'a [LayerTiming],
@@ -339,13 +340,19 @@ impl BatchTrace<'_> {
             MemLoc::Cpu => (REMOTE_MEMORY, 0),
             MemLoc::Cxl(n) => (CXL_MEMORY, n),
         };
-        let bytes = layer_weight_bytes(self.model, layer, self.dtype.bytes(), self.tp, self.ep);
+        let bytes = layer_weight_bytes(self.model, layer, self.bytes(), self.tp, self.ep);
         Ok((bytes > 0).then_some(WeightLoad { loc, device, bytes }))
+    }
+
+    /// Bytes per element of what the trace moves (it moves no KV cache: the width given for
+    /// it is the activations').
+    pub fn bytes(&self) -> ServedBytes {
+        self.dtype.served(self.dtype.activations())
     }
 
     /// The attributes of every node of `role` in this trace.
     fn attrs(&self, role: Role) -> Vec<AttributeProto> {
-        let fp = self.dtype.bytes();
+        let fp = self.bytes().activations;
         let total_len = self.batch.total_tokens();
         match role {
             Role::Load => memory_attrs(total_len * fp * 2),

@@ -36,6 +36,16 @@ impl Dtype {
         }
     }
 
+    /// The bytes per element of each part of what an instance serving in `self`, with its
+    /// KV cache in `kv_cache`, moves ([`ServedBytes`]).
+    pub fn served(self, kv_cache: Dtype) -> ServedBytes {
+        ServedBytes {
+            weights: self.bytes(),
+            activations: self.activations().bytes(),
+            kv: kv_cache.bytes(),
+        }
+    }
+
     /// Short name used in profile-bundle variant folders (`bf16`, `fp16`, ...).
     pub fn short_name(self) -> &'static str {
         match self {
@@ -46,6 +56,20 @@ impl Dtype {
             Dtype::Int8 => "int8",
         }
     }
+}
+
+/// Bytes per element of the parts of a step as an instance serves them, the one place every
+/// backend, the ET generation and memory sizing take their widths from: under FP8 only the
+/// linear layers' and experts' weights are one byte ([`Dtype::activations`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServedBytes {
+    /// Weights of the linear layers and the experts.
+    pub weights: u64,
+    /// Activations and collectives, and the weights no quantization reaches (embedding,
+    /// norms, router, LM head).
+    pub activations: u64,
+    /// The KV cache.
+    pub kv: u64,
 }
 
 impl FromStr for Dtype {

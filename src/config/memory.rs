@@ -49,11 +49,11 @@ pub struct KvCapacity {
 pub fn kv_capacity(model: &ModelArch, sizing: &KvSizing) -> Result<KvCapacity, ConfigError> {
     validate(model, sizing)?;
     let (tp, pp) = (u64::from(sizing.tp), u64::from(sizing.pp));
-    let (linear_fp, fp) = (sizing.dtype.bytes(), sizing.dtype.activations().bytes());
-    let weight_bytes = served_weight_bytes(model, (tp, tp, pp), linear_fp, fp);
+    let bytes = sizing.dtype.served(sizing.kv_dtype);
+    let weight_bytes = served_weight_bytes(model, (tp, tp, pp), bytes.weights, bytes.activations);
     let kv_heads_per_gpu = (model.num_kv_heads / tp).max(1);
     let kv_bytes_per_token =
-        2 * kv_heads_per_gpu * model.head_dim * model.num_layers * sizing.kv_dtype.bytes() / pp;
+        2 * kv_heads_per_gpu * model.head_dim * model.num_layers * bytes.kv / pp;
 
     let memory_bytes = sizing.memory_gib * GIB;
     if weight_bytes as f64 > memory_bytes {
@@ -192,7 +192,7 @@ pub fn weight_bytes(model: &ModelArch, tp: u64, ep: u64, fp: u64, pp: u64) -> u6
 
 /// [`weight_bytes`] with the linear layers' and experts' weights in `linear_fp` bytes and
 /// the rest (embedding, norms, router, LM head) in `fp`: vLLM's FP8 quantizes only the
-/// former (`Dtype::activations`). `(tp, ep, pp)`: the parallel degrees.
+/// former ([`crate::config::ServedBytes`]). `(tp, ep, pp)`: the parallel degrees.
 fn served_weight_bytes(
     model: &ModelArch,
     (tp, ep, pp): (u64, u64, u64),

@@ -22,7 +22,7 @@ pub use cluster::{
     ClusterConfig, CxlMemSpec, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance,
     PrefixStorage, RuntimeOverrides,
 };
-pub use dtype::{Dtype, KvCacheDtype};
+pub use dtype::{Dtype, KvCacheDtype, ServedBytes};
 pub use error::{Bound, COMMAND_LINE, ConfigError, DurationError, Problem};
 pub use hardware::{
     Calibration, CalibrationRun, Hardware, HostSpec, KernelSpec, MAX_KERNEL_EFFICIENCY,

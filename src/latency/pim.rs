@@ -36,6 +36,7 @@
 
 use super::{BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, WeightMemory};
 use crate::Nanos;
+use crate::config::ServedBytes;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -57,8 +58,9 @@ pub struct PimSpec {
     pub head_dim: u64,
     /// Tensor-parallel degree (the query and output bytes of a row are per rank).
     pub tp: u32,
-    /// Bytes per activation element.
-    pub fp: u64,
+    /// Bytes per element of the activations (query, output, the embedding's input) and of
+    /// the KV cache (the new KV row).
+    pub bytes: ServedBytes,
     /// Transformer blocks of the model.
     pub num_layers: u64,
     /// Two interleaved sub-batches per step.
@@ -78,8 +80,9 @@ impl PimSpec {
     /// Bytes one attention row loads (its query and new KV row) and stores (its output).
     fn row_bytes(&self, split: u64) -> u64 {
         let p = u64::from(self.tp.max(1));
-        let (h, kvh, hd, fp) = (self.heads, self.kv_heads, self.head_dim, self.fp);
-        let input = ((h / p) * hd * fp + (kvh / p) * hd * fp * 2) / split;
+        let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
+        let (fp, kv_fp) = (self.bytes.activations, self.bytes.kv);
+        let input = ((h / p) * hd * fp + (kvh / p) * hd * kv_fp * 2) / split;
         let output = (h / p) * hd * fp / split;
         input + output
     }
@@ -459,7 +462,7 @@ impl PimOffload {
         self.prev = Prev::default();
         self.prev2 = Prev::default();
         self.first_comp = true;
-        let fp = self.spec.fp;
+        let fp = self.spec.bytes.activations;
         // The embedding's input (`length·fp·2` bytes) comes from host memory.
         self.input = self.add_node(Kind::Mem, self.spec.mem_ns(tokens[0] * fp * 2));
         let layers = self.spec.num_layers;

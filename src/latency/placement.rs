@@ -21,7 +21,7 @@
 
 use super::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
 use crate::Nanos;
-use crate::config::{MemLoc, ModelArch, Placement};
+use crate::config::{MemLoc, ModelArch, Placement, ServedBytes};
 
 /// A memory weights are loaded from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,8 +46,8 @@ pub struct StreamingSpec<'a> {
     pub placement: &'a Placement,
     /// The served model (for the weight sizes and the block count).
     pub model: &'a ModelArch,
-    /// Bytes per weight element.
-    pub fp: u64,
+    /// Bytes per element of the weights (FP8: one for the linear layers and experts alone).
+    pub bytes: ServedBytes,
     /// Tensor-parallel degree: each rank loads `1/tp` of the split layers.
     pub tp: u32,
     /// Expert-parallel ranks in all: each rank loads `1/ep` of the experts.
@@ -72,13 +72,21 @@ pub fn canonical_layer_name(name: &str) -> &str {
 /// Weight bytes one rank holds of a layer (LLMServingSim's `calculate_sizes` with `parallel =
 /// tp`, and `parallel = ep` for the MoE layer: the router's full matrix plus the rank's
 /// `experts / ep` experts); 0 for layers without weights. The roofline's `router` and
-/// `experts` are the two parts of LLMServingSim's `moe`.
-pub fn layer_weight_bytes(model: &ModelArch, name: &str, fp: u64, tp: u32, ep: u32) -> u64 {
+/// `experts` are the two parts of LLMServingSim's `moe`. The linear layers and experts are in
+/// `bytes.weights` bytes per element, the rest in `bytes.activations` (they differ under FP8).
+pub fn layer_weight_bytes(
+    model: &ModelArch,
+    name: &str,
+    bytes: ServedBytes,
+    tp: u32,
+    ep: u32,
+) -> u64 {
     let p = u64::from(tp.max(1));
     let h = model.hidden_size;
     let (q, kv) = (model.q_dim(), model.kv_dim());
+    let (linear_fp, fp) = (bytes.weights, bytes.activations);
     let router = |e: u64| h * e * fp;
-    let experts = |e: u64, ffn: u64| (e / u64::from(ep.max(1))) * 3 * h * ffn * fp;
+    let experts = |e: u64, ffn: u64| (e / u64::from(ep.max(1))) * 3 * h * ffn * linear_fp;
     match (name, &model.moe) {
         ("router", Some(m)) => return router(m.num_experts),
         ("experts", Some(m)) => return experts(m.num_experts, m.moe_intermediate_size),
@@ -88,10 +96,10 @@ pub fn layer_weight_bytes(model: &ModelArch, name: &str, fp: u64, tp: u32, ep: u
         ("embedding" | "lm_head", _) => (model.vocab_size / p) * h * fp,
         ("layernorm" | "final_layernorm", _) => h * fp,
         ("qk_norm", _) => 2 * model.head_dim * fp,
-        ("qkv_proj", _) => h * ((q + 2 * kv) / p) * fp,
-        ("o_proj", _) => (q / p) * h * fp,
-        ("gate_up_proj", _) => h * 2 * (model.intermediate_size / p) * fp,
-        ("down_proj", _) => (model.intermediate_size / p) * h * fp,
+        ("qkv_proj", _) => h * ((q + 2 * kv) / p) * linear_fp,
+        ("o_proj", _) => (q / p) * h * linear_fp,
+        ("gate_up_proj", _) => h * 2 * (model.intermediate_size / p) * linear_fp,
+        ("down_proj", _) => (model.intermediate_size / p) * h * linear_fp,
         ("moe", Some(m)) => router(m.num_experts) + experts(m.num_experts, m.moe_intermediate_size),
         _ => 0,
     }
@@ -120,7 +128,7 @@ struct EntryPlan {
 pub struct WeightStreaming {
     inner: Box<dyn LatencyBackend>,
     model: ModelArch,
-    fp: u64,
+    bytes: ServedBytes,
     tp: u32,
     ep: u32,
     num_blocks: u64,
@@ -167,7 +175,7 @@ impl WeightStreaming {
         Ok(WeightStreaming {
             inner,
             model: spec.model.clone(),
-            fp: spec.fp,
+            bytes: spec.bytes,
             tp: spec.tp.max(1),
             ep: spec.ep.max(1),
             num_blocks,
@@ -231,7 +239,7 @@ impl WeightStreaming {
                 seen_block = true;
                 end = i + 1;
             }
-            let bytes = layer_weight_bytes(&self.model, e.name, self.fp, self.tp, self.ep);
+            let bytes = layer_weight_bytes(&self.model, e.name, self.bytes, self.tp, self.ep);
             let rule = self
                 .layer_rules
                 .iter()

@@ -485,7 +485,7 @@ fn with_streaming(
                     &StreamingSpec {
                         placement: &p.placement,
                         model: &inst.model,
-                        fp: inst.dtype.bytes(),
+                        bytes: inst.served_bytes(),
                         tp: inst.tp,
                         ep: inst.collectives.ep.total,
                         cpu: p.cpu,
@@ -534,7 +534,7 @@ fn with_pim(
                         kv_heads: m.num_kv_heads,
                         head_dim: m.head_dim,
                         tp: inst.tp,
-                        fp: inst.dtype.bytes(),
+                        bytes: inst.served_bytes(),
                         num_layers: m.num_layers,
                         sub_batch: pim.sub_batch,
                     },

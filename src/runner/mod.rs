@@ -894,8 +894,8 @@ fn power_model(config: &SimConfig) -> Option<PowerModel> {
             ep_total: inst.collectives.ep.total,
             role: inst.role,
             model: inst.model.clone(),
-            fp: inst.dtype.bytes(),
-            kv_fp: inst.kv_dtype().bytes(),
+            fp: inst.served_bytes().activations,
+            kv_fp: inst.served_bytes().kv,
             pim_active_w: inst
                 .pim
                 .as_ref()

@@ -74,7 +74,7 @@ pub(super) fn resolve(
         let layers = u32::try_from(inst.model.num_layers).unwrap_or(u32::MAX);
         inst.pipeline = Some(Pipeline {
             stage_blocks: stage_blocks(layers, inst.pp),
-            activation_bytes_per_token: inst.model.hidden_size * inst.dtype.bytes(),
+            activation_bytes_per_token: inst.model.hidden_size * inst.served_bytes().activations,
             link: Link {
                 bandwidth_gbps: link.bandwidth_gbps,
                 latency_ns: link.latency_ns,

@@ -5,7 +5,7 @@
 use super::{InstanceConfig, SetupError};
 use crate::Nanos;
 use crate::autoscale::AutoscaleConfig;
-use crate::config::{Dtype, KvCapacity, KvSizing, kv_capacity};
+use crate::config::{Dtype, KvCapacity, KvSizing, ServedBytes, kv_capacity};
 
 /// Most replica slots (templates × `max_replicas`) an autoscaled run may have: every slot is
 /// an instance of the run.
@@ -86,5 +86,10 @@ impl InstanceConfig {
         } else {
             self.dtype.activations()
         }
+    }
+
+    /// The bytes per element of its weights, activations and KV cache.
+    pub fn served_bytes(&self) -> ServedBytes {
+        self.dtype.served(self.kv_dtype())
     }
 }

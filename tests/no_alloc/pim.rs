@@ -2,7 +2,7 @@
 
 use rtxpro6000_db::shared_data;
 
-use blis_cosim::config::ModelArch;
+use blis_cosim::config::{Dtype, ModelArch};
 use blis_cosim::latency::{
     BatchDesc, BatchItem, LatencyBackend, PimOffload, PimSpec, WeightMemory,
 };
@@ -47,7 +47,7 @@ fn pricing_steps_with_pim_attention_does_not_allocate() {
                 kv_heads: model.num_kv_heads,
                 head_dim: model.head_dim,
                 tp: 1,
-                fp: 2,
+                bytes: Dtype::Bfloat16.served(Dtype::Bfloat16),
                 num_layers: model.num_layers,
                 sub_batch,
             },

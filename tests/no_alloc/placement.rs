@@ -2,7 +2,7 @@
 
 use rtxpro6000_db::shared_data;
 
-use blis_cosim::config::{ModelArch, Placement, PlacementContext};
+use blis_cosim::config::{Dtype, ModelArch, Placement, PlacementContext};
 use blis_cosim::latency::{
     BatchDesc, BatchItem, LatencyBackend, StreamingSpec, WeightMemory, WeightStreaming,
 };
@@ -44,7 +44,7 @@ fn pricing_a_step_with_streamed_weights_does_not_allocate() {
         &StreamingSpec {
             placement: &placement,
             model: &model,
-            fp: 2,
+            bytes: Dtype::Bfloat16.served(Dtype::Bfloat16),
             tp: 1,
             ep: 1,
             cpu: memory(256.0),

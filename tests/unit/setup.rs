@@ -2,6 +2,7 @@
 
 mod batch_limits;
 mod instances;
+mod pipeline;
 mod placement;
 mod quick;
 mod sglang;

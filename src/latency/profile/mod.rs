@@ -312,7 +312,7 @@ impl ProfileDb {
                 attention,
                 skew: meta.skew,
                 collectives: spec.collectives,
-                shape: MoeShape::of(spec.model, spec.dtype.bytes()),
+                shape: MoeShape::of(spec.model, spec.dtype.activations().bytes()),
                 counts: LookupCounts::default(),
                 counting: true,
             },

@@ -50,13 +50,14 @@ pub struct Precision {
 
 impl Precision {
     /// The widths of `dtype` served with its KV cache in `kv_cache`: FP8 quantizes the linear
-    /// layers and experts alone ([`Dtype::activations`]); any other dtype is the width of
+    /// layers and experts alone ([`Dtype::served`]); any other dtype is the width of
     /// everything but the KV cache.
     pub fn served(dtype: Dtype, kv_cache: Dtype) -> Precision {
+        let bytes = dtype.served(kv_cache);
         Precision {
-            weights: dtype.bytes() as f64,
-            activations: dtype.activations().bytes() as f64,
-            kv: kv_cache.bytes() as f64,
+            weights: bytes.weights as f64,
+            activations: bytes.activations as f64,
+            kv: bytes.kv as f64,
             fp8: dtype == Dtype::Fp8,
         }
     }

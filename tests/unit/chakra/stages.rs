@@ -19,6 +19,11 @@ fn block(node: &EtNode) -> Option<u64> {
 /// A 10-token prefill of Llama-3.1-8B (32 blocks) at TP `tp`: the colocated trace and the
 /// stage-cut files.
 fn cut(tp: u32, stage_blocks: &[u32]) -> (Vec<EtNode>, Vec<Vec<EtNode>>) {
+    cut_in(Dtype::Bfloat16, tp, stage_blocks)
+}
+
+/// [`cut`] of a model served in `dtype` (the breakdown the same BF16 roofline's).
+fn cut_in(dtype: Dtype, tp: u32, stage_blocks: &[u32]) -> (Vec<EtNode>, Vec<Vec<EtNode>>) {
     let model = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
     let hw = Hardware::resolve("H100-SXM").unwrap();
     let items = [BatchItem {
@@ -34,7 +39,7 @@ fn cut(tp: u32, stage_blocks: &[u32]) -> (Vec<EtNode>, Vec<Vec<EtNode>>) {
         model: &model,
         tp,
         ep: 1,
-        dtype: Dtype::Bfloat16,
+        dtype,
         breakdown: &breakdown,
         involved_dim: (tp > 1).then_some(&[true, false][..]),
         placement: None,
@@ -195,4 +200,16 @@ fn stages_must_split_the_blocks() {
     let send = files[0].last().unwrap();
     assert_eq!((attr(send, "comm_src"), attr(send, "comm_dst")), (4, 5));
     assert_eq!(files[1][0].attrs, send.attrs);
+}
+
+#[test]
+fn fp8_stages_pass_the_16_bit_activation() {
+    // vLLM's FP8 keeps activations 16-bit: every stage file of an FP8 model sends, receives
+    // and reduces the BF16 model's bytes, 10 tokens × 4,096 hidden × 2 bytes a SEND.
+    let (_, bf16) = cut(2, &[11, 11, 10]);
+    let (_, fp8) = cut_in(Dtype::Fp8, 2, &[11, 11, 10]);
+    assert_eq!(fp8, bf16);
+    let send = fp8[0].last().unwrap();
+    assert_eq!(send.kind, NodeKind::CommSend);
+    assert_eq!(attr(send, "comm_size"), 10 * 4096 * 2);
 }

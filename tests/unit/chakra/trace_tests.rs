@@ -657,3 +657,89 @@ fn weights_a_placement_keeps_off_the_gpu_are_loaded_before_their_layers() {
         assert_eq!(out, encode_et(&nodes, dialect).unwrap());
     }
 }
+
+/// `comm_size` of a collective or `tensor_size` of a load or store; `None` for compute.
+fn moved_bytes(node: &EtNode) -> Option<i128> {
+    find(&node.attrs, "comm_size")
+        .or_else(|| find(&node.attrs, "tensor_size"))
+        .map(|a| integer(a).unwrap())
+}
+
+#[test]
+fn an_fp8_trace_moves_16_bit_activations_and_one_byte_linear_weights() {
+    use blis_cosim::config::{Placement, PlacementContext};
+    // vLLM's FP8 quantizes the linear layers' weights alone: against the BF16 trace of the
+    // same breakdown, every collective and activation load or store is the same, the linear
+    // layers' weight loads are half, the embedding's and the norms' the same.
+    let model = llama();
+    let placement = Placement::parse(
+        &serde_json::json!({"default": {"weights": "cpu"}}),
+        &PlacementContext {
+            source: "test",
+            at: "placement",
+            num_blocks: 32,
+            cxl_devices: None,
+        },
+    )
+    .unwrap();
+    let breakdown = roofline_breakdown(&model, 2);
+    let nodes = |dtype| {
+        BatchTrace {
+            batch: &BatchDesc::new(&ITEMS),
+            model: &model,
+            tp: 2,
+            ep: 1,
+            dtype,
+            breakdown: &breakdown,
+            involved_dim: None,
+            placement: Some(&placement),
+            ep_involved_dim: None,
+        }
+        .nodes()
+        .unwrap()
+    };
+    let (bf16, fp8) = (nodes(Dtype::Bfloat16), nodes(Dtype::Fp8));
+    assert_eq!(bf16.len(), fp8.len());
+    let linear = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"];
+    let mut halved = 0;
+    for (b, f) in bf16.iter().zip(&fp8) {
+        assert_eq!(b.name, f.name);
+        let is_linear_load = f.name.ends_with(".weight.load")
+            && linear
+                .iter()
+                .any(|l| f.name.ends_with(&format!(".{l}.weight.load")));
+        let (b_bytes, f_bytes) = (moved_bytes(b), moved_bytes(f));
+        if is_linear_load {
+            halved += 1;
+            assert_eq!(f_bytes.map(|x| 2 * x), b_bytes, "{}", f.name);
+        } else {
+            assert_eq!(f_bytes, b_bytes, "{}", f.name);
+        }
+    }
+    assert_eq!(halved, 32 * linear.len());
+    // By hand, one rank of TP 2: 103 tokens × 4,096 × 2 B per all-reduce; the qkv_proj
+    // shard 4,096 × (6,144 / 2) × 1 B; the embedding shard (128,256 / 2) × 4,096 × 2 B.
+    let size = |name: &str| moved_bytes(fp8.iter().find(|n| n.name == name).unwrap());
+    assert_eq!(
+        size("layer0.o_proj.allreduce"),
+        Some(ACTIVATION_BYTES.into())
+    );
+    assert_eq!(size("embedding_allreduce"), Some(ACTIVATION_BYTES.into()));
+    assert_eq!(size("logits_allgather"), Some(TP2_LOGIT_SHARD_BYTES.into()));
+    assert_eq!(
+        size("embedding.input.load"),
+        Some((TOTAL_LEN * 2 * 2).into())
+    );
+    assert_eq!(
+        size("layer0.qkv_proj.weight.load"),
+        Some((4096 * 3072).into())
+    );
+    assert_eq!(
+        size("embedding.weight.load"),
+        Some((64_128 * 4096 * 2).into())
+    );
+    assert_eq!(
+        size("layer0.input_layernorm.weight.load"),
+        Some((4096 * 2).into())
+    );
+}

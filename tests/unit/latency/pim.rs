@@ -7,6 +7,7 @@
 //! `row(10) = 565`, `row(5) = 315`.
 
 use blis_cosim::Nanos;
+use blis_cosim::config::Dtype;
 use blis_cosim::latency::*;
 
 /// Two blocks: embedding 10, per block rotary_emb 20, attention 30 (only when something is
@@ -63,7 +64,7 @@ fn spec(sub_batch: bool) -> PimSpec {
         kv_heads: 2,
         head_dim: 16,
         tp: 1,
-        fp: 2,
+        bytes: Dtype::Bfloat16.served(Dtype::Bfloat16),
         num_layers: 2,
         sub_batch,
     }
@@ -226,4 +227,17 @@ fn interleaved_sub_batches_of_a_dp_member_keep_the_other_members_gate_tokens() {
     seen.borrow_mut().clear();
     p.step_time(&BatchDesc::new(&items)).unwrap();
     assert_eq!(*seen.borrow(), [0, 0]);
+}
+
+#[test]
+fn a_row_moves_16_bit_queries_under_fp8_weights_and_its_kv_in_the_cache_width() {
+    // FP8 weights leave the query, output and KV row 16-bit: the BF16 row, 565 ns. An FP8 KV
+    // cache halves the KV row alone: in `(8·16·2 + 2·16·1·2)/2 = 160`, out 128, so
+    // `5 + ⌊288/32⌋ = 14` ns of memory and `row(10) = 550 + 14 = 564`.
+    let mut s = spec(false);
+    s.bytes = Dtype::Fp8.served(Dtype::Bfloat16);
+    assert_eq!(s.row_ns(10, 2), spec(false).row_ns(10, 2));
+    assert_eq!(s.row_ns(10, 2), 565);
+    s.bytes = Dtype::Fp8.served(Dtype::Fp8);
+    assert_eq!(s.row_ns(10, 2), 564);
 }

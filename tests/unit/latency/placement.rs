@@ -2,9 +2,16 @@
 //! in the comments.
 
 use blis_cosim::Nanos;
-use blis_cosim::config::{ModelArch, Placement, PlacementContext};
+use blis_cosim::config::{Dtype, ModelArch, Placement, PlacementContext, ServedBytes};
 use blis_cosim::latency::*;
 use serde_json::json;
+
+/// Two bytes for everything (bfloat16).
+const BF16: ServedBytes = ServedBytes {
+    weights: 2,
+    activations: 2,
+    kv: 2,
+};
 
 /// Two blocks; with 1-byte weights: embedding and lm_head 10·4 = 40 B, qkv_proj
 /// 4·(4 + 2·2) = 32 B, down_proj 8·4 = 32 B (all halved at TP2).
@@ -86,7 +93,11 @@ fn streaming(p: &Placement, tp: u32) -> WeightStreaming {
         &StreamingSpec {
             placement: p,
             model: &model,
-            fp: 1,
+            bytes: ServedBytes {
+                weights: 1,
+                activations: 1,
+                kv: 1,
+            },
             tp,
             ep: 1,
             cpu: WeightMemory {
@@ -125,7 +136,7 @@ fn mixed() -> Placement {
 #[test]
 fn weight_bytes_follow_llmservingsim_tensor_sizes() {
     let m = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
-    let w = |name, tp| layer_weight_bytes(&m, name, 2, tp, 1);
+    let w = |name, tp| layer_weight_bytes(&m, name, BF16, tp, 1);
     assert_eq!(w("qkv_proj", 1), 50_331_648);
     assert_eq!(w("o_proj", 1), 33_554_432);
     assert_eq!(w("gate_up_proj", 1), 234_881_024);
@@ -228,10 +239,34 @@ fn moe_weight_bytes_are_the_router_and_the_ranks_experts() {
     // 524,288 B on every rank; experts (128 / ep) · 3 · 2,048 · 768 · 2 = 1,207,959,552 B at
     // EP 1, half at EP 2. The roofline's `router` and `experts` are the two parts.
     let m = ModelArch::resolve("Qwen/Qwen3-30B-A3B-Instruct-2507").unwrap();
-    let w = |name, ep| layer_weight_bytes(&m, name, 2, 2, ep);
+    let w = |name, ep| layer_weight_bytes(&m, name, BF16, 2, ep);
     assert_eq!(w("moe", 1), 524_288 + 1_207_959_552);
     assert_eq!(w("moe", 2), 524_288 + 603_979_776);
     assert_eq!(w("router", 2), 524_288);
     assert_eq!(w("experts", 2), 603_979_776);
     assert_eq!(canonical_layer_name("experts"), "moe");
+}
+
+#[test]
+fn fp8_weight_bytes_are_one_byte_in_the_linear_layers_and_experts_alone() {
+    // vLLM's FP8 quantizes the `LinearBase` and `FusedMoE` weights; the embedding, the norms,
+    // the router and the LM head stay 16-bit. Llama-3.1-8B at TP 1: qkv_proj 4,096 · 6,144,
+    // down_proj 14,336 · 4,096 at 1 B; lm_head 128,256 · 4,096 and a layernorm 4,096 at 2 B.
+    let fp8 = Dtype::Fp8.served(Dtype::Bfloat16);
+    let m = ModelArch::resolve("meta-llama/Llama-3.1-8B").unwrap();
+    let w = |name| layer_weight_bytes(&m, name, fp8, 1, 1);
+    assert_eq!(w("qkv_proj"), 25_165_824);
+    assert_eq!(w("o_proj"), 16_777_216);
+    assert_eq!(w("gate_up_proj"), 117_440_512);
+    assert_eq!(w("down_proj"), 58_720_256);
+    assert_eq!(w("layernorm"), 8192);
+    assert_eq!(w("embedding"), 1_050_673_152);
+    assert_eq!(w("lm_head"), 1_050_673_152);
+    // Qwen3-30B-A3B at EP 2: the router 2,048 · 128 · 2 B, the rank's 64 experts
+    // 64 · 3 · 2,048 · 768 · 1 B.
+    let m = ModelArch::resolve("Qwen/Qwen3-30B-A3B-Instruct-2507").unwrap();
+    let w = |name| layer_weight_bytes(&m, name, fp8, 2, 2);
+    assert_eq!(w("router"), 524_288);
+    assert_eq!(w("experts"), 301_989_888);
+    assert_eq!(w("moe"), 524_288 + 301_989_888);
 }
