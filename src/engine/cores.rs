@@ -203,7 +203,7 @@ impl std::ops::Index<usize> for Cores<'_> {
 
 impl Cores<'_> {
     /// Lists instance `id` among the [`Cores::changed`] ones, when tracking.
-    #[inline]
+    #[inline(always)]
     pub(super) fn note_changed(&mut self, id: usize) {
         if let Some(c) = &mut self.changes
             && !c.listed[id]
@@ -216,7 +216,7 @@ impl Cores<'_> {
     /// Instance `id`'s core, built now if it was not, without listing it among the
     /// [`Cores::changed`] ones: for a caller that lists it ([`Cores::note_changed`]) when
     /// what it changed is read by the ranking.
-    #[inline]
+    #[inline(always)]
     pub(super) fn get_mut_unlisted(&mut self, id: usize) -> &mut Core {
         if self.at.is_empty() {
             return &mut self.built[id];

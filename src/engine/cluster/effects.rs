@@ -70,6 +70,7 @@ impl<'r> Effects<'r> {
 
     /// Keeps a copy of `explanation` (the router's is overwritten by its next decision);
     /// returns its index.
+    #[inline]
     pub fn keep(&mut self, explanation: &Explanation) -> usize {
         if self.explained == self.explanations.len() {
             self.explanations.push(Explanation::default());
