@@ -35,7 +35,7 @@ use crate::workload::sessions::SessionRegistry;
 use crate::workload::sessions::{LiveSessions, SessionOutcome, SharedSessions};
 use crate::workload::spec::{
     DrawnAhead, Generator, Overrides, SessionStream, StreamPlan, Synthetic, WorkloadSpec,
-    generate_workload, scenario, stream_workload,
+    generate_workload, scenario, stream_workload, stream_workload_untimed,
 };
 use crate::workload::{
     DatasetFormat, Injector, MAX_TIME_NS, Request, Workload, detected, read_dataset,
@@ -854,7 +854,13 @@ fn generated<'s>(
     spec: &'s WorkloadSpec,
     config: &SimConfig,
 ) -> anyhow::Result<(Workload, Option<(StreamPlan, Generator<'s>)>)> {
-    let (mut plan, generator) = stream_workload(spec, spec_overrides(config))?;
+    let overrides = spec_overrides(config);
+    // The plan's arrival times move arrivals (a replay mode) or bound the autoscaler's ticks.
+    let timed = config.replay != ReplayMode::Trace || config.control.autoscale.is_some();
+    let (mut plan, generator) = match timed {
+        true => stream_workload(spec, overrides)?,
+        false => stream_workload_untimed(spec, overrides)?,
+    };
     let workload = Workload {
         classes: Some(std::mem::take(&mut plan.classes)),
         ..Workload::default()

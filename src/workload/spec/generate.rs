@@ -839,6 +839,67 @@ pub fn stream_workload(
     Ok((plan, Generator::new(spec, overrides)?))
 }
 
+/// [`stream_workload`] for a run that reads neither arrival time of the plan (no replay
+/// mode that moves arrivals, no autoscaler): where the spec's count and classes are known
+/// without drawing its arrivals, the survey is skipped and both times are left 0.
+pub fn stream_workload_untimed(
+    spec: &WorkloadSpec,
+    overrides: Overrides,
+) -> Result<(StreamPlan, Generator<'_>), SpecError> {
+    let generator = Generator::new(spec, overrides)?;
+    let Some(count) = fixed_count(spec, overrides) else {
+        return stream_workload(spec, overrides);
+    };
+    // The one check of the survey that needs a draw: something arrives before the horizon.
+    let Some(first) = Generator::new(spec, overrides)?.counting().next() else {
+        return Err(nothing_generated(spec));
+    };
+    let mut plan = StreamPlan {
+        count,
+        sessions: 0,
+        first_arrival_ns: 0,
+        last_arrival_ns: 0,
+        classes: RequestClasses::default(),
+    };
+    ClassAssigner::new(spec).assign(&first, &mut plan.classes);
+    // Every later id gets the first's labels, as the assigner gives them one by one.
+    let end = first.id.saturating_add(count);
+    let mut id = first.id + 1;
+    while id < end {
+        let run = u32::try_from(end - id).unwrap_or(u32::MAX);
+        plan.classes.assign_like(id, run, first.id);
+        id += u64::from(run);
+    }
+    set_goodput_targets(spec, &mut plan.classes);
+    Ok((plan, generator))
+}
+
+/// The requests `spec` generates, where that is its `num_requests` and every request is
+/// its one client's with that client's labels: a client of plain requests (no conversation,
+/// closed loop, priority draws or lifecycle) and no horizon, so that only the count ends
+/// the generation and the ids run 0.. in order. (An arrival clock passing 2^64 ns, some 584
+/// years, would end it sooner: the count then only sizes the summary's lists and the
+/// progress bar, and the run reports the requests drawn.)
+fn fixed_count(spec: &WorkloadSpec, overrides: Overrides) -> Option<u64> {
+    let [client] = spec.clients.as_slice() else {
+        return None;
+    };
+    let plain = matches!(
+        client.traffic,
+        Traffic::Requests {
+            conversation: None,
+            ..
+        }
+    );
+    let bare = client.closed_loop.is_none()
+        && client.priority_dist.is_none()
+        && client.lifecycle.is_none();
+    if !plain || !bare || spec.horizon_us.is_some() {
+        return None;
+    }
+    overrides.num_requests.or(spec.num_requests)
+}
+
 /// Gives each arrival's ids its client's tenant, SLO class and profile (a client's nonzero
 /// `priority` is its requests' own; 0 leaves the class's; a `priority_distribution` gives
 /// each arrival its own draw).

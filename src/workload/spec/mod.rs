@@ -79,7 +79,7 @@ pub use dist::{CountDist, DistError, DurationDist, LengthDist, ParamProblem};
 pub use extras::{ClosedLoop, ExtrasError, Lifecycle, ModalTokens, Multimodal};
 pub use generate::{
     GeneratedRequest, Generator, Overrides, StreamPlan, TOKEN_ID_SPACE, generate_requests,
-    generate_workload, nothing_generated, stream_workload,
+    generate_workload, nothing_generated, stream_workload, stream_workload_untimed,
 };
 pub use inference_perf::InferencePerfProblem;
 pub use jsonl_out::write_jsonl;
