@@ -127,17 +127,9 @@ fn run_in<'scope, 'env>(
         disaggregation,
         max_in_flight,
         signals: config.signals,
-        // Detected when shown, and for the evaluation's anomaly counts.
-        watch: (outputs.watch_anomalies || config.evaluation.requested()).then_some(AnomalyWatch {
-            thrash_window_ns: config.diagnostics.thrash_window_ns,
-            nominal: &nominal,
-        }),
+        watch: anomaly_watch(config, outputs.watch_anomalies, &nominal),
         clients: workload.classes.as_ref(),
-        autoscaler: config
-            .control
-            .autoscale
-            .as_ref()
-            .map(|a| scaling::autoscaler(config, a)),
+        autoscaler: scaling::autoscaler(config),
     };
     let mut live_injector = Rc::clone(&live);
     let injector: &mut dyn Injector = match listed {
@@ -148,13 +140,7 @@ fn run_in<'scope, 'env>(
         .with_injector(injector)
         .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer))
         .with_control(control.as_mut());
-    let folding = (config.threads.second(num_requests))
-        .then(FoldBehind::start)
-        .transpose()
-        .context("starting the thread that folds the gaps")?;
-    let simulated = engine::simulate(run, services);
-    drop(folding);
-    let outcome = match simulated {
+    let outcome = match simulate_folding(config, num_requests, run, services)? {
         Ok(outcome) => outcome,
         Err(e) => {
             // Stop every group's process (dropping it kills it) before reporting.
@@ -242,6 +228,36 @@ struct Streamed<'r> {
     first_arrival: Nanos,
     last_arrival: Nanos,
     listed: Rc<Cell<u64>>,
+}
+
+/// The anomaly watch of a run: detected when shown (`shown`), and for the evaluation's
+/// anomaly counts.
+fn anomaly_watch<'a>(
+    config: &SimConfig,
+    shown: bool,
+    nominal: &'a NominalPriority,
+) -> Option<AnomalyWatch<'a>> {
+    (shown || config.evaluation.requested()).then_some(AnomalyWatch {
+        thrash_window_ns: config.diagnostics.thrash_window_ns,
+        nominal,
+    })
+}
+
+/// [`engine::simulate`] of a run of `requests` requests, the instances' inter-token gaps
+/// folded behind the loop on a second thread while it runs when the run takes one.
+fn simulate_folding(
+    config: &SimConfig,
+    requests: u64,
+    run: Run<'_>,
+    services: Services<'_, '_>,
+) -> anyhow::Result<Result<RunOutcome, engine::SimError>> {
+    let folding = (config.threads.second(requests))
+        .then(FoldBehind::start)
+        .transpose()
+        .context("starting the thread that folds the gaps")?;
+    let simulated = engine::simulate(run, services);
+    drop(folding);
+    Ok(simulated)
 }
 
 /// How a generated workload's stream is drawn: its arrivals moved by `retime`; drawn ahead on

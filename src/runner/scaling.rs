@@ -39,8 +39,10 @@ fn template_name(k: usize, inst: &InstanceConfig) -> String {
     format!("{k}: {model} on {} tp{}", inst.hardware.name, inst.tp)
 }
 
-/// The autoscaler of `config`, whose instances are its templates' replica slots.
-pub(super) fn autoscaler(config: &SimConfig, a: &AutoscaleConfig) -> Autoscaler {
+/// The autoscaler of `config`, whose instances are its templates' replica slots; `None`
+/// when the run does not scale.
+pub(super) fn autoscaler(config: &SimConfig) -> Option<Autoscaler> {
+    let a = config.control.autoscale.as_ref()?;
     let per = config.replicas_per_template;
     let templates: Vec<ReplicaTemplate> = (0..config.num_instances())
         .map(|id| {
@@ -57,7 +59,7 @@ pub(super) fn autoscaler(config: &SimConfig, a: &AutoscaleConfig) -> Autoscaler 
     let names = (config.instances.iter().enumerate())
         .map(|(k, inst)| template_name(k, inst))
         .collect();
-    Autoscaler::new(a.clone(), &templates, names, config.seed)
+    Some(Autoscaler::new(a.clone(), &templates, names, config.seed))
 }
 
 /// Time to read `weight_bytes` (one GPU's share) at `gbps` GB/s, whole ns.
