@@ -14,7 +14,9 @@ that sets how many thread blocks its grouped GEMMs need to stream at full rate, 
 per SM per clock its large tile streams at most, and the SM clocks a thread block of its grid
 takes when it does no MMA work; the least time of a kernel; a row kernel's (norms,
 SiLU-and-mul, rotary: a thread block per token) fixed SM clocks, the bytes per clock one
-thread block moves along its row, and the bytes per SM per clock its grid streams from L2; an all-reduce's
+thread block moves along its row, and the rate its grid streams from L2, as a multiple of DRAM
+bandwidth (the norms', SiLU-and-mul's and rotary's) and in bytes per SM per clock (the FP8
+activation quantization's); an all-reduce's
 fixed time and link efficiency). A constant
 of the roofline is the median of a family's per-GPU values over the GPUs that have it; the
 weight-streaming efficiency of GEMMs is the median within the architecture class (Ampere, sm_8x
@@ -880,9 +882,10 @@ def elementwise_fits(rows):
     """Per GPU: the least time of a kernel (the median one-token RMSNorm); a row kernel's
     fixed SM clocks and the bytes per SM clock one thread block moves along its row when it
     loads one element at a time and 16 bytes at a time, fitted over the rows whose grid takes
-    one wave (`fit_row_rates`); and, where the tables have grids of several waves, the bytes
-    per SM per clock at which the part streams a working set that fits its L2 (least squares
-    of the relative error)."""
+    one wave (`fit_row_rates`); and, where the tables have grids of several waves, the rate at
+    which the part streams a working set that fits its L2 (least squares of the relative
+    error), as a multiple of its DRAM bandwidth (`l2_dram`, the norms' own kernels) and in bytes
+    per SM per clock (`l2`, the FP8 activation quantization's)."""
     out = {}
     for gpu in GPUS:
         mine = [r for r in rows if r["gpu"] == gpu]
@@ -891,12 +894,15 @@ def elementwise_fits(rows):
             continue
         fixed, scalar, vector = fit_row_rates([r for r in mine if row_waves(r) == 1])
         f = {"floor": median(ones), "row_fixed": fixed, "row_scalar": scalar, "row_vector": vector, "l2": None}
+        f["l2_dram"] = None
         waves = [r for r in mine if row_waves(r) > 1 and all(b <= GPUS[gpu]["l2"] for b, _ in row_launches(r))]
         if waves:
-            def error(l2):
-                c = {"row_fixed": fixed, "row_scalar": scalar or vector, "row_vector": vector or scalar, "l2_bytes": l2}
-                return [row_kernel_time(c, r) / r["t"] - 1 for r in waves]
-            f["l2"] = best([x / 8 for x in range(4, 400)], error)
+            rates = {"row_fixed": fixed, "row_scalar": scalar or vector, "row_vector": vector or scalar}
+
+            def error(l2, key):
+                return [row_kernel_time({**rates, key: l2}, r) / r["t"] - 1 for r in waves]
+            f["l2"] = best([x / 8 for x in range(4, 400)], lambda l2: error(l2, "l2_bytes"))
+            f["l2_dram"] = best([x / 100 for x in range(50, 800)], lambda l2: error(l2, "l2_dram"))
         out[gpu] = f
     return out
 
@@ -905,14 +911,16 @@ def row_kernel_time(c, r):
     """A row-kernel row as src/latency/roofline/rows.rs prices each of its kernels (the mean
     of them): its waves of one row per SM, each paying the row's bytes at a thread block's
     bytes per clock (scalar or vectorised loads), after the fixed clocks; or, if longer, the
-    fixed clocks and the whole working set streamed from L2 (when it fits) or DRAM; plus the
-    launch."""
+    fixed clocks and the whole working set streamed from L2 (when it fits: at `l2_dram` times
+    the DRAM bandwidth, or where `c` holds no `l2_dram`, at `l2_bytes` per SM per clock) or
+    DRAM; plus the launch."""
     g = GPUS[r["gpu"]]
     times = []
     for b, vector in row_launches(r):
         rate = c["row_vector"] if vector else c["row_scalar"]
         waves = (c["row_fixed"] + row_waves(r) * b / r["tokens"] / rate) / g["clock"]
-        stream = c["l2_bytes"] * g["sms"] * g["clock"] if b <= g["l2"] else g["bw"] * ELEMENTWISE_EFFICIENCY
+        l2 = c["l2_dram"] * g["bw"] if "l2_dram" in c else c["l2_bytes"] * g["sms"] * g["clock"]
+        stream = l2 if b <= g["l2"] else g["bw"] * ELEMENTWISE_EFFICIENCY
         times.append(max(waves, c["row_fixed"] / g["clock"] + b / stream) + LAUNCH_S)
     return sum(times) / len(times)
 
@@ -921,7 +929,7 @@ def elementwise_constants(fits, gpus):
     def over(key):
         return median(fits[g][key] for g in gpus if g in fits and fits[g][key] is not None)
     return {"floor": over("floor"), "row_fixed": over("row_fixed"), "row_scalar": over("row_scalar"),
-            "row_vector": over("row_vector"), "l2_bytes": over("l2")}
+            "row_vector": over("row_vector"), "l2_bytes": over("l2"), "l2_dram": over("l2_dram")}
 
 
 def print_row_kernels(data):
@@ -1539,7 +1547,7 @@ def print_fits(data):
             block += f", large tile at most {g['large_tile']:.1f} bytes per SM per clock"
         print(f"  fused MoE  {gpu:11} {g['n']:6} rows: t0 {g['t0'] * 1e6:5.1f} us, weight eta {g['eta_m']:.3f}{block}{extra}")
     for gpu, g in f["elementwise"].items():
-        l2 = f", L2 at {g['l2']:.2f} bytes per SM per clock" if g["l2"] else ""
+        l2 = f", L2 at {g['l2_dram']:.2f} x DRAM ({g['l2']:.2f} bytes per SM per clock)" if g["l2"] else ""
         rates = ", ".join(f"{name} {rate:.1f}" for name, rate in (("scalar", g["row_scalar"]), ("vectorised", g["row_vector"]))
                           if rate is not None)
         print(f"  rows       {gpu:11} one-token RMSNorm {g['floor'] * 1e6:.2f} us; row kernel {g['row_fixed']:.0f} clocks "
@@ -1727,6 +1735,7 @@ def main():
     print(f"ROW_SCALAR_BYTES_PER_CLOCK = {c['row_scalar']:.1f}")
     print(f"ROW_VECTOR_BYTES_PER_CLOCK = {c['row_vector']:.1f}")
     print(f"L2_BYTES_PER_SM_CLOCK = {c['l2_bytes']:.2f}")
+    print(f"ROW_L2_OVER_DRAM = {c['l2_dram']:.3f}")
     print(f"ALLREDUCE_LINK_EFFICIENCY = {c['allreduce_eta']:.3f}")
 
 

@@ -381,8 +381,16 @@ pub(crate) const ROW_SCALAR_BYTES_PER_CLOCK: f64 = 9.9;
 pub(crate) const ROW_VECTOR_BYTES_PER_CLOCK: f64 = 20.0;
 /// Bytes per SM per clock at which a row kernel's grid of several waves streams a working set
 /// that fits L2 (`l2_cache_mb`), fitted per GPU over such rows: RTX 4090 6.25, RTX PRO 6000
-/// 8.88 (the only tables with grids of several waves); the median.
+/// 8.88 (the only tables with grids of several waves); the median. Only the FP8 activation
+/// quantization's ([`rows::RowKernels::quant_ns`]): on Hopper it prices L2 below DRAM (H800
+/// 7.56 × 132 × 1.83 GHz = 1.83 TB/s against 3.35), so the norms take [`ROW_L2_OVER_DRAM`].
 pub(crate) const L2_BYTES_PER_SM_CLOCK: f64 = 7.56;
+/// The rate at which a norm's, SiLU-and-mul's or rotary's grid of several waves streams a
+/// working set that fits L2, as a multiple of the part's DRAM bandwidth (`memory_bw_gbps`),
+/// fitted per GPU over such rows: RTX 4090 2.15 (2.17 TB/s), RTX PRO 6000 2.74 (4.38 TB/s);
+/// the median. The two parts' rates are closer as multiples of DRAM than per SM per clock
+/// (6.25 and 8.88): the tables' working sets are not served from L2 alone.
+pub(crate) const ROW_L2_OVER_DRAM: f64 = 2.445;
 
 /// Breakdown name of the all-reduce that sums a TP > 1 step's vocabulary-parallel embedding
 /// shards (vLLM's `VocabParallelEmbedding.forward`), once per step, before the first block.
@@ -1419,12 +1427,13 @@ impl Roofline {
                 quant,
                 tokens,
             } => {
-                let rows = Work::Rows {
-                    cost: quant,
-                    rows: tokens,
-                    loads: Loads::Vector,
+                let quant_ns = match self.row_kernels {
+                    Some(k) => {
+                        rounded(k.quant_ns(quant.bytes, tokens, self.bytes_per_ns) + self.launch_ns)
+                    }
+                    None => self.layer_ns(Work::Kernel(quant)),
                 };
-                self.gemm_ns(gemm, self.fp8_gemm_flops_per_ns) + self.layer_ns(rows) as f64
+                self.gemm_ns(gemm, self.fp8_gemm_flops_per_ns) + quant_ns as f64
             }
             Work::Attention(a) => {
                 let fixed = if a.pure_decode() {

@@ -23,7 +23,7 @@ fn close(got: f64, want: f64) {
 fn one_row_pays_the_fixed_clocks_and_its_row_at_a_blocks_rate() {
     // RTX PRO 6000: 2,617 MHz. One 8 KiB row loaded 16 bytes at a time: 3,080 clocks / 2.617
     // = 1,176.92 ns, plus 8,192 bytes / (20.0 bytes per clock × 2.617) = 156.52 ns: 1,333.44
-    // ns. Its L2 stream (1,176.92 + 8,192 / (7.56 × 188 × 2.617) = 1,179.12 ns) is shorter.
+    // ns. Its L2 stream (1,176.92 + 8,192 / (2.445 × 1,597) = 1,179.02 ns) is shorter.
     let pro = part("RTXPRO6000");
     let k = RowKernels::new(&pro).unwrap();
     close(k.ns(8_192.0, 1.0, Loads::Vector, dram(&pro)), 1_333.44);
@@ -39,16 +39,39 @@ fn a_row_loaded_one_element_at_a_time_moves_fewer_bytes_per_clock() {
 }
 
 #[test]
-fn many_waves_that_fit_in_l2_stream_at_its_rate() {
+fn many_waves_that_fit_in_l2_stream_at_a_multiple_of_dram() {
     // 2,048 rows of 8 KiB (16.8 MB, under the 128 MB L2) on 188 SMs: 11 waves of the row,
     // 1,176.92 + 11 × 156.52 = 2,898.59 ns; the L2 stream, 1,176.92 + 16,777,216 bytes /
-    // (7.56 × 188 × 2.617 = 3,719.49 bytes per ns) = 5,687.54 ns, is longer.
+    // (2.445 × 1,597 GB/s = 3,904.665 bytes per ns) = 5,473.63 ns, is longer.
     let pro = part("RTXPRO6000");
     let k = RowKernels::new(&pro).unwrap();
     close(
         k.ns(2_048.0 * 8_192.0, 2_048.0, Loads::Vector, dram(&pro)),
-        5_687.54,
+        5_473.63,
     );
+}
+
+#[test]
+fn the_fp8_quantization_streams_its_l2_per_sm_and_clock() {
+    // The same working set as the FP8 activation quantization: its L2 at 7.56 bytes per SM
+    // per clock, 1,176.92 + 16,777,216 / (7.56 × 188 × 2.617 = 3,719.49) = 5,687.54 ns.
+    let pro = part("RTXPRO6000");
+    let k = RowKernels::new(&pro).unwrap();
+    close(k.quant_ns(2_048.0 * 8_192.0, 2_048.0, dram(&pro)), 5_687.54);
+}
+
+#[test]
+fn on_hopper_a_norms_l2_outruns_its_dram() {
+    // H200 (132 SMs, 1,830 MHz, 50 MB L2, 4.8 TB/s): 4,000 rows of 12,288 bytes (49.2 MB).
+    // Fixed 3,080 / 1.83 = 1,683.06 ns; 31 waves of 12,288 / (20.0 × 1.83) = 335.74 ns:
+    // 12,090.93 ns. Its L2 at 2.445 × 4,800 = 11,736 bytes per ns takes 1,683.06 +
+    // 49,152,000 / 11,736 = 5,871.20 ns, so the waves set it. The quantization's L2, 7.56 ×
+    // 132 × 1.83 = 1,826.19 bytes per ns, slower than DRAM's 4,320: 28,598.06 ns.
+    let h200 = part("H200");
+    let k = RowKernels::new(&h200).unwrap();
+    let bytes = 4_000.0 * 12_288.0;
+    close(k.ns(bytes, 4_000.0, Loads::Vector, dram(&h200)), 12_090.93);
+    close(k.quant_ns(bytes, 4_000.0, dram(&h200)), 28_598.06);
 }
 
 #[test]
