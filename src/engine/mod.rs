@@ -95,6 +95,9 @@
 //! (the backend sees the instance's steps one at a time, in order) and completed; a step that
 //! ends a request is left to its instant, so completions are heard of in time order. Not when
 //! finished requests may release others (sessions): a released request could arrive first.
+//! A streamed workload's next known arrival is its stream's head, drawn when the request
+//! before it entered (on two threads, waited for then as on one): a run ahead never passes
+//! an arrival not drawn yet, and never waits for one.
 
 pub mod cluster;
 mod cores;

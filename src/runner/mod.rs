@@ -132,9 +132,11 @@ fn run_in<'scope, 'env>(
         autoscaler: scaling::autoscaler(config),
     };
     let mut live_injector = Rc::clone(&live);
+    // A stream without sessions releases nothing: the (empty) registry says so, and a
+    // quiet instance may run ahead of the clock (`Cluster::step_ahead`).
     let injector: &mut dyn Injector = match listed {
-        Some(_) => &mut live_injector,
-        None => &mut registry,
+        Some(_) if has_sessions => &mut live_injector,
+        _ => &mut registry,
     };
     let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
         .with_injector(injector)

@@ -1,6 +1,7 @@
 //! `--threads`: a run's outputs are byte-identical on one thread or two (the workload drawn
 //! ahead and the inter-token gaps folded behind the loop), with sessions or without, and a
-//! generated request the engine refuses fails alike, naming the spec and the line.
+//! generated request the engine refuses fails alike, naming the spec and the line. A spec
+//! without sessions runs its instances ahead of the clock on one thread or two.
 
 use crate::binary;
 
@@ -82,6 +83,41 @@ fn one_thread_and_two_give_byte_identical_outputs() {
         }
         assert!(one[0].len() > 100_000, "{}: a short run", spec.display());
     }
+}
+
+/// Steps run ahead of the clock by a run of `spec` on four instances with `threads`, as its
+/// `--log-level INFO` line says.
+fn steps_run_ahead(spec: &Path, threads: &str) -> u64 {
+    let out = ok(&[
+        "--workload-spec",
+        spec.to_str().unwrap(),
+        "--num-instances",
+        "4",
+        "--threads",
+        threads,
+        "--log-level",
+        "INFO",
+    ]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let line = (stderr.lines())
+        .find(|l| l.ends_with(" steps run ahead of the clock"))
+        .unwrap_or_else(|| panic!("no count of steps run ahead in {stderr}"));
+    let count = line.rsplit(", ").next().unwrap().split(' ').next().unwrap();
+    count.parse().unwrap()
+}
+
+/// A spec without sessions releases nothing as requests finish: its instances run ahead of
+/// the clock, as many steps on one thread as on two. Conversations release their next turns:
+/// none runs ahead.
+#[test]
+fn a_spec_without_sessions_runs_ahead_on_one_thread_and_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let flat = write(dir.path(), "flat.yaml", FLAT);
+    let sessions = write(dir.path(), "sessions.yaml", SESSIONS);
+    let one = steps_run_ahead(&flat, "1");
+    assert!(one > 0, "no step run ahead");
+    assert_eq!(one, steps_run_ahead(&flat, "2"));
+    assert_eq!(steps_run_ahead(&sessions, "1"), 0);
 }
 
 #[test]
