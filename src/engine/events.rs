@@ -276,6 +276,7 @@ impl EventQueue {
     }
 
     /// Schedules `kind` at `time`.
+    #[inline]
     pub fn push(&mut self, time: Nanos, kind: EventKind) {
         let entry = self.entry(time, kind);
         self.heap.push(entry);
@@ -328,6 +329,7 @@ impl EventQueue {
     }
 
     /// Removes and returns the earliest event if it happens at or before `time`.
+    #[inline]
     pub fn pop_until(&mut self, time: Nanos) -> Option<Event> {
         if self.next_time()? > time {
             return None;
@@ -346,6 +348,7 @@ impl EventQueue {
 
     /// Removes the earliest event and schedules `kind` at `time` in one pass: what
     /// [`EventQueue::pop_until`] then [`EventQueue::push`] do.
+    #[inline]
     pub fn replace_next(&mut self, time: Nanos, kind: EventKind) {
         let entry = self.entry(time, kind);
         match self.heap.is_empty() {

@@ -131,8 +131,24 @@ impl CountLog {
         self.fold_when_due();
     }
 
-    /// Adds `count` copies of `value`.
+    /// Adds `count` copies of `value`. In line where it is called (an instance's gap tally adds
+    /// at each step): an append while there is room, anything else out of line.
+    #[inline]
     pub fn add(&mut self, value: u64, count: u64) {
+        let packs = (1..=MAX_COUNT).contains(&count) && value <= MAX_VALUE;
+        if packs && self.appended.len() + 1 < self.batch_at() {
+            self.len += count;
+            self.appended.push(value << COUNT_BITS | count);
+        } else {
+            self.add_slow(value, count);
+        }
+    }
+
+    /// [`CountLog::add`] past the room: none to add, a value to keep on the side list, or an
+    /// append that fills a batch or a chunk.
+    #[cold]
+    #[inline(never)]
+    fn add_slow(&mut self, value: u64, count: u64) {
         if count == 0 {
             return;
         }
@@ -143,6 +159,16 @@ impl CountLog {
         }
         self.appended.push(value << COUNT_BITS | count);
         self.fold_when_due();
+    }
+
+    /// How many appended entries make the log fold them ([`CountLog::fold_when_due`]).
+    #[inline]
+    fn batch_at(&self) -> usize {
+        if self.behind.is_some() {
+            CHUNK
+        } else {
+            self.sorted.len().max(self.min_batch)
+        }
     }
 
     /// Adds every value `other` holds: its entries appended, sorted in batches as added
