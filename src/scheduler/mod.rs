@@ -1134,12 +1134,8 @@ impl Scheduler {
             req.blocks = spare;
         }
         // Room for the blocks of its whole sequence (no request holds more than the pool), so
-        // that its list never grows by copying while it runs; an empty list too short is
-        // replaced, not copied.
+        // that its list never grows by copying while it runs.
         let whole = (req.target.div_ceil(block) as usize).min(self.pool.num_blocks());
-        if req.blocks.is_empty() && req.blocks.capacity() < whole {
-            req.blocks = Vec::with_capacity(whole);
-        }
         req.blocks
             .reserve_exact(whole.saturating_sub(req.blocks.len()));
         for &b in hits {
