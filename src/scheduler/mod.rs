@@ -1133,6 +1133,11 @@ impl Scheduler {
         {
             req.blocks = spare;
         }
+        // Room for the blocks of its whole sequence (no request holds more than the pool), so
+        // that its list never grows by copying while it runs.
+        let whole = (req.target.div_ceil(block) as usize).min(self.pool.num_blocks());
+        req.blocks
+            .reserve_exact(whole.saturating_sub(req.blocks.len()));
         for &b in hits {
             self.pool.touch(b);
             req.blocks.push(b);

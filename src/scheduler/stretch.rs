@@ -52,12 +52,67 @@ struct Member {
     finish: u64,
 }
 
+/// How many of a member's newest blocks its bucket entry holds in itself (see [`Holding`]).
+const TAIL: usize = 8;
+
 /// A member's KV blocks, moved here from the request while it is a member (so that a step's
-/// new blocks are added without visiting the request or the member), in its bucket.
+/// new blocks are added without visiting the request or the member), in its bucket. The
+/// newest blocks (up to [`TAIL`]) sit in the entry itself and go to the list only when the
+/// next one does not fit: a step's new block is written into the cache line the step reads
+/// anyway, not at the end of a list of its own elsewhere (with hundreds of instances taking
+/// turns, each such end was a miss of its own).
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct Holding {
     member: u32,
+    /// How many blocks `tail` holds.
+    held: u32,
+    /// The member's blocks but those in `tail`.
     blocks: Vec<BlockId>,
+    /// Its newest blocks, after `blocks`.
+    tail: [BlockId; TAIL],
+}
+
+// One entry a cache line.
+const _: () = assert!(size_of::<Holding>() == 64);
+
+impl Holding {
+    fn new(member: u32, blocks: Vec<BlockId>) -> Holding {
+        Holding {
+            member,
+            held: 0,
+            blocks,
+            tail: [0; TAIL],
+        }
+    }
+
+    /// Adds the member's next block.
+    #[inline]
+    fn push(&mut self, block: BlockId) {
+        if self.held as usize == TAIL {
+            self.flush();
+        }
+        self.tail[self.held as usize] = block;
+        self.held += 1;
+    }
+
+    /// Moves the blocks in `tail` to the list.
+    fn flush(&mut self) {
+        self.blocks
+            .extend_from_slice(&self.tail[..self.held as usize]);
+        self.held = 0;
+    }
+
+    /// The member's blocks as one list, taken out of the entry.
+    fn take_blocks(&mut self) -> Vec<BlockId> {
+        self.flush();
+        std::mem::take(&mut self.blocks)
+    }
+
+    /// The member's blocks, in order.
+    fn all_blocks(&self) -> Vec<BlockId> {
+        [&self.blocks[..], &self.tail[..self.held as usize]].concat()
+    }
 }
 
 /// A member's finishing step in [`Stretch::finishes`], with its request's slot, so that the
@@ -159,15 +214,11 @@ impl Stretch {
         };
     }
 
-    /// Warms what giving bucket `key` its new blocks touches: the bucket and the ends of its
-    /// members' block lists.
+    /// Warms what giving bucket `key` its new blocks touches: the bucket's entries (which
+    /// take the blocks, a list's end only once in [`TAIL`] blocks).
     pub(super) fn warm(&self, key: usize) {
-        let Some(bucket) = self.buckets.get(key) else {
-            return;
-        };
-        super::warm::slice(bucket);
-        for h in bucket {
-            super::warm::line(h.blocks.as_ptr().wrapping_add(h.blocks.len()));
+        if let Some(bucket) = self.buckets.get(key) {
+            super::warm::slice(bucket);
         }
     }
 
@@ -215,12 +266,12 @@ impl Stretch {
         (self.members.len() - 1) as u32
     }
 
-    /// The blocks member `id` holds while it is one.
-    fn holding(&mut self, id: u32) -> &mut Vec<BlockId> {
+    /// The entry holding member `id`'s blocks while it is one.
+    fn holding(&mut self, id: u32) -> &mut Holding {
         let key = self.members[id as usize].key as usize;
         let mut bucket = self.buckets[key].iter_mut();
         let h = bucket.find(|h| h.member == id);
-        &mut h.expect("a member holds its blocks in its bucket").blocks
+        h.expect("a member holds its blocks in its bucket")
     }
 
     /// Forgets every member.
@@ -241,7 +292,7 @@ impl Stretch {
 impl Scheduler {
     /// The KV blocks of each slot holding a request, slot by slot: a stretch member's own
     /// while it is one, else the request's.
-    pub fn blocks_by_slot(&self) -> Vec<&[BlockId]> {
+    pub fn blocks_by_slot(&self) -> Vec<Vec<BlockId>> {
         let st = &self.stretch;
         let member = |slot: usize| {
             let live = |h: &&Holding| {
@@ -251,7 +302,9 @@ impl Scheduler {
             st.buckets.iter().flatten().find(live)
         };
         (self.slots.iter().enumerate())
-            .filter_map(|(k, r)| Some(member(k).map_or(&r.as_ref()?.blocks[..], |h| &h.blocks[..])))
+            .filter_map(|(k, r)| {
+                Some(member(k).map_or(r.as_ref()?.blocks.clone(), Holding::all_blocks))
+            })
             .collect()
     }
 
@@ -307,8 +360,7 @@ impl Scheduler {
         }
         self.pool.set_clock(now);
         for h in &mut self.stretch.buckets[key] {
-            let block = self.pool.allocate().expect("checked free blocks");
-            h.blocks.push(block);
+            h.push(self.pool.allocate().expect("checked free blocks"));
         }
         // Whole items written (a member's is a decode), so that the adds run side by side.
         for item in &mut self.step_items[..m] {
@@ -412,7 +464,7 @@ impl Scheduler {
             });
             st.order.push(id);
             let blocks = std::mem::take(&mut req.blocks);
-            st.buckets[key as usize].push(Holding { member: id, blocks });
+            st.buckets[key as usize].push(Holding::new(id, blocks));
             st.finishes.push(Reverse(Finish {
                 step: finish,
                 id,
@@ -470,7 +522,7 @@ impl Scheduler {
     /// Brings member `id`, at position `k`, up to the steps formed so far and the first
     /// `completed` steps completed, and its step entry with it; gives it its blocks back.
     fn settle_member(&mut self, id: u32, k: usize, completed: u64) {
-        let blocks = std::mem::take(self.stretch.holding(id));
+        let blocks = self.stretch.holding(id).take_blocks();
         let member = &self.stretch.members[id as usize];
         let req = self.slots[member.slot as usize]
             .as_mut()
