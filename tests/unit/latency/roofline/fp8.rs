@@ -403,15 +403,11 @@ fn fp8_experts_quantize_their_inputs_per_tensor_first() {
         },
     ];
     assert_eq!(quant, expected);
-    let row = |width: f64, bytes_per_value: f64, per_clock: f64| {
-        let fixed = 3080.0 / CLOCK;
-        (fixed + width * bytes_per_value / (per_clock * CLOCK)).round() + 500.0
-    };
     let by_hand = 2.0 * 2120.0
-        + row(2048.0, 2.0, 9.9)
-        + row(2048.0, 3.0, 20.0)
-        + row(768.0, 2.0, 9.9)
-        + row(768.0, 3.0, 20.0);
+        + row_by_hand(4.0, 2048.0, 2.0, 9.9)
+        + row_by_hand(4.0, 2048.0, 3.0, 20.0)
+        + row_by_hand(32.0, 768.0, 2.0, 9.9)
+        + row_by_hand(32.0, 768.0, 3.0, 20.0);
     let without = Work::Experts {
         cost,
         streamed_bytes,
@@ -431,17 +427,29 @@ fn fp8_experts_quantize_their_inputs_per_tensor_first() {
     );
 }
 
+/// A row kernel of `rows` rows of `width` values, `bytes_per_value` each, at `per_clock`
+/// bytes per SM clock per block, on H100 (132 rows a wave; from L2 at 7.56 bytes per SM per
+/// clock when slower), rounded, its launch included.
+fn row_by_hand(rows: f64, width: f64, bytes_per_value: f64, per_clock: f64) -> f64 {
+    let fixed = 3080.0 / CLOCK;
+    let row = width * bytes_per_value;
+    let waves = fixed + (rows / 132.0).ceil() * row / (per_clock * CLOCK);
+    let stream = fixed + rows * row / (7.56 * 132.0 * CLOCK);
+    waves.max(stream).round() + 500.0
+}
+
 #[test]
 fn fp8_experts_run_vllms_fp8_w8a8_tuned_tiles() {
-    // Mixtral-8x7B at TP 2 on H100 in FP8: vLLM reads `E=8,N=7168,device_name=
+    // Mixtral-8x7B at TP 2 on H100 in FP8, 64 decodes: vLLM reads `E=8,N=7168,device_name=
     // NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json`, whose entry 64 is a 64 × 128 tile, K step
-    // 256, 4 stages (three 256 × 128 one-byte K steps in flight per block: 98,304 bytes); the
-    // bf16 file's entry 64 is 32 × 128 × 128, and a part of the same numbers under another
-    // name runs vLLM's defaults: each prices otherwise.
+    // 256, 4 stages: three 256 × 128 one-byte K steps in flight per block (98,304 bytes), so
+    // 223.5 × 8,192 / 98,304 = 18.6 blocks saturate the part, no cap. 8 × (1 − (6/8)^64) =
+    // 8.0 experts hit, 128 routed rows (16 each: one 64-row tile row each, computed whole);
+    // gate and up 8 × 112 blocks, down 8 × 32: saturated. The grids hold ceil((128 + 8 ×
+    // 63) / 64) = 10 tile rows each, 2.0 idle (× 112 and × 32 blocks). Before them the 64 ×
+    // 4,096 hidden states and the 128 × 7,168 intermediate are quantized per tensor.
     let model = ModelArch::resolve("Mixtral-8x7B-v0.1").unwrap();
     let h100 = Hardware::resolve("H100-SXM").unwrap();
-    let mut own = h100.clone();
-    own.name = "H100-SXM (own file)".into();
     let items = decodes(64, 100);
     let experts = |part: &Hardware, dtype| {
         let r = Roofline::new(&model, part, 2, dtype);
@@ -449,9 +457,28 @@ fn fp8_experts_run_vllms_fp8_w8a8_tuned_tiles() {
             .into_iter()
             .find(|(name, _)| *name == "experts")
             .unwrap();
-        r.layer_ns(work)
+        r.layer_ns(work) as f64
     };
-    assert_ne!(experts(&h100, Dtype::Fp8), experts(&own, Dtype::Fp8));
+    let active = 8.0 * (1.0 - 0.75f64.powi(64));
+    let expert = 3.0 * 4096.0 * 7168.0;
+    let streamed = active * expert + 128.0 * 4096.0 * 3.0;
+    let flops = active * 64.0 * 2.0 * expert;
+    let m = streamed / (BW * 0.876);
+    let c = flops / (1978.9e3 * 0.42 * 0.66 / 0.82);
+    let idle = (10.0 - active) * (112.0 + 32.0) * 102.0 / (132.0 * CLOCK);
+    let quant = 2.0 * 2120.0
+        + row_by_hand(64.0, 4096.0, 2.0, 9.9)
+        + row_by_hand(64.0, 4096.0, 3.0, 20.0)
+        + row_by_hand(128.0, 7168.0, 2.0, 9.9)
+        + row_by_hand(128.0, 7168.0, 3.0, 20.0);
+    let expected = (4200.0 + m.max(c) + 0.24 * m.min(c) + idle + quant).round();
+    let got = experts(&h100, Dtype::Fp8);
+    assert!((got - expected).abs() <= 1.0, "{got} vs {expected}");
+    // The bf16 file's entry 64 is 32 × 128 × 128, and a part of the same numbers under
+    // another name runs vLLM's defaults: each prices otherwise.
+    let mut own = h100.clone();
+    own.name = "H100-SXM (own file)".into();
+    assert_ne!(got, experts(&own, Dtype::Fp8));
     assert_ne!(
         experts(&h100, Dtype::Bfloat16),
         experts(&own, Dtype::Bfloat16)
