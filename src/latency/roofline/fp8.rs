@@ -41,7 +41,7 @@ pub(crate) const GEMM_FP8_COMPUTE_EFFICIENCY: f64 = 0.66;
 /// is what a table whose kernels spread a partial wave over the SMs fits: our H200's cuBLAS
 /// (CUDA 13), 0.10 (LLMServingSim's v0 H100 table, a check outside the shared data: 0.20).
 /// Held out on H800's FP8 table, with the waves priced, it takes the 17–128-token rows from
-/// +16.9% (at 0.50) to +0.4% (median); 0.05–0.3 give 7.6–8.4% pooled (accuracy guide, "FP8
+/// +16.9% (at 0.50) to +0.4% (median); 0.05–0.3 give 7.7–8.5% pooled (accuracy guide, "FP8
 /// GEMMs by vLLM's Hopper tiles"). `scripts/derive_roofline.py` derives and prints it.
 pub(crate) const GEMM_FP8_UNHIDDEN_HOPPER: f64 = 0.10;
 
