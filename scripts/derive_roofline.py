@@ -160,18 +160,54 @@ def fp8_quant_time(c, r):
     return max(waves, c["row_fixed"] / g["clock"] + b / stream) + LAUNCH_S
 
 
+# The tiles vLLM 0.19 runs an FP8 GEMM of M tokens, N outputs and depth K on on Hopper
+# (`cutlass_gemm_sm90_fp8_dispatch`, csrc/quantization/w8a8/cutlass/c3x/
+# scaled_mm_sm90_fp8_dispatch.cuh, vllm-project/vllm c30af86; the 0.19.0 wheel's _C.abi3.so
+# instantiates exactly these seven kernels): (tile rows, tile columns, cluster rows, cluster
+# columns) in the GEMM's own orientation. Up to 64 tokens the kernels swap A and B, so their
+# 16- or 64-wide tile side and the cluster's second extent run along M. A persistent grid of
+# one CTA per SM takes whole clusters of tiles, the tiles past M or N included, in turns.
+def sm90_fp8_tile(m, n, k):
+    if m <= 16:
+        return (16, 64, 2, 1) if n <= 1280 else (16, 64, 1, 1)
+    if m <= 64:
+        return (16, 64, 4, 1) if n <= 1280 else (64, 64, 1, 1)
+    if m <= 128:
+        return (64, 128, 2, 1)
+    if m >= 8192 and k >= 6144:
+        return (256, 128, 2, 1)
+    return (128, 128, 2, 1)
+
+
+def fp8_mma_time(r, g):
+    """An FP8 GEMM's MMA work: on Hopper its tiles' waves (every SM runs ceil(tiles / SMs)
+    whole tiles, each at the SM's share of the FP8 peak times GEMM_FP8_COMPUTE_EFFICIENCY);
+    elsewhere its FLOPs at that share of the peak."""
+    peak = 2 * g["flops"] * GEMM_FP8_COMPUTE_EFFICIENCY
+    m, k, n = r["M"], r["K"], r["N"]
+    if g["gen"] != "hopper":
+        return 2 * m * k * n / peak
+    tm, tn, cm, cn = sm90_fp8_tile(m, n, k)
+    tiles = math.ceil(m / (tm * cm)) * cm * math.ceil(n / (tn * cn)) * cn
+    return math.ceil(tiles / g["sms"]) * 2 * tm * tn * k / (peak / g["sms"])
+
+
 def gemm_time(c, r):
     """A GEMM as src/latency/roofline.rs prices it: fixed time + the longer of its MMA work and
     weight stream + the unhidden share of the shorter + the launch; an FP8 GEMM (weights and
-    input in one byte, output in two) at the FP8 peak and [`GEMM_FP8_COMPUTE_EFFICIENCY`],
-    after its activation's quantization ([`fp8_quant_time`])."""
+    input in one byte, output in two) after its activation's quantization ([`fp8_quant_time`]),
+    its MMA work by [`fp8_mma_time`], on Hopper with the unhidden share of a GEMM whose waves
+    are priced (`gemm_fp8_unhidden`)."""
     g = part(r["gpu"])
-    peak = g["flops"] * (2 if r["fp8"] else 1)
-    eta_c = GEMM_FP8_COMPUTE_EFFICIENCY if r["fp8"] else c["gemm_eta_c"]
     eta_m = c["gemm_eta_m_ampere"] if ampere(r["gpu"]) else c["gemm_eta_m"]
-    compute = 2 * r["M"] * r["K"] * r["N"] / (peak * eta_c)
     memory = gemm_bytes(r) / (g["bw"] * eta_m)
-    t = c["gemm_t0"] + max(compute, memory) + c["gemm_unhidden"] * min(compute, memory) + LAUNCH_S
+    if r["fp8"]:
+        compute = fp8_mma_time(r, g)
+        unhidden = c["gemm_fp8_unhidden"] if g["gen"] == "hopper" else c["gemm_unhidden"]
+    else:
+        compute = 2 * r["M"] * r["K"] * r["N"] / (g["flops"] * c["gemm_eta_c"])
+        unhidden = c["gemm_unhidden"]
+    t = c["gemm_t0"] + max(compute, memory) + unhidden * min(compute, memory) + LAUNCH_S
     return t + fp8_quant_time(c, r) if r["fp8"] else t
 
 
@@ -201,6 +237,15 @@ def gemm_fits(rows, gpus=GPUS):
     return out
 
 
+# The GEMM tables whose kernels spread a partial wave over the SMs instead of running it
+# alone: our H200 table (cuBLAS of CUDA 13 through PyTorch 2.11), whose rows climb smoothly
+# through the token counts where a grid of 128-row tiles fills a wave and starts the next
+# (docs/src/accuracy.md, "H100's GEMMs at the blind cases' shapes": the unhidden share the
+# roofline prices is mostly wave quantization where a table's kernels run whole waves). Its
+# unhidden share is the transition's cost with no wave quantization in it.
+WAVELESS_GEMM_TABLES = ["H200"]
+
+
 def gemm_constants(fits, gpus, held_out=None):
     """The GEMM constants from the per-GPU fits of `gpus`; the weight-streaming efficiency of
     each architecture class from that class's GPUs."""
@@ -212,6 +257,11 @@ def gemm_constants(fits, gpus, held_out=None):
         "gemm_eta_m_ampere": median(fits[g]["eta_m"] for g in have if ampere(g)),
         "gemm_eta_c": median(fits[g]["eta_c"] for g in full),
         "gemm_unhidden": median(fits[g]["unhidden"] for g in full),
+        # With its waves priced (FP8 on Hopper, `fp8_mma_time`), a GEMM's unhidden share is
+        # what is left of the transition once wave quantization is out: what the tables whose
+        # kernels run no whole waves fit (WAVELESS_GEMM_TABLES), else the median.
+        "gemm_fp8_unhidden": median(fits[g]["unhidden"] for g in full if g in WAVELESS_GEMM_TABLES)
+        if any(g in WAVELESS_GEMM_TABLES for g in full) else median(fits[g]["unhidden"] for g in full),
     }
 
 
@@ -1713,6 +1763,7 @@ def main():
     print(f"GEMM_COMPUTE_EFFICIENCY = {c['gemm_eta_c']:.2f}")
     print(f"GEMM_UNHIDDEN = {c['gemm_unhidden']:.2f}")
     print(f"GEMM_FP8_COMPUTE_EFFICIENCY = {GEMM_FP8_COMPUTE_EFFICIENCY:.2f}")
+    print(f"GEMM_FP8_UNHIDDEN_HOPPER = {c['gemm_fp8_unhidden']:.2f}")
     print(f"ATTENTION_FIXED_NS = {round(c['attention_t0'] * 1e7) * 100}")
     print(f"DECODE_ATTENTION_EFFICIENCY = {c['decode_eta']:.3f}")
     for name in DECODE_CONSTANTS[:4]:

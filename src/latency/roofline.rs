@@ -20,7 +20,7 @@ use super::{
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
 use decode::DecodeKernels;
-use fp8::{Precision, fp8_gemm_flops_per_ns, linear, moe_flops_per_ns};
+use fp8::{Fp8Gemms, Precision, TensorQuant, linear, moe_flops_per_ns, moe_quantizations};
 use mixed::{MixedDecodes, MixedKernels};
 use moe_grid::MoeLaunch;
 use moe_tuned::TunedTile;
@@ -525,9 +525,8 @@ pub struct Roofline {
     fp: f64,
     /// The widths of weights, activations and KV cache, and whether linear layers run FP8.
     precision: Precision,
-    /// An FP8 GEMM's MMA rate: the FP8 peak times [`fp8::GEMM_FP8_COMPUTE_EFFICIENCY`] (0
-    /// without FP8 linear layers).
-    fp8_gemm_flops_per_ns: f64,
+    /// How the part runs FP8 GEMMs' MMA work ([`Fp8Gemms`]).
+    fp8_gemms: Fp8Gemms,
     hidden: f64,
     head_dim: f64,
     heads_per_gpu: f64,
@@ -579,8 +578,8 @@ pub struct Roofline {
     /// Time of one idle thread block of the fused-MoE grid, ns (`moe_idle_ns_per_block`).
     moe_idle_ns_per_block: f64,
     /// The name vLLM's tuned fused-MoE configs give the part ([`moe_tuned::vllm_device`];
-    /// `None` for weights not in 16 bits), and the tuned tiles vLLM runs this model's experts
-    /// on, if it ships a file for them.
+    /// `None` for weights neither in 16 bits nor FP8), and the tuned tiles vLLM runs this
+    /// model's experts on, if it ships a file for them in their dtype.
     moe_tuned_device: Option<&'static str>,
     moe_tuned: Option<&'static [TunedTile]>,
     launch_ns: f64,
@@ -663,18 +662,23 @@ pub enum Work {
     Fp8Gemm {
         gemm: Cost,
         quant: Cost,
-        /// The input's tokens: the quantization's rows.
+        /// The input's tokens: the quantization's rows and the GEMM's M.
         tokens: f64,
+        /// The GEMM's K and N.
+        depth: f64,
+        outputs: f64,
     },
     /// One attention launch whose prefill and decode parts are priced separately.
     Attention(AttentionWork),
     /// The fused-MoE grouped GEMMs (their own efficiencies): the work, the bytes as they
     /// stream (the weights of a GEMM with too few thread blocks count for more), and the
-    /// thread blocks of their grids that do no MMA work ([`moe_grid::idle_blocks`]).
+    /// thread blocks of their grids that do no MMA work ([`moe_grid::idle_blocks`]); on
+    /// `fp8_w8a8` experts, the quantizations of their inputs ([`TensorQuant`]).
     Experts {
         cost: Cost,
         streamed_bytes: f64,
         idle_blocks: f64,
+        quant: Option<[TensorQuant; 2]>,
     },
     /// A collective whose time is already known, ns.
     Comm {
@@ -814,15 +818,19 @@ impl Roofline {
         let fp = precision.activations;
         let peak_flops = hardware.peak_flops(dtype.activations());
         let hidden = model.hidden_size as f64;
-        // vLLM's tuned files without a `dtype` in their name are for 16-bit weights.
+        // vLLM's tuned files without a `dtype` in their name are for 16-bit weights, those
+        // with `dtype=fp8_w8a8` for FP8 ones.
         let moe_tuned_device = match dtype {
-            Dtype::Bfloat16 | Dtype::Float16 => moe_tuned::vllm_device(&hardware.name),
+            Dtype::Bfloat16 | Dtype::Float16 | Dtype::Fp8 => moe_tuned::vllm_device(&hardware.name),
             _ => None,
         };
         let moe_tuned = match (&model.moe, moe_tuned_device) {
-            (Some(moe), Some(device)) => {
-                moe_tuned::tuned_tiles(device, moe.num_experts, moe.moe_intermediate_size / tp)
-            }
+            (Some(moe), Some(device)) => moe_tuned::tuned_tiles_in(
+                dtype,
+                device,
+                moe.num_experts,
+                moe.moe_intermediate_size / tp,
+            ),
             _ => None,
         };
         let mlp = match &model.moe {
@@ -873,7 +881,7 @@ impl Roofline {
             num_layers: model.num_layers,
             fp,
             precision,
-            fp8_gemm_flops_per_ns: fp8_gemm_flops_per_ns(hardware, &precision),
+            fp8_gemms: Fp8Gemms::new(hardware, &precision),
             hidden,
             head_dim: model.head_dim as f64,
             heads_per_gpu: (model.num_heads / tp) as f64,
@@ -943,9 +951,14 @@ impl Roofline {
             width: moe.moe_intermediate_size as f64,
             flops_per_token_expert: 2.0 * whole,
         };
+        let weights = if self.precision.fp8 {
+            Dtype::Fp8
+        } else {
+            Dtype::Bfloat16
+        };
         self.moe_tuned = self.moe_tuned_device.and_then(|device| {
             let local = moe.num_experts / u64::from(ep);
-            moe_tuned::tuned_tiles(device, local, moe.moe_intermediate_size)
+            moe_tuned::tuned_tiles_in(weights, device, local, moe.moe_intermediate_size)
         });
         self.expert_comm = collectives
             .ep
@@ -1220,7 +1233,18 @@ impl Roofline {
         // share of the routed rows of the group's `group × t` padded tokens (act_fn fused).
         let active = experts / ep * (1.0 - (1.0 - top_k / experts).powf(s.gate));
         let routed = group * t * top_k / ep;
-        let activations = 2.0 * routed * h * fp;
+        // The routed rows read and written; on FP8 experts read in one byte.
+        let activations = if self.precision.fp8 {
+            routed * h * (self.precision.weights + fp)
+        } else {
+            2.0 * routed * h * fp
+        };
+        // vLLM quantizes the local tokens before the dispatch and every routed row of the
+        // group's after the activation.
+        let quant = self
+            .precision
+            .fp8
+            .then(|| moe_quantizations(t, h, group * t * top_k, width));
         let tile = self.moe_tile(group * t, experts / ep);
         let cost = Cost {
             flops: moe_mma_rows(tile, active, routed) * flops_per_token_expert,
@@ -1246,6 +1270,7 @@ impl Roofline {
                 cost,
                 streamed_bytes,
                 idle_blocks: moe_grid::idle_blocks(&launch, (tile.rows, tile.columns)),
+                quant,
             },
         );
         if let Some((_, combine)) = comm {
@@ -1294,9 +1319,23 @@ impl Roofline {
     /// Unrounded time of a GEMM whose MMA work runs at `flops_per_ns`, its launch included,
     /// ns.
     fn gemm_ns(&self, c: Cost, flops_per_ns: f64) -> f64 {
-        let (compute, memory) = (c.flops / flops_per_ns, c.bytes / self.gemm_bytes_per_ns);
-        let busy = compute.max(memory) + GEMM_UNHIDDEN * compute.min(memory);
+        self.gemm_mma_ns(c.flops / flops_per_ns, c.bytes, GEMM_UNHIDDEN)
+    }
+
+    /// [`Roofline::gemm_ns`] of a GEMM whose MMA work takes `compute` ns, moving `bytes`, the
+    /// shorter of the two `unhidden` by the longer.
+    fn gemm_mma_ns(&self, compute: f64, bytes: f64, unhidden: f64) -> f64 {
+        let memory = bytes / self.gemm_bytes_per_ns;
+        let busy = compute.max(memory) + unhidden * compute.min(memory);
         (self.gemm_fixed_ns + busy + self.launch_ns).max(KERNEL_FLOOR_NS)
+    }
+
+    /// Time of per-tensor FP8 quantizations ([`TensorQuant`]), ns: each a memset of its
+    /// scale (the least time of a kernel) and its two row kernels, each rounded as a layer.
+    fn tensor_quant_ns(&self, quant: [TensorQuant; 2]) -> f64 {
+        let memset = self.layer_ns(kernel(0.0, 4.0)) as f64;
+        let kernels = quant.iter().flat_map(|q| q.row_kernels(self.fp));
+        quant.len() as f64 * memset + kernels.map(|k| self.layer_ns(k) as f64).sum::<f64>()
     }
 
     /// Unrounded time of a roofline-priced cost, without launch overhead, ns.
@@ -1426,6 +1465,8 @@ impl Roofline {
                 gemm,
                 quant,
                 tokens,
+                depth,
+                outputs,
             } => {
                 let quant_ns = match self.row_kernels {
                     Some(k) => {
@@ -1433,7 +1474,8 @@ impl Roofline {
                     }
                     None => self.layer_ns(Work::Kernel(quant)),
                 };
-                self.gemm_ns(gemm, self.fp8_gemm_flops_per_ns) + quant_ns as f64
+                let (compute, unhidden) = self.fp8_gemms.mma_ns(tokens, depth, outputs);
+                self.gemm_mma_ns(compute, gemm.bytes, unhidden) + quant_ns as f64
             }
             Work::Attention(a) => {
                 let fixed = if a.pure_decode() {
@@ -1447,13 +1489,19 @@ impl Roofline {
                 cost: c,
                 streamed_bytes,
                 idle_blocks,
+                quant,
             } => {
                 let (compute, memory) = (
                     c.flops / self.moe_flops_per_ns,
                     streamed_bytes / self.moe_bytes_per_ns,
                 );
                 let idle = idle_blocks * self.moe_idle_ns_per_block;
-                MOE_FIXED_NS + compute.max(memory) + MOE_UNHIDDEN * compute.min(memory) + idle
+                let experts =
+                    MOE_FIXED_NS + compute.max(memory) + MOE_UNHIDDEN * compute.min(memory) + idle;
+                match quant {
+                    Some(quant) => experts + self.tensor_quant_ns(quant),
+                    None => experts,
+                }
             }
             Work::Comm { ns } => ns,
         };

@@ -2,7 +2,8 @@
 //!
 //! `try_get_optimal_moe_config` looks for `fused_moe/configs/E=<E>,N=<N>,device_name=<GPU>.json`
 //! (`E` the experts on the GPU, `w2`'s first dimension; `N` one expert's width on it, `w2`'s
-//! last; bf16 and fp16 weights have no `dtype` suffix) and, when it exists, takes the entry
+//! last; bf16 and fp16 weights have no `dtype` suffix, per-tensor FP8 ones `,dtype=fp8_w8a8`,
+//! [`fp8_files`]) and, when it exists, takes the entry
 //! whose batch key is nearest to the tokens entering the kernel (`min(keys, key=lambda k:
 //! abs(k - M))`: on a tie the first key of the file, which lists them ascending). Without a
 //! file it calls `get_default_config`; the roofline then prices vLLM 0.10.2's default tiles,
@@ -16,6 +17,9 @@
 //! priced 0.61 (691 µs at 32 tokens).
 
 mod files;
+mod fp8_files;
+
+use crate::config::Dtype;
 
 /// One entry of a tuned config file: the tile vLLM runs for batches nearest `tokens`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,7 +68,24 @@ pub fn vllm_device(hardware: &str) -> Option<&'static str> {
 /// The tuned tiles vLLM runs for `experts` experts of `width` on `device` ([`vllm_device`]),
 /// if it ships a file for them in bf16 or fp16 (the bundled files, [`files`]).
 pub fn tuned_tiles(device: &str, experts: u64, width: u64) -> Option<&'static [TunedTile]> {
-    files::FILES
+    tuned_tiles_in(Dtype::Bfloat16, device, experts, width)
+}
+
+/// [`tuned_tiles`] for experts served in `dtype`: the files without a `dtype` in their name
+/// for 16-bit weights ([`files`]), those with `dtype=fp8_w8a8` for FP8 ([`fp8_files`]); none
+/// for other dtypes.
+pub fn tuned_tiles_in(
+    dtype: Dtype,
+    device: &str,
+    experts: u64,
+    width: u64,
+) -> Option<&'static [TunedTile]> {
+    let files = match dtype {
+        Dtype::Bfloat16 | Dtype::Float16 => files::FILES,
+        Dtype::Fp8 => fp8_files::FILES,
+        Dtype::Float32 | Dtype::Int8 => return None,
+    };
+    files
         .iter()
         .find(|f| f.device == device && f.experts == experts && f.width == width)
         .map(|f| f.tiles)

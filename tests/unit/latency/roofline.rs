@@ -947,7 +947,8 @@ fn moe_a_tuned_file_of_another_part_and_shape_sets_the_tile() {
         &items,
     );
     assert_eq!(h100, own);
-    // fp8 weights: vLLM would read a `dtype=fp8_w8a8` file, none bundled: the defaults.
+    // fp8 weights: vLLM reads `dtype=fp8_w8a8` files, and H200's for 128 experts of 768 is
+    // block-quantized only (not read for per-tensor FP8): the defaults.
     let model = ModelArch::resolve("Qwen3-30B-A3B-Instruct-2507").unwrap();
     let fp8 =
         |hardware: &Hardware| experts_ns(&Roofline::new(&model, hardware, 1, Dtype::Fp8), &items);

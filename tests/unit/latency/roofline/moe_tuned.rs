@@ -1,3 +1,4 @@
+use blis_cosim::config::Dtype;
 use blis_cosim::latency::roofline::moe_tuned::*;
 
 /// vLLM's name of H100 SXM5 80GB.
@@ -124,4 +125,44 @@ fn a_block_keeps_its_stages_but_one_k_steps_of_weights_in_flight() {
     assert_eq!(one.bytes_in_flight(2.0), 3.0 * 128.0 * 64.0 * 2.0);
     // vLLM 0.10's default tiles keep 2 × 64 × 32 × 2 = 8,192 bytes: six times fewer.
     assert_eq!(one.bytes_in_flight(2.0) / 8192.0, 6.0);
+}
+
+/// The entry vLLM picks for `tokens` from the `dtype=fp8_w8a8` file of `experts` × `width`.
+fn fp8_entry(device: &str, experts: u64, width: u64, tokens: f64) -> (u32, u32, u32, u32) {
+    let tiles = tuned_tiles_in(Dtype::Fp8, device, experts, width).unwrap();
+    shape(nearest(tiles, tokens).unwrap())
+}
+
+#[test]
+fn fp8_experts_read_the_fp8_w8a8_files() {
+    // Entries hand-read from vLLM 0.19.0's `E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3,
+    // dtype=fp8_w8a8.json` (keys 1 to 4,096) beside the bf16 file's of the same name.
+    assert_eq!(fp8_entry(H100, 8, 7168, 1.0), (64, 128, 256, 4));
+    assert_eq!(fp8_entry(H100, 8, 7168, 64.0), (64, 128, 256, 4));
+    assert_eq!(fp8_entry(H100, 8, 7168, 256.0), (64, 128, 128, 3));
+    assert_eq!(entry(H100, 8, 7168, 64.0), (32, 128, 128, 4));
+    let fp8 = tuned_tiles_in(Dtype::Fp8, H100, 8, 7168).unwrap();
+    assert_eq!(fp8.len(), 18);
+    assert_eq!((fp8[0].tokens, fp8[17].tokens), (1, 4096));
+    // `E=64,N=640,...RTX_4090,dtype=fp8_w8a8` and `E=128,N=96,...H200,dtype=fp8_w8a8`.
+    assert_eq!(
+        fp8_entry("NVIDIA_GeForce_RTX_4090", 64, 640, 64.0),
+        (32, 32, 256, 2)
+    );
+    assert_eq!(fp8_entry("NVIDIA_H200", 128, 96, 256.0), (32, 128, 128, 3));
+    // 16-bit weights read the files without a dtype, FP8 ones only those with it: Mixtral at
+    // TP 1 on H100 has an fp8_w8a8 file and no bf16 one; Qwen3-30B-A3B at TP 2 the reverse
+    // (its `E=128,N=384` fp8 file on H200 is block-quantized, not read for per-tensor FP8).
+    assert!(tuned_tiles_in(Dtype::Fp8, H100, 8, 14336).is_some());
+    assert!(tuned_tiles_in(Dtype::Bfloat16, H100, 8, 14336).is_none());
+    assert!(tuned_tiles_in(Dtype::Bfloat16, H100, 128, 384).is_some());
+    assert!(tuned_tiles_in(Dtype::Fp8, H100, 128, 384).is_none());
+    assert!(tuned_tiles_in(Dtype::Fp8, "NVIDIA_H200", 128, 384).is_none());
+    assert_eq!(
+        tuned_tiles_in(Dtype::Float16, H100, 8, 7168),
+        tuned_tiles(H100, 8, 7168)
+    );
+    // No FP8 file for the A100 (no FP8 tensor cores), nor for other dtypes.
+    assert!(tuned_tiles_in(Dtype::Fp8, "NVIDIA_A100-SXM4-80GB", 8, 7168).is_none());
+    assert!(tuned_tiles_in(Dtype::Int8, H100, 8, 7168).is_none());
 }
