@@ -37,7 +37,7 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
                                   [--vllm019-default-tiles] [--moe-cap-from-latency]
-                                  [--mixed-table] [--gemm-rows=GPU] [--row-kernels]
+                                  [--mixed-table] [--fa2-score-clocks] [--gemm-rows=GPU] [--row-kernels]
                                   [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
@@ -57,6 +57,11 @@ vLLM 0.19's default tiles instead of 0.10.2's, a what-if that held out does wors
 `--moe-cap-from-latency`: where no table of a derivation measures the large fused-MoE tile's
 bytes per SM per clock (H800 held out), one thread block's weight bytes in flight per memory
 latency, a what-if (docs/src/accuracy.md, "Few large experts held out").
+`--fa2-score-clocks` prices the prefill tiles of the parts vLLM runs FlashAttention-2 on (all
+but Hopper) at the tensor peak plus a number of SM clocks per query-key score, the median over
+those parts, and Hopper's at the median share of peak over the Hopper parts: a what-if that
+held out corrects RTX 4090's prefill and mixed cells but moves RTX PRO 6000's mixed cell
+further (docs/src/accuracy.md, "FlashAttention-2's tiles by their clocks").
 `--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
 held-out error (the constants derived from the other GPUs).
 `--row-kernels` prints, before the constants, every row-kernel row (norms, SiLU-and-mul,
@@ -90,10 +95,11 @@ LAUNCH_S = 0.5e-6
 ELEMENTWISE_EFFICIENCY = 0.9
 
 
-def fit(rows):
-    """`t = t0 + x / rate` over (x, t), least squares of the relative error (weights 1/t²);
-    returns (t0 seconds, rate per second)."""
-    w = [1.0 / (t * t) for _, t in rows]
+def fit(rows, times=None):
+    """`t = t0 + x / rate` over (x, t), least squares of the relative error (weights 1/t²,
+    `t` from `times` where given: the rows' `t` is then what is left of each time after a
+    priced part); returns (t0 seconds, rate per second)."""
+    w = [1.0 / (t * t) for t in (times or [t for _, t in rows])]
     sw = sum(w)
     sx = sum(wi * x for wi, (x, _) in zip(w, rows))
     st = sum(wi * t for wi, (_, t) in zip(w, rows))
@@ -224,14 +230,57 @@ def gemm_regime(r):
 # Hopper's kernels (FlashAttention-3, FlashInfer's sm90 path, cuDNN) run two warpgroups of 64
 # query rows on 128-row tiles; FlashAttention-2's mma.sync kernels, which other parts run, a
 # 64 x 64 tile for causal attention (`run_mha_fwd_hdim128`). Taken from the kernels' sources,
-# not fitted (`scripts/derive_roofline.py` compares both sizes on every GPU).
+# not fitted (`scripts/derive_roofline.py` compares both sizes on every GPU). vLLM's paged
+# launch runs FA2's split-KV kernel, whose KV tile is 128 tokens at head dim 128
+# (`run_mha_fwd_splitkv_dispatch`); the waves are counted in KV tiles of 64 all the same (128
+# was tried: docs/src/accuracy.md, "FlashAttention-2's tiles by their clocks").
 PREFILL_TILE_ROWS_HOPPER = 128
 PREFILL_TILE_ROWS = 64
 PREFILL_KV_TILE = 64
+# `--fa2-score-clocks`, a what-if (docs/src/accuracy.md, "FlashAttention-2's tiles by their
+# clocks"): a prefill tile priced by the kernel family vLLM 0.19 picks by architecture:
+# FlashAttention-3 on Hopper (sm_90; FlashInfer's sm90 path and cuDNN, whose tables stand in
+# for it here, are warp-specialised wgmma kernels likewise), FlashAttention-2 on sm_8x and
+# sm_12x (FA3 is Hopper-only). FA3's producer and consumer warpgroups overlap the
+# softmax with the MMA: its tiles reach a share of peak FLOP/s (`prefill_eta`, the median over
+# the Hopper GPUs). FA2's paged varlen kernel (`run_mha_fwd_splitkv_dispatch`, 4 warps, 80 KiB
+# of shared memory: one block per SM on the 100 KiB parts) has one warp per SM sub-partition:
+# while that warp computes its softmax, rescales and loads, the sub-partition's tensor pipe has
+# no other warp to run. So an FA2 tile costs its MMA at the tensor peak plus its scores' other
+# work, a number of SM clocks per query-key score (`prefill_score_clocks`, the median over the
+# FA2 GPUs) on pipes that sm_89 and sm_120 have alike (128 FP32 lanes, 16 SFUs per SM), where
+# their tensor peaks differ twofold (512 and 1,024 dense FLOP per SM per clock with FP32
+# accumulation). vllm-project/flash-attention 6f27a05 (vLLM 0.19's pin) and 617264c. Without
+# the flag every GPU's tiles take one share of peak FLOP/s, the median over all of them.
 
 
 def prefill_tile_rows(gpu):
     return PREFILL_TILE_ROWS_HOPPER if GPUS[gpu]["gen"] == "hopper" else PREFILL_TILE_ROWS
+
+
+FA2_SCORE_CLOCKS = "--fa2-score-clocks" in sys.argv
+
+
+def fa2(gpu):
+    """Whether `gpu`'s prefill tiles are priced as FlashAttention-2's (`--fa2-score-clocks`, a
+    what-if): vLLM runs FA2 on every part but Hopper, which runs FA3."""
+    return FA2_SCORE_CLOCKS and GPUS[gpu]["gen"] != "hopper"
+
+
+def mma_clocks_per_score(gpu, head_dim):
+    """SM clocks of one query-key score's MMA work (QK^T and PV: 4 x head_dim FLOPs) at the
+    tensor peak of one SM."""
+    g = GPUS[gpu]
+    return 4.0 * head_dim * g["sms"] * g["clock"] / g["flops"]
+
+
+def prefill_efficiency(c, gpu, head_dim):
+    """Share of peak FLOP/s a prefill tile's MMA work takes on `gpu`: the Hopper kernels'
+    `prefill_eta`; FA2's MMA at the tensor peak over it plus `prefill_score_clocks` per score."""
+    if not fa2(gpu):
+        return c["prefill_eta"]
+    mma = mma_clocks_per_score(gpu, head_dim)
+    return mma / (mma + c["prefill_score_clocks"])
 
 
 def prefill_wave_flops(items, heads, head_dim, sms, tile_rows, kv_tile=PREFILL_KV_TILE):
@@ -286,9 +335,18 @@ def attention_fits(rows):
             if rate > 0 and sum(1 for x, _ in mine if x / rate > t0) >= len(mine) / 3:
                 f["decode"] = (t0, rate / GPUS[gpu]["bw"])
                 f["decode_kernels"] = decode_fit(decodes)
-        mine = [(attention_wave_flops(r), r["t"]) for r in rows if r["gpu"] == gpu and r["kind"] == "prefill"]
-        if len(mine) >= 3:
-            t0, rate = fit(mine)
+        prefills = [r for r in rows if r["gpu"] == gpu and r["kind"] == "prefill"]
+        if len(prefills) >= 3 and fa2(gpu):
+            # What is left after the MMA at the tensor peak: t0 and the scores' clocks.
+            g = GPUS[gpu]
+            at_peak = [attention_wave_flops(r) / g["flops"] for r in prefills]
+            scores = [attention_wave_flops(r) / (4.0 * r["head_dim"] * g["sms"] * g["clock"])
+                      for r in prefills]
+            t0, rate = fit([(x, r["t"] - m) for x, r, m in zip(scores, prefills, at_peak)],
+                           [r["t"] for r in prefills])
+            f["prefill"] = (t0, 1.0 / rate)
+        elif len(prefills) >= 3:
+            t0, rate = fit([(attention_wave_flops(r), r["t"]) for r in prefills])
             f["prefill"] = (t0, rate / GPUS[gpu]["flops"])
         if f:
             out[gpu] = f
@@ -301,7 +359,8 @@ def attention_constants(fits, gpus):
     c = {
         "attention_t0": median(fits[g]["decode"][0] for g in have if "decode" in fits[g]),
         "prefill_t0": median(fits[g]["prefill"][0] for g in have if "prefill" in fits[g]),
-        "prefill_eta": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g]),
+        "prefill_eta": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g] and not fa2(g)),
+        "prefill_score_clocks": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g] and fa2(g)),
     }
     for name in DECODE_CONSTANTS:
         c[name] = median(k[name] for k in kernels if name in k)
@@ -311,11 +370,11 @@ def attention_constants(fits, gpus):
 def attention_time(c, r):
     """Decode: the kernels the row's backend launches and the split-KV grid's waves, in SM
     clocks, plus the KV bytes at the decode efficiency (`decode_time`). Prefill: the waves'
-    MMA work at the prefill efficiency of peak FLOP/s."""
+    MMA work at the kernel family's share of peak FLOP/s (`prefill_efficiency`)."""
     g = GPUS[r["gpu"]]
     if r["kind"] == "decode":
         return decode_time(c, r)
-    return c["prefill_t0"] + attention_wave_flops(r) / (g["flops"] * c["prefill_eta"])
+    return c["prefill_t0"] + attention_wave_flops(r) / (g["flops"] * prefill_efficiency(c, r["gpu"], r["head_dim"]))
 
 
 # ------------------------------------------------------------------------ pure-decode attention
@@ -471,8 +530,9 @@ def mixed_kernel_extra(c, gpu, q_heads, kv_heads, head_dim, chunk, decodes, cont
     idle = (query_tiles - 1) * decodes * q_heads
     kv_tile = decode_kv_block(head_dim)
     tile_flops = 4 * MIXED_TILE_ROWS * head_dim * kv_tile
-    block_s = c["decode_wave_clocks"] / g["clock"] + slots * -(-context // kv_tile) * tile_flops / (g["flops"] * c["prefill_eta"])
-    prefill_s = prefill_wave_flops([(chunk, prefix)], q_heads, head_dim, g["sms"], prefill_tile_rows(gpu)) / (g["flops"] * c["prefill_eta"])
+    mma_rate = g["flops"] * prefill_efficiency(c, gpu, head_dim)
+    block_s = c["decode_wave_clocks"] / g["clock"] + slots * -(-context // kv_tile) * tile_flops / mma_rate
+    prefill_s = prefill_wave_flops([(chunk, prefix)], q_heads, head_dim, g["sms"], prefill_tile_rows(gpu)) / mma_rate
     working = mixed_working_time(decodes * q_heads, query_tiles * q_heads, slots, block_s, prefill_s)
     group, sequences, head_bytes = q_heads // max(kv_heads, 1), decodes + 1, context * head_dim * 2 * 2
     reads = 1 if sequences * head_bytes <= g["l2"] else max(1, min(group, group * sequences / slots))
@@ -1520,6 +1580,11 @@ def print_fits(data):
         for kind in ("decode", "prefill"):
             if kind in g:
                 t0, eta = g[kind]
+                if kind == "prefill" and fa2(gpu):
+                    share = mma_clocks_per_score(gpu, 128) / (mma_clocks_per_score(gpu, 128) + eta)
+                    print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, MMA at peak + {eta:.3f} SM clocks "
+                          f"per score (FA2; {share:.3f} of peak FLOP/s in waves at head dim 128)")
+                    continue
                 unit = "of peak bandwidth" if kind == "decode" else "of peak FLOP/s in waves"
                 print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, {eta:.3f} {unit}")
         if "decode_kernels" in g:
@@ -1692,7 +1757,7 @@ def main():
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
-    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles", "--mixed-table"):
+    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles", "--mixed-table", "--fa2-score-clocks"):
         if flag in sys.argv:
             print(f"with {flag}, a what-if: src/latency/roofline.rs holds the constants derived without it")
     print("constants held by the host model's defaults (src/config/hardware.rs, HostSpec):")
@@ -1718,6 +1783,8 @@ def main():
     print(f"MOE_UNHIDDEN = {c['moe_unhidden']:.2f}")
     print(f"MOE_LATENCY_CLOCKS = {c['moe_latency']:.0f}")
     print(f"MOE_IDLE_BLOCK_CLOCKS = {c['moe_idle_clocks']:.0f}")
+    if FA2_SCORE_CLOCKS:
+        print(f"(what-if, not held by the code) PREFILL_SCORE_CLOCKS = {c['prefill_score_clocks']:.3f}")
     if "--flat-large-tile" in sys.argv:
         print(f"(what-if, not held by the code) MOE_LARGE_TILE_STREAMING = {c['moe_large_tile']:.2f}")
     else:

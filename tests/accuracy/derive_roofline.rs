@@ -334,3 +334,59 @@ fn the_script_prices_mixed_decodes_as_the_roofline_does() {
         );
     }
 }
+
+/// `--fa2-score-clocks` (a what-if of `scripts/derive_roofline.py`): a prefill tile on a part
+/// vLLM runs FlashAttention-2 on costs its MMA at the tensor peak plus SM clocks per query-key
+/// score; Hopper's keeps a share of peak. By hand, at 0.390 clocks per score and head dim 128:
+/// RTX 4090's MMA per score is 4 × 128 FLOP over 178.9e12 / (128 SMs × 2.73 GHz) FLOP per SM
+/// per clock, 1.000 06 clocks, so 1.000 06 / 1.390 06 = 0.719 44 of peak; RTX PRO 6000's
+/// 512 / (503.8e12 / (188 × 2.617 GHz)) = 0.500 00 clocks, 0.561 80; H800 the share given,
+/// 0.607. A fresh 128-token chunk of 32 heads on RTX 4090 takes 2 waves of 64 × 64 tiles
+/// (4,096 scores each): 2 × 4,096 × 1.390 06 / 2.73 GHz = 4,171.2 ns after 7,100 fixed. And
+/// rows made from that model (t0 5 µs, 0.4 clocks per score) are fitted back exactly. Without
+/// the flag every part takes the share.
+#[test]
+fn the_fa2_what_if_prices_tiles_by_their_clocks() {
+    let code = r#"
+import sys
+sys.argv.append("--fa2-score-clocks")
+import derive_roofline as d
+c = {"prefill_eta": 0.607, "prefill_score_clocks": 0.390, "prefill_t0": 7.1e-6}
+for gpu in ("RTX4090", "RTXPRO6000", "H800"):
+    print(d.prefill_efficiency(c, gpu, 128))
+base = {"gpu": "RTX4090", "kind": "prefill", "chunk": 128, "prefix": 0, "q_heads": 32, "head_dim": 128}
+print(d.attention_time(c, dict(base)))
+made = {"prefill_eta": 0.607, "prefill_score_clocks": 0.4, "prefill_t0": 5e-6}
+rows = [dict(base, chunk=n, prefix=p) for n in (16, 256, 2048) for p in (0, 1024)]
+for r in rows:
+    r["t"] = d.attention_time(made, r)
+print(*d.attention_fits(rows)["RTX4090"]["prefill"])
+d.FA2_SCORE_CLOCKS = False
+print(d.prefill_efficiency(c, "RTX4090", 128))
+"#;
+    let Some(stdout) = derive_python(code) else {
+        return;
+    };
+    let got: Vec<f64> = stdout
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let mma_4090 = 4.0 * 128.0 * 128.0 * 2.73e9 / 178.9e12;
+    let mma_pro = 4.0 * 128.0 * 188.0 * 2.617e9 / 503.8e12;
+    let tile_ns = 2.0 * 4096.0 * (mma_4090 + 0.390) / 2.73;
+    let hand = [
+        mma_4090 / (mma_4090 + 0.390),
+        mma_pro / (mma_pro + 0.390),
+        0.607,
+        7.1e-6 + tile_ns * 1e-9,
+        5e-6,
+        0.4,
+        0.607,
+    ];
+    assert_eq!(got.len(), hand.len(), "{stdout}");
+    for (g, h) in got.iter().zip(hand) {
+        assert!((g / h - 1.0).abs() < 1e-9, "got {g}, by hand {h}: {stdout}");
+    }
+    assert!((hand[0] - 0.71944).abs() < 1e-5 && (hand[1] - 0.56180).abs() < 1e-5);
+    assert!((tile_ns - 4_171.2).abs() < 0.1, "{tile_ns}");
+}
