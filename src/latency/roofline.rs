@@ -74,7 +74,10 @@ const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.607;
 /// 18.2% with 64 rows; RTX PRO 6000 3.2% against 12.0% with 128).
 const PREFILL_TILE_ROWS_HOPPER: u64 = 128;
 const PREFILL_TILE_ROWS: u64 = 64;
-/// KV rows a prefill tile reads per iteration (64 in both kernel families at head dim 128).
+/// KV rows per step of a prefill tile, as its waves are counted: 64 (Hopper's kernels at head
+/// dim 128; vLLM's paged launch of FlashAttention-2 runs the split-KV kernel, whose KV tile is
+/// 128 tokens there: counting 128 was tried, accuracy guide "FlashAttention-2's tiles by their
+/// clocks").
 const PREFILL_KV_TILE: u64 = 64;
 /// Prefills of a step kept on the stack while their waves are counted; a step with more (many
 /// short prompts at once) reads them from the batch for each KV tile instead. Few, so that
