@@ -37,7 +37,7 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
                                   [--vllm019-default-tiles] [--moe-cap-from-latency]
-                                  [--mixed-table] [--fa2-score-clocks] [--gemm-rows=GPU] [--row-kernels]
+                                  [--mixed-table] [--gemm-rows=GPU] [--row-kernels]
                                   [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
@@ -57,11 +57,6 @@ vLLM 0.19's default tiles instead of 0.10.2's, a what-if that held out does wors
 `--moe-cap-from-latency`: where no table of a derivation measures the large fused-MoE tile's
 bytes per SM per clock (H800 held out), one thread block's weight bytes in flight per memory
 latency, a what-if (docs/src/accuracy.md, "Few large experts held out").
-`--fa2-score-clocks` prices the prefill tiles of the parts vLLM runs FlashAttention-2 on (all
-but Hopper) at the tensor peak plus a number of SM clocks per query-key score, the median over
-those parts, and Hopper's at the median share of peak over the Hopper parts: a what-if that
-held out corrects RTX 4090's prefill and mixed cells but moves RTX PRO 6000's mixed cell
-further (docs/src/accuracy.md, "FlashAttention-2's tiles by their clocks").
 `--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
 held-out error (the constants derived from the other GPUs).
 `--row-kernels` prints, before the constants, every row-kernel row (norms, SiLU-and-mul,
@@ -237,34 +232,33 @@ def gemm_regime(r):
 PREFILL_TILE_ROWS_HOPPER = 128
 PREFILL_TILE_ROWS = 64
 PREFILL_KV_TILE = 64
-# `--fa2-score-clocks`, a what-if (docs/src/accuracy.md, "FlashAttention-2's tiles by their
-# clocks"): a prefill tile priced by the kernel family vLLM 0.19 picks by architecture:
-# FlashAttention-3 on Hopper (sm_90; FlashInfer's sm90 path and cuDNN, whose tables stand in
-# for it here, are warp-specialised wgmma kernels likewise), FlashAttention-2 on sm_8x and
-# sm_12x (FA3 is Hopper-only). FA3's producer and consumer warpgroups overlap the
-# softmax with the MMA: its tiles reach a share of peak FLOP/s (`prefill_eta`, the median over
-# the Hopper GPUs). FA2's paged varlen kernel (`run_mha_fwd_splitkv_dispatch`, 4 warps, 80 KiB
-# of shared memory: one block per SM on the 100 KiB parts) has one warp per SM sub-partition:
-# while that warp computes its softmax, rescales and loads, the sub-partition's tensor pipe has
-# no other warp to run. So an FA2 tile costs its MMA at the tensor peak plus its scores' other
-# work, a number of SM clocks per query-key score (`prefill_score_clocks`, the median over the
-# FA2 GPUs) on pipes that sm_89 and sm_120 have alike (128 FP32 lanes, 16 SFUs per SM), where
-# their tensor peaks differ twofold (512 and 1,024 dense FLOP per SM per clock with FP32
-# accumulation). vllm-project/flash-attention 6f27a05 (vLLM 0.19's pin) and 617264c. Without
-# the flag every GPU's tiles take one share of peak FLOP/s, the median over all of them.
+# A prefill tile is priced by the kernel family vLLM 0.19 picks by architecture
+# (docs/src/accuracy.md, "FlashAttention-2's tiles by their clocks"): FlashAttention-3 on
+# Hopper (sm_90; FlashInfer's sm90 path and cuDNN, whose tables stand in for it here, are
+# warp-specialised wgmma kernels likewise), FlashAttention-2 on sm_8x and sm_12x (FA3 is
+# Hopper-only). FA3's producer and consumer warpgroups overlap the softmax with the MMA: its
+# tiles reach a share of peak FLOP/s (`prefill_eta`, the median over the Hopper GPUs). FA2's
+# paged varlen kernel (`run_mha_fwd_splitkv_dispatch`, 4 warps, 80 KiB of shared memory at
+# head dim 128) has one warp per SM sub-partition where an SM holds one block (the 100 KiB
+# parts): while that warp computes its softmax, rescales and loads, the sub-partition's
+# tensor pipe has no other warp to run. So an FA2 tile costs its MMA at the tensor peak plus
+# its scores' other work, a number of SM clocks per query-key score (`prefill_score_clocks`,
+# the median over the FA2 GPUs) on pipes that sm_89 and sm_120 have alike (128 FP32 lanes, 16
+# SFUs per SM), where their tensor peaks differ twofold (512 and 1,024 dense FLOP per SM per
+# clock with FP32 accumulation). An SM that holds b blocks (`decode_blocks_per_sm`: the same
+# kernel; sm_80's 164 KiB holds two) overlaps one block's softmax with another's MMA: it
+# spends max(MMA, (MMA + score clocks) / b) clocks per score. vllm-project/flash-attention
+# 6f27a05 (vLLM 0.19's pin) and 617264c.
 
 
 def prefill_tile_rows(gpu):
     return PREFILL_TILE_ROWS_HOPPER if GPUS[gpu]["gen"] == "hopper" else PREFILL_TILE_ROWS
 
 
-FA2_SCORE_CLOCKS = "--fa2-score-clocks" in sys.argv
-
-
 def fa2(gpu):
-    """Whether `gpu`'s prefill tiles are priced as FlashAttention-2's (`--fa2-score-clocks`, a
-    what-if): vLLM runs FA2 on every part but Hopper, which runs FA3."""
-    return FA2_SCORE_CLOCKS and GPUS[gpu]["gen"] != "hopper"
+    """Whether `gpu`'s prefill tiles are priced as FlashAttention-2's: vLLM runs FA2 on every
+    part but Hopper, which runs FA3."""
+    return GPUS[gpu]["gen"] != "hopper"
 
 
 def mma_clocks_per_score(gpu, head_dim):
@@ -274,13 +268,20 @@ def mma_clocks_per_score(gpu, head_dim):
     return 4.0 * head_dim * g["sms"] * g["clock"] / g["flops"]
 
 
+def prefill_clocks_per_score(c, gpu, head_dim):
+    """SM clocks an SM of FA2 `gpu` spends per query-key score: its MMA at the tensor peak and
+    `prefill_score_clocks`, the `decode_blocks_per_sm` blocks it holds overlapping one's
+    softmax with another's MMA up to the tensor peak."""
+    mma = mma_clocks_per_score(gpu, head_dim)
+    return max(mma, (mma + c["prefill_score_clocks"]) / decode_blocks_per_sm(gpu, head_dim))
+
+
 def prefill_efficiency(c, gpu, head_dim):
     """Share of peak FLOP/s a prefill tile's MMA work takes on `gpu`: the Hopper kernels'
-    `prefill_eta`; FA2's MMA at the tensor peak over it plus `prefill_score_clocks` per score."""
+    `prefill_eta`; FA2's MMA at the tensor peak over `prefill_clocks_per_score`."""
     if not fa2(gpu):
         return c["prefill_eta"]
-    mma = mma_clocks_per_score(gpu, head_dim)
-    return mma / (mma + c["prefill_score_clocks"])
+    return mma_clocks_per_score(gpu, head_dim) / prefill_clocks_per_score(c, gpu, head_dim)
 
 
 def prefill_wave_flops(items, heads, head_dim, sms, tile_rows, kv_tile=PREFILL_KV_TILE):
@@ -337,11 +338,13 @@ def attention_fits(rows):
                 f["decode_kernels"] = decode_fit(decodes)
         prefills = [r for r in rows if r["gpu"] == gpu and r["kind"] == "prefill"]
         if len(prefills) >= 3 and fa2(gpu):
-            # What is left after the MMA at the tensor peak: t0 and the scores' clocks.
+            # What is left after the MMA at the tensor peak: t0 and the scores' clocks, both
+            # over the blocks an SM holds (exact while they do not reach the tensor peak).
             g = GPUS[gpu]
-            at_peak = [attention_wave_flops(r) / g["flops"] for r in prefills]
-            scores = [attention_wave_flops(r) / (4.0 * r["head_dim"] * g["sms"] * g["clock"])
-                      for r in prefills]
+            blocks = [decode_blocks_per_sm(gpu, r["head_dim"]) for r in prefills]
+            at_peak = [attention_wave_flops(r) / g["flops"] / b for r, b in zip(prefills, blocks)]
+            scores = [attention_wave_flops(r) / (4.0 * r["head_dim"] * g["sms"] * g["clock"]) / b
+                      for r, b in zip(prefills, blocks)]
             t0, rate = fit([(x, r["t"] - m) for x, r, m in zip(scores, prefills, at_peak)],
                            [r["t"] for r in prefills])
             f["prefill"] = (t0, 1.0 / rate)
@@ -1581,7 +1584,7 @@ def print_fits(data):
             if kind in g:
                 t0, eta = g[kind]
                 if kind == "prefill" and fa2(gpu):
-                    share = mma_clocks_per_score(gpu, 128) / (mma_clocks_per_score(gpu, 128) + eta)
+                    share = prefill_efficiency({"prefill_score_clocks": eta}, gpu, 128)
                     print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, MMA at peak + {eta:.3f} SM clocks "
                           f"per score (FA2; {share:.3f} of peak FLOP/s in waves at head dim 128)")
                     continue
@@ -1757,7 +1760,7 @@ def main():
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
-    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles", "--mixed-table", "--fa2-score-clocks"):
+    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles", "--mixed-table"):
         if flag in sys.argv:
             print(f"with {flag}, a what-if: src/latency/roofline.rs holds the constants derived without it")
     print("constants held by the host model's defaults (src/config/hardware.rs, HostSpec):")
@@ -1776,6 +1779,7 @@ def main():
         print(f"{name.upper()} = {round(c[name], -1):.0f}")
     print(f"PREFILL_ATTENTION_FIXED_NS = {round(c['prefill_t0'] * 1e7) * 100}")
     print(f"PREFILL_ATTENTION_EFFICIENCY = {c['prefill_eta']:.3f}")
+    print(f"PREFILL_SCORE_CLOCKS = {c['prefill_score_clocks']:.3f}")
     print(f"MIXED_DECODE_EFFICIENCY = {', '.join(f'{m:.3f}' for row in mixed for m in row)}")
     print(f"MOE_FIXED_NS = {round(c['moe_t0'] * 1e7) * 100}")
     print(f"MOE_MEMORY_EFFICIENCY = {c['moe_eta_m']:.3f}")
@@ -1783,8 +1787,6 @@ def main():
     print(f"MOE_UNHIDDEN = {c['moe_unhidden']:.2f}")
     print(f"MOE_LATENCY_CLOCKS = {c['moe_latency']:.0f}")
     print(f"MOE_IDLE_BLOCK_CLOCKS = {c['moe_idle_clocks']:.0f}")
-    if FA2_SCORE_CLOCKS:
-        print(f"(what-if, not held by the code) PREFILL_SCORE_CLOCKS = {c['prefill_score_clocks']:.3f}")
     if "--flat-large-tile" in sys.argv:
         print(f"(what-if, not held by the code) MOE_LARGE_TILE_STREAMING = {c['moe_large_tile']:.2f}")
     else:
