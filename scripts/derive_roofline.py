@@ -92,10 +92,11 @@ LAUNCH_S = 0.5e-6
 ELEMENTWISE_EFFICIENCY = 0.9
 
 
-def fit(rows):
-    """`t = t0 + x / rate` over (x, t), least squares of the relative error (weights 1/t²);
-    returns (t0 seconds, rate per second)."""
-    w = [1.0 / (t * t) for _, t in rows]
+def fit(rows, times=None):
+    """`t = t0 + x / rate` over (x, t), least squares of the relative error (weights 1/t²,
+    `t` from `times` where given: the rows' `t` is then what is left of each time after a
+    priced part); returns (t0 seconds, rate per second)."""
+    w = [1.0 / (t * t) for t in (times or [t for _, t in rows])]
     sw = sum(w)
     sx = sum(wi * x for wi, (x, _) in zip(w, rows))
     st = sum(wi * t for wi, (_, t) in zip(w, rows))
@@ -276,14 +277,63 @@ def gemm_regime(r):
 # Hopper's kernels (FlashAttention-3, FlashInfer's sm90 path, cuDNN) run two warpgroups of 64
 # query rows on 128-row tiles; FlashAttention-2's mma.sync kernels, which other parts run, a
 # 64 x 64 tile for causal attention (`run_mha_fwd_hdim128`). Taken from the kernels' sources,
-# not fitted (`scripts/derive_roofline.py` compares both sizes on every GPU).
+# not fitted (`scripts/derive_roofline.py` compares both sizes on every GPU). vLLM's paged
+# launch runs FA2's split-KV kernel, whose KV tile is 128 tokens at head dim 128
+# (`run_mha_fwd_splitkv_dispatch`); the waves are counted in KV tiles of 64 all the same (128
+# was tried: docs/src/accuracy.md, "FlashAttention-2's tiles by their clocks").
 PREFILL_TILE_ROWS_HOPPER = 128
 PREFILL_TILE_ROWS = 64
 PREFILL_KV_TILE = 64
+# A prefill tile is priced by the kernel family vLLM 0.19 picks by architecture
+# (docs/src/accuracy.md, "FlashAttention-2's tiles by their clocks"): FlashAttention-3 on
+# Hopper (sm_90; FlashInfer's sm90 path and cuDNN, whose tables stand in for it here, are
+# warp-specialised wgmma kernels likewise), FlashAttention-2 on sm_8x and sm_12x (FA3 is
+# Hopper-only). FA3's producer and consumer warpgroups overlap the softmax with the MMA: its
+# tiles reach a share of peak FLOP/s (`prefill_eta`, the median over the Hopper GPUs). FA2's
+# paged varlen kernel (`run_mha_fwd_splitkv_dispatch`, 4 warps, 80 KiB of shared memory at
+# head dim 128) has one warp per SM sub-partition where an SM holds one block (the 100 KiB
+# parts): while that warp computes its softmax, rescales and loads, the sub-partition's
+# tensor pipe has no other warp to run. So an FA2 tile costs its MMA at the tensor peak plus
+# its scores' other work, a number of SM clocks per query-key score (`prefill_score_clocks`,
+# the median over the FA2 GPUs) on pipes that sm_89 and sm_120 have alike (128 FP32 lanes, 16
+# SFUs per SM), where their tensor peaks differ twofold (512 and 1,024 dense FLOP per SM per
+# clock with FP32 accumulation). An SM that holds b blocks (`decode_blocks_per_sm`: the same
+# kernel; sm_80's 164 KiB holds two) overlaps one block's softmax with another's MMA: it
+# spends max(MMA, (MMA + score clocks) / b) clocks per score. vllm-project/flash-attention
+# 6f27a05 (vLLM 0.19's pin) and 617264c.
 
 
 def prefill_tile_rows(gpu):
     return PREFILL_TILE_ROWS_HOPPER if GPUS[gpu]["gen"] == "hopper" else PREFILL_TILE_ROWS
+
+
+def fa2(gpu):
+    """Whether `gpu`'s prefill tiles are priced as FlashAttention-2's: vLLM runs FA2 on every
+    part but Hopper, which runs FA3."""
+    return GPUS[gpu]["gen"] != "hopper"
+
+
+def mma_clocks_per_score(gpu, head_dim):
+    """SM clocks of one query-key score's MMA work (QK^T and PV: 4 x head_dim FLOPs) at the
+    tensor peak of one SM."""
+    g = GPUS[gpu]
+    return 4.0 * head_dim * g["sms"] * g["clock"] / g["flops"]
+
+
+def prefill_clocks_per_score(c, gpu, head_dim):
+    """SM clocks an SM of FA2 `gpu` spends per query-key score: its MMA at the tensor peak and
+    `prefill_score_clocks`, the `decode_blocks_per_sm` blocks it holds overlapping one's
+    softmax with another's MMA up to the tensor peak."""
+    mma = mma_clocks_per_score(gpu, head_dim)
+    return max(mma, (mma + c["prefill_score_clocks"]) / decode_blocks_per_sm(gpu, head_dim))
+
+
+def prefill_efficiency(c, gpu, head_dim):
+    """Share of peak FLOP/s a prefill tile's MMA work takes on `gpu`: the Hopper kernels'
+    `prefill_eta`; FA2's MMA at the tensor peak over `prefill_clocks_per_score`."""
+    if not fa2(gpu):
+        return c["prefill_eta"]
+    return mma_clocks_per_score(gpu, head_dim) / prefill_clocks_per_score(c, gpu, head_dim)
 
 
 def prefill_wave_flops(items, heads, head_dim, sms, tile_rows, kv_tile=PREFILL_KV_TILE):
@@ -338,9 +388,20 @@ def attention_fits(rows):
             if rate > 0 and sum(1 for x, _ in mine if x / rate > t0) >= len(mine) / 3:
                 f["decode"] = (t0, rate / GPUS[gpu]["bw"])
                 f["decode_kernels"] = decode_fit(decodes)
-        mine = [(attention_wave_flops(r), r["t"]) for r in rows if r["gpu"] == gpu and r["kind"] == "prefill"]
-        if len(mine) >= 3:
-            t0, rate = fit(mine)
+        prefills = [r for r in rows if r["gpu"] == gpu and r["kind"] == "prefill"]
+        if len(prefills) >= 3 and fa2(gpu):
+            # What is left after the MMA at the tensor peak: t0 and the scores' clocks, both
+            # over the blocks an SM holds (exact while they do not reach the tensor peak).
+            g = GPUS[gpu]
+            blocks = [decode_blocks_per_sm(gpu, r["head_dim"]) for r in prefills]
+            at_peak = [attention_wave_flops(r) / g["flops"] / b for r, b in zip(prefills, blocks)]
+            scores = [attention_wave_flops(r) / (4.0 * r["head_dim"] * g["sms"] * g["clock"]) / b
+                      for r, b in zip(prefills, blocks)]
+            t0, rate = fit([(x, r["t"] - m) for x, r, m in zip(scores, prefills, at_peak)],
+                           [r["t"] for r in prefills])
+            f["prefill"] = (t0, 1.0 / rate)
+        elif len(prefills) >= 3:
+            t0, rate = fit([(attention_wave_flops(r), r["t"]) for r in prefills])
             f["prefill"] = (t0, rate / GPUS[gpu]["flops"])
         if f:
             out[gpu] = f
@@ -353,7 +414,8 @@ def attention_constants(fits, gpus):
     c = {
         "attention_t0": median(fits[g]["decode"][0] for g in have if "decode" in fits[g]),
         "prefill_t0": median(fits[g]["prefill"][0] for g in have if "prefill" in fits[g]),
-        "prefill_eta": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g]),
+        "prefill_eta": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g] and not fa2(g)),
+        "prefill_score_clocks": median(fits[g]["prefill"][1] for g in have if "prefill" in fits[g] and fa2(g)),
     }
     for name in DECODE_CONSTANTS:
         c[name] = median(k[name] for k in kernels if name in k)
@@ -363,11 +425,11 @@ def attention_constants(fits, gpus):
 def attention_time(c, r):
     """Decode: the kernels the row's backend launches and the split-KV grid's waves, in SM
     clocks, plus the KV bytes at the decode efficiency (`decode_time`). Prefill: the waves'
-    MMA work at the prefill efficiency of peak FLOP/s."""
+    MMA work at the kernel family's share of peak FLOP/s (`prefill_efficiency`)."""
     g = GPUS[r["gpu"]]
     if r["kind"] == "decode":
         return decode_time(c, r)
-    return c["prefill_t0"] + attention_wave_flops(r) / (g["flops"] * c["prefill_eta"])
+    return c["prefill_t0"] + attention_wave_flops(r) / (g["flops"] * prefill_efficiency(c, r["gpu"], r["head_dim"]))
 
 
 # ------------------------------------------------------------------------ pure-decode attention
@@ -523,8 +585,9 @@ def mixed_kernel_extra(c, gpu, q_heads, kv_heads, head_dim, chunk, decodes, cont
     idle = (query_tiles - 1) * decodes * q_heads
     kv_tile = decode_kv_block(head_dim)
     tile_flops = 4 * MIXED_TILE_ROWS * head_dim * kv_tile
-    block_s = c["decode_wave_clocks"] / g["clock"] + slots * -(-context // kv_tile) * tile_flops / (g["flops"] * c["prefill_eta"])
-    prefill_s = prefill_wave_flops([(chunk, prefix)], q_heads, head_dim, g["sms"], prefill_tile_rows(gpu)) / (g["flops"] * c["prefill_eta"])
+    mma_rate = g["flops"] * prefill_efficiency(c, gpu, head_dim)
+    block_s = c["decode_wave_clocks"] / g["clock"] + slots * -(-context // kv_tile) * tile_flops / mma_rate
+    prefill_s = prefill_wave_flops([(chunk, prefix)], q_heads, head_dim, g["sms"], prefill_tile_rows(gpu)) / mma_rate
     working = mixed_working_time(decodes * q_heads, query_tiles * q_heads, slots, block_s, prefill_s)
     group, sequences, head_bytes = q_heads // max(kv_heads, 1), decodes + 1, context * head_dim * 2 * 2
     reads = 1 if sequences * head_bytes <= g["l2"] else max(1, min(group, group * sequences / slots))
@@ -1578,6 +1641,11 @@ def print_fits(data):
         for kind in ("decode", "prefill"):
             if kind in g:
                 t0, eta = g[kind]
+                if kind == "prefill" and fa2(gpu):
+                    share = prefill_efficiency({"prefill_score_clocks": eta}, gpu, 128)
+                    print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, MMA at peak + {eta:.3f} SM clocks "
+                          f"per score (FA2; {share:.3f} of peak FLOP/s in waves at head dim 128)")
+                    continue
                 unit = "of peak bandwidth" if kind == "decode" else "of peak FLOP/s in waves"
                 print(f"  attention  {gpu:11} {kind:8}: t0 {t0 * 1e6:5.1f} us, {eta:.3f} {unit}")
         if "decode_kernels" in g:
@@ -1770,6 +1838,7 @@ def main():
         print(f"{name.upper()} = {round(c[name], -1):.0f}")
     print(f"PREFILL_ATTENTION_FIXED_NS = {round(c['prefill_t0'] * 1e7) * 100}")
     print(f"PREFILL_ATTENTION_EFFICIENCY = {c['prefill_eta']:.3f}")
+    print(f"PREFILL_SCORE_CLOCKS = {c['prefill_score_clocks']:.3f}")
     print(f"MIXED_DECODE_EFFICIENCY = {', '.join(f'{m:.3f}' for row in mixed for m in row)}")
     print(f"MOE_FIXED_NS = {round(c['moe_t0'] * 1e7) * 100}")
     print(f"MOE_MEMORY_EFFICIENCY = {c['moe_eta_m']:.3f}")

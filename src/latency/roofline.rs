@@ -55,17 +55,26 @@ const ATTENTION_FIXED_NS: f64 = 11_300.0;
 /// GPU with the decode kernels' clocks and waves (`decode`; RTX 4090 0.940, RTX PRO 6000 0.916,
 /// H200 0.906; the median).
 const DECODE_ATTENTION_EFFICIENCY: f64 = 0.916;
-/// Fixed GPU time of a prefill-only attention kernel, ns, and the share of peak FLOP/s its
-/// thread blocks reach: the intercept and rate of `t = t0 + waves' MMA work / rate` fitted,
+/// Fixed GPU time of a prefill-only attention kernel, ns: the intercept of `t = t0 + the
+/// waves' MMA work priced` ([`prefill_waves`], [`prefill_attention_efficiency`]) fitted,
 /// weighted by relative error, to each GPU's prefill rows (chunks of 16-12,416 tokens over
-/// prefixes of 0-16,384; the work: [`prefill_waves`]): H800 11.4 µs / 0.606 (Frontier,
-/// FlashInfer, kernel-only, six models at TP 1-8), H200 7.2 / 0.607 (ours, cuDNN), RTX 4090
-/// 7.1 / 0.776, RTX PRO 6000 6.1 / 0.566 (LLMServingSim; Frontier); the medians. The RTX 4090
-/// sustains its boost clock (its GEMMs too run above the datasheet's peak). Priced by the waves
-/// instead of the causal FLOPs, one share of peak transfers between GPUs: held out, the
-/// prefill rows' median error went from 29.0% to 4.1% (`scripts/derive_roofline.py --loo`).
+/// prefixes of 0-16,384): H800 11.4 µs (Frontier, FlashInfer, kernel-only, six models at TP
+/// 1-8), H200 7.2 (ours, cuDNN), RTX 4090 7.1, RTX PRO 6000 6.1 (LLMServingSim; Frontier); the
+/// median.
 const PREFILL_ATTENTION_FIXED_NS: f64 = 7_100.0;
+/// Share of peak FLOP/s the thread blocks of Hopper's prefill kernels reach (FlashAttention-3,
+/// FlashInfer's sm90 path, cuDNN: warp-specialised, the softmax overlapped with the MMA), and
+/// of a part without `sm_count` or `sm_clock_mhz`: the rate of the fit above on the Hopper
+/// parts, H800 0.606, H200 0.607; the median. Priced by the waves instead of the causal FLOPs,
+/// the shares transfer between GPUs (`scripts/derive_roofline.py --loo`).
 const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.607;
+/// SM clocks a FlashAttention-2 prefill tile spends per query-key score besides its MMA work
+/// (softmax, rescale, loads), fitted with the MMA at the tensor peak to each FA2 GPU's prefill
+/// rows: RTX 4090 0.395, RTX PRO 6000 0.385 (their tensor peaks per SM differ twofold, their
+/// FP32 lanes and SFUs do not); the median. vLLM runs FA2 on every part but Hopper; its paged
+/// split-KV kernel has 4 warps, so with one block per SM each SM sub-partition has one warp
+/// and its tensor pipe waits while that warp does this work ([`prefill_attention_efficiency`]).
+const PREFILL_SCORE_CLOCKS: f64 = 0.390;
 /// Query rows of one thread block of a prefill attention kernel: Hopper's kernels
 /// (FlashAttention-3, FlashInfer's sm90 path, cuDNN) run two warpgroups of 64 rows on a
 /// 128-row tile; FlashAttention-2's `mma.sync` kernels, which the other generations run, a
@@ -74,13 +83,37 @@ const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.607;
 /// 18.2% with 64 rows; RTX PRO 6000 3.2% against 12.0% with 128).
 const PREFILL_TILE_ROWS_HOPPER: u64 = 128;
 const PREFILL_TILE_ROWS: u64 = 64;
-/// KV rows a prefill tile reads per iteration (64 in both kernel families at head dim 128).
+/// KV rows per step of a prefill tile, as its waves are counted: 64 (Hopper's kernels at head
+/// dim 128; vLLM's paged launch of FlashAttention-2 runs the split-KV kernel, whose KV tile is
+/// 128 tokens there: counting 128 was tried, accuracy guide "FlashAttention-2's tiles by their
+/// clocks").
 const PREFILL_KV_TILE: u64 = 64;
 /// Prefills of a step kept on the stack while their waves are counted; a step with more (many
 /// short prompts at once) reads them from the batch for each KV tile instead. Few, so that
 /// the sums a step is priced from are cheap to clear and to move (with 32 their clearing and
 /// copying took about 4 % of the BLIS comparison's run, where a step has one or two).
 pub const PREFILLS_ON_STACK: usize = 8;
+
+/// Share of `peak_flops` (FLOP/s) a prefill attention tile's MMA work of `head_dim` takes on
+/// `hardware`. On Hopper (FlashAttention-3) and on a part without `sm_count` or
+/// `sm_clock_mhz`, [`PREFILL_ATTENTION_EFFICIENCY`]. Elsewhere (FlashAttention-2's split-KV
+/// kernel) a score costs an SM its MMA at the tensor peak (`4 × head_dim` FLOPs) and
+/// [`PREFILL_SCORE_CLOCKS`]; the `b` blocks an SM holds at once
+/// ([`decode::blocks_per_sm`]) hide each other's non-MMA work, so an SM spends
+/// `max(MMA, (MMA + score clocks) / b)` clocks per score: the two in turn where `b` is one
+/// (80 KiB blocks on the 100 KiB parts, compute capability 8.6, 8.9, 12.0), overlapped up to
+/// the tensor peak where it is more (8.0's 164 KiB holds two: A100 at head dim 128, 0.78 of
+/// peak, where the FlashAttention-2 paper's A100 forward pass reaches up to 0.73).
+pub fn prefill_attention_efficiency(hardware: &Hardware, peak_flops: f64, head_dim: u64) -> f64 {
+    match hardware.sm_clocks_per_ns() {
+        Some(sm_clocks_per_ns) if !hardware.is_hopper() && peak_flops > 0.0 && head_dim > 0 => {
+            let mma = 4.0 * head_dim as f64 * sm_clocks_per_ns * 1e9 / peak_flops;
+            let blocks = decode::blocks_per_sm(hardware, head_dim) as f64;
+            mma / mma.max((mma + PREFILL_SCORE_CLOCKS) / blocks)
+        }
+        _ => PREFILL_ATTENTION_EFFICIENCY,
+    }
+}
 
 /// A step's prefills as the attention launch's grids see them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -545,7 +578,7 @@ pub struct Roofline {
     /// generation's weight-streaming efficiency ([`GEMM_MEMORY_EFFICIENCY`]).
     pub gemm_flops_per_ns: f64,
     pub gemm_bytes_per_ns: f64,
-    /// Attention's rates: prefill FLOP/s (peak times [`PREFILL_ATTENTION_EFFICIENCY`]) and the
+    /// Attention's rates: prefill FLOP/s (peak times [`prefill_attention_efficiency`]) and the
     /// decode KV bandwidth.
     attention_flops_per_ns: f64,
     pub attention_bytes_per_ns: f64,
@@ -895,7 +928,9 @@ impl Roofline {
             bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
             gemm_flops_per_ns,
             gemm_bytes_per_ns: hardware.memory_bw_gbps * gemm_memory_efficiency,
-            attention_flops_per_ns: peak_flops * PREFILL_ATTENTION_EFFICIENCY / 1e9,
+            attention_flops_per_ns: peak_flops
+                * prefill_attention_efficiency(hardware, peak_flops, model.head_dim)
+                / 1e9,
             prefill_tile_rows,
             sm_count: hardware.sm_count.map(u64::from),
             decode_kernels,

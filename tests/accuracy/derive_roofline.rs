@@ -305,17 +305,18 @@ for gpus in (["A800", "RTXPRO6000"], ["A800", "RTXPRO6000", "H800"]):
 /// `scripts/derive_roofline.py` prices a mixed batch's decodes by FlashAttention-2's varlen
 /// grid as the roofline does (`src/latency/roofline/mixed.rs`): the cases its unit tests
 /// compute by hand (`tests/unit/latency/roofline/mixed.rs`), RTX PRO 6000, 32 query heads over
-/// 8 KV heads of 128, the code's constants (a further wave 6,100 clocks, prefill efficiency
-/// 0.607, memory latency 1,000 clocks, decode efficiency 0.916): 8 decodes reading 1,024 KV
-/// tokens beside a fresh 256-token chunk, 65,281.22 ns (idle blocks, 60 working blocks beside
-/// the prefill's 128 and two waves after it); 4 reading 16 beside a 32-token chunk, 3,620.18
-/// ns (all beside it); 128 decodes of 16,384 beside a 16-token chunk, their KV from DRAM 4 ×
-/// 129 / 188 times per KV head (the heads of a group in flight together share a read),
-/// 16,116,892.88 ns.
+/// 8 KV heads of 128, the code's constants (a further wave 6,100 clocks, 0.390 SM clocks per
+/// score besides the MMA, so 0.5618 of peak, memory latency 1,000 clocks, decode efficiency
+/// 0.916): 8 decodes reading 1,024 KV tokens beside a fresh 256-token chunk, 69,845.31 ns
+/// (idle blocks, 60 working blocks beside the prefill's 128 and two waves after it); 4 reading
+/// 16 beside a 32-token chunk, 3,723.90 ns (all beside it); 128 decodes of 16,384 beside a
+/// 16-token chunk, their KV from DRAM 4 × 129 / 188 times per KV head (the heads of a group in
+/// flight together share a read), 16,116,892.88 ns.
 #[test]
 fn the_script_prices_mixed_decodes_as_the_roofline_does() {
     let code = "import derive_roofline as d\n\
-         c = {'decode_wave_clocks': 6100, 'prefill_eta': 0.607, 'moe_latency': 1000, 'decode_eta': 0.916}\n\
+         c = {'decode_wave_clocks': 6100, 'prefill_eta': 0.607, 'prefill_score_clocks': 0.390,\n\
+              'moe_latency': 1000, 'decode_eta': 0.916}\n\
          print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 256, 8, 1024))\n\
          print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 32, 4, 16))\n\
          print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 16, 128, 16384))";
@@ -326,11 +327,70 @@ fn the_script_prices_mixed_decodes_as_the_roofline_does() {
     assert_eq!(priced.len(), 3);
     for (got, hand) in priced
         .iter()
-        .zip([65_281.22e-9, 3_620.174e-9, 16_116_892.88e-9])
+        .zip([69_845.306e-9, 3_723.904e-9, 16_116_892.88e-9])
     {
         assert!(
             (got / hand - 1.0).abs() < 1e-6,
             "priced {got:e} s, by hand {hand:e} s"
         );
     }
+}
+
+/// `scripts/derive_roofline.py` prices a prefill tile on a part vLLM runs FlashAttention-2 on
+/// at its MMA at the tensor peak plus SM clocks per query-key score, the blocks an SM holds
+/// overlapping one's softmax with another's MMA up to the peak; Hopper's keeps a share of
+/// peak. By hand, at 0.390 clocks per score and head dim 128: RTX 4090's MMA per score is 4 ×
+/// 128 FLOP over 178.9e12 / (128 SMs × 2.73 GHz) FLOP per SM per clock, 1.000 07 clocks, one
+/// 80 KiB block in its 100 KiB, so 1.000 07 / 1.390 07 = 0.719 44 of peak; RTX PRO 6000's 512
+/// / (503.8e12 / (188 × 2.617 GHz)) = 0.500 00 clocks, 0.561 80; A100's 512 / (312e12 / (108 ×
+/// 1.41 GHz)) = 0.249 90 clocks, two blocks in its 164 KiB, (0.249 90 + 0.390) / 2 = 0.319 95
+/// clocks per score, 0.781 05; H800 the share given, 0.607. A fresh 128-token chunk of 32
+/// heads on RTX 4090 takes 2 waves of 64 × 64 tiles (4,096 scores each): 2 × 4,096 × 1.390 07
+/// / 2.73 GHz = 4,171.2 ns after 7,100 fixed. And rows made from that model (t0 5 µs, 0.4
+/// clocks per score) are fitted back exactly, on RTX 4090 and on A100 (two blocks).
+#[test]
+fn the_script_prices_fa2_tiles_by_their_clocks() {
+    let code = r#"
+import derive_roofline as d
+c = {"prefill_eta": 0.607, "prefill_score_clocks": 0.390, "prefill_t0": 7.1e-6}
+for gpu in ("RTX4090", "RTXPRO6000", "A100", "H800"):
+    print(d.prefill_efficiency(c, gpu, 128))
+base = {"gpu": "RTX4090", "kind": "prefill", "chunk": 128, "prefix": 0, "q_heads": 32, "head_dim": 128}
+print(d.attention_time(c, dict(base)))
+made = {"prefill_eta": 0.607, "prefill_score_clocks": 0.4, "prefill_t0": 5e-6}
+for gpu in ("RTX4090", "A100"):
+    rows = [dict(base, gpu=gpu, chunk=n, prefix=p) for n in (16, 256, 2048) for p in (0, 1024)]
+    for r in rows:
+        r["t"] = d.attention_time(made, r)
+    print(*d.attention_fits(rows)[gpu]["prefill"])
+"#;
+    let Some(stdout) = derive_python(code) else {
+        return;
+    };
+    let got: Vec<f64> = stdout
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let mma_4090 = 4.0 * 128.0 * 128.0 * 2.73e9 / 178.9e12;
+    let mma_pro = 4.0 * 128.0 * 188.0 * 2.617e9 / 503.8e12;
+    let mma_a100 = 4.0 * 128.0 * 108.0 * 1.41e9 / 312e12;
+    let tile_ns = 2.0 * 4096.0 * (mma_4090 + 0.390) / 2.73;
+    let hand = [
+        mma_4090 / (mma_4090 + 0.390),
+        mma_pro / (mma_pro + 0.390),
+        mma_a100 / ((mma_a100 + 0.390) / 2.0),
+        0.607,
+        7.1e-6 + tile_ns * 1e-9,
+        5e-6,
+        0.4,
+        5e-6,
+        0.4,
+    ];
+    assert_eq!(got.len(), hand.len(), "{stdout}");
+    for (g, h) in got.iter().zip(hand) {
+        assert!((g / h - 1.0).abs() < 1e-9, "got {g}, by hand {h}: {stdout}");
+    }
+    assert!((hand[0] - 0.71944).abs() < 1e-5 && (hand[1] - 0.56180).abs() < 1e-5);
+    assert!((hand[2] - 0.78105).abs() < 1e-5);
+    assert!((tile_ns - 4_171.2).abs() < 0.1, "{tile_ns}");
 }

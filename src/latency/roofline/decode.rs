@@ -52,6 +52,15 @@ pub fn kv_block(head_dim: u64) -> u64 {
     }
 }
 
+/// Thread blocks of the split-KV kernel at `head_dim` one SM of `hardware` holds: its shared
+/// memory (`shared_memory_per_sm_kib`) over a block's query tile and one K and one V tile,
+/// 16-bit values (80 KiB at head dim 128); at least one, and one without the figure.
+pub fn blocks_per_sm(hardware: &Hardware, head_dim: u64) -> u64 {
+    let block_bytes = (TILE_ROWS + 2 * kv_block(head_dim)) * head_dim.max(1) * 2;
+    let smem = hardware.shared_memory_per_sm_kib.map_or(0, u64::from) * 1024;
+    (smem / block_bytes).max(1)
+}
+
 /// Splits of the KV FlashAttention-2 gives `blocks` thread blocks on `slots` resident blocks
 /// when each block's KV is `kv_tiles` tiles long (`num_splits_heuristic`): none when the
 /// blocks nearly fill the slots; else the fewest splits whose waves are at least 0.85 as full
@@ -153,13 +162,10 @@ impl DecodeKernels {
         let sm_count = u64::from(hardware.sm_count?);
         let clock_mhz = hardware.sm_clock_mhz?;
         let kv_block = kv_block(head_dim);
-        // The query tile and one K and one V tile, 16-bit values.
-        let block_bytes = (TILE_ROWS + 2 * kv_block) * head_dim.max(1) * 2;
-        let smem = hardware.shared_memory_per_sm_kib.map_or(0, u64::from) * 1024;
         let kv_heads = kv_heads.max(1);
         Some(DecodeKernels {
             sm_count,
-            blocks_per_sm: (smem / block_bytes).max(1),
+            blocks_per_sm: blocks_per_sm(hardware, head_dim),
             clocks_per_ns: clock_mhz / 1e3,
             kv_heads,
             query_tiles: (heads / kv_heads).max(1).div_ceil(TILE_ROWS),

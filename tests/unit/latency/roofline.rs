@@ -880,12 +880,68 @@ fn a_prefill_only_attention_is_its_waves_at_the_prefill_efficiency() {
 fn a_short_chunk_over_a_long_prefix_pays_whole_tiles() {
     // RTX 4090 (64-row tiles, 128 SMs), Llama-3.1-8B: a 16-token chunk over 8,000
     // tokens of prefix. Each of the 32 heads has one tile that reads ceil(8016 / 64) =
-    // 126 KV tiles, in one wave: the work of 64 rows, 4x the chunk's own 16.
+    // 126 KV tiles, in one wave: the work of 64 rows, 4x the chunk's own 16. At 0.71944 of
+    // 178.9 TFLOP/s (FlashAttention-2 by its clocks, one block per SM: 1.00007 SM clocks of
+    // MMA per score and 0.390 besides).
     let r = roofline("Llama-3.1-8B", "RTX4090", 1);
     let flops = 126.0 * 64.0 * 64.0 * 128.0 * 4.0 * 128.0;
-    let expected = 7_100.0 + flops / (178.9e3 * 0.607);
+    let expected = 7_100.0 + flops / (178.9e3 * 0.719_439_4);
     let got = attention_ns(&r, &[prefill(16, 8000)]);
     assert!((got - expected).abs() <= 1.0, "{got} {expected}");
+}
+
+/// The share of peak FLOP/s `part`'s prefill tiles take at `head_dim`, 16-bit.
+fn prefill_share(part: &Hardware, head_dim: u64) -> f64 {
+    prefill_attention_efficiency(part, part.peak_flops(Dtype::Bfloat16), head_dim)
+}
+
+#[test]
+fn hopper_and_parts_without_sm_figures_keep_the_prefill_share_of_peak() {
+    // Hopper runs FlashAttention-3: 0.607 whatever its SMs. B200's file has no SM clock, and
+    // an A100 without its SM count cannot count clocks: the share too.
+    let h100 = Hardware::resolve("H100-SXM").unwrap();
+    assert_eq!(prefill_share(&h100, 128), 0.607);
+    assert_eq!(
+        prefill_share(&Hardware::resolve("B200").unwrap(), 128),
+        0.607
+    );
+    let mut a100 = Hardware::resolve("A100-80G").unwrap();
+    a100.sm_count = None;
+    assert_eq!(prefill_share(&a100, 128), 0.607);
+}
+
+#[test]
+fn an_sm_holding_one_fa2_block_pays_its_mma_and_the_softmax_in_turn() {
+    // RTX 4090: 178.9 TFLOP/s over 128 SMs x 2.73 GHz is 511.96 FLOP per SM per clock, so a
+    // score's 4 x 128 FLOPs take 1.00007 clocks; 100 KiB of shared memory hold one 80 KiB
+    // block: 1.00007 / (1.00007 + 0.390) = 0.71944. RTX PRO 6000: 503.8 TFLOP/s over 188 x
+    // 2.617 GHz, 0.50000 clocks, 0.56180.
+    let share = prefill_share(&Hardware::resolve("RTX4090").unwrap(), 128);
+    assert!((share - 0.719_439).abs() < 1e-6, "{share}");
+    let share = prefill_share(&Hardware::resolve("RTXPRO6000").unwrap(), 128);
+    assert!((share - 0.561_800).abs() < 1e-6, "{share}");
+}
+
+#[test]
+fn an_sm_holding_two_fa2_blocks_overlaps_them_up_to_the_tensor_peak() {
+    // A100: 312 TFLOP/s over 108 SMs x 1.41 GHz, a score's MMA 0.24990 clocks at head dim
+    // 128; 164 KiB hold two 80 KiB blocks, which hide each other's softmax: (0.24990 +
+    // 0.390) / 2 = 0.31995 clocks per score, 0.78105 of peak (not 0.24990 / 0.63990 = 0.39).
+    let a100 = Hardware::resolve("A100-80G").unwrap();
+    let share = prefill_share(&a100, 128);
+    assert!((share - 0.781_051).abs() < 1e-6, "{share}");
+    // At head dim 64 a block is (64 + 2 x 256) x 64 x 2 = 72 KiB, two again: 0.12495 clocks
+    // of MMA, (0.12495 + 0.390) / 2 = 0.25747, 0.48528.
+    let share = prefill_share(&a100, 64);
+    assert!((share - 0.485_283).abs() < 1e-6, "{share}");
+    // At head dim 256 it is (64 + 2 x 64) x 256 x 2 = 96 KiB, one: 0.49979 / 0.88979 = 0.56169.
+    let share = prefill_share(&a100, 256);
+    assert!((share - 0.561_695).abs() < 1e-6, "{share}");
+    // With a third of the tensor peak (100 TFLOP/s) the MMA, 0.77967 clocks, outlasts
+    // (0.77967 + 0.390) / 2 = 0.58484: the tiles run at the tensor peak.
+    let mut slow = a100.clone();
+    slow.peak_tflops_bf16 = 100.0;
+    assert_eq!(prefill_share(&slow, 128), 1.0);
 }
 
 #[test]
