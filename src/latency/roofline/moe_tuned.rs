@@ -50,6 +50,33 @@ struct TunedFile {
     tiles: &'static [TunedTile],
 }
 
+/// A file's entry, as the data modules write it: batch key, `BLOCK_SIZE_M`, `_N`, `_K`,
+/// `num_stages`.
+const fn t(tokens: u32, block_m: u32, block_n: u32, block_k: u32, stages: u32) -> TunedTile {
+    TunedTile {
+        tokens,
+        block_m,
+        block_n,
+        block_k,
+        stages,
+    }
+}
+
+/// A file, as the data modules write it: the part's vLLM name, `E`, `N`, its entries.
+const fn file(
+    device: &'static str,
+    experts: u64,
+    width: u64,
+    tiles: &'static [TunedTile],
+) -> TunedFile {
+    TunedFile {
+        device,
+        experts,
+        width,
+        tiles,
+    }
+}
+
 /// The name `get_config_file_name` gives the part of hardware file `hardware`:
 /// `torch.cuda.get_device_name` with spaces as underscores (every H200 variant as
 /// `NVIDIA_H200`). `None` for a part not bundled here (a user's own hardware file).

@@ -12,31 +12,7 @@
 //! has no FlashInfer or DeepGEMM kernel). None for Phi-mini-MoE, Qwen1.5-MoE-A2.7B or any
 //! EP shape, nor on the A100 (no FP8), B200 or RTX PRO 6000 Server Edition.
 
-use super::{TunedFile, TunedTile};
-
-const fn t(tokens: u32, block_m: u32, block_n: u32, block_k: u32, stages: u32) -> TunedTile {
-    TunedTile {
-        tokens,
-        block_m,
-        block_n,
-        block_k,
-        stages,
-    }
-}
-
-const fn file(
-    device: &'static str,
-    experts: u64,
-    width: u64,
-    tiles: &'static [TunedTile],
-) -> TunedFile {
-    TunedFile {
-        device,
-        experts,
-        width,
-        tiles,
-    }
-}
+use super::{TunedFile, TunedTile, file, t};
 
 /// The files, by the name vLLM gives the part ([`super::vllm_device`]), `E` and `N`.
 pub(super) const FILES: &[TunedFile] = &[
