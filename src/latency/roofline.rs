@@ -1366,11 +1366,25 @@ impl Roofline {
     }
 
     /// Time of per-tensor FP8 quantizations ([`TensorQuant`]), ns: each a memset of its
-    /// scale (the least time of a kernel) and its two row kernels, each rounded as a layer.
+    /// scale (the least time of a kernel) and its two row kernels ([`Roofline::quant_ns`]),
+    /// each rounded as a layer.
     fn tensor_quant_ns(&self, quant: [TensorQuant; 2]) -> f64 {
         let memset = self.layer_ns(kernel(0.0, 4.0)) as f64;
         let kernels = quant.iter().flat_map(|q| q.row_kernels(self.fp));
-        quant.len() as f64 * memset + kernels.map(|k| self.layer_ns(k) as f64).sum::<f64>()
+        quant.len() as f64 * memset + kernels.map(|k| self.quant_ns(k) as f64).sum::<f64>()
+    }
+
+    /// Time of an FP8 quantization's row kernel `work`, ns, launch included: priced as a row
+    /// kernel with the quantization's L2 rate ([`rows::RowKernels::quant_ns`]), or as any
+    /// kernel on a part without SM figures.
+    fn quant_ns(&self, work: Work) -> Nanos {
+        match (work, self.row_kernels) {
+            (Work::Rows { cost, rows, loads }, Some(k)) => {
+                rounded(k.quant_ns(cost.bytes, rows, loads, self.bytes_per_ns) + self.launch_ns)
+            }
+            (Work::Rows { cost, .. }, None) => self.layer_ns(Work::Kernel(cost)),
+            (other, _) => self.layer_ns(other),
+        }
     }
 
     /// Unrounded time of a roofline-priced cost, without launch overhead, ns.
@@ -1503,12 +1517,11 @@ impl Roofline {
                 depth,
                 outputs,
             } => {
-                let quant_ns = match self.row_kernels {
-                    Some(k) => {
-                        rounded(k.quant_ns(quant.bytes, tokens, self.bytes_per_ns) + self.launch_ns)
-                    }
-                    None => self.layer_ns(Work::Kernel(quant)),
-                };
+                let quant_ns = self.quant_ns(Work::Rows {
+                    cost: quant,
+                    rows: tokens,
+                    loads: Loads::Vector,
+                });
                 let (compute, unhidden) = self.fp8_gemms.mma_ns(tokens, depth, outputs);
                 self.gemm_mma_ns(compute, gemm.bytes, unhidden) + quant_ns as f64
             }

@@ -15,8 +15,8 @@
 //! constants (`ROW_KERNEL_FIXED_CLOCKS`, `ROW_SCALAR_BYTES_PER_CLOCK`,
 //! `ROW_VECTOR_BYTES_PER_CLOCK`, `ROW_L2_OVER_DRAM`) are the medians of per-GPU fits
 //! (`scripts/derive_roofline.py`; accuracy guide, "Norms and elementwise kernels by their rows
-//! and waves", "The row kernels' L2 as a multiple of DRAM"). The FP8 activation
-//! quantization, a row kernel too, streams its L2 at `L2_BYTES_PER_SM_CLOCK` per SM per clock
+//! and waves", "The row kernels' L2 as a multiple of DRAM"). The FP8 quantization kernels, row
+//! kernels too, stream their L2 at `L2_BYTES_PER_SM_CLOCK` per SM per clock
 //! ([`RowKernels::quant_ns`]).
 
 use super::{
@@ -78,12 +78,13 @@ impl RowKernels {
         self.time(bytes, rows, loads, self.l2_bytes_per_ns, dram_bytes_per_ns)
     }
 
-    /// GPU time of the FP8 activation quantization over `rows` tokens moving `bytes` in all
-    /// (16 bytes a load), ns (without the launch): as [`RowKernels::ns`], its L2 at
-    /// [`L2_BYTES_PER_SM_CLOCK`] per SM per clock.
-    pub fn quant_ns(&self, bytes: f64, rows: f64, dram_bytes_per_ns: f64) -> f64 {
+    /// GPU time of an FP8 quantization kernel (a linear layer's per-token activation
+    /// quantization, or a fused-MoE input's per-tensor maximum and quantization) over `rows`
+    /// rows moving `bytes` in all, its threads loading as `loads`, ns (without the launch): as
+    /// [`RowKernels::ns`], its L2 at [`L2_BYTES_PER_SM_CLOCK`] per SM per clock.
+    pub fn quant_ns(&self, bytes: f64, rows: f64, loads: Loads, dram_bytes_per_ns: f64) -> f64 {
         let l2 = self.quant_l2_bytes_per_ns;
-        self.time(bytes, rows, Loads::Vector, l2, dram_bytes_per_ns)
+        self.time(bytes, rows, loads, l2, dram_bytes_per_ns)
     }
 
     /// The longer of the waves and the working set's stream, from L2 at `l2_bytes_per_ns`

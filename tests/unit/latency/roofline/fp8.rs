@@ -12,7 +12,7 @@ use super::{decodes, layers};
 use blis_cosim::config::{Dtype, Hardware, ModelArch};
 use blis_cosim::latency::BatchItem;
 use blis_cosim::latency::roofline::fp8::{Precision, Sm90Tile, TensorQuant};
-use blis_cosim::latency::roofline::rows::Loads;
+use blis_cosim::latency::roofline::rows::{Loads, RowKernels};
 use blis_cosim::latency::roofline::*;
 
 const BW: f64 = 3350.0; // bytes per ns
@@ -258,15 +258,11 @@ fn fp8_linears_off_hopper_keep_their_flops_at_the_fp8_rate() {
     let s = (k * n + m * k + 2.0 * m * n) / bw;
     let gemm = 4540.0 + c.max(s) + 0.5 * c.min(s) + part.kernel_launch_ns;
     let quant = layer_ns(&r, &prefill(520), "gate_up_proj") - gemm;
-    let rows = Work::Rows {
-        cost: Cost {
-            flops: 2.0 * m * k,
-            bytes: m * (5.0 * k + 4.0),
-        },
-        rows: m,
-        loads: Loads::Vector,
-    };
-    assert!((quant - r.layer_ns(rows) as f64).abs() <= 1.0, "{quant}");
+    let dram = part.memory_bw_gbps * part.memory_efficiency;
+    let kernels = RowKernels::new(&part).unwrap();
+    let by_hand = kernels.quant_ns(m * (5.0 * k + 4.0), m, Loads::Vector, dram);
+    let expected = (by_hand + part.kernel_launch_ns).round();
+    assert!((quant - expected).abs() <= 1.0, "{quant} vs {expected}");
 }
 
 #[test]

@@ -57,7 +57,10 @@ fn the_fp8_quantization_streams_its_l2_per_sm_and_clock() {
     // per clock, 1,176.92 + 16,777,216 / (7.56 × 188 × 2.617 = 3,719.49) = 5,687.54 ns.
     let pro = part("RTXPRO6000");
     let k = RowKernels::new(&pro).unwrap();
-    close(k.quant_ns(2_048.0 * 8_192.0, 2_048.0, dram(&pro)), 5_687.54);
+    close(
+        k.quant_ns(2_048.0 * 8_192.0, 2_048.0, Loads::Vector, dram(&pro)),
+        5_687.54,
+    );
 }
 
 #[test]
@@ -71,7 +74,10 @@ fn on_hopper_a_norms_l2_outruns_its_dram() {
     let k = RowKernels::new(&h200).unwrap();
     let bytes = 4_000.0 * 12_288.0;
     close(k.ns(bytes, 4_000.0, Loads::Vector, dram(&h200)), 12_090.93);
-    close(k.quant_ns(bytes, 4_000.0, dram(&h200)), 28_598.06);
+    close(
+        k.quant_ns(bytes, 4_000.0, Loads::Vector, dram(&h200)),
+        28_598.06,
+    );
 }
 
 #[test]
