@@ -2,3 +2,42 @@
 mod effects;
 mod streamed_ahead;
 mod tests;
+
+use blis_cosim::Nanos;
+use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+
+/// A test backend whose step costs `fixed` ns plus `per_token` a token and `per_seq` a
+/// sequence, reported as one layer.
+#[derive(Debug, Clone, Copy)]
+struct Affine {
+    fixed: Nanos,
+    per_token: Nanos,
+    per_seq: Nanos,
+}
+
+impl LatencyBackend for Affine {
+    fn name(&self) -> &'static str {
+        "affine"
+    }
+
+    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
+        let seqs = batch.items.len() as Nanos;
+        Ok(self.fixed + self.per_token * batch.total_tokens() + self.per_seq * seqs)
+    }
+
+    fn layer_times(
+        &mut self,
+        batch: &BatchDesc<'_>,
+        out: &mut Vec<LayerTiming>,
+    ) -> Result<(), LatencyError> {
+        let time_ns = self.step_time(batch)?;
+        out.clear();
+        out.push(LayerTiming {
+            name: "all",
+            repeats: 1,
+            time_ns,
+            is_comm: false,
+        });
+        Ok(())
+    }
+}

@@ -4,9 +4,8 @@
 //! (the workload's registry, empty: nothing can be released). Instances run ahead up to the
 //! next arrival the loop has drawn, and the run is the one settled instant by instant.
 
-use blis_cosim::Nanos;
 use blis_cosim::engine::{Cluster, InstanceSetup, Observer, Run, Services};
-use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{Router, RoutingPolicy};
 use blis_cosim::scheduler::SchedulerConfig;
@@ -17,6 +16,8 @@ use blis_cosim::workload::spec::{
 };
 use std::cell::RefCell;
 use std::rc::Rc;
+
+use super::Affine;
 
 /// Open-loop clients only, as the BLIS comparison's spec (Poisson arrivals, Gaussian lengths),
 /// plus one behind a network (the stream reorders what it draws); more requests than a batch
@@ -32,35 +33,13 @@ const SPEC: &str = "version: \"2\"\nseed: 11\naggregate_rate: 400\nnum_requests:
 
 /// 200 µs a step, plus 100 ns a token and 1 µs a sequence: a request's decode lasts about as
 /// long as a dozen arrivals' gaps, so stretches and arrivals interleave.
-struct Priced;
+const PRICED: Affine = Affine {
+    fixed: 200_000,
+    per_token: 100,
+    per_seq: 1_000,
+};
 
-impl LatencyBackend for Priced {
-    fn name(&self) -> &'static str {
-        "priced"
-    }
-
-    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        Ok(200_000 + 100 * batch.total_tokens() + 1_000 * batch.items.len() as u64)
-    }
-
-    fn layer_times(
-        &mut self,
-        batch: &BatchDesc<'_>,
-        out: &mut Vec<LayerTiming>,
-    ) -> Result<(), LatencyError> {
-        let time_ns = self.step_time(batch)?;
-        out.clear();
-        out.push(LayerTiming {
-            name: "all",
-            repeats: 1,
-            time_ns,
-            is_comm: false,
-        });
-        Ok(())
-    }
-}
-
-/// An instance of model `m`: eight requests at most, 600 KV blocks of 16 tokens (a few
+/// An instance of model `m`: eight requests at most, 240 KV blocks of 16 tokens (a few
 /// preemptions at the workload's peaks).
 fn setup() -> InstanceSetup {
     InstanceSetup {
@@ -149,7 +128,7 @@ fn simulate(
     ahead: bool,
 ) -> Ran {
     let setups = vec![setup(); 3];
-    let mut backends = [Priced, Priced, Priced];
+    let mut backends = [PRICED; 3];
     let mut dyns: Vec<&mut dyn LatencyBackend> = backends
         .iter_mut()
         .map(|b| b as &mut dyn LatencyBackend)

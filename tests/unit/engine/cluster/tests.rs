@@ -10,42 +10,22 @@ use blis_cosim::control::flow::{Detector, FlowConfig};
 use blis_cosim::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
 use blis_cosim::engine::{Cluster, Run, Services};
 use blis_cosim::engine::{InstanceSetup, Observer, SimError, StepEvent};
-use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{ClusterView, RouteDecision, Router, Routing, RoutingPolicy};
 use blis_cosim::scheduler::SchedulerConfig;
 use blis_cosim::workload::{Request, RequestClasses, RequestProfile};
 
+use super::Affine;
+
 const US: Nanos = 1_000;
 
 /// 1,000 ns a step, plus 10 ns a token and 100 ns a sequence.
-struct Linear;
-
-impl LatencyBackend for Linear {
-    fn name(&self) -> &'static str {
-        "linear"
-    }
-
-    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        Ok(1_000 + 10 * batch.total_tokens() + 100 * batch.items.len() as u64)
-    }
-
-    fn layer_times(
-        &mut self,
-        batch: &BatchDesc<'_>,
-        out: &mut Vec<LayerTiming>,
-    ) -> Result<(), LatencyError> {
-        let time_ns = self.step_time(batch)?;
-        out.clear();
-        out.push(LayerTiming {
-            name: "all",
-            repeats: 1,
-            time_ns,
-            is_comm: false,
-        });
-        Ok(())
-    }
-}
+const LINEAR: Affine = Affine {
+    fixed: 1_000,
+    per_token: 10,
+    per_seq: 100,
+};
 
 /// An instance of model `m` with `num_blocks` KV blocks, four requests at most.
 fn setup(num_blocks: u32) -> InstanceSetup {
@@ -130,7 +110,7 @@ impl Routing for Picky {
 fn step_until_leaves_the_clock_at_t_and_refuses_the_past() {
     let requests = [request(0, 0, 100, 3)];
     let setups = [setup(100)];
-    let mut backend = Linear;
+    let mut backend = LINEAR;
     let mut dyns: Vec<&mut dyn LatencyBackend> = vec![&mut backend];
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
     let mut ends = Ends::default();
@@ -236,7 +216,7 @@ fn run_all_endings(
         seed,
     );
     let setups = vec![setup(60); 3];
-    let mut backends = [Linear, Linear, Linear];
+    let mut backends = [LINEAR; 3];
     let mut dyns: Vec<&mut dyn LatencyBackend> = backends
         .iter_mut()
         .map(|b| b as &mut dyn LatencyBackend)
@@ -392,7 +372,7 @@ struct RandomRun {
     blocks: u32,
     async_scheduling: bool,
     policy: RoutingPolicy,
-    /// Arrivals on a 10 ns grid (the grid of [`Linear`]'s prices, so that some land exactly
+    /// Arrivals on a 10 ns grid (the grid of [`LINEAR`]'s prices, so that some land exactly
     /// at a step end) in bursts with long quiet spells between.
     spells: bool,
 }
@@ -437,7 +417,7 @@ impl RandomRun {
         let mut one = setup(blocks);
         one.scheduler.async_scheduling = async_scheduling;
         let setups = vec![one; k];
-        let mut backends: Vec<Linear> = (0..k).map(|_| Linear).collect();
+        let mut backends: Vec<Affine> = vec![LINEAR; k];
         let mut dyns: Vec<&mut dyn LatencyBackend> = backends
             .iter_mut()
             .map(|b| b as &mut dyn LatencyBackend)
@@ -716,7 +696,7 @@ fn steps_are_never_quiet_for_an_observer_of_steps() {
 fn the_loop_warms_the_caches_only_above_its_instance_count() {
     let warms = |k: usize| {
         let setups = vec![setup(40); k];
-        let mut backends: Vec<Linear> = (0..k).map(|_| Linear).collect();
+        let mut backends: Vec<Affine> = vec![LINEAR; k];
         let mut dyns: Vec<&mut dyn LatencyBackend> = backends
             .iter_mut()
             .map(|b| b as &mut dyn LatencyBackend)
@@ -862,7 +842,7 @@ fn run_two_bursts_counted(
     };
     let autoscaler = Autoscaler::new(scaling, &vec![template; slots], vec!["m".into()], 9);
     let setups = vec![setup(60); if shared { 1 } else { slots }];
-    let mut backends: Vec<Linear> = (0..slots).map(|_| Linear).collect();
+    let mut backends: Vec<Affine> = vec![LINEAR; slots];
     let mut dyns: Vec<&mut dyn LatencyBackend> = backends
         .iter_mut()
         .map(|b| b as &mut dyn LatencyBackend)
@@ -977,7 +957,7 @@ fn run_ranked(
         })
         .collect();
     let setups: Vec<InstanceSetup> = (0..8).map(|_| setup(40)).collect();
-    let mut backends: Vec<Linear> = (0..8).map(|_| Linear).collect();
+    let mut backends: Vec<Affine> = vec![LINEAR; 8];
     let mut dyns: Vec<&mut dyn LatencyBackend> = backends
         .iter_mut()
         .map(|b| b as &mut dyn LatencyBackend)
