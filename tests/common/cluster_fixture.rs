@@ -30,16 +30,21 @@ impl LatencyBackend for LinearBackend {
         batch: &BatchDesc<'_>,
         out: &mut Vec<LayerTiming>,
     ) -> Result<(), LatencyError> {
-        let time_ns = self.step_time(batch)?;
-        out.clear();
-        out.push(LayerTiming {
-            name: "all",
-            repeats: 1,
-            time_ns,
-            is_comm: false,
-        });
+        whole_step(self.step_time(batch)?, out);
         Ok(())
     }
+}
+
+/// The layer list of a test backend that prices a step as one piece: a single layer, "all",
+/// of the step's time.
+pub fn whole_step(time_ns: Nanos, out: &mut Vec<LayerTiming>) {
+    out.clear();
+    out.push(LayerTiming {
+        name: "all",
+        repeats: 1,
+        time_ns,
+        is_comm: false,
+    });
 }
 
 /// xorshift64*: a tiny deterministic generator for test workloads.

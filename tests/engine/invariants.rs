@@ -3,7 +3,7 @@
 
 use blis_cosim::Nanos;
 use blis_cosim::engine::{InstanceSetup, Observer, StepEvent};
-use blis_cosim::latency::{BatchDesc, LatencyBackend, LatencyError, LayerTiming};
+use blis_cosim::latency::{BatchDesc, LatencyBackend};
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::scheduler::{Completions, Scheduler, SchedulerConfig};
 use blis_cosim::workload::Request;
@@ -11,33 +11,10 @@ use blis_cosim::workload::Request;
 use crate::cluster_fixture as fixture;
 use fixture::run_one;
 
-/// A deterministic test backend: a fixed cost plus a cost per token and per sequence.
-struct LinearBackend;
-
-impl LatencyBackend for LinearBackend {
-    fn name(&self) -> &'static str {
-        "linear"
-    }
-
-    fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
-        Ok(1_000 + 10 * batch.total_tokens() + 100 * batch.num_seqs())
-    }
-
-    fn layer_times(
-        &mut self,
-        batch: &BatchDesc<'_>,
-        out: &mut Vec<LayerTiming>,
-    ) -> Result<(), LatencyError> {
-        let time_ns = self.step_time(batch)?;
-        out.clear();
-        out.push(LayerTiming {
-            name: "all",
-            repeats: 1,
-            time_ns,
-            is_comm: false,
-        });
-        Ok(())
-    }
+/// The fixture's linear backend at 10 ns a token: 1 µs a step plus 10 ns a token and 100 ns a
+/// sequence.
+fn linear() -> fixture::LinearBackend {
+    fixture::LinearBackend { per_token: 10 }
 }
 
 /// xorshift64*: a tiny deterministic generator for test workloads.
@@ -150,7 +127,7 @@ fn every_request_ends_exactly_once_and_the_clock_never_goes_back() {
         let mut rec = Recorder::default();
         let mut instance = setup(blocks, reserve);
         instance.scheduler.async_scheduling = async_scheduling;
-        let out = run_one(&requests, &instance, &mut LinearBackend, &mut rec).unwrap();
+        let out = run_one(&requests, &instance, &mut linear(), &mut rec).unwrap();
         let mut ids: Vec<u64> = rec.finished.iter().map(|f| f.0).collect();
         ids.sort_unstable();
         assert_eq!(ids, (0..400).collect::<Vec<_>>(), "seed {seed}");
@@ -180,7 +157,7 @@ fn an_idle_instance_starts_exactly_at_the_next_arrival() {
     requests[0].arrival_ns = 12_345;
     requests[1].arrival_ns = 987_654_321;
     let mut rec = Recorder::default();
-    run_one(&requests, &setup(1_000, true), &mut LinearBackend, &mut rec).unwrap();
+    run_one(&requests, &setup(1_000, true), &mut linear(), &mut rec).unwrap();
     assert_eq!(rec.steps[0].0, 12_345);
     let second = rec.steps.iter().find(|s| s.0 >= 987_654_321).unwrap();
     assert_eq!(
@@ -212,7 +189,7 @@ fn kv_blocks_stay_whole(async_scheduling: bool) {
             now = requests[next].arrival_ns;
             continue;
         };
-        now += LinearBackend.step_time(&BatchDesc::new(batch)).unwrap();
+        now += linear().step_time(&BatchDesc::new(batch)).unwrap();
         let mut finished = Completions::default();
         s.complete_step(now, 0, &mut finished);
         done += finished.len();
@@ -240,7 +217,7 @@ fn a_request_that_can_never_fit_is_refused_before_the_run() {
     let err = run_one(
         &requests,
         &setup(100, true),
-        &mut LinearBackend,
+        &mut linear(),
         &mut Recorder::default(),
     )
     .unwrap_err();
@@ -253,6 +230,6 @@ fn without_chunked_prefill_a_prompt_above_the_budget_is_refused() {
     requests[1].input_toks = 300;
     let mut s = setup(1_000, true);
     s.scheduler.enable_chunked_prefill = false;
-    let err = run_one(&requests, &s, &mut LinearBackend, &mut Recorder::default()).unwrap_err();
+    let err = run_one(&requests, &s, &mut linear(), &mut Recorder::default()).unwrap_err();
     assert!(err.to_string().contains("chunked prefill off"), "{err}");
 }

@@ -170,13 +170,7 @@ mod wrapper_tests {
             batch: &BatchDesc<'_>,
             out: &mut Vec<LayerTiming>,
         ) -> Result<(), LatencyError> {
-            out.clear();
-            out.push(LayerTiming {
-                name: "all",
-                repeats: 1,
-                time_ns: self.step_time(batch)?,
-                is_comm: false,
-            });
+            crate::cluster_fixture::whole_step(self.step_time(batch)?, out);
             Ok(())
         }
 

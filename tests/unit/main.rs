@@ -9,6 +9,8 @@ macro_rules! root {
     };
 }
 
+#[path = "../common/cluster_fixture.rs"]
+mod cluster_fixture;
 #[path = "../common/shared_data.rs"]
 mod shared_data;
 

@@ -30,14 +30,7 @@ impl LatencyBackend for Affine {
         batch: &BatchDesc<'_>,
         out: &mut Vec<LayerTiming>,
     ) -> Result<(), LatencyError> {
-        let time_ns = self.step_time(batch)?;
-        out.clear();
-        out.push(LayerTiming {
-            name: "all",
-            repeats: 1,
-            time_ns,
-            is_comm: false,
-        });
+        crate::cluster_fixture::whole_step(self.step_time(batch)?, out);
         Ok(())
     }
 }
