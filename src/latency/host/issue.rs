@@ -28,7 +28,9 @@ impl Launches {
 /// and sorts the routed rows and sums the top-k outputs (four ops) and runs its two grouped
 /// GEMMs through Triton (`invoke_fused_moe_kernel`); the sampler of a greedy batch takes a
 /// few ops (softmax, argmax, gathers: four). Every other layer (GEMMs, collectives,
-/// embedding) is one op.
+/// embedding) is one op. (vLLM 0.19's fused MoE also runs SiLU-and-mul and copies its result
+/// out, and the roofline's `router` is the gate GEMM: the accuracy guide's "What the host
+/// issues for FP8 layers in eager mode" has what that leaves out.)
 fn sixteen_bit(layer: &str) -> Launches {
     let (ops, triton) = match layer {
         "attention" => (2, 0),
