@@ -187,7 +187,8 @@ impl Calibration {
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HostSpec {
-    /// One driver launch: a CUDA graph (or graph piece), ns.
+    /// One driver launch: a CUDA graph (or graph piece), or a kernel or memset that an eager
+    /// op's C++ launches after its first, ns.
     pub launch_ns: f64,
     /// One kernel of the compiled model launched without a graph (Inductor's Python wrapper
     /// plus the driver launch), ns.

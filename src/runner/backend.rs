@@ -123,7 +123,8 @@ impl Rooflines {
             return Some(SharedHost::new(&h.model));
         }
         let host = inst.hardware.host.clone();
-        let model = HostModel::over_roofline(&compute, host, policy.clone(), async_scheduling);
+        let model = HostModel::over_roofline(&compute, host, policy.clone(), async_scheduling)
+            .serving(inst.dtype);
         let model = SharedBackend::new(model);
         let handle = SharedHost::new(&model);
         hosts.push(HostOver {
@@ -225,12 +226,13 @@ impl Backend {
             let Some(policy) = &inst.host_model else {
                 return Ok(Backend::Compute(compute));
             };
-            return Ok(Backend::Compute(Box::new(HostModel::new(
+            let host = HostModel::new(
                 compute,
                 inst.hardware.host.clone(),
                 policy.clone(),
                 inst.scheduler.async_scheduling,
-            ))));
+            );
+            return Ok(Backend::Compute(Box::new(host.serving(inst.dtype))));
         };
         // A DP group member prices compute only: its group's ASTRA-Sim process prices waves.
         if inst.dp_group.is_some() {

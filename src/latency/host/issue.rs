@@ -4,18 +4,85 @@
 use super::graphs::StepMode;
 use crate::config::HostSpec;
 
-/// Kernels (eager: PyTorch ops) one occurrence of a layer runs, by canonical layer name:
-/// vLLM's fused RMSNorm, rotary and SiLU-and-mul are one kernel each; attention writes the KV
+/// What one occurrence of a layer launches outside a graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launches {
+    /// PyTorch ops: eager, a Python dispatch each, its first kernel launched with it.
+    pub ops: u32,
+    /// Further driver launches an op's C++ makes after its first (a memset, a second kernel).
+    pub inner: u32,
+    /// Kernels launched through Triton's Python launcher.
+    pub triton: u32,
+}
+
+impl Launches {
+    /// The kernels (memsets included) they put on the GPU.
+    pub fn kernels(&self) -> u32 {
+        self.ops + self.inner + self.triton
+    }
+}
+
+/// What one occurrence of a layer launches in vLLM 0.19, by canonical layer name, in 16 bits:
+/// vLLM's fused RMSNorm, rotary and SiLU-and-mul are one op each; attention writes the KV
 /// cache and then attends (two); a fused-MoE layer routes (gate GEMM, top-k softmax), aligns
-/// and sorts the routed rows, runs two grouped GEMMs and sums the top-k outputs (six); the
-/// sampler of a greedy batch takes a few kernels (softmax, argmax, gathers: four). Every
-/// other layer (GEMMs, collectives, embedding) is one kernel.
-pub fn kernels_of(layer: &str) -> u32 {
-    match layer {
-        "attention" => 2,
-        "moe" | "experts" => 6,
-        "sampler" => 4,
-        _ => 1,
+/// and sorts the routed rows and sums the top-k outputs (four ops) and runs its two grouped
+/// GEMMs through Triton (`invoke_fused_moe_kernel`); the sampler of a greedy batch takes a
+/// few ops (softmax, argmax, gathers: four). Every other layer (GEMMs, collectives,
+/// embedding) is one op. (vLLM 0.19's fused MoE also runs SiLU-and-mul and copies its result
+/// out, and the roofline's `router` is the gate GEMM: the accuracy guide's "What the host
+/// issues for FP8 layers in eager mode" has what that leaves out.)
+fn sixteen_bit(layer: &str) -> Launches {
+    let (ops, triton) = match layer {
+        "attention" => (2, 0),
+        "moe" | "experts" => (4, 2),
+        "sampler" => (4, 0),
+        _ => (1, 0),
+    };
+    Launches {
+        ops,
+        inner: 0,
+        triton,
+    }
+}
+
+/// What vLLM 0.19's FP8 path (`Fp8Config`, see `roofline/fp8.rs`) adds to a layer in eager
+/// mode. A linear layer (`Fp8LinearMethod` through `CutlassFP8ScaledMMLinearKernel`,
+/// `FP8ScaledMMLinearKernel.apply_weights`) quantizes its input per token first, one op
+/// (`scaled_fp8_quant` → `dynamic_per_token_scaled_fp8_quant`), then runs `cutlass_scaled_mm`
+/// (the layer's own op). A fused-MoE layer on `fp8_w8a8` experts (Triton's, `TritonExperts`)
+/// quantizes its input in `prepare` and its intermediate after SiLU-and-mul, each per tensor:
+/// one op (`dynamic_scaled_fp8_quant`) whose C++ launches a memset of the scale, the max
+/// reduction and the quantization (two further launches). vLLM 0.19's source, release 0.19.0
+/// (`vllm/model_executor/kernels/linear/scaled_mm/`, `fused_moe/fused_moe.py`,
+/// `csrc/quantization/w8a8/fp8/common.cu`).
+fn fp8_extra(layer: &str) -> Launches {
+    let (ops, inner) = match layer {
+        "qkv_proj" | "o_proj" | "gate_up_proj" | "down_proj" => (1, 0),
+        "moe" | "experts" => (2, 4),
+        _ => (0, 0),
+    };
+    Launches {
+        ops,
+        inner,
+        triton: 0,
+    }
+}
+
+/// What one occurrence of `layer` launches in `mode`, its linear layers and experts served in
+/// FP8 if `fp8`. The FP8 quantizations count in eager mode alone: compiled, vLLM leaves a
+/// linear layer's quantization to Inductor, which fuses it into the norm or activation before
+/// it, and inside a graph the host issues none of a layer's kernels (the count only splits its
+/// GPU time there, so graph-replayed steps keep the 16-bit count).
+pub fn launches_of(layer: &str, mode: StepMode, fp8: bool) -> Launches {
+    let base = sixteen_bit(layer);
+    if !fp8 || mode != StepMode::Eager {
+        return base;
+    }
+    let extra = fp8_extra(layer);
+    Launches {
+        ops: base.ops + extra.ops,
+        inner: base.inner + extra.inner,
+        triton: base.triton,
     }
 }
 
@@ -36,15 +103,6 @@ pub fn in_graph(layer: &str, mode: StepMode) -> bool {
     matches!(mode, StepMode::Full | StepMode::Piecewise) && !outside_graph(layer, mode)
 }
 
-/// Of a layer's kernels, those vLLM launches through Triton's Python launcher rather than as
-/// PyTorch ops: the fused MoE's two grouped GEMMs (`invoke_fused_moe_kernel`).
-pub fn triton_launches_of(layer: &str) -> u32 {
-    match layer {
-        "moe" | "experts" => 2,
-        _ => 0,
-    }
-}
-
 /// Host cost of issuing one PyTorch op (or compiled kernel) of `layer` in `mode`, ns (0 inside
 /// a graph).
 fn op_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
@@ -58,17 +116,19 @@ fn op_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
     }
 }
 
-/// Host cost of issuing one kernel of `layer` in `mode`, ns (0 inside a graph): the mean over
-/// its kernels of an op's cost and, for its Triton launches, `triton_launch_ns`.
-pub fn issue_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
+/// Host cost of issuing one kernel of `layer` in `mode` ([`launches_of`]), ns (0 inside a
+/// graph): the mean over its kernels of an op's cost, `launch_ns` for an op's further driver
+/// launches and `triton_launch_ns` for its Triton launches.
+pub fn issue_ns(host: &HostSpec, layer: &str, mode: StepMode, fp8: bool) -> f64 {
     let op = op_ns(host, layer, mode);
-    let triton = triton_launches_of(layer);
-    if triton == 0 || in_graph(layer, mode) {
+    let launches = launches_of(layer, mode, fp8);
+    if (launches.triton == 0 && launches.inner == 0) || in_graph(layer, mode) {
         return op;
     }
-    let kernels = kernels_of(layer);
-    let ops = f64::from(kernels - triton) * op;
-    (ops + f64::from(triton) * host.triton_launch_ns) / f64::from(kernels)
+    let ops = f64::from(launches.ops) * op;
+    let inner = f64::from(launches.inner) * host.launch_ns;
+    let triton = f64::from(launches.triton) * host.triton_launch_ns;
+    (ops + inner + triton) / f64::from(launches.kernels())
 }
 
 /// The two-stage pipeline of one step: the host issues kernels one after the other; a kernel

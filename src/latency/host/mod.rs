@@ -35,7 +35,7 @@ use super::{
     PimActivity, SharedBackend, StepParts,
 };
 use crate::Nanos;
-use crate::config::HostSpec;
+use crate::config::{Dtype, HostSpec};
 use decode::{DecodeShape, DirectDecode};
 use issue::Pipeline;
 use plan::IssuePlan;
@@ -58,6 +58,8 @@ pub struct HostModel {
     host: HostSpec,
     policy: GraphPolicy,
     async_scheduling: bool,
+    /// Whether the model's linear layers and experts are served in FP8 (`issue.rs`).
+    fp8: bool,
     layers: Vec<LayerTiming>,
     /// The issue side of `layers`' names and repeats.
     plan: IssuePlan,
@@ -87,6 +89,7 @@ impl HostModel {
             host,
             policy,
             async_scheduling,
+            fp8: false,
             layers: Vec::new(),
             plan: IssuePlan::default(),
             plan_list: None,
@@ -110,6 +113,15 @@ impl HostModel {
             roofline: Some(roofline.share()),
             direct: Some(DirectDecode::new(roofline, async_scheduling)),
             ..HostModel::new(inner, host, policy, async_scheduling)
+        }
+    }
+
+    /// The model served in `dtype`: under FP8 its eager steps issue vLLM's quantizations of
+    /// the linear layers' and experts' inputs (`issue.rs`).
+    pub fn serving(self, dtype: Dtype) -> HostModel {
+        HostModel {
+            fp8: dtype == Dtype::Fp8,
+            ..self
         }
     }
 
@@ -159,7 +171,7 @@ impl HostModel {
                 pipeline.launch_graph(self.host.launch_ns);
             }
             in_graph = graph_side;
-            pipeline.run(how.kernels, how.cost(mode), layer.time_ns as f64);
+            pipeline.run(how.kernels(mode), how.cost(mode), layer.time_ns as f64);
         };
         let layers = &self.layers;
         let Some(first) = layers.iter().position(|l| l.repeats > 1) else {
@@ -241,7 +253,7 @@ impl HostModel {
         self.layers = layers;
         priced?;
         let gpu: Nanos = self.layers.iter().map(|l| l.repeats * l.time_ns).sum();
-        self.plan.fit(&self.layers, &self.host);
+        self.plan.fit(&self.layers, &self.host, self.fp8);
         self.plan_list = self.inner.last_layer_list();
         // A host that has issued everything before the step starts never holds the GPU back.
         let bound = host_start + self.plan.bound(mode);

@@ -29,8 +29,8 @@ fn index(mode: StepMode) -> usize {
 /// How the host issues one layer, by mode.
 #[derive(Debug, Clone, Copy)]
 pub struct LayerIssue {
-    /// Kernels (eager: ops) one occurrence runs.
-    pub kernels: u32,
+    /// Kernels one occurrence runs, per mode ([`issue::launches_of`]).
+    kernels: [u32; 4],
     /// Host cost of issuing one of them, ns, per mode.
     cost: [f64; 4],
     /// Whether the layer runs inside a CUDA graph, per mode.
@@ -38,6 +38,11 @@ pub struct LayerIssue {
 }
 
 impl LayerIssue {
+    /// Kernels one occurrence runs in `mode` ([`issue::launches_of`]).
+    pub fn kernels(&self, mode: StepMode) -> u32 {
+        self.kernels[index(mode)]
+    }
+
     /// Host cost of issuing one kernel in `mode`, ns ([`issue::issue_ns`]).
     pub fn cost(&self, mode: StepMode) -> f64 {
         self.cost[index(mode)]
@@ -62,8 +67,10 @@ pub struct IssuePlan {
 }
 
 impl IssuePlan {
-    /// Works the plan out again unless it was for `layers`' names and repeats.
-    pub fn fit(&mut self, layers: &[LayerTiming], host: &HostSpec) {
+    /// Works the plan out again unless it was for `layers`' names and repeats, of a model
+    /// whose linear layers and experts are served in FP8 if `fp8` (the same for every list a
+    /// plan is given).
+    pub fn fit(&mut self, layers: &[LayerTiming], host: &HostSpec, fp8: bool) {
         let same = |l: &LayerTiming, &(name, repeats): &(&'static str, u64)| {
             std::ptr::eq(l.name, name) && l.repeats == repeats
         };
@@ -77,8 +84,8 @@ impl IssuePlan {
         for l in layers {
             self.shape.push((l.name, l.repeats));
             self.layers.push(LayerIssue {
-                kernels: issue::kernels_of(l.name),
-                cost: MODES.map(|m| issue::issue_ns(host, l.name, m)),
+                kernels: MODES.map(|m| issue::launches_of(l.name, m, fp8).kernels()),
+                cost: MODES.map(|m| issue::issue_ns(host, l.name, m, fp8)),
                 graph: MODES.map(|m| issue::in_graph(l.name, m)),
             });
         }
@@ -87,7 +94,7 @@ impl IssuePlan {
             // Summed in the list's order, as each step summed it before.
             (layers.iter().zip(&self.layers))
                 .map(|(l, i)| {
-                    let per_pass = f64::from(i.kernels) * i.cost[m];
+                    let per_pass = f64::from(i.kernels[m]) * i.cost[m];
                     l.repeats as f64 * (per_pass + host.launch_ns)
                 })
                 .sum()

@@ -4,7 +4,7 @@ mod issue;
 mod plan;
 
 use blis_cosim::Nanos;
-use blis_cosim::config::HostSpec;
+use blis_cosim::config::{Dtype, HostSpec};
 use blis_cosim::latency::host::*;
 use blis_cosim::latency::{
     BatchDesc, BatchItem, LatencyBackend, LatencyError, LayerTiming, SharedBackend,
@@ -149,6 +149,93 @@ fn a_host_bound_eager_moe_step_pays_two_triton_launches_per_layer() {
     let wait = layers.last().unwrap();
     assert_eq!(wait.name, "host_wait (eager)");
     assert_eq!(wait.time_ns, 560_250 - (1_000 + 2 * 6_000 + 1_000));
+}
+
+/// A host model over [`Fixed`] whose repeated block is `block` (twice, `block_ns` each on the
+/// GPU), served in `dtype`, executing steps as `options` say, synchronously.
+fn served(block: &'static str, block_ns: Nanos, dtype: Dtype, options: &GraphOptions) -> HostModel {
+    let policy = GraphPolicy::resolve(options, 4, 2048).unwrap();
+    let inner = Box::new(Fixed {
+        block_ns,
+        block,
+        last_pad: 0,
+        tells_list: false,
+        listed: Default::default(),
+    });
+    HostModel::new(inner, host(), policy, false).serving(dtype)
+}
+
+/// One decode of a 9-token context.
+const ONE_DECODE: [BatchItem; 1] = [BatchItem {
+    new_tokens: 1,
+    context_tokens: 9,
+}];
+
+fn eager() -> GraphOptions {
+    GraphOptions {
+        enforce_eager: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_host_bound_eager_bf16_dense_step_issues_one_op_per_linear_layer() {
+    // CPU work 100 µs; the embedding issued at 120 µs, the two QKV projections at 140 and
+    // 160 (6 µs each on the GPU), the sampler's four ops at 180 … 240; the last ends at
+    // 240.25 µs. The same in every 16-bit dtype.
+    for dtype in [Dtype::Bfloat16, Dtype::Float16] {
+        let mut m = served("qkv_proj", 6_000, dtype, &eager());
+        let ns = m.step_time(&BatchDesc::new(&ONE_DECODE)).unwrap();
+        assert_eq!(ns, 240_250, "{dtype:?}");
+    }
+}
+
+#[test]
+fn a_host_bound_eager_fp8_dense_step_quantizes_before_each_linear_layer() {
+    // As above, but each projection is two ops (the per-token quantization, then the scaled
+    // GEMM), 3 µs each on the GPU: issued at 140, 160, 180, 200; the sampler at 220 … 280;
+    // the last ends at 280.25 µs, two ops (40 µs) later.
+    let mut m = served("qkv_proj", 6_000, Dtype::Fp8, &eager());
+    let ns = m.step_time(&BatchDesc::new(&ONE_DECODE)).unwrap();
+    assert_eq!(ns, 280_250);
+    let layers = m.breakdown(&BatchDesc::new(&ONE_DECODE)).unwrap();
+    assert_eq!(layers.last().unwrap().time_ns, 280_250 - 14_000);
+}
+
+#[test]
+fn a_host_bound_eager_fp8_moe_step_issues_both_tensor_quantizations() {
+    // A fused-MoE block (twice, 6 µs on the GPU): 6 ops at 20 µs, 4 launches inside them at
+    // 3 µs and 2 Triton launches at 50 µs, 232 µs a layer for 12 kernels (BF16: 180 µs for
+    // 6). The embedding issued at 120 µs, the MoE layers' last kernel at 120 + 2 × 232 = 584
+    // (each kernel 0.5 µs on the GPU), the sampler at 604 … 664; the last ends at 664.25.
+    let mut m = served("experts", 6_000, Dtype::Fp8, &eager());
+    assert_eq!(m.step_time(&BatchDesc::new(&ONE_DECODE)).unwrap(), 664_250);
+    let mut bf16 = served("experts", 6_000, Dtype::Bfloat16, &eager());
+    assert_eq!(
+        bf16.step_time(&BatchDesc::new(&ONE_DECODE)).unwrap(),
+        560_250
+    );
+}
+
+#[test]
+fn fp8_moves_neither_compiled_nor_graph_replayed_steps() {
+    // The default execution: 100 prefill tokens run compiled, three decodes a full graph.
+    let three = [ONE_DECODE[0]; 3];
+    for block in ["qkv_proj", "experts"] {
+        for items in [&prefill(100)[..], &three] {
+            let price = |dtype| {
+                let mut m = served(block, 10_000, dtype, &GraphOptions::default());
+                m.step_time(&BatchDesc::new(items)).unwrap()
+            };
+            assert_eq!(price(Dtype::Fp8), price(Dtype::Bfloat16), "{block}");
+        }
+    }
+    // The compiled QKV step is the one hand-computed above (201.25 µs).
+    let mut m = served("qkv_proj", 10_000, Dtype::Fp8, &GraphOptions::default());
+    assert_eq!(
+        m.step_time(&BatchDesc::new(&prefill(100))).unwrap(),
+        201_250
+    );
 }
 
 #[test]

@@ -82,40 +82,95 @@ fn a_graph_launch_holds_back_its_kernels() {
 #[test]
 fn kernel_counts_and_issue_costs_by_mode() {
     let host = HostSpec::default();
-    assert_eq!(kernels_of("attention"), 2);
-    assert_eq!(kernels_of("qkv_proj"), 1);
-    assert_eq!(issue_ns(&host, "qkv_proj", StepMode::Full), 0.0);
-    assert_eq!(issue_ns(&host, "qkv_proj", StepMode::Piecewise), 0.0);
+    let kernels = |layer| launches_of(layer, StepMode::Eager, false).kernels();
+    assert_eq!(kernels("attention"), 2);
+    assert_eq!(kernels("qkv_proj"), 1);
+    let issue = |layer, mode| issue_ns(&host, layer, mode, false);
+    assert_eq!(issue("qkv_proj", StepMode::Full), 0.0);
+    assert_eq!(issue("qkv_proj", StepMode::Piecewise), 0.0);
     assert_eq!(
-        issue_ns(&host, "qkv_proj", StepMode::Compiled),
+        issue("qkv_proj", StepMode::Compiled),
         host.compiled_kernel_ns
     );
-    assert_eq!(
-        issue_ns(&host, "qkv_proj", StepMode::Eager),
-        host.eager_op_ns
-    );
-    assert_eq!(issue_ns(&host, "attention", StepMode::Full), 0.0);
-    assert_eq!(
-        issue_ns(&host, "attention", StepMode::Piecewise),
-        host.eager_op_ns
-    );
-    assert_eq!(issue_ns(&host, "lm_head", StepMode::Full), host.eager_op_ns);
+    assert_eq!(issue("qkv_proj", StepMode::Eager), host.eager_op_ns);
+    assert_eq!(issue("attention", StepMode::Full), 0.0);
+    assert_eq!(issue("attention", StepMode::Piecewise), host.eager_op_ns);
+    assert_eq!(issue("lm_head", StepMode::Full), host.eager_op_ns);
 }
 
 #[test]
 fn a_fused_moe_layer_issues_two_triton_launches_beside_its_ops_outside_graphs() {
     let host = HostSpec::default();
-    assert_eq!(kernels_of("experts"), 6);
-    assert_eq!(triton_launches_of("experts"), 2);
-    assert_eq!(triton_launches_of("moe"), 2);
-    assert_eq!(triton_launches_of("qkv_proj"), 0);
+    let eager = |layer| launches_of(layer, StepMode::Eager, false);
+    assert_eq!(eager("experts").kernels(), 6);
+    assert_eq!(eager("experts").triton, 2);
+    assert_eq!(eager("moe").triton, 2);
+    assert_eq!(eager("qkv_proj").triton, 0);
     // Eager: four ops at 22.6 µs and two launches at 50.1 µs, (90.4 + 100.2) / 6 each.
-    let eager = issue_ns(&host, "experts", StepMode::Eager);
+    let eager = issue_ns(&host, "experts", StepMode::Eager, false);
     assert!((eager * 6.0 - (4.0 * 22_600.0 + 2.0 * 50_100.0)).abs() < 1e-6);
     // Compiled (no graph): four kernels at 7 µs and the same two launches.
-    let compiled = issue_ns(&host, "moe", StepMode::Compiled);
+    let compiled = issue_ns(&host, "moe", StepMode::Compiled, false);
     assert!((compiled * 6.0 - (4.0 * 7_000.0 + 2.0 * 50_100.0)).abs() < 1e-6);
     // Inside a graph the layer costs the host nothing.
-    assert_eq!(issue_ns(&host, "experts", StepMode::Piecewise), 0.0);
-    assert_eq!(issue_ns(&host, "experts", StepMode::Full), 0.0);
+    assert_eq!(issue_ns(&host, "experts", StepMode::Piecewise, false), 0.0);
+    assert_eq!(issue_ns(&host, "experts", StepMode::Full, false), 0.0);
+}
+
+#[test]
+fn an_fp8_linear_layer_issues_its_input_quantization_then_its_gemm_in_eager_mode() {
+    // vLLM 0.19's CUTLASS FP8 path: `dynamic_per_token_scaled_fp8_quant`, then
+    // `cutlass_scaled_mm`: two ops at 22.6 µs each, 45.2 µs a layer against 22.6 in BF16.
+    let host = HostSpec::default();
+    for layer in ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"] {
+        let fp8 = launches_of(layer, StepMode::Eager, true);
+        assert_eq!((fp8.ops, fp8.inner, fp8.triton), (2, 0, 0), "{layer}");
+        assert_eq!(issue_ns(&host, layer, StepMode::Eager, true), 22_600.0);
+        // Compiled, Inductor fuses the quantization into the op before it; in a graph the
+        // host issues nothing: both keep the 16-bit count and cost.
+        for mode in [StepMode::Compiled, StepMode::Piecewise, StepMode::Full] {
+            assert_eq!(launches_of(layer, mode, true).kernels(), 1, "{layer}");
+            assert_eq!(
+                issue_ns(&host, layer, mode, true),
+                issue_ns(&host, layer, mode, false)
+            );
+        }
+    }
+    // Nothing else quantizes: the embedding, norms, attention, router, LM head, sampler.
+    for layer in [
+        "embedding",
+        "input_layernorm",
+        "attention",
+        "router",
+        "lm_head",
+    ] {
+        let (fp8, bf16) = (
+            launches_of(layer, StepMode::Eager, true),
+            launches_of(layer, StepMode::Eager, false),
+        );
+        assert_eq!(fp8, bf16, "{layer}");
+    }
+    assert_eq!(launches_of("sampler", StepMode::Eager, true).kernels(), 4);
+}
+
+#[test]
+fn an_fp8_fused_moe_layer_issues_two_tensor_quantizations_in_eager_mode() {
+    // Each per-tensor quantization (`dynamic_scaled_fp8_quant`) is one op whose C++ launches
+    // the scale's memset, the max reduction and the quantization: the layer's 4 ops and 2
+    // Triton launches gain 2 ops and 4 launches inside them, 12 kernels.
+    let host = HostSpec::default();
+    let fp8 = launches_of("experts", StepMode::Eager, true);
+    assert_eq!((fp8.ops, fp8.inner, fp8.triton), (6, 4, 2));
+    assert_eq!(fp8.kernels(), 12);
+    // 6 × 22.6 + 4 × 3 + 2 × 50.1 = 247.8 µs a layer (BF16: 190.6).
+    let eager = issue_ns(&host, "experts", StepMode::Eager, true);
+    assert!((eager * 12.0 - 247_800.0).abs() < 1e-6, "{eager}");
+    // Compiled and in graphs, the 16-bit count and cost.
+    for mode in [StepMode::Compiled, StepMode::Piecewise, StepMode::Full] {
+        assert_eq!(launches_of("moe", mode, true).kernels(), 6);
+        assert_eq!(
+            issue_ns(&host, "moe", mode, true).to_bits(),
+            issue_ns(&host, "moe", mode, false).to_bits()
+        );
+    }
 }

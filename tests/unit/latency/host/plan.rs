@@ -1,7 +1,7 @@
 use blis_cosim::config::HostSpec;
-use blis_cosim::latency::LayerTiming;
 use blis_cosim::latency::host::issue;
 use blis_cosim::latency::host::plan::*;
+use blis_cosim::latency::{LayerTiming, StepMode};
 
 fn layer(name: &'static str, repeats: u64) -> LayerTiming {
     LayerTiming {
@@ -21,12 +21,12 @@ fn the_plan_follows_the_list_it_is_given() {
         layer("attention", 32),
         layer("sampler", 1),
     ];
-    plan.fit(&dense, &host);
+    plan.fit(&dense, &host, false);
     let bound = |layers: &[LayerTiming], mode| -> f64 {
         (layers.iter())
             .map(|l| {
-                let cost =
-                    f64::from(issue::kernels_of(l.name)) * issue::issue_ns(&host, l.name, mode);
+                let kernels = issue::launches_of(l.name, mode, false).kernels();
+                let cost = f64::from(kernels) * issue::issue_ns(&host, l.name, mode, false);
                 l.repeats as f64 * (cost + host.launch_ns)
             })
             .sum()
@@ -34,25 +34,54 @@ fn the_plan_follows_the_list_it_is_given() {
     for mode in MODES {
         assert_eq!(plan.bound(mode).to_bits(), bound(&dense, mode).to_bits());
         let attention = plan.layers()[1];
-        assert_eq!(attention.kernels, 2);
+        assert_eq!(attention.kernels(mode), 2);
         assert_eq!(
             attention.cost(mode),
-            issue::issue_ns(&host, "attention", mode)
+            issue::issue_ns(&host, "attention", mode, false)
         );
         assert_eq!(attention.in_graph(mode), issue::in_graph("attention", mode));
     }
     // Another list (attention left out, a block repeated less) is worked out again.
     let other = [layer("embedding", 1), layer("sampler", 1)];
-    plan.fit(&other, &host);
+    plan.fit(&other, &host, false);
     assert_eq!(plan.layers().len(), 2);
-    assert_eq!(plan.layers()[1].kernels, 4);
+    assert_eq!(plan.layers()[1].kernels(StepMode::Eager), 4);
     let fewer = [
         layer("embedding", 1),
         layer("attention", 16),
         layer("sampler", 1),
     ];
-    plan.fit(&fewer, &host);
+    plan.fit(&fewer, &host, false);
     for mode in MODES {
         assert_eq!(plan.bound(mode).to_bits(), bound(&fewer, mode).to_bits());
     }
+}
+
+#[test]
+fn an_fp8_plan_issues_the_quantizations_in_eager_mode_alone() {
+    // 32 FP8 QKV projections and 32 FP8 fused-MoE layers, default host: eager, each
+    // projection is two ops (22.6 µs each) and each MoE layer six ops, four launches inside
+    // them (3 µs each) and two Triton launches (50.1 µs each); every layer also bounds a
+    // graph launch (3 µs).
+    let host = HostSpec::default();
+    let layers = [layer("qkv_proj", 32), layer("experts", 32)];
+    let mut plan = IssuePlan::default();
+    plan.fit(&layers, &host, true);
+    let eager = 32.0 * (2.0 * 22_600.0 + 3_000.0)
+        + 32.0 * (6.0 * 22_600.0 + 4.0 * 3_000.0 + 2.0 * 50_100.0 + 3_000.0);
+    assert!((plan.bound(StepMode::Eager) - eager).abs() < 1e-6);
+    assert_eq!(plan.layers()[0].kernels(StepMode::Eager), 2);
+    assert_eq!(plan.layers()[1].kernels(StepMode::Eager), 12);
+    // Compiled and graph-replayed, the plan is the 16-bit one.
+    let mut sixteen = IssuePlan::default();
+    sixteen.fit(&layers, &host, false);
+    for mode in [StepMode::Compiled, StepMode::Piecewise, StepMode::Full] {
+        assert_eq!(plan.bound(mode).to_bits(), sixteen.bound(mode).to_bits());
+        for (a, b) in plan.layers().iter().zip(sixteen.layers()) {
+            assert_eq!(a.kernels(mode), b.kernels(mode));
+            assert_eq!(a.cost(mode).to_bits(), b.cost(mode).to_bits());
+        }
+    }
+    assert_eq!(sixteen.layers()[0].kernels(StepMode::Eager), 1);
+    assert_eq!(sixteen.layers()[1].kernels(StepMode::Eager), 6);
 }
