@@ -24,17 +24,18 @@ impl Launches {
 
 /// What one occurrence of a layer launches in vLLM 0.19, by canonical layer name, in 16 bits:
 /// vLLM's fused RMSNorm, rotary and SiLU-and-mul are one op each; attention writes the KV
-/// cache and then attends (two); a fused-MoE layer routes (gate GEMM, top-k softmax), aligns
-/// and sorts the routed rows and sums the top-k outputs (four ops) and runs its two grouped
-/// GEMMs through Triton (`invoke_fused_moe_kernel`); the sampler of a greedy batch takes a
-/// few ops (softmax, argmax, gathers: four). Every other layer (GEMMs, collectives,
-/// embedding) is one op. (vLLM 0.19's fused MoE also runs SiLU-and-mul and copies its result
-/// out, and the roofline's `router` is the gate GEMM: the accuracy guide's "What the host
-/// issues for FP8 layers in eager mode" has what that leaves out.)
+/// cache and then attends (two); the roofline's fused-MoE layer (`experts`) runs
+/// `topk_softmax`, `moe_align_block_size`, its SiLU-and-mul, `moe_sum` and the finalize's copy
+/// of the result into the layer's output (`TopKWeightAndReduceNoOP`: five ops) and its two
+/// grouped GEMMs through Triton (`invoke_fused_moe_kernel`), its gate GEMM being the
+/// roofline's `router` layer; the profile tables' `moe` layer holds the gate too (six ops);
+/// the sampler of a greedy batch takes a few ops (softmax, argmax, gathers: four). Every other
+/// layer (GEMMs, collectives, embedding) is one op.
 fn sixteen_bit(layer: &str) -> Launches {
     let (ops, triton) = match layer {
         "attention" => (2, 0),
-        "moe" | "experts" => (4, 2),
+        "experts" => (5, 2),
+        "moe" => (6, 2),
         "sampler" => (4, 0),
         _ => (1, 0),
     };

@@ -122,9 +122,9 @@ fn a_host_bound_compiled_step_waits_for_every_launch() {
 #[test]
 fn a_host_bound_eager_moe_step_pays_two_triton_launches_per_layer() {
     // `--enforce-eager`, one decode; the block is a fused-MoE layer (twice), 6 µs on the GPU.
-    // Its six kernels cost the host (4 × 20 + 2 × 50) / 6 = 30 µs each: CPU work 100 µs,
-    // embedding issued at 120, the two MoE layers' twelve kernels at 150 … 480 µs (each
-    // 1 µs on the GPU), the sampler's four ops at 500 … 560; the last ends at 560.25.
+    // Its seven kernels cost the host (5 × 20 + 2 × 50) / 7 µs each, 200 µs a layer: CPU work
+    // 100 µs, embedding issued at 120, the two MoE layers' fourteen kernels by 520 µs (each
+    // 6/7 µs on the GPU), the sampler's four ops at 540 … 600; the last ends at 600.25.
     let eager = GraphOptions {
         enforce_eager: true,
         ..Default::default()
@@ -143,12 +143,12 @@ fn a_host_bound_eager_moe_step_pays_two_triton_launches_per_layer() {
         context_tokens: 9,
     }];
     let ns = m.step_time(&BatchDesc::new(&items)).unwrap();
-    assert_eq!(ns, 560_250);
-    // At an eager op's cost per kernel the twelve would end 120 µs sooner.
+    assert_eq!(ns, 600_250);
+    // At an eager op's cost per kernel the fourteen would end 120 µs sooner.
     let layers = m.breakdown(&BatchDesc::new(&items)).unwrap();
     let wait = layers.last().unwrap();
     assert_eq!(wait.name, "host_wait (eager)");
-    assert_eq!(wait.time_ns, 560_250 - (1_000 + 2 * 6_000 + 1_000));
+    assert_eq!(wait.time_ns, 600_250 - (1_000 + 2 * 6_000 + 1_000));
 }
 
 /// A host model over [`Fixed`] whose repeated block is `block` (twice, `block_ns` each on the
@@ -204,16 +204,16 @@ fn a_host_bound_eager_fp8_dense_step_quantizes_before_each_linear_layer() {
 
 #[test]
 fn a_host_bound_eager_fp8_moe_step_issues_both_tensor_quantizations() {
-    // A fused-MoE block (twice, 6 µs on the GPU): 6 ops at 20 µs, 4 launches inside them at
-    // 3 µs and 2 Triton launches at 50 µs, 232 µs a layer for 12 kernels (BF16: 180 µs for
-    // 6). The embedding issued at 120 µs, the MoE layers' last kernel at 120 + 2 × 232 = 584
-    // (each kernel 0.5 µs on the GPU), the sampler at 604 … 664; the last ends at 664.25.
+    // A fused-MoE block (twice, 6 µs on the GPU): 7 ops at 20 µs, 4 launches inside them at
+    // 3 µs and 2 Triton launches at 50 µs, 252 µs a layer for 13 kernels (BF16: 200 µs for
+    // 7). The embedding issued at 120 µs, the MoE layers' last kernel at 120 + 2 × 252 = 624,
+    // the sampler at 644 … 704; the last ends at 704.25.
     let mut m = served("experts", 6_000, Dtype::Fp8, &eager());
-    assert_eq!(m.step_time(&BatchDesc::new(&ONE_DECODE)).unwrap(), 664_250);
+    assert_eq!(m.step_time(&BatchDesc::new(&ONE_DECODE)).unwrap(), 704_250);
     let mut bf16 = served("experts", 6_000, Dtype::Bfloat16, &eager());
     assert_eq!(
         bf16.step_time(&BatchDesc::new(&ONE_DECODE)).unwrap(),
-        560_250
+        600_250
     );
 }
 

@@ -102,16 +102,18 @@ fn kernel_counts_and_issue_costs_by_mode() {
 fn a_fused_moe_layer_issues_two_triton_launches_beside_its_ops_outside_graphs() {
     let host = HostSpec::default();
     let eager = |layer| launches_of(layer, StepMode::Eager, false);
-    assert_eq!(eager("experts").kernels(), 6);
+    assert_eq!(eager("experts").kernels(), 7);
+    assert_eq!(eager("moe").kernels(), 8);
     assert_eq!(eager("experts").triton, 2);
     assert_eq!(eager("moe").triton, 2);
     assert_eq!(eager("qkv_proj").triton, 0);
-    // Eager: four ops at 22.6 µs and two launches at 50.1 µs, (90.4 + 100.2) / 6 each.
+    // Eager: five ops at 22.6 µs and two launches at 50.1 µs, (113 + 100.2) / 7 each.
     let eager = issue_ns(&host, "experts", StepMode::Eager, false);
-    assert!((eager * 6.0 - (4.0 * 22_600.0 + 2.0 * 50_100.0)).abs() < 1e-6);
-    // Compiled (no graph): four kernels at 7 µs and the same two launches.
+    assert!((eager * 7.0 - (5.0 * 22_600.0 + 2.0 * 50_100.0)).abs() < 1e-6);
+    // Compiled (no graph), the profile tables' layer with its gate GEMM: six kernels at 7 µs
+    // and the same two launches.
     let compiled = issue_ns(&host, "moe", StepMode::Compiled, false);
-    assert!((compiled * 6.0 - (4.0 * 7_000.0 + 2.0 * 50_100.0)).abs() < 1e-6);
+    assert!((compiled * 8.0 - (6.0 * 7_000.0 + 2.0 * 50_100.0)).abs() < 1e-6);
     // Inside a graph the layer costs the host nothing.
     assert_eq!(issue_ns(&host, "experts", StepMode::Piecewise, false), 0.0);
     assert_eq!(issue_ns(&host, "experts", StepMode::Full, false), 0.0);
@@ -156,18 +158,18 @@ fn an_fp8_linear_layer_issues_its_input_quantization_then_its_gemm_in_eager_mode
 #[test]
 fn an_fp8_fused_moe_layer_issues_two_tensor_quantizations_in_eager_mode() {
     // Each per-tensor quantization (`dynamic_scaled_fp8_quant`) is one op whose C++ launches
-    // the scale's memset, the max reduction and the quantization: the layer's 4 ops and 2
-    // Triton launches gain 2 ops and 4 launches inside them, 12 kernels.
+    // the scale's memset, the max reduction and the quantization: the layer's 5 ops and 2
+    // Triton launches gain 2 ops and 4 launches inside them, 13 kernels.
     let host = HostSpec::default();
     let fp8 = launches_of("experts", StepMode::Eager, true);
-    assert_eq!((fp8.ops, fp8.inner, fp8.triton), (6, 4, 2));
-    assert_eq!(fp8.kernels(), 12);
-    // 6 × 22.6 + 4 × 3 + 2 × 50.1 = 247.8 µs a layer (BF16: 190.6).
+    assert_eq!((fp8.ops, fp8.inner, fp8.triton), (7, 4, 2));
+    assert_eq!(fp8.kernels(), 13);
+    // 7 × 22.6 + 4 × 3 + 2 × 50.1 = 270.4 µs a layer (BF16: 213.2).
     let eager = issue_ns(&host, "experts", StepMode::Eager, true);
-    assert!((eager * 12.0 - 247_800.0).abs() < 1e-6, "{eager}");
+    assert!((eager * 13.0 - 270_400.0).abs() < 1e-6, "{eager}");
     // Compiled and in graphs, the 16-bit count and cost.
     for mode in [StepMode::Compiled, StepMode::Piecewise, StepMode::Full] {
-        assert_eq!(launches_of("moe", mode, true).kernels(), 6);
+        assert_eq!(launches_of("moe", mode, true).kernels(), 8);
         assert_eq!(
             issue_ns(&host, "moe", mode, true).to_bits(),
             issue_ns(&host, "moe", mode, false).to_bits()
