@@ -72,6 +72,7 @@ them by regime, per GPU, per model and TP, per op; each GPU's own fit; H100's GE
 same shape in Frontier's tables beside them; and H100's by prefill tokens and weights per GPU.
 """
 
+import heapq
 import math
 import os
 import statistics
@@ -562,7 +563,9 @@ def decode_fit(rows):
 # tile, and ceil(chunk / 64) - 1 blocks per query head that find no query rows and return
 # (`compute_attn_1rowblock_splitkv`). A working block computes whole KV tiles of the split
 # kernel's `kBlockN` (128 tokens at head dimension 128, `decode_kv_block`), its last one masked,
-# over the decode's cached tokens and its new one. `--mixed-table`, a what-if, checks the efficiency table
+# over the decode's cached tokens and its new one, as a prefill's query tile computes them up to
+# its last row: the same kernel's blocks, each `mixed_block_clocks` besides its tiles, issued in
+# blockIdx order (`mixed_working_clocks`). `--mixed-table`, a what-if, checks the efficiency table
 # (`MIXED_DECODE_EFFICIENCY`, which the code keeps for parts without `sm_count` or
 # `sm_clock_mhz`) instead.
 MIXED_TABLE = "--mixed-table" in sys.argv
@@ -573,39 +576,83 @@ def mixed_kernel_extra(c, gpu, q_heads, kv_heads, head_dim, chunk, decodes, cont
     """Seconds `decodes` decodes reading `context` KV tokens each (the new token included) add
     to a varlen launch of one prefill `chunk` over `prefix`: the grid's idle blocks, one memory
     latency each (`moe_latency` clocks: they read the sequence lengths and return), on the
-    blocks the SMs hold; then the longer of the working blocks (`mixed_working_time`) and their
-    KV from DRAM at the decode efficiency: once per KV head where one head's KV of every
-    sequence fits L2, else once per window of `slots` blocks in flight that a GQA group's heads
-    span (a sequence's blocks of consecutive heads are a sequence count of working blocks apart
-    in blockIdx order; heads in flight together share a read): group x sequences / slots reads,
-    at least one and at most one per query head."""
+    blocks the SMs hold; then the longer of the working blocks (`mixed_working_clocks`: the
+    list schedule of the grid's blocks in blockIdx order) and their KV from DRAM at the decode
+    efficiency: once per KV head where one head's KV of every sequence fits L2, else once per
+    window of `slots` blocks in flight that a GQA group's heads span (a sequence's blocks of
+    consecutive heads are a sequence count of working blocks apart in blockIdx order; heads in
+    flight together share a read): group x sequences / slots reads, at least one and at most
+    one per query head."""
     g = GPUS[gpu]
     slots = g["sms"] * decode_blocks_per_sm(gpu, head_dim)
     query_tiles = -(-chunk // MIXED_TILE_ROWS)
     idle = (query_tiles - 1) * decodes * q_heads
     kv_tile = decode_kv_block(head_dim)
-    tile_flops = 4 * MIXED_TILE_ROWS * head_dim * kv_tile
-    mma_rate = g["flops"] * prefill_efficiency(c, gpu, head_dim)
-    block_s = c["decode_wave_clocks"] / g["clock"] + slots * -(-context // kv_tile) * tile_flops / mma_rate
-    prefill_s = prefill_wave_flops([(chunk, prefix)], q_heads, head_dim, g["sms"], prefill_tile_rows(gpu)) / mma_rate
-    working = mixed_working_time(decodes * q_heads, query_tiles * q_heads, slots, block_s, prefill_s)
+    tile_clocks = MIXED_TILE_ROWS * kv_tile * prefill_clocks_per_score(c, gpu, head_dim)
+    working = mixed_working_clocks([(chunk, prefix)], q_heads, decodes, context, slots, kv_tile,
+                                   c["mixed_block_clocks"], tile_clocks) / g["clock"]
     group, sequences, head_bytes = q_heads // max(kv_heads, 1), decodes + 1, context * head_dim * 2 * 2
     reads = 1 if sequences * head_bytes <= g["l2"] else max(1, min(group, group * sequences / slots))
     dram = decodes * head_bytes * kv_heads * reads
     return idle * c["moe_latency"] / (slots * g["clock"]) + max(working, dram / (c["decode_eta"] * g["bw"]))
 
 
-def mixed_working_time(blocks, prefill_blocks, slots, block_s, prefill_s):
-    """Seconds `blocks` working decode blocks of `block_s` each add to a launch whose prefill
-    has `prefill_blocks` blocks and takes `prefill_s`: the grid runs its blocks in blockIdx
-    order (query tile, sequence, then head slowest), so each head's decode and prefill blocks
-    are issued together and the decodes first take the slots the prefill leaves free, as many
-    rounds as fit in its time (at least one); the rest run in waves on every slot after it."""
-    free = max(0, slots - prefill_blocks)
-    rounds = max(1, math.floor(prefill_s / block_s))
-    beside = min(blocks, free * rounds)
-    busy = -(-beside // free) * block_s if beside else 0.0
-    return max(0.0, busy - prefill_s) + -(-(blocks - beside) // slots) * block_s
+# Block starts one list schedule takes at most: a larger grid is scheduled as every `k`-th
+# query head on `slots / k` slots (heads are alike, so the span scales with both).
+MIXED_SCHEDULE_BLOCKS = 1024
+
+
+def mixed_working_clocks(prefills, heads, decodes, context, slots, kv_tile, block_clocks, tile_clocks):
+    """SM clocks `decodes` working decode blocks (reading `context` KV tokens each) add to the
+    span of a varlen launch beside `prefills` ((chunk, prefix) each): the grid's working blocks
+    in blockIdx order (query tile fastest, then sequence, query head slowest: a head's prefill
+    tiles, then its decodes' tiles), each started on the first of `slots` to come free (a list
+    schedule), less the same schedule without the decodes. Every block, prefill or decode,
+    takes `block_clocks` and `tile_clocks` per KV tile of `kv_tile` tokens it computes (a
+    prefill tile up to its last row, causal; a decode's over its KV): the same kernel's
+    blocks."""
+    kv = kv_tile
+    def clocks(tiles):  # whole clocks, rounded half up, as the code rounds them
+        return math.floor(block_clocks + tiles * tile_clocks + 0.5)
+    prefill = [clocks(-(-(min((m + 1) * MIXED_TILE_ROWS, ch) + p) // kv))
+               for ch, p in prefills for m in range(-(-ch // MIXED_TILE_ROWS))]
+    decode = [clocks(math.ceil(context / kv))] * decodes
+    return list_span(prefill + decode, heads, slots) - list_span(prefill, heads, slots)
+
+
+def list_span(blocks, heads, slots):
+    """End of the list schedule of `heads` copies of `blocks` (SM clocks each) on `slots`
+    slots, every block started on the slot that comes free first; past
+    `MIXED_SCHEDULE_BLOCKS` block starts, every `k`-th head on `slots / k` slots."""
+    k = max(1, -(-heads * len(blocks) // MIXED_SCHEDULE_BLOCKS))
+    heads, slots = -(-heads // k), max(1, round(slots / k))
+    free = [0] * slots
+    end = 0
+    for _ in range(heads):
+        for b in blocks:
+            t = heapq.heappop(free) + b
+            end = max(end, t)
+            heapq.heappush(free, t)
+    return end
+
+
+def mixed_block_fits(extras, attention):
+    """Per GPU with mixed tables: the SM clocks a working block of the varlen kernel takes
+    besides its KV tiles, the median over its tables of the waves of working blocks at 16 KV
+    tokens beside a 16-token chunk (64 and 128 decodes: every block one KV tile, the prefill's
+    32 blocks among them), per wave, less one KV tile's clocks at the GPU's own clocks per score
+    (`prefill_clocks_per_score` of its own fit)."""
+    per = {}
+    for (gpu, model), cells in extras.items():
+        g = GPUS[gpu]
+        q_heads = next(q for g2, m, _, q in tables.MIXED_SOURCES if (g2, m) == (gpu, model))
+        slots = g["sms"] * decode_blocks_per_sm(gpu, 128)
+        per.setdefault(gpu, []).extend(
+            e * g["clock"] / (-(-(nd + 1) * q_heads // slots) - 1)
+            for nd in (64, 128) for pc, _, e in cells.get((nd, 16), []) if pc == 16)
+    own = {gpu: {"prefill_score_clocks": attention[gpu]["prefill"][1]} for gpu in per}
+    return {gpu: median(w) - MIXED_TILE_ROWS * decode_kv_block(128) * prefill_clocks_per_score(own[gpu], gpu, 128)
+            for gpu, w in per.items()}
 
 
 def mixed_kernel_errors(c, gpu, q_heads, kv_heads, cells):
@@ -641,6 +688,8 @@ def print_mixed_kernel_fits(data):
                  for nd in (16, 32) for key, e in at[(nd, 1024)].items() if key[0] == 16]
         print(f"  {gpu:11} {model.split('/')[-1]:28} idle block {median(idle):6.0f} clocks, a wave at 16 KV tokens "
               f"{median(wave):6.0f} clocks, MMA {median(share):.3f} of peak FLOP/s")
+    blocks = ", ".join(f"{gpu} {f:.0f}" for gpu, f in data.fits["mixed_block"].items())
+    print(f"  a working block's SM clocks besides its KV tiles (MIXED_BLOCK_CLOCKS, per GPU): {blocks}")
 
 
 # ------------------------------------------------------------------------------------ fused MoE
@@ -1490,6 +1539,8 @@ class Data:
         self.moe = tables.moe(t)
         self.elementwise = tables.elementwise(t)
         self.all_reduce = tables.all_reduce(t)
+        self.mixed_extras = {(gpu, model): tables.mixed_extras(t, gpu, model)
+                             for gpu, model, _, _ in tables.MIXED_SOURCES}
         self.fits = {
             "gemm": gemm_fits(self.gemms),
             "attention": attention_fits(self.attention),
@@ -1499,8 +1550,7 @@ class Data:
         }
         self.mixed = {(gpu, model): tables.mixed_decode_grid(t, gpu, model, kv, q)
                       for gpu, model, kv, q in tables.MIXED_SOURCES}
-        self.mixed_extras = {(gpu, model): tables.mixed_extras(t, gpu, model)
-                             for gpu, model, _, _ in tables.MIXED_SOURCES}
+        self.fits["mixed_block"] = mixed_block_fits(self.mixed_extras, self.fits["attention"])
 
     def constants(self, gpus):
         f = self.fits
@@ -1510,6 +1560,7 @@ class Data:
         c.update(moe_constants(f["moe"], gpus))
         c.update(elementwise_constants(f["elementwise"], gpus))
         c.update(allreduce_constants(f["all_reduce"], gpus))
+        c["mixed_block_clocks"] = median(f["mixed_block"][g] for g in gpus if g in f["mixed_block"])
         c["mixed"] = mixed_table([grid for (gpu, _), grid in self.mixed.items() if gpu in gpus])
         return c
 
@@ -1839,6 +1890,7 @@ def main():
     print(f"PREFILL_ATTENTION_FIXED_NS = {round(c['prefill_t0'] * 1e7) * 100}")
     print(f"PREFILL_ATTENTION_EFFICIENCY = {c['prefill_eta']:.3f}")
     print(f"PREFILL_SCORE_CLOCKS = {c['prefill_score_clocks']:.3f}")
+    print(f"MIXED_BLOCK_CLOCKS = {round(c['mixed_block_clocks'], -1):.0f}")
     print(f"MIXED_DECODE_EFFICIENCY = {', '.join(f'{m:.3f}' for row in mixed for m in row)}")
     print(f"MOE_FIXED_NS = {round(c['moe_t0'] * 1e7) * 100}")
     print(f"MOE_MEMORY_EFFICIENCY = {c['moe_eta_m']:.3f}")

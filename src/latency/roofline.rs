@@ -75,6 +75,15 @@ const PREFILL_ATTENTION_EFFICIENCY: f64 = 0.607;
 /// split-KV kernel has 4 warps, so with one block per SM each SM sub-partition has one warp
 /// and its tensor pipe waits while that warp does this work ([`prefill_attention_efficiency`]).
 const PREFILL_SCORE_CLOCKS: f64 = 0.390;
+
+/// SM clocks a working block of FlashAttention-2's paged varlen kernel (a mixed batch's
+/// launch) takes besides its KV tiles: loading its query tile, the first K and V tile's
+/// latency, writing its output. `scripts/derive_roofline.py` reads it from each mixed table's
+/// waves of 64 and 128 decodes at 16 KV tokens beside a 16-token chunk (every block one KV tile),
+/// per wave less one tile at the part's own clocks per score: RTX 4090 2,845, RTX PRO 6000 3,381
+/// (Llama-3.1-8B and Qwen3-30B-A3B); the median. It prices every block of the launch alike,
+/// prefill or decode ([`mixed`]).
+pub(crate) const MIXED_BLOCK_CLOCKS: f64 = 3110.0;
 /// Query rows of one thread block of a prefill attention kernel: Hopper's kernels
 /// (FlashAttention-3, FlashInfer's sm90 path, cuDNN) run two warpgroups of 64 rows on a
 /// 128-row tile; FlashAttention-2's `mma.sync` kernels, which the other generations run, a
@@ -116,15 +125,16 @@ pub fn prefill_attention_efficiency(hardware: &Hardware, peak_flops: f64, head_d
 }
 
 /// A step's prefills as the attention launch's grids see them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct PrefillGrid {
     /// [`prefill_waves`] of the prefills.
     waves: u64,
     /// The longest chunk, tokens.
     longest_chunk: u64,
-    /// Their query tiles of [`mixed::MIXED_TILE_ROWS`] rows per head, summed: the varlen
-    /// grid's blocks that hold prefill rows, per query head.
-    query_tiles: u64,
+    /// SM clocks the step's decodes' working blocks add to the varlen launch beside them
+    /// ([`MixedKernels::working_clocks`]; 0 without decodes or on a part without
+    /// [`MixedKernels`]).
+    mixed_working_clocks: f64,
 }
 
 impl PrefillGrid {
@@ -135,11 +145,10 @@ impl PrefillGrid {
     where
         I: Iterator<Item = (u64, u64)> + Clone,
     {
-        let chunks = prefills.clone().map(|p| p.0);
         PrefillGrid {
-            waves: prefill_waves(prefills, heads, tile_rows, sms),
-            longest_chunk: chunks.clone().max().unwrap_or(0),
-            query_tiles: chunks.map(|c| c.div_ceil(mixed::MIXED_TILE_ROWS)).sum(),
+            waves: prefill_waves(prefills.clone(), heads, tile_rows, sms),
+            longest_chunk: prefills.map(|p| p.0).max().unwrap_or(0),
+            mixed_working_clocks: 0.0,
         }
     }
 }
@@ -735,8 +744,8 @@ pub struct AttentionWork {
     pub skew_bytes: f64,
     /// See [`Step::query_tiles`].
     pub query_tiles: f64,
-    /// See [`Step::prefill_query_tiles`].
-    pub prefill_query_tiles: f64,
+    /// See [`Step::mixed_working_clocks`].
+    pub mixed_working_clocks: f64,
 }
 
 impl AttentionWork {
@@ -778,9 +787,9 @@ pub struct Step {
     /// Query tiles per sequence and head of the varlen attention grid: its longest query's
     /// ([`mixed::MIXED_TILE_ROWS`] rows each; 0 without a prefill).
     query_tiles: f64,
-    /// The prefills' query tiles per head of that grid: its thread blocks that hold prefill
-    /// rows, per query head.
-    prefill_query_tiles: f64,
+    /// SM clocks the decodes' working blocks add to that grid's launch
+    /// ([`MixedKernels::working_clocks`]).
+    mixed_working_clocks: f64,
 }
 
 /// A roofline-priced kernel of `flops` and `bytes`.
@@ -1014,23 +1023,40 @@ impl Roofline {
         // DP padding: dummy decodes every token-wise layer computes, without KV.
         let pad = f64::from(batch.pad_tokens);
         let d = sums.decode_terms(batch, pad, self.decode_rates());
-        let (heads, rows, sms) = (
-            self.heads_per_gpu as u64,
-            self.prefill_tile_rows,
-            self.sm_count,
-        );
         let prefills = match sums.prefills() {
-            Some(prefills) => PrefillGrid::of(prefills.iter().copied(), heads, rows, sms),
+            Some(prefills) => self.prefill_grid(prefills.iter().copied(), &d),
             None => {
                 // The lead's items are decodes (`DecodeLead`): only the tail holds prefills.
                 let items = batch.tail().iter().filter(|i| !i.is_decode());
                 let shapes = items.map(|i| (u64::from(i.new_tokens), u64::from(i.context_tokens)));
-                PrefillGrid::of(shapes, heads, rows, sms)
+                self.prefill_grid(shapes, &d)
             }
         };
         let seqs = batch.items.len() as f64 + pad;
         let gate = sums.gate_tokens(batch) as f64;
         Ok(self.step_of(d, seqs, gate, prefills))
+    }
+
+    /// The grid of a step's `prefills` (`(chunk, prefix)`, in batch order) beside the decodes
+    /// `d`: its waves and, on a part with [`MixedKernels`], what the decodes' working blocks
+    /// add to the launch.
+    #[inline(always)]
+    fn prefill_grid<I>(&self, prefills: I, d: &DecodeTerms) -> PrefillGrid
+    where
+        I: Iterator<Item = (u64, u64)> + Clone,
+    {
+        let (heads, rows, sms) = (
+            self.heads_per_gpu as u64,
+            self.prefill_tile_rows,
+            self.sm_count,
+        );
+        let mut grid = PrefillGrid::of(prefills.clone(), heads, rows, sms);
+        if let (Some(k), true) = (self.mixed_kernels, d.decodes > 0.0 && grid.waves > 0) {
+            let context = d.context / d.decodes;
+            let mma = self.attention_flops_per_ns;
+            grid.mixed_working_clocks = k.working_clocks(prefills, d.decodes as u64, context, mma);
+        }
+        grid
     }
 
     /// [`Roofline::step`] of a batch of `lead`'s decodes and nothing else (`lead.count`
@@ -1069,7 +1095,7 @@ impl Roofline {
         let PrefillGrid {
             waves,
             longest_chunk,
-            query_tiles,
+            mixed_working_clocks,
         } = prefills;
         Step {
             tokens: d.tokens,
@@ -1082,7 +1108,7 @@ impl Roofline {
             decode_context: d.context,
             decode_longest: d.longest,
             query_tiles: longest_chunk.div_ceil(mixed::MIXED_TILE_ROWS) as f64,
-            prefill_query_tiles: query_tiles as f64,
+            mixed_working_clocks,
         }
     }
 
@@ -1229,7 +1255,7 @@ impl Roofline {
             longest: s.decode_longest,
             skew_bytes: s.decode_skew_bytes,
             query_tiles: s.query_tiles,
-            prefill_query_tiles: s.prefill_query_tiles,
+            mixed_working_clocks: s.mixed_working_clocks,
         };
         (s.prefill_flops > 0.0 || s.decode != Cost::default()).then_some(Work::Attention(work))
     }
@@ -1435,7 +1461,7 @@ impl Roofline {
         if a.decode == Cost::default() {
             PREFILL_ATTENTION_FIXED_NS + prefill_ns
         } else if let (true, Some(k)) = (mixed, self.mixed_kernels) {
-            PREFILL_ATTENTION_FIXED_NS + prefill_ns + self.mixed_decodes_ns(a, k, prefill_ns)
+            PREFILL_ATTENTION_FIXED_NS + prefill_ns + self.mixed_decodes_ns(a, k)
         } else {
             let decode =
                 self.decode_attention_ns(a.decode, a.decodes, a.context, a.skew_bytes, mixed);
@@ -1443,19 +1469,18 @@ impl Roofline {
         }
     }
 
-    /// What the decodes of mixed launch `a`, whose prefills take `prefill_ns`, add to it on
-    /// `k`'s part ([`MixedKernels`]), ns, plus [`DECODE_SKEW_ALPHA`] of the reads a skewed
+    /// What the decodes of mixed launch `a` add to it on `k`'s part ([`MixedKernels`]), ns,
+    /// plus [`DECODE_SKEW_ALPHA`] of the reads a skewed
     /// batch's longest contexts add at the decode KV bandwidth.
-    fn mixed_decodes_ns(&self, a: &AttentionWork, k: MixedKernels, prefill_ns: f64) -> f64 {
+    fn mixed_decodes_ns(&self, a: &AttentionWork, k: MixedKernels) -> f64 {
         let d = MixedDecodes {
             decodes: a.decodes,
             context: a.context,
             query_tiles: a.query_tiles,
-            prefill_query_tiles: a.prefill_query_tiles,
+            working_clocks: a.mixed_working_clocks,
         };
         let bw = self.attention_bytes_per_ns;
-        let rates = (self.attention_flops_per_ns, bw);
-        k.decodes_ns(d, prefill_ns, rates) + DECODE_SKEW_ALPHA * a.skew_bytes / bw
+        k.decodes_ns(d, bw) + DECODE_SKEW_ALPHA * a.skew_bytes / bw
     }
 
     /// The fixed time of a launch of `decodes` decodes alone, the longest reading `longest`

@@ -305,19 +305,20 @@ for gpus in (["A800", "RTXPRO6000"], ["A800", "RTXPRO6000", "H800"]):
 /// `scripts/derive_roofline.py` prices a mixed batch's decodes by FlashAttention-2's varlen
 /// grid as the roofline does (`src/latency/roofline/mixed.rs`): the cases its unit tests
 /// compute by hand (`tests/unit/latency/roofline/mixed.rs`), RTX PRO 6000, 32 query heads over
-/// 8 KV heads of 128, the code's constants (a further wave 6,100 clocks, 0.390 SM clocks per
-/// score besides the MMA, so 0.5618 of peak, memory latency 1,000 clocks, decode efficiency
-/// 0.916): 8 decodes reading 1,024 KV tokens beside a fresh 256-token chunk, 69,845.31 ns
-/// (idle blocks, 60 working blocks beside the prefill's 128 and two waves after it); 4 reading
-/// 16 beside a 32-token chunk, 3,723.90 ns (all beside it); 128 decodes of 16,384 beside a
-/// 16-token chunk, their KV from DRAM 4 × 129 / 188 times per KV head (the heads of a group in
-/// flight together share a read), 16,116,892.88 ns.
+/// 8 KV heads of 128, the code's constants (a working block 3,110 clocks besides its KV tiles,
+/// 0.390 SM clocks per score besides the MMA, so a 64 × 128 tile 7,290.91 clocks, memory
+/// latency 1,000 clocks, decode efficiency 0.916): 8 decodes reading 16 KV tokens beside a
+/// fresh 16-token chunk, 288 blocks of 10,401 clocks on 188 slots, a round more than the
+/// chunk's: 3,974.40 ns; 4 reading 16 beside a 32-token chunk, all in the first round: their
+/// KV alone, 179.20 ns; 128 decodes of 16,384 beside a 16-token chunk, their KV from DRAM 4 ×
+/// 129 / 188 times per KV head (the heads of a group in flight together share a read),
+/// 16,116,892.88 ns.
 #[test]
 fn the_script_prices_mixed_decodes_as_the_roofline_does() {
     let code = "import derive_roofline as d\n\
-         c = {'decode_wave_clocks': 6100, 'prefill_eta': 0.607, 'prefill_score_clocks': 0.390,\n\
+         c = {'mixed_block_clocks': 3110, 'prefill_eta': 0.607, 'prefill_score_clocks': 0.390,\n\
               'moe_latency': 1000, 'decode_eta': 0.916}\n\
-         print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 256, 8, 1024))\n\
+         print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 16, 8, 16))\n\
          print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 32, 4, 16))\n\
          print(d.mixed_kernel_extra(c, 'RTXPRO6000', 32, 8, 128, 16, 128, 16384))";
     let Some(stdout) = derive_python(code) else {
@@ -327,7 +328,7 @@ fn the_script_prices_mixed_decodes_as_the_roofline_does() {
     assert_eq!(priced.len(), 3);
     for (got, hand) in priced
         .iter()
-        .zip([69_845.306e-9, 3_723.904e-9, 16_116_892.88e-9])
+        .zip([3_974.398e-9, 179.2006e-9, 16_116_892.88e-9])
     {
         assert!(
             (got / hand - 1.0).abs() < 1e-6,

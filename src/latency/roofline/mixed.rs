@@ -13,44 +13,57 @@
 //! tile, and one block per further query tile of the grid that finds no rows and returns
 //! (`compute_attn_1rowblock_splitkv`).
 //!
-//! A working block computes whole KV tiles of the split kernel's `kBlockN` (128 tokens at head
-//! dimension 128, as a pure decode's, [`decode::kv_block`]), its last one masked, over the
-//! decode's cache and its new token. The grid issues its blocks in blockIdx order, query tile
-//! fastest and query head slowest (`run_flash_splitkv_fwd`'s `dim3 grid(num_m_block, b, h)`),
-//! so each head's decode blocks are issued among its prefill's: they first take the slots the
-//! prefill's blocks leave free, for as long as the prefill runs, and only the rest add waves.
+//! Every working block, a prefill's or a decode's, is the same kernel's: a fixed time
+//! ([`MIXED_BLOCK_CLOCKS`]) and whole KV tiles of the split kernel's `kBlockN` (128 tokens at
+//! head dimension 128, [`decode::kv_block`]) at the prefill's clocks per tile, a prefill tile
+//! up to its last row (causal), a decode's over its cache and new token. The grid issues its
+//! blocks in blockIdx order, query tile fastest and query head slowest
+//! (`run_flash_splitkv_fwd`'s `dim3 grid(num_m_block, b, h)`; the batch holds the prefill
+//! before its decodes, as the profiler that timed the tables builds it), each block on the
+//! first slot to come free: a list schedule. What the decodes add is that schedule's span less
+//! the prefills' alone ([`MixedKernels::working_clocks`]): a decode block as long as the
+//! prefill tile beside it adds nothing, and behind a long prefill tile the decode blocks
+//! delay the later heads' prefill tiles.
 //!
 //! Hopper, where vLLM runs FlashAttention-3 (another grid: its own scheduler and GQA packing),
-//! keeps `MIXED_DECODE_EFFICIENCY`. Every constant is another kernel's: an idle block takes
-//! one memory latency (`MOE_LATENCY_CLOCKS`: it reads the sequence lengths, then returns), a
-//! working block a pure-decode further wave's clocks ([`DECODE_WAVE_CLOCKS`]) and its tiles'
-//! MMA work at the prefill efficiency, and their KV streams from DRAM at the decode
-//! efficiency. Held out, the mixed tables' median error went from 19.6% to 7.0% (accuracy
-//! guide, "Mixed batches by their kernel").
+//! keeps `MIXED_DECODE_EFFICIENCY`. An idle block takes one memory latency
+//! (`MOE_LATENCY_CLOCKS`: it reads the sequence lengths, then returns) and the working
+//! blocks' KV streams from DRAM at the decode efficiency. Held out, the mixed tables' median
+//! error went from 19.6% to 7.0% with the grid, and to 4.0% with the list schedule (accuracy
+//! guide, "Mixed batches by their kernel", "The mixed launch as a list schedule").
 
-use super::MOE_LATENCY_CLOCKS;
-use super::decode::{self, DECODE_WAVE_CLOCKS, DecodeKernels};
+use super::decode::{self, DecodeKernels};
+use super::{MIXED_BLOCK_CLOCKS, MOE_LATENCY_CLOCKS};
 use crate::config::Hardware;
 
 /// Query rows of the varlen kernel's tile (`kBlockM`): a decode's working block and the
 /// grid's query tiles per sequence.
 pub const MIXED_TILE_ROWS: u64 = 64;
 
+/// Block starts one list schedule takes at most. A larger grid is scheduled as every `k`-th
+/// query head on `slots / k` slots: the heads' blocks are alike, so the span keeps its shape
+/// (held out, 1,024 and 2,048 starts price the mixed tables alike, 4.0% and 4.1%).
+const SCHEDULE_BLOCKS: u64 = 1024;
+
+/// Slots a list schedule tracks at most (more than any part holds of this kernel's blocks:
+/// 188 SMs of one each on RTX PRO 6000).
+const MAX_SLOTS: usize = 1024;
+
 /// What prices a mixed batch's decodes on one part.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MixedKernels {
     /// Thread blocks the SMs hold at once.
-    slots: f64,
+    slots: u64,
     /// SM clocks per ns.
     clocks_per_ns: f64,
-    q_heads: f64,
+    q_heads: u64,
     kv_heads: f64,
     /// KV bytes of one token and one KV head (K and V).
     head_bytes: f64,
     /// MMA FLOPs of one query tile against one KV tile.
     tile_flops: f64,
     /// KV tokens per KV tile.
-    kv_tile: f64,
+    kv_tile: u64,
     /// The part's L2, bytes (`None`: not known; the group's reads are then counted by the
     /// blocks in flight alone).
     l2_bytes: Option<f64>,
@@ -65,8 +78,8 @@ pub struct MixedDecodes {
     pub context: f64,
     /// The grid's query tiles per sequence and head: the longest query's.
     pub query_tiles: f64,
-    /// The prefills' query tiles per head: the grid's blocks with prefill rows, per head.
-    pub prefill_query_tiles: f64,
+    /// SM clocks their working blocks add to the launch ([`MixedKernels::working_clocks`]).
+    pub working_clocks: f64,
 }
 
 impl MixedKernels {
@@ -82,46 +95,48 @@ impl MixedKernels {
         let kv_tile = decode::kv_block(head_dim);
         let head_dim = head_dim as f64;
         MixedKernels {
-            slots: decode.slots() as f64,
+            slots: decode.slots(),
             clocks_per_ns: decode.clocks_per_ns(),
-            q_heads: heads.max(1) as f64,
+            q_heads: heads.max(1),
             kv_heads: kv_heads.max(1) as f64,
             head_bytes: 2.0 * head_dim * fp,
             tile_flops: 4.0 * (MIXED_TILE_ROWS * kv_tile) as f64 * head_dim,
-            kv_tile: kv_tile as f64,
+            kv_tile,
             l2_bytes: hardware.l2_cache_mb.map(|mb| mb * 1e6),
         }
     }
 
-    /// Time the decodes `d` add to their launch, whose prefills take `prefill_ns`, ns: the
-    /// idle blocks' memory latency over the slots, then the longer of the working blocks
-    /// (`working_ns`, below) and their KV from DRAM; `rates` are the MMA FLOPs and
-    /// DRAM bytes per ns of the part.
-    pub fn decodes_ns(&self, d: MixedDecodes, prefill_ns: f64, rates: (f64, f64)) -> f64 {
-        let (mma_flops_per_ns, dram_bytes_per_ns) = rates;
-        let idle = (d.query_tiles - 1.0).max(0.0) * d.decodes * self.q_heads;
-        let idle_ns = idle * MOE_LATENCY_CLOCKS / (self.slots * self.clocks_per_ns);
-        let block_ns = DECODE_WAVE_CLOCKS / self.clocks_per_ns
-            + self.slots * (d.context / self.kv_tile).ceil() * self.tile_flops / mma_flops_per_ns;
+    /// Time the decodes `d` add to their launch, ns: the idle blocks' memory latency over the
+    /// slots, then the longer of the working blocks' clocks and their KV from DRAM at
+    /// `dram_bytes_per_ns`.
+    pub fn decodes_ns(&self, d: MixedDecodes, dram_bytes_per_ns: f64) -> f64 {
+        let slots = self.slots as f64;
+        let idle = (d.query_tiles - 1.0).max(0.0) * d.decodes * self.q_heads as f64;
+        let idle_ns = idle * MOE_LATENCY_CLOCKS / (slots * self.clocks_per_ns);
         let dram_ns = self.dram_bytes(d) / dram_bytes_per_ns;
-        idle_ns + self.working_ns(d, block_ns, prefill_ns).max(dram_ns)
+        idle_ns + (d.working_clocks / self.clocks_per_ns).max(dram_ns)
     }
 
-    /// What the working blocks of `d`, `block_ns` each, add to a prefill of `prefill_ns`: they
-    /// take the slots the prefill's blocks leave free, as many rounds as fit in its time (at
-    /// least one, which may outlast it), and the rest run in waves on every slot after it.
-    fn working_ns(&self, d: MixedDecodes, block_ns: f64, prefill_ns: f64) -> f64 {
-        let blocks = d.decodes * self.q_heads;
-        let free = (self.slots - d.prefill_query_tiles * self.q_heads).max(0.0);
-        let rounds = (prefill_ns / block_ns).floor().max(1.0);
-        let beside = blocks.min(free * rounds);
-        let busy = if beside > 0.0 {
-            (beside / free).ceil() * block_ns
-        } else {
-            0.0
+    /// SM clocks `decodes` decodes reading `context` KV tokens each (mean) add to the working
+    /// blocks' span beside `prefills` (`(chunk, prefix)`, in batch order), the part's MMA
+    /// running at `mma_flops_per_ns`: the list schedule of the grid with them less without
+    /// (module docs).
+    pub fn working_clocks<I>(&self, prefills: I, decodes: u64, context: f64, mma: f64) -> f64
+    where
+        I: Iterator<Item = (u64, u64)> + Clone,
+    {
+        let tile = self.slots as f64 * self.tile_flops / mma * self.clocks_per_ns;
+        let decode_tiles = (context / self.kv_tile as f64).ceil();
+        let decode_block = (MIXED_BLOCK_CLOCKS + decode_tiles * tile).round() as u64;
+        let grid = Grid {
+            prefills,
+            kv_tile: self.kv_tile,
+            block: MIXED_BLOCK_CLOCKS,
+            tile,
         };
-        let after = ((blocks - beside) / self.slots).ceil();
-        (busy - prefill_ns).max(0.0) + after * block_ns
+        let with = grid.span(self.q_heads, self.slots, decodes, decode_block);
+        let without = grid.span(self.q_heads, self.slots, 0, 0);
+        with.saturating_sub(without) as f64
     }
 
     /// KV bytes the working blocks read from DRAM: each KV head's once where one head's KV of
@@ -132,13 +147,95 @@ impl MixedKernels {
     fn dram_bytes(&self, d: MixedDecodes) -> f64 {
         let sequences = d.decodes + 1.0;
         let head_set = d.context * self.head_bytes;
-        let group = (self.q_heads / self.kv_heads).floor();
+        let group = (self.q_heads as f64 / self.kv_heads).floor();
         let fits = self.l2_bytes.is_some_and(|l2| sequences * head_set <= l2);
         let reads = if fits {
             1.0
         } else {
-            (group * sequences / self.slots).min(group).max(1.0)
+            (group * sequences / self.slots as f64).min(group).max(1.0)
         };
         d.decodes * head_set * self.kv_heads * reads
+    }
+}
+
+/// The working blocks of one query head of a mixed launch's grid: the prefills' query tiles,
+/// then the decodes'.
+struct Grid<I> {
+    prefills: I,
+    kv_tile: u64,
+    /// SM clocks of a block besides its KV tiles, and of one KV tile.
+    block: f64,
+    tile: f64,
+}
+
+impl<I: Iterator<Item = (u64, u64)> + Clone> Grid<I> {
+    /// SM clocks a prefill's query tile `m` takes: its KV tiles up to its last row.
+    fn prefill_block(&self, (chunk, prefix): (u64, u64), m: u64) -> u64 {
+        let last_row = ((m + 1) * MIXED_TILE_ROWS).min(chunk) + prefix;
+        let tiles = last_row.div_ceil(self.kv_tile) as f64;
+        (self.block + tiles * self.tile).round() as u64
+    }
+
+    /// End of the list schedule of `heads` heads' blocks, `decodes` decode blocks of
+    /// `decode_block` clocks after each head's prefill tiles, on `slots` slots, SM clocks.
+    /// Past [`SCHEDULE_BLOCKS`] block starts, every `k`-th head on `slots / k` slots.
+    fn span(&self, heads: u64, slots: u64, decodes: u64, decode_block: u64) -> u64 {
+        let tiles: u64 = self
+            .prefills
+            .clone()
+            .map(|(c, _)| c.div_ceil(MIXED_TILE_ROWS))
+            .sum();
+        let k = (heads * (tiles + decodes)).div_ceil(SCHEDULE_BLOCKS).max(1);
+        let heads = heads.div_ceil(k);
+        let slots = (slots as f64 / k as f64)
+            .round()
+            .clamp(1.0, MAX_SLOTS as f64) as usize;
+        let mut free = [0u64; MAX_SLOTS];
+        let mut schedule = ListSchedule {
+            free: &mut free[..slots],
+            end: 0,
+        };
+        for _ in 0..heads {
+            for p in self.prefills.clone() {
+                for m in 0..p.0.div_ceil(MIXED_TILE_ROWS) {
+                    schedule.start(self.prefill_block(p, m));
+                }
+            }
+            for _ in 0..decodes {
+                schedule.start(decode_block);
+            }
+        }
+        schedule.end
+    }
+}
+
+/// Slots' free times as a min-heap, and the latest end of a block started on them.
+struct ListSchedule<'a> {
+    free: &'a mut [u64],
+    end: u64,
+}
+
+impl ListSchedule<'_> {
+    /// Starts a block of `clocks` on the slot that comes free first.
+    fn start(&mut self, clocks: u64) {
+        let ends = self.free[0] + clocks;
+        self.end = self.end.max(ends);
+        self.free[0] = ends;
+        let (heap, mut i) = (&mut *self.free, 0);
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut least = i;
+            if l < heap.len() && heap[l] < heap[least] {
+                least = l;
+            }
+            if r < heap.len() && heap[r] < heap[least] {
+                least = r;
+            }
+            if least == i {
+                return;
+            }
+            heap.swap(i, least);
+            i = least;
+        }
     }
 }

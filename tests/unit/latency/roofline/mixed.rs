@@ -19,16 +19,15 @@ fn kernels(hardware: &Hardware) -> MixedKernels {
 /// peak, FlashAttention-2 by its clocks: the tests through [`Roofline`] below.)
 const MMA: f64 = 503.8e3 * 0.607;
 const DRAM: f64 = 1597.0 * 0.916;
-const RATES: (f64, f64) = (MMA, DRAM);
 
 /// `decodes` decodes reading `context` KV tokens, the longest query `query_tiles` tiles long,
-/// the prefills' query tiles per head `prefill_query_tiles`.
-fn decodes(decodes: f64, context: f64, query_tiles: f64, prefill_query_tiles: f64) -> MixedDecodes {
+/// their working blocks adding `working_clocks` SM clocks to the launch.
+fn decodes(decodes: f64, context: f64, query_tiles: f64, working_clocks: f64) -> MixedDecodes {
     MixedDecodes {
         decodes,
         context,
         query_tiles,
-        prefill_query_tiles,
+        working_clocks,
     }
 }
 
@@ -39,87 +38,97 @@ fn close(got: f64, hand: f64) {
     );
 }
 
-/// On RTX PRO 6000 (188 SMs holding one 80 KiB block each, 2.617 clocks per ns) a working
-/// block of `kv_tiles` 128-token tiles: 6,100 / 2.617 = 2,330.91 ns and, per tile, 188 blocks ×
-/// 4 × 64 × 128 × 128 FLOPs over MMA = 2,578.52 ns.
-fn block_ns(kv_tiles: f64) -> f64 {
-    6100.0 / 2.617 + kv_tiles * 188.0 * 4.0 * 64.0 * 128.0 * 128.0 / MMA
+/// On RTX PRO 6000 (188 SMs holding one 80 KiB block each, 2.617 clocks per ns) at the MMA
+/// rate above, a 64 × 128 tile's 4 × 64 × 128 × 128 FLOPs take 188 × 4,194,304 / MMA × 2.617
+/// = 6,747.99 SM clocks on one slot; a block of `kv_tiles` tiles 3,110 (`MIXED_BLOCK_CLOCKS`)
+/// more, in whole clocks: 9,858 for one tile, 16,606 for two.
+fn working(prefills: &[(u64, u64)], decodes: u64, context: f64) -> f64 {
+    let k = kernels(&Hardware::resolve("RTXPRO6000").unwrap());
+    k.working_clocks(prefills.iter().copied(), decodes, context, MMA)
 }
 
 #[test]
-fn a_working_block_computes_whole_128_token_kv_tiles() {
-    // 1 to 128 KV tokens are one tile, 129 two: 4,909.44 and 7,487.96 ns.
-    close(block_ns(1.0), 4_909.436);
-    close(block_ns(2.0), 7_487.955);
-    let k = kernels(&Hardware::resolve("RTXPRO6000").unwrap());
-    // 4 decodes beside one 16-token chunk (its 32 blocks leave 156 slots free) outlast a
-    // prefill of 3,000 ns by one block: 1,909.44 ns at 128 KV tokens, 4,487.96 at 129.
-    close(
-        k.decodes_ns(decodes(4.0, 128.0, 1.0, 1.0), 3000.0, RATES),
-        1_909.436,
-    );
-    close(
-        k.decodes_ns(decodes(4.0, 129.0, 1.0, 1.0), 3000.0, RATES),
-        4_487.955,
-    );
+fn decode_blocks_as_long_as_the_prefill_tiles_beside_them_add_nothing() {
+    // 4 decodes of 16 KV tokens beside a fresh 16-token chunk: 128 decode blocks and the
+    // chunk's 32, each one KV tile, fit the 188 slots in one round.
+    assert_eq!(working(&[(16, 0)], 4, 16.0), 0.0);
+    // At 129 KV tokens a decode block computes two tiles: it outlasts the prefill's by one
+    // tile, 16,606 − 9,858 = 6,748 clocks.
+    assert_eq!(working(&[(16, 0)], 4, 129.0), 6_748.0);
+    // Beside a 16-token chunk over 2,048 cached tokens (17 tiles) it adds nothing.
+    assert_eq!(working(&[(16, 2048)], 4, 129.0), 0.0);
 }
 
 #[test]
-fn decodes_run_in_the_slots_the_prefill_leaves_free() {
+fn decode_blocks_past_the_free_slots_wait_for_a_slot() {
+    // 8 decodes of 16 KV tokens beside a 16-token chunk: 288 blocks of 9,858 clocks on 188
+    // slots, two rounds where the chunk alone took one.
+    assert_eq!(working(&[(16, 0)], 8, 16.0), 9_858.0);
+}
+
+#[test]
+fn decode_blocks_delay_the_later_heads_prefill_tiles() {
+    // A 128-token chunk over 2,048 cached tokens: two query tiles per head of 17 KV tiles,
+    // 3,110 + 17 × 6,747.99 = 117,826 clocks. With 8 decodes of 16 tokens each head issues
+    // its 2 prefill tiles, then 8 decode blocks of 9,858: the first 188 blocks are heads 0–17
+    // and 8 of head 18's, and the later heads' prefill tiles start only when the first decode
+    // blocks end, 9,858 clocks in: the launch ends 9,858 clocks later.
+    assert_eq!(working(&[(128, 2048)], 8, 16.0), 9_858.0);
+    // With 4 decodes heads 0–30 and head 31's prefill tiles fit the first 188 slots: only
+    // head 31's decode blocks wait, and they end long before the prefill tiles.
+    assert_eq!(working(&[(128, 2048)], 4, 16.0), 0.0);
+}
+
+#[test]
+fn idle_blocks_take_a_memory_latency_and_the_kv_streams_beside_the_blocks() {
     let k = kernels(&Hardware::resolve("RTXPRO6000").unwrap());
-    // 8 decodes of 16 KV tokens, 256 blocks of 4,909.44 ns, beside a 16-token chunk of 10,000
-    // ns: 156 free slots, two rounds within the prefill (312 ≥ 256 blocks, 9,818.87 ns). Only
-    // their KV is left, 8 × 16 × 512 × 8 bytes over DRAM = 358.40 ns.
+    // 8 decodes of 16 KV tokens beside a 16-token chunk, no working clocks added: only their
+    // KV is left, 8 × 16 × 512 × 8 bytes over DRAM = 358.40 ns.
+    close(k.decodes_ns(decodes(8.0, 16.0, 1.0, 0.0), DRAM), 358.401);
+    // Beside a 256-token chunk (4 query tiles) at 1,024 KV tokens: 3 × 8 × 32 = 768 idle
+    // blocks, 768 × 1,000 / (188 × 2.617) = 1,560.99 ns, then the longer of 10,000 working
+    // clocks (3,821.17 ns) and their KV once per KV head (one head's of every sequence fits
+    // L2), 8 × 1,024 × 512 × 8 bytes over DRAM = 22,937.68 ns: 24,498.67 ns.
     close(
-        k.decodes_ns(decodes(8.0, 16.0, 1.0, 1.0), 10_000.0, RATES),
-        358.401,
+        k.decodes_ns(decodes(8.0, 1024.0, 4.0, 10_000.0), DRAM),
+        24_498.665,
     );
-    // Beside a 256-token chunk of 20,000 ns (4 query tiles: 128 prefill blocks, 60 free
-    // slots) at 1,024 KV tokens (8 tiles, 22,959.09 ns a block): 3 × 8 × 32 = 768 idle blocks,
-    // 768 × 1,000 / (188 × 2.617) = 1,560.99 ns; 60 blocks beside the prefill outlast it by
-    // 2,959.09 ns, and the other 196 take two waves, 45,918.18 ns. Their KV once per KV head
-    // (one head's of every sequence fits L2), 8 × 1,024 × 512 × 8 bytes over DRAM = 22,937.68
-    // ns, is shorter: 50,438.26 ns.
-    close(block_ns(8.0), 22_959.092);
+    // 100,000 working clocks, 38,211.69 ns, are the longer: 39,772.68 ns.
     close(
-        k.decodes_ns(decodes(8.0, 1024.0, 4.0, 4.0), 20_000.0, RATES),
-        50_438.264,
+        k.decodes_ns(decodes(8.0, 1024.0, 4.0, 100_000.0), DRAM),
+        39_772.677,
     );
 }
 
 #[test]
 fn a_group_shares_its_kv_reads_while_its_heads_are_in_flight_together() {
     let k = kernels(&Hardware::resolve("RTXPRO6000").unwrap());
-    // 128 decodes beside six prefills of at most 64 tokens (192 blocks: no slot free), so
-    // their 4,096 blocks take 22 waves. At 1,024 tokens one head's KV of every sequence, 129 ×
-    // 1,024 × 512 = 67.6 MB, fits the 128 MB L2: once per KV head, 367,002.89 ns, under the 22
-    // waves of 22,959.09 ns (505,100.02).
+    // 128 decodes at 1,024 tokens: one head's KV of every sequence, 129 × 1,024 × 512 = 67.6
+    // MB, fits the 128 MB L2: once per KV head, 367,002.89 ns.
     close(
-        k.decodes_ns(decodes(128.0, 1024.0, 1.0, 6.0), 0.0, RATES),
-        505_100.025,
+        k.decodes_ns(decodes(128.0, 1024.0, 1.0, 0.0), DRAM),
+        367_002.890,
     );
     // At 2,048 tokens it is 135.3 MB. A sequence's blocks of consecutive query heads are 129
     // blocks apart, so the 188 slots hold 188 / 129 heads of a group of 4 at once: 4 × 129 /
-    // 188 = 2.7447 reads per KV head, 128 × 2,048 × 512 × 8 × 2.7447 bytes = 2,014,611.61 ns,
-    // longer than 22 waves of 43,587.27 ns.
+    // 188 = 2.7447 reads per KV head, 128 × 2,048 × 512 × 8 × 2.7447 bytes = 2,014,611.61 ns.
     close(
-        k.decodes_ns(decodes(128.0, 2048.0, 1.0, 6.0), 0.0, RATES),
+        k.decodes_ns(decodes(128.0, 2048.0, 1.0, 0.0), DRAM),
         2_014_611.610,
     );
     // Without a known L2 the 1,024-token KV is read as often: 1,007,305.81 ns.
     let mut part = Hardware::resolve("RTXPRO6000").unwrap();
     part.l2_cache_mb = None;
     close(
-        kernels(&part).decodes_ns(decodes(128.0, 1024.0, 1.0, 6.0), 0.0, RATES),
+        kernels(&part).decodes_ns(decodes(128.0, 1024.0, 1.0, 0.0), DRAM),
         1_007_305.805,
     );
     // On RTX 4090 (128 slots, 72 MB of L2) 129 blocks apart is a head at a time: once per
-    // query head, 128 × 2,048 × 512 × 32 bytes over 1,008 GB/s × 0.916 (the MMA work made
-    // negligible, so the KV is the longer term).
+    // query head, 128 × 2,048 × 512 × 32 bytes over 1,008 GB/s × 0.916.
     let part = Hardware::resolve("RTX4090").unwrap();
     let dram = 1008.0 * 0.916;
     close(
-        kernels(&part).decodes_ns(decodes(128.0, 2048.0, 1.0, 6.0), 0.0, (1e12, dram)),
+        kernels(&part).decodes_ns(decodes(128.0, 2048.0, 1.0, 0.0), dram),
         128.0 * 2048.0 * 512.0 * 32.0 / dram,
     );
 }
@@ -143,25 +152,24 @@ fn a_mixed_launch_is_its_prefill_and_what_its_decodes_add() {
     let part = Hardware::resolve("RTXPRO6000").unwrap();
     let r = Roofline::new(&model, &part, 1, Dtype::Bfloat16);
     let prefill = BatchItem {
-        new_tokens: 256,
+        new_tokens: 16,
         context_tokens: 0,
     };
-    // Eight decodes reading 1,024 KV tokens each (their context and the new token).
+    // Eight decodes reading 16 KV tokens each (their context and the new token).
     let decode = BatchItem {
         new_tokens: 1,
-        context_tokens: 1023,
+        context_tokens: 15,
     };
     let mut items = vec![prefill];
     items.extend([decode; 8]);
     let added = attention_ns(&r, &items) - attention_ns(&r, &[prefill]);
     // The roofline's MMA rate on RTX PRO 6000: a score's 4 × 128 FLOPs take 0.5 SM clocks at
     // the tensor peak (503.8 TFLOP/s over 188 SMs × 2.617 GHz), plus 0.390 besides (one 80 KiB
-    // block per SM): 0.56180 of peak, 283,034.67 FLOP per ns. The chunk's 4 waves of 64 × 64
-    // tiles on 188 SMs, 4 × 64 × 64 × 188 × 128 × 4 FLOPs at that rate = 5,571.96 ns; a
-    // working block of 8 KV tiles takes 2,330.91 + 8 × 2,785.98 = 24,618.76 ns: 60 beside the
-    // chunk outlast it by 19,046.80 ns, the other 196 take two waves (49,237.52) and the idle
-    // blocks 1,560.99: 69,845.31 ns. Each layer is rounded to the nanosecond.
-    assert!((added - 69_845.31).abs() <= 1.0, "{added}");
+    // block per SM): a 64 × 128 tile 8,192 × 0.890 = 7,290.91 clocks, a block of one tile
+    // 3,110 + 7,290.91 = 10,401. The chunk's 32 blocks and the decodes' 256 take two rounds of
+    // the 188 slots where the chunk took one: 10,401 / 2.617 = 3,974.40 ns (their KV, 358 ns
+    // at the decode efficiency, is shorter). Each layer is rounded to the nanosecond.
+    assert!((added - 3_974.40).abs() <= 1.0, "{added}");
 }
 
 #[test]
@@ -173,8 +181,7 @@ fn every_prefill_of_the_launch_holds_its_blocks() {
         new_tokens: 32,
         context_tokens: 0,
     };
-    // Four decodes reading 16 KV tokens: 128 blocks of 2,330.91 + 2,785.98 = 5,116.89 ns at
-    // the roofline's MMA rate on RTX PRO 6000 (0.56180 of peak, as above).
+    // Four decodes reading 16 KV tokens: 128 blocks of 10,401 clocks (as above).
     let decode = BatchItem {
         new_tokens: 1,
         context_tokens: 15,
@@ -184,11 +191,11 @@ fn every_prefill_of_the_launch_holds_its_blocks() {
         items.extend([decode; 4]);
         attention_ns(&r, &items) - attention_ns(&r, &items[..prefills])
     };
-    // One 32-token chunk: one wave of 64 × 64 tiles, 64 × 64 × 188 × 128 × 4 FLOPs at that
-    // rate = 1,392.99 ns, its 32 blocks leaving 156 slots: all 128 decode blocks run beside it
-    // and outlast it by 3,723.90 ns.
-    assert!((added(1) - 3_723.90).abs() <= 1.0, "{}", added(1));
-    // Two: still one wave, but 64 blocks leave 124 slots; the other 4 decode blocks take a
-    // wave after: 3,723.90 + 5,116.89 = 8,840.80 ns.
-    assert!((added(2) - 8_840.80).abs() <= 1.0, "{}", added(2));
+    // One 32-token chunk: its 32 blocks and the 128 decode blocks fit the 188 slots, all one
+    // KV tile long: only the decodes' KV, 4 × 16 × 512 × 8 bytes over 1,597 GB/s × 0.916 =
+    // 179.20 ns.
+    assert!((added(1) - 179.20).abs() <= 1.0, "{}", added(1));
+    // Two: 192 blocks, and head 31's four decode blocks wait a round: 10,401 / 2.617 =
+    // 3,974.40 ns.
+    assert!((added(2) - 3_974.40).abs() <= 1.0, "{}", added(2));
 }
