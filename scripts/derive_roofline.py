@@ -38,7 +38,7 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 6000's) and the defaults `HostSpec` holds ("constants held by the host model's defaults").
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
-                                  [--vllm019-default-tiles] [--moe-cap-from-latency]
+                                  [--vllm019-default-tiles] [--moe-cap-from-latency] [--moe-smem-bound]
                                   [--mixed-table] [--gemm-rows=GPU] [--row-kernels]
                                   [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
@@ -59,6 +59,9 @@ vLLM 0.19's default tiles instead of 0.10.2's, a what-if that held out does wors
 `--moe-cap-from-latency`: where no table of a derivation measures the large fused-MoE tile's
 bytes per SM per clock (H800 held out), one thread block's weight bytes in flight per memory
 latency, a what-if (docs/src/accuracy.md, "Few large experts held out").
+`--moe-smem-bound`: the large fused-MoE tile's MMA work at most what its operands' shared-memory
+traffic allows (`mma_smem_flops`), a what-if that held out does worse (docs/src/accuracy.md,
+"Few large experts: the large tile's shared memory").
 `--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
 held-out error (the constants derived from the other GPUs).
 `--row-kernels` prints, before the constants, every row-kernel row (norms, SiLU-and-mul,
@@ -769,7 +772,41 @@ def moe_parts(r, eta_m, latency, large_tile_cap=None):
     up, down = (bw * min(1.0, blocks / full) if full else bw for blocks in moe_tiles(r))
     moved = 2 * r["active"] * expert / up + r["active"] * expert / down + 2 * r["routed"] * r["hidden"] * 2 / bw
     flops = mma_rows(r) * 2 * 3 * r["hidden"] * r["width"]
-    return flops / g["flops"], moved
+    peak = min(g["flops"], mma_smem_flops(r)) if MOE_SMEM_BOUND and large_tile(r) else g["flops"]
+    return flops / peak, moved
+
+
+# `--moe-smem-bound`: the large tile's MMA work at most what its operands' shared-memory traffic
+# allows (a what-if, docs/src/accuracy.md, "Few large experts: the large tile's shared memory").
+MOE_SMEM_BOUND = "--moe-smem-bound" in sys.argv
+# Bytes per clock one SM's shared memory serves: 32 banks of 4 bytes on every part here
+# (Ampere, Hopper, Ada, Blackwell; NVIDIA's CUDA C++ Programming Guide, compute capabilities).
+SMEM_BYTES_PER_CLOCK = 128.0
+
+
+def mma_smem_flops(r):
+    """FLOP/s at most of the MMA work of a row's tile (`moe_tile`) with Triton's default 4 warps:
+    per 16-wide K slice the block writes its A and B tiles into shared memory (cp.async), and
+    with mma.sync each warp reads its A rows and B columns back (ldmatrix), the warps laid out
+    as Triton's MMAv2 lays them (`warpsPerTileV2`: double the rows while they are no fewer than
+    the columns per warp and at least 16, else the columns). The 64 x 64 tile: warps 2 x 2, per
+    slice 4 KiB written and 8 KiB read, 10.7 FLOP per byte, 1,365 FLOP per SM per clock at 128
+    bytes per clock: 0.67 of A800's peak, above RTX PRO 6000's. On Hopper a tile of 64 rows or
+    more runs wgmma (Triton's MMAv3, one warpgroup of the 4 warps), which reads each operand
+    tile once from shared memory: 16 FLOP per byte, 0.5 of H800's peak."""
+    g = GPUS[r["gpu"]]
+    block_m, block_n = moe_tile(r)[:2]
+    warps_m, warps_n = 1, 1
+    for _ in range(2):
+        if block_m / warps_m >= block_n / warps_n and warps_m < block_m / 16:
+            warps_m *= 2
+        else:
+            warps_n *= 2
+    written = (block_m + block_n) * 16 * 2
+    read = warps_m * warps_n * (block_m / warps_m + block_n / warps_n) * 16 * 2
+    if g["gen"] == "hopper" and block_m >= 64:
+        read = written
+    return 2 * block_m * block_n * 16 / (written + read) * SMEM_BYTES_PER_CLOCK * g["sms"] * g["clock"]
 
 
 def mma_rows(r):
@@ -1869,7 +1906,8 @@ def main():
     c = data.constants(list(GPUS))
     mixed = [[round(c["mixed"][(nd, kv)], 3) for kv in tables.MIXED_KV] for nd in tables.MIXED_DECODES]
     print()
-    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles", "--mixed-table"):
+    for flag in ("--flat-large-tile", "--frontier-shapes", "--vllm019-default-tiles", "--mixed-table",
+                 "--moe-smem-bound"):
         if flag in sys.argv:
             print(f"with {flag}, a what-if: src/latency/roofline.rs holds the constants derived without it")
     print("constants held by the host model's defaults (src/config/hardware.rs, HostSpec):")

@@ -302,6 +302,64 @@ for gpus in (["A800", "RTXPRO6000"], ["A800", "RTXPRO6000", "H800"]):
     assert!((price(695.0) - 16_738.0).abs() < 1.0);
 }
 
+/// `--moe-smem-bound` (a what-if): the large fused-MoE tile's MMA work at most what its
+/// operands' shared-memory traffic allows. An A800 row of 256 tokens on 128 experts of 2,048 ×
+/// 768, top-8 (the large tile, 16 routed rows per expert hit, 64 computed), priced by hand with
+/// and without the bound; the small tile's bound by hand (the flag leaves it unbounded).
+#[test]
+fn the_large_tiles_shared_memory_bound_is_priced_by_hand() {
+    let code = r#"
+import derive_roofline as d
+row = {"gpu": "A800", "src": "frontier-event", "model": "m", "n": 256, "E": 128, "E_loc": 128, "top_k": 8,
+       "hidden": 2048, "width": 768, "active": 128.0, "routed": 2048.0, "t": 1.0}
+small = dict(row, n=64, routed=512.0)
+hopper = dict(row, gpu="H800")
+print(d.moe_parts(row, 0.9, 0.0)[0], d.mma_smem_flops(row), d.mma_smem_flops(small), d.mma_smem_flops(hopper))
+d.MOE_SMEM_BOUND = True
+print(d.moe_parts(row, 0.9, 0.0)[0], d.moe_parts(small, 0.9, 0.0)[0])
+"#;
+    let Some(stdout) = derive_python(code) else {
+        return;
+    };
+    let values: Vec<f64> = stdout
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(values.len(), 6, "{stdout}");
+    // By hand: the 64 x 64 tile's 4 warps are laid out 2 x 2 (32 x 32 each); per 16-wide K
+    // slice the block writes (64 + 64) x 16 x 2 = 4,096 bytes and reads 4 x (32 + 32) x 16 x 2
+    // = 8,192, for 2 x 64 x 64 x 16 = 131,072 FLOP: 128 bytes per clock serve 1,365.3 FLOP per
+    // SM per clock, x 108 SMs x 1.41 GHz. The 16 x 32 tile's warps are 1 x 4 (16 x 8 each):
+    // 1,536 bytes written, 4 x (16 + 8) x 16 x 2 = 3,072 read, for 16,384 FLOP.
+    let clocks = 108.0 * 1.41e9;
+    let large = 131_072.0 / 12_288.0 * 128.0 * clocks;
+    let small = 16_384.0 / 4_608.0 * 128.0 * clocks;
+    // MMA work: 128 experts x one 64-row tile each x 2 x 3 x 2,048 x 768 FLOP.
+    let flops = 128.0 * 64.0 * 6.0 * 2048.0 * 768.0;
+    let close = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-9;
+    assert!(close(values[0], flops / 312.0e12), "{stdout}");
+    assert!(close(values[1], large), "{stdout}");
+    assert!(close(values[2], small), "{stdout}");
+    // On H800 the 64 x 64 tile runs wgmma, which reads each operand tile once: 8,192 bytes per
+    // slice, 16 FLOP per byte, x 132 SMs x 1.83 GHz: half the peak.
+    let hopper = 16.0 * 128.0 * 132.0 * 1.83e9;
+    assert!(close(values[3], hopper), "{stdout}");
+    assert!((hopper / 989.4e12 - 0.5).abs() < 1e-3);
+    assert!(close(values[4], flops / large), "{stdout}");
+    // The small tile (64 tokens, no more than the 128 experts) stays at the peak: its 512
+    // routed rows' MMA work.
+    assert!(
+        close(values[5], 512.0 * 6.0 * 2048.0 * 768.0 / 312.0e12),
+        "{stdout}"
+    );
+    // 0.67 of A800's peak.
+    assert!(
+        (large / 312.0e12 - 0.6664).abs() < 1e-4,
+        "{}",
+        large / 312.0e12
+    );
+}
+
 /// `scripts/derive_roofline.py` prices a mixed batch's decodes by FlashAttention-2's varlen
 /// grid as the roofline does (`src/latency/roofline/mixed.rs`): the cases its unit tests
 /// compute by hand (`tests/unit/latency/roofline/mixed.rs`), RTX PRO 6000, 32 query heads over
