@@ -77,7 +77,7 @@ pub(super) fn start_step(
     now: Nanos,
     backend: &mut dyn LatencyBackend,
 ) -> Result<Option<Nanos>, SimError> {
-    if scheduler.schedule(now)?.is_none() {
+    if !scheduler.form_step(now)? {
         if scheduler.awaits_kv() {
             return Ok(None);
         }
@@ -92,8 +92,7 @@ pub(super) fn start_step(
         back_to_back: inst.last_end == Some(now),
         ..StepShape::of_step(scheduler)
     };
-    let batch = shape.apply(scheduler.last_batch());
-    let compute_ns = backend.step_time(&batch.with_decode_lead(scheduler.last_lead()))?;
+    let compute_ns = price_step(scheduler, shape, backend)?;
     if compute_ns == 0 {
         return Err(LatencyError::ZeroStep.into());
     }
@@ -107,6 +106,27 @@ pub(super) fn start_step(
     inst.shape = shape;
     inst.steps += 1;
     Ok(Some(end))
+}
+
+/// The price of the step `scheduler` formed last, shaped by `shape` (no padding or gate
+/// tokens): from its lead alone when it is its lead and nothing else and the backend prices
+/// such a step so ([`LatencyBackend::lead_step_time`]), its items unread and unwritten; else
+/// from its items, written first.
+#[inline]
+fn price_step(
+    scheduler: &mut Core,
+    shape: StepShape,
+    backend: &mut dyn LatencyBackend,
+) -> Result<Nanos, LatencyError> {
+    let lead = scheduler.last_lead();
+    if lead.count > 0
+        && lead.count == scheduler.formed_len()
+        && let Some(ns) = backend.lead_step_time(lead, shape.back_to_back)
+    {
+        return Ok(ns);
+    }
+    let batch = shape.apply(scheduler.written_batch());
+    backend.step_time(&batch.with_decode_lead(lead))
 }
 
 /// Runs idle-free instance `id` ahead of the clock from its step in flight, which ends at

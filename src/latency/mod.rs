@@ -395,6 +395,17 @@ pub trait LatencyBackend {
     /// Wall time of one step running `batch`, ns. Called once per step: must not allocate.
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError>;
 
+    /// Wall time of a step whose items are all its lead `lead` (`lead.count > 0` decodes, see
+    /// [`DecodeLead`]; no padding, its own gate tokens, attention on the GPU), starting as the
+    /// previous one ended if `back_to_back`, priced from the lead alone where this backend
+    /// can: exactly what [`LatencyBackend::step_time`] would return for that batch, with the
+    /// same effect on the backend. `None` (the default) where it would read the items: the
+    /// caller then writes them and calls `step_time`, which must then price as if this call
+    /// had not been made. Must not allocate.
+    fn lead_step_time(&mut self, _lead: DecodeLead, _back_to_back: bool) -> Option<Nanos> {
+        None
+    }
+
     /// The per-layer breakdown of the same step, in execution order, written into `out`
     /// (cleared first, its capacity reused, so that a wrapper pricing each step from the
     /// layers, [`WeightStreaming`], does not allocate): the sum of `repeats × time_ns` over

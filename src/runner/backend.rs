@@ -7,9 +7,10 @@ use crate::Nanos;
 use crate::astra::{self, AstraBackend, AstraInstance};
 use crate::config::{Dtype, Hardware, InstanceRole, ModelArch};
 use crate::latency::{
-    BatchDesc, Collectives, GraphPolicy, HostModel, LatencyBackend, LatencyError, LayerTiming,
-    LookupCounts, MemoisedRoofline, PimOffload, PimSpec, ProfileDb, ProfileSpec, Roofline,
-    SharedBackend, SharedHost, StageSends, StepParts, StreamingSpec, WeightMemory, WeightStreaming,
+    BatchDesc, Collectives, DecodeLead, GraphPolicy, HostModel, LatencyBackend, LatencyError,
+    LayerTiming, LookupCounts, MemoisedRoofline, PimOffload, PimSpec, ProfileDb, ProfileSpec,
+    Roofline, SharedBackend, SharedHost, StageSends, StepParts, StreamingSpec, WeightMemory,
+    WeightStreaming,
 };
 use crate::setup::{InstanceConfig, SimConfig};
 use std::cell::RefCell;
@@ -323,6 +324,15 @@ impl Backend {
         }
     }
 
+    /// [`LatencyBackend::lead_step_time`], the shared host model's called directly.
+    #[inline]
+    fn lead_step_time(&mut self, lead: DecodeLead, back_to_back: bool) -> Option<Nanos> {
+        match self {
+            Backend::Host(h) => h.lead_step_time(lead, back_to_back),
+            b => b.as_dyn().lead_step_time(lead, back_to_back),
+        }
+    }
+
     /// Ends ASTRA-Sim (if any) and prints its report on stderr, after the instance's label.
     pub(super) fn finish(self) -> anyhow::Result<()> {
         if let Backend::Astra(a) = self {
@@ -427,6 +437,12 @@ impl LatencyBackend for SlotBackend<'_> {
 
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
         self.started()?.step_time(batch)
+    }
+
+    /// A backend not started yet prices no step from its lead ([`SlotBackend::step_time`]
+    /// starts it).
+    fn lead_step_time(&mut self, lead: DecodeLead, back_to_back: bool) -> Option<Nanos> {
+        self.built.as_mut()?.lead_step_time(lead, back_to_back)
     }
 
     fn layer_times(

@@ -123,9 +123,34 @@ impl Core {
         each!(self, s => s.complete_step(finish, instance_id, finished))
     }
 
-    /// The batch formed by the last [`Core::schedule`].
+    /// Forms the next pass at `now` without writing what the pricing need not read (see
+    /// [`Scheduler::form_step`]); returns whether one was formed.
+    pub fn form_step(&mut self, now: Nanos) -> Result<bool, SchedulerBug> {
+        match self {
+            Core::Vllm(s) => s.form_step(now),
+            Core::Sglang(s) => Ok(s.schedule(now)?.is_some()),
+        }
+    }
+
+    /// How many items the batch formed last has (written or not).
+    pub fn formed_len(&self) -> usize {
+        match self {
+            Core::Vllm(s) => s.formed_len(),
+            Core::Sglang(s) => s.last_batch().len(),
+        }
+    }
+
+    /// The batch formed by the last [`Core::schedule`] (see [`Scheduler::last_batch`]).
     pub fn last_batch(&self) -> &[BatchItem] {
         each!(self, s => s.last_batch())
+    }
+
+    /// The batch formed last, every item written (see [`Scheduler::written_batch`]).
+    pub fn written_batch(&mut self) -> &[BatchItem] {
+        match self {
+            Core::Vllm(s) => s.written_batch(),
+            Core::Sglang(s) => s.last_batch(),
+        }
     }
 
     /// What is known of the last formed batch's first items without reading them (SGLang's
@@ -138,7 +163,7 @@ impl Core {
     }
 
     /// The batch of the pass completed last.
-    pub fn completed_batch(&self) -> &[BatchItem] {
+    pub fn completed_batch(&mut self) -> &[BatchItem] {
         match self {
             Core::Vllm(s) => s.completed_batch(),
             Core::Sglang(s) => s.last_batch(),

@@ -532,12 +532,13 @@ impl Scheduler {
         self.steps_in_flight() < self.depth
     }
 
-    /// The batch of the step completed by the last [`Scheduler::complete_step`].
-    pub fn completed_batch(&self) -> &[BatchItem] {
+    /// The batch of the step completed by the last [`Scheduler::complete_step`], every item
+    /// written (see [`Scheduler::written_batch`]).
+    pub fn completed_batch(&mut self) -> &[BatchItem] {
         if self.depth > 1 {
             &self.completed.items
         } else {
-            &self.step_items
+            self.written_batch()
         }
     }
 
@@ -626,8 +627,30 @@ impl Scheduler {
         (self.prefix_requested_tokens, self.prefix_hit_tokens)
     }
 
-    /// The batch formed by the last [`Scheduler::schedule`].
+    /// The batch formed by the last [`Scheduler::schedule`], or by [`Scheduler::form_step`]
+    /// once [`Scheduler::written_batch`] wrote it.
+    ///
+    /// # Panics
+    ///
+    /// If the stretch members' items of a step formed by [`Scheduler::form_step`] were not
+    /// written: a bug of the caller, never a stale batch.
     pub fn last_batch(&self) -> &[BatchItem] {
+        assert!(
+            self.stretch.items_written(),
+            "a batch formed by form_step is read through written_batch"
+        );
+        &self.step_items
+    }
+
+    /// How many items the batch formed last has (written or not).
+    pub fn formed_len(&self) -> usize {
+        self.step_items.len()
+    }
+
+    /// The batch formed last, the stretch members' items written first where they lag
+    /// (see `stretch.rs`): what single steps would have formed.
+    pub fn written_batch(&mut self) -> &[BatchItem] {
+        self.write_member_items();
         &self.step_items
     }
 
@@ -843,6 +866,17 @@ impl Scheduler {
 
     /// Forms the next step's batch at time `now`. Returns `None` when nothing can run.
     pub fn schedule(&mut self, now: Nanos) -> Result<Option<&[BatchItem]>, SchedulerBug> {
+        Ok(match self.form_step(now)? {
+            true => Some(self.written_batch()),
+            false => None,
+        })
+    }
+
+    /// Forms the next step at time `now`, as [`Scheduler::schedule`] does, without writing
+    /// the stretch members' batch items (see `stretch.rs`): what is known of them is
+    /// [`Scheduler::last_lead`], and [`Scheduler::written_batch`] writes them. Returns
+    /// whether a step was formed.
+    pub fn form_step(&mut self, now: Nanos) -> Result<bool, SchedulerBug> {
         // Requests stepped in bulk lead the step (see `stretch.rs`), one token each.
         let members = self.advance_stretch(now);
         self.pool.set_clock(now);
@@ -870,7 +904,7 @@ impl Scheduler {
         }
         self.release_freed_late();
         if self.step.is_empty() {
-            return Ok(None);
+            return Ok(false);
         }
         self.count_inversions(admitted_from);
         self.formed += 1;
@@ -907,10 +941,10 @@ impl Scheduler {
             f.step.clear();
             f.step.extend_from_slice(&self.step);
             f.items.clear();
-            f.items.extend_from_slice(&self.step_items);
+            f.items.extend_from_slice(self.written_batch());
             self.pipeline.push_back(f);
         }
-        Ok(Some(&self.step_items))
+        Ok(true)
     }
 
     /// Counts the admissions of this step (`step[admitted_from..]`) that overtook a strictly

@@ -3,17 +3,26 @@
 //! A request that decodes steadily (one token a step, nothing of its prompt left, its blocks
 //! exactly those of its context, nothing left to index in the prefix cache) is stepped without
 //! being visited: it joins the instance's *members*, which lead the running order, the step
-//! and its batch. Each later step adds one to each member's batch item, allocates the KV
-//! blocks of the members whose last block filled (members are bucketed by when their blocks
-//! fill, so the blocks are taken in the order single steps take them, at the same pool
-//! clock), and forms the rest of the step (requests behind the members, admissions) the usual
-//! way. A member is visited once more when it finishes: it is brought up to date (its
-//! progress, its token times as one run of consecutive steps) and completes as any request
-//! would. So an arrival or a finish costs work for its own request only, and the steps in
-//! between cost work per step, not per request. Members are kept by an id that does not
-//! change while they are members, their finishing steps in a min-heap and their blocks in
-//! their buckets' entries: a finish reads the members that finish, not every member, and
-//! members leaving move no other member and rebuild no bucket.
+//! and its batch. Each later step allocates the KV blocks of the members whose last block
+//! filled (members are bucketed by when their blocks fill, so the blocks are taken in the
+//! order single steps take them, at the same pool clock), and forms the rest of the step
+//! (requests behind the members, admissions) the usual way. A member is visited once more
+//! when it finishes: it is brought up to date (its progress, its token times as one run of
+//! consecutive steps) and completes as any request would. So an arrival or a finish costs
+//! work for its own request only, and the steps in between cost work per step, not per
+//! request. Members are kept by an id that does not change while they are members, their
+//! finishing steps in a min-heap and their blocks in their buckets' entries: a finish reads
+//! the members that finish, not every member, and members leaving move no other member and
+//! rebuild no bucket.
+//!
+//! Nor are the members' batch items written every step: every member's context grows by one
+//! a step, so each item holds its context less the steps since it was last written
+//! (`Stretch::lag`, wrapping), and the items are written, to exactly the values single steps
+//! give, only when something reads them one by one ([`Scheduler::written_batch`] and
+//! [`Scheduler::completed_batch`]: a backend that prices the step from its items, a step
+//! with requests behind the members, an observer of the completed step; a settle). A step that the backend prices from the
+//! members' sums ([`DecodeLead`], formed by [`Scheduler::form_step`]) writes no member's
+//! item.
 //!
 //! Everything is brought up to date ([`Scheduler::settle_stretch`]) when the members' blocks
 //! do not fit (where a preemption could follow), or when something reaches into the running
@@ -136,12 +145,18 @@ struct LeftReads {
 }
 
 impl LeftReads {
-    /// Adds the read of a leaving member's batch item.
-    fn note(&mut self, item: &BatchItem) {
-        let read = u64::from(item.context_tokens) + 1;
+    /// Adds the read of a leaving member's batch item, which lags `lag` steps behind.
+    fn note(&mut self, item: &BatchItem, lag: u32) {
+        let read = read_of(item, lag);
         self.sum += read;
         self.longest = self.longest.max(read);
     }
+}
+
+/// The KV read (`context + 1`) of a member's batch item that lags `lag` steps behind.
+#[inline]
+fn read_of(item: &BatchItem, lag: u32) -> u64 {
+    u64::from(item.context_tokens.wrapping_add(lag)) + 1
 }
 
 /// Closing the gaps that the places `left` (ascending, with their ids) leave in a list of
@@ -181,6 +196,9 @@ pub(super) struct Stretch {
     left: Vec<(u32, u32)>,
     /// How many members lead the step in flight.
     in_flight: usize,
+    /// How many steps the members' batch items (the first `order.len()` of the batch) lag
+    /// behind: each holds its context less this, wrapping (see the module docs).
+    lag: u32,
     /// The members' KV reads in the last formed step (`context + 1` each, summed) and the
     /// longest, kept as members join, grow and leave.
     kv_tokens: u64,
@@ -198,6 +216,11 @@ impl Stretch {
     /// How many members lead the step in flight.
     pub fn members_in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// Whether the members' batch items hold their values (none lags, see the module docs).
+    pub fn items_written(&self) -> bool {
+        self.lag == 0
     }
 
     /// The members as the lead of the step formed last ([`DecodeLead`]).
@@ -285,6 +308,7 @@ impl Stretch {
         self.finishes.clear();
         self.left.clear();
         self.in_flight = 0;
+        self.lag = 0;
         (self.kv_tokens, self.longest) = (0, 0);
     }
 }
@@ -362,13 +386,8 @@ impl Scheduler {
         for h in &mut self.stretch.buckets[key] {
             h.push(self.pool.allocate().expect("checked free blocks"));
         }
-        // Whole items written (a member's is a decode), so that the adds run side by side.
-        for item in &mut self.step_items[..m] {
-            *item = BatchItem {
-                new_tokens: 1,
-                context_tokens: item.context_tokens + 1,
-            };
-        }
+        // Every member's context grows by one: their items are written when read.
+        self.stretch.lag = self.stretch.lag.wrapping_add(1);
         self.stretch.kv_tokens += m as u64;
         self.stretch.longest += 1;
         self.stretch.in_flight = m;
@@ -385,7 +404,7 @@ impl Scheduler {
         // Those before the first that left stay where they are; each run of members between
         // two that left moves down in one copy.
         for (run, to) in runs_kept(&st.left, st.order.len()) {
-            read.note(&self.step_items[run.start - 1]);
+            read.note(&self.step_items[run.start - 1], st.lag);
             self.step.copy_within(run.clone(), to);
             self.step_items.copy_within(run.clone(), to);
             st.order.copy_within(run, to);
@@ -401,19 +420,39 @@ impl Scheduler {
         self.step.truncate(kept);
         self.step_items.truncate(kept);
         st.kv_tokens -= read.sum;
+        if kept == 0 {
+            st.lag = 0;
+        }
         // The longest read is another member's unless one of those that left had it.
+        let lag = st.lag;
         if read.longest == st.longest {
-            let reads = self
-                .step_items
-                .iter()
-                .map(|b| u64::from(b.context_tokens) + 1);
+            let reads = self.step_items.iter().map(|b| read_of(b, lag));
             st.longest = reads.max().unwrap_or(0);
         }
         debug_assert_eq!(
-            DecodeLead::summing(&self.step_items).map(|l| (l.kv_tokens, l.longest)),
-            Some((st.kv_tokens, st.longest)),
+            (self.step_items.iter()).fold((0, 0), |(sum, top), b| {
+                (sum + read_of(b, lag), u64::max(top, read_of(b, lag)))
+            }),
+            (st.kv_tokens, st.longest),
             "the members' sums are their items' sums"
         );
+    }
+
+    /// Writes the members' batch items (those of the step formed last, and of members that
+    /// finished with it) as single steps would have left them (see the module docs).
+    pub(super) fn write_member_items(&mut self) {
+        let lag = std::mem::take(&mut self.stretch.lag);
+        if lag == 0 {
+            return;
+        }
+        let m = self.stretch.order.len();
+        // Whole items written (a member's is a decode), so that the adds run side by side.
+        for item in &mut self.step_items[..m] {
+            *item = BatchItem {
+                new_tokens: 1,
+                context_tokens: item.context_tokens.wrapping_add(lag),
+            };
+        }
     }
 
     /// After a step was formed: the steady decoders right behind the members (in running
@@ -425,7 +464,7 @@ impl Scheduler {
         let bs = self.config.block_size;
         let st = &mut self.stretch;
         if st.order.is_empty() {
-            (st.kv_tokens, st.longest) = (0, 0);
+            (st.kv_tokens, st.longest, st.lag) = (0, 0, 0);
         }
         if st.buckets.len() != bs as usize {
             st.buckets.resize_with(bs as usize, Vec::new);
@@ -470,7 +509,10 @@ impl Scheduler {
                 id,
                 slot: s.slot,
             }));
-            let read = u64::from(self.step_items[p].context_tokens) + 1;
+            // Its item, written now, lags as the other members' do.
+            let item = &mut self.step_items[p];
+            let read = u64::from(item.context_tokens) + 1;
+            item.context_tokens = item.context_tokens.wrapping_sub(st.lag);
             st.kv_tokens += read;
             st.longest = st.longest.max(read);
             p += 1;
@@ -544,6 +586,7 @@ impl Scheduler {
         if self.stretch.order.is_empty() {
             return;
         }
+        self.write_member_items();
         let completed = self.step_finish_ns.count();
         for k in 0..self.stretch.order.len() {
             let id = self.stretch.order[k];

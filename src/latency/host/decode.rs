@@ -133,11 +133,27 @@ impl DirectDecode {
         shape: &mut Option<DecodeShape>,
     ) -> Option<Nanos> {
         let lead = pure_decode(batch)?;
+        self.price_lead(lead, batch.back_to_back, last, shape)
+    }
+
+    /// [`DirectDecode::price`] of the pure decode of `lead` (`lead.count > 0`), starting as
+    /// the previous step ended if `back_to_back`, read from the lead alone. A `None` leaves
+    /// what a second call reads as it found it (`shape` may have moved to the size's terms,
+    /// which a second call would take again), so that the step priced on the model next
+    /// is priced as if this call had not been made.
+    #[inline]
+    pub fn price_lead(
+        &self,
+        lead: DecodeLead,
+        back_to_back: bool,
+        last: &mut Option<Priced>,
+        shape: &mut Option<DecodeShape>,
+    ) -> Option<Nanos> {
         let s = match shape {
             Some(s) if s.decodes == lead.count => s,
             _ => self.switch(shape, lead.count)?,
         };
-        let host_start = start_after(self.async_scheduling, *last, batch.back_to_back, s.cpu);
+        let host_start = start_after(self.async_scheduling, *last, back_to_back, s.cpu);
         let bound = host_start + s.bound;
         let ahead = bound <= 0.0;
         if !ahead {

@@ -31,8 +31,8 @@ pub mod plan;
 pub use graphs::{CudaGraphMode, GraphOptions, GraphPolicy, StepMode};
 
 use super::{
-    BatchDesc, LatencyBackend, LatencyError, LayerTiming, LookupCounts, MemoisedRoofline,
-    PimActivity, SharedBackend, StepParts,
+    BatchDesc, DecodeLead, LatencyBackend, LatencyError, LayerTiming, LookupCounts,
+    MemoisedRoofline, PimActivity, SharedBackend, StepParts,
 };
 use crate::Nanos;
 use crate::config::{Dtype, HostSpec};
@@ -355,6 +355,14 @@ impl LatencyBackend for SharedHost {
             Some(duration) => Ok(duration),
             None => self.price_on_model(batch),
         }
+    }
+
+    /// A pure decode of a size resolved before, whose host is ahead, priced from its lead
+    /// here ([`DirectDecode::price_lead`]).
+    #[inline]
+    fn lead_step_time(&mut self, lead: DecodeLead, back_to_back: bool) -> Option<Nanos> {
+        let direct = self.direct.as_ref()?;
+        direct.price_lead(lead, back_to_back, &mut self.last, &mut self.decode)
     }
 
     fn layer_times(

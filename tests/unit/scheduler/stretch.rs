@@ -234,3 +234,119 @@ fn requests_join_and_leave_stretches() {
         "{tokens} of {generated} tokens in bulk"
     );
 }
+
+/// Whether the `k`-th step of a run drawn with `seed` is read item by item (about one in
+/// three).
+fn reads_items(seed: u64, k: u64) -> bool {
+    (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed)
+        .rotate_left(17)
+        .is_multiple_of(3)
+}
+
+/// Runs `case` on one instance, in stretches or not, its steps formed without writing the
+/// members' items ([`Scheduler::form_step`]): the steps `reads_items` picks are priced by a
+/// backend that reads every item, and their completed batches read too; the others are
+/// priced from their lead when they are their lead alone (a backend pricing such a step from
+/// the members' sums), else from their items. Returns every batch read, each step's end and
+/// each finished record, in order, and how many steps were priced from their lead.
+fn run_reading_some(case: &Case, stretches: bool, seed: u64) -> (Vec<String>, usize) {
+    let mut s = Scheduler::new(case.config.clone(), case.num_blocks);
+    s.retire_steps_after(4);
+    s.step_in_stretches(stretches);
+    let reqs = requests(case);
+    let mut log = Vec::new();
+    let mut done = Completions::default();
+    let (mut next, mut now, mut k, mut cancels, mut from_lead) = (0, 0, 0u64, 0, 0);
+    loop {
+        if !s.has_work() {
+            let Some(r) = reqs.get(next) else { break };
+            now = now.max(r.arrival_ns);
+        }
+        while next < reqs.len() && reqs[next].arrival_ns <= now {
+            s.enqueue(&reqs[next]);
+            next += 1;
+        }
+        if !s.form_step(now).unwrap() {
+            break;
+        }
+        let lead = s.last_lead();
+        let read = reads_items(seed, k);
+        let end = if !read && lead.count > 0 && lead.count == s.formed_len() {
+            // A pure decode priced from its lead: what `price` gives for its items.
+            from_lead += 1;
+            let count = lead.count as u64;
+            now + 1_000 + 13 * count + (lead.kv_tokens - count) / 7
+        } else {
+            let batch = s.written_batch();
+            if read {
+                log.push(format!("step {k} at {now}: {batch:?}"));
+            }
+            now + price(batch)
+        };
+        log.push(format!("step {k} ends at {end}"));
+        while next < reqs.len() && reqs[next].arrival_ns < end {
+            s.enqueue(&reqs[next]);
+            if case.requests[next].4 {
+                let victim = cancels % (next as u64 + 1);
+                cancels += 1;
+                log.push(format!("cancel {victim}: {:?}", s.cancel(victim)));
+            }
+            next += 1;
+        }
+        s.complete_step(end, 0, &mut done);
+        if read {
+            log.push(format!("completed: {:?}", s.completed_batch()));
+        }
+        for r in done.records("m") {
+            log.push(format!("{r:?}"));
+        }
+        done.clear();
+        (now, k) = (end, k + 1);
+    }
+    (log, from_lead)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A backend reading a random workload's steps item by item sees exactly the items that
+    /// single steps give, though the stretch members' items are written only when read:
+    /// steps read at random, the others priced from the members' sums where they are the
+    /// members alone, under everything `stretches_step_like_single_steps` varies.
+    #[test]
+    fn items_read_one_by_one_are_those_of_single_steps(case in case(), seed in any::<u64>()) {
+        let (single, none) = run_reading_some(&case, false, seed);
+        let (stretched, _) = run_reading_some(&case, true, seed);
+        prop_assert_eq!(none, 0);
+        prop_assert_eq!(single.len(), stretched.len());
+        for (a, b) in single.iter().zip(&stretched) {
+            prop_assert_eq!(a, b);
+        }
+    }
+}
+
+/// Steady decoders priced from their lead most steps still show single steps' items to a
+/// reader after many unread steps, and the lead prices most of the steps.
+#[test]
+fn items_unread_for_many_steps_are_written_when_read() {
+    let case = Case {
+        config: roomy(),
+        num_blocks: 1000,
+        requests: (0..8)
+            .map(|k| (10, 30 + k, 200 + 7 * k, 1, false))
+            .collect(),
+    };
+    let (single, _) = run_reading_some(&case, false, 7);
+    let (stretched, from_lead) = run_reading_some(&case, true, 7);
+    assert_eq!(single, stretched);
+    let read = (single.iter())
+        .filter(|l| l.starts_with("step ") && l.contains(": ["))
+        .count();
+    let steps = single.iter().filter(|l| l.contains(" ends at ")).count();
+    assert!(read > 0 && read < steps / 2, "{read} of {steps} steps read");
+    // Most of the rest were the members alone, priced without their items.
+    assert!(
+        from_lead > steps / 2,
+        "{from_lead} of {steps} steps from the lead"
+    );
+}
