@@ -2,6 +2,8 @@
 //!
 //! Tests of the per-request CSV: rows byte for byte, the extra column sets, atomic writes.
 
+mod step_texts;
+
 use blis_cosim::metrics::csv_out::*;
 use blis_cosim::metrics::{Itl, RequestRecord};
 use std::fs;
