@@ -101,6 +101,13 @@ impl Completions {
         (0..self.len()).map(move |k| self.record(k, model, steps))
     }
 
+    /// Keeps a finished request's earlier token runs (rarely any). Out of line, so that
+    /// [`Completions::push`], in line in the scheduler's step, stays small.
+    #[inline(never)]
+    fn keep_earlier_runs(&mut self, runs: &[TokenRun]) {
+        self.runs.extend_from_slice(runs);
+    }
+
     /// The earliest step the inter-token latencies of the requests here finished on
     /// instance `instance_id` name, if any: its scheduler keeps that step and those after
     /// it until they are read.
@@ -125,7 +132,7 @@ impl Completions {
     ) {
         let from = self.runs.len();
         let (itl_from_ns, last) = if itl_values {
-            self.runs.extend_from_slice(&req.earlier_runs);
+            self.keep_earlier_runs(&req.earlier_runs);
             (req.itl_from_ns, req.token_run)
         } else {
             (None, TokenRun::default())

@@ -369,7 +369,9 @@ impl Core {
     }
 
     /// The finish times of its completed steps that the records of the requests it finished
-    /// read ([`Completions::record`]).
+    /// read ([`Completions::record`]). Out of line: the engine's step reads it per finished
+    /// request, and in line it grew `Cluster::step` by a copy per engine.
+    #[inline(never)]
     pub fn step_times(&self) -> crate::metrics::StepWindow<'_> {
         each!(self, s => s.step_times())
     }
