@@ -4,12 +4,17 @@
 //! emits them: `\r\n` line ends, and a field is quoted only when it holds a comma, a quote or
 //! a line break, so the ITL list is quoted once it has two or more entries.
 
-use super::{PdRecord, RequestRecord};
+mod step_texts;
+
+use super::{Itl, PdRecord, RequestRecord, StepGaps};
+use crate::Nanos;
 use crate::output::{Finished, OutputFile};
+use crate::scheduler::request::TokenRun;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
+use step_texts::StepTexts;
 
 /// The exact CSV header of LLMServingSim 2.0.
 pub const CSV_HEADER: [&str; 12] = [
@@ -76,8 +81,9 @@ pub const LINE_END: &[u8] = b"\r\n";
 /// buffered writer passes straight through: each byte is copied once.
 pub const CHUNK: usize = 1 << 16;
 
-/// A batch of rows goes to the writer thread once it holds this many inter-token latencies
-/// (or [`BATCH_ROWS`] rows), so that a hand-over costs little next to the formatting.
+/// A batch of rows goes to the writer thread once its rows hold this many inter-token
+/// latencies and step finish times (or [`BATCH_ROWS`] rows), so that a hand-over costs little
+/// next to the formatting.
 const BATCH_ITLS: usize = 1 << 14;
 
 /// See [`BATCH_ITLS`].
@@ -93,6 +99,9 @@ const BATCHES_IN_FLIGHT: usize = 64;
 /// Formatting and writing happen on a writer thread, beside the simulation: the caller copies
 /// each record into a reused batch, which goes to the writer when full and comes back empty.
 /// Rows reach the file in the order they were written; steady-state writing allocates nothing.
+/// A record's inter-token latencies as runs of its instance's steps are copied as the runs,
+/// with the finish times of the instance's steps not sent yet (see `csv_out/step_texts.rs`):
+/// the copy costs per run and per step, not per token.
 pub struct RequestCsv {
     dest: PathBuf,
     /// Rows not yet handed to the writer thread.
@@ -105,6 +114,8 @@ pub struct RequestCsv {
     writer: Option<JoinHandle<anyhow::Result<Option<Finished>>>>,
     /// Whether the CSV has the [`SESSION_COLUMNS`].
     sessions: bool,
+    /// By instance id: how many of its steps' finish times went to the writer.
+    steps_sent: Vec<u64>,
 }
 
 /// What the writer thread is sent.
@@ -135,6 +146,7 @@ impl RequestCsv {
             emptied,
             writer: Some(writer),
             sessions,
+            steps_sent: Vec::new(),
         })
     }
 
@@ -147,7 +159,7 @@ impl RequestCsv {
         session: Option<(&str, &str)>,
     ) -> anyhow::Result<()> {
         let session = session.filter(|_| self.sessions);
-        self.batch.push(record, session);
+        self.batch.push(record, session, &mut self.steps_sent);
         if self.batch.itls >= BATCH_ITLS || self.batch.len >= BATCH_ROWS {
             let next = self.emptied.try_recv().unwrap_or_default();
             let full = std::mem::replace(&mut self.batch, next);
@@ -228,6 +240,8 @@ fn write_rows(
     emptied: &Sender<RowBatch>,
 ) -> anyhow::Result<Option<Finished>> {
     let mut out = Vec::with_capacity(2 * CHUNK);
+    // By instance id: the steps its rows' gaps are runs of.
+    let mut steps: Vec<StepTexts> = Vec::new();
     for (i, name) in columns.header().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -244,7 +258,8 @@ fn write_rows(
             }
         };
         for row in &batch.rows[..batch.len] {
-            format_row(&mut out, &row.record());
+            push_fields(&mut out, &row.record());
+            push_row_itl(&mut out, row, &batch, &mut steps)?;
             if columns.pd {
                 push_pd_columns(&mut out, &row.record());
             }
@@ -269,31 +284,116 @@ fn write_rows(
     Ok(None)
 }
 
-/// Rows on their way to the writer thread. Emptying keeps every row's buffers, so a reused
-/// batch copies records without allocating.
+/// Rows on their way to the writer thread. Emptying keeps every buffer, so a reused batch
+/// copies records without allocating.
 #[derive(Default)]
 struct RowBatch {
     /// The first `len` rows are filled; the rest are spare.
     rows: Vec<OwnedRecord>,
     len: usize,
-    /// Inter-token latencies in the filled rows.
+    /// The filled rows' earlier token runs ([`RowItl::Steps`]).
+    runs: Vec<TokenRun>,
+    /// The filled rows' listed gaps ([`RowItl::Listed`]) and the step finish times sent with
+    /// them ([`RowItl::Steps`]).
+    values: Vec<Nanos>,
+    /// Inter-token latencies in the filled rows, and step finish times sent with them.
     itls: usize,
 }
 
 impl RowBatch {
-    fn push(&mut self, record: &RequestRecord<'_>, session: Option<(&str, &str)>) {
+    /// Appends the row of `record`; `steps_sent` counts by instance the steps whose finish
+    /// times went to the writer, the rows here included.
+    fn push(
+        &mut self,
+        record: &RequestRecord<'_>,
+        session: Option<(&str, &str)>,
+        steps_sent: &mut Vec<u64>,
+    ) {
         if self.len == self.rows.len() {
             self.rows.push(OwnedRecord::default());
         }
-        self.rows[self.len].copy_from(record, session);
+        let at = self.values.len();
+        let itl = match record.itl_ns {
+            Itl::Listed(gaps) => {
+                self.values.extend_from_slice(gaps);
+                RowItl::Listed(at, self.values.len())
+            }
+            Itl::Steps(gaps) => RowItl::Steps(self.push_steps(&gaps, record, steps_sent)),
+        };
+        self.itls += record.itl_ns.len() + (self.values.len() - at);
+        self.rows[self.len].copy_from(record, itl, session);
         self.len += 1;
-        self.itls += record.itl_ns.len();
+    }
+
+    /// Copies the runs of `gaps`, and the finish times of the steps of the record's instance
+    /// not sent to the writer yet, into the batch.
+    fn push_steps(
+        &mut self,
+        gaps: &StepGaps<'_>,
+        record: &RequestRecord<'_>,
+        steps_sent: &mut Vec<u64>,
+    ) -> RowSteps {
+        let runs = self.runs.len();
+        self.runs.extend_from_slice(gaps.earlier);
+        let i = record.instance_id as usize;
+        if steps_sent.len() <= i {
+            steps_sent.resize(i + 1, 0);
+        }
+        let window = gaps.steps;
+        let sent_from = steps_sent[i].max(window.first);
+        let values = self.values.len();
+        if sent_from < window.end() && gaps.runs().next().is_some() {
+            let k = (sent_from - window.first) as usize;
+            self.values.extend_from_slice(&window.times[k..]);
+            steps_sent[i] = window.end();
+        }
+        RowSteps {
+            from: gaps.from,
+            earlier: (runs, self.runs.len()),
+            last: gaps.last,
+            held_from: window.first,
+            sent_from,
+            sent: (values, self.values.len()),
+        }
     }
 
     fn clear(&mut self) {
         self.len = 0;
+        self.runs.clear();
+        self.values.clear();
         self.itls = 0;
     }
+}
+
+/// Where a row's inter-token latencies are in its batch.
+#[derive(Debug, Clone, Copy)]
+enum RowItl {
+    /// Listed: `values[.0...1]`.
+    Listed(usize, usize),
+    /// Runs of its instance's steps.
+    Steps(RowSteps),
+}
+
+impl Default for RowItl {
+    fn default() -> Self {
+        RowItl::Listed(0, 0)
+    }
+}
+
+/// A row's token runs, and the finish times of its instance's steps sent with it.
+#[derive(Debug, Clone, Copy)]
+struct RowSteps {
+    /// The time of a token before the runs (see [`StepGaps::from`]).
+    from: Option<Nanos>,
+    /// Its earlier runs: `runs[earlier.0..earlier.1]`.
+    earlier: (usize, usize),
+    last: TokenRun,
+    /// The oldest step its scheduler held when the row was written: no later row of the
+    /// instance names an older one.
+    held_from: u64,
+    /// The finish times of the steps from the `sent_from`-th on: `values[sent.0..sent.1]`.
+    sent_from: u64,
+    sent: (usize, usize),
 }
 
 /// A [`RequestRecord`] and its session labels, copied into buffers of its own.
@@ -308,7 +408,7 @@ struct OwnedRecord {
     first_token_ns: u64,
     end_ns: u64,
     queuing_delay_ns: u64,
-    itl_ns: Vec<u64>,
+    itl: RowItl,
     pd: Option<PdRecord>,
     /// Whether the request belongs to a session, whose id and step label follow.
     in_session: bool,
@@ -317,7 +417,7 @@ struct OwnedRecord {
 }
 
 impl OwnedRecord {
-    fn copy_from(&mut self, r: &RequestRecord<'_>, session: Option<(&str, &str)>) {
+    fn copy_from(&mut self, r: &RequestRecord<'_>, itl: RowItl, session: Option<(&str, &str)>) {
         self.instance_id = r.instance_id;
         self.request_id = r.request_id;
         self.model.clear();
@@ -328,8 +428,7 @@ impl OwnedRecord {
         self.first_token_ns = r.first_token_ns;
         self.end_ns = r.end_ns;
         self.queuing_delay_ns = r.queuing_delay_ns;
-        self.itl_ns.clear();
-        self.itl_ns.extend_from_slice(r.itl_ns);
+        self.itl = itl;
         self.pd = r.pd;
         self.in_session = session.is_some();
         self.session_id.clear();
@@ -340,6 +439,7 @@ impl OwnedRecord {
         }
     }
 
+    /// Its record, without the inter-token latencies (in the batch: [`push_row_itl`]).
     fn record(&self) -> RequestRecord<'_> {
         RequestRecord {
             instance_id: self.instance_id,
@@ -351,7 +451,7 @@ impl OwnedRecord {
             first_token_ns: self.first_token_ns,
             end_ns: self.end_ns,
             queuing_delay_ns: self.queuing_delay_ns,
-            itl_ns: &self.itl_ns,
+            itl_ns: Itl::default(),
             pd: self.pd,
         }
     }
@@ -364,6 +464,47 @@ impl OwnedRecord {
 
 /// Appends the fields of `r`'s CSV row, without the line end.
 pub fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
+    push_fields(row, r);
+    push_itl_field(row, r.itl_ns);
+}
+
+/// Appends the inter-token latencies of `row`, in `batch`: listed, or runs of its instance's
+/// steps, whose finish times (those sent with it added) are in `steps`.
+fn push_row_itl(
+    out: &mut Vec<u8>,
+    row: &OwnedRecord,
+    batch: &RowBatch,
+    steps: &mut Vec<StepTexts>,
+) -> anyhow::Result<()> {
+    let s = match row.itl {
+        RowItl::Listed(a, b) => {
+            push_itl_field(out, Itl::Listed(&batch.values[a..b]));
+            return Ok(());
+        }
+        RowItl::Steps(s) => s,
+    };
+    let i = row.instance_id as usize;
+    if steps.len() <= i {
+        steps.resize_with(i + 1, StepTexts::default);
+    }
+    let texts = &mut steps[i];
+    if s.sent.1 > s.sent.0 {
+        texts.append(s.sent_from, &batch.values[s.sent.0..s.sent.1])?;
+    }
+    texts.forget_before(s.held_from);
+    let gaps = StepGaps {
+        from: s.from,
+        earlier: &batch.runs[s.earlier.0..s.earlier.1],
+        last: s.last,
+        steps: texts.window(),
+    };
+    step_texts::push_step_itl(out, &gaps, texts)
+        .with_context(|| format!("writing the ITL list of request {}", row.request_id))
+}
+
+/// Appends the fields of `r`'s CSV row before its inter-token latencies, each followed by
+/// its comma.
+fn push_fields(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     let mut num = itoa::Buffer::new();
     let mut int_field = |row: &mut Vec<u8>, value: u64| {
         row.extend_from_slice(num.format(value).as_bytes());
@@ -381,7 +522,6 @@ pub fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     int_field(row, r.queuing_delay_ns);
     int_field(row, r.ttft_ns());
     int_field(row, r.tpot_ns());
-    push_itl_field(row, r.itl_ns);
 }
 
 /// Appends the [`PD_CSV_COLUMNS`] of `r`.
@@ -410,14 +550,14 @@ fn push_session_columns(row: &mut Vec<u8>, session: Option<(&str, &str)>) {
 }
 
 /// Appends `itl` as Python's list repr, `[a, b, c]`, quoted when it contains a comma.
-fn push_itl_field(row: &mut Vec<u8>, itl: &[u64]) {
+fn push_itl_field(row: &mut Vec<u8>, itl: Itl<'_>) {
     let mut num = itoa::Buffer::new();
     let quoted = itl.len() > 1;
     if quoted {
         row.push(b'"');
     }
     row.push(b'[');
-    for (i, &gap) in itl.iter().enumerate() {
+    for (i, gap) in itl.iter().enumerate() {
         if i > 0 {
             row.extend_from_slice(b", ");
         }

@@ -6,6 +6,7 @@ pub mod count_log;
 pub mod csv_out;
 pub mod fitness;
 mod fold_behind;
+pub mod itl;
 pub mod plots;
 mod run_plots;
 pub mod run_settings;
@@ -26,6 +27,7 @@ pub use fitness::{
     REFERENCE_MS,
 };
 pub use fold_behind::FoldBehind;
+pub use itl::{Itl, StepGaps, StepWindow};
 pub use plots::PlotFormat;
 pub use plots::{tick_label, whole_label_count, whole_tick_label, write_png};
 pub use run_plots::RunPlots;
@@ -67,7 +69,7 @@ pub struct RequestRecord<'a> {
     /// `queuing_delay`).
     pub queuing_delay_ns: Nanos,
     /// Gaps between consecutive tokens, ns; `output_toks − 1` entries.
-    pub itl_ns: &'a [Nanos],
+    pub itl_ns: Itl<'a>,
     /// How the request went from a prefill to a decode instance; `None` when one instance
     /// served it start to finish.
     pub pd: Option<PdRecord>,

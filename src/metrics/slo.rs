@@ -29,7 +29,7 @@ pub mod dist;
 mod render;
 
 use super::stats::{IntegerCounts, NS_PER_MS};
-use super::{InstanceInfo, RequestRecord};
+use super::{InstanceInfo, Itl, RequestRecord};
 use crate::Nanos;
 use crate::workload::{ClassTargets, RequestClasses, RequestProfile};
 use dist::Dist;
@@ -217,7 +217,7 @@ impl SloCollector {
     }
 
     /// Adds a request's inter-token gaps to its groups.
-    fn record_itl(&mut self, s: &Sample, gaps_ns: &[Nanos]) {
+    fn record_itl(&mut self, s: &Sample, gaps_ns: Itl<'_>) {
         let itl = &mut self.itl;
         if itl.by_class.is_empty() {
             itl.all.extend(gaps_ns);

@@ -185,8 +185,9 @@ impl Eq for IntegerCounts {}
 
 impl IntegerCounts {
     /// Adds every value of `values`.
-    pub fn extend(&mut self, values: &[u64]) {
-        for &v in values {
+    pub fn extend<V: std::borrow::Borrow<u64>>(&mut self, values: impl IntoIterator<Item = V>) {
+        for v in values {
+            let v = *v.borrow();
             // The common case in one probe: a narrow value, held narrow or new.
             if self.wide.is_empty()
                 && let Ok(narrow) = u32::try_from(v)

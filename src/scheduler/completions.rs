@@ -2,20 +2,23 @@
 //! them to a [`Completions`] its caller owns and reuses, and the caller reads each one's
 //! record ([`Completions::record`]) when it applies them.
 
-use super::itl::StepTimes;
-use super::request::RunningRequest;
+use super::request::{RunningRequest, TokenRun};
 use crate::Nanos;
-use crate::metrics::{PdRecord, RequestRecord};
+use crate::metrics::{Itl, PdRecord, RequestRecord, StepGaps, StepWindow};
 
-/// Finished requests, each with what its record needs; their inter-token latencies share one
+/// Finished requests, each with what its record needs; their earlier token runs share one
 /// buffer. Cleared by its owner once applied, so that its capacity serves the next steps.
+///
+/// A record's inter-token latencies are its token runs over its instance's step finish
+/// times, which the caller passes when it reads the record: a scheduler keeps the steps the
+/// requests here name until the next step it completes ([`Completions::first_step_on`]).
 #[derive(Debug, Default)]
 pub struct Completions {
     done: Vec<Done>,
-    itls: Vec<Nanos>,
+    runs: Vec<TokenRun>,
 }
 
-/// One finished request (its gaps are `itls[itl.0..itl.1]`).
+/// One finished request (its earlier token runs are `runs[earlier.0..earlier.1]`).
 #[derive(Debug, Clone, Copy)]
 struct Done {
     instance_id: u32,
@@ -26,7 +29,9 @@ struct Done {
     first_token_ns: Nanos,
     end_ns: Nanos,
     queuing_delay_ns: Nanos,
-    itl: (usize, usize),
+    itl_from_ns: Option<Nanos>,
+    earlier: (usize, usize),
+    last: TokenRun,
     pd: Option<PdRecord>,
 }
 
@@ -44,7 +49,7 @@ impl Completions {
     /// Forgets them all, keeping the capacity.
     pub fn clear(&mut self) {
         self.done.clear();
-        self.itls.clear();
+        self.runs.clear();
     }
 
     /// The id of the `k`-th request.
@@ -57,8 +62,14 @@ impl Completions {
         self.done[k].instance_id
     }
 
-    /// The record of the `k`-th, served by `model`.
-    pub fn record<'a>(&'a self, k: usize, model: &'a str) -> RequestRecord<'a> {
+    /// The record of the `k`-th, served by `model`; `steps` are its instance's step finish
+    /// times ([`super::Core::step_times`]), which its inter-token latencies index.
+    pub fn record<'a>(
+        &'a self,
+        k: usize,
+        model: &'a str,
+        steps: StepWindow<'a>,
+    ) -> RequestRecord<'a> {
         let d = &self.done[k];
         RequestRecord {
             instance_id: d.instance_id,
@@ -70,30 +81,62 @@ impl Completions {
             first_token_ns: d.first_token_ns,
             end_ns: d.end_ns,
             queuing_delay_ns: d.queuing_delay_ns,
-            itl_ns: &self.itls[d.itl.0..d.itl.1],
+            itl_ns: Itl::Steps(StepGaps {
+                from: d.itl_from_ns,
+                earlier: &self.runs[d.earlier.0..d.earlier.1],
+                last: d.last,
+                steps,
+            }),
             pd: d.pd,
         }
     }
 
-    /// Every record, in the order they finished, all served by `model`.
-    pub fn records<'a>(&'a self, model: &'a str) -> impl Iterator<Item = RequestRecord<'a>> {
-        (0..self.len()).map(move |k| self.record(k, model))
+    /// Every record, in the order they finished, all served by `model` on the instance
+    /// whose step finish times are `steps`.
+    pub fn records<'a>(
+        &'a self,
+        model: &'a str,
+        steps: StepWindow<'a>,
+    ) -> impl Iterator<Item = RequestRecord<'a>> {
+        (0..self.len()).map(move |k| self.record(k, model, steps))
     }
 
-    /// Adds `req`, finished on instance `instance_id` at `end`; `steps` are the finish
-    /// times of its instance's steps, which its token times index, or `None` when no one
-    /// reads the record's inter-token latencies (they are then left empty).
+    /// Keeps a finished request's earlier token runs (rarely any). Out of line, so that
+    /// [`Completions::push`], in line in the scheduler's step, stays small.
+    #[inline(never)]
+    fn keep_earlier_runs(&mut self, runs: &[TokenRun]) {
+        self.runs.extend_from_slice(runs);
+    }
+
+    /// The earliest step the inter-token latencies of the requests here finished on
+    /// instance `instance_id` name, if any: its scheduler keeps that step and those after
+    /// it until they are read.
+    pub fn first_step_on(&self, instance_id: u32) -> Option<u64> {
+        let on = self.done.iter().filter(|d| d.instance_id == instance_id);
+        on.filter_map(|d| {
+            let earlier = self.runs[d.earlier.0..d.earlier.1].first();
+            let last = (d.last.len > 0).then_some(d.last.start);
+            earlier.map(|run| run.start).or(last)
+        })
+        .min()
+    }
+
+    /// Adds `req`, finished on instance `instance_id` at `end`; with `itl_values`, its
+    /// record's inter-token latencies are its token runs, else none (no one reads them).
     pub(super) fn push(
         &mut self,
         req: &RunningRequest,
         instance_id: u32,
         end: Nanos,
-        steps: Option<&StepTimes>,
+        itl_values: bool,
     ) {
-        let from = self.itls.len();
-        if let Some(steps) = steps {
-            req.write_itls(steps, &mut self.itls);
-        }
+        let from = self.runs.len();
+        let (itl_from_ns, last) = if itl_values {
+            self.keep_earlier_runs(&req.earlier_runs);
+            (req.itl_from_ns, req.token_run)
+        } else {
+            (None, TokenRun::default())
+        };
         self.done.push(Done {
             instance_id,
             request_id: req.id,
@@ -103,7 +146,9 @@ impl Completions {
             first_token_ns: req.first_token_ns,
             end_ns: end,
             queuing_delay_ns: req.queuing_delay_ns,
-            itl: (from, self.itls.len()),
+            itl_from_ns,
+            earlier: (from, self.runs.len()),
+            last,
             pd: req.pd,
         });
     }

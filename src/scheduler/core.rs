@@ -393,6 +393,14 @@ impl Core {
         each!(self, s => s.retire_steps_after(steps))
     }
 
+    /// The finish times of its completed steps that the records of the requests it finished
+    /// read ([`Completions::record`]). Out of line: the engine's step reads it per finished
+    /// request, and in line it grew `Cluster::step` by a copy per engine.
+    #[inline(never)]
+    pub fn step_times(&self) -> crate::metrics::StepWindow<'_> {
+        each!(self, s => s.step_times())
+    }
+
     /// Adds the inter-token gaps of every request finished here so far to `out`.
     pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
         each!(self, s => s.itl_counts(out))

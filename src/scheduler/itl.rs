@@ -11,10 +11,15 @@
 //! some step (its token runs all start later), the gaps ending there are counted and those
 //! steps' finish times let go ([`ItlTally::retire`]), so an instance holds the steps of its
 //! oldest live request onwards, not every step of the run.
+//!
+//! A finished request's record lists its gaps the same way, as its token runs over these
+//! step times ([`crate::metrics::Itl::Steps`]), built per run and read where an output asks
+//! for them (the CSV writer formats each step's gap once, see `metrics/csv_out/step_texts.rs`);
+//! the steps that records not read yet name are kept until they are.
 
 use super::request::RunningRequest;
 use crate::Nanos;
-use crate::metrics::{CountLog, IntegerCounts};
+use crate::metrics::{CountLog, IntegerCounts, StepWindow};
 
 /// Fewest steps held before [`StepTimes::due`] asks for a retirement, unless set otherwise
 /// ([`StepTimes::retire_after`]; tests set a handful, so that their runs retire steps often).
@@ -64,6 +69,14 @@ impl StepTimes {
     /// Records the next step's finish time.
     pub fn push(&mut self, finish: Nanos) {
         self.times.push(finish);
+    }
+
+    /// The steps held, for records to read.
+    pub fn window(&self) -> StepWindow<'_> {
+        StepWindow {
+            first: self.first,
+            times: &self.times,
+        }
     }
 
     /// The finish time of step `step`, which is held.

@@ -476,6 +476,11 @@ impl Scheduler {
         self.step_finish_ns.retire_after(steps);
     }
 
+    /// The finish times of the completed steps finished requests' records may name.
+    pub fn step_times(&self) -> crate::metrics::StepWindow<'_> {
+        self.step_finish_ns.window()
+    }
+
     /// Adds the inter-token gaps of every request finished here so far to `out`.
     pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
         self.itl.count_into(&self.step_finish_ns, out);
@@ -1343,7 +1348,7 @@ impl Scheduler {
             self.release_freed_late();
         }
         if self.step_finish_ns.due(self.slots.len()) {
-            self.retire_steps();
+            self.retire_steps(finished.first_step_on(instance_id));
         }
     }
 
@@ -1385,12 +1390,14 @@ impl Scheduler {
     }
 
     /// Pools the inter-token gaps no live request can still add to and lets go of the step
-    /// finish times only they named (see `itl.rs`).
-    fn retire_steps(&mut self) {
+    /// finish times only they named (see `itl.rs`), but for those from `unread` on, which
+    /// records not read yet name.
+    fn retire_steps(&mut self, unread: Option<u64>) {
         let live = self.slots.iter().flatten();
         let starts = live.filter_map(RunningRequest::first_token_step);
         let floor = starts
             .chain(self.stretch.first_unsettled())
+            .chain(unread)
             .fold(self.step_finish_ns.count(), u64::min);
         self.itl.retire(floor, &mut self.step_finish_ns);
     }
@@ -1433,9 +1440,8 @@ impl Scheduler {
             // What finishing reads that is long cold: fetched while the record is written.
             self.itl.warm(req, &self.step_finish_ns);
             warm::slice(&req.blocks);
-            let steps = &self.step_finish_ns;
-            finished.push(req, instance_id, finish, self.itl_values.then_some(steps));
-            self.itl.add(req, steps);
+            finished.push(req, instance_id, finish, self.itl_values);
+            self.itl.add(req, &self.step_finish_ns);
             // vLLM formed the next step while this one ran (async scheduling, no pipeline).
             if self.config.async_scheduling && self.depth == 1 {
                 self.freed_late.requests += 1;

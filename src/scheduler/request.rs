@@ -1,7 +1,6 @@
 //! A request's state inside one instance's scheduler.
 
 use super::SchedulerConfig;
-use super::itl::StepTimes;
 use super::kv::{BlockId, request_block_hashes};
 use crate::Nanos;
 use crate::metrics::PdRecord;
@@ -50,13 +49,6 @@ pub struct TokenRun {
     pub start: u64,
     pub stride: u32,
     pub len: u32,
-}
-
-impl TokenRun {
-    /// The step indices of the run.
-    fn steps(self) -> impl Iterator<Item = u64> {
-        (0..u64::from(self.len)).map(move |k| self.start + k * u64::from(self.stride))
-    }
 }
 
 /// Scheduler-side state of one request.
@@ -190,21 +182,5 @@ impl RunningRequest {
     pub fn first_token_step(&self) -> Option<u64> {
         let current = (self.token_run.len > 0).then_some(self.token_run.start);
         self.earlier_runs.first().map(|run| run.start).or(current)
-    }
-
-    /// Appends the request's inter-token latencies to `out`, from `steps`, the finish times
-    /// of its instance's completed steps.
-    pub fn write_itls(&self, steps: &StepTimes, out: &mut Vec<Nanos>) {
-        let mut previous = self.itl_from_ns;
-        let current = (self.token_run.len > 0).then_some(self.token_run);
-        for run in self.earlier_runs.iter().copied().chain(current) {
-            for step in run.steps() {
-                let t = steps.at(step);
-                if let Some(p) = previous {
-                    out.push(t - p);
-                }
-                previous = Some(t);
-            }
-        }
     }
 }

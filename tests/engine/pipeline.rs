@@ -341,7 +341,7 @@ fn kv_blocks_stay_whole_with_steps_in_flight() {
             now = now.max(end);
             let mut finished = Completions::default();
             s.complete_step(now, 0, &mut finished);
-            for r in finished.records("m") {
+            for r in finished.records("m", s.step_times()) {
                 assert_eq!(r.itl_ns.len() as u32, r.output_toks - 1);
                 done += 1;
             }

@@ -58,7 +58,7 @@ fn step(s: &mut Scheduler, now: u64, dt: u64) -> (Vec<BatchItem>, Vec<Done>) {
     if !batch.is_empty() {
         let mut finished = Completions::default();
         s.complete_step(now + dt, 0, &mut finished);
-        done.extend(finished.records("m").map(|r| Done {
+        done.extend(finished.records("m", s.step_times()).map(|r| Done {
             id: r.request_id,
             first_token: r.first_token_ns,
             end: r.end_ns,
@@ -445,7 +445,11 @@ fn queuing_delay_is_the_schedule_time_of_the_last_prefill_chunk() {
         s.schedule(now).unwrap();
         let mut finished = Completions::default();
         s.complete_step(now + 7, 0, &mut finished);
-        delays.extend(finished.records("m").map(|r| r.queuing_delay_ns));
+        delays.extend(
+            finished
+                .records("m", s.step_times())
+                .map(|r| r.queuing_delay_ns),
+        );
         now += 7;
     }
     // Chunks scheduled at 100, 107, 114; arrival 0.
@@ -539,7 +543,10 @@ fn a_priority_queue_admits_the_most_urgent_waiting_request_first() {
 fn complete(s: &mut Scheduler, at: u64) -> Vec<u64> {
     let mut finished = Completions::default();
     s.complete_step(at, 0, &mut finished);
-    finished.records("m").map(|r| r.request_id).collect()
+    finished
+        .records("m", s.step_times())
+        .map(|r| r.request_id)
+        .collect()
 }
 
 #[test]

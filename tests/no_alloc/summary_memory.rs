@@ -4,7 +4,7 @@
 
 use crate::counting_alloc;
 
-use blis_cosim::metrics::{RequestRecord, SummaryCollector};
+use blis_cosim::metrics::{Itl, RequestRecord, SummaryCollector};
 use counting_alloc::{allocated_bytes, allocations};
 
 /// Gaps cycling through 40 distinct step times.
@@ -25,7 +25,7 @@ fn record(itl_ns: &[u64]) -> RequestRecord<'_> {
         first_token_ns: 1_000_000,
         end_ns: 1_000_000 + itl_ns.iter().sum::<u64>(),
         queuing_delay_ns: 0,
-        itl_ns,
+        itl_ns: Itl::Listed(itl_ns),
         pd: None,
     }
 }

@@ -96,8 +96,10 @@ impl<'r> Cluster<'r> {
             match effect {
                 Effect::Completed(k) => {
                     let instance = completions.instance(k);
-                    let model = &self.setups[instance as usize].model_name;
-                    observer.request_finished(&completions.record(k, model))?;
+                    let i = instance as usize;
+                    let steps = self.schedulers[i].step_times();
+                    let record = completions.record(k, &self.setups[i].model_name, steps);
+                    observer.request_finished(&record)?;
                 }
                 Effect::Unserved { request, why } => {
                     observer.request_dropped(&request, self.now, why)?;

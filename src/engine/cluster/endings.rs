@@ -166,7 +166,8 @@ impl<'r> Cluster<'r> {
     fn complete(&mut self, k: usize, s: &mut Services<'_, '_>) -> Result<(), SimError> {
         let completions = &self.effects.completions;
         let i = completions.instance(k) as usize;
-        let record = completions.record(k, &self.setups[i].model_name);
+        let steps = self.schedulers[i].step_times();
+        let record = completions.record(k, &self.setups[i].model_name, steps);
         let inst = &mut self.instances[i];
         inst.finished += 1;
         inst.recent.request_finished(&record);

@@ -624,6 +624,11 @@ impl SglangScheduler {
         self.step_finish_ns.retire_after(steps);
     }
 
+    /// The finish times of the completed steps finished requests' records may name.
+    pub fn step_times(&self) -> crate::metrics::StepWindow<'_> {
+        self.step_finish_ns.window()
+    }
+
     /// Adds the inter-token gaps of every request finished here so far to `out`.
     pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
         self.itl.count_into(&self.step_finish_ns, out);

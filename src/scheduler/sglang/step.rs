@@ -156,14 +156,8 @@ impl SglangScheduler {
             req.r.note_token(step_index);
             let was_running = s.decode;
             if req.r.reached >= req.r.target {
-                let steps = &self.step_finish_ns;
-                finished.push(
-                    &req.r,
-                    instance_id,
-                    finish,
-                    self.itl_values.then_some(steps),
-                );
-                self.itl.add(&req.r, steps);
+                finished.push(&req.r, instance_id, finish, self.itl_values);
+                self.itl.add(&req.r, &self.step_finish_ns);
                 req.r.phase = Phase::Finished;
                 self.running.retain(|&x| x != s.slot);
                 self.batch_is_full = false;
@@ -187,16 +181,18 @@ impl SglangScheduler {
         self.last_step_tokens = tokens;
         self.free_cancelled();
         if self.step_finish_ns.due(self.slots.len()) {
-            self.retire_steps();
+            self.retire_steps(finished.first_step_on(instance_id));
         }
     }
 
     /// Pools the inter-token gaps no live request can still add to and lets go of the step
-    /// finish times only they named (see `itl.rs`).
-    fn retire_steps(&mut self) {
+    /// finish times only they named (see `itl.rs`), but for those from `unread` on, which
+    /// records not read yet name.
+    fn retire_steps(&mut self, unread: Option<u64>) {
         let live = self.slots.iter().flatten();
         let floor = live
             .filter_map(|req| req.r.first_token_step())
+            .chain(unread)
             .fold(self.step_finish_ns.count(), u64::min);
         self.itl.retire(floor, &mut self.step_finish_ns);
     }

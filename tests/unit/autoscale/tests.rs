@@ -601,7 +601,7 @@ fn finished(
         first_token_ns,
         end_ns,
         queuing_delay_ns: 0,
-        itl_ns: &[],
+        itl_ns: blis_cosim::metrics::Itl::default(),
         pd: None,
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! Tests of the per-request CSV: rows byte for byte, the extra column sets, atomic writes.
 
-use blis_cosim::metrics::RequestRecord;
+mod step_texts;
+
 use blis_cosim::metrics::csv_out::*;
+use blis_cosim::metrics::{Itl, RequestRecord};
 use std::fs;
 use std::path::Path;
 
@@ -26,7 +28,7 @@ fn request_7() -> RequestRecord<'static> {
         first_token_ns: 811_936_856 + 17_056_385,
         end_ns: 918_343_794,
         queuing_delay_ns: 5_948_608,
-        itl_ns: &REQUEST_7_ITL,
+        itl_ns: Itl::Listed(&REQUEST_7_ITL),
         pd: None,
     }
 }
@@ -63,7 +65,7 @@ fn single_token_request_has_zero_tpot_and_an_unquoted_empty_itl() {
     let record = RequestRecord {
         output_toks: 1,
         end_ns: request_7().first_token_ns,
-        itl_ns: &[],
+        itl_ns: Itl::default(),
         ..request_7()
     };
     assert_eq!(
@@ -75,7 +77,7 @@ fn single_token_request_has_zero_tpot_and_an_unquoted_empty_itl() {
 #[test]
 fn one_gap_itl_has_no_comma_so_stays_unquoted() {
     let record = RequestRecord {
-        itl_ns: &[42],
+        itl_ns: Itl::Listed(&[42]),
         ..request_7()
     };
     assert!(row_of(&record).ends_with(",[42]\r\n"));
@@ -229,7 +231,7 @@ fn rows_of_many_batches_reach_the_file_in_write_order() {
         let record = RequestRecord {
             request_id: id,
             output_toks: (id % 400) as u32 + 1,
-            itl_ns: &gaps[..(id % 400) as usize],
+            itl_ns: Itl::Listed(&gaps[..(id % 400) as usize]),
             ..request_7()
         };
         csv.write(&record, None).unwrap();

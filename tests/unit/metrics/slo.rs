@@ -6,7 +6,7 @@ use blis_cosim::metrics::PrefixCacheStats;
 use blis_cosim::metrics::slo::dist::Dist;
 use blis_cosim::metrics::slo::*;
 use blis_cosim::metrics::stats::IntegerCounts;
-use blis_cosim::metrics::{InstanceInfo, RequestRecord};
+use blis_cosim::metrics::{InstanceInfo, Itl, RequestRecord};
 use blis_cosim::workload::RequestClasses;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -22,7 +22,7 @@ fn record(id: u64, ttft_ms: u64, e2e_ms: u64, output_toks: u32) -> RequestRecord
         first_token_ns: 1_000_000_000 + ttft_ms * 1_000_000,
         end_ns: 1_000_000_000 + e2e_ms * 1_000_000,
         queuing_delay_ns: 0,
-        itl_ns: &[],
+        itl_ns: Itl::default(),
         pd: None,
     }
 }
@@ -58,7 +58,7 @@ fn groups_pool_the_gaps_of_their_requests_however_many_groups_there_are() {
         for (id, gaps) in gaps.iter().enumerate() {
             let mut r = record(id as u64, 10, 20, gaps.len() as u32 + 1);
             r.model = models[rng.random_range(0..used)];
-            r.itl_ns = gaps;
+            r.itl_ns = Itl::Listed(gaps);
             c.record(&r);
             let (t, k) = keys[id];
             for group in [
@@ -177,10 +177,10 @@ fn bundle_targets_models_itl_and_cluster_rates() {
     let gaps_x = [2_000_000, 4_000_000];
     let gaps_y = [6_000_000];
     let mut r0 = record(0, 50, 56, 3); // TTFT 50 ≤ 100: attains
-    r0.itl_ns = &gaps_x;
+    r0.itl_ns = Itl::Listed(&gaps_x);
     let mut r1 = record(1, 150, 156, 2); // TTFT 150 > 100: misses
     r1.model = "y";
-    r1.itl_ns = &gaps_y;
+    r1.itl_ns = Itl::Listed(&gaps_y);
     c.record(&r0);
     c.record(&r1);
     c.record(&record(2, 500, 500, 1)); // no target: not judged

@@ -151,7 +151,7 @@ fn counts_past_32_bits_move_to_the_wide_table() {
     let mut merged = IntegerCounts::default();
     merged.add(7, 3);
     merged.merge(&counts);
-    merged.extend(&[7, big, big + 1, u64::MAX, 11]);
+    merged.extend([7, big, big + 1, u64::MAX, 11]);
     *plain.entry(7).or_insert(0) += 4;
     for value in [big, big + 1, u64::MAX, 11] {
         *plain.entry(value).or_insert(0) += 1;

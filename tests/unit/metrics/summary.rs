@@ -9,9 +9,9 @@ mod tier;
 
 use blis_cosim::Nanos;
 use blis_cosim::config::InstanceRole;
-use blis_cosim::metrics::RequestRecord;
 use blis_cosim::metrics::summary::instances::InstanceInfo;
 use blis_cosim::metrics::summary::*;
+use blis_cosim::metrics::{Itl, RequestRecord};
 use serde_json::Value;
 
 pub(super) fn instance_info() -> InstanceInfo {
@@ -59,7 +59,7 @@ pub(super) fn record(
         first_token_ns,
         end_ns: first_token_ns + itl_ns.iter().sum::<Nanos>(),
         queuing_delay_ns: 0,
-        itl_ns,
+        itl_ns: Itl::Listed(itl_ns),
         pd: None,
     }
 }

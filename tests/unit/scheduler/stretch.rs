@@ -150,7 +150,7 @@ fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
         }
         stretched += s.stretch_members_in_flight() as u64;
         s.complete_step(end, 0, &mut done);
-        for r in done.records("m") {
+        for r in done.records("m", s.step_times()) {
             log.push(format!("{r:?}"));
         }
         done.clear();

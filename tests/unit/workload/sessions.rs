@@ -1,7 +1,7 @@
 //! Unit tests of `blis_cosim::workload::sessions`.
 
 use blis_cosim::Nanos;
-use blis_cosim::metrics::RequestRecord;
+use blis_cosim::metrics::{Itl, RequestRecord};
 use blis_cosim::workload::sessions::{
     NodeStatus, PlanBuilder, SessionHeader, SessionRegistry, SessionSet, Step,
 };
@@ -57,7 +57,7 @@ fn finish(reg: &mut SessionRegistry<'_>, r: &Request, end: Nanos) -> Vec<Request
         first_token_ns: end,
         end_ns: end,
         queuing_delay_ns: 0,
-        itl_ns: &[],
+        itl_ns: Itl::default(),
         pd: None,
     };
     reg.request_finished(&record, &mut out);

@@ -269,7 +269,7 @@ fn pooled_inter_token_gaps_equal_the_listed_ones() {
         assert!(run.s.stats().preemptions > 0, "a retraction happened");
         let mut listed = blis_cosim::metrics::IntegerCounts::default();
         for k in 0..run.done.len() {
-            listed.extend(run.done.record(k, "m").itl_ns);
+            listed.extend(run.done.record(k, "m", run.s.step_times()).itl_ns);
         }
         let mut pool = blis_cosim::metrics::IntegerCounts::default();
         run.s.itl_counts(&mut pool);
