@@ -34,10 +34,13 @@
 //! entries), and a child is taken off its parent's short list.
 //!
 //! Memory follows what the instance holds, not its capacity: a block's bookkeeping exists
-//! only once the block has been used. The blocks never used yet are free and empty, so they
-//! are interchangeable; they sit below the stack (taken after every freed block) and at the
-//! head of the free list (taken before any listed block), exactly where a pool that made
-//! all its blocks up front keeps them, and get their ids in order as they are first taken.
+//! only once the block has been used, and not at all while the pool is on its stack (where
+//! nobody reads it: the stack alone says which blocks are held). The blocks never used yet
+//! are free and empty, so they are interchangeable; they sit below the stack (taken after
+//! every freed block) and at the head of the free list (taken before any listed block),
+//! exactly where a pool that made all its blocks up front keeps them, and get their ids in
+//! order as they are first taken. Leaving the stack makes the bookkeeping of the blocks used
+//! so far in one allocation; from then on it grows with the blocks used.
 
 use super::SchedulerBug;
 use crate::Nanos;
@@ -253,6 +256,12 @@ impl Block {
         sibling: NIL,
     };
 
+    /// A block held by one request, carrying no hash.
+    const HELD: Block = Block {
+        ref_cnt: 1,
+        ..Block::EMPTY
+    };
+
     fn hashed(&self) -> bool {
         self.home != NIL
     }
@@ -340,7 +349,10 @@ pub struct BlockPool {
     thrash: Option<Box<ThrashWatch>>,
     /// Total blocks.
     capacity: u32,
-    /// The blocks used so far, by id; ids from `blocks.len()` to `capacity` are fresh.
+    /// How many blocks have been used so far: ids from `used` to `capacity` are fresh.
+    used: u32,
+    /// The bookkeeping of the blocks used so far, by id, once off the stack (`used` long);
+    /// empty on the stack, which keeps none (see the module docs).
     pub blocks: Vec<Block>,
     /// The free list, least recently freed first, as entries `(block, turn)` in an array
     /// rather than links through the blocks: an allocation knows the blocks it takes next
@@ -474,6 +486,7 @@ impl BlockPool {
         BlockPool {
             blocks: Vec::new(),
             capacity: num_blocks,
+            used: 0,
             stack: Some(Vec::new()),
             free: VecDeque::new(),
             stale: 0,
@@ -493,7 +506,7 @@ impl BlockPool {
     pub fn keep_history(&mut self) {
         if self.history.is_none() {
             self.history = Some(Box::new(CacheHistory {
-                since: vec![0; self.blocks.len()],
+                since: vec![0; self.used as usize],
                 ..CacheHistory::default()
             }));
         }
@@ -589,7 +602,8 @@ impl BlockPool {
     /// always is.
     pub fn chain_parent(&self, blocks: &[BlockId], hashes: &[u64], i: usize) -> Option<BlockId> {
         let q = *blocks.get(i.checked_sub(1)?)?;
-        match self.blocks[q as usize].hash() == Some(hashes[i - 1]) {
+        // On the stack no block has bookkeeping, nor a hash.
+        match self.blocks.get(q as usize).and_then(Block::hash) == Some(hashes[i - 1]) {
             true => Some(q),
             false => self.holder_of_last(&hashes[..i]),
         }
@@ -602,19 +616,19 @@ impl BlockPool {
 
     /// Blocks used at least once so far (the others have no bookkeeping yet).
     pub fn num_used_ever(&self) -> usize {
-        self.blocks.len()
+        self.used as usize
     }
 
     /// The next block never used before, pinned, if any is left.
     fn allocate_fresh(&mut self) -> Option<BlockId> {
-        let b = BlockId::try_from(self.blocks.len()).ok()?;
+        let b = self.used;
         if b >= self.capacity {
             return None;
         }
-        self.blocks.push(Block {
-            ref_cnt: 1,
-            ..Block::EMPTY
-        });
+        self.used += 1;
+        if self.stack.is_none() {
+            self.blocks.push(Block::HELD);
+        }
         if let Some(h) = &mut self.history {
             h.since.push(0);
         }
@@ -911,9 +925,10 @@ impl BlockPool {
     /// free list holds exactly the blocks nobody references, and every index entry points at
     /// a block carrying that hash.
     pub fn audit(&self) -> Result<(), SchedulerBug> {
-        let mut on_list = vec![false; self.blocks.len()];
+        let used = self.used as usize;
+        let mut on_list = vec![false; used];
         // The blocks never used are free, off the stack and the list.
-        let fresh = self.num_blocks() - self.blocks.len();
+        let fresh = self.num_blocks() - used;
         let mut count = fresh;
         let mut mark = |b: BlockId| {
             if std::mem::replace(&mut on_list[b as usize], true) {
@@ -924,9 +939,9 @@ impl BlockPool {
         };
         match &self.stack {
             Some(stack) => {
-                if !self.index.is_empty() || !self.free.is_empty() {
+                if !self.index.is_empty() || !self.free.is_empty() || !self.blocks.is_empty() {
                     return Err(SchedulerBug::new(
-                        "the free stack is in use beside an index or a list".into(),
+                        "the free stack is in use beside an index, a list or bookkeeping".into(),
                     ));
                 }
                 for &b in stack {
@@ -934,6 +949,13 @@ impl BlockPool {
                 }
             }
             None => {
+                if self.blocks.len() != used {
+                    return Err(format!(
+                        "bookkeeping of {} blocks for {used} used",
+                        self.blocks.len()
+                    )
+                    .into());
+                }
                 let mut stale = 0;
                 for &(b, turn) in &self.free {
                     match self.is_live(b, turn) {
@@ -958,26 +980,17 @@ impl BlockPool {
             .into());
         }
         // On the stack the counts are not kept: a block is held (once) exactly when off it.
-        let stacked = self.stack.is_some();
-        let ref_cnt = |i: usize, b: &Block| match stacked {
-            true => u32::from(!on_list[i]),
-            false => b.ref_cnt,
+        let ref_cnt = |i: usize| match self.blocks.get(i) {
+            Some(b) => b.ref_cnt,
+            None => u32::from(!on_list[i]),
         };
-        for (i, rc) in self
-            .blocks
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (i, ref_cnt(i, b)))
-        {
-            if (rc == 0) != on_list[i] {
-                return Err(
-                    format!("block {i} has ref_cnt {rc} but on_free_list={}", on_list[i]).into(),
-                );
+        for (i, &listed) in on_list.iter().enumerate() {
+            let rc = ref_cnt(i);
+            if (rc == 0) != listed {
+                return Err(format!("block {i} has ref_cnt {rc} but on_free_list={listed}").into());
             }
         }
-        let pinned = (self.blocks.iter().enumerate())
-            .filter(|&(i, b)| ref_cnt(i, b) > 0)
-            .count();
+        let pinned = (0..used).filter(|&i| ref_cnt(i) > 0).count();
         if pinned + self.num_free != self.num_blocks() {
             return Err(format!(
                 "pinned {pinned} + free {} != total {}",
@@ -1054,14 +1067,12 @@ impl BlockPool {
     #[cold]
     fn leave_stack(&mut self) {
         if let Some(stack) = self.stack.take() {
-            // The reference counts, not kept on the stack: one for each block off it.
-            for block in &mut self.blocks {
-                block.ref_cnt = 1;
-            }
+            // The bookkeeping, not kept on the stack: held once if off it.
+            self.blocks = vec![Block::HELD; self.used as usize];
             for &b in &stack {
                 self.blocks[b as usize].ref_cnt = 0;
             }
-            self.num_free = self.num_blocks() - self.blocks.len();
+            self.num_free = self.num_blocks() - self.used as usize;
             for b in stack {
                 self.push_tail(b);
             }

@@ -61,6 +61,35 @@ fn a_pool_holds_bookkeeping_only_for_the_blocks_it_used() {
     pool.audit().unwrap();
 }
 
+/// On its stack a pool keeps no bookkeeping per block (the stack says which are held);
+/// leaving it makes the bookkeeping of exactly the blocks used so far, with their counts,
+/// and later fresh blocks get theirs as they are first taken.
+#[test]
+fn a_pool_on_its_stack_keeps_no_bookkeeping() {
+    let mut pool = BlockPool::new(64);
+    let taken: Vec<BlockId> = (0..10).map(|_| pool.allocate().unwrap()).collect();
+    pool.release_all(taken[5..].iter().rev().copied());
+    assert!(pool.blocks.is_empty(), "no bookkeeping on the stack");
+    assert_eq!(pool.num_used_ever(), 10);
+    assert_eq!(
+        pool.chain_parent(&taken[..2], &[1, 2], 1),
+        None,
+        "no block carries a hash on the stack"
+    );
+    pool.audit().unwrap();
+    pool.cache(taken[0], 7);
+    assert_eq!(pool.blocks.len(), 10, "bookkeeping for the blocks used");
+    for b in 0..10 {
+        assert_eq!(pool.ref_count(b), u32::from(b < 5), "block {b}");
+    }
+    assert_eq!(pool.num_free(), 64 - 5);
+    pool.audit().unwrap();
+    let fresh: Vec<BlockId> = (0..3).map(|_| pool.allocate().unwrap()).collect();
+    assert_eq!(fresh, [10, 11, 12], "never-used blocks head the free list");
+    assert_eq!(pool.blocks.len(), 13);
+    pool.audit().unwrap();
+}
+
 /// Releasing a request's blocks in one go leaves the pool as releasing them one by one
 /// does, on the stack (where the counts are not kept) and on the free list, and the counts
 /// come out right when the stack turns into the list.
