@@ -297,7 +297,7 @@ fn run_reading_some(case: &Case, stretches: bool, seed: u64) -> (Vec<String>, us
         if read {
             log.push(format!("completed: {:?}", s.completed_batch()));
         }
-        for r in done.records("m") {
+        for r in done.records("m", s.step_times()) {
             log.push(format!("{r:?}"));
         }
         done.clear();
