@@ -104,14 +104,49 @@ fn seen(s: &Scheduler) -> String {
     )
 }
 
+/// A scheduler for `case`, stepping in stretches or not, retiring step finish times often so
+/// that stretches and retirements meet.
+fn scheduler(case: &Case, stretches: bool) -> Scheduler {
+    let mut s = Scheduler::new(case.config.clone(), case.num_blocks);
+    s.retire_steps_after(4);
+    s.step_in_stretches(stretches);
+    s
+}
+
+/// Enqueues the requests from `next` that arrive by `now`, before a step is formed.
+fn arrive_by(s: &mut Scheduler, reqs: &[Request], next: &mut usize, now: Nanos) {
+    while *next < reqs.len() && reqs[*next].arrival_ns <= now {
+        s.enqueue(&reqs[*next]);
+        *next += 1;
+    }
+}
+
+/// Enqueues the requests from `next` that arrive while a step ending at `end` runs, and
+/// cancels a request after each one the case marks, logging what the cancellation found.
+fn arrive_while_running(
+    s: &mut Scheduler,
+    case: &Case,
+    reqs: &[Request],
+    (next, cancels): (&mut usize, &mut u64),
+    end: Nanos,
+    log: &mut Vec<String>,
+) {
+    while *next < reqs.len() && reqs[*next].arrival_ns < end {
+        s.enqueue(&reqs[*next]);
+        if case.requests[*next].4 {
+            let victim = *cancels % (*next as u64 + 1);
+            *cancels += 1;
+            log.push(format!("cancel {victim}: {:?}", s.cancel(victim)));
+        }
+        *next += 1;
+    }
+}
+
 /// Runs `case` on one instance, stepping in stretches or not; returns every batch,
 /// finished record and visible state, in order, and how many tokens were stepped in
 /// bulk (members of the steps, summed).
 fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
-    let mut s = Scheduler::new(case.config.clone(), case.num_blocks);
-    // Retiring step finish times often, so that stretches and retirements meet.
-    s.retire_steps_after(4);
-    s.step_in_stretches(stretches);
+    let mut s = scheduler(case, stretches);
     let reqs = requests(case);
     let mut log = Vec::new();
     let mut done = Completions::default();
@@ -122,11 +157,7 @@ fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
             let Some(r) = reqs.get(next) else { break };
             now = now.max(r.arrival_ns);
         }
-        // Arrivals up to now join before the step is formed.
-        while next < reqs.len() && reqs[next].arrival_ns <= now {
-            s.enqueue(&reqs[next]);
-            next += 1;
-        }
+        arrive_by(&mut s, &reqs, &mut next, now);
         if s.schedule(now).unwrap().is_none() {
             log.push(format!("nothing to run at {now}: {}", seen(&s)));
             break;
@@ -138,16 +169,14 @@ fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
         let end = now + price(batch);
         let formed = format!("{now}: {batch:?}");
         log.push(format!("{formed}; {}", seen(&s)));
-        // Arrivals and cancellations while the step runs.
-        while next < reqs.len() && reqs[next].arrival_ns < end {
-            s.enqueue(&reqs[next]);
-            if case.requests[next].4 {
-                let victim = cancels % (next as u64 + 1);
-                cancels += 1;
-                log.push(format!("cancel {victim}: {:?}", s.cancel(victim)));
-            }
-            next += 1;
-        }
+        arrive_while_running(
+            &mut s,
+            case,
+            &reqs,
+            (&mut next, &mut cancels),
+            end,
+            &mut log,
+        );
         stretched += s.stretch_members_in_flight() as u64;
         s.complete_step(end, 0, &mut done);
         for r in done.records("m", s.step_times()) {
@@ -250,9 +279,7 @@ fn reads_items(seed: u64, k: u64) -> bool {
 /// the members' sums), else from their items. Returns every batch read, each step's end and
 /// each finished record, in order, and how many steps were priced from their lead.
 fn run_reading_some(case: &Case, stretches: bool, seed: u64) -> (Vec<String>, usize) {
-    let mut s = Scheduler::new(case.config.clone(), case.num_blocks);
-    s.retire_steps_after(4);
-    s.step_in_stretches(stretches);
+    let mut s = scheduler(case, stretches);
     let reqs = requests(case);
     let mut log = Vec::new();
     let mut done = Completions::default();
@@ -262,10 +289,7 @@ fn run_reading_some(case: &Case, stretches: bool, seed: u64) -> (Vec<String>, us
             let Some(r) = reqs.get(next) else { break };
             now = now.max(r.arrival_ns);
         }
-        while next < reqs.len() && reqs[next].arrival_ns <= now {
-            s.enqueue(&reqs[next]);
-            next += 1;
-        }
+        arrive_by(&mut s, &reqs, &mut next, now);
         if !s.form_step(now).unwrap() {
             break;
         }
@@ -284,15 +308,14 @@ fn run_reading_some(case: &Case, stretches: bool, seed: u64) -> (Vec<String>, us
             now + price(batch)
         };
         log.push(format!("step {k} ends at {end}"));
-        while next < reqs.len() && reqs[next].arrival_ns < end {
-            s.enqueue(&reqs[next]);
-            if case.requests[next].4 {
-                let victim = cancels % (next as u64 + 1);
-                cancels += 1;
-                log.push(format!("cancel {victim}: {:?}", s.cancel(victim)));
-            }
-            next += 1;
-        }
+        arrive_while_running(
+            &mut s,
+            case,
+            &reqs,
+            (&mut next, &mut cancels),
+            end,
+            &mut log,
+        );
         s.complete_step(end, 0, &mut done);
         if read {
             log.push(format!("completed: {:?}", s.completed_batch()));
