@@ -190,52 +190,128 @@ impl<I: Iterator<Item = (u64, u64)> + Clone> Grid<I> {
         let slots = (slots as f64 / k as f64)
             .round()
             .clamp(1.0, MAX_SLOTS as f64) as usize;
-        let mut free = [0u64; MAX_SLOTS];
-        let mut schedule = ListSchedule {
-            free: &mut free[..slots],
-            end: 0,
-        };
+        let mut buffer = [0u64; 2 * MAX_SLOTS];
+        let mut schedule = ListSchedule::new(&mut buffer, slots);
         for _ in 0..heads {
             for p in self.prefills.clone() {
                 for m in 0..p.0.div_ceil(MIXED_TILE_ROWS) {
                     schedule.start(self.prefill_block(p, m));
                 }
             }
-            for _ in 0..decodes {
-                schedule.start(decode_block);
-            }
+            schedule.start_many(decodes, decode_block);
         }
-        schedule.end
+        schedule.end()
     }
 }
 
-/// Slots' free times as a min-heap, and the latest end of a block started on them.
-struct ListSchedule<'a> {
-    free: &'a mut [u64],
-    end: u64,
+/// The slots' free times of a list schedule, in ascending order, in a buffer of twice their
+/// number: each block starts on the slot that comes free first, and its end moves the fewer
+/// of the times before or after it. The last is the latest end of a block started on them.
+pub struct ListSchedule<'a> {
+    buffer: &'a mut [u64],
+    /// Where the free times start in `buffer`, and their number.
+    head: usize,
+    slots: usize,
 }
 
-impl ListSchedule<'_> {
-    /// Starts a block of `clocks` on the slot that comes free first.
-    fn start(&mut self, clocks: u64) {
-        let ends = self.free[0] + clocks;
-        self.end = self.end.max(ends);
-        self.free[0] = ends;
-        let (heap, mut i) = (&mut *self.free, 0);
-        loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut least = i;
-            if l < heap.len() && heap[l] < heap[least] {
-                least = l;
-            }
-            if r < heap.len() && heap[r] < heap[least] {
-                least = r;
-            }
-            if least == i {
-                return;
-            }
-            heap.swap(i, least);
-            i = least;
+impl<'a> ListSchedule<'a> {
+    /// A schedule on `slots` slots (at least one), free from the times in `buffer`'s first
+    /// `slots`, which it sorts; `buffer` holds at least twice as many.
+    pub fn new(buffer: &'a mut [u64], slots: usize) -> Self {
+        assert!(
+            slots > 0 && buffer.len() >= 2 * slots,
+            "a list schedule needs a slot and a buffer of twice the slots"
+        );
+        buffer[..slots].sort_unstable();
+        ListSchedule {
+            buffer,
+            head: 0,
+            slots,
         }
+    }
+
+    /// The slots' free times, ascending.
+    fn free(&mut self) -> &mut [u64] {
+        &mut self.buffer[self.head..self.head + self.slots]
+    }
+
+    /// The latest end of a block started, SM clocks (the latest free time).
+    pub fn end(&self) -> u64 {
+        self.buffer[self.head + self.slots - 1]
+    }
+
+    /// Starts a block of `clocks` on the slot that comes free first.
+    pub fn start(&mut self, clocks: u64) {
+        let (head, slots) = (self.head, self.slots);
+        let ends = self.buffer[head].saturating_add(clocks);
+        // Free times before `ends`: all of them when it ends last, as a prefill's next tile
+        // mostly does.
+        let before = if ends >= self.end() {
+            slots - 1
+        } else {
+            self.buffer[head + 1..head + slots].partition_point(|&f| f <= ends)
+        };
+        if before <= slots - 1 - before {
+            self.buffer.copy_within(head + 1..=head + before, head);
+            self.buffer[head + before] = ends;
+            return;
+        }
+        if head + slots == self.buffer.len() {
+            self.buffer.copy_within(head..head + slots, 0);
+            self.head = 0;
+        }
+        let at = self.head + 1 + before;
+        self.buffer.copy_within(at..self.head + slots, at + 1);
+        self.buffer[at] = ends;
+        self.head += 1;
+    }
+
+    /// Starts `n` blocks of `clocks` one after another, as `n` calls of [`Self::start`]
+    /// would, in time independent of `n` once the slots come free within `clocks` of each
+    /// other.
+    pub fn start_many(&mut self, n: u64, clocks: u64) {
+        if n == 0 || clocks == 0 {
+            return;
+        }
+        let n = n - self.catch_up(n, clocks);
+        // Within `clocks` of each other, a block's end is no earlier than the last slot comes
+        // free: every round of a block per slot takes the slots in order.
+        let len = self.slots as u64;
+        let (rounds, rest) = (n / len, (n % len) as usize);
+        let round_clocks = rounds.saturating_mul(clocks);
+        let free = self.free();
+        for f in free.iter_mut() {
+            *f = f.saturating_add(round_clocks);
+        }
+        for f in &mut free[..rest] {
+            *f = f.saturating_add(clocks);
+        }
+        free.rotate_left(rest);
+    }
+
+    /// Starts at most `n` blocks of `clocks` (not 0) until the slots come free within
+    /// `clocks` of each other; returns how many. The blocks that start before the latest free
+    /// time are each slot's up to it: if they number `n` or fewer, they start at once.
+    fn catch_up(&mut self, n: u64, clocks: u64) -> u64 {
+        let latest = self.end();
+        let free = self.free();
+        if latest - free[0] <= clocks {
+            return 0;
+        }
+        let before = |f: u64| (latest - f).div_ceil(clocks);
+        let blocks: u64 = free.iter().map(|&f| before(f)).sum();
+        if blocks <= n {
+            for f in free.iter_mut() {
+                *f = f.saturating_add(before(*f) * clocks);
+            }
+            free.sort_unstable();
+            return blocks;
+        }
+        let mut started = 0;
+        while started < n && self.end() - self.buffer[self.head] > clocks {
+            self.start(clocks);
+            started += 1;
+        }
+        started
     }
 }

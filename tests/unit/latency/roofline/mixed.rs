@@ -199,3 +199,70 @@ fn every_prefill_of_the_launch_holds_its_blocks() {
     // 3,974.40 ns.
     assert!((added(2) - 3_974.40).abs() <= 1.0, "{}", added(2));
 }
+
+/// The list schedule by hand: each block on the slot free first, found by a scan.
+struct ScannedSchedule(Vec<u64>);
+
+impl ScannedSchedule {
+    fn start(&mut self, clocks: u64) {
+        let first = (0..self.0.len()).min_by_key(|&i| self.0[i]).unwrap();
+        self.0[first] += clocks;
+    }
+
+    fn end(&self) -> u64 {
+        *self.0.iter().max().unwrap()
+    }
+}
+
+#[test]
+fn the_list_schedule_ends_as_one_scanned_block_by_block_on_random_launches() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(34);
+    for launch in 0..400 {
+        let slots = if launch % 10 == 0 {
+            1
+        } else {
+            rng.random_range(2..=200)
+        };
+        let initial: Vec<u64> = (0..slots).map(|_| rng.random_range(0..3) * 9_000).collect();
+        let mut buffer = vec![0; 2 * slots];
+        buffer[..slots].copy_from_slice(&initial);
+        let mut fast = ListSchedule::new(&mut buffer, slots);
+        let mut scanned = ScannedSchedule(initial);
+        // Heads of prefill tiles (a fixed 3,110 clocks and 6,748 per KV tile, up to 40 tiles),
+        // then decode blocks alike, as the varlen grid issues them.
+        let decode_block = 3_110 + rng.random_range(0..6) * 6_748;
+        let decodes = rng.random_range(0..300);
+        for _ in 0..rng.random_range(1..12) {
+            for _ in 0..rng.random_range(0..8) {
+                let tile = 3_110 + rng.random_range(1..40) * 6_748;
+                fast.start(tile);
+                scanned.start(tile);
+            }
+            fast.start_many(decodes, decode_block);
+            (0..decodes).for_each(|_| scanned.start(decode_block));
+            assert_eq!(
+                fast.end(),
+                scanned.end(),
+                "launch {launch} on {slots} slots"
+            );
+        }
+        // Blocks of no clocks change nothing.
+        fast.start_many(5, 0);
+        assert_eq!(fast.end(), scanned.end());
+    }
+}
+
+#[test]
+fn decode_runs_behind_a_long_block_end_as_started_one_by_one() {
+    // 4 slots, one held to 100 clocks: the other three take 12 blocks of 30 to pass it
+    // (started one by one for fewer, at once for more), then rounds of a block per slot.
+    for n in [1, 2, 7, 8, 9, 30] {
+        let mut buffer = [0, 0, 100, 0, 0, 0, 0, 0];
+        let mut fast = ListSchedule::new(&mut buffer, 4);
+        fast.start_many(n, 30);
+        let mut scanned = ScannedSchedule(vec![0, 0, 100, 0]);
+        (0..n).for_each(|_| scanned.start(30));
+        assert_eq!(fast.end(), scanned.end(), "{n} blocks");
+    }
+}
