@@ -194,9 +194,8 @@ impl<I: Iterator<Item = (u64, u64)> + Clone> Grid<I> {
         let mut schedule = ListSchedule::new(&mut buffer, slots);
         for _ in 0..heads {
             for p in self.prefills.clone() {
-                for m in 0..p.0.div_ceil(MIXED_TILE_ROWS) {
-                    schedule.start(self.prefill_block(p, m));
-                }
+                let tiles = 0..p.0.div_ceil(MIXED_TILE_ROWS);
+                schedule.start_each(tiles.map(|m| self.prefill_block(p, m)));
             }
             schedule.start_many(decodes, decode_block);
         }
@@ -264,6 +263,61 @@ impl<'a> ListSchedule<'a> {
         self.buffer.copy_within(at..self.head + slots, at + 1);
         self.buffer[at] = ends;
         self.head += 1;
+    }
+
+    /// Starts blocks of `clocks` one after another, as a call of [`Self::start`] each would:
+    /// a rising run (a prefill's query tiles) at once while each block starts on its own slot
+    /// before the first of the run ends.
+    pub fn start_each<I: Iterator<Item = u64>>(&mut self, clocks: I) {
+        let mut clocks = clocks.peekable();
+        while let Some(first) = clocks.next() {
+            let ends = self.buffer[self.head].saturating_add(first);
+            // Slots free by the first block's end: a rising run's later blocks start on them
+            // in order, since none of the run ends before.
+            let fit = 1 + self.free()[1..].partition_point(|&f| f <= ends);
+            if self.head + self.slots + fit > self.buffer.len() {
+                self.buffer
+                    .copy_within(self.head..self.head + self.slots, 0);
+                self.head = 0;
+            }
+            let (head, slots) = (self.head, self.slots);
+            let (mut run, mut last) = (1, first);
+            self.buffer[head + slots] = ends;
+            while run < fit {
+                match clocks.next_if(|&c| c >= last) {
+                    Some(c) => {
+                        let end = self.buffer[head + run].saturating_add(c);
+                        self.buffer[head + slots + run] = end;
+                        (run, last) = (run + 1, c);
+                    }
+                    None => break,
+                }
+            }
+            self.merge_run(run);
+        }
+    }
+
+    /// Replaces the first `run` free times by the ends written after the free times (rising),
+    /// keeping the times in order.
+    fn merge_run(&mut self, run: usize) {
+        let (head, slots) = (self.head, self.slots);
+        let ends = head + slots;
+        if self.buffer[ends] >= self.buffer[ends - 1] {
+            // All the run's ends are the latest: drop the free times they replace.
+            self.head += run;
+            return;
+        }
+        let (mut at, mut a, mut b) = (head, ends, head + run);
+        while a < ends + run {
+            if b < ends && self.buffer[b] < self.buffer[a] {
+                self.buffer[at] = self.buffer[b];
+                b += 1;
+            } else {
+                self.buffer[at] = self.buffer[a];
+                a += 1;
+            }
+            at += 1;
+        }
     }
 
     /// Starts `n` blocks of `clocks` one after another, as `n` calls of [`Self::start`]

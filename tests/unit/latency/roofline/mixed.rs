@@ -239,6 +239,24 @@ fn the_list_schedule_ends_as_one_scanned_block_by_block_on_random_launches() {
                 fast.start(tile);
                 scanned.start(tile);
             }
+            // Prefills' runs of query tiles, each a KV tile longer than the last or as long,
+            // at times falling back (started at once while they fit the free slots).
+            for _ in 0..rng.random_range(0..4) {
+                let mut kv_tiles = rng.random_range(1..20);
+                let tiles: Vec<u64> = (0..rng.random_range(0..40))
+                    .map(|_| {
+                        kv_tiles = match rng.random_range(0..8) {
+                            0 => rng.random_range(1..20),
+                            1..4 => kv_tiles,
+                            _ => kv_tiles + 1,
+                        };
+                        3_110 + kv_tiles * 6_748
+                    })
+                    .collect();
+                fast.start_each(tiles.iter().copied());
+                tiles.iter().for_each(|&t| scanned.start(t));
+                assert_eq!(fast.end(), scanned.end(), "launch {launch}: {tiles:?}");
+            }
             fast.start_many(decodes, decode_block);
             (0..decodes).for_each(|_| scanned.start(decode_block));
             assert_eq!(
