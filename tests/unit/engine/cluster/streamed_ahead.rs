@@ -4,9 +4,8 @@
 //! (the workload's registry, empty: nothing can be released). Instances run ahead up to the
 //! next arrival the loop has drawn, and the run is the one settled instant by instant.
 
-use blis_cosim::engine::{Cluster, InstanceSetup, Observer, Run, Services};
+use blis_cosim::engine::{Cluster, InstanceSetup, Run, Services};
 use blis_cosim::latency::LatencyBackend;
-use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{Router, RoutingPolicy};
 use blis_cosim::scheduler::SchedulerConfig;
 use blis_cosim::workload::Injector;
@@ -17,7 +16,7 @@ use blis_cosim::workload::spec::{
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::Affine;
+use super::{Affine, Listed};
 
 /// Open-loop clients only, as the BLIS comparison's spec (Poisson arrivals, Gaussian lengths),
 /// plus one behind a network (the stream reorders what it draws); more requests than a batch
@@ -60,26 +59,6 @@ fn setup() -> InstanceSetup {
         sglang: None,
         lower_tier: None,
         pipeline: None,
-    }
-}
-
-/// Every finished request's record, inter-token gaps listed (the CSV's `itl` column), and no
-/// step (an observer of steps keeps every step end on the clock).
-#[derive(Default)]
-struct Records(Vec<String>);
-
-impl Observer for Records {
-    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
-        self.0.push(format!("{r:?}"));
-        Ok(())
-    }
-
-    fn wants_itl_values(&self) -> bool {
-        true
-    }
-
-    fn wants_steps(&self) -> bool {
-        false
     }
 }
 
@@ -134,7 +113,7 @@ fn simulate(
         .map(|b| b as &mut dyn LatencyBackend)
         .collect();
     let mut router = Router::new(RoutingPolicy::Load, 0);
-    let mut records = Records::default();
+    let mut records = Listed::default();
     let (outcome, steps) = {
         let mut services =
             Services::new(&mut dyns, &mut router, &mut records).with_injector(injector);

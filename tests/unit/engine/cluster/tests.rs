@@ -16,7 +16,7 @@ use blis_cosim::router::{ClusterView, RouteDecision, Router, Routing, RoutingPol
 use blis_cosim::scheduler::SchedulerConfig;
 use blis_cosim::workload::{Request, RequestClasses, RequestProfile};
 
-use super::Affine;
+use super::{Affine, Listed};
 
 const US: Nanos = 1_000;
 
@@ -565,26 +565,6 @@ fn run_ahead_and_settled(random: &RandomRun) -> u64 {
     assert_eq!(ahead.0.len() as u64, random.n);
     assert_eq!(ahead.0, settled.0, "the same records, gaps included");
     ran
-}
-
-/// Every finished request's record with its inter-token gaps listed (the CSV's `itl`
-/// column), and no step.
-#[derive(Default)]
-struct Listed(Vec<String>);
-
-impl Observer for Listed {
-    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
-        self.0.push(format!("{r:?}"));
-        Ok(())
-    }
-
-    fn wants_itl_values(&self) -> bool {
-        true
-    }
-
-    fn wants_steps(&self) -> bool {
-        false
-    }
 }
 
 /// Step ends of a run (every step heard of: none quiet, none run ahead).
