@@ -1,6 +1,6 @@
 //! Accuracy against real runs and published numbers: LLMServingSim's golden example, its
 //! placement and power examples, validation against vLLM runs, the roofline's derived
-//! constants, and our H200 measurements.
+//! constants, our H200 measurements, and public runs no constant was derived from.
 
 #[path = "../common/binary.rs"]
 mod binary;
@@ -13,4 +13,5 @@ mod placement;
 mod power;
 mod profile_golden;
 mod profile_warnings;
+mod public_checks;
 mod validate;
