@@ -3,7 +3,7 @@
 //!
 //! **Which parts.** NVIDIA's driver refuses peer access between GeForce RTX 40-series cards:
 //! `cudaDeviceCanAccessPeer` is false between two RTX 4090s (NVIDIA's staff said on its
-//! developer forum that the RTX 4090 does not support P2P, as PurePC reported in 2022; SGLang
+//! developer forum that the RTX 4090 does not support P2P, as PurePC reported; SGLang
 //! on 8 × RTX 4090 fails with "peer access is not supported between these two devices",
 //! sgl-project/sglang#4814).
 //! Only a patched open kernel module enables it (github.com/tinygrad/open-gpu-kernel-modules,
