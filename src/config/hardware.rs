@@ -69,6 +69,12 @@ pub struct Hardware {
     /// `rows` module). Absent: from DRAM at any size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2_cache_mb: Option<f64>,
+    /// What joins the GPUs of a tensor-parallel instance ([`TpFabric`]): on a part without
+    /// peer-to-peer access NCCL stages its collectives through host memory, priced by
+    /// [`crate::latency::host_staged`] instead of the ring over `link_bw_gbps`. Absent: the
+    /// ring over the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp_fabric: Option<TpFabric>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
     #[serde(default)]
     pub host: HostSpec,
@@ -79,6 +85,28 @@ pub struct Hardware {
     /// How `blis-cosim calibrate` fitted this file, when it did (`[calibrated]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrated: Option<Calibration>,
+}
+
+/// What joins the GPUs of one tensor-parallel instance: whether they reach each other's
+/// memory directly, which decides how NCCL moves a collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TpFabric {
+    /// NVLink through NVSwitch: every pair one NVLink hop apart, with peer access.
+    Nvswitch,
+    /// PCIe (or an NVLink-bridged pair) with peer-to-peer access: NCCL's P2P transport.
+    PcieP2p,
+    /// PCIe without peer-to-peer access, which the driver refuses on GeForce parts: NCCL's
+    /// SHM transport, every transfer staged through pinned host memory.
+    PcieNoP2p,
+}
+
+impl Hardware {
+    /// Whether the GPUs of a TP instance lack peer access, so that NCCL stages collectives
+    /// through host memory (`tp_fabric = "pcie-no-p2p"`).
+    pub fn stages_collectives_through_host(&self) -> bool {
+        self.tp_fabric == Some(TpFabric::PcieNoP2p)
+    }
 }
 
 /// The part's own values of the roofline's kernel constants; `None`: the constant derived

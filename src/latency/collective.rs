@@ -21,6 +21,8 @@ use crate::Nanos;
 use crate::choice::UnknownName;
 use crate::config::ModelArch;
 
+pub mod host_staged;
+
 /// The link a collective runs over, and the local memory its reducing steps go through.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CommLink {
@@ -32,6 +34,9 @@ pub struct CommLink {
     /// ASTRA-Sim's `local-mem-bw`, which LLMServingSim sets to `int(npu_mem.mem_bw)`). 0
     /// makes reductions free.
     pub local_mem_gbps: f64,
+    /// The GPUs have no peer-to-peer access, so NCCL stages every transfer through host
+    /// memory: collectives are priced by [`host_staged`], not by the ring over this link.
+    pub through_host: bool,
 }
 
 /// ASTRA-Sim's `endpoint-delay`, ns, paid once per ring step and once per collective.
@@ -60,18 +65,27 @@ impl CommLink {
 
     /// All-reduce of `bytes` over `n` ranks.
     pub fn all_reduce_ns(&self, n: u32, bytes: u64) -> Nanos {
+        if self.through_host {
+            return host_staged::all_reduce_ns(n, bytes);
+        }
         let n = u64::from(n.max(1));
         self.ring(n - 1, n - 1, bytes / n)
     }
 
     /// All-gather over `n` ranks, each contributing `chunk_bytes`.
     pub fn all_gather_ns(&self, n: u32, chunk_bytes: u64) -> Nanos {
+        if self.through_host {
+            return host_staged::all_gather_ns(n, chunk_bytes);
+        }
         let n = u64::from(n.max(1));
         self.ring(n - 1, 0, chunk_bytes)
     }
 
     /// Reduce-scatter of `bytes` over `n` ranks.
     pub fn reduce_scatter_ns(&self, n: u32, bytes: u64) -> Nanos {
+        if self.through_host {
+            return host_staged::reduce_scatter_ns(n, bytes);
+        }
         let n = u64::from(n.max(1));
         self.ring(0, n - 1, bytes / n)
     }

@@ -17,7 +17,7 @@ mod shared;
 
 pub use collective::{
     Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
-    RankLoad,
+    RankLoad, host_staged,
 };
 pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, SharedHost, StepMode};
 pub use memo::MemoStats;

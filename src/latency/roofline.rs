@@ -1182,7 +1182,9 @@ impl Roofline {
     }
 
     /// Ring all-reduce of the full `tokens × hidden` activation: over the instance's link as
-    /// the ASTRA-Sim fork prices it when the run names one, else the datasheet's.
+    /// the ASTRA-Sim fork prices it when the run names one (staged through host memory on
+    /// GPUs without peer access: [`crate::latency::host_staged`]), else the datasheet's ring
+    /// (its network priced elsewhere, by ASTRA-Sim's own config).
     fn allreduce_work(&self, tokens: f64) -> Option<Work> {
         let (h, fp) = (self.hidden, self.fp);
         match self.tp_collectives {

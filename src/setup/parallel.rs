@@ -20,13 +20,16 @@ pub(super) enum CommPricing {
 /// ring then costs what the roofline's own all-reduce does: `2(n − 1)/n` of the bytes at
 /// `link_efficiency × link_bw`, and `2(n − 1)` hops of `link_latency_ns`. A cluster config's
 /// link is taken as given: LLMServingSim's `link_bw` is the bandwidth ASTRA-Sim moves a
-/// collective's chunks at (docs/src/modelling.md).
+/// collective's chunks at (docs/src/modelling.md). GPUs without peer access
+/// (`tp_fabric = "pcie-no-p2p"`) stage their collectives through host memory instead
+/// ([`crate::latency::host_staged`]).
 pub(super) fn hardware_link(hardware: &Hardware) -> CommLink {
     CommLink {
         bandwidth_gbps: hardware.link_bw_gbps * hardware.link_efficiency * 1e9
             / f64::from(1u32 << 30),
         latency_ns: hardware.link_latency_ns,
         local_mem_gbps: 0.0,
+        through_host: hardware.stages_collectives_through_host(),
     }
 }
 
@@ -45,7 +48,8 @@ pub(super) fn hardware_tp_links(instances: &mut [InstanceConfig]) {
 
 /// Link of network dimension `d` of a cluster config (a scalar applies to every dimension;
 /// a list shorter than `d + 1` gives its last entry), for collectives of GPUs whose memory
-/// runs at `local_mem_gbps` (their reductions).
+/// runs at `local_mem_gbps` (their reductions). A declared link is taken as given: priced by
+/// the ring whatever the hardware's peer access (the config states the link).
 pub(super) fn cluster_link(cluster: &ClusterConfig, d: usize, local_mem_gbps: f64) -> CommLink {
     let pick = |v: &PerDim| match v {
         PerDim::One(x) => *x,
@@ -55,6 +59,7 @@ pub(super) fn cluster_link(cluster: &ClusterConfig, d: usize, local_mem_gbps: f6
         bandwidth_gbps: pick(&cluster.link_bw),
         latency_ns: pick(&cluster.link_latency),
         local_mem_gbps,
+        through_host: false,
     }
 }
 

@@ -560,6 +560,48 @@ fn a_standalone_instances_tp_all_reduce_runs_at_the_hardwares_link_efficiency() 
 }
 
 #[test]
+fn tp_all_reduces_between_gpus_without_peer_access_go_through_host_memory() {
+    use blis_cosim::latency::host_staged;
+    // RTX 4090s have no peer access: alone, beside other instances or in a P/D pair, their
+    // TP-2 all-reduce of 9 Llama-8B decode tokens (73,728 B) is NCCL's host-staged one.
+    for layout in [&[][..], &["--num-instances", "2"][..], &["--pd", "1:1"][..]] {
+        let args = [
+            "--model",
+            "Llama-3.1-8B",
+            "--hardware",
+            "RTX4090",
+            "--tp",
+            "2",
+        ];
+        let cfg = parse(&[&args[..], layout].concat())
+            .unwrap()
+            .into_config()
+            .unwrap();
+        for inst in &cfg.instances {
+            let link = inst.collectives.tp_link.unwrap();
+            assert!(link.through_host);
+            assert_eq!(
+                inst.collectives.tp_all_reduce_ns(9, 4096, 2),
+                host_staged::all_reduce_ns(2, 73_728)
+            );
+        }
+    }
+    // RTX PRO 6000s have it: the ring over their link.
+    let cfg = parse(&[
+        "--model",
+        "Llama-3.1-8B",
+        "--hardware",
+        "RTXPRO6000",
+        "--tp",
+        "2",
+    ])
+    .unwrap()
+    .into_config()
+    .unwrap();
+    assert!(!cfg.instances[0].collectives.tp_link.unwrap().through_host);
+}
+
+#[test]
 fn a_quick_clusters_tp_all_reduce_runs_at_the_hardwares_link_efficiency_and_its_kv_link_does_not() {
     // The same all-reduce as a standalone `--tp 4` instance's (177.1 µs, above), beside other
     // instances (`--num-instances`) or in a P/D pair (`--pd`): the quick cluster's link is
@@ -605,6 +647,7 @@ fn dp_groups_and_expert_parallelism_resolve_as_llmservingsim_lays_them_out() {
         bandwidth_gbps: 16.0,
         latency_ns: 20_000.0,
         local_mem_gbps: 1597.0,
+        through_host: false,
     };
     for (id, inst) in cfg.instances.iter().enumerate() {
         assert_eq!(inst.dp_group, Some(0));
@@ -630,6 +673,7 @@ fn dp_groups_and_expert_parallelism_resolve_as_llmservingsim_lays_them_out() {
         bandwidth_gbps: 128.0,
         latency_ns: 500.0,
         local_mem_gbps: 1597.0,
+        through_host: false,
     };
     let second = &cfg.instances[1].collectives;
     assert_eq!((second.tp, second.tp_link), (2, Some(fast)));

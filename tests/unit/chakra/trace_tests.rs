@@ -434,6 +434,7 @@ fn moe_ep2_breakdown(model: &ModelArch) -> Vec<LayerTiming> {
         bandwidth_gbps: 16.0,
         latency_ns: 20_000.0,
         local_mem_gbps: 1597.0,
+        through_host: false,
     };
     let mut db = ProfileDb::load(&ProfileSpec {
         root: &root,

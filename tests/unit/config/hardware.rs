@@ -1,7 +1,7 @@
 //! Unit tests of `blis_cosim::config::hardware`.
 
 use blis_cosim::config::hardware::bundled;
-use blis_cosim::config::{ConfigError, Dtype, Hardware};
+use blis_cosim::config::{ConfigError, Dtype, Hardware, TpFabric};
 
 fn expect_invalid(result: Result<Hardware, ConfigError>) -> (String, String) {
     match result {
@@ -148,6 +148,28 @@ fn the_l2_size_is_optional_and_bounded() {
             &format!("l2_cache_mb = {bad}"),
             "l2_cache_mb",
         );
+    }
+}
+
+#[test]
+fn the_tp_fabric_says_which_parts_stage_collectives_through_host_memory() {
+    let rtx = Hardware::resolve("RTX4090").unwrap();
+    assert_eq!(rtx.tp_fabric, Some(TpFabric::PcieNoP2p));
+    assert!(rtx.stages_collectives_through_host());
+    let pro = Hardware::resolve("RTXPRO6000").unwrap();
+    assert_eq!(pro.tp_fabric, Some(TpFabric::PcieP2p));
+    assert!(!pro.stages_collectives_through_host());
+    // Optional: without it, the ring over the link.
+    let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
+    assert_eq!(h100.tp_fabric, None);
+    assert!(!h100.stages_collectives_through_host());
+    let rtx_text = bundled().find(|(name, _)| *name == "RTX4090").unwrap().1;
+    let text = rtx_text.replace("tp_fabric = \"pcie-no-p2p\"", "tp_fabric = \"pcie\"");
+    assert_ne!(text, rtx_text);
+    let (_, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+    // The error names the line, the field and the values it takes.
+    for part in ["line 26", "tp_fabric", "`pcie`", "pcie-no-p2p"] {
+        assert!(message.contains(part), "{part}: {message}");
     }
 }
 

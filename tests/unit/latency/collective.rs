@@ -1,9 +1,12 @@
+mod host_staged;
+
 use blis_cosim::latency::*;
 
 const LINK: CommLink = CommLink {
     bandwidth_gbps: 16.0,
     latency_ns: 20_000.0,
     local_mem_gbps: 1597.0,
+    through_host: false,
 };
 
 #[test]
@@ -73,6 +76,7 @@ fn ep_comm_sizes_follow_vllms_allgather_reducescatter_backend() {
         bandwidth_gbps: 128.0,
         latency_ns: 500.0,
         local_mem_gbps: 1597.0,
+        through_host: false,
     };
     let mut four = c;
     four.ep.total = 4;

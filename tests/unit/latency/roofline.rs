@@ -235,6 +235,7 @@ fn a_tp_decode_step_gathers_its_logit_shards_after_the_lm_head() {
             bandwidth_gbps: 450.0 * 0.654 * 1e9 / f64::from(1u32 << 30),
             latency_ns: 1000.0,
             local_mem_gbps: 0.0,
+            through_host: false,
         }),
         ep: ExpertParallel::NONE,
     };
@@ -684,6 +685,7 @@ fn tp_all_reduces_run_over_the_instances_link_when_it_has_one() {
         bandwidth_gbps: 16.0,
         latency_ns: 20_000.0,
         local_mem_gbps: 1597.0,
+        through_host: false,
     };
     let collectives = Collectives {
         tp: 2,

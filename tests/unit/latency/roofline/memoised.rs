@@ -22,6 +22,7 @@ const LINK: CommLink = CommLink {
     bandwidth_gbps: 16.0,
     latency_ns: 20_000.0,
     local_mem_gbps: 1597.0,
+    through_host: false,
 };
 
 /// Rooflines of every layer layout: dense at TP 1, dense at TP 4 over a link, QK norm, MoE
