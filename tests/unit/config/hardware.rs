@@ -1,7 +1,7 @@
 //! Unit tests of `blis_cosim::config::hardware`.
 
 use blis_cosim::config::hardware::bundled;
-use blis_cosim::config::{ConfigError, Dtype, Hardware};
+use blis_cosim::config::{ConfigError, Dtype, Hardware, TpFabric};
 
 fn expect_invalid(result: Result<Hardware, ConfigError>) -> (String, String) {
     match result {
@@ -149,6 +149,33 @@ fn the_l2_size_is_optional_and_bounded() {
             "l2_cache_mb",
         );
     }
+}
+
+#[test]
+fn what_decides_vllms_all_reduce_is_read_and_checked() {
+    let h100 = Hardware::resolve("H100").unwrap();
+    assert_eq!(h100.capability(), Some((9, 0)));
+    assert_eq!(h100.tp_fabric, Some(TpFabric::Nvswitch));
+    let rtx = Hardware::resolve("RTX4090").unwrap();
+    assert_eq!(rtx.capability(), Some((8, 9)));
+    assert_eq!(rtx.tp_fabric, Some(TpFabric::PcieNoP2p));
+    let b200 = Hardware::resolve("B200").unwrap();
+    assert_eq!(b200.capability(), Some((10, 0)));
+    // Both optional: a file without them has no vLLM dispatch.
+    for key in ["compute_capability", "tp_fabric"] {
+        let without = h100_without(key);
+        assert!(Hardware::from_toml(&without, "x.toml").is_ok(), "{key}");
+    }
+    for bad in ["\"9\"", "\"9.x\"", "\".0\"", "\"\""] {
+        assert_rejected_as(
+            "compute_capability = \"9.0\"",
+            &format!("compute_capability = {bad}"),
+            "compute_capability",
+        );
+    }
+    let text = h100_text().replace("tp_fabric = \"nvswitch\"", "tp_fabric = \"nvlink\"");
+    let (_, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+    assert!(message.contains("nvlink"), "{message}");
 }
 
 #[test]
