@@ -599,6 +599,19 @@ fn a_quick_clusters_tp_all_reduce_runs_at_the_hardwares_link_efficiency_and_its_
 }
 
 #[test]
+fn an_sglang_instance_keeps_the_ring_alone() {
+    // vLLM's all-reduce dispatch is vLLM's: an SGLang instance on the same GPUs has none.
+    let args = ["--hardware", "H100-SXM", "--tp", "4"];
+    let vllm = parse(&args).unwrap().into_config().unwrap();
+    assert!(vllm.instances[0].collectives.tp_dispatch.is_some());
+    let sglang = parse(&[&args[..], &["--engine", "sglang"]].concat())
+        .unwrap()
+        .into_config()
+        .unwrap();
+    assert_eq!(sglang.instances[0].collectives.tp_dispatch, None);
+}
+
+#[test]
 fn a_cluster_configs_declared_link_keeps_the_ring_alone() {
     if !crate::shared_data::available() {
         return;
