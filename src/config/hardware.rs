@@ -69,10 +69,16 @@ pub struct Hardware {
     /// `rows` module). Absent: from DRAM at any size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2_cache_mb: Option<f64>,
-    /// What joins the GPUs of a tensor-parallel instance ([`TpFabric`]): on a part without
-    /// peer-to-peer access NCCL stages its collectives through host memory, priced by
-    /// [`crate::latency::host_staged`] instead of the ring over `link_bw_gbps`. Absent: the
-    /// ring over the link.
+    /// The part's CUDA compute capability, `major.minor` as vLLM spells it
+    /// (`DeviceCapability.as_version_str`: `9.0` Hopper, `10.0` B200): vLLM 0.19's size
+    /// limits of its custom and symmetric-memory all-reduces are tables by it
+    /// (`all_reduce_utils.py`). Absent: no vLLM all-reduce dispatch (the ring alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<String>,
+    /// What joins the GPUs of a tensor-parallel instance ([`TpFabric`]), as vLLM's all-reduce
+    /// dispatch reads it; on a part without peer-to-peer access NCCL stages its collectives
+    /// through host memory, priced by [`crate::latency::host_staged`] instead of the ring over
+    /// `link_bw_gbps`. Absent: no vLLM all-reduce dispatch, the ring over the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp_fabric: Option<TpFabric>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
@@ -87,17 +93,20 @@ pub struct Hardware {
     pub calibrated: Option<Calibration>,
 }
 
-/// What joins the GPUs of one tensor-parallel instance: whether they reach each other's
-/// memory directly, which decides how NCCL moves a collective.
+/// What joins the GPUs of one tensor-parallel instance, as vLLM 0.19 decides its all-reduce
+/// from it (`custom_all_reduce.py`, `symm_mem.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TpFabric {
-    /// NVLink through NVSwitch: every pair one NVLink hop apart, with peer access.
+    /// NVLink through NVSwitch (HGX boards): every pair one NVLink hop apart (NVML's
+    /// `is_fully_connected`), with multicast objects from Hopper's NVSwitch on (torch's
+    /// symmetric memory needs them).
     Nvswitch,
-    /// PCIe (or an NVLink-bridged pair) with peer-to-peer access: NCCL's P2P transport.
+    /// PCIe (or an NVLink-bridged pair) with peer-to-peer access: vLLM's custom all-reduce
+    /// at two GPUs only, no multicast.
     PcieP2p,
-    /// PCIe without peer-to-peer access, which the driver refuses on GeForce parts: NCCL's
-    /// SHM transport, every transfer staged through pinned host memory.
+    /// PCIe without peer-to-peer access (the driver refuses it, as on GeForce cards): NCCL
+    /// alone, over its SHM transport, every transfer staged through pinned host memory.
     PcieNoP2p,
 }
 
@@ -369,6 +378,14 @@ impl Hardware {
                 bound.check(v).map_err(|p| invalid(field, p))?;
             }
         }
+        if let Some(cc) = &hw.compute_capability
+            && hw.capability().is_none()
+        {
+            return Err(invalid(
+                "compute_capability",
+                Problem::disagrees(cc, "a compute capability is `major.minor`, e.g. \"9.0\""),
+            ));
+        }
         Ok(hw)
     }
 
@@ -403,6 +420,14 @@ impl Hardware {
         self.architecture
             .as_deref()
             .is_some_and(|a| a.eq_ignore_ascii_case("hopper"))
+    }
+
+    /// The compute capability as `(major, minor)`, when the file gives a well-formed one.
+    pub fn capability(&self) -> Option<(u32, u32)> {
+        let (major, minor) = self.compute_capability.as_deref()?.split_once('.')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        (digits(major) && digits(minor)).then_some(())?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
     }
 
     /// Peak dense tensor throughput for `dtype`, FLOP/s. FP32 uses the TF32 tensor peak;

@@ -22,6 +22,9 @@ use crate::choice::UnknownName;
 use crate::config::ModelArch;
 
 pub mod host_staged;
+pub use dispatch::{AllReducePath, VllmAllReduce};
+
+mod dispatch;
 
 /// The link a collective runs over, and the local memory its reducing steps go through.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -208,6 +211,10 @@ pub struct Collectives {
     /// The link TP all-reduces run over; `None` prices them at 0 (one GPU, or a backend
     /// whose network is priced elsewhere, e.g. by ASTRA-Sim).
     pub tp_link: Option<CommLink>,
+    /// How vLLM dispatches those all-reduces and the copies it makes around them
+    /// ([`VllmAllReduce`]); `None`: the ring alone (a cluster config's declared link, or a
+    /// hardware file that does not say what decides the path).
+    pub tp_dispatch: Option<VllmAllReduce>,
     /// Expert parallelism (MoE models).
     pub ep: ExpertParallel,
 }
@@ -217,15 +224,33 @@ impl Collectives {
     pub const NONE: Collectives = Collectives {
         tp: 1,
         tp_link: None,
+        tp_dispatch: None,
         ep: ExpertParallel::NONE,
     };
 
-    /// Time of one TP all-reduce of the `tokens × hidden` activation (0 at TP 1 or without
-    /// a link).
+    /// Time of one TP all-reduce of the `tokens × hidden` activation on the link (0 at TP 1
+    /// or without a link): the collective's kernel alone.
     pub fn tp_all_reduce_ns(&self, tokens: u64, hidden: u64, fp: u64) -> Nanos {
         match self.tp_link {
             Some(link) if self.tp > 1 => link.all_reduce_ns(self.tp, tokens * hidden * fp),
             _ => 0,
+        }
+    }
+
+    /// [`Collectives::tp_all_reduce_ns`] plus the GPU copies vLLM makes around it
+    /// ([`VllmAllReduce::copies_ns`]) in a step that is replayed from a CUDA graph if
+    /// `graph_replayed`.
+    pub fn tp_all_reduce_step_ns(
+        &self,
+        tokens: u64,
+        hidden: u64,
+        fp: u64,
+        graph_replayed: bool,
+    ) -> Nanos {
+        let ring = self.tp_all_reduce_ns(tokens, hidden, fp);
+        match self.tp_dispatch {
+            Some(d) if ring > 0 => ring + d.copies_ns(tokens * hidden * fp, graph_replayed),
+            _ => ring,
         }
     }
 

@@ -16,8 +16,8 @@ pub mod roofline;
 mod shared;
 
 pub use collective::{
-    Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting, MoeShape,
-    RankLoad, host_staged,
+    AllReducePath, Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting,
+    MoeShape, RankLoad, VllmAllReduce, host_staged,
 };
 pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, SharedHost, StepMode};
 pub use memo::MemoStats;
@@ -114,6 +114,12 @@ pub struct BatchDesc<'a> {
     /// What is known of the first items without reading them (see [`DecodeLead`]); nothing
     /// unless set with [`BatchDesc::with_decode_lead`].
     pub lead: DecodeLead,
+    /// The step is replayed from CUDA graphs (piecewise or full), where vLLM's custom
+    /// all-reduce reads its input in place instead of copying it first
+    /// ([`crate::latency::VllmAllReduce`]). Set by the host model ([`HostModel`]) from the
+    /// step's mode; false otherwise: without the host model every step is taken as run
+    /// outside a graph.
+    pub graph_replayed: bool,
 }
 
 impl<'a> BatchDesc<'a> {
@@ -127,6 +133,7 @@ impl<'a> BatchDesc<'a> {
             gate_tokens: 0,
             back_to_back: false,
             lead: DecodeLead::default(),
+            graph_replayed: false,
         }
     }
 
@@ -140,6 +147,7 @@ impl<'a> BatchDesc<'a> {
             gate_tokens: 0,
             back_to_back: false,
             lead: DecodeLead::default(),
+            graph_replayed: false,
         }
     }
 

@@ -404,7 +404,7 @@ const GEMM_UNHIDDEN: f64 = 0.50;
 /// Least GPU time of any kernel, ns: the median kernel-only time of a one-token RMSNorm of
 /// vLLM's fused kernel (RTX 4090 1.85, RTX PRO 6000 2.12, H800 2.64 µs; LLMServingSim's
 /// bundles and Frontier's kernel-only files).
-const KERNEL_FLOOR_NS: f64 = 2_120.0;
+pub(crate) const KERNEL_FLOOR_NS: f64 = 2_120.0;
 
 /// A row kernel's fixed SM clocks (ramp and tail, the launch apart; [`rows`]), fitted per GPU with
 /// [`ROW_SCALAR_BYTES_PER_CLOCK`] and [`ROW_VECTOR_BYTES_PER_CLOCK`] over its one-wave rows,
@@ -790,6 +790,8 @@ pub struct Step {
     /// SM clocks the decodes' working blocks add to that grid's launch
     /// ([`MixedKernels::working_clocks`]).
     mixed_working_clocks: f64,
+    /// See [`BatchDesc::graph_replayed`]: the TP all-reduces' copies depend on it.
+    graph_replayed: bool,
 }
 
 /// A roofline-priced kernel of `flops` and `bytes`.
@@ -1034,7 +1036,7 @@ impl Roofline {
         };
         let seqs = batch.items.len() as f64 + pad;
         let gate = sums.gate_tokens(batch) as f64;
-        Ok(self.step_of(d, seqs, gate, prefills))
+        Ok(self.step_of(d, seqs, gate, prefills, batch.graph_replayed))
     }
 
     /// The grid of a step's `prefills` (`(chunk, prefix)`, in batch order) beside the decodes
@@ -1061,16 +1063,18 @@ impl Roofline {
 
     /// [`Roofline::step`] of a batch of `lead`'s decodes and nothing else (`lead.count`
     /// items, attention on the GPU, the batch's own gate tokens), padded with `pad` dummy
-    /// decodes: the same totals, from the sums alone. `None` for an empty lead, and where the
+    /// decodes and replayed from graphs if `graph_replayed` ([`BatchDesc::graph_replayed`]):
+    /// the same totals, from the sums alone. `None` for an empty lead, and where the
     /// sums would not be exact (`step` then sums the items one by one).
     #[inline]
-    pub fn decode_step(&self, lead: DecodeLead, pad: u32) -> Option<Step> {
+    pub fn decode_step(&self, lead: DecodeLead, pad: u32, graph_replayed: bool) -> Option<Step> {
         let n = lead.count as u64;
         let tokens = n + u64::from(pad);
         let sums = (n, lead.kv_tokens, lead.longest);
         let d = DecodeTerms::exact(tokens, sums, lead.count, self.decode_rates())?;
         let seqs = lead.count as f64 + f64::from(pad);
-        (n > 0).then(|| self.step_of(d, seqs, tokens as f64, PrefillGrid::default()))
+        let grid = PrefillGrid::default();
+        (n > 0).then(|| self.step_of(d, seqs, tokens as f64, grid, graph_replayed))
     }
 
     /// What one decode's attention costs per KV token read and once.
@@ -1089,9 +1093,17 @@ impl Roofline {
     }
 
     /// The step of `seqs` sequences (padding included) whose decodes' terms are `d`, whose
-    /// experts' gate sees `gate` tokens and whose prefills' grid is `prefills`.
+    /// experts' gate sees `gate` tokens and whose prefills' grid is `prefills`, replayed from
+    /// CUDA graphs if `graph_replayed`.
     #[inline(always)]
-    fn step_of(&self, d: DecodeTerms, seqs: f64, gate: f64, prefills: PrefillGrid) -> Step {
+    fn step_of(
+        &self,
+        d: DecodeTerms,
+        seqs: f64,
+        gate: f64,
+        prefills: PrefillGrid,
+        graph_replayed: bool,
+    ) -> Step {
         let PrefillGrid {
             waves,
             longest_chunk,
@@ -1109,6 +1121,7 @@ impl Roofline {
             decode_longest: d.longest,
             query_tiles: longest_chunk.div_ceil(mixed::MIXED_TILE_ROWS) as f64,
             mixed_working_clocks,
+            graph_replayed,
         }
     }
 
@@ -1132,7 +1145,7 @@ impl Roofline {
     /// their total by the token counts alone, `memoised.rs`).
     pub fn for_each_token_layer(&self, s: &Step, mut visit: impl FnMut(&'static str, u64, Work)) {
         let (t, h, fp) = (s.tokens, self.hidden, self.fp);
-        let allreduce = self.allreduce_work(t);
+        let allreduce = self.allreduce_work(t, s.graph_replayed);
         let l = self.num_layers;
 
         visit("embedding", 1, kernel(0.0, 2.0 * t * h * fp));
@@ -1183,13 +1196,16 @@ impl Roofline {
 
     /// Ring all-reduce of the full `tokens × hidden` activation: over the instance's link as
     /// the ASTRA-Sim fork prices it when the run names one (staged through host memory on
-    /// GPUs without peer access: [`crate::latency::host_staged`]), else the datasheet's ring
-    /// (its network priced elsewhere, by ASTRA-Sim's own config).
-    fn allreduce_work(&self, tokens: f64) -> Option<Work> {
+    /// GPUs without peer access: [`crate::latency::host_staged`]), with the GPU copies vLLM
+    /// makes around it on that link's hardware in a step replayed from graphs if
+    /// `graph_replayed` or not ([`Collectives::tp_all_reduce_step_ns`]); else the datasheet's
+    /// ring alone (its network priced elsewhere, by ASTRA-Sim's own config).
+    fn allreduce_work(&self, tokens: f64, graph_replayed: bool) -> Option<Work> {
         let (h, fp) = (self.hidden, self.fp);
         match self.tp_collectives {
             Some(c) => Some(Work::Comm {
-                ns: c.tp_all_reduce_ns(tokens as u64, h as u64, fp as u64) as f64,
+                ns: c.tp_all_reduce_step_ns(tokens as u64, h as u64, fp as u64, graph_replayed)
+                    as f64,
             }),
             None => self.allreduce.map(|ring| Work::Comm {
                 ns: tokens * h * fp * ring.ns_per_byte + ring.fixed_ns,

@@ -3,7 +3,9 @@
 
 use super::InstanceConfig;
 use crate::config::{ClusterConfig, ConfigError, Hardware, PerDim, PlacedInstance, Problem};
-use crate::latency::{Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting};
+use crate::latency::{
+    Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting, VllmAllReduce,
+};
 
 /// How the instances' collectives are priced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,8 +44,21 @@ pub(super) fn hardware_tp_links(instances: &mut [InstanceConfig]) {
     for inst in instances {
         if inst.collectives.tp_link.is_some() {
             inst.collectives.tp_link = Some(hardware_link(&inst.hardware));
+            inst.collectives.tp_dispatch = vllm_dispatch(inst);
         }
     }
+}
+
+/// How vLLM dispatches the TP all-reduces of an instance on its hardware's link
+/// ([`VllmAllReduce`]: the copies around the collective). A cluster config's declared link
+/// keeps the ring alone: it is the rate ASTRA-Sim moves LLMServingSim's chunks at, and the
+/// config does not say what joins its GPUs (NVSwitch, peer access), which decides the path.
+/// So does an SGLang instance: SGLang dispatches its all-reduces its own way, not read here.
+fn vllm_dispatch(inst: &InstanceConfig) -> Option<VllmAllReduce> {
+    if inst.sglang.is_some() {
+        return None;
+    }
+    VllmAllReduce::of(&inst.hardware, inst.tp, inst.dtype.activations())
 }
 
 /// Link of network dimension `d` of a cluster config (a scalar applies to every dimension;
@@ -66,9 +81,11 @@ pub(super) fn cluster_link(cluster: &ClusterConfig, d: usize, local_mem_gbps: f6
 /// Collectives of a standalone instance (no cluster config): TP all-reduces over the
 /// hardware's link, no expert parallelism.
 pub(super) fn standalone(inst: &mut InstanceConfig, pricing: CommPricing) {
+    let analytical = pricing == CommPricing::Analytical;
     inst.collectives = Collectives {
         tp: inst.tp,
-        tp_link: (pricing == CommPricing::Analytical).then(|| hardware_link(&inst.hardware)),
+        tp_link: analytical.then(|| hardware_link(&inst.hardware)),
+        tp_dispatch: vllm_dispatch(inst).filter(|_| analytical),
         ep: ExpertParallel::NONE,
     };
 }
@@ -199,6 +216,7 @@ fn set_collectives(
     inst.collectives = Collectives {
         tp: inst.tp,
         tp_link: (pricing == CommPricing::Analytical).then(|| cluster_link(cluster, 0, mem_bw)),
+        tp_dispatch: None,
         ep: ExpertParallel {
             total: ranks.total,
             local: ranks.local,

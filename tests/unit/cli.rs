@@ -557,6 +557,9 @@ fn a_standalone_instances_tp_all_reduce_runs_at_the_hardwares_link_efficiency() 
     .unwrap();
     let tp = &cfg.instances[0].collectives;
     assert_eq!(tp.tp_all_reduce_ns(2048, 8192, 2), 177_088);
+    // With vLLM's dispatch on the hardware's NVSwitch: 32 MiB runs on NCCL, no copy.
+    assert!(tp.tp_dispatch.is_some());
+    assert_eq!(tp.tp_all_reduce_step_ns(2048, 8192, 2, false), 177_088);
 }
 
 #[test]
@@ -623,12 +626,51 @@ fn a_quick_clusters_tp_all_reduce_runs_at_the_hardwares_link_efficiency_and_its_
             .unwrap();
         for inst in &cfg.instances {
             assert_eq!(inst.collectives.tp_all_reduce_ns(2048, 8192, 2), 177_088);
+            // vLLM's dispatch as a standalone instance's: 4 MiB on the custom kernel, its
+            // copy priced outside a graph (8 MiB / 3,015 bytes/ns + 500 ns).
+            let c = &inst.collectives;
+            let ring = c.tp_all_reduce_ns(256, 8192, 2);
+            assert_eq!(c.tp_all_reduce_step_ns(256, 8192, 2, false), ring + 3_282);
         }
         // Only a P/D cluster has KV links.
         assert_eq!(cfg.links.is_some(), layout[0] == "--pd");
         if let Some(links) = cfg.links {
             assert_eq!(links.link(0, 1).transfer_ns(64 << 20), 139_888);
         }
+    }
+}
+
+#[test]
+fn an_sglang_instance_keeps_the_ring_alone() {
+    // vLLM's all-reduce dispatch is vLLM's: an SGLang instance on the same GPUs has none.
+    let args = ["--hardware", "H100-SXM", "--tp", "4"];
+    let vllm = parse(&args).unwrap().into_config().unwrap();
+    assert!(vllm.instances[0].collectives.tp_dispatch.is_some());
+    let sglang = parse(&[&args[..], &["--engine", "sglang"]].concat())
+        .unwrap()
+        .into_config()
+        .unwrap();
+    assert_eq!(sglang.instances[0].collectives.tp_dispatch, None);
+}
+
+#[test]
+fn a_cluster_configs_declared_link_keeps_the_ring_alone() {
+    if !crate::shared_data::available() {
+        return;
+    }
+    // RTX PRO 6000 at TP 2, whose hardware file would take vLLM's custom kernel below 8 MiB
+    // with its copy: the config's link is LLMServingSim's, priced as declared.
+    let c = shared("configs/cluster/single_node_4_instance_2TP.json");
+    let cfg = parse(&["--cluster-config", &c])
+        .unwrap()
+        .into_config()
+        .unwrap();
+    for inst in &cfg.instances {
+        let tp = &inst.collectives;
+        assert_eq!(tp.tp_dispatch, None);
+        let ring = tp.tp_all_reduce_ns(256, 5120, 2);
+        assert!(ring > 0);
+        assert_eq!(tp.tp_all_reduce_step_ns(256, 5120, 2, false), ring);
     }
 }
 

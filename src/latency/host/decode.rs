@@ -226,7 +226,7 @@ impl HostModel {
         let tokens = u32::try_from(lead.count).unwrap_or(u32::MAX);
         let (mode, run_tokens) = self.policy.mode_of(tokens, true);
         let pad = run_tokens.saturating_sub(tokens);
-        let size = roofline.with_mut(|r| r.decode_size(lead, pad))?;
+        let size = roofline.with_mut(|r| r.decode_size(lead, pad, mode.replays_graph()))?;
         Some(DecodeShape {
             decodes: lead.count,
             mode,

@@ -91,6 +91,11 @@ pub enum StepMode {
 }
 
 impl StepMode {
+    /// Whether the step's model runs from captured CUDA graphs (piecewise or full).
+    pub fn replays_graph(self) -> bool {
+        matches!(self, StepMode::Piecewise | StepMode::Full)
+    }
+
     /// Lower-case name for logs.
     pub fn name(self) -> &'static str {
         match self {

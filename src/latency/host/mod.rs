@@ -133,6 +133,7 @@ impl HostModel {
         let pad = run_tokens.saturating_sub(tokens);
         let run = BatchDesc {
             pad_tokens: batch.pad_tokens.saturating_add(pad),
+            graph_replayed: mode.replays_graph(),
             ..*batch
         };
         (run, mode)

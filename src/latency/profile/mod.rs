@@ -139,6 +139,8 @@ struct BatchStats {
     gate_tokens: u64,
     /// A hash of the batch (salts random expert routing).
     fingerprint: u64,
+    /// See [`BatchDesc::graph_replayed`] (the TP all-reduces' copies).
+    graph_replayed: bool,
 }
 
 impl BatchStats {
@@ -158,6 +160,7 @@ impl BatchStats {
             lm_head_len: batch.items.len() as u64 + pad,
             gate_tokens: batch.expert_gate_tokens(),
             fingerprint: pad,
+            graph_replayed: batch.graph_replayed,
         };
         let mut decode_sum = 0u64;
         for (i, item) in batch.items.iter().enumerate() {
@@ -220,10 +223,11 @@ impl Pricer {
             }
             // Communication is arithmetic, not a table lookup: not counted.
             Price::TpAllReduce => {
-                return Some(self.collectives.tp_all_reduce_ns(
+                return Some(self.collectives.tp_all_reduce_step_ns(
                     s.total_len,
                     self.shape.hidden,
                     self.shape.fp,
+                    s.graph_replayed,
                 ));
             }
             Price::EpDispatch => {

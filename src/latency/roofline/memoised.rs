@@ -45,6 +45,8 @@ struct TokenShape {
     tokens: u64,
     seqs: u64,
     gate: u64,
+    /// Whether the step is replayed from graphs (the all-reduces' copies depend on it).
+    graphed: bool,
 }
 
 impl TokenShape {
@@ -53,13 +55,17 @@ impl TokenShape {
             tokens: s.tokens.to_bits(),
             seqs: s.seqs.to_bits(),
             gate: s.gate.to_bits(),
+            graphed: s.graph_replayed,
         }
     }
 }
 
 impl MemoKey for TokenShape {
     fn memo_hash(&self) -> u64 {
-        count(self.tokens) ^ count(self.seqs).rotate_left(21) ^ count(self.gate).rotate_left(42)
+        let counts = count(self.tokens)
+            ^ count(self.seqs).rotate_left(21)
+            ^ count(self.gate).rotate_left(42);
+        counts ^ (u64::from(self.graphed) << 63)
     }
 }
 
@@ -75,11 +81,12 @@ fn count(bits: u64) -> u64 {
 struct TokenCounts {
     tokens: u64,
     gate: u64,
+    graphed: bool,
 }
 
 impl MemoKey for TokenCounts {
     fn memo_hash(&self) -> u64 {
-        count(self.tokens) ^ count(self.gate).rotate_left(32)
+        count(self.tokens) ^ count(self.gate).rotate_left(32) ^ (u64::from(self.graphed) << 31)
     }
 }
 
@@ -121,6 +128,7 @@ impl Totals {
         let key = TokenCounts {
             tokens: s.tokens.to_bits(),
             gate: s.gate.to_bits(),
+            graphed: s.graph_replayed,
         };
         let (hit, tokens) = self.tokens.entry(key);
         if !hit {
@@ -225,13 +233,18 @@ impl MemoisedRoofline {
         self.totals.stats()
     }
 
-    /// What a step of `lead`'s decodes alone padded with `pad` dummy decodes (see
-    /// [`Roofline::decode_step`]) costs besides its attention, which is all that changes while
+    /// What a step of `lead`'s decodes alone padded with `pad` dummy decodes, replayed from
+    /// graphs if `graph_replayed` (see [`Roofline::decode_step`]), costs besides its attention, which is all that changes while
     /// its decodes' contexts grow; `None` when such a step is not priced from its sums (a
     /// model without attention work, sums that would not be exact).
-    pub fn decode_size(&mut self, lead: DecodeLead, pad: u32) -> Option<DecodeSize> {
+    pub fn decode_size(
+        &mut self,
+        lead: DecodeLead,
+        pad: u32,
+        graph_replayed: bool,
+    ) -> Option<DecodeSize> {
         let at = self.attention?;
-        let step = self.roofline.decode_step(lead, pad)?;
+        let step = self.roofline.decode_step(lead, pad, graph_replayed)?;
         self.roofline.attention_work(&step)?;
         Some(DecodeSize {
             token_ns: self.totals.of(&self.roofline, &step),

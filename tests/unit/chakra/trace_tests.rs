@@ -449,6 +449,7 @@ fn moe_ep2_breakdown(model: &ModelArch) -> Vec<LayerTiming> {
         collectives: Collectives {
             tp: 2,
             tp_link: None,
+            tp_dispatch: None,
             ep: ExpertParallel {
                 total: 2,
                 local: 2,

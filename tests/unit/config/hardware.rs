@@ -160,17 +160,46 @@ fn the_tp_fabric_says_which_parts_stage_collectives_through_host_memory() {
     assert_eq!(pro.tp_fabric, Some(TpFabric::PcieP2p));
     assert!(!pro.stages_collectives_through_host());
     // Optional: without it, the ring over the link.
-    let h100 = Hardware::from_toml(h100_text(), "x.toml").unwrap();
+    let h100 = Hardware::from_toml(&h100_without("tp_fabric"), "x.toml").unwrap();
     assert_eq!(h100.tp_fabric, None);
     assert!(!h100.stages_collectives_through_host());
+    // NVSwitch: peer access.
+    assert!(!Hardware::resolve("H100").unwrap().stages_collectives_through_host());
     let rtx_text = bundled().find(|(name, _)| *name == "RTX4090").unwrap().1;
     let text = rtx_text.replace("tp_fabric = \"pcie-no-p2p\"", "tp_fabric = \"pcie\"");
     assert_ne!(text, rtx_text);
     let (_, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
     // The error names the line, the field and the values it takes.
-    for part in ["line 26", "tp_fabric", "`pcie`", "pcie-no-p2p"] {
+    for part in ["line 27", "tp_fabric", "`pcie`", "pcie-no-p2p"] {
         assert!(message.contains(part), "{part}: {message}");
     }
+}
+
+#[test]
+fn what_decides_vllms_all_reduce_is_read_and_checked() {
+    let h100 = Hardware::resolve("H100").unwrap();
+    assert_eq!(h100.capability(), Some((9, 0)));
+    assert_eq!(h100.tp_fabric, Some(TpFabric::Nvswitch));
+    let rtx = Hardware::resolve("RTX4090").unwrap();
+    assert_eq!(rtx.capability(), Some((8, 9)));
+    assert_eq!(rtx.tp_fabric, Some(TpFabric::PcieNoP2p));
+    let b200 = Hardware::resolve("B200").unwrap();
+    assert_eq!(b200.capability(), Some((10, 0)));
+    // Both optional: a file without them has no vLLM dispatch.
+    for key in ["compute_capability", "tp_fabric"] {
+        let without = h100_without(key);
+        assert!(Hardware::from_toml(&without, "x.toml").is_ok(), "{key}");
+    }
+    for bad in ["\"9\"", "\"9.x\"", "\".0\"", "\"\""] {
+        assert_rejected_as(
+            "compute_capability = \"9.0\"",
+            &format!("compute_capability = {bad}"),
+            "compute_capability",
+        );
+    }
+    let text = h100_text().replace("tp_fabric = \"nvswitch\"", "tp_fabric = \"nvlink\"");
+    let (_, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+    assert!(message.contains("nvlink"), "{message}");
 }
 
 #[test]

@@ -1,4 +1,5 @@
 mod host_staged;
+mod dispatch;
 
 use blis_cosim::latency::*;
 
@@ -47,6 +48,7 @@ fn ep_comm_sizes_follow_vllms_allgather_reducescatter_backend() {
     let c = Collectives {
         tp: 1,
         tp_link: None,
+        tp_dispatch: None,
         ep: ExpertParallel {
             total: 2,
             local: 1,

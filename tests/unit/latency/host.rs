@@ -325,3 +325,50 @@ fn a_small_decode_batch_replays_one_padded_full_graph() {
     let layers = m.breakdown(&BatchDesc::new(&items)).unwrap();
     assert_eq!(layers.last().unwrap().name, "host_wait (full graph)");
 }
+
+/// The times of a step's `allreduce` layer on Llama-3.1-8B at TP 4 on H100-SXM with vLLM's
+/// all-reduce dispatch, under `options`, for a prefill of `tokens` tokens, and the ring's
+/// time alone.
+fn allreduce_ns(options: &GraphOptions, tokens: u32) -> (Nanos, Nanos) {
+    use blis_cosim::config::{Hardware, ModelArch};
+    use blis_cosim::latency::{Collectives, CommLink, Roofline, VllmAllReduce};
+    let (arch, h100) = (
+        ModelArch::resolve("Llama-3.1-8B").unwrap(),
+        Hardware::resolve("H100-SXM").unwrap(),
+    );
+    let tp4 = Collectives {
+        tp: 4,
+        tp_link: Some(CommLink {
+            bandwidth_gbps: 450.0 * 0.654 * 1e9 / f64::from(1u32 << 30),
+            latency_ns: 1_000.0,
+            local_mem_gbps: 0.0,
+            through_host: false,
+        }),
+        tp_dispatch: VllmAllReduce::of(&h100, 4, Dtype::Bfloat16),
+        ..Collectives::NONE
+    };
+    let roofline = Roofline::new(&arch, &h100, 4, Dtype::Bfloat16).with_tp_link(tp4);
+    let policy = GraphPolicy::resolve(options, 256, 2048).unwrap();
+    let mut m = HostModel::new(Box::new(roofline), host(), policy, false);
+    let layers = m.breakdown(&BatchDesc::new(&prefill(tokens))).unwrap();
+    let layer = layers.iter().find(|l| l.name == "allreduce").unwrap();
+    (
+        layer.time_ns,
+        tp4.tp_all_reduce_ns(u64::from(tokens), 4096, 2),
+    )
+}
+
+#[test]
+fn the_custom_all_reduce_copies_its_input_in_steps_not_replayed_from_a_graph() {
+    // 256 tokens (2 MiB, the custom kernel): eager, its copy (4 MiB of reads and writes at
+    // 3,015 bytes/ns + 500 ns = 1,891 ns, at least 2,120 ns); replayed from piecewise graphs
+    // (the default mode, capture sizes up to 512), none.
+    let (ns, ring) = allreduce_ns(&eager(), 256);
+    assert_eq!(ns, ring + 2_120);
+    let (ns, ring) = allreduce_ns(&GraphOptions::default(), 256);
+    assert_eq!(ns, ring);
+    // 600 tokens (4.7 MiB) are beyond the largest capture size: compiled without a graph,
+    // the copy again (9,830,400 bytes / 3,015 + 500 = 3,760.5 ns).
+    let (ns, ring) = allreduce_ns(&GraphOptions::default(), 600);
+    assert_eq!(ns, ring + 3_760);
+}

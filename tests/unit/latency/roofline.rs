@@ -237,6 +237,7 @@ fn a_tp_decode_step_gathers_its_logit_shards_after_the_lm_head() {
             local_mem_gbps: 0.0,
             through_host: false,
         }),
+        tp_dispatch: None,
         ep: ExpertParallel::NONE,
     };
     let mut linked = roofline("Llama-3.1-8B", "H100", 4).with_tp_link(tp4);

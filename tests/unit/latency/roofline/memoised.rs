@@ -4,7 +4,7 @@ use blis_cosim::latency::roofline::decode_attention::DecodeAttention;
 use blis_cosim::latency::roofline::memoised::*;
 use blis_cosim::latency::{
     BatchDesc, BatchItem, Collectives, CommLink, DecodeLead, EpNetwork, ExpertParallel,
-    ExpertRouting, LatencyBackend, MemoStats, Roofline, StageSends,
+    ExpertRouting, LatencyBackend, MemoStats, Roofline, StageSends, VllmAllReduce,
 };
 use proptest::prelude::*;
 
@@ -25,13 +25,16 @@ const LINK: CommLink = CommLink {
     through_host: false,
 };
 
-/// Rooflines of every layer layout: dense at TP 1, dense at TP 4 over a link, QK norm, MoE
-/// at TP 2, MoE under EP 2 with its dispatch and combine, MoE on a part without `sm_count`.
+/// Rooflines of every layer layout: dense at TP 1, dense at TP 4 over a link with vLLM's
+/// all-reduce copies, QK norm, MoE at TP 2, MoE under EP 2 with its dispatch and combine, MoE
+/// on a part without `sm_count`.
 fn rooflines() -> Vec<Roofline> {
     let moe = "Qwen3-30B-A3B-Instruct-2507";
+    let h100 = Hardware::resolve("H100").unwrap();
     let tp4 = Collectives {
         tp: 4,
         tp_link: Some(LINK),
+        tp_dispatch: VllmAllReduce::of(&h100, 4, Dtype::Bfloat16),
         ..Collectives::NONE
     };
     let ep = Collectives {
@@ -62,11 +65,15 @@ fn rooflines() -> Vec<Roofline> {
     ]
 }
 
-/// A batch: its items, DP padding, gate tokens and whether decode attention is offloaded.
-type Batch = (Vec<BatchItem>, u32, u64, bool);
+/// A batch: its items, DP padding, gate tokens, whether decode attention is offloaded and
+/// whether the step is replayed from graphs.
+type Batch = (Vec<BatchItem>, u32, u64, bool, bool);
 
-fn batch_desc((items, pad, gate, offloaded): &Batch) -> BatchDesc<'_> {
-    let desc = BatchDesc::padded(items, *pad).with_gate_tokens(*gate);
+fn batch_desc((items, pad, gate, offloaded, graphed): &Batch) -> BatchDesc<'_> {
+    let desc = BatchDesc {
+        graph_replayed: *graphed,
+        ..BatchDesc::padded(items, *pad).with_gate_tokens(*gate)
+    };
     if *offloaded {
         desc.with_attention_offloaded()
     } else {
@@ -93,6 +100,7 @@ fn batch() -> impl Strategy<Value = Batch> {
         prop_oneof![3 => Just(0u32), 1 => 1u32..16],
         gate,
         prop::bool::weighted(0.2),
+        prop::bool::ANY,
     )
 }
 
@@ -176,17 +184,21 @@ proptest! {
             // The batch, then steps with its contexts grown (the same size) and decodes added.
             let mut contexts = contexts.clone();
             let mut kept = None;
-            for &grown in &more {
+            for (step, &grown) in more.iter().enumerate() {
                 let items = decodes(&contexts);
                 let lead = DecodeLead::summing(&items).unwrap();
-                let size = memoised.decode_size(lead, pad).unwrap();
+                let graphed = step % 2 == 1;
+                let size = memoised.decode_size(lead, pad, graphed).unwrap();
                 let attention = attention_of.layer_ns(lead, pad, &mut None).unwrap();
                 // The same with the fixed time kept from the step before.
                 let kept_ns = attention_of.layer_ns(lead, pad, &mut kept).unwrap();
                 prop_assert_eq!(kept_ns, attention);
                 let direct = size.token_ns + size.attention_repeats * attention;
                 // The reference reads the items one by one.
-                let desc = BatchDesc::padded(&items, pad);
+                let desc = BatchDesc {
+                    graph_replayed: graphed,
+                    ..BatchDesc::padded(&items, pad)
+                };
                 prop_assert_eq!(direct, alone.step_time(&desc)?);
                 memoised.step_time(&desc.with_decode_lead(lead))?;
                 prop_assert_eq!(Some(size.list), memoised.last_layer_list());
@@ -207,19 +219,19 @@ fn a_pure_decode_whose_sums_are_not_exact_is_not_priced_from_them() {
         kv_tokens: 1 << 60,
         longest: 1 << 59,
     };
-    assert_eq!(memoised.decode_size(huge, 0), None);
+    assert_eq!(memoised.decode_size(huge, 0, false), None);
     assert_eq!(attention_of.layer_ns(huge, 0, &mut None), None);
     assert_eq!(
         attention_of.layer_ns(DecodeLead::default(), 0, &mut None),
         None
     );
-    assert_eq!(memoised.decode_size(DecodeLead::default(), 0), None);
+    assert_eq!(memoised.decode_size(DecodeLead::default(), 0, false), None);
     let one = DecodeLead {
         count: 1,
         kv_tokens: 1,
         longest: 1,
     };
-    assert!(memoised.decode_size(one, 0).is_some());
+    assert!(memoised.decode_size(one, 0, false).is_some());
 }
 
 #[test]
