@@ -77,34 +77,19 @@ fn run_in<'scope, 'env>(
     let live: SharedSessions<'_> =
         Rc::new(RefCell::new(LiveSessions::new(workload.classes.as_ref())));
     let requests = initial_requests(&workload, &mut registry);
-    let num_requests = match &stream {
-        Some((plan, _)) => plan.count,
-        None => workload.num_requests() as u64,
-    };
-    let streamed = stream
-        .map(|(plan, generator)| {
-            let drawing = Drawing { retime, scope };
-            streamed(config, &workload, &plan, generator, drawing, &live)
-        })
-        .transpose()?;
-    let (first_arrival, last_arrival) = match &streamed {
-        Some(s) => (s.first_arrival, s.last_arrival),
-        None => (
-            requests.first().map_or(0, |r| r.arrival_ns),
-            requests.iter().map(|r| r.arrival_ns).max().unwrap_or(0),
-        ),
-    };
+    let drawing = Drawing { retime, scope };
+    let (num_requests, streamed) = start_stream(config, &workload, stream, drawing, &live)?;
+    let (first_arrival, last_arrival) = arrival_span(streamed.as_ref(), &requests);
     if let Some(a) = &config.control.autoscale {
         scaling::check_ticks(a, last_arrival)?;
     }
     eprintln!("{}", astra::describe(config.astra()));
     let mut instances = build_instances(config, first_arrival)?;
     let disaggregation = disaggregation(config);
-    let labels = match (&streamed, has_sessions) {
-        (_, false) => None,
-        (Some(_), true) => Some(SessionLabels::Live(Rc::clone(&live))),
-        (None, true) => Some(SessionLabels::Listed(&workload.sessions)),
-    };
+    let labels = has_sessions.then(|| match &streamed {
+        Some(_) => SessionLabels::Live(Rc::clone(&live)),
+        None => SessionLabels::Listed(&workload.sessions),
+    });
     let mut outputs = open_outputs(
         config,
         &workload,
@@ -112,24 +97,14 @@ fn run_in<'scope, 'env>(
         num_requests,
         disaggregation.is_some(),
     )?;
-    let (mut control, mut router) = decision_makers(config, &workload, &mut outputs);
-    let classes = workload.classes.as_ref();
-    let nominal = NominalPriority::new(classes, &config.control.slo_priorities);
-    let mut dyn_backends: Vec<&mut dyn LatencyBackend> = (instances.backends.iter_mut())
-        .map(|b| b as &mut dyn LatencyBackend)
-        .collect();
-    let mut waves = waves::AstraWaves::start(config, first_arrival)?;
     let (stream, listed) = streamed.map(|s| (s.stream, s.listed)).unzip();
-    let run = Run {
+    let input = EngineInput {
         requests: &requests,
         stream,
-        setups: engine::Setups::replicated(&instances.setups, config.replicas_per_template),
         disaggregation,
         max_in_flight,
-        signals: config.signals,
-        watch: anomaly_watch(config, outputs.watch_anomalies, &nominal),
-        clients: workload.classes.as_ref(),
-        autoscaler: scaling::autoscaler(config),
+        num_requests,
+        first_arrival,
     };
     let mut live_injector = Rc::clone(&live);
     // A stream without sessions releases nothing: the (empty) registry says so, and a
@@ -138,21 +113,126 @@ fn run_in<'scope, 'env>(
         Some(_) if has_sessions => &mut live_injector,
         _ => &mut registry,
     };
-    let services = Services::new(&mut dyn_backends, &mut router, &mut outputs)
+    let (outcome, waves) = simulate(
+        config,
+        &workload,
+        input,
+        &mut instances,
+        &mut outputs,
+        injector,
+    )?;
+    outputs.progress.finish();
+    // The requests listed before the run, or those the stream handed out.
+    let count = listed.as_ref().map_or(requests.len(), |c| c.get() as usize);
+    let info = close_instances(config, instances, waves, &outcome, count)?;
+    let live = live.borrow();
+    let sessions = has_sessions.then(|| match &listed {
+        Some(_) => live.outcomes(),
+        None => registry.outcomes(),
+    });
+    write_results(
+        config,
+        outputs,
+        info,
+        &outcome,
+        sessions.as_deref(),
+        started,
+    )
+}
+
+/// How many requests the run has, and the stream of a generated workload (`stream`: its plan
+/// and generator), drawn as `drawing` says.
+fn start_stream<'r, 'scope: 'r, 'env: 'r>(
+    config: &SimConfig,
+    workload: &'r Workload,
+    stream: Option<(StreamPlan, Generator<'env>)>,
+    drawing: Drawing<'scope, 'env>,
+    live: &SharedSessions<'r>,
+) -> anyhow::Result<(u64, Option<Streamed<'r>>)> {
+    let Some((plan, generator)) = stream else {
+        return Ok((workload.num_requests() as u64, None));
+    };
+    let streamed = streamed(config, workload, &plan, generator, drawing, live)?;
+    Ok((plan.count, Some(streamed)))
+}
+
+/// What the engine runs, besides the configuration: the initial requests (listed, and
+/// streamed as it reaches them; `num_requests` in all, the first arriving at `first_arrival`),
+/// the P/D disaggregation and the concurrency limit.
+struct EngineInput<'r> {
+    requests: &'r [Request],
+    stream: Option<engine::ArrivalStream<'r>>,
+    disaggregation: Option<Disaggregation>,
+    max_in_flight: Option<usize>,
+    num_requests: u64,
+    first_arrival: Nanos,
+}
+
+/// Runs the engine over `input` with the run's decision makers, the `instances`' backends and
+/// the DP groups' processes, reporting into `outputs`; `injector` releases the sessions' later
+/// requests. Returns the outcome and the DP groups' processes (still to be finished), or the
+/// engine's error once every process is stopped.
+fn simulate(
+    config: &SimConfig,
+    workload: &Workload,
+    input: EngineInput<'_>,
+    instances: &mut Instances<'_>,
+    outputs: &mut Outputs<'_>,
+    injector: &mut dyn Injector,
+) -> anyhow::Result<(RunOutcome, Option<waves::AstraWaves>)> {
+    let (mut control, mut router) = decision_makers(config, workload, outputs);
+    let clients = workload.classes.as_ref();
+    let nominal = NominalPriority::new(clients, &config.control.slo_priorities);
+    let mut dyn_backends: Vec<&mut dyn LatencyBackend> = (instances.backends.iter_mut())
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut waves = waves::AstraWaves::start(config, input.first_arrival)?;
+    let run = Run {
+        requests: input.requests,
+        stream: input.stream,
+        setups: engine::Setups::replicated(&instances.setups, config.replicas_per_template),
+        disaggregation: input.disaggregation,
+        max_in_flight: input.max_in_flight,
+        signals: config.signals,
+        watch: anomaly_watch(config, outputs.watch_anomalies, &nominal),
+        clients,
+        autoscaler: scaling::autoscaler(config),
+    };
+    let services = Services::new(&mut dyn_backends, &mut router, outputs)
         .with_injector(injector)
         .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer))
         .with_control(control.as_mut());
-    let outcome = match simulate_folding(config, num_requests, run, services)? {
-        Ok(outcome) => outcome,
+    match simulate_folding(config, input.num_requests, run, services)? {
+        Ok(outcome) => Ok((outcome, waves)),
         Err(e) => {
             // Stop every group's process (dropping it kills it) before reporting.
             drop(waves);
-            return Err(engine_error(e, &config.workload));
+            Err(engine_error(e, &config.workload))
         }
-    };
-    drop(dyn_backends);
-    outputs.progress.finish();
-    let infos = instance_infos(config, &mut instances, &outcome);
+    }
+}
+
+/// The first and the last arrival of the run's initial requests (`streamed` or listed).
+fn arrival_span(streamed: Option<&Streamed<'_>>, requests: &[Request]) -> (Nanos, Nanos) {
+    match streamed {
+        Some(s) => (s.first_arrival, s.last_arrival),
+        None => (
+            requests.first().map_or(0, |r| r.arrival_ns),
+            requests.iter().map(|r| r.arrival_ns).max().unwrap_or(0),
+        ),
+    }
+}
+
+/// After the engine: what the summary reports of the run and its instances (`listed`: how
+/// many requests it was given), with every latency backend and DP group process ended.
+fn close_instances(
+    config: &SimConfig,
+    mut instances: Instances<'_>,
+    waves: Option<waves::AstraWaves>,
+    outcome: &RunOutcome,
+    listed: usize,
+) -> anyhow::Result<(RunInfo, RunSettings)> {
+    let infos = instance_infos(config, &mut instances, outcome);
     finish_backends(instances.backends, waves)?;
     let info = RunInfo {
         seed: config.seed,
@@ -161,22 +241,7 @@ fn run_in<'scope, 'env>(
         num_nodes: config.num_nodes,
         instances: infos,
     };
-    let live = live.borrow();
-    let sessions = has_sessions.then(|| match &listed {
-        Some(_) => live.outcomes(),
-        None => registry.outcomes(),
-    });
-    // The requests listed before the run, or those the stream handed out.
-    let listed = listed.map_or(requests.len(), |count| count.get() as usize);
-    let settings = run_settings(config, listed);
-    write_results(
-        config,
-        outputs,
-        (info, settings),
-        &outcome,
-        sessions.as_deref(),
-        started,
-    )
+    Ok((info, run_settings(config, listed)))
 }
 
 /// The workload of a run before the engine starts: listed (its requests retimed by the replay

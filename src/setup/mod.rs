@@ -379,29 +379,40 @@ pub enum SetupError {
 /// Resolves and validates `options` into the configuration of a run.
 pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
     check_diagnostics(&options.diagnostics)?;
-    let control::Resolved {
-        control,
-        routing,
-        signals,
-    } = control::resolve(&options.control, &options.routing)?;
+    let resolved = control::resolve(&options.control, &options.routing)?;
+    let mut deployed = deploy(&options)?;
+    attach_astra(&options, &mut deployed)?;
+    options.host.assign(&mut deployed.instances)?;
+    sglang::check_supported(&deployed.instances)?;
+    check_emit_et(&options, &deployed.instances)?;
+    let replicas_per_template = match &resolved.control.autoscale {
+        Some(a) => scaling::check_slots(&deployed.instances, a)?,
+        None => 1,
+    };
+    let kv = scaling::kv_capacities(&deployed.instances, replicas_per_template)?;
+    sglang::size_running_requests(&mut deployed.instances, &kv);
+    let sized = KvSizing {
+        kv,
+        replicas_per_template,
+    };
+    Ok(sim_config(options, resolved, deployed, sized))
+}
+
+/// The instances of the run's deployment: one given by model, hardware and TP (alone or in a
+/// `--layout`), or a cluster config's.
+fn deploy(options: &RunOptions) -> Result<Deployed, SetupError> {
     let pricing = if options.astra.selects_astra() {
         parallel::CommPricing::Astra
     } else {
         parallel::CommPricing::Analytical
     };
-    let mut deployed = match &options.deployment {
+    let deployed = match &options.deployment {
         Deployment::Standalone {
             model,
             hardware,
             tp,
             layout: Layout::Single,
-        } => standalone(
-            &options,
-            model.as_deref(),
-            hardware.as_deref(),
-            *tp,
-            pricing,
-        )?,
+        } => standalone(options, model.as_deref(), hardware.as_deref(), *tp, pricing)?,
         Deployment::Standalone {
             model,
             hardware,
@@ -417,19 +428,21 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
             let flag = layout.flag();
             let config = ClusterConfig::parse(&text, flag)?;
             let mut deployed =
-                deploy_cluster(&options, config, std::path::Path::new(flag), pricing)?;
+                deploy_cluster(options, config, std::path::Path::new(flag), pricing)?;
             parallel::hardware_tp_links(&mut deployed.instances);
             deployed
         }
         Deployment::ClusterConfig(path) => {
             let config = ClusterConfig::load(path)?;
-            deploy_cluster(&options, config, path, pricing)?
+            deploy_cluster(options, config, path, pricing)?
         }
     };
-    attach_astra(&options, &mut deployed)?;
-    options.host.assign(&mut deployed.instances)?;
-    sglang::check_supported(&deployed.instances)?;
-    if options.emit_et.is_some() && deployed.instances.iter().any(|i| i.pim.is_some()) {
+    Ok(deployed)
+}
+
+/// `--emit-et` cannot write the traces of instances that offload attention to PIM.
+fn check_emit_et(options: &RunOptions, instances: &[InstanceConfig]) -> Result<(), SetupError> {
+    if options.emit_et.is_some() && instances.iter().any(|i| i.pim.is_some()) {
         return Err(SetupError::Config(ConfigError::flag(
             "--emit-et",
             Problem::unsupported(
@@ -439,14 +452,24 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
             ),
         )));
     }
-    let mut instances = deployed.instances;
-    let replicas_per_template = match &control.autoscale {
-        Some(a) => scaling::check_slots(&instances, a)?,
-        None => 1,
-    };
-    let kv = scaling::kv_capacities(&instances, replicas_per_template)?;
-    sglang::size_running_requests(&mut instances, &kv);
-    Ok(SimConfig {
+    Ok(())
+}
+
+/// The KV capacity of each instance and the replica slots of each template.
+struct KvSizing {
+    kv: Vec<KvCapacity>,
+    replicas_per_template: usize,
+}
+
+/// The run's configuration: the options' settings, with the control plane and routing
+/// `resolved`, the instances `deployed` and `sized`.
+fn sim_config(
+    options: RunOptions,
+    resolved: control::Resolved,
+    deployed: Deployed,
+    sized: KvSizing,
+) -> SimConfig {
+    SimConfig {
         workload: options.workload,
         output: options.output,
         summary_json: options.summary_json,
@@ -459,16 +482,16 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
         replay: options.replay,
         num_reqs: options.num_reqs,
         max_requests: options.max_requests,
-        instances,
-        kv,
-        replicas_per_template,
+        instances: deployed.instances,
+        kv: sized.kv,
+        replicas_per_template: sized.replicas_per_template,
         num_nodes: deployed.num_nodes,
         links: deployed.links,
         prefix_storage: deployed.prefix_storage,
-        routing,
-        signals,
+        routing: resolved.routing,
+        signals: resolved.signals,
         pd_flow: options.pd_flow,
-        control,
+        control: resolved.control,
         diagnostics: options.diagnostics,
         profile_dir: options.profile_dir,
         architecture: options.architecture,
@@ -477,7 +500,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
         threads: options.threads,
         emit_et: options.emit_et,
         power: deployed.power,
-    })
+    }
 }
 
 /// The trace flags need a trace level, and a trace level needs somewhere to go.

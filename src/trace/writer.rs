@@ -100,136 +100,163 @@ pub fn format_record(
     all_candidates: bool,
 ) -> std::fmt::Result {
     let kind = decision.kind().name();
+    write!(
+        out,
+        r#"{{"seq":{seq},"t":{},"kind":"{kind}""#,
+        record_time(decision)
+    )?;
+    match *decision {
+        Decision::Transfer(_)
+        | Decision::Schedule { .. }
+        | Decision::Scale(_)
+        | Decision::Replica { .. }
+        | Decision::Step { .. } => write_instance_fields(out, decision)?,
+        Decision::Priority { .. }
+        | Decision::Admission { .. }
+        | Decision::AdmissionDelay { .. }
+        | Decision::GatewayEnqueue { .. }
+        | Decision::GatewayDispatch { .. }
+        | Decision::Dropped { .. }
+        | Decision::Routing { .. } => write_request_fields(out, decision, all_candidates)?,
+    }
+    out.write_char('}')
+}
+
+/// A record's `t`: when its decision was taken (a P/D hand-off's: when its prefill ended; a
+/// KV transfer's: when it arrived; a step's: when it ended).
+fn record_time(decision: &Decision<'_>) -> crate::Nanos {
+    match *decision {
+        Decision::Priority { t, .. }
+        | Decision::Admission { t, .. }
+        | Decision::AdmissionDelay { t, .. }
+        | Decision::GatewayEnqueue { t, .. }
+        | Decision::GatewayDispatch { t, .. }
+        | Decision::Dropped { t, .. }
+        | Decision::Routing { t, .. }
+        | Decision::Schedule { t, .. }
+        | Decision::Replica { t, .. } => t,
+        Decision::Transfer(e) if e.arrived => e.end_ns,
+        Decision::Transfer(e) => e.prefill_end_ns,
+        Decision::Scale(a) => a.t,
+        Decision::Step { end_ns, .. } => end_ns,
+    }
+}
+
+/// The fields after `kind` of a decision on one request at the gateway: its priority,
+/// admission, queueing, drop or routing.
+fn write_request_fields(
+    out: &mut String,
+    decision: &Decision<'_>,
+    all_candidates: bool,
+) -> std::fmt::Result {
     match *decision {
         Decision::Priority {
-            t,
-            request,
-            priority,
-        } => write!(
-            out,
-            r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"priority":{priority}}}"#
-        ),
+            request, priority, ..
+        } => write!(out, r#","request":{request},"priority":{priority}"#),
         Decision::Admission {
-            t,
-            request,
-            refused,
+            request, refused, ..
         } => {
             write!(
                 out,
-                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"admitted":{}"#,
+                r#","request":{request},"admitted":{}"#,
                 refused.is_none()
             )?;
-            if let Some(why) = refused {
-                write_dropped(out, why)?;
-            }
-            out.write_char('}')
+            refused.map_or(Ok(()), |why| write_dropped(out, why))
         }
         Decision::AdmissionDelay {
-            t,
             request,
             attempt,
             retry_at,
             why,
+            ..
         } => {
             write!(
                 out,
-                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"attempt":{attempt},"retry_at":{retry_at}"#
+                r#","request":{request},"attempt":{attempt},"retry_at":{retry_at}"#
             )?;
-            write_dropped(out, why)?;
-            out.write_char('}')
+            write_dropped(out, why)
         }
-        Decision::GatewayEnqueue { t, request, depth } => write!(
-            out,
-            r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"depth":{depth}}}"#
-        ),
+        Decision::GatewayEnqueue { request, depth, .. } => {
+            write!(out, r#","request":{request},"depth":{depth}"#)
+        }
         Decision::GatewayDispatch {
-            t,
             request,
             depth,
             waited_ns,
+            ..
         } => write!(
             out,
-            r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request},"depth":{depth},"waited_ns":{waited_ns}}}"#
+            r#","request":{request},"depth":{depth},"waited_ns":{waited_ns}"#
         ),
-        Decision::Dropped { t, request, why } => {
-            write!(
-                out,
-                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request}"#
-            )?;
-            write_dropped(out, why)?;
-            out.write_char('}')
+        Decision::Dropped { request, why, .. } => {
+            write!(out, r#","request":{request}"#)?;
+            write_dropped(out, why)
         }
         Decision::Routing {
-            t,
             request,
             decision,
             explanation,
+            ..
         } => {
-            write!(
-                out,
-                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","request":{request}"#
-            )?;
-            write_routing(out, decision, explanation, all_candidates)?;
-            out.write_char('}')
+            write!(out, r#","request":{request}"#)?;
+            write_routing(out, decision, explanation, all_candidates)
         }
+        _ => unreachable!("an instance's decision is written by write_instance_fields"),
+    }
+}
+
+/// The fields after `kind` of a decision on or of an instance: a P/D hand-off or KV
+/// transfer, a scheduling action, a scaling action, a replica's new state, a step.
+fn write_instance_fields(out: &mut String, decision: &Decision<'_>) -> std::fmt::Result {
+    match *decision {
         Decision::Transfer(e) if e.arrived => write!(
             out,
-            r#"{{"seq":{seq},"t":{},"kind":"{kind}","request":{},"from":{},"to":{},"bytes":{},"start":{},"end":{}}}"#,
-            e.end_ns, e.request_id, e.from, e.to, e.bytes, e.start_ns, e.end_ns
+            r#","request":{},"from":{},"to":{},"bytes":{},"start":{},"end":{}"#,
+            e.request_id, e.from, e.to, e.bytes, e.start_ns, e.end_ns
         ),
         Decision::Transfer(e) => write!(
             out,
-            r#"{{"seq":{seq},"t":{},"kind":"{kind}","request":{},"prefill":{},"decode":{},"bytes":{}}}"#,
-            e.prefill_end_ns, e.request_id, e.from, e.to, e.bytes
+            r#","request":{},"prefill":{},"decode":{},"bytes":{}"#,
+            e.request_id, e.from, e.to, e.bytes
         ),
         Decision::Schedule {
-            t,
-            instance,
-            decision,
+            instance, decision, ..
         } => {
-            write!(
-                out,
-                r#"{{"seq":{seq},"t":{t},"kind":"{kind}","instance":{instance}"#
-            )?;
-            write_schedule(out, decision)?;
-            out.write_char('}')
+            write!(out, r#","instance":{instance}"#)?;
+            write_schedule(out, decision)
         }
         Decision::Scale(a) => {
             write!(
                 out,
-                r#"{{"seq":{seq},"t":{},"kind":"{kind}","pool":{},"action":"{}","from":{},"to":{},"desired":{}"#,
-                a.t,
+                r#","pool":{},"action":"{}","from":{},"to":{},"desired":{}"#,
                 a.pool,
                 if a.up { "up" } else { "down" },
                 a.from,
                 a.to,
                 a.desired
             )?;
-            write_signals(out, &a.signals)?;
-            out.write_char('}')
+            write_signals(out, &a.signals)
         }
         Decision::Replica {
-            t,
-            instance,
-            from,
-            to,
+            instance, from, to, ..
         } => write!(
             out,
-            r#"{{"seq":{seq},"t":{t},"kind":"{kind}","instance":{instance},"from":"{}","to":"{}"}}"#,
+            r#","instance":{instance},"from":"{}","to":"{}""#,
             from.name(),
             to.name()
         ),
         Decision::Step {
             instance,
             start_ns,
-            end_ns,
             batch,
             waiting,
             running,
+            ..
         } => write!(
             out,
-            r#"{{"seq":{seq},"t":{end_ns},"kind":"{kind}","instance":{instance},"start":{start_ns},"batch":{batch},"waiting":{waiting},"running":{running}}}"#
+            r#","instance":{instance},"start":{start_ns},"batch":{batch},"waiting":{waiting},"running":{running}"#
         ),
+        _ => unreachable!("a request's decision is written by write_request_fields"),
     }
 }
 

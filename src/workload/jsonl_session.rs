@@ -174,6 +174,7 @@ fn build(subs: Vec<Sub>) -> PlanBuilder {
     plan
 }
 
+/// Sub-request `k` of a session line (`model`: the session's).
 fn parse_sub(
     k: u32,
     value: Value,
@@ -181,6 +182,7 @@ fn parse_sub(
     at: &At<'_>,
 ) -> Result<Sub, WorkloadError> {
     let field = |name: &str| format!("sub_requests[{k}].{name}");
+    let invalid = |name: &str, problem| at.invalid(field(name), problem);
     let Value::Object(mut obj) = value else {
         let problem = FieldProblem::WrongKind {
             expected: "an object",
@@ -190,100 +192,105 @@ fn parse_sub(
     };
     let duration_ns = match obj.remove("tool_duration_ns") {
         None | Some(Value::Null) => 0,
-        Some(v) => time_ns(&v).map_err(|m| at.invalid(field("tool_duration_ns"), m))?,
+        Some(v) => time_ns(&v).map_err(|m| invalid("tool_duration_ns", m))?,
     };
     let label = match obj.remove("step") {
         None | Some(Value::Null) => k.to_string(),
         Some(Value::String(s)) => s,
-        Some(other) => {
-            let problem = FieldProblem::wrong_kind("a string", other);
-            return Err(at.invalid(field("step"), problem));
+        Some(other) => return Err(invalid("step", FieldProblem::wrong_kind("a string", other))),
+    };
+    let depends_on =
+        depends_on(obj.remove("depends_on"), k).map_err(|m| invalid("depends_on", m))?;
+    let iteration =
+        loop_iteration(obj.remove("loop_iteration")).map_err(|m| invalid("loop_iteration", m))?;
+    let fan_out = flag(obj.remove("fan_out")).map_err(|m| invalid("fan_out", m))?;
+    let think = flag(obj.remove("think")).map_err(|m| invalid("think", m))?;
+    let request = match obj.remove("tool") {
+        Some(tool) => {
+            check_tool(tool, &obj).map_err(|(name, m)| invalid(name, m))?;
+            None
+        }
+        None => {
+            let request = llm_request(&mut obj, model, &field);
+            Some(request.map_err(|(f, m)| at.invalid(f, m))?)
         }
     };
-    let depends_on = match obj.remove("depends_on") {
-        None | Some(Value::Null) => k.checked_sub(1).into_iter().collect(),
-        Some(Value::Array(list)) => {
-            let mut deps: Vec<u32> = Vec::with_capacity(list.len());
-            for v in &list {
-                let d = non_negative_int(v).map_err(|m| at.invalid(field("depends_on"), m))?;
-                if d >= u64::from(k) {
-                    let problem = FieldProblem::NotEarlier { index: d, this: k };
-                    return Err(at.invalid(field("depends_on"), problem));
-                }
-                if deps.contains(&(d as u32)) {
-                    let problem = FieldProblem::ListedTwice { index: d };
-                    return Err(at.invalid(field("depends_on"), problem));
-                }
-                deps.push(d as u32);
-            }
-            deps
-        }
-        Some(other) => {
-            let problem = FieldProblem::wrong_kind("a list of sub-request indices", other);
-            return Err(at.invalid(field("depends_on"), problem));
-        }
-    };
-    let iteration = match obj.remove("loop_iteration") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            let k = non_negative_int(&v).map_err(|m| at.invalid(field("loop_iteration"), m))?;
-            let too_large = FieldProblem::TooLarge {
-                value: k,
-                max: u32::MAX.into(),
-            };
-            Some(u32::try_from(k).map_err(|_| at.invalid(field("loop_iteration"), too_large))?)
-        }
-    };
-    let fan_out = match obj.remove("fan_out") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => b,
-        Some(other) => {
-            let problem = FieldProblem::wrong_kind("true or false", other);
-            return Err(at.invalid(field("fan_out"), problem));
-        }
-    };
-    let think = match obj.remove("think") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => b,
-        Some(other) => {
-            let problem = FieldProblem::wrong_kind("true or false", other);
-            return Err(at.invalid(field("think"), problem));
-        }
-    };
-    if let Some(tool) = obj.remove("tool") {
-        if !tool.is_string() {
-            let problem = FieldProblem::wrong_kind("a tool name", tool);
-            return Err(at.invalid(field("tool"), problem));
-        }
-        let tokens = [
-            "input_toks",
-            "output_toks",
-            "input_tok_ids",
-            "output_tok_ids",
-        ];
-        if let Some(key) = tokens.into_iter().find(|key| obj.contains_key(*key)) {
-            return Err(at.invalid(field(key), FieldProblem::ToolHasTokens));
-        }
-        return Ok(Sub {
-            label,
-            depends_on,
-            request: None,
-            duration_ns,
-            think,
-            iteration,
-            fan_out,
-        });
-    }
-    let request = llm_request(&mut obj, model, &field).map_err(|(f, m)| at.invalid(f, m))?;
     Ok(Sub {
         label,
         depends_on,
-        request: Some(request),
+        request,
         duration_ns,
         think,
         iteration,
         fan_out,
     })
+}
+
+/// A sub-request's `depends_on` (of sub-request `k`): distinct indices of earlier
+/// sub-requests; by default the one before.
+fn depends_on(value: Option<Value>, k: u32) -> Result<Vec<u32>, FieldProblem> {
+    let list = match value {
+        None | Some(Value::Null) => return Ok(k.checked_sub(1).into_iter().collect()),
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            return Err(FieldProblem::wrong_kind(
+                "a list of sub-request indices",
+                other,
+            ));
+        }
+    };
+    let mut deps: Vec<u32> = Vec::with_capacity(list.len());
+    for v in &list {
+        let d = non_negative_int(v)?;
+        if d >= u64::from(k) {
+            return Err(FieldProblem::NotEarlier { index: d, this: k });
+        }
+        if deps.contains(&(d as u32)) {
+            return Err(FieldProblem::ListedTwice { index: d });
+        }
+        deps.push(d as u32);
+    }
+    Ok(deps)
+}
+
+/// A sub-request's `loop_iteration`, if it has one.
+fn loop_iteration(value: Option<Value>) -> Result<Option<u32>, FieldProblem> {
+    let Some(v) = value.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let k = non_negative_int(&v)?;
+    let too_large = FieldProblem::TooLarge {
+        value: k,
+        max: u32::MAX.into(),
+    };
+    u32::try_from(k).map(Some).map_err(|_| too_large)
+}
+
+/// A true-or-false field (`fan_out`, `think`); false when absent.
+fn flag(value: Option<Value>) -> Result<bool, FieldProblem> {
+    match value {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(b),
+        Some(other) => Err(FieldProblem::wrong_kind("true or false", other)),
+    }
+}
+
+/// A tool sub-request's `tool` is a name, and the rest of it (`obj`) has no tokens; the error
+/// names the field at fault.
+fn check_tool(tool: Value, obj: &Map<String, Value>) -> Result<(), (&'static str, FieldProblem)> {
+    if !tool.is_string() {
+        return Err(("tool", FieldProblem::wrong_kind("a tool name", tool)));
+    }
+    let tokens = [
+        "input_toks",
+        "output_toks",
+        "input_tok_ids",
+        "output_tok_ids",
+    ];
+    match tokens.into_iter().find(|key| obj.contains_key(*key)) {
+        Some(key) => Err((key, FieldProblem::ToolHasTokens)),
+        None => Ok(()),
+    }
 }
 
 /// The request of an LLM sub-request (id, line and arrival set later).

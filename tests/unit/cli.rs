@@ -903,14 +903,35 @@ fn three_instances(dir: &std::path::Path, link_bw: &str, link_latency: &str) -> 
     path.display().to_string()
 }
 
+/// The run configuration of cluster config `c` co-simulated with ASTRA-Sim.
+fn astra_config(c: &str) -> blis_cosim::setup::SimConfig {
+    parse(&["--cluster-config", c, "--astra-sim", "astra"])
+        .unwrap()
+        .into_config()
+        .unwrap()
+}
+
+/// The error of cluster config `c` co-simulated with ASTRA-Sim, with the `extra` flags.
+fn astra_error(c: &str, extra: &[&str]) -> String {
+    let args = [&["--cluster-config", c, "--astra-sim", "astra"], extra].concat();
+    parse(&args).unwrap().into_config().unwrap_err().to_string()
+}
+
+/// Instance `i`'s ASTRA-Sim network of `config`: each dimension's NPUs, bandwidth and latency.
+fn network_dims(config: &blis_cosim::setup::SimConfig, i: usize) -> Vec<(u32, f64, f64)> {
+    let network = &config.instances[i].astra.as_ref().unwrap().network;
+    network
+        .dims
+        .iter()
+        .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
+        .collect()
+}
+
 #[test]
 fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
     let dir = tempfile::tempdir().unwrap();
     let c = three_instances(dir.path(), "[64, 16]", "[1000, 20000]");
-    let cfg = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap();
+    let cfg = astra_config(&c);
     let got: Vec<(u64, f64, f64, f64, f64, f64)> = cfg
         .instances
         .iter()
@@ -948,11 +969,7 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
         .into_config()
         .unwrap();
     assert!(cfg.astra().is_none() && cfg.instances.iter().all(|i| i.astra.is_none()));
-    let err = parse(&["--cluster-config", &bad, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap_err()
-        .to_string();
+    let err = astra_error(&bad, &[]);
     assert!(
         err.contains("field `link_bw`: has 3 entries") && err.contains("[2, 3]"),
         "{err}"
@@ -964,18 +981,7 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
         "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [500]\n",
     )
     .unwrap();
-    let err = parse(&[
-        "--cluster-config",
-        &c,
-        "--astra-sim",
-        "astra",
-        "--network-config",
-        yml.to_str().unwrap(),
-    ])
-    .unwrap()
-    .into_config()
-    .unwrap_err()
-    .to_string();
+    let err = astra_error(&c, &["--network-config", yml.to_str().unwrap()]);
     assert!(
         err.contains("is a network of 2 NPUs but instance 2 runs on 4"),
         "{err}"
@@ -983,7 +989,7 @@ fn astra_gives_every_colocated_instance_its_own_network_and_memories() {
 }
 
 #[test]
-fn astra_co_simulates_pp_ep_and_pd() {
+fn astra_co_simulates_a_moe_dp_group_of_pipelined_members_in_one_process() {
     if !crate::shared_data::available() {
         return;
     }
@@ -993,16 +999,18 @@ fn astra_co_simulates_pp_ep_and_pd() {
         ("single_node_moe_dp_pp_instance.json", [1, 2, 2]),
         ("single_node_moe_dp_tp_pp_instance.json", [2, 2, 2]),
     ] {
-        let c = shared(&format!("configs/cluster/{file}"));
-        let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-            .unwrap()
-            .into_config()
-            .unwrap();
-        for inst in &config.instances {
-            let network = &inst.astra.as_ref().unwrap().network;
-            let got: Vec<u32> = network.dims.iter().map(|d| d.npus).collect();
+        let config = astra_config(&shared(&format!("configs/cluster/{file}")));
+        for i in 0..config.instances.len() {
+            let got: Vec<u32> = network_dims(&config, i).iter().map(|d| d.0).collect();
             assert_eq!(got, dims, "{file}");
         }
+    }
+}
+
+#[test]
+fn astra_co_simulates_a_pipelined_instance_in_one_process_of_every_stage() {
+    if !crate::shared_data::available() {
+        return;
     }
     // A pipelined instance is co-simulated in a process holding every stage: `[tp, pp]`, or
     // `[pp]` at TP 1 (LLMServingSim's `[4]` and `[2, 2]` for these configs).
@@ -1013,18 +1021,9 @@ fn astra_co_simulates_pp_ep_and_pd() {
         ("single_node_moe_pp_instance.json", vec![2, 2]),
     ] {
         let c = shared(&format!("configs/cluster/{file}"));
-        let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-            .unwrap()
-            .into_config()
-            .unwrap();
-        let network = &config.instances[0].astra.as_ref().unwrap().network;
-        let got: Vec<(u32, f64, f64)> = network
-            .dims
-            .iter()
-            .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
-            .collect();
+        let config = astra_config(&c);
         let expected: Vec<(u32, f64, f64)> = dims.iter().map(|&n| (n, 16.0, 20000.0)).collect();
-        assert_eq!(got, expected, "{file}");
+        assert_eq!(network_dims(&config, 0), expected, "{file}");
         // One network for every instance (of its TP NPUs) cannot hold the stages.
         let yml = dir.path().join(format!("{file}.yml"));
         std::fs::write(
@@ -1036,49 +1035,42 @@ fn astra_co_simulates_pp_ep_and_pd() {
             ),
         )
         .unwrap();
-        let err = parse(&[
-            "--cluster-config",
-            &c,
-            "--astra-sim",
-            "astra",
-            "--network-config",
-            yml.to_str().unwrap(),
-        ])
-        .unwrap()
-        .into_config()
-        .unwrap_err()
-        .to_string();
+        let err = astra_error(&c, &["--network-config", yml.to_str().unwrap()]);
         assert!(
             err.contains("field `--network-config`") && err.contains("pipelined instances"),
             "{file}: {err}"
         );
     }
+}
+
+#[test]
+fn astra_co_simulates_expert_parallelism_inside_an_instance() {
+    if !crate::shared_data::available() {
+        return;
+    }
     // Expert parallelism inside an instance is co-simulated: its instance gets ASTRA-Sim.
-    let c = shared("configs/cluster/single_node_moe_single_instance.json");
-    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap();
+    let config = astra_config(&shared(
+        "configs/cluster/single_node_moe_single_instance.json",
+    ));
     assert_eq!(config.instances[0].collectives.ep.total, 2);
     assert!(config.instances[0].astra.is_some());
+}
+
+#[test]
+fn astra_co_simulates_prefill_and_decode_instances_over_the_cluster_link() {
+    if !crate::shared_data::available() {
+        return;
+    }
     // Prefill/decode instances are co-simulated: the prefill instance's network holds its NPU
     // and its KV receiver, over the cluster link ([1, 3] in LLMServingSim's numbering, the
     // receiver one id up: dimension 1); the decode instance's is a colocated one.
     let c = shared("configs/cluster/single_node_pd_instance.json");
-    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap();
-    let dims = |i: usize| -> Vec<(u32, f64, f64)> {
-        let network = &config.instances[i].astra.as_ref().unwrap().network;
-        network
-            .dims
-            .iter()
-            .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
-            .collect()
-    };
-    assert_eq!(dims(0), [(1, 16.0, 20000.0), (2, 16.0, 20000.0)]);
-    assert_eq!(dims(1), [(1, 16.0, 20000.0)]);
+    let config = astra_config(&c);
+    assert_eq!(
+        network_dims(&config, 0),
+        [(1, 16.0, 20000.0), (2, 16.0, 20000.0)]
+    );
+    assert_eq!(network_dims(&config, 1), [(1, 16.0, 20000.0)]);
     // A per-dimension list: the receiver link is dimension 1's.
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(&c)
@@ -1087,22 +1079,11 @@ fn astra_co_simulates_pp_ep_and_pd() {
         .replace("\"link_latency\": 20000", "\"link_latency\": [500, 20000]");
     let listed = dir.path().join("pd.json");
     std::fs::write(&listed, text).unwrap();
-    let config = parse(&[
-        "--cluster-config",
-        listed.to_str().unwrap(),
-        "--astra-sim",
-        "astra",
-    ])
-    .unwrap()
-    .into_config()
-    .unwrap();
-    let network = &config.instances[0].astra.as_ref().unwrap().network;
-    let got: Vec<(u32, f64, f64)> = network
-        .dims
-        .iter()
-        .map(|d| (d.npus, d.bandwidth_gbps, d.latency_ns))
-        .collect();
-    assert_eq!(got, [(1, 100.0, 500.0), (2, 16.0, 20000.0)]);
+    let config = astra_config(listed.to_str().unwrap());
+    assert_eq!(
+        network_dims(&config, 0),
+        [(1, 100.0, 500.0), (2, 16.0, 20000.0)]
+    );
 }
 
 #[test]
@@ -1120,10 +1101,7 @@ fn astra_gives_a_moe_dp_group_its_network() {
     // A MoE group: every member's options carry the group's network [tp, members], with the
     // links of dimensions 0 and 1.
     let c = shared("configs/cluster/dual_node_moe_dp_ep_intra_inter_instance.json");
-    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap();
+    let config = astra_config(&c);
     for inst in &config.instances {
         assert_eq!(inst.dp_group, Some(0));
         let network = &inst.astra.as_ref().unwrap().network;
@@ -1134,19 +1112,13 @@ fn astra_gives_a_moe_dp_group_its_network() {
         );
     }
     let c = shared("configs/cluster/single_node_moe_dp_ep_instance.json");
-    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap();
+    let config = astra_config(&c);
     let network = &config.instances[1].astra.as_ref().unwrap().network;
     assert_eq!(network.npus(), 2);
     assert_eq!(network.dims[0].npus, 1);
     // A dense group has no lock step: each member keeps its own TP network.
     let c = shared("configs/cluster/single_node_dp_instance.json");
-    let config = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap();
+    let config = astra_config(&c);
     for inst in &config.instances {
         assert_eq!(inst.dp_group, None);
         assert_eq!(inst.astra.as_ref().unwrap().network.npus(), 2);
@@ -1174,10 +1146,7 @@ fn power_blocks_resolve_per_instance_with_either_network_backend() {
         .into_config()
         .unwrap();
     assert!(config.power.is_none());
-    let astra = parse(&["--cluster-config", &c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap();
+    let astra = astra_config(&c);
     assert!(astra.instances[0].astra.is_some());
     assert_eq!(astra.power.unwrap().npus[0].active_power, 600.0);
     assert!(parse(&["--log-interval", "-1"]).is_err());
@@ -1204,11 +1173,7 @@ fn a_dp_group_member_streaming_weights_is_refused_under_astra_only() {
         .into_config()
         .unwrap();
     assert!(analytical.instances[1].placement.is_some());
-    let err = parse(&["--cluster-config", c, "--astra-sim", "astra"])
-        .unwrap()
-        .into_config()
-        .unwrap_err()
-        .to_string();
+    let err = astra_error(c, &[]);
     assert!(
         err.contains("nodes[0].instances[1].placement") && err.contains("dp_group"),
         "{err}"

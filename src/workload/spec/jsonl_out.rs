@@ -1,7 +1,8 @@
 //! Writing generated requests as LLMServingSim JSONL.
 
-use super::Generator;
-use super::session_out::write_session;
+use super::session_out::{int, write_session};
+use super::{GeneratedRequest, Generator};
+use crate::workload::sessions::{PlanBuilder, SessionHeader};
 use std::io::{self, Write};
 
 /// Flush the line buffer to the writer once it holds this many bytes.
@@ -12,110 +13,17 @@ const FLUSH_AT: usize = 1 << 20;
 /// prefix group) and every session as a session line, and returns how many lines were
 /// written. Lines are formatted into one reused buffer.
 pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Result<u64> {
-    let mut int = itoa::Buffer::new();
-    // Per client, the constant parts of its lines: the model, and the shared prefix ids
-    // (formatted once; a line then formats only the ids unique to its request).
-    let mut fixed: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-    for (i, c) in generator.spec().clients.iter().enumerate() {
-        let quoted = |s: &str| serde_json::to_string(s).map_err(io::Error::other);
-        let mut model = String::new();
-        if let Some(m) = &c.model {
-            model.push_str(&format!(",\"model\":{}", quoted(m)?));
-        }
-        // The tenant and SLO class a client gives its requests (read back by the JSONL
-        // reader, so that a spec and its generated file report the same SLO metrics).
-        if let Some(t) = &c.tenant_id {
-            model.push_str(&format!(",\"tenant\":{}", quoted(t)?));
-        }
-        if c.slo_class.is_some() {
-            model.push_str(&format!(
-                ",\"slo_class\":{}",
-                quoted(super::generate::class_name(c))?
-            ));
-        }
-        model.push_str(&profile_fields(generator.spec(), c)?);
-        // A nonzero priority is the requests' own (the control plane reads it back); a
-        // drawn one is written with each line.
-        if c.priority != 0 && c.priority_dist.is_none() {
-            model.push_str(&format!(",\"priority\":{}", c.priority));
-        }
-        let prefix = generator.prefix_ids(i).map(|ids| {
-            let mut text = b",\"input_tok_ids\":[".to_vec();
-            for (k, &id) in ids.iter().enumerate() {
-                if k > 0 {
-                    text.push(b',');
-                }
-                text.extend_from_slice(int.format(id).as_bytes());
-            }
-            text
-        });
-        fixed.push((model.into_bytes(), prefix));
-    }
-    let multimodal: Vec<bool> = generator
-        .spec()
-        .clients
-        .iter()
-        .map(|c| c.is_multimodal())
-        .collect();
+    let clients = client_lines(&generator)?;
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 4096);
     let mut written = 0u64;
     while let Some(req) = generator.next() {
-        if let Some((header, plan)) = generator.session(&req) {
-            let model = &fixed[req.client as usize].0;
-            match super::generate::priority_of(generator.spec(), &req) {
-                Some(p)
-                    if generator.spec().clients[req.client as usize]
-                        .priority_dist
-                        .is_some() =>
-                {
-                    let drawn =
-                        [model.as_slice(), format!(",\"priority\":{p}").as_bytes()].concat();
-                    write_session(&mut buf, &header, &plan, &drawn)?;
-                }
-                _ => write_session(&mut buf, &header, &plan, model)?,
+        let client = &clients[req.client as usize];
+        match generator.session(&req) {
+            Some((header, plan)) => {
+                write_session_line(&mut buf, &generator, &req, client, (&header, &plan))?
             }
-            written += 1;
-            if buf.len() >= FLUSH_AT {
-                out.write_all(&buf)?;
-                buf.clear();
-            }
-            continue;
+            None => write_request_line(&mut buf, &generator, &req, client),
         }
-        buf.extend_from_slice(b"{\"input_toks\":");
-        buf.extend_from_slice(int.format(req.input_toks).as_bytes());
-        buf.extend_from_slice(b",\"output_toks\":");
-        buf.extend_from_slice(int.format(req.output_toks).as_bytes());
-        buf.extend_from_slice(b",\"arrival_time_ns\":");
-        buf.extend_from_slice(int.format(req.arrival_ns).as_bytes());
-        let (model, prefix) = &fixed[req.client as usize];
-        buf.extend_from_slice(model);
-        if generator.spec().clients[req.client as usize]
-            .priority_dist
-            .is_some()
-            && let Some(p) = super::generate::priority_of(generator.spec(), &req)
-        {
-            buf.extend_from_slice(b",\"priority\":");
-            buf.extend_from_slice(int.format(p).as_bytes());
-        }
-        if multimodal[req.client as usize] {
-            for (name, tokens) in MEDIA.iter().zip(req.media) {
-                buf.extend_from_slice(name);
-                buf.extend_from_slice(int.format(tokens).as_bytes());
-            }
-        }
-        if let (Some(prefix), Some(ids)) = (prefix, generator.token_ids(&req)) {
-            buf.extend_from_slice(prefix);
-            let mut first = req.prefix_toks == 0;
-            for id in ids.into_suffix() {
-                if !first {
-                    buf.push(b',');
-                }
-                first = false;
-                buf.extend_from_slice(int.format(id).as_bytes());
-            }
-            buf.push(b']');
-        }
-        buf.extend_from_slice(b"}\n");
         written += 1;
         if buf.len() >= FLUSH_AT {
             out.write_all(&buf)?;
@@ -124,6 +32,134 @@ pub fn write_jsonl(mut generator: Generator<'_>, out: &mut dyn Write) -> io::Res
     }
     out.write_all(&buf)?;
     Ok(written)
+}
+
+/// What the lines of one client's requests share, formatted once.
+struct ClientLine {
+    /// Its fields after the arrival: model, tenant, SLO class, profile, a fixed priority.
+    fields: Vec<u8>,
+    /// `,"input_tok_ids":[` and its shared prefix's ids, when it has a prefix group (a line
+    /// then formats only the ids unique to its request).
+    prefix: Option<Vec<u8>>,
+    /// Whether its requests carry image, audio and video tokens.
+    multimodal: bool,
+}
+
+/// The shared parts of each client's lines.
+fn client_lines(generator: &Generator<'_>) -> io::Result<Vec<ClientLine>> {
+    let spec = generator.spec();
+    let mut lines = Vec::with_capacity(spec.clients.len());
+    for (i, c) in spec.clients.iter().enumerate() {
+        let prefix = generator.prefix_ids(i).map(|ids| {
+            let mut text = b",\"input_tok_ids\":[".to_vec();
+            for (k, &id) in ids.iter().enumerate() {
+                if k > 0 {
+                    text.push(b',');
+                }
+                int(&mut text, id);
+            }
+            text
+        });
+        lines.push(ClientLine {
+            fields: client_fields(spec, c)?.into_bytes(),
+            prefix,
+            multimodal: c.is_multimodal(),
+        });
+    }
+    Ok(lines)
+}
+
+/// A client's fields after the arrival: its model, its tenant and SLO class (read back by the
+/// JSONL reader, so that a spec and its generated file report the same SLO metrics), its
+/// profile's, and a nonzero priority that is its requests' own (the control plane reads it
+/// back; a drawn one is written with each line).
+fn client_fields(spec: &super::WorkloadSpec, c: &super::ClientSpec) -> io::Result<String> {
+    let quoted = |s: &str| serde_json::to_string(s).map_err(io::Error::other);
+    let mut fields = String::new();
+    if let Some(m) = &c.model {
+        fields.push_str(&format!(",\"model\":{}", quoted(m)?));
+    }
+    if let Some(t) = &c.tenant_id {
+        fields.push_str(&format!(",\"tenant\":{}", quoted(t)?));
+    }
+    if c.slo_class.is_some() {
+        let class = super::generate::class_name(c);
+        fields.push_str(&format!(",\"slo_class\":{}", quoted(class)?));
+    }
+    fields.push_str(&profile_fields(spec, c)?);
+    if c.priority != 0 && c.priority_dist.is_none() {
+        fields.push_str(&format!(",\"priority\":{}", c.priority));
+    }
+    Ok(fields)
+}
+
+/// The priority drawn for `req`, when its client draws its requests' priorities.
+fn drawn_priority(generator: &Generator<'_>, req: &GeneratedRequest) -> Option<i32> {
+    let spec = generator.spec();
+    let client = &spec.clients[req.client as usize];
+    client.priority_dist.as_ref()?;
+    super::generate::priority_of(spec, req)
+}
+
+/// The session line of `req`, the first request of a session (`session`: its header and
+/// plan).
+fn write_session_line(
+    buf: &mut Vec<u8>,
+    generator: &Generator<'_>,
+    req: &GeneratedRequest,
+    client: &ClientLine,
+    (header, plan): (&SessionHeader, &PlanBuilder),
+) -> io::Result<()> {
+    match drawn_priority(generator, req) {
+        Some(p) => {
+            let drawn = [
+                client.fields.as_slice(),
+                format!(",\"priority\":{p}").as_bytes(),
+            ]
+            .concat();
+            write_session(buf, header, plan, &drawn)
+        }
+        None => write_session(buf, header, plan, &client.fields),
+    }
+}
+
+/// The line of `req`, a request outside any session.
+fn write_request_line(
+    buf: &mut Vec<u8>,
+    generator: &Generator<'_>,
+    req: &GeneratedRequest,
+    client: &ClientLine,
+) {
+    buf.extend_from_slice(b"{\"input_toks\":");
+    int(buf, req.input_toks);
+    buf.extend_from_slice(b",\"output_toks\":");
+    int(buf, req.output_toks);
+    buf.extend_from_slice(b",\"arrival_time_ns\":");
+    int(buf, req.arrival_ns);
+    buf.extend_from_slice(&client.fields);
+    if let Some(p) = drawn_priority(generator, req) {
+        buf.extend_from_slice(b",\"priority\":");
+        int(buf, p);
+    }
+    if client.multimodal {
+        for (name, tokens) in MEDIA.iter().zip(req.media) {
+            buf.extend_from_slice(name);
+            int(buf, tokens);
+        }
+    }
+    if let (Some(prefix), Some(ids)) = (&client.prefix, generator.token_ids(req)) {
+        buf.extend_from_slice(prefix);
+        let mut first = req.prefix_toks == 0;
+        for id in ids.into_suffix() {
+            if !first {
+                buf.push(b',');
+            }
+            first = false;
+            int(buf, id);
+        }
+        buf.push(b']');
+    }
+    buf.extend_from_slice(b"}\n");
 }
 
 /// The fields of a multimodal request's image, audio and video tokens.

@@ -75,28 +75,50 @@ pub(super) fn unroll(
     steps: &[StepSpec],
     loop_spec: Option<&LoopSpec>,
 ) -> Result<Vec<TemplateNode>, AgenticError> {
-    let n = steps.len();
-    let deps = |s: usize| steps[s].depends_on.clone();
-    if let Err(stuck) = topological(n, &deps) {
-        return Err(AgenticError::Cycle {
-            steps: names(steps, &on_cycles(stuck, &deps)),
-        });
+    check_acyclic(steps)?;
+    check_one_root(steps)?;
+    let body: Vec<usize> = loop_spec.map_or_else(Vec::new, |l| l.over.clone());
+    if !body.is_empty() {
+        check_connected(steps, &body)?;
     }
-    let roots: Vec<usize> = (0..n).filter(|&s| steps[s].depends_on.is_empty()).collect();
+    let order = unit_order(steps, &body)?;
+    let iterations = loop_spec.map_or(1, |l| l.max_iterations);
+    Ok(emit_units(steps, &body, order, iterations))
+}
+
+/// Rule 1: no step depends on itself through others (the error names the steps on a cycle).
+fn check_acyclic(steps: &[StepSpec]) -> Result<(), AgenticError> {
+    let deps = |s: usize| steps[s].depends_on.clone();
+    match topological(steps.len(), &deps) {
+        Ok(_) => Ok(()),
+        Err(stuck) => Err(AgenticError::Cycle {
+            steps: names(steps, &on_cycles(stuck, &deps)),
+        }),
+    }
+}
+
+/// Rule 2: exactly one step depends on none.
+fn check_one_root(steps: &[StepSpec]) -> Result<(), AgenticError> {
+    let roots: Vec<usize> = (0..steps.len())
+        .filter(|&s| steps[s].depends_on.is_empty())
+        .collect();
     if roots.len() != 1 {
         return Err(AgenticError::Roots {
             steps: names(steps, &roots),
         });
     }
-    let body: Vec<usize> = loop_spec.map_or_else(Vec::new, |l| l.over.clone());
+    Ok(())
+}
+
+/// The order of the workflow's units, the loop `body` as one unit (index `steps.len()`) among
+/// the other steps (whose indices inside the body are left without dependencies); rule 5's
+/// error when a step outside the loop both follows and precedes it.
+fn unit_order(steps: &[StepSpec], body: &[usize]) -> Result<Vec<usize>, AgenticError> {
+    let n = steps.len();
     let in_body = |s: usize| body.contains(&s);
-    if !body.is_empty() {
-        check_connected(steps, &body)?;
-    }
-    // The loop as one unit (index n) among the other steps.
     let unit = |s: usize| if in_body(s) { n } else { s };
     let unit_deps = |u: usize| -> Vec<usize> {
-        let members: Vec<usize> = if u == n { body.clone() } else { vec![u] };
+        let members: Vec<usize> = if u == n { body.to_vec() } else { vec![u] };
         let mut deps: Vec<usize> = members
             .iter()
             .flat_map(|&s| steps[s].depends_on.iter().map(|&p| unit(p)))
@@ -114,7 +136,7 @@ pub(super) fn unroll(
             unit_deps(u)
         }
     };
-    let order = topological(units, &condensed).map_err(|stuck| {
+    topological(units, &condensed).map_err(|stuck| {
         let outside: Vec<usize> = on_cycles(stuck, &condensed)
             .into_iter()
             .filter(|&s| s < n)
@@ -122,59 +144,81 @@ pub(super) fn unroll(
         AgenticError::AroundLoop {
             steps: names(steps, &outside),
         }
-    })?;
+    })
+}
+
+/// The nodes of the units in `order`: a step's instances, or the loop's `iterations`.
+fn emit_units(
+    steps: &[StepSpec],
+    body: &[usize],
+    order: Vec<usize>,
+    iterations: u32,
+) -> Vec<TemplateNode> {
+    let n = steps.len();
     let mut nodes = Vec::new();
     // The current instances of each step (for loop steps: of the latest iteration).
     let mut instances: Vec<Vec<u32>> = vec![Vec::new(); n];
     for u in order {
-        if u < n && in_body(u) {
+        if u < n && body.contains(&u) {
             continue;
         }
         if u < n {
             emit(&mut nodes, &mut instances, steps, u, None, Vec::new());
-            continue;
-        }
-        let inner = |s: usize| -> Vec<usize> {
-            steps[s]
-                .depends_on
-                .iter()
-                .copied()
-                .filter(|&p| in_body(p))
-                .collect()
-        };
-        let body_order: Vec<usize> = topological(body.len(), &|i| {
-            inner(body[i])
-                .iter()
-                .map(|p| body.iter().position(|b| b == p).expect("in the body"))
-                .collect()
-        })
-        .expect("the steps are acyclic")
-        .into_iter()
-        .map(|i| body[i])
-        .collect();
-        let exits: Vec<usize> = body
-            .iter()
-            .copied()
-            .filter(|&s| !body.iter().any(|&d| inner(d).contains(&s)))
-            .collect();
-        let iterations = loop_spec.map_or(1, |l| l.max_iterations);
-        for k in 0..iterations {
-            let previous_exits: Vec<u32> = if k == 0 {
-                Vec::new()
-            } else {
-                exits.iter().flat_map(|&s| instances[s].clone()).collect()
-            };
-            for &s in &body_order {
-                let entry_parents = if inner(s).is_empty() {
-                    previous_exits.clone()
-                } else {
-                    Vec::new()
-                };
-                emit(&mut nodes, &mut instances, steps, s, Some(k), entry_parents);
-            }
+        } else {
+            emit_loop(&mut nodes, &mut instances, steps, body, iterations);
         }
     }
-    Ok(nodes)
+    nodes
+}
+
+/// Appends the loop's `iterations`, its steps in dependency order in each; the steps that
+/// start an iteration wait for the previous iteration's exits (steps nothing in the loop
+/// waits for).
+fn emit_loop(
+    nodes: &mut Vec<TemplateNode>,
+    instances: &mut [Vec<u32>],
+    steps: &[StepSpec],
+    body: &[usize],
+    iterations: u32,
+) {
+    let inner = |s: usize| -> Vec<usize> {
+        steps[s]
+            .depends_on
+            .iter()
+            .copied()
+            .filter(|p| body.contains(p))
+            .collect()
+    };
+    let body_order: Vec<usize> = topological(body.len(), &|i| {
+        inner(body[i])
+            .iter()
+            .map(|p| body.iter().position(|b| b == p).expect("in the body"))
+            .collect()
+    })
+    .expect("the steps are acyclic")
+    .into_iter()
+    .map(|i| body[i])
+    .collect();
+    let exits: Vec<usize> = body
+        .iter()
+        .copied()
+        .filter(|&s| !body.iter().any(|&d| inner(d).contains(&s)))
+        .collect();
+    for k in 0..iterations {
+        let previous_exits: Vec<u32> = if k == 0 {
+            Vec::new()
+        } else {
+            exits.iter().flat_map(|&s| instances[s].clone()).collect()
+        };
+        for &s in &body_order {
+            let entry_parents = if inner(s).is_empty() {
+                previous_exits.clone()
+            } else {
+                Vec::new()
+            };
+            emit(nodes, instances, steps, s, Some(k), entry_parents);
+        }
+    }
 }
 
 /// Appends the instances of step `s` (in `iteration`), waiting for the current instances of
