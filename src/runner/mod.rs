@@ -142,7 +142,7 @@ fn run_in<'scope, 'env>(
         .with_injector(injector)
         .with_waves(waves.as_mut().map(|w| w as &mut dyn engine::WavePricer))
         .with_control(control.as_mut());
-    let outcome = match simulate_folding(config, num_requests, run, services)? {
+    let mut outcome = match simulate_folding(config, num_requests, run, services)? {
         Ok(outcome) => outcome,
         Err(e) => {
             // Stop every group's process (dropping it kills it) before reporting.
@@ -169,6 +169,9 @@ fn run_in<'scope, 'env>(
     // The requests listed before the run, or those the stream handed out.
     let listed = listed.map_or(requests.len(), |count| count.get() as usize);
     let settings = run_settings(config, listed);
+    outputs
+        .summary
+        .add_pooled_itls(std::mem::take(&mut outcome.itl));
     write_results(
         config,
         outputs,
@@ -654,7 +657,6 @@ fn write_results(
     sessions: Option<&[SessionOutcome<'_>]>,
     started: std::time::Instant,
 ) -> anyhow::Result<Summary> {
-    outputs.summary.add_pooled_itls(&outcome.itl);
     let mut summary = outputs.summary.finish(info);
     summary.set_settings(settings);
     if outputs.watch_anomalies {
