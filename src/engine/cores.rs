@@ -157,6 +157,20 @@ impl<'r> Cores<'r> {
         (0..self.len()).map(|id| &self[id])
     }
 
+    /// Calls `each` on every built core, by instance id (an unbuilt instance's pristine core
+    /// has run nothing).
+    pub(super) fn each_built_mut(&mut self, mut each: impl FnMut(&mut Core)) {
+        if self.at.is_empty() {
+            self.built.iter_mut().for_each(each);
+            return;
+        }
+        for &k in &self.at {
+            if k != UNBUILT {
+                each(&mut self.built[k as usize]);
+            }
+        }
+    }
+
     /// From now on (`on`), or no longer, lists the instances indexed mutably
     /// ([`Cores::changed`]), starting with none.
     pub(super) fn track_changes(&mut self, on: bool) {

@@ -111,8 +111,9 @@ impl CountLog {
     }
 
     /// Each run of packed entries it holds (of a log folded behind, once its chunks are
-    /// folded), to `each`; not the side list of wide values.
-    fn each_packed(&self, mut each: impl FnMut(&[u64])) {
+    /// folded), to `each`, in no order ([`unpack`] reads an entry); not the side list of wide
+    /// values ([`CountLog::wide_entries`]).
+    pub(super) fn each_packed(&self, mut each: impl FnMut(&[u64])) {
         if let Some(behind) = &self.behind {
             // The folded part is a plain log.
             behind.read(|log| {
@@ -122,6 +123,11 @@ impl CountLog {
         }
         each(&self.sorted);
         each(&self.appended);
+    }
+
+    /// Its values too large to pack, with their counts (not among [`CountLog::each_packed`]'s).
+    pub(super) fn wide_entries(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.wide.iter().map(|(&value, &count)| (value, count))
     }
 
     /// Adds packed entries (from a log folded behind): the folding thread's side.
@@ -264,7 +270,8 @@ impl CountLog {
 }
 
 /// The value and count of a packed entry.
-fn unpack(entry: u64) -> (u64, u64) {
+#[inline(always)]
+pub(super) fn unpack(entry: u64) -> (u64, u64) {
     (entry >> COUNT_BITS, entry & MAX_COUNT)
 }
 

@@ -4,6 +4,8 @@ use std::cmp::Ordering;
 
 use super::count_log::CountLog;
 
+mod ranks;
+
 /// Nanoseconds per millisecond.
 pub const NS_PER_MS: f64 = 1e6;
 
@@ -80,31 +82,22 @@ impl LatencyStats {
     }
 
     /// [`LatencyStats::from_integer_ns`] of the values `counts` holds, with the same results:
-    /// exact integer moments and order statistics found by walking the distinct values in
-    /// order. (Only when the sum of squares overflows 2^128 does the variance, then summed
-    /// per distinct value, differ in its last bits.)
+    /// exact integer moments from one pass over its entries, which also counts them per
+    /// bucket of their leading bits, and order statistics from the entries of the buckets
+    /// holding them (`stats/ranks.rs`), without sorting the rest. (Only when the sum of
+    /// squares overflows 2^128 does the variance, then summed per distinct value in order,
+    /// differ in its last bits.)
     pub fn from_counts(counts: &IntegerCounts) -> Self {
-        let distinct = counts.sorted();
         let n = counts.len;
         if n == 0 {
             return LatencyStats::default();
         }
-        let (mut sum, mut squares) = (0u128, Some(0u128));
-        for &(v, c) in &distinct {
-            let (v, c) = (u128::from(v), u128::from(c));
-            sum += v * c;
-            squares = squares.and_then(|s| s.checked_add(v.checked_mul(v)?.checked_mul(c)?));
-        }
-        let moments = Moments {
-            count: u128::from(n),
-            sum,
-            sum_of_squares: squares,
-            min: distinct[0].0,
-            max: distinct[distinct.len() - 1].0,
-        };
+        let (moments, histogram) = ranks::Survey::of(counts);
+        let sum = moments.sum;
         let mean = sum as f64 / n as f64;
         let variance = moments.variance().unwrap_or_else(|| {
-            let squares: f64 = distinct
+            let squares: f64 = counts
+                .sorted()
                 .iter()
                 .map(|&(v, c)| (v as f64 - mean).powi(2) * c as f64)
                 .sum();
@@ -112,21 +105,21 @@ impl LatencyStats {
         });
         let len = usize::try_from(n).unwrap_or(usize::MAX);
         let last = len - 1;
-        // The value at each rank, from the cumulative counts of the distinct values in order.
+        let quantiles = [50.0, 90.0, 99.0].map(|q| percentile_position(len, q));
+        // Each percentile needs the order statistics at its index and the next.
+        let mut ranks: Vec<u64> = quantiles
+            .iter()
+            .flat_map(|&(below, _)| [below, (below + 1).min(last)])
+            .map(|rank| rank as u64)
+            .collect();
+        ranks.dedup();
+        let ranked = histogram.order_statistics(counts, &ranks);
         let value_at = |rank: usize| {
-            let mut seen = 0u64;
-            for &(v, c) in &distinct {
-                seen += c;
-                if rank < seen as usize {
-                    return v as f64;
-                }
-            }
-            moments.max as f64
+            let at = ranks.binary_search(&(rank as u64)).unwrap_or(0);
+            ranked.get(at).map_or(moments.max, |&v| v) as f64
         };
-        let percentiles = [50.0, 90.0, 99.0].map(|q| {
-            let (below, t) = percentile_position(len, q);
-            lerp(value_at(below), value_at((below + 1).min(last)), t)
-        });
+        let percentiles =
+            quantiles.map(|(below, t)| lerp(value_at(below), value_at((below + 1).min(last)), t));
         LatencyStats::in_ms(len, mean, variance, percentiles)
     }
 
@@ -163,14 +156,16 @@ fn variance<T: Copy>(values: &[T], mean: f64, to_f64: impl Fn(T) -> f64) -> f64 
 /// in one of the two, never both. The values are hashed with foldhash's fixed-seed hasher: a
 /// few multiplications for an integer, where a streaming xxh3 state cost more than the table
 /// itself (the maps' order never reaches an output: [`IntegerCounts::sorted`] sorts, merging
-/// adds). Counts tallied elsewhere in a [`CountLog`] are merged into a log of its own
-/// ([`IntegerCounts::merge_log`]), without a probe per distinct value.
+/// adds). Counts tallied elsewhere in [`CountLog`]s are kept as those logs
+/// ([`IntegerCounts::add_log`]): neither probed value by value nor merged and sorted, since
+/// the statistics of the run's pooled gaps ([`LatencyStats::from_counts`]) need no order.
+/// A value may be held in several of them, and in a map too.
 #[derive(Debug, Clone, Default)]
 pub struct IntegerCounts {
     narrow: std::collections::HashMap<u32, u32, foldhash::fast::FixedState>,
     wide: std::collections::HashMap<u64, u64, foldhash::fast::FixedState>,
-    /// Counts merged from logs; a value may be held both here and in a map.
-    log: CountLog,
+    /// Counts added as logs, each as it came.
+    logs: Vec<CountLog>,
     len: u64,
 }
 
@@ -252,14 +247,51 @@ impl IntegerCounts {
         for (&v, &c) in &other.wide {
             self.add(v, c);
         }
-        self.merge_log(&other.log);
+        for log in &other.logs {
+            self.add_log(log.clone());
+        }
     }
 
-    /// Adds every value `log` holds: its entries are appended to this one's log, sorted
-    /// in batches, not probed one by one.
-    pub fn merge_log(&mut self, log: &CountLog) {
-        self.len += log.len();
-        self.log.merge(log);
+    /// Adds every value `other` holds, taking its logs as they are (into an empty one, it
+    /// becomes `other`): no copy of the run's pooled gaps on their way to the summary.
+    pub fn merge_owned(&mut self, other: IntegerCounts) {
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        for (&v, &c) in &other.narrow {
+            self.add(u64::from(v), u64::from(c));
+        }
+        for (&v, &c) in &other.wide {
+            self.add(v, c);
+        }
+        for log in other.logs {
+            self.add_log(log);
+        }
+    }
+
+    /// Adds every value `log` holds, keeping the log as it is: no probe per value, and no
+    /// sort until [`IntegerCounts::sorted`] is asked for.
+    pub fn add_log(&mut self, log: CountLog) {
+        if !log.is_empty() {
+            self.len += log.len();
+            self.logs.push(log);
+        }
+    }
+
+    /// Each `(value, count)` entry it holds, in no order, to `sink`; a value may come in
+    /// several entries.
+    fn each_entry(&self, sink: &mut impl ranks::EntrySink) {
+        for (&v, &c) in &self.narrow {
+            sink.take(u64::from(v), u64::from(c));
+        }
+        for (&v, &c) in &self.wide {
+            sink.take(v, c);
+        }
+        for log in &self.logs {
+            log.each_packed(|entries| sink.take_packed(entries));
+            log.wide_entries().for_each(|(v, c)| sink.take(v, c));
+        }
     }
 
     /// How many values it holds.
@@ -281,14 +313,20 @@ impl IntegerCounts {
         let wide = self.wide.iter().map(|(&v, &c)| (v, c));
         let mut distinct: Vec<(u64, u64)> = narrow.chain(wide).collect();
         distinct.sort_unstable();
-        if self.log.is_empty() {
-            return distinct;
-        }
+        let log = match &self.logs[..] {
+            [] => return distinct,
+            [log] => log.sorted(),
+            logs => {
+                let mut all = CountLog::plain();
+                logs.iter().for_each(|log| all.merge(log));
+                all.sorted()
+            }
+        };
         if distinct.is_empty() {
-            return self.log.sorted();
+            return log;
         }
-        // The maps' values and the log's, both sorted: merged, equal values added.
-        distinct.extend(self.log.sorted());
+        // The maps' values and the logs', both sorted: merged, equal values added.
+        distinct.extend(log);
         sort_adding_equal(&mut distinct);
         distinct
     }

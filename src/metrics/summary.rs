@@ -112,9 +112,10 @@ impl SummaryCollector {
         let _ = self.arrivals.try_reserve_exact(n);
     }
 
-    /// Adds the run's pooled inter-token gaps (see [`SummaryCollector::with_pooled_itls`]).
-    pub fn add_pooled_itls(&mut self, gaps: &IntegerCounts) {
-        self.itl_ns.merge(gaps);
+    /// Adds the run's pooled inter-token gaps (see [`SummaryCollector::with_pooled_itls`]),
+    /// taken as they are.
+    pub fn add_pooled_itls(&mut self, gaps: IntegerCounts) {
+        self.itl_ns.merge_owned(gaps);
     }
 
     /// Records one finished request.

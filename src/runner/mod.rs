@@ -113,7 +113,7 @@ fn run_in<'scope, 'env>(
         Some(_) if has_sessions => &mut live_injector,
         _ => &mut registry,
     };
-    let (outcome, waves) = simulate(
+    let (mut outcome, waves) = simulate(
         config,
         &workload,
         input,
@@ -130,6 +130,9 @@ fn run_in<'scope, 'env>(
         Some(_) => live.outcomes(),
         None => registry.outcomes(),
     });
+    outputs
+        .summary
+        .add_pooled_itls(std::mem::take(&mut outcome.itl));
     write_results(
         config,
         outputs,
@@ -719,7 +722,6 @@ fn write_results(
     sessions: Option<&[SessionOutcome<'_>]>,
     started: std::time::Instant,
 ) -> anyhow::Result<Summary> {
-    outputs.summary.add_pooled_itls(&outcome.itl);
     let mut summary = outputs.summary.finish(info);
     summary.set_settings(settings);
     if outputs.watch_anomalies {

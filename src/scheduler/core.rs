@@ -401,9 +401,10 @@ impl Core {
         each!(self, s => s.step_times())
     }
 
-    /// Adds the inter-token gaps of every request finished here so far to `out`.
-    pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
-        each!(self, s => s.itl_counts(out))
+    /// Moves the inter-token gaps of every request finished here so far to `out`, leaving
+    /// none here.
+    pub fn take_itl_counts(&mut self, out: &mut crate::metrics::IntegerCounts) {
+        each!(self, s => s.take_itl_counts(out))
     }
 
     /// Frees a handed-off request whose transfer ended.

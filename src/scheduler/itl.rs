@@ -192,18 +192,22 @@ impl ItlTally {
         steps.forget_before(floor);
     }
 
-    /// Adds every pooled gap to `out`.
-    pub fn count_into(&self, steps: &StepTimes, out: &mut IntegerCounts) {
-        let mut rest = CountLog::default();
-        let mut covered = self.covered;
-        for (k, d) in self.cover.iter().enumerate() {
-            covered += d;
-            if covered > 0 {
+    /// Moves every pooled gap to `out`: the tally's log as it is, and the gaps of the steps
+    /// still held, counted into a log of their own (neither sorted: the run's statistics
+    /// need no order, see `metrics/stats/ranks.rs`). The tally is left empty.
+    pub fn drain_into(&mut self, steps: &StepTimes, out: &mut IntegerCounts) {
+        // Appended, never folded: it takes at most an entry per step held.
+        let mut rest = CountLog::with_min_batch(self.cover.len() + 1);
+        let held = self.cover.len() as u64;
+        for (k, d) in self.cover.drain(..).enumerate() {
+            self.covered += d;
+            if self.covered > 0 {
                 let j = self.first + k as u64;
-                rest.add(steps.at(j) - steps.at(j - 1), covered as u64);
+                rest.add(steps.at(j) - steps.at(j - 1), self.covered as u64);
             }
         }
-        out.merge_log(&self.counted);
-        out.merge_log(&rest);
+        self.first += held;
+        out.add_log(std::mem::take(&mut self.counted));
+        out.add_log(rest);
     }
 }

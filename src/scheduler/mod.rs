@@ -477,7 +477,7 @@ impl Scheduler {
     }
 
     /// Whether the records of finished requests list their inter-token latencies (on by
-    /// default). Off, they are left empty and only pooled ([`Scheduler::itl_counts`]): no
+    /// default). Off, they are left empty and only pooled ([`Scheduler::take_itl_counts`]): no
     /// work per generated token.
     pub fn keep_itl_values(&mut self, on: bool) {
         self.itl_values = on;
@@ -494,9 +494,10 @@ impl Scheduler {
         self.step_finish_ns.window()
     }
 
-    /// Adds the inter-token gaps of every request finished here so far to `out`.
-    pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
-        self.itl.count_into(&self.step_finish_ns, out);
+    /// Moves the inter-token gaps of every request finished here so far to `out`, leaving
+    /// none here.
+    pub fn take_itl_counts(&mut self, out: &mut crate::metrics::IntegerCounts) {
+        self.itl.drain_into(&self.step_finish_ns, out);
     }
 
     /// Turns anomaly detection on: priority inversions among admissions, and prefix blocks

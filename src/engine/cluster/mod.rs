@@ -515,8 +515,10 @@ impl<'r> Cluster<'r> {
         self.outcome()
     }
 
-    /// The outcome of a run with nothing left to happen; an error if a request was lost.
-    pub fn outcome(&self) -> Result<RunOutcome, SimError> {
+    /// The outcome of a run with nothing left to happen; an error if a request was lost. The
+    /// instances' pooled inter-token gaps are moved into it, not copied: a later call would
+    /// find none.
+    pub fn outcome(&mut self) -> Result<RunOutcome, SimError> {
         let parked = self.control.parked();
         if !self.gateway.held.is_empty() || parked > 0 {
             return Err(SimError::Stranded {
@@ -534,11 +536,12 @@ impl<'r> Cluster<'r> {
             return Err(SchedulerBug::new(message).into());
         }
         let mut stats = SchedulerStats::default();
-        let mut itl = crate::metrics::IntegerCounts::default();
         for scheduler in self.schedulers.iter() {
             stats += scheduler.stats();
-            scheduler.itl_counts(&mut itl);
         }
+        let mut itl = crate::metrics::IntegerCounts::default();
+        self.schedulers
+            .each_built_mut(|scheduler| scheduler.take_itl_counts(&mut itl));
         Ok(RunOutcome {
             total_clocks_ns: self.settled,
             steps: self.instances.iter().map(|i| i.steps).sum(),

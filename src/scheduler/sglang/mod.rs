@@ -613,7 +613,7 @@ impl SglangScheduler {
     }
 
     /// Whether the records of finished requests list their inter-token gaps (on by
-    /// default); off, they are only pooled ([`SglangScheduler::itl_counts`]).
+    /// default); off, they are only pooled ([`SglangScheduler::take_itl_counts`]).
     pub fn keep_itl_values(&mut self, on: bool) {
         self.itl_values = on;
     }
@@ -629,9 +629,10 @@ impl SglangScheduler {
         self.step_finish_ns.window()
     }
 
-    /// Adds the inter-token gaps of every request finished here so far to `out`.
-    pub fn itl_counts(&self, out: &mut crate::metrics::IntegerCounts) {
-        self.itl.count_into(&self.step_finish_ns, out);
+    /// Moves the inter-token gaps of every request finished here so far to `out`, leaving
+    /// none here.
+    pub fn take_itl_counts(&mut self, out: &mut crate::metrics::IntegerCounts) {
+        self.itl.drain_into(&self.step_finish_ns, out);
     }
 
     /// Requests handed off whose KV is still held.

@@ -187,7 +187,7 @@ fn merged_counts_are_those_of_one_plain_map() {
                     _ => log.add(v, 1),
                 }
             }
-            counts.merge_log(&log);
+            counts.add_log(log);
             merged.merge(&counts);
             for &v in part {
                 *plain.entry(v).or_insert(0) += 1;
@@ -246,4 +246,148 @@ fn stats_of_no_values_are_all_zero() {
         LatencyStats::from_ns(&mut [] as &mut [f64], f64::total_cmp, |v| v),
         LatencyStats::default()
     );
+}
+
+/// Values with counts, added to an `IntegerCounts` in pieces: some to its maps, the rest to
+/// several logs (some folding small batches, some made while a `FoldBehind` is held).
+fn held_in_pieces(adds: &[(u64, u64)], seed: u64) -> IntegerCounts {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let folding = blis_cosim::metrics::FoldBehind::start().unwrap();
+    let mut logs = vec![
+        CountLog::default(),
+        CountLog::default(),
+        CountLog::with_min_batch(8),
+        CountLog::with_min_batch(1 << 20),
+    ];
+    drop(folding);
+    let mut counts = IntegerCounts::default();
+    for &(value, count) in adds {
+        match rng.random_range(0..logs.len() + 1) {
+            0 => counts.add(value, count),
+            k => logs[k - 1].add(value, count),
+        }
+    }
+    logs.into_iter().for_each(|log| counts.add_log(log));
+    counts
+}
+
+/// The statistics of the multiset `sorted` (distinct values ascending, with counts) worked
+/// out by walking it: numpy's linear percentiles and the exact integer moments.
+fn walked(sorted: &[(u64, u64)]) -> [f64; 4] {
+    let n: u64 = sorted.iter().map(|&(_, c)| c).sum();
+    let sum: u128 = sorted
+        .iter()
+        .map(|&(v, c)| u128::from(v) * u128::from(c))
+        .sum();
+    let at = |rank: u64| {
+        let mut seen = 0;
+        sorted.iter().find(|&&(_, c)| {
+            seen += c;
+            rank < seen
+        })
+    };
+    let pct = |q: f64| {
+        let index = q / 100.0 * (n - 1) as f64;
+        let below = index.floor() as u64;
+        let (a, b) = (
+            at(below).unwrap().0 as f64,
+            at((below + 1).min(n - 1)).unwrap().0 as f64,
+        );
+        let t = index - below as f64;
+        if t >= 0.5 {
+            b - (b - a) * (1.0 - t)
+        } else {
+            a + (b - a) * t
+        }
+    };
+    let ms = |ns: f64| ns / NS_PER_MS;
+    [
+        ms(sum as f64 / n as f64),
+        ms(pct(50.0)),
+        ms(pct(90.0)),
+        ms(pct(99.0)),
+    ]
+}
+
+/// Counts held in maps and many logs, in no order and a value in several of them, give the
+/// statistics of the values listed (the order statistics are found per bucket of leading
+/// bits, without sorting the whole: crowded buckets, values on and beside bucket edges,
+/// values below 512, outliers past the logs' packing, counts past it).
+#[test]
+fn stats_of_counts_held_in_many_logs_are_those_of_the_values_listed() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+    let mut cases: Vec<Vec<(u64, u64)>> = vec![
+        vec![(7, 1)],
+        vec![(6_400_000, 3), (6_400_000, 2)],
+        (0..20_000)
+            .map(|_| {
+                (
+                    rng.random_range(6_000_000..15_000_000),
+                    rng.random_range(1..4),
+                )
+            })
+            .collect(),
+        (0..20_000)
+            .map(|_| (rng.random_range(0..1_200), 1))
+            .collect(),
+        (0..20_000)
+            .map(|_| (6_400_000 + rng.random_range(0..40), rng.random_range(1..30)))
+            .collect(),
+        (1..40u32)
+            .flat_map(|k| {
+                let edge = 1u64 << (k + 8);
+                [
+                    (edge - 1, 2),
+                    (edge, 1),
+                    (edge + 1, 3),
+                    (edge + (edge >> 8), 1),
+                ]
+            })
+            .collect(),
+        (0..5_000)
+            .map(|i| match i % 997 {
+                0 => (u64::MAX - i, 1),
+                1 => (1 << 41, 2),
+                _ => (8_000_000 + i * 13, 1),
+            })
+            .collect(),
+    ];
+    // Every value once more with a random count, so that values recur across pieces.
+    for adds in &mut cases {
+        let again: Vec<(u64, u64)> = adds
+            .iter()
+            .map(|&(v, _)| (v, rng.random_range(1..3)))
+            .collect();
+        adds.extend(again);
+    }
+    for (i, adds) in cases.iter().enumerate() {
+        let counts = held_in_pieces(adds, i as u64);
+        let flat: Vec<u64> = adds
+            .iter()
+            .flat_map(|&(v, c)| std::iter::repeat_n(v, c as usize))
+            .collect();
+        let listed = LatencyStats::from_integer_ns(&flat);
+        let counted = LatencyStats::from_counts(&counts);
+        let four = |s: LatencyStats| [s.mean_ms, s.median_ms, s.p90_ms, s.p99_ms];
+        assert_eq!(counted.count, listed.count, "case {i}");
+        assert_eq!(four(counted), four(listed), "case {i}");
+        let (a, e) = (counted.std_ms, listed.std_ms);
+        assert!((a - e).abs() <= 1e-9 * e.abs(), "case {i}: {a} vs {e}");
+        assert_eq!(four(counted), walked(&counts.sorted()), "case {i}");
+    }
+    // Counts past a packed entry's (2^24), against a walk of the sorted values.
+    let adds: Vec<(u64, u64)> = (0..3_000)
+        .map(|i| (7_000_000 + (i * 7_919) % 3_001, 1 + (i % 5) * (1 << 23)))
+        .collect();
+    let counts = held_in_pieces(&adds, 99);
+    let counted = LatencyStats::from_counts(&counts);
+    let four = [
+        counted.mean_ms,
+        counted.median_ms,
+        counted.p90_ms,
+        counted.p99_ms,
+    ];
+    assert_eq!(four, walked(&counts.sorted()));
 }

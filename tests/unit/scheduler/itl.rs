@@ -52,7 +52,7 @@ fn pool(tokens: &[Vec<u64>], retire: bool) -> (IntegerCounts, usize) {
         most_held = most_held.max(steps.held());
     }
     let mut out = IntegerCounts::default();
-    tally.count_into(&steps, &mut out);
+    tally.drain_into(&steps, &mut out);
     (out, most_held)
 }
 

@@ -187,7 +187,7 @@ fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
         now = end;
     }
     let mut itl = blis_cosim::metrics::IntegerCounts::default();
-    s.itl_counts(&mut itl);
+    s.take_itl_counts(&mut itl);
     log.push(format!("{:?}", itl.sorted()));
     s.pool().audit().unwrap();
     (log, stretched)

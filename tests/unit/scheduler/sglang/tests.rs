@@ -272,7 +272,7 @@ fn pooled_inter_token_gaps_equal_the_listed_ones() {
             listed.extend(run.done.record(k, "m", run.s.step_times()).itl_ns);
         }
         let mut pool = blis_cosim::metrics::IntegerCounts::default();
-        run.s.itl_counts(&mut pool);
+        run.s.take_itl_counts(&mut pool);
         (listed, pool)
     };
     let (listed, pool) = pooled(true);
