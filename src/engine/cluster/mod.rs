@@ -512,13 +512,13 @@ impl<'r> Cluster<'r> {
             self.instances.iter().map(|i| i.steps).sum::<u64>(),
             self.steps_ahead
         );
-        self.outcome()
+        self.into_outcome()
     }
 
-    /// The outcome of a run with nothing left to happen; an error if a request was lost. The
-    /// instances' pooled inter-token gaps are moved into it, not copied: a later call would
-    /// find none.
-    pub fn outcome(&mut self) -> Result<RunOutcome, SimError> {
+    /// The outcome of a run with nothing left to happen; an error if a request was lost. It
+    /// takes the cluster, so that the instances' pooled inter-token gaps are moved into it,
+    /// not copied.
+    pub fn into_outcome(mut self) -> Result<RunOutcome, SimError> {
         let parked = self.control.parked();
         if !self.gateway.held.is_empty() || parked > 0 {
             return Err(SimError::Stranded {

@@ -121,7 +121,8 @@ fn simulate(
         let mut cluster = Cluster::new(run, &services).unwrap();
         cluster.step_ahead(ahead);
         while cluster.step(&mut services).unwrap().is_some() {}
-        (cluster.outcome().unwrap(), cluster.steps_run_ahead())
+        let ahead = cluster.steps_run_ahead();
+        (cluster.into_outcome().unwrap(), ahead)
     };
     (format!("{outcome:?}"), records.0, steps)
 }

@@ -430,7 +430,7 @@ impl RandomRun {
         cluster.retire_steps_after(4);
         while cluster.step(&mut services).unwrap().is_some() {}
         let counts = (cluster.quiet_steps(), cluster.steps_run_ahead());
-        (cluster.outcome().unwrap(), counts.0, counts.1)
+        (cluster.into_outcome().unwrap(), counts.0, counts.1)
     }
 }
 
@@ -836,12 +836,12 @@ fn run_two_bursts_counted(
     cluster.skip_idle_ticks(skip_idle);
     cluster.retire_steps_after(4);
     while cluster.step(&mut services).unwrap().is_some() {}
-    let outcome = cluster.outcome().unwrap();
     let counted = Counted {
         snapshots: cluster.snapshots_taken(),
         cores: cluster.cores_built(),
         ticks: cluster.ticks_evaluated(),
     };
+    let outcome = cluster.into_outcome().unwrap();
     ((outcome, ends.0), counted)
 }
 
