@@ -483,7 +483,7 @@ impl Scheduler {
         self.itl_values = on;
     }
 
-    /// Lets go of step finish times no live request names once `steps` are held (4,096
+    /// Lets go of step finish times no live request names once `steps` are held (1,024
     /// unless set; see `itl.rs`): the inter-token gaps pooled are the same whatever it is.
     pub fn retire_steps_after(&mut self, steps: usize) {
         self.step_finish_ns.retire_after(steps);
