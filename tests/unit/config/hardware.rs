@@ -164,7 +164,11 @@ fn the_tp_fabric_says_which_parts_stage_collectives_through_host_memory() {
     assert_eq!(h100.tp_fabric, None);
     assert!(!h100.stages_collectives_through_host());
     // NVSwitch: peer access.
-    assert!(!Hardware::resolve("H100").unwrap().stages_collectives_through_host());
+    assert!(
+        !Hardware::resolve("H100")
+            .unwrap()
+            .stages_collectives_through_host()
+    );
     let rtx_text = bundled().find(|(name, _)| *name == "RTX4090").unwrap().1;
     let text = rtx_text.replace("tp_fabric = \"pcie-no-p2p\"", "tp_fabric = \"pcie\"");
     assert_ne!(text, rtx_text);

@@ -1,5 +1,5 @@
-mod host_staged;
 mod dispatch;
+mod host_staged;
 
 use blis_cosim::latency::*;
 
