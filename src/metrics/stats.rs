@@ -498,10 +498,13 @@ pub fn order_statistics(values: &[u64], min: u64, max: u64, ranks: &[usize], out
 
 /// For each of the ascending `ranks`, the bucket of `counts` holding that order statistic
 /// and its rank among the bucket's values.
-fn locate(counts: &[usize], ranks: &[usize]) -> Vec<(usize, usize)> {
+fn locate<N>(counts: &[N], ranks: &[N]) -> Vec<(usize, N)>
+where
+    N: Copy + Default + PartialOrd + std::ops::Add<Output = N> + std::ops::Sub<Output = N>,
+{
     let mut found = Vec::with_capacity(ranks.len());
     let mut pending = ranks.iter().peekable();
-    let mut before = 0;
+    let mut before = N::default();
     for (bucket, &count) in counts.iter().enumerate() {
         while let Some(&rank) = pending.next_if(|&&rank| rank < before + count) {
             found.push((bucket, rank - before));
@@ -509,7 +512,7 @@ fn locate(counts: &[usize], ranks: &[usize]) -> Vec<(usize, usize)> {
         if pending.peek().is_none() {
             break;
         }
-        before += count;
+        before = before + count;
     }
     found
 }

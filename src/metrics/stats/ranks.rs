@@ -144,7 +144,7 @@ impl Histogram {
     /// The value at each of the ascending `ranks` (0-based) among those `counts` holds,
     /// which are exactly the values added here; a rank past them is left out.
     pub(super) fn order_statistics(&self, counts: &IntegerCounts, ranks: &[u64]) -> Vec<u64> {
-        let targets = self.locate(ranks);
+        let targets = super::locate(&self.counts, ranks);
         let mut wanted: Vec<usize> = targets.iter().map(|&(bucket, _)| bucket).collect();
         wanted.dedup();
         let mut gathered = gather(counts, &wanted);
@@ -161,24 +161,6 @@ impl Histogram {
                 nth(&gathered[slot], rank)
             })
             .collect()
-    }
-
-    /// For each of the ascending `ranks`, the bucket holding that order statistic and its
-    /// rank among the bucket's values.
-    fn locate(&self, ranks: &[u64]) -> Vec<(usize, u64)> {
-        let mut found = Vec::with_capacity(ranks.len());
-        let mut pending = ranks.iter().peekable();
-        let mut before = 0u64;
-        for (bucket, &count) in self.counts.iter().enumerate() {
-            while let Some(&rank) = pending.next_if(|&&rank| rank < before + count) {
-                found.push((bucket, rank - before));
-            }
-            if pending.peek().is_none() {
-                break;
-            }
-            before += count;
-        }
-        found
     }
 }
 
