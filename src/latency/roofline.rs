@@ -841,6 +841,68 @@ fn qk_norm(qk: f64, head_dim: f64, fp: f64) -> Work {
     )
 }
 
+/// vLLM's tuned fused-MoE tiles for `model` on `hardware` at TP `tp`, and the device name its
+/// files carry: files without a `dtype` in their name are for 16-bit weights, those with
+/// `dtype=fp8_w8a8` for FP8 ones.
+fn served_moe_tiles(
+    model: &ModelArch,
+    hardware: &Hardware,
+    tp: u64,
+    dtype: Dtype,
+) -> (
+    Option<&'static str>,
+    Option<&'static [moe_tuned::TunedTile]>,
+) {
+    let device = match dtype {
+        Dtype::Bfloat16 | Dtype::Float16 | Dtype::Fp8 => moe_tuned::vllm_device(&hardware.name),
+        _ => None,
+    };
+    let tiles = match (&model.moe, device) {
+        (Some(moe), Some(device)) => moe_tuned::tuned_tiles_in(
+            dtype,
+            device,
+            moe.num_experts,
+            moe.moe_intermediate_size / tp,
+        ),
+        _ => None,
+    };
+    (device, tiles)
+}
+
+/// The MLP of one layer on one of `tp` GPUs: dense, or the experts (all on every GPU, each
+/// split `tp` ways) with their weights in `precision`.
+fn served_mlp(model: &ModelArch, precision: &Precision, tp: u64) -> Mlp {
+    match &model.moe {
+        None => Mlp::Dense {
+            ffn_per_gpu: (model.intermediate_size / tp) as f64,
+        },
+        Some(moe) => {
+            let per_gpu = (3 * model.hidden_size * moe.moe_intermediate_size) as f64 / tp as f64;
+            Mlp::Moe {
+                experts: moe.num_experts as f64,
+                top_k: moe.top_k as f64,
+                ep: 1.0,
+                group: 1.0,
+                expert_bytes: per_gpu * precision.weights,
+                width: moe.moe_intermediate_size as f64 / tp as f64,
+                flops_per_token_expert: 2.0 * per_gpu,
+            }
+        }
+    }
+}
+
+/// The ring all-reduce over the datasheet's link at its efficiency, for TP > 1.
+fn datasheet_allreduce(hardware: &Hardware, tp: u64) -> Option<AllReduce> {
+    (tp > 1).then(|| {
+        let link_bytes_per_ns = hardware.link_bw_gbps * hardware.link_efficiency;
+        AllReduce {
+            ns_per_byte: 2.0 * (tp - 1) as f64 / tp as f64 / link_bytes_per_ns,
+            fixed_ns: 2.0 * (tp - 1) as f64 * hardware.link_latency_ns,
+            ranks: tp as f64,
+        }
+    })
+}
+
 impl Roofline {
     /// A roofline for `model` on `hardware` with tensor parallelism `tp` served in `dtype`,
     /// the KV cache in its activations' dtype ([`Dtype::activations`]). `tp = 0` is treated
@@ -862,47 +924,9 @@ impl Roofline {
         let fp = precision.activations;
         let peak_flops = hardware.peak_flops(dtype.activations());
         let hidden = model.hidden_size as f64;
-        // vLLM's tuned files without a `dtype` in their name are for 16-bit weights, those
-        // with `dtype=fp8_w8a8` for FP8 ones.
-        let moe_tuned_device = match dtype {
-            Dtype::Bfloat16 | Dtype::Float16 | Dtype::Fp8 => moe_tuned::vllm_device(&hardware.name),
-            _ => None,
-        };
-        let moe_tuned = match (&model.moe, moe_tuned_device) {
-            (Some(moe), Some(device)) => moe_tuned::tuned_tiles_in(
-                dtype,
-                device,
-                moe.num_experts,
-                moe.moe_intermediate_size / tp,
-            ),
-            _ => None,
-        };
-        let mlp = match &model.moe {
-            None => Mlp::Dense {
-                ffn_per_gpu: (model.intermediate_size / tp) as f64,
-            },
-            Some(moe) => {
-                let per_gpu =
-                    (3 * model.hidden_size * moe.moe_intermediate_size) as f64 / tp as f64;
-                Mlp::Moe {
-                    experts: moe.num_experts as f64,
-                    top_k: moe.top_k as f64,
-                    ep: 1.0,
-                    group: 1.0,
-                    expert_bytes: per_gpu * precision.weights,
-                    width: moe.moe_intermediate_size as f64 / tp as f64,
-                    flops_per_token_expert: 2.0 * per_gpu,
-                }
-            }
-        };
-        let allreduce = (tp > 1).then(|| {
-            let link_bytes_per_ns = hardware.link_bw_gbps * hardware.link_efficiency;
-            AllReduce {
-                ns_per_byte: 2.0 * (tp - 1) as f64 / tp as f64 / link_bytes_per_ns,
-                fixed_ns: 2.0 * (tp - 1) as f64 * hardware.link_latency_ns,
-                ranks: tp as f64,
-            }
-        });
+        let (moe_tuned_device, moe_tuned) = served_moe_tiles(model, hardware, tp, dtype);
+        let mlp = served_mlp(model, &precision, tp);
+        let allreduce = datasheet_allreduce(hardware, tp);
         let k = kernel_constants(hardware);
         let (gemm_memory_efficiency, decode_attention_efficiency, moe_memory_efficiency) = (
             k.gemm_memory_efficiency.unwrap_or_default(),
