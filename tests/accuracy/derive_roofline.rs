@@ -53,18 +53,7 @@ fn derive(extra: &[&str]) -> Option<String> {
 /// What `python` prints when it succeeds, or `None` (the skip said) where `python3` cannot
 /// run and the shared data is not required; a failing script fails the test with its error.
 fn run_python(python: &mut Command) -> Option<String> {
-    let out = match python.output() {
-        Ok(out) => out,
-        Err(e) => {
-            assert!(
-                std::env::var_os(shared_data::REQUIRE_ENV).is_none(),
-                "python3 not runnable ({e}) and {} is set",
-                shared_data::REQUIRE_ENV
-            );
-            shared_data::skip("no python3", &format!("python3 not runnable: {e}"));
-            return None;
-        }
-    };
+    let out = shared_data::python_output(python)?;
     assert!(
         out.status.success(),
         "{}",

@@ -15,18 +15,7 @@ const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/public_checks
 
 /// Runs the script with `args`, or `None` (the skip said) where `python3` cannot run.
 fn script(args: &[&str]) -> Option<Output> {
-    match Command::new("python3").arg(SCRIPT).args(args).output() {
-        Ok(out) => Some(out),
-        Err(e) => {
-            assert!(
-                std::env::var_os(shared_data::REQUIRE_ENV).is_none(),
-                "python3 not runnable ({e}) and {} is set",
-                shared_data::REQUIRE_ENV
-            );
-            shared_data::skip("no python3", &format!("python3 not runnable: {e}"));
-            None
-        }
-    }
+    shared_data::python_output(Command::new("python3").arg(SCRIPT).args(args))
 }
 
 fn num(v: &Value) -> f64 {

@@ -141,6 +141,23 @@ pub fn shared_path(rel: &str) -> PathBuf {
     data_dir(DataSet::LlmServingSim).join(rel)
 }
 
+/// What `python` (a `python3` command) gives when it can run, or `None` after [`skip`] recorded
+/// that it cannot (with `BLIS_COSIM_REQUIRE_DATA` set, that fails the test instead).
+#[track_caller]
+pub fn python_output(python: &mut std::process::Command) -> Option<std::process::Output> {
+    match python.output() {
+        Ok(out) => Some(out),
+        Err(e) => {
+            assert!(
+                std::env::var_os(REQUIRE_ENV).is_none(),
+                "python3 not runnable ({e}) and {REQUIRE_ENV} is set"
+            );
+            skip("no python3", &format!("python3 not runnable: {e}"));
+            None
+        }
+    }
+}
+
 /// Records that the calling test is skipped for `reason` (a short phrase the run's tally
 /// groups by), `detail` saying what was expected: a line in the file `BLIS_COSIM_SKIP_LOG`
 /// names, else on stderr past the test harness's capture.
