@@ -127,6 +127,13 @@ pub struct InstanceSpec {
     pub ep_size: Option<u32>,
     #[serde(default)]
     pub dp_group: Option<String>,
+    /// LLMServingSim 2.0's GPUs of the instance (v1.1's `num_npus`; see [`super::release2`]).
+    #[serde(default)]
+    pub npu_num: Option<u32>,
+    /// LLMServingSim 2.0's pipeline stages of the instance (v1.1's `pp_size`); each stage is
+    /// `npu_num / npu_group` GPUs of tensor parallelism.
+    #[serde(default)]
+    pub npu_group: Option<u32>,
     /// Where weights and evicted KV live (checked against the model and `cxl_mem` when the
     /// instance is resolved, see [`crate::config::Placement`]).
     #[serde(default)]
@@ -229,6 +236,7 @@ impl ClusterConfig {
             }
             check_memory(&node.cpu_mem, &format!("nodes[{n}].cpu_mem"), &invalid)?;
             for (i, inst) in node.instances.iter().enumerate() {
+                super::release2::check(inst, (n, i), text, source_name)?;
                 check_instance(inst, &format!("nodes[{n}].instances[{i}]"), &invalid)?;
             }
             if let Some(power) = &node.power {
@@ -313,16 +321,29 @@ pub struct PlacedInstance<'a> {
 }
 
 impl InstanceSpec {
-    /// Tensor-parallel degree (`tp_size`, else `num_npus / pp_size`, else 1).
+    /// Tensor-parallel degree (`tp_size`, else `num_npus / pp_size`, else 2.0's
+    /// `npu_num / npu_group`, else 1).
     pub fn tp(&self) -> u32 {
         self.tp_size
-            .or(self.num_npus.map(|n| (n / self.pp()).max(1)))
+            .or(self
+                .num_npus
+                .or(self.npu_num)
+                .map(|n| (n / self.pp()).max(1)))
             .unwrap_or(1)
     }
 
-    /// Pipeline-parallel degree (`pp_size`, else 1).
+    /// Pipeline-parallel degree (`pp_size`, else 2.0's `npu_group`, else 1).
     pub fn pp(&self) -> u32 {
-        self.pp_size.unwrap_or(1).max(1)
+        self.pp_size.or(self.npu_group).unwrap_or(1).max(1)
+    }
+
+    /// The key that gives [`Self::pp`] in the file, for messages: `npu_group` in 2.0's
+    /// schema, else `pp_size`.
+    pub fn pp_key(&self) -> &'static str {
+        match self.npu_group {
+            Some(_) if self.pp_size.is_none() => "npu_group",
+            _ => "pp_size",
+        }
     }
 }
 

@@ -173,6 +173,9 @@ pub enum Problem {
         other: &'static str,
         limit: String,
     },
+    /// A key of LLMServingSim 2.0's cluster-config schema beside `other`, a key of v1.1's that
+    /// describes the same instance's GPUs.
+    MixedSchemas { other: String },
 }
 
 impl Problem {
@@ -322,6 +325,12 @@ impl fmt::Display for Problem {
                 other,
                 limit,
             } => write!(f, "the {what} {value} must be below the {other} {limit}"),
+            Problem::MixedSchemas { other } => write!(
+                f,
+                "is LLMServingSim 2.0's key, but the instance also has v1.1's `{other}`: give \
+                 its GPUs as 2.0 does (npu_num, npu_group) or as v1.1 does (num_npus, tp_size, \
+                 pp_size, ep_size, dp_group), not both"
+            ),
         }
     }
 }

@@ -40,7 +40,7 @@ pub(super) fn resolve(
             );
             return Err(ConfigError::invalid(
                 source,
-                format!("{}.pp_size", p.path),
+                format!("{}.{}", p.path, p.spec.pp_key()),
                 problem,
             ));
         }
@@ -61,7 +61,7 @@ pub(super) fn resolve(
             );
             return Err(ConfigError::invalid(
                 source,
-                format!("{}.pp_size", p.path),
+                format!("{}.{}", p.path, p.spec.pp_key()),
                 problem,
             ));
         }

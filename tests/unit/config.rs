@@ -8,5 +8,6 @@ mod model;
 mod pim;
 mod pipeline;
 mod placement;
+mod release2;
 mod roles;
 mod topology;
