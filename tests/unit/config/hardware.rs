@@ -37,6 +37,7 @@ fn every_bundled_file_parses_and_carries_its_file_name() {
         names,
         [
             "A100-80G",
+            "A6000",
             "B200",
             "H100-SXM",
             "H200",
@@ -250,4 +251,30 @@ fn peak_flops_picks_the_dtype_peak_and_falls_back_to_bf16() {
     let a100 = Hardware::resolve("A100").unwrap();
     assert_eq!(a100.peak_flops(Dtype::Fp8), 312e12);
     assert_eq!(a100.peak_flops(Dtype::Int8), 624e12);
+}
+
+#[test]
+fn the_a6000_file_holds_its_datasheet_and_the_clock_its_peak_implies() {
+    let a6000 = Hardware::resolve("a6000").unwrap();
+    assert_eq!(a6000.name, "A6000");
+    assert!(a6000.is_ampere());
+    assert_eq!(a6000.capability(), Some((8, 6)));
+    assert_eq!((a6000.memory_gib, a6000.memory_bw_gbps), (48.0, 768.0));
+    assert_eq!(a6000.l2_cache_mb, Some(6.0));
+    assert_eq!(a6000.shared_memory_per_sm_kib, Some(100));
+    // GA102 runs 1,024 dense FP16 tensor FLOP per SM per clock: the datasheet's 154.8 TFLOPS
+    // over 84 SMs is the 1,800 MHz boost clock, to the datasheet's rounding.
+    let (sms, clock_mhz) = (a6000.sm_count.unwrap(), a6000.sm_clock_mhz.unwrap());
+    let implied_mhz = a6000.peak_flops(Dtype::Float16) / (f64::from(sms) * 1024.0) / 1e6;
+    assert!((implied_mhz - clock_mhz).abs() < 1.0, "{implied_mhz} MHz");
+    assert!((a6000.sm_clocks_per_ns().unwrap() - 151.2).abs() < 1e-9);
+    // BF16 at the FP16 rate, TF32 at half, INT8 at twice; no FP8 tensor cores: BF16's peak.
+    assert_eq!(a6000.peak_flops(Dtype::Bfloat16), 154.8e12);
+    assert_eq!(a6000.peak_flops(Dtype::Float32) * 2.0, 154.8e12);
+    assert!((a6000.peak_flops(Dtype::Int8) / 2.0 - 154.8e12).abs() < 0.1e12);
+    assert_eq!(a6000.peak_flops(Dtype::Fp8), 154.8e12);
+    // PCIe 4.0 x16 with peer access: the ring over the link, no host staging.
+    assert_eq!(a6000.link_bw_gbps, 32.0);
+    assert_eq!(a6000.tp_fabric, Some(TpFabric::PcieP2p));
+    assert!(!a6000.stages_collectives_through_host());
 }
