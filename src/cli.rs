@@ -12,6 +12,7 @@ mod dataset;
 mod diagnostics;
 mod host;
 pub mod mixups;
+mod release2;
 mod replay;
 mod routing;
 mod sglang;
@@ -26,6 +27,7 @@ pub use control::ControlArgs;
 pub use dataset::DatasetArgs;
 pub use diagnostics::DiagnosticArgs;
 pub use host::{HostArgs, HostModelSwitch};
+pub use release2::Release2Args;
 pub use replay::ReplayArgs;
 pub use sglang::EngineArgs;
 pub use sweep::{MainFlags, SweepArgs};
@@ -260,7 +262,8 @@ pub struct RunArgs {
     pub request_routing_policy: RoutingPolicy,
 
     /// How the MoE gate spreads tokens over experts: BALANCED (closed-form, perfectly
-    /// balanced), RR (expert-token pairs cycle over the experts) or RAND (seeded draws).
+    /// balanced), RR (expert-token pairs cycle over the experts) or RAND (seeded draws, once
+    /// per step for every layer: LLMServingSim 2.0's FAST, an alias).
     #[arg(help_heading = "Cluster", long, value_name = "POLICY", default_value = "BALANCED", value_parser = parse_expert_routing)]
     pub expert_routing_policy: ExpertRouting,
 
@@ -363,11 +366,12 @@ pub struct RunArgs {
 
     /// Use only the first N requests of the workload (0 = all; with --workload-spec or
     /// --scenario it replaces the spec's num_requests; with --rate, the requests generated).
-    /// `--num-reqs` (LLMServingSim's name) and `--num-prompts` (vLLM bench's) are aliases.
+    /// `--num-reqs` (LLMServingSim's name; `--num-req` in its 2.0) and `--num-prompts` (vLLM
+    /// bench's) are aliases.
     #[arg(
         help_heading = "Workload",
         long = "num-requests",
-        visible_aliases = ["num-reqs", "num-prompts"],
+        visible_aliases = ["num-reqs", "num-req", "num-prompts"],
         value_name = "N",
         default_value_t = 0
     )]
@@ -409,8 +413,9 @@ pub struct RunArgs {
     )]
     pub kv_cache_dtype: KvCacheDtype,
 
-    #[arg(help_heading = "Scheduler", long, value_name = "N",
-          help = batch_limit_help("Most requests running at once (0 = unlimited)",
+    #[arg(help_heading = "Scheduler", long, value_name = "N", visible_alias = "max-batch",
+          help = batch_limit_help("Most requests running at once (0 = unlimited; \
+                                   `--max-batch` is LLMServingSim 2.0's name)",
                                   |l| l.max_num_seqs, LLMSERVINGSIM_MAX_NUM_SEQS))]
     pub max_num_seqs: Option<u32>,
 
@@ -574,6 +579,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub engine: EngineArgs,
+
+    #[command(flatten)]
+    pub release2: Release2Args,
 }
 
 /// An SLO target: ms in (0, 10⁹].
@@ -617,6 +625,7 @@ impl RunArgs {
     /// The plain options these flags give, after the checks that concern flags alone (which
     /// combinations make sense).
     pub fn into_options(self) -> Result<RunOptions, ConfigError> {
+        self.release2.check()?;
         let workload = self.workload_source()?;
         let engine = self.engine_options()?;
         let routing = RoutingOptions {
@@ -713,7 +722,7 @@ impl RunArgs {
         Ok(EngineOptions {
             engine: self.engine.engine,
             sglang,
-            dtype: self.dtype,
+            dtype: self.dtype.or(self.release2.fp),
             kv_cache_fp8: self.kv_cache_dtype == KvCacheDtype::Fp8,
             memory_utilization: self.npu_memory_utilization,
             max_num_seqs: self
@@ -844,8 +853,13 @@ fn parse_dtype(s: &str) -> Result<Dtype, Problem> {
     s.parse()
 }
 
+/// `--expert-routing-policy`: ours, or LLMServingSim 2.0's `FAST`, its `RAND` drawn once per
+/// step for every layer, which is what `RAND` does here.
 fn parse_expert_routing(s: &str) -> Result<ExpertRouting, UnknownName> {
-    ExpertRouting::parse(s, 0)
+    match s.eq_ignore_ascii_case("FAST") {
+        true => ExpertRouting::parse("RAND", 0),
+        false => ExpertRouting::parse(s, 0),
+    }
 }
 
 fn parse_routing_weights(s: &str) -> Result<RoutingWeights, RoutingSpecError> {

@@ -32,6 +32,7 @@ mod pim;
 mod pipeline;
 mod plots;
 mod profile_bundle;
+mod release2;
 mod routing;
 mod scenario;
 mod sessions;
