@@ -39,7 +39,7 @@ and a launch of the fused-MoE Triton kernel, fitted on H800's pairs and checked 
 
 Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--frontier-shapes]
                                   [--vllm019-default-tiles] [--moe-cap-from-latency] [--moe-smem-bound]
-                                  [--mixed-table] [--gemm-rows=GPU] [--row-kernels]
+                                  [--mixed-table] [--gemm-rows=GPU] [--row-kernels] [--gemm-fixed]
                                   [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
@@ -64,6 +64,10 @@ traffic allows (`mma_smem_flops`), a what-if that held out does worse (docs/src/
 "Few large experts: the large tile's shared memory").
 `--gemm-rows=GPU` prints, before the constants, every GEMM row of GPU with the roofline's
 held-out error (the constants derived from the other GPUs).
+`--gemm-fixed` prints, before the constants, what each GPU's GEMMs of at most 16 tokens say of
+a GEMM's fixed time beside the hardware quantities it could follow, and the held-out error of
+GEMMs of up to 128 tokens with each form of it tried (docs/src/accuracy.md, "A GEMM's fixed
+time by the part").
 `--row-kernels` prints, before the constants, every row-kernel row (norms, SiLU-and-mul,
 rotary) by GPU, table and op with the roofline's held-out error, its tokens, waves and the
 row bytes of the kernels it times.
@@ -197,6 +201,21 @@ def fp8_mma_time(r, g):
     return math.ceil(tiles / g["sms"]) * 2 * tm * tn * k / (peak / g["sms"])
 
 
+def stream_share(gpu):
+    """Bytes each SM streams per SM clock when the part reads at its datasheet bandwidth."""
+    g = part(gpu)
+    return g["bw"] / (g["sms"] * g["clock"])
+
+
+def gemm_fixed(c, gpu):
+    """A GEMM's fixed time on `gpu`: `gemm_fixed_base` + `gemm_fixed_slope` x the bytes each of
+    its SMs streams per clock at the datasheet bandwidth ([`gemm_fixed_line`]); `gemm_t0`
+    where `c` has no line (a GPU's own fit)."""
+    if "gemm_fixed_slope" in c:
+        return c["gemm_fixed_base"] + c["gemm_fixed_slope"] * stream_share(gpu)
+    return c["gemm_t0"]
+
+
 def gemm_time(c, r):
     """A GEMM as src/latency/roofline.rs prices it: fixed time + the longer of its MMA work and
     weight stream + the unhidden share of the shorter + the launch; an FP8 GEMM (weights and
@@ -212,7 +231,7 @@ def gemm_time(c, r):
     else:
         compute = 2 * r["M"] * r["K"] * r["N"] / (g["flops"] * c["gemm_eta_c"])
         unhidden = c["gemm_unhidden"]
-    t = c["gemm_t0"] + max(compute, memory) + unhidden * min(compute, memory) + LAUNCH_S
+    t = gemm_fixed(c, r["gpu"]) + max(compute, memory) + unhidden * min(compute, memory) + LAUNCH_S
     return t + fp8_quant_time(c, r) if r["fp8"] else t
 
 
@@ -258,6 +277,7 @@ def gemm_constants(fits, gpus, held_out=None):
     full = [g for g in have if "eta_c" in fits[g]]
     return {
         "gemm_t0": median(fits[g]["t0"] for g in have),
+        **gemm_fixed_line(fits, have),
         "gemm_eta_m": median(fits[g]["eta_m"] for g in have if not ampere(g)),
         "gemm_eta_m_ampere": median(fits[g]["eta_m"] for g in have if ampere(g)),
         "gemm_eta_c": median(fits[g]["eta_c"] for g in full),
@@ -268,6 +288,26 @@ def gemm_constants(fits, gpus, held_out=None):
         "gemm_fp8_unhidden": median(fits[g]["unhidden"] for g in full if g in WAVELESS_GEMM_TABLES)
         if any(g in WAVELESS_GEMM_TABLES for g in full) else median(fits[g]["unhidden"] for g in full),
     }
+
+
+def theil_sen(points):
+    """Median-of-pairwise-slopes line through (x, y) points: (intercept, slope)."""
+    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1:] if x2 != x1]
+    slope = median(slopes)
+    return median(y - slope * x for x, y in points), slope
+
+
+# A memory-bound GEMM's fixed time grows with the bytes each SM must stream per clock for the
+# part to read at its bandwidth (2.9-4.8 on the GDDR parts, 13.4-13.9 on A100 and H100, 19.9 on
+# the H200): to stream at that rate every SM keeps that share times the memory latency in
+# flight (Little's law), so the pipeline's ramp at the start and the SMs' uneven drain at the
+# end, while fewer SMs stream, cost more time the more each SM carries. The fixed time is a
+# line in that share through the GPUs' own fits (their t0 beside their share), drawn by the
+# median of the pairwise slopes (Theil-Sen: one GPU's odd fit moves no constant far); the
+# per-GPU fits and the other forms tried are printed by `--gemm-fixed`.
+def gemm_fixed_line(fits, gpus):
+    base, slope = theil_sen([(stream_share(g), fits[g]["t0"]) for g in gpus])
+    return {"gemm_fixed_base": base, "gemm_fixed_slope": slope}
 
 
 def gemm_regime(r):
@@ -1781,6 +1821,121 @@ def print_gemm_rows(data, gpu):
               f"{r['t'] * 1e6:.2f},{t * 1e6:.2f},{(t / r['t'] - 1) * 100:+.1f}")
 
 
+# ------------------------------------------------------------- a GEMM's fixed time, by part
+
+# What each GPU's memory is (datasheets, as in `hardware/*.toml`): HBM on the data-centre parts
+# (A100 and A800 HBM2e, H100 and H800 HBM3, H200 HBM3e), GDDR on the others (A40 GDDR6, RTX
+# 4090 GDDR6X, RTX PRO 6000 GDDR7). A candidate of `--gemm-fixed` only; the code reads no such
+# field.
+MEMORY_TYPE = {"A100": "HBM2e", "A800": "HBM2e", "A40": "GDDR6", "H100": "HBM3", "H800": "HBM3",
+               "H200": "HBM3e", "RTX4090": "GDDR6X", "RTXPRO6000": "GDDR7"}
+# How each GPU's GEMM rows were timed (roofline_tables.gemms).
+GEMM_TIMING = {"H200": "graph replay between events (ours)", "RTX4090": "kernel-only (LLMServingSim)",
+               "RTXPRO6000": "kernel-only (LLMServingSim, Frontier)"}
+
+
+def small_gemms(data, gpu):
+    return [r for r in data.gemms if r["gpu"] == gpu and not r["fp8"] and r["M"] <= 16]
+
+
+def fixed_at(rows, rate):
+    """The fixed time `t0` of `t = t0 + bytes / rate` over `rows` with the rate given (least
+    squares of the relative error)."""
+    w = [1.0 / (r["t"] * r["t"]) for r in rows]
+    return sum(wi * (r["t"] - gemm_bytes(r) / rate) for wi, r in zip(w, rows)) / sum(w)
+
+
+def split_k(r):
+    """A GEMM cuBLAS runs split-K at few tokens: a reduction depth over twice its outputs."""
+    return r["K"] > 2 * r["N"]
+
+
+def fixed_time_forms(data, gpus):
+    """Candidate fixed times of a GEMM of `gpu`, each derived from the per-GPU fits of `gpus`:
+    name -> function (gpu, row) -> seconds."""
+    fits = data.fits["gemm"]
+    have = [g for g in gpus if g in fits]
+    c = gemm_constants(fits, have)
+    const = c["gemm_t0"]
+    clocks = median(fits[g]["t0"] * part(g)["clock"] for g in have)
+    a, b = theil_sen([(stream_share(g), fits[g]["t0"]) for g in have])
+    hbm = median(fits[g]["t0"] for g in have if MEMORY_TYPE[g].startswith("HBM"))
+    gddr = median(fits[g]["t0"] for g in have if MEMORY_TYPE[g].startswith("GDDR"))
+    split = {}
+    for g in have:
+        rows = small_gemms(data, g)
+        eta = c["gemm_eta_m_ampere"] if ampere(g) else c["gemm_eta_m"]
+        deep = [r for r in rows if split_k(r)]
+        if len(deep) >= 3 and len(rows) - len(deep) >= 3:
+            rate = part(g)["bw"] * eta
+            split[g] = (fixed_at([r for r in rows if not split_k(r)], rate), fixed_at(deep, rate))
+    base = median(s[0] for s in split.values())
+    extra = median(s[1] - s[0] for s in split.values())
+    own = {}
+    for g in have:
+        rows = small_gemms(data, g)
+        rate = part(g)["bw"] * fits[g]["eta_m"]
+        shallow = [r for r in rows if not split_k(r)]
+        deep = [r for r in rows if split_k(r)]
+        own[g] = (fixed_at(shallow, rate), fixed_at(deep, rate) - fixed_at(shallow, rate) if len(deep) >= 3 else None)
+    a2, b2 = theil_sen([(stream_share(g), own[g][0]) for g in have])
+    r2 = median(own[g][1] for g in have if own[g][1] is not None)
+    return {
+        f"one fixed time (before), {const * 1e6:.2f} us": lambda gpu, r: const,
+        f"fixed SM clocks, {clocks:.0f}": lambda gpu, r: clocks / part(gpu)["clock"],
+        f"{a * 1e6:.2f} us + {b * 1e6:.3f} us per byte per SM per clock (the code's)": lambda gpu, r: a + b * stream_share(gpu),
+        f"by memory, HBM {hbm * 1e6:.2f} / GDDR {gddr * 1e6:.2f} us":
+            lambda gpu, r: hbm if MEMORY_TYPE[gpu].startswith("HBM") else gddr,
+        f"split-K, {base * 1e6:.2f} us + {extra * 1e6:.2f} where K > 2N": lambda gpu, r: base + (extra if split_k(r) else 0.0),
+        f"{a2 * 1e6:.2f} us + {b2 * 1e6:.3f} us per byte per SM per clock, + {r2 * 1e6:.2f} where K > 2N":
+            lambda gpu, r: a2 + b2 * stream_share(gpu) + (r2 if split_k(r) else 0.0),
+    }
+
+
+def print_gemm_fixed(data):
+    """A GEMM's fixed time by part: what each GPU's GEMMs of at most 16 tokens say, beside the
+    hardware quantities a fixed time could follow, and the held-out error of GEMMs of up to 128
+    tokens with each candidate form of it derived from the other GPUs."""
+    fits = data.fits["gemm"]
+    c = gemm_constants(fits, list(GPUS))
+    print("a GEMM's fixed time by part (GEMMs of <= 16 tokens): own fit; at its class's weight eta; in SM clocks;")
+    print("bytes per SM per clock at the datasheet bandwidth; memory; how the rows were timed")
+    for gpu, f in fits.items():
+        rows = small_gemms(data, gpu)
+        eta = c["gemm_eta_m_ampere"] if ampere(gpu) else c["gemm_eta_m"]
+        at = fixed_at(rows, part(gpu)["bw"] * eta)
+        deep = [r for r in rows if split_k(r)]
+        split = ""
+        if len(deep) >= 3 and len(rows) - len(deep) >= 3:
+            rate = part(gpu)["bw"] * eta
+            split = f"; K > 2N {fixed_at(deep, rate) * 1e6:5.2f} vs {fixed_at([r for r in rows if not split_k(r)], rate) * 1e6:5.2f} us"
+        print(f"  {gpu:11} {len(rows):4} rows: {f['t0'] * 1e6:5.2f} us at {f['eta_m']:.3f}; {at * 1e6:5.2f} us at {eta:.3f}; "
+              f"{f['t0'] * part(gpu)['clock']:6.0f} clocks; {stream_share(gpu):5.1f} B/SM/clk; {MEMORY_TYPE[gpu]:6}; "
+              f"{GEMM_TIMING.get(gpu, 'kernel-only (Frontier)')}{split}")
+    print("held out, GEMMs of <= 16 and 17-128 tokens: median |error| (signed median), each form derived without the GPU")
+    everyone = list(GPUS)
+    names = list(fixed_time_forms(data, everyone))
+    pooled = {n: {"M<=16": [], "17-128": []} for n in names}
+    for gpu in everyone:
+        others = [g for g in everyone if g != gpu]
+        c = gemm_constants(data.fits["gemm"], others)
+        for name, form in zip(names, fixed_time_forms(data, others).values()):
+            for r in data.gemms:
+                if r["gpu"] == gpu and not r["fp8"] and r["M"] <= 128:
+                    fixed = {"gemm_t0": form(gpu, r), "gemm_fixed_slope": None}
+                    e = gemm_time({k: v for k, v in dict(c, **fixed).items() if v is not None}, r) / r["t"] - 1
+                    pooled[name]["M<=16" if r["M"] <= 16 else "17-128"].append((gpu, e))
+    for name in names:
+        print(f"  {name} (derived from all eight)")
+        for regime, errors in pooled[name].items():
+            cells = []
+            for gpu in everyone:
+                e = [x for g, x in errors if g == gpu]
+                if e:
+                    cells.append(f"{gpu} {median(abs(x) for x in e) * 100:4.1f}% ({median(e) * 100:+5.1f})")
+            print(f"    {regime:7} pooled {median(abs(x) for _, x in errors) * 100:4.1f}%: {', '.join(cells)}")
+
+
 def v0_root():
     """The directory `--llmservingsim-v0=DIR` names, or None."""
     for arg in sys.argv[1:]:
@@ -1875,6 +2030,9 @@ def main():
     if "--row-kernels" in sys.argv:
         print()
         print_row_kernels(data)
+    if "--gemm-fixed" in sys.argv:
+        print()
+        print_gemm_fixed(data)
     if v0:
         print()
         print_v0_gemms(data, v0)
@@ -1915,6 +2073,8 @@ def main():
     print(f"triton_launch_ns = {round(host['triton_launch'] * 1e7) * 100}")
     print("constants held by src/latency/roofline.rs:")
     print(f"GEMM_FIXED_NS = {round(c['gemm_t0'] * 1e8) * 10}")
+    print(f"GEMM_FIXED_BASE_NS = {round(c['gemm_fixed_base'] * 1e8) * 10}")
+    print(f"GEMM_FIXED_NS_PER_STREAM_BYTE = {round(c['gemm_fixed_slope'] * 1e9)}")
     print(f"GEMM_MEMORY_EFFICIENCY = {c['gemm_eta_m']:.3f}")
     print(f"GEMM_MEMORY_EFFICIENCY_AMPERE = {c['gemm_eta_m_ampere']:.3f}")
     print(f"GEMM_COMPUTE_EFFICIENCY = {c['gemm_eta_c']:.2f}")

@@ -4,7 +4,7 @@
 //! transformer blocks, and a head (`final_layernorm`, `lm_head`, `sampler`). Every kernel is
 //! priced per GPU (its work divided by `tp`) as
 //! `max(FLOPs / (peak × compute_eff), bytes / (bandwidth × memory_eff)) + kernel_launch_ns`;
-//! GEMMs ([`GEMM_FIXED_NS`]), attention and the fused-MoE kernel have their own constants,
+//! GEMMs ([`gemm_fixed_ns`]), attention and the fused-MoE kernel have their own constants,
 //! derived from kernel tables of eight GPUs and checked on each GPU held out. A hardware
 //! file's `[kernels]` table gives a part its own values of the GEMM (fixed time and both
 //! efficiencies), decode-attention and fused-MoE constants (measured, or fitted by `blis-cosim calibrate`).
@@ -386,10 +386,21 @@ const MOE_LARGE_TILE: (f64, f64) = (64.0, 64.0);
 /// most 16 tokens: A100 4.64 µs / 0.783, A800 6.24 / 0.844, A40 2.63 / 0.777 (Vidur's and
 /// Frontier's kernel timings of cuBLAS), H100 4.43 / 0.898, H800 3.14 / 0.982, H200 6.95 /
 /// 0.905 (ours, graph replay), RTX 4090 4.84 / 0.947, RTX PRO 6000 1.66 / 0.971
-/// (LLMServingSim). The fixed time is the median over all eight; the weight-streaming
-/// efficiency splits by generation (Ampere 0.78–0.84, every later part 0.90–0.98), so each
-/// class takes its own median ([`Hardware::is_ampere`]).
+/// (LLMServingSim). The weight-streaming efficiency splits by generation (Ampere 0.78–0.84,
+/// every later part 0.90–0.98), so each class takes its own median ([`Hardware::is_ampere`]).
+/// The fixed time follows the part ([`gemm_fixed_ns`]); this median over all eight is the
+/// fixed time of a part whose file gives no `sm_count` or `sm_clock_mhz`.
 pub(crate) const GEMM_FIXED_NS: f64 = 4_540.0;
+/// A GEMM's fixed time on a part with `sm_count` and `sm_clock_mhz`: `GEMM_FIXED_BASE_NS +
+/// GEMM_FIXED_NS_PER_STREAM_BYTE ×` the bytes each SM streams per clock at the datasheet
+/// bandwidth (RTX 4090 2.9, RTX PRO 6000 3.2, A40 4.8, A100 13.4, H100 13.9, H200 19.9). To
+/// stream at that rate each SM keeps its share times the memory latency in flight, so the
+/// pipeline's ramp and the SMs' uneven drain cost more the more each SM carries: the GPUs'
+/// own fits (above) rise with it, 1.7–2.6 µs on the GDDR parts, 4.4–4.6 on A100 and H100, 7.0
+/// on the H200. A line through them by the median of the pairwise slopes
+/// (`scripts/derive_roofline.py`, which prints the other forms tried with `--gemm-fixed`).
+pub(crate) const GEMM_FIXED_BASE_NS: f64 = 2_680.0;
+pub(crate) const GEMM_FIXED_NS_PER_STREAM_BYTE: f64 = 136.0;
 pub(crate) const GEMM_MEMORY_EFFICIENCY: f64 = 0.947;
 pub(crate) const GEMM_MEMORY_EFFICIENCY_AMPERE: f64 = 0.783;
 /// Fraction of peak dense FLOP/s a compute-bound GEMM reaches, and the share of the shorter of
@@ -477,6 +488,19 @@ fn moe_saturating_blocks(hardware: &Hardware) -> f64 {
     }
 }
 
+/// A GEMM's fixed time on `hardware`, ns: [`GEMM_FIXED_BASE_NS`] plus
+/// [`GEMM_FIXED_NS_PER_STREAM_BYTE`] per byte each SM streams per clock at the peak bandwidth;
+/// [`GEMM_FIXED_NS`] without `sm_count` or `sm_clock_mhz`.
+pub(crate) fn gemm_fixed_ns(hardware: &Hardware) -> f64 {
+    match (hardware.sm_count, hardware.sm_clock_mhz) {
+        (Some(sms), Some(mhz)) if sms > 0 && mhz > 0.0 => {
+            let bytes_per_sm_clock = hardware.memory_bw_gbps / (f64::from(sms) * mhz / 1e3);
+            GEMM_FIXED_BASE_NS + GEMM_FIXED_NS_PER_STREAM_BYTE * bytes_per_sm_clock
+        }
+        _ => GEMM_FIXED_NS,
+    }
+}
+
 /// The tile a fused-MoE launch runs on, and what it sets in the pricing.
 #[derive(Debug, Clone, Copy)]
 struct MoeTile {
@@ -553,7 +577,7 @@ pub fn kernel_constants(hardware: &Hardware) -> KernelSpec {
             .decode_attention_efficiency
             .or(Some(DECODE_ATTENTION_EFFICIENCY)),
         moe_memory_efficiency: k.moe_memory_efficiency.or(Some(MOE_MEMORY_EFFICIENCY)),
-        gemm_fixed_ns: k.gemm_fixed_ns.or(Some(GEMM_FIXED_NS)),
+        gemm_fixed_ns: k.gemm_fixed_ns.or(Some(gemm_fixed_ns(hardware))),
     }
 }
 
@@ -625,7 +649,7 @@ pub struct Roofline {
     moe_tuned_device: Option<&'static str>,
     moe_tuned: Option<&'static [TunedTile]>,
     launch_ns: f64,
-    /// Fixed time of a GEMM kernel, ns ([`GEMM_FIXED_NS`] unless the hardware file says).
+    /// Fixed time of a GEMM kernel, ns ([`gemm_fixed_ns`] unless the hardware file says).
     gemm_fixed_ns: f64,
     allreduce: Option<AllReduce>,
     /// Expert-parallel dispatch/combine (MoE models under EP), priced on the ring model.
@@ -697,7 +721,7 @@ pub enum Work {
         /// How its threads load their row.
         loads: Loads,
     },
-    /// A GEMM (its fixed time and weight-streaming efficiency: [`GEMM_FIXED_NS`]).
+    /// A GEMM (its fixed time and weight-streaming efficiency: [`gemm_fixed_ns`]).
     Gemm(Cost),
     /// A linear layer on vLLM's FP8 path ([`fp8`]): the per-token quantization of its input
     /// (a row kernel, a token per thread block) and the scaled GEMM at the FP8 MMA rate.

@@ -16,6 +16,10 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// The RTX PRO 6000's GEMM fixed time, ns, as the roofline derives it from the part: 2,680 ns
+/// plus 136 per byte each SM streams per clock (1,597 GB/s over 188 SMs at 2,617 MHz).
+const RTXPRO6000_GEMM_FIXED_NS: f64 = 2680.0 + 136.0 * 1597.0 / (188.0 * 2.617);
+
 /// The bundled RTX PRO 6000 with `kernels` as its `[kernels]` table, written in `dir`.
 fn hardware_with(dir: &Path, name: &str, kernels: &str) -> PathBuf {
     let base = std::fs::read_to_string(BUNDLED_RTXPRO6000).unwrap();
@@ -168,7 +172,8 @@ fn with_every_constant_asked_for_only_those_the_run_identifies_are_fitted_and_re
     // or fitted and recovered. (Its own share of its effect on this run was 19% with the
     // norms and elementwise kernels priced by their rows and waves, and it was told apart,
     // 4,541 ns for the measured 4,540, while they were priced at DRAM bandwidth, and again,
-    // 4,515 ns, with the norms priced as vLLM's fused add + RMSNorm and the rows' loads.)
+    // 4,515 ns, with the norms priced as vLLM's fused add + RMSNorm and the rows' loads; the
+    // truth is now the RTX PRO 6000's own fixed time, [`RTXPRO6000_GEMM_FIXED_NS`].)
     let Some(workload) = sharegpt() else {
         return;
     };
@@ -183,7 +188,11 @@ fn with_every_constant_asked_for_only_those_the_run_identifies_are_fitted_and_re
         assert_not_told_apart(&kernels, &report, key);
     }
     if kernels.contains_key("gemm_fixed_ns") {
-        assert_recovered(&kernels, &report, &[("gemm_fixed_ns", 4_540.0)]);
+        assert_recovered(
+            &kernels,
+            &report,
+            &[("gemm_fixed_ns", RTXPRO6000_GEMM_FIXED_NS)],
+        );
     } else {
         assert_not_told_apart(&kernels, &report, "gemm_fixed_ns");
     }
@@ -317,17 +326,18 @@ fn three_constants_changed_at_once_are_recovered_though_two_of_them_trade() {
     // constants"): with pure-decode attention priced by its kernels and waves the fit ends at
     // 0.884 and 3,102 ns (residual 0.01%). Asserted is what the runs do determine: a decode
     // step's four GEMMs of Llama-3.1-8B on the RTX PRO 6000 (436,207,616 weight bytes a
-    // layer at 1,597 GB/s) take, within 1%, what they take with the truth (0.9, 4,540 ns).
+    // layer at 1,597 GB/s) take, within 1%, what they take with the truth (0.9 and the part's
+    // fixed time, [`RTXPRO6000_GEMM_FIXED_NS`]).
     let gemms_ns =
         |fixed: f64, efficiency: f64| 4.0 * fixed + 436_207_616.0 / (efficiency * 1597.0);
     let fitted = gemms_ns(
         kernels
             .get("gemm_fixed_ns")
             .and_then(|v| v.as_float())
-            .unwrap_or(4540.0),
+            .unwrap_or(RTXPRO6000_GEMM_FIXED_NS),
         kernels["gemm_memory_efficiency"].as_float().unwrap(),
     );
-    let truth = gemms_ns(4540.0, 0.9);
+    let truth = gemms_ns(RTXPRO6000_GEMM_FIXED_NS, 0.9);
     assert!(
         (fitted / truth - 1.0).abs() <= 0.01,
         "{fitted} ns against {truth} ns\n{report}"

@@ -1085,3 +1085,59 @@ proptest::proptest! {
         }
     }
 }
+
+/// One decode token's `o_proj` (4,096 × 4,096 in BF16) of Llama-3.1-8B on `hardware` by hand:
+/// `fixed` ns, the weights, input and output streamed at `efficiency` of `bw_gbps`, half its
+/// MMA work at 0.82 of `peak_tflops` unhidden, a 500 ns launch.
+fn o_proj_by_hand(fixed: f64, bw_gbps: f64, efficiency: f64, peak_tflops: f64) -> f64 {
+    let (k, n) = (4096.0, 4096.0);
+    let stream = (k * n + k + n) * 2.0 / (bw_gbps * efficiency);
+    let mma = 2.0 * k * n / (peak_tflops * 1e3 * 0.82);
+    fixed + stream + 0.5 * mma + 500.0
+}
+
+#[test]
+fn a_gemms_fixed_time_grows_with_the_bytes_each_sm_streams_per_clock() {
+    // 2,680 ns plus 136 ns per byte each SM streams per clock at the datasheet bandwidth.
+    // H200: 4,800 GB/s over 132 SMs at 1,830 MHz, 19.87 bytes per SM per clock: 5,382 ns.
+    // A100: 2,039 GB/s over 108 SMs at 1,410 MHz, 13.39: 4,501 ns. RTX 4090: 1,008 GB/s
+    // over 128 SMs at 2,730 MHz, 2.88: 3,072 ns. B200's file gives no clock: the median of
+    // the GPUs' own fits, 4,540 ns.
+    let fixed = |part: &str| {
+        kernel_constants(&Hardware::resolve(part).unwrap())
+            .gemm_fixed_ns
+            .unwrap()
+    };
+    for (part, by_hand) in [
+        ("H200", 2680.0 + 136.0 * 4800.0 / (132.0 * 1.83)),
+        ("A100-80G", 2680.0 + 136.0 * 2039.0 / (108.0 * 1.41)),
+        ("RTX4090", 2680.0 + 136.0 * 1008.0 / (128.0 * 2.73)),
+        ("B200", 4540.0),
+    ] {
+        assert!(
+            (fixed(part) - by_hand).abs() < 1e-6,
+            "{part}: {}",
+            fixed(part)
+        );
+    }
+    assert!((fixed("H200") - 5382.4).abs() < 0.1);
+    assert!((fixed("RTX4090") - 3072.3).abs() < 0.1);
+    // Priced: one decode token's o_proj on the H200 (Hopper: weights at 0.947) and the A100
+    // (Ampere: 0.783).
+    let one = decodes(1, 100);
+    for (part, by_hand) in [
+        ("H200", o_proj_by_hand(5382.4, 4800.0, 0.947, 989.4)),
+        ("A100-80G", o_proj_by_hand(4501.0, 2039.0, 0.783, 312.0)),
+    ] {
+        let r = roofline("Llama-3.1-8B", part, 1);
+        let (_, work) = layers(&r, &one)
+            .into_iter()
+            .find(|(name, _)| *name == "o_proj")
+            .unwrap();
+        let priced = r.layer_ns(work) as f64;
+        assert!(
+            (priced - by_hand).abs() <= 1.5,
+            "{part}: {priced} vs {by_hand}"
+        );
+    }
+}
