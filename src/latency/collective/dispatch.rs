@@ -202,6 +202,17 @@ impl VllmAllReduce {
         }
     }
 
+    /// Ops the host issues for an all-reduce of `bytes` beyond the all-reduce's own, outside
+    /// a CUDA graph: the symmetric-memory path's `copy_` in and out are PyTorch ops of their
+    /// own (`symm_mem.py`, lines 133 and 154); the custom kernel's copy is issued inside its
+    /// op's C++, and NCCL copies nothing.
+    pub fn extra_host_ops(&self, bytes: u64) -> u32 {
+        match self.path(bytes) {
+            AllReducePath::SymmetricMemory => 2,
+            AllReducePath::Custom | AllReducePath::Nccl => 0,
+        }
+    }
+
     /// GPU time of those copies, ns: each reads and writes `bytes` as an elementwise kernel
     /// (see the module docs), rounded to the ns.
     pub fn copies_ns(&self, bytes: u64, graph_replayed: bool) -> Nanos {

@@ -151,6 +151,65 @@ fn a_host_bound_eager_moe_step_pays_two_triton_launches_per_layer() {
     assert_eq!(wait.time_ns, 600_250 - (1_000 + 2 * 6_000 + 1_000));
 }
 
+#[test]
+fn the_symmetric_memory_all_reduces_copies_are_ops_of_their_own_in_eager_mode() {
+    use blis_cosim::config::Hardware;
+    use blis_cosim::latency::VllmAllReduce;
+    // `--enforce-eager`; the block is a TP all-reduce (twice, 6 µs on the GPU) of hidden
+    // 4,096 in bf16 at TP 8 on H100-SXM, whose custom limit is 256 KiB.
+    let eager = GraphOptions {
+        enforce_eager: true,
+        ..Default::default()
+    };
+    let dispatch = VllmAllReduce::of(&Hardware::resolve("H100-SXM").unwrap(), 8, Dtype::Bfloat16);
+    let host_model = |all_reducing: bool| {
+        let inner = Box::new(Fixed {
+            block_ns: 6_000,
+            block: "allreduce",
+            last_pad: 0,
+            tells_list: false,
+            listed: Default::default(),
+        });
+        let policy = GraphPolicy::resolve(&eager, 4, 2048).unwrap();
+        let m = HostModel::new(inner, host(), policy, false);
+        if all_reducing {
+            m.all_reducing(dispatch, 4096 * 2)
+        } else {
+            m
+        }
+    };
+    let decodes = |n: usize| {
+        vec![
+            BatchItem {
+                new_tokens: 1,
+                context_tokens: 9,
+            };
+            n
+        ]
+    };
+    // One decode (8 KiB, the custom kernel: its copy is inside its op): CPU work 100 µs, the
+    // embedding issued at 120, the all-reduces at 140 and 160, the sampler's four ops at
+    // 180 … 240; the last ends at 240.25.
+    let one = decodes(1);
+    assert_eq!(
+        host_model(true).step_time(&BatchDesc::new(&one)).unwrap(),
+        240_250
+    );
+    // 32 decodes (256 KiB, symmetric memory): each all-reduce issues its `copy_` in, the
+    // collective and its `copy_` out, three ops (2 µs each on the GPU): issued at 140, 160,
+    // 180, then 200, 220, 240; the sampler at 260 … 320; the last ends at 320.25.
+    let many = decodes(32);
+    assert_eq!(
+        host_model(true).step_time(&BatchDesc::new(&many)).unwrap(),
+        320_250
+    );
+    // Without the dispatch (a cluster config's link) the all-reduce is one op.
+    assert_eq!(
+        host_model(false).step_time(&BatchDesc::new(&many)).unwrap(),
+        240_250
+    );
+}
+
 /// A host model over [`Fixed`] whose repeated block is `block` (twice, `block_ns` each on the
 /// GPU), served in `dtype`, executing steps as `options` say, synchronously.
 fn served(block: &'static str, block_ns: Nanos, dtype: Dtype, options: &GraphOptions) -> HostModel {
