@@ -1353,11 +1353,15 @@ def print_allreduce_bands(data):
 #   symm_mem_multimem beats pynccl up to 32 MiB and not at 64 MiB, and beats two-shot at
 #   32 MiB, which the PR says holds at 6 and 8 GPUs, not at 2 and 4. Only rows up to 8 MiB
 #   are used (vLLM's custom buffer, `max_size`, is 8 MiB).
+# The same H100 tables' torch symmetric-memory columns, `symm_mem_multimem` ("mm") and
+# `symm_mem_two_shot` ("ts"), which time the communicator's copy in and out with the kernel.
 CUSTOM_AR_US = {
     ("H100", 4): {"sizes_kib": (512, 1024, 1536, 2048, 3072, 4096),
-                  "one": (10, 15, 19, 22, 30, 38), "two": (17, 18, 27, 27, 35, 43)},
+                  "one": (10, 15, 19, 22, 30, 38), "two": (17, 18, 27, 27, 35, 43),
+                  "mm": (16, 18, 21, 23, 28, 33), "ts": (18, 19, 19, 23, 25, 29)},
     ("H100", 6): {"sizes_kib": (512, 1024, 1536, 2048, 3072, 4096),
-                  "one": (13, 21, 30, 38, 53, 70), "two": (15, 17, 20, 26, 29, 37)},
+                  "one": (13, 21, 30, 38, 53, 70), "two": (15, 17, 20, 26, 29, 37),
+                  "mm": (13, 16, 18, 21, 25, 31), "ts": (17, 21, 24, 29, 35, 41)},
     ("B300", 6): {"sizes_kib": (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192),
                   "one": (7, 8, 8, 8, 9, 11, 17, 26, 45, 80), "two": (19, 20, 21, 22, 22, 23, 23, 36, 49, 74)},
 }
@@ -1449,6 +1453,95 @@ def print_custom_allreduce_held_out():
             share = rate / (CUSTOM_AR_LINK_GBPS[gpu] * 1e9)
             print(f"  {gpu} {n} GPUs {alg}-shot, 0.5-{t['sizes_kib'][-1] // 1024} MiB alone: "
                   f"{t0 * 1e6:4.1f} us + its bytes at {rate / 1e9:.0f} GB/s ({share:.2f} of the link)")
+
+
+# ------------------------------------------------- the code's peer-memory all-reduce kernels
+# src/latency/collective/peer.rs: vLLM's one-shot and two-shot kernels, torch's multimem and
+# two-shot ones, each `rounds x PEER_ROUND_NS + bytes into a GPU / (PEER_LINK_EFFICIENCY x
+# link)`, the two constants shared by the four kernels and derived on H100's 4- and 6-GPU
+# tables above (vLLM PR #24111). Held out: each world size on the other's constants; H100's
+# multimem at 8 GPUs from vLLM PR #42324 (the last SM 9.0 table of its description, read
+# without its heading and taken as 8 GPUs: the last of its 2 / 4 / 6 / 8 tables, and NCCL
+# overtakes multimem at 64 MiB, SM 9.0's 8-GPU limit), 0.5-128 MiB, us with the copies;
+# B300's one-shot and two-shot at 6 GPUs (above).
+PEER_KERNELS = {"one": (1, lambda n: n - 1), "two": (2, lambda n: 2 * (n - 1) / n),
+                "ts": (2, lambda n: 2 * (n - 1) / n), "mm": (2, lambda n: (n + 1) / n)}
+MULTIMEM_8_H100_US = ((0.5, 11), (1, 14), (1.5, 16), (2, 18), (3, 23), (4, 27), (8, 46), (16, 87),
+                      (32, 165), (47.84, 244), (64, 320), (128, 631))
+# The symmetric-memory communicator's copy in and out, as src/latency/collective/dispatch.rs
+# prices them on H100-SXM: each reads and writes the message at 0.9 x 3,350 GB/s, plus 0.5 us.
+H100_COPY_BYTES_PER_S = 0.9 * 3350e9
+H100_COPY_LAUNCH_S = 0.5e-6
+
+
+def peer_rows():
+    """H100's peer-memory kernel rows: gpu, n, alg, bytes, kernel seconds (the symmetric-memory
+    columns less their two copies), link bytes/s."""
+    rows = []
+    for (gpu, n), t in CUSTOM_AR_US.items():
+        if gpu != "H100":
+            continue
+        for alg in PEER_KERNELS:
+            for kib, us in zip(t["sizes_kib"], t.get(alg, ())):
+                rows.append({"gpu": gpu, "n": n, "alg": alg, "bytes": kib * 1024,
+                             "t": us * 1e-6 - peer_copies(alg, kib * 1024), "link": CUSTOM_AR_LINK_GBPS[gpu] * 1e9})
+    return rows
+
+
+def peer_copies(alg, size):
+    """Seconds of the symmetric-memory communicator's two copies of `size` bytes (none for
+    vLLM's custom kernel, which reads a registered buffer in a graph)."""
+    if alg not in ("mm", "ts"):
+        return 0.0
+    return 2 * (2 * size / H100_COPY_BYTES_PER_S + H100_COPY_LAUNCH_S)
+
+
+def peer_time(c, r):
+    rounds, share = PEER_KERNELS[r["alg"]]
+    return rounds * c[0] + share(r["n"]) * r["bytes"] / (c[1] * r["link"])
+
+
+def peer_fit(rows):
+    """(round seconds, link efficiency): least squares of the relative error of `peer_time`."""
+    xs = [[PEER_KERNELS[r["alg"]][0] / r["t"], PEER_KERNELS[r["alg"]][1](r["n"]) * r["bytes"] / r["link"] / r["t"]]
+          for r in rows]
+    c = solve([[sum(a[i] * a[j] for a in xs) for j in range(2)] for i in range(2)],
+              [sum(a[i] for a in xs) for i in range(2)])
+    return c[0], 1.0 / c[1]
+
+
+def peer_constants():
+    """The code's PEER_ROUND_NS and PEER_LINK_EFFICIENCY, rounded as it holds them."""
+    r, eta = peer_fit(peer_rows())
+    return round(r * 1e7) * 100, round(eta, 2)
+
+
+def print_peer_kernels_held_out():
+    rows = peer_rows()
+    ring = lambda r: code_ring_time(r)  # noqa: E731
+    errors = lambda c, part: summary([peer_time(c, r) / r["t"] - 1 for r in part])  # noqa: E731
+    print("the code's peer-memory all-reduce kernels (src/latency/collective/peer.rs): rounds x R + bytes into a "
+          "GPU / (eta x link), H100 tables (PR #24111) less the symmetric-memory copies; median |error| (signed)")
+    for n in sorted({r["n"] for r in rows}):
+        mine, others = [r for r in rows if r["n"] == n], [r for r in rows if r["n"] != n]
+        c = peer_fit(others)
+        cells = [f"{alg} {errors(c, [r for r in mine if r['alg'] == alg])}" for alg in PEER_KERNELS]
+        print(f"  {n} GPUs held out (R {c[0] * 1e6:.1f} us, eta {c[1]:.3f}): {errors(c, mine)} "
+              f"[{len(mine)}], the ring {summary([ring(r) / r['t'] - 1 for r in mine])}; " + ", ".join(cells))
+    c = peer_fit(rows)
+    print(f"  all rows (R {c[0] * 1e6:.2f} us, eta {c[1]:.3f}): {errors(c, rows)} [{len(rows)}], the ring "
+          f"{summary([ring(r) / r['t'] - 1 for r in rows])}")
+    mm8 = [{"gpu": "H100", "n": 8, "alg": "mm", "bytes": mib * (1 << 20), "link": 450e9,
+            "t": us * 1e-6 - peer_copies("mm", mib * (1 << 20))} for mib, us in MULTIMEM_8_H100_US]
+    print(f"  held out, H100 multimem at 8 GPUs (PR #42324) [{len(mm8)}]: {errors(c, mm8)}, the ring "
+          f"{summary([ring(r) / r['t'] - 1 for r in mm8])}; by size " +
+          ", ".join(f"{r['bytes'] / (1 << 20):g} MiB {(peer_time(c, r) / r['t'] - 1) * 100:+.0f}%" for r in mm8))
+    b300 = [r for r in custom_ar_rows() if r["gpu"] == "B300"]
+    print(f"  held out, B300 at 6 GPUs (PR #37756) [{len(b300)}]: {errors(c, b300)} (one-shot "
+          f"{errors(c, [r for r in b300 if r['alg'] == 'one'])}, two-shot {errors(c, [r for r in b300 if r['alg'] == 'two'])}), "
+          f"the ring {summary([ring(r) / r['t'] - 1 for r in b300])}")
+    ns, eta = peer_constants()
+    print(f"  held by the code: PEER_ROUND_NS = {ns}, PEER_LINK_EFFICIENCY = {eta}")
 
 
 # NCCL's own model of what a ring moves per NVLink link and direction, GB/s (NCCL
@@ -2016,6 +2109,8 @@ def main():
     if "--custom-allreduce" in sys.argv:
         # Public numbers written in this script: no data directory is read.
         print_custom_allreduce_held_out()
+        print()
+        print_peer_kernels_held_out()
         return
     v0 = tables.v0_gemms(v0_root()) if v0_root() else None  # bad input fails before the derivation
     data = Data()
@@ -2055,6 +2150,8 @@ def main():
         print_allreduce_transfer(data)
         print()
         print_custom_allreduce_held_out()
+        print()
+        print_peer_kernels_held_out()
         print()
         print_tp_prefill_gemms(data)
         print()
@@ -2107,6 +2204,9 @@ def main():
     print(f"L2_BYTES_PER_SM_CLOCK = {c['l2_bytes']:.2f}")
     print(f"ROW_L2_OVER_DRAM = {c['l2_dram']:.3f}")
     print(f"ALLREDUCE_LINK_EFFICIENCY = {c['allreduce_eta']:.3f}")
+    peer_ns, peer_eta = peer_constants()
+    print(f"PEER_ROUND_NS = {peer_ns}")
+    print(f"PEER_LINK_EFFICIENCY = {peer_eta:.2f}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ use crate::choice::UnknownName;
 use crate::config::ModelArch;
 
 pub mod host_staged;
+pub mod peer;
 pub use dispatch::{AllReducePath, VllmAllReduce};
 
 mod dispatch;
@@ -228,8 +229,8 @@ impl Collectives {
         ep: ExpertParallel::NONE,
     };
 
-    /// Time of one TP all-reduce of the `tokens × hidden` activation on the link (0 at TP 1
-    /// or without a link): the collective's kernel alone.
+    /// Time of one TP all-reduce of the `tokens × hidden` activation as NCCL's ring on the
+    /// link (0 at TP 1 or without a link).
     pub fn tp_all_reduce_ns(&self, tokens: u64, hidden: u64, fp: u64) -> Nanos {
         match self.tp_link {
             Some(link) if self.tp > 1 => link.all_reduce_ns(self.tp, tokens * hidden * fp),
@@ -237,9 +238,10 @@ impl Collectives {
         }
     }
 
-    /// [`Collectives::tp_all_reduce_ns`] plus the GPU copies vLLM makes around it
-    /// ([`VllmAllReduce::copies_ns`]) in a step that is replayed from a CUDA graph if
-    /// `graph_replayed`.
+    /// One TP all-reduce as vLLM runs it in a step that is replayed from a CUDA graph if
+    /// `graph_replayed`: the kernel of the path it takes ([`VllmAllReduce::kernel_ns`], the
+    /// ring [`Collectives::tp_all_reduce_ns`] on NCCL or without a dispatch) plus the GPU
+    /// copies vLLM makes around it ([`VllmAllReduce::copies_ns`]).
     pub fn tp_all_reduce_step_ns(
         &self,
         tokens: u64,
@@ -248,8 +250,11 @@ impl Collectives {
         graph_replayed: bool,
     ) -> Nanos {
         let ring = self.tp_all_reduce_ns(tokens, hidden, fp);
+        let bytes = tokens * hidden * fp;
         match self.tp_dispatch {
-            Some(d) if ring > 0 => ring + d.copies_ns(tokens * hidden * fp, graph_replayed),
+            Some(d) if ring > 0 => {
+                d.kernel_ns(bytes).unwrap_or(ring) + d.copies_ns(bytes, graph_replayed)
+            }
             _ => ring,
         }
     }

@@ -17,7 +17,7 @@ mod shared;
 
 pub use collective::{
     AllReducePath, Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting,
-    MoeShape, RankLoad, VllmAllReduce, host_staged,
+    MoeShape, RankLoad, VllmAllReduce, host_staged, peer,
 };
 pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, SharedHost, StepMode};
 pub use memo::MemoStats;

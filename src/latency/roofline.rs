@@ -1242,12 +1242,13 @@ impl Roofline {
         visit("sampler", 1, kernel(0.0, seqs * self.vocab_per_gpu * 4.0));
     }
 
-    /// Ring all-reduce of the full `tokens × hidden` activation: over the instance's link as
-    /// the ASTRA-Sim fork prices it when the run names one (staged through host memory on
-    /// GPUs without peer access: [`crate::latency::host_staged`]), with the GPU copies vLLM
-    /// makes around it on that link's hardware in a step replayed from graphs if
-    /// `graph_replayed` or not ([`Collectives::tp_all_reduce_step_ns`]); else the datasheet's
-    /// ring alone (its network priced elsewhere, by ASTRA-Sim's own config).
+    /// All-reduce of the full `tokens × hidden` activation: over the instance's link when the
+    /// run names one, on the path vLLM takes on that link's hardware (its peer-memory kernel
+    /// on NVSwitch, else the ring as the ASTRA-Sim fork prices it, staged through host memory
+    /// on GPUs without peer access: [`crate::latency::host_staged`]) with the GPU copies vLLM
+    /// makes around it in a step replayed from graphs if `graph_replayed` or not
+    /// ([`Collectives::tp_all_reduce_step_ns`]); else the datasheet's ring alone (its network
+    /// priced elsewhere, by ASTRA-Sim's own config).
     fn allreduce_work(&self, tokens: f64, graph_replayed: bool) -> Option<Work> {
         let (h, fp) = (self.hidden, self.fp);
         match self.tp_collectives {

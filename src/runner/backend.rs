@@ -125,7 +125,8 @@ impl Rooflines {
         }
         let host = inst.hardware.host.clone();
         let model = HostModel::over_roofline(&compute, host, policy.clone(), async_scheduling)
-            .serving(inst.dtype);
+            .serving(inst.dtype)
+            .all_reducing(inst.collectives.tp_dispatch, token_bytes(inst));
         let model = SharedBackend::new(model);
         let handle = SharedHost::new(&model);
         hosts.push(HostOver {
@@ -233,7 +234,10 @@ impl Backend {
                 policy.clone(),
                 inst.scheduler.async_scheduling,
             );
-            return Ok(Backend::Compute(Box::new(host.serving(inst.dtype))));
+            let host = host
+                .serving(inst.dtype)
+                .all_reducing(inst.collectives.tp_dispatch, token_bytes(inst));
+            return Ok(Backend::Compute(Box::new(host)));
         };
         // A DP group member prices compute only: its group's ASTRA-Sim process prices waves.
         if inst.dp_group.is_some() {
@@ -562,4 +566,9 @@ fn with_pim(
         }
         None => compute,
     })
+}
+
+/// Bytes of one token's activation on `inst` (a TP all-reduce's message per token).
+fn token_bytes(inst: &InstanceConfig) -> u64 {
+    inst.model.hidden_size * inst.dtype.activations().bytes()
 }

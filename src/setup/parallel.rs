@@ -50,9 +50,10 @@ pub(super) fn hardware_tp_links(instances: &mut [InstanceConfig]) {
 }
 
 /// How vLLM dispatches the TP all-reduces of an instance on its hardware's link
-/// ([`VllmAllReduce`]: the copies around the collective). A cluster config's declared link
-/// keeps the ring alone: it is the rate ASTRA-Sim moves LLMServingSim's chunks at, and the
-/// config does not say what joins its GPUs (NVSwitch, peer access), which decides the path.
+/// ([`VllmAllReduce`]: the path's kernel and the copies around it). A cluster config's
+/// declared link keeps the ring alone: it is the rate ASTRA-Sim moves LLMServingSim's chunks
+/// at, and the config does not say what joins its GPUs (NVSwitch, peer access), which decides
+/// the path.
 /// So does an SGLang instance: SGLang dispatches its all-reduces its own way, not read here.
 fn vllm_dispatch(inst: &InstanceConfig) -> Option<VllmAllReduce> {
     if inst.sglang.is_some() {

@@ -9,11 +9,13 @@ use crate::shared_data;
 
 use std::process::Command;
 
-/// The roofline's source, its decode-attention module's and its FP8 module's.
-const SOURCES: [&str; 3] = [
+/// The roofline's source, its decode-attention module's and its FP8 module's, and the
+/// peer-memory all-reduce kernels'.
+const SOURCES: [&str; 4] = [
     include_str!("../../src/latency/roofline.rs"),
     include_str!("../../src/latency/roofline/decode.rs"),
     include_str!("../../src/latency/roofline/fp8.rs"),
+    include_str!("../../src/latency/collective/peer.rs"),
 ];
 
 /// The numbers of `const NAME: TYPE = VALUE;` in the roofline's sources (an array's entries in
@@ -24,7 +26,7 @@ fn held(name: &str) -> Vec<f64> {
         .iter()
         .find_map(|s| s.find(&key).map(|at| (s, at)))
         .unwrap_or_else(|| {
-            panic!("no const {name} in roofline.rs, roofline/decode.rs or roofline/fp8.rs")
+            panic!("no const {name} in the roofline's or the peer kernels' sources")
         });
     let rest = &source[start..];
     let value = &rest[rest.find('=').unwrap() + 1..];

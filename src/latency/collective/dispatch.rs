@@ -26,12 +26,15 @@
 //!    two ops of their own), in every mode, graphs included (the copies are captured).
 //! 3. **NCCL** (`pynccl`), in place: no copy.
 //!
-//! The collective's own kernel is priced by the ring whatever the path
-//! ([`super::CommLink::all_reduce_ns`]); this prices the copies, as the roofline prices an
+//! On NVSwitch parts the collective's own kernel is priced by its algorithm
+//! ([`VllmAllReduce::kernel`], [`super::peer`]): the custom all-reduce's one-shot or two-shot
+//! kernel, torch's multimem or two-shot one; NCCL, and every path elsewhere, by the ring
+//! ([`super::CommLink::all_reduce_ns`]). The copies are priced as the roofline prices an
 //! elementwise kernel: a copy of `N` bytes reads and writes `N` bytes at the hardware's
 //! memory bandwidth × `memory_efficiency`, plus `kernel_launch_ns`, at least
 //! [`KERNEL_FLOOR_NS`].
 
+use super::peer::PeerKernel;
 use crate::Nanos;
 use crate::config::{Dtype, Hardware, TpFabric};
 use crate::latency::roofline::{KERNEL_FLOOR_NS, rounded};
@@ -62,6 +65,18 @@ const SYMM_MEM_MAX_SIZES: [((u32, u32), [u64; 4]); 3] = [
     ((10, 3), [4 * MIB, 32 * MIB, 32 * MIB, 64 * MIB]),
 ];
 
+/// `_WORLD_SIZES_MULTIMEM` (`symm_mem.py`): the world sizes at which the symmetric-memory
+/// communicator runs torch's multimem all-reduce, by capability (two-shot at the others).
+const MULTIMEM_WORLD_SIZES: [((u32, u32), &[u32]); 3] =
+    [((9, 0), &[4, 6, 8]), ((10, 0), &[6, 8]), ((10, 3), &[6, 8])];
+
+/// The custom all-reduce runs one-shot below this many bytes at up to 4 GPUs
+/// (`custom_all_reduce.cuh`, `REDUCE_CASE`; always at 2).
+const ONE_SHOT_BELOW_AT_4: u64 = 512 * KIB;
+
+/// ... and below this many at up to 8.
+const ONE_SHOT_BELOW_AT_8: u64 = 256 * KIB;
+
 /// The algorithm vLLM 0.19 runs one all-reduce on (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllReducePath {
@@ -86,6 +101,13 @@ pub struct VllmAllReduce {
     copy_bytes_per_ns: f64,
     /// The fixed time of a copy kernel, ns (the hardware's `kernel_launch_ns`).
     copy_launch_ns: f64,
+    /// The world size.
+    tp: u32,
+    /// The symmetric-memory communicator runs multimem (else two-shot).
+    multimem: bool,
+    /// The one-direction NVLink bandwidth the peer-memory kernels run over, bytes/ns; `None`
+    /// off NVSwitch, where every path's kernel is priced as the ring ([`super::peer`]).
+    peer_link_bytes_per_ns: Option<f64>,
 }
 
 /// The entry of `table` for capability `cc` at world size `tp`, if any.
@@ -118,11 +140,17 @@ impl VllmAllReduce {
                 .min(CUSTOM_MAX_BYTES),
         };
         let bf16 = activations == Dtype::Bfloat16;
+        let multimem = MULTIMEM_WORLD_SIZES
+            .iter()
+            .any(|(c, sizes)| *c == cc && sizes.contains(&tp));
         Some(VllmAllReduce {
             custom_below,
             symm_mem_below: symm_mem_max.filter(|_| bf16).unwrap_or(0),
             copy_bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
             copy_launch_ns: hardware.kernel_launch_ns,
+            tp,
+            multimem,
+            peer_link_bytes_per_ns: fully_connected.then_some(hardware.link_bw_gbps),
         })
     }
 
@@ -137,6 +165,33 @@ impl VllmAllReduce {
         }
     }
 
+    /// The peer-memory kernel an all-reduce of `bytes` runs (`None`: NCCL's ring).
+    pub fn kernel(&self, bytes: u64) -> Option<PeerKernel> {
+        match self.path(bytes) {
+            AllReducePath::Custom => {
+                let one_shot = self.tp == 2
+                    || (self.tp <= 4 && bytes < ONE_SHOT_BELOW_AT_4)
+                    || (self.tp <= 8 && bytes < ONE_SHOT_BELOW_AT_8);
+                Some(if one_shot {
+                    PeerKernel::OneShot
+                } else {
+                    PeerKernel::TwoShot
+                })
+            }
+            AllReducePath::SymmetricMemory if self.multimem => Some(PeerKernel::Multimem),
+            AllReducePath::SymmetricMemory => Some(PeerKernel::TwoShot),
+            AllReducePath::Nccl => None,
+        }
+    }
+
+    /// GPU time of the collective's kernel in an all-reduce of `bytes` when it runs over
+    /// NVLink peer memory ([`VllmAllReduce::kernel`] priced by [`super::peer`]); `None` when
+    /// it is NCCL's, or off NVSwitch: the ring prices it.
+    pub fn kernel_ns(&self, bytes: u64) -> Option<Nanos> {
+        let link = self.peer_link_bytes_per_ns?;
+        self.kernel(bytes).map(|k| k.ns(self.tp, bytes, link))
+    }
+
     /// The copies of the whole message an all-reduce of `bytes` makes, in a step replayed
     /// from a CUDA graph if `graph_replayed`.
     pub fn copies(&self, bytes: u64, graph_replayed: bool) -> u64 {
@@ -144,6 +199,17 @@ impl VllmAllReduce {
             AllReducePath::Custom => u64::from(!graph_replayed),
             AllReducePath::SymmetricMemory => 2,
             AllReducePath::Nccl => 0,
+        }
+    }
+
+    /// Ops the host issues for an all-reduce of `bytes` beyond the all-reduce's own, outside
+    /// a CUDA graph: the symmetric-memory path's `copy_` in and out are PyTorch ops of their
+    /// own (`symm_mem.py`, lines 133 and 154); the custom kernel's copy is issued inside its
+    /// op's C++, and NCCL copies nothing.
+    pub fn extra_host_ops(&self, bytes: u64) -> u32 {
+        match self.path(bytes) {
+            AllReducePath::SymmetricMemory => 2,
+            AllReducePath::Custom | AllReducePath::Nccl => 0,
         }
     }
 

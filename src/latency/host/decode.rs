@@ -195,7 +195,8 @@ impl HostModel {
         }
         let direct = self.direct.as_ref()?;
         if s.bound.is_infinite() {
-            s.bound = self.plan.bound(s.mode);
+            let tokens = (lead.count as u64).saturating_add(u64::from(s.pad));
+            s.bound = self.plan.bound_with(s.mode, self.all_reduce_ops(tokens));
             direct.keep(*s);
         }
         direct.price(batch, last, shape)

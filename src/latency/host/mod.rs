@@ -36,6 +36,7 @@ use super::{
 };
 use crate::Nanos;
 use crate::config::{Dtype, HostSpec};
+use crate::latency::VllmAllReduce;
 use decode::{DecodeShape, DirectDecode};
 use issue::Pipeline;
 use plan::IssuePlan;
@@ -60,6 +61,10 @@ pub struct HostModel {
     async_scheduling: bool,
     /// Whether the model's linear layers and experts are served in FP8 (`issue.rs`).
     fp8: bool,
+    /// vLLM's dispatch of the instance's TP all-reduces and the bytes of one token's
+    /// activation, when they are priced on a link: the ops an all-reduce issues depend on
+    /// its path ([`VllmAllReduce::extra_host_ops`]).
+    tp_all_reduce: Option<(VllmAllReduce, u64)>,
     layers: Vec<LayerTiming>,
     /// The issue side of `layers`' names and repeats.
     plan: IssuePlan,
@@ -90,6 +95,7 @@ impl HostModel {
             policy,
             async_scheduling,
             fp8: false,
+            tp_all_reduce: None,
             layers: Vec::new(),
             plan: IssuePlan::default(),
             plan_list: None,
@@ -123,6 +129,25 @@ impl HostModel {
             fp8: dtype == Dtype::Fp8,
             ..self
         }
+    }
+
+    /// The model's TP all-reduces dispatched by `dispatch` (`None`: no dispatch, or not
+    /// priced), on activations of `token_bytes` a token: the symmetric-memory path's copies
+    /// are ops of their own in the steps the host issues op by op.
+    pub fn all_reducing(self, dispatch: Option<VllmAllReduce>, token_bytes: u64) -> HostModel {
+        HostModel {
+            tp_all_reduce: dispatch.map(|d| (d, token_bytes)),
+            ..self
+        }
+    }
+
+    /// Ops each TP all-reduce of a step of `tokens` tokens (padding included) issues beyond
+    /// its own.
+    #[inline]
+    fn all_reduce_ops(&self, tokens: u64) -> u32 {
+        self.tp_all_reduce.map_or(0, |(d, token_bytes)| {
+            d.extra_host_ops(tokens.saturating_mul(token_bytes))
+        })
     }
 
     /// The batch as the GPU runs it: padded to the capture size of its mode.
@@ -161,7 +186,7 @@ impl HostModel {
     /// whose issue side `self.plan` holds. Once a block (from the second on, which all start
     /// in the same graph state) ran without holding the GPU back and issues no slower than
     /// the GPU runs it, every later block does the same: they are added in one go.
-    fn issue(&self, host_start: f64, mode: StepMode) -> Pipeline {
+    fn issue(&self, host_start: f64, mode: StepMode, all_reduce_ops: u32) -> Pipeline {
         let mut pipeline = Pipeline::starting_at(host_start);
         let mut in_graph = false;
         let plan = self.plan.layers();
@@ -172,7 +197,8 @@ impl HostModel {
                 pipeline.launch_graph(self.host.launch_ns);
             }
             in_graph = graph_side;
-            pipeline.run(how.kernels(mode), how.cost(mode), layer.time_ns as f64);
+            let kernels = how.kernels_with(mode, all_reduce_ops);
+            pipeline.run(kernels, how.cost(mode), layer.time_ns as f64);
         };
         let layers = &self.layers;
         let Some(first) = layers.iter().position(|l| l.repeats > 1) else {
@@ -206,7 +232,8 @@ impl HostModel {
         mode: StepMode,
         host_start: f64,
     ) -> Result<Option<Priced>, LatencyError> {
-        let bound = host_start + self.plan.bound(mode);
+        let ops = self.all_reduce_ops(run.total_tokens());
+        let bound = host_start + self.plan.bound_with(mode, ops);
         let ahead = bound <= 0.0;
         if !ahead || self.plan_list.is_none() {
             return Ok(None);
@@ -256,8 +283,9 @@ impl HostModel {
         let gpu: Nanos = self.layers.iter().map(|l| l.repeats * l.time_ns).sum();
         self.plan.fit(&self.layers, &self.host, self.fp8);
         self.plan_list = self.inner.last_layer_list();
+        let ops = self.all_reduce_ops(run.total_tokens());
         // A host that has issued everything before the step starts never holds the GPU back.
-        let bound = host_start + self.plan.bound(mode);
+        let bound = host_start + self.plan.bound_with(mode, ops);
         if bound <= 0.0 {
             return Ok(Priced {
                 issued: bound,
@@ -266,7 +294,7 @@ impl HostModel {
                 mode,
             });
         }
-        let pipeline = self.issue(host_start, mode);
+        let pipeline = self.issue(host_start, mode, ops);
         let wait = (pipeline.gpu - gpu as f64).round().max(0.0) as Nanos;
         Ok(Priced {
             issued: pipeline.issued,

@@ -6,7 +6,7 @@
 use super::graphs::StepMode;
 use super::issue;
 use crate::config::HostSpec;
-use crate::latency::LayerTiming;
+use crate::latency::{EMBEDDING_ALLREDUCE, LayerTiming};
 
 /// The modes, in the order of [`IssuePlan`]'s per-mode arrays.
 pub const MODES: [StepMode; 4] = [
@@ -35,6 +35,9 @@ pub struct LayerIssue {
     cost: [f64; 4],
     /// Whether the layer runs inside a CUDA graph, per mode.
     graph: [bool; 4],
+    /// Whether the layer is a TP all-reduce, whose ops depend on its message
+    /// ([`is_tp_all_reduce`]).
+    tp_all_reduce: bool,
 }
 
 impl LayerIssue {
@@ -52,6 +55,23 @@ impl LayerIssue {
     pub fn in_graph(&self, mode: StepMode) -> bool {
         self.graph[index(mode)]
     }
+
+    /// Kernels one occurrence runs in `mode` in a step whose TP all-reduces each issue
+    /// `all_reduce_ops` ops beyond their own ([`crate::latency::VllmAllReduce::extra_host_ops`]).
+    pub fn kernels_with(&self, mode: StepMode, all_reduce_ops: u32) -> u32 {
+        let extra = if self.tp_all_reduce {
+            all_reduce_ops
+        } else {
+            0
+        };
+        self.kernels(mode) + extra
+    }
+}
+
+/// Whether `layer` is a TP all-reduce: the roofline's per-layer and embedding ones, the
+/// profile tables' `tp_allreduce` row.
+fn is_tp_all_reduce(layer: &str) -> bool {
+    matches!(layer, "allreduce" | "tp_allreduce") || layer == EMBEDDING_ALLREDUCE
 }
 
 /// The issue side of the layer list last priced (see the module docs); its buffers are kept
@@ -64,6 +84,8 @@ pub struct IssuePlan {
     layers: Vec<LayerIssue>,
     /// Per mode, an upper bound of the list's issue time (as if every layer opened a graph).
     bound: [f64; 4],
+    /// Per mode, the host cost of one more op of every TP all-reduce of the list, ns.
+    all_reduce_op: [f64; 4],
 }
 
 impl IssuePlan {
@@ -87,8 +109,15 @@ impl IssuePlan {
                 kernels: MODES.map(|m| issue::launches_of(l.name, m, fp8).kernels()),
                 cost: MODES.map(|m| issue::issue_ns(host, l.name, m, fp8)),
                 graph: MODES.map(|m| issue::in_graph(l.name, m)),
+                tp_all_reduce: is_tp_all_reduce(l.name),
             });
         }
+        self.all_reduce_op = MODES.map(|mode| {
+            (layers.iter().zip(&self.layers))
+                .filter(|(_, i)| i.tp_all_reduce)
+                .map(|(l, i)| l.repeats as f64 * i.cost[index(mode)])
+                .sum()
+        });
         self.bound = MODES.map(|mode| {
             let m = index(mode);
             // Summed in the list's order, as each step summed it before.
@@ -110,5 +139,12 @@ impl IssuePlan {
     /// opened a graph), ns.
     pub fn bound(&self, mode: StepMode) -> f64 {
         self.bound[index(mode)]
+    }
+
+    /// [`IssuePlan::bound`] of a step whose TP all-reduces each issue `all_reduce_ops` ops
+    /// beyond their own.
+    pub fn bound_with(&self, mode: StepMode, all_reduce_ops: u32) -> f64 {
+        let m = index(mode);
+        self.bound[m] + f64::from(all_reduce_ops) * self.all_reduce_op[m]
     }
 }

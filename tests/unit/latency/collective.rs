@@ -1,5 +1,6 @@
 mod dispatch;
 mod host_staged;
+mod peer;
 
 use blis_cosim::latency::*;
 

@@ -151,6 +151,65 @@ fn a_host_bound_eager_moe_step_pays_two_triton_launches_per_layer() {
     assert_eq!(wait.time_ns, 600_250 - (1_000 + 2 * 6_000 + 1_000));
 }
 
+#[test]
+fn the_symmetric_memory_all_reduces_copies_are_ops_of_their_own_in_eager_mode() {
+    use blis_cosim::config::Hardware;
+    use blis_cosim::latency::VllmAllReduce;
+    // `--enforce-eager`; the block is a TP all-reduce (twice, 6 µs on the GPU) of hidden
+    // 4,096 in bf16 at TP 8 on H100-SXM, whose custom limit is 256 KiB.
+    let eager = GraphOptions {
+        enforce_eager: true,
+        ..Default::default()
+    };
+    let dispatch = VllmAllReduce::of(&Hardware::resolve("H100-SXM").unwrap(), 8, Dtype::Bfloat16);
+    let host_model = |all_reducing: bool| {
+        let inner = Box::new(Fixed {
+            block_ns: 6_000,
+            block: "allreduce",
+            last_pad: 0,
+            tells_list: false,
+            listed: Default::default(),
+        });
+        let policy = GraphPolicy::resolve(&eager, 4, 2048).unwrap();
+        let m = HostModel::new(inner, host(), policy, false);
+        if all_reducing {
+            m.all_reducing(dispatch, 4096 * 2)
+        } else {
+            m
+        }
+    };
+    let decodes = |n: usize| {
+        vec![
+            BatchItem {
+                new_tokens: 1,
+                context_tokens: 9,
+            };
+            n
+        ]
+    };
+    // One decode (8 KiB, the custom kernel: its copy is inside its op): CPU work 100 µs, the
+    // embedding issued at 120, the all-reduces at 140 and 160, the sampler's four ops at
+    // 180 … 240; the last ends at 240.25.
+    let one = decodes(1);
+    assert_eq!(
+        host_model(true).step_time(&BatchDesc::new(&one)).unwrap(),
+        240_250
+    );
+    // 32 decodes (256 KiB, symmetric memory): each all-reduce issues its `copy_` in, the
+    // collective and its `copy_` out, three ops (2 µs each on the GPU): issued at 140, 160,
+    // 180, then 200, 220, 240; the sampler at 260 … 320; the last ends at 320.25.
+    let many = decodes(32);
+    assert_eq!(
+        host_model(true).step_time(&BatchDesc::new(&many)).unwrap(),
+        320_250
+    );
+    // Without the dispatch (a cluster config's link) the all-reduce is one op.
+    assert_eq!(
+        host_model(false).step_time(&BatchDesc::new(&many)).unwrap(),
+        240_250
+    );
+}
+
 /// A host model over [`Fixed`] whose repeated block is `block` (twice, `block_ns` each on the
 /// GPU), served in `dtype`, executing steps as `options` say, synchronously.
 fn served(block: &'static str, block_ns: Nanos, dtype: Dtype, options: &GraphOptions) -> HostModel {
@@ -326,10 +385,9 @@ fn a_small_decode_batch_replays_one_padded_full_graph() {
     assert_eq!(layers.last().unwrap().name, "host_wait (full graph)");
 }
 
-/// The times of a step's `allreduce` layer on Llama-3.1-8B at TP 4 on H100-SXM with vLLM's
-/// all-reduce dispatch, under `options`, for a prefill of `tokens` tokens, and the ring's
-/// time alone.
-fn allreduce_ns(options: &GraphOptions, tokens: u32) -> (Nanos, Nanos) {
+/// The time of a step's `allreduce` layer on Llama-3.1-8B at TP 4 on H100-SXM with vLLM's
+/// all-reduce dispatch, under `options`, for a prefill of `tokens` tokens.
+fn allreduce_ns(options: &GraphOptions, tokens: u32) -> Nanos {
     use blis_cosim::config::{Hardware, ModelArch};
     use blis_cosim::latency::{Collectives, CommLink, Roofline, VllmAllReduce};
     let (arch, h100) = (
@@ -351,24 +409,23 @@ fn allreduce_ns(options: &GraphOptions, tokens: u32) -> (Nanos, Nanos) {
     let policy = GraphPolicy::resolve(options, 256, 2048).unwrap();
     let mut m = HostModel::new(Box::new(roofline), host(), policy, false);
     let layers = m.breakdown(&BatchDesc::new(&prefill(tokens))).unwrap();
-    let layer = layers.iter().find(|l| l.name == "allreduce").unwrap();
-    (
-        layer.time_ns,
-        tp4.tp_all_reduce_ns(u64::from(tokens), 4096, 2),
-    )
+    layers
+        .iter()
+        .find(|l| l.name == "allreduce")
+        .unwrap()
+        .time_ns
 }
 
 #[test]
 fn the_custom_all_reduce_copies_its_input_in_steps_not_replayed_from_a_graph() {
-    // 256 tokens (2 MiB, the custom kernel): eager, its copy (4 MiB of reads and writes at
-    // 3,015 bytes/ns + 500 ns = 1,891 ns, at least 2,120 ns); replayed from piecewise graphs
-    // (the default mode, capture sizes up to 512), none.
-    let (ns, ring) = allreduce_ns(&eager(), 256);
-    assert_eq!(ns, ring + 2_120);
-    let (ns, ring) = allreduce_ns(&GraphOptions::default(), 256);
-    assert_eq!(ns, ring);
-    // 600 tokens (4.7 MiB) are beyond the largest capture size: compiled without a graph,
-    // the copy again (9,830,400 bytes / 3,015 + 500 = 3,760.5 ns).
-    let (ns, ring) = allreduce_ns(&GraphOptions::default(), 600);
-    assert_eq!(ns, ring + 3_760);
+    // 256 tokens (2 MiB, the custom two-shot kernel: 12,000 + 1.5 × 2 MiB / 355.5 =
+    // 20,848.7 ns): eager, its copy (4 MiB of reads and writes at 3,015 bytes/ns + 500 ns =
+    // 1,891 ns, at least 2,120 ns); replayed from piecewise graphs (the default mode,
+    // capture sizes up to 512), none.
+    assert_eq!(allreduce_ns(&eager(), 256), 20_849 + 2_120);
+    assert_eq!(allreduce_ns(&GraphOptions::default(), 256), 20_849);
+    // 600 tokens (4.7 MiB, 12,000 + 1.5 × 4,915,200 / 355.5 = 32,739.2 ns) are beyond the
+    // largest capture size: compiled without a graph, the copy again (9,830,400 bytes /
+    // 3,015 + 500 = 3,760.5 ns).
+    assert_eq!(allreduce_ns(&GraphOptions::default(), 600), 32_739 + 3_760);
 }
