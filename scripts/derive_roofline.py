@@ -43,6 +43,12 @@ Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--fron
                                   [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
+       scripts/derive_roofline.py --tpu[=DIR]
+`--tpu[=DIR]` prints only the TPU step's constants (src/latency/roofline/tpu.rs), derived from
+LLMServingSim 2.0's per-layer tables of a TPU v6e chip (scripts/derive_tpu.py says which files
+and how they are read) in DIR, a checkout of LLMServingSim 2.0 or a bare git mirror of it
+(default: this workplace's mirror, derive_tpu.DEFAULT_MIRROR); it reads no data directory and
+prints that it skipped where DIR has no such tables.
 `--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
 generation (also part of `--loo`), from public timings written in this script; it reads no
 data directory.
@@ -82,6 +88,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import derive_tpu  # noqa: E402
 import host_launch  # noqa: E402
 import roofline_tables as tables  # noqa: E402
 from roofline_tables import GPUS  # noqa: E402
@@ -1858,6 +1865,12 @@ def print_v0_pairs(data, rows):
 
 
 def main():
+    tpu = [a for a in sys.argv[1:] if a == "--tpu" or a.startswith("--tpu=")]
+    if tpu:
+        # LLMServingSim 2.0's TPU tables (scripts/derive_tpu.py): no data directory is read.
+        source = tpu[0].split("=", 1)[1] if "=" in tpu[0] else derive_tpu.DEFAULT_MIRROR
+        derive_tpu.print_tpu(source)
+        return
     if "--custom-allreduce" in sys.argv:
         # Public numbers written in this script: no data directory is read.
         print_custom_allreduce_held_out()

@@ -63,7 +63,8 @@ impl DecodeAttention {
         let n = lead.count as u64;
         let sums = (n, lead.kv_tokens, lead.longest);
         let d = DecodeTerms::exact(n + u64::from(pad), sums, lead.count, self.rates)?;
-        let priced = n > 0 && lead.longest < EXACT_LONGEST;
+        // A TPU's attention is its own (`tpu`): priced from the items.
+        let priced = n > 0 && lead.longest < EXACT_LONGEST && self.roofline.tpu.is_none();
         if !priced || self.mixed || d.cost == Cost::default() {
             return None;
         }
