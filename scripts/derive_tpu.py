@@ -54,6 +54,9 @@ def norm_pair(row):
 # (`prefill_waves` without SMs: the padded tiles' KV tiles).
 TILE = 64
 SMALLEST_BUCKET = 16
+# Token rows a matmul's MMA work is padded to: 1 (none beyond vLLM's token padding), the code's;
+# `--tpu-m-tile=N` prints the what-if of padding them to N as well.
+M_TILE = [1]
 
 
 def read_table(source, name):
@@ -87,7 +90,7 @@ def matmul_parts(m, k, n, hw):
     """(MMA ns at peak, bytes) of an m x k by k x n matmul: K and N in whole MXU tiles."""
     peak, _, mxu = hw
     kp, np_ = padded(k, mxu), padded(n, mxu)
-    return 2 * m * kp * np_ / peak, (kp * np_ + m * k + m * n) * FP
+    return 2 * padded(m, M_TILE[0]) * kp * np_ / peak, (kp * np_ + m * k + m * n) * FP
 
 
 def matmul_ns(c, m, k, n, hw):
@@ -245,8 +248,11 @@ def rounded(c):
     }
 
 
-def print_tpu(source):
-    """The `--tpu` section: the fits, their errors on the rows left out, and the constants."""
+def print_tpu(source, m_tile=1):
+    """The `--tpu` section: the fits, their errors on the rows left out, and the constants
+    (with `m_tile` > 1, the what-if of padding the matmuls' token rows to it, whose constants
+    the code does not hold)."""
+    M_TILE[0] = m_tile
     layers, attention = read_table(source, "layers.csv"), read_table(source, "attention.csv")
     if layers is None or attention is None:
         print(f"TPU v6e: skipped, no LLMServingSim 2.0 tables at {source} "
@@ -273,6 +279,10 @@ def print_tpu(source):
         print(f"  {family:24s} fit: {cell(fit_e[family])}; held out: {cell(held_e[family])}")
     for family, (f, h) in attention_errs.items():
         print(f"  {family:24s} fit: {cell(f)}; held out: {cell(h)}")
+    if m_tile > 1:
+        print(f"with --tpu-m-tile={m_tile}, a what-if: src/latency/roofline/tpu.rs holds the constants "
+              "derived without it")
+        return
     print("constants held by src/latency/roofline/tpu.rs:")
     for name, value in rounded(c).items():
         print(f"{name} = {value:g}")
