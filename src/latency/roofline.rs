@@ -637,8 +637,9 @@ pub struct Roofline {
     /// TP all-reduces priced on the instance's link ([`Roofline::with_tp_link`]).
     tp_collectives: Option<Collectives>,
     /// On a TPU (`accelerator = "tpu"`), its rates: the step is then one compiled XLA program
-    /// over padded counts, priced by the [`tpu`] module.
-    tpu: Option<Tpu>,
+    /// over padded counts, priced by the [`tpu`] module. Boxed: a pointer's width on the GPUs'
+    /// rooflines.
+    tpu: Option<Box<Tpu>>,
 }
 
 /// The per-GPU shape of the MLP of one block.
@@ -997,7 +998,7 @@ impl Roofline {
             allreduce,
             expert_comm: None,
             tp_collectives: None,
-            tpu: Tpu::of(hardware, peak_flops),
+            tpu: Tpu::of(hardware, peak_flops).map(Box::new),
         }
     }
 
@@ -1144,7 +1145,7 @@ impl Roofline {
             mixed_working_clocks,
         } = prefills;
         // A TPU's program runs at vLLM's padded token and request counts.
-        let (tokens, seqs) = match self.tpu {
+        let (tokens, seqs) = match &self.tpu {
             Some(_) => (tpu::padded_tokens(d.tokens), tpu::padded_requests(seqs)),
             None => (d.tokens, seqs),
         };
@@ -1614,7 +1615,7 @@ impl Roofline {
                 self.gemm_mma_ns(compute, gemm.bytes, unhidden) + quant_ns as f64
             }
             Work::Attention(a) if self.tpu.is_some() => {
-                self.tpu.map_or(0.0, |t| t.attention_ns(&a, self.kv_row()))
+                (self.tpu.as_ref()).map_or(0.0, |t| t.attention_ns(&a, self.kv_row()))
             }
             Work::Attention(a) => {
                 let fixed = if a.pure_decode() {
@@ -1644,7 +1645,7 @@ impl Roofline {
             }
             Work::Comm { ns } => ns,
             // Emitted only on a TPU.
-            Work::Tpu(op) => self.tpu.map_or(0.0, |t| t.op_ns(op)),
+            Work::Tpu(op) => self.tpu.as_ref().map_or(0.0, |t| t.op_ns(op)),
         };
         rounded(ns)
     }

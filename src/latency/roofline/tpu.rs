@@ -131,6 +131,8 @@ impl Tpu {
     }
 
     /// Unrounded time of `op`, ns.
+    // Out of line: keeps the GPU paths that branch here as small as they were.
+    #[inline(never)]
     pub fn op_ns(&self, op: TpuOp) -> f64 {
         match op {
             TpuOp::Matmul {
@@ -158,6 +160,8 @@ impl Tpu {
 
     /// Unrounded time of attention launch `a` whose KV cache is `kv_row` bytes per token, ns:
     /// the ragged kernel over its prefills' tiles and its decodes' KV.
+    // Out of line: keeps the GPU paths that branch here as small as they were.
+    #[inline(never)]
     pub fn attention_ns(&self, a: &AttentionWork, kv_row: f64) -> f64 {
         let fixed = if a.prefill_flops > 0.0 {
             TPU_PREFILL_ATTENTION_FIXED_NS
@@ -184,6 +188,8 @@ impl Roofline {
 
     /// [`Roofline::for_each_token_layer`] on a TPU: the program's ops up to the final norm
     /// (rotary fused into attention, SiLU-and-mul into the projections).
+    // Out of line: keeps the GPU paths that branch here as small as they were.
+    #[inline(never)]
     pub(super) fn for_each_tpu_token_layer(
         &self,
         s: &Step,
@@ -226,6 +232,8 @@ impl Roofline {
     /// [`Roofline::for_each_sequence_layer`] on a TPU: the LM head over the `seqs` padded
     /// requests' hidden states, the logits' gather at TP > 1 and the sampler over their fp32
     /// logits.
+    // Out of line: keeps the GPU paths that branch here as small as they were.
+    #[inline(never)]
     pub(super) fn for_each_tpu_sequence_layer(
         &self,
         seqs: f64,
