@@ -31,8 +31,8 @@ import io
 import math
 import os
 import statistics
+import re
 import subprocess
-import tomllib
 
 COMMIT = "9e3f0ec"
 TABLES = "llm_profile/perf_models/TPU-v6e-1/meta-llama/Llama-3.1-8B/tp1"
@@ -77,9 +77,14 @@ def read_table(source, name):
 
 def part():
     """Peak bf16 FLOP per ns, HBM bytes per ns and the MXU's side, from the hardware file."""
-    with open(HARDWARE, "rb") as f:
-        hw = tomllib.load(f)
-    return hw["peak_tflops_bf16"] * 1e3, hw["memory_bw_gbps"], hw["mxu_dim"]
+    with open(HARDWARE) as f:
+        text = f.read()
+
+    def number(key):
+        # `key = NUMBER  # comment`: the file's own lines (tomllib needs Python 3.11).
+        return float(re.search(rf"^{key}\s*=\s*([0-9.]+)", text, re.M).group(1))
+
+    return number("peak_tflops_bf16") * 1e3, number("memory_bw_gbps"), int(number("mxu_dim"))
 
 
 def padded(n, mxu):
