@@ -42,6 +42,7 @@ mod summary_memory;
 mod sweep;
 mod threads;
 mod timeseries;
+mod tpu;
 mod trace;
 mod trace_scaling;
 mod traces;
