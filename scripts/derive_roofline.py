@@ -43,6 +43,13 @@ Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--fron
                                   [--llmservingsim-v0=DIR]
                                   (DATA_DIR default ../shared/data)
        scripts/derive_roofline.py --custom-allreduce
+       scripts/derive_roofline.py --tpu[=DIR] [--tpu-m-tile=N]
+`--tpu[=DIR]` prints only the TPU step's constants (src/latency/roofline/tpu.rs), derived from
+LLMServingSim 2.0's per-layer tables of a TPU v6e chip (scripts/derive_tpu.py says which files
+and how they are read) in DIR, a checkout of LLMServingSim 2.0 or a bare git mirror of it
+(default: this workplace's mirror, derive_tpu.DEFAULT_MIRROR); it reads no data directory and
+prints that it skipped where DIR has no such tables. `--tpu-m-tile=N` pads the matmuls' token rows
+to N in their MMA work as well, a what-if (docs/src/accuracy.md, "TPU v6e").
 `--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
 generation (also part of `--loo`), from public timings written in this script; it reads no
 data directory.
@@ -86,6 +93,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import derive_tpu  # noqa: E402
 import host_launch  # noqa: E402
 import roofline_tables as tables  # noqa: E402
 from roofline_tables import GPUS  # noqa: E402
@@ -2106,6 +2114,13 @@ def print_v0_pairs(data, rows):
 
 
 def main():
+    tpu = [a for a in sys.argv[1:] if a == "--tpu" or a.startswith("--tpu=")]
+    if tpu:
+        # LLMServingSim 2.0's TPU tables (scripts/derive_tpu.py): no data directory is read.
+        source = tpu[0].split("=", 1)[1] if "=" in tpu[0] else derive_tpu.DEFAULT_MIRROR
+        m_tile = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--tpu-m-tile=")]
+        derive_tpu.print_tpu(source, m_tile[0] if m_tile else 1)
+        return
     if "--custom-allreduce" in sys.argv:
         # Public numbers written in this script: no data directory is read.
         print_custom_allreduce_held_out()

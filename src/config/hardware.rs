@@ -81,6 +81,16 @@ pub struct Hardware {
     /// `link_bw_gbps`. Absent: no vLLM all-reduce dispatch, the ring over the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp_fabric: Option<TpFabric>,
+    /// What kind of accelerator the part is ([`Accelerator`]): a TPU's step is one compiled
+    /// XLA program, priced by the roofline's `tpu` module instead of its CUDA kernels.
+    /// Absent: a GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<Accelerator>,
+    /// Side of the part's square matrix unit (a TPU's MXU: 256 on v6e), in elements: a
+    /// matmul's contraction and output widths are padded to whole tiles of it. Required with
+    /// `accelerator = "tpu"`; read by nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mxu_dim: Option<u32>,
     /// The host side of a step (`[host]`; defaults when absent: [`HostSpec::default`]).
     #[serde(default)]
     pub host: HostSpec,
@@ -110,7 +120,22 @@ pub enum TpFabric {
     PcieNoP2p,
 }
 
+/// The kind of accelerator a hardware file describes (`accelerator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Accelerator {
+    /// A GPU served by vLLM's CUDA path (kernel launches, CUDA graphs, FlashAttention).
+    Gpu,
+    /// A TPU served by vLLM's TPU path: each step one compiled XLA program per padded shape.
+    Tpu,
+}
+
 impl Hardware {
+    /// Whether the part is a TPU (`accelerator = "tpu"`).
+    pub fn is_tpu(&self) -> bool {
+        self.accelerator == Some(Accelerator::Tpu)
+    }
+
     /// Whether the GPUs of a TP instance lack peer access, so that NCCL stages collectives
     /// through host memory (`tp_fabric = "pcie-no-p2p"`).
     pub fn stages_collectives_through_host(&self) -> bool {
@@ -272,7 +297,7 @@ impl HostSpec {
 impl Hardware {
     /// Resolves `spec` as a path to a TOML file (an existing file, or any name ending in
     /// `.toml`) or as a bundled hardware name (case-insensitive; `H100` is an alias of
-    /// `H100-SXM`, `A100` of `A100-80G`).
+    /// `H100-SXM`, `A100` of `A100-80G`, `TPU-v6e` and `v6e` of `TPU-v6e-1`).
     pub fn resolve(spec: &str) -> Result<Hardware, ConfigError> {
         let path = Path::new(spec);
         if path.is_file() || spec.ends_with(".toml") {
@@ -368,6 +393,11 @@ impl Hardware {
                     hw.l2_cache_mb,
                     Bound::closed(0.001, 100_000.0, ""),
                 ),
+                (
+                    "mxu_dim",
+                    hw.mxu_dim.map(f64::from),
+                    Bound::closed(1.0, 65_536.0, ""),
+                ),
             ])
             .chain(
                 (hw.kernels.efficiencies().into_iter())
@@ -377,6 +407,15 @@ impl Hardware {
             if let Some(v) = value {
                 bound.check(v).map_err(|p| invalid(field, p))?;
             }
+        }
+        if hw.is_tpu() && hw.mxu_dim.is_none() {
+            return Err(invalid(
+                "mxu_dim",
+                Problem::disagrees(
+                    "absent",
+                    "a TPU (accelerator = \"tpu\") needs its matrix unit's side, e.g. 256",
+                ),
+            ));
         }
         if let Some(cc) = &hw.compute_capability
             && hw.capability().is_none()
@@ -445,7 +484,12 @@ impl Hardware {
 }
 
 /// Short names accepted for bundled hardware: (alias, bundled name).
-const ALIASES: &[(&str, &str)] = &[("H100", "H100-SXM"), ("A100", "A100-80G")];
+const ALIASES: &[(&str, &str)] = &[
+    ("H100", "H100-SXM"),
+    ("A100", "A100-80G"),
+    ("TPU-v6e", "TPU-v6e-1"),
+    ("v6e", "TPU-v6e-1"),
+];
 
 /// Bundled hardware as (name, TOML text); the name is the file stem under `hardware/`.
 pub fn bundled() -> impl Iterator<Item = (&'static str, &'static str)> {

@@ -27,7 +27,8 @@ pub use cluster::{
 pub use dtype::{Dtype, KvCacheDtype, ServedBytes};
 pub use error::{Bound, COMMAND_LINE, ConfigError, DurationError, Problem};
 pub use hardware::{
-    Calibration, CalibrationRun, Hardware, HostSpec, KernelSpec, MAX_KERNEL_EFFICIENCY, TpFabric,
+    Accelerator, Calibration, CalibrationRun, Hardware, HostSpec, KernelSpec,
+    MAX_KERNEL_EFFICIENCY, TpFabric,
 };
 pub use memory::{FitError, KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};

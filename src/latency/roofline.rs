@@ -8,6 +8,8 @@
 //! derived from kernel tables of eight GPUs and checked on each GPU held out. A hardware
 //! file's `[kernels]` table gives a part its own values of the GEMM (fixed time and both
 //! efficiencies), decode-attention and fused-MoE constants (measured, or fitted by `blis-cosim calibrate`).
+//! A TPU (`accelerator = "tpu"`) runs the same layers as one compiled XLA program over padded
+//! token and request counts, priced by the [`tpu`] module with constants of its own.
 //!
 //! Rounding: each layer occurrence is rounded to the nearest nanosecond, with a floor of
 //! 1 ns, before it is multiplied by its repeat count. [`Roofline::step_time`] and
@@ -26,6 +28,7 @@ use moe_grid::MoeLaunch;
 use moe_tuned::TunedTile;
 use rows::{Loads, RowKernels};
 use sums::{BatchSums, DecodeRates, DecodeTerms, PrefillRoom};
+use tpu::{Tpu, TpuOp};
 
 pub mod decode;
 pub mod decode_attention;
@@ -36,6 +39,7 @@ pub mod moe_grid;
 pub mod moe_tuned;
 pub mod rows;
 pub mod sums;
+pub mod tpu;
 
 pub use memoised::MemoisedRoofline;
 
@@ -656,6 +660,10 @@ pub struct Roofline {
     expert_comm: Option<(Collectives, MoeShape)>,
     /// TP all-reduces priced on the instance's link ([`Roofline::with_tp_link`]).
     tp_collectives: Option<Collectives>,
+    /// On a TPU (`accelerator = "tpu"`), its rates: the step is then one compiled XLA program
+    /// over padded counts, priced by the [`tpu`] module. Boxed: a pointer's width on the GPUs'
+    /// rooflines.
+    tpu: Option<Box<Tpu>>,
 }
 
 /// The per-GPU shape of the MLP of one block.
@@ -750,6 +758,8 @@ pub enum Work {
     Comm {
         ns: f64,
     },
+    /// An op of a TPU's compiled program ([`tpu`]; only on a TPU).
+    Tpu(TpuOp),
 }
 
 /// One attention launch's work ([`Work::Attention`]).
@@ -1012,6 +1022,7 @@ impl Roofline {
             allreduce,
             expert_comm: None,
             tp_collectives: None,
+            tpu: Tpu::of(hardware, peak_flops).map(Box::new),
         }
     }
 
@@ -1157,8 +1168,13 @@ impl Roofline {
             longest_chunk,
             mixed_working_clocks,
         } = prefills;
+        // A TPU's program runs at vLLM's padded token and request counts.
+        let (tokens, seqs) = match &self.tpu {
+            Some(_) => (tpu::padded_tokens(d.tokens), tpu::padded_requests(seqs)),
+            None => (d.tokens, seqs),
+        };
         Step {
-            tokens: d.tokens,
+            tokens,
             seqs,
             gate,
             prefill_flops: self.prefill_flops(waves),
@@ -1192,6 +1208,9 @@ impl Roofline {
     /// tokens, gate tokens and attention work, never its sequence count (the price memo keys
     /// their total by the token counts alone, `memoised.rs`).
     pub fn for_each_token_layer(&self, s: &Step, mut visit: impl FnMut(&'static str, u64, Work)) {
+        if self.tpu.is_some() {
+            return self.for_each_tpu_token_layer(s, &mut visit);
+        }
         let (t, h, fp) = (s.tokens, self.hidden, self.fp);
         let allreduce = self.allreduce_work(t, s.graph_replayed);
         let l = self.num_layers;
@@ -1233,6 +1252,9 @@ impl Roofline {
         seqs: f64,
         mut visit: impl FnMut(&'static str, u64, Work),
     ) {
+        if self.tpu.is_some() {
+            return self.for_each_tpu_sequence_layer(seqs, &mut visit);
+        }
         let (h, fp) = (self.hidden, self.fp);
         // One logit row per sequence.
         visit("lm_head", 1, gemm(seqs, h, self.vocab_per_gpu, fp));
@@ -1617,6 +1639,9 @@ impl Roofline {
                 let (compute, unhidden) = self.fp8_gemms.mma_ns(tokens, depth, outputs);
                 self.gemm_mma_ns(compute, gemm.bytes, unhidden) + quant_ns as f64
             }
+            Work::Attention(a) if self.tpu.is_some() => {
+                (self.tpu.as_ref()).map_or(0.0, |t| t.attention_ns(&a, self.kv_row()))
+            }
             Work::Attention(a) => {
                 let fixed = if a.pure_decode() {
                     self.decode_fixed_ns(a.decodes, a.longest)
@@ -1644,6 +1669,8 @@ impl Roofline {
                 }
             }
             Work::Comm { ns } => ns,
+            // Emitted only on a TPU.
+            Work::Tpu(op) => self.tpu.as_ref().map_or(0.0, |t| t.op_ns(op)),
         };
         rounded(ns)
     }

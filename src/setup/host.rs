@@ -38,8 +38,8 @@ impl Default for HostOptions {
 }
 
 impl HostOptions {
-    /// Gives every instance that runs without ASTRA-Sim its execution policy when the host
-    /// model is on (resolved against its own scheduler limits).
+    /// Gives every instance that runs without ASTRA-Sim, on a GPU, its execution policy when
+    /// the host model is on (resolved against its own scheduler limits).
     pub fn assign(&self, instances: &mut [InstanceConfig]) -> Result<(), ConfigError> {
         if !self.host_model {
             return Ok(());
@@ -50,7 +50,9 @@ impl HostOptions {
             capture_sizes: self.cudagraph_capture_sizes.clone(),
             max_capture_size: self.max_cudagraph_capture_size,
         };
-        for inst in instances.iter_mut().filter(|i| i.astra.is_none()) {
+        // A TPU's step is one compiled XLA program: no CUDA graphs or kernel launches.
+        let modelled = |i: &&mut InstanceConfig| i.astra.is_none() && !i.hardware.is_tpu();
+        for inst in instances.iter_mut().filter(modelled) {
             if let Some(config) = &inst.sglang {
                 let policy = super::sglang::graph_policy(config)
                     .map_err(|p| ConfigError::invalid(EITHER, "cuda_graph_max_bs", p))?;

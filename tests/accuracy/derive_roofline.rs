@@ -9,12 +9,13 @@ use crate::shared_data;
 
 use std::process::Command;
 
-/// The roofline's source, its decode-attention module's and its FP8 module's, and the
-/// peer-memory all-reduce kernels'.
-const SOURCES: [&str; 4] = [
+/// The roofline's source, its decode-attention module's, its FP8 module's, its TPU module's,
+/// and the peer-memory all-reduce kernels'.
+const SOURCES: [&str; 5] = [
     include_str!("../../src/latency/roofline.rs"),
     include_str!("../../src/latency/roofline/decode.rs"),
     include_str!("../../src/latency/roofline/fp8.rs"),
+    include_str!("../../src/latency/roofline/tpu.rs"),
     include_str!("../../src/latency/collective/peer.rs"),
 ];
 
@@ -26,7 +27,7 @@ fn held(name: &str) -> Vec<f64> {
         .iter()
         .find_map(|s| s.find(&key).map(|at| (s, at)))
         .unwrap_or_else(|| {
-            panic!("no const {name} in the roofline's or the peer kernels' sources")
+            panic!("no const {name} in the roofline's, the TPU's or the peer kernels' sources")
         });
     let rest = &source[start..];
     let value = &rest[rest.find('=').unwrap() + 1..];
@@ -96,6 +97,34 @@ fn the_roofline_holds_the_constants_the_script_derives() {
         checked += 1;
     }
     assert!(checked >= 19, "{checked} constants checked");
+}
+
+/// The TPU module's constants are those `scripts/derive_roofline.py --tpu` derives from
+/// LLMServingSim 2.0's TPU v6e tables (read from this workplace's mirror of its repository;
+/// skipped, said, where the mirror is absent).
+#[test]
+fn the_tpu_holds_the_constants_the_script_derives() {
+    let Some(stdout) = derive(&["--tpu"]) else {
+        return;
+    };
+    if stdout.contains("TPU v6e: skipped") {
+        eprintln!("skipped: {}", stdout.trim());
+        return;
+    }
+    let block = stdout
+        .split("constants held by src/latency/roofline/tpu.rs:")
+        .nth(1)
+        .expect("the script prints the TPU constants");
+    let mut checked = 0;
+    for line in block.lines().filter(|l| l.contains(" = ")) {
+        let (name, value) = line.split_once(" = ").unwrap();
+        let derived: f64 = value.trim().parse().unwrap();
+        assert_eq!(held(name.trim()), vec![derived], "{name}");
+        checked += 1;
+    }
+    assert_eq!(checked, 9, "TPU constants checked");
+    // Each fit's error on the rows it left out is printed beside it.
+    assert!(stdout.contains("held out:"), "{stdout}");
 }
 
 /// The host model's block of the script's output ("constants held by the host model's

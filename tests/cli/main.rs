@@ -43,6 +43,7 @@ mod summary_memory;
 mod sweep;
 mod threads;
 mod timeseries;
+mod tpu;
 mod trace;
 mod trace_scaling;
 mod traces;

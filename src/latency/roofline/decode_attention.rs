@@ -30,9 +30,9 @@ pub struct DecodeAttention {
     /// The prefills' part of a launch without prefills, ns (as [`Roofline::attention_ns`]
     /// divides it: 0 on every part).
     prefill_ns: f64,
-    /// Whether a launch without prefills counts as mixed (never on a valid part): then no
-    /// step is priced here.
-    mixed: bool,
+    /// Whether no step is priced here: a launch without prefills counts as mixed (never on a
+    /// valid part), or the part is a TPU, whose attention is its own (`tpu`).
+    declines: bool,
 }
 
 impl DecodeAttention {
@@ -43,7 +43,7 @@ impl DecodeAttention {
             rates: roofline.decode_rates(),
             kv_row: roofline.kv_row(),
             prefill_ns: prefill_flops / roofline.attention_flops_per_ns,
-            mixed: prefill_flops > 0.0,
+            declines: prefill_flops > 0.0 || roofline.tpu.is_some(),
             roofline,
         }
     }
@@ -64,7 +64,7 @@ impl DecodeAttention {
         let sums = (n, lead.kv_tokens, lead.longest);
         let d = DecodeTerms::exact(n + u64::from(pad), sums, lead.count, self.rates)?;
         let priced = n > 0 && lead.longest < EXACT_LONGEST;
-        if !priced || self.mixed || d.cost == Cost::default() {
+        if !priced || self.declines || d.cost == Cost::default() {
             return None;
         }
         let r = &self.roofline;

@@ -42,7 +42,8 @@ fn every_bundled_file_parses_and_carries_its_file_name() {
             "H100-SXM",
             "H200",
             "RTX4090",
-            "RTXPRO6000"
+            "RTXPRO6000",
+            "TPU-v6e-1"
         ]
     );
     for name in names {
@@ -56,6 +57,33 @@ fn names_resolve_case_insensitively_and_through_aliases() {
     assert_eq!(Hardware::resolve("A100").unwrap().name, "A100-80G");
     assert_eq!(Hardware::resolve("rtxpro6000").unwrap().name, "RTXPRO6000");
     assert_eq!(Hardware::default_hardware().name, "H100-SXM");
+}
+
+#[test]
+fn the_tpu_resolves_by_its_aliases_and_says_it_is_a_tpu() {
+    for name in ["TPU-v6e-1", "tpu-v6e-1", "TPU-v6e", "tpu-V6E", "v6e", "V6E"] {
+        let tpu = Hardware::resolve(name).unwrap();
+        assert_eq!(tpu.name, "TPU-v6e-1", "{name}");
+        assert!(tpu.is_tpu(), "{name}");
+        assert_eq!(tpu.mxu_dim, Some(256), "{name}");
+        assert_eq!(tpu.memory_bw_gbps, 1638.0, "{name}");
+    }
+    for name in Hardware::bundled_names() {
+        let gpu = Hardware::resolve(&name).unwrap();
+        assert_eq!(gpu.is_tpu(), name == "TPU-v6e-1", "{name}");
+    }
+}
+
+#[test]
+fn a_tpu_without_its_matrix_unit_is_refused() {
+    let text = format!("accelerator = \"tpu\"\n{}", h100_text());
+    let (field, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+    assert_eq!(field, "mxu_dim");
+    assert!(message.contains("256"), "{message}");
+    let text = format!("accelerator = \"npu\"\n{}", h100_text());
+    let (field, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
+    assert_eq!(field, "(toml)");
+    assert!(message.contains("accelerator"), "{message}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod moe_grid;
 mod moe_tuned;
 mod rows;
 mod sums;
+mod tpu;
 
 use blis_cosim::Nanos;
 use blis_cosim::config::{Dtype, Hardware, ModelArch};

@@ -1,0 +1,94 @@
+//! A TPU through the binary: `--hardware v6e` (an alias of the bundled TPU-v6e-1) runs vLLM's
+//! TPU step, one compiled program without the host model's CUDA launches and graphs.
+
+use crate::binary;
+
+use binary::{ok, read_csv};
+use std::path::Path;
+
+/// One request: 100 prompt tokens, 20 output tokens, arriving at 0.
+fn one_request(dir: &Path) -> String {
+    let path = dir.join("one.jsonl");
+    std::fs::write(
+        &path,
+        "{\"input_toks\":100,\"output_toks\":20,\"arrival_time_ns\":0}\n",
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// The request's TTFT and inter-token gaps (ns), and the run's standard output, with `flags`.
+fn run(dir: &Path, dataset: &str, name: &str, flags: &[&str]) -> (u64, Vec<u64>, String) {
+    let out = dir.join(name);
+    let mut args = vec!["--dataset", dataset, "--output", out.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    let stdout = String::from_utf8(ok(&args).stdout).unwrap();
+    let (_, rows) = read_csv(&out);
+    let row = &rows[0];
+    let itl = row["ITL"]
+        .trim_matches(|c| c == '[' || c == ']' || c == '"')
+        .split(',')
+        .map(|v| v.trim().parse().unwrap())
+        .collect();
+    (row["TTFT"].parse().unwrap(), itl, stdout)
+}
+
+#[test]
+fn a_tpu_step_is_its_program_alone_and_grows_with_the_kv_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = one_request(dir.path());
+    let (ttft, itl, stdout) = run(dir.path(), &data, "on.csv", &["--hardware", "v6e"]);
+    assert!(stdout.contains("TPU-v6e-1"), "{stdout}");
+    // The host model (on by default) prices CUDA graphs and launches: not a TPU's.
+    let off = run(
+        dir.path(),
+        &data,
+        "off.csv",
+        &["--hardware", "tpu-v6e", "--host-model", "off"],
+    );
+    assert_eq!((ttft, &itl), (off.0, &off.1));
+    // A decode step of one request is padded to 16 tokens and 8 requests: about 10.0 ms
+    // (tests/unit/latency/roofline/tpu.rs prices it layer by layer), 9 tenths the weights.
+    assert_eq!(itl.len(), 19);
+    assert!(
+        itl.iter().all(|g| (10_000_000..10_400_000).contains(g)),
+        "{itl:?}"
+    );
+    // Each step reads one more KV token in each of the 32 layers: 4,096 bytes at 1,638 x 0.27
+    // bytes/ns, 9.26 ns, each layer's time rounded to the ns: 9 or 10 ns a layer.
+    for pair in itl.windows(2) {
+        let grown = pair[1] - pair[0];
+        assert!([288, 320].contains(&grown), "{itl:?}");
+    }
+}
+
+#[test]
+fn a_gpu_style_file_of_the_tpus_datasheet_is_priced_as_a_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = one_request(dir.path());
+    let tpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware/TPU-v6e-1.toml");
+    let text = std::fs::read_to_string(&tpu).unwrap();
+    // The same numbers without `accelerator` (and the GPU-only `mxu_dim`): a GPU.
+    let gpu: String = text
+        .lines()
+        .filter(|l| !l.starts_with("accelerator") && !l.starts_with("mxu_dim"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let gpu_path = dir.path().join("gpu-style.toml");
+    std::fs::write(&gpu_path, gpu).unwrap();
+    let flags = ["--host-model", "off", "--hardware"];
+    let tpu_run = run(
+        dir.path(),
+        &data,
+        "tpu.csv",
+        &[&flags[..], &["v6e"]].concat(),
+    );
+    let gpu_flags = [&flags[..], &[gpu_path.to_str().unwrap()]].concat();
+    let gpu_run = run(dir.path(), &data, "gpu.csv", &gpu_flags);
+    assert_ne!(tpu_run.1, gpu_run.1);
+    // Its decode attention a GPU's: one more KV token a step costs each layer 4,096 bytes at
+    // 0.916 of 1,638 GB/s, 2.7 ns (0 to 3 ns rounded; the TPU's 9 or 10).
+    for pair in gpu_run.1.windows(2) {
+        assert!(pair[1] - pair[0] <= 96, "{:?}", gpu_run.1);
+    }
+}
