@@ -2,6 +2,7 @@
 
 pub mod backend;
 mod evaluate;
+pub mod huge_pages;
 mod outputs;
 mod rehearsal;
 mod scaling;
@@ -54,6 +55,7 @@ pub use rehearsal::Rehearsal;
 /// are in place when this returns `Ok`; on error, none of them is touched.
 pub fn run(config: &SimConfig) -> anyhow::Result<Summary> {
     let started = std::time::Instant::now();
+    huge_pages::prefer_huge_pages();
     let spec = load_spec(config)?;
     std::thread::scope(|scope| run_in(config, spec.as_ref(), scope, started))
 }
