@@ -8,7 +8,6 @@ mod cluster;
 mod dtype;
 mod error;
 pub mod hardware;
-mod json_line;
 pub mod memory;
 mod model;
 mod pim;
@@ -19,6 +18,7 @@ mod release2;
 mod roles;
 mod routing_spec;
 mod topology;
+pub mod value_line;
 
 pub use cluster::{
     ClusterConfig, CxlMemSpec, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance,

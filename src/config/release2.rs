@@ -13,7 +13,7 @@
 //! GPUs idle that its memory model still counts, so it is refused here too. An instance giving
 //! keys of both releases is refused: which one would win is not a thing either release says.
 
-use super::json_line::{Step, line_of};
+use super::value_line::{Step, json_line};
 use super::{Bound, ConfigError, InstanceSpec, Problem};
 
 /// Checks the 2.0 keys of instance `i` of node `n`, whose file is `text`: not beside v1.1's,
@@ -35,7 +35,7 @@ pub fn check(
         ];
         let field = format!("nodes[{n}].instances[{i}].{key}");
         let error = ConfigError::invalid(source_name, field, problem);
-        match line_of(text, &path) {
+        match json_line(text, &path) {
             Some(line) => error.at_line(line),
             None => error,
         }

@@ -19,6 +19,7 @@
 //! checked; errors name the key.
 
 use crate::choice::Choice;
+use crate::config::value_line::{Step, yaml_line};
 use crate::config::{Bound, Problem};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -380,94 +381,6 @@ pub fn rest_of<R: DeserializeOwned>(section: &str, rest: Mapping) -> Result<R, K
 /// The line (1-based) of the value at `path` (keys from the top) in YAML `text`, if there is
 /// one: read with the YAML parser, so it is the line a user sees.
 pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
-    use serde::de::DeserializeSeed;
-    let de = serde_yaml_ng::Deserializer::from_str(text);
-    match (Find { path }).deserialize(de) {
-        Err(e) if e.to_string().contains(FOUND) => e.location().map(|l| l.line()),
-        _ => None,
-    }
-}
-
-const FOUND: &str = "found here";
-
-/// Walks a YAML document down `path`, failing (with the position) where it ends.
-struct Find<'a> {
-    path: &'a [&'a str],
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for Find<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        if self.path.is_empty() {
-            // Every visit of `Here` fails, and the deserializer marks the failure with the
-            // value's position.
-            return d.deserialize_any(Here);
-        }
-        d.deserialize_any(self)
-    }
-}
-
-/// A visitor refusing whatever it is shown (serde's default visits), expecting [`FOUND`].
-struct Here;
-
-impl<'de> serde::de::Visitor<'de> for Here {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(FOUND)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Find<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any YAML value")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<Value>()? {
-            if key.as_str() == Some(self.path[0]) {
-                return map.next_value_seed(Find {
-                    path: &self.path[1..],
-                });
-            }
-            map.next_value::<serde::de::IgnoredAny>()?;
-        }
-        Ok(())
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        Ok(())
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_none<E>(self) -> Result<(), E> {
-        Ok(())
-    }
+    let steps: Vec<Step<'_>> = path.iter().map(|key| Step::Key(key)).collect();
+    yaml_line(text, &steps)
 }

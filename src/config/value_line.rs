@@ -1,8 +1,8 @@
-//! The line of a value in a JSON text, found by its path (`nodes[0].instances[1].npu_num`),
+//! The line of a value in a JSON or YAML text, found by its path (`nodes[0].instances[1].npu_num`),
 //! so that an error found after parsing can still name the line a user sees.
 //!
-//! The text is walked with serde_json's own parser down the path; where the path ends, a
-//! visitor refuses the value, and serde_json marks that refusal with the value's position.
+//! The text is walked with the format's own serde parser down the path; where the path ends, a
+//! visitor refuses the value, and the parser marks that refusal with the value's position.
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::fmt;
@@ -16,10 +16,20 @@ pub enum Step<'a> {
 
 /// The 1-based line of the value at `path` in JSON `text`, if the text is JSON and the path
 /// leads to a value.
-pub fn line_of(text: &str, path: &[Step<'_>]) -> Option<usize> {
+pub fn json_line(text: &str, path: &[Step<'_>]) -> Option<usize> {
     let mut de = serde_json::Deserializer::from_str(text);
     match (Find { path }).deserialize(&mut de) {
         Err(e) if e.to_string().contains(FOUND) => Some(e.line()),
+        _ => None,
+    }
+}
+
+/// The 1-based line of the value at `path` in YAML `text`, if the text is YAML and the path
+/// leads to a value.
+pub fn yaml_line(text: &str, path: &[Step<'_>]) -> Option<usize> {
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    match (Find { path }).deserialize(de) {
+        Err(e) if e.to_string().contains(FOUND) => e.location().map(|l| l.line()),
         _ => None,
     }
 }
@@ -66,7 +76,7 @@ impl<'de> Visitor<'de> for Find<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("any value")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
