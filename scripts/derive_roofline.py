@@ -95,6 +95,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import derive_tpu  # noqa: E402
 import host_launch  # noqa: E402
+from linear_solve import solve  # noqa: E402
 import roofline_tables as tables  # noqa: E402
 from roofline_tables import GPUS  # noqa: E402
 
@@ -570,20 +571,6 @@ def decode_time(c, r):
     terms = decode_terms(r)
     values = [c[name] for name in DECODE_CONSTANTS[:4]] + [1 / c["decode_eta"]]
     return sum(t * v for t, v in zip(terms, values))
-
-
-def solve(a, b):
-    """`x` with `a x = b` (Gaussian elimination with partial pivoting)."""
-    n = len(a)
-    m = [row[:] + [v] for row, v in zip(a, b)]
-    for i in range(n):
-        p = max(range(i, n), key=lambda k: abs(m[k][i]))
-        m[i], m[p] = m[p], m[i]
-        for k in range(n):
-            if k != i:
-                f = m[k][i] / m[i][i]
-                m[k] = [x - f * y for x, y in zip(m[k], m[i])]
-    return [m[i][n] / m[i][i] for i in range(n)]
 
 
 def decode_fit(rows):

@@ -33,6 +33,10 @@ import os
 import statistics
 import re
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from linear_solve import solve  # noqa: E402
 
 COMMIT = "9e3f0ec"
 TABLES = "llm_profile/perf_models/TPU-v6e-1/meta-llama/Llama-3.1-8B/tp1"
@@ -128,21 +132,15 @@ def kv_row():
 def relative_lsq(xs, ys):
     """Least squares of y = x . b weighted by relative error (each row over its y)."""
     n = len(xs[0])
-    a = [[0.0] * (n + 1) for _ in range(n)]
+    a = [[0.0] * n for _ in range(n)]
+    b = [0.0] * n
     for x, y in zip(xs, ys):
         w = 1.0 / (y * y)
         for i in range(n):
-            a[i][n] += w * x[i] * y
+            b[i] += w * x[i] * y
             for j in range(n):
                 a[i][j] += w * x[i] * x[j]
-    for i in range(n):
-        p = max(range(i, n), key=lambda r: abs(a[r][i]))
-        a[i], a[p] = a[p], a[i]
-        for r in range(n):
-            if r != i:
-                f = a[r][i] / a[i][i]
-                a[r] = [u - f * v for u, v in zip(a[r], a[i])]
-    return [a[i][n] / a[i][i] for i in range(n)]
+    return solve(a, b)
 
 
 def by_tokens(layers):

@@ -3,19 +3,8 @@
 
 use crate::binary;
 
-use binary::{ok, read_csv};
+use binary::{ok, one_request, read_csv};
 use std::path::Path;
-
-/// One request: 100 prompt tokens, 20 output tokens, arriving at 0.
-fn one_request(dir: &Path) -> String {
-    let path = dir.join("one.jsonl");
-    std::fs::write(
-        &path,
-        "{\"input_toks\":100,\"output_toks\":20,\"arrival_time_ns\":0}\n",
-    )
-    .unwrap();
-    path.to_str().unwrap().to_owned()
-}
 
 /// The request's TTFT and inter-token gaps (ns), and the run's standard output, with `flags`.
 fn run(dir: &Path, dataset: &str, name: &str, flags: &[&str]) -> (u64, Vec<u64>, String) {

@@ -72,3 +72,15 @@ pub fn run_in(dir: &Path, tag: &str, args: &[&str]) -> (Vec<u8>, serde_json::Val
         String::from_utf8(out.stdout).unwrap(),
     )
 }
+
+/// Writes a workload of one request (100 prompt tokens, 20 output tokens, arriving at 0) into
+/// `dir` and returns its path.
+pub fn one_request(dir: &Path) -> String {
+    let path = dir.join("one.jsonl");
+    std::fs::write(
+        &path,
+        "{\"input_toks\":100,\"output_toks\":20,\"arrival_time_ns\":0}\n",
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
