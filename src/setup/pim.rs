@@ -137,9 +137,10 @@ impl PimOptions {
                 sub_key,
                 Problem::unsupported(
                     format!(
-                        "sub-batch interleaving with pp_size > 1 ({path} has pp_size {}): an \
-                         interleaved step leaves both sub-batches mid-block where a pipeline \
-                         stage would hand its hidden state on",
+                        "sub-batch interleaving with more than one pipeline stage ({path} has \
+                         {} {}): an interleaved step leaves both sub-batches mid-block where a \
+                         pipeline stage would hand its hidden state on",
+                        inst.pp_key(),
                         inst.pp()
                     ),
                     None,
@@ -160,7 +161,9 @@ impl PimOptions {
                 offload_key,
                 Problem::unsupported(
                     format!(
-                        "attention offloading with pp_size > 1 ({path} has pp_size {})",
+                        "attention offloading with more than one pipeline stage ({path} has \
+                         {} {})",
+                        inst.pp_key(),
                         inst.pp()
                     ),
                     None,

@@ -196,7 +196,19 @@ fn bad_pim_setups_are_refused_naming_the_key() {
             "--enable-attn-offloading",
             "--enable-sub-batch-interleaving",
         ]),
-        &["--enable-sub-batch-interleaving", "pp_size > 1"],
+        &["--enable-sub-batch-interleaving", "has pp_size 2"],
+    );
+    // LLMServingSim 2.0's keys: the message names the key the file gives.
+    let pp_2_0 = Setup::new(512.0, DDR4, |node| {
+        let instance = node["instances"][0].as_object_mut().unwrap();
+        instance.remove("num_npus");
+        instance.remove("tp_size");
+        instance.insert("npu_num".into(), json!(2));
+        instance.insert("npu_group".into(), json!(2));
+    });
+    assert_names(
+        &pp_2_0.error(&["--enable-attn-offloading"]),
+        &["--enable-attn-offloading", "has npu_group 2"],
     );
     let no_pim = Setup::new(512.0, DDR4, |node| {
         node["cpu_mem"]
