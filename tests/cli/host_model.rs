@@ -4,33 +4,19 @@
 
 use crate::binary;
 
-use binary::{ok, one_request, read_csv};
+use binary::{one_request, ttft_and_gaps};
 use std::path::Path;
-
-/// The request's TTFT and inter-token gaps (ns) from a run with `flags`.
-fn run(dir: &Path, dataset: &str, name: &str, flags: &[&str]) -> (u64, Vec<u64>) {
-    let out = dir.join(name);
-    let mut args = vec!["--dataset", dataset, "--output", out.to_str().unwrap()];
-    args.extend_from_slice(flags);
-    ok(&args);
-    let (_, rows) = read_csv(&out);
-    let row = &rows[0];
-    let itl = row["ITL"]
-        .trim_matches(|c| c == '[' || c == ']' || c == '"')
-        .split(',')
-        .map(|v| v.trim().parse().unwrap())
-        .collect();
-    (row["TTFT"].parse().unwrap(), itl)
-}
 
 #[test]
 fn async_scheduling_hides_the_host_behind_gpu_bound_decode_steps() {
     let dir = tempfile::tempdir().unwrap();
     let data = one_request(dir.path());
-    let (ttft_off, itl_off) = run(dir.path(), &data, "off.csv", &["--host-model", "off"]);
+    let (ttft_off, itl_off, _) =
+        ttft_and_gaps(dir.path(), &data, "off.csv", &["--host-model", "off"]);
     // Asynchronous scheduling is vLLM's default and ours.
-    let (ttft_async, itl_async) = run(dir.path(), &data, "async.csv", &[]);
-    let (ttft_sync, itl_sync) = run(dir.path(), &data, "sync.csv", &["--no-async-scheduling"]);
+    let (ttft_async, itl_async, _) = ttft_and_gaps(dir.path(), &data, "async.csv", &[]);
+    let (ttft_sync, itl_sync, _) =
+        ttft_and_gaps(dir.path(), &data, "sync.csv", &["--no-async-scheduling"]);
     assert_eq!(itl_off.len(), 19);
     // The first step starts after an idle instance: its CPU work (400 µs + 12.7 µs for the
     // one request) and launches show, with either scheduling.
@@ -51,9 +37,9 @@ fn eager_costs_more_than_compiled_which_costs_more_than_graphs() {
     let data = one_request(dir.path());
     // Synchronous scheduling: the host's launches are not hidden behind the previous step.
     let sync = "--no-async-scheduling";
-    let (_, graphs) = run(dir.path(), &data, "graphs.csv", &[sync]);
-    let (_, eager) = run(dir.path(), &data, "eager.csv", &[sync, "--enforce-eager"]);
-    let (_, none) = run(
+    let (_, graphs, _) = ttft_and_gaps(dir.path(), &data, "graphs.csv", &[sync]);
+    let (_, eager, _) = ttft_and_gaps(dir.path(), &data, "eager.csv", &[sync, "--enforce-eager"]);
+    let (_, none, _) = ttft_and_gaps(
         dir.path(),
         &data,
         "none.csv",
@@ -89,7 +75,8 @@ fn a_cluster_config_sets_the_compilation_per_instance() {
         let mut args = flags(path);
         args.extend(extra.iter().map(|s| s.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        run(dir.path(), &data, name, &args)
+        let (ttft, gaps, _) = ttft_and_gaps(dir.path(), &data, name, &args);
+        (ttft, gaps)
     };
     let by_key = run_with("key.csv", &eager, &[]);
     let by_flag = run_with("flag.csv", &plain, &["--enforce-eager"]);

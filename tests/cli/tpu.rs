@@ -3,33 +3,17 @@
 
 use crate::binary;
 
-use binary::{ok, one_request, read_csv};
+use binary::{one_request, ttft_and_gaps};
 use std::path::Path;
-
-/// The request's TTFT and inter-token gaps (ns), and the run's standard output, with `flags`.
-fn run(dir: &Path, dataset: &str, name: &str, flags: &[&str]) -> (u64, Vec<u64>, String) {
-    let out = dir.join(name);
-    let mut args = vec!["--dataset", dataset, "--output", out.to_str().unwrap()];
-    args.extend_from_slice(flags);
-    let stdout = String::from_utf8(ok(&args).stdout).unwrap();
-    let (_, rows) = read_csv(&out);
-    let row = &rows[0];
-    let itl = row["ITL"]
-        .trim_matches(|c| c == '[' || c == ']' || c == '"')
-        .split(',')
-        .map(|v| v.trim().parse().unwrap())
-        .collect();
-    (row["TTFT"].parse().unwrap(), itl, stdout)
-}
 
 #[test]
 fn a_tpu_step_is_its_program_alone_and_grows_with_the_kv_read() {
     let dir = tempfile::tempdir().unwrap();
     let data = one_request(dir.path());
-    let (ttft, itl, stdout) = run(dir.path(), &data, "on.csv", &["--hardware", "v6e"]);
+    let (ttft, itl, stdout) = ttft_and_gaps(dir.path(), &data, "on.csv", &["--hardware", "v6e"]);
     assert!(stdout.contains("TPU-v6e-1"), "{stdout}");
     // The host model (on by default) prices CUDA graphs and launches: not a TPU's.
-    let off = run(
+    let off = ttft_and_gaps(
         dir.path(),
         &data,
         "off.csv",
@@ -66,14 +50,14 @@ fn a_gpu_style_file_of_the_tpus_datasheet_is_priced_as_a_gpu() {
     let gpu_path = dir.path().join("gpu-style.toml");
     std::fs::write(&gpu_path, gpu).unwrap();
     let flags = ["--host-model", "off", "--hardware"];
-    let tpu_run = run(
+    let tpu_run = ttft_and_gaps(
         dir.path(),
         &data,
         "tpu.csv",
         &[&flags[..], &["v6e"]].concat(),
     );
     let gpu_flags = [&flags[..], &[gpu_path.to_str().unwrap()]].concat();
-    let gpu_run = run(dir.path(), &data, "gpu.csv", &gpu_flags);
+    let gpu_run = ttft_and_gaps(dir.path(), &data, "gpu.csv", &gpu_flags);
     assert_ne!(tpu_run.1, gpu_run.1);
     // Its decode attention a GPU's: one more KV token a step costs each layer 4,096 bytes at
     // 0.916 of 1,638 GB/s, 2.7 ns (0 to 3 ns rounded; the TPU's 9 or 10).

@@ -84,3 +84,25 @@ pub fn one_request(dir: &Path) -> String {
     .unwrap();
     path.to_str().unwrap().to_owned()
 }
+
+/// Runs the binary on `dataset` with `flags`, writing the request CSV to `dir/name`: the first
+/// request's TTFT and inter-token gaps (ns), and the run's standard output.
+pub fn ttft_and_gaps(
+    dir: &Path,
+    dataset: &str,
+    name: &str,
+    flags: &[&str],
+) -> (u64, Vec<u64>, String) {
+    let out = dir.join(name);
+    let mut args = vec!["--dataset", dataset, "--output", out.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    let stdout = String::from_utf8(ok(&args).stdout).unwrap();
+    let (_, rows) = read_csv(&out);
+    let row = &rows[0];
+    let gaps = row["ITL"]
+        .trim_matches(|c| c == '[' || c == ']' || c == '"')
+        .split(',')
+        .map(|v| v.trim().parse().unwrap())
+        .collect();
+    (row["TTFT"].parse().unwrap(), gaps, stdout)
+}

@@ -168,8 +168,16 @@ fn a_tp_all_reduce_in_a_step_is_its_kernel_plus_its_copies() {
         vllm.tp_all_reduce_step_ns(2048, 4096, 2, false),
         70_992 + 23_258
     );
+    // 256 tokens of hidden 8,192 (4 MiB): two-shot's 29,697 ns (`peer.rs`), its copy outside
+    // a graph only.
+    assert_eq!(
+        vllm.tp_all_reduce_step_ns(256, 8192, 2, false),
+        29_697 + 3_282
+    );
+    assert_eq!(vllm.tp_all_reduce_step_ns(256, 8192, 2, true), 29_697);
     // 2,048 tokens of hidden 8,192 (32 MiB) run on NCCL: the ring alone.
     let ring = vllm.tp_all_reduce_ns(2048, 8192, 2);
+    assert_eq!(ring, 177_088);
     assert_eq!(vllm.tp_all_reduce_step_ns(2048, 8192, 2, false), ring);
     // Without a link nothing is priced, copies included.
     let unlinked = Collectives {

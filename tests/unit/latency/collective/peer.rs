@@ -3,8 +3,8 @@
 //! 355.5 bytes/ns).
 
 use blis_cosim::config::{Dtype, Hardware};
+use blis_cosim::latency::VllmAllReduce;
 use blis_cosim::latency::peer::{self, PeerKernel};
-use blis_cosim::latency::{Collectives, CommLink, VllmAllReduce};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -95,35 +95,4 @@ fn off_nvswitch_every_kernel_is_the_rings() {
     let d = dispatch("RTXPRO6000", 2);
     assert_eq!(d.kernel(4 * MIB), Some(OneShot));
     assert_eq!(d.kernel_ns(4 * MIB), None);
-}
-
-#[test]
-fn a_tp_all_reduce_in_a_step_is_its_paths_kernel_plus_its_copies() {
-    let link = CommLink {
-        bandwidth_gbps: 450.0 * 0.654 * 1e9 / f64::from(1u32 << 30),
-        latency_ns: 1_000.0,
-        local_mem_gbps: 0.0,
-        through_host: false,
-    };
-    let vllm = Collectives {
-        tp: 4,
-        tp_link: Some(link),
-        tp_dispatch: Some(dispatch("H100-SXM", 4)),
-        ..Collectives::NONE
-    };
-    // 2,048 tokens of hidden 4,096 (16 MiB): multimem's 70,992 ns and two copies of 11,629.
-    assert_eq!(
-        vllm.tp_all_reduce_step_ns(2048, 4096, 2, false),
-        70_992 + 23_258
-    );
-    // 256 tokens of hidden 8,192 (4 MiB): two-shot's 29,697 ns, its copy outside a graph.
-    assert_eq!(
-        vllm.tp_all_reduce_step_ns(256, 8192, 2, false),
-        29_697 + 3_282
-    );
-    assert_eq!(vllm.tp_all_reduce_step_ns(256, 8192, 2, true), 29_697);
-    // 2,048 tokens of hidden 8,192 (32 MiB) run on NCCL: the ring alone.
-    let ring = vllm.tp_all_reduce_ns(2048, 8192, 2);
-    assert_eq!(ring, 177_088);
-    assert_eq!(vllm.tp_all_reduce_step_ns(2048, 8192, 2, false), ring);
 }
