@@ -78,12 +78,18 @@ time by the part").
 `--row-kernels` prints, before the constants, every row-kernel row (norms, SiLU-and-mul,
 rotary) by GPU, table and op with the roofline's held-out error, its tokens, waves and the
 row bytes of the kernels it times.
-`--llmservingsim-v0=DIR` reads, as a check only (no constant comes from them), the GEMM rows of
-LLMServingSim's v0 per-layer tables in DIR (a checkout of LLMServingSim's repository, or an
-export of its `profiler/v0`; kept outside this repository): H100, RTX A6000 and RTX 3090
-(`roofline_tables.v0_gemms`). It prints, before the constants, the roofline's held-out error on
-them by regime, per GPU, per model and TP, per op; each GPU's own fit; H100's GEMMs of the
-same shape in Frontier's tables beside them; and H100's by prefill tokens and weights per GPU.
+`--llmservingsim-v0=DIR` reads, as a check only (no constant comes from them), LLMServingSim's
+v0 per-layer tables in DIR (a checkout of LLMServingSim's repository, or an export of its
+`profiler/v0`; kept outside this repository): H100, RTX A6000 and RTX 3090
+(`roofline_tables.v0_layers`, `v0_gemms`, `v0_attention`). It prints, before the constants, the
+roofline's held-out error on their GEMM rows by regime, per GPU, per model and TP, per op; each
+GPU's own fit; H100's GEMMs of the same shape in Frontier's tables beside them; H100's by
+prefill tokens and weights per GPU; then, with the code's constants, every op family of every
+table (the embedding, norms, projections, rotary, activation, experts' GEMMs, LM head) by
+tokens, as vLLM's kernels and, for the ops v0 runs as Hugging Face's unfused kernels, as those
+kernels; the attention rows by regime, as vLLM's kernels on the part and as FlashAttention-2
+tiles of the kernel v0 ran; and decode and prefill steps summed from each setup's rows
+(docs/src/accuracy.md, "Whole layers and steps on the blind runs' setups").
 """
 
 import heapq
@@ -357,19 +363,19 @@ PREFILL_KV_TILE = 64
 
 
 def prefill_tile_rows(gpu):
-    return PREFILL_TILE_ROWS_HOPPER if GPUS[gpu]["gen"] == "hopper" else PREFILL_TILE_ROWS
+    return PREFILL_TILE_ROWS_HOPPER if part(gpu)["gen"] == "hopper" else PREFILL_TILE_ROWS
 
 
 def fa2(gpu):
     """Whether `gpu`'s prefill tiles are priced as FlashAttention-2's: vLLM runs FA2 on every
     part but Hopper, which runs FA3."""
-    return GPUS[gpu]["gen"] != "hopper"
+    return part(gpu)["gen"] != "hopper"
 
 
 def mma_clocks_per_score(gpu, head_dim):
     """SM clocks of one query-key score's MMA work (QK^T and PV: 4 x head_dim FLOPs) at the
     tensor peak of one SM."""
-    g = GPUS[gpu]
+    g = part(gpu)
     return 4.0 * head_dim * g["sms"] * g["clock"] / g["flops"]
 
 
@@ -386,6 +392,12 @@ def prefill_efficiency(c, gpu, head_dim):
     `prefill_eta`; FA2's MMA at the tensor peak over `prefill_clocks_per_score`."""
     if not fa2(gpu):
         return c["prefill_eta"]
+    return fa2_efficiency(c, gpu, head_dim)
+
+
+def fa2_efficiency(c, gpu, head_dim):
+    """Share of peak FLOP/s FlashAttention-2's tiles take on `gpu` (any part: the Hopper ones
+    too, where vLLM runs FA3 but `--llmservingsim-v0`'s tables time FA2)."""
     return mma_clocks_per_score(gpu, head_dim) / prefill_clocks_per_score(c, gpu, head_dim)
 
 
@@ -420,7 +432,7 @@ def attention_wave_flops(r):
     reads it)."""
     if "waves" not in r:
         r["waves"] = prefill_wave_flops([(r["chunk"], r["prefix"])], r["q_heads"], r["head_dim"],
-                                        GPUS[r["gpu"]]["sms"], prefill_tile_rows(r["gpu"]))
+                                        part(r["gpu"])["sms"], prefill_tile_rows(r["gpu"]))
     return r["waves"]
 
 
@@ -479,7 +491,7 @@ def attention_time(c, r):
     """Decode: the kernels the row's backend launches and the split-KV grid's waves, in SM
     clocks, plus the KV bytes at the decode efficiency (`decode_time`). Prefill: the waves'
     MMA work at the kernel family's share of peak FLOP/s (`prefill_efficiency`)."""
-    g = GPUS[r["gpu"]]
+    g = part(r["gpu"])
     if r["kind"] == "decode":
         return decode_time(c, r)
     return c["prefill_t0"] + attention_wave_flops(r) / (g["flops"] * prefill_efficiency(c, r["gpu"], r["head_dim"]))
@@ -532,7 +544,7 @@ def decode_blocks_per_sm(gpu, head_dim):
     """Split-KV thread blocks one SM holds: its shared memory over a block's query tile and
     one K and one V tile (16-bit values)."""
     block = (DECODE_TILE_ROWS + 2 * decode_kv_block(head_dim)) * head_dim * 2
-    return max(1, GPUS[gpu]["smem"] * 1024 // block)
+    return max(1, part(gpu)["smem"] * 1024 // block)
 
 
 def decode_grid(r):
@@ -541,9 +553,10 @@ def decode_grid(r):
     hold, and the small kernels its backend launches beside the attention kernel: vLLM's
     FlashAttention-2 path writes the KV cache, copies the query into the packed layout and
     the output back (both transposes; the query's is a view with one sequence or one KV head)
-    and, without splits, the softmax statistics likewise; FlashInfer's writes the KV cache;
+    and, without splits, the softmax statistics likewise; FlashInfer's writes the KV cache, and
+    so does FlashAttention-3's (`fa3`: vLLM on Hopper packs the group inside its kernel);
     PyTorch's SDPA launches none. Splits add the combine kernel."""
-    g = GPUS[r["gpu"]]
+    g = part(r["gpu"])
     b, kvh, d = r["batch"], r["kv_heads"], r["head_dim"]
     m_blocks = -(-max(1, r["q_heads"] // kvh) // DECODE_TILE_ROWS)
     kv_tiles = -(-(r["context"] + 1) // decode_kv_block(d))
@@ -554,14 +567,14 @@ def decode_grid(r):
         transposes = 1 + (splits == 1) if b >= 2 and kvh >= 2 else 0
         small = 2 + transposes
     else:
-        small = 1 if r["path"] == "flashinfer" else 0
+        small = 1 if r["path"] in ("flashinfer", "fa3") else 0
     return splits, waves, small
 
 
 def decode_terms(r):
     """The decode model's terms of a row, in the order of `DECODE_CONSTANTS`: seconds per
     clock of each kernel term, then KV bytes over peak bandwidth."""
-    g = GPUS[r["gpu"]]
+    g = part(r["gpu"])
     splits, waves, small = decode_grid(r)
     clock = g["clock"]
     return [small / clock, 1 / clock, (splits > 1) / clock, (waves - 1) / clock, r["x"] / g["bw"]]
@@ -1091,7 +1104,7 @@ def row_launches(r):
 
 def row_waves(r):
     """Waves of a row kernel's grid, one thread block per SM at a time (a token each)."""
-    return math.ceil(r["tokens"] / GPUS[r["gpu"]]["sms"])
+    return math.ceil(r["tokens"] / part(r["gpu"])["sms"])
 
 
 def fit_row_rates(rows):
@@ -1148,7 +1161,7 @@ def row_kernel_time(c, r):
     fixed clocks and the whole working set streamed from L2 (when it fits: at `l2_dram` times
     the DRAM bandwidth, or where `c` holds no `l2_dram`, at `l2_bytes` per SM per clock) or
     DRAM; plus the launch."""
-    g = GPUS[r["gpu"]]
+    g = part(r["gpu"])
     times = []
     for b, vector in row_launches(r):
         rate = c["row_vector"] if vector else c["row_scalar"]
@@ -2100,6 +2113,238 @@ def print_v0_pairs(data, rows):
             print(f"    K {k:5} N {n:5}: " + ", ".join(cells))
 
 
+# The op families of LLMServingSim's v0 tables (`--llmservingsim-v0`), their scopes, and whether
+# the kernels v0 timed are the ones vLLM runs: v0 runs Hugging Face's eager modules, where an
+# RMSNorm is eight unfused elementwise kernels (to FP32, pow, mean, add, rsqrt, mul, to FP16, the
+# weight's mul), rotary about a dozen (Q and K each: two muls, `rotate_half`'s slices, negation
+# and concatenation, an add) and the activation two (SiLU, then the mul); vLLM runs one fused
+# kernel for each, as the roofline prices them. The router's `gate` scope (softmax, top-k and
+# more) and the MoE layer are left to the fused-MoE model.
+V0_FAMILIES = {
+    "embedding": (("embedding",), True),
+    "norms": (("input_layernorm", "post_layernorm", "final_layernorm"), False),
+    "q/k/v proj": (("q_proj", "k_proj", "v_proj"), True),
+    "rope": (("rope",), False),
+    "o_proj": (("o_proj",), True),
+    "gate/up proj": (("gate_proj", "up_proj"), True),
+    "act_fn": (("act_fn",), False),
+    "down_proj": (("down_proj",), True),
+    "expert GEMMs": (("expert.w1", "expert.w3", "expert.w2"), True),
+    "lm_head": (("lm_head",), True),
+}
+V0_FAMILY = {op: fam for fam, (ops, _) in V0_FAMILIES.items() for op in ops}
+# The shapes the blind runs' steps see: decode batches at KV tokens per sequence, prefill chunks
+# from an empty cache (v0's attention.csv times chunks of at most 1,024).
+V0_DECODE_BATCHES = (1, 4, 16, 64)
+V0_DECODE_KV = (256, 512, 1024, 2048)
+V0_PREFILLS = (128, 256, 512, 1024)
+# Decoder layers of the v0 models (their Hugging Face configs' `num_hidden_layers`).
+V0_NUM_LAYERS = {"meta-llama/Llama-3.1-8B": 32, "meta-llama/Llama-3.1-70B": 80,
+                 "mistralai/Mixtral-8x7B-v0.1": 32, "microsoft/Phi-mini-MoE-instruct": 32}
+
+
+def v0_model(model, tp):
+    """(hidden, query heads, KV heads, head dim, MLP width, expert width) on one GPU at `tp`."""
+    h, nh, nkv, hd, ffn, _, expert = tables.V0_MODELS[model]
+    return h, nh // tp, max(nkv // tp, 1), hd, ffn // tp, expert
+
+
+def v0_op_time(c, gpu, model, tp, op, m):
+    """The roofline's price of scope `op` of a v0 table at `m` tokens as vLLM runs it (the
+    code's constants `c`): a gather of the embedding rows (an elementwise kernel), the norms as
+    fused add + RMSNorm, rotary and SiLU-and-mul as row kernels (src/latency/roofline/rows.rs),
+    the linear layers as GEMMs; None for a scope it does not price alone."""
+    h, q, kvh, hd, ffn, expert = v0_model(model, tp)
+    row = {"gpu": gpu, "tokens": m, "h": h, "vllm": "0.19"}
+    if op == "embedding":
+        return max(c["floor"], 2 * m * h * 2 / (part(gpu)["bw"] * ELEMENTWISE_EFFICIENCY) + LAUNCH_S)
+    if V0_FAMILY.get(op) == "norms":
+        return row_kernel_time(c, dict(row, op="post_attention_layernorm"))
+    if op == "rope":
+        return row_kernel_time(c, dict(row, op="rotary", q=q * hd, k=kvh * hd, rot=hd))
+    if op == "act_fn":
+        return row_kernel_time(c, dict(row, op="act_fn", ffn=ffn or expert))
+    shapes = tables.v0_shapes(model, tp)
+    if op in shapes:
+        k, n = shapes[op]
+        return gemm_time(c, {"gpu": gpu, "M": m, "K": k, "N": n, "fp8": False})
+    return None
+
+
+def v0_unfused_kernels(model, tp, op, m):
+    """Bytes of each kernel Hugging Face's eager modules launch for scope `op` at `m` tokens
+    in v0's FP16 layer (None for a scope of one fused kernel or a GEMM): an RMSNorm's eight
+    (the cast to FP32, pow, mean, the epsilon's add and rsqrt per row, the mul, the cast back,
+    the weight's mul), Phi-mini-MoE's LayerNorm one (`nn.LayerNorm`: read, write, weight and
+    bias); the activation's SiLU of the gate and its mul by the up projection; rotary's five
+    per Q and K tensor (`x * cos`, `rotate_half`'s negation of one half and concatenation,
+    `* sin`, the add)."""
+    h, q, kvh, hd, ffn, expert = v0_model(model, tp)
+    e = m * h
+    if V0_FAMILY.get(op) == "norms":
+        if model.startswith("microsoft/Phi"):
+            return [(2 * e + 2 * h) * 2]
+        return [6 * e, 8 * e, 4 * e + 4 * m, 8 * m, 8 * m, 8 * e + 4 * m, 6 * e, 4 * e + 2 * h]
+    if op == "act_fn":
+        width = m * (ffn or expert)
+        return [4 * width, 6 * width]
+    if op == "rope":
+        trig = m * hd * 2
+        return [b for x in (m * q * hd, m * kvh * hd) for b in (4 * x + trig, 2 * x, 4 * x, 4 * x + trig, 6 * x)]
+    return None
+
+
+def v0_unfused_time(c, gpu, model, tp, op, m):
+    """The roofline's price of v0's unfused kernels of `op` (`v0_unfused_kernels`), each an
+    elementwise kernel at the memory efficiency of the hardware files with the least time of a
+    kernel (src/latency/roofline.rs, `Work::Kernel`); None where `op` is not one."""
+    kernels = v0_unfused_kernels(model, tp, op, m)
+    if kernels is None:
+        return None
+    bw = part(gpu)["bw"] * ELEMENTWISE_EFFICIENCY
+    return sum(max(c["floor"], b / bw + LAUNCH_S) for b in kernels)
+
+
+def v0_attention_time(c, r):
+    """The roofline's price of a v0 attention row (`roofline_tables.v0_attention`) as vLLM
+    runs attention on the part: FlashAttention-3 on Hopper, vLLM's FlashAttention-2 path
+    elsewhere (paged, split-KV decode with the GQA group packed into one query tile)."""
+    _, q, kvh, hd, _, _ = v0_model(r["model"], r["tp"])
+    row = {**r, "q_heads": q, "kv_heads": kvh, "head_dim": hd}
+    if r["kind"] == "decode":
+        row.update(x=r["batch"] * (r["context"] + 1) * kvh * hd * 4,
+                   path="fa3" if part(r["gpu"])["gen"] == "hopper" else "fa2-vllm")
+    return attention_time(c, row)
+
+
+def v0_kernel_time(c, r):
+    """A v0 attention row as the roofline's FlashAttention-2 tiles price the kernel v0 ran
+    (`flash_attn_varlen_func` on a contiguous cache: no split of the KV, no GQA packing): a
+    prefill's query tiles over its keys; a decode's one query row per query head computed as a
+    whole 64-row tile over its sequence's keys, `batch` x query heads tiles."""
+    g = part(r["gpu"])
+    _, q, _, hd, _, _ = v0_model(r["model"], r["tp"])
+    if r["kind"] == "decode":
+        item, heads = (1, r["context"]), q * r["batch"]
+    else:
+        item, heads = (r["chunk"], r["prefix"]), q
+    flops = prefill_wave_flops([item], heads, hd, g["sms"], PREFILL_TILE_ROWS)
+    return c["prefill_t0"] + flops / (g["flops"] * fa2_efficiency(c, r["gpu"], hd))
+
+
+def v0_step(c, times, attention, setup, kind, tokens, size):
+    """{family: (table, roofline) seconds} of one step of a v0 setup from its own rows, or
+    None where a row is missing: `tokens` tokens through the embedding, every layer's ops of
+    `V0_FAMILIES` (the MoE block left out) and its attention (`attention`'s row of the step's
+    `kind`: decodes of `size` KV tokens each, or a chunk of `size` from an empty cache), then
+    the final norm and the LM head on one row per sequence."""
+    gpu, model, tp = setup
+    layers = V0_NUM_LAYERS[model]
+    key = (kind, tokens, size) if kind == "decode" else (kind, size, 0)
+    if setup + key not in attention:
+        return None
+    moe = tables.V0_MODELS[model][6] > 0  # a MoE model's act_fn is its expert's
+    per_layer = [op for fam in ("norms", "q/k/v proj", "rope", "o_proj", "gate/up proj", "act_fn", "down_proj")
+                 for op in V0_FAMILIES[fam][0] if op != "final_layernorm" and not (moe and op == "act_fn")]
+    ops = [("embedding", tokens, 1)] + [(op, tokens, layers) for op in per_layer] + \
+        [("final_layernorm", tokens, 1), ("lm_head", tokens if kind == "decode" else 1, 1)]
+    ops = [(op, m, n) for op, m, n in ops if setup + (op, m) in times]
+    if not any(op == "q_proj" for op, _, _ in ops):
+        return None
+    row = attention[setup + key]
+    sums = {"attention": (layers * row["t"], layers * v0_attention_time(c, row))}
+    for op, m, n in ops:
+        t, p = sums.get(V0_FAMILY[op], (0.0, 0.0))
+        sums[V0_FAMILY[op]] = (t + n * times[setup + (op, m)], p + n * v0_op_time(c, gpu, model, tp, op, m))
+    return sums
+
+
+def print_v0_ops(c, layers, attention):
+    """The roofline's error (the code's constants `c`) on every op of LLMServingSim's v0
+    tables, by GPU, model and TP, op family and regime of tokens; on their attention rows by
+    kind and regime; and on whole decode and prefill steps summed from the tables' own rows."""
+    print("LLMServingSim v0 tables, every op priced as vLLM runs it with the code's constants: median |error| "
+          "(signed median) [rows] by tokens")
+    bands = ((1, 16), (17, 128), (129, 1024), (1025, 2048))
+    print(f"  {'setup / op family':44}" + "".join(f" | {f'M {lo}-{hi}':>21}" for lo, hi in bands) + f" | {'all':>21}")
+    for setup in sorted({(r["gpu"], r["model"], r["tp"]) for r in layers}):
+        print(f"  {setup[0]} {setup[1].split('/')[-1]} TP {setup[2]}")
+        mine = [r for r in layers if (r["gpu"], r["model"], r["tp"]) == setup]
+        for fam, (ops, kept) in V0_FAMILIES.items():
+            lines = [(f"    {fam}" + ("" if kept else " (vLLM's fused kernel)"), v0_op_time)]
+            if not kept:
+                lines.append((f"    {fam} (v0's unfused kernels)", v0_unfused_time))
+            for label, price in lines:
+                errs = [(r["M"], price(c, *setup, r["op"], r["M"]) / r["t"] - 1) for r in mine if r["op"] in ops]
+                if errs:
+                    print(f"  {label:44}" + "".join(f" | {regime_cell([e for m, e in errs if lo <= m <= hi])}"
+                                                     for lo, hi in bands) + f" | {regime_cell([e for _, e in errs])}")
+    print()
+    print_v0_attention(c, attention)
+    print()
+    print_v0_steps(c, layers, attention)
+
+
+def v0_attention_regime(r):
+    """The regime of a v0 attention row: by chunk (prefill), by batch and KV tokens per
+    sequence (decode); None outside the shapes the blind runs see."""
+    if r["kind"] == "prefill":
+        return "prefill, chunk <= 256" if r["chunk"] <= 256 else "prefill, chunk 257-1024"
+    if r["batch"] > 64 or r["context"] >= 2048:
+        return None
+    return "decode, " + ("1 sequence" if r["batch"] == 1 else "2-16 sequences" if r["batch"] <= 16
+                         else "17-64 sequences") + ", KV < 2K"
+
+
+def print_v0_attention(c, attention):
+    """The v0 attention rows priced as vLLM runs attention on the part (`v0_attention_time`)
+    and as the roofline's FA2 tiles price the kernel v0 ran (`v0_kernel_time`)."""
+    errs = {}
+    for r in attention:
+        regime = v0_attention_regime(r)
+        if regime:
+            key = (r["gpu"], r["model"].split("/")[-1], r["tp"], regime)
+            e = errs.setdefault(key, ([], []))
+            e[0].append(v0_attention_time(c, r) / r["t"] - 1)
+            e[1].append(v0_kernel_time(c, r) / r["t"] - 1)
+    print("  v0 attention rows (flash_attn's FlashAttention-2 varlen kernel on a contiguous cache): median |error| "
+          "(signed) [rows]")
+    print(f"    {'setup, regime':62} | {'vLLM kernels on the part':>21} | {'as FA2 tiles (v0 kernel)':>24}")
+    for key in sorted(errs):
+        label = f"{key[0]} {key[1]} TP {key[2]}, {key[3]}"
+        print(f"    {label:62} | {regime_cell(errs[key][0])} | {regime_cell(errs[key][1]):>24}")
+
+
+def print_v0_steps(c, layers, attention):
+    """Summed steps of each v0 setup with attention rows: tables' times against the roofline's
+    (the MoE block left out), with and without the ops v0 runs unfused, and by op family at a
+    decode of 16 sequences of 1,024 KV tokens and a 1,024-token prefill."""
+    times = {(r["gpu"], r["model"], r["tp"], r["op"], r["M"]): r["t"] for r in layers}
+    att = {}
+    for r in attention:
+        key = (r["batch"], r["context"] + 1) if r["kind"] == "decode" else (r["chunk"], r["prefix"])
+        att[(r["gpu"], r["model"], r["tp"], r["kind"]) + key] = r
+    kept = {fam for fam, (_, k) in V0_FAMILIES.items() if k} | {"attention"}
+    print("  summed steps (MoE block left out): table -> roofline ms (error); the same without v0's unfused norms, "
+          "rotary and activation")
+    for setup in sorted({k[:3] for k in att}):
+        print(f"    {setup[0]} {setup[1].split('/')[-1]} TP {setup[2]}:")
+        for kind, shapes in (("decode", [(b, kv) for b in V0_DECODE_BATCHES for kv in V0_DECODE_KV]),
+                             ("prefill", [(n, n) for n in V0_PREFILLS])):
+            for tokens, size in shapes:
+                sums = v0_step(c, times, att, setup, kind, tokens, size)
+                if not sums:
+                    continue
+                every = [sum(v[i] for v in sums.values()) * 1e3 for i in (0, 1)]
+                fused = [sum(v[i] for f, v in sums.items() if f in kept) * 1e3 for i in (0, 1)]
+                what = f"{tokens} x KV {size}" if kind == "decode" else f"{tokens} tokens"
+                cells = [f"{a:8.3f} -> {b:8.3f} ({(b / a - 1) * 100:+6.1f}%)" for a, b in (every, fused)]
+                print(f"      {kind:7} {what:14} {cells[0]}; {cells[1]}")
+                if (kind, tokens, size) in (("decode", 16, 1024), ("prefill", 1024, 1024)):
+                    print("        by family, ms: " + ", ".join(f"{f} {t * 1e3:.3f} -> {p * 1e3:.3f}"
+                                                           for f, (t, p) in sums.items()))
+
+
 def main():
     tpu = [a for a in sys.argv[1:] if a == "--tpu" or a.startswith("--tpu=")]
     if tpu:
@@ -2114,7 +2359,9 @@ def main():
         print()
         print_peer_kernels_held_out()
         return
-    v0 = tables.v0_gemms(v0_root()) if v0_root() else None  # bad input fails before the derivation
+    # Bad input fails before the derivation.
+    root = v0_root()
+    v0 = (tables.v0_gemms(root), tables.v0_layers(root), tables.v0_attention(root)) if root else None
     data = Data()
     print_fits(data)
     pairs = tables.moe_pairs(data.tables)
@@ -2132,11 +2379,13 @@ def main():
         print_gemm_fixed(data)
     if v0:
         print()
-        print_v0_gemms(data, v0)
+        print_v0_gemms(data, v0[0])
         print()
-        print_v0_pairs(data, v0)
+        print_v0_pairs(data, v0[0])
         print()
-        print_tp_prefill_gemms(data, v0, ("H100",), " (LLMServingSim v0 tables)")
+        print_tp_prefill_gemms(data, v0[0], ("H100",), " (LLMServingSim v0 tables)")
+        print()
+        print_v0_ops(data.constants(list(GPUS)), v0[1], v0[2])
     print()
     print_mixed_kernel_fits(data)
     if "--loo" in sys.argv:

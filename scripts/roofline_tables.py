@@ -604,39 +604,85 @@ def v0_shapes(model, tp):
     return shapes
 
 
-def v0_gemms(root):
-    """GEMM rows of LLMServingSim's v0 per-layer tables under `root` (a checkout of its
-    repository or an export of `profiler/v0`): every `perf_models/<GPU>/<org>/<model>/tp<N>/
-    layers.csv` of a GPU and model above. The profiler (`profiler/v0/profiler/layers/main.py`,
-    its default `record_function` method, `utils/record_function_tracer.py`) runs one Hugging
-    Face layer in FP16 eager mode and sums, per scope, the GPU time of the kernels its CUDA
-    runtime calls launched (Kineto), median of 30; each `nn.Linear` of 2-D tokens is one cuBLAS
-    GEMM (with a bias on Phi-mini-MoE's attention projections). Its norms and rotary are
-    Hugging Face's unfused eager ops (several kernels each) and its attention Vidur's format,
-    so neither is read. Same row format as `gemms`, `src` "lss-v0"."""
+def v0_files(root, name):
+    """(gpu, model, tp, path) of every `perf_models/<GPU>/<org>/<model>/tp<N>/<name>` under
+    `root` (a checkout of LLMServingSim's repository or an export of `profiler/v0`) of a GPU and
+    model the v0 reader knows."""
     base = os.path.join(root, "profiler/v0/perf_models")
     if not os.path.isdir(base):
         base = os.path.join(root, "perf_models")
-    rows = []
-    for path in sorted(glob.glob(os.path.join(base, "*", "*", "*", "tp*", "layers.csv"))):
+    out = []
+    for path in sorted(glob.glob(os.path.join(base, "*", "*", "*", "tp*", name))):
         rel = os.path.relpath(path, base).split(os.sep)
         gpu, model, tp = rel[0], "/".join(rel[1:3]), int(rel[3][2:])
-        if model not in V0_MODELS or (gpu not in GPUS and gpu not in V0_GPUS):
-            continue
-        shapes = v0_shapes(model, tp)
+        if model in V0_MODELS and (gpu in GPUS or gpu in V0_GPUS):
+            out.append((gpu, model, tp, path))
+    return out
+
+
+def v0_layers(root):
+    """Every row of the v0 `layers.csv` files (`v0_files`) taken from an empty cache: gpu,
+    model, tp, op (the profiler's scope), M (tokens) and t (seconds). The profiler
+    (`profiler/v0/profiler/layers/main.py`, its default `record_function` method,
+    `utils/record_function_tracer.py`) runs one Hugging Face layer in FP16 eager mode and sums,
+    per scope, the GPU time of the kernels its CUDA runtime calls launched (Kineto), median of
+    30."""
+    rows = []
+    for gpu, model, tp, path in v0_files(root, "layers.csv"):
         for line, r in enumerate(csv.DictReader(open(path)), start=2):
             try:
                 op, m, kv, ns = r["layer_name"], int(r["input"]), int(r["kv_cache"]), int(r["latency(ns)"])
             except (KeyError, TypeError, ValueError) as e:
                 raise SystemExit(f"{path}:{line}: a layer row needs integer input, kv_cache and latency(ns) ({e!r})")
-            if op not in shapes or kv != 0:
+            if kv != 0:
                 continue
             if m <= 0 or ns <= 0:
                 raise SystemExit(f"{path}:{line}: input and latency(ns) must be positive ({m}, {ns})")
-            k, n = shapes[op]
-            rows.append({"gpu": gpu, "src": "lss-v0", "M": m, "K": k, "N": n, "t": ns * 1e-9, "fp8": False,
-                         "model": model, "op": op, "tp": tp})
+            rows.append({"gpu": gpu, "model": model, "tp": tp, "op": op, "M": m, "t": ns * 1e-9})
+    return rows
+
+
+def v0_gemms(root):
+    """GEMM rows of LLMServingSim's v0 per-layer tables under `root` (`v0_layers`): each
+    `nn.Linear` of 2-D tokens is one cuBLAS GEMM (with a bias on Phi-mini-MoE's attention
+    projections). Its norms and rotary are Hugging Face's unfused eager ops (several kernels
+    each) and its attention FlashAttention-2's varlen kernel (`v0_attention`), so neither is a
+    GEMM row. Same row format as `gemms`, `src` "lss-v0"."""
+    rows = []
+    for r in v0_layers(root):
+        shapes = v0_shapes(r["model"], r["tp"])
+        if r["op"] in shapes:
+            k, n = shapes[r["op"]]
+            rows.append({**r, "src": "lss-v0", "K": k, "N": n, "fp8": False})
     if not rows:
         raise SystemExit(f"{root}: no perf_models/<GPU>/<org>/<model>/tp<N>/layers.csv of a GPU and model "
                          f"the v0 reader knows ({', '.join(sorted(GPUS) + sorted(V0_GPUS))}; {', '.join(V0_MODELS)})")
+    return rows
+
+
+def v0_attention(root):
+    """Rows of the v0 `attention.csv` files (`v0_files`): `profiler/v0/profiler/attention/
+    attention_profiler.py` times the `flash_attn` package's `flash_attn_varlen_func`
+    (FlashAttention-2, FP16, causal; Kineto kernel time, median of 30) on `kv_cache_size` K and
+    V rows split evenly over `batch_size` sequences: a prefill row is one sequence's chunk of
+    `prefill_chunk_size` queries over `kv_cache_size` keys (the chunk's own included: prefix =
+    kv - chunk), a decode row `batch_size` sequences of one query over kv / batch keys each (the
+    new token's included; the profiler drops the remainder). The cache is contiguous, not
+    paged, and nothing writes it. Rows: gpu, model, tp, kind, t, and chunk and prefix, or batch
+    and context (keys per sequence less the new token)."""
+    rows = []
+    for gpu, model, tp, path in v0_files(root, "attention.csv"):
+        for line, r in enumerate(csv.DictReader(open(path)), start=2):
+            try:
+                bs, pc, kv = (int(r[k]) for k in ("batch_size", "prefill_chunk_size", "kv_cache_size"))
+                prefill = r["is_prefill"] == "True"
+                ms = float(r[f"time_stats.attn_{'prefill' if prefill else 'decode'}.median"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise SystemExit(f"{path}:{line}: an attention row needs integer batch_size, prefill_chunk_size and "
+                                 f"kv_cache_size and its kind's median ({e!r})")
+            row = {"gpu": gpu, "model": model, "tp": tp, "t": ms * 1e-3}
+            if prefill and bs == 1 and kv >= pc > 0:
+                rows.append(dict(row, kind="prefill", chunk=pc, prefix=kv - pc))
+            elif not prefill and pc == 0 and kv >= bs > 0:
+                rows.append(dict(row, kind="decode", batch=bs, context=kv // bs - 1))
     return rows

@@ -475,3 +475,81 @@ for gpu in ("RTX4090", "A100"):
     assert!((hand[2] - 0.78105).abs() < 1e-5);
     assert!((tile_ns - 4_171.2).abs() < 0.1, "{tile_ns}");
 }
+
+/// `--llmservingsim-v0=DIR` reads the v0 attention tables as their profiler built the batch
+/// (`kv_cache_size` keys split evenly over `batch_size` sequences, a prefill's chunk among its
+/// keys) and prices every op of the v0 tables: the embedding as an elementwise gather, Hugging
+/// Face's unfused norms, activation and rotary as the elementwise kernels they launch, and a
+/// decode row of the kernel v0 ran as FlashAttention-2 tiles of one query row per query head.
+/// Hand-made rows and constants (RTX A6000: 768 GB/s, 154.8 TFLOP/s, 84 SMs at 1,800 MHz, 100
+/// KiB of shared memory per SM; Llama-3.1-8B at TP 1: hidden 4,096, MLP 14,336, 32 query and 8
+/// KV heads of 128), priced by hand.
+#[test]
+fn the_v0_ops_are_priced_as_their_kernels_by_hand() {
+    let code = r#"
+import os, tempfile
+import derive_roofline as d, roofline_tables as t
+root = tempfile.mkdtemp()
+base = os.path.join(root, "perf_models/A6000/meta-llama/Llama-3.1-8B/tp1")
+os.makedirs(base)
+cols = ["time_stats.attn_prefill.median", "time_stats.attn_decode.median", "batch_size", "prefill_chunk_size",
+        "kv_cache_size", "is_prefill"]
+rows = [["0.05", "", "1", "512", "768", "True"], ["", "0.02", "4", "0", "1030", "False"],
+        ["", "0.02", "8", "0", "4", "False"], ["0.01", "", "2", "32", "64", "True"]]
+open(os.path.join(base, "attention.csv"), "w").write("\n".join(",".join(r) for r in [cols] + rows) + "\n")
+for r in t.v0_attention(root):
+    print(r["kind"], r.get("chunk", r.get("batch")), r.get("prefix", r.get("context")), r["t"])
+c = {"floor": 2e-6, "prefill_t0": 5e-6, "prefill_score_clocks": 0.4}
+m = "meta-llama/Llama-3.1-8B"
+print("priced", d.v0_op_time(c, "A6000", m, 1, "embedding", 1024))
+for op, n in (("act_fn", 1024), ("input_layernorm", 1), ("rope", 1)):
+    print("priced", d.v0_unfused_time(c, "A6000", m, 1, op, n))
+print("priced", d.v0_kernel_time(c, {"gpu": "A6000", "model": m, "tp": 1, "kind": "decode", "batch": 2, "context": 127}))
+"#;
+    let Some(stdout) = derive_python(code) else {
+        return;
+    };
+    let lines: Vec<&str> = stdout.lines().collect();
+    // A prefill of 512 queries over 768 keys has a prefix of 256; 4 decodes over 1,030 keys
+    // read 257 each (the profiler drops the remainder), the new token's included. A decode
+    // batch with fewer keys than sequences, and a prefill of two sequences, are not read.
+    assert_eq!(
+        lines[..2],
+        ["prefill 512 256 5e-05", "decode 4 256 2e-05"],
+        "{stdout}"
+    );
+    let priced: Vec<f64> = lines[2..]
+        .iter()
+        .map(|l| l.strip_prefix("priced ").unwrap().parse().unwrap())
+        .collect();
+    // By hand, seconds. Elementwise kernels stream at 0.9 x 768 GB/s plus the 0.5 µs launch,
+    // at least the least time of a kernel (2 µs here).
+    let bw = 0.9 * 768e9;
+    let kernel = |bytes: f64| (bytes / bw + 0.5e-6).max(2e-6);
+    // The embedding of 1,024 tokens reads and writes their rows: 2 x 1,024 x 4,096 x 2 bytes.
+    let embedding = kernel(2.0 * 1024.0 * 4096.0 * 2.0);
+    // SiLU of the gate (read and write 1,024 x 14,336 values), then the mul (two read, one
+    // written).
+    let width = 1024.0 * 14_336.0;
+    let act = kernel(4.0 * width) + kernel(6.0 * width);
+    // One token's RMSNorm is eight kernels and its rotary ten, each at the least time.
+    let (norm, rope) = (8.0 * 2e-6, 10.0 * 2e-6);
+    // Two decodes of 128 keys: 2 x 32 query heads, each one row computed as a 64-row tile
+    // over two 64-key tiles; 64 tiles fit one wave of 84 SMs, so two waves (one per KV tile) of
+    // 84 SMs' 64 x 64 x 128 x 4 FLOP. FA2's tiles take the MMA at the peak (4 x 128 x 84 x
+    // 1.8 GHz / 154.8 TFLOP/s clocks per score) plus 0.4 clocks per score (an SM holds one
+    // 80 KiB block); after 5 µs.
+    let mma = 4.0 * 128.0 * 84.0 * 1.8e9 / 154.8e12;
+    let flops = 2.0 * 84.0 * 64.0 * 64.0 * 128.0 * 4.0;
+    let decode = 5e-6 + flops / (154.8e12 * mma / (mma + 0.4));
+    for (got, want) in priced.iter().zip([embedding, act, norm, rope, decode]) {
+        assert!(
+            (got / want - 1.0).abs() < 1e-9,
+            "priced {got}, by hand {want}\n{stdout}"
+        );
+    }
+    assert_eq!(priced.len(), 5);
+    // 24.8 µs, 213.4 µs and 9.1 µs.
+    assert!((embedding * 1e6 - 24.77).abs() < 0.01 && (act * 1e6 - 213.39).abs() < 0.01);
+    assert!((decode * 1e6 - 9.10).abs() < 0.01);
+}
