@@ -28,9 +28,10 @@ impl HostModelSwitch {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Host model (vLLM's execution of a step)")]
 pub struct HostArgs {
-    /// The host side of each step (CUDA-graph mode, kernel launches, CPU step work; see the
-    /// guide's host-model section): on, or off for the latency backend's GPU time alone
-    /// (LLMServingSim's step times). Not applied under ASTRA-Sim.
+    /// The host side of each step (CUDA-graph mode, kernel launches, CPU step work; on a TPU,
+    /// the CPU step work before its program; see the guide's host-model section): on, or off
+    /// for the latency backend's GPU time alone (LLMServingSim's step times). Not applied
+    /// under ASTRA-Sim.
     #[arg(long, value_name = "on|off", value_enum,
           default_value_t = HostModelSwitch::of(HostOptions::default().host_model))]
     pub host_model: HostModelSwitch,

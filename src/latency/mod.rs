@@ -19,7 +19,9 @@ pub use collective::{
     AllReducePath, Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouter, ExpertRouting,
     MoeShape, RankLoad, VllmAllReduce, host_staged, peer,
 };
-pub use host::{CudaGraphMode, GraphOptions, GraphPolicy, HostModel, SharedHost, StepMode};
+pub use host::{
+    CudaGraphMode, GraphOptions, GraphPolicy, HostModel, ProgramHost, SharedHost, StepMode,
+};
 pub use memo::MemoStats;
 pub use pim::{PimActivity, PimOffload, PimSpec};
 pub use placement::{

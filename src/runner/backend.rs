@@ -9,8 +9,8 @@ use crate::config::{Dtype, Hardware, InstanceRole, ModelArch};
 use crate::latency::{
     BatchDesc, Collectives, DecodeLead, GraphPolicy, HostModel, LatencyBackend, LatencyError,
     LayerTiming, LookupCounts, MemoisedRoofline, PimOffload, PimSpec, ProfileDb, ProfileSpec,
-    Roofline, SharedBackend, SharedHost, StageSends, StepParts, StreamingSpec, WeightMemory,
-    WeightStreaming,
+    ProgramHost, Roofline, SharedBackend, SharedHost, StageSends, StepParts, StreamingSpec,
+    WeightMemory, WeightStreaming,
 };
 use crate::setup::{InstanceConfig, SimConfig};
 use std::cell::RefCell;
@@ -225,6 +225,10 @@ impl Backend {
         let compute = with_streaming(compute, inst, label)?;
         let compute = with_pim(compute, inst, label)?;
         let Some(options) = &inst.astra else {
+            if inst.program_host {
+                let host = ProgramHost::new(compute, inst.hardware.host.clone());
+                return Ok(Backend::Compute(Box::new(host)));
+            }
             let Some(policy) = &inst.host_model else {
                 return Ok(Backend::Compute(compute));
             };

@@ -39,7 +39,8 @@ impl Default for HostOptions {
 
 impl HostOptions {
     /// Gives every instance that runs without ASTRA-Sim, on a GPU, its execution policy when
-    /// the host model is on (resolved against its own scheduler limits).
+    /// the host model is on (resolved against its own scheduler limits); one on a TPU, the
+    /// host's CPU work before each step ([`InstanceConfig::program_host`]).
     pub fn assign(&self, instances: &mut [InstanceConfig]) -> Result<(), ConfigError> {
         if !self.host_model {
             return Ok(());
@@ -50,7 +51,11 @@ impl HostOptions {
             capture_sizes: self.cudagraph_capture_sizes.clone(),
             max_capture_size: self.max_cudagraph_capture_size,
         };
-        // A TPU's step is one compiled XLA program: no CUDA graphs or kernel launches.
+        // A TPU's step is one compiled XLA program: no CUDA graphs or kernel launches, the
+        // host's CPU work before it.
+        for inst in instances.iter_mut() {
+            inst.program_host = inst.astra.is_none() && inst.hardware.is_tpu();
+        }
         let modelled = |i: &&mut InstanceConfig| i.astra.is_none() && !i.hardware.is_tpu();
         for inst in instances.iter_mut().filter(modelled) {
             if let Some(config) = &inst.sglang {

@@ -96,6 +96,9 @@ pub struct InstanceConfig {
     /// How its steps execute when the host model is on (`--host-model`); `None`: the
     /// latency backend's GPU time alone.
     pub host_model: Option<GraphPolicy>,
+    /// Its steps follow the host's CPU work, serially (a TPU's compiled program, when the host
+    /// model is on: [`crate::latency::ProgramHost`]).
+    pub program_host: bool,
     /// The compilation settings its cluster-config entry gives (over the flags').
     pub graph_overrides: GraphOverrides,
 }
@@ -245,6 +248,7 @@ impl EngineOptions {
             pim: None,
             astra: None,
             host_model: None,
+            program_host: false,
             graph_overrides: GraphOverrides::default(),
         }
     }

@@ -27,8 +27,10 @@ mod decode;
 pub mod graphs;
 pub mod issue;
 pub mod plan;
+pub mod program;
 
 pub use graphs::{CudaGraphMode, GraphOptions, GraphPolicy, StepMode};
+pub use program::ProgramHost;
 
 use super::{
     BatchDesc, DecodeLead, LatencyBackend, LatencyError, LayerTiming, LookupCounts,

@@ -23,8 +23,9 @@
 //! from LLMServingSim 2.0's per-layer device times of Llama-3.1-8B on one TPU v6e chip, fitted
 //! on the power-of-two shapes vLLM pads to and checked on every other row (the accuracy guide,
 //! "TPU v6e"); `tests/accuracy/derive_roofline.rs` checks that the values here are those the
-//! script prints. Not modelled: the host's work per step (input preparation, the transfers,
-//! the sampled tokens' copy back); MoE experts on a TPU (priced as the GPUs' fused-MoE kernel).
+//! script prints. The host's CPU work before each step is the host model's
+//! ([`crate::latency::ProgramHost`]); not modelled: the TPU host's own input transfers and the
+//! sampled tokens' copy back; MoE experts on a TPU (priced as the GPUs' fused-MoE kernel).
 
 use super::{AttentionWork, EMBEDDING_ALLREDUCE, LOGITS_ALLGATHER, Mlp, Roofline, Step, Work};
 use crate::config::Hardware;

@@ -2,6 +2,7 @@ mod decode;
 mod graphs;
 mod issue;
 mod plan;
+mod program;
 
 use blis_cosim::Nanos;
 use blis_cosim::config::{Dtype, HostSpec};
