@@ -257,7 +257,13 @@ fn write_rows(
                 return file.finish().map(Some);
             }
         };
-        for row in &batch.rows[..batch.len] {
+        let rows = &batch.rows[..batch.len];
+        // As the simulation's loop does: below that, the texts stay in the caches.
+        let warm = steps.len() > crate::engine::cluster::WARM_ABOVE;
+        for (r, row) in rows.iter().enumerate() {
+            if warm {
+                warm_ahead(rows, r, &batch, &steps);
+            }
             push_fields(&mut out, &row.record());
             push_row_itl(&mut out, row, &batch, &mut steps)?;
             if columns.pd {
@@ -466,6 +472,33 @@ impl OwnedRecord {
 pub fn format_row(row: &mut Vec<u8>, r: &RequestRecord<'_>) {
     push_fields(row, r);
     push_itl_field(row, r.itl_ns);
+}
+
+/// Rows ahead of the one written whose step entries are warmed, and whose text is.
+const ENTRIES_AHEAD: usize = 4;
+const TEXT_AHEAD: usize = 2;
+
+/// Warms what the rows a few places after the `r`-th read of their instances' step texts
+/// (hints: the texts are written as before). With hundreds of instances, consecutive rows
+/// read the texts of different instances, cold since each one's last row: at 100K requests
+/// on 256 instances the writer thread took about a quarter less CPU time with it.
+fn warm_ahead(rows: &[OwnedRecord], r: usize, batch: &RowBatch, steps: &[StepTexts]) {
+    let first_step = |k: usize| {
+        let row = rows.get(k)?;
+        let RowItl::Steps(s) = row.itl else {
+            return None;
+        };
+        let first = batch.runs[s.earlier.0..s.earlier.1]
+            .first()
+            .unwrap_or(&s.last);
+        Some((steps.get(row.instance_id as usize)?, first.start))
+    };
+    if let Some((texts, start)) = first_step(r + ENTRIES_AHEAD) {
+        texts.warm_entries(start);
+    }
+    if let Some((texts, start)) = first_step(r + TEXT_AHEAD) {
+        texts.warm_text(start);
+    }
 }
 
 /// Appends the inter-token latencies of `row`, in `batch`: listed, or runs of its instance's

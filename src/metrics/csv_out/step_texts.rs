@@ -12,6 +12,10 @@ use crate::Nanos;
 use crate::metrics::{StepGaps, StepWindow};
 use anyhow::Context;
 
+/// Lines of a run's text warmed ahead of its row; the hardware's own prefetch follows the
+/// copy from there.
+const TEXT_LINES_WARMED: usize = 4;
+
 /// The gap texts of an instance's steps from the `first`-th on.
 #[derive(Debug, Default)]
 pub(super) struct StepTexts {
@@ -80,6 +84,41 @@ impl StepTexts {
             *end -= cut;
         }
         self.first += k as u64;
+    }
+
+    /// Warms what a row whose runs start at step `start` reads first and cannot find ahead
+    /// by itself (a hint, see `scheduler/warm.rs`): the ends of the three lists, where the
+    /// steps sent with it are appended, and the entries of `start`, where its gaps' text
+    /// begins. With hundreds of instances, an instance's texts are cold by its next row.
+    #[inline]
+    pub fn warm_entries(&self, start: u64) {
+        use crate::scheduler::warm_line;
+        warm_line(self.times.as_ptr_range().end);
+        warm_line(self.ends.as_ptr_range().end);
+        warm_line(self.text.as_ptr_range().end);
+        if let Some(k) = self.index_of(start) {
+            warm_line(&self.ends[k]);
+            warm_line(&self.times[k]);
+        }
+    }
+
+    /// Warms the first lines of the text of the gaps after step `start` (a hint): a read of
+    /// its entry, which [`StepTexts::warm_entries`] warmed a few rows before.
+    #[inline]
+    pub fn warm_text(&self, start: u64) {
+        let Some(&at) = self.index_of(start).and_then(|k| self.ends.get(k)) else {
+            return;
+        };
+        let from = self.text.as_ptr().wrapping_add(at as usize);
+        for line in 0..TEXT_LINES_WARMED {
+            crate::scheduler::warm_line(from.wrapping_add(64 * line));
+        }
+    }
+
+    /// Where step `step` is held, if it is.
+    fn index_of(&self, step: u64) -> Option<usize> {
+        let k = usize::try_from(step.checked_sub(self.first)?).ok()?;
+        (k < self.times.len()).then_some(k)
     }
 
     /// The texts of the gaps ending at the steps after `start` up to `start + len - 1`,

@@ -4,6 +4,7 @@
 
 use super::HEADER_LINE;
 use blis_cosim::Nanos;
+use blis_cosim::engine::cluster::WARM_ABOVE;
 use blis_cosim::latency::BatchItem;
 use blis_cosim::metrics::csv_out::*;
 use blis_cosim::metrics::{Itl, RequestRecord, StepGaps, StepWindow};
@@ -318,7 +319,8 @@ proptest! {
 
     /// Gaps from a token elsewhere, strided runs, broken runs, rows of two instances in more
     /// than one batch, windows that move on (and skip steps no row needed): each row's ITL
-    /// list is its tokens' gaps, worked out one by one.
+    /// list is its tokens' gaps, worked out one by one. The second instance is numbered past
+    /// `WARM_ABOVE`, so that the writer warms the rows ahead once its rows come.
     #[test]
     fn csv_itl_lists_are_the_gaps_of_the_runs(case in synthetic()) {
         let times: Vec<Vec<Nanos>> = case
@@ -362,7 +364,11 @@ proptest! {
                 times: &times[i][oldest as usize..newest[i] as usize],
             };
             let from = before.map(|d| times[i][runs[k][0].start as usize].saturating_sub(d));
-            let record = stepped(k as u64, instance, from, &runs[k], window);
+            let id = match instance {
+                0 => 0,
+                _ => WARM_ABOVE as u32 + 1,
+            };
+            let record = stepped(k as u64, id, from, &runs[k], window);
             expected.push_str(&line_listing(&record, &gaps_of(&times[i], from, &runs[k])));
             records.push(record);
         }
