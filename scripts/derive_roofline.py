@@ -145,8 +145,35 @@ def part(gpu):
     return GPUS[gpu] if gpu in GPUS else tables.V0_GPUS[gpu]
 
 
-def ampere(gpu):
-    return part(gpu)["gen"] == "ampere"
+# Share of a GDDR part's weight stream left where it runs in-band ECC (`ecc_in_band` in the
+# GPU tables: the A40, a data-centre part, ships with ECC on; GDDR has no side-band ECC bits,
+# so the check bits share the data's bursts). A public measurement, not a fit: Chaos's support
+# article "ECC State for Nvidia GPUs" (support.chaos.com, article 24886637113617) measured
+# turning ECC on to cost 15% of performance on the RTX 4090 and the A40, and states that ECC is
+# on by default on data-centre (Tesla) parts and off on GeForce and RTX workstation parts (the
+# RTX A6000 of LLMServingSim's v0 tables). src/latency/roofline.rs: GDDR_IN_BAND_ECC_SHARE.
+ECC_IN_BAND_SHARE = 0.85
+
+# The memory classes whose GPUs' fits set each class's weight-streaming efficiency (the
+# median; src/latency/roofline.rs, GEMM_MEMORY_EFFICIENCY_<class>).
+STREAM_CLASSES = ("HBM2e", "HBM3", "GDDR")
+
+
+def stream_class(gpu):
+    """The memory technology whose weight-streaming efficiency `gpu`'s GEMMs take: `HBM2e`,
+    `HBM3` (HBM3 and HBM3e) or `GDDR` (GDDR6, 6X and 7)."""
+    mem = part(gpu)["mem"]
+    return "GDDR" if mem.startswith("GDDR") else "HBM3" if mem.startswith("HBM3") else "HBM2e"
+
+
+def ecc_share(gpu):
+    """Share of the bandwidth in-band ECC leaves `gpu` (1 where its default is no in-band ECC)."""
+    return ECC_IN_BAND_SHARE if part(gpu).get("ecc_in_band") else 1.0
+
+
+def gemm_eta_m(c, gpu):
+    """The share of `gpu`'s datasheet bandwidth a weight-bound GEMM streams at under `c`."""
+    return c["gemm_eta_m"][stream_class(gpu)] * ecc_share(gpu)
 
 
 # ---------------------------------------------------------------------------------------- GEMMs
@@ -238,7 +265,7 @@ def gemm_time(c, r):
     its MMA work by [`fp8_mma_time`], on Hopper with the unhidden share of a GEMM whose waves
     are priced (`gemm_fp8_unhidden`)."""
     g = part(r["gpu"])
-    eta_m = c["gemm_eta_m_ampere"] if ampere(r["gpu"]) else c["gemm_eta_m"]
+    eta_m = gemm_eta_m(c, r["gpu"])
     memory = gemm_bytes(r) / (g["bw"] * eta_m)
     if r["fp8"]:
         compute = fp8_mma_time(r, g)
@@ -265,7 +292,8 @@ def gemm_fits(rows, gpus=GPUS):
         # Every GPU weighs alike: at most ~2,000 rows each, every k-th in table order.
         rest = rest[::max(1, len(rest) // 2000)]
         if any(r["M"] >= 1024 for r in rest):
-            base = {"gemm_t0": t0, "gemm_eta_m": f["eta_m"], "gemm_eta_m_ampere": f["eta_m"]}
+            eta = f["eta_m"] / ecc_share(gpu)
+            base = {"gemm_t0": t0, "gemm_eta_m": dict.fromkeys(STREAM_CLASSES, eta)}
 
             def error(ck):
                 c = dict(base, gemm_eta_c=ck[0], gemm_unhidden=ck[1])
@@ -293,8 +321,8 @@ def gemm_constants(fits, gpus, held_out=None):
     return {
         "gemm_t0": median(fits[g]["t0"] for g in have),
         **gemm_fixed_line(fits, have),
-        "gemm_eta_m": median(fits[g]["eta_m"] for g in have if not ampere(g)),
-        "gemm_eta_m_ampere": median(fits[g]["eta_m"] for g in have if ampere(g)),
+        "gemm_eta_m": {k: median(fits[g]["eta_m"] / ecc_share(g) for g in have if stream_class(g) == k)
+                       for k in STREAM_CLASSES},
         "gemm_eta_c": median(fits[g]["eta_c"] for g in full),
         "gemm_unhidden": median(fits[g]["unhidden"] for g in full),
         # With its waves priced (FP8 on Hopper, `fp8_mma_time`), a GEMM's unhidden share is
@@ -1661,7 +1689,7 @@ def print_transition_gemms(data):
             if r["gpu"] != gpu or r["fp8"] or r["M"] <= 128:
                 continue
             compute = 2 * r["M"] * r["K"] * r["N"] / (g["flops"] * c["gemm_eta_c"])
-            eta_m = c["gemm_eta_m_ampere"] if ampere(gpu) else c["gemm_eta_m"]
+            eta_m = gemm_eta_m(c, gpu)
             if compute > gemm_bytes(r) / (g["bw"] * eta_m):
                 w = math.ceil(r["M"] / 128) * math.ceil(r["N"] / 128) / g["sms"]
                 rows.append((w, r["K"], gemm_time(c, r) / r["t"] - 1))
@@ -1965,7 +1993,7 @@ def fixed_time_forms(data, gpus):
     split = {}
     for g in have:
         rows = small_gemms(data, g)
-        eta = c["gemm_eta_m_ampere"] if ampere(g) else c["gemm_eta_m"]
+        eta = gemm_eta_m(c, g)
         deep = [r for r in rows if split_k(r)]
         if len(deep) >= 3 and len(rows) - len(deep) >= 3:
             rate = part(g)["bw"] * eta
@@ -2003,7 +2031,7 @@ def print_gemm_fixed(data):
     print("bytes per SM per clock at the datasheet bandwidth; memory; how the rows were timed")
     for gpu, f in fits.items():
         rows = small_gemms(data, gpu)
-        eta = c["gemm_eta_m_ampere"] if ampere(gpu) else c["gemm_eta_m"]
+        eta = gemm_eta_m(c, gpu)
         at = fixed_at(rows, part(gpu)["bw"] * eta)
         deep = [r for r in rows if split_k(r)]
         split = ""
@@ -2423,8 +2451,9 @@ def main():
     print(f"GEMM_FIXED_NS = {round(c['gemm_t0'] * 1e8) * 10}")
     print(f"GEMM_FIXED_BASE_NS = {round(c['gemm_fixed_base'] * 1e8) * 10}")
     print(f"GEMM_FIXED_NS_PER_STREAM_BYTE = {round(c['gemm_fixed_slope'] * 1e9)}")
-    print(f"GEMM_MEMORY_EFFICIENCY = {c['gemm_eta_m']:.3f}")
-    print(f"GEMM_MEMORY_EFFICIENCY_AMPERE = {c['gemm_eta_m_ampere']:.3f}")
+    for k in STREAM_CLASSES:
+        print(f"GEMM_MEMORY_EFFICIENCY_{k.upper()} = {c['gemm_eta_m'][k]:.3f}")
+    print(f"GDDR_IN_BAND_ECC_SHARE = {ECC_IN_BAND_SHARE:.2f}")
     print(f"GEMM_COMPUTE_EFFICIENCY = {c['gemm_eta_c']:.2f}")
     print(f"GEMM_UNHIDDEN = {c['gemm_unhidden']:.2f}")
     print(f"GEMM_FP8_COMPUTE_EFFICIENCY = {GEMM_FP8_COMPUTE_EFFICIENCY:.2f}")

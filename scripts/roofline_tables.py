@@ -39,14 +39,14 @@ import statistics
 # Specifications per Compute Capability": 8.0 164, 8.6 and 8.9 100, 9.0 228, 12.0 100), which
 # sets how many of a decode attention kernel's thread blocks an SM holds.
 GPUS = {
-    "A100": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9, "smem": 164},
-    "A800": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "gen": "ampere", "clock": 1.410e9, "smem": 164},
-    "A40": {"flops": 149.7e12, "bw": 696e9, "sms": 84, "l2": 6e6, "gen": "ampere", "clock": 1.740e9, "smem": 100},
-    "H100": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9, "smem": 228},
-    "H800": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9, "smem": 228},
-    "H200": {"flops": 989.4e12, "bw": 4800e9, "sms": 132, "l2": 50e6, "gen": "hopper", "clock": 1.830e9, "smem": 228},
-    "RTX4090": {"flops": 178.9e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "gen": "ada", "clock": 2.730e9, "smem": 100},
-    "RTXPRO6000": {"flops": 503.8e12, "bw": 1597e9, "sms": 188, "l2": 128e6, "gen": "blackwell", "clock": 2.617e9,
+    "A100": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "mem": "HBM2e", "gen": "ampere", "clock": 1.410e9, "smem": 164},
+    "A800": {"flops": 312.0e12, "bw": 2039e9, "sms": 108, "l2": 40e6, "mem": "HBM2e", "gen": "ampere", "clock": 1.410e9, "smem": 164},
+    "A40": {"flops": 149.7e12, "bw": 696e9, "sms": 84, "l2": 6e6, "mem": "GDDR6", "ecc_in_band": True, "gen": "ampere", "clock": 1.740e9, "smem": 100},
+    "H100": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "mem": "HBM3", "gen": "hopper", "clock": 1.830e9, "smem": 228},
+    "H800": {"flops": 989.4e12, "bw": 3350e9, "sms": 132, "l2": 50e6, "mem": "HBM3", "gen": "hopper", "clock": 1.830e9, "smem": 228},
+    "H200": {"flops": 989.4e12, "bw": 4800e9, "sms": 132, "l2": 50e6, "mem": "HBM3e", "gen": "hopper", "clock": 1.830e9, "smem": 228},
+    "RTX4090": {"flops": 178.9e12, "bw": 1008e9, "sms": 128, "l2": 72e6, "mem": "GDDR6X", "gen": "ada", "clock": 2.730e9, "smem": 100},
+    "RTXPRO6000": {"flops": 503.8e12, "bw": 1597e9, "sms": 188, "l2": 128e6, "mem": "GDDR7", "gen": "blackwell", "clock": 2.617e9,
                    "smem": 100},
 }
 FRONTIER_DEVICE = {"a100": "A100", "a800": "A800", "a40": "A40", "h100": "H100", "h800": "H800",
@@ -573,8 +573,8 @@ def all_reduce(t):
 # FP32 accumulation, which PyTorch's half-precision GEMMs use: 82 x 512 x 1.695 GHz = 71.2). Both
 # GA102, 6 MB of L2 (whitepaper), compute capability 8.6 (100 KiB of shared memory per SM).
 V0_GPUS = {
-    "A6000": {"flops": 154.8e12, "bw": 768e9, "sms": 84, "l2": 6e6, "gen": "ampere", "clock": 1.800e9, "smem": 100},
-    "RTX3090": {"flops": 71.2e12, "bw": 936e9, "sms": 82, "l2": 6e6, "gen": "ampere", "clock": 1.695e9, "smem": 100},
+    "A6000": {"flops": 154.8e12, "bw": 768e9, "sms": 84, "l2": 6e6, "mem": "GDDR6", "gen": "ampere", "clock": 1.800e9, "smem": 100},
+    "RTX3090": {"flops": 71.2e12, "bw": 936e9, "sms": 82, "l2": 6e6, "mem": "GDDR6X", "gen": "ampere", "clock": 1.695e9, "smem": 100},
 }
 
 # The v0 profiler's models (`profiler/v0/models/*.py`, built from the Hugging Face configs):

@@ -106,9 +106,11 @@ pub const SCALARS: [Scalar; 5] = [
         0.084
     ),
     // Weight streaming of small-batch GEMMs: 0.78–0.98 of peak bandwidth measured; no kernel
-    // reads memory faster than the datasheet's bandwidth. Width: within an architecture class,
-    // whose median the roofline uses: 0.038 over H100 0.898, H800 0.982, H200 0.905, RTX 4090
-    // 0.947, RTX PRO 6000 0.971; 0.037 over A100 0.783, A800 0.844, A40 0.777.
+    // reads memory faster than the datasheet's bandwidth. Width: within a class whose median
+    // the roofline uses, as derived when the classes were generations: 0.038 over H100 0.898,
+    // H800 0.982, H200 0.905, RTX 4090 0.947, RTX PRO 6000 0.971; 0.037 over A100 0.783, A800
+    // 0.844, A40 0.777 (kept: by memory class, the roofline's now, 0.043 over HBM2e, 0.047
+    // over HBM3 and HBM3e, 0.029 over GDDR with the A40's in-band ECC taken off).
     kernel_scalar!(
         gemm_memory_efficiency,
         "fraction of peak memory bandwidth at which a GEMM streams its weights",

@@ -41,11 +41,20 @@ pub struct Hardware {
     /// Fixed cost per kernel launch, ns.
     pub kernel_launch_ns: f64,
     /// The part's architecture generation (`ampere`, `ada`, `hopper`, `blackwell`, ...):
-    /// Ampere parts stream a GEMM's weights at a lower share of their bandwidth than later
-    /// ones (see the roofline's `GEMM_MEMORY_EFFICIENCY_AMPERE`); Hopper's attention kernels
-    /// run 128-row tiles. Absent: a later, non-Hopper part.
+    /// Hopper's attention kernels run 128-row tiles. Absent: a non-Hopper part.
     #[serde(default)]
     pub architecture: Option<String>,
+    /// The part's memory technology, as its datasheet names it: a GEMM streams its weights at
+    /// the share of the datasheet bandwidth its class reaches (the roofline's
+    /// `GEMM_MEMORY_EFFICIENCY_*`: HBM2e, HBM3 and HBM3e, GDDR). Absent: the GDDR class's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_type: Option<MemoryType>,
+    /// Whether the part runs its GDDR with in-band ECC (data-centre GDDR parts, such as the
+    /// A40, ship with ECC on; GeForce and RTX workstation parts with it off): the check bits
+    /// share the data's bursts, and a GEMM's weight stream takes the roofline's
+    /// `GDDR_IN_BAND_ECC_SHARE` of its class's rate. Absent: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_band_ecc: bool,
     /// Streaming multiprocessors (or the part's equivalent compute units): prefill
     /// attention's tiles run in waves of one per SM (`prefill_waves`); with `sm_clock_mhz`,
     /// the fused-MoE kernel's limits below. Absent: no waves, no such limits.
@@ -118,6 +127,29 @@ pub enum TpFabric {
     /// PCIe without peer-to-peer access (the driver refuses it, as on GeForce cards): NCCL
     /// alone, over its SHM transport, every transfer staged through pinned host memory.
     PcieNoP2p,
+}
+
+/// A part's memory technology (`memory_type`), spelled as datasheets spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+pub enum MemoryType {
+    /// HBM2e (A100, A800).
+    #[serde(rename = "HBM2e")]
+    Hbm2e,
+    /// HBM3 (H100 SXM, H800).
+    #[serde(rename = "HBM3")]
+    Hbm3,
+    /// HBM3e (H200, B200).
+    #[serde(rename = "HBM3e")]
+    Hbm3e,
+    /// GDDR6 (A40, RTX A6000).
+    #[serde(rename = "GDDR6")]
+    Gddr6,
+    /// GDDR6X (RTX 3090, RTX 4090).
+    #[serde(rename = "GDDR6X")]
+    Gddr6x,
+    /// GDDR7 (RTX PRO 6000 Blackwell).
+    #[serde(rename = "GDDR7")]
+    Gddr7,
 }
 
 /// The kind of accelerator a hardware file describes (`accelerator`).
@@ -438,13 +470,6 @@ impl Hardware {
     /// The hardware used when none is given: one H100-SXM.
     pub fn default_hardware() -> Hardware {
         Hardware::resolve("H100-SXM").expect("bundled H100-SXM is valid")
-    }
-
-    /// Whether the part is of NVIDIA's Ampere generation (sm_80/sm_86: A100, A800, A40, ...).
-    pub fn is_ampere(&self) -> bool {
-        self.architecture
-            .as_deref()
-            .is_some_and(|a| a.eq_ignore_ascii_case("ampere"))
     }
 
     /// SM clocks the whole part ticks per ns (SMs × clock), when the file gives `sm_count` and

@@ -28,7 +28,7 @@ pub use dtype::{Dtype, KvCacheDtype, ServedBytes};
 pub use error::{Bound, COMMAND_LINE, ConfigError, DurationError, Problem};
 pub use hardware::{
     Accelerator, Calibration, CalibrationRun, Hardware, HostSpec, KernelSpec,
-    MAX_KERNEL_EFFICIENCY, TpFabric,
+    MAX_KERNEL_EFFICIENCY, MemoryType, TpFabric,
 };
 pub use memory::{FitError, KvCapacity, KvSizing, full_kv_bytes_per_token, kv_capacity};
 pub use model::{ModelArch, MoeArch};

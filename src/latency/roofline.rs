@@ -20,7 +20,7 @@ use super::{
     StepParts,
 };
 use crate::Nanos;
-use crate::config::{Dtype, Hardware, KernelSpec, ModelArch};
+use crate::config::{Dtype, Hardware, KernelSpec, MemoryType, ModelArch};
 use decode::DecodeKernels;
 use fp8::{Fp8Gemms, Precision, TensorQuant, linear, moe_flops_per_ns, moe_quantizations};
 use mixed::{MixedDecodes, MixedKernels};
@@ -384,14 +384,15 @@ const MOE_LARGE_TILE: (f64, f64) = (64.0, 64.0);
 
 /// A GEMM costs `GEMM_FIXED_NS + max(c, m) + GEMM_UNHIDDEN × min(c, m) + kernel_launch_ns`,
 /// with `c` its FLOPs at [`GEMM_COMPUTE_EFFICIENCY`] of peak and `m` its weights, input and
-/// output at the generation's weight-streaming efficiency of peak bandwidth. Per GPU, the
+/// output at the memory class's weight-streaming efficiency of peak bandwidth. Per GPU, the
 /// fixed time (ramp-up, tail wave, split-K reduction) and the weight-streaming efficiency are
 /// fitted (`t = t0 + bytes / (η × bandwidth)`, weighted by relative error) to its GEMMs of at
 /// most 16 tokens: A100 4.64 µs / 0.783, A800 6.24 / 0.844, A40 2.63 / 0.777 (Vidur's and
 /// Frontier's kernel timings of cuBLAS), H100 4.43 / 0.898, H800 3.14 / 0.982, H200 6.95 /
 /// 0.905 (ours, graph replay), RTX 4090 4.84 / 0.947, RTX PRO 6000 1.66 / 0.971
-/// (LLMServingSim). The weight-streaming efficiency splits by generation (Ampere 0.78–0.84,
-/// every later part 0.90–0.98), so each class takes its own median ([`Hardware::is_ampere`]).
+/// (LLMServingSim). The weight-streaming efficiency splits by memory technology (HBM2e
+/// 0.78–0.84, HBM3 and HBM3e 0.90–0.98, GDDR 0.91–0.97 where in-band ECC is taken off), so each
+/// class takes its own median ([`gemm_memory_efficiency`]).
 /// The fixed time follows the part ([`gemm_fixed_ns`]); this median over all eight is the
 /// fixed time of a part whose file gives no `sm_count` or `sm_clock_mhz`.
 pub(crate) const GEMM_FIXED_NS: f64 = 4_540.0;
@@ -405,8 +406,25 @@ pub(crate) const GEMM_FIXED_NS: f64 = 4_540.0;
 /// (`scripts/derive_roofline.py`, which prints the other forms tried with `--gemm-fixed`).
 pub(crate) const GEMM_FIXED_BASE_NS: f64 = 2_680.0;
 pub(crate) const GEMM_FIXED_NS_PER_STREAM_BYTE: f64 = 136.0;
-pub(crate) const GEMM_MEMORY_EFFICIENCY: f64 = 0.947;
-pub(crate) const GEMM_MEMORY_EFFICIENCY_AMPERE: f64 = 0.783;
+/// Weight-streaming efficiency of the HBM2e parts (A100, A800; the median of their fits).
+pub(crate) const GEMM_MEMORY_EFFICIENCY_HBM2E: f64 = 0.813;
+/// Weight-streaming efficiency of the HBM3 and HBM3e parts (H100, H800, H200).
+pub(crate) const GEMM_MEMORY_EFFICIENCY_HBM3: f64 = 0.905;
+/// Weight-streaming efficiency of the GDDR parts without in-band ECC (RTX 4090, RTX PRO 6000;
+/// A40 with its in-band ECC's share taken off, 0.777 / 0.85 = 0.914); also of a part whose
+/// file names no `memory_type`. Held out, the RTX A6000 (GDDR6, ECC off by default; no table
+/// among the derivation's) is priced 0.947 against the 0.943 its own LLMServingSim v0 GEMM
+/// rows fit, where the Ampere class it took before gave it 0.783 (its GEMMs of at most 16
+/// tokens held out +17.6% → −1.6%, `scripts/derive_roofline.py --llmservingsim-v0`).
+pub(crate) const GEMM_MEMORY_EFFICIENCY_GDDR: f64 = 0.947;
+/// Share of a GDDR part's weight stream left where it runs in-band ECC (`in_band_ecc`): GDDR
+/// has no side-band ECC bits, so the check bits travel in the data's bursts. A public
+/// measurement: Chaos's support article "ECC State for Nvidia GPUs" (support.chaos.com,
+/// article 24886637113617) measured turning ECC on to cost 15% of performance on the RTX
+/// 4090 and the A40, and states that ECC is on by default on NVIDIA's data-centre (Tesla)
+/// parts and off on GeForce and RTX workstation parts. So the A40 (ECC on) fits 0.777 of its
+/// datasheet bandwidth where the GDDR parts without ECC fit 0.947–0.971.
+pub(crate) const GDDR_IN_BAND_ECC_SHARE: f64 = 0.85;
 /// Fraction of peak dense FLOP/s a compute-bound GEMM reaches, and the share of the shorter of
 /// a GEMM's MMA work and weight stream that the longer does not hide (the transition between
 /// the two, 64–1,024 tokens, where neither dominates), fitted together per GPU to its GEMMs of
@@ -569,11 +587,7 @@ fn moe_mma_rows(tile: MoeTile, active: f64, routed: f64) -> f64 {
 /// has them, else the constants derived over eight GPUs (every field is `Some`).
 pub fn kernel_constants(hardware: &Hardware) -> KernelSpec {
     let k = &hardware.kernels;
-    let memory = if hardware.is_ampere() {
-        GEMM_MEMORY_EFFICIENCY_AMPERE
-    } else {
-        GEMM_MEMORY_EFFICIENCY
-    };
+    let memory = gemm_memory_efficiency(hardware);
     KernelSpec {
         gemm_compute_efficiency: k.gemm_compute_efficiency.or(Some(GEMM_COMPUTE_EFFICIENCY)),
         gemm_memory_efficiency: k.gemm_memory_efficiency.or(Some(memory)),
@@ -582,6 +596,24 @@ pub fn kernel_constants(hardware: &Hardware) -> KernelSpec {
             .or(Some(DECODE_ATTENTION_EFFICIENCY)),
         moe_memory_efficiency: k.moe_memory_efficiency.or(Some(MOE_MEMORY_EFFICIENCY)),
         gemm_fixed_ns: k.gemm_fixed_ns.or(Some(gemm_fixed_ns(hardware))),
+    }
+}
+
+/// The share of `hardware`'s datasheet bandwidth a weight-bound GEMM streams at: its memory
+/// class's ([`GEMM_MEMORY_EFFICIENCY_GDDR`] where the file names none), times
+/// [`GDDR_IN_BAND_ECC_SHARE`] where it runs in-band ECC.
+pub fn gemm_memory_efficiency(hardware: &Hardware) -> f64 {
+    let class = match hardware.memory_type {
+        Some(MemoryType::Hbm2e) => GEMM_MEMORY_EFFICIENCY_HBM2E,
+        Some(MemoryType::Hbm3 | MemoryType::Hbm3e) => GEMM_MEMORY_EFFICIENCY_HBM3,
+        Some(MemoryType::Gddr6 | MemoryType::Gddr6x | MemoryType::Gddr7) | None => {
+            GEMM_MEMORY_EFFICIENCY_GDDR
+        }
+    };
+    if hardware.in_band_ecc {
+        class * GDDR_IN_BAND_ECC_SHARE
+    } else {
+        class
     }
 }
 
@@ -612,7 +644,7 @@ pub struct Roofline {
     flops_per_ns: f64,
     bytes_per_ns: f64,
     /// A GEMM's rates: peak FLOP/s times [`GEMM_COMPUTE_EFFICIENCY`], bandwidth times the
-    /// generation's weight-streaming efficiency ([`GEMM_MEMORY_EFFICIENCY`]).
+    /// memory class's weight-streaming efficiency ([`gemm_memory_efficiency`]).
     pub gemm_flops_per_ns: f64,
     pub gemm_bytes_per_ns: f64,
     /// Attention's rates: prefill FLOP/s (peak times [`prefill_attention_efficiency`]) and the

@@ -194,14 +194,14 @@ fn the_v0_tables_are_read_as_their_models_shape_them() {
     }
     // Hand-computed prices (A6000: 768 GB/s, 154.8 TFLOP/s dense FP16, 84 SMs at 1,800 MHz;
     // the code's GEMM constants: a fixed 2,680 ns plus 136 per byte each SM streams per clock,
-    // 768 / (84 x 1.8) = 5.08: 3,370.8 ns; Ampere weight streaming 0.783, MMA 0.82, unhidden
-    // 0.50, and the 500 ns launch), ns:
-    // q_proj: 2 x (4,096 x 2,048 + 4,096 + 2,048) = 16,789,504 bytes / (768 x 0.783) = 27,920;
-    //   MMA 2 x 4,096 x 2,048 / (154.8e3 x 0.82) = 132.2; 3,370.8 + 27,920 + 66.1 + 500 =
-    //   31,856.9.
-    // expert.w2: 2 x (960 x 4,096 + 960 + 4,096) = 7,874,432 bytes -> 13,094.7; MMA 62.0;
-    //   3,370.8 + 13,094.7 + 31.0 + 500 = 16,996.5.
-    let (q_ns, expert_ns) = (31_856.9_f64, 16_996.5_f64);
+    // 768 / (84 x 1.8) = 5.08: 3,370.8 ns; GDDR weight streaming 0.947 (GDDR6, no in-band
+    // ECC), MMA 0.82, unhidden 0.50, and the 500 ns launch), ns:
+    // q_proj: 2 x (4,096 x 2,048 + 4,096 + 2,048) = 16,789,504 bytes / (768 x 0.947) = 23,084.8;
+    //   MMA 2 x 4,096 x 2,048 / (154.8e3 x 0.82) = 132.2; 3,370.8 + 23,084.8 + 66.1 + 500 =
+    //   27,021.7.
+    // expert.w2: 2 x (960 x 4,096 + 960 + 4,096) = 7,874,432 bytes -> 10,827.0; MMA 62.0;
+    //   3,370.8 + 10,827.0 + 31.0 + 500 = 14,728.8.
+    let (q_ns, expert_ns) = (27_021.7_f64, 14_728.8_f64);
     let dir = tempfile::tempdir().unwrap();
     let header = "layer_name,input,kv_cache,tp_size,latency(ns)\n";
     let write = |rel: &str, body: String| {

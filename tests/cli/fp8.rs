@@ -33,10 +33,10 @@ fn one_request(dir: &Path, tag: &str, extra: &[&str]) -> (u64, u64) {
 
 /// A GEMM on H100 SXM as the roofline prices it, ns: 2,680 fixed plus 136 per byte each SM
 /// streams per clock (3,350 GB/s over 132 SMs at 1,830 MHz), the longer of its MMA
-/// work (`mma` ns) and its stream (`bytes` at 0.947 × 3,350 GB/s), `unhidden` of the shorter,
+/// work (`mma` ns) and its stream (`bytes` at 0.905 × 3,350 GB/s, HBM3), `unhidden` of the shorter,
 /// a 500 ns launch.
 fn gemm(mma: f64, bytes: f64, unhidden: f64) -> f64 {
-    let m = bytes / (3350.0 * 0.947);
+    let m = bytes / (3350.0 * 0.905);
     let fixed = 2680.0 + 136.0 * 3350.0 / (132.0 * 1.83);
     fixed + mma.max(m) + unhidden * mma.min(m) + 500.0
 }

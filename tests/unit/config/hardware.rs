@@ -1,7 +1,7 @@
 //! Unit tests of `blis_cosim::config::hardware`.
 
 use blis_cosim::config::hardware::bundled;
-use blis_cosim::config::{ConfigError, Dtype, Hardware, TpFabric};
+use blis_cosim::config::{ConfigError, Dtype, Hardware, MemoryType, TpFabric};
 
 fn expect_invalid(result: Result<Hardware, ConfigError>) -> (String, String) {
     match result {
@@ -201,9 +201,14 @@ fn the_tp_fabric_says_which_parts_stage_collectives_through_host_memory() {
     let rtx_text = bundled().find(|(name, _)| *name == "RTX4090").unwrap().1;
     let text = rtx_text.replace("tp_fabric = \"pcie-no-p2p\"", "tp_fabric = \"pcie\"");
     assert_ne!(text, rtx_text);
-    let (_, message) = expect_invalid(Hardware::from_toml(&text, "x.toml"));
     // The error names the line, the field and the values it takes.
-    for part in ["line 27", "tp_fabric", "`pcie`", "pcie-no-p2p"] {
+    assert_rejected(&text, &["line 28", "tp_fabric", "`pcie`", "pcie-no-p2p"]);
+}
+
+/// `text` is refused with a message naming every one of `parts`.
+fn assert_rejected(text: &str, parts: &[&str]) {
+    let (_, message) = expect_invalid(Hardware::from_toml(text, "x.toml"));
+    for part in parts {
         assert!(message.contains(part), "{part}: {message}");
     }
 }
@@ -285,7 +290,13 @@ fn peak_flops_picks_the_dtype_peak_and_falls_back_to_bf16() {
 fn the_a6000_file_holds_its_datasheet_and_the_clock_its_peak_implies() {
     let a6000 = Hardware::resolve("a6000").unwrap();
     assert_eq!(a6000.name, "A6000");
-    assert!(a6000.is_ampere());
+    assert_eq!(a6000.memory_type, Some(MemoryType::Gddr6));
+    assert!(!a6000.in_band_ecc);
+    // A memory type datasheets do not spell so: the error names the field and what it takes.
+    let text = bundled().find(|(name, _)| *name == "A6000").unwrap().1;
+    let bad = text.replace("memory_type = \"GDDR6\"", "memory_type = \"GDDR5\"");
+    assert_ne!(bad, text);
+    assert_rejected(&bad, &["memory_type", "`GDDR5`", "HBM2e", "GDDR6X"]);
     assert_eq!(a6000.capability(), Some((8, 6)));
     assert_eq!((a6000.memory_gib, a6000.memory_bw_gbps), (48.0, 768.0));
     assert_eq!(a6000.l2_cache_mb, Some(6.0));

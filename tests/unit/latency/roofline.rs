@@ -1098,6 +1098,33 @@ fn o_proj_by_hand(fixed: f64, bw_gbps: f64, efficiency: f64, peak_tflops: f64) -
 }
 
 #[test]
+fn a_gemm_streams_its_weights_at_its_memory_class_share_less_in_band_ecc() {
+    // HBM2e 0.813, HBM3 and HBM3e 0.905, GDDR 0.947 (also a file naming no memory type);
+    // with in-band ECC, 0.85 of the class's: an A6000 with ECC on, 0.947 × 0.85 = 0.80495.
+    let eta = |h: &Hardware| kernel_constants(h).gemm_memory_efficiency.unwrap();
+    for (part, by_hand) in [
+        ("A100-80G", 0.813),
+        ("H100-SXM", 0.905),
+        ("H200", 0.905),
+        ("B200", 0.905),
+        ("A6000", 0.947),
+        ("RTX4090", 0.947),
+        ("RTXPRO6000", 0.947),
+    ] {
+        assert_eq!(eta(&Hardware::resolve(part).unwrap()), by_hand, "{part}");
+    }
+    let mut a6000 = Hardware::resolve("A6000").unwrap();
+    a6000.in_band_ecc = true;
+    assert!((eta(&a6000) - 0.80495).abs() < 1e-12);
+    a6000.memory_type = None;
+    a6000.in_band_ecc = false;
+    assert_eq!(eta(&a6000), 0.947);
+    // A file's own `[kernels]` value wins.
+    a6000.kernels.gemm_memory_efficiency = Some(0.5);
+    assert_eq!(eta(&a6000), 0.5);
+}
+
+#[test]
 fn a_gemms_fixed_time_grows_with_the_bytes_each_sm_streams_per_clock() {
     // 2,680 ns plus 136 ns per byte each SM streams per clock at the datasheet bandwidth.
     // H200: 4,800 GB/s over 132 SMs at 1,830 MHz, 19.87 bytes per SM per clock: 5,382 ns.
@@ -1123,12 +1150,14 @@ fn a_gemms_fixed_time_grows_with_the_bytes_each_sm_streams_per_clock() {
     }
     assert!((fixed("H200") - 5382.4).abs() < 0.1);
     assert!((fixed("RTX4090") - 3072.3).abs() < 0.1);
-    // Priced: one decode token's o_proj on the H200 (Hopper: weights at 0.947) and the A100
-    // (Ampere: 0.783).
+    // Priced: one decode token's o_proj on the H200 (HBM3e: weights at 0.905), the A100
+    // (HBM2e: 0.813) and the RTX A6000 (GDDR6 without in-band ECC: 0.947; 768 GB/s over 84 SMs
+    // at 1,800 MHz, 5.08 bytes per SM per clock: 3,371 ns fixed).
     let one = decodes(1, 100);
     for (part, by_hand) in [
-        ("H200", o_proj_by_hand(5382.4, 4800.0, 0.947, 989.4)),
-        ("A100-80G", o_proj_by_hand(4501.0, 2039.0, 0.783, 312.0)),
+        ("H200", o_proj_by_hand(5382.4, 4800.0, 0.905, 989.4)),
+        ("A100-80G", o_proj_by_hand(4501.0, 2039.0, 0.813, 312.0)),
+        ("A6000", o_proj_by_hand(3370.8, 768.0, 0.947, 154.8)),
     ] {
         let r = roofline("Llama-3.1-8B", part, 1);
         let (_, work) = layers(&r, &one)
