@@ -259,7 +259,7 @@ fn write_rows(
         };
         let rows = &batch.rows[..batch.len];
         // As the simulation's loop does: below that, the texts stay in the caches.
-        let warm = steps.len() > crate::engine::cluster::WARM_ABOVE;
+        let warm = steps.len() > crate::scheduler::WARM_ABOVE;
         for (r, row) in rows.iter().enumerate() {
             if warm {
                 warm_ahead(rows, r, &batch, &steps);

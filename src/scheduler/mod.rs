@@ -45,6 +45,7 @@ pub mod sglang;
 mod stretch;
 mod warm;
 mod watch;
+pub use warm::WARM_ABOVE;
 pub(crate) use warm::line as warm_line;
 pub(crate) use warm::value as warm_value;
 

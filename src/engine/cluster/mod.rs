@@ -42,6 +42,8 @@ use crate::control::ControlPlane;
 use crate::control::priority::NominalPriority;
 use crate::latency::LatencyBackend;
 use crate::router::{InstanceSnapshot, Routing, SignalConfig};
+/// Instances above which the loop warms the caches (defined beside the hints it issues).
+pub use crate::scheduler::WARM_ABOVE;
 use crate::scheduler::{Core, SchedulerBug, SchedulerStats};
 use crate::workload::Injector;
 use crate::workload::{Request, RequestClasses};
@@ -271,15 +273,6 @@ pub struct Cluster<'r> {
     /// runs ahead: a released request could arrive before the next known arrival).
     releases: bool,
 }
-
-/// Instances above which the loop warms the CPU cache for the instance whose step ends next,
-/// one event ahead (`Cluster::warm_next`). Warming pays once the instances' state no longer
-/// stays in the caches between two steps of one instance, and costs its own work before:
-/// on the BLIS spec at 20 requests/s per instance (whole-process pairs, CPU, 2-core AMD EPYC with
-/// 1 MiB of L2 per core and 32 MiB of L3, shared machine) it cost 2-4 % at 16, 32, 64 and
-/// 128 instances and saved 8-11 % at 192, 256 and 512. A machine with larger caches moves the
-/// point up, a smaller one down; the outputs are the same either way.
-pub const WARM_ABOVE: usize = 128;
 
 impl<'r> Cluster<'r> {
     /// The simulated time: the last instant settled (0 before the first), or the time
