@@ -18,6 +18,7 @@ mod et;
 mod evaluation;
 mod fp8;
 mod host_model;
+mod huge_pages;
 mod interrupt;
 mod json_shape;
 mod limits;
