@@ -75,28 +75,43 @@ fn the_roofline_holds_the_constants_the_script_derives() {
         return;
     };
     check_host_defaults(&stdout);
-    let block = stdout
-        .split("constants held by src/latency/roofline.rs:")
-        .nth(1)
-        .expect("the script prints the constants block");
-    let mut checked = 0;
-    for line in block.lines().filter(|l| l.contains(" = ")) {
-        let (name, values) = line.split_once(" = ").unwrap();
-        let derived: Vec<f64> = values
-            .split(", ")
-            .map(|v| v.trim().parse().unwrap())
-            .collect();
-        if name.trim() == "ALLREDUCE_LINK_EFFICIENCY" {
+    let constants = constants_block(&stdout, "src/latency/roofline.rs");
+    for (name, derived) in &constants {
+        if name == "ALLREDUCE_LINK_EFFICIENCY" {
             // Held by every bundled hardware file as its `link_efficiency`.
             for (file, efficiency) in bundled_link_efficiencies() {
-                assert_eq!(vec![efficiency], derived, "{file}: link_efficiency");
+                assert_eq!(&vec![efficiency], derived, "{file}: link_efficiency");
             }
         } else {
-            assert_eq!(held(name.trim()), derived, "{name}");
+            assert_eq!(&held(name), derived, "{name}");
         }
-        checked += 1;
     }
-    assert!(checked >= 19, "{checked} constants checked");
+    assert!(
+        constants.len() >= 19,
+        "{} constants checked",
+        constants.len()
+    );
+}
+
+/// The `NAME = value, value` lines the script prints under "constants held by `holder`:" (up
+/// to the next such block), as names and values.
+fn constants_block(stdout: &str, holder: &str) -> Vec<(String, Vec<f64>)> {
+    let block = stdout
+        .split(&format!("constants held by {holder}:"))
+        .nth(1)
+        .and_then(|rest| rest.split("constants held by").next())
+        .unwrap_or_else(|| panic!("the script prints the constants of {holder}"));
+    let parse = |values: &str| {
+        values
+            .split(", ")
+            .map(|v| v.trim().parse().unwrap())
+            .collect()
+    };
+    block
+        .lines()
+        .filter_map(|line| line.split_once(" = "))
+        .map(|(name, values)| (name.trim().to_string(), parse(values)))
+        .collect()
 }
 
 /// The TPU module's constants are those `scripts/derive_roofline.py --tpu` derives from
@@ -111,18 +126,12 @@ fn the_tpu_holds_the_constants_the_script_derives() {
         eprintln!("skipped: {}", stdout.trim());
         return;
     }
-    let block = stdout
-        .split("constants held by src/latency/roofline/tpu.rs:")
-        .nth(1)
-        .expect("the script prints the TPU constants");
-    let mut checked = 0;
-    for line in block.lines().filter(|l| l.contains(" = ")) {
-        let (name, value) = line.split_once(" = ").unwrap();
-        let derived: f64 = value.trim().parse().unwrap();
-        assert_eq!(held(name.trim()), vec![derived], "{name}");
-        checked += 1;
+    let constants = constants_block(&stdout, "src/latency/roofline/tpu.rs");
+    for (name, derived) in &constants {
+        assert_eq!(derived.len(), 1, "{name}: one value");
+        assert_eq!(&held(name), derived, "{name}");
     }
-    assert_eq!(checked, 9, "TPU constants checked");
+    assert_eq!(constants.len(), 9, "TPU constants checked");
     // Each fit's error on the rows it left out is printed beside it.
     assert!(stdout.contains("held out:"), "{stdout}");
 }
@@ -132,17 +141,14 @@ fn the_tpu_holds_the_constants_the_script_derives() {
 /// hardware file's too (no file has a measurement of its own).
 fn check_host_defaults(stdout: &str) {
     use blis_cosim::config::{Hardware, HostSpec};
-    let block = stdout
-        .split("constants held by the host model's defaults (src/config/hardware.rs, HostSpec):")
-        .nth(1)
-        .and_then(|rest| rest.split("constants held by").next())
-        .expect("the script prints the host block");
+    let holder = "the host model's defaults (src/config/hardware.rs, HostSpec)";
+    let constants = constants_block(stdout, holder);
     let defaults = HostSpec::default();
-    let mut checked = 0;
-    for line in block.lines().filter(|l| l.contains(" = ")) {
-        let (name, value) = line.split_once(" = ").unwrap();
-        let derived: f64 = value.trim().parse().unwrap();
-        match name.trim() {
+    for (name, values) in &constants {
+        let [derived] = values[..] else {
+            panic!("{name}: one value, not {values:?}");
+        };
+        match name.as_str() {
             "eager_op_ns" => assert_eq!(defaults.eager_op_ns, derived, "{name}"),
             "triton_launch_ns" => {
                 assert_eq!(defaults.triton_launch_ns, derived, "{name}");
@@ -153,9 +159,8 @@ fn check_host_defaults(stdout: &str) {
             }
             other => panic!("the script derives {other}, which no test checks"),
         }
-        checked += 1;
     }
-    assert_eq!(checked, 2, "host constants checked");
+    assert_eq!(constants.len(), 2, "host constants checked");
 }
 
 /// `(file, link_efficiency)` of every bundled hardware file.
