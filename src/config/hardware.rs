@@ -52,7 +52,8 @@ pub struct Hardware {
     /// Whether the part runs its GDDR with in-band ECC (data-centre GDDR parts, such as the
     /// A40, ship with ECC on; GeForce and RTX workstation parts with it off): the check bits
     /// share the data's bursts, and a GEMM's weight stream takes the roofline's
-    /// `GDDR_IN_BAND_ECC_SHARE` of its class's rate. Absent: false.
+    /// `GDDR_IN_BAND_ECC_SHARE` of its class's rate. Absent: false; refused on an HBM part
+    /// (whose ECC bits are side-band).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_band_ecc: bool,
     /// Streaming multiprocessors (or the part's equivalent compute units): prefill
@@ -446,6 +447,19 @@ impl Hardware {
                 Problem::disagrees(
                     "absent",
                     "a TPU (accelerator = \"tpu\") needs its matrix unit's side, e.g. 256",
+                ),
+            ));
+        }
+        let hbm = matches!(
+            hw.memory_type,
+            Some(MemoryType::Hbm2e | MemoryType::Hbm3 | MemoryType::Hbm3e)
+        );
+        if hw.in_band_ecc && hbm {
+            return Err(invalid(
+                "in_band_ecc",
+                Problem::disagrees(
+                    "true",
+                    "HBM keeps its ECC bits side-band; in-band ECC is a GDDR setting",
                 ),
             ));
         }

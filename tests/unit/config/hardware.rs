@@ -297,6 +297,18 @@ fn the_a6000_file_holds_its_datasheet_and_the_clock_its_peak_implies() {
     let bad = text.replace("memory_type = \"GDDR6\"", "memory_type = \"GDDR5\"");
     assert_ne!(bad, text);
     assert_rejected(&bad, &["memory_type", "`GDDR5`", "HBM2e", "GDDR6X"]);
+    // In-band ECC is a GDDR setting: on an HBM part it is refused, not silently applied.
+    let hbm_ecc = h100_text().replace(
+        "memory_type = \"HBM3\"",
+        "memory_type = \"HBM3\"\nin_band_ecc = true",
+    );
+    assert_ne!(hbm_ecc, h100_text());
+    let (field, message) = expect_invalid(Hardware::from_toml(&hbm_ecc, "x.toml"));
+    assert_eq!(field, "in_band_ecc", "{message}");
+    assert!(
+        message.contains("side-band") && message.contains("GDDR"),
+        "{message}"
+    );
     assert_eq!(a6000.capability(), Some((8, 6)));
     assert_eq!((a6000.memory_gib, a6000.memory_bw_gbps), (48.0, 768.0));
     assert_eq!(a6000.l2_cache_mb, Some(6.0));
