@@ -36,7 +36,7 @@ pub use tiers::{PimArgs, PrefixStorageArgs, StorageFlag};
 use crate::astra::CosimOptions;
 use crate::chakra::{Dialect, EmitEt};
 use crate::choice::{Choice, UnknownName};
-use crate::config::{Bound, ConfigError, Dtype, KvCacheDtype, PdFlow, Problem};
+use crate::config::{Bound, ConfigError, Dtype, KvCacheDtype, PdFlow, Problem, VllmVersion};
 use crate::latency::ExpertRouting;
 use crate::metrics::{FitnessWeights, PlotFormat, SloTargets, VllmArrival};
 use crate::router::{RoutingPolicy, RoutingSpecError, RoutingWeights};
@@ -450,11 +450,18 @@ pub struct RunArgs {
     #[arg(help_heading = "Scheduler", long, action = ArgAction::SetTrue)]
     pub no_reserve_full_isl: bool,
 
+    /// The vLLM release modelled (e.g. 0.13, or as vLLM prints it: 0.13.0rc2): the defaults
+    /// that changed between releases follow it (asynchronous scheduling, on from 0.14);
+    /// pricing and scheduling are 0.19's. From 0.8 (the V1 engine) to 0.19.
+    #[arg(help_heading = "Scheduler", long, value_name = "VERSION",
+          default_value_t = VllmVersion::MODELLED)]
+    pub vllm_version: VllmVersion,
+
     #[arg(help_heading = "Scheduler", long, overrides_with = "no_async_scheduling",
-          help = switch_help("vLLM's asynchronous scheduling (its default since v0.11; its \
-                              resolved config records it): each step is formed while the \
-                              previous one runs, so a request arriving mid-step joins the step \
-                              after the next",
+          help = switch_help("vLLM's asynchronous scheduling (its default from v0.14, so the \
+                              default follows --vllm-version; its resolved config records it): \
+                              each step is formed while the previous one runs, so a request \
+                              arriving mid-step joins the step after the next",
                              EngineOptions::default().async_scheduling))]
     pub async_scheduling: bool,
     /// Form each step when the previous one ends (LLMServingSim's behaviour).
@@ -465,12 +472,13 @@ pub struct RunArgs {
     /// (--host-model off), each step formed when the previous one ends
     /// (--no-async-scheduling), its P/D accounting (--pd-flow llmservingsim), and its
     /// scheduler limits where none is given (128 sequences, 2048 tokens, on every GPU).
-    /// Reproduces LLMServingSim's outputs; refused with the async, host-model and P/D-flow
-    /// flags.
+    /// Reproduces LLMServingSim's outputs; refused with the async, host-model, P/D-flow and
+    /// vLLM-version flags.
     #[arg(
         help_heading = "Scheduler",
         long,
-        conflicts_with_all = ["async_scheduling", "no_async_scheduling", "host_model", "pd_flow"]
+        conflicts_with_all = ["async_scheduling", "no_async_scheduling", "host_model", "pd_flow",
+                              "vllm_version"]
     )]
     pub llmservingsim: bool,
 
@@ -752,7 +760,7 @@ impl RunArgs {
                 && switch(
                     self.async_scheduling,
                     self.no_async_scheduling,
-                    defaults.async_scheduling,
+                    self.vllm_version.async_scheduling_by_default(),
                 ),
         })
     }

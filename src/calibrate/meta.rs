@@ -3,7 +3,7 @@
 //! (a fit would otherwise absorb its effect into the hardware constants).
 
 use super::EngineFlags;
-use crate::config::Dtype;
+use crate::config::{Dtype, VllmVersion};
 use crate::metrics::VllmMeta;
 use crate::setup::{EngineOptions, SimConfig};
 use anyhow::{Context, bail};
@@ -126,7 +126,8 @@ fn is_unset(value: &Value) -> bool {
 
 /// The engine a run's simulation starts from: each setting from the flags or from
 /// `meta.json`, refusing the two when they disagree; a setting neither gives keeps the
-/// default of its flag, except asynchronous scheduling, which follows vLLM's (on since v0.11).
+/// default of its flag, except asynchronous scheduling, which follows the release modelled
+/// ([`VllmVersion::MODELLED`]; a recorded version decides it through [`VllmMeta`]).
 pub fn engine(flags: &EngineFlags, recorded: Option<&Recorded>) -> anyhow::Result<EngineOptions> {
     let mut engine = EngineOptions::default();
     let meta = recorded.cloned().unwrap_or_default();
@@ -154,7 +155,7 @@ pub fn engine(flags: &EngineFlags, recorded: Option<&Recorded>) -> anyhow::Resul
         flags.async_scheduling,
         meta.async_scheduling,
     )?
-    .unwrap_or(true);
+    .unwrap_or(VllmVersion::MODELLED.async_scheduling_by_default());
     engine.enable_prefix_caching = meta.enable_prefix_caching.unwrap_or(true);
     engine.enable_chunked_prefill = meta.enable_chunked_prefill.unwrap_or(true);
     if let Some(u) = meta.memory_utilization {

@@ -69,7 +69,8 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "DTYPE", value_parser = choices::<KvCacheDtype>())]
     pub kv_cache_dtype: Option<KvCacheDtype>,
 
-    /// Asynchronous scheduling on (the default without meta.json: vLLM's since v0.11).
+    /// Asynchronous scheduling on (the default without meta.json: vLLM 0.19's; with it, the
+    /// recorded setting, else the recorded version's default, on from v0.14).
     #[arg(long, overrides_with = "no_async_scheduling")]
     pub async_scheduling: bool,
 

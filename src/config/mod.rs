@@ -19,6 +19,7 @@ mod roles;
 mod routing_spec;
 mod topology;
 pub mod value_line;
+mod vllm_version;
 
 pub use cluster::{
     ClusterConfig, CxlMemSpec, InstanceSpec, MemorySpec, NodeSpec, PerDim, PlacedInstance,
@@ -39,3 +40,4 @@ pub use power::{CpuPower, DramPower, LinkPower, NicPower, NpuPower, PowerSpec, S
 pub use roles::{InstanceRole, PdFlow};
 pub use routing_spec::{RoutingSpecError, WeightBound};
 pub use topology::{ClusterLinks, Link};
+pub use vllm_version::VllmVersion;

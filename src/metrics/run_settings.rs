@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::VllmVersion;
+
 /// The settings of a run that change what it measures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunSettings {
@@ -44,7 +46,7 @@ impl std::fmt::Display for SettingHint {
 
 /// Everything a vLLM bench `meta.json` records of its engine, read in one place: each setting
 /// from `engine_kwargs`, else from the resolved config where the run kept one, and
-/// asynchronous scheduling else from the version (vLLM's default since v0.11).
+/// asynchronous scheduling else from the version (vLLM's default from v0.14).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct VllmMeta {
     /// The settings `validate` compares.
@@ -103,12 +105,10 @@ impl VllmMeta {
     }
 }
 
-/// vLLM's default for asynchronous scheduling at the recorded version: on since v0.11.
+/// vLLM's default for asynchronous scheduling at the recorded version: on from v0.14.
 fn async_by_version(meta: &Value) -> Option<bool> {
-    let mut parts = meta["vllm_version"].as_str()?.split('.');
-    let major: u64 = parts.next()?.parse().ok()?;
-    let minor: u64 = parts.next()?.parse().ok()?;
-    Some((major, minor) >= (0, 11))
+    let version = VllmVersion::read(meta["vllm_version"].as_str()?)?;
+    Some(version.async_scheduling_by_default())
 }
 
 impl RunSettings {

@@ -32,6 +32,57 @@ fn async_scheduling_hides_the_host_behind_gpu_bound_decode_steps() {
 }
 
 #[test]
+fn the_vllm_version_decides_asynchronous_scheduling_where_no_flag_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = one_request(dir.path());
+    let gaps = |name: &str, flags: &[&str]| ttft_and_gaps(dir.path(), &data, name, flags).1;
+    let async_gaps = gaps("async.csv", &[]);
+    let sync_gaps = gaps("sync.csv", &["--no-async-scheduling"]);
+    assert_ne!(async_gaps, sync_gaps);
+    // vLLM 0.13 (and the 0.13.0rc2 build LLMServingSim 2.0's runs printed) schedules
+    // synchronously; 0.14 turned asynchronous scheduling on.
+    assert_eq!(gaps("v13.csv", &["--vllm-version", "0.13"]), sync_gaps);
+    let printed = ["--vllm-version", "v0.13.0rc2.dev79+g8f8fda261"];
+    assert_eq!(gaps("v13rc.csv", &printed), sync_gaps);
+    assert_eq!(gaps("v14.csv", &["--vllm-version", "0.14.0"]), async_gaps);
+    // A flag still decides over the version's default.
+    let forced = ["--vllm-version", "0.11", "--async-scheduling"];
+    assert_eq!(gaps("forced.csv", &forced), async_gaps);
+}
+
+#[test]
+fn a_vllm_version_outside_what_is_modelled_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = one_request(dir.path());
+    let out = dir.path().join("out.csv");
+    for (version, why) in [
+        (
+            "0.20",
+            "vLLM 0.20 is newer than the release this build models (0.19)",
+        ),
+        ("0.7", "vLLM 0.7 predates its V1 engine"),
+        ("latest", "`latest` is not a vLLM version"),
+    ] {
+        let args = [
+            "--dataset",
+            &data,
+            "--output",
+            out.to_str().unwrap(),
+            "--vllm-version",
+            version,
+        ];
+        let run = binary::run(&args);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(!run.status.success(), "{version}");
+        assert!(
+            stderr.contains("--vllm-version") && stderr.contains(why),
+            "{stderr}"
+        );
+        assert!(!out.exists(), "{version}: an output was left behind");
+    }
+}
+
+#[test]
 fn eager_costs_more_than_compiled_which_costs_more_than_graphs() {
     let dir = tempfile::tempdir().unwrap();
     let data = one_request(dir.path());

@@ -11,3 +11,4 @@ mod placement;
 mod release2;
 mod roles;
 mod topology;
+mod vllm_version;

@@ -16,6 +16,12 @@ fn a_meta_json_without_resolved_config_takes_async_scheduling_from_its_version()
     assert_eq!(real.tensor_parallel_size, Some(2));
     let old = RunSettings::from_vllm_meta(&json!({"vllm_version": "0.10.2"}));
     assert_eq!(old.async_scheduling, Some(false));
+    // 0.13's `async_scheduling` defaults to False; 0.14 turned it on.
+    let before =
+        RunSettings::from_vllm_meta(&json!({"vllm_version": "0.13.0rc2.dev79+g8f8fda261"}));
+    assert_eq!(before.async_scheduling, Some(false));
+    let from = RunSettings::from_vllm_meta(&json!({"vllm_version": "0.14.0"}));
+    assert_eq!(from.async_scheduling, Some(true));
 }
 
 #[test]
