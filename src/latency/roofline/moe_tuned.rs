@@ -6,8 +6,8 @@
 //! [`fp8_files`]) and, when it exists, takes the entry
 //! whose batch key is nearest to the tokens entering the kernel (`min(keys, key=lambda k:
 //! abs(k - M))`: on a tie the first key of the file, which lists them ascending). Without a
-//! file it calls `get_default_config`; the roofline then prices vLLM 0.10.2's default tiles,
-//! those its constants were fitted on (0.19's, read the same way, fit worse held out:
+//! file it calls `get_default_config`; the roofline then prices vLLM 0.10.2's default tiles
+//! (unchanged through 0.16; 0.17 made them grow with the batch), those its constants were fitted on (0.19's, read the same way, fit worse held out:
 //! `docs/src/accuracy.md`, "Every bundled part's tuned files"). The files that apply to the
 //! bundled parts and MoE shapes are data ([`files`]: one entry per batch key, the fields the
 //! pricing reads). `benchmark_moe.py` on an H100 (vLLM PR #24700, 2025-09-11, the `E=8,N=7168`
