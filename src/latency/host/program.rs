@@ -3,7 +3,8 @@
 //!
 //! vLLM's TPU model runner (`vllm/v1/worker/tpu_model_runner.py`, vLLM 0.9) prepares the
 //! step's inputs on the host, runs the compiled program and then copies the sampled tokens
-//! back (`selected_token_ids.cpu()`), which blocks until the device is done: the engine's CPU
+//! back (`selected_token_ids.cpu()`; tpu-inference 0.12, the runner vLLM 0.13 loads on a TPU:
+//! `jax.device_get(next_tokens)`), which blocks until the device is done: the engine's CPU
 //! work of a step (scheduling, input preparation, output processing) and the program do not
 //! overlap. There are no kernel launches or CUDA graphs to price ([`super::HostModel`]'s issue
 //! pipeline): a step costs its CPU work, `step_cpu_ns + seq_cpu_ns × requests` of the part's

@@ -8,6 +8,10 @@
 //! from 8 (`_get_req_paddings`, `MIN_NUM_SEQS`). Every op of the program therefore computes the
 //! padded counts ([`padded_tokens`], [`padded_requests`]); attention, vLLM's ragged paged
 //! attention kernel (`vllm/v1/attention/backends/pallas.py`), reads only the real sequences.
+//! tpu-inference 0.12, the runner vLLM 0.13 loads on a TPU, pads the same way
+//! (`tpu_inference/runner/utils.py`: `get_token_paddings`,
+//! `get_padded_num_reqs_with_upper_limit`) and its ragged paged attention v3 runs over the real
+//! sequences only (`grid = (distribution[2],)`).
 //!
 //! Inside the program XLA fuses the elementwise ops into their neighbours: the SiLU-and-mul
 //! and the rotary embedding leave no op of their own (LLMServingSim's tables time rotary inside
@@ -25,7 +29,9 @@
 //! "TPU v6e"); `tests/accuracy/derive_roofline.rs` checks that the values here are those the
 //! script prints. The host's CPU work before each step is the host model's
 //! ([`crate::latency::ProgramHost`]); not modelled: the TPU host's own input transfers and the
-//! sampled tokens' copy back; MoE experts on a TPU (priced as the GPUs' fused-MoE kernel).
+//! sampled tokens' copy back; the sampler of a batch with a request that samples (the runner's
+//! top-k and top-p masks: about 70 passes over the padded f32 logits; the sampler here is a
+//! greedy batch's); MoE experts on a TPU (priced as the GPUs' fused-MoE kernel).
 
 use super::{AttentionWork, EMBEDDING_ALLREDUCE, LOGITS_ALLGATHER, Mlp, Roofline, Step, Work};
 use crate::config::Hardware;
