@@ -226,7 +226,11 @@ impl Backend {
         let compute = with_pim(compute, inst, label)?;
         let Some(options) = &inst.astra else {
             if inst.program_host {
-                let host = ProgramHost::new(compute, inst.hardware.host.clone());
+                let host = ProgramHost::new(
+                    compute,
+                    inst.hardware.host.clone(),
+                    inst.scheduler.async_scheduling,
+                );
                 return Ok(Backend::Compute(Box::new(host)));
             }
             let Some(policy) = &inst.host_model else {

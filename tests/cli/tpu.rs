@@ -1,6 +1,6 @@
 //! A TPU through the binary: `--hardware v6e` (an alias of the bundled TPU-v6e-1) runs vLLM's
 //! TPU step, one compiled program without the host model's CUDA launches and graphs, after the
-//! host's CPU work.
+//! host's CPU work (hidden behind the previous program under asynchronous scheduling).
 
 use crate::binary;
 
@@ -20,11 +20,18 @@ fn a_tpu_step_is_its_program_after_the_hosts_cpu_work() {
         &["--hardware", "tpu-v6e", "--host-model", "off"],
     );
     // The host model (on by default) adds no CUDA launches or graphs, only the CPU work of
-    // every step of the one request before its program: 400,000 + 12,700 ns (the part's
-    // default [host] numbers).
+    // a step before its program: 400,000 + 12,700 ns (the part's default [host] numbers).
+    // The first step, after an idle instance, pays it; under asynchronous scheduling (vLLM
+    // 0.19's default) every later one was prepared while the previous 10 ms program ran.
     assert_eq!(ttft, off.0 + 412_700);
+    assert_eq!(itl, off.1);
+    // Synchronous scheduling (vLLM 0.13, the runner that waits for the tokens before it
+    // prepares the next step): every step pays it.
+    let sync = ["--hardware", "v6e", "--vllm-version", "0.13"];
+    let (sync_ttft, sync_itl, _) = ttft_and_gaps(dir.path(), &data, "sync.csv", &sync);
+    assert_eq!(sync_ttft, ttft);
     let cpu_added: Vec<u64> = off.1.iter().map(|g| g + 412_700).collect();
-    assert_eq!(itl, cpu_added);
+    assert_eq!(sync_itl, cpu_added);
     // A decode step of one request is padded to 16 tokens and 8 requests: about 10.0 ms
     // (tests/unit/latency/roofline/tpu.rs prices it layer by layer), 9 tenths the weights.
     assert_eq!(off.1.len(), 19);

@@ -9,6 +9,12 @@
 //! overlap. There are no kernel launches or CUDA graphs to price ([`super::HostModel`]'s issue
 //! pipeline): a step costs its CPU work, `step_cpu_ns + seq_cpu_ns × requests` of the part's
 //! `[host]` numbers, then the compute backend's time.
+//!
+//! Under asynchronous scheduling (vLLM 0.19 with tpu-inference 0.32: `UniProcExecutor`
+//! supports it, and the runner copies the tokens back with `jax.copy_to_host_async`) the host
+//! prepares a step while the previous program runs: a step formed as the previous one ends
+//! pays only the CPU work the previous program did not cover, `max(0, cpu − program)`; a step
+//! after an idle gap pays it all.
 
 use super::LatencyBackend;
 use crate::Nanos;
@@ -22,12 +28,37 @@ pub const PROGRAM_HOST_ENTRY: &str = "host_cpu (before the program)";
 pub struct ProgramHost {
     inner: Box<dyn LatencyBackend>,
     host: HostSpec,
+    async_scheduling: bool,
+    /// The program time of the step priced last, ns: what the next step's CPU work can hide
+    /// behind under asynchronous scheduling.
+    last_program: Option<Nanos>,
+    /// The CPU work the step priced last paid, ns (its breakdown's host entry).
+    last_exposed: Nanos,
 }
 
 impl ProgramHost {
-    /// `inner`'s steps, each after the CPU work of `host`.
-    pub fn new(inner: Box<dyn LatencyBackend>, host: HostSpec) -> ProgramHost {
-        ProgramHost { inner, host }
+    /// `inner`'s steps, each after the CPU work of `host`, prepared while the previous step
+    /// runs if `async_scheduling`.
+    pub fn new(inner: Box<dyn LatencyBackend>, host: HostSpec, async_scheduling: bool) -> Self {
+        ProgramHost {
+            inner,
+            host,
+            async_scheduling,
+            last_program: None,
+            last_exposed: 0,
+        }
+    }
+
+    /// The CPU work a step of `batch` waits for: all of it, unless the host prepared the step
+    /// during the previous program (asynchronous scheduling, formed back to back).
+    fn exposed_ns(&self, batch: &BatchDesc<'_>) -> Nanos {
+        let cpu = self.cpu_ns(batch);
+        match self.last_program {
+            Some(program) if self.async_scheduling && batch.back_to_back => {
+                cpu.saturating_sub(program)
+            }
+            _ => cpu,
+        }
     }
 
     /// The host's CPU work before a step of `batch`'s requests, ns (rounded).
@@ -44,10 +75,13 @@ impl LatencyBackend for ProgramHost {
 
     fn step_time(&mut self, batch: &BatchDesc<'_>) -> Result<Nanos, LatencyError> {
         let program = self.inner.step_time(batch)?;
-        Ok(program.saturating_add(self.cpu_ns(batch)))
+        self.last_exposed = self.exposed_ns(batch);
+        self.last_program = Some(program);
+        Ok(program.saturating_add(self.last_exposed))
     }
 
-    /// The compute backend's layers, then the host's CPU work.
+    /// The compute backend's layers, then the CPU work the step priced last paid (reports
+    /// re-read a step after pricing it).
     fn layer_times(
         &mut self,
         batch: &BatchDesc<'_>,
@@ -57,13 +91,14 @@ impl LatencyBackend for ProgramHost {
         out.push(LayerTiming {
             name: PROGRAM_HOST_ENTRY,
             repeats: 1,
-            time_ns: self.cpu_ns(batch),
+            time_ns: self.last_exposed,
             is_comm: true,
         });
         Ok(())
     }
 
-    /// The compute backend's parts, the CPU work counted before the first block.
+    /// The compute backend's parts, the CPU work counted before the first block (all of it:
+    /// a pipelined instance has steps in flight whatever the scheduling).
     fn step_parts(&mut self, batch: &BatchDesc<'_>) -> Result<StepParts, LatencyError> {
         let parts = self.inner.step_parts(batch)?;
         Ok(StepParts {
