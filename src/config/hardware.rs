@@ -290,6 +290,10 @@ pub struct HostSpec {
     pub compiled_kernel_ns: f64,
     /// One eagerly launched PyTorch op (Python dispatch plus the launch), ns.
     pub eager_op_ns: f64,
+    /// One bare PyTorch op called from a Python function of tensor ops (no module call or
+    /// layer glue between ops, as PhiMoE's `sparsemixer` or a decoder layer's residual add),
+    /// ns.
+    pub torch_op_ns: f64,
     /// One launch of vLLM's fused-MoE Triton kernel outside a graph (`invoke_fused_moe_kernel`'s
     /// Python and Triton's launcher), ns; a fused-MoE layer makes two.
     pub triton_launch_ns: f64,
@@ -306,6 +310,7 @@ impl Default for HostSpec {
             launch_ns: 3_000.0,
             compiled_kernel_ns: 7_000.0,
             eager_op_ns: 22_600.0,
+            torch_op_ns: 10_500.0,
             triton_launch_ns: 50_100.0,
             step_cpu_ns: 400_000.0,
             seq_cpu_ns: 12_700.0,
@@ -315,11 +320,12 @@ impl Default for HostSpec {
 
 impl HostSpec {
     /// Every field as `(key, value)`, for validation.
-    fn fields(&self) -> [(&'static str, f64); 6] {
+    fn fields(&self) -> [(&'static str, f64); 7] {
         [
             ("host.launch_ns", self.launch_ns),
             ("host.compiled_kernel_ns", self.compiled_kernel_ns),
             ("host.eager_op_ns", self.eager_op_ns),
+            ("host.torch_op_ns", self.torch_op_ns),
             ("host.triton_launch_ns", self.triton_launch_ns),
             ("host.step_cpu_ns", self.step_cpu_ns),
             ("host.seq_cpu_ns", self.seq_cpu_ns),

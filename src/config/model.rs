@@ -42,6 +42,21 @@ pub struct ModelArch {
 }
 
 impl ModelArch {
+    /// Whether vLLM routes the model's tokens with PhiMoE's `sparsemixer` (eager PyTorch ops)
+    /// instead of the fused top-k softmax: `phimoe` (vLLM's `models/phimoe.py`,
+    /// `custom_routing_function=phimoe_routing_function`, 0.13.0 and 0.19.0).
+    pub fn routes_with_sparsemixer(&self) -> bool {
+        self.model_type == "phimoe"
+    }
+
+    /// Whether the model's decoder layers add the residual themselves (`hidden_states +
+    /// residual` after attention and after the MLP, before a plain `nn.LayerNorm`) where
+    /// vLLM's other models fuse the add into the next norm (`RMSNorm(x, residual)`): `phimoe`
+    /// (vLLM's `PhiMoEDecoderLayer.forward`, 0.13.0 and 0.19.0).
+    pub fn adds_residual_unfused(&self) -> bool {
+        self.model_type == "phimoe"
+    }
+
     /// Resolves `spec` as a path to a HuggingFace `config.json` (an existing file, or any
     /// name ending in `.json`) or as a bundled model name (case-insensitive, with or without
     /// the organisation, e.g. `Llama-3.1-8B` or `meta-llama/Llama-3.1-8B`).

@@ -434,6 +434,18 @@ pub(crate) const GDDR_IN_BAND_ECC_SHARE: f64 = 0.85;
 const GEMM_COMPUTE_EFFICIENCY: f64 = 0.82;
 const GEMM_UNHIDDEN: f64 = 0.50;
 
+/// PyTorch ops PhiMoE's routing issues beyond the fused top-k softmax (`topk_softmax`, one
+/// op) that the other MoE models run. vLLM's `phimoe.py` (0.13.0 and 0.19.0) routes through
+/// `FusedMoE`'s `custom_routing_function`, `phimoe_routing_function` → `sparsemixer`, eager
+/// PyTorch in eval mode: per expert pick a `max`, `abs`, `clamp`, `sub`, `div`, `gt`,
+/// `masked_fill`, `softmax` and `gather` (the second pick also a `scatter` of the first),
+/// then two `concat`s: 21 ops in place of one.
+pub const SPARSEMIXER_OPS: u32 = 20;
+
+/// Further kernels those ops launch: the out-of-place `masked_fill` (twice) and `scatter`
+/// each clone their input first (ATen's composite `masked_fill` and `scatter`).
+pub const SPARSEMIXER_INNER_LAUNCHES: u32 = 3;
+
 /// Least GPU time of any kernel, ns: the median kernel-only time of a one-token RMSNorm of
 /// vLLM's fused kernel (RTX 4090 1.85, RTX PRO 6000 2.12, H800 2.64 µs; LLMServingSim's
 /// bundles and Frontier's kernel-only files).
@@ -641,6 +653,9 @@ pub struct Roofline {
     vocab_per_gpu: f64,
     mlp: Mlp,
     qk_norm: bool,
+    /// Whether the MoE routes with PhiMoE's `sparsemixer` rather than the fused top-k
+    /// softmax ([`SPARSEMIXER_OPS`]).
+    sparsemixer: bool,
     flops_per_ns: f64,
     bytes_per_ns: f64,
     /// A GEMM's rates: peak FLOP/s times [`GEMM_COMPUTE_EFFICIENCY`], bandwidth times the
@@ -786,6 +801,12 @@ pub enum Work {
         idle_blocks: f64,
         quant: Option<[TensorQuant; 2]>,
     },
+    /// `count` small kernels of the same shape, each moving `each` (PhiMoE's routing ops):
+    /// each priced as a [`Work::Kernel`], so at the least time of a kernel when it is small.
+    Kernels {
+        count: f64,
+        each: Cost,
+    },
     /// A collective whose time is already known, ns.
     Comm {
         ns: f64,
@@ -907,6 +928,20 @@ fn qk_norm(qk: f64, head_dim: f64, fp: f64) -> Work {
     )
 }
 
+/// PhiMoE's routing of `tokens` tokens over `experts` experts beyond the fused top-k softmax
+/// it replaces ([`SPARSEMIXER_OPS`]): small kernels over the `tokens × experts` router logits
+/// of `fp` bytes, each reading two such tensors and writing one.
+fn sparsemixer(tokens: f64, experts: f64, fp: f64) -> Work {
+    let values = tokens * experts;
+    Work::Kernels {
+        count: f64::from(SPARSEMIXER_OPS + SPARSEMIXER_INNER_LAUNCHES),
+        each: Cost {
+            flops: values,
+            bytes: 3.0 * values * fp,
+        },
+    }
+}
+
 /// vLLM's tuned fused-MoE tiles for `model` on `hardware` at TP `tp`, and the device name its
 /// files carry: files without a `dtype` in their name are for 16-bit weights, those with
 /// `dtype=fp8_w8a8` for FP8 ones.
@@ -1025,6 +1060,7 @@ impl Roofline {
             vocab_per_gpu: (model.vocab_size / tp) as f64,
             mlp,
             qk_norm: matches!(model.model_type.as_str(), "qwen3" | "qwen3_moe"),
+            sparsemixer: model.routes_with_sparsemixer(),
             flops_per_ns: peak_flops * hardware.compute_efficiency / 1e9,
             bytes_per_ns: hardware.memory_bw_gbps * hardware.memory_efficiency,
             gemm_flops_per_ns,
@@ -1398,6 +1434,9 @@ impl Roofline {
         };
         let (t, h, fp, l) = (s.tokens, self.hidden, self.fp, self.num_layers);
         visit("router", l, gemm(t, h, experts, fp));
+        if self.sparsemixer {
+            visit("sparsemixer", l, sparsemixer(t, experts, fp));
+        }
         let comm = self.expert_comm.map(|(c, shape)| {
             let (dispatch, combine) = c.ep_dispatch_combine_ns(t as u64, &shape);
             (
@@ -1699,6 +1738,9 @@ impl Roofline {
                     Some(quant) => experts + self.tensor_quant_ns(quant),
                     None => experts,
                 }
+            }
+            Work::Kernels { count, each } => {
+                count * (self.roofline_ns(each) + self.launch_ns).max(KERNEL_FLOOR_NS)
             }
             Work::Comm { ns } => ns,
             // Emitted only on a TPU.

@@ -126,6 +126,7 @@ impl Rooflines {
         let host = inst.hardware.host.clone();
         let model = HostModel::over_roofline(&compute, host, policy.clone(), async_scheduling)
             .serving(inst.dtype)
+            .adding_residuals(inst.model.adds_residual_unfused())
             .all_reducing(inst.collectives.tp_dispatch, token_bytes(inst));
         let model = SharedBackend::new(model);
         let handle = SharedHost::new(&model);
@@ -244,6 +245,7 @@ impl Backend {
             );
             let host = host
                 .serving(inst.dtype)
+                .adding_residuals(inst.model.adds_residual_unfused())
                 .all_reducing(inst.collectives.tp_dispatch, token_bytes(inst));
             return Ok(Backend::Compute(Box::new(host)));
         };

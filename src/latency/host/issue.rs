@@ -3,6 +3,7 @@
 
 use super::graphs::StepMode;
 use crate::config::HostSpec;
+use crate::latency::roofline::{SPARSEMIXER_INNER_LAUNCHES, SPARSEMIXER_OPS};
 
 /// What one occurrence of a layer launches outside a graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,12 +14,23 @@ pub struct Launches {
     pub inner: u32,
     /// Kernels launched through Triton's Python launcher.
     pub triton: u32,
+    /// Bare PyTorch ops called from a Python function of tensor ops (no module call between
+    /// them), each launching one kernel.
+    pub torch: u32,
 }
 
 impl Launches {
+    /// No launch.
+    const NONE: Launches = Launches {
+        ops: 0,
+        inner: 0,
+        triton: 0,
+        torch: 0,
+    };
+
     /// The kernels (memsets included) they put on the GPU.
     pub fn kernels(&self) -> u32 {
-        self.ops + self.inner + self.triton
+        self.ops + self.inner + self.triton + self.torch
     }
 }
 
@@ -29,7 +41,9 @@ impl Launches {
 /// of the result into the layer's output (`TopKWeightAndReduceNoOP`: five ops) and its two
 /// grouped GEMMs through Triton (`invoke_fused_moe_kernel`), its gate GEMM being the
 /// roofline's `router` layer; the profile tables' `moe` layer holds the gate too (six ops);
-/// the sampler of a greedy batch takes a few ops (softmax, argmax, gathers: four). Every other
+/// the sampler of a greedy batch takes a few ops (softmax, argmax, gathers: four); PhiMoE's
+/// `sparsemixer` the ops and clones it adds to the fused top-k (`roofline::SPARSEMIXER_OPS`,
+/// its kernels being that layer's GPU time). Every other
 /// layer (GEMMs, collectives, embedding) is one op.
 fn sixteen_bit(layer: &str) -> Launches {
     let (ops, triton) = match layer {
@@ -37,12 +51,19 @@ fn sixteen_bit(layer: &str) -> Launches {
         "experts" => (5, 2),
         "moe" => (6, 2),
         "sampler" => (4, 0),
+        "sparsemixer" => {
+            return Launches {
+                inner: SPARSEMIXER_INNER_LAUNCHES,
+                torch: SPARSEMIXER_OPS,
+                ..Launches::NONE
+            };
+        }
         _ => (1, 0),
     };
     Launches {
         ops,
-        inner: 0,
         triton,
+        ..Launches::NONE
     }
 }
 
@@ -65,25 +86,58 @@ fn fp8_extra(layer: &str) -> Launches {
     Launches {
         ops,
         inner,
-        triton: 0,
+        ..Launches::NONE
     }
 }
 
-/// What one occurrence of `layer` launches in `mode`, its linear layers and experts served in
-/// FP8 if `fp8`. The FP8 quantizations count in eager mode alone: compiled, vLLM leaves a
+/// What of the served model changes the ops its layers issue in eager mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Served {
+    /// The linear layers and experts are served in FP8 ([`fp8_extra`]).
+    pub fp8: bool,
+    /// The decoder layers add the residual themselves before each norm
+    /// ([`crate::config::ModelArch::adds_residual_unfused`]): one more torch op per norm.
+    pub residual_adds: bool,
+}
+
+/// Bare torch ops a norm of a model whose decoder layers add the residual themselves issues
+/// beyond the norm: the add before it (`hidden_states + residual`), one. Two per decoder layer,
+/// as the layer's two norms: the add after attention before the post-attention norm, the add
+/// after the MLP before the next layer's input norm (the last layer's before the final norm,
+/// whose own count stays one: the first layer's input norm has no add before it).
+fn residual_extra(layer: &str) -> u32 {
+    match layer {
+        "input_layernorm" | "post_attention_layernorm" | "layernorm" => 1,
+        _ => 0,
+    }
+}
+
+/// What one occurrence of `layer` launches in `mode`, of a model `served` as it says. The
+/// FP8 quantizations and the residual adds count in eager mode alone: compiled, vLLM leaves a
 /// linear layer's quantization to Inductor, which fuses it into the norm or activation before
-/// it, and inside a graph the host issues none of a layer's kernels (the count only splits its
-/// GPU time there, so graph-replayed steps keep the 16-bit count).
-pub fn launches_of(layer: &str, mode: StepMode, fp8: bool) -> Launches {
+/// it, and Inductor fuses a residual add into the norm after it; inside a graph the host
+/// issues none of a layer's kernels (the count only splits its GPU time there, so
+/// graph-replayed steps keep the 16-bit count).
+pub fn launches_of(layer: &str, mode: StepMode, served: Served) -> Launches {
     let base = sixteen_bit(layer);
-    if !fp8 || mode != StepMode::Eager {
+    if mode != StepMode::Eager {
         return base;
     }
-    let extra = fp8_extra(layer);
+    let fp8 = if served.fp8 {
+        fp8_extra(layer)
+    } else {
+        Launches::NONE
+    };
+    let residual = if served.residual_adds {
+        residual_extra(layer)
+    } else {
+        0
+    };
     Launches {
-        ops: base.ops + extra.ops,
-        inner: base.inner + extra.inner,
+        ops: base.ops + fp8.ops,
+        inner: base.inner + fp8.inner,
         triton: base.triton,
+        torch: base.torch + residual,
     }
 }
 
@@ -117,19 +171,23 @@ fn op_ns(host: &HostSpec, layer: &str, mode: StepMode) -> f64 {
     }
 }
 
-/// Host cost of issuing one kernel of `layer` in `mode` ([`launches_of`]), ns (0 inside a
-/// graph): the mean over its kernels of an op's cost, `launch_ns` for an op's further driver
-/// launches and `triton_launch_ns` for its Triton launches.
-pub fn issue_ns(host: &HostSpec, layer: &str, mode: StepMode, fp8: bool) -> f64 {
+/// Host cost of issuing one kernel of `layer` in `mode` of a model `served` as it says
+/// ([`launches_of`]), ns (0 inside a graph): the mean over its kernels of an op's cost,
+/// `launch_ns` for an op's further driver launches, `triton_launch_ns` for its Triton launches
+/// and `torch_op_ns` for its bare torch ops (eager wherever the layer is not in a graph:
+/// PhiMoE's routing runs inside the fused-MoE custom op, which Inductor does not compile).
+pub fn issue_ns(host: &HostSpec, layer: &str, mode: StepMode, served: Served) -> f64 {
     let op = op_ns(host, layer, mode);
-    let launches = launches_of(layer, mode, fp8);
-    if (launches.triton == 0 && launches.inner == 0) || in_graph(layer, mode) {
+    let launches = launches_of(layer, mode, served);
+    let only_ops = launches.triton == 0 && launches.inner == 0 && launches.torch == 0;
+    if only_ops || in_graph(layer, mode) {
         return op;
     }
     let ops = f64::from(launches.ops) * op;
     let inner = f64::from(launches.inner) * host.launch_ns;
     let triton = f64::from(launches.triton) * host.triton_launch_ns;
-    (ops + inner + triton) / f64::from(launches.kernels())
+    let torch = f64::from(launches.torch) * host.torch_op_ns;
+    (ops + inner + triton + torch) / f64::from(launches.kernels())
 }
 
 /// The two-stage pipeline of one step: the host issues kernels one after the other; a kernel

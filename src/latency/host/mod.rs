@@ -61,8 +61,8 @@ pub struct HostModel {
     host: HostSpec,
     policy: GraphPolicy,
     async_scheduling: bool,
-    /// Whether the model's linear layers and experts are served in FP8 (`issue.rs`).
-    fp8: bool,
+    /// What of the served model changes the ops its layers issue (`issue.rs`).
+    served: issue::Served,
     /// vLLM's dispatch of the instance's TP all-reduces and the bytes of one token's
     /// activation, when they are priced on a link: the ops an all-reduce issues depend on
     /// its path ([`VllmAllReduce::extra_host_ops`]).
@@ -96,7 +96,7 @@ impl HostModel {
             host,
             policy,
             async_scheduling,
-            fp8: false,
+            served: issue::Served::default(),
             tp_all_reduce: None,
             layers: Vec::new(),
             plan: IssuePlan::default(),
@@ -127,10 +127,22 @@ impl HostModel {
     /// The model served in `dtype`: under FP8 its eager steps issue vLLM's quantizations of
     /// the linear layers' and experts' inputs (`issue.rs`).
     pub fn serving(self, dtype: Dtype) -> HostModel {
-        HostModel {
+        let served = issue::Served {
             fp8: dtype == Dtype::Fp8,
-            ..self
-        }
+            ..self.served
+        };
+        HostModel { served, ..self }
+    }
+
+    /// The model's decoder layers add the residual themselves if `unfused`
+    /// ([`crate::config::ModelArch::adds_residual_unfused`]): its eager steps issue those adds
+    /// (`issue.rs`).
+    pub fn adding_residuals(self, unfused: bool) -> HostModel {
+        let served = issue::Served {
+            residual_adds: unfused,
+            ..self.served
+        };
+        HostModel { served, ..self }
     }
 
     /// The model's TP all-reduces dispatched by `dispatch` (`None`: no dispatch, or not
@@ -283,7 +295,7 @@ impl HostModel {
         self.layers = layers;
         priced?;
         let gpu: Nanos = self.layers.iter().map(|l| l.repeats * l.time_ns).sum();
-        self.plan.fit(&self.layers, &self.host, self.fp8);
+        self.plan.fit(&self.layers, &self.host, self.served);
         self.plan_list = self.inner.last_layer_list();
         let ops = self.all_reduce_ops(run.total_tokens());
         // A host that has issued everything before the step starts never holds the GPU back.

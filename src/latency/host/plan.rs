@@ -90,9 +90,9 @@ pub struct IssuePlan {
 
 impl IssuePlan {
     /// Works the plan out again unless it was for `layers`' names and repeats, of a model
-    /// whose linear layers and experts are served in FP8 if `fp8` (the same for every list a
+    /// `served` as it says ([`issue::Served`]; the same for every list a
     /// plan is given).
-    pub fn fit(&mut self, layers: &[LayerTiming], host: &HostSpec, fp8: bool) {
+    pub fn fit(&mut self, layers: &[LayerTiming], host: &HostSpec, served: issue::Served) {
         let same = |l: &LayerTiming, &(name, repeats): &(&'static str, u64)| {
             std::ptr::eq(l.name, name) && l.repeats == repeats
         };
@@ -106,8 +106,8 @@ impl IssuePlan {
         for l in layers {
             self.shape.push((l.name, l.repeats));
             self.layers.push(LayerIssue {
-                kernels: MODES.map(|m| issue::launches_of(l.name, m, fp8).kernels()),
-                cost: MODES.map(|m| issue::issue_ns(host, l.name, m, fp8)),
+                kernels: MODES.map(|m| issue::launches_of(l.name, m, served).kernels()),
+                cost: MODES.map(|m| issue::issue_ns(host, l.name, m, served)),
                 graph: MODES.map(|m| issue::in_graph(l.name, m)),
                 tp_all_reduce: is_tp_all_reduce(l.name),
             });

@@ -65,6 +65,7 @@ fn host() -> HostSpec {
         launch_ns: 3_000.0,
         compiled_kernel_ns: 7_000.0,
         eager_op_ns: 20_000.0,
+        torch_op_ns: 10_000.0,
         triton_launch_ns: 50_000.0,
         step_cpu_ns: 100_000.0,
         seq_cpu_ns: 0.0,
@@ -150,6 +151,38 @@ fn a_host_bound_eager_moe_step_pays_two_triton_launches_per_layer() {
     let wait = layers.last().unwrap();
     assert_eq!(wait.name, "host_wait (eager)");
     assert_eq!(wait.time_ns, 600_250 - (1_000 + 2 * 6_000 + 1_000));
+}
+
+#[test]
+fn an_eager_step_of_a_model_adding_its_residuals_issues_one_more_op_per_norm() {
+    // `--enforce-eager`, one decode; the block is a post-attention norm (twice), 6 µs on the
+    // GPU. With the residual add before it each norm issues the norm (20 µs) and the add (a
+    // bare torch op, 10 µs), 15 µs a kernel: CPU work 100 µs, embedding issued at 120, the
+    // norms' four kernels at 135 … 180 (each 3 µs on the GPU), the sampler's four ops at
+    // 200 … 260; the last ends at 260.25. Fused, the norms' two kernels are issued at 140 and
+    // 160 and the step ends at 240.25.
+    let eager = GraphOptions {
+        enforce_eager: true,
+        ..Default::default()
+    };
+    let step = |unfused: bool| {
+        let inner = Box::new(Fixed {
+            block_ns: 6_000,
+            block: "post_attention_layernorm",
+            last_pad: 0,
+            tells_list: false,
+            listed: Default::default(),
+        });
+        let policy = GraphPolicy::resolve(&eager, 4, 2048).unwrap();
+        let mut m = HostModel::new(inner, host(), policy, false).adding_residuals(unfused);
+        let items = [BatchItem {
+            new_tokens: 1,
+            context_tokens: 9,
+        }];
+        m.step_time(&BatchDesc::new(&items)).unwrap()
+    };
+    assert_eq!(step(true), 260_250);
+    assert_eq!(step(false), 240_250);
 }
 
 #[test]

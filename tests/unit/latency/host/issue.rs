@@ -2,6 +2,18 @@ use blis_cosim::config::HostSpec;
 use blis_cosim::latency::StepMode;
 use blis_cosim::latency::host::issue::*;
 
+/// A 16-bit model whose norms fuse the residual add.
+const BF16: Served = Served {
+    fp8: false,
+    residual_adds: false,
+};
+
+/// The same model with its linear layers and experts in FP8.
+const FP8: Served = Served {
+    fp8: true,
+    residual_adds: false,
+};
+
 #[test]
 fn a_host_bound_list_ends_with_the_last_issue_plus_its_kernel() {
     // Three kernels of 2 µs on the GPU, each issued in 10 µs from t = 0.
@@ -82,10 +94,10 @@ fn a_graph_launch_holds_back_its_kernels() {
 #[test]
 fn kernel_counts_and_issue_costs_by_mode() {
     let host = HostSpec::default();
-    let kernels = |layer| launches_of(layer, StepMode::Eager, false).kernels();
+    let kernels = |layer| launches_of(layer, StepMode::Eager, BF16).kernels();
     assert_eq!(kernels("attention"), 2);
     assert_eq!(kernels("qkv_proj"), 1);
-    let issue = |layer, mode| issue_ns(&host, layer, mode, false);
+    let issue = |layer, mode| issue_ns(&host, layer, mode, BF16);
     assert_eq!(issue("qkv_proj", StepMode::Full), 0.0);
     assert_eq!(issue("qkv_proj", StepMode::Piecewise), 0.0);
     assert_eq!(
@@ -101,22 +113,22 @@ fn kernel_counts_and_issue_costs_by_mode() {
 #[test]
 fn a_fused_moe_layer_issues_two_triton_launches_beside_its_ops_outside_graphs() {
     let host = HostSpec::default();
-    let eager = |layer| launches_of(layer, StepMode::Eager, false);
+    let eager = |layer| launches_of(layer, StepMode::Eager, BF16);
     assert_eq!(eager("experts").kernels(), 7);
     assert_eq!(eager("moe").kernels(), 8);
     assert_eq!(eager("experts").triton, 2);
     assert_eq!(eager("moe").triton, 2);
     assert_eq!(eager("qkv_proj").triton, 0);
     // Eager: five ops at 22.6 µs and two launches at 50.1 µs, (113 + 100.2) / 7 each.
-    let eager = issue_ns(&host, "experts", StepMode::Eager, false);
+    let eager = issue_ns(&host, "experts", StepMode::Eager, BF16);
     assert!((eager * 7.0 - (5.0 * 22_600.0 + 2.0 * 50_100.0)).abs() < 1e-6);
     // Compiled (no graph), the profile tables' layer with its gate GEMM: six kernels at 7 µs
     // and the same two launches.
-    let compiled = issue_ns(&host, "moe", StepMode::Compiled, false);
+    let compiled = issue_ns(&host, "moe", StepMode::Compiled, BF16);
     assert!((compiled * 8.0 - (6.0 * 7_000.0 + 2.0 * 50_100.0)).abs() < 1e-6);
     // Inside a graph the layer costs the host nothing.
-    assert_eq!(issue_ns(&host, "experts", StepMode::Piecewise, false), 0.0);
-    assert_eq!(issue_ns(&host, "experts", StepMode::Full, false), 0.0);
+    assert_eq!(issue_ns(&host, "experts", StepMode::Piecewise, BF16), 0.0);
+    assert_eq!(issue_ns(&host, "experts", StepMode::Full, BF16), 0.0);
 }
 
 #[test]
@@ -125,16 +137,16 @@ fn an_fp8_linear_layer_issues_its_input_quantization_then_its_gemm_in_eager_mode
     // `cutlass_scaled_mm`: two ops at 22.6 µs each, 45.2 µs a layer against 22.6 in BF16.
     let host = HostSpec::default();
     for layer in ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"] {
-        let fp8 = launches_of(layer, StepMode::Eager, true);
+        let fp8 = launches_of(layer, StepMode::Eager, FP8);
         assert_eq!((fp8.ops, fp8.inner, fp8.triton), (2, 0, 0), "{layer}");
-        assert_eq!(issue_ns(&host, layer, StepMode::Eager, true), 22_600.0);
+        assert_eq!(issue_ns(&host, layer, StepMode::Eager, FP8), 22_600.0);
         // Compiled, Inductor fuses the quantization into the op before it; in a graph the
         // host issues nothing: both keep the 16-bit count and cost.
         for mode in [StepMode::Compiled, StepMode::Piecewise, StepMode::Full] {
-            assert_eq!(launches_of(layer, mode, true).kernels(), 1, "{layer}");
+            assert_eq!(launches_of(layer, mode, FP8).kernels(), 1, "{layer}");
             assert_eq!(
-                issue_ns(&host, layer, mode, true),
-                issue_ns(&host, layer, mode, false)
+                issue_ns(&host, layer, mode, FP8),
+                issue_ns(&host, layer, mode, BF16)
             );
         }
     }
@@ -147,12 +159,12 @@ fn an_fp8_linear_layer_issues_its_input_quantization_then_its_gemm_in_eager_mode
         "lm_head",
     ] {
         let (fp8, bf16) = (
-            launches_of(layer, StepMode::Eager, true),
-            launches_of(layer, StepMode::Eager, false),
+            launches_of(layer, StepMode::Eager, FP8),
+            launches_of(layer, StepMode::Eager, BF16),
         );
         assert_eq!(fp8, bf16, "{layer}");
     }
-    assert_eq!(launches_of("sampler", StepMode::Eager, true).kernels(), 4);
+    assert_eq!(launches_of("sampler", StepMode::Eager, FP8).kernels(), 4);
 }
 
 #[test]
@@ -161,18 +173,77 @@ fn an_fp8_fused_moe_layer_issues_two_tensor_quantizations_in_eager_mode() {
     // the scale's memset, the max reduction and the quantization: the layer's 5 ops and 2
     // Triton launches gain 2 ops and 4 launches inside them, 13 kernels.
     let host = HostSpec::default();
-    let fp8 = launches_of("experts", StepMode::Eager, true);
+    let fp8 = launches_of("experts", StepMode::Eager, FP8);
     assert_eq!((fp8.ops, fp8.inner, fp8.triton), (7, 4, 2));
     assert_eq!(fp8.kernels(), 13);
     // 7 × 22.6 + 4 × 3 + 2 × 50.1 = 270.4 µs a layer (BF16: 213.2).
-    let eager = issue_ns(&host, "experts", StepMode::Eager, true);
+    let eager = issue_ns(&host, "experts", StepMode::Eager, FP8);
     assert!((eager * 13.0 - 270_400.0).abs() < 1e-6, "{eager}");
     // Compiled and in graphs, the 16-bit count and cost.
     for mode in [StepMode::Compiled, StepMode::Piecewise, StepMode::Full] {
-        assert_eq!(launches_of("moe", mode, true).kernels(), 8);
+        assert_eq!(launches_of("moe", mode, FP8).kernels(), 8);
         assert_eq!(
-            issue_ns(&host, "moe", mode, true).to_bits(),
-            issue_ns(&host, "moe", mode, false).to_bits()
+            issue_ns(&host, "moe", mode, FP8).to_bits(),
+            issue_ns(&host, "moe", mode, BF16).to_bits()
         );
     }
+}
+
+#[test]
+fn phimoes_sparsemixer_issues_twenty_ops_and_three_clones_outside_graphs() {
+    // vLLM's `sparsemixer`: 21 bare torch ops in place of the fused top-k's one (counted by
+    // `experts`), the two out-of-place `masked_fill`s and the `scatter` cloning their input
+    // first.
+    let host = HostSpec::default();
+    let eager = launches_of("sparsemixer", StepMode::Eager, BF16);
+    assert_eq!(
+        (eager.ops, eager.inner, eager.triton, eager.torch),
+        (0, 3, 0, 20)
+    );
+    assert_eq!(eager.kernels(), 23);
+    // Eager: (20 × 10.5 + 3 × 3) / 23 µs per kernel, 219 µs a layer; the same compiled
+    // without graphs (it runs inside the fused-MoE custom op, which Inductor leaves alone).
+    for mode in [StepMode::Eager, StepMode::Compiled] {
+        let each = issue_ns(&host, "sparsemixer", mode, BF16);
+        assert!((each * 23.0 - 219_000.0).abs() < 1e-6, "{mode:?}");
+    }
+    // Captured whole in a piecewise or full graph.
+    assert_eq!(
+        issue_ns(&host, "sparsemixer", StepMode::Piecewise, BF16),
+        0.0
+    );
+    assert_eq!(issue_ns(&host, "sparsemixer", StepMode::Full, BF16), 0.0);
+}
+
+#[test]
+fn a_model_adding_its_residuals_issues_the_add_before_each_norm_in_eager_mode() {
+    let host = HostSpec::default();
+    let phimoe = Served {
+        fp8: false,
+        residual_adds: true,
+    };
+    for norm in ["input_layernorm", "post_attention_layernorm", "layernorm"] {
+        let eager = launches_of(norm, StepMode::Eager, phimoe);
+        assert_eq!((eager.ops, eager.torch), (1, 1), "{norm}");
+        assert_eq!(
+            launches_of(norm, StepMode::Eager, BF16).kernels(),
+            1,
+            "{norm}"
+        );
+        // The norm's module call at 22.6 µs, the add at 10.5: 16.55 µs a kernel.
+        let each = issue_ns(&host, norm, StepMode::Eager, phimoe);
+        assert!((each - 16_550.0).abs() < 1e-6, "{norm}");
+        // Compiled, Inductor fuses the add into the norm.
+        let compiled = launches_of(norm, StepMode::Compiled, phimoe);
+        assert_eq!(compiled.kernels(), 1, "{norm}");
+    }
+    // The final norm's add is the last layer's second: counted on the input norms' side.
+    assert_eq!(
+        launches_of("final_layernorm", StepMode::Eager, phimoe).kernels(),
+        1
+    );
+    assert_eq!(
+        launches_of("qkv_proj", StepMode::Eager, phimoe).kernels(),
+        1
+    );
 }
