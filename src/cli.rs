@@ -443,7 +443,9 @@ pub struct RunArgs {
     pub no_enable_chunked_prefill: bool,
 
     #[arg(help_heading = "Scheduler", long, overrides_with = "no_reserve_full_isl",
-          help = switch_help("Admit a request only if its whole sequence fits in free KV blocks",
+          help = switch_help("Admit a request only if its whole sequence fits in free KV blocks \
+                              (vLLM's default from v0.19, so the default follows \
+                              --vllm-version)",
                              EngineOptions::default().reserve_full_isl))]
     pub reserve_full_isl: bool,
     /// Admit as soon as this step's tokens fit.
@@ -451,8 +453,9 @@ pub struct RunArgs {
     pub no_reserve_full_isl: bool,
 
     /// The vLLM release modelled (e.g. 0.13, or as vLLM prints it: 0.13.0rc2): the defaults
-    /// that changed between releases follow it (asynchronous scheduling, on from 0.14);
-    /// pricing and scheduling are 0.19's. From 0.8 (the V1 engine) to 0.19.
+    /// that changed between releases follow it (asynchronous scheduling, on from 0.14; the
+    /// whole prompt's KV blocks free before admission, from 0.19); pricing and scheduling are
+    /// 0.19's. From 0.8 (the V1 engine) to 0.19.
     #[arg(help_heading = "Scheduler", long, value_name = "VERSION",
           default_value_t = VllmVersion::MODELLED)]
     pub vllm_version: VllmVersion,
@@ -754,7 +757,7 @@ impl RunArgs {
             reserve_full_isl: switch(
                 self.reserve_full_isl,
                 self.no_reserve_full_isl,
-                defaults.reserve_full_isl,
+                self.vllm_version.reserve_full_isl_by_default(),
             ),
             async_scheduling: !self.llmservingsim
                 && switch(

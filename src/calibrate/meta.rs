@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// `engine_kwargs` keys whose value the simulation takes or checks.
-const UNDERSTOOD: [&str; 15] = [
+const UNDERSTOOD: [&str; 16] = [
     "model",
     "tensor_parallel_size",
     "data_parallel_size",
@@ -27,6 +27,7 @@ const UNDERSTOOD: [&str; 15] = [
     "gpu_memory_utilization",
     "block_size",
     "async_scheduling",
+    "scheduler_reserve_full_isl",
 ];
 
 /// What a run's `meta.json` says of its engine.
@@ -47,6 +48,7 @@ pub struct Recorded {
     pub memory_utilization: Option<f64>,
     pub block_size: Option<u32>,
     pub async_scheduling: Option<bool>,
+    pub reserve_full_isl: Option<bool>,
     pub num_requests: Option<usize>,
 }
 
@@ -110,6 +112,7 @@ pub fn parse(meta: &Value, path: &str) -> anyhow::Result<Recorded> {
         memory_utilization: m.gpu_memory_utilization,
         block_size: count(m.block_size, "block_size")?,
         async_scheduling: s.async_scheduling,
+        reserve_full_isl: m.reserve_full_isl,
         num_requests: s.num_requests.and_then(|n| usize::try_from(n).ok()),
     })
 }
@@ -127,7 +130,9 @@ fn is_unset(value: &Value) -> bool {
 /// The engine a run's simulation starts from: each setting from the flags or from
 /// `meta.json`, refusing the two when they disagree; a setting neither gives keeps the
 /// default of its flag, except asynchronous scheduling, which follows the release modelled
-/// ([`VllmVersion::MODELLED`]; a recorded version decides it through [`VllmMeta`]).
+/// ([`VllmVersion::MODELLED`]; a recorded version decides it through [`VllmMeta`]). The
+/// admission's KV reservation is the recorded one, else the recorded version's default, else
+/// the flag's.
 pub fn engine(flags: &EngineFlags, recorded: Option<&Recorded>) -> anyhow::Result<EngineOptions> {
     let mut engine = EngineOptions::default();
     let meta = recorded.cloned().unwrap_or_default();
@@ -156,6 +161,7 @@ pub fn engine(flags: &EngineFlags, recorded: Option<&Recorded>) -> anyhow::Resul
         meta.async_scheduling,
     )?
     .unwrap_or(VllmVersion::MODELLED.async_scheduling_by_default());
+    engine.reserve_full_isl = meta.reserve_full_isl.unwrap_or(engine.reserve_full_isl);
     engine.enable_prefix_caching = meta.enable_prefix_caching.unwrap_or(true);
     engine.enable_chunked_prefill = meta.enable_chunked_prefill.unwrap_or(true);
     if let Some(u) = meta.memory_utilization {

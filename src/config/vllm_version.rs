@@ -1,6 +1,16 @@
 //! The vLLM release a run models (`--vllm-version`) and the defaults that changed between
 //! releases. Scheduling and pricing follow vLLM 0.19 whatever the version; what the version
 //! moves is listed on [`VllmVersion`]'s methods, each with the releases' code that shows it.
+//!
+//! Read in the sources of 0.11.1, 0.12.0, 0.13.0, 0.14.0 and 0.16.0-0.19.0 and found the same
+//! in each (so no method here): the scheduler limits `vllm serve` picks per device
+//! (`EngineArgs.get_batch_defaults`), chunked prefill and prefix caching on for a decoder-only
+//! model, `long_prefill_token_threshold` 0, block size 16 on CUDA, `gpu_memory_utilization`
+//! 0.9 with the CUDA graphs' memory left out of the KV budget, `cudagraph_mode`
+//! `FULL_AND_PIECEWISE`, the capture sizes, and the attention backend per compute capability
+//! (accuracy guide, "The vLLM those runs were served by"). Two changes are known and not
+//! followed: the fused-MoE default tiles (0.17) and the symmetric-memory all-reduce on compute
+//! capability 10.3 (0.19; no hardware file here has it).
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,6 +35,14 @@ impl VllmVersion {
     /// by default"); 0.14.0's is `Field(default=None)`, resolved to on unless pipeline
     /// parallelism or a non-EAGLE speculative method rules it out (`vllm/config/vllm.py`).
     pub const ASYNC_SCHEDULING_DEFAULT: VllmVersion = VllmVersion::new(0, 14);
+    /// The first release whose scheduler admits a waiting request only when its whole prompt
+    /// fits in the free KV blocks. vLLM 0.19.0's `SchedulerConfig.scheduler_reserve_full_isl:
+    /// bool = True` (`vllm/config/scheduler.py`), checked through
+    /// `KVCacheManager.can_fit_full_sequence` before `allocate_slots` in
+    /// `Scheduler.schedule` (`vllm/v1/core/sched/scheduler.py`); 0.18.0's scheduler has no such
+    /// setting and allocates the first chunk's blocks alone (as do 0.11.1, 0.12.0, 0.13.0,
+    /// 0.14.0, 0.16.0 and 0.17.0).
+    pub const RESERVE_FULL_ISL_DEFAULT: VllmVersion = VllmVersion::new(0, 19);
 
     /// Release `major.minor`.
     pub const fn new(major: u32, minor: u32) -> VllmVersion {
@@ -34,6 +52,12 @@ impl VllmVersion {
     /// Whether this release schedules asynchronously when no flag says otherwise.
     pub fn async_scheduling_by_default(self) -> bool {
         self >= VllmVersion::ASYNC_SCHEDULING_DEFAULT
+    }
+
+    /// Whether this release admits a request only when its whole prompt fits in the free KV
+    /// blocks (`--reserve-full-isl`) when no flag says otherwise.
+    pub fn reserve_full_isl_by_default(self) -> bool {
+        self >= VllmVersion::RESERVE_FULL_ISL_DEFAULT
     }
 
     /// Reads a version as vLLM prints it: `0.13`, `0.13.0`, `v0.13.0rc2.dev79+g8f8fda261`,

@@ -46,7 +46,8 @@ impl std::fmt::Display for SettingHint {
 
 /// Everything a vLLM bench `meta.json` records of its engine, read in one place: each setting
 /// from `engine_kwargs`, else from the resolved config where the run kept one, and
-/// asynchronous scheduling else from the version (vLLM's default from v0.14).
+/// asynchronous scheduling and the admission's KV reservation else from the version (vLLM's
+/// defaults from v0.14 and v0.19).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct VllmMeta {
     /// The settings `validate` compares.
@@ -56,6 +57,9 @@ pub struct VllmMeta {
     pub enable_expert_parallel: Option<bool>,
     pub gpu_memory_utilization: Option<f64>,
     pub block_size: Option<u64>,
+    /// `scheduler_reserve_full_isl`: whether a request was admitted only when its whole
+    /// prompt fit in the free KV blocks.
+    pub reserve_full_isl: Option<bool>,
     /// `engine_kwargs` as recorded, for a reader that refuses what it does not model.
     pub engine_kwargs: serde_json::Map<String, Value>,
 }
@@ -100,6 +104,11 @@ impl VllmMeta {
             enable_expert_parallel: kwargs["enable_expert_parallel"].as_bool(),
             gpu_memory_utilization: kwargs["gpu_memory_utilization"].as_f64(),
             block_size: kwargs["block_size"].as_u64(),
+            reserve_full_isl: flag(
+                "scheduler_reserve_full_isl",
+                &scheduler["scheduler_reserve_full_isl"],
+            )
+            .or_else(|| recorded_version(meta).map(VllmVersion::reserve_full_isl_by_default)),
             engine_kwargs: kwargs.as_object().cloned().unwrap_or_default(),
         }
     }
@@ -107,8 +116,12 @@ impl VllmMeta {
 
 /// vLLM's default for asynchronous scheduling at the recorded version: on from v0.14.
 fn async_by_version(meta: &Value) -> Option<bool> {
-    let version = VllmVersion::read(meta["vllm_version"].as_str()?)?;
-    Some(version.async_scheduling_by_default())
+    recorded_version(meta).map(VllmVersion::async_scheduling_by_default)
+}
+
+/// The vLLM release a `meta.json` records, if readable.
+fn recorded_version(meta: &Value) -> Option<VllmVersion> {
+    VllmVersion::read(meta["vllm_version"].as_str()?)
 }
 
 impl RunSettings {

@@ -12,6 +12,9 @@
 //! - with chunked prefill off, the budget is at least the model's maximum length; it is at
 //!   most `max_num_seqs ×` that length, and `max_num_seqs` at most the budget.
 //!
+//! The same in 0.11.1, 0.12.0, 0.13.0, 0.14.0 and 0.16.0-0.18.0 (their `get_batch_defaults`),
+//! so these limits do not follow `--vllm-version`.
+//!
 //! ROCm parts take the GPU rule (MI300X: 192 GB, the large values). vLLM's CPU platform has
 //! its own values; no hardware file here describes a CPU.
 

@@ -9,6 +9,7 @@ use crate::astra::AstraOptions;
 use crate::config::Pipeline;
 use crate::config::{
     Bound, ConfigError, Dtype, Hardware, InstanceRole, ModelArch, PlacedInstance, Problem,
+    VllmVersion,
 };
 use crate::latency::{Collectives, CudaGraphMode, GraphOptions, GraphPolicy};
 use crate::scheduler::sglang::{SchedulePolicy, SglangConfig};
@@ -167,8 +168,8 @@ impl Default for EngineOptions {
             block_size: 16,
             enable_chunked_prefill: true,
             enable_prefix_caching: true,
-            reserve_full_isl: true,
-            async_scheduling: true,
+            reserve_full_isl: VllmVersion::MODELLED.reserve_full_isl_by_default(),
+            async_scheduling: VllmVersion::MODELLED.async_scheduling_by_default(),
         }
     }
 }

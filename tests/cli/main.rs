@@ -49,4 +49,5 @@ mod trace;
 mod trace_scaling;
 mod traces;
 mod validate;
+mod vllm_version;
 mod workload_spec;

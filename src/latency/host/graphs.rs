@@ -14,6 +14,10 @@
 //! 16 up to `max_cudagraph_capture_size`, whose default is `min(2 × max_num_seqs, 512)`; every
 //! size is clamped to `max_num_batched_tokens`. The RTX 4090 bench run's `meta.json` records
 //! exactly this list for `max_num_seqs` 256 (1 … 512).
+//!
+//! The mode's default, the capture sizes and what `--enforce-eager` implies are the same from
+//! vLLM 0.11.1 to 0.19.0 (`VllmConfig.__post_init__` and `_set_cudagraph_sizes` in
+//! `vllm/config/vllm.py`), so none of them follows `--vllm-version`.
 
 use crate::choice::UnknownName;
 use crate::config::{Bound, Problem};

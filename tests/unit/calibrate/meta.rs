@@ -46,6 +46,29 @@ fn recorded_settings_reach_the_engine_and_disagreeing_flags_are_refused() {
 }
 
 #[test]
+fn the_admissions_kv_reservation_is_the_recorded_one_else_the_recorded_versions() {
+    let reserve = |meta: serde_json::Value| {
+        let recorded = parse(&meta, "m.json").unwrap();
+        engine(&EngineFlags::default(), Some(&recorded))
+            .unwrap()
+            .reserve_full_isl
+    };
+    // vLLM 0.19 added `scheduler_reserve_full_isl` (default True); 0.18 had no such check.
+    assert!(!reserve(json!({"vllm_version": "0.18.0"})));
+    assert!(reserve(json!({"vllm_version": "0.19.0"})));
+    let resolved = json!({"scheduler_config": {"scheduler_reserve_full_isl": false}});
+    assert!(!reserve(
+        json!({"vllm_version": "0.19.0", "resolved_config": resolved})
+    ));
+    let kwargs = json!({"scheduler_reserve_full_isl": false});
+    assert!(!reserve(
+        json!({"vllm_version": "0.19.0", "engine_kwargs": kwargs})
+    ));
+    // Neither a setting nor a version: the flag's default, 0.19's.
+    assert!(reserve(json!({})));
+}
+
+#[test]
 fn model_names_match_without_their_organisation() {
     assert!(same_model("meta-llama/Llama-3.1-8B", "llama-3.1-8b"));
     assert!(!same_model("Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B"));

@@ -16,13 +16,14 @@ fn reads_the_forms_vllm_prints() {
     assert_eq!(VllmVersion::read(""), None);
 }
 
+/// The release `text` names.
+fn release(text: &str) -> VllmVersion {
+    text.parse().unwrap()
+}
+
 #[test]
 fn asynchronous_scheduling_is_the_default_from_0_14() {
-    let on = |v: &str| {
-        v.parse::<VllmVersion>()
-            .unwrap()
-            .async_scheduling_by_default()
-    };
+    let on = |v: &str| release(v).async_scheduling_by_default();
     assert!(!on("0.8"));
     assert!(!on("0.11.1"));
     assert!(!on("0.13.0"));
@@ -40,4 +41,13 @@ fn refuses_releases_it_cannot_model() {
     );
     assert!(err("0.20").contains("newer than the release this build models (0.19)"));
     assert!(err("1").contains("is not a vLLM version"));
+}
+
+#[test]
+fn the_whole_prompt_is_reserved_before_admission_from_0_19() {
+    let on = |v: &str| release(v).reserve_full_isl_by_default();
+    assert!(!on("0.11.1"));
+    assert!(!on("0.13.0"));
+    assert!(!on("0.18.0"));
+    assert!(on("0.19.0"));
 }
