@@ -394,7 +394,7 @@ struct RowSteps {
     /// Its earlier runs: `runs[earlier.0..earlier.1]`.
     earlier: (usize, usize),
     last: TokenRun,
-    /// The oldest step its scheduler held when the row was written: no later row of the
+    /// The first step of its record's window when the row was written: no later row of the
     /// instance names an older one.
     held_from: u64,
     /// The finish times of the steps from the `sent_from`-th on: `values[sent.0..sent.1]`.

@@ -149,7 +149,7 @@ impl Completions {
             itl_from_ns,
             earlier: (from, self.runs.len()),
             last,
-            pd: req.pd,
+            pd: req.pd.as_deref().copied(),
         });
     }
 }

@@ -172,7 +172,7 @@ impl Scheduler {
         state.queuing_delay_ns = kv.queuing_delay_ns;
         // The prompt's prefix-cache lookup was counted where it ran.
         state.prefix_recorded = true;
-        state.pd = Some(kv.pd);
+        state.pd = Some(Box::new(kv.pd));
         state.priority = kv.priority;
         state.nominal = kv.nominal;
         if let Some(w) = &mut self.watch {
@@ -209,7 +209,7 @@ impl Scheduler {
         state.queuing_delay_ns = kv.queuing_delay_ns;
         // The prompt's prefix-cache lookup was counted where it ran.
         state.prefix_recorded = true;
-        state.pd = Some(kv.pd);
+        state.pd = Some(Box::new(kv.pd));
         state.priority = kv.priority;
         state.nominal = kv.nominal;
         if let Some(w) = &mut self.watch {

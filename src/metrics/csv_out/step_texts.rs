@@ -4,9 +4,11 @@
 //! and a formatting per step, not per token.
 //!
 //! The simulation sends each step's finish time once, with the first row that needs it
-//! ([`super::RequestCsv::write`]), and with every row the oldest step its instance's scheduler
-//! still held then (which no later row names an earlier one than): the writer lets go of the
-//! steps before it, so that it holds about what the scheduler holds.
+//! ([`super::RequestCsv::write`]), and with every row the oldest step a record of its instance
+//! could still name then (the first step of its records' window: no later row names an
+//! earlier one): the writer lets go of the steps before it, so that it holds the steps from
+//! about its instance's oldest live request's first token on (the scheduler looks for that
+//! step every 256 steps, `scheduler/itl.rs`), not every step the scheduler still holds.
 
 use crate::Nanos;
 use crate::metrics::{StepGaps, StepWindow};

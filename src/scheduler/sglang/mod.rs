@@ -700,7 +700,7 @@ impl SglangScheduler {
         r.itl_from_ns = Some(kv.pd.transfer_end_ns);
         r.queuing_delay_ns = kv.queuing_delay_ns;
         r.prefix_recorded = true;
-        r.pd = Some(kv.pd);
+        r.pd = Some(Box::new(kv.pd));
         r.priority = kv.priority;
         r.nominal = kv.nominal;
         let keys = PageKeys::new(request, !self.tree.disabled());

@@ -185,16 +185,19 @@ impl SglangScheduler {
         }
     }
 
-    /// Pools the inter-token gaps no live request can still add to and lets go of the step
-    /// finish times only they named (see `itl.rs`), but for those from `unread` on, which
-    /// records not read yet name.
+    /// Finds the oldest step a live request or a record not read yet (naming steps from
+    /// `unread` on) names: records are read from it on, and when a retirement is due the
+    /// inter-token gaps no live request can still add to are pooled and the step finish
+    /// times before it let go (see `itl.rs`).
     fn retire_steps(&mut self, unread: Option<u64>) {
         let live = self.slots.iter().flatten();
         let floor = live
             .filter_map(|req| req.r.first_token_step())
             .chain(unread)
             .fold(self.step_finish_ns.count(), u64::min);
-        self.itl.retire(floor, &mut self.step_finish_ns);
+        if (self.step_finish_ns).note_floor(floor, self.slots.len(), self.itl_values) {
+            self.itl.retire(floor, &mut self.step_finish_ns);
+        }
     }
 
     fn free_cancelled(&mut self) {

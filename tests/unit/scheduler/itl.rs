@@ -75,3 +75,54 @@ fn retiring_steps_pools_the_same_gaps_and_holds_only_live_steps() {
     // The longest live span: steps 10..120 (the request from 10 is live until 119).
     assert!(most_held <= 111, "{most_held} steps held");
 }
+
+#[test]
+fn a_floor_noted_narrows_what_records_read_before_its_steps_are_let_go() {
+    let mut steps = StepTimes::default();
+    for k in 0..300u64 {
+        steps.push(10 * k);
+    }
+    // 300 steps completed: past the 256 between two looks, under the 1,024 held that make a
+    // retirement due.
+    assert!(steps.due(8));
+    assert!(!steps.note_floor(120, 8, true));
+    assert_eq!(steps.held(), 300);
+    let window = steps.window();
+    assert_eq!((window.first, window.times.len()), (120, 180));
+    assert_eq!(
+        (window.get(119), window.get(120), window.get(299)),
+        (None, Some(1200), Some(2990))
+    );
+    // The next look comes 256 steps later (300 + 256 = 556 completed), or as many as the
+    // request slots when they are more.
+    for k in 300..555u64 {
+        steps.push(10 * k);
+    }
+    assert!(!steps.due(8));
+    steps.push(5550);
+    assert!(steps.due(8));
+    assert!(!steps.note_floor(400, 600, true));
+    for k in 556..1155u64 {
+        steps.push(10 * k);
+    }
+    // 1,155 held: a retirement is due by the steps held, before the 1,156 of the next look.
+    assert!(steps.due(600));
+    let mut tally = ItlTally::default();
+    assert!(steps.note_floor(700, 600, true));
+    tally.retire(700, &mut steps);
+    let window = steps.window();
+    assert_eq!(
+        (steps.held(), window.first, window.get(700)),
+        (455, 700, Some(7000))
+    );
+    // Records that list no gaps read no steps: the next look waits for a retirement, due
+    // at 1,024 held (more than twice the 455 held after the last one).
+    assert!(!steps.note_floor(800, 8, false));
+    for k in 1155..1723u64 {
+        steps.push(10 * k);
+    }
+    assert!(!steps.due(8));
+    steps.push(17230);
+    assert!(steps.due(8));
+    assert_eq!(steps.window().first, 800);
+}
