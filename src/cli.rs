@@ -765,6 +765,7 @@ impl RunArgs {
                     self.no_async_scheduling,
                     self.vllm_version.async_scheduling_by_default(),
                 ),
+            vllm_version: self.vllm_version,
         })
     }
 

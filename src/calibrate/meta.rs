@@ -112,7 +112,7 @@ pub fn parse(meta: &Value, path: &str) -> anyhow::Result<Recorded> {
         memory_utilization: m.gpu_memory_utilization,
         block_size: count(m.block_size, "block_size")?,
         async_scheduling: s.async_scheduling,
-        reserve_full_isl: m.reserve_full_isl,
+        reserve_full_isl: s.reserve_full_isl,
         num_requests: s.num_requests.and_then(|n| usize::try_from(n).ok()),
     })
 }

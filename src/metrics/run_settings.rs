@@ -17,7 +17,13 @@ pub struct RunSettings {
     pub max_num_batched_tokens: Option<u64>,
     pub dtype: Option<String>,
     pub kv_cache_dtype: Option<String>,
+    /// The vLLM release: as the real run recorded it (`0.13.0rc2.dev79+g8f8fda261`), or the
+    /// one modelled (`--vllm-version`, `0.19`); compared at `major.minor`.
+    pub vllm_version: Option<String>,
     pub async_scheduling: Option<bool>,
+    /// `scheduler_reserve_full_isl`: whether a request was admitted only when its whole
+    /// prompt fit in the free KV blocks.
+    pub reserve_full_isl: Option<bool>,
     pub enable_chunked_prefill: Option<bool>,
     pub enable_prefix_caching: Option<bool>,
     pub enforce_eager: Option<bool>,
@@ -57,9 +63,6 @@ pub struct VllmMeta {
     pub enable_expert_parallel: Option<bool>,
     pub gpu_memory_utilization: Option<f64>,
     pub block_size: Option<u64>,
-    /// `scheduler_reserve_full_isl`: whether a request was admitted only when its whole
-    /// prompt fit in the free KV blocks.
-    pub reserve_full_isl: Option<bool>,
     /// `engine_kwargs` as recorded, for a reader that refuses what it does not model.
     pub engine_kwargs: serde_json::Map<String, Value>,
 }
@@ -84,8 +87,14 @@ impl VllmMeta {
                 .or(scheduler["max_num_batched_tokens"].as_u64()),
             dtype: kwargs["dtype"].as_str().map(str::to_owned),
             kv_cache_dtype: kwargs["kv_cache_dtype"].as_str().map(str::to_owned),
+            vllm_version: meta["vllm_version"].as_str().map(str::to_owned),
             async_scheduling: flag("async_scheduling", &scheduler["async_scheduling"])
-                .or_else(|| async_by_version(meta)),
+                .or_else(|| recorded_version(meta).map(VllmVersion::async_scheduling_by_default)),
+            reserve_full_isl: flag(
+                "scheduler_reserve_full_isl",
+                &scheduler["scheduler_reserve_full_isl"],
+            )
+            .or_else(|| recorded_version(meta).map(VllmVersion::reserve_full_isl_by_default)),
             enable_chunked_prefill: flag(
                 "enable_chunked_prefill",
                 &scheduler["enable_chunked_prefill"],
@@ -104,19 +113,9 @@ impl VllmMeta {
             enable_expert_parallel: kwargs["enable_expert_parallel"].as_bool(),
             gpu_memory_utilization: kwargs["gpu_memory_utilization"].as_f64(),
             block_size: kwargs["block_size"].as_u64(),
-            reserve_full_isl: flag(
-                "scheduler_reserve_full_isl",
-                &scheduler["scheduler_reserve_full_isl"],
-            )
-            .or_else(|| recorded_version(meta).map(VllmVersion::reserve_full_isl_by_default)),
             engine_kwargs: kwargs.as_object().cloned().unwrap_or_default(),
         }
     }
-}
-
-/// vLLM's default for asynchronous scheduling at the recorded version: on from v0.14.
-fn async_by_version(meta: &Value) -> Option<bool> {
-    recorded_version(meta).map(VllmVersion::async_scheduling_by_default)
 }
 
 /// The vLLM release a `meta.json` records, if readable.
@@ -131,99 +130,209 @@ impl RunSettings {
     }
 
     /// The settings where `real` (a vLLM run) and `self` (the simulation) both say something
-    /// and differ, with the flag that aligns each.
+    /// and differ, with the flag that aligns each. A release that differs comes first, and
+    /// the defaults it sets (asynchronous scheduling, the whole-prompt reservation) name it.
     pub fn hints(&self, real: &RunSettings) -> Vec<SettingHint> {
-        let mut out = Vec::new();
-        let mut check = |setting: &'static str, r: Option<String>, s: Option<String>, fix: &str| {
-            if let (Some(r), Some(s)) = (r, s)
-                && r != s
-            {
-                out.push(SettingHint {
-                    setting,
-                    fix: fix.replace("{}", &r),
-                    real: r,
-                    simulated: s,
-                });
-            }
+        let mut hints = Hints(Vec::new());
+        let release = self.release_hint(real, &mut hints);
+        self.layout_hints(real, &mut hints);
+        self.scheduler_hints(real, release, &mut hints);
+        hints.check(
+            "num_requests",
+            text(real.num_requests),
+            text(self.num_requests),
+            "--num-reqs {}",
+        );
+        hints.0
+    }
+
+    /// The `vllm_version` hint, when both runs name a release and they differ at
+    /// `major.minor`. Returns the real run's release when `--vllm-version` can model it.
+    fn release_hint(&self, real: &RunSettings, hints: &mut Hints) -> Option<VllmVersion> {
+        let recorded = real.vllm_version.as_deref()?;
+        let modelled = self.vllm_version.as_deref().and_then(VllmVersion::read)?;
+        let release = VllmVersion::read(recorded)?;
+        if release == modelled {
+            return None;
+        }
+        let accepted = release.to_string().parse::<VllmVersion>();
+        let fix = match &accepted {
+            Ok(v) => format!(
+                "--vllm-version {v} (its defaults: asynchronous scheduling {}, whole-prompt \
+                 KV reservation {})",
+                on_off(v.async_scheduling_by_default()),
+                on_off(v.reserve_full_isl_by_default())
+            ),
+            Err(why) => format!("no flag models it: {why}"),
         };
-        let num = |v: Option<u64>| v.map(|v| v.to_string());
-        let flag = |v: Option<bool>| v.map(|v| v.to_string());
-        check(
+        hints.0.push(SettingHint {
+            setting: "vllm_version",
+            real: recorded.to_owned(),
+            simulated: modelled.to_string(),
+            fix,
+        });
+        accepted.ok()
+    }
+
+    /// Parallelism, the scheduler's limits and the KV cache's type.
+    fn layout_hints(&self, real: &RunSettings, hints: &mut Hints) {
+        hints.check(
             "tensor_parallel_size",
-            num(real.tensor_parallel_size),
-            num(self.tensor_parallel_size),
+            text(real.tensor_parallel_size),
+            text(self.tensor_parallel_size),
             "--tp {} (or the cluster config's tp_size)",
         );
-        check(
+        hints.check(
             "data_parallel_size",
-            num(real.data_parallel_size),
-            num(self.data_parallel_size),
+            text(real.data_parallel_size),
+            text(self.data_parallel_size),
             "a cluster config with DP groups of {}",
         );
-        check(
+        hints.check(
             "max_num_seqs",
-            num(real.max_num_seqs),
-            num(self.max_num_seqs),
+            text(real.max_num_seqs),
+            text(self.max_num_seqs),
             "--max-num-seqs {}",
         );
-        check(
+        hints.check(
             "max_num_batched_tokens",
-            num(real.max_num_batched_tokens),
-            num(self.max_num_batched_tokens),
+            text(real.max_num_batched_tokens),
+            text(self.max_num_batched_tokens),
             "--max-num-batched-tokens {}",
         );
-        check(
+        hints.check(
             "kv_cache_dtype",
             real.kv_cache_dtype.clone(),
             self.kv_cache_dtype.clone(),
             "--kv-cache-dtype {}",
         );
-        check(
-            "async_scheduling",
-            flag(real.async_scheduling),
-            flag(self.async_scheduling),
-            if real.async_scheduling == Some(true) {
-                "--async-scheduling (vLLM's default; drop --no-async-scheduling or --llmservingsim)"
+    }
+
+    /// The scheduler's switches; `release`: the real run's release when it differs from the
+    /// one simulated (see [`RunSettings::release_hint`]).
+    fn scheduler_hints(&self, real: &RunSettings, release: Option<VllmVersion>, hints: &mut Hints) {
+        for switch in &RELEASE_SWITCHES {
+            let value = (switch.get)(real);
+            let fix = if value == Some(true) {
+                switch.on
             } else {
-                "--no-async-scheduling"
-            },
-        );
-        check(
+                switch.off
+            };
+            hints.check(
+                switch.setting,
+                text(value),
+                text((switch.get)(self)),
+                &or_release(fix, release, switch.default, value),
+            );
+        }
+        self.switch_hints(real, hints);
+    }
+
+    /// Chunked prefill, prefix caching and eager mode.
+    fn switch_hints(&self, real: &RunSettings, hints: &mut Hints) {
+        hints.check(
             "enable_chunked_prefill",
-            flag(real.enable_chunked_prefill),
-            flag(self.enable_chunked_prefill),
+            text(real.enable_chunked_prefill),
+            text(self.enable_chunked_prefill),
             if real.enable_chunked_prefill == Some(false) {
                 "--no-enable-chunked-prefill"
             } else {
                 "drop --no-enable-chunked-prefill"
             },
         );
-        check(
+        hints.check(
             "enable_prefix_caching",
-            flag(real.enable_prefix_caching),
-            flag(self.enable_prefix_caching),
+            text(real.enable_prefix_caching),
+            text(self.enable_prefix_caching),
             if real.enable_prefix_caching == Some(false) {
                 "--no-enable-prefix-caching"
             } else {
                 "drop --no-enable-prefix-caching"
             },
         );
-        check(
+        hints.check(
             "enforce_eager",
-            flag(real.enforce_eager),
-            flag(self.enforce_eager),
+            text(real.enforce_eager),
+            text(self.enforce_eager),
             if real.enforce_eager == Some(true) {
                 "--enforce-eager"
             } else {
                 "drop --enforce-eager"
             },
         );
-        check(
-            "num_requests",
-            num(real.num_requests),
-            num(self.num_requests),
-            "--num-reqs {}",
-        );
-        out
+    }
+}
+
+/// A switch whose default follows the vLLM release: how to read it, that default, and the
+/// flag that gives the simulation the real run's value when it was on, and when off.
+struct ReleaseSwitch {
+    setting: &'static str,
+    get: fn(&RunSettings) -> Option<bool>,
+    default: fn(VllmVersion) -> bool,
+    on: &'static str,
+    off: &'static str,
+}
+
+/// Asynchronous scheduling (on from 0.14) and the whole-prompt reservation (on from 0.19).
+const RELEASE_SWITCHES: [ReleaseSwitch; 2] = [
+    ReleaseSwitch {
+        setting: "async_scheduling",
+        get: |s| s.async_scheduling,
+        default: VllmVersion::async_scheduling_by_default,
+        on: "--async-scheduling (vLLM's default; drop --no-async-scheduling or --llmservingsim)",
+        off: "--no-async-scheduling",
+    },
+    ReleaseSwitch {
+        setting: "reserve_full_isl",
+        get: |s| s.reserve_full_isl,
+        default: VllmVersion::reserve_full_isl_by_default,
+        on: "--reserve-full-isl",
+        off: "--no-reserve-full-isl",
+    },
+];
+
+/// The hints of one comparison, in order.
+struct Hints(Vec<SettingHint>);
+
+impl Hints {
+    /// Records `setting` when both runs give it and the values differ, with `fix` (its `{}`
+    /// the real value).
+    fn check(&mut self, setting: &'static str, r: Option<String>, s: Option<String>, fix: &str) {
+        if let (Some(r), Some(s)) = (r, s)
+            && r != s
+        {
+            self.0.push(SettingHint {
+                setting,
+                fix: fix.replace("{}", &r),
+                real: r,
+                simulated: s,
+            });
+        }
+    }
+}
+
+/// A setting's value as the hints print it.
+fn text<T: ToString>(value: Option<T>) -> Option<String> {
+    value.map(|v| v.to_string())
+}
+
+/// A switch as the hints print it.
+fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
+}
+
+/// `fix`, adding that `--vllm-version` of the real run's `release` sets the setting too
+/// where that release's `default` is the real run's value.
+fn or_release(
+    fix: &str,
+    release: Option<VllmVersion>,
+    default: fn(VllmVersion) -> bool,
+    real: Option<bool>,
+) -> String {
+    match release {
+        Some(v) if real == Some(default(v)) => {
+            format!("{fix}; --vllm-version {v}, above, sets it too")
+        }
+        _ => fix.to_owned(),
     }
 }

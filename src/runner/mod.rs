@@ -404,7 +404,12 @@ fn run_settings(config: &SimConfig, num_requests: usize) -> RunSettings {
         max_num_batched_tokens: Some(u64::from(s.max_num_batched_tokens)),
         dtype: Some(first.dtype.to_string()),
         kv_cache_dtype: Some(if first.kv_cache_fp8 { "fp8" } else { "auto" }.to_owned()),
+        vllm_version: first
+            .sglang
+            .is_none()
+            .then(|| config.vllm_version.to_string()),
         async_scheduling: Some(s.async_scheduling),
+        reserve_full_isl: Some(s.reserve_full_isl),
         enable_chunked_prefill: Some(s.enable_chunked_prefill),
         enable_prefix_caching: Some(s.enable_prefix_caching),
         enforce_eager: first.host_model.as_ref().map(|p| p.enforce_eager()),

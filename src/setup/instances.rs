@@ -152,6 +152,9 @@ pub struct EngineOptions {
     pub enable_prefix_caching: bool,
     pub reserve_full_isl: bool,
     pub async_scheduling: bool,
+    /// The vLLM release modelled (`--vllm-version`), whose defaults the two settings above
+    /// start from; the summary JSON's `engine` block records it.
+    pub vllm_version: VllmVersion,
 }
 
 impl Default for EngineOptions {
@@ -170,6 +173,7 @@ impl Default for EngineOptions {
             enable_prefix_caching: true,
             reserve_full_isl: VllmVersion::MODELLED.reserve_full_isl_by_default(),
             async_scheduling: VllmVersion::MODELLED.async_scheduling_by_default(),
+            vllm_version: VllmVersion::MODELLED,
         }
     }
 }

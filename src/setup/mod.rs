@@ -286,6 +286,8 @@ pub struct SimConfig {
     pub emit_et: Option<EmitEt>,
     /// The power model, when every node of the cluster config has a `power` block.
     pub power: Option<PowerConfig>,
+    /// The vLLM release modelled (`--vllm-version`).
+    pub vllm_version: crate::config::VllmVersion,
 }
 
 impl SimConfig {
@@ -500,6 +502,7 @@ fn sim_config(
         threads: options.threads,
         emit_et: options.emit_et,
         power: deployed.power,
+        vllm_version: options.engine.vllm_version,
     }
 }
 

@@ -256,3 +256,62 @@ fn a_real_run_with_a_first_token_before_its_arrival_is_refused() {
         "{stderr}"
     );
 }
+
+/// A simulation's summary JSON records the vLLM release modelled and its whole-prompt
+/// reservation; `validate` hints when the real run's `meta.json` names another release
+/// (compared at major.minor) and says which of the other hints its flag settles.
+#[test]
+fn a_real_run_of_another_vllm_release_is_hinted_with_the_flag_that_models_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "{\"input_toks\":5,\"output_toks\":3,\"arrival_time_ns\":0}\n";
+    let data = write(dir.path(), "two.jsonl", line.repeat(2));
+    let vllm = write(dir.path(), "requests.jsonl", real(0, 5, 3) + &real(1, 5, 3));
+    let rc = "0.13.0rc2.dev79+g8f8fda261";
+    write(
+        dir.path(),
+        "meta.json",
+        format!("{{\"vllm_version\": \"{rc}\"}}"),
+    );
+    let (csv, summary) = (dir.path().join("sim.csv"), dir.path().join("summary.json"));
+    let hints = |flags: &[&str]| -> (serde_json::Value, Vec<String>) {
+        let mut args = vec!["--dataset", s(&data), "--output", s(&csv)];
+        args.extend_from_slice(&["--summary-json", s(&summary)]);
+        args.extend_from_slice(flags);
+        ok(&args);
+        let engine = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&summary).unwrap())
+            .unwrap()["engine"]
+            .take();
+        let validate = ["validate", "--vllm", s(&vllm), "--sim", s(&csv)];
+        let out = ok(&[&validate[..], &["--sim-summary", s(&summary)]].concat());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let lines = stderr.lines().filter(|l| l.contains("hint"));
+        (engine, lines.map(str::to_owned).collect())
+    };
+    let (engine, hinted) = hints(&[]);
+    assert_eq!(
+        (&engine["vllm_version"], &engine["reserve_full_isl"]),
+        (&serde_json::json!("0.19"), &serde_json::json!(true))
+    );
+    assert_eq!(
+        hinted,
+        [
+            format!(
+                "blis-cosim: hint: the real run recorded vllm_version = {rc}, the simulation \
+                 ran with 0.19: --vllm-version 0.13 (its defaults: asynchronous scheduling \
+                 off, whole-prompt KV reservation off)"
+            ),
+            "blis-cosim: hint: the real run recorded async_scheduling = false, the simulation \
+             ran with true: --no-async-scheduling; --vllm-version 0.13, above, sets it too"
+                .to_owned(),
+            "blis-cosim: hint: the real run recorded reserve_full_isl = false, the simulation \
+             ran with true: --no-reserve-full-isl; --vllm-version 0.13, above, sets it too"
+                .to_owned(),
+        ]
+    );
+    let (engine, hinted) = hints(&["--vllm-version", "0.13"]);
+    assert_eq!(
+        (&engine["vllm_version"], &engine["reserve_full_isl"]),
+        (&serde_json::json!("0.13"), &serde_json::json!(false))
+    );
+    assert_eq!(hinted, Vec::<String>::new());
+}
