@@ -62,6 +62,9 @@ fn an_sglang_run_finishes_every_request_and_says_which_engine_ran() {
     let (csv, summary, stdout) = run_in(dir.path(), "a", &args);
     assert_eq!(summary["simulator"]["engine"], "sglang");
     assert!(stdout.contains("Engine:"), "{stdout}");
+    // No vLLM release is modelled, so none is recorded for `validate` to compare.
+    assert!(summary["engine"]["vllm_version"].is_null());
+    assert_eq!(summary["engine"]["reserve_full_isl"], false);
     assert_eq!(summary["completed"], 100);
     // SGLang's page size 1: the KV cache is counted in one-token pages.
     assert_eq!(summary["simulator"]["block_size"], 1);
