@@ -44,7 +44,7 @@ use crate::setup;
 use crate::setup::Threads;
 use crate::setup::{
     BatchLimits, Deployment, EngineOptions, EvaluationConfig, Layout, PlotsOutput, RoutingOptions,
-    RunOptions, SimConfig, TimeSeriesOutput, WorkloadSource, parse_log_interval,
+    RunOptions, SimConfig, TimeSeriesOutput, TpAllReduce, WorkloadSource, parse_log_interval,
 };
 use crate::setup::{LLMSERVINGSIM_MAX_NUM_BATCHED_TOKENS, LLMSERVINGSIM_MAX_NUM_SEQS};
 use crate::workload::spec::{DEFAULT_MAX_REQUESTS, Synthetic};
@@ -473,8 +473,10 @@ pub struct RunArgs {
 
     /// Price and schedule steps as LLMServingSim does: the latency backend's GPU time alone
     /// (--host-model off), each step formed when the previous one ends
-    /// (--no-async-scheduling), its P/D accounting (--pd-flow llmservingsim), and its
-    /// scheduler limits where none is given (128 sequences, 2048 tokens, on every GPU).
+    /// (--no-async-scheduling), its P/D accounting (--pd-flow llmservingsim), a cluster
+    /// config's TP all-reduces as NCCL's ring alone on its declared link (not vLLM's
+    /// dispatch on the part), and its scheduler limits where none is given (128 sequences,
+    /// 2048 tokens, on every GPU).
     /// Reproduces LLMServingSim's outputs; refused with the async, host-model, P/D-flow and
     /// vLLM-version flags.
     #[arg(
@@ -676,6 +678,11 @@ impl RunArgs {
                 PdFlow::LlmServingSim
             } else {
                 self.pd_flow
+            },
+            tp_all_reduce: if self.llmservingsim {
+                TpAllReduce::DeclaredRing
+            } else {
+                TpAllReduce::Vllm
             },
             profile_dir: self.profile_dir,
             architecture: self.architecture,

@@ -29,6 +29,7 @@ pub use batch_limits::{
 pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
 pub use instances::{EngineOptions, InstanceConfig, ResolvedSpecs};
+pub use parallel::TpAllReduce;
 pub use paths::NamedFile;
 pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
@@ -147,6 +148,9 @@ pub struct RunOptions {
     pub expert_routing: ExpertRouting,
     /// How a prefilled request reaches its decode instance (`--pd-flow`).
     pub pd_flow: crate::config::PdFlow,
+    /// How a cluster config's TP all-reduces are priced on its declared link
+    /// (`--llmservingsim`: the ring alone).
+    pub tp_all_reduce: TpAllReduce,
     pub profile_dir: Option<PathBuf>,
     pub architecture: Option<PathBuf>,
     pub output: Option<PathBuf>,
@@ -198,6 +202,7 @@ impl RunOptions {
             diagnostics: crate::trace::Diagnostics::default(),
             expert_routing: ExpertRouting::Balanced,
             pd_flow: crate::config::PdFlow::Vllm,
+            tp_all_reduce: TpAllReduce::Vllm,
             profile_dir: None,
             architecture: None,
             output: None,
@@ -403,11 +408,7 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
 /// The instances of the run's deployment: one given by model, hardware and TP (alone or in a
 /// `--layout`), or a cluster config's.
 fn deploy(options: &RunOptions) -> Result<Deployed, SetupError> {
-    let pricing = if options.astra.selects_astra() {
-        parallel::CommPricing::Astra
-    } else {
-        parallel::CommPricing::Analytical
-    };
+    let pricing = parallel::CommPricing::of(options.astra.selects_astra(), options.tp_all_reduce);
     let deployed = match &options.deployment {
         Deployment::Standalone {
             model,

@@ -7,13 +7,41 @@ use crate::latency::{
     Collectives, CommLink, EpNetwork, ExpertParallel, ExpertRouting, VllmAllReduce,
 };
 
+/// How a cluster config's TP all-reduces are priced on its declared link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TpAllReduce {
+    /// As vLLM dispatches them on the instance's part (its custom kernel, torch's symmetric
+    /// memory or NCCL, and the copies around them), wherever the declared link can be the
+    /// part's own TP fabric (`declared_dispatch`); NCCL's ring on the declared link elsewhere.
+    Vllm,
+    /// NCCL's ring alone on the declared link, as LLMServingSim prices them
+    /// (`--llmservingsim`).
+    DeclaredRing,
+}
+
 /// How the instances' collectives are priced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum CommPricing {
-    /// By the latency backend, on the analytical ring model.
+    /// By the latency backend, on the analytical ring model, a cluster config's TP
+    /// all-reduces as vLLM dispatches them ([`TpAllReduce::Vllm`]).
     Analytical,
+    /// By the latency backend, a cluster config's TP all-reduces on its declared link's ring
+    /// alone ([`TpAllReduce::DeclaredRing`]).
+    DeclaredRing,
     /// By ASTRA-Sim from the trace: the backend prices compute only.
     Astra,
+}
+
+impl CommPricing {
+    /// The pricing of a run that co-simulates with ASTRA-Sim if `astra`, else prices a cluster
+    /// config's TP all-reduces as `tp_all_reduce` says.
+    pub(super) fn of(astra: bool, tp_all_reduce: TpAllReduce) -> CommPricing {
+        match (astra, tp_all_reduce) {
+            (true, _) => CommPricing::Astra,
+            (false, TpAllReduce::Vllm) => CommPricing::Analytical,
+            (false, TpAllReduce::DeclaredRing) => CommPricing::DeclaredRing,
+        }
+    }
 }
 
 /// The link of a standalone instance's TP all-reduces: the hardware's intra-node link at the
@@ -22,7 +50,8 @@ pub(super) enum CommPricing {
 /// ring then costs what the roofline's own all-reduce does: `2(n − 1)/n` of the bytes at
 /// `link_efficiency × link_bw`, and `2(n − 1)` hops of `link_latency_ns`. A cluster config's
 /// link is taken as given: LLMServingSim's `link_bw` is the bandwidth ASTRA-Sim moves a
-/// collective's chunks at (docs/src/modelling.md). GPUs without peer access
+/// collective's chunks at (docs/src/modelling.md; vLLM's dispatch over it:
+/// [`declared_dispatch`]). GPUs without peer access
 /// (`tp_fabric = "pcie-no-p2p"`) stage their collectives through host memory instead
 /// ([`crate::latency::host_staged`]).
 pub(super) fn hardware_link(hardware: &Hardware) -> CommLink {
@@ -50,16 +79,31 @@ pub(super) fn hardware_tp_links(instances: &mut [InstanceConfig]) {
 }
 
 /// How vLLM dispatches the TP all-reduces of an instance on its hardware's link
-/// ([`VllmAllReduce`]: the path's kernel and the copies around it). A cluster config's
-/// declared link keeps the ring alone: it is the rate ASTRA-Sim moves LLMServingSim's chunks
-/// at, and the config does not say what joins its GPUs (NVSwitch, peer access), which decides
-/// the path.
-/// So does an SGLang instance: SGLang dispatches its all-reduces its own way, not read here.
+/// ([`VllmAllReduce`]: the path's kernel and the copies around it, decided by the hardware
+/// file's `compute_capability` and `tp_fabric`). An SGLang instance keeps the ring alone:
+/// SGLang dispatches its all-reduces its own way, not read here.
 fn vllm_dispatch(inst: &InstanceConfig) -> Option<VllmAllReduce> {
     if inst.sglang.is_some() {
         return None;
     }
     VllmAllReduce::of(&inst.hardware, inst.tp, inst.dtype.activations())
+}
+
+/// How vLLM dispatches the TP all-reduces of a cluster config's instance over its declared
+/// link `declared` (dimension 0): as on the part ([`vllm_dispatch`]) where that link can be
+/// the part's own TP fabric, i.e. it is at least as fast as NCCL's ring reaches on it
+/// ([`hardware_link`]: `link_efficiency × link_bw_gbps`, both in the analytical network's
+/// GiB/s). A slower declared link is another fabric (PCIe between NVLink parts, a network
+/// between boards) or one the config derates on purpose (LLMServingSim's 16 GB/s for the RTX
+/// PRO 6000's PCIe 5.0): its ring is kept as declared. So is every ring under
+/// [`CommPricing::DeclaredRing`] (LLMServingSim's pricing) and ASTRA-Sim's.
+fn declared_dispatch(
+    inst: &InstanceConfig,
+    declared: CommLink,
+    pricing: CommPricing,
+) -> Option<VllmAllReduce> {
+    let on_part_fabric = declared.bandwidth_gbps >= hardware_link(&inst.hardware).bandwidth_gbps;
+    vllm_dispatch(inst).filter(|_| pricing == CommPricing::Analytical && on_part_fabric)
 }
 
 /// Link of network dimension `d` of a cluster config (a scalar applies to every dimension;
@@ -82,7 +126,7 @@ pub(super) fn cluster_link(cluster: &ClusterConfig, d: usize, local_mem_gbps: f6
 /// Collectives of a standalone instance (no cluster config): TP all-reduces over the
 /// hardware's link, no expert parallelism.
 pub(super) fn standalone(inst: &mut InstanceConfig, pricing: CommPricing) {
-    let analytical = pricing == CommPricing::Analytical;
+    let analytical = pricing != CommPricing::Astra;
     inst.collectives = Collectives {
         tp: inst.tp,
         tp_link: analytical.then(|| hardware_link(&inst.hardware)),
@@ -201,7 +245,8 @@ struct EpRanks {
 }
 
 /// Sets an instance's collectives: TP all-reduces over dimension 0 (when priced
-/// analytically), EP ranks inside the instance on dimension 0 and across DP members on 1.
+/// analytically; as vLLM dispatches them where [`declared_dispatch`] says), EP ranks inside
+/// the instance on dimension 0 and across DP members on 1.
 fn set_collectives(
     cluster: &ClusterConfig,
     inst: &mut InstanceConfig,
@@ -210,14 +255,15 @@ fn set_collectives(
     pricing: CommPricing,
 ) {
     let mem_bw = inst.hardware.memory_bw_gbps;
+    let declared = cluster_link(cluster, 0, mem_bw);
     let network = EpNetwork {
-        inner: (ranks.local, cluster_link(cluster, 0, mem_bw)),
+        inner: (ranks.local, declared),
         outer: (ranks.total / ranks.local, cluster_link(cluster, 1, mem_bw)),
     };
     inst.collectives = Collectives {
         tp: inst.tp,
-        tp_link: (pricing == CommPricing::Analytical).then(|| cluster_link(cluster, 0, mem_bw)),
-        tp_dispatch: None,
+        tp_link: (pricing != CommPricing::Astra).then_some(declared),
+        tp_dispatch: declared_dispatch(inst, declared, pricing),
         ep: ExpertParallel {
             total: ranks.total,
             local: ranks.local,

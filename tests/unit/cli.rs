@@ -653,13 +653,75 @@ fn an_sglang_instance_keeps_the_ring_alone() {
     assert_eq!(sglang.instances[0].collectives.tp_dispatch, None);
 }
 
+/// LLMServingSim 2.0's H100 setup: Llama-3.1-70B on four H100s, the link declared at
+/// `LINK_BW` GB/s and no latency.
+const H100_TP4: &str = r#"{
+  "num_nodes": 1, "link_bw": LINK_BW, "link_latency": 0,
+  "nodes": [{"num_instances": 1, "cpu_mem": {"mem_size": 1024, "mem_bw": 512, "mem_latency": 0},
+             "instances": [{"model_name": "meta-llama/Llama-3.1-70B", "hardware": "H100",
+                            "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0},
+                            "npu_num": 4, "npu_group": 1, "pd_type": null}]}]
+}"#;
+
+/// The TP collectives of the one instance of `H100_TP4` with its link at `link_bw`, under
+/// `flags`.
+fn h100_tp4_collectives(link_bw: &str, flags: &[&str]) -> blis_cosim::latency::Collectives {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    std::fs::write(&path, H100_TP4.replace("LINK_BW", link_bw)).unwrap();
+    let args = [&["--cluster-config", path.to_str().unwrap()][..], flags].concat();
+    let cfg = parse(&args).unwrap().into_config().unwrap();
+    cfg.instances[0].collectives
+}
+
 #[test]
-fn a_cluster_configs_declared_link_keeps_the_ring_alone() {
+fn a_cluster_configs_tp_all_reduce_takes_vllms_dispatch_on_the_part() {
+    // A decode step of 100 tokens all-reduces 100 × 8,192 × 2 = 1,638,400 B. On the declared
+    // ring (900 GiB/s = 966.37 bytes/ns, no latency) each of 6 steps moves 409,600 B in
+    // 423 ns + 10 ns of endpoint delay, the 3 reducing ones 3 × ⌊409,600 / 3,350⌋ = 366 ns
+    // more, plus one endpoint delay: 3 × 433 + 3 × 799 + 10 = 3,706 ns.
+    let ring = 3_706;
+    // vLLM on H100s (capability 9.0, NVSwitch) at TP 4 takes its custom kernel below 8 MiB,
+    // two-shot from 512 KiB: 2 × 6 µs + 1.5 × 1,638,400 B / (0.79 × 450 bytes/ns) = 18,913
+    // ns; outside a CUDA graph it first copies the input: 2 × 1,638,400 B / (3,350 × 0.9
+    // bytes/ns) + 500 ns = 1,587 ns, raised to the kernel floor of 2,120 ns.
+    let c = h100_tp4_collectives("900", &[]);
+    assert!(c.tp_dispatch.is_some());
+    assert_eq!(c.tp_all_reduce_ns(100, 8192, 2), ring);
+    assert_eq!(c.tp_all_reduce_step_ns(100, 8192, 2, false), 18_913 + 2_120);
+    assert_eq!(c.tp_all_reduce_step_ns(100, 8192, 2, true), 18_913);
+    // A 2,048-token chunk's 32 MiB reaches neither the custom kernel nor torch's symmetric
+    // memory (below 32 MiB at TP 4): NCCL, the declared link's ring. Steps of 8 MiB take
+    // ⌊8,388,608 / 966.37⌋ = 8,680 ns, reducing ones 3 × 2,504 ns more:
+    // 3 × 8,690 + 3 × 16,202 + 10 = 74,686 ns.
+    assert_eq!(c.tp_all_reduce_step_ns(2048, 8192, 2, false), 74_686);
+    // LLMServingSim prices the declared ring alone.
+    let c = h100_tp4_collectives("900", &["--llmservingsim"]);
+    assert_eq!(c.tp_dispatch, None);
+    assert_eq!(c.tp_all_reduce_step_ns(100, 8192, 2, false), ring);
+}
+
+#[test]
+fn a_declared_link_slower_than_the_parts_fabric_keeps_the_ring_alone() {
+    // NCCL's ring reaches 0.654 × 450 GB/s = 274.1 GiB/s on H100's NVLink: a link declared
+    // at 200 is another fabric. Its ring: 6 steps of 409,600 B at 214.75 bytes/ns (1,907
+    // ns), the reducing ones 366 ns more: 3 × 1,917 + 3 × 2,283 + 10 = 12,610 ns.
+    let c = h100_tp4_collectives("200", &[]);
+    assert_eq!(c.tp_dispatch, None);
+    assert_eq!(c.tp_all_reduce_step_ns(100, 8192, 2, false), 12_610);
+    // At 275 it can be the part's: vLLM's dispatch, as on 900.
+    let c = h100_tp4_collectives("275", &[]);
+    assert_eq!(c.tp_all_reduce_step_ns(100, 8192, 2, true), 18_913);
+}
+
+#[test]
+fn a_cluster_configs_derated_link_keeps_the_ring_alone() {
     if !crate::shared_data::available() {
         return;
     }
     // RTX PRO 6000 at TP 2, whose hardware file would take vLLM's custom kernel below 8 MiB
-    // with its copy: the config's link is LLMServingSim's, priced as declared.
+    // with its copy: the config declares its PCIe link at 16 GB/s, below the 0.654 × 64 GB/s
+    // = 39.0 GiB/s NCCL's ring reaches on it, so the declared ring is kept.
     let c = shared("configs/cluster/single_node_4_instance_2TP.json");
     let cfg = parse(&["--cluster-config", &c])
         .unwrap()
