@@ -60,6 +60,26 @@ impl VllmVersion {
         self >= VllmVersion::RESERVE_FULL_ISL_DEFAULT
     }
 
+    /// This release, if this build can model it: not older than [`VllmVersion::OLDEST`] and
+    /// not newer than [`VllmVersion::MODELLED`]; else why not.
+    pub fn modelled(self) -> Result<VllmVersion, String> {
+        if self < VllmVersion::OLDEST {
+            return Err(format!(
+                "vLLM {self} predates its V1 engine (default from {}), the scheduler \
+                 simulated here",
+                VllmVersion::OLDEST
+            ));
+        }
+        if self > VllmVersion::MODELLED {
+            return Err(format!(
+                "vLLM {self} is newer than the release this build models ({}); its \
+                 defaults are not known here",
+                VllmVersion::MODELLED
+            ));
+        }
+        Ok(self)
+    }
+
     /// Reads a version as vLLM prints it: `0.13`, `0.13.0`, `v0.13.0rc2.dev79+g8f8fda261`,
     /// `0.11.1`. Anything else is `None`.
     pub fn read(text: &str) -> Option<VllmVersion> {
@@ -79,27 +99,12 @@ impl VllmVersion {
 impl FromStr for VllmVersion {
     type Err = String;
 
-    /// A release this build can model: readable, not older than [`VllmVersion::OLDEST`] and
-    /// not newer than [`VllmVersion::MODELLED`].
+    /// A release this build can model ([`VllmVersion::modelled`]), read as vLLM prints it.
     fn from_str(text: &str) -> Result<VllmVersion, String> {
         let version = VllmVersion::read(text).ok_or_else(|| {
             format!("`{text}` is not a vLLM version (expected major.minor, e.g. 0.13 or 0.13.0)")
         })?;
-        if version < VllmVersion::OLDEST {
-            return Err(format!(
-                "vLLM {version} predates its V1 engine (default from {}), the scheduler \
-                 simulated here",
-                VllmVersion::OLDEST
-            ));
-        }
-        if version > VllmVersion::MODELLED {
-            return Err(format!(
-                "vLLM {version} is newer than the release this build models ({}); its \
-                 defaults are not known here",
-                VllmVersion::MODELLED
-            ));
-        }
-        Ok(version)
+        version.modelled()
     }
 }
 

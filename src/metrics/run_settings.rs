@@ -155,7 +155,7 @@ impl RunSettings {
         if release == modelled {
             return None;
         }
-        let accepted = release.to_string().parse::<VllmVersion>();
+        let accepted = release.modelled();
         let fix = match &accepted {
             Ok(v) => format!(
                 "--vllm-version {v} (its defaults: asynchronous scheduling {}, whole-prompt \

@@ -1416,7 +1416,10 @@ impl Scheduler {
             .chain(self.stretch.first_unsettled())
             .chain(unread)
             .fold(self.step_finish_ns.count(), u64::min);
-        if (self.step_finish_ns).note_floor(floor, self.slots.len(), self.itl_values) {
+        if self
+            .step_finish_ns
+            .note_floor(floor, self.slots.len(), self.itl_values)
+        {
             self.itl.retire(floor, &mut self.step_finish_ns);
         }
     }
