@@ -61,7 +61,8 @@ head dimension, Step2Mini's and Step3's query projections; the QKV projections t
 their QK-norm kernels left out; `roofline_tables.linear_shapes`), a what-if: only H800's tables
 change, and the constants it derives are not the code's (docs/src/accuracy.md, "H800's GEMMs").
 `--vllm019-default-tiles` reads LLMServingSim's fused-MoE table (vLLM 0.19, no tuned file) on
-vLLM 0.19's default tiles instead of 0.10.2's, a what-if that held out does worse
+vLLM 0.19's default tiles instead of 0.10.2's, a what-if that held out does worse; with
+`--loo` it also prints that table's rows of the same tiles and MMA work, measured and priced
 (docs/src/accuracy.md, "Every bundled part's tuned files").
 `--moe-cap-from-latency`: where no table of a derivation measures the large fused-MoE tile's
 bytes per SM per clock (H800 held out), one thread block's weight bytes in flight per memory
@@ -1855,6 +1856,31 @@ def print_moe_held_out(held):
           f"table held out {median(table_medians) * 100:.1f}%")
 
 
+def print_moe_same_tiles(data):
+    """`--vllm019-default-tiles`: LLMServingSim's rows (vLLM 0.19) whose grouped GEMMs run the
+    same tile and the same tile rows per expert hit, so the same weights, grid and MMA work, at
+    the fewest and the most routed rows: the measured time against the price with RTX PRO
+    6000's own fit. What the price adds is the routed rows' activations alone."""
+    f = data.fits["moe"]["RTXPRO6000"]
+    c = {"moe_t0": f["t0"], "moe_eta_m": f["eta_m"], "moe_eta_c": f["eta_c"], "moe_unhidden": f["unhidden"],
+         "moe_latency": f["latency"], "moe_large_tile": f["large_tile"], "moe_idle_clocks": f["idle"]}
+    same = {}
+    for r in (r for r in data.moe if r["src"] == "lss"):
+        block_m, block_n = moe_tile(r)[:2]
+        rows = math.ceil(r["routed"] / r["active"] / block_m - 1e-9)
+        same.setdefault((r["active"], block_m, block_n, rows), []).append(r)
+    print("fused MoE, LLMServingSim's RTX PRO 6000 rows on vLLM 0.19's tiles with the same tiles and MMA work:")
+    print("experts hit, tile, tile rows each: tokens, routed rows per expert hit, us measured, us priced (own fit)")
+    for (active, block_m, block_n, rows), group in sorted(same.items()):
+        if len(group) < 2:
+            continue
+        a, b = min(group, key=lambda r: r["n"]), max(group, key=lambda r: r["n"])
+        ta, tb, pa, pb = (x * 1e6 for x in (a["t"], b["t"], moe_time(c, a), moe_time(c, b)))
+        print(f"  {active:3.0f}, {block_m}x{block_n}, {rows}: {a['n']}->{b['n']}, "
+              f"{a['routed'] / active:.0f}->{b['routed'] / active:.0f}, "
+              f"{ta:.0f}->{tb:.0f} ({tb - ta:+.0f}), {pa:.0f}->{pb:.0f} ({pb - pa:+.0f})")
+
+
 def print_loo(table):
     """The held-out table: a row per op family, a column per GPU; each cell the median
     |error| and, in brackets, the signed median (rows of the cell below)."""
@@ -2421,6 +2447,9 @@ def main():
         print_loo(leave_one_out(data))
         print()
         print_moe_held_out(moe_held_out(data))
+        if VLLM019_DEFAULT_TILES:
+            print()
+            print_moe_same_tiles(data)
         print()
         print_allreduce_floor(data, data.constants(list(GPUS)))
         print()
