@@ -92,6 +92,21 @@ fn model_name_with_comma_or_quote_is_quoted_like_python() {
     assert!(row_of(&record).starts_with("0,7,\"a,\"\"b\"\"\",2,9,"));
 }
 
+/// A multi-byte character holds no ASCII byte: only the separators themselves quote a name.
+#[test]
+fn model_name_with_non_ascii_characters_is_quoted_only_for_a_separator() {
+    let plain = RequestRecord {
+        model: "modèle-ü/8B",
+        ..request_7()
+    };
+    assert!(row_of(&plain).starts_with("0,7,modèle-ü/8B,2,9,"));
+    let comma = RequestRecord {
+        model: "é,ü",
+        ..request_7()
+    };
+    assert!(row_of(&comma).starts_with("0,7,\"é,ü\",2,9,"));
+}
+
 #[test]
 fn committed_csv_has_header_then_rows_in_write_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -227,7 +242,7 @@ fn rows_of_many_batches_reach_the_file_in_write_order() {
     // Enough rows and gaps for several batches to the writer and several chunks to the file.
     let gaps: Vec<u64> = (0..400).map(|i| 5_000_000 + i * 37).collect();
     let mut expected = HEADER_LINE.to_owned();
-    for id in 0..2_000u64 {
+    for id in 0..4_000u64 {
         let record = RequestRecord {
             request_id: id,
             output_toks: (id % 400) as u32 + 1,
