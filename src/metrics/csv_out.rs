@@ -614,11 +614,7 @@ fn push_itl_field(row: &mut Vec<u8>, itl: Itl<'_>) {
 /// Appends `text` with Python's `QUOTE_MINIMAL` rule: quoted, with quotes doubled, only when
 /// it contains a comma, a quote or a line break.
 pub(super) fn push_text_field(row: &mut Vec<u8>, text: &str) {
-    // Bytes, not chars: no byte of a multi-byte character is ASCII.
-    if !text
-        .bytes()
-        .any(|b| matches!(b, b',' | b'"' | b'\r' | b'\n'))
-    {
+    if !text.contains([',', '"', '\r', '\n']) {
         row.extend_from_slice(text.as_bytes());
         return;
     }
