@@ -83,13 +83,24 @@ fn one_gap_itl_has_no_comma_so_stays_unquoted() {
     assert!(row_of(&record).ends_with(",[42]\r\n"));
 }
 
+/// The row of request 7 served by model `model`.
+fn row_with_model(model: &str) -> String {
+    row_of(&RequestRecord {
+        model,
+        ..request_7()
+    })
+}
+
 #[test]
 fn model_name_with_comma_or_quote_is_quoted_like_python() {
-    let record = RequestRecord {
-        model: "a,\"b\"",
-        ..request_7()
-    };
-    assert!(row_of(&record).starts_with("0,7,\"a,\"\"b\"\"\",2,9,"));
+    assert!(row_with_model("a,\"b\"").starts_with("0,7,\"a,\"\"b\"\"\",2,9,"));
+}
+
+/// A multi-byte character holds no ASCII byte: only the separators themselves quote a name.
+#[test]
+fn model_name_with_non_ascii_characters_is_quoted_only_for_a_separator() {
+    assert!(row_with_model("modèle-ü/8B").starts_with("0,7,modèle-ü/8B,2,9,"));
+    assert!(row_with_model("é,ü").starts_with("0,7,\"é,ü\",2,9,"));
 }
 
 #[test]
@@ -227,7 +238,7 @@ fn rows_of_many_batches_reach_the_file_in_write_order() {
     // Enough rows and gaps for several batches to the writer and several chunks to the file.
     let gaps: Vec<u64> = (0..400).map(|i| 5_000_000 + i * 37).collect();
     let mut expected = HEADER_LINE.to_owned();
-    for id in 0..2_000u64 {
+    for id in 0..4_000u64 {
         let record = RequestRecord {
             request_id: id,
             output_toks: (id % 400) as u32 + 1,
