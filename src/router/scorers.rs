@@ -338,6 +338,8 @@ pub struct ScoreScratch {
     hashes: Vec<u64>,
     /// The block size `hashes` were computed at for the request being routed.
     hashed_at: Option<u32>,
+    /// The request `hashes` are of (kept past its decision, for the instance it goes to).
+    hashed_for: Option<super::HashedFor>,
     bytes: Vec<u8>,
     /// Whether [`ScoreScratch::pick`] keeps each scorer's contributions (decision traces).
     pub(super) explain: bool,
@@ -578,6 +580,7 @@ impl ScoreScratch {
             return;
         }
         self.hashed_at = Some(block_size);
+        self.hashed_for = Some(super::hashed_for(request));
         self.hashes.clear();
         if !request.has_token_ids() || block_size == 0 {
             return;
@@ -590,6 +593,14 @@ impl ScoreScratch {
             &mut self.hashes,
             &mut self.bytes,
         );
+    }
+
+    /// The hashes [`ScoreScratch::prompt_hashes`] computed for `request` at `block_size`, if
+    /// any (else empty).
+    pub(super) fn hashes_of(&self, request: &Request, block_size: u32) -> &[u64] {
+        let mine = self.hashed_at == Some(block_size)
+            && self.hashed_for == Some(super::hashed_for(request));
+        if mine { &self.hashes } else { &[] }
     }
 
     /// `prefix-affinity`'s score of instance `id`: leading prompt blocks in its router-side
