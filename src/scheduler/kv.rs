@@ -865,7 +865,7 @@ impl BlockPool {
     /// a parent the index does not hold; see [`BlockPool::chain_parent`]). The first block
     /// indexed under a hash keeps it; a duplicate stays unindexed. Returns the block that
     /// holds `hash` in the index now, the parent of the chain's next block.
-    #[inline]
+    #[inline(always)]
     pub fn cache_after(&mut self, parent: Option<BlockId>, block: BlockId, hash: u64) -> BlockId {
         self.use_free_list();
         if self.blocks[block as usize].hashed() {
