@@ -137,10 +137,13 @@ pub fn request_block_hashes_after(
     out.clear();
     let Some(blocks) = &request.prompt_blocks else {
         let end = max_tokens.min(request.token_ids.len());
+        out.reserve(end / block_size as usize);
         out.extend_from_slice(&known[..known.len().min(end / block_size as usize)]);
         return extend_block_hashes(&request.token_ids[..end], block_size, out, bytes);
     };
     let full = max_tokens.min(request.input_toks as usize) / block_size as usize;
+    // Sized once for the whole list (the copy first would leave growing to the rest).
+    out.reserve(full);
     out.extend_from_slice(&known[..known.len().min(full)]);
     if prompt_block_hashes(blocks, block_size, full, out, bytes) {
         return;
