@@ -208,6 +208,15 @@ pub trait Routing {
     fn ranking(&self) -> Option<Ranking> {
         None
     }
+
+    /// The chained hashes of `request`'s leading full blocks at `block_size` that the last
+    /// decision computed (a prefix of the list [`crate::scheduler::request_block_hashes`]
+    /// gives), for the instance it queues on to copy instead of hashing them again; empty
+    /// when it computed none.
+    fn prompt_hashes(&self, request: &Request, block_size: u32) -> &[u64] {
+        let _ = (request, block_size);
+        &[]
+    }
 }
 
 impl Routing for Router {
@@ -227,6 +236,26 @@ impl Routing for Router {
     fn ranking(&self) -> Option<Ranking> {
         self.policy.ranking()
     }
+
+    /// The longer of the lists the prefix policies' and the prefix-affinity scorer's
+    /// scratches hold for `request` at `block_size`.
+    fn prompt_hashes(&self, request: &Request, block_size: u32) -> &[u64] {
+        let policy = self.prefix.hashes_of(request, block_size);
+        let scorer = self.scores.hashes_of(request, block_size);
+        if scorer.len() > policy.len() {
+            scorer
+        } else {
+            policy
+        }
+    }
+}
+
+/// Which request a scratch's hashes were computed for: its id, arrival and prompt length.
+pub(crate) type HashedFor = (u64, crate::Nanos, u32);
+
+/// The [`HashedFor`] of `request`.
+pub(crate) fn hashed_for(request: &Request) -> HashedFor {
+    (request.id, request.arrival_ns, request.input_toks)
 }
 
 /// Seed of a router's random stream: `--seed` hashed with the stream's name, so that the
@@ -534,6 +563,8 @@ struct PrefixScratch {
 struct HashEntry {
     block_size: u32,
     call: u64,
+    /// The request `hashes` are of.
+    of: HashedFor,
     hashes: Vec<u64>,
 }
 
@@ -541,6 +572,13 @@ impl PrefixScratch {
     /// Starts a new request: hashes of the previous one are stale.
     fn start(&mut self) {
         self.call += 1;
+    }
+
+    /// The hashes computed for `request` at `block_size`, if any (else empty).
+    fn hashes_of(&self, request: &Request, block_size: u32) -> &[u64] {
+        let of = hashed_for(request);
+        let entry = self.entries.iter().find(|e| e.block_size == block_size);
+        entry.filter(|e| e.of == of).map_or(&[], |e| &e.hashes)
     }
 
     /// Prompt tokens of `request` the instance's prefix cache holds: the longest cached run
@@ -567,6 +605,7 @@ impl PrefixScratch {
                 self.entries.push(HashEntry {
                     block_size: bs,
                     call: 0,
+                    of: hashed_for(request),
                     hashes: Vec::new(),
                 });
                 self.entries.len() - 1
@@ -576,7 +615,7 @@ impl PrefixScratch {
         if entry.call != call {
             let end = max_blocks * bs as usize;
             request_block_hashes(request, bs, end, &mut entry.hashes, &mut self.bytes);
-            entry.call = call;
+            (entry.call, entry.of) = (call, hashed_for(request));
         }
         view.cached_prefix_blocks(id, &entry.hashes) as u32 * bs
     }

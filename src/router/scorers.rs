@@ -51,8 +51,9 @@
 
 use super::{ClusterView, InstanceSnapshot, PrefixScratch};
 use crate::config::{RoutingSpecError, WeightBound};
-use crate::scheduler::BlockHashMap;
 use crate::workload::Request;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -338,6 +339,8 @@ pub struct ScoreScratch {
     hashes: Vec<u64>,
     /// The block size `hashes` were computed at for the request being routed.
     hashed_at: Option<u32>,
+    /// The request `hashes` are of (kept past its decision, for the instance it goes to).
+    hashed_for: Option<super::HashedFor>,
     bytes: Vec<u8>,
     /// Whether [`ScoreScratch::pick`] keeps each scorer's contributions (decision traces).
     pub(super) explain: bool,
@@ -578,6 +581,7 @@ impl ScoreScratch {
             return;
         }
         self.hashed_at = Some(block_size);
+        self.hashed_for = Some(super::hashed_for(request));
         self.hashes.clear();
         if !request.has_token_ids() || block_size == 0 {
             return;
@@ -590,6 +594,14 @@ impl ScoreScratch {
             &mut self.hashes,
             &mut self.bytes,
         );
+    }
+
+    /// The hashes [`ScoreScratch::prompt_hashes`] computed for `request` at `block_size`, if
+    /// any (else empty).
+    pub(super) fn hashes_of(&self, request: &Request, block_size: u32) -> &[u64] {
+        let mine = self.hashed_at == Some(block_size)
+            && self.hashed_for == Some(super::hashed_for(request));
+        if mine { &self.hashes } else { &[] }
     }
 
     /// `prefix-affinity`'s score of instance `id`: leading prompt blocks in its router-side
@@ -623,12 +635,15 @@ impl ScoreScratch {
 
 const NIL: u32 = u32::MAX;
 
-/// A fixed-capacity LRU set of block hashes: a hash map into an arena of doubly linked
-/// nodes (most recent at the head). Allocates only while growing to its capacity.
+/// A fixed-capacity LRU set of block hashes: a table of node ids, found by the hash their node
+/// carries, into an arena of doubly linked nodes (most recent at the head). Allocates only
+/// while growing to its capacity. A node remembers its table bucket, so that the least recent
+/// leaves the table without a probe; and a touch probes the table once, whether it finds the
+/// hash or adds it.
 #[derive(Debug)]
 pub struct LruBlocks {
     capacity: usize,
-    lookup: BlockHashMap<u32>,
+    lookup: HashTable<u32>,
     nodes: Vec<LruNode>,
     head: u32,
     tail: u32,
@@ -639,6 +654,8 @@ struct LruNode {
     hash: u64,
     prev: u32,
     next: u32,
+    /// The table bucket holding the node's id.
+    bucket: u32,
 }
 
 impl LruBlocks {
@@ -647,7 +664,7 @@ impl LruBlocks {
         assert!(capacity > 0, "an LRU set needs room");
         LruBlocks {
             capacity,
-            lookup: BlockHashMap::default(),
+            lookup: HashTable::new(),
             nodes: Vec::new(),
             head: NIL,
             tail: NIL,
@@ -656,7 +673,10 @@ impl LruBlocks {
 
     /// Whether `hash` is in the set (recency unchanged).
     pub fn contains(&self, hash: u64) -> bool {
-        self.lookup.contains_key(&hash)
+        let nodes = &self.nodes;
+        (self.lookup)
+            .find(hash, |&n| nodes[n as usize].hash == hash)
+            .is_some()
     }
 
     /// Hashes in the set.
@@ -671,27 +691,62 @@ impl LruBlocks {
 
     /// Adds `hash` or makes it the most recent, evicting the least recent at capacity.
     pub fn touch(&mut self, hash: u64) {
-        if let Some(&node) = self.lookup.get(&hash) {
+        self.reserve_entry();
+        let nodes = &self.nodes;
+        let entry = self.lookup.entry(
+            hash,
+            |&n| nodes[n as usize].hash == hash,
+            |&n| nodes[n as usize].hash,
+        );
+        let vacant = match entry {
+            Entry::Occupied(found) => {
+                let node = *found.get();
+                self.unlink(node);
+                self.push_head(node);
+                return;
+            }
+            Entry::Vacant(vacant) => vacant,
+        };
+        let full = self.nodes.len() >= self.capacity;
+        let node = if full {
+            self.tail
+        } else {
+            self.nodes.len() as u32
+        };
+        // At capacity the least recent node takes the hash: its id sits in two buckets until
+        // its old one is emptied, which moves no entry.
+        let bucket = vacant.insert(node).bucket_index() as u32;
+        if full {
+            let old = self.nodes[node as usize].bucket as usize;
+            if let Ok(entry) = self.lookup.get_bucket_entry(old) {
+                entry.remove();
+            }
             self.unlink(node);
-            self.push_head(node);
-            return;
-        }
-        let node = if self.nodes.len() < self.capacity {
+            let n = &mut self.nodes[node as usize];
+            (n.hash, n.bucket) = (hash, bucket);
+        } else {
             self.nodes.push(LruNode {
                 hash,
                 prev: NIL,
                 next: NIL,
+                bucket,
             });
-            (self.nodes.len() - 1) as u32
-        } else {
-            let victim = self.tail;
-            self.unlink(victim);
-            self.lookup.remove(&self.nodes[victim as usize].hash);
-            self.nodes[victim as usize].hash = hash;
-            victim
-        };
-        self.lookup.insert(hash, node);
+        }
         self.push_head(node);
+    }
+
+    /// Makes room in the table for one more entry beside those it holds. A table that has to
+    /// grow (or rehash in place) moves its entries, so every node's bucket is read back.
+    fn reserve_entry(&mut self) {
+        if self.lookup.len() < self.lookup.capacity() {
+            return;
+        }
+        let nodes = &self.nodes;
+        self.lookup.reserve(1, |&n| nodes[n as usize].hash);
+        for bucket in self.lookup.iter_buckets() {
+            let n = *self.lookup.get_bucket(bucket).expect("a full bucket");
+            self.nodes[n as usize].bucket = bucket as u32;
+        }
     }
 
     fn unlink(&mut self, node: u32) {

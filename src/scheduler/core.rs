@@ -314,6 +314,16 @@ impl Core {
         each!(self, s => s.enqueue_ranked(request, priority, nominal))
     }
 
+    /// [`Core::enqueue_ranked`] given `known`, the chained hashes of the request's leading
+    /// full blocks at this core's block size that the router computed already (the vLLM
+    /// core copies them; SGLang's keys its radix cache its own way).
+    pub fn enqueue_hashed(&mut self, req: &Request, priority: i32, nominal: i32, known: &[u64]) {
+        match self {
+            Core::Vllm(s) => s.enqueue_hashed(req, priority, nominal, known),
+            Core::Sglang(s) => s.enqueue_ranked(req, priority, nominal),
+        }
+    }
+
     /// Queues a request whose prompt KV arrived from a prefill instance.
     pub fn receive(&mut self, request: &Request, kv: ReceivedKv) {
         each!(self, s => s.receive(request, kv))

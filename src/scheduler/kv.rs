@@ -90,10 +90,21 @@ pub fn block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>) {
 /// once the buffers have grown.
 pub fn block_hashes_with(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, bytes: &mut Vec<u8>) {
     out.clear();
-    out.reserve(tokens.len() / block_size as usize);
+    extend_block_hashes(tokens, block_size, out, bytes);
+}
+
+/// Appends to `out`, which holds the chained hashes of the first `out.len()` full blocks of
+/// `tokens`, those of the rest of its full blocks.
+fn extend_block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>, bytes: &mut Vec<u8>) {
+    let done = out.len() * block_size as usize;
+    out.reserve((tokens.len().saturating_sub(done)) / block_size as usize);
     let bytes = block_bytes(bytes, block_size);
-    let mut parent = CHAIN_SEED;
-    for block in tokens.chunks_exact(block_size as usize) {
+    let mut parent = out.last().copied().unwrap_or(CHAIN_SEED);
+    for block in tokens
+        .get(done..)
+        .unwrap_or_default()
+        .chunks_exact(block_size as usize)
+    {
         parent = chain(parent, block.iter().copied(), bytes);
         out.push(parent);
     }
@@ -109,29 +120,49 @@ pub fn request_block_hashes(
     out: &mut Vec<u64>,
     bytes: &mut Vec<u8>,
 ) {
+    request_block_hashes_after(request, block_size, max_tokens, &[], out, bytes);
+}
+
+/// [`request_block_hashes`] given `known`, the hashes of the request's leading full blocks at
+/// `block_size` that someone computed already (the router, ranking instances by their cached
+/// prefix): they are copied, and only the blocks after them are hashed.
+pub fn request_block_hashes_after(
+    request: &Request,
+    block_size: u32,
+    max_tokens: usize,
+    known: &[u64],
+    out: &mut Vec<u64>,
+    bytes: &mut Vec<u8>,
+) {
+    out.clear();
     let Some(blocks) = &request.prompt_blocks else {
         let end = max_tokens.min(request.token_ids.len());
-        return block_hashes_with(&request.token_ids[..end], block_size, out, bytes);
+        out.reserve(end / block_size as usize);
+        out.extend_from_slice(&known[..known.len().min(end / block_size as usize)]);
+        return extend_block_hashes(&request.token_ids[..end], block_size, out, bytes);
     };
-    let len = max_tokens.min(request.input_toks as usize);
-    out.clear();
-    if prompt_block_hashes(blocks, block_size, len / block_size as usize, out, bytes) {
+    let full = max_tokens.min(request.input_toks as usize) / block_size as usize;
+    // Sized once for the whole list (the copy first would leave growing to the rest).
+    out.reserve(full);
+    out.extend_from_slice(&known[..known.len().min(full)]);
+    if prompt_block_hashes(blocks, block_size, full, out, bytes) {
         return;
     }
     let bytes = block_bytes(bytes, block_size);
-    let mut parent = CHAIN_SEED;
-    for start in (0..len / block_size as usize).map(|k| k * block_size as usize) {
+    let mut parent = out.last().copied().unwrap_or(CHAIN_SEED);
+    for start in (out.len()..full).map(|k| k * block_size as usize) {
         blocks.write_tokens_le(start, &mut bytes[8..]);
         parent = hash_block(parent, bytes);
         out.push(parent);
     }
 }
 
-/// Appends to `out` the chained hashes of the first `full` KV blocks of `kv_block` tokens of
-/// prompt blocks `blocks` (from [`CHAIN_SEED`]), prompt block after prompt block: a KV block's
-/// tokens are then consecutive ids from its first, written by adding one, not looked up.
-/// Returns false, appending nothing, where a KV block would straddle two prompt blocks or the
-/// prompt blocks hold fewer than `full` KV blocks.
+/// Appends to `out`, which holds the chained hashes of the first `out.len()` KV blocks of
+/// `kv_block` tokens of prompt blocks `blocks` (from [`CHAIN_SEED`]), those of the next ones
+/// up to the first `full`, prompt block after prompt block: a KV block's tokens are then
+/// consecutive ids from its first, written by adding one, not looked up. Returns false,
+/// appending nothing, where a KV block would straddle two prompt blocks or the prompt blocks
+/// hold fewer than `full` KV blocks.
 fn prompt_block_hashes(
     blocks: &PromptBlocks,
     kv_block: u32,
@@ -147,16 +178,16 @@ fn prompt_block_hashes(
     if full > blocks.firsts().len() * per {
         return false;
     }
-    out.reserve(full);
+    let done = out.len();
+    out.reserve(full.saturating_sub(done));
     let bytes = block_bytes(bytes, kv_block);
-    let mut parent = CHAIN_SEED;
-    let mut left = full;
-    for &first in blocks.firsts() {
-        if left == 0 {
-            break;
-        }
-        let mut token = first;
-        for _ in 0..left.min(per) {
+    let mut parent = out.last().copied().unwrap_or(CHAIN_SEED);
+    let mut k = done;
+    while k < full {
+        let (at, within) = (k / per, k % per);
+        let run = (per - within).min(full - k);
+        let mut token = blocks.firsts()[at] + (within as u32) * kv_block;
+        for _ in 0..run {
             for dst in bytes[8..].chunks_exact_mut(4) {
                 dst.copy_from_slice(&token.to_le_bytes());
                 token += 1;
@@ -164,7 +195,7 @@ fn prompt_block_hashes(
             parent = hash_block(parent, bytes);
             out.push(parent);
         }
-        left -= left.min(per);
+        k += run;
     }
     true
 }
@@ -837,7 +868,7 @@ impl BlockPool {
     /// a parent the index does not hold; see [`BlockPool::chain_parent`]). The first block
     /// indexed under a hash keeps it; a duplicate stays unindexed. Returns the block that
     /// holds `hash` in the index now, the parent of the chain's next block.
-    #[inline]
+    #[inline(always)]
     pub fn cache_after(&mut self, parent: Option<BlockId>, block: BlockId, hash: u64) -> BlockId {
         self.use_free_list();
         if self.blocks[block as usize].hashed() {

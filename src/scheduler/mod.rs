@@ -54,7 +54,7 @@ pub use completions::Completions;
 pub use core::{Core, Engine};
 pub use kv::{
     BlockHashMap, BlockId, BlockPool, PassThroughHasher, block_hashes, block_hashes_with,
-    request_block_hashes,
+    request_block_hashes, request_block_hashes_after,
 };
 pub use kv_offload::{CpuTierSize, KvOffloadSpec, LinkStats, OffloadLoad, TransferLink};
 pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
@@ -811,7 +811,13 @@ impl Scheduler {
     /// or its class's priority, whatever the run's policy made of it), which priority
     /// inversions are judged by.
     pub fn enqueue_ranked(&mut self, request: &Request, priority: i32, nominal: i32) {
-        let mut state = RunningRequest::new(request, &self.config);
+        self.enqueue_hashed(request, priority, nominal, &[]);
+    }
+
+    /// [`Scheduler::enqueue_ranked`] given `known`, the chained hashes of the request's
+    /// leading full blocks at this scheduler's block size that the router computed already.
+    pub fn enqueue_hashed(&mut self, req: &Request, priority: i32, nominal: i32, known: &[u64]) {
+        let mut state = RunningRequest::with_hashes(req, &self.config, known);
         state.priority = priority;
         state.nominal = nominal;
         if let Some(w) = &mut self.watch {

@@ -1,7 +1,7 @@
 //! A request's state inside one instance's scheduler.
 
 use super::SchedulerConfig;
-use super::kv::{BlockId, request_block_hashes};
+use super::kv::{BlockId, request_block_hashes_after};
 use crate::Nanos;
 use crate::metrics::PdRecord;
 use crate::workload::Request;
@@ -103,10 +103,21 @@ pub struct RunningRequest {
 
 impl RunningRequest {
     pub fn new(request: &Request, config: &SchedulerConfig) -> RunningRequest {
+        RunningRequest::with_hashes(request, config, &[])
+    }
+
+    /// [`RunningRequest::new`] given `known`, the chained hashes of the request's leading
+    /// full blocks at the configured block size that the router computed already (empty:
+    /// none), which are copied rather than computed again.
+    pub fn with_hashes(
+        request: &Request,
+        config: &SchedulerConfig,
+        known: &[u64],
+    ) -> RunningRequest {
         let mut hashes = Vec::new();
         if config.enable_prefix_caching && request.has_token_ids() {
-            let bs = config.block_size;
-            request_block_hashes(request, bs, usize::MAX, &mut hashes, &mut Vec::new());
+            let (bs, mut bytes) = (config.block_size, Vec::new());
+            request_block_hashes_after(request, bs, usize::MAX, known, &mut hashes, &mut bytes);
         }
         RunningRequest {
             id: request.id,

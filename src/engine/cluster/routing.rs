@@ -141,7 +141,9 @@ impl<'r> Cluster<'r> {
             RouteDecision::To(id) if candidates.binary_search(&id).is_ok() => {
                 let blocked =
                     self.watch.is_some() && blocks_head_of_line(&self.schedulers, id, candidates);
-                self.enqueue(id, &request, priority, blocked);
+                let block_size = self.schedulers[id as usize].config().block_size;
+                let known = s.router.prompt_hashes(&request, block_size);
+                self.enqueue(id, &request, priority, blocked, known);
                 self.mark_ready(id);
                 if let Some(scaling) = &mut self.scaling {
                     scaling.routed(|| request.clone(), (groups, priority));
@@ -167,14 +169,22 @@ impl<'r> Cluster<'r> {
     }
 
     /// Queues `request` on instance `id` with `priority`; with anomaly detection, with its
-    /// nominal urgency, counting a head-of-line blocking event if `blocked`.
-    pub(super) fn enqueue(&mut self, id: u32, request: &Request, priority: i32, blocked: bool) {
+    /// nominal urgency, counting a head-of-line blocking event if `blocked`. `known`: the
+    /// hashes of its leading blocks the router computed at the instance's block size.
+    pub(super) fn enqueue(
+        &mut self,
+        id: u32,
+        request: &Request,
+        priority: i32,
+        blocked: bool,
+        known: &[u64],
+    ) {
         let Some(w) = self.watch else {
-            self.schedulers[id as usize].enqueue_with_priority(request, priority);
+            self.schedulers[id as usize].enqueue_hashed(request, priority, priority, known);
             return;
         };
         self.hol_blocking += u64::from(blocked);
         let nominal = w.nominal.of(request);
-        self.schedulers[id as usize].enqueue_ranked(request, priority, nominal);
+        self.schedulers[id as usize].enqueue_hashed(request, priority, nominal, known);
     }
 }

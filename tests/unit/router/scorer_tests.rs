@@ -216,6 +216,36 @@ fn the_router_side_index_forgets_the_least_recent_block_at_capacity() {
 }
 
 #[test]
+fn the_router_side_index_forgets_as_a_plain_lru_list_does_on_random_touches() {
+    // Capacities below and past the table's growth steps; hashes from a small range, so that
+    // touches find, refresh and evict, and the table rehashes under the removals.
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut draw = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for capacity in [1, 7, 100, 1000] {
+        let mut lru = LruBlocks::new(capacity);
+        let mut plain: std::collections::VecDeque<u64> = Default::default();
+        let range = 3 * capacity as u64 + 5;
+        for _ in 0..30 * capacity + 200 {
+            // Spread over the whole 64 bits, as chained block hashes are.
+            let h = draw(range).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            lru.touch(h);
+            plain.retain(|&x| x != h);
+            plain.push_front(h);
+            plain.truncate(capacity);
+            let probe = draw(range).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            assert_eq!(lru.contains(probe), plain.contains(&probe), "{capacity}");
+        }
+        assert_eq!(lru.len(), plain.len());
+        assert!(plain.iter().all(|&h| lru.contains(h)));
+    }
+}
+
+#[test]
 fn weighted_scorers_sum_normalised_weights_and_break_ties_by_lowest_id() {
     // queue-depth: [0, 1, 0.5]; kv-utilization: [0.9, 0.1, 0.5].
     let view = hand(vec![

@@ -237,6 +237,33 @@ fn prefix_affinity_explains_its_fallback_from_the_decisions_own_scores() {
 }
 
 #[test]
+fn the_routed_requests_hashes_are_offered_to_its_instance_and_no_others() {
+    let tokens: Vec<u32> = (0..22).collect();
+    let mut instances = [fake(0, 0), fake(1, 0)];
+    instances[1].block_size = 8;
+    let mut want = Vec::new();
+    block_hashes(&tokens, 4, &mut want);
+    let r = request(22, tokens.clone());
+    let view = Fakes(&instances);
+    // A policy that hashes nothing offers nothing.
+    let mut plain = Router::new(RoutingPolicy::RoundRobin, 0);
+    plain.route(&r, &all(2), &view);
+    assert_eq!(plain.prompt_hashes(&r, 4), &[] as &[u64]);
+    // Prefix affinity hashed the 5 blocks of 4 before the prompt's last token at each size.
+    let mut router = Router::new(RoutingPolicy::PrefixAffinity, 0);
+    router.route(&r, &all(2), &view);
+    assert_eq!(router.prompt_hashes(&r, 4), &want[..5]);
+    block_hashes(&tokens, 8, &mut want);
+    assert_eq!(router.prompt_hashes(&r, 8), &want[..2]);
+    assert_eq!(router.prompt_hashes(&r, 16), &[] as &[u64]);
+    // Another request (another id, or the same id with another prompt) gets none of them.
+    let other = Request { id: 1, ..r.clone() };
+    assert_eq!(router.prompt_hashes(&other, 4), &[] as &[u64]);
+    let longer = request(21, tokens);
+    assert_eq!(router.prompt_hashes(&longer, 4), &[] as &[u64]);
+}
+
+#[test]
 fn prefix_affinity_leaves_the_last_prompt_token_to_compute() {
     // An 8-token prompt of block size 4 can reuse at most 1 block, as admission would.
     let tokens: Vec<u32> = (0..8).collect();

@@ -1,6 +1,7 @@
 use blis_cosim::Nanos;
 use blis_cosim::scheduler::kv::{
     BlockId, BlockPool, CHAIN_SEED, MAX_CHILDREN, block_hashes, request_block_hashes,
+    request_block_hashes_after,
 };
 use blis_cosim::workload::{PromptBlocks, Request};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -725,6 +726,65 @@ fn check_prompts(prompt_block: u32, kv_block: u32, prompts: usize, seed: u64) {
         );
         earlier.push(ids);
     }
+}
+
+/// Checks that `request`'s hashes at `block_size` (up to `max_tokens`) given any leading part
+/// of them, or all of them and more (a longer list of the same chain), are the whole list.
+fn check_known_prefixes(request: &Request, block_size: u32, max_tokens: usize) {
+    let (mut whole, mut longer, mut out, mut bytes) = (vec![], vec![], vec![], vec![]);
+    request_block_hashes(request, block_size, max_tokens, &mut whole, &mut bytes);
+    request_block_hashes(request, block_size, usize::MAX, &mut longer, &mut bytes);
+    for k in 0..=whole.len() {
+        request_block_hashes_after(
+            request,
+            block_size,
+            max_tokens,
+            &whole[..k],
+            &mut out,
+            &mut bytes,
+        );
+        assert_eq!(
+            out, whole,
+            "block size {block_size}, {k} known, cut at {max_tokens}"
+        );
+    }
+    request_block_hashes_after(
+        request, block_size, max_tokens, &longer, &mut out, &mut bytes,
+    );
+    assert_eq!(
+        out, whole,
+        "block size {block_size}, all known, cut at {max_tokens}"
+    );
+}
+
+#[test]
+fn hashes_after_a_known_prefix_are_the_whole_list() {
+    let mut draw = xorshift(0xB10C);
+    let listed = Request {
+        id: 0,
+        line: 1,
+        model: None,
+        arrival_ns: 0,
+        input_toks: 300,
+        output_toks: 40,
+        token_ids: (0..340).map(|_| draw(1 << 32) as u32).collect(),
+        prompt_blocks: None,
+    };
+    // Prompt blocks of 64 tokens: KV blocks of 16 and 32 within them, of 48 across them.
+    let blocks = block_id_request(&[5, 0, 9, 2, 7], 64, 300);
+    for (bs, max) in [
+        (16, usize::MAX),
+        (16, 250),
+        (32, usize::MAX),
+        (48, usize::MAX),
+        (7, 99),
+    ] {
+        check_known_prefixes(&listed, bs, max);
+        check_known_prefixes(&blocks, bs, max);
+    }
+    // Eight blocks of 512 tokens, 32 KV blocks each, known from the middle of one.
+    let mooncake = block_id_request(&[0, 14, 15, 16, 17, 18, 19, 20], 512, 8 * 512 - 100);
+    check_known_prefixes(&mooncake, 16, usize::MAX);
 }
 
 #[test]
