@@ -3,15 +3,17 @@
 //! instance's inter-token gaps, where nearly every entry is a value the tally has seen at most
 //! a few times (each step's duration is its own). Memory stays bounded by the distinct values:
 //! once the entries appended since the last batch outnumber the sorted ones (and a floor),
-//! they are sorted and folded in. While a [`super::FoldBehind`] is held, the logs made by
+//! they are sorted and merged in. The sorted ones are held compact, a block's differences and
+//! counts at the widths they need rather than 64 bits an entry ([`SortedBlocks`]). While a [`super::FoldBehind`] is held, the logs made by
 //! [`CountLog::default`] are sorted and folded on a folding thread instead (see
 //! `fold_behind.rs`); what they hold is the same.
 
 use super::fold_behind::{self, Behind, CHUNK};
+use super::sorted_blocks::SortedBlocks;
 use super::stats::sort_adding_equal;
 
 /// Bits of a packed entry that hold its count; the value is held above them.
-const COUNT_BITS: u32 = 24;
+pub(super) const COUNT_BITS: u32 = 24;
 
 /// The largest count one packed entry holds.
 pub const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
@@ -20,14 +22,15 @@ pub const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
 pub const MAX_VALUE: u64 = u64::MAX >> COUNT_BITS;
 
 /// Fewest appended entries that make a batch, unless a log is made with another floor.
-const MIN_BATCH: usize = 1 << 15;
+const MIN_BATCH: usize = 1 << 13;
 
 /// Integers with their counts, appended and sorted in batches; see the module.
 #[derive(Debug)]
 pub struct CountLog {
-    /// Distinct values in ascending order, each packed as `value << COUNT_BITS | count`;
-    /// a value whose count passes [`MAX_COUNT`] takes several adjacent entries.
-    sorted: Vec<u64>,
+    /// Distinct values in ascending order, each packed as `value << COUNT_BITS | count`, in
+    /// compact blocks; a value whose count passes [`MAX_COUNT`] takes several adjacent
+    /// entries.
+    sorted: SortedBlocks,
     /// Entries appended since the last batch, packed the same way, in the order they came.
     appended: Vec<u64>,
     /// Values whose value or count is too large to pack, with their counts.
@@ -42,7 +45,7 @@ pub struct CountLog {
 }
 
 impl Default for CountLog {
-    /// An empty log ([`CountLog::with_min_batch`] 32,768), folded behind while this thread
+    /// An empty log ([`CountLog::with_min_batch`] 8,192), folded behind while this thread
     /// holds a [`super::FoldBehind`].
     fn default() -> Self {
         CountLog {
@@ -84,10 +87,10 @@ impl Clone for CountLog {
 
 impl CountLog {
     /// An empty log that sorts a batch once `min_batch` entries (and more than it holds
-    /// sorted) have been appended; [`CountLog::default`] takes 32,768.
+    /// sorted) have been appended; [`CountLog::default`] takes 8,192.
     pub fn with_min_batch(min_batch: usize) -> Self {
         CountLog {
-            sorted: Vec::new(),
+            sorted: SortedBlocks::default(),
             appended: Vec::new(),
             wide: std::collections::BTreeMap::new(),
             len: 0,
@@ -117,11 +120,11 @@ impl CountLog {
         if let Some(behind) = &self.behind {
             // The folded part is a plain log.
             behind.read(|log| {
-                each(&log.sorted);
+                log.sorted.each_block(&mut each);
                 each(&log.appended);
             });
         }
-        each(&self.sorted);
+        self.sorted.each_block(&mut each);
         each(&self.appended);
     }
 
@@ -201,13 +204,15 @@ impl CountLog {
 
     /// Each distinct value with its count, smallest first.
     pub fn sorted(&self) -> Vec<(u64, u64)> {
-        let mut pairs: Vec<(u64, u64)> = if self.appended.is_empty() && self.behind.is_none() {
-            self.sorted.iter().map(|&e| unpack(e)).collect()
+        let mut pairs = Vec::new();
+        let mut take = |block: &[u64]| pairs.extend(block.iter().map(|&e| unpack(e)));
+        if self.appended.is_empty() && self.behind.is_none() {
+            self.sorted.each_block(&mut take);
         } else {
             let mut log = self.clone();
             log.fold_appended();
-            log.sorted.iter().map(|&e| unpack(e)).collect()
-        };
+            log.sorted.each_block(&mut take);
+        }
         // Sorted but for the side list; a value past MAX_COUNT takes several entries.
         pairs.extend(self.wide.iter().map(|(&v, &c)| (v, c)));
         sort_adding_equal(&mut pairs);
@@ -223,7 +228,7 @@ impl CountLog {
             }
             return;
         }
-        if self.appended.len() >= self.sorted.len().max(self.min_batch) {
+        if self.appended.len() >= self.batch_at() {
             self.fold_appended();
         }
     }
@@ -235,37 +240,15 @@ impl CountLog {
         }
         let mut appended = std::mem::take(&mut self.appended);
         sort_by_value(&mut appended);
-        self.merge_sorted(&appended);
+        self.sorted.merge(&appended);
         appended.clear();
         // Room for the whole next batch in one allocation: growing the list as entries
         // come would copy it at each doubling.
-        let next_batch = self.sorted.len().max(self.min_batch);
+        let next_batch = self.batch_at();
         if appended.capacity() < next_batch {
             appended = Vec::with_capacity(next_batch);
         }
         self.appended = appended;
-    }
-
-    /// Merges the packed entries `entries`, ascending by value, into the sorted ones.
-    fn merge_sorted(&mut self, entries: &[u64]) {
-        if entries.is_empty() {
-            return;
-        }
-        let (a, b) = (&self.sorted[..], entries);
-        let mut merged = Coalesced::with_len(a.len() + b.len());
-        let (mut i, mut j) = (0, 0);
-        // Which side comes next is as good as random: chosen without a branch.
-        while i < a.len() && j < b.len() {
-            let (x, y) = (a[i], b[j]);
-            let from_a = x <= y;
-            merged.push(if from_a { x } else { y });
-            i += usize::from(from_a);
-            j += usize::from(!from_a);
-        }
-        for &entry in a[i..].iter().chain(&b[j..]) {
-            merged.push(entry);
-        }
-        self.sorted = merged.into_vec();
     }
 }
 
@@ -317,42 +300,3 @@ fn sort_by_value(entries: &mut Vec<u64>) {
 
 /// The low [`DIGIT_BITS`] bits.
 const DIGIT_MASK: usize = (1 << DIGIT_BITS) - 1;
-
-/// Packed entries written in ascending value order, an entry added to the one before when
-/// both hold the same value and the sum still fits: without a branch on which.
-struct Coalesced {
-    out: Vec<u64>,
-    /// Entries written.
-    len: usize,
-}
-
-impl Coalesced {
-    /// Room for `len` entries.
-    fn with_len(len: usize) -> Coalesced {
-        Coalesced {
-            out: vec![0; len],
-            len: 0,
-        }
-    }
-
-    /// Writes `entry` after the others (or adds it to the last).
-    fn push(&mut self, entry: u64) {
-        let last = self.out[self.len.saturating_sub(1)];
-        let same = (self.len > 0)
-            & (last >> COUNT_BITS == entry >> COUNT_BITS)
-            & ((last & MAX_COUNT) + (entry & MAX_COUNT) <= MAX_COUNT);
-        let at = self.len - usize::from(same);
-        self.out[at] = if same {
-            last + (entry & MAX_COUNT)
-        } else {
-            entry
-        };
-        self.len += usize::from(!same);
-    }
-
-    /// The entries written.
-    fn into_vec(mut self) -> Vec<u64> {
-        self.out.truncate(self.len);
-        self.out
-    }
-}

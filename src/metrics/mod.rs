@@ -13,6 +13,7 @@ pub mod run_settings;
 mod scale_plots;
 pub mod sessions;
 pub mod slo;
+pub mod sorted_blocks;
 pub mod stats;
 pub mod summary;
 mod timeseries;

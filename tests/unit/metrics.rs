@@ -7,6 +7,7 @@ mod fitness;
 mod plots;
 mod run_settings;
 mod slo;
+mod sorted_blocks;
 mod stats;
 mod summary;
 mod validate;

@@ -110,3 +110,25 @@ fn logs_folded_behind_hold_what_logs_folded_in_place_hold() {
     plain_more.merge(&copy);
     assert_eq!(into_behind.sorted(), plain_more.sorted());
 }
+
+/// Values and counts too wide to pack go to the side list and come back with the packed ones,
+/// sorted, equal values added; a count of 0 adds nothing.
+#[test]
+fn wide_values_and_counts_come_back_with_the_packed_ones() {
+    let mut log = CountLog::with_min_batch(2);
+    log.add(MAX_VALUE, MAX_COUNT);
+    log.add(MAX_VALUE + 1, 1);
+    log.add(5, MAX_COUNT + 1);
+    log.add(0, 1);
+    log.add(MAX_VALUE, 1);
+    log.add(0, 0);
+    log.add(0, 2);
+    let expected = vec![
+        (0, 3),
+        (5, MAX_COUNT + 1),
+        (MAX_VALUE, MAX_COUNT + 1),
+        (MAX_VALUE + 1, 1),
+    ];
+    assert_eq!(log.sorted(), expected);
+    assert_eq!(log.len(), 3 + (MAX_COUNT + 1) + (MAX_COUNT + 1) + 1);
+}
