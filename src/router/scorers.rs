@@ -738,15 +738,12 @@ impl LruBlocks {
     /// Makes room in the table for one more entry beside those it holds. A table that has to
     /// grow (or rehash in place) moves its entries, so every node's bucket is read back.
     fn reserve_entry(&mut self) {
-        if self.lookup.len() < self.lookup.capacity() {
-            return;
-        }
-        let nodes = &self.nodes;
-        self.lookup.reserve(1, |&n| nodes[n as usize].hash);
-        for bucket in self.lookup.iter_buckets() {
-            let n = *self.lookup.get_bucket(bucket).expect("a full bucket");
-            self.nodes[n as usize].bucket = bucket as u32;
-        }
+        crate::scheduler::kv::reserve_one(
+            &mut self.lookup,
+            &mut self.nodes,
+            |node| node.hash,
+            |node, bucket| node.bucket = bucket,
+        );
     }
 
     fn unlink(&mut self, node: u32) {

@@ -80,6 +80,26 @@ const NIL: u32 = u32::MAX;
 /// Seed of the hash chain (vLLM's `NONE_HASH`).
 pub const CHAIN_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 
+/// Makes room in `table`, whose entries are indices into `items`, for one more entry. A table
+/// that has to grow (or rehash in place) moves its entries, so then `place` gives every item
+/// in it its new bucket, and the call returns true; an insertion that follows moves none.
+pub(crate) fn reserve_one<T>(
+    table: &mut HashTable<u32>,
+    items: &mut [T],
+    hash: impl Fn(&T) -> u64,
+    place: impl Fn(&mut T, u32),
+) -> bool {
+    if table.len() < table.capacity() {
+        return false;
+    }
+    table.reserve(1, |&i| hash(&items[i as usize]));
+    for bucket in table.iter_buckets() {
+        let i = *table.get_bucket(bucket).expect("a full bucket");
+        place(&mut items[i as usize], bucket as u32);
+    }
+    true
+}
+
 /// Chained hashes of the full blocks of `tokens`: `h_i = H(h_{i-1}, tokens of block i)`.
 /// Two requests share block `i` only if they share every token up to the end of that block.
 pub fn block_hashes(tokens: &[u32], block_size: u32, out: &mut Vec<u64>) {
@@ -938,18 +958,17 @@ impl BlockPool {
     /// place) moves its entries, so every block's bucket is read back afterwards; the
     /// insertion that follows then moves none.
     fn reserve_entry(&mut self) {
-        if self.index.len() < self.index.capacity() {
-            return;
+        let moved = reserve_one(
+            &mut self.index,
+            &mut self.blocks,
+            |block| block.hash,
+            |block, bucket| block.home = LOOSE | bucket,
+        );
+        if moved {
+            let blocks = &self.blocks;
+            let hashes = self.index.iter().map(|&b| blocks[b as usize].hash);
+            self.filter.rebuild(self.index.num_buckets(), hashes);
         }
-        let blocks = &self.blocks;
-        self.index.reserve(1, |&b| blocks[b as usize].hash);
-        for bucket in self.index.iter_buckets() {
-            let b = *self.index.get_bucket(bucket).expect("a full bucket");
-            self.blocks[b as usize].home = LOOSE | bucket as u32;
-        }
-        let blocks = &self.blocks;
-        let hashes = self.index.iter().map(|&b| blocks[b as usize].hash);
-        self.filter.rebuild(self.index.num_buckets(), hashes);
     }
 
     /// Recounts the pool from scratch and checks its invariants: pinned + free = total, the
