@@ -166,15 +166,7 @@ fn an_eager_step_of_a_model_adding_its_residuals_issues_one_more_op_per_norm() {
         ..Default::default()
     };
     let step = |unfused: bool| {
-        let inner = Box::new(Fixed {
-            block_ns: 6_000,
-            block: "post_attention_layernorm",
-            last_pad: 0,
-            tells_list: false,
-            listed: Default::default(),
-        });
-        let policy = GraphPolicy::resolve(&eager, 4, 2048).unwrap();
-        let mut m = HostModel::new(inner, host(), policy, false).adding_residuals(unfused);
+        let mut m = over_fixed("post_attention_layernorm", 6_000, &eager).adding_residuals(unfused);
         let items = [BatchItem {
             new_tokens: 1,
             context_tokens: 9,
@@ -197,15 +189,7 @@ fn the_symmetric_memory_all_reduces_copies_are_ops_of_their_own_in_eager_mode() 
     };
     let dispatch = VllmAllReduce::of(&Hardware::resolve("H100-SXM").unwrap(), 8, Dtype::Bfloat16);
     let host_model = |all_reducing: bool| {
-        let inner = Box::new(Fixed {
-            block_ns: 6_000,
-            block: "allreduce",
-            last_pad: 0,
-            tells_list: false,
-            listed: Default::default(),
-        });
-        let policy = GraphPolicy::resolve(&eager, 4, 2048).unwrap();
-        let m = HostModel::new(inner, host(), policy, false);
+        let m = over_fixed("allreduce", 6_000, &eager);
         if all_reducing {
             m.all_reducing(dispatch, 4096 * 2)
         } else {
@@ -245,8 +229,8 @@ fn the_symmetric_memory_all_reduces_copies_are_ops_of_their_own_in_eager_mode() 
 }
 
 /// A host model over [`Fixed`] whose repeated block is `block` (twice, `block_ns` each on the
-/// GPU), served in `dtype`, executing steps as `options` say, synchronously.
-fn served(block: &'static str, block_ns: Nanos, dtype: Dtype, options: &GraphOptions) -> HostModel {
+/// GPU), executing steps as `options` say, synchronously.
+fn over_fixed(block: &'static str, block_ns: Nanos, options: &GraphOptions) -> HostModel {
     let policy = GraphPolicy::resolve(options, 4, 2048).unwrap();
     let inner = Box::new(Fixed {
         block_ns,
@@ -255,7 +239,12 @@ fn served(block: &'static str, block_ns: Nanos, dtype: Dtype, options: &GraphOpt
         tells_list: false,
         listed: Default::default(),
     });
-    HostModel::new(inner, host(), policy, false).serving(dtype)
+    HostModel::new(inner, host(), policy, false)
+}
+
+/// [`over_fixed`], served in `dtype`.
+fn served(block: &'static str, block_ns: Nanos, dtype: Dtype, options: &GraphOptions) -> HostModel {
+    over_fixed(block, block_ns, options).serving(dtype)
 }
 
 /// One decode of a 9-token context.
