@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test suite: `cargo test --release --locked --no-fail-fast` (any arguments are passed on,
-# e.g. `scripts/test.sh --test engine pd::`), then one last line counting the tests passed,
-# failed and skipped, the skips by reason:
+# The test suite: `cargo test --release --locked --workspace --no-fail-fast` (the workspace
+# takes in the profiler of scripts/profile.sh, which plain cargo leaves out; any arguments are
+# passed on, e.g. `scripts/test.sh --test engine pd::`), then one last line counting the tests
+# passed, failed and skipped, the skips by reason:
 #   tests: 800 passed, 0 failed, 142 skipped (no LLMServingSim data: 130, no traces: 12)
 # A test that finds no data (or no python3, Ray, GNU time, real ASTRA-Sim) returns early and
 # records why in the file BLIS_COSIM_SKIP_LOG names (tests/common/shared_data.rs); libtest
@@ -15,7 +16,7 @@ skips="$(realpath "$target")/test-skips.tsv"
 : >"$skips"
 export BLIS_COSIM_SKIP_LOG="$skips"
 
-cargo test --release --locked --no-fail-fast "$@" 2>&1 | tee "$target/test-output.log"
+cargo test --release --locked --workspace --no-fail-fast "$@" 2>&1 | tee "$target/test-output.log"
 status=${PIPESTATUS[0]}
 
 # The libtest (and astra harness) result lines, summed.
