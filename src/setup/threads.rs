@@ -5,7 +5,7 @@
 
 /// Requests from which a run takes a second thread by default: below it, starting the
 /// threads and handing work over cost about what they save (whole-process timings,
-/// docs/src/performance.md, "the second core").
+/// docs/src/performance-log.md, "the second core").
 pub const AUTO_FROM_REQUESTS: u64 = 10_000;
 
 /// The threads a run may use.
