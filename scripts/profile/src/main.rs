@@ -48,6 +48,11 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     blis_cosim::logging::init(cli.run.log_level);
+    // As the binary does: an interrupted run leaves no partial output behind.
+    if let Err(e) = blis_cosim::interrupt::install() {
+        eprintln!("blis-cosim-profile: error: cannot handle interruption signals: {e}");
+        return ExitCode::FAILURE;
+    }
     match Settings::from_env().and_then(|settings| profile(cli.run, &settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
