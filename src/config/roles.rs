@@ -60,6 +60,11 @@ pub enum PdFlow {
     /// arrival is the first token, and the decode instance's first step gives the second.
     #[strum(serialize = "llmservingsim")]
     LlmServingSim,
+    /// vLLM with LMCache's connector (`LMCacheConnectorV1`) between the instances: the
+    /// prefill instance sends the KV before it answers the proxy, so the request reaches the
+    /// decode instance with its KV there, and the first step that schedules it loads the KV
+    /// (synchronously) and computes its last prompt token, whose end is the first token.
+    Lmcache,
 }
 
 impl crate::choice::Choice for PdFlow {

@@ -1,13 +1,18 @@
 //! Prefill/decode disaggregation in the engine: hand-offs, KV transfers, delivery.
 //!
-//! Two flows ([`PdFlow`]). **vLLM's** (the default) follows vLLM's disaggregated serving with
+//! Three flows ([`PdFlow`]). **vLLM's** (the default) follows vLLM's disaggregated serving with
 //! its NixlConnector: a proxy sends the request to a prefill instance with `max_tokens = 1`,
 //! then, when that answers, to a decode instance. At the hand-off the decode instance is chosen
 //! as below and the request is queued there at once ([`Scheduler::receive_remote`]); the KV
 //! transfer starts when a step of the decode instance reaches it in its waiting queue (the
 //! step's start, [`Transfers::start_pulls`]); when the KV has landed the request waits for the
 //! step that computes its last prompt token, whose end is its first token. The prefill
-//! instance's token is not the client's. **LLMServingSim's** accounting (`--pd-flow
+//! instance's token is not the client's. **LMCache's** (`--pd-flow lmcache`: vLLM with
+//! `LMCacheConnectorV1` between the instances) sends the KV as LLMServingSim's accounting
+//! below does, the prefill instance answering the proxy once it is sent, so the request
+//! reaches its decode instance with its KV; there the first step that admits it loads the KV
+//! and computes its last prompt token, whose end is the first token
+//! ([`Scheduler::receive_loaded`]). **LLMServingSim's** accounting (`--pd-flow
 //! llmservingsim`, and `--llmservingsim`) is the rest of this page:
 //!
 //! When a step on a prefill instance completes a request's prompt, the request is handed off
@@ -375,7 +380,7 @@ impl<'a> Transfers<'a> {
             self.hol_blocking += 1;
         }
         let flow = self.flow_to(&schedulers[to as usize]);
-        if flow == PdFlow::LlmServingSim {
+        if flow != PdFlow::Vllm {
             schedulers[to as usize].expect_incoming();
         }
         let bytes = self.setup.kv_bytes_per_token[f] * u64::from(h.prompt_tokens);
@@ -496,11 +501,13 @@ impl<'a> Transfers<'a> {
             .into());
         }
         match (t.cancelled, self.flow_to(&schedulers[t.to as usize])) {
-            (true, PdFlow::LlmServingSim) => schedulers[t.to as usize].cancel_incoming(),
+            (true, PdFlow::LlmServingSim | PdFlow::Lmcache) => {
+                schedulers[t.to as usize].cancel_incoming()
+            }
             // Its decode instance dropped the request already.
             (true, PdFlow::Vllm) => {}
-            (false, PdFlow::LlmServingSim) => {
-                self.deliver(&t, from, now, &mut schedulers[t.to as usize]);
+            (false, flow @ (PdFlow::LlmServingSim | PdFlow::Lmcache)) => {
+                self.deliver(&t, from, now, &mut schedulers[t.to as usize], flow);
             }
             (false, PdFlow::Vllm) => {
                 schedulers[t.to as usize].kv_landed(t.request_id, t.start, now)?
@@ -514,14 +521,18 @@ impl<'a> Transfers<'a> {
         Ok(t.to)
     }
 
-    /// Queues the request of transfer `t` from `from`, arrived at `now`, on `decode`.
-    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Core) {
+    /// Queues the request of transfer `t` from `from`, arrived at `now`, on `decode`, as
+    /// `flow` (LLMServingSim's or LMCache's) delivers it.
+    fn deliver(&mut self, t: &Transfer, from: u32, now: Nanos, decode: &mut Core, flow: PdFlow) {
         let received = Self::received(t, from, now);
         let request = match self.entered.remove(&t.request_id) {
             Some((request, _)) => Cow::Owned(request),
             None => Cow::Borrowed(&self.requests[self.index_of[&t.request_id] as usize]),
         };
-        decode.receive(&request, received);
+        match flow {
+            PdFlow::Lmcache => decode.receive_loaded(&request, received),
+            _ => decode.receive(&request, received),
+        }
     }
 
     /// What the decode instance learns of transfer `t` from `from`, its KV arrived (or, in

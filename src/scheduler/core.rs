@@ -363,6 +363,16 @@ impl Core {
         }
     }
 
+    /// LMCache's P/D flow: queues `request`, sent here with its prompt KV already loaded
+    /// (see [`Scheduler::receive_loaded`]). Only a vLLM decode instance follows that flow: an
+    /// SGLang one gets its requests as [`Core::receive`] queues them.
+    pub fn receive_loaded(&mut self, request: &Request, kv: ReceivedKv) {
+        match self {
+            Core::Vllm(s) => s.receive_loaded(request, kv),
+            Core::Sglang(s) => s.receive(request, kv),
+        }
+    }
+
     /// vLLM's P/D flow: queues `request`, sent here by the proxy while its KV is still on
     /// its prefill instance (see [`Scheduler::receive_remote`]). Only a vLLM decode instance
     /// is sent requests this way: an SGLang one gets them with their KV ([`Core::receive`]).

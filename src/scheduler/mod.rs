@@ -823,9 +823,7 @@ impl Scheduler {
         if let Some(w) = &mut self.watch {
             state.seq = w.next_seq();
         }
-        if self.config.async_scheduling && self.depth == 1 && self.in_flight {
-            state.eligible_step = self.formed + 2;
-        }
+        state.eligible_step = self.first_step_for_arrival();
         self.push_waiting(state);
     }
 

@@ -23,6 +23,11 @@
 //! and takes them at admission, once the KV has landed, so running decodes may still grow
 //! into them meanwhile.)
 //!
+//! LMCache's flow (`--pd-flow lmcache`, [`Scheduler::receive_loaded`]) queues a request
+//! whose prompt KV arrived as any request arriving now, with all but its last prompt token
+//! computed: the first step that admits it loads the KV and computes that token, and its end
+//! is the first token.
+//!
 //! LLMServingSim's accounting (`--pd-flow llmservingsim`, [`Scheduler::receive`]) queues a
 //! request whose prompt KV arrived:
 //! it waits at the back of the waiting queue and is admitted like any other request, under
@@ -158,19 +163,41 @@ impl Scheduler {
     /// arrived (at `kv.pd.transfer_end_ns`, which is its first token's time), in the waiting
     /// queue: at the back under FCFS, else at its place in the queue's order.
     pub fn receive(&mut self, request: &Request, kv: ReceivedKv) {
-        debug_assert!(
-            request.output_toks > 1,
-            "one-token requests are never handed off"
-        );
         self.incoming = self.incoming.saturating_sub(1);
-        let mut state = RunningRequest::new(request, &self.config);
+        let mut state = self.handed_over(request, kv);
         state.computed = request.input_toks;
         state.reached = request.input_toks + 1;
         state.phase = Phase::Decode;
         state.first_token_ns = kv.pd.transfer_end_ns;
         state.itl_from_ns = Some(kv.pd.transfer_end_ns);
+        self.push_waiting(state);
+    }
+
+    /// LMCache's P/D flow: queues `request`, whose prompt ran on a prefill instance and whose
+    /// prompt KV is here now (`kv.pd.transfer_end_ns`), at the back of the waiting queue
+    /// under FCFS (else at its place in the queue's order), as the proxy sends it once the
+    /// prefill instance has answered. The first step that admits it loads the KV (vLLM 0.13's
+    /// `LMCacheConnectorV1.get_num_new_matched_tokens` loads synchronously) with all but the
+    /// last prompt token computed: that step computes the last one, and its end is the first
+    /// token the client sees.
+    pub fn receive_loaded(&mut self, request: &Request, kv: ReceivedKv) {
+        self.incoming = self.incoming.saturating_sub(1);
+        let mut state = self.handed_over(request, kv);
+        state.computed = request.input_toks.saturating_sub(1);
+        state.eligible_step = self.first_step_for_arrival();
+        self.push_waiting(state);
+    }
+
+    /// The state of `request`, whose prompt ran on a prefill instance (`kv`), queued here now:
+    /// its history and priority carried over, its prompt's prefix-cache lookup counted where
+    /// it ran, and its place among the requests queued here (anomaly detection) taken now.
+    fn handed_over(&mut self, request: &Request, kv: ReceivedKv) -> RunningRequest {
+        debug_assert!(
+            request.output_toks > 1,
+            "one-token requests are never handed off"
+        );
+        let mut state = RunningRequest::new(request, &self.config);
         state.queuing_delay_ns = kv.queuing_delay_ns;
-        // The prompt's prefix-cache lookup was counted where it ran.
         state.prefix_recorded = true;
         state.pd = Some(Box::new(kv.pd));
         state.priority = kv.priority;
@@ -180,7 +207,16 @@ impl Scheduler {
             // before or after it.
             state.seq = w.next_seq();
         }
-        self.push_waiting(state);
+        state
+    }
+
+    /// The first step a request queued now may join: under asynchronous scheduling with a
+    /// step in flight, the step after the next (that one was formed already); else any.
+    pub(super) fn first_step_for_arrival(&self) -> u64 {
+        match self.config.async_scheduling && self.depth == 1 && self.in_flight {
+            true => self.formed + 2,
+            false => 0,
+        }
     }
 }
 
@@ -200,24 +236,9 @@ impl Scheduler {
     /// KV (`kv.pd` says where and when), as the proxy sends it here. A step starts the pull
     /// when it reaches the request ([`Scheduler::pop_pull_start`]).
     pub fn receive_remote(&mut self, request: &Request, kv: ReceivedKv) {
-        debug_assert!(
-            request.output_toks > 1,
-            "one-token requests are never handed off"
-        );
-        let mut state = RunningRequest::new(request, &self.config);
+        let mut state = self.handed_over(request, kv);
         state.pull = KvPull::Pending;
-        state.queuing_delay_ns = kv.queuing_delay_ns;
-        // The prompt's prefix-cache lookup was counted where it ran.
-        state.prefix_recorded = true;
-        state.pd = Some(Box::new(kv.pd));
-        state.priority = kv.priority;
-        state.nominal = kv.nominal;
-        if let Some(w) = &mut self.watch {
-            state.seq = w.next_seq();
-        }
-        if self.config.async_scheduling && self.depth == 1 && self.in_flight {
-            state.eligible_step = self.formed + 2;
-        }
+        state.eligible_step = self.first_step_for_arrival();
         self.push_waiting(state);
     }
 
@@ -267,6 +288,7 @@ impl Scheduler {
             _ => 0,
         };
         self.end_pull(slot);
+        let first_step = self.first_step_for_arrival();
         let req = self.slots[slot as usize].as_mut().expect("pulling slot");
         req.pull = KvPull::Landed(order);
         req.computed = req.input_toks.saturating_sub(1);
@@ -276,11 +298,7 @@ impl Scheduler {
             // Until its admission (a prompt of one token is admitted as a fresh request).
             pd.decode_admitted_ns = now;
         }
-        req.eligible_step = if self.config.async_scheduling && self.depth == 1 && self.in_flight {
-            self.formed + 2
-        } else {
-            0
-        };
+        req.eligible_step = first_step;
         self.queue_landed(slot, order);
         Ok(())
     }

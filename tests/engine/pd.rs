@@ -216,14 +216,29 @@ fn two_requests_by_hand_ttft_includes_the_transfer_and_transfers_serialise() {
 
 #[test]
 fn vllm_flow_by_hand_the_decode_instance_pulls_the_kv_and_its_step_gives_the_first_token() {
-    // The case above in vLLM's flow: A (32-token prompt, 3 tokens) and B (16-token prompt, 2
-    // tokens) arrive at 0 on a prefill instance (0) in front of a decode instance (1).
+    the_two_requests_by_hand_in(PdFlow::Vllm);
+}
+
+#[test]
+fn lmcache_flow_by_hand_the_kv_comes_with_the_request_and_the_first_step_gives_the_first_token() {
+    // LMCache's flow: the prefill instance sends each KV at its hand-off (1,680), A's then
+    // B's on its link, and answers the proxy once it is sent, so A reaches the decode
+    // instance at 5,880 and B at 8,480, each with its KV there; the first step that admits
+    // each loads it and computes its last prompt token. The decode instance is idle when
+    // vLLM's proxy sends A and B, so vLLM's flow starts both pulls at once: the same steps.
+    the_two_requests_by_hand_in(PdFlow::Lmcache);
+}
+
+/// The case above in vLLM's flow (or LMCache's, which gives the same steps here): A (32-token
+/// prompt, 3 tokens) and B (16-token prompt, 2 tokens) arrive at 0 on a prefill instance (0)
+/// in front of a decode instance (1).
+fn the_two_requests_by_hand_in(flow: PdFlow) {
     let requests = [
         request(0, 0, 32, 3, Vec::new()),
         request(1, 0, 16, 2, Vec::new()),
     ];
     let rec = run_in(
-        PdFlow::Vllm,
+        flow,
         &requests,
         &[setup("m", 100), setup("m", 100)],
         &[Prefill, Decode],
@@ -272,6 +287,42 @@ fn vllm_flow_by_hand_the_decode_instance_pulls_the_kv_and_its_step_gives_the_fir
         (4_200, 2_600, 730)
     );
     assert_eq!((a.queuing_delay, b.queuing_delay), (0, 0));
+}
+
+#[test]
+fn lmcache_flow_sends_at_the_hand_off_where_vllms_waits_for_a_decode_step() {
+    // The decode instance is busy with C (16-token prompt, 8 tokens, prefilled first) when A
+    // (16-token prompt, 2 tokens) is handed off. vLLM's flow starts A's pull only with the
+    // decode instance's next step; LMCache's sends A's KV at the hand-off, so A's KV lands,
+    // and A is admitted, no later, and its first token comes sooner.
+    let requests = [
+        request(0, 0, 16, 8, Vec::new()),
+        request(1, 3_000, 16, 2, Vec::new()),
+    ];
+    let setups = [setup("m", 100), setup("m", 100)];
+    let of = |flow| {
+        let rec = run_in(
+            flow,
+            &requests,
+            &setups,
+            &[Prefill, Decode],
+            RoutingPolicy::Load,
+        );
+        find(&rec, 1).clone()
+    };
+    let (lmcache, vllm) = (of(PdFlow::Lmcache), of(PdFlow::Vllm));
+    let (l, v) = (lmcache.pd.unwrap(), vllm.pd.unwrap());
+    assert_eq!(
+        l.transfer_start_ns, l.prefill_end_ns,
+        "sent at the hand-off"
+    );
+    assert!(
+        v.transfer_start_ns > v.prefill_end_ns,
+        "pulled at a decode step's start"
+    );
+    assert!(l.transfer_end_ns < v.transfer_end_ns);
+    assert!(l.decode_admitted_ns <= v.decode_admitted_ns);
+    assert!(lmcache.first_token < vllm.first_token);
 }
 
 #[test]
@@ -437,8 +488,11 @@ fn check_grouped_conservation(
                 assert_eq!(roles[d.instance as usize], Decode, "{name}");
                 match flow {
                     PdFlow::LlmServingSim => assert_eq!(d.first_token, pd.transfer_end_ns),
-                    // The decode instance's step after the landing gives the first token.
-                    PdFlow::Vllm => assert!(d.first_token > pd.decode_admitted_ns, "{name}"),
+                    // The decode instance's step after the landing gives the first token
+                    // (LMCache's: the first step that admits the request, KV there).
+                    PdFlow::Vllm | PdFlow::Lmcache => {
+                        assert!(d.first_token > pd.decode_admitted_ns, "{name}")
+                    }
                 }
                 assert!(pd.prefill_end_ns <= pd.transfer_start_ns, "{name}");
                 assert!(pd.transfer_end_ns <= pd.decode_admitted_ns, "{name}");
@@ -470,6 +524,17 @@ fn check_grouped_conservation(
 
 #[test]
 fn every_request_ends_once_in_vllms_flow_whatever_the_routing() {
+    ends_once_whatever_the_routing(PdFlow::Vllm);
+}
+
+#[test]
+fn every_request_ends_once_in_lmcaches_flow_whatever_the_routing() {
+    ends_once_whatever_the_routing(PdFlow::Lmcache);
+}
+
+/// Conservation and determinism in `flow` under each routing policy, and with one decode
+/// instance.
+fn ends_once_whatever_the_routing(flow: PdFlow) {
     // Small decode pools (see check_grouped_conservation) make pulls wait for blocks and
     // decodes preempt.
     let requests = workload(5, 400, true);
@@ -482,13 +547,13 @@ fn every_request_ends_once_in_vllms_flow_whatever_the_routing() {
         RoutingPolicy::PrefixAffinity,
         RoutingPolicy::weighted("queue=1,kv=1,prefix=2".parse().unwrap()),
     ] {
-        let rec = check_grouped_conservation(PdFlow::Vllm, &requests, &roles, &[], policy.clone());
-        let again = check_grouped_conservation(PdFlow::Vllm, &requests, &roles, &[], policy);
+        let rec = check_grouped_conservation(flow, &requests, &roles, &[], policy.clone());
+        let again = check_grouped_conservation(flow, &requests, &roles, &[], policy);
         assert_eq!(rec.done, again.done, "deterministic");
         assert_eq!(rec.transfers, again.transfers, "deterministic");
     }
     check_grouped_conservation(
-        PdFlow::Vllm,
+        flow,
         &requests,
         &[Prefill, Decode],
         &[],
@@ -587,7 +652,7 @@ fn dp_groups_on_both_sides_of_disaggregation_step_in_lock_step_and_conserve_requ
     let requests = workload(9, 400, true);
     let roles = [Prefill, Prefill, Decode, Decode, Colocated];
     let groups = [Some(0), Some(0), Some(1), Some(1)];
-    let flows = [PdFlow::LlmServingSim, PdFlow::Vllm];
+    let flows = [PdFlow::LlmServingSim, PdFlow::Vllm, PdFlow::Lmcache];
     for (flow, policy) in flows
         .into_iter()
         .flat_map(|f| [(f, RoutingPolicy::Load), (f, RoutingPolicy::LeastLoaded)])

@@ -377,7 +377,7 @@ proptest! {
         };
         let (outcome, ends) = run(&requests, &setups, &clients, Some(gated.clone()));
         each_once(&outcome, &ends, n)?;
-        for flow in [PdFlow::LlmServingSim, PdFlow::Vllm] {
+        for flow in [PdFlow::LlmServingSim, PdFlow::Vllm, PdFlow::Lmcache] {
             let (pd_outcome, pd_ends) = run_pd(&requests, &clients, flow);
             each_once(&pd_outcome, &pd_ends, n)?;
         }
