@@ -8,6 +8,7 @@ mod binary;
 mod shared_data;
 
 mod derive_roofline;
+mod lss2_setups;
 mod measured_h200;
 mod placement;
 mod power;

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""LLMServingSim 2.0's validation setups, simulated here beside LLMServingSim's own output:
+the eleven setups of its `evaluation/validation/` (A6000 and H100: one dense instance, two,
+a prefill/decode pair, one with prefix caching, one MoE; one TPU v6e), with their cluster
+configs and datasets, compared per setup on mean TTFT, mean TPOT and request throughput, then
+the mean |Δ| over all setups and over the H100 ones.
+
+LLMServingSim's numbers are its simulation's, not real runs: a comparison, not a target, and
+no constant is set from them (docs/src/accuracy.md, "The vLLM those runs were served by").
+Both sides are read from the per-request CSVs (LLMServingSim's `<setup>_result.csv` and ours,
+the same columns): mean TTFT and mean TPOT over every request, and requests per second of the
+last request's end, as LLMServingSim prints its throughput.
+
+  scripts/lss2_setups.py --lss DIR                     # ours at --vllm-version 0.13 --enforce-eager
+  scripts/lss2_setups.py --lss DIR -- --pd-flow lmcache  # other flags for every simulation
+  scripts/lss2_setups.py --lss DIR --bin PATH          # another binary
+
+DIR is a checkout of LLMServingSim at its 2.0 release (commit 9e3f0ec; it holds
+`evaluation/validation/` and `dataset/`), or a bare git mirror of its repository, read at that
+commit. Flags after `--` replace the default `--vllm-version 0.13 --enforce-eager` (how the 2.0
+runs were served). Exit status: 0 when every setup ran; 1 when one failed; 2 on bad arguments.
+"""
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_BIN = os.path.join(ROOT, "target", "release", "blis-cosim")
+RELEASE = "9e3f0ec"
+DEFAULT_FLAGS = ["--vllm-version", "0.13", "--enforce-eager"]
+
+# (GPU folder, setup, dataset suffix): the runs of the 2.0 release's `evaluation/validation.sh`.
+SETUPS = [(gpu, setup, "llama") for gpu in ("A6000", "H100") for setup in ("SD", "MD", "PDD", "SD+PC")]
+SETUPS[4:4] = [("A6000", "SM", "phi")]
+SETUPS += [("H100", "SM", "mixtral"), ("TPU-v6e-1", "SD", "llama")]
+METRICS = ["mean TTFT (ms)", "mean TPOT (ms)", "req/s"]
+
+
+def summary(path):
+    """Mean TTFT and TPOT (ms) over the requests of a per-request CSV (LLMServingSim's
+    columns, times in ns), and requests per second of the last request's end."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise ValueError(f"{path}: no requests")
+    n = len(rows)
+    ttft = sum(int(r["TTFT"]) for r in rows) / n / 1e6
+    tpot = sum(int(r["TPOT"]) for r in rows) / n / 1e6
+    end_s = max(int(r["end_time"]) for r in rows) / 1e9
+    return ttft, tpot, n / end_s
+
+
+def fetch(lss, tmp):
+    """The folder holding `evaluation/validation/` and `dataset/`: `lss` itself, or files of
+    the 2.0 release extracted from the bare mirror `lss` into `tmp`; raises ValueError saying
+    which file is missing otherwise."""
+    if os.path.isdir(os.path.join(lss, "evaluation", "validation")):
+        return lss
+    names = [f"dataset/sharegpt_req300_rate10_{d}.jsonl" for d in ("llama", "phi", "mixtral")]
+    for gpu, setup, _ in SETUPS:
+        names += [f"evaluation/validation/{gpu}/{setup}_{k}" for k in ("config.json", "result.csv")]
+    for name in names:
+        out = os.path.join(tmp, name)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "wb") as f:
+            done = subprocess.run(["git", "--git-dir", lss, "show", f"{RELEASE}:{name}"], stdout=f,
+                                  stderr=subprocess.PIPE)
+        if done.returncode != 0:
+            raise ValueError(f"{lss}: not a 2.0 checkout, nor a mirror holding {RELEASE}:{name}")
+    return tmp
+
+
+def simulate(binary, root, gpu, setup, data, flags, out):
+    """Runs one setup as `evaluation/validation.sh` runs LLMServingSim, with `flags`; returns
+    the CSV's path, or raises with the binary's last lines."""
+    argv = [binary, "--cluster-config", f"{root}/evaluation/validation/{gpu}/{setup}_config.json",
+            "--dataset", f"{root}/dataset/sharegpt_req300_rate10_{data}.jsonl",
+            "--fp", "16", "--block-size", "16", "--num-req", "300", "--output", out]
+    if setup == "SD+PC":
+        argv.append("--enable-prefix-caching")
+    done = subprocess.run(argv + flags, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-3:])
+    return out
+
+
+def table(rows):
+    """The per-setup lines and the two means of |Δ|, as text."""
+    lines = [f"{'setup':<14}" + "".join(f"{m:>34}" for m in METRICS)]
+    lines.append(" " * 14 + "".join(f"{'ours / LLMServingSim (Δ)':>34}" for _ in METRICS))
+    errors, h100 = [], []
+    for name, ours, theirs in rows:
+        cells = []
+        for a, b in zip(ours, theirs):
+            delta = (a / b - 1) * 100
+            errors.append(abs(delta))
+            if name.startswith("H100"):
+                h100.append(abs(delta))
+            cells.append(f"{a:9.2f} / {b:9.2f} ({delta:+6.1f} %)")
+        lines.append(f"{name:<14}" + "".join(f"{c:>34}" for c in cells))
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
+    lines.append(f"mean |Δ|: {mean(errors):.1f} % over {len(errors)} numbers; "
+                 f"H100 setups {mean(h100):.1f} % over {len(h100)}")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lss", required=True, help="LLMServingSim 2.0 checkout or bare mirror")
+    p.add_argument("--bin", default=DEFAULT_BIN, help="the blis-cosim binary")
+    p.add_argument("flags", nargs="*", help="flags for every simulation (after --)")
+    args = p.parse_args()
+    if not os.access(args.bin, os.X_OK):
+        p.error(f"{args.bin}: no binary there (cargo build --release)")
+    flags = args.flags or DEFAULT_FLAGS
+    print(f"flags: {' '.join(flags)}")
+    rows, failed = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            root = fetch(args.lss, tmp)
+        except ValueError as e:
+            p.error(str(e))
+        for gpu, setup, data in SETUPS:
+            name = f"{gpu}/{setup}"
+            try:
+                out = simulate(args.bin, root, gpu, setup, data, flags, os.path.join(tmp, "sim.csv"))
+                rows.append((name, summary(out),
+                             summary(f"{root}/evaluation/validation/{gpu}/{setup}_result.csv")))
+            except (RuntimeError, ValueError) as e:
+                print(f"{name}: not simulated: {e}", file=sys.stderr)
+                failed += 1
+    print(table(rows))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
