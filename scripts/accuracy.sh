@@ -10,8 +10,9 @@
 #   EXTRA="--host-model off" scripts/accuracy.sh  # extra flags for every simulation
 # The simulation models the vLLM release the run recorded (--vllm-version: asynchronous
 # scheduling on from v0.14, the whole-prompt admission from v0.19), with what the run recorded
-# of those two settings and of eager mode (--enforce-eager) overriding. vLLM TTFTs and latencies start at the client's arrival
-# (validate --vllm-arrival client) unless ARRIVAL=queued.
+# of those two settings and of eager mode (--enforce-eager) overriding. vLLM TTFTs and
+# latencies start at the client's arrival (validate --vllm-arrival client) unless
+# ARRIVAL=queued.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-../shared/data/llmservingsim}
