@@ -24,6 +24,7 @@ runs were served). Exit status: 0 when every setup ran; 1 when one failed; 2 on 
 import argparse
 import csv
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,9 +35,13 @@ RELEASE = "9e3f0ec"
 DEFAULT_FLAGS = ["--vllm-version", "0.13", "--enforce-eager"]
 
 # (GPU folder, setup, dataset suffix): the runs of the 2.0 release's `evaluation/validation.sh`.
-SETUPS = [(gpu, setup, "llama") for gpu in ("A6000", "H100") for setup in ("SD", "MD", "PDD", "SD+PC")]
-SETUPS[4:4] = [("A6000", "SM", "phi")]
-SETUPS += [("H100", "SM", "mixtral"), ("TPU-v6e-1", "SD", "llama")]
+SETUPS = [
+    ("A6000", "SD", "llama"), ("A6000", "MD", "llama"), ("A6000", "PDD", "llama"),
+    ("A6000", "SD+PC", "llama"), ("A6000", "SM", "phi"),
+    ("H100", "SD", "llama"), ("H100", "MD", "llama"), ("H100", "PDD", "llama"),
+    ("H100", "SD+PC", "llama"), ("H100", "SM", "mixtral"),
+    ("TPU-v6e-1", "SD", "llama"),
+]
 METRICS = ["mean TTFT (ms)", "mean TPOT (ms)", "req/s"]
 
 
@@ -90,7 +95,8 @@ def simulate(binary, root, gpu, setup, data, flags, out):
 
 
 def table(rows):
-    """The per-setup lines and the two means of |Δ|, as text."""
+    """The per-setup lines and the two means of |Δ|, as text (`rows` not empty, one H100 row
+    at least)."""
     lines = [f"{'setup':<14}" + "".join(f"{m:>34}" for m in METRICS)]
     lines.append(" " * 14 + "".join(f"{'ours / LLMServingSim (Δ)':>34}" for _ in METRICS))
     errors, h100 = [], []
@@ -103,9 +109,8 @@ def table(rows):
                 h100.append(abs(delta))
             cells.append(f"{a:9.2f} / {b:9.2f} ({delta:+6.1f} %)")
         lines.append(f"{name:<14}" + "".join(f"{c:>34}" for c in cells))
-    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
-    lines.append(f"mean |Δ|: {mean(errors):.1f} % over {len(errors)} numbers; "
-                 f"H100 setups {mean(h100):.1f} % over {len(h100)}")
+    lines.append(f"mean |Δ|: {statistics.fmean(errors):.1f} % over {len(errors)} numbers; "
+                 f"H100 setups {statistics.fmean(h100):.1f} % over {len(h100)}")
     return "\n".join(lines)
 
 
@@ -135,7 +140,8 @@ def main():
             except (RuntimeError, ValueError) as e:
                 print(f"{name}: not simulated: {e}", file=sys.stderr)
                 failed += 1
-    print(table(rows))
+    if rows:
+        print(table(rows))
     return 1 if failed else 0
 
 

@@ -827,6 +827,15 @@ impl Scheduler {
         self.push_waiting(state);
     }
 
+    /// The first step a request queued now may join: under asynchronous scheduling with a
+    /// step in flight, the step after the next (that one was formed already); else any.
+    fn first_step_for_arrival(&self) -> u64 {
+        match self.config.async_scheduling && self.depth == 1 && self.in_flight {
+            true => self.formed + 2,
+            false => 0,
+        }
+    }
+
     /// Gives `state` a slot and queues it at the back of the waiting queue.
     fn push_waiting(&mut self, state: RunningRequest) {
         let slot = match self.free_slots.pop() {

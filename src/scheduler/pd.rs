@@ -209,15 +209,6 @@ impl Scheduler {
         }
         state
     }
-
-    /// The first step a request queued now may join: under asynchronous scheduling with a
-    /// step in flight, the step after the next (that one was formed already); else any.
-    pub(super) fn first_step_for_arrival(&self) -> u64 {
-        match self.config.async_scheduling && self.depth == 1 && self.in_flight {
-            true => self.formed + 2,
-            false => 0,
-        }
-    }
 }
 
 /// What admission did with the request at the head of the waiting queue
