@@ -39,6 +39,12 @@ pub struct ModelArch {
     /// `fp8`, the one method priced here.
     pub quantization: Option<Dtype>,
     pub moe: Option<MoeArch>,
+    /// The attention window of every layer, tokens (`sliding_window`), when all layers slide;
+    /// `None` for full attention, and for windows on some layers only (`layer_types`,
+    /// `sliding_window_pattern`) or switched off (`use_sliding_window: false`), which are not
+    /// priced here. vLLM passes it to FlashAttention on every layer
+    /// (`CacheConfig.sliding_window` when the model is not interleaved), 0.13.0 and 0.19.0.
+    pub sliding_window: Option<u64>,
 }
 
 impl ModelArch {
@@ -122,6 +128,7 @@ impl ModelArch {
         };
         let quantization = fields.quantization(hf.quantization_config.as_ref())?;
         let moe = fields.moe(&hf, intermediate_size)?;
+        let sliding_window = fields.sliding_window(&hf)?;
         let name = [hf.name, hf.name_or_path]
             .into_iter()
             .flatten()
@@ -141,6 +148,7 @@ impl ModelArch {
             torch_dtype,
             quantization,
             moe,
+            sliding_window,
         })
     }
 
@@ -191,6 +199,12 @@ struct HfConfig {
     num_experts_per_tok: Option<u64>,
     moe_intermediate_size: Option<u64>,
     quantization_config: Option<HfQuantization>,
+    /// A number of tokens, or `null`; read loosely (see [`HfFields::sliding_window`]).
+    sliding_window: Option<serde_json::Value>,
+    use_sliding_window: Option<serde_json::Value>,
+    /// Per-layer attention kinds (`sliding_attention`, `full_attention`) of interleaved models.
+    layer_types: Option<serde_json::Value>,
+    sliding_window_pattern: Option<serde_json::Value>,
 }
 
 /// The key of a `config.json`'s `quantization_config` that matters here.
@@ -270,6 +284,32 @@ impl HfFields<'_> {
             }
         };
         Ok((num_heads, num_kv_heads, head_dim))
+    }
+
+    /// The window every layer attends within (see [`ModelArch::sliding_window`]): none when
+    /// the config sets none (absent or `null`), switches it off, or slides on some layers
+    /// only (a `layer_types` list with another kind, a `sliding_window_pattern`). A window
+    /// that is not a positive whole number is an error.
+    fn sliding_window(&self, hf: &HfConfig) -> Result<Option<u64>, ConfigError> {
+        use serde_json::Value;
+        let window = match &hf.sliding_window {
+            None | Some(Value::Null) => return Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(w) => self.required(Some(w), "sliding_window")?,
+                None => {
+                    let problem = Problem::wrong_kind("a token count", Some(v.to_string()));
+                    return Err(self.invalid("sliding_window", problem));
+                }
+            },
+        };
+        let switched_off = matches!(hf.use_sliding_window, Some(Value::Bool(false)));
+        let every_layer = match &hf.layer_types {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(kinds)) => kinds.iter().all(|k| k == "sliding_attention"),
+            Some(_) => false,
+        };
+        let patterned = !matches!(hf.sliding_window_pattern, None | Some(Value::Null));
+        Ok((!switched_off && every_layer && !patterned).then_some(window))
     }
 
     /// The mixture of experts, when the config names experts (`num_local_experts` or

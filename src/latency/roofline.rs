@@ -677,6 +677,14 @@ pub struct Roofline {
     /// FlashAttention-3, and where `decode_kernels` is `None`, at [`MIXED_DECODE_EFFICIENCY`]
     /// instead).
     mixed_kernels: Option<MixedKernels>,
+    /// Whether a pure-decode launch runs as a mixed launch's decodes do (`mixed_kernels`):
+    /// a model whose every layer slides its window, on a part with [`MixedKernels`]. vLLM's
+    /// FlashAttention backend passes the window, and FlashAttention-2's `mha_varlen_fwd`
+    /// packs a GQA group into a decode's query tile, and splits its KV, only without one
+    /// (`seqlenq_ngroups_swapped` needs `window_size_left < 0`; vllm-project/flash-attention,
+    /// `csrc/flash_attn/flash_api.cpp`), so every decode runs one thread block per query head,
+    /// unsplit.
+    unpacked_decodes: bool,
     /// The part's row-kernel prices; `None` without its SM count and clock.
     row_kernels: Option<RowKernels>,
     /// The part's peak memory bandwidth, bytes/ns (a mixed batch's decodes read at a share
@@ -1046,6 +1054,10 @@ impl Roofline {
             model.head_dim,
         );
         let decode_kernels = DecodeKernels::new(hardware, heads.0, heads.1, heads.2);
+        // Hopper runs FlashAttention-3, another grid: it keeps the table.
+        let mixed_kernels = decode_kernels
+            .filter(|_| !hardware.is_hopper())
+            .map(|d| MixedKernels::new(hardware, &d, heads, precision.kv));
         Roofline {
             num_layers: model.num_layers,
             fp,
@@ -1071,10 +1083,8 @@ impl Roofline {
             prefill_tile_rows,
             sm_count: hardware.sm_count.map(u64::from),
             decode_kernels,
-            // Hopper runs FlashAttention-3, another grid: it keeps the table.
-            mixed_kernels: decode_kernels
-                .filter(|_| !hardware.is_hopper())
-                .map(|d| MixedKernels::new(hardware, &d, heads, precision.kv)),
+            mixed_kernels,
+            unpacked_decodes: model.sliding_window.is_some() && mixed_kernels.is_some(),
             row_kernels: RowKernels::new(hardware),
             attention_bytes_per_ns: hardware.memory_bw_gbps * decode_attention_efficiency,
             peak_bytes_per_ns: hardware.memory_bw_gbps,
@@ -1180,7 +1190,8 @@ impl Roofline {
             self.sm_count,
         );
         let mut grid = PrefillGrid::of(prefills.clone(), heads, rows, sms);
-        if let (Some(k), true) = (self.mixed_kernels, d.decodes > 0.0 && grid.waves > 0) {
+        let in_the_grid = grid.waves > 0 || self.unpacked_decodes;
+        if let (Some(k), true) = (self.mixed_kernels, d.decodes > 0.0 && in_the_grid) {
             let context = d.context / d.decodes;
             let mma = self.attention_flops_per_ns;
             grid.mixed_working_clocks = k.working_clocks(prefills, d.decodes as u64, context, mma);
@@ -1200,7 +1211,10 @@ impl Roofline {
         let sums = (n, lead.kv_tokens, lead.longest);
         let d = DecodeTerms::exact(tokens, sums, lead.count, self.decode_rates())?;
         let seqs = lead.count as f64 + f64::from(pad);
-        let grid = PrefillGrid::default();
+        let grid = match self.unpacked_decodes {
+            true => self.prefill_grid(std::iter::empty(), &d),
+            false => PrefillGrid::default(),
+        };
         (n > 0).then(|| self.step_of(d, seqs, tokens as f64, grid, graph_replayed))
     }
 
@@ -1613,14 +1627,15 @@ impl Roofline {
     /// Unrounded time of attention launch `a` whose decodes' launch takes `fixed` ns besides
     /// their KV ([`Roofline::decode_fixed_ns`] for decodes alone, else
     /// [`ATTENTION_FIXED_NS`]); a mixed launch on a part with [`MixedKernels`] is its prefills'
-    /// price and what its decodes add ([`Roofline::mixed_decodes_ns`]).
+    /// price and what its decodes add ([`Roofline::mixed_decodes_ns`]), and so is a launch of
+    /// decodes alone where they run unpacked (`unpacked_decodes`), its prefills' price nil.
     #[inline]
     fn attention_ns(&self, a: &AttentionWork, fixed: f64) -> f64 {
         let prefill_ns = a.prefill_flops / self.attention_flops_per_ns;
         let mixed = a.prefill_flops > 0.0;
         if a.decode == Cost::default() {
             PREFILL_ATTENTION_FIXED_NS + prefill_ns
-        } else if let (true, Some(k)) = (mixed, self.mixed_kernels) {
+        } else if let (true, Some(k)) = (mixed || self.unpacked_decodes, self.mixed_kernels) {
             PREFILL_ATTENTION_FIXED_NS + prefill_ns + self.mixed_decodes_ns(a, k)
         } else {
             let decode =

@@ -31,7 +31,8 @@ pub struct DecodeAttention {
     /// divides it: 0 on every part).
     prefill_ns: f64,
     /// Whether no step is priced here: a launch without prefills counts as mixed (never on a
-    /// valid part), or the part is a TPU, whose attention is its own (`tpu`).
+    /// valid part), the part is a TPU, whose attention is its own (`tpu`), or the decodes run
+    /// unpacked, as a mixed launch's do (`Roofline::unpacked_decodes`).
     declines: bool,
 }
 
@@ -43,7 +44,7 @@ impl DecodeAttention {
             rates: roofline.decode_rates(),
             kv_row: roofline.kv_row(),
             prefill_ns: prefill_flops / roofline.attention_flops_per_ns,
-            declines: prefill_flops > 0.0 || roofline.tpu.is_some(),
+            declines: prefill_flops > 0.0 || roofline.tpu.is_some() || roofline.unpacked_decodes,
             roofline,
         }
     }

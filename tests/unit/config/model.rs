@@ -206,3 +206,49 @@ fn an_fp8_quantization_config_serves_the_model_in_fp8() {
         assert!(problem.contains(says), "{problem}");
     }
 }
+
+#[test]
+fn a_window_on_every_layer_is_the_models_sliding_window() {
+    let with = |extra: &str| MINIMAL.replace('}', &format!(", {extra}}}"));
+    let window = |extra: &str| {
+        ModelArch::from_hf_json(&with(extra), "t.json", "t")
+            .unwrap()
+            .sliding_window
+    };
+    assert_eq!(
+        ModelArch::from_hf_json(MINIMAL, "t.json", "t")
+            .unwrap()
+            .sliding_window,
+        None
+    );
+    assert_eq!(window(r#""sliding_window": 2047"#), Some(2047));
+    assert_eq!(window(r#""sliding_window": null"#), None);
+    // Qwen2's configs carry a window they switch off.
+    let off = r#""sliding_window": 4096, "use_sliding_window": false"#;
+    assert_eq!(window(off), None);
+    let on = r#""sliding_window": 4096, "use_sliding_window": true"#;
+    assert_eq!(window(on), Some(4096));
+    // A window on some layers only is not the model's (vLLM windows those layers alone).
+    let some = r#""sliding_window": 512, "layer_types": ["sliding_attention", "full_attention"]"#;
+    assert_eq!(window(some), None);
+    let all = r#""sliding_window": 512, "layer_types": ["sliding_attention", "sliding_attention"]"#;
+    assert_eq!(window(all), Some(512));
+    assert_eq!(
+        window(r#""sliding_window": 512, "sliding_window_pattern": 6"#),
+        None
+    );
+    // The bundled Phi-mini-MoE slides every layer over 2,047 tokens, as its config says.
+    let phi = ModelArch::resolve("Phi-mini-MoE-instruct").unwrap();
+    assert_eq!(phi.sliding_window, Some(2047));
+    assert_eq!(ModelArch::default_model().sliding_window, None);
+}
+
+#[test]
+fn a_window_that_is_not_a_token_count_is_invalid() {
+    for (value, says) in [("0", "at least 1"), ("\"4k\"", "a token count")] {
+        let text = MINIMAL.replace('}', &format!(", \"sliding_window\": {value}}}"));
+        let (field, problem) = expect_invalid(ModelArch::from_hf_json(&text, "t.json", "t"));
+        assert_eq!(field, "sliding_window");
+        assert!(problem.contains(says), "{problem}");
+    }
+}

@@ -30,6 +30,7 @@ fn tiny_model() -> ModelArch {
         torch_dtype: None,
         quantization: None,
         moe: None,
+        sliding_window: None,
     }
 }
 

@@ -284,3 +284,84 @@ fn decode_runs_behind_a_long_block_end_as_started_one_by_one() {
         assert_eq!(fast.end(), scanned.end(), "{n} blocks");
     }
 }
+
+/// Llama-3.1-8B as if every layer slid a 4,096-token window (Mistral-7B's), on `hardware`.
+fn windowed(hardware: &str) -> Roofline {
+    let mut model = ModelArch::resolve("Llama-3.1-8B").unwrap();
+    model.sliding_window = Some(4096);
+    let part = Hardware::resolve(hardware).unwrap();
+    Roofline::new(&model, &part, 1, Dtype::Bfloat16)
+}
+
+fn plain(hardware: &str) -> Roofline {
+    let model = ModelArch::resolve("Llama-3.1-8B").unwrap();
+    Roofline::new(
+        &model,
+        &Hardware::resolve(hardware).unwrap(),
+        1,
+        Dtype::Bfloat16,
+    )
+}
+
+#[test]
+fn a_sliding_windows_decodes_alone_run_unpacked_as_a_mixed_launchs() {
+    // Eight decodes reading 16 KV tokens each. With a window FlashAttention-2 packs no GQA
+    // group and splits no KV: 8 × 32 blocks of one KV tile, 10,401 clocks each (as above), on
+    // the 188 slots of RTX PRO 6000 take two rounds, 20,802 / 2.617 = 7,948.80 ns (their KV,
+    // 358 ns, is shorter), after the varlen launch's fixed 7,100 ns: 15,048.80 ns.
+    let decode = BatchItem {
+        new_tokens: 1,
+        context_tokens: 15,
+    };
+    let got = attention_ns(&windowed("RTXPRO6000"), &[decode; 8]);
+    assert!((got - 15_048.80).abs() <= 1.0, "{got}");
+    // Packed, the same decodes are 8 × 8 blocks in one wave of the split kernel.
+    assert!(attention_ns(&plain("RTXPRO6000"), &[decode; 8]) < got);
+    // Hopper runs FlashAttention-3, which packs the group with a window too: no change.
+    for items in [&[decode; 8][..], &[decode; 100][..]] {
+        assert_eq!(
+            attention_ns(&windowed("H200"), items),
+            attention_ns(&plain("H200"), items)
+        );
+    }
+}
+
+#[test]
+fn a_sliding_windows_decodes_are_priced_from_their_items_alone() {
+    use blis_cosim::latency::roofline::MemoisedRoofline;
+    use blis_cosim::latency::roofline::decode_attention::DecodeAttention;
+    use blis_cosim::latency::{DecodeLead, LatencyBackend};
+    let r = windowed("RTXPRO6000");
+    // The pure-decode attention's sums price the packed launch: they decline here...
+    let lead = DecodeLead {
+        count: 8,
+        kv_tokens: 128,
+        longest: 16,
+    };
+    assert_eq!(
+        DecodeAttention::new(r.clone()).layer_ns(lead, 0, &mut None),
+        None
+    );
+    // ...and a step given its lead is priced as its items are.
+    let mut memoised = MemoisedRoofline::new(r.clone());
+    let mut alone = r;
+    for contexts in [
+        vec![15u32; 8],
+        vec![600; 100],
+        (0..64).map(|c| c * 31).collect(),
+    ] {
+        let items: Vec<BatchItem> = contexts
+            .iter()
+            .map(|&context_tokens| BatchItem {
+                new_tokens: 1,
+                context_tokens,
+            })
+            .collect();
+        let lead = DecodeLead::summing(&items).unwrap();
+        let desc = BatchDesc::new(&items);
+        assert_eq!(
+            memoised.step_time(&desc.with_decode_lead(lead)).unwrap(),
+            alone.step_time(&desc).unwrap()
+        );
+    }
+}
