@@ -7,8 +7,8 @@ use crate::workload::spec::{
     Generator, Overrides, SCENARIOS, WorkloadSpec, nothing_generated, scenario, write_jsonl,
 };
 use crate::workload::{
-    DatasetFormat, DatasetOptions, TRACE_SCENARIOS, detected, read_dataset, trace_scenario,
-    write_requests_jsonl,
+    DatasetFormat, DatasetOptions, DatasetRead, TRACE_SCENARIOS, detected, read_dataset_within,
+    trace_scenario, write_requests_in_order, write_requests_jsonl,
 };
 use anyhow::Context;
 use std::path::Path;
@@ -196,7 +196,7 @@ fn convert(path: &Path, options: DatasetOptions, args: &GenerateArgs) -> anyhow:
     let limit = args
         .num_requests
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let (workload, format) = read_dataset(path, options, limit)?;
+    let (read, format) = read_dataset_within(path, options, limit)?;
     if options.format == DatasetFormat::Auto {
         eprintln!("{}", detected(path, format));
     }
@@ -208,7 +208,17 @@ fn convert(path: &Path, options: DatasetOptions, args: &GenerateArgs) -> anyhow:
     }
     let mut count = 0;
     write_atomically(&args.out, |w| {
-        count = write_requests_jsonl(&workload.requests, w)?;
+        count = match read {
+            DatasetRead::Listed(workload) => write_requests_jsonl(&workload.requests, w)?,
+            DatasetRead::Streamed(plan) => {
+                let requests = plan.requests();
+                let failure = requests.failure();
+                let count = write_requests_in_order(requests, w)?;
+                failure
+                    .take()
+                    .map_or(Ok(count), |e| Err(std::io::Error::other(e)))?
+            }
+        };
         Ok(())
     })?;
     eprintln!("wrote {count} requests to {}", args.out.display());

@@ -1,6 +1,6 @@
 //! Flags saying how to read `--dataset` (and where the trace scenarios' traces are).
 
-use crate::workload::{DatasetFormat, DatasetOptions, MOONCAKE_BLOCK_SIZE};
+use crate::workload::{DATASET_MEMORY_BYTES, DatasetFormat, DatasetOptions, MOONCAKE_BLOCK_SIZE};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -18,6 +18,12 @@ pub struct DatasetArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub trace_block_size: Option<u32>,
 
+    /// Most MiB of requests a run holds in memory: a larger --dataset whose arrivals come in
+    /// file order and that has no session is read again as the run reaches its requests
+    /// (two passes over the file, memory bounded) [default: 64].
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
+    pub dataset_memory: Option<u64>,
+
     /// Folder of the production traces the trace scenarios replay (--scenario
     /// mooncake-conversation, azure-conv, azure-code) [default: $BLIS_COSIM_TRACES, else
     /// ../shared/data/traces].
@@ -31,6 +37,8 @@ impl DatasetArgs {
     pub fn given_without_dataset(&self) -> Option<&'static str> {
         if self.dataset_format.is_some() {
             Some("--dataset-format")
+        } else if self.dataset_memory.is_some() {
+            Some("--dataset-memory")
         } else {
             self.trace_block_size.map(|_| "--trace-block-size")
         }
@@ -38,9 +46,13 @@ impl DatasetArgs {
 
     /// The reader's options.
     pub fn options(&self) -> DatasetOptions {
+        let memory_bytes = (self.dataset_memory).map_or(DATASET_MEMORY_BYTES, |mib| {
+            (mib as usize).saturating_mul(1 << 20)
+        });
         DatasetOptions {
             format: self.dataset_format.unwrap_or_default(),
             trace_block_size: self.trace_block_size.unwrap_or(MOONCAKE_BLOCK_SIZE),
+            memory_bytes,
         }
     }
 }

@@ -39,7 +39,8 @@ use crate::workload::spec::{
     generate_workload, scenario, stream_workload, stream_workload_untimed,
 };
 use crate::workload::{
-    DatasetFormat, Injector, MAX_TIME_NS, Request, Workload, detected, read_dataset,
+    DatasetFormat, DatasetPlan, DatasetRead, Injector, MAX_TIME_NS, Request, StreamFailure,
+    Workload, detected, read_dataset, read_dataset_within,
 };
 use anyhow::Context;
 use backend::{Rooflines, SlotBackend};
@@ -99,7 +100,10 @@ fn run_in<'scope, 'env>(
         num_requests,
         disaggregation.is_some(),
     )?;
-    let (stream, listed) = streamed.map(|s| (s.stream, s.listed)).unzip();
+    let (stream, listed, failure) = match streamed {
+        Some(s) => (Some(s.stream), Some(s.listed), s.failure),
+        None => (None, None, None),
+    };
     let input = EngineInput {
         requests: &requests,
         stream,
@@ -115,14 +119,19 @@ fn run_in<'scope, 'env>(
         Some(_) if has_sessions => &mut live_injector,
         _ => &mut registry,
     };
-    let (mut outcome, waves) = simulate(
+    let simulated = simulate(
         config,
         &workload,
         input,
         &mut instances,
         &mut outputs,
         injector,
-    )?;
+    );
+    // A dataset read as the run went that failed ended the run's arrivals early.
+    if let Some(e) = failure.as_ref().and_then(StreamFailure::take) {
+        return Err(e.into());
+    }
+    let (mut outcome, waves) = simulated?;
     outputs.progress.finish();
     // The requests listed before the run, or those the stream handed out.
     let count = listed.as_ref().map_or(requests.len(), |c| c.get() as usize);
@@ -150,15 +159,20 @@ fn run_in<'scope, 'env>(
 fn start_stream<'r, 'scope: 'r, 'env: 'r>(
     config: &SimConfig,
     workload: &'r Workload,
-    stream: Option<(StreamPlan, Generator<'env>)>,
+    stream: Option<Source<'env>>,
     drawing: Drawing<'scope, 'env>,
     live: &SharedSessions<'r>,
 ) -> anyhow::Result<(u64, Option<Streamed<'r>>)> {
-    let Some((plan, generator)) = stream else {
-        return Ok((workload.num_requests() as u64, None));
-    };
-    let streamed = streamed(config, workload, &plan, generator, drawing, live)?;
-    Ok((plan.count, Some(streamed)))
+    match stream {
+        None => Ok((workload.num_requests() as u64, None)),
+        Some(Source::Spec(plan, generator)) => {
+            let streamed = streamed(config, workload, &plan, generator, drawing, live)?;
+            Ok((plan.count, Some(streamed)))
+        }
+        Some(Source::Dataset(plan)) => {
+            Ok((plan.count, Some(streamed_dataset(config, &plan, drawing)?)))
+        }
+    }
 }
 
 /// What the engine runs, besides the configuration: the initial requests (listed, and
@@ -254,10 +268,17 @@ fn close_instances(
 /// arrivals still to come and its concurrency limit.
 struct Prepared<'s> {
     workload: Workload,
-    stream: Option<(StreamPlan, Generator<'s>)>,
+    stream: Option<Source<'s>>,
     has_sessions: bool,
     retime: Retime,
     max_in_flight: Option<usize>,
+}
+
+/// A workload the run takes as it goes: generated from a spec (its plan and generator), or a
+/// dataset too large to hold, read again as the run reaches its requests.
+enum Source<'s> {
+    Spec(StreamPlan, Generator<'s>),
+    Dataset(DatasetPlan),
 }
 
 /// Reads or starts generating the workload (`spec`: the run's spec, if it has one) and applies
@@ -265,18 +286,23 @@ struct Prepared<'s> {
 /// sessions, and where the replay mode would move an arrival past the time bound.
 fn prepare<'s>(config: &SimConfig, spec: Option<&'s WorkloadSpec>) -> anyhow::Result<Prepared<'s>> {
     let (mut workload, stream) = match spec {
-        Some(spec) => generated(spec, config)?,
-        None => (read_workload(config)?, None),
+        Some(spec) => {
+            let (workload, stream) = generated(spec, config)?;
+            (workload, stream.map(|(plan, g)| Source::Spec(plan, g)))
+        }
+        None => held_or_planned(config)?,
     };
     let has_sessions = match &stream {
-        Some((plan, _)) => plan.sessions > 0,
+        Some(Source::Spec(plan, _)) => plan.sessions > 0,
+        Some(Source::Dataset(_)) => false,
         None => !workload.sessions.is_empty(),
     };
     if config.sessions_output.is_some() && !has_sessions {
         anyhow::bail!("--sessions-output: the workload has no sessions");
     }
     let span = match &stream {
-        Some((plan, _)) => Some((plan.first_arrival_ns, plan.last_arrival_ns)),
+        Some(Source::Spec(plan, _)) => Some((plan.first_arrival_ns, plan.last_arrival_ns)),
+        Some(Source::Dataset(plan)) => Some((plan.first_arrival_ns, plan.last_arrival_ns)),
         None => workload.first_arrival().zip(workload.last_arrival()),
     };
     let (retime, max_in_flight) = replay(span, config.replay)?;
@@ -300,6 +326,8 @@ struct Streamed<'r> {
     first_arrival: Nanos,
     last_arrival: Nanos,
     listed: Rc<Cell<u64>>,
+    /// Where a dataset read as the run goes keeps its failure.
+    failure: Option<StreamFailure>,
 }
 
 /// The anomaly watch of a run: detected when shown (`shown`), and for the evaluation's
@@ -371,6 +399,7 @@ fn streamed<'r, 'scope: 'r, 'env: 'r>(
             last_arrival,
             stream: Box::new(first.into_iter().chain(ahead)),
             listed,
+            failure: None,
         });
     }
     let retimed = Box::new(move |t| retime.apply(t));
@@ -382,6 +411,48 @@ fn streamed<'r, 'scope: 'r, 'env: 'r>(
         last_arrival,
         stream: Box::new(first.into_iter().chain(stream)),
         listed,
+        failure: None,
+    })
+}
+
+/// The stream of the dataset `plan` surveyed, read again from its file, its arrivals moved as
+/// `drawing` says, on a thread of its scope when the run takes a second thread.
+fn streamed_dataset<'r, 'scope: 'r, 'env: 'r>(
+    config: &SimConfig,
+    plan: &DatasetPlan,
+    drawing: Drawing<'scope, 'env>,
+) -> anyhow::Result<Streamed<'r>> {
+    let retime = drawing.retime;
+    let requests = plan.requests();
+    let failure = Some(requests.failure());
+    let retimed = requests.map(move |mut r| {
+        r.arrival_ns = retime.apply(r.arrival_ns);
+        r
+    });
+    let (stream, listed): (engine::ArrivalStream<'r>, _) = match config.threads.second(plan.count) {
+        true => {
+            let ahead = DrawnAhead::start_from(drawing.scope, move || retimed)
+                .context("starting the thread that reads the dataset")?;
+            let listed = ahead.counter();
+            (Box::new(ahead), listed)
+        }
+        false => {
+            let listed = Rc::new(Cell::new(0));
+            let counter = Rc::clone(&listed);
+            let counted = retimed.inspect(move |_| counter.set(counter.get() + 1));
+            (Box::new(counted), listed)
+        }
+    };
+    let last_arrival = match &config.control.autoscale {
+        Some(_) => retime.apply(plan.last_arrival_ns),
+        None => 0,
+    };
+    Ok(Streamed {
+        stream,
+        first_arrival: retime.apply(plan.first_arrival_ns),
+        last_arrival,
+        listed,
+        failure,
     })
 }
 
@@ -844,6 +915,35 @@ fn read_workload(config: &SimConfig) -> anyhow::Result<Workload> {
         eprintln!("{}", detected(path, format));
     }
     Ok(workload)
+}
+
+/// The run's workload without a spec: a dataset held in memory, or planned to be read as the
+/// run goes when it is too large to hold ([`read_dataset_within`]); `--rate`'s requests.
+fn held_or_planned<'s>(config: &SimConfig) -> anyhow::Result<(Workload, Option<Source<'s>>)> {
+    let WorkloadSource::Dataset(path, options) = &config.workload else {
+        return Ok((read_workload(config)?, None));
+    };
+    let (read, format) = read_dataset_within(path, *options, config.num_reqs)?;
+    if options.format == DatasetFormat::Auto {
+        eprintln!("{}", detected(path, format));
+    }
+    Ok(match read {
+        DatasetRead::Listed(workload) => (workload, None),
+        DatasetRead::Streamed(mut plan) => {
+            eprintln!(
+                "dataset {}: {} requests, more than --dataset-memory ({} MiB) holds: read again \
+                 as the run reaches them",
+                path.display(),
+                plan.count,
+                options.memory_bytes >> 20
+            );
+            let workload = Workload {
+                classes: plan.classes.take(),
+                ..Workload::default()
+            };
+            (workload, Some(Source::Dataset(plan)))
+        }
+    })
 }
 
 /// The time series the run collects: for `--timeseries` (at its interval) or for `--plots`

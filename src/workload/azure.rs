@@ -6,7 +6,7 @@ use super::jsonl::MAX_TOKENS;
 use super::{FieldProblem, Request, WorkloadError};
 use crate::Nanos;
 use crate::config::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The columns read, as the header names them.
 const COLUMNS: [&str; 3] = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];
@@ -15,57 +15,13 @@ const COLUMNS: [&str; 3] = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];
 /// row. Arrivals are the timestamps' distance from the earliest one read, exact to the ns;
 /// requests get ids in file order and come sorted by arrival (stable).
 pub fn read_azure(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, WorkloadError> {
-    let io = |source| WorkloadError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let invalid =
-        |line: u64, field: &str, problem| WorkloadError::invalid(path, line, field, problem);
-    // Rows end at `\n` only (a `\r` before it is trimmed with the field): the reader's line
-    // numbers are then right in CRLF files too, which Azure's are.
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .terminator(csv::Terminator::Any(b'\n'))
-        .from_reader(std::fs::File::open(path).map_err(io)?);
-    let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
-    let mut columns = [0usize; 3];
-    for (column, name) in columns.iter_mut().zip(COLUMNS) {
-        *column = header
-            .iter()
-            .position(|h| h.trim() == name)
-            .ok_or_else(|| invalid(1, name, FieldProblem::MissingColumn))?;
-    }
+    let mut rows = AzureRows::open(path)?;
     let mut requests = Vec::new();
-    let mut record = csv::StringRecord::new();
-    while limit.is_none_or(|n| requests.len() < n)
-        && reader
-            .read_record(&mut record)
-            .map_err(|e| csv_error(path, e))?
-    {
-        let line = record.position().map_or(0, csv::Position::line);
-        let field = |k: usize| record.get(columns[k]).map(str::trim);
-        let get = |k: usize| {
-            field(k).ok_or_else(|| {
-                let problem = FieldProblem::ShortRow {
-                    fields: record.len(),
-                };
-                invalid(line, COLUMNS[k], problem)
-            })
-        };
-        let stamp = get(0)?;
-        let arrival_ns = wall_clock_ns(stamp).map_err(|m| invalid(line, COLUMNS[0], m))?;
-        let input = tokens(get(1)?).map_err(|m| invalid(line, COLUMNS[1], m))?;
-        let output = tokens(get(2)?).map_err(|m| invalid(line, COLUMNS[2], m))?;
-        requests.push(Request {
-            id: requests.len() as u64,
-            line,
-            model: None,
-            arrival_ns,
-            input_toks: input,
-            output_toks: output,
-            token_ids: Vec::new(),
-            prompt_blocks: None,
-        });
+    while limit.is_none_or(|n| requests.len() < n) {
+        match rows.next_request()? {
+            Some(request) => requests.push(request),
+            None => break,
+        }
     }
     let Some(start) = requests.iter().map(|r| r.arrival_ns).min() else {
         return Err(WorkloadError::Empty {
@@ -77,6 +33,83 @@ pub fn read_azure(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, Wor
     }
     requests.sort_by_key(|r| r.arrival_ns);
     Ok(requests)
+}
+
+/// An Azure trace read a row at a time, in file order (ids from 0), each request arriving at
+/// its timestamp's wall clock in ns.
+pub(super) struct AzureRows {
+    path: PathBuf,
+    reader: csv::Reader<std::fs::File>,
+    /// The columns of [`COLUMNS`], by position.
+    columns: [usize; 3],
+    record: csv::StringRecord,
+    next_id: u64,
+}
+
+impl AzureRows {
+    /// Reads `path` and its header.
+    pub(super) fn open(path: &Path) -> Result<AzureRows, WorkloadError> {
+        let io = |source| WorkloadError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        // Rows end at `\n` only (a `\r` before it is trimmed with the field): the reader's line
+        // numbers are then right in CRLF files too, which Azure's are.
+        let mut reader = csv::ReaderBuilder::new()
+            .flexible(true)
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_reader(std::fs::File::open(path).map_err(io)?);
+        let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
+        let mut columns = [0usize; 3];
+        for (column, name) in columns.iter_mut().zip(COLUMNS) {
+            *column = header
+                .iter()
+                .position(|h| h.trim() == name)
+                .ok_or_else(|| {
+                    WorkloadError::invalid(path, 1, name, FieldProblem::MissingColumn)
+                })?;
+        }
+        Ok(AzureRows {
+            path: path.to_owned(),
+            reader,
+            columns,
+            record: csv::StringRecord::new(),
+            next_id: 0,
+        })
+    }
+
+    /// The next request, or `None` at the end of the file.
+    pub(super) fn next_request(&mut self) -> Result<Option<Request>, WorkloadError> {
+        let path = self.path.as_path();
+        if !(self.reader.read_record(&mut self.record)).map_err(|e| csv_error(path, e))? {
+            return Ok(None);
+        }
+        let record = &self.record;
+        let line = record.position().map_or(0, csv::Position::line);
+        let invalid = |field: &str, problem| WorkloadError::invalid(path, line, field, problem);
+        let get = |k: usize| {
+            let problem = || FieldProblem::ShortRow {
+                fields: record.len(),
+            };
+            (record.get(self.columns[k]).map(str::trim))
+                .ok_or_else(|| invalid(COLUMNS[k], problem()))
+        };
+        let arrival_ns = wall_clock_ns(get(0)?).map_err(|m| invalid(COLUMNS[0], m))?;
+        let input = tokens(get(1)?).map_err(|m| invalid(COLUMNS[1], m))?;
+        let output = tokens(get(2)?).map_err(|m| invalid(COLUMNS[2], m))?;
+        let id = self.next_id;
+        self.next_id += 1;
+        Ok(Some(Request {
+            id,
+            line,
+            model: None,
+            arrival_ns,
+            input_toks: input,
+            output_toks: output,
+            token_ids: Vec::new(),
+            prompt_blocks: None,
+        }))
+    }
 }
 
 /// A CSV-level error (bad UTF-8, I/O) in the reader's terms.

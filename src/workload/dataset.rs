@@ -2,6 +2,7 @@
 //! traces; the format named, or detected from the file's first line.
 
 use super::azure::read_azure;
+use super::flat::DATASET_MEMORY_BYTES;
 use super::lines::for_each_line;
 use super::mooncake::{MOONCAKE_BLOCK_SIZE, read_mooncake};
 use super::{FieldProblem, Workload, WorkloadError, read_workload};
@@ -60,6 +61,9 @@ pub struct DatasetOptions {
     pub format: DatasetFormat,
     /// Tokens per `hash_ids` block of a Mooncake trace.
     pub trace_block_size: u32,
+    /// Bytes of requests a run holds in memory before it reads the dataset as it goes
+    /// ([`super::read_dataset_within`]).
+    pub memory_bytes: usize,
 }
 
 impl Default for DatasetOptions {
@@ -67,6 +71,7 @@ impl Default for DatasetOptions {
         DatasetOptions {
             format: DatasetFormat::Auto,
             trace_block_size: MOONCAKE_BLOCK_SIZE,
+            memory_bytes: DATASET_MEMORY_BYTES,
         }
     }
 }

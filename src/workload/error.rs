@@ -27,6 +27,13 @@ pub enum WorkloadError {
     /// The file holds no request.
     #[error("{path}: the workload holds no request")]
     Empty { path: PathBuf },
+    /// A dataset read as the run goes differs from what its first reading found (it changed
+    /// while the run read it), from line `line` on.
+    #[error(
+        "{path}:{line}: the dataset changed while the run read it (a large dataset is read \
+         twice: first to count its requests, then as the run reaches them)"
+    )]
+    Changed { path: PathBuf, line: u64 },
 }
 
 impl WorkloadError {

@@ -9,7 +9,7 @@ use crate::config::Bound;
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Largest prompt or output length accepted, tokens: far beyond any model's context, so a
 /// bigger value is a corrupt file rather than a workload.
@@ -332,6 +332,74 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
         sessions,
         classes: labelled.then_some(classes),
     })
+}
+
+/// An LLMServingSim JSONL file read a line at a time, in file order: its flat requests (ids
+/// from 0 in file order, as [`read_workload`] gives them when the file has no session), their
+/// labels put into classes when asked.
+pub(super) struct FlatJsonl {
+    path: PathBuf,
+    reader: BufReader<File>,
+    raw: Vec<u8>,
+    line_no: u64,
+    next_id: u64,
+    /// The requests' labels, when kept.
+    classes: Option<RequestClasses>,
+    labelled: bool,
+}
+
+/// A line of a JSONL file read by [`FlatJsonl`].
+pub(super) enum FlatLine {
+    Request(Request),
+    /// A session line (at this line), which [`FlatJsonl`] does not read.
+    Session(u64),
+}
+
+impl FlatJsonl {
+    /// Reads `path`, keeping the requests' labels when `labels`.
+    pub(super) fn open(path: &Path, labels: bool) -> Result<FlatJsonl, WorkloadError> {
+        let file = File::open(path).map_err(|source| WorkloadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(FlatJsonl {
+            path: path.to_owned(),
+            reader: BufReader::new(file),
+            raw: Vec::new(),
+            line_no: 0,
+            next_id: 0,
+            classes: labels.then(RequestClasses::default),
+            labelled: false,
+        })
+    }
+
+    /// The next non-blank line, or `None` at the end of the file.
+    pub(super) fn next_line(&mut self) -> Result<Option<FlatLine>, WorkloadError> {
+        loop {
+            self.line_no += 1;
+            let (path, line) = (&self.path, self.line_no);
+            let Some(text) = next_line(&mut self.reader, &mut self.raw, path, line)? else {
+                return Ok(None);
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            let Some((request, labels)) = parse_line(text, path, line, self.next_id)? else {
+                return Ok(Some(FlatLine::Session(line)));
+            };
+            if let Some(classes) = &mut self.classes {
+                self.labelled |= (labels.assign(classes, self.next_id, 1))
+                    .map_err(|m| WorkloadError::invalid(path, line, "goodput_slo", m))?;
+            }
+            self.next_id += 1;
+            return Ok(Some(FlatLine::Request(request)));
+        }
+    }
+
+    /// The labels of the requests read, when kept and any line had one.
+    pub(super) fn classes(self) -> Option<RequestClasses> {
+        self.classes.filter(|_| self.labelled)
+    }
 }
 
 /// Reads line `line_no` into `raw` and returns it as text (without a UTF-8 byte-order mark on

@@ -1,6 +1,7 @@
 //! Writing flat requests as LLMServingSim JSONL (the conversion `generate --dataset` does).
 
 use super::Request;
+use std::borrow::Borrow;
 use std::io::{self, Write};
 
 /// Flush the line buffer to the writer once it holds this many bytes.
@@ -13,9 +14,20 @@ const FLUSH_AT: usize = 1 << 20;
 pub fn write_requests_jsonl(requests: &[Request], out: &mut dyn Write) -> io::Result<u64> {
     let mut order: Vec<&Request> = requests.iter().collect();
     order.sort_by_key(|r| r.id);
+    write_requests_in_order(order, out)
+}
+
+/// [`write_requests_jsonl`] of `requests` given in id order (a dataset read as it goes).
+pub fn write_requests_in_order(
+    requests: impl IntoIterator<Item = impl Borrow<Request>>,
+    out: &mut dyn Write,
+) -> io::Result<u64> {
     let mut int = itoa::Buffer::new();
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 4096);
-    for r in &order {
+    let mut lines = 0;
+    for r in requests {
+        let r = r.borrow();
+        lines += 1;
         buf.extend_from_slice(b"{\"input_toks\":");
         buf.extend_from_slice(int.format(r.input_toks).as_bytes());
         buf.extend_from_slice(b",\"output_toks\":");
@@ -49,7 +61,7 @@ pub fn write_requests_jsonl(requests: &[Request], out: &mut dyn Write) -> io::Re
         }
     }
     out.write_all(&buf)?;
-    Ok(order.len() as u64)
+    Ok(lines)
 }
 
 /// Appends `key` (which opens the list), the ids separated by commas, and `]`.

@@ -5,37 +5,74 @@ use super::{FieldProblem, WorkloadError};
 use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Calls `each(text, line)` on the non-blank lines of `path` (1-based line numbers; a UTF-8
-/// byte-order mark at the start is skipped) until it returns `Ok(false)` or the file ends.
-/// One line buffer is reused for the whole file.
+/// The non-blank lines of a file, one at a time, with their 1-based line numbers (a UTF-8
+/// byte-order mark at the start is skipped). One line buffer is reused for the whole file.
+pub(super) struct Lines {
+    path: PathBuf,
+    reader: BufReader<File>,
+    buf: String,
+    line: u64,
+}
+
+impl Lines {
+    /// The lines of `path`.
+    pub(super) fn open(path: &Path) -> Result<Lines, WorkloadError> {
+        let file = File::open(path).map_err(|source| WorkloadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Lines {
+            path: path.to_owned(),
+            reader: BufReader::new(file),
+            buf: String::new(),
+            line: 0,
+        })
+    }
+
+    /// The next non-blank line and its number, or `None` at the end of the file.
+    pub(super) fn next_line(&mut self) -> Result<Option<(&str, u64)>, WorkloadError> {
+        loop {
+            self.buf.clear();
+            let read =
+                (self.reader.read_line(&mut self.buf)).map_err(|source| WorkloadError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            if read == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            if !self.text().trim().is_empty() {
+                break;
+            }
+        }
+        Ok(Some((self.text(), self.line)))
+    }
+
+    /// The line read last, without a byte-order mark on line 1.
+    fn text(&self) -> &str {
+        match self.line {
+            1 => self.buf.trim_start_matches('\u{feff}'),
+            _ => &self.buf,
+        }
+    }
+}
+
+/// Calls `each(text, line)` on the non-blank lines of `path` (see [`Lines`]) until it returns
+/// `Ok(false)` or the file ends.
 pub(super) fn for_each_line(
     path: &Path,
     mut each: impl FnMut(&str, u64) -> Result<bool, WorkloadError>,
 ) -> Result<(), WorkloadError> {
-    let io = |source| WorkloadError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let mut reader = BufReader::new(File::open(path).map_err(io)?);
-    let mut buf = String::new();
-    let mut line = 0u64;
-    loop {
-        buf.clear();
-        if reader.read_line(&mut buf).map_err(io)? == 0 {
-            return Ok(());
-        }
-        line += 1;
-        let text = if line == 1 {
-            buf.trim_start_matches('\u{feff}')
-        } else {
-            &buf
-        };
-        if !text.trim().is_empty() && !each(text, line)? {
-            return Ok(());
+    let mut lines = Lines::open(path)?;
+    while let Some((text, line)) = lines.next_line()? {
+        if !each(text, line)? {
+            break;
         }
     }
+    Ok(())
 }
 
 /// Parses `text`, line `line` of `path`, as a JSON object of type `T`; the error names the

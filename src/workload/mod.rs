@@ -13,6 +13,7 @@ mod blocks;
 mod classes;
 mod dataset;
 mod error;
+mod flat;
 mod injection;
 mod jsonl;
 mod jsonl_session;
@@ -28,10 +29,14 @@ pub use blocks::PromptBlocks;
 pub use classes::{ClassTargets, Profile, RequestClasses, RequestExtras, RequestProfile};
 pub use dataset::{DatasetFormat, DatasetOptions, detect_format, detected, read_dataset};
 pub use error::{FieldProblem, WorkloadError};
+pub use flat::{
+    DATASET_MEMORY_BYTES, DatasetPlan, DatasetRead, DatasetStream, StreamFailure,
+    read_dataset_within,
+};
 pub use injection::{Injector, NoInjection};
 pub use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, read_jsonl, read_workload};
-pub use jsonl_write::write_requests_jsonl;
+pub use jsonl_write::{write_requests_in_order, write_requests_jsonl};
 pub use mooncake::{MOONCAKE_BLOCK_SIZE, read_mooncake};
 pub use trace_scenarios::{TRACE_SCENARIOS, TraceNotFound, TraceScenario, trace_scenario};
 
@@ -106,5 +111,12 @@ impl Request {
     /// Whether the request carries token ids (listed or as prompt blocks).
     pub fn has_token_ids(&self) -> bool {
         !self.token_ids.is_empty() || self.prompt_blocks.is_some()
+    }
+
+    /// Bytes the request holds beyond its own size: its token ids, prompt blocks and model.
+    pub fn heap_bytes(&self) -> usize {
+        let blocks = self.prompt_blocks.as_ref().map_or(0, |b| b.firsts().len());
+        (self.token_ids.len() + blocks) * size_of::<u32>()
+            + self.model.as_ref().map_or(0, String::len)
     }
 }

@@ -10,11 +10,11 @@
 //! tokens of its id's block (as many as the prompt has left).
 
 use super::jsonl::{non_negative_int, token_count};
-use super::lines::{for_each_line, parse_object};
+use super::lines::{Lines, parse_object};
 use super::{FieldProblem, PromptBlocks, Request, WorkloadError};
 use crate::Nanos;
 use serde::Deserialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Tokens per `hash_ids` block in Mooncake's traces.
 pub const MOONCAKE_BLOCK_SIZE: u32 = 512;
@@ -37,16 +37,14 @@ pub fn read_mooncake(
     block_size: u32,
     limit: Option<usize>,
 ) -> Result<Vec<Request>, WorkloadError> {
-    assert!(block_size > 0, "Mooncake block size 0");
+    let mut rows = MooncakeRows::open(path, block_size)?;
     let mut requests = Vec::new();
-    for_each_line(path, |text, line| {
-        if limit.is_some_and(|n| requests.len() >= n) {
-            return Ok(false);
+    while limit.is_none_or(|n| requests.len() < n) {
+        match rows.next_request()? {
+            Some(request) => requests.push(request),
+            None => break,
         }
-        let id = requests.len() as u64;
-        requests.push(parse_line(text, path, line, id, block_size)?);
-        Ok(true)
-    })?;
+    }
     if requests.is_empty() {
         return Err(WorkloadError::Empty {
             path: path.to_owned(),
@@ -54,6 +52,37 @@ pub fn read_mooncake(
     }
     requests.sort_by_key(|r| r.arrival_ns);
     Ok(requests)
+}
+
+/// A Mooncake trace read a request at a time, in file order (ids from 0).
+pub(super) struct MooncakeRows {
+    lines: Lines,
+    path: PathBuf,
+    block_size: u32,
+    next_id: u64,
+}
+
+impl MooncakeRows {
+    /// Reads `path`, whose `hash_ids` blocks hold `block_size` tokens (at least 1).
+    pub(super) fn open(path: &Path, block_size: u32) -> Result<MooncakeRows, WorkloadError> {
+        assert!(block_size > 0, "Mooncake block size 0");
+        Ok(MooncakeRows {
+            lines: Lines::open(path)?,
+            path: path.to_owned(),
+            block_size,
+            next_id: 0,
+        })
+    }
+
+    /// The next request, or `None` at the end of the file.
+    pub(super) fn next_request(&mut self) -> Result<Option<Request>, WorkloadError> {
+        let Some((text, line)) = self.lines.next_line()? else {
+            return Ok(None);
+        };
+        let request = parse_line(text, &self.path, line, self.next_id, self.block_size)?;
+        self.next_id += 1;
+        Ok(Some(request))
+    }
 }
 
 /// Parses line `line` as the request with id `id`.

@@ -6,7 +6,7 @@
 //! `--dataset <that file> --dataset-format <its format>` would, so `--num-reqs` truncates it
 //! and `--arrival-speedup` rescales its rate.
 
-use super::{DatasetFormat, DatasetOptions, MOONCAKE_BLOCK_SIZE};
+use super::{DatasetFormat, DatasetOptions};
 use std::path::{Path, PathBuf};
 
 /// Names the traces folder when `--trace-dir` does not.
@@ -72,7 +72,7 @@ impl TraceScenario {
     pub fn options(&self) -> DatasetOptions {
         DatasetOptions {
             format: self.format,
-            trace_block_size: MOONCAKE_BLOCK_SIZE,
+            ..DatasetOptions::default()
         }
     }
 

@@ -21,6 +21,7 @@ mod host_model;
 mod huge_pages;
 mod interrupt;
 mod json_shape;
+mod large_datasets;
 mod limits;
 mod lower_tier;
 mod mixups;

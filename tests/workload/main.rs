@@ -9,6 +9,7 @@ mod shared_data;
 
 mod agentic_spec;
 mod jsonl;
+mod large_datasets;
 mod proptest_inputs;
 mod session_stream;
 mod sessions;

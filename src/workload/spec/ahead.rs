@@ -1,6 +1,7 @@
-//! A generated workload without sessions drawn on a second thread, ahead of the run: the
-//! arrival clocks, the length draws and their ChaCha streams cost the simulation's thread
-//! nothing but taking each request off a batch.
+//! A workload without sessions drawn on a second thread, ahead of the run: a generated one
+//! (the arrival clocks, the length draws and their ChaCha streams) or a dataset read as the run
+//! goes ([`crate::workload::DatasetPlan`]) costs the simulation's thread nothing but taking
+//! each request off a batch.
 //!
 //! Only a workload whose arrivals are all open-loop requests can be drawn ahead: a session's
 //! later requests depend on the run's completions, so a workload with sessions (conversations,
@@ -10,9 +11,9 @@
 //! are the same on one thread or two.
 //!
 //! Memory stays bounded: at most [`BATCHES_AHEAD`] batches wait, each of at most [`BATCH`]
-//! requests and about [`BATCH_BYTES`] of their token ids (requests that carry their prompts'
-//! ids fill a batch sooner), and an emptied batch goes back to the drawing thread to be
-//! filled again. When the run stops early
+//! requests and about [`BATCH_BYTES`] of what they hold beyond themselves (token ids, prompt
+//! blocks: requests that carry their prompts fill a batch sooner), and an emptied batch goes
+//! back to the drawing thread to be filled again. When the run stops early
 //! (an error), the receiving end goes away and the drawing thread stops at its next hand-over.
 
 use super::generate::Generator;
@@ -59,11 +60,23 @@ impl<'scope> DrawnAhead<'scope> {
         generator: Generator<'env>,
         retime: impl Fn(Nanos) -> Nanos + Send + 'env,
     ) -> std::io::Result<DrawnAhead<'scope>> {
+        // No session starts in a workload without sessions: the stream's own are never used.
+        Self::start_from(scope, move || {
+            SessionStream::dry(generator, None, Box::new(retime))
+        })
+    }
+
+    /// Starts taking the requests of the stream `open` gives (made on the drawing thread) on
+    /// a thread of `scope`: any open-loop stream, such as a dataset read as the run goes.
+    pub fn start_from<'env, S: Iterator<Item = Request>>(
+        scope: &'scope Scope<'scope, 'env>,
+        open: impl FnOnce() -> S + Send + 'env,
+    ) -> std::io::Result<DrawnAhead<'scope>> {
         let (to_run, batches) = mpsc::sync_channel(BATCHES_AHEAD);
         let (emptied, to_refill) = mpsc::channel();
         let drawer = std::thread::Builder::new()
             .name("workload".to_owned())
-            .spawn_scoped(scope, move || draw(generator, retime, &to_run, &to_refill))?;
+            .spawn_scoped(scope, move || draw(open(), &to_run, &to_refill))?;
         Ok(DrawnAhead {
             batches,
             emptied,
@@ -136,16 +149,13 @@ fn warm(request: &Request) {
     }
 }
 
-/// The drawing thread: fills batches from the one-thread stream of `generator` and sends
-/// them, reversed, until the stream ends (then an empty batch) or the run goes away.
+/// The drawing thread: fills batches from `stream` and sends them, reversed, until the
+/// stream ends (then an empty batch) or the run goes away.
 fn draw(
-    generator: Generator<'_>,
-    retime: impl Fn(Nanos) -> Nanos,
+    mut stream: impl Iterator<Item = Request>,
     to_run: &SyncSender<Vec<Request>>,
     to_refill: &Receiver<Vec<Request>>,
 ) {
-    // No session starts in a workload without sessions: the stream's own are never used.
-    let mut stream = SessionStream::dry(generator, None, Box::new(retime));
     loop {
         let mut batch = to_refill
             .try_recv()
@@ -160,13 +170,13 @@ fn draw(
     }
 }
 
-/// Fills `batch` from `stream` up to [`BATCH`] requests or [`BATCH_BYTES`] of token ids,
+/// Fills `batch` from `stream` up to [`BATCH`] requests or [`BATCH_BYTES`] held beyond them,
 /// whichever comes first (at least one request while the stream lasts).
-fn fill(batch: &mut Vec<Request>, stream: &mut SessionStream<'_>) {
+fn fill(batch: &mut Vec<Request>, stream: &mut impl Iterator<Item = Request>) {
     let mut bytes = 0;
     while batch.len() < BATCH && bytes < BATCH_BYTES {
         let Some(request) = stream.next() else { return };
-        bytes += request.token_ids.len() * size_of::<u32>();
+        bytes += request.heap_bytes();
         batch.push(request);
     }
 }

@@ -1,0 +1,141 @@
+//! `--dataset-memory`: a dataset larger than the memory given is read again as the run reaches
+//! its requests, on one thread or two, and the run's outputs are byte-identical to those of
+//! the dataset held whole; `generate --dataset` converts such a trace to the same file; the
+//! flag applies only to `--dataset`.
+
+use crate::binary;
+
+use binary::{ok, run};
+use std::path::Path;
+
+/// The CSV, summary JSON and stdout of a run of `dataset` on four instances with `extra`, and
+/// its stderr.
+fn outputs(dir: &Path, dataset: &Path, extra: &[&str]) -> ([Vec<u8>; 3], String) {
+    let (csv, json) = (dir.join("run.csv"), dir.join("run.json"));
+    let mut args = vec![
+        "--dataset",
+        dataset.to_str().unwrap(),
+        "--num-instances",
+        "4",
+        "--output",
+        csv.to_str().unwrap(),
+        "--summary-json",
+        json.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let out = ok(&args);
+    let files = [
+        std::fs::read(csv).unwrap(),
+        std::fs::read(json).unwrap(),
+        out.stdout,
+    ];
+    (files, String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn a_dataset_read_as_the_run_goes_gives_the_outputs_of_one_held_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    // Labelled requests of several SLO classes and tenants, as `generate` writes them.
+    let dataset = dir.path().join("mixed.jsonl");
+    ok(&[
+        "generate",
+        "--scenario",
+        "mixed-slo",
+        "--num-requests",
+        "3000",
+        "--output",
+        dataset.to_str().unwrap(),
+    ]);
+    let cases: [&[&str]; 3] = [&[], &["--arrival-speedup", "3"], &["--max-in-flight", "40"]];
+    for extra in cases {
+        let (held, stderr) = outputs(dir.path(), &dataset, extra);
+        assert!(!stderr.contains("read again"), "{extra:?}: {stderr}");
+        assert!(held[0].len() > 100_000, "{extra:?}: a short run");
+        for threads in ["1", "2"] {
+            let mut flags = extra.to_vec();
+            flags.extend(["--dataset-memory", "0", "--threads", threads]);
+            let (streamed, stderr) = outputs(dir.path(), &dataset, &flags);
+            assert!(
+                stderr.contains("3000 requests, more than --dataset-memory (0 MiB) holds"),
+                "{flags:?}: {stderr}"
+            );
+            for (what, (a, b)) in ["CSV", "summary JSON", "stdout"]
+                .iter()
+                .zip(held.iter().zip(&streamed))
+            {
+                assert!(a == b, "{flags:?}: the {what} differs");
+            }
+        }
+    }
+}
+
+#[test]
+fn generate_converts_a_trace_read_as_it_goes_to_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let lines: String = (0..500)
+        .map(|k| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": {}, \
+                 \"hash_ids\": [{}, {}]}}\n",
+                k * 7,
+                600 + k % 400,
+                1 + k % 50,
+                k % 3,
+                k
+            )
+        })
+        .collect();
+    std::fs::write(&trace, lines).unwrap();
+    let convert = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "generate",
+            "--dataset",
+            trace.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        ok(&args);
+        std::fs::read(out).unwrap()
+    };
+    let held = convert("held.jsonl", &[]);
+    assert_eq!(held.iter().filter(|&&b| b == b'\n').count(), 500);
+    assert!(held == convert("streamed.jsonl", &["--dataset-memory", "0"]));
+    let first = convert(
+        "first.jsonl",
+        &["--dataset-memory", "0", "--num-requests", "9"],
+    );
+    assert!(held.starts_with(&first) && first.iter().filter(|&&b| b == b'\n').count() == 9);
+}
+
+#[test]
+fn dataset_memory_applies_only_to_a_dataset() {
+    for args in [
+        &[
+            "--rate",
+            "5",
+            "--num-requests",
+            "10",
+            "--dataset-memory",
+            "1",
+        ][..],
+        &[
+            "generate",
+            "--scenario",
+            "mixed-slo",
+            "--output",
+            "never.jsonl",
+            "--dataset-memory",
+            "1",
+        ],
+    ] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains("--dataset-memory"), "{args:?}: {stderr}");
+        assert!(stderr.contains("--dataset"), "{args:?}: {stderr}");
+    }
+    assert!(!Path::new("never.jsonl").exists());
+}

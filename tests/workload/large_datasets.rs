@@ -1,0 +1,287 @@
+//! Datasets too large to hold (`read_dataset_within`, `--dataset-memory`): surveyed once, then
+//! read again as the run goes, giving the requests a whole read gives; held whole when small,
+//! with sessions or with arrivals out of file order; a file changed between the readings stops
+//! the stream naming the line.
+
+use crate::shared_data;
+
+use blis_cosim::workload::{
+    DatasetFormat, DatasetOptions, DatasetPlan, DatasetRead, Request, Workload, WorkloadError,
+    read_dataset, read_dataset_within,
+};
+use std::io::Write;
+use std::path::Path;
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+/// Reading options of `format` holding at most `memory_bytes`.
+fn options(format: DatasetFormat, memory_bytes: usize) -> DatasetOptions {
+    DatasetOptions {
+        format,
+        trace_block_size: 4,
+        memory_bytes,
+    }
+}
+
+/// The plan of `path` read with no memory for requests (it must stream).
+fn plan(path: &Path, format: DatasetFormat, limit: Option<usize>) -> DatasetPlan {
+    match read_dataset_within(path, options(format, 0), limit)
+        .unwrap()
+        .0
+    {
+        DatasetRead::Streamed(plan) => plan,
+        DatasetRead::Listed(w) => panic!("held whole: {} requests", w.requests.len()),
+    }
+}
+
+/// The workload of `path` read within `memory_bytes` (it must be held whole).
+fn listed(path: &Path, format: DatasetFormat, memory_bytes: usize) -> Workload {
+    match read_dataset_within(path, options(format, memory_bytes), None)
+        .unwrap()
+        .0
+    {
+        DatasetRead::Listed(w) => w,
+        DatasetRead::Streamed(p) => panic!("streamed: {} requests", p.count),
+    }
+}
+
+/// The requests of `plan`, read again, and its failure.
+fn streamed(plan: &DatasetPlan) -> (Vec<Request>, Option<WorkloadError>) {
+    let stream = plan.requests();
+    let failure = stream.failure();
+    let requests: Vec<Request> = stream.collect();
+    (requests, failure.take())
+}
+
+/// Checks that `path` streamed gives what a whole read gives: the requests (ids, lines,
+/// arrivals, tokens), their span and labels; also the first `limit` of them.
+fn streams_as_read_whole(path: &Path, format: DatasetFormat, limit: usize) {
+    for limit in [None, Some(limit)] {
+        let (whole, _) = read_dataset(path, options(format, 0), limit).unwrap();
+        let plan = plan(path, format, limit);
+        let (requests, failure) = streamed(&plan);
+        assert!(failure.is_none(), "{failure:?}");
+        assert_eq!(requests, whole.requests, "limit {limit:?}");
+        assert_eq!(plan.count, whole.requests.len() as u64);
+        assert_eq!(Some(plan.first_arrival_ns), whole.first_arrival());
+        assert_eq!(Some(plan.last_arrival_ns), whole.last_arrival());
+        assert_eq!(plan.classes, whole.classes);
+    }
+}
+
+const JSONL: &str = concat!(
+    "\u{feff}{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5, ",
+    "\"input_tok_ids\": [1, 2, 3], \"output_tok_ids\": [4, 5], \"tenant\": \"a\"}\n",
+    "\n",
+    "{\"input_toks\": 7, \"output_toks\": 1, \"arrival_time_ns\": 5, \"model\": \"m\", ",
+    "\"slo_class\": \"batch\", \"timeout_us\": 900}\n",
+    "   \n",
+    "{\"input_toks\": 1, \"output_toks\": 9, \"arrival_time_ns\": 80, \"extra\": [1]}\n",
+    "{\"input_toks\": 2, \"output_toks\": 2, \"arrival_time_ns\": 81}\n",
+);
+
+#[test]
+fn a_jsonl_dataset_streams_as_it_reads_whole_labels_and_token_ids_included() {
+    let f = file(JSONL);
+    streams_as_read_whole(f.path(), DatasetFormat::LlmServingSim, 2);
+    streams_as_read_whole(f.path(), DatasetFormat::Auto, 3);
+    let plan = plan(f.path(), DatasetFormat::Auto, None);
+    assert_eq!(
+        (plan.count, plan.first_arrival_ns, plan.last_arrival_ns),
+        (4, 5, 81)
+    );
+    let (requests, _) = streamed(&plan);
+    let lines: Vec<(u64, u64)> = requests.iter().map(|r| (r.id, r.line)).collect();
+    assert_eq!(lines, [(0, 1), (1, 3), (2, 5), (3, 6)]);
+    assert_eq!(requests[0].token_ids, [1, 2, 3, 4, 5]);
+    assert_eq!(requests[1].model.as_deref(), Some("m"));
+    assert!(plan.classes.is_some(), "the labels are kept");
+}
+
+#[test]
+fn mooncake_and_azure_traces_stream_as_they_read_whole() {
+    let mooncake = file(concat!(
+        "{\"timestamp\": 0, \"input_length\": 6, \"output_length\": 2, \"hash_ids\": [0, 1]}\n",
+        "{\"timestamp\": 3, \"input_length\": 4, \"output_length\": 1, \"hash_ids\": [0]}\n",
+        "\n",
+        "{\"timestamp\": 3, \"input_length\": 9, \"output_length\": 5, \"hash_ids\": [0, 1, 7]}\n",
+    ));
+    streams_as_read_whole(mooncake.path(), DatasetFormat::Mooncake, 1);
+    // Arrivals count from the first timestamp, here with an offset from UTC.
+    let azure = file(concat!(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\r\n",
+        "2024-05-10 00:00:01.5+00:00,100,20\r\n",
+        "2024-05-10 00:00:01.5+00:00,7,3\r\n",
+        "2024-05-10 02:00:02.0+02:00,50,1\r\n",
+    ));
+    streams_as_read_whole(azure.path(), DatasetFormat::Azure, 2);
+    let plan = plan(azure.path(), DatasetFormat::Auto, None);
+    assert_eq!(
+        (plan.first_arrival_ns, plan.last_arrival_ns),
+        (0, 500_000_000)
+    );
+}
+
+#[test]
+fn a_dataset_within_the_memory_is_held_whole_as_read_dataset_reads_it() {
+    let f = file(JSONL);
+    for format in [DatasetFormat::Auto, DatasetFormat::LlmServingSim] {
+        let (whole, _) = read_dataset(f.path(), options(format, 0), None).unwrap();
+        assert_eq!(listed(f.path(), format, 1 << 20), whole);
+    }
+    // Held whole up to the bytes its requests hold, and not a byte less.
+    let (whole, _) = read_dataset(f.path(), options(DatasetFormat::Auto, 0), None).unwrap();
+    let held: usize = (whole.requests.iter())
+        .map(|r| size_of::<Request>() + r.heap_bytes())
+        .sum();
+    assert_eq!(listed(f.path(), DatasetFormat::Auto, held), whole);
+    assert!(matches!(
+        read_dataset_within(f.path(), options(DatasetFormat::Auto, held - 1), None)
+            .unwrap()
+            .0,
+        DatasetRead::Streamed(_)
+    ));
+}
+
+#[test]
+fn sessions_or_arrivals_out_of_file_order_are_read_whole_at_any_size() {
+    let unsorted = file(concat!(
+        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 50}\n",
+        "{\"input_toks\": 4, \"output_toks\": 2, \"arrival_time_ns\": 10}\n",
+    ));
+    let sessions = file(concat!(
+        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5}\n",
+        "{\"arrival_time_ns\": 9, \"sub_requests\": [{\"input_toks\": 2, \"output_toks\": 2}]}\n",
+    ));
+    let mooncake = file(concat!(
+        "{\"timestamp\": 9, \"input_length\": 4, \"output_length\": 2, \"hash_ids\": [0]}\n",
+        "{\"timestamp\": 3, \"input_length\": 4, \"output_length\": 1, \"hash_ids\": [1]}\n",
+    ));
+    for (f, format) in [
+        (&unsorted, DatasetFormat::Auto),
+        (&sessions, DatasetFormat::Auto),
+        (&mooncake, DatasetFormat::Mooncake),
+    ] {
+        let (whole, _) = read_dataset(f.path(), options(format, 0), None).unwrap();
+        assert_eq!(listed(f.path(), format, 0), whole);
+    }
+    let held = listed(unsorted.path(), DatasetFormat::Auto, 0);
+    let arrivals: Vec<u64> = held.requests.iter().map(|r| r.arrival_ns).collect();
+    assert_eq!(arrivals, [10, 50], "sorted, as a whole read sorts");
+    assert_eq!(
+        listed(sessions.path(), DatasetFormat::Auto, 0)
+            .sessions
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn errors_of_the_first_reading_are_those_of_a_whole_read() {
+    let bad = file(concat!(
+        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5}\n",
+        "{\"input_toks\": 0, \"output_toks\": 2, \"arrival_time_ns\": 6}\n",
+    ));
+    let whole = read_dataset(bad.path(), options(DatasetFormat::Auto, 0), None).unwrap_err();
+    let within = read_dataset_within(bad.path(), options(DatasetFormat::Auto, 0), None);
+    assert_eq!(within.unwrap_err().to_string(), whole.to_string());
+    assert!(whole.to_string().contains(":2: input_toks"), "{whole}");
+    let empty = file("\n\n");
+    let e = read_dataset_within(empty.path(), options(DatasetFormat::LlmServingSim, 0), None);
+    assert!(matches!(e, Err(WorkloadError::Empty { .. })), "{e:?}");
+}
+
+/// The stream of `before`, surveyed, after the file was rewritten as `after`: the requests it
+/// gave and its failure's message.
+fn changed(before: &str, after: &str) -> (usize, String) {
+    let f = file(before);
+    let plan = plan(f.path(), DatasetFormat::Auto, None);
+    std::fs::write(f.path(), after).unwrap();
+    let (requests, failure) = streamed(&plan);
+    let message = failure.expect("a failure").to_string();
+    assert!(
+        message.contains(&f.path().display().to_string()),
+        "names the file: {message}"
+    );
+    (requests.len(), message)
+}
+
+#[test]
+fn a_dataset_changed_between_its_readings_stops_the_stream_naming_the_line() {
+    let line =
+        |t: u64| format!("{{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": {t}}}\n");
+    let before = [1, 2, 3, 4].map(line).concat();
+    // An arrival earlier than the one before it, on line 3.
+    let (given, message) = changed(&before, &[1, 5, 3, 4].map(line).concat());
+    assert_eq!(given, 2);
+    assert!(
+        message.contains(":3: the dataset changed while the run read it"),
+        "{message}"
+    );
+    // Cut short after line 2: line 3 is missing.
+    let (given, message) = changed(&before, &[1, 2].map(line).concat());
+    assert_eq!(given, 2);
+    assert!(message.contains(":3: the dataset changed"), "{message}");
+    // A session where a request was.
+    let session =
+        "{\"arrival_time_ns\": 3, \"sub_requests\": [{\"input_toks\": 2, \"output_toks\": 2}]}\n";
+    let (given, message) = changed(&before, &[line(1), session.to_owned()].concat());
+    assert_eq!(given, 1);
+    assert!(message.contains(":2: the dataset changed"), "{message}");
+    // A line that no longer parses: its own error.
+    let (given, message) = changed(
+        &before,
+        &[line(1), "{\"input_toks\": -1}\n".to_owned()].concat(),
+    );
+    assert_eq!(given, 1);
+    assert!(message.contains(":2: input_toks"), "{message}");
+    // Lines added after the ones surveyed are not read.
+    let f = file(&before);
+    let plan = plan(f.path(), DatasetFormat::Auto, None);
+    std::fs::write(f.path(), [1, 2, 3, 4, 5].map(line).concat()).unwrap();
+    let (requests, failure) = streamed(&plan);
+    assert_eq!((requests.len(), failure.is_none()), (4, true));
+}
+
+#[test]
+fn a_dataset_gone_before_its_second_reading_fails_its_stream() {
+    let f = file("{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 1}\n");
+    let plan = plan(f.path(), DatasetFormat::Auto, None);
+    let path = f.path().to_owned();
+    drop(f);
+    let (requests, failure) = streamed(&plan);
+    assert!(requests.is_empty());
+    let message = failure.expect("a failure").to_string();
+    assert!(message.contains("cannot read workload"), "{message}");
+    assert!(message.contains(&path.display().to_string()), "{message}");
+}
+
+#[test]
+fn the_public_traces_stream_as_they_read_whole() {
+    for (name, format) in [
+        ("mooncake-conversation.jsonl", DatasetFormat::Mooncake),
+        ("azure-llm-2023-conv.csv", DatasetFormat::Azure),
+    ] {
+        let Some(path) = shared_data::trace(name) else {
+            return;
+        };
+        let options = DatasetOptions {
+            format,
+            memory_bytes: 0,
+            ..DatasetOptions::default()
+        };
+        let (whole, _) = read_dataset(&path, options, None).unwrap();
+        let DatasetRead::Streamed(plan) = read_dataset_within(&path, options, None).unwrap().0
+        else {
+            panic!("{name}: held whole");
+        };
+        let (requests, failure) = streamed(&plan);
+        assert!(failure.is_none(), "{name}: {failure:?}");
+        assert_eq!(requests.len(), whole.requests.len(), "{name}");
+        assert!(requests == whole.requests, "{name}: the same requests");
+    }
+}
