@@ -2,7 +2,8 @@
 //! workload-spec parser, the cluster-config reader and the profile-bundle loader. Arbitrary
 //! bytes and mutated valid inputs never panic: each is accepted within the documented bounds or
 //! refused with an error naming the file and a field or line. `generate`'s JSONL re-reads as
-//! the workload it was generated from.
+//! the workload it was generated from. A dataset read as the run goes gives what a whole read
+//! gives, or fails alike.
 
 use blis_cosim::config::{ClusterConfig, Dtype, ModelArch, PerDim};
 use blis_cosim::latency::{
@@ -11,7 +12,10 @@ use blis_cosim::latency::{
 use blis_cosim::workload::spec::{
     Generator, Overrides, WorkloadSpec, generate_workload, write_jsonl,
 };
-use blis_cosim::workload::{MAX_TIME_NS, Workload, read_workload};
+use blis_cosim::workload::{
+    DatasetFormat, DatasetOptions, DatasetRead, MAX_TIME_NS, Workload, read_dataset,
+    read_dataset_within, read_workload,
+};
 use proptest::prelude::*;
 use std::fs;
 use std::path::Path;
@@ -194,6 +198,110 @@ proptest! {
         let sample = example("examples/sample.jsonl");
         let head: String = sample.lines().take(6).map(|l| format!("{l}\n")).collect();
         check_workload_bytes(&mutate(&head, &edits))?;
+    }
+}
+
+// ---- datasets read as the run goes ---------------------------------------------------------
+
+/// Reads `bytes` as a JSONL dataset whole and within no memory for requests (read again as a
+/// run reads a large one): the same error, or the same workload held, or a stream of the same
+/// requests with the same count, span and labels.
+fn check_stream_as_whole(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.jsonl");
+    fs::write(&path, bytes).unwrap();
+    let options = DatasetOptions {
+        format: DatasetFormat::LlmServingSim,
+        memory_bytes: 0,
+        ..DatasetOptions::default()
+    };
+    let whole = read_dataset(&path, options, None).map(|(w, _)| w);
+    let within = read_dataset_within(&path, options, None).map(|(r, _)| r);
+    match (whole, within) {
+        (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+        (Ok(w), Ok(DatasetRead::Listed(held))) => {
+            prop_assert!(w == held);
+            let sorted_flat = w.sessions.is_empty() && w.requests.is_sorted_by_key(|r| r.line);
+            prop_assert!(!sorted_flat, "a flat dataset in arrival order held whole");
+        }
+        (Ok(w), Ok(DatasetRead::Streamed(plan))) => {
+            let stream = plan.requests();
+            let failure = stream.failure();
+            let requests: Vec<_> = stream.collect();
+            prop_assert!(failure.take().is_none());
+            prop_assert!(requests == w.requests);
+            prop_assert!(w.sessions.is_empty());
+            prop_assert_eq!(plan.count, w.requests.len() as u64);
+            prop_assert_eq!(Some(plan.first_arrival_ns), w.first_arrival());
+            prop_assert_eq!(Some(plan.last_arrival_ns), w.last_arrival());
+            prop_assert!(plan.classes == w.classes);
+        }
+        (a, b) => prop_assert!(false, "whole {:?}, within {:?}", a.err(), b.err()),
+    }
+    Ok(())
+}
+
+/// A flat-request line arriving `gap` ns after `at` (which it advances), with labels, a model
+/// or token ids by `extras`; or a blank line, or (when `session`) a session line.
+fn dataset_line(at: &mut u64, gap: u64, extras: u8, session: bool) -> String {
+    *at += gap;
+    let labels = match extras % 4 {
+        0 => "",
+        1 => ",\"tenant\":\"t\",\"slo_class\":\"batch\"",
+        2 => ",\"model\":\"m\",\"timeout_us\":5",
+        _ => ",\"input_tok_ids\":[4,5],\"output_tok_ids\":[6]",
+    };
+    match (session, extras % 7) {
+        (true, 0) => format!(
+            "{{\"arrival_time_ns\":{at},\"sub_requests\":[{{\"input_toks\":2,\"output_toks\":1}}]}}\n"
+        ),
+        (_, 6) => "\n".to_owned(),
+        _ => format!("{{\"input_toks\":2,\"output_toks\":1,\"arrival_time_ns\":{at}{labels}}}\n"),
+    }
+}
+
+/// Lines in arrival order (gaps of 0 included) with labels, models, token ids and blank lines;
+/// session lines among them when `sessions`.
+fn dataset_lines(sessions: bool) -> impl Strategy<Value = String> {
+    prop::collection::vec((0u64..3, any::<u8>()), 1..12).prop_map(move |lines| {
+        let mut at = 0;
+        (lines.into_iter())
+            .map(|(gap, extras)| dataset_line(&mut at, gap, extras, sessions))
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn a_dataset_streams_as_it_reads_whole_or_fails_alike(
+        bytes in prop::collection::vec(any::<u8>(), 0..512)
+    ) {
+        check_stream_as_whole(&bytes)?;
+    }
+
+    #[test]
+    fn lines_with_edge_values_stream_as_they_read_whole(
+        lines in prop::collection::vec(jsonl_line(), 1..6)
+    ) {
+        check_stream_as_whole(lines.concat().as_bytes())?;
+    }
+
+    #[test]
+    fn lines_in_arrival_order_stream_as_they_read_whole(
+        text in dataset_lines(false),
+        sessions in dataset_lines(true),
+    ) {
+        check_stream_as_whole(text.as_bytes())?;
+        check_stream_as_whole(sessions.as_bytes())?;
+    }
+
+    #[test]
+    fn a_mutated_sample_streams_as_it_reads_whole(edits in edits()) {
+        let sample = example("examples/sample.jsonl");
+        let head: String = sample.lines().take(8).map(|l| format!("{l}\n")).collect();
+        check_stream_as_whole(&mutate(&head, &edits))?;
     }
 }
 
