@@ -63,7 +63,7 @@ pub fn read_dataset_within(
     };
     let read = DatasetOptions { format, ..options };
     match survey(path, read, limit)? {
-        Some(survey) => Ok((survey, format)),
+        Some(surveyed) => Ok((surveyed, format)),
         None => read_dataset(path, read, limit).map(|(w, _)| (DatasetRead::Listed(w), format)),
     }
 }
