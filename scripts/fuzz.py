@@ -182,7 +182,7 @@ def run_measured(cmd, cwd):
 
 
 def kinds(binary, repo, work, perf):
-    """The input kinds: jsonl, spec, cluster, profile."""
+    """The input kinds: jsonl, stream, spec, cluster, profile."""
     w = work / "one.jsonl"
     w.write_bytes(REQUEST * 3)
     cluster = work / "cluster.json"
@@ -199,6 +199,10 @@ def kinds(binary, repo, work, perf):
     b = str(binary)
     result = [
         Kind("jsonl", [sample], lambda p: [b, "--dataset", str(p)]),
+        # The same, read as the run goes (as a dataset above --dataset-memory is), on a second
+        # thread.
+        Kind("stream", [sample],
+             lambda p: [b, "--dataset", str(p), "--dataset-memory", "0", "--threads", "2"]),
         Kind("spec", sorted((repo / "examples/scenarios").glob("*.yaml")),
              lambda p: [b, "--workload-spec", str(p), "--max-requests", "20000"]),
         Kind("cluster", [cluster], lambda p: [b, "--cluster-config", str(p), "--dataset", str(w)],
