@@ -32,6 +32,15 @@ impl DatasetFormat {
             DatasetFormat::Azure => "azure",
         }
     }
+
+    /// The format of the file at `path`: this one, or under [`DatasetFormat::Auto`] the one
+    /// its first line shows ([`detect_format`]).
+    pub fn of(self, path: &Path) -> Result<DatasetFormat, WorkloadError> {
+        match self {
+            DatasetFormat::Auto => detect_format(path),
+            named => Ok(named),
+        }
+    }
 }
 
 impl std::str::FromStr for DatasetFormat {
@@ -92,10 +101,7 @@ pub fn read_dataset(
     options: DatasetOptions,
     limit: Option<usize>,
 ) -> Result<(Workload, DatasetFormat), WorkloadError> {
-    let format = match options.format {
-        DatasetFormat::Auto => detect_format(path)?,
-        named => named,
-    };
+    let format = options.format.of(path)?;
     let flat = |requests| Workload {
         requests,
         sessions: Default::default(),

@@ -10,7 +10,7 @@
 //! (the run needs it sorted, or its sessions planned, before it starts).
 
 use super::azure::AzureRows;
-use super::dataset::{DatasetFormat, DatasetOptions, detect_format};
+use super::dataset::{DatasetFormat, DatasetOptions};
 use super::jsonl::{FlatJsonl, FlatLine};
 use super::mooncake::MooncakeRows;
 use super::{Request, RequestClasses, Workload, WorkloadError, read_dataset};
@@ -57,10 +57,7 @@ pub fn read_dataset_within(
     options: DatasetOptions,
     limit: Option<usize>,
 ) -> Result<(DatasetRead, DatasetFormat), WorkloadError> {
-    let format = match options.format {
-        DatasetFormat::Auto => detect_format(path)?,
-        named => named,
-    };
+    let format = options.format.of(path)?;
     let read = DatasetOptions { format, ..options };
     match survey(path, read, limit)? {
         Some(surveyed) => Ok((surveyed, format)),
