@@ -211,7 +211,7 @@ fn convert(path: &Path, options: DatasetOptions, args: &GenerateArgs) -> anyhow:
         count = match read {
             DatasetRead::Listed(workload) => write_requests_jsonl(&workload.requests, w)?,
             DatasetRead::Streamed(plan) => {
-                let requests = plan.requests();
+                let requests = plan.requests_in_file_order();
                 let failure = requests.failure();
                 let count = write_requests_in_order(requests, w)?;
                 failure

@@ -2,12 +2,15 @@
 //! their span, then again, a request at a time, as the run reaches them.
 //!
 //! [`read_dataset_within`] reads a dataset as [`super::read_dataset`] does while what it holds
-//! stays within a budget of bytes. A larger one whose arrivals come in file order (as traces
-//! and generated workloads do) and that has no session is not kept: the run gets its
-//! [`DatasetPlan`] and reads it again through [`DatasetStream`], in the same order, with the
-//! same ids, lines and arrivals, so the run's outputs are those of the whole read. A dataset
-//! with sessions, or whose arrivals are out of file order, is read whole whatever its size
-//! (the run needs it sorted, or its sessions planned, before it starts).
+//! stays within a budget of bytes. A larger one without sessions is not kept: the run gets its
+//! [`DatasetPlan`] and reads it again through [`DatasetStream`], giving the requests in the
+//! order a whole read sorts them (arrival, then file order), with the same ids, lines and
+//! arrivals, so the run's outputs are those of the whole read. Arrivals out of file order (a
+//! client's upload delaying one request past a later one, say) are put in order as the file is
+//! read: the first reading finds how far any request comes after a later one (the *lag*), and
+//! the stream holds a request until a row that late has been read, so it holds the requests of
+//! one lag's span at most (all of them for a file in no order at all). A dataset with sessions
+//! is read whole whatever its size (the run plans its sessions before it starts).
 
 use super::azure::AzureRows;
 use super::dataset::{DatasetFormat, DatasetOptions};
@@ -15,6 +18,8 @@ use super::jsonl::{FlatJsonl, FlatLine};
 use super::mooncake::MooncakeRows;
 use super::{Request, RequestClasses, Workload, WorkloadError, read_dataset};
 use crate::Nanos;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -31,7 +36,7 @@ pub enum DatasetRead {
     Streamed(DatasetPlan),
 }
 
-/// A dataset of flat requests in arrival order, surveyed but not kept: what the run needs to
+/// A dataset of flat requests, surveyed but not kept: what the run needs to
 /// know of it beforehand, and how to read it again ([`DatasetPlan::requests`]).
 #[derive(Debug)]
 pub struct DatasetPlan {
@@ -40,10 +45,12 @@ pub struct DatasetPlan {
     block_size: u32,
     /// Requests it has (at most the limit it was read with).
     pub count: u64,
-    /// The first arrival and the last.
+    /// The earliest arrival and the latest.
     pub first_arrival_ns: Nanos,
     pub last_arrival_ns: Nanos,
-    /// What the file's clock reads at time 0 (an Azure trace's first timestamp).
+    /// How far a request comes after a later one in the file, at most (0 in file order).
+    lag_ns: Nanos,
+    /// What the file's clock reads at time 0 (an Azure trace's earliest timestamp).
     origin_ns: Nanos,
     /// Each request's tenant, SLO class and profile, when the file names them.
     pub classes: Option<RequestClasses>,
@@ -66,8 +73,7 @@ pub fn read_dataset_within(
 }
 
 /// One pass over the dataset, keeping its requests while they hold at most
-/// `options.memory_bytes`; `None` when it has a session or arrivals out of file order (read it
-/// whole).
+/// `options.memory_bytes`; `None` when it has a session (read it whole).
 fn survey(
     path: &Path,
     options: DatasetOptions,
@@ -75,40 +81,37 @@ fn survey(
 ) -> Result<Option<DatasetRead>, WorkloadError> {
     let mut rows = FlatRows::open(path, options, true)?;
     let mut kept = Some(Vec::new());
-    let (mut count, mut bytes) = (0u64, 0usize);
-    let (mut first, mut last) = (None, 0);
-    while limit.is_none_or(|n| count < n as u64) {
+    let mut arrivals = Arrivals::default();
+    let mut bytes = 0usize;
+    while limit.is_none_or(|n| arrivals.count < n as u64) {
         let request = match rows.next_row()? {
             Some(Row::Request(r)) => r,
             Some(Row::Session(_)) => return Ok(None),
             None => break,
         };
-        if first.is_some() && request.arrival_ns < last {
-            return Ok(None);
-        }
-        first.get_or_insert(request.arrival_ns);
-        last = request.arrival_ns;
-        count += 1;
+        arrivals.add(request.arrival_ns);
         bytes = bytes.saturating_add(size_of::<Request>() + request.heap_bytes());
         match &mut kept {
             Some(requests) if bytes <= options.memory_bytes => requests.push(request),
             _ => kept = None,
         }
     }
-    let Some(first) = first else {
+    if arrivals.count == 0 {
         return Err(WorkloadError::Empty {
             path: path.to_owned(),
         });
-    };
-    // An Azure trace's arrivals count from its first timestamp.
+    }
+    // An Azure trace's arrivals count from its earliest timestamp.
     let origin_ns = match options.format {
-        DatasetFormat::Azure => first,
+        DatasetFormat::Azure => arrivals.earliest,
         _ => 0,
     };
     let classes = rows.classes();
     Ok(Some(match kept {
         Some(mut requests) => {
             requests.iter_mut().for_each(|r| r.arrival_ns -= origin_ns);
+            // Stable: equal arrivals keep file order (a no-op for a file in order).
+            requests.sort_by_key(|r| r.arrival_ns);
             DatasetRead::Listed(Workload {
                 requests,
                 sessions: Default::default(),
@@ -119,19 +122,54 @@ fn survey(
             path: path.to_owned(),
             format: options.format,
             block_size: options.trace_block_size,
-            count,
-            first_arrival_ns: first - origin_ns,
-            last_arrival_ns: last - origin_ns,
+            count: arrivals.count,
+            first_arrival_ns: arrivals.earliest - origin_ns,
+            last_arrival_ns: arrivals.latest - origin_ns,
+            lag_ns: arrivals.lag,
             origin_ns,
             classes,
         }),
     }))
 }
 
+/// The arrivals of a dataset's requests, read in file order: how many, the earliest and the
+/// latest, and the lag (how far one comes after a later one, at most).
+#[derive(Debug, Default)]
+struct Arrivals {
+    count: u64,
+    earliest: Nanos,
+    latest: Nanos,
+    lag: Nanos,
+}
+
+impl Arrivals {
+    /// Adds the next request's arrival.
+    fn add(&mut self, t: Nanos) {
+        if self.count == 0 {
+            (self.earliest, self.latest) = (t, t);
+        }
+        self.lag = self.lag.max(self.latest.saturating_sub(t));
+        self.earliest = self.earliest.min(t);
+        self.latest = self.latest.max(t);
+        self.count += 1;
+    }
+}
+
 impl DatasetPlan {
-    /// The dataset's requests, read again from its file in order; a failure (the file gone,
-    /// or changed since the survey) ends the stream and is kept in [`DatasetStream::failure`].
+    /// The dataset's requests, read again from its file, in arrival order (then file order);
+    /// a failure (the file gone, or changed since the survey) ends the stream and is kept in
+    /// [`DatasetStream::failure`].
     pub fn requests(&self) -> DatasetStream {
+        self.stream(true)
+    }
+
+    /// The same requests in file order (ids in order), as `generate --dataset` writes them.
+    pub fn requests_in_file_order(&self) -> DatasetStream {
+        self.stream(false)
+    }
+
+    /// The stream of the file's requests, put in arrival order when `sorted`.
+    fn stream(&self, sorted: bool) -> DatasetStream {
         let options = DatasetOptions {
             format: self.format,
             trace_block_size: self.block_size,
@@ -150,8 +188,11 @@ impl DatasetPlan {
             path: self.path.clone(),
             left: self.count,
             origin_ns: self.origin_ns,
-            last_ns: self.first_arrival_ns,
+            lag_ns: self.lag_ns,
+            sorted,
+            latest_ns: 0,
             last_line: 0,
+            held: BinaryHeap::new(),
             failure,
         }
     }
@@ -179,17 +220,52 @@ impl StreamFailure {
 }
 
 /// The requests of a [`DatasetPlan`], read from its file as they are asked for: the same
-/// requests, in the same order, as the survey found. An iterator that ends early on a failure.
+/// requests as the survey found, in arrival order (then file order). An iterator that ends
+/// early on a failure.
 pub struct DatasetStream {
     rows: Option<FlatRows>,
     path: PathBuf,
-    /// Requests still to give.
+    /// Rows still to read.
     left: u64,
     origin_ns: Nanos,
-    /// The arrival of the last request given (the first one's before any), and its line.
-    last_ns: Nanos,
+    lag_ns: Nanos,
+    /// Whether the requests go in arrival order (else in file order).
+    sorted: bool,
+    /// The latest arrival read so far, and the line of the last row read.
+    latest_ns: Nanos,
     last_line: u64,
+    /// Requests read that may not go yet: a row still to read may come before them.
+    held: BinaryHeap<Reverse<Held>>,
     failure: StreamFailure,
+}
+
+/// A request held by a [`DatasetStream`], ordered by arrival, then id (file order).
+struct Held(Request);
+
+impl Held {
+    fn key(&self) -> (Nanos, u64) {
+        (self.0.arrival_ns, self.0.id)
+    }
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Held) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Held {}
+
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Held) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Held {
+    fn cmp(&self, other: &Held) -> Ordering {
+        self.key().cmp(&other.key())
+    }
 }
 
 impl DatasetStream {
@@ -198,7 +274,15 @@ impl DatasetStream {
         self.failure.clone()
     }
 
-    /// The next request, checked against the survey: in arrival order, within its count.
+    /// Whether a request arriving at `t` may go: in file order at once, else when no row
+    /// still to read comes before it (each comes at most the lag before the latest arrival
+    /// read; at `t` itself, after it).
+    fn due(&self, t: Nanos) -> bool {
+        !self.sorted || self.left == 0 || self.latest_ns.saturating_sub(self.lag_ns) >= t
+    }
+
+    /// The next row's request, checked against the survey: within its count, and no more
+    /// than the lag before the latest arrival read.
     fn read(&mut self, rows: &mut FlatRows) -> Result<Request, WorkloadError> {
         let changed = |line| WorkloadError::Changed {
             path: self.path.clone(),
@@ -211,10 +295,10 @@ impl DatasetStream {
         };
         let arrival = request.arrival_ns.checked_sub(self.origin_ns);
         match arrival {
-            Some(t) if t >= self.last_ns => request.arrival_ns = t,
+            Some(t) if t >= self.latest_ns.saturating_sub(self.lag_ns) => request.arrival_ns = t,
             _ => return Err(changed(request.line)),
         }
-        self.last_ns = request.arrival_ns;
+        self.latest_ns = self.latest_ns.max(request.arrival_ns);
         self.last_line = request.line;
         Ok(request)
     }
@@ -224,19 +308,32 @@ impl Iterator for DatasetStream {
     type Item = Request;
 
     fn next(&mut self) -> Option<Request> {
-        if self.left == 0 {
-            return None;
-        }
-        let mut rows = self.rows.take()?;
-        match self.read(&mut rows) {
-            Ok(request) => {
-                self.left -= 1;
-                self.rows = Some(rows);
-                Some(request)
+        loop {
+            if let Some(Reverse(first)) = self.held.peek()
+                && self.due(first.0.arrival_ns)
+            {
+                return self.held.pop().map(|Reverse(h)| h.0);
             }
-            Err(e) => {
-                self.failure.set(e);
-                None
+            if self.left == 0 {
+                return None;
+            }
+            // None after a failure: the stream has ended.
+            let mut rows = self.rows.take()?;
+            match self.read(&mut rows) {
+                Ok(request) => {
+                    self.left -= 1;
+                    self.rows = Some(rows);
+                    // In file order (the usual case) a request goes as soon as it is read.
+                    if self.held.is_empty() && self.due(request.arrival_ns) {
+                        return Some(request);
+                    }
+                    self.held.push(Reverse(Held(request)));
+                }
+                Err(e) => {
+                    self.failure.set(e);
+                    self.held.clear();
+                    return None;
+                }
             }
         }
     }

@@ -1,7 +1,7 @@
 //! `--dataset-memory`: a dataset larger than the memory given is read again as the run reaches
-//! its requests, on one thread or two, and the run's outputs are byte-identical to those of
-//! the dataset held whole; `generate --dataset` converts such a trace to the same file; the
-//! flag applies only to `--dataset`.
+//! its requests, on one thread or two, in arrival order or not, and the run's outputs are
+//! byte-identical to those of the dataset held whole; `generate --dataset` converts such a
+//! trace to the same file; the flag applies only to `--dataset`.
 
 use crate::binary;
 
@@ -32,29 +32,69 @@ fn outputs(dir: &Path, dataset: &Path, extra: &[&str]) -> ([Vec<u8>; 3], String)
     (files, String::from_utf8(out.stderr).unwrap())
 }
 
+/// Open-loop clients, one behind a slow network: its long prompts arrive after short ones sent
+/// later, so the file `generate` writes (in id order) has arrivals out of file order.
+const NETWORK: &str = "version: \"2\"\nseed: 9\naggregate_rate: 300\nnum_requests: 3000\n\
+    clients:\n  - id: plain\n    rate_fraction: 0.7\n    arrival: {process: poisson}\n    \
+    input_distribution: {type: gaussian, params: {mean: 256, std_dev: 128, min: 2, max: 4000}}\n    \
+    output_distribution: {type: gaussian, params: {mean: 128, std_dev: 64, min: 2, max: 2000}}\n  \
+    - id: remote\n    rate_fraction: 0.3\n    arrival: {process: gamma, cv: 3}\n    \
+    network: {rtt_ms: 20, bandwidth_mbps: 1}\n    \
+    input_distribution: {type: gaussian, params: {mean: 1500, std_dev: 700, min: 2, max: 4000}}\n    \
+    output_distribution: {type: constant, params: {value: 8}}\n";
+
+/// The arrivals of a JSONL workload, in file order.
+fn arrivals(path: &Path) -> Vec<u64> {
+    (std::fs::read_to_string(path).unwrap().lines())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["arrival_time_ns"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
 #[test]
 fn a_dataset_read_as_the_run_goes_gives_the_outputs_of_one_held_whole() {
     let dir = tempfile::tempdir().unwrap();
     // Labelled requests of several SLO classes and tenants, as `generate` writes them.
-    let dataset = dir.path().join("mixed.jsonl");
-    ok(&[
-        "generate",
-        "--scenario",
-        "mixed-slo",
-        "--num-requests",
-        "3000",
-        "--output",
-        dataset.to_str().unwrap(),
-    ]);
-    let cases: [&[&str]; 3] = [&[], &["--arrival-speedup", "3"], &["--max-in-flight", "40"]];
-    for extra in cases {
-        let (held, stderr) = outputs(dir.path(), &dataset, extra);
+    let mixed = dir.path().join("mixed.jsonl");
+    let spec = dir.path().join("network.yaml");
+    std::fs::write(&spec, NETWORK).unwrap();
+    let network = dir.path().join("network.jsonl");
+    for (out, source) in [
+        (&mixed, ["--scenario", "mixed-slo"]),
+        (&network, ["--workload-spec", spec.to_str().unwrap()]),
+    ] {
+        let mut args = vec![
+            "generate",
+            "--num-requests",
+            "3000",
+            "--output",
+            out.to_str().unwrap(),
+        ];
+        args.extend(source);
+        ok(&args);
+    }
+    assert!(arrivals(&mixed).is_sorted());
+    assert!(
+        !arrivals(&network).is_sorted(),
+        "a file out of arrival order"
+    );
+    let cases: [(&Path, &[&str]); 4] = [
+        (&mixed, &[]),
+        (&mixed, &["--arrival-speedup", "3"]),
+        (&mixed, &["--max-in-flight", "40"]),
+        (&network, &[]),
+    ];
+    for (dataset, extra) in cases {
+        let (held, stderr) = outputs(dir.path(), dataset, extra);
         assert!(!stderr.contains("read again"), "{extra:?}: {stderr}");
         assert!(held[0].len() > 100_000, "{extra:?}: a short run");
         for threads in ["1", "2"] {
             let mut flags = extra.to_vec();
             flags.extend(["--dataset-memory", "0", "--threads", threads]);
-            let (streamed, stderr) = outputs(dir.path(), &dataset, &flags);
+            let (streamed, stderr) = outputs(dir.path(), dataset, &flags);
             assert!(
                 stderr.contains("3000 requests, more than --dataset-memory (0 MiB) holds"),
                 "{flags:?}: {stderr}"
@@ -63,12 +103,18 @@ fn a_dataset_read_as_the_run_goes_gives_the_outputs_of_one_held_whole() {
                 .iter()
                 .zip(held.iter().zip(&streamed))
             {
-                assert!(a == b, "{flags:?}: the {what} differs");
+                assert!(
+                    a == b,
+                    "{}, {flags:?}: the {what} differs",
+                    dataset.display()
+                );
             }
         }
     }
 }
 
+/// A trace out of arrival order (each fifth request a little late) converts the same read
+/// whole or as it goes: in file order, ids in order.
 #[test]
 fn generate_converts_a_trace_read_as_it_goes_to_the_same_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -78,7 +124,7 @@ fn generate_converts_a_trace_read_as_it_goes_to_the_same_file() {
             format!(
                 "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": {}, \
                  \"hash_ids\": [{}, {}]}}\n",
-                k * 7,
+                40 + k * 7 - (k % 5) * 9,
                 600 + k % 400,
                 1 + k % 50,
                 k % 3,

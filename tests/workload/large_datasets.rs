@@ -1,7 +1,7 @@
 //! Datasets too large to hold (`read_dataset_within`, `--dataset-memory`): surveyed once, then
-//! read again as the run goes, giving the requests a whole read gives; held whole when small,
-//! with sessions or with arrivals out of file order; a file changed between the readings stops
-//! the stream naming the line.
+//! read again as the run goes, giving the requests a whole read gives, in its order when the
+//! file's arrivals are not; held whole when small or with sessions; a file changed between the
+//! readings stops the stream naming the line.
 
 use crate::shared_data;
 
@@ -148,36 +148,71 @@ fn a_dataset_within_the_memory_is_held_whole_as_read_dataset_reads_it() {
 }
 
 #[test]
-fn sessions_or_arrivals_out_of_file_order_are_read_whole_at_any_size() {
-    let unsorted = file(concat!(
-        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 50}\n",
-        "{\"input_toks\": 4, \"output_toks\": 2, \"arrival_time_ns\": 10}\n",
-    ));
+fn a_dataset_with_sessions_is_read_whole_at_any_size() {
     let sessions = file(concat!(
         "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5}\n",
         "{\"arrival_time_ns\": 9, \"sub_requests\": [{\"input_toks\": 2, \"output_toks\": 2}]}\n",
     ));
+    let (whole, _) = read_dataset(sessions.path(), options(DatasetFormat::Auto, 0), None).unwrap();
+    let held = listed(sessions.path(), DatasetFormat::Auto, 0);
+    assert_eq!(held, whole);
+    assert_eq!(held.sessions.len(), 1);
+}
+
+#[test]
+fn arrivals_out_of_file_order_stream_in_the_order_a_whole_read_sorts_them() {
+    // Line 2 comes 45 ns after a later request; lines 3 and 5 tie with line 1 and line 4.
+    let jsonl = file(concat!(
+        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 50}\n",
+        "{\"input_toks\": 4, \"output_toks\": 2, \"arrival_time_ns\": 5}\n",
+        "{\"input_toks\": 5, \"output_toks\": 2, \"arrival_time_ns\": 50}\n",
+        "{\"input_toks\": 6, \"output_toks\": 2, \"arrival_time_ns\": 70}\n",
+        "{\"input_toks\": 7, \"output_toks\": 2, \"arrival_time_ns\": 60}\n",
+        "{\"input_toks\": 8, \"output_toks\": 2, \"arrival_time_ns\": 200}\n",
+    ));
+    streams_as_read_whole(jsonl.path(), DatasetFormat::Auto, 3);
+    let surveyed = plan(jsonl.path(), DatasetFormat::Auto, None);
+    assert_eq!(
+        (surveyed.first_arrival_ns, surveyed.last_arrival_ns),
+        (5, 200)
+    );
+    let (requests, _) = streamed(&surveyed);
+    let order: Vec<(u64, u64)> = requests.iter().map(|r| (r.arrival_ns, r.id)).collect();
+    assert_eq!(
+        order,
+        [(5, 1), (50, 0), (50, 2), (60, 4), (70, 3), (200, 5)]
+    );
     let mooncake = file(concat!(
         "{\"timestamp\": 9, \"input_length\": 4, \"output_length\": 2, \"hash_ids\": [0]}\n",
         "{\"timestamp\": 3, \"input_length\": 4, \"output_length\": 1, \"hash_ids\": [1]}\n",
+        "{\"timestamp\": 12, \"input_length\": 4, \"output_length\": 1, \"hash_ids\": [2]}\n",
     ));
+    streams_as_read_whole(mooncake.path(), DatasetFormat::Mooncake, 2);
+    // Arrivals count from the earliest timestamp, not the first row's.
+    let azure = file(concat!(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n",
+        "2024-05-10 00:00:02,100,20\n",
+        "2024-05-10 00:00:01,7,3\n",
+        "2024-05-10 00:00:03,50,1\n",
+    ));
+    streams_as_read_whole(azure.path(), DatasetFormat::Azure, 2);
+    let surveyed = plan(azure.path(), DatasetFormat::Azure, None);
+    assert_eq!(
+        (surveyed.first_arrival_ns, surveyed.last_arrival_ns),
+        (0, 2_000_000_000)
+    );
     for (f, format) in [
-        (&unsorted, DatasetFormat::Auto),
-        (&sessions, DatasetFormat::Auto),
+        (&jsonl, DatasetFormat::Auto),
         (&mooncake, DatasetFormat::Mooncake),
+        (&azure, DatasetFormat::Azure),
     ] {
         let (whole, _) = read_dataset(f.path(), options(format, 0), None).unwrap();
-        assert_eq!(listed(f.path(), format, 0), whole);
+        assert_eq!(
+            listed(f.path(), format, 1 << 20),
+            whole,
+            "held whole, sorted"
+        );
     }
-    let held = listed(unsorted.path(), DatasetFormat::Auto, 0);
-    let arrivals: Vec<u64> = held.requests.iter().map(|r| r.arrival_ns).collect();
-    assert_eq!(arrivals, [10, 50], "sorted, as a whole read sorts");
-    assert_eq!(
-        listed(sessions.path(), DatasetFormat::Auto, 0)
-            .sessions
-            .len(),
-        1
-    );
 }
 
 #[test]
@@ -239,6 +274,16 @@ fn a_dataset_changed_between_its_readings_stops_the_stream_naming_the_line() {
     );
     assert_eq!(given, 1);
     assert!(message.contains(":2: input_toks"), "{message}");
+    // A file surveyed with a lag of 2 ns: a row that comes 5 ns after a later one, on line 4.
+    let (given, message) = changed(
+        &[1, 4, 2, 6].map(line).concat(),
+        &[1, 4, 2, 0].map(line).concat(),
+    );
+    assert_eq!(
+        given, 2,
+        "those that could go before it: 1 and 2 (4 waits for line 4)"
+    );
+    assert!(message.contains(":4: the dataset changed"), "{message}");
     // Lines added after the ones surveyed are not read.
     let f = file(&before);
     let plan = plan(f.path(), DatasetFormat::Auto, None);
