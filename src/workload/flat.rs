@@ -16,9 +16,9 @@ use super::azure::AzureRows;
 use super::dataset::{DatasetFormat, DatasetOptions};
 use super::jsonl::{FlatJsonl, FlatLine};
 use super::mooncake::MooncakeRows;
-use super::{Request, RequestClasses, Workload, WorkloadError, read_dataset};
+use super::{ByArrival, Request, RequestClasses, Workload, WorkloadError, read_dataset};
 use crate::Nanos;
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -36,8 +36,8 @@ pub enum DatasetRead {
     Streamed(DatasetPlan),
 }
 
-/// A dataset of flat requests, surveyed but not kept: what the run needs to
-/// know of it beforehand, and how to read it again ([`DatasetPlan::requests`]).
+/// A dataset of flat requests, surveyed but not kept: what the run needs to know of it
+/// beforehand, and how to read it again ([`DatasetPlan::requests`]).
 #[derive(Debug)]
 pub struct DatasetPlan {
     path: PathBuf,
@@ -235,37 +235,8 @@ pub struct DatasetStream {
     latest_ns: Nanos,
     last_line: u64,
     /// Requests read that may not go yet: a row still to read may come before them.
-    held: BinaryHeap<Reverse<Held>>,
+    held: BinaryHeap<Reverse<ByArrival>>,
     failure: StreamFailure,
-}
-
-/// A request held by a [`DatasetStream`], ordered by arrival, then id (file order).
-struct Held(Request);
-
-impl Held {
-    fn key(&self) -> (Nanos, u64) {
-        (self.0.arrival_ns, self.0.id)
-    }
-}
-
-impl PartialEq for Held {
-    fn eq(&self, other: &Held) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Held {}
-
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Held) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Held {
-    fn cmp(&self, other: &Held) -> Ordering {
-        self.key().cmp(&other.key())
-    }
 }
 
 impl DatasetStream {
@@ -327,7 +298,7 @@ impl Iterator for DatasetStream {
                     if self.held.is_empty() && self.due(request.arrival_ns) {
                         return Some(request);
                     }
-                    self.held.push(Reverse(Held(request)));
+                    self.held.push(Reverse(ByArrival(request)));
                 }
                 Err(e) => {
                     self.failure.set(e);

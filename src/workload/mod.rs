@@ -107,6 +107,37 @@ pub struct Request {
     pub prompt_blocks: Option<PromptBlocks>,
 }
 
+/// A request ordered by arrival, then id: the order in which requests enter a run (a whole
+/// read's stable sort of a dataset, a generated workload's stream).
+#[derive(Debug)]
+pub struct ByArrival(pub Request);
+
+impl ByArrival {
+    fn key(&self) -> (Nanos, u64) {
+        (self.0.arrival_ns, self.0.id)
+    }
+}
+
+impl PartialEq for ByArrival {
+    fn eq(&self, other: &ByArrival) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ByArrival {}
+
+impl PartialOrd for ByArrival {
+    fn partial_cmp(&self, other: &ByArrival) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByArrival {
+    fn cmp(&self, other: &ByArrival) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
 impl Request {
     /// Whether the request carries token ids (listed or as prompt blocks).
     pub fn has_token_ids(&self) -> bool {

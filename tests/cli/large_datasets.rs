@@ -32,17 +32,6 @@ fn outputs(dir: &Path, dataset: &Path, extra: &[&str]) -> ([Vec<u8>; 3], String)
     (files, String::from_utf8(out.stderr).unwrap())
 }
 
-/// Open-loop clients, one behind a slow network: its long prompts arrive after short ones sent
-/// later, so the file `generate` writes (in id order) has arrivals out of file order.
-const NETWORK: &str = "version: \"2\"\nseed: 9\naggregate_rate: 300\nnum_requests: 3000\n\
-    clients:\n  - id: plain\n    rate_fraction: 0.7\n    arrival: {process: poisson}\n    \
-    input_distribution: {type: gaussian, params: {mean: 256, std_dev: 128, min: 2, max: 4000}}\n    \
-    output_distribution: {type: gaussian, params: {mean: 128, std_dev: 64, min: 2, max: 2000}}\n  \
-    - id: remote\n    rate_fraction: 0.3\n    arrival: {process: gamma, cv: 3}\n    \
-    network: {rtt_ms: 20, bandwidth_mbps: 1}\n    \
-    input_distribution: {type: gaussian, params: {mean: 1500, std_dev: 700, min: 2, max: 4000}}\n    \
-    output_distribution: {type: constant, params: {value: 8}}\n";
-
 /// The arrivals of a JSONL workload, in file order.
 fn arrivals(path: &Path) -> Vec<u64> {
     (std::fs::read_to_string(path).unwrap().lines())
@@ -60,7 +49,9 @@ fn a_dataset_read_as_the_run_goes_gives_the_outputs_of_one_held_whole() {
     // Labelled requests of several SLO classes and tenants, as `generate` writes them.
     let mixed = dir.path().join("mixed.jsonl");
     let spec = dir.path().join("network.yaml");
-    std::fs::write(&spec, NETWORK).unwrap();
+    // Open-loop clients, one behind a slow network: its long prompts arrive after short ones
+    // sent later, so the file `generate` writes (in id order) is out of arrival order.
+    std::fs::write(&spec, crate::threads::FLAT).unwrap();
     let network = dir.path().join("network.jsonl");
     for (out, source) in [
         (&mixed, ["--scenario", "mixed-slo"]),

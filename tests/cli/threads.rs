@@ -11,7 +11,7 @@ use std::process::Command;
 
 /// Open-loop clients only (drawn ahead on two threads): one behind a network, whose short
 /// prompts overtake long ones, one streaming.
-const FLAT: &str = "version: \"2\"\nseed: 9\naggregate_rate: 300\nnum_requests: 6000\n\
+pub(crate) const FLAT: &str = "version: \"2\"\nseed: 9\naggregate_rate: 300\nnum_requests: 6000\n\
     clients:\n  - id: plain\n    rate_fraction: 0.7\n    arrival: {process: poisson}\n    \
     streaming: 0.5\n    \
     input_distribution: {type: gaussian, params: {mean: 256, std_dev: 128, min: 2, max: 4000}}\n    \

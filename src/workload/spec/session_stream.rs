@@ -13,9 +13,9 @@
 use super::generate::Generator;
 use crate::Nanos;
 use crate::workload::sessions::{LiveSessions, SharedSessions};
-use crate::workload::{Request, RequestClasses};
+use crate::workload::{ByArrival, Request, RequestClasses};
 use std::cell::{Cell, RefCell};
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::rc::Rc;
 
@@ -29,7 +29,7 @@ pub struct SessionStream<'a> {
     sessions: Either<'a>,
     /// Flat requests drawn and requests the sessions started so far start with, not yet
     /// handed out.
-    started: BinaryHeap<Reverse<Keyed>>,
+    started: BinaryHeap<Reverse<ByArrival>>,
     retime: Retime<'a>,
     scratch: Vec<Request>,
     /// Requests handed out so far.
@@ -40,35 +40,6 @@ pub struct SessionStream<'a> {
 enum Either<'a> {
     Shared(SharedSessions<'a>),
     Own(RefCell<LiveSessions<'a>>),
-}
-
-/// A request ordered by (arrival, id).
-struct Keyed(Request);
-
-impl Keyed {
-    fn key(&self) -> (Nanos, u64) {
-        (self.0.arrival_ns, self.0.id)
-    }
-}
-
-impl PartialEq for Keyed {
-    fn eq(&self, other: &Keyed) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Keyed {}
-
-impl PartialOrd for Keyed {
-    fn partial_cmp(&self, other: &Keyed) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Keyed {
-    fn cmp(&self, other: &Keyed) -> Ordering {
-        self.key().cmp(&other.key())
-    }
 }
 
 impl<'a> SessionStream<'a> {
@@ -129,7 +100,7 @@ impl<'a> SessionStream<'a> {
             .borrow_mut()
             .start(header, plan, tail, &mut self.scratch);
         self.started
-            .extend(self.scratch.drain(..).map(|r| Reverse(Keyed(r))));
+            .extend(self.scratch.drain(..).map(|r| Reverse(ByArrival(r))));
         Drawn::Started
     }
 
@@ -174,7 +145,7 @@ impl Iterator for SessionStream<'_> {
                 Drawn::Flat(r) if self.started.is_empty() && self.due(r.arrival_ns) => {
                     return self.hand_out(r);
                 }
-                Drawn::Flat(r) => self.started.push(Reverse(Keyed(r))),
+                Drawn::Flat(r) => self.started.push(Reverse(ByArrival(r))),
                 Drawn::Spent if self.started.is_empty() => return None,
                 Drawn::Spent | Drawn::Started => {}
             }
