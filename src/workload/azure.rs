@@ -3,6 +3,7 @@
 //! UTC), `ContextTokens` and `GeneratedTokens`, in any order; other columns are ignored.
 
 use super::jsonl::MAX_TOKENS;
+use super::lines::first_rows;
 use super::{FieldProblem, Request, WorkloadError};
 use crate::Nanos;
 use crate::config::Bound;
@@ -16,13 +17,7 @@ const COLUMNS: [&str; 3] = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];
 /// requests get ids in file order and come sorted by arrival (stable).
 pub fn read_azure(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, WorkloadError> {
     let mut rows = AzureRows::open(path)?;
-    let mut requests = Vec::new();
-    while limit.is_none_or(|n| requests.len() < n) {
-        match rows.next_request()? {
-            Some(request) => requests.push(request),
-            None => break,
-        }
-    }
+    let mut requests = first_rows(limit, || rows.next_request())?;
     let Some(start) = requests.iter().map(|r| r.arrival_ns).min() else {
         return Err(WorkloadError::Empty {
             path: path.to_owned(),

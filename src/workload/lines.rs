@@ -1,7 +1,7 @@
 //! Streaming a line-oriented workload file, and parsing one JSON object line with errors that
 //! name the offending field.
 
-use super::{FieldProblem, WorkloadError};
+use super::{FieldProblem, Request, WorkloadError};
 use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -58,6 +58,21 @@ impl Lines {
             _ => &self.buf,
         }
     }
+}
+
+/// The first `limit` requests (all when `None`) that `next` gives, in its order.
+pub(super) fn first_rows(
+    limit: Option<usize>,
+    mut next: impl FnMut() -> Result<Option<Request>, WorkloadError>,
+) -> Result<Vec<Request>, WorkloadError> {
+    let mut requests = Vec::new();
+    while limit.is_none_or(|n| requests.len() < n) {
+        match next()? {
+            Some(request) => requests.push(request),
+            None => break,
+        }
+    }
+    Ok(requests)
 }
 
 /// Calls `each(text, line)` on the non-blank lines of `path` (see [`Lines`]) until it returns

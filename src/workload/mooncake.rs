@@ -10,7 +10,7 @@
 //! tokens of its id's block (as many as the prompt has left).
 
 use super::jsonl::{non_negative_int, token_count};
-use super::lines::{Lines, parse_object};
+use super::lines::{Lines, first_rows, parse_object};
 use super::{FieldProblem, PromptBlocks, Request, WorkloadError};
 use crate::Nanos;
 use serde::Deserialize;
@@ -38,13 +38,7 @@ pub fn read_mooncake(
     limit: Option<usize>,
 ) -> Result<Vec<Request>, WorkloadError> {
     let mut rows = MooncakeRows::open(path, block_size)?;
-    let mut requests = Vec::new();
-    while limit.is_none_or(|n| requests.len() < n) {
-        match rows.next_request()? {
-            Some(request) => requests.push(request),
-            None => break,
-        }
-    }
+    let mut requests = first_rows(limit, || rows.next_request())?;
     if requests.is_empty() {
         return Err(WorkloadError::Empty {
             path: path.to_owned(),
