@@ -25,7 +25,9 @@ use std::rc::Rc;
 pub type SharedSessions<'c> = Rc<RefCell<LiveSessions<'c>>>;
 
 /// The sessions of a run started so far: those in flight, by the id of their first request,
-/// and the outcome of every one, in start order, once it has ended.
+/// and the outcome of every one once it has ended. Sessions may start in any order (a
+/// dataset's start in arrival order, not always that of their ids); their outcomes are listed
+/// by id.
 #[derive(Debug, Default)]
 pub struct LiveSessions<'c> {
     /// Each request's client profile (its network), when the workload names clients.
@@ -33,8 +35,9 @@ pub struct LiveSessions<'c> {
     /// Whether sessions are kept after they start (a dry pass keeps none).
     keep: bool,
     live: BTreeMap<u64, Live<'c>>,
-    /// One entry per session started: its outcome once it has ended.
-    ended: Vec<Option<Ended>>,
+    /// One entry per session started: the id of its first request, and its outcome once it
+    /// has ended.
+    ended: Vec<(u64, Option<Ended>)>,
     ready: Ready,
 }
 
@@ -122,7 +125,7 @@ impl<'c> LiveSessions<'c> {
             finished: 0,
             observed: 0,
         };
-        self.ended.push(None);
+        self.ended.push((live.plan.first_id, None));
         self.end_if_done(live);
     }
 
@@ -152,7 +155,7 @@ impl<'c> LiveSessions<'c> {
             return;
         }
         let outcome = live.outcome();
-        self.ended[live.index] = Some(Ended {
+        self.ended[live.index].1 = Some(Ended {
             id: outcome.id.into(),
             client: outcome.client.map(Into::into),
             outcome: SessionOutcome {
@@ -202,21 +205,23 @@ impl<'c> LiveSessions<'c> {
         self.ended.is_empty()
     }
 
-    /// Every session's outcome, in start order: those ended and those still in flight (cut
+    /// Every session's outcome, by the id of its first request: those ended and those still in flight (cut
     /// short, or waiting for a request that never finished).
     pub fn outcomes(&self) -> Vec<SessionOutcome<'_>> {
-        let mut in_flight = self.live.values();
-        self.ended
-            .iter()
-            .map(|ended| match ended {
+        let mut by_id: Vec<&(u64, Option<Ended>)> = self.ended.iter().collect();
+        // Stable, and already in order where sessions started in id order.
+        by_id.sort_by_key(|(first_id, _)| *first_id);
+        by_id
+            .into_iter()
+            .map(|(first_id, ended)| match ended {
                 Some(e) => SessionOutcome {
                     id: &e.id,
                     client: e.client.as_deref(),
                     ..e.outcome.clone()
                 },
                 None => {
-                    let live = in_flight.next().expect("a session not ended is in flight");
-                    live.outcome()
+                    let live = self.live.get(first_id);
+                    live.expect("a session not ended is in flight").outcome()
                 }
             })
             .collect()
