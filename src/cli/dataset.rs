@@ -18,9 +18,9 @@ pub struct DatasetArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub trace_block_size: Option<u32>,
 
-    /// Most MiB of requests a run holds in memory: a larger --dataset without sessions is read
-    /// again as the run reaches its requests (two passes over the file; arrivals out of file
-    /// order are put in order as it is read) [default: 64].
+    /// Most MiB of requests a run holds in memory: a larger --dataset is read again as the run
+    /// reaches its requests and sessions (two passes over the file; arrivals out of file order
+    /// are put in order as it is read) [default: 64].
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     pub dataset_memory: Option<u64>,
 

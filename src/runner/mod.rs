@@ -35,12 +35,12 @@ use crate::trace::{TraceLevel, TraceWriter};
 use crate::workload::sessions::SessionRegistry;
 use crate::workload::sessions::{LiveSessions, SessionOutcome, SharedSessions};
 use crate::workload::spec::{
-    DrawnAhead, Generator, Overrides, SessionStream, StreamPlan, Synthetic, WorkloadSpec,
-    generate_workload, scenario, stream_workload, stream_workload_untimed,
+    DrawnAhead, Generator, Overrides, Retime as SpecRetime, SessionStream, StreamPlan, Synthetic,
+    WorkloadSpec, generate_workload, scenario, stream_workload, stream_workload_untimed,
 };
 use crate::workload::{
-    DatasetFormat, DatasetPlan, DatasetRead, Injector, MAX_TIME_NS, Request, StreamFailure,
-    Workload, detected, read_dataset, read_dataset_within,
+    DatasetFormat, DatasetPlan, DatasetRead, DatasetRow, DatasetRows, DatasetSessions, Injector,
+    MAX_TIME_NS, Request, StreamFailure, Workload, detected, read_dataset, read_dataset_within,
 };
 use anyhow::Context;
 use backend::{Rooflines, SlotBackend};
@@ -169,6 +169,10 @@ fn start_stream<'r, 'scope: 'r, 'env: 'r>(
             let streamed = streamed(config, workload, &plan, generator, drawing, live)?;
             Ok((plan.count, Some(streamed)))
         }
+        Some(Source::Dataset(plan)) if plan.sessions > 0 => {
+            let streamed = dataset_with_sessions(config, workload, &plan, drawing, live)?;
+            Ok((plan.count, Some(streamed)))
+        }
         Some(Source::Dataset(plan)) => {
             Ok((plan.count, Some(streamed_dataset(config, &plan, drawing)?)))
         }
@@ -294,7 +298,7 @@ fn prepare<'s>(config: &SimConfig, spec: Option<&'s WorkloadSpec>) -> anyhow::Re
     };
     let has_sessions = match &stream {
         Some(Source::Spec(plan, _)) => plan.sessions > 0,
-        Some(Source::Dataset(_)) => false,
+        Some(Source::Dataset(plan)) => plan.sessions > 0,
         None => !workload.sessions.is_empty(),
     };
     if config.sessions_output.is_some() && !has_sessions {
@@ -454,6 +458,71 @@ fn streamed_dataset<'r, 'scope: 'r, 'env: 'r>(
         listed,
         failure,
     })
+}
+
+/// The stream of the dataset with sessions `plan` surveyed, read again from its file (on a
+/// thread of `drawing`'s scope when the run takes a second thread), its arrivals moved as
+/// `drawing` says, its sessions started in `live` on this thread as the run reaches them. The
+/// last arrival is learnt only for an autoscaled run, by a dry pass over what it starts with.
+fn dataset_with_sessions<'r, 'scope: 'r, 'env: 'r>(
+    config: &SimConfig,
+    workload: &'r Workload,
+    plan: &DatasetPlan,
+    drawing: Drawing<'scope, 'env>,
+    live: &SharedSessions<'r>,
+) -> anyhow::Result<Streamed<'r>> {
+    let retime = drawing.retime;
+    // A whole read sorts what the run starts with by moved arrival, then id: with every
+    // arrival moved to one time, that is file order.
+    let (in_order, rows): (bool, fn(&DatasetPlan) -> DatasetRows) = match retime {
+        Retime::Keep => (true, DatasetPlan::rows),
+        Retime::Speedup { .. } => (false, DatasetPlan::rows),
+        Retime::AllAt(_) => (true, DatasetPlan::rows_in_file_order),
+    };
+    let moved = || -> SpecRetime<'r> { Box::new(move |t| retime.apply(t)) };
+    let last_arrival = match &config.control.autoscale {
+        None => 0,
+        Some(_) => {
+            let dry = Rc::new(RefCell::new(LiveSessions::dry(workload.classes.as_ref())));
+            last_start(rows(plan), |entries| {
+                DatasetSessions::new(entries, in_order, dry, moved())
+            })?
+        }
+    };
+    let entries = rows(plan);
+    let failure = Some(entries.failure());
+    let entries: Box<dyn Iterator<Item = DatasetRow> + 'r> = match config.threads.second(plan.count)
+    {
+        true => Box::new(
+            DrawnAhead::start_from(drawing.scope, move || entries)
+                .context("starting the thread that reads the dataset")?,
+        ),
+        false => Box::new(entries),
+    };
+    let mut requests = DatasetSessions::new(entries, in_order, Rc::clone(live), moved());
+    let listed = requests.counter();
+    let first = requests.next();
+    Ok(Streamed {
+        first_arrival: first.as_ref().map_or(0, |r| r.arrival_ns),
+        last_arrival,
+        stream: Box::new(first.into_iter().chain(requests)),
+        listed,
+        failure,
+    })
+}
+
+/// The latest arrival of the requests a dataset's `entries` start a run with, through the
+/// stream `start` makes of them (a dry pass).
+fn last_start<'r>(
+    entries: DatasetRows,
+    start: impl FnOnce(Box<dyn Iterator<Item = DatasetRow> + 'r>) -> DatasetSessions<'r>,
+) -> anyhow::Result<Nanos> {
+    let failure = entries.failure();
+    let last = start(Box::new(entries)).map(|r| r.arrival_ns).max();
+    match failure.take() {
+        Some(e) => Err(e.into()),
+        None => Ok(last.unwrap_or(0)),
+    }
 }
 
 /// The engine settings of the run, as a vLLM bench run's `meta.json` records them: those of

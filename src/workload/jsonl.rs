@@ -1,10 +1,11 @@
 //! The LLMServingSim JSONL workload format: flat requests and agentic session lines.
 
-use super::sessions::SessionSet;
+use super::sessions::{PlanBuilder, SessionHeader, SessionSet};
 use super::{
     ClassTargets, FieldProblem, Request, RequestClasses, RequestProfile, Workload, WorkloadError,
     jsonl_session,
 };
+use crate::Nanos;
 use crate::config::Bound;
 use serde::Deserialize;
 use std::fs::File;
@@ -267,58 +268,16 @@ pub fn read_jsonl(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, Wor
 /// Blank lines and sessions with no sub-request are skipped and do not count. The flat
 /// requests come sorted by arrival (stable).
 pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, WorkloadError> {
-    let file = File::open(path).map_err(|source| WorkloadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mut reader = BufReader::new(file);
+    let mut rows = JsonlRows::open(path, true)?;
     let mut requests = Vec::new();
     let mut sessions = SessionSet::new();
-    let mut session_ids = jsonl_session::SessionIds::default();
-    let mut next_id = 0u64;
-    let mut classes = RequestClasses::default();
-    let mut labelled = false;
     let mut entries = 0usize;
-    let mut raw = Vec::new();
-    let mut line_no = 0u64;
     while limit.is_none_or(|n| entries < n) {
-        line_no += 1;
-        let Some(buf) = next_line(&mut reader, &mut raw, path, line_no)? else {
-            break;
-        };
-        if buf.trim().is_empty() {
-            continue;
+        match rows.next_line()? {
+            Some(JsonlLine::Request(request)) => requests.push(request),
+            Some(JsonlLine::Session(s)) => sessions.add(s.header, s.plan),
+            None => break,
         }
-        match parse_line(buf, path, line_no, next_id)? {
-            Some((request, labels)) => {
-                labelled |= labels
-                    .assign(&mut classes, next_id, 1)
-                    .map_err(|m| WorkloadError::invalid(path, line_no, "goodput_slo", m))?;
-                requests.push(request);
-            }
-            None => {
-                let at = jsonl_session::At {
-                    path,
-                    line: line_no,
-                    first_id: next_id,
-                };
-                match jsonl_session::parse(buf, &at, &mut session_ids)? {
-                    Some((header, plan)) => {
-                        let labels = session_labels(buf, path, line_no)?;
-                        let count = u32::try_from(plan.num_requests()).unwrap_or(u32::MAX);
-                        labelled |= labels
-                            .assign(&mut classes, next_id, count)
-                            .map_err(|m| WorkloadError::invalid(path, line_no, "goodput_slo", m))?;
-                        next_id += plan.num_requests();
-                        sessions.add(header, plan);
-                    }
-                    None => continue,
-                }
-                entries += 1;
-                continue;
-            }
-        }
-        next_id += 1;
         entries += 1;
     }
     if requests.is_empty() && sessions.is_empty() {
@@ -330,51 +289,98 @@ pub fn read_workload(path: &Path, limit: Option<usize>) -> Result<Workload, Work
     Ok(Workload {
         requests,
         sessions,
-        classes: labelled.then_some(classes),
+        classes: rows.classes(),
     })
 }
 
-/// An LLMServingSim JSONL file read a line at a time, in file order: its flat requests (ids
-/// from 0 in file order, as [`read_workload`] gives them when the file has no session), their
-/// labels put into classes when asked.
-pub(super) struct FlatJsonl {
+/// An LLMServingSim JSONL file read an entry at a time, in file order: its flat requests and
+/// sessions, with the ids [`read_workload`] gives them, their labels put into classes when
+/// asked.
+pub(super) struct JsonlRows {
     path: PathBuf,
     reader: BufReader<File>,
     raw: Vec<u8>,
     line_no: u64,
     next_id: u64,
+    session_ids: jsonl_session::SessionIds,
     /// The requests' labels, when kept.
     classes: Option<RequestClasses>,
     labelled: bool,
 }
 
-/// A line of a JSONL file read by [`FlatJsonl`].
-pub(super) enum FlatLine {
+/// An entry of a JSONL file read by [`JsonlRows`].
+pub(super) enum JsonlLine {
     Request(Request),
-    /// A session line (at this line), which [`FlatJsonl`] does not read.
-    Session(u64),
+    Session(SessionLine),
 }
 
-impl FlatJsonl {
+/// A session line: the session's start and its plan (its requests numbered from its first
+/// id when it is added or started).
+#[derive(Debug)]
+pub struct SessionLine {
+    pub(super) header: SessionHeader,
+    pub(super) plan: PlanBuilder,
+}
+
+impl SessionLine {
+    /// The session's start.
+    pub fn arrival_ns(&self) -> Nanos {
+        self.header.arrival_ns
+    }
+
+    /// The id of its first request.
+    pub fn first_id(&self) -> u64 {
+        self.header.first_id
+    }
+
+    /// How many requests it has.
+    pub fn num_requests(&self) -> u64 {
+        self.plan.num_requests()
+    }
+
+    /// About what holding it takes: its requests and plan nodes.
+    pub fn held_bytes(&self) -> usize {
+        self.plan.held_bytes()
+    }
+
+    /// The file line it came from.
+    pub fn line(&self) -> u64 {
+        self.header.line
+    }
+
+    /// Its start moved through `f`.
+    pub fn retime(&mut self, f: impl FnOnce(Nanos) -> Nanos) {
+        self.header.arrival_ns = f(self.header.arrival_ns);
+    }
+
+    /// Its start and plan, to start or add it.
+    pub fn into_parts(self) -> (SessionHeader, PlanBuilder) {
+        (self.header, self.plan)
+    }
+}
+
+impl JsonlRows {
     /// Reads `path`, keeping the requests' labels when `labels`.
-    pub(super) fn open(path: &Path, labels: bool) -> Result<FlatJsonl, WorkloadError> {
+    pub(super) fn open(path: &Path, labels: bool) -> Result<JsonlRows, WorkloadError> {
         let file = File::open(path).map_err(|source| WorkloadError::Io {
             path: path.to_owned(),
             source,
         })?;
-        Ok(FlatJsonl {
+        Ok(JsonlRows {
             path: path.to_owned(),
             reader: BufReader::new(file),
             raw: Vec::new(),
             line_no: 0,
             next_id: 0,
+            session_ids: jsonl_session::SessionIds::default(),
             classes: labels.then(RequestClasses::default),
             labelled: false,
         })
     }
 
-    /// The next non-blank line, or `None` at the end of the file.
-    pub(super) fn next_line(&mut self) -> Result<Option<FlatLine>, WorkloadError> {
+    /// The next entry (blank lines and sessions without a sub-request skipped), or `None` at
+    /// the end of the file.
+    pub(super) fn next_line(&mut self) -> Result<Option<JsonlLine>, WorkloadError> {
         loop {
             self.line_no += 1;
             let (path, line) = (&self.path, self.line_no);
@@ -384,15 +390,36 @@ impl FlatJsonl {
             if text.trim().is_empty() {
                 continue;
             }
-            let Some((request, labels)) = parse_line(text, path, line, self.next_id)? else {
-                return Ok(Some(FlatLine::Session(line)));
+            let id = self.next_id;
+            let (entry, labels, count) = match parse_line(text, path, line, id)? {
+                Some((request, labels)) => (JsonlLine::Request(request), labels, 1),
+                None => {
+                    let at = jsonl_session::At {
+                        path,
+                        line,
+                        first_id: id,
+                    };
+                    let Some((header, plan)) =
+                        jsonl_session::parse(text, &at, &mut self.session_ids)?
+                    else {
+                        continue;
+                    };
+                    let labels = session_labels(text, path, line)?;
+                    let count = plan.num_requests();
+                    (
+                        JsonlLine::Session(SessionLine { header, plan }),
+                        labels,
+                        count,
+                    )
+                }
             };
             if let Some(classes) = &mut self.classes {
-                self.labelled |= (labels.assign(classes, self.next_id, 1))
+                let n = u32::try_from(count).unwrap_or(u32::MAX);
+                self.labelled |= (labels.assign(classes, id, n))
                     .map_err(|m| WorkloadError::invalid(path, line, "goodput_slo", m))?;
             }
-            self.next_id += 1;
-            return Ok(Some(FlatLine::Request(request)));
+            self.next_id += count;
+            return Ok(Some(entry));
         }
     }
 

@@ -12,6 +12,7 @@ pub mod azure;
 mod blocks;
 mod classes;
 mod dataset;
+mod dataset_sessions;
 mod error;
 mod flat;
 mod injection;
@@ -28,14 +29,15 @@ pub use azure::read_azure;
 pub use blocks::PromptBlocks;
 pub use classes::{ClassTargets, Profile, RequestClasses, RequestExtras, RequestProfile};
 pub use dataset::{DatasetFormat, DatasetOptions, detect_format, detected, read_dataset};
+pub use dataset_sessions::DatasetSessions;
 pub use error::{FieldProblem, WorkloadError};
 pub use flat::{
-    DATASET_MEMORY_BYTES, DatasetPlan, DatasetRead, DatasetStream, StreamFailure,
-    read_dataset_within,
+    DATASET_MEMORY_BYTES, DatasetPlan, DatasetRead, DatasetRow, DatasetRows, DatasetStream,
+    StreamFailure, read_dataset_within,
 };
 pub use injection::{Injector, NoInjection};
-pub use jsonl::MAX_TOKENS;
 pub use jsonl::{MAX_TIME_NS, read_jsonl, read_workload};
+pub use jsonl::{MAX_TOKENS, SessionLine};
 pub use jsonl_write::{write_requests_in_order, write_requests_jsonl};
 pub use mooncake::{MOONCAKE_BLOCK_SIZE, read_mooncake};
 pub use trace_scenarios::{TRACE_SCENARIOS, TraceNotFound, TraceScenario, trace_scenario};
@@ -107,34 +109,41 @@ pub struct Request {
     pub prompt_blocks: Option<PromptBlocks>,
 }
 
-/// A request ordered by arrival, then id: the order in which requests enter a run (a whole
-/// read's stable sort of a dataset, a generated workload's stream).
+/// What enters a run at an arrival, ordered by it, then by id (a request's, a session's
+/// first request's).
+pub trait ArrivalKey {
+    /// The arrival, then the id.
+    fn arrival_key(&self) -> (Nanos, u64);
+}
+
+impl ArrivalKey for Request {
+    fn arrival_key(&self) -> (Nanos, u64) {
+        (self.arrival_ns, self.id)
+    }
+}
+
+/// A request (or another arrival) ordered by arrival, then id: the order in which requests
+/// enter a run (a whole read's stable sort of a dataset, a generated workload's stream).
 #[derive(Debug)]
-pub struct ByArrival(pub Request);
+pub struct ByArrival<T = Request>(pub T);
 
-impl ByArrival {
-    fn key(&self) -> (Nanos, u64) {
-        (self.0.arrival_ns, self.0.id)
+impl<T: ArrivalKey> PartialEq for ByArrival<T> {
+    fn eq(&self, other: &ByArrival<T>) -> bool {
+        self.0.arrival_key() == other.0.arrival_key()
     }
 }
 
-impl PartialEq for ByArrival {
-    fn eq(&self, other: &ByArrival) -> bool {
-        self.key() == other.key()
-    }
-}
+impl<T: ArrivalKey> Eq for ByArrival<T> {}
 
-impl Eq for ByArrival {}
-
-impl PartialOrd for ByArrival {
-    fn partial_cmp(&self, other: &ByArrival) -> Option<std::cmp::Ordering> {
+impl<T: ArrivalKey> PartialOrd for ByArrival<T> {
+    fn partial_cmp(&self, other: &ByArrival<T>) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for ByArrival {
-    fn cmp(&self, other: &ByArrival) -> std::cmp::Ordering {
-        self.key().cmp(&other.key())
+impl<T: ArrivalKey> Ord for ByArrival<T> {
+    fn cmp(&self, other: &ByArrival<T>) -> std::cmp::Ordering {
+        self.0.arrival_key().cmp(&other.0.arrival_key())
     }
 }
 

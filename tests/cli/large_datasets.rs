@@ -1,12 +1,14 @@
 //! `--dataset-memory`: a dataset larger than the memory given is read again as the run reaches
-//! its requests, on one thread or two, in arrival order or not, and the run's outputs are
-//! byte-identical to those of the dataset held whole; `generate --dataset` converts such a
+//! its requests (and sessions), on one thread or two, in arrival order or not, and the run's
+//! outputs are byte-identical to those of the dataset held whole; `generate --dataset` converts such a
 //! trace to the same file; the flag applies only to `--dataset`.
 
 use crate::binary;
 
 use binary::{ok, run};
 use std::path::Path;
+
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
 
 /// The CSV, summary JSON and stdout of a run of `dataset` on four instances with `extra`, and
 /// its stderr.
@@ -100,6 +102,108 @@ fn a_dataset_read_as_the_run_goes_gives_the_outputs_of_one_held_whole() {
                     dataset.display()
                 );
             }
+        }
+    }
+}
+
+/// The CSV, summary JSON, sessions CSV and stdout of a run of `dataset` with `extra`, and its
+/// stderr.
+fn session_outputs(dir: &Path, dataset: &Path, extra: &[&str]) -> ([Vec<u8>; 4], String) {
+    let sessions = dir.join("sessions.csv");
+    let mut flags = vec!["--sessions-output", sessions.to_str().unwrap()];
+    flags.extend(extra);
+    let ([csv, json, stdout], stderr) = outputs(dir, dataset, &flags);
+    (
+        [csv, json, std::fs::read(sessions).unwrap(), stdout],
+        stderr,
+    )
+}
+
+/// Agentic sessions and flat requests, in and out of arrival order, run the same read as the
+/// run goes (each session started when its start comes, let go once it has ended) as held
+/// whole: request CSV, summary JSON, sessions CSV and stdout.
+#[test]
+fn a_dataset_with_sessions_read_as_the_run_goes_gives_the_outputs_of_one_held_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = Vec::new();
+    for scenario in ["react-search", "fork-join-research"] {
+        let out = dir.path().join(format!("{scenario}.jsonl"));
+        let path = out.to_str().unwrap();
+        ok(&[
+            "generate",
+            "--scenario",
+            scenario,
+            "--num-requests",
+            "60",
+            "--output",
+            path,
+        ]);
+        lines.extend(
+            std::fs::read_to_string(&out)
+                .unwrap()
+                .lines()
+                .map(str::to_owned),
+        );
+    }
+    let sample = std::fs::read_to_string(SAMPLE).unwrap();
+    lines.extend(sample.lines().take(60).map(str::to_owned));
+    let write = |name: &str, lines: &[String]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        path
+    };
+    // Mixed by a fixed permutation: sessions start out of file order, and before requests
+    // on earlier lines.
+    let n = lines.len();
+    let mixed: Vec<String> = (0..n).map(|k| lines[k * 37 % n].clone()).collect();
+    let mut sorted = mixed.clone();
+    sorted.sort_by_key(|l| {
+        serde_json::from_str::<serde_json::Value>(l).unwrap()["arrival_time_ns"]
+            .as_u64()
+            .unwrap()
+    });
+    let (in_order, out_of_order) = (write("sorted.jsonl", &sorted), write("mixed.jsonl", &mixed));
+    assert!(!arrivals(&out_of_order).is_sorted());
+    let autoscaled = ["--autoscale", "threshold", "--autoscale-max", "6"];
+    let cases: [(&Path, &[&str]); 6] = [
+        (&in_order, &[]),
+        (&out_of_order, &[]),
+        // Arrivals a million times closer: many become equal, and go by id as a whole read
+        // sorts them.
+        (&out_of_order, &["--arrival-speedup", "1000000"]),
+        (&out_of_order, &["--max-in-flight", "5"]),
+        (
+            &out_of_order,
+            &[
+                "--num-reqs",
+                "70",
+                "--request-routing-policy",
+                "round-robin",
+            ],
+        ),
+        (&out_of_order, &autoscaled),
+    ];
+    for (dataset, extra) in cases {
+        let (held, stderr) = session_outputs(dir.path(), dataset, extra);
+        assert!(!stderr.contains("read again"), "{extra:?}: {stderr}");
+        let sessions_run = held[2].iter().filter(|&&b| b == b'\n').count();
+        assert!(sessions_run > 20, "{extra:?}: {sessions_run} sessions");
+        let mut flags = extra.to_vec();
+        flags.extend(["--dataset-memory", "0"]);
+        let (streamed, stderr) = session_outputs(dir.path(), dataset, &flags);
+        assert!(
+            stderr.contains("read again as the run reaches them"),
+            "{flags:?}: {stderr}"
+        );
+        for (what, (a, b)) in ["CSV", "summary JSON", "sessions CSV", "stdout"]
+            .iter()
+            .zip(held.iter().zip(&streamed))
+        {
+            assert!(
+                a == b,
+                "{}, {flags:?}: the {what} differs",
+                dataset.display()
+            );
         }
     }
 }

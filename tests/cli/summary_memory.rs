@@ -8,7 +8,8 @@
 //! so ten times the requests (each carrying 1,200 token ids) peak at about the same memory,
 //! flat requests and sessions alike. Nor does an instance keep a finish time per step of the
 //! whole run: once no live request can name a step, its inter-token gaps are pooled and its
-//! time let go, so ten times the steps peak at about the same memory.
+//! time let go, so ten times the steps peak at about the same memory. A dataset with sessions
+//! too large to hold holds the sessions in flight, not the file's.
 
 use crate::binary;
 
@@ -214,6 +215,53 @@ fn a_generated_workload_with_sessions_is_streamed_not_held() {
     assert!(
         large < small + 24 * 1024,
         "peak RSS {small} KB for 2,000 requests in sessions, {large} KB for 20,000"
+    );
+}
+
+#[test]
+fn a_dataset_with_sessions_too_large_to_hold_holds_the_sessions_in_flight() {
+    // A dataset with sessions beyond --dataset-memory is read as the run goes: a session is
+    // started when its start comes and let go once it has ended. The session spec's workload
+    // written by `generate` (sessions of 5 requests of 1,200 token ids): 2,000 sessions
+    // against 400 peaked +4 MB read as the run goes, +54 MB held whole.
+    if !have_time() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rss = |n: u32| {
+        let spec = session_spec(dir.path(), n);
+        let dataset = dir.path().join(format!("sessions{n}.jsonl"));
+        let out = Command::new(binary::BIN)
+            .args(["generate", "--workload-spec"])
+            .arg(&spec)
+            .arg("--output")
+            .arg(&dataset)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sessions = dir.path().join("sessions.csv");
+        let args = [
+            "--dataset".as_ref(),
+            dataset.as_os_str(),
+            "--dataset-memory".as_ref(),
+            "1".as_ref(),
+            "--no-enable-prefix-caching".as_ref(),
+            "--sessions-output".as_ref(),
+            sessions.as_os_str(),
+        ];
+        let kb = peak_rss_kb_of(dir.path(), &args);
+        let ran = std::fs::read_to_string(&sessions).unwrap().lines().count() - 1;
+        assert_eq!(ran, n as usize);
+        kb
+    };
+    let (small, large) = (rss(400), rss(2_000));
+    assert!(
+        large < small + 16 * 1024,
+        "peak RSS {small} KB for 400 sessions read as the run goes, {large} KB for 2,000"
     );
 }
 

@@ -1,16 +1,19 @@
 //! Datasets too large to hold (`read_dataset_within`, `--dataset-memory`): surveyed once, then
-//! read again as the run goes, giving the requests a whole read gives, in its order when the
-//! file's arrivals are not; held whole when small or with sessions; a file changed between the
+//! read again as the run goes, giving the requests (and sessions) a whole read gives, in its
+//! order when the file's arrivals are not; held whole when small; a file changed between the
 //! readings stops the stream naming the line.
 
 use crate::shared_data;
 
+use blis_cosim::workload::sessions::LiveSessions;
 use blis_cosim::workload::{
-    DatasetFormat, DatasetOptions, DatasetPlan, DatasetRead, Request, Workload, WorkloadError,
-    read_dataset, read_dataset_within,
+    DatasetFormat, DatasetOptions, DatasetPlan, DatasetRead, DatasetRow, DatasetSessions, Request,
+    Workload, WorkloadError, read_dataset, read_dataset_within,
 };
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::Path;
+use std::rc::Rc;
 
 fn file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::NamedTempFile::new().unwrap();
@@ -147,16 +150,76 @@ fn a_dataset_within_the_memory_is_held_whole_as_read_dataset_reads_it() {
     ));
 }
 
+/// What `plan`'s entries read again give, in order: each flat request, and each session as
+/// its first id, start, request count and line.
+fn rows(plan: &DatasetPlan) -> (Vec<Entry>, Option<WorkloadError>) {
+    let rows = plan.rows();
+    let failure = rows.failure();
+    let entries = rows
+        .map(|row| match row {
+            DatasetRow::Request(r) => Entry::Request(r),
+            DatasetRow::Session(s) => {
+                Entry::Session(s.first_id(), s.arrival_ns(), s.num_requests(), s.line())
+            }
+        })
+        .collect();
+    (entries, failure.take())
+}
+
+/// An entry of a dataset as a test compares it.
+#[derive(Debug, PartialEq)]
+enum Entry {
+    Request(Request),
+    Session(u64, u64, u64, u64),
+}
+
+/// The entries of `whole` in the order a run starts them: by arrival, then id.
+fn entries_of(whole: &Workload) -> Vec<Entry> {
+    let requests = whole.requests.iter().cloned().map(Entry::Request);
+    let sessions = (whole.sessions.sessions().iter())
+        .map(|s| Entry::Session(s.first_id, s.arrival_ns, s.llm_nodes.len() as u64, s.line));
+    let mut entries: Vec<Entry> = requests.chain(sessions).collect();
+    entries.sort_by_key(|e| match e {
+        Entry::Request(r) => (r.arrival_ns, r.id),
+        &Entry::Session(id, at, _, _) => (at, id),
+    });
+    entries
+}
+
 #[test]
-fn a_dataset_with_sessions_is_read_whole_at_any_size() {
+fn a_dataset_with_sessions_streams_its_sessions_in_arrival_order() {
+    // Out of file order: the session on line 3 starts before the request on line 2.
     let sessions = file(concat!(
-        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5}\n",
-        "{\"arrival_time_ns\": 9, \"sub_requests\": [{\"input_toks\": 2, \"output_toks\": 2}]}\n",
+        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 5, \"tenant\": \"a\"}\n",
+        "{\"input_toks\": 4, \"output_toks\": 2, \"arrival_time_ns\": 40}\n",
+        "{\"arrival_time_ns\": 9, \"tenant\": \"b\", \"sub_requests\": [",
+        "{\"input_toks\": 2, \"output_toks\": 2, \"tool_duration_ns\": 3}, ",
+        "{\"input_toks\": 5, \"output_toks\": 1}]}\n",
+        "{\"arrival_time_ns\": 9, \"sub_requests\": []}\n",
+        "{\"arrival_time_ns\": 60, \"sub_requests\": [{\"input_toks\": 2, \"output_toks\": 2}]}\n",
     ));
+    for limit in [None, Some(3)] {
+        let (whole, _) =
+            read_dataset(sessions.path(), options(DatasetFormat::Auto, 0), limit).unwrap();
+        let plan = plan(sessions.path(), DatasetFormat::Auto, limit);
+        let (entries, failure) = rows(&plan);
+        assert!(failure.is_none(), "{failure:?}");
+        assert_eq!(entries, entries_of(&whole), "limit {limit:?}");
+        assert_eq!(plan.count, whole.num_requests() as u64);
+        assert_eq!(plan.sessions, whole.sessions.len() as u64);
+        assert_eq!(Some(plan.first_arrival_ns), whole.first_arrival());
+        assert_eq!(Some(plan.last_arrival_ns), whole.last_arrival());
+        assert_eq!(plan.classes, whole.classes);
+    }
+    // Its requests alone are not what the run starts with: read so, the session is a change.
+    let (_, failure) = streamed(&plan(sessions.path(), DatasetFormat::Auto, None));
+    assert!(
+        matches!(failure, Some(WorkloadError::Changed { line: 3, .. })),
+        "{failure:?}"
+    );
+    // Held whole when it fits.
     let (whole, _) = read_dataset(sessions.path(), options(DatasetFormat::Auto, 0), None).unwrap();
-    let held = listed(sessions.path(), DatasetFormat::Auto, 0);
-    assert_eq!(held, whole);
-    assert_eq!(held.sessions.len(), 1);
+    assert_eq!(listed(sessions.path(), DatasetFormat::Auto, 1 << 20), whole);
 }
 
 #[test]
@@ -329,4 +392,50 @@ fn the_public_traces_stream_as_they_read_whole() {
         assert_eq!(requests.len(), whole.requests.len(), "{name}");
         assert!(requests == whole.requests, "{name}: the same requests");
     }
+}
+
+/// The requests `plan`'s entries start a run with, read as a run reads them: its sessions
+/// started as they come, arrivals moved by `retime`, rows in file order when `file_order`
+/// (else in arrival order) and in (moved arrival, id) order when `in_order`.
+fn started(
+    plan: &DatasetPlan,
+    file_order: bool,
+    in_order: bool,
+    retime: fn(u64) -> u64,
+) -> Vec<(u64, u64)> {
+    let rows = match file_order {
+        true => plan.rows_in_file_order(),
+        false => plan.rows(),
+    };
+    let sessions = Rc::new(RefCell::new(LiveSessions::new(None)));
+    let stream = DatasetSessions::new(Box::new(rows), in_order, sessions, Box::new(retime));
+    stream.map(|r| (r.arrival_ns, r.id)).collect()
+}
+
+#[test]
+fn a_dataset_with_sessions_starts_the_run_as_a_whole_read_sorts_it() {
+    // Ids 0 (a session of two requests, the second after its first's tool call), 2, 3 (a
+    // session) and 4, out of arrival order.
+    let jsonl = file(concat!(
+        "{\"arrival_time_ns\": 40, \"sub_requests\": [",
+        "{\"input_toks\": 2, \"output_toks\": 2, \"tool_duration_ns\": 3}, ",
+        "{\"input_toks\": 5, \"output_toks\": 1}]}\n",
+        "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 10}\n",
+        "{\"arrival_time_ns\": 41, \"sub_requests\": [{\"input_toks\": 2, \"output_toks\": 2}]}\n",
+        "{\"input_toks\": 4, \"output_toks\": 2, \"arrival_time_ns\": 30}\n",
+    ));
+    let plan = plan(jsonl.path(), DatasetFormat::Auto, None);
+    // Arrivals kept: by arrival. A session's later request waits for its first's end.
+    let kept = vec![(10, 2), (30, 4), (40, 0), (41, 3)];
+    assert_eq!(started(&plan, false, true, |t| t), kept);
+    // Arrivals 41 times closer (rounded down) all become 0 but the session at 41: by id then.
+    let closer = vec![(0, 0), (0, 2), (0, 4), (1, 3)];
+    assert_eq!(started(&plan, false, false, |t| t / 41), closer);
+    // Taken as in (moved arrival, id) order, the arrival order would leak through.
+    assert_ne!(started(&plan, false, true, |t| t / 41), closer);
+    // Every arrival at one time: file order, which is id order.
+    assert_eq!(
+        started(&plan, true, true, |_| 7),
+        vec![(7, 0), (7, 2), (7, 3), (7, 4)]
+    );
 }

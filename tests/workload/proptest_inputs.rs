@@ -13,7 +13,7 @@ use blis_cosim::workload::spec::{
     Generator, Overrides, WorkloadSpec, generate_workload, write_jsonl,
 };
 use blis_cosim::workload::{
-    DatasetFormat, DatasetOptions, DatasetRead, MAX_TIME_NS, Workload, read_dataset,
+    DatasetFormat, DatasetOptions, DatasetRead, DatasetRow, MAX_TIME_NS, Workload, read_dataset,
     read_dataset_within, read_workload,
 };
 use proptest::prelude::*;
@@ -205,7 +205,8 @@ proptest! {
 
 /// Reads `bytes` as a JSONL dataset whole and within no memory for requests (read again as a
 /// run reads a large one): the same error, or the same workload held, or a stream of the same
-/// requests with the same count, span and labels.
+/// requests and sessions (in the order a run starts them) with the same counts, span and
+/// labels.
 fn check_stream_as_whole(bytes: &[u8]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.jsonl");
@@ -219,24 +220,37 @@ fn check_stream_as_whole(bytes: &[u8]) -> Result<(), TestCaseError> {
     let within = read_dataset_within(&path, options, None).map(|(r, _)| r);
     match (whole, within) {
         (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
-        (Ok(w), Ok(DatasetRead::Listed(held))) => {
-            prop_assert!(w == held);
-            prop_assert!(
-                !w.sessions.is_empty(),
-                "a dataset without sessions held whole"
-            );
-        }
+        (Ok(w), Ok(DatasetRead::Listed(held))) => prop_assert!(w == held),
         (Ok(w), Ok(DatasetRead::Streamed(plan))) => {
-            let stream = plan.requests();
-            let failure = stream.failure();
-            let requests: Vec<_> = stream.collect();
+            let rows = plan.rows();
+            let failure = rows.failure();
+            let (mut requests, mut sessions) = (Vec::new(), Vec::new());
+            for row in rows {
+                match row {
+                    DatasetRow::Request(r) => requests.push(r),
+                    DatasetRow::Session(s) => sessions.push((s.first_id(), s.arrival_ns())),
+                }
+            }
             prop_assert!(failure.take().is_none());
             prop_assert!(requests == w.requests);
-            prop_assert!(w.sessions.is_empty());
-            prop_assert_eq!(plan.count, w.requests.len() as u64);
+            // The sessions in arrival order (then id), as the run starts them.
+            let mut planned: Vec<_> = (w.sessions.sessions().iter())
+                .map(|s| (s.first_id, s.arrival_ns))
+                .collect();
+            planned.sort_by_key(|&(id, at)| (at, id));
+            prop_assert_eq!(sessions, planned);
+            prop_assert_eq!(plan.count, w.num_requests() as u64);
+            prop_assert_eq!(plan.sessions, w.sessions.len() as u64);
             prop_assert_eq!(Some(plan.first_arrival_ns), w.first_arrival());
             prop_assert_eq!(Some(plan.last_arrival_ns), w.last_arrival());
             prop_assert!(plan.classes == w.classes);
+            if w.sessions.is_empty() {
+                let stream = plan.requests();
+                let failure = stream.failure();
+                let flat: Vec<_> = stream.collect();
+                prop_assert!(failure.take().is_none());
+                prop_assert!(flat == w.requests);
+            }
         }
         (a, b) => prop_assert!(false, "whole {:?}, within {:?}", a.err(), b.err()),
     }
@@ -304,8 +318,10 @@ proptest! {
     #[test]
     fn lines_out_of_arrival_order_stream_as_a_whole_read_sorts_them(
         text in dataset_lines(-6..4, false),
+        sessions in dataset_lines(-6..4, true),
     ) {
         check_stream_as_whole(text.as_bytes())?;
+        check_stream_as_whole(sessions.as_bytes())?;
     }
 
     #[test]

@@ -166,6 +166,13 @@ impl PlanBuilder {
         self.requests.len() as u64
     }
 
+    /// About what holding the plan takes: its nodes and requests.
+    pub fn held_bytes(&self) -> usize {
+        let requests = self.requests.iter();
+        let request_bytes = requests.map(|r| size_of::<Request>() + r.heap_bytes());
+        self.nodes.len() * size_of::<PlanNode>() + request_bytes.sum::<usize>()
+    }
+
     /// The node at `index` (one added here).
     pub fn node(&self, index: u32) -> &PlanNode {
         &self.nodes[(index - self.offset) as usize]

@@ -1,7 +1,8 @@
 //! A workload without sessions drawn on a second thread, ahead of the run: a generated one
 //! (the arrival clocks, the length draws and their ChaCha streams) or a dataset read as the run
 //! goes ([`crate::workload::DatasetPlan`]) costs the simulation's thread nothing but taking
-//! each request off a batch.
+//! each request off a batch. A dataset with sessions is read there too, its entries handed
+//! over as read (the sessions are started on the simulation's thread).
 //!
 //! Only a workload whose arrivals are all open-loop requests can be drawn ahead: a session's
 //! later requests depend on the run's completions, so a workload with sessions (conversations,
@@ -19,7 +20,7 @@
 use super::generate::Generator;
 use super::session_stream::SessionStream;
 use crate::Nanos;
-use crate::workload::Request;
+use crate::workload::{DatasetRow, Request};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -34,16 +35,34 @@ pub const BATCH_BYTES: usize = 1 << 20;
 /// Full batches the drawing thread may be ahead of the run before it waits.
 pub const BATCHES_AHEAD: usize = 2;
 
-/// The requests of a workload without sessions, drawn on a thread of `scope` (see the
-/// module); an iterator that gives them in the stream's order.
-pub struct DrawnAhead<'scope> {
+/// What a batch holds beyond itself (token ids, prompt blocks, a session's plan).
+pub trait HeapBytes {
+    /// Bytes held beyond the value itself.
+    fn heap_bytes(&self) -> usize;
+}
+
+impl HeapBytes for Request {
+    fn heap_bytes(&self) -> usize {
+        Request::heap_bytes(self)
+    }
+}
+
+impl HeapBytes for DatasetRow {
+    fn heap_bytes(&self) -> usize {
+        DatasetRow::heap_bytes(self)
+    }
+}
+
+/// The requests of a workload without sessions (or the entries of a dataset), drawn on a
+/// thread of `scope` (see the module); an iterator that gives them in the stream's order.
+pub struct DrawnAhead<'scope, T = Request> {
     /// Full batches, each in reverse order (the next request last); an empty one ends the
     /// stream.
-    batches: Receiver<Vec<Request>>,
+    batches: Receiver<Vec<T>>,
     /// Emptied batches, back to the drawing thread.
-    emptied: Sender<Vec<Request>>,
+    emptied: Sender<Vec<T>>,
     /// The batch being handed out, the next request last.
-    current: Vec<Request>,
+    current: Vec<T>,
     /// Whether the empty batch that ends the stream has come.
     ended: bool,
     /// Requests handed out so far.
@@ -52,7 +71,7 @@ pub struct DrawnAhead<'scope> {
     drawer: Option<ScopedJoinHandle<'scope, ()>>,
 }
 
-impl<'scope> DrawnAhead<'scope> {
+impl<'scope> DrawnAhead<'scope, Request> {
     /// Starts drawing `generator`'s requests (its workload has no sessions), their arrivals
     /// moved by `retime`, on a thread of `scope`.
     pub fn start<'env>(
@@ -65,13 +84,15 @@ impl<'scope> DrawnAhead<'scope> {
             SessionStream::dry(generator, None, Box::new(retime))
         })
     }
+}
 
-    /// Starts taking the requests of the stream `open` gives (made on the drawing thread) on
-    /// a thread of `scope`: any open-loop stream, such as a dataset read as the run goes.
-    pub fn start_from<'env, S: Iterator<Item = Request>>(
+impl<'scope, T: HeapBytes + Send + 'scope> DrawnAhead<'scope, T> {
+    /// Starts taking the items of the stream `open` gives (made on the drawing thread) on a
+    /// thread of `scope`: any open-loop stream, such as a dataset read as the run goes.
+    pub fn start_from<'env, S: Iterator<Item = T>>(
         scope: &'scope Scope<'scope, 'env>,
         open: impl FnOnce() -> S + Send + 'env,
-    ) -> std::io::Result<DrawnAhead<'scope>> {
+    ) -> std::io::Result<DrawnAhead<'scope, T>> {
         let (to_run, batches) = mpsc::sync_channel(BATCHES_AHEAD);
         let (emptied, to_refill) = mpsc::channel();
         let drawer = std::thread::Builder::new()
@@ -115,10 +136,10 @@ impl<'scope> DrawnAhead<'scope> {
     }
 }
 
-impl Iterator for DrawnAhead<'_> {
-    type Item = Request;
+impl<'scope, T: HeapBytes + Send + 'scope> Iterator for DrawnAhead<'scope, T> {
+    type Item = T;
 
-    fn next(&mut self) -> Option<Request> {
+    fn next(&mut self) -> Option<T> {
         if self.current.is_empty() && (self.ended || !self.refill()) {
             return None;
         }
@@ -133,11 +154,11 @@ impl Iterator for DrawnAhead<'_> {
     }
 }
 
-/// Hints that every cache line of `request` is read soon (a hint changes no value).
+/// Hints that every cache line of `item` is read soon (a hint changes no value).
 #[inline(always)]
-fn warm(request: &Request) {
-    let start = std::ptr::from_ref(request).cast::<i8>();
-    for offset in (0..size_of::<Request>()).step_by(64) {
+fn warm<T>(item: &T) {
+    let start = std::ptr::from_ref(item).cast::<i8>();
+    for offset in (0..size_of::<T>()).step_by(64) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch is a hint: it never faults and reads nothing the program sees.
         unsafe {
@@ -151,10 +172,10 @@ fn warm(request: &Request) {
 
 /// The drawing thread: fills batches from `stream` and sends them, reversed, until the
 /// stream ends (then an empty batch) or the run goes away.
-fn draw(
-    mut stream: impl Iterator<Item = Request>,
-    to_run: &SyncSender<Vec<Request>>,
-    to_refill: &Receiver<Vec<Request>>,
+fn draw<T: HeapBytes>(
+    mut stream: impl Iterator<Item = T>,
+    to_run: &SyncSender<Vec<T>>,
+    to_refill: &Receiver<Vec<T>>,
 ) {
     loop {
         let mut batch = to_refill
@@ -172,11 +193,11 @@ fn draw(
 
 /// Fills `batch` from `stream` up to [`BATCH`] requests or [`BATCH_BYTES`] held beyond them,
 /// whichever comes first (at least one request while the stream lasts).
-fn fill(batch: &mut Vec<Request>, stream: &mut impl Iterator<Item = Request>) {
+fn fill<T: HeapBytes>(batch: &mut Vec<T>, stream: &mut impl Iterator<Item = T>) {
     let mut bytes = 0;
     while batch.len() < BATCH && bytes < BATCH_BYTES {
-        let Some(request) = stream.next() else { return };
-        bytes += request.heap_bytes();
-        batch.push(request);
+        let Some(item) = stream.next() else { return };
+        bytes += item.heap_bytes();
+        batch.push(item);
     }
 }
