@@ -197,11 +197,15 @@ def kinds(binary, repo, work, perf):
     sample.write_bytes(b"".join((repo / "examples/sample.jsonl").read_bytes()
                                 .splitlines(keepends=True)[:50]))
     b = str(binary)
+    # Agentic sessions (a ReAct loop's), as `generate` writes them.
+    agentic = work / "agentic.jsonl"
+    subprocess.run([b, "generate", "--scenario", "react-search", "--num-requests", "12",
+                    "--output", str(agentic)], check=True, capture_output=True)
     result = [
-        Kind("jsonl", [sample], lambda p: [b, "--dataset", str(p)]),
+        Kind("jsonl", [sample, agentic], lambda p: [b, "--dataset", str(p)]),
         # The same, read as the run goes (as a dataset above --dataset-memory is), on a second
         # thread.
-        Kind("stream", [sample],
+        Kind("stream", [sample, agentic],
              lambda p: [b, "--dataset", str(p), "--dataset-memory", "0", "--threads", "2"]),
         Kind("spec", sorted((repo / "examples/scenarios").glob("*.yaml")),
              lambda p: [b, "--workload-spec", str(p), "--max-requests", "20000"]),
