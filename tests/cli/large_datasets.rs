@@ -34,6 +34,24 @@ fn outputs(dir: &Path, dataset: &Path, extra: &[&str]) -> ([Vec<u8>; 3], String)
     (files, String::from_utf8(out.stderr).unwrap())
 }
 
+/// Checks that the outputs `names` of a run of `dataset` held whole and read as it goes (with
+/// `flags`) are byte-identical.
+fn assert_same(
+    names: &[&str],
+    held: &[Vec<u8>],
+    streamed: &[Vec<u8>],
+    dataset: &Path,
+    flags: &[&str],
+) {
+    for (what, (a, b)) in names.iter().zip(held.iter().zip(streamed)) {
+        assert!(
+            a == b,
+            "{}, {flags:?}: the {what} differs",
+            dataset.display()
+        );
+    }
+}
+
 /// The arrivals of a JSONL workload, in file order.
 fn arrivals(path: &Path) -> Vec<u64> {
     (std::fs::read_to_string(path).unwrap().lines())
@@ -92,16 +110,8 @@ fn a_dataset_read_as_the_run_goes_gives_the_outputs_of_one_held_whole() {
                 stderr.contains("3000 requests, more than --dataset-memory (0 MiB) holds"),
                 "{flags:?}: {stderr}"
             );
-            for (what, (a, b)) in ["CSV", "summary JSON", "stdout"]
-                .iter()
-                .zip(held.iter().zip(&streamed))
-            {
-                assert!(
-                    a == b,
-                    "{}, {flags:?}: the {what} differs",
-                    dataset.display()
-                );
-            }
+            let names = ["CSV", "summary JSON", "stdout"];
+            assert_same(&names, &held, &streamed, dataset, &flags);
         }
     }
 }
@@ -195,16 +205,8 @@ fn a_dataset_with_sessions_read_as_the_run_goes_gives_the_outputs_of_one_held_wh
             stderr.contains("read again as the run reaches them"),
             "{flags:?}: {stderr}"
         );
-        for (what, (a, b)) in ["CSV", "summary JSON", "sessions CSV", "stdout"]
-            .iter()
-            .zip(held.iter().zip(&streamed))
-        {
-            assert!(
-                a == b,
-                "{}, {flags:?}: the {what} differs",
-                dataset.display()
-            );
-        }
+        let names = ["CSV", "summary JSON", "sessions CSV", "stdout"];
+        assert_same(&names, &held, &streamed, dataset, &flags);
     }
 }
 

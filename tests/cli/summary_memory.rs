@@ -183,17 +183,16 @@ fn session_spec(dir: &Path, n: u32) -> std::path::PathBuf {
     heavy_spec(dir.join(format!("sessions{n}.yaml")), n, 5, follow_up)
 }
 
-/// Peak RSS of a run of the session spec `spec` without prefix caching, writing its sessions.
-fn sessions_peak_rss_kb(dir: &Path, spec: &Path) -> u64 {
+/// Peak RSS of a run of the workload `source` names (its flags) without prefix caching,
+/// writing its sessions to `sessions.csv` in `dir`.
+fn sessions_peak_rss_kb(dir: &Path, source: &[&std::ffi::OsStr]) -> u64 {
     let sessions = dir.join("sessions.csv");
-    let args = [
-        "--workload-spec".as_ref(),
-        spec.as_os_str(),
+    let tail = [
         "--no-enable-prefix-caching".as_ref(),
         "--sessions-output".as_ref(),
         sessions.as_os_str(),
     ];
-    peak_rss_kb_of(dir, &args)
+    peak_rss_kb_of(dir, &[source, &tail[..]].concat())
 }
 
 #[test]
@@ -207,7 +206,7 @@ fn a_generated_workload_with_sessions_is_streamed_not_held() {
     let dir = tempfile::tempdir().unwrap();
     let rss = |n: u32| {
         let spec = session_spec(dir.path(), n);
-        sessions_peak_rss_kb(dir.path(), &spec)
+        sessions_peak_rss_kb(dir.path(), &["--workload-spec".as_ref(), spec.as_os_str()])
     };
     let (small, large) = (rss(400), rss(4_000));
     // 18,000 more requests of 4.8 kB of token ids: +86 MB if they were held (+120 MB
@@ -231,31 +230,23 @@ fn a_dataset_with_sessions_too_large_to_hold_holds_the_sessions_in_flight() {
     let rss = |n: u32| {
         let spec = session_spec(dir.path(), n);
         let dataset = dir.path().join(format!("sessions{n}.jsonl"));
-        let out = Command::new(binary::BIN)
-            .args(["generate", "--workload-spec"])
-            .arg(&spec)
-            .arg("--output")
-            .arg(&dataset)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let sessions = dir.path().join("sessions.csv");
-        let args = [
+        let (spec_arg, dataset_arg) = (spec.to_str().unwrap(), dataset.to_str().unwrap());
+        binary::ok(&[
+            "generate",
+            "--workload-spec",
+            spec_arg,
+            "--output",
+            dataset_arg,
+        ]);
+        let source = [
             "--dataset".as_ref(),
             dataset.as_os_str(),
             "--dataset-memory".as_ref(),
             "1".as_ref(),
-            "--no-enable-prefix-caching".as_ref(),
-            "--sessions-output".as_ref(),
-            sessions.as_os_str(),
         ];
-        let kb = peak_rss_kb_of(dir.path(), &args);
-        let ran = std::fs::read_to_string(&sessions).unwrap().lines().count() - 1;
-        assert_eq!(ran, n as usize);
+        let kb = sessions_peak_rss_kb(dir.path(), &source);
+        let sessions = std::fs::read_to_string(dir.path().join("sessions.csv")).unwrap();
+        assert_eq!(sessions.lines().count() - 1, n as usize);
         kb
     };
     let (small, large) = (rss(400), rss(2_000));
@@ -285,7 +276,7 @@ fn a_long_conversation_holds_the_turn_it_has_reached_not_its_plan() {
             5,
             &follow_up,
         );
-        sessions_peak_rss_kb(dir.path(), &spec)
+        sessions_peak_rss_kb(dir.path(), &["--workload-spec".as_ref(), spec.as_os_str()])
     };
     let (short, long) = (rss(50), rss(1_000));
     assert!(
