@@ -1,7 +1,8 @@
 //! A dataset with sessions read as the run goes: its entries come from the file in arrival
-//! order ([`super::DatasetRows`]); a session is started when its start comes ([`LiveSessions`]: its
-//! first requests join the stream, its later ones are released as earlier ones finish, and it
-//! is let go once it has ended), so that only the sessions in flight are held.
+//! order ([`super::DatasetRows`]); a session is started when its start comes
+//! ([`super::sessions::LiveSessions`]: its first requests join the stream, its later ones are
+//! released as earlier ones finish, and it is let go once it has ended), so that only the
+//! sessions in flight are held.
 //!
 //! The stream gives the requests a whole read starts the run with (the flat requests and the
 //! requests the sessions start with) in the same order (moved arrival, then id), with the same
@@ -39,9 +40,9 @@ pub struct DatasetSessions<'a> {
 
 impl<'a> DatasetSessions<'a> {
     /// The stream of `rows` (a dataset's, [`super::DatasetRows`], read here or on another
-    /// thread), their arrivals moved by `retime`, their sessions started in
-    /// `sessions` (shared with the run's injector and observer, or a dry pass's own);
-    /// `in_order` says whether the rows come in (moved arrival, id) order.
+    /// thread), their arrivals moved by `retime`, their sessions started in `sessions` (shared
+    /// with the run's injector and observer, or a dry pass's own); `in_order` says whether the
+    /// rows come in (moved arrival, id) order.
     pub fn new(
         rows: Box<dyn Iterator<Item = DatasetRow> + 'a>,
         in_order: bool,

@@ -1,7 +1,7 @@
 //! `--dataset-memory`: a dataset larger than the memory given is read again as the run reaches
 //! its requests (and sessions), on one thread or two, in arrival order or not, and the run's
-//! outputs are byte-identical to those of the dataset held whole; `generate --dataset` converts such a
-//! trace to the same file; the flag applies only to `--dataset`.
+//! outputs are byte-identical to those of the dataset held whole; `generate --dataset`
+//! converts such a trace to the same file; the flag applies only to `--dataset`.
 
 use crate::binary;
 

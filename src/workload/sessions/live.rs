@@ -205,8 +205,8 @@ impl<'c> LiveSessions<'c> {
         self.ended.is_empty()
     }
 
-    /// Every session's outcome, by the id of its first request: those ended and those still in flight (cut
-    /// short, or waiting for a request that never finished).
+    /// Every session's outcome, by the id of its first request: those ended and those still
+    /// in flight (cut short, or waiting for a request that never finished).
     pub fn outcomes(&self) -> Vec<SessionOutcome<'_>> {
         let mut by_id: Vec<&(u64, Option<Ended>)> = self.ended.iter().collect();
         // Stable, and already in order where sessions started in id order.
