@@ -118,7 +118,7 @@ impl Iterator for DatasetSessions<'_> {
                     self.count.set(self.count.get() + 1);
                     return Some(r);
                 }
-                DatasetRow::Session(s) => self.start(s),
+                DatasetRow::Session(s) => self.start(*s),
             }
         }
     }

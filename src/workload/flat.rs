@@ -83,7 +83,7 @@ fn survey(
     limit: Option<usize>,
 ) -> Result<DatasetRead, WorkloadError> {
     let mut rows = FlatRows::open(path, options, true)?;
-    let mut kept = Some(Vec::new());
+    let mut kept = Some(Kept::default());
     let mut arrivals = Arrivals::default();
     let (mut count, mut sessions, mut bytes) = (0u64, 0u64, 0usize);
     while limit.is_none_or(|n| arrivals.count < n as u64) {
@@ -95,7 +95,7 @@ fn survey(
         sessions += u64::from(matches!(row, DatasetRow::Session(_)));
         bytes = bytes.saturating_add(row.held_bytes());
         match &mut kept {
-            Some(entries) if bytes <= options.memory_bytes => entries.push(row),
+            Some(entries) if bytes <= options.memory_bytes => entries.add(row),
             _ => kept = None,
         }
     }
@@ -111,7 +111,7 @@ fn survey(
     };
     let classes = rows.classes();
     Ok(match kept {
-        Some(entries) => DatasetRead::Listed(listed(entries, origin_ns, classes)),
+        Some(entries) => DatasetRead::Listed(entries.into_workload(origin_ns, classes)),
         None => DatasetRead::Streamed(DatasetPlan {
             path: path.to_owned(),
             format: options.format,
@@ -128,30 +128,36 @@ fn survey(
     })
 }
 
-/// The workload of the entries a survey kept, as a whole read gives it: the flat requests
-/// (their arrivals counted from `origin_ns`) sorted by arrival, stably, and the sessions in
-/// file order.
-fn listed(entries: Vec<DatasetRow>, origin_ns: Nanos, classes: Option<RequestClasses>) -> Workload {
-    let mut requests = Vec::new();
-    let mut sessions = SessionSet::new();
-    for entry in entries {
-        match entry {
-            DatasetRow::Request(mut r) => {
-                r.arrival_ns -= origin_ns;
-                requests.push(r);
-            }
+/// The entries a survey keeps while they fit: its flat requests and sessions, in file order.
+#[derive(Default)]
+struct Kept {
+    requests: Vec<Request>,
+    sessions: SessionSet,
+}
+
+impl Kept {
+    fn add(&mut self, row: DatasetRow) {
+        match row {
+            DatasetRow::Request(r) => self.requests.push(r),
             DatasetRow::Session(s) => {
                 let (header, plan) = s.into_parts();
-                sessions.add(header, plan);
+                self.sessions.add(header, plan);
             }
         }
     }
-    // Stable: equal arrivals keep file order (a no-op for a file in order).
-    requests.sort_by_key(|r| r.arrival_ns);
-    Workload {
-        requests,
-        sessions,
-        classes,
+
+    /// The workload as a whole read gives it: the flat requests (their arrivals counted from
+    /// `origin_ns`) sorted by arrival, stably, and the sessions in file order.
+    fn into_workload(self, origin_ns: Nanos, classes: Option<RequestClasses>) -> Workload {
+        let mut requests = self.requests;
+        requests.iter_mut().for_each(|r| r.arrival_ns -= origin_ns);
+        // Stable: equal arrivals keep file order (a no-op for a file in order).
+        requests.sort_by_key(|r| r.arrival_ns);
+        Workload {
+            requests,
+            sessions: self.sessions,
+            classes,
+        }
     }
 }
 
@@ -370,11 +376,12 @@ impl Iterator for DatasetStream {
     }
 }
 
-/// An entry of a dataset: a flat request, or a session (of a JSONL file).
+/// An entry of a dataset: a flat request, or a session (of a JSONL file; boxed, so that an
+/// entry takes what a request does).
 #[derive(Debug)]
 pub enum DatasetRow {
     Request(Request),
-    Session(SessionLine),
+    Session(Box<SessionLine>),
 }
 
 impl ArrivalKey for DatasetRow {
@@ -468,7 +475,7 @@ impl FlatRows {
         Ok(match self {
             FlatRows::Jsonl(j) => j.next_line()?.map(|line| match line {
                 JsonlLine::Request(r) => DatasetRow::Request(r),
-                JsonlLine::Session(s) => DatasetRow::Session(s),
+                JsonlLine::Session(s) => DatasetRow::Session(Box::new(s)),
             }),
             FlatRows::Mooncake(m) => m.next_request()?.map(DatasetRow::Request),
             FlatRows::Azure(a) => a.next_request()?.map(DatasetRow::Request),
