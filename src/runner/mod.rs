@@ -334,6 +334,26 @@ struct Streamed<'r> {
     failure: Option<StreamFailure>,
 }
 
+impl<'r> Streamed<'r> {
+    /// The run's stream of `requests` (counted in `listed`), its first request drawn now to
+    /// learn the first arrival.
+    fn starting(
+        mut requests: impl Iterator<Item = Request> + 'r,
+        listed: Rc<Cell<u64>>,
+        last_arrival: Nanos,
+        failure: Option<StreamFailure>,
+    ) -> Streamed<'r> {
+        let first = requests.next();
+        Streamed {
+            first_arrival: first.as_ref().map_or(0, |r| r.arrival_ns),
+            last_arrival,
+            stream: Box::new(first.into_iter().chain(requests)),
+            listed,
+            failure,
+        }
+    }
+}
+
 /// The anomaly watch of a run: detected when shown (`shown`), and for the evaluation's
 /// anomaly counts.
 fn anomaly_watch<'a>(
@@ -394,29 +414,15 @@ fn streamed<'r, 'scope: 'r, 'env: 'r>(
         }
     };
     if plan.sessions == 0 && config.threads.second(plan.count) {
-        let mut ahead = DrawnAhead::start(drawing.scope, generator, move |t| retime.apply(t))
+        let ahead = DrawnAhead::start(drawing.scope, generator, move |t| retime.apply(t))
             .context("starting the thread that draws the workload")?;
         let listed = ahead.counter();
-        let first = ahead.next();
-        return Ok(Streamed {
-            first_arrival: first.as_ref().map_or(0, |r| r.arrival_ns),
-            last_arrival,
-            stream: Box::new(first.into_iter().chain(ahead)),
-            listed,
-            failure: None,
-        });
+        return Ok(Streamed::starting(ahead, listed, last_arrival, None));
     }
     let retimed = Box::new(move |t| retime.apply(t));
-    let mut stream = SessionStream::new(generator, Rc::clone(live), retimed);
+    let stream = SessionStream::new(generator, Rc::clone(live), retimed);
     let listed = stream.counter();
-    let first = stream.next();
-    Ok(Streamed {
-        first_arrival: first.as_ref().map_or(0, |r| r.arrival_ns),
-        last_arrival,
-        stream: Box::new(first.into_iter().chain(stream)),
-        listed,
-        failure: None,
-    })
+    Ok(Streamed::starting(stream, listed, last_arrival, None))
 }
 
 /// The stream of the dataset `plan` surveyed, read again from its file, its arrivals moved as
@@ -499,16 +505,9 @@ fn dataset_with_sessions<'r, 'scope: 'r, 'env: 'r>(
         ),
         false => Box::new(entries),
     };
-    let mut requests = DatasetSessions::new(entries, in_order, Rc::clone(live), moved());
+    let requests = DatasetSessions::new(entries, in_order, Rc::clone(live), moved());
     let listed = requests.counter();
-    let first = requests.next();
-    Ok(Streamed {
-        first_arrival: first.as_ref().map_or(0, |r| r.arrival_ns),
-        last_arrival,
-        stream: Box::new(first.into_iter().chain(requests)),
-        listed,
-        failure,
-    })
+    Ok(Streamed::starting(requests, listed, last_arrival, failure))
 }
 
 /// The latest arrival of the requests a dataset's `entries` start a run with, through the
