@@ -26,6 +26,8 @@ pub const MAX_TIME_NS: u64 = 1_000_000_000_000_000_000;
 struct Line {
     input_toks: Option<serde_json::Value>,
     output_toks: Option<serde_json::Value>,
+    /// `Some(Value::Null)` for a null (a session's is then of the wrong kind).
+    #[serde(default, deserialize_with = "jsonl_session::present")]
     arrival_time_ns: Option<serde_json::Value>,
     #[serde(default)]
     input_tok_ids: Option<Vec<u32>>,
@@ -34,7 +36,7 @@ struct Line {
     #[serde(default)]
     model: Option<serde_json::Value>,
     #[serde(default)]
-    sub_requests: Option<serde_json::Value>,
+    sub_requests: Option<jsonl_session::SubRequests>,
     #[serde(default)]
     tenant: Option<serde_json::Value>,
     #[serde(default)]
@@ -59,30 +61,52 @@ struct Line {
     priority: Option<serde_json::Value>,
     #[serde(default)]
     slo_target_ns: Option<serde_json::Value>,
+    /// A session line's own fields (read by [`jsonl_session::parse`]).
+    #[serde(default)]
+    session_id: Option<serde_json::Value>,
+    #[serde(default)]
+    client: Option<serde_json::Value>,
+    #[serde(default)]
+    deadline_ns: Option<serde_json::Value>,
+}
+
+impl Line {
+    /// Its label fields, taken out.
+    fn take_labels(&mut self) -> LabelFields {
+        LabelFields {
+            tenant: self.tenant.take(),
+            slo_class: self.slo_class.take(),
+            timeout_us: self.timeout_us.take(),
+            slo_target_us: self.slo_target_us.take(),
+            rtt_ms: self.rtt_ms.take(),
+            bandwidth_mbps: self.bandwidth_mbps.take(),
+            goodput_slo: self.goodput_slo.take(),
+            priority: self.priority.take(),
+            slo_target_ns: self.slo_target_ns.take(),
+        }
+    }
+}
+
+/// A line as [`parse_line`] read it: a flat request with its labels, or a session line's
+/// fields and label fields (checked once the session is).
+enum ParsedLine {
+    Request(Request, Labels),
+    Session(jsonl_session::SessionFields, LabelFields),
 }
 
 /// What a line says of its requests beyond their tokens (documented extensions; `generate`
 /// writes them): tenant, SLO class, and the client's timeout, SLO target, network and class
 /// goodput targets.
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default)]
 struct LabelFields {
-    #[serde(default)]
     tenant: Option<serde_json::Value>,
-    #[serde(default)]
     slo_class: Option<serde_json::Value>,
-    #[serde(default)]
     timeout_us: Option<serde_json::Value>,
-    #[serde(default)]
     slo_target_us: Option<serde_json::Value>,
-    #[serde(default)]
     rtt_ms: Option<serde_json::Value>,
-    #[serde(default)]
     bandwidth_mbps: Option<serde_json::Value>,
-    #[serde(default)]
     goodput_slo: Option<serde_json::Value>,
-    #[serde(default)]
     priority: Option<serde_json::Value>,
-    #[serde(default)]
     slo_target_ns: Option<serde_json::Value>,
 }
 
@@ -392,19 +416,21 @@ impl JsonlRows {
             }
             let id = self.next_id;
             let (entry, labels, count) = match parse_line(text, path, line, id)? {
-                Some((request, labels)) => (JsonlLine::Request(request), labels, 1),
-                None => {
+                ParsedLine::Request(request, labels) => (JsonlLine::Request(request), labels, 1),
+                ParsedLine::Session(fields, label_fields) => {
                     let at = jsonl_session::At {
                         path,
                         line,
                         first_id: id,
                     };
                     let Some((header, plan)) =
-                        jsonl_session::parse(text, &at, &mut self.session_ids)?
+                        jsonl_session::parse(fields, &at, &mut self.session_ids)?
                     else {
                         continue;
                     };
-                    let labels = session_labels(text, path, line)?;
+                    let invalid =
+                        |field: &str, problem| WorkloadError::invalid(path, line, field, problem);
+                    let labels = Labels::of(label_fields, invalid)?;
                     let count = plan.num_requests();
                     (
                         JsonlLine::Session(SessionLine { header, plan }),
@@ -461,31 +487,30 @@ fn next_line<'a>(
     Ok(Some(text))
 }
 
-/// The tenant and SLO class of a session line (they apply to all its sub-requests).
-fn session_labels(text: &str, path: &Path, line: u64) -> Result<Labels, WorkloadError> {
+/// Parses line `line` of `path`: a flat request with id `id` and its labels, or a session
+/// line's fields.
+fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<ParsedLine, WorkloadError> {
     let invalid = |field: &str, problem| WorkloadError::invalid(path, line, field, problem);
-    let fields: LabelFields = serde_json::from_str(text).unwrap_or_default();
-    Labels::of(fields, invalid)
-}
-
-/// Parses a flat-request line with id `id` and its labels; `None` for a session line.
-fn parse_line(
-    text: &str,
-    path: &Path,
-    line: u64,
-    id: u64,
-) -> Result<Option<(Request, Labels)>, WorkloadError> {
-    let invalid = |field: &str, problem| WorkloadError::invalid(path, line, field, problem);
-    let parsed: Line = super::lines::parse_object(text, path, line)?;
-    if parsed.sub_requests.is_some() {
-        return Ok(None);
+    let mut parsed: Line = super::lines::parse_object(text, path, line)?;
+    if let Some(sub_requests) = parsed.sub_requests.take() {
+        let labels = parsed.take_labels();
+        let fields = jsonl_session::SessionFields {
+            sub_requests,
+            arrival_time_ns: parsed.arrival_time_ns,
+            session_id: parsed.session_id,
+            model: parsed.model,
+            client: parsed.client,
+            deadline_ns: parsed.deadline_ns,
+        };
+        return Ok(ParsedLine::Session(fields, labels));
     }
+    let label_fields = parsed.take_labels();
     let input =
         token_count(parsed.input_toks, "input_toks", 1).map_err(|m| invalid("input_toks", m))?;
     let output =
         token_count(parsed.output_toks, "output_toks", 1).map_err(|m| invalid("output_toks", m))?;
     let arrival = match parsed.arrival_time_ns {
-        None => {
+        None | Some(serde_json::Value::Null) => {
             return Err(invalid("arrival_time_ns", FieldProblem::Missing));
         }
         Some(v) => time_ns(&v).map_err(|m| invalid("arrival_time_ns", m))?,
@@ -502,20 +527,7 @@ fn parse_line(
         input,
     )
     .map_err(|(field, m)| invalid(&field, m))?;
-    let labels = Labels::of(
-        LabelFields {
-            tenant: parsed.tenant,
-            slo_class: parsed.slo_class,
-            timeout_us: parsed.timeout_us,
-            slo_target_us: parsed.slo_target_us,
-            rtt_ms: parsed.rtt_ms,
-            bandwidth_mbps: parsed.bandwidth_mbps,
-            goodput_slo: parsed.goodput_slo,
-            priority: parsed.priority,
-            slo_target_ns: parsed.slo_target_ns,
-        },
-        invalid,
-    )?;
+    let labels = Labels::of(label_fields, invalid)?;
     let request = Request {
         id,
         line,
@@ -526,7 +538,7 @@ fn parse_line(
         token_ids,
         prompt_blocks: None,
     };
-    Ok(Some((request, labels)))
+    Ok(ParsedLine::Request(request, labels))
 }
 
 /// The optional `model` field.

@@ -20,8 +20,12 @@ use super::jsonl::{model_field, non_negative_int, time_ns, token_count, token_id
 use super::sessions::{PlanBuilder, SessionHeader, Step};
 use super::{FieldProblem, WorkloadError};
 use crate::workload::Request;
-use serde_json::{Map, Value};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, de};
+use serde_json::Value;
 use std::collections::HashMap;
+use std::fmt;
 use std::path::Path;
 
 /// Where a session line is.
@@ -57,25 +61,218 @@ struct Sub {
     fan_out: bool,
 }
 
-/// Parses a session line; `None` when it has no sub-request.
+/// A line's `sub_requests`, read with the line: a list of sub-requests, or `Wrong` (not a
+/// list).
+pub(super) enum SubRequests {
+    List(Vec<SubEntry>),
+    Wrong,
+}
+
+/// One entry of `sub_requests`: an object's fields, or `Wrong` (not an object).
+pub(super) enum SubEntry {
+    Object(Box<SubFields>),
+    Wrong,
+}
+
+/// The fields of a sub-request, each `Some` when the key is there (`Some(Value::Null)` for a
+/// null); unknown keys are ignored. Token ids are read straight into lists, not as values.
+#[derive(Deserialize)]
+pub(super) struct SubFields {
+    #[serde(default, deserialize_with = "present")]
+    tool_duration_ns: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    step: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    depends_on: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    loop_iteration: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    fan_out: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    think: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    tool: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    model: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    input_toks: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    output_toks: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    input_tok_ids: Option<IdList>,
+    #[serde(default, deserialize_with = "present")]
+    output_tok_ids: Option<IdList>,
+}
+
+/// A key that is there, whatever its value (null included).
+pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// A sub-request's token ids: null, a list of ids, or anything else (kept as a value, so that
+/// its error reads as a list of ids read from a value does).
+pub(super) enum IdList {
+    Null,
+    Ids(Vec<u32>),
+    Other(Value),
+}
+
+impl IdList {
+    /// The ids, or the problem of reading `self` as a list of them.
+    fn into_ids(self) -> Result<Option<Vec<u32>>, FieldProblem> {
+        match self {
+            IdList::Null => Ok(None),
+            IdList::Ids(ids) => Ok(Some(ids)),
+            IdList::Other(v) => serde_json::from_value(v).map(Some).map_err(|e| {
+                FieldProblem::Syntax(crate::serde_messages::in_user_terms(&e.to_string()))
+            }),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for IdList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<IdList, D::Error> {
+        struct Ids;
+        impl<'de> Visitor<'de> for Ids {
+            type Value = IdList;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of token ids")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<IdList, E> {
+                Ok(IdList::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<IdList, A::Error> {
+                let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(v) = seq.next_element::<Value>()? {
+                    match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                        Some(id) => ids.push(id),
+                        None => {
+                            // Not an id: the whole list kept as values, for its error.
+                            let mut all: Vec<Value> = ids.into_iter().map(Value::from).collect();
+                            all.push(v);
+                            while let Some(v) = seq.next_element::<Value>()? {
+                                all.push(v);
+                            }
+                            return Ok(IdList::Other(Value::Array(all)));
+                        }
+                    }
+                }
+                Ok(IdList::Ids(ids))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<IdList, E> {
+                Ok(IdList::Other(Value::Bool(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IdList, E> {
+                Ok(IdList::Other(Value::from(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IdList, E> {
+                Ok(IdList::Other(Value::from(v)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<IdList, E> {
+                Ok(IdList::Other(Value::from(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<IdList, E> {
+                Ok(IdList::Other(Value::from(v)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<IdList, A::Error> {
+                Value::deserialize(MapAccessDeserializer::new(map)).map(IdList::Other)
+            }
+        }
+        d.deserialize_any(Ids)
+    }
+}
+
+/// A visitor's methods for the scalars (null included): each is `$wrong`.
+macro_rules! anything_else {
+    ($ty:ty, $wrong:expr) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<$ty, E> {
+            Ok($wrong)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<$ty, E> {
+            Ok($wrong)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<$ty, E> {
+            Ok($wrong)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<$ty, E> {
+            Ok($wrong)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<$ty, E> {
+            Ok($wrong)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<$ty, E> {
+            Ok($wrong)
+        }
+    };
+}
+
+impl<'de> Deserialize<'de> for SubRequests {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SubRequests, D::Error> {
+        struct List;
+        impl<'de> Visitor<'de> for List {
+            type Value = SubRequests;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of sub-requests")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SubRequests, A::Error> {
+                let mut subs = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(sub) = seq.next_element::<SubEntry>()? {
+                    subs.push(sub);
+                }
+                Ok(SubRequests::List(subs))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SubRequests, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(SubRequests::Wrong)
+            }
+            anything_else!(SubRequests, SubRequests::Wrong);
+        }
+        d.deserialize_any(List)
+    }
+}
+
+impl<'de> Deserialize<'de> for SubEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SubEntry, D::Error> {
+        struct Entry;
+        impl<'de> Visitor<'de> for Entry {
+            type Value = SubEntry;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sub-request")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SubEntry, A::Error> {
+                let fields = SubFields::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(SubEntry::Object(Box::new(fields)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SubEntry, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(SubEntry::Wrong)
+            }
+            anything_else!(SubEntry, SubEntry::Wrong);
+        }
+        d.deserialize_any(Entry)
+    }
+}
+
+/// The fields of a session line, as the line's parser read them (absent ones `None`).
+pub(super) struct SessionFields {
+    pub sub_requests: SubRequests,
+    pub arrival_time_ns: Option<Value>,
+    pub session_id: Option<Value>,
+    pub model: Option<Value>,
+    pub client: Option<Value>,
+    pub deadline_ns: Option<Value>,
+}
+
+/// Parses a session line's fields; `None` when it has no sub-request.
 pub(super) fn parse(
-    text: &str,
+    fields: SessionFields,
     at: &At<'_>,
     ids: &mut SessionIds,
 ) -> Result<Option<(SessionHeader, PlanBuilder)>, WorkloadError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        let message = crate::serde_messages::in_user_terms(&e.to_string());
-        at.invalid("(json)", FieldProblem::Syntax(message))
-    })?;
-    let Value::Object(mut obj) = value else {
-        let problem = FieldProblem::WrongKind {
-            expected: "an object",
-            got: None,
-        };
-        return Err(at.invalid("(json)", problem));
-    };
-    let subs = match obj.remove("sub_requests") {
-        Some(Value::Array(subs)) => subs,
+    let subs = match fields.sub_requests {
+        SubRequests::List(subs) => subs,
         _ => {
             let problem = FieldProblem::WrongKind {
                 expected: "a list of sub-requests",
@@ -87,11 +284,11 @@ pub(super) fn parse(
     if subs.is_empty() {
         return Ok(None);
     }
-    let arrival_ns = match obj.remove("arrival_time_ns") {
+    let arrival_ns = match fields.arrival_time_ns {
         None => return Err(at.invalid("arrival_time_ns", FieldProblem::Missing)),
         Some(v) => time_ns(&v).map_err(|m| at.invalid("arrival_time_ns", m))?,
     };
-    let id = match obj.remove("session_id") {
+    let id = match fields.session_id {
         None | Some(Value::Null) => format!("session_{}", at.first_id),
         Some(Value::String(s)) => s,
         Some(other) => {
@@ -107,9 +304,9 @@ pub(super) fn parse(
         return Err(at.invalid("session_id", problem));
     }
     ids.0.insert(id.clone(), at.line);
-    let model = model_field(obj.remove("model")).map_err(|m| at.invalid("model", m))?;
-    let client = model_field(obj.remove("client")).map_err(|m| at.invalid("client", m))?;
-    let deadline_ns = match obj.remove("deadline_ns") {
+    let model = model_field(fields.model).map_err(|m| at.invalid("model", m))?;
+    let client = model_field(fields.client).map_err(|m| at.invalid("client", m))?;
+    let deadline_ns = match fields.deadline_ns {
         None | Some(Value::Null) => None,
         Some(v) => Some(time_ns(&v).map_err(|m| at.invalid("deadline_ns", m))?),
     };
@@ -177,41 +374,53 @@ fn build(subs: Vec<Sub>) -> PlanBuilder {
 /// Sub-request `k` of a session line (`model`: the session's).
 fn parse_sub(
     k: u32,
-    value: Value,
+    entry: SubEntry,
     model: &Option<String>,
     at: &At<'_>,
 ) -> Result<Sub, WorkloadError> {
     let field = |name: &str| format!("sub_requests[{k}].{name}");
     let invalid = |name: &str, problem| at.invalid(field(name), problem);
-    let Value::Object(mut obj) = value else {
+    let SubEntry::Object(sub) = entry else {
         let problem = FieldProblem::WrongKind {
             expected: "an object",
             got: None,
         };
         return Err(at.invalid(format!("sub_requests[{k}]"), problem));
     };
-    let duration_ns = match obj.remove("tool_duration_ns") {
+    let sub = *sub;
+    let duration_ns = match sub.tool_duration_ns {
         None | Some(Value::Null) => 0,
         Some(v) => time_ns(&v).map_err(|m| invalid("tool_duration_ns", m))?,
     };
-    let label = match obj.remove("step") {
+    let label = match sub.step {
         None | Some(Value::Null) => k.to_string(),
         Some(Value::String(s)) => s,
         Some(other) => return Err(invalid("step", FieldProblem::wrong_kind("a string", other))),
     };
-    let depends_on =
-        depends_on(obj.remove("depends_on"), k).map_err(|m| invalid("depends_on", m))?;
-    let iteration =
-        loop_iteration(obj.remove("loop_iteration")).map_err(|m| invalid("loop_iteration", m))?;
-    let fan_out = flag(obj.remove("fan_out")).map_err(|m| invalid("fan_out", m))?;
-    let think = flag(obj.remove("think")).map_err(|m| invalid("think", m))?;
-    let request = match obj.remove("tool") {
+    let depends_on = depends_on(sub.depends_on, k).map_err(|m| invalid("depends_on", m))?;
+    let iteration = loop_iteration(sub.loop_iteration).map_err(|m| invalid("loop_iteration", m))?;
+    let fan_out = flag(sub.fan_out).map_err(|m| invalid("fan_out", m))?;
+    let think = flag(sub.think).map_err(|m| invalid("think", m))?;
+    let tokens = [
+        ("input_toks", sub.input_toks.is_some()),
+        ("output_toks", sub.output_toks.is_some()),
+        ("input_tok_ids", sub.input_tok_ids.is_some()),
+        ("output_tok_ids", sub.output_tok_ids.is_some()),
+    ];
+    let request = match sub.tool {
         Some(tool) => {
-            check_tool(tool, &obj).map_err(|(name, m)| invalid(name, m))?;
+            check_tool(tool, tokens).map_err(|(name, m)| invalid(name, m))?;
             None
         }
         None => {
-            let request = llm_request(&mut obj, model, &field);
+            let fields = LlmFields {
+                model: sub.model,
+                input_toks: sub.input_toks,
+                output_toks: sub.output_toks,
+                input_tok_ids: sub.input_tok_ids,
+                output_tok_ids: sub.output_tok_ids,
+            };
+            let request = llm_request(fields, model, &field);
             Some(request.map_err(|(f, m)| at.invalid(f, m))?)
         }
     };
@@ -275,49 +484,49 @@ fn flag(value: Option<Value>) -> Result<bool, FieldProblem> {
     }
 }
 
-/// A tool sub-request's `tool` is a name, and the rest of it (`obj`) has no tokens; the error
-/// names the field at fault.
-fn check_tool(tool: Value, obj: &Map<String, Value>) -> Result<(), (&'static str, FieldProblem)> {
+/// A tool sub-request's `tool` is a name, and it has no tokens (`tokens`: the token keys
+/// and whether each is there); the error names the field at fault.
+fn check_tool(
+    tool: Value,
+    tokens: [(&'static str, bool); 4],
+) -> Result<(), (&'static str, FieldProblem)> {
     if !tool.is_string() {
         return Err(("tool", FieldProblem::wrong_kind("a tool name", tool)));
     }
-    let tokens = [
-        "input_toks",
-        "output_toks",
-        "input_tok_ids",
-        "output_tok_ids",
-    ];
-    match tokens.into_iter().find(|key| obj.contains_key(*key)) {
-        Some(key) => Err((key, FieldProblem::ToolHasTokens)),
+    match tokens.into_iter().find(|&(_, there)| there) {
+        Some((key, _)) => Err((key, FieldProblem::ToolHasTokens)),
         None => Ok(()),
     }
 }
 
+/// What an LLM sub-request says of its request.
+struct LlmFields {
+    model: Option<Value>,
+    input_toks: Option<Value>,
+    output_toks: Option<Value>,
+    input_tok_ids: Option<IdList>,
+    output_tok_ids: Option<IdList>,
+}
+
 /// The request of an LLM sub-request (id, line and arrival set later).
 fn llm_request(
-    obj: &mut Map<String, Value>,
+    sub: LlmFields,
     model: &Option<String>,
     field: &dyn Fn(&str) -> String,
 ) -> Result<Request, (String, FieldProblem)> {
-    let model = match model_field(obj.remove("model")).map_err(|m| (field("model"), m))? {
+    let model = match model_field(sub.model).map_err(|m| (field("model"), m))? {
         Some(own) => Some(own),
         None => model.clone(),
     };
-    let input = token_count(obj.remove("input_toks"), "input_toks", 1)
-        .map_err(|m| (field("input_toks"), m))?;
-    let output = token_count(obj.remove("output_toks"), "output_toks", 1)
-        .map_err(|m| (field("output_toks"), m))?;
-    let mut id_list = |name: &str| -> Result<Option<Vec<u32>>, (String, FieldProblem)> {
-        match obj.remove(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
-                let message = crate::serde_messages::in_user_terms(&e.to_string());
-                (field(name), FieldProblem::Syntax(message))
-            }),
-        }
+    let input =
+        token_count(sub.input_toks, "input_toks", 1).map_err(|m| (field("input_toks"), m))?;
+    let output =
+        token_count(sub.output_toks, "output_toks", 1).map_err(|m| (field("output_toks"), m))?;
+    let id_list = |ids: Option<IdList>, name: &str| {
+        (ids.map_or(Ok(None), IdList::into_ids)).map_err(|m| (field(name), m))
     };
-    let input_ids = id_list("input_tok_ids")?;
-    let output_ids = id_list("output_tok_ids")?;
+    let input_ids = id_list(sub.input_tok_ids, "input_tok_ids")?;
+    let output_ids = id_list(sub.output_tok_ids, "output_tok_ids")?;
     let token_ids =
         token_ids(input_ids, output_ids, input, output).map_err(|(f, m)| (field(f), m))?;
     Ok(Request {

@@ -199,6 +199,26 @@ fn bad_session_lines_name_the_line_and_field() {
             r#"{"arrival_time_ns": 0, "sub_requests": [{"input_toks": 1, "output_toks": 1}, {"input_toks": 1, "output_toks": 1, "depends_on": [0, 0]}]}"#,
             "sub_requests[1].depends_on: 0 is listed twice",
         ),
+        (
+            r#"{"arrival_time_ns": null, "sub_requests": [{"input_toks": 1, "output_toks": 1}]}"#,
+            "arrival_time_ns: expected an integer, got null",
+        ),
+        (
+            r#"{"arrival_time_ns": 0, "sub_requests": [{"input_toks": 1, "output_toks": 1}, {"tool": "t", "output_tok_ids": null}]}"#,
+            "sub_requests[1].output_tok_ids: a tool sub-request has no tokens",
+        ),
+        (
+            r#"{"arrival_time_ns": 0, "sub_requests": [{"input_toks": 1, "input_toks": 2, "output_toks": 1}]}"#,
+            "sub_requests[0]: duplicate field `input_toks`",
+        ),
+        (
+            r#"{"arrival_time_ns": 0, "sub_requests": [{"input_toks": 3, "output_toks": 1, "input_tok_ids": [1, 2, -3]}]}"#,
+            "sub_requests[0].input_tok_ids: invalid value: integer `-3`, expected u32",
+        ),
+        (
+            r#"{"arrival_time_ns": 0, "sub_requests": [{"input_toks": 3, "output_toks": 1, "output_tok_ids": "abc"}]}"#,
+            "sub_requests[0].output_tok_ids: invalid type: string \"abc\", expected a sequence",
+        ),
     ];
     for (line, expected) in cases {
         let msg = error(&format!("{FLAT}\n{line}\n"));
