@@ -132,6 +132,27 @@ impl IdList {
     }
 }
 
+/// A visitor's methods for booleans, numbers and strings: each gives `$e` of the value `$v`.
+macro_rules! scalars {
+    ($ty:ty, $v:ident => $e:expr) => {
+        fn visit_bool<E: de::Error>(self, $v: bool) -> Result<$ty, E> {
+            Ok($e)
+        }
+        fn visit_i64<E: de::Error>(self, $v: i64) -> Result<$ty, E> {
+            Ok($e)
+        }
+        fn visit_u64<E: de::Error>(self, $v: u64) -> Result<$ty, E> {
+            Ok($e)
+        }
+        fn visit_f64<E: de::Error>(self, $v: f64) -> Result<$ty, E> {
+            Ok($e)
+        }
+        fn visit_str<E: de::Error>(self, $v: &str) -> Result<$ty, E> {
+            Ok($e)
+        }
+    };
+}
+
 impl<'de> Deserialize<'de> for IdList {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<IdList, D::Error> {
         struct Ids;
@@ -161,51 +182,13 @@ impl<'de> Deserialize<'de> for IdList {
                 }
                 Ok(IdList::Ids(ids))
             }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<IdList, E> {
-                Ok(IdList::Other(Value::Bool(v)))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IdList, E> {
-                Ok(IdList::Other(Value::from(v)))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IdList, E> {
-                Ok(IdList::Other(Value::from(v)))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<IdList, E> {
-                Ok(IdList::Other(Value::from(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<IdList, E> {
-                Ok(IdList::Other(Value::from(v)))
-            }
+            scalars!(IdList, v => IdList::Other(Value::from(v)));
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<IdList, A::Error> {
                 Value::deserialize(MapAccessDeserializer::new(map)).map(IdList::Other)
             }
         }
         d.deserialize_any(Ids)
     }
-}
-
-/// A visitor's methods for the scalars (null included): each is `$wrong`.
-macro_rules! anything_else {
-    ($ty:ty, $wrong:expr) => {
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<$ty, E> {
-            Ok($wrong)
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<$ty, E> {
-            Ok($wrong)
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<$ty, E> {
-            Ok($wrong)
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<$ty, E> {
-            Ok($wrong)
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<$ty, E> {
-            Ok($wrong)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<$ty, E> {
-            Ok($wrong)
-        }
-    };
 }
 
 impl<'de> Deserialize<'de> for SubRequests {
@@ -227,7 +210,7 @@ impl<'de> Deserialize<'de> for SubRequests {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(SubRequests::Wrong)
             }
-            anything_else!(SubRequests, SubRequests::Wrong);
+            scalars!(SubRequests, _v => SubRequests::Wrong);
         }
         d.deserialize_any(List)
     }
@@ -249,7 +232,10 @@ impl<'de> Deserialize<'de> for SubEntry {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(SubEntry::Wrong)
             }
-            anything_else!(SubEntry, SubEntry::Wrong);
+            fn visit_unit<E: de::Error>(self) -> Result<SubEntry, E> {
+                Ok(SubEntry::Wrong)
+            }
+            scalars!(SubEntry, _v => SubEntry::Wrong);
         }
         d.deserialize_any(Entry)
     }
