@@ -277,3 +277,51 @@ fn max_in_flight_keeps_n_requests_in_the_cluster() {
     // The first four enter together at the first arrival; the others as room frees.
     assert_eq!(t.values().filter(|&&(a, _)| a == first).count(), 4);
 }
+
+/// Conversations whose turns have folded (finished turns let go, the session's first live id
+/// moved on) and that still wait at the end (a turn timed out behind long batch requests) are
+/// listed with the others, by id. This run panicked once: the outcomes looked the sessions in
+/// flight up by the id they started with.
+#[test]
+fn conversations_still_waiting_at_the_end_are_listed_after_their_turns_fold() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("w.yaml");
+    std::fs::write(
+        &spec,
+        r#"version: "2"
+seed: 7
+aggregate_rate: 12
+horizon: 60000000
+clients:
+  - id: "agents"
+    concurrency: 2
+    think_time_us: 2000000
+    timeout: 20000000
+    input_distribution: {type: constant, params: {value: 1500}}
+    output_distribution: {type: constant, params: {value: 150}}
+  - id: "batch"
+    rate_fraction: 0.4
+    arrival: {process: poisson}
+    input_distribution: {type: constant, params: {value: 1500}}
+    output_distribution: {type: constant, params: {value: 2566}}
+"#,
+    )
+    .unwrap();
+    let sessions = dir.path().join("sessions.csv");
+    ok(&[
+        "--workload-spec",
+        s(&spec),
+        "--sessions-output",
+        s(&sessions),
+    ]);
+    let table = rows(&sessions);
+    let col = |name: &str| table[0].iter().position(|c| c == name).unwrap();
+    let (id, status, calls) = (col("session_id"), col("status"), col("llm_calls"));
+    let listed: Vec<&str> = table[1..].iter().map(|r| r[id].as_str()).collect();
+    assert_eq!(listed, ["agents/0", "agents/1"]);
+    for row in &table[1..] {
+        assert_eq!(row[status], "interrupted", "{row:?}");
+        let done: u32 = row[calls].parse().unwrap();
+        assert!(done > 1, "turns finished before the wait: {row:?}");
+    }
+}

@@ -24,8 +24,8 @@ use std::rc::Rc;
 /// [`LiveSessions`] as the stream, the injector and the observer of one run share them.
 pub type SharedSessions<'c> = Rc<RefCell<LiveSessions<'c>>>;
 
-/// The sessions of a run started so far: those in flight, by the id of their first request,
-/// and the outcome of every one once it has ended. Sessions may start in any order (a
+/// The sessions of a run started so far: those in flight, by the id of their first request
+/// not folded away (a chain's moves on as its turns fold), and the outcome of every one once it has ended. Sessions may start in any order (a
 /// dataset's start in arrival order, not always that of their ids); their outcomes are listed
 /// by id.
 #[derive(Debug, Default)]
@@ -35,8 +35,8 @@ pub struct LiveSessions<'c> {
     /// Whether sessions are kept after they start (a dry pass keeps none).
     keep: bool,
     live: BTreeMap<u64, Live<'c>>,
-    /// One entry per session started: the id of its first request, and its outcome once it
-    /// has ended.
+    /// One entry per session started: the id of its first request when it started, and its
+    /// outcome once it has ended.
     ended: Vec<(u64, Option<Ended>)>,
     ready: Ready,
 }
@@ -208,21 +208,26 @@ impl<'c> LiveSessions<'c> {
     /// Every session's outcome, by the id of its first request: those ended and those still
     /// in flight (cut short, or waiting for a request that never finished).
     pub fn outcomes(&self) -> Vec<SessionOutcome<'_>> {
-        let mut by_id: Vec<&(u64, Option<Ended>)> = self.ended.iter().collect();
+        // In flight by their place among those started: a chain's key in `live` moves on as
+        // it folds, its place does not.
+        let mut in_flight: Vec<Option<&Live<'c>>> = vec![None; self.ended.len()];
+        for live in self.live.values() {
+            in_flight[live.index] = Some(live);
+        }
+        let mut by_id: Vec<usize> = (0..self.ended.len()).collect();
         // Stable, and already in order where sessions started in id order.
-        by_id.sort_by_key(|(first_id, _)| *first_id);
+        by_id.sort_by_key(|&k| self.ended[k].0);
         by_id
             .into_iter()
-            .map(|(first_id, ended)| match ended {
+            .map(|k| match &self.ended[k].1 {
                 Some(e) => SessionOutcome {
                     id: &e.id,
                     client: e.client.as_deref(),
                     ..e.outcome.clone()
                 },
-                None => {
-                    let live = self.live.get(first_id);
-                    live.expect("a session not ended is in flight").outcome()
-                }
+                None => in_flight[k]
+                    .expect("a session not ended is in flight")
+                    .outcome(),
             })
             .collect()
     }
