@@ -6,7 +6,9 @@ a profile bundle), runs the release binary on it under a timeout and an address-
 and reports panics (exit 101 or 'panicked' in stderr), hangs (20 s of CPU time, or 180 s of
 wall time for a run that blocks), memory outliers (peak
 RSS above 2 GB, or killed at the address-space limit) and any other exit but 0 or 1. The
-offending inputs are kept under OUT/<kind>/. Standard library only.
+`stream` kind also runs each mutant held whole and reports any difference in exit status or
+request CSV (a mismatch). The offending inputs are kept under OUT/<kind>/. Standard library
+only.
 """
 
 import json
@@ -86,11 +88,15 @@ def mutate_json(data: bytes, rng: random.Random) -> bytes:
 
 
 class Kind:
-    """An input kind: its base files, how to mutate one and the command that reads it."""
+    """An input kind: its base files, how to mutate one and the command that reads it. With
+    a `twin` (a command that must give the same exit status and output: `command(p, out)` and
+    `twin(p, out)` write the request CSV to `out`), each run also picks one of `flags` for
+    both, and any difference is a finding ('mismatch')."""
 
-    def __init__(self, name, bases, command, mutator=mutate, in_place=False):
+    def __init__(self, name, bases, command, mutator=mutate, in_place=False, twin=None,
+                 flags=([],)):
         self.name, self.bases, self.command, self.mutator = name, bases, command, mutator
-        self.in_place = in_place
+        self.in_place, self.twin, self.flags = in_place, twin, flags
 
 
 def run_one(cmd, cwd):
@@ -126,9 +132,27 @@ def verdict(code, rss, err):
     return None
 
 
+def twin_verdict(kind, target, work, flags, first):
+    """'mismatch' when the twin command's exit status or request CSV differs from the
+    command's (its exit status `first`, its CSV in `work`/twin-a.csv), else None; the twin's
+    own verdict if it has one."""
+    a, b = work / "twin-a.csv", work / "twin-b.csv"
+    b.unlink(missing_ok=True)
+    code_b, rss, err = run_measured(kind.twin(target, b) + flags, work)
+    v = verdict(code_b, rss, err)
+    if v:
+        return v, err
+    if first != code_b:
+        return "mismatch", f"exit {first} against {code_b} ({' '.join(flags)})".encode()
+    if first == 0 and a.read_bytes() != b.read_bytes():
+        return "mismatch", f"request CSVs differ ({' '.join(flags)})".encode()
+    return None, b""
+
+
 def fuzz(kind, minutes, work, out, rng):
     """Fuzzes `kind` for `minutes`; returns counts by verdict."""
-    counts = {"runs": 0, "accepted": 0, "panic": 0, "hang": 0, "memory": 0, "crash": 0}
+    counts = {"runs": 0, "accepted": 0, "panic": 0, "hang": 0, "memory": 0, "crash": 0,
+              "mismatch": 0}
     peak = 0
     deadline = time.monotonic() + 60 * minutes
     keep = out / kind.name
@@ -143,12 +167,19 @@ def fuzz(kind, minutes, work, out, rng):
         target.write_bytes(mutant)
         # Each run starts a fresh process, so RUSAGE_CHILDREN's peak is the largest so far:
         # measure through a wrapper instead (the child's own rusage).
-        code, rss, err = run_measured(kind.command(target), work)
+        flags = list(rng.choice(kind.flags))
+        if kind.twin:
+            (work / "twin-a.csv").unlink(missing_ok=True)
+            code, rss, err = run_measured(kind.command(target, work / "twin-a.csv") + flags, work)
+        else:
+            code, rss, err = run_measured(kind.command(target), work)
+        v = verdict(code, rss, err)
+        if not v and kind.twin:
+            v, err = twin_verdict(kind, target, work, flags, code)
         target.write_bytes(original)
         counts["runs"] += 1
         counts["accepted"] += code == 0
         peak = max(peak, rss)
-        v = verdict(code, rss, err)
         if v:
             counts[v] += 1
             keep.mkdir(parents=True, exist_ok=True)
@@ -168,7 +199,7 @@ def run_measured(cmd, cwd):
         try:
             code, rss, err = run_one(cmd, cwd)
         except OSError as e:
-            code, rss, err = f"cannot run: {e}", 0, b""
+            code, rss, err = f"cannot run: {e}", 0, f"cannot run: {e}".encode()
         os.write(w, json.dumps([code, rss, err[-4000:].decode("utf-8", "replace")]).encode())
         os._exit(0)
     os.close(w)
@@ -204,9 +235,14 @@ def kinds(binary, repo, work, perf):
     result = [
         Kind("jsonl", [sample, agentic], lambda p: [b, "--dataset", str(p)]),
         # The same, read as the run goes (as a dataset above --dataset-memory is), on a second
-        # thread.
+        # thread; its twin holds the file whole, and both must give the same request CSV,
+        # under each replay mode.
         Kind("stream", [sample, agentic],
-             lambda p: [b, "--dataset", str(p), "--dataset-memory", "0", "--threads", "2"]),
+             lambda p, out: [b, "--dataset", str(p), "--dataset-memory", "0", "--threads", "2",
+                             "--output", str(out)],
+             twin=lambda p, out: [b, "--dataset", str(p), "--threads", "1", "--output", str(out)],
+             flags=([], ["--arrival-speedup", "2"], ["--max-in-flight", "5"], ["--num-reqs", "7"],
+                    ["--request-routing-policy", "round-robin"])),
         Kind("spec", sorted((repo / "examples/scenarios").glob("*.yaml")),
              lambda p: [b, "--workload-spec", str(p), "--max-requests", "20000"]),
         Kind("cluster", [cluster], lambda p: [b, "--cluster-config", str(p), "--dataset", str(w)],
@@ -234,11 +270,11 @@ def main():
             if which not in ("all", kind.name):
                 continue
             counts = fuzz(kind, float(minutes), work, out, rng)
-            bad = counts["panic"] + counts["hang"] + counts["memory"] + counts["crash"]
+            bad = sum(counts[k] for k in ("panic", "hang", "memory", "crash", "mismatch"))
             total_bad += bad
             print(f"{kind.name:8} runs {counts['runs']:6} (accepted {counts['accepted']:5})  panics {counts['panic']}  hangs "
                   f"{counts['hang']}  memory>2GB {counts['memory']}  other crashes "
-                  f"{counts['crash']}  peak RSS {counts['peak_rss_mb']} MB", flush=True)
+                  f"{counts['crash']}  mismatches {counts['mismatch']}  peak RSS {counts['peak_rss_mb']} MB", flush=True)
         if perf is None and which in ("all", "profile"):
             print("profile  skipped: no ../shared/data/llmservingsim/profiler/perf")
     if total_bad:
