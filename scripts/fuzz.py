@@ -6,8 +6,8 @@ a profile bundle), runs the release binary on it under a timeout and an address-
 and reports panics (exit 101 or 'panicked' in stderr), hangs (20 s of CPU time, or 180 s of
 wall time for a run that blocks), memory outliers (peak
 RSS above 2 GB, or killed at the address-space limit) and any other exit but 0 or 1. The
-`stream` kind also runs each mutant held whole and reports any difference in exit status or
-request CSV (a mismatch). The offending inputs are kept under OUT/<kind>/. Standard library
+`stream` kind also runs each mutant held whole, and the `spec` kind on one thread as well as
+two, and reports any difference in exit status or request CSV (a mismatch). The offending inputs are kept under OUT/<kind>/. Standard library
 only.
 """
 
@@ -243,8 +243,12 @@ def kinds(binary, repo, work, perf):
              twin=lambda p, out: [b, "--dataset", str(p), "--threads", "1", "--output", str(out)],
              flags=([], ["--arrival-speedup", "2"], ["--max-in-flight", "5"], ["--num-reqs", "7"],
                     ["--request-routing-policy", "round-robin"])),
+        # Drawn on a second thread and on one: the same request CSV.
         Kind("spec", sorted((repo / "examples/scenarios").glob("*.yaml")),
-             lambda p: [b, "--workload-spec", str(p), "--max-requests", "20000"]),
+             lambda p, out: [b, "--workload-spec", str(p), "--max-requests", "20000",
+                             "--threads", "2", "--output", str(out)],
+             twin=lambda p, out: [b, "--workload-spec", str(p), "--max-requests", "20000",
+                                  "--threads", "1", "--output", str(out)]),
         Kind("cluster", [cluster], lambda p: [b, "--cluster-config", str(p), "--dataset", str(w)],
              mutate_json),
     ]

@@ -6,7 +6,8 @@
 # the release binary on each mutant under a 20 s CPU-time limit (and 180 s of wall time, so that
 # a run starved by a loaded machine is not a hang) and an 8 GB address-space limit, and reports
 # panics, hangs, runs above 2 GB peak RSS and other crashes; a mutant read as the run goes that
-# gives another exit status or request CSV than the same file held whole is a mismatch.
+# gives another exit status or request CSV than the same file held whole, or a spec than on one
+# thread, is a mismatch.
 #   scripts/fuzz.sh MINUTES [jsonl|stream|spec|cluster|profile|all]
 #   FUZZ_SEED=7 FUZZ_OUT=/tmp/findings scripts/fuzz.sh 10
 # Exits 1 when it found anything; the offending inputs and their stderr are kept in FUZZ_OUT
