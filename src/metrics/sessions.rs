@@ -39,6 +39,8 @@ pub struct SessionSummary {
     pub complete: u64,
     /// Sessions cut short by the horizon.
     pub interrupted: u64,
+    /// Sessions cancelled: an LLM call of theirs ended unserved (timed out, rejected, shed).
+    pub cancelled: u64,
     /// First arrival to last completion, over complete sessions.
     pub e2e: LatencyStats,
     /// Critical path length, over complete sessions.
@@ -82,7 +84,11 @@ impl SessionSummary {
         SessionSummary {
             sessions: outcomes.len() as u64,
             complete: complete.len() as u64,
-            interrupted: (outcomes.len() - complete.len()) as u64,
+            interrupted: outcomes
+                .iter()
+                .filter(|o| !o.complete && !o.cancelled)
+                .count() as u64,
+            cancelled: outcomes.iter().filter(|o| o.cancelled).count() as u64,
             e2e: stats(&e2e),
             critical_path: stats(&critical),
             tool_wait: stats(&tool),
@@ -138,6 +144,7 @@ impl SessionSummary {
         m.insert("num_sessions".into(), self.sessions.into());
         m.insert("completed_sessions".into(), self.complete.into());
         m.insert("interrupted_sessions".into(), self.interrupted.into());
+        m.insert("cancelled_sessions".into(), self.cancelled.into());
         for (_, key, s) in self.sections() {
             m.insert(format!("mean_{key}_ms"), s.mean_ms.into());
             m.insert(format!("median_{key}_ms"), s.median_ms.into());
@@ -182,6 +189,7 @@ impl fmt::Display for SessionSummary {
         line(f, "Sessions:", &self.sessions)?;
         line(f, "Completed sessions:", &self.complete)?;
         line(f, "Interrupted sessions (horizon):", &self.interrupted)?;
+        line(f, "Cancelled sessions (a call unserved):", &self.cancelled)?;
         let calls = format!("{} / {}", self.llm_calls, self.planned_llm_calls);
         line(f, "LLM calls finished / planned:", &calls)?;
         line(f, "Tool calls:", &self.tool_calls)?;
@@ -230,10 +238,10 @@ pub fn prepare_sessions_csv(
         text.push(b',');
         push_text_field(&mut text, o.client.unwrap_or(""));
         text.push(b',');
-        text.extend_from_slice(if o.complete {
-            b"complete"
-        } else {
-            b"interrupted"
+        text.extend_from_slice(match (o.complete, o.cancelled) {
+            (true, _) => b"complete",
+            (false, true) => b"cancelled",
+            (false, false) => b"interrupted",
         });
         for value in [
             o.arrival_ns,

@@ -3,6 +3,7 @@
 //! [`Injector`]; the engine calls it for every finished request (see `engine/inject.rs` for
 //! the order released requests join the run in).
 
+use crate::Nanos;
 use crate::metrics::RequestRecord;
 use crate::workload::Request;
 
@@ -17,6 +18,10 @@ pub trait Injector {
     /// instance under disaggregation). Appends to `out`
     /// the requests this releases, each with `arrival_ns >= record.end_ns`.
     fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>);
+
+    /// Request `id` ended at `at` without being served (timed out, rejected, shed, expired,
+    /// dropped by a drain): it releases nothing. Ignored unless implemented.
+    fn request_dropped(&mut self, _id: u64, _at: Nanos) {}
 
     /// Whether it may release a request at all: by default, when it lists some
     /// ([`Injector::deferred`]).

@@ -278,12 +278,12 @@ fn max_in_flight_keeps_n_requests_in_the_cluster() {
     assert_eq!(t.values().filter(|&&(a, _)| a == first).count(), 4);
 }
 
-/// Conversations whose turns have folded (finished turns let go, the session's first live id
-/// moved on) and that still wait at the end (a turn timed out behind long batch requests) are
-/// listed with the others, by id. This run panicked once: the outcomes looked the sessions in
-/// flight up by the id they started with.
+/// A conversation whose turn times out (behind long batch requests) after earlier turns
+/// finished and were folded away is cancelled there: no later turn is sent, its end is the
+/// timeout, and the sessions are listed by id. (Such a session once waited for its turn to the
+/// end of the run, and the run panicked listing it.)
 #[test]
-fn conversations_still_waiting_at_the_end_are_listed_after_their_turns_fold() {
+fn a_conversation_whose_turn_times_out_is_cancelled_after_its_turns_fold() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("w.yaml");
     std::fs::write(
@@ -319,9 +319,78 @@ clients:
     let (id, status, calls) = (col("session_id"), col("status"), col("llm_calls"));
     let listed: Vec<&str> = table[1..].iter().map(|r| r[id].as_str()).collect();
     assert_eq!(listed, ["agents/0", "agents/1"]);
+    let e2e = col("e2e_latency");
     for row in &table[1..] {
-        assert_eq!(row[status], "interrupted", "{row:?}");
+        assert_eq!(row[status], "cancelled", "{row:?}");
         let done: u32 = row[calls].parse().unwrap();
-        assert!(done > 1, "turns finished before the wait: {row:?}");
+        assert!(done > 1, "turns finished before the timeout: {row:?}");
+        let e2e_ns: u64 = row[e2e].parse().unwrap();
+        assert!(e2e_ns > 20_000_000_000, "it ends at the timeout: {row:?}");
     }
+}
+
+/// A session whose call times out is cancelled at the timeout, and what waits on the call is
+/// never sent: held whole (its plan in the registry) and read as the run goes (started on the
+/// way) alike; the summary counts it as cancelled, not interrupted.
+#[test]
+fn a_session_whose_call_times_out_is_cancelled_and_sends_nothing_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("w.jsonl");
+    let mut text = String::from(concat!(
+        r#"{"session_id": "agent", "arrival_time_ns": 0, "timeout_us": 30000, "sub_requests": ["#,
+        r#"{"input_toks": 10, "output_toks": 2, "tool_duration_ns": 1000000000}, "#,
+        r#"{"input_toks": 10, "output_toks": 2}, {"input_toks": 10, "output_toks": 2}]}"#,
+        "\n"
+    ));
+    for k in 0..60 {
+        let at = 500_000_000 + k * 1000;
+        text += &format!(
+            "{{\"input_toks\": 4000, \"output_toks\": 2000, \"arrival_time_ns\": {at}}}\n"
+        );
+    }
+    std::fs::write(&data, text).unwrap();
+    let mut tables = Vec::new();
+    for memory in ["64", "0"] {
+        let (sessions, requests) = (dir.path().join("s.csv"), dir.path().join("r.csv"));
+        let summary = dir.path().join("summary.json");
+        ok(&[
+            "--dataset",
+            s(&data),
+            "--dataset-memory",
+            memory,
+            "--sessions-output",
+            s(&sessions),
+            "--output",
+            s(&requests),
+            "--summary-json",
+            s(&summary),
+        ]);
+        let table = rows(&sessions);
+        let row = &table[1];
+        let col = |name: &str| table[0].iter().position(|c| c == name).unwrap();
+        assert_eq!(row[col("status")], "cancelled", "{row:?}");
+        assert_eq!(row[col("llm_calls")], "1", "{row:?}");
+        // The second call was sent when the first had ended and the tool had run, and
+        // timed out 30 ms later.
+        let first = &timing(&rows(&requests))[&0];
+        let end: u64 = row[col("end_time")].parse().unwrap();
+        assert_eq!(end, first.1 + 1_000_000_000 + 30_000_000, "{row:?}");
+        let sent: Vec<Vec<String>> = (rows(&requests).into_iter().skip(1))
+            .filter(|r| r.iter().any(|c| c == "agent"))
+            .collect();
+        assert_eq!(sent.len(), 1, "only the first call finished: {sent:?}");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        let counts = &json["sessions"];
+        assert_eq!(
+            (
+                counts["cancelled_sessions"].as_u64(),
+                counts["interrupted_sessions"].as_u64()
+            ),
+            (Some(1), Some(0)),
+            "{counts}"
+        );
+        tables.push(table);
+    }
+    assert_eq!(tables[0], tables[1], "held whole and read as the run goes");
 }

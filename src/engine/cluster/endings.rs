@@ -152,6 +152,9 @@ impl<'r> Cluster<'r> {
         match ending {
             Ending::Completed(k) => self.complete(k, s)?,
             unserved => {
+                if let Some(injector) = s.injector.as_deref_mut() {
+                    injector.request_dropped(id, self.now);
+                }
                 if let Some((request, why)) = unserved.unserved() {
                     self.effects.push(Effect::Unserved { request, why });
                 }

@@ -15,6 +15,7 @@ use super::fold::Folded;
 use super::outcome::outcome_of;
 use super::registry::{Ready, SessionRun, fresh_timing, fresh_timings};
 use super::{NodeKind, NodeTiming, PlanBuilder, SessionHeader, SessionOutcome, SessionPlan, Tail};
+use crate::Nanos;
 use crate::metrics::RequestRecord;
 use crate::workload::{Injector, Request, RequestClasses};
 use std::cell::RefCell;
@@ -206,7 +207,7 @@ impl<'c> LiveSessions<'c> {
     }
 
     /// Every session's outcome, by the id of its first request: those ended and those still
-    /// in flight (cut short, or waiting for a request that never finished).
+    /// in flight (none once every request of the run has ended, finished or unserved).
     pub fn outcomes(&self) -> Vec<SessionOutcome<'_>> {
         // In flight by their place among those started: a chain's key in `live` moves on as
         // it folds, its place does not.
@@ -256,6 +257,19 @@ impl Injector for SharedSessions<'_> {
         };
         live.running = live.running - 1 + released;
         live.finished += 1;
+        sessions.end_if_done(live);
+    }
+
+    fn request_dropped(&mut self, id: u64, at: Nanos) {
+        let mut sessions = self.borrow_mut();
+        let Some((mut live, node)) = sessions.take(id) else {
+            return;
+        };
+        let mut run = sessions.run(&live.plan, &live.requests, &mut live.nodes);
+        run.request_dropped(node, at);
+        // What waits on it never starts: nothing more is drawn either.
+        live.tail = None;
+        live.running -= 1;
         sessions.end_if_done(live);
     }
 }

@@ -15,8 +15,12 @@ pub struct SessionOutcome<'a> {
     pub arrival_ns: Nanos,
     /// Latest end of a finished step (the start when none finished), ns.
     pub end_ns: Nanos,
-    /// Every step finished; otherwise the deadline (horizon) interrupted it.
+    /// Every step finished; otherwise the deadline (horizon) interrupted it, or it was
+    /// cancelled.
     pub complete: bool,
+    /// An LLM call of it ended without being served (timed out, rejected, shed): what waited
+    /// on the call never started.
+    pub cancelled: bool,
     /// LLM calls finished.
     pub llm_calls: u32,
     /// LLM calls planned.
@@ -74,6 +78,7 @@ pub(super) fn outcome_of<'p>(plan: &'p SessionPlan, timings: &[NodeTiming]) -> S
         arrival_ns: plan.arrival_ns,
         end_ns: plan.arrival_ns,
         complete: true,
+        cancelled: false,
         llm_calls: 0,
         llm_planned: plan.llm_nodes.len() as u32,
         tool_calls: 0,
@@ -87,12 +92,18 @@ pub(super) fn outcome_of<'p>(plan: &'p SessionPlan, timings: &[NodeTiming]) -> S
     };
     // The node that ends the session: the latest end, the first such node on ties.
     let mut last: Option<(Nanos, u32)> = None;
+    // The latest end of a call left unserved (a cancelled session ends there, if later).
+    let mut unserved_end = plan.arrival_ns;
     for (n, node) in plan.nodes.iter().enumerate() {
         let t = timings[n];
         out.fan_out_planned += u32::from(node.fan_out);
         let started = matches!(t.status, NodeStatus::Running | NodeStatus::Done);
         if started && let Some(i) = node.iteration {
             out.loop_iterations = out.loop_iterations.max(i + 1);
+        }
+        if t.status == NodeStatus::Unserved {
+            out.cancelled = true;
+            unserved_end = unserved_end.max(t.end_ns);
         }
         if t.status != NodeStatus::Done {
             out.complete = false;
@@ -111,10 +122,11 @@ pub(super) fn outcome_of<'p>(plan: &'p SessionPlan, timings: &[NodeTiming]) -> S
             last = Some((t.end_ns, n as u32));
         }
     }
+    out.end_ns = unserved_end;
     let Some((end, n)) = last else {
         return out;
     };
-    out.end_ns = end;
+    out.end_ns = end.max(unserved_end);
     (out.critical_path_ns, out.critical_path_llm_ns) = critical_path(plan, timings, n);
     out
 }

@@ -18,6 +18,9 @@ pub enum NodeStatus {
     Done,
     /// Would have started at or after the session's deadline: never started.
     Cut,
+    /// An LLM call that ended without being served (timed out, rejected, shed): what waits
+    /// on it never starts, and the session is cancelled.
+    Unserved,
 }
 
 /// The timing of one node.
@@ -166,6 +169,12 @@ impl Injector for SessionRegistry<'_> {
         let released = run.request_finished(node, record, ready, out);
         self.released += released;
     }
+
+    fn request_dropped(&mut self, id: u64, at: Nanos) {
+        if let Some((s, node)) = self.set.locate(id) {
+            self.run(s).0.request_dropped(node, at);
+        }
+    }
 }
 
 /// One session being run: its plan, the requests of its LLM nodes (a node's `request`
@@ -218,6 +227,15 @@ impl SessionRun<'_> {
         state.start_ns = sent;
         self.finish(node, received, ready);
         self.run_ready(ready, out)
+    }
+
+    /// The request of LLM node `node` ended at `at` without being served: the node is
+    /// unserved, and nothing waiting on it starts.
+    pub fn request_dropped(&mut self, node: u32, at: Nanos) {
+        let state = &mut self.nodes[node as usize];
+        debug_assert_eq!(state.status, NodeStatus::Running, "a released request ends");
+        state.status = NodeStatus::Unserved;
+        state.end_ns = at;
     }
 
     /// Marks node `node` done at `end` and readies the children it was the last parent of.
