@@ -26,9 +26,9 @@ use std::rc::Rc;
 pub type SharedSessions<'c> = Rc<RefCell<LiveSessions<'c>>>;
 
 /// The sessions of a run started so far: those in flight, by the id of their first request
-/// not folded away (a chain's moves on as its turns fold), and the outcome of every one once it has ended. Sessions may start in any order (a
-/// dataset's start in arrival order, not always that of their ids); their outcomes are listed
-/// by id.
+/// not folded away (a chain's moves on as its turns fold), and the outcome of every one once
+/// it has ended. Sessions may start in any order (a dataset's start in arrival order, not
+/// always that of their ids); their outcomes are listed by id.
 #[derive(Debug, Default)]
 pub struct LiveSessions<'c> {
     /// Each request's client profile (its network), when the workload names clients.

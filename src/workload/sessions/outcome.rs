@@ -13,7 +13,7 @@ pub struct SessionOutcome<'a> {
     pub client: Option<&'a str>,
     /// Start (arrival of its root steps), ns.
     pub arrival_ns: Nanos,
-    /// Latest end of a finished step (the start when none finished), ns.
+    /// Latest end of a finished step or of a call left unserved (the start when none), ns.
     pub end_ns: Nanos,
     /// Every step finished; otherwise the deadline (horizon) interrupted it, or it was
     /// cancelled.
