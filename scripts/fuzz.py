@@ -242,7 +242,10 @@ def kinds(binary, repo, work, perf):
                              "--output", str(out)],
              twin=lambda p, out: [b, "--dataset", str(p), "--threads", "1", "--output", str(out)],
              flags=([], ["--arrival-speedup", "2"], ["--max-in-flight", "5"], ["--num-reqs", "7"],
-                    ["--request-routing-policy", "round-robin"])),
+                    ["--request-routing-policy", "round-robin"],
+                    # a control plane that drops requests (sessions cancelled on the way)
+                    ["--policy-config", str(repo / "examples/policy/protect-critical.yaml")],
+                    ["--cluster-config", str(repo / "examples/policy-search/cluster-4xh100.json")])),
         # Drawn on a second thread and on one: the same request CSV.
         Kind("spec", sorted((repo / "examples/scenarios").glob("*.yaml")),
              lambda p, out: [b, "--workload-spec", str(p), "--max-requests", "20000",
