@@ -373,40 +373,34 @@ fn parse_sub(
         };
         return Err(at.invalid(format!("sub_requests[{k}]"), problem));
     };
-    let sub = *sub;
-    let duration_ns = match sub.tool_duration_ns {
+    let mut sub = *sub;
+    let duration_ns = match sub.tool_duration_ns.take() {
         None | Some(Value::Null) => 0,
         Some(v) => time_ns(&v).map_err(|m| invalid("tool_duration_ns", m))?,
     };
-    let label = match sub.step {
+    let label = match sub.step.take() {
         None | Some(Value::Null) => k.to_string(),
         Some(Value::String(s)) => s,
         Some(other) => return Err(invalid("step", FieldProblem::wrong_kind("a string", other))),
     };
-    let depends_on = depends_on(sub.depends_on, k).map_err(|m| invalid("depends_on", m))?;
-    let iteration = loop_iteration(sub.loop_iteration).map_err(|m| invalid("loop_iteration", m))?;
-    let fan_out = flag(sub.fan_out).map_err(|m| invalid("fan_out", m))?;
-    let think = flag(sub.think).map_err(|m| invalid("think", m))?;
+    let depends_on = depends_on(sub.depends_on.take(), k).map_err(|m| invalid("depends_on", m))?;
+    let iteration =
+        loop_iteration(sub.loop_iteration.take()).map_err(|m| invalid("loop_iteration", m))?;
+    let fan_out = flag(sub.fan_out.take()).map_err(|m| invalid("fan_out", m))?;
+    let think = flag(sub.think.take()).map_err(|m| invalid("think", m))?;
     let tokens = [
         ("input_toks", sub.input_toks.is_some()),
         ("output_toks", sub.output_toks.is_some()),
         ("input_tok_ids", sub.input_tok_ids.is_some()),
         ("output_tok_ids", sub.output_tok_ids.is_some()),
     ];
-    let request = match sub.tool {
+    let request = match sub.tool.take() {
         Some(tool) => {
             check_tool(tool, tokens).map_err(|(name, m)| invalid(name, m))?;
             None
         }
         None => {
-            let fields = LlmFields {
-                model: sub.model,
-                input_toks: sub.input_toks,
-                output_toks: sub.output_toks,
-                input_tok_ids: sub.input_tok_ids,
-                output_tok_ids: sub.output_tok_ids,
-            };
-            let request = llm_request(fields, model, &field);
+            let request = llm_request(sub, model, &field);
             Some(request.map_err(|(f, m)| at.invalid(f, m))?)
         }
     };
@@ -485,18 +479,9 @@ fn check_tool(
     }
 }
 
-/// What an LLM sub-request says of its request.
-struct LlmFields {
-    model: Option<Value>,
-    input_toks: Option<Value>,
-    output_toks: Option<Value>,
-    input_tok_ids: Option<IdList>,
-    output_tok_ids: Option<IdList>,
-}
-
-/// The request of an LLM sub-request (id, line and arrival set later).
+/// The request of an LLM sub-request (its fields `sub`; id, line and arrival set later).
 fn llm_request(
-    sub: LlmFields,
+    sub: SubFields,
     model: &Option<String>,
     field: &dyn Fn(&str) -> String,
 ) -> Result<Request, (String, FieldProblem)> {
