@@ -14,6 +14,15 @@ last request's end, as LLMServingSim prints its throughput.
   scripts/lss2_setups.py --lss DIR                     # ours at --vllm-version 0.13 --enforce-eager
   scripts/lss2_setups.py --lss DIR -- --pd-flow lmcache  # other flags for every simulation
   scripts/lss2_setups.py --lss DIR --bin PATH          # another binary
+  scripts/lss2_setups.py --lss DIR --attention-overheads  # what its attention prices carry
+
+`--attention-overheads` simulates nothing: for each attention table of the release
+(`llm_profile/perf_models/<GPU>/<model>/tp<N>/`), it prints what LLMServingSim's simulator reads
+for attention (`predictions/attn_{decode,prefill}_predictions.csv`, which its runs load unless
+`--enable-attn-prediction`) over the kernel times measured at the same shape (`attention.csv`):
+the median ratio, its 5-95 % range and the shapes compared. The predictor writes its
+predictions times `--decode-overhead` and `--prefill-overhead`
+(`llm_profile/profiler/predictor/main.py`), so a ratio far from 1 is a multiplier set by hand.
 
 DIR is a checkout of LLMServingSim at its 2.0 release (commit 9e3f0ec; it holds
 `evaluation/validation/` and `dataset/`), or a bare git mirror of its repository, read at that
@@ -43,6 +52,16 @@ SETUPS = [
     ("TPU-v6e-1", "SD", "llama"),
 ]
 METRICS = ["mean TTFT (ms)", "mean TPOT (ms)", "req/s"]
+# The release's attention tables: measured kernel times and the simulator's predictions.
+PERF = "llm_profile/perf_models"
+ATTENTION_TABLES = [
+    "A6000/meta-llama/Llama-3.1-8B/tp1", "A6000/meta-llama/Llama-3.1-8B/tp2",
+    "A6000/microsoft/Phi-mini-MoE-instruct/tp1", "A6000/microsoft/Phi-mini-MoE-instruct/tp2",
+    "H100/meta-llama/Llama-3.1-70B/tp4", "H100/mistralai/Mixtral-8x7B-v0.1/tp4",
+    "TPU-v6e-1/meta-llama/Llama-3.1-8B/tp1",
+]
+ATTENTION_FILES = ["attention.csv", "predictions/attn_decode_predictions.csv",
+                   "predictions/attn_prefill_predictions.csv"]
 
 
 def summary(path):
@@ -59,14 +78,17 @@ def summary(path):
     return ttft, tpot, n / end_s
 
 
-def fetch(lss, tmp):
-    """The folder holding `evaluation/validation/` and `dataset/`: `lss` itself, or files of
-    the 2.0 release extracted from the bare mirror `lss` into `tmp`; raises ValueError saying
-    which file is missing otherwise."""
+def fetch(lss, tmp, attention=False):
+    """The folder holding `evaluation/validation/` and `dataset/` (or, with `attention`, the
+    attention tables): `lss` itself, or files of the 2.0 release extracted from the bare mirror
+    `lss` into `tmp`; raises ValueError saying which file is missing otherwise."""
     if os.path.isdir(os.path.join(lss, "evaluation", "validation")):
         return lss
-    names = [f"dataset/sharegpt_req300_rate10_{d}.jsonl" for d in ("llama", "phi", "mixtral")]
-    for gpu, setup, _ in SETUPS:
+    if attention:
+        names = [f"{PERF}/{t}/{f}" for t in ATTENTION_TABLES for f in ATTENTION_FILES]
+    else:
+        names = [f"dataset/sharegpt_req300_rate10_{d}.jsonl" for d in ("llama", "phi", "mixtral")]
+    for gpu, setup, _ in SETUPS if not attention else []:
         names += [f"evaluation/validation/{gpu}/{setup}_{k}" for k in ("config.json", "result.csv")]
     for name in names:
         out = os.path.join(tmp, name)
@@ -114,13 +136,79 @@ def table(rows):
     return "\n".join(lines)
 
 
+def attention_measured(path):
+    """An `attention.csv`'s kernel times, ns: decode rows by (sequences, KV tokens), prefill
+    rows of one sequence by (KV tokens, chunk). The GPU tables give each shape's mean in ms
+    (`time_stats.attn_{decode,prefill}.mean`), the TPU's in ns (`mean_ns`)."""
+    decode, prefill = {}, {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            is_decode = r["is_prefill"] == "False"
+            if "mean_ns" in r:
+                ns = float(r["mean_ns"])
+            else:
+                ns = float(r[f"time_stats.attn_{'decode' if is_decode else 'prefill'}.mean"]) * 1e6
+            if is_decode:
+                decode[(int(r["batch_size"]), int(r["kv_cache_size"]))] = ns
+            elif r["batch_size"] == "1":
+                prefill[(int(r["kv_cache_size"]), int(r["prefill_chunk_size"]))] = ns
+    return decode, prefill
+
+
+def predicted(path, keys):
+    """A predictions file's times, ns, by the two columns `keys` name."""
+    with open(path, newline="") as f:
+        return {(int(r[keys[0]]), int(r[keys[1]])): float(r["prediction"]) for r in csv.DictReader(f)}
+
+
+def table_overheads(folder):
+    """One attention table's (decode ratios, prefill ratios): at each shape its measured
+    times and its predictions both hold, what the simulator reads over what was measured."""
+    decode, prefill = attention_measured(os.path.join(folder, ATTENTION_FILES[0]))
+    p_decode = predicted(os.path.join(folder, ATTENTION_FILES[1]), ("batch_size", "kv_cache_size"))
+    p_prefill = predicted(os.path.join(folder, ATTENTION_FILES[2]), ("kv_cache_size", "prefill_chunk_size"))
+    return ([p_decode[k] / v for k, v in decode.items() if k in p_decode and v > 0],
+            [p_prefill[k] / v for k, v in prefill.items() if k in p_prefill and v > 0])
+
+
+def attention_overheads(root):
+    """Per attention table of the release: (its folder, decode ratios, prefill ratios)."""
+    return [(t, *table_overheads(os.path.join(root, PERF, t))) for t in ATTENTION_TABLES]
+
+
+def overhead_table(rows):
+    """The ratios of [`attention_overheads`] as text: per table and phase, the median, its
+    5-95 % range and the shapes compared."""
+    def cell(ratios):
+        if not ratios:
+            return f"{'-':>32}"
+        r = sorted(ratios)
+        lo, hi = r[len(r) // 20], r[min(len(r) - 1, (19 * len(r)) // 20)]
+        return f"{f'x{statistics.median(r):.2f} ({lo:.2f}-{hi:.2f}), {len(r)}':>32}"
+    lines = ["LLMServingSim 2.0's attention: what its simulator reads (predictions/) over the measured "
+             "kernel time (attention.csv), shape by shape",
+             f"{'table':44}{'decode: median (5-95 %), shapes':>32}{'prefill: the same':>32}"]
+    lines += [f"{t:44}{cell(d)}{cell(p)}" for t, d, p in rows]
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lss", required=True, help="LLMServingSim 2.0 checkout or bare mirror")
     p.add_argument("--bin", default=DEFAULT_BIN, help="the blis-cosim binary")
+    p.add_argument("--attention-overheads", action="store_true",
+                   help="print what LLMServingSim's attention prices carry over its measured tables")
     p.add_argument("flags", nargs="*", help="flags for every simulation (after --)")
     args = p.parse_args()
+    if args.attention_overheads:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                root = fetch(args.lss, tmp, attention=True)
+                print(overhead_table(attention_overheads(root)))
+            except (ValueError, OSError, KeyError) as e:
+                p.error(str(e))
+        return 0
     if not os.access(args.bin, os.X_OK):
         p.error(f"{args.bin}: no binary there (cargo build --release)")
     flags = args.flags or DEFAULT_FLAGS

@@ -1,7 +1,8 @@
 //! `scripts/lss2_setups.py`, LLMServingSim 2.0's validation setups beside its own output (the
 //! accuracy guide's "The vLLM those runs were served by"): its means and differences by hand
-//! on made-up per-request CSVs, and a folder that holds neither a 2.0 checkout nor a mirror of
-//! it refused by name. Needs `python3` (skipped, visibly, without it).
+//! on made-up per-request CSVs, its attention overheads by hand on made-up tables, and a
+//! folder that holds neither a 2.0 checkout nor a mirror of it refused by name. Needs
+//! `python3` (skipped, visibly, without it).
 
 use crate::binary::BIN;
 use crate::shared_data;
@@ -75,4 +76,60 @@ fn a_folder_without_the_release_is_refused_by_name() {
         )),
         "{stderr}"
     );
+}
+
+#[test]
+fn attention_overheads_are_the_predictions_over_the_measured_times() {
+    // Two made-up tables in the release's two formats: a GPU's (ms, `time_stats.*`) whose
+    // predictions are its decode times ×2.5 and its prefill times ×1, and a TPU's (ns,
+    // `mean_ns`) whose predictions are ×1.3 and ×4; a prediction at a shape the table does
+    // not hold, and a table row at a shape without a prediction, are left out.
+    let code = format!(
+        r#"
+import os, sys, tempfile
+sys.path.insert(0, {SCRIPTS:?})
+import lss2_setups as s
+def table(header, rows, decode, prefill):
+    d = tempfile.mkdtemp()
+    os.makedirs(os.path.join(d, "predictions"))
+    with open(os.path.join(d, "attention.csv"), "w") as f:
+        f.write(header + "\n" + "\n".join(rows) + "\n")
+    with open(os.path.join(d, "predictions", "attn_decode_predictions.csv"), "w") as f:
+        f.write("batch_size,kv_cache_size,prediction\n" + "\n".join(decode) + "\n")
+    with open(os.path.join(d, "predictions", "attn_prefill_predictions.csv"), "w") as f:
+        f.write("kv_cache_size,prefill_chunk_size,prediction\n" + "\n".join(prefill) + "\n")
+    return d
+gpu = table("time_stats.attn_prefill.mean,time_stats.attn_decode.mean,batch_size,prefill_chunk_size,kv_cache_size,is_prefill",
+            ["0.010,,1,32,0,True", "0.020,,1,64,0,True", "0.030,,2,64,0,True",
+             ",0.004,1,0,64,False", ",0.008,2,0,64,False", ",0.016,4,0,128,False"],
+            ["1,64,10000", "2,64,20000", "8,64,99"],
+            ["0,32,10000", "0,64,20000"])
+tpu = table("prefill_chunk_size,kv_cache_size,batch_size,is_prefill,mean_ns",
+            ["32,0,1,True,1000", "0,64,1,False,2000", "0,64,2,False,3000"],
+            ["1,64,2600", "2,64,3900"],
+            ["0,32,4000"])
+print(s.overhead_table([("gpu", *s.table_overheads(gpu)), ("tpu", *s.table_overheads(tpu)), ("none", [], [])]))
+"#
+    );
+    let mut command = Command::new("python3");
+    command.arg("-c").arg(code);
+    let Some(out) = shared_data::python_output(&mut command) else {
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    // 0.004 ms = 4,000 ns predicted 10,000: ×2.5 at both decode shapes held by both (the
+    // 4-sequence row has no prediction, the 8-sequence prediction no row); prefill 10 µs and
+    // 20 µs predicted as they were (the two-sequence prefill row is not one sequence's).
+    assert!(lines[2].starts_with("gpu"), "{stdout}");
+    assert!(lines[2].contains("x2.50 (2.50-2.50), 2"), "{}", lines[2]);
+    assert!(lines[2].contains("x1.00 (1.00-1.00), 2"), "{}", lines[2]);
+    assert!(lines[3].contains("x1.30 (1.30-1.30), 2"), "{}", lines[3]);
+    assert!(lines[3].contains("x4.00 (4.00-4.00), 1"), "{}", lines[3]);
+    assert_eq!(lines[4].matches('-').count(), 2, "{}", lines[4]);
 }
