@@ -213,7 +213,7 @@ def run_measured(cmd, cwd):
 
 
 def kinds(binary, repo, work, perf):
-    """The input kinds: jsonl, stream, spec, cluster, profile."""
+    """The input kinds: jsonl, stream, spec, cluster, policy, sweep, profile."""
     w = work / "one.jsonl"
     w.write_bytes(REQUEST * 3)
     cluster = work / "cluster.json"
@@ -254,7 +254,20 @@ def kinds(binary, repo, work, perf):
                                   "--threads", "1", "--output", str(out)]),
         Kind("cluster", [cluster], lambda p: [b, "--cluster-config", str(p), "--dataset", str(w)],
              mutate_json),
+        # The bundled policy bundles, behind the control plane's worked example on four
+        # instances.
+        Kind("policy", sorted((repo / "examples/policy").glob("*.yaml")),
+             lambda p: [b, "--workload-spec", str(repo / "examples/policy/bursty-two-tenant.yaml"),
+                        "--max-requests", "2000", "--cluster-config",
+                        str(repo / "examples/policy-search/cluster-4xh100.json"),
+                        "--policy-config", str(p)]),
+        # The bundled sweep specs, parsed and expanded into their points (none run).
+        Kind("sweep", sorted((repo / "examples/sweeps").glob("*.yaml")),
+             lambda p: [b, "sweep", "--space", str(p), "--list-points"]),
     ]
+    # A sweep spec names its cluster config beside it.
+    (work / "sweep").mkdir(exist_ok=True)
+    shutil.copy(repo / "examples/sweeps/cluster-h100.json", work / "sweep")
     if perf:
         bundle = work / "perf/RTX4090/meta-llama/Llama-3.1-8B/bf16"
         shutil.copytree(perf / "RTX4090/meta-llama/Llama-3.1-8B/bf16", bundle)
