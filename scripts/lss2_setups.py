@@ -88,8 +88,8 @@ def fetch(lss, tmp, attention=False):
         names = [f"{PERF}/{t}/{f}" for t in ATTENTION_TABLES for f in ATTENTION_FILES]
     else:
         names = [f"dataset/sharegpt_req300_rate10_{d}.jsonl" for d in ("llama", "phi", "mixtral")]
-    for gpu, setup, _ in SETUPS if not attention else []:
-        names += [f"evaluation/validation/{gpu}/{setup}_{k}" for k in ("config.json", "result.csv")]
+        names += [f"evaluation/validation/{gpu}/{setup}_{k}" for gpu, setup, _ in SETUPS
+                  for k in ("config.json", "result.csv")]
     for name in names:
         out = os.path.join(tmp, name)
         os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -177,7 +177,7 @@ def attention_overheads(root):
 
 
 def overhead_table(rows):
-    """The ratios of [`attention_overheads`] as text: per table and phase, the median, its
+    """The ratios of `attention_overheads` as text: per table and phase, the median, its
     5-95 % range and the shapes compared."""
     def cell(ratios):
         if not ratios:
@@ -206,8 +206,10 @@ def main():
             try:
                 root = fetch(args.lss, tmp, attention=True)
                 print(overhead_table(attention_overheads(root)))
-            except (ValueError, OSError, KeyError) as e:
+            except (ValueError, OSError) as e:
                 p.error(str(e))
+            except KeyError as e:
+                p.error(f"{args.lss}: an attention table or prediction file without the column {e}")
         return 0
     if not os.access(args.bin, os.X_OK):
         p.error(f"{args.bin}: no binary there (cargo build --release)")
