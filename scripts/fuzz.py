@@ -245,7 +245,9 @@ def kinds(binary, repo, work, perf):
                     ["--request-routing-policy", "round-robin"],
                     # a control plane that drops requests (sessions cancelled on the way)
                     ["--policy-config", str(repo / "examples/policy/protect-critical.yaml")],
-                    ["--cluster-config", str(repo / "examples/policy-search/cluster-4xh100.json")])),
+                    ["--cluster-config", str(repo / "examples/policy-search/cluster-4xh100.json")],
+                    # a prefill and a decode instance, under vLLM's and LMCache's P/D flows
+                    ["--pd", "1:1"], ["--pd", "1:1", "--pd-flow", "lmcache"])),
         # Drawn on a second thread and on one: the same request CSV.
         Kind("spec", sorted((repo / "examples/scenarios").glob("*.yaml")),
              lambda p, out: [b, "--workload-spec", str(p), "--max-requests", "20000",
