@@ -33,6 +33,7 @@ runs were served). Exit status: 0 when every setup ran; 1 when one failed; 2 on 
 import argparse
 import csv
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -62,6 +63,18 @@ ATTENTION_TABLES = [
 ]
 ATTENTION_FILES = ["attention.csv", "predictions/attn_decode_predictions.csv",
                    "predictions/attn_prefill_predictions.csv"]
+# The one-instance setups, with the attention table each reads and its model's layers: what
+# the multipliers add to a decode step at the batch its output holds.
+STEP_SETUPS = [
+    ("A6000", "SD", "A6000/meta-llama/Llama-3.1-8B/tp1", 32),
+    ("A6000", "SM", "A6000/microsoft/Phi-mini-MoE-instruct/tp1", 32),
+    ("H100", "SD", "H100/meta-llama/Llama-3.1-70B/tp4", 80),
+    ("H100", "SM", "H100/mistralai/Mixtral-8x7B-v0.1/tp4", 32),
+    ("TPU-v6e-1", "SD", "TPU-v6e-1/meta-llama/Llama-3.1-8B/tp1", 32),
+]
+# The KV tokens per decode the added time is read at (the datasets' prompts and outputs
+# average some 230 and 280 tokens).
+STEP_KV = 512
 
 
 def summary(path):
@@ -86,6 +99,8 @@ def fetch(lss, tmp, attention=False):
         return lss
     if attention:
         names = [f"{PERF}/{t}/{f}" for t in ATTENTION_TABLES for f in ATTENTION_FILES]
+        names += [f"evaluation/validation/{gpu}/{setup}_{k}" for gpu, setup, _, _ in STEP_SETUPS
+                  for k in ("output.txt", "result.csv")]
     else:
         names = [f"dataset/sharegpt_req300_rate10_{d}.jsonl" for d in ("llama", "phi", "mixtral")]
         names += [f"evaluation/validation/{gpu}/{setup}_{k}" for gpu, setup, _ in SETUPS
@@ -192,6 +207,58 @@ def overhead_table(rows):
     return "\n".join(lines)
 
 
+def median_running(path):
+    """The median of the running requests an LLMServingSim output logs each interval
+    (`Running Instance[0]: N reqs`), or None when it logs none."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        counts = [int(m.group(1)) for m in re.finditer(r"Running Instance\[0\]: (\d+) reqs", f.read())]
+    return statistics.median_low(counts) if counts else None
+
+
+def median_itl(path):
+    """The median inter-token gap (ms) over every request of a per-request CSV."""
+    with open(path, newline="") as f:
+        gaps = [int(g) for r in csv.DictReader(f) for g in re.findall(r"\d+", r["ITL"])]
+    return statistics.median_low(gaps) / 1e6 if gaps else None
+
+
+def added_per_step(folder, batch, kv, layers):
+    """What the predictions add to a decode step of `batch` sequences at `kv` KV tokens each
+    over the measured times (ms, every layer), or None when either lacks that shape."""
+    decode, _ = attention_measured(os.path.join(folder, ATTENTION_FILES[0]))
+    p_decode = predicted(os.path.join(folder, ATTENTION_FILES[1]), ("batch_size", "kv_cache_size"))
+    key = (batch, kv)
+    if key not in decode or key not in p_decode:
+        return None
+    return layers * (p_decode[key] - decode[key]) / 1e6
+
+
+def step_shares(root):
+    """Per one-instance setup: (its name, the median running requests of its output, its
+    median ITL, the time the multipliers add to a decode step of that many at STEP_KV)."""
+    rows = []
+    for gpu, setup, table, layers in STEP_SETUPS:
+        base = os.path.join(root, "evaluation", "validation", gpu, setup)
+        batch = median_running(base + "_output.txt")
+        itl = median_itl(base + "_result.csv")
+        added = batch and added_per_step(os.path.join(root, PERF, table), batch, STEP_KV, layers)
+        rows.append((f"{gpu}/{setup}", batch, itl, added))
+    return rows
+
+
+def share_table(rows):
+    """`step_shares` as text."""
+    lines = [f"What they add to a decode step at the median running requests of each one-instance output "
+             f"({STEP_KV} KV tokens each)",
+             f"{'setup':14}{'running':>9}{'median ITL (ms)':>17}{'added (ms)':>12}{'share':>8}"]
+    for name, batch, itl, added in rows:
+        if batch is None or itl is None or added is None:
+            lines.append(f"{name:14}{'-':>9}{'-':>17}{'-':>12}{'-':>8}")
+            continue
+        lines.append(f"{name:14}{batch:9}{itl:17.1f}{added:12.1f}{added / itl * 100:7.0f}%")
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -206,6 +273,8 @@ def main():
             try:
                 root = fetch(args.lss, tmp, attention=True)
                 print(overhead_table(attention_overheads(root)))
+                print()
+                print(share_table(step_shares(root)))
             except (ValueError, OSError) as e:
                 p.error(str(e))
             except KeyError as e:

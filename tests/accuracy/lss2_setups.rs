@@ -1,6 +1,7 @@
 //! `scripts/lss2_setups.py`, LLMServingSim 2.0's validation setups beside its own output (the
 //! accuracy guide's "The vLLM those runs were served by"): its means and differences by hand
-//! on made-up per-request CSVs, its attention overheads by hand on made-up tables, and a
+//! on made-up per-request CSVs, its attention overheads and what they add to a step by hand on
+//! made-up tables, logs and CSVs, and a
 //! folder that holds neither a 2.0 checkout nor a mirror of it refused by name. Needs
 //! `python3` (skipped, visibly, without it).
 
@@ -109,6 +110,17 @@ tpu = table("prefill_chunk_size,kv_cache_size,batch_size,is_prefill,mean_ns",
             ["1,64,2600", "2,64,3900"],
             ["0,32,4000"])
 print(s.overhead_table([("gpu", *s.table_overheads(gpu)), ("tpu", *s.table_overheads(tpu)), ("none", [], [])]))
+log = os.path.join(gpu, "SD_output.txt")
+with open(log, "w") as f:
+    f.write("[1.0s] x\n  |  \x1b[0mRunning Instance[0]: 3 reqs, Total # 1 NPUs\n"
+            "  |  Running Instance[0]: 1 reqs\n  |  Running Instance[1]: 9 reqs\n  |  Running Instance[0]: 1 reqs\n")
+res = os.path.join(gpu, "SD_result.csv")
+with open(res, "w") as f:
+    f.write('request id,ITL\n0,"[1000000, 3000000]"\n1,"[2000000]"\n2,"[]"\n')
+batch, itl = s.median_running(log), s.median_itl(res)
+added = s.added_per_step(gpu, batch, 64, 32)
+print(batch, itl, round(added, 3), s.added_per_step(gpu, 3, 64, 32))
+print(s.share_table([("G/SD", batch, itl, added), ("G/SM", None, itl, None)]))
 "#
     );
     let mut command = Command::new("python3");
@@ -132,4 +144,11 @@ print(s.overhead_table([("gpu", *s.table_overheads(gpu)), ("tpu", *s.table_overh
     assert!(lines[3].contains("x1.30 (1.30-1.30), 2"), "{}", lines[3]);
     assert!(lines[3].contains("x4.00 (4.00-4.00), 1"), "{}", lines[3]);
     assert_eq!(lines[4].matches('-').count(), 2, "{}", lines[4]);
+    // Instance 0's running requests 3, 1, 1: the median 1 (instance 1's 9 not counted); the
+    // gaps 1, 3 and 2 ms: the median 2 ms; one sequence at 64 KV tokens adds 10,000 − 4,000
+    // ns a layer, 0.192 ms over 32 layers, 9.6 % of 2 ms; no prediction for three sequences.
+    assert_eq!(lines[5], "1 2.0 0.192 None", "{stdout}");
+    assert!(lines[8].starts_with("G/SD"), "{stdout}");
+    assert!(lines[8].ends_with("1              2.0         0.2     10%"), "{}", lines[8]);
+    assert_eq!(lines[9].matches('-').count(), 4, "{}", lines[9]);
 }
