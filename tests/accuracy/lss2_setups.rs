@@ -149,6 +149,10 @@ print(s.share_table([("G/SD", batch, itl, added), ("G/SM", None, itl, None)]))
     // ns a layer, 0.192 ms over 32 layers, 9.6 % of 2 ms; no prediction for three sequences.
     assert_eq!(lines[5], "1 2.0 0.192 None", "{stdout}");
     assert!(lines[8].starts_with("G/SD"), "{stdout}");
-    assert!(lines[8].ends_with("1              2.0         0.2     10%"), "{}", lines[8]);
+    assert!(
+        lines[8].ends_with("1              2.0         0.2     10%"),
+        "{}",
+        lines[8]
+    );
     assert_eq!(lines[9].matches('-').count(), 4, "{}", lines[9]);
 }
