@@ -5,8 +5,9 @@ a prefill/decode pair, one with prefix caching, one MoE; one TPU v6e), with thei
 configs and datasets, compared per setup on mean TTFT, mean TPOT and request throughput, then
 the mean |Δ| over all setups and over the H100 ones.
 
-LLMServingSim's numbers are its simulation's, not real runs: a comparison, not a target, and
-no constant is set from them (docs/src/accuracy.md, "The vLLM those runs were served by").
+LLMServingSim's numbers are its simulation's, not real runs, and carry multipliers set by hand
+per setup (`--attention-overheads`): a comparison, not a target, and no constant is set from
+them (docs/src/accuracy.md, "The vLLM those runs were served by").
 Both sides are read from the per-request CSVs (LLMServingSim's `<setup>_result.csv` and ours,
 the same columns): mean TTFT and mean TPOT over every request, and requests per second of the
 last request's end, as LLMServingSim prints its throughput.
@@ -23,6 +24,8 @@ for attention (`predictions/attn_{decode,prefill}_predictions.csv`, which its ru
 the median ratio, its 5-95 % range and the shapes compared. The predictor writes its
 predictions times `--decode-overhead` and `--prefill-overhead`
 (`llm_profile/profiler/predictor/main.py`), so a ratio far from 1 is a multiplier set by hand.
+Then, for each one-instance setup, what those multipliers add to a decode step at the median
+running requests its output logs (`<setup>_output.txt`), against its median inter-token gap.
 
 DIR is a checkout of LLMServingSim at its 2.0 release (commit 9e3f0ec; it holds
 `evaluation/validation/` and `dataset/`), or a bare git mirror of its repository, read at that
