@@ -2,7 +2,7 @@
 """Public runs, not used for any constant: simulate real vLLM serving runs that other people
 published (with the workload and engine settings they state) and print, per case and metric,
 the published number, the simulated one and their difference, then the mean |Δ| overall, per
-group (dense TP 1, dense TP > 1, MoE), per GPU and per metric.
+group (dense TP 1, dense TP > 1, MoE, TPU), per part and per metric.
 
 These runs are a check only. No constant of the roofline or of the host model was set from
 them; the project's rule is that constants come from kernel tables and public component
