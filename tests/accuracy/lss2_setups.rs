@@ -1,9 +1,8 @@
 //! `scripts/lss2_setups.py`, LLMServingSim 2.0's validation setups beside its own output (the
 //! accuracy guide's "The vLLM those runs were served by"): its means and differences by hand
 //! on made-up per-request CSVs, its attention overheads and what they add to a step by hand on
-//! made-up tables, logs and CSVs, and a
-//! folder that holds neither a 2.0 checkout nor a mirror of it refused by name. Needs
-//! `python3` (skipped, visibly, without it).
+//! made-up tables, logs and CSVs, and a folder that holds neither a 2.0 checkout nor a mirror
+//! of it refused by name. Needs `python3` (skipped, visibly, without it).
 
 use crate::binary::BIN;
 use crate::shared_data;
@@ -80,7 +79,7 @@ fn a_folder_without_the_release_is_refused_by_name() {
 }
 
 #[test]
-fn attention_overheads_are_the_predictions_over_the_measured_times() {
+fn attention_overheads_and_what_they_add_to_a_step_are_those_of_the_files_by_hand() {
     // Two made-up tables in the release's two formats: a GPU's (ms, `time_stats.*`) whose
     // predictions are its decode times ×2.5 and its prefill times ×1, and a TPU's (ns,
     // `mean_ns`) whose predictions are ×1.3 and ×4; a prediction at a shape the table does
