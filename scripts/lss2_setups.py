@@ -179,14 +179,19 @@ def predicted(path, keys):
         return {(int(r[keys[0]]), int(r[keys[1]])): float(r["prediction"]) for r in csv.DictReader(f)}
 
 
-def table_overheads(folder):
-    """One attention table's (decode ratios, prefill ratios): at each shape its measured
-    times and its predictions both hold, what the simulator reads over what was measured."""
+def table_pairs(folder):
+    """One attention table's measured times and its predictions, ns: ((decode measured,
+    decode predicted), (prefill measured, prefill predicted)), each keyed by shape."""
     decode, prefill = attention_measured(os.path.join(folder, ATTENTION_FILES[0]))
     p_decode = predicted(os.path.join(folder, ATTENTION_FILES[1]), ("batch_size", "kv_cache_size"))
     p_prefill = predicted(os.path.join(folder, ATTENTION_FILES[2]), ("kv_cache_size", "prefill_chunk_size"))
-    return ([p_decode[k] / v for k, v in decode.items() if k in p_decode and v > 0],
-            [p_prefill[k] / v for k, v in prefill.items() if k in p_prefill and v > 0])
+    return (decode, p_decode), (prefill, p_prefill)
+
+
+def table_overheads(folder):
+    """One attention table's (decode ratios, prefill ratios): at each shape its measured
+    times and its predictions both hold, what the simulator reads over what was measured."""
+    return tuple([p[k] / v for k, v in m.items() if k in p and v > 0] for m, p in table_pairs(folder))
 
 
 def attention_overheads(root):
@@ -228,8 +233,7 @@ def median_itl(path):
 def added_per_step(folder, batch, kv, layers):
     """What the predictions add to a decode step of `batch` sequences at `kv` KV tokens each
     over the measured times (ms, every layer), or None when either lacks that shape."""
-    decode, _ = attention_measured(os.path.join(folder, ATTENTION_FILES[0]))
-    p_decode = predicted(os.path.join(folder, ATTENTION_FILES[1]), ("batch_size", "kv_cache_size"))
+    (decode, p_decode), _ = table_pairs(folder)
     key = (batch, kv)
     if key not in decode or key not in p_decode:
         return None

@@ -10,6 +10,17 @@ use std::process::Command;
 
 const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts");
 
+/// What `python3 -c code` prints, which must succeed; `None` (the skip said) where `python3`
+/// cannot run.
+fn python(code: &str) -> Option<String> {
+    let mut command = Command::new("python3");
+    command.arg("-c").arg(code);
+    let out = shared_data::python_output(&mut command)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[test]
 fn means_and_differences_are_those_of_the_csvs_by_hand() {
     let code = format!(
@@ -31,17 +42,9 @@ print(ours, theirs)
 print(s.table([("H100/SD", ours, theirs), ("A6000/SD", (100.0, 10.0, 1.0), (100.0, 10.0, 1.0))]))
 "#
     );
-    let mut command = Command::new("python3");
-    command.arg("-c").arg(code);
-    let Some(out) = shared_data::python_output(&mut command) else {
+    let Some(stdout) = python(&code) else {
         return;
     };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let lines: Vec<&str> = stdout.lines().collect();
     // Means over the requests; requests per second of the last end: 2 / 4 s and 2 / 5 s.
     assert_eq!(lines[0], "(200.0, 30.0, 0.5) (250.0, 25.0, 0.4)");
@@ -122,17 +125,9 @@ print(batch, itl, round(added, 3), s.added_per_step(gpu, 3, 64, 32))
 print(s.share_table([("G/SD", batch, itl, added), ("G/SM", None, itl, None)]))
 "#
     );
-    let mut command = Command::new("python3");
-    command.arg("-c").arg(code);
-    let Some(out) = shared_data::python_output(&mut command) else {
+    let Some(stdout) = python(&code) else {
         return;
     };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let lines: Vec<&str> = stdout.lines().collect();
     // 0.004 ms = 4,000 ns predicted 10,000: ×2.5 at both decode shapes held by both (the
     // 4-sequence row has no prediction, the 8-sequence prediction no row); prefill 10 µs and
