@@ -8,6 +8,7 @@ pub mod matching;
 use super::plots::{self, Chart, PlotFormat, Series};
 use super::stats::{NS_PER_MS, mean, percentile};
 use crate::output::StagedDir;
+use crate::workload::MAX_TOKENS;
 use anyhow::{Context, bail};
 use matching::Served;
 use plotters::chart::SeriesLabelPosition;
@@ -438,6 +439,7 @@ fn read_real_requests(
         }
         let at = || format!("{} line {}", path.display(), i + 1);
         let r: RealRequest = serde_json::from_str(line).with_context(at)?;
+        check_tokens(&r).with_context(at)?;
         let engine = engine_arrival(&r).with_context(at)?;
         raw.push((i + 1, r, engine));
     }
@@ -571,6 +573,19 @@ fn check_request(ttft: Option<f64>, tpot: Option<f64>, latency: Option<f64>) -> 
     Ok(())
 }
 
+/// Refuses token counts above what a request may have ([`MAX_TOKENS`], as in a dataset).
+fn check_tokens(r: &RealRequest) -> anyhow::Result<()> {
+    for (name, count) in [
+        ("input_toks", r.input_toks),
+        ("output_toks", Some(r.output_toks)),
+    ] {
+        if let Some(n) = count.filter(|&n| n > MAX_TOKENS) {
+            bail!("{name} {n} is above the most a request may have ({MAX_TOKENS})");
+        }
+    }
+    Ok(())
+}
+
 /// Refuses a time `ms` (named `name`) that is negative or longer than [`MAX_RUN_S`].
 fn check_time(name: &str, ms: f64) -> anyhow::Result<()> {
     if !(0.0..=MAX_RUN_S * 1000.0).contains(&ms) {
@@ -586,11 +601,57 @@ pub fn spread_real_tokens(requests: &[RealTimes], path: &Path) -> anyhow::Result
         .iter()
         .map(|r| r.arrival)
         .fold(f64::INFINITY, f64::min);
-    let token_times = requests.iter().flat_map(|r| {
+    let mut counts = Vec::new();
+    for r in requests {
         let gap = (r.last_token - r.first_token) / r.output_toks.saturating_sub(1).max(1) as f64;
-        (0..r.output_toks).map(move |k| r.first_token + k as f64 * gap - start)
-    });
-    per_second(token_times).with_context(|| format!("{}: token timestamps", path.display()))
+        let token_at = |k: u64| r.first_token + k as f64 * gap - start;
+        count_per_second(&mut counts, r.output_toks, token_at)
+            .with_context(|| format!("{}: token timestamps", path.display()))?;
+    }
+    Ok(per_second_series(counts))
+}
+
+/// Adds the times `time_at(k)`, `k` in `0..n`, to `counts` (how many fall in each whole
+/// second), as [`per_second`] counts them one by one. The times never decrease with `k` (a
+/// request's tokens, evenly spread: each operation rounds monotonically), so each second's
+/// last one is found by a binary search: the work grows with the seconds a request's tokens
+/// fall in, not with its tokens.
+fn count_per_second(
+    counts: &mut Vec<u64>,
+    n: u64,
+    time_at: impl Fn(u64) -> f64,
+) -> anyhow::Result<()> {
+    let mut k = 0;
+    while k < n {
+        let t = time_at(k);
+        let bucket = second_of(t)?;
+        // The first token from `k` on at or past the next second (`n` if none).
+        let next_second = (bucket + 1) as f64;
+        let (mut lo, mut hi) = (k + 1, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            // (No NaN: a request's TTFT and latency were checked finite when it was read.)
+            if time_at(mid) >= next_second {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        if bucket >= counts.len() {
+            counts.resize(bucket + 1, 0);
+        }
+        counts[bucket] += lo - k;
+        k = lo;
+    }
+    Ok(())
+}
+
+/// The whole second `t` falls in, refusing a time outside `0..MAX_RUN_S`.
+fn second_of(t: f64) -> anyhow::Result<usize> {
+    if !(0.0..MAX_RUN_S).contains(&t) {
+        bail!("time {t} s is outside 0 to {MAX_RUN_S} s from the start of the run");
+    }
+    Ok(t as usize)
 }
 
 /// Reads `t` and `gen_throughput` of vLLM's `timeseries.csv`.
@@ -764,18 +825,20 @@ pub fn parse_list(text: &str) -> anyhow::Result<Vec<f64>> {
 pub fn per_second(times_s: impl Iterator<Item = f64>) -> anyhow::Result<Vec<(f64, f64)>> {
     let mut counts: Vec<u64> = Vec::new();
     for t in times_s {
-        if !(0.0..MAX_RUN_S).contains(&t) {
-            bail!("time {t} s is outside 0 to {MAX_RUN_S} s from the start of the run");
-        }
-        let bucket = t as usize;
+        let bucket = second_of(t)?;
         if bucket >= counts.len() {
             counts.resize(bucket + 1, 0);
         }
         counts[bucket] += 1;
     }
-    Ok(counts
+    Ok(per_second_series(counts))
+}
+
+/// Counts per whole second as the series [`per_second`] returns: (end of the second, count).
+fn per_second_series(counts: Vec<u64>) -> Vec<(f64, f64)> {
+    counts
         .into_iter()
         .enumerate()
         .map(|(i, count)| ((i + 1) as f64, count as f64))
-        .collect())
+        .collect()
 }

@@ -257,6 +257,32 @@ fn a_real_run_with_a_first_token_before_its_arrival_is_refused() {
     );
 }
 
+/// A token count no request can have (a real run's file edited by hand, or corrupted) is
+/// refused at its line, as a dataset's is, before its tokens are spread over the run's
+/// seconds.
+#[test]
+fn a_real_run_with_more_tokens_than_a_request_may_have_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let vllm = write(
+        dir.path(),
+        "requests.jsonl",
+        real(0, 5, 3) + &real(1, 5, 9_223_372_036_854_775_807),
+    );
+    let sim = write(
+        dir.path(),
+        "sim.csv",
+        format!("{SIM_HEADER}{}{}", sim(0, 5, 3), sim(1, 5, 3)),
+    );
+    let out = binary::run(&["validate", "--vllm", s(&vllm), "--sim", s(&sim)]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} line 2", vllm.display()))
+            && stderr.contains("output_toks 9223372036854775807 is above the most"),
+        "{stderr}"
+    );
+}
+
 /// A simulation's summary JSON records the vLLM release modelled and its whole-prompt
 /// reservation; `validate` hints when the real run's `meta.json` names another release
 /// (compared at major.minor) and says which of the other hints its flag settles.

@@ -132,6 +132,75 @@ fn real_tokens_are_spread_evenly_between_first_and_last_token() {
     assert_eq!(series, [(1.0, 1.0), (2.0, 2.0), (3.0, 2.0)]);
 }
 
+fn spread(output_toks: u64, arrival: f64, first_token: f64, last_token: f64) -> RealTimes {
+    RealTimes {
+        served: Served {
+            id: 0,
+            input: None,
+            output: output_toks,
+        },
+        output_toks,
+        arrival,
+        first_token,
+        last_token,
+    }
+}
+
+/// Counts each token one by one, as the spread did before it counted a second at a time.
+fn spread_token_by_token(requests: &[RealTimes]) -> Vec<(f64, f64)> {
+    let start = requests
+        .iter()
+        .map(|r| r.arrival)
+        .fold(f64::INFINITY, f64::min);
+    let times = requests.iter().flat_map(|r| {
+        let gap = (r.last_token - r.first_token) / r.output_toks.saturating_sub(1).max(1) as f64;
+        (0..r.output_toks).map(move |k| r.first_token + k as f64 * gap - start)
+    });
+    per_second(times).unwrap()
+}
+
+proptest::proptest! {
+    #[test]
+    fn spread_counted_a_second_at_a_time_equals_token_by_token(
+        shapes in proptest::collection::vec((0u64..3_000, 0.0f64..50.0, 0.0f64..1.0, 0.0f64..40.0), 1..6),
+    ) {
+        let requests: Vec<RealTimes> = shapes
+            .iter()
+            .map(|&(n, arrival, ttft, span)| spread(n, arrival, arrival + ttft, arrival + ttft + span))
+            .collect();
+        let path = Path::new("requests.jsonl");
+        proptest::prop_assert_eq!(spread_real_tokens(&requests, path).unwrap(), spread_token_by_token(&requests));
+    }
+}
+
+#[test]
+fn spread_on_second_boundaries_equals_token_by_token() {
+    // Gaps of a tenth and a third of a second land tokens on and next to whole seconds.
+    let requests = [
+        spread(31, 0.0, 0.0, 3.0),
+        spread(10, 0.0, 1.0, 4.0),
+        spread(1, 0.0, 2.0, 2.0),
+    ];
+    let path = Path::new("requests.jsonl");
+    assert_eq!(
+        spread_real_tokens(&requests, path).unwrap(),
+        spread_token_by_token(&requests)
+    );
+}
+
+#[test]
+fn spread_of_a_long_request_is_counted_per_second_not_per_token() {
+    // The most tokens a request may have, over a day: 86,400 seconds of work, not 16.8 M.
+    let requests = [spread(blis_cosim::workload::MAX_TOKENS, 0.0, 0.5, 86_400.5)];
+    let series = spread_real_tokens(&requests, Path::new("requests.jsonl")).unwrap();
+    assert_eq!(series.len(), 86_401);
+    let total: f64 = series.iter().map(|&(_, count)| count).sum();
+    assert_eq!(total, blis_cosim::workload::MAX_TOKENS as f64);
+    // A token past the longest run accepted is refused, as one by one.
+    let too_long = [spread(3, 0.0, 1.0, 2e7)];
+    assert!(spread_real_tokens(&too_long, Path::new("requests.jsonl")).is_err());
+}
+
 #[test]
 fn latency_cdf_is_in_seconds_and_reaches_one() {
     assert_eq!(
