@@ -215,6 +215,13 @@ impl ClusterConfig {
                 Problem::Syntax(crate::serde_messages::in_user_terms(&inner.to_string())),
             )
         })?;
+        // Nothing but white space after the document (a file cut and pasted into another).
+        de.end().map_err(|e| {
+            invalid(
+                "(json)".to_owned(),
+                Problem::Syntax(crate::serde_messages::in_user_terms(&e.to_string())),
+            )
+        })?;
         if config.num_nodes != config.nodes.len() {
             return Err(invalid(
                 "num_nodes".into(),

@@ -204,6 +204,8 @@ fn bad_configs_name_the_field() {
         (ok.replace("\"num_npus\": 1", "\"num_npus\": 2"), "num_npus"),
         (ok.replace("\"hardware\": \"RTXPRO6000\",", ""), "hardware"),
         (ok[..60].to_string(), "(json)"),
+        // A document with more after it (two files pasted together).
+        (ok.clone() + "\n{}", "(json)"),
     ];
     for (text, field) in cases {
         let err = ClusterConfig::parse(&text, "c.json")

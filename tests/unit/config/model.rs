@@ -127,6 +127,25 @@ fn malformed_json_is_invalid_with_its_position() {
 }
 
 #[test]
+fn a_value_of_the_wrong_type_is_invalid_naming_its_field() {
+    let text = MINIMAL.replace("\"vocab_size\": 100", "\"vocab_size\": \"x\"");
+    let (field, message) = expect_invalid(ModelArch::from_hf_json(&text, "x", "x"));
+    assert_eq!(field, "vocab_size");
+    assert!(message.contains("line"), "{message}");
+}
+
+#[test]
+fn more_after_the_document_is_invalid() {
+    let (field, message) = expect_invalid(ModelArch::from_hf_json(
+        &format!("{MINIMAL} {{}}"),
+        "x",
+        "x",
+    ));
+    assert_eq!(field, "(json)");
+    assert!(message.contains("trailing"), "{message}");
+}
+
+#[test]
 fn missing_hidden_size_is_invalid_naming_the_field() {
     let text = MINIMAL.replace("\"hidden_size\": 64,", "");
     let (field, _) = expect_invalid(ModelArch::from_hf_json(&text, "x", "x"));
