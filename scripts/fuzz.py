@@ -212,8 +212,33 @@ def run_measured(cmd, cwd):
     return code, rss, err.encode()
 
 
-def kinds(binary, repo, work, perf):
-    """The input kinds: jsonl, stream, spec, cluster, policy, sweep, profile."""
+def real_run(binary, example, work):
+    """A real vLLM run's first 40 requests (`requests.jsonl` and `meta.json` of one of
+    `../shared`'s bench runs, `example`) under `work`/run, the dataset they replayed, and a
+    simulation of it (request CSV and summary JSON): the files `validate` and `calibrate`
+    read. Returns (run folder, dataset, request CSV, summary JSON)."""
+    run = work / "run"
+    run.mkdir(exist_ok=True)
+    lines = (example / "vllm/requests.jsonl").read_text().splitlines()[:40]
+    (run / "requests.jsonl").write_text("\n".join(lines) + "\n")
+    shutil.copy(example / "vllm/meta.json", run / "meta.json")
+    first = json.loads(lines[0])["arrival_time"]
+    dataset = work / "replayed.jsonl"
+    with open(dataset, "w") as f:
+        for line in lines:
+            r = json.loads(line)
+            f.write(json.dumps({"input_toks": r["input_toks"], "output_toks": r["output_toks"],
+                                "arrival_time_ns": int((r["arrival_time"] - first) * 1e9)}) + "\n")
+    csv, summary = work / "simulated.csv", work / "simulated.json"
+    subprocess.run([str(binary), "--dataset", str(dataset), "--cluster-config",
+                    str(example / "config.json"), "--output", str(csv), "--summary-json",
+                    str(summary)], check=True, capture_output=True)
+    return run, dataset, csv, summary
+
+
+def kinds(binary, repo, work, perf, bench):
+    """The input kinds: jsonl, stream, spec, cluster, policy, sweep, hardware, model, profile,
+    validate, calibrate."""
     w = work / "one.jsonl"
     w.write_bytes(REQUEST * 3)
     cluster = work / "cluster.json"
@@ -266,6 +291,12 @@ def kinds(binary, repo, work, perf):
         # The bundled sweep specs, parsed and expanded into their points (none run).
         Kind("sweep", sorted((repo / "examples/sweeps").glob("*.yaml")),
              lambda p: [b, "sweep", "--space", str(p), "--list-points"]),
+        # The bundled hardware files (at TP 2: the link's fields are read too) and model
+        # configs (at TP 4, where each of them fits an H100), given as paths.
+        Kind("hardware", sorted((repo / "hardware").glob("*.toml")),
+             lambda p: [b, "--dataset", str(w), "--hardware", str(p), "--tp", "2"]),
+        Kind("model", sorted((repo / "model_archs").glob("*/*.json")),
+             lambda p: [b, "--dataset", str(w), "--model", str(p), "--tp", "4"], mutate_json),
     ]
     # A sweep spec names its cluster config beside it.
     (work / "sweep").mkdir(exist_ok=True)
@@ -276,6 +307,18 @@ def kinds(binary, repo, work, perf):
         files = [bundle / "meta.yaml"] + sorted((bundle / "tp1").glob("*.csv"))
         result.append(Kind("profile", files, lambda p: [
             b, "--dataset", str(w), "--profile-dir", str(work / "perf"), "--hardware", "RTX4090"], in_place=True))
+    if bench:
+        # A real run's two files, mutated in place, as `validate` reads them beside a
+        # simulation of the run (its request CSV and summary), and as `calibrate` fits them.
+        run, dataset, csv, summary = real_run(binary, bench, work)
+        files = [run / "requests.jsonl", run / "meta.json"]
+        result.append(Kind("validate", files + [csv, summary], lambda p: [
+            b, "validate", "--vllm", str(run / "requests.jsonl"), "--sim", str(csv),
+            "--sim-summary", str(summary)], in_place=True))
+        result.append(Kind("calibrate", files, lambda p: [
+            b, "calibrate", "--vllm", str(run / "requests.jsonl"), "--dataset", str(dataset),
+            "--cluster-config", str(bench / "config.json"), "--output",
+            str(work / "calibrated.toml")], in_place=True))
     return result
 
 
@@ -284,11 +327,13 @@ def main():
     binary, repo, out = Path(binary).resolve(), Path(repo).resolve(), Path(out).resolve()
     perf = repo.parent / "shared/data/llmservingsim/profiler/perf"
     perf = perf if perf.is_dir() else None
+    bench = repo.parent / "shared/data/llmservingsim/bench/examples/RTX4090/Llama-3.1-8B"
+    bench = bench if (bench / "vllm/requests.jsonl").is_file() else None
     rng = random.Random(int(os.environ.get("FUZZ_SEED", "1")))
     total_bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for kind in kinds(binary, repo, work, perf):
+        for kind in kinds(binary, repo, work, perf, bench):
             if which not in ("all", kind.name):
                 continue
             counts = fuzz(kind, float(minutes), work, out, rng)
@@ -299,6 +344,10 @@ def main():
                   f"{counts['crash']}  mismatches {counts['mismatch']}  peak RSS {counts['peak_rss_mb']} MB", flush=True)
         if perf is None and which in ("all", "profile"):
             print("profile  skipped: no ../shared/data/llmservingsim/profiler/perf")
+        for name in ("validate", "calibrate"):
+            if bench is None and which in ("all", name):
+                print(f"{name:8} skipped: no ../shared/data/llmservingsim/bench/examples "
+                      "(a real run)")
     if total_bad:
         print(f"findings kept under {out}")
     sys.exit(1 if total_bad else 0)
