@@ -236,9 +236,9 @@ def real_run(binary, example, work):
     return run, dataset, csv, summary
 
 
-def kinds(binary, repo, work, perf, bench):
+def kinds(binary, repo, work, perf, traces, bench):
     """The input kinds: jsonl, stream, spec, cluster, policy, sweep, hardware, model, profile,
-    validate, calibrate."""
+    trace, validate, calibrate."""
     w = work / "one.jsonl"
     w.write_bytes(REQUEST * 3)
     cluster = work / "cluster.json"
@@ -307,6 +307,22 @@ def kinds(binary, repo, work, perf, bench):
         files = [bundle / "meta.yaml"] + sorted((bundle / "tp1").glob("*.csv"))
         result.append(Kind("profile", files, lambda p: [
             b, "--dataset", str(w), "--profile-dir", str(work / "perf"), "--hardware", "RTX4090"], in_place=True))
+    if traces:
+        # The production traces' first 60 lines (Azure's CSV, Mooncake's JSONL), read as the
+        # run goes against held whole, as the `stream` kind.
+        bases = []
+        for name in ("azure-llm-2023-code.csv", "azure-llm-2023-conv.csv",
+                     "mooncake-conversation.jsonl", "mooncake-synthetic.jsonl"):
+            base = work / f"trace-{name}"
+            base.write_bytes(b"".join((traces / name).read_bytes().splitlines(keepends=True)[:60]))
+            bases.append(base)
+        result.append(Kind(
+            "trace", bases,
+            lambda p, out: [b, "--dataset", str(p), "--dataset-memory", "0", "--threads", "2",
+                            "--output", str(out)],
+            twin=lambda p, out: [b, "--dataset", str(p), "--threads", "1", "--output", str(out)],
+            flags=([], ["--num-instances", "2", "--request-routing-policy", "round-robin"],
+                   ["--trace-block-size", "16", "--enable-prefix-caching"], ["--pd", "1:1"])))
     if bench:
         # A real run's two files, mutated in place, as `validate` reads them beside a
         # simulation of the run (its request CSV and summary), and as `calibrate` fits them.
@@ -329,11 +345,13 @@ def main():
     perf = perf if perf.is_dir() else None
     bench = repo.parent / "shared/data/llmservingsim/bench/examples/RTX4090/Llama-3.1-8B"
     bench = bench if (bench / "vllm/requests.jsonl").is_file() else None
+    traces = repo.parent / "shared/data/traces"
+    traces = traces if (traces / "mooncake-synthetic.jsonl").is_file() else None
     rng = random.Random(int(os.environ.get("FUZZ_SEED", "1")))
     total_bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for kind in kinds(binary, repo, work, perf, bench):
+        for kind in kinds(binary, repo, work, perf, traces, bench):
             if which not in ("all", kind.name):
                 continue
             counts = fuzz(kind, float(minutes), work, out, rng)
@@ -344,6 +362,8 @@ def main():
                   f"{counts['crash']}  mismatches {counts['mismatch']}  peak RSS {counts['peak_rss_mb']} MB", flush=True)
         if perf is None and which in ("all", "profile"):
             print("profile  skipped: no ../shared/data/llmservingsim/profiler/perf")
+        if traces is None and which in ("all", "trace"):
+            print("trace    skipped: no ../shared/data/traces")
         for name in ("validate", "calibrate"):
             if bench is None and which in ("all", name):
                 print(f"{name:8} skipped: no ../shared/data/llmservingsim/bench/examples "
