@@ -14,7 +14,6 @@ use matching::Served;
 use plotters::chart::SeriesLabelPosition;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -342,15 +341,27 @@ pub fn case_name(real_requests: &Path, sim_csv: &Path) -> String {
 
 /// `Σ|sim − real| / Σ real × 100` over the seconds (`t` rounded) either series has.
 pub fn series_error_pct(real: &[(f64, f64)], sim: &[(f64, f64)]) -> f64 {
-    let mut by_second: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
-    for &(t, v) in real {
-        by_second.entry(t.round() as i64).or_default().0 += v;
+    // Both series' points by second (a stable sort: within a second, the real points in
+    // order, then the simulated ones), then each second's two sums, in order of the seconds.
+    let mut points: Vec<(i64, f64, bool)> = real
+        .iter()
+        .map(|&(t, v)| (t.round() as i64, v, true))
+        .chain(sim.iter().map(|&(t, v)| (t.round() as i64, v, false)))
+        .collect();
+    points.sort_by_key(|&(second, _, _)| second);
+    let (mut total, mut error) = (0.0, 0.0);
+    for same_second in points.chunk_by(|a, b| a.0 == b.0) {
+        let (mut r, mut s) = (0.0, 0.0);
+        for &(_, v, is_real) in same_second {
+            if is_real {
+                r += v;
+            } else {
+                s += v;
+            }
+        }
+        total += r;
+        error += f64::abs(s - r);
     }
-    for &(t, v) in sim {
-        by_second.entry(t.round() as i64).or_default().1 += v;
-    }
-    let total: f64 = by_second.values().map(|&(r, _)| r).sum();
-    let error: f64 = by_second.values().map(|&(r, s)| (s - r).abs()).sum();
     if total > 0.0 {
         error / total * 100.0
     } else {

@@ -221,6 +221,15 @@ fn the_series_error_weighs_every_second_by_the_real_tokens() {
 }
 
 #[test]
+fn the_series_error_sums_points_of_one_rounded_second_in_any_order() {
+    // A timeseries.csv out of order, two of its points in second 2 (1.6 and 2.4): 200 real
+    // tokens there against the simulation's 150, and 100 against 100 in second 5.
+    let real = [(5.0, 100.0), (2.4, 120.0), (1.6, 80.0)];
+    let sim = [(2.0, 150.0), (4.6, 60.0), (5.2, 40.0)];
+    assert_eq!(series_error_pct(&real, &sim), 50.0 / 300.0 * 100.0);
+}
+
+#[test]
 fn plots_name_the_case_by_the_vllm_folder_and_the_simulated_file() {
     let real = Path::new("data/bench/examples/RTXPRO6000/Llama-3.1-8B/vllm/requests.jsonl");
     assert_eq!(
