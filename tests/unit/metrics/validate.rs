@@ -160,16 +160,22 @@ fn spread_token_by_token(requests: &[RealTimes]) -> Vec<(f64, f64)> {
 }
 
 proptest::proptest! {
+    /// Requests of up to 3,000 tokens, arriving within 50 s, each spread over up to 40 s.
     #[test]
     fn spread_counted_a_second_at_a_time_equals_token_by_token(
-        shapes in proptest::collection::vec((0u64..3_000, 0.0f64..50.0, 0.0f64..1.0, 0.0f64..40.0), 1..6),
+        shapes in proptest::collection::vec(
+            (0u64..3_000, 0.0f64..50.0, 0.0f64..1.0, 0.0f64..40.0),
+            1..6,
+        ),
     ) {
         let requests: Vec<RealTimes> = shapes
             .iter()
-            .map(|&(n, arrival, ttft, span)| spread(n, arrival, arrival + ttft, arrival + ttft + span))
+            .map(|&(n, arrival, ttft, span)| {
+                spread(n, arrival, arrival + ttft, arrival + ttft + span)
+            })
             .collect();
-        let path = Path::new("requests.jsonl");
-        proptest::prop_assert_eq!(spread_real_tokens(&requests, path).unwrap(), spread_token_by_token(&requests));
+        let counted = spread_real_tokens(&requests, Path::new("requests.jsonl")).unwrap();
+        proptest::prop_assert_eq!(counted, spread_token_by_token(&requests));
     }
 }
 
