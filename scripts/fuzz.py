@@ -236,7 +236,7 @@ def real_run(binary, example, work):
     return run, dataset, csv, summary
 
 
-def kinds(binary, repo, work, perf, traces, bench):
+def kinds(binary, repo, work, perf, traces, bench, clusters):
     """The input kinds: jsonl, stream, spec, cluster, policy, sweep, hardware, model, profile,
     trace, validate, calibrate."""
     w = work / "one.jsonl"
@@ -279,8 +279,11 @@ def kinds(binary, repo, work, perf, traces, bench):
                              "--threads", "2", "--output", str(out)],
              twin=lambda p, out: [b, "--workload-spec", str(p), "--max-requests", "20000",
                                   "--threads", "1", "--output", str(out)]),
-        Kind("cluster", [cluster], lambda p: [b, "--cluster-config", str(p), "--dataset", str(w)],
-             mutate_json),
+        # The 4-instance config, and LLMServingSim's cluster configs where ../shared holds
+        # them (DP, EP, PP, P/D, CXL, PIM, power; a PIM config's INI files are not beside the
+        # mutant, so it is refused).
+        Kind("cluster", [cluster] + clusters,
+             lambda p: [b, "--cluster-config", str(p), "--dataset", str(w)], mutate_json),
         # The bundled policy bundles, behind the control plane's worked example on four
         # instances.
         Kind("policy", sorted((repo / "examples/policy").glob("*.yaml")),
@@ -347,11 +350,12 @@ def main():
     bench = bench if (bench / "vllm/requests.jsonl").is_file() else None
     traces = repo.parent / "shared/data/traces"
     traces = traces if (traces / "mooncake-synthetic.jsonl").is_file() else None
+    clusters = sorted((repo.parent / "shared/data/llmservingsim/configs/cluster").glob("*.json"))
     rng = random.Random(int(os.environ.get("FUZZ_SEED", "1")))
     total_bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for kind in kinds(binary, repo, work, perf, traces, bench):
+        for kind in kinds(binary, repo, work, perf, traces, bench, clusters):
             if which not in ("all", kind.name):
                 continue
             counts = fuzz(kind, float(minutes), work, out, rng)
