@@ -20,6 +20,28 @@ pub fn in_user_terms(message: &str) -> String {
     replace_structs(message)
 }
 
+/// Reads one JSON document from `text`, nothing but white space after it. On an error, the
+/// field it concerns (the path to a value of the wrong type, else `(json)` for the syntax)
+/// and serde's message in the file's terms ([`in_user_terms`]).
+pub(crate) fn json_document<T: serde::de::DeserializeOwned>(
+    text: &str,
+) -> Result<T, (String, String)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let field = if inner.is_data() {
+            path
+        } else {
+            "(json)".to_owned()
+        };
+        (field, in_user_terms(&inner.to_string()))
+    })?;
+    de.end()
+        .map_err(|e| ("(json)".to_owned(), in_user_terms(&e.to_string())))?;
+    Ok(value)
+}
+
 /// What `text` holds when it is well-formed JSON but not an object ("an array", "a
 /// string", ...); `None` for an object or malformed JSON (which the parser then reports).
 pub(crate) fn non_object_json(text: &str) -> Option<&'static str> {

@@ -201,27 +201,8 @@ impl ClusterConfig {
                 },
             ));
         }
-        let mut de = serde_json::Deserializer::from_str(text);
-        let config: ClusterConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            let field = if inner.is_data() {
-                field
-            } else {
-                "(json)".to_owned()
-            };
-            invalid(
-                field,
-                Problem::Syntax(crate::serde_messages::in_user_terms(&inner.to_string())),
-            )
-        })?;
-        // Nothing but white space after the document (a file cut and pasted into another).
-        de.end().map_err(|e| {
-            invalid(
-                "(json)".to_owned(),
-                Problem::Syntax(crate::serde_messages::in_user_terms(&e.to_string())),
-            )
-        })?;
+        let config: ClusterConfig = crate::serde_messages::json_document(text)
+            .map_err(|(field, message)| invalid(field, Problem::Syntax(message)))?;
         if config.num_nodes != config.nodes.len() {
             return Err(invalid(
                 "num_nodes".into(),

@@ -100,30 +100,9 @@ impl ModelArch {
         default_name: &str,
     ) -> Result<ModelArch, ConfigError> {
         let fields = HfFields { source_name };
-        // A value of the wrong type is named by its field (its path); a syntax error by its
-        // line and column alone.
-        let mut de =
-            serde_json::Deserializer::from_str(text.strip_prefix('\u{feff}').unwrap_or(text));
-        let hf: HfConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            let field = if inner.is_data() {
-                path.as_str()
-            } else {
-                "(json)"
-            };
-            fields.invalid(
-                field,
-                Problem::Syntax(crate::serde_messages::in_user_terms(&inner.to_string())),
-            )
-        })?;
-        // Nothing but white space after the document.
-        de.end().map_err(|e| {
-            fields.invalid(
-                "(json)",
-                Problem::Syntax(crate::serde_messages::in_user_terms(&e.to_string())),
-            )
-        })?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let hf: HfConfig = crate::serde_messages::json_document(text)
+            .map_err(|(field, message)| fields.invalid(&field, Problem::Syntax(message)))?;
         let model_type = match &hf.model_type {
             Some(t) if !t.trim().is_empty() => t.clone(),
             _ => return Err(fields.invalid("model_type", Problem::missing())),

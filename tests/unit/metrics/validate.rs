@@ -114,24 +114,7 @@ fn tokens_are_counted_per_second_with_empty_seconds_as_zero() {
     assert!(per_second([f64::NAN].into_iter()).is_err());
 }
 
-#[test]
-fn real_tokens_are_spread_evenly_between_first_and_last_token() {
-    let requests = [RealTimes {
-        served: Served {
-            id: 0,
-            input: None,
-            output: 5,
-        },
-        output_toks: 5,
-        arrival: 100.0,
-        first_token: 100.5,
-        last_token: 102.5,
-    }];
-    // Tokens at 0.5, 1.0, 1.5, 2.0 and 2.5 s after the arrival.
-    let series = spread_real_tokens(&requests, Path::new("requests.jsonl")).unwrap();
-    assert_eq!(series, [(1.0, 1.0), (2.0, 2.0), (3.0, 2.0)]);
-}
-
+/// A request of `output_toks` tokens, arriving, first and last token at those seconds.
 fn spread(output_toks: u64, arrival: f64, first_token: f64, last_token: f64) -> RealTimes {
     RealTimes {
         served: Served {
@@ -144,6 +127,14 @@ fn spread(output_toks: u64, arrival: f64, first_token: f64, last_token: f64) -> 
         first_token,
         last_token,
     }
+}
+
+#[test]
+fn real_tokens_are_spread_evenly_between_first_and_last_token() {
+    let requests = [spread(5, 100.0, 100.5, 102.5)];
+    // Tokens at 0.5, 1.0, 1.5, 2.0 and 2.5 s after the arrival.
+    let series = spread_real_tokens(&requests, Path::new("requests.jsonl")).unwrap();
+    assert_eq!(series, [(1.0, 1.0), (2.0, 2.0), (3.0, 2.0)]);
 }
 
 /// Counts each token one by one, as the spread did before it counted a second at a time.
