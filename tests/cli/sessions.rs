@@ -394,3 +394,38 @@ fn a_session_whose_call_times_out_is_cancelled_and_sends_nothing_after_it() {
     }
     assert_eq!(tables[0], tables[1], "held whole and read as the run goes");
 }
+
+/// The summary JSON's prefix-cache hit tokens of a run of `spec` (WorkloadSpec YAML).
+fn prefix_hits(dir: &Path, name: &str, spec: &str) -> u64 {
+    let yaml = dir.join(format!("{name}.yaml"));
+    let json = dir.join(format!("{name}.json"));
+    std::fs::write(&yaml, spec).unwrap();
+    ok(&["--workload-spec", s(&yaml), "--summary-json", s(&json)]);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    summary["simulator"]["prefix_cache_hit_tokens"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn accumulated_context_hits_the_prefix_cache_without_a_prefix_group() {
+    // BLIS's multi-turn conversation: with `accumulate` each round's prompt starts with the
+    // rounds before it (prompt and output), as BLIS builds it from token ids it draws for
+    // every request; no prefix group is needed for the prefix cache to find them.
+    let spec = |growth: &str| {
+        format!(
+            "version: \"2\"\nseed: 7\naggregate_rate: 2.0\nnum_requests: 20\nclients:\n  - id: chat\n    \
+             rate_fraction: 1.0\n    arrival: {{process: poisson}}\n    input_distribution: {{type: \
+             constant, params: {{value: 200}}}}\n    output_distribution: {{type: constant, params: \
+             {{value: 40}}}}\n    reasoning: {{multi_turn: {{max_rounds: 4, think_time_us: 100000{growth}}}}}\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let carried = prefix_hits(dir.path(), "carried", &spec(", context_growth: accumulate"));
+    let fresh = prefix_hits(dir.path(), "fresh", &spec(""));
+    // Twenty sessions, three later rounds each: every one finds at least the 192 whole-block
+    // tokens of the first round's 200-token prompt.
+    assert!(carried >= 20 * 3 * 192, "{carried}");
+    assert_eq!(fresh, 0);
+}

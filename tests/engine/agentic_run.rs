@@ -345,6 +345,45 @@ fn conversations_wait_for_the_think_time_and_draw_their_turns() {
 }
 
 #[test]
+fn accumulated_context_carries_token_ids_without_a_prefix_group() {
+    // Neither client is in a prefix group: the turns that carry their context carry token
+    // ids (so that the prefix cache can find it), the turns that do not carry none.
+    let text = "aggregate_rate: 4\nnum_requests: 20\nclients:\n  - id: chat\n    rate_fraction: 1\n    \
+        arrival: {process: poisson}\n    input_distribution: {type: uniform, params: {min: 10, \
+        max: 60}}\n    output_distribution: {type: uniform, params: {min: 2, max: 20}}\n    \
+        reasoning: {multi_turn: {max_rounds: 3, think_time_us: 50000, context_growth: \
+        accumulate}}\n  - id: rounds\n    rate_fraction: 1\n    arrival: {process: poisson}\n    \
+        input_distribution: {type: constant, params: {value: 30}}\n    output_distribution: \
+        {type: constant, params: {value: 5}}\n    reasoning: {multi_turn: {max_rounds: 3, \
+        think_time_us: 50000}}\n";
+    let spec = WorkloadSpec::from_yaml(text, "w.yaml").unwrap();
+    let w = generate_workload(&spec, Overrides::default()).unwrap();
+    let requests = w.sessions.requests();
+    let by_id = |id: u64| requests.iter().find(|r| r.id == id).unwrap();
+    let (mut carried, mut fresh) = (0, 0);
+    for plan in w.sessions.sessions() {
+        let calls: Vec<_> = (0..plan.llm_nodes.len() as u64)
+            .map(|k| by_id(plan.first_id + k))
+            .collect();
+        if plan.client.as_deref() == Some("rounds") {
+            assert!(calls.iter().all(|r| r.token_ids.is_empty()));
+            fresh += 1;
+            continue;
+        }
+        for pair in calls.windows(2) {
+            let (before, after) = (pair[0], pair[1]);
+            assert_eq!(
+                before.token_ids.len(),
+                (before.input_toks + before.output_toks) as usize
+            );
+            assert!(after.token_ids.starts_with(&before.token_ids));
+            carried += 1;
+        }
+    }
+    assert!(carried > 0 && fresh > 0, "{carried} {fresh}");
+}
+
+#[test]
 fn concurrency_mode_still_honours_tool_latencies() {
     let mut w = scenario_workload("mcts-code", 8, None);
     let first = w.first_arrival().unwrap();

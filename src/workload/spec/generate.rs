@@ -577,13 +577,15 @@ impl<'a> Generator<'a> {
         let seed = |stream: &str| {
             ChaCha8Rng::seed_from_u64(session_seed(self.seed, stream, &spec.id, req.seq))
         };
+        // Token ids for a prefix group's clients, and for sessions whose calls carry their
+        // context on (with an empty shared prefix): their later calls then hit the prefix
+        // cache, as in BLIS, which draws ids for every request.
+        let prefix = self.clients.get(req.client as usize).and_then(|c| {
+            (c.prefix.clone()).or_else(|| spec.traffic.accumulates().then(|| Arc::from([])))
+        });
         let mut draw = SessionDraw {
             rng: seed("session"),
-            ids: self
-                .clients
-                .get(req.client as usize)
-                .and_then(|c| c.prefix.clone())
-                .map(|prefix| (prefix, seed("session-tokens"))),
+            ids: prefix.map(|prefix| (prefix, seed("session-tokens"))),
             model: spec.model.clone(),
         };
         let plan = match &spec.traffic {

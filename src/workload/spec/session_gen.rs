@@ -4,8 +4,9 @@
 //! An LLM call's prompt is, in order: the context (its previous iteration's or turn's prompt
 //! and output with `context_growth: accumulate`, else the client's shared prefix), the tokens
 //! returned by the tool calls it waits for, then its own drawn prompt tokens. Token ids are
-//! drawn only for clients in a prefix group (as for flat requests); a session's requests then
-//! carry prompt and output ids, so that accumulated context hits the prefix cache.
+//! drawn for clients in a prefix group (as for flat requests) and for sessions whose context
+//! accumulates (with no shared prefix); a session's requests then carry prompt and output ids,
+//! so that accumulated context hits the prefix cache.
 //!
 //! A conversation's turns are drawn one at a time ([`Turns`]): a run draws the next turn when
 //! the previous one finishes, `generate` draws them all at once; the streams are read in the

@@ -23,6 +23,17 @@ pub enum Traffic {
 }
 
 impl Traffic {
+    /// Whether a session carries its calls' context into later calls (`context_growth:
+    /// accumulate` on a conversation or on an agentic step).
+    pub fn accumulates(&self) -> bool {
+        match self {
+            Traffic::Requests { conversation, .. } => {
+                conversation.as_ref().is_some_and(|c| c.accumulate)
+            }
+            Traffic::Agentic(a) => a.steps.iter().any(|s| s.accumulate),
+        }
+    }
+
     /// Whether each arrival starts a session.
     pub fn is_session(&self) -> bool {
         !matches!(
