@@ -12,7 +12,9 @@ use blis_cosim::latency::LatencyBackend;
 use blis_cosim::router::{Router, RoutingPolicy};
 use blis_cosim::workload::Workload;
 use blis_cosim::workload::sessions::{NodeKind, NodeStatus, SessionOutcome, SessionRegistry};
-use blis_cosim::workload::spec::{Overrides, WorkloadSpec, generate_workload, scenario};
+use blis_cosim::workload::spec::{
+    MAX_SESSION_TOKEN_IDS, Overrides, WorkloadSpec, generate_workload, scenario,
+};
 use fixture::{Finished, LinearBackend, Recorder, setup};
 use std::collections::BTreeMap;
 
@@ -381,6 +383,39 @@ fn accumulated_context_carries_token_ids_without_a_prefix_group() {
         }
     }
     assert!(carried > 0 && fresh > 0, "{carried} {fresh}");
+}
+
+#[test]
+fn a_session_stops_carrying_token_ids_past_its_budget() {
+    // Turns of 100,000 prompt tokens, each carrying the ones before: the ids a session draws
+    // grow with the square of its turns, so its later turns carry none once its calls would
+    // draw more than MAX_SESSION_TOKEN_IDS; the sizes are drawn all the same.
+    let text = "aggregate_rate: 1\nnum_requests: 1\nclients:\n  - id: chat\n    rate_fraction: 1\n    \
+        arrival: {process: poisson}\n    input_distribution: {type: constant, params: {value: \
+        100000}}\n    output_distribution: {type: constant, params: {value: 1000}}\n    \
+        reasoning: {multi_turn: {max_rounds: 12, think_time_us: 1000, context_growth: \
+        accumulate}}\n";
+    let spec = WorkloadSpec::from_yaml(text, "w.yaml").unwrap();
+    let w = generate_workload(&spec, Overrides::default()).unwrap();
+    let turns = w.sessions.requests();
+    assert_eq!(turns.len(), 12);
+    let mut drawn = 0;
+    let carried: Vec<bool> = turns
+        .iter()
+        .map(|r| {
+            let n = (r.input_toks + r.output_toks) as usize;
+            if !r.token_ids.is_empty() {
+                assert_eq!(r.token_ids.len(), n);
+                drawn += n;
+            }
+            !r.token_ids.is_empty()
+        })
+        .collect();
+    // 101,000 ids, then 202,000, ...: the first five turns draw 1,515,000, the sixth would
+    // pass 2,097,152.
+    assert_eq!(carried, [vec![true; 5], vec![false; 7]].concat());
+    assert!(drawn <= MAX_SESSION_TOKEN_IDS);
+    assert_eq!(turns[11].input_toks, 11 * 101_000 + 100_000);
 }
 
 #[test]

@@ -586,6 +586,7 @@ impl<'a> Generator<'a> {
         let mut draw = SessionDraw {
             rng: seed("session"),
             ids: prefix.map(|prefix| (prefix, seed("session-tokens"))),
+            ids_carried: 0,
             model: spec.model.clone(),
         };
         let plan = match &spec.traffic {

@@ -83,7 +83,7 @@ pub use generate::{
 };
 pub use inference_perf::InferencePerfProblem;
 pub use jsonl_out::write_jsonl;
-pub use limits::{DEFAULT_MAX_REQUESTS, LimitError, PlanProblem};
+pub use limits::{DEFAULT_MAX_REQUESTS, LimitError, MAX_SESSION_TOKEN_IDS, PlanProblem};
 pub use priority::{PriorityDist, PriorityError};
 pub use rule_error::RuleProblem;
 pub use scenarios::{SCENARIOS, Scenario, scenario};

@@ -15,18 +15,26 @@
 use super::agentic::{Action, AgenticSpec};
 use super::dist::{DurationDist, LengthDist};
 use super::generate::token_id;
+use super::limits::MAX_SESSION_TOKEN_IDS;
 use crate::workload::sessions::{PlanBuilder, PlanTail, Step, Tail};
 use crate::workload::{MAX_TOKENS, Request};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
+
+/// Whether a session has dropped its token ids past [`MAX_SESSION_TOKEN_IDS`] in this
+/// process (the warning is given once).
+static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The random streams and fixed parts of one session's requests.
 #[derive(Debug)]
 pub(super) struct SessionDraw {
     /// Sizes, latencies, think times and turn counts.
     pub rng: ChaCha8Rng,
-    /// Token ids: the group's shared prefix and the stream of ids unique to the session.
+    /// Token ids: the group's shared prefix and the stream of ids unique to the session
+    /// (`None` once its calls have carried [`MAX_SESSION_TOKEN_IDS`]).
     pub ids: Option<(Arc<[u32]>, ChaCha8Rng)>,
+    /// Token ids drawn for its calls and tool outputs so far.
+    pub ids_carried: usize,
     /// Model the requests name.
     pub model: Option<String>,
 }
@@ -50,6 +58,28 @@ impl SessionDraw {
         }
     }
 
+    /// Whether `n` more token ids may be drawn for the session's calls (and the tool outputs
+    /// they carry): while the session draws at most [`MAX_SESSION_TOKEN_IDS`]; past that, no
+    /// call of the session carries any. Always false for a session without ids.
+    fn carry(&mut self, n: usize) -> bool {
+        if self.ids.is_none() {
+            return false;
+        }
+        if self.ids_carried + n <= MAX_SESSION_TOKEN_IDS {
+            self.ids_carried += n;
+            return true;
+        }
+        self.ids = None;
+        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            log::warn!(
+                "a session's calls would draw more than {MAX_SESSION_TOKEN_IDS} token ids \
+                 (each call carries the ids of its whole context); its later calls carry none, \
+                 so the prefix cache does not look their prompts up"
+            );
+        }
+        false
+    }
+
     /// Appends `n` ids unique to the session (nothing without ids).
     fn fresh(&mut self, n: u32, ids: &mut Vec<u32>) {
         if let Some((_, rng)) = &mut self.ids {
@@ -62,9 +92,13 @@ impl SessionDraw {
     fn call(&mut self, context: Call, own: u32, output: u32) -> (Call, Request) {
         let Call { input, mut ids, .. } = context;
         let input = (input + u64::from(own)).min(MAX_TOKENS) as u32;
-        self.fresh(own, &mut ids);
-        ids.truncate(input as usize);
-        self.fresh(output, &mut ids);
+        if self.carry(input as usize + output as usize) {
+            self.fresh(own, &mut ids);
+            ids.truncate(input as usize);
+            self.fresh(output, &mut ids);
+        } else {
+            ids = Vec::new();
+        }
         let request = Request {
             id: 0,
             line: 0,
@@ -143,7 +177,9 @@ pub(super) fn agentic_plan(spec: &AgenticSpec, draw: &mut SessionDraw) -> PlanBu
                     .as_ref()
                     .map_or(0, |d| d.sample(&mut draw.rng));
                 let mut ids = Vec::new();
-                draw.fresh(tokens, &mut ids);
+                if draw.carry(tokens as usize) {
+                    draw.fresh(tokens, &mut ids);
+                }
                 let parents = node.parents.clone();
                 plan.push(
                     label,
