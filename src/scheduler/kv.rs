@@ -653,6 +653,11 @@ impl BlockPool {
     /// always is.
     pub fn chain_parent(&self, blocks: &[BlockId], hashes: &[u64], i: usize) -> Option<BlockId> {
         let q = *blocks.get(i.checked_sub(1)?)?;
+        self.chain_parent_of(q, hashes, i)
+    }
+
+    /// [`BlockPool::chain_parent`] of block `i` of a request whose block `i - 1` is `q`.
+    pub fn chain_parent_of(&self, q: BlockId, hashes: &[u64], i: usize) -> Option<BlockId> {
         // On the stack no block has bookkeeping, nor a hash.
         match self.blocks.get(q as usize).and_then(Block::hash) == Some(hashes[i - 1]) {
             true => Some(q),
@@ -918,6 +923,27 @@ impl BlockPool {
             h.since[block as usize] = h.clock;
         }
         block
+    }
+
+    /// Whether indexing `block` under `hash` after `parent` ([`BlockPool::cache_after`]) puts
+    /// it in the index, and the same way whatever the step takes off the free list before or
+    /// after: the free list is in use (indexing would not end stack mode), no block carries
+    /// `hash` yet, `parent` (if any) is its block's own indexed block with room for a child
+    /// even before evictions, and nothing records when the index changes.
+    pub fn indexes_alike(&self, parent: Option<BlockId>, block: BlockId, hash: u64) -> bool {
+        if self.stack.is_some() || self.history.is_some() || self.thrash.is_some() {
+            return false;
+        }
+        if self.blocks[block as usize].hashed() || self.lookup_loose(hash).is_some() {
+            return false;
+        }
+        parent.is_none_or(|q| {
+            let (found, children) = self.child_with(q, hash);
+            found.is_none()
+                && children < MAX_CHILDREN
+                && q < LOOSE
+                && self.blocks[q as usize].hashed()
+        })
     }
 
     /// Indexes a run of a request's blocks as [`BlockPool::cache_after`] one after the other

@@ -1,8 +1,8 @@
 //! Decode stretches: requests stepped in bulk while the batch around them changes.
 //!
 //! A request that decodes steadily (one token a step, nothing of its prompt left, its blocks
-//! exactly those of its context, nothing left to index in the prefix cache) is stepped without
-//! being visited: it joins the instance's *members*, which lead the running order, the step
+//! exactly those of its context, its full blocks indexed in the prefix cache) is stepped
+//! without being visited: it joins the instance's *members*, which lead the running order, the step
 //! and its batch. Each later step allocates the KV blocks of the members whose last block
 //! filled (members are bucketed by when their blocks fill, so the blocks are taken in the
 //! order single steps take them, at the same pool clock), and forms the rest of the step
@@ -14,6 +14,12 @@
 //! finishing steps in a min-heap and their blocks in their buckets' entries: a finish reads
 //! the members that finish, not every member, and members leaving move no other member and
 //! rebuild no bucket.
+//!
+//! A member whose output has token ids (a session that carries its context on) fills blocks
+//! the prefix cache indexes: the step that fills one indexes it, as single steps do. It is
+//! visited then, once a block, and only where that is exact whatever the step allocates
+//! around it ([`BlockPool::indexes_alike`]: nothing indexed under its hash yet, its own
+//! previous block the chain parent); else the stretch is settled.
 //!
 //! Nor are the members' batch items written every step: every member's context grows by one
 //! a step, so each item holds its context less the steps since it was last written
@@ -37,7 +43,7 @@ use std::collections::BinaryHeap;
 use std::ops::Range;
 
 use super::request::Phase;
-use super::{BlockId, Completions, PreemptionOrder, Scheduler};
+use super::{BlockId, BlockPool, Completions, PreemptionOrder, Scheduler};
 use crate::Nanos;
 use crate::latency::{BatchItem, DecodeLead};
 
@@ -75,7 +81,10 @@ const TAIL: usize = 8;
 struct Holding {
     member: u32,
     /// How many blocks `tail` holds.
-    held: u32,
+    held: u16,
+    /// Whether the member indexes the blocks it fills (it has hashes for blocks it has not
+    /// filled yet).
+    indexes: bool,
     /// The member's blocks but those in `tail`.
     blocks: Vec<BlockId>,
     /// Its newest blocks, after `blocks`.
@@ -86,10 +95,11 @@ struct Holding {
 const _: () = assert!(size_of::<Holding>() == 64);
 
 impl Holding {
-    fn new(member: u32, blocks: Vec<BlockId>) -> Holding {
+    fn new(member: u32, blocks: Vec<BlockId>, indexes: bool) -> Holding {
         Holding {
             member,
             held: 0,
+            indexes,
             blocks,
             tail: [0; TAIL],
         }
@@ -116,6 +126,22 @@ impl Holding {
     fn take_blocks(&mut self) -> Vec<BlockId> {
         self.flush();
         std::mem::take(&mut self.blocks)
+    }
+
+    /// The member's last block and the one before it, if any.
+    fn last_two(&self) -> (BlockId, Option<BlockId>) {
+        let held = self.held as usize;
+        let before = |k: usize| match k {
+            0 => self.blocks.last().copied(),
+            k => Some(self.tail[k - 1]),
+        };
+        match held {
+            0 => {
+                let n = self.blocks.len();
+                (self.blocks[n - 1], n.checked_sub(2).map(|i| self.blocks[i]))
+            }
+            h => (self.tail[h - 1], before(h - 1)),
+        }
     }
 
     /// The member's blocks, in order.
@@ -159,6 +185,15 @@ fn read_of(item: &BatchItem, lag: u32) -> u64 {
     u64::from(item.context_tokens.wrapping_add(lag)) + 1
 }
 
+/// Whether `req` has indexed every full block it has (those it has hashes for): all of them,
+/// or, where a member's blocks can be indexed in bulk (blocks of more than one token, so that
+/// a block fills a step before the next is taken, and a pool that records nothing of when its
+/// index changes), those so far, the next ones being indexed as the member fills them.
+fn indexed_alike(req: &super::RunningRequest, bs: u32, pool: &BlockPool) -> bool {
+    req.cached_blocks >= req.hashes.len()
+        || (bs > 1 && pool.history.is_none() && req.cached_blocks == (req.computed / bs) as usize)
+}
+
 /// Closing the gaps that the places `left` (ascending, with their ids) leave in a list of
 /// `len`: for each place, the run of places after it up to the next one (or `len`), and where
 /// that run moves down to. Copied in order, the runs leave the list's first `len - left.len()`
@@ -199,6 +234,9 @@ pub(super) struct Stretch {
     /// How many steps the members' batch items (the first `order.len()` of the batch) lag
     /// behind: each holds its context less this, wrapping (see the module docs).
     lag: u32,
+    /// How many members index the blocks they fill ([`Holding::indexes`]): without any, a
+    /// step reads no bucket but the one taking new blocks.
+    indexing: u32,
     /// The members' KV reads in the last formed step (`context + 1` each, summed) and the
     /// longest, kept as members join, grow and leave.
     kv_tokens: u64,
@@ -309,6 +347,7 @@ impl Stretch {
         self.left.clear();
         self.in_flight = 0;
         self.lag = 0;
+        self.indexing = 0;
         (self.kv_tokens, self.longest) = (0, 0);
     }
 }
@@ -378,7 +417,13 @@ impl Scheduler {
         }
         let bs = u64::from(self.config.block_size);
         let key = ((self.formed + 1) % bs) as usize;
-        if self.stretch.buckets[key].len() > self.pool.num_free() {
+        // Members whose last block fills with this step, and which index it (as single steps
+        // do); the step allocates the next block of those in bucket `key`.
+        let filling = ((self.formed + 2) % bs) as usize;
+        let indexing = self.stretch.indexing > 0;
+        if self.stretch.buckets[key].len() > self.pool.num_free()
+            || (indexing && !self.fills_alike(filling))
+        {
             self.settle_stretch();
             return 0;
         }
@@ -386,12 +431,80 @@ impl Scheduler {
         for h in &mut self.stretch.buckets[key] {
             h.push(self.pool.allocate().expect("checked free blocks"));
         }
+        if indexing {
+            self.index_filled(filling);
+        }
         // Every member's context grows by one: their items are written when read.
         self.stretch.lag = self.stretch.lag.wrapping_add(1);
         self.stretch.kv_tokens += m as u64;
         self.stretch.longest += 1;
         self.stretch.in_flight = m;
         m
+    }
+
+    /// The block that the member of entry `h`, in the bucket filling its last block with the
+    /// step formed now, fills, if its request has a hash for it: the request's slot, the
+    /// block's index in the request and its hash, the block and the one before it.
+    fn filled_block(&self, h: &Holding) -> Option<(u32, usize, u64, BlockId, Option<BlockId>)> {
+        let member = &self.stretch.members[h.member as usize];
+        let computed = member.computed + (self.formed - member.formed) as u32;
+        let k = (computed / self.config.block_size) as usize;
+        let req = self.slots[member.slot as usize].as_ref()?;
+        let &hash = req.hashes.get(k)?;
+        let (block, before) = h.last_two();
+        Some((member.slot, k, hash, block, before))
+    }
+
+    /// Whether the members of bucket `filling` index the blocks they fill with the step
+    /// formed now exactly as single steps would, whatever the step allocates around them
+    /// ([`BlockPool::indexes_alike`]): else the stretch is settled and the step formed one
+    /// request at a time.
+    fn fills_alike(&self, filling: usize) -> bool {
+        let bucket = self.stretch.buckets[filling].iter();
+        bucket.filter(|h| h.indexes).all(|h| {
+            let Some((slot, k, hash, block, before)) = self.filled_block(h) else {
+                return true;
+            };
+            let req = self.slots[slot as usize].as_ref().expect("member slot");
+            // Its own block before is the chain parent single steps would find.
+            let parent = match (k, before) {
+                (0, _) => None,
+                (_, Some(q)) if self.pool.chain_parent_of(q, &req.hashes, k) == Some(q) => Some(q),
+                _ => return false,
+            };
+            self.pool.indexes_alike(parent, block, hash)
+        })
+    }
+
+    /// Indexes the blocks the members of bucket `filling` fill with the step formed now,
+    /// in running order, as single steps do ([`Scheduler::fills_alike`] checked first).
+    fn index_filled(&mut self, filling: usize) {
+        for i in 0..self.stretch.buckets[filling].len() {
+            let h = &self.stretch.buckets[filling][i];
+            if !h.indexes {
+                continue;
+            }
+            let Some((slot, k, hash, block, before)) = self.filled_block(h) else {
+                self.stop_indexing(filling, i);
+                continue;
+            };
+            let parent = before.filter(|_| k > 0);
+            self.pool.cache_run(parent, &[block], &[hash]);
+            let req = self.slots[slot as usize].as_mut().expect("member slot");
+            req.cached_blocks = k + 1;
+            if req.cached_blocks == req.hashes.len() {
+                // Its last hashed block is indexed: it has nothing left to index.
+                self.stop_indexing(filling, i);
+            }
+        }
+    }
+
+    /// The `i`-th member of bucket `filling` has no block left to index.
+    fn stop_indexing(&mut self, filling: usize, i: usize) {
+        let st = &mut self.stretch;
+        if std::mem::take(&mut st.buckets[filling][i].indexes) {
+            st.indexing -= 1;
+        }
     }
 
     /// Removes the members that finished from the members, their buckets, the step and its
@@ -412,7 +525,8 @@ impl Scheduler {
         for &(_, id) in &st.left {
             let bucket = &mut st.buckets[st.members[id as usize].key as usize];
             let at = bucket.iter().position(|h| h.member == id);
-            bucket.remove(at.expect("a member is in its bucket"));
+            let left = bucket.remove(at.expect("a member is in its bucket"));
+            st.indexing -= u32::from(left.indexes);
             st.free_ids.push(id);
         }
         st.left.clear();
@@ -481,7 +595,7 @@ impl Scheduler {
                 && req.phase == Phase::Decode
                 && req.computed == req.reached
                 && req.blocks.len() == req.computed.div_ceil(bs) as usize
-                && req.cached_blocks >= req.hashes.len()
+                && indexed_alike(req, bs, &self.pool)
                 && req.target - req.computed >= 2;
             if !steady {
                 break;
@@ -503,7 +617,9 @@ impl Scheduler {
             });
             st.order.push(id);
             let blocks = std::mem::take(&mut req.blocks);
-            st.buckets[key as usize].push(Holding::new(id, blocks));
+            let indexes = req.cached_blocks < req.hashes.len();
+            st.indexing += u32::from(indexes);
+            st.buckets[key as usize].push(Holding::new(id, blocks, indexes));
             st.finishes.push(Reverse(Finish {
                 step: finish,
                 id,
