@@ -9,8 +9,9 @@ use proptest::prelude::*;
 struct Case {
     config: SchedulerConfig,
     num_blocks: u32,
-    /// Arrival gap, prompt and output tokens, token ids (none, the prompt's, or the
-    /// prompt's and the output's), and whether a later arrival cancels it.
+    /// Arrival gap, prompt and output tokens, token ids (none, the prompt's, the prompt's
+    /// and the output's, or those each unique to the request), and whether a later arrival
+    /// cancels it.
     requests: Vec<(Nanos, u32, u32, u8, bool)>,
 }
 
@@ -63,9 +64,10 @@ fn requests(case: &Case) -> Vec<Request> {
         let ids = match ids {
             0 => Vec::new(),
             1 => (0..input).map(|k| k % 7 + (id as u32 % 2)).collect(),
-            _ => (0..input + output)
+            2 => (0..input + output)
                 .map(|k| k % 5 + (id as u32 % 2))
                 .collect(),
+            _ => (0..input + output).map(|k| id as u32 * 1_000 + k).collect(),
         };
         out.push(Request {
             id: id as u64,
@@ -239,6 +241,24 @@ fn long_decodes_run_in_stretches() {
     let (stretched, tokens) = run(&case, true);
     assert_eq!(single, stretched);
     // Eight decodes of 200 to 250 tokens: all but the first two tokens of each.
+    let generated: u32 = case.requests.iter().map(|r| r.2).sum();
+    assert_eq!(tokens, u64::from(generated - 2 * 8));
+}
+
+/// Decodes whose outputs carry token ids index each block they fill in the prefix cache,
+/// and still run in stretches: the step that fills a member's block indexes it.
+#[test]
+fn decodes_indexing_their_output_blocks_run_in_stretches() {
+    let case = Case {
+        config: roomy(),
+        num_blocks: 1000,
+        requests: (0..8)
+            .map(|k| (10, 30 + k, 200 + 7 * k, 3, false))
+            .collect(),
+    };
+    let (single, _) = run(&case, false);
+    let (stretched, tokens) = run(&case, true);
+    assert_eq!(single, stretched);
     let generated: u32 = case.requests.iter().map(|r| r.2).sum();
     assert_eq!(tokens, u64::from(generated - 2 * 8));
 }
