@@ -160,6 +160,19 @@ struct Finish {
     slot: u32,
 }
 
+/// The block a stretch member fills with the step being formed, which the prefix cache
+/// indexes then (see [`Scheduler::index_filled`]).
+struct Filled {
+    /// The member's request's slot.
+    slot: u32,
+    /// The block's index among the request's blocks, and its hash.
+    index: usize,
+    hash: u64,
+    /// The block, and the one before it (its chain parent), if any.
+    block: BlockId,
+    before: Option<BlockId>,
+}
+
 /// [`Member::finish`] of a member that finished (it is dropped when the next step is formed).
 const LEFT: u64 = u64::MAX;
 
@@ -443,16 +456,21 @@ impl Scheduler {
     }
 
     /// The block that the member of entry `h`, in the bucket filling its last block with the
-    /// step formed now, fills, if its request has a hash for it: the request's slot, the
-    /// block's index in the request and its hash, the block and the one before it.
-    fn filled_block(&self, h: &Holding) -> Option<(u32, usize, u64, BlockId, Option<BlockId>)> {
+    /// step formed now, fills, if its request has a hash for it.
+    fn filled_block(&self, h: &Holding) -> Option<Filled> {
         let member = &self.stretch.members[h.member as usize];
         let computed = member.computed + (self.formed - member.formed) as u32;
-        let k = (computed / self.config.block_size) as usize;
+        let index = (computed / self.config.block_size) as usize;
         let req = self.slots[member.slot as usize].as_ref()?;
-        let &hash = req.hashes.get(k)?;
+        let &hash = req.hashes.get(index)?;
         let (block, before) = h.last_two();
-        Some((member.slot, k, hash, block, before))
+        Some(Filled {
+            slot: member.slot,
+            index,
+            hash,
+            block,
+            before,
+        })
     }
 
     /// Whether the members of bucket `filling` index the blocks they fill with the step
@@ -462,17 +480,17 @@ impl Scheduler {
     fn fills_alike(&self, filling: usize) -> bool {
         let bucket = self.stretch.buckets[filling].iter();
         bucket.filter(|h| h.indexes).all(|h| {
-            let Some((slot, k, hash, block, before)) = self.filled_block(h) else {
+            let Some(f) = self.filled_block(h) else {
                 return true;
             };
-            let req = self.slots[slot as usize].as_ref().expect("member slot");
+            let req = self.slots[f.slot as usize].as_ref().expect("member slot");
             // Its own block before is the chain parent single steps would find.
-            let parent = match (k, before) {
+            let parent = match (f.index, f.before) {
                 (0, _) => None,
-                (_, Some(q)) if self.pool.chain_parent_of(q, &req.hashes, k) == Some(q) => Some(q),
+                (k, Some(q)) if self.pool.chain_parent_of(q, &req.hashes, k) == Some(q) => Some(q),
                 _ => return false,
             };
-            self.pool.indexes_alike(parent, block, hash)
+            self.pool.indexes_alike(parent, f.block, f.hash)
         })
     }
 
@@ -484,14 +502,14 @@ impl Scheduler {
             if !h.indexes {
                 continue;
             }
-            let Some((slot, k, hash, block, before)) = self.filled_block(h) else {
+            let Some(f) = self.filled_block(h) else {
                 self.stop_indexing(filling, i);
                 continue;
             };
-            let parent = before.filter(|_| k > 0);
-            self.pool.cache_run(parent, &[block], &[hash]);
-            let req = self.slots[slot as usize].as_mut().expect("member slot");
-            req.cached_blocks = k + 1;
+            let parent = f.before.filter(|_| f.index > 0);
+            self.pool.cache_run(parent, &[f.block], &[f.hash]);
+            let req = self.slots[f.slot as usize].as_mut().expect("member slot");
+            req.cached_blocks = f.index + 1;
             if req.cached_blocks == req.hashes.len() {
                 // Its last hashed block is indexed: it has nothing left to index.
                 self.stop_indexing(filling, i);

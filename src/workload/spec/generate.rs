@@ -581,7 +581,8 @@ impl<'a> Generator<'a> {
         // context on (with an empty shared prefix): their later calls then hit the prefix
         // cache, as in BLIS, which draws ids for every request.
         let prefix = self.clients.get(req.client as usize).and_then(|c| {
-            (c.prefix.clone()).or_else(|| spec.traffic.accumulates().then(|| Arc::from([])))
+            let shared = c.prefix.clone();
+            shared.or_else(|| spec.traffic.accumulates().then(|| Arc::from([])))
         });
         let mut draw = SessionDraw {
             rng: seed("session"),

@@ -10,9 +10,10 @@ pub const MAX_SESSION_STEPS: u64 = 100_000;
 /// another has one per pair of branches).
 pub const MAX_SESSION_DEPENDENCIES: u64 = 1_000_000;
 /// Most token ids drawn for the calls (and tool outputs) of one generated session, 8 MiB of
-/// them (a session whose context grows by 10,000 tokens a call reaches it at its 20th call). A call carries its whole context's ids, so a session draws ids quadratic in
-/// its length; past this, its later calls carry none (the prefix cache does not look their
-/// prompts up), with a warning. A session's plan is held whole, so this bounds its memory.
+/// them (a session whose context grows by 10,000 tokens a call reaches it at its 20th call).
+/// A call carries its whole context's ids, so a session draws ids quadratic in its length;
+/// past this, its later calls carry none (the prefix cache does not look their prompts up),
+/// with a warning. A session's plan is held whole, so this bounds its memory.
 pub const MAX_SESSION_TOKEN_IDS: usize = 1 << 21;
 /// Most arrivals a spec may plan unless `--max-requests` raises it.
 pub const DEFAULT_MAX_REQUESTS: u64 = 10_000_000;
