@@ -228,39 +228,33 @@ fn roomy() -> SchedulerConfig {
     }
 }
 
-#[test]
-fn long_decodes_run_in_stretches() {
+/// Eight decodes of 200 to 250 tokens whose requests carry token ids `ids` (a [`Case`]
+/// code) step as single steps do, and all but the first two tokens of each in bulk.
+fn eight_long_decodes_run_in_stretches(ids: u8) {
     let case = Case {
         config: roomy(),
         num_blocks: 1000,
         requests: (0..8)
-            .map(|k| (10, 30 + k, 200 + 7 * k, 1, false))
+            .map(|k| (10, 30 + k, 200 + 7 * k, ids, false))
             .collect(),
     };
     let (single, _) = run(&case, false);
     let (stretched, tokens) = run(&case, true);
     assert_eq!(single, stretched);
-    // Eight decodes of 200 to 250 tokens: all but the first two tokens of each.
     let generated: u32 = case.requests.iter().map(|r| r.2).sum();
     assert_eq!(tokens, u64::from(generated - 2 * 8));
+}
+
+#[test]
+fn long_decodes_run_in_stretches() {
+    eight_long_decodes_run_in_stretches(1);
 }
 
 /// Decodes whose outputs carry token ids index each block they fill in the prefix cache,
 /// and still run in stretches: the step that fills a member's block indexes it.
 #[test]
 fn decodes_indexing_their_output_blocks_run_in_stretches() {
-    let case = Case {
-        config: roomy(),
-        num_blocks: 1000,
-        requests: (0..8)
-            .map(|k| (10, 30 + k, 200 + 7 * k, 3, false))
-            .collect(),
-    };
-    let (single, _) = run(&case, false);
-    let (stretched, tokens) = run(&case, true);
-    assert_eq!(single, stretched);
-    let generated: u32 = case.requests.iter().map(|r| r.2).sum();
-    assert_eq!(tokens, u64::from(generated - 2 * 8));
+    eight_long_decodes_run_in_stretches(3);
 }
 
 /// Requests keep arriving and finishing around the steady decoders, which stay in bulk:
