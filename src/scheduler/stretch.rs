@@ -2,8 +2,8 @@
 //!
 //! A request that decodes steadily (one token a step, nothing of its prompt left, its blocks
 //! exactly those of its context, its full blocks indexed in the prefix cache) is stepped
-//! without being visited: it joins the instance's *members*, which lead the running order, the step
-//! and its batch. Each later step allocates the KV blocks of the members whose last block
+//! without being visited: it joins the instance's *members*, which lead the running order,
+//! the step and its batch. Each later step allocates the KV blocks of the members whose last block
 //! filled (members are bucketed by when their blocks fill, so the blocks are taken in the
 //! order single steps take them, at the same pool clock), and forms the rest of the step
 //! (requests behind the members, admissions) the usual way. A member is visited once more
@@ -26,9 +26,9 @@
 //! (`Stretch::lag`, wrapping), and the items are written, to exactly the values single steps
 //! give, only when something reads them one by one ([`Scheduler::written_batch`] and
 //! [`Scheduler::completed_batch`]: a backend that prices the step from its items, a step
-//! with requests behind the members, an observer of the completed step; a settle). A step that the backend prices from the
-//! members' sums ([`DecodeLead`], formed by [`Scheduler::form_step`]) writes no member's
-//! item.
+//! with requests behind the members, an observer of the completed step; a settle). A step
+//! that the backend prices from the members' sums ([`DecodeLead`], formed by
+//! [`Scheduler::form_step`]) writes no member's item.
 //!
 //! Everything is brought up to date ([`Scheduler::settle_stretch`]) when the members' blocks
 //! do not fit (where a preemption could follow), or when something reaches into the running
