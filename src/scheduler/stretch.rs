@@ -130,17 +130,12 @@ impl Holding {
 
     /// The member's last block and the one before it, if any.
     fn last_two(&self) -> (BlockId, Option<BlockId>) {
-        let held = self.held as usize;
-        let before = |k: usize| match k {
-            0 => self.blocks.last().copied(),
-            k => Some(self.tail[k - 1]),
-        };
-        match held {
-            0 => {
-                let n = self.blocks.len();
-                (self.blocks[n - 1], n.checked_sub(2).map(|i| self.blocks[i]))
-            }
-            h => (self.tail[h - 1], before(h - 1)),
+        match (&self.blocks[..], &self.tail[..self.held as usize]) {
+            (_, [.., before, last]) => (*last, Some(*before)),
+            (blocks, [last]) => (*last, blocks.last().copied()),
+            ([.., before, last], []) => (*last, Some(*before)),
+            ([last], []) => (*last, None),
+            ([], []) => unreachable!("a member holds the blocks of its context"),
         }
     }
 
