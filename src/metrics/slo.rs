@@ -125,6 +125,9 @@ pub struct SloCollector {
     models: Vec<String>,
     samples: Vec<Sample>,
     itl: ItlCounts,
+    /// Whether `itl.all` is the run's pool of gaps ([`SloCollector::add_pooled_itls`]) rather
+    /// than counted from the records ([`SloCollector::pool_overall_itls`]).
+    overall_pooled: bool,
 }
 
 impl SloCollector {
@@ -159,6 +162,34 @@ impl SloCollector {
             bundle_ttft_ms,
             models: Vec::new(),
             samples: Vec::new(),
+            overall_pooled: false,
+        }
+    }
+
+    /// Takes the gaps of all requests from the run's pool ([`SloCollector::add_pooled_itls`])
+    /// instead of counting each record's, token by token. Only for a run whose instances all
+    /// serve one model: its requests' gaps then form at most one group beside classes and
+    /// tenants, and a run with one class and one tenant needs no record's gaps at all
+    /// ([`SloCollector::wants_itl_values`]).
+    pub fn pool_overall_itls(&mut self) {
+        self.overall_pooled = true;
+    }
+
+    /// Whether [`SloCollector::record`] reads the records' gaps (`RequestRecord::itl_ns`).
+    pub fn wants_itl_values(&self) -> bool {
+        let itl = &self.itl;
+        !self.overall_pooled
+            || !itl.by_class.is_empty()
+            || !itl.by_tenant.is_empty()
+            || !itl.by_model.is_empty()
+    }
+
+    /// Takes the run's pooled gaps, every gap of every completed request, as those of all
+    /// requests, when [`SloCollector::pool_overall_itls`] asked for them and no class counts
+    /// its own (with classes, all requests' gaps are the classes' together).
+    pub fn add_pooled_itls(&mut self, pooled: &IntegerCounts) {
+        if self.overall_pooled && self.itl.by_class.is_empty() {
+            self.itl.all.clone_from(pooled);
         }
     }
 
@@ -210,7 +241,13 @@ impl SloCollector {
         match self.models.len() {
             1 => {}
             // Every gap so far was the first model's.
-            2 => self.itl.by_model = vec![self.itl.overall(), IntegerCounts::default()],
+            2 => {
+                debug_assert!(
+                    !self.overall_pooled,
+                    "a run that pools its gaps serves one model"
+                );
+                self.itl.by_model = vec![self.itl.overall(), IntegerCounts::default()];
+            }
             _ => self.itl.by_model.push(IntegerCounts::default()),
         }
         (self.models.len() - 1) as u32
@@ -219,7 +256,7 @@ impl SloCollector {
     /// Adds a request's inter-token gaps to its groups.
     fn record_itl(&mut self, s: &Sample, gaps_ns: Itl<'_>) {
         let itl = &mut self.itl;
-        if itl.by_class.is_empty() {
+        if itl.by_class.is_empty() && !self.overall_pooled {
             itl.all.extend(gaps_ns);
         }
         for (groups, i) in [

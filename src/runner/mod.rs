@@ -141,6 +141,9 @@ fn run_in<'scope, 'env>(
         Some(_) => live.outcomes(),
         None => registry.outcomes(),
     });
+    if let Some(slo) = &mut outputs.slo {
+        slo.add_pooled_itls(&outcome.itl);
+    }
     outputs
         .summary
         .add_pooled_itls(std::mem::take(&mut outcome.itl));
@@ -724,11 +727,18 @@ fn open_outputs<'w>(
 
 /// The SLO metrics' collector, when they are worth reporting or the run is evaluated.
 fn slo_collector(config: &SimConfig, workload: &Workload) -> Option<SloCollector> {
-    let collector = SloCollector::new(
+    let mut collector = SloCollector::new(
         workload.classes.as_ref(),
         config.slo_targets,
         &config.control.slo_targets,
     );
+    // The run pools every completed request's gaps (`RunOutcome::itl`); with one model,
+    // those are all the gaps of the SLO report's overall group.
+    let mut models = config.each_instance().map(|i| &i.model.name);
+    let first = models.next();
+    if models.all(|m| Some(m) == first) {
+        collector.pool_overall_itls();
+    }
     (collector.worth_reporting() || config.evaluation.requested()).then_some(collector)
 }
 

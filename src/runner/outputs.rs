@@ -105,8 +105,13 @@ impl Observer for Outputs<'_> {
     }
 
     fn wants_itl_values(&self) -> bool {
-        // The summary pools them from the run's outcome.
-        self.csv.is_some() || self.slo.is_some()
+        // The summary pools them from the run's outcome, and so does the SLO report for
+        // its overall group where one model serves the run.
+        self.csv.is_some()
+            || self
+                .slo
+                .as_ref()
+                .is_some_and(SloCollector::wants_itl_values)
     }
 
     fn wants_steps(&self) -> bool {

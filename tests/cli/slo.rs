@@ -7,15 +7,18 @@ use binary::ok;
 use serde_json::Value;
 
 fn summary(args: &[&str]) -> (Value, String) {
+    summary_with_csv(args, true)
+}
+
+/// The summary JSON and stdout of a run with `args`, writing the request CSV with `csv`.
+fn summary_with_csv(args: &[&str], csv: bool) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
-    let csv = dir.path().join("o.csv");
-    let mut all = vec![
-        "--output",
-        csv.to_str().unwrap(),
-        "--summary-json",
-        json.to_str().unwrap(),
-    ];
+    let csv_path = dir.path().join("o.csv");
+    let mut all = vec!["--summary-json", json.to_str().unwrap()];
+    if csv {
+        all.extend(["--output", csv_path.to_str().unwrap()]);
+    }
     all.extend_from_slice(args);
     let out = ok(&all);
     let value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -99,4 +102,29 @@ fn jsonl_lines_name_their_tenant_and_slo_class() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(":1: tenant:"), "{stderr}");
+}
+
+#[test]
+fn the_slo_gaps_are_those_of_the_run_with_or_without_the_request_csv() {
+    // Without a request CSV, a run of one model and one class builds no request's list of
+    // gaps: the SLO report's overall gaps come from the run's pool, as the summary's do.
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sample.jsonl");
+    let one_class: &[&str] = &["--dataset", sample, "--slo-tpot", "15"];
+    let tenants: &[&str] = &["--scenario", "unfair-tenants", "--num-requests", "300"];
+    for args in [one_class, tenants] {
+        let (with_csv, _) = summary_with_csv(args, true);
+        let (without, _) = summary_with_csv(args, false);
+        assert_eq!(with_csv["slo"], without["slo"], "{args:?}");
+        let itl = &without["slo"]["all"]["itl_ms"];
+        assert!(itl["mean"].as_f64().unwrap() > 0.0, "{itl}");
+        for (slo, summary) in [
+            ("mean", "mean"),
+            ("p50", "median"),
+            ("p90", "p90"),
+            ("p99", "p99"),
+        ] {
+            let pooled = &without[format!("{summary}_itl_ms")];
+            assert_eq!(&itl[slo], pooled, "{args:?}: {slo}");
+        }
+    }
 }

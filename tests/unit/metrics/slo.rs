@@ -27,40 +27,72 @@ fn record(id: u64, ttft_ms: u64, e2e_ms: u64, output_toks: u32) -> RequestRecord
     }
 }
 
+/// A drawn run of 60 requests: one to three tenants and classes, in runs of six requests of
+/// one tenant and class (each request's pair in `keys`), and each request's gaps.
+struct DrawnRun {
+    classes: RequestClasses,
+    keys: Vec<(u32, u32)>,
+    gaps: Vec<Vec<u64>>,
+}
+
+fn draw_run(rng: &mut rand_chacha::ChaCha8Rng) -> DrawnRun {
+    use rand::RngExt;
+    let tenants = rng.random_range(1..4);
+    let kinds = rng.random_range(1..4);
+    let mut classes = RequestClasses::default();
+    let mut keys = Vec::new();
+    for first in (0..60u64).step_by(6) {
+        let (t, c) = (rng.random_range(0..tenants), rng.random_range(0..kinds));
+        classes.assign(first, 6, &format!("t{t}"), &format!("c{c}"));
+        keys.extend([(t, c); 6]);
+    }
+    let gaps = (0..60)
+        .map(|_| {
+            let n = rng.random_range(0..20);
+            (0..n)
+                .map(|_| rng.random_range(1..50) * 1_000_000)
+                .collect()
+        })
+        .collect();
+    DrawnRun {
+        classes,
+        keys,
+        gaps,
+    }
+}
+
+/// Every group's gaps in `report`, by group, leaving out the groups without any.
+fn itl_by_group(report: &SloReport) -> Vec<(String, Dist)> {
+    let mut actual = vec![("all".to_owned(), report.overall.itl)];
+    for (kind, groups) in [
+        ("tenant", &report.by_tenant),
+        ("class", &report.by_class),
+        ("model", &report.by_model),
+    ] {
+        let named = groups.iter().map(|g| (format!("{kind} {}", g.name), g.itl));
+        actual.extend(named.filter(|(_, itl)| *itl != Dist::default()));
+    }
+    actual.sort_by(|a, b| a.0.cmp(&b.0));
+    actual
+}
+
 #[test]
 fn groups_pool_the_gaps_of_their_requests_however_many_groups_there_are() {
     use rand::{RngExt, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
     let models = ["m", "n", "o"];
     for case in 0..40 {
-        // One to three tenants, classes and models, with requests in runs of one class.
-        let tenants = rng.random_range(1..4);
-        let kinds = rng.random_range(1..4);
+        let run = draw_run(&mut rng);
         let used = rng.random_range(1..4);
-        let mut classes = RequestClasses::default();
-        let mut keys = Vec::new();
-        for first in (0..60u64).step_by(6) {
-            let (t, c) = (rng.random_range(0..tenants), rng.random_range(0..kinds));
-            classes.assign(first, 6, &format!("t{t}"), &format!("c{c}"));
-            keys.extend([(t, c); 6]);
-        }
-        let gaps: Vec<Vec<u64>> = (0..60)
-            .map(|_| {
-                let n = rng.random_range(0..20);
-                (0..n)
-                    .map(|_| rng.random_range(1..50) * 1_000_000)
-                    .collect()
-            })
-            .collect();
-        let mut c = SloCollector::new(Some(&classes), SloTargets::default(), &[]);
+        let mut c = SloCollector::new(Some(&run.classes), SloTargets::default(), &[]);
         // Each group's gaps tallied on its own, as every group did before.
         let mut expected: BTreeMap<String, IntegerCounts> = BTreeMap::new();
-        for (id, gaps) in gaps.iter().enumerate() {
+        for (id, gaps) in run.gaps.iter().enumerate() {
             let mut r = record(id as u64, 10, 20, gaps.len() as u32 + 1);
             r.model = models[rng.random_range(0..used)];
             r.itl_ns = Itl::Listed(gaps);
             c.record(&r);
-            let (t, k) = keys[id];
+            let (t, k) = run.keys[id];
             for group in [
                 "all".to_owned(),
                 format!("tenant t{t}"),
@@ -70,23 +102,50 @@ fn groups_pool_the_gaps_of_their_requests_however_many_groups_there_are() {
                 expected.entry(group).or_default().extend(gaps);
             }
         }
-        let report = c.finish(1.0, &[]);
-        let mut actual = vec![("all".to_owned(), report.overall.itl)];
-        for (kind, groups) in [
-            ("tenant", &report.by_tenant),
-            ("class", &report.by_class),
-            ("model", &report.by_model),
-        ] {
-            let named = groups.iter().map(|g| (format!("{kind} {}", g.name), g.itl));
-            actual.extend(named.filter(|(_, itl)| *itl != Dist::default()));
-        }
-        actual.sort_by(|a, b| a.0.cmp(&b.0));
         let expected: Vec<(String, Dist)> = (expected.iter())
             .map(|(name, counts)| (name.clone(), Dist::of_counts(counts)))
             .filter(|(_, itl)| *itl != Dist::default())
             .collect();
-        assert_eq!(actual, expected, "case {case}");
+        assert_eq!(itl_by_group(&c.finish(1.0, &[])), expected, "case {case}");
     }
+}
+
+#[test]
+fn a_run_of_one_model_takes_its_overall_gaps_from_the_run_pool() {
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+    let mut without_values = 0;
+    for case in 0..40 {
+        let run = draw_run(&mut rng);
+        let mut counted = SloCollector::new(Some(&run.classes), SloTargets::default(), &[]);
+        let mut pooled = SloCollector::new(Some(&run.classes), SloTargets::default(), &[]);
+        pooled.pool_overall_itls();
+        // One tenant and one class: nothing needs a request's own gaps.
+        let alone = run.classes.tenants().len() == 1 && run.classes.classes().len() == 1;
+        assert_eq!(pooled.wants_itl_values(), !alone, "case {case}");
+        without_values += usize::from(alone);
+        // The run's pool: every gap of every completed request.
+        let mut pool = IntegerCounts::default();
+        for (id, gaps) in run.gaps.iter().enumerate() {
+            let mut r = record(id as u64, 10, 20, gaps.len() as u32 + 1);
+            r.itl_ns = Itl::Listed(gaps);
+            counted.record(&r);
+            pool.extend(gaps);
+            // As the engine gives records when no output lists their gaps.
+            if !pooled.wants_itl_values() {
+                r.itl_ns = Itl::default();
+            }
+            pooled.record(&r);
+        }
+        pooled.add_pooled_itls(&pool);
+        let (counted, pooled) = (counted.finish(1.0, &[]), pooled.finish(1.0, &[]));
+        assert_eq!(itl_by_group(&pooled), itl_by_group(&counted), "case {case}");
+        assert!(pooled.overall.itl != Dist::default(), "case {case}");
+    }
+    assert!(
+        without_values > 0,
+        "no drawn run had one tenant and one class"
+    );
 }
 
 #[test]
