@@ -33,8 +33,10 @@
 //! Everything is brought up to date ([`Scheduler::settle_stretch`]) when the members' blocks
 //! do not fit (where a preemption could follow), or when something reaches into the running
 //! requests from outside: a cancellation or an eviction. Stretches need one step in flight at
-//! a time (no pipeline), no prefill hand-off, no anomaly watch, no lower tier, and LIFO
-//! preemption (a victim is then always behind the members). The engine still sees one step
+//! a time (no pipeline), no prefill hand-off, no lower tier, and LIFO preemption (a victim is
+//! then always behind the members). The anomaly watch reads only admissions and the prefix
+//! cache's evictions and lookups, which stretches leave as single steps make them (the pool's
+//! clock is set before a stretch takes its blocks). The engine still sees one step
 //! per step, priced by the backend as before, so every output is the same as stepping one at
 //! a time.
 
@@ -407,7 +409,6 @@ impl Scheduler {
         self.stretches
             && self.depth == 1
             && !self.hand_off
-            && self.watch.is_none()
             && self.lower.is_none()
             && self.preemption == PreemptionOrder::Lifo
     }

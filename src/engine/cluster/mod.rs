@@ -371,7 +371,7 @@ impl<'r> Cluster<'r> {
     /// and its end replaces the one applied in the event queue, without the instant's
     /// phases, effects and queue of instances to start. A run allows it when nothing
     /// outside the instance hears of such a step: no observer of steps or decisions, no
-    /// P/D transfers, autoscaler, timeouts, anomaly watch or concurrency gate, and (checked
+    /// P/D transfers, autoscaler, timeouts or concurrency gate, and (checked
     /// at each step) no control plane and no request held at the gateway; DP groups and
     /// pipelined instances always step phase by phase.
     pub fn step_quietly(&mut self, on: bool) {
@@ -415,7 +415,6 @@ impl<'r> Cluster<'r> {
             && self.transfers.is_none()
             && self.scaling.is_none()
             && self.timeouts.is_none()
-            && self.watch.is_none()
             && !self.arrivals.gated()
     }
 

@@ -1,6 +1,6 @@
 use blis_cosim::Nanos;
 use blis_cosim::latency::{BatchItem, DecodeLead};
-use blis_cosim::scheduler::{Completions, Scheduler, SchedulerConfig};
+use blis_cosim::scheduler::{Completions, PreemptionOrder, QueueOrder, Scheduler, SchedulerConfig};
 use blis_cosim::workload::Request;
 use proptest::prelude::*;
 
@@ -13,6 +13,10 @@ struct Case {
     /// and the output's, or those each unique to the request), and whether a later arrival
     /// cancels it.
     requests: Vec<(Nanos, u32, u32, u8, bool)>,
+    /// The thrash window of the anomaly watch, when on.
+    watch: Option<Nanos>,
+    /// The waiting queue's order; each request's priority is `id * 7 % 3`.
+    order: QueueOrder,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -32,8 +36,21 @@ fn case() -> impl Strategy<Value = Case> {
         0u8..3,
         prop::bool::weighted(0.08),
     );
-    (config, 0u32..120, prop::collection::vec(request, 1..40)).prop_map(
-        |((bs, seqs, budget, threshold, async_on, prefix, reserve), extra, requests)| {
+    let watch = prop::option::of(prop::sample::select(vec![0u64, 5_000, 1_000_000]));
+    let order = prop::sample::select(vec![
+        QueueOrder::Fcfs,
+        QueueOrder::Fcfs,
+        QueueOrder::PriorityFcfs,
+        QueueOrder::Sjf,
+        QueueOrder::ReversePriority,
+    ]);
+    let run = (prop::collection::vec(request, 1..40), watch, order);
+    (config, 0u32..120, run).prop_map(
+        |(
+            (bs, seqs, budget, threshold, async_on, prefix, reserve),
+            extra,
+            (requests, watch, order),
+        )| {
             let config = SchedulerConfig {
                 max_num_seqs: seqs,
                 max_num_batched_tokens: budget,
@@ -50,6 +67,8 @@ fn case() -> impl Strategy<Value = Case> {
                 config,
                 num_blocks,
                 requests,
+                watch,
+                order,
             }
         },
     )
@@ -110,15 +129,26 @@ fn seen(s: &Scheduler) -> String {
 /// that stretches and retirements meet.
 fn scheduler(case: &Case, stretches: bool) -> Scheduler {
     let mut s = Scheduler::new(case.config.clone(), case.num_blocks);
+    if let Some(window) = case.watch {
+        s.watch_anomalies(window);
+    }
+    s.set_policies(case.order, PreemptionOrder::Lifo);
     s.retire_steps_after(4);
     s.step_in_stretches(stretches);
     s
 }
 
+/// Enqueues `r` with priority `id * 7 % 3`, its nominal urgency too, which the anomaly
+/// watch (when on) judges priority inversions by.
+fn enqueue(s: &mut Scheduler, r: &Request) {
+    let priority = (r.id * 7 % 3) as i32;
+    s.enqueue_ranked(r, priority, priority);
+}
+
 /// Enqueues the requests from `next` that arrive by `now`, before a step is formed.
 fn arrive_by(s: &mut Scheduler, reqs: &[Request], next: &mut usize, now: Nanos) {
     while *next < reqs.len() && reqs[*next].arrival_ns <= now {
-        s.enqueue(&reqs[*next]);
+        enqueue(s, &reqs[*next]);
         *next += 1;
     }
 }
@@ -134,7 +164,7 @@ fn arrive_while_running(
     log: &mut Vec<String>,
 ) {
     while *next < reqs.len() && reqs[*next].arrival_ns < end {
-        s.enqueue(&reqs[*next]);
+        enqueue(s, &reqs[*next]);
         if case.requests[*next].4 {
             let victim = *cancels % (*next as u64 + 1);
             *cancels += 1;
@@ -237,6 +267,8 @@ fn eight_long_decodes_run_in_stretches(ids: u8) {
         requests: (0..8)
             .map(|k| (10, 30 + k, 200 + 7 * k, ids, false))
             .collect(),
+        watch: None,
+        order: QueueOrder::Fcfs,
     };
     let (single, _) = run(&case, false);
     let (stretched, tokens) = run(&case, true);
@@ -267,6 +299,8 @@ fn requests_join_and_leave_stretches() {
         requests: (0..40)
             .map(|k| (1_500, 30 + k, 100 + 3 * (k % 7), 0, false))
             .collect(),
+        watch: None,
+        order: QueueOrder::Fcfs,
     };
     let (single, _) = run(&case, false);
     let (stretched, tokens) = run(&case, true);
@@ -372,6 +406,8 @@ fn items_unread_for_many_steps_are_written_when_read() {
         requests: (0..8)
             .map(|k| (10, 30 + k, 200 + 7 * k, 1, false))
             .collect(),
+        watch: None,
+        order: QueueOrder::Fcfs,
     };
     let (single, _) = run_reading_some(&case, false, 7);
     let (stretched, from_lead) = run_reading_some(&case, true, 7);

@@ -7,8 +7,9 @@ use blis_cosim::autoscale::{
     AutoscalePolicy, AutoscaleSettings, Autoscaler, DrainMode, ReplicaTemplate,
 };
 use blis_cosim::control::flow::{Detector, FlowConfig};
+use blis_cosim::control::priority::NominalPriority;
 use blis_cosim::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
-use blis_cosim::engine::{Cluster, Run, Services};
+use blis_cosim::engine::{AnomalyWatch, Cluster, Run, Services};
 use blis_cosim::engine::{InstanceSetup, Observer, SimError, StepEvent};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
@@ -359,6 +360,7 @@ fn run_random_on(
         async_scheduling,
         policy: RoutingPolicy::RoundRobin,
         spells: false,
+        watch: false,
     };
     random.run(observer, set_up).0
 }
@@ -375,6 +377,9 @@ struct RandomRun {
     /// Arrivals on a 10 ns grid (the grid of [`LINEAR`]'s prices, so that some land exactly
     /// at a step end) in bursts with long quiet spells between.
     spells: bool,
+    /// Whether the run watches for anomalies (head-of-line blocking at its routing, KV
+    /// thrashing and priority inversions at its instances).
+    watch: bool,
 }
 
 impl RandomRun {
@@ -424,7 +429,13 @@ impl RandomRun {
             .collect();
         let mut router = Router::new(policy.clone(), seed);
         let mut services = Services::new(&mut dyns, &mut router, observer);
-        let mut cluster = Cluster::new(Run::new(&requests, &setups), &services).unwrap();
+        let nominal = NominalPriority::default();
+        let watch = self.watch.then_some(AnomalyWatch {
+            thrash_window_ns: 1_000_000,
+            nominal: &nominal,
+        });
+        let run = Run::new(&requests, &setups).watch(watch);
+        let mut cluster = Cluster::new(run, &services).unwrap();
         set_up(&mut cluster);
         // Retiring step finish times after a handful held, so that runs retire steps often.
         cluster.retire_steps_after(4);
@@ -500,7 +511,8 @@ impl Observer for Finished {
 }
 
 /// Step ends settled quietly give the run the instant's phases give (decode stretches,
-/// preemptions, asynchronous scheduling, `LOAD`'s ranking, round-robin, warmed caches), and
+/// preemptions, asynchronous scheduling, `LOAD`'s ranking, round-robin, warmed caches, the
+/// anomaly watch), and
 /// are taken by default where the run allows them.
 #[test]
 fn a_quiet_run_is_the_run_phase_by_phase() {
@@ -517,6 +529,7 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
                 _ => RoutingPolicy::LeastLoaded,
             },
             spells: false,
+            watch: seed % 2 == 1,
         };
         let mut quiet = Finished::default();
         let (on, taken, _) = random.run(&mut quiet, |c| {
@@ -607,6 +620,7 @@ fn a_run_ahead_is_the_run_settled_with_arrivals_at_step_ends() {
             async_scheduling: seed % 2 == 0,
             policy: policy_of(seed as u8),
             spells: true,
+            watch: seed % 3 == 0,
         };
         ran += run_ahead_and_settled(&random);
         let mut ends = StepEnds::default();
@@ -634,6 +648,7 @@ proptest::proptest! {
         async_scheduling in proptest::bool::ANY,
         policy in 0u8..3,
         spells in proptest::bool::ANY,
+        watch in proptest::bool::ANY,
     ) {
         let random = RandomRun {
             k,
@@ -643,6 +658,7 @@ proptest::proptest! {
             async_scheduling,
             policy: policy_of(policy),
             spells,
+            watch,
         };
         run_ahead_and_settled(&random);
     }
@@ -663,6 +679,7 @@ fn steps_are_never_quiet_for_an_observer_of_steps() {
         async_scheduling: true,
         policy: RoutingPolicy::Load,
         spells: false,
+        watch: true,
     };
     let (outcome, taken, ahead) = random.run(&mut reading, |c| {
         assert!(!c.steps_quietly());
