@@ -34,7 +34,8 @@
 //! do not fit (where a preemption could follow), or when something reaches into the running
 //! requests from outside: a cancellation or an eviction. Stretches need one step in flight at
 //! a time (no pipeline), no prefill hand-off, no lower tier, and LIFO preemption (a victim is
-//! then always behind the members). The anomaly watch reads only admissions and the prefix
+//! then always behind the members) or priority preemption where the step's free blocks rule
+//! out any preemption (else the stretch is settled first). The anomaly watch reads only admissions and the prefix
 //! cache's evictions and lookups, which stretches leave as single steps make them (the pool's
 //! clock is set before a stretch takes its blocks). The engine still sees one step
 //! per step, priced by the backend as before, so every output is the same as stepping one at
@@ -410,7 +411,25 @@ impl Scheduler {
             && self.depth == 1
             && !self.hand_off
             && self.lower.is_none()
-            && self.preemption == PreemptionOrder::Lifo
+            && matches!(
+                self.preemption,
+                PreemptionOrder::Lifo | PreemptionOrder::Priority
+            )
+    }
+
+    /// The most blocks the running requests behind the `m` members can take in the step
+    /// formed now, where a preemption could pick a member as its victim (priority
+    /// preemption); 0 under LIFO, whose victim is always behind the members. A request
+    /// computing `t` new tokens takes at most `⌈t / block⌉` blocks, and the requests behind
+    /// the members compute at most the budget the members leave, so a step whose free blocks
+    /// cover the members' and this many preempts nobody.
+    fn blocks_behind_members(&self, m: usize) -> usize {
+        if self.preemption == PreemptionOrder::Lifo {
+            return 0;
+        }
+        let budget = self.config.max_num_batched_tokens.saturating_sub(m as u32);
+        let behind = self.running.len().saturating_sub(m);
+        (budget / self.config.block_size) as usize + behind
     }
 
     /// Before the next step is formed at `now`: drops the members that finished, gives the
@@ -430,9 +449,8 @@ impl Scheduler {
         // do); the step allocates the next block of those in bucket `key`.
         let filling = ((self.formed + 2) % bs) as usize;
         let indexing = self.stretch.indexing > 0;
-        if self.stretch.buckets[key].len() > self.pool.num_free()
-            || (indexing && !self.fills_alike(filling))
-        {
+        let taken = self.stretch.buckets[key].len() + self.blocks_behind_members(m);
+        if taken > self.pool.num_free() || (indexing && !self.fills_alike(filling)) {
             self.settle_stretch();
             return 0;
         }

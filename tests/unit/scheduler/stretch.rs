@@ -15,8 +15,10 @@ struct Case {
     requests: Vec<(Nanos, u32, u32, u8, bool)>,
     /// The thrash window of the anomaly watch, when on.
     watch: Option<Nanos>,
-    /// The waiting queue's order; each request's priority is `id * 7 % 3`.
+    /// The waiting queue's order and the preemption's victim; each request's priority is
+    /// `id * 7 % 3`.
     order: QueueOrder,
+    preemption: PreemptionOrder,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -44,12 +46,18 @@ fn case() -> impl Strategy<Value = Case> {
         QueueOrder::Sjf,
         QueueOrder::ReversePriority,
     ]);
-    let run = (prop::collection::vec(request, 1..40), watch, order);
+    let preemption = prop::sample::select(vec![PreemptionOrder::Lifo, PreemptionOrder::Priority]);
+    let run = (
+        prop::collection::vec(request, 1..40),
+        watch,
+        order,
+        preemption,
+    );
     (config, 0u32..120, run).prop_map(
         |(
             (bs, seqs, budget, threshold, async_on, prefix, reserve),
             extra,
-            (requests, watch, order),
+            (requests, watch, order, preemption),
         )| {
             let config = SchedulerConfig {
                 max_num_seqs: seqs,
@@ -69,6 +77,7 @@ fn case() -> impl Strategy<Value = Case> {
                 requests,
                 watch,
                 order,
+                preemption,
             }
         },
     )
@@ -132,7 +141,7 @@ fn scheduler(case: &Case, stretches: bool) -> Scheduler {
     if let Some(window) = case.watch {
         s.watch_anomalies(window);
     }
-    s.set_policies(case.order, PreemptionOrder::Lifo);
+    s.set_policies(case.order, case.preemption);
     s.retire_steps_after(4);
     s.step_in_stretches(stretches);
     s
@@ -269,6 +278,7 @@ fn eight_long_decodes_run_in_stretches(ids: u8) {
             .collect(),
         watch: None,
         order: QueueOrder::Fcfs,
+        preemption: PreemptionOrder::Lifo,
     };
     let (single, _) = run(&case, false);
     let (stretched, tokens) = run(&case, true);
@@ -301,6 +311,7 @@ fn requests_join_and_leave_stretches() {
             .collect(),
         watch: None,
         order: QueueOrder::Fcfs,
+        preemption: PreemptionOrder::Lifo,
     };
     let (single, _) = run(&case, false);
     let (stretched, tokens) = run(&case, true);
@@ -408,6 +419,7 @@ fn items_unread_for_many_steps_are_written_when_read() {
             .collect(),
         watch: None,
         order: QueueOrder::Fcfs,
+        preemption: PreemptionOrder::Lifo,
     };
     let (single, _) = run_reading_some(&case, false, 7);
     let (stretched, from_lead) = run_reading_some(&case, true, 7);
