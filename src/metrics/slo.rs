@@ -298,14 +298,6 @@ impl SloCollector {
             self.itl.all = self.itl.overall();
         }
         let (tenants, classes) = (names(self.classes.tenants()), names(self.classes.classes()));
-        let groups = |names: &[String], itl: &[IntegerCounts], key: fn(&Sample) -> u32| {
-            let of = |(i, name): (usize, &String)| {
-                let pick = |s: &Sample| key(s) as usize == i;
-                let gaps = self.itl.of(itl, i).map(Dist::of_counts).unwrap_or_default();
-                Group::of(name.clone(), &self.samples, &pick, gaps, duration_s)
-            };
-            names.iter().enumerate().map(of).collect::<Vec<Group>>()
-        };
         let overall_itl = Dist::of_counts(&self.itl.all);
         let overall = Group::of(
             "all".into(),
@@ -314,6 +306,22 @@ impl SloCollector {
             overall_itl,
             duration_s,
         );
+        let groups = |names: &[String], itl: &[IntegerCounts], key: fn(&Sample) -> u32| {
+            let of = |(i, name): (usize, &String)| {
+                // A grouping's only group holds every request: the overall group, renamed.
+                if names.len() == 1 && itl.is_empty() {
+                    let name = name.clone();
+                    return Group {
+                        name,
+                        ..overall.clone()
+                    };
+                }
+                let pick = |s: &Sample| key(s) as usize == i;
+                let gaps = self.itl.of(itl, i).map(Dist::of_counts).unwrap_or_default();
+                Group::of(name.clone(), &self.samples, &pick, gaps, duration_s)
+            };
+            names.iter().enumerate().map(of).collect::<Vec<Group>>()
+        };
         let by_class = groups(&classes, &self.itl.by_class, |s| s.class);
         let by_tenant = groups(&tenants, &self.itl.by_tenant, |s| s.tenant);
         let by_model = groups(&self.models, &self.itl.by_model, |s| s.model);

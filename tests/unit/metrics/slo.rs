@@ -198,6 +198,40 @@ fn attainment_goodput_and_fairness_on_a_hand_computed_run() {
 }
 
 #[test]
+fn a_grouping_of_one_group_reports_every_request() {
+    // One tenant, one class, one model: each grouping's only group is every request.
+    let mut classes = RequestClasses::default();
+    classes.assign(0, 3, "a", "critical");
+    let targets = SloTargets {
+        ttft_ms: Some(100.0),
+        tpot_ms: None,
+        e2e_ms: None,
+    };
+    let mut c = SloCollector::new(Some(&classes), targets, &[]);
+    let gaps = [4_000_000, 6_000_000];
+    for (id, ttft) in [(0, 50), (1, 150), (2, 90)] {
+        let mut r = record(id, ttft, ttft + 10, 3);
+        r.itl_ns = Itl::Listed(&gaps);
+        c.record(&r);
+    }
+    let report = c.finish(2.0, &[]);
+    assert_eq!(report.overall.completed, 3);
+    assert_eq!(report.overall.attainment, Some(2.0 / 3.0));
+    // numpy's p50 of 50, 90 and 150 is 90; the gaps' mean is 5 ms.
+    assert_eq!(report.overall.ttft.p50, 90.0);
+    assert_eq!(report.overall.itl.mean, 5.0);
+    let json = report.to_json();
+    for (grouping, name) in [
+        ("by_slo_class", "critical"),
+        ("by_tenant", "a"),
+        ("by_model", "m"),
+    ] {
+        assert_eq!(json[grouping][name], json["all"], "{grouping}");
+    }
+    assert_eq!(json["all"]["completed"], 3);
+}
+
+#[test]
 fn a_starved_tenant_attains_nothing_in_the_fairness_index() {
     // Tenant b's requests were all turned away: it completed nothing.
     let mut classes = RequestClasses::default();
