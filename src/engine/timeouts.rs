@@ -106,6 +106,12 @@ impl<'r> Timeouts<'r> {
         None
     }
 
+    /// The earliest deadline held, of a request that has ended or not: no timer runs out
+    /// before it.
+    pub fn earliest_deadline(&self) -> Option<Nanos> {
+        self.pending.peek().map(|Reverse(timer)| timer.deadline)
+    }
+
     /// The earliest deadline of a request that has not ended (the timers of those that
     /// have are dropped on the way).
     pub fn next_deadline(&mut self) -> Option<Nanos> {

@@ -115,6 +115,13 @@ pub(super) struct TimeoutState<'r> {
 }
 
 impl<'r> TimeoutState<'r> {
+    /// No timeout ends a request before this instant: the scheduled timeout event or the
+    /// earliest deadline held, whichever comes first (`Nanos::MAX` for none).
+    pub fn horizon(&self) -> Nanos {
+        let deadline = self.timers.earliest_deadline().unwrap_or(Nanos::MAX);
+        self.wake.map_or(deadline, |w| w.min(deadline))
+    }
+
     /// The timers of the requests of `clients`; `None` when no request has a timeout.
     pub fn new(clients: Option<&'r RequestClasses>) -> Option<TimeoutState<'r>> {
         Some(TimeoutState {

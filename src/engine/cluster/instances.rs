@@ -158,12 +158,18 @@ impl<'r> Cluster<'r> {
     }
 
     /// How far a quiet step end may run its instance ahead ([`Cluster::step_ahead`]): to the
-    /// next known arrival (strictly before it), or not at all (0).
+    /// next known arrival or timeout (strictly before it), or not at all (0).
     fn ahead_horizon(&self) -> crate::Nanos {
-        match self.ahead && !self.releases {
-            true => self.arrivals.next_arrival().unwrap_or(crate::Nanos::MAX),
-            false => 0,
+        if !self.ahead || self.releases {
+            return 0;
         }
+        let arrival = self.arrivals.next_arrival().unwrap_or(crate::Nanos::MAX);
+        // A timeout may take a request out of this instance.
+        let timeout = self
+            .timeouts
+            .as_ref()
+            .map_or(crate::Nanos::MAX, |t| t.horizon());
+        arrival.min(timeout)
     }
 
     /// Phase 2: the KV transfer from `sender` arrives now at its decode instance.

@@ -371,7 +371,7 @@ impl<'r> Cluster<'r> {
     /// and its end replaces the one applied in the event queue, without the instant's
     /// phases, effects and queue of instances to start. A run allows it when nothing
     /// outside the instance hears of such a step: no observer of steps or decisions, no
-    /// P/D transfers, autoscaler, timeouts or concurrency gate, and (checked
+    /// P/D transfers, autoscaler or concurrency gate, and (checked
     /// at each step) no control plane and no request held at the gateway; DP groups and
     /// pipelined instances always step phase by phase.
     pub fn step_quietly(&mut self, on: bool) {
@@ -393,11 +393,11 @@ impl<'r> Cluster<'r> {
     /// as of the clock between two calls): the outputs are the same either way. After a
     /// quiet step end, while the instance's step in flight ends no request (every request
     /// in it a decode-stretch member that does not finish with it) and ends before the next
-    /// known arrival, that step is completed and the next formed and priced at its end at
-    /// once, without an event: nothing outside the instance can read or change it before
-    /// that arrival (a quiet step end already means no observer of steps, no control plane,
-    /// no transfers, autoscaler, timeouts or gate), and its queues' lengths, what a ranking
-    /// reads, are read at the arrival as they are then. Not when completed requests may
+    /// known arrival and the next timeout, that step is completed and the next formed and
+    /// priced at its end at once, without an event: nothing outside the instance can read or
+    /// change it before then (a quiet step end already means no observer of steps, no
+    /// control plane, no transfers, autoscaler or gate), and its queues' lengths, what a
+    /// ranking reads, are read at the arrival as they are then. Not when completed requests may
     /// release others ([`crate::workload::Injector::may_release`]): those could arrive first.
     pub fn step_ahead(&mut self, on: bool) {
         self.ahead = on;
@@ -414,7 +414,6 @@ impl<'r> Cluster<'r> {
             && !self.tracing
             && self.transfers.is_none()
             && self.scaling.is_none()
-            && self.timeouts.is_none()
             && !self.arrivals.gated()
     }
 

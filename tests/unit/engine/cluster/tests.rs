@@ -361,8 +361,22 @@ fn run_random_on(
         policy: RoutingPolicy::RoundRobin,
         spells: false,
         watch: false,
+        timeouts: false,
     };
     random.run(observer, set_up).0
+}
+
+/// The clients of `n` requests, every fifth with a timeout of 100 µs.
+fn impatient(n: u64) -> RequestClasses {
+    let mut clients = RequestClasses::default();
+    let impatient = RequestProfile {
+        timeout_us: Some(100),
+        ..RequestProfile::default()
+    };
+    for id in (0..n).filter(|id| id % 5 == 1) {
+        clients.assign_profile(id, 1, "t", "standard", &impatient);
+    }
+    clients
 }
 
 /// `n` random requests of `seed` on `k` instances of `blocks` KV blocks each, routed by
@@ -380,6 +394,8 @@ struct RandomRun {
     /// Whether the run watches for anomalies (head-of-line blocking at its routing, KV
     /// thrashing and priority inversions at its instances).
     watch: bool,
+    /// Whether every fifth request has a timeout of 100 µs (many of them run out).
+    timeouts: bool,
 }
 
 impl RandomRun {
@@ -434,7 +450,8 @@ impl RandomRun {
             thrash_window_ns: 1_000_000,
             nominal: &nominal,
         });
-        let run = Run::new(&requests, &setups).watch(watch);
+        let clients = self.timeouts.then(|| impatient(self.n));
+        let run = (Run::new(&requests, &setups).watch(watch)).clients(clients.as_ref());
         let mut cluster = Cluster::new(run, &services).unwrap();
         set_up(&mut cluster);
         // Retiring step finish times after a handful held, so that runs retire steps often.
@@ -530,6 +547,7 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
             },
             spells: false,
             watch: seed % 2 == 1,
+            timeouts: seed % 4 == 3,
         };
         let mut quiet = Finished::default();
         let (on, taken, _) = random.run(&mut quiet, |c| {
@@ -548,7 +566,9 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
             on.steps
         );
         assert_eq!(on, off, "seed {seed}: the same outcome");
-        assert_eq!(quiet.0.len(), 400, "seed {seed}");
+        assert_eq!(quiet.0.len() as u64, on.finished, "seed {seed}");
+        assert_eq!(on.finished + on.timed_out, 400, "seed {seed}");
+        assert_eq!(on.timed_out > 0, random.timeouts, "seed {seed}");
         assert_eq!(
             quiet.0, phased.0,
             "seed {seed}: the same records, gaps included"
@@ -575,7 +595,8 @@ fn run_ahead_and_settled(random: &RandomRun) -> u64 {
     let (off, _, none) = random.run(&mut settled, |_| {});
     assert_eq!(none, 0, "off unless asked for outside `run`");
     assert_eq!(on, off, "the same outcome");
-    assert_eq!(ahead.0.len() as u64, random.n);
+    assert_eq!(ahead.0.len() as u64, on.finished);
+    assert_eq!(on.finished + on.timed_out, random.n);
     assert_eq!(ahead.0, settled.0, "the same records, gaps included");
     ran
 }
@@ -621,6 +642,7 @@ fn a_run_ahead_is_the_run_settled_with_arrivals_at_step_ends() {
             policy: policy_of(seed as u8),
             spells: true,
             watch: seed % 3 == 0,
+            timeouts: seed % 2 == 0,
         };
         ran += run_ahead_and_settled(&random);
         let mut ends = StepEnds::default();
@@ -649,6 +671,7 @@ proptest::proptest! {
         policy in 0u8..3,
         spells in proptest::bool::ANY,
         watch in proptest::bool::ANY,
+        timeouts in proptest::bool::ANY,
     ) {
         let random = RandomRun {
             k,
@@ -659,6 +682,7 @@ proptest::proptest! {
             policy: policy_of(policy),
             spells,
             watch,
+            timeouts,
         };
         run_ahead_and_settled(&random);
     }
@@ -680,6 +704,7 @@ fn steps_are_never_quiet_for_an_observer_of_steps() {
         policy: RoutingPolicy::Load,
         spells: false,
         watch: true,
+        timeouts: false,
     };
     let (outcome, taken, ahead) = random.run(&mut reading, |c| {
         assert!(!c.steps_quietly());
