@@ -10,6 +10,7 @@ use super::super::pd::DecodeChoice;
 use super::effects::Effect;
 use super::endings::Ending;
 use super::{Cluster, Services};
+use crate::control::ControlPlane;
 use crate::scheduler::SchedulerBug;
 use crate::trace::Decision;
 
@@ -110,7 +111,7 @@ impl<'r> Cluster<'r> {
             // One event ahead, as the loop warms: while this step end is applied.
             self.warm_instance(j);
         }
-        let horizon = self.ahead_horizon();
+        let horizon = self.ahead_horizon(s.control.as_deref());
         let inst = &mut self.instances[i];
         // The ranking reads requests waiting and running alone: the instance is listed as
         // changed only when they change.
@@ -158,18 +159,22 @@ impl<'r> Cluster<'r> {
     }
 
     /// How far a quiet step end may run its instance ahead ([`Cluster::step_ahead`]): to the
-    /// next known arrival or timeout (strictly before it), or not at all (0).
-    fn ahead_horizon(&self) -> crate::Nanos {
+    /// next known arrival, timeout or decision of the `control` plane (strictly before it),
+    /// or not at all (0).
+    fn ahead_horizon(&self, control: Option<&ControlPlane>) -> crate::Nanos {
         if !self.ahead || self.releases {
             return 0;
         }
-        let arrival = self.arrivals.next_arrival().unwrap_or(crate::Nanos::MAX);
+        let never = crate::Nanos::MAX;
+        let arrival = self.arrivals.next_arrival().unwrap_or(never);
         // A timeout may take a request out of this instance.
-        let timeout = self
-            .timeouts
-            .as_ref()
-            .map_or(crate::Nanos::MAX, |t| t.horizon());
-        arrival.min(timeout)
+        let timeout = self.timeouts.as_ref().map_or(never, |t| t.horizon());
+        // A decision may route a request to it, or read it.
+        let decision = (self.control.wake.into_iter())
+            .chain(control.and_then(ControlPlane::next_wake))
+            .min()
+            .unwrap_or(never);
+        arrival.min(timeout).min(decision)
     }
 
     /// Phase 2: the KV transfer from `sender` arrives now at its decode instance.

@@ -371,8 +371,8 @@ impl<'r> Cluster<'r> {
     /// and its end replaces the one applied in the event queue, without the instant's
     /// phases, effects and queue of instances to start. A run allows it when nothing
     /// outside the instance hears of such a step: no observer of steps or decisions, no
-    /// P/D transfers, autoscaler or concurrency gate, and (checked
-    /// at each step) no control plane and no request held at the gateway; DP groups and
+    /// P/D transfers, autoscaler or concurrency gate, and (checked at each step) no control
+    /// plane waiting for capacity and no request held at the gateway; DP groups and
     /// pipelined instances always step phase by phase.
     pub fn step_quietly(&mut self, on: bool) {
         self.quiet = on && self.allows_quiet_steps();
@@ -393,10 +393,10 @@ impl<'r> Cluster<'r> {
     /// as of the clock between two calls): the outputs are the same either way. After a
     /// quiet step end, while the instance's step in flight ends no request (every request
     /// in it a decode-stretch member that does not finish with it) and ends before the next
-    /// known arrival and the next timeout, that step is completed and the next formed and
-    /// priced at its end at once, without an event: nothing outside the instance can read or
-    /// change it before then (a quiet step end already means no observer of steps, no
-    /// control plane, no transfers, autoscaler or gate), and its queues' lengths, what a
+    /// known arrival, timeout and control-plane decision, that step is completed and the
+    /// next formed and priced at its end at once, without an event: nothing outside the
+    /// instance can read or change it before then (a quiet step end already means no
+    /// observer of steps, no transfers, autoscaler or gate), and its queues' lengths, what a
     /// ranking reads, are read at the arrival as they are then. Not when completed requests may
     /// release others ([`crate::workload::Injector::may_release`]): those could arrive first.
     pub fn step_ahead(&mut self, on: bool) {
@@ -445,7 +445,12 @@ impl<'r> Cluster<'r> {
             return Err(SchedulerBug::new(message).into());
         }
         self.now = t;
-        let quiet = self.quiet && s.control.is_none() && self.gateway.held.is_empty();
+        // A control plane waiting for capacity is asked again at every step end.
+        let waiting = s
+            .control
+            .as_deref()
+            .is_some_and(ControlPlane::waiting_for_capacity);
+        let quiet = self.quiet && !waiting && self.gateway.held.is_empty();
         if quiet && self.quiet_step_end(t, s)? {
             self.quiet_steps += 1;
             self.settled = t;
