@@ -27,6 +27,8 @@ pub(super) struct Recipe<'r> {
     pub tracing: bool,
     /// Whether finished requests' records list their inter-token latencies.
     pub itl_values: bool,
+    /// The classes by which vLLM cores pool finished requests' gaps per cell as well.
+    pub itl_cells: Option<std::rc::Rc<crate::workload::RequestClasses>>,
     /// Whether the prefix cache keeps its history (a stale prefix signal).
     pub cache_history: bool,
 }
@@ -69,6 +71,9 @@ impl Recipe<'_> {
             core.trace_decisions();
         }
         core.keep_itl_values(self.itl_values);
+        if let (Some(classes), Some(vllm)) = (&self.itl_cells, core.vllm_mut()) {
+            vllm.pool_itl_by_cell(std::rc::Rc::clone(classes));
+        }
         if self.cache_history {
             core.keep_cache_history();
         }
@@ -108,6 +113,13 @@ struct Changes {
 impl<'r> Cores<'r> {
     /// The cores `recipe` builds: each instance's now when each setup is one instance's,
     /// else none yet.
+    /// How many cells the vLLM cores pool finished requests' gaps in
+    /// ([`crate::scheduler::itl::ItlCells`]); 0 when they do not.
+    pub(super) fn itl_cells(&self) -> usize {
+        let classes = self.recipe.itl_cells.as_deref();
+        classes.map_or(0, crate::scheduler::itl::ItlCells::count)
+    }
+
     pub(super) fn new(recipe: Recipe<'r>) -> Cores<'r> {
         let (n, per) = (recipe.setups.len(), recipe.setups.per());
         if per == 1 {

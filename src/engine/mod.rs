@@ -305,6 +305,13 @@ pub trait Observer {
         true
     }
 
+    /// The classes and tenants by which the run pools the gaps of finished requests per
+    /// step as well ([`RunOutcome::itl_cells`]), when the observer takes its per-group gaps
+    /// from there; none by default. Read once, at start-up.
+    fn pools_itl_by(&self) -> Option<std::rc::Rc<crate::workload::RequestClasses>> {
+        None
+    }
+
     /// The router rejected `request` at `now` (its end: it is never served). Ignored unless
     /// implemented.
     fn request_rejected(&mut self, _request: &Request, _now: Nanos) -> anyhow::Result<()> {
@@ -369,6 +376,9 @@ pub struct RunOutcome {
     /// Every inter-token gap of every finished request, pooled (whether or not the records
     /// listed them, [`Observer::wants_itl_values`]).
     pub itl: crate::metrics::IntegerCounts,
+    /// The same per pair of SLO class and tenant of [`Observer::pools_itl_by`]
+    /// (`class × tenants + tenant`; see `scheduler::itl::ItlCells`); empty unless asked for.
+    pub itl_cells: Vec<crate::metrics::IntegerCounts>,
 }
 
 impl RunOutcome {

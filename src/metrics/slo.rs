@@ -28,6 +28,8 @@
 pub mod dist;
 mod render;
 
+use std::rc::Rc;
+
 use super::stats::{IntegerCounts, NS_PER_MS};
 use super::{InstanceInfo, Itl, RequestRecord};
 use crate::Nanos;
@@ -128,6 +130,9 @@ pub struct SloCollector {
     /// Whether `itl.all` is the run's pool of gaps ([`SloCollector::add_pooled_itls`]) rather
     /// than counted from the records ([`SloCollector::pool_overall_itls`]).
     overall_pooled: bool,
+    /// The classes by which the run pools the gaps per cell, when the groups by class and by
+    /// tenant are sums of those cells ([`SloCollector::pool_cells`]).
+    cells: Option<Rc<RequestClasses>>,
 }
 
 impl SloCollector {
@@ -163,6 +168,7 @@ impl SloCollector {
             models: Vec::new(),
             samples: Vec::new(),
             overall_pooled: false,
+            cells: None,
         }
     }
 
@@ -175,21 +181,51 @@ impl SloCollector {
         self.overall_pooled = true;
     }
 
+    /// Takes the gaps of the groups by class and by tenant as sums of the run's pools per
+    /// pair of class and tenant ([`SloCollector::add_pooled_itls`]) instead of counting each
+    /// record's: after [`SloCollector::pool_overall_itls`], for a run whose instances all
+    /// pool their gaps that way (vLLM's scheduler, `scheduler::itl::ItlCells`), and only
+    /// where there are such groups. [`SloCollector::cell_classes`] names the classes.
+    pub fn pool_cells(&mut self) {
+        let grouped = !self.itl.by_class.is_empty() || !self.itl.by_tenant.is_empty();
+        if self.overall_pooled && grouped {
+            self.cells = Some(Rc::new(self.classes.clone()));
+        }
+    }
+
+    /// The classes by which the run is to pool its gaps per cell, when
+    /// [`SloCollector::pool_cells`] took that on.
+    pub fn cell_classes(&self) -> Option<Rc<RequestClasses>> {
+        self.cells.clone()
+    }
+
     /// Whether [`SloCollector::record`] reads the records' gaps (`RequestRecord::itl_ns`).
     pub fn wants_itl_values(&self) -> bool {
         let itl = &self.itl;
-        !self.overall_pooled
-            || !itl.by_class.is_empty()
-            || !itl.by_tenant.is_empty()
-            || !itl.by_model.is_empty()
+        let grouped = !itl.by_class.is_empty() || !itl.by_tenant.is_empty();
+        !self.overall_pooled || (grouped && self.cells.is_none()) || !itl.by_model.is_empty()
     }
 
     /// Takes the run's pooled gaps, every gap of every completed request, as those of all
     /// requests, when [`SloCollector::pool_overall_itls`] asked for them and no class counts
-    /// its own (with classes, all requests' gaps are the classes' together).
-    pub fn add_pooled_itls(&mut self, pooled: &IntegerCounts) {
+    /// its own (with classes, all requests' gaps are the classes' together); and the run's
+    /// pools per cell (`class × tenants + tenant`) into the groups by class and by tenant,
+    /// when [`SloCollector::pool_cells`] asked for them.
+    pub fn add_pooled_itls(&mut self, pooled: &IntegerCounts, cells: &[IntegerCounts]) {
         if self.overall_pooled && self.itl.by_class.is_empty() {
             self.itl.all.clone_from(pooled);
+        }
+        if self.cells.is_none() {
+            return;
+        }
+        let tenants = self.classes.tenants().len().max(1);
+        for (k, cell) in cells.iter().enumerate() {
+            if let Some(group) = self.itl.by_class.get_mut(k / tenants) {
+                group.merge(cell);
+            }
+            if let Some(group) = self.itl.by_tenant.get_mut(k % tenants) {
+                group.merge(cell);
+            }
         }
     }
 
@@ -259,12 +295,14 @@ impl SloCollector {
         if itl.by_class.is_empty() && !self.overall_pooled {
             itl.all.extend(gaps_ns);
         }
-        for (groups, i) in [
-            (&mut itl.by_class, s.class),
-            (&mut itl.by_tenant, s.tenant),
-            (&mut itl.by_model, s.model),
+        // Pooled per cell by the run, the groups by class and tenant are sums of cells.
+        let counted = self.cells.is_none();
+        for (groups, i, counted) in [
+            (&mut itl.by_class, s.class, counted),
+            (&mut itl.by_tenant, s.tenant, counted),
+            (&mut itl.by_model, s.model, true),
         ] {
-            if let Some(group) = groups.get_mut(i as usize) {
+            if counted && let Some(group) = groups.get_mut(i as usize) {
                 group.extend(gaps_ns);
             }
         }

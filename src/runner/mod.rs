@@ -142,7 +142,7 @@ fn run_in<'scope, 'env>(
         None => registry.outcomes(),
     });
     if let Some(slo) = &mut outputs.slo {
-        slo.add_pooled_itls(&outcome.itl);
+        slo.add_pooled_itls(&outcome.itl, &outcome.itl_cells);
     }
     outputs
         .summary
@@ -738,6 +738,10 @@ fn slo_collector(config: &SimConfig, workload: &Workload) -> Option<SloCollector
     let first = models.next();
     if models.all(|m| Some(m) == first) {
         collector.pool_overall_itls();
+        // vLLM's scheduler pools them per class and tenant too; SGLang's does not.
+        if config.each_instance().all(|i| i.sglang.is_none()) {
+            collector.pool_cells();
+        }
     }
     (collector.worth_reporting() || config.evaluation.requested()).then_some(collector)
 }

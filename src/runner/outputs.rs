@@ -114,6 +114,10 @@ impl Observer for Outputs<'_> {
                 .is_some_and(SloCollector::wants_itl_values)
     }
 
+    fn pools_itl_by(&self) -> Option<std::rc::Rc<crate::workload::RequestClasses>> {
+        self.slo.as_ref().and_then(SloCollector::cell_classes)
+    }
+
     fn wants_steps(&self) -> bool {
         // What `step_finished` below reads; the log level is set before the run.
         self.trace

@@ -17,9 +17,12 @@
 //! for them (the CSV writer formats each step's gap once, see `metrics/csv_out/step_texts.rs`);
 //! the steps that records not read yet name are kept until they are.
 
+use std::rc::Rc;
+
 use super::request::RunningRequest;
 use crate::Nanos;
 use crate::metrics::{CountLog, IntegerCounts, StepWindow};
+use crate::workload::RequestClasses;
 
 /// Fewest steps held before [`StepTimes::due`] asks for a retirement, unless set otherwise
 /// ([`StepTimes::retire_after`]; tests set a handful, so that their runs retire steps often).
@@ -228,6 +231,13 @@ impl ItlTally {
     /// times of the steps before `floor`. No request still to be added may have a token run
     /// starting before `floor`, which is at most `steps.count()`.
     pub fn retire(&mut self, floor: u64, steps: &mut StepTimes) {
+        self.count_upto(floor, steps);
+        steps.forget_before(floor);
+    }
+
+    /// Counts the gaps ending at steps up to `floor` and lets go of them (see
+    /// [`ItlTally::retire`]), leaving the steps' finish times held.
+    fn count_upto(&mut self, floor: u64, steps: &StepTimes) {
         let upto = (floor + 1).saturating_sub(self.first) as usize;
         let upto = upto.min(self.cover.len());
         for (k, d) in self.cover.drain(..upto).enumerate() {
@@ -239,7 +249,6 @@ impl ItlTally {
             }
         }
         self.first = self.first.max(floor + 1);
-        steps.forget_before(floor);
     }
 
     /// Moves every pooled gap to `out`: the tally's log as it is, and the gaps of the steps
@@ -259,5 +268,58 @@ impl ItlTally {
         self.first += held;
         out.add_log(std::mem::take(&mut self.counted));
         out.add_log(rest);
+    }
+}
+
+/// The inter-token gaps of the requests an instance finished, pooled per SLO group as well:
+/// a tally per cell, a pair of class and tenant (`class × tenants + tenant`, as the run's
+/// classes number them), each request's found by its id. The SLO report's groups by class
+/// and by tenant are sums of cells, so that no request's gaps are counted one by one.
+#[derive(Debug)]
+pub struct ItlCells {
+    classes: Rc<RequestClasses>,
+    tenants: usize,
+    tallies: Vec<ItlTally>,
+}
+
+impl ItlCells {
+    /// A tally per cell of the requests of `classes`.
+    pub fn new(classes: Rc<RequestClasses>) -> ItlCells {
+        let tenants = classes.tenants().len().max(1);
+        let cells = classes.classes().len().max(1) * tenants;
+        ItlCells {
+            classes,
+            tenants,
+            tallies: (0..cells).map(|_| ItlTally::default()).collect(),
+        }
+    }
+
+    /// The cells of a run whose requests belong to `classes`.
+    pub fn count(classes: &RequestClasses) -> usize {
+        classes.classes().len().max(1) * classes.tenants().len().max(1)
+    }
+
+    /// Adds the gaps of `req`, which finished, to its cell's tally.
+    pub fn add(&mut self, req: &RunningRequest, steps: &StepTimes) {
+        let (tenant, class) = self.classes.of(req.id).unwrap_or((0, 0));
+        let cell = class as usize * self.tenants + tenant as usize;
+        if let Some(tally) = self.tallies.get_mut(cell) {
+            tally.add(req, steps);
+        }
+    }
+
+    /// Counts each cell's gaps ending at steps up to `floor`, before the instance's tally
+    /// retires them ([`ItlTally::retire`]).
+    pub fn count_upto(&mut self, floor: u64, steps: &StepTimes) {
+        for tally in &mut self.tallies {
+            tally.count_upto(floor, steps);
+        }
+    }
+
+    /// Moves each cell's pooled gaps to its entry of `out` (one a cell).
+    pub fn drain_into(&mut self, steps: &StepTimes, out: &mut [IntegerCounts]) {
+        for (tally, counts) in self.tallies.iter_mut().zip(out) {
+            tally.drain_into(steps, counts);
+        }
     }
 }

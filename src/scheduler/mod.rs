@@ -60,6 +60,7 @@ pub use kv_offload::{CpuTierSize, KvOffloadSpec, LinkStats, OffloadLoad, Transfe
 pub use lower_tier::{LowerPool, LowerTier, SharedLowerPool, TierMemory};
 use pd::PullStart;
 pub use pd::{Handoff, ReceivedKv};
+use std::rc::Rc;
 pub use watch::SchedDecision;
 
 use crate::Nanos;
@@ -305,6 +306,8 @@ pub struct Scheduler {
     free_slots: Vec<u32>,
     /// The inter-token gaps of the requests finished here, pooled by step (see `itl.rs`).
     itl: itl::ItlTally,
+    /// The same per SLO group, when the run's report takes them from here.
+    itl_cells: Option<Box<itl::ItlCells>>,
     // Read by admissions.
     hit_scratch: Vec<BlockId>,
     /// The decisions of the steps formed since the last [`Scheduler::take_decisions`], when
@@ -469,6 +472,7 @@ impl Scheduler {
             decisions: None,
             cancelled: Vec::new(),
             itl: itl::ItlTally::default(),
+            itl_cells: None,
             itl_values: true,
             stretches: true,
             stretch: stretch::Stretch::default(),
@@ -500,6 +504,20 @@ impl Scheduler {
     /// none here.
     pub fn take_itl_counts(&mut self, out: &mut crate::metrics::IntegerCounts) {
         self.itl.drain_into(&self.step_finish_ns, out);
+    }
+
+    /// Pools the gaps of the requests finished here per pair of SLO class and tenant of
+    /// `classes` too ([`itl::ItlCells`]), for [`Scheduler::take_itl_cells`].
+    pub fn pool_itl_by_cell(&mut self, classes: Rc<crate::workload::RequestClasses>) {
+        self.itl_cells = Some(Box::new(itl::ItlCells::new(classes)));
+    }
+
+    /// Moves the gaps pooled per cell ([`Scheduler::pool_itl_by_cell`]) to `out`, one entry
+    /// a cell; none without.
+    pub fn take_itl_cells(&mut self, out: &mut [crate::metrics::IntegerCounts]) {
+        if let Some(cells) = &mut self.itl_cells {
+            cells.drain_into(&self.step_finish_ns, out);
+        }
     }
 
     /// Turns anomaly detection on: priority inversions among admissions, and prefix blocks
@@ -1433,6 +1451,9 @@ impl Scheduler {
             .step_finish_ns
             .note_floor(floor, self.slots.len(), self.itl_values)
         {
+            if let Some(cells) = &mut self.itl_cells {
+                cells.count_upto(floor, &self.step_finish_ns);
+            }
             self.itl.retire(floor, &mut self.step_finish_ns);
         }
     }
@@ -1477,6 +1498,9 @@ impl Scheduler {
             warm::slice(&req.blocks);
             finished.push(req, instance_id, finish, self.itl_values);
             self.itl.add(req, &self.step_finish_ns);
+            if let Some(cells) = &mut self.itl_cells {
+                cells.add(req, &self.step_finish_ns);
+            }
             // vLLM formed the next step while this one ran (async scheduling, no pipeline).
             if self.config.async_scheduling && self.depth == 1 {
                 self.freed_late.requests += 1;

@@ -538,6 +538,13 @@ impl<'r> Cluster<'r> {
         let mut itl = crate::metrics::IntegerCounts::default();
         self.schedulers
             .each_built_mut(|scheduler| scheduler.take_itl_counts(&mut itl));
+        let mut itl_cells =
+            vec![crate::metrics::IntegerCounts::default(); self.schedulers.itl_cells()];
+        self.schedulers.each_built_mut(|core| {
+            if let Some(vllm) = core.vllm_mut() {
+                vllm.take_itl_cells(&mut itl_cells);
+            }
+        });
         Ok(RunOutcome {
             total_clocks_ns: self.settled,
             steps: self.instances.iter().map(|i| i.steps).sum(),
@@ -561,6 +568,7 @@ impl<'r> Cluster<'r> {
                 })
                 .collect(),
             itl,
+            itl_cells,
         })
     }
 

@@ -48,6 +48,7 @@ impl<'r> Cluster<'r> {
             thrash_window_ns: watch.as_ref().map(|w| w.thrash_window_ns),
             tracing,
             itl_values: services.observer.wants_itl_values(),
+            itl_cells: services.observer.pools_itl_by(),
             cache_history: keeps_cache_history(&signals),
         };
         let mut schedulers = Cores::new(recipe);

@@ -111,41 +111,49 @@ fn groups_pool_the_gaps_of_their_requests_however_many_groups_there_are() {
 }
 
 #[test]
-fn a_run_of_one_model_takes_its_overall_gaps_from_the_run_pool() {
+fn a_run_of_one_model_takes_its_gaps_from_the_run_pools() {
     use rand::SeedableRng;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
     let mut without_values = 0;
-    for case in 0..40 {
+    for case in 0..60 {
         let run = draw_run(&mut rng);
-        let mut counted = SloCollector::new(Some(&run.classes), SloTargets::default(), &[]);
-        let mut pooled = SloCollector::new(Some(&run.classes), SloTargets::default(), &[]);
+        let classes = &run.classes;
+        let mut counted = SloCollector::new(Some(classes), SloTargets::default(), &[]);
+        let mut pooled = SloCollector::new(Some(classes), SloTargets::default(), &[]);
         pooled.pool_overall_itls();
-        // One tenant and one class: nothing needs a request's own gaps.
-        let alone = run.classes.tenants().len() == 1 && run.classes.classes().len() == 1;
-        assert_eq!(pooled.wants_itl_values(), !alone, "case {case}");
-        without_values += usize::from(alone);
-        // The run's pool: every gap of every completed request.
+        // Every other case, the groups by class and tenant come from the pools per cell.
+        let by_cell = case % 2 == 0;
+        if by_cell {
+            pooled.pool_cells();
+        }
+        let alone = classes.tenants().len() == 1 && classes.classes().len() == 1;
+        assert_eq!(pooled.cell_classes().is_some(), by_cell && !alone);
+        // Nothing needs a request's own gaps, but groups counted from the records.
+        assert_eq!(pooled.wants_itl_values(), !alone && !by_cell, "case {case}");
+        without_values += usize::from(!pooled.wants_itl_values());
+        // The run's pools: every gap of every completed request, and per cell.
+        let tenants = classes.tenants().len().max(1);
         let mut pool = IntegerCounts::default();
+        let mut cells = vec![IntegerCounts::default(); classes.classes().len() * tenants];
         for (id, gaps) in run.gaps.iter().enumerate() {
             let mut r = record(id as u64, 10, 20, gaps.len() as u32 + 1);
             r.itl_ns = Itl::Listed(gaps);
             counted.record(&r);
             pool.extend(gaps);
+            let (t, c) = classes.of(id as u64).unwrap();
+            cells[c as usize * tenants + t as usize].extend(gaps);
             // As the engine gives records when no output lists their gaps.
             if !pooled.wants_itl_values() {
                 r.itl_ns = Itl::default();
             }
             pooled.record(&r);
         }
-        pooled.add_pooled_itls(&pool);
+        pooled.add_pooled_itls(&pool, &cells);
         let (counted, pooled) = (counted.finish(1.0, &[]), pooled.finish(1.0, &[]));
         assert_eq!(itl_by_group(&pooled), itl_by_group(&counted), "case {case}");
         assert!(pooled.overall.itl != Dist::default(), "case {case}");
     }
-    assert!(
-        without_values > 0,
-        "no drawn run had one tenant and one class"
-    );
+    assert!(without_values > 20, "{without_values} runs read no gaps");
 }
 
 #[test]

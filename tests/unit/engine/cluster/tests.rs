@@ -1109,3 +1109,57 @@ fn a_replica_slots_core_is_built_when_it_is_first_provisioned() {
         ever_on.len()
     );
 }
+
+/// Counts each finished request's gaps, as its record lists them, into its cell (a pair of
+/// class and tenant), and asks the run to pool them per cell too.
+struct CellCounts {
+    classes: std::rc::Rc<RequestClasses>,
+    cells: Vec<blis_cosim::metrics::IntegerCounts>,
+}
+
+impl Observer for CellCounts {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        let (tenant, class) = self.classes.of(r.request_id).unwrap();
+        let cell = class as usize * self.classes.tenants().len() + tenant as usize;
+        self.cells[cell].extend(r.itl_ns);
+        Ok(())
+    }
+
+    fn pools_itl_by(&self) -> Option<std::rc::Rc<RequestClasses>> {
+        Some(std::rc::Rc::clone(&self.classes))
+    }
+}
+
+/// The gaps pooled per cell by step are those the cell's records list, one by one, under
+/// decode stretches, preemptions, runs ahead, timeouts and a control plane.
+#[test]
+fn the_run_pools_each_cells_gaps_as_its_records_list_them() {
+    for seed in 1..=6 {
+        let random = RandomRun {
+            k: 1 + seed as usize % 4,
+            seed,
+            n: 300,
+            blocks: 19 + 9 * seed as u32,
+            async_scheduling: seed % 2 == 0,
+            policy: policy_of(seed as u8),
+            spells: seed % 3 == 0,
+            watch: false,
+            timeouts: seed % 2 == 1,
+            control: seed % 3 == 1,
+        };
+        let mut classes = RequestClasses::default();
+        for id in 0..random.n {
+            classes.assign(id, 1, &format!("t{}", id % 2), &format!("c{}", id % 3));
+        }
+        let mut counts = CellCounts {
+            classes: std::rc::Rc::new(classes),
+            cells: vec![Default::default(); 6],
+        };
+        let (outcome, _, _) = random.run(&mut counts, |c| c.step_ahead(true));
+        assert_eq!(outcome.itl_cells, counts.cells, "seed {seed}");
+        let mut all = blis_cosim::metrics::IntegerCounts::default();
+        outcome.itl_cells.iter().for_each(|cell| all.merge(cell));
+        assert_eq!(all, outcome.itl, "seed {seed}: the cells hold every gap");
+        assert!(outcome.itl.len() > 1_000, "seed {seed}");
+    }
+}
