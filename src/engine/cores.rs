@@ -111,8 +111,6 @@ struct Changes {
 }
 
 impl<'r> Cores<'r> {
-    /// The cores `recipe` builds: each instance's now when each setup is one instance's,
-    /// else none yet.
     /// How many cells the vLLM cores pool finished requests' gaps in
     /// ([`crate::scheduler::itl::ItlCells`]); 0 when they do not.
     pub(super) fn itl_cells(&self) -> usize {
@@ -120,6 +118,8 @@ impl<'r> Cores<'r> {
         classes.map_or(0, crate::scheduler::itl::ItlCells::count)
     }
 
+    /// The cores `recipe` builds: each instance's now when each setup is one instance's,
+    /// else none yet.
     pub(super) fn new(recipe: Recipe<'r>) -> Cores<'r> {
         let (n, per) = (recipe.setups.len(), recipe.setups.per());
         if per == 1 {

@@ -105,8 +105,8 @@ impl Observer for Outputs<'_> {
     }
 
     fn wants_itl_values(&self) -> bool {
-        // The summary pools them from the run's outcome, and so does the SLO report for
-        // its overall group where one model serves the run.
+        // The summary pools them from the run's outcome, and so does the SLO report where
+        // one model serves the run (its groups by class and tenant where vLLM does).
         self.csv.is_some()
             || self
                 .slo

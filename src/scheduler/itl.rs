@@ -285,11 +285,10 @@ pub struct ItlCells {
 impl ItlCells {
     /// A tally per cell of the requests of `classes`.
     pub fn new(classes: Rc<RequestClasses>) -> ItlCells {
-        let tenants = classes.tenants().len().max(1);
-        let cells = classes.classes().len().max(1) * tenants;
+        let cells = ItlCells::count(&classes);
         ItlCells {
+            tenants: classes.tenants().len().max(1),
             classes,
-            tenants,
             tallies: (0..cells).map(|_| ItlTally::default()).collect(),
         }
     }

@@ -35,11 +35,11 @@
 //! requests from outside: a cancellation or an eviction. Stretches need one step in flight at
 //! a time (no pipeline), no prefill hand-off, no lower tier, and LIFO preemption (a victim is
 //! then always behind the members) or priority preemption where the step's free blocks rule
-//! out any preemption (else the stretch is settled first). The anomaly watch reads only admissions and the prefix
-//! cache's evictions and lookups, which stretches leave as single steps make them (the pool's
-//! clock is set before a stretch takes its blocks). The engine still sees one step
-//! per step, priced by the backend as before, so every output is the same as stepping one at
-//! a time.
+//! out any preemption (else the stretch is settled first). The anomaly watch reads only
+//! admissions and the prefix cache's evictions and lookups, which stretches leave as single
+//! steps make them (the pool's clock is set before a stretch takes its blocks). The engine
+//! still sees one step per step, priced by the backend as before, so every output is the
+//! same as stepping one at a time.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

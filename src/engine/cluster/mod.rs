@@ -397,8 +397,9 @@ impl<'r> Cluster<'r> {
     /// next formed and priced at its end at once, without an event: nothing outside the
     /// instance can read or change it before then (a quiet step end already means no
     /// observer of steps, no transfers, autoscaler or gate), and its queues' lengths, what a
-    /// ranking reads, are read at the arrival as they are then. Not when completed requests may
-    /// release others ([`crate::workload::Injector::may_release`]): those could arrive first.
+    /// ranking reads, are read at the arrival as they are then. Not when completed requests
+    /// may release others ([`crate::workload::Injector::may_release`]): those could arrive
+    /// first.
     pub fn step_ahead(&mut self, on: bool) {
         self.ahead = on;
     }
