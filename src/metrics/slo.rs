@@ -119,7 +119,8 @@ impl ItlCounts {
 /// Collects the completed requests of a run.
 #[derive(Debug)]
 pub struct SloCollector {
-    classes: RequestClasses,
+    /// Shared with the instances that pool gaps by its cells ([`SloCollector::pool_cells`]).
+    classes: Rc<RequestClasses>,
     targets: SloTargets,
     /// TTFT target of each class (by index) from the control plane's `slo_targets`, ms.
     bundle_ttft_ms: Vec<Option<f64>>,
@@ -130,9 +131,9 @@ pub struct SloCollector {
     /// Whether `itl.all` is the run's pool of gaps ([`SloCollector::add_pooled_itls`]) rather
     /// than counted from the records ([`SloCollector::pool_overall_itls`]).
     overall_pooled: bool,
-    /// The classes by which the run pools the gaps per cell, when the groups by class and by
-    /// tenant are sums of those cells ([`SloCollector::pool_cells`]).
-    cells: Option<Rc<RequestClasses>>,
+    /// Whether the run pools the gaps per cell of `classes`, the groups by class and by
+    /// tenant then sums of those cells ([`SloCollector::pool_cells`]).
+    cells: bool,
 }
 
 impl SloCollector {
@@ -143,7 +144,7 @@ impl SloCollector {
         targets: SloTargets,
         bundle_targets: &[(String, Nanos)],
     ) -> SloCollector {
-        let classes = classes.cloned().unwrap_or_default();
+        let classes = Rc::new(classes.cloned().unwrap_or_default());
         let bundle_ttft_ms = classes
             .classes()
             .iter()
@@ -168,7 +169,7 @@ impl SloCollector {
             models: Vec::new(),
             samples: Vec::new(),
             overall_pooled: false,
-            cells: None,
+            cells: false,
         }
     }
 
@@ -189,21 +190,21 @@ impl SloCollector {
     pub fn pool_cells(&mut self) {
         let grouped = !self.itl.by_class.is_empty() || !self.itl.by_tenant.is_empty();
         if self.overall_pooled && grouped {
-            self.cells = Some(Rc::new(self.classes.clone()));
+            self.cells = true;
         }
     }
 
     /// The classes by which the run is to pool its gaps per cell, when
     /// [`SloCollector::pool_cells`] took that on.
     pub fn cell_classes(&self) -> Option<Rc<RequestClasses>> {
-        self.cells.clone()
+        self.cells.then(|| Rc::clone(&self.classes))
     }
 
     /// Whether [`SloCollector::record`] reads the records' gaps (`RequestRecord::itl_ns`).
     pub fn wants_itl_values(&self) -> bool {
         let itl = &self.itl;
         let grouped = !itl.by_class.is_empty() || !itl.by_tenant.is_empty();
-        !self.overall_pooled || (grouped && self.cells.is_none()) || !itl.by_model.is_empty()
+        !self.overall_pooled || (grouped && !self.cells) || !itl.by_model.is_empty()
     }
 
     /// Takes the run's pooled gaps, every gap of every completed request, as those of all
@@ -215,7 +216,7 @@ impl SloCollector {
         if self.overall_pooled && self.itl.by_class.is_empty() {
             self.itl.all.clone_from(pooled);
         }
-        if self.cells.is_none() {
+        if !self.cells {
             return;
         }
         let tenants = self.classes.tenants().len().max(1);
@@ -296,7 +297,7 @@ impl SloCollector {
             itl.all.extend(gaps_ns);
         }
         // Pooled per cell by the run, the groups by class and tenant are sums of cells.
-        let counted = self.cells.is_none();
+        let counted = !self.cells;
         for (groups, i, counted) in [
             (&mut itl.by_class, s.class, counted),
             (&mut itl.by_tenant, s.tenant, counted),
