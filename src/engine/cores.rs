@@ -112,10 +112,10 @@ struct Changes {
 
 impl<'r> Cores<'r> {
     /// How many cells the vLLM cores pool finished requests' gaps in
-    /// ([`crate::scheduler::itl::ItlCells`]); 0 when they do not.
+    /// ([`crate::workload::RequestClasses::cells`]); 0 when they do not.
     pub(super) fn itl_cells(&self) -> usize {
         let classes = self.recipe.itl_cells.as_deref();
-        classes.map_or(0, crate::scheduler::itl::ItlCells::count)
+        classes.map_or(0, crate::workload::RequestClasses::cells)
     }
 
     /// The cores `recipe` builds: each instance's now when each setup is one instance's,

@@ -377,7 +377,7 @@ pub struct RunOutcome {
     /// listed them, [`Observer::wants_itl_values`]).
     pub itl: crate::metrics::IntegerCounts,
     /// The same per pair of SLO class and tenant of [`Observer::pools_itl_by`]
-    /// (`class × tenants + tenant`; see `scheduler::itl::ItlCells`); empty unless asked for.
+    /// ([`crate::workload::RequestClasses::cell_of`]); empty unless asked for.
     pub itl_cells: Vec<crate::metrics::IntegerCounts>,
 }
 

@@ -210,7 +210,7 @@ impl SloCollector {
     /// Takes the run's pooled gaps, every gap of every completed request, as those of all
     /// requests, when [`SloCollector::pool_overall_itls`] asked for them and no class counts
     /// its own (with classes, all requests' gaps are the classes' together); and the run's
-    /// pools per cell (`class × tenants + tenant`) into the groups by class and by tenant,
+    /// pools per cell ([`RequestClasses::cell_of`]) into the groups by class and by tenant,
     /// when [`SloCollector::pool_cells`] asked for them.
     pub fn add_pooled_itls(&mut self, pooled: &IntegerCounts, cells: &[IntegerCounts]) {
         if self.overall_pooled && self.itl.by_class.is_empty() {
@@ -219,12 +219,12 @@ impl SloCollector {
         if !self.cells {
             return;
         }
-        let tenants = self.classes.tenants().len().max(1);
         for (k, cell) in cells.iter().enumerate() {
-            if let Some(group) = self.itl.by_class.get_mut(k / tenants) {
+            let (class, tenant) = self.classes.cell_parts(k);
+            if let Some(group) = self.itl.by_class.get_mut(class) {
                 group.merge(cell);
             }
-            if let Some(group) = self.itl.by_tenant.get_mut(k % tenants) {
+            if let Some(group) = self.itl.by_tenant.get_mut(tenant) {
                 group.merge(cell);
             }
         }

@@ -272,37 +272,27 @@ impl ItlTally {
 }
 
 /// The inter-token gaps of the requests an instance finished, pooled per SLO group as well:
-/// a tally per cell, a pair of class and tenant (`class × tenants + tenant`, as the run's
-/// classes number them), each request's found by its id. The SLO report's groups by class
-/// and by tenant are sums of cells, so that no request's gaps are counted one by one.
+/// a tally per cell, a pair of class and tenant ([`RequestClasses::cell_of`]), each request's
+/// found by its id. The SLO report's groups by class and by tenant are sums of cells, so that
+/// no request's gaps are counted one by one.
 #[derive(Debug)]
 pub struct ItlCells {
     classes: Rc<RequestClasses>,
-    tenants: usize,
     tallies: Vec<ItlTally>,
 }
 
 impl ItlCells {
     /// A tally per cell of the requests of `classes`.
     pub fn new(classes: Rc<RequestClasses>) -> ItlCells {
-        let cells = ItlCells::count(&classes);
         ItlCells {
-            tenants: classes.tenants().len().max(1),
+            tallies: (0..classes.cells()).map(|_| ItlTally::default()).collect(),
             classes,
-            tallies: (0..cells).map(|_| ItlTally::default()).collect(),
         }
-    }
-
-    /// The cells of a run whose requests belong to `classes`.
-    pub fn count(classes: &RequestClasses) -> usize {
-        classes.classes().len().max(1) * classes.tenants().len().max(1)
     }
 
     /// Adds the gaps of `req`, which finished, to its cell's tally.
     pub fn add(&mut self, req: &RunningRequest, steps: &StepTimes) {
-        let (tenant, class) = self.classes.of(req.id).unwrap_or((0, 0));
-        let cell = class as usize * self.tenants + tenant as usize;
-        if let Some(tally) = self.tallies.get_mut(cell) {
+        if let Some(tally) = self.tallies.get_mut(self.classes.cell_of(req.id)) {
             tally.add(req, steps);
         }
     }

@@ -413,6 +413,24 @@ impl RequestClasses {
     pub fn classes(&self) -> &[String] {
         &self.classes
     }
+
+    /// How many cells, pairs of class and tenant, the requests fall in (a workload without
+    /// classes or tenants counts one of each).
+    pub fn cells(&self) -> usize {
+        self.classes.len().max(1) * self.tenants.len().max(1)
+    }
+
+    /// The cell of request `id`: `class × tenants + tenant` (cell 0 for a request without).
+    pub fn cell_of(&self, id: u64) -> usize {
+        let (tenant, class) = self.of(id).unwrap_or((0, 0));
+        class as usize * self.tenants.len().max(1) + tenant as usize
+    }
+
+    /// The class and tenant indices of cell `cell` ([`RequestClasses::cell_of`]).
+    pub fn cell_parts(&self, cell: usize) -> (usize, usize) {
+        let tenants = self.tenants.len().max(1);
+        (cell / tenants, cell % tenants)
+    }
 }
 
 /// The index of `name` in `names`, added at the end when new.

@@ -447,11 +447,9 @@ impl<'r> Cluster<'r> {
         }
         self.now = t;
         // A control plane waiting for capacity is asked again at every step end.
-        let waiting = s
-            .control
-            .as_deref()
-            .is_some_and(ControlPlane::waiting_for_capacity);
-        let quiet = self.quiet && !waiting && self.gateway.held.is_empty();
+        let quiet = self.quiet
+            && self.gateway.held.is_empty()
+            && !(s.control.as_deref()).is_some_and(ControlPlane::waiting_for_capacity);
         if quiet && self.quiet_step_end(t, s)? {
             self.quiet_steps += 1;
             self.settled = t;

@@ -132,16 +132,14 @@ fn a_run_of_one_model_takes_its_gaps_from_the_run_pools() {
         assert_eq!(pooled.wants_itl_values(), !alone && !by_cell, "case {case}");
         without_values += usize::from(!pooled.wants_itl_values());
         // The run's pools: every gap of every completed request, and per cell.
-        let tenants = classes.tenants().len().max(1);
         let mut pool = IntegerCounts::default();
-        let mut cells = vec![IntegerCounts::default(); classes.classes().len() * tenants];
+        let mut cells = vec![IntegerCounts::default(); classes.cells()];
         for (id, gaps) in run.gaps.iter().enumerate() {
             let mut r = record(id as u64, 10, 20, gaps.len() as u32 + 1);
             r.itl_ns = Itl::Listed(gaps);
             counted.record(&r);
             pool.extend(gaps);
-            let (t, c) = classes.of(id as u64).unwrap();
-            cells[c as usize * tenants + t as usize].extend(gaps);
+            cells[classes.cell_of(id as u64)].extend(gaps);
             // As the engine gives records when no output lists their gaps.
             if !pooled.wants_itl_values() {
                 r.itl_ns = Itl::default();
@@ -205,16 +203,20 @@ fn attainment_goodput_and_fairness_on_a_hand_computed_run() {
     assert_eq!(json["all"]["completed"], 4);
 }
 
+/// A TTFT target of 100 ms, and none on the other metrics.
+fn ttft_target_100ms() -> SloTargets {
+    SloTargets {
+        ttft_ms: Some(100.0),
+        ..SloTargets::default()
+    }
+}
+
 #[test]
 fn a_grouping_of_one_group_reports_every_request() {
     // One tenant, one class, one model: each grouping's only group is every request.
     let mut classes = RequestClasses::default();
     classes.assign(0, 3, "a", "critical");
-    let targets = SloTargets {
-        ttft_ms: Some(100.0),
-        tpot_ms: None,
-        e2e_ms: None,
-    };
+    let targets = ttft_target_100ms();
     let mut c = SloCollector::new(Some(&classes), targets, &[]);
     let gaps = [4_000_000, 6_000_000];
     for (id, ttft) in [(0, 50), (1, 150), (2, 90)] {
@@ -245,11 +247,7 @@ fn a_starved_tenant_attains_nothing_in_the_fairness_index() {
     let mut classes = RequestClasses::default();
     classes.assign(0, 2, "a", "critical");
     classes.assign(2, 2, "b", "batch");
-    let targets = SloTargets {
-        ttft_ms: Some(100.0),
-        tpot_ms: None,
-        e2e_ms: None,
-    };
+    let targets = ttft_target_100ms();
     let mut c = SloCollector::new(Some(&classes), targets, &[]);
     c.record(&record(0, 50, 140, 10));
     c.record(&record(1, 60, 150, 10));

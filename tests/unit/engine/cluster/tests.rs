@@ -551,8 +551,8 @@ impl Observer for Finished {
 
 /// Step ends settled quietly give the run the instant's phases give (decode stretches,
 /// preemptions, asynchronous scheduling, `LOAD`'s ranking, round-robin, warmed caches, the
-/// anomaly watch), and
-/// are taken by default where the run allows them.
+/// anomaly watch, timeouts, a queueing control plane), and are taken by default where the
+/// run allows them.
 #[test]
 fn a_quiet_run_is_the_run_phase_by_phase() {
     for seed in 1..=8 {
@@ -562,11 +562,7 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
             n: 400,
             blocks: 19 + 7 * seed as u32,
             async_scheduling: seed % 4 >= 2,
-            policy: match seed % 3 {
-                0 => RoutingPolicy::RoundRobin,
-                1 => RoutingPolicy::Load,
-                _ => RoutingPolicy::LeastLoaded,
-            },
+            policy: policy_of(seed as u8),
             spells: false,
             watch: seed % 2 == 1,
             timeouts: seed % 4 == 3,
@@ -1119,6 +1115,7 @@ struct CellCounts {
 
 impl Observer for CellCounts {
     fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        // Numbered here as the run numbers them (`RequestClasses::cell_of`), worked out anew.
         let (tenant, class) = self.classes.of(r.request_id).unwrap();
         let cell = class as usize * self.classes.tenants().len() + tenant as usize;
         self.cells[cell].extend(r.itl_ns);
