@@ -320,6 +320,11 @@ impl EventQueue {
         self.heap[second].step_end()
     }
 
+    /// Time of the second earliest pending event (`None`: one event or none is pending).
+    pub fn second_time(&self) -> Option<Nanos> {
+        self.first_children().iter().map(|e| e.time).min()
+    }
+
     /// The earliest entry's children in the heap (up to [`ARITY`]): the second earliest
     /// entry is one of them.
     fn first_children(&self) -> &[Entry] {

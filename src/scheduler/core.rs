@@ -349,6 +349,12 @@ impl Core {
         each!(self, s => s.pop_handoff())
     }
 
+    /// Whether the passes completed so far handed off a request not collected yet
+    /// ([`Core::pop_handoff`]).
+    pub fn has_handoffs(&self) -> bool {
+        each!(self, s => s.has_handoffs())
+    }
+
     /// Handed-off requests whose KV is still held.
     pub fn num_handed_off(&self) -> usize {
         each!(self, s => s.num_handed_off())
@@ -388,6 +394,15 @@ impl Core {
         match self {
             Core::Vllm(s) => s.pop_pull_start(),
             Core::Sglang(_) => None,
+        }
+    }
+
+    /// vLLM's P/D flow: whether a pass formed so far started a KV pull not collected yet
+    /// ([`Core::pop_pull_start`]).
+    pub fn has_pull_starts(&self) -> bool {
+        match self {
+            Core::Vllm(s) => s.has_pull_starts(),
+            Core::Sglang(_) => false,
         }
     }
 

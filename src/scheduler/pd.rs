@@ -106,6 +106,11 @@ impl Scheduler {
         self.handed_off
     }
 
+    /// Whether the steps completed so far handed off a request not collected yet.
+    pub fn has_handoffs(&self) -> bool {
+        !self.handoffs.is_empty()
+    }
+
     /// Whether a KV transfer's end will bring this instance work when no step can be formed
     /// now: blocks held for a transfer from here, or KV being pulled here (vLLM's flow).
     pub fn awaits_kv(&self) -> bool {
@@ -257,6 +262,11 @@ impl Scheduler {
     /// The next request whose KV pull the steps formed so far started, in start order.
     pub fn pop_pull_start(&mut self) -> Option<u64> {
         self.pull_starts.pop_front()
+    }
+
+    /// Whether a step formed so far started a KV pull not collected yet.
+    pub fn has_pull_starts(&self) -> bool {
+        !self.pull_starts.is_empty()
     }
 
     /// The prompt KV of request `id`, pulled from `start`, landed here at `now`: the request

@@ -112,6 +112,7 @@ impl<'r> Cluster<'r> {
             self.warm_instance(j);
         }
         let horizon = self.ahead_horizon(s.control.as_deref());
+        let pd = self.transfers.is_some();
         let inst = &mut self.instances[i];
         // The ranking reads requests waiting and running alone: the instance is listed as
         // changed only when they change.
@@ -123,7 +124,7 @@ impl<'r> Cluster<'r> {
         let completions = &mut self.effects.completions;
         let from = completions.len();
         let ran = instance::finish_step(scheduler, inst, id, t, completions);
-        if completions.len() > from || !ran {
+        if completions.len() > from || !ran || scheduler.has_handoffs() {
             self.schedulers.note_changed(i);
             self.queue.pop_until(t);
             self.settle_step_end(id, ran, from, None, s)?;
@@ -136,8 +137,12 @@ impl<'r> Cluster<'r> {
             true => instance::start_step(scheduler, inst, id, t, backend)?,
             false => None,
         };
+        // A decode instance that may start KV pulls (requests wait for it, or a pull
+        // started now) steps no further than now: pulls start at its step starts.
+        let pulls_ahead = pd && (scheduler.num_waiting() > 0 || scheduler.has_pull_starts());
         if let Some(at) = end
             && horizon > at
+            && !pulls_ahead
         {
             let ahead =
                 instance::run_ahead(scheduler, inst, id, at, horizon, backend, completions)?;
@@ -154,6 +159,11 @@ impl<'r> Cluster<'r> {
             None => {
                 self.queue.pop_until(t);
             }
+        }
+        if pd && self.schedulers[i].has_pull_starts() {
+            // The pulls the step formed now started, as the closing phase starts them.
+            self.start_kv_pulls(id)?;
+            self.apply_effects(s)?;
         }
         Ok(true)
     }
@@ -174,7 +184,13 @@ impl<'r> Cluster<'r> {
             .chain(control.and_then(ControlPlane::next_wake))
             .min()
             .unwrap_or(never);
-        arrival.min(timeout).min(decision)
+        // A hand-off may route a request to it, or read it, and a transfer's end bring it
+        // one: with transfers, nothing else may happen first.
+        let others = match self.transfers {
+            Some(_) => self.queue.second_time().unwrap_or(never),
+            None => never,
+        };
+        arrival.min(timeout).min(decision).min(others)
     }
 
     /// Phase 2: the KV transfer from `sender` arrives now at its decode instance.

@@ -597,6 +597,11 @@ impl SglangScheduler {
         self.hand_off = true;
     }
 
+    /// Whether the passes completed so far handed off a request not collected yet.
+    pub fn has_handoffs(&self) -> bool {
+        !self.handoffs.is_empty()
+    }
+
     /// The next request handed off by the passes completed so far.
     pub fn pop_handoff(&mut self) -> Option<Handoff> {
         let slot = self.handoffs.pop_front()?;

@@ -6,10 +6,11 @@ use blis_cosim::Nanos;
 use blis_cosim::autoscale::{
     AutoscalePolicy, AutoscaleSettings, Autoscaler, DrainMode, ReplicaTemplate,
 };
+use blis_cosim::config::{InstanceRole, Link, PdFlow};
 use blis_cosim::control::flow::{Detector, FlowConfig};
 use blis_cosim::control::priority::NominalPriority;
 use blis_cosim::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
-use blis_cosim::engine::{AnomalyWatch, Cluster, Run, Services};
+use blis_cosim::engine::{AnomalyWatch, Cluster, Disaggregation, Run, Services};
 use blis_cosim::engine::{InstanceSetup, Observer, SimError, StepEvent};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
@@ -363,6 +364,7 @@ fn run_random_on(
         watch: false,
         timeouts: false,
         control: false,
+        pd: None,
     };
     random.run(observer, set_up).0
 }
@@ -416,6 +418,27 @@ struct RandomRun {
     /// Whether a control plane admits the requests after 300 ns and queues them while the
     /// cluster holds three requests an instance (see [`queueing_plane`]).
     control: bool,
+    /// The P/D flow of a disaggregated run (see [`disaggregation`]), if it is one.
+    pd: Option<PdFlow>,
+}
+
+/// The run's instances split into prefill and decode ones in `flow`: the first third (one at
+/// least) prefill, the others decode, decode instances picked by `policy`, KV of 100 bytes a
+/// token over links of 500 ns plus 1 byte a ns. `None` for a single instance.
+fn disaggregation(k: usize, flow: PdFlow, policy: &RoutingPolicy) -> Option<Disaggregation> {
+    let prefill = (k / 3).max(1);
+    let roles = (0..k)
+        .map(|i| match i < prefill {
+            true => InstanceRole::Prefill,
+            false => InstanceRole::Decode,
+        })
+        .collect();
+    let link = Link {
+        bandwidth_gbps: 1e9 / f64::from(1u32 << 30),
+        latency_ns: 500.0,
+    };
+    let router = Router::with_stream(policy.clone(), 3, b"decode");
+    (k > 1).then(|| Disaggregation::new(roles, vec![100; k], router, |_, _| link).with_flow(flow))
 }
 
 impl RandomRun {
@@ -473,7 +496,10 @@ impl RandomRun {
             nominal: &nominal,
         });
         let clients = self.timeouts.then(|| impatient(self.n));
-        let run = (Run::new(&requests, &setups).watch(watch)).clients(clients.as_ref());
+        let mut run = (Run::new(&requests, &setups).watch(watch)).clients(clients.as_ref());
+        if let Some(pd) = self.pd.and_then(|flow| disaggregation(k, flow, policy)) {
+            run = run.disaggregated(pd);
+        }
         let mut cluster = Cluster::new(run, &services).unwrap();
         set_up(&mut cluster);
         // Retiring step finish times after a handful held, so that runs retire steps often.
@@ -567,6 +593,7 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
             watch: seed % 2 == 1,
             timeouts: seed % 4 == 3,
             control: seed % 3 == 2,
+            pd: pd_of(seed as u8),
         };
         let mut quiet = Finished::default();
         let (on, taken, _) = random.run(&mut quiet, |c| {
@@ -594,6 +621,17 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
             quiet.0, phased.0,
             "seed {seed}: the same records, gaps included"
         );
+    }
+}
+
+/// The P/D flow of random run `k`: none (twice in five), vLLM's, LLMServingSim's or
+/// LMCache's.
+fn pd_of(k: u8) -> Option<PdFlow> {
+    match k % 5 {
+        1 => Some(PdFlow::Vllm),
+        3 => Some(PdFlow::LlmServingSim),
+        4 => Some(PdFlow::Lmcache),
+        _ => None,
     }
 }
 
@@ -665,6 +703,7 @@ fn a_run_ahead_is_the_run_settled_with_arrivals_at_step_ends() {
             watch: seed % 3 == 0,
             timeouts: seed % 2 == 0,
             control: seed % 3 == 1,
+            pd: pd_of(seed as u8),
         };
         ran += run_ahead_and_settled(&random);
         let mut ends = StepEnds::default();
@@ -695,6 +734,7 @@ proptest::proptest! {
         watch in proptest::bool::ANY,
         timeouts in proptest::bool::ANY,
         control in proptest::bool::ANY,
+        pd in 0u8..5,
     ) {
         let random = RandomRun {
             k,
@@ -707,6 +747,7 @@ proptest::proptest! {
             watch,
             timeouts,
             control,
+            pd: pd_of(pd),
         };
         run_ahead_and_settled(&random);
     }
@@ -730,6 +771,7 @@ fn steps_are_never_quiet_for_an_observer_of_steps() {
         watch: true,
         timeouts: false,
         control: false,
+        pd: None,
     };
     let (outcome, taken, ahead) = random.run(&mut reading, |c| {
         assert!(!c.steps_quietly());
@@ -1143,6 +1185,7 @@ fn the_run_pools_each_cells_gaps_as_its_records_list_them() {
             watch: false,
             timeouts: seed % 2 == 1,
             control: seed % 3 == 1,
+            pd: (seed % 3 == 2).then_some(PdFlow::Vllm),
         };
         let mut classes = RequestClasses::default();
         for id in 0..random.n {
