@@ -43,7 +43,7 @@ use super::eligibility::{Eligibility, Groups};
 use super::events::EventKind;
 use super::hol::blocks_head_of_line;
 use super::instance::InstanceSim;
-use super::signals::Signals;
+use super::signals::{Side, Signals};
 use super::{Setups, SimError};
 use crate::Nanos;
 use crate::autoscale::Autoscaler;
@@ -374,7 +374,7 @@ impl<'a> Transfers<'a> {
         choice
             .signals
             .refresh_due(now, schedulers, choice.instances);
-        let view = choice.signals.view(schedulers, choice.instances);
+        let view = (choice.signals).view(Side::Decode, schedulers, choice.instances);
         let to = self.setup.router.route(request, &self.candidates, &view);
         if self.watch && blocks_head_of_line(schedulers, to, &self.candidates) {
             self.hol_blocking += 1;

@@ -17,8 +17,10 @@
 //! `always-busiest`) reads a ranking instead of a snapshot of each ([`crate::router::RankTree`]):
 //! at each refresh, the instances indexed mutably since the last one ([`Cores::changed`]) get
 //! their key again from what the router sees of them (every instance after a stale signal
-//! was copied), so a decision costs O(log n) plus the instances that changed. Not kept in an
-//! autoscaled run, whose refreshes visit only the replicas provisioned.
+//! was copied), so a decision costs O(log n) plus the instances that changed. Under P/D the
+//! instances that take arrivals and the decode instances are ranked apart, each among its
+//! own, as a request's candidates on each side are. Not kept in an autoscaled run, whose
+//! refreshes visit only the replicas provisioned.
 //!
 //! Refresh instants. A periodic signal is re-read at the first routing decision at or after
 //! its interval has passed since its last read (BLIS's lazy `Periodic`), and reads the
@@ -30,6 +32,7 @@
 use super::cores::Cores;
 use super::instance::InstanceSim;
 use crate::Nanos;
+use crate::config::InstanceRole;
 use crate::metrics::RequestRecord;
 use crate::router::{
     ClusterView, InstanceSnapshot, RankTree, Ranking, Refresh, Signal, SignalConfig,
@@ -224,9 +227,53 @@ pub(crate) struct Signals {
 /// ([`Cores::changed`]) get their key again, or all of them after a stale signal was copied.
 struct Rank {
     by: Ranking,
-    tree: RankTree,
+    /// One ranking per [`Side`] that has instances, each over that side's instances in id
+    /// order.
+    sides: [Option<RankTree>; 2],
+    /// Per instance: its side and its place in that side's ranking.
+    place: Vec<(Side, u32)>,
     /// Whether every key must be taken again (at the start, and after a copy).
     stale: bool,
+}
+
+/// The instances a request's candidates are drawn from at one routing decision: those that
+/// take arrivals (all of them without P/D), or the decode instances a prefilled request is
+/// handed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Arrival = 0,
+    Decode = 1,
+}
+
+impl Rank {
+    /// Ranking `by` over instances of `roles`, every key to be taken.
+    fn new(by: Ranking, roles: &[InstanceRole]) -> Rank {
+        let mut counts = [0u32; 2];
+        let place = (roles.iter())
+            .map(|&role| {
+                let side = match role {
+                    InstanceRole::Decode => Side::Decode,
+                    _ => Side::Arrival,
+                };
+                counts[side as usize] += 1;
+                (side, counts[side as usize] - 1)
+            })
+            .collect();
+        Rank {
+            by,
+            sides: counts.map(|n| (n > 0).then(|| RankTree::new(n as usize))),
+            place,
+            stale: true,
+        }
+    }
+
+    /// Sets instance `i`'s key.
+    fn set(&mut self, i: usize, key: u128) {
+        let (side, at) = self.place[i];
+        if let Some(tree) = &mut self.sides[side as usize] {
+            tree.set(at as usize, key);
+        }
+    }
 }
 
 impl Signals {
@@ -269,14 +316,15 @@ impl Signals {
         self.rank.as_ref().is_none_or(|r| r.by == Ranking::Load)
     }
 
-    /// Keeps the instances ranked by `ranking` (the run's router's, if any) from now on,
-    /// listing the instances that change in `schedulers`.
-    pub(crate) fn rank_by(&mut self, ranking: Option<Ranking>, schedulers: &mut Cores<'_>) {
-        self.rank = ranking.filter(|_| self.active.is_none()).map(|by| Rank {
-            by,
-            tree: RankTree::new(self.held.len()),
-            stale: true,
-        });
+    /// Keeps the instances (of these `roles`, by id) ranked by `ranking` (the run's
+    /// router's, if any) from now on, listing the instances that change in `schedulers`.
+    pub(crate) fn rank_by(
+        &mut self,
+        ranking: Option<Ranking>,
+        roles: &[InstanceRole],
+        schedulers: &mut Cores<'_>,
+    ) {
+        self.rank = (ranking.filter(|_| self.active.is_none())).map(|by| Rank::new(by, roles));
         schedulers.track_changes(self.rank.is_some());
     }
 
@@ -496,13 +544,13 @@ impl Signals {
         let by = rank.by;
         if rank.stale {
             for i in 0..self.held.len() {
-                rank.tree.set(i, self.key(by, i, schedulers));
+                rank.set(i, self.key(by, i, schedulers));
             }
             rank.stale = false;
         } else {
             for &id in schedulers.changed() {
                 let i = id as usize;
-                rank.tree.set(i, self.key(by, i, schedulers));
+                rank.set(i, self.key(by, i, schedulers));
             }
         }
         schedulers.clear_changes();
@@ -570,14 +618,16 @@ impl Signals {
     }
 
     /// The view over `schedulers` and `instances` (the live prefix caches, asked at the
-    /// signal's time), for the decision of the last refresh.
+    /// signal's time), for the decision of the last refresh among candidates of `side`.
     pub(crate) fn view<'a>(
         &'a self,
+        side: Side,
         schedulers: &'a Cores<'a>,
         instances: &'a [InstanceSim<'a>],
     ) -> SignalView<'a> {
         SignalView {
             signals: self,
+            side,
             schedulers,
             instances,
         }
@@ -588,6 +638,8 @@ impl Signals {
 /// prefix caches as of their signal's time.
 pub(crate) struct SignalView<'a> {
     signals: &'a Signals,
+    /// Where the decision's candidates are drawn from: the ranking it reads.
+    side: Side,
     schedulers: &'a Cores<'a>,
     instances: &'a [InstanceSim<'a>],
 }
@@ -601,7 +653,8 @@ impl ClusterView for SignalView<'_> {
     fn ranked(&self, ranking: Ranking) -> Option<&RankTree> {
         let rank = self.signals.rank.as_ref()?;
         let current = !rank.stale && self.schedulers.changed().is_empty();
-        (rank.by == ranking && current).then_some(&rank.tree)
+        let tree = rank.sides[self.side as usize].as_ref();
+        tree.filter(|_| rank.by == ranking && current)
     }
 
     fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize {

@@ -145,8 +145,10 @@ pub trait ClusterView {
     fn snapshot(&self, id: u32) -> InstanceSnapshot;
     /// How many leading blocks of the hash chain `hashes` instance `id`'s prefix cache holds.
     fn cached_prefix_blocks(&self, id: u32, hashes: &[u64]) -> usize;
-    /// Every instance ranked by `ranking`'s key of its snapshot, when the view keeps such a
-    /// ranking up to date (`rank.rs`); `None` asks the policy to read each snapshot.
+    /// The instances this decision's candidates are drawn from (every instance; under P/D,
+    /// those that take arrivals or the decode instances), ids ascending, ranked by
+    /// `ranking`'s key of their snapshots, when the view keeps such a ranking up to date
+    /// (`rank.rs`); `None` asks the policy to read each snapshot.
     fn ranked(&self, ranking: Ranking) -> Option<&RankTree> {
         let _ = ranking;
         None
@@ -325,8 +327,8 @@ impl Router {
         assert!(!candidates.is_empty(), "routing needs a candidate");
         let at = |pos: usize| view.snapshot(candidates[pos]);
         let n = candidates.len();
-        // Every instance is a candidate (ids ascending, as many as ranked): a ranking the
-        // view keeps gives the scan's pick.
+        // Every instance ranked is a candidate (the candidates are drawn from them, ids
+        // ascending, and are as many): a ranking the view keeps gives the scan's pick.
         let ranked = |r| view.ranked(r).filter(|t| t.len() == n);
         let pos = match &self.policy {
             RoutingPolicy::Load => {

@@ -7,6 +7,7 @@ use super::super::SimError;
 use super::super::eligibility::Groups;
 use super::super::events::EventKind;
 use super::super::hol::blocks_head_of_line;
+use super::super::signals::Side;
 use super::effects::Effect;
 use super::endings::Ending;
 use super::{Cluster, Services};
@@ -126,7 +127,7 @@ impl<'r> Cluster<'r> {
                 return Ok(());
             }
         }
-        let view = self.signals.view(&self.schedulers, &self.instances);
+        let view = (self.signals).view(Side::Arrival, &self.schedulers, &self.instances);
         let decision = s.router.decide(&request, candidates, &view);
         if self.tracing {
             let explained = s.router.explanation().map(|e| self.effects.keep(e));

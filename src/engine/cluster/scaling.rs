@@ -5,6 +5,7 @@
 use super::super::SimError;
 use super::super::eligibility::Groups;
 use super::super::pd::DecodeChoice;
+use super::super::signals::Side;
 use super::effects::Effect;
 use super::endings::Ending;
 use super::{Cluster, Services};
@@ -217,7 +218,7 @@ impl<'r> Cluster<'r> {
             return Ok(());
         };
         scaling.evaluated += 1;
-        let view = self.signals.view(&self.schedulers, &self.instances);
+        let view = (self.signals).view(Side::Arrival, &self.schedulers, &self.instances);
         scaling.changes.clear();
         scaling
             .autoscaler

@@ -53,7 +53,7 @@ impl<'r> Cluster<'r> {
         };
         let mut schedulers = Cores::new(recipe);
         let mut signals = Signals::new(signals, &schedulers);
-        signals.rank_by(services.router.ranking(), &mut schedulers);
+        signals.rank_by(services.router.ranking(), &roles, &mut schedulers);
         let groups = dp::groups(setups);
         let group_stages = groups
             .iter()

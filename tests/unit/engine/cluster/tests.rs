@@ -980,12 +980,14 @@ fn idle_ticks_are_skipped_and_the_run_is_the_same() {
 
 /// Where and when each request finished: (request, instance, first token, end).
 #[derive(Default)]
-struct Placed(Vec<(u64, u32, Nanos, Nanos)>);
+struct Placed(Vec<(u64, u32, Option<u32>, Nanos, Nanos)>);
 
 impl Observer for Placed {
     fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        let prefill = r.pd.as_ref().map(|pd| pd.prefill_instance);
+        let (id, instance) = (r.request_id, r.instance_id);
         self.0
-            .push((r.request_id, r.instance_id, r.first_token_ns, r.end_ns));
+            .push((id, instance, prefill, r.first_token_ns, r.end_ns));
         Ok(())
     }
 }
@@ -1004,7 +1006,8 @@ impl ClusterView for Unranked<'_> {
 }
 
 /// A router that reads the engine's ranking (counting the decisions that could) or,
-/// `scanning`, every snapshot.
+/// `scanning`, every snapshot (the engine then keeps no ranking: a P/D run's decode
+/// instances are picked by a scan too).
 struct Ranks {
     router: Router,
     scanning: bool,
@@ -1022,19 +1025,24 @@ impl Routing for Ranks {
     }
 
     fn ranking(&self) -> Option<blis_cosim::router::Ranking> {
-        self.router.policy().ranking()
+        (self.router.policy().ranking()).filter(|_| !self.scanning)
     }
 }
 
-/// 400 random requests of `seed` on eight instances routed by `policy` seeing `signals`,
-/// through the engine's ranking or `scanning`: where and when each finished, and how many
-/// decisions read the ranking.
+/// Where and when each request finished, how many arrivals read the ranking, and how many
+/// instance snapshots the run took.
+type RankedRun = (Vec<(u64, u32, Option<u32>, Nanos, Nanos)>, u64, u64);
+
+/// 400 random requests of `seed` on eight instances (`pd`: in vLLM's P/D flow, the first
+/// two prefill instances) routed by `policy` seeing `signals`, through the engine's ranking
+/// or `scanning`.
 fn run_ranked(
     seed: u64,
     policy: RoutingPolicy,
     signals: blis_cosim::router::SignalConfig,
     scanning: bool,
-) -> (Vec<(u64, u32, Nanos, Nanos)>, u64) {
+    pd: bool,
+) -> RankedRun {
     let mut state = seed;
     let mut t = 0;
     let requests: Vec<Request> = (0..400)
@@ -1051,22 +1059,31 @@ fn run_ranked(
         .iter_mut()
         .map(|b| b as &mut dyn LatencyBackend)
         .collect();
+    let disaggregation = pd
+        .then(|| disaggregation(8, PdFlow::Vllm, &policy))
+        .flatten();
     let mut router = Ranks {
         router: Router::new(policy, seed),
         scanning,
         ranked: 0,
     };
     let mut placed = Placed::default();
-    let s = Services::new(&mut dyns, &mut router, &mut placed);
-    let run = Run::new(&requests, &setups).signals(signals);
+    let mut s = Services::new(&mut dyns, &mut router, &mut placed);
+    let mut run = Run::new(&requests, &setups).signals(signals);
+    if let Some(pd) = disaggregation {
+        run = run.disaggregated(pd);
+    }
     let mut cluster = Cluster::new(run, &s).unwrap();
     cluster.retire_steps_after(4);
-    cluster.run(s).unwrap();
-    (placed.0, router.ranked)
+    cluster.step_ahead(true);
+    while cluster.step(&mut s).unwrap().is_some() {}
+    let taken = cluster.snapshots_taken();
+    (placed.0, router.ranked, taken)
 }
 
 #[test]
 fn a_ranked_run_routes_as_the_scan_with_fresh_and_stale_signals() {
+    // Under P/D, arrivals and hand-offs each read a ranking of their own side's instances.
     use blis_cosim::router::{Signal, SignalConfig};
     let mut on_demand = SignalConfig::all_immediate();
     on_demand.set(Signal::Queue, blis_cosim::router::Refresh::OnDemand);
@@ -1080,14 +1097,21 @@ fn a_ranked_run_routes_as_the_scan_with_fresh_and_stale_signals() {
         RoutingPolicy::LeastLoaded,
         RoutingPolicy::AlwaysBusiest,
     ];
-    for seed in [3, 17] {
+    for (seed, pd) in [(3, false), (17, false), (5, true), (11, true)] {
         for policy in &policies {
             for signals in signals {
-                let (ranked, reads) = run_ranked(seed, policy.clone(), signals, false);
-                let (scanned, _) = run_ranked(seed, policy.clone(), signals, true);
+                let (ranked, reads, taken) = run_ranked(seed, policy.clone(), signals, false, pd);
+                let (scanned, _, scans) = run_ranked(seed, policy.clone(), signals, true, pd);
                 assert_eq!(ranked.len(), 400);
-                assert_eq!(ranked, scanned, "{policy} {signals}");
+                assert_eq!(ranked, scanned, "{policy} {signals}, P/D {pd}");
                 assert_eq!(reads, 400, "every decision read the ranking");
+                let prefilled = ranked.iter().filter(|r| r.2.is_some()).count();
+                assert_eq!(prefilled > 300, pd, "{prefilled} requests handed off");
+                if signals == SignalConfig::all_immediate() {
+                    // Neither arrivals nor hand-offs read a snapshot: only the start's.
+                    assert_eq!(taken, 8, "{policy}, P/D {pd}: {taken} snapshots");
+                    assert!(scans > 2_000, "{policy}, P/D {pd}: {scans} scanned");
+                }
             }
         }
     }
