@@ -17,6 +17,7 @@ use super::signals::Recent;
 use super::{InstanceSetup, SimError, StepEvent, pipeline};
 use crate::Nanos;
 use crate::latency::{BatchItem, LatencyBackend, LatencyError, StageSends};
+use crate::metrics::StepSeries;
 use crate::scheduler::{Completions, Core, SchedulerBug, StepTokens};
 
 /// One instance's state in the loop, besides its scheduler.
@@ -44,6 +45,8 @@ pub(super) struct InstanceSim<'a> {
     pub back_to_back: bool,
     /// Recent statistics the router may see (`signals.rs`).
     pub recent: Recent,
+    /// Its steps tallied per interval, when the run's observer asks for them.
+    pub series: Option<Box<StepSeries>>,
 }
 
 impl<'a> InstanceSim<'a> {
@@ -64,6 +67,7 @@ impl<'a> InstanceSim<'a> {
             last_end: None,
             back_to_back: false,
             recent: Recent::default(),
+            series: None,
         }
     }
 }
@@ -298,5 +302,10 @@ pub(super) fn finish_step(
         return false;
     }
     scheduler.complete_step(now, id, finished);
+    if let Some(series) = &mut inst.series {
+        let queues = (inst.running, inst.waiting);
+        let kv = (scheduler.kv_blocks_used(), scheduler.kv_blocks());
+        series.step(now, scheduler.last_step_tokens(), queues, kv);
+    }
     true
 }

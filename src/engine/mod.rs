@@ -300,6 +300,13 @@ pub trait Observer {
         true
     }
 
+    /// The interval at which the observer wants each instance's steps tallied
+    /// ([`RunOutcome::step_series`]: a time series), which needs no step reported; none by
+    /// default. Read once, at start-up.
+    fn tallies_steps_every(&self) -> Option<Nanos> {
+        None
+    }
+
     /// Whether the records of finished requests must list their inter-token latencies
     /// ([`RequestRecord::itl_ns`]); when not, they are left empty, and the run's pooled gaps
     /// are in [`RunOutcome::itl`] all the same. Read once, at start-up.
@@ -381,6 +388,9 @@ pub struct RunOutcome {
     /// The same per pair of SLO class and tenant of [`Observer::pools_itl_by`]
     /// ([`crate::workload::RequestClasses::cell_of`]); empty unless asked for.
     pub itl_cells: Vec<crate::metrics::IntegerCounts>,
+    /// Each instance's steps per interval ([`Observer::tallies_steps_every`]), by id; empty
+    /// unless asked for.
+    pub step_series: Vec<crate::metrics::StepSeries>,
 }
 
 impl RunOutcome {

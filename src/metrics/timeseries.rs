@@ -9,6 +9,10 @@
 //! repeats the previous interval's counts with no tokens. A request counts as finished in the
 //! interval of its last token.
 //!
+//! Each instance tallies its own steps per interval as the engine completes them
+//! ([`StepSeries`]), and the series adds them at the end: no step is reported one by one, so a
+//! run with a time series settles its step ends quietly and runs ahead as any other.
+//!
 //! An autoscaled run's CSV has seven more columns: the row's replica slot's template and
 //! state at the end of the interval, and that template's replicas pending, loading, warming
 //! up, ready and draining then (a change of state at exactly the end counts). A slot whose
@@ -19,11 +23,11 @@ use std::path::Path;
 
 use crate::Nanos;
 use crate::autoscale::{AutoscaleReport, ReplicaState, ReplicaTimeline};
-use crate::observe::StepEvent;
 use crate::output::Finished;
+use crate::scheduler::StepTokens;
 
 /// One interval of one instance.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Cell {
     prompt_tokens: u64,
     generated_tokens: u64,
@@ -31,6 +35,52 @@ struct Cell {
     steps: u64,
     /// The interval's last step: running and waiting when formed, KV blocks used after.
     last: Option<(usize, usize, usize, usize)>,
+}
+
+/// The interval of `interval_ns` that an event at `at_ns` counts in: the one it ends, when
+/// exactly on a boundary.
+fn interval_of(at_ns: Nanos, interval_ns: Nanos) -> usize {
+    (at_ns.saturating_sub(1) / interval_ns) as usize
+}
+
+/// One instance's steps per interval of simulated time, tallied as the engine completes them
+/// (`RunOutcome::step_series`), for a time series to add at the end
+/// ([`TimeSeries::add_steps`]): a run that tallies its steps need not report each one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepSeries {
+    interval_ns: Nanos,
+    /// By interval; `finished` unused.
+    cells: Vec<Cell>,
+}
+
+impl StepSeries {
+    /// An empty tally at one cell per `interval_ns` (at least 1 ns).
+    pub fn new(interval_ns: Nanos) -> StepSeries {
+        StepSeries {
+            interval_ns: interval_ns.max(1),
+            cells: Vec::new(),
+        }
+    }
+
+    /// Counts a step that ended at `end_ns` having computed `tokens`, formed with `running`
+    /// and `waiting` requests and leaving `kv_blocks_used` of `kv_blocks` in use.
+    pub fn step(
+        &mut self,
+        end_ns: Nanos,
+        tokens: StepTokens,
+        (running, waiting): (usize, usize),
+        (kv_blocks_used, kv_blocks): (usize, usize),
+    ) {
+        let interval = interval_of(end_ns, self.interval_ns);
+        if interval >= self.cells.len() {
+            self.cells.resize(interval + 1, Cell::default());
+        }
+        let cell = &mut self.cells[interval];
+        cell.prompt_tokens += tokens.prompt;
+        cell.generated_tokens += tokens.generated;
+        cell.steps += 1;
+        cell.last = Some((running, waiting, kv_blocks_used, kv_blocks));
+    }
 }
 
 /// The time series being collected.
@@ -52,8 +102,16 @@ impl TimeSeries {
         }
     }
 
+    /// The length of its intervals.
+    pub fn interval_ns(&self) -> Nanos {
+        self.interval_ns
+    }
+
     fn cell(&mut self, at_ns: Nanos, instance: u32) -> &mut Cell {
-        let interval = (at_ns.saturating_sub(1) / self.interval_ns) as usize;
+        self.cell_of(interval_of(at_ns, self.interval_ns), instance)
+    }
+
+    fn cell_of(&mut self, interval: usize, instance: u32) -> &mut Cell {
         let index = interval * self.instances + instance as usize;
         if index >= self.cells.len() {
             self.cells
@@ -62,18 +120,21 @@ impl TimeSeries {
         &mut self.cells[index]
     }
 
-    /// Records a finished step.
-    pub fn step(&mut self, step: &StepEvent<'_>) {
-        let cell = self.cell(step.end_ns, step.instance);
-        cell.prompt_tokens += step.tokens.prompt;
-        cell.generated_tokens += step.tokens.generated;
-        cell.steps += 1;
-        cell.last = Some((
-            step.running,
-            step.waiting,
-            step.kv_blocks_used,
-            step.kv_blocks,
-        ));
+    /// Adds the steps the run tallied per instance (by id, at this series' interval).
+    pub fn add_steps(&mut self, tallies: &[StepSeries]) {
+        for (instance, tally) in tallies.iter().enumerate() {
+            debug_assert_eq!(tally.interval_ns, self.interval_ns, "one interval");
+            for (interval, steps) in tally.cells.iter().enumerate() {
+                if steps.steps == 0 {
+                    continue;
+                }
+                let cell = self.cell_of(interval, instance as u32);
+                cell.prompt_tokens += steps.prompt_tokens;
+                cell.generated_tokens += steps.generated_tokens;
+                cell.steps += steps.steps;
+                cell.last = steps.last;
+            }
+        }
     }
 
     /// Records a request whose last token came out at `end_ns` on `instance`.

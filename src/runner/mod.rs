@@ -954,7 +954,8 @@ fn write_results(
             std::io::Write::write_all(w, text.as_bytes())
         })?);
     }
-    if let Some(series) = &outputs.timeseries {
+    if let Some(series) = &mut outputs.timeseries {
+        series.add_steps(&outcome.step_series);
         let pictures = outputs.plots.zip(plots_dir.as_ref());
         ready.extend(write_series(
             series,

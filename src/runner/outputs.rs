@@ -123,8 +123,12 @@ impl Observer for Outputs<'_> {
         self.trace
             .as_ref()
             .is_some_and(|t| t.level() == TraceLevel::Detailed)
-            || self.timeseries.is_some()
             || self.rereads_steps()
+    }
+
+    fn tallies_steps_every(&self) -> Option<crate::Nanos> {
+        // The time series adds them at the end (`write_results`).
+        self.timeseries.as_ref().map(TimeSeries::interval_ns)
     }
 
     fn trace_level(&self) -> TraceLevel {
@@ -158,9 +162,6 @@ impl Observer for Outputs<'_> {
                 waiting: step.waiting,
                 running: step.running,
             })?;
-        }
-        if let Some(series) = &mut self.timeseries {
-            series.step(step);
         }
         // The step was priced (and its lookups counted) before it ran; the reports below
         // re-read it, when there are any.

@@ -179,7 +179,8 @@ fn a_replica_is_ready_at_the_exact_ns_its_life_adds_up_to() {
     assert_eq!((report.counts.scale_ups, report.counts.scale_downs), (1, 0));
 }
 
-/// Feeds a run's steps and finished requests to a time series.
+/// Feeds a run's finished requests to a time series, and asks for its steps tallied at the
+/// series' interval (added after the run).
 struct Series(TimeSeries);
 
 impl Observer for Series {
@@ -188,13 +189,12 @@ impl Observer for Series {
         Ok(())
     }
 
-    fn step_finished(
-        &mut self,
-        step: &StepEvent<'_>,
-        _: &mut dyn LatencyBackend,
-    ) -> anyhow::Result<()> {
-        self.0.step(step);
-        Ok(())
+    fn wants_steps(&self) -> bool {
+        false
+    }
+
+    fn tallies_steps_every(&self) -> Option<Nanos> {
+        Some(self.0.interval_ns())
     }
 }
 
@@ -220,6 +220,7 @@ fn the_time_series_shows_replicas_by_state_at_the_end_of_each_interval() {
     let services = Services::new(&mut dyns, &mut router, &mut series);
     let run = Run::new(&requests, &setups).autoscaled(autoscaler(c, 3 * MS, 7));
     let outcome = blis_cosim::engine::simulate(run, services).unwrap();
+    series.0.add_steps(&outcome.step_series);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ts.csv");
     series.0.write(&path, outcome.autoscale.as_ref()).unwrap();

@@ -10,4 +10,5 @@ mod slo;
 mod sorted_blocks;
 mod stats;
 mod summary;
+mod timeseries;
 mod validate;

@@ -567,6 +567,9 @@ impl<'r> Cluster<'r> {
                 .collect(),
             itl,
             itl_cells,
+            step_series: (self.instances.iter_mut())
+                .filter_map(|i| i.series.take().map(|s| *s))
+                .collect(),
         })
     }
 

@@ -12,6 +12,7 @@ use super::super::{SimError, pipeline, tiers};
 use super::effects::Effects;
 use super::{Cluster, ControlState, Gateway, Run, Services, Tally, TimeoutState};
 use crate::config::InstanceRole;
+use crate::metrics::StepSeries;
 use crate::trace::TraceLevel;
 
 impl<'r> Cluster<'r> {
@@ -95,6 +96,11 @@ impl<'r> Cluster<'r> {
             releases: (services.injector.as_ref()).is_some_and(|j| j.may_release()),
             steps_ahead: 0,
         };
+        if let Some(interval) = services.observer.tallies_steps_every() {
+            for inst in &mut cluster.instances {
+                inst.series = Some(Box::new(StepSeries::new(interval)));
+            }
+        }
         if let Some(first) = cluster.arrivals.initial_event(None) {
             cluster.queue.push(first, EventKind::Arrival);
         }

@@ -13,7 +13,7 @@ use blis_cosim::control::{ControlConfig, ControlPlane, Dropped, Outcome, Stage};
 use blis_cosim::engine::{AnomalyWatch, Cluster, Disaggregation, Run, Services};
 use blis_cosim::engine::{InstanceSetup, Observer, SimError, StepEvent};
 use blis_cosim::latency::LatencyBackend;
-use blis_cosim::metrics::RequestRecord;
+use blis_cosim::metrics::{RequestRecord, StepSeries};
 use blis_cosim::router::{ClusterView, RouteDecision, Router, Routing, RoutingPolicy};
 use blis_cosim::scheduler::SchedulerConfig;
 use blis_cosim::workload::{Request, RequestClasses, RequestProfile};
@@ -750,6 +750,80 @@ proptest::proptest! {
             pd: pd_of(pd),
         };
         run_ahead_and_settled(&random);
+    }
+}
+
+/// Each instance's steps tallied from the steps the run reports, as the engine tallies them
+/// when asked ([`Observer::tallies_steps_every`]), or (`reporting` off) the engine's own
+/// tallies, asked for.
+struct StepTallies {
+    reporting: bool,
+    interval_ns: Nanos,
+    series: Vec<StepSeries>,
+}
+
+impl Observer for StepTallies {
+    fn request_finished(&mut self, _: &RequestRecord<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepEvent<'_>,
+        _: &mut dyn LatencyBackend,
+    ) -> anyhow::Result<()> {
+        let queues = (step.running, step.waiting);
+        let kv = (step.kv_blocks_used, step.kv_blocks);
+        let series = &mut self.series[step.instance as usize];
+        series.step(step.end_ns, step.tokens, queues, kv);
+        Ok(())
+    }
+
+    fn wants_steps(&self) -> bool {
+        self.reporting
+    }
+
+    fn tallies_steps_every(&self) -> Option<Nanos> {
+        (!self.reporting).then_some(self.interval_ns)
+    }
+}
+
+/// Steps tallied per interval by the engine (what a time series reads) are the steps it
+/// reports one by one, though a tallying run settles step ends quietly and runs ahead:
+/// decode stretches, preemptions, asynchronous scheduling, timeouts, a control plane, P/D.
+#[test]
+fn tallied_steps_are_the_steps_reported() {
+    for seed in 1..=8 {
+        let random = RandomRun {
+            k: 2 + seed as usize % 4,
+            seed,
+            n: 300,
+            blocks: 19 + 9 * seed as u32,
+            async_scheduling: seed % 2 == 0,
+            policy: policy_of(seed as u8),
+            spells: seed % 3 == 0,
+            watch: false,
+            timeouts: seed % 4 == 1,
+            control: seed % 3 == 1,
+            pd: pd_of(seed as u8),
+        };
+        let interval_ns = 1_000 + 977 * seed;
+        let tallies = |reporting: bool| StepTallies {
+            reporting,
+            interval_ns,
+            series: vec![StepSeries::new(interval_ns); random.k],
+        };
+        let mut reported = tallies(true);
+        let (heard, quiet, _) = random.run(&mut reported, |c| c.step_ahead(true));
+        let mut tallied = tallies(false);
+        let (counted, taken, _) = random.run(&mut tallied, |c| c.step_ahead(true));
+        assert_eq!(quiet, 0, "seed {seed}: every step heard of");
+        assert!(taken > counted.steps / 20, "seed {seed}: {taken} quiet");
+        assert_eq!(heard.step_series, [], "seed {seed}: none asked for");
+        let empty = StepSeries::new(interval_ns);
+        assert!(reported.series.iter().all(|s| *s != empty), "seed {seed}");
+        assert_eq!(counted.step_series, reported.series, "seed {seed}");
+        assert!(tallied.series.iter().all(|s| *s == empty), "none reported");
     }
 }
 
