@@ -14,7 +14,7 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 
 /// The one caller of the observer: nothing in the engine calls it but
 /// `Cluster::apply_effects` (and start-up, which reads its trace level and what it wants
-/// pooled).
+/// pooled or tallied).
 #[test]
 fn only_apply_effects_calls_the_observer() {
     let engine = Path::new(root!()).join("src/engine");
@@ -27,6 +27,7 @@ fn only_apply_effects_calls_the_observer() {
         let text = text.replace("observer.wants_itl_values()", "");
         let text = text.replace("observer.wants_steps()", "");
         let text = text.replace("observer.pools_itl_by()", "");
+        let text = text.replace("observer.tallies_steps_every()", "");
         let calls = text.matches("observer.").count();
         if file == this {
             let body = text.split("fn apply_effects").nth(1).unwrap_or("");
