@@ -82,17 +82,18 @@
 //! step is still formed, priced and completed one at a time (the latency backend, the host
 //! model and ASTRA-Sim see each one); only runs in which something outside the instance hears
 //! of every step or may act at any step end settle every instant phase by phase: an observer
-//! of steps or decisions, an autoscaler, a concurrency gate, a control plane waiting for
-//! capacity or requests held at the gateway, and the steps of DP groups and pipelined
-//! instances. Under P/D, a step end that hands a prefill off is applied phase by phase; one
-//! whose next step starts KV pulls starts them as the closing phase would.
+//! of steps or decisions, a concurrency gate, a control plane waiting for capacity or
+//! requests held at the gateway, and the steps of DP groups and pipelined instances. Under
+//! P/D, a step end that hands a prefill off is applied phase by phase; one whose next step
+//! starts KV pulls starts them as the closing phase would. Under autoscaling, so is a
+//! draining replica's step end (it may let the replica go).
 //!
 //! A whole run ([`Cluster::run`]) goes one further ([`Cluster::step_ahead`]): after a quiet
 //! step end, while the instance's step in flight ends no request (a decode stretch's, none of
 //! whose members finishes with it) and ends before the next known arrival, it is completed
 //! and the next one formed and priced at its end without an event, ahead of the clock
-//! (under P/D, before any other event, and not while requests wait for a decode instance's
-//! pulls). Nothing can read or change the instance before that arrival, and what a ranking reads of
+//! (under P/D or autoscaling, before any other event; not while requests wait for a decode
+//! instance's pulls). Nothing can read or change the instance before that arrival, and what a ranking reads of
 //! it (its queues' lengths) is read then, as it is then. Each step is still formed, priced
 //! (the backend sees the instance's steps one at a time, in order) and completed; a step that
 //! ends a request is left to its instant, so completions are heard of in time order. Not when

@@ -420,11 +420,57 @@ const POLICIES: [AutoscalePolicy; 5] = [
 
 const MODES: [DrainMode; 3] = [DrainMode::Wait, DrainMode::Immediate, DrainMode::Redirect];
 
+/// Every request's end as its record or drop says it, in the order they came.
+#[derive(Default)]
+struct Records(Vec<String>);
+
+impl Observer for Records {
+    fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
+        self.0.push(format!("{r:?}"));
+        Ok(())
+    }
+
+    fn request_dropped(&mut self, r: &Request, now: Nanos, why: Dropped) -> anyhow::Result<()> {
+        self.0.push(format!("{} dropped at {now}: {why:?}", r.id));
+        Ok(())
+    }
+
+    fn wants_steps(&self) -> bool {
+        false
+    }
+}
+
+/// Runs `requests` on the slots of `scaler` as [`run`] does, with step ends settled quietly
+/// and instances run ahead (`quiet`), or instant by instant, phase by phase; returns the
+/// outcome, every request's end and how many step ends were quiet.
+fn run_quiet(requests: &[Request], scaler: Autoscaler, quiet: bool) -> (RunOutcome, Records, u64) {
+    let n = scaler.config().max_replicas as usize;
+    let setups = vec![setup("m", 1_000); n];
+    let mut backends: Vec<LinearBackend> =
+        (0..n).map(|_| LinearBackend { per_token: 10 }).collect();
+    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
+        .iter_mut()
+        .map(|b| b as &mut dyn LatencyBackend)
+        .collect();
+    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
+    let mut records = Records::default();
+    let mut services = Services::new(&mut dyns, &mut router, &mut records);
+    let run = Run::new(requests, &setups).autoscaled(scaler);
+    let mut cluster = Cluster::new(run, &services).unwrap();
+    cluster.step_quietly(quiet);
+    cluster.step_ahead(true);
+    while cluster.step(&mut services).unwrap().is_some() {}
+    let taken = cluster.quiet_steps();
+    let outcome = cluster.into_outcome().unwrap();
+    (outcome, records, taken)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// `scale_bounds`: after every tick's actions the replicas up or coming up stay within
-    /// `[min, max]`, and every request ends exactly once, whatever the policy and drain.
+    /// `[min, max]`, and every request ends exactly once, whatever the policy and drain; the
+    /// run is the same with its step ends settled quietly and phase by phase.
     #[test]
     fn scale_bounds_hold_on_random_workloads(
         seed in 1u64..1_000_000,
@@ -448,8 +494,14 @@ proptest! {
         });
         let requests = fixture::workload(seed, n, false);
         let mut ends = Ends::default();
-        let outcome = run(&requests, autoscaler(c, 10 * US, seed), &mut ends);
+        let outcome = run(&requests, autoscaler(c.clone(), 10 * US, seed), &mut ends);
         ends.assert_conserved(n);
+        let (quiet, heard, taken) = run_quiet(&requests, autoscaler(c.clone(), 10 * US, seed), true);
+        let (phased, listed, none) = run_quiet(&requests, autoscaler(c, 10 * US, seed), false);
+        prop_assert!(taken > 0 && none == 0, "{taken} step ends quiet");
+        prop_assert_eq!(&quiet, &phased, "the same run, step ends quiet or not");
+        prop_assert_eq!(&heard.0, &listed.0);
+        prop_assert_eq!(&quiet, &outcome);
         let report = outcome.autoscale.unwrap();
         for s in &report.series {
             let up: u32 = [ReplicaState::Pending, ReplicaState::Loading, ReplicaState::WarmingUp, ReplicaState::Ready]

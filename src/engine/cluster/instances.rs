@@ -102,7 +102,9 @@ impl<'r> Cluster<'r> {
         };
         let i = id as usize;
         let in_group = self.dp_group(id).is_some();
-        if self.instances[i].stages.is_some() || in_group || !self.ready.is_empty() {
+        // A draining replica's step end may let it go (`settle_drain`).
+        let draining = (self.scaling.as_ref()).is_some_and(|sc| sc.draining(id));
+        if self.instances[i].stages.is_some() || in_group || draining || !self.ready.is_empty() {
             return Ok(false);
         }
         if self.warm
@@ -185,10 +187,11 @@ impl<'r> Cluster<'r> {
             .min()
             .unwrap_or(never);
         // A hand-off may route a request to it, or read it, and a transfer's end bring it
-        // one: with transfers, nothing else may happen first.
-        let others = match self.transfers {
-            Some(_) => self.queue.second_time().unwrap_or(never),
-            None => never,
+        // one; an autoscaler's tick reads it, and a replica's change of state may route to
+        // it: with transfers or an autoscaler, nothing else may happen first.
+        let others = match self.transfers.is_some() || self.scaling.is_some() {
+            true => self.queue.second_time().unwrap_or(never),
+            false => never,
         };
         arrival.min(timeout).min(decision).min(others)
     }

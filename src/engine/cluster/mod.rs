@@ -371,10 +371,11 @@ impl<'r> Cluster<'r> {
     /// and its end replaces the one applied in the event queue, without the instant's
     /// phases, effects and queue of instances to start. A run allows it when nothing
     /// outside the instance hears of such a step: no observer of steps or decisions, no
-    /// autoscaler or concurrency gate, and (checked at each step) no control plane waiting
-    /// for capacity and no request held at the gateway; DP groups and pipelined instances
-    /// always step phase by phase. Under P/D, a step end that hands prefills off is applied
-    /// phase by phase, and the KV pulls a quietly formed step starts are started with it.
+    /// concurrency gate, and (checked at each step) no control plane waiting for capacity
+    /// and no request held at the gateway; DP groups and pipelined instances always step
+    /// phase by phase. Under P/D, a step end that hands prefills off is applied phase by
+    /// phase, and the KV pulls a quietly formed step starts are started with it; under
+    /// autoscaling, so is a draining replica's step end.
     pub fn step_quietly(&mut self, on: bool) {
         self.quiet = on && self.allows_quiet_steps();
     }
@@ -394,11 +395,11 @@ impl<'r> Cluster<'r> {
     /// as of the clock between two calls): the outputs are the same either way. After a
     /// quiet step end, while the instance's step in flight ends no request (every request
     /// in it a decode-stretch member that does not finish with it) and ends before the next
-    /// known arrival, timeout and control-plane decision (under P/D, before any other
-    /// event: a hand-off may read the instance or route to it, a transfer's end bring it a
-    /// request), that step is completed and the next formed and priced at its end at once,
+    /// known arrival, timeout and control-plane decision (under P/D or autoscaling, before
+    /// any other event: a hand-off or a tick may read the instance, a hand-off or a
+    /// replica's change route to it, a transfer's end bring it a request), that step is completed and the next formed and priced at its end at once,
     /// without an event: nothing outside the instance can read or change it before then (a
-    /// quiet step end already means no observer of steps, no autoscaler or gate), and its
+    /// quiet step end already means no observer of steps and no gate), and its
     /// queues' lengths, what a ranking reads, are read at the arrival as they are then. Not
     /// when completed requests may release others
     /// ([`crate::workload::Injector::may_release`]): those could arrive first; nor for a
@@ -414,7 +415,7 @@ impl<'r> Cluster<'r> {
 
     /// Whether the run allows quiet step ends ([`Cluster::step_quietly`]).
     fn allows_quiet_steps(&self) -> bool {
-        !self.report_steps && !self.tracing && self.scaling.is_none() && !self.arrivals.gated()
+        !self.report_steps && !self.tracing && !self.arrivals.gated()
     }
 
     /// Makes every instance let go of step finish times no live request names once `steps`

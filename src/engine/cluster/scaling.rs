@@ -41,6 +41,11 @@ pub(super) struct Scaling<'r> {
 }
 
 impl<'r> Scaling<'r> {
+    /// Whether replica `id` is draining.
+    pub(super) fn draining(&self, id: u32) -> bool {
+        self.autoscaler.state(id) == ReplicaState::Draining
+    }
+
     /// Whether the requests on the instances are kept (to hand them back).
     pub(super) fn keeps_requests(&self) -> bool {
         self.autoscaler.config().drain == DrainMode::Redirect
@@ -399,7 +404,7 @@ impl<'r> Cluster<'r> {
         let Some(scaling) = &mut self.scaling else {
             return Ok(());
         };
-        if scaling.autoscaler.state(id) != ReplicaState::Draining {
+        if !scaling.draining(id) {
             return Ok(());
         }
         let inst = &self.instances[i];
