@@ -88,19 +88,18 @@
 //! starts KV pulls starts them as the closing phase would. Under autoscaling, so is a
 //! draining replica's step end (it may let the replica go).
 //!
-//! A whole run ([`Cluster::run`]) goes one further ([`Cluster::step_ahead`]): after a quiet
-//! step end, while the instance's step in flight ends no request (a decode stretch's, none of
-//! whose members finishes with it) and ends before the next known arrival, it is completed
-//! and the next one formed and priced at its end without an event, ahead of the clock
-//! (under P/D or autoscaling, before any other event; not while requests wait for a decode
-//! instance's pulls). Nothing can read or change the instance before that arrival, and what a ranking reads of
-//! it (its queues' lengths) is read then, as it is then. Each step is still formed, priced
-//! (the backend sees the instance's steps one at a time, in order) and completed; a step that
-//! ends a request is left to its instant, so completions are heard of in time order. Not when
-//! finished requests may release others (sessions): a released request could arrive first.
-//! A streamed workload's next known arrival is its stream's head, drawn when the request
-//! before it entered (on two threads, waited for then as on one): a run ahead never passes
-//! an arrival not drawn yet, and never waits for one.
+//! A whole run ([`Cluster::run`]) goes one further ([`Cluster::step_ahead`]): after a quiet step
+//! end, while the instance's step in flight ends no request (a decode stretch's, none of whose
+//! members finishes with it) and ends before the next known arrival, it is completed and the next
+//! one formed and priced at its end without an event, ahead of the clock (under P/D or autoscaling,
+//! before any other event; not while requests wait for a decode instance's pulls). Nothing can read
+//! or change the instance before that arrival, and what a ranking reads of it (its queues' lengths)
+//! is read then, as it is then. Each step is still formed, priced (the backend sees the instance's
+//! steps one at a time, in order) and completed; a step that ends a request is left to its instant,
+//! so completions are heard of in time order. Not when finished requests may release others
+//! (sessions): a released request could arrive first. A streamed workload's next known arrival is
+//! its stream's head, drawn when the request before it entered (on two threads, waited for then as
+//! on one): a run ahead never passes an arrival not drawn yet, and never waits for one.
 
 pub mod cluster;
 mod cores;

@@ -496,8 +496,9 @@ proptest! {
         let mut ends = Ends::default();
         let outcome = run(&requests, autoscaler(c.clone(), 10 * US, seed), &mut ends);
         ends.assert_conserved(n);
-        let (quiet, heard, taken) = run_quiet(&requests, autoscaler(c.clone(), 10 * US, seed), true);
-        let (phased, listed, none) = run_quiet(&requests, autoscaler(c, 10 * US, seed), false);
+        let scaler = || autoscaler(c.clone(), 10 * US, seed);
+        let (quiet, heard, taken) = run_quiet(&requests, scaler(), true);
+        let (phased, listed, none) = run_quiet(&requests, scaler(), false);
         prop_assert!(taken > 0 && none == 0, "{taken} step ends quiet");
         prop_assert_eq!(&quiet, &phased, "the same run, step ends quiet or not");
         prop_assert_eq!(&heard.0, &listed.0);

@@ -390,19 +390,18 @@ impl<'r> Cluster<'r> {
         self.quiet_steps
     }
 
-    /// Lets a quiet step end run its instance ahead of the clock (`true`; [`Cluster::run`]
-    /// does) or not (the default for a run stepped from outside, so that every instance is
-    /// as of the clock between two calls): the outputs are the same either way. After a
-    /// quiet step end, while the instance's step in flight ends no request (every request
-    /// in it a decode-stretch member that does not finish with it) and ends before the next
-    /// known arrival, timeout and control-plane decision (under P/D or autoscaling, before
-    /// any other event: a hand-off or a tick may read the instance, a hand-off or a
-    /// replica's change route to it, a transfer's end bring it a request), that step is completed and the next formed and priced at its end at once,
-    /// without an event: nothing outside the instance can read or change it before then (a
-    /// quiet step end already means no observer of steps and no gate), and its
-    /// queues' lengths, what a ranking reads, are read at the arrival as they are then. Not
-    /// when completed requests may release others
-    /// ([`crate::workload::Injector::may_release`]): those could arrive first; nor for a
+    /// Lets a quiet step end run its instance ahead of the clock (`true`; [`Cluster::run`] does) or
+    /// not (the default for a run stepped from outside, so that every instance is as of the clock
+    /// between two calls): the outputs are the same either way. After a quiet step end, while the
+    /// instance's step in flight ends no request (every request in it a decode-stretch member that
+    /// does not finish with it) and ends before the next known arrival, timeout and control-plane
+    /// decision (under P/D or autoscaling, before any other event: a hand-off or a tick may read
+    /// the instance, a hand-off or a replica's change route to it, a transfer's end bring it a
+    /// request), that step is completed and the next formed and priced at its end at once, without
+    /// an event: nothing outside the instance can read or change it before then (a quiet step end
+    /// already means no observer of steps and no gate), and its queues' lengths, what a ranking
+    /// reads, are read at the arrival as they are then. Not when completed requests may release
+    /// others ([`crate::workload::Injector::may_release`]): those could arrive first; nor for a
     /// decode instance with requests waiting, whose steps may start KV pulls.
     pub fn step_ahead(&mut self, on: bool) {
         self.ahead = on;
