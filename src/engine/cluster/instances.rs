@@ -188,7 +188,9 @@ impl<'r> Cluster<'r> {
             .unwrap_or(never);
         // A hand-off may route a request to it, or read it, and a transfer's end bring it
         // one; an autoscaler's tick reads it, and a replica's change of state may route to
-        // it: with transfers or an autoscaler, nothing else may happen first.
+        // it: with transfers or an autoscaler, nothing else may happen first. (A concurrency
+        // gate admits at a completion only requests it holds, whose arrivals are past: the
+        // next arrival is then now.)
         let others = match self.transfers.is_some() || self.scaling.is_some() {
             true => self.queue.second_time().unwrap_or(never),
             false => never,

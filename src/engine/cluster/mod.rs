@@ -370,10 +370,10 @@ impl<'r> Cluster<'r> {
     /// the same either way. Quietly, the instance's next step is formed and priced at once
     /// and its end replaces the one applied in the event queue, without the instant's
     /// phases, effects and queue of instances to start. A run allows it when nothing
-    /// outside the instance hears of such a step: no observer of steps or decisions, no
-    /// concurrency gate, and (checked at each step) no control plane waiting for capacity
-    /// and no request held at the gateway; DP groups and pipelined instances always step
-    /// phase by phase. Under P/D, a step end that hands prefills off is applied phase by
+    /// outside the instance hears of such a step: no observer of steps or decisions, and
+    /// (checked at each step) no control plane waiting for capacity and no request held at
+    /// the gateway; DP groups and pipelined instances always step phase by phase. (A
+    /// concurrency gate admits only at completions, which are never quiet.) Under P/D, a step end that hands prefills off is applied phase by
     /// phase, and the KV pulls a quietly formed step starts are started with it; under
     /// autoscaling, so is a draining replica's step end.
     pub fn step_quietly(&mut self, on: bool) {
@@ -399,7 +399,8 @@ impl<'r> Cluster<'r> {
     /// the instance, a hand-off or a replica's change route to it, a transfer's end bring it a
     /// request), that step is completed and the next formed and priced at its end at once, without
     /// an event: nothing outside the instance can read or change it before then (a quiet step end
-    /// already means no observer of steps and no gate), and its queues' lengths, what a ranking
+    /// already means no observer of steps; a concurrency gate holding requests holds arrivals
+    /// already due, so that it stops every run ahead), and its queues' lengths, what a ranking
     /// reads, are read at the arrival as they are then. Not when completed requests may release
     /// others ([`crate::workload::Injector::may_release`]): those could arrive first; nor for a
     /// decode instance with requests waiting, whose steps may start KV pulls.
@@ -414,7 +415,7 @@ impl<'r> Cluster<'r> {
 
     /// Whether the run allows quiet step ends ([`Cluster::step_quietly`]).
     fn allows_quiet_steps(&self) -> bool {
-        !self.report_steps && !self.tracing && !self.arrivals.gated()
+        !self.report_steps && !self.tracing
     }
 
     /// Makes every instance let go of step finish times no live request names once `steps`

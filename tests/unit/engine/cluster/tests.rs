@@ -365,6 +365,7 @@ fn run_random_on(
         timeouts: false,
         control: false,
         pd: None,
+        gate: None,
     };
     random.run(observer, set_up).0
 }
@@ -420,6 +421,8 @@ struct RandomRun {
     control: bool,
     /// The P/D flow of a disaggregated run (see [`disaggregation`]), if it is one.
     pd: Option<PdFlow>,
+    /// The concurrency gate's limit of requests in flight, if any.
+    gate: Option<usize>,
 }
 
 /// The run's instances split into prefill and decode ones in `flow`: the first third (one at
@@ -496,7 +499,8 @@ impl RandomRun {
             nominal: &nominal,
         });
         let clients = self.timeouts.then(|| impatient(self.n));
-        let mut run = (Run::new(&requests, &setups).watch(watch)).clients(clients.as_ref());
+        let run = Run::new(&requests, &setups).max_in_flight(self.gate);
+        let mut run = run.watch(watch).clients(clients.as_ref());
         if let Some(pd) = self.pd.and_then(|flow| disaggregation(k, flow, policy)) {
             run = run.disaggregated(pd);
         }
@@ -594,6 +598,7 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
             timeouts: seed % 4 == 3,
             control: seed % 3 == 2,
             pd: pd_of(seed as u8),
+            gate: (seed % 4 == 0).then_some(3),
         };
         let mut quiet = Finished::default();
         let (on, taken, _) = random.run(&mut quiet, |c| {
@@ -704,6 +709,7 @@ fn a_run_ahead_is_the_run_settled_with_arrivals_at_step_ends() {
             timeouts: seed % 2 == 0,
             control: seed % 3 == 1,
             pd: pd_of(seed as u8),
+            gate: (seed % 3 == 2).then_some(2),
         };
         ran += run_ahead_and_settled(&random);
         let mut ends = StepEnds::default();
@@ -735,6 +741,7 @@ proptest::proptest! {
         timeouts in proptest::bool::ANY,
         control in proptest::bool::ANY,
         pd in 0u8..5,
+        gate in proptest::bool::ANY,
     ) {
         let random = RandomRun {
             k,
@@ -748,6 +755,7 @@ proptest::proptest! {
             timeouts,
             control,
             pd: pd_of(pd),
+            gate: gate.then_some(1 + k),
         };
         run_ahead_and_settled(&random);
     }
@@ -806,6 +814,7 @@ fn tallied_steps_are_the_steps_reported() {
             timeouts: seed % 4 == 1,
             control: seed % 3 == 1,
             pd: pd_of(seed as u8),
+            gate: (seed % 4 == 2).then_some(4),
         };
         let interval_ns = 1_000 + 977 * seed;
         let tallies = |reporting: bool| StepTallies {
@@ -846,6 +855,7 @@ fn steps_are_never_quiet_for_an_observer_of_steps() {
         timeouts: false,
         control: false,
         pd: None,
+        gate: None,
     };
     let (outcome, taken, ahead) = random.run(&mut reading, |c| {
         assert!(!c.steps_quietly());
@@ -1284,6 +1294,7 @@ fn the_run_pools_each_cells_gaps_as_its_records_list_them() {
             timeouts: seed % 2 == 1,
             control: seed % 3 == 1,
             pd: (seed % 3 == 2).then_some(PdFlow::Vllm),
+            gate: None,
         };
         let mut classes = RequestClasses::default();
         for id in 0..random.n {
