@@ -33,9 +33,11 @@
 //! Everything is brought up to date ([`Scheduler::settle_stretch`]) when the members' blocks
 //! do not fit (where a preemption could follow), or when something reaches into the running
 //! requests from outside: a cancellation or an eviction. Stretches need one step in flight at
-//! a time (no pipeline), no prefill hand-off, no lower tier, and LIFO preemption (a victim is
-//! then always behind the members) or priority preemption where the step's free blocks rule
-//! out any preemption (else the stretch is settled first). The anomaly watch reads only
+//! a time (no pipeline), no prefill hand-off, and LIFO preemption (a victim is then always
+//! behind the members) or priority preemption where the step's free blocks rule out any
+//! preemption (else the stretch is settled first). With a lower tier of the prefix cache,
+//! members that fill indexed blocks settle the stretch: a fill may complete a coarse block to
+//! write down, which single steps do as they index it. The anomaly watch reads only
 //! admissions and the prefix cache's evictions and lookups, which stretches leave as single
 //! steps make them (the pool's clock is set before a stretch takes its blocks). The engine
 //! still sees one step per step, priced by the backend as before, so every output is the
@@ -410,7 +412,6 @@ impl Scheduler {
         self.stretches
             && self.depth == 1
             && !self.hand_off
-            && self.lower.is_none()
             && matches!(
                 self.preemption,
                 PreemptionOrder::Lifo | PreemptionOrder::Priority
@@ -448,9 +449,12 @@ impl Scheduler {
         // Members whose last block fills with this step, and which index it (as single steps
         // do); the step allocates the next block of those in bucket `key`.
         let filling = ((self.formed + 2) % bs) as usize;
+        // A lower tier takes the coarse blocks a fill completes, as single steps write them
+        // down: members that index settle the stretch there.
         let indexing = self.stretch.indexing > 0;
         let taken = self.stretch.buckets[key].len() + self.blocks_behind_members(m);
-        if taken > self.pool.num_free() || (indexing && !self.fills_alike(filling)) {
+        let settles = indexing && (self.lower.is_some() || !self.fills_alike(filling));
+        if taken > self.pool.num_free() || settles {
             self.settle_stretch();
             return 0;
         }

@@ -190,7 +190,8 @@ impl<'r> Cluster<'r> {
         // one; an autoscaler's tick reads it, and a replica's change of state may route to
         // it: with transfers or an autoscaler, nothing else may happen first. (A concurrency
         // gate admits at a completion only requests it holds, whose arrivals are past: the
-        // next arrival is then now.)
+        // next arrival is then now. A lower tier shared by instances is not touched by the
+        // steps run ahead: their members write nothing down, and recall nothing.)
         let others = match self.transfers.is_some() || self.scaling.is_some() {
             true => self.queue.second_time().unwrap_or(never),
             false => never,

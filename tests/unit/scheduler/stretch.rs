@@ -1,6 +1,9 @@
 use blis_cosim::Nanos;
 use blis_cosim::latency::{BatchItem, DecodeLead};
-use blis_cosim::scheduler::{Completions, PreemptionOrder, QueueOrder, Scheduler, SchedulerConfig};
+use blis_cosim::scheduler::{
+    Completions, CpuTierSize, KvOffloadSpec, LowerPool, PreemptionOrder, QueueOrder, Scheduler,
+    SchedulerConfig, SharedLowerPool, TierMemory,
+};
 use blis_cosim::workload::Request;
 use proptest::prelude::*;
 
@@ -19,7 +22,13 @@ struct Case {
     /// `id * 7 % 3`.
     order: QueueOrder,
     preemption: PreemptionOrder,
+    /// A lower tier of the prefix cache, if any: `false` the prefix-storage tier, `true`
+    /// KV offloading; small enough to evict.
+    tier: Option<bool>,
 }
+
+/// KV bytes a token, for a lower tier.
+const TOKEN_BYTES: u64 = 1_000;
 
 fn case() -> impl Strategy<Value = Case> {
     let config = (
@@ -52,12 +61,13 @@ fn case() -> impl Strategy<Value = Case> {
         watch,
         order,
         preemption,
+        prop::option::of(any::<bool>()),
     );
     (config, 0u32..120, run).prop_map(
         |(
             (bs, seqs, budget, threshold, async_on, prefix, reserve),
             extra,
-            (requests, watch, order, preemption),
+            (requests, watch, order, preemption, tier),
         )| {
             let config = SchedulerConfig {
                 max_num_seqs: seqs,
@@ -78,6 +88,7 @@ fn case() -> impl Strategy<Value = Case> {
                 watch,
                 order,
                 preemption,
+                tier,
             }
         },
     )
@@ -119,32 +130,57 @@ fn price(batch: &[BatchItem]) -> Nanos {
     1_000 + 13 * tokens + context / 7
 }
 
-/// Everything outside the scheduler can see of it now, and its blocks.
-fn seen(s: &Scheduler) -> String {
+/// Everything outside the scheduler can see of it now, and its blocks; and its lower
+/// tier's pool (`tier`), if any.
+fn seen(s: &Scheduler, tier: Option<&SharedLowerPool>) -> String {
     // A member's blocks are the member's while it is one.
     let blocks = s.blocks_by_slot();
+    let tier = tier.map(|p| (p.borrow().len(), p.borrow().used_bytes()));
     format!(
-        "{} waiting, {} running, {} free, {} used ever, {:?}, {:?}, blocks {blocks:?}",
+        "{} waiting, {} running, {} free, {} used ever, {:?}, {:?}, blocks {blocks:?}, \
+         tier {tier:?} {:?}",
         s.num_waiting(),
         s.num_running(),
         s.pool().num_free(),
         s.pool().num_used_ever(),
         s.stats(),
         s.last_step_tokens(),
+        s.offload_link_stats(),
     )
 }
 
 /// A scheduler for `case`, stepping in stretches or not, retiring step finish times often so
-/// that stretches and retirements meet.
-fn scheduler(case: &Case, stretches: bool) -> Scheduler {
+/// that stretches and retirements meet; and its lower tier's pool, if any.
+fn scheduler(case: &Case, stretches: bool) -> (Scheduler, Option<SharedLowerPool>) {
     let mut s = Scheduler::new(case.config.clone(), case.num_blocks);
+    let pool = case.tier.map(|offload| {
+        let memory = TierMemory {
+            capacity_bytes: 40 * 16 * TOKEN_BYTES,
+            bandwidth_gbps: 2.0,
+            latency_ns: 300.0,
+        };
+        let pool = LowerPool::shared(memory);
+        let shared = std::rc::Rc::clone(&pool);
+        if offload {
+            let spec = KvOffloadSpec {
+                cpu_size: CpuTierSize::Blocks(40),
+                threshold: 0.3,
+                bandwidth_gbps: 2.0,
+                latency_ns: 300,
+            };
+            s.attach_kv_offload(pool, TOKEN_BYTES, spec);
+        } else {
+            s.attach_lower_tier(pool, 0, TOKEN_BYTES);
+        }
+        shared
+    });
     if let Some(window) = case.watch {
         s.watch_anomalies(window);
     }
     s.set_policies(case.order, case.preemption);
     s.retire_steps_after(4);
     s.step_in_stretches(stretches);
-    s
+    (s, pool)
 }
 
 /// Enqueues `r` with priority `id * 7 % 3`, its nominal urgency too, which the anomaly
@@ -187,7 +223,7 @@ fn arrive_while_running(
 /// finished record and visible state, in order, and how many tokens were stepped in
 /// bulk (members of the steps, summed).
 fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
-    let mut s = scheduler(case, stretches);
+    let (mut s, tier) = scheduler(case, stretches);
     let reqs = requests(case);
     let mut log = Vec::new();
     let mut done = Completions::default();
@@ -200,16 +236,20 @@ fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
         }
         arrive_by(&mut s, &reqs, &mut next, now);
         if s.schedule(now).unwrap().is_none() {
-            log.push(format!("nothing to run at {now}: {}", seen(&s)));
+            log.push(format!(
+                "nothing to run at {now}: {}",
+                seen(&s, tier.as_ref())
+            ));
             break;
         }
         let batch = s.last_batch();
         // The members' sums kept as they join, grow and leave are their items' sums.
         let lead = s.last_lead();
         assert_eq!(Some(lead), DecodeLead::summing(&batch[..lead.count]));
-        let end = now + price(batch);
+        // A recall from the lower tier adds its load time, as the engine adds it.
+        let end = now + price(batch) + s.last_recall_ns();
         let formed = format!("{now}: {batch:?}");
-        log.push(format!("{formed}; {}", seen(&s)));
+        log.push(format!("{formed}; {}", seen(&s, tier.as_ref())));
         arrive_while_running(
             &mut s,
             case,
@@ -224,7 +264,7 @@ fn run(case: &Case, stretches: bool) -> (Vec<String>, u64) {
             log.push(format!("{r:?}"));
         }
         done.clear();
-        log.push(format!("{end}: {}", seen(&s)));
+        log.push(format!("{end}: {}", seen(&s, tier.as_ref())));
         now = end;
     }
     let mut itl = blis_cosim::metrics::IntegerCounts::default();
@@ -279,6 +319,7 @@ fn eight_long_decodes_run_in_stretches(ids: u8) {
         watch: None,
         order: QueueOrder::Fcfs,
         preemption: PreemptionOrder::Lifo,
+        tier: None,
     };
     let (single, _) = run(&case, false);
     let (stretched, tokens) = run(&case, true);
@@ -312,6 +353,7 @@ fn requests_join_and_leave_stretches() {
         watch: None,
         order: QueueOrder::Fcfs,
         preemption: PreemptionOrder::Lifo,
+        tier: None,
     };
     let (single, _) = run(&case, false);
     let (stretched, tokens) = run(&case, true);
@@ -338,7 +380,7 @@ fn reads_items(seed: u64, k: u64) -> bool {
 /// the members' sums), else from their items. Returns every batch read, each step's end and
 /// each finished record, in order, and how many steps were priced from their lead.
 fn run_reading_some(case: &Case, stretches: bool, seed: u64) -> (Vec<String>, usize) {
-    let mut s = scheduler(case, stretches);
+    let (mut s, tier) = scheduler(case, stretches);
     let reqs = requests(case);
     let mut log = Vec::new();
     let mut done = Completions::default();
@@ -366,6 +408,7 @@ fn run_reading_some(case: &Case, stretches: bool, seed: u64) -> (Vec<String>, us
             }
             now + price(batch)
         };
+        let end = end + s.last_recall_ns();
         log.push(format!("step {k} ends at {end}"));
         arrive_while_running(
             &mut s,
@@ -385,6 +428,7 @@ fn run_reading_some(case: &Case, stretches: bool, seed: u64) -> (Vec<String>, us
         done.clear();
         (now, k) = (end, k + 1);
     }
+    log.push(seen(&s, tier.as_ref()));
     (log, from_lead)
 }
 
@@ -420,6 +464,7 @@ fn items_unread_for_many_steps_are_written_when_read() {
         watch: None,
         order: QueueOrder::Fcfs,
         preemption: PreemptionOrder::Lifo,
+        tier: None,
     };
     let (single, _) = run_reading_some(&case, false, 7);
     let (stretched, from_lead) = run_reading_some(&case, true, 7);

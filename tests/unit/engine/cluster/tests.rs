@@ -366,6 +366,7 @@ fn run_random_on(
         control: false,
         pd: None,
         gate: None,
+        tier: false,
     };
     random.run(observer, set_up).0
 }
@@ -423,6 +424,24 @@ struct RandomRun {
     pd: Option<PdFlow>,
     /// The concurrency gate's limit of requests in flight, if any.
     gate: Option<usize>,
+    /// Whether the instances share a small lower tier of their prefix caches, the requests'
+    /// prompts (past one coarse block of the tier) and outputs carrying token ids from three
+    /// families.
+    tier: bool,
+}
+
+/// A lower tier of the prefix cache that every instance shares, small enough to evict.
+fn shared_tier() -> blis_cosim::engine::LowerTierSetup {
+    blis_cosim::engine::LowerTierSetup {
+        pool: 0,
+        memory: blis_cosim::scheduler::TierMemory {
+            capacity_bytes: 12 * 256 * 1_000,
+            bandwidth_gbps: 2.0,
+            latency_ns: 300.0,
+        },
+        kv_bytes_per_token: 1_000,
+        offload: None,
+    }
 }
 
 /// The run's instances split into prefill and decode ones in `flow`: the first third (one at
@@ -457,9 +476,20 @@ impl RandomRun {
                     true if id % 16 == 15 => 200 * US + gap / 10 * 10,
                     true => gap / 10 * 10,
                 };
-                let input = 1 + (next(&mut state) % 200) as u32;
+                let mut input = 1 + (next(&mut state) % 200) as u32;
                 let output = 1 + (next(&mut state) % 80) as u32;
-                request(id, t, input, output)
+                if self.tier {
+                    // Past a coarse block of the tier (256 tokens), so that prompts fill one.
+                    input = 256 + input / 4;
+                }
+                let mut r = request(id, t, input, output);
+                if self.tier {
+                    // Three families of prompts sharing long prefixes.
+                    r.token_ids = (0..input + output)
+                        .map(|k| k + 1_000 * (id as u32 % 3))
+                        .collect();
+                }
+                r
             })
             .collect()
     }
@@ -481,8 +511,14 @@ impl RandomRun {
             ..
         } = *self;
         let requests = self.requests();
+        // Room for the longest request with the tier's longer prompts (386 tokens).
+        let blocks = if self.tier { blocks.max(25) } else { blocks };
         let mut one = setup(blocks);
         one.scheduler.async_scheduling = async_scheduling;
+        if self.tier {
+            one.scheduler.enable_prefix_caching = true;
+            one.lower_tier = Some(shared_tier());
+        }
         let setups = vec![one; k];
         let mut backends: Vec<Affine> = vec![LINEAR; k];
         let mut dyns: Vec<&mut dyn LatencyBackend> = backends
@@ -581,10 +617,12 @@ impl Observer for Finished {
 
 /// Step ends settled quietly give the run the instant's phases give (decode stretches,
 /// preemptions, asynchronous scheduling, `LOAD`'s ranking, round-robin, warmed caches, the
-/// anomaly watch, timeouts, a queueing control plane), and are taken by default where the
-/// run allows them.
+/// anomaly watch, timeouts, a queueing control plane, P/D, a concurrency gate, a lower tier
+/// of the prefix caches shared by the instances), and are taken by default where the run
+/// allows them.
 #[test]
 fn a_quiet_run_is_the_run_phase_by_phase() {
+    let mut recalled = 0;
     for seed in 1..=8 {
         let random = RandomRun {
             k: 2 + seed as usize % 5,
@@ -599,6 +637,7 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
             control: seed % 3 == 2,
             pd: pd_of(seed as u8),
             gate: (seed % 4 == 0).then_some(3),
+            tier: seed % 3 == 0,
         };
         let mut quiet = Finished::default();
         let (on, taken, _) = random.run(&mut quiet, |c| {
@@ -622,11 +661,16 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
         assert_eq!(quiet.0.len() as u64, on.finished, "seed {seed}");
         assert_eq!(on.finished + on.timed_out + on.dropped, 400, "seed {seed}");
         assert_eq!(on.timed_out > 0, random.timeouts, "seed {seed}");
+        match random.tier {
+            true => recalled += on.stats.lower_hit_tokens,
+            false => assert_eq!(on.stats.lower_hit_tokens, 0, "seed {seed}: no tier"),
+        }
         assert_eq!(
             quiet.0, phased.0,
             "seed {seed}: the same records, gaps included"
         );
     }
+    assert!(recalled > 0, "the shared tier recalled nothing");
 }
 
 /// The P/D flow of random run `k`: none (twice in five), vLLM's, LLMServingSim's or
@@ -710,6 +754,7 @@ fn a_run_ahead_is_the_run_settled_with_arrivals_at_step_ends() {
             control: seed % 3 == 1,
             pd: pd_of(seed as u8),
             gate: (seed % 3 == 2).then_some(2),
+            tier: seed == 1,
         };
         ran += run_ahead_and_settled(&random);
         let mut ends = StepEnds::default();
@@ -742,6 +787,7 @@ proptest::proptest! {
         control in proptest::bool::ANY,
         pd in 0u8..5,
         gate in proptest::bool::ANY,
+        tier in proptest::bool::ANY,
     ) {
         let random = RandomRun {
             k,
@@ -756,6 +802,7 @@ proptest::proptest! {
             control,
             pd: pd_of(pd),
             gate: gate.then_some(1 + k),
+            tier,
         };
         run_ahead_and_settled(&random);
     }
@@ -815,6 +862,7 @@ fn tallied_steps_are_the_steps_reported() {
             control: seed % 3 == 1,
             pd: pd_of(seed as u8),
             gate: (seed % 4 == 2).then_some(4),
+            tier: seed % 3 == 1,
         };
         let interval_ns = 1_000 + 977 * seed;
         let tallies = |reporting: bool| StepTallies {
@@ -856,6 +904,7 @@ fn steps_are_never_quiet_for_an_observer_of_steps() {
         control: false,
         pd: None,
         gate: None,
+        tier: false,
     };
     let (outcome, taken, ahead) = random.run(&mut reading, |c| {
         assert!(!c.steps_quietly());
@@ -1295,6 +1344,7 @@ fn the_run_pools_each_cells_gaps_as_its_records_list_them() {
             control: seed % 3 == 1,
             pd: (seed % 3 == 2).then_some(PdFlow::Vllm),
             gate: None,
+            tier: seed % 2 == 0,
         };
         let mut classes = RequestClasses::default();
         for id in 0..random.n {
