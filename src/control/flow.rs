@@ -219,6 +219,11 @@ impl FlowQueue {
         self.len == 0
     }
 
+    /// Whether its detector reads what a step changes (the instances' queues and KV use).
+    pub fn saturates_with_steps(&self) -> bool {
+        matches!(self.config.detector, Detector::Utilization(_))
+    }
+
     /// Queues `t` at `now` with SLO target `target_ns`, or rejects it when its band or the
     /// queue is full.
     pub fn enqueue(

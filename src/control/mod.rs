@@ -331,6 +331,13 @@ impl ControlPlane {
         self.flow.as_ref().is_some_and(|f| !f.is_empty())
     }
 
+    /// Whether requests wait for room that a step may make: the gateway queue's detector
+    /// reads the instances' queues and KV use (utilization), which any step changes. A
+    /// concurrency detector reads requests in flight, which only an end changes.
+    pub fn waiting_on_steps(&self) -> bool {
+        (self.flow.as_ref()).is_some_and(|f| !f.is_empty() && f.saturates_with_steps())
+    }
+
     /// The next time a decision falls due (a latency runs out, a queued request expires).
     pub fn next_wake(&self) -> Option<Nanos> {
         let admit = self.admitting.front().map(|a| a.0);

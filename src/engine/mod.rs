@@ -81,12 +81,12 @@
 //! at once, and that step's end takes the place of the one applied in the event queue. Every
 //! step is still formed, priced and completed one at a time (the latency backend, the host
 //! model and ASTRA-Sim see each one); only runs in which something outside the instance hears
-//! of every step or may act at any step end settle every instant phase by phase: an observer
-//! of steps or decisions, a control plane waiting for capacity or requests held at the
-//! gateway, and the steps of DP groups and pipelined instances. Under P/D, a step end that
-//! hands a prefill off is applied phase by phase; one whose next step starts KV pulls starts
-//! them as the closing phase would. Under autoscaling, so is a draining replica's step end
-//! (it may let the replica go).
+//! of every step or may act at any step end settle every instant phase by phase: an observer of
+//! steps or decisions, a control plane waiting for room a step may make (by utilization) or
+//! requests held at the gateway, and the steps of DP groups and pipelined instances. Under P/D,
+//! a step end that hands a prefill off is applied phase by phase; one whose next step starts KV
+//! pulls starts them as the closing phase would. Under autoscaling, so is a draining replica's
+//! step end (it may let the replica go).
 //!
 //! A whole run ([`Cluster::run`]) goes one further ([`Cluster::step_ahead`]): after a quiet step
 //! end, while the instance's step in flight ends no request (a decode stretch's, none of whose

@@ -192,7 +192,10 @@ impl<'r> Cluster<'r> {
         // gate admits at a completion only requests it holds, whose arrivals are past: the
         // next arrival is then now. A lower tier shared by instances is not touched by the
         // steps run ahead: their members write nothing down, and recall nothing.)
-        let others = match self.transfers.is_some() || self.scaling.is_some() {
+        // A control plane holding requests for room dispatches them at any end, routed at
+        // once.
+        let holding = control.is_some_and(ControlPlane::waiting_for_capacity);
+        let others = match self.transfers.is_some() || self.scaling.is_some() || holding {
             true => self.queue.second_time().unwrap_or(never),
             false => never,
         };

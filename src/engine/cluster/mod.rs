@@ -371,8 +371,8 @@ impl<'r> Cluster<'r> {
     /// and its end replaces the one applied in the event queue, without the instant's
     /// phases, effects and queue of instances to start. A run allows it when nothing
     /// outside the instance hears of such a step: no observer of steps or decisions, and
-    /// (checked at each step) no control plane waiting for capacity and no request held at
-    /// the gateway; DP groups and pipelined instances always step phase by phase. (A
+    /// (checked at each step) no control plane waiting for room that a step may make (its
+    /// detector reads utilization) and no request held at the gateway; DP groups and pipelined instances always step phase by phase. (A
     /// concurrency gate admits only at completions, which are never quiet.) Under P/D, a step end that hands prefills off is applied phase by
     /// phase, and the KV pulls a quietly formed step starts are started with it; under
     /// autoscaling, so is a draining replica's step end.
@@ -446,10 +446,11 @@ impl<'r> Cluster<'r> {
             return Err(SchedulerBug::new(message).into());
         }
         self.now = t;
-        // A control plane waiting for capacity is asked again at every step end.
+        // A control plane waiting for room that a step may make is asked again at every
+        // step end.
         let quiet = self.quiet
             && self.gateway.held.is_empty()
-            && !(s.control.as_deref()).is_some_and(ControlPlane::waiting_for_capacity);
+            && !(s.control.as_deref()).is_some_and(ControlPlane::waiting_on_steps);
         if quiet && self.quiet_step_end(t, s)? {
             self.quiet_steps += 1;
             self.settled = t;

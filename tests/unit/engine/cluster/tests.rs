@@ -650,10 +650,10 @@ fn a_quiet_run_is_the_run_phase_by_phase() {
             c.warm_caches(seed % 2 == 0);
         });
         assert_eq!(none, 0, "seed {seed}: turned off");
-        // Not while the control plane's queue waits for capacity, as it often does here.
-        let share = if random.control { 20 } else { 4 };
+        // Also while the control plane's queue waits for capacity, as it often does here:
+        // its detector counts requests in flight, which no quiet step changes.
         assert!(
-            taken > on.steps / share,
+            taken > on.steps / 4,
             "seed {seed}: {taken} of {} steps quiet",
             on.steps
         );
