@@ -188,12 +188,12 @@ impl<'r> Cluster<'r> {
             .unwrap_or(never);
         // A hand-off may route a request to it, or read it, and a transfer's end bring it
         // one; an autoscaler's tick reads it, and a replica's change of state may route to
-        // it: with transfers or an autoscaler, nothing else may happen first. (A concurrency
-        // gate admits at a completion only requests it holds, whose arrivals are past: the
-        // next arrival is then now. A lower tier shared by instances is not touched by the
-        // steps run ahead: their members write nothing down, and recall nothing.)
-        // A control plane holding requests for room dispatches them at any end, routed at
-        // once.
+        // it; a control plane holding requests for room dispatches them at any end, routed
+        // at once: with transfers, an autoscaler or requests held for room, nothing else may
+        // happen first. (A concurrency gate admits at a completion only requests it holds,
+        // whose arrivals are past: the next arrival is then now. A lower tier shared by
+        // instances is not touched by the steps run ahead: their members write nothing
+        // down, and recall nothing.)
         let holding = control.is_some_and(ControlPlane::waiting_for_capacity);
         let others = match self.transfers.is_some() || self.scaling.is_some() || holding {
             true => self.queue.second_time().unwrap_or(never),

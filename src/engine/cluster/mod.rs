@@ -365,17 +365,17 @@ impl<'r> Cluster<'r> {
         self.warm
     }
 
-    /// Settles a step end that is alone at its instant and ends no request quietly
-    /// (`true`, the default where the run allows it), or always phase by phase: the run is
-    /// the same either way. Quietly, the instance's next step is formed and priced at once
-    /// and its end replaces the one applied in the event queue, without the instant's
-    /// phases, effects and queue of instances to start. A run allows it when nothing
-    /// outside the instance hears of such a step: no observer of steps or decisions, and
-    /// (checked at each step) no control plane waiting for room that a step may make (its
-    /// detector reads utilization) and no request held at the gateway; DP groups and pipelined instances always step phase by phase. (A
-    /// concurrency gate admits only at completions, which are never quiet.) Under P/D, a step end that hands prefills off is applied phase by
-    /// phase, and the KV pulls a quietly formed step starts are started with it; under
-    /// autoscaling, so is a draining replica's step end.
+    /// Settles a step end that is alone at its instant and ends no request quietly (`true`, the
+    /// default where the run allows it), or always phase by phase: the run is the same either
+    /// way. Quietly, the instance's next step is formed and priced at once and its end replaces
+    /// the one applied in the event queue, without the instant's phases, effects and queue of
+    /// instances to start. A run allows it when nothing outside the instance hears of such a
+    /// step: no observer of steps or decisions, and (checked at each step) no control plane
+    /// waiting for room that a step may make (its detector reads utilization) and no request
+    /// held at the gateway; DP groups and pipelined instances always step phase by phase. (A
+    /// concurrency gate admits only at completions, which are never quiet.) Under P/D, a step
+    /// end that hands prefills off is applied phase by phase, and the KV pulls a quietly formed
+    /// step starts are started with it; under autoscaling, so is a draining replica's step end.
     pub fn step_quietly(&mut self, on: bool) {
         self.quiet = on && self.allows_quiet_steps();
     }
