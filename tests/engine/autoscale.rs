@@ -78,6 +78,18 @@ impl Ends {
 
 /// Runs `requests` on the slots of `scaler`, round-robin over the ready ones.
 fn run(requests: &[Request], scaler: Autoscaler, ends: &mut Ends) -> RunOutcome {
+    run_stepped(requests, scaler, ends, true).0
+}
+
+/// [`run`], reported to `observer`, with step ends settled quietly and instances run ahead
+/// (`quiet`, as a whole run does), or instant by instant, phase by phase; returns the outcome
+/// and how many step ends were quiet.
+fn run_stepped(
+    requests: &[Request],
+    scaler: Autoscaler,
+    observer: &mut dyn Observer,
+    quiet: bool,
+) -> (RunOutcome, u64) {
     let n = scaler.config().max_replicas as usize;
     let setups = vec![setup("m", 1_000); n];
     let mut backends: Vec<LinearBackend> =
@@ -87,8 +99,14 @@ fn run(requests: &[Request], scaler: Autoscaler, ends: &mut Ends) -> RunOutcome 
         .map(|b| b as &mut dyn LatencyBackend)
         .collect();
     let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
-    let services = Services::new(&mut dyns, &mut router, ends);
-    blis_cosim::engine::simulate(Run::new(requests, &setups).autoscaled(scaler), services).unwrap()
+    let mut services = Services::new(&mut dyns, &mut router, observer);
+    let run = Run::new(requests, &setups).autoscaled(scaler);
+    let mut cluster = Cluster::new(run, &services).unwrap();
+    cluster.step_quietly(quiet);
+    cluster.step_ahead(true);
+    while cluster.step(&mut services).unwrap().is_some() {}
+    let taken = cluster.quiet_steps();
+    (cluster.into_outcome().unwrap(), taken)
 }
 
 /// `n` requests every `gap` from 0, of `input` prompt and `output` tokens.
@@ -440,31 +458,6 @@ impl Observer for Records {
     }
 }
 
-/// Runs `requests` on the slots of `scaler` as [`run`] does, with step ends settled quietly
-/// and instances run ahead (`quiet`), or instant by instant, phase by phase; returns the
-/// outcome, every request's end and how many step ends were quiet.
-fn run_quiet(requests: &[Request], scaler: Autoscaler, quiet: bool) -> (RunOutcome, Records, u64) {
-    let n = scaler.config().max_replicas as usize;
-    let setups = vec![setup("m", 1_000); n];
-    let mut backends: Vec<LinearBackend> =
-        (0..n).map(|_| LinearBackend { per_token: 10 }).collect();
-    let mut dyns: Vec<&mut dyn LatencyBackend> = backends
-        .iter_mut()
-        .map(|b| b as &mut dyn LatencyBackend)
-        .collect();
-    let mut router = Router::new(RoutingPolicy::RoundRobin, 0);
-    let mut records = Records::default();
-    let mut services = Services::new(&mut dyns, &mut router, &mut records);
-    let run = Run::new(requests, &setups).autoscaled(scaler);
-    let mut cluster = Cluster::new(run, &services).unwrap();
-    cluster.step_quietly(quiet);
-    cluster.step_ahead(true);
-    while cluster.step(&mut services).unwrap().is_some() {}
-    let taken = cluster.quiet_steps();
-    let outcome = cluster.into_outcome().unwrap();
-    (outcome, records, taken)
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -497,8 +490,9 @@ proptest! {
         let outcome = run(&requests, autoscaler(c.clone(), 10 * US, seed), &mut ends);
         ends.assert_conserved(n);
         let scaler = || autoscaler(c.clone(), 10 * US, seed);
-        let (quiet, heard, taken) = run_quiet(&requests, scaler(), true);
-        let (phased, listed, none) = run_quiet(&requests, scaler(), false);
+        let (mut heard, mut listed) = (Records::default(), Records::default());
+        let (quiet, taken) = run_stepped(&requests, scaler(), &mut heard, true);
+        let (phased, none) = run_stepped(&requests, scaler(), &mut listed, false);
         prop_assert!(taken > 0 && none == 0, "{taken} step ends quiet");
         prop_assert_eq!(&quiet, &phased, "the same run, step ends quiet or not");
         prop_assert_eq!(&heard.0, &listed.0);

@@ -126,7 +126,7 @@ impl<'r> Cluster<'r> {
         let completions = &mut self.effects.completions;
         let from = completions.len();
         let ran = instance::finish_step(scheduler, inst, id, t, completions);
-        if completions.len() > from || !ran || scheduler.has_handoffs() {
+        if completions.len() > from || !ran || (pd && scheduler.has_handoffs()) {
             self.schedulers.note_changed(i);
             self.queue.pop_until(t);
             self.settle_step_end(id, ran, from, None, s)?;
