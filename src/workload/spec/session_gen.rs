@@ -40,7 +40,7 @@ pub(super) struct SessionDraw {
 }
 
 /// An LLM call drawn so far: its counts and token ids (prompt, then output).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Call {
     input: u64,
     output: u32,
@@ -119,11 +119,11 @@ impl SessionDraw {
 }
 
 /// The context `previous` leaves to the next call that accumulates it.
-fn carried(previous: &Call) -> Call {
+fn carried(previous: Call) -> Call {
     Call {
         input: previous.input + u64::from(previous.output),
         output: 0,
-        ids: previous.ids.clone(),
+        ids: previous.ids,
     }
 }
 
@@ -154,7 +154,8 @@ pub(super) fn agentic_plan(spec: &AgenticSpec, draw: &mut SessionDraw) -> PlanBu
                 let own = input.sample(&mut draw.rng);
                 let out = output.sample(&mut draw.rng);
                 let mut context = match node.previous.filter(|_| step.accumulate) {
-                    Some(p) => carried(calls[p as usize].as_ref().expect("an LLM node")),
+                    // Another node may carry the same call on: its ids are copied.
+                    Some(p) => carried(calls[p as usize].clone().expect("an LLM node")),
                     None => draw.prefix(),
                 };
                 for &p in &node.parents {
@@ -266,15 +267,16 @@ impl PlanTail for Turns<'_> {
         let draw = &mut self.draw;
         let own = self.input.sample(&mut draw.rng);
         let out = self.output.sample(&mut draw.rng);
-        let context = match &self.previous {
-            Some(call) if self.accumulate => carried(call),
-            _ => draw.prefix(),
-        };
-        let (call, request) = draw.call(context, own, out);
         let parents = match self.previous {
             Some(_) => vec![plan.len() as u32 - 1],
             None => Vec::new(),
         };
+        // The previous call is not read again: its ids become the context's, not copied.
+        let context = match self.previous.take() {
+            Some(call) if self.accumulate => carried(call),
+            _ => draw.prefix(),
+        };
+        let (call, request) = draw.call(context, own, out);
         let node = plan.push(k.to_string(), parents, Step::Llm(request), None, false);
         self.drawn += 1;
         self.previous = (self.drawn < self.turns).then(|| {
