@@ -1229,6 +1229,7 @@ impl Scheduler {
             req.blocks.push(b);
         }
         req.cached_blocks = hits.len();
+        self.pool.expect_allocations(fresh);
         for _ in 0..fresh {
             req.blocks
                 .push(self.pool.allocate().expect("checked free blocks"));
@@ -1281,6 +1282,7 @@ impl Scheduler {
         if need > self.pool.num_free() {
             return false;
         }
+        self.pool.expect_allocations(need);
         for _ in 0..need {
             req.blocks
                 .push(self.pool.allocate().expect("checked free blocks"));
