@@ -142,6 +142,11 @@ impl Eligibility {
         &self.groups[groups.decode as usize]
     }
 
+    /// Whether instances `a` and `b` serve the same model (compared once, before the run).
+    pub fn same_model(&self, a: u32, b: u32) -> bool {
+        self.model_of[a as usize] == self.model_of[b as usize]
+    }
+
     /// Decode instance ids (ascending) that can take the request at `index` in the initial
     /// list after its prefill.
     pub fn decode_candidates(&self, index: usize) -> &[u32] {

@@ -37,6 +37,7 @@
 //! request only when its last token comes out on the decode instance. A request released at
 //! run time, or admitted late in concurrency mode, is handed over as it entered the run.
 
+use super::SimError;
 use super::cluster::effects::{Effect, Effects};
 use super::cores::Cores;
 use super::eligibility::{Eligibility, Groups};
@@ -44,7 +45,6 @@ use super::events::EventKind;
 use super::hol::blocks_head_of_line;
 use super::instance::InstanceSim;
 use super::signals::{Side, Signals};
-use super::{Setups, SimError};
 use crate::Nanos;
 use crate::autoscale::Autoscaler;
 use crate::config::{InstanceRole, Link, PdFlow};
@@ -130,11 +130,10 @@ impl Disaggregation {
     }
 }
 
-/// What the choice of a decode instance reads: the instances' setups and candidate lists,
+/// What the choice of a decode instance reads: the instances' candidate lists (and models),
 /// the run's signals (the same snapshots, as stale, as the prefill router sees) and, in an
 /// autoscaled run, the autoscaler (only ready replicas take hand-offs).
 pub(super) struct DecodeChoice<'a, 'r> {
-    pub setups: Setups<'a>,
     pub eligibility: &'a Eligibility,
     pub signals: &'a mut Signals,
     pub instances: &'a [InstanceSim<'r>],
@@ -327,7 +326,7 @@ impl<'a> Transfers<'a> {
         choice: &mut DecodeChoice<'_, '_>,
         effects: &mut Effects<'_>,
     ) -> Result<bool, SimError> {
-        let (setups, eligibility) = (choice.setups, choice.eligibility);
+        let eligibility = choice.eligibility;
         let Pending {
             from,
             handoff: h,
@@ -341,7 +340,7 @@ impl<'a> Transfers<'a> {
                 (&self.requests[index], eligibility.decode_candidates(index))
             }
         };
-        let same_model = |d: &u32| setups[*d as usize].model_name == setups[f].model_name;
+        let same_model = |d: &u32| eligibility.same_model(*d, from);
         self.candidates.clear();
         match choice.autoscaler {
             // Fewer replicas ready than candidates: the ready ones are looked up among the

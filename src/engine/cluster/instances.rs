@@ -57,7 +57,6 @@ impl<'r> Cluster<'r> {
         self.mark_ready(id);
         if let Some(t) = &mut self.transfers {
             let choice = DecodeChoice {
-                setups: self.setups,
                 eligibility: &self.eligibility,
                 signals: &mut self.signals,
                 instances: &self.instances,

@@ -355,7 +355,6 @@ impl<'r> Cluster<'r> {
             return Ok(());
         };
         let choice = DecodeChoice {
-            setups: self.setups,
             eligibility: &self.eligibility,
             signals: &mut self.signals,
             instances: &self.instances,
