@@ -35,7 +35,9 @@ pub struct LiveSessions<'c> {
     clients: Option<&'c RequestClasses>,
     /// Whether sessions are kept after they start (a dry pass keeps none).
     keep: bool,
-    live: BTreeMap<u64, Live<'c>>,
+    /// The sessions in flight by their first request's id, boxed: a request's end takes
+    /// its session out and puts it back, which moves a pointer, not the session.
+    live: BTreeMap<u64, Box<Live<'c>>>,
     /// One entry per session started: the id of its first request when it started, and its
     /// outcome once it has ended.
     ended: Vec<(u64, Option<Ended>)>,
@@ -114,7 +116,7 @@ impl<'c> LiveSessions<'c> {
         if !self.keep {
             return;
         }
-        let live = Live {
+        let live = Box::new(Live {
             index: self.ended.len(),
             plan,
             folded: tail.is_some().then(Folded::default),
@@ -125,7 +127,7 @@ impl<'c> LiveSessions<'c> {
             running,
             finished: 0,
             observed: 0,
-        };
+        });
         self.ended.push((live.plan.first_id, None));
         self.end_if_done(live);
     }
@@ -150,7 +152,7 @@ impl<'c> LiveSessions<'c> {
 
     /// Keeps `live` in flight, or records its outcome when nothing of it can change (no LLM
     /// call running) and the observer has seen all it finished.
-    fn end_if_done(&mut self, live: Live<'c>) {
+    fn end_if_done(&mut self, live: Box<Live<'c>>) {
         if live.running > 0 || live.observed < live.finished {
             self.live.insert(live.plan.first_id, live);
             return;
@@ -168,7 +170,7 @@ impl<'c> LiveSessions<'c> {
     }
 
     /// The session in flight holding request `id`, taken out, and its LLM node.
-    fn take(&mut self, id: u64) -> Option<(Live<'c>, u32)> {
+    fn take(&mut self, id: u64) -> Option<(Box<Live<'c>>, u32)> {
         let (&first, live) = self.live.range(..=id).next_back()?;
         let node = *live.plan.llm_nodes.get((id - first) as usize)?;
         Some((self.live.remove(&first)?, node))
@@ -213,7 +215,7 @@ impl<'c> LiveSessions<'c> {
         // it folds, its place does not.
         let mut in_flight: Vec<Option<&Live<'c>>> = vec![None; self.ended.len()];
         for live in self.live.values() {
-            in_flight[live.index] = Some(live);
+            in_flight[live.index] = Some(&**live);
         }
         let mut by_id: Vec<usize> = (0..self.ended.len()).collect();
         // Stable, and already in order where sessions started in id order.
