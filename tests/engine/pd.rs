@@ -767,3 +767,34 @@ fn a_request_no_decode_instance_can_take_is_refused_up_front() {
         "{err}"
     );
 }
+
+/// A cluster serving two models, with requests naming none: each hand-off goes to a decode
+/// instance of the model its prompt ran on, however loaded the others are, in both flows.
+#[test]
+fn hand_offs_go_to_decode_instances_of_their_prefills_model() {
+    let mut requests = workload(11, 60, false);
+    for r in &mut requests {
+        // A one-token request ends on its prefill instance.
+        r.output_toks = r.output_toks.max(2);
+    }
+    let setups = [
+        setup("a", 100),
+        setup("b", 100),
+        setup("b", 100),
+        setup("a", 100),
+        setup("a", 100),
+    ];
+    let roles = [Prefill, Prefill, Decode, Decode, Decode];
+    for flow in [PdFlow::Vllm, PdFlow::LlmServingSim] {
+        let rec = run_in(flow, &requests, &setups, &roles, RoutingPolicy::Load);
+        assert_eq!(rec.done.len(), requests.len(), "{flow:?}");
+        let prefilled = |d: &Done| d.pd.expect("handed off").prefill_instance as usize;
+        // Both models took prompts.
+        assert!(rec.done.iter().any(|d| prefilled(d) == 0), "{flow:?}");
+        assert!(rec.done.iter().any(|d| prefilled(d) == 1), "{flow:?}");
+        for d in &rec.done {
+            let (decoded, prompt) = (&setups[d.instance as usize], &setups[prefilled(d)]);
+            assert_eq!(decoded.model_name, prompt.model_name, "{flow:?}: {}", d.id);
+        }
+    }
+}
