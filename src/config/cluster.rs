@@ -374,14 +374,22 @@ fn check_cxl(
         pim_config: None,
     };
     check_memory(&as_memory, "cxl_mem", invalid)?;
-    if m.num_devices == Some(0) {
+    let bound = Bound::closed(1.0, f64::from(MAX_CXL_DEVICES), "");
+    if let Some(n) = m.num_devices
+        && !bound.holds(f64::from(n))
+    {
         return Err(invalid(
             "cxl_mem.num_devices".into(),
-            Problem::out_of_range(0, Bound::AtLeast(1)),
+            Problem::out_of_range(n, bound),
         ));
     }
     Ok(())
 }
+
+/// Most CXL devices `cxl_mem` may give: each instance that places weights in CXL memory keeps
+/// a clock and a queue per device (LLMServingSim's configs have 4; 2^31 once asked 32 GiB of
+/// one instance's).
+const MAX_CXL_DEVICES: u32 = 256;
 
 fn check_instance(
     inst: &InstanceSpec,

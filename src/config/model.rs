@@ -6,6 +6,19 @@ use std::path::Path;
 use super::{Bound, ConfigError, Dtype, Problem};
 use crate::embedded::MODEL_ARCHS;
 
+/// Largest width, head, layer or expert count, or vocabulary a `config.json` may give: 2^24,
+/// far above any released model's (vocabularies reach about 2^18), so that a width times the
+/// tokens of a batch stays exact in 64 bits.
+const MAX_DIMENSION: u64 = 1 << 24;
+
+/// Most bytes a model's whole weights may take in float32: 2^50 (1 PiB), about a hundred times
+/// a two-trillion-parameter model's; the weight bytes per GPU are sums of products of widths.
+const MAX_WEIGHT_BYTES: u64 = 1 << 50;
+
+/// Most KV bytes per token a model may take in float32: 2^30 (1 GiB), about two thousand times
+/// Llama-3.1-405B's; times a block's tokens or a request's it stays exact in 64 bits.
+const MAX_KV_BYTES_PER_TOKEN: u64 = 1 << 30;
+
 /// Mixture-of-experts facts of a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MoeArch {
@@ -107,12 +120,12 @@ impl ModelArch {
             Some(t) if !t.trim().is_empty() => t.clone(),
             _ => return Err(fields.invalid("model_type", Problem::missing())),
         };
-        let hidden_size = fields.required(hf.hidden_size, "hidden_size")?;
-        let num_layers = fields.required(hf.num_hidden_layers, "num_hidden_layers")?;
+        let hidden_size = fields.dimension(hf.hidden_size, "hidden_size")?;
+        let num_layers = fields.dimension(hf.num_hidden_layers, "num_hidden_layers")?;
         let (num_heads, num_kv_heads, head_dim) = fields.head_geometry(&hf, hidden_size)?;
         let intermediate_size =
-            fields.required(hf.intermediate_size.or(hf.ffn_dim), "intermediate_size")?;
-        let vocab_size = fields.required(hf.vocab_size, "vocab_size")?;
+            fields.dimension(hf.intermediate_size.or(hf.ffn_dim), "intermediate_size")?;
+        let vocab_size = fields.dimension(hf.vocab_size, "vocab_size")?;
         let max_position_embeddings =
             fields.required(hf.max_position_embeddings, "max_position_embeddings")?;
         let torch_dtype = match hf.torch_dtype.clone().or(hf.dtype.clone()) {
@@ -130,7 +143,7 @@ impl ModelArch {
             .flatten()
             .find(|n| !n.trim().is_empty())
             .unwrap_or_else(|| default_name.to_string());
-        Ok(ModelArch {
+        let model = ModelArch {
             name,
             model_type,
             hidden_size,
@@ -145,7 +158,9 @@ impl ModelArch {
             quantization,
             moe,
             sliding_window,
-        })
+        };
+        fields.size(&model)?;
+        Ok(model)
     }
 
     /// Names of the bundled models, sorted.
@@ -236,6 +251,54 @@ impl HfFields<'_> {
         }
     }
 
+    /// A width, count of heads, layers or experts, or vocabulary size: present, positive and
+    /// at most [`MAX_DIMENSION`].
+    fn dimension(&self, value: Option<u64>, field: &str) -> Result<u64, ConfigError> {
+        let v = self.required(value, field)?;
+        let bound = Bound::closed(1.0, MAX_DIMENSION as f64, "");
+        match bound.check(v as f64) {
+            Ok(_) => Ok(v),
+            Err(_) => Err(self.invalid(field, Problem::out_of_range(v, bound))),
+        }
+    }
+
+    /// The model's whole weights and KV bytes per token in float32 (unsharded), within
+    /// [`MAX_WEIGHT_BYTES`] and [`MAX_KV_BYTES_PER_TOKEN`]: the memory model's sums then
+    /// stay exact in 64 bits at any sharding, dtype and block size.
+    fn size(&self, model: &ModelArch) -> Result<(), ConfigError> {
+        const FP32: f64 = 4.0;
+        let f = |v: u64| v as f64;
+        let hidden = f(model.hidden_size);
+        let (q_dim, kv_dim) = (
+            f(model.num_heads) * f(model.head_dim),
+            f(model.num_kv_heads) * f(model.head_dim),
+        );
+        let mlp = match &model.moe {
+            Some(moe) => hidden * f(moe.num_experts) * (1.0 + 3.0 * f(moe.moe_intermediate_size)),
+            None => 3.0 * hidden * f(model.intermediate_size),
+        };
+        let block = 2.0 * hidden + hidden * (q_dim + 2.0 * kv_dim) + q_dim * hidden + mlp;
+        let weights =
+            FP32 * (f(model.num_layers) * block + 2.0 * f(model.vocab_size) * hidden + hidden);
+        let kv_per_token = FP32 * 2.0 * kv_dim * f(model.num_layers);
+        let checks = [
+            ("(weights)", weights, MAX_WEIGHT_BYTES, "bytes in float32"),
+            (
+                "(KV cache)",
+                kv_per_token,
+                MAX_KV_BYTES_PER_TOKEN,
+                "bytes per token in float32",
+            ),
+        ];
+        for (field, v, max, unit) in checks {
+            if v > max as f64 {
+                let bound = Bound::closed(1.0, max as f64, unit);
+                return Err(self.invalid(field, Problem::out_of_range(format!("{v:.4e}"), bound)));
+            }
+        }
+        Ok(())
+    }
+
     /// A field that must be present and positive.
     fn required(&self, value: Option<u64>, field: &str) -> Result<u64, ConfigError> {
         match value {
@@ -252,8 +315,8 @@ impl HfFields<'_> {
         hf: &HfConfig,
         hidden_size: u64,
     ) -> Result<(u64, u64, u64), ConfigError> {
-        let num_heads = self.required(hf.num_attention_heads, "num_attention_heads")?;
-        let num_kv_heads = self.required(
+        let num_heads = self.dimension(hf.num_attention_heads, "num_attention_heads")?;
+        let num_kv_heads = self.dimension(
             hf.num_key_value_heads.or(Some(num_heads)),
             "num_key_value_heads",
         )?;
@@ -267,7 +330,7 @@ impl HfFields<'_> {
             ));
         }
         let head_dim = match hf.head_dim {
-            Some(d) => self.required(Some(d), "head_dim")?,
+            Some(d) => self.dimension(Some(d), "head_dim")?,
             None if hidden_size.is_multiple_of(num_heads) => hidden_size / num_heads,
             None => {
                 return Err(self.invalid(
@@ -319,7 +382,7 @@ impl HfFields<'_> {
         let Some(experts) = hf.num_local_experts.or(hf.num_experts) else {
             return Ok(None);
         };
-        let num_experts = self.required(Some(experts), experts_field)?;
+        let num_experts = self.dimension(Some(experts), experts_field)?;
         let top_k = self.required(hf.num_experts_per_tok.or(Some(1)), "num_experts_per_tok")?;
         if top_k > num_experts {
             return Err(self.invalid(
@@ -327,7 +390,7 @@ impl HfFields<'_> {
                 Problem::disagrees(top_k, format!("the model has only {num_experts} experts")),
             ));
         }
-        let moe_intermediate_size = self.required(
+        let moe_intermediate_size = self.dimension(
             hf.moe_intermediate_size.or(Some(intermediate_size)),
             "moe_intermediate_size",
         )?;

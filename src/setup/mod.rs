@@ -393,7 +393,10 @@ pub fn resolve(options: RunOptions) -> Result<SimConfig, SetupError> {
     sglang::check_supported(&deployed.instances)?;
     check_emit_et(&options, &deployed.instances)?;
     let replicas_per_template = match &resolved.control.autoscale {
-        Some(a) => scaling::check_slots(&deployed.instances, a)?,
+        Some(a) => {
+            check_autoscaled_power(&options, &deployed)?;
+            scaling::check_slots(&deployed.instances, a)?
+        }
         None => 1,
     };
     let kv = scaling::kv_capacities(&deployed.instances, replicas_per_template)?;
@@ -441,6 +444,31 @@ fn deploy(options: &RunOptions) -> Result<Deployed, SetupError> {
         }
     };
     Ok(deployed)
+}
+
+/// The power model counts the configured instances, each powered for the whole run, not the
+/// replicas an autoscaler provisions and releases: a cluster config with `power` blocks is
+/// refused with an autoscaler (its replica slots once indexed past the modelled instances).
+fn check_autoscaled_power(options: &RunOptions, deployed: &Deployed) -> Result<(), SetupError> {
+    if deployed.power.is_none() {
+        return Ok(());
+    }
+    let source = match &options.deployment {
+        Deployment::ClusterConfig(path) => path.display().to_string(),
+        Deployment::Standalone { .. } => "cluster config".to_owned(),
+    };
+    Err(SetupError::Config(ConfigError::invalid(
+        &source,
+        "nodes[0].power",
+        Problem::unsupported(
+            "the power model with an autoscaler (it counts the configured instances, not \
+             the replicas that come and go)",
+            Some(
+                "drop the `power` blocks, or the autoscaler (--autoscale, or the policy \
+                  bundle's `autoscale`)",
+            ),
+        ),
+    )))
 }
 
 /// `--emit-et` cannot write the traces of instances that offload attention to PIM.

@@ -417,3 +417,49 @@ fn a_replica_turned_off_shows_nothing_running_in_the_time_series() {
             .any(|r| r[state] == "ready" && r[running] != "0")
     );
 }
+
+/// The power model counts the configured instances, not the replicas an autoscaler
+/// provisions: the two together once indexed a replica slot past the modelled instances (a
+/// panic at the first step of a second replica). They are refused naming the file and field.
+#[test]
+fn an_autoscaled_cluster_with_a_power_model_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixed_cluster(dir.path(), 1);
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["nodes"][0]["power"] = serde_json::json!({
+        "base_node_power": 60,
+        "npu": {"H100-SXM": {"idle_power": 35, "standby_power": 300, "active_power": 600,
+                             "standby_duration": 18}},
+        "cpu": {"idle_power": 10, "active_power": 200, "util": 0.15},
+        "dram": {"dimm_size": 32, "idle_power": 2.0, "energy_per_bit": 6.0},
+        "link": {"num_links": 1, "idle_power": 5, "energy_per_bit": 4.0},
+        "nic": {"num_nics": 1, "idle_power": 20},
+        "storage": {"num_devices": 2, "idle_power": 5}
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    let plain = run(&["--cluster-config", &path, "--dataset", SAMPLE]);
+    assert!(plain.status.success(), "{plain:?}");
+    for policy in [
+        &[
+            "--autoscale",
+            "threshold",
+            "--autoscale-min",
+            "2",
+            "--autoscale-max",
+            "2",
+        ][..],
+        &["--policy-config", DIURNAL][..],
+    ] {
+        let mut args = vec!["--cluster-config", path.as_str(), "--dataset", SAMPLE];
+        args.extend(policy);
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(
+                "cluster1.json: field `nodes[0].power`: the power model with an autoscaler"
+            ),
+            "{err}"
+        );
+    }
+}

@@ -197,3 +197,41 @@ fn yaml_nested_20000_deep_is_refused_at_once_wherever_it_is_read() {
         "{err}"
     );
 }
+
+/// Each instance that places weights in CXL memory keeps a clock and a queue per CXL device:
+/// `cxl_mem.num_devices` of 2^31 once asked 32 GiB of one instance (an abort).
+#[test]
+fn cxl_devices_past_the_limit_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |devices: u64| {
+        serde_json::json!({
+            "num_nodes": 1, "link_bw": 16, "link_latency": 0,
+            "nodes": [{"num_instances": 1,
+                "cpu_mem": {"mem_size": 512, "mem_bw": 256, "mem_latency": 0},
+                "instances": [{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "H100-SXM",
+                    "npu_mem": {"mem_size": 80, "mem_bw": 3350, "mem_latency": 0},
+                    "pd_type": null, "placement": {"default": {"weights": "cxl:0"}}}]}],
+            "cxl_mem": {"mem_size": 1024, "mem_latency": 250, "mem_bw": 60,
+                "num_devices": devices}
+        })
+        .to_string()
+    };
+    let c = dir.path().join("c.json");
+    std::fs::write(&c, config(1 << 31)).unwrap();
+    let err = refused_small(&["--cluster-config", s(&c), "--dataset", SAMPLE]);
+    assert!(
+        err.contains("c.json: field `cxl_mem.num_devices`: must be in [1, 256], got 2147483648"),
+        "{err}"
+    );
+    std::fs::write(&c, config(256)).unwrap();
+    let args = [
+        "--cluster-config",
+        s(&c),
+        "--dataset",
+        SAMPLE,
+        "--num-requests",
+        "2",
+    ];
+    let out = binary::run(&args);
+    assert!(out.status.success(), "{out:?}");
+}

@@ -172,3 +172,64 @@ fn profile_times_outside_a_physical_range_are_refused_naming_file_line_and_colum
         );
     }
 }
+
+/// A HuggingFace config.json of Llama-3.1-8B's shape with `key` set to `value`.
+fn model_config(key: &str, value: u64) -> String {
+    let mut config: serde_json::Value = serde_json::json!({
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+        "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"
+    });
+    config[key] = value.into();
+    config.to_string()
+}
+
+#[test]
+fn model_dimensions_past_the_limits_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.json");
+    let quick = |m: &Path| refused(&["--model", s(m), "--rate", "10", "--num-prompts", "2"]);
+    // 2^63 once wrapped the KV bytes per token to 0 (a division by zero); 2^64 - 1 layers
+    // wrapped the weights to a plausible 1.55 GiB.
+    for (key, value) in [
+        ("head_dim", 1u64 << 63),
+        ("hidden_size", 1 << 63),
+        ("num_hidden_layers", u64::MAX),
+        ("vocab_size", 1 << 62),
+    ] {
+        std::fs::write(&m, model_config(key, value)).unwrap();
+        let err = quick(&m);
+        assert!(
+            err.contains(&format!(
+                "m.json: field `{key}`: must be in [1, 1.6777216e7], got {value}"
+            )),
+            "{key}: {err}"
+        );
+    }
+    // Each width within the limit, their products not.
+    std::fs::write(
+        &m,
+        model_config("num_hidden_layers", 1 << 20).replace("14336", "16777216"),
+    )
+    .unwrap();
+    let err = quick(&m);
+    assert!(
+        err.contains("m.json: field `(weights)`: must be in [1, "),
+        "{err}"
+    );
+    std::fs::write(
+        &m,
+        model_config("num_hidden_layers", 1 << 20)
+            .replace("\"intermediate_size\":14336", "\"intermediate_size\":1")
+            .replace("\"vocab_size\":128256", "\"vocab_size\":1")
+            .replace("\"hidden_size\":4096", "\"hidden_size\":1")
+            .replace("\"num_attention_heads\":32", "\"num_attention_heads\":8")
+            .replace("}", ",\"head_dim\":16384}"),
+    )
+    .unwrap();
+    let err = quick(&m);
+    assert!(
+        err.contains("m.json: field `(KV cache)`: must be in [1, "),
+        "{err}"
+    );
+}

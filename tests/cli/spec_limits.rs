@@ -196,3 +196,44 @@ fn extreme_gamma_cvs_and_rate_fractions_are_refused_or_normalised_without_panic(
     let out = ok(&["--workload-spec", s(&huge)]);
     assert!(!String::from_utf8(out.stderr).unwrap().contains("panicked"));
 }
+
+/// Arrivals outside a client's lifecycle windows are drawn and dropped: a fast client whose
+/// window opens late once drew them for ever (a hang at 1e12 req/s, whatever num_requests
+/// said). They count against the limit.
+#[test]
+fn arrivals_drawn_outside_lifecycle_windows_are_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = "    lifecycle: {windows: [{start_us: 600000000, end_us: 700000000}]}\n";
+    let fast = spec(
+        dir.path(),
+        "aggregate_rate: 1e12\nnum_requests: 50",
+        &format!("{LENGTHS}{window}"),
+    );
+    let err = refused(&fast, &[]);
+    assert!(
+        err.contains(
+            "w.yaml: client `c`: lifecycle: draws 600000000000000 arrivals outside its windows"
+        ),
+        "{err}"
+    );
+    let staged = dir.path().join("ip.yaml");
+    std::fs::write(
+        &staged,
+        "version: \"1\"\ninference_perf:\n  stages:\n    - {rate: 8.0, duration: 600}\n    \
+         - {rate: 1.0e18, duration: 600}\n  shared_prefix:\n    num_unique_system_prompts: 1\n    \
+         num_users_per_system_prompt: 1\n    system_prompt_len: 10\n    question_len: 10\n    \
+         output_len: 2\n",
+    )
+    .unwrap();
+    let err = refused(&staged, &["--num-requests", "50"]);
+    assert!(
+        err.contains("ip.yaml: client `stage-1-prompt-0-user-0`: lifecycle: draws "),
+        "{err}"
+    );
+    let slow = spec(
+        dir.path(),
+        "aggregate_rate: 10\nnum_requests: 50",
+        &format!("{LENGTHS}{window}"),
+    );
+    ok(&["--workload-spec", s(&slow)]);
+}

@@ -96,13 +96,23 @@ fn in_window(
 }
 
 /// Refuses a window planning more than `limit` arrivals (whose gaps are drawn, and summed
-/// ahead, when the window starts), whatever `num_requests` says.
+/// ahead, when the window starts), and a client drawing more than `limit` arrivals outside its
+/// windows (drawn and dropped before its windows open), whatever `num_requests` says.
 fn check_windows(spec: &WorkloadSpec, limit: u64) -> Result<(), SpecError> {
-    match spec.busiest_window() {
-        Some((i, j, n)) if n > limit => Err(SpecError::Plan {
+    if let Some((i, j, n)) = spec.busiest_window()
+        && n > limit
+    {
+        return Err(SpecError::Plan {
             source_name: spec.source_name.clone(),
             path: format!("client `{}`: lifecycle.windows[{j}]", spec.clients[i].id),
             problem: PlanProblem::WindowArrivals { planned: n, limit },
+        });
+    }
+    match spec.busiest_dropped() {
+        Some((i, n)) if n > limit => Err(SpecError::Plan {
+            source_name: spec.source_name.clone(),
+            path: format!("client `{}`: lifecycle", spec.clients[i].id),
+            problem: PlanProblem::DroppedArrivals { drawn: n, limit },
         }),
         _ => Ok(()),
     }

@@ -118,6 +118,13 @@ pub enum PlanProblem {
          raise it with --max-requests"
     )]
     WindowArrivals { planned: u64, limit: u64 },
+    /// A client drawing more arrivals outside its lifecycle windows than the limit.
+    #[error(
+        "draws {drawn} arrivals outside its windows (⌈rate × time outside them before the \
+         last ends⌉; they are drawn and dropped, whatever num_requests says), more than the \
+         limit of {limit}; lower its rate, or raise the limit with --max-requests"
+    )]
+    DroppedArrivals { drawn: u64, limit: u64 },
     /// Closed-loop users whose think time can be 0, with nothing bounding their requests.
     #[error(
         "client `{client}`: closed-loop users whose think time can be 0 need num_requests (or \

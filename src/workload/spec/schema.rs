@@ -630,6 +630,29 @@ impl WorkloadSpec {
         best
     }
 
+    /// The client drawing the most arrivals outside its lifecycle windows (`⌈rate × time
+    /// outside them before the last one ends⌉`, cut at the horizon) among the clients whose
+    /// arrivals outside their windows are drawn and dropped (as BLIS does), which no
+    /// `num_requests` bounds: (client index, arrivals drawn).
+    pub fn busiest_dropped(&self) -> Option<(usize, u64)> {
+        let horizon_ns = self.horizon_us.map(|h| h.saturating_mul(1000));
+        let mut best: Option<(usize, u64)> = None;
+        for (i, (c, rates)) in self.clients.iter().zip(&self.window_rates).enumerate() {
+            let (None, Some(l)) = (rates, &c.lifecycle) else {
+                continue;
+            };
+            let end = horizon_ns.map_or(l.end_ns(), |h| l.end_ns().min(h));
+            let inside: u64 = (l.windows().iter())
+                .map(|&(s, e)| e.min(end).saturating_sub(s))
+                .sum();
+            let n = window_draws(self.rates[i], end.saturating_sub(inside));
+            if best.is_none_or(|(_, m)| n > m) {
+                best = Some((i, n));
+            }
+        }
+        best
+    }
+
     /// Client `index`'s mean arrival rate while active, requests per second: its share of
     /// `aggregate_rate` among the clients active with it (all clients without lifecycle
     /// windows; BLIS's per-phase normalisation with them); 0 for a closed-loop client.
