@@ -114,7 +114,7 @@ fn specs_planning_too_many_requests_are_refused_until_the_limit_is_raised() {
     let err = refused(
         &spec(
             dir.path(),
-            "aggregate_rate: 1e30\nhorizon: 1000000",
+            "aggregate_rate: 1e8\nhorizon: 1000000000000",
             LENGTHS,
         ),
         &[],
@@ -199,20 +199,21 @@ fn extreme_gamma_cvs_and_rate_fractions_are_refused_or_normalised_without_panic(
 
 /// Arrivals outside a client's lifecycle windows are drawn and dropped: a fast client whose
 /// window opens late once drew them for ever (a hang at 1e12 req/s, whatever num_requests
-/// said). They count against the limit.
+/// said; such a rate is refused now, but one a nanosecond still drew 6e11). They count against
+/// the limit.
 #[test]
 fn arrivals_drawn_outside_lifecycle_windows_are_limited() {
     let dir = tempfile::tempdir().unwrap();
     let window = "    lifecycle: {windows: [{start_us: 600000000, end_us: 700000000}]}\n";
     let fast = spec(
         dir.path(),
-        "aggregate_rate: 1e12\nnum_requests: 50",
+        "aggregate_rate: 1e9\nnum_requests: 50",
         &format!("{LENGTHS}{window}"),
     );
     let err = refused(&fast, &[]);
     assert!(
         err.contains(
-            "w.yaml: client `c`: lifecycle: draws 600000000000000 arrivals outside its windows"
+            "w.yaml: client `c`: lifecycle: draws 600000000000 arrivals outside its windows"
         ),
         "{err}"
     );
@@ -236,4 +237,26 @@ fn arrivals_drawn_outside_lifecycle_windows_are_limited() {
         &format!("{LENGTHS}{window}"),
     );
     ok(&["--workload-spec", s(&slow)]);
+}
+
+/// A rate above one arrival a nanosecond is refused naming the client: a diurnal client at
+/// 10^15 requests per second drew candidate gaps too small to move its clock on, and hung.
+#[test]
+fn client_rates_above_one_a_nanosecond_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let diurnal = "aggregate_rate: 1e15\nnum_requests: 20\nclients:\n  - id: chat\n    \
+                   rate_fraction: 1\n    arrival: {process: diurnal, period_us: 600000000, \
+                   peak_time_us: 300000000, peak_to_trough_ratio: 1e10}\n";
+    let path = dir.path().join("d.yaml");
+    std::fs::write(&path, format!("version: \"2\"\n{diurnal}{LENGTHS}")).unwrap();
+    let err = refused(&path, &[]);
+    assert!(
+        err.contains(
+            "d.yaml: clients[0].rate_fraction: gives client `chat` 1e15 requests per second"
+        ) && err.contains("at most 1e9"),
+        "{err}"
+    );
+    // One a nanosecond is a rate.
+    let path = spec(dir.path(), "aggregate_rate: 1e9\nnum_requests: 20", LENGTHS);
+    ok(&["--workload-spec", s(&path)]);
 }

@@ -5,6 +5,11 @@
 /// seconds): below it the mean gap between arrivals nears the time bound and overflows.
 pub(super) const MIN_CLIENT_RATE: f64 = 1e-6;
 
+/// The highest mean arrival rate a client may get, requests per second (one a nanosecond,
+/// the clock's resolution): above it arrivals cannot be told apart, and a process that thins
+/// its candidates (`diurnal`) drew gaps too small to move its clock on.
+pub(super) const MAX_CLIENT_RATE: f64 = 1e9;
+
 /// A rule of the spec broken; [`super::SpecError::Rule`] names the path.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RuleProblem {
@@ -74,8 +79,8 @@ pub enum RuleProblem {
     /// A client's share of the rate that is no usable rate.
     #[error(
         "gives client `{id}` {rate:e} requests per second (aggregate_rate × its share of the \
-         rate_fraction sum of the clients active with it); must be finite and at least \
-         {MIN_CLIENT_RATE:e}"
+         rate_fraction sum of the clients active with it); must be finite, at least \
+         {MIN_CLIENT_RATE:e} and at most {MAX_CLIENT_RATE:e}"
     )]
     ClientRate { id: String, rate: f64 },
 }

@@ -10,7 +10,7 @@ use super::extras::{
     ClosedLoop, Lifecycle, Multimodal, RawLifecycle, RawMultimodal, RawNetwork, profile,
 };
 use super::inference_perf::{Expansion, RawInferencePerf};
-use super::rule_error::{MIN_CLIENT_RATE, RuleProblem};
+use super::rule_error::{MAX_CLIENT_RATE, MIN_CLIENT_RATE, RuleProblem};
 use super::servegen::RawServeGen;
 use super::traffic::{Traffic, traffic};
 use super::window::{window_draws, windowable};
@@ -817,7 +817,7 @@ fn servegen_clients(
     Ok((loaded.clients, category))
 }
 
-/// Each open-loop client's rate is usable: finite and at least [`MIN_CLIENT_RATE`] (a
+/// Each open-loop client's rate is usable: from [`MIN_CLIENT_RATE`] to [`MAX_CLIENT_RATE`] (a
 /// client generated window by window is checked per window when generated).
 fn check_rates(
     clients: &[ClientSpec],
@@ -836,7 +836,7 @@ fn check_rates(
                 RuleProblem::FittedScale,
             ));
         }
-        if !(rate.is_finite() && rate >= MIN_CLIENT_RATE) {
+        if !(MIN_CLIENT_RATE..=MAX_CLIENT_RATE).contains(&rate) {
             return Err((
                 format!("{}.rate_fraction", place(i)),
                 RuleProblem::ClientRate {
