@@ -41,7 +41,7 @@ pub use summary::{
     InstanceInfo, InstanceSummary, KvOffloadStats, LowerTierStats, PdSummary, PrefixCacheStats,
     RunInfo, Summary, SummaryCollector,
 };
-pub use timeseries::{StepSeries, TimeSeries};
+pub use timeseries::{MAX_SERIES_ROWS, SeriesTooLong, StepSeries, TimeSeries};
 pub use validate::{Samples, Validation, VllmArrival, diff_label, diff_table, real_run_samples};
 
 use crate::Nanos;

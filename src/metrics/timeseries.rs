@@ -37,6 +37,55 @@ struct Cell {
     last: Option<(usize, usize, usize, usize)>,
 }
 
+/// Most rows a time series holds, intervals times instances (each a cell of 72 bytes in the
+/// instances' tallies and another in the series, about 60 bytes of CSV): a run that reaches
+/// further is refused, naming `--timeseries-interval`, rather than holding a cell for every
+/// interval of an interval far shorter than the run (one microsecond over 11.5 s of simulated
+/// time on 2 instances once took 3 GB). At most about 1.2 GB, and a CSV of about 500 MB.
+pub const MAX_SERIES_ROWS: usize = 1 << 23;
+
+/// The most intervals a series of `instances` instances holds ([`MAX_SERIES_ROWS`]).
+pub fn max_intervals(instances: usize) -> usize {
+    MAX_SERIES_ROWS / instances.max(1)
+}
+
+/// A time series that would hold more than [`MAX_SERIES_ROWS`] rows.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "--timeseries-interval {interval_s} s: the run reached {reached} of simulated time, more \
+     than the {intervals} intervals a series of {instances} instances may hold ({max} rows); \
+     raise the interval to at least {least_s:.3e} s"
+)]
+pub struct SeriesTooLong {
+    interval_s: f64,
+    /// `t = <s> s`, or `beyond <s> s` where only a bound is known.
+    reached: String,
+    intervals: usize,
+    instances: usize,
+    max: usize,
+    least_s: f64,
+}
+
+impl SeriesTooLong {
+    /// The error of a series of `instances` instances at `interval_ns` that reached `at_ns`
+    /// (`exact`), or some time beyond it.
+    fn new(interval_ns: Nanos, instances: usize, at_ns: Nanos, exact: bool) -> SeriesTooLong {
+        let intervals = max_intervals(instances);
+        let at_s = at_ns as f64 / 1e9;
+        SeriesTooLong {
+            interval_s: interval_ns as f64 / 1e9,
+            reached: match exact {
+                true => format!("t = {at_s} s"),
+                false => format!("beyond {at_s} s"),
+            },
+            intervals,
+            instances,
+            max: MAX_SERIES_ROWS,
+            least_s: at_s / intervals as f64,
+        }
+    }
+}
+
 /// The interval of `interval_ns` that an event at `at_ns` counts in: the one it ends, when
 /// exactly on a boundary.
 fn interval_of(at_ns: Nanos, interval_ns: Nanos) -> usize {
@@ -51,15 +100,26 @@ pub struct StepSeries {
     interval_ns: Nanos,
     /// By interval; `finished` unused.
     cells: Vec<Cell>,
+    /// The most intervals it holds; steps past them are not tallied, and mark it `beyond`.
+    max_intervals: usize,
+    beyond: bool,
 }
 
 impl StepSeries {
-    /// An empty tally at one cell per `interval_ns` (at least 1 ns).
-    pub fn new(interval_ns: Nanos) -> StepSeries {
+    /// An empty tally at one cell per `interval_ns` (at least 1 ns), of one of `instances`
+    /// instances: it holds [`max_intervals`] intervals at most.
+    pub fn new(interval_ns: Nanos, instances: usize) -> StepSeries {
         StepSeries {
             interval_ns: interval_ns.max(1),
             cells: Vec::new(),
+            max_intervals: max_intervals(instances),
+            beyond: false,
         }
+    }
+
+    /// How many intervals it holds a cell for (up to the last it tallied a step in).
+    pub fn intervals_held(&self) -> usize {
+        self.cells.len()
     }
 
     /// Counts a step that ended at `end_ns` having computed `tokens`, formed with `running`
@@ -73,6 +133,10 @@ impl StepSeries {
     ) {
         let interval = interval_of(end_ns, self.interval_ns);
         if interval >= self.cells.len() {
+            if interval >= self.max_intervals {
+                self.beyond = true;
+                return;
+            }
             self.cells.resize(interval + 1, Cell::default());
         }
         let cell = &mut self.cells[interval];
@@ -107,39 +171,63 @@ impl TimeSeries {
         self.interval_ns
     }
 
-    fn cell(&mut self, at_ns: Nanos, instance: u32) -> &mut Cell {
-        self.cell_of(interval_of(at_ns, self.interval_ns), instance)
-    }
-
-    fn cell_of(&mut self, interval: usize, instance: u32) -> &mut Cell {
+    /// The cell of `instance` in `interval`, made if the series holds fewer intervals and
+    /// may hold this one (`None` past [`max_intervals`]).
+    fn cell_of(&mut self, interval: usize, instance: u32) -> Option<&mut Cell> {
         let index = interval * self.instances + instance as usize;
         if index >= self.cells.len() {
+            if interval >= max_intervals(self.instances) {
+                return None;
+            }
             self.cells
                 .resize((interval + 1) * self.instances, Cell::default());
         }
-        &mut self.cells[index]
+        Some(&mut self.cells[index])
     }
 
-    /// Adds the steps the run tallied per instance (by id, at this series' interval).
-    pub fn add_steps(&mut self, tallies: &[StepSeries]) {
+    /// The error of a series that reached `at_ns` (`exact`), or beyond.
+    fn too_long(&self, at_ns: Nanos, exact: bool) -> SeriesTooLong {
+        SeriesTooLong::new(self.interval_ns, self.instances, at_ns, exact)
+    }
+
+    /// Adds the steps the run tallied per instance (by id, at this series' interval); an
+    /// error when a tally went past the intervals a series may hold.
+    pub fn add_steps(&mut self, tallies: &[StepSeries]) -> Result<(), SeriesTooLong> {
         for (instance, tally) in tallies.iter().enumerate() {
             debug_assert_eq!(tally.interval_ns, self.interval_ns, "one interval");
+            let held = self
+                .interval_ns
+                .saturating_mul(tally.max_intervals as Nanos);
+            if tally.beyond {
+                return Err(self.too_long(held, false));
+            }
             for (interval, steps) in tally.cells.iter().enumerate() {
                 if steps.steps == 0 {
                     continue;
                 }
-                let cell = self.cell_of(interval, instance as u32);
+                let Some(cell) = self.cell_of(interval, instance as u32) else {
+                    return Err(self.too_long(held, false));
+                };
                 cell.prompt_tokens += steps.prompt_tokens;
                 cell.generated_tokens += steps.generated_tokens;
                 cell.steps += steps.steps;
                 cell.last = steps.last;
             }
         }
+        Ok(())
     }
 
-    /// Records a request whose last token came out at `end_ns` on `instance`.
-    pub fn request_finished(&mut self, instance: u32, end_ns: Nanos) {
-        self.cell(end_ns, instance).finished += 1;
+    /// Records a request whose last token came out at `end_ns` on `instance`; an error when
+    /// that is past the intervals the series may hold.
+    pub fn request_finished(&mut self, instance: u32, end_ns: Nanos) -> Result<(), SeriesTooLong> {
+        let interval = interval_of(end_ns, self.interval_ns);
+        match self.cell_of(interval, instance) {
+            Some(cell) => {
+                cell.finished += 1;
+                Ok(())
+            }
+            None => Err(self.too_long(end_ns, true)),
+        }
     }
 
     /// Writes the series as CSV, atomically: `t` (end of the interval, s), `instance`, then

@@ -955,7 +955,7 @@ fn write_results(
         })?);
     }
     if let Some(series) = &mut outputs.timeseries {
-        series.add_steps(&outcome.step_series);
+        series.add_steps(&outcome.step_series)?;
         let pictures = outputs.plots.zip(plots_dir.as_ref());
         ready.extend(write_series(
             series,

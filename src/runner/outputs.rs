@@ -72,7 +72,7 @@ impl Observer for Outputs<'_> {
         }
         self.summary.record(record);
         if let Some(series) = &mut self.timeseries {
-            series.request_finished(record.instance_id, record.end_ns);
+            series.request_finished(record.instance_id, record.end_ns)?;
         }
         if let Some(slo) = &mut self.slo {
             slo.record(record);

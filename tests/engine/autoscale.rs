@@ -203,8 +203,7 @@ struct Series(TimeSeries);
 
 impl Observer for Series {
     fn request_finished(&mut self, r: &RequestRecord<'_>) -> anyhow::Result<()> {
-        self.0.request_finished(r.instance_id, r.end_ns);
-        Ok(())
+        Ok(self.0.request_finished(r.instance_id, r.end_ns)?)
     }
 
     fn wants_steps(&self) -> bool {
@@ -238,7 +237,7 @@ fn the_time_series_shows_replicas_by_state_at_the_end_of_each_interval() {
     let services = Services::new(&mut dyns, &mut router, &mut series);
     let run = Run::new(&requests, &setups).autoscaled(autoscaler(c, 3 * MS, 7));
     let outcome = blis_cosim::engine::simulate(run, services).unwrap();
-    series.0.add_steps(&outcome.step_series);
+    series.0.add_steps(&outcome.step_series).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ts.csv");
     series.0.write(&path, outcome.autoscale.as_ref()).unwrap();

@@ -97,8 +97,9 @@ impl<'r> Cluster<'r> {
             steps_ahead: 0,
         };
         if let Some(interval) = services.observer.tallies_steps_every() {
+            let n = cluster.instances.len();
             for inst in &mut cluster.instances {
-                inst.series = Some(Box::new(StepSeries::new(interval)));
+                inst.series = Some(Box::new(StepSeries::new(interval, n)));
             }
         }
         if let Some(first) = cluster.arrivals.initial_event(None) {

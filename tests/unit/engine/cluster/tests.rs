@@ -868,7 +868,7 @@ fn tallied_steps_are_the_steps_reported() {
         let tallies = |reporting: bool| StepTallies {
             reporting,
             interval_ns,
-            series: vec![StepSeries::new(interval_ns); random.k],
+            series: vec![StepSeries::new(interval_ns, random.k); random.k],
         };
         let mut reported = tallies(true);
         let (heard, quiet, _) = random.run(&mut reported, |c| c.step_ahead(true));
@@ -877,7 +877,7 @@ fn tallied_steps_are_the_steps_reported() {
         assert_eq!(quiet, 0, "seed {seed}: every step heard of");
         assert!(taken > counted.steps / 20, "seed {seed}: {taken} quiet");
         assert_eq!(heard.step_series, [], "seed {seed}: none asked for");
-        let empty = StepSeries::new(interval_ns);
+        let empty = StepSeries::new(interval_ns, random.k);
         assert!(reported.series.iter().all(|s| *s != empty), "seed {seed}");
         assert_eq!(counted.step_series, reported.series, "seed {seed}");
         assert!(tallied.series.iter().all(|s| *s == empty), "none reported");
