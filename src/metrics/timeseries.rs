@@ -45,7 +45,7 @@ struct Cell {
 pub const MAX_SERIES_ROWS: usize = 1 << 23;
 
 /// The most intervals a series of `instances` instances holds ([`MAX_SERIES_ROWS`]).
-pub fn max_intervals(instances: usize) -> usize {
+fn max_intervals(instances: usize) -> usize {
     MAX_SERIES_ROWS / instances.max(1)
 }
 
@@ -100,20 +100,21 @@ pub struct StepSeries {
     interval_ns: Nanos,
     /// By interval; `finished` unused.
     cells: Vec<Cell>,
-    /// The most intervals it holds; steps past them are not tallied, and mark it `beyond`.
+    /// The most intervals it holds; steps past them are not tallied: `beyond` is the end of
+    /// the last of them.
     max_intervals: usize,
-    beyond: bool,
+    beyond: Option<Nanos>,
 }
 
 impl StepSeries {
     /// An empty tally at one cell per `interval_ns` (at least 1 ns), of one of `instances`
-    /// instances: it holds [`max_intervals`] intervals at most.
+    /// instances: it holds its share of [`MAX_SERIES_ROWS`] intervals at most.
     pub fn new(interval_ns: Nanos, instances: usize) -> StepSeries {
         StepSeries {
             interval_ns: interval_ns.max(1),
             cells: Vec::new(),
             max_intervals: max_intervals(instances),
-            beyond: false,
+            beyond: None,
         }
     }
 
@@ -134,7 +135,7 @@ impl StepSeries {
         let interval = interval_of(end_ns, self.interval_ns);
         if interval >= self.cells.len() {
             if interval >= self.max_intervals {
-                self.beyond = true;
+                self.beyond = Some(end_ns);
                 return;
             }
             self.cells.resize(interval + 1, Cell::default());
@@ -172,7 +173,7 @@ impl TimeSeries {
     }
 
     /// The cell of `instance` in `interval`, made if the series holds fewer intervals and
-    /// may hold this one (`None` past [`max_intervals`]).
+    /// may hold this one (`None` past its share of [`MAX_SERIES_ROWS`]).
     fn cell_of(&mut self, interval: usize, instance: u32) -> Option<&mut Cell> {
         let index = interval * self.instances + instance as usize;
         if index >= self.cells.len() {
@@ -195,12 +196,12 @@ impl TimeSeries {
     pub fn add_steps(&mut self, tallies: &[StepSeries]) -> Result<(), SeriesTooLong> {
         for (instance, tally) in tallies.iter().enumerate() {
             debug_assert_eq!(tally.interval_ns, self.interval_ns, "one interval");
+            if let Some(end_ns) = tally.beyond {
+                return Err(self.too_long(end_ns, true));
+            }
             let held = self
                 .interval_ns
                 .saturating_mul(tally.max_intervals as Nanos);
-            if tally.beyond {
-                return Err(self.too_long(held, false));
-            }
             for (interval, steps) in tally.cells.iter().enumerate() {
                 if steps.steps == 0 {
                     continue;

@@ -90,9 +90,8 @@ fn a_series_past_the_rows_it_may_hold_is_refused_naming_the_flag() {
     assert_eq!(tally.intervals_held(), intervals);
     let mut series = TimeSeries::new(US, 16);
     let err = series.add_steps(&[tally]).unwrap_err().to_string();
-    let bound = last as f64 / 1e9;
     assert!(
-        err.contains(&format!("the run reached beyond {bound} s")),
+        err.contains(&format!("the run reached t = {reached} s")),
         "{err}"
     );
 }
