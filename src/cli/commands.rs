@@ -16,7 +16,17 @@ use std::path::Path;
 /// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
 /// and optionally writes it as JSON and draws the comparison plots.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
-    crate::paths::check(&args.paths())?;
+    // With --sim-summary the run's meta.json beside --vllm is read too.
+    let meta = args.vllm.with_file_name("meta.json");
+    let mut paths = args.paths();
+    if args.sim_summary.is_some() && meta.is_file() {
+        paths.push(crate::paths::CommandPath::new(
+            "the meta.json beside --vllm",
+            &meta,
+            crate::paths::Role::Input,
+        ));
+    }
+    crate::paths::check(&paths)?;
     let validation = Validation::compare(&args.vllm, &args.sim, args.vllm_arrival)?;
     for difference in validation.differences() {
         eprintln!("blis-cosim: warning: the runs differ: {difference}");
