@@ -196,6 +196,10 @@ fn every_bad_spec_is_refused_with_its_axis_and_reason() {
         (format!("{BASE}samples: 3\n"), "samples: a grid"),
         ("base:\n  flags: {frobnicate: 1}\n".to_owned(), "--frobnicate is not a flag"),
         ("base:\n  flags: {output: x.csv}\n".to_owned(), "--output cannot be set"),
+        // Every point would write (and replace) the one file, which may be an input.
+        ("base:\n  flags: {trace-output: s.yaml}\n".to_owned(), "--trace-output cannot be set"),
+        ("base:\n  flags: {export-policy: s.yaml}\n".to_owned(), "--export-policy cannot be set"),
+        (axes("  - flag: evaluation-json\n    values: [a.json]\n"), "--evaluation-json cannot be set"),
         (axes("  - flag: max-num-seqs\n    values: []\n"), "axis max_num_seqs: values: empty"),
         (axes("  - flag: max-num-seqs\n"), "axis max_num_seqs: give values, range or min/max"),
         (axes("  - flag: max-num-seqs\n    min: 1\n    max: 9\n"), "axis max_num_seqs: min/max need method random"),
