@@ -255,3 +255,18 @@ fn workload_axes_edit_a_copy_of_the_base_workload_spec() {
     );
     assert!(p[0].args.contains(&"--num-requests".to_owned()));
 }
+
+#[test]
+fn only_points_refuses_a_reversed_range_instead_of_running_none() {
+    assert_eq!(
+        blis_cosim::sweep::parse_ids("0-2,7", 8).unwrap(),
+        [0, 1, 2, 7]
+    );
+    let err = blis_cosim::sweep::parse_ids("2-1", 8)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`2-1`: the range ends before it starts"),
+        "{err}"
+    );
+}
