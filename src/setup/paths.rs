@@ -44,8 +44,9 @@ impl RunOptions {
                 model, hardware, ..
             } => (None, model.as_deref(), hardware.as_deref()),
         };
-        let flags: [(&'static str, Option<&Path>, Role); 16] = [
+        let flags: [(&'static str, Option<&Path>, Role); 17] = [
             ("--dataset", dataset, Role::Input),
+            ("--profile-dir", self.profile_dir.as_deref(), Role::InputDir),
             ("--workload-spec", spec, Role::Input),
             ("--cluster-config", cluster, Role::Input),
             ("--architecture", self.architecture.as_deref(), Role::Input),

@@ -636,3 +636,33 @@ fn calibrate_and_validate_refuse_to_overwrite_the_files_their_runs_read() {
     assert_eq!(std::fs::read_to_string(&meta).unwrap(), "{}");
     assert_eq!(std::fs::read_to_string(&hardware).unwrap(), "x");
 }
+
+#[test]
+fn an_output_replacing_a_file_of_the_profile_dir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(dir.path());
+    let tables = dir
+        .path()
+        .join("prof/H100-SXM/meta-llama/Llama-3.1-8B/bf16/tp1");
+    std::fs::create_dir_all(&tables).unwrap();
+    let dense = tables.join("dense.csv");
+    std::fs::write(&dense, "layer,tokens,time_us\n").unwrap();
+    let prof = dir.path().join("prof");
+    let err = refused(&[
+        "--dataset",
+        s(&w),
+        "--profile-dir",
+        s(&prof),
+        "--output",
+        s(&dense),
+    ]);
+    assert!(
+        err.contains("would replace a file inside --profile-dir"),
+        "{err}"
+    );
+    assert!(!err.contains("network backend"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&dense).unwrap(),
+        "layer,tokens,time_us\n"
+    );
+}
