@@ -666,3 +666,24 @@ fn an_output_replacing_a_file_of_the_profile_dir_is_refused() {
         "layer,tokens,time_us\n"
     );
 }
+
+#[test]
+fn generate_refuses_to_overwrite_the_trace_its_scenario_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("azure-llm-2023-conv.csv");
+    std::fs::write(&trace, "x").unwrap();
+    let err = refused(&[
+        "generate",
+        "--scenario",
+        "azure-conv",
+        "--trace-dir",
+        s(dir.path()),
+        "--out",
+        s(&trace),
+    ]);
+    assert!(
+        err.contains("the trace of --scenario and --output name the same file"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&trace).unwrap(), "x");
+}
