@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 pub enum Role {
     /// A file it reads.
     Input,
+    /// A folder whose files it reads (a profile root): an output may add files there, but
+    /// not replace one.
+    InputDir,
     /// A file it writes (atomically, through a temporary file beside it, unless it is a
     /// device, a FIFO or standard output).
     Output,
@@ -42,7 +45,7 @@ impl<'a> CommandPath<'a> {
 pub fn check(paths: &[CommandPath<'_>]) -> anyhow::Result<()> {
     for p in paths {
         match p.role {
-            Role::Input => {}
+            Role::Input | Role::InputDir => {}
             Role::Output => check_output_file(p)?,
             Role::OutputDir => check_output_dir(p)?,
         }
@@ -73,8 +76,25 @@ pub fn writes_stdout(paths: &[CommandPath<'_>]) -> bool {
 /// output.
 fn check_collisions(paths: &[CommandPath<'_>]) -> anyhow::Result<()> {
     let identities: Vec<Option<Identity>> = paths.iter().map(identity).collect();
+    for dir in paths.iter().filter(|p| p.role == Role::InputDir) {
+        for out in paths.iter().filter(|p| p.role == Role::Output) {
+            if replaces_file_in(out.path, dir.path) {
+                bail!(
+                    "{} {} would replace a file inside {} {}, whose files the run reads; give \
+                     it a path outside that folder or a new name",
+                    out.flag,
+                    out.path.display(),
+                    dir.flag,
+                    dir.path.display()
+                );
+            }
+        }
+    }
     for (i, a) in paths.iter().enumerate() {
         for (j, b) in paths.iter().enumerate().skip(i + 1) {
+            if a.role == Role::InputDir || b.role == Role::InputDir {
+                continue;
+            }
             let written = a.role != Role::Input || b.role != Role::Input;
             if !written {
                 continue;
@@ -100,6 +120,15 @@ fn check_collisions(paths: &[CommandPath<'_>]) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether the output `out` names a file that exists inside the folder `dir` (after
+/// resolving links and `..`).
+fn replaces_file_in(out: &Path, dir: &Path) -> bool {
+    let (Ok(file), Ok(dir)) = (out.canonicalize(), dir.canonicalize()) else {
+        return false;
+    };
+    file.is_file() && file.starts_with(dir)
 }
 
 /// What makes two paths the same file: the device and inode of an existing file, else the
@@ -201,7 +230,7 @@ fn writable(p: &CommandPath<'_>, dir: &Path) -> anyhow::Result<()> {
 /// (another run may be writing them).
 pub fn stale_temporaries(p: &CommandPath<'_>) -> Vec<PathBuf> {
     let file = match (p.role, target(p.path)) {
-        (Role::Input, _) => return Vec::new(),
+        (Role::Input | Role::InputDir, _) => return Vec::new(),
         (Role::OutputDir, _) => p.path.to_path_buf(),
         (Role::Output, Target::File(file)) => file,
         (Role::Output, Target::Descriptor(_) | Target::Special(_)) => return Vec::new(),

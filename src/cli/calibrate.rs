@@ -5,11 +5,13 @@ use crate::calibrate::{self, CalibrateOptions, EngineFlags, RealRun, SearchLimit
 use crate::config::{Dtype, KvCacheDtype};
 use crate::metrics::VllmArrival;
 use crate::paths::{CommandPath, Role};
-use crate::setup::{Deployment, Layout, RunOptions, WorkloadSource};
+use crate::setup::{
+    Deployment, Layout, NamedFile, RunOptions, WorkloadSource, cluster_named_files,
+};
 use crate::workload::DatasetOptions;
 use anyhow::bail;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Flags of `blis-cosim calibrate`.
 #[derive(Debug, Args)]
@@ -121,8 +123,38 @@ impl CalibrateArgs {
                     .map(move |p| CommandPath::new(flag, p, Role::Input))
             })
             .collect();
+        for (flag, name) in [("--model", &self.model), ("--hardware", &self.hardware)] {
+            if let Some(name) = name.as_deref().map(Path::new).filter(|p| p.is_file()) {
+                paths.push(CommandPath::new(flag, name, Role::Input));
+            }
+        }
         paths.push(CommandPath::new("--output", &self.output, Role::Output));
         paths
+    }
+
+    /// The files the runs read besides their flags: the `meta.json` beside each real run
+    /// and the files each cluster config names, so that `--output` replaces none of them.
+    pub fn named_files(&self) -> Vec<NamedFile> {
+        let metas = [("--vllm", &self.vllm), ("--held-out", &self.held_out)]
+            .into_iter()
+            .flat_map(|(flag, runs)| {
+                runs.iter().map(move |run| NamedFile {
+                    named_at: format!("the meta.json beside {flag} {}", run.display()),
+                    path: run.with_file_name("meta.json"),
+                })
+            })
+            .filter(|meta| meta.path.is_file());
+        let configs = [
+            ("--cluster-config", &self.cluster_config),
+            ("--held-out-cluster-config", &self.held_out_cluster_config),
+        ]
+        .into_iter()
+        .flat_map(|(flag, configs)| {
+            configs
+                .iter()
+                .flat_map(move |config| cluster_named_files(flag, config, None))
+        });
+        metas.chain(configs).collect()
     }
 
     /// The plain options these flags give.
@@ -228,7 +260,10 @@ fn is_date(text: &str) -> bool {
 
 /// `blis-cosim calibrate`: fits, prints the report, writes the hardware file atomically.
 pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
-    crate::paths::check(&args.paths())?;
+    let named = args.named_files();
+    let mut paths = args.paths();
+    paths.extend(named.iter().map(NamedFile::as_path));
+    crate::paths::check(&paths)?;
     let output = args.output.clone();
     let options = args.into_options()?;
     let started = std::time::Instant::now();

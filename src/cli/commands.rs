@@ -16,7 +16,17 @@ use std::path::Path;
 /// `blis-cosim validate`: prints the Diff% table of a simulated run against a real vLLM run,
 /// and optionally writes it as JSON and draws the comparison plots.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
-    crate::paths::check(&args.paths())?;
+    // With --sim-summary the run's meta.json beside --vllm is read too.
+    let meta = args.vllm.with_file_name("meta.json");
+    let mut paths = args.paths();
+    if args.sim_summary.is_some() && meta.is_file() {
+        paths.push(crate::paths::CommandPath::new(
+            "the meta.json beside --vllm",
+            &meta,
+            crate::paths::Role::Input,
+        ));
+    }
+    crate::paths::check(&paths)?;
     let validation = Validation::compare(&args.vllm, &args.sim, args.vllm_arrival)?;
     for difference in validation.differences() {
         eprintln!("blis-cosim: warning: the runs differ: {difference}");
@@ -143,19 +153,40 @@ pub fn et(command: &EtCommand) -> anyhow::Result<()> {
 /// `blis-cosim generate`: writes the requests of a workload spec, a built-in scenario or a
 /// trace as workload JSONL, atomically; refuses to write an empty workload.
 pub fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
-    crate::paths::check(&args.paths())?;
+    if args.dataset.is_none()
+        && let Some(flag) = args.dataset_args.given_without_dataset()
+    {
+        anyhow::bail!("{flag}: applies only to --dataset");
+    }
+    // A trace scenario reads its trace, which --output must not replace.
+    let trace = match args.dataset {
+        Some(_) => None,
+        None => args.scenario.as_deref().and_then(trace_scenario),
+    };
+    let trace_path = match trace {
+        Some(t) => Some(
+            t.locate(args.dataset_args.trace_dir.as_deref())
+                .map_err(|m| anyhow::anyhow!("--scenario: {m}"))?,
+        ),
+        None => None,
+    };
+    let mut paths = args.paths();
+    if let Some(path) = &trace_path {
+        paths.insert(
+            0,
+            crate::paths::CommandPath::new(
+                "the trace of --scenario",
+                path,
+                crate::paths::Role::Input,
+            ),
+        );
+    }
+    crate::paths::check(&paths)?;
     if let Some(path) = &args.dataset {
         return convert(path, args.dataset_args.options(), args);
     }
-    if let Some(flag) = args.dataset_args.given_without_dataset() {
-        anyhow::bail!("{flag}: applies only to --dataset");
-    }
-    let trace = args.scenario.as_deref().and_then(trace_scenario);
-    if let Some(t) = trace {
-        let path = t
-            .locate(args.dataset_args.trace_dir.as_deref())
-            .map_err(|m| anyhow::anyhow!("--scenario: {m}"))?;
-        return convert(&path, t.options(), args);
+    if let (Some(t), Some(path)) = (trace, &trace_path) {
+        return convert(path, t.options(), args);
     }
     if args.dataset_args.trace_dir.is_some() {
         anyhow::bail!("--trace-dir: applies only to a trace scenario");

@@ -30,7 +30,7 @@ pub use control::{ControlOptions, RoutingOptions};
 pub use host::HostOptions;
 pub use instances::{EngineOptions, InstanceConfig, ResolvedSpecs};
 pub use parallel::TpAllReduce;
-pub use paths::NamedFile;
+pub use paths::{NamedFile, cluster_named_files};
 pub use pim::{InstancePim, PimOptions};
 pub use placement::InstancePlacement;
 pub use power::{PowerConfig, parse_log_interval};

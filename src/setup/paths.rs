@@ -44,8 +44,9 @@ impl RunOptions {
                 model, hardware, ..
             } => (None, model.as_deref(), hardware.as_deref()),
         };
-        let flags: [(&'static str, Option<&Path>, Role); 16] = [
+        let flags: [(&'static str, Option<&Path>, Role); 17] = [
             ("--dataset", dataset, Role::Input),
+            ("--profile-dir", self.profile_dir.as_deref(), Role::InputDir),
             ("--workload-spec", spec, Role::Input),
             ("--cluster-config", cluster, Role::Input),
             ("--architecture", self.architecture.as_deref(), Role::Input),
@@ -123,34 +124,49 @@ impl RunOptions {
         let Deployment::ClusterConfig(config_path) = &self.deployment else {
             return Vec::new();
         };
-        let Ok(cluster) = ClusterConfig::load(config_path) else {
-            return Vec::new();
-        };
-        let mut files = Vec::new();
-        let mut add = |field: String, path: PathBuf| {
-            files.push(NamedFile {
-                named_at: format!("{field} of --cluster-config"),
-                path,
-            });
-        };
-        for (n, node) in cluster.nodes.iter().enumerate() {
-            for (i, inst) in node.instances.iter().enumerate() {
-                for (key, name) in [
-                    ("model_name", &inst.model_name),
-                    ("hardware", &inst.hardware),
-                ] {
-                    if Path::new(name).is_file() {
-                        add(format!("nodes[{n}].instances[{i}].{key}"), name.into());
-                    }
+        cluster_named_files(
+            "--cluster-config",
+            config_path,
+            self.pim.pim_config_dir.as_deref(),
+        )
+    }
+}
+
+/// The files the cluster config `config_path` (given by `flag`) names: its instances'
+/// `model_name` and `hardware` that are files, its nodes' `cpu_mem.pim_config` INIs where they
+/// are found (in `pim_dir` when given). A config that cannot be read names none here: resolving
+/// it says why.
+pub fn cluster_named_files(
+    flag: &str,
+    config_path: &Path,
+    pim_dir: Option<&Path>,
+) -> Vec<NamedFile> {
+    let Ok(cluster) = ClusterConfig::load(config_path) else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    let mut add = |field: String, path: PathBuf| {
+        files.push(NamedFile {
+            named_at: format!("{field} of {flag}"),
+            path,
+        });
+    };
+    for (n, node) in cluster.nodes.iter().enumerate() {
+        for (i, inst) in node.instances.iter().enumerate() {
+            for (key, name) in [
+                ("model_name", &inst.model_name),
+                ("hardware", &inst.hardware),
+            ] {
+                if Path::new(name).is_file() {
+                    add(format!("nodes[{n}].instances[{i}].{key}"), name.into());
                 }
             }
-            let dir = self.pim.pim_config_dir.as_deref();
-            if let Some(stem) = &node.cpu_mem.pim_config
-                && let Ok(ini) = PimDevice::locate(stem, config_path, dir)
-            {
-                add(format!("nodes[{n}].cpu_mem.pim_config"), ini);
-            }
         }
-        files
+        if let Some(stem) = &node.cpu_mem.pim_config
+            && let Ok(ini) = PimDevice::locate(stem, config_path, pim_dir)
+        {
+            add(format!("nodes[{n}].cpu_mem.pim_config"), ini);
+        }
     }
+    files
 }

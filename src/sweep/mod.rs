@@ -144,7 +144,13 @@ pub fn parse_ids(text: &str, count: usize) -> anyhow::Result<Vec<usize>> {
             Ok(id)
         };
         match item.split_once('-') {
-            Some((a, b)) => ids.extend(parse(a)?..=parse(b)?),
+            Some((a, b)) => {
+                let (first, last) = (parse(a)?, parse(b)?);
+                if first > last {
+                    bail!("--only-points: `{item}`: the range ends before it starts");
+                }
+                ids.extend(first..=last);
+            }
             None => ids.push(parse(item)?),
         }
     }

@@ -74,6 +74,9 @@ pub fn parse_slo(text: &str) -> anyhow::Result<Vec<SloRule>> {
         let Ok(limit) = limit_text.parse::<f64>() else {
             bail!("--slo: `{item}`: `{limit_text}` is not a number");
         };
+        if !limit.is_finite() {
+            bail!("--slo: `{item}`: the limit must be a finite number, got {limit}");
+        }
         out.push(SloRule {
             column: item[..at].trim().to_owned(),
             op,

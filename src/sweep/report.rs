@@ -180,11 +180,12 @@ fn configs(table: &Table, opts: &ReportOptions) -> anyhow::Result<Vec<Config>> {
             let values: Vec<f64> = c
                 .rows
                 .iter()
-                .filter_map(|&r| table.rows[r][*i].parse().ok())
+                .filter_map(|&r| table.rows[r][*i].parse::<f64>().ok())
+                .filter(|v| v.is_finite())
                 .collect();
             if values.len() != c.rows.len() {
                 bail!(
-                    "column {name}: config {} has a value that is not a number",
+                    "column {name}: config {} has a value that is not a finite number",
                     c.id
                 );
             }

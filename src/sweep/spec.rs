@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Flags a point may not set: the sweep owns each point's outputs and its seed column.
-const REFUSED_FLAGS: [&str; 10] = [
+const REFUSED_FLAGS: [&str; 13] = [
     "output",
     "summary-json",
     "timeseries",
@@ -21,6 +21,9 @@ const REFUSED_FLAGS: [&str; 10] = [
     "plot-format",
     "emit-et",
     "sessions-output",
+    "trace-output",
+    "evaluation-json",
+    "export-policy",
     "cluster-config",
     "log-level",
 ];
@@ -362,8 +365,8 @@ fn checked_flag(name: &str, flags: &dyn Flags) -> anyhow::Result<FlagInfo> {
     if REFUSED_FLAGS.contains(&info.long.as_str()) {
         bail!(
             "--{} cannot be set in a sweep: the sweep writes each point's summary to \
-             OUT/points/<id>.json, takes the cluster config from base.cluster_config, and sets \
-             --seed from repeats",
+             OUT/points/<id>.json (one output path would be written by every point), takes the \
+             cluster config from base.cluster_config, and sets --seed from repeats",
             info.long
         );
     }

@@ -567,3 +567,123 @@ fn an_output_naming_a_file_the_cluster_config_names_is_refused_before_work() {
     ];
     assert_eq!(before, after);
 }
+
+#[test]
+fn calibrate_and_validate_refuse_to_overwrite_the_files_their_runs_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let vllm = dir.path().join("requests.jsonl");
+    let meta = dir.path().join("meta.json");
+    let hardware = dir.path().join("gpu.toml");
+    let cluster = dir.path().join("cluster.json");
+    let w = workload(dir.path());
+    std::fs::write(&vllm, "").unwrap();
+    std::fs::write(&meta, "{}").unwrap();
+    std::fs::write(&hardware, "x").unwrap();
+    std::fs::write(
+        &cluster,
+        format!(
+            r#"{{"num_nodes": 1, "link_bw": 16, "link_latency": 0, "nodes": [{{
+                "num_instances": 1, "cpu_mem": {{"mem_size": 512, "mem_bw": 256, "mem_latency": 0}},
+                "instances": [{{"model_name": "meta-llama/Llama-3.1-8B", "hardware": "{}",
+                "npu_mem": {{"mem_size": 80, "mem_bw": 3350, "mem_latency": 0}},
+                "num_npus": 1, "tp_size": 1, "pd_type": null}}]}}]}}"#,
+            s(&hardware)
+        ),
+    )
+    .unwrap();
+    let calibrate = |deployment: &[&str], output: &Path| {
+        let mut args = vec!["calibrate", "--vllm", s(&vllm), "--dataset", s(&w)];
+        args.extend(deployment);
+        args.extend(["--output", s(output)]);
+        refused(&args)
+    };
+    let standalone = [
+        "--model",
+        "meta-llama/Llama-3.1-8B",
+        "--hardware",
+        s(&hardware),
+    ];
+    let err = calibrate(&standalone, &hardware);
+    assert!(
+        err.contains("--hardware and --output name the same file"),
+        "{err}"
+    );
+    let err = calibrate(&standalone, &meta);
+    assert!(
+        err.contains("--output and the meta.json beside --vllm") && err.contains("same file"),
+        "{err}"
+    );
+    let err = calibrate(&["--cluster-config", s(&cluster)], &hardware);
+    assert!(
+        err.contains("nodes[0].instances[0].hardware of --cluster-config name the same file"),
+        "{err}"
+    );
+    let err = refused(&[
+        "validate",
+        "--vllm",
+        s(&vllm),
+        "--sim",
+        s(&w),
+        "--sim-summary",
+        s(&cluster),
+        "--json",
+        s(&meta),
+    ]);
+    assert!(
+        err.contains("--json and the meta.json beside --vllm name the same file"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&meta).unwrap(), "{}");
+    assert_eq!(std::fs::read_to_string(&hardware).unwrap(), "x");
+}
+
+#[test]
+fn an_output_replacing_a_file_of_the_profile_dir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(dir.path());
+    let tables = dir
+        .path()
+        .join("prof/H100-SXM/meta-llama/Llama-3.1-8B/bf16/tp1");
+    std::fs::create_dir_all(&tables).unwrap();
+    let dense = tables.join("dense.csv");
+    std::fs::write(&dense, "layer,tokens,time_us\n").unwrap();
+    let prof = dir.path().join("prof");
+    let err = refused(&[
+        "--dataset",
+        s(&w),
+        "--profile-dir",
+        s(&prof),
+        "--output",
+        s(&dense),
+    ]);
+    assert!(
+        err.contains("would replace a file inside --profile-dir"),
+        "{err}"
+    );
+    assert!(!err.contains("network backend"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&dense).unwrap(),
+        "layer,tokens,time_us\n"
+    );
+}
+
+#[test]
+fn generate_refuses_to_overwrite_the_trace_its_scenario_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("azure-llm-2023-conv.csv");
+    std::fs::write(&trace, "x").unwrap();
+    let err = refused(&[
+        "generate",
+        "--scenario",
+        "azure-conv",
+        "--trace-dir",
+        s(dir.path()),
+        "--out",
+        s(&trace),
+    ]);
+    assert!(
+        err.contains("the trace of --scenario and --output name the same file"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&trace).unwrap(), "x");
+}

@@ -567,3 +567,30 @@ fn the_best_point_exported_as_a_bundle_reruns_byte_identically() {
         )
     );
 }
+
+#[test]
+fn report_refuses_a_metric_that_is_not_a_finite_number() {
+    let dir = tempfile::tempdir().unwrap();
+    // A NaN compares with nothing, so it would sit on the front; inf would meet any `>=` rule.
+    for bad in ["nan", "NaN", "inf", "-inf", "1e400"] {
+        let text = format!(
+            "point,config,seed,tp,gpus,p99_ttft_ms,status,error\n\
+             0,0,0,1,2,{bad},ok,\n1,1,0,2,4,200,ok,\n"
+        );
+        std::fs::write(dir.path().join("results.csv"), &text).unwrap();
+        let out = run(&[
+            "sweep",
+            "--report",
+            dir.path().to_str().unwrap(),
+            "--objectives",
+            "p99_ttft_ms:min,gpus:min",
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {err}");
+        assert!(
+            err.contains("column p99_ttft_ms: config 0 has a value that is not a finite number"),
+            "{bad}: {err}"
+        );
+        assert_eq!(read(&dir.path().join("results.csv")), text);
+    }
+}

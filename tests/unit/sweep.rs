@@ -196,6 +196,10 @@ fn every_bad_spec_is_refused_with_its_axis_and_reason() {
         (format!("{BASE}samples: 3\n"), "samples: a grid"),
         ("base:\n  flags: {frobnicate: 1}\n".to_owned(), "--frobnicate is not a flag"),
         ("base:\n  flags: {output: x.csv}\n".to_owned(), "--output cannot be set"),
+        // Every point would write (and replace) the one file, which may be an input.
+        ("base:\n  flags: {trace-output: s.yaml}\n".to_owned(), "--trace-output cannot be set"),
+        ("base:\n  flags: {export-policy: s.yaml}\n".to_owned(), "--export-policy cannot be set"),
+        (axes("  - flag: evaluation-json\n    values: [a.json]\n"), "--evaluation-json cannot be set"),
         (axes("  - flag: max-num-seqs\n    values: []\n"), "axis max_num_seqs: values: empty"),
         (axes("  - flag: max-num-seqs\n"), "axis max_num_seqs: give values, range or min/max"),
         (axes("  - flag: max-num-seqs\n    min: 1\n    max: 9\n"), "axis max_num_seqs: min/max need method random"),
@@ -250,4 +254,19 @@ fn workload_axes_edit_a_copy_of_the_base_workload_spec() {
         p[0].args
     );
     assert!(p[0].args.contains(&"--num-requests".to_owned()));
+}
+
+#[test]
+fn only_points_refuses_a_reversed_range_instead_of_running_none() {
+    assert_eq!(
+        blis_cosim::sweep::parse_ids("0-2,7", 8).unwrap(),
+        [0, 1, 2, 7]
+    );
+    let err = blis_cosim::sweep::parse_ids("2-1", 8)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`2-1`: the range ends before it starts"),
+        "{err}"
+    );
 }

@@ -41,4 +41,14 @@ fn objectives_and_slo_parse() {
             .to_string()
             .contains("not a number")
     );
+    // A NaN or an overflowing limit would silently meet nothing or everything.
+    for bad in ["p99<=nan", "p99<=1e400", "p99>-inf"] {
+        assert!(
+            parse_slo(bad)
+                .unwrap_err()
+                .to_string()
+                .contains("must be a finite number"),
+            "{bad}"
+        );
+    }
 }
