@@ -69,6 +69,9 @@ pub enum FieldProblem {
     /// Bytes that are not UTF-8, from 1-based `column`.
     #[error("not UTF-8 text (invalid byte at column {column})")]
     NotUtf8 { column: usize },
+    /// A line longer than a workload file's lines may be (a file with no line ends, say).
+    #[error("a line longer than {limit} bytes, the most a workload file's line may take")]
+    LineTooLong { limit: u64 },
     /// A required field is absent.
     #[error("missing required field")]
     Missing,

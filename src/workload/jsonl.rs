@@ -465,12 +465,7 @@ fn next_line<'a>(
     line_no: u64,
 ) -> Result<Option<&'a str>, WorkloadError> {
     raw.clear();
-    let read = reader
-        .read_until(b'\n', raw)
-        .map_err(|source| WorkloadError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+    let read = super::lines::read_bounded_line(reader, raw, path, line_no)?;
     if read == 0 {
         return Ok(None);
     }

@@ -4,15 +4,43 @@
 use super::{FieldProblem, Request, WorkloadError};
 use serde::de::DeserializeOwned;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+
+/// The most bytes a line of a workload file may take (256 MiB, far beyond a session line
+/// carrying the token ids of many calls): a file without line ends (`/dev/zero`, a binary
+/// file) is refused at that length rather than read into memory whole.
+pub(super) const MAX_LINE_BYTES: u64 = 1 << 28;
+
+/// Reads the next line of `reader` into `raw` (appended, its `\n` included) as `read_until`
+/// does, refusing one longer than [`MAX_LINE_BYTES`] (line `line_no` of `path`).
+pub(super) fn read_bounded_line(
+    reader: &mut impl BufRead,
+    raw: &mut Vec<u8>,
+    path: &Path,
+    line_no: u64,
+) -> Result<usize, WorkloadError> {
+    let read = (reader.take(MAX_LINE_BYTES + 1))
+        .read_until(b'\n', raw)
+        .map_err(|source| WorkloadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    if read as u64 > MAX_LINE_BYTES {
+        let problem = FieldProblem::LineTooLong {
+            limit: MAX_LINE_BYTES,
+        };
+        return Err(WorkloadError::invalid(path, line_no, "(text)", problem));
+    }
+    Ok(read)
+}
 
 /// The non-blank lines of a file, one at a time, with their 1-based line numbers (a UTF-8
 /// byte-order mark at the start is skipped). One line buffer is reused for the whole file.
 pub(super) struct Lines {
     path: PathBuf,
     reader: BufReader<File>,
-    buf: String,
+    raw: Vec<u8>,
     line: u64,
 }
 
@@ -26,7 +54,7 @@ impl Lines {
         Ok(Lines {
             path: path.to_owned(),
             reader: BufReader::new(file),
-            buf: String::new(),
+            raw: Vec::new(),
             line: 0,
         })
     }
@@ -34,29 +62,32 @@ impl Lines {
     /// The next non-blank line and its number, or `None` at the end of the file.
     pub(super) fn next_line(&mut self) -> Result<Option<(&str, u64)>, WorkloadError> {
         loop {
-            self.buf.clear();
-            let read =
-                (self.reader.read_line(&mut self.buf)).map_err(|source| WorkloadError::Io {
-                    path: self.path.clone(),
-                    source,
-                })?;
-            if read == 0 {
+            self.raw.clear();
+            let line = self.line + 1;
+            if read_bounded_line(&mut self.reader, &mut self.raw, &self.path, line)? == 0 {
                 return Ok(None);
             }
-            self.line += 1;
-            if !self.text().trim().is_empty() {
+            self.line = line;
+            if !self.text()?.trim().is_empty() {
                 break;
             }
         }
-        Ok(Some((self.text(), self.line)))
+        Ok(Some((self.text()?, self.line)))
     }
 
-    /// The line read last, without a byte-order mark on line 1.
-    fn text(&self) -> &str {
-        match self.line {
-            1 => self.buf.trim_start_matches('\u{feff}'),
-            _ => &self.buf,
-        }
+    /// The line read last, without a byte-order mark on line 1; bytes that are not UTF-8 are
+    /// refused naming the line.
+    fn text(&self) -> Result<&str, WorkloadError> {
+        let text = std::str::from_utf8(&self.raw).map_err(|e| {
+            let problem = FieldProblem::NotUtf8 {
+                column: e.valid_up_to() + 1,
+            };
+            WorkloadError::invalid(&self.path, self.line, "(text)", problem)
+        })?;
+        Ok(match self.line {
+            1 => text.trim_start_matches('\u{feff}'),
+            _ => text,
+        })
     }
 }
 

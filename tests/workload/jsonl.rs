@@ -164,3 +164,21 @@ fn bytes_that_are_not_utf8_are_refused_naming_the_line() {
         )
     );
 }
+
+/// A file without line ends (here 256 MiB and a byte of zeros, sparse on disk) is refused at
+/// the longest line a workload file may hold, naming the line, rather than read into memory
+/// whole: `/dev/zero` as a dataset once grew to gigabytes.
+#[test]
+fn a_line_longer_than_the_limit_is_refused_naming_the_line() {
+    let f = tempfile::NamedTempFile::new().unwrap();
+    f.as_file().set_len((1 << 28) + 1).unwrap();
+    let msg = read_jsonl(f.path(), None).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "{}:1: (text): a line longer than 268435456 bytes, the most a workload file's line \
+             may take",
+            f.path().display()
+        )
+    );
+}
