@@ -5,7 +5,35 @@
 
 use crate::output::{STDOUT, TMP_SUFFIX, Target, hidden_prefix, parent_dir, target};
 use anyhow::{Context, bail};
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// The most bytes an input read whole may take (a configuration, a spec, a bundle, a table):
+/// 64 MiB, far beyond any; a path naming an endless file (`/dev/zero`) is refused at that
+/// size rather than read into memory whole.
+pub const MAX_TEXT_BYTES: u64 = 1 << 26;
+
+/// Reads the text file at `path` whole, as `std::fs::read_to_string` does, refusing one
+/// larger than [`MAX_TEXT_BYTES`].
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    read_text_at_most(path, MAX_TEXT_BYTES)
+}
+
+/// [`read_text`] of a file of at most `limit` bytes (an error of kind `InvalidData` past it).
+pub fn read_text_at_most(path: &Path, limit: u64) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        let message = format!("larger than {limit} bytes, the most this input may take");
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            message,
+        ));
+    }
+    Ok(text)
+}
 
 /// What a command does with a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -120,7 +120,7 @@ impl NetworkConfig {
 
     /// Reads and validates a `network.yml` (see [`NetworkConfig::parse`]).
     pub fn load(path: &Path) -> Result<NetworkConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let text = crate::paths::read_text(path).map_err(|source| ConfigError::Io {
             path: path.to_owned(),
             source,
         })?;

@@ -58,7 +58,7 @@ pub fn read_beside(requests: &Path) -> anyhow::Result<Option<Recorded>> {
     if !path.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    let text = crate::paths::read_text(&path).with_context(|| format!("{}", path.display()))?;
     let meta: Value =
         serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
     parse(&meta, &path.display().to_string()).map(Some)

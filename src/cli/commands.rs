@@ -87,7 +87,7 @@ fn setting_hints(args: &ValidateArgs) -> anyhow::Result<Vec<SettingHint>> {
     }
     let read = |path: &Path| -> anyhow::Result<serde_json::Value> {
         let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            crate::paths::read_text(path).with_context(|| format!("reading {}", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
     };
     let summary = read(summary_path)?;

@@ -181,7 +181,7 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// Reads and checks a cluster config file.
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let text = crate::paths::read_text(path).map_err(|source| ConfigError::Io {
             path: path.to_owned(),
             source,
         })?;

@@ -1,6 +1,5 @@
 //! Accelerator datasheet specs, read from TOML files.
 
-use std::fs;
 use std::path::Path;
 
 use super::{Bound, ConfigError, Dtype, Problem};
@@ -340,7 +339,7 @@ impl Hardware {
     pub fn resolve(spec: &str) -> Result<Hardware, ConfigError> {
         let path = Path::new(spec);
         if path.is_file() || spec.ends_with(".toml") {
-            let text = fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            let text = crate::paths::read_text(path).map_err(|source| ConfigError::Io {
                 path: path.to_path_buf(),
                 source,
             })?;

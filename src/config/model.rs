@@ -1,6 +1,5 @@
 //! Model architectures, read from HuggingFace `config.json` files.
 
-use std::fs;
 use std::path::Path;
 
 use super::{Bound, ConfigError, Dtype, Problem};
@@ -82,7 +81,7 @@ impl ModelArch {
     pub fn resolve(spec: &str) -> Result<ModelArch, ConfigError> {
         let path = Path::new(spec);
         if path.is_file() || spec.ends_with(".json") {
-            let text = fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            let text = crate::paths::read_text(path).map_err(|source| ConfigError::Io {
                 path: path.to_path_buf(),
                 source,
             })?;

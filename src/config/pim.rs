@@ -83,7 +83,7 @@ impl PimDevice {
 
     /// Reads and checks the INI at `path`; its stem selects the attention model.
     pub fn load(path: &Path) -> Result<PimDevice, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let text = crate::paths::read_text(path).map_err(|source| ConfigError::Io {
             path: path.to_owned(),
             source,
         })?;

@@ -302,7 +302,7 @@ impl Bundle {
 
 /// Reads the policy bundle at `path`. Errors name the file, the line when known, and the key.
 pub fn read_bundle(path: &Path) -> Result<Bundle, BundleError> {
-    let text = std::fs::read_to_string(path).map_err(|source| BundleError::Io {
+    let text = crate::paths::read_text(path).map_err(|source| BundleError::Io {
         path: path.to_owned(),
         source,
     })?;

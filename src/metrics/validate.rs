@@ -15,7 +15,7 @@ use plotters::chart::SeriesLabelPosition;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
-use std::fs::{self, File};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// Two timestamps further apart than this, in seconds, are on different clocks (vLLM's
@@ -435,6 +435,10 @@ pub struct RealTimes {
     pub last_token: f64,
 }
 
+/// The most bytes of a real run's requests file `validate` reads (1 GiB: millions of
+/// requests); a larger one, or an endless file, is refused rather than read whole.
+const MAX_RUN_FILE_BYTES: u64 = 1 << 30;
+
 /// Reads `requests.jsonl`, resolving each arrival with [`engine_arrival`]; with
 /// [`VllmArrival::Client`], arrivals on another clock are then moved onto the engine clock by
 /// [`client_clock_offset`], which is returned.
@@ -442,7 +446,8 @@ fn read_real_requests(
     path: &Path,
     arrival: VllmArrival,
 ) -> anyhow::Result<(Vec<RealTimes>, Option<f64>)> {
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = crate::paths::read_text_at_most(path, MAX_RUN_FILE_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
     let mut raw = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

@@ -38,7 +38,7 @@ pub fn export(
     let bundle = crate::control::export::bundle_text(&resolved.routing, &resolved.control);
     write("policy.yaml", &bundle)?;
     if let Some(cluster) = cluster_config(&args) {
-        let text = std::fs::read_to_string(&cluster)
+        let text = crate::paths::read_text(&cluster)
             .with_context(|| format!("--export-best: reading {}", cluster.display()))?;
         write("cluster.json", &text)?;
     }

@@ -218,7 +218,7 @@ impl Spec {
     /// relative paths in it are relative to its folder.
     pub fn load(path: &Path, flags: &dyn Flags) -> anyhow::Result<Spec> {
         let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            crate::paths::read_text(path).with_context(|| format!("reading {}", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
@@ -331,7 +331,7 @@ fn method(file: &SpecFile) -> anyhow::Result<Method> {
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::paths::read_text(path)
         .with_context(|| format!("base.cluster_config: reading {}", path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("base.cluster_config: {} is not JSON", path.display()))
@@ -523,7 +523,7 @@ fn base_workload(base: &[(FlagInfo, Value)], dir: &Path) -> anyhow::Result<Value
     let (text, what) = match (flag("workload-spec"), flag("scenario")) {
         (Some(path), None) => {
             let path = dir.join(super::exec::scalar_text(path));
-            let text = std::fs::read_to_string(&path)
+            let text = crate::paths::read_text(&path)
                 .with_context(|| format!("base.flags.workload-spec: reading {}", path.display()))?;
             (text, path.display().to_string())
         }
@@ -546,7 +546,7 @@ fn base_policy(base: &[(FlagInfo, Value)], dir: &Path) -> anyhow::Result<Value> 
         bail!("a policy axis needs base.flags.policy-config");
     };
     let path = dir.join(super::exec::scalar_text(path));
-    let text = std::fs::read_to_string(&path)
+    let text = crate::paths::read_text(&path)
         .with_context(|| format!("base.flags.policy-config: reading {}", path.display()))?;
     if text.trim().is_empty() {
         return Ok(Value::Object(serde_json::Map::new()));

@@ -235,3 +235,31 @@ fn cxl_devices_past_the_limit_are_refused_naming_the_field() {
     let out = binary::run(&args);
     assert!(out.status.success(), "{out:?}");
 }
+
+/// An endless file given as an input read whole (a spec, a cluster config) is refused at the
+/// most such an input may take, naming it, rather than read until memory runs out.
+#[test]
+fn an_endless_file_as_an_input_is_refused_at_its_limit() {
+    if !Path::new("/dev/zero").exists() {
+        eprintln!("skipped: no /dev/zero here");
+        return;
+    }
+    let cases: [&[&str]; 3] = [
+        &["--workload-spec", "/dev/zero"],
+        &["--cluster-config", "/dev/zero", "--dataset", SAMPLE],
+        &["--policy-config", "/dev/zero", "--dataset", SAMPLE],
+    ];
+    for args in cases {
+        let flag = args[0];
+        let out = std::process::Command::new(binary::BIN)
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{flag}: {stderr}");
+        assert!(
+            stderr.contains("/dev/zero") && stderr.contains("larger than 67108864 bytes"),
+            "{flag}: {stderr}"
+        );
+    }
+}

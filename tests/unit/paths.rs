@@ -75,3 +75,17 @@ fn stale_temporaries_of_the_output_are_found_not_removed() {
     let p = CommandPath::new("--plots", &plots, Role::OutputDir);
     assert_eq!(stale_temporaries(&p), [staging]);
 }
+
+#[test]
+fn an_input_read_whole_is_refused_past_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.yaml");
+    fs::write(&path, "0123456789").unwrap();
+    assert_eq!(read_text_at_most(&path, 10).unwrap(), "0123456789");
+    let err = read_text_at_most(&path, 9).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(
+        err.to_string(),
+        "larger than 9 bytes, the most this input may take"
+    );
+}

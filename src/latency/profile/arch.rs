@@ -106,7 +106,7 @@ struct ArchYaml {
 impl Architecture {
     /// Reads an architecture file from disk.
     pub fn from_file(path: &Path) -> Result<Architecture, ProfileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        let text = crate::paths::read_text(path).map_err(|source| ProfileError::Io {
             path: path.to_path_buf(),
             source,
         })?;

@@ -122,7 +122,7 @@ struct PerTpYaml {
 pub fn load_meta(bundle: &Path, tp: u32) -> Result<Meta, ProfileError> {
     let path = bundle.join("meta.yaml");
     super::load::regular_file(&path)?;
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::paths::read_text(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(ProfileError::MissingFile { path });

@@ -532,7 +532,7 @@ impl WorkloadSpec {
     /// --seed`), so that what is drawn while the spec is read (the windows and SLO classes of
     /// ServeGen's multi-period conversion) follows it too.
     pub fn load_seeded(path: &Path, seed: Option<i64>) -> Result<WorkloadSpec, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
+        let text = crate::paths::read_text(path).map_err(|source| SpecError::Io {
             path: path.to_owned(),
             source,
         })?;
