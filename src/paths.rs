@@ -25,14 +25,31 @@ pub fn read_text_at_most(path: &Path, limit: u64) -> std::io::Result<String> {
     std::fs::File::open(path)?
         .take(limit.saturating_add(1))
         .read_to_string(&mut text)?;
-    if text.len() as u64 > limit {
+    within(text.len(), limit)?;
+    Ok(text)
+}
+
+/// The bytes of the file at `path`, as `std::fs::read` gives them, refusing a file of more
+/// than `limit` bytes (an error of kind `InvalidData`).
+pub fn read_bytes_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    within(bytes.len(), limit)?;
+    Ok(bytes)
+}
+
+/// An error of kind `InvalidData` when `read` bytes are more than `limit`.
+fn within(read: usize, limit: u64) -> std::io::Result<()> {
+    if read as u64 > limit {
         let message = format!("larger than {limit} bytes, the most this input may take");
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             message,
         ));
     }
-    Ok(text)
+    Ok(())
 }
 
 /// What a command does with a path.

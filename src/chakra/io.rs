@@ -114,12 +114,17 @@ pub fn write_npu_files(
     .collect()
 }
 
+/// The most bytes an `.et` file read here may take (256 MiB, far beyond one step's graph): an
+/// endless file is refused at that size rather than read whole.
+const MAX_ET_BYTES: u64 = 1 << 28;
+
 /// Reads and parses the file at `path` (see [`parse_et`]).
 pub fn read_et(path: &Path) -> Result<EtFile, EtError> {
-    let bytes = fs::read(path).map_err(|source| EtError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
+    let bytes =
+        crate::paths::read_bytes_at_most(path, MAX_ET_BYTES).map_err(|source| EtError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
     parse_et(&bytes, path)
 }
 

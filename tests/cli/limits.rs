@@ -236,29 +236,42 @@ fn cxl_devices_past_the_limit_are_refused_naming_the_field() {
     assert!(out.status.success(), "{out:?}");
 }
 
-/// An endless file given as an input read whole (a spec, a cluster config) is refused at the
-/// most such an input may take, naming it, rather than read until memory runs out.
+/// An endless file given as an input read whole (a spec, a cluster config, a bundle, an `.et`
+/// file) is refused at the most such an input may take, naming it, rather than read until
+/// memory runs out (`et dump /dev/zero` once took 24 GB).
 #[test]
 fn an_endless_file_as_an_input_is_refused_at_its_limit() {
     if !Path::new("/dev/zero").exists() {
         eprintln!("skipped: no /dev/zero here");
         return;
     }
-    let cases: [&[&str]; 3] = [
-        &["--workload-spec", "/dev/zero"],
-        &["--cluster-config", "/dev/zero", "--dataset", SAMPLE],
-        &["--policy-config", "/dev/zero", "--dataset", SAMPLE],
+    let cases: [(&[&str], &str); 4] = [
+        (&["--workload-spec", "/dev/zero"], "67108864"),
+        (
+            &["--cluster-config", "/dev/zero", "--dataset", SAMPLE],
+            "67108864",
+        ),
+        (
+            &["--policy-config", "/dev/zero", "--dataset", SAMPLE],
+            "67108864",
+        ),
+        (&["et", "dump", "/dev/zero"], "268435456"),
     ];
-    for args in cases {
+    for (args, limit) in cases {
         let flag = args[0];
-        let out = std::process::Command::new(binary::BIN)
+        // Under a 1.5 GB address-space cap: without the limit the read would abort there
+        // rather than take the machine's memory.
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 1500000; exec \"$0\" \"$@\"")
+            .arg(binary::BIN)
             .args(args)
             .output()
             .unwrap();
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(1), "{flag}: {stderr}");
         assert!(
-            stderr.contains("/dev/zero") && stderr.contains("larger than 67108864 bytes"),
+            stderr.contains("/dev/zero") && stderr.contains(&format!("larger than {limit} bytes")),
             "{flag}: {stderr}"
         );
     }

@@ -88,4 +88,7 @@ fn an_input_read_whole_is_refused_past_its_limit() {
         err.to_string(),
         "larger than 9 bytes, the most this input may take"
     );
+    assert_eq!(read_bytes_at_most(&path, 10).unwrap(), b"0123456789");
+    let err = read_bytes_at_most(&path, 9).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
 }
