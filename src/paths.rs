@@ -19,14 +19,13 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
     read_text_at_most(path, MAX_TEXT_BYTES)
 }
 
-/// [`read_text`] of a file of at most `limit` bytes (an error of kind `InvalidData` past it).
+/// [`read_text`] of a file of at most `limit` bytes (an error of kind `InvalidData` past it,
+/// or where the bytes are not UTF-8, as `std::fs::read_to_string` refuses them).
 pub fn read_text_at_most(path: &Path, limit: u64) -> std::io::Result<String> {
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(limit.saturating_add(1))
-        .read_to_string(&mut text)?;
-    within(text.len(), limit)?;
-    Ok(text)
+    String::from_utf8(read_bytes_at_most(path, limit)?).map_err(|_| {
+        let message = "stream did not contain valid UTF-8";
+        std::io::Error::new(std::io::ErrorKind::InvalidData, message)
+    })
 }
 
 /// The bytes of the file at `path`, as `std::fs::read` gives them, refusing a file of more
@@ -36,20 +35,14 @@ pub fn read_bytes_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     std::fs::File::open(path)?
         .take(limit.saturating_add(1))
         .read_to_end(&mut bytes)?;
-    within(bytes.len(), limit)?;
-    Ok(bytes)
-}
-
-/// An error of kind `InvalidData` when `read` bytes are more than `limit`.
-fn within(read: usize, limit: u64) -> std::io::Result<()> {
-    if read as u64 > limit {
+    if bytes.len() as u64 > limit {
         let message = format!("larger than {limit} bytes, the most this input may take");
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             message,
         ));
     }
-    Ok(())
+    Ok(bytes)
 }
 
 /// What a command does with a path.

@@ -15,17 +15,23 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// Runs the binary with `args` under an address-space limit of `kib` KiB (an allocation past
+/// it aborts the process rather than taking the machine's memory).
+fn run_capped(kib: u32, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib}; exec \"$0\" \"$@\""))
+        .arg(binary::BIN)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// Runs the binary with `args` under a 200 MB address-space limit, expecting a refusal (exit
 /// 1) within 5 s; returns its stderr.
 fn refused_small(args: &[&str]) -> String {
     let started = Instant::now();
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 204800; exec \"$0\" \"$@\"")
-        .arg(binary::BIN)
-        .args(args)
-        .output()
-        .unwrap();
+    let out = run_capped(204_800, args);
     let elapsed = started.elapsed();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
@@ -259,15 +265,8 @@ fn an_endless_file_as_an_input_is_refused_at_its_limit() {
     ];
     for (args, limit) in cases {
         let flag = args[0];
-        // Under a 1.5 GB address-space cap: without the limit the read would abort there
-        // rather than take the machine's memory.
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -v 1500000; exec \"$0\" \"$@\"")
-            .arg(binary::BIN)
-            .args(args)
-            .output()
-            .unwrap();
+        // Under a 1.5 GB cap: without the limit the read would abort there.
+        let out = run_capped(1_500_000, args);
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(1), "{flag}: {stderr}");
         assert!(
