@@ -47,7 +47,7 @@ Usage: scripts/derive_roofline.py [DATA_DIR] [--loo] [--flat-large-tile] [--fron
 `--tpu[=DIR]` prints only the TPU step's constants (src/latency/roofline/tpu.rs), derived from
 LLMServingSim 2.0's per-layer tables of a TPU v6e chip (scripts/derive_tpu.py says which files
 and how they are read) in DIR, a checkout of LLMServingSim 2.0 or a bare git mirror of it
-(default: this workplace's mirror, derive_tpu.DEFAULT_MIRROR); it reads no data directory and
+(default: $LLMSERVINGSIM_REPO, skipped, said, when unset); it reads no data directory and
 prints that it skipped where DIR has no such tables. `--tpu-m-tile=N` pads the matmuls' token rows
 to N in their MMA work as well, a what-if (docs/src/accuracy.md, "TPU v6e").
 `--custom-allreduce` prints only the held-out check of vLLM's custom all-reduce by GPU
@@ -2403,7 +2403,7 @@ def main():
     tpu = [a for a in sys.argv[1:] if a == "--tpu" or a.startswith("--tpu=")]
     if tpu:
         # LLMServingSim 2.0's TPU tables (scripts/derive_tpu.py): no data directory is read.
-        source = tpu[0].split("=", 1)[1] if "=" in tpu[0] else derive_tpu.DEFAULT_MIRROR
+        source = tpu[0].split("=", 1)[1] if "=" in tpu[0] else derive_tpu.default_source()
         m_tile = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--tpu-m-tile=")]
         derive_tpu.print_tpu(source, m_tile[0] if m_tile else 1)
         return

@@ -40,7 +40,13 @@ from linear_solve import solve  # noqa: E402
 
 COMMIT = "9e3f0ec"
 TABLES = "llm_profile/perf_models/TPU-v6e-1/meta-llama/Llama-3.1-8B/tp1"
-DEFAULT_MIRROR = "/work/.mirror/casys-kaist+LLMServingSim/repo"
+# Where `--tpu` without `=DIR` reads the tables: a checkout or bare mirror named by this variable.
+SOURCE_VARIABLE = "LLMSERVINGSIM_REPO"
+
+
+def default_source():
+    """The checkout or mirror named by $LLMSERVINGSIM_REPO, or None when it is unset."""
+    return os.environ.get(SOURCE_VARIABLE) or None
 HARDWARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hardware", "TPU-v6e-1.toml")
 
 # Llama-3.1-8B (model_archs): hidden, FFN, vocabulary, heads, KV heads, head dim; bf16.
@@ -256,6 +262,10 @@ def print_tpu(source, m_tile=1):
     (with `m_tile` > 1, the what-if of padding the matmuls' token rows to it, whose constants
     the code does not hold)."""
     M_TILE[0] = m_tile
+    if source is None:
+        print(f"TPU v6e: skipped, no LLMServingSim 2.0 checkout named (give one, or a bare mirror "
+              f"of commit {COMMIT}, as --tpu=DIR or in ${SOURCE_VARIABLE})")
+        return
     layers, attention = read_table(source, "layers.csv"), read_table(source, "attention.csv")
     if layers is None or attention is None:
         print(f"TPU v6e: skipped, no LLMServingSim 2.0 tables at {source} "

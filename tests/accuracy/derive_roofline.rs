@@ -115,8 +115,8 @@ fn constants_block(stdout: &str, holder: &str) -> Vec<(String, Vec<f64>)> {
 }
 
 /// The TPU module's constants are those `scripts/derive_roofline.py --tpu` derives from
-/// LLMServingSim 2.0's TPU v6e tables (read from this workplace's mirror of its repository;
-/// skipped, said, where the mirror is absent).
+/// LLMServingSim 2.0's TPU v6e tables (read from the checkout or mirror `$LLMSERVINGSIM_REPO`
+/// names; skipped, said, where it is unset or holds no such tables).
 #[test]
 fn the_tpu_holds_the_constants_the_script_derives() {
     let Some(stdout) = derive(&["--tpu"]) else {
