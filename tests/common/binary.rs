@@ -3,8 +3,12 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wait_timeout::ChildExt;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
@@ -12,9 +16,51 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_blis-cosim");
 #[allow(unused_imports)]
 pub(crate) use crate::shared_data::{self, shared};
 
-/// Runs the binary with `args`.
+/// How long one run of the binary may take before the test fails: every case here takes
+/// seconds, so a run past this is a hang (a bound that regressed), failed as one rather than
+/// left to stall the suite.
+pub const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs the binary with `args`, failing the test if it runs past [`RUN_LIMIT`].
 pub fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("binary runs")
+    run_within(args, RUN_LIMIT)
+}
+
+/// Runs the binary with `args`; kills it and fails the test, naming the arguments, if it runs
+/// past `limit`. Its output is read as it comes, so a run that writes much does not stall on
+/// a full pipe.
+pub fn run_within(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let stdout = drain(child.stdout.take().expect("piped"));
+    let stderr = drain(child.stderr.take().expect("piped"));
+    let status = match child.wait_timeout(limit).expect("binary waited for") {
+        Some(status) => status,
+        None => {
+            child.kill().expect("binary killed");
+            child.wait().expect("binary reaped");
+            panic!("{args:?}: still running after {limit:?}, killed");
+        }
+    };
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout read"),
+        stderr: stderr.join().expect("stderr read"),
+    }
+}
+
+/// Reads `pipe` to its end on a thread of its own.
+fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        pipe.read_to_end(&mut bytes).expect("pipe read");
+        bytes
+    })
 }
 
 /// Runs the binary with `args`, asserting success (stderr in the message otherwise).
