@@ -462,11 +462,12 @@ fn read_real_requests(
     if raw.is_empty() {
         bail!("{}: no requests", path.display());
     }
-    let offset = match arrival {
+    let shift = match arrival {
         VllmArrival::Queued => None,
         VllmArrival::Client => client_clock_offset(&raw)
             .with_context(|| format!("{}: --vllm-arrival client", path.display()))?,
     };
+    let offset = shift.map(|s| s.offset);
     let requests = raw
         .into_iter()
         .enumerate()
@@ -491,6 +492,10 @@ fn read_real_requests(
             };
             let [ttft, tpot, latency] = times.samples_ms();
             check_request(ttft, tpot, latency)
+                .map_err(|e| match shift {
+                    Some(shift) => e.context(moved_by(shift, line)),
+                    None => e,
+                })
                 .with_context(|| format!("{} line {line}", path.display()))?;
             Ok(times)
         })
@@ -498,11 +503,34 @@ fn read_real_requests(
     Ok((requests, offset))
 }
 
+/// How `--vllm-arrival client` moves a run's `arrival_time`s onto the engine clock.
+#[derive(Debug, Clone, Copy)]
+struct ClockShift {
+    /// Seconds added to each `arrival_time`.
+    offset: f64,
+    /// The line whose `queued_ts − arrival_time` it is (the smallest).
+    line: usize,
+}
+
+/// How the arrival of the request on `line` was moved by `shift`: where its times fail
+/// because another line's arrival is wrong, that line is the one to check.
+fn moved_by(shift: ClockShift, line: usize) -> String {
+    let whose = match shift.line == line {
+        true => "its own".to_owned(),
+        false => format!("line {}'s", shift.line),
+    };
+    format!(
+        "arrival_time moved onto the engine clock by {} s, {whose} queued_ts − arrival_time \
+         (the smallest of the file's)",
+        shift.offset
+    )
+}
+
 /// The shift onto the engine clock of a run whose `arrival_time`s are on another clock: the
-/// smallest `queued_ts − arrival_time`. `None` when the arrivals already are on the engine
-/// clock (`engine` equals `arrival_time` for every request). Each entry is `(line, request,
-/// its arrival per [`engine_arrival`])`.
-fn client_clock_offset(raw: &[(usize, RealRequest, f64)]) -> anyhow::Result<Option<f64>> {
+/// smallest `queued_ts − arrival_time`, and the line that has it. `None` when the arrivals
+/// already are on the engine clock (`engine` equals `arrival_time` for every request). Each
+/// entry is `(line, request, its arrival per [`engine_arrival`])`.
+fn client_clock_offset(raw: &[(usize, RealRequest, f64)]) -> anyhow::Result<Option<ClockShift>> {
     let on_engine_clock =
         |(_, r, engine): &&(usize, RealRequest, f64)| r.arrival_time == Some(*engine);
     match (
@@ -515,14 +543,22 @@ fn client_clock_offset(raw: &[(usize, RealRequest, f64)]) -> anyhow::Result<Opti
         }
         (None, Some(_)) => {}
     }
-    let mut offset = f64::INFINITY;
-    for (line, r, _) in raw {
+    let mut shift = ClockShift {
+        offset: f64::INFINITY,
+        line: 0,
+    };
+    for &(line, ref r, _) in raw {
         let (Some(arrival), Some(queued)) = (r.arrival_time, r.queued_ts) else {
             bail!("line {line}: needs both `arrival_time` and `queued_ts`");
         };
-        offset = offset.min(queued - arrival);
+        if queued - arrival < shift.offset {
+            shift = ClockShift {
+                offset: queued - arrival,
+                line,
+            };
+        }
     }
-    Ok(Some(offset))
+    Ok(Some(shift))
 }
 
 /// The arrival on the clock of the token timestamps, per LLMServingSim's rule: `arrival_time`

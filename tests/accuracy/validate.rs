@@ -203,6 +203,24 @@ fn client_arrivals_use_hand_computed_offset_and_keep_same_clock_runs_as_they_are
         err.contains("mixed.jsonl") && err.contains("line 1") && err.contains("line 2"),
         "{err}"
     );
+    // An arrival_time a thousand days late on line 3 sets the offset, and puts the first
+    // request's TTFT past any run: the error on line 1 names line 3 as the one to check.
+    let late = write(
+        dir.path(),
+        "late.jsonl",
+        "{\"output_toks\": 3, \"arrival_time\": 1700000000.0, \"queued_ts\": 479000.01, \"first_token_ts\": 479000.51, \"last_token_ts\": 479000.71}\n\
+         {\"output_toks\": 1, \"arrival_time\": 1700000001.0, \"queued_ts\": 479001.05, \"first_token_ts\": 479001.25, \"last_token_ts\": 479001.25}\n\
+         {\"output_toks\": 1, \"arrival_time\": 1786400002.0, \"queued_ts\": 479002.05, \"first_token_ts\": 479002.25, \"last_token_ts\": 479002.25}\n",
+    );
+    let err = format!(
+        "{:#}",
+        Validation::compare(&late, &sim, VllmArrival::Client).unwrap_err()
+    );
+    assert!(
+        err.contains("late.jsonl line 1")
+            && err.contains("line 3's queued_ts − arrival_time (the smallest of the file's)"),
+        "{err}"
+    );
 }
 
 /// Writes `text` to `name` in `dir` and returns its path.
