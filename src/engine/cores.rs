@@ -31,6 +31,9 @@ pub(super) struct Recipe<'r> {
     pub itl_cells: Option<std::rc::Rc<crate::workload::RequestClasses>>,
     /// Whether the prefix cache keeps its history (a stale prefix signal).
     pub cache_history: bool,
+    /// Whether finished requests hand their block hashes on to the requests they release
+    /// (a run whose injector may release requests).
+    pub hand_on_hashes: bool,
 }
 
 impl Recipe<'_> {
@@ -76,6 +79,11 @@ impl Recipe<'_> {
         }
         if self.cache_history {
             core.keep_cache_history();
+        }
+        if self.hand_on_hashes
+            && let Some(vllm) = core.vllm_mut()
+        {
+            vllm.hand_on_hashes();
         }
         core
     }

@@ -42,6 +42,7 @@ impl Timer {
             output_toks: self.output_toks,
             token_ids: Vec::new(),
             prompt_blocks: None,
+            known_hashes: None,
         }
     }
 }

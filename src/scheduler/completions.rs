@@ -5,6 +5,7 @@
 use super::request::{RunningRequest, TokenRun};
 use crate::Nanos;
 use crate::metrics::{Itl, PdRecord, RequestRecord, StepGaps, StepWindow};
+use crate::workload::BlockHashes;
 
 /// Finished requests, each with what its record needs; their earlier token runs share one
 /// buffer. Cleared by its owner once applied, so that its capacity serves the next steps.
@@ -16,6 +17,8 @@ use crate::metrics::{Itl, PdRecord, RequestRecord, StepGaps, StepWindow};
 pub struct Completions {
     done: Vec<Done>,
     runs: Vec<TokenRun>,
+    /// The block hashes kept ([`Completions::keep_hashes`]), request after request.
+    hashes: Vec<u64>,
 }
 
 /// One finished request (its earlier token runs are `runs[earlier.0..earlier.1]`).
@@ -33,6 +36,10 @@ struct Done {
     earlier: (usize, usize),
     last: TokenRun,
     pd: Option<PdRecord>,
+    /// Its block hashes, `hashes[kept.0..kept.1]`, at `block_size` tokens a block (none
+    /// unless kept).
+    kept: (usize, usize),
+    block_size: u32,
 }
 
 impl Completions {
@@ -50,6 +57,28 @@ impl Completions {
     pub fn clear(&mut self) {
         self.done.clear();
         self.runs.clear();
+        self.hashes.clear();
+    }
+
+    /// The block hashes of the `k`-th request, prompt then output, where they were kept
+    /// ([`Completions::keep_hashes`]; empty otherwise).
+    pub fn hashes(&self, k: usize) -> BlockHashes<'_> {
+        let d = &self.done[k];
+        BlockHashes {
+            block_size: d.block_size,
+            hashes: &self.hashes[d.kept.0..d.kept.1],
+        }
+    }
+
+    /// Keeps `hashes`, the chained hashes of the full blocks of `block_size` tokens of the
+    /// request added last, for the requests it releases ([`Completions::hashes`]).
+    pub(super) fn keep_hashes(&mut self, hashes: &[u64], block_size: u32) {
+        let from = self.hashes.len();
+        self.hashes.extend_from_slice(hashes);
+        if let Some(d) = self.done.last_mut() {
+            d.kept = (from, self.hashes.len());
+            d.block_size = block_size;
+        }
     }
 
     /// The id of the `k`-th request.
@@ -150,6 +179,8 @@ impl Completions {
             earlier: (from, self.runs.len()),
             last,
             pd: req.pd.as_deref().copied(),
+            kept: (0, 0),
+            block_size: 0,
         });
     }
 }

@@ -145,7 +145,8 @@ pub fn request_block_hashes(
 
 /// [`request_block_hashes`] given `known`, the hashes of the request's leading full blocks at
 /// `block_size` that someone computed already (the router, ranking instances by their cached
-/// prefix): they are copied, and only the blocks after them are hashed.
+/// prefix), or those the request carries ([`Request::known_hashes`]) if more: they are copied,
+/// and only the blocks after them are hashed.
 pub fn request_block_hashes_after(
     request: &Request,
     block_size: u32,
@@ -155,6 +156,12 @@ pub fn request_block_hashes_after(
     bytes: &mut Vec<u8>,
 ) {
     out.clear();
+    let carried = request.known_hashes_at(block_size);
+    let known = if carried.len() > known.len() {
+        carried
+    } else {
+        known
+    };
     let Some(blocks) = &request.prompt_blocks else {
         let end = max_tokens.min(request.token_ids.len());
         out.reserve(end / block_size as usize);

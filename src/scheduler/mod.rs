@@ -287,6 +287,9 @@ pub struct Scheduler {
     hand_off: bool,
     /// Whether finished requests' records list their inter-token latencies.
     itl_values: bool,
+    /// Whether finished requests' records carry their block hashes
+    /// ([`Scheduler::hand_on_hashes`]).
+    hand_on_hashes: bool,
     /// Waiting-queue order and preemption victim choice.
     order: QueueOrder,
     preemption: PreemptionOrder,
@@ -474,6 +477,7 @@ impl Scheduler {
             itl: itl::ItlTally::default(),
             itl_cells: None,
             itl_values: true,
+            hand_on_hashes: false,
             stretches: true,
             stretch: stretch::Stretch::default(),
             leaving: Vec::new(),
@@ -487,6 +491,13 @@ impl Scheduler {
     /// work per generated token.
     pub fn keep_itl_values(&mut self, on: bool) {
         self.itl_values = on;
+    }
+
+    /// Makes the records of finished requests carry their block hashes
+    /// ([`Completions::hashes`]), for the requests they release to start from (off by
+    /// default: a copy per finished request no one reads).
+    pub fn hand_on_hashes(&mut self) {
+        self.hand_on_hashes = true;
     }
 
     /// Lets go of step finish times no live request names once `steps` are held (1,024
@@ -1499,6 +1510,9 @@ impl Scheduler {
             self.itl.warm(req, &self.step_finish_ns);
             warm::slice(&req.blocks);
             finished.push(req, instance_id, finish, self.itl_values);
+            if self.hand_on_hashes {
+                finished.keep_hashes(&req.hashes, self.config.block_size);
+            }
             self.itl.add(req, &self.step_finish_ns);
             if let Some(cells) = &mut self.itl_cells {
                 cells.add(req, &self.step_finish_ns);

@@ -103,6 +103,7 @@ impl AzureRows {
             output_toks: output,
             token_ids: Vec::new(),
             prompt_blocks: None,
+            known_hashes: None,
         }))
     }
 }

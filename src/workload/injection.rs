@@ -5,6 +5,7 @@
 
 use crate::Nanos;
 use crate::metrics::RequestRecord;
+use crate::workload::BlockHashes;
 use crate::workload::Request;
 
 /// Releases requests at run time as earlier requests finish.
@@ -15,9 +16,15 @@ pub trait Injector {
     fn deferred(&self) -> &[Request];
 
     /// The request of `record` produced its last token at `record.end_ns` (on its decode
-    /// instance under disaggregation). Appends to `out`
-    /// the requests this releases, each with `arrival_ns >= record.end_ns`.
-    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>);
+    /// instance under disaggregation). Appends to `out` the requests this releases, each with
+    /// `arrival_ns >= record.end_ns`. `hashes` are its block hashes where its instance hands
+    /// them on (empty otherwise), for a released request that starts with its token ids.
+    fn request_finished(
+        &mut self,
+        record: &RequestRecord<'_>,
+        hashes: BlockHashes<'_>,
+        out: &mut Vec<Request>,
+    );
 
     /// Request `id` ended at `at` without being served (timed out, rejected, shed, expired,
     /// dropped by a drain): it releases nothing. Ignored unless implemented.
@@ -39,5 +46,11 @@ impl Injector for NoInjection {
         &[]
     }
 
-    fn request_finished(&mut self, _: &RequestRecord<'_>, _: &mut Vec<Request>) {}
+    fn request_finished(
+        &mut self,
+        _: &RequestRecord<'_>,
+        _: BlockHashes<'_>,
+        _: &mut Vec<Request>,
+    ) {
+    }
 }

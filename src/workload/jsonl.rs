@@ -532,6 +532,7 @@ fn parse_line(text: &str, path: &Path, line: u64, id: u64) -> Result<ParsedLine,
         output_toks: output,
         token_ids,
         prompt_blocks: None,
+        known_hashes: None,
     };
     Ok(ParsedLine::Request(request, labels))
 }

@@ -509,5 +509,6 @@ fn llm_request(
         output_toks: output,
         token_ids,
         prompt_blocks: None,
+        known_hashes: None,
     })
 }

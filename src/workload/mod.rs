@@ -44,6 +44,7 @@ pub use trace_scenarios::{TRACE_SCENARIOS, TraceNotFound, TraceScenario, trace_s
 
 use crate::Nanos;
 use sessions::SessionSet;
+use std::sync::Arc;
 
 /// A workload: flat requests and sessions.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -107,6 +108,45 @@ pub struct Request {
     /// The prompt's token ids as block ids (Mooncake traces), when given instead of
     /// `token_ids`.
     pub prompt_blocks: Option<PromptBlocks>,
+    /// Chained KV-block hashes of the leading `token_ids` that an earlier request's instance
+    /// computed already: a conversation's turn carries its previous turn's, whose prompt and
+    /// output it starts with. Those at the hashing block size are copied, not computed again.
+    pub known_hashes: Option<Arc<KnownHashes>>,
+}
+
+/// Chained hashes of a request's leading full KV blocks of `block_size` tokens, computed for an
+/// earlier request with the same leading token ids ([`Request::known_hashes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownHashes {
+    /// Tokens a block.
+    pub block_size: u32,
+    /// The hashes of blocks `0..len`, each chained on the one before.
+    pub hashes: Box<[u64]>,
+}
+
+/// The chained hashes of a finished request's full KV blocks, prompt then output, as its
+/// instance computed them at its block size (empty where nothing hashed them), for a request
+/// that starts with the same token ids.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BlockHashes<'a> {
+    /// Tokens a block.
+    pub block_size: u32,
+    /// The hashes, block by block.
+    pub hashes: &'a [u64],
+}
+
+impl BlockHashes<'_> {
+    /// The known hashes of a request whose first `tokens` token ids are those these were
+    /// computed from (`None` when that covers no full block).
+    pub fn known_for(&self, tokens: usize) -> Option<Arc<KnownHashes>> {
+        let blocks = (tokens / self.block_size.max(1) as usize).min(self.hashes.len());
+        (blocks > 0).then(|| {
+            Arc::new(KnownHashes {
+                block_size: self.block_size,
+                hashes: self.hashes[..blocks].into(),
+            })
+        })
+    }
 }
 
 /// What enters a run at an arrival, ordered by it, then by id (a request's, a session's
@@ -153,10 +193,22 @@ impl Request {
         !self.token_ids.is_empty() || self.prompt_blocks.is_some()
     }
 
-    /// Bytes the request holds beyond its own size: its token ids, prompt blocks and model.
+    /// Bytes the request holds beyond its own size: its token ids, prompt blocks, known
+    /// hashes and model.
     pub fn heap_bytes(&self) -> usize {
         let blocks = self.prompt_blocks.as_ref().map_or(0, |b| b.firsts().len());
+        let known = self.known_hashes.as_ref().map_or(0, |k| k.hashes.len());
         (self.token_ids.len() + blocks) * size_of::<u32>()
+            + known * size_of::<u64>()
             + self.model.as_ref().map_or(0, String::len)
+    }
+
+    /// The hashes of its leading full blocks of `block_size` tokens that are known already
+    /// ([`Request::known_hashes`]; empty when none are, or at another block size).
+    pub fn known_hashes_at(&self, block_size: u32) -> &[u64] {
+        match &self.known_hashes {
+            Some(known) if known.block_size == block_size => &known.hashes,
+            _ => &[],
+        }
     }
 }

@@ -111,6 +111,7 @@ fn parse_line(
         output_toks: output,
         token_ids: Vec::new(),
         prompt_blocks: Some(blocks),
+        known_hashes: None,
     })
 }
 

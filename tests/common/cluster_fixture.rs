@@ -104,6 +104,7 @@ pub fn request(
         output_toks: output,
         token_ids,
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

@@ -10,7 +10,7 @@ use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::router::{Router, RoutingPolicy};
-use blis_cosim::workload::Request;
+use blis_cosim::workload::{BlockHashes, Request};
 use fixture::{LinearBackend, Recorder, request, setup};
 
 /// Releases request `k + 1` when request `k` finishes, `gap(k)` ns later, up to `last`.
@@ -33,7 +33,12 @@ impl Injector for Chain {
         &self.templates
     }
 
-    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>) {
+    fn request_finished(
+        &mut self,
+        record: &RequestRecord<'_>,
+        _: BlockHashes<'_>,
+        out: &mut Vec<Request>,
+    ) {
         let k = record.request_id;
         if let Some(t) = self.templates.get(k as usize) {
             out.push(Request {
@@ -184,7 +189,12 @@ impl Injector for Early {
         &[]
     }
 
-    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>) {
+    fn request_finished(
+        &mut self,
+        record: &RequestRecord<'_>,
+        _: BlockHashes<'_>,
+        out: &mut Vec<Request>,
+    ) {
         if record.request_id == 0 {
             out.push(request(1, record.end_ns - 1, 10, 2, vec![]));
         }

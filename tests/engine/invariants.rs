@@ -61,6 +61,7 @@ fn workload(seed: u64, n: u64, with_ids: bool) -> Vec<Request> {
                 output_toks: output,
                 token_ids,
                 prompt_blocks: None,
+                known_hashes: None,
             }
         })
         .collect()

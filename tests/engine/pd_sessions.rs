@@ -16,7 +16,7 @@ use blis_cosim::engine::{Run, Services, simulate};
 use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::{PdRecord, RequestRecord};
 use blis_cosim::router::{Router, RoutingPolicy};
-use blis_cosim::workload::Request;
+use blis_cosim::workload::{BlockHashes, Request};
 use fixture::{LinearBackend, request, setup, workload};
 use std::collections::HashMap;
 
@@ -44,7 +44,12 @@ impl Injector for Chains {
         &self.templates
     }
 
-    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>) {
+    fn request_finished(
+        &mut self,
+        record: &RequestRecord<'_>,
+        _: BlockHashes<'_>,
+        out: &mut Vec<Request>,
+    ) {
         self.reports
             .push((record.request_id, record.instance_id, record.end_ns));
         if let Some((child, gap)) = self.links.get(&record.request_id) {

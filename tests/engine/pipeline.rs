@@ -92,6 +92,7 @@ fn request(id: u64, arrival_ns: Nanos, input_toks: u32, output_toks: u32) -> Req
         output_toks,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 
@@ -255,6 +256,7 @@ fn workload(seed: u64, n: u64) -> Vec<Request> {
             Request {
                 token_ids,
                 prompt_blocks: None,
+                known_hashes: None,
                 ..request(id, t, input, output)
             }
         })

@@ -27,6 +27,7 @@ fn request(id: u64, input: u32, output: u32) -> Request {
         output_toks: output,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

@@ -13,10 +13,12 @@ use blis_cosim::latency::LatencyBackend;
 use blis_cosim::metrics::RequestRecord;
 use blis_cosim::observe::StepEvent;
 use blis_cosim::router::{Router, RoutingPolicy};
+use blis_cosim::scheduler::block_hashes;
 use blis_cosim::workload::sessions::{LiveSessions, SessionRegistry, SharedSessions};
 use blis_cosim::workload::spec::{
     Overrides, SessionStream, WorkloadSpec, generate_workload, scenario, stream_workload,
 };
+use blis_cosim::workload::{BlockHashes, Injector, Request};
 use fixture::{Finished, LinearBackend, Recorder, setup};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -248,4 +250,92 @@ fn a_conversation_holds_the_turn_it_has_reached_not_its_whole_plan() {
             );
         }
     }
+}
+
+/// The live sessions, checking what each finished request hands on to the turn it releases.
+struct HandOnCheck<'w> {
+    live: SharedSessions<'w>,
+    /// Released turns that started from handed-on hashes, and their blocks handed on.
+    handed: u64,
+    blocks: u64,
+    /// Full prompt blocks of every released turn.
+    prompt_blocks: u64,
+}
+
+impl Injector for HandOnCheck<'_> {
+    fn deferred(&self) -> &[Request] {
+        &[]
+    }
+
+    fn may_release(&self) -> bool {
+        true
+    }
+
+    fn request_finished(
+        &mut self,
+        record: &RequestRecord<'_>,
+        hashes: BlockHashes<'_>,
+        out: &mut Vec<Request>,
+    ) {
+        let before = out.len();
+        self.live.request_finished(record, hashes, out);
+        for r in &out[before..] {
+            self.prompt_blocks += u64::from(r.input_toks / 16);
+            let Some(known) = &r.known_hashes else {
+                continue;
+            };
+            // What it starts from is what hashing its own ids gives, blocks of its prompt.
+            let mut own = Vec::new();
+            block_hashes(&r.token_ids, 16, &mut own);
+            assert_eq!(known.block_size, 16);
+            assert!(known.hashes.len() <= (r.input_toks / 16) as usize);
+            assert_eq!(*known.hashes, own[..known.hashes.len()], "request {}", r.id);
+            self.handed += 1;
+            self.blocks += known.hashes.len() as u64;
+        }
+    }
+
+    fn request_dropped(&mut self, id: u64, at: blis_cosim::Nanos) {
+        self.live.request_dropped(id, at);
+    }
+}
+
+#[test]
+fn a_conversation_turn_starts_from_the_block_hashes_its_previous_turn_hands_on() {
+    let spec = long_conversations(None);
+    let (whole, _, _) = streamed(&spec, overrides(None), None);
+    let setups = [setup("m", 8_000), setup("m", 8_000)];
+    let (plan, generator) = stream_workload(&spec, overrides(None)).unwrap();
+    let live: SharedSessions<'_> = Rc::new(RefCell::new(LiveSessions::new(Some(&plan.classes))));
+    let stream = SessionStream::new(generator, Rc::clone(&live), Box::new(|t| t));
+    let run = engine::Run::new(&[], &setups).streamed(Box::new(stream));
+    let mut seeing = Seeing {
+        rec: Recorder::default(),
+        labels: Vec::new(),
+        live: Rc::clone(&live),
+        most_nodes: 0,
+    };
+    let mut check = HandOnCheck {
+        live: Rc::clone(&live),
+        handed: 0,
+        blocks: 0,
+        prompt_blocks: 0,
+    };
+    let outcome = run_with(run, &mut check, &mut seeing);
+    // The same run as the streamed one above.
+    assert_eq!(outcome, whole.outcome);
+    assert_eq!(seeing.rec.finished, whole.finished);
+    // 3 sessions of 150 turns: every turn after the first that fills a block starts from
+    // the turn before it, and most of its prompt's blocks are handed on, not hashed again.
+    assert!(
+        check.handed > 3 * 140,
+        "{} turns handed hashes",
+        check.handed
+    );
+    assert!(
+        check.blocks * 10 > check.prompt_blocks * 9,
+        "{} of {} prompt blocks handed on",
+        check.blocks,
+        check.prompt_blocks
+    );
 }

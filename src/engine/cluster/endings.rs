@@ -14,6 +14,7 @@ use crate::control::{Dropped, Stage};
 use crate::metrics::RequestRecord;
 use crate::scheduler::SchedulerBug;
 use crate::trace::Decision;
+use crate::workload::BlockHashes;
 use crate::workload::Injector;
 use crate::workload::{Request, RequestClasses};
 use std::borrow::Cow;
@@ -185,7 +186,8 @@ impl<'r> Cluster<'r> {
             scaling.request_finished(i as u32, &record);
         }
         if let Some(injector) = s.injector.as_deref_mut() {
-            release_after(injector, &record, &mut self.released)?;
+            let hashes = completions.hashes(k);
+            release_after(injector, &record, hashes, &mut self.released)?;
         }
         self.effects.push(Effect::Completed(k));
         Ok(())
@@ -316,15 +318,16 @@ fn nowhere(id: u64) -> SimError {
     SchedulerBug::new(format!("request {id} timed out but is nowhere in the run")).into()
 }
 
-/// Hands the finished request of `record` to `injector`, appending what it releases to
-/// `released`; a released request arriving before the finish is an error.
+/// Hands the finished request of `record`, with its block `hashes`, to `injector`, appending
+/// what it releases to `released`; a released request arriving before the finish is an error.
 fn release_after(
     injector: &mut dyn Injector,
     record: &RequestRecord<'_>,
+    hashes: BlockHashes<'_>,
     released: &mut Vec<Request>,
 ) -> anyhow::Result<()> {
     let before = released.len();
-    injector.request_finished(record, released);
+    injector.request_finished(record, hashes, released);
     if let Some(early) = released[before..]
         .iter()
         .find(|r| r.arrival_ns < record.end_ns)

@@ -129,6 +129,7 @@ fn request_of(e: &Evicted) -> Request {
         output_toks: e.output_toks,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

@@ -51,6 +51,7 @@ impl<'r> Cluster<'r> {
             itl_values: services.observer.wants_itl_values(),
             itl_cells: services.observer.pools_itl_by(),
             cache_history: keeps_cache_history(&signals),
+            hand_on_hashes: (services.injector.as_ref()).is_some_and(|j| j.may_release()),
         };
         let mut schedulers = Cores::new(recipe);
         let mut signals = Signals::new(signals, &schedulers);

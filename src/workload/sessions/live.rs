@@ -17,6 +17,7 @@ use super::registry::{Ready, SessionRun, fresh_timing, fresh_timings};
 use super::{NodeKind, NodeTiming, PlanBuilder, SessionHeader, SessionOutcome, SessionPlan, Tail};
 use crate::Nanos;
 use crate::metrics::RequestRecord;
+use crate::workload::BlockHashes;
 use crate::workload::{Injector, Request, RequestClasses};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -247,12 +248,17 @@ impl Injector for SharedSessions<'_> {
         true
     }
 
-    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>) {
+    fn request_finished(
+        &mut self,
+        record: &RequestRecord<'_>,
+        hashes: BlockHashes<'_>,
+        out: &mut Vec<Request>,
+    ) {
         let mut sessions = self.borrow_mut();
         let Some((mut live, node)) = sessions.take(record.request_id) else {
             return;
         };
-        let node = live.finished(node);
+        let node = live.finished(node, hashes);
         let released = {
             let mut run = sessions.run(&live.plan, &live.requests, &mut live.nodes);
             run.request_finished(node, record, &mut sessions.ready, out)
@@ -277,12 +283,15 @@ impl Injector for SharedSessions<'_> {
 }
 
 impl Live<'_> {
-    /// Its LLM node `node` has finished: the request lets its token ids go, a chain folds
-    /// the nodes before it once the observer has seen every call among them, and the tail
-    /// draws what that call leads to. Returns the node's index after the fold.
-    fn finished(&mut self, mut node: u32) -> u32 {
+    /// Its LLM node `node` has finished, its request's block hashes `hashes`: the request
+    /// lets its token ids and known hashes go, a chain folds the nodes before it once the
+    /// observer has seen every call among them, and the tail draws what that call leads to
+    /// (handed `hashes`). Returns the node's index after the fold.
+    fn finished(&mut self, mut node: u32, hashes: BlockHashes<'_>) -> u32 {
         if let NodeKind::Llm { request } = self.plan.nodes[node as usize].kind {
-            self.requests[request as usize].token_ids = Vec::new();
+            let request = &mut self.requests[request as usize];
+            request.token_ids = Vec::new();
+            request.known_hashes = None;
         }
         if let Some(folded) = &mut self.folded
             && node > 0
@@ -296,7 +305,7 @@ impl Live<'_> {
             return node;
         };
         let mut more = PlanBuilder::after(&self.plan);
-        let left = tail.extend(&mut more);
+        let left = tail.extend(&mut more, hashes);
         let from = self.plan.nodes.len();
         self.plan.append(more, 0, &mut self.requests);
         let arrival_ns = self.plan.arrival_ns;

@@ -30,6 +30,7 @@ pub use registry::{NodeStatus, NodeTiming, SessionRegistry};
 
 use super::Request;
 use crate::Nanos;
+use crate::workload::BlockHashes;
 
 /// What a node of a session does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,9 +247,10 @@ pub type Tail<'a> = Box<dyn PlanTail + 'a>;
 /// (a conversation's later turns), from the session's own random streams: the same nodes,
 /// whenever they are drawn.
 pub trait PlanTail: std::fmt::Debug {
-    /// An LLM call of the session has finished: pushes onto `plan` the nodes that call leads
-    /// to. `false` once nothing is left to draw.
-    fn extend(&mut self, plan: &mut PlanBuilder) -> bool;
+    /// An LLM call of the session has finished, its block hashes `handed` (empty before the
+    /// first call, or where its instance handed none on): pushes onto `plan` the nodes that
+    /// call leads to. `false` once nothing is left to draw.
+    fn extend(&mut self, plan: &mut PlanBuilder, handed: BlockHashes<'_>) -> bool;
     /// LLM calls of the whole plan (the ids the session reserves).
     fn planned(&self) -> u32;
 }

@@ -3,6 +3,7 @@
 use super::{NodeKind, PlanNode, SessionPlan, SessionSet};
 use crate::Nanos;
 use crate::metrics::RequestRecord;
+use crate::workload::BlockHashes;
 use crate::workload::Injector;
 use crate::workload::{Request, RequestClasses};
 use std::collections::VecDeque;
@@ -160,7 +161,14 @@ impl Injector for SessionRegistry<'_> {
         self.set.requests()
     }
 
-    fn request_finished(&mut self, record: &RequestRecord<'_>, out: &mut Vec<Request>) {
+    /// Whole plans were drawn before the run: no request is drawn after its parent, so no
+    /// hashes are handed on.
+    fn request_finished(
+        &mut self,
+        record: &RequestRecord<'_>,
+        _: BlockHashes<'_>,
+        out: &mut Vec<Request>,
+    ) {
         let Some((s, node)) = self.set.locate(record.request_id) else {
             return;
         };

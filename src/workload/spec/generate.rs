@@ -671,6 +671,7 @@ impl<'a> Generator<'a> {
                 .map(Iterator::collect)
                 .unwrap_or_default(),
             prompt_blocks: None,
+            known_hashes: None,
         }
     }
 }

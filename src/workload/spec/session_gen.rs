@@ -16,6 +16,7 @@ use super::agentic::{Action, AgenticSpec};
 use super::dist::{DurationDist, LengthDist};
 use super::generate::token_id;
 use super::limits::MAX_SESSION_TOKEN_IDS;
+use crate::workload::BlockHashes;
 use crate::workload::sessions::{PlanBuilder, PlanTail, Step, Tail};
 use crate::workload::{MAX_TOKENS, Request};
 use rand_chacha::ChaCha8Rng;
@@ -88,14 +89,25 @@ impl SessionDraw {
     }
 
     /// An LLM call on `context` (counts and ids of what precedes its own tokens) with
-    /// `own` prompt tokens of its own and `output` to generate.
-    fn call(&mut self, context: Call, own: u32, output: u32) -> (Call, Request) {
+    /// `own` prompt tokens of its own and `output` to generate; `handed` are the block hashes
+    /// of the context's ids where a finished call handed them on.
+    fn call(
+        &mut self,
+        context: Call,
+        own: u32,
+        output: u32,
+        handed: BlockHashes<'_>,
+    ) -> (Call, Request) {
         let Call { input, mut ids, .. } = context;
         let input = (input + u64::from(own)).min(MAX_TOKENS) as u32;
+        let mut known_hashes = None;
         if self.carry(input as usize + output as usize) {
+            // The ids the call starts with unchanged: the context's, up to its prompt's end.
+            let kept = ids.len().min(input as usize);
             self.fresh(own, &mut ids);
             ids.truncate(input as usize);
             self.fresh(output, &mut ids);
+            known_hashes = handed.known_for(kept);
         } else {
             ids = Vec::new();
         }
@@ -108,6 +120,7 @@ impl SessionDraw {
             output_toks: output,
             token_ids: ids.clone(),
             prompt_blocks: None,
+            known_hashes,
         };
         let call = Call {
             input: u64::from(input),
@@ -164,7 +177,7 @@ pub(super) fn agentic_plan(spec: &AgenticSpec, draw: &mut SessionDraw) -> PlanBu
                         context.ids.extend_from_slice(&tool.ids);
                     }
                 }
-                let (call, request) = draw.call(context, own, out);
+                let (call, request) = draw.call(context, own, out, BlockHashes::default());
                 let parents = node.parents.clone();
                 plan.push(label, parents, Step::Llm(request), node.iteration, fan_out);
                 calls.push(Some(call));
@@ -245,21 +258,22 @@ impl<'a> Turns<'a> {
     /// turn).
     pub fn start(mut self: Box<Self>) -> (PlanBuilder, Option<Tail<'a>>) {
         let mut plan = PlanBuilder::new();
-        let more = self.extend(&mut plan);
+        let more = self.extend(&mut plan, BlockHashes::default());
         (plan, more.then_some(self as Tail<'a>))
     }
 
     /// Every turn in one plan.
     pub fn whole(mut self: Box<Self>) -> PlanBuilder {
         let mut plan = PlanBuilder::new();
-        while self.extend(&mut plan) {}
+        while self.extend(&mut plan, BlockHashes::default()) {}
         plan
     }
 }
 
 impl PlanTail for Turns<'_> {
-    /// Draws the next turn (and its think time unless it is the last).
-    fn extend(&mut self, plan: &mut PlanBuilder) -> bool {
+    /// Draws the next turn (and its think time unless it is the last); an accumulating turn
+    /// starts from the previous turn's block hashes, `handed`.
+    fn extend(&mut self, plan: &mut PlanBuilder, handed: BlockHashes<'_>) -> bool {
         if self.drawn >= self.turns {
             return false;
         }
@@ -272,11 +286,11 @@ impl PlanTail for Turns<'_> {
             None => Vec::new(),
         };
         // The previous call is not read again: its ids become the context's, not copied.
-        let context = match self.previous.take() {
-            Some(call) if self.accumulate => carried(call),
-            _ => draw.prefix(),
+        let (context, handed) = match self.previous.take() {
+            Some(call) if self.accumulate => (carried(call), handed),
+            _ => (draw.prefix(), BlockHashes::default()),
         };
-        let (call, request) = draw.call(context, own, out);
+        let (call, request) = draw.call(context, own, out, handed);
         let node = plan.push(k.to_string(), parents, Step::Llm(request), None, false);
         self.drawn += 1;
         self.previous = (self.drawn < self.turns).then(|| {

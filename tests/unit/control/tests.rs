@@ -363,6 +363,7 @@ fn control_plane_latencies_delay_the_stages() {
         output_toks: 1,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     };
     cp.arrive(1000, 0, &request);
     let mut out = Vec::new();
@@ -467,6 +468,7 @@ fn arrival(id: u64) -> blis_cosim::workload::Request {
         output_toks: 1,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

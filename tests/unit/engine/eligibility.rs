@@ -36,6 +36,7 @@ fn request(id: u64, model: Option<&str>, input_toks: u32, output_toks: u32) -> R
         output_toks,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

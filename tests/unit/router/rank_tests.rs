@@ -73,6 +73,7 @@ fn request() -> Request {
         output_toks: 2,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

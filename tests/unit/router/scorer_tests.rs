@@ -62,6 +62,7 @@ fn prompt(id: u64, tokens: Vec<u32>) -> Request {
         output_toks: 1,
         token_ids: tokens,
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

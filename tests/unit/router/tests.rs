@@ -72,6 +72,7 @@ fn request(input_toks: u32, token_ids: Vec<u32>) -> Request {
         output_toks: 1,
         token_ids,
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn request(id: u64) -> RunningRequest {
         output_toks: 1,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     };
     RunningRequest::new(&request, &config)
 }

@@ -312,10 +312,12 @@ fn prompt_blocks_hash_like_their_listed_token_ids() {
         output_toks: 1,
         token_ids: (0..512).chain(3584..4096).chain(1024..1300).collect(),
         prompt_blocks: None,
+        known_hashes: None,
     };
     let blocks = Request {
         token_ids: Vec::new(),
         prompt_blocks: Some(PromptBlocks::new(&[0, 7, 2], 512).unwrap()),
+        known_hashes: None,
         ..listed.clone()
     };
     let (mut a, mut b, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
@@ -691,6 +693,7 @@ fn block_id_request(ids: &[u64], prompt_block: u32, input: u32) -> Request {
         output_toks: 1,
         token_ids: Vec::new(),
         prompt_blocks: Some(PromptBlocks::new(ids, prompt_block).unwrap()),
+        known_hashes: None,
     }
 }
 
@@ -769,6 +772,7 @@ fn hashes_after_a_known_prefix_are_the_whole_list() {
         output_toks: 40,
         token_ids: (0..340).map(|_| draw(1 << 32) as u32).collect(),
         prompt_blocks: None,
+        known_hashes: None,
     };
     // Prompt blocks of 64 tokens: KV blocks of 16 and 32 within them, of 48 across them.
     let blocks = block_id_request(&[5, 0, 9, 2, 7], 64, 300);

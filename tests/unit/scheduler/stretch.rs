@@ -117,6 +117,7 @@ fn requests(case: &Case) -> Vec<Request> {
             output_toks: output,
             token_ids: ids,
             prompt_blocks: None,
+            known_hashes: None,
         });
     }
     out

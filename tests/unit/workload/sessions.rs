@@ -5,7 +5,7 @@ use blis_cosim::metrics::{Itl, RequestRecord};
 use blis_cosim::workload::sessions::{
     NodeStatus, PlanBuilder, SessionHeader, SessionRegistry, SessionSet, Step,
 };
-use blis_cosim::workload::{Injector, Request};
+use blis_cosim::workload::{BlockHashes, Injector, Request};
 
 fn req(input: u32) -> Request {
     Request {
@@ -17,6 +17,7 @@ fn req(input: u32) -> Request {
         output_toks: 4,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 
@@ -60,7 +61,7 @@ fn finish(reg: &mut SessionRegistry<'_>, r: &Request, end: Nanos) -> Vec<Request
         itl_ns: Itl::default(),
         pd: None,
     };
-    reg.request_finished(&record, &mut out);
+    reg.request_finished(&record, BlockHashes::default(), &mut out);
     out
 }
 

@@ -62,6 +62,7 @@ fn request(id: u64, arrival_ns: Nanos, input_toks: u32, output_toks: u32) -> Req
         output_toks,
         token_ids: Vec::new(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 

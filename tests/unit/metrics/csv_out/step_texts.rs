@@ -114,6 +114,7 @@ impl Instance {
                     output_toks: output,
                     token_ids: Vec::new(),
                     prompt_blocks: None,
+                    known_hashes: None,
                 });
             }
         }

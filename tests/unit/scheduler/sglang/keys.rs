@@ -13,6 +13,7 @@ fn listed(n: u32) -> Request {
         output_toks: 3,
         token_ids: (0..n).map(|t| t * 7 % 11 + t).collect(),
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 
@@ -21,6 +22,7 @@ fn mooncake(input: u32) -> Request {
         token_ids: Vec::new(),
         input_toks: input,
         prompt_blocks: Some(PromptBlocks::new(&[4, 0, 9, 2], 8).unwrap()),
+        known_hashes: None,
         ..listed(4)
     }
 }

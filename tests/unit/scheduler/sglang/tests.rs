@@ -41,6 +41,7 @@ fn request(id: u64, prompt: Vec<u32>, output: u32) -> Request {
         output_toks: output,
         token_ids: prompt,
         prompt_blocks: None,
+        known_hashes: None,
     }
 }
 
