@@ -14,7 +14,9 @@
 use super::fold::Folded;
 use super::outcome::outcome_of;
 use super::registry::{Ready, SessionRun, fresh_timing, fresh_timings};
-use super::{NodeKind, NodeTiming, PlanBuilder, SessionHeader, SessionOutcome, SessionPlan, Tail};
+use super::{
+    HandedOn, NodeKind, NodeTiming, PlanBuilder, SessionHeader, SessionOutcome, SessionPlan, Tail,
+};
 use crate::Nanos;
 use crate::metrics::RequestRecord;
 use crate::workload::BlockHashes;
@@ -285,12 +287,16 @@ impl Injector for SharedSessions<'_> {
 impl Live<'_> {
     /// Its LLM node `node` has finished, its request's block hashes `hashes`: the request
     /// lets its token ids and known hashes go, a chain folds the nodes before it once the
-    /// observer has seen every call among them, and the tail draws what that call leads to
-    /// (handed `hashes`). Returns the node's index after the fold.
+    /// observer has seen every call among them, and the tail draws what that call leads to,
+    /// handed the ids and `hashes`. Returns the node's index after the fold.
     fn finished(&mut self, mut node: u32, hashes: BlockHashes<'_>) -> u32 {
+        let mut handed = HandedOn {
+            ids: Vec::new(),
+            hashes,
+        };
         if let NodeKind::Llm { request } = self.plan.nodes[node as usize].kind {
             let request = &mut self.requests[request as usize];
-            request.token_ids = Vec::new();
+            handed.ids = std::mem::take(&mut request.token_ids);
             request.known_hashes = None;
         }
         if let Some(folded) = &mut self.folded
@@ -305,7 +311,7 @@ impl Live<'_> {
             return node;
         };
         let mut more = PlanBuilder::after(&self.plan);
-        let left = tail.extend(&mut more, hashes);
+        let left = tail.extend(&mut more, handed);
         let from = self.plan.nodes.len();
         self.plan.append(more, 0, &mut self.requests);
         let arrival_ns = self.plan.arrival_ns;

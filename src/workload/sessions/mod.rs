@@ -240,6 +240,15 @@ impl SessionPlan {
     }
 }
 
+/// What a finished LLM call hands on to the call its session draws next.
+#[derive(Debug, Default)]
+pub struct HandedOn<'a> {
+    /// Its request's token ids, prompt then output (empty where it carried none).
+    pub ids: Vec<u32>,
+    /// Its block hashes, where its instance handed them on (empty otherwise).
+    pub hashes: BlockHashes<'a>,
+}
+
 /// A session's [`PlanTail`], as a stream hands it to [`LiveSessions::start`].
 pub type Tail<'a> = Box<dyn PlanTail + 'a>;
 
@@ -247,10 +256,10 @@ pub type Tail<'a> = Box<dyn PlanTail + 'a>;
 /// (a conversation's later turns), from the session's own random streams: the same nodes,
 /// whenever they are drawn.
 pub trait PlanTail: std::fmt::Debug {
-    /// An LLM call of the session has finished, its block hashes `handed` (empty before the
-    /// first call, or where its instance handed none on): pushes onto `plan` the nodes that
-    /// call leads to. `false` once nothing is left to draw.
-    fn extend(&mut self, plan: &mut PlanBuilder, handed: BlockHashes<'_>) -> bool;
+    /// An LLM call of the session has finished, handing on `handed` (nothing before the
+    /// first call): pushes onto `plan` the nodes that call leads to. `false` once nothing is
+    /// left to draw.
+    fn extend(&mut self, plan: &mut PlanBuilder, handed: HandedOn<'_>) -> bool;
     /// LLM calls of the whole plan (the ids the session reserves).
     fn planned(&self) -> u32;
 }

@@ -17,7 +17,7 @@ use super::dist::{DurationDist, LengthDist};
 use super::generate::token_id;
 use super::limits::MAX_SESSION_TOKEN_IDS;
 use crate::workload::BlockHashes;
-use crate::workload::sessions::{PlanBuilder, PlanTail, Step, Tail};
+use crate::workload::sessions::{HandedOn, PlanBuilder, PlanTail, Step, Tail};
 use crate::workload::{MAX_TOKENS, Request};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
@@ -90,13 +90,15 @@ impl SessionDraw {
 
     /// An LLM call on `context` (counts and ids of what precedes its own tokens) with
     /// `own` prompt tokens of its own and `output` to generate; `handed` are the block hashes
-    /// of the context's ids where a finished call handed them on.
+    /// of the context's ids where a finished call handed them on. With `keep_ids` the call
+    /// returned keeps its ids, for a context drawn before it finishes; else they move into
+    /// the request, and its finish hands them back ([`HandedOn`]).
     fn call(
         &mut self,
         context: Call,
-        own: u32,
-        output: u32,
+        (own, output): (u32, u32),
         handed: BlockHashes<'_>,
+        keep_ids: bool,
     ) -> (Call, Request) {
         let Call { input, mut ids, .. } = context;
         let input = (input + u64::from(own)).min(MAX_TOKENS) as u32;
@@ -118,7 +120,10 @@ impl SessionDraw {
             arrival_ns: 0,
             input_toks: input,
             output_toks: output,
-            token_ids: ids.clone(),
+            token_ids: match keep_ids {
+                true => ids.clone(),
+                false => std::mem::take(&mut ids),
+            },
             prompt_blocks: None,
             known_hashes,
         };
@@ -177,7 +182,7 @@ pub(super) fn agentic_plan(spec: &AgenticSpec, draw: &mut SessionDraw) -> PlanBu
                         context.ids.extend_from_slice(&tool.ids);
                     }
                 }
-                let (call, request) = draw.call(context, own, out, BlockHashes::default());
+                let (call, request) = draw.call(context, (own, out), BlockHashes::default(), true);
                 let parents = node.parents.clone();
                 plan.push(label, parents, Step::Llm(request), node.iteration, fan_out);
                 calls.push(Some(call));
@@ -232,6 +237,10 @@ pub(super) struct Turns<'a> {
     /// The call of the last turn drawn, when another follows (its think time is then the
     /// plan's last node, wherever the plan starts: a running session folds its first nodes).
     previous: Option<Call>,
+    /// Whether each turn is drawn once the one before has finished ([`Turns::start`]): its
+    /// ids then move into its request and come back with its finish, rather than being
+    /// kept beside it.
+    lazily: bool,
 }
 
 impl<'a> Turns<'a> {
@@ -251,6 +260,7 @@ impl<'a> Turns<'a> {
             turns,
             drawn: 0,
             previous: None,
+            lazily: false,
         }
     }
 
@@ -258,22 +268,24 @@ impl<'a> Turns<'a> {
     /// turn).
     pub fn start(mut self: Box<Self>) -> (PlanBuilder, Option<Tail<'a>>) {
         let mut plan = PlanBuilder::new();
-        let more = self.extend(&mut plan, BlockHashes::default());
+        self.lazily = true;
+        let more = self.extend(&mut plan, HandedOn::default());
         (plan, more.then_some(self as Tail<'a>))
     }
 
     /// Every turn in one plan.
     pub fn whole(mut self: Box<Self>) -> PlanBuilder {
         let mut plan = PlanBuilder::new();
-        while self.extend(&mut plan, BlockHashes::default()) {}
+        while self.extend(&mut plan, HandedOn::default()) {}
         plan
     }
 }
 
 impl PlanTail for Turns<'_> {
     /// Draws the next turn (and its think time unless it is the last); an accumulating turn
-    /// starts from the previous turn's block hashes, `handed`.
-    fn extend(&mut self, plan: &mut PlanBuilder, handed: BlockHashes<'_>) -> bool {
+    /// starts from what the previous turn `handed` on: its ids, drawn lazily, and its block
+    /// hashes.
+    fn extend(&mut self, plan: &mut PlanBuilder, handed: HandedOn<'_>) -> bool {
         if self.drawn >= self.turns {
             return false;
         }
@@ -286,11 +298,16 @@ impl PlanTail for Turns<'_> {
             None => Vec::new(),
         };
         // The previous call is not read again: its ids become the context's, not copied.
-        let (context, handed) = match self.previous.take() {
-            Some(call) if self.accumulate => (carried(call), handed),
+        let (context, hashes) = match self.previous.take() {
+            Some(mut call) if self.accumulate => {
+                if self.lazily {
+                    call.ids = handed.ids;
+                }
+                (carried(call), handed.hashes)
+            }
             _ => (draw.prefix(), BlockHashes::default()),
         };
-        let (call, request) = draw.call(context, own, out, handed);
+        let (call, request) = draw.call(context, (own, out), hashes, !self.lazily);
         let node = plan.push(k.to_string(), parents, Step::Llm(request), None, false);
         self.drawn += 1;
         self.previous = (self.drawn < self.turns).then(|| {
